@@ -1,0 +1,154 @@
+"""Checkpoint directories: naming, atomic commit, rotation, resolution of "latest".
+
+Small pure functions on paths; the trainer decides what goes inside.
+
+Atomicity contract: a checkpoint is written into a staging directory
+(`.tmp-checkpoint-STEP`) and renamed to `checkpoint-STEP` only once every rank has
+finished writing. A directory named `checkpoint-STEP` is therefore always complete; a
+crash leaves at most a staging directory, which the next save at that step removes and
+`list_checkpoints` ignores. Rotation deletes old checkpoints only after the new one is
+in place, so there is always at least one complete checkpoint on disk.
+
+Layout of one checkpoint::
+
+    checkpoint-STEP/
+      model.safetensors, optimizer.bin, scheduler/scaler/RNG files  (Accelerate's save_state)
+      trainer_state.json        TrainerState
+      hooks.json                state of the stateful hooks, by hook name
+      training_args.json        the arguments of the run that wrote it (for reference)
+      rank_R/                   one per training rank
+        buffer.safetensors, buffer.json       buffer contents and counters
+        pending.safetensors, pending.json     batches taken from the buffer, not yet trained
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+PREFIX = "checkpoint-"
+STAGING_PREFIX = ".tmp-checkpoint-"
+_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+
+
+def checkpoint_path(root: str | os.PathLike[str], step: int) -> Path:
+    """Where the checkpoint of `step` lives under `root`."""
+    return Path(root) / f"{PREFIX}{step}"
+
+
+def staging_path(root: str | os.PathLike[str], step: int) -> Path:
+    """Where the checkpoint of `step` is written before it is committed."""
+    return Path(root) / f"{STAGING_PREFIX}{step}"
+
+
+def rank_path(checkpoint: str | os.PathLike[str], rank: int) -> Path:
+    """The per-rank part of a checkpoint."""
+    return Path(checkpoint) / f"rank_{rank}"
+
+
+def count_ranks(checkpoint: str | os.PathLike[str]) -> int:
+    """How many training ranks wrote `checkpoint`."""
+    return sum(1 for p in Path(checkpoint).glob("rank_*") if p.is_dir())
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
+    """Complete checkpoints under `root`, oldest (lowest step) first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = _NAME.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
+    """The newest complete checkpoint under `root`, or None."""
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[str]) -> Path | None:
+    """Turn `TrainingArguments.resume_from_checkpoint` into a directory.
+
+    "latest" gives the newest checkpoint under `root`, or None when there is none yet
+    (a job script can always pass "latest", also on its first run). A path must exist.
+    """
+    if resume_from_checkpoint is None:
+        return None
+    if resume_from_checkpoint == "latest":
+        return latest_checkpoint(root)
+    path = Path(resume_from_checkpoint)
+    if not path.is_dir() or not (path / "trainer_state.json").is_file():
+        raise FileNotFoundError(
+            f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint directory "
+            f"(no trainer_state.json); use 'latest' or one of: "
+            f"{[str(p) for p in list_checkpoints(root)] or 'none yet'}"
+        )
+    return path
+
+
+def begin(root: str | os.PathLike[str], step: int) -> Path:
+    """Create an empty staging directory for `step`, removing a stale one. Main rank only."""
+    staging = staging_path(root, step)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:
+    """Rename the finished `staging` directory to `final` atomically. Main rank only.
+
+    An existing `final` (a checkpoint of the same step written before a restart) is
+    replaced: it is first moved aside, so a crash in between leaves one of the two.
+    """
+    staging, final = Path(staging), Path(final)
+    old = None
+    if final.exists():
+        old = final.with_name(final.name + ".old")
+        if old.exists():
+            shutil.rmtree(old)
+        os.replace(final, old)
+    os.replace(staging, final)
+    _fsync_dir(final.parent)
+    if old is not None:
+        shutil.rmtree(old)
+    return final
+
+
+def rotate(root: str | os.PathLike[str], max_to_keep: int) -> list[Path]:
+    """Delete all but the newest `max_to_keep` checkpoints; returns the deleted paths."""
+    if max_to_keep < 1:
+        raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+    old = list_checkpoints(root)[:-max_to_keep]
+    for path in old:
+        shutil.rmtree(path)
+    return old
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write `obj` as JSON, flushed to disk (the enclosing directory is renamed later)."""
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

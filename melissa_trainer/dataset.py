@@ -1,0 +1,170 @@
+"""The stream dataset: buffer samples -> `process_sample` -> collated batches.
+
+It tells "no data yet" (wait, while checking that the source is alive) from "no data
+ever again" (the buffer is closed and drained). The trainer uses it through
+`prefetch` / `next_batch`: raw samples for the next window of steps are taken from the
+buffer first, so that every rank knows how many steps it can run before the ranks
+agree on when to stop; they are processed and collated one batch at a time. Batches
+taken but not yet trained on are part of the checkpoint (`save` / `load`), so a resume
+loses nothing.
+
+Used alone, `StreamDataset` is a `torch.utils.data.IterableDataset` yielding collated
+batches until the end of the stream (do not wrap it in a multi-worker DataLoader: the
+buffer lives in this process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.numpy import load_file, save_file
+from torch.utils.data import IterableDataset, default_collate
+
+from melissa_trainer.buffers import Buffer, Sample
+from melissa_trainer.sources import Source
+
+ProcessSample = Callable[[Sample], Any]
+Collate = Callable[[list[Any]], Any]
+
+
+def to_tensors(sample: Sample) -> dict[str, torch.Tensor]:
+    """Default `process_sample`: each field as a tensor sharing the array's memory."""
+    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sample.items()}
+
+
+def fast_collate(examples: list[Any]) -> Any:
+    """Stack a list of examples into a batch.
+
+    Tensors, tuples/lists of tensors and dicts of tensors are stacked with one
+    `torch.stack` per field (no per-element checks); anything else falls back to
+    `torch.utils.data.default_collate`.
+    """
+    first = examples[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(examples)
+    if isinstance(first, tuple | list) and all(isinstance(x, torch.Tensor) for x in first):
+        return type(first)(torch.stack(col) for col in zip(*examples, strict=True))
+    if isinstance(first, Mapping) and all(isinstance(x, torch.Tensor) for x in first.values()):
+        return {k: torch.stack([e[k] for e in examples]) for k in first}
+    return default_collate(examples)
+
+
+class StreamDataset(IterableDataset):
+    """Batches from a buffer.
+
+    Args:
+        buffer: the buffer that a source fills.
+        batch_size: samples per batch; the last batch of a stream may be smaller.
+        process_sample: turns one sample (a dict of numpy arrays) into one training
+            example, e.g. an `(inputs, targets)` tuple of tensors.
+        collate_fn: stacks examples into a batch (default `fast_collate`).
+        source: polled while waiting for data, so a failed producer raises.
+        poll_interval: seconds between those polls while no data arrives.
+
+    Not thread-safe: one consumer (the training thread).
+    """
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        batch_size: int,
+        process_sample: ProcessSample | None = None,
+        collate_fn: Collate | None = None,
+        source: Source | None = None,
+        poll_interval: float = 0.5,
+    ) -> None:
+        super().__init__()
+        self.buffer = buffer
+        self.batch_size = batch_size
+        self.process_sample = process_sample or to_tensors
+        self.collate_fn = collate_fn or fast_collate
+        self.source = source
+        self.poll_interval = poll_interval
+        self._pending: deque[list[Sample]] = deque()
+
+    # -- raw samples ---------------------------------------------------------------
+
+    def _take(self) -> list[Sample]:
+        """The next batch of raw samples; blocks for data; [] at the end of the stream."""
+        while True:
+            try:
+                return self.buffer.get_batch(self.batch_size, timeout=self.poll_interval)
+            except TimeoutError:
+                if self.source is not None:
+                    self.source.check()
+
+    def prefetch(self, n: int) -> int:
+        """Make `n` batches pending, blocking until they exist or the stream has ended.
+
+        Returns the number of pending batches: `n`, or fewer only when the stream has
+        ended (no data ever again on this rank).
+        """
+        while len(self._pending) < n:
+            samples = self._take()
+            if not samples:
+                if self.source is not None:
+                    self.source.check()  # an end caused by a failure is an error
+                break
+            self._pending.append(samples)
+        return min(n, len(self._pending))
+
+    @property
+    def num_pending(self) -> int:
+        return len(self._pending)
+
+    # -- batches -------------------------------------------------------------------
+
+    def next_batch(self) -> tuple[Any, int]:
+        """Collate the next pending batch; returns `(batch, number_of_samples)`.
+
+        Raises IndexError when nothing is pending (call `prefetch` first).
+        """
+        samples = self._pending.popleft()
+        process = self.process_sample
+        return self.collate_fn([process(s) for s in samples]), len(samples)
+
+    def collate_samples(self, samples: Sequence[Sample]) -> Any:
+        """Process and collate `samples` (e.g. a validation batch) like training batches."""
+        process = self.process_sample
+        return self.collate_fn([process(s) for s in samples])
+
+    def __iter__(self) -> Iterator[Any]:
+        while self.prefetch(1):
+            yield self.next_batch()[0]
+
+    def rewind(self) -> int:
+        """Replay the samples the buffer retained (pseudo-epochs); returns their number."""
+        return self.buffer.rewind()
+
+    # -- checkpoint ----------------------------------------------------------------
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the pending (taken, untrained) batches to `directory`."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {}
+        for b, samples in enumerate(self._pending):
+            for s, sample in enumerate(samples):
+                for field, value in sample.items():
+                    arrays[f"b{b}/s{s}/{field}"] = np.ascontiguousarray(value)
+        fields = [[sorted(sample) for sample in samples] for samples in self._pending]
+        save_file(arrays, str(path / "pending.safetensors"))
+        (path / "pending.json").write_text(json.dumps({"fields": fields}))
+
+    def load(self, directory: str | os.PathLike[str]) -> None:
+        """Restore the pending batches written by `save` (replacing any pending now)."""
+        path = Path(directory)
+        meta = json.loads((path / "pending.json").read_text())
+        arrays = load_file(str(path / "pending.safetensors"))
+        self._pending.clear()
+        for b, batch_fields in enumerate(meta["fields"]):
+            self._pending.append(
+                [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
+            )

@@ -1,0 +1,230 @@
+"""Hook events, the `Hook` base class and the dispatcher.
+
+A hook observes the training loop at fixed events and asks for actions through
+`TrainerControl`. It reads `TrainerState` and the trainer's public attributes; it never
+advances counters or touches the trainer's private state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from melissa_trainer.state import TrainerControl, TrainerState
+
+if TYPE_CHECKING:  # pragma: no cover - import for annotations only
+    from melissa_trainer.trainer import OnlineTrainer
+
+
+class Event(str, Enum):
+    """The points of the training loop where hooks are called.
+
+    The loop, in pseudocode (each name is the event fired there)::
+
+        if resume_from_checkpoint:
+            load checkpoint                       # LOAD
+        TRAIN_START
+        while not stopped:
+            fetch the next window of batches; all-reduce (stop, batches available)
+            if the data ran out on some rank:
+                END_OF_STREAM                     # a hook may ask for a rewind
+                if control.should_rewind:
+                    PSEUDO_EPOCH_END; replay buffer; PSEUDO_EPOCH_START
+            for each step of the window:
+                STEP_START
+                for each micro-batch of the step:
+                    BATCH_READY                   # the collated batch, on device
+                    forward, loss, backward
+                    AFTER_BACKWARD                # the (unscaled) loss tensor
+                optimizer step, scheduler step, zero grad
+                STEP_END                          # hooks set should_log/validate/save
+                if control.should_log:      LOG (mean loss over ranks, lr, rates)
+                if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
+                if control.should_save:     write checkpoint; SAVE
+        TRAIN_END                                 # hooks may still ask to save
+        if control.should_save: write checkpoint; SAVE
+    """
+
+    LOAD = "on_load"
+    TRAIN_START = "on_train_start"
+    END_OF_STREAM = "on_end_of_stream"
+    PSEUDO_EPOCH_START = "on_pseudo_epoch_start"
+    PSEUDO_EPOCH_END = "on_pseudo_epoch_end"
+    STEP_START = "on_step_start"
+    BATCH_READY = "on_batch_ready"
+    AFTER_BACKWARD = "on_after_backward"
+    STEP_END = "on_step_end"
+    LOG = "on_log"
+    VALIDATION_START = "on_validation_start"
+    VALIDATION_END = "on_validation_end"
+    SAVE = "on_save"
+    TRAIN_END = "on_train_end"
+
+
+class Hook:
+    """Base class of hooks: one no-op method per `Event`; override what you need.
+
+    Every method receives the trainer (read its public attributes: `args`, `model`,
+    `accelerator`, `buffer`, `is_main_process`…), the `TrainerState` and the
+    `TrainerControl`; some events add one payload argument.
+
+    A hook with state worth keeping across a restart overrides `state_dict` and
+    `load_state_dict` (JSON-serializable values); the checkpoint stores it under
+    `name`, which must be unique among a trainer's hooks.
+    """
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if state:
+            raise ValueError(f"hook {self.name} has no state but the checkpoint holds {state!r}")
+
+    def close(self) -> None:
+        """Release resources (files, bars); called once when `train()` returns or raises."""
+
+    def on_load(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        """After a checkpoint at `path` was restored (before TRAIN_START)."""
+
+    def on_train_start(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Once, before the first step (after a resume, with the restored state)."""
+
+    def on_end_of_stream(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """The data ran out on some rank; set `control.should_rewind` to replay the buffer."""
+
+    def on_pseudo_epoch_start(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """A replay of the retained samples begins (`state.pseudo_epoch` already advanced)."""
+
+    def on_pseudo_epoch_end(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """The live stream, or a replay of the buffer, has been consumed."""
+
+    def on_step_start(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Before the first micro-batch of step `state.global_step + 1`."""
+
+    def on_batch_ready(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, batch: Any
+    ) -> None:
+        """A collated micro-batch is on the device, before the forward pass."""
+
+    def on_after_backward(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, loss: Any
+    ) -> None:
+        """After backward of one micro-batch; `loss` is the detached loss tensor."""
+
+    def on_step_end(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """After the optimizer step; `state.global_step` counts it already."""
+
+    def on_log(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float],
+    ) -> None:
+        """Training logs (identical on all ranks): loss, lr, samples/s, buffer figures."""
+
+    def on_validation_start(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Before the validation loop."""
+
+    def on_validation_end(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float],
+    ) -> None:
+        """Validation metrics, reduced over ranks (identical on all ranks)."""
+
+    def on_save(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        """A checkpoint is complete at `path` (already renamed into place)."""
+
+    def on_train_end(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """After the last step; `control.should_save` set here still writes a checkpoint."""
+
+
+class HookList:
+    """Calls hooks in order; per event, only the hooks that override its method.
+
+    The per-event lists are built once, so an event nobody listens to costs one empty
+    loop. Not thread-safe: hooks are called from the training thread only.
+    """
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        self.hooks: list[Hook] = []
+        self._listeners: dict[Event, list[Any]] = {e: [] for e in Event}
+        for hook in hooks:
+            self.add(hook)
+
+    def add(self, hook: Hook) -> None:
+        if not isinstance(hook, Hook):
+            raise TypeError(f"hooks must subclass melissa_trainer.Hook, got {type(hook)!r}")
+        if any(h.name == hook.name for h in self.hooks):
+            raise ValueError(
+                f"two hooks are named {hook.name!r}: override `name` to tell them apart "
+                "(checkpoints store hook state by name)"
+            )
+        self.hooks.append(hook)
+        for event in Event:
+            if getattr(type(hook), event.value) is not getattr(Hook, event.value):
+                self._listeners[event].append(getattr(hook, event.value))
+
+    def get(self, cls: type) -> Any:
+        """The first hook that is an instance of `cls`, or None."""
+        return next((h for h in self.hooks if isinstance(h, cls)), None)
+
+    def listens(self, event: Event) -> bool:
+        return bool(self._listeners[event])
+
+    def fire(self, event: Event, *args: Any) -> None:
+        """Call `event`'s method of every listening hook with `args`."""
+        for method in self._listeners[event]:
+            method(*args)
+
+    def close(self) -> None:
+        """Close every hook; the first exception is raised after all were closed."""
+        error: Exception | None = None
+        for hook in self.hooks:
+            try:
+                hook.close()
+            except Exception as exc:  # keep closing the others, then report
+                error = error or exc
+        if error is not None:
+            raise error
+
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        return {h.name: h.state_dict() for h in self.hooks if h.state_dict()}
+
+    def load_state_dict(self, states: Mapping[str, Mapping[str, Any]]) -> None:
+        by_name = {h.name: h for h in self.hooks}
+        for name, hook_state in states.items():
+            if name not in by_name:
+                raise ValueError(
+                    f"the checkpoint holds state for hook {name!r}, which this trainer "
+                    "does not have: add the hook, or resume without its state"
+                )
+            by_name[name].load_state_dict(hook_state)

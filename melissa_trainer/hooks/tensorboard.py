@@ -1,0 +1,78 @@
+"""TensorBoard scalars: training logs, validation metrics, buffer figures."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from melissa_trainer.hooks.base import Hook
+from melissa_trainer.state import TrainerControl, TrainerState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch.utils.tensorboard import SummaryWriter
+
+    from melissa_trainer.trainer import OnlineTrainer
+
+
+class TensorBoardHook(Hook):
+    """Writes event files under `log_dir` from the main process.
+
+    Tags: `train/<key>` for every logged figure (loss, learning_rate, samples_per_second,
+    steps_per_second), `buffer/<key>` for the buffer figures and `buffer/reuse`, a
+    histogram of how many times the samples that left this rank's buffer were drawn;
+    `eval/<key>` for validation metrics. Written at log and validation time only, never
+    per step; flushed at those points, closed at the end of training.
+    """
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir = log_dir
+        self.writer: SummaryWriter | None = None
+
+    def on_train_start(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        if trainer.is_main_process and self.writer is None:
+            from torch.utils.tensorboard import SummaryWriter  # heavy import: only when used
+
+            self.writer = SummaryWriter(log_dir=self.log_dir)
+
+    def on_log(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        logs: dict[str, float],
+    ) -> None:
+        if self.writer is None:
+            return
+        step = state.global_step
+        for key, value in logs.items():
+            group = "buffer" if key.startswith("buffer_") else "train"
+            self.writer.add_scalar(f"{group}/{key.removeprefix('buffer_')}", value, step)
+        histogram = trainer.buffer.stats().reuse_histogram
+        if histogram:
+            draws = np.repeat(
+                np.fromiter(histogram.keys(), dtype=np.int64),
+                np.fromiter(histogram.values(), dtype=np.int64),
+            )
+            self.writer.add_histogram("buffer/reuse", draws, step)
+        self.writer.flush()
+
+    def on_validation_end(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float],
+    ) -> None:
+        if self.writer is None:
+            return
+        for key, value in metrics.items():
+            self.writer.add_scalar(f"eval/{key.removeprefix('eval_')}", value, state.global_step)
+        self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -1,0 +1,138 @@
+"""Sources: what fills a rank's buffer while the trainer reads it.
+
+A `Source` owns a producer (a thread here; the network receiver later) that puts
+samples into the buffer and closes it when no data will ever come again. The trainer
+starts it, polls `check()` while it waits for data (so a dead producer surfaces as an
+error instead of a hang), and stops it at the end.
+
+`IterableSource` is the in-process source: a Python iterable (or a factory of one per
+rank) drained by a background thread. It is useful for tests and for simulators
+written in Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+
+
+class SourceError(RuntimeError):
+    """The producer of a source failed; the original exception is the `__cause__`."""
+
+
+class Source(ABC):
+    """Fills one rank's buffer. Methods are called from the training thread."""
+
+    @abstractmethod
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        """Begin filling `buffer` in the background (returns at once).
+
+        `buffer` may already hold restored contents and counters: a resumed source
+        continues after what the buffer has already received.
+        """
+
+    @abstractmethod
+    def check(self) -> None:
+        """Raise `SourceError` if the producer has failed; cheap, non-blocking."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the producer and release its resources; idempotent, blocks until done."""
+
+    def telemetry(self) -> dict[str, float]:
+        """Figures for the logs (messages/s, rejected…); empty by default."""
+        return {}
+
+
+SampleFactory = Callable[[int, int], Iterable[Mapping[str, Any]]]
+
+
+def as_sample(item: Any) -> Sample:
+    """Convert one produced item to a `Sample` (a dict of numpy arrays), or raise TypeError."""
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            f"a source must produce mappings of field name -> array, got {type(item).__name__}"
+        )
+    return {str(k): np.asarray(v) for k, v in item.items()}
+
+
+class IterableSource(Source):
+    """Feeds the buffer from an iterable of samples on a daemon thread.
+
+    Args:
+        data: an iterable of mappings (field name -> array-like), or a factory
+            `data(rank, world_size)` returning one, so that each rank gets its own share.
+        put_timeout: seconds between checks of the stop request while `put` blocks on a
+            full buffer (back-pressure).
+
+    Resume contract: when the buffer passed to `start` has already received `k`
+    samples (restored from a checkpoint), the first `k` items of the iterable are
+    skipped, so a deterministic iterable continues exactly where it stopped.
+
+    When the iterable is exhausted the buffer is closed (end of stream). If iterating
+    raises, the buffer is closed too and `check()` raises `SourceError` from it.
+    """
+
+    def __init__(self, data: Iterable[Mapping[str, Any]] | SampleFactory, put_timeout: float = 0.1):
+        self._data = data
+        self._put_timeout = put_timeout
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        if self._thread is not None:
+            raise RuntimeError("IterableSource.start() was called twice")
+        data = self._data(rank, world_size) if callable(self._data) else self._data
+        skip = buffer.stats().put
+        self._thread = threading.Thread(
+            target=self._run, args=(iter(data), skip, buffer), name="melissa-source", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, items: Any, skip: int, buffer: Buffer) -> None:
+        try:
+            for item in itertools.islice(items, skip, None):
+                sample = as_sample(item)
+                while not self._stop.is_set():
+                    try:
+                        buffer.put(sample, timeout=self._put_timeout)
+                        break
+                    except TimeoutError:
+                        continue
+                if self._stop.is_set():
+                    return
+            buffer.close()
+        except BufferClosedError:
+            return  # the trainer closed the buffer: nothing more is wanted
+        except BaseException as exc:  # surfaced in the training thread by check()
+            self._error = exc
+            buffer.close()
+
+    def check(self) -> None:
+        if self._error is not None:
+            raise SourceError(f"the sample source failed: {self._error!r}") from self._error
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def as_source(obj: Source | Iterable[Mapping[str, Any]] | SampleFactory) -> Source:
+    """Accept a `Source`, an iterable of samples or a per-rank factory of one."""
+    if isinstance(obj, Source):
+        return obj
+    if callable(obj) or isinstance(obj, Iterable):
+        return IterableSource(obj)
+    raise TypeError(
+        "train_source must be a melissa_trainer Source, an iterable of samples, or a "
+        f"callable (rank, world_size) -> iterable; got {type(obj).__name__}"
+    )

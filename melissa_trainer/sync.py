@@ -1,0 +1,48 @@
+"""Agreement between training ranks on when to stop.
+
+Ranks receive different data, so one rank's stream may end long before another's,
+and a hook may ask to stop on one rank only. DDP needs every rank to run the same
+number of steps (each backward is a collective), so the ranks agree, once per window
+of `stop_sync_steps` steps, on two numbers:
+
+* whether any rank asked to stop, and
+* how many steps the window may run: the smallest number of batches any rank has in
+  hand (every rank takes its window's batches from its buffer *before* agreeing, so a
+  rank whose stream has ended reports fewer, and every rank runs exactly that many).
+
+Both travel in one small integer tensor on the accelerator device, all-reduced with
+MAX (the count negated), so the cost is one collective and one device-to-host copy
+per window rather than per step. Every rank calls `agree` at the same windows, so no
+rank ever runs a collective that another skips.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+
+
+class StopSync:
+    """One all-reduce per window; a no-op without a process group.
+
+    Not thread-safe: call from the training thread, on every rank, in lockstep.
+    """
+
+    def __init__(self, device: torch.device, num_processes: int) -> None:
+        self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
+        self._flag = torch.zeros(2, dtype=torch.int64, device=device)
+        self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
+
+    def agree(self, stop_requested: bool, batches_available: int) -> tuple[bool, int]:
+        """Return `(any rank asked to stop, fewest batches available on any rank)`.
+
+        Blocks until every rank has called it (a collective).
+        """
+        if not self.distributed:
+            return stop_requested, batches_available
+        local = torch.tensor([int(stop_requested), -batches_available], dtype=torch.int64)
+        self._flag.copy_(local, non_blocking=True)
+        dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
+        self.collectives += 1
+        stop, neg_available = self._flag.tolist()  # the one host sync of the window
+        return bool(stop), -int(neg_available)

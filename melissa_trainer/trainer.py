@@ -1,0 +1,385 @@
+"""`OnlineTrainer`: the training loop, hook dispatch and stop synchronisation.
+
+Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
+The data path is one-directional: source -> buffer -> dataset -> this loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import send_to_device, set_seed
+
+from melissa_trainer import checkpoint as ckpt
+from melissa_trainer.arguments import TrainingArguments
+from melissa_trainer.buffers import Sample, make_buffer
+from melissa_trainer.dataset import Collate, ProcessSample, StreamDataset
+from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.sources import Source, as_source
+from melissa_trainer.state import TrainerControl, TrainerState
+from melissa_trainer.sync import StopSync
+
+logger = logging.getLogger(__name__)
+
+LossFn = Callable[[Any, Any], torch.Tensor]
+
+
+def _cpu_only_launch() -> bool:
+    """True for a multi-process launch on a machine without GPUs.
+
+    `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
+    forms a (gloo) process group when told to run on CPU; otherwise every rank would
+    train alone and the stop flag would not be shared.
+    """
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+
+
+class OnlineTrainer:
+    """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
+
+    Args:
+        model: the network; prepared by Accelerate (device placement, DDP, mixed precision).
+        args: the run's `TrainingArguments`.
+        optimizer: an optimizer over `model`'s parameters.
+        lr_scheduler: optional; stepped once per optimizer step (not per rank), saved in
+            checkpoints.
+        train_source: what fills this rank's buffer: a `Source`, an iterable of samples
+            (mappings of field name -> array) or a factory `(rank, world_size) -> iterable`.
+        process_sample: turns one sample into one example; by default each field becomes
+            a tensor. The default `compute_loss` expects `(inputs, targets)` examples.
+        collate_fn: stacks examples into a batch (default: one `torch.stack` per field).
+        loss_fn: `loss_fn(model(inputs), targets)`, mean squared error by default.
+        eval_dataset: a sequence of samples (like the stream's) for validation; each rank
+            evaluates its share and the mean loss is reduced over ranks.
+        hooks: user hooks, called after the built-in ones (see `hooks.default_hooks`).
+        use_default_hooks: install the built-in hooks that `args` asks for.
+
+    Override `compute_loss(model, batch)` for any other loss or batch layout.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        args: TrainingArguments,
+        optimizer: torch.optim.Optimizer,
+        lr_scheduler: Any | None = None,
+        *,
+        train_source: Source | Iterable[Any] | Callable[[int, int], Iterable[Any]],
+        process_sample: ProcessSample | None = None,
+        collate_fn: Collate | None = None,
+        loss_fn: LossFn | None = None,
+        eval_dataset: Sequence[Sample] | None = None,
+        hooks: Iterable[Hook] = (),
+        use_default_hooks: bool = True,
+    ) -> None:
+        self.args = args
+        self.accelerator = Accelerator(
+            cpu=_cpu_only_launch(),
+            mixed_precision=args.mixed_precision,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            step_scheduler_with_optimizer=False,
+        )
+        acc = self.accelerator
+        set_seed(args.seed)
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        # Not prepared: Accelerate would step it once per rank at every step.
+        self.lr_scheduler = lr_scheduler
+        if lr_scheduler is not None:
+            acc.register_for_checkpointing(lr_scheduler)
+        self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
+        if eval_dataset is not None and len(eval_dataset) == 0:
+            raise ValueError("eval_dataset is empty: pass None to skip validation")
+        self.eval_dataset = eval_dataset
+
+        self.buffer = make_buffer(
+            args.buffer,
+            args.buffer_size,
+            args.watermark,
+            seed=args.seed + acc.process_index,
+            max_sample_reuse=args.max_sample_reuse,
+            sample_to_insert_ratio=args.sample_to_insert_ratio,
+            sample_to_insert_tolerance=args.sample_to_insert_tolerance,
+            retain=args.pseudo_epochs > 1,
+        )
+        if args.pseudo_epochs > 1 and args.buffer != "reservoir":
+            logger.warning(
+                "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "
+                "to replay it; use buffer='reservoir' to bound memory",
+                args.pseudo_epochs,
+                args.buffer,
+            )
+        self.source = as_source(train_source)
+        self.dataset = StreamDataset(
+            self.buffer, args.batch_size, process_sample, collate_fn, source=self.source
+        )
+        self.state = TrainerState(max_steps=args.max_steps)
+        self.control = TrainerControl()
+        builtin = default_hooks(args, has_eval=eval_dataset is not None) if use_default_hooks else []
+        self.hooks = HookList([*builtin, *hooks])
+        self.stop_sync = StopSync(acc.device, acc.num_processes)
+        self._move_batches = acc.device.type != "cpu"
+        self._loss_sum = torch.zeros((), device=acc.device)
+        self._loss_count = 0
+        self._samples_since_log = 0
+        self._steps_since_log = 0
+        self._last_log_time = time.perf_counter()
+
+    # -- public properties ------------------------------------------------------------
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def process_index(self) -> int:
+        return self.accelerator.process_index
+
+    @property
+    def num_processes(self) -> int:
+        return self.accelerator.num_processes
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return Path(self.args.output_dir) / "checkpoints"
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def train(self) -> TrainerState:
+        """Train until the stream ends, `max_steps`, or a hook's stop; returns the state.
+
+        Every rank returns at the same `global_step`. The source is stopped on return,
+        also when an exception propagates.
+        """
+        args, state, control, hooks = self.args, self.state, self.control, self.hooks
+        resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
+        if resume is not None:
+            self.load_checkpoint(resume)
+            hooks.fire(Event.LOAD, self, state, control, str(resume))
+        self.source.start(self.buffer, self.process_index, self.num_processes)
+        try:
+            self.model.train()
+            self._last_log_time = time.perf_counter()
+            hooks.fire(Event.TRAIN_START, self, state, control)
+            micro = args.gradient_accumulation_steps
+            while True:
+                window = args.stop_sync_steps
+                if state.max_steps is not None:
+                    window = min(window, state.max_steps - state.global_step)
+                if window <= 0:
+                    break
+                # Take the window's batches first: the ranks then agree on what all can do.
+                available = self.dataset.prefetch(window * micro)
+                stop, available = self.stop_sync.agree(control.should_stop, available)
+                if stop:
+                    break
+                for _ in range(available // micro):
+                    self._training_step()
+                if available // micro < window:  # the data ran out on some rank
+                    state.stream_ended = True
+                    hooks.fire(Event.END_OF_STREAM, self, state, control)
+                    if not control.should_rewind:
+                        break
+                    control.should_rewind = False
+                    hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
+                    replayed = self.dataset.rewind()
+                    state.pseudo_epoch += 1
+                    logger.info("pseudo-epoch %d: replaying %d samples", state.pseudo_epoch, replayed)
+                    hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
+            control.reset_step_flags()
+            hooks.fire(Event.TRAIN_END, self, state, control)
+            self._perform_requested_actions()
+        finally:
+            self.source.stop()
+            self.hooks.close()
+        return state
+
+    def _training_step(self) -> None:
+        """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
+        acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
+        hooks.fire(Event.STEP_START, self, state, control)
+        for _ in range(self.args.gradient_accumulation_steps):
+            batch, n = self.dataset.next_batch()
+            if self._move_batches:
+                batch = send_to_device(batch, acc.device, non_blocking=True)
+            state.samples_seen += n
+            self._samples_since_log += n
+            hooks.fire(Event.BATCH_READY, self, state, control, batch)
+            with acc.accumulate(self.model):
+                with acc.autocast():
+                    loss = self.compute_loss(self.model, batch)
+                acc.backward(loss)
+                loss = loss.detach()
+                self._loss_sum += loss  # stays on the device: no sync per step
+                self._loss_count += 1
+                hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
+                self.optimizer.step()
+                if (
+                    self.lr_scheduler is not None
+                    and acc.sync_gradients
+                    and not acc.optimizer_step_was_skipped
+                ):
+                    self.lr_scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        state.global_step += 1
+        self._steps_since_log += 1
+        control.reset_step_flags()
+        hooks.fire(Event.STEP_END, self, state, control)
+        self._perform_requested_actions()
+
+    def _perform_requested_actions(self) -> None:
+        if self.control.should_log:
+            self.log()
+        if self.control.should_validate:
+            self.evaluate()
+        if self.control.should_save:
+            self.save_checkpoint()
+        self.control.reset_step_flags()
+
+    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""
+        if not (isinstance(batch, tuple | list) and len(batch) == 2):
+            raise TypeError(
+                "the default compute_loss expects batches of (inputs, targets): return a "
+                "2-tuple from process_sample, or override OnlineTrainer.compute_loss"
+            )
+        inputs, targets = batch
+        return self.loss_fn(model(inputs), targets)
+
+    # -- actions requested by hooks --------------------------------------------------------
+
+    def log(self) -> dict[str, float]:
+        """Reduce the figures since the last log over ranks and fire LOG. Collective."""
+        acc, state = self.accelerator, self.state
+        stats = self.buffer.stats()
+        elapsed = time.perf_counter() - self._last_log_time
+        figures = torch.tensor(
+            [0.0, self._loss_count, self._samples_since_log, len(self.buffer), stats.put,
+             stats.got, stats.evicted, elapsed],
+            dtype=torch.float64,
+            device=acc.device,
+        )
+        figures[0] = self._loss_sum
+        if self.stop_sync.distributed:
+            torch.distributed.all_reduce(figures)
+        loss_sum, loss_count, samples, size, put, got, evicted, elapsed_sum = figures.tolist()
+        elapsed_mean = max(elapsed_sum / acc.num_processes, 1e-9)
+        logs = {
+            "loss": loss_sum / loss_count if loss_count else float("nan"),
+            "learning_rate": self._learning_rate(),
+            "samples_per_second": samples / elapsed_mean,
+            "steps_per_second": self._steps_since_log / elapsed_mean,
+            "buffer_size": size / acc.num_processes,
+            "buffer_fill": size / acc.num_processes / self.buffer.capacity,
+            "buffer_put": put,
+            "buffer_got": got,
+            "buffer_evicted": evicted,
+        }
+        state.total_samples_seen += int(samples)
+        if loss_count:
+            state.last_loss = logs["loss"]
+        state.append_log(logs)
+        self._loss_sum.zero_()
+        self._loss_count = self._samples_since_log = self._steps_since_log = 0
+        self._last_log_time = time.perf_counter()
+        self.hooks.fire(Event.LOG, self, state, self.control, logs)
+        return logs
+
+    def _learning_rate(self) -> float:
+        if self.lr_scheduler is not None:
+            return float(self.lr_scheduler.get_last_lr()[0])
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss over `eval_dataset`, each rank on its share, reduced. Collective."""
+        if self.eval_dataset is None:
+            raise ValueError("evaluate() needs an eval_dataset")
+        acc, state, control = self.accelerator, self.state, self.control
+        self.hooks.fire(Event.VALIDATION_START, self, state, control)
+        mine = range(acc.process_index, len(self.eval_dataset), acc.num_processes)
+        sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
+        self.model.eval()
+        with torch.no_grad():
+            for start in range(0, len(mine), self.args.batch_size):
+                samples = [self.eval_dataset[i] for i in mine[start : start + self.args.batch_size]]
+                batch = self.dataset.collate_samples(samples)
+                if self._move_batches:
+                    batch = send_to_device(batch, acc.device)
+                with acc.autocast():
+                    loss = self.compute_loss(self.model, batch)
+                sums[0] += loss.double() * len(samples)
+                sums[1] += len(samples)
+        self.model.train()
+        if self.stop_sync.distributed:
+            torch.distributed.all_reduce(sums)
+        total, count = sums.tolist()
+        metrics = {"eval_loss": total / count}
+        self._update_best(metrics)
+        state.append_log(metrics)
+        self.hooks.fire(Event.VALIDATION_END, self, state, control, metrics)
+        return metrics
+
+    def _update_best(self, metrics: dict[str, float]) -> None:
+        name = self.args.metric_for_best_model
+        if name not in metrics:
+            return
+        value, best = metrics[name], self.state.best_metric
+        better = self.args.greater_is_better
+        if best is None or (value > best if better else value < best):
+            self.state.best_metric = value
+            self.state.best_step = self.state.global_step
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> Path:
+        """Write a checkpoint of this step on every rank; returns its path. Collective.
+
+        Idempotent: saving twice at one step rewrites the same checkpoint.
+        """
+        acc, state = self.accelerator, self.state
+        root = self.checkpoint_root
+        if acc.is_main_process:
+            ckpt.begin(root, state.global_step)
+        acc.wait_for_everyone()
+        staging = ckpt.staging_path(root, state.global_step)
+        acc.save_state(str(staging), safe_serialization=True)
+        rank_dir = ckpt.rank_path(staging, acc.process_index)
+        self.buffer.save(rank_dir)
+        self.dataset.save(rank_dir)
+        if acc.is_main_process:
+            (staging / "trainer_state.json").write_text(state.to_json())
+            ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
+            ckpt.write_json(staging / "training_args.json", self.args.to_dict())
+        acc.wait_for_everyone()
+        final = ckpt.checkpoint_path(root, state.global_step)
+        if acc.is_main_process:
+            ckpt.commit(staging, final)
+            removed = ckpt.rotate(root, self.args.max_to_keep)
+            logger.info("saved %s (removed %s)", final, [p.name for p in removed])
+        acc.wait_for_everyone()
+        self.hooks.fire(Event.SAVE, self, state, self.control, str(final))
+        return final
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending."""
+        path = Path(path)
+        ranks = ckpt.count_ranks(path)
+        if ranks != self.num_processes:
+            raise ValueError(
+                f"checkpoint {path} was written by {ranks} training ranks but this run has "
+                f"{self.num_processes}: resume with --num_processes {ranks}"
+            )
+        self.accelerator.load_state(str(path))
+        self.state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
+        self.state.max_steps = self.args.max_steps  # the new run's limit wins
+        self.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
+        rank_dir = ckpt.rank_path(path, self.process_index)
+        self.buffer.load(rank_dir)
+        self.dataset.load(rank_dir)
+        logger.info("resumed from %s at step %d", path, self.state.global_step)

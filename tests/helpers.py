@@ -1,0 +1,65 @@
+"""Small deterministic models and sources for trainer tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from melissa_trainer import Hook, TrainerControl, TrainerState
+
+
+def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:
+    """`n` samples of y = x . w + noise, deterministic for a given seed."""
+    rng = np.random.default_rng(seed)
+    w = np.arange(1, dim + 1, dtype=np.float32)
+    for i in range(n):
+        x = rng.standard_normal(dim).astype(np.float32)
+        y = np.float32(x @ w) + np.float32(0.01) * rng.standard_normal(1).astype(np.float32)
+        yield {"x": x, "y": y, "index": np.asarray(i)}
+
+
+def xy(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(sample["x"]), torch.from_numpy(sample["y"])
+
+
+def small_model(seed: int = 0, dropout: float = 0.0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 16), torch.nn.Tanh(), torch.nn.Dropout(dropout), torch.nn.Linear(16, 1)
+    )
+
+
+class Recorder(Hook):
+    """Records every loss, the logs, and the events seen."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+        self.events: list[str] = []
+        self.logs: list[dict[str, float]] = []
+
+    def on_train_start(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append("train_start")
+
+    def on_after_backward(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, loss: Any
+    ) -> None:
+        self.losses.append(float(loss))
+
+    def on_end_of_stream(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"end_of_stream@{state.global_step}")
+
+    def on_pseudo_epoch_start(
+        self, trainer: Any, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self.events.append(f"pseudo_epoch_start:{state.pseudo_epoch}")
+
+    def on_log(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, logs: dict[str, float]
+    ) -> None:
+        self.logs.append({"step": state.global_step, **logs})
+
+    def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"train_end@{state.global_step}")

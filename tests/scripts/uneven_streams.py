@@ -1,0 +1,80 @@
+"""Run under `accelerate launch --multi_gpu --num_processes 2` by tests/test_distributed.py.
+
+Rank 0 streams `--short` batches, rank 1 `--long` batches; an optional hook on rank 1
+asks to stop at `--stop_at`. Each rank writes what it saw to OUT/rank_R.json.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import linear_samples, small_model, xy  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    ArgumentParser,
+    Hook,
+    OnlineTrainer,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+
+
+@dataclass
+class ScriptArgs:
+    short: int = 10
+    long: int = 100
+    stop_at: int = 0
+
+
+class StopOnRank1(Hook):
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if trainer.process_index == 1 and state.global_step == self.step:
+            control.should_stop = True
+
+
+def main() -> None:
+    args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
+    torch.set_num_threads(1)
+    model = small_model(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+
+    def source(rank: int, world: int):
+        batches = opts.short if rank == 0 else opts.long
+        return linear_samples(batches * args.batch_size, seed=rank)
+
+    hooks = [StopOnRank1(opts.stop_at)] if opts.stop_at else []
+    trainer = OnlineTrainer(
+        model, args, optimizer, train_source=source, process_sample=xy, hooks=hooks,
+        eval_dataset=list(linear_samples(10, seed=7)),
+    )
+    state = trainer.train()
+    params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    result = {
+        "rank": trainer.process_index,
+        "world_size": trainer.num_processes,
+        "backend": str(torch.distributed.get_backend()) if trainer.stop_sync.distributed else None,
+        "global_step": state.global_step,
+        "samples_seen": state.samples_seen,
+        "stream_ended": state.stream_ended,
+        "collectives": trainer.stop_sync.collectives,
+        "param_sum": float(params.double().sum()),
+        "eval_loss": [h["eval_loss"] for h in state.log_history if "eval_loss" in h],
+        "losses": [h["loss"] for h in state.log_history if "loss" in h],
+    }
+    out = Path(args.output_dir) / f"rank_{trainer.process_index}.json"
+    out.write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

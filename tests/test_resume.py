@@ -1,0 +1,117 @@
+"""Resuming from a checkpoint continues exactly like an uninterrupted run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import Recorder, linear_samples, small_model, xy
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.checkpoint import latest_checkpoint, list_checkpoints
+
+pytestmark = pytest.mark.timeout(90)
+
+N_SAMPLES = 400
+
+
+def run(tmp_path: Path, buffer: str, **overrides: Any) -> tuple[OnlineTrainer, Recorder]:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer=buffer,
+        buffer_size=32,
+        watermark=16,
+        logging_steps=5,
+        report_to="none",
+        disable_progress_bar=True,
+        stop_sync_steps=4,
+        **overrides,
+    )
+    rec = Recorder()
+    model = small_model(0, dropout=0.2)  # dropout: the RNG state matters
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.5)
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        scheduler,
+        train_source=lambda rank, world: linear_samples(N_SAMPLES, seed=3),
+        process_sample=xy,
+        hooks=[rec],
+    )
+    trainer.train()
+    return trainer, rec
+
+
+def test_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path: Path) -> None:
+    # FIFO: the data order does not depend on how fast the producer thread runs.
+    buffer, extra = "fifo", {}
+    full, full_rec = run(tmp_path / "full", buffer, max_steps=30, save_at_end=False, **extra)
+
+    first, first_rec = run(tmp_path / "split", buffer, max_steps=13, save_at_end=True, **extra)
+    saved = latest_checkpoint(tmp_path / "split" / "out" / "checkpoints")
+    assert saved is not None and saved.name == "checkpoint-13"
+
+    second, second_rec = run(
+        tmp_path / "split", buffer, max_steps=30, save_at_end=False,
+        resume_from_checkpoint="latest", **extra,
+    )
+    assert second.state.global_step == 30
+    assert first_rec.losses + second_rec.losses == full_rec.losses
+    for a, b in zip(
+        full.accelerator.unwrap_model(full.model).parameters(),
+        second.accelerator.unwrap_model(second.model).parameters(),
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+    assert second.state.samples_seen == full.state.samples_seen
+    assert len(first_rec.losses) == 13
+
+
+def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -> None:
+    first, _ = run(tmp_path, "firo", max_steps=9, save_at_end=True)
+    path = latest_checkpoint(Path(first.args.output_dir) / "checkpoints")
+    assert path is not None
+    rng_at_save = torch.load(path / "random_states_0.pkl", weights_only=False)["torch_manual_seed"]
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "other"), batch_size=8, buffer="firo", buffer_size=32,
+        watermark=16, report_to="none", disable_progress_bar=True,
+    )
+    model = small_model(1, dropout=0.2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.5)
+    second = OnlineTrainer(model, args, optimizer, scheduler,
+                           train_source=[], process_sample=xy)
+    second.load_checkpoint(path)
+
+    assert second.state.global_step == first.state.global_step == 9
+    assert second.state.samples_seen == first.state.samples_seen
+    arrays_a, meta_a = first.buffer.state_dict()
+    arrays_b, meta_b = second.buffer.state_dict()
+    assert meta_a == meta_b
+    assert arrays_a.keys() == arrays_b.keys()
+    assert all(np.array_equal(arrays_a[k], arrays_b[k]) for k in arrays_a)
+    opt_a, opt_b = first.optimizer.state_dict(), second.optimizer.state_dict()
+    for key, st in opt_a["state"].items():
+        assert torch.equal(st["exp_avg"], opt_b["state"][key]["exp_avg"])
+    assert scheduler.last_epoch == 9
+    assert torch.equal(torch.get_rng_state(), rng_at_save)
+
+
+def test_wrong_world_size_is_refused(tmp_path: Path) -> None:
+    first, _ = run(tmp_path, "fifo", max_steps=3, save_at_end=True)
+    path = list_checkpoints(Path(first.args.output_dir) / "checkpoints")[-1]
+    (path / "rank_1").mkdir()
+    with pytest.raises(ValueError, match="2 training ranks"):
+        first.load_checkpoint(path)
+
+
+def test_resume_from_missing_path_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+        run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "nope"))

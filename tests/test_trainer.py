@@ -1,0 +1,185 @@
+"""The training loop on one process: counters, hooks, stop, pseudo-epochs, resume."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import Recorder, linear_samples, small_model, xy
+
+from melissa_trainer import (
+    Hook,
+    OnlineTrainer,
+    SourceError,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def make_args(tmp_path: Path, **overrides: Any) -> TrainingArguments:
+    base = dict(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer_size=64,
+        watermark=1,
+        logging_steps=5,
+        report_to="none",
+        disable_progress_bar=True,
+        save_at_end=False,
+        stop_sync_steps=4,
+    )
+    base.update(overrides)
+    return TrainingArguments(**base)
+
+
+def make_trainer(args: TrainingArguments, n: int = 80, hooks=(), seed: int = 0, **kw: Any):
+    model = small_model(seed, dropout=kw.pop("dropout", 0.0))
+    optimizer = torch.optim.Adam(model.parameters(), lr=kw.pop("lr", 1e-2))
+    return OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        train_source=kw.pop("source", None) or list(linear_samples(n, seed)),
+        process_sample=xy,
+        hooks=hooks,
+        **kw,
+    )
+
+
+def test_trains_until_the_stream_ends(tmp_path: Path) -> None:
+    rec = Recorder()
+    trainer = make_trainer(make_args(tmp_path), n=83, hooks=[rec])
+    state = trainer.train()
+    # 83 samples in batches of 8: ten full batches, then a last one of 3.
+    assert state.global_step == 11
+    assert state.samples_seen == 83
+    assert state.stream_ended
+    assert len(rec.losses) == 11
+    assert rec.events[0] == "train_start"
+    assert rec.events[-2:] == ["end_of_stream@11", "train_end@11"]
+    assert [log["step"] for log in rec.logs] == [5, 10, 11]
+    assert rec.logs[-1]["buffer_got"] == 83
+    assert trainer.buffer.stats().got == 83
+
+
+def test_loss_decreases(tmp_path: Path) -> None:
+    rec = Recorder()
+    make_trainer(make_args(tmp_path, batch_size=16, buffer_size=512), n=4000, hooks=[rec]).train()
+    assert np.mean(rec.losses[-20:]) < 0.1 * np.mean(rec.losses[:5])
+
+
+def test_max_steps_stops_exactly(tmp_path: Path) -> None:
+    state = make_trainer(make_args(tmp_path, max_steps=7), n=800).train()
+    assert state.global_step == 7
+    assert state.samples_seen == 56
+    assert not state.stream_ended
+
+
+def test_gradient_accumulation_counts_optimizer_steps(tmp_path: Path) -> None:
+    rec = Recorder()
+    args = make_args(tmp_path, gradient_accumulation_steps=2, batch_size=4)
+    state = make_trainer(args, n=40, hooks=[rec]).train()
+    assert state.global_step == 5  # 10 micro-batches of 4
+    assert len(rec.losses) == 10
+
+
+def test_hook_stop_takes_effect_at_the_next_sync(tmp_path: Path) -> None:
+    class StopAt5(Hook):
+        def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+            if state.global_step == 5:
+                control.should_stop = True
+
+    state = make_trainer(make_args(tmp_path, stop_sync_steps=4), n=800, hooks=[StopAt5()]).train()
+    assert state.global_step == 8
+
+
+def test_pseudo_epochs_replay_the_stream(tmp_path: Path) -> None:
+    rec = Recorder()
+    args = make_args(tmp_path, pseudo_epochs=3, buffer="firo")
+    state = make_trainer(args, n=40, hooks=[rec]).train()
+    assert state.pseudo_epoch == 2
+    assert state.global_step == 15
+    assert state.samples_seen == 120
+    assert "pseudo_epoch_start:1" in rec.events and "pseudo_epoch_start:2" in rec.events
+
+
+def test_validation_and_best_metric(tmp_path: Path) -> None:
+    validation = list(linear_samples(20, seed=99))
+    args = make_args(tmp_path, eval_steps=5)
+    trainer = make_trainer(args, n=160, eval_dataset=validation)
+    state = trainer.train()
+    evals = [h for h in state.log_history if "eval_loss" in h]
+    assert [h["step"] for h in evals] == [5.0, 10.0, 15.0, 20.0]
+    assert state.best_metric == min(h["eval_loss"] for h in evals)
+    # evaluate() equals a hand computation over the whole set
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    with torch.no_grad():
+        x = torch.stack([xy(s)[0] for s in validation])
+        y = torch.stack([xy(s)[1] for s in validation])
+        expected = torch.nn.functional.mse_loss(model(x), y).item()
+    assert trainer.evaluate()["eval_loss"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_early_stopping_stops_when_no_improvement(tmp_path: Path) -> None:
+    validation = list(linear_samples(16, seed=99))
+    args = make_args(tmp_path, eval_steps=2, early_stopping_patience=2, stop_sync_steps=1)
+    state = make_trainer(args, n=8000, eval_dataset=validation, lr=0.0).train()
+    # lr 0: the metric never improves after the first validation (step 2); two more
+    # validations without improvement (steps 4 and 6) exhaust the patience.
+    assert state.global_step == 6
+
+
+def test_source_failure_surfaces_instead_of_hanging(tmp_path: Path) -> None:
+    def broken():
+        yield from linear_samples(20)
+        raise RuntimeError("simulator crashed")
+
+    trainer = make_trainer(make_args(tmp_path), source=broken())
+    with pytest.raises(SourceError, match="simulator crashed"):
+        trainer.train()
+    assert not any(t.name == "melissa-source" for t in threading.enumerate())
+
+
+def test_wrong_batch_layout_has_a_clear_error(tmp_path: Path) -> None:
+    args = make_args(tmp_path)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        train_source=list(linear_samples(16)),
+    )
+    with pytest.raises(TypeError, match="compute_loss"):
+        trainer.train()
+
+
+def test_checkpoints_rotate_and_are_complete(tmp_path: Path) -> None:
+    args = make_args(tmp_path, save_steps=2, max_to_keep=2, save_at_end=True)
+    trainer = make_trainer(args, n=80)
+    trainer.train()
+    root = Path(args.output_dir) / "checkpoints"
+    names = sorted(p.name for p in root.iterdir())
+    assert names == ["checkpoint-10", "checkpoint-8"]
+    for name in names:
+        files = {p.name for p in (root / name).iterdir()}
+        assert {"model.safetensors", "trainer_state.json", "hooks.json", "rank_0"} <= files
+
+
+def test_scheduler_steps_once_per_optimizer_step(tmp_path: Path) -> None:
+    model = small_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=1.0)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0 / (1 + step))
+    args = make_args(tmp_path, gradient_accumulation_steps=2, batch_size=4)
+    trainer = OnlineTrainer(
+        model, args, optimizer, scheduler, train_source=list(linear_samples(40)), process_sample=xy
+    )
+    trainer.train()
+    assert scheduler.last_epoch == 5
+    assert trainer.state.log_history[-1]["learning_rate"] == pytest.approx(1.0 / 6)

@@ -34,9 +34,14 @@ ProcessSample = Callable[[Sample], Any]
 Collate = Callable[[list[Any]], Any]
 
 
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    # Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
 def to_tensors(sample: Sample) -> dict[str, torch.Tensor]:
     """Default `process_sample`: each field as a tensor sharing the array's memory."""
-    return {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sample.items()}
+    return {k: torch.from_numpy(_contiguous(v)) for k, v in sample.items()}
 
 
 def fast_collate(examples: list[Any]) -> Any:
@@ -95,10 +100,14 @@ class StreamDataset(IterableDataset):
         """The next batch of raw samples; blocks for data; [] at the end of the stream."""
         while True:
             try:
-                return self.buffer.get_batch(self.batch_size, timeout=self.poll_interval)
+                samples = self.buffer.get_batch(self.batch_size, timeout=self.poll_interval)
             except TimeoutError:
                 if self.source is not None:
                     self.source.check()
+                continue
+            if len(samples) < self.batch_size and self.source is not None:
+                self.source.check()  # a short batch means the end: was it a failure?
+            return samples
 
     def prefetch(self, n: int) -> int:
         """Make `n` batches pending, blocking until they exist or the stream has ended.
@@ -109,8 +118,6 @@ class StreamDataset(IterableDataset):
         while len(self._pending) < n:
             samples = self._take()
             if not samples:
-                if self.source is not None:
-                    self.source.check()  # an end caused by a failure is an error
                 break
             self._pending.append(samples)
         return min(n, len(self._pending))
@@ -153,7 +160,7 @@ class StreamDataset(IterableDataset):
         for b, samples in enumerate(self._pending):
             for s, sample in enumerate(samples):
                 for field, value in sample.items():
-                    arrays[f"b{b}/s{s}/{field}"] = np.ascontiguousarray(value)
+                    arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
         fields = [[sorted(sample) for sample in samples] for samples in self._pending]
         save_file(arrays, str(path / "pending.safetensors"))
         (path / "pending.json").write_text(json.dumps({"fields": fields}))
@@ -166,5 +173,8 @@ class StreamDataset(IterableDataset):
         self._pending.clear()
         for b, batch_fields in enumerate(meta["fields"]):
             self._pending.append(
-                [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
+                [
+                    {f: arrays[f"b{b}/s{s}/{f}"] for f in names}
+                    for s, names in enumerate(batch_fields)
+                ]
             )

@@ -31,10 +31,32 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
     out = tmp_path / "out"
     out.mkdir(parents=True, exist_ok=True)
     cmd = [
-        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-        str(SCRIPT), "--output_dir", str(out), "--batch_size", "8", "--buffer_size", "64",
-        "--report_to", "none", "--disable_progress_bar", "--logging_steps", "3", *flags,
+        accelerate,
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(SCRIPT),
+        "--output_dir",
+        str(out),
+        "--batch_size",
+        "8",
+        "--buffer_size",
+        "64",
+        "--report_to",
+        "none",
+        "--disable_progress_bar",
+        "--logging_steps",
+        "3",
+        *flags,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
@@ -46,8 +68,9 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
 
 
 def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
-    results = launch(tmp_path, "--short", "10", "--long", "60", "--stop_sync_steps", "4",
-                     "--save_steps", "4")
+    results = launch(
+        tmp_path, "--short", "10", "--long", "60", "--stop_sync_steps", "4", "--save_steps", "4"
+    )
     steps = {r["global_step"] for r in results}
     assert steps == {10}  # rank 0's 10 batches bound both ranks
     assert all(r["stream_ended"] for r in results)
@@ -59,11 +82,14 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     assert results[0]["eval_loss"] == results[1]["eval_loss"] and results[0]["eval_loss"]
     assert results[0]["losses"] == results[1]["losses"]
     ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-10"
-    assert (ckpt / "rank_0" / "buffer.json").is_file() and (ckpt / "rank_1" / "buffer.json").is_file()
+    assert (ckpt / "rank_0" / "buffer.json").is_file() and (
+        ckpt / "rank_1" / "buffer.json"
+    ).is_file()
 
 
 def test_a_stop_requested_on_one_rank_stops_both(tmp_path: Path) -> None:
-    results = launch(tmp_path, "--short", "100", "--long", "100", "--stop_sync_steps", "4",
-                     "--stop_at", "5")
+    results = launch(
+        tmp_path, "--short", "100", "--long", "100", "--stop_sync_steps", "4", "--stop_at", "5"
+    )
     assert {r["global_step"] for r in results} == {8}
     assert not any(r["stream_ended"] for r in results)

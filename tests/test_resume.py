@@ -58,8 +58,12 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path: Path) -> None
     assert saved is not None and saved.name == "checkpoint-13"
 
     second, second_rec = run(
-        tmp_path / "split", buffer, max_steps=30, save_at_end=False,
-        resume_from_checkpoint="latest", **extra,
+        tmp_path / "split",
+        buffer,
+        max_steps=30,
+        save_at_end=False,
+        resume_from_checkpoint="latest",
+        **extra,
     )
     assert second.state.global_step == 30
     assert first_rec.losses + second_rec.losses == full_rec.losses
@@ -80,14 +84,18 @@ def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -
     rng_at_save = torch.load(path / "random_states_0.pkl", weights_only=False)["torch_manual_seed"]
 
     args = TrainingArguments(
-        output_dir=str(tmp_path / "other"), batch_size=8, buffer="firo", buffer_size=32,
-        watermark=16, report_to="none", disable_progress_bar=True,
+        output_dir=str(tmp_path / "other"),
+        batch_size=8,
+        buffer="firo",
+        buffer_size=32,
+        watermark=16,
+        report_to="none",
+        disable_progress_bar=True,
     )
     model = small_model(1, dropout=0.2)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.5)
-    second = OnlineTrainer(model, args, optimizer, scheduler,
-                           train_source=[], process_sample=xy)
+    second = OnlineTrainer(model, args, optimizer, scheduler, train_source=[], process_sample=xy)
     second.load_checkpoint(path)
 
     assert second.state.global_step == first.state.global_step == 9

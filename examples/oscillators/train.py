@@ -91,14 +91,31 @@ def process_sample(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.T
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
     parser = ArgumentParser(TrainingArguments, OscillatorArgs)
-    defaults = ["--output_dir", "outputs/oscillators", "--buffer", "firo", "--buffer_size", "2048",
-                "--watermark", "512", "--batch_size", "64", "--logging_steps", "50",
-                "--eval_steps", "100"]
-    args, opts = parser.parse_args_into_dataclasses(defaults + list(sys.argv[1:] if argv is None else argv))
+    defaults = [
+        "--output_dir",
+        "outputs/oscillators",
+        "--buffer",
+        "firo",
+        "--buffer_size",
+        "2048",
+        "--watermark",
+        "512",
+        "--batch_size",
+        "64",
+        "--logging_steps",
+        "50",
+        "--eval_steps",
+        "100",
+    ]
+    args, opts = parser.parse_args_into_dataclasses(
+        defaults + list(sys.argv[1:] if argv is None else argv)
+    )
     torch.manual_seed(args.seed)
     model = torch.nn.Sequential(
-        torch.nn.Linear(4, opts.hidden), torch.nn.SiLU(),
-        torch.nn.Linear(opts.hidden, opts.hidden), torch.nn.SiLU(),
+        torch.nn.Linear(4, opts.hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(opts.hidden, opts.hidden),
+        torch.nn.SiLU(),
         torch.nn.Linear(opts.hidden, 2),
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.hooks.base import Event, Hook, HookList
 from melissa_trainer.hooks.checkpointing import CheckpointHook
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
@@ -9,7 +10,6 @@ from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 from melissa_trainer.hooks.validation import ValidationHook
-from melissa_trainer.arguments import TrainingArguments
 
 __all__ = [
     "CheckpointHook",

@@ -107,7 +107,9 @@ class ProgressHook(Hook):
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
         if trainer.is_main_process:
-            self._print(f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})")
+            self._print(
+                f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})"
+            )
 
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

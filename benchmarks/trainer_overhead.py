@@ -1,0 +1,255 @@
+"""What the framework adds to a training step: OnlineTrainer versus a hand-written loop.
+
+Workload: an MLP 3 -> 256 -> 256 -> 1024, batch 64, Adam, one torch thread, samples
+drawn from a pre-filled buffer of 4096 samples. The baseline draws `batch_size` random
+samples per step from a plain list, applies the same `process_sample`, stacks them and
+runs the same forward / backward / step. OnlineTrainer runs with its default hooks
+(progress bar and TensorBoard on). The two alternate (A B A B ...) and the medians of
+the step rates are compared; target: ours >= 0.97x the plain loop.
+
+With 2 processes (gloo, launched with `accelerate launch --multi_gpu --num_processes
+2`), the baseline is a plain DistributedDataParallel loop in the same process group.
+
+    python benchmarks/trainer_overhead.py            # 1 and 2 processes, ~2 minutes
+    python benchmarks/trainer_overhead.py --quick    # a few seconds per case
+    python benchmarks/trainer_overhead.py --json     # {"rows": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from melissa_trainer import Buffer, Hook, OnlineTrainer, Source, TrainingArguments
+
+TARGET = 0.97
+N_SAMPLES = 4096
+BATCH = 64
+
+
+def make_samples(n: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        {
+            "params": rng.standard_normal(3).astype(np.float32),
+            "field": rng.standard_normal(1024).astype(np.float32),
+        }
+        for _ in range(n)
+    ]
+
+
+def process_sample(s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(s["params"]), torch.from_numpy(s["field"])
+
+
+def make_model(seed: int = 0) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 256),
+        torch.nn.ReLU(),
+        torch.nn.Linear(256, 1024),
+    )
+
+
+class Prefilled(Source):
+    """Puts the samples into the buffer at start and never closes it."""
+
+    def __init__(self, samples: list[dict[str, np.ndarray]]) -> None:
+        self.samples = samples
+
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        for s in self.samples:
+            buffer.put(s)
+
+    def check(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+
+class Clock(Hook):
+    """Times the loop from TRAIN_START to TRAIN_END (no per-step event)."""
+
+    def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+        self.start = time.perf_counter()
+
+    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    args = TrainingArguments(
+        output_dir=out,
+        batch_size=BATCH,
+        buffer="reservoir",
+        buffer_size=N_SAMPLES,
+        watermark=BATCH,
+        max_steps=steps,
+        save_at_end=False,
+        seed=seed,
+    )
+    model = make_model(seed)
+    clock = Clock()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.Adam(model.parameters(), lr=1e-4),
+        train_source=Prefilled(samples),
+        process_sample=process_sample,
+        hooks=[clock],
+    )
+    trainer.train()
+    return steps / clock.seconds
+
+
+def run_plain(samples: list, steps: int, seed: int, ddp: bool) -> float:
+    model: torch.nn.Module = make_model(seed)
+    if ddp:
+        model = torch.nn.parallel.DistributedDataParallel(model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+    rng = random.Random(seed)
+    loss_fn = torch.nn.functional.mse_loss
+    start = time.perf_counter()
+    for _ in range(steps):
+        examples = [process_sample(s) for s in rng.choices(samples, k=BATCH)]
+        x = torch.stack([e[0] for e in examples])
+        y = torch.stack([e[1] for e in examples])
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return steps / (time.perf_counter() - start)
+
+
+def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
+    """Medians (ours, baseline) in steps/s over `rounds` interleaved rounds."""
+    rank = int(os.environ.get("RANK", "0"))
+    samples = make_samples(N_SAMPLES, seed=rank)
+    out = tempfile.mkdtemp(prefix="mt-overhead-")
+    ours, base = [], []
+    try:
+        run_plain(samples, max(steps // 10, 20), 0, ddp)  # warm-up
+        for r in range(rounds):
+            ours.append(run_ours(samples, steps, out, seed=r))
+            base.append(run_plain(samples, steps, seed=r, ddp=ddp))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(ours), statistics.median(base)
+
+
+def row(case: str, ours: float, base: float) -> dict[str, Any]:
+    return {
+        "case": case,
+        "ours": round(ours, 1),
+        "baseline": round(base, 1),
+        "unit": "steps/s",
+        "ratio": round(ours / base, 3),
+        "target": TARGET,
+    }
+
+
+def worker(rounds: int, steps: int, result: str) -> None:
+    """One rank of the 2-process case (under accelerate launch)."""
+    from accelerate import PartialState
+
+    torch.set_num_threads(1)
+    PartialState(cpu=not torch.cuda.is_available())  # forms the gloo group on CPU
+    ours, base = measure(rounds, steps, ddp=True)
+    if int(os.environ.get("RANK", "0")) == 0:
+        Path(result).write_text(json.dumps(row("2 processes (gloo) vs plain DDP", ours, base)))
+
+
+def two_processes(rounds: int, steps: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp, socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+        s.close()
+        result = str(Path(tmp) / "row.json")
+        accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+        cmd = [
+            accelerate or "accelerate",
+            "launch",
+            "--multi_gpu",
+            "--num_processes",
+            "2",
+            "--num_machines",
+            "1",
+            "--mixed_precision",
+            "no",
+            "--dynamo_backend",
+            "no",
+            "--main_process_port",
+            port,
+            __file__,
+            "--worker",
+            result,
+            "--rounds",
+            str(rounds),
+            "--steps",
+            str(steps),
+        ]
+        env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        subprocess.run(
+            cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        return json.loads(Path(result).read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process case")
+    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    rounds = opts.rounds or (3 if opts.quick else 7)
+    steps = opts.steps or (200 if opts.quick else 1500)
+    if opts.worker:
+        worker(rounds, steps, opts.worker)
+        return
+    torch.set_num_threads(1)
+    os.environ.setdefault("TQDM_DISABLE", "0")
+    ours, base = measure(rounds, steps, ddp=False)
+    rows = [row("1 process vs hand-written loop", ours, base)]
+    if not opts.no_ddp:
+        rows.append(two_processes(rounds, steps))
+    if opts.json:
+        print(json.dumps({"rows": rows}))
+        return
+    print(
+        f"\nMLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; medians of {rounds} "
+        f"interleaved rounds of {steps} steps"
+    )
+    print(f"{'case':<36} {'ours':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
+    for r in rows:
+        print(
+            f"{r['case']:<36} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
+            f"{r['ratio']:>7.3f} {r['target']:>7}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,485 @@
+"""`TrainingArguments`: every option of an online training run, validated in one go.
+
+The names follow Hugging Face `transformers` / `accelerate` (`output_dir`, `batch_size`,
+`gradient_accumulation_steps`, `mixed_precision`, `save_steps`, ...) and Melissa
+(`buffer`, `buffer_size`, `watermark`, `pseudo_epochs`). Every problem in a configuration
+is collected and reported together in one `ConfigError`, one problem per line, each naming
+the field, its value and the fix.
+
+Values read from JSON / YAML files are checked for type: numeric strings such as
+``"64"`` or ``"1e-3"`` (YAML reads ``1e-3`` as a string) are converted, anything else of
+the wrong type is a `ConfigError` naming the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import functools
+import json
+import math
+import os
+import types
+import typing
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BUFFER_CHOICES",
+    "MIXED_PRECISION_CHOICES",
+    "REPORT_TO_CHOICES",
+    "ConfigError",
+    "TrainingArguments",
+    "load_config_file",
+    "unknown_key_problems",
+]
+
+BUFFER_CHOICES = ("fifo", "firo", "reservoir")
+MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
+REPORT_TO_CHOICES = ("tensorboard", "none")
+
+_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
+_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+_SEED_MAX = 2**32 - 1  # numpy's limit
+
+
+class ConfigError(ValueError):
+    """A configuration problem. `problems` holds one line per problem found."""
+
+    def __init__(self, problems: str | Iterable[str], context: str | None = None) -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.context = context
+        if context is None:
+            message = "\n".join(self.problems)
+        elif len(self.problems) == 1:
+            message = f"invalid {context}: {self.problems[0]}"
+        else:
+            lines = "\n".join(f"  - {p}" for p in self.problems)
+            message = f"invalid {context} ({len(self.problems)} problems):\n{lines}"
+        super().__init__(message)
+
+
+def unknown_key_problems(unknown: Iterable[str], valid: Iterable[str]) -> list[str]:
+    """One line per unknown key, suggesting the closest valid name (difflib)."""
+    valid = sorted(valid)
+    problems = []
+    for key in sorted(unknown, key=str):
+        probe = str(key).lower().replace("-", "_")
+        close = difflib.get_close_matches(probe, valid, n=1, cutoff=0.6)
+        if close:
+            problems.append(f"unknown key {key!r}: did you mean {close[0]!r}?")
+        else:
+            problems.append(f"unknown key {key!r}: remove it (valid keys: {', '.join(valid)})")
+    return problems
+
+
+def load_config_file(path: str | os.PathLike[str], fmt: str | None = None) -> dict[str, Any]:
+    """Read a flat mapping of option names to values from a .json, .yaml or .yml file.
+
+    `fmt` ("json" or "yaml") overrides the format chosen from the extension.
+    """
+    p = Path(path)
+    if fmt is None:
+        suffix = p.suffix.lower()
+        if suffix == ".json":
+            fmt = "json"
+        elif suffix in (".yaml", ".yml"):
+            fmt = "yaml"
+        else:
+            raise ConfigError(
+                f"config file {str(p)!r} has unsupported extension {suffix or '(none)'!r}: "
+                "use a .json, .yaml or .yml file"
+            )
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist: check the path")
+    text = p.read_text(encoding="utf-8")
+    data: Any
+    if fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"config file {str(p)!r} is not valid JSON: {exc}") from exc
+    elif fmt == "yaml":
+        import yaml
+
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {str(p)!r} is not valid YAML: {exc}") from exc
+        if data is None:  # an empty file
+            data = {}
+    else:
+        raise ConfigError(f"fmt={fmt!r} is not supported: use 'json' or 'yaml'")
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"config file {str(p)!r} holds a {type(data).__name__}, not a mapping: "
+            "write one 'name: value' entry per option at the top level"
+        )
+    bad_keys = [k for k in data if not isinstance(k, str)]
+    if bad_keys:
+        raise ConfigError(f"config file {str(p)!r} has non-string keys {bad_keys}: quote them")
+    return data
+
+
+class _CoerceError(Exception):
+    pass
+
+
+def unwrap_optional(annotation: Any) -> tuple[bool, Any]:
+    """(whether None is allowed, the annotation without None) for `X | None`/Optional[X]."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) < len(typing.get_args(annotation)):
+            inner = args[0] if len(args) == 1 else typing.Union[tuple(args)]  # noqa: UP007
+            return True, inner
+    return False, annotation
+
+
+def _number(value: Any) -> float | None:
+    """`value` as a float when it is a number or a numeric string (not a bool)."""
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _coerce(value: Any, annotation: Any) -> Any:
+    """Convert `value` to the scalar type `annotation` (int, float, str, bool, Optional)."""
+    optional, base = unwrap_optional(annotation)
+    if value is None:
+        if optional:
+            return None
+        raise _CoerceError("must not be null: give a value or remove the key to use the default")
+    if base is bool:
+        text = value.strip().lower() if isinstance(value, str) else None
+        if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
+            return bool(value)
+        if text in _TRUE or text in _FALSE:
+            return text in _TRUE
+        raise _CoerceError("is not a boolean: use true or false")
+    if base is int:
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                return int(value.strip())
+        elif isinstance(value, int) and not isinstance(value, bool):
+            return value
+        number = _number(value)
+        if number is not None and math.isfinite(number) and number.is_integer():
+            return int(number)
+        raise _CoerceError("is not an integer: give a whole number")
+    if base is float:
+        number = _number(value)
+        if number is None:
+            raise _CoerceError("is not a number: give a decimal number such as 0.5")
+        if not math.isfinite(number):
+            raise _CoerceError("is not finite: give a finite number")
+        return number
+    if base is str:
+        if isinstance(value, bool):
+            raise _CoerceError(
+                "is a boolean, not a string: quote it (YAML reads bare yes/no/on/off as booleans)"
+            )
+        if isinstance(value, (str, int, float)):
+            return str(value)
+        raise _CoerceError("is not a string")
+    raise TypeError(f"unsupported annotation {annotation!r}")  # pragma: no cover
+
+
+def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with a CLI help text (and choices, shown by --help)."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata.update(help=f"{help} One of: {', '.join(choices)}.", choices=choices)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class TrainingArguments:
+    """Options of an online training run (like `transformers.TrainingArguments`).
+
+    Steps are optimizer steps: one step spans `gradient_accumulation_steps` batches.
+
+    Attributes:
+        output_dir: directory for checkpoints and logs. Default ``"outputs"``.
+        logging_dir: TensorBoard directory; None means ``{output_dir}/runs`` (see
+            `resolved_logging_dir`). Default None.
+        seed: random seed for model initialisation, buffers and data order, in
+            [0, 2**32 - 1]. Default 42.
+        batch_size: samples per batch on each device (per-device batch size). Must be
+            <= `buffer_size`, otherwise a batch could never be read while streaming.
+            Default 32.
+        gradient_accumulation_steps: batches accumulated per optimizer step. Default 1.
+        mixed_precision: ``"no"``, ``"fp16"`` or ``"bf16"`` (passed to Accelerate).
+            Default ``"no"``.
+        max_steps: stop after this many optimizer steps; None lets the stream (and
+            `pseudo_epochs`) decide when training ends. Default None.
+        logging_steps: log the training loss every this many steps. Default 50.
+        eval_steps: validate every this many steps; None validates only at the end
+            (when an eval dataset is given). Default None.
+        save_steps: save a checkpoint every this many steps; None saves only at the end
+            (see `save_at_end`). Default None.
+        save_at_end: save a checkpoint when training ends. Default True.
+        max_to_keep: number of newest checkpoints kept in `output_dir` (>= 1). Default 3.
+        resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
+            the newest checkpoint in `output_dir`. Default None (start afresh).
+        buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
+            sample used once), ``"firo"`` (first in, random out; each sample used once)
+            or ``"reservoir"`` (random subset; samples may be drawn several times).
+            Default ``"fifo"``.
+        buffer_size: maximum number of samples held in memory per rank. Default 10000.
+        watermark: samples the buffer must hold before training starts, in
+            [1, `buffer_size`]. Default 1.
+        pseudo_epochs: passes over the data (>= 1): values > 1 replay the samples still
+            in the buffer after the stream ends, `pseudo_epochs - 1` more times. Works
+            with every buffer, including ``"reservoir"`` (it replays its retained
+            subset). Default 1.
+        max_sample_reuse: reservoir only: the most times one sample may be drawn
+            (>= 1, and >= `sample_to_insert_ratio` when both are set); None means
+            unbounded. Default None.
+        sample_to_insert_ratio: reservoir only: target number of samples drawn per
+            sample inserted (> 0); training waits for data when it runs ahead of the
+            stream by more than `sample_to_insert_tolerance` samples. None disables this
+            rate limit. Default None.
+        sample_to_insert_tolerance: reservoir only, with `sample_to_insert_ratio`: how
+            far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
+            >= ``ratio + batch_size``. None means
+            ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
+            batch_size)`` (see `resolved_sample_to_insert_tolerance`). Default None.
+        stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
+            larger values cost less but stop up to this many steps later. Default 8.
+        report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
+        disable_progress_bar: hide the progress bar. Default False.
+        early_stopping_patience: stop after this many validations in a row without
+            improvement of `metric_for_best_model` (>= 1); None disables early
+            stopping. Has no effect without an eval dataset. Default None.
+        metric_for_best_model: validation metric that decides the best model and early
+            stopping. Default ``"eval_loss"``.
+        greater_is_better: whether a larger `metric_for_best_model` is better.
+            Default False.
+    """
+
+    output_dir: str = _f("outputs", "Directory for checkpoints and logs.")
+    logging_dir: str | None = _f(None, "TensorBoard log directory (default: OUTPUT_DIR/runs).")
+    seed: int = _f(42, "Random seed, in [0, 2**32 - 1].")
+    batch_size: int = _f(32, "Samples per batch on each device.")
+    gradient_accumulation_steps: int = _f(1, "Batches accumulated per optimizer step.")
+    mixed_precision: str = _f("no", "Mixed precision mode.", MIXED_PRECISION_CHOICES)
+    max_steps: int | None = _f(None, "Stop after this many steps (default: when the stream ends).")
+    logging_steps: int = _f(50, "Log every this many optimizer steps.")
+    eval_steps: int | None = _f(None, "Validate every this many steps (default: only at the end).")
+    save_steps: int | None = _f(
+        None, "Checkpoint every this many steps (default: only at the end)."
+    )
+    save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
+    max_to_keep: int = _f(3, "Number of newest checkpoints kept.")
+    resume_from_checkpoint: str | None = _f(
+        None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
+    )
+    buffer: str = _f("fifo", "Buffer policy.", BUFFER_CHOICES)
+    buffer_size: int = _f(10_000, "Maximum number of samples in the buffer (per rank).")
+    watermark: int = _f(1, "Samples the buffer must hold before training starts.")
+    pseudo_epochs: int = _f(1, "Passes over the data; > 1 replays the buffer after the stream.")
+    max_sample_reuse: int | None = _f(
+        None, "Reservoir only: most times one sample may be drawn (default: unbounded)."
+    )
+    sample_to_insert_ratio: float | None = _f(
+        None, "Reservoir only: target samples drawn per sample inserted (> 0)."
+    )
+    sample_to_insert_tolerance: float | None = _f(
+        None,
+        "Reservoir only: how far (in samples) training may run ahead of ratio * inserted "
+        "(default: max(4 * batch_size * gradient_accumulation_steps, "
+        "ratio * watermark + batch_size)).",
+    )
+    stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
+    report_to: str = _f("tensorboard", "Where to report metrics.", REPORT_TO_CHOICES)
+    disable_progress_bar: bool = _f(False, "Hide the progress bar.")
+    early_stopping_patience: int | None = _f(
+        None, "Stop after this many validations without improvement (default: never)."
+    )
+    metric_for_best_model: str = _f("eval_loss", "Validation metric deciding the best model.")
+    greater_is_better: bool = _f(False, "Whether a larger metric_for_best_model is better.")
+
+    # ------------------------------------------------------------------ validation
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        bad: set[str] = set()
+        if self.mixed_precision is False:  # YAML 1.1 reads a bare `no` as false
+            self.mixed_precision = "no"
+        for name, annotation in _field_types().items():
+            value = getattr(self, name)
+            try:
+                setattr(self, name, _coerce(value, annotation))
+            except _CoerceError as exc:
+                problems.append(f"{name}={value!r} {exc}")
+                bad.add(name)
+        for name in ("mixed_precision", "buffer", "report_to"):
+            if name not in bad:
+                setattr(self, name, getattr(self, name).strip().lower())
+        problems.extend(self._problems(bad))
+        if problems:
+            raise ConfigError(problems, context=type(self).__name__)
+
+    def _problems(self, bad: set[str]) -> list[str]:
+        p: list[str] = []
+
+        def ok(*names: str) -> bool:
+            return not bad.intersection(names)
+
+        def at_least_one(name: str, optional_meaning: str | None = None) -> None:
+            value = getattr(self, name)
+            if not ok(name) or value is None or value >= 1:
+                return
+            fix = f"set {name} >= 1"
+            if optional_meaning is not None:
+                fix += f", or leave it unset (None) to {optional_meaning}"
+            p.append(f"{name}={value!r} must be a positive integer: {fix}")
+
+        for name in ("output_dir", "metric_for_best_model"):
+            if ok(name) and not getattr(self, name).strip():
+                p.append(f"{name}={getattr(self, name)!r} is empty: give a non-empty string")
+        for name in ("logging_dir", "resume_from_checkpoint"):
+            value = getattr(self, name)
+            if ok(name) and value is not None and not value.strip():
+                p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
+        if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
+            p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
+        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps",
+                     "buffer_size", "stop_sync_steps", "max_to_keep", "pseudo_epochs",
+                     "watermark"):  # fmt: skip
+            at_least_one(name)
+        at_least_one("max_steps", "let the stream decide when training ends")
+        at_least_one("eval_steps", "validate only at the end")
+        at_least_one("save_steps", "save only at the end")
+        at_least_one("early_stopping_patience", "disable early stopping")
+        at_least_one("max_sample_reuse", "allow unbounded reuse")
+
+        for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
+                              ("buffer", BUFFER_CHOICES),
+                              ("report_to", REPORT_TO_CHOICES)):  # fmt: skip
+            value = getattr(self, name)
+            if ok(name) and value not in choices:
+                p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
+
+        sizes_ok = ok("buffer_size") and self.buffer_size >= 1
+        if sizes_ok and ok("watermark") and self.watermark > self.buffer_size:
+            p.append(
+                f"watermark={self.watermark} is larger than buffer_size={self.buffer_size}: "
+                "lower watermark or raise buffer_size"
+            )
+        if sizes_ok and ok("batch_size") and self.batch_size > self.buffer_size:
+            p.append(
+                f"batch_size={self.batch_size} is larger than buffer_size={self.buffer_size} "
+                "(a batch could never be read while streaming): lower batch_size or raise "
+                "buffer_size"
+            )
+
+        reservoir = ok("buffer") and self.buffer == "reservoir"
+        known_buffer = ok("buffer") and self.buffer in BUFFER_CHOICES
+        for name in ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance"):
+            value = getattr(self, name)
+            if ok(name) and value is not None and known_buffer and not reservoir:
+                p.append(
+                    f"{name}={value!r} only applies to buffer='reservoir' (buffer="
+                    f"{self.buffer!r}): set buffer='reservoir' or remove {name}"
+                )
+        ratio = self.sample_to_insert_ratio
+        ratio_ok = ok("sample_to_insert_ratio") and ratio is not None and ratio > 0
+        if ok("sample_to_insert_ratio") and ratio is not None and ratio <= 0:
+            p.append(
+                f"sample_to_insert_ratio={ratio!r} must be > 0: give a positive ratio "
+                "(e.g. 1.0), or leave it unset (None) to disable the rate limit"
+            )
+        reuse = self.max_sample_reuse if ok("max_sample_reuse") else None
+        if ratio_ok and ratio is not None and reuse is not None and ratio > reuse >= 1:
+            p.append(
+                f"sample_to_insert_ratio={ratio!r} is larger than max_sample_reuse={reuse} "
+                "(samples would leave the buffer before the ratio is met): lower "
+                "sample_to_insert_ratio or raise max_sample_reuse"
+            )
+        tolerance = self.sample_to_insert_tolerance
+        if ok("sample_to_insert_tolerance") and tolerance is not None:
+            if ok("sample_to_insert_ratio") and ratio is None and (reservoir or not known_buffer):
+                p.append(
+                    f"sample_to_insert_tolerance={tolerance!r} has no effect without "
+                    "sample_to_insert_ratio: set sample_to_insert_ratio or remove "
+                    "sample_to_insert_tolerance"
+                )
+            elif ratio_ok and ok("batch_size") and ratio is not None:
+                minimum = ratio + self.batch_size
+                if tolerance < minimum:
+                    p.append(
+                        f"sample_to_insert_tolerance={tolerance!r} is too small for "
+                        f"sample_to_insert_ratio={ratio!r} and batch_size={self.batch_size} "
+                        f"(training would stall): set it >= ratio + batch_size = {minimum:g}, "
+                        "or leave it unset (None) for the default"
+                    )
+        return p
+
+    # ------------------------------------------------------------------ resolved values
+
+    @property
+    def resolved_logging_dir(self) -> str:
+        """`logging_dir`, or ``{output_dir}/runs`` when it is None."""
+        if self.logging_dir is not None:
+            return self.logging_dir
+        return os.path.join(self.output_dir, "runs")
+
+    @property
+    def resolved_sample_to_insert_tolerance(self) -> float | None:
+        """The tolerance in use: the given value, the default, or None without a ratio."""
+        ratio = self.sample_to_insert_ratio
+        if ratio is None:
+            return None
+        if self.sample_to_insert_tolerance is not None:
+            return float(self.sample_to_insert_tolerance)
+        return float(
+            max(
+                4 * self.batch_size * self.gradient_accumulation_steps,
+                ratio * self.watermark + self.batch_size,
+            )
+        )
+
+    # ------------------------------------------------------------------ (de)serialisation
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as a JSON-serialisable dict (what `from_dict` reads back)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """`to_dict()` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainingArguments:
+        """Build from a mapping of field names to values; unknown keys are a ConfigError."""
+        if not isinstance(d, Mapping):
+            raise ConfigError(
+                f"expected a mapping of option names to values, got {type(d).__name__}",
+                context=cls.__name__,
+            )
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = [k for k in d if k not in names]
+        if unknown:
+            raise ConfigError(unknown_key_problems(unknown, names), context=cls.__name__)
+        return cls(**d)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> TrainingArguments:
+        """Build from a .json, .yaml or .yml file holding a flat mapping of options."""
+        return cls.from_dict(load_config_file(path))
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """Resolved annotations of TrainingArguments' own fields."""
+    hints = typing.get_type_hints(TrainingArguments)
+    return {f.name: hints[f.name] for f in dataclasses.fields(TrainingArguments)}

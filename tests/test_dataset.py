@@ -1,0 +1,122 @@
+"""StreamDataset: waiting versus end of stream, collation, pending batches in checkpoints."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from melissa_trainer import (
+    FIFOBuffer,
+    IterableSource,
+    SourceError,
+    StreamDataset,
+    fast_collate,
+    to_tensors,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def sample(i: int) -> dict[str, np.ndarray]:
+    return {"x": np.full(3, i, dtype=np.float32), "y": np.asarray(float(i), dtype=np.float32)}
+
+
+def test_iterates_batches_until_the_stream_ends() -> None:
+    buffer = FIFOBuffer(capacity=8)
+    source = IterableSource([sample(i) for i in range(10)])
+    dataset = StreamDataset(buffer, batch_size=4, source=source)
+    source.start(buffer, 0, 1)
+    batches = list(dataset)
+    source.stop()
+    assert [len(b["y"]) for b in batches] == [4, 4, 2]
+    assert torch.cat([b["y"] for b in batches]).tolist() == list(range(10))
+
+
+def test_waits_for_data_rather_than_ending() -> None:
+    buffer = FIFOBuffer(capacity=8)
+    dataset = StreamDataset(buffer, batch_size=2, poll_interval=0.05)
+
+    def late_producer() -> None:
+        time.sleep(0.3)
+        buffer.put(sample(1))
+        buffer.put(sample(2))
+        buffer.close()
+
+    thread = threading.Thread(target=late_producer)
+    thread.start()
+    assert dataset.prefetch(1) == 1  # waited through several polls, then got data
+    assert dataset.prefetch(2) == 1  # then the end: fewer than asked
+    thread.join()
+
+
+def test_a_failed_source_raises_while_waiting() -> None:
+    def broken():
+        yield sample(0)
+        raise ValueError("bad solver input")
+
+    buffer = FIFOBuffer(capacity=8)
+    source = IterableSource(broken())
+    dataset = StreamDataset(buffer, batch_size=4, source=source, poll_interval=0.05)
+    source.start(buffer, 0, 1)
+    with pytest.raises(SourceError, match="bad solver input"):
+        dataset.prefetch(1)
+    source.stop()
+
+
+def test_source_rejects_items_that_are_not_mappings() -> None:
+    buffer = FIFOBuffer(capacity=8)
+    source = IterableSource([np.zeros(3)])
+    source.start(buffer, 0, 1)
+    dataset = StreamDataset(buffer, batch_size=1, source=source, poll_interval=0.05)
+    with pytest.raises(SourceError, match="mappings of field name"):
+        dataset.prefetch(1)
+    source.stop()
+
+
+def test_fast_collate_layouts() -> None:
+    tensors = [torch.full((2,), float(i)) for i in range(3)]
+    assert fast_collate(tensors).shape == (3, 2)
+    pairs = [(t, t.sum()) for t in tensors]
+    x, y = fast_collate(pairs)
+    assert x.shape == (3, 2) and y.tolist() == [0.0, 2.0, 4.0]
+    dicts = [to_tensors(sample(i)) for i in range(3)]
+    assert fast_collate(dicts)["x"].shape == (3, 3)
+    assert fast_collate([1, 2, 3]).tolist() == [1, 2, 3]  # falls back to default_collate
+
+
+def test_pending_batches_round_trip(tmp_path: Path) -> None:
+    buffer = FIFOBuffer(capacity=16)
+    for i in range(10):
+        buffer.put(sample(i))
+    buffer.close()
+    dataset = StreamDataset(buffer, batch_size=4)
+    assert dataset.prefetch(3) == 3
+    dataset.next_batch()
+    dataset.save(tmp_path)
+
+    restored = StreamDataset(FIFOBuffer(capacity=16), batch_size=4)
+    restored.load(tmp_path)
+    assert restored.num_pending == 2
+    a, n_a = dataset.next_batch()
+    b, n_b = restored.next_batch()
+    assert n_a == n_b == 4 and torch.equal(a["x"], b["x"])
+    assert restored.next_batch()[1] == 2
+
+
+def test_scalar_fields_keep_their_shape(tmp_path: Path) -> None:
+    # regression: np.ascontiguousarray turned 0-d fields into shape (1,)
+    buffer = FIFOBuffer(capacity=4)
+    buffer.put(sample(3))
+    buffer.close()
+    dataset = StreamDataset(buffer, batch_size=1)
+    dataset.prefetch(1)
+    dataset.save(tmp_path)
+    restored = StreamDataset(FIFOBuffer(capacity=4), batch_size=1)
+    restored.load(tmp_path)
+    assert restored.next_batch()[0]["y"].shape == (1,)
+    assert to_tensors(sample(3))["y"].shape == ()

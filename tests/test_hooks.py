@@ -1,0 +1,172 @@
+"""Built-in hooks: TensorBoard files read back, console logs, early stopping across resume."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import (
+    EarlyStoppingHook,
+    Event,
+    Hook,
+    HookList,
+    OnlineTrainer,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def train(tmp_path: Path, n: int = 160, hooks=(), eval_dataset=None, **overrides: Any):
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer_size=64,
+        logging_steps=5,
+        save_at_end=False,
+        **overrides,
+    )
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(n)),
+        process_sample=xy,
+        hooks=hooks,
+        eval_dataset=eval_dataset,
+    )
+    trainer.train()
+    return trainer
+
+
+def test_tensorboard_scalars_read_back_with_tensorboards_reader(tmp_path: Path) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    validation = list(linear_samples(16, seed=5))
+    trainer = train(
+        tmp_path,
+        eval_dataset=validation,
+        eval_steps=10,
+        report_to="tensorboard",
+        buffer="reservoir",
+        max_sample_reuse=2,
+        max_steps=20,
+    )
+    logdir = Path(trainer.args.output_dir) / "runs"
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0})
+    acc.Reload()
+    tags = acc.Tags()
+    for tag in [
+        "train/loss",
+        "train/learning_rate",
+        "train/samples_per_second",
+        "buffer/size",
+        "buffer/fill",
+        "buffer/got",
+        "eval/loss",
+    ]:
+        assert tag in tags["scalars"], (tag, tags["scalars"])
+    assert [e.step for e in acc.Scalars("train/loss")] == [5, 10, 15, 20]
+    assert [e.step for e in acc.Scalars("eval/loss")] == [10, 20]
+    logged = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert [e.value for e in acc.Scalars("train/loss")] == pytest.approx(logged, rel=1e-6)
+    assert "buffer/reuse" in tags["histograms"]
+
+
+def test_report_to_none_writes_no_event_files(tmp_path: Path) -> None:
+    trainer = train(tmp_path, report_to="none", max_steps=5)
+    assert not (Path(trainer.args.output_dir) / "runs").exists()
+
+
+def test_console_logs_when_the_bar_is_disabled(tmp_path: Path, capsys: Any) -> None:
+    train(tmp_path, report_to="none", disable_progress_bar=True, max_steps=10)
+    out = capsys.readouterr().out
+    assert "step 5 | loss" in out and "step 10 | loss" in out
+    assert "samples/s" in out and "buffer_fill" in out
+
+
+def test_early_stopping_patience_survives_resume(tmp_path: Path) -> None:
+    hook = EarlyStoppingHook(patience=3)
+    # lr 0: nothing improves; validations at 2, 4 leave one validation of patience
+    validation = list(linear_samples(16, seed=5))
+    args = dict(eval_steps=2, save_steps=4, stop_sync_steps=1, report_to="none")
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=8,
+            max_steps=4,
+            disable_progress_bar=True,
+            **args,
+        ),
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        train_source=list(linear_samples(800)),
+        process_sample=xy,
+        hooks=[hook],
+        eval_dataset=validation,
+    )
+    trainer.train()
+    assert hook.bad_validations == 1 and hook.best is not None
+
+    resumed = EarlyStoppingHook(patience=3)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=8,
+            max_steps=100,
+            disable_progress_bar=True,
+            resume_from_checkpoint="latest",
+            **args,
+        ),
+        torch.optim.SGD(model.parameters(), lr=0.0),
+        train_source=list(linear_samples(800)),
+        process_sample=xy,
+        hooks=[resumed],
+        eval_dataset=validation,
+    )
+    state = trainer.train()
+    assert resumed.best == hook.best
+    # two more validations without improvement (steps 6 and 8) exhaust the patience
+    assert state.global_step == 8
+
+
+def test_hook_names_must_be_unique() -> None:
+    class A(Hook):
+        pass
+
+    with pytest.raises(ValueError, match="two hooks are named 'A'"):
+        HookList([A(), A()])
+
+
+def test_only_overriding_hooks_are_called() -> None:
+    calls: list[str] = []
+
+    class OnlyStepEnd(Hook):
+        def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+            calls.append("step_end")
+
+    hooks = HookList([OnlyStepEnd()])
+    assert hooks.listens(Event.STEP_END) and not hooks.listens(Event.STEP_START)
+    hooks.fire(Event.STEP_START, None, TrainerState(), TrainerControl())
+    hooks.fire(Event.STEP_END, None, TrainerState(), TrainerControl())
+    assert calls == ["step_end"]
+
+
+def test_every_event_has_a_hook_method() -> None:
+    for event in Event:
+        assert callable(getattr(Hook, event.value))
+
+
+def test_checkpoint_with_unknown_hook_state_is_refused() -> None:
+    with pytest.raises(ValueError, match="does not have"):
+        HookList([]).load_state_dict({"Mystery": {"x": 1}})

@@ -28,7 +28,7 @@ from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
 
 @dataclass
 class OscillatorArgs:
-    num_simulations: int = field(default=256, metadata={"help": "simulations in the ensemble"})
+    num_simulations: int = field(default=1024, metadata={"help": "simulations in the ensemble"})
     time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
     dt: float = field(default=0.05, metadata={"help": "integration time step"})
     concurrent: int = field(default=16, metadata={"help": "simulations running at once"})

@@ -13,6 +13,7 @@ written in Python.
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -21,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+
+logger = logging.getLogger(__name__)
 
 
 class SourceError(RuntimeError):
@@ -71,6 +74,7 @@ class IterableSource(Source):
             `data(rank, world_size)` returning one, so that each rank gets its own share.
         put_timeout: seconds between checks of the stop request while `put` blocks on a
             full buffer (back-pressure).
+        stop_timeout: how long `stop()` waits for the producer thread.
 
     Resume contract: when the buffer passed to `start` has already received `k`
     samples (restored from a checkpoint), the first `k` items of the iterable are
@@ -80,9 +84,15 @@ class IterableSource(Source):
     raises, the buffer is closed too and `check()` raises `SourceError` from it.
     """
 
-    def __init__(self, data: Iterable[Mapping[str, Any]] | SampleFactory, put_timeout: float = 0.1):
+    def __init__(
+        self,
+        data: Iterable[Mapping[str, Any]] | SampleFactory,
+        put_timeout: float = 0.1,
+        stop_timeout: float = 10.0,
+    ) -> None:
         self._data = data
         self._put_timeout = put_timeout
+        self._stop_timeout = stop_timeout
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -121,9 +131,21 @@ class IterableSource(Source):
             raise SourceError(f"the sample source failed: {self._error!r}") from self._error
 
     def stop(self) -> None:
+        """Ask the producer to stop and wait up to `stop_timeout` seconds for it.
+
+        A producer stuck inside the user's iterable (a simulation step that takes
+        long) cannot be interrupted; it is a daemon thread, so it is left behind with
+        a warning rather than blocking the end of training.
+        """
         self._stop.set()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(self._stop_timeout)
+            if self._thread.is_alive():
+                logger.warning(
+                    "the sample source did not stop within %.0f s (its iterable is still "
+                    "producing an item); leaving its daemon thread behind",
+                    self._stop_timeout,
+                )
 
 
 def as_source(obj: Source | Iterable[Mapping[str, Any]] | SampleFactory) -> Source:

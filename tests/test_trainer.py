@@ -13,6 +13,7 @@ from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import (
     Hook,
+    IterableSource,
     OnlineTrainer,
     SourceError,
     TrainerControl,
@@ -183,3 +184,26 @@ def test_scheduler_steps_once_per_optimizer_step(tmp_path: Path) -> None:
     trainer.train()
     assert scheduler.last_epoch == 5
     assert trainer.state.log_history[-1]["learning_rate"] == pytest.approx(1.0 / 6)
+
+
+def test_bf16_mixed_precision_trains_on_cpu(tmp_path: Path) -> None:
+    rec = Recorder()
+    args = make_args(tmp_path, mixed_precision="bf16", max_steps=10)
+    state = make_trainer(args, n=800, hooks=[rec]).train()
+    assert state.global_step == 10
+    assert all(np.isfinite(rec.losses))
+
+
+def test_slow_iterable_does_not_block_the_end_of_training(tmp_path: Path) -> None:
+    release = threading.Event()
+
+    def slow():
+        yield from linear_samples(16)
+        release.wait(30)  # a simulation step that takes long
+        yield from linear_samples(1)
+
+    source = IterableSource(slow(), stop_timeout=0.2)
+    trainer = make_trainer(make_args(tmp_path, max_steps=2), source=source)
+    state = trainer.train()
+    assert state.global_step == 2
+    release.set()

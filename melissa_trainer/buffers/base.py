@@ -1,0 +1,439 @@
+"""The :class:`Buffer` contract: blocking, closing, watermark, rate limiting, checkpoints.
+
+Policies (FIFO, FIRO, Reservoir) only say how samples are stored, chosen and evicted;
+waiting, waking and counting live here. One :class:`threading.Lock` per buffer with two
+conditions (``readable`` for consumers, ``writable`` for producers); every public
+method takes the lock, so any method may be called from any thread. Nothing busy-waits:
+a blocked ``put``/``get_batch`` sleeps on a condition and is woken only by an event that
+can unblock it. A ``put`` that does not wait costs one lock, one append and a counter.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import threading
+import time
+from typing import Any, ClassVar
+
+import numpy as np
+
+from . import _state
+from ._common import BufferClosedError, BufferStats, Sample, as_count
+from .rate_limiter import RateLimiter
+
+__all__ = ["Buffer", "BufferClosedError", "BufferStats", "Sample"]
+
+_NO_WAITER = 1 << 62  # "no read is waiting" sentinel for the wake-up threshold
+
+
+class Buffer(abc.ABC):
+    """Thread-safe, bounded, blocking in-memory store of samples.
+
+    Args:
+        capacity: maximum number of samples held (``>= 1``); ``put`` blocks beyond it.
+        watermark: ``get_batch(n)`` waits until at least ``max(n, watermark)`` samples
+            are held, at every read (not only the first), until the buffer is closed.
+        seed: seed of the buffer's ``numpy.random.Generator`` (random policies).
+        rate_limiter: optional :class:`RateLimiter` holding reads and inserts to a
+            sample-to-insert ratio. The buffer owns it from then on.
+        retain: FIFO/FIRO only: keep every served sample in a retained list that
+            :meth:`rewind` re-queues (pseudo-epochs). The retained list is *not*
+            bounded by ``capacity``: it holds every sample served since the last
+            rewind, so memory grows with the amount of data served.
+
+    Blocking contract:
+        * ``put`` blocks while the buffer is full (back-pressure) or the rate limiter
+          holds inserts back; raises :class:`BufferClosedError` once closed.
+        * ``get_batch(n)`` blocks until ``n`` samples can be returned. Once closed it
+          never blocks: it returns up to ``n`` samples, then ``[]`` forever ("no data
+          ever again", until a :meth:`rewind`).
+        * ``timeout`` is in seconds (``None`` waits forever, ``0`` polls); when it
+          expires, ``TimeoutError`` is raised ("no data yet" / "still full").
+    """
+
+    #: name of the policy, as accepted by ``make_buffer`` and stored in checkpoints.
+    kind: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        capacity: int,
+        watermark: int = 1,
+        *,
+        seed: int = 0,
+        rate_limiter: RateLimiter | None = None,
+        retain: bool = False,
+    ) -> None:
+        capacity = as_count("capacity", capacity, 1)
+        watermark = as_count("watermark", watermark, 1)
+        if watermark > capacity:
+            raise ValueError(
+                f"watermark ({watermark}) must be <= capacity ({capacity}): reads would "
+                "wait for more samples than the buffer can hold"
+            )
+        if rate_limiter is not None and not isinstance(rate_limiter, RateLimiter):
+            raise TypeError(
+                f"rate_limiter must be a RateLimiter, got {type(rate_limiter).__name__}"
+            )
+        self._capacity = int(capacity)
+        self._watermark = int(watermark)
+        self._rng = np.random.default_rng(seed)
+        self._limiter = rate_limiter
+        self._retain = bool(retain)
+
+        self._lock = threading.Lock()
+        self._readable = threading.Condition(self._lock)
+        self._writable = threading.Condition(self._lock)
+        self._closed = False
+        # waiters' bookkeeping (only touched under the lock)
+        self._get_needs: list[int] = []  # size each waiting read needs
+        self._wake_len = _NO_WAITER  # min(self._get_needs): notify readers at this size
+        self._n_size_blocked = 0  # reads waiting for more samples
+        self._n_put_waiting = 0  # puts waiting (room or limiter)
+        self._n_room_blocked = 0  # puts waiting for room
+        # counters
+        self._n_put = 0
+        self._n_got = 0
+        self._n_evicted = 0
+        self._age_sum = 0
+        self._reuse_hist: dict[int, int] = {}
+
+    # ------------------------------------------------------------------ policy hooks
+    # All hooks are called with the lock held.
+
+    @abc.abstractmethod
+    def _size(self) -> int:
+        """Samples currently held."""
+
+    @abc.abstractmethod
+    def _has_room(self) -> bool:
+        """True if ``_insert`` can run now (it may evict)."""
+
+    @abc.abstractmethod
+    def _insert(self, sample: Sample, insert_id: int) -> None:
+        """Store ``sample``; ``insert_id`` is the number of inserts before it."""
+
+    @abc.abstractmethod
+    def _take(self, n: int) -> list[Sample]:
+        """Serve ``n <= _size()`` samples (not closed); update age, histogram, eviction."""
+
+    @abc.abstractmethod
+    def _take_closed(self, n: int) -> list[Sample]:
+        """Serve up to ``n`` of what is left to serve after close (``[]`` if nothing)."""
+
+    @abc.abstractmethod
+    def _rewind(self) -> int:
+        """Make retained samples servable again; return how many."""
+
+    @abc.abstractmethod
+    def _contents_state(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        """Fill ``arrays`` with the held samples, return the policy's meta."""
+
+    @abc.abstractmethod
+    def _load_contents(self, samples: dict[str, Sample], meta: dict[str, Any]) -> None:
+        """Restore the contents from decoded samples (keyed by prefix) and meta."""
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def capacity(self) -> int:
+        """Maximum number of samples held (a rewind may exceed it temporarily)."""
+        return self._capacity
+
+    @property
+    def watermark(self) -> int:
+        """Minimum number of held samples before a read is served (until closed)."""
+        return self._watermark
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called (or restored from a closed snapshot)."""
+        return self._closed
+
+    @property
+    def rate_limiter(self) -> RateLimiter | None:
+        return self._limiter
+
+    def __len__(self) -> int:
+        """Number of samples currently held (a closed reservoir also counts the samples
+        already drawn, which it serves again only after a :meth:`rewind`)."""
+        with self._lock:
+            return self._size()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(capacity={self._capacity}, watermark={self._watermark}, "
+            f"size={len(self)}, closed={self._closed})"
+        )
+
+    # ------------------------------------------------------------------ producer side
+    def put(self, sample: Sample, timeout: float | None = None) -> None:
+        """Insert one sample, blocking while the buffer is full (back-pressure).
+
+        The buffer stores a reference to ``sample`` (no copy); the caller must not
+        modify its arrays afterwards.
+
+        Args:
+            sample: field name -> numpy array.
+            timeout: seconds to wait for room; ``None`` waits forever.
+
+        Raises:
+            BufferClosedError: the buffer is (or becomes, while waiting) closed.
+            TimeoutError: ``timeout`` expired while the buffer stayed full.
+        """
+        with self._lock:
+            self._put_locked(sample, timeout)
+
+    def _put_locked(self, sample: Sample, timeout: float | None) -> None:
+        if self._closed:
+            raise BufferClosedError("put() on a closed buffer (reception has ended)")
+        lim = self._limiter
+        if not self._has_room() or (
+            lim is not None and not self._n_size_blocked and not lim.can_insert()
+        ):
+            self._wait_writable(timeout)
+        self._insert(sample, self._n_put)
+        self._n_put += 1
+        if lim is not None:
+            lim.inserts += 1
+        if self._size() >= self._wake_len:
+            self._readable.notify_all()
+
+    def _wait_writable(self, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        lim = self._limiter
+        room_blocked = False
+        self._n_put_waiting += 1
+        try:
+            while True:
+                if self._closed:
+                    raise BufferClosedError("buffer closed while put() was waiting")
+                no_room = not self._has_room()
+                if no_room != room_blocked:
+                    room_blocked = no_room
+                    if no_room:
+                        self._n_room_blocked += 1
+                        # a read held back by the limiter may now go ahead (liveness)
+                        if self._get_needs:
+                            self._readable.notify_all()
+                    else:
+                        self._n_room_blocked -= 1
+                if not no_room and (lim is None or self._n_size_blocked or lim.can_insert()):
+                    return
+                if deadline is None:
+                    self._writable.wait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        why = "buffer full" if no_room else "rate limiter holds inserts back"
+                        raise TimeoutError(
+                            f"put() timed out after {timeout}s ({why}; "
+                            f"{self._size()}/{self._capacity} samples held)"
+                        )
+                    self._writable.wait(remaining)
+        finally:
+            self._n_put_waiting -= 1
+            if room_blocked:
+                self._n_room_blocked -= 1
+
+    def close(self) -> None:
+        """End of reception: no more ``put``; reads drain what is left. Idempotent.
+
+        Wakes every waiting ``put`` (which raises :class:`BufferClosedError`) and every
+        waiting ``get_batch`` (which returns what is left, possibly ``[]``).
+        """
+        with self._lock:
+            self._closed = True
+            self._readable.notify_all()
+            self._writable.notify_all()
+
+    # ------------------------------------------------------------------ consumer side
+    def get_batch(self, n: int, timeout: float | None = None) -> list[Sample]:
+        """Return ``n`` samples, blocking until they are available.
+
+        Before close, waits until ``len(self) >= max(n, watermark)`` and the rate
+        limiter (if any) allows ``n`` more draws. After close, neither the watermark
+        nor the limiter holds the read back: returns up to ``n`` samples, fewer at the
+        very end, and ``[]`` when nothing is left to serve, meaning "no data ever
+        again" (until a :meth:`rewind`).
+
+        Args:
+            n: batch size, ``1 <= n <= capacity``.
+            timeout: seconds to wait; ``None`` waits forever.
+
+        Raises:
+            ValueError: ``n`` out of range.
+            TimeoutError: ``timeout`` expired before the read could be served
+                ("no data yet"; the stream is not over).
+        """
+        if type(n) is not int:
+            n = as_count("batch size", n, 1)
+        if not 1 <= n <= self._capacity:
+            raise ValueError(
+                f"batch size must be an integer in [1, capacity={self._capacity}], got {n!r}"
+            )
+        with self._lock:
+            if not self._closed:
+                lim = self._limiter
+                need = n if n > self._watermark else self._watermark
+                if self._size() < need or (
+                    lim is not None and not self._n_room_blocked and not lim.can_sample(n)
+                ):
+                    self._wait_readable(n, need, timeout)
+            batch = self._take_closed(n) if self._closed else self._take(n)
+            if batch:
+                self._n_got += len(batch)
+                if self._limiter is not None:
+                    self._limiter.samples += len(batch)
+                if self._n_put_waiting:
+                    self._writable.notify_all()
+            return batch
+
+    def _wait_readable(self, n: int, need: int, timeout: float | None) -> None:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        lim = self._limiter
+        size_blocked = False
+        self._get_needs.append(need)
+        if need < self._wake_len:
+            self._wake_len = need
+        try:
+            while not self._closed:
+                too_few = self._size() < need
+                if too_few != size_blocked:
+                    size_blocked = too_few
+                    if too_few:
+                        self._n_size_blocked += 1
+                        # an insert held back by the limiter may now go ahead (liveness)
+                        if self._n_put_waiting:
+                            self._writable.notify_all()
+                    else:
+                        self._n_size_blocked -= 1
+                if not too_few and (lim is None or self._n_room_blocked or lim.can_sample(n)):
+                    return
+                if deadline is None:
+                    self._readable.wait()
+                else:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        why = (
+                            f"{self._size()} samples held, {need} needed"
+                            if too_few
+                            else "rate limiter holds reads back"
+                        )
+                        raise TimeoutError(
+                            f"get_batch({n}) timed out after {timeout}s: no data yet ({why})"
+                        )
+                    self._readable.wait(remaining)
+        finally:
+            if size_blocked:
+                self._n_size_blocked -= 1
+            self._get_needs.remove(need)
+            self._wake_len = min(self._get_needs) if self._get_needs else _NO_WAITER
+
+    # ------------------------------------------------------------------ pseudo-epochs
+    def rewind(self) -> int:
+        """Make the retained samples available again, each to be served once more.
+
+        FIFO/FIRO need ``retain=True``; the samples served since the last rewind are
+        re-queued after those still held (FIFO: in their original order), which may
+        overfill the buffer temporarily (``put`` then blocks until ``len < capacity``).
+        Reservoir: its current contents count as never drawn again. Works whether the
+        buffer is closed or not.
+
+        Returns:
+            The number of samples made available again.
+        """
+        with self._lock:
+            count = self._rewind()
+            if count:
+                self._readable.notify_all()
+            return count
+
+    # ------------------------------------------------------------------ statistics
+    def stats(self) -> BufferStats:
+        """A consistent snapshot of the counters (see :class:`BufferStats`)."""
+        with self._lock:
+            return BufferStats(
+                size=self._size(),
+                capacity=self._capacity,
+                put=self._n_put,
+                got=self._n_got,
+                evicted=self._n_evicted,
+                reuse_histogram=dict(sorted(self._reuse_hist.items())),
+                mean_age=self._age_sum / self._n_got if self._n_got else 0.0,
+            )
+
+    def _record_leave(self, draws: int, count: int = 1) -> None:
+        self._reuse_hist[draws] = self._reuse_hist.get(draws, 0) + count
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        """Consistent snapshot ``(arrays, meta)``, taken under the lock.
+
+        ``arrays`` holds the samples as flat arrays keyed ``"s{slot}/{field}"`` (and
+        ``"r{i}/{field}"`` for the retained list). They are the held arrays themselves,
+        not copies (a buffer never modifies a sample), unless a copy is needed to make
+        them C-contiguous and native-endian. ``meta`` holds everything else (counters,
+        RNG state, order, draw counts, closed flag) and is JSON-serializable. No pickle.
+
+        Raises:
+            TypeError: a held sample is not a dict of numeric/bool numpy arrays (the
+                message names the field).
+        """
+        with self._lock:
+            arrays: dict[str, np.ndarray] = {}
+            meta: dict[str, Any] = {
+                "kind": self.kind,
+                "format_version": _state.FORMAT_VERSION,
+                "capacity": self._capacity,
+                "watermark": self._watermark,
+                "retain": self._retain,
+                "closed": self._closed,
+                "put": self._n_put,
+                "got": self._n_got,
+                "evicted": self._n_evicted,
+                "age_sum": self._age_sum,
+                "reuse_histogram": {str(k): v for k, v in sorted(self._reuse_hist.items())},
+                "rng": _state.rng_state(self._rng),
+                "rate_limiter": None if self._limiter is None else self._limiter.state_dict(),
+            }
+            meta["contents"] = self._contents_state(arrays)
+            return arrays, meta
+
+    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Restore a :meth:`state_dict` snapshot exactly.
+
+        Afterwards the buffer behaves as the snapshotted one did: same contents, order,
+        counters, closed flag and RNG state, hence the same future random draws given
+        the same calls. The configuration (capacity, watermark, retain, limiter
+        parameters, ``max_sample_reuse``) stays the constructor's. Waiters are woken.
+
+        Raises:
+            ValueError: the snapshot is of another buffer kind, has another capacity,
+                disagrees on having a rate limiter, or is malformed.
+        """
+        common = _state.parse_common_meta(meta, self.kind, self._capacity, self._limiter)
+        samples = _state.decode_samples(arrays)
+        with self._lock:
+            self._load_contents(samples, common.contents)
+            if self._limiter is not None and common.limiter is not None:
+                self._limiter.load_state_dict(common.limiter)
+            self._n_put, self._n_got, self._n_evicted, self._age_sum = common.counters
+            self._reuse_hist = common.reuse_histogram
+            self._closed = common.closed
+            self._rng = common.rng
+            self._readable.notify_all()
+            self._writable.notify_all()
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write ``buffer.safetensors`` and ``buffer.json`` into ``directory`` (created).
+
+        The snapshot is taken under the lock (see :meth:`state_dict`); the files are
+        written outside it, each to a temporary name then renamed.
+        """
+        arrays, meta = self.state_dict()
+        _state.write_files(directory, arrays, meta)
+
+    def load(self, directory: str | os.PathLike[str]) -> None:
+        """Restore the buffer from the files :meth:`save` wrote in ``directory``."""
+        arrays, meta = _state.read_files(directory)
+        self.load_state_dict(arrays, meta)

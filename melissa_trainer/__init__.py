@@ -16,7 +16,7 @@ from melissa_trainer.buffers import (
     Sample,
     make_buffer,
 )
-from melissa_trainer.dataset import StreamDataset, fast_collate, to_tensors
+from melissa_trainer.dataset import StreamDataset, fast_collate, stack_samples, to_tensors
 from melissa_trainer.hooks import (
     CheckpointHook,
     EarlyStoppingHook,
@@ -66,5 +66,6 @@ __all__ = [
     "default_hooks",
     "fast_collate",
     "make_buffer",
+    "stack_samples",
     "to_tensors",
 ]

@@ -1,37 +1,46 @@
 """melissa-trainer: online training of neural surrogates on streamed simulation data.
 
 The public API; see README.md for a tour and `hooks.base.Event` for the loop.
+
+Names are imported on first use (PEP 562), so that `import melissa_trainer.client` in
+a simulation loads numpy and pyzmq only, never torch or accelerate.
 """
 
-from melissa_trainer.argparser import ArgumentParser
-from melissa_trainer.arguments import ConfigError, TrainingArguments
-from melissa_trainer.buffers import (
-    Buffer,
-    BufferClosedError,
-    BufferStats,
-    FIFOBuffer,
-    FIROBuffer,
-    RateLimiter,
-    ReservoirBuffer,
-    Sample,
-    make_buffer,
-)
-from melissa_trainer.dataset import StreamDataset, fast_collate, stack_samples, to_tensors
-from melissa_trainer.hooks import (
-    CheckpointHook,
-    EarlyStoppingHook,
-    Event,
-    Hook,
-    HookList,
-    ProgressHook,
-    PseudoEpochHook,
-    TensorBoardHook,
-    ValidationHook,
-    default_hooks,
-)
-from melissa_trainer.sources import IterableSource, Source, SourceError
-from melissa_trainer.state import TrainerControl, TrainerState
-from melissa_trainer.trainer import OnlineTrainer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
+    from melissa_trainer.argparser import ArgumentParser
+    from melissa_trainer.arguments import ConfigError, TrainingArguments
+    from melissa_trainer.buffers import (
+        Buffer,
+        BufferClosedError,
+        BufferStats,
+        FIFOBuffer,
+        FIROBuffer,
+        RateLimiter,
+        ReservoirBuffer,
+        Sample,
+        make_buffer,
+    )
+    from melissa_trainer.dataset import StreamDataset, fast_collate, stack_samples, to_tensors
+    from melissa_trainer.hooks import (
+        CheckpointHook,
+        EarlyStoppingHook,
+        Event,
+        Hook,
+        HookList,
+        ProgressHook,
+        PseudoEpochHook,
+        TensorBoardHook,
+        ValidationHook,
+        default_hooks,
+    )
+    from melissa_trainer.sources import IterableSource, Source, SourceError
+    from melissa_trainer.state import TrainerControl, TrainerState
+    from melissa_trainer.trainer import OnlineTrainer
 
 __version__ = "0.1.0"
 
@@ -69,3 +78,51 @@ __all__ = [
     "stack_samples",
     "to_tensors",
 ]
+
+_MODULES = {
+    "ArgumentParser": "argparser",
+    "ConfigError": "arguments",
+    "TrainingArguments": "arguments",
+    "Buffer": "buffers",
+    "BufferClosedError": "buffers",
+    "BufferStats": "buffers",
+    "FIFOBuffer": "buffers",
+    "FIROBuffer": "buffers",
+    "RateLimiter": "buffers",
+    "ReservoirBuffer": "buffers",
+    "Sample": "buffers",
+    "make_buffer": "buffers",
+    "StreamDataset": "dataset",
+    "fast_collate": "dataset",
+    "stack_samples": "dataset",
+    "to_tensors": "dataset",
+    "CheckpointHook": "hooks",
+    "EarlyStoppingHook": "hooks",
+    "Event": "hooks",
+    "Hook": "hooks",
+    "HookList": "hooks",
+    "ProgressHook": "hooks",
+    "PseudoEpochHook": "hooks",
+    "TensorBoardHook": "hooks",
+    "ValidationHook": "hooks",
+    "default_hooks": "hooks",
+    "IterableSource": "sources",
+    "Source": "sources",
+    "SourceError": "sources",
+    "TrainerControl": "state",
+    "TrainerState": "state",
+    "OnlineTrainer": "trainer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'melissa_trainer' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"melissa_trainer.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_MODULES])

@@ -1,0 +1,1 @@
+"""Streaming transport: wire protocol and receiver (numpy and pyzmq only, no torch)."""

@@ -1,0 +1,340 @@
+"""The wire protocol between simulations and the trainer (version 1).
+
+Language-neutral and pickle-free: fixed-layout little-endian binary headers (Python
+`struct`), JSON only for the once-per-simulation HELLO, raw array bytes. The full
+specification, precise enough to write a C or Fortran client, is `docs/protocol.md`;
+this module is its reference implementation. It imports only the standard library and
+numpy, so that simulations can use it without torch.
+
+Message kinds:
+
+* HELLO (one per client rank, before its data): the fields it will send (name, dtype,
+  global shape), the simulation's parameters and its rank and rank count.
+* DATA (one per field, time step and client rank): this rank's contiguous part of the
+  field, as a flat element range `[offset, offset + count)` of the C-ordered global
+  array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
+  small messages) or come as a second frame (received without a copy, for large ones).
+* BYE (one per client rank, after its data): how many time steps it sent.
+
+`decode` validates everything that can be checked from one message (magic, version,
+kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
+machine-readable `reason`; the receiver checks the rest against the HELLO.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+MAGIC = b"MTRN"
+VERSION = 1
+
+HELLO, DATA, BYE = 1, 2, 3
+KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE"}
+
+#: DATA flag: the payload follows the header in the same frame.
+FLAG_INLINE = 0x1
+
+MAX_NDIM = 8
+MAX_NAME_BYTES = 255
+#: Default bound on one message (header + payload), in bytes.
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
+MAX_HELLO_BYTES = 1 << 20
+
+#: dtype code on the wire -> numpy dtype (little-endian). The allow-list.
+DTYPES: dict[int, np.dtype] = {
+    1: np.dtype("<f4"),
+    2: np.dtype("<f8"),
+    3: np.dtype("<f2"),
+    4: np.dtype("<i1"),
+    5: np.dtype("<i2"),
+    6: np.dtype("<i4"),
+    7: np.dtype("<i8"),
+    8: np.dtype("<u1"),
+    9: np.dtype("<u2"),
+    10: np.dtype("<u4"),
+    11: np.dtype("<u8"),
+    12: np.dtype("?"),
+}
+DTYPE_CODES: dict[np.dtype, int] = {dt: code for code, dt in DTYPES.items()}
+
+# magic, version, kind, flags, simulation id
+PREFIX = struct.Struct("<4sBBHQ")
+# time step, client rank, client count, dtype code, ndim, name length, reserved, offset, count
+DATA_FIXED = struct.Struct("<QHHBBBBQQ")
+DATA_HEADER_BYTES = PREFIX.size + DATA_FIXED.size  # 48; then ndim x u64 shape, then name
+_DATA_HEAD = struct.Struct("<4sBBHQQHHBBBBQQ")  # PREFIX + DATA_FIXED, unpacked at once
+# client rank, client count, JSON length
+HELLO_FIXED = struct.Struct("<HHI")
+# client rank, client count, steps sent
+BYE_FIXED = struct.Struct("<HHQ")
+_DIMS = [struct.Struct(f"<{n}Q") for n in range(MAX_NDIM + 1)]
+
+
+class ProtocolError(ValueError):
+    """A message that breaks the protocol; `reason` names the rule (for counters)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """A field as declared in HELLO: name, dtype and global shape."""
+
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+
+
+@dataclass(frozen=True)
+class Hello:
+    simulation_id: int
+    client_rank: int
+    client_count: int
+    fields: tuple[FieldSpec, ...]
+    parameters: dict[str, float] = field(default_factory=dict)
+
+
+class Data(NamedTuple):
+    """One DATA message (a tuple: cheap to build at hundreds of thousands per second)."""
+
+    simulation_id: int
+    time_step: int
+    client_rank: int
+    client_count: int
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int
+    elements: int  # the wire's `count` (not `count`: that is a tuple method)
+    payload: Any  # a buffer of elements * itemsize bytes (a view of the frame: no copy)
+
+
+@dataclass(frozen=True)
+class Bye:
+    simulation_id: int
+    client_rank: int
+    client_count: int
+    steps_sent: int
+
+
+Message = Hello | Data | Bye
+
+
+# -- encoding -------------------------------------------------------------------------
+
+
+def encode_hello(
+    simulation_id: int,
+    client_rank: int,
+    client_count: int,
+    fields: list[FieldSpec] | tuple[FieldSpec, ...],
+    parameters: dict[str, float] | None = None,
+) -> bytes:
+    body = json.dumps(
+        {
+            "fields": [
+                {"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in fields
+            ],
+            "parameters": {str(k): float(v) for k, v in (parameters or {}).items()},
+        }
+    ).encode()
+    return (
+        PREFIX.pack(MAGIC, VERSION, HELLO, 0, simulation_id)
+        + HELLO_FIXED.pack(client_rank, client_count, len(body))
+        + body
+    )
+
+
+def encode_data_header(
+    simulation_id: int,
+    time_step: int,
+    client_rank: int,
+    client_count: int,
+    name: bytes,
+    dtype_code: int,
+    shape: tuple[int, ...],
+    offset: int,
+    count: int,
+    inline: bool,
+) -> bytes:
+    """The DATA header; `name` is the field name, UTF-8 encoded (<= 255 bytes)."""
+    return (
+        PREFIX.pack(MAGIC, VERSION, DATA, FLAG_INLINE if inline else 0, simulation_id)
+        + DATA_FIXED.pack(
+            time_step,
+            client_rank,
+            client_count,
+            dtype_code,
+            len(shape),
+            len(name),
+            0,
+            offset,
+            count,
+        )
+        + _DIMS[len(shape)].pack(*shape)
+        + name
+    )
+
+
+def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_sent: int) -> bytes:
+    return PREFIX.pack(MAGIC, VERSION, BYE, 0, simulation_id) + BYE_FIXED.pack(
+        client_rank, client_count, steps_sent
+    )
+
+
+# -- decoding -------------------------------------------------------------------------
+
+
+def decode(
+    frame: Any, payload: Any = None, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> Message:
+    """Parse and validate one message.
+
+    Args:
+        frame: the first frame (bytes or a buffer).
+        payload: the second frame's buffer for a non-inline DATA, else None.
+        max_message_bytes: bound on header plus payload.
+
+    Raises:
+        ProtocolError: the message breaks the protocol (its `reason` says which rule).
+    """
+    size = len(frame)
+    if size >= DATA_HEADER_BYTES:  # the hot path: DATA, prefix and fixed part at once
+        head = _DATA_HEAD.unpack_from(frame)
+        if head[0] == MAGIC and head[1] == VERSION and head[2] == DATA:
+            return _decode_data(frame, size, head, payload, max_message_bytes)
+    if size < PREFIX.size:
+        raise ProtocolError(
+            "truncated", f"{size} bytes, shorter than the {PREFIX.size}-byte prefix"
+        )
+    magic, version, kind, _flags, sim = PREFIX.unpack_from(frame)
+    if magic != MAGIC:
+        raise ProtocolError("bad_magic", f"magic {bytes(magic)!r} is not {MAGIC!r}")
+    if version != VERSION:
+        raise ProtocolError("bad_version", f"version {version}, this receiver speaks {VERSION}")
+    if kind == DATA:
+        raise ProtocolError("truncated", f"DATA header of {size} bytes")
+    if payload is not None:
+        raise ProtocolError("unexpected_frame", f"{KIND_NAMES.get(kind, kind)} has one frame")
+    if kind == HELLO:
+        return _decode_hello(frame, size, sim)
+    if kind == BYE:
+        if size != PREFIX.size + BYE_FIXED.size:
+            raise ProtocolError("bad_size", f"BYE of {size} bytes")
+        rank, count, steps = BYE_FIXED.unpack_from(frame, PREFIX.size)
+        _check_rank(rank, count)
+        return Bye(sim, rank, count, steps)
+    raise ProtocolError("bad_kind", f"unknown message kind {kind}")
+
+
+def _check_rank(rank: int, count: int) -> None:
+    if count < 1 or rank >= count:
+        raise ProtocolError("bad_rank", f"client rank {rank} of {count}")
+
+
+_NAMES: dict[bytes, str] = {}  # decoded field names (a client sends few names, often)
+
+
+def _decode_data(frame: Any, size: int, head: tuple, payload: Any, max_bytes: int) -> Data:
+    _, _, _, flags, sim, step, rank, ranks, code, ndim, name_len, _, offset, count = head
+    if ranks < 1 or rank >= ranks:
+        raise ProtocolError("bad_rank", f"client rank {rank} of {ranks}")
+    dtype = DTYPES.get(code)
+    if dtype is None:
+        raise ProtocolError("bad_dtype", f"dtype code {code} is not in the allow-list")
+    if ndim > MAX_NDIM:
+        raise ProtocolError("bad_shape", f"{ndim} dimensions, at most {MAX_NDIM}")
+    shape_end = DATA_HEADER_BYTES + 8 * ndim
+    header_end = shape_end + name_len
+    if size < header_end:
+        raise ProtocolError("truncated", f"DATA header needs {header_end} bytes, got {size}")
+    shape = _DIMS[ndim].unpack_from(frame, DATA_HEADER_BYTES)
+    elements = 1
+    for d in shape:
+        elements *= d
+    if elements * dtype.itemsize > max_bytes:
+        raise ProtocolError("too_large", f"field of shape {shape} exceeds {max_bytes} bytes")
+    if count == 0 or offset + count > elements:
+        raise ProtocolError(
+            "bad_range", f"elements [{offset}, {offset + count}) of a field of {elements}"
+        )
+    raw_name = bytes(frame[shape_end:header_end])
+    name = _NAMES.get(raw_name)
+    if name is None:
+        try:
+            name = raw_name.decode()
+        except UnicodeDecodeError:
+            raise ProtocolError("bad_name", "field name is not UTF-8") from None
+        if len(_NAMES) < 4096:  # bounded: garbage names must not grow it forever
+            _NAMES[raw_name] = name
+    nbytes = count * dtype.itemsize
+    if flags & FLAG_INLINE:
+        if payload is not None:
+            raise ProtocolError("unexpected_frame", "INLINE DATA with a second frame")
+        if size - header_end != nbytes:
+            raise ProtocolError("bad_size", f"{size - header_end} payload bytes, expected {nbytes}")
+        body: Any = memoryview(frame)[header_end:]
+    else:
+        if size != header_end:
+            raise ProtocolError("bad_size", "bytes after a DATA header without INLINE")
+        if payload is None:
+            raise ProtocolError("missing_frame", "DATA without INLINE needs a payload frame")
+        if len(payload) != nbytes:
+            raise ProtocolError("bad_size", f"{len(payload)} payload bytes, expected {nbytes}")
+        body = payload
+    return Data(sim, step, rank, ranks, name, dtype, shape, offset, count, body)
+
+
+def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
+    fixed_end = PREFIX.size + HELLO_FIXED.size
+    if size < fixed_end:
+        raise ProtocolError("truncated", f"HELLO of {size} bytes")
+    rank, ranks, body_len = HELLO_FIXED.unpack_from(frame, PREFIX.size)
+    _check_rank(rank, ranks)
+    if body_len > MAX_HELLO_BYTES or size != fixed_end + body_len:
+        raise ProtocolError(
+            "bad_size", f"HELLO body of {size - fixed_end} bytes, header says {body_len}"
+        )
+    try:
+        body = json.loads(bytes(frame[fixed_end:]).decode())
+        specs = tuple(_field_spec(f) for f in body["fields"])
+        parameters = {str(k): float(v) for k, v in body.get("parameters", {}).items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc}") from None
+    if not specs or len({s.name for s in specs}) != len(specs):
+        raise ProtocolError("bad_hello", "HELLO must declare at least one field, names unique")
+    return Hello(sim, rank, ranks, specs, parameters)
+
+
+def _field_spec(entry: dict[str, Any]) -> FieldSpec:
+    name = str(entry["name"])
+    if not name or len(name.encode()) > MAX_NAME_BYTES:
+        raise ValueError(f"field name {name!r} must have 1 to {MAX_NAME_BYTES} UTF-8 bytes")
+    dtype = np.dtype(str(entry["dtype"]))
+    if dtype not in DTYPE_CODES:
+        raise ValueError(f"dtype {dtype} is not in the allow-list")
+    shape = tuple(int(d) for d in entry["shape"])
+    if len(shape) > MAX_NDIM or any(d < 1 for d in shape):
+        raise ValueError(f"shape {shape}: at most {MAX_NDIM} positive dimensions")
+    return FieldSpec(name, dtype, shape)
+
+
+def dtype_code(dtype: np.dtype | str | type) -> int:
+    """The wire code of a numpy dtype (native byte order accepted), or ValueError."""
+    dt = np.dtype(dtype).newbyteorder("<") if np.dtype(dtype).byteorder == "=" else np.dtype(dtype)
+    code = DTYPE_CODES.get(dt)
+    if code is None:
+        allowed = sorted(str(d) for d in DTYPE_CODES)
+        raise ValueError(f"dtype {np.dtype(dtype)} cannot be streamed; allowed: {allowed}")
+    return code

@@ -50,8 +50,21 @@ class Source(ABC):
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
     def telemetry(self) -> dict[str, float]:
-        """Figures for the logs (messages/s, rejected…); empty by default."""
+        """Cumulative figures for the logs (messages, bytes, rejected…); empty by default.
+
+        The same keys on every rank: the trainer sums them over ranks at each log.
+        """
         return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serializable state saved with this rank's checkpoint (e.g. which
+        (simulation, time step) pairs were received); empty by default."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`; called before `start`."""
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state but the checkpoint holds some")
 
 
 SampleFactory = Callable[[int, int], Iterable[Mapping[str, Any]]]

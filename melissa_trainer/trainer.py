@@ -280,24 +280,16 @@ class OnlineTrainer:
         acc, state = self.accelerator, self.state
         stats = self.buffer.stats()
         elapsed = time.perf_counter() - self._last_log_time
-        figures = torch.tensor(
-            [
-                0.0,
-                self._loss_count,
-                self._samples_since_log,
-                len(self.buffer),
-                stats.put,
-                stats.got,
-                stats.evicted,
-                elapsed,
-            ],
-            dtype=torch.float64,
-            device=acc.device,
-        )
+        telemetry = self.source.telemetry()  # cumulative counters, summed over ranks
+        names = sorted(telemetry)
+        local = [0.0, self._loss_count, self._samples_since_log, len(self.buffer), stats.put]
+        local += [stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
+        figures = torch.tensor(local, dtype=torch.float64, device=acc.device)
         figures[0] = self._loss_sum
         if self.stop_sync.distributed:
             torch.distributed.all_reduce(figures)
-        loss_sum, loss_count, samples, size, put, got, evicted, elapsed_sum = figures.tolist()
+        values = figures.tolist()
+        loss_sum, loss_count, samples, size, put, got, evicted, elapsed_sum = values[:8]
         elapsed_mean = max(elapsed_sum / acc.num_processes, 1e-9)
         logs = {
             "loss": loss_sum / loss_count if loss_count else float("nan"),
@@ -309,6 +301,7 @@ class OnlineTrainer:
             "buffer_put": put,
             "buffer_got": got,
             "buffer_evicted": evicted,
+            **dict(zip(names, values[8:], strict=True)),
         }
         state.total_samples_seen += int(samples)
         if loss_count:
@@ -381,6 +374,7 @@ class OnlineTrainer:
         rank_dir = ckpt.rank_path(staging, acc.process_index)
         self.buffer.save(rank_dir)
         self.dataset.save(rank_dir)
+        ckpt.write_json(rank_dir / "source.json", self.source.state_dict())
         if acc.is_main_process:
             (staging / "trainer_state.json").write_text(state.to_json())
             ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
@@ -411,4 +405,5 @@ class OnlineTrainer:
         rank_dir = ckpt.rank_path(path, self.process_index)
         self.buffer.load(rank_dir)
         self.dataset.load(rank_dir)
+        self.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
         logger.info("resumed from %s at step %d", path, self.state.global_step)

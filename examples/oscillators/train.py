@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,
         "steps": state.global_step,
-        "samples_seen": state.samples_seen,
+        "samples_seen": state.total_samples_seen,  # all ranks
         "seconds": round(time.perf_counter() - start, 2),
     }
     if trainer.is_main_process:

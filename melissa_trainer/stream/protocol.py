@@ -24,6 +24,7 @@ machine-readable `reason`; the receiver checks the rest against the HELLO.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -93,7 +94,7 @@ class FieldSpec:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.shape else 1
+        return math.prod(self.shape)  # exact (np.prod in int64 wraps around silently)
 
 
 @dataclass(frozen=True)
@@ -310,8 +311,10 @@ def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
         body = json.loads(bytes(frame[fixed_end:]).decode())
         specs = tuple(_field_spec(f) for f in body["fields"])
         parameters = {str(k): float(v) for k, v in body.get("parameters", {}).items()}
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc}") from None
+    except Exception as exc:  # untrusted input: json and numpy raise ValueError, TypeError,
+        # KeyError, AttributeError, OverflowError ([Infinity], 1e400 as an integer),
+        # RecursionError (deep nesting), even SyntaxError (np.dtype("|,)61"))
+        raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc!r}"[:300]) from None
     if not specs or len({s.name for s in specs}) != len(specs):
         raise ProtocolError("bad_hello", "HELLO must declare at least one field, names unique")
     return Hello(sim, rank, ranks, specs, parameters)
@@ -325,7 +328,7 @@ def _field_spec(entry: dict[str, Any]) -> FieldSpec:
     if dtype not in DTYPE_CODES:
         raise ValueError(f"dtype {dtype} is not in the allow-list")
     shape = tuple(int(d) for d in entry["shape"])
-    if len(shape) > MAX_NDIM or any(d < 1 for d in shape):
+    if len(shape) > MAX_NDIM or any(d < 1 or d >= 1 << 64 for d in shape):  # u64 on the wire
         raise ValueError(f"shape {shape}: at most {MAX_NDIM} positive dimensions")
     return FieldSpec(name, dtype, shape)
 

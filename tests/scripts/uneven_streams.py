@@ -55,7 +55,12 @@ def main() -> None:
 
     hooks = [StopOnRank1(opts.stop_at)] if opts.stop_at else []
     trainer = OnlineTrainer(
-        model, args, optimizer, train_source=source, process_sample=xy, hooks=hooks,
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        process_sample=xy,
+        hooks=hooks,
         eval_dataset=list(linear_samples(10, seed=7)),
     )
     state = trainer.train()

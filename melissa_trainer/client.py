@@ -1,0 +1,766 @@
+"""The client API a simulation calls to stream its fields to the trainer.
+
+```python
+from melissa_trainer.client import Client
+
+with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300.0}) as client:
+    for t in range(steps):
+        client.send(t, temperature=u)          # every declared field, each a numpy array
+```
+
+Imports only the standard library, numpy, pyzmq and `melissa_trainer.stream.protocol`
+(and mpi4py when a communicator is given): a simulation needs neither torch nor
+accelerate. The wire format is specified in `docs/protocol.md`.
+
+Semantics worth knowing (details in the docstrings of `Client` and `Client.send`):
+
+* Configuration: `simulation_id` and `endpoints` default to the environment variables
+  `MELISSA_TRAINER_SIMULATION_ID` and `MELISSA_TRAINER_ENDPOINTS` (or
+  `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to).
+* Back-pressure: a send blocks while the trainer is slow (never drops); `send_timeout`
+  bounds how long, after which `TimeoutError` is raised.
+* Arrays above `INLINE_MAX_BYTES` are sent without a copy, and `send` returns only
+  once ZeroMQ has released them, so the caller may overwrite its array as soon as
+  `send` returns. Smaller ones are copied into a single frame.
+* A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import operator
+import os
+import re
+import struct
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, SupportsIndex
+
+import numpy as np
+import zmq
+
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.protocol import FieldSpec
+
+__all__ = [
+    "DEFAULT_SNDHWM",
+    "ENV_ENDPOINTS",
+    "ENV_RENDEZVOUS",
+    "ENV_SIMULATION_ID",
+    "INLINE_MAX_BYTES",
+    "RESERVED_NAMES",
+    "Client",
+    "FieldSpec",
+    "fetch_endpoints",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The simulation id (an unsigned 64-bit decimal integer).
+ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
+#: Comma-separated receiver endpoints, in training-rank order.
+ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
+#: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
+ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
+#: Payloads up to this many bytes go in one frame after the header; larger ones in a
+#: second frame, without a copy.
+INLINE_MAX_BYTES = 65536
+#: Default send high-water mark, in messages, of each socket.
+DEFAULT_SNDHWM = 1000
+#: Names a field may not have: the receiver adds these entries to every sample.
+RESERVED_NAMES = frozenset({"simulation_id", "time_step", "parameters"})
+
+_U64 = 1 << 64
+_MAX_RANKS = 1 << 16  # client rank and count are u16 on the wire
+_STEP = struct.Struct("<Q")
+_STEP_AT = protocol.PREFIX.size  # the time step is the first field after the prefix
+_RANK_FILE = re.compile(r"rank_(\d+)\.json")
+
+
+class _Field:
+    """A declared field and what this rank sends of it (header parts computed once)."""
+
+    __slots__ = ("spec", "code", "name_bytes", "local_size", "offset", "inline", "head", "tail")
+
+    def __init__(self, spec: FieldSpec) -> None:
+        self.spec = spec
+        self.code = protocol.DTYPE_CODES[spec.dtype]
+        self.name_bytes = spec.name.encode()
+        self.local_size = -1  # elements this rank sends; -1 until placed
+        self.offset = 0
+        self.inline = True
+        self.head = b""  # header bytes before the time step
+        self.tail = b""  # header bytes after it
+
+    def place(self, simulation_id: int, rank: int, ranks: int, offset: int, size: int) -> None:
+        self.offset, self.local_size = offset, size
+        self.inline = size * self.spec.dtype.itemsize <= INLINE_MAX_BYTES
+        if size == 0:  # nothing of this field on this rank: it sends no DATA for it
+            return
+        header = protocol.encode_data_header(
+            simulation_id,
+            0,
+            rank,
+            ranks,
+            self.name_bytes,
+            self.code,
+            self.spec.shape,
+            offset,
+            size,
+            self.inline,
+        )
+        self.head, self.tail = header[:_STEP_AT], header[_STEP_AT + _STEP.size :]
+
+
+class _StepSet:
+    """The distinct time steps sent, kept as arithmetic runs (0, 1, 2, ... or 0, 10, 20, ...
+    take one run, whatever their number); irregular orders fall back to a plain set."""
+
+    __slots__ = ("runs", "steps", "count")
+    MAX_RUNS = 64
+
+    def __init__(self) -> None:
+        self.runs: list[list[int]] = []  # [first, last, stride]; stride 0 for one step
+        self.steps: set[int] | None = None
+        self.count = 0
+
+    def add(self, step: int) -> None:
+        if self.steps is not None:
+            self.steps.add(step)
+            self.count = len(self.steps)
+            return
+        if self.runs:
+            run = self.runs[-1]
+            extends = step > run[1] and (run[2] == 0 or step - run[1] == run[2])
+            if (len(self.runs) > 1 or not extends) and step in self:
+                return
+            if extends:  # the usual case: one run, growing
+                run[2] = step - run[1]
+                run[1] = step
+                self.count += 1
+                return
+        self.runs.append([step, step, 0])
+        self.count += 1
+        if len(self.runs) > self.MAX_RUNS:
+            self.steps = {t for a, b, d in self.runs for t in range(a, b + 1, d or 1)}
+            self.runs = []
+
+    def __contains__(self, step: int) -> bool:
+        if self.steps is not None:
+            return step in self.steps
+        return any(a <= step <= b and (step - a) % (d or 1) == 0 for a, b, d in self.runs)
+
+
+class Client:
+    """Streams the fields of one simulation (or of one rank of an MPI simulation).
+
+    Use it as a context manager, or call `close()` at the end: only `close` sends BYE
+    and makes sure that the queued messages are delivered. Not thread-safe: one client
+    is used by one thread.
+
+    Args:
+        fields: the fields sent at every time step, `{name: (global shape, dtype)}` or
+            a sequence of `protocol.FieldSpec`. Names: 1 to 255 UTF-8 bytes, not one of
+            `RESERVED_NAMES`; shape: at most 8 positive dimensions (`()` for a scalar);
+            dtype: one of `protocol.DTYPES` (native or little-endian byte order).
+        parameters: the simulation's input parameters (`{name: float}`, finite values);
+            the trainer's samples carry them in this order.
+        simulation_id: unique in the study, 0 <= id < 2**64; default
+            `$MELISSA_TRAINER_SIMULATION_ID`.
+        endpoints: receiver endpoints in training-rank order (a list, or one
+            comma-separated string); default `$MELISSA_TRAINER_ENDPOINTS`, else the
+            directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_endpoints`).
+        comm: an mpi4py communicator: each rank then sends its own part of each field
+            (see `send`); `None` for a simulation that sends whole fields.
+        send_timeout: the longest, in seconds, one `send` may block on back-pressure
+            before raising `TimeoutError`; `None` waits for as long as it takes.
+        rendezvous_timeout: how long to wait for the rendezvous directory to be complete.
+        close_timeout: on `close`, how long to wait for queued messages to be delivered
+            (ZeroMQ's linger); `None` waits for as long as it takes.
+        sndhwm: send high-water mark of each socket, in messages: how many may queue
+            before `send` blocks.
+        max_message_bytes: the receiver's bound on a field's size in bytes (checked here,
+            so that a field the receiver would reject fails at once).
+        socket_options: extra ZeroMQ socket options (`{zmq.SNDBUF: 1 << 20}`).
+        context: a ZeroMQ context to use; by default the client creates one and
+            terminates it on `close`.
+
+    Raises:
+        ValueError: a bad field declaration, parameter, simulation id or endpoint, or
+            no endpoint configured.
+        TimeoutError: the rendezvous directory stayed incomplete.
+    """
+
+    def __init__(
+        self,
+        fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec],
+        parameters: Mapping[str, float] | None = None,
+        simulation_id: int | None = None,
+        endpoints: str | Sequence[str] | None = None,
+        comm: Any = None,
+        send_timeout: float | None = None,
+        *,
+        rendezvous_timeout: float = 60.0,
+        close_timeout: float | None = 60.0,
+        sndhwm: int = DEFAULT_SNDHWM,
+        max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
+        socket_options: Mapping[int, int] | None = None,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self._closed = True  # until fully constructed: close() is then a no-op
+        specs = _field_specs(fields)
+        for spec in specs:
+            nbytes = spec.size * spec.dtype.itemsize
+            if nbytes > max_message_bytes:
+                raise ValueError(
+                    f"field {spec.name!r} is {nbytes} bytes, more than max_message_bytes="
+                    f"{max_message_bytes}; raise the bound on the client and the receiver"
+                )
+        self.parameters = _parameters(parameters)
+        self.simulation_id = _simulation_id(simulation_id)
+        if send_timeout is not None and not send_timeout >= 0:
+            raise ValueError(f"send_timeout must be None or >= 0 seconds, not {send_timeout}")
+        if close_timeout is not None and not close_timeout >= 0:
+            raise ValueError(f"close_timeout must be None or >= 0 seconds, not {close_timeout}")
+        if not isinstance(sndhwm, int) or sndhwm < 0:
+            raise ValueError(f"sndhwm must be a non-negative int, not {sndhwm!r}")
+        if comm is None:
+            self.rank, self.ranks = 0, 1
+        else:
+            self.rank, self.ranks = int(comm.Get_rank()), int(comm.Get_size())
+            if self.ranks > _MAX_RANKS:
+                raise ValueError(f"{self.ranks} ranks: the protocol allows at most {_MAX_RANKS}")
+        hello = protocol.encode_hello(
+            self.simulation_id, self.rank, self.ranks, specs, self.parameters
+        )
+        if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
+            raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
+        self.endpoints = _endpoints(endpoints, rendezvous_timeout)
+        self.fields = specs
+        self._comm = comm
+        self._fields = {spec.name: _Field(spec) for spec in specs}
+        if comm is None:
+            for f in self._fields.values():
+                f.place(self.simulation_id, 0, 1, 0, f.spec.size)
+        self._placed = comm is None
+        self._send_timeout = send_timeout
+        self._close_timeout = close_timeout
+        self._steps = _StepSet()
+
+        self._own_context = context is None
+        self._context = zmq.Context() if context is None else context
+        self._sockets: list[zmq.Socket] = []
+        try:
+            for endpoint in self.endpoints:
+                sock = self._context.socket(zmq.PUSH)
+                self._sockets.append(sock)
+                sock.setsockopt(zmq.SNDHWM, sndhwm)
+                sock.setsockopt(zmq.LINGER, -1)
+                sock.setsockopt(zmq.SNDTIMEO, -1)
+                for option, value in (socket_options or {}).items():
+                    sock.setsockopt(option, value)
+                try:
+                    sock.connect(endpoint)
+                except zmq.ZMQError as exc:
+                    raise ValueError(f"cannot connect to endpoint {endpoint!r}: {exc}") from None
+        except BaseException:
+            self._release(0)
+            raise
+        self._closed = False
+        try:
+            deadline = self._deadline(send_timeout)
+            for sock in self._sockets:
+                self._push(sock, hello, deadline)
+        except BaseException:
+            self._closed = True
+            self._release(0)
+            raise
+
+    # -- sending ----------------------------------------------------------------------
+
+    @property
+    def steps_sent(self) -> int:
+        """How many distinct time steps this client has sent (what BYE will carry)."""
+        return self._steps.count
+
+    def send(
+        self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None = None, /, **kwargs: Any
+    ) -> None:
+        """Send the fields of one time step: every declared field, each once.
+
+        Fields are keyword arguments (`send(t, temperature=u)`) or a mapping
+        (`send(t, {"temperature": u})`). Each is a numpy array of the declared dtype
+        (no casting: a different dtype is an error; only the byte order is converted).
+        Without `comm`, an array has the declared global shape. With `comm`, each rank
+        passes its own contiguous part of the C-ordered flattened global field, of any
+        shape (only its size matters); the first `send` is collective (all ranks call it,
+        as SPMD codes do): it computes each rank's element offset by a scan over the
+        ranks in rank order, and checks that the parts add up to the global size. A part's
+        size must then stay the same; a rank whose part is empty sends no DATA for it.
+
+        Non-C-contiguous arrays (a transposed or strided view) are copied into C order
+        first. Arrays of more than `INLINE_MAX_BYTES` are sent without a copy, and this
+        call returns once ZeroMQ has released them: the caller may modify them as soon as
+        `send` returns. DATA of time step t goes to receiver `t % len(endpoints)`.
+
+        Raises:
+            ValueError: a missing or unknown field, a wrong shape or size, a bad time step.
+            TypeError: an array of the wrong dtype.
+            TimeoutError: back-pressure lasted longer than `send_timeout`. Fields already
+                queued stay queued (they will be delivered if the trainer resumes), and
+                an array of more than `INLINE_MAX_BYTES` may still be referenced by the
+                queued message: do not modify it.
+            RuntimeError: the client is closed.
+        """
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        given = kwargs
+        if arrays:
+            if kwargs and not arrays.keys().isdisjoint(kwargs):
+                both = sorted(set(arrays) & set(kwargs))
+                raise ValueError(f"fields {both} given both in the mapping and as keywords")
+            given = {**arrays, **kwargs}
+        prepared = self._place(time_step, given) if not self._placed else self._prepare(given)
+        if type(time_step) is int and 0 <= time_step < _U64:
+            step = time_step
+        else:
+            step = _time_step(time_step)
+        sock = self._sockets[step % len(self._sockets)]
+        step_bytes = _STEP.pack(step)
+        deadline = self._deadline(self._send_timeout)
+        trackers = []
+        for f, arr in prepared:
+            if f.local_size == 0:
+                continue
+            if f.inline:
+                frame = b"".join((f.head, step_bytes, f.tail, arr.data))
+                if deadline is None:
+                    sock.send(frame)  # the common case, without a call more
+                else:
+                    self._push(sock, frame, deadline)
+            else:
+                tracker = self._push_two(sock, f.head + step_bytes + f.tail, arr, deadline)
+                trackers.append(tracker)
+        for tracker in trackers:  # the arrays are the caller's again once these are done
+            if deadline is None:
+                tracker.wait()
+            else:
+                try:
+                    tracker.wait(max(deadline - time.monotonic(), 0.0))
+                except zmq.NotDone:
+                    raise self._timeout(step) from None
+        self._steps.add(step)
+
+    def _prepare(self, given: Mapping[str, Any]) -> list[tuple[_Field, np.ndarray]]:
+        """Validate the arrays of one send (nothing is sent before all pass)."""
+        if given.keys() != self._fields.keys():
+            missing = [n for n in self._fields if n not in given]
+            unknown = [n for n in given if n not in self._fields]
+            raise ValueError(
+                f"send needs exactly the declared fields {list(self._fields)}"
+                + (f"; missing {missing}" if missing else "")
+                + (f"; unknown {unknown}" if unknown else "")
+            )
+        out = []
+        for name, f in self._fields.items():
+            value = given[name]
+            arr = value if type(value) is np.ndarray else np.asarray(value)
+            expected = f.spec.dtype
+            if arr.dtype != expected:
+                if arr.dtype.newbyteorder("<") == expected and arr.dtype.byteorder == ">":
+                    arr = arr.astype(expected)  # same type, other byte order
+                else:
+                    raise TypeError(
+                        f"field {name!r}: dtype {arr.dtype}, expected {expected} (declared); "
+                        f"convert it with .astype() if that is what you mean"
+                    )
+            if self._comm is None:
+                if arr.shape != f.spec.shape:
+                    raise ValueError(
+                        f"field {name!r}: shape {arr.shape}, expected the declared global "
+                        f"shape {f.spec.shape}"
+                    )
+            elif f.local_size >= 0 and arr.size != f.local_size:
+                raise ValueError(
+                    f"field {name!r}: {arr.size} elements on rank {self.rank}, but "
+                    f"{f.local_size} at the first send (a rank's part may not change size)"
+                )
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)
+            out.append((f, arr))
+        return out
+
+    def _place(self, time_step: Any, given: Mapping[str, Any]) -> list[tuple[_Field, np.ndarray]]:
+        """The first send with a communicator: offsets by a scan over ranks (collective).
+
+        Every rank takes part even if its own arrays are invalid, and all ranks raise
+        together, so that a mistake on one rank does not leave the others hanging.
+        """
+        from mpi4py import MPI
+
+        error: Exception | None = None
+        prepared: list[tuple[_Field, np.ndarray]] = []
+        try:
+            _time_step(time_step)
+            prepared = self._prepare(given)
+        except Exception as exc:  # raised below, once the other ranks know
+            error = exc
+        n = len(self._fields)
+        local = np.zeros(n + 1, dtype=np.int64)  # the sizes, then "this rank failed"
+        if error is None:
+            local[:n] = [arr.size for _, arr in prepared]
+        else:
+            local[n] = 1
+        offsets = np.zeros_like(local)
+        totals = np.zeros_like(local)
+        self._comm.Exscan(local, offsets, op=MPI.SUM)
+        if self.rank == 0:
+            offsets[:] = 0  # MPI leaves rank 0's result undefined
+        self._comm.Allreduce(local, totals, op=MPI.SUM)
+        if error is not None:
+            raise error
+        if totals[n]:
+            raise ValueError(
+                f"the first send failed its checks on {totals[n]} other rank(s); "
+                f"see the error there"
+            )
+        wrong = {
+            f.spec.name: (int(total), f.spec.size)
+            for f, total in zip(self._fields.values(), totals[:n], strict=True)
+            if total != f.spec.size
+        }
+        if wrong:
+            raise ValueError(
+                "the ranks' parts do not add up to the global fields: "
+                + ", ".join(
+                    f"{k!r} has {got} elements, expected {exp}" for k, (got, exp) in wrong.items()
+                )
+            )
+        for (f, arr), offset in zip(prepared, offsets[:n], strict=True):
+            f.place(self.simulation_id, self.rank, self.ranks, int(offset), arr.size)
+        self._placed = True
+        return prepared
+
+    # -- ZeroMQ -----------------------------------------------------------------------
+
+    @staticmethod
+    def _deadline(timeout: float | None) -> float | None:
+        return None if timeout is None else time.monotonic() + timeout
+
+    def _arm(self, sock: zmq.Socket, deadline: float | None) -> None:
+        if deadline is not None:
+            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+
+    def _push(self, sock: zmq.Socket, frame: bytes, deadline: float | None) -> None:
+        self._arm(sock, deadline)
+        try:
+            sock.send(frame)
+        except zmq.Again:
+            raise self._timeout(None) from None
+
+    def _push_two(
+        self, sock: zmq.Socket, header: bytes, payload: np.ndarray, deadline: float | None
+    ) -> zmq.MessageTracker:
+        self._arm(sock, deadline)
+        try:
+            sock.send(header, zmq.SNDMORE)
+        except zmq.Again:
+            raise self._timeout(None) from None
+        # The high-water mark counts whole messages: once the first part is queued, the
+        # second one is accepted at once (multi-part messages are atomic).
+        try:
+            return sock.send(payload.data, copy=False, track=True)
+        except zmq.Again:  # pragma: no cover - only if the connection broke in between
+            raise self._timeout(None) from None
+
+    def _timeout(self, step: int | None) -> TimeoutError:
+        what = "a message" if step is None else f"time step {step}"
+        return TimeoutError(
+            f"simulation {self.simulation_id} rank {self.rank}: could not send {what} within "
+            f"send_timeout={self._send_timeout} s: the trainer is not receiving (back-pressure)"
+        )
+
+    # -- closing ----------------------------------------------------------------------
+
+    def close(self, *, bye: bool = True) -> None:
+        """Say BYE to every receiver, deliver what is queued, release the sockets.
+
+        Waits at most `close_timeout` seconds in all. Idempotent.
+
+        Args:
+            bye: send BYE (the simulation finished); `False` after a failure, so that the
+                trainer does not take the simulation for complete.
+
+        Raises:
+            TimeoutError: the BYE or queued messages could not be delivered in time (they
+                are dropped; the sockets and context are released all the same).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        deadline = self._deadline(self._close_timeout)
+        failure = None
+        if bye:
+            message = protocol.encode_bye(
+                self.simulation_id, self.rank, self.ranks, self.steps_sent
+            )
+            try:
+                for sock in self._sockets:
+                    if deadline is None:
+                        sock.setsockopt(zmq.SNDTIMEO, -1)
+                    else:
+                        self._arm(sock, deadline)
+                    sock.send(message)
+            except zmq.Again:
+                failure = "BYE"
+        if failure is None:
+            linger = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
+        else:
+            linger = 0
+        started = time.monotonic()
+        self._release(linger)
+        # ZeroMQ drops what the linger period did not deliver, and says nothing; a
+        # termination that took the whole period is the sign of it.
+        elapsed = time.monotonic() - started
+        if failure is None and self._own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
+            failure = "queued messages"
+        if failure is not None:
+            message_text = (
+                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered "
+                f"within close_timeout={self._close_timeout} s to {self.endpoints}"
+            )
+            if bye:
+                raise TimeoutError(message_text)
+            logger.warning(message_text)
+
+    def _release(self, linger_ms: int) -> None:
+        for sock in self._sockets:
+            sock.close(linger=linger_ms)
+        self._sockets = []
+        if self._own_context:
+            self._context.term()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        # After an exception: deliver what was sent, but no BYE (the run did not finish),
+        # and raise nothing that would hide the exception.
+        if exc_type is None:
+            self.close()
+        else:
+            try:
+                self.close(bye=False)
+            except Exception:  # pragma: no cover - close(bye=False) only logs
+                logger.exception("closing the client after an error failed")
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self.steps_sent} steps sent"
+        return (
+            f"Client(simulation_id={self.simulation_id}, rank={self.rank}/{self.ranks}, "
+            f"fields={[f.name for f in self.fields]}, endpoints={self.endpoints}, {state})"
+        )
+
+
+# -- configuration --------------------------------------------------------------------
+
+
+def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0) -> list[str]:
+    """The receiver endpoints published in a rendezvous directory, in rank order.
+
+    Each training rank's receiver writes `rank_{r}.json`, holding
+    `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}`, by
+    writing a temporary file and renaming it. This waits until all W files are there
+    and agree on W.
+
+    Raises:
+        TimeoutError: the directory is still incomplete (or inconsistent) after
+            `timeout` seconds; the message says what was found.
+    """
+    directory = Path(rendezvous_dir)
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        endpoints, problem = _read_rendezvous(directory)
+        if endpoints is not None:
+            return endpoints
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"rendezvous directory {str(directory)!r} incomplete after {timeout} s: "
+                f"{problem} (is the trainer running, with this output directory?)"
+            )
+        time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+        pause = min(pause * 2, 0.25)
+
+
+def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
+    """The endpoints if the directory is complete, else None and what is wrong."""
+    try:
+        names = [p.name for p in directory.iterdir()]
+    except FileNotFoundError:
+        return None, "the directory does not exist"
+    except NotADirectoryError:
+        return None, "it is not a directory"
+    entries: dict[int, dict[str, Any]] = {}
+    problems = []
+    for name in names:
+        match = _RANK_FILE.fullmatch(name)
+        if match is None:
+            continue  # a temporary file, or anything else
+        try:
+            entry = json.loads((directory / name).read_text())
+            rank = entry["rank"]
+            ok = (
+                entry["version"] == 1
+                and isinstance(rank, int)
+                and rank == int(match.group(1))
+                and isinstance(entry["world_size"], int)
+                and rank < entry["world_size"]
+                and isinstance(entry["endpoint"], str)
+                and entry["endpoint"]
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{name} unreadable ({exc})")
+            continue
+        if not ok:
+            problems.append(f"{name} invalid ({entry})")
+            continue
+        entries[rank] = entry
+    sizes = {e["world_size"] for e in entries.values()}
+    if not entries:
+        problems.append("no rank_{r}.json file yet")
+    elif len(sizes) > 1:
+        problems.append(f"files disagree on world_size: {sorted(sizes)}")
+    else:
+        (world,) = sizes
+        missing = [r for r in range(world) if r not in entries]
+        if missing:
+            problems.append(f"world_size {world}, ranks {missing} missing")
+        elif not problems:
+            return [entries[r]["endpoint"] for r in range(world)], ""
+    return None, "; ".join(problems)
+
+
+def _endpoints(endpoints: str | Sequence[str] | None, rendezvous_timeout: float) -> list[str]:
+    if endpoints is None:
+        value = os.environ.get(ENV_ENDPOINTS, "").strip()
+        if value:
+            endpoints = value
+        elif os.environ.get(ENV_RENDEZVOUS, "").strip():
+            return fetch_endpoints(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
+        else:
+            raise ValueError(
+                f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
+                f"separated, e.g. tcp://127.0.0.1:5555) or {ENV_RENDEZVOUS} (the trainer's "
+                f"rendezvous directory, {{output_dir}}/rendezvous)"
+            )
+    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+    out = [str(e).strip() for e in items]
+    if not out or any("://" not in e for e in out):
+        raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
+    return out
+
+
+def _simulation_id(value: Any) -> int:
+    source = "simulation_id"
+    if value is None:
+        value = os.environ.get(ENV_SIMULATION_ID)
+        source = ENV_SIMULATION_ID
+        if value is None:
+            raise ValueError(f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}")
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
+    if isinstance(value, bool):
+        raise ValueError(f"{source} must be an integer, not {value!r}")
+    try:
+        sid = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{source} must be an integer, not {value!r}") from None
+    if not 0 <= sid < _U64:
+        raise ValueError(f"{source}={sid} is out of range [0, 2**64)")
+    return sid
+
+
+def _time_step(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"time_step must be an integer, not {value!r}")
+    try:
+        step = operator.index(value)
+    except TypeError:
+        raise ValueError(f"time_step must be an integer, not {value!r}") from None
+    if not 0 <= step < _U64:
+        raise ValueError(f"time_step={step} is out of range [0, 2**64)")
+    return step
+
+
+def _parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key, value in (parameters or {}).items():
+        if not isinstance(key, str):
+            raise ValueError(f"parameter names must be strings, not {key!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"parameter {key!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"parameter {key!r}: {number} is not finite")
+        out[key] = number
+    return out
+
+
+def _field_specs(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> list[FieldSpec]:
+    items: Iterable[tuple[str, Any, Any]]
+    if isinstance(fields, Mapping):
+        items = []
+        for name, declared in fields.items():
+            try:
+                shape, dtype = declared
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"field {name!r}: declare it as (global shape, dtype), not {declared!r}"
+                ) from None
+            items.append((name, shape, dtype))
+    else:
+        items = []
+        for spec in fields:
+            if not isinstance(spec, FieldSpec):
+                raise ValueError(f"fields must be a mapping or FieldSpecs, not {spec!r}")
+            items.append((spec.name, spec.shape, spec.dtype))
+    specs = []
+    for name, shape, dtype in items:
+        if not isinstance(name, str) or not 1 <= len(name.encode()) <= protocol.MAX_NAME_BYTES:
+            raise ValueError(
+                f"field name {name!r} must be a string of 1 to {protocol.MAX_NAME_BYTES} "
+                f"UTF-8 bytes"
+            )
+        if name in RESERVED_NAMES:
+            raise ValueError(f"field name {name!r} is reserved ({sorted(RESERVED_NAMES)})")
+        try:
+            dims = (operator.index(shape),) if not isinstance(shape, Iterable) else shape
+            dims = tuple(operator.index(d) for d in dims)
+        except TypeError:
+            raise ValueError(f"field {name!r}: shape {shape!r} is not a tuple of ints") from None
+        if len(dims) > protocol.MAX_NDIM or any(not 1 <= d < _U64 for d in dims):
+            raise ValueError(
+                f"field {name!r}: shape {dims} must have at most {protocol.MAX_NDIM} "
+                f"positive dimensions"
+            )
+        try:
+            if dtype is None:
+                raise TypeError
+            code = protocol.dtype_code(dtype)
+        except TypeError:
+            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype") from None
+        except ValueError as exc:
+            raise ValueError(f"field {name!r}: {exc}") from None
+        specs.append(FieldSpec(name, protocol.DTYPES[code], dims))
+    if not specs:
+        raise ValueError("declare at least one field")
+    if len({s.name for s in specs}) != len(specs):
+        raise ValueError(f"field names must be unique: {[s.name for s in specs]}")
+    return specs

@@ -1,0 +1,698 @@
+"""The client API against real PULL sockets on 127.0.0.1, decoded with protocol.decode."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_protocol import spec_dump
+
+from melissa_trainer import client as client_module
+from melissa_trainer.client import (
+    ENV_ENDPOINTS,
+    ENV_RENDEZVOUS,
+    ENV_SIMULATION_ID,
+    INLINE_MAX_BYTES,
+    Client,
+    fetch_endpoints,
+)
+from melissa_trainer.stream import protocol as p
+
+SCRIPTS = Path(__file__).parent / "scripts"
+
+
+class Receiver:
+    """A PULL socket bound on 127.0.0.1; `recv` decodes one message (payloads copied)."""
+
+    def __init__(self, ctx: zmq.Context, **options: int) -> None:
+        self.sock = ctx.socket(zmq.PULL)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        for option, value in options.items():
+            self.sock.setsockopt(getattr(zmq, option), value)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.frames: list[int] = []  # frames per message received
+        self.raw: list[list[bytes]] = []  # the frames' bytes
+
+    def recv(self, timeout: float = 5.0) -> p.Message:
+        if not self.sock.poll(int(timeout * 1000)):
+            raise AssertionError(f"nothing received within {timeout} s")
+        frames = self.sock.recv_multipart(copy=False)
+        self.frames.append(len(frames))
+        self.raw.append([f.bytes for f in frames])
+        msg = p.decode(frames[0].buffer, frames[1].buffer if len(frames) > 1 else None)
+        if isinstance(msg, p.Data):
+            msg = msg._replace(payload=np.frombuffer(bytes(msg.payload), msg.dtype))
+        return msg
+
+    def recv_data(self, timeout: float = 5.0) -> p.Data:
+        msg = self.recv(timeout)
+        assert isinstance(msg, p.Data), msg
+        return msg
+
+    def until_bye(self, byes: int = 1, timeout: float = 10.0) -> list[p.Message]:
+        out: list[p.Message] = []
+        while byes:
+            out.append(self.recv(timeout))
+            byes -= isinstance(out[-1], p.Bye)
+        return out
+
+    def assert_silent(self, wait: float = 0.2) -> None:
+        assert not self.sock.poll(int(wait * 1000)), "an unexpected message arrived"
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (ENV_SIMULATION_ID, ENV_ENDPOINTS, ENV_RENDEZVOUS):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def receiver(zctx: zmq.Context) -> Receiver:
+    return Receiver(zctx)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- data arrives intact --------------------------------------------------------------
+
+FIELDS: dict[str, tuple[tuple[int, ...], str]] = {
+    "small_f4": ((4, 3), "float32"),
+    "inline_max": ((INLINE_MAX_BYTES // 8,), "float64"),  # exactly 64 KiB: one frame
+    "just_over": ((INLINE_MAX_BYTES // 8 + 1,), "float64"),  # 64 KiB + 8: two frames
+    "large_f4": ((256, 300), "float32"),
+    "scalar_i8": ((), "int64"),
+    "flags": ((2, 3, 4), "bool"),
+    "bytes_u1": ((70_000,), "uint8"),
+    "half": ((5,), "float16"),
+    "i1": ((3, 1, 2), "int8"),
+    "u8": ((1, 1, 1, 1, 1, 1, 1, 9), "uint64"),
+}
+
+
+def random_field(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    raw = rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    arr = raw.astype(np.uint8).view(dtype).reshape(shape)
+    return arr != 0 if dtype == "bool" else arr
+
+
+@pytest.mark.timeout(30)
+def test_fields_arrive_intact(receiver: Receiver) -> None:
+    rng = np.random.default_rng(0)
+    sent = {}
+    with Client(FIELDS, simulation_id=3, endpoints=receiver.endpoint, close_timeout=10) as c:
+        for step in (0, 1, 7):
+            sent[step] = {n: random_field(rng, *decl) for n, decl in FIELDS.items()}
+            c.send(step, **sent[step])
+    messages = receiver.until_bye()
+    hello, data, bye = messages[0], messages[1:-1], messages[-1]
+    assert isinstance(hello, p.Hello)
+    assert [(f.name, f.shape, f.dtype) for f in hello.fields] == [
+        (n, s, np.dtype(d)) for n, (s, d) in FIELDS.items()
+    ]
+    assert bye == p.Bye(3, 0, 1, 3)
+    assert len(data) == 3 * len(FIELDS)
+    for msg in data:
+        assert isinstance(msg, p.Data)
+        expected = sent[msg.time_step][msg.name]
+        assert (msg.simulation_id, msg.client_rank, msg.client_count) == (3, 0, 1)
+        assert (msg.shape, msg.dtype, msg.offset, msg.elements) == (
+            expected.shape,
+            expected.dtype,
+            0,
+            expected.size,
+        )
+        assert msg.payload.tobytes() == expected.tobytes()
+    frames = {
+        (m.time_step, m.name): f
+        for m, f in zip(messages, receiver.frames, strict=True)
+        if isinstance(m, p.Data)
+    }
+    for name, (shape, dtype) in FIELDS.items():
+        nbytes = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        assert frames[0, name] == (1 if nbytes <= INLINE_MAX_BYTES else 2), name
+    assert receiver.frames[0] == receiver.frames[-1] == 1  # HELLO and BYE
+
+
+@pytest.mark.timeout(30)
+def test_hello_and_bye(receiver: Receiver) -> None:
+    params = {"zeta": 1, "alpha": -2.5, "mid": 1e-300}
+    with Client(
+        [p.FieldSpec("x", np.dtype("<i2"), (2,))],
+        params,
+        simulation_id=2**64 - 1,
+        endpoints=[receiver.endpoint],
+        close_timeout=10,
+    ) as c:
+        for step in (0, 1, 1, 5, 0):  # 3 distinct time steps
+            c.send(step, x=np.array([step, -step], dtype=np.int16))
+        assert c.steps_sent == 3
+    messages = receiver.until_bye()
+    hello = messages[0]
+    assert isinstance(hello, p.Hello)
+    assert hello.simulation_id == 2**64 - 1 and (hello.client_rank, hello.client_count) == (0, 1)
+    assert list(hello.parameters.items()) == [("zeta", 1.0), ("alpha", -2.5), ("mid", 1e-300)]
+    assert [m.time_step for m in messages[1:-1]] == [0, 1, 1, 5, 0]  # type: ignore[union-attr]
+    assert messages[-1] == p.Bye(2**64 - 1, 0, 1, 3)
+
+
+@pytest.mark.timeout(30)
+def test_mapping_numpy_integers_and_non_contiguous(receiver: Receiver) -> None:
+    base = np.arange(60, dtype=np.float64).reshape(6, 10)
+    fields = {"t": ((10, 6), "float64"), "s": ((3, 5), "<f8"), "be": ((4,), "int32")}
+    big_endian = np.array([1, -2, 3, 2**30], dtype=">i4")
+    with Client(fields, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10) as c:
+        c.send(np.uint8(4), {"t": base.T, "s": base[::2, ::2]}, be=big_endian)
+        assert base.T.flags.f_contiguous  # the caller's arrays are left as they were
+    messages = receiver.until_bye()
+    data = {m.name: m for m in messages if isinstance(m, p.Data)}
+    assert data["t"].time_step == 4
+    assert np.array_equal(data["t"].payload.reshape(10, 6), base.T)
+    assert np.array_equal(data["s"].payload.reshape(3, 5), base[::2, ::2])
+    assert data["be"].dtype == np.dtype("<i4")
+    assert data["be"].payload.tolist() == [1, -2, 3, 2**30]
+
+
+@pytest.mark.timeout(30)
+def test_large_array_may_be_overwritten_once_send_returns(receiver: Receiver) -> None:
+    """The zero-copy path returns only when ZeroMQ is done with the array."""
+    buf = np.empty((512, 512), dtype=np.float64)  # 2 MiB, two frames
+    with Client(
+        {"u": ((512, 512), "f8")}, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10
+    ) as c:
+        for step in range(8):
+            buf.fill(step)
+            c.send(step, u=buf)
+        buf.fill(-1)
+    for msg in receiver.until_bye()[1:-1]:
+        assert isinstance(msg, p.Data)
+        assert np.all(msg.payload == msg.time_step), msg.time_step
+
+
+# -- configuration --------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_environment_configuration(
+    receiver: Receiver, zctx: zmq.Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(ENV_SIMULATION_ID, " 17 ")
+    monkeypatch.setenv(ENV_ENDPOINTS, f" {receiver.endpoint} ")
+    monkeypatch.setenv(ENV_RENDEZVOUS, "/nonexistent")  # ENDPOINTS comes first
+    with Client({"u": ((2,), "float32")}, close_timeout=10) as c:
+        assert (c.simulation_id, c.endpoints) == (17, [receiver.endpoint])
+        c.send(0, u=np.zeros(2, np.float32))
+    assert [type(m) for m in receiver.until_bye()] == [p.Hello, p.Data, p.Bye]
+    # arguments win over the environment
+    other = Receiver(zctx)
+    with Client(
+        {"u": ((2,), "float32")}, simulation_id=5, endpoints=other.endpoint, close_timeout=10
+    ) as c:
+        c.send(0, u=np.zeros(2, np.float32))
+    assert other.recv().simulation_id == 5
+    receiver.assert_silent(0.05)
+
+
+def write_rank_file(directory: Path, rank: int, world: int, endpoint: str) -> None:
+    """As a receiver does: a temporary file, then a rename."""
+    tmp = directory / f".rank_{rank}.json.tmp"
+    tmp.write_text(
+        json.dumps({"version": 1, "rank": rank, "world_size": world, "endpoint": endpoint})
+    )
+    os.replace(tmp, directory / f"rank_{rank}.json")
+
+
+@pytest.mark.timeout(30)
+def test_rendezvous_directory_waits_for_late_receivers(
+    zctx: zmq.Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receivers = [Receiver(zctx), Receiver(zctx)]
+    write_rank_file(tmp_path, 0, 2, receivers[0].endpoint)
+    (tmp_path / "rank_1.json.tmp").write_text("{half a fi")  # ignored: not rank_N.json
+    (tmp_path / "notes.txt").write_text("ignored")
+    late = threading.Timer(0.3, write_rank_file, (tmp_path, 1, 2, receivers[1].endpoint))
+    late.start()
+    monkeypatch.setenv(ENV_RENDEZVOUS, str(tmp_path))
+    try:
+        started = time.monotonic()
+        client = Client({"u": ((1,), "u1")}, simulation_id=9, close_timeout=10)
+        assert time.monotonic() - started >= 0.25
+    finally:
+        late.cancel()
+    with client:
+        assert client.endpoints == [r.endpoint for r in receivers]
+        client.send(0, u=np.array([0], np.uint8))
+        client.send(1, u=np.array([1], np.uint8))
+    for rank, rec in enumerate(receivers):
+        hello, data, bye = rec.until_bye()
+        assert isinstance(hello, p.Hello) and isinstance(data, p.Data)
+        assert data.time_step == rank and bye == p.Bye(9, 0, 1, 2)
+
+
+@pytest.mark.timeout(30)
+def test_fetch_endpoints_errors(tmp_path: Path) -> None:
+    with pytest.raises(TimeoutError, match="does not exist"):
+        fetch_endpoints(tmp_path / "missing", timeout=0.05)
+    with pytest.raises(TimeoutError, match="no rank_"):
+        fetch_endpoints(tmp_path, timeout=0.05)
+    write_rank_file(tmp_path, 0, 2, "tcp://a:1")
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"world_size 2, ranks \[1\] missing"):
+        fetch_endpoints(tmp_path, timeout=0.3)
+    assert 0.3 <= time.monotonic() - started < 2
+    write_rank_file(tmp_path, 1, 3, "tcp://b:1")  # a stale file of another run
+    with pytest.raises(TimeoutError, match="disagree on world_size"):
+        fetch_endpoints(tmp_path, timeout=0.05)
+    write_rank_file(tmp_path, 1, 2, "tcp://b:1")
+    assert fetch_endpoints(tmp_path, timeout=0) == ["tcp://a:1", "tcp://b:1"]
+    (tmp_path / "rank_1.json").write_text("{not json")
+    with pytest.raises(TimeoutError, match="rank_1.json unreadable"):
+        fetch_endpoints(tmp_path, timeout=0.05)
+    (tmp_path / "rank_1.json").write_text(json.dumps({"version": 1, "rank": 1}))
+    with pytest.raises(TimeoutError, match="rank_1.json unreadable"):  # no world_size
+        fetch_endpoints(tmp_path, timeout=0.05)
+    (tmp_path / "rank_1.json").write_text(
+        json.dumps({"version": 1, "rank": 0, "world_size": 2, "endpoint": "tcp://b:1"})
+    )
+    with pytest.raises(TimeoutError, match="rank_1.json invalid"):  # not its name's rank
+        fetch_endpoints(tmp_path, timeout=0.05)
+    write_rank_file(tmp_path, 1, 2, "tcp://b:1")
+    (tmp_path / "rank_1.json").write_text(
+        json.dumps({"version": 2, "rank": 1, "world_size": 2, "endpoint": "tcp://b:1"})
+    )
+    with pytest.raises(TimeoutError, match="rank_1.json invalid"):
+        fetch_endpoints(tmp_path, timeout=0.05)
+
+
+@pytest.mark.timeout(30)
+def test_routing_to_two_receivers(zctx: zmq.Context) -> None:
+    receivers = [Receiver(zctx), Receiver(zctx)]
+    endpoints = ",".join(r.endpoint for r in receivers)
+    big = np.ones(20_000, np.float64)  # two frames
+    with Client(
+        {"u": ((20_000,), "f8"), "v": ((), "f4")},
+        simulation_id=4,
+        endpoints=endpoints,
+        close_timeout=10,
+    ) as c:
+        for step in range(7):
+            c.send(step, u=big * step, v=np.float32(step))
+    for rank, rec in enumerate(receivers):
+        messages = rec.until_bye()
+        assert isinstance(messages[0], p.Hello) and messages[-1] == p.Bye(4, 0, 1, 7)
+        steps = [(m.time_step, m.name) for m in messages[1:-1]]  # type: ignore[union-attr]
+        assert steps == [(t, n) for t in range(rank, 7, 2) for n in ("u", "v")]
+
+
+# -- validation -----------------------------------------------------------------------
+
+GOOD = {"u": ((2, 3), "float32")}
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"fields": {}}, ValueError, "at least one field"),
+        ({"fields": {"time_step": ((1,), "f4")}}, ValueError, "reserved"),
+        ({"fields": {"": ((1,), "f4")}}, ValueError, "1 to 255"),
+        ({"fields": {"é" * 128: ((1,), "f4")}}, ValueError, "1 to 255"),
+        ({"fields": {"u": ((2,), "complex64")}}, ValueError, "cannot be streamed"),
+        ({"fields": {"u": ((2,), ">f4")}}, ValueError, "cannot be streamed"),
+        ({"fields": {"u": ((2,), "no_such_type")}}, ValueError, "is not a dtype"),
+        ({"fields": {"u": ((2,), None)}}, ValueError, "is not a dtype"),
+        ({"fields": {"u": ((0, 2), "f4")}}, ValueError, "positive"),
+        ({"fields": {"u": ((1,) * 9, "f4")}}, ValueError, "at most 8"),
+        ({"fields": {"u": ((2.5,), "f4")}}, ValueError, "tuple of ints"),
+        ({"fields": {"u": "float32"}}, ValueError, "global shape, dtype"),
+        ({"fields": ["u"]}, ValueError, "FieldSpecs"),
+        ({"fields": {"u": ((1 << 20, 1 << 10), "f8")}}, ValueError, "max_message_bytes"),
+        ({"parameters": {"a": float("nan")}}, ValueError, "not finite"),
+        ({"parameters": {"a": "x"}}, ValueError, "not a number"),
+        ({"parameters": {1: 2.0}}, ValueError, "must be strings"),
+        ({"simulation_id": -1}, ValueError, "out of range"),
+        ({"simulation_id": 2**64}, ValueError, "out of range"),
+        ({"simulation_id": 1.0}, ValueError, "must be an integer"),
+        ({"simulation_id": True}, ValueError, "must be an integer"),
+        ({"endpoints": "127.0.0.1:5555"}, ValueError, "tcp://HOST:PORT"),
+        ({"endpoints": []}, ValueError, "tcp://HOST:PORT"),
+        ({"endpoints": "tcp://no host here"}, ValueError, "cannot connect"),
+        ({"send_timeout": -1}, ValueError, "send_timeout"),
+        ({"close_timeout": float("nan")}, ValueError, "close_timeout"),
+        ({"sndhwm": -1}, ValueError, "sndhwm"),
+    ],
+)
+@pytest.mark.timeout(10)
+def test_construction_errors(kwargs: dict[str, Any], error: type, match: str) -> None:
+    args: dict[str, Any] = {"fields": GOOD, "simulation_id": 1, "endpoints": "tcp://127.0.0.1:1"}
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        Client(**args)
+
+
+def test_missing_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match=f"{ENV_ENDPOINTS}.*{ENV_RENDEZVOUS}"):
+        Client(GOOD, simulation_id=1)
+    with pytest.raises(ValueError, match=ENV_SIMULATION_ID):
+        Client(GOOD, endpoints="tcp://127.0.0.1:1")
+    monkeypatch.setenv(ENV_SIMULATION_ID, "sim-3")
+    with pytest.raises(ValueError, match=f"{ENV_SIMULATION_ID}='sim-3' is not an integer"):
+        Client(GOOD, endpoints="tcp://127.0.0.1:1")
+
+
+@pytest.mark.timeout(30)
+def test_send_validation_sends_nothing(receiver: Receiver) -> None:
+    fields = {"u": ((2, 3), "float32"), "big": ((100, 200), "float64")}
+    u, big = np.zeros((2, 3), np.float32), np.zeros((100, 200))
+    c = Client(fields, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10)
+    bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
+        ((0,), {"u": u}, ValueError, r"missing \['big'\]"),
+        ((0,), {"u": u, "big": big, "w": u}, ValueError, r"unknown \['w'\]"),
+        ((0, {"u": u}), {"u": u, "big": big}, ValueError, "both in the mapping"),
+        ((0,), {"u": u, "big": big.astype(np.float32)}, TypeError, "'big'.*float32.*float64"),
+        ((0,), {"u": u.astype(np.float64), "big": big}, TypeError, "'u'.*float64.*float32"),
+        ((0,), {"u": u.reshape(6), "big": big}, ValueError, r"'u'.*\(6,\).*\(2, 3\)"),
+        ((0,), {"u": u, "big": big[:50]}, ValueError, "'big': shape"),
+        ((-1,), {"u": u, "big": big}, ValueError, "out of range"),
+        ((2**64,), {"u": u, "big": big}, ValueError, "out of range"),
+        ((1.0,), {"u": u, "big": big}, ValueError, "must be an integer"),
+        ((True,), {"u": u, "big": big}, ValueError, "must be an integer"),
+    ]
+    for args, kwargs, error, match in bad:
+        with pytest.raises(error, match=match):
+            c.send(*args, **kwargs)
+    assert c.steps_sent == 0
+    c.send(2, u=u + 1, big=big + 2)
+    c.close()
+    c.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        c.send(3, u=u, big=big)
+    hello, first, second, bye = receiver.until_bye()
+    assert isinstance(hello, p.Hello) and bye == p.Bye(1, 0, 1, 1)
+    assert isinstance(first, p.Data) and (first.time_step, first.name) == (2, "u")
+    assert isinstance(second, p.Data) and (second.time_step, second.name) == (2, "big")
+    assert "closed" in repr(c)
+
+
+@pytest.mark.timeout(30)
+def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
+    with (
+        pytest.raises(KeyError),
+        Client(GOOD, simulation_id=8, endpoints=receiver.endpoint, close_timeout=10) as c,
+    ):
+        c.send(0, u=np.ones((2, 3), np.float32))
+        raise KeyError("the solver failed")
+    assert [type(m) for m in (receiver.recv(), receiver.recv())] == [p.Hello, p.Data]
+    receiver.assert_silent()
+
+
+# -- back-pressure and timeouts -------------------------------------------------------
+
+
+INLINE_SHAPE = (INLINE_MAX_BYTES // 8,)  # 64 KiB of float64: one frame
+TWO_FRAME_SHAPE = (1, 1 << 17)  # 1 MiB: two frames
+
+
+def stalled_pair(zctx: zmq.Context, shape: tuple[int, ...], **client_args: Any) -> tuple:
+    """A receiver that does not read yet, and a client: tiny queues and socket buffers.
+
+    (A large array's `send` returns once the array is in the receiver's queue: the
+    receiver has room for 3 messages, so that a few large sends go through.)
+    """
+    receiver = Receiver(zctx, RCVHWM=1 if shape == INLINE_SHAPE else 4, RCVBUF=4096)
+    client = Client(
+        {"u": (shape, "f8")},
+        simulation_id=6,
+        endpoints=receiver.endpoint,
+        sndhwm=2,
+        socket_options={zmq.SNDBUF: 4096},
+        close_timeout=10,
+        **client_args,
+    )
+    return receiver, client
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("shape", [INLINE_SHAPE, TWO_FRAME_SHAPE], ids=["inline", "two_frames"])
+def test_send_timeout_under_backpressure_loses_nothing(
+    zctx: zmq.Context, shape: tuple[int, ...]
+) -> None:
+    receiver, c = stalled_pair(zctx, shape, send_timeout=0.3)
+    sent = []
+    with c:
+        for step in range(1000):
+            try:
+                c.send(step, u=np.full(shape, step, float))
+            except TimeoutError as exc:
+                assert "back-pressure" in str(exc) and "send_timeout=0.3" in str(exc)
+                timed_out = step
+                break
+            sent.append(step)
+        else:
+            pytest.fail("back-pressure never blocked the client")
+        assert c.steps_sent == len(sent) >= 1
+        # the receiver starts reading: what was sent arrives, then close() can send BYE
+        messages = [receiver.recv() for _ in range(1 + len(sent))]
+    messages += receiver.until_bye()
+    assert isinstance(messages[0], p.Hello)
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert all(np.all(m.payload == m.time_step) for m in data)
+    steps = [m.time_step for m in data]
+    if shape == INLINE_SHAPE:  # a one-frame message that timed out was not queued
+        assert steps == sent
+    else:  # a large array that timed out waiting to be released is still delivered
+        assert steps in (sent, [*sent, timed_out])
+    assert messages[-1] == p.Bye(6, 0, 1, len(sent))
+
+
+@pytest.mark.timeout(30)
+def test_backpressure_blocks_until_the_receiver_reads(zctx: zmq.Context) -> None:
+    receiver, c = stalled_pair(zctx, INLINE_SHAPE)  # no send_timeout: blocks as needed
+    got: list[p.Message] = []
+
+    def read_later() -> None:
+        time.sleep(0.5)
+        got.extend(receiver.until_bye(timeout=10))
+
+    reader = threading.Thread(target=read_later)
+    reader.start()
+    started = time.monotonic()
+    with c:
+        for step in range(60):
+            c.send(step, u=np.full(INLINE_SHAPE, step, float))
+        blocked = time.monotonic() - started
+    reader.join(timeout=20)
+    assert blocked >= 0.4
+    data = [m for m in got if isinstance(m, p.Data)]
+    assert [m.time_step for m in data] == list(range(60))
+    assert all(np.all(m.payload == m.time_step) for m in data)
+    assert got[-1] == p.Bye(6, 0, 1, 60)
+
+
+@pytest.mark.timeout(30)
+def test_close_reports_undelivered_messages() -> None:
+    endpoint = f"tcp://127.0.0.1:{free_port()}"  # nobody listens there
+    c = Client(GOOD, simulation_id=1, endpoints=endpoint, close_timeout=0.3)
+    c.send(0, u=np.ones((2, 3), np.float32))
+    started = time.monotonic()
+    with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.3"):
+        c.close()
+    assert time.monotonic() - started < 3
+
+
+# -- no torch, MPI --------------------------------------------------------------------
+
+NO_TORCH = """
+import sys
+import numpy as np
+import melissa_trainer.client as mc
+loaded = [m for m in ("torch", "accelerate", "mpi4py") if m in sys.modules]
+assert not loaded, loaded
+with mc.Client({"u": ((3,), "float32")}, simulation_id=11, endpoints=sys.argv[1],
+               close_timeout=20) as client:
+    client.send(0, u=np.arange(3, dtype=np.float32))
+loaded = [m for m in ("torch", "accelerate", "mpi4py") if m in sys.modules]
+assert not loaded, loaded
+"""
+
+
+@pytest.mark.timeout(60)
+def test_client_imports_no_torch(receiver: Receiver) -> None:
+    """A simulation imports the client without torch or accelerate (a fresh process)."""
+    result = subprocess.run(
+        [sys.executable, "-c", NO_TORCH, receiver.endpoint],
+        capture_output=True,
+        text=True,
+        timeout=50,
+    )
+    assert result.returncode == 0, result.stderr
+    hello, data, bye = receiver.until_bye()
+    assert isinstance(hello, p.Hello) and hello.simulation_id == 11
+    assert isinstance(data, p.Data) and data.payload.tolist() == [0.0, 1.0, 2.0]
+    assert bye == p.Bye(11, 0, 1, 1)
+
+
+def _mpi_script() -> Any:
+    spec = importlib.util.spec_from_file_location("mpi_client", SCRIPTS / "mpi_client.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _mpiexec() -> str:
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+    if mpiexec is None:
+        pytest.skip(f"no mpiexec next to {sys.executable}")
+    return mpiexec
+
+
+def _run_mpi(receiver: Receiver, *args: str) -> tuple[list[p.Message], str]:
+    proc = subprocess.Popen(
+        [_mpiexec(), "-n", "2", sys.executable, str(SCRIPTS / "mpi_client.py"), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        messages = receiver.until_bye(byes=2, timeout=30)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, output
+    return messages, output
+
+
+@pytest.mark.timeout(90)
+def test_mpi_ranks_send_parts_reassembled_bit_for_bit(receiver: Receiver) -> None:
+    script = _mpi_script()
+    messages, output = _run_mpi(receiver, receiver.endpoint)
+    hellos = [m for m in messages if isinstance(m, p.Hello)]
+    assert sorted(h.client_rank for h in hellos) == [0, 1]
+    for h in hellos:
+        assert (h.simulation_id, h.client_count, h.parameters) == (42, 2, script.PARAMETERS)
+    byes = sorted((m for m in messages if isinstance(m, p.Bye)), key=lambda b: b.client_rank)
+    assert byes == [p.Bye(42, r, 2, script.STEPS) for r in (0, 1)]
+    # reassemble each (step, field) by offset and count, as a receiver does
+    full: dict[tuple[int, str], np.ndarray] = {}  # the fields' bytes
+    covered: dict[tuple[int, str], np.ndarray] = {}  # how often each element came
+    for m in messages:
+        if not isinstance(m, p.Data):
+            continue
+        key, item = (m.time_step, m.name), m.dtype.itemsize
+        size = int(np.prod(m.shape))
+        raw = full.setdefault(key, np.zeros(size * item, np.uint8))
+        hits = covered.setdefault(key, np.zeros(size, np.int8))
+        raw[m.offset * item : (m.offset + m.elements) * item] = m.payload.view(np.uint8)
+        hits[m.offset : m.offset + m.elements] += 1
+        assert m.offset == sum(script.SPLITS[m.name][: m.client_rank])
+        assert m.dtype == np.dtype(script.FIELDS[m.name][1])
+    assert sorted(full) == [(t, n) for t in range(script.STEPS) for n in ("mask", "u")]
+    for (step, name), raw in full.items():
+        assert np.all(covered[step, name] == 1)  # no gap, no overlap
+        expected = script.global_fields(step)[name]
+        assert raw.tobytes() == expected.tobytes(), (step, name)  # bit for bit
+
+
+@pytest.mark.timeout(90)
+def test_mpi_bad_first_send_raises_on_every_rank(receiver: Receiver) -> None:
+    messages, output = _run_mpi(receiver, receiver.endpoint, "mistakes")
+    assert "rank 1 raised TypeError: field 'u': dtype float32" in output
+    assert "rank 0 raised ValueError: the first send failed its checks on 1 other" in output
+    assert output.count("do not add up to the global fields") == 2, output
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert sorted((m.client_rank, m.name) for m in data) == [
+        (0, "mask"),
+        (0, "u"),
+        (1, "mask"),
+        (1, "u"),
+    ]
+    assert {m.time_step for m in data} == {0}
+
+
+class FakeComm:
+    """Rank 1 of 2 of an mpi4py communicator; rank 0 has the first 2 elements of a field."""
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's names
+        return 1
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 2
+
+    def Exscan(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+        out[:-1], out[-1] = 2, 0
+
+    def Allreduce(self, local: np.ndarray, out: np.ndarray, op: Any) -> None:  # noqa: N802
+        out[:-1], out[-1] = local[:-1] + 2, local[-1]
+
+
+@pytest.mark.timeout(30)
+def test_client_output_is_the_specification_example(receiver: Receiver) -> None:
+    """The worked examples of docs/protocol.md are what the client sends, byte for byte."""
+    pytest.importorskip("mpi4py")
+    with Client(
+        {"u": ((2, 2), "float32")},
+        {"t0": 300.0},
+        simulation_id=7,
+        endpoints=receiver.endpoint,
+        comm=FakeComm(),
+        close_timeout=10,
+    ) as c:
+        for step in range(10):
+            c.send(step, u=np.array([-0.5, 0.25], np.float32) + np.float32(step != 3))
+    messages = receiver.until_bye()
+    assert len(messages) == 12 and receiver.frames == [1] * 12
+    assert receiver.raw[0] == [spec_dump("hello")]
+    assert receiver.raw[1 + 3] == [spec_dump("data")]
+    assert receiver.raw[-1] == [spec_dump("bye")]
+
+
+# -- internals ------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 60) | st.sampled_from([0, 3, 6, 9, 12]), max_size=200))
+def test_step_set_counts_distinct_steps(steps: list[int]) -> None:
+    counter = client_module._StepSet()
+    seen: set[int] = set()
+    for step in steps:
+        counter.add(step)
+        seen.add(step)
+        assert counter.count == len(seen)
+    assert all((t in counter) == (t in seen) for t in range(-1, 70))
+
+
+def test_step_set_is_small_for_regular_steps() -> None:
+    counter = client_module._StepSet()
+    for step in range(0, 1_000_000, 10):
+        counter.add(step)
+    assert counter.count == 100_000 and counter.runs == [[0, 999_990, 10]]

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     )
     from melissa_trainer.sources import IterableSource, Source, SourceError
     from melissa_trainer.state import TrainerControl, TrainerState
+    from melissa_trainer.stream.source import StreamSource
     from melissa_trainer.trainer import OnlineTrainer
 
 __version__ = "0.1.0"
@@ -67,6 +68,7 @@ __all__ = [
     "Source",
     "SourceError",
     "StreamDataset",
+    "StreamSource",
     "TensorBoardHook",
     "TrainerControl",
     "TrainerState",
@@ -111,6 +113,7 @@ _MODULES = {
     "SourceError": "sources",
     "TrainerControl": "state",
     "TrainerState": "state",
+    "StreamSource": "stream.source",
     "OnlineTrainer": "trainer",
 }
 

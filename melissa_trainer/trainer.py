@@ -301,7 +301,7 @@ class OnlineTrainer:
             "buffer_put": put,
             "buffer_got": got,
             "buffer_evicted": evicted,
-            **dict(zip(names, values[8:], strict=True)),
+            **{f"source_{k}": v for k, v in zip(names, values[8:], strict=True)},
         }
         state.total_samples_seen += int(samples)
         if loss_count:

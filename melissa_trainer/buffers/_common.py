@@ -12,6 +12,7 @@ __all__ = ["BufferClosedError", "BufferStats", "Sample", "as_count"]
 #: One sample: field name -> numpy array (0-d arrays for scalars).
 Sample = dict[str, np.ndarray]
 
+
 class BufferClosedError(RuntimeError):
     """Raised by :meth:`Buffer.put` once the buffer has been closed (end of reception)."""
 

@@ -15,6 +15,7 @@ from .rate_limiter import RateLimiter
 
 __all__ = ["FIFOBuffer", "FIROBuffer"]
 
+
 class _ServeOnceBuffer(Buffer):
     """Common part of FIFO and FIRO: the retained list, bookkeeping, checkpoints.
 

@@ -19,7 +19,9 @@ class TensorBoardHook(Hook):
     """Writes event files under `log_dir` from the main process.
 
     Tags: `train/<key>` for every logged figure (loss, learning_rate, samples_per_second,
-    steps_per_second), `buffer/<key>` for the buffer figures and `buffer/reuse`, a
+    steps_per_second), `source/<key>` for the source's telemetry (messages, bytes,
+    rejected, duplicates… for a network stream), `buffer/<key>` for the buffer figures
+    and `buffer/reuse`, a
     histogram of how many times the samples that left this rank's buffer were drawn;
     `eval/<key>` for validation metrics. Written at log and validation time only, never
     per step; flushed at those points, closed at the end of training.
@@ -48,8 +50,10 @@ class TensorBoardHook(Hook):
             return
         step = state.global_step
         for key, value in logs.items():
-            group = "buffer" if key.startswith("buffer_") else "train"
-            self.writer.add_scalar(f"{group}/{key.removeprefix('buffer_')}", value, step)
+            group, _, name = key.partition("_")
+            if group not in ("buffer", "source"):
+                group, name = "train", key
+            self.writer.add_scalar(f"{group}/{name}", value, step)
         histogram = trainer.buffer.stats().reuse_histogram
         if histogram:
             draws = np.repeat(

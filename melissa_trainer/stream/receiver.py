@@ -1,0 +1,416 @@
+"""The receiver: one per training rank, a daemon thread from a ZeroMQ PULL socket to the buffer.
+
+Data path per message: ``recv`` the first frame as bytes; only a DATA header without
+the INLINE flag makes it look for a second frame (``RCVMORE``), received with
+``copy=False``; ``protocol.decode`` (memoized for INLINE DATA headers, which differ only
+by their time step: `ingest.InlineDecoder`); validation against the simulation's HELLO;
+dedup against the simulation's completed-step bits; reassembly if the step comes in
+parts; ``buffer.put`` of each complete sample, exactly once per (simulation, time step).
+
+Memory: a field sent whole in a payload frame keeps that ZeroMQ frame as its memory (no
+copy); an INLINE payload is copied once out of the received bytes (aligned, writable;
+see `assembly.payload_array`); a field split over client ranks is copied once from
+each part into an array allocated for it.
+
+Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
+
+* DATA or BYE before any HELLO of its simulation is rejected (reason ``no_hello``), not
+  buffered: ZeroMQ keeps each connection's order and every client rank sends its HELLO
+  before its data on the same socket, so this happens only with a broken client or
+  one whose HELLO was itself rejected. A simulation known from a loaded checkpoint
+  needs no new HELLO. DATA of rank r is accepted once any rank's HELLO arrived.
+* Extra frames after an INLINE DATA, a HELLO or a BYE are not looked for (that saves
+  a ``getsockopt`` per message); such a frame is read as a message of its own and
+  rejected, and only that sender's own messages can be affected.
+* In-progress samples are bounded by ``max_pending`` samples and ``max_pending_bytes``
+  (each reserves its full size). Past a bound the oldest is dropped (counted as
+  ``incomplete_dropped``, logged); its step counts as done for finishing the
+  simulation, so the stream can still end, and is accepted if re-sent later.
+* A simulation has finished when all its client ranks said BYE (``steps_sent``: the
+  largest of their counts) and all its steps are here: with one receiver, when
+  ``steps_sent`` distinct steps are completed, whatever their numbering; with W
+  receivers, when every time step ``t < steps_sent`` with ``t % W == rank`` is, so
+  time steps must then be numbered 0, 1, ... (a BYE does not say which steps went
+  where). A simulation that died without BYE never finishes here: the
+  launcher restarts it (it re-sends everything; duplicates are dropped) or gives up
+  and calls ``finish``.
+* End of stream: once ``expected_simulations`` have finished, or after ``finish()``,
+  the buffer is closed (every complete sample was put before). The thread then keeps
+  reading and discarding (``ignored_after_end``) so that late clients do not block,
+  until ``stop()``.
+* Checkpoints (``state_dict``) hold the dedup record, not the in-progress parts (a
+  restarted simulation re-sends them). The record also lists the last keys put, so
+  that a resume can accept again the samples put after the buffer's snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from typing import Any
+
+import zmq
+
+from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+from melissa_trainer.sources import SourceError
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
+from melissa_trainer.stream.ingest import STATE_VERSION, Ingest, InlineDecoder, telemetry_keys
+from melissa_trainer.stream.protocol import DATA, FLAG_INLINE, Bye, Data, Hello, ProtocolError
+
+__all__ = ["DEFAULT_BIND", "Receiver", "telemetry_keys"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BIND = "tcp://127.0.0.1:*"
+#: added to max_message_bytes for zmq.MAXMSGSIZE: any header, and the largest HELLO
+HEADER_ALLOWANCE = protocol.MAX_HELLO_BYTES + 1024
+
+
+class _Stopped(Exception):
+    pass
+
+
+class Receiver:
+    """Receives one training rank's share of the stream into `buffer` (see module doc).
+
+    Args:
+        buffer: where complete samples go; closed at end of stream or on failure.
+        rank, world_size: this training rank and the number of receivers; this one gets
+            the time steps t with ``t % world_size == rank``.
+        expected_simulations: the stream ends when this many simulations have finished
+            (None: only `finish()` ends it).
+        bind: ZeroMQ endpoint to bind (default: loopback, random port). Binding another
+            interface is explicit; use CURVE keys there.
+        rendezvous_dir: if given, ``rank_{rank}.json`` with the endpoint is written there
+            (to a temporary file, then renamed).
+        max_message_bytes: bound on a field's bytes (and one message, plus headers).
+        rcvhwm: messages queued in the socket before clients block (memory: up to
+            ``rcvhwm`` messages; lower it for large fields).
+        max_pending, max_pending_bytes: bound on samples being reassembled.
+        max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
+        put_timeout, poll_interval: seconds between checks of stop/finish/snapshot
+            requests while blocked in ``buffer.put`` / waiting for a message.
+        stop_timeout: how long `stop()` waits for the thread.
+        curve_secret_key, curve_public_key: Z85 CURVE server keys (from
+            ``zmq.curve_keypair()``; the public one is derived if omitted). Clients must
+            then set ``curve_serverkey`` to `curve_public_key` (also written to the
+            rendezvous file). This encrypts and authenticates the server; any client
+            that knows the public key may send.
+        advertise_host: host published instead of a wildcard bind address.
+
+    Thread-safety: `start` and `load_state_dict` are called once, from one thread;
+    `check`, `finish`, `stop`, `telemetry`, `state_dict` and `finished_simulations`
+    from any thread. `stop` blocks up to `stop_timeout`, `state_dict` about
+    `poll_interval`; the others do not block.
+    """
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        rank: int = 0,
+        world_size: int = 1,
+        *,
+        expected_simulations: int | None = None,
+        bind: str = DEFAULT_BIND,
+        rendezvous_dir: str | os.PathLike[str] | None = None,
+        max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
+        rcvhwm: int = 1000,
+        max_pending: int = 4096,
+        max_pending_bytes: int = 2 << 30,
+        max_time_step: int = 1 << 24,
+        put_timeout: float = 0.1,
+        poll_interval: float = 0.1,
+        stop_timeout: float = 10.0,
+        curve_secret_key: str | bytes | None = None,
+        curve_public_key: str | bytes | None = None,
+        advertise_host: str | None = None,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        if expected_simulations is not None and expected_simulations < 0:
+            raise ValueError(f"expected_simulations must be >= 0, got {expected_simulations}")
+        self._buffer, self._rank, self._world = buffer, rank, world_size
+        self._bind, self._rendezvous = bind, rendezvous_dir
+        self._max_bytes, self._rcvhwm = int(max_message_bytes), int(rcvhwm)
+        self._put_timeout, self._poll, self._stop_timeout = put_timeout, poll_interval, stop_timeout
+        self._advertise = advertise_host
+        self._curve = curve_keys(curve_secret_key, curve_public_key)
+        self.ingest = Ingest(
+            rank,
+            world_size,
+            put=self._put,
+            end=self._end,
+            expected=expected_simulations,
+            max_field_bytes=self._max_bytes,
+            max_pending=int(max_pending),
+            max_pending_bytes=int(max_pending_bytes),
+            max_time_step=int(max_time_step),
+            recent_size=buffer.capacity + 16,  # > the puts between two snapshots
+        )
+        self._loaded: dict[str, Any] | None = None
+        self._context: zmq.Context | None = None
+        self._socket: zmq.Socket | None = None
+        self._thread: threading.Thread | None = None
+        self._endpoint: str | None = None
+        self._error: BaseException | None = None
+        # Requests from other threads, read by the receiver thread between messages:
+        self._attention = False  # any request pending (the one flag read per message)
+        self._stopping = False
+        self._finish: str | None = None  # "wait" or "now"
+        self._snapshot_wanted = False
+        self._snapshot: dict[str, Any] | None = None
+        self._snapshot_ready = threading.Event()
+        self._snapshot_mutex = threading.Lock()  # one state_dict() caller at a time
+        self._ended = False
+
+    # -- control (any thread) ------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str | None:
+        """The endpoint clients connect to (None before `start`)."""
+        return self._endpoint
+
+    @property
+    def curve_public_key(self) -> str | None:
+        """The Z85 CURVE server public key clients need, or None without CURVE."""
+        return None if self._curve is None else self._curve[1].decode("ascii")
+
+    @property
+    def ended(self) -> bool:
+        """True once the stream has ended here (the buffer was closed)."""
+        return self._ended
+
+    def start(self) -> None:
+        """Bind, publish the endpoint, start the thread (returns at once)."""
+        if self._thread is not None:
+            raise RuntimeError("Receiver.start() was called twice")
+        if self._loaded is not None:
+            self.ingest.load_state(self._loaded, self._buffer.stats().put)
+        self._context = zmq.Context()
+        sock = self._socket = self._context.socket(zmq.PULL)
+        sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
+        sock.setsockopt(zmq.MAXMSGSIZE, self._max_bytes + HEADER_ALLOWANCE)
+        sock.setsockopt(zmq.RCVTIMEO, max(1, int(self._poll * 1000)))
+        sock.setsockopt(zmq.LINGER, 0)
+        if self._curve is not None:
+            sock.curve_server = True
+            sock.curve_secretkey, sock.curve_publickey = self._curve
+        try:
+            sock.bind(self._bind)
+            self._endpoint = advertised(sock.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
+            if self._rendezvous is not None:
+                extra = {} if self._curve is None else {"curve_public_key": self.curve_public_key}
+                write_rendezvous(self._rendezvous, self._rank, self._world, self._endpoint, extra)
+        except BaseException as exc:
+            self._close_socket()
+            if isinstance(exc, zmq.ZMQError):
+                msg = f"receiver of rank {self._rank} cannot bind {self._bind}: {exc}"
+                raise OSError(msg) from exc
+            raise
+        if self._curve is None and not is_loopback(self._endpoint):
+            logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
+        self._thread = threading.Thread(
+            target=self._run, name=f"melissa-receiver-{self._rank}", daemon=True
+        )
+        self._thread.start()
+
+    def check(self) -> None:
+        """Raise `SourceError` if the receiver thread failed; cheap."""
+        if self._error is not None:
+            raise SourceError(
+                f"the stream receiver of rank {self._rank} failed: {self._error!r}"
+            ) from self._error
+
+    def finish(self, wait: bool = True) -> None:
+        """No more simulations will come. With `wait`, the stream ends once every
+        simulation that said HELLO has finished and no message is waiting; otherwise at
+        once (samples still being assembled are dropped)."""
+        self._finish = "wait" if wait and self._finish != "now" else "now"
+        self._attention = True
+
+    def stop(self) -> None:
+        """Stop the thread (bounded wait), close the socket and context; idempotent.
+
+        The rendezvous file is left in place (the next run overwrites it).
+        """
+        self._stopping = self._attention = True
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(self._stop_timeout)
+            if self._thread.is_alive():
+                logger.warning("receiver thread of rank %d did not stop", self._rank)
+                return
+        self._close_socket()
+
+    def finished_simulations(self) -> list[int]:
+        """Ids of the simulations that finished here, in the order they finished."""
+        return list(self.ingest.finished_ids)
+
+    def telemetry(self) -> dict[str, float]:
+        """Cumulative counters, always the keys of `telemetry_keys()`."""
+        return self.ingest.telemetry()
+
+    # -- checkpoint ----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """The dedup record, JSON-serializable (bit arrays as base64).
+
+        Samples being reassembled are not part of it: a restarted simulation re-sends
+        them. While the thread runs, the snapshot is taken by the thread itself between
+        two messages (or while it waits in a blocked put), so it is consistent without a
+        lock on the data path; this call waits for it.
+        """
+        if self._thread is None and self._loaded is not None:
+            return self._loaded
+        with self._snapshot_mutex:
+            thread = self._thread
+            if thread is not None and thread.is_alive():
+                self._snapshot_ready.clear()
+                self._snapshot_wanted = self._attention = True
+                while thread.is_alive():
+                    if self._snapshot_ready.wait(0.05):
+                        snapshot, self._snapshot = self._snapshot, None
+                        assert snapshot is not None
+                        return snapshot
+                self._snapshot_wanted = False
+            return self.ingest.state()  # the thread is not running: nothing changes
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore a `state_dict()`; before `start` (applied there, against the buffer)."""
+        if self._thread is not None:
+            raise RuntimeError("load_state_dict() must be called before start()")
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"unknown receiver state version {state.get('version')!r}")
+        if (state["rank"], state["world_size"]) != (self._rank, self._world):
+            raise ValueError(
+                f"receiver state of rank {state['rank']} of {state['world_size']} cannot be "
+                f"loaded into rank {self._rank} of {self._world}"
+            )
+        self._loaded = json.loads(json.dumps(state))  # a private copy, and JSON-checked
+
+    # -- the thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self.ingest.check_expected()
+            self._loop()
+        except _Stopped:
+            pass
+        except BaseException as exc:  # surfaced by check() in the training loop
+            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            self._error = exc
+            self._buffer.close()
+        finally:
+            if self._socket is not None:
+                self._socket.close(linger=0)
+
+    def _loop(self) -> None:
+        sock, ing = self._socket, self.ingest
+        assert sock is not None
+        recv, getsockopt, decode = sock.recv, sock.getsockopt, protocol.decode
+        on_data, max_bytes, rcvmore = ing.data, self._max_bytes, zmq.RCVMORE
+        decode_one = InlineDecoder(max_bytes)
+        while True:
+            if self._attention:
+                self._on_request()
+            try:
+                frame = recv()
+            except zmq.Again:
+                self._on_idle()
+                continue
+            size, part = len(frame), None
+            # Only a DATA header without INLINE has a payload frame; other extra frames
+            # are not looked for (they would be read, and rejected, as messages).
+            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and getsockopt(rcvmore):
+                part = recv(copy=False)
+                size += len(part)
+            ing.messages += 1
+            ing.bytes += size
+            if self._ended:
+                ing.ignored_after_end += 1
+                continue
+            try:
+                msg = decode_one(frame) if part is None else decode(frame, part.buffer, max_bytes)
+            except ProtocolError as exc:
+                ing.reject(exc.reason, _simulation_of(frame), str(exc))
+                continue
+            if type(msg) is Data:
+                on_data(msg, part is None)
+            elif type(msg) is Hello:
+                ing.hello(msg)
+            else:
+                assert type(msg) is Bye
+                ing.bye(msg)
+
+    def _put(self, sample: Sample) -> bool:
+        """Put, blocking while the buffer is full (back-pressure) but still serving
+        requests; False if the buffer is closed."""
+        put = self._buffer.put
+        try:
+            put(sample, 0.0)  # the usual case: room at once
+            return True
+        except TimeoutError:
+            pass
+        except BufferClosedError:
+            return self._closed_under_us()
+        while True:
+            if self._attention:
+                self._on_request()
+            try:
+                put(sample, self._put_timeout)
+                return True
+            except TimeoutError:
+                continue
+            except BufferClosedError:
+                return self._closed_under_us()
+
+    def _closed_under_us(self) -> bool:
+        if not self._ended:
+            self._end("the buffer was closed by its reader")
+        return False
+
+    def _on_request(self) -> None:
+        self._attention = False  # cleared first: a request made from now on sets it again
+        if self._stopping:
+            raise _Stopped
+        if self._finish == "now" and not self._ended:
+            self._end("finish() was called")
+        if self._snapshot_wanted:
+            self._snapshot_wanted = False
+            self._snapshot = self.ingest.state()
+            self._snapshot_ready.set()
+
+    def _on_idle(self) -> None:
+        if self._finish == "wait" and not self._ended and self.ingest.all_finished():
+            self._end("finish() was called and every simulation has finished")
+
+    def _end(self, why: str) -> None:
+        self._ended = True
+        ing = self.ingest
+        ing.drop_pending(list(ing.pending))
+        self._buffer.close()
+        logger.info(
+            "receiver of rank %d: end of stream (%s); %d samples put, %d duplicates, %d rejected",
+            self._rank,
+            why,
+            ing.samples_put,
+            ing.duplicates,
+            sum(ing.rejected.values()),
+        )
+
+    def _close_socket(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+
+def _simulation_of(frame: bytes) -> int | None:
+    """The simulation id of a message that failed to decode, if its prefix is readable."""
+    if len(frame) >= 16 and frame[:4] == protocol.MAGIC:
+        return int.from_bytes(frame[8:16], "little")
+    return None

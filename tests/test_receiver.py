@@ -1,0 +1,659 @@
+"""The stream receiver over real sockets: exactly-once ingest, reassembly, validation,
+back-pressure, checkpoints, shutdown. Clients are raw pyzmq PUSH sockets (in-process)
+or `scripts/stream_client.py` processes; nothing here depends on `melissa_trainer.client`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zmq
+
+from melissa_trainer.buffers import FIFOBuffer, Sample
+from melissa_trainer.sources import SourceError
+from melissa_trainer.stream import protocol as P
+from melissa_trainer.stream.ingest import Ingest, InlineDecoder
+from melissa_trainer.stream.receiver import Receiver, telemetry_keys
+
+SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import stream_client as sc  # noqa: E402
+
+CLIENT = str(SCRIPTS / "stream_client.py")
+F32 = np.dtype("<f4")
+U = P.FieldSpec("u", F32, (4, 3))
+
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+@contextmanager
+def running(buffer: Any = None, **kw: Any) -> Iterator[Receiver]:
+    rec = Receiver(buffer if buffer is not None else FIFOBuffer(1000), **kw)
+    rec.start()
+    try:
+        yield rec
+    finally:
+        rec.stop()
+
+
+@contextmanager
+def pushes(*endpoints: str, n: int = 1, **opts: Any) -> Iterator[list[zmq.Socket]]:
+    """`n` PUSH sockets connected to every endpoint given (one context)."""
+    ctx = zmq.Context()
+    socks = []
+    for _ in range(n):
+        s = ctx.socket(zmq.PUSH)
+        for k, v in opts.items():
+            setattr(s, k, v)
+        for ep in endpoints:
+            s.connect(ep)
+        socks.append(s)
+    try:
+        yield socks
+    finally:
+        for s in socks:
+            s.close(linger=0)
+        ctx.term()
+
+
+def data(
+    sim: int,
+    t: int,
+    spec: P.FieldSpec,
+    value: np.ndarray,
+    rank: int = 0,
+    count: int = 1,
+    start: int = 0,
+    end: int | None = None,
+    **kw: Any,
+) -> list[bytes]:
+    """The frames of one DATA message (INLINE when small, like the client)."""
+    flat = np.ascontiguousarray(value).reshape(-1)
+    end = flat.size if end is None else end
+    payload = flat[start:end].tobytes()
+    inline = kw.pop("inline", len(payload) <= sc.INLINE_MAX_BYTES)
+    args = dict(name=spec.name.encode(), dtype_code=P.dtype_code(spec.dtype), shape=spec.shape)
+    args.update(kw)
+    head = P.encode_data_header(
+        sim,
+        t,
+        rank,
+        count,
+        args["name"],
+        args["dtype_code"],
+        args["shape"],
+        start,
+        end - start,
+        inline,
+    )
+    return [head + payload] if inline else [head, payload]
+
+
+def send(sock: zmq.Socket, frames: list[bytes]) -> None:
+    sock.send_multipart(frames)
+
+
+def value(sim: int, t: int, spec: P.FieldSpec, index: int = 0) -> np.ndarray:
+    return sc.field_value(sim, t, index, spec)
+
+
+def tel(rec: Receiver, key: str) -> float:
+    return rec.telemetry()[key]
+
+
+def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+def drain(buffer: FIFOBuffer, timeout: float = 20.0) -> list[Sample]:
+    """Everything until the end of the stream (the buffer closed and empty)."""
+    out: list[Sample] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            batch = buffer.get_batch(1, timeout=0.05)
+        except TimeoutError:
+            assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
+            continue
+        if not batch:
+            return out
+        out.extend(batch)
+
+
+def check_stream(
+    samples: list[Sample], sims: dict[int, tuple[range, list[P.FieldSpec], dict[str, float]]]
+) -> None:
+    """Every (simulation, step) exactly once, every value bit for bit."""
+    keys = [(int(s["simulation_id"]) % 2**64, int(s["time_step"])) for s in samples]
+    assert len(keys) == len(set(keys)), "a (simulation, step) arrived twice"
+    assert set(keys) == {(sim, t) for sim, (steps, _, _) in sims.items() for t in steps}
+    for s in samples:
+        sim, t = int(s["simulation_id"]) % 2**64, int(s["time_step"])
+        _, specs, params = sims[sim]
+        assert set(s) == {f.name for f in specs} | {"simulation_id", "time_step", "parameters"}
+        for i, spec in enumerate(specs):
+            got, want = s[spec.name], value(sim, t, spec, i)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert got.tobytes() == want.tobytes(), (sim, t, spec.name)
+        assert s["parameters"].dtype == np.float64
+        assert s["parameters"].tolist() == list(params.values())
+        assert s["simulation_id"].shape == () and s["simulation_id"].dtype == np.int64
+
+
+def client(
+    endpoints: str,
+    sim: int,
+    steps: int,
+    fields: list[str],
+    *extra: str,
+    stdout: Any = subprocess.DEVNULL,
+) -> subprocess.Popen:
+    args = [
+        sys.executable,
+        CLIENT,
+        "--endpoints",
+        endpoints,
+        "--simulation-id",
+        str(sim),
+        "--steps",
+        str(steps),
+    ]
+    for f in fields:
+        args += ["--field", f]
+    return subprocess.Popen(args + list(extra), stdout=stdout, text=True)
+
+
+def reap(*procs: subprocess.Popen, timeout: float = 10.0) -> None:
+    """Wait for the processes to exit (killed after `timeout`)."""
+    for p in procs:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(10)
+
+
+# -- exactly once, reassembly ----------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_client_processes_arrive_exactly_once_bit_exact() -> None:
+    fields = ["u:<f4:8,4", "big:<f8:9000", "flags:|b1:5", "n:<i8:"]
+    specs = [sc.parse_field(f) for f in fields]
+    buf = FIFOBuffer(500)
+    with running(buf, expected_simulations=3) as rec:
+        assert rec.endpoint is not None and rec.endpoint.startswith("tcp://127.0.0.1:")
+        procs = [
+            client(rec.endpoint, sim, 15, fields, "--param", f"a={sim}", "--param", "b=0.5")
+            for sim in (3, 4, 2**63 + 5)
+        ]
+        try:
+            samples = drain(buf)
+        finally:
+            reap(*procs)
+        assert all(p.returncode == 0 for p in procs)
+        tel = rec.telemetry()
+    ids = (3, 4, 2**63 + 5)  # an id >= 2**63 wraps around in the int64 "simulation_id"
+    assert any(int(s["simulation_id"]) < 0 for s in samples)
+    # declared fields in the HELLO's order, then the receiver's entries
+    assert list(samples[0]) == [
+        "u",
+        "big",
+        "flags",
+        "n",
+        "simulation_id",
+        "time_step",
+        "parameters",
+    ]
+    check_stream(samples, {sim: (range(15), specs, {"a": float(sim), "b": 0.5}) for sim in ids})
+    assert tel["samples_put"] == 45 and tel["duplicates"] == 0 and tel["rejected"] == 0
+    assert tel["simulations_finished"] == 3
+    assert set(tel) == set(telemetry_keys())
+    assert buf.closed
+
+
+@pytest.mark.timeout(30)
+def test_partial_fields_from_two_ranks_are_reassembled_bit_for_bit() -> None:
+    field = P.FieldSpec("f", np.dtype("<f8"), (6, 5))
+    big = P.FieldSpec("big", F32, (40000,))  # halves of 80 KB: two-frame messages
+    specs = [field, big]
+    buf = FIFOBuffer(100)
+    with running(buf, expected_simulations=1) as rec, pushes(rec.endpoint, n=2) as socks:
+        for r, s in enumerate(socks):
+            send(s, [P.encode_hello(9, r, 2, specs, {"k": 1.0})])
+
+        def part(t: int, r: int, spec: P.FieldSpec, i: int, **kw: Any) -> list[bytes]:
+            start, end = sc.part_range(spec.size, r, 2)
+            return data(9, t, spec, value(9, t, spec, i), r, 2, start, end, **kw)
+
+        for t in range(6):
+            order = (1, 0) if t % 2 else (0, 1)
+            for r in order:
+                for i, spec in enumerate(specs):
+                    send(socks[r], part(t, r, spec, i))
+                    if t == 2 and r == order[0]:  # re-sent mid-assembly: a duplicate
+                        send(socks[r], part(t, r, spec, i))
+        # an overlapping part (rank 1 claims [10, 20) of "f" while rank 0 holds [0, 15))
+        send(socks[0], part(6, 0, field, 0))
+        wait_for(lambda: tel(rec, "messages") == 2 + 6 * 2 * 2 + 2 + 1)  # all of the above arrived
+        bad = data(9, 6, field, value(9, 6, field, 0), 1, 2, 10, 20)
+        send(socks[1], bad)
+        wait_for(lambda: tel(rec, "rejected_overlap") == 1)
+        send(socks[1], part(6, 1, field, 0))
+        for r in (0, 1):
+            send(socks[r], part(6, r, big, 1))
+            send(socks[r], [P.encode_bye(9, r, 2, 7)])
+        samples = drain(buf)
+        assert tel(rec, "duplicates") == 2
+    check_stream(samples, {9: (range(7), specs, {"k": 1.0})})
+
+
+@pytest.mark.timeout(60)
+def test_killed_client_restarted_resends_everything_and_each_step_arrives_once() -> None:
+    fields = ["u:<f4:64", "v:<i4:3,3"]
+    specs = [sc.parse_field(f) for f in fields]
+    buf = FIFOBuffer(500)
+    with running(buf, expected_simulations=1) as rec:
+        first = client(rec.endpoint, 5, 40, fields, "--delay", "0.02", stdout=subprocess.PIPE)
+        try:
+            wait_for(lambda: len(buf) >= 10)
+            first.send_signal(signal.SIGKILL)
+            first.wait(10)
+            assert first.returncode == -signal.SIGKILL
+            assert not buf.closed
+            second = client(rec.endpoint, 5, 40, fields)
+            samples = drain(buf)
+            second.wait(10)
+        finally:
+            reap(first)
+        assert tel(rec, "duplicates") >= 10 * 2
+        assert tel(rec, "samples_put") == 40
+    check_stream(samples, {5: (range(40), specs, {})})
+
+
+@pytest.mark.timeout(60)
+def test_two_receivers_share_the_steps_round_robin() -> None:
+    fields = ["u:<f4:6"]
+    specs = [sc.parse_field(f) for f in fields]
+    bufs = [FIFOBuffer(100), FIFOBuffer(100)]
+    with (
+        running(bufs[0], rank=0, world_size=2, expected_simulations=2) as r0,
+        running(bufs[1], rank=1, world_size=2, expected_simulations=2) as r1,
+    ):
+        eps = f"{r0.endpoint},{r1.endpoint}"
+        procs = [client(eps, 1, 11, fields), client(eps, 2, 4, fields)]
+        try:
+            parts = [drain(b) for b in bufs]
+        finally:
+            reap(*procs)
+        with pushes(r0.endpoint) as (s,):  # after the end: read and ignored
+            send(s, data(1, 1, specs[0], value(1, 1, specs[0])))
+            wait_for(lambda: tel(r0, "ignored_after_end") == 1)
+    for rank, samples in enumerate(parts):
+        assert all(int(s["time_step"]) % 2 == rank for s in samples)
+    check_stream(parts[0] + parts[1], {1: (range(11), specs, {}), 2: (range(4), specs, {})})
+    assert r0.finished_simulations() and sorted(r1.finished_simulations()) == [1, 2]
+
+
+# -- validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_malformed_messages_are_counted_by_reason_and_the_stream_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    v = P.FieldSpec("v", np.dtype("<f8"), (2,))
+    buf = FIFOBuffer(100)
+    bad: list[tuple[str, list[bytes]]] = [
+        ("truncated", [b"MTR"]),
+        ("bad_magic", [b"this is no message at all"]),
+        ("bad_version", [P.PREFIX.pack(P.MAGIC, 9, P.HELLO, 0, 1) + bytes(8)]),
+        ("bad_kind", [P.PREFIX.pack(P.MAGIC, 1, 7, 0, 1) + bytes(8)]),
+        ("missing_frame", data(1, 0, U, value(1, 0, U), inline=False)[:1]),
+        ("bad_size", [data(1, 0, U, value(1, 0, U))[0][:-4]]),
+        ("bad_dtype", data(1, 0, U, value(1, 0, U), dtype_code=99)),
+        ("bad_rank", data(1, 0, U, value(1, 0, U), rank=2, count=2)),
+        ("bad_range", [P.encode_data_header(1, 0, 0, 1, b"u", 1, (4, 3), 10, 5, True) + bytes(20)]),
+        ("bad_name", data(1, 0, U, value(1, 0, U), name=b"\xff\xfe")),
+        ("bad_hello", [P.encode_hello(2, 0, 1, [P.FieldSpec("time_step", F32, (1,))])]),
+        ("bad_hello", [P.encode_hello(2, 0, 1, [U])[:-3] + b"}}}"]),
+        ("bad_hello", [P.encode_hello(2, 0, 1, [U], {"p": float("nan")})]),
+        ("too_large", [P.encode_hello(3, 0, 1, [P.FieldSpec("w", F32, (1 << 20,))])]),
+        ("no_hello", data(99, 0, U, value(99, 0, U))),
+        ("no_hello", [P.encode_bye(99, 0, 1, 3)]),
+        ("hello_mismatch", [P.encode_hello(1, 0, 1, [U, v], {"p": 2.0})]),
+        ("bad_field", data(1, 0, v, value(1, 0, v))),
+        ("bad_field", [P.encode_data_header(1, 0, 0, 1, b"u", 2, (4, 3), 0, 12, True) + bytes(96)]),
+        ("bad_client_count", data(1, 0, U, value(1, 0, U), count=3)),
+        ("bad_step", data(1, 5000, U, value(1, 0, U))),
+    ]
+    with (
+        running(buf, expected_simulations=1, max_time_step=1000, max_message_bytes=1 << 20) as rec,
+        pushes(rec.endpoint) as (s,),
+    ):
+        send(s, [P.encode_hello(1, 0, 1, [U], {"p": 1.0})])
+        for t in range(3):
+            send(s, data(1, t, U, value(1, t, U)))
+        for _, frames in bad:
+            send(s, frames)
+        send(s, data(1, 1, U, value(1, 1, U)))  # a duplicate
+        for t in range(3, 6):
+            send(s, data(1, t, U, value(1, t, U)))
+        send(s, [P.encode_bye(1, 0, 1, 6)])
+        samples = drain(buf)
+        rec.check()  # alive, no failure
+        tel = rec.telemetry()
+    expected: dict[str, int] = {}
+    for reason, _ in bad:
+        expected[reason] = expected.get(reason, 0) + 1
+    got = {k[len("rejected_") :]: int(n) for k, n in tel.items() if k.startswith("rejected_") and n}
+    assert got == expected
+    assert tel["rejected"] == len(bad) and tel["duplicates"] == 1
+    check_stream(samples, {1: (range(6), [U], {"p": 1.0})})
+    # logged once per (simulation, reason): here each reason comes from one simulation
+    logged = [r for r in caplog.records if "dropped a message" in r.getMessage()]
+    assert len(logged) == len(expected)
+
+
+# -- back-pressure, failure, shutdown ---------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_slow_consumer_blocks_the_client_without_loss() -> None:
+    spec = P.FieldSpec("w", np.dtype("<f8"), (16384,))  # 128 KB, two frames
+    steps = 300  # about 39 MB: far more than the buffer, the queues and the kernel hold
+    buf = FIFOBuffer(4)
+    progress = {"sent": 0}
+    with (
+        running(buf, expected_simulations=1, rcvhwm=4) as rec,
+        pushes(rec.endpoint, sndhwm=2) as (s,),
+    ):
+
+        def simulate() -> None:
+            send(s, [P.encode_hello(4, 0, 1, [spec])])
+            for t in range(steps):
+                send(s, data(4, t, spec, value(4, t, spec)))
+                progress["sent"] = t + 1
+            send(s, [P.encode_bye(4, 0, 1, steps)])
+
+        sim = threading.Thread(target=simulate, daemon=True)
+        sim.start()
+        wait_for(lambda: len(buf) == 4)
+        time.sleep(1.0)
+        blocked_at = progress["sent"]
+        assert sim.is_alive() and blocked_at < steps, "the client's sends did not block"
+        time.sleep(0.3)
+        assert progress["sent"] == blocked_at  # still blocked: nobody reads
+        samples = drain(buf)
+        sim.join(10)
+        assert progress["sent"] == steps
+    check_stream(samples, {4: (range(steps), [spec], {})})
+
+
+class _FailingBuffer(FIFOBuffer):
+    def put(self, sample: Sample, timeout: float | None = None) -> None:
+        raise RuntimeError("disk on fire")
+
+
+@pytest.mark.timeout(30)
+def test_a_failure_in_the_thread_surfaces_from_check_and_closes_the_buffer() -> None:
+    buf = _FailingBuffer(10)
+    with running(buf) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        send(s, data(1, 0, U, value(1, 0, U)))
+        wait_for(lambda: buf.closed)
+        with pytest.raises(SourceError, match="disk on fire"):
+            rec.check()
+        assert buf.get_batch(1, timeout=1) == []  # readers wake
+
+
+@pytest.mark.timeout(30)
+def test_stop_while_blocked_in_put_is_prompt_and_releases_the_socket() -> None:
+    buf = FIFOBuffer(1)
+    rec = Receiver(buf, put_timeout=0.05)
+    rec.start()
+    try:
+        with pushes(rec.endpoint) as (s,):
+            send(s, [P.encode_hello(1, 0, 1, [U])])
+            for t in range(3):
+                send(s, data(1, t, U, value(1, t, U)))
+            wait_for(lambda: tel(rec, "messages") >= 3 and len(buf) == 1)
+            t0 = time.monotonic()
+            rec.stop()
+            assert time.monotonic() - t0 < 2.0
+            assert rec._thread is not None and not rec._thread.is_alive()
+            assert rec._socket is None and rec._context is None
+            rec.stop()  # idempotent
+    finally:
+        rec.stop()
+
+
+@pytest.mark.timeout(30)
+def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None:
+    buf = FIFOBuffer(10)
+    with running(buf) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        send(s, data(1, 0, U, value(1, 0, U)))
+        rec.finish()
+        time.sleep(0.4)
+        assert not buf.closed  # simulation 1 has not said BYE
+        send(s, [P.encode_bye(1, 0, 1, 1)])
+        assert len(drain(buf)) == 1
+        assert rec.finished_simulations() == [1]
+    buf = FIFOBuffer(10)
+    with running(buf) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)
+        rec.finish(wait=False)
+        wait_for(lambda: buf.closed)
+
+
+@pytest.mark.timeout(30)
+def test_pending_assemblies_are_bounded_and_the_simulation_still_finishes() -> None:
+    buf = FIFOBuffer(10)
+    with (
+        running(buf, expected_simulations=1, max_pending=2) as rec,
+        pushes(rec.endpoint, n=2) as socks,
+    ):
+        for r in (0, 1):
+            send(socks[r], [P.encode_hello(1, r, 2, [U])])
+        wait_for(lambda: tel(rec, "messages") == 2)
+        for t in range(3):  # rank 0's halves of three steps: the oldest is dropped
+            send(socks[0], data(1, t, U, value(1, t, U), 0, 2, 0, 6))
+        wait_for(lambda: tel(rec, "incomplete_dropped") == 1)
+        for t in (1, 2):
+            send(socks[1], data(1, t, U, value(1, t, U), 1, 2, 6, 12))
+        for r in (0, 1):
+            send(socks[r], [P.encode_bye(1, r, 2, 3)])
+        samples = drain(buf)
+    check_stream(samples, {1: (range(1, 3), [U], {})})
+
+
+# -- checkpoints ----------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
+    buf = FIFOBuffer(20)
+    with running(buf) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U], {"a": 3.0})])
+        for t in range(5):
+            send(s, data(1, t, U, value(1, t, U)))
+        wait_for(lambda: len(buf) == 5)
+        buf.save(tmp_path / "buf")  # the trainer saves the buffer, then the source
+        send(s, data(1, 5, U, value(1, 5, U)))  # put after the buffer snapshot
+        wait_for(lambda: len(buf) == 6)
+        state = json.loads(json.dumps(rec.state_dict()))
+    assert state["simulations"]["1"]["parameters"] == {"a": 3.0}
+    assert state["marked"] == 6
+    restored = FIFOBuffer(20)
+    restored.load(tmp_path / "buf")
+    rec2 = Receiver(restored, expected_simulations=1)
+    rec2.load_state_dict(state)
+    assert rec2.state_dict() == state  # before start: what was loaded
+    rec2.start()
+    try:
+        assert rec2.telemetry()["samples_put"] == 6  # counters continue
+        with pushes(rec2.endpoint) as (s,):  # the simulation restarts: everything again
+            send(s, [P.encode_hello(1, 0, 1, [U], {"a": 3.0})])
+            for t in range(8):
+                send(s, data(1, t, U, value(1, t, U)))
+            send(s, [P.encode_bye(1, 0, 1, 8)])
+            samples = drain(restored)
+        assert tel(rec2, "duplicates") == 5  # steps 0-4; step 5 was not in the buffer's snapshot
+        assert rec2.state_dict()["simulations"]["1"]["finished"] is True
+    finally:
+        rec2.stop()
+    check_stream(samples, {1: (range(8), [U], {"a": 3.0})})
+
+
+def test_state_of_another_rank_is_refused() -> None:
+    rec = Receiver(FIFOBuffer(4), rank=1, world_size=2)
+    state = rec.state_dict()
+    with pytest.raises(ValueError, match="rank 1 of 2"):
+        Receiver(FIFOBuffer(4)).load_state_dict(state)
+
+
+# -- endpoints --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_rendezvous_file_is_published(tmp_path: Path) -> None:
+    with running(rank=1, world_size=2, rendezvous_dir=tmp_path / "rdv") as rec:
+        info = json.loads((tmp_path / "rdv" / "rank_1.json").read_text())
+        assert info == {"version": 1, "rank": 1, "world_size": 2, "endpoint": rec.endpoint}
+        assert list((tmp_path / "rdv").iterdir()) == [tmp_path / "rdv" / "rank_1.json"]
+    assert (tmp_path / "rdv" / "rank_1.json").exists()  # left for the next run to overwrite
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
+def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -> None:
+    public, secret = zmq.curve_keypair()
+    buf = FIFOBuffer(10)
+    with running(
+        buf, curve_secret_key=secret, rendezvous_dir=tmp_path, expected_simulations=1
+    ) as rec:
+        assert rec.curve_public_key == public.decode()
+        assert json.loads((tmp_path / "rank_0.json").read_text())["curve_public_key"] == (
+            public.decode()
+        )
+        with pushes(rec.endpoint) as (plain,):  # no key: the handshake fails
+            send(plain, [P.encode_hello(1, 0, 1, [U])])
+            time.sleep(0.3)
+            assert tel(rec, "messages") == 0
+        client_public, client_secret = zmq.curve_keypair()
+        with pushes(
+            rec.endpoint,
+            curve_serverkey=public,
+            curve_publickey=client_public,
+            curve_secretkey=client_secret,
+        ) as (s,):
+            send(s, [P.encode_hello(1, 0, 1, [U])])
+            send(s, data(1, 0, U, value(1, 0, U)))
+            send(s, [P.encode_bye(1, 0, 1, 1)])
+            samples = drain(buf)
+    check_stream(samples, {1: (range(1), [U], {})})
+
+
+# -- the core without sockets -------------------------------------------------------------
+
+
+def _ingest(rank: int = 0, world: int = 1, **kw: Any) -> tuple[Ingest, list[Sample], list[str]]:
+    samples: list[Sample] = []
+    ends: list[str] = []
+
+    def put(sample: Sample) -> bool:
+        samples.append(sample)
+        return True
+
+    options = dict(
+        expected=1,
+        max_field_bytes=1 << 20,
+        max_pending=8,
+        max_pending_bytes=1 << 20,
+        max_time_step=1 << 24,
+        recent_size=16,
+    )
+    options.update(kw)
+    return Ingest(rank, world, put=put, end=ends.append, **options), samples, ends
+
+
+def _feed(ing: Ingest, frames: list[bytes]) -> None:
+    msg = P.decode(frames[0], frames[1] if len(frames) > 1 else None)
+    if isinstance(msg, P.Data):
+        ing.data(msg, len(frames) == 1)
+    elif isinstance(msg, P.Hello):
+        ing.hello(msg)
+    else:
+        ing.bye(msg)
+
+
+def test_one_receiver_finishes_whatever_the_step_numbering() -> None:
+    ing, samples, ends = _ingest()
+    _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+    for t in (0, 10, 20):
+        _feed(ing, data(1, t, U, value(1, t, U)))
+    _feed(ing, [P.encode_bye(1, 0, 1, 3)])
+    assert ends and ing.finished_ids == [1] and len(samples) == 3
+
+
+def test_each_of_several_receivers_expects_its_share_of_steps() -> None:
+    for rank in range(3):
+        ing, samples, ends = _ingest(rank, 3)
+        _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+        _feed(ing, [P.encode_bye(1, 0, 1, 7)])  # BYE may overtake data from other sockets
+        mine = [t for t in range(7) if t % 3 == rank]
+        for t in mine:
+            assert not ends
+            _feed(ing, data(1, t, U, value(1, t, U)))
+        assert ends, rank
+        assert [int(s["time_step"]) for s in samples] == mine
+
+
+def test_completed_steps_cost_a_bit_each() -> None:
+    ing, _, _ = _ingest(expected=None)
+    _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+    for t in range(5000):
+        _feed(ing, data(1, t, U, value(1, 0, U)))
+    assert 5000 / 8 <= len(ing.sims[1].done) <= 2 * 5000 / 8
+    state = ing.state()
+    assert len(state["simulations"]["1"]["done"]) <= 4 * 2 * 5000 / 8 / 3 + 4
+
+
+def test_memoized_inline_decoding_agrees_with_protocol_decode() -> None:
+    decoder = InlineDecoder(1 << 20)
+    good = [data(1, t, U, value(1, t, U))[0] for t in range(3)]
+    other = data(2, 7, U, value(2, 7, U), rank=1, count=2, start=6, end=12)[0]
+    frames = [*good, other, other[:-4], good[0] + b"xx", good[1][:40], b"MTRN" + bytes(60)]
+    frames += [P.encode_hello(1, 0, 1, [U]), P.encode_bye(1, 0, 1, 3), *good]
+    for frame in frames:
+        try:
+            want: Any = P.decode(frame, None, 1 << 20)
+        except P.ProtocolError as exc:
+            want = exc.reason
+        try:
+            got: Any = decoder(frame)
+        except P.ProtocolError as exc:
+            got = exc.reason
+        if isinstance(want, P.Data):
+            assert isinstance(got, P.Data) and bytes(got.payload) == bytes(want.payload)
+            assert got[:9] == want[:9]
+        else:
+            assert got == want

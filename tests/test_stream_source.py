@@ -1,0 +1,292 @@
+"""`StreamSource`: the network stream as the trainer's source, end to end over real
+sockets and real client processes (raw-pyzmq `scripts/stream_client.py`, and the
+`melissa_trainer.client.Client` under `mpiexec -n 2`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import zmq
+
+from melissa_trainer.buffers import FIFOBuffer, Sample
+from melissa_trainer.sources import SourceError
+from melissa_trainer.stream import protocol as P
+from melissa_trainer.stream.receiver import telemetry_keys
+from melissa_trainer.stream.source import StreamSource, _rank_bind
+
+SCRIPTS = Path(__file__).parent / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+import stream_client as sc  # noqa: E402
+
+U = P.FieldSpec("u", np.dtype("<f4"), (5,))
+
+
+def drain(buffer: FIFOBuffer, timeout: float = 30.0) -> list[Sample]:
+    out: list[Sample] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            batch = buffer.get_batch(1, timeout=0.05)
+        except TimeoutError:
+            assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
+            continue
+        if not batch:
+            return out
+        out.extend(batch)
+
+
+def stream_client(sim: int, steps: int, *args: str) -> subprocess.Popen:
+    fields = ["--field", "x:<f4:3", "--field", "y:<f4:1"]
+    cmd = [sys.executable, str(SCRIPTS / "stream_client.py"), "--simulation-id", str(sim)]
+    return subprocess.Popen([*cmd, "--steps", str(steps), *fields, *args])
+
+
+def xy(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(sample["x"]), torch.from_numpy(sample["y"])
+
+
+@pytest.mark.timeout(90)
+def test_trainer_trains_from_two_client_processes_to_the_end_of_the_stream(
+    tmp_path: Path,
+) -> None:
+    from helpers import Recorder
+
+    from melissa_trainer import OnlineTrainer, TrainingArguments
+
+    rendezvous = tmp_path / "out" / "rendezvous"
+    procs = [
+        stream_client(1, 30, "--rendezvous", str(rendezvous)),
+        stream_client(2, 25, "--rendezvous", str(rendezvous), "--param", "p=2"),
+    ]
+    try:
+        args = TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=8,
+            buffer_size=16,
+            logging_steps=3,
+            report_to="tensorboard",
+            disable_progress_bar=True,
+            save_at_end=True,
+            stop_sync_steps=2,
+        )
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
+        source = StreamSource(expected_simulations=2, rendezvous_dir=str(rendezvous))
+        rec = Recorder()
+        trainer = OnlineTrainer(
+            model,
+            args,
+            torch.optim.Adam(model.parameters(), lr=1e-2),
+            train_source=source,
+            process_sample=xy,
+            hooks=[rec],
+        )
+        state = trainer.train()
+        for p in procs:
+            assert p.wait(30) == 0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert state.samples_seen == 55
+    assert state.stream_ended
+    last = rec.logs[-1]
+    assert last["source_samples_put"] == 55 and last["source_simulations_finished"] == 2
+    assert last["source_rejected"] == 0 and last["source_duplicates"] == 0
+    assert source.finished_simulations() in ([1, 2], [2, 1])
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(tmp_path / "out" / "runs"))
+    events.Reload()
+    assert events.Scalars("source/samples_put")[-1].value == 55
+    # the checkpoint written at the end holds the dedup record
+    (saved,) = (tmp_path / "out" / "checkpoints").glob("**/source.json")
+    record = json.loads(saved.read_text())
+    assert {s: r["finished"] for s, r in record["simulations"].items()} == {"1": True, "2": True}
+    assert record["simulations"]["2"]["parameters"] == {"p": 2.0}
+
+
+class _FailingBuffer(FIFOBuffer):
+    def put(self, sample: Sample, timeout: float | None = None) -> None:
+        raise RuntimeError("no room at the inn")
+
+
+@pytest.mark.timeout(30)
+def test_a_receiver_failure_surfaces_from_check_as_source_error() -> None:
+    buf = _FailingBuffer(4)
+    source = StreamSource()
+    source.start(buf, 0, 1)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    try:
+        assert source.endpoint is not None
+        sock.connect(source.endpoint)
+        sock.send(P.encode_hello(1, 0, 1, [U]))
+        payload = sc.field_value(1, 0, 0, U).tobytes()
+        sock.send(P.encode_data_header(1, 0, 0, 1, b"u", 1, (5,), 0, 5, True) + payload)
+        deadline = time.monotonic() + 10
+        while not buf.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        with pytest.raises(SourceError, match="no room at the inn") as info:
+            source.check()
+        assert isinstance(info.value.__cause__, RuntimeError)
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        source.stop()
+    source.stop()  # idempotent
+
+
+@pytest.mark.timeout(30)
+def test_client_finds_two_ranks_through_the_rendezvous_and_each_gets_its_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if importlib.util.find_spec("melissa_trainer.client") is None:
+        pytest.skip("melissa_trainer.client is not there yet")
+    from melissa_trainer.client import Client
+
+    bufs = [FIFOBuffer(50), FIFOBuffer(50)]
+    sources = [StreamSource(expected_simulations=1, rendezvous_dir=tmp_path) for _ in bufs]
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
+    monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
+    monkeypatch.setenv("MELISSA_TRAINER_SIMULATION_ID", "8")
+    try:
+        for rank, (src, buf) in enumerate(zip(sources, bufs, strict=True)):
+            src.start(buf, rank, 2)
+        with Client({"u": ((5,), "float32")}, {"a": 1.0}) as client:
+            assert client.endpoints == [src.endpoint for src in sources]
+            for t in range(7):
+                client.send(t, u=sc.field_value(8, t, 0, U))
+        parts = [drain(b) for b in bufs]
+    finally:
+        for src in sources:
+            src.stop()
+    assert [sorted(int(s["time_step"]) for s in p) for p in parts] == [[0, 2, 4, 6], [1, 3, 5]]
+    for s in parts[0] + parts[1]:
+        assert s["u"].tobytes() == sc.field_value(8, int(s["time_step"]), 0, U).tobytes()
+        assert s["parameters"].tolist() == [1.0]
+
+
+def _mpiexec() -> str:
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("mpi4py is not installed")
+    if importlib.util.find_spec("melissa_trainer.client") is None:
+        pytest.skip("melissa_trainer.client is not there yet")
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+    if mpiexec is None:
+        pytest.skip(f"no mpiexec next to {sys.executable}")
+    return mpiexec
+
+
+@pytest.mark.timeout(90)
+def test_mpi_simulation_decomposed_field_is_reassembled_bit_for_bit() -> None:
+    import mpi_stream_sim as sim
+
+    mpiexec = _mpiexec()
+    buf = FIFOBuffer(50)
+    source = StreamSource(expected_simulations=1)
+    source.start(buf, 0, 1)
+    try:
+        assert source.endpoint is not None
+        proc = subprocess.run(
+            [
+                mpiexec,
+                "-n",
+                "2",
+                sys.executable,
+                str(SCRIPTS / "mpi_stream_sim.py"),
+                source.endpoint,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=80,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        samples = drain(buf)
+        tel = source.telemetry()
+    finally:
+        source.stop()
+    specs = [sc.parse_field(f) for f in sim.FIELDS]
+    assert sorted(int(s["time_step"]) for s in samples) == list(range(sim.STEPS))
+    for s in samples:
+        assert int(s["simulation_id"]) == sim.SIMULATION_ID
+        assert s["parameters"].tolist() == list(sim.PARAMETERS.values())
+        for i, spec in enumerate(specs):
+            want = sc.field_value(sim.SIMULATION_ID, int(s["time_step"]), i, spec)
+            assert s[spec.name].shape == spec.shape and s[spec.name].dtype == spec.dtype
+            assert s[spec.name].tobytes() == want.tobytes()
+    # 2 HELLOs, 5 steps x (2 parts of f + 1 of g), 2 BYEs
+    assert tel["messages"] == 2 + 5 * 3 + 2 and tel["rejected"] == 0
+
+
+# -- API ------------------------------------------------------------------------------------
+
+
+def test_api_before_start() -> None:
+    source = StreamSource(expected_simulations=3, rcvhwm=10)
+    assert source.endpoint is None and source.receiver is None
+    assert source.telemetry() == dict.fromkeys(telemetry_keys(), 0.0)
+    assert source.state_dict() == {}
+    source.check()
+    source.stop()
+    with pytest.raises(TypeError, match="unknown StreamSource option"):
+        StreamSource(high_water_mark=3)
+    with pytest.raises(ValueError, match="expected_simulations"):
+        StreamSource(expected_simulations=-1)
+    with pytest.raises(ValueError, match="not a StreamSource state"):
+        source.load_state_dict({"something": 1})
+
+
+@pytest.mark.timeout(30)
+def test_state_round_trip_and_finish_before_start() -> None:
+    first = StreamSource(expected_simulations=1)
+    buf = FIFOBuffer(10)
+    first.start(buf, 0, 1)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    try:
+        sock.connect(first.endpoint)
+        sock.send(P.encode_hello(4, 0, 1, [U]))
+        for t in range(3):
+            payload = sc.field_value(4, t, 0, U).tobytes()
+            sock.send(P.encode_data_header(4, t, 0, 1, b"u", 1, (5,), 0, 5, True) + payload)
+        sock.send(P.encode_bye(4, 0, 1, 3))
+        assert len(drain(buf)) == 3
+        state = json.loads(json.dumps(first.state_dict()))
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        first.stop()
+    second = StreamSource()
+    second.load_state_dict(state)
+    assert second.state_dict() == state
+    second.finish()  # before start: applied at start
+    buf2 = FIFOBuffer(10)
+    for _ in range(3):
+        buf2.put({"a": np.zeros(1)})  # what the restored buffer would have counted
+    second.start(buf2, 0, 1)
+    try:
+        assert second.finished_simulations() == [4]
+        deadline = time.monotonic() + 5
+        while not buf2.closed and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert buf2.closed  # every known simulation had finished
+    finally:
+        second.stop()
+
+
+def test_explicit_ports_are_offset_by_rank() -> None:
+    assert _rank_bind("tcp://*:5555", 0) == "tcp://*:5555"
+    assert _rank_bind("tcp://*:5555", 3) == "tcp://*:5558"
+    assert _rank_bind("tcp://127.0.0.1:*", 2) == "tcp://127.0.0.1:*"
+    assert _rank_bind("ipc:///tmp/x", 1) == "ipc:///tmp/x"

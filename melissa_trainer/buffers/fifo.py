@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import MutableSequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,12 +33,16 @@ class _ServeOnceBuffer(Buffer):
         retain: bool = False,
     ) -> None:
         super().__init__(capacity, watermark, seed=seed, rate_limiter=rate_limiter, retain=retain)
+        self._samples = self._container()
+        self._ids = self._container()
         self._kept: list[Sample] = []  # retained samples, in serving order
         self._kept_ids: list[int] = []
 
     # held samples and ids, in the order that determines future serving
     _samples: MutableSequence[Sample]
     _ids: MutableSequence[int]
+    #: the type of `_samples` and `_ids`, chosen by each policy
+    _container: ClassVar[type[MutableSequence[Any]]]
 
     def _size(self) -> int:
         return len(self._samples)
@@ -107,19 +111,9 @@ class FIFOBuffer(_ServeOnceBuffer):
     """
 
     kind = "fifo"
-
-    def __init__(
-        self,
-        capacity: int,
-        watermark: int = 1,
-        *,
-        seed: int = 0,
-        rate_limiter: RateLimiter | None = None,
-        retain: bool = False,
-    ) -> None:
-        super().__init__(capacity, watermark, seed=seed, rate_limiter=rate_limiter, retain=retain)
-        self._samples: deque[Sample] = deque()
-        self._ids: deque[int] = deque()
+    _container = deque  # O(1) popleft
+    _samples: deque[Sample]
+    _ids: deque[int]
 
     def put(self, sample: Sample, timeout: float | None = None) -> None:
         """Same contract as :meth:`Buffer.put`, with the non-blocking case inlined."""
@@ -158,19 +152,7 @@ class FIROBuffer(_ServeOnceBuffer):
     """
 
     kind = "firo"
-
-    def __init__(
-        self,
-        capacity: int,
-        watermark: int = 1,
-        *,
-        seed: int = 0,
-        rate_limiter: RateLimiter | None = None,
-        retain: bool = False,
-    ) -> None:
-        super().__init__(capacity, watermark, seed=seed, rate_limiter=rate_limiter, retain=retain)
-        self._samples: list[Sample] = []
-        self._ids: list[int] = []
+    _container = list  # O(1) swap-remove at any index
 
     def _take(self, n: int) -> list[Sample]:
         samples, ids = self._samples, self._ids

@@ -201,8 +201,14 @@ def memcpy_seconds(src: np.ndarray, dst: np.ndarray | None, repeats: int) -> flo
 # ---------------------------------------------------------------------- driver
 def row(case: str, ours: float, base: float | None, unit: str, target: float | None) -> dict:
     ratio = ours / base if base else None
-    return {"case": case, "ours": ours, "baseline": base, "unit": unit, "ratio": ratio,
-            "target": target}
+    return {
+        "case": case,
+        "ours": ours,
+        "baseline": base,
+        "unit": unit,
+        "ratio": ratio,
+        "target": target,
+    }
 
 
 def run(cfg: Config, log: Callable[[str], None], notes: list[str]) -> list[dict]:
@@ -225,8 +231,15 @@ def run(cfg: Config, log: Callable[[str], None], notes: list[str]) -> list[dict]
                 if has_trl:
                     base.append(torchrl_put_rate(trl, n_elem, n))
             target = PUT_TARGET if size == "1KB" else None
-            rows.append(row(f"put {size} {kind} vs TorchRL", med(ours),
-                            med(base) if base else None, "puts/s", target))
+            rows.append(
+                row(
+                    f"put {size} {kind} vs TorchRL",
+                    med(ours),
+                    med(base) if base else None,
+                    "puts/s",
+                    target,
+                )
+            )
             log(f"  measured put {size} {kind}")
 
     # draws
@@ -253,20 +266,55 @@ def run(cfg: Config, log: Callable[[str], None], notes: list[str]) -> list[dict]
             gb = 1e9
             if size == "1KB":
                 to_rate = batch_bytes  # bytes/s -> batches/s
-                rows.append(row(f"draw 64x{size} {kind} vs TorchRL", med(ours) / to_rate,
-                                med(base) / to_rate if base else None, "batches/s", None))
+                rows.append(
+                    row(
+                        f"draw 64x{size} {kind} vs TorchRL",
+                        med(ours) / to_rate,
+                        med(base) / to_rate if base else None,
+                        "batches/s",
+                        None,
+                    )
+                )
             else:
-                rows.append(row(f"draw 64x{size} {kind} vs TorchRL", med(ours) / gb,
-                                med(base) / gb if base else None, "GB/s", None))
+                rows.append(
+                    row(
+                        f"draw 64x{size} {kind} vs TorchRL",
+                        med(ours) / gb,
+                        med(base) / gb if base else None,
+                        "GB/s",
+                        None,
+                    )
+                )
                 # The target row: stack_samples(out=...) writes the batch into memory
                 # the caller reuses, as memcpy does into `dst`. Into a new array, both
                 # ours and a plain copy pay the page faults of fresh 64 MB (rows below).
-                rows.append(row(f"draw 64x{size} {kind} (reused out) vs memcpy",
-                                med(ours_reused) / gb, med(mem) / gb, "GB/s", MEMCPY_TARGET))
-                rows.append(row(f"draw 64x{size} {kind} (new array) vs memcpy", med(ours) / gb,
-                                med(mem) / gb, "GB/s", None))
-                rows.append(row(f"draw 64x{size} {kind} vs alloc+memcpy",
-                                med(ours) / gb, med(mem_fresh) / gb, "GB/s", None))
+                rows.append(
+                    row(
+                        f"draw 64x{size} {kind} (reused out) vs memcpy",
+                        med(ours_reused) / gb,
+                        med(mem) / gb,
+                        "GB/s",
+                        MEMCPY_TARGET,
+                    )
+                )
+                rows.append(
+                    row(
+                        f"draw 64x{size} {kind} (new array) vs memcpy",
+                        med(ours) / gb,
+                        med(mem) / gb,
+                        "GB/s",
+                        None,
+                    )
+                )
+                rows.append(
+                    row(
+                        f"draw 64x{size} {kind} vs alloc+memcpy",
+                        med(ours) / gb,
+                        med(mem_fresh) / gb,
+                        "GB/s",
+                        None,
+                    )
+                )
             log(f"  measured draw {size} {kind}")
             del fresh, reused
         del samples, trl_draw
@@ -292,16 +340,21 @@ def print_table(rows: list[dict]) -> None:
             ok = "yes" if r["ratio"] >= r["target"] else "NO"
         ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
         target = "-" if r["target"] is None else f">={r['target']:g}x"
-        print(f"{r['case']:<42} {_fmt(r['ours']):>12} {_fmt(r['baseline']):>12} "
-              f"{r['unit']:>10} {ratio:>8} {target:>7}  {ok}")
+        print(
+            f"{r['case']:<42} {_fmt(r['ours']):>12} {_fmt(r['baseline']):>12} "
+            f"{r['unit']:>10} {ratio:>8} {target:>7}  {ok}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few-second run")
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
-    parser.add_argument("--malloc-reuse", action="store_true",
-                        help="raise glibc's mmap/trim thresholds (fresh batches without faults)")
+    parser.add_argument(
+        "--malloc-reuse",
+        action="store_true",
+        help="raise glibc's mmap/trim thresholds (fresh batches without faults)",
+    )
     args = parser.parse_args(argv)
     cfg = QUICK if args.quick else FULL
     notes: list[str] = []
@@ -316,8 +369,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"rows": rows}))
     else:
-        print(f"\nbuffers benchmark ({'quick' if args.quick else 'full'}, {cfg.rounds} rounds, "
-              f"medians, 1 torch thread, {time.perf_counter() - t0:.0f} s)\n")
+        print(
+            f"\nbuffers benchmark ({'quick' if args.quick else 'full'}, {cfg.rounds} rounds, "
+            f"medians, 1 torch thread, {time.perf_counter() - t0:.0f} s)\n"
+        )
         print_table(rows)
         for note in notes:
             print(f"\nnote: {note}")

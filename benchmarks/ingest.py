@@ -1,0 +1,344 @@
+"""Ingest throughput: Client processes -> Receiver -> sample -> buffer, against raw pyzmq.
+
+Ours: `melissa_trainer.client.Client` processes (1 or 4) send one float32 field per
+time step into a `Receiver`, whose samples go into a FIFO buffer that a consumer thread
+drains. Baseline: plain pyzmq PUSH processes sending the same message sizes (one frame
+of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that receives
+and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
+from the go signal to the last message in (ours: the end of stream). A and B alternate
+(A B A B ...) and medians are compared; ratio = ours / baseline (higher is better).
+
+Training under ingest: the `benchmarks/trainer_overhead.py` workload (`run_ours`) step
+rate while one client streams at a fixed rate (20k msgs/s of 1 KB, or 200 MB/s of 1 MB
+fields) into a Receiver thread of the same process (a separate buffer, drained by a
+consumer thread), against the same workload without ingest.
+
+    python benchmarks/ingest.py            # a few minutes
+    python benchmarks/ingest.py --quick    # shorter
+    python benchmarks/ingest.py --json     # {"rows": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import zmq
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream import protocol as P
+from melissa_trainer.stream.receiver import Receiver
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import trainer_overhead as overhead  # noqa: E402
+
+KB, MB = 1 << 10, 1 << 20
+SIZES = [(KB, "1 KB"), (64 * KB, "64 KB"), (MB, "1 MB"), (8 * MB, "8 MB")]
+TARGETS = {KB: 0.5, MB: 0.85}
+TRAIN_TARGET = 0.85
+INLINE_MAX = 65536
+
+CLIENT_CODE = r"""
+import sys, time
+import numpy as np
+from melissa_trainer.client import Client
+
+endpoint, sim, nbytes, n, hwm, rate = sys.argv[1:7]
+sim, nbytes, n, hwm, rate = int(sim), int(nbytes), int(n), int(hwm), float(rate)
+u = np.zeros(nbytes // 4, np.float32)
+c = Client({"u": ((nbytes // 4,), "float32")}, None, sim, [endpoint], sndhwm=hwm)
+print("ready", flush=True)
+sys.stdin.readline()
+send = c.send
+if rate <= 0:
+    for t in range(n):
+        send(t, u=u)
+    c.close()
+else:  # paced, until killed
+    start, t = time.perf_counter(), 0
+    while True:
+        due = int((time.perf_counter() - start) * rate) + 1
+        while t < due:
+            send(t, u=u)
+            t += 1
+        time.sleep(0.0005)
+"""
+
+RAW_CODE = r"""
+import sys
+import zmq
+
+endpoint, nbytes, n, hwm = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ctx = zmq.Context()
+s = ctx.socket(zmq.PUSH)
+s.setsockopt(zmq.SNDHWM, hwm)
+s.connect(endpoint)
+msg = bytes(nbytes)
+print("ready", flush=True)
+sys.stdin.readline()
+if nbytes <= 65536:
+    send = s.send
+    for _ in range(n):
+        send(msg)
+else:
+    for _ in range(n):
+        s.send(msg, copy=False)
+s.close(linger=-1)
+ctx.term()
+"""
+
+
+def _spawn(code: str, args: list[Any]) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if line.strip() != "ready":
+        proc.kill()
+        raise RuntimeError(f"sender failed to start: {line!r}")
+    return proc
+
+
+def _go(procs: list[subprocess.Popen[str]]) -> float:
+    t0 = time.perf_counter()
+    for p in procs:
+        assert p.stdin is not None
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return t0
+
+
+def _hwm(nbytes: int) -> int:
+    return int(min(1000, max(4, (64 * MB) // nbytes)))
+
+
+def _wire_bytes(nbytes: int) -> int:
+    """Bytes of one DATA message of a 1-d float32 field named "u"."""
+    return P.DATA_HEADER_BYTES + 8 + 1 + nbytes
+
+
+def run_ours(nbytes: int, clients: int, n: int) -> float:
+    """Seconds to stream `n` messages (split over `clients`) into the buffer."""
+    hwm = _hwm(nbytes)
+    cap = 4096 if nbytes <= INLINE_MAX else 64
+    buffer = FIFOBuffer(cap)
+    rec = Receiver(buffer, expected_simulations=clients, rcvhwm=hwm)
+    rec.start()
+    ends: list[float] = []
+
+    def drain() -> None:
+        batch = max(1, cap // 8)
+        while buffer.get_batch(batch):
+            pass
+        ends.append(time.perf_counter())
+
+    consumer = threading.Thread(target=drain, daemon=True)
+    procs = []
+    try:
+        per = [n // clients + (i < n % clients) for i in range(clients)]
+        procs = [
+            _spawn(CLIENT_CODE, [rec.endpoint, i + 1, nbytes, k, hwm, 0]) for i, k in enumerate(per)
+        ]
+        consumer.start()
+        t0 = _go(procs)
+        consumer.join(600)
+        for p in procs:
+            p.wait(60)
+        put = rec.telemetry()["samples_put"]
+        if put != n:
+            raise RuntimeError(f"{put} samples put, expected {n}")
+        return ends[0] - t0
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        buffer.close()
+        rec.stop()
+
+
+def run_raw(nbytes: int, clients: int, n: int) -> float:
+    hwm = _hwm(nbytes)
+    size = _wire_bytes(nbytes)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, hwm)
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    procs = []
+    try:
+        per = [n // clients + (i < n % clients) for i in range(clients)]
+        procs = [_spawn(RAW_CODE, [f"tcp://127.0.0.1:{port}", size, k, hwm]) for k in per]
+        t0 = _go(procs)
+        recv = sock.recv
+        if size <= INLINE_MAX + 100:
+            for _ in range(n):
+                recv()
+        else:
+            for _ in range(n):
+                recv(copy=False)
+        dt = time.perf_counter() - t0
+        for p in procs:
+            p.wait(60)
+        return dt
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        sock.close(linger=0)
+        ctx.term()
+
+
+def ingest_rows(rounds: int, quick: bool) -> list[dict[str, Any]]:
+    counts = {KB: 200_000, 64 * KB: 20_000, MB: 3000, 8 * MB: 400}
+    if quick:
+        counts = {k: max(v // 5, 40) for k, v in counts.items()}
+    rows = []
+    for nbytes, label in SIZES:
+        for clients in (1, 4):
+            n = counts[nbytes]
+            ours, base = [], []
+            for _ in range(rounds):
+                ours.append(run_ours(nbytes, clients, n))
+                base.append(run_raw(nbytes, clients, n))
+            t_ours, t_base = statistics.median(ours), statistics.median(base)
+            target = TARGETS.get(nbytes)
+            case = f"{label} x{clients} client{'s' if clients > 1 else ''}"
+            msgs_o, msgs_b = n / t_ours, n / t_base
+            gb = _wire_bytes(nbytes) / 1e9
+            rows.append(
+                {
+                    "case": f"{case} (msgs/s)",
+                    "ours": round(msgs_o, 1),
+                    "baseline": round(msgs_b, 1),
+                    "unit": "msgs/s",
+                    "ratio": round(msgs_o / msgs_b, 3),
+                    "target": target,
+                }
+            )
+            rows.append(
+                {
+                    "case": f"{case} (GB/s)",
+                    "ours": round(msgs_o * gb, 3),
+                    "baseline": round(msgs_b * gb, 3),
+                    "unit": "GB/s",
+                    "ratio": round(msgs_o / msgs_b, 3),
+                    "target": None,
+                }
+            )
+    return rows
+
+
+class Ingesting:
+    """A receiver thread, a drained buffer and one paced client, in this process."""
+
+    def __init__(self, nbytes: int, rate: float) -> None:
+        self.buffer = FIFOBuffer(4096 if nbytes <= INLINE_MAX else 64)
+        self.rec = Receiver(self.buffer, rcvhwm=_hwm(nbytes))
+        self.rec.start()
+        self.consumer = threading.Thread(target=self._drain, daemon=True)
+        self.consumer.start()
+        self.proc = _spawn(CLIENT_CODE, [self.rec.endpoint, 1, nbytes, 0, _hwm(nbytes), rate])
+        _go([self.proc])
+        while self.rec.telemetry()["samples_put"] < 1:
+            time.sleep(0.01)
+        self.t0, self.m0 = time.perf_counter(), self.rec.telemetry()["samples_put"]
+
+    def _drain(self) -> None:
+        cap = self.buffer.capacity
+        while self.buffer.get_batch(max(1, cap // 8)):
+            pass
+
+    def stop(self) -> float:
+        """Stop everything; the achieved rate in samples/s."""
+        rate = (self.rec.telemetry()["samples_put"] - self.m0) / (time.perf_counter() - self.t0)
+        self.proc.kill()
+        self.proc.wait()
+        self.buffer.close()
+        self.rec.stop()
+        self.consumer.join(10)
+        return rate
+
+
+def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    steps = 200 if quick else 800
+    samples = overhead.make_samples(overhead.N_SAMPLES, seed=0)
+    out = tempfile.mkdtemp(prefix="mt-ingest-")
+    rows, notes = [], []
+    try:
+        overhead.run_plain(samples, 50, 0, False)  # warm-up
+        for nbytes, rate, label in (
+            (KB, 20_000.0, "1 KB at 20k msgs/s"),
+            (MB, 200.0, "1 MB at 200 MB/s"),
+        ):
+            plain, under, achieved = [], [], []
+            for r in range(rounds):
+                plain.append(overhead.run_ours(samples, steps, out, seed=r))
+                ing = Ingesting(nbytes, rate)
+                try:
+                    under.append(overhead.run_ours(samples, steps, out, seed=r))
+                finally:
+                    achieved.append(ing.stop())
+            a, b = statistics.median(under), statistics.median(plain)
+            rows.append(
+                {
+                    "case": f"training under {label} ingest",
+                    "ours": round(a, 1),
+                    "baseline": round(b, 1),
+                    "unit": "steps/s",
+                    "ratio": round(a / b, 3),
+                    "target": TRAIN_TARGET,
+                }
+            )
+            notes.append(
+                f"{label}: achieved {statistics.median(achieved):,.0f} samples/s during training"
+            )
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return rows, notes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--no-training", action="store_true", help="skip training rows")
+    opts = parser.parse_args()
+    rounds = opts.rounds or (3 if opts.quick else 5)
+    torch.set_num_threads(1)
+    rows = ingest_rows(rounds, opts.quick)
+    notes: list[str] = []
+    if not opts.no_training:
+        train, notes = training_rows(rounds, opts.quick)
+        rows += train
+    if opts.json:
+        print(json.dumps({"rows": rows}))
+        return
+    print(f"\nmedians of {rounds} interleaved rounds; ratio = ours / baseline (higher is better)")
+    print(f"{'case':<42} {'ours':>12} {'baseline':>12} {'unit':>8} {'ratio':>7} {'target':>7}")
+    for r in rows:
+        print(
+            f"{r['case']:<42} {r['ours']:>12,.3f} {r['baseline']:>12,.3f} {r['unit']:>8} "
+            f"{r['ratio']:>7.3f} {r['target']!s:>7}"
+        )
+    for note in notes:
+        print(note)
+
+
+if __name__ == "__main__":
+    main()

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-from melissa_trainer import Hook, TrainerControl, TrainerState
+from melissa_trainer import Buffer, Hook, TrainerControl, TrainerState
 
 
 def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:
@@ -63,3 +64,18 @@ class Recorder(Hook):
 
     def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
         self.events.append(f"train_end@{state.global_step}")
+
+
+def drain(buffer: Buffer, timeout: float = 30.0) -> list[dict[str, np.ndarray]]:
+    """Every sample until the end of the stream (the buffer closed and empty)."""
+    out: list[dict[str, np.ndarray]] = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            batch = buffer.get_batch(1, timeout=0.05)
+        except TimeoutError:
+            assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
+            continue
+        if not batch:
+            return out
+        out.extend(batch)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zmq
+from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
@@ -119,21 +120,6 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         time.sleep(0.01)
-
-
-def drain(buffer: FIFOBuffer, timeout: float = 20.0) -> list[Sample]:
-    """Everything until the end of the stream (the buffer closed and empty)."""
-    out: list[Sample] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            batch = buffer.get_batch(1, timeout=0.05)
-        except TimeoutError:
-            assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
-            continue
-        if not batch:
-            return out
-        out.extend(batch)
 
 
 def check_stream(

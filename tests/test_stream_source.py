@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import torch
 import zmq
+from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
@@ -28,20 +29,6 @@ sys.path.insert(0, str(SCRIPTS))
 import stream_client as sc  # noqa: E402
 
 U = P.FieldSpec("u", np.dtype("<f4"), (5,))
-
-
-def drain(buffer: FIFOBuffer, timeout: float = 30.0) -> list[Sample]:
-    out: list[Sample] = []
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            batch = buffer.get_batch(1, timeout=0.05)
-        except TimeoutError:
-            assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
-            continue
-        if not batch:
-            return out
-        out.extend(batch)
 
 
 def stream_client(sim: int, steps: int, *args: str) -> subprocess.Popen:

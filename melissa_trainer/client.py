@@ -675,27 +675,24 @@ def _simulation_id(value: Any) -> int:
             value = int(value.strip())
         except ValueError:
             raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
-    if isinstance(value, bool):
-        raise ValueError(f"{source} must be an integer, not {value!r}")
-    try:
-        sid = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{source} must be an integer, not {value!r}") from None
-    if not 0 <= sid < _U64:
-        raise ValueError(f"{source}={sid} is out of range [0, 2**64)")
-    return sid
+    return _u64(source, value)
 
 
 def _time_step(value: Any) -> int:
+    return _u64("time_step", value)
+
+
+def _u64(name: str, value: Any) -> int:
+    """`value` as an integer in [0, 2**64) (a u64 on the wire), or ValueError naming `name`."""
     if isinstance(value, bool):
-        raise ValueError(f"time_step must be an integer, not {value!r}")
+        raise ValueError(f"{name} must be an integer, not {value!r}")
     try:
-        step = operator.index(value)
+        number = operator.index(value)
     except TypeError:
-        raise ValueError(f"time_step must be an integer, not {value!r}") from None
-    if not 0 <= step < _U64:
-        raise ValueError(f"time_step={step} is out of range [0, 2**64)")
-    return step
+        raise ValueError(f"{name} must be an integer, not {value!r}") from None
+    if not 0 <= number < _U64:
+        raise ValueError(f"{name}={number} is out of range [0, 2**64)")
+    return number
 
 
 def _parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:

@@ -48,6 +48,7 @@ from melissa_trainer.stream.protocol import FieldSpec
 __all__ = [
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
+    "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
     "ENV_SIMULATION_ID",
     "INLINE_MAX_BYTES",
@@ -65,6 +66,8 @@ ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
 ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
 #: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
+#: The simulation's parameters, a JSON object of name -> number (set by the launcher).
+ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 #: Payloads up to this many bytes go in one frame after the header; larger ones in a
 #: second frame, without a copy.
 INLINE_MAX_BYTES = 65536
@@ -167,7 +170,8 @@ class Client:
             `RESERVED_NAMES`; shape: at most 8 positive dimensions (`()` for a scalar);
             dtype: one of `protocol.DTYPES` (native or little-endian byte order).
         parameters: the simulation's input parameters (`{name: float}`, finite values);
-            the trainer's samples carry them in this order.
+            the trainer's samples carry them in this order. Default: the JSON object in
+            `$MELISSA_TRAINER_PARAMETERS` (set by the launcher), else none.
         simulation_id: unique in the study, 0 <= id < 2**64; default
             `$MELISSA_TRAINER_SIMULATION_ID`.
         endpoints: receiver endpoints in training-rank order (a list, or one
@@ -696,6 +700,13 @@ def _u64(name: str, value: Any) -> int:
 
 
 def _parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:
+    if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
+        try:
+            parameters = json.loads(os.environ[ENV_PARAMETERS])
+        except ValueError:
+            raise ValueError(f"{ENV_PARAMETERS} is not valid JSON") from None
+        if not isinstance(parameters, dict):
+            raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
     out: dict[str, float] = {}
     for key, value in (parameters or {}).items():
         if not isinstance(key, str):

@@ -25,6 +25,7 @@ from test_protocol import spec_dump
 from melissa_trainer import client as client_module
 from melissa_trainer.client import (
     ENV_ENDPOINTS,
+    ENV_PARAMETERS,
     ENV_RENDEZVOUS,
     ENV_SIMULATION_ID,
     INLINE_MAX_BYTES,
@@ -225,10 +226,14 @@ def test_environment_configuration(
     monkeypatch.setenv(ENV_SIMULATION_ID, " 17 ")
     monkeypatch.setenv(ENV_ENDPOINTS, f" {receiver.endpoint} ")
     monkeypatch.setenv(ENV_RENDEZVOUS, "/nonexistent")  # ENDPOINTS comes first
+    monkeypatch.setenv(ENV_PARAMETERS, '{"b": 2.5, "a": -1}')  # as the launcher sets it
     with Client({"u": ((2,), "float32")}, close_timeout=10) as c:
         assert (c.simulation_id, c.endpoints) == (17, [receiver.endpoint])
+        assert list(c.parameters.items()) == [("b", 2.5), ("a", -1.0)]
         c.send(0, u=np.zeros(2, np.float32))
-    assert [type(m) for m in receiver.until_bye()] == [p.Hello, p.Data, p.Bye]
+    messages = receiver.until_bye()
+    assert [type(m) for m in messages] == [p.Hello, p.Data, p.Bye]
+    assert messages[0].parameters == {"b": 2.5, "a": -1.0}
     # arguments win over the environment
     other = Receiver(zctx)
     with Client(
@@ -383,6 +388,11 @@ def test_missing_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_SIMULATION_ID, "sim-3")
     with pytest.raises(ValueError, match=f"{ENV_SIMULATION_ID}='sim-3' is not an integer"):
         Client(GOOD, endpoints="tcp://127.0.0.1:1")
+    monkeypatch.setenv(ENV_SIMULATION_ID, "3")
+    for bad, match in (("{oops", "not valid JSON"), ("[1, 2]", "JSON object"), ('{"x": "a"}', "x")):
+        monkeypatch.setenv(ENV_PARAMETERS, bad)
+        with pytest.raises(ValueError, match=match):
+            Client(GOOD, endpoints="tcp://127.0.0.1:1")
 
 
 @pytest.mark.timeout(30)

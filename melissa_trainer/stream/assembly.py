@@ -112,6 +112,7 @@ class SimulationRecord:
         "byes",
         "finished",
         "lost",
+        "messages",
     )
 
     def __init__(
@@ -141,6 +142,8 @@ class SimulationRecord:
         #: local steps whose partial assembly was dropped (pending bound exceeded);
         #: they count as done for finishing, and are accepted if re-sent.
         self.lost: set[int] = set()
+        #: DATA messages received (duplicates and rejects included): the heartbeat
+        self.messages = 0
 
     @classmethod
     def from_hello(cls, hello: Hello) -> SimulationRecord:

@@ -30,14 +30,19 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
-from melissa_trainer.stream.protocol import DATA, FLAG_INLINE, Bye, Data, Hello, Message
+from melissa_trainer.stream.protocol import DATA, FLAG_INLINE, Abandon, Bye, Data, Hello, Message
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 STATE_VERSION = 1
 _MAX_LOGGED = 4096  # distinct (simulation, reason) pairs logged, then silence
 _COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
-_TAIL_COUNTERS = ("simulations_finished", "incomplete_dropped", "ignored_after_end")
+_TAIL_COUNTERS = (
+    "simulations_finished",
+    "simulations_abandoned",
+    "incomplete_dropped",
+    "ignored_after_end",
+)
 
 
 _STEP = struct.Struct("<Q")
@@ -124,6 +129,7 @@ class Ingest:
         self.recent: deque[tuple[int, int]] = deque(maxlen=recent_size)
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         self.finished_ids: list[int] = []
+        self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self._logged: set[tuple[int | None, str]] = set()
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
@@ -137,6 +143,7 @@ class Ingest:
         sim = self.sims.get(sid)
         if sim is None:
             return self.reject("no_hello", sid, f"DATA of step {t} before HELLO")
+        sim.messages += 1
         if t >= self._max_time_step:
             return self.reject("bad_step", sid, f"time step {t} >= {self._max_time_step}")
         i = t
@@ -209,6 +216,27 @@ class Ingest:
         self._check_finished(sim)
         return None
 
+    def abandon(self, msg: Abandon) -> None:
+        """The launcher gave up on a simulation: count it as ended, stop waiting for it."""
+        sid = msg.simulation_id
+        sim = self.sims.get(sid)
+        if sid in self.abandoned or (sim is not None and sim.finished):
+            return
+        self.abandoned.add(sid)
+        self.drop_pending([k for k in self.pending if k[0] == sid])
+        logger.info("simulation %d abandoned by the launcher", sid)
+        self.check_expected()
+
+    @property
+    def simulations_abandoned(self) -> int:
+        return len(self.abandoned)
+
+    def activity(self) -> dict[int, int]:
+        """Simulation id -> DATA messages received so far (the launcher's heartbeat).
+
+        Safe to call from another thread: the dict is copied in one C-level step."""
+        return {sid: rec.messages for sid, rec in list(self.sims.items())}
+
     def reject(self, reason: str, sim: int | None, detail: str) -> None:
         """Count a dropped message; log it once per (simulation, reason)."""
         if reason not in self.rejected:
@@ -261,6 +289,7 @@ class Ingest:
         elif not sim.all_done(local):  # local steps 0 .. local - 1: t < n, t % w == r
             return
         sim.finished = True
+        self.abandoned.discard(sim.simulation_id)  # finished after all: counted once
         self.simulations_finished += 1
         self.finished_ids.append(sim.simulation_id)
         if w > 1 and sim.completed > local:
@@ -275,11 +304,15 @@ class Ingest:
         self.check_expected()
 
     def check_expected(self) -> None:
-        if self.expected is not None and self.simulations_finished >= self.expected:
-            self._end(f"{self.simulations_finished} simulations finished")
+        ended = self.simulations_finished + len(self.abandoned)
+        if self.expected is not None and ended >= self.expected:
+            self._end(
+                f"{self.simulations_finished} simulations finished, {len(self.abandoned)} abandoned"
+            )
 
     def all_finished(self) -> bool:
-        return all(rec.finished for rec in self.sims.values())
+        abandoned = self.abandoned
+        return all(rec.finished or sid in abandoned for sid, rec in self.sims.items())
 
     # -- telemetry, checkpoint -----------------------------------------------------------------
 
@@ -299,6 +332,7 @@ class Ingest:
             "rank": self.rank,
             "world_size": self.world,
             "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
+            "abandoned": sorted(self.abandoned),
             "marked": self.marked,
             "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
             "counters": {k: int(v) for k, v in self.telemetry().items()},
@@ -323,6 +357,7 @@ class Ingest:
             setattr(self, key, int(counters.get(key, 0)))
         self.rejected.update({r: int(counters.get(f"rejected_{r}", 0)) for r in REJECT_REASONS})
         self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
+        self.abandoned = {int(s) for s in state.get("abandoned", [])}
         self.simulations_finished = len(self.finished_ids)
         behind = int(state["marked"]) - buffer_put
         if behind > len(self.recent) or behind < 0:

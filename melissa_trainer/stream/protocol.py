@@ -15,6 +15,8 @@ Message kinds:
   array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
   small messages) or come as a second frame (received without a copy, for large ones).
 * BYE (one per client rank, after its data): how many time steps it sent.
+* ABANDON (from the launcher, to every receiver): a simulation will send nothing more
+  and must not be waited for (it failed for good); what it sent stays.
 
 `decode` validates everything that can be checked from one message (magic, version,
 kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
@@ -34,8 +36,8 @@ import numpy as np
 MAGIC = b"MTRN"
 VERSION = 1
 
-HELLO, DATA, BYE = 1, 2, 3
-KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE"}
+HELLO, DATA, BYE, ABANDON = 1, 2, 3, 4
+KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON"}
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -129,7 +131,12 @@ class Bye:
     steps_sent: int
 
 
-Message = Hello | Data | Bye
+@dataclass(frozen=True)
+class Abandon:
+    simulation_id: int
+
+
+Message = Hello | Data | Bye | Abandon
 
 
 # -- encoding -------------------------------------------------------------------------
@@ -194,6 +201,10 @@ def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_se
     )
 
 
+def encode_abandon(simulation_id: int) -> bytes:
+    return PREFIX.pack(MAGIC, VERSION, ABANDON, 0, simulation_id)
+
+
 # -- decoding -------------------------------------------------------------------------
 
 
@@ -236,6 +247,10 @@ def decode(
         rank, count, steps = BYE_FIXED.unpack_from(frame, PREFIX.size)
         _check_rank(rank, count)
         return Bye(sim, rank, count, steps)
+    if kind == ABANDON:
+        if size != PREFIX.size:
+            raise ProtocolError("bad_size", f"ABANDON of {size} bytes")
+        return Abandon(sim)
     raise ProtocolError("bad_kind", f"unknown message kind {kind}")
 
 

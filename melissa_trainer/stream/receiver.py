@@ -58,7 +58,15 @@ from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest import STATE_VERSION, Ingest, InlineDecoder, telemetry_keys
-from melissa_trainer.stream.protocol import DATA, FLAG_INLINE, Bye, Data, Hello, ProtocolError
+from melissa_trainer.stream.protocol import (
+    DATA,
+    FLAG_INLINE,
+    Abandon,
+    Bye,
+    Data,
+    Hello,
+    ProtocolError,
+)
 
 __all__ = ["DEFAULT_BIND", "Receiver", "telemetry_keys"]
 
@@ -252,6 +260,10 @@ class Receiver:
         """Cumulative counters, always the keys of `telemetry_keys()`."""
         return self.ingest.telemetry()
 
+    def activity(self) -> dict[int, int]:
+        """Simulation id -> DATA messages received so far: the launcher's heartbeat."""
+        return self.ingest.activity()
+
     # -- checkpoint ----------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:
@@ -340,9 +352,11 @@ class Receiver:
                 on_data(msg, part is None)
             elif type(msg) is Hello:
                 ing.hello(msg)
-            else:
-                assert type(msg) is Bye
+            elif type(msg) is Bye:
                 ing.bye(msg)
+            else:
+                assert type(msg) is Abandon
+                ing.abandon(msg)
 
     def _put(self, sample: Sample) -> bool:
         """Put, blocking while the buffer is full (back-pressure) but still serving

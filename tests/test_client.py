@@ -49,14 +49,24 @@ class Receiver:
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.frames: list[int] = []  # frames per message received
         self.raw: list[list[bytes]] = []  # the frames' bytes
+        self.batched: list[p.Data] = []  # records of a BATCH not returned yet
+        self.batches = 0  # BATCH messages received
 
     def recv(self, timeout: float = 5.0) -> p.Message:
+        """The next message; a BATCH is returned as its records, one DATA per call."""
+        if self.batched:
+            return self.batched.pop(0)
         if not self.sock.poll(int(timeout * 1000)):
             raise AssertionError(f"nothing received within {timeout} s")
         frames = self.sock.recv_multipart(copy=False)
         self.frames.append(len(frames))
         self.raw.append([f.bytes for f in frames])
         msg = p.decode(frames[0].buffer, frames[1].buffer if len(frames) > 1 else None)
+        if isinstance(msg, p.Batch):
+            self.batches += 1
+            records = [msg.record(i) for i in range(msg.records)]
+            self.batched = [r._replace(payload=r.payload.copy()) for r in records]
+            return self.batched.pop(0)
         if isinstance(msg, p.Data):
             msg = msg._replace(payload=np.frombuffer(bytes(msg.payload), msg.dtype))
         return msg
@@ -127,7 +137,9 @@ def random_field(rng: np.random.Generator, shape: tuple[int, ...], dtype: str) -
 def test_fields_arrive_intact(receiver: Receiver) -> None:
     rng = np.random.default_rng(0)
     sent = {}
-    with Client(FIELDS, simulation_id=3, endpoints=receiver.endpoint, close_timeout=10) as c:
+    with Client(
+        FIELDS, simulation_id=3, endpoints=receiver.endpoint, close_timeout=10, batch_bytes=0
+    ) as c:  # one DATA per field and step: the framing is what this test checks
         for step in (0, 1, 7):
             sent[step] = {n: random_field(rng, *decl) for n, decl in FIELDS.items()}
             c.send(step, **sent[step])
@@ -332,7 +344,8 @@ def test_routing_to_two_receivers(zctx: zmq.Context) -> None:
         messages = rec.until_bye()
         assert isinstance(messages[0], p.Hello) and messages[-1] == p.Bye(4, 0, 1, 7)
         steps = [(m.time_step, m.name) for m in messages[1:-1]]  # type: ignore[union-attr]
-        assert steps == [(t, n) for t in range(rank, 7, 2) for n in ("u", "v")]
+        # small "v" is batched: it may come after later "u"s
+        assert sorted(steps) == [(t, n) for t in range(rank, 7, 2) for n in ("u", "v")]
 
 
 # -- validation -----------------------------------------------------------------------
@@ -676,6 +689,7 @@ def test_client_output_is_the_specification_example(receiver: Receiver) -> None:
         endpoints=receiver.endpoint,
         comm=FakeComm(),
         close_timeout=10,
+        batch_bytes=0,  # the examples are DATA messages
     ) as c:
         for step in range(10):
             c.send(step, u=np.array([-0.5, 0.25], np.float32) + np.float32(step != 3))
@@ -706,3 +720,71 @@ def test_step_set_is_small_for_regular_steps() -> None:
     for step in range(0, 1_000_000, 10):
         counter.add(step)
     assert counter.count == 100_000 and counter.runs == [[0, 999_990, 10]]
+
+
+# -- batching of small payloads ---------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_fast_small_sends_are_batched_and_arrive_once(receiver: Receiver) -> None:
+    n = 2000
+    with Client(
+        {"u": ((64,), "f4"), "w": ((3,), "i8")},
+        simulation_id=9,
+        endpoints=receiver.endpoint,
+        close_timeout=10,
+        batch_bytes=4096,
+    ) as c:
+        for t in range(n):
+            c.send(t, u=np.full(64, t, np.float32), w=np.array([t, -t, 7], np.int64))
+    messages = receiver.until_bye()
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert sorted((m.time_step, m.name) for m in data) == [
+        (t, name) for t in range(n) for name in ("u", "w")
+    ]
+    for m in data:
+        want = [m.time_step] * 64 if m.name == "u" else [m.time_step, -m.time_step, 7]
+        assert m.payload.tolist() == want
+    assert messages[-1] == p.Bye(9, 0, 1, n)
+    assert receiver.batches >= n * (64 * 4 + 8) // 4096  # what fills batches of 4 KB
+    assert len(receiver.frames) < n // 10  # far fewer messages than payloads
+
+
+@pytest.mark.timeout(30)
+def test_a_batch_left_by_a_pause_is_sent_by_the_flusher(receiver: Receiver) -> None:
+    with Client(
+        GOOD, simulation_id=2, endpoints=receiver.endpoint, close_timeout=10, batch_delay=0.05
+    ) as c:
+        for t in range(3):  # the first goes at once, the next two wait in a batch
+            c.send(t, u=np.full((2, 3), t, np.float32))
+        got = [receiver.recv(timeout=10) for _ in range(4)]  # no send, no close: the flusher
+        assert [type(m) for m in got] == [p.Hello, p.Data, p.Data, p.Data]
+        assert [m.time_step for m in got[1:]] == [0, 1, 2]  # type: ignore[union-attr]
+        assert receiver.batches == 1
+    assert receiver.recv() == p.Bye(2, 0, 1, 3)
+
+
+@pytest.mark.timeout(30)
+def test_sends_further_apart_than_the_delay_are_not_batched(receiver: Receiver) -> None:
+    with Client(
+        GOOD, simulation_id=2, endpoints=receiver.endpoint, close_timeout=10, batch_delay=0.01
+    ) as c:
+        for t in range(4):
+            c.send(t, u=np.zeros((2, 3), np.float32))
+            time.sleep(0.03)
+    assert len(receiver.until_bye()) == 6 and receiver.batches == 0
+
+
+def test_batch_options_are_checked() -> None:
+    with pytest.raises(ValueError, match="batch_bytes"):
+        Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", batch_bytes=-1)
+    with pytest.raises(ValueError, match="batch_bytes"):
+        Client(
+            GOOD,
+            simulation_id=1,
+            endpoints="tcp://127.0.0.1:1",
+            batch_bytes=10,
+            max_message_bytes=8,
+        )
+    with pytest.raises(ValueError, match="batch_delay"):
+        Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", batch_delay=0)

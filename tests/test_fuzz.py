@@ -52,7 +52,9 @@ from melissa_trainer.client import Client
 
 endpoint, sim, steps, delay = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 fields = {"u": ((4, 4), "<f4"), "w": ((10000,), "<f8")}
-with Client(fields, parameters={"a": 0.5}, simulation_id=sim, endpoints=[endpoint]) as c:
+# batch_bytes=0: one message per field and step, so the receiver's message count is exact
+with Client(fields, parameters={"a": 0.5}, simulation_id=sim, endpoints=[endpoint],
+            batch_bytes=0) as c:
     for t in range(steps):
         rng = np.random.default_rng([sim, t])
         c.send(t, u=rng.standard_normal((4, 4)).astype("<f4"),
@@ -129,13 +131,22 @@ class Oracle:
             return None  # the valid client's or another fuzz socket's: timing-dependent
         ing = self.ingest
         before = dict(ing.rejected)
+        accepted = (ing.samples_put, ing.duplicates, len(ing.pending))
         if isinstance(msg, P.Data):
             ing.data(msg, part is None)
+        elif isinstance(msg, P.Batch):
+            ing.batch(msg)
         elif isinstance(msg, P.Hello):
             ing.hello(msg)
-        else:
+        elif isinstance(msg, P.Bye):
             ing.bye(msg)
+        else:
+            return None  # an ABANDON is accepted
         diff = [r for r, n in ing.rejected.items() if n != before[r]]
+        mixed = accepted != (ing.samples_put, ing.duplicates, len(ing.pending))
+        if mixed or sum(ing.rejected[r] - before[r] for r in diff) > 1:
+            self._reset()
+            return None  # a batch with accepted records or several rejected: not sent
         if diff:
             return diff[0]
         self._reset()  # accepted (or a duplicate): forget it, it is not sent
@@ -176,7 +187,7 @@ def candidate(rng: np.random.Generator, own: int) -> list[bytes]:
     """One mutated multipart message (not yet classified)."""
     sim = own if rng.random() < 0.6 else int(rng.integers(200, 1 << 40))
     t = int(rng.integers(0, 1000))
-    kind = int(rng.integers(16))
+    kind = int(rng.integers(17))
     if kind == 0:  # truncated at a random point (DATA, HELLO or BYE)
         base = [
             _data(sim, t)[0],
@@ -267,8 +278,22 @@ def candidate(rng: np.random.Generator, own: int) -> list[bytes]:
             + P.HELLO_FIXED.pack(0, 1, claimed)
             + body
         ]
-    # kind == 15: time step beyond max_time_step
-    return _data(sim, MAX_TIME_STEP + int(rng.integers(0, 1 << 40)))
+    if kind == 15:  # time step beyond max_time_step
+        return _data(sim, MAX_TIME_STEP + int(rng.integers(0, 1 << 40)))
+    # kind == 16: BATCH with a wrong record count or length, or one bad record
+    records = int(rng.integers(0, 4))
+    steps = [int(rng.integers(0, 1000)) for _ in range(records)]
+    which = int(rng.integers(4))
+    if which == 0 and records:  # a record beyond max_time_step
+        steps[int(rng.integers(records))] = MAX_TIME_STEP + int(rng.integers(0, 1 << 40))
+    claimed = records if which != 1 else records + int(rng.integers(1, 3))
+    head = P.encode_batch_header(sim, claimed, 0, 1, b"v", 1, (3,), 0, 3)
+    body = b"".join(t.to_bytes(8, "little") + bytes(12) for t in steps)
+    if which == 2:
+        body += bytes(int(rng.integers(1, 20)))  # trailing bytes
+    if which == 3:
+        head = P.encode_batch_header(sim, claimed, 0, 1, b"v", 1, (3,), 0, 2)  # part of v
+    return [head + body]
 
 
 def fuzz_messages(

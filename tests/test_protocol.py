@@ -176,7 +176,7 @@ def test_prefix_rejections() -> None:
     assert reason_of(b"XTRN" + frame[4:]) == "bad_magic"
     assert reason_of(frame[:4] + bytes([2]) + frame[5:]) == "bad_version"
     assert reason_of(frame[:4] + bytes([0]) + frame[5:]) == "bad_version"
-    for kind in (0, 5, 255):
+    for kind in (0, 6, 255):
         assert reason_of(frame[:5] + bytes([kind]) + frame[6:]) == "bad_kind"
     bye = p.encode_bye(1, 0, 1, 1)
     assert reason_of(bye[:5] + bytes([9]) + bye[6:]) == "bad_kind"

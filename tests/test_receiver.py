@@ -719,3 +719,125 @@ def test_activity_counts_data_messages_per_simulation_duplicates_included() -> N
             send(s, data(5, t, U, value(5, t, U)))
         wait_for(lambda: tel(rec, "messages") == 4)
         assert rec.activity() == {5: 3}
+
+
+# -- BATCH messages ---------------------------------------------------------------------------
+
+
+def batch(
+    sim: int,
+    steps: list[int],
+    spec: P.FieldSpec,
+    start: int = 0,
+    end: int | None = None,
+    records: int | None = None,
+    rank: int = 0,
+    count: int = 1,
+) -> list[bytes]:
+    """One BATCH frame: `steps` of field `spec` (elements [start, end)) from `rank`."""
+    size = int(np.prod(spec.shape))
+    end = size if end is None else end
+    head = P.encode_batch_header(
+        sim,
+        len(steps) if records is None else records,
+        rank,
+        count,
+        spec.name.encode(),
+        P.dtype_code(spec.dtype),
+        spec.shape,
+        start,
+        end - start,
+    )
+    index = 1 if spec.name == "v" else 0  # as check_stream numbers the fields
+    body = b"".join(
+        t.to_bytes(8, "little") + value(sim, t, spec, index).reshape(-1)[start:end].tobytes()
+        for t in steps
+    )
+    return [head + body]
+
+
+@pytest.mark.timeout(30)
+def test_batches_of_whole_fields_become_samples_exactly_once() -> None:
+    buf = FIFOBuffer(100)
+    with running(buf, expected_simulations=1) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U], {"a": 2.0})])
+        send(s, batch(1, list(range(10)), U))
+        send(s, batch(1, list(range(5, 15)), U))  # a restart re-sends 5..9
+        send(s, [P.encode_bye(1, 0, 1, 15)])
+        samples = drain(buf)
+    check_stream(samples, {1: (range(15), [U], {"a": 2.0})})
+    assert tel(rec, "duplicates") == 5 and tel(rec, "samples_put") == 15
+    assert tel(rec, "messages") == 4 and tel(rec, "rejected") == 0
+    for s_ in samples:  # each sample owns its memory: aligned, writable, not a view
+        assert s_["u"].flags.owndata or s_["u"].base.flags.owndata
+        assert s_["u"].flags.writeable and s_["u"].flags.aligned
+        assert s_["u"].base is None or s_["u"].base.nbytes == s_["u"].nbytes
+
+
+@pytest.mark.timeout(30)
+def test_batches_that_need_assembly_or_checks_go_record_by_record() -> None:
+    V = P.FieldSpec("v", np.dtype("<i8"), (5,))
+    buf = FIFOBuffer(100)
+    with (
+        running(buf, expected_simulations=2, max_time_step=100) as rec,
+        pushes(rec.endpoint) as (s,),
+    ):
+        send(s, [P.encode_hello(1, 0, 1, [U, V])])  # two fields: assembled
+        send(s, batch(1, [0, 1, 2], U))
+        send(s, batch(1, [2, 1, 0], V))
+        send(s, [P.encode_bye(1, 0, 1, 3)])
+        send(s, [P.encode_hello(2, 0, 2, [U])])  # two client ranks, a part each
+        send(s, batch(2, [0, 1], U, 0, 5, count=2))
+        send(s, batch(2, [1, 0, 0], U, 5, 12, rank=1, count=2))  # step 0 twice
+        send(s, batch(2, [3, 100], U, 0, 5, count=2))  # 100 >= max_time_step: that one only
+        send(s, batch(2, [3], U, 5, 12, rank=1, count=2))
+        send(s, batch(2, [4], U, 0, 12, rank=1, count=2, records=2))  # claims 2 records
+        send(s, [P.encode_bye(2, 0, 2, 3)])
+        send(s, [P.encode_bye(2, 1, 2, 3)])
+        samples = drain(buf)
+    check_stream(samples, {1: (range(3), [U, V], {}), 2: ([0, 1, 3], [U], {})})
+    assert tel(rec, "rejected_bad_step") == 1 and tel(rec, "rejected_bad_size") == 1
+    assert tel(rec, "duplicates") == 1 and tel(rec, "rejected") == 2
+
+
+@pytest.mark.timeout(30)
+def test_two_receivers_take_their_steps_of_a_batch_and_reject_the_others() -> None:
+    bufs = [FIFOBuffer(100), FIFOBuffer(100)]
+    recs = [Receiver(b, r, 2, expected_simulations=1) for r, b in enumerate(bufs)]
+    for r in recs:
+        r.start()
+    try:
+        with pushes(recs[0].endpoint) as (s0,), pushes(recs[1].endpoint) as (s1,):
+            for sock in (s0, s1):
+                send(sock, [P.encode_hello(1, 0, 1, [U])])
+            send(s0, batch(1, [0, 2, 4], U))
+            send(s1, batch(1, [1, 3, 4], U))  # 4 belongs to receiver 0
+            for sock in (s0, s1):
+                send(sock, [P.encode_bye(1, 0, 1, 5)])
+            got = [drain(b) for b in bufs]
+        assert sorted(int(x["time_step"]) for x in got[0]) == [0, 2, 4]
+        assert sorted(int(x["time_step"]) for x in got[1]) == [1, 3]
+        assert tel(recs[1], "rejected_wrong_receiver") == 1
+    finally:
+        for r in recs:
+            r.stop()
+
+
+def test_batch_framing_is_validated() -> None:
+    frame = batch(1, [3, 4], U)[0]
+    msg = P.decode(frame)
+    assert isinstance(msg, P.Batch) and msg.records == 2 and msg.steps.tolist() == [3, 4]
+    assert msg.payloads.shape == (2, 12)
+    assert msg.record(1).time_step == 4
+    for bad, reason in (
+        (frame[:-1], "bad_size"),
+        (frame + b"\0", "bad_size"),
+        (batch(1, [], U)[0], "bad_size"),
+        (batch(1, [1], U, records=0)[0], "bad_size"),
+    ):
+        with pytest.raises(P.ProtocolError) as err:
+            P.decode(bad)
+        assert err.value.reason == reason
+    with pytest.raises(P.ProtocolError) as err:
+        P.decode(frame, b"extra")
+    assert err.value.reason == "unexpected_frame"

@@ -30,7 +30,16 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
-from melissa_trainer.stream.protocol import DATA, FLAG_INLINE, Abandon, Bye, Data, Hello, Message
+from melissa_trainer.stream.protocol import (
+    DATA,
+    FLAG_INLINE,
+    Abandon,
+    Batch,
+    Bye,
+    Data,
+    Hello,
+    Message,
+)
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -189,6 +198,71 @@ class Ingest:
         self.recent.append((sid, t))
         self.marked += 1
         if self._put(arrays):
+            self.samples_put += 1
+        if len(sim.byes) >= sim.client_count:
+            self._check_finished(sim)
+        return None
+
+    def batch(self, msg: Batch) -> None:
+        """One BATCH: several time steps of one field part.
+
+        The usual batch (whole fields of a single-field simulation, steps all for this
+        receiver, none repeated within the batch, none in progress) is handled as
+        arrays: one vectorized dedup, then each new step becomes a sample whose field
+        is copied out of the frame (a sample owns its memory: a view would keep the
+        whole batch alive while any of its samples stays in the buffer). Any other
+        batch goes record by record through `data`, with the same checks and outcomes.
+        """
+        sid = msg.simulation_id
+        sim = self.sims.get(sid)
+        if sim is None:
+            return self.reject("no_hello", sid, f"BATCH of {msg.records} steps before HELLO")
+        layout = sim.layout.get(msg.name)
+        steps = msg.steps.astype(np.int64)  # >= 2**63 wraps negative: caught below
+        w = self.world
+        local = steps if w == 1 else steps // w
+        fast = (
+            sim.single
+            and layout is not None
+            and msg.client_count == sim.client_count
+            and layout[0] == msg.dtype
+            and layout[1] == msg.shape
+            and msg.elements == layout[2]
+            and int(steps.min()) >= 0
+            and int(steps.max()) < self._max_time_step
+            and (w == 1 or not np.any(steps % w != self.rank))
+            and not (self.pending and any((sid, t) in self.pending for t in steps.tolist()))
+            and np.unique(steps).size == steps.size
+        )
+        if not fast:
+            for i in range(msg.records):
+                self.data(msg.record(i), True)
+            return None
+        sim.messages += 1
+        done = np.frombuffer(sim.done, np.uint8)
+        byte = local >> 3
+        seen = np.zeros(steps.size, bool)
+        known = byte < done.size
+        seen[known] = (done[byte[known]] >> (local[known] & 7)) & 1 == 1
+        self.duplicates += int(seen.sum())
+        name, shape, payloads = msg.name, msg.shape, msg.payloads
+        reshape = len(shape) != 1
+        steps_list, local_list = steps.tolist(), local.tolist()
+        del done  # sim.mark() may resize the bytearray: no export may be alive
+        for i in np.flatnonzero(~seen).tolist():
+            field = payloads[i].copy()
+            t = steps_list[i]
+            sim.mark(local_list[i])
+            self.recent.append((sid, t))
+            self.marked += 1
+            sample = {
+                name: field.reshape(shape) if reshape else field,
+                "simulation_id": sim.id_array.copy(),
+                "time_step": np.array(t, np.int64),
+                "parameters": sim.param_array.copy(),
+            }
+            if not self._put(sample):
+                break
             self.samples_put += 1
         if len(sim.byes) >= sim.client_count:
             self._check_finished(sim)

@@ -15,6 +15,10 @@ Message kinds:
   array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
   small messages) or come as a second frame (received without a copy, for large ones).
 * BYE (one per client rank, after its data): how many time steps it sent.
+* BATCH (one frame): several time steps of one field of one client rank, each an
+  8-byte time step followed by the payload; what DATA carries, with the header paid
+  once. The client coalesces small messages into batches (a receiver then handles a
+  batch of whole single-field samples as arrays, not message by message).
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -36,8 +40,8 @@ import numpy as np
 MAGIC = b"MTRN"
 VERSION = 1
 
-HELLO, DATA, BYE, ABANDON = 1, 2, 3, 4
-KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON"}
+HELLO, DATA, BYE, ABANDON, BATCH = 1, 2, 3, 4, 5
+KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATCH: "BATCH"}
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -123,6 +127,38 @@ class Data(NamedTuple):
     payload: Any  # a buffer of elements * itemsize bytes (a view of the frame: no copy)
 
 
+class Batch(NamedTuple):
+    """One BATCH message: `records` time steps of one field part of one client rank."""
+
+    simulation_id: int
+    records: int
+    client_rank: int
+    client_count: int
+    name: str
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    offset: int
+    elements: int
+    steps: np.ndarray  # (records,) little-endian u64, a strided view of the frame
+    payloads: np.ndarray  # (records, elements) of `dtype`, a strided view of the frame
+
+    def record(self, i: int) -> Data:
+        """Record `i` as the DATA message it stands for (the slow, general path)."""
+        payload = self.payloads[i]
+        return Data(
+            self.simulation_id,
+            int(self.steps[i]),
+            self.client_rank,
+            self.client_count,
+            self.name,
+            self.dtype,
+            self.shape,
+            self.offset,
+            self.elements,
+            payload,
+        )
+
+
 @dataclass(frozen=True)
 class Bye:
     simulation_id: int
@@ -136,7 +172,7 @@ class Abandon:
     simulation_id: int
 
 
-Message = Hello | Data | Bye | Abandon
+Message = Hello | Data | Batch | Bye | Abandon
 
 
 # -- encoding -------------------------------------------------------------------------
@@ -195,6 +231,34 @@ def encode_data_header(
     )
 
 
+def encode_batch_header(
+    simulation_id: int,
+    records: int,
+    client_rank: int,
+    client_count: int,
+    name: bytes,
+    dtype_code: int,
+    shape: tuple[int, ...],
+    offset: int,
+    count: int,
+) -> bytes:
+    """The BATCH header (the DATA header with kind 5 and `records` in place of the
+    time step); `records` x (u64 time step + payload) follow it."""
+    header = encode_data_header(
+        simulation_id,
+        records,
+        client_rank,
+        client_count,
+        name,
+        dtype_code,
+        shape,
+        offset,
+        count,
+        False,
+    )
+    return header[:5] + bytes([BATCH]) + header[6:]
+
+
 def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_sent: int) -> bytes:
     return PREFIX.pack(MAGIC, VERSION, BYE, 0, simulation_id) + BYE_FIXED.pack(
         client_rank, client_count, steps_sent
@@ -224,8 +288,13 @@ def decode(
     size = len(frame)
     if size >= DATA_HEADER_BYTES:  # the hot path: DATA, prefix and fixed part at once
         head = _DATA_HEAD.unpack_from(frame)
-        if head[0] == MAGIC and head[1] == VERSION and head[2] == DATA:
-            return _decode_data(frame, size, head, payload, max_message_bytes)
+        if head[0] == MAGIC and head[1] == VERSION:
+            if head[2] == DATA:
+                return _decode_data(frame, size, head, payload, max_message_bytes)
+            if head[2] == BATCH:
+                if payload is not None:
+                    raise ProtocolError("unexpected_frame", "BATCH has one frame")
+                return _decode_batch(frame, size, head, max_message_bytes)
     if size < PREFIX.size:
         raise ProtocolError(
             "truncated", f"{size} bytes, shorter than the {PREFIX.size}-byte prefix"
@@ -235,8 +304,8 @@ def decode(
         raise ProtocolError("bad_magic", f"magic {bytes(magic)!r} is not {MAGIC!r}")
     if version != VERSION:
         raise ProtocolError("bad_version", f"version {version}, this receiver speaks {VERSION}")
-    if kind == DATA:
-        raise ProtocolError("truncated", f"DATA header of {size} bytes")
+    if kind in (DATA, BATCH):
+        raise ProtocolError("truncated", f"{KIND_NAMES[kind]} header of {size} bytes")
     if payload is not None:
         raise ProtocolError("unexpected_frame", f"{KIND_NAMES.get(kind, kind)} has one frame")
     if kind == HELLO:
@@ -263,7 +332,47 @@ _NAMES: dict[bytes, str] = {}  # decoded field names (a client sends few names, 
 
 
 def _decode_data(frame: Any, size: int, head: tuple, payload: Any, max_bytes: int) -> Data:
-    _, _, _, flags, sim, step, rank, ranks, code, ndim, name_len, _, offset, count = head
+    flags, sim, step, rank, ranks = head[3:8]
+    offset, count = head[12:14]
+    name, dtype, shape, header_end = _data_header(frame, size, head, max_bytes)
+    nbytes = count * dtype.itemsize
+    if flags & FLAG_INLINE:
+        if payload is not None:
+            raise ProtocolError("unexpected_frame", "INLINE DATA with a second frame")
+        if size - header_end != nbytes:
+            raise ProtocolError("bad_size", f"{size - header_end} payload bytes, expected {nbytes}")
+        body: Any = memoryview(frame)[header_end:]
+    else:
+        if size != header_end:
+            raise ProtocolError("bad_size", "bytes after a DATA header without INLINE")
+        if payload is None:
+            raise ProtocolError("missing_frame", "DATA without INLINE needs a payload frame")
+        if len(payload) != nbytes:
+            raise ProtocolError("bad_size", f"{len(payload)} payload bytes, expected {nbytes}")
+        body = payload
+    return Data(sim, step, rank, ranks, name, dtype, shape, offset, count, body)
+
+
+def _decode_batch(frame: Any, size: int, head: tuple, max_bytes: int) -> Batch:
+    sim, records, rank, ranks = head[4:8]
+    offset, count = head[12:14]
+    name, dtype, shape, header_end = _data_header(frame, size, head, max_bytes)
+    stride = 8 + count * dtype.itemsize
+    if records == 0 or size - header_end != records * stride:
+        raise ProtocolError(
+            "bad_size", f"BATCH of {records} records of {stride} bytes in {size - header_end}"
+        )
+    steps = np.ndarray((records,), "<u8", frame, header_end, (stride,))
+    payloads = np.ndarray((records, count), dtype, frame, header_end + 8, (stride, dtype.itemsize))
+    return Batch(sim, records, rank, ranks, name, dtype, shape, offset, count, steps, payloads)
+
+
+def _data_header(
+    frame: Any, size: int, head: tuple, max_bytes: int
+) -> tuple[str, np.dtype, tuple[int, ...], int]:
+    """Validate the part of a DATA or BATCH header after the time step / record count;
+    return the field name, dtype, global shape and the header's length."""
+    rank, ranks, code, ndim, name_len, _, offset, count = head[6:]
     if ranks < 1 or rank >= ranks:
         raise ProtocolError("bad_rank", f"client rank {rank} of {ranks}")
     dtype = DTYPES.get(code)
@@ -294,22 +403,7 @@ def _decode_data(frame: Any, size: int, head: tuple, payload: Any, max_bytes: in
             raise ProtocolError("bad_name", "field name is not UTF-8") from None
         if len(_NAMES) < 4096:  # bounded: garbage names must not grow it forever
             _NAMES[raw_name] = name
-    nbytes = count * dtype.itemsize
-    if flags & FLAG_INLINE:
-        if payload is not None:
-            raise ProtocolError("unexpected_frame", "INLINE DATA with a second frame")
-        if size - header_end != nbytes:
-            raise ProtocolError("bad_size", f"{size - header_end} payload bytes, expected {nbytes}")
-        body: Any = memoryview(frame)[header_end:]
-    else:
-        if size != header_end:
-            raise ProtocolError("bad_size", "bytes after a DATA header without INLINE")
-        if payload is None:
-            raise ProtocolError("missing_frame", "DATA without INLINE needs a payload frame")
-        if len(payload) != nbytes:
-            raise ProtocolError("bad_size", f"{len(payload)} payload bytes, expected {nbytes}")
-        body = payload
-    return Data(sim, step, rank, ranks, name, dtype, shape, offset, count, body)
+    return name, dtype, shape, header_end
 
 
 def _decode_hello(frame: Any, size: int, sim: int) -> Hello:

@@ -62,6 +62,7 @@ from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,
     Abandon,
+    Batch,
     Bye,
     Data,
     Hello,
@@ -350,6 +351,8 @@ class Receiver:
                 continue
             if type(msg) is Data:
                 on_data(msg, part is None)
+            elif type(msg) is Batch:
+                ing.batch(msg)
             elif type(msg) is Hello:
                 ing.hello(msg)
             elif type(msg) is Bye:

@@ -394,7 +394,7 @@ class Client:
         outbox = None if now - self._last_send >= self._batch_delay else self._outbox
         self._last_send = now
         trackers = []
-        if not self._lock.acquire(timeout=-1 if deadline is None else self._send_timeout):
+        if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
         try:
             for f, arr in prepared:
@@ -432,7 +432,7 @@ class Client:
         if self._outbox is None:
             return
         deadline = self._deadline(self._send_timeout)
-        if not self._lock.acquire(timeout=-1 if deadline is None else self._send_timeout):
+        if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(None)
         try:
             self._outbox.flush(deadline)

@@ -33,6 +33,10 @@ class SourceError(RuntimeError):
 class Source(ABC):
     """Fills one rank's buffer. Methods are called from the training thread."""
 
+    def configure(self, output_dir: str) -> None:  # noqa: B027 - optional, no-op
+        """Called once by the trainer, before anything else, with its `output_dir`
+        (where a source may put files: rendezvous, logs). No-op by default."""
+
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         """Begin filling `buffer` in the background (returns at once).

@@ -119,6 +119,7 @@ class OnlineTrainer:
                 args.buffer,
             )
         self.source = as_source(train_source)
+        self.source.configure(args.output_dir)
         self.dataset = StreamDataset(
             self.buffer, args.batch_size, process_sample, collate_fn, source=self.source
         )

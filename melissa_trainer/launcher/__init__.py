@@ -1,0 +1,86 @@
+"""The ensemble launcher: parameter samplers, job backends, and the `Launcher` that runs a
+study's simulations next to the trainer (see `launcher.launcher` for the policy).
+
+Names are imported on first use (PEP 562): a simulation that imports
+`melissa_trainer.launcher.worker` loads only the standard library and pyzmq.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
+    from melissa_trainer.launcher.backends import make_backend
+    from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+    from melissa_trainer.launcher.backends.local import LocalBackend
+    from melissa_trainer.launcher.launcher import Launcher, LauncherError
+    from melissa_trainer.launcher.samplers import (
+        CallableSampler,
+        HaltonSampler,
+        LatinHypercubeSampler,
+        ListSampler,
+        Sampler,
+        SamplerExhausted,
+        SobolSampler,
+        UniformSampler,
+        make_sampler,
+    )
+
+__all__ = [
+    "Backend",
+    "CallableSampler",
+    "HaltonSampler",
+    "Handle",
+    "Job",
+    "LatinHypercubeSampler",
+    "LaunchError",
+    "Launcher",
+    "LauncherError",
+    "ListSampler",
+    "LocalBackend",
+    "Sampler",
+    "SamplerExhausted",
+    "SobolSampler",
+    "UniformSampler",
+    "make_backend",
+    "make_sampler",
+]
+
+_WHERE = {
+    "make_backend": "backends",
+    "Backend": "backends.base",
+    "Handle": "backends.base",
+    "Job": "backends.base",
+    "LaunchError": "backends.base",
+    "LocalBackend": "backends.local",
+    "Launcher": "launcher",
+    "LauncherError": "launcher",
+    **dict.fromkeys(
+        [
+            "CallableSampler",
+            "HaltonSampler",
+            "LatinHypercubeSampler",
+            "ListSampler",
+            "Sampler",
+            "SamplerExhausted",
+            "SobolSampler",
+            "UniformSampler",
+            "make_sampler",
+        ],
+        "samplers",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,0 +1,105 @@
+"""What a launcher backend is: start a job, poll it, kill it.
+
+A *job* is one process tree that runs simulations: one simulation (the usual case), or
+a long-lived worker that asks the launcher for one set of parameters after another.
+The launcher decides *when* (how many at once, restarts, timeouts, redraws); a backend
+only knows *how* (a local process, an ``mpiexec`` job, a Slurm step or batch job).
+
+Contract for every backend:
+
+* `launch` returns at once (it never waits for the job to finish) and raises
+  `LaunchError` if the job could not be started at all.
+* `poll` never blocks for long: it returns None while the job runs and its exit code
+  once it has ended (0: success; anything else, including death by a signal or a
+  cancelled batch job, is a failure).
+* `kill` ends the whole process tree of the job (the job's own children included),
+  asks politely first (SIGTERM, ``scancel``), waits up to ``grace`` seconds, then
+  forces; it is idempotent and safe on a job that already ended.
+* `close` kills every job still running; after it, no process started by this
+  backend is left. It is idempotent.
+
+Backends are used from one thread (the launcher's).
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class LaunchError(RuntimeError):
+    """A job could not be started (bad command, missing executable, submission refused)."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job to start.
+
+    Attributes:
+        name: unique within a study (e.g. ``sim-12`` or ``sim-12-r1`` for a restart);
+            used for log file names and Slurm job names.
+        argv: the command, already formatted (no shell): for an MPI backend, the
+            command of one rank (the backend prepends ``mpiexec -n N`` / ``srun``).
+        env: variables to add to the launcher's environment (the simulation id,
+            parameters, rendezvous directory...).
+        cwd: working directory (None: the launcher's).
+        log_path: stdout and stderr of the job go to this file (created with its
+            parents); None: inherited.
+        ranks: MPI ranks of the job (1 for a serial simulation).
+    """
+
+    name: str
+    argv: Sequence[str]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | os.PathLike[str] | None = None
+    log_path: str | os.PathLike[str] | None = None
+    ranks: int = 1
+
+    def full_env(self) -> dict[str, str]:
+        """The launcher's environment with `env` on top."""
+        return {**os.environ, **{str(k): str(v) for k, v in self.env.items()}}
+
+    def open_log(self) -> Any:
+        """Open `log_path` for appending (a restart appends to the same file), or None."""
+        if self.log_path is None:
+            return None
+        path = Path(self.log_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "ab")  # noqa: SIM115 - handed to the child, closed by the backend
+
+
+class Handle(ABC):
+    """A started job, as a backend tracks it (opaque to the launcher)."""
+
+    job: Job
+
+
+class Backend(ABC):
+    """Starts, polls and kills jobs (see the module docstring for the contract)."""
+
+    #: short name used in configuration and logs ("local", "mpiexec", "slurm")
+    name: str = ""
+
+    @abstractmethod
+    def launch(self, job: Job) -> Handle:
+        """Start `job`; return at once."""
+
+    @abstractmethod
+    def poll(self, handle: Handle) -> int | None:
+        """None while the job runs, else its exit code."""
+
+    @abstractmethod
+    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+        """End the job's whole process tree (polite, then forced after `grace` s)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Kill every job still running; idempotent."""
+
+    def describe(self, handle: Handle) -> str:
+        """A short human-readable id of the job for logs (pid, Slurm job id...)."""
+        return handle.job.name

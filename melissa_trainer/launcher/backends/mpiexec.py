@@ -1,0 +1,181 @@
+"""MPI jobs on this machine (or the hosts ``mpiexec`` is told about): each job is
+``mpiexec -n RANKS [extra_args] ARGV``.
+
+The ``mpiexec`` process is run by a `LocalBackend` (composition: the process handling
+is the local backend's, unchanged): it runs in a new session, `kill` sends SIGTERM to
+its process group, then SIGKILL after the grace period, and on Linux mpiexec gets
+PR_SET_PDEATHSIG=SIGTERM. MPI launchers forward SIGTERM to the ranks and end them
+when they exit. They also put their proxies and ranks in sessions of their own
+(hydra does), out of reach of a process-group signal, so `kill` additionally
+SIGKILLs whatever was still below mpiexec in the process tree when the kill began
+(read from /proc on Linux): a rank that ignores SIGTERM, under an mpiexec that had to
+be SIGKILLed, does not survive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.local import LocalBackend, LocalHandle
+
+__all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
+
+
+def mpiexec_command(
+    mpiexec: str, ranks: int, argv: Sequence[str], extra_args: Sequence[str] = ()
+) -> list[str]:
+    """``[mpiexec, "-n", ranks, *extra_args, *argv]``; ValueError for ranks < 1 or an
+    empty command."""
+    if ranks < 1:
+        raise ValueError(f"ranks must be >= 1, got {ranks}")
+    if not argv:
+        raise ValueError("empty command")
+    return [mpiexec, "-n", str(ranks), *extra_args, *argv]
+
+
+@dataclass(eq=False)
+class MpiexecHandle(Handle):
+    """A job started by `MpiexecBackend`: the job as given, and the local handle of its
+    mpiexec process."""
+
+    job: Job
+    process: LocalHandle
+
+
+class MpiexecBackend(Backend):
+    """Jobs as ``mpiexec -n RANKS`` processes (see the module docstring).
+
+    Args:
+        mpiexec: the launcher program: a name looked up on PATH when the backend is
+            made (the ``mpich`` wheel installs hydra's ``mpiexec`` next to Python), or
+            a path.
+        extra_args: options inserted after ``-n RANKS``, e.g. ``["-bind-to", "none"]``
+            or ``["-hosts", "node1,node2"]``.
+
+    Raises LaunchError at construction if `mpiexec` cannot be found (the message names
+    the fix). Used from one thread (Backend contract).
+    """
+
+    name = "mpiexec"
+
+    def __init__(self, mpiexec: str = "mpiexec", extra_args: Sequence[str] = ()) -> None:
+        if isinstance(extra_args, str | bytes):
+            raise TypeError(
+                f"extra_args must be a sequence of arguments, e.g. ['-bind-to', 'none'], "
+                f"not {extra_args!r}"
+            )
+        self.extra_args = tuple(str(arg) for arg in extra_args)
+        found = shutil.which(mpiexec) or _next_to_python(mpiexec)
+        if found is None:
+            raise LaunchError(
+                f"mpiexec={mpiexec!r} was not found on PATH: install an MPI "
+                "(`pip install mpich` puts mpiexec next to python), or pass the full path "
+                "as MpiexecBackend(mpiexec=...)"
+            )
+        self.mpiexec = found
+        self._local = LocalBackend()
+        self._running: list[MpiexecHandle] = []
+
+    def launch(self, job: Job) -> Handle:
+        """Start ``mpiexec -n job.ranks ...``; returns at once (LaunchError if it cannot
+        be started)."""
+        try:
+            argv = mpiexec_command(self.mpiexec, job.ranks, job.argv, self.extra_args)
+        except ValueError as exc:
+            raise LaunchError(f"job {job.name}: {exc}") from exc
+        # The local backend sees one process (mpiexec), which starts the ranks itself.
+        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
+        handle = MpiexecHandle(job=job, process=process)
+        self._running.append(handle)
+        return handle
+
+    def poll(self, handle: Handle) -> int | None:
+        """None while mpiexec runs, else its exit code (hydra: the largest of the ranks')."""
+        handle = self._own(handle)
+        code = self._local.poll(handle.process)
+        if code is not None and handle in self._running:
+            self._running.remove(handle)
+        return code
+
+    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+        """SIGTERM to mpiexec's process group, SIGKILL after `grace`; then SIGKILL to
+        what was below mpiexec when the kill began (ranks in sessions of their own)."""
+        process = self._own(handle).process
+        below = process_tree(process.pid) if process.process.poll() is None else []
+        self._local.kill(process, grace)
+        if handle in self._running:
+            self._running.remove(handle)
+        for pid, started in below:
+            if _start_time(pid) == started:  # still the same process, not a reused pid
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        """Kill every job still running (as `kill` does); idempotent."""
+        for handle in list(self._running):
+            self.kill(handle)
+        self._local.close()
+
+    def describe(self, handle: Handle) -> str:
+        process = self._own(handle).process
+        return f"{self._local.describe(process)} ({handle.job.ranks} ranks)"
+
+    @staticmethod
+    def _own(handle: Handle) -> MpiexecHandle:
+        if not isinstance(handle, MpiexecHandle):
+            raise TypeError(f"not an MpiexecBackend handle: {handle!r}")
+        return handle
+
+
+def _next_to_python(name: str) -> str | None:
+    """`name` in the directory of the running Python (a venv's bin, where the mpich wheel
+    puts mpiexec), for a trainer started without activating its venv."""
+    if os.sep in name:
+        return None
+    return shutil.which(name, path=str(Path(sys.executable).parent))
+
+
+def process_tree(root: int) -> list[tuple[int, str]]:
+    """(pid, start time) of every descendant of `root`, from /proc ([] without /proc)."""
+    children: dict[int, list[int]] = {}
+    starts: dict[int, str] = {}
+    try:
+        entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return []
+    for name in entries:
+        fields = _stat_fields(int(name))
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(int(name))
+            starts[int(name)] = fields[19]
+    out: list[tuple[int, str]] = []
+    todo = list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        out.append((pid, starts[pid]))
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    return text.rsplit(")", 1)[-1].split()  # the name may hold blanks and parentheses
+
+
+def _start_time(pid: int) -> str | None:
+    fields = _stat_fields(pid)
+    return None if fields is None else fields[19]

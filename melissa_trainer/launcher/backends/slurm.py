@@ -1,0 +1,441 @@
+"""The Slurm backend: each job an ``sbatch`` batch job, or an ``srun`` step of the
+current allocation.
+
+``mode="sbatch"`` (the trainer submits from a login node or from its own job): each job
+gets a batch script (see `slurm_script.batch_script`) in `script_dir`, submitted with
+``sbatch --parsable``. Liveness comes from ``squeue`` (one call for all jobs, at most
+every `poll_every` seconds; the launcher polls more often and gets the cached answer).
+The exit code comes, in this order, from the file the script writes when its command
+ends (the robust path: it needs no accounting database), from ``sacct`` (needs
+slurmdbd), from ``scontrol show job`` (while the controller remembers the job), and
+last from the final state alone (COMPLETED -> 0, anything else non-zero).
+`kill` sends SIGTERM to every process of a running job (``scancel --full
+--signal=TERM``, which leaves the job running so that its script still records the exit
+code; a queued job is just cancelled), waits up to `grace` seconds for it to end, then
+runs ``scancel --full --signal=KILL``. Slurm handles that as a cancellation: processes
+still alive get SIGKILL after the cluster's ``KillWait`` (30 s by default); `kill` waits
+up to FORCE_WAIT seconds for that, and a job still ending after it is reported by a
+later `poll` (it counts as running until then).
+
+Note that batch jobs belong to Slurm, not to the trainer: if the trainer is killed with
+SIGKILL, they run on (``close`` is what cancels them, and the launcher calls it on
+exit and on errors); ``scancel --name`` with the job names cleans up by hand.
+
+``mode="srun"`` (the trainer runs inside an allocation, ``salloc`` or a batch job):
+each job is ``srun --ntasks=N --exclusive --job-name=NAME ...`` run as a local process
+by `LocalBackend` (same process group, PDEATHSIG and kill semantics); after a kill the
+step is also ``scancel``-ed by name, in case the srun process was killed before it
+could end its tasks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from melissa_trainer.launcher.backends import slurm_script as ss
+from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.local import LocalBackend
+
+__all__ = ["SlurmBackend"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds a Slurm client command may take before it counts as failed (a busy or
+#: unreachable controller makes them retry for a while)
+COMMAND_TIMEOUT = 30.0
+#: seconds `kill`/`close` wait for a job to end after ``scancel --signal=KILL``
+FORCE_WAIT = 10.0
+#: grace of `close` before it forces, in seconds
+CLOSE_GRACE = 5.0
+#: seconds between ``squeue`` calls while `kill`/`close` wait for jobs to end
+WAIT_STEP = 0.25
+
+_FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(eq=False)
+class SlurmHandle(Handle):
+    """A submitted batch job (``mode="sbatch"``)."""
+
+    job: Job
+    job_id: str
+    exit_stem: str
+    state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
+    queried: bool = False  # squeue has answered at least once since the submission
+    code: int | None = None  # exit code once the job has ended
+
+
+@dataclass(eq=False)
+class SrunHandle(Handle):
+    """A job step run by a local ``srun`` process (``mode="srun"``)."""
+
+    job: Job
+    process: Handle  # LocalBackend's handle of the srun process
+
+
+class SlurmBackend(Backend):
+    """Jobs as Slurm batch jobs or job steps (see the module docstring).
+
+    Args:
+        mode: "sbatch" (a batch job per job) or "srun" (a step per job in the current
+            allocation; needs ``SLURM_JOB_ID``, i.e. running under salloc/sbatch).
+        partition: ``--partition`` of the batch jobs (mode "sbatch" only).
+        time_limit: ``--time`` of each job: minutes (int) or "HH:MM:SS"/"D-HH:MM:SS".
+        extra_args: more options of the submitting command, e.g. ``["--mem=4G",
+            "--account=abc"]``: ``#SBATCH`` lines in mode "sbatch", srun options in
+            mode "srun".
+        script_dir: where batch scripts and exit-code files go (must be visible from
+            the compute nodes); None: the directory of each job's log (else its cwd).
+        poll_every: seconds between two ``squeue`` calls; polls in between get the
+            cached state.
+        srun_args: options of every srun that starts a job's ranks (the one in the
+            batch script of a multi-rank job, or the step in mode "srun"), e.g.
+            ``["--mpi=pmi2"]``.
+
+    Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
+    Slurm commands the mode needs are not on PATH, before anything is submitted.
+    Used from one thread (Backend contract); `launch`, `kill` and `close` block for the
+    Slurm commands they run (bounded by COMMAND_TIMEOUT each).
+    """
+
+    name = "slurm"
+
+    def __init__(
+        self,
+        mode: str = "sbatch",
+        partition: str | None = None,
+        time_limit: int | str | None = None,
+        extra_args: Sequence[str] = (),
+        script_dir: str | os.PathLike[str] | None = None,
+        poll_every: float = 2.0,
+        *,
+        srun_args: Sequence[str] = (),
+    ) -> None:
+        if mode not in ("sbatch", "srun"):
+            raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")
+        if partition is not None and (not isinstance(partition, str) or not partition.strip()):
+            raise ValueError(f"partition must be a non-empty string or None, got {partition!r}")
+        if partition is not None and mode == "srun":
+            raise ValueError(
+                "partition applies to mode='sbatch'; in mode='srun' the steps run in the "
+                "current allocation (choose its partition with salloc/sbatch)"
+            )
+        if not poll_every >= 0:
+            raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
+        self.mode = mode
+        self.partition = partition
+        self.time_limit = ss.normalize_time_limit(time_limit)
+        self.extra_args = ss.check_extra_args("extra_args", extra_args)
+        self.srun_args = ss.check_extra_args("srun_args", srun_args)
+        self.script_dir = None if script_dir is None else Path(script_dir).absolute()
+        self.poll_every = float(poll_every)
+        needed = (
+            ("sbatch", "squeue", "scancel") if mode == "sbatch" else ("srun", "squeue", "scancel")
+        )
+        found = {command: shutil.which(command) for command in (*needed, "sacct", "scontrol")}
+        missing = [command for command in needed if found[command] is None]
+        if missing:
+            raise LaunchError(
+                f"SlurmBackend(mode={mode!r}) needs {', '.join(missing)} on PATH: run the "
+                "trainer on a Slurm login or compute node (Debian: apt-get install "
+                "slurm-client), or choose backend='local' or 'mpiexec'"
+            )
+        self._commands = found
+        self._allocation = os.environ.get("SLURM_JOB_ID", "").strip()
+        if mode == "srun" and not self._allocation:
+            raise LaunchError(
+                "SlurmBackend(mode='srun') runs job steps in the current allocation, but "
+                "SLURM_JOB_ID is not set: start the trainer under salloc or sbatch, or use "
+                "mode='sbatch'"
+            )
+        self._local = LocalBackend() if mode == "srun" else None
+        self._live: dict[str, SlurmHandle] = {}  # job id -> handle, jobs not known ended
+        self._steps: list[SrunHandle] = []  # steps not known ended (mode "srun")
+        self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
+        self._squeue_failing = False
+
+    # -- Backend API -----------------------------------------------------------------------
+
+    def launch(self, job: Job) -> Handle:
+        """Submit `job` (mode "sbatch", returns once sbatch has answered) or start its
+        srun step (mode "srun"). Raises LaunchError with sbatch's message if refused."""
+        if self._local is not None:
+            argv = ss.srun_command(
+                name=job.name,
+                argv=job.argv,
+                ranks=job.ranks,
+                time_limit=self.time_limit,
+                srun_args=(*self.extra_args, *self.srun_args),
+                srun=self._command("srun"),
+            )
+            # the local backend sees one process (srun), which starts the ranks itself
+            process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
+            step = SrunHandle(job=job, process=process)
+            self._steps.append(step)
+            return step
+        return self._submit(job)
+
+    def poll(self, handle: Handle) -> int | None:
+        """None while the job is queued or running, else its exit code. Runs squeue
+        at most every `poll_every` seconds (for all jobs at once)."""
+        if isinstance(handle, SrunHandle):
+            assert self._local is not None
+            code = self._local.poll(handle.process)
+            if code is not None and handle in self._steps:
+                self._steps.remove(handle)
+            return code
+        slurm = self._own(handle)
+        if slurm.code is None:
+            self._refresh()
+            self._settle(slurm)
+        return slurm.code
+
+    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+        """SIGTERM to every process of the job (a queued job is just cancelled), wait up
+        to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what
+        is left after its KillWait) and wait up to FORCE_WAIT s more for the job to end
+        (else a warning; a later `poll` reports its end). Blocks meanwhile."""
+        if isinstance(handle, SrunHandle):
+            assert self._local is not None
+            if handle in self._steps:  # still running: its step may outlive srun
+                self._steps.remove(handle)
+                self._local.kill(handle.process, grace)
+                self._cancel_steps({handle.job.name})
+            return
+        slurm = self._own(handle)
+        if slurm.code is None:
+            self._cancel([slurm], grace)
+
+    def close(self) -> None:
+        """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then
+        forces); idempotent."""
+        if self._local is not None:
+            names = {step.job.name for step in self._steps}
+            self._steps.clear()
+            self._local.close()
+            self._cancel_steps(names)
+            return
+        if self._live:
+            self._cancel(list(self._live.values()), CLOSE_GRACE)
+
+    def describe(self, handle: Handle) -> str:
+        if isinstance(handle, SlurmHandle):
+            return f"{handle.job.name} (Slurm job {handle.job_id})"
+        if isinstance(handle, SrunHandle) and self._local is not None:
+            return f"{self._local.describe(handle.process)} (srun step {handle.job.name})"
+        return handle.job.name
+
+    # -- sbatch mode -----------------------------------------------------------------------
+
+    def _submit(self, job: Job) -> SlurmHandle:
+        cwd = Path(job.cwd if job.cwd is not None else os.getcwd()).absolute()
+        log = None if job.log_path is None else Path(job.log_path).absolute()
+        directory = self.script_dir or (log.parent if log is not None else cwd)
+        stem = directory / _FILE_NAME.sub("_", job.name)
+        script = stem.with_name(stem.name + ".sbatch")
+        try:
+            text = ss.batch_script(
+                name=job.name,
+                argv=job.argv,
+                ranks=job.ranks,
+                cwd=str(cwd),
+                exit_stem=str(stem),
+                env=job.env,
+                log_path=None if log is None else str(log),
+                partition=self.partition,
+                time_limit=self.time_limit,
+                extra_args=self.extra_args,
+                srun_args=self.srun_args,
+            )
+            directory.mkdir(parents=True, exist_ok=True)
+            if log is not None:  # Slurm does not create the directory of --output
+                log.parent.mkdir(parents=True, exist_ok=True)
+            script.write_text(text)
+        except (ValueError, OSError) as exc:
+            raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
+        result = self._run(ss.sbatch_command(str(script), self._command("sbatch")), cwd=cwd)
+        if isinstance(result, str) or result.returncode != 0:
+            why = result if isinstance(result, str) else result.stderr.strip() or result.stdout
+            raise LaunchError(f"sbatch refused job {job.name} (script {script}): {why}")
+        try:
+            job_id = ss.parse_sbatch(result.stdout)
+        except ValueError as exc:
+            raise LaunchError(f"job {job.name}: {exc}") from exc
+        handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(stem))
+        self._live[job_id] = handle
+        logger.debug("submitted %s", self.describe(handle))
+        return handle
+
+    def _refresh(self, force: bool = False) -> None:
+        """Ask squeue for the state of every live job, unless it answered less than
+        `poll_every` s ago. A failing squeue leaves the states as they were."""
+        if not self._live or (not force and time.monotonic() - self._refreshed < self.poll_every):
+            return
+        result = self._run(ss.squeue_command(self._live, self._command("squeue")))
+        if isinstance(result, str) or result.returncode != 0:
+            if not self._squeue_failing:  # once per streak of failures
+                why = result if isinstance(result, str) else result.stderr.strip()
+                logger.warning("squeue failed (jobs are kept as they were): %s", why)
+            self._squeue_failing = True
+            self._refreshed = time.monotonic()  # do not hammer a struggling controller
+            return
+        self._squeue_failing = False
+        self._refreshed = time.monotonic()
+        states = ss.parse_squeue(result.stdout)
+        for job_id, handle in self._live.items():
+            handle.state, handle.queried = states.get(job_id), True
+
+    def _settle(self, handle: SlurmHandle) -> None:
+        """Set the exit code of a job that squeue reports ended (or no longer lists)."""
+        if not handle.queried or (
+            handle.state is not None and handle.state not in ss.TERMINAL_STATES
+        ):
+            return
+        handle.code = self._final_code(handle)
+        self._live.pop(handle.job_id, None)
+        logger.debug(
+            "%s ended (%s): exit code %d", self.describe(handle), handle.state, handle.code
+        )
+
+    def _final_code(self, handle: SlurmHandle) -> int:
+        path = Path(ss.exit_file(handle.exit_stem, handle.job_id))
+        try:
+            text = path.read_text().strip()
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            logger.warning("cannot read the exit code of %s: %s", self.describe(handle), exc)
+            text = ""
+        if text:
+            path.unlink(missing_ok=True)
+            try:
+                return int(text)
+            except ValueError:
+                logger.warning("%s holds %r, not an exit code", path, text)
+        record = self._record(handle.job_id)
+        if record is not None:
+            return ss.exit_code(*record)
+        if handle.state is not None:
+            return ss.exit_code(handle.state)
+        logger.warning(
+            "%s left the queue without an exit code (purged, or lost by the controller); "
+            "counted as failed",
+            self.describe(handle),
+        )
+        return 1
+
+    def _record(self, job_id: str) -> tuple[str, str] | None:
+        """(state, "code:signal") from sacct, else scontrol; None if neither knows."""
+        for name, command, parse in (
+            ("sacct", ss.sacct_command, ss.parse_sacct),
+            ("scontrol", ss.scontrol_command, ss.parse_scontrol),
+        ):
+            executable = self._commands.get(name)
+            if executable is None:
+                continue
+            result = self._run(command(job_id, executable))
+            if not isinstance(result, str) and result.returncode == 0:
+                record = parse(result.stdout)
+                if record is not None and record[0] in ss.TERMINAL_STATES:
+                    return record
+        return None
+
+    def _cancel(self, handles: list[SlurmHandle], grace: float) -> None:
+        """End jobs: SIGTERM to the running ones (plain scancel for the others), up to
+        `grace` s for them to end, then SIGKILL and scancel, up to FORCE_WAIT s more.
+        Jobs still listed after that are warned of (Slurm goes on ending them)."""
+        self._refresh(force=True)
+        for handle in handles:
+            self._settle(handle)
+        live = [h for h in handles if h.code is None]
+        running = [h.job_id for h in live if h.state == "RUNNING"]
+        others = [h.job_id for h in live if h.state != "RUNNING"]
+        # Signal, not cancel, the running ones: the job goes on, so its script writes
+        # the exit code once the command has ended.
+        self._scancel(running, "TERM")
+        self._scancel(others)
+        for phase, wait in (("term", grace), ("kill", FORCE_WAIT)):
+            if phase == "kill":
+                live = [h for h in live if h.code is None]
+                self._scancel([h.job_id for h in live], "KILL")
+                # and cancel, for a job that was pending (it cannot be signalled)
+                self._scancel([h.job_id for h in live])
+            deadline = time.monotonic() + max(0.0, wait)
+            while live:
+                self._refresh(force=True)
+                for handle in live:
+                    self._settle(handle)
+                if all(h.code is not None for h in live) or time.monotonic() >= deadline:
+                    break
+                time.sleep(WAIT_STEP)
+        for handle in handles:
+            if handle.code is None:
+                logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
+
+    def _scancel(self, job_ids: list[str], signal: str | None = None) -> None:
+        if not job_ids:
+            return
+        command = ss.scancel_command(job_ids, signal=signal, scancel=self._command("scancel"))
+        result = self._run(command)
+        if isinstance(result, str) or result.returncode != 0:
+            # scancel also fails for a job that ended meanwhile: not an error here
+            why = result if isinstance(result, str) else result.stderr.strip()
+            logger.debug("%s: %s", " ".join(command), why)
+
+    # -- srun mode -------------------------------------------------------------------------
+
+    def _cancel_steps(self, names: Iterable[str]) -> None:
+        """scancel the steps of this allocation named in `names` that are still listed."""
+        names = set(names)
+        if not names:
+            return
+        command = [self._command("squeue"), "-h", "-s", "-j", self._allocation, "-o", "%i|%j"]
+        result = self._run(command)
+        if isinstance(result, str) or result.returncode != 0:
+            why = result if isinstance(result, str) else result.stderr.strip()
+            logger.warning("cannot list the steps of job %s: %s", self._allocation, why)
+            return
+        steps = [
+            step_id
+            for step_id, name in ss.parse_squeue(result.stdout).items()
+            if name in names and "." in step_id
+        ]
+        if steps:
+            logger.info("cancelling steps left by killed srun processes: %s", steps)
+            self._run([self._command("scancel"), *steps])
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _own(self, handle: Handle) -> SlurmHandle:
+        if not isinstance(handle, SlurmHandle):
+            raise TypeError(f"not a handle of this SlurmBackend: {handle!r}")
+        return handle
+
+    def _command(self, name: str) -> str:
+        return self._commands.get(name) or name
+
+    def _run(
+        self, argv: list[str], cwd: str | os.PathLike[str] | None = None
+    ) -> subprocess.CompletedProcess[str] | str:
+        """Run a Slurm client command; the CompletedProcess, or why it could not run."""
+        try:
+            return subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                cwd=cwd,
+                timeout=COMMAND_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"{argv[0]}: {exc}"

@@ -1,0 +1,325 @@
+"""Slurm batch scripts and command lines, as pure functions (tested without Slurm).
+
+Everything `SlurmBackend` runs is built here: the batch script of a job, the ``sbatch``,
+``squeue``, ``sacct``, ``scontrol`` and ``scancel`` command lines, and the parsers of
+their output. Nothing here runs a process or touches the file system.
+
+Choices made for the batch script (see `batch_script`):
+
+* A job of one rank runs its command directly in the batch step; a job of several
+  ranks runs it under ``srun`` (one task per rank, ``--kill-on-bad-exit=1`` so that
+  one failed rank ends the others instead of leaving them blocked in a collective).
+  Either way Slurm tracks every process of the job, so ``scancel`` ends them all.
+* The command is not ``exec``'d: the script stays to write its exit code to a small
+  file (`exit_file`, written aside then renamed, so a reader never sees half of it).
+  That file is the primary source of a job's exit code, because ``sacct`` needs the
+  accounting daemon (slurmdbd) that many small clusters lack; ``squeue`` is only asked
+  whether the job is still alive.
+* The script traps SIGTERM and SIGINT with a no-op. Slurm signals every process of the
+  job itself, and a batch shell that died first would end the job in Slurm's eyes
+  while its command still ran (with ``proctrack/linuxproc``, an orphaned command is
+  not even tracked any more: ``scancel`` could not reach it). Bash runs the no-op only
+  once the command has ended; the command itself gets the default handlers.
+* The job's variables are ``export``-ed by the script (shell-quoted) rather than passed
+  with ``sbatch --export``, so that they reach the job whatever the site's
+  ``SBATCH_EXPORT`` default; the launcher's own environment is propagated by sbatch's
+  usual ``--export=ALL``.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+
+__all__ = [
+    "TERMINAL_STATES",
+    "batch_script",
+    "check_extra_args",
+    "exit_code",
+    "exit_file",
+    "normalize_time_limit",
+    "parse_sacct",
+    "parse_sbatch",
+    "parse_scontrol",
+    "parse_squeue",
+    "sacct_command",
+    "sbatch_command",
+    "scancel_command",
+    "scontrol_command",
+    "squeue_command",
+    "srun_command",
+]
+
+#: Job states after which no process of the job runs any more (``squeue %T`` spelling).
+#: Any other state (PENDING, RUNNING, COMPLETING: processes still being ended...) counts
+#: as alive.
+TERMINAL_STATES = frozenset(
+    {
+        "BOOT_FAIL",
+        "CANCELLED",
+        "COMPLETED",
+        "DEADLINE",
+        "FAILED",
+        "NODE_FAIL",
+        "OUT_OF_MEMORY",
+        "PREEMPTED",
+        "REVOKED",
+        "SPECIAL_EXIT",
+        "TIMEOUT",
+    }
+)
+
+_TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JOB_ID = re.compile(r"\d+(_\d+)?")
+#: Exit-code file suffix; the job id is inserted by the script (``$SLURM_JOB_ID``).
+EXIT_SUFFIX = ".exit"
+
+
+def normalize_time_limit(value: int | str | None) -> str | None:
+    """`time_limit` as ``sbatch --time`` expects it: minutes (an int) or a Slurm time
+    string ("MM", "MM:SS", "HH:MM:SS", "D-HH", "D-HH:MM", "D-HH:MM:SS"); None: none.
+
+    Raises ValueError naming `time_limit` for anything else.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"time_limit must be minutes (int) or 'HH:MM:SS', got {value!r}")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"time_limit must be > 0 minutes, got {value}")
+        return str(value)
+    text = value.strip()
+    if not _TIME_LIMIT.fullmatch(text):
+        raise ValueError(
+            f"time_limit {value!r} is not a Slurm time: use minutes (int), 'HH:MM:SS' or "
+            "'D-HH:MM:SS'"
+        )
+    return text
+
+
+def check_extra_args(name: str, args: Sequence[str]) -> tuple[str, ...]:
+    """Validate `args` (the option `name`): a sequence of option strings, each one option
+    such as ``"--mem=4G"``. Raises ValueError (or TypeError) naming `name` otherwise."""
+    if isinstance(args, str | bytes):
+        raise TypeError(f"{name} must be a sequence of options, e.g. ['--mem=4G'], not {args!r}")
+    out = tuple(args)
+    for arg in out:
+        if not isinstance(arg, str) or not arg.startswith("-") or "\n" in arg or "\r" in arg:
+            raise ValueError(
+                f"{name}: each item must be one option starting with '-' (e.g. '--mem=4G'), "
+                f"got {arg!r}"
+            )
+    return out
+
+
+def _directive(option: str, value: str | int | None = None) -> str:
+    """One ``#SBATCH`` line. sbatch splits these lines at blanks and knows only double
+    quotes, so a value with blanks is double-quoted and one with a quote is refused."""
+    if value is None:
+        return f"#SBATCH {option}"
+    text = str(value)
+    if '"' in text or "\n" in text or "\r" in text:
+        raise ValueError(f"#SBATCH {option}: the value {text!r} holds a quote or a newline")
+    if any(c.isspace() for c in text):
+        text = f'"{text}"'
+    return f"#SBATCH {option}={text}"
+
+
+def _output_pattern(path: str) -> str:
+    """`path` for ``--output``: Slurm expands ``%x`` patterns there, so ``%`` is doubled."""
+    return path.replace("%", "%%")
+
+
+def exit_file(stem: str, job_id: str) -> str:
+    """Where the script of a job writes its exit code (see `batch_script`)."""
+    return f"{stem}.{job_id}{EXIT_SUFFIX}"
+
+
+def batch_script(
+    *,
+    name: str,
+    argv: Sequence[str],
+    ranks: int,
+    cwd: str,
+    exit_stem: str,
+    env: Mapping[str, str] | None = None,
+    log_path: str | None = None,
+    partition: str | None = None,
+    time_limit: str | None = None,
+    extra_args: Sequence[str] = (),
+    srun_args: Sequence[str] = (),
+) -> str:
+    """The text of the batch script of one job.
+
+    Args:
+        name: the Slurm job name (``--job-name``).
+        argv: the command of one rank (run directly if `ranks` == 1, else under srun).
+        ranks: ``--ntasks``.
+        cwd: absolute directory the command runs in.
+        exit_stem: the exit code goes to ``exit_file(exit_stem, $SLURM_JOB_ID)``.
+        env: variables exported before the command.
+        log_path: ``--output`` (stdout and stderr, appended: a restart adds to the
+            same log); None: Slurm's default ``slurm-%j.out`` in the working directory.
+        partition, time_limit: ``--partition`` / ``--time`` if given (time_limit as
+            returned by `normalize_time_limit`).
+        extra_args: more sbatch options, one ``#SBATCH`` line each.
+        srun_args: options of the ``srun`` that runs a job of several ranks (e.g.
+            ``--mpi=pmi2``).
+
+    Raises ValueError for an empty command, ranks < 1, a variable name that is not a
+    shell identifier, or an option value sbatch could not read back.
+    """
+    if not argv:
+        raise ValueError(f"job {name!r}: empty command")
+    if ranks < 1:
+        raise ValueError(f"job {name!r}: ranks must be >= 1, got {ranks}")
+    lines = ["#!/bin/bash", _directive("--job-name", name)]
+    if log_path is not None:
+        lines += [_directive("--output", _output_pattern(log_path)), "#SBATCH --open-mode=append"]
+    lines.append(_directive("--ntasks", ranks))
+    if partition is not None:
+        lines.append(_directive("--partition", partition))
+    if time_limit is not None:
+        lines.append(_directive("--time", time_limit))
+    lines += [_directive(arg) for arg in check_extra_args("extra_args", extra_args)]
+    lines.append(f"# Written by melissa-trainer for job {name}; rewritten at each launch.")
+    for key, value in (env or {}).items():
+        if not _ENV_NAME.fullmatch(key):
+            raise ValueError(f"job {name!r}: environment variable name {key!r} is not valid")
+        lines.append(f"export {key}={shlex.quote(str(value))}")
+    command = shlex.join(argv)
+    if ranks > 1:
+        srun = ["srun", f"--ntasks={ranks}", "--kill-on-bad-exit=1"]
+        srun += check_extra_args("srun_args", srun_args)
+        command = f"{shlex.join(srun)} {command}"
+    target = shlex.quote(f"{exit_stem}.") + '"$SLURM_JOB_ID"' + shlex.quote(EXIT_SUFFIX)
+    lines += [
+        "trap : TERM INT  # outlive the command: Slurm signals it directly",
+        f"cd -- {shlex.quote(cwd)} && {command}",
+        "code=$?",
+        f'printf "%s\\n" "$code" > {target}.tmp && mv -f -- {target}.tmp {target}',
+        'exit "$code"',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def sbatch_command(script_path: str, sbatch: str = "sbatch") -> list[str]:
+    """Submit a script; ``--parsable`` prints ``ID`` or ``ID;cluster``."""
+    return [sbatch, "--parsable", script_path]
+
+
+def parse_sbatch(stdout: str) -> str:
+    """The job id in ``sbatch --parsable`` output; ValueError if there is none."""
+    lines = [line for line in stdout.strip().splitlines() if line.strip()]
+    job_id = lines[-1].split(";", 1)[0].strip() if lines else ""
+    if not _JOB_ID.fullmatch(job_id):
+        raise ValueError(f"sbatch printed no job id: {stdout!r}")
+    return job_id
+
+
+def squeue_command(job_ids: Iterable[str], squeue: str = "squeue") -> list[str]:
+    """States of the given jobs, finished ones included while Slurm remembers them
+    (``MinJobAge``); unknown ids are left out of the output (no error)."""
+    return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T"]
+
+
+def parse_squeue(stdout: str) -> dict[str, str]:
+    """Job id -> state from `squeue_command` output (array tasks keep their ``ID_N``)."""
+    states: dict[str, str] = {}
+    for line in stdout.splitlines():
+        job_id, sep, state = line.strip().partition("|")
+        if sep and job_id:
+            states[job_id] = state.strip().split()[0] if state.strip() else ""
+    return states
+
+
+def sacct_command(job_id: str, sacct: str = "sacct") -> list[str]:
+    """Final state and exit code of a job from accounting (needs slurmdbd)."""
+    return [sacct, "-j", job_id, "-n", "-X", "-P", "-o", "State,ExitCode"]
+
+
+def parse_sacct(stdout: str) -> tuple[str, str] | None:
+    """(state, "code:signal") from `sacct_command` output, or None if it has no line.
+
+    sacct writes e.g. ``CANCELLED by 0|0:15``; only the state's first word is kept.
+    """
+    for line in stdout.splitlines():
+        state, sep, code = line.strip().partition("|")
+        if sep and state:
+            return state.split()[0], code.strip()
+    return None
+
+
+def scontrol_command(job_id: str, scontrol: str = "scontrol") -> list[str]:
+    """The controller's record of a job (kept ``MinJobAge`` s after it ends), one line."""
+    return [scontrol, "show", "job", "-o", job_id]
+
+
+def parse_scontrol(stdout: str) -> tuple[str, str] | None:
+    """(state, "code:signal") from `scontrol_command` output, or None."""
+    fields = dict(
+        token.split("=", 1)
+        for token in stdout.split()
+        if "=" in token and not token.startswith("=")
+    )
+    if "JobState" not in fields:
+        return None
+    return fields["JobState"], fields.get("ExitCode", "")
+
+
+def exit_code(state: str, code: str = "") -> int:
+    """An exit code from a final job state and Slurm's ``ExitCode`` ("code:signal").
+
+    COMPLETED -> 0. Otherwise non-zero: 128 + the signal if one killed the job (as a
+    shell reports it), else the exit code, else 1 (e.g. a job cancelled while pending).
+    """
+    if state == "COMPLETED":
+        return 0
+    status, _, signal = code.partition(":")
+    try:
+        status_value, signal_value = int(status or 0), int(signal or 0)
+    except ValueError:
+        return 1
+    if signal_value:
+        return 128 + signal_value
+    return status_value or 1
+
+
+def scancel_command(
+    job_ids: Iterable[str], *, signal: str | None = None, scancel: str = "scancel"
+) -> list[str]:
+    """Without `signal`: cancel the jobs (Slurm sends SIGTERM to their processes, then
+    SIGKILL after its ``KillWait``; a pending job just leaves the queue). With `signal`
+    (e.g. "TERM", "KILL"): send it to every process of the running jobs, batch shell
+    included, without cancelling them (Slurm refuses to signal a job already
+    cancelled, which is why a polite kill signals first and cancels last)."""
+    options = [] if signal is None else ["--full", f"--signal={signal}"]
+    return [scancel, *options, *job_ids]
+
+
+def srun_command(
+    *,
+    name: str,
+    argv: Sequence[str],
+    ranks: int,
+    time_limit: str | None = None,
+    srun_args: Sequence[str] = (),
+    srun: str = "srun",
+) -> list[str]:
+    """A job step inside the current allocation: `ranks` tasks on CPUs no other step
+    uses (``--exclusive``), named `name` (so that it can be found and cancelled)."""
+    if not argv:
+        raise ValueError(f"job {name!r}: empty command")
+    if ranks < 1:
+        raise ValueError(f"job {name!r}: ranks must be >= 1, got {ranks}")
+    command = [srun, f"--ntasks={ranks}", "--exclusive", f"--job-name={name}"]
+    if ranks > 1:
+        command.append("--kill-on-bad-exit=1")
+    if time_limit is not None:
+        command.append(f"--time={time_limit}")
+    command += check_extra_args("srun_args", srun_args)
+    return [*command, *argv]

@@ -1,0 +1,372 @@
+"""`Launcher`: runs a study's simulations next to the trainer, and restarts the failed ones.
+
+```python
+launcher = Launcher(
+    "python heat.py --id {simulation_id} {parameters}",
+    make_sampler("lhs", {"t0": (100, 500), "t1": (100, 500)}, seed=0),
+    n_simulations=32,
+    job_limit=4,
+    simulation_timeout=60,
+)
+source = StreamSource(launcher=launcher)          # starts and stops it with the receiver
+```
+
+Policy, in short (the details are in `supervisor` and `workers`):
+
+* Simulation ids start at `first_simulation_id`, +1 per parameter set drawn; the goal is
+  `n_simulations` successful simulations, with at most `job_limit` jobs alive at once.
+* Each job gets ``MELISSA_TRAINER_SIMULATION_ID``, ``MELISSA_TRAINER_PARAMETERS`` (JSON),
+  ``MELISSA_TRAINER_RENDEZVOUS`` and ``MELISSA_TRAINER_ATTEMPT``, plus `env`, so that
+  `melissa_trainer.client.Client(fields)` needs no argument; a command template may also
+  use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
+* Exit 0 is success. A non-zero exit, or no heartbeat progress for `simulation_timeout`
+  s, kills and restarts the simulation (same id and parameters) up to `max_restarts`
+  times; then `on_failure` decides: "redraw", "abandon" or "raise".
+* `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
+* No orphans: `stop()` kills every job by process group (also at interpreter exit, via
+  `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG).
+* Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``);
+  the ``melissa_trainer.launcher`` logger has a line per start, end, restart and failure.
+
+Threading: `start` runs a supervisor thread, which alone starts, polls and kills jobs.
+`check`, `done`, `summary`, `state_dict` and `stop` may be called from any thread (they
+take a lock that the supervisor holds only for bookkeeping, never while it waits on a
+job); `load_state_dict` and `start` are called once, before the study runs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.launcher.backends.base import Backend
+from melissa_trainer.launcher.records import ON_FAILURE, Study
+from melissa_trainer.launcher.samplers import ListSampler, Sampler
+from melissa_trainer.launcher.supervisor import LauncherError, Settings, Supervisor
+from melissa_trainer.launcher.templates import CommandTemplate, callable_argv, pickle_callable
+
+__all__ = ["Launcher", "LauncherError"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+SimulationFn = Callable[[int, dict[str, float]], None]
+
+
+class Launcher:
+    """Starts, watches and restarts the simulations of a study (see the module docstring).
+
+    Args:
+        simulation: a command template (str, split with shlex, or a list of tokens), or a
+            callable ``fn(simulation_id, parameters)`` run in a subprocess.
+        sampler: where parameters come from, or a list of parameter sets.
+        n_simulations: successful simulations to run (the receivers' expected count).
+        job_limit: at most this many jobs alive at once.
+        backend: "local", "mpiexec", "slurm" or a `Backend`.
+        ranks_per_simulation: MPI ranks per job (> 1 needs an MPI backend).
+        simulation_timeout: seconds without heartbeat progress (or, without heartbeat,
+            since launch) after which a simulation is killed and restarted; None: never.
+        max_restarts: restarts of one simulation id before `on_failure` applies.
+        on_failure: "redraw" (new id, new parameters), "abandon" (go on without it) or
+            "raise" (the study fails; `check()` raises).
+        max_redraws: redraws allowed in the study (None: `n_simulations`); beyond, a
+            failure raises.
+        worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs
+            each run `simulation` once and ask for simulations (`launcher.worker`).
+        log_dir: per-job logs; default ``{study_dir}/logs``.
+        env: extra environment variables for every job.
+        poll_interval: seconds between two checks of the jobs.
+        kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill.
+        first_simulation_id: the first id drawn.
+
+    Raises:
+        ValueError: a bad argument (named in the message), before anything starts.
+    """
+
+    def __init__(
+        self,
+        simulation: str | Sequence[str] | SimulationFn,
+        sampler: Sampler | Sequence[Mapping[str, float]],
+        n_simulations: int,
+        *,
+        job_limit: int = 1,
+        backend: Backend | str = "local",
+        ranks_per_simulation: int = 1,
+        simulation_timeout: float | None = None,
+        max_restarts: int = 2,
+        on_failure: str = "redraw",
+        max_redraws: int | None = None,
+        worker: bool = False,
+        log_dir: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        poll_interval: float = 0.2,
+        kill_grace: float = 5.0,
+        first_simulation_id: int = 0,
+    ) -> None:
+        _count("n_simulations", n_simulations, 0)
+        _count("job_limit", job_limit, 1)
+        _count("ranks_per_simulation", ranks_per_simulation, 1)
+        _count("max_restarts", max_restarts, 0)
+        _count("first_simulation_id", first_simulation_id, 0)
+        if max_redraws is not None:
+            _count("max_redraws", max_redraws, 0)
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"on_failure must be one of {list(ON_FAILURE)}, not {on_failure!r}")
+        if simulation_timeout is not None:
+            _seconds("simulation_timeout", simulation_timeout, positive=True)
+        _seconds("poll_interval", poll_interval, positive=True)
+        _seconds("kill_grace", kill_grace, positive=False)
+        if env is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+        ):
+            raise ValueError("env must map variable names (str) to values (str)")
+
+        if not isinstance(sampler, Sampler):
+            sampler = ListSampler(sampler)
+        if isinstance(sampler, ListSampler) and len(sampler) < n_simulations:
+            raise ValueError(
+                f"the sampler lists {len(sampler)} parameter sets, fewer than "
+                f"n_simulations={n_simulations}"
+            )
+        sampler.plan(n_simulations)
+        self._template: CommandTemplate | None = None
+        self._pickled: bytes | None = None
+        if callable(simulation):
+            self._pickled = pickle_callable(simulation)
+        else:
+            self._template = CommandTemplate(simulation, sampler.names, worker=worker)
+        self.backend = _backend(backend)
+        if ranks_per_simulation > 1 and self.backend.name == "local":
+            raise ValueError(
+                f"ranks_per_simulation={ranks_per_simulation} needs an MPI backend: "
+                f"backend='mpiexec' or 'slurm'"
+            )
+
+        self.n_simulations = n_simulations
+        self.worker = worker
+        self._job_limit, self._ranks = job_limit, ranks_per_simulation
+        self._timeout, self._poll, self._kill_grace = simulation_timeout, poll_interval, kill_grace
+        self._max_restarts = max_restarts
+        self._log_dir = None if log_dir is None else Path(log_dir)
+        self._env = dict(env or {})
+        self._study = Study(
+            sampler,
+            n_simulations,
+            max_restarts=max_restarts,
+            on_failure=on_failure,
+            max_redraws=n_simulations if max_redraws is None else max_redraws,
+            first_simulation_id=first_simulation_id,
+        )
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._supervisor: Supervisor | None = None
+        self._error: BaseException | None = None
+        self._stopped = False
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(
+        self,
+        rendezvous_dir: str | os.PathLike[str],
+        *,
+        heartbeat: Callable[[], Mapping[int, int]] | None = None,
+        abandon: Callable[[int], None] | None = None,
+        study_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        """Start the supervisor thread; returns at once.
+
+        Args:
+            rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
+            heartbeat: ``{simulation id: messages received}`` (`Receiver.activity`), for
+                `simulation_timeout`; called from the launcher's thread.
+            abandon: told each simulation id given up ("redraw", "abandon"), so that the
+                receivers stop waiting for it; called from the launcher's thread.
+            study_dir: where the logs (default) and a pickled callable go; default: the
+                parent of `rendezvous_dir`.
+
+        Raises:
+            RuntimeError: called twice, or after `stop`.
+            OSError: the study directory or the worker socket could not be set up.
+        """
+        if self._thread is not None or self._stopped:
+            raise RuntimeError("Launcher.start() can be called once, before stop()")
+        rendezvous = Path(rendezvous_dir).absolute()
+        study = Path(study_dir).absolute() if study_dir is not None else rendezvous.parent
+        settings = Settings(
+            job_limit=self._job_limit,
+            ranks=self._ranks,
+            simulation_timeout=self._timeout,
+            kill_grace=self._kill_grace,
+            poll_interval=self._poll,
+            env=self._env,
+            log_dir=self._log_dir.absolute() if self._log_dir else study / "logs",
+            rendezvous_dir=str(rendezvous),
+        )
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
+        template = self._template
+
+        def command(sid: int, parameters: dict[str, float]) -> list[str]:
+            if template is None:
+                assert base_argv is not None
+                return list(base_argv)
+            return template.format(sid, parameters, settings.rendezvous_dir)
+
+        common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
+        if self.worker:
+            from melissa_trainer.launcher.workers import WorkerSupervisor
+
+            argv = base_argv if template is None else template.format_worker(str(rendezvous))
+            assert argv is not None
+            self._supervisor = WorkerSupervisor(*common, argv=argv, max_restarts=self._max_restarts)
+        else:
+            self._supervisor = Supervisor(*common)
+        self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
+        atexit.register(self.stop)
+        self._thread.start()
+        logger.info(
+            "launcher started: %d simulations, job_limit=%d, %s backend, logs in %s",
+            self.n_simulations,
+            self._job_limit,
+            self.backend.name,
+            settings.log_dir,
+        )
+
+    def stop(self, wait: float = 0.0) -> None:
+        """Kill every job (no orphans) and join the thread. Idempotent; any thread.
+
+        With `wait`, first give the running jobs up to that many seconds to end by
+        themselves (when the stream is over, they are closing: their exit is then
+        recorded as it is). Blocks until the jobs are gone: up to `kill_grace` s per job
+        that ignores SIGTERM.
+        """
+        thread = self._thread
+        deadline = time.monotonic() + wait
+        while (
+            thread is not None
+            and thread.is_alive()
+            and self._error is None
+            and self.summary()["running"] > 0
+            and time.monotonic() < deadline
+        ):
+            time.sleep(min(self._poll, 0.05))
+        self._stopped = True
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        atexit.unregister(self.stop)
+
+    def check(self) -> None:
+        """Raise `LauncherError` if the study failed or the launcher's thread died. Cheap."""
+        error = self._error
+        if error is None:
+            return
+        if isinstance(error, LauncherError):
+            raise LauncherError(str(error)) from error.__cause__
+        raise LauncherError(f"the launcher's thread failed: {error!r}") from error
+
+    @property
+    def done(self) -> bool:
+        """Every simulation finished or was given up (False once the study failed)."""
+        with self._lock:
+            return self._error is None and self._study.done
+
+    def summary(self) -> dict[str, float]:
+        """Counts: finished, running, pending (queued or not drawn yet), failed, abandoned,
+        restarts, redraws; and simulation_seconds, the wall time of all jobs so far."""
+        with self._lock:
+            return self._study.summary(time.monotonic())
+
+    # -- checkpoint -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serializable: the sampler's position, the next id, every simulation's
+        record (parameters, status, restarts, exit codes, seconds) and the redraw count."""
+        with self._lock:
+            return self._study.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume a study (before `start`): finished and given-up simulations are not run
+        again; those that were running are relaunched (``MELISSA_TRAINER_ATTEMPT``
+        continues their count, and the receivers' dedup drops what they already have).
+
+        Raises:
+            RuntimeError: after `start`.
+            ValueError: a state of another version or parameter space.
+        """
+        if self._thread is not None:
+            raise RuntimeError("Launcher.load_state_dict() must be called before start()")
+        with self._lock:
+            self._study.load_state_dict(state)
+
+    # -- the thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        supervisor = self._supervisor
+        assert supervisor is not None
+        try:
+            while not self._stop.is_set():
+                supervisor.tick()
+                if supervisor.finished():
+                    logger.info("launcher: study complete %s", self.summary())
+                    break
+                supervisor.wait(self._stop)
+        except BaseException as exc:
+            logger.error("launcher: %s", exc if isinstance(exc, LauncherError) else repr(exc))
+            with self._lock:
+                self._error = exc
+        finally:
+            try:
+                supervisor.shutdown()
+            except BaseException as exc:  # an error while killing: report it, keep the first
+                logger.exception("launcher: stopping the jobs failed")
+                with self._lock:
+                    self._error = self._error or exc
+
+    def _write_pickle(self, study_dir: Path) -> Path:
+        assert self._pickled is not None
+        study_dir.mkdir(parents=True, exist_ok=True)
+        path = study_dir / "simulation.pkl"
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_bytes(self._pickled)
+        partial.replace(path)
+        return path
+
+    def __repr__(self) -> str:
+        return (
+            f"Launcher(n_simulations={self.n_simulations}, job_limit={self._job_limit}, "
+            f"backend={self.backend.name!r}, worker={self.worker})"
+        )
+
+
+def _backend(backend: Backend | str) -> Backend:
+    if isinstance(backend, Backend):
+        return backend
+    if not isinstance(backend, str):
+        raise ValueError(f"backend must be a name or a Backend, not {backend!r}")
+    from melissa_trainer.launcher.backends import make_backend
+
+    return make_backend(backend)
+
+
+def _count(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, not {value!r}")
+
+
+def _seconds(name: str, value: Any, *, positive: bool) -> None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}") from None
+    if not math.isfinite(number) or number < 0 or (positive and number == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"{name} must be a finite number of seconds {bound}, not {value!r}")

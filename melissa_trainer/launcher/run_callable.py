@@ -1,0 +1,70 @@
+"""Runs a Python callable simulation in its own process.
+
+``python -m melissa_trainer.launcher.run_callable PATH`` loads the function that the
+launcher pickled (with cloudpickle) into PATH and calls ``fn(simulation_id, parameters)``:
+
+* as one simulation: the id and parameters come from ``MELISSA_TRAINER_SIMULATION_ID``
+  and ``MELISSA_TRAINER_PARAMETERS``;
+* as a worker (``MELISSA_TRAINER_WORKER`` set): once per `next_simulation()` answer,
+  until nothing is left. The two variables are set to each simulation's values before
+  the call, so a function whose `Client` reads them works in both modes.
+
+An exception in the function ends the process with status 1 (its traceback goes to the
+job's log), which the launcher treats as a failed simulation.
+
+PATH is a file this study's launcher wrote on this machine; nothing received from the
+network is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
+from melissa_trainer.launcher.worker import ENV_WORKER, next_simulation
+
+__all__ = ["load", "main"]
+
+
+def load(path: str) -> Callable[[int, dict[str, float]], None]:
+    """The callable pickled in `path`."""
+    import cloudpickle
+
+    with open(path, "rb") as file:
+        fn = cloudpickle.load(file)
+    if not callable(fn):
+        raise TypeError(f"{path} holds {type(fn).__name__}, not a callable")
+    return fn
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the pickled callable named on the command line; the process's exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        usage = "usage: python -m melissa_trainer.launcher.run_callable PICKLED_CALLABLE"
+        print(usage, file=sys.stderr)
+        return 2
+    fn = load(args[0])
+    if os.environ.get(ENV_WORKER, "").strip():
+        while (work := next_simulation()) is not None:
+            simulation_id, parameters = work
+            os.environ[ENV_SIMULATION_ID] = str(simulation_id)
+            os.environ[ENV_PARAMETERS] = json.dumps(parameters)
+            fn(simulation_id, parameters)
+        return 0
+    try:
+        simulation_id = int(os.environ[ENV_SIMULATION_ID])
+        parameters = json.loads(os.environ.get(ENV_PARAMETERS) or "{}")
+    except (KeyError, ValueError) as exc:
+        what = f"{ENV_SIMULATION_ID}/{ENV_PARAMETERS} missing or invalid"
+        print(f"run_callable: {what}: {exc!r}", file=sys.stderr)
+        return 2
+    fn(simulation_id, {str(k): float(v) for k, v in parameters.items()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

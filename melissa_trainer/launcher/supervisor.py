@@ -1,0 +1,279 @@
+"""The launcher's supervisor: one pass of watching and starting jobs, run by its thread.
+
+`Supervisor` runs one simulation per job; `workers.WorkerSupervisor` (worker mode)
+changes how jobs get their simulations. Both apply the same failure policy:
+
+* exit code 0 -> finished;
+* a non-zero exit code, or no heartbeat progress for `simulation_timeout` s (then the
+  job is killed; "timeout" is recorded) -> restarted with the same id and parameters
+  (`MELISSA_TRAINER_ATTEMPT` + 1), up to `max_restarts` times;
+* then, per `on_failure`: "redraw" (the id is abandoned and a new id with new parameters
+  is drawn, at most `max_redraws` times in the study, after which it is "raise"),
+  "abandon" (the id is abandoned, the study goes on without it) or "raise" (the study
+  fails with a `LauncherError` naming the simulation, its exit codes and its log).
+
+"Abandoned" ids are passed to the `abandon` callback so that the receivers stop waiting
+for them. The heartbeat is ``heartbeat()[simulation_id]`` (messages received); its
+timer starts at launch, and without a heartbeat callable the timeout is wall time.
+
+Everything here runs on the launcher's thread; the `Study` is touched only under the
+shared lock, so that the launcher's other methods can read it from any thread. The
+backend calls (which may block up to `kill_grace`) are made outside the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.samplers import SamplerExhausted
+from melissa_trainer.launcher.templates import simulation_env
+
+__all__ = ["LauncherError", "RunningJob", "Settings", "Supervisor"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+Command = Callable[[int, dict[str, float]], list[str]]
+
+
+class LauncherError(RuntimeError):
+    """The study failed: a simulation failed for good with ``on_failure="raise"`` (or its
+    redraws ran out), a job could not be started, or the launcher's thread died."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The launcher's configuration, as the supervisor needs it (checked by `Launcher`)."""
+
+    job_limit: int
+    ranks: int
+    simulation_timeout: float | None
+    kill_grace: float
+    poll_interval: float
+    env: Mapping[str, str]
+    log_dir: Path
+    rendezvous_dir: str
+
+
+@dataclass
+class RunningJob:
+    """A job alive in the backend, and the simulation it runs (None: a worker between two)."""
+
+    handle: Handle
+    simulation_id: int | None
+    log_path: Path
+    since: float = 0.0  # when the current simulation started (the heartbeat timer)
+    beat: int = 0  # heartbeat value at the last progress seen
+    beat_time: float = 0.0
+
+    def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
+        self.simulation_id, self.since, self.beat, self.beat_time = simulation_id, now, beat, now
+
+
+class Supervisor:
+    """Runs one simulation per job (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        study: Study,
+        lock: threading.Lock,
+        backend: Backend,
+        command: Command,
+        heartbeat: Callable[[], Mapping[int, int]] | None,
+        abandon: Callable[[int], None] | None,
+    ) -> None:
+        self.settings, self.study, self.lock, self.backend = settings, study, lock, backend
+        self.command, self.heartbeat, self.abandon = command, heartbeat, abandon
+        self.jobs: dict[str, RunningJob] = {}
+        self._beats: Mapping[int, int] = {}
+
+    # -- the loop (called by the launcher's thread) ---------------------------------------
+
+    def tick(self) -> None:
+        """Poll the jobs, kill the silent ones, start new ones; raises LauncherError."""
+        now = time.monotonic()
+        self.poll_jobs(now)
+        self.check_timeouts(now)
+        self.launch_jobs(now)
+
+    def wait(self, stop: threading.Event) -> None:
+        """Sleep until the next tick (or `stop`)."""
+        stop.wait(self.settings.poll_interval)
+
+    def finished(self) -> bool:
+        """The study is complete and no job is left."""
+        with self.lock:
+            return self.study.done and not self.jobs
+
+    def shutdown(self) -> None:
+        """Kill every job (no orphans) and close the backend; their simulations stay
+        "running" in the state, so that a resumed study runs them again."""
+        for name, job in list(self.jobs.items()):
+            logger.info("killing %s", self.backend.describe(job.handle))
+            self.backend.kill(job.handle, self.settings.kill_grace)
+            del self.jobs[name]
+        self.backend.close()
+
+    # -- one simulation per job -----------------------------------------------------------
+
+    def poll_jobs(self, now: float) -> None:
+        for name, job in list(self.jobs.items()):
+            code = self.backend.poll(job.handle)
+            if code is not None:
+                del self.jobs[name]
+                self.job_ended(job, code, now)
+
+    def job_ended(self, job: RunningJob, code: int, now: float) -> None:
+        assert job.simulation_id is not None
+        self.end_simulation(job.simulation_id, code, now, job.log_path)
+
+    def check_timeouts(self, now: float) -> None:
+        timeout = self.settings.simulation_timeout
+        if timeout is None:
+            return
+        beats = self.refresh_beats()
+        for name, job in list(self.jobs.items()):
+            sid = job.simulation_id
+            if sid is None:
+                continue
+            if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
+                job.beat, job.beat_time = beats.get(sid, 0), now
+            elif now - job.beat_time > timeout:
+                logger.warning(
+                    "simulation %d silent for %.1f s (simulation_timeout=%s): killing %s",
+                    sid,
+                    now - job.beat_time,
+                    timeout,
+                    self.backend.describe(job.handle),
+                )
+                self.backend.kill(job.handle, self.settings.kill_grace)
+                del self.jobs[name]
+                self.job_killed(job, time.monotonic())
+
+    def job_killed(self, job: RunningJob, now: float) -> None:
+        assert job.simulation_id is not None
+        self.end_simulation(job.simulation_id, "timeout", now, job.log_path)
+
+    def launch_jobs(self, now: float) -> None:
+        while len(self.jobs) < self.settings.job_limit:
+            taken = self.take(now)
+            if taken is None:
+                return
+            sid, parameters, attempt = taken
+            name = f"sim-{sid}" if attempt == 0 else f"sim-{sid}-r{attempt}"
+            log_path = self.settings.log_dir / f"sim-{sid}.log"
+            env = {
+                **self.settings.env,
+                **simulation_env(sid, parameters, self.settings.rendezvous_dir, attempt),
+            }
+            argv = self.command(sid, parameters)
+            handle = self.start_job(Job(name, argv, env, None, log_path, self.settings.ranks))
+            job = RunningJob(handle, None, log_path)
+            job.assign(sid, now, self.beat_of(sid))
+            self.jobs[name] = job
+            logger.info(
+                "simulation %d started (attempt %d): %s %s",
+                sid,
+                attempt,
+                self.backend.describe(handle),
+                parameters,
+            )
+
+    # -- shared by both modes -------------------------------------------------------------
+
+    def take(self, now: float) -> tuple[int, dict[str, float], int] | None:
+        """The next simulation to run, marked running: (id, parameters, attempt)."""
+        with self.lock:
+            try:
+                sid = self.study.take(now)
+            except SamplerExhausted as exc:
+                raise LauncherError(f"no parameters left to draw: {exc}") from exc
+            if sid is None:
+                return None
+            record = self.study.records[sid]
+            return sid, dict(record.parameters), record.attempts - 1
+
+    def start_job(self, job: Job) -> Handle:
+        try:
+            return self.backend.launch(job)
+        except LaunchError as exc:
+            raise LauncherError(
+                f"the {self.backend.name or 'launcher'} backend could not start job {job.name} "
+                f"({list(job.argv)}): {exc}"
+            ) from exc
+
+    def refresh_beats(self) -> Mapping[int, int]:
+        if self.heartbeat is not None:
+            self._beats = dict(self.heartbeat())
+        return self._beats
+
+    def beat_of(self, sid: int) -> int:
+        """The heartbeat value now (the baseline of a simulation that starts)."""
+        if self.heartbeat is None or self.settings.simulation_timeout is None:
+            return 0
+        return self.refresh_beats().get(sid, 0)
+
+    def end_simulation(self, sid: int, code: int | str, now: float, log_path: Path) -> None:
+        """Record the end of an attempt and apply the failure policy."""
+        with self.lock:
+            started = self.study.records[sid].started
+            if code == 0:
+                self.study.succeeded(sid, now)
+                outcome = "finished"
+            else:
+                outcome = self.study.failed(sid, now, code)
+            record = self.study.records[sid]
+            codes, restarts = list(record.exit_codes), record.restarts
+            parameters, redraws = dict(record.parameters), self.study.redraws
+        study = self.study  # its limits and policy are fixed: read without the lock
+        ended = "exit 0" if code == 0 else "timeout" if code == "timeout" else f"exit {code}"
+        attempt = f"simulation {sid} attempt {len(codes) - 1}"
+        wall = now - started if started is not None else 0.0
+        if outcome == "finished":
+            logger.info("%s finished (%s, %.1f s)", attempt, ended, wall)
+            return
+        if outcome == "restart":
+            logger.warning(
+                "%s failed (%s, %.1f s): restart %d of %d; log: %s",
+                attempt,
+                ended,
+                wall,
+                restarts,
+                study.max_restarts,
+                log_path,
+            )
+            return
+        history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
+        failed = f"simulation {sid} failed {len(codes)} times ({history})"
+        if outcome == "redraw":
+            logger.warning(
+                "%s: redraw %d of %d, new parameters", failed, redraws, study.max_redraws
+            )
+            self.give_up(sid)
+        elif outcome == "abandon":
+            logger.error("%s: abandoned (on_failure='abandon')", failed)
+            self.give_up(sid)
+        else:
+            why = (
+                f"and the max_redraws={study.max_redraws} redraws are used up"
+                if study.on_failure == "redraw"
+                else "with on_failure='raise'"
+            )
+            raise LauncherError(f"{failed}, {why}")
+
+    def give_up(self, sid: int) -> None:
+        if self.abandon is None:
+            logger.warning(
+                "simulation %d given up, but no abandon callback tells the "
+                "receivers to stop waiting for it",
+                sid,
+            )
+        else:
+            self.abandon(sid)

@@ -1,0 +1,162 @@
+"""How a simulation is told what to run: the command template and the job environment.
+
+A command template is a string or a list of strings. A string is split into tokens with
+`shlex` (no shell is ever involved), then each token is formatted with `str.format`:
+
+* ``{simulation_id}`` (an int: ``{simulation_id:05d}`` works), ``{rendezvous_dir}``,
+* ``{parameters}``: the values in `Sampler.names` order, space-separated; a token that is
+  exactly ``{parameters}`` becomes one argument per value,
+* ``{parameters_json}``: the JSON object ``{name: value}``,
+* ``{<name>}`` for each parameter (a float: ``{x:.3f}`` works).
+
+Splitting before formatting means a value (a directory with spaces, say) is never split.
+Unknown placeholders are caught at construction by a dry run with dummy values. A
+worker's command (worker mode) knows only ``{rendezvous_dir}``: it asks for its simulations.
+
+A Python callable is run by `run_callable` in a subprocess: it is pickled once with
+cloudpickle (closures and lambdas included) and the job's command runs that file.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.client import ENV_PARAMETERS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
+from melissa_trainer.launcher.worker import ENV_LAUNCHER, ENV_WORKER
+
+__all__ = [
+    "ENV_ATTEMPT",
+    "ENV_LAUNCHER",
+    "ENV_PARAMETERS",
+    "ENV_RENDEZVOUS",
+    "ENV_SIMULATION_ID",
+    "ENV_WORKER",
+    "CommandTemplate",
+    "callable_argv",
+    "pickle_callable",
+    "simulation_env",
+]
+
+#: 0 for the first run of a simulation id, 1 for its first restart, ...
+ENV_ATTEMPT = "MELISSA_TRAINER_ATTEMPT"
+
+_FIXED = ("simulation_id", "rendezvous_dir", "parameters", "parameters_json")
+
+
+class CommandTemplate:
+    """A simulation command with placeholders (see the module docstring).
+
+    Raises:
+        ValueError: (at construction) an empty command, an unknown placeholder, a bad
+            format spec, or a parameter named like a fixed placeholder.
+    """
+
+    def __init__(
+        self, template: str | Sequence[str], names: Sequence[str], *, worker: bool = False
+    ) -> None:
+        if isinstance(template, str):
+            tokens = shlex.split(template)
+        elif isinstance(template, Sequence) and all(isinstance(t, str) for t in template):
+            tokens = list(template)
+        else:
+            raise ValueError(f"simulation must be a str, a list of str or a callable: {template!r}")
+        if not tokens:
+            raise ValueError("the simulation command is empty")
+        clash = sorted(set(names) & set(_FIXED))
+        if clash:
+            raise ValueError(
+                f"parameter names {clash} clash with the command placeholders {list(_FIXED)}; "
+                f"rename them"
+            )
+        self.tokens = tokens
+        self.names = tuple(names)
+        self.worker = worker
+        try:  # the dry run
+            if worker:
+                self.format_worker("/rendezvous")
+            else:
+                self.format(0, dict.fromkeys(self.names, 0.5), "/rendezvous")
+        except KeyError as exc:
+            known = ["rendezvous_dir"] if worker else sorted((*_FIXED, *self.names))
+            why = " (a worker asks for its simulations: see launcher.worker)" if worker else ""
+            raise ValueError(
+                f"unknown placeholder {{{exc.args[0]}}} in the simulation command {tokens}; "
+                f"known{why}: {known}"
+            ) from None
+        except (IndexError, ValueError, AttributeError) as exc:
+            raise ValueError(f"bad placeholder in the simulation command {tokens}: {exc}") from None
+
+    def format(
+        self, simulation_id: int, parameters: Mapping[str, float], rendezvous_dir: str
+    ) -> list[str]:
+        """The argv of one simulation."""
+        values = [parameters[name] for name in self.names]
+        fields: dict[str, Any] = {
+            **parameters,
+            "simulation_id": simulation_id,
+            "rendezvous_dir": rendezvous_dir,
+            "parameters": " ".join(repr(float(v)) for v in values),
+            "parameters_json": json.dumps(dict(parameters)),
+        }
+        argv: list[str] = []
+        for token in self.tokens:
+            if token == "{parameters}":
+                argv.extend(repr(float(v)) for v in values)
+            else:
+                argv.append(token.format(**fields))
+        return argv
+
+    def format_worker(self, rendezvous_dir: str) -> list[str]:
+        """The argv of a worker (worker mode): only ``{rendezvous_dir}`` is known."""
+        return [token.format(rendezvous_dir=rendezvous_dir) for token in self.tokens]
+
+
+def simulation_env(
+    simulation_id: int, parameters: Mapping[str, float], rendezvous_dir: str, attempt: int
+) -> dict[str, str]:
+    """The variables that tell a job which simulation it runs (the client reads them)."""
+    return {
+        ENV_SIMULATION_ID: str(simulation_id),
+        ENV_PARAMETERS: json.dumps(dict(parameters)),
+        ENV_RENDEZVOUS: rendezvous_dir,
+        ENV_ATTEMPT: str(attempt),
+    }
+
+
+def pickle_callable(fn: Callable[[int, dict[str, float]], None]) -> bytes:
+    """`fn` pickled with cloudpickle, checked to accept ``(simulation_id, parameters)``.
+
+    Lambdas, closures and functions of ``__main__`` are pickled by value; a function of an
+    importable module by reference (the job must be able to import that module).
+
+    Raises:
+        ValueError: `fn` cannot be called with two positional arguments, or cannot be
+            pickled (a lock, an open socket... in its closure).
+    """
+    import cloudpickle
+
+    try:
+        inspect.signature(fn).bind(0, {})
+    except TypeError as exc:
+        raise ValueError(
+            f"a callable simulation is called as fn(simulation_id, parameters); {fn!r} cannot "
+            f"be: {exc}"
+        ) from None
+    except ValueError:  # no signature available (a builtin): let the call tell
+        pass
+    try:
+        return bytes(cloudpickle.dumps(fn))
+    except Exception as exc:
+        raise ValueError(f"the simulation callable {fn!r} cannot be pickled: {exc}") from exc
+
+
+def callable_argv(path: str | os.PathLike[str]) -> list[str]:
+    """The command that runs a pickled callable (see `run_callable`)."""
+    return [sys.executable, "-m", "melissa_trainer.launcher.run_callable", str(Path(path))]

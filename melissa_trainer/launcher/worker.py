@@ -1,0 +1,144 @@
+"""The worker side of worker mode (Melissa's ``fetch_next_parameters``).
+
+For solvers whose start-up is expensive, a `Launcher(..., worker=True)` starts long-lived
+*workers* that run one simulation after another::
+
+    from melissa_trainer.client import Client
+    from melissa_trainer.launcher.worker import next_simulation
+
+    solver = ExpensiveSolver()                        # set up once
+    while (work := next_simulation()) is not None:
+        simulation_id, parameters = work
+        with Client(fields, simulation_id=simulation_id, parameters=parameters) as client:
+            for t, u in solver.run(**parameters):
+                client.send(t, u=u)
+
+Each call reports the previous simulation as finished and asks for the next one; None
+means nothing is left (the worker should exit 0). A worker that dies loses only its
+current simulation, which the launcher gives to another request. In an MPI worker, rank
+0 calls `next_simulation` and broadcasts the answer.
+
+The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER`` and the worker's name
+in ``MELISSA_TRAINER_WORKER``. Messages are JSON over a ZeroMQ REQ socket (never
+pickle). This module imports only the standard library and pyzmq.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import zmq
+
+__all__ = ["ENV_LAUNCHER", "ENV_WORKER", "PROTOCOL_VERSION", "WorkerClient", "next_simulation"]
+
+#: The launcher's ZeroMQ endpoint (set for workers only).
+ENV_LAUNCHER = "MELISSA_TRAINER_LAUNCHER"
+#: The worker's name (its job name), for the launcher's bookkeeping and logs.
+ENV_WORKER = "MELISSA_TRAINER_WORKER"
+#: Version of the JSON messages.
+PROTOCOL_VERSION = 1
+
+
+class WorkerClient:
+    """A worker's connection to its launcher. Not thread-safe (one ZeroMQ socket).
+
+    Args:
+        endpoint: the launcher's endpoint; default ``$MELISSA_TRAINER_LAUNCHER``.
+        name: this worker's name; default ``$MELISSA_TRAINER_WORKER``.
+        timeout: how long, in seconds, one request may wait for the launcher's answer
+            (None: forever).
+
+    Raises:
+        RuntimeError: not started by a launcher in worker mode (no endpoint or name).
+    """
+
+    def __init__(
+        self, endpoint: str | None = None, name: str | None = None, timeout: float | None = 60.0
+    ) -> None:
+        endpoint = endpoint or os.environ.get(ENV_LAUNCHER, "").strip()
+        name = name or os.environ.get(ENV_WORKER, "").strip()
+        if not endpoint or not name:
+            raise RuntimeError(
+                f"next_simulation() works in a job started by Launcher(..., worker=True): "
+                f"{ENV_LAUNCHER} and {ENV_WORKER} must be set"
+            )
+        self.endpoint, self.name, self.timeout = endpoint, name, timeout
+        self.current: int | None = None  # the simulation being run, reported on the next call
+        self._exhausted = False
+        self._context: zmq.Context | None = None
+        self._socket: zmq.Socket | None = None
+
+    def next_simulation(self) -> tuple[int, dict[str, float]] | None:
+        """Report the current simulation as finished; return the next one's
+        ``(simulation_id, parameters)``, or None when nothing is left. Blocks until the
+        launcher answers.
+
+        Raises:
+            TimeoutError: no answer within `timeout` (the launcher is gone or stuck).
+            RuntimeError: the launcher refused the request.
+        """
+        if self._exhausted:
+            return None
+        reply = self._request(
+            {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
+        )
+        if "error" in reply:
+            raise RuntimeError(f"the launcher refused worker {self.name}: {reply['error']}")
+        self.current = None
+        simulation_id = reply.get("simulation_id")
+        if simulation_id is None:
+            self._exhausted = True
+            self.close()
+            return None
+        parameters = {str(k): float(v) for k, v in reply["parameters"].items()}
+        self.current = int(simulation_id)
+        return self.current, parameters
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._socket is None:
+            self._context = zmq.Context()
+            self._socket = self._context.socket(zmq.REQ)
+            self._socket.setsockopt(zmq.LINGER, 0)
+            self._socket.connect(self.endpoint)
+        wait = -1 if self.timeout is None else max(1, int(self.timeout * 1000))
+        self._socket.setsockopt(zmq.RCVTIMEO, wait)
+        self._socket.setsockopt(zmq.SNDTIMEO, wait)
+        try:
+            self._socket.send(json.dumps(message).encode())
+            answer = self._socket.recv()
+        except zmq.Again:
+            self.close()  # a REQ socket without its reply cannot be used again
+            raise TimeoutError(
+                f"worker {self.name}: no answer from the launcher at {self.endpoint} within "
+                f"{self.timeout} s"
+            ) from None
+        reply = json.loads(answer)
+        if not isinstance(reply, dict) or reply.get("version") != PROTOCOL_VERSION:
+            raise RuntimeError(
+                f"worker {self.name}: unexpected answer from the launcher: {reply!r}"
+            )
+        return reply
+
+    def close(self) -> None:
+        """Release the socket (idempotent)."""
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+
+_default: WorkerClient | None = None
+
+
+def next_simulation(timeout: float | None = 60.0) -> tuple[int, dict[str, float]] | None:
+    """`WorkerClient.next_simulation` on this process's worker connection (made at the
+    first call from the environment)."""
+    global _default
+    if _default is None:
+        _default = WorkerClient(timeout=timeout)
+    _default.timeout = timeout
+    return _default.next_simulation()

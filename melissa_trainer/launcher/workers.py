@@ -1,0 +1,219 @@
+"""Worker mode (Melissa's ``fetch_next_parameters``): long-lived jobs that ask for work.
+
+Up to `job_limit` *workers* run the simulation command, each in a slot
+(``worker-{slot}``, relaunched as ``worker-{slot}-r{n}``). A worker calls
+`melissa_trainer.launcher.worker.next_simulation()`, a JSON request on the launcher's
+ZeroMQ REP socket (bound on loopback, passed in ``MELISSA_TRAINER_LAUNCHER``), which
+reports its previous simulation as finished and gets the next one, or None when nothing
+is left. The policy of `Supervisor` applies to each simulation:
+
+* success: the worker asked for more (reporting it finished), or exited 0 while
+  running it;
+* failure: the worker exited non-zero, or its current simulation was silent for
+  `simulation_timeout` s (the worker is then killed). The simulation goes back to the
+  queue for the next request; the slot's worker is relaunched while work remains.
+
+A worker is launched only while there is more work than idle workers. One that keeps
+exiting without ever taking a simulation (a start-up crash) ends the study after
+`max_restarts` + 1 such exits in a row. The timeout applies to a worker's simulations,
+not to its start-up. Once the study is done, workers are told "nothing left"; those
+still alive `EXIT_GRACE` s later are killed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from typing import Any
+
+import zmq
+
+from melissa_trainer.launcher.backends.base import Job
+from melissa_trainer.launcher.supervisor import LauncherError, RunningJob, Supervisor
+from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
+from melissa_trainer.launcher.worker import PROTOCOL_VERSION
+
+__all__ = ["EXIT_GRACE", "WorkerSupervisor"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+#: Seconds workers have to exit once the study is done, before they are killed.
+EXIT_GRACE = 10.0
+_MAX_REQUEST_BYTES = 1 << 16
+
+
+class WorkerSupervisor(Supervisor):
+    """Supervises workers (see the module docstring); `argv` is the worker command.
+
+    The socket is bound at construction (errors surface in `Launcher.start`) and then
+    used by the launcher's thread only.
+    """
+
+    def __init__(self, *args: Any, argv: list[str], max_restarts: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.argv, self.max_restarts = argv, max_restarts
+        self.slots: list[str | None] = [None] * self.settings.job_limit  # job name per slot
+        self.launches = [0] * self.settings.job_limit
+        self.idle_exits: list[list[int]] = [[] for _ in range(self.settings.job_limit)]
+        self.told_none: set[str] = set()  # workers answered "nothing left"
+        self.done_since: float | None = None
+        self.context = zmq.Context()
+        self.socket = self.context.socket(zmq.REP)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
+        try:
+            self.socket.bind("tcp://127.0.0.1:*")
+        except zmq.ZMQError:
+            self.close_socket()
+            raise
+        self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        self.serve()
+        self.poll_jobs(now)
+        self.check_timeouts(now)
+        self.launch_jobs(now)
+        self.retire(now)
+
+    def wait(self, stop: threading.Event) -> None:
+        # Requests are answered as they come, not once per poll interval.
+        deadline = time.monotonic() + self.settings.poll_interval
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if self.socket.poll(int(min(left, 0.05) * 1000) + 1):
+                self.serve()
+
+    def shutdown(self) -> None:
+        try:
+            super().shutdown()
+        finally:
+            self.close_socket()
+
+    def close_socket(self) -> None:
+        self.socket.close(linger=0)
+        self.context.term()
+
+    # -- requests -------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        """Answer every request waiting on the socket."""
+        while self.socket.poll(0):
+            raw = self.socket.recv()
+            self.socket.send(json.dumps(self.answer(raw)).encode())
+
+    def answer(self, raw: bytes) -> dict[str, Any]:
+        try:
+            request = json.loads(raw)
+            name, finished = request["worker"], request["finished"]
+            if request.get("version") != PROTOCOL_VERSION or not isinstance(name, str):
+                raise ValueError(f"version {request.get('version')!r}, worker {name!r}")
+            if finished is not None and (
+                isinstance(finished, bool) or not isinstance(finished, int)
+            ):
+                raise ValueError(f"finished={finished!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            logger.warning("malformed worker request dropped: %r", exc)
+            return _reply(error=f"malformed request: {exc!r}")
+        job = self.jobs.get(name)
+        if job is None:  # e.g. a worker killed for a timeout while its request was queued
+            return _reply(error=f"{name} is not a live worker of this launcher")
+        now = time.monotonic()
+        if finished != job.simulation_id:
+            return _reply(
+                error=f"{name} reports simulation {finished} finished, but it runs "
+                f"{job.simulation_id}"
+            )
+        if finished is not None:
+            job.simulation_id = None
+            self.end_simulation(finished, 0, now, job.log_path)
+        taken = self.take(now)
+        if taken is None:
+            self.told_none.add(name)
+            return _reply(simulation_id=None)
+        sid, parameters, attempt = taken
+        job.assign(sid, now, self.beat_of(sid))
+        self.idle_exits[self.slot_of(name)].clear()
+        logger.info("simulation %d started on %s (attempt %d): %s", sid, name, attempt, parameters)
+        return _reply(simulation_id=sid, parameters=parameters, attempt=attempt)
+
+    # -- workers --------------------------------------------------------------------------
+
+    def launch_jobs(self, now: float) -> None:
+        with self.lock:
+            work = self.study.work_left()
+        idle = sum(
+            1 for n, j in self.jobs.items() if j.simulation_id is None and n not in self.told_none
+        )
+        for slot, name in enumerate(self.slots):
+            if work <= idle:
+                return
+            if name is not None and name in self.jobs:
+                continue
+            n = self.launches[slot]
+            name = f"worker-{slot}" if n == 0 else f"worker-{slot}-r{n}"
+            log_path = self.settings.log_dir / f"worker-{slot}.log"
+            env = {
+                **self.settings.env,
+                ENV_RENDEZVOUS: self.settings.rendezvous_dir,
+                ENV_LAUNCHER: self.endpoint,
+                ENV_WORKER: name,
+            }
+            handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
+            self.slots[slot], self.launches[slot] = name, n + 1
+            self.jobs[name] = RunningJob(handle, None, log_path)
+            idle += 1
+            logger.info("worker started: %s", self.backend.describe(handle))
+
+    def job_ended(self, job: RunningJob, code: int, now: float) -> None:
+        name = job.handle.job.name
+        told_none = name in self.told_none
+        self.told_none.discard(name)
+        if job.simulation_id is not None:  # exit 0 after its simulation is a success
+            self.end_simulation(job.simulation_id, code, now, job.log_path)
+            return
+        if told_none and code == 0:
+            logger.info("%s exited (nothing left)", name)
+            return
+        if told_none:
+            logger.warning("%s exited with code %d after its last simulation", name, code)
+            return
+        exits = self.idle_exits[self.slot_of(name)]
+        exits.append(code)
+        logger.warning(
+            "%s exited with code %d before taking a simulation; log: %s", name, code, job.log_path
+        )
+        if len(exits) > self.max_restarts:
+            raise LauncherError(
+                f"{name} exited {len(exits)} times in a row without taking a simulation "
+                f"(exit codes {exits}); see its log {job.log_path}"
+            )
+
+    def retire(self, now: float) -> None:
+        """Once the study is done, kill the workers that do not exit on their own."""
+        with self.lock:
+            done = self.study.done
+        if not done or not self.jobs:
+            return
+        if self.done_since is None:
+            self.done_since = now
+        elif now - self.done_since > EXIT_GRACE:
+            logger.warning(
+                "workers still alive %.0f s after the study ended: killing them", EXIT_GRACE
+            )
+            for name, job in list(self.jobs.items()):
+                self.backend.kill(job.handle, self.settings.kill_grace)
+                del self.jobs[name]
+
+    def slot_of(self, name: str) -> int:
+        return self.slots.index(name)
+
+
+def _reply(**fields: Any) -> dict[str, Any]:
+    return {"version": PROTOCOL_VERSION, **fields}

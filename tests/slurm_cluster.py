@@ -1,0 +1,331 @@
+"""A real single-node Slurm cluster for tests: munged, slurmctld and slurmd under a
+temporary directory, on free (non-default) ports.
+
+Usage (pytest)::
+
+    from slurm_cluster import slurm_cluster  # noqa: F401  (the module-scoped fixture)
+
+    def test_x(slurm_cluster: SlurmCluster) -> None: ...
+
+The fixture skips, with the reason, only where the cluster cannot be started at all: not
+root (the daemons run as root and munged as the ``munge`` user) or the Debian packages
+are missing (``apt-get install slurmctld slurmd slurm-client munge``). Any other failure
+to start is an error that shows the daemons' logs.
+
+While it is up, ``SLURM_CONF`` points at its configuration in this process's
+environment (so that every Slurm command and job started by the tests uses it). At the
+end every job is cancelled, the daemons are stopped, any process still carrying this
+cluster's ``SLURM_CONF`` (job steps, their children) is killed, and the directory is
+removed. The daemons also get PR_SET_PDEATHSIG=SIGKILL, so a killed pytest does not
+leave them running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
+DAEMONS = ("munged", "slurmctld", "slurmd")
+CLIENTS = ("sbatch", "squeue", "sinfo", "scancel", "srun", "salloc", "scontrol")
+PACKAGES = "slurmctld slurmd slurm-client munge"
+START_TIMEOUT = 60.0
+PARTITION = "debug"
+
+
+def _which(name: str) -> str | None:
+    path = os.pathsep.join([os.environ.get("PATH", ""), *SBIN])
+    return shutil.which(name, path=path)
+
+
+def skip_reason() -> str | None:
+    """Why a cluster cannot be started here, or None if it can."""
+    if os.geteuid() != 0:
+        return "the Slurm test cluster needs root (slurmd runs jobs as root, munged as munge)"
+    missing = [name for name in (*DAEMONS, *CLIENTS) if _which(name) is None]
+    if missing:
+        return (
+            f"Slurm/munge not installed (missing {', '.join(missing)}): apt-get install {PACKAGES}"
+        )
+    try:
+        pwd.getpwnam("munge")
+    except KeyError:
+        return f"no 'munge' user (the munge package creates it): apt-get install {PACKAGES}"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL when the test process dies (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class SlurmCluster:
+    """A running single-node cluster (see the module docstring).
+
+    Attributes:
+        root: its temporary directory (mode 0755: the munge user must reach the socket).
+        conf: its slurm.conf.
+        node: the node name (the short host name); cpus: the node's CPUs.
+        partition: the default partition's name.
+        setup_seconds: wall time from the first daemon's start to the node idle.
+    """
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="melissa-slurm-"))
+        self.root.chmod(0o755)
+        self.conf = self.root / "slurm.conf"
+        self.node = socket.gethostname().split(".")[0]
+        self.partition = PARTITION
+        self.cpus = 1
+        self.setup_seconds = float("nan")
+        self._daemons: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- start -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        started = time.monotonic()
+        munge_socket = self._start_munge()
+        node_line = self._node_line()
+        self._write_conf(munge_socket, node_line)
+        os.environ["SLURM_CONF"] = str(self.conf)
+        self._spawn("slurmctld", [_path("slurmctld"), "-D", "-c", "-f", str(self.conf)])
+        self._spawn("slurmd", [_path("slurmd"), "-D", "-f", str(self.conf)])
+        deadline = time.monotonic() + START_TIMEOUT
+        state = ""
+        while state != "idle":
+            self._check_daemons()
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"node {self.node} not idle after {START_TIMEOUT} s "
+                    f"(state {state!r})\n{self.logs()}"
+                )
+            time.sleep(0.1)
+            state = self._node_state()
+        self.setup_seconds = time.monotonic() - started
+
+    def _start_munge(self) -> Path:
+        directory = self.root / "munge"
+        directory.mkdir(mode=0o755)
+        key = directory / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o400)
+        munge = pwd.getpwnam("munge")
+        for path in (directory, key):
+            os.chown(path, munge.pw_uid, munge.pw_gid)
+        sock = directory / "munge.socket"
+        self._spawn(
+            "munged",
+            [
+                _path("munged"),
+                "--foreground",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={directory / 'munged.pid'}",
+                f"--log-file={directory / 'munged.log'}",
+                f"--seed-file={directory / 'munged.seed'}",
+            ],
+            user=munge.pw_uid,
+            group=munge.pw_gid,
+        )
+        deadline = time.monotonic() + 10
+        while not sock.exists():
+            self._check_daemons()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"munged did not create {sock}\n{self.logs()}")
+            time.sleep(0.02)
+        return sock
+
+    def _node_line(self) -> str:
+        """This machine's ``NodeName=... CPUs=... RealMemory=...`` (``slurmd -C``)."""
+        out = subprocess.run(
+            [_path("slurmd"), "-C"], capture_output=True, text=True, check=True, timeout=30
+        ).stdout
+        line = next(ln for ln in out.splitlines() if ln.startswith("NodeName="))
+        fields = dict(token.split("=", 1) for token in line.split())
+        self.cpus = int(fields["CPUs"])
+        fields["NodeName"] = self.node
+        return " ".join(f"{key}={value}" for key, value in fields.items()) + " State=UNKNOWN"
+
+    def _write_conf(self, munge_socket: Path, node_line: str) -> None:
+        for name in ("state", "spool", "log"):
+            (self.root / name).mkdir()
+        (self.root / "plugstack.conf").write_text("")  # not the host's /etc/slurm one
+        ctld_port, slurmd_port = _free_port(), _free_port()
+        while slurmd_port == ctld_port:
+            slurmd_port = _free_port()
+        r = self.root
+        self.conf.write_text(
+            f"""# single-node test cluster written by tests/slurm_cluster.py
+ClusterName=melissatest
+SlurmctldHost={self.node}
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge_socket}
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+PlugStackConfig={r / "plugstack.conf"}
+StateSaveLocation={r / "state"}
+SlurmdSpoolDir={r / "spool"}
+SlurmctldPidFile={r / "slurmctld.pid"}
+SlurmdPidFile={r / "slurmd.pid"}
+SlurmctldLogFile={r / "log" / "slurmctld.log"}
+SlurmdLogFile={r / "log" / "slurmd.log"}
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+ReturnToService=2
+SchedulerParameters=sched_interval=1
+KillWait=2
+InactiveLimit=0
+{node_line}
+PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE State=UP
+"""
+        )
+
+    def _spawn(self, name: str, argv: list[str], **kwargs: int) -> None:
+        log = open(self.root / f"{name}.out", "wb")  # noqa: SIM115 - the daemon's stdout
+        env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        try:
+            self._daemons[name] = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # a Ctrl-C of pytest is for pytest, not the daemons
+                preexec_fn=_die_with_parent,
+                extra_groups=[] if "user" in kwargs else None,
+                **kwargs,  # type: ignore[arg-type]
+            )
+        finally:
+            log.close()
+
+    def _node_state(self) -> str:
+        result = subprocess.run(
+            [_path("sinfo"), "-h", "-N", "-n", self.node, "-o", "%T"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "SLURM_CONF": str(self.conf)},
+        )
+        return result.stdout.strip()
+
+    def _check_daemons(self) -> None:
+        for name, process in self._daemons.items():
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with {process.returncode}\n{self.logs()}")
+
+    def logs(self, lines: int = 15) -> str:
+        """The last lines of every daemon log, for error messages."""
+        out = []
+        for path in sorted([*self.root.glob("*.out"), *self.root.glob("log/*.log")]):
+            tail = path.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {path.name}\n" + "\n".join(tail))
+        munge_log = self.root / "munge" / "munged.log"
+        if munge_log.exists():
+            out.append("--- munged.log\n" + "\n".join(munge_log.read_text().splitlines()[-lines:]))
+        return "\n".join(out)
+
+    # -- stop ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Cancel all jobs, stop the daemons, kill leftovers, remove the directory."""
+        try:
+            if (
+                self._daemons.get("slurmctld") is not None
+                and self._daemons["slurmctld"].poll() is None
+            ):
+                env = {**os.environ, "SLURM_CONF": str(self.conf)}
+                subprocess.run(
+                    [_path("scancel"), "--full", "--signal=KILL", f"--partition={self.partition}"],
+                    capture_output=True,
+                    timeout=30,
+                    env=env,
+                )
+                subprocess.run(
+                    [_path("scancel"), f"--partition={self.partition}"],
+                    capture_output=True,
+                    timeout=30,
+                    env=env,
+                )
+            for name in ("slurmd", "slurmctld", "munged"):
+                process = self._daemons.get(name)
+                if process is None:
+                    continue
+                if process.poll() is None:
+                    process.terminate()
+                    try:
+                        process.wait(10)
+                    except subprocess.TimeoutExpired:
+                        process.kill()
+                        process.wait(10)
+            for pid in self.leftover_pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        finally:
+            if os.environ.get("SLURM_CONF") == str(self.conf):
+                del os.environ["SLURM_CONF"]
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def leftover_pids(self) -> list[int]:
+        """Processes (other than this one) whose environment holds this cluster's
+        SLURM_CONF: slurmstepd and job processes, and the daemons if still running."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        pids = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                environ = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if marker in environ.split(b"\0"):
+                pids.append(int(entry.name))
+        return pids
+
+
+def _path(name: str) -> str:
+    path = _which(name)
+    assert path is not None, name
+    return path
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running cluster for the tests of one module (started once, torn down after)."""
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+        print(f"\nSlurm test cluster up in {cluster.setup_seconds:.1f} s ({cluster.root})")
+        yield cluster
+    finally:
+        cluster.stop()

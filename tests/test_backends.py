@@ -1,0 +1,583 @@
+"""The mpiexec backend (real 2-rank MPI jobs) and the Slurm backend without Slurm: its
+generated scripts and command lines, its batch script run by bash, and its polling and
+error handling against stand-in Slurm commands."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher.backends import (
+    Backend,
+    Job,
+    LaunchError,
+    LocalBackend,
+    MpiexecBackend,
+    SlurmBackend,
+    make_backend,
+)
+from melissa_trainer.launcher.backends import slurm_script as ss
+from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
+from melissa_trainer.stream.receiver import Receiver
+
+PYTHON = sys.executable
+HAVE_MPI = (
+    importlib.util.find_spec("mpi4py") is not None
+    and shutil.which(
+        "mpiexec", path=os.pathsep.join([str(Path(PYTHON).parent), os.environ["PATH"]])
+    )
+    is not None
+)
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install mpich)")
+
+
+def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def finish(backend: Backend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
+    """Poll until the job ends; its exit code."""
+    deadline = time.monotonic() + timeout
+    while (code := backend.poll(handle)) is None:
+        assert time.monotonic() < deadline, f"{backend.describe(handle)} did not end"
+        time.sleep(0.05)
+    return code
+
+
+def pgrep(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return out.split()
+
+
+def mpi_backend() -> MpiexecBackend:
+    return MpiexecBackend(shutil.which("mpiexec", path=str(Path(PYTHON).parent)) or "mpiexec")
+
+
+# -- make_backend ---------------------------------------------------------------------
+
+
+def test_make_backend_by_name_and_bad_options() -> None:
+    assert isinstance(make_backend("local"), LocalBackend)
+    if HAVE_MPI:
+        backend = make_backend("mpiexec", extra_args=["-bind-to", "none"])
+        assert isinstance(backend, MpiexecBackend) and backend.extra_args == ("-bind-to", "none")
+    with pytest.raises(ValueError, match="unknown launcher backend 'pbs'.*local, mpiexec, slurm"):
+        make_backend("pbs")
+    with pytest.raises(ValueError, match="'local' does not take ranks"):
+        make_backend("local", ranks=2)
+    with pytest.raises(ValueError, match="'mpiexec' does not take partition.*mpiexec, extra_args"):
+        make_backend("mpiexec", partition="gpu")
+
+
+# -- mpiexec --------------------------------------------------------------------------
+
+
+def test_mpiexec_command_and_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert mpiexec_command("/x/mpiexec", 2, ["a", "b c"], ["-v"]) == [
+        "/x/mpiexec", "-n", "2", "-v", "a", "b c",
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="ranks must be >= 1"):
+        mpiexec_command("mpiexec", 0, ["a"])
+    with pytest.raises(LaunchError, match="pip install mpich"):
+        MpiexecBackend("no-such-mpiexec-here")
+    with pytest.raises(TypeError, match="sequence of arguments"):
+        MpiexecBackend(extra_args="-v")
+
+
+RANK_SCRIPT = """
+import os, sys, time
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+out = sys.argv[1]
+with open(os.path.join(out, f"rank{comm.Get_rank()}"), "w") as f:
+    f.write(f"{comm.Get_rank()} {comm.Get_size()} {os.environ['MELISSA_TEST_VALUE']}")
+comm.Barrier()
+"""
+
+
+@needs_mpi
+@pytest.mark.timeout(60)
+def test_mpiexec_runs_two_ranks(tmp_path: Path) -> None:
+    (tmp_path / "ranks.py").write_text(RANK_SCRIPT)
+    backend = mpi_backend()
+    job = Job(
+        "mpi-ranks",
+        [PYTHON, str(tmp_path / "ranks.py"), str(tmp_path)],
+        env={"MELISSA_TEST_VALUE": "a b'c"},
+        log_path=tmp_path / "logs" / "mpi-ranks.log",
+        ranks=2,
+    )
+    handle = backend.launch(job)
+    try:
+        assert "2 ranks" in backend.describe(handle)
+        assert finish(backend, handle) == 0, (tmp_path / "logs" / "mpi-ranks.log").read_text()
+    finally:
+        backend.close()
+    assert (tmp_path / "rank0").read_text() == "0 2 a b'c"
+    assert (tmp_path / "rank1").read_text() == "1 2 a b'c"
+
+
+STREAM_SCRIPT = """
+import numpy as np
+from mpi4py import MPI
+from melissa_trainer.client import Client
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+full = lambda step: np.arange(12, dtype=np.float64).reshape(3, 4) * 10 + step
+with Client({"u": ((3, 4), "float64")}, comm=comm, send_timeout=30) as client:
+    for step in range(4):
+        flat = full(step).reshape(-1)
+        client.send(step, u=flat[:5] if rank == 0 else flat[5:])
+comm.Barrier()
+"""
+
+
+@needs_mpi
+@pytest.mark.timeout(90)
+def test_mpiexec_job_streams_a_decomposed_field_to_a_receiver(tmp_path: Path) -> None:
+    """Two ranks each send a part of `u`; the simulation id, parameters and rendezvous
+    directory come from the job's environment, as the launcher sets them."""
+    (tmp_path / "stream.py").write_text(STREAM_SCRIPT)
+    buffer = FIFOBuffer(100)
+    receiver = Receiver(buffer, expected_simulations=1, rendezvous_dir=tmp_path / "rdv")
+    receiver.start()
+    backend = mpi_backend()
+    try:
+        job = Job(
+            "sim-9",
+            [PYTHON, str(tmp_path / "stream.py")],
+            env={
+                "MELISSA_TRAINER_SIMULATION_ID": "9",
+                "MELISSA_TRAINER_PARAMETERS": json.dumps({"alpha": 0.5}),
+                "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rdv"),
+            },
+            cwd=tmp_path,
+            log_path=tmp_path / "sim-9.log",
+            ranks=2,
+        )
+        handle = backend.launch(job)
+        assert finish(backend, handle) == 0, (tmp_path / "sim-9.log").read_text()
+        samples = []
+        while len(samples) < 4:
+            samples += buffer.get_batch(4 - len(samples), timeout=30)
+    finally:
+        backend.close()
+        receiver.stop()
+    receiver.check()
+    assert receiver.finished_simulations() == [9]
+    for sample in sorted(samples, key=lambda s: int(s["time_step"])):
+        step = int(sample["time_step"])
+        assert int(sample["simulation_id"]) == 9
+        expected = np.arange(12, dtype=np.float64).reshape(3, 4) * 10 + step
+        np.testing.assert_array_equal(sample["u"], expected)
+    assert sorted(int(s["time_step"]) for s in samples) == [0, 1, 2, 3]
+
+
+STUBBORN_SCRIPT = """
+import os, signal, sys, time
+from mpi4py import MPI
+rank = MPI.COMM_WORLD.Get_rank()
+if rank == 1:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends this one
+open(os.path.join(sys.argv[1], f"pid{rank}"), "w").write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+@needs_mpi
+@pytest.mark.timeout(60)
+def test_mpiexec_kill_leaves_no_rank(tmp_path: Path) -> None:
+    marker = f"melissa-mpi-kill-{os.getpid()}"
+    (tmp_path / "stubborn.py").write_text(STUBBORN_SCRIPT)
+    backend = mpi_backend()
+    job = Job("mpi-kill", [PYTHON, str(tmp_path / "stubborn.py"), str(tmp_path), marker], ranks=2)
+    handle = backend.launch(job)
+    try:
+        wait_for(lambda: (tmp_path / "pid0").exists() and (tmp_path / "pid1").exists(), 30, "ranks")
+        pids = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
+        assert len(pgrep(marker)) >= 2
+        assert backend.poll(handle) is None
+        backend.kill(handle, grace=1.0)
+        assert backend.poll(handle) not in (None, 0)
+        wait_for(lambda: not pgrep(marker), 10, f"no process with {marker}")
+        for pid in pids:
+            assert (
+                not Path(f"/proc/{pid}/cmdline").exists()
+                or not Path(f"/proc/{pid}/cmdline").read_bytes()
+            ), f"rank pid {pid} survived"
+        backend.kill(handle)  # idempotent on an ended job
+    finally:
+        backend.close()
+    assert not pgrep(marker)
+
+
+@pytest.mark.timeout(30)
+def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> None:
+    """A launcher that ignores SIGTERM and starts its "ranks" with setsid (as hydra
+    does): the SIGKILL of its process group misses them; kill() still ends them."""
+    marker = f"melissa-setsid-rank-{os.getpid()}"
+    fake = tmp_path / "fake-mpiexec"
+    fake.write_text(
+        "#!/bin/bash\n"
+        "trap '' TERM\n"
+        "shift 2  # -n RANKS\n"
+        'for _ in 1 2; do setsid "$@" & done\n'
+        "wait\n"
+    )
+    fake.chmod(stat.S_IRWXU)
+    backend = MpiexecBackend(str(fake))
+    sleeper = [PYTHON, "-c", "import signal, time; signal.signal(15, 1); time.sleep(60)", marker]
+    handle = backend.launch(Job("fake-mpi", sleeper, ranks=2))
+    try:
+        wait_for(lambda: len(pgrep(marker)) == 3, 10, "the launcher and both ranks")
+        backend.kill(handle, grace=0.5)
+        assert backend.poll(handle) not in (None, 0)
+        wait_for(lambda: not pgrep(marker), 10, "no rank left")
+    finally:
+        backend.close()
+
+
+def test_process_tree_lists_descendants() -> None:
+    child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
+    try:
+        wait_for(lambda: len(process_tree(os.getpid())) >= 2, 10, "the sleep")
+        pids = {pid for pid, _ in process_tree(os.getpid())}
+        assert child.pid in pids and len(pids) >= 2
+    finally:
+        for pid, _ in process_tree(child.pid):
+            os.kill(pid, 9)
+        child.kill()
+        child.wait()
+
+
+# -- Slurm scripts and commands (pure) ----------------------------------------------------
+
+
+def test_time_limit_and_option_validation() -> None:
+    assert ss.normalize_time_limit(None) is None
+    assert ss.normalize_time_limit(90) == "90"
+    for text in ("30", "10:00", "01:30:00", "2-00", "1-12:00:00"):
+        assert ss.normalize_time_limit(text) == text
+    for bad in (0, -5, "1h", "1:2:3:4", "", True, 1.5):
+        with pytest.raises(ValueError, match="time_limit"):
+            ss.normalize_time_limit(bad)  # type: ignore[arg-type]
+    assert ss.check_extra_args("extra_args", ["--mem=4G", "-A abc"]) == ("--mem=4G", "-A abc")
+    with pytest.raises(TypeError, match="extra_args must be a sequence"):
+        ss.check_extra_args("extra_args", "--mem=4G")
+    with pytest.raises(ValueError, match="srun_args: each item must be one option"):
+        ss.check_extra_args("srun_args", ["4G"])
+    with pytest.raises(ValueError, match="each item"):
+        ss.check_extra_args("extra_args", ["--comment=a\n#SBATCH --mem=1T"])
+
+
+def script(**overrides) -> str:  # type: ignore[no-untyped-def]
+    args = dict(
+        name="sim-3",
+        argv=["/venv/bin/python", "sim.py", "--alpha", "0.5 1"],
+        ranks=1,
+        cwd="/work/study dir",
+        exit_stem="/work/logs/sim-3",
+        env={"MELISSA_TRAINER_SIMULATION_ID": "3", "MELISSA_TRAINER_PARAMETERS": '{"a": 1}'},
+        log_path="/work/logs/sim-3.log",
+    )
+    args.update(overrides)
+    return ss.batch_script(**args)  # type: ignore[arg-type]
+
+
+def test_batch_script_of_one_rank() -> None:
+    lines = script(partition="gpu", time_limit="00:10:00", extra_args=["--mem=4G"]).splitlines()
+    assert lines[0] == "#!/bin/bash"
+    directives = [line for line in lines if line.startswith("#SBATCH")]
+    assert directives == [
+        "#SBATCH --job-name=sim-3",
+        "#SBATCH --output=/work/logs/sim-3.log",
+        "#SBATCH --open-mode=append",
+        "#SBATCH --ntasks=1",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=00:10:00",
+        "#SBATCH --mem=4G",
+    ]
+    assert "export MELISSA_TRAINER_SIMULATION_ID=3" in lines
+    assert """export MELISSA_TRAINER_PARAMETERS='{"a": 1}'""" in lines
+    # one rank: the command runs directly in the batch step (no srun), not exec'd
+    assert "cd -- '/work/study dir' && /venv/bin/python sim.py --alpha '0.5 1'" in lines
+    assert lines[-3:] == [
+        "code=$?",
+        'printf "%s\\n" "$code" > /work/logs/sim-3."$SLURM_JOB_ID".exit.tmp && '
+        'mv -f -- /work/logs/sim-3."$SLURM_JOB_ID".exit.tmp /work/logs/sim-3."$SLURM_JOB_ID".exit',
+        'exit "$code"',
+    ]
+
+
+def test_batch_script_of_several_ranks_uses_srun() -> None:
+    text = script(ranks=4, srun_args=["--mpi=pmi2"], log_path="/logs/100%/sim 3.log")
+    assert "#SBATCH --ntasks=4" in text
+    assert '#SBATCH --output="/logs/100%%/sim 3.log"' in text  # % escaped, blanks quoted
+    assert "&& srun --ntasks=4 --kill-on-bad-exit=1 --mpi=pmi2 /venv/bin/python sim.py" in text
+    assert "--partition" not in text and "--time" not in text
+
+
+def test_batch_script_refuses_what_it_cannot_write() -> None:
+    with pytest.raises(ValueError, match="'BAD-NAME' is not valid"):
+        script(env={"BAD-NAME": "x"})
+    with pytest.raises(ValueError, match="quote or a newline"):
+        script(name='a"b')
+    with pytest.raises(ValueError, match="empty command"):
+        script(argv=[])
+    with pytest.raises(ValueError, match="ranks must be >= 1"):
+        script(ranks=0)
+
+
+@pytest.mark.timeout(30)
+def test_batch_script_runs_under_bash_and_writes_its_exit_code(tmp_path: Path) -> None:
+    """The script outside Slurm (#SBATCH lines are comments): the variables, quoted,
+    reach the command, which runs in cwd; its exit code lands in the exit file."""
+    cwd = tmp_path / "a dir"
+    cwd.mkdir()
+    tricky = 'it\'s $HOME `x` "q" \\ end\nline2'
+    code = "import os, sys; open('seen', 'w').write(os.environ['V']); sys.exit(int(sys.argv[1]))"
+    text = ss.batch_script(
+        name="t",
+        argv=[PYTHON, "-c", code, "3"],
+        ranks=1,
+        cwd=str(cwd),
+        exit_stem=str(tmp_path / "t"),
+        env={"V": tricky},
+    )
+    path = tmp_path / "t.sbatch"
+    path.write_text(text)
+    result = subprocess.run(["bash", str(path)], env={**os.environ, "SLURM_JOB_ID": "77"})
+    assert result.returncode == 3
+    assert (cwd / "seen").read_text() == tricky
+    assert (tmp_path / ss.exit_file("t", "77")).read_text() == "3\n"
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_command_lines_and_parsers() -> None:
+    assert ss.sbatch_command("/s/x.sbatch", "/bin/sbatch") == [
+        "/bin/sbatch",
+        "--parsable",
+        "/s/x.sbatch",
+    ]
+    assert ss.parse_sbatch("1234\n") == "1234"
+    assert ss.parse_sbatch("1234;cluster\n") == "1234"
+    with pytest.raises(ValueError, match="no job id"):
+        ss.parse_sbatch("Submitted batch job 12\n")
+    assert ss.squeue_command(["1", "2"]) == [
+        "squeue",
+        "-h",
+        "-t",
+        "all",
+        "-j",
+        "1,2",
+        "-o",
+        "%i|%T",
+    ]
+    assert ss.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
+    assert ss.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
+    assert ss.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
+    assert ss.parse_sacct("") is None
+    assert ss.scontrol_command("5") == ["scontrol", "show", "job", "-o", "5"]
+    record = "JobId=5 JobName=sim-1 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 X=a=b"
+    assert ss.parse_scontrol(record) == ("FAILED", "3:0")
+    assert ss.parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+    assert ss.scancel_command(["5", "6"]) == ["scancel", "5", "6"]
+    assert ss.scancel_command(["5"], signal="KILL") == ["scancel", "--full", "--signal=KILL", "5"]
+    srun = ss.srun_command(name="sim-1", argv=["a"], ranks=2, time_limit="5", srun_args=["-v"])
+    assert srun == [
+        "srun", "--ntasks=2", "--exclusive", "--job-name=sim-1", "--kill-on-bad-exit=1",
+        "--time=5", "-v", "a",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("state", "code", "expected"),
+    [
+        ("COMPLETED", "0:0", 0),
+        ("FAILED", "3:0", 3),
+        ("CANCELLED", "0:15", 143),
+        ("TIMEOUT", "0:0", 1),
+        ("OUT_OF_MEMORY", "0:125", 253),
+        ("NODE_FAIL", "", 1),
+        ("FAILED", "garbage", 1),
+    ],
+)
+def test_exit_code_from_state(state: str, code: str, expected: int) -> None:
+    assert ss.exit_code(state, code) == expected
+
+
+# -- SlurmBackend against stand-in commands ------------------------------------------------
+
+FAKE = {
+    # sbatch --parsable SCRIPT: keeps the script, prints an id, or fails like sbatch
+    "sbatch": """#!/bin/bash
+if [ -e "$FAKE/refuse" ]; then
+    echo "sbatch: error: invalid partition specified: nope" >&2
+    exit 1
+fi
+cp "$2" "$FAKE/submitted.sbatch"
+echo "4242;testcluster"
+""",
+    # squeue: counts its calls, prints the state file
+    "squeue": """#!/bin/bash
+echo "$@" >> "$FAKE/squeue.calls"
+cat "$FAKE/state" 2>/dev/null
+""",
+    "scancel": """#!/bin/bash
+echo "$@" >> "$FAKE/scancel.calls"
+echo "4242|CANCELLED" > "$FAKE/state"
+""",
+    # srun OPTIONS... COMMAND: records the options, runs the command in its place
+    "srun": """#!/bin/bash
+while [[ "$1" == -* ]]; do echo "$1" >> "$FAKE/srun.options"; shift; done
+exec "$@"
+""",
+}
+
+
+@pytest.fixture
+def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A PATH with stand-ins for sbatch, squeue, scancel and srun (no sacct, scontrol)."""
+    bin_dir, state = tmp_path / "bin", tmp_path / "fake"
+    bin_dir.mkdir()
+    state.mkdir()
+    for name, body in FAKE.items():
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(stat.S_IRWXU)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin")
+    monkeypatch.setenv("FAKE", str(state))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    return state
+
+
+def test_slurm_backend_configuration_errors(
+    fake_slurm: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = make_backend("slurm", partition="gpu", time_limit="1:00:00", poll_every=1.0)
+    assert isinstance(backend, SlurmBackend) and backend.time_limit == "1:00:00"
+    with pytest.raises(ValueError, match="mode must be 'sbatch' or 'srun'"):
+        SlurmBackend(mode="qsub")
+    with pytest.raises(ValueError, match="time_limit"):
+        SlurmBackend(time_limit="soon")
+    with pytest.raises(ValueError, match="poll_every"):
+        SlurmBackend(poll_every=-1)
+    with pytest.raises(ValueError, match="partition applies to mode='sbatch'"):
+        SlurmBackend(mode="srun", partition="gpu")
+    with pytest.raises(TypeError, match="extra_args"):
+        SlurmBackend(extra_args="--mem=4G")
+    with pytest.raises(LaunchError, match="SLURM_JOB_ID is not set.*salloc"):
+        SlurmBackend(mode="srun")
+    monkeypatch.setenv("PATH", str(fake_slurm))  # nothing there
+    with pytest.raises(LaunchError, match="needs sbatch, squeue, scancel on PATH.*slurm-client"):
+        SlurmBackend()
+
+
+@pytest.mark.timeout(30)
+def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
+    fake_slurm: Path, tmp_path: Path
+) -> None:
+    backend = SlurmBackend(partition="debug", time_limit=5, poll_every=0.5)
+    job = Job(
+        "sim-1",
+        ["/bin/true"],
+        env={"A": "1"},
+        cwd=tmp_path,
+        log_path=tmp_path / "logs" / "sim-1.log",
+    )
+    (fake_slurm / "state").write_text("4242|PENDING\n")
+    handle = backend.launch(job)
+    assert backend.describe(handle) == "sim-1 (Slurm job 4242)"
+    submitted = (fake_slurm / "submitted.sbatch").read_text()
+    assert "#SBATCH --partition=debug" in submitted and "#SBATCH --time=5" in submitted
+    assert (tmp_path / "logs" / "sim-1.sbatch").exists()  # default script_dir: the log's
+    for _ in range(20):  # polls in a burst: squeue runs once
+        assert backend.poll(handle) is None
+    assert (fake_slurm / "squeue.calls").read_text().splitlines() == ["-h -t all -j 4242 -o %i|%T"]
+    # the job ends: its script wrote the exit code; squeue reports it failed
+    (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
+    (fake_slurm / "state").write_text("4242|FAILED\n")
+    wait_for(lambda: backend.poll(handle) is not None, 10, "the job's end")
+    assert backend.poll(handle) == 7
+    assert not (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).exists()  # consumed
+    calls = len((fake_slurm / "squeue.calls").read_text().splitlines())
+    backend.poll(handle)
+    backend.kill(handle)  # an ended job: nothing to cancel
+    backend.close()
+    assert len((fake_slurm / "squeue.calls").read_text().splitlines()) == calls
+    assert not (fake_slurm / "scancel.calls").exists()
+
+
+@pytest.mark.timeout(30)
+def test_slurm_backend_without_exit_file_uses_the_state(fake_slurm: Path, tmp_path: Path) -> None:
+    """A job killed before its command ended writes no exit file; without sacct and
+    scontrol, its final state decides (non-zero). kill() of a running job signals it
+    (SIGTERM) and, as it ends within the grace, needs no more."""
+    backend = SlurmBackend(script_dir=tmp_path / "scripts", poll_every=0)
+    (fake_slurm / "state").write_text("4242|RUNNING\n")
+    handle = backend.launch(Job("sim-2", ["/bin/sleep", "100"], cwd=tmp_path))
+    assert backend.poll(handle) is None
+    assert (tmp_path / "scripts" / "sim-2.sbatch").exists()
+    backend.kill(handle, grace=5)
+    calls = ["--full --signal=TERM 4242"]
+    assert (fake_slurm / "scancel.calls").read_text().splitlines() == calls
+    assert backend.poll(handle) == 1
+    backend.close()
+    assert (fake_slurm / "scancel.calls").read_text().splitlines() == calls
+
+
+def test_slurm_backend_reports_sbatch_errors(fake_slurm: Path, tmp_path: Path) -> None:
+    backend = SlurmBackend(partition="nope")
+    (fake_slurm / "refuse").touch()
+    with pytest.raises(
+        LaunchError, match="sbatch refused job sim-3.*invalid partition specified: nope"
+    ):
+        backend.launch(Job("sim-3", ["/bin/true"], cwd=tmp_path))
+    with pytest.raises(LaunchError, match="is not valid"):
+        backend.launch(Job("sim-4", ["/bin/true"], env={"1X": "y"}, cwd=tmp_path))
+
+
+@pytest.mark.timeout(30)
+def test_slurm_srun_mode_runs_steps_as_local_processes(
+    fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In an allocation (SLURM_JOB_ID), a job is a local `srun ... argv` process: its exit
+    code passes through; kill ends it and what it started."""
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    backend = SlurmBackend(mode="srun", time_limit="00:05:00", srun_args=["--mpi=pmi2"])
+    done = backend.launch(Job("sim-5", [PYTHON, "-c", "raise SystemExit(4)"], ranks=2))
+    assert finish(backend, done) == 4
+    options = (fake_slurm / "srun.options").read_text().split()
+    assert options == [
+        "--ntasks=2", "--exclusive", "--job-name=sim-5", "--kill-on-bad-exit=1",
+        "--time=00:05:00", "--mpi=pmi2",
+    ]  # fmt: skip
+    marker = f"melissa-srun-kill-{os.getpid()}"
+    code = (
+        "import subprocess, sys, time; "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', sys.argv[1]]); "
+        "time.sleep(60)"
+    )
+    handle = backend.launch(Job("sim-6", [PYTHON, "-c", code, marker]))
+    try:
+        wait_for(lambda: len(pgrep(marker)) >= 2, 10, "the step and its child")
+        assert backend.poll(handle) is None and "srun step sim-6" in backend.describe(handle)
+        backend.kill(handle, grace=2)
+        assert backend.poll(handle) not in (None, 0)
+        wait_for(lambda: not pgrep(marker), 10, "no process left")
+    finally:
+        backend.close()

@@ -1,0 +1,599 @@
+"""The launcher against real processes: limits, restarts, timeouts, redraws, workers,
+callables, resume, and no orphan process after stop() or after the trainer is killed.
+
+Simulations are small Python scripts written into each test's directory (no shell), and
+record what they did (start/end times, attempts, pids) in files there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from helpers import drain
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import (
+    Launcher,
+    LauncherError,
+    ListSampler,
+    LocalBackend,
+    make_sampler,
+)
+from melissa_trainer.launcher.templates import CommandTemplate
+from melissa_trainer.stream.receiver import Receiver
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
+
+FAST = {"poll_interval": 0.05, "kill_grace": 2.0, "backend": LocalBackend}
+
+SIMULATION = r"""
+import json, os, signal, subprocess, sys, time
+
+mode, out = sys.argv[1], sys.argv[2]
+options = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
+with open(os.path.join(out, "runs.txt"), "a") as f:
+    f.write(f"{sid} {attempt} {os.getpid()}\n")
+first = attempt == 0
+
+if mode == "overlap":  # its lifetime, on the system-wide monotonic clock
+    start = time.monotonic()
+    time.sleep(options["sleep"])
+    with open(os.path.join(out, f"{sid}.span"), "w") as f:
+        f.write(f"{start} {time.monotonic()}")
+elif mode == "exit":
+    sys.exit(1 if sid in options.get("fail", []) else 0)
+elif mode == "hang":  # silent forever on its first attempt
+    if first and sid in options["hang"]:
+        time.sleep(600)
+elif mode == "family":  # a child of its own, and SIGTERM ignored: needs SIGKILL
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    with open(os.path.join(out, f"{sid}.family"), "w") as f:
+        f.write(f"{os.getpid()} {child.pid}")
+    time.sleep(600)
+elif mode == "stream":
+    import numpy as np
+    from melissa_trainer.client import Client
+
+    client = Client({"u": ((4,), "float32")})  # id, parameters, endpoints: from the launcher
+    for t in range(options["steps"]):
+        if first and sid in options.get("crash", []) and t == options["at"]:
+            client.close(bye=False)  # deliver what was sent, then die
+            sys.exit(1)
+        if first and sid in options.get("stall", []) and t == options["at"]:
+            time.sleep(600)
+        client.send(t, u=np.full(4, 100 * sid + t, np.float32))
+        time.sleep(options.get("period", {}).get(str(sid), 0.0))
+    client.close()
+"""
+
+WORKER = r"""
+import os, sys
+import numpy as np
+from melissa_trainer.client import Client
+from melissa_trainer.launcher.worker import next_simulation
+
+out, name = sys.argv[1], os.environ["MELISSA_TRAINER_WORKER"]
+done = 0
+while (work := next_simulation(timeout=30)) is not None:
+    sid, parameters = work
+    with open(os.path.join(out, f"{name}.txt"), "a") as f:
+        f.write(f"{sid}\n")
+    client = Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters)
+    for t in range(3):
+        if done == 1 and t == 1:  # the first worker at its second simulation dies, once
+            try:
+                os.close(os.open(os.path.join(out, "crashed"), os.O_CREAT | os.O_EXCL))
+            except FileExistsError:
+                pass
+            else:
+                client.close(bye=False)
+                sys.exit(3)
+        client.send(t, u=np.full(4, sid, np.float32))
+    client.close()
+    done += 1
+"""
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def script(tmp_path: Path, source: str = SIMULATION, name: str = "sim.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+def command(tmp_path: Path, mode: str, **options: Any) -> list[str]:
+    """The simulation's command; a literal brace is doubled in a template (str.format)."""
+    escaped = json.dumps(options).replace("{", "{{").replace("}", "}}")
+    return [sys.executable, script(tmp_path), mode, str(tmp_path), escaped]
+
+
+def launcher(sim: Any, n: int, sampler: Any = None, **kwargs: Any) -> Launcher:
+    settings = {**FAST, **kwargs}
+    if isinstance(settings["backend"], type):
+        settings["backend"] = settings["backend"]()
+    sampler = sampler if sampler is not None else make_sampler("uniform", {"x": (0, 1)})
+    return Launcher(sim, sampler, n, **settings)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
+        time.sleep(0.02)
+
+
+def run_study(launch: Launcher, timeout: float = 30.0) -> None:
+    """Wait for the study to complete, checking it; the caller stops the launcher."""
+
+    def finished() -> bool:
+        launch.check()
+        return launch.done
+
+    wait_for(finished, timeout, "the study to complete")
+
+
+def failure(launch: Launcher, timeout: float = 20.0) -> LauncherError:
+    """Wait for the study to fail; the error `check()` raises."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            launch.check()
+        except LauncherError as exc:
+            return exc
+        time.sleep(0.02)
+    raise AssertionError("the study did not fail")
+
+
+def runs(tmp_path: Path) -> list[tuple[int, int, int]]:
+    """(simulation id, attempt, pid) of every simulation process started."""
+    path = tmp_path / "runs.txt"
+    if not path.exists():
+        return []
+    lines = path.read_text().splitlines()
+    return [(int(a), int(b), int(c)) for a, b, c in (line.split() for line in lines)]
+
+
+def alive(pid: int) -> bool:
+    """A live process (a zombie, killed but not yet reaped by its parent, is dead)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    for pid in pids:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def receive(tmp_path: Path, expected: int) -> tuple[Receiver, FIFOBuffer]:
+    buffer = FIFOBuffer(1000)
+    receiver = Receiver(
+        buffer, expected_simulations=expected, rendezvous_dir=tmp_path / "rendezvous"
+    )
+    receiver.start()
+    return receiver, buffer
+
+
+def keys(samples: list[dict[str, np.ndarray]]) -> Counter[tuple[int, int]]:
+    return Counter((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+
+
+def statuses(launch: Launcher) -> dict[int, str]:
+    return {int(k): v["status"] for k, v in launch.state_dict()["simulations"].items()}
+
+
+# -- configuration ------------------------------------------------------------------------
+
+
+def test_command_templates_format_each_token_without_a_shell() -> None:
+    template = CommandTemplate(
+        "solver --id {simulation_id:03d} --out '{rendezvous_dir}/a b' {parameters} "
+        "--x={x:.2f} --json {parameters_json}",
+        ["x", "y"],
+    )
+    argv = template.format(7, {"x": 0.125, "y": 2.0}, "/tmp/my dir")
+    assert argv == [
+        "solver", "--id", "007", "--out", "/tmp/my dir/a b", "0.125", "2.0", "--x=0.12",
+        "--json", '{"x": 0.125, "y": 2.0}',
+    ]  # fmt: skip
+    assert CommandTemplate(["run", "p={parameters}"], ["x", "y"]).format(
+        1, {"x": 1.0, "y": 2.0}, "/r"
+    ) == ["run", "p=1.0 2.0"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"simulation": "sim {nope}"}, r"unknown placeholder \{nope\}"),
+        ({"simulation": "sim {0}"}, "bad placeholder"),
+        ({"simulation": ""}, "empty"),
+        ({"simulation": "sim {simulation_id}", "worker": True}, "worker"),
+        ({"ranks_per_simulation": 2}, "MPI backend"),
+        ({"on_failure": "retry"}, "on_failure"),
+        ({"job_limit": 0}, "job_limit"),
+        ({"simulation_timeout": 0}, "simulation_timeout"),
+        ({"n_simulations": 3, "sampler": [{"x": 1.0}, {"x": 2.0}]}, "fewer than"),
+        ({"simulation": lambda sid: None}, "fn\\(simulation_id, parameters\\)"),
+        ({"backend": "cloud"}, "unknown launcher backend"),
+        ({"env": {"A": 1}}, "env"),
+    ],
+)
+def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], match: str) -> None:
+    arguments: dict[str, Any] = {
+        "simulation": "sim {x}",
+        "sampler": make_sampler("uniform", {"x": (0, 1)}),
+        "n_simulations": 2,
+        **kwargs,
+    }
+    with pytest.raises(ValueError, match=match):
+        Launcher(arguments.pop("simulation"), arguments.pop("sampler"), **arguments)
+
+
+def test_an_unpicklable_callable_is_refused_at_construction() -> None:
+    import threading
+
+    lock = threading.Lock()
+    with pytest.raises(ValueError, match="cannot be pickled"):
+        Launcher(lambda sid, p: lock.acquire(), [{"x": 0.0}], 1)
+
+
+def test_a_worker_imports_only_the_standard_library_and_pyzmq() -> None:
+    code = (
+        "import sys, melissa_trainer.launcher.worker\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'scipy', 'torch', 'accelerate', 'cloudpickle'))\n"
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_an_empty_study_is_done_at_once(tmp_path: Path) -> None:
+    launch = launcher("sim {x}", 0)
+    assert launch.done and launch.summary()["pending"] == 0
+    launch.stop()  # before start: nothing to do
+
+
+# -- scheduling ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_job_limit_is_never_exceeded_and_is_reached(tmp_path: Path) -> None:
+    launch = launcher(command(tmp_path, "overlap", sleep=0.4), 7, job_limit=3, backend="local")
+    launch.start(tmp_path / "rendezvous")
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    spans = [tuple(map(float, p.read_text().split())) for p in tmp_path.glob("*.span")]
+    assert len(spans) == 7
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    alive_now, most = 0, 0
+    for _, step in events:  # ends sort before starts at equal times
+        alive_now += step
+        most = max(most, alive_now)
+    assert most == 3
+    summary = launch.summary()
+    assert summary["finished"] == 7 and summary["running"] == summary["pending"] == 0
+    assert summary["simulation_seconds"] >= 7 * 0.4
+    assert sorted(statuses(launch)) == list(range(7))
+    logs = sorted(p.name for p in (tmp_path / "logs").iterdir())  # default: {study_dir}/logs
+    assert logs == [f"sim-{i}.log" for i in range(7)]
+
+
+@pytest.mark.timeout(60)
+def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
+    tmp_path: Path,
+) -> None:
+    receiver, buffer = receive(tmp_path, expected=3)
+    sampler = ListSampler([{"x": 0.5}, {"x": 1.5}, {"x": 2.5}])
+    sim = command(tmp_path, "stream", steps=8, crash=[11], at=5)
+    launch = launcher(sim, 3, sampler, job_limit=2, first_simulation_id=10)
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    sim_ids = [10, 11, 12]
+    assert keys(samples) == Counter({(s, t): 1 for s in sim_ids for t in range(8)})
+    for s in samples:
+        sid = int(s["simulation_id"])
+        assert float(s["parameters"][0]) == {10: 0.5, 11: 1.5, 12: 2.5}[sid]
+        np.testing.assert_array_equal(s["u"], np.full(4, 100 * sid + int(s["time_step"])))
+    record = launch.state_dict()["simulations"]
+    assert record["11"]["exit_codes"] == [1, 0] and record["11"]["restarts"] == 1
+    assert record["10"]["exit_codes"] == [0] and record["12"]["exit_codes"] == [0]
+    assert sorted((sid, attempt) for sid, attempt, _ in runs(tmp_path)) == [
+        (10, 0), (11, 0), (11, 1), (12, 0)
+    ]  # fmt: skip
+    assert launch.summary()["restarts"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
+    tmp_path: Path,
+) -> None:
+    """Simulation 0 stalls after 2 steps; 1 sends a step every 0.25 s for longer than the
+    timeout (its heartbeat keeps it alive); 2 is quick."""
+    receiver, buffer = receive(tmp_path, expected=3)
+    sim = command(tmp_path, "stream", steps=10, stall=[0], at=2, period={"1": 0.25})
+    launch = launcher(
+        sim,
+        3,
+        ListSampler([{"x": 0.0}, {"x": 1.0}, {"x": 2.0}]),
+        job_limit=3,
+        simulation_timeout=1.5,
+        max_restarts=3,
+    )
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(10)})
+    record = launch.state_dict()["simulations"]
+    assert record["0"]["exit_codes"] == ["timeout", 0]
+    assert record["1"]["exit_codes"] == [0]  # 2.5 s of work, never silent for 1.5 s
+    stalled_pid = next(pid for sid, attempt, pid in runs(tmp_path) if (sid, attempt) == (0, 0))
+    assert not alive(stalled_pid)
+
+
+@pytest.mark.timeout(30)
+def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
+    launch = launcher(command(tmp_path, "hang", hang=[0]), 2, job_limit=2, simulation_timeout=0.5)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    record = launch.state_dict()["simulations"]
+    assert record["0"]["exit_codes"] == ["timeout", 0] and record["1"]["exit_codes"] == [0]
+
+
+# -- failure policies ---------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_after_max_restarts_the_parameters_are_redrawn_under_a_new_id(tmp_path: Path) -> None:
+    abandoned: list[int] = []
+    sampler = make_sampler("halton", {"x": (0, 1)}, seed=1)
+    launch = launcher(command(tmp_path, "exit", fail=[1]), 3, sampler, max_restarts=1, job_limit=2)
+    launch.start(tmp_path / "rendezvous", abandon=abandoned.append)
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    assert abandoned == [1]
+    assert statuses(launch) == {0: "finished", 1: "failed", 2: "finished", 3: "finished"}
+    state = launch.state_dict()
+    assert state["simulations"]["1"]["exit_codes"] == [1, 1] and state["redraws"] == 1
+    reference = make_sampler("halton", {"x": (0, 1)}, seed=1)
+    expected = [reference.draw() for _ in range(4)]
+    assert [state["simulations"][str(i)]["parameters"] for i in range(4)] == expected
+    summary = launch.summary()
+    assert (summary["finished"], summary["failed"], summary["redraws"]) == (3, 1, 1)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("policy", ["raise", "redraw"])
+def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
+    tmp_path: Path, policy: str
+) -> None:
+    sim = command(tmp_path, "exit", fail=[0, 1, 2, 3])
+    launch = launcher(sim, 2, on_failure=policy, max_restarts=1, max_redraws=1, job_limit=1)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    failed = 0 if policy == "raise" else 1  # with "redraw", 0 is redrawn as 2, then 1 fails
+    assert f"simulation {failed} failed 2 times" in message
+    assert "exit codes [1, 1]" in message and f"sim-{failed}.log" in message
+    assert ("on_failure='raise'" if policy == "raise" else "max_redraws=1") in message
+    assert not launch.done
+    launch.stop()  # idempotent
+    with pytest.raises(LauncherError):
+        launch.check()  # still reported
+
+
+@pytest.mark.timeout(30)
+def test_abandon_gives_up_the_simulation_and_goes_on(tmp_path: Path) -> None:
+    abandoned: list[int] = []
+    launch = launcher(command(tmp_path, "exit", fail=[1]), 3, on_failure="abandon", max_restarts=0)
+    launch.start(tmp_path / "rendezvous", abandon=abandoned.append)
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    assert abandoned == [1]
+    assert statuses(launch) == {0: "finished", 1: "abandoned", 2: "finished"}
+    assert launch.state_dict()["next_id"] == 3  # nothing redrawn
+
+
+@pytest.mark.timeout(30)
+def test_a_job_that_cannot_start_fails_the_study(tmp_path: Path) -> None:
+    launch = launcher([str(tmp_path / "missing-solver"), "{x}"], 1)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        assert "could not start job sim-0" in str(failure(launch))
+    finally:
+        launch.stop()
+
+
+# -- callables and workers ----------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("worker", [False, True])
+def test_a_callable_simulation_runs_in_a_subprocess_via_cloudpickle(
+    tmp_path: Path, worker: bool
+) -> None:
+    steps = 3  # a local variable, captured by the closure: only cloudpickle ships that
+
+    def simulation(simulation_id: int, parameters: dict[str, float]) -> None:
+        import numpy as np
+
+        from melissa_trainer.client import Client
+
+        with Client({"u": ((4,), "float32")}) as client:
+            for t in range(steps):
+                client.send(t, u=np.full(4, parameters["x"], np.float32))
+
+    receiver, buffer = receive(tmp_path, expected=3)
+    sampler = ListSampler([{"x": 1.0}, {"x": 2.0}, {"x": 3.0}])
+    launch = launcher(simulation, 3, sampler, job_limit=2, worker=worker)
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(steps)})
+    assert {int(s["simulation_id"]): float(s["u"][0]) for s in samples} == {0: 1, 1: 2, 2: 3}
+    assert (tmp_path / "simulation.pkl").exists()
+
+
+@pytest.mark.timeout(60)
+def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
+    tmp_path: Path,
+) -> None:
+    receiver, buffer = receive(tmp_path, expected=6)
+    worker = [sys.executable, script(tmp_path, WORKER, "worker.py"), str(tmp_path)]
+    launch = launcher(worker, 6, job_limit=2, worker=True)
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert keys(samples) == Counter({(s, t): 1 for s in range(6) for t in range(3)})
+    assert (tmp_path / "crashed").exists()
+    record = launch.state_dict()["simulations"]
+    assert sorted(r["exit_codes"] for r in record.values()) == [[0]] * 5 + [[3, 0]]
+    per_worker = {p.stem: p.read_text().split() for p in tmp_path.glob("worker-*.txt")}
+    assert max(len(sims) for sims in per_worker.values()) >= 2  # one job, several simulations
+    assert sum(len(sims) for sims in per_worker.values()) == 7  # 6 + the one run twice
+    assert all(p.name.startswith("worker-") for p in (tmp_path / "logs").iterdir())
+
+
+# -- state --------------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> None:
+    def make() -> Launcher:
+        sampler = make_sampler("sobol", {"x": (0, 1)}, seed=4)
+        return launcher(command(tmp_path, "hang", hang=[2]), 4, sampler, job_limit=1)
+
+    first = make()
+    first.start(tmp_path / "rendezvous")
+    try:
+        wait_for(lambda: len(runs(tmp_path)) == 3, what="simulation 2 to hang")
+        state = json.loads(json.dumps(first.state_dict()))
+    finally:
+        first.stop()
+    assert {k: v["status"] for k, v in state["simulations"].items()} == {
+        "0": "finished", "1": "finished", "2": "running"
+    }  # fmt: skip
+    second = make()
+    second.load_state_dict(state)
+    assert second.summary()["pending"] == 2  # 2 to relaunch, 3 not drawn yet
+    second.start(tmp_path / "rendezvous")
+    try:
+        run_study(second)
+    finally:
+        second.stop()
+    assert sorted((sid, attempt) for sid, attempt, _ in runs(tmp_path)) == [
+        (0, 0), (1, 0), (2, 0), (2, 1), (3, 0)
+    ]  # fmt: skip
+    uninterrupted = make_sampler("sobol", {"x": (0, 1)}, seed=4)
+    expected = [uninterrupted.draw() for _ in range(4)]
+    final = second.state_dict()["simulations"]
+    assert [final[str(i)]["parameters"] for i in range(4)] == expected
+    assert all(final[str(i)]["status"] == "finished" for i in range(4))
+    with pytest.raises(RuntimeError, match="before start"):
+        second.load_state_dict(state)
+
+
+# -- no orphans ---------------------------------------------------------------------------
+
+
+@pytest.mark.timeout(60)
+def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
+    tmp_path: Path,
+) -> None:
+    launch = launcher(command(tmp_path, "family"), 3, job_limit=2, kill_grace=0.3)
+    launch.start(tmp_path / "rendezvous")
+    pids: list[int] = []
+    try:
+        wait_for(lambda: len(list(tmp_path.glob("*.family"))) == 2, what="two families")
+        for path in tmp_path.glob("*.family"):
+            pids += map(int, path.read_text().split())
+        assert all(alive(pid) for pid in pids)
+        launch.stop()
+        assert [pid for pid in pids if alive(pid)] == []
+        assert launch.summary()["running"] == 2  # still to run after a resume
+        launch.stop()  # idempotent
+    finally:
+        launch.stop()
+        kill_all(pids)
+
+
+DRIVER = r"""
+import sys, time
+from melissa_trainer.launcher import Launcher, ListSampler
+sim, out = sys.argv[1], sys.argv[2]
+launcher = Launcher(
+    [sys.executable, sim, "hang", out, '{{"hang": [0, 1]}}'],
+    ListSampler([{"x": 0.0}, {"x": 1.0}]), 2, job_limit=2, poll_interval=0.05,
+)
+launcher.start(out + "/rendezvous")
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
+    """SIGKILL and SIGTERM: no cleanup code runs in the trainer (PDEATHSIG ends the
+    simulations); SIGINT (Ctrl-C): the interpreter exits and `atexit` runs `stop()`."""
+    driver = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, script(tmp_path), str(tmp_path)], cwd=tmp_path
+    )
+    pids: list[int] = []
+    try:
+        wait_for(lambda: len(runs(tmp_path)) == 2, what="two simulations")
+        pids = [pid for _, _, pid in runs(tmp_path)]
+        assert all(alive(pid) for pid in pids)
+        driver.send_signal(sig)
+        assert driver.wait(20) != 0
+        wait_for(lambda: not any(alive(pid) for pid in pids), 10, "PDEATHSIG to end them")
+    finally:
+        driver.kill()
+        driver.wait()
+        kill_all(pids)

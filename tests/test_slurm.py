@@ -1,0 +1,272 @@
+"""The Slurm backend against a real single-node Slurm cluster (tests/slurm_cluster.py),
+started once for this module: batch jobs' exit codes, environment, kill and close, a
+2-task MPI job, srun steps inside an allocation, and a small study run by `Launcher`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
+from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.stream.receiver import Receiver
+
+pytestmark = pytest.mark.slow
+
+PYTHON = sys.executable
+POLL = 0.2  # squeue at most every 0.2 s: fast tests on a private cluster
+
+
+def finish(backend: SlurmBackend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while (code := backend.poll(handle)) is None:
+        assert time.monotonic() < deadline, f"{backend.describe(handle)} did not end"
+        time.sleep(0.05)
+    return code
+
+
+def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def pgrep(marker: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+
+
+def queue() -> str:
+    """Jobs the cluster still has queued or running: "ID NAME STATE" lines."""
+    result = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def backend(slurm_cluster: SlurmCluster, tmp_path: Path):  # type: ignore[no-untyped-def]  # noqa: F811
+    backend = SlurmBackend(poll_every=POLL, time_limit=5, script_dir=tmp_path / "scripts")
+    yield backend
+    backend.close()
+
+
+@pytest.mark.timeout(120)
+def test_jobs_exit_codes_environment_and_log(backend: SlurmBackend, tmp_path: Path) -> None:
+    tricky = "a b 'c' \"d\" $HOME"
+    code = (
+        "import os, sys; print('out of', os.environ['SLURM_JOB_ID'], flush=True); "
+        "open('env.txt', 'w').write(os.environ['MELISSA_TEST_VALUE']); "
+        "sys.exit(int(sys.argv[1]))"
+    )
+    log = tmp_path / "logs" / "sim.log"
+    ok = backend.launch(
+        Job("sim-0", [PYTHON, "-c", code, "0"], {"MELISSA_TEST_VALUE": tricky}, tmp_path, log)
+    )
+    assert finish(backend, ok) == 0
+    assert (tmp_path / "env.txt").read_text() == tricky  # ran in cwd, variable intact
+    bad = backend.launch(
+        Job("sim-0-r1", [PYTHON, "-c", code, "3"], {"MELISSA_TEST_VALUE": "x"}, tmp_path, log)
+    )
+    assert finish(backend, bad) == 3
+    assert backend.poll(bad) == 3  # stays known
+    # both runs appended their output to the same log; the exit files were consumed
+    assert log.read_text().count("out of") == 2, log.read_text()
+    assert not list((tmp_path / "scripts").glob("*.exit"))
+    assert sorted(p.name for p in (tmp_path / "scripts").glob("*.sbatch")) == [
+        "sim-0-r1.sbatch",
+        "sim-0.sbatch",
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_kill_ends_the_job_and_its_processes(backend: SlurmBackend, tmp_path: Path) -> None:
+    marker = f"melissa-slurm-kill-{os.getpid()}"
+    code = (  # the job ignores SIGTERM: only the forced kill after the grace ends it
+        "import signal, subprocess, sys, time; "
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)', sys.argv[1]]); "
+        "time.sleep(300)"
+    )
+    handle = backend.launch(Job("long", [PYTHON, "-c", code, marker], cwd=tmp_path))
+    wait_for(lambda: len(pgrep(marker)) >= 2, 30, "the job and its child to run")
+    assert backend.poll(handle) is None
+    backend.kill(handle, grace=1)
+    assert backend.poll(handle) not in (None, 0)
+    assert not pgrep(marker), "a process of the killed job survived"
+    assert "long" not in queue()
+    backend.kill(handle)  # idempotent
+
+
+@pytest.mark.timeout(120)
+def test_close_cancels_running_and_pending_jobs(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Two jobs that each want the whole node (--exclusive): one runs, one waits in the
+    queue; close() ends both."""
+    marker = f"melissa-slurm-close-{os.getpid()}"
+    backend = SlurmBackend(poll_every=POLL, extra_args=["--exclusive"], script_dir=tmp_path)
+    sleeper = [PYTHON, "-c", "import time; time.sleep(300)", marker]
+    try:
+        running = backend.launch(Job("close-0", sleeper, cwd=tmp_path))
+        wait_for(lambda: len(pgrep(marker)) == 1, 30, "the first job to run")
+        pending = backend.launch(Job("close-1", sleeper, cwd=tmp_path))
+        wait_for(lambda: "close-1 PENDING" in queue(), 30, "the second job to queue")
+    finally:
+        backend.close()
+    assert backend.poll(running) == 143  # SIGTERM, as the job's script recorded it
+    assert backend.poll(pending) == 1  # cancelled before it started
+    assert not pgrep(marker)
+    assert "close-" not in queue()
+    backend.close()  # idempotent
+
+
+RANKS = """
+import os, sys
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+with open(f"rank{comm.Get_rank()}", "w") as f:
+    f.write(f"{comm.Get_rank()} {comm.Get_size()} {os.environ['SLURM_PROCID']}")
+"""
+
+
+@pytest.mark.timeout(120)
+def test_two_task_mpi_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    if slurm_cluster.cpus < 2:
+        pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task job needs 2")
+    pytest.importorskip("mpi4py")
+    (tmp_path / "ranks.py").write_text(RANKS)
+    backend = SlurmBackend(poll_every=POLL, srun_args=["--mpi=pmi2"])
+    try:
+        log = tmp_path / "mpi.log"
+        handle = backend.launch(
+            Job("mpi", [PYTHON, "ranks.py"], cwd=tmp_path, log_path=log, ranks=2)
+        )
+        assert finish(backend, handle) == 0, log.read_text()
+    finally:
+        backend.close()
+    assert (tmp_path / "rank0").read_text() == "0 2 0"
+    assert (tmp_path / "rank1").read_text() == "1 2 1"
+    assert "#SBATCH --ntasks=2" in (tmp_path / "mpi.sbatch").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_sbatch_refusal_is_a_launch_error(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    backend = SlurmBackend(partition="no-such-partition", script_dir=tmp_path)
+    with pytest.raises(LaunchError, match="sbatch refused job x.*invalid partition"):
+        backend.launch(Job("x", ["/bin/true"], cwd=tmp_path))
+    backend.close()
+
+
+SRUN_DRIVER = """
+import json, sys, time
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+marker = sys.argv[1]
+backend = SlurmBackend(mode="srun")
+out = {}
+handle = backend.launch(Job("step-exit", [sys.executable, "-c", "raise SystemExit(5)"]))
+while (code := backend.poll(handle)) is None:
+    time.sleep(0.05)
+out["exit"] = code
+sleeper = [sys.executable, "-c", "import time; time.sleep(300)", marker]
+handle = backend.launch(Job("step-long", sleeper))
+time.sleep(1.0)
+out["running"] = backend.poll(handle)
+backend.kill(handle, grace=5)
+out["killed"] = backend.poll(handle)
+backend.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.timeout(120)
+def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    """A driver run by salloc (so inside an allocation) uses mode="srun"."""
+    marker = f"melissa-srun-step-{os.getpid()}"
+    (tmp_path / "driver.py").write_text(SRUN_DRIVER)
+    result = subprocess.run(
+        ["salloc", "--ntasks=1", "--time=5", PYTHON, str(tmp_path / "driver.py"), marker],
+        capture_output=True,
+        text=True,
+        timeout=80,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout.strip().splitlines()[-1])
+    assert out["exit"] == 5 and out["running"] is None
+    assert out["killed"] not in (None, 0)
+    assert not pgrep(marker)
+
+
+SIMULATION = """
+import json, os
+import numpy as np
+from melissa_trainer.client import Client
+
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+with Client({"u": ((8,), "float64")}, send_timeout=30) as client:
+    for step in range(4):
+        client.send(step, u=np.full(8, a + step))
+"""
+
+
+@pytest.mark.timeout(150)
+def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    """3 simulations, at most 2 at once, each a batch job streaming 4 steps to a real
+    receiver through the rendezvous directory: every (simulation, step) arrives once."""
+    (tmp_path / "sim.py").write_text(SIMULATION)
+    parameters = [{"a": 0.0}, {"a": 10.0}, {"a": 20.0}]
+    buffer = FIFOBuffer(100)
+    receiver = Receiver(buffer, expected_simulations=3, rendezvous_dir=tmp_path / "rdv")
+    launcher = Launcher(
+        [PYTHON, str(tmp_path / "sim.py")],
+        parameters,
+        3,
+        job_limit=2,
+        backend=SlurmBackend(poll_every=POLL, time_limit=5),
+        log_dir=tmp_path / "logs",
+        max_restarts=0,
+        on_failure="raise",
+    )
+    receiver.start()
+    samples = []
+    try:
+        launcher.start(tmp_path / "rdv", heartbeat=receiver.activity, study_dir=tmp_path)
+        deadline = time.monotonic() + 100
+        ended = False  # the stream: the receiver closes the buffer after 3 simulations
+        peak = 0  # most simulation jobs seen in the queue at once
+        while not (ended and launcher.done):
+            launcher.check()
+            receiver.check()
+            peak = max(peak, sum(" sim-" in line for line in queue().splitlines()))
+            assert time.monotonic() < deadline, (launcher.summary(), len(samples))
+            try:
+                batch = buffer.get_batch(16, timeout=0.2)
+            except TimeoutError:
+                continue
+            samples += batch
+            if not batch:
+                ended = True
+                time.sleep(0.1)
+    finally:
+        launcher.stop()
+        receiver.stop()
+    launcher.check()
+    keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
+    assert keys == [(sim, step) for sim in range(3) for step in range(4)]
+    for sample in samples:
+        a = parameters[int(sample["simulation_id"])]["a"]
+        np.testing.assert_array_equal(sample["u"], np.full(8, a + int(sample["time_step"])))
+    assert 1 <= peak <= 2  # job_limit, as Slurm sees it
+    summary = launcher.summary()
+    assert summary["finished"] == 3 and summary["failed"] == 0 and summary["restarts"] == 0
+    assert "sim-" not in queue()

@@ -1,0 +1,159 @@
+"""A study end to end: `OnlineTrainer` + `StreamSource(launcher=Launcher(...))`.
+
+Rank 0's source starts the launcher once its receiver is up; simulations are real
+processes streaming with `melissa_trainer.client.Client` configured only by the
+launcher's environment variables. Restarts, abandoned and failed simulations, the
+launcher's telemetry and its state in checkpoints are checked through the trainer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from melissa_trainer import OnlineTrainer, SourceError, StreamSource, TrainingArguments
+from melissa_trainer.launcher import Launcher, LocalBackend, UniformSampler
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+]
+
+SIMULATION = r"""
+import json, os, sys
+import numpy as np
+from melissa_trainer.client import Client
+
+options = json.loads(os.environ["SIM_OPTIONS"])
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
+params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
+with open(os.path.join(options["pids"], f"{os.getpid()}"), "w"):
+    pass
+if sid in options.get("fail", []):
+    sys.exit(3)
+with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
+    for t in range(options["steps"]):
+        if attempt == 0 and sid in options.get("crash", []) and t == options["steps"] // 2:
+            client.close(bye=False)
+            sys.exit(1)
+        x = np.array([params["a"], params["b"], t / 10], np.float32)
+        client.send(t, x=x, y=np.array([x.sum()], np.float32))
+"""
+
+
+class Keys:
+    """`process_sample` that also records which (simulation, step) the trainer saw."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
+        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
+
+
+def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Launcher:
+    script = tmp_path / "sim.py"
+    script.write_text(SIMULATION)
+    (tmp_path / "pids").mkdir()
+    options = dict(options, pids=str(tmp_path / "pids"))
+    return Launcher(
+        [sys.executable, str(script)],
+        UniformSampler({"a": (0.0, 1.0), "b": (-1.0, 1.0)}, seed=3),
+        n,
+        job_limit=2,
+        backend=LocalBackend(),
+        poll_interval=0.05,
+        kill_grace=2.0,
+        env={"SIM_OPTIONS": json.dumps(options)},
+        **kwargs,
+    )
+
+
+def trainer(tmp_path: Path, launcher: Launcher, keys: Keys, **args: Any) -> OnlineTrainer:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    return OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            buffer_size=64,
+            logging_steps=5,
+            disable_progress_bar=True,
+            report_to="none",
+            stop_sync_steps=2,
+            **args,
+        ),
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=StreamSource(launcher=launcher),
+        process_sample=keys,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_a_study_trains_on_every_step_of_every_simulation_once(tmp_path: Path) -> None:
+    launcher, keys = study(tmp_path, 4, {"steps": 12, "crash": [1]}, max_restarts=1), Keys()
+    t = trainer(tmp_path, launcher, keys, save_at_end=True)
+    t.train()
+    assert sorted(keys.seen) == [(s, k) for s in range(4) for k in range(12)]
+    summary = launcher.summary()
+    assert (summary["finished"], summary["restarts"], summary["running"]) == (4, 1, 0)
+    tel = t.source.telemetry()
+    assert tel["samples_put"] == 48 and tel["simulations_finished"] == 4
+    assert tel["launcher_finished"] == 4 and tel["launcher_restarts"] == 1
+    out = tmp_path / "out"
+    assert (out / "rendezvous" / "rank_0.json").exists()
+    assert (out / "study" / "logs" / "sim-1.log").exists()
+    state = json.loads(
+        (
+            out / "checkpoints" / f"checkpoint-{t.state.global_step}" / "rank_0" / "source.json"
+        ).read_text()
+    )
+    records = state["launcher"]["simulations"]
+    assert sorted(r["status"] for r in records.values()) == ["finished"] * 4
+    assert "simulations" in state  # the receiver's dedup record beside it
+
+
+@pytest.mark.timeout(120)
+def test_an_abandoned_simulation_ends_the_stream_without_it(tmp_path: Path) -> None:
+    launcher, keys = (
+        study(tmp_path, 3, {"steps": 5, "fail": [1]}, max_restarts=1, on_failure="abandon"),
+        Keys(),
+    )
+    t = trainer(tmp_path, launcher, keys)
+    t.train()  # returns: the receiver was told not to wait for simulation 1
+    assert sorted(keys.seen) == [(s, k) for s in (0, 2) for k in range(5)]
+    tel = t.source.telemetry()
+    assert tel["simulations_abandoned"] == 1 and tel["simulations_finished"] == 2
+    assert tel["launcher_abandoned"] == 1
+
+
+@pytest.mark.timeout(120)
+def test_a_study_that_fails_stops_training_with_a_clear_error(tmp_path: Path) -> None:
+    launcher, keys = (
+        study(tmp_path, 3, {"steps": 200, "fail": [0]}, max_restarts=1, on_failure="raise"),
+        Keys(),
+    )
+    t = trainer(tmp_path, launcher, keys)
+    with pytest.raises(SourceError, match="simulation 0"):
+        t.train()
+    # stopped with the source: no simulation left running (the record keeps "running"
+    # for those it killed, so that a resume relaunches them)
+    pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
+    assert len(pids) >= 3 and not [pid for pid in pids if alive(pid)]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

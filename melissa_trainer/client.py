@@ -322,7 +322,7 @@ class Client:
         self._lock = threading.Lock()  # the sockets' user: this thread or the flusher
         self._outbox: Outbox | None = None
         if batch_bytes > 0:
-            self._outbox = Outbox(self._sockets, batch_bytes, batch_delay, self._push)
+            self._outbox = Outbox(self._sockets, batch_bytes, batch_delay)
             self._lock = self._outbox.lock
         self._batch_delay = batch_delay
         self._last_send = -math.inf
@@ -396,13 +396,14 @@ class Client:
         trackers = []
         if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
+        mark = None if outbox is None else outbox.mark(index)
         try:
             for f, arr in prepared:
                 if f.local_size == 0:
                     continue
                 if f.inline:
                     if outbox is not None:  # sends come fast: coalesce
-                        outbox.append(index, f.batch_head, step_bytes, arr, now, deadline)
+                        outbox.append(index, f.batch_head, step_bytes, arr, now)
                         continue
                     frame = b"".join((f.head, step_bytes, f.tail, arr.data))
                     if deadline is None:
@@ -412,6 +413,12 @@ class Client:
                 else:
                     tracker = self._push_two(sock, f.head + step_bytes + f.tail, arr, deadline)
                     trackers.append(tracker)
+            if outbox is not None and outbox.due(index, now):
+                outbox.send(index, deadline)
+        except TimeoutError:
+            if outbox is not None and mark is not None:
+                outbox.rollback(index, mark)  # this step's small fields were not queued
+            raise self._timeout(step) from None
         finally:
             self._lock.release()
         for tracker in trackers:  # the arrays are the caller's again once these are done
@@ -436,6 +443,8 @@ class Client:
             raise self._timeout(None)
         try:
             self._outbox.flush(deadline)
+        except TimeoutError:
+            raise self._timeout(None) from None
         finally:
             self._lock.release()
 

@@ -49,27 +49,36 @@ class Receiver:
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.frames: list[int] = []  # frames per message received
         self.raw: list[list[bytes]] = []  # the frames' bytes
-        self.batched: list[p.Data] = []  # records of a BATCH not returned yet
+        self.pending: list[p.Message] = []  # decoded, not returned yet
         self.batches = 0  # BATCH messages received
 
     def recv(self, timeout: float = 5.0) -> p.Message:
-        """The next message; a BATCH is returned as its records, one DATA per call."""
-        if self.batched:
-            return self.batched.pop(0)
+        """The next message. Frames are read as the receiver reads them (only a DATA
+        header without INLINE takes the next frame as its payload); a BATCH is returned
+        as its records, one DATA per call."""
+        if self.pending:
+            return self.pending.pop(0)
         if not self.sock.poll(int(timeout * 1000)):
             raise AssertionError(f"nothing received within {timeout} s")
         frames = self.sock.recv_multipart(copy=False)
         self.frames.append(len(frames))
         self.raw.append([f.bytes for f in frames])
-        msg = p.decode(frames[0].buffer, frames[1].buffer if len(frames) > 1 else None)
-        if isinstance(msg, p.Batch):
-            self.batches += 1
-            records = [msg.record(i) for i in range(msg.records)]
-            self.batched = [r._replace(payload=r.payload.copy()) for r in records]
-            return self.batched.pop(0)
-        if isinstance(msg, p.Data):
-            msg = msg._replace(payload=np.frombuffer(bytes(msg.payload), msg.dtype))
-        return msg
+        i = 0
+        while i < len(frames):
+            head = frames[i].bytes
+            two = head[5] == p.DATA and not head[6] & p.FLAG_INLINE and i + 1 < len(frames)
+            msg = p.decode(frames[i].buffer, frames[i + 1].buffer if two else None)
+            i += 2 if two else 1
+            if isinstance(msg, p.Batch):
+                self.batches += 1
+                records = [msg.record(k) for k in range(msg.records)]
+                self.pending += [r._replace(payload=r.payload.copy()) for r in records]
+            elif isinstance(msg, p.Data):
+                payload = np.frombuffer(bytes(msg.payload), msg.dtype)
+                self.pending.append(msg._replace(payload=payload))
+            else:
+                self.pending.append(msg)
+        return self.pending.pop(0)
 
     def recv_data(self, timeout: float = 5.0) -> p.Data:
         msg = self.recv(timeout)

@@ -2,12 +2,14 @@
 
 A ZeroMQ message costs a few microseconds of Python and library time at each end,
 whatever its size: at 1 KB per field and time step that, not the bytes, bounds the
-stream. So a client appends each small (INLINE) payload to a per-(socket, field)
-batch, and sends the batch as one BATCH message (see `docs/protocol.md`) when it
-holds `batch_bytes`, when its oldest record is `batch_delay` seconds old, or on
-`flush`/`close`. A client that sends rarely (less often than every `batch_delay`)
-sends plain DATA at once, and a background thread flushes batches that got old while
-the simulation computes, so no record waits much longer than `batch_delay`.
+stream. So a client appends each small (INLINE) payload to a per-(receiver, field)
+batch; the batches bound for one receiver are sent together, as the frames of one
+ZeroMQ message (so the fields of a time step arrive together and the receiver
+completes its samples at once), when one of them holds `batch_bytes`, when the
+oldest record is `batch_delay` seconds old, or on `flush`/`close`. A client that
+sends rarely (less often than every `batch_delay`) sends plain DATA at once, and a
+background thread sends batches that got old while the simulation computes, so no
+record waits much longer than `batch_delay`.
 
 Thread-safety: the client's thread and the flusher thread share the sockets, and
 every use of them happens under `lock` (ZeroMQ sockets may change threads with a
@@ -20,7 +22,7 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import zmq
@@ -30,92 +32,151 @@ from melissa_trainer.stream import protocol
 _COUNT = struct.Struct("<Q")
 _COUNT_AT = protocol.PREFIX.size  # the record count sits where DATA has its time step
 
-#: push(socket, frame, deadline): send one frame, honouring the deadline (may raise)
-Push = Callable[[zmq.Socket, bytes | bytearray, float | None], None]
-
 
 class _Batch:
-    __slots__ = ("buf", "header_bytes", "records", "born")
+    """One field's records bound for one receiver (header first, count patched)."""
+
+    __slots__ = ("buf", "header_bytes", "records")
 
     def __init__(self, header: bytes) -> None:
         self.buf = bytearray(header)
         self.header_bytes = len(header)
         self.records = 0
-        self.born = 0.0
+
+
+class _Group:
+    """The batches of every field bound for one receiver; sent together."""
+
+    __slots__ = ("batches", "born", "full")
+
+    def __init__(self) -> None:
+        self.batches: dict[bytes, _Batch] = {}
+        self.born = 0.0  # when its oldest record was added
+        self.full = False  # a batch reached batch_bytes
+
+    @property
+    def empty(self) -> bool:
+        return not self.born
 
 
 class Outbox:
-    """Per-(socket, field) batches of one client (see the module docstring).
+    """Per-(receiver, field) batches of one client (see the module docstring).
 
     Args:
         sockets: the client's PUSH sockets, in receiver order.
-        batch_bytes: a batch is sent once it holds this many bytes.
-        batch_delay: seconds a record may wait in a batch (the flusher's period too).
-        push: how the client sends one frame with its deadline.
+        batch_bytes: a group is sent once one of its batches holds this many bytes.
+        batch_delay: seconds a record may wait (the flusher's period too).
+        send_timeout: the client's bound on a blocked send (None: no bound).
+
+    All methods but `close` are called with `lock` held.
     """
 
     def __init__(
-        self, sockets: Sequence[zmq.Socket], batch_bytes: int, batch_delay: float, push: Push
+        self,
+        sockets: Sequence[zmq.Socket],
+        batch_bytes: int,
+        batch_delay: float,
     ) -> None:
         self.lock = threading.Lock()
         self._sockets = sockets
-        self._limit, self._delay, self._push = batch_bytes, batch_delay, push
-        self._batches: dict[tuple[int, bytes], _Batch] = {}
+        self._limit, self._delay = batch_bytes, batch_delay
+        self._groups = [_Group() for _ in sockets]
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
-        self.batches_sent = 0
+        self.messages_sent = 0
+
+    def mark(self, index: int) -> list[tuple[_Batch, int]]:
+        """Where the batches bound for receiver `index` end now (for `rollback`)."""
+        return [(b, len(b.buf)) for b in self._groups[index].batches.values()]
+
+    def rollback(self, index: int, mark: list[tuple[_Batch, int]]) -> None:
+        """Remove what was appended for receiver `index` since `mark` (a failed send)."""
+        group = self._groups[index]
+        kept = {id(b): n for b, n in mark}
+        for batch in group.batches.values():
+            end = kept.get(id(batch), batch.header_bytes)
+            removed = len(batch.buf) - end
+            if removed:
+                batch.records -= removed // self._stride(batch)
+                del batch.buf[end:]
+        if all(not b.records for b in group.batches.values()):
+            group.born, group.full = 0.0, False
 
     def append(
-        self,
-        index: int,
-        header: bytes,
-        step: bytes,
-        payload: np.ndarray,
-        now: float,
-        deadline: float | None,
+        self, index: int, header: bytes, step: bytes, payload: np.ndarray, now: float
     ) -> None:
-        """Add one record (caller holds `lock`); sends the batch when it is full or old.
-
-        `header` is the field's BATCH header for this client rank (its identity key);
-        `step` the packed u64 time step."""
-        key = (index, header)
-        batch = self._batches.get(key)
+        """Add one record for receiver `index`: `header` is the field's BATCH header
+        (its key), `step` the packed u64 time step. Sends nothing (see `due`)."""
+        group = self._groups[index]
+        batch = group.batches.get(header)
         if batch is None:
-            batch = self._batches[key] = _Batch(header)
+            batch = group.batches[header] = _Batch(header)
             self._start_flusher()
-        if not batch.records:
-            batch.born = now
         buf = batch.buf
-        mark = len(buf)
         buf += step
         buf += payload.data
         batch.records += 1
-        if len(buf) >= self._limit or now - batch.born >= self._delay:
-            try:
-                self._send(index, batch, deadline)
-            except TimeoutError:  # the failed send queued nothing of this record
-                del buf[mark:]
-                batch.records -= 1
-                raise
+        if group.empty:
+            group.born = now
+        if len(buf) >= self._limit:
+            group.full = True
+
+    def due(self, index: int, now: float) -> bool:
+        """True if the group bound for receiver `index` should be sent now."""
+        group = self._groups[index]
+        return group.full or (not group.empty and now - group.born >= self._delay)
+
+    def send(self, index: int, deadline: float | None) -> None:
+        """Send the group bound for receiver `index` as one multipart message.
+
+        Raises TimeoutError (nothing sent, the group intact) if back-pressure outlasts
+        `deadline`."""
+        group = self._groups[index]
+        frames = self._frames(group)
+        if not frames:
+            return
+        sock = self._sockets[index]
+        if deadline is not None:
+            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+        try:
+            sock.send_multipart(frames)  # copies the frames: the batches can be reused
+        except zmq.Again:
+            raise TimeoutError("back-pressure") from None
+        self._clear(group)
 
     def flush(self, deadline: float | None) -> None:
-        """Send every non-empty batch (caller holds `lock`)."""
-        for (index, _), batch in self._batches.items():
-            if batch.records:
-                self._send(index, batch, deadline)
+        """Send every non-empty group."""
+        for index in range(len(self._groups)):
+            self.send(index, deadline)
 
     def close(self) -> None:
-        """Stop the flusher thread (it holds no batch: pending ones stay for `flush`)."""
+        """Stop the flusher thread (not holding `lock`); pending records stay for `flush`."""
         self._closing.set()
         if self._flusher is not None and self._flusher is not threading.current_thread():
             self._flusher.join()
 
-    def _send(self, index: int, batch: _Batch, deadline: float | None) -> None:
-        _COUNT.pack_into(batch.buf, _COUNT_AT, batch.records)
-        self._push(self._sockets[index], batch.buf, deadline)  # copies the bytes
-        del batch.buf[batch.header_bytes :]
-        batch.records = 0
-        self.batches_sent += 1
+    # -- internals --------------------------------------------------------------------------
+
+    @staticmethod
+    def _stride(batch: _Batch) -> int:
+        count = _COUNT.unpack_from(batch.buf, protocol.DATA_HEADER_BYTES - 8)[0]
+        itemsize = protocol.DTYPES[batch.buf[28]].itemsize
+        return 8 + count * itemsize
+
+    def _frames(self, group: _Group) -> list[bytearray]:
+        frames = []
+        for batch in group.batches.values():
+            if batch.records:
+                _COUNT.pack_into(batch.buf, _COUNT_AT, batch.records)
+                frames.append(batch.buf)
+        return frames
+
+    def _clear(self, group: _Group) -> None:
+        for batch in group.batches.values():
+            del batch.buf[batch.header_bytes :]
+            batch.records = 0
+        group.born, group.full = 0.0, False
+        self.messages_sent += 1
 
     def _start_flusher(self) -> None:
         if self._flusher is None:
@@ -125,24 +186,19 @@ class Outbox:
             self._flusher.start()
 
     def _flush_old(self) -> None:
-        """Flusher thread: send batches older than `batch_delay`, never blocking."""
+        """Flusher thread: send groups older than `batch_delay`, never blocking."""
         while not self._closing.wait(self._delay / 2):
             if not self.lock.acquire(timeout=self._delay):
                 continue  # the client is sending (or blocked on back-pressure)
             try:
                 now = time.monotonic()
-                for (index, _), batch in self._batches.items():
-                    if batch.records and now - batch.born >= self._delay:
-                        try:
-                            self._try_send(index, batch)
-                        except zmq.Again:
-                            break  # back-pressure: the next round retries
+                for index, group in enumerate(self._groups):
+                    if not self.due(index, now):
+                        continue
+                    try:
+                        self._sockets[index].send_multipart(self._frames(group), zmq.NOBLOCK)
+                    except zmq.Again:
+                        continue  # back-pressure: the next round retries
+                    self._clear(group)
             finally:
                 self.lock.release()
-
-    def _try_send(self, index: int, batch: _Batch) -> None:
-        _COUNT.pack_into(batch.buf, _COUNT_AT, batch.records)
-        self._sockets[index].send(batch.buf, zmq.NOBLOCK)
-        del batch.buf[batch.header_bytes :]
-        batch.records = 0
-        self.batches_sent += 1

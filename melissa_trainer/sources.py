@@ -45,6 +45,11 @@ class Source(ABC):
         continues after what the buffer has already received.
         """
 
+    def on_all_ranks_started(self) -> None:  # noqa: B027 - optional, no-op
+        """Called on every rank once every rank's `start` has returned (the trainer puts
+        a barrier in between): e.g. every receiver's endpoint is published. No-op by
+        default."""
+
     @abstractmethod
     def check(self) -> None:
         """Raise `SourceError` if the producer has failed; cheap, non-blocking."""

@@ -177,6 +177,9 @@ class OnlineTrainer:
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
         try:
+            if self.num_processes > 1:
+                self.accelerator.wait_for_everyone()  # every rank's source has started
+            self.source.on_all_ranks_started()
             self.model.train()
             self._last_log_time = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)

@@ -170,3 +170,13 @@ def test_every_event_has_a_hook_method() -> None:
 def test_checkpoint_with_unknown_hook_state_is_refused() -> None:
     with pytest.raises(ValueError, match="does not have"):
         HookList([]).load_state_dict({"Mystery": {"x": 1}})
+
+
+def test_log_lines_show_only_the_source_counters_that_are_not_zero() -> None:
+    from melissa_trainer.hooks.progress import format_logs
+
+    line = format_logs(
+        7,
+        {"loss": 0.5, "source_messages": 12.0, "source_rejected_bad_size": 0.0, "x": 0.0},
+    )
+    assert line == "step 7 | loss 0.5 | messages 12 | x 0"

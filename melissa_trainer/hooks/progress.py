@@ -21,9 +21,17 @@ logger = logging.getLogger("melissa_trainer")
 
 
 def format_logs(step: int, logs: dict[str, float]) -> str:
-    """One human-readable line: `step 100 | loss 0.0123 | lr 1e-03 | …`."""
+    """One human-readable line: `step 100 | loss 0.0123 | lr 1e-03 | …`.
+
+    The source's counters (`source_*`, dozens of them, mostly rejection reasons) are
+    shown only when non-zero, without the prefix; every figure still goes to
+    TensorBoard."""
     parts = [f"step {step}"]
     for key, value in logs.items():
+        if key.startswith("source_"):
+            if not value:
+                continue
+            key = key[len("source_") :]
         short = key.replace("learning_rate", "lr").replace("samples_per_second", "samples/s")
         parts.append(f"{short} {value:.4g}")
     return " | ".join(parts)

@@ -10,7 +10,9 @@ simulations find the endpoints in `rendezvous_dir` (``MELISSA_TRAINER_RENDEZVOUS
 are given `endpoint` of every rank (``MELISSA_TRAINER_ENDPOINTS``).
 
 With a `launcher` (`melissa_trainer.launcher.Launcher`), rank 0 starts the study once
-its receiver is up and supervises it beside training: the launcher's heartbeat is the
+every rank's receiver is up (`on_all_ranks_started`, which the trainer calls after a
+barrier; call it yourself after `start` outside a trainer) and supervises it beside
+training: the launcher's heartbeat is the
 receiver's per-simulation message count, a simulation it gives up on is ABANDONed at
 every receiver (so no rank waits for it), its state is saved in rank 0's checkpoint,
 and `stop()` kills every simulation still running. Without one ("external mode") the
@@ -93,6 +95,7 @@ class StreamSource(Source):
         self.launcher = launcher
         self._output_dir: Path | None = None
         self._launcher_started = False
+        self._rank = 0
         self._options: dict[str, Any] = dict(
             options,
             expected_simulations=expected_simulations,
@@ -141,8 +144,15 @@ class StreamSource(Source):
         self._receiver = receiver
         if self._finish is not None:
             receiver.finish(self._finish)
-        if self.launcher is not None and rank == 0:
-            self._start_launcher(receiver)
+        self._rank = rank
+
+    def on_all_ranks_started(self) -> None:
+        """Rank 0 starts the study: every receiver has published its endpoint by now, so
+        no simulation can read a rendezvous file left by an earlier run."""
+        if self.launcher is not None and self._rank == 0 and not self._launcher_started:
+            if self._receiver is None:
+                raise RuntimeError("on_all_ranks_started() before start()")
+            self._start_launcher(self._receiver)
 
     def _start_launcher(self, receiver: Receiver) -> None:
         launcher = self.launcher

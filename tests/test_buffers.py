@@ -636,3 +636,16 @@ def test_load_state_dict_wakes_waiting_reader():
     dst.load_state_dict(*src.state_dict())
     t.join(5)
     assert ids(box["result"]) == [0, 1]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "firo", "reservoir"])
+def test_put_available_inserts_what_fits_without_waiting(kind: str) -> None:
+    buf = make_buffer(kind, 4)
+    samples = [{"x": np.array(i)} for i in range(6)]
+    n = buf.put_available(samples)  # full of samples never drawn: no room, as for put()
+    assert n == 4 and buf.stats().put == 4
+    assert sorted(int(s["x"]) for s in buf.get_batch(4)) == [0, 1, 2, 3]
+    assert buf.put_available(samples[n:]) == 2  # room again (a reservoir replaces)
+    buf.close()
+    with pytest.raises(BufferClosedError):
+        buf.put_available(samples)

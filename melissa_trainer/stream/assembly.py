@@ -173,6 +173,21 @@ class SimulationRecord:
         if self.lost:
             self.lost.discard(i)
 
+    def mark_many(self, steps: np.ndarray) -> None:
+        """Record the local steps `steps` (distinct, none completed yet) at once."""
+        if not steps.size:
+            return
+        byte = steps >> 3
+        done, need = self.done, int(byte.max()) + 1
+        if need > len(done):  # grow geometrically, before any numpy view exists
+            done.extend(bytes(max(need - len(done), len(done))))
+        view = np.frombuffer(done, np.uint8)
+        np.bitwise_or.at(view, byte, (1 << (steps & 7)).astype(np.uint8))
+        del view  # the bytearray may be resized again once no view exports it
+        self.completed += int(steps.size)
+        if self.lost:
+            self.lost.difference_update(steps.tolist())
+
     def unmark(self, i: int) -> bool:
         if not self.is_done(i):
             return False

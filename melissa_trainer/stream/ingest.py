@@ -108,6 +108,8 @@ class Ingest:
     Args:
         rank, world_size: this receiver gets the time steps t with t % world_size == rank.
         put: puts one sample, blocking; returns False if the stream is over (buffer closed).
+        put_many: puts samples in order, blocking; returns how many were put (fewer if
+            the stream ended). Default: `put` one by one.
         end: called once `expected` simulations have finished.
         recent_size: how many of the last keys put the checkpoint keeps (at least the
             buffer's capacity: see `load_state`).
@@ -120,6 +122,7 @@ class Ingest:
         *,
         put: Callable[[Sample], bool],
         end: Callable[[str], None],
+        put_many: Callable[[list[Sample]], int] | None = None,
         expected: int | None,
         max_field_bytes: int,
         max_pending: int,
@@ -129,6 +132,7 @@ class Ingest:
     ) -> None:
         self.rank, self.world = rank, world_size
         self._put, self._end = put, end
+        self._put_many = put_many or self._put_each
         self.expected = expected
         self._max_field_bytes, self._max_time_step = max_field_bytes, max_time_step
         self._max_pending, self._max_pending_bytes = max_pending, max_pending_bytes
@@ -244,29 +248,44 @@ class Ingest:
         seen = np.zeros(steps.size, bool)
         known = byte < done.size
         seen[known] = (done[byte[known]] >> (local[known] & 7)) & 1 == 1
-        self.duplicates += int(seen.sum())
+        del done  # mark_many may resize the bytearray: no export may be alive
+        new = np.flatnonzero(~seen)
+        self.duplicates += steps.size - new.size
+        # Recorded before the puts, in put order (see `data`), all at once.
+        sim.mark_many(local[new])
+        new_steps = steps[new].tolist()
+        self.recent.extend([(sid, t) for t in new_steps])
+        self.marked += len(new_steps)
         name, shape, payloads = msg.name, msg.shape, msg.payloads
-        reshape = len(shape) != 1
-        steps_list, local_list = steps.tolist(), local.tolist()
-        del done  # sim.mark() may resize the bytearray: no export may be alive
-        for i in np.flatnonzero(~seen).tolist():
-            field = payloads[i].copy()
-            t = steps_list[i]
-            sim.mark(local_list[i])
-            self.recent.append((sid, t))
-            self.marked += 1
-            sample = {
-                name: field.reshape(shape) if reshape else field,
-                "simulation_id": sim.id_array.copy(),
-                "time_step": np.array(t, np.int64),
-                "parameters": sim.param_array.copy(),
+        id_copy, param_copy, array, int64 = (
+            sim.id_array.copy,
+            sim.param_array.copy,
+            np.array,
+            np.int64,
+        )
+        flat = shape == (msg.elements,)
+        samples = [
+            {
+                # a copy owns its memory: no view pins the frame
+                name: payloads[i].copy() if flat else payloads[i].copy().reshape(shape),
+                "simulation_id": id_copy(),
+                "time_step": array(t, int64),
+                "parameters": param_copy(),
             }
-            if not self._put(sample):
-                break
-            self.samples_put += 1
+            for i, t in zip(new.tolist(), new_steps, strict=True)
+        ]
+        self.samples_put += self._put_many(samples)
         if len(sim.byes) >= sim.client_count:
             self._check_finished(sim)
         return None
+
+    def _put_each(self, samples: list[Sample]) -> int:
+        n = 0
+        for sample in samples:
+            if not self._put(sample):
+                break
+            n += 1
+        return n
 
     def hello(self, hello: Hello) -> None:
         reason = check_hello(hello, self._max_field_bytes)

@@ -152,6 +152,7 @@ class Receiver:
             world_size,
             put=self._put,
             end=self._end,
+            put_many=self._put_many,
             expected=expected_simulations,
             max_field_bytes=self._max_bytes,
             max_pending=int(max_pending),
@@ -382,6 +383,20 @@ class Receiver:
                 continue
             except BufferClosedError:
                 return self._closed_under_us()
+
+    def _put_many(self, samples: list[Sample]) -> int:
+        """Put `samples` in order: those that fit at once under one lock, the others one
+        by one like `_put`; returns how many were put (fewer once the buffer closed)."""
+        try:
+            n = self._buffer.put_available(samples)
+        except BufferClosedError:
+            self._closed_under_us()
+            return 0
+        for sample in samples[n:]:
+            if not self._put(sample):
+                break
+            n += 1
+        return n
 
     def _closed_under_us(self) -> bool:
         if not self._ended:

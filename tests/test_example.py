@@ -1,4 +1,4 @@
-"""The README's first command: the oscillator example, end to end, in a subprocess."""
+"""The oscillator example (an in-process source), end to end, in a subprocess."""
 
 from __future__ import annotations
 

@@ -1,0 +1,357 @@
+"""Online training of a heat-equation surrogate on an ensemble of solver processes.
+
+The launcher runs `solver.py` (a 2-D heat-equation solver, see its docstring) for
+`--num_simulations` parameter sets drawn by a seeded Latin hypercube, at most
+`--job_limit` at once; each streams its temperature field at every time step to the
+trainer, which trains an MLP (5 parameters, t) -> field online, while the simulations
+run, from a reservoir buffer. Validation uses a few held-out simulations computed once
+in this process with the same solver. At the end it prints the validation error next
+to that of predicting the mean field (the error to beat), how much simulation and
+training overlapped, and writes a PNG comparing prediction and truth; TensorBoard logs
+go to OUTPUT_DIR/runs.
+
+    python examples/heat_pde/train.py                        # small default, about a minute
+    accelerate launch --multi_gpu --num_processes 2 examples/heat_pde/train.py
+    python examples/heat_pde/train.py --grid_size 64 --num_simulations 500 --job_limit 8
+    python examples/heat_pde/train.py --backend slurm ...    # each simulation a Slurm job
+    python examples/heat_pde/train.py --external             # you start the solvers yourself
+    python examples/heat_pde/train.py --json                 # last line: a JSON summary
+
+Errors are mean squared errors in kelvin squared, over every grid point of every time
+step of the validation simulations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    ArgumentParser,
+    Hook,
+    OnlineTrainer,
+    StreamSource,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+
+SOLVER = Path(__file__).resolve().parent / "solver.py"
+#: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
+CENTER = 0.5 * (TEMPERATURE_RANGE[0] + TEMPERATURE_RANGE[1])
+SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
+
+
+@dataclass
+class HeatArgs:
+    grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
+    time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
+    dt: float = field(default=1e-3, metadata={"help": "time step (implicit: any dt is stable)"})
+    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
+    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
+    )
+    sampler: str = field(
+        default="lhs",
+        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
+    )
+    simulation_timeout: float | None = field(
+        default=None, metadata={"help": "seconds without a message before a restart"}
+    )
+    bind: str = field(
+        default="tcp://127.0.0.1:*",
+        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
+                  "other nodes, behind a firewall)"},
+    )  # fmt: skip
+    external: bool = field(
+        default=False,
+        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
+    )
+    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
+    hidden: int = field(default=256, metadata={"help": "MLP width"})
+    learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
+    plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
+    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("num_simulations", "job_limit", "num_validation", "hidden")
+            if getattr(self, name) < 1
+        ]
+        if not self.learning_rate > 0:
+            problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        if problems:
+            raise ValueError("invalid HeatArgs: " + "; ".join(problems))
+
+    @property
+    def config(self) -> HeatConfig:
+        return HeatConfig(self.grid_size, self.time_steps, self.dt)
+
+
+def make_process_sample(time_steps: int) -> Callable[[dict[str, np.ndarray]], Any]:
+    """sample -> (inputs, targets): the parameters mapped onto [-1, 1] and sqrt(t / t_end),
+    and the flattened field mapped onto [-1, 1] (float32 tensors)."""
+
+    def process_sample(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = np.empty(len(PARAMETER_NAMES) + 1, dtype=np.float32)
+        inputs[:-1] = (sample["parameters"] - CENTER) / SCALE
+        # sqrt: the boundary layers grow like sqrt(alpha t), so features stay evenly spread
+        inputs[-1] = np.sqrt((int(sample["time_step"]) + 1) / time_steps)
+        target = (sample["temperature"].reshape(-1) - np.float32(CENTER)) / np.float32(SCALE)
+        return torch.from_numpy(inputs), torch.from_numpy(target)
+
+    return process_sample
+
+
+def make_model(grid_size: int, hidden: int) -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(len(PARAMETER_NAMES) + 1, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, grid_size * grid_size),
+    )
+
+
+def validation_set(opts: HeatArgs, seed: int) -> list[dict[str, np.ndarray]]:
+    """Held-out simulations, solved here once, as samples shaped like the stream's."""
+    sampler = make_sampler("uniform", PARAMETER_BOUNDS, seed=seed)
+    samples = []
+    for i in range(opts.num_validation):
+        parameters = sampler.draw()
+        vector = np.array([parameters[n] for n in PARAMETER_NAMES], dtype=np.float64)
+        for step, temperature in enumerate(solve(parameters, opts.config)):
+            samples.append(
+                {
+                    "temperature": temperature,
+                    "time_step": np.array(step, np.int64),
+                    "parameters": vector,
+                    "simulation_id": np.array(-1 - i, np.int64),  # not a study id
+                }
+            )
+    return samples
+
+
+def received_samples(trainer: OnlineTrainer) -> int:
+    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
+    for logs in reversed(trainer.state.log_history):
+        if "source_samples_put" in logs:
+            return int(logs["source_samples_put"])
+    return 0
+
+
+def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
+    """The least time simulating first (`job_limit` at a time), then training, would take."""
+    return None if simulation is None else round(simulation / job_limit + training, 2)
+
+
+class StepTimer(Hook):
+    """Seconds this rank spends in training steps (batch processing, forward, backward,
+    optimizer), not waiting for data, validating or saving."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
+        self._start = time.perf_counter()
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def final_eval_loss(trainer: OnlineTrainer) -> float:
+    """The validation loss at the last step (the ValidationHook validates at the end)."""
+    step = trainer.state.global_step
+    for logs in reversed(trainer.state.log_history):
+        if "eval_loss" in logs and logs["step"] == step:
+            return float(logs["eval_loss"])
+    return float(trainer.evaluate()["eval_loss"])
+
+
+def plot_comparison(
+    trainer: OnlineTrainer, samples: Sequence[dict[str, np.ndarray]], opts: HeatArgs, path: Path
+) -> None:
+    """PNG of truth, prediction and error of one validation simulation at 4 times."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = sorted({0, opts.time_steps // 4, opts.time_steps // 2, opts.time_steps - 1})
+    chosen = [samples[s] for s in steps]  # the first validation simulation
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    inputs = torch.stack([make_process_sample(opts.time_steps)(s)[0] for s in chosen])
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        out = model(inputs.to(device)).float().cpu().numpy()
+    n = opts.grid_size
+    truth = np.stack([s["temperature"] for s in chosen])
+    prediction = out.reshape(-1, n, n) * SCALE + CENTER
+    error = prediction - truth
+    fig, axes = plt.subplots(
+        3, len(steps), figsize=(3 * len(steps) + 1, 8), squeeze=False, layout="constrained"
+    )
+    low, high = TEMPERATURE_RANGE
+    bound = max(float(np.abs(error).max()), 1e-6)
+    rows = [("truth (K)", truth, "inferno", low, high),
+            ("prediction (K)", prediction, "inferno", low, high),
+            ("error (K)", error, "coolwarm", -bound, bound)]  # fmt: skip
+    for r, (label, images, cmap, vmin, vmax) in enumerate(rows):
+        for c, step in enumerate(steps):
+            ax = axes[r][c]
+            im = ax.imshow(images[c], origin="lower", cmap=cmap, vmin=vmin, vmax=vmax)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"t = {(step + 1) * opts.dt:.3g}")
+            if c == 0:
+                ax.set_ylabel(label)
+        fig.colorbar(im, ax=list(axes[r]), shrink=0.9)
+    named = zip(PARAMETER_NAMES, chosen[0]["parameters"], strict=True)
+    values = ", ".join(f"{name[2:]} {value:.0f}" for name, value in named)
+    fig.suptitle(f"held-out simulation ({values} K)")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def leave_cores_to_simulations(opts: HeatArgs) -> None:
+    """Local simulations get `job_limit` cores, torch the rest (at least one), unless
+    OMP_NUM_THREADS decides: torch threads spinning on the cores the solvers need slow
+    both down (here, 6x fewer training steps per second on 2 cores)."""
+    if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = ArgumentParser(TrainingArguments, HeatArgs)
+    defaults = ["--output_dir", "outputs/heat_pde", "--buffer", "reservoir",
+                "--buffer_size", "4000", "--watermark", "500", "--sample_to_insert_ratio", "8",
+                "--batch_size", "32", "--logging_steps", "200", "--eval_steps", "500"]  # fmt: skip
+    args, opts = parser.parse_args_into_dataclasses(
+        defaults + list(sys.argv[1:] if argv is None else argv)
+    )
+    if opts.plot:
+        try:
+            import matplotlib  # noqa: F401  (checked now, not after training)
+        except ImportError:
+            sys.exit(
+                '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
+            )
+    output_dir = Path(args.output_dir)
+    rendezvous = output_dir / "rendezvous"
+    if opts.external:
+        launcher = None
+        source = StreamSource(
+            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
+        )
+    else:
+        launcher = Launcher(
+            simulation=[sys.executable, str(SOLVER), *opts.config.argv()],
+            sampler=make_sampler(opts.sampler, PARAMETER_BOUNDS, seed=args.seed),
+            n_simulations=opts.num_simulations,
+            job_limit=opts.job_limit,
+            backend=opts.backend,
+            simulation_timeout=opts.simulation_timeout,
+            # numpy's BLAS threads would only fight over the cores the trainer uses
+            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        )
+        source = StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+
+    leave_cores_to_simulations(opts)
+    torch.manual_seed(args.seed)
+    model = make_model(opts.grid_size, opts.hidden)
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+    validation = validation_set(opts, seed=args.seed + 1)
+    timer = StepTimer()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        process_sample=make_process_sample(opts.time_steps),
+        eval_dataset=validation,
+        hooks=[timer],
+    )
+    # A rendezvous file left by an earlier run in this output_dir would send clients to
+    # a dead endpoint: clear the directory before any receiver publishes its own.
+    if trainer.is_main_process:
+        shutil.rmtree(rendezvous, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_main_process and opts.external:
+        example = json.dumps(dict.fromkeys(PARAMETER_NAMES, CENTER))
+        print(
+            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
+            f"with\n  python {SOLVER} "
+            f"{' '.join(opts.config.argv())} --rendezvous {rendezvous} --simulation_id ID "
+            f"--parameters '{example}'",
+            flush=True,
+        )
+
+    start = time.perf_counter()
+    state = trainer.train()
+    wall = time.perf_counter() - start
+    val_mse = final_eval_loss(trainer) * SCALE**2
+    truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
+    mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())
+    study = launcher.summary() if launcher is not None else {}
+    simulation_seconds = study.get("simulation_seconds")
+    summary: dict[str, Any] = {
+        "val_mse": val_mse,
+        "mean_field_mse": mean_field_mse,
+        "wall_seconds": round(wall, 2),
+        "simulation_seconds": None if simulation_seconds is None else round(simulation_seconds, 2),
+        "training_seconds": round(timer.seconds, 2),  # this rank's
+        "sequential_seconds": sequential_seconds(simulation_seconds, timer.seconds, opts.job_limit),
+        "samples_seen": state.total_samples_seen,  # all ranks, with re-draws
+        "samples_received": received_samples(trainer),  # all ranks, each once
+        "steps": state.global_step,
+        "simulations_finished": study.get("finished"),
+        "study": study,  # the launcher's counts (empty in external mode)
+        "plot": None,
+    }
+    if not trainer.is_main_process:
+        return summary
+    if opts.plot:
+        png = output_dir / "heat_pde_validation.png"
+        plot_comparison(trainer, validation, opts, png)
+        summary["plot"] = str(png)
+    print(
+        f"validation MSE {val_mse:.4g} K^2 (RMSE {val_mse**0.5:.3g} K) vs predicting the "
+        f"mean field {mean_field_mse:.4g} K^2: {mean_field_mse / max(val_mse, 1e-12):.1f}x "
+        f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
+    )
+    if simulation_seconds is not None:
+        print(
+            f"overlap: {wall:.1f} s wall for {simulation_seconds:.1f} s of simulation "
+            f"({study.get('finished', 0):.0f} runs, {opts.job_limit} at a time) + "
+            f"{timer.seconds:.1f} s of training = "
+            f"{simulation_seconds + timer.seconds:.1f} s; one after the other they would "
+            f"take at least {summary['sequential_seconds']:.1f} s"
+        )
+    if summary["plot"]:
+        print(f"prediction vs truth: {summary['plot']}")
+    if opts.json:
+        print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,387 @@
+"""Online training of an autoregressive Lorenz-63 surrogate on an ensemble of trajectories.
+
+The launcher runs `solver.py` (a Lorenz-63 RK4 integrator, see its docstring) for
+`--num_simulations` parameter sets (sigma, rho, beta and the initial state) drawn by a
+seeded Latin hypercube, at most `--job_limit` at once. Each streams one transition
+(state, next state) per time step; an MLP learns (sigma, rho, beta, state) -> the
+increment to the next state, online, from a reservoir buffer. Validation rolls the
+surrogate out for `--horizon` steps from points along held-out trajectories (computed
+once in this process with the same integrator) and compares it with persistence
+(predicting that the state does not change), the baseline to beat. It also prints how
+much simulation and training overlapped; TensorBoard logs go to OUTPUT_DIR/runs.
+
+    python examples/lorenz/train.py                          # small default, under a minute
+    accelerate launch --multi_gpu --num_processes 2 examples/lorenz/train.py
+    python examples/lorenz/train.py --num_simulations 1000 --job_limit 8 --horizon 100
+    python examples/lorenz/train.py --json                   # last line: a JSON summary
+
+Errors are mean squared errors of the state (x, y, z), averaged over the components,
+the horizon's steps and the starting points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    ArgumentParser,
+    Hook,
+    OnlineTrainer,
+    StreamSource,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+
+SOLVER = Path(__file__).resolve().parent / "solver.py"
+#: The coefficients the dynamics depend on (the initial state does not enter them).
+COEFFICIENTS = ("sigma", "rho", "beta")
+_LOW = np.array([PARAMETER_BOUNDS[n][0] for n in COEFFICIENTS])
+_HIGH = np.array([PARAMETER_BOUNDS[n][1] for n in COEFFICIENTS])
+#: Normalisation from what is known of the attractor at these coefficients (not from
+#: data): states lie around (0, 0, 25) within about +-25, and |dS/dt| is typically 60.
+STATE_CENTER = np.array([0.0, 0.0, 25.0])
+STATE_SCALE = 10.0
+RATE_SCALE = 60.0
+
+
+@dataclass
+class LorenzArgs:
+    time_steps: int = field(default=1000, metadata={"help": "transitions per simulation"})
+    dt: float = field(default=0.01, metadata={"help": "RK4 time step"})
+    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
+    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
+    )
+    sampler: str = field(
+        default="lhs",
+        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
+    )
+    simulation_timeout: float | None = field(
+        default=None, metadata={"help": "seconds without a message before a restart"}
+    )
+    bind: str = field(
+        default="tcp://127.0.0.1:*",
+        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
+                  "other nodes, behind a firewall)"},
+    )  # fmt: skip
+    external: bool = field(
+        default=False,
+        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
+    )
+    num_validation: int = field(default=8, metadata={"help": "held-out trajectories"})
+    horizon: int = field(default=50, metadata={"help": "rollout steps of the validation"})
+    hidden: int = field(default=128, metadata={"help": "MLP width"})
+    learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
+    plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
+    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+
+    def __post_init__(self) -> None:
+        problems = [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("time_steps", "num_simulations", "job_limit", "num_validation", "hidden")
+            if getattr(self, name) < 1
+        ]
+        if not 1 <= self.horizon <= self.time_steps:
+            problems.append(f"horizon={self.horizon} must be in [1, time_steps={self.time_steps}]")
+        for name in ("dt", "learning_rate"):
+            if not getattr(self, name) > 0:
+                problems.append(f"{name}={getattr(self, name)} must be > 0")
+        if problems:
+            raise ValueError("invalid LorenzArgs: " + "; ".join(problems))
+
+
+def model_inputs(coefficients: np.ndarray, state: np.ndarray) -> np.ndarray:
+    """float32 (..., 6): coefficients mapped onto [-1, 1], then the normalised state."""
+    scaled = 2.0 * (coefficients - _LOW) / (_HIGH - _LOW) - 1.0
+    return np.concatenate([scaled, (state - STATE_CENTER) / STATE_SCALE], axis=-1).astype(
+        np.float32
+    )
+
+
+class Transitions:
+    """`process_sample`: sample -> (inputs, the normalised rate (next - state) / dt)."""
+
+    def __init__(self, dt: float) -> None:
+        self.dt = dt
+
+    def __call__(self, sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        state, next_state = sample["transition"]
+        inputs = model_inputs(sample["parameters"][: len(COEFFICIENTS)], state)
+        rate = (next_state - state) / (self.dt * RATE_SCALE)
+        return torch.from_numpy(inputs), torch.from_numpy(rate.astype(np.float32))
+
+
+def make_model(hidden: int) -> torch.nn.Module:
+    return torch.nn.Sequential(
+        torch.nn.Linear(len(COEFFICIENTS) + 3, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, 3),
+    )
+
+
+def held_out(opts: LorenzArgs, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(parameters in PARAMETER_NAMES order, states (time_steps + 1, 3)) per trajectory."""
+    sampler = make_sampler("uniform", PARAMETER_BOUNDS, seed=seed)
+    out = []
+    for _ in range(opts.num_validation):
+        parameters = sampler.draw()
+        vector = np.array([parameters[n] for n in PARAMETER_NAMES])
+        out.append((vector, trajectory(parameters, opts.time_steps, opts.dt)))
+    return out
+
+
+def one_step_samples(trajectories: list[tuple[np.ndarray, np.ndarray]]) -> list[dict]:
+    """The held-out transitions as samples shaped like the stream's (the eval_dataset)."""
+    return [
+        {
+            "transition": states[k : k + 2],
+            "time_step": np.array(k, np.int64),
+            "parameters": parameters,
+            "simulation_id": np.array(-1 - i, np.int64),  # not a study id
+        }
+        for i, (parameters, states) in enumerate(trajectories)
+        for k in range(len(states) - 1)
+    ]
+
+
+def rollouts(
+    model: torch.nn.Module, trajectories: list[tuple[np.ndarray, np.ndarray]], opts: LorenzArgs
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Roll the model out `horizon` steps from every `horizon`-th state of each trajectory.
+
+    Returns the starting states (starts, 3) and the predicted and true states that follow
+    them (starts, horizon, 3), float64.
+    """
+    h = opts.horizon
+    starts = [(i, s) for i, (_, states) in enumerate(trajectories)
+              for s in range(0, len(states) - h, h)]  # fmt: skip
+    coefficients = np.stack([trajectories[i][0][: len(COEFFICIENTS)] for i, _ in starts])
+    state = first = np.stack([trajectories[i][1][s] for i, s in starts])
+    truth = np.stack([trajectories[i][1][s + 1 : s + 1 + h] for i, s in starts])
+    predicted = np.empty_like(truth)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        for k in range(h):
+            inputs = torch.from_numpy(model_inputs(coefficients, state)).to(device)
+            rate = model(inputs).double().cpu().numpy()
+            state = state + rate * (opts.dt * RATE_SCALE)
+            predicted[:, k] = state
+    return first, predicted, truth
+
+
+def received_samples(trainer: OnlineTrainer) -> int:
+    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
+    for logs in reversed(trainer.state.log_history):
+        if "source_samples_put" in logs:
+            return int(logs["source_samples_put"])
+    return 0
+
+
+def final_eval_loss(trainer: OnlineTrainer) -> float:
+    """The validation loss at the last step (the ValidationHook validates at the end)."""
+    step = trainer.state.global_step
+    for logs in reversed(trainer.state.log_history):
+        if "eval_loss" in logs and logs["step"] == step:
+            return float(logs["eval_loss"])
+    return float(trainer.evaluate()["eval_loss"])
+
+
+def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
+    """The least time simulating first (`job_limit` at a time), then training, would take."""
+    return None if simulation is None else round(simulation / job_limit + training, 2)
+
+
+class StepTimer(Hook):
+    """Seconds this rank spends in training steps (batch processing, forward, backward,
+    optimizer), not waiting for data, validating or saving."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
+        self._start = time.perf_counter()
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def plot_rollouts(
+    trajectories: list[tuple[np.ndarray, np.ndarray]],
+    predicted: np.ndarray,
+    opts: LorenzArgs,
+    path: Path,
+) -> None:
+    """PNG of the first held-out trajectory and the rollouts started along it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    states = trajectories[0][1]
+    h = opts.horizon
+    windows = min(len(range(0, len(states) - h, h)), max(1, 500 // h))
+    t = np.arange(len(states)) * opts.dt
+    fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True, layout="constrained")
+    for c, (ax, name) in enumerate(zip(axes, "xyz", strict=True)):
+        end = windows * h + 1
+        ax.plot(t[:end], states[:end, c], color="black", lw=1.2, label="truth")
+        for w in range(windows):
+            span = t[w * h + 1 : (w + 1) * h + 1]
+            label = f"surrogate, {h}-step rollouts" if w == 0 else None
+            ax.plot(span, predicted[w, :, c], color="tab:orange", lw=1.2, ls="--", label=label)
+        ax.set_ylabel(name)
+    axes[0].legend(loc="upper right")
+    axes[-1].set_xlabel("t")
+    named = zip(PARAMETER_NAMES, trajectories[0][0], strict=True)
+    values = ", ".join(f"{name} {value:.3g}" for name, value in named)
+    fig.suptitle(f"held-out trajectory ({values})")
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def leave_cores_to_simulations(opts: LorenzArgs) -> None:
+    """Local simulations get `job_limit` cores, torch the rest (at least one), unless
+    OMP_NUM_THREADS decides: torch threads spinning on the cores the solvers need slow
+    both down (here, 6x fewer training steps per second on 2 cores)."""
+    if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = ArgumentParser(TrainingArguments, LorenzArgs)
+    defaults = ["--output_dir", "outputs/lorenz", "--buffer", "reservoir",
+                "--buffer_size", "20000", "--watermark", "2000", "--sample_to_insert_ratio", "4",
+                "--batch_size", "128", "--logging_steps", "200", "--eval_steps", "500"]  # fmt: skip
+    args, opts = parser.parse_args_into_dataclasses(
+        defaults + list(sys.argv[1:] if argv is None else argv)
+    )
+    if opts.plot:
+        try:
+            import matplotlib  # noqa: F401  (checked now, not after training)
+        except ImportError:
+            sys.exit(
+                '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
+            )
+    output_dir = Path(args.output_dir)
+    rendezvous = output_dir / "rendezvous"
+    solver_flags = ["--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
+    launcher = None
+    if opts.external:
+        source = StreamSource(
+            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
+        )
+    else:
+        launcher = Launcher(
+            simulation=[sys.executable, str(SOLVER), *solver_flags],
+            sampler=make_sampler(opts.sampler, PARAMETER_BOUNDS, seed=args.seed),
+            n_simulations=opts.num_simulations,
+            job_limit=opts.job_limit,
+            backend=opts.backend,
+            simulation_timeout=opts.simulation_timeout,
+            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        )
+        source = StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+
+    leave_cores_to_simulations(opts)
+    torch.manual_seed(args.seed)
+    model = make_model(opts.hidden)
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+    validation = held_out(opts, seed=args.seed + 1)
+    timer = StepTimer()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        process_sample=Transitions(opts.dt),
+        eval_dataset=one_step_samples(validation),
+        hooks=[timer],
+    )
+    # A rendezvous file left by an earlier run in this output_dir would send clients to
+    # a dead endpoint: clear the directory before any receiver publishes its own.
+    if trainer.is_main_process:
+        shutil.rmtree(rendezvous, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_main_process and opts.external:
+        example = json.dumps({n: float(np.mean(PARAMETER_BOUNDS[n])) for n in PARAMETER_NAMES})
+        print(
+            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
+            f"with\n  python {SOLVER} {' '.join(solver_flags)} --rendezvous {rendezvous} "
+            f"--simulation_id ID --parameters '{example}'",
+            flush=True,
+        )
+
+    start = time.perf_counter()
+    state = trainer.train()
+    wall = time.perf_counter() - start
+    study = launcher.summary() if launcher is not None else {}
+    simulation_seconds = study.get("simulation_seconds")
+    summary: dict[str, Any] = {
+        "horizon": opts.horizon,
+        "one_step_val_loss": final_eval_loss(trainer),  # normalised rates, all ranks
+        "wall_seconds": round(wall, 2),
+        "simulation_seconds": None if simulation_seconds is None else round(simulation_seconds, 2),
+        "training_seconds": round(timer.seconds, 2),  # this rank's
+        "sequential_seconds": sequential_seconds(simulation_seconds, timer.seconds, opts.job_limit),
+        "samples_seen": state.total_samples_seen,  # all ranks, with re-draws
+        "samples_received": received_samples(trainer),  # all ranks, each once
+        "steps": state.global_step,
+        "simulations_finished": study.get("finished"),
+        "study": study,  # the launcher's counts (empty in external mode)
+        "plot": None,
+    }
+    if not trainer.is_main_process:
+        return summary
+    first, predicted, truth = rollouts(
+        trainer.accelerator.unwrap_model(trainer.model), validation, opts
+    )
+    persistence = truth - first[:, None, :]  # persistence predicts the first state throughout
+    rollout_mse, persistence_mse = ((predicted - truth) ** 2).mean(), (persistence**2).mean()
+    summary = {"rollout_mse": float(rollout_mse), "persistence_mse": float(persistence_mse),
+               **summary}  # fmt: skip
+    if opts.plot:
+        png = output_dir / "lorenz_rollouts.png"
+        plot_rollouts(validation, predicted, opts, png)
+        summary["plot"] = str(png)
+    print(
+        f"{opts.horizon}-step rollout MSE {rollout_mse:.4g} vs persistence "
+        f"{persistence_mse:.4g}: {persistence_mse / max(rollout_mse, 1e-12):.1f}x better, "
+        f"after {state.global_step} steps on {state.total_samples_seen} samples"
+    )
+    if simulation_seconds is not None:
+        print(
+            f"overlap: {wall:.1f} s wall for {simulation_seconds:.1f} s of simulation "
+            f"({study.get('finished', 0):.0f} runs, {opts.job_limit} at a time) + "
+            f"{timer.seconds:.1f} s of training = "
+            f"{simulation_seconds + timer.seconds:.1f} s; one after the other they would "
+            f"take at least {summary['sequential_seconds']:.1f} s"
+        )
+    if summary["plot"]:
+        print(f"rollouts vs truth: {summary['plot']}")
+    if opts.json:
+        print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The heat-PDE example (the README's first command), end to end in subprocesses, tiny:
+launched solver processes stream to the trainer under `python` and under
+`accelerate launch` with two processes (gloo on CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+]
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "heat_pde" / "train.py"
+SIMULATIONS, STEPS = 16, 20
+TINY = [
+    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "10",
+    "--job_limit", "2", "--num_validation", "4", "--hidden", "64", "--learning_rate", "3e-3",
+    "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
+    "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "100",
+    "--disable_progress_bar", "--json",
+]  # fmt: skip
+KEYS = {"val_mse", "mean_field_mse", "wall_seconds", "simulation_seconds", "training_seconds",
+        "sequential_seconds", "samples_seen", "samples_received", "steps",
+        "simulations_finished", "study", "plot"}  # fmt: skip
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of live processes whose environment mentions `marker` (a unique path: the
+    launcher gives every simulation MELISSA_TRAINER_RENDEZVOUS)."""
+    needle = marker.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours
+            continue
+    return found
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
+    summary = json.loads(last)
+    assert set(summary) >= KEYS
+    return summary
+
+
+def check_run(summary: dict, out: Path) -> None:
+    assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
+    study = summary["study"]
+    assert study["failed"] == study["restarts"] == study["redraws"] == study["abandoned"] == 0
+    # the stream ended: the source let the simulations exit before stopping the launcher
+    assert study["finished"] == SIMULATIONS and study["running"] == 0, study
+    assert summary["samples_received"] == SIMULATIONS * STEPS  # each (simulation, step) once
+    assert summary["simulation_seconds"] > 0 and summary["training_seconds"] > 0
+    assert summary["samples_seen"] >= summary["samples_received"]  # each drawn at least once
+    assert Path(summary["plot"]) == out / "heat_pde_validation.png"
+    assert (out / "heat_pde_validation.png").stat().st_size > 10_000
+    assert list((out / "runs").glob("events.out.tfevents.*"))
+    assert processes_with(str(out / "rendezvous")) == []  # no simulation outlived the trainer
+
+
+@pytest.mark.timeout(120)
+def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)
+    assert "overlap:" in proc.stdout and "validation MSE" in proc.stdout
+    assert len(list((out / "study" / "logs").glob("*.log"))) >= SIMULATIONS  # one per job
+
+
+@pytest.mark.timeout(180)
+def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
+           str(EXAMPLE), *TINY, "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)  # samples_received: summed over the two ranks' receivers

@@ -7,9 +7,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -104,3 +106,42 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
     summary = summary_of(proc)
     check_run(summary, out)  # samples_received: summed over the two ranks' receivers
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
+    """SIGTERM (a scheduler's stop) or Ctrl-C of the trainer in the middle of a study:
+    every solver it launched is gone soon after, none is left behind."""
+    out = tmp_path / "out"
+    slow = ["--num_simulations", "40", "--time_steps", "1000", "--grid_size", "10",
+            "--num_validation", "1",
+            "--job_limit", "2", "--disable_progress_bar", "--eval_steps", "none",
+            "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), *slow],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    marker = str(out / "rendezvous")
+    try:
+        deadline = time.monotonic() + 60
+        while len(processes_with(marker)) < 2:  # two solvers (their environment has it)
+            assert proc.poll() is None and time.monotonic() < deadline, "no solver started"
+            time.sleep(0.1)
+        solvers = processes_with(marker)
+        proc.send_signal(sig)
+        assert proc.wait(30) != 0
+        deadline = time.monotonic() + 15
+        while [pid for pid in solvers if pid in processes_with(marker)]:
+            assert time.monotonic() < deadline, "a solver outlived the trainer"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)

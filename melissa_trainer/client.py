@@ -137,17 +137,7 @@ class _Field:
             self.inline,
         )
         self.head, self.tail = header[:_STEP_AT], header[_STEP_AT + _STEP.size :]
-        self.batch_head = protocol.encode_batch_header(
-            simulation_id,
-            0,
-            rank,
-            ranks,
-            self.name_bytes,
-            self.code,
-            self.spec.shape,
-            offset,
-            size,
-        )
+        self.batch_head = protocol.batch_header_of(header)  # record count patched on send
 
 
 def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

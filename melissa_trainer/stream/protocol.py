@@ -244,19 +244,26 @@ def encode_batch_header(
 ) -> bytes:
     """The BATCH header (the DATA header with kind 5 and `records` in place of the
     time step); `records` x (u64 time step + payload) follow it."""
-    header = encode_data_header(
-        simulation_id,
-        records,
-        client_rank,
-        client_count,
-        name,
-        dtype_code,
-        shape,
-        offset,
-        count,
-        False,
+    return batch_header_of(
+        encode_data_header(
+            simulation_id,
+            records,
+            client_rank,
+            client_count,
+            name,
+            dtype_code,
+            shape,
+            offset,
+            count,
+            False,
+        )
     )
-    return header[:5] + bytes([BATCH]) + header[6:]
+
+
+def batch_header_of(data_header: bytes) -> bytes:
+    """The BATCH header of the same field part as a DATA header (its time step field
+    becomes the record count; flags cleared)."""
+    return data_header[:5] + bytes([BATCH]) + b"\0\0" + data_header[8:]
 
 
 def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_sent: int) -> bytes:

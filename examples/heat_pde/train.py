@@ -8,7 +8,8 @@ run, from a reservoir buffer. Validation uses a few held-out simulations compute
 in this process with the same solver. At the end it prints the validation error next
 to that of predicting the mean field (the error to beat), how much simulation and
 training overlapped, and writes a PNG comparing prediction and truth; TensorBoard logs
-go to OUTPUT_DIR/runs.
+go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
+`../study_common.py`, shared with the Lorenz example.
 
     python examples/heat_pde/train.py                        # small default, about a minute
     accelerate launch --multi_gpu --num_processes 2 examples/heat_pde/train.py
@@ -24,8 +25,6 @@ step of the validation simulations.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -36,17 +35,23 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
 from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
-
-from melissa_trainer import (  # noqa: E402
-    ArgumentParser,
-    Hook,
-    OnlineTrainer,
-    StreamSource,
-    TrainingArguments,
+from study_common import (  # noqa: E402
+    StepTimer,
+    StudyArgs,
+    check_matplotlib,
+    final_eval_loss,
+    leave_cores_to_simulations,
+    prepare_rendezvous,
+    print_overlap,
+    run_summary,
+    study_source,
 )
-from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+
+from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -55,48 +60,24 @@ SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
 
 
 @dataclass
-class HeatArgs:
+class HeatArgs(StudyArgs):
     grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
     time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
     dt: float = field(default=1e-3, metadata={"help": "time step (implicit: any dt is stable)"})
-    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
-    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
-    backend: str = field(
-        default="local",
-        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
-    )
-    sampler: str = field(
-        default="lhs",
-        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
-    )
-    simulation_timeout: float | None = field(
-        default=None, metadata={"help": "seconds without a message before a restart"}
-    )
-    bind: str = field(
-        default="tcp://127.0.0.1:*",
-        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
-                  "other nodes, behind a firewall)"},
-    )  # fmt: skip
-    external: bool = field(
-        default=False,
-        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
-    )
     num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
     hidden: int = field(default=256, metadata={"help": "MLP width"})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
-    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
 
-    def __post_init__(self) -> None:
-        problems = [
+    def problems(self) -> list[str]:
+        problems = super().problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("num_simulations", "job_limit", "num_validation", "hidden")
+            for name in ("num_validation", "hidden")
             if getattr(self, name) < 1
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        if problems:
-            raise ValueError("invalid HeatArgs: " + "; ".join(problems))
+        return problems
 
     @property
     def config(self) -> HeatConfig:
@@ -149,43 +130,6 @@ def validation_set(opts: HeatArgs, seed: int) -> list[dict[str, np.ndarray]]:
     return samples
 
 
-def received_samples(trainer: OnlineTrainer) -> int:
-    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
-    for logs in reversed(trainer.state.log_history):
-        if "source_samples_put" in logs:
-            return int(logs["source_samples_put"])
-    return 0
-
-
-def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
-    """The least time simulating first (`job_limit` at a time), then training, would take."""
-    return None if simulation is None else round(simulation / job_limit + training, 2)
-
-
-class StepTimer(Hook):
-    """Seconds this rank spends in training steps (batch processing, forward, backward,
-    optimizer), not waiting for data, validating or saving."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._start = 0.0
-
-    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.seconds += time.perf_counter() - self._start
-
-
-def final_eval_loss(trainer: OnlineTrainer) -> float:
-    """The validation loss at the last step (the ValidationHook validates at the end)."""
-    step = trainer.state.global_step
-    for logs in reversed(trainer.state.log_history):
-        if "eval_loss" in logs and logs["step"] == step:
-            return float(logs["eval_loss"])
-    return float(trainer.evaluate()["eval_loss"])
-
-
 def plot_comparison(
     trainer: OnlineTrainer, samples: Sequence[dict[str, np.ndarray]], opts: HeatArgs, path: Path
 ) -> None:
@@ -232,14 +176,6 @@ def plot_comparison(
     plt.close(fig)
 
 
-def leave_cores_to_simulations(opts: HeatArgs) -> None:
-    """Local simulations get `job_limit` cores, torch the rest (at least one), unless
-    OMP_NUM_THREADS decides: torch threads spinning on the cores the solvers need slow
-    both down (here, 6x fewer training steps per second on 2 cores)."""
-    if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = ArgumentParser(TrainingArguments, HeatArgs)
     defaults = ["--output_dir", "outputs/heat_pde", "--buffer", "reservoir",
@@ -248,32 +184,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser.parse_args_into_dataclasses(
         defaults + list(sys.argv[1:] if argv is None else argv)
     )
-    if opts.plot:
-        try:
-            import matplotlib  # noqa: F401  (checked now, not after training)
-        except ImportError:
-            sys.exit(
-                '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
-            )
+    check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
-    if opts.external:
-        launcher = None
-        source = StreamSource(
-            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
-        )
-    else:
-        launcher = Launcher(
-            simulation=[sys.executable, str(SOLVER), *opts.config.argv()],
-            sampler=make_sampler(opts.sampler, PARAMETER_BOUNDS, seed=args.seed),
-            n_simulations=opts.num_simulations,
-            job_limit=opts.job_limit,
-            backend=opts.backend,
-            simulation_timeout=opts.simulation_timeout,
-            # numpy's BLAS threads would only fight over the cores the trainer uses
-            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-        )
-        source = StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+    solver_command = [str(SOLVER), *opts.config.argv()]
+    launcher, source = study_source(
+        opts, solver_command, PARAMETER_BOUNDS, seed=args.seed, rendezvous=rendezvous
+    )
 
     leave_cores_to_simulations(opts)
     torch.manual_seed(args.seed)
@@ -290,20 +207,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         eval_dataset=validation,
         hooks=[timer],
     )
-    # A rendezvous file left by an earlier run in this output_dir would send clients to
-    # a dead endpoint: clear the directory before any receiver publishes its own.
-    if trainer.is_main_process:
-        shutil.rmtree(rendezvous, ignore_errors=True)
-    trainer.accelerator.wait_for_everyone()
-    if trainer.is_main_process and opts.external:
-        example = json.dumps(dict.fromkeys(PARAMETER_NAMES, CENTER))
-        print(
-            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
-            f"with\n  python {SOLVER} "
-            f"{' '.join(opts.config.argv())} --rendezvous {rendezvous} --simulation_id ID "
-            f"--parameters '{example}'",
-            flush=True,
-        )
+    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
     state = trainer.train()
@@ -311,21 +215,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
     mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())
-    study = launcher.summary() if launcher is not None else {}
-    simulation_seconds = study.get("simulation_seconds")
     summary: dict[str, Any] = {
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,
-        "wall_seconds": round(wall, 2),
-        "simulation_seconds": None if simulation_seconds is None else round(simulation_seconds, 2),
-        "training_seconds": round(timer.seconds, 2),  # this rank's
-        "sequential_seconds": sequential_seconds(simulation_seconds, timer.seconds, opts.job_limit),
-        "samples_seen": state.total_samples_seen,  # all ranks, with re-draws
-        "samples_received": received_samples(trainer),  # all ranks, each once
-        "steps": state.global_step,
-        "simulations_finished": study.get("finished"),
-        "study": study,  # the launcher's counts (empty in external mode)
-        "plot": None,
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
     }
     if not trainer.is_main_process:
         return summary
@@ -338,14 +231,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"mean field {mean_field_mse:.4g} K^2: {mean_field_mse / max(val_mse, 1e-12):.1f}x "
         f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    if simulation_seconds is not None:
-        print(
-            f"overlap: {wall:.1f} s wall for {simulation_seconds:.1f} s of simulation "
-            f"({study.get('finished', 0):.0f} runs, {opts.job_limit} at a time) + "
-            f"{timer.seconds:.1f} s of training = "
-            f"{simulation_seconds + timer.seconds:.1f} s; one after the other they would "
-            f"take at least {summary['sequential_seconds']:.1f} s"
-        )
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")
     if opts.json:

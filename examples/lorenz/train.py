@@ -8,7 +8,9 @@ increment to the next state, online, from a reservoir buffer. Validation rolls t
 surrogate out for `--horizon` steps from points along held-out trajectories (computed
 once in this process with the same integrator) and compares it with persistence
 (predicting that the state does not change), the baseline to beat. It also prints how
-much simulation and training overlapped; TensorBoard logs go to OUTPUT_DIR/runs.
+much simulation and training overlapped; TensorBoard logs go to OUTPUT_DIR/runs. The
+study's options, launcher and timings come from `../study_common.py`, shared with the
+heat-equation example.
 
     python examples/lorenz/train.py                          # small default, under a minute
     accelerate launch --multi_gpu --num_processes 2 examples/lorenz/train.py
@@ -22,8 +24,6 @@ the horizon's steps and the starting points.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -33,17 +33,23 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
 from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
-
-from melissa_trainer import (  # noqa: E402
-    ArgumentParser,
-    Hook,
-    OnlineTrainer,
-    StreamSource,
-    TrainingArguments,
+from study_common import (  # noqa: E402
+    StepTimer,
+    StudyArgs,
+    check_matplotlib,
+    final_eval_loss,
+    leave_cores_to_simulations,
+    prepare_rendezvous,
+    print_overlap,
+    run_summary,
+    study_source,
 )
-from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+
+from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: The coefficients the dynamics depend on (the initial state does not enter them).
@@ -58,42 +64,19 @@ RATE_SCALE = 60.0
 
 
 @dataclass
-class LorenzArgs:
+class LorenzArgs(StudyArgs):
     time_steps: int = field(default=1000, metadata={"help": "transitions per simulation"})
     dt: float = field(default=0.01, metadata={"help": "RK4 time step"})
-    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
-    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
-    backend: str = field(
-        default="local",
-        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
-    )
-    sampler: str = field(
-        default="lhs",
-        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
-    )
-    simulation_timeout: float | None = field(
-        default=None, metadata={"help": "seconds without a message before a restart"}
-    )
-    bind: str = field(
-        default="tcp://127.0.0.1:*",
-        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
-                  "other nodes, behind a firewall)"},
-    )  # fmt: skip
-    external: bool = field(
-        default=False,
-        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
-    )
     num_validation: int = field(default=8, metadata={"help": "held-out trajectories"})
     horizon: int = field(default=50, metadata={"help": "rollout steps of the validation"})
     hidden: int = field(default=128, metadata={"help": "MLP width"})
     learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
-    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
 
-    def __post_init__(self) -> None:
-        problems = [
+    def problems(self) -> list[str]:
+        problems = super().problems() + [
             f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("time_steps", "num_simulations", "job_limit", "num_validation", "hidden")
+            for name in ("time_steps", "num_validation", "hidden")
             if getattr(self, name) < 1
         ]
         if not 1 <= self.horizon <= self.time_steps:
@@ -101,8 +84,7 @@ class LorenzArgs:
         for name in ("dt", "learning_rate"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name}={getattr(self, name)} must be > 0")
-        if problems:
-            raise ValueError("invalid LorenzArgs: " + "; ".join(problems))
+        return problems
 
 
 def model_inputs(coefficients: np.ndarray, state: np.ndarray) -> np.ndarray:
@@ -188,43 +170,6 @@ def rollouts(
     return first, predicted, truth
 
 
-def received_samples(trainer: OnlineTrainer) -> int:
-    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
-    for logs in reversed(trainer.state.log_history):
-        if "source_samples_put" in logs:
-            return int(logs["source_samples_put"])
-    return 0
-
-
-def final_eval_loss(trainer: OnlineTrainer) -> float:
-    """The validation loss at the last step (the ValidationHook validates at the end)."""
-    step = trainer.state.global_step
-    for logs in reversed(trainer.state.log_history):
-        if "eval_loss" in logs and logs["step"] == step:
-            return float(logs["eval_loss"])
-    return float(trainer.evaluate()["eval_loss"])
-
-
-def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
-    """The least time simulating first (`job_limit` at a time), then training, would take."""
-    return None if simulation is None else round(simulation / job_limit + training, 2)
-
-
-class StepTimer(Hook):
-    """Seconds this rank spends in training steps (batch processing, forward, backward,
-    optimizer), not waiting for data, validating or saving."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._start = 0.0
-
-    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.seconds += time.perf_counter() - self._start
-
-
 def plot_rollouts(
     trajectories: list[tuple[np.ndarray, np.ndarray]],
     predicted: np.ndarray,
@@ -259,14 +204,6 @@ def plot_rollouts(
     plt.close(fig)
 
 
-def leave_cores_to_simulations(opts: LorenzArgs) -> None:
-    """Local simulations get `job_limit` cores, torch the rest (at least one), unless
-    OMP_NUM_THREADS decides: torch threads spinning on the cores the solvers need slow
-    both down (here, 6x fewer training steps per second on 2 cores)."""
-    if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = ArgumentParser(TrainingArguments, LorenzArgs)
     defaults = ["--output_dir", "outputs/lorenz", "--buffer", "reservoir",
@@ -275,32 +212,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser.parse_args_into_dataclasses(
         defaults + list(sys.argv[1:] if argv is None else argv)
     )
-    if opts.plot:
-        try:
-            import matplotlib  # noqa: F401  (checked now, not after training)
-        except ImportError:
-            sys.exit(
-                '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
-            )
+    check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
-    solver_flags = ["--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
-    launcher = None
-    if opts.external:
-        source = StreamSource(
-            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
-        )
-    else:
-        launcher = Launcher(
-            simulation=[sys.executable, str(SOLVER), *solver_flags],
-            sampler=make_sampler(opts.sampler, PARAMETER_BOUNDS, seed=args.seed),
-            n_simulations=opts.num_simulations,
-            job_limit=opts.job_limit,
-            backend=opts.backend,
-            simulation_timeout=opts.simulation_timeout,
-            env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
-        )
-        source = StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+    solver_command = [str(SOLVER), "--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
+    launcher, source = study_source(
+        opts, solver_command, PARAMETER_BOUNDS, seed=args.seed, rendezvous=rendezvous
+    )
 
     leave_cores_to_simulations(opts)
     torch.manual_seed(args.seed)
@@ -317,38 +235,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         eval_dataset=one_step_samples(validation),
         hooks=[timer],
     )
-    # A rendezvous file left by an earlier run in this output_dir would send clients to
-    # a dead endpoint: clear the directory before any receiver publishes its own.
-    if trainer.is_main_process:
-        shutil.rmtree(rendezvous, ignore_errors=True)
-    trainer.accelerator.wait_for_everyone()
-    if trainer.is_main_process and opts.external:
-        example = json.dumps({n: float(np.mean(PARAMETER_BOUNDS[n])) for n in PARAMETER_NAMES})
-        print(
-            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
-            f"with\n  python {SOLVER} {' '.join(solver_flags)} --rendezvous {rendezvous} "
-            f"--simulation_id ID --parameters '{example}'",
-            flush=True,
-        )
+    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
     state = trainer.train()
     wall = time.perf_counter() - start
-    study = launcher.summary() if launcher is not None else {}
-    simulation_seconds = study.get("simulation_seconds")
     summary: dict[str, Any] = {
         "horizon": opts.horizon,
         "one_step_val_loss": final_eval_loss(trainer),  # normalised rates, all ranks
-        "wall_seconds": round(wall, 2),
-        "simulation_seconds": None if simulation_seconds is None else round(simulation_seconds, 2),
-        "training_seconds": round(timer.seconds, 2),  # this rank's
-        "sequential_seconds": sequential_seconds(simulation_seconds, timer.seconds, opts.job_limit),
-        "samples_seen": state.total_samples_seen,  # all ranks, with re-draws
-        "samples_received": received_samples(trainer),  # all ranks, each once
-        "steps": state.global_step,
-        "simulations_finished": study.get("finished"),
-        "study": study,  # the launcher's counts (empty in external mode)
-        "plot": None,
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
     }
     if not trainer.is_main_process:
         return summary
@@ -368,14 +263,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{persistence_mse:.4g}: {persistence_mse / max(rollout_mse, 1e-12):.1f}x better, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    if simulation_seconds is not None:
-        print(
-            f"overlap: {wall:.1f} s wall for {simulation_seconds:.1f} s of simulation "
-            f"({study.get('finished', 0):.0f} runs, {opts.job_limit} at a time) + "
-            f"{timer.seconds:.1f} s of training = "
-            f"{simulation_seconds + timer.seconds:.1f} s; one after the other they would "
-            f"take at least {summary['sequential_seconds']:.1f} s"
-        )
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
     if summary["plot"]:
         print(f"rollouts vs truth: {summary['plot']}")
     if opts.json:

@@ -1,0 +1,211 @@
+"""What the study examples (`heat_pde/`, `lorenz/`) share: the study's options, the
+launcher and stream source built from them, and the timings of the JSON summary.
+
+An example imports it after adding this folder (its parent folder) to `sys.path`; a
+copy of an example needs this file one folder up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from melissa_trainer import Hook, OnlineTrainer, StreamSource
+from melissa_trainer.launcher import Launcher, make_sampler
+
+#: Parameter name -> (low, high), as `make_sampler` takes it.
+Bounds = Mapping[str, tuple[float, float]]
+
+
+@dataclass
+class StudyArgs:
+    """The study's options; an example's own dataclass extends them."""
+
+    num_simulations: int = field(default=64, metadata={"help": "simulations in the study"})
+    job_limit: int = field(default=2, metadata={"help": "simulations running at once"})
+    backend: str = field(
+        default="local",
+        metadata={"help": "where simulations run", "choices": ("local", "mpiexec", "slurm")},
+    )
+    sampler: str = field(
+        default="lhs",
+        metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
+    )
+    simulation_timeout: float | None = field(
+        default=None, metadata={"help": "seconds without a message before a restart"}
+    )
+    bind: str = field(
+        default="tcp://127.0.0.1:*",
+        metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
+                  "other nodes, behind a firewall)"},
+    )  # fmt: skip
+    external: bool = field(
+        default=False,
+        metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
+    )
+    json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+
+    def problems(self) -> list[str]:
+        """What is wrong with these values (a subclass adds its own checks)."""
+        return [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("num_simulations", "job_limit")
+            if getattr(self, name) < 1
+        ]
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"invalid {type(self).__name__}: " + "; ".join(problems))
+
+
+def check_matplotlib(plot: bool) -> None:
+    """Exit now, not after training, if `plot` needs a matplotlib that is not installed."""
+    if plot:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            sys.exit(
+                '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
+            )
+
+
+def study_source(
+    opts: StudyArgs, command: Sequence[str], bounds: Bounds, seed: int, rendezvous: Path
+) -> tuple[Launcher | None, StreamSource]:
+    """The trainer's source: a Launcher running `command` (a Python script and its flags)
+    for parameter sets drawn from `bounds`, or with --external no launcher and a source
+    waiting for NUM_SIMULATIONS solvers started by hand."""
+    if opts.external:
+        source = StreamSource(
+            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
+        )
+        return None, source
+    launcher = Launcher(
+        simulation=[sys.executable, *command],
+        sampler=make_sampler(opts.sampler, bounds, seed=seed),
+        n_simulations=opts.num_simulations,
+        job_limit=opts.job_limit,
+        backend=opts.backend,
+        simulation_timeout=opts.simulation_timeout,
+        # numpy's BLAS threads would only fight over the cores the trainer uses
+        env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+    )
+    return launcher, StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+
+
+def prepare_rendezvous(
+    trainer: OnlineTrainer,
+    opts: StudyArgs,
+    rendezvous: Path,
+    command: Sequence[str],
+    bounds: Bounds,
+) -> None:
+    """Clear `rendezvous` before any receiver publishes its endpoint there (a file left by
+    an earlier run would send clients to a dead one); with --external, print how to start
+    the solvers."""
+    if trainer.is_main_process:
+        shutil.rmtree(rendezvous, ignore_errors=True)
+    trainer.accelerator.wait_for_everyone()
+    if trainer.is_main_process and opts.external:
+        example = json.dumps({name: (low + high) / 2 for name, (low, high) in bounds.items()})
+        print(
+            f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
+            f"with\n  python {' '.join(command)} --rendezvous {rendezvous} "
+            f"--simulation_id ID --parameters '{example}'",
+            flush=True,
+        )
+
+
+def leave_cores_to_simulations(opts: StudyArgs) -> None:
+    """Local simulations get `job_limit` cores, torch the rest (at least one), unless
+    OMP_NUM_THREADS decides: torch threads spinning on the cores the solvers need slow
+    both down (here, 6x fewer training steps per second on 2 cores)."""
+    if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
+
+
+class StepTimer(Hook):
+    """Seconds this rank spends in training steps (batch processing, forward, backward,
+    optimizer), not waiting for data, validating or saving."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
+        self._start = time.perf_counter()
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.seconds += time.perf_counter() - self._start
+
+
+def final_eval_loss(trainer: OnlineTrainer) -> float:
+    """The validation loss at the last step (the ValidationHook validates at the end)."""
+    step = trainer.state.global_step
+    for logs in reversed(trainer.state.log_history):
+        if "eval_loss" in logs and logs["step"] == step:
+            return float(logs["eval_loss"])
+    return float(trainer.evaluate()["eval_loss"])
+
+
+def received_samples(trainer: OnlineTrainer) -> int:
+    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
+    for logs in reversed(trainer.state.log_history):
+        if "source_samples_put" in logs:
+            return int(logs["source_samples_put"])
+    return 0
+
+
+def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
+    """The least time simulating first (`job_limit` at a time), then training, would take."""
+    return None if simulation is None else round(simulation / job_limit + training, 2)
+
+
+def run_summary(
+    trainer: OnlineTrainer,
+    launcher: Launcher | None,
+    training_seconds: float,
+    wall: float,
+    job_limit: int,
+) -> dict[str, Any]:
+    """The JSON summary's keys every example has: timings, counts, and "plot" (None)."""
+    study: dict[str, float] = launcher.summary() if launcher is not None else {}
+    simulation = study.get("simulation_seconds")
+    return {
+        "wall_seconds": round(wall, 2),
+        "simulation_seconds": None if simulation is None else round(simulation, 2),
+        "training_seconds": round(training_seconds, 2),  # this rank's
+        "sequential_seconds": sequential_seconds(simulation, training_seconds, job_limit),
+        "samples_seen": trainer.state.total_samples_seen,  # all ranks, with re-draws
+        "samples_received": received_samples(trainer),  # all ranks, each once
+        "steps": trainer.state.global_step,
+        "simulations_finished": study.get("finished"),
+        "study": study,  # the launcher's counts (empty in external mode)
+        "plot": None,
+    }
+
+
+def print_overlap(
+    study: Mapping[str, float], wall: float, training_seconds: float, job_limit: int
+) -> None:
+    """Print how much simulation and training overlapped (nothing without a launcher)."""
+    simulation = study.get("simulation_seconds")
+    if simulation is None:
+        return
+    print(
+        f"overlap: {wall:.1f} s wall for {simulation:.1f} s of simulation "
+        f"({study.get('finished', 0):.0f} runs, {job_limit} at a time) + "
+        f"{training_seconds:.1f} s of training = "
+        f"{simulation + training_seconds:.1f} s; one after the other they would "
+        f"take at least {sequential_seconds(simulation, training_seconds, job_limit):.1f} s"
+    )

@@ -105,6 +105,7 @@ class _Field:
         "tail",
         "batch_head",
         "c_strides",
+        "nbytes",
     )
 
     def __init__(self, spec: FieldSpec) -> None:
@@ -118,10 +119,12 @@ class _Field:
         self.tail = b""  # header bytes after it
         self.batch_head = b""  # the BATCH header (record count patched when sent)
         self.c_strides = _c_strides(spec.shape, spec.dtype.itemsize)
+        self.nbytes = 0
 
     def place(self, simulation_id: int, rank: int, ranks: int, offset: int, size: int) -> None:
         self.offset, self.local_size = offset, size
-        self.inline = size * self.spec.dtype.itemsize <= INLINE_MAX_BYTES
+        self.nbytes = size * self.spec.dtype.itemsize  # of this rank's part
+        self.inline = self.nbytes <= INLINE_MAX_BYTES
         if size == 0:  # nothing of this field on this rank: it sends no DATA for it
             return
         header = protocol.encode_data_header(
@@ -220,8 +223,8 @@ class Client:
         max_message_bytes: the receiver's bound on a field's size in bytes (checked here,
             so that a field the receiver would reject fails at once).
         socket_options: extra ZeroMQ socket options (`{zmq.SNDBUF: 1 << 20}`).
-        batch_bytes: payloads of at most `INLINE_MAX_BYTES` are coalesced, per field
-            and receiver, into BATCH messages of about this many bytes (a message costs
+        batch_bytes: payloads of at most half this size are coalesced, per field and
+            receiver, into BATCH messages of about this many bytes (a message costs
             microseconds whatever its size: batching is what makes 1 KB fields stream at
             hundreds of thousands per second). 0 sends every payload as its own DATA.
         batch_delay: the longest a payload waits in a batch, in seconds: a background
@@ -326,6 +329,7 @@ class Client:
             self._outbox = Outbox(self._sockets, batch_bytes, batch_delay)
             self._lock = self._outbox.lock
         self._batch_delay = batch_delay
+        self._batch_record_max = batch_bytes // 2  # a bigger payload gains nothing in a batch
         self._last_send = -math.inf
         self._closed = False
         try:
@@ -404,7 +408,7 @@ class Client:
                 if f.local_size == 0:
                     continue
                 if f.inline:
-                    if outbox is not None:  # sends come fast: coalesce
+                    if outbox is not None and f.nbytes <= self._batch_record_max:  # coalesce
                         outbox.append(index, f.batch_head, step_bytes, arr, now)
                         continue
                     frame = b"".join((f.head, step_bytes, f.tail, arr.data))

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import MutableSequence
+from collections.abc import MutableSequence, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
 from . import _state
-from ._common import Sample
+from ._common import BufferClosedError, Sample
 from .base import Buffer
 from .rate_limiter import RateLimiter
 
@@ -53,6 +53,24 @@ class _ServeOnceBuffer(Buffer):
     def _insert(self, sample: Sample, insert_id: int) -> None:
         self._samples.append(sample)
         self._ids.append(insert_id)
+
+    def put_available(self, samples: Sequence[Sample]) -> int:
+        """Same contract as :meth:`Buffer.put_available`; without a rate limiter, one
+        `extend` for what fits."""
+        if self._limiter is not None:
+            return super().put_available(samples)
+        with self._lock:
+            if self._closed:
+                raise BufferClosedError("put_available() on a closed buffer (reception has ended)")
+            n = min(len(samples), self._capacity - len(self._samples))
+            if n <= 0:
+                return 0
+            self._samples.extend(samples[:n])
+            self._ids.extend(range(self._n_put, self._n_put + n))
+            self._n_put += n
+            if len(self._samples) >= self._wake_len:
+                self._readable.notify_all()
+            return n
 
     def _served(self, samples: list[Sample], ids: list[int]) -> list[Sample]:
         """Bookkeeping for samples leaving the buffer to be served."""

@@ -116,6 +116,8 @@ class StreamDataset(IterableDataset):
     def _take(self) -> list[Sample]:
         """The next batch of raw samples; blocks for data; [] at the end of the stream."""
         while True:
+            if self.source is not None:
+                self.source.pump()  # the source's work between steps, in this thread
             try:
                 samples = self.buffer.get_batch(self.batch_size, timeout=self.poll_interval)
             except TimeoutError:

@@ -50,6 +50,12 @@ class Source(ABC):
         a barrier in between): e.g. every receiver's endpoint is published. No-op by
         default."""
 
+    def pump(self) -> None:  # noqa: B027 - optional, no-op
+        """Called by the reader (the training thread) before it takes data: a source
+        may do its producer's work here, between training steps, rather than in a
+        thread that competes with training for the GIL. Must not block. No-op by
+        default."""
+
     @abstractmethod
     def check(self) -> None:
         """Raise `SourceError` if the producer has failed; cheap, non-blocking."""

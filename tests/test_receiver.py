@@ -841,3 +841,68 @@ def test_batch_framing_is_validated() -> None:
     with pytest.raises(P.ProtocolError) as err:
         P.decode(frame, b"extra")
     assert err.value.reason == "unexpected_frame"
+
+
+# -- pumping from the training thread -----------------------------------------------------------
+
+
+class ThreadRecordingFIFO(FIFOBuffer):
+    """Records the thread that inserted each sample."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity)
+        self.threads: list[str] = []
+
+    def put(self, sample: Sample, timeout: float | None = None) -> None:
+        super().put(sample, timeout)
+        self.threads.append(threading.current_thread().name)
+
+    def put_available(self, samples: Any) -> int:
+        n = super().put_available(samples)
+        self.threads += [threading.current_thread().name] * n
+        return n
+
+
+@pytest.mark.timeout(30)
+def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it_stops() -> None:
+    buf = ThreadRecordingFIFO(10_000)
+    with running(buf, takeover=0.3) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)  # the thread took it: nobody pumps yet
+        rec.pump()
+        time.sleep(0.2)  # > poll_interval: the thread has seen the pump and left
+        for t in range(50):
+            send(s, data(1, t, U, value(1, t, U)))
+        send(s, batch(1, list(range(50, 200)), U))
+        deadline = time.monotonic() + 10
+        while tel(rec, "samples_put") < 200:
+            rec.pump()
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert set(buf.threads) == {threading.current_thread().name}
+        send(s, batch(1, list(range(200, 300)), U))  # no pump any more: the thread's turn
+        wait_for(lambda: tel(rec, "samples_put") == 300)
+        assert set(buf.threads[200:]) == {"melissa-receiver-0"}
+        samples = buf.get_batch(300, timeout=5)
+    assert [int(x["time_step"]) for x in samples] == list(range(300))
+
+
+@pytest.mark.timeout(30)
+def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
+    buf = FIFOBuffer(8)
+    with running(buf, takeover=5.0) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)
+        rec.pump()  # from now on the thread stays idle
+        time.sleep(0.2)
+        send(s, batch(1, list(range(40)), U))
+        got: list[int] = []
+        deadline = time.monotonic() + 10
+        while len(got) < 40:
+            start = time.monotonic()
+            rec.pump()
+            assert time.monotonic() - start < 1.0  # returned: did not wait for room
+            got += [int(x["time_step"]) for x in buf.get_batch(8, timeout=0.05)] if len(buf) else []
+            assert time.monotonic() < deadline
+        assert got == list(range(40))
+        assert tel(rec, "samples_put") == 40 and tel(rec, "duplicates") == 0

@@ -47,8 +47,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import threading
+import time
+from collections import deque
 from typing import Any
 
 import zmq
@@ -109,6 +112,8 @@ class Receiver:
             rendezvous file). This encrypts and authenticates the server; any client
             that knows the public key may send.
         advertise_host: host published instead of a wildcard bind address.
+        takeover: seconds without a `pump` after which the thread ingests again.
+        pump_budget: the longest one `pump` ingests, in seconds.
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `check`, `finish`, `stop`, `telemetry`, `state_dict` and `finished_simulations`
@@ -136,6 +141,8 @@ class Receiver:
         curve_secret_key: str | bytes | None = None,
         curve_public_key: str | bytes | None = None,
         advertise_host: str | None = None,
+        takeover: float = 0.5,
+        pump_budget: float = 0.02,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
@@ -160,6 +167,12 @@ class Receiver:
             max_time_step=int(max_time_step),
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
         )
+        self._takeover, self._pump_budget = float(takeover), float(pump_budget)
+        self._lock = threading.Lock()  # who ingests: the thread, or a pump
+        self._last_pump = -math.inf
+        self._pumping = False
+        self._overflow: deque[Sample] = deque()  # ingested by a pump, not yet in the buffer
+        self._decode_one = InlineDecoder(self._max_bytes)
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
@@ -308,8 +321,17 @@ class Receiver:
 
     def _run(self) -> None:
         try:
-            self.ingest.check_expected()
-            self._loop()
+            with self._lock:
+                self.ingest.check_expected()
+            while True:
+                if self._attention:
+                    with self._lock:
+                        self._on_request()
+                if time.monotonic() - self._last_pump < self._takeover:
+                    time.sleep(self._takeover / 4)  # the training thread is pumping
+                    continue
+                with self._lock:
+                    self._serve(pump=False)
         except _Stopped:
             pass
         except BaseException as exc:  # surfaced by check() in the training loop
@@ -320,19 +342,37 @@ class Receiver:
             if self._socket is not None:
                 self._socket.close(linger=0)
 
-    def _loop(self) -> None:
+    def _serve(self, pump: bool) -> None:
+        """Receive and ingest messages, holding `_lock`.
+
+        In the thread (`pump` False): blocking, until the training thread pumps again.
+        In `pump`: only what is waiting, within the budget, while the buffer has room.
+        """
         sock, ing = self._socket, self.ingest
         assert sock is not None
+        if not self._flush_overflow(block=not pump):
+            return
         recv, getsockopt, decode = sock.recv, sock.getsockopt, protocol.decode
         on_data, max_bytes, rcvmore = ing.data, self._max_bytes, zmq.RCVMORE
-        decode_one = InlineDecoder(max_bytes)
+        decode_one = self._decode_one
+        flags = zmq.NOBLOCK if pump else 0
+        monotonic, takeover = time.monotonic, self._takeover
+        deadline = monotonic() + self._pump_budget
         while True:
-            if self._attention:
-                self._on_request()
+            if pump:
+                if self._overflow or monotonic() > deadline:
+                    return
+            else:
+                if self._attention:
+                    self._on_request()
+                if monotonic() - self._last_pump < takeover:
+                    return  # the training thread took over
             try:
-                frame = recv()
+                frame = recv(flags)
             except zmq.Again:
                 self._on_idle()
+                if pump:
+                    return
                 continue
             size, part = len(frame), None
             # Only a DATA header without INLINE has a payload frame; other extra frames
@@ -362,17 +402,80 @@ class Receiver:
                 assert type(msg) is Abandon
                 ing.abandon(msg)
 
-    def _put(self, sample: Sample) -> bool:
-        """Put, blocking while the buffer is full (back-pressure) but still serving
-        requests; False if the buffer is closed."""
-        put = self._buffer.put
+    def pump(self) -> None:
+        """Receive what has arrived, in the calling thread: the training thread calls
+        this before it takes data, so that ingest runs between steps instead of in a
+        second thread contending for the GIL during them.
+
+        While calls keep coming (less than `takeover` seconds apart) the receiver thread
+        stays idle; when they stop (validation, a checkpoint, a long step) it takes over.
+        Never blocks: it returns at once if the thread is busy, when nothing is waiting,
+        after `pump_budget` seconds, or when the buffer is full (what does not fit is
+        put first next time). Samples are ingested exactly as by the thread.
+
+        Raises:
+            SourceError: ingest failed (the receiver is then stopped, as on a thread failure).
+        """
+        if self._thread is None or self._ended or self._error is not None:
+            return
+        self._last_pump = time.monotonic()
+        if not self._lock.acquire(blocking=False):
+            return
+        self._pumping = True
         try:
-            put(sample, 0.0)  # the usual case: room at once
+            self._serve(pump=True)
+        except BaseException as exc:
+            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            self._error = exc
+            self._stopping = self._attention = True
+            self._buffer.close()
+            raise SourceError(f"the stream receiver of rank {self._rank} failed: {exc!r}") from exc
+        finally:
+            self._pumping = False
+            self._lock.release()
+
+    def _flush_overflow(self, block: bool) -> bool:
+        """Put the samples a pump could not; True once none is left."""
+        overflow = self._overflow
+        if not overflow:
+            return True
+        if self._ended:
+            overflow.clear()
+            return True
+        try:
+            n = self._buffer.put_available(list(overflow))
+        except BufferClosedError:
+            overflow.clear()
+            return self._closed_under_us()
+        for _ in range(n):
+            overflow.popleft()
+        while overflow and block:
+            if not self._put_blocking(overflow[0]):
+                overflow.clear()
+                return False
+            overflow.popleft()
+        return not overflow
+
+    def _put(self, sample: Sample) -> bool:
+        """Put one sample; False if the buffer is closed. The thread blocks while the
+        buffer is full (back-pressure) but still serves requests; a pump keeps what does
+        not fit for later (the caller, the buffer's reader, must not block)."""
+        if self._overflow:  # keep the order: they go first
+            self._overflow.append(sample)
+            return True
+        try:
+            self._buffer.put(sample, 0.0)  # the usual case: room at once
             return True
         except TimeoutError:
-            pass
+            if self._pumping:
+                self._overflow.append(sample)
+                return True
         except BufferClosedError:
             return self._closed_under_us()
+        return self._put_blocking(sample)
+
+    def _put_blocking(self, sample: Sample) -> bool:
+        put = self._buffer.put
         while True:
             if self._attention:
                 self._on_request()
@@ -385,13 +488,16 @@ class Receiver:
                 return self._closed_under_us()
 
     def _put_many(self, samples: list[Sample]) -> int:
-        """Put `samples` in order: those that fit at once under one lock, the others one
-        by one like `_put`; returns how many were put (fewer once the buffer closed)."""
-        try:
-            n = self._buffer.put_available(samples)
-        except BufferClosedError:
-            self._closed_under_us()
-            return 0
+        """Put `samples` in order (those that fit at once under one lock, the others
+        like `_put`); returns how many were put or kept for later (fewer once the
+        buffer closed)."""
+        n = 0
+        if not self._overflow:
+            try:
+                n = self._buffer.put_available(samples)
+            except BufferClosedError:
+                self._closed_under_us()
+                return 0
         for sample in samples[n:]:
             if not self._put(sample):
                 break

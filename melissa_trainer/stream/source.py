@@ -186,6 +186,11 @@ class StreamSource(Source):
         """Ids of the simulations this rank has seen finish."""
         return [] if self._receiver is None else self._receiver.finished_simulations()
 
+    def pump(self) -> None:
+        """Ingest what has arrived, in the training thread (see `Receiver.pump`)."""
+        if self._receiver is not None:
+            self._receiver.pump()
+
     def check(self) -> None:
         if self._receiver is not None:
             self._receiver.check()

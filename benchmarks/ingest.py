@@ -360,8 +360,7 @@ def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[
         ):
             # distinct samples, as many as the reservoir holds: the same memory traffic
             samples = [
-                {"u": rng.standard_normal(nbytes // 4).astype(np.float32)}
-                for _ in range(capacity)
+                {"u": rng.standard_normal(nbytes // 4).astype(np.float32)} for _ in range(capacity)
             ]
             run_training(overhead.Prefilled(samples), 50, out, 0, streamed_sample, capacity)
             plain, streamed, received = [], [], []

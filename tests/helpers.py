@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -79,3 +80,19 @@ def drain(buffer: Buffer, timeout: float = 30.0) -> list[dict[str, np.ndarray]]:
         if not batch:
             return out
         out.extend(batch)
+
+
+def processes_with(marker: str) -> list[int]:
+    """Pids of live processes whose environment mentions `marker` (a unique path: the
+    launcher gives every simulation MELISSA_TRAINER_RENDEZVOUS)."""
+    needle = marker.encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours
+            continue
+    return found

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import processes_with
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,22 +34,6 @@ TINY = [
 KEYS = {"val_mse", "mean_field_mse", "wall_seconds", "simulation_seconds", "training_seconds",
         "sequential_seconds", "samples_seen", "samples_received", "steps",
         "simulations_finished", "study", "plot"}  # fmt: skip
-
-
-def processes_with(marker: str) -> list[int]:
-    """Pids of live processes whose environment mentions `marker` (a unique path: the
-    launcher gives every simulation MELISSA_TRAINER_RENDEZVOUS)."""
-    needle = marker.encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # gone, or not ours
-            continue
-    return found
 
 
 def free_port() -> int:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import processes_with
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,22 +31,6 @@ KEYS = {"horizon", "rollout_mse", "persistence_mse", "one_step_val_loss", "wall_
         "simulation_seconds", "training_seconds", "sequential_seconds", "samples_seen",
         "samples_received", "steps", "study", "plot"}  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
-
-
-def processes_with(marker: str) -> list[int]:
-    """Pids of live processes whose environment mentions `marker` (a unique path: the
-    launcher gives every simulation MELISSA_TRAINER_RENDEZVOUS)."""
-    needle = marker.encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:  # gone, or not ours
-            continue
-    return found
 
 
 def summary_of(returncode: int, stdout: str, stderr: str) -> dict:

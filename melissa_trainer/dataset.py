@@ -115,11 +115,15 @@ class StreamDataset(IterableDataset):
 
     def _take(self) -> list[Sample]:
         """The next batch of raw samples; blocks for data; [] at the end of the stream."""
+        # With a source, wait in short slices and pump in between: data that arrives
+        # while this thread waits is ingested by it at once (a source's own thread
+        # would only take over after a while).
+        wait = self.poll_interval if self.source is None else min(self.poll_interval, 0.02)
         while True:
             if self.source is not None:
                 self.source.pump()  # the source's work between steps, in this thread
             try:
-                samples = self.buffer.get_batch(self.batch_size, timeout=self.poll_interval)
+                samples = self.buffer.get_batch(self.batch_size, timeout=wait)
             except TimeoutError:
                 if self.source is not None:
                     self.source.check()

@@ -906,3 +906,31 @@ def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
             assert time.monotonic() < deadline
         assert got == list(range(40))
         assert tel(rec, "samples_put") == 40 and tel(rec, "duplicates") == 0
+
+
+@pytest.mark.timeout(30)
+def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
+    """The dataset waits in short slices and pumps between them: what arrives while the
+    training thread waits is ingested by that thread at once, not after `takeover`."""
+    from melissa_trainer.dataset import StreamDataset
+    from melissa_trainer.stream.source import StreamSource
+
+    buf = ThreadRecordingFIFO(100)
+    source = StreamSource(takeover=30.0)  # the receiver thread would wait 30 s to step in
+    source.start(buf, 0, 1)
+    try:
+        assert source.endpoint is not None
+        dataset = StreamDataset(buf, 4, source=source)
+        with pushes(source.endpoint) as (s,):
+            send(s, [P.encode_hello(1, 0, 1, [U])])
+            source.pump()
+            time.sleep(0.2)  # the thread has seen the pump: it stays idle from now on
+            sender = threading.Timer(
+                0.3, lambda: send(s, batch(1, [0, 1, 2, 3], U))
+            )  # arrives while prefetch waits
+            sender.start()
+            assert dataset.prefetch(1) == 1  # (the thread would wait 30 s: the timeout)
+            sender.join()
+        assert buf.threads == [threading.current_thread().name] * 4
+    finally:
+        source.stop()

@@ -328,7 +328,7 @@ class Receiver:
                     with self._lock:
                         self._on_request()
                 if time.monotonic() - self._last_pump < self._takeover:
-                    time.sleep(self._takeover / 4)  # the training thread is pumping
+                    time.sleep(min(self._takeover / 4, self._poll))  # pumps do the work
                     continue
                 with self._lock:
                     self._serve(pump=False)

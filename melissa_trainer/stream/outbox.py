@@ -36,12 +36,13 @@ _COUNT_AT = protocol.PREFIX.size  # the record count sits where DATA has its tim
 class _Batch:
     """One field's records bound for one receiver (header first, count patched)."""
 
-    __slots__ = ("buf", "header_bytes", "records")
+    __slots__ = ("buf", "header_bytes", "records", "stride")
 
-    def __init__(self, header: bytes) -> None:
+    def __init__(self, header: bytes, stride: int) -> None:
         self.buf = bytearray(header)
         self.header_bytes = len(header)
         self.records = 0
+        self.stride = stride  # bytes per record: the u64 step and the payload
 
 
 class _Group:
@@ -66,7 +67,6 @@ class Outbox:
         sockets: the client's PUSH sockets, in receiver order.
         batch_bytes: a group is sent once one of its batches holds this many bytes.
         batch_delay: seconds a record may wait (the flusher's period too).
-        send_timeout: the client's bound on a blocked send (None: no bound).
 
     All methods but `close` are called with `lock` held.
     """
@@ -97,7 +97,7 @@ class Outbox:
             end = kept.get(id(batch), batch.header_bytes)
             removed = len(batch.buf) - end
             if removed:
-                batch.records -= removed // self._stride(batch)
+                batch.records -= removed // batch.stride
                 del batch.buf[end:]
         if all(not b.records for b in group.batches.values()):
             group.born, group.full = 0.0, False
@@ -110,7 +110,7 @@ class Outbox:
         group = self._groups[index]
         batch = group.batches.get(header)
         if batch is None:
-            batch = group.batches[header] = _Batch(header)
+            batch = group.batches[header] = _Batch(header, 8 + payload.nbytes)
             self._start_flusher()
         buf = batch.buf
         buf += step
@@ -156,12 +156,6 @@ class Outbox:
             self._flusher.join()
 
     # -- internals --------------------------------------------------------------------------
-
-    @staticmethod
-    def _stride(batch: _Batch) -> int:
-        count = _COUNT.unpack_from(batch.buf, protocol.DATA_HEADER_BYTES - 8)[0]
-        itemsize = protocol.DTYPES[batch.buf[28]].itemsize
-        return 8 + count * itemsize
 
     def _frames(self, group: _Group) -> list[bytearray]:
         frames = []

@@ -1,4 +1,11 @@
-"""The receiver: one per training rank, a daemon thread from a ZeroMQ PULL socket to the buffer.
+"""The receiver: one per training rank, from a ZeroMQ PULL socket to the buffer.
+
+Who ingests: the buffer's reader (the training thread) calls `Receiver.pump` before it
+takes data, and ingests what has arrived between steps; a daemon thread does the same
+work whenever no pump came for `takeover` seconds (validation, checkpoints, a caller
+that never pumps). One lock decides who holds the socket, so there is always exactly
+one ingester, and the thread does not compete with training for the GIL while pumps
+come.
 
 Data path per message: ``recv`` the first frame as bytes; only a DATA header without
 the INLINE flag makes it look for a second frame (``RCVMORE``), received with
@@ -116,9 +123,9 @@ class Receiver:
         pump_budget: the longest one `pump` ingests, in seconds.
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
-    `check`, `finish`, `stop`, `telemetry`, `state_dict` and `finished_simulations`
-    from any thread. `stop` blocks up to `stop_timeout`, `state_dict` about
-    `poll_interval`; the others do not block.
+    `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
+    `activity`, `state_dict` and `finished_simulations` from any thread. `stop` blocks
+    up to `stop_timeout`, `state_dict` about `poll_interval`; the others do not block.
     """
 
     def __init__(
@@ -287,7 +294,8 @@ class Receiver:
         Samples being reassembled are not part of it: a restarted simulation re-sends
         them. While the thread runs, the snapshot is taken by the thread itself between
         two messages (or while it waits in a blocked put), so it is consistent without a
-        lock on the data path; this call waits for it.
+        lock on the data path (it also works while the thread holds the ingest lock,
+        blocked on a full buffer that only this caller may empty); this call waits.
         """
         if self._thread is None and self._loaded is not None:
             return self._loaded

@@ -147,9 +147,17 @@ def run_ours(nbytes: int, clients: int, n: int) -> float:
     ends: list[float] = []
 
     def drain() -> None:
+        # As the training thread takes data (StreamDataset): it pumps the receiver
+        # (ingest in this thread), then takes what there is, up to a batch.
         batch = max(1, cap // 8)
-        while buffer.get_batch(batch):
-            pass
+        while True:
+            rec.pump()
+            k = min(len(buffer), batch)
+            try:
+                if not buffer.get_batch(max(k, 1), timeout=0.0 if k else 0.001):
+                    break  # closed and empty: the end of the stream
+            except TimeoutError:
+                continue
         ends.append(time.perf_counter())
 
     consumer = threading.Thread(target=drain, daemon=True)

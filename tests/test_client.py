@@ -452,6 +452,45 @@ def test_send_validation_sends_nothing(receiver: Receiver) -> None:
 
 
 @pytest.mark.timeout(30)
+def test_batched_sends_validate_like_the_first(receiver: Receiver) -> None:
+    """Sends in quick succession take `send`'s fast path: a bad one among them raises
+    what it would raise alone, queues nothing, and the stream goes on."""
+    fields = {"u": ((2, 3), "float32"), "w": ((4,), "int64")}
+    u, w = np.zeros((2, 3), np.float32), np.zeros(4, np.int64)
+    c = Client(fields, simulation_id=1, endpoints=receiver.endpoint, batch_delay=60)
+    bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
+        ((5,), {"u": u}, ValueError, r"missing \['w'\]"),
+        ((5,), {"u": u, "w": w, "x": w}, ValueError, r"unknown \['x'\]"),
+        ((5,), {"u": u, "v": w}, ValueError, r"missing \['w'\]; unknown \['v'\]"),
+        ((5,), {"u": u.astype(np.float64), "w": w}, TypeError, "'u'.*float64.*float32"),
+        ((5,), {"u": u, "w": w.astype(np.int32)}, TypeError, "'w'.*int32.*int64"),
+        ((5,), {"u": u.reshape(6), "w": w}, ValueError, r"'u'.*\(6,\).*\(2, 3\)"),
+        ((5,), {"u": u, "w": w[:3]}, ValueError, r"'w': shape \(3,\)"),
+        ((-1,), {"u": u, "w": w}, ValueError, "out of range"),
+        ((2**64,), {"u": u, "w": w}, ValueError, "out of range"),
+    ]
+    sent = []
+    for t, (args, kwargs, error, match) in enumerate(bad):
+        c.send(t * 2, u=u + t, w=w + t)  # the sends before and after are quick: batched
+        sent.append(t * 2)
+        with pytest.raises(error, match=match):
+            c.send(*args, **kwargs)
+    c.send(100, {"u": u[::-1, ::-1].copy()}, w=w[::-1])  # a view and a mapping: general way
+    c.send(101, u=np.asfortranarray(u), w=w)
+    sent += [100, 101]
+    assert c.steps_sent == len(sent)
+    c.close()
+    messages = receiver.until_bye()
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert receiver.batches > 0 and messages[-1] == p.Bye(1, 0, 1, len(sent))
+    assert sorted({m.time_step for m in data}) == sent
+    assert len(data) == 2 * len(sent)  # each field of each good step, once
+    for m in data:
+        if m.time_step < 100:
+            assert int(m.payload.reshape(-1)[0]) == m.time_step // 2, m
+
+
+@pytest.mark.timeout(30)
 def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
     with (
         pytest.raises(KeyError),

@@ -20,10 +20,13 @@ import numpy as np
 import pytest
 import zmq
 from helpers import drain
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
+from melissa_trainer.stream.assembly import SimulationRecord
 from melissa_trainer.stream.ingest import Ingest, InlineDecoder
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 
@@ -841,6 +844,80 @@ def test_batch_framing_is_validated() -> None:
     with pytest.raises(P.ProtocolError) as err:
         P.decode(frame, b"extra")
     assert err.value.reason == "unexpected_frame"
+
+
+def _sample_key(s: Sample) -> tuple[int, int, bytes, float]:
+    return (int(s["simulation_id"]), int(s["time_step"]), s["u"].tobytes(), *s["parameters"])
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_batches_take_the_same_path_to_the_buffer_as_records_one_by_one(world: int) -> None:
+    """Random batches (in order, re-sent after a restart, shuffled, with steps of other
+    receivers or repeated) put the same samples, count the same duplicates and rejects
+    and leave the same dedup record as the same records sent one DATA at a time."""
+    rng = np.random.default_rng(world)
+    for trial in range(40):
+        rank = trial % world
+        via_batch, got_b, _ = _ingest(rank, world, expected=None, max_time_step=400)
+        one_by_one, got_d, _ = _ingest(rank, world, expected=None, max_time_step=400)
+        hello = [P.encode_hello(7, 0, 1, [U], {"a": 1.5, "b": -2.0})]
+        _feed(via_batch, hello)
+        _feed(one_by_one, hello)
+        nxt = rank
+        for _ in range(12):
+            kind = rng.integers(5)
+            k = int(rng.integers(1, 40))
+            if kind <= 1:  # what a client sends: this receiver's next steps, in order
+                steps = list(range(nxt, nxt + k * world, world))
+            elif kind == 2:  # a restarted client: from an earlier step again
+                start = rank + world * int(rng.integers(0, max(1, nxt // world + 1)))
+                steps = list(range(start, start + k * world, world))
+            elif kind == 3:  # any order, possibly other receivers' steps or out of range
+                steps = rng.permutation(int(rng.integers(k, 420)))[:k].tolist()
+            else:  # a step twice in one batch
+                steps = [nxt, nxt + world, nxt]
+            nxt = max(nxt, max(steps) + world) if kind <= 2 else nxt
+            nxt += (rank - nxt) % world
+            via_batch.batch(P.decode(batch(7, steps, U)[0]))
+            for t in steps:
+                _feed(one_by_one, data(7, t, U, value(7, t, U)))
+        assert [_sample_key(x) for x in got_b] == [_sample_key(x) for x in got_d]
+        for a, b in ((via_batch, one_by_one),):
+            assert a.telemetry() | {"messages": 0} == b.telemetry() | {"messages": 0}
+            ra, rb = a.sims[7], b.sims[7]
+            assert ra.done.rstrip(b"\0") == rb.done.rstrip(b"\0")
+            assert ra.completed == rb.completed == len(got_b)
+            assert list(a.recent) == list(b.recent)
+        for x in got_b:
+            assert x["time_step"].shape == x["simulation_id"].shape == ()
+            assert x["time_step"].dtype == x["simulation_id"].dtype == np.int64
+            assert x["parameters"].dtype == np.float64
+            memory: Any = x["u"]  # its own memory, not a piece of a received frame
+            while isinstance(memory, np.ndarray) and memory.base is not None:
+                memory = memory.base
+            assert memoryview(memory).nbytes == x["u"].nbytes
+    x, y = got_b[0], got_b[1]
+    x["time_step"] += 1000  # a sample's entries are its own, even where memory is shared
+    x["parameters"][:] = 0
+    assert int(y["time_step"]) < 1000 and y["parameters"].tolist() == [1.5, -2.0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 300), max_size=50), st.integers(0, 300), st.integers(1, 100))
+def test_marking_a_range_is_marking_each_step(marked: list[int], gap: int, n: int) -> None:
+    a_rec = SimulationRecord(1, 1, (U,), {})
+    b_rec = SimulationRecord(1, 1, (U,), {})
+    for i in sorted(set(marked)):
+        a_rec.mark(i)
+        b_rec.mark(i)
+    start = a_rec.frontier + gap
+    a_rec.mark_range(start, start + n)
+    for i in range(start, start + n):
+        b_rec.mark(i)
+    assert a_rec.done.rstrip(b"\0") == b_rec.done.rstrip(b"\0")
+    assert a_rec.completed == b_rec.completed and a_rec.frontier == b_rec.frontier == start + n
+    restored = SimulationRecord.from_state(1, a_rec.to_state())
+    assert restored.frontier == a_rec.frontier and restored.completed == a_rec.completed
 
 
 # -- pumping from the training thread -----------------------------------------------------------

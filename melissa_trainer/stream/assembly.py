@@ -113,6 +113,7 @@ class SimulationRecord:
         "finished",
         "lost",
         "messages",
+        "frontier",
     )
 
     def __init__(
@@ -137,6 +138,7 @@ class SimulationRecord:
         self.sample_nbytes = sum(f.size * f.dtype.itemsize for f in fields)
         self.done = bytearray()  # bit i: local step i completed (put into the buffer)
         self.completed = 0  # number of bits set
+        self.frontier = 0  # no local step >= this is completed (an upper bound)
         self.byes: dict[int, int] = {}  # client rank -> steps_sent
         self.finished = False
         #: local steps whose partial assembly was dropped (pending bound exceeded);
@@ -170,6 +172,8 @@ class SimulationRecord:
             done.extend(bytes(max(byte + 1 - len(done), len(done))))
         done[byte] |= 1 << (i & 7)
         self.completed += 1
+        if i >= self.frontier:
+            self.frontier = i + 1
         if self.lost:
             self.lost.discard(i)
 
@@ -185,8 +189,28 @@ class SimulationRecord:
         np.bitwise_or.at(view, byte, (1 << (steps & 7)).astype(np.uint8))
         del view  # the bytearray may be resized again once no view exports it
         self.completed += int(steps.size)
+        self.frontier = max(self.frontier, int(steps.max()) + 1)
         if self.lost:
             self.lost.difference_update(steps.tolist())
+
+    def mark_range(self, a: int, b: int) -> None:
+        """Record local steps ``a .. b - 1`` (``a >= frontier``: none completed yet) at
+        once, with byte slices rather than one bit at a time."""
+        done = self.done
+        need = ((b - 1) >> 3) + 1
+        if need > len(done):  # grow geometrically: amortized O(1)
+            done.extend(bytes(max(need - len(done), len(done))))
+        first, last = a >> 3, (b - 1) >> 3
+        if first == last:
+            done[first] |= ((1 << (b - a)) - 1) << (a & 7)
+        else:
+            done[first] |= (0xFF << (a & 7)) & 0xFF
+            done[first + 1 : last] = b"\xff" * (last - first - 1)
+            done[last] |= (1 << (((b - 1) & 7) + 1)) - 1
+        self.completed += b - a
+        self.frontier = b
+        if self.lost:
+            self.lost.difference_update(range(a, b))
 
     def unmark(self, i: int) -> bool:
         if not self.is_done(i):
@@ -244,7 +268,10 @@ class SimulationRecord:
         params = {str(k): float(v) for k, v in state["parameters"].items()}
         rec = cls(simulation_id, int(state["client_count"]), fields, params)
         rec.done = bytearray(base64.b64decode(state["done"], validate=True))
-        rec.completed = int(np.unpackbits(np.frombuffer(bytes(rec.done), np.uint8)).sum())
+        bits = np.unpackbits(np.frombuffer(bytes(rec.done), np.uint8), bitorder="little")
+        rec.completed = int(bits.sum())
+        marked = np.flatnonzero(bits)
+        rec.frontier = int(marked[-1]) + 1 if marked.size else 0
         rec.byes = {int(r): int(n) for r, n in state["byes"].items()}
         rec.finished = bool(state["finished"])
         rec.lost = {int(i) for i in state.get("lost", [])}

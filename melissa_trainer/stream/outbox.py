@@ -107,19 +107,36 @@ class Outbox:
     ) -> None:
         """Add one record for receiver `index`: `header` is the field's BATCH header
         (its key), `step` the packed u64 time step. Sends nothing (see `due`)."""
+        self.append_step(index, (header,), step, (payload,), now)
+
+    def append_step(
+        self,
+        index: int,
+        headers: Sequence[bytes],
+        step: bytes,
+        payloads: Sequence[np.ndarray],
+        now: float,
+    ) -> bool:
+        """Add one time step's records for receiver `index`, one per field (`headers[i]`
+        keys the batch of `payloads[i]`, a C-contiguous array). Sends nothing; returns
+        `due(index, now)`, so that the client's usual send costs one call here."""
         group = self._groups[index]
-        batch = group.batches.get(header)
-        if batch is None:
-            batch = group.batches[header] = _Batch(header, 8 + payload.nbytes)
-            self._start_flusher()
-        buf = batch.buf
-        buf += step
-        buf += payload.data
-        batch.records += 1
-        if group.empty:
+        batches, limit = group.batches, self._limit
+        for header, payload in zip(headers, payloads, strict=True):
+            batch = batches.get(header)
+            if batch is None:
+                batch = batches[header] = _Batch(header, 8 + payload.nbytes)
+                self._start_flusher()
+            buf = batch.buf
+            buf += step
+            buf += payload.data
+            batch.records += 1
+            if len(buf) >= limit:
+                group.full = True
+        if not group.born:
             group.born = now
-        if len(buf) >= self._limit:
-            group.full = True
+            return group.full
+        return group.full or now - group.born >= self._delay
 
     def due(self, index: int, now: float) -> bool:
         """True if the group bound for receiver `index` should be sent now."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import inspect
 import io
 import json
 import shutil
@@ -261,35 +262,49 @@ STREAM_CLIENT = r"""
 import sys, time
 import numpy as np
 from melissa_trainer.client import Client, fetch_endpoints
-
-rendezvous, nbytes, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-rng = np.random.default_rng(0)
-u = rng.standard_normal(nbytes // 4).astype(np.float32)
+_DISTINCT_FIELDS
+rendezvous, (nbytes, count), rate = sys.argv[1], map(int, sys.argv[2:4]), float(sys.argv[4])
+fields = distinct_fields(nbytes, count)  # the pre-filled run's samples, cycled
 c = Client({"u": ((nbytes // 4,), "float32")}, None, 1, fetch_endpoints(rendezvous, 60),
            sndhwm=_HWM)
 start, t = time.perf_counter(), 0
 while True:  # paced, until killed
     due = int((time.perf_counter() - start) * rate) + 1
     while t < due:
-        c.send(t, u=u)
+        c.send(t, u=fields[t % count])
         t += 1
     time.sleep(0.0005)
 """
 
 
-class StepClock(Hook):
-    """Times the steps after the first `warmup` (start-up and the first fill excluded)."""
+def distinct_fields(nbytes: int, count: int) -> list[np.ndarray]:
+    """`count` distinct random float32 fields of `nbytes`: the data of both training
+    runs (the same values, so that both train alike: one field sent again and again
+    would drive Adam's second moments into float32 subnormals, which are slow)."""
+    rng = np.random.default_rng(nbytes)
+    return [rng.standard_normal(nbytes // 4).astype(np.float32) for _ in range(count)]
 
-    def __init__(self, warmup: int) -> None:
-        self.warmup, self.start, self.steps = warmup, 0.0, 0
+
+class StepClock(Hook):
+    """Times the steps after the first `warmup` (start-up and the first fill excluded),
+    and counts the samples the source put into the buffer meanwhile."""
+
+    def __init__(self, warmup: int, source: Any) -> None:
+        self.warmup, self.source = warmup, source
+        self.start, self.steps, self.seconds, self.received = 0.0, 0, 0.0, 0.0
+
+    def _put(self) -> float:
+        telemetry = getattr(self.source, "telemetry", None)
+        return float(telemetry().get("samples_put", 0.0)) if telemetry is not None else 0.0
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         if state.global_step == self.warmup:
-            self.start = time.perf_counter()
+            self.start, self.received = time.perf_counter(), -self._put()
 
     def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
         self.steps = state.global_step - self.warmup
         self.seconds = time.perf_counter() - self.start
+        self.received += self._put()
 
 
 def streamed_sample(s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,9 +315,9 @@ def streamed_sample(s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tenso
 
 def run_training(
     source: Any, steps: int, out: str, seed: int, process: Any, capacity: int
-) -> float:
-    """Steps/s of the `trainer_overhead` workload (model, batch, Adam, a reservoir of
-    `capacity`) fed by `source`, over `steps` steps after a warm-up of 50."""
+) -> StepClock:
+    """The `trainer_overhead` workload (model, batch, Adam, a reservoir of `capacity`)
+    fed by `source`, timed over `steps` steps after a warm-up of 50."""
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -320,7 +335,7 @@ def run_training(
         logging_steps=10_000,
     )
     model = overhead.make_model(seed)
-    clock = StepClock(50)
+    clock = StepClock(50, source)
     trainer = OnlineTrainer(
         model,
         args,
@@ -331,7 +346,9 @@ def run_training(
     )
     with contextlib.redirect_stdout(io.StringIO()):
         trainer.train()
-    return clock.steps / clock.seconds
+    if clock.steps != steps:
+        raise RuntimeError(f"the run stopped after {clock.steps} of {steps} timed steps")
+    return clock
 
 
 def run_streamed(
@@ -342,16 +359,24 @@ def run_streamed(
     rendezvous = Path(out) / f"rendezvous-{seed}-{nbytes}"
     shutil.rmtree(rendezvous, ignore_errors=True)
     code = STREAM_CLIENT.replace("_HWM", str(_hwm(nbytes)))
-    proc = subprocess.Popen([sys.executable, "-c", code, str(rendezvous), str(nbytes), str(rate)])
+    code = code.replace("_DISTINCT_FIELDS", inspect.getsource(distinct_fields))
+    args = [str(rendezvous), str(nbytes), str(capacity), str(rate)]
+    proc = subprocess.Popen([sys.executable, "-c", code, *args])
     source = StreamSource(rendezvous_dir=rendezvous, rcvhwm=_hwm(nbytes))
+
+    def end_stream_if_client_dies() -> None:  # the client runs until killed
+        proc.wait()
+        source.finish(wait=False)
+
+    threading.Thread(target=end_stream_if_client_dies, daemon=True).start()
     try:
-        t0 = time.perf_counter()
-        speed = run_training(source, steps, out, seed, streamed_sample, capacity)
-        received = source.telemetry()["samples_put"] / (time.perf_counter() - t0)
+        clock = run_training(source, steps, out, seed, streamed_sample, capacity)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the streaming client exited early ({proc.returncode})")
     finally:
         proc.kill()
         proc.wait()
-    return speed, received
+    return clock.steps / clock.seconds, clock.received / clock.seconds
 
 
 def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[str]]:
@@ -359,7 +384,6 @@ def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[
     same `streamed_sample`) on a pre-filled source: the difference is the ingest."""
     steps = 200 if quick else 800
     out = tempfile.mkdtemp(prefix="mt-ingest-")
-    rng = np.random.default_rng(0)
     rows, notes = [], []
     try:
         for nbytes, rate, label, capacity in (
@@ -367,14 +391,13 @@ def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[
             (MB, 200.0, "1 MB at 200 MB/s", 512),  # 512 MB of samples at most
         ):
             # distinct samples, as many as the reservoir holds: the same memory traffic
-            samples = [
-                {"u": rng.standard_normal(nbytes // 4).astype(np.float32)} for _ in range(capacity)
-            ]
+            samples = [{"u": u} for u in distinct_fields(nbytes, capacity)]
             run_training(overhead.Prefilled(samples), 50, out, 0, streamed_sample, capacity)
             plain, streamed, received = [], [], []
             for r in range(rounds):
                 source = overhead.Prefilled(samples)
-                plain.append(run_training(source, steps, out, r, streamed_sample, capacity))
+                clock = run_training(source, steps, out, r, streamed_sample, capacity)
+                plain.append(clock.steps / clock.seconds)
                 speed, got = run_streamed(nbytes, rate, steps, out, r, capacity)
                 streamed.append(speed)
                 received.append(got)
@@ -390,8 +413,8 @@ def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[
                 }
             )
             notes.append(
-                f"{label}: the trainer took {statistics.median(received):,.0f} samples/s "
-                f"(a reservoir takes new samples as fast as training draws old ones)"
+                f"{label}: {statistics.median(received):,.0f} samples/s went into the "
+                f"buffer during the timed steps (the client's pace: {rate:,.0f}/s)"
             )
     finally:
         shutil.rmtree(out, ignore_errors=True)

@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from melissa_trainer.buffers import (
     Buffer,
@@ -649,3 +651,38 @@ def test_put_available_inserts_what_fits_without_waiting(kind: str) -> None:
     buf.close()
     with pytest.raises(BufferClosedError):
         buf.put_available(samples)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    capacity=st.integers(1, 8),
+    max_reuse=st.one_of(st.none(), st.integers(1, 3)),
+    ops=st.lists(st.tuples(st.integers(0, 12), st.integers(0, 6)), min_size=1, max_size=12),
+)
+def test_reservoir_burst_puts_are_one_put_per_sample(
+    capacity: int, max_reuse: int | None, ops: list[tuple[int, int]]
+) -> None:
+    """A burst through `put_available` takes the same random numbers, victims, counters
+    and contents as `put` sample by sample (the burst path inlines the evictions)."""
+    burst = ReservoirBuffer(capacity, seed=3, max_sample_reuse=max_reuse)
+    single = ReservoirBuffer(capacity, seed=3, max_sample_reuse=max_reuse)
+    next_id = 0
+    for n_put, n_get in ops:
+        samples = [smp(i) for i in range(next_id, next_id + n_put)]
+        n = burst.put_available(samples)
+        k = 0
+        for sample in samples:
+            try:
+                single.put(sample, timeout=0)
+            except TimeoutError:
+                break
+            k += 1
+        assert n == k
+        next_id += n
+        n_get = min(n_get, len(burst))
+        if n_get:
+            assert ids(burst.get_batch(n_get, timeout=0)) == ids(single.get_batch(n_get, timeout=0))
+    (a_arrays, a_meta), (b_arrays, b_meta) = burst.state_dict(), single.state_dict()
+    assert a_meta == b_meta
+    assert a_arrays.keys() == b_arrays.keys()
+    assert all(np.array_equal(a_arrays[key], b_arrays[key]) for key in a_arrays)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from . import _state
 from ._common import Sample, as_count
-from .base import Buffer
+from .base import Buffer, BufferClosedError
 from .rate_limiter import RateLimiter
 
 __all__ = ["ReservoirBuffer"]
@@ -110,6 +111,54 @@ class ReservoirBuffer(Buffer):
         self._ins[slot] = insert_id
         self._pos[slot] = len(self._undrawn)
         self._undrawn.append(slot)
+
+    def put_available(self, samples: Sequence[Sample]) -> int:
+        """Same contract as :meth:`Buffer.put_available`. Without a rate limiter, the
+        evictions of a burst draw their uniforms in one call and are done inline: the
+        same random numbers, victims and state as one `put` per sample, at a fraction
+        of the cost (this is the receiver's path for small samples)."""
+        if self._limiter is not None:
+            return super().put_available(samples)
+        with self._lock:
+            if self._closed:
+                raise BufferClosedError("put_available() on a closed buffer (reception has ended)")
+            room = self._capacity - self._size()  # inserts without an eviction
+            n = min(len(samples), room + len(self._drawn))
+            for sample in samples[: min(n, room)]:
+                self._insert(sample, self._n_put)
+                self._n_put += 1
+            if n > room:
+                self._evict_for(samples[room:n])
+            if n and self._size() >= self._wake_len:
+                self._readable.notify_all()
+            return n
+
+    def _evict_for(self, samples: Sequence[Sample]) -> None:
+        """`_insert` of each sample into a full buffer holding at least
+        `len(samples)` drawn samples, inlined."""
+        slots, draws, ins, pos = self._slots, self._draws, self._ins, self._pos
+        undrawn, drawn, hist = self._undrawn, self._drawn, self._reuse_hist
+        insert_id = self._n_put
+        for sample, u in zip(samples, self._rng.random(len(samples)).tolist(), strict=True):
+            k = len(drawn)
+            j = int(u * k)
+            if j >= k:  # float rounding guard, as in `_insert`
+                j = k - 1
+            slot = drawn[j]
+            last = drawn.pop()  # swap-remove the victim from `drawn`
+            if j < k - 1:
+                drawn[j] = last
+                pos[last] = j
+            count = draws[slot]
+            hist[count] = hist.get(count, 0) + 1
+            slots[slot] = sample
+            draws[slot] = 0
+            ins[slot] = insert_id
+            insert_id += 1
+            pos[slot] = len(undrawn)
+            undrawn.append(slot)
+        self._n_evicted += len(samples)
+        self._n_put = insert_id
 
     def _draw(self, uniforms: list[float], undrawn_only: bool) -> list[Sample]:
         """One draw per uniform in [0, 1): among all held samples, or the undrawn only."""

@@ -506,6 +506,9 @@ class Receiver:
             except BufferClosedError:
                 self._closed_under_us()
                 return 0
+        if self._pumping:  # the buffer is full: what is left waits, in order
+            self._overflow.extend(samples[n:])
+            return len(samples)
         for sample in samples[n:]:
             if not self._put(sample):
                 break

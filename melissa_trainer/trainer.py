@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, send_to_device, set_seed
+from accelerate.utils import DistributedType, parse_flag_from_env, send_to_device, set_seed
 
 from melissa_trainer import checkpoint as ckpt
 from melissa_trainer.arguments import TrainingArguments
@@ -35,13 +35,32 @@ _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, Distribu
 
 
 def _cpu_only_launch() -> bool:
-    """True for a multi-process launch on a machine without GPUs.
+    """True for a multi-process launch on a machine without (visible) GPUs.
 
     `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
     forms a (gloo) process group when told to run on CPU; otherwise every rank would
-    train alone and the stop flag would not be shared.
+    train alone and the stop flag would not be shared. ``CUDA_VISIBLE_DEVICES=''``
+    makes a GPU machine one of these (as does ACCELERATE_USE_CPU).
+
+    Raises RuntimeError, before the trainer's Accelerator is made, when this node runs
+    more processes (LOCAL_WORLD_SIZE, as torchrun sets it; 1 when unset) than it has
+    visible GPUs: Accelerate would put two ranks on one GPU, which NCCL refuses at the
+    first collective ("Duplicate GPU detected"). No silent fallback to CPU there (nor
+    in Accelerate): a run that asked for GPUs would train on CPU unnoticed.
     """
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if not torch.cuda.is_available() or parse_flag_from_env("ACCELERATE_USE_CPU"):
+        return True  # the latter: Accelerate runs on CPU whatever it is told
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    gpus = torch.cuda.device_count()
+    if local > gpus:
+        raise RuntimeError(
+            f"{local} processes on this node but {gpus} visible GPU(s), and NCCL cannot "
+            f"share a GPU between ranks: launch at most {gpus} per node (--num_processes "
+            f"{gpus} on one machine), or train on CPU (gloo) with CUDA_VISIBLE_DEVICES=''"
+        )
+    return False
 
 
 class OnlineTrainer:
@@ -65,6 +84,9 @@ class OnlineTrainer:
         use_default_hooks: install the built-in hooks that `args` asks for.
 
     Override `compute_loss(model, batch)` for any other loss or batch layout.
+
+    Raises RuntimeError at construction under a launch with more processes on a node
+    than it has visible GPUs (the message names the fixes).
     """
 
     def __init__(

@@ -1,7 +1,12 @@
-"""Small deterministic models and sources for trainer tests."""
+"""Small deterministic models and sources for trainer tests, and the tests' mpiexec."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +16,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import Buffer, Hook, TrainerControl, TrainerState
+from melissa_trainer.launcher.backends.mpiexec import _next_to_python
 
 
 def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:
@@ -96,3 +102,37 @@ def processes_with(marker: str) -> list[int]:
         except OSError:  # gone, or not ours
             continue
     return found
+
+
+#: why an MPI test is skipped when `find_mpiexec()` is None
+NO_MPI = "needs mpi4py and mpiexec (pip install mpich)"
+
+
+@functools.cache
+def find_mpiexec() -> str | None:
+    """The mpiexec for MPI tests whose ranks run this Python with its mpi4py, or None
+    (skip) when mpi4py or any mpiexec is missing.
+
+    Order: the mpich wheel's (the ``mpi`` extra installs it beside mpi4py, which then
+    loads its libmpi), next to this Python (as `MpiexecBackend` falls back to), then
+    PATH. Not PATH first, as the library's bare-name lookup is: an unrelated MPI ahead
+    on PATH (a system Open MPI, which also refuses to run as root) would not start
+    this Python's ranks as one world. Tests pass the result explicitly.
+    """
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    return mpich_wheel_mpiexec() or _next_to_python("mpiexec") or shutil.which("mpiexec")
+
+
+def mpich_wheel_mpiexec() -> str | None:
+    """The mpiexec the installed ``mpich`` wheel put in its scripts directory, if any."""
+    try:
+        dist = importlib.metadata.distribution("mpich")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for file in dist.files or ():
+        if file.name == "mpiexec" and file.parent.name == "bin":
+            path = Path(str(dist.locate_file(file))).resolve()
+            if os.access(path, os.X_OK):
+                return str(path)
+    return None

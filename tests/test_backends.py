@@ -4,10 +4,8 @@ error handling against stand-in Slurm commands."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
@@ -16,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import NO_MPI, find_mpiexec, mpich_wheel_mpiexec
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import (
@@ -32,14 +31,9 @@ from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_t
 from melissa_trainer.stream.receiver import Receiver
 
 PYTHON = sys.executable
-HAVE_MPI = (
-    importlib.util.find_spec("mpi4py") is not None
-    and shutil.which(
-        "mpiexec", path=os.pathsep.join([str(Path(PYTHON).parent), os.environ["PATH"]])
-    )
-    is not None
-)
-needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpi4py and mpiexec (pip install mpich)")
+MPIEXEC = find_mpiexec()
+HAVE_MPI = MPIEXEC is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason=NO_MPI)
 
 
 def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
@@ -64,7 +58,20 @@ def pgrep(marker: str) -> list[str]:
 
 
 def mpi_backend() -> MpiexecBackend:
-    return MpiexecBackend(shutil.which("mpiexec", path=str(Path(PYTHON).parent)) or "mpiexec")
+    assert MPIEXEC is not None
+    return MpiexecBackend(MPIEXEC)
+
+
+@pytest.mark.skipif(not HAVE_MPI or mpich_wheel_mpiexec() is None, reason="needs the mpich wheel")
+def test_mpi_tests_prefer_the_mpich_wheel_over_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unrelated mpiexec first on PATH (a system Open MPI) is not the one MPI tests use."""
+    other = tmp_path / "mpiexec"
+    other.write_text("#!/bin/sh\nexit 1\n")
+    other.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert find_mpiexec.__wrapped__() == MPIEXEC != str(other)
 
 
 # -- make_backend ---------------------------------------------------------------------
@@ -73,7 +80,7 @@ def mpi_backend() -> MpiexecBackend:
 def test_make_backend_by_name_and_bad_options() -> None:
     assert isinstance(make_backend("local"), LocalBackend)
     if HAVE_MPI:
-        backend = make_backend("mpiexec", extra_args=["-bind-to", "none"])
+        backend = make_backend("mpiexec", mpiexec=MPIEXEC, extra_args=["-bind-to", "none"])
         assert isinstance(backend, MpiexecBackend) and backend.extra_args == ("-bind-to", "none")
     with pytest.raises(ValueError, match="unknown launcher backend 'pbs'.*local, mpiexec, slurm"):
         make_backend("pbs")

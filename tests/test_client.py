@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zmq
+from helpers import NO_MPI, find_mpiexec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_protocol import spec_dump
@@ -637,11 +637,9 @@ def _mpi_script() -> Any:
 
 
 def _mpiexec() -> str:
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed")
-    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+    mpiexec = find_mpiexec()
     if mpiexec is None:
-        pytest.skip(f"no mpiexec next to {sys.executable}")
+        pytest.skip(NO_MPI)
     return mpiexec
 
 

@@ -59,6 +59,7 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
         *flags,
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]

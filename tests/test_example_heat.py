@@ -87,7 +87,8 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
            "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(free_port()),
            str(EXAMPLE), *TINY, "--output_dir", str(out)]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
     summary = summary_of(proc)
     check_run(summary, out)  # samples_received: summed over the two ranks' receivers

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 import zmq
-from helpers import drain
+from helpers import NO_MPI, drain, find_mpiexec
 
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
@@ -165,13 +164,11 @@ def test_client_finds_two_ranks_through_the_rendezvous_and_each_gets_its_steps(
 
 
 def _mpiexec() -> str:
-    if importlib.util.find_spec("mpi4py") is None:
-        pytest.skip("mpi4py is not installed")
     if importlib.util.find_spec("melissa_trainer.client") is None:
         pytest.skip("melissa_trainer.client is not there yet")
-    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent))
+    mpiexec = find_mpiexec()
     if mpiexec is None:
-        pytest.skip(f"no mpiexec next to {sys.executable}")
+        pytest.skip(NO_MPI)
     return mpiexec
 
 

@@ -20,6 +20,7 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
+from melissa_trainer.trainer import _cpu_only_launch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -121,9 +122,10 @@ def test_validation_and_best_metric(tmp_path: Path) -> None:
     assert state.best_metric == min(h["eval_loss"] for h in evals)
     # evaluate() equals a hand computation over the whole set
     model = trainer.accelerator.unwrap_model(trainer.model)
+    device = next(model.parameters()).device  # the trainer placed it (CUDA when present)
     with torch.no_grad():
-        x = torch.stack([xy(s)[0] for s in validation])
-        y = torch.stack([xy(s)[1] for s in validation])
+        x = torch.stack([xy(s)[0] for s in validation]).to(device)
+        y = torch.stack([xy(s)[1] for s in validation]).to(device)
         expected = torch.nn.functional.mse_loss(model(x), y).item()
     assert trainer.evaluate()["eval_loss"] == pytest.approx(expected, rel=1e-5)
 
@@ -207,3 +209,54 @@ def test_slow_iterable_does_not_block_the_end_of_training(tmp_path: Path) -> Non
     state = trainer.train()
     assert state.global_step == 2
     release.set()
+
+
+def launch_env(
+    monkeypatch: pytest.MonkeyPatch, world: int, local: int, gpus: int, use_cpu: str = "False"
+) -> None:
+    """This process as one rank of `accelerate launch --multi_gpu` (torchrun's variables)
+    on a node with `gpus` visible GPUs."""
+    monkeypatch.setenv("WORLD_SIZE", str(world))
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", str(local))
+    monkeypatch.setenv("ACCELERATE_USE_CPU", use_cpu)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpus > 0)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+
+
+def test_more_processes_than_gpus_fails_before_training(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """2 ranks on 1 GPU: a clear error naming the fixes, not NCCL's "Duplicate GPU
+    detected" at the first collective (Accelerate maps both ranks to cuda:0)."""
+    launch_env(monkeypatch, world=2, local=2, gpus=1)
+    with pytest.raises(
+        RuntimeError,
+        match=r"^2 processes on this node but 1 visible GPU.*--num_processes 1.*"
+        r"CUDA_VISIBLE_DEVICES=''",
+    ):
+        make_trainer(make_args(tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("world", "local", "gpus", "use_cpu", "cpu"),
+    [
+        (1, 1, 0, "False", False),  # one process: Accelerate decides alone
+        (2, 2, 0, "False", True),  # no GPU (or CUDA_VISIBLE_DEVICES=''): gloo on CPU
+        (2, 2, 1, "True", True),  # told to run on CPU: no GPU is shared
+        (2, 2, 2, "False", False),  # one GPU per rank: NCCL
+        (4, 2, 2, "False", False),  # two nodes of two ranks, two GPUs each
+    ],
+)
+def test_cpu_only_launch(
+    monkeypatch: pytest.MonkeyPatch, world: int, local: int, gpus: int, use_cpu: str, cpu: bool
+) -> None:
+    launch_env(monkeypatch, world, local, gpus, use_cpu)
+    assert _cpu_only_launch() is cpu
+
+
+def test_more_processes_than_gpus_per_node_is_counted_per_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    launch_env(monkeypatch, world=4, local=2, gpus=1)
+    with pytest.raises(RuntimeError, match="^2 processes on this node but 1 visible GPU"):
+        _cpu_only_launch()

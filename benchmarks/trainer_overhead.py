@@ -5,10 +5,14 @@ drawn from a pre-filled buffer of 4096 samples. The baseline draws `batch_size` 
 samples per step from a plain list, applies the same `process_sample`, stacks them and
 runs the same forward / backward / step. OnlineTrainer runs with its default hooks
 (progress bar and TensorBoard on). The two alternate (A B A B ...) and the medians of
-the step rates are compared; target: ours >= 0.97x the plain loop.
+the step rates are compared; target: ours >= 0.97x the plain loop. Both run on the
+device Accelerate picks (CUDA when there is a GPU, the case then says so), the baseline
+copying each batch there as the trainer does; on a GPU both clocks stop only once the
+device is done.
 
-With 2 processes (gloo, launched with `accelerate launch --multi_gpu --num_processes
-2`), the baseline is a plain DistributedDataParallel loop in the same process group.
+With 2 processes (launched with `accelerate launch --multi_gpu --num_processes 2`), the
+baseline is a plain DistributedDataParallel loop in the same process group: gloo on CPU
+on a machine with fewer than 2 GPUs, else NCCL with one GPU per process.
 
     python benchmarks/trainer_overhead.py            # 1 and 2 processes, ~2 minutes
     python benchmarks/trainer_overhead.py --quick    # a few seconds per case
@@ -86,13 +90,28 @@ class Prefilled(Source):
         pass
 
 
+def training_device() -> torch.device:
+    """The device OnlineTrainer trains on in this process (Accelerate's choice)."""
+    from accelerate import PartialState
+
+    return PartialState().device
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for the work queued on `device` (CUDA runs asynchronously to the host)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 class Clock(Hook):
     """Times the loop from TRAIN_START to TRAIN_END (no per-step event)."""
 
     def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+        synchronize(trainer.accelerator.device)
         self.start = time.perf_counter()
 
     def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+        synchronize(trainer.accelerator.device)
         self.seconds = time.perf_counter() - self.start
 
 
@@ -126,22 +145,24 @@ def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
     return steps / clock.seconds
 
 
-def run_plain(samples: list, steps: int, seed: int, ddp: bool) -> float:
-    model: torch.nn.Module = make_model(seed)
+def run_plain(samples: list, steps: int, seed: int, ddp: bool, device: torch.device) -> float:
+    model: torch.nn.Module = make_model(seed).to(device)
     if ddp:
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
     rng = random.Random(seed)
     loss_fn = torch.nn.functional.mse_loss
+    synchronize(device)
     start = time.perf_counter()
     for _ in range(steps):
         examples = [process_sample(s) for s in rng.choices(samples, k=BATCH)]
-        x = torch.stack([e[0] for e in examples])
-        y = torch.stack([e[1] for e in examples])
+        x = torch.stack([e[0] for e in examples]).to(device, non_blocking=True)
+        y = torch.stack([e[1] for e in examples]).to(device, non_blocking=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+    synchronize(device)
     return steps / (time.perf_counter() - start)
 
 
@@ -149,13 +170,14 @@ def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
     """Medians (ours, baseline) in steps/s over `rounds` interleaved rounds."""
     rank = int(os.environ.get("RANK", "0"))
     samples = make_samples(N_SAMPLES, seed=rank)
+    device = training_device()
     out = tempfile.mkdtemp(prefix="mt-overhead-")
     ours, base = [], []
     try:
-        run_plain(samples, max(steps // 10, 20), 0, ddp)  # warm-up
+        run_plain(samples, max(steps // 10, 20), 0, ddp, device)  # warm-up
         for r in range(rounds):
             ours.append(run_ours(samples, steps, out, seed=r))
-            base.append(run_plain(samples, steps, seed=r, ddp=ddp))
+            base.append(run_plain(samples, steps, seed=r, ddp=ddp, device=device))
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return statistics.median(ours), statistics.median(base)
@@ -177,10 +199,11 @@ def worker(rounds: int, steps: int, result: str) -> None:
     from accelerate import PartialState
 
     torch.set_num_threads(1)
-    PartialState(cpu=not torch.cuda.is_available())  # forms the gloo group on CPU
+    state = PartialState(cpu=not torch.cuda.is_available())  # gloo on CPU, else NCCL
     ours, base = measure(rounds, steps, ddp=True)
-    if int(os.environ.get("RANK", "0")) == 0:
-        Path(result).write_text(json.dumps(row("2 processes (gloo) vs plain DDP", ours, base)))
+    if state.is_main_process:
+        case = f"2 processes ({state.backend}) vs plain DDP"
+        Path(result).write_text(json.dumps(row(case, ours, base)))
 
 
 def two_processes(rounds: int, steps: int) -> dict[str, Any]:
@@ -213,6 +236,8 @@ def two_processes(rounds: int, steps: int) -> dict[str, Any]:
             str(steps),
         ]
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        if torch.cuda.device_count() < 2:  # NCCL cannot put both ranks on one GPU
+            env["CUDA_VISIBLE_DEVICES"] = ""
         subprocess.run(
             cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
@@ -236,7 +261,9 @@ def main() -> None:
     torch.set_num_threads(1)
     os.environ.setdefault("TQDM_DISABLE", "0")
     ours, base = measure(rounds, steps, ddp=False)
-    rows = [row("1 process vs hand-written loop", ours, base)]
+    device = training_device().type
+    case = "1 process vs hand-written loop" + ("" if device == "cpu" else f" ({device})")
+    rows = [row(case, ours, base)]
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:

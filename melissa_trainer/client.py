@@ -242,6 +242,13 @@ class Client:
             client whose sends are further apart than this does not batch.
         context: a ZeroMQ context to use; by default the client creates one and
             terminates it on `close`.
+        overlap_sends: an array of more than `INLINE_MAX_BYTES` is the caller's again
+            when the *next* `send` (or `flush`, or `close`) returns rather than this one,
+            as with a non-blocking MPI send completed by the next: the transfer of one
+            step overlaps the computation of the next instead of stalling it (for a
+            single 1 MB field, about a third more steps per second on loopback). Only
+            for a code that leaves a sent array untouched for one more step (double
+            buffering: it writes step t+1 into the array of step t-1).
 
     Raises:
         ValueError: a bad field declaration, parameter, simulation id or endpoint, or
@@ -266,6 +273,7 @@ class Client:
         context: zmq.Context | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         batch_delay: float = DEFAULT_BATCH_DELAY,
+        overlap_sends: bool = False,
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         if not isinstance(batch_bytes, int) or not 0 <= batch_bytes <= max_message_bytes:
@@ -313,6 +321,9 @@ class Client:
         self._send_timeout = send_timeout
         self._close_timeout = close_timeout
         self._steps = _StepSet()
+        self._overlap = bool(overlap_sends)
+        # with `overlap_sends`: trackers of the large arrays of the previous send
+        self._held: list[zmq.MessageTracker] = []
 
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
@@ -473,32 +484,46 @@ class Client:
             raise self._timeout(step) from None
         finally:
             self._lock.release()
-        for tracker in trackers:  # the arrays are the caller's again once these are done
+        if self._overlap:  # this send's arrays wait for the next one, the previous' now
+            trackers, self._held = self._held, self._held + trackers
+        try:
+            self._release_arrays(trackers, deadline)
+        except zmq.NotDone:
+            raise self._timeout(step) from None
+        self._held = [t for t in self._held if not t.done]
+        self._steps.add(step)
+
+    def _release_arrays(self, trackers: list[zmq.MessageTracker], deadline: float | None) -> None:
+        """Wait until ZeroMQ is done with the arrays of `trackers` (they are then the
+        caller's again); raises zmq.NotDone at `deadline`."""
+        for tracker in trackers:
             if deadline is None:
                 tracker.wait()
             else:
-                try:
-                    tracker.wait(max(deadline - time.monotonic(), 0.0))
-                except zmq.NotDone:
-                    raise self._timeout(step) from None
-        self._steps.add(step)
+                tracker.wait(max(deadline - time.monotonic(), 0.0))
 
     def flush(self) -> None:
-        """Send the payloads waiting in batches now (see `batch_bytes`); blocks on
-        back-pressure like `send` (bounded by `send_timeout`)."""
+        """Send the payloads waiting in batches now (see `batch_bytes`), and with
+        `overlap_sends` wait until the arrays of the last `send` are the caller's again;
+        blocks on back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        if self._outbox is None:
-            return
         deadline = self._deadline(self._send_timeout)
-        if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
-            raise self._timeout(None)
+        if self._outbox is not None:
+            timeout = -1 if self._send_timeout is None else self._send_timeout
+            if not self._lock.acquire(timeout=timeout):
+                raise self._timeout(None)
+            try:
+                self._outbox.flush(deadline)
+            except TimeoutError:
+                raise self._timeout(None) from None
+            finally:
+                self._lock.release()
         try:
-            self._outbox.flush(deadline)
-        except TimeoutError:
+            self._release_arrays(self._held, deadline)
+        except zmq.NotDone:
             raise self._timeout(None) from None
-        finally:
-            self._lock.release()
+        self._held = []
 
     def _fast_path(self) -> tuple[Any, ...] | None:
         """What `send`'s fast path needs (the fields' batch headers, what each array must
@@ -697,6 +722,11 @@ class Client:
                     sock.send(message)
             except zmq.Again:
                 failure = "BYE"
+        try:  # (with a context of its own, terminating it would do; not with the caller's)
+            self._release_arrays(self._held, deadline)
+            self._held = []
+        except zmq.NotDone:
+            failure = failure or "queued messages"
         if failure is None:
             linger = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
         else:

@@ -237,6 +237,39 @@ def test_large_array_may_be_overwritten_once_send_returns(receiver: Receiver) ->
         assert np.all(msg.payload == msg.time_step), msg.time_step
 
 
+@pytest.mark.timeout(30)
+def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context) -> None:
+    """With `overlap_sends`, `send` returns with its large array still queued; the next
+    `send` (or `flush`) returns once ZeroMQ is done with it. A double-buffered code
+    (step t written into the array of step t-2) then streams every step intact."""
+    port = free_port()  # nobody listens yet: the first large message stays queued
+    shape, spec = TWO_FRAME_SHAPE, {"u": (TWO_FRAME_SHAPE, "f8")}
+    arrays = [np.full(shape, 0.0), np.empty(shape)]
+    endpoint = f"tcp://127.0.0.1:{port}"
+    with Client(spec, None, 3, endpoint, send_timeout=0.3, close_timeout=0.1) as plain:
+        with pytest.raises(TimeoutError, match="time step 0"):
+            plain.send(0, u=arrays[0])  # waits for the array: nobody takes it
+        plain.close(bye=False)  # (its messages are dropped)
+    with Client(spec, None, 3, endpoint, send_timeout=0.3, overlap_sends=True) as c:
+        c.send(0, u=arrays[0])  # returns: the array is only queued
+        with pytest.raises(TimeoutError, match="a message"):
+            c.flush()  # ... and still ZeroMQ's
+        receiver = Receiver(zctx)
+        receiver.sock.unbind(receiver.endpoint)
+        receiver.sock.bind(f"tcp://127.0.0.1:{port}")
+        for step in range(1, 8):
+            arrays[step % 2].fill(step)  # the array of step - 2: the caller's again
+            c.send(step, u=arrays[step % 2])
+        c.flush()
+        arrays[0].fill(-1)
+        arrays[1].fill(-1)
+    messages = receiver.until_bye()
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert [m.time_step for m in data] == list(range(8))
+    assert all(np.all(m.payload == m.time_step) for m in data)
+    assert messages[-1] == p.Bye(3, 0, 1, 8)
+
+
 # -- configuration --------------------------------------------------------------------
 
 

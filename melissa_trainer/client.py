@@ -32,18 +32,17 @@ import logging
 import math
 import operator
 import os
-import re
 import struct
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, SupportsIndex
 
 import numpy as np
 import zmq
 
 from melissa_trainer.stream import protocol
+from melissa_trainer.stream.endpoints import fetch_endpoints
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
 
@@ -88,7 +87,6 @@ _U64 = 1 << 64
 _MAX_RANKS = 1 << 16  # client rank and count are u16 on the wire
 _STEP = struct.Struct("<Q")
 _STEP_AT = protocol.PREFIX.size  # the time step is the first field after the prefix
-_RANK_FILE = re.compile(r"rank_(\d+)\.json")
 
 
 class _Field:
@@ -777,82 +775,6 @@ class Client:
 
 
 # -- configuration --------------------------------------------------------------------
-
-
-def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0) -> list[str]:
-    """The receiver endpoints published in a rendezvous directory, in rank order.
-
-    Each training rank's receiver writes `rank_{r}.json`, holding
-    `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}`, by
-    writing a temporary file and renaming it. This waits until all W files are there
-    and agree on W.
-
-    Raises:
-        TimeoutError: the directory is still incomplete (or inconsistent) after
-            `timeout` seconds; the message says what was found.
-    """
-    directory = Path(rendezvous_dir)
-    deadline = time.monotonic() + timeout
-    pause = 0.01
-    while True:
-        endpoints, problem = _read_rendezvous(directory)
-        if endpoints is not None:
-            return endpoints
-        if time.monotonic() >= deadline:
-            raise TimeoutError(
-                f"rendezvous directory {str(directory)!r} incomplete after {timeout} s: "
-                f"{problem} (is the trainer running, with this output directory?)"
-            )
-        time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
-        pause = min(pause * 2, 0.25)
-
-
-def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
-    """The endpoints if the directory is complete, else None and what is wrong."""
-    try:
-        names = [p.name for p in directory.iterdir()]
-    except FileNotFoundError:
-        return None, "the directory does not exist"
-    except NotADirectoryError:
-        return None, "it is not a directory"
-    entries: dict[int, dict[str, Any]] = {}
-    problems = []
-    for name in names:
-        match = _RANK_FILE.fullmatch(name)
-        if match is None:
-            continue  # a temporary file, or anything else
-        try:
-            entry = json.loads((directory / name).read_text())
-            rank = entry["rank"]
-            ok = (
-                entry["version"] == 1
-                and isinstance(rank, int)
-                and rank == int(match.group(1))
-                and isinstance(entry["world_size"], int)
-                and rank < entry["world_size"]
-                and isinstance(entry["endpoint"], str)
-                and entry["endpoint"]
-            )
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            problems.append(f"{name} unreadable ({exc})")
-            continue
-        if not ok:
-            problems.append(f"{name} invalid ({entry})")
-            continue
-        entries[rank] = entry
-    sizes = {e["world_size"] for e in entries.values()}
-    if not entries:
-        problems.append("no rank_{r}.json file yet")
-    elif len(sizes) > 1:
-        problems.append(f"files disagree on world_size: {sorted(sizes)}")
-    else:
-        (world,) = sizes
-        missing = [r for r in range(world) if r not in entries]
-        if missing:
-            problems.append(f"world_size {world}, ranks {missing} missing")
-        elif not problems:
-            return [entries[r]["endpoint"] for r in range(world)], ""
-    return None, "; ".join(problems)
 
 
 def _endpoints(endpoints: str | Sequence[str] | None, rendezvous_timeout: float) -> list[str]:

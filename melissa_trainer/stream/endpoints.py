@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import zmq
 
 RENDEZVOUS_VERSION = 1
+_RANK_FILE = re.compile(r"rank_(\d+)\.json")
 
 
 def write_rendezvous(
@@ -79,3 +82,79 @@ def is_loopback(endpoint: str) -> bool:
         return True  # ipc:// and inproc:// stay on this machine
     addr = endpoint[len("tcp://") :].rpartition(":")[0].strip("[]")
     return addr in ("localhost", "::1") or addr.startswith("127.")
+
+
+def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0) -> list[str]:
+    """The receiver endpoints published in a rendezvous directory, in rank order.
+
+    Each training rank's receiver writes `rank_{r}.json`, holding
+    `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}`, by
+    writing a temporary file and renaming it. This waits until all W files are there
+    and agree on W.
+
+    Raises:
+        TimeoutError: the directory is still incomplete (or inconsistent) after
+            `timeout` seconds; the message says what was found.
+    """
+    directory = Path(rendezvous_dir)
+    deadline = time.monotonic() + timeout
+    pause = 0.01
+    while True:
+        endpoints, problem = _read_rendezvous(directory)
+        if endpoints is not None:
+            return endpoints
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"rendezvous directory {str(directory)!r} incomplete after {timeout} s: "
+                f"{problem} (is the trainer running, with this output directory?)"
+            )
+        time.sleep(min(pause, max(deadline - time.monotonic(), 0.0)))
+        pause = min(pause * 2, 0.25)
+
+
+def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
+    """The endpoints if the directory is complete, else None and what is wrong."""
+    try:
+        names = [p.name for p in directory.iterdir()]
+    except FileNotFoundError:
+        return None, "the directory does not exist"
+    except NotADirectoryError:
+        return None, "it is not a directory"
+    entries: dict[int, dict[str, Any]] = {}
+    problems = []
+    for name in names:
+        match = _RANK_FILE.fullmatch(name)
+        if match is None:
+            continue  # a temporary file, or anything else
+        try:
+            entry = json.loads((directory / name).read_text())
+            rank = entry["rank"]
+            ok = (
+                entry["version"] == RENDEZVOUS_VERSION
+                and isinstance(rank, int)
+                and rank == int(match.group(1))
+                and isinstance(entry["world_size"], int)
+                and rank < entry["world_size"]
+                and isinstance(entry["endpoint"], str)
+                and entry["endpoint"]
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            problems.append(f"{name} unreadable ({exc})")
+            continue
+        if not ok:
+            problems.append(f"{name} invalid ({entry})")
+            continue
+        entries[rank] = entry
+    sizes = {e["world_size"] for e in entries.values()}
+    if not entries:
+        problems.append("no rank_{r}.json file yet")
+    elif len(sizes) > 1:
+        problems.append(f"files disagree on world_size: {sorted(sizes)}")
+    else:
+        (world,) = sizes
+        missing = [r for r in range(world) if r not in entries]
+        if missing:
+            problems.append(f"world_size {world}, ranks {missing} missing")
+        elif not problems:
+            return [entries[r]["endpoint"] for r in range(world)], ""
+    return None, "; ".join(problems)

@@ -30,6 +30,7 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.control import send_abandon
+from melissa_trainer.stream.endpoints import fetch_endpoints
 from melissa_trainer.stream.receiver import DEFAULT_BIND, Receiver, telemetry_keys
 
 if TYPE_CHECKING:
@@ -164,8 +165,6 @@ class StreamSource(Source):
         curve_key = receiver.curve_public_key
 
         def abandon(simulation_id: int) -> None:
-            from melissa_trainer.client import fetch_endpoints  # numpy + zmq only
-
             endpoints = fetch_endpoints(rendezvous, timeout=60.0)
             send_abandon(endpoints, simulation_id, curve_public_key=curve_key)
 

@@ -318,7 +318,7 @@ class Client:
         self._placed = comm is None
         self._send_timeout = send_timeout
         self._close_timeout = close_timeout
-        self._steps = _StepSet()
+        self._steps = [_StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self._overlap = bool(overlap_sends)
         # with `overlap_sends`: trackers of the large arrays of the previous send
         self._held: list[zmq.MessageTracker] = []
@@ -365,8 +365,9 @@ class Client:
 
     @property
     def steps_sent(self) -> int:
-        """How many distinct time steps this client has sent (what BYE will carry)."""
-        return self._steps.count
+        """How many distinct time steps this client has sent (to all receivers; the BYE
+        to each receiver carries the number sent to it)."""
+        return sum(steps.count for steps in self._steps)
 
     def send(
         self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None = None, /, **kwargs: Any
@@ -433,7 +434,7 @@ class Client:
                             outbox.send(index, None)
                     finally:
                         lock.release()
-                    self._steps.add(time_step)
+                    self._steps[index].add(time_step)
                     return
         given = kwargs
         if arrays:
@@ -489,7 +490,7 @@ class Client:
         except zmq.NotDone:
             raise self._timeout(step) from None
         self._held = [t for t in self._held if not t.done]
-        self._steps.add(step)
+        self._steps[index].add(step)
 
     def _release_arrays(self, trackers: list[zmq.MessageTracker], deadline: float | None) -> None:
         """Wait until ZeroMQ is done with the arrays of `trackers` (they are then the
@@ -708,16 +709,15 @@ class Client:
                 except TimeoutError:
                     failure = "batched data"
         if bye and failure is None:
-            message = protocol.encode_bye(
-                self.simulation_id, self.rank, self.ranks, self.steps_sent
-            )
             try:
-                for sock in self._sockets:
+                for sock, steps in zip(self._sockets, self._steps, strict=True):
                     if deadline is None:
                         sock.setsockopt(zmq.SNDTIMEO, -1)
                     else:
                         self._arm(sock, deadline)
-                    sock.send(message)
+                    sock.send(
+                        protocol.encode_bye(self.simulation_id, self.rank, self.ranks, steps.count)
+                    )
             except zmq.Again:
                 failure = "BYE"
         try:  # (with a context of its own, terminating it would do; not with the caller's)

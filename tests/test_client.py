@@ -331,7 +331,7 @@ def test_rendezvous_directory_waits_for_late_receivers(
     for rank, rec in enumerate(receivers):
         hello, data, bye = rec.until_bye()
         assert isinstance(hello, p.Hello) and isinstance(data, p.Data)
-        assert data.time_step == rank and bye == p.Bye(9, 0, 1, 2)
+        assert data.time_step == rank and bye == p.Bye(9, 0, 1, 1)  # one step each
 
 
 @pytest.mark.timeout(30)
@@ -384,10 +384,26 @@ def test_routing_to_two_receivers(zctx: zmq.Context) -> None:
             c.send(step, u=big * step, v=np.float32(step))
     for rank, rec in enumerate(receivers):
         messages = rec.until_bye()
-        assert isinstance(messages[0], p.Hello) and messages[-1] == p.Bye(4, 0, 1, 7)
+        assert isinstance(messages[0], p.Hello)
+        assert messages[-1] == p.Bye(4, 0, 1, len(range(rank, 7, 2)))  # steps sent to it
         steps = [(m.time_step, m.name) for m in messages[1:-1]]  # type: ignore[union-attr]
         # small "v" is batched: it may come after later "u"s
         assert sorted(steps) == [(t, n) for t in range(rank, 7, 2) for n in ("u", "v")]
+
+
+@pytest.mark.timeout(30)
+def test_bye_counts_the_steps_sent_to_each_receiver(zctx: zmq.Context) -> None:
+    """Every tenth step: all go to receiver 0 (t % 2 == 0), none to receiver 1; each
+    receiver's BYE says how many it got (it finishes on that count)."""
+    receivers = [Receiver(zctx), Receiver(zctx)]
+    with Client(
+        {"u": ((3,), "f4")}, None, 5, [r.endpoint for r in receivers], close_timeout=10
+    ) as c:
+        for step in (0, 10, 20, 30, 7):
+            c.send(step, u=np.full(3, step, np.float32))
+        assert c.steps_sent == 5
+    assert receivers[0].until_bye()[-1] == p.Bye(5, 0, 1, 4)
+    assert receivers[1].until_bye()[-1] == p.Bye(5, 0, 1, 1)
 
 
 # -- validation -----------------------------------------------------------------------

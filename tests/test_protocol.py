@@ -125,7 +125,7 @@ def test_layout_sizes() -> None:
     assert p.BYE_FIXED.size == 12 and len(p.encode_bye(0, 0, 1, 0)) == 28
     header = p.encode_data_header(1, 2, 3, 4, b"abc", 6, (5, 6, 7), 8, 9, False)
     assert len(header) == 48 + 3 * 8 + 3
-    assert header[:4] == b"MTRN" and header[4] == 1 and header[5] == p.DATA
+    assert header[:4] == b"MTRN" and header[4] == 2 and header[5] == p.DATA
     assert struct.unpack_from("<H", header, 6)[0] == 0  # flags: not inline
     assert struct.unpack_from("<QQHHBBBBQQ", header, 8) == (1, 2, 3, 4, 6, 3, 3, 0, 8, 9)
     assert struct.unpack_from("<3Q", header, 48) == (5, 6, 7)
@@ -174,8 +174,8 @@ def test_prefix_rejections() -> None:
     assert reason_of(frame[:15]) == "truncated"
     assert reason_of(frame[:47]) == "truncated"  # a DATA header needs 48 bytes at least
     assert reason_of(b"XTRN" + frame[4:]) == "bad_magic"
-    assert reason_of(frame[:4] + bytes([2]) + frame[5:]) == "bad_version"
-    assert reason_of(frame[:4] + bytes([0]) + frame[5:]) == "bad_version"
+    for version in (0, 1, 3):  # version 1 counted BYE's steps over all receivers
+        assert reason_of(frame[:4] + bytes([version]) + frame[5:]) == "bad_version"
     for kind in (0, 6, 255):
         assert reason_of(frame[:5] + bytes([kind]) + frame[6:]) == "bad_kind"
     bye = p.encode_bye(1, 0, 1, 1)
@@ -228,7 +228,7 @@ def test_hello_and_bye_rejections() -> None:
     assert reason_of(good[:-1]) == "bad_size"
     assert reason_of(good + b" ") == "bad_size"
     too_long = (
-        p.PREFIX.pack(p.MAGIC, 1, p.HELLO, 0, 7)
+        p.PREFIX.pack(p.MAGIC, p.VERSION, p.HELLO, 0, 7)
         + p.HELLO_FIXED.pack(0, 1, p.MAX_HELLO_BYTES + 1)
         + b" " * (p.MAX_HELLO_BYTES + 1)
     )

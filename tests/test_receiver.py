@@ -313,7 +313,7 @@ def test_malformed_messages_are_counted_by_reason_and_the_stream_goes_on(
         ("truncated", [b"MTR"]),
         ("bad_magic", [b"this is no message at all"]),
         ("bad_version", [P.PREFIX.pack(P.MAGIC, 9, P.HELLO, 0, 1) + bytes(8)]),
-        ("bad_kind", [P.PREFIX.pack(P.MAGIC, 1, 7, 0, 1) + bytes(8)]),
+        ("bad_kind", [P.PREFIX.pack(P.MAGIC, P.VERSION, 7, 0, 1) + bytes(8)]),
         ("missing_frame", data(1, 0, U, value(1, 0, U), inline=False)[:1]),
         ("bad_size", [data(1, 0, U, value(1, 0, U))[0][:-4]]),
         ("bad_dtype", data(1, 0, U, value(1, 0, U), dtype_code=99)),
@@ -606,14 +606,30 @@ def test_one_receiver_finishes_whatever_the_step_numbering() -> None:
 def test_each_of_several_receivers_expects_its_share_of_steps() -> None:
     for rank in range(3):
         ing, samples, ends = _ingest(rank, 3)
-        _feed(ing, [P.encode_hello(1, 0, 1, [U])])
-        _feed(ing, [P.encode_bye(1, 0, 1, 7)])  # BYE may overtake data from other sockets
         mine = [t for t in range(7) if t % 3 == rank]
+        _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+        _feed(ing, [P.encode_bye(1, 0, 1, len(mine))])  # may overtake data (other sockets)
         for t in mine:
             assert not ends
             _feed(ing, data(1, t, U, value(1, t, U)))
         assert ends, rank
         assert [int(s["time_step"]) for s in samples] == mine
+
+
+def test_several_receivers_finish_whatever_the_step_numbering() -> None:
+    """Every tenth step, two receivers: rank 0 gets all (even) steps, rank 1 none. Each
+    BYE counts the steps sent to its receiver, so both finish (version 1's count over
+    all receivers left both waiting for steps 2, 4... or 1, 3... that never come)."""
+    steps = [0, 10, 20, 30]
+    for rank, sent in ((0, steps), (1, [])):
+        ing, samples, ends = _ingest(rank, 2)
+        _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+        for t in sent:
+            _feed(ing, data(1, t, U, value(1, t, U)))
+        assert not ends
+        _feed(ing, [P.encode_bye(1, 0, 1, len(sent))])
+        assert ends and ing.finished_ids == [1], rank
+        assert [int(s["time_step"]) for s in samples] == sent
 
 
 def test_completed_steps_cost_a_bit_each() -> None:
@@ -815,8 +831,8 @@ def test_two_receivers_take_their_steps_of_a_batch_and_reject_the_others() -> No
                 send(sock, [P.encode_hello(1, 0, 1, [U])])
             send(s0, batch(1, [0, 2, 4], U))
             send(s1, batch(1, [1, 3, 4], U))  # 4 belongs to receiver 0
-            for sock in (s0, s1):
-                send(sock, [P.encode_bye(1, 0, 1, 5)])
+            send(s0, [P.encode_bye(1, 0, 1, 3)])  # the steps sent to each receiver
+            send(s1, [P.encode_bye(1, 0, 1, 2)])
             got = [drain(b) for b in bufs]
         assert sorted(int(x["time_step"]) for x in got[0]) == [0, 2, 4]
         assert sorted(int(x["time_step"]) for x in got[1]) == [1, 3]

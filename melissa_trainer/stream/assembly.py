@@ -219,27 +219,9 @@ class SimulationRecord:
         self.completed -= 1
         return True
 
-    def all_done(self, count: int) -> bool:
-        """True if local steps ``0 .. count - 1`` are all completed (or lost)."""
-        if self.completed + len(self.lost) < count:
-            return False
-        full, rem = divmod(count, 8)
-        done = self.done
-        mask = (1 << rem) - 1
-        if (
-            len(done) >= full + (rem > 0)
-            and done.count(0xFF, 0, full) == full
-            and (not rem or done[full] & mask == mask)
-        ):
-            return True
-        if not self.lost:
-            return False
-        bits = np.unpackbits(np.frombuffer(bytes(done), np.uint8), bitorder="little")
-        bits = np.pad(bits[:count], (0, max(0, count - len(bits))))
-        return all(int(i) in self.lost for i in np.flatnonzero(bits == 0))
-
     def steps_announced(self) -> int | None:
-        """Steps the simulation sent (the largest BYE count) once all ranks said BYE."""
+        """Steps the simulation sent to this receiver (the largest BYE count) once all
+        its ranks said BYE."""
         if len(self.byes) < self.client_count:
             return None
         return max(self.byes.values())

@@ -414,27 +414,13 @@ class Ingest:
                 asm.record.lost.add(key[1] // self.world)
 
     def _check_finished(self, sim: SimulationRecord) -> None:
-        n = sim.steps_announced()
-        if sim.finished or n is None:
-            return
-        w, r = self.world, self.rank
-        local = n if w == 1 else ((n - r + w - 1) // w if n > r else 0)
-        if w == 1:  # every step comes here: count them, whatever their numbering
-            if sim.completed + len(sim.lost) < n:
-                return
-        elif not sim.all_done(local):  # local steps 0 .. local - 1: t < n, t % w == r
+        n = sim.steps_announced()  # the steps sent here, whatever their numbering
+        if sim.finished or n is None or sim.completed + len(sim.lost) < n:
             return
         sim.finished = True
         self.abandoned.discard(sim.simulation_id)  # finished after all: counted once
         self.simulations_finished += 1
         self.finished_ids.append(sim.simulation_id)
-        if w > 1 and sim.completed > local:
-            logger.warning(
-                "simulation %d sent time steps >= its step count %d: with several "
-                "training ranks, number time steps 0, 1, ...",
-                sim.simulation_id,
-                n,
-            )
         self.drop_pending([k for k, a in self.pending.items() if a.record is sim])
         logger.info("simulation %d finished (%d time steps)", sim.simulation_id, n)
         self.check_expected()

@@ -1,4 +1,4 @@
-"""The wire protocol between simulations and the trainer (version 1).
+"""The wire protocol between simulations and the trainer (version 2).
 
 Language-neutral and pickle-free: fixed-layout little-endian binary headers (Python
 `struct`), JSON only for the once-per-simulation HELLO, raw array bytes. The full
@@ -14,7 +14,9 @@ Message kinds:
   field, as a flat element range `[offset, offset + count)` of the C-ordered global
   array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
   small messages) or come as a second frame (received without a copy, for large ones).
-* BYE (one per client rank, after its data): how many time steps it sent.
+* BYE (one per client rank and receiver, after its data): how many time steps it sent
+  to that receiver (version 2; version 1 counted them over all receivers, which tied
+  the end of a simulation to steps numbered 0, 1, 2... with several receivers).
 * BATCH (one frame): several time steps of one field of one client rank, each an
   8-byte time step followed by the payload; what DATA carries, with the header paid
   once. The client coalesces small messages into batches (a receiver then handles a
@@ -38,7 +40,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 MAGIC = b"MTRN"
-VERSION = 1
+VERSION = 2
 
 HELLO, DATA, BYE, ABANDON, BATCH = 1, 2, 3, 4, 5
 KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATCH: "BATCH"}
@@ -164,7 +166,7 @@ class Bye:
     simulation_id: int
     client_rank: int
     client_count: int
-    steps_sent: int
+    steps_sent: int  #: distinct time steps this client rank sent to the receiving end
 
 
 @dataclass(frozen=True)

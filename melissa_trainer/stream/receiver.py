@@ -34,11 +34,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   ``incomplete_dropped``, logged); its step counts as done for finishing the
   simulation, so the stream can still end, and is accepted if re-sent later.
 * A simulation has finished when all its client ranks said BYE (``steps_sent``: the
-  largest of their counts) and all its steps are here: with one receiver, when
-  ``steps_sent`` distinct steps are completed, whatever their numbering; with W
-  receivers, when every time step ``t < steps_sent`` with ``t % W == rank`` is, so
-  time steps must then be numbered 0, 1, ... (a BYE does not say which steps went
-  where). A simulation that died without BYE never finishes here: the
+  largest of their counts of steps sent to this receiver) and that many distinct
+  steps are completed here, whatever their numbering. A simulation that died without
+  BYE never finishes here: the
   launcher restarts it (it re-sends everything; duplicates are dropped) or gives up
   and calls ``finish``.
 * End of stream: once ``expected_simulations`` have finished, or after ``finish()``,

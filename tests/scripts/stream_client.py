@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
         if a.delay:
             time.sleep(a.delay)
     if not a.no_bye:
-        for s in socks:
-            s.send(P.encode_bye(sim, rank, count, a.steps))
+        for i, s in enumerate(socks):  # the steps sent to that receiver (0 .. steps - 1)
+            s.send(P.encode_bye(sim, rank, count, len(range(i, a.steps, len(socks)))))
     for s in socks:
         s.close(linger=-1)
     ctx.term()

@@ -325,3 +325,28 @@ def test_batched_fields_of_interleaved_simulations_complete_without_drops() -> N
     for s in samples:
         sim, t = int(s["simulation_id"]), int(s["time_step"])
         assert np.all(s["u"] == sim * 10000 + t) and s["w"].tolist() == [sim, t, -t]
+
+
+@pytest.mark.timeout(30)
+def test_two_ranks_end_a_stream_of_every_tenth_step() -> None:
+    """A simulation that sends every tenth step (all even: rank 0 gets them all, rank 1
+    none) ends on both ranks, each with its own steps (protocol version 1 left both
+    ranks waiting for steps that never come)."""
+    from melissa_trainer.client import Client
+
+    bufs = [FIFOBuffer(100), FIFOBuffer(100)]
+    sources = [StreamSource(expected_simulations=1) for _ in bufs]
+    try:
+        for rank, (source, buf) in enumerate(zip(sources, bufs, strict=True)):
+            source.start(buf, rank, 2)
+        endpoints = [s.endpoint for s in sources]
+        with Client({"u": ((5,), "<f4")}, None, 3, endpoints, close_timeout=10) as c:
+            for t in range(0, 100, 10):
+                c.send(t, u=np.full(5, t, np.float32))
+        got = [drain(buf, timeout=10) for buf in bufs]  # until the receiver closes it
+    finally:
+        for source in sources:
+            source.stop()
+    assert [int(s["time_step"]) for s in got[0]] == list(range(0, 100, 10))
+    assert got[1] == [] and all(s.finished_simulations() == [3] for s in sources)
+    assert all(np.all(s["u"] == s["time_step"]) for s in got[0])

@@ -8,9 +8,10 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
         client.send(t, temperature=u)          # every declared field, each a numpy array
 ```
 
-Imports only the standard library, numpy, pyzmq and `melissa_trainer.stream.protocol`
-(and mpi4py when a communicator is given): a simulation needs neither torch nor
-accelerate. The wire format is specified in `docs/protocol.md`.
+Imports only the standard library, numpy, pyzmq and the torch-free modules of
+`melissa_trainer.stream` (protocol, outbox, endpoints, client_config), and mpi4py
+when a communicator is given: a simulation needs neither torch nor accelerate. The
+wire format is specified in `docs/protocol.md`.
 
 Semantics worth knowing (details in the docstrings of `Client` and `Client.send`):
 
@@ -27,21 +28,30 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import operator
-import os
 import struct
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, SupportsIndex
 
 import numpy as np
 import zmq
 
 from melissa_trainer.stream import protocol
+from melissa_trainer.stream.client_config import (
+    ENV_ENDPOINTS,
+    ENV_PARAMETERS,
+    ENV_RENDEZVOUS,
+    ENV_SIMULATION_ID,
+    RESERVED_NAMES,
+    check_parameters,
+    check_simulation_id,
+    check_time_step,
+    field_specs,
+    resolve_endpoints,
+)
 from melissa_trainer.stream.endpoints import fetch_endpoints
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
@@ -63,14 +73,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: The simulation id (an unsigned 64-bit decimal integer).
-ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
-#: Comma-separated receiver endpoints, in training-rank order.
-ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
-#: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
-ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
-#: The simulation's parameters, a JSON object of name -> number (set by the launcher).
-ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
 #: Payloads up to this many bytes go in one frame after the header; larger ones in a
 #: second frame, without a copy.
 INLINE_MAX_BYTES = 65536
@@ -80,8 +82,6 @@ DEFAULT_SNDHWM = 1000
 DEFAULT_BATCH_BYTES = 65536
 #: Default longest wait of a small payload in a batch, in seconds.
 DEFAULT_BATCH_DELAY = 0.02
-#: Names a field may not have: the receiver adds these entries to every sample.
-RESERVED_NAMES = frozenset({"simulation_id", "time_step", "parameters"})
 
 _U64 = 1 << 64
 _MAX_RANKS = 1 << 16  # client rank and count are u16 on the wire
@@ -281,7 +281,7 @@ class Client:
             )
         if not batch_delay > 0:
             raise ValueError(f"batch_delay must be > 0 seconds, not {batch_delay!r}")
-        specs = _field_specs(fields)
+        specs = field_specs(fields)
         for spec in specs:
             nbytes = spec.size * spec.dtype.itemsize
             if nbytes > max_message_bytes:
@@ -289,8 +289,8 @@ class Client:
                     f"field {spec.name!r} is {nbytes} bytes, more than max_message_bytes="
                     f"{max_message_bytes}; raise the bound on the client and the receiver"
                 )
-        self.parameters = _parameters(parameters)
-        self.simulation_id = _simulation_id(simulation_id)
+        self.parameters = check_parameters(parameters)
+        self.simulation_id = check_simulation_id(simulation_id)
         if send_timeout is not None and not send_timeout >= 0:
             raise ValueError(f"send_timeout must be None or >= 0 seconds, not {send_timeout}")
         if close_timeout is not None and not close_timeout >= 0:
@@ -308,7 +308,7 @@ class Client:
         )
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
-        self.endpoints = _endpoints(endpoints, rendezvous_timeout)
+        self.endpoints = resolve_endpoints(endpoints, rendezvous_timeout)
         self.fields = specs
         self._comm = comm
         self._fields = {spec.name: _Field(spec) for spec in specs}
@@ -446,7 +446,7 @@ class Client:
         if type(time_step) is int and 0 <= time_step < _U64:
             step = time_step
         else:
-            step = _time_step(time_step)
+            step = check_time_step(time_step)
         index = step % len(self._sockets)
         sock = self._sockets[index]
         step_bytes = _STEP.pack(step)
@@ -599,7 +599,7 @@ class Client:
         error: Exception | None = None
         prepared: list[tuple[_Field, np.ndarray]] = []
         try:
-            _time_step(time_step)
+            check_time_step(time_step)
             prepared = self._prepare(given)
         except Exception as exc:  # raised below, once the other ranks know
             error = exc
@@ -772,132 +772,3 @@ class Client:
             f"Client(simulation_id={self.simulation_id}, rank={self.rank}/{self.ranks}, "
             f"fields={[f.name for f in self.fields]}, endpoints={self.endpoints}, {state})"
         )
-
-
-# -- configuration --------------------------------------------------------------------
-
-
-def _endpoints(endpoints: str | Sequence[str] | None, rendezvous_timeout: float) -> list[str]:
-    if endpoints is None:
-        value = os.environ.get(ENV_ENDPOINTS, "").strip()
-        if value:
-            endpoints = value
-        elif os.environ.get(ENV_RENDEZVOUS, "").strip():
-            return fetch_endpoints(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
-        else:
-            raise ValueError(
-                f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
-                f"separated, e.g. tcp://127.0.0.1:5555) or {ENV_RENDEZVOUS} (the trainer's "
-                f"rendezvous directory, {{output_dir}}/rendezvous)"
-            )
-    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
-    out = [str(e).strip() for e in items]
-    if not out or any("://" not in e for e in out):
-        raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
-    return out
-
-
-def _simulation_id(value: Any) -> int:
-    source = "simulation_id"
-    if value is None:
-        value = os.environ.get(ENV_SIMULATION_ID)
-        source = ENV_SIMULATION_ID
-        if value is None:
-            raise ValueError(f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}")
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
-    return _u64(source, value)
-
-
-def _time_step(value: Any) -> int:
-    return _u64("time_step", value)
-
-
-def _u64(name: str, value: Any) -> int:
-    """`value` as an integer in [0, 2**64) (a u64 on the wire), or ValueError naming `name`."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, not {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, not {value!r}") from None
-    if not 0 <= number < _U64:
-        raise ValueError(f"{name}={number} is out of range [0, 2**64)")
-    return number
-
-
-def _parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:
-    if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
-        try:
-            parameters = json.loads(os.environ[ENV_PARAMETERS])
-        except ValueError:
-            raise ValueError(f"{ENV_PARAMETERS} is not valid JSON") from None
-        if not isinstance(parameters, dict):
-            raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
-    out: dict[str, float] = {}
-    for key, value in (parameters or {}).items():
-        if not isinstance(key, str):
-            raise ValueError(f"parameter names must be strings, not {key!r}")
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise ValueError(f"parameter {key!r}: {value!r} is not a number") from None
-        if not math.isfinite(number):
-            raise ValueError(f"parameter {key!r}: {number} is not finite")
-        out[key] = number
-    return out
-
-
-def _field_specs(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> list[FieldSpec]:
-    items: Iterable[tuple[str, Any, Any]]
-    if isinstance(fields, Mapping):
-        items = []
-        for name, declared in fields.items():
-            try:
-                shape, dtype = declared
-            except (TypeError, ValueError):
-                raise ValueError(
-                    f"field {name!r}: declare it as (global shape, dtype), not {declared!r}"
-                ) from None
-            items.append((name, shape, dtype))
-    else:
-        items = []
-        for spec in fields:
-            if not isinstance(spec, FieldSpec):
-                raise ValueError(f"fields must be a mapping or FieldSpecs, not {spec!r}")
-            items.append((spec.name, spec.shape, spec.dtype))
-    specs = []
-    for name, shape, dtype in items:
-        if not isinstance(name, str) or not 1 <= len(name.encode()) <= protocol.MAX_NAME_BYTES:
-            raise ValueError(
-                f"field name {name!r} must be a string of 1 to {protocol.MAX_NAME_BYTES} "
-                f"UTF-8 bytes"
-            )
-        if name in RESERVED_NAMES:
-            raise ValueError(f"field name {name!r} is reserved ({sorted(RESERVED_NAMES)})")
-        try:
-            dims = (operator.index(shape),) if not isinstance(shape, Iterable) else shape
-            dims = tuple(operator.index(d) for d in dims)
-        except TypeError:
-            raise ValueError(f"field {name!r}: shape {shape!r} is not a tuple of ints") from None
-        if len(dims) > protocol.MAX_NDIM or any(not 1 <= d < _U64 for d in dims):
-            raise ValueError(
-                f"field {name!r}: shape {dims} must have at most {protocol.MAX_NDIM} "
-                f"positive dimensions"
-            )
-        try:
-            if dtype is None:
-                raise TypeError
-            code = protocol.dtype_code(dtype)
-        except TypeError:
-            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype") from None
-        except ValueError as exc:
-            raise ValueError(f"field {name!r}: {exc}") from None
-        specs.append(FieldSpec(name, protocol.DTYPES[code], dims))
-    if not specs:
-        raise ValueError("declare at least one field")
-    if len({s.name for s in specs}) != len(specs):
-        raise ValueError(f"field names must be unique: {[s.name for s in specs]}")
-    return specs

@@ -396,7 +396,8 @@ class Client:
             TimeoutError: back-pressure lasted longer than `send_timeout`. Fields already
                 queued stay queued (they will be delivered if the trainer resumes), and
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
-                queued message: do not modify it.
+                queued message: do not modify it before the next `send` or `flush`
+                returns (they wait until ZeroMQ has released it).
             RuntimeError: the client is closed.
         """
         if self._closed:
@@ -480,13 +481,16 @@ class Client:
         except TimeoutError:
             if outbox is not None and mark is not None:
                 outbox.rollback(index, mark)  # this step's small fields were not queued
+            self._held += trackers  # its large ones queued so far: the next send waits
             raise self._timeout(step) from None
         finally:
             self._lock.release()
-        if self._overlap:  # this send's arrays wait for the next one, the previous' now
-            trackers, self._held = self._held, self._held + trackers
+        # Wait for ZeroMQ to release arrays: this send's (and any left by a timeout), or
+        # with overlap_sends the previous send's (this one's then wait for the next).
+        waiting = self._held if self._overlap else self._held + trackers
+        self._held = self._held + trackers
         try:
-            self._release_arrays(trackers, deadline)
+            self._release_arrays(waiting, deadline)
         except zmq.NotDone:
             raise self._timeout(step) from None
         self._held = [t for t in self._held if not t.done]

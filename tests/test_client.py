@@ -238,6 +238,29 @@ def test_large_array_may_be_overwritten_once_send_returns(receiver: Receiver) ->
 
 
 @pytest.mark.timeout(30)
+def test_a_large_array_left_queued_by_a_timeout_is_waited_for_by_flush(
+    zctx: zmq.Context,
+) -> None:
+    """A send that timed out waiting for ZeroMQ to release its array leaves it queued:
+    `flush` (or the next send) returns only once it is released."""
+    port = free_port()  # nobody listens yet: the message stays queued
+    endpoint = f"tcp://127.0.0.1:{port}"
+    array = np.full(TWO_FRAME_SHAPE, 1.0)
+    with Client({"u": (TWO_FRAME_SHAPE, "f8")}, None, 8, endpoint, send_timeout=0.3) as c:
+        with pytest.raises(TimeoutError, match="time step 0"):
+            c.send(0, u=array)
+        with pytest.raises(TimeoutError, match="a message"):
+            c.flush()  # the array is still ZeroMQ's
+        receiver = Receiver(zctx)
+        receiver.sock.unbind(receiver.endpoint)
+        receiver.sock.bind(endpoint)
+        c.flush()  # returns once delivered: the array is the caller's again
+        array.fill(-1)
+    data = [m for m in receiver.until_bye() if isinstance(m, p.Data)]
+    assert [m.time_step for m in data] == [0] and np.all(data[0].payload == 1.0)
+
+
+@pytest.mark.timeout(30)
 def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context) -> None:
     """With `overlap_sends`, `send` returns with its large array still queued; the next
     `send` (or `flush`) returns once ZeroMQ is done with it. A double-buffered code

@@ -222,7 +222,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> float:
 
 
 def ingest_rows(rounds: int, quick: bool) -> list[dict[str, Any]]:
-    counts = {KB: 200_000, 64 * KB: 20_000, MB: 3000, 8 * MB: 400}
+    counts = {KB: 800_000, 64 * KB: 20_000, MB: 3000, 8 * MB: 400}  # steady state
     if quick:
         counts = {k: max(v // 5, 40) for k, v in counts.items()}
     rows = []

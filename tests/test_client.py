@@ -563,6 +563,47 @@ def test_batched_sends_validate_like_the_first(receiver: Receiver) -> None:
 
 
 @pytest.mark.timeout(30)
+def test_batched_sends_of_one_field_validate_like_the_first(receiver: Receiver) -> None:
+    """A single-field client's quick sends take their own short path: a bad one raises
+    what it would raise alone and queues nothing; steps in any order count once."""
+    u = np.zeros((2, 3), np.float32)
+    c = Client({"u": ((2, 3), "float32")}, None, 1, receiver.endpoint, batch_delay=60)
+    bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
+        ((5,), {"x": u}, ValueError, r"missing \['u'\]; unknown \['x'\]"),
+        ((5,), {"u": u.astype(np.float64)}, TypeError, "'u'.*float64.*float32"),
+        ((5,), {"u": u.reshape(6)}, ValueError, r"'u'.*\(6,\).*\(2, 3\)"),
+        ((5,), {"u": [[0.0] * 3] * 2}, TypeError, "'u'.*float64.*float32"),  # a list
+        ((-1,), {"u": u}, ValueError, "out of range"),
+        ((2**64,), {"u": u}, ValueError, "out of range"),
+        ((5.0,), {"u": u}, ValueError, "must be an integer"),
+    ]
+    sent = []
+    for t, (args, kwargs, error, match) in enumerate(bad):
+        c.send(t * 2, u=u + t)  # quick sends: the single-field path
+        sent.append(t * 2)
+        with pytest.raises(error, match=match):
+            c.send(*args, **kwargs)
+    c.send(20, u=u + 10)  # not the next step of the run 0, 2, 4, ...: counted all the same
+    c.send(np.int64(21), u=u + 10)  # another integer type, a mapping, a view: general way
+    c.send(22, {"u": u + 11})
+    ramp = np.arange(6, dtype=np.float32).reshape(2, 3) + 22
+    c.send(23, u=np.asfortranarray(ramp))  # sent in C order
+    c.send(20, u=u + 10)  # a step sent again counts once
+    sent += [20, 21, 22, 23]
+    assert c.steps_sent == len(sent)
+    c.close()
+    messages = receiver.until_bye()
+    data = [m for m in messages if isinstance(m, p.Data)]
+    assert receiver.batches > 0 and messages[-1] == p.Bye(1, 0, 1, len(sent))
+    assert sorted(m.time_step for m in data) == sorted([*sent, 20])
+    for m in data:
+        if m.time_step != 23:
+            assert int(m.payload.reshape(-1)[0]) == m.time_step // 2, m
+    (last,) = [m for m in data if m.time_step == 23]
+    assert last.payload.tobytes() == ramp.tobytes()
+
+
+@pytest.mark.timeout(30)
 def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
     with (
         pytest.raises(KeyError),

@@ -138,6 +138,24 @@ class Outbox:
             return group.full
         return group.full or now - group.born >= self._delay
 
+    def append_one(
+        self, index: int, header: bytes, step: bytes, payload: np.ndarray, now: float
+    ) -> bool:
+        """`append_step` of a single field (a single-field client's every send): the
+        usual case, a batch already open, in a few operations."""
+        group = self._groups[index]
+        batch = group.batches.get(header)
+        if batch is None or not group.born:
+            return self.append_step(index, (header,), step, (payload,), now)
+        buf = batch.buf
+        buf += step
+        buf += payload.data
+        batch.records += 1
+        if len(buf) >= self._limit:
+            group.full = True
+            return True
+        return group.full or now - group.born >= self._delay
+
     def due(self, index: int, now: float) -> bool:
         """True if the group bound for receiver `index` should be sent now."""
         group = self._groups[index]

@@ -7,6 +7,9 @@ of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that rec
 and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
 from the go signal to the last message in (ours: the end of stream). A and B alternate
 (A B A B ...) and medians are compared; ratio = ours / baseline (higher is better).
+Above 64 KB ours runs twice per round: as is (each `send` returns once ZeroMQ has
+released the array, which the raw sender never waits for) and with
+``Client(overlap_sends=True)`` (released at the next `send`).
 
 Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, batch,
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k

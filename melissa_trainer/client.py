@@ -163,16 +163,12 @@ class _StepSet:
         self.count = 0
         self.next = -1  # the step that extends the only run (-1: no such step)
 
-    def extend(self) -> None:
-        """Add `self.next` (the step that extends the only run)."""
-        run = self.runs[0]
-        run[1] = step = self.next
-        self.next = step + run[2]
-        self.count += 1
-
     def add(self, step: int) -> None:
         if step == self.next:  # the usual case: one run, growing by its stride
-            self.extend()
+            run = self.runs[0]
+            run[1] = step
+            self.next = step + run[2]
+            self.count += 1
             return
         self.next = -1
         if self.steps is not None:
@@ -355,12 +351,6 @@ class Client:
         self._batch_record_max = batch_bytes // 2  # a bigger payload gains nothing in a batch
         self._last_send = -math.inf
         self._fast = self._fast_path()
-        # the fast path's single-field case: (name, dtype, shape, strides, its BATCH
-        # header, outbox, number of sockets, lock), or None
-        fast = self._fast
-        self._one = (
-            None if fast is None or len(fast[1]) != 1 else (*fast[1][0], *fast[0], *fast[2:])
-        )
         self._closed = False
         try:
             deadline = self._deadline(send_timeout)
@@ -412,61 +402,37 @@ class Client:
         """
         if self._closed:
             raise RuntimeError("the client is closed")
-        one = self._one
-        if one is not None and arrays is None and len(kwargs) == 1 and type(time_step) is int:
-            # A single-field client's usual send (most simulations): the checks and the
-            # append in as few operations as possible; anything else falls through.
-            name, dtype, shape, strides, header, outbox, n_sockets, lock = one
-            v = kwargs.get(name)
-            if (
-                type(v) is np.ndarray
-                and v.dtype is dtype
-                and v.shape == shape
-                and v.strides == strides
-                and 0 <= time_step < _U64
-            ):
+        fast = self._fast
+        if fast is not None and arrays is None and type(time_step) is int and 0 <= time_step < _U64:
+            headers, checks, outbox, n_sockets, lock = fast
+            # The usual send, in as few steps as possible (a 1 KB field costs about as
+            # much Python here as it does on the wire): arrays exactly as declared,
+            # every field batched, sends less than batch_delay apart, no deadline.
+            # Anything else (a missing field, another dtype...) goes the general way
+            # below, which checks.
+            payloads = []
+            for name, dtype, shape, strides in checks if len(kwargs) == len(checks) else ():
+                v = kwargs.get(name)
+                if (
+                    type(v) is not np.ndarray
+                    or v.dtype is not dtype
+                    or v.shape != shape
+                    or v.strides != strides
+                ):
+                    break
+                payloads.append(v)
+            else:
                 now = time.monotonic()
-                if now - self._last_send < self._batch_delay:
+                if payloads and now - self._last_send < self._batch_delay:
                     self._last_send = now
                     index = time_step % n_sockets
+                    packed = _STEP.pack(time_step)
                     with lock:
-                        if outbox.append_one(index, header, _STEP.pack(time_step), v, now):
-                            outbox.send(index, None)
-                    steps = self._steps[index]
-                    if time_step == steps.next:  # as _StepSet.add, without a call
-                        steps.extend()
-                    else:
-                        steps.add(time_step)
-                    return
-        fast = self._fast
-        if fast is not None and arrays is None and type(time_step) is int:
-            now = time.monotonic()
-            if (
-                now - self._last_send < self._batch_delay
-                and 0 <= time_step < _U64
-                and len(kwargs) == len(fast[0])
-            ):
-                # The usual send, in as few steps as possible (a 1 KB field costs about
-                # as much Python here as it does on the wire): arrays exactly as
-                # declared, every field batched, no deadline. Anything else (a missing
-                # field, another dtype...) goes the general way below, which checks.
-                payloads = []
-                for name, dtype, shape, strides in fast[1]:
-                    v = kwargs.get(name)
-                    if (
-                        type(v) is not np.ndarray
-                        or v.dtype is not dtype
-                        or v.shape != shape
-                        or v.strides != strides
-                    ):
-                        break
-                    payloads.append(v)
-                else:
-                    self._last_send = now
-                    index = time_step % fast[3]
-                    outbox, packed = fast[2], _STEP.pack(time_step)
-                    with fast[4]:
-                        if outbox.append_step(index, fast[0], packed, payloads, now):
+                        if (
+                            outbox.append_one(index, headers[0], packed, payloads[0], now)
+                            if len(payloads) == 1
+                            else outbox.append_step(index, headers, packed, payloads, now)
+                        ):
                             outbox.send(index, None)
                     self._steps[index].add(time_step)
                     return

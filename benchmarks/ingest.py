@@ -7,9 +7,11 @@ of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that rec
 and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
 from the go signal to the last message in (ours: the end of stream). A and B alternate
 (A B A B ...) and medians are compared; ratio = ours / baseline (higher is better).
-Above 64 KB ours runs twice per round: as is (each `send` returns once ZeroMQ has
-released the array, which the raw sender never waits for) and with
-``Client(overlap_sends=True)`` (released at the next `send`).
+Above 64 KB, where arrays leave without a copy, ours runs once per round in each
+``Client(array_reuse=...)`` mode: "immediate" (the default: each `send` returns once
+ZeroMQ has released the array, which the raw sender never waits for), "next_send"
+(released at the next `send`) and "never" (the array is handed over, as the raw
+sender's immutable bytes are: the like-for-like contract).
 
 Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, batch,
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k
@@ -63,11 +65,13 @@ import sys, time
 import numpy as np
 from melissa_trainer.client import Client
 
-endpoint, sim, nbytes, n, hwm, rate, overlap = sys.argv[1:8]
+endpoint, sim, nbytes, n, hwm, rate, reuse = sys.argv[1:8]
 sim, nbytes, n, hwm, rate = int(sim), int(nbytes), int(n), int(hwm), float(rate)
-u = np.zeros(nbytes // 4, np.float32)  # (never modified: valid with overlap_sends)
+# never written after the first send (valid in every array_reuse mode); filled, so that
+# its pages are real memory (calloc'ed zeros may all map the kernel's zero page)
+u = np.full(nbytes // 4, 1.0, np.float32)
 c = Client({"u": ((nbytes // 4,), "float32")}, None, sim, [endpoint], sndhwm=hwm,
-           overlap_sends=overlap == "1")
+           array_reuse=reuse)
 print("ready", flush=True)
 sys.stdin.readline()
 send = c.send
@@ -142,9 +146,9 @@ def _wire_bytes(nbytes: int) -> int:
     return P.DATA_HEADER_BYTES + 8 + 1 + nbytes
 
 
-def run_ours(nbytes: int, clients: int, n: int, overlap: bool = False) -> float:
-    """Seconds to stream `n` messages (split over `clients`, with `overlap_sends` or
-    not) into the buffer."""
+def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> float:
+    """Seconds to stream `n` messages (split over `clients`, with `array_reuse=reuse`)
+    into the buffer."""
     hwm = _hwm(nbytes)
     cap = 4096 if nbytes <= INLINE_MAX else 64
     buffer = FIFOBuffer(cap)
@@ -171,7 +175,7 @@ def run_ours(nbytes: int, clients: int, n: int, overlap: bool = False) -> float:
     try:
         per = [n // clients + (i < n % clients) for i in range(clients)]
         procs = [
-            _spawn(CLIENT_CODE, [rec.endpoint, i + 1, nbytes, k, hwm, 0, int(overlap)])
+            _spawn(CLIENT_CODE, [rec.endpoint, i + 1, nbytes, k, hwm, 0, reuse])
             for i, k in enumerate(per)
         ]
         consumer.start()
@@ -230,22 +234,21 @@ def ingest_rows(rounds: int, quick: bool) -> list[dict[str, Any]]:
         counts = {k: max(v // 5, 40) for k, v in counts.items()}
     rows = []
     for nbytes, label in SIZES:
-        # above INLINE_MAX a send waits for ZeroMQ to release the array; with
-        # overlap_sends, the next send does (for double-buffered codes)
-        variants = [False, True] if nbytes > INLINE_MAX else [False]
+        # above INLINE_MAX arrays leave without a copy: each array_reuse mode
+        modes = ["immediate", "next_send", "never"] if nbytes > INLINE_MAX else ["immediate"]
         for clients in (1, 4):
             n = counts[nbytes]
-            ours: dict[bool, list[float]] = {v: [] for v in variants}
+            ours: dict[str, list[float]] = {m: [] for m in modes}
             base = []
             for _ in range(rounds):
-                for overlap in variants:
-                    ours[overlap].append(run_ours(nbytes, clients, n, overlap))
+                for mode in modes:
+                    ours[mode].append(run_ours(nbytes, clients, n, mode))
                 base.append(run_raw(nbytes, clients, n))
             t_base = statistics.median(base)
-            for overlap in variants:
-                t_ours = statistics.median(ours[overlap])
+            for mode in modes:
+                t_ours = statistics.median(ours[mode])
                 case = f"{label} x{clients} client{'s' if clients > 1 else ''}"
-                case += ", overlap_sends" if overlap else ""
+                case += f", reuse={mode}" if len(modes) > 1 else ""
                 rows += _throughput_rows(case, nbytes, n / t_ours, n / t_base)
     return rows
 
@@ -455,10 +458,10 @@ def main() -> None:
         print(json.dumps({"rows": rows}))
         return
     print(f"\nmedians of {rounds} interleaved rounds; ratio = ours / baseline (higher is better)")
-    print(f"{'case':<42} {'ours':>12} {'baseline':>12} {'unit':>8} {'ratio':>7} {'target':>7}")
+    print(f"{'case':<46} {'ours':>12} {'baseline':>12} {'unit':>8} {'ratio':>7} {'target':>7}")
     for r in rows:
         print(
-            f"{r['case']:<42} {r['ours']:>12,.3f} {r['baseline']:>12,.3f} {r['unit']:>8} "
+            f"{r['case']:<46} {r['ours']:>12,.3f} {r['baseline']:>12,.3f} {r['unit']:>8} "
             f"{r['ratio']:>7.3f} {r['target']!s:>7}"
         )
     for note in notes:

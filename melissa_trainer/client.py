@@ -53,10 +53,12 @@ from melissa_trainer.stream.client_config import (
     resolve_endpoints,
 )
 from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
 
 __all__ = [
+    "ARRAY_REUSE_MODES",
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_BATCH_DELAY",
     "DEFAULT_SNDHWM",
@@ -64,6 +66,7 @@ __all__ = [
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
     "ENV_SIMULATION_ID",
+    "HELD_BYTES_MAX",
     "INLINE_MAX_BYTES",
     "RESERVED_NAMES",
     "Client",
@@ -240,13 +243,17 @@ class Client:
             client whose sends are further apart than this does not batch.
         context: a ZeroMQ context to use; by default the client creates one and
             terminates it on `close`.
-        overlap_sends: an array of more than `INLINE_MAX_BYTES` is the caller's again
-            when the *next* `send` (or `flush`, or `close`) returns rather than this one,
-            as with a non-blocking MPI send completed by the next: the transfer of one
-            step overlaps the computation of the next instead of stalling it (for a
-            single 1 MB field, about a third more steps per second on loopback). Only
-            for a code that leaves a sent array untouched for one more step (double
-            buffering: it writes step t+1 into the array of step t-1).
+        array_reuse: when the caller writes again into an array of more than
+            `INLINE_MAX_BYTES` that it sent (such arrays leave without a copy):
+            ``"immediate"`` (default): `send` returns once ZeroMQ is done with them.
+            ``"next_send"``: the next `send` (or `flush`, `close`) waits for them, as a
+            non-blocking MPI send completed by the next; for double buffering (step t+1
+            written into the array of step t-1), the transfer then overlaps the next
+            step's computation. ``"never"``: a code that computes a new array every step
+            hands each one over; `send` does not wait for it (only to keep at most
+            `HELD_BYTES_MAX` of earlier steps' arrays queued), and makes it read-only, so
+            that a write by mistake raises instead of changing a message in flight.
+            See `melissa_trainer.stream.held`.
 
     Raises:
         ValueError: a bad field declaration, parameter, simulation id or endpoint, or
@@ -271,7 +278,7 @@ class Client:
         context: zmq.Context | None = None,
         batch_bytes: int = DEFAULT_BATCH_BYTES,
         batch_delay: float = DEFAULT_BATCH_DELAY,
-        overlap_sends: bool = False,
+        array_reuse: str = "immediate",
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         if not isinstance(batch_bytes, int) or not 0 <= batch_bytes <= max_message_bytes:
@@ -281,6 +288,7 @@ class Client:
             )
         if not batch_delay > 0:
             raise ValueError(f"batch_delay must be > 0 seconds, not {batch_delay!r}")
+        held = HeldArrays(array_reuse)  # (checks the mode)
         specs = field_specs(fields)
         for spec in specs:
             nbytes = spec.size * spec.dtype.itemsize
@@ -319,9 +327,8 @@ class Client:
         self._send_timeout = send_timeout
         self._close_timeout = close_timeout
         self._steps = [_StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
-        self._overlap = bool(overlap_sends)
-        # with `overlap_sends`: trackers of the large arrays of the previous send
-        self._held: list[zmq.MessageTracker] = []
+        self._held = held  # the large arrays ZeroMQ may still read
+        self._hand_over = held.mode == "never"
 
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
@@ -385,9 +392,10 @@ class Client:
         size must then stay the same; a rank whose part is empty sends no DATA for it.
 
         Non-C-contiguous arrays (a transposed or strided view) are copied into C order
-        first. Arrays of more than `INLINE_MAX_BYTES` are sent without a copy, and this
-        call returns once ZeroMQ has released them; smaller ones are copied (into a batch,
-        see `batch_bytes`): the caller may modify its arrays as soon as `send` returns.
+        first. Arrays of more than `INLINE_MAX_BYTES` are sent without a copy, and by
+        default this call returns once ZeroMQ has released them (see `array_reuse` for
+        the other ways); smaller ones are copied (into a batch, see `batch_bytes`): the
+        caller may modify them as soon as `send` returns.
         DATA of time step t goes to receiver `t % len(endpoints)`.
 
         Raises:
@@ -396,8 +404,9 @@ class Client:
             TimeoutError: back-pressure lasted longer than `send_timeout`. Fields already
                 queued stay queued (they will be delivered if the trainer resumes), and
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
-                queued message: do not modify it before the next `send` or `flush`
-                returns (they wait until ZeroMQ has released it).
+                queued message: do not modify it before `flush` returns (it waits until
+                ZeroMQ has released it; so does the next `send`, but with
+                ``array_reuse="never"``).
             RuntimeError: the client is closed.
         """
         if self._closed:
@@ -454,7 +463,7 @@ class Client:
         now = time.monotonic()
         outbox = None if now - self._last_send >= self._batch_delay else self._outbox
         self._last_send = now
-        trackers = []
+        queued = 0  # large arrays
         if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
         # (only a bounded send can fail and need its records taken back)
@@ -474,40 +483,28 @@ class Client:
                         self._push(sock, frame, deadline)
                 else:
                     tracker = self._push_two(sock, f.head + step_bytes + f.tail, arr, deadline)
-                    trackers.append(tracker)
+                    self._held.add(tracker, arr.nbytes)
+                    queued += 1
+                    if self._hand_over:
+                        arr.flags.writeable = False  # the client's now: see array_reuse
             if outbox is not None and outbox.due(index, now):
                 outbox.send(index, deadline)
         except TimeoutError:
             if outbox is not None and mark is not None:
                 outbox.rollback(index, mark)  # this step's small fields were not queued
-            self._held += trackers  # its large ones queued so far: the next send waits
-            raise self._timeout(step) from None
+            raise self._timeout(step) from None  # (its large arrays queued stay held)
         finally:
             self._lock.release()
-        # Wait for ZeroMQ to release arrays: this send's (and any left by a timeout), or
-        # with overlap_sends the previous send's (this one's then wait for the next).
-        waiting = self._held if self._overlap else self._held + trackers
-        self._held = self._held + trackers
         try:
-            self._release_arrays(waiting, deadline)
+            self._held.after_send(queued, deadline)  # as array_reuse says
         except zmq.NotDone:
             raise self._timeout(step) from None
-        self._held = [t for t in self._held if not t.done]
         self._steps[index].add(step)
 
-    def _release_arrays(self, trackers: list[zmq.MessageTracker], deadline: float | None) -> None:
-        """Wait until ZeroMQ is done with the arrays of `trackers` (they are then the
-        caller's again); raises zmq.NotDone at `deadline`."""
-        for tracker in trackers:
-            if deadline is None:
-                tracker.wait()
-            else:
-                tracker.wait(max(deadline - time.monotonic(), 0.0))
-
     def flush(self) -> None:
-        """Send the payloads waiting in batches now (see `batch_bytes`), and with
-        `overlap_sends` wait until the arrays of the last `send` are the caller's again;
-        blocks on back-pressure like `send` (bounded by `send_timeout`)."""
+        """Send the payloads waiting in batches now (see `batch_bytes`), and wait until
+        ZeroMQ is done with every large array sent (see `array_reuse`); blocks on
+        back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
         deadline = self._deadline(self._send_timeout)
@@ -522,10 +519,9 @@ class Client:
             finally:
                 self._lock.release()
         try:
-            self._release_arrays(self._held, deadline)
+            self._held.release_all(deadline)
         except zmq.NotDone:
             raise self._timeout(None) from None
-        self._held = []
 
     def _fast_path(self) -> tuple[Any, ...] | None:
         """What `send`'s fast path needs (the fields' batch headers, what each array must
@@ -724,8 +720,7 @@ class Client:
             except zmq.Again:
                 failure = "BYE"
         try:  # (with a context of its own, terminating it would do; not with the caller's)
-            self._release_arrays(self._held, deadline)
-            self._held = []
+            self._held.release_all(deadline)
         except zmq.NotDone:
             failure = failure or "queued messages"
         if failure is None:

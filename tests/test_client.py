@@ -32,6 +32,7 @@ from melissa_trainer.client import (
     Client,
     fetch_endpoints,
 )
+from melissa_trainer.stream import held as held_module
 from melissa_trainer.stream import protocol as p
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -262,7 +263,7 @@ def test_a_large_array_left_queued_by_a_timeout_is_waited_for_by_flush(
 
 @pytest.mark.timeout(30)
 def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context) -> None:
-    """With `overlap_sends`, `send` returns with its large array still queued; the next
+    """With array_reuse="next_send", `send` returns with its large array still queued; the next
     `send` (or `flush`) returns once ZeroMQ is done with it. A double-buffered code
     (step t written into the array of step t-2) then streams every step intact."""
     port = free_port()  # nobody listens yet: the first large message stays queued
@@ -273,7 +274,7 @@ def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context)
         with pytest.raises(TimeoutError, match="time step 0"):
             plain.send(0, u=arrays[0])  # waits for the array: nobody takes it
         plain.close(bye=False)  # (its messages are dropped)
-    with Client(spec, None, 3, endpoint, send_timeout=0.3, overlap_sends=True) as c:
+    with Client(spec, None, 3, endpoint, send_timeout=0.3, array_reuse="next_send") as c:
         c.send(0, u=arrays[0])  # returns: the array is only queued
         with pytest.raises(TimeoutError, match="a message"):
             c.flush()  # ... and still ZeroMQ's
@@ -291,6 +292,62 @@ def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context)
     assert [m.time_step for m in data] == list(range(8))
     assert all(np.all(m.payload == m.time_step) for m in data)
     assert messages[-1] == p.Bye(3, 0, 1, 8)
+
+
+@pytest.mark.timeout(30)
+def test_handed_over_arrays_are_not_waited_for_and_become_read_only(zctx: zmq.Context) -> None:
+    """With array_reuse="never", `send` returns with its large arrays still queued and
+    never waits for them; each becomes read-only (a write by mistake raises instead of
+    changing a message in flight), and every step arrives as it was sent."""
+    port = free_port()  # nobody listens yet: every large message stays queued
+    endpoint = f"tcp://127.0.0.1:{port}"
+    with Client(
+        {"u": (TWO_FRAME_SHAPE, "f8")}, None, 4, endpoint, send_timeout=0.3, array_reuse="never"
+    ) as c:
+        sent = []
+        for step in range(5):  # 5 MiB queued: under HELD_BYTES_MAX, no wait
+            u = np.full(TWO_FRAME_SHAPE, float(step))
+            c.send(step, u=u)
+            sent.append(u)
+        assert not any(u.flags.writeable for u in sent)
+        with pytest.raises(ValueError, match="read-only"):
+            sent[0][0, 0] = -1.0
+        receiver = Receiver(zctx)
+        receiver.sock.unbind(receiver.endpoint)
+        receiver.sock.bind(endpoint)
+    data = [m for m in receiver.until_bye() if isinstance(m, p.Data)]
+    assert [m.time_step for m in data] == list(range(5))
+    assert all(np.all(m.payload == m.time_step) for m in data)
+
+
+@pytest.mark.timeout(30)
+def test_handed_over_arrays_queued_are_bounded_in_bytes(
+    zctx: zmq.Context, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With array_reuse="never", a send waits for the oldest arrays once more than
+    HELD_BYTES_MAX of earlier sends' arrays are queued (never for its own): memory
+    stays bounded when the trainer does not receive."""
+    monkeypatch.setattr(held_module, "HELD_BYTES_MAX", 3 << 20)  # three 1 MiB arrays
+    port = free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    big = {"u": (TWO_FRAME_SHAPE, "f8")}
+    with Client(big, None, 5, endpoint, send_timeout=0.3, array_reuse="never") as c:
+        for step in range(4):  # the 4th send's own array is not waited for
+            c.send(step, u=np.zeros(TWO_FRAME_SHAPE))
+        with pytest.raises(TimeoutError, match="time step 4"):
+            c.send(4, u=np.zeros(TWO_FRAME_SHAPE))  # 4 MiB earlier: waits, nobody reads
+        receiver = Receiver(zctx)
+        receiver.sock.unbind(receiver.endpoint)
+        receiver.sock.bind(endpoint)
+        c.send(5, u=np.zeros(TWO_FRAME_SHAPE))  # the queue drains: no wait now
+    data = [m for m in receiver.until_bye() if isinstance(m, p.Data)]
+    assert [m.time_step for m in data] == list(range(6))  # the timed-out one was queued
+
+
+def test_array_reuse_must_be_a_known_mode() -> None:
+    """A misspelt mode fails at once (before any socket), naming the modes."""
+    with pytest.raises(ValueError, match="array_reuse must be one of.*'overlap'"):
+        Client({"u": ((4,), "f8")}, None, 1, "tcp://127.0.0.1:1", array_reuse="overlap")
 
 
 # -- configuration --------------------------------------------------------------------

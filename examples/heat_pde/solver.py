@@ -179,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
         simulation_id=opts.simulation_id,
         endpoints=endpoints,
+        array_reuse="never",  # solve yields a new array every step: no wait for it
     ) as client:
         for step, temperature in enumerate(solve(parameters, config)):
             client.send(step, temperature=temperature)

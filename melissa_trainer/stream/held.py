@@ -1,0 +1,112 @@
+"""When a large array sent without a copy is the caller's again (`Client(array_reuse=...)`).
+
+A payload of more than `INLINE_MAX_BYTES` leaves as a ZeroMQ frame that points into the
+caller's array: ZeroMQ's I/O thread reads it after `send` has returned, until the message
+is on the wire. `HeldArrays` keeps the tracker of each such frame and waits for them as
+the client's `array_reuse` mode says:
+
+- ``"immediate"``: `send` returns once ZeroMQ is done with its own arrays (and any left
+  by an earlier send that timed out): the caller may overwrite them at once.
+- ``"next_send"``: `send` first waits for the previous send's arrays and returns with its
+  own still queued (a non-blocking MPI send completed by the next): the transfer of step
+  t overlaps the computation of step t+1 (double buffering).
+- ``"never"``: the caller hands each array over and never writes it again (a code that
+  computes a new array every step). ZeroMQ keeps it alive until sent, `send` waits only
+  to bound the memory held (`HELD_BYTES_MAX`, oldest first, never for its own arrays),
+  and the client makes the array read-only so that a write by mistake raises instead of
+  changing a message in flight (a write through another view is not caught).
+
+Everything here runs in the client's thread (not thread-safe). Waits are bounded by a
+deadline (`time.monotonic()` seconds, `None` for none) and raise `zmq.NotDone` when it
+passes; the arrays waited for then stay held, and the next wait takes them up again.
+"""
+
+from __future__ import annotations
+
+import time
+
+import zmq
+
+__all__ = ["ARRAY_REUSE_MODES", "HELD_BYTES_MAX", "HeldArrays", "check_array_reuse"]
+
+#: The values of `Client(array_reuse=...)`.
+ARRAY_REUSE_MODES = ("immediate", "next_send", "never")
+#: With ``array_reuse="never"``, the most bytes of earlier sends' arrays that ZeroMQ may
+#: hold before `send` waits for the oldest (one send's own arrays are never waited for).
+HELD_BYTES_MAX = 64 << 20
+
+
+def check_array_reuse(mode: object) -> str:
+    """`mode` if it is one of `ARRAY_REUSE_MODES`, else a ValueError saying which are."""
+    if mode not in ARRAY_REUSE_MODES:
+        raise ValueError(
+            f"array_reuse must be one of {list(ARRAY_REUSE_MODES)}, not {mode!r}: "
+            f'"immediate" if the code overwrites a sent array at once (the safe default), '
+            f'"next_send" if it leaves it one step (double buffering), "never" if it '
+            f"computes a new array every step"
+        )
+    return str(mode)
+
+
+class HeldArrays:
+    """The trackers of the large arrays ZeroMQ may still be reading, oldest first."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = check_array_reuse(mode)
+        self._held: list[tuple[zmq.MessageTracker, int]] = []
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays held (those found sent are dropped at each wait)."""
+        return self._bytes
+
+    def add(self, tracker: zmq.MessageTracker, nbytes: int) -> None:
+        """Hold the array of one queued frame (then call `after_send` once per send)."""
+        self._held.append((tracker, nbytes))
+        self._bytes += nbytes
+
+    def after_send(self, own: int, deadline: float | None) -> None:
+        """Wait as the mode says at the end of a send that queued the last `own` arrays."""
+        if self.mode == "immediate":
+            self._wait(len(self._held), deadline)
+        elif self.mode == "next_send":
+            self._wait(len(self._held) - own, deadline)
+        else:
+            self._drop_sent()  # (an own array may be dropped too: then all earlier were)
+            earlier = max(len(self._held) - own, 0)
+            over = self._bytes - sum(n for _, n in self._held[earlier:]) - HELD_BYTES_MAX
+            waited = 0
+            while over > 0 and waited < earlier:  # the oldest first
+                over -= self._held[waited][1]
+                waited += 1
+            self._wait(waited, deadline)
+
+    def release_all(self, deadline: float | None) -> None:
+        """Wait until ZeroMQ is done with every array held (`flush`, `close`)."""
+        self._wait(len(self._held), deadline)
+
+    def _wait(self, count: int, deadline: float | None) -> None:
+        """Wait for the `count` oldest arrays, then drop them and the sent ones after."""
+        for tracker, _ in self._held[:count]:
+            if deadline is None:
+                tracker.wait()
+            else:
+                tracker.wait(max(deadline - time.monotonic(), 0.0))
+        for _, nbytes in self._held[:count]:
+            self._bytes -= nbytes
+        del self._held[:count]
+        self._drop_sent()
+
+    def _drop_sent(self) -> None:
+        # From the front only (messages leave in order, per socket): a send looks at
+        # one or two trackers, not at all of them.
+        held = self._held
+        done = 0
+        while done < len(held) and held[done][0].done:
+            self._bytes -= held[done][1]
+            done += 1
+        del held[:done]

@@ -405,7 +405,7 @@ class Client:
                 queued stay queued (they will be delivered if the trainer resumes), and
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
                 queued message: do not modify it before `flush` returns (it waits until
-                ZeroMQ has released it; so does the next `send`, but with
+                ZeroMQ has released it, as does the next `send` unless
                 ``array_reuse="never"``).
             RuntimeError: the client is closed.
         """

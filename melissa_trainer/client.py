@@ -9,7 +9,8 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
 ```
 
 Imports only the standard library, numpy, pyzmq and the torch-free modules of
-`melissa_trainer.stream` (protocol, outbox, endpoints, client_config), and mpi4py
+`melissa_trainer.stream` (protocol, outbox, endpoints, client_config, held,
+field_part, step_set), and mpi4py
 when a communicator is given: a simulation needs neither torch nor accelerate. The
 wire format is specified in `docs/protocol.md`.
 
@@ -20,9 +21,10 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to).
 * Back-pressure: a send blocks while the trainer is slow (never drops); `send_timeout`
   bounds how long, after which `TimeoutError` is raised.
-* Arrays above `INLINE_MAX_BYTES` are sent without a copy, and `send` returns only
-  once ZeroMQ has released them, so the caller may overwrite its array as soon as
-  `send` returns. Smaller ones are copied into a single frame.
+* Arrays above `INLINE_MAX_BYTES` are sent without a copy, and by default `send`
+  returns only once ZeroMQ has released them, so the caller may overwrite its array as
+  soon as `send` returns (`array_reuse` for double-buffered codes and for codes that
+  compute a new array every step). Smaller ones are copied, into batches.
 * A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
 """
 
@@ -53,9 +55,11 @@ from melissa_trainer.stream.client_config import (
     resolve_endpoints,
 )
 from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.field_part import INLINE_MAX_BYTES, FieldPart
 from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.stream.step_set import StepSet
 
 __all__ = [
     "ARRAY_REUSE_MODES",
@@ -76,9 +80,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Payloads up to this many bytes go in one frame after the header; larger ones in a
-#: second frame, without a copy.
-INLINE_MAX_BYTES = 65536
 #: Default send high-water mark, in messages, of each socket.
 DEFAULT_SNDHWM = 1000
 #: Default bound on a BATCH message (small payloads are coalesced up to it).
@@ -89,117 +90,6 @@ DEFAULT_BATCH_DELAY = 0.02
 _U64 = 1 << 64
 _MAX_RANKS = 1 << 16  # client rank and count are u16 on the wire
 _STEP = struct.Struct("<Q")
-_STEP_AT = protocol.PREFIX.size  # the time step is the first field after the prefix
-
-
-class _Field:
-    """A declared field and what this rank sends of it (header parts computed once)."""
-
-    __slots__ = (
-        "spec",
-        "code",
-        "name_bytes",
-        "local_size",
-        "offset",
-        "inline",
-        "head",
-        "tail",
-        "batch_head",
-        "c_strides",
-        "nbytes",
-    )
-
-    def __init__(self, spec: FieldSpec) -> None:
-        self.spec = spec
-        self.code = protocol.DTYPE_CODES[spec.dtype]
-        self.name_bytes = spec.name.encode()
-        self.local_size = -1  # elements this rank sends; -1 until placed
-        self.offset = 0
-        self.inline = True
-        self.head = b""  # header bytes before the time step
-        self.tail = b""  # header bytes after it
-        self.batch_head = b""  # the BATCH header (record count patched when sent)
-        self.c_strides = _c_strides(spec.shape, spec.dtype.itemsize)
-        self.nbytes = 0
-
-    def place(self, simulation_id: int, rank: int, ranks: int, offset: int, size: int) -> None:
-        self.offset, self.local_size = offset, size
-        self.nbytes = size * self.spec.dtype.itemsize  # of this rank's part
-        self.inline = self.nbytes <= INLINE_MAX_BYTES
-        if size == 0:  # nothing of this field on this rank: it sends no DATA for it
-            return
-        header = protocol.encode_data_header(
-            simulation_id,
-            0,
-            rank,
-            ranks,
-            self.name_bytes,
-            self.code,
-            self.spec.shape,
-            offset,
-            size,
-            self.inline,
-        )
-        self.head, self.tail = header[:_STEP_AT], header[_STEP_AT + _STEP.size :]
-        self.batch_head = protocol.batch_header_of(header)  # record count patched on send
-
-
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """The strides of a C-contiguous array of `shape` (what numpy gives a new array)."""
-    strides, step = [], itemsize
-    for d in reversed(shape):
-        strides.append(step)
-        step *= d
-    return tuple(reversed(strides))
-
-
-class _StepSet:
-    """The distinct time steps sent, kept as arithmetic runs (0, 1, 2, ... or 0, 10, 20, ...
-    take one run, whatever their number); irregular orders fall back to a plain set."""
-
-    __slots__ = ("runs", "steps", "count", "next")
-    MAX_RUNS = 64
-
-    def __init__(self) -> None:
-        self.runs: list[list[int]] = []  # [first, last, stride]; stride 0 for one step
-        self.steps: set[int] | None = None
-        self.count = 0
-        self.next = -1  # the step that extends the only run (-1: no such step)
-
-    def add(self, step: int) -> None:
-        if step == self.next:  # the usual case: one run, growing by its stride
-            run = self.runs[0]
-            run[1] = step
-            self.next = step + run[2]
-            self.count += 1
-            return
-        self.next = -1
-        if self.steps is not None:
-            self.steps.add(step)
-            self.count = len(self.steps)
-            return
-        if self.runs:
-            run = self.runs[-1]
-            extends = step > run[1] and (run[2] == 0 or step - run[1] == run[2])
-            if (len(self.runs) > 1 or not extends) and step in self:
-                return
-            if extends:
-                run[2] = step - run[1]
-                run[1] = step
-                self.count += 1
-                if len(self.runs) == 1:
-                    self.next = step + run[2]
-                return
-        self.runs.append([step, step, 0])
-        self.count += 1
-        if len(self.runs) > self.MAX_RUNS:
-            self.steps = {t for a, b, d in self.runs for t in range(a, b + 1, d or 1)}
-            self.runs = []
-
-    def __contains__(self, step: int) -> bool:
-        if self.steps is not None:
-            return step in self.steps
-        return any(a <= step <= b and (step - a) % (d or 1) == 0 for a, b, d in self.runs)
 
 
 class Client:
@@ -319,14 +209,14 @@ class Client:
         self.endpoints = resolve_endpoints(endpoints, rendezvous_timeout)
         self.fields = specs
         self._comm = comm
-        self._fields = {spec.name: _Field(spec) for spec in specs}
+        self._fields = {spec.name: FieldPart(spec) for spec in specs}
         if comm is None:
             for f in self._fields.values():
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
         self._send_timeout = send_timeout
         self._close_timeout = close_timeout
-        self._steps = [_StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
+        self._steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self._held = held  # the large arrays ZeroMQ may still read
         self._hand_over = held.mode == "never"
 
@@ -538,7 +428,7 @@ class Client:
         headers = tuple(f.batch_head for f in fields)
         return headers, checks, outbox, len(self._sockets), self._lock
 
-    def _prepare(self, given: Mapping[str, Any]) -> list[tuple[_Field, np.ndarray]]:
+    def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
         """Validate the arrays of one send (nothing is sent before all pass)."""
         if given.keys() != self._fields.keys():
             missing = [n for n in self._fields if n not in given]
@@ -587,7 +477,9 @@ class Client:
             out.append((f, arr))
         return out
 
-    def _place(self, time_step: Any, given: Mapping[str, Any]) -> list[tuple[_Field, np.ndarray]]:
+    def _place(
+        self, time_step: Any, given: Mapping[str, Any]
+    ) -> list[tuple[FieldPart, np.ndarray]]:
         """The first send with a communicator: offsets by a scan over ranks (collective).
 
         Every rank takes part even if its own arrays are invalid, and all ranks raise
@@ -596,7 +488,7 @@ class Client:
         from mpi4py import MPI
 
         error: Exception | None = None
-        prepared: list[tuple[_Field, np.ndarray]] = []
+        prepared: list[tuple[FieldPart, np.ndarray]] = []
         try:
             check_time_step(time_step)
             prepared = self._prepare(given)

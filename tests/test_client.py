@@ -22,7 +22,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_protocol import spec_dump
 
-from melissa_trainer import client as client_module
 from melissa_trainer.client import (
     ENV_ENDPOINTS,
     ENV_PARAMETERS,
@@ -34,6 +33,7 @@ from melissa_trainer.client import (
 )
 from melissa_trainer.stream import held as held_module
 from melissa_trainer.stream import protocol as p
+from melissa_trainer.stream.step_set import StepSet
 
 SCRIPTS = Path(__file__).parent / "scripts"
 
@@ -922,7 +922,7 @@ def test_client_output_is_the_specification_example(receiver: Receiver) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 60) | st.sampled_from([0, 3, 6, 9, 12]), max_size=200))
 def test_step_set_counts_distinct_steps(steps: list[int]) -> None:
-    counter = client_module._StepSet()
+    counter = StepSet()
     seen: set[int] = set()
     for step in steps:
         counter.add(step)
@@ -932,7 +932,7 @@ def test_step_set_counts_distinct_steps(steps: list[int]) -> None:
 
 
 def test_step_set_is_small_for_regular_steps() -> None:
-    counter = client_module._StepSet()
+    counter = StepSet()
     for step in range(0, 1_000_000, 10):
         counter.add(step)
     assert counter.count == 100_000 and counter.runs == [[0, 999_990, 10]]

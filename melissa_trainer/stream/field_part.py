@@ -1,0 +1,80 @@
+"""What one client rank sends of a declared field, and the header bytes it sends it with."""
+
+from __future__ import annotations
+
+import struct
+
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.protocol import FieldSpec
+
+__all__ = ["INLINE_MAX_BYTES", "FieldPart", "c_strides"]
+
+#: Payloads up to this many bytes go in one frame after the header; larger ones in a
+#: second frame, without a copy.
+INLINE_MAX_BYTES = 65536
+
+_STEP = struct.Struct("<Q")
+_STEP_AT = protocol.PREFIX.size  # the time step is the first field after the prefix
+
+
+class FieldPart:
+    """A declared field and what this rank sends of it: its element range, whether it
+    goes INLINE, and its DATA and BATCH header bytes around the time step (computed
+    once, at `place`, so that a send only joins them)."""
+
+    __slots__ = (
+        "spec",
+        "code",
+        "name_bytes",
+        "local_size",
+        "offset",
+        "inline",
+        "head",
+        "tail",
+        "batch_head",
+        "c_strides",
+        "nbytes",
+    )
+
+    def __init__(self, spec: FieldSpec) -> None:
+        self.spec = spec
+        self.code = protocol.DTYPE_CODES[spec.dtype]
+        self.name_bytes = spec.name.encode()
+        self.local_size = -1  # elements this rank sends; -1 until placed
+        self.offset = 0
+        self.inline = True
+        self.head = b""  # header bytes before the time step
+        self.tail = b""  # header bytes after it
+        self.batch_head = b""  # the BATCH header (record count patched when sent)
+        self.c_strides = c_strides(spec.shape, spec.dtype.itemsize)
+        self.nbytes = 0
+
+    def place(self, simulation_id: int, rank: int, ranks: int, offset: int, size: int) -> None:
+        self.offset, self.local_size = offset, size
+        self.nbytes = size * self.spec.dtype.itemsize  # of this rank's part
+        self.inline = self.nbytes <= INLINE_MAX_BYTES
+        if size == 0:  # nothing of this field on this rank: it sends no DATA for it
+            return
+        header = protocol.encode_data_header(
+            simulation_id,
+            0,
+            rank,
+            ranks,
+            self.name_bytes,
+            self.code,
+            self.spec.shape,
+            offset,
+            size,
+            self.inline,
+        )
+        self.head, self.tail = header[:_STEP_AT], header[_STEP_AT + _STEP.size :]
+        self.batch_head = protocol.batch_header_of(header)  # record count patched on send
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """The strides of a C-contiguous array of `shape` (what numpy gives a new array)."""
+    strides, step = [], itemsize
+    for d in reversed(shape):
+        strides.append(step)
+        step *= d
+    return tuple(reversed(strides))

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import Source, SourceError
-from melissa_trainer.stream import protocol
+from melissa_trainer.stream import heap, protocol
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_endpoints
 from melissa_trainer.stream.receiver import DEFAULT_BIND, Receiver, telemetry_keys
@@ -65,6 +65,10 @@ class StreamSource(Source):
         launcher: starts and supervises the simulations from rank 0 (see above); its
             per-job logs go to ``{output_dir}/study`` unless it says otherwise.
         max_message_bytes: bound on one field / message.
+        keep_freed_memory: on glibc, let malloc recycle the memory of received frames
+            in this process instead of mapping and unmapping it frame by frame (see
+            `melissa_trainer.stream.heap`: process-wide; the process then keeps the
+            memory of its largest burst). Set at `start`.
         **options: further `Receiver` options (``rcvhwm``, ``max_pending``,
             ``max_pending_bytes``, ``max_time_step``, ``put_timeout``, ``poll_interval``,
             ``stop_timeout``, ``curve_secret_key``, ``curve_public_key``,
@@ -81,6 +85,7 @@ class StreamSource(Source):
         rendezvous_dir: str | os.PathLike[str] | None = None,
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
         launcher: Launcher | None = None,
+        keep_freed_memory: bool = True,
         **options: Any,
     ) -> None:
         unknown = set(options) - _RECEIVER_OPTIONS
@@ -94,6 +99,7 @@ class StreamSource(Source):
         if expected_simulations is None and launcher is not None:
             expected_simulations = launcher.n_simulations
         self.launcher = launcher
+        self._keep_freed_memory = bool(keep_freed_memory)
         self._output_dir: Path | None = None
         self._launcher_started = False
         self._rank = 0
@@ -136,6 +142,8 @@ class StreamSource(Source):
                 "StreamSource(launcher=...) needs rendezvous_dir= outside an OnlineTrainer "
                 "(the trainer uses {output_dir}/rendezvous)"
             )
+        if self._keep_freed_memory:
+            heap.keep_freed_memory()
         options = dict(self._options)
         options["bind"] = _rank_bind(options["bind"], rank)
         receiver = Receiver(buffer, rank, world_size, **options)

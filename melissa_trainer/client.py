@@ -218,7 +218,6 @@ class Client:
         self._close_timeout = close_timeout
         self._steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self._held = held  # the large arrays ZeroMQ may still read
-        self._hand_over = held.mode == "never"
 
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
@@ -375,7 +374,7 @@ class Client:
                     tracker = self._push_two(sock, f.head + step_bytes + f.tail, arr, deadline)
                     self._held.add(tracker, arr.nbytes)
                     queued += 1
-                    if self._hand_over:
+                    if self._held.mode == "never":
                         arr.flags.writeable = False  # the client's now: see array_reuse
             if outbox is not None and outbox.due(index, now):
                 outbox.send(index, deadline)

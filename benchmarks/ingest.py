@@ -163,13 +163,16 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
 
     def drain() -> None:
         # As the training thread takes data (StreamDataset): it pumps the receiver
-        # (ingest in this thread), then takes what there is, up to a batch.
+        # (ingest in this thread), then takes what there is, up to a batch; with
+        # nothing there, it waits on the network (`pump(wait)`), else on the buffer.
         batch = max(1, cap // 8)
         while True:
             rec.pump()
             k = min(len(buffer), batch)
+            if not k and rec.pump(0.02):
+                continue
             try:
-                if not buffer.get_batch(max(k, 1), timeout=0.0 if k else 0.001):
+                if not buffer.get_batch(max(k, 1), timeout=0.0 if k else 0.02):
                     break  # closed and empty: the end of the stream
             except TimeoutError:
                 continue

@@ -115,18 +115,22 @@ class StreamDataset(IterableDataset):
 
     def _take(self) -> list[Sample]:
         """The next batch of raw samples; blocks for data; [] at the end of the stream."""
-        # With a source, wait in short slices and pump in between: data that arrives
-        # while this thread waits is ingested by it at once (a source's own thread
-        # would only take over after a while).
-        wait = self.poll_interval if self.source is None else min(self.poll_interval, 0.02)
+        # With a source, wait in short slices on the source's input (`pump(wait)`), so
+        # that data arriving while this thread waits is ingested by it at once (a
+        # source's own thread would only take over after a while), and look at the
+        # buffer in between; on the buffer itself only if the source cannot wait.
+        source = self.source
+        wait = self.poll_interval if source is None else min(self.poll_interval, 0.02)
+        timeout = wait if source is None else 0.0
         while True:
-            if self.source is not None:
-                self.source.pump()  # the source's work between steps, in this thread
+            if source is not None:
+                source.pump()  # the source's work between steps, in this thread
             try:
-                samples = self.buffer.get_batch(self.batch_size, timeout=wait)
+                samples = self.buffer.get_batch(self.batch_size, timeout=timeout)
             except TimeoutError:
-                if self.source is not None:
-                    self.source.check()
+                if source is not None:
+                    source.check()
+                    timeout = 0.0 if source.pump(wait) else wait
                 continue
             if len(samples) < self.batch_size and self.source is not None:
                 self.source.check()  # a short batch means the end: was it a failure?

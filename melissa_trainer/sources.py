@@ -50,11 +50,17 @@ class Source(ABC):
         a barrier in between): e.g. every receiver's endpoint is published. No-op by
         default."""
 
-    def pump(self) -> None:  # noqa: B027 - optional, no-op
+    def pump(self, wait: float = 0.0) -> bool:
         """Called by the reader (the training thread) before it takes data: a source
         may do its producer's work here, between training steps, rather than in a
-        thread that competes with training for the GIL. Must not block. No-op by
-        default."""
+        thread that competes with training for the GIL.
+
+        With `wait` 0 it must not block. A reader short of data calls it with `wait` > 0:
+        the source may then wait up to `wait` seconds for its input and put what comes,
+        so that data is ingested as it arrives. Returns True if it did (the reader
+        then looks at the buffer without waiting), False if the reader should wait on
+        the buffer itself. The default does nothing and returns False."""
+        return False
 
     @abstractmethod
     def check(self) -> None:

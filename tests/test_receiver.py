@@ -1027,3 +1027,26 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
         assert buf.threads == [threading.current_thread().name] * 4
     finally:
         source.stop()
+
+
+@pytest.mark.timeout(30)
+def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
+    """`pump(wait)` waits on the socket, not the buffer: a message that arrives while
+    it waits is ingested by the caller before the call returns, and it returns then."""
+    buf = ThreadRecordingFIFO(100)
+    with running(buf, takeover=30.0) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)
+        rec.pump()  # (False while the thread, serving, holds the socket)
+        time.sleep(0.2)  # the thread has seen the pump: it stays idle from now on
+        assert rec.pump(0.05) is True and len(buf) == 0  # nothing came: waited, returned
+        sender = threading.Timer(0.3, lambda: send(s, batch(1, [0, 1, 2], U)))
+        sender.start()
+        start = time.monotonic()
+        assert rec.pump(20.0) is True
+        waited = time.monotonic() - start
+        sender.join()
+        assert len(buf) == 3  # ingested within the call, by this thread
+        assert buf.threads == [threading.current_thread().name] * 3
+        assert waited < 15.0  # it returned on the message, not at the end of its wait
+    assert rec.pump(1.0) is False  # stopped: the caller waits on the buffer instead

@@ -348,11 +348,12 @@ class Receiver:
             if self._socket is not None:
                 self._socket.close(linger=0)
 
-    def _serve(self, pump: bool) -> None:
+    def _serve(self, pump: bool, wait: float = 0.0) -> None:
         """Receive and ingest messages, holding `_lock`.
 
         In the thread (`pump` False): blocking, until the training thread pumps again.
-        In `pump`: only what is waiting, within the budget, while the buffer has room.
+        In `pump`: what is waiting, within the budget, while the buffer has room; if
+        nothing is, first waits up to `wait` seconds for a message.
         """
         sock, ing = self._socket, self.ingest
         assert sock is not None
@@ -364,6 +365,7 @@ class Receiver:
         flags = zmq.NOBLOCK if pump else 0
         monotonic, takeover = time.monotonic, self._takeover
         deadline = monotonic() + self._pump_budget
+        wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
         while True:
             if pump:
                 if self._overflow or monotonic() > deadline:
@@ -378,6 +380,10 @@ class Receiver:
             except zmq.Again:
                 self._on_idle()
                 if pump:
+                    if wait_ms and not self._ended and sock.poll(wait_ms):
+                        wait_ms = 0  # once per pump: the reader looks at its buffer next
+                        deadline = monotonic() + self._pump_budget
+                        continue
                     return
                 continue
             size, part = len(frame), None
@@ -408,28 +414,36 @@ class Receiver:
                 assert type(msg) is Abandon
                 ing.abandon(msg)
 
-    def pump(self) -> None:
+    def pump(self, wait: float = 0.0) -> bool:
         """Receive what has arrived, in the calling thread: the training thread calls
         this before it takes data, so that ingest runs between steps instead of in a
         second thread contending for the GIL during them.
 
         While calls keep coming (less than `takeover` seconds apart) the receiver thread
         stays idle; when they stop (validation, a checkpoint, a long step) it takes over.
-        Never blocks: it returns at once if the thread is busy, when nothing is waiting,
-        after `pump_budget` seconds, or when the buffer is full (what does not fit is
-        put first next time). Samples are ingested exactly as by the thread.
+        Returns at once if the thread is busy, when nothing is waiting, after
+        `pump_budget` seconds, or when the buffer is full (what does not fit is put
+        first next time). With `wait` > 0 and nothing waiting, it first waits up to
+        `wait` seconds for a message (a reader short of data waits on the network rather
+        than on its buffer, so that what arrives is ingested at once, not after its
+        wait). Samples are ingested exactly as by the thread.
+
+        Returns:
+            True if this call served the socket; False if it could not (not started,
+            ended, stopped, failed, or the thread is ingesting): a caller short of data then
+            waits on the buffer, which the thread fills.
 
         Raises:
             SourceError: ingest failed (the receiver is then stopped, as on a thread failure).
         """
-        if self._thread is None or self._ended or self._error is not None:
-            return
+        if self._thread is None or self._ended or self._stopping or self._error is not None:
+            return False
         self._last_pump = time.monotonic()
         if not self._lock.acquire(blocking=False):
-            return
+            return False
         self._pumping = True
         try:
-            self._serve(pump=True)
+            self._serve(pump=True, wait=0.0 if self._overflow else wait)
         except BaseException as exc:
             logger.error("receiver of rank %d failed: %r", self._rank, exc)
             self._error = exc
@@ -439,6 +453,7 @@ class Receiver:
         finally:
             self._pumping = False
             self._lock.release()
+        return True
 
     def _flush_overflow(self, block: bool) -> bool:
         """Put the samples a pump could not; True once none is left."""

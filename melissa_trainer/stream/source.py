@@ -193,10 +193,9 @@ class StreamSource(Source):
         """Ids of the simulations this rank has seen finish."""
         return [] if self._receiver is None else self._receiver.finished_simulations()
 
-    def pump(self) -> None:
+    def pump(self, wait: float = 0.0) -> bool:
         """Ingest what has arrived, in the training thread (see `Receiver.pump`)."""
-        if self._receiver is not None:
-            self._receiver.pump()
+        return self._receiver is not None and self._receiver.pump(wait)
 
     def check(self) -> None:
         if self._receiver is not None:

@@ -31,7 +31,6 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
 from __future__ import annotations
 
 import logging
-import math
 import struct
 import threading
 import time
@@ -55,6 +54,7 @@ from melissa_trainer.stream.client_config import (
     resolve_endpoints,
 )
 from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.fast_send import FastSend, SendClock, fast_sender
 from melissa_trainer.stream.field_part import INLINE_MAX_BYTES, FieldPart
 from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays
 from melissa_trainer.stream.outbox import Outbox
@@ -245,7 +245,7 @@ class Client:
             self._lock = self._outbox.lock
         self._batch_delay = batch_delay
         self._batch_record_max = batch_bytes // 2  # a bigger payload gains nothing in a batch
-        self._last_send = -math.inf
+        self._clock = SendClock()  # when the last send was (both paths)
         self._fast = self._fast_path()
         self._closed = False
         try:
@@ -301,39 +301,8 @@ class Client:
         if self._closed:
             raise RuntimeError("the client is closed")
         fast = self._fast
-        if fast is not None and arrays is None and type(time_step) is int and 0 <= time_step < _U64:
-            headers, checks, outbox, n_sockets, lock = fast
-            # The usual send, in as few steps as possible (a 1 KB field costs about as
-            # much Python here as it does on the wire): arrays exactly as declared,
-            # every field batched, sends less than batch_delay apart, no deadline.
-            # Anything else (a missing field, another dtype...) goes the general way
-            # below, which checks.
-            payloads = []
-            for name, dtype, shape, strides in checks if len(kwargs) == len(checks) else ():
-                v = kwargs.get(name)
-                if (
-                    type(v) is not np.ndarray
-                    or v.dtype is not dtype
-                    or v.shape != shape
-                    or v.strides != strides
-                ):
-                    break
-                payloads.append(v)
-            else:
-                now = time.monotonic()
-                if payloads and now - self._last_send < self._batch_delay:
-                    self._last_send = now
-                    index = time_step % n_sockets
-                    packed = _STEP.pack(time_step)
-                    with lock:
-                        if (
-                            outbox.append_one(index, headers[0], packed, payloads[0], now)
-                            if len(payloads) == 1
-                            else outbox.append_step(index, headers, packed, payloads, now)
-                        ):
-                            outbox.send(index, None)
-                    self._steps[index].add(time_step)
-                    return
+        if fast is not None and arrays is None and fast(time_step, kwargs):
+            return  # the usual send, specialized (see `fast_send`)
         given = kwargs
         if arrays:
             if kwargs and not arrays.keys().isdisjoint(kwargs):
@@ -350,8 +319,8 @@ class Client:
         step_bytes = _STEP.pack(step)
         deadline = self._deadline(self._send_timeout)
         now = time.monotonic()
-        outbox = None if now - self._last_send >= self._batch_delay else self._outbox
-        self._last_send = now
+        outbox = None if now - self._clock.last >= self._batch_delay else self._outbox
+        self._clock.last = now
         queued = 0  # large arrays
         if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
@@ -412,20 +381,19 @@ class Client:
         except zmq.NotDone:
             raise self._timeout(None) from None
 
-    def _fast_path(self) -> tuple[Any, ...] | None:
-        """What `send`'s fast path needs (the fields' batch headers, what each array must
-        be, the outbox, the number of sockets, the lock), or None if sends cannot take
+    def _fast_path(self) -> FastSend | None:
+        """The specialized usual send (see `fast_send`), or None if sends cannot take
         it: with a communicator (parts of any shape), a send timeout (a deadline and a
         rollback), or a field that is not batched."""
         outbox = self._outbox
         if outbox is None or self._comm is not None or self._send_timeout is not None:
             return None
         fields = list(self._fields.values())
-        if not all(f.inline and 0 < f.nbytes <= self._batch_record_max for f in fields):
+        if not fields or not all(
+            f.inline and 0 < f.nbytes <= self._batch_record_max for f in fields
+        ):
             return None
-        checks = [(f.spec.name, f.spec.dtype, f.spec.shape, f.c_strides) for f in fields]
-        headers = tuple(f.batch_head for f in fields)
-        return headers, checks, outbox, len(self._sockets), self._lock
+        return fast_sender(fields, outbox, self._steps, self._clock, self._batch_delay)
 
     def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
         """Validate the arrays of one send (nothing is sent before all pass)."""

@@ -68,7 +68,9 @@ class Outbox:
         batch_bytes: a group is sent once one of its batches holds this many bytes.
         batch_delay: seconds a record may wait (the flusher's period too).
 
-    All methods but `close` are called with `lock` held.
+    All methods but `close` are called with `lock` held. `groups` (one `_Group` per
+    receiver) and `limit` (`batch_bytes`) are read by the client's fast path
+    (:mod:`.fast_send`), which appends to an open batch itself, under `lock`.
     """
 
     def __init__(
@@ -79,19 +81,19 @@ class Outbox:
     ) -> None:
         self.lock = threading.Lock()
         self._sockets = sockets
-        self._limit, self._delay = batch_bytes, batch_delay
-        self._groups = [_Group() for _ in sockets]
+        self.limit, self._delay = batch_bytes, batch_delay
+        self.groups = [_Group() for _ in sockets]
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
         self.messages_sent = 0
 
     def mark(self, index: int) -> list[tuple[_Batch, int]]:
         """Where the batches bound for receiver `index` end now (for `rollback`)."""
-        return [(b, len(b.buf)) for b in self._groups[index].batches.values()]
+        return [(b, len(b.buf)) for b in self.groups[index].batches.values()]
 
     def rollback(self, index: int, mark: list[tuple[_Batch, int]]) -> None:
         """Remove what was appended for receiver `index` since `mark` (a failed send)."""
-        group = self._groups[index]
+        group = self.groups[index]
         kept = {id(b): n for b, n in mark}
         for batch in group.batches.values():
             end = kept.get(id(batch), batch.header_bytes)
@@ -120,8 +122,8 @@ class Outbox:
         """Add one time step's records for receiver `index`, one per field (`headers[i]`
         keys the batch of `payloads[i]`, a C-contiguous array). Sends nothing; returns
         `due(index, now)`, so that the client's usual send costs one call here."""
-        group = self._groups[index]
-        batches, limit = group.batches, self._limit
+        group = self.groups[index]
+        batches, limit = group.batches, self.limit
         for header, payload in zip(headers, payloads, strict=True):
             batch = batches.get(header)
             if batch is None:
@@ -138,27 +140,9 @@ class Outbox:
             return group.full
         return group.full or now - group.born >= self._delay
 
-    def append_one(
-        self, index: int, header: bytes, step: bytes, payload: np.ndarray, now: float
-    ) -> bool:
-        """`append_step` of a single field (a single-field client's every send): the
-        usual case, a batch already open, in a few operations."""
-        group = self._groups[index]
-        batch = group.batches.get(header)
-        if batch is None or not group.born:
-            return self.append_step(index, (header,), step, (payload,), now)
-        buf = batch.buf
-        buf += step
-        buf += payload.data
-        batch.records += 1
-        if len(buf) >= self._limit:
-            group.full = True
-            return True
-        return group.full or now - group.born >= self._delay
-
     def due(self, index: int, now: float) -> bool:
         """True if the group bound for receiver `index` should be sent now."""
-        group = self._groups[index]
+        group = self.groups[index]
         return group.full or (not group.empty and now - group.born >= self._delay)
 
     def send(self, index: int, deadline: float | None) -> None:
@@ -166,7 +150,7 @@ class Outbox:
 
         Raises TimeoutError (nothing sent, the group intact) if back-pressure outlasts
         `deadline`."""
-        group = self._groups[index]
+        group = self.groups[index]
         frames = self._frames(group)
         if not frames:
             return
@@ -181,7 +165,7 @@ class Outbox:
 
     def flush(self, deadline: float | None) -> None:
         """Send every non-empty group."""
-        for index in range(len(self._groups)):
+        for index in range(len(self.groups)):
             self.send(index, deadline)
 
     def close(self) -> None:
@@ -221,7 +205,7 @@ class Outbox:
                 continue  # the client is sending (or blocked on back-pressure)
             try:
                 now = time.monotonic()
-                for index, group in enumerate(self._groups):
+                for index, group in enumerate(self.groups):
                     if not self.due(index, now):
                         continue
                     try:

@@ -441,6 +441,9 @@ class Receiver:
         self._last_pump = time.monotonic()
         if not self._lock.acquire(blocking=False):
             return False
+        if self._stopping or self._socket is None:  # stopped since the check above
+            self._lock.release()
+            return False
         self._pumping = True
         try:
             self._serve(pump=True, wait=0.0 if self._overflow else wait)

@@ -56,15 +56,15 @@ import math
 import os
 import threading
 import time
-from collections import deque
 from typing import Any
 
 import zmq
 
-from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
+from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import STATE_VERSION, Ingest, InlineDecoder, telemetry_keys
 from melissa_trainer.stream.protocol import (
     DATA,
@@ -156,15 +156,16 @@ class Receiver:
         self._buffer, self._rank, self._world = buffer, rank, world_size
         self._bind, self._rendezvous = bind, rendezvous_dir
         self._max_bytes, self._rcvhwm = int(max_message_bytes), int(rcvhwm)
-        self._put_timeout, self._poll, self._stop_timeout = put_timeout, poll_interval, stop_timeout
+        self._poll, self._stop_timeout = poll_interval, stop_timeout
         self._advertise = advertise_host
         self._curve = curve_keys(curve_secret_key, curve_public_key)
+        self._feeder = Feeder(buffer, put_timeout, self._serve_requests, self._closed_under_us)
         self.ingest = Ingest(
             rank,
             world_size,
-            put=self._put,
+            put=self._feeder.put,
             end=self._end,
-            put_many=self._put_many,
+            put_many=self._feeder.put_many,
             expected=expected_simulations,
             max_field_bytes=self._max_bytes,
             max_pending=int(max_pending),
@@ -175,8 +176,6 @@ class Receiver:
         self._takeover, self._pump_budget = float(takeover), float(pump_budget)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
-        self._pumping = False
-        self._overflow: deque[Sample] = deque()  # ingested by a pump, not yet in the buffer
         self._decode_one = InlineDecoder(self._max_bytes)
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
@@ -355,9 +354,9 @@ class Receiver:
         In `pump`: what is waiting, within the budget, while the buffer has room; if
         nothing is, first waits up to `wait` seconds for a message.
         """
-        sock, ing = self._socket, self.ingest
+        sock, ing, feeder = self._socket, self.ingest, self._feeder
         assert sock is not None
-        if not self._flush_overflow(block=not pump):
+        if not self._feeder.flush(block=not pump):
             return
         recv, getsockopt, decode = sock.recv, sock.getsockopt, protocol.decode
         on_data, max_bytes, rcvmore = ing.data, self._max_bytes, zmq.RCVMORE
@@ -368,7 +367,7 @@ class Receiver:
         wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
         while True:
             if pump:
-                if self._overflow or monotonic() > deadline:
+                if feeder.overflow or monotonic() > deadline:
                     return
             else:
                 if self._attention:
@@ -444,9 +443,9 @@ class Receiver:
         if self._stopping or self._socket is None:  # stopped since the check above
             self._lock.release()
             return False
-        self._pumping = True
+        self._feeder.pumping = True
         try:
-            self._serve(pump=True, wait=0.0 if self._overflow else wait)
+            self._serve(pump=True, wait=0.0 if self._feeder.overflow else wait)
         except BaseException as exc:
             logger.error("receiver of rank %d failed: %r", self._rank, exc)
             self._error = exc
@@ -454,87 +453,18 @@ class Receiver:
             self._buffer.close()
             raise SourceError(f"the stream receiver of rank {self._rank} failed: {exc!r}") from exc
         finally:
-            self._pumping = False
+            self._feeder.pumping = False
             self._lock.release()
         return True
-
-    def _flush_overflow(self, block: bool) -> bool:
-        """Put the samples a pump could not; True once none is left."""
-        overflow = self._overflow
-        if not overflow:
-            return True
-        if self._ended:
-            overflow.clear()
-            return True
-        try:
-            n = self._buffer.put_available(list(overflow))
-        except BufferClosedError:
-            overflow.clear()
-            return self._closed_under_us()
-        for _ in range(n):
-            overflow.popleft()
-        while overflow and block:
-            if not self._put_blocking(overflow[0]):
-                overflow.clear()
-                return False
-            overflow.popleft()
-        return not overflow
-
-    def _put(self, sample: Sample) -> bool:
-        """Put one sample; False if the buffer is closed. The thread blocks while the
-        buffer is full (back-pressure) but still serves requests; a pump keeps what does
-        not fit for later (the caller, the buffer's reader, must not block)."""
-        if self._overflow:  # keep the order: they go first
-            self._overflow.append(sample)
-            return True
-        try:
-            self._buffer.put(sample, 0.0)  # the usual case: room at once
-            return True
-        except TimeoutError:
-            if self._pumping:
-                self._overflow.append(sample)
-                return True
-        except BufferClosedError:
-            return self._closed_under_us()
-        return self._put_blocking(sample)
-
-    def _put_blocking(self, sample: Sample) -> bool:
-        put = self._buffer.put
-        while True:
-            if self._attention:
-                self._on_request()
-            try:
-                put(sample, self._put_timeout)
-                return True
-            except TimeoutError:
-                continue
-            except BufferClosedError:
-                return self._closed_under_us()
-
-    def _put_many(self, samples: list[Sample]) -> int:
-        """Put `samples` in order (those that fit at once under one lock, the others
-        like `_put`); returns how many were put or kept for later (fewer once the
-        buffer closed)."""
-        n = 0
-        if not self._overflow:
-            try:
-                n = self._buffer.put_available(samples)
-            except BufferClosedError:
-                self._closed_under_us()
-                return 0
-        if self._pumping:  # the buffer is full: what is left waits, in order
-            self._overflow.extend(samples[n:])
-            return len(samples)
-        for sample in samples[n:]:
-            if not self._put(sample):
-                break
-            n += 1
-        return n
 
     def _closed_under_us(self) -> bool:
         if not self._ended:
             self._end("the buffer was closed by its reader")
         return False
+
+    def _serve_requests(self) -> None:
+        if self._attention:
+            self._on_request()
 
     def _on_request(self) -> None:
         self._attention = False  # cleared first: a request made from now on sets it again
@@ -553,6 +483,7 @@ class Receiver:
 
     def _end(self, why: str) -> None:
         self._ended = True
+        self._feeder.overflow.clear()  # nothing more goes into the buffer
         ing = self.ingest
         ing.drop_pending(list(ing.pending))
         self._buffer.close()

@@ -512,6 +512,48 @@ def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
     check_stream(samples, {1: (range(8), [U], {"a": 3.0})})
 
 
+def _version_1_state(world: int) -> dict[str, Any]:
+    """Rank 0 of `world` got steps 0 and `world` of simulation 1, whose client (the only
+    one) said BYE after 4 steps: a version-1 state, BYE counted over all receivers."""
+    ing, _, _ = _ingest(0, world)
+    _feed(ing, [P.encode_hello(1, 0, 1, [U])])
+    for t in (0, world):
+        _feed(ing, data(1, t, U, value(1, t, U)))
+    state = json.loads(json.dumps(ing.state()))
+    state["version"] = 1
+    state["simulations"]["1"]["byes"] = {"0": 4}
+    return state
+
+
+@pytest.mark.timeout(30)
+def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() -> None:
+    """Protocol 1's BYE counted steps over all receivers (4 here): read as version 2's
+    count, rank 0 of 2 would wait for 4 steps of its own and never finish. Upgraded, it
+    counts the steps of rank 0 among 4 (0 and 2), has both, and finishes at start."""
+    buf = FIFOBuffer(8)
+    for t in (0, 2):  # the buffer restored with the state holds both samples
+        buf.put({"u": value(1, t, U), "time_step": np.array(t)})
+    rec = Receiver(buf, 0, 2, expected_simulations=1)
+    rec.load_state_dict(_version_1_state(2))
+    loaded = rec.state_dict()
+    assert loaded["version"] == 2 and loaded["simulations"]["1"]["byes"] == {"0": 2}
+    rec.start()
+    try:
+        wait_for(lambda: rec.ended)  # no message needed: the stream is over
+    finally:
+        rec.stop()
+    assert rec.finished_simulations() == [1]
+
+
+def test_a_version_1_state_of_one_receiver_is_kept_and_unknown_versions_refused() -> None:
+    state = _version_1_state(1)
+    rec = Receiver(FIFOBuffer(8))
+    rec.load_state_dict(state)
+    assert rec.state_dict()["simulations"]["1"]["byes"] == {"0": 4}  # the same meaning
+    with pytest.raises(ValueError, match="unknown receiver state version 7"):
+        Receiver(FIFOBuffer(8)).load_state_dict(dict(state, version=7))
+
+
 def test_state_of_another_rank_is_refused() -> None:
     rec = Receiver(FIFOBuffer(4), rank=1, world_size=2)
     state = rec.state_dict()

@@ -44,7 +44,9 @@ from melissa_trainer.stream.protocol import (
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-STATE_VERSION = 1
+#: 2: a simulation's BYE counts are the steps sent to this receiver (protocol 2); in 1
+#: they were over all receivers (see `upgrade_state`)
+STATE_VERSION = 2
 _MAX_LOGGED = 4096  # distinct (simulation, reason) pairs logged, then silence
 _COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
 _TAIL_COUNTERS = (
@@ -125,6 +127,28 @@ def _samples(name: str, rows: np.ndarray, sim: SimulationRecord, steps: list[int
             for j, row in enumerate(rows[lo : lo + n])
         ]
     return out
+
+
+def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
+    """A receiver state of an earlier version as the current version (a new dict).
+
+    Version 1 (protocol 1) recorded each client rank's BYE count over all receivers,
+    and a receiver took its steps to be those t < count with t % world_size == rank.
+    Version 2 counts the steps sent to this receiver, so a version-1 count becomes the
+    number of such t (the same with one receiver): the simulation finishes as it would
+    have under version 1.
+    """
+    version = state.get("version")
+    if version == STATE_VERSION:
+        return state
+    if version != 1:
+        raise ValueError(f"unknown receiver state version {version!r}")
+    rank, world = int(state["rank"]), int(state["world_size"])
+    sims = {
+        sid: dict(rec, byes={r: len(range(rank, int(n), world)) for r, n in rec["byes"].items()})
+        for sid, rec in state["simulations"].items()
+    }
+    return dict(state, version=STATE_VERSION, simulations=sims)
 
 
 def telemetry_keys() -> list[str]:
@@ -494,3 +518,6 @@ class Ingest:
             if sim in self.sims:
                 self.sims[sim].unmark(t // self.world)
         self.marked = buffer_put
+        for rec in list(self.sims.values()):  # complete already (an upgraded state)
+            if not rec.finished and len(rec.byes) >= rec.client_count:
+                self._check_finished(rec)

@@ -65,7 +65,7 @@ from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.feeder import Feeder
-from melissa_trainer.stream.ingest import STATE_VERSION, Ingest, InlineDecoder, telemetry_keys
+from melissa_trainer.stream.ingest import Ingest, InlineDecoder, telemetry_keys, upgrade_state
 from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,
@@ -313,8 +313,7 @@ class Receiver:
         """Restore a `state_dict()`; before `start` (applied there, against the buffer)."""
         if self._thread is not None:
             raise RuntimeError("load_state_dict() must be called before start()")
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unknown receiver state version {state.get('version')!r}")
+        state = upgrade_state(state)  # (raises on an unknown version)
         if (state["rank"], state["world_size"]) != (self._rank, self._world):
             raise ValueError(
                 f"receiver state of rank {state['rank']} of {state['world_size']} cannot be "

@@ -355,7 +355,7 @@ class Receiver:
         """
         sock, ing, feeder = self._socket, self.ingest, self._feeder
         assert sock is not None
-        if not self._feeder.flush(block=not pump):
+        if not feeder.flush(block=not pump):
             return
         recv, getsockopt, decode = sock.recv, sock.getsockopt, protocol.decode
         on_data, max_bytes, rcvmore = ing.data, self._max_bytes, zmq.RCVMORE

@@ -201,7 +201,10 @@ from mpi4py import MPI
 rank = MPI.COMM_WORLD.Get_rank()
 if rank == 1:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # only SIGKILL ends this one
-open(os.path.join(sys.argv[1], f"pid{rank}"), "w").write(str(os.getpid()))
+path = os.path.join(sys.argv[1], f"pid{rank}")
+with open(path + ".tmp", "w") as f:
+    f.write(str(os.getpid()))
+os.replace(path + ".tmp", path)  # never seen empty by the test
 time.sleep(600)
 """
 

@@ -62,8 +62,10 @@ elif mode == "hang":  # silent forever on its first attempt
 elif mode == "family":  # a child of its own, and SIGTERM ignored: needs SIGKILL
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    with open(os.path.join(out, f"{sid}.family"), "w") as f:
+    path = os.path.join(out, f"{sid}.family")
+    with open(path + ".tmp", "w") as f:
         f.write(f"{os.getpid()} {child.pid}")
+    os.replace(path + ".tmp", path)  # never seen empty by the test
     time.sleep(600)
 elif mode == "stream":
     import numpy as np

@@ -27,7 +27,8 @@ from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.assembly import SimulationRecord
-from melissa_trainer.stream.ingest import Ingest, InlineDecoder
+from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.inline_decoder import InlineDecoder
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 
 SCRIPTS = Path(__file__).parent / "scripts"

@@ -10,7 +10,7 @@ come.
 Data path per message: ``recv`` the first frame as bytes; only a DATA header without
 the INLINE flag makes it look for a second frame (``RCVMORE``), received with
 ``copy=False``; ``protocol.decode`` (memoized for INLINE DATA headers, which differ only
-by their time step: `ingest.InlineDecoder`); validation against the simulation's HELLO;
+by their time step: `inline_decoder.InlineDecoder`); validation against the simulation's HELLO;
 dedup against the simulation's completed-step bits; reassembly if the step comes in
 parts; ``buffer.put`` of each complete sample, exactly once per (simulation, time step).
 
@@ -65,7 +65,8 @@ from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.feeder import Feeder
-from melissa_trainer.stream.ingest import Ingest, InlineDecoder, telemetry_keys, upgrade_state
+from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
+from melissa_trainer.stream.inline_decoder import InlineDecoder
 from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zmq
 from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -31,7 +32,9 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
+from melissa_trainer.launcher.backends import make_backend
 from melissa_trainer.launcher.templates import CommandTemplate
+from melissa_trainer.launcher.workers import WorkerSupervisor
 from melissa_trainer.stream.receiver import Receiver
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
@@ -501,6 +504,37 @@ def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     assert max(len(sims) for sims in per_worker.values()) >= 2  # one job, several simulations
     assert sum(len(sims) for sims in per_worker.values()) == 7  # 6 + the one run twice
     assert all(p.name.startswith("worker-") for p in (tmp_path / "logs").iterdir())
+
+
+@pytest.mark.timeout(60)
+def test_workers_reach_the_launcher_on_the_endpoint_it_advertises(tmp_path: Path) -> None:
+    """worker_bind on every interface, the address given to workers advertised: the
+    workers connect there (not to loopback) and the study completes."""
+    receiver, buffer = receive(tmp_path, expected=2)
+    worker = [sys.executable, script(tmp_path, WORKER, "worker.py"), str(tmp_path)]
+    launch = launcher(
+        worker, 2, worker=True, worker_bind="tcp://0.0.0.0:*", advertise_host="127.0.0.1"
+    )
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        supervisor = launch._supervisor
+        assert isinstance(supervisor, WorkerSupervisor)
+        assert supervisor.endpoint.startswith("tcp://127.0.0.1:")
+        assert supervisor.socket.getsockopt_string(zmq.LAST_ENDPOINT).startswith("tcp://0.0.0.0:")
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert keys(samples) == Counter({(s, t): 1 for s in range(2) for t in range(3)})
+
+
+def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:
+    with pytest.raises(ValueError, match="worker_bind='tcp://127.0.0.1:\\*'.*tcp://\\*:\\*"):
+        launcher(["sim"], 2, worker=True, backend=make_backend("slurm"))
+    with pytest.raises(ValueError, match="worker_bind must be a ZeroMQ"):
+        launcher(["sim"], 2, worker=True, worker_bind="localhost:5555")
+    assert launcher(["sim"], 2, worker=True, backend=make_backend("slurm"), worker_bind="tcp://*:*")
 
 
 # -- state --------------------------------------------------------------------------------

@@ -51,6 +51,8 @@ from melissa_trainer.launcher.records import ON_FAILURE, Study
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.supervisor import LauncherError, Settings, Supervisor
 from melissa_trainer.launcher.templates import CommandTemplate, callable_argv, pickle_callable
+from melissa_trainer.launcher.workers import DEFAULT_WORKER_BIND, WorkerSupervisor
+from melissa_trainer.stream.endpoints import is_loopback
 
 __all__ = ["Launcher", "LauncherError"]
 
@@ -79,6 +81,13 @@ class Launcher:
             failure raises.
         worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs
             each run `simulation` once and ask for simulations (`launcher.worker`).
+        worker_bind: the ZeroMQ endpoint where workers ask for simulations (worker mode
+            only). Loopback by default, which only jobs on this machine reach: a
+            backend that runs jobs on other nodes ("slurm") needs an interface they
+            reach, e.g. ``"tcp://*:*"``. Requests are JSON, validated; any peer that
+            reaches the port may make them (no CURVE here).
+        advertise_host: the host name given to workers for a wildcard `worker_bind`
+            (default: this machine's host name).
         log_dir: per-job logs; default ``{study_dir}/logs``.
         env: extra environment variables for every job.
         poll_interval: seconds between two checks of the jobs.
@@ -103,6 +112,8 @@ class Launcher:
         on_failure: str = "redraw",
         max_redraws: int | None = None,
         worker: bool = False,
+        worker_bind: str = DEFAULT_WORKER_BIND,
+        advertise_host: str | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         poll_interval: float = 0.2,
@@ -148,8 +159,19 @@ class Launcher:
                 f"backend='mpiexec' or 'slurm'"
             )
 
+        if not isinstance(worker_bind, str) or not worker_bind.startswith(("tcp://", "ipc://")):
+            raise ValueError(
+                f"worker_bind must be a ZeroMQ tcp:// or ipc:// endpoint, not {worker_bind!r}"
+            )
+        if worker and self.backend.name == "slurm" and is_loopback(worker_bind):
+            raise ValueError(
+                f"worker mode with the slurm backend runs workers on compute nodes, which "
+                f"cannot reach worker_bind={worker_bind!r}: bind an interface they reach, "
+                f"e.g. worker_bind='tcp://*:*' (and advertise_host if needed)"
+            )
         self.n_simulations = n_simulations
         self.worker = worker
+        self._worker_bind, self._advertise = worker_bind, advertise_host
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
         self._timeout, self._poll, self._kill_grace = simulation_timeout, poll_interval, kill_grace
         self._max_restarts = max_restarts
@@ -221,11 +243,15 @@ class Launcher:
 
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
-            from melissa_trainer.launcher.workers import WorkerSupervisor
-
             argv = base_argv if template is None else template.format_worker(str(rendezvous))
             assert argv is not None
-            self._supervisor = WorkerSupervisor(*common, argv=argv, max_restarts=self._max_restarts)
+            self._supervisor = WorkerSupervisor(
+                *common,
+                argv=argv,
+                max_restarts=self._max_restarts,
+                bind=self._worker_bind,
+                advertise_host=self._advertise,
+            )
         else:
             self._supervisor = Supervisor(*common)
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)

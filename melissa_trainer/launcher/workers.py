@@ -3,7 +3,8 @@
 Up to `job_limit` *workers* run the simulation command, each in a slot
 (``worker-{slot}``, relaunched as ``worker-{slot}-r{n}``). A worker calls
 `melissa_trainer.launcher.worker.next_simulation()`, a JSON request on the launcher's
-ZeroMQ REP socket (bound on loopback, passed in ``MELISSA_TRAINER_LAUNCHER``), which
+ZeroMQ REP socket (bound on loopback unless the launcher says otherwise, passed in
+``MELISSA_TRAINER_LAUNCHER``), which
 reports its previous simulation as finished and gets the next one, or None when nothing
 is left. The policy of `Supervisor` applies to each simulation:
 
@@ -34,11 +35,14 @@ from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.supervisor import LauncherError, RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
 from melissa_trainer.launcher.worker import PROTOCOL_VERSION
+from melissa_trainer.stream.endpoints import advertised, is_loopback
 
-__all__ = ["EXIT_GRACE", "WorkerSupervisor"]
+__all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
+#: Where workers ask for simulations by default: only jobs on this machine reach it.
+DEFAULT_WORKER_BIND = "tcp://127.0.0.1:*"
 #: Seconds workers have to exit once the study is done, before they are killed.
 EXIT_GRACE = 10.0
 _MAX_REQUEST_BYTES = 1 << 16
@@ -51,7 +55,15 @@ class WorkerSupervisor(Supervisor):
     used by the launcher's thread only.
     """
 
-    def __init__(self, *args: Any, argv: list[str], max_restarts: int, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        argv: list[str],
+        max_restarts: int,
+        bind: str = DEFAULT_WORKER_BIND,
+        advertise_host: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.argv, self.max_restarts = argv, max_restarts
         self.slots: list[str | None] = [None] * self.settings.job_limit  # job name per slot
@@ -64,11 +76,14 @@ class WorkerSupervisor(Supervisor):
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
         try:
-            self.socket.bind("tcp://127.0.0.1:*")
-        except zmq.ZMQError:
+            self.socket.bind(bind)
+        except zmq.ZMQError as exc:
             self.close_socket()
-            raise
-        self.endpoint: str = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+            raise OSError(f"the launcher cannot bind worker_bind={bind!r}: {exc}") from exc
+        bound = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.endpoint: str = advertised(bound, advertise_host)
+        if not is_loopback(self.endpoint):
+            logger.info("workers ask for simulations at %s (any peer may)", self.endpoint)
 
     # -- the loop -------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from melissa_trainer.launcher import (
 )
 from melissa_trainer.launcher.backends import make_backend
 from melissa_trainer.launcher.templates import CommandTemplate
+from melissa_trainer.launcher.worker import WorkerClient
 from melissa_trainer.launcher.workers import WorkerSupervisor
 from melissa_trainer.stream.receiver import Receiver
 
@@ -521,12 +522,40 @@ def test_workers_reach_the_launcher_on_the_endpoint_it_advertises(tmp_path: Path
         assert isinstance(supervisor, WorkerSupervisor)
         assert supervisor.endpoint.startswith("tcp://127.0.0.1:")
         assert supervisor.socket.getsockopt_string(zmq.LAST_ENDPOINT).startswith("tcp://0.0.0.0:")
+        assert supervisor.curve_public_key is not None  # beyond loopback: CURVE
+        assert no_answer_without_the_key(supervisor.endpoint)
         samples = drain(buffer, timeout=40)
         run_study(launch)
     finally:
         launch.stop()
         receiver.stop()
     assert keys(samples) == Counter({(s, t): 1 for s in range(2) for t in range(3)})
+
+
+def no_answer_without_the_key(endpoint: str) -> bool:
+    """A plain REQ socket (no CURVE) gets no answer from `endpoint` within 1 s."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.REQ)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 1000)
+    try:
+        sock.connect(endpoint)
+        sock.send(json.dumps({"version": 1, "worker": "intruder", "finished": None}).encode())
+        sock.recv()
+        return False
+    except zmq.Again:
+        return True
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+
+
+def test_a_worker_refuses_a_malformed_launcher_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MELISSA_TRAINER_LAUNCHER", "tcp://127.0.0.1:5555")
+    monkeypatch.setenv("MELISSA_TRAINER_WORKER", "worker-0")
+    monkeypatch.setenv("MELISSA_TRAINER_LAUNCHER_KEY", "not-a-key")
+    with pytest.raises(RuntimeError, match="40-character Z85 public key"):
+        WorkerClient()
 
 
 def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:

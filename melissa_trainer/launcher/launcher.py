@@ -84,8 +84,9 @@ class Launcher:
         worker_bind: the ZeroMQ endpoint where workers ask for simulations (worker mode
             only). Loopback by default, which only jobs on this machine reach: a
             backend that runs jobs on other nodes ("slurm") needs an interface they
-            reach, e.g. ``"tcp://*:*"``. Requests are JSON, validated; any peer that
-            reaches the port may make them (no CURVE here).
+            reach, e.g. ``"tcp://*:*"``. Beyond loopback, the socket uses ZeroMQ CURVE
+            with a key pair made for the study; workers get the public key in their
+            environment, and peers without it get no answer.
         advertise_host: the host name given to workers for a wildcard `worker_bind`
             (default: this machine's host name).
         log_dir: per-job logs; default ``{study_dir}/logs``.

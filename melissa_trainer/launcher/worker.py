@@ -18,8 +18,10 @@ means nothing is left (the worker should exit 0). A worker that dies loses only 
 current simulation, which the launcher gives to another request. In an MPI worker, rank
 0 calls `next_simulation` and broadcasts the answer.
 
-The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER`` and the worker's name
-in ``MELISSA_TRAINER_WORKER``. Messages are JSON over a ZeroMQ REQ socket (never
+The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
+in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
+in ``MELISSA_TRAINER_LAUNCHER_KEY`` (requests are then encrypted, and only peers that
+know the key get answers). Messages are JSON over a ZeroMQ REQ socket (never
 pickle). This module imports only the standard library and pyzmq.
 """
 
@@ -31,10 +33,19 @@ from typing import Any
 
 import zmq
 
-__all__ = ["ENV_LAUNCHER", "ENV_WORKER", "PROTOCOL_VERSION", "WorkerClient", "next_simulation"]
+__all__ = [
+    "ENV_LAUNCHER",
+    "ENV_LAUNCHER_KEY",
+    "ENV_WORKER",
+    "PROTOCOL_VERSION",
+    "WorkerClient",
+    "next_simulation",
+]
 
 #: The launcher's ZeroMQ endpoint (set for workers only).
 ENV_LAUNCHER = "MELISSA_TRAINER_LAUNCHER"
+#: The launcher's CURVE server public key (Z85), set when it listens beyond loopback.
+ENV_LAUNCHER_KEY = "MELISSA_TRAINER_LAUNCHER_KEY"
 #: The worker's name (its job name), for the launcher's bookkeeping and logs.
 ENV_WORKER = "MELISSA_TRAINER_WORKER"
 #: Version of the JSON messages.
@@ -49,14 +60,28 @@ class WorkerClient:
         name: this worker's name; default ``$MELISSA_TRAINER_WORKER``.
         timeout: how long, in seconds, one request may wait for the launcher's answer
             (None: forever).
+        curve_server_key: the launcher's CURVE public key (Z85); default
+            ``$MELISSA_TRAINER_LAUNCHER_KEY``, else none (a loopback launcher).
 
     Raises:
-        RuntimeError: not started by a launcher in worker mode (no endpoint or name).
+        RuntimeError: not started by a launcher in worker mode (no endpoint or name), or
+            a CURVE key that is not one.
     """
 
     def __init__(
-        self, endpoint: str | None = None, name: str | None = None, timeout: float | None = 60.0
+        self,
+        endpoint: str | None = None,
+        name: str | None = None,
+        timeout: float | None = 60.0,
+        curve_server_key: str | None = None,
     ) -> None:
+        key = curve_server_key or os.environ.get(ENV_LAUNCHER_KEY, "").strip() or None
+        if key is not None and len(key) != 40:
+            raise RuntimeError(
+                f"the launcher's CURVE key ({ENV_LAUNCHER_KEY} or curve_server_key) must be "
+                f"the 40-character Z85 public key the launcher gave, not {key!r}"
+            )
+        self.curve_server_key = key
         endpoint = endpoint or os.environ.get(ENV_LAUNCHER, "").strip()
         name = name or os.environ.get(ENV_WORKER, "").strip()
         if not endpoint or not name:
@@ -101,6 +126,10 @@ class WorkerClient:
             self._context = zmq.Context()
             self._socket = self._context.socket(zmq.REQ)
             self._socket.setsockopt(zmq.LINGER, 0)
+            if self.curve_server_key is not None:
+                public, secret = zmq.curve_keypair()  # this worker's, for the session only
+                self._socket.curve_serverkey = self.curve_server_key.encode("ascii")
+                self._socket.curve_publickey, self._socket.curve_secretkey = public, secret
             self._socket.connect(self.endpoint)
         wait = -1 if self.timeout is None else max(1, int(self.timeout * 1000))
         self._socket.setsockopt(zmq.RCVTIMEO, wait)

@@ -34,7 +34,7 @@ import zmq
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.supervisor import LauncherError, RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
-from melissa_trainer.launcher.worker import PROTOCOL_VERSION
+from melissa_trainer.launcher.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.stream.endpoints import advertised, is_loopback
 
 __all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor"]
@@ -75,6 +75,16 @@ class WorkerSupervisor(Supervisor):
         self.socket = self.context.socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
+        #: the CURVE public key workers need (Z85), None on loopback
+        self.curve_public_key: str | None = None
+        if not is_loopback(bind):  # encrypted, and answered only to peers with the key
+            if zmq.has("curve"):
+                public, secret = zmq.curve_keypair()
+                self.socket.curve_server = True
+                self.socket.curve_secretkey = secret
+                self.curve_public_key = public.decode("ascii")
+            else:
+                logger.warning("libzmq lacks CURVE: requests to %s travel in clear", bind)
         try:
             self.socket.bind(bind)
         except zmq.ZMQError as exc:
@@ -83,7 +93,7 @@ class WorkerSupervisor(Supervisor):
         bound = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self.endpoint: str = advertised(bound, advertise_host)
         if not is_loopback(self.endpoint):
-            logger.info("workers ask for simulations at %s (any peer may)", self.endpoint)
+            logger.info("workers ask for simulations at %s", self.endpoint)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -180,6 +190,8 @@ class WorkerSupervisor(Supervisor):
                 ENV_LAUNCHER: self.endpoint,
                 ENV_WORKER: name,
             }
+            if self.curve_public_key is not None:
+                env[ENV_LAUNCHER_KEY] = self.curve_public_key
             handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)

@@ -58,6 +58,7 @@ from melissa_trainer.stream.receiver import Receiver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trainer_overhead as overhead  # noqa: E402
+from report import print_rows  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20
 SIZES = [(KB, "1 KB"), (64 * KB, "64 KB"), (MB, "1 MB"), (8 * MB, "8 MB")]
@@ -471,13 +472,7 @@ def main() -> None:
     if opts.json:
         print(json.dumps({"rows": rows}))
         return
-    print(f"\nmedians of {rounds} interleaved rounds; ratio = ours / baseline (higher is better)")
-    print(f"{'case':<46} {'ours':>12} {'baseline':>12} {'unit':>8} {'ratio':>7} {'target':>7}")
-    for r in rows:
-        print(
-            f"{r['case']:<46} {r['ours']:>12,.3f} {r['baseline']:>12,.3f} {r['unit']:>8} "
-            f"{r['ratio']:>7.3f} {r['target']!s:>7}"
-        )
+    print_rows(rows, f"medians of {rounds} interleaved rounds; ratio = ours / baseline")
     for note in notes:
         print(note)
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 import zmq
+from report import print_rows
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
@@ -119,13 +120,8 @@ def main() -> None:
     if opts.json:
         print(json.dumps({"rows": rows}))
         return
-    print(f"\n{opts.rounds} interleaved rounds of {opts.steps} steps; ratio = baseline / ours")
-    print(f"{'case':<48} {'ours':>9} {'baseline':>9} {'unit':>5} {'ratio':>7}")
-    for r in rows:
-        print(
-            f"{r['case']:<48} {r['ours']:>9.3f} {r['baseline']:>9.3f} {r['unit']:>5} "
-            f"{r['ratio']:>7.3f}"
-        )
+    title = f"{opts.rounds} interleaved rounds of {opts.steps} steps; ratio = baseline / ours"
+    print_rows(rows, title, width=48)
     print(f"mean of ours: {statistics.fmean(ours) * 1e3:.3f} ms over {len(ours)} samples")
 
 

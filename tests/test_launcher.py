@@ -145,6 +145,26 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "
         time.sleep(0.02)
 
 
+def stream_study(
+    launch: Launcher,
+    tmp_path: Path,
+    receiver: Receiver,
+    buffer: FIFOBuffer,
+    after_start: Callable[[], None] = lambda: None,
+) -> list[dict[str, np.ndarray]]:
+    """Start the study into `receiver`, take every sample it streams, wait for it to
+    complete (`after_start` runs in between); stop both. The samples, in order."""
+    try:
+        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+        after_start()
+        samples = drain(buffer, timeout=40)
+        run_study(launch)
+    finally:
+        launch.stop()
+        receiver.stop()
+    return samples
+
+
 def run_study(launch: Launcher, timeout: float = 30.0) -> None:
     """Wait for the study to complete, checking it; the caller stops the launcher."""
 
@@ -314,13 +334,7 @@ def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
     sampler = ListSampler([{"x": 0.5}, {"x": 1.5}, {"x": 2.5}])
     sim = command(tmp_path, "stream", steps=8, crash=[11], at=5)
     launch = launcher(sim, 3, sampler, job_limit=2, first_simulation_id=10)
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
-    finally:
-        launch.stop()
-        receiver.stop()
+    samples = stream_study(launch, tmp_path, receiver, buffer)
     sim_ids = [10, 11, 12]
     assert keys(samples) == Counter({(s, t): 1 for s in sim_ids for t in range(8)})
     for s in samples:
@@ -352,13 +366,7 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
         simulation_timeout=1.5,
         max_restarts=3,
     )
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
-    finally:
-        launch.stop()
-        receiver.stop()
+    samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(10)})
     record = launch.state_dict()["simulations"]
     assert record["0"]["exit_codes"] == ["timeout", 0]
@@ -471,13 +479,7 @@ def test_a_callable_simulation_runs_in_a_subprocess_via_cloudpickle(
     receiver, buffer = receive(tmp_path, expected=3)
     sampler = ListSampler([{"x": 1.0}, {"x": 2.0}, {"x": 3.0}])
     launch = launcher(simulation, 3, sampler, job_limit=2, worker=worker)
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
-    finally:
-        launch.stop()
-        receiver.stop()
+    samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(steps)})
     assert {int(s["simulation_id"]): float(s["u"][0]) for s in samples} == {0: 1, 1: 2, 2: 3}
     assert (tmp_path / "simulation.pkl").exists()
@@ -490,13 +492,7 @@ def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     receiver, buffer = receive(tmp_path, expected=6)
     worker = [sys.executable, script(tmp_path, WORKER, "worker.py"), str(tmp_path)]
     launch = launcher(worker, 6, job_limit=2, worker=True)
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
-    finally:
-        launch.stop()
-        receiver.stop()
+    samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(6) for t in range(3)})
     assert (tmp_path / "crashed").exists()
     record = launch.state_dict()["simulations"]
@@ -516,19 +512,16 @@ def test_workers_reach_the_launcher_on_the_endpoint_it_advertises(tmp_path: Path
     launch = launcher(
         worker, 2, worker=True, worker_bind="tcp://0.0.0.0:*", advertise_host="127.0.0.1"
     )
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
+
+    def check_endpoint() -> None:
         supervisor = launch._supervisor
         assert isinstance(supervisor, WorkerSupervisor)
         assert supervisor.endpoint.startswith("tcp://127.0.0.1:")
         assert supervisor.socket.getsockopt_string(zmq.LAST_ENDPOINT).startswith("tcp://0.0.0.0:")
         assert supervisor.curve_public_key is not None  # beyond loopback: CURVE
         assert no_answer_without_the_key(supervisor.endpoint)
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
-    finally:
-        launch.stop()
-        receiver.stop()
+
+    samples = stream_study(launch, tmp_path, receiver, buffer, check_endpoint)
     assert keys(samples) == Counter({(s, t): 1 for s in range(2) for t in range(3)})
 
 

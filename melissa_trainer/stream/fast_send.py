@@ -92,9 +92,9 @@ def fast_sender(
                 buf += step
                 buf += payloads[0].data
                 batch.records += 1
-                due = len(buf) >= limit or group.full or now - group.born >= batch_delay
                 if len(buf) >= limit:
                     group.full = True
+                due = group.full or now - group.born >= batch_delay
             else:
                 due = append_step(index, headers, step, payloads, now)
             if due:

@@ -445,7 +445,7 @@ class Receiver:
             return False
         self._feeder.pumping = True
         try:
-            self._serve(pump=True, wait=0.0 if self._feeder.overflow else wait)
+            self._serve(pump=True, wait=wait)  # (no wait while samples wait for room)
         except BaseException as exc:
             logger.error("receiver of rank %d failed: %r", self._rank, exc)
             self._error = exc

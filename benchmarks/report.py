@@ -1,0 +1,18 @@
+"""The table a benchmark prints: its rows (see the README's benchmark format), aligned."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def print_rows(rows: list[dict[str, Any]], title: str, width: int = 46) -> None:
+    """Print `title`, a header and one line per row ``{case, ours, baseline, unit,
+    ratio, target}`` (`width`: the case column)."""
+    print(f"\n{title}")
+    head = f"{'case':<{width}} {'ours':>12} {'baseline':>12} {'unit':>8} {'ratio':>7}"
+    print(f"{head} {'target':>7}")
+    for r in rows:
+        print(
+            f"{r['case']:<{width}} {r['ours']:>12,.3f} {r['baseline']:>12,.3f} {r['unit']:>8} "
+            f"{r['ratio']:>7.3f} {r['target']!s:>7}"
+        )

@@ -2,7 +2,10 @@
 
 Ours: `melissa_trainer.client.Client` processes (1 or 4) send one float32 field per
 time step into a `Receiver`, whose samples go into a FIFO buffer that a consumer thread
-drains. Baseline: plain pyzmq PUSH processes sending the same message sizes (one frame
+drains in batches (fields of up to 64 KB, which clients batch and the FIFO holds as
+blocks, with `get_block`, as the stream dataset takes its default batches; larger ones
+with `get_batch`, without a copy).
+Baseline: plain pyzmq PUSH processes sending the same message sizes (one frame
 of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that receives
 and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
 from the go signal to the last message in (ours: the end of stream). A and B alternate
@@ -166,14 +169,17 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
         # As the training thread takes data (StreamDataset): it pumps the receiver
         # (ingest in this thread), then takes what there is, up to a batch; with
         # nothing there, it waits on the network (`pump(wait)`), else on the buffer.
+        # Batched small fields are held as blocks and taken as blocks (`get_block`,
+        # the dataset's default batches); large ones as the samples they are.
         batch = max(1, cap // 8)
+        get = buffer.get_block if nbytes <= INLINE_MAX else buffer.get_batch
         while True:
             rec.pump()
             k = min(len(buffer), batch)
             if not k and rec.pump(0.02):
                 continue
             try:
-                if not buffer.get_batch(max(k, 1), timeout=0.0 if k else 0.02):
+                if not get(max(k, 1), timeout=0.0 if k else 0.02):
                     break  # closed and empty: the end of the stream
             except TimeoutError:
                 continue

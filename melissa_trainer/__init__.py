@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         RateLimiter,
         ReservoirBuffer,
         Sample,
+        SampleBlock,
         make_buffer,
     )
     from melissa_trainer.dataset import StreamDataset, fast_collate, stack_samples, to_tensors
@@ -88,6 +89,7 @@ __all__ = [
     "RateLimiter",
     "ReservoirBuffer",
     "Sample",
+    "SampleBlock",
     "Sampler",
     "SlurmBackend",
     "SobolSampler",
@@ -122,6 +124,7 @@ _MODULES = {
     "RateLimiter": "buffers",
     "ReservoirBuffer": "buffers",
     "Sample": "buffers",
+    "SampleBlock": "buffers",
     "make_buffer": "buffers",
     "StreamDataset": "dataset",
     "fast_collate": "dataset",

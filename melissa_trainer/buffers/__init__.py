@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ._common import BufferClosedError, BufferStats, Sample, as_count
 from .base import Buffer
+from .block import SampleBlock
 from .fifo import FIFOBuffer, FIROBuffer
 from .rate_limiter import RateLimiter
 from .reservoir import ReservoirBuffer
@@ -28,6 +29,7 @@ __all__ = [
     "RateLimiter",
     "ReservoirBuffer",
     "Sample",
+    "SampleBlock",
     "make_buffer",
 ]
 

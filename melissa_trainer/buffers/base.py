@@ -21,11 +21,17 @@ import numpy as np
 
 from . import _state
 from ._common import BufferClosedError, BufferStats, Sample, as_count
+from .block import SampleBlock
 from .rate_limiter import RateLimiter
 
 __all__ = ["Buffer", "BufferClosedError", "BufferStats", "Sample"]
 
 _NO_WAITER = 1 << 62  # "no read is waiting" sentinel for the wake-up threshold
+
+
+def _count(items: list[Any]) -> int:
+    """Samples in a list of samples and blocks."""
+    return sum(len(i) if type(i) is SampleBlock else 1 for i in items)
 
 
 class Buffer(abc.ABC):
@@ -203,6 +209,8 @@ class Buffer(abc.ABC):
         """Insert the longest prefix of `samples` that fits without waiting, under one
         lock acquisition; return how many were inserted (the caller `put`s the rest,
         blocking). Cheaper than one `put` per sample for a burst of small samples.
+        `samples` may be a :class:`SampleBlock`: a FIFO holds it as one item, other
+        policies hold its samples (each owning its memory).
 
         Raises:
             BufferClosedError: the buffer is closed.
@@ -293,28 +301,64 @@ class Buffer(abc.ABC):
             TimeoutError: ``timeout`` expired before the read could be served
                 ("no data yet"; the stream is not over).
         """
+        with self._lock:
+            n = self._wait_to_get(n, timeout)
+            batch = self._take_closed(n) if self._closed else self._take(n)
+            if batch:
+                self._count_got(len(batch))
+            return batch
+
+    def get_block(self, n: int, timeout: float | None = None) -> SampleBlock | None:
+        """Like :meth:`get_batch`, but the `n` samples come as one :class:`SampleBlock`
+        (one array per field, the samples along axis 0) that the caller owns, and the
+        end of the stream is ``None``.
+
+        A FIFO serves the blocks a receiver put without building per-sample objects;
+        other policies stack the samples they draw (the same draws as `get_batch`).
+        The arrays are copied outside the lock.
+
+        Raises:
+            ValueError: `n` out of range, or samples whose fields cannot be stacked
+                (they have left the buffer, as they would have with a failed collate).
+            TimeoutError: as :meth:`get_batch`.
+        """
+        with self._lock:
+            n = self._wait_to_get(n, timeout)
+            items = self._take_items_closed(n) if self._closed else self._take_items(n)
+            if items:
+                self._count_got(_count(items))
+        return SampleBlock.join(items) if items else None
+
+    def _take_items(self, n: int) -> list[Any]:
+        """`_take`, as items (samples, or blocks of the buffer's own memory)."""
+        return self._take(n)
+
+    def _take_items_closed(self, n: int) -> list[Any]:
+        return self._take_closed(n)
+
+    def _wait_to_get(self, n: int, timeout: float | None) -> int:
+        """Check `n`; before close, wait until a read of `n` can be served (lock held)."""
         if type(n) is not int:
             n = as_count("batch size", n, 1)
         if not 1 <= n <= self._capacity:
             raise ValueError(
                 f"batch size must be an integer in [1, capacity={self._capacity}], got {n!r}"
             )
-        with self._lock:
-            if not self._closed:
-                lim = self._limiter
-                need = n if n > self._watermark else self._watermark
-                if self._size() < need or (
-                    lim is not None and not self._n_room_blocked and not lim.can_sample(n)
-                ):
-                    self._wait_readable(n, need, timeout)
-            batch = self._take_closed(n) if self._closed else self._take(n)
-            if batch:
-                self._n_got += len(batch)
-                if self._limiter is not None:
-                    self._limiter.samples += len(batch)
-                if self._n_put_waiting:
-                    self._writable.notify_all()
-            return batch
+        if not self._closed:
+            lim = self._limiter
+            need = n if n > self._watermark else self._watermark
+            if self._size() < need or (
+                lim is not None and not self._n_room_blocked and not lim.can_sample(n)
+            ):
+                self._wait_readable(n, need, timeout)
+        return n
+
+    def _count_got(self, count: int) -> None:
+        self._n_got += count
+        if self._limiter is not None:
+            self._limiter.samples += count
+        if self._n_put_waiting:
+            self._writable.notify_all()
 
     def _wait_readable(self, n: int, need: int, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout

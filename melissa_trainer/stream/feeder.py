@@ -13,7 +13,7 @@ Thread-safety: used by one thread at a time (the receiver's ingest lock).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
 
@@ -83,10 +83,10 @@ class Feeder:
             return self._closed()
         return self._put_blocking(sample)
 
-    def put_many(self, samples: list[Sample]) -> int:
+    def put_many(self, samples: Sequence[Sample]) -> int:
         """Put `samples` in order (those that fit at once under one lock, the others
-        like `put`); returns how many were put or kept for later (fewer once the
-        buffer closed)."""
+        like `put`; a `SampleBlock` goes in as one, see `Buffer.put_available`);
+        returns how many were put or kept for later (fewer once the buffer closed)."""
         n = 0
         if not self.overflow:
             try:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import base64
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
 import numpy as np
 
-from melissa_trainer.buffers import Sample
+from melissa_trainer.buffers import Sample, SampleBlock
 from melissa_trainer.stream.assembly import (
     COMPLETE,
     DUPLICATE,
@@ -46,36 +46,24 @@ _TAIL_COUNTERS = (
 )
 
 
-_SHARED_MAX = 64  # samples of a batch whose small entries share one array (see _samples)
+def _block(name: str, rows: np.ndarray, sim: SimulationRecord, steps: list[int]) -> SampleBlock:
+    """The samples of `rows` (the field, one row per step of `steps`) as one block.
 
-
-def _samples(name: str, rows: np.ndarray, sim: SimulationRecord, steps: list[int]) -> list[Sample]:
-    """One sample per row of `rows` (the field) and step of `steps`.
-
-    The field is copied (a sample owns its memory: a view would pin the whole received
-    frame while the sample stays in the buffer). `simulation_id`, `time_step` and
-    `parameters` are views of small arrays shared by at most `_SHARED_MAX` samples:
-    three allocations per chunk instead of three per sample, and a sample kept alone in
-    a buffer pins a few hundred bytes of them at most.
+    The field is copied once for the whole block (a sample owns its memory: a view
+    would pin the whole received frame while the sample stays in the buffer), and
+    `simulation_id`, `time_step` and `parameters` are one array each: four arrays for
+    the block instead of a dict and four arrays per sample. A FIFO buffer holds the
+    block as it is; other policies hold its samples (see `SampleBlock.samples`).
     """
-    out: list[Sample] = []
-    sid, params = int(sim.id_array), sim.param_array
-    for lo in range(0, len(steps), _SHARED_MAX):
-        chunk = steps[lo : lo + _SHARED_MAX]
-        n = len(chunk)
-        ts = np.array(chunk, np.int64)
-        ids = np.full(n, sid, np.int64)
-        ps = np.repeat(params[None], n, axis=0)
-        out += [
-            {
-                name: row.copy(),
-                "simulation_id": ids[j, ...],
-                "time_step": ts[j, ...],
-                "parameters": ps[j],
-            }
-            for j, row in enumerate(rows[lo : lo + n])
-        ]
-    return out
+    n = len(steps)
+    return SampleBlock(
+        {
+            name: rows.copy(),
+            "simulation_id": np.full(n, int(sim.id_array), np.int64),
+            "time_step": np.array(steps, np.int64),
+            "parameters": np.repeat(sim.param_array[None], n, axis=0),
+        }
+    )
 
 
 def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
@@ -126,7 +114,7 @@ class Ingest:
         *,
         put: Callable[[Sample], bool],
         end: Callable[[str], None],
-        put_many: Callable[[list[Sample]], int] | None = None,
+        put_many: Callable[[Sequence[Sample]], int] | None = None,
         expected: int | None,
         max_field_bytes: int,
         max_pending: int,
@@ -218,8 +206,8 @@ class Ingest:
         this receiver in order, none seen before: what a client sends) is checked in a
         few comparisons and marked done by byte slices; one of whole fields in another
         order goes through a vectorized dedup (`_batch_any`); any other batch goes
-        record by record through `data`, with the same checks and outcomes. Each new
-        step becomes a sample (see `_samples`).
+        record by record through `data`, with the same checks and outcomes. The new
+        steps become one block of samples (see `_block`).
         """
         sid = msg.simulation_id
         sim = self.sims.get(sid)
@@ -254,7 +242,7 @@ class Ingest:
             sim.mark_range(first // w, first // w + k)
             self.recent.extend(zip(repeat(sid), st))
             self.marked += k
-            self.samples_put += self._put_many(_samples(name, rows, sim, st))
+            self.samples_put += self._put_many(_block(name, rows, sim, st))
         else:
             self._batch_any(msg, sim, rows)
         if len(sim.byes) >= sim.client_count:
@@ -293,9 +281,9 @@ class Ingest:
         new_steps = steps[new].tolist()
         self.recent.extend(zip(repeat(sid), new_steps))
         self.marked += len(new_steps)
-        self.samples_put += self._put_many(_samples(msg.name, rows[new], sim, new_steps))
+        self.samples_put += self._put_many(_block(msg.name, rows[new], sim, new_steps))
 
-    def _put_each(self, samples: list[Sample]) -> int:
+    def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0
         for sample in samples:
             if not self._put(sample):

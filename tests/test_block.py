@@ -1,0 +1,222 @@
+"""`SampleBlock`, and buffers given blocks: the same behaviour as given the samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from melissa_trainer.buffers import (
+    Buffer,
+    BufferClosedError,
+    FIFOBuffer,
+    Sample,
+    SampleBlock,
+    make_buffer,
+)
+from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
+from melissa_trainer.dataset import StreamDataset, to_tensors
+
+MODEL = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def block_of(first: int, n: int) -> SampleBlock:
+    """Samples `first .. first+n-1`: a 3-float field, a 0-d id and a 2-vector."""
+    ids = np.arange(first, first + n, dtype=np.int64)
+    return SampleBlock(
+        {
+            "u": np.stack([np.full(3, i, np.float32) for i in ids.tolist()]),
+            "id": ids,
+            "p": np.stack([ids * 0.5, -ids * 1.0], axis=1),
+        }
+    )
+
+
+def same_sample(a: Sample, b: Sample) -> bool:
+    return list(a) == list(b) and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and np.array_equal(a[k], b[k])
+        for k in a
+    )
+
+
+def test_a_block_is_a_sequence_of_samples_that_own_their_memory() -> None:
+    big = np.arange(200 * 40, dtype=np.float64).reshape(200, 40)  # 320-byte rows
+    block = SampleBlock({"x": big, "t": np.arange(200), "q": big[:, :2].copy()})
+    assert len(block) == 200 and "200 samples" in repr(block)
+    samples = list(block)
+    assert len(samples) == 200
+    for i, s in enumerate(samples):
+        assert list(s) == ["x", "t", "q"]
+        assert s["t"].shape == () and int(s["t"]) == i
+        assert np.array_equal(s["x"], big[i]) and np.array_equal(s["q"], big[i, :2])
+        assert same_sample(s, block[i]) and same_sample(s, block[i - 200])
+        assert not np.shares_memory(s["x"], big)  # a large row: its own copy
+        for small in (s["t"], s["q"]):  # small rows: a copy shared by a few samples
+            base: Any = small
+            while isinstance(base, np.ndarray) and base.base is not None:
+                base = base.base
+            assert memoryview(base).nbytes <= SHARED_ROWS * SMALL_ROW_BYTES
+            assert not np.shares_memory(small, block.fields["q"])
+    samples[0]["t"] += 7  # a sample's entries are its own, even where memory is shared
+    samples[0]["q"][:] = -1
+    assert int(samples[1]["t"]) == 1 and samples[1]["q"].tolist() == big[1, :2].tolist()
+    part = block[10:13]
+    assert isinstance(part, SampleBlock) and len(part) == 3 and block[:] is block
+    assert np.shares_memory(part.fields["x"], big)  # a slice is a view
+    assert len(block[250:]) == 0 and list(block[5:5]) == []
+    with pytest.raises(IndexError):
+        block[200]
+    with pytest.raises(ValueError, match="step 1"):
+        block[::2]
+
+
+def test_a_block_refuses_arrays_that_do_not_line_up() -> None:
+    with pytest.raises(ValueError, match="at least one field"):
+        SampleBlock({})
+    with pytest.raises(ValueError, match="'b' holds 2 samples, the others 3"):
+        SampleBlock({"a": np.zeros(3), "b": np.zeros(2)})
+    with pytest.raises(ValueError, match="'a' must be a numpy array"):
+        SampleBlock({"a": np.float64(1.0)})  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="field 'a'"):
+        SampleBlock.from_samples([{"a": np.zeros(2)}, {"a": np.zeros(3)}])
+    with pytest.raises(ValueError, match="fields differ"):
+        SampleBlock.from_samples([{"a": np.zeros(2)}, {"a": np.zeros(2), "b": np.zeros(1)}])
+    with pytest.raises(ValueError, match="different fields"):
+        SampleBlock.concat([block_of(0, 2), SampleBlock({"v": np.zeros(2)})])
+
+
+def test_joining_samples_and_blocks_keeps_the_order_and_shares_no_memory() -> None:
+    a, b = block_of(0, 4), block_of(6, 3)
+    loose = block_of(4, 2).samples()
+    joined = SampleBlock.join([a, *loose, b, block_of(9, 1)[0]])
+    assert joined.fields["id"].tolist() == list(range(10))
+    assert list(joined.fields) == ["u", "id", "p"]
+    for part in (a, b):
+        for k, v in part.fields.items():
+            assert not np.shares_memory(joined.fields[k], v)
+    alone = SampleBlock.join([a])
+    assert not np.shares_memory(alone.fields["u"], a.fields["u"])
+    assert SampleBlock.join(loose).fields["id"].tolist() == [4, 5]
+
+
+# -- buffers: blocks in, the same as samples in --------------------------------------
+
+ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.integers(1, 9)),
+        st.tuples(st.just("put"), st.integers(1, 9)),
+        st.tuples(st.just("get"), st.integers(1, 6)),
+        st.tuples(st.just("block"), st.integers(1, 6)),
+        st.tuples(st.just("save"), st.just(0)),
+        st.tuples(st.just("rewind"), st.just(0)),
+        st.tuples(st.just("close"), st.just(0)),
+    ),
+    min_size=3,
+    max_size=60,
+)
+
+
+def _ids(batch: Any) -> list[int]:
+    if batch is None or isinstance(batch, list) and not batch:
+        return []
+    if isinstance(batch, SampleBlock):
+        return batch.fields["id"].tolist()
+    return [int(s["id"]) for s in batch]
+
+
+def _reload(buf: Buffer, kind: str, capacity: int, retain: bool) -> Buffer:
+    arrays, meta = buf.state_dict()
+    fresh = make_buffer(kind, capacity, seed=3, retain=retain)
+    fresh.load_state_dict({k: v.copy() for k, v in arrays.items()}, meta)
+    return fresh
+
+
+@MODEL
+@given(
+    kind=st.sampled_from(["fifo", "firo", "reservoir"]),
+    capacity=st.integers(1, 12),
+    retain=st.booleans(),
+    steps=ops,
+)
+def test_a_buffer_given_blocks_behaves_as_one_given_their_samples(
+    kind: str, capacity: int, retain: bool, steps: list[tuple[str, int]]
+) -> None:
+    """Same served samples (by `get_batch` or `get_block`), sizes, stats and
+    checkpoints, whether each burst is put as a block or as a list of its samples."""
+    retain = retain and kind != "reservoir"
+    bufs = [make_buffer(kind, capacity, seed=3, retain=retain) for _ in range(2)]
+    first = 0
+    for op, n in steps:
+        if op == "put" and bufs[0].closed:
+            for b, what in zip(bufs, (block_of(0, n), block_of(0, n).samples()), strict=True):
+                with pytest.raises(BufferClosedError):
+                    b.put_available(what)
+        elif op == "put":
+            block = block_of(first, n)
+            put = [bufs[0].put_available(block), bufs[1].put_available(block.samples())]
+            assert put[0] == put[1]
+            first += put[0]
+        elif op in ("get", "block"):
+            n = min(n, capacity)
+            got = []
+            for b in bufs:
+                try:
+                    got.append(_ids(b.get_block(n, 0) if op == "block" else b.get_batch(n, 0)))
+                except TimeoutError:
+                    got.append("timeout")
+            assert got[0] == got[1]
+        elif op == "save":
+            bufs = [_reload(b, kind, capacity, retain) for b in bufs]
+        elif op == "rewind" and retain:
+            assert bufs[0].rewind() == bufs[1].rewind()
+        elif op == "close":
+            for b in bufs:
+                b.close()
+        assert len(bufs[0]) == len(bufs[1])
+        assert bufs[0].stats() == bufs[1].stats()
+    (arrays0, meta0), (arrays1, meta1) = (b.state_dict() for b in bufs)
+    assert meta0 == meta1
+    assert arrays0.keys() == arrays1.keys()
+    assert all(np.array_equal(arrays0[k], arrays1[k]) for k in arrays0)
+
+
+def test_a_fifo_holds_a_block_as_one_item_and_serves_a_block_the_reader_owns() -> None:
+    buf = FIFOBuffer(16, retain=True)
+    block = block_of(0, 10)
+    assert buf.put_available(block) == 10
+    assert buf.put_available(block_of(10, 10)) == 6  # what fits
+    assert len(buf) == 16
+    out = buf.get_block(12)
+    assert out is not None and out.fields["id"].tolist() == list(range(12))
+    out.fields["u"][:] = -1  # the reader's own arrays: the retained samples are intact
+    assert [int(s["id"]) for s in buf.get_batch(4)] == [12, 13, 14, 15]
+    buf.close()
+    assert buf.get_block(3) is None and buf.get_batch(3) == []
+    assert buf.rewind() == 16
+    again = buf.get_block(16)
+    assert again is not None and again.fields["u"][:, 0].tolist() == list(range(16))
+    assert not np.shares_memory(again.fields["u"], block.fields["u"])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "firo", "reservoir"])
+def test_default_batches_taken_as_blocks_are_the_batches_of_the_per_sample_path(
+    kind: str,
+) -> None:
+    datasets = []
+    for process in (None, to_tensors):
+        buf = make_buffer(kind, 64, seed=1)
+        for first in range(0, 40, 8):
+            buf.put_available(block_of(first, 8))
+        buf.put({"u": np.full(3, 40, np.float32), "id": np.array(40), "p": np.zeros(2)})
+        buf.close()
+        datasets.append(StreamDataset(buf, batch_size=7, process_sample=process))
+    columnar, per_sample = ([batch for batch in d] for d in datasets)
+    assert len(columnar) == len(per_sample) == 6  # 41 samples in batches of 7
+    for a, b in zip(columnar, per_sample, strict=True):
+        assert list(a) == list(b) == ["u", "id", "p"]
+        for k in a:
+            assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k])

@@ -220,3 +220,23 @@ def test_default_batches_taken_as_blocks_are_the_batches_of_the_per_sample_path(
         assert list(a) == list(b) == ["u", "id", "p"]
         for k in a:
             assert a[k].dtype == b[k].dtype and torch.equal(a[k], b[k])
+
+
+def test_pending_blocks_survive_a_checkpoint(tmp_path: Any) -> None:
+    """Batches taken as blocks but not trained on are saved and restored: the restored
+    dataset gives the same batches (by the per-sample path)."""
+    buf = FIFOBuffer(32)
+    buf.put_available(block_of(0, 10))
+    buf.put_available(block_of(10, 10))
+    buf.close()
+    dataset = StreamDataset(buf, batch_size=6)
+    assert dataset.prefetch(4) == 4  # 6, 6, 6 and 2 samples, blocks split and joined
+    dataset.next_batch()
+    dataset.save(tmp_path)
+    restored = StreamDataset(FIFOBuffer(32), batch_size=6)
+    restored.load(tmp_path)
+    for _ in range(3):
+        (a, n), (b, m) = dataset.next_batch(), restored.next_batch()
+        assert n == m and a.keys() == b.keys()
+        assert all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
+    assert n == 2 and b["id"].tolist() == [18, 19]

@@ -8,6 +8,10 @@ All buffers are bounded (``capacity`` samples; the optional ``retain`` list of
 FIFO/FIRO is the one exception), thread-safe, blocking (back-pressure on ``put``,
 "no data yet" on ``get_batch``), hold reads back until a ``watermark`` is reached,
 drain after ``close()`` and checkpoint to safetensors + JSON. See :class:`Buffer`.
+
+A :class:`SampleBlock` holds consecutive samples as one array per field: a receiver
+puts batched small fields as blocks, which a FIFO holds as they are, and
+``Buffer.get_block`` serves a batch as one (no per-sample object on either side).
 """
 
 from __future__ import annotations

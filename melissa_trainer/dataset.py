@@ -32,6 +32,7 @@ from melissa_trainer.sources import Source
 
 ProcessSample = Callable[[Sample], Any]
 Collate = Callable[[list[Any]], Any]
+ProcessBatch = Callable[[SampleBlock], Any]
 
 
 def _contiguous(array: np.ndarray) -> np.ndarray:
@@ -78,6 +79,23 @@ def stack_samples(
     return {k: np.stack([s[k] for s in samples], out=o[:n]) for k, o in out.items()}
 
 
+def check_batch_options(
+    process_sample: ProcessSample | None,
+    collate_fn: Collate | None,
+    process_batch: ProcessBatch | None,
+) -> None:
+    """Raise ValueError if `process_batch` comes with `process_sample` or `collate_fn`."""
+    if process_batch is not None and (process_sample is not None or collate_fn is not None):
+        given = [
+            n for n, v in (("process_sample", process_sample), ("collate_fn", collate_fn)) if v
+        ]
+        raise ValueError(
+            f"process_batch makes whole batches, so it replaces process_sample and "
+            f"collate_fn; got it with {' and '.join(given)}: pass either process_batch, or "
+            f"process_sample and/or collate_fn"
+        )
+
+
 class StreamDataset(IterableDataset):
     """Batches from a buffer.
 
@@ -89,11 +107,20 @@ class StreamDataset(IterableDataset):
         collate_fn: stacks examples into a batch (default `fast_collate`).
 
     With neither `process_sample` nor `collate_fn` (a batch is then the dict of
-    stacked fields as tensors), batches are taken as blocks (`Buffer.get_block`) and
-    become tensors without a per-sample object: the same batches, for less work per
-    sample (a FIFO serves the blocks a receiver put as they are).
+    stacked fields as tensors, or what `process_batch` makes), batches are taken as
+    blocks (`Buffer.get_block`) and never go through a per-sample object: the same
+    batches, for less work per sample (a FIFO serves the blocks a receiver put as they
+    are).
         source: polled while waiting for data, so a failed producer raises.
         poll_interval: seconds between those polls while no data arrives.
+        process_batch: instead of `process_sample` and `collate_fn`: turns a whole
+            batch, a `SampleBlock` (one array per field, the samples along axis 0),
+            into a training batch, e.g. ``lambda b: (torch.from_numpy(b.fields["x"]),
+            torch.from_numpy(b.fields["y"]))``: vectorized, with no per-sample call.
+            The block's arrays are the batch's own (fresh, writable).
+
+    Raises:
+        ValueError: `process_batch` given with `process_sample` or `collate_fn`.
 
     Not thread-safe: one consumer (the training thread).
     """
@@ -106,10 +133,13 @@ class StreamDataset(IterableDataset):
         collate_fn: Collate | None = None,
         source: Source | None = None,
         poll_interval: float = 0.5,
+        process_batch: ProcessBatch | None = None,
     ) -> None:
         super().__init__()
+        check_batch_options(process_sample, collate_fn, process_batch)
         self.buffer = buffer
         self.batch_size = batch_size
+        self.process_batch = process_batch
         self._columnar = process_sample is None and collate_fn is None
         self.process_sample = process_sample or to_tensors
         self.collate_fn = collate_fn or fast_collate
@@ -171,15 +201,18 @@ class StreamDataset(IterableDataset):
         Raises IndexError when nothing is pending (call `prefetch` first).
         """
         samples = self._pending.popleft()
-        if self._columnar and isinstance(samples, SampleBlock):
-            # what to_tensors + fast_collate give, without the per-sample tensors
-            fields = samples.fields
-            return {k: torch.from_numpy(_contiguous(v)) for k, v in fields.items()}, len(samples)
-        process = self.process_sample
-        return self.collate_fn([process(s) for s in samples]), len(samples)
+        return self.collate_samples(samples), len(samples)
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:
         """Process and collate `samples` (e.g. a validation batch) like training batches."""
+        if self._columnar:  # as one block (samples restored from a checkpoint too)
+            block = (
+                samples if isinstance(samples, SampleBlock) else SampleBlock.from_samples(samples)
+            )
+            if self.process_batch is not None:
+                return self.process_batch(block)
+            # what to_tensors + fast_collate give, without the per-sample tensors
+            return {k: torch.from_numpy(_contiguous(v)) for k, v in block.fields.items()}
         process = self.process_sample
         return self.collate_fn([process(s) for s in samples])
 

@@ -20,7 +20,13 @@ from accelerate.utils import DistributedType, parse_flag_from_env, send_to_devic
 from melissa_trainer import checkpoint as ckpt
 from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Sample, make_buffer
-from melissa_trainer.dataset import Collate, ProcessSample, StreamDataset
+from melissa_trainer.dataset import (
+    Collate,
+    ProcessBatch,
+    ProcessSample,
+    StreamDataset,
+    check_batch_options,
+)
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -77,6 +83,8 @@ class OnlineTrainer:
         process_sample: turns one sample into one example; by default each field becomes
             a tensor. The default `compute_loss` expects `(inputs, targets)` examples.
         collate_fn: stacks examples into a batch (default: one `torch.stack` per field).
+        process_batch: instead of both: turns a `SampleBlock` (a batch of samples, one
+            array per field) into a batch at once (see `StreamDataset`).
         loss_fn: `loss_fn(model(inputs), targets)`, mean squared error by default.
         eval_dataset: a sequence of samples (like the stream's) for validation; each rank
             evaluates its share and the mean loss is reduced over ranks.
@@ -99,11 +107,13 @@ class OnlineTrainer:
         train_source: Source | Iterable[Any] | Callable[[int, int], Iterable[Any]],
         process_sample: ProcessSample | None = None,
         collate_fn: Collate | None = None,
+        process_batch: ProcessBatch | None = None,
         loss_fn: LossFn | None = None,
         eval_dataset: Sequence[Sample] | None = None,
         hooks: Iterable[Hook] = (),
         use_default_hooks: bool = True,
     ) -> None:
+        check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
         self.args = args
         self.accelerator = Accelerator(
             cpu=_cpu_only_launch(),
@@ -143,7 +153,12 @@ class OnlineTrainer:
         self.source = as_source(train_source)
         self.source.configure(args.output_dir)
         self.dataset = StreamDataset(
-            self.buffer, args.batch_size, process_sample, collate_fn, source=self.source
+            self.buffer,
+            args.batch_size,
+            process_sample,
+            collate_fn,
+            source=self.source,
+            process_batch=process_batch,
         )
         self.state = TrainerState(max_steps=args.max_steps)
         self.control = TrainerControl()

@@ -7,9 +7,11 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import Recorder, linear_samples, small_model, xy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
@@ -240,3 +242,70 @@ def test_pending_blocks_survive_a_checkpoint(tmp_path: Any) -> None:
         assert n == m and a.keys() == b.keys()
         assert all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a)
     assert n == 2 and b["id"].tolist() == [18, 19]
+
+
+def _xy_batch(block: SampleBlock) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
+
+
+@pytest.mark.parametrize("kind", ["fifo", "firo", "reservoir"])
+def test_process_batch_makes_the_batches_that_process_sample_and_collate_make(
+    kind: str,
+) -> None:
+    batches = []
+    for options in ({"process_batch": _xy_batch}, {"process_sample": xy}):
+        buf = make_buffer(kind, 128, seed=2)
+        buf.put_available(list(linear_samples(50)))
+        buf.close()
+        batches.append(list(StreamDataset(buf, batch_size=8, **options)))
+    assert len(batches[0]) == len(batches[1]) == 7
+    for (xa, ya), (xb, yb) in zip(*batches, strict=True):
+        assert torch.equal(xa, xb) and torch.equal(ya, yb)
+
+
+def test_process_batch_replaces_process_sample_and_collate(tmp_path: Any) -> None:
+    buf = FIFOBuffer(4)
+    with pytest.raises(ValueError, match="replaces process_sample.*got it with collate_fn"):
+        StreamDataset(buf, 2, collate_fn=list, process_batch=_xy_batch)
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), report_to="none")
+    with pytest.raises(ValueError, match="got it with process_sample"):
+        OnlineTrainer(
+            small_model(),
+            args,
+            torch.optim.SGD(small_model().parameters(), lr=0.1),
+            train_source=[],
+            process_sample=xy,
+            process_batch=_xy_batch,
+        )
+    assert not (tmp_path / "out").exists()  # failed before anything started
+
+
+def test_a_trainer_with_process_batch_trains_and_evaluates_as_with_process_sample(
+    tmp_path: Any,
+) -> None:
+    losses = []
+    for i, options in enumerate(({"process_batch": _xy_batch}, {"process_sample": xy})):
+        args = TrainingArguments(
+            output_dir=str(tmp_path / f"out{i}"),
+            batch_size=8,
+            buffer_size=64,
+            report_to="none",
+            disable_progress_bar=True,
+            save_at_end=False,
+            eval_steps=5,
+        )
+        model = small_model()
+        rec = Recorder()
+        trainer = OnlineTrainer(
+            model,
+            args,
+            torch.optim.Adam(model.parameters(), lr=1e-2),
+            train_source=list(linear_samples(83)),
+            eval_dataset=list(linear_samples(20, seed=9)),
+            hooks=[rec],
+            **options,
+        )
+        state = trainer.train()
+        assert state.global_step == 11
+        losses.append((rec.losses, trainer.evaluate()))
+    assert losses[0] == losses[1]

@@ -23,7 +23,7 @@ from helpers import drain
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from melissa_trainer.buffers import FIFOBuffer, Sample
+from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
 from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
@@ -217,6 +217,56 @@ def test_client_processes_arrive_exactly_once_bit_exact() -> None:
     assert tel["simulations_finished"] == 3
     assert set(tel) == set(telemetry_keys())
     assert buf.closed
+
+
+BATCHING_CLIENT = r"""
+import sys
+sys.path.insert(0, sys.argv[3])
+import stream_client as sc
+from melissa_trainer.client import Client
+endpoint, sim = sys.argv[1], int(sys.argv[2])
+spec = sc.parse_field("u:<f4:8,4")
+with Client({"u": (spec.shape, "float32")}, {"a": 1.0}, sim, [endpoint]) as c:
+    for t in range(300):
+        c.send(t, u=sc.field_value(sim, t, 0, spec))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_batched_small_fields_taken_as_blocks_arrive_exactly_once_bit_exact() -> None:
+    """The receiver puts the batches of `Client` processes into the FIFO as blocks; a
+    reader taking blocks of 7 (which split and join them) gets every step once."""
+    specs = [sc.parse_field("u:<f4:8,4")]
+    buf = FIFOBuffer(64)  # small: the clients are held back, blocks split at its edge
+    with running(buf, expected_simulations=3) as rec:
+        assert rec.endpoint is not None
+        scripts = str(SCRIPTS)
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", BATCHING_CLIENT, rec.endpoint, str(sim), scripts]
+            )
+            for sim in (1, 2, 3)
+        ]
+        samples: list[Sample] = []
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    block = buf.get_block(7, timeout=0.05)
+                except TimeoutError:
+                    continue
+                if block is None:
+                    break
+                assert isinstance(block, SampleBlock) and 1 <= len(block) <= 7
+                assert block.fields["u"].flags.owndata  # the reader's own arrays
+                samples += block.samples()
+        finally:
+            reap(*procs)
+        assert all(p.returncode == 0 for p in procs)
+        tel = rec.telemetry()
+    check_stream(samples, {sim: (range(300), specs, {"a": 1.0}) for sim in (1, 2, 3)})
+    assert tel["samples_put"] == 900 and tel["duplicates"] == 0
+    assert tel["messages"] < 300  # the clients batched their steps: the receiver got blocks
 
 
 @pytest.mark.timeout(30)

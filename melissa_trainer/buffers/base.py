@@ -54,7 +54,8 @@ class Buffer(abc.ABC):
           holds inserts back; raises :class:`BufferClosedError` once closed.
         * ``get_batch(n)`` blocks until ``n`` samples can be returned. Once closed it
           never blocks: it returns up to ``n`` samples, then ``[]`` forever ("no data
-          ever again", until a :meth:`rewind`).
+          ever again", until a :meth:`rewind`). ``get_block(n)`` is the same read, as
+          one :class:`SampleBlock` (``None`` for ``[]``).
         * ``timeout`` is in seconds (``None`` waits forever, ``0`` polls); when it
           expires, ``TimeoutError`` is raised ("no data yet" / "still full").
     """

@@ -235,7 +235,8 @@ class StreamDataset(IterableDataset):
             for s, sample in enumerate(samples):
                 for field, value in sample.items():
                     arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
-        fields = [[sorted(sample) for sample in samples] for samples in self._pending]
+        # each sample's fields in their order: a resumed batch is the same dict, order included
+        fields = [[list(sample) for sample in samples] for samples in self._pending]
         save_file(arrays, str(path / "pending.safetensors"))
         (path / "pending.json").write_text(json.dumps({"fields": fields}))
 

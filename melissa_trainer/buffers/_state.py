@@ -49,8 +49,17 @@ def encode_sample(arrays: dict[str, np.ndarray], prefix: str, sample: Sample) ->
         arrays[f"{prefix}/{name}"] = value
 
 
-def decode_samples(arrays: dict[str, np.ndarray]) -> dict[str, Sample]:
-    """Group ``"{prefix}/{field}"`` arrays back into samples keyed by prefix."""
+def field_order(arrays: dict[str, np.ndarray]) -> list[str]:
+    """The field names of ``"{prefix}/{field}"`` arrays, each once, as first met (the
+    order of the samples' dicts, which safetensors does not keep)."""
+    return list(dict.fromkeys(key.partition("/")[2] for key in arrays))
+
+
+def decode_samples(
+    arrays: dict[str, np.ndarray], order: list[str] | None = None
+) -> dict[str, Sample]:
+    """Group ``"{prefix}/{field}"`` arrays back into samples keyed by prefix, each
+    sample's fields in `order` (from `field_order`; those it lacks after them)."""
     samples: dict[str, Sample] = {}
     for key, value in arrays.items():
         prefix, sep, name = key.partition("/")
@@ -59,6 +68,20 @@ def decode_samples(arrays: dict[str, np.ndarray]) -> dict[str, Sample]:
         if not isinstance(value, np.ndarray):
             raise ValueError(f"malformed buffer state: {key!r} is not a numpy array")
         samples.setdefault(prefix, {})[name] = value
+    if order is None:
+        return samples
+    if not isinstance(order, list) or not all(isinstance(k, str) for k in order):
+        raise ValueError("malformed buffer state: 'field_order' must be a list of names")
+    rank = {name: i for i, name in enumerate(order)}
+    last = len(order)
+    orders: dict[tuple[str, ...], list[str]] = {}  # one sort per distinct field set
+    for prefix, sample in samples.items():
+        keys = tuple(sample)
+        want = orders.get(keys)
+        if want is None:
+            want = orders[keys] = sorted(keys, key=lambda k: rank.get(k, last))
+        if list(keys) != want:
+            samples[prefix] = {k: sample[k] for k in want}
     return samples
 
 

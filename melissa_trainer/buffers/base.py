@@ -470,6 +470,7 @@ class Buffer(abc.ABC):
                 "rate_limiter": None if self._limiter is None else self._limiter.state_dict(),
             }
             meta["contents"] = self._contents_state(arrays)
+            meta["field_order"] = _state.field_order(arrays)
             return arrays, meta
 
     def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -485,7 +486,7 @@ class Buffer(abc.ABC):
                 disagrees on having a rate limiter, or is malformed.
         """
         common = _state.parse_common_meta(meta, self.kind, self._capacity, self._limiter)
-        samples = _state.decode_samples(arrays)
+        samples = _state.decode_samples(arrays, meta.get("field_order"))
         with self._lock:
             self._load_contents(samples, common.contents)
             if self._limiter is not None and common.limiter is not None:

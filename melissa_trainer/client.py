@@ -59,6 +59,7 @@ from melissa_trainer.stream.field_part import INLINE_MAX_BYTES, FieldPart
 from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.stream.send_arrays import place_parts, prepare_arrays
 from melissa_trainer.stream.step_set import StepSet
 
 __all__ = [
@@ -396,104 +397,14 @@ class Client:
         return fast_sender(fields, outbox, self._steps, self._clock, self._batch_delay)
 
     def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
-        """Validate the arrays of one send (nothing is sent before all pass)."""
-        if given.keys() != self._fields.keys():
-            missing = [n for n in self._fields if n not in given]
-            unknown = [n for n in given if n not in self._fields]
-            raise ValueError(
-                f"send needs exactly the declared fields {list(self._fields)}"
-                + (f"; missing {missing}" if missing else "")
-                + (f"; unknown {unknown}" if unknown else "")
-            )
-        out = []
-        whole = self._comm is None
-        for name, f in self._fields.items():
-            value = given[name]
-            expected = f.spec.dtype
-            if (  # the usual array: checked in a few identity and tuple comparisons
-                whole
-                and type(value) is np.ndarray
-                and value.dtype is expected
-                and value.shape == f.spec.shape
-                and value.strides == f.c_strides
-            ):
-                out.append((f, value))
-                continue
-            arr = value if type(value) is np.ndarray else np.asarray(value)
-            if arr.dtype != expected:
-                if arr.dtype.newbyteorder("<") == expected and arr.dtype.byteorder == ">":
-                    arr = arr.astype(expected)  # same type, other byte order
-                else:
-                    raise TypeError(
-                        f"field {name!r}: dtype {arr.dtype}, expected {expected} (declared); "
-                        f"convert it with .astype() if that is what you mean"
-                    )
-            if self._comm is None:
-                if arr.shape != f.spec.shape:
-                    raise ValueError(
-                        f"field {name!r}: shape {arr.shape}, expected the declared global "
-                        f"shape {f.spec.shape}"
-                    )
-            elif f.local_size >= 0 and arr.size != f.local_size:
-                raise ValueError(
-                    f"field {name!r}: {arr.size} elements on rank {self.rank}, but "
-                    f"{f.local_size} at the first send (a rank's part may not change size)"
-                )
-            if not arr.flags.c_contiguous:
-                arr = np.ascontiguousarray(arr)
-            out.append((f, arr))
-        return out
+        return prepare_arrays(self._fields, given, None if self._comm is None else self.rank)
 
     def _place(
         self, time_step: Any, given: Mapping[str, Any]
     ) -> list[tuple[FieldPart, np.ndarray]]:
-        """The first send with a communicator: offsets by a scan over ranks (collective).
-
-        Every rank takes part even if its own arrays are invalid, and all ranks raise
-        together, so that a mistake on one rank does not leave the others hanging.
-        """
-        from mpi4py import MPI
-
-        error: Exception | None = None
-        prepared: list[tuple[FieldPart, np.ndarray]] = []
-        try:
-            check_time_step(time_step)
-            prepared = self._prepare(given)
-        except Exception as exc:  # raised below, once the other ranks know
-            error = exc
-        n = len(self._fields)
-        local = np.zeros(n + 1, dtype=np.int64)  # the sizes, then "this rank failed"
-        if error is None:
-            local[:n] = [arr.size for _, arr in prepared]
-        else:
-            local[n] = 1
-        offsets = np.zeros_like(local)
-        totals = np.zeros_like(local)
-        self._comm.Exscan(local, offsets, op=MPI.SUM)
-        if self.rank == 0:
-            offsets[:] = 0  # MPI leaves rank 0's result undefined
-        self._comm.Allreduce(local, totals, op=MPI.SUM)
-        if error is not None:
-            raise error
-        if totals[n]:
-            raise ValueError(
-                f"the first send failed its checks on {totals[n]} other rank(s); "
-                f"see the error there"
-            )
-        wrong = {
-            f.spec.name: (int(total), f.spec.size)
-            for f, total in zip(self._fields.values(), totals[:n], strict=True)
-            if total != f.spec.size
-        }
-        if wrong:
-            raise ValueError(
-                "the ranks' parts do not add up to the global fields: "
-                + ", ".join(
-                    f"{k!r} has {got} elements, expected {exp}" for k, (got, exp) in wrong.items()
-                )
-            )
-        for (f, arr), offset in zip(prepared, offsets[:n], strict=True):
-            f.place(self.simulation_id, self.rank, self.ranks, int(offset), arr.size)
+        prepared = place_parts(
+            self._fields, given, time_step, self._comm, self.simulation_id, self.rank, self.ranks
+        )
         self._placed = True
         return prepared
 

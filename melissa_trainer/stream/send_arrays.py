@@ -1,0 +1,140 @@
+"""The arrays of one `Client.send`: checked against the declared fields, and placed
+over the ranks of a communicator at the first send.
+
+Nothing is sent before every array of a step has passed. Imports numpy only (mpi4py
+when placing over a communicator): simulations need neither torch nor accelerate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from melissa_trainer.stream.client_config import check_time_step
+from melissa_trainer.stream.field_part import FieldPart
+
+__all__ = ["place_parts", "prepare_arrays"]
+
+Prepared = list[tuple[FieldPart, np.ndarray]]
+
+
+def prepare_arrays(
+    fields: Mapping[str, FieldPart], given: Mapping[str, Any], rank: int | None
+) -> Prepared:
+    """Each declared field with its array of this send, C-contiguous and of the
+    declared dtype (a big-endian array of the same type is converted).
+
+    `rank` is None without a communicator (every array has the declared global shape);
+    with one, this rank's part may have any shape, of the size placed at the first send.
+
+    Raises:
+        ValueError: a missing or unknown field, a wrong shape or size.
+        TypeError: an array of another dtype.
+    """
+    if given.keys() != fields.keys():
+        missing = [n for n in fields if n not in given]
+        unknown = [n for n in given if n not in fields]
+        raise ValueError(
+            f"send needs exactly the declared fields {list(fields)}"
+            + (f"; missing {missing}" if missing else "")
+            + (f"; unknown {unknown}" if unknown else "")
+        )
+    out = []
+    whole = rank is None
+    for name, f in fields.items():
+        value = given[name]
+        expected = f.spec.dtype
+        if (  # the usual array: checked in a few identity and tuple comparisons
+            whole
+            and type(value) is np.ndarray
+            and value.dtype is expected
+            and value.shape == f.spec.shape
+            and value.strides == f.c_strides
+        ):
+            out.append((f, value))
+            continue
+        arr = value if type(value) is np.ndarray else np.asarray(value)
+        if arr.dtype != expected:
+            if arr.dtype.newbyteorder("<") == expected and arr.dtype.byteorder == ">":
+                arr = arr.astype(expected)  # same type, other byte order
+            else:
+                raise TypeError(
+                    f"field {name!r}: dtype {arr.dtype}, expected {expected} (declared); "
+                    f"convert it with .astype() if that is what you mean"
+                )
+        if whole:
+            if arr.shape != f.spec.shape:
+                raise ValueError(
+                    f"field {name!r}: shape {arr.shape}, expected the declared global "
+                    f"shape {f.spec.shape}"
+                )
+        elif f.local_size >= 0 and arr.size != f.local_size:
+            raise ValueError(
+                f"field {name!r}: {arr.size} elements on rank {rank}, but "
+                f"{f.local_size} at the first send (a rank's part may not change size)"
+            )
+        if not arr.flags.c_contiguous:
+            arr = np.ascontiguousarray(arr)
+        out.append((f, arr))
+    return out
+
+
+def place_parts(
+    fields: Mapping[str, FieldPart],
+    given: Mapping[str, Any],
+    time_step: Any,
+    comm: Any,
+    simulation_id: int,
+    rank: int,
+    ranks: int,
+) -> Prepared:
+    """The first send with a communicator: offsets by a scan over ranks (collective);
+    each field part is placed (`FieldPart.place`) and the prepared arrays returned.
+
+    Every rank takes part even if its own arrays are invalid, and all ranks raise
+    together, so that a mistake on one rank does not leave the others hanging.
+    """
+    from mpi4py import MPI
+
+    error: Exception | None = None
+    prepared: Prepared = []
+    try:
+        check_time_step(time_step)
+        prepared = prepare_arrays(fields, given, rank)
+    except Exception as exc:  # raised below, once the other ranks know
+        error = exc
+    n = len(fields)
+    local = np.zeros(n + 1, dtype=np.int64)  # the sizes, then "this rank failed"
+    if error is None:
+        local[:n] = [arr.size for _, arr in prepared]
+    else:
+        local[n] = 1
+    offsets = np.zeros_like(local)
+    totals = np.zeros_like(local)
+    comm.Exscan(local, offsets, op=MPI.SUM)
+    if rank == 0:
+        offsets[:] = 0  # MPI leaves rank 0's result undefined
+    comm.Allreduce(local, totals, op=MPI.SUM)
+    if error is not None:
+        raise error
+    if totals[n]:
+        raise ValueError(
+            f"the first send failed its checks on {totals[n]} other rank(s); see the error there"
+        )
+    wrong = {
+        f.spec.name: (int(total), f.spec.size)
+        for f, total in zip(fields.values(), totals[:n], strict=True)
+        if total != f.spec.size
+    }
+    if wrong:
+        raise ValueError(
+            "the ranks' parts do not add up to the global fields: "
+            + ", ".join(
+                f"{k!r} has {got} elements, expected {exp}" for k, (got, exp) in wrong.items()
+            )
+        )
+    for (f, arr), offset in zip(prepared, offsets[:n], strict=True):
+        f.place(simulation_id, rank, ranks, int(offset), arr.size)
+    return prepared

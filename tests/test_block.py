@@ -16,6 +16,9 @@ from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
     FIFOBuffer,
+    FIROBuffer,
+    RateLimiter,
+    ReservoirBuffer,
     Sample,
     SampleBlock,
     make_buffer,
@@ -130,9 +133,20 @@ def _ids(batch: Any) -> list[int]:
     return [int(s["id"]) for s in batch]
 
 
-def _reload(buf: Buffer, kind: str, capacity: int, retain: bool) -> Buffer:
+def _fresh(kind: str, capacity: int, retain: bool, limited: bool) -> Buffer:
+    """A buffer of `kind`, with a rate limiter (one draw per insert) if `limited`."""
+    if not limited:
+        return make_buffer(kind, capacity, seed=3, retain=retain)
+    limiter = RateLimiter(1.0, capacity + 1.0, min_size_to_sample=1)
+    cls = {"fifo": FIFOBuffer, "firo": FIROBuffer, "reservoir": ReservoirBuffer}[kind]
+    if kind == "reservoir":
+        return cls(capacity, seed=3, rate_limiter=limiter)
+    return cls(capacity, seed=3, rate_limiter=limiter, retain=retain)
+
+
+def _reload(buf: Buffer, kind: str, capacity: int, retain: bool, limited: bool) -> Buffer:
     arrays, meta = buf.state_dict()
-    fresh = make_buffer(kind, capacity, seed=3, retain=retain)
+    fresh = _fresh(kind, capacity, retain, limited)
     fresh.load_state_dict({k: v.copy() for k, v in arrays.items()}, meta)
     return fresh
 
@@ -142,15 +156,17 @@ def _reload(buf: Buffer, kind: str, capacity: int, retain: bool) -> Buffer:
     kind=st.sampled_from(["fifo", "firo", "reservoir"]),
     capacity=st.integers(1, 12),
     retain=st.booleans(),
+    limited=st.booleans(),
     steps=ops,
 )
 def test_a_buffer_given_blocks_behaves_as_one_given_their_samples(
-    kind: str, capacity: int, retain: bool, steps: list[tuple[str, int]]
+    kind: str, capacity: int, retain: bool, limited: bool, steps: list[tuple[str, int]]
 ) -> None:
     """Same served samples (by `get_batch` or `get_block`), sizes, stats and
-    checkpoints, whether each burst is put as a block or as a list of its samples."""
+    checkpoints, whether each burst is put as a block or as a list of its samples,
+    with or without a rate limiter."""
     retain = retain and kind != "reservoir"
-    bufs = [make_buffer(kind, capacity, seed=3, retain=retain) for _ in range(2)]
+    bufs = [_fresh(kind, capacity, retain, limited) for _ in range(2)]
     first = 0
     for op, n in steps:
         if op == "put" and bufs[0].closed:
@@ -172,7 +188,7 @@ def test_a_buffer_given_blocks_behaves_as_one_given_their_samples(
                     got.append("timeout")
             assert got[0] == got[1]
         elif op == "save":
-            bufs = [_reload(b, kind, capacity, retain) for b in bufs]
+            bufs = [_reload(b, kind, capacity, retain, limited) for b in bufs]
         elif op == "rewind" and retain:
             assert bufs[0].rewind() == bufs[1].rewind()
         elif op == "close":

@@ -86,9 +86,8 @@ def check_batch_options(
 ) -> None:
     """Raise ValueError if `process_batch` comes with `process_sample` or `collate_fn`."""
     if process_batch is not None and (process_sample is not None or collate_fn is not None):
-        given = [
-            n for n, v in (("process_sample", process_sample), ("collate_fn", collate_fn)) if v
-        ]
+        pairs = (("process_sample", process_sample), ("collate_fn", collate_fn))
+        given = [name for name, value in pairs if value is not None]
         raise ValueError(
             f"process_batch makes whole batches, so it replaces process_sample and "
             f"collate_fn; got it with {' and '.join(given)}: pass either process_batch, or "
@@ -105,12 +104,6 @@ class StreamDataset(IterableDataset):
         process_sample: turns one sample (a dict of numpy arrays) into one training
             example, e.g. an `(inputs, targets)` tuple of tensors.
         collate_fn: stacks examples into a batch (default `fast_collate`).
-
-    With neither `process_sample` nor `collate_fn` (a batch is then the dict of
-    stacked fields as tensors, or what `process_batch` makes), batches are taken as
-    blocks (`Buffer.get_block`) and never go through a per-sample object: the same
-    batches, for less work per sample (a FIFO serves the blocks a receiver put as they
-    are).
         source: polled while waiting for data, so a failed producer raises.
         poll_interval: seconds between those polls while no data arrives.
         process_batch: instead of `process_sample` and `collate_fn`: turns a whole
@@ -121,6 +114,11 @@ class StreamDataset(IterableDataset):
 
     Raises:
         ValueError: `process_batch` given with `process_sample` or `collate_fn`.
+
+    With neither `process_sample` nor `collate_fn` (a batch is then the dict of stacked
+    fields as tensors, or what `process_batch` makes), batches are taken as blocks
+    (`Buffer.get_block`) and never go through a per-sample object: the same batches,
+    for less work per sample (a FIFO serves the blocks a receiver put as they are).
 
     Not thread-safe: one consumer (the training thread).
     """

@@ -88,13 +88,11 @@ class SampleBlock(Sequence[Sample]):
     @classmethod
     def from_samples(cls, samples: Sequence[Sample]) -> SampleBlock:
         """Stack samples (dicts with the same fields, shapes and dtypes) into a block
-        of fresh arrays; a block given is copied the same way.
+        of fresh arrays.
 
         Raises:
             ValueError: no sample, or samples that disagree (naming the field).
         """
-        if isinstance(samples, SampleBlock):
-            return cls({k: v.copy() for k, v in samples.fields.items()})
         if not samples:
             raise ValueError("a SampleBlock holds at least one sample")
         keys = list(samples[0])

@@ -54,9 +54,9 @@ from melissa_trainer.stream.client_config import (
     resolve_endpoints,
 )
 from melissa_trainer.stream.endpoints import fetch_endpoints
-from melissa_trainer.stream.fast_send import FastSend, SendClock, fast_sender
+from melissa_trainer.stream.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.stream.field_part import INLINE_MAX_BYTES, FieldPart
-from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays
+from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays, Released
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.protocol import FieldSpec
 from melissa_trainer.stream.send_arrays import place_parts, prepare_arrays
@@ -385,12 +385,16 @@ class Client:
     def _fast_path(self) -> FastSend | None:
         """The specialized usual send (see `fast_send`), or None if sends cannot take
         it: with a communicator (parts of any shape), a send timeout (a deadline and a
-        rollback), or a field that is not batched."""
+        rollback), or fields that are neither all batched nor all sent without a copy."""
         outbox = self._outbox
-        if outbox is None or self._comm is not None or self._send_timeout is not None:
+        if self._comm is not None or self._send_timeout is not None or not self._fields:
             return None
         fields = list(self._fields.values())
-        if not fields or not all(
+        if all(not f.inline for f in fields):
+            return fast_large_sender(
+                fields, self._sockets, self._lock, self._held, self._steps, self._clock
+            )
+        if outbox is None or not all(
             f.inline and 0 < f.nbytes <= self._batch_record_max for f in fields
         ):
             return None
@@ -427,7 +431,7 @@ class Client:
 
     def _push_two(
         self, sock: zmq.Socket, header: bytes, payload: np.ndarray, deadline: float | None
-    ) -> zmq.MessageTracker:
+    ) -> Released:
         self._arm(sock, deadline)
         try:
             sock.send(header, zmq.SNDMORE)
@@ -435,10 +439,13 @@ class Client:
             raise self._timeout(None) from None
         # The high-water mark counts whole messages: once the first part is queued, the
         # second one is accepted at once (multi-part messages are atomic).
+        view = payload.data  # a new memoryview: pyzmq alone keeps it after the send
+        released = Released(view)
         try:
-            return sock.send(payload.data, copy=False, track=True)
+            sock.send(view, copy=False)
         except zmq.Again:  # pragma: no cover - only if the connection broke in between
             raise self._timeout(None) from None
+        return released
 
     def _timeout(self, step: int | None) -> TimeoutError:
         what = "a message" if step is None else f"time step {step}"

@@ -619,6 +619,48 @@ def test_batched_sends_validate_like_the_first(receiver: Receiver) -> None:
             assert int(m.payload.reshape(-1)[0]) == m.time_step // 2, m
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("reuse", ["immediate", "next_send", "never"])
+def test_large_sends_take_a_short_path_that_sends_what_the_general_one_does(
+    zctx: zmq.Context, reuse: str
+) -> None:
+    """A client whose fields all leave without a copy takes `send`'s short path: it sends
+    the very frames the general path sends, a bad send among good ones raises what it
+    would raise alone and queues nothing, and `array_reuse` is honoured ("never" makes
+    the array read-only; every mode releases what it sent by `close`)."""
+    fields = {"u": ((128, 129), "float32"), "w": ((70000,), "int8")}  # both > 64 KiB
+    sent: list[list[list[bytes]]] = []
+    for short in (True, False):
+        receiver = Receiver(zctx)
+        c = Client(fields, None, 3, receiver.endpoint, array_reuse=reuse)
+        assert c._fast is not None
+        if not short:
+            c._fast = None  # the general path, for comparison
+        arrays = []
+        for t in (0, 1, 5, 6):
+            u, w = np.full((128, 129), t, np.float32), np.full(70000, t, np.int8)
+            c.send(t, u=u, w=w)
+            arrays.append(u)
+            with pytest.raises(TypeError, match="'u'.*float64.*float32"):
+                c.send(t + 10, u=u.astype(np.float64), w=w)
+            with pytest.raises(ValueError, match=r"missing \['w'\]"):
+                c.send(t + 10, u=u)
+        c.send(7, {"u": u.T.copy().T, "w": w})  # a mapping: the general path
+        assert all(a.flags.writeable == (reuse != "never") for a in arrays)
+        assert c.steps_sent == 5
+        c.close()
+        messages = receiver.until_bye()
+        data = [m for m in messages if isinstance(m, p.Data)]
+        assert [(m.time_step, m.name) for m in data] == [
+            (t, name) for t in (0, 1, 5, 6, 7) for name in ("u", "w")
+        ]
+        assert all(np.all(m.payload == min(m.time_step, 6)) for m in data)
+        assert receiver.frames[1:-1] == [2] * 10  # header + payload, one message each
+        assert c._held.nbytes == 0 and len(c._held) == 0
+        sent.append(receiver.raw)
+    assert sent[0] == sent[1]
+
+
 @pytest.mark.timeout(30)
 def test_batched_sends_of_one_field_validate_like_the_first(receiver: Receiver) -> None:
     """A single-field client's quick sends take their own short path: a bad one raises

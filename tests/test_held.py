@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import zmq
 
 from melissa_trainer.stream import held as held_module
-from melissa_trainer.stream.held import HeldArrays
+from melissa_trainer.stream.held import HeldArrays, Released
 
 
 class FakeTracker:
@@ -84,3 +85,42 @@ def test_a_wait_past_its_deadline_keeps_the_arrays_held() -> None:
 def test_unknown_modes_are_refused() -> None:
     with pytest.raises(ValueError, match="array_reuse must be one of"):
         HeldArrays("sometimes")
+
+
+@pytest.mark.timeout(30)
+def test_released_tracks_a_zero_copy_frame_until_zeromq_frees_it() -> None:
+    """`Released` (the client's tracker) is done exactly when pyzmq drops the object
+    sent without a copy: not while the message is queued or held by the receiver, at
+    once after the received frame is freed (in pyzmq's collector thread); `wait` past
+    its timeout raises `zmq.NotDone`, as pyzmq's trackers do."""
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    try:
+        pull.bind("inproc://released")
+        push.connect("inproc://released")
+        array = np.arange(1 << 16, dtype=np.float64)  # 512 KiB: above the copy threshold
+        view = array.data
+        tracker = Released(view)
+        push.send(view, copy=False)
+        del view  # the client keeps no reference after the send
+        assert not tracker.done
+        with pytest.raises(zmq.NotDone):
+            tracker.wait(0.05)
+        frame = pull.recv(copy=False)  # the receiver holds the very same memory
+        assert not tracker.done
+        assert np.array_equal(np.frombuffer(frame.buffer, np.float64), array)
+        del frame
+        tracker.wait(10.0)  # returns once the collector thread has dropped the view
+        assert tracker.done
+        tracker.wait(0.0)  # done stays done
+
+        small = memoryview(b"x" * 100)  # under the copy threshold: copied, never held
+        quick = Released(small)
+        push.send(small, copy=False)
+        del small
+        assert quick.done
+        pull.recv()
+    finally:
+        pull.close(linger=0)
+        push.close(linger=0)
+        ctx.term()

@@ -1,4 +1,5 @@
-"""The client's usual `send`, specialized once: small fields appended to their batches.
+"""The client's usual `send`, specialized once: small fields appended to their batches
+(`fast_sender`), or large ones sent without a copy (`fast_large_sender`).
 
 A 1 KB field costs about as much Python in `Client.send` as it does on the wire, and a
 simulation's client shares the cores with the trainer's receiver, so every step the
@@ -8,6 +9,9 @@ as declared (no cast, no copy into C order), every field batched, sends less tha
 `batch_delay` apart, no deadline, no communicator. Anything else returns False, and
 the client takes its general path, which checks everything and says what is wrong.
 What is sent, and every decision taken, is exactly what the general path would do.
+`fast_large_sender` does the same for a client whose fields all leave without a copy
+(more than `INLINE_MAX_BYTES` each): a 1 MiB field's send took 17-19 us of the client's
+thread through the general path, against 7 us for the two raw pyzmq sends it makes.
 
 Thread-safety: as the client's (one thread); the outbox's lock guards the batches
 against the flusher thread.
@@ -21,12 +25,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import zmq
 
 from melissa_trainer.stream.field_part import FieldPart
+from melissa_trainer.stream.held import HeldArrays, Released
 from melissa_trainer.stream.outbox import Outbox
 from melissa_trainer.stream.step_set import StepSet
 
-__all__ = ["FastSend", "SendClock", "fast_sender"]
+__all__ = ["FastSend", "SendClock", "fast_large_sender", "fast_sender"]
 
 _U64 = 1 << 64
 _pack_step = struct.Struct("<Q").pack
@@ -99,6 +105,60 @@ def fast_sender(
                 due = append_step(index, headers, step, payloads, now)
             if due:
                 send_group(index, None)
+        steps[index].add(time_step)
+        return True
+
+    return fast
+
+
+def fast_large_sender(
+    fields: Sequence[FieldPart],
+    sockets: Sequence[zmq.Socket],
+    lock: Any,
+    held: HeldArrays,
+    steps: Sequence[StepSet],
+    clock: SendClock,
+) -> FastSend:
+    """The usual send of a client whose `fields` all leave without a copy (module doc):
+    per field a DATA header, then the array's own memory (`Released` tracks it), held
+    and waited for as `held.mode` says; `lock` is the sockets' (the client's)."""
+    specs = tuple(
+        (f.spec.name, f.spec.dtype, f.spec.shape, f.c_strides, f.head, f.tail, f.nbytes)
+        for f in fields
+    )
+    n_fields, n_sockets = len(fields), len(sockets)
+    never = held.mode == "never"
+    hold, after_send = held.add, held.after_send
+    ndarray, monotonic, more = np.ndarray, time.monotonic, zmq.SNDMORE
+
+    def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
+        if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < _U64:
+            return False
+        arrays = []
+        for name, dtype, shape, strides, _, _, _ in specs:
+            v = given.get(name)
+            if (
+                type(v) is not ndarray
+                or v.dtype is not dtype
+                or v.shape != shape
+                or v.strides != strides
+            ):
+                return False
+            arrays.append(v)
+        clock.last = monotonic()
+        index = time_step % n_sockets
+        sock, step = sockets[index], _pack_step(time_step)
+        with lock:
+            for (_, _, _, _, head, tail, nbytes), array in zip(specs, arrays, strict=True):
+                sock.send(head + step + tail, more)
+                view = array.data  # a new memoryview: pyzmq alone keeps it after the send
+                released = Released(view)
+                sock.send(view, copy=False)
+                del view  # (else this frame would keep it alive while `after_send` waits)
+                hold(released, nbytes)
+                if never:
+                    array.flags.writeable = False  # the client's now: see array_reuse
+        after_send(n_fields, None)
         steps[index].add(time_step)
         return True
 

@@ -82,6 +82,9 @@ __all__ = ["DEFAULT_BIND", "Receiver", "telemetry_keys"]
 
 logger = logging.getLogger(__name__)
 
+_RCVMORE = int(zmq.RCVMORE)
+_POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
+
 DEFAULT_BIND = "tcp://127.0.0.1:*"
 #: added to max_message_bytes for zmq.MAXMSGSIZE: any header, and the largest HELLO
 HEADER_ALLOWANCE = protocol.MAX_HELLO_BYTES + 1024
@@ -358,10 +361,18 @@ class Receiver:
         assert sock is not None
         if not feeder.flush(block=not pump):
             return
-        recv, getsockopt, decode = sock.recv, sock.getsockopt, protocol.decode
-        on_data, max_bytes, rcvmore = ing.data, self._max_bytes, zmq.RCVMORE
+        # A pump asks `zmq_poll` (the backend's, not `Socket.poll`, which builds a Poller
+        # per call) whether a message waits: a third of the cost of a failed recv (an
+        # Again exception), and most pumps of large messages find the socket empty.
+        recv, get, decode, poll, polled = (
+            sock.recv,
+            sock.get,
+            protocol.decode,
+            zmq.zmq_poll,
+            [(sock, _POLLIN)],
+        )
+        on_data, max_bytes, rcvmore = ing.data, self._max_bytes, _RCVMORE
         decode_one = self._decode_one
-        flags = zmq.NOBLOCK if pump else 0
         monotonic, takeover = time.monotonic, self._takeover
         deadline = monotonic() + self._pump_budget
         wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
@@ -369,26 +380,30 @@ class Receiver:
             if pump:
                 if feeder.overflow or monotonic() > deadline:
                     return
+                if not poll(polled, 0):
+                    self._on_idle()
+                    if not (wait_ms and not self._ended and poll(polled, wait_ms)):
+                        return
+                    wait_ms = 0  # once per pump: the reader looks at its buffer next
+                    deadline = monotonic() + self._pump_budget
+                try:
+                    frame = recv(_NOBLOCK)  # (a whole message waits: poll said so)
+                except zmq.Again:  # pragma: no cover - only if the poll was stale
+                    return
             else:
                 if self._attention:
                     self._on_request()
                 if monotonic() - self._last_pump < takeover:
                     return  # the training thread took over
-            try:
-                frame = recv(flags)
-            except zmq.Again:
-                self._on_idle()
-                if pump:
-                    if wait_ms and not self._ended and sock.poll(wait_ms):
-                        wait_ms = 0  # once per pump: the reader looks at its buffer next
-                        deadline = monotonic() + self._pump_budget
-                        continue
-                    return
-                continue
+                try:
+                    frame = recv()  # blocks up to RCVTIMEO
+                except zmq.Again:
+                    self._on_idle()
+                    continue
             size, part = len(frame), None
             # Only a DATA header without INLINE has a payload frame; other extra frames
             # are not looked for (they would be read, and rejected, as messages).
-            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and getsockopt(rcvmore):
+            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and get(rcvmore):
                 part = recv(copy=False)
                 size += len(part)
             ing.messages += 1

@@ -364,13 +364,8 @@ class Receiver:
         # A pump asks `zmq_poll` (the backend's, not `Socket.poll`, which builds a Poller
         # per call) whether a message waits: a third of the cost of a failed recv (an
         # Again exception), and most pumps of large messages find the socket empty.
-        recv, get, decode, poll, polled = (
-            sock.recv,
-            sock.get,
-            protocol.decode,
-            zmq.zmq_poll,
-            [(sock, _POLLIN)],
-        )
+        recv, get, decode = sock.recv, sock.get, protocol.decode
+        poll, polled = zmq.zmq_poll, [(sock, _POLLIN)]
         on_data, max_bytes, rcvmore = ing.data, self._max_bytes, _RCVMORE
         decode_one = self._decode_one
         monotonic, takeover = time.monotonic, self._takeover

@@ -52,6 +52,31 @@ class SendClock:
         self.last = -float("inf")
 
 
+_Check = tuple[str, np.dtype, tuple[int, ...], tuple[int, ...]]
+
+
+def _checks(fields: Sequence[FieldPart]) -> tuple[_Check, ...]:
+    """Name, dtype, shape and C strides of each field: what `_declared` compares."""
+    return tuple((f.spec.name, f.spec.dtype, f.spec.shape, f.c_strides) for f in fields)
+
+
+def _declared(checks: tuple[_Check, ...], given: Mapping[str, Any]) -> list[np.ndarray] | None:
+    """The arrays of `given` in declared order if each is exactly as declared (an ndarray
+    of the dtype, the shape and C order, no cast or copy needed), else None."""
+    arrays = []
+    for name, dtype, shape, strides in checks:
+        v = given.get(name)
+        if (
+            type(v) is not np.ndarray
+            or v.dtype is not dtype
+            or v.shape != shape
+            or v.strides != strides
+        ):
+            return None
+        arrays.append(v)
+    return arrays
+
+
 def fast_sender(
     fields: Sequence[FieldPart],
     outbox: Outbox,
@@ -63,27 +88,19 @@ def fast_sender(
 
     `steps[i]` records the steps sent to receiver i (step t goes to t % len(steps)).
     """
-    checks = tuple((f.spec.name, f.spec.dtype, f.spec.shape, f.c_strides) for f in fields)
+    checks = _checks(fields)
     headers = tuple(f.batch_head for f in fields)
     n_fields, n_receivers = len(fields), len(steps)
     lock, groups, limit = outbox.lock, outbox.groups, outbox.limit
     append_step, send_group = outbox.append_step, outbox.send
-    ndarray, monotonic = np.ndarray, time.monotonic
+    monotonic = time.monotonic
 
     def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
         if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < _U64:
             return False
-        payloads = []
-        for name, dtype, shape, strides in checks:
-            v = given.get(name)
-            if (
-                type(v) is not ndarray
-                or v.dtype is not dtype
-                or v.shape != shape
-                or v.strides != strides
-            ):
-                return False
-            payloads.append(v)
+        payloads = _declared(checks, given)
+        if payloads is None:
+            return False
         now = monotonic()
         if now - clock.last >= batch_delay:
             return False  # a rare send: the general path sends it at once
@@ -122,34 +139,24 @@ def fast_large_sender(
     """The usual send of a client whose `fields` all leave without a copy (module doc):
     per field a DATA header, then the array's own memory (`Released` tracks it), held
     and waited for as `held.mode` says; `lock` is the sockets' (the client's)."""
-    specs = tuple(
-        (f.spec.name, f.spec.dtype, f.spec.shape, f.c_strides, f.head, f.tail, f.nbytes)
-        for f in fields
-    )
+    checks = _checks(fields)
+    frames = tuple((f.head, f.tail, f.nbytes) for f in fields)
     n_fields, n_sockets = len(fields), len(sockets)
     never = held.mode == "never"
     hold, after_send = held.add, held.after_send
-    ndarray, monotonic, more = np.ndarray, time.monotonic, zmq.SNDMORE
+    monotonic, more = time.monotonic, zmq.SNDMORE
 
     def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
         if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < _U64:
             return False
-        arrays = []
-        for name, dtype, shape, strides, _, _, _ in specs:
-            v = given.get(name)
-            if (
-                type(v) is not ndarray
-                or v.dtype is not dtype
-                or v.shape != shape
-                or v.strides != strides
-            ):
-                return False
-            arrays.append(v)
+        arrays = _declared(checks, given)
+        if arrays is None:
+            return False
         clock.last = monotonic()
         index = time_step % n_sockets
         sock, step = sockets[index], _pack_step(time_step)
         with lock:
-            for (_, _, _, _, head, tail, nbytes), array in zip(specs, arrays, strict=True):
+            for (head, tail, nbytes), array in zip(frames, arrays, strict=True):
                 sock.send(head + step + tail, more)
                 view = array.data  # a new memoryview: pyzmq alone keeps it after the send
                 released = Released(view)

@@ -615,7 +615,9 @@ def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
         assert all(alive(pid) for pid in pids)
         launch.stop()
         assert [pid for pid in pids if alive(pid)] == []
-        assert launch.summary()["running"] == 2  # still to run after a resume
+        summary = launch.summary()  # killed, so not running: pending (run on resume)
+        assert (summary["running"], summary["pending"]) == (0, 3)
+        assert sorted(statuses(launch).values()) == ["pending", "pending"]
         launch.stop()  # idempotent
     finally:
         launch.stop()

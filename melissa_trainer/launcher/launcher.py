@@ -19,9 +19,13 @@ Policy, in short (the details are in `supervisor` and `workers`):
   ``MELISSA_TRAINER_RENDEZVOUS`` and ``MELISSA_TRAINER_ATTEMPT``, plus `env`, so that
   `melissa_trainer.client.Client(fields)` needs no argument; a command template may also
   use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
-* Exit 0 is success. A non-zero exit, or no heartbeat progress for `simulation_timeout`
+* Success is a simulation whose data all reached the receivers and whose process
+  ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A
+  non-zero exit, or no heartbeat progress for `simulation_timeout`
   s, kills and restarts the simulation (same id and parameters) up to `max_restarts`
-  times; then `on_failure` decides: "redraw", "abandon" or "raise".
+  times; then `on_failure` decides: "redraw", "abandon" or "raise"; and a study that
+  gives up more than ``(1 - min_finished_fraction)`` of its simulations fails.
+  `records.Study` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
   `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG).
@@ -42,14 +46,14 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from melissa_trainer.launcher.backends.base import Backend
 from melissa_trainer.launcher.records import ON_FAILURE, Study
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
-from melissa_trainer.launcher.supervisor import LauncherError, Settings, Supervisor
+from melissa_trainer.launcher.supervisor import DataReport, LauncherError, Settings, Supervisor
 from melissa_trainer.launcher.templates import CommandTemplate, callable_argv, pickle_callable
 from melissa_trainer.launcher.workers import DEFAULT_WORKER_BIND, WorkerSupervisor
 from melissa_trainer.stream.endpoints import is_loopback
@@ -79,6 +83,11 @@ class Launcher:
             "raise" (the study fails; `check()` raises).
         max_redraws: redraws allowed in the study (None: `n_simulations`); beyond, a
             failure raises.
+        min_finished_fraction: the share of `n_simulations` that must finish (0 < f
+            <= 1, default 0.5): the study fails (`check()` raises, listing the failures
+            with the last lines of their logs) as soon as more than ``n_simulations -
+            ceil(f * n_simulations)`` simulations were given up (redrawn or abandoned).
+            A study with no finished simulation always fails.
         worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs
             each run `simulation` once and ask for simulations (`launcher.worker`).
         worker_bind: the ZeroMQ endpoint where workers ask for simulations (worker mode
@@ -112,6 +121,7 @@ class Launcher:
         max_restarts: int = 2,
         on_failure: str = "redraw",
         max_redraws: int | None = None,
+        min_finished_fraction: float = 0.5,
         worker: bool = False,
         worker_bind: str = DEFAULT_WORKER_BIND,
         advertise_host: str | None = None,
@@ -128,6 +138,15 @@ class Launcher:
         _count("first_simulation_id", first_simulation_id, 0)
         if max_redraws is not None:
             _count("max_redraws", max_redraws, 0)
+        if (
+            isinstance(min_finished_fraction, bool)
+            or not isinstance(min_finished_fraction, int | float)
+            or not 0 < min_finished_fraction <= 1
+        ):
+            raise ValueError(
+                f"min_finished_fraction must be a number in (0, 1] (the share of "
+                f"n_simulations that must finish), not {min_finished_fraction!r}"
+            )
         if on_failure not in ON_FAILURE:
             raise ValueError(f"on_failure must be one of {list(ON_FAILURE)}, not {on_failure!r}")
         if simulation_timeout is not None:
@@ -185,6 +204,7 @@ class Launcher:
             on_failure=on_failure,
             max_redraws=n_simulations if max_redraws is None else max_redraws,
             first_simulation_id=first_simulation_id,
+            min_finished_fraction=float(min_finished_fraction),
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -202,6 +222,8 @@ class Launcher:
         heartbeat: Callable[[], Mapping[int, int]] | None = None,
         abandon: Callable[[int], None] | None = None,
         study_dir: str | os.PathLike[str] | None = None,
+        redrawn: Callable[[int], None] | None = None,
+        data: DataReport | None = None,
     ) -> None:
         """Start the supervisor thread; returns at once.
 
@@ -209,10 +231,16 @@ class Launcher:
             rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
             heartbeat: ``{simulation id: messages received}`` (`Receiver.activity`), for
                 `simulation_timeout`; called from the launcher's thread.
-            abandon: told each simulation id given up ("redraw", "abandon"), so that the
-                receivers stop waiting for it; called from the launcher's thread.
+            abandon: told each simulation id abandoned, so that the receivers stop
+                waiting for it; called from the launcher's thread.
+            redrawn: told each simulation id given up and replaced by a redraw (the
+                receivers stop waiting for it and wait for its replacement instead);
+                None: `abandon` is told.
             study_dir: where the logs (default) and a pickled callable go; default: the
                 parent of `rendezvous_dir`.
+            data: what the receivers report (complete data, refused HELLOs): with it, a
+                simulation is finished only once its data is complete, and an exit 0
+                whose data never all arrives is a failed attempt.
 
         Raises:
             RuntimeError: called twice, or after `stop`.
@@ -242,6 +270,8 @@ class Launcher:
                 return list(base_argv)
             return template.format(sid, parameters, settings.rendezvous_dir)
 
+        with self._lock:
+            self._study.data_reported = data is not None
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
             argv = base_argv if template is None else template.format_worker(str(rendezvous))
@@ -252,9 +282,11 @@ class Launcher:
                 max_restarts=self._max_restarts,
                 bind=self._worker_bind,
                 advertise_host=self._advertise,
+                redrawn=redrawn,
+                data=data,
             )
         else:
-            self._supervisor = Supervisor(*common)
+            self._supervisor = Supervisor(*common, redrawn=redrawn, data=data)
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
         atexit.register(self.stop)
         self._thread.start()
@@ -307,10 +339,27 @@ class Launcher:
             return self._error is None and self._study.done
 
     def summary(self) -> dict[str, float]:
-        """Counts: finished, running, pending (queued or not drawn yet), failed, abandoned,
-        restarts, redraws; and simulation_seconds, the wall time of all jobs so far."""
+        """Counts: finished, running (a process alive), exited (exit 0, data still due),
+        pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
+        simulation_seconds, the wall time of all jobs so far."""
         with self._lock:
             return self._study.summary(time.monotonic())
+
+    def failures(self) -> str:
+        """The study's failures as text: each failed simulation, its exit codes and the
+        last lines of its log ("" before `start`)."""
+        supervisor = self._supervisor
+        return "" if supervisor is None else supervisor.failures()
+
+    def waiting_for(self) -> list[int]:
+        """Ids the study still waits for (pending, running, or exited with data due)."""
+        with self._lock:
+            return self._study.waiting_for()
+
+    def describe(self, simulation_id: int) -> str:
+        """One line on a simulation: its state, exit codes, parameters."""
+        with self._lock:
+            return self._study.describe(simulation_id)
 
     # -- checkpoint -----------------------------------------------------------------------
 
@@ -333,6 +382,24 @@ class Launcher:
             raise RuntimeError("Launcher.load_state_dict() must be called before start()")
         with self._lock:
             self._study.load_state_dict(state)
+
+    def reconcile(self, complete: Iterable[int]) -> list[int]:
+        """After `load_state_dict`, before `start`: `complete` are the ids whose data
+        every receiver has in its checkpointed record. They are finished; every other
+        simulation that had run (exited, or "finished" by an exit 0 whose data the
+        checkpoint does not hold) runs again. Returns the ids that run again."""
+        if self._thread is not None:
+            raise RuntimeError("Launcher.reconcile() must be called before start()")
+        with self._lock:
+            rerun = self._study.reconcile(complete)
+        if rerun:
+            logger.info(
+                "resume: %d simulation(s) had exited but the checkpoint lacks some of their "
+                "data; they run again: %s",
+                len(rerun),
+                rerun,
+            )
+        return rerun
 
     # -- the thread -----------------------------------------------------------------------
 

@@ -1,31 +1,77 @@
-"""The bookkeeping of a study: which simulations exist, their state, what runs next.
+"""The record of a study: one record per simulation, its state, what runs next.
 
-`Study` knows nothing of processes, threads or clocks (times are passed in): the
-launcher calls it under its lock, and it is what the launcher's checkpoint state holds.
+`Study` is the one owner of every simulation's state. The launcher's supervisor reports
+what happens to processes (started, exited, killed) and the receivers report what
+happens to data (all of a simulation's steps reached the buffer; its HELLO was refused);
+both report here, and the checkpoint saves this object once (rank 0's launcher state).
+It knows nothing of processes, threads or clocks (times are passed in): the launcher
+calls it under its lock.
+
+A simulation's states::
+
+                 take()              exit 0                 data complete
+      pending ──────────▶ running ───────────▶ exited ─────────────────────▶ finished
+         ▲                 │   │                  │                             ▲
+         │                 │   └─ data complete ─▶ complete ── process ends ────┘
+         │    restart      │                      │ (any exit code)
+         └─────────────────┴── attempt failed ◀───┘ (its data never completed)
+                                   │ restarts used up
+                                   ▼
+                    failed (redrawn: a new id replaces it) | abandoned | the study raises
+
+* **pending**: queued to run (a first run, or a restart: `restarts` > 0).
+* **running**: its process is alive, its data incomplete.
+* **complete**: every step it sent reached the buffer; its process has not exited yet.
+* **exited**: its process exited 0, but its data has not all reached the buffer yet
+  (still queued in ZeroMQ, behind a full buffer, or lost). If it never completes, the
+  attempt failed: "exit 0" alone is never success.
+* **finished**: its data is complete *and* its process ended. Only this counts as done.
+* **failed**: given up after `max_restarts` restarts and replaced by a redraw (a new id,
+  new parameters; a failed id is never reused).
+* **abandoned**: given up (``on_failure="abandon"``); the study goes on without it.
+
+Without a data report (a `Launcher` used on its own) "exit 0" is all there is to go by:
+an exiting simulation goes straight to finished.
 
 Ids: `first_simulation_id` for the first parameter set drawn, +1 per draw. A restart
-keeps its id and parameters; a redraw is a new draw, so a new id (a failed id is never
-reused). The goal is `n_simulations` *successful* simulations: new ones are drawn while
-finished + abandoned + running + pending < `n_simulations`.
+keeps its id and parameters. The goal is `n_simulations` *finished* simulations: new
+ones are drawn while the active ones (all but failed) number fewer.
+
+Failure budget: at most ``n_simulations - ceil(min_finished_fraction * n_simulations)``
+simulations may be given up (failed or abandoned) in a study; the next one makes the
+study fail (`StudyFailed`), so a study where every simulation fails stops after a
+bounded number of tries with an error, never with "success" and an untrained model.
+
+On resume (`load_state_dict` then `reconcile`), a simulation is finished only if every
+receiver's checkpointed record has all its data; every other one that was running,
+complete, exited or finished runs again (the receivers' exactly-once dedup drops what
+they already have).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from melissa_trainer.launcher.samplers import Sampler
 
-__all__ = ["ON_FAILURE", "STATE_VERSION", "STATUSES", "SimulationRecord", "Study"]
+__all__ = ["ON_FAILURE", "STATE_VERSION", "STATUSES", "SimulationRecord", "Study", "StudyFailed"]
 
-STATE_VERSION = 1
-STATUSES = ("pending", "running", "finished", "failed", "abandoned")
+#: 2: the states "complete" and "exited" (version 1 recorded "finished" on exit 0)
+STATE_VERSION = 2
+STATUSES = ("pending", "running", "complete", "exited", "finished", "failed", "abandoned")
 #: What happens to a simulation that failed `max_restarts` + 1 times.
 ON_FAILURE = ("redraw", "abandon", "raise")
-_ACTIVE = ("pending", "running", "finished", "abandoned")  # count towards n_simulations
+_ACTIVE = ("pending", "running", "complete", "exited", "finished", "abandoned")
+_ALIVE = ("running", "complete")  # a process exists
+_WAITED = ("pending", "running", "complete", "exited")  # the study waits for these
+
+
+class StudyFailed(RuntimeError):
+    """The study cannot reach its goal (the message says why and lists the failures)."""
 
 
 @dataclass
@@ -33,15 +79,17 @@ class SimulationRecord:
     """One simulation id: its parameters and history.
 
     Attributes:
-        status: one of `STATUSES` ("failed": given up and replaced by a redraw, or the
-            failure that ended the study).
+        status: one of `STATUSES` (see the module docstring).
         restarts: restarts after a failure.
         attempts: launches so far (the next launch's ``MELISSA_TRAINER_ATTEMPT``).
-        exit_codes: one per ended attempt: the exit code, or "timeout" for a
-            simulation killed for silence.
+        exit_codes: one per ended attempt: the exit code, "timeout" (killed for
+            silence), "refused" (its HELLO did not match the study's fields; killed) or
+            "incomplete" (exit 0, but its data never all arrived).
         seconds: wall time of its ended attempts.
         started: when the current attempt started (the launcher's monotonic clock; not
             saved).
+        exited_at: when its process exited while its data was incomplete (not saved).
+        reason: why it failed or was refused, for error messages.
     """
 
     parameters: dict[str, float]
@@ -51,9 +99,11 @@ class SimulationRecord:
     exit_codes: list[int | str] = field(default_factory=list)
     seconds: float = 0.0
     started: float | None = None
+    exited_at: float | None = None
+    reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "parameters": dict(self.parameters),
             "status": self.status,
             "restarts": self.restarts,
@@ -61,6 +111,9 @@ class SimulationRecord:
             "exit_codes": list(self.exit_codes),
             "seconds": self.seconds,
         }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SimulationRecord:
@@ -74,6 +127,7 @@ class SimulationRecord:
             attempts=int(data.get("attempts", len(data["exit_codes"]))),
             exit_codes=[c if isinstance(c, str) else int(c) for c in data["exit_codes"]],
             seconds=float(data["seconds"]),
+            reason=str(data.get("reason", "")),
         )
 
 
@@ -92,14 +146,22 @@ class Study:
         on_failure: str,
         max_redraws: int,
         first_simulation_id: int,
+        min_finished_fraction: float = 0.5,
     ) -> None:
         self.sampler = sampler
         self.n_simulations = n_simulations
         self.max_restarts, self.on_failure, self.max_redraws = max_restarts, on_failure, max_redraws
+        self.min_finished_fraction = min_finished_fraction
+        #: simulations that may be given up before the study fails
+        self.max_given_up = max(0, n_simulations - math.ceil(min_finished_fraction * n_simulations))
+        #: True when receivers report data ("exited" until then); False: exit 0 finishes
+        self.data_reported = False
         self.records: dict[int, SimulationRecord] = {}
         self.queue: deque[int] = deque()  # pending ids, in launch order
         self.next_id = first_simulation_id
         self.redraws = 0
+        #: why the last outcome "raise" was returned: the policy or the budget used up
+        self.failure = ""
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -114,10 +176,14 @@ class Study:
 
     @property
     def done(self) -> bool:
-        """Nothing runs and nothing is left to start."""
+        """Nothing runs, nothing waits for its data and nothing is left to start."""
         return self.work_left() == 0 and not any(
-            r.status == "running" for r in self.records.values()
+            r.status in _WAITED for r in self.records.values()
         )
+
+    def waiting_for(self) -> list[int]:
+        """Ids the study still waits for (pending, running, complete, exited)."""
+        return sorted(s for s, r in self.records.items() if r.status in _WAITED)
 
     def take(self, now: float) -> int | None:
         """The simulation to launch now (marked running), or None if there is none.
@@ -138,37 +204,96 @@ class Study:
         record.attempts += 1
         return sid
 
-    def succeeded(self, sid: int, now: float, code: int | str = 0) -> None:
-        record = self._end(sid, now, code)
-        record.status = "finished"
-
-    def failed(self, sid: int, now: float, code: int | str) -> str:
-        """Record a failed attempt; returns what to do: "restart" (queued again),
-        "redraw" (given up, a replacement will be drawn), "abandon" or "raise"."""
-        record = self._end(sid, now, code)
-        if record.restarts < self.max_restarts:
-            record.restarts += 1
-            record.status = "pending"
-            self.queue.appendleft(sid)  # before new draws: its data is partly there
-            return "restart"
-        if self.on_failure == "abandon":
-            record.status = "abandoned"
-            return "abandon"
-        record.status = "failed"
-        if self.on_failure == "redraw" and self.redraws < self.max_redraws:
-            self.redraws += 1
-            return "redraw"
-        return "raise"
-
-    def _end(self, sid: int, now: float, code: int | str) -> SimulationRecord:
+    def process_ended(self, sid: int, now: float, code: int | str) -> str:
+        """Record the end of an attempt's process; returns what happens next: "finished",
+        "exited" (exit 0, waiting for its data), or the failure policy's outcome (see
+        `attempt_failed`)."""
         record = self.records[sid]
-        if record.status != "running":
+        if record.status not in _ALIVE:
             raise RuntimeError(f"simulation {sid} is {record.status}, not running")
         if record.started is not None:
             record.seconds += max(0.0, now - record.started)
         record.started = None
         record.exit_codes.append(code)
-        return record
+        if record.status == "complete":  # its data is all there, whatever the exit code
+            record.status = "finished"
+            return "finished"
+        if code == 0:
+            if not self.data_reported:
+                record.status = "finished"
+                return "finished"
+            record.status, record.exited_at = "exited", now
+            return "exited"
+        return self.attempt_failed(sid)
+
+    def interrupted(self, sid: int, now: float) -> None:
+        """Its process was killed by the launcher's stop (not a failure): pending again,
+        or finished if its data was complete."""
+        record = self.records[sid]
+        if record.status not in _ALIVE:
+            return
+        if record.started is not None:
+            record.seconds += max(0.0, now - record.started)
+        record.started = None
+        if record.status == "complete":
+            record.status = "finished"
+        else:
+            record.status = "pending"
+            self.queue.appendleft(sid)
+
+    def data_complete(self, sid: int) -> bool:
+        """The receivers have every step of `sid`; True if this changed its state."""
+        record = self.records.get(sid)
+        if record is None:
+            return False
+        if record.status == "running":
+            record.status = "complete"
+        elif record.status in ("exited", "pending"):  # pending: a restart not needed after all
+            if record.status == "pending" and sid in self.queue:
+                self.queue.remove(sid)
+            record.status, record.exited_at = "finished", None
+        else:
+            return False
+        return True
+
+    def incomplete(self, sid: int, why: str) -> str:
+        """An exited simulation whose data never completed: a failed attempt."""
+        record = self.records[sid]
+        if record.status != "exited":
+            raise RuntimeError(f"simulation {sid} is {record.status}, not exited")
+        record.exit_codes[-1] = "incomplete"
+        record.exited_at, record.reason = None, why
+        return self.attempt_failed(sid)
+
+    def attempt_failed(self, sid: int) -> str:
+        """Apply the failure policy to an ended, failed attempt; returns "restart"
+        (queued again), "redraw" (given up, a replacement will be drawn), "abandon" or
+        "raise" (the study fails: `failure` says why)."""
+        record = self.records[sid]
+        if record.restarts < self.max_restarts:
+            record.restarts += 1
+            record.status = "pending"
+            self.queue.appendleft(sid)  # before new draws: its data is partly there
+            return "restart"
+        given_up = sum(1 for r in self.records.values() if r.status in ("failed", "abandoned"))
+        record.status = "failed"
+        if self.on_failure == "raise":
+            self.failure = "with on_failure='raise'"
+        elif self.on_failure == "redraw" and self.redraws >= self.max_redraws:
+            self.failure = f"and the max_redraws={self.max_redraws} redraws are used up"
+        elif given_up >= self.max_given_up:
+            self.failure = (
+                f"and {given_up + 1} simulations failed for good, more than the "
+                f"{self.max_given_up} that min_finished_fraction={self.min_finished_fraction} "
+                f"allows in a study of {self.n_simulations}"
+            )
+        elif self.on_failure == "abandon":
+            record.status = "abandoned"
+            return "abandon"
+        else:
+            self.redraws += 1
+            return "redraw"
+        return "raise"
 
     # -- reports and state --------------------------------------------------------------
 
@@ -178,7 +303,8 @@ class Study:
         undrawn = max(0, self.n_simulations - sum(counts[s] for s in _ACTIVE))
         return {
             "finished": counts["finished"],
-            "running": counts["running"],
+            "running": counts["running"] + counts["complete"],
+            "exited": counts["exited"],
             "pending": counts["pending"] + undrawn,
             "failed": counts["failed"],
             "abandoned": counts["abandoned"],
@@ -186,6 +312,17 @@ class Study:
             "redraws": self.redraws,
             "simulation_seconds": sum(r.seconds for r in self.records.values()) + running_time,
         }
+
+    def describe(self, sid: int) -> str:
+        """One line on a simulation for error messages: state, exit codes, parameters."""
+        record = self.records.get(sid)
+        if record is None:
+            return f"simulation {sid}: not launched by this study"
+        text = (
+            f"simulation {sid}: {record.status}, exit codes {record.exit_codes}, "
+            f"parameters {record.parameters}"
+        )
+        return f"{text} ({record.reason})" if record.reason else text
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -197,12 +334,13 @@ class Study:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore; simulations that were running are queued to run again.
+        """Restore; simulations that were running (or complete) are queued to run again;
+        exited and finished ones stay so until `reconcile` says which data is complete.
 
         Raises:
             ValueError: an unknown version, or records that do not fit this sampler.
         """
-        if state.get("version") != STATE_VERSION:
+        if state.get("version") not in (1, STATE_VERSION):
             raise ValueError(f"unknown launcher state version {state.get('version')!r}")
         try:
             records = {
@@ -225,6 +363,24 @@ class Study:
         self.sampler.load_state_dict(state["sampler"])
         self.records, self.next_id, self.redraws = records, next_id, redraws
         for record in records.values():
-            if record.status == "running":  # interrupted: run it again (not a failure)
+            if record.status in _ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"
         self.queue = deque(sorted(s for s, r in records.items() if r.status == "pending"))
+
+    def reconcile(self, complete: Iterable[int]) -> list[int]:
+        """After `load_state_dict`: `complete` are the ids whose data every receiver has
+        (from their checkpointed records). Those become finished; every other exited or
+        finished simulation is queued to run again. Returns the ids queued again."""
+        complete = set(complete)
+        rerun = []
+        for sid, record in sorted(self.records.items()):
+            if sid in complete and record.status in ("pending", "exited", "finished"):
+                if record.status == "pending":
+                    self.queue.remove(sid)
+                record.status = "finished"
+            elif record.status in ("exited", "finished"):
+                record.status = "pending"
+                rerun.append(sid)
+        self.queue.extend(rerun)
+        self.queue = deque(sorted(self.queue))
+        return rerun

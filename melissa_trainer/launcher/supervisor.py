@@ -3,7 +3,11 @@
 `Supervisor` runs one simulation per job; `workers.WorkerSupervisor` (worker mode)
 changes how jobs get their simulations. Both apply the same failure policy:
 
-* exit code 0 -> finished;
+* exit code 0 -> finished, or with a data report "exited" until the receivers have all
+  its data (`records` has the state machine); an exited simulation whose data has not
+  all arrived `DRAIN_GRACE` s after its exit, with the receiver idle, failed;
+* a HELLO the receivers refused (fields other than the study's) -> the job is killed
+  ("refused" is recorded) and the attempt failed;
 * a non-zero exit code, or no heartbeat progress for `simulation_timeout` s (then the
   job is killed; "timeout" is recorded) -> restarted with the same id and parameters
   (`MELISSA_TRAINER_ATTEMPT` + 1), up to `max_restarts` times;
@@ -12,9 +16,11 @@ changes how jobs get their simulations. Both apply the same failure policy:
   "abandon" (the id is abandoned, the study goes on without it) or "raise" (the study
   fails with a `LauncherError` naming the simulation, its exit codes and its log).
 
-"Abandoned" ids are passed to the `abandon` callback so that the receivers stop waiting
-for them. The heartbeat is ``heartbeat()[simulation_id]`` (messages received); its
-timer starts at launch, and without a heartbeat callable the timeout is wall time.
+"Abandoned" ids are passed to the `abandon` callback and redrawn ones to `redrawn`, so
+that the receivers stop waiting for them (and, for a redraw, wait for its replacement);
+past the study's failure budget (`records`), the study fails with the failures listed.
+The heartbeat is ``heartbeat()[simulation_id]`` (messages received); its timer starts
+at launch, and without a heartbeat callable the timeout is wall time.
 
 Everything here runs on the launcher's thread; the `Study` is touched only under the
 shared lock, so that the launcher's other methods can read it from any thread. The
@@ -26,20 +32,61 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.records import Study
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.templates import simulation_env
 
-__all__ = ["LauncherError", "RunningJob", "Settings", "Supervisor"]
+__all__ = ["DRAIN_GRACE", "DataReport", "LauncherError", "RunningJob", "Settings", "Supervisor"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
 Command = Callable[[int, dict[str, float]], list[str]]
+
+#: seconds after an exit 0 before data that has not all arrived counts as lost (the
+#: receiver must also have been idle, its socket empty, for `IDLE_GRACE` s)
+DRAIN_GRACE = 2.0
+IDLE_GRACE = 1.0
+#: log lines of a failed simulation quoted in the study's error
+LOG_TAIL_LINES = 5
+
+
+class DataReport(Protocol):
+    """What the receivers tell the study (in a trainer: rank 0's receiver).
+
+    Called from the launcher's thread; the implementation must be thread-safe.
+    """
+
+    def completed(self) -> Sequence[int]:
+        """Ids whose every step reached the buffer, in completion order (append-only)."""
+
+    def refused(self) -> Sequence[tuple[int, str]]:
+        """(id, why) of each refused HELLO, in order (append-only)."""
+
+    def idle_seconds(self) -> float:
+        """Seconds since a message last arrived, counted only while the socket is
+        found empty (0 while messages flow or the receiver waits for buffer room)."""
+
+    def describe(self, simulation_id: int) -> str:
+        """What the receiver has of a simulation, for error messages."""
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
+    """The last `lines` lines of a job's log, indented, or a note if there is none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"    (no log: {exc.strerror})"
+    tail = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join(f"    | {line}" for line in tail) if tail else "    (empty log)"
 
 
 class LauncherError(RuntimeError):
@@ -88,11 +135,16 @@ class Supervisor:
         command: Command,
         heartbeat: Callable[[], Mapping[int, int]] | None,
         abandon: Callable[[int], None] | None,
+        redrawn: Callable[[int], None] | None = None,
+        data: DataReport | None = None,
     ) -> None:
         self.settings, self.study, self.lock, self.backend = settings, study, lock, backend
         self.command, self.heartbeat, self.abandon = command, heartbeat, abandon
+        self.redrawn, self.data = redrawn, data
         self.jobs: dict[str, RunningJob] = {}
         self._beats: Mapping[int, int] = {}
+        self._seen_completed = self._seen_refused = 0
+        self.log_paths: dict[int, Path] = {}  # the last log of each simulation
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -100,6 +152,7 @@ class Supervisor:
         """Poll the jobs, kill the silent ones, start new ones; raises LauncherError."""
         now = time.monotonic()
         self.poll_jobs(now)
+        self.check_data(now)
         self.check_timeouts(now)
         self.launch_jobs(now)
 
@@ -113,12 +166,16 @@ class Supervisor:
             return self.study.done and not self.jobs
 
     def shutdown(self) -> None:
-        """Kill every job (no orphans) and close the backend; their simulations stay
-        "running" in the state, so that a resumed study runs them again."""
+        """Kill every job (no orphans) and close the backend; their simulations are
+        pending again (or finished, if their data was complete), so that a resumed study
+        runs them again and the summary counts no dead process as running."""
         for name, job in list(self.jobs.items()):
             logger.info("killing %s", self.backend.describe(job.handle))
             self.backend.kill(job.handle, self.settings.kill_grace)
             del self.jobs[name]
+            if job.simulation_id is not None:
+                with self.lock:
+                    self.study.interrupted(job.simulation_id, time.monotonic())
         self.backend.close()
 
     # -- one simulation per job -----------------------------------------------------------
@@ -157,9 +214,57 @@ class Supervisor:
                 del self.jobs[name]
                 self.job_killed(job, time.monotonic())
 
-    def job_killed(self, job: RunningJob, now: float) -> None:
+    def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
-        self.end_simulation(job.simulation_id, "timeout", now, job.log_path)
+        self.end_simulation(job.simulation_id, code, now, job.log_path)
+
+    def check_data(self, now: float) -> None:
+        """Apply what the receivers report: complete data, refused HELLOs, and exited
+        simulations whose data stopped short."""
+        data = self.data
+        if data is None:
+            return
+        completed = data.completed()
+        new, self._seen_completed = completed[self._seen_completed :], len(completed)
+        if new:
+            with self.lock:
+                for sid in new:
+                    self.study.data_complete(sid)
+        refused = data.refused()
+        fresh, self._seen_refused = refused[self._seen_refused :], len(refused)
+        for sid, why in fresh:
+            for name, job in list(self.jobs.items()):
+                if job.simulation_id == sid:
+                    logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
+                    with self.lock:
+                        self.study.records[sid].reason = why
+                    self.backend.kill(job.handle, self.settings.kill_grace)
+                    del self.jobs[name]
+                    self.job_killed(job, time.monotonic(), "refused")
+        with self.lock:
+            exited = [
+                s
+                for s, r in self.study.records.items()
+                if r.status == "exited" and r.exited_at is not None
+            ]
+        if not exited or data.idle_seconds() < IDLE_GRACE:
+            return
+        for sid in exited:
+            with self.lock:
+                record = self.study.records[sid]
+                if record.exited_at is None or now - record.exited_at < DRAIN_GRACE:
+                    continue
+            why = (
+                f"it exited 0 but its data did not all arrive ({data.describe(sid)}); a "
+                f"solver must send every step and close its Client (BYE) before it exits"
+            )
+            logger.warning("simulation %d %s", sid, why)
+            with self.lock:
+                outcome = self.study.incomplete(sid, why)
+            self.apply_policy(sid, outcome, "exit 0, data incomplete", self.log_of(sid))
+
+    def log_of(self, sid: int) -> Path:
+        return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
 
     def launch_jobs(self, now: float) -> None:
         while len(self.jobs) < self.settings.job_limit:
@@ -221,30 +326,34 @@ class Supervisor:
         return self.refresh_beats().get(sid, 0)
 
     def end_simulation(self, sid: int, code: int | str, now: float, log_path: Path) -> None:
-        """Record the end of an attempt and apply the failure policy."""
+        """Record the end of an attempt's process and apply the failure policy."""
+        self.log_paths[sid] = log_path
         with self.lock:
             started = self.study.records[sid].started
-            if code == 0:
-                self.study.succeeded(sid, now)
-                outcome = "finished"
-            else:
-                outcome = self.study.failed(sid, now, code)
+            outcome = self.study.process_ended(sid, now, code)
+        ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
+        wall = now - started if started is not None else 0.0
+        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
+
+    def apply_policy(self, sid: int, outcome: str, how: str, log_path: Path) -> None:
+        """Log an attempt's outcome and act on it (tell the receivers, or raise)."""
+        with self.lock:
             record = self.study.records[sid]
             codes, restarts = list(record.exit_codes), record.restarts
             parameters, redraws = dict(record.parameters), self.study.redraws
         study = self.study  # its limits and policy are fixed: read without the lock
-        ended = "exit 0" if code == 0 else "timeout" if code == "timeout" else f"exit {code}"
         attempt = f"simulation {sid} attempt {len(codes) - 1}"
-        wall = now - started if started is not None else 0.0
         if outcome == "finished":
-            logger.info("%s finished (%s, %.1f s)", attempt, ended, wall)
+            logger.info("%s finished (%s)", attempt, how)
+            return
+        if outcome == "exited":
+            logger.info("%s exited (%s); waiting for the rest of its data", attempt, how)
             return
         if outcome == "restart":
             logger.warning(
-                "%s failed (%s, %.1f s): restart %d of %d; log: %s",
+                "%s failed (%s): restart %d of %d; log: %s",
                 attempt,
-                ended,
-                wall,
+                how,
                 restarts,
                 study.max_restarts,
                 log_path,
@@ -256,24 +365,45 @@ class Supervisor:
             logger.warning(
                 "%s: redraw %d of %d, new parameters", failed, redraws, study.max_redraws
             )
-            self.give_up(sid)
+            self.give_up(sid, redraw=True)
         elif outcome == "abandon":
             logger.error("%s: abandoned (on_failure='abandon')", failed)
-            self.give_up(sid)
+            self.give_up(sid, redraw=False)
         else:
-            why = (
-                f"and the max_redraws={study.max_redraws} redraws are used up"
-                if study.on_failure == "redraw"
-                else "with on_failure='raise'"
-            )
-            raise LauncherError(f"{failed}, {why}")
+            raise LauncherError(f"{failed}, {study.failure}\n{self.failures()}")
 
-    def give_up(self, sid: int) -> None:
-        if self.abandon is None:
+    def failures(self) -> str:
+        """The study's failures for its error: each failed simulation, its exit codes and
+        the last lines of its log (at most 8 simulations)."""
+        with self.lock:
+            failed = [
+                (sid, self.study.describe(sid))
+                for sid, r in sorted(self.study.records.items())
+                if r.status in ("failed", "abandoned") or any(c != 0 for c in r.exit_codes)
+            ]
+            counts = self.study.summary(time.monotonic())
+        lines = [
+            f"study: {counts['finished']:.0f} finished, {counts['failed']:.0f} failed, "
+            f"{counts['abandoned']:.0f} abandoned, {counts['running']:.0f} running, "
+            f"{counts['pending']:.0f} pending of {self.study.n_simulations}"
+        ]
+        for sid, text in failed[:8]:
+            lines += [f"  {text}; last lines of {self.log_of(sid)}:", log_tail(self.log_of(sid))]
+        if len(failed) > 8:
+            lines.append(f"  ... and {len(failed) - 8} more (see {self.settings.log_dir})")
+        return "\n".join(lines)
+
+    def give_up(self, sid: int, redraw: bool) -> None:
+        """Tell the receivers: `redraw`, a replacement comes (they wait for it instead);
+        otherwise the study goes on without this simulation."""
+        callback = self.redrawn if redraw else self.abandon
+        if callback is None:
+            callback = self.abandon  # (a caller that knows only abandon)
+        if callback is None:
             logger.warning(
                 "simulation %d given up, but no abandon callback tells the "
                 "receivers to stop waiting for it",
                 sid,
             )
         else:
-            self.abandon(sid)
+            callback(sid)

@@ -101,6 +101,7 @@ class WorkerSupervisor(Supervisor):
         now = time.monotonic()
         self.serve()
         self.poll_jobs(now)
+        self.check_data(now)
         self.check_timeouts(now)
         self.launch_jobs(now)
         self.retire(now)

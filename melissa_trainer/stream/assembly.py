@@ -55,6 +55,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "wrong_receiver",  # time step t with t % world_size != this receiver's rank
     "bad_step",  # time step >= max_time_step
     "overlap",  # element range overlapping another client rank's part
+    "schema_mismatch",  # a HELLO whose fields differ from the study's (see Ingest.schema)
     "other",
 )
 

@@ -14,15 +14,17 @@ def send_abandon(
     simulation_id: int,
     timeout: float = 10.0,
     curve_public_key: str | None = None,
+    replaced: bool = False,
 ) -> None:
-    """Tell every receiver to stop waiting for `simulation_id` (an ABANDON message).
+    """Tell every receiver to stop waiting for `simulation_id` (an ABANDON message);
+    `replaced`: a redraw replaces it, so it does not count towards the expected number.
 
     Blocks until the message is handed to every connection, at most `timeout` seconds.
 
     Raises:
         TimeoutError: a receiver could not be reached in time.
     """
-    message = protocol.encode_abandon(simulation_id)
+    message = protocol.encode_abandon(simulation_id, replaced)
     context = zmq.Context()
     sockets: list[zmq.Socket] = []
     try:

@@ -29,7 +29,7 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
-from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, Hello
+from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -88,6 +88,29 @@ def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
     return dict(state, version=STATE_VERSION, simulations=sims)
 
 
+def schema_difference(study: Sequence[FieldSpec], declared: Sequence[FieldSpec]) -> str:
+    """How the fields a HELLO declares differ from the study's, in words."""
+    mine, theirs = {f.name: f for f in study}, {f.name: f for f in declared}
+    parts = []
+    for name in [*mine, *(n for n in theirs if n not in mine)]:
+        a, b = mine.get(name), theirs.get(name)
+        if a is None:
+            parts.append(f"field {name!r} is not one of the study's")
+        elif b is None:
+            parts.append(f"field {name!r} is missing")
+        elif (a.shape, a.dtype) != (b.shape, b.dtype):
+            parts.append(
+                f"field {name!r} is {b.dtype} {b.shape} where the study's is {a.dtype} {a.shape}"
+            )
+    if not parts:  # same fields, another order
+        parts.append(f"fields in the order {list(theirs)}, the study's are {list(mine)}")
+    return "HELLO declares other fields than the study's: " + "; ".join(parts)
+
+
+def _schema_json(schema: Sequence[FieldSpec]) -> list[dict[str, Any]]:
+    return [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in schema]
+
+
 def telemetry_keys() -> list[str]:
     """The fixed telemetry keys of every receiver (the same on every rank)."""
     reasons = [f"rejected_{r}" for r in REJECT_REASONS]
@@ -102,7 +125,13 @@ class Ingest:
         put: puts one sample, blocking; returns False if the stream is over (buffer closed).
         put_many: puts samples in order, blocking; returns how many were put (fewer if
             the stream ended). Default: `put` one by one.
-        end: called once `expected` simulations have finished.
+        end: called once `expected` simulations have finished (abandoned ones count,
+            redrawn ones do not: their replacement is expected instead).
+        schema: the fields every simulation must declare; with `one_schema` and no
+            `schema`, the first accepted HELLO's. A HELLO declaring others is refused
+            (``schema_mismatch``) and listed in `refused`.
+        one_schema: hold every simulation to one schema (False and no `schema`: each
+            simulation declares its own fields).
         recent_size: how many of the last keys put the checkpoint keeps (at least the
             buffer's capacity: see `load_state`).
     """
@@ -121,6 +150,8 @@ class Ingest:
         max_pending_bytes: int,
         max_time_step: int,
         recent_size: int,
+        schema: Sequence[FieldSpec] | None = None,
+        one_schema: bool = False,
     ) -> None:
         self.rank, self.world = rank, world_size
         self._put, self._end = put, end
@@ -135,6 +166,12 @@ class Ingest:
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
+        self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
+        self.schema: tuple[FieldSpec, ...] | None = None if schema is None else tuple(schema)
+        self.one_schema = one_schema or schema is not None
+        #: (simulation id, why) of every refused HELLO, in order (append-only: read by
+        #: the launcher's thread)
+        self.refused: list[tuple[int, str]] = []
         self._logged: set[tuple[int | None, str]] = set()
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
@@ -296,7 +333,13 @@ class Ingest:
         if reason is not None:
             return self.reject(reason, hello.simulation_id, "reserved or oversized field")
         sim = self.sims.get(hello.simulation_id)
+        if sim is None and self.schema is not None and hello.fields != self.schema:
+            why = schema_difference(self.schema, hello.fields)
+            self.refused.append((hello.simulation_id, why))
+            return self.reject("schema_mismatch", hello.simulation_id, why)
         if sim is None:
+            if self.schema is None and self.one_schema:
+                self.schema = hello.fields  # the study's fields, from now on
             self.sims[hello.simulation_id] = SimulationRecord.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
@@ -314,14 +357,18 @@ class Ingest:
         return None
 
     def abandon(self, msg: Abandon) -> None:
-        """The launcher gave up on a simulation: count it as ended, stop waiting for it."""
+        """The launcher gave up on a simulation: stop waiting for it, and count it as
+        ended unless a redraw replaces it (`msg.replaced`)."""
         sid = msg.simulation_id
         sim = self.sims.get(sid)
-        if sid in self.abandoned or (sim is not None and sim.finished):
+        if sid in self.abandoned or sid in self.replaced or (sim is not None and sim.finished):
             return
-        self.abandoned.add(sid)
+        (self.replaced if msg.replaced else self.abandoned).add(sid)
         self.drop_pending([k for k in self.pending if k[0] == sid])
-        logger.info("simulation %d abandoned by the launcher", sid)
+        if msg.replaced:
+            logger.info("simulation %d given up by the launcher, redrawn under a new id", sid)
+        else:
+            logger.info("simulation %d abandoned by the launcher", sid)
         self.check_expected()
 
     @property
@@ -380,6 +427,7 @@ class Ingest:
             return
         sim.finished = True
         self.abandoned.discard(sim.simulation_id)  # finished after all: counted once
+        self.replaced.discard(sim.simulation_id)
         self.simulations_finished += 1
         self.finished_ids.append(sim.simulation_id)
         self.drop_pending([k for k, a in self.pending.items() if a.record is sim])
@@ -394,8 +442,30 @@ class Ingest:
             )
 
     def all_finished(self) -> bool:
-        abandoned = self.abandoned
-        return all(rec.finished or sid in abandoned for sid, rec in self.sims.items())
+        given_up = self.abandoned | self.replaced
+        return all(rec.finished or sid in given_up for sid, rec in self.sims.items())
+
+    def unfinished(self) -> list[int]:
+        """Ids of the simulations that said HELLO here and are neither finished nor
+        given up, in id order."""
+        given_up = self.abandoned | self.replaced
+        return sorted(s for s, r in self.sims.items() if not r.finished and s not in given_up)
+
+    def describe(self, sid: int) -> str:
+        """What this receiver has of a simulation, for error messages."""
+        rec = self.sims.get(sid)
+        where = f"rank {self.rank}'s receiver"
+        if rec is None:
+            refused = [why for s, why in self.refused if s == sid]
+            if refused:
+                return f"{where} refused its HELLO: {refused[-1]}"
+            return f"{where} has no HELLO from it"
+        if rec.finished:
+            return f"{where} has all its {rec.completed} steps"
+        announced = rec.steps_announced()
+        of = "?" if announced is None else str(announced)
+        byes = f"BYE from {len(rec.byes)} of {rec.client_count} client ranks"
+        return f"{where} has {rec.completed} of {of} steps, {byes}"
 
     # -- telemetry, checkpoint -----------------------------------------------------------------
 
@@ -416,6 +486,8 @@ class Ingest:
             "world_size": self.world,
             "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
             "abandoned": sorted(self.abandoned),
+            "replaced": sorted(self.replaced),
+            "schema": None if self.schema is None else _schema_json(self.schema),
             "marked": self.marked,
             "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
             "counters": {k: int(v) for k, v in self.telemetry().items()},
@@ -441,7 +513,12 @@ class Ingest:
         self.rejected.update({r: int(counters.get(f"rejected_{r}", 0)) for r in REJECT_REASONS})
         self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
         self.abandoned = {int(s) for s in state.get("abandoned", [])}
-        self.simulations_finished = len(self.finished_ids)
+        self.replaced = {int(s) for s in state.get("replaced", [])}
+        if state.get("schema") is not None and self.schema is None:
+            self.schema = tuple(
+                FieldSpec(str(f["name"]), np.dtype(str(f["dtype"])), tuple(f["shape"]))
+                for f in state["schema"]
+            )
         behind = int(state["marked"]) - buffer_put
         if behind > len(self.recent) or behind < 0:
             logger.warning(
@@ -453,7 +530,13 @@ class Ingest:
         for _ in range(max(0, min(behind, len(self.recent)))):
             sim, t = self.recent.pop()
             if sim in self.sims:
-                self.sims[sim].unmark(t // self.world)
+                rec = self.sims[sim]
+                # A step forgotten here was not in the buffer's snapshot: its simulation
+                # is not finished after all (it must re-send that step).
+                if rec.unmark(t // self.world) and rec.finished:
+                    rec.finished = False
+        self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
+        self.simulations_finished = len(self.finished_ids)
         self.marked = buffer_put
         for rec in list(self.sims.values()):  # complete already (an upgraded state)
             if not rec.finished and len(rec.byes) >= rec.client_count:

@@ -47,6 +47,8 @@ KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATC
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
+#: ABANDON flag: the launcher redraws a replacement (receivers wait for it instead)
+FLAG_REPLACED = 0x1
 
 MAX_NDIM = 8
 MAX_NAME_BYTES = 255
@@ -172,6 +174,7 @@ class Bye:
 @dataclass(frozen=True)
 class Abandon:
     simulation_id: int
+    replaced: bool = False
 
 
 Message = Hello | Data | Batch | Bye | Abandon
@@ -274,8 +277,8 @@ def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_se
     )
 
 
-def encode_abandon(simulation_id: int) -> bytes:
-    return PREFIX.pack(MAGIC, VERSION, ABANDON, 0, simulation_id)
+def encode_abandon(simulation_id: int, replaced: bool = False) -> bytes:
+    return PREFIX.pack(MAGIC, VERSION, ABANDON, FLAG_REPLACED if replaced else 0, simulation_id)
 
 
 # -- decoding -------------------------------------------------------------------------
@@ -308,7 +311,7 @@ def decode(
         raise ProtocolError(
             "truncated", f"{size} bytes, shorter than the {PREFIX.size}-byte prefix"
         )
-    magic, version, kind, _flags, sim = PREFIX.unpack_from(frame)
+    magic, version, kind, flags, sim = PREFIX.unpack_from(frame)
     if magic != MAGIC:
         raise ProtocolError("bad_magic", f"magic {bytes(magic)!r} is not {MAGIC!r}")
     if version != VERSION:
@@ -328,7 +331,7 @@ def decode(
     if kind == ABANDON:
         if size != PREFIX.size:
             raise ProtocolError("bad_size", f"ABANDON of {size} bytes")
-        return Abandon(sim)
+        return Abandon(sim, bool(flags & FLAG_REPLACED))
     raise ProtocolError("bad_kind", f"unknown message kind {kind}")
 
 

@@ -43,6 +43,14 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   the buffer is closed (every complete sample was put before). The thread then keeps
   reading and discarding (``ignored_after_end``) so that late clients do not block,
   until ``stop()``.
+* One schema per study (`fields`, as `StreamSource` sets it): the fields every
+  simulation must declare are `fields`, or with ``fields="first"`` the first accepted
+  HELLO's. A HELLO of a new simulation declaring others is refused
+  (``schema_mismatch``, logged with the difference); `refused()` lists it, so that the
+  launcher kills that simulation and counts a failed attempt.
+* No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
+  while the stream has not ended fails (`check` raises, naming the simulations it
+  waits for). Time blocked on a full buffer is not idle time.
 * Checkpoints (``state_dict``) hold the dedup record, not the in-progress parts (a
   restarted simulation re-sends them). The record also lists the last keys put, so
   that a resume can accept again the samples put after the buffer's snapshot.
@@ -56,6 +64,7 @@ import math
 import os
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import zmq
@@ -63,6 +72,7 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
+from melissa_trainer.stream.client_config import field_specs
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
@@ -74,11 +84,12 @@ from melissa_trainer.stream.protocol import (
     Batch,
     Bye,
     Data,
+    FieldSpec,
     Hello,
     ProtocolError,
 )
 
-__all__ = ["DEFAULT_BIND", "Receiver", "telemetry_keys"]
+__all__ = ["DEFAULT_BIND", "Receiver", "StallError", "telemetry_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +103,10 @@ HEADER_ALLOWANCE = protocol.MAX_HELLO_BYTES + 1024
 
 class _Stopped(Exception):
     pass
+
+
+class StallError(RuntimeError):
+    """No message arrived for `stall_timeout` seconds while simulations were expected."""
 
 
 class Receiver:
@@ -123,6 +138,13 @@ class Receiver:
         advertise_host: host published instead of a wildcard bind address.
         takeover: seconds without a `pump` after which the thread ingests again.
         pump_budget: the longest one `pump` ingests, in seconds.
+        fields: the fields every simulation must declare (``{name: (shape, dtype)}`` as
+            the client takes them); "first": those of the first accepted HELLO; None:
+            each simulation declares its own.
+        stall_timeout: seconds with the socket empty, while the stream has not ended,
+            after which the receiver fails with an error naming the simulations it
+            waits for (None: wait forever). Raise it for solvers silent longer than
+            that (a slow first step, jobs waiting in a batch queue).
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
@@ -152,9 +174,29 @@ class Receiver:
         advertise_host: str | None = None,
         takeover: float = 0.5,
         pump_budget: float = 0.02,
+        fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec] | str | None = None,
+        stall_timeout: float | None = None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
+        if stall_timeout is not None and (
+            isinstance(stall_timeout, bool)
+            or not isinstance(stall_timeout, int | float)
+            or not 0 < stall_timeout < math.inf
+        ):
+            raise ValueError(
+                f"stall_timeout must be a number of seconds > 0 or None (never), "
+                f"not {stall_timeout!r}"
+            )
+        if isinstance(fields, str) and fields != "first":
+            raise ValueError(
+                f"fields must be a mapping, FieldSpecs, 'first' or None, not {fields!r}"
+            )
+        schema = None if fields is None or isinstance(fields, str) else field_specs(fields)
+        self._stall_timeout = None if stall_timeout is None else float(stall_timeout)
+        self._idle_since = time.monotonic()  # first empty poll since the last message
+        self._idle_messages = -1  # the message count at that poll
+        self._last_empty = -math.inf  # the last empty poll
         if expected_simulations is not None and expected_simulations < 0:
             raise ValueError(f"expected_simulations must be >= 0, got {expected_simulations}")
         self._buffer, self._rank, self._world = buffer, rank, world_size
@@ -176,6 +218,8 @@ class Receiver:
             max_pending_bytes=int(max_pending_bytes),
             max_time_step=int(max_time_step),
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
+            schema=schema,
+            one_schema=fields is not None,
         )
         self._takeover, self._pump_budget = float(takeover), float(pump_budget)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
@@ -250,10 +294,10 @@ class Receiver:
 
     def check(self) -> None:
         """Raise `SourceError` if the receiver thread failed; cheap."""
-        if self._error is not None:
-            raise SourceError(
-                f"the stream receiver of rank {self._rank} failed: {self._error!r}"
-            ) from self._error
+        error = self._error
+        if error is not None:
+            why = str(error) if isinstance(error, StallError) else repr(error)
+            raise SourceError(f"the stream receiver of rank {self._rank} failed: {why}") from error
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every
@@ -286,6 +330,34 @@ class Receiver:
     def activity(self) -> dict[int, int]:
         """Simulation id -> DATA messages received so far: the launcher's heartbeat."""
         return self.ingest.activity()
+
+    def completed(self) -> list[int]:
+        """Ids of the simulations whose every step reached the buffer here, in the
+        order they did (the same as `finished_simulations`; any thread)."""
+        return list(self.ingest.finished_ids)
+
+    def refused(self) -> list[tuple[int, str]]:
+        """(simulation id, why) of every HELLO refused here, in order (any thread)."""
+        return list(self.ingest.refused)
+
+    def idle_seconds(self) -> float:
+        """Seconds since a message last arrived, while the socket is found empty: 0
+        while messages flow, and while the receiver waits for room in the buffer (no
+        empty poll then). Any thread."""
+        now = time.monotonic()
+        if self._idle_messages != self.ingest.messages or now - self._last_empty > 2.0:
+            return 0.0
+        return max(0.0, now - self._idle_since)
+
+    def describe(self, simulation_id: int) -> str:
+        """What this receiver has of a simulation, for error messages (any thread:
+        a best-effort read)."""
+        return self.ingest.describe(simulation_id)
+
+    def waiting_for(self) -> list[int]:
+        """Simulations that said HELLO here and have not finished (any thread: a
+        best-effort read)."""
+        return self.ingest.unfinished()
 
     # -- checkpoint ----------------------------------------------------------------------
 
@@ -488,8 +560,29 @@ class Receiver:
             self._snapshot_ready.set()
 
     def _on_idle(self) -> None:
+        # Called at each empty poll: the idle clock (no cost per message).
+        now = self._last_empty = time.monotonic()
+        if self._idle_messages != self.ingest.messages:
+            self._idle_messages, self._idle_since = self.ingest.messages, now
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
+        stall = self._stall_timeout
+        if stall is not None and not self._ended and now - self._idle_since > stall:
+            raise StallError(self._stall_message(now - self._idle_since))
+
+    def _stall_message(self, idle: float) -> str:
+        ing = self.ingest
+        waiting = ing.unfinished()
+        shown = "; ".join(f"simulation {s}: {ing.describe(s)}" for s in waiting[:8])
+        more = f" and {len(waiting) - 8} more" if len(waiting) > 8 else ""
+        expected = "?" if ing.expected is None else str(ing.expected)
+        return (
+            f"no message for {idle:.0f} s (stall_timeout={self._stall_timeout}) and the "
+            f"stream has not ended: {ing.simulations_finished} of {expected} expected "
+            f"simulations finished, {len(ing.abandoned)} abandoned; waiting for "
+            f"{shown or 'simulations that never said HELLO'}{more}. Raise stall_timeout "
+            f"(or None) if the solvers are silent longer than that"
+        )
 
     def _end(self, why: str) -> None:
         self._ended = True

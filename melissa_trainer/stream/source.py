@@ -12,17 +12,30 @@ are given `endpoint` of every rank (``MELISSA_TRAINER_ENDPOINTS``).
 With a `launcher` (`melissa_trainer.launcher.Launcher`), rank 0 starts the study once
 every rank's receiver is up (`on_all_ranks_started`, which the trainer calls after a
 barrier; call it yourself after `start` outside a trainer) and supervises it beside
-training: the launcher's heartbeat is the
-receiver's per-simulation message count, a simulation it gives up on is ABANDONed at
-every receiver (so no rank waits for it), its state is saved in rank 0's checkpoint,
-and `stop()` kills every simulation still running. Without one ("external mode") the
-user starts the simulations and says how many to expect.
+training. The launcher's `Study` is the one record of every simulation
+(`melissa_trainer.launcher.records` has its state machine); rank 0's receiver reports to
+it (the launcher's heartbeat is the receiver's per-simulation message count; a
+simulation is finished once its data is complete, not when its process exits 0; a HELLO
+refused for other fields fails that simulation). A simulation given up is ABANDONed at
+every receiver (so no rank waits for it; a redrawn one's replacement is waited for
+instead), the study's record is saved in rank 0's checkpoint, and `stop()` kills every
+simulation still running. On resume every rank contributes the simulations its
+checkpointed receiver has complete; any other that had run runs again (the dedup drops
+what is already there). Without a launcher ("external mode") the user starts the
+simulations and says how many to expect.
+
+No silent hang, no false success: `check()` raises (so training stops with the error)
+when the study failed (see `Launcher`), when no message arrived for `stall_timeout`
+seconds while simulations are expected, when every launched simulation has ended and
+the stream still waits (rank 0), and when the stream ended with no finished simulation.
 """
 
 from __future__ import annotations
 
 import inspect
+import logging
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,20 +44,30 @@ from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream import heap, protocol
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.protocol import FieldSpec
 from melissa_trainer.stream.receiver import DEFAULT_BIND, Receiver, telemetry_keys
 
 if TYPE_CHECKING:
     from melissa_trainer.launcher import Launcher
 
+logger = logging.getLogger(__name__)
+
 #: seconds simulations get to exit by themselves once the stream has ended
 STOP_WAIT = 10.0
+#: seconds the receiver must have been idle, every simulation having ended, before
+#: rank 0 says the stream waits for data that will never come
+ENDED_GRACE = 5.0
+#: the default `stall_timeout`
+STALL_TIMEOUT = 600.0
 #: launcher figures added to the telemetry (rank 0's; zeros elsewhere, so sums are exact)
-_LAUNCHER_KEYS = ("running", "finished", "failed", "abandoned", "restarts", "redraws")
+_LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
 
 _RECEIVER_OPTIONS = frozenset(inspect.signature(Receiver).parameters) - {
     "buffer",
     "rank",
     "world_size",
+    "fields",
+    "stall_timeout",
 }
 
 
@@ -69,6 +92,16 @@ class StreamSource(Source):
             in this process instead of mapping and unmapping it frame by frame (see
             `melissa_trainer.stream.heap`: process-wide; the process then keeps the
             memory of its largest burst). Set at `start`.
+        fields: the study's schema, ``{name: (shape, dtype)}`` as the client declares
+            it; None: the first accepted HELLO's (give it with several training
+            ranks: each receiver would otherwise take the first HELLO *it* sees). A
+            simulation declaring other fields is refused at its HELLO, named with the
+            difference, and counts as a failed attempt.
+        stall_timeout: seconds without any message, while the stream has not ended,
+            after which training stops with an error naming the simulations waited
+            for (default 600; None: never). Time blocked on a full buffer does not
+            count. Raise it for solvers silent longer (a long first step, Slurm jobs
+            waiting in the queue).
         **options: further `Receiver` options (``rcvhwm``, ``max_pending``,
             ``max_pending_bytes``, ``max_time_step``, ``put_timeout``, ``poll_interval``,
             ``stop_timeout``, ``curve_secret_key``, ``curve_public_key``,
@@ -86,6 +119,8 @@ class StreamSource(Source):
         max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
         launcher: Launcher | None = None,
         keep_freed_memory: bool = True,
+        fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec] | None = None,
+        stall_timeout: float | None = STALL_TIMEOUT,
         **options: Any,
     ) -> None:
         unknown = set(options) - _RECEIVER_OPTIONS
@@ -109,7 +144,10 @@ class StreamSource(Source):
             bind=bind,
             rendezvous_dir=rendezvous_dir,
             max_message_bytes=max_message_bytes,
+            fields="first" if fields is None else fields,
+            stall_timeout=stall_timeout,
         )
+        self._resumed = False
         self._receiver: Receiver | None = None
         self._state: dict[str, Any] | None = None
         self._finish: bool | None = None
@@ -157,17 +195,25 @@ class StreamSource(Source):
 
     def on_all_ranks_started(self) -> None:
         """Rank 0 starts the study: every receiver has published its endpoint by now, so
-        no simulation can read a rendezvous file left by an earlier run."""
-        if self.launcher is not None and self._rank == 0 and not self._launcher_started:
-            if self._receiver is None:
-                raise RuntimeError("on_all_ranks_started() before start()")
-            self._start_launcher(self._receiver)
+        no simulation can read a rendezvous file left by an earlier run.
 
-    def _start_launcher(self, receiver: Receiver) -> None:
+        On resume this is a collective (every rank calls it): the ranks gather the
+        simulations their checkpointed receivers have complete.
+        """
+        if self.launcher is None or self._launcher_started:
+            return
+        if self._receiver is None:
+            raise RuntimeError("on_all_ranks_started() before start()")
+        complete = _complete_on_every_rank(self._receiver.completed()) if self._resumed else None
+        if self._rank == 0:
+            self._start_launcher(self._receiver, complete)
+
+    def _start_launcher(self, receiver: Receiver, complete: set[int] | None) -> None:
         launcher = self.launcher
         assert launcher is not None
         if self._state and self._state.get("launcher"):
             launcher.load_state_dict(self._state["launcher"])
+            launcher.reconcile(complete or set())
         rendezvous = Path(self._options["rendezvous_dir"])
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         curve_key = receiver.curve_public_key
@@ -176,8 +222,17 @@ class StreamSource(Source):
             endpoints = fetch_endpoints(rendezvous, timeout=60.0)
             send_abandon(endpoints, simulation_id, curve_public_key=curve_key)
 
+        def redrawn(simulation_id: int) -> None:
+            endpoints = fetch_endpoints(rendezvous, timeout=60.0)
+            send_abandon(endpoints, simulation_id, curve_public_key=curve_key, replaced=True)
+
         launcher.start(
-            rendezvous, heartbeat=receiver.activity, abandon=abandon, study_dir=study_dir
+            rendezvous,
+            heartbeat=receiver.activity,
+            abandon=abandon,
+            redrawn=redrawn,
+            data=receiver,
+            study_dir=study_dir,
         )
         self._launcher_started = True
 
@@ -198,14 +253,52 @@ class StreamSource(Source):
         return self._receiver is not None and self._receiver.pump(wait)
 
     def check(self) -> None:
-        if self._receiver is not None:
-            self._receiver.check()
+        """Raise `SourceError` if the receiver or the study failed, if every launched
+        simulation has ended and the stream still waits (rank 0), or if the stream
+        ended with no finished simulation."""
+        receiver = self._receiver
+        if receiver is not None:
+            receiver.check()
         if self._launcher_started:
             assert self.launcher is not None
             try:
                 self.launcher.check()
             except Exception as exc:
                 raise SourceError(f"the simulation study failed: {exc}") from exc
+        if receiver is None:
+            return
+        ingest = receiver.ingest
+        if receiver.ended:
+            if ingest.simulations_finished == 0 and ingest.expected != 0:
+                raise SourceError(
+                    f"the stream of rank {self._rank} ended with no finished simulation "
+                    f"({len(ingest.abandoned)} abandoned): there is nothing to train on"
+                    + self._study_failures()
+                )
+            return
+        launcher = self.launcher
+        if (
+            self._launcher_started
+            and launcher is not None
+            and launcher.done
+            and receiver.idle_seconds() > ENDED_GRACE
+        ):
+            waiting = receiver.waiting_for()
+            described = "; ".join(
+                f"{launcher.describe(s)}, {receiver.describe(s)}" for s in waiting[:8]
+            )
+            raise SourceError(
+                f"every simulation of the study has ended, but the stream of rank "
+                f"{self._rank} still waits ({ingest.simulations_finished} of "
+                f"{ingest.expected} expected simulations finished, "
+                f"{len(ingest.abandoned)} abandoned): "
+                f"{described or 'no simulation it knows is unfinished'}"
+            )
+
+    def _study_failures(self) -> str:
+        if not self._launcher_started or self.launcher is None:
+            return ""
+        return "\n" + self.launcher.failures()
 
     def stop(self) -> None:
         try:
@@ -245,6 +338,7 @@ class StreamSource(Source):
         if state and not isinstance(state.get("simulations"), dict):
             raise ValueError("not a StreamSource state (no 'simulations' record)")
         self._state = dict(state) if state else None
+        self._resumed = True
 
 
 def _rank_bind(bind: str, rank: int) -> str:
@@ -255,3 +349,18 @@ def _rank_bind(bind: str, rank: int) -> str:
     if not port.isdigit() or int(port) == 0:
         return bind
     return f"{host}:{int(port) + rank}"
+
+
+def _complete_on_every_rank(mine: Sequence[int]) -> set[int]:
+    """The simulations complete on every training rank (a collective when a process
+    group is up: all ranks call it), from each rank's list."""
+    import torch.distributed as dist  # the trainer's process group, if any
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return set(mine)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, sorted(mine))
+    complete = set(gathered[0])
+    for other in gathered[1:]:
+        complete &= set(other)
+    return complete

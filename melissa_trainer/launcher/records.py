@@ -177,9 +177,7 @@ class Study:
     @property
     def done(self) -> bool:
         """Nothing runs, nothing waits for its data and nothing is left to start."""
-        return self.work_left() == 0 and not any(
-            r.status in _WAITED for r in self.records.values()
-        )
+        return self.work_left() == 0 and not any(r.status in _WAITED for r in self.records.values())
 
     def waiting_for(self) -> list[int]:
         """Ids the study still waits for (pending, running, complete, exited)."""

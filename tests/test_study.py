@@ -26,7 +26,7 @@ pytestmark = [
 ]
 
 SIMULATION = r"""
-import json, os, sys
+import json, os, sys, time
 import numpy as np
 from melissa_trainer.client import Client
 
@@ -36,15 +36,22 @@ attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
 params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
 with open(os.path.join(options["pids"], f"{os.getpid()}"), "w"):
     pass
-if sid in options.get("fail", []):
+if sid in options.get("fail", []) or options.get("fail_all"):
+    print(f"solver {sid}: ImportError: no module named 'mysolver'", file=sys.stderr)
     sys.exit(3)
-with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
+wide = sid in options.get("wide", [])  # declares x of 4 values, not 3
+n = 4 if wide else 3
+with Client({"x": ((n,), "float32"), "y": ((1,), "float32")}) as client:
     for t in range(options["steps"]):
         if attempt == 0 and sid in options.get("crash", []) and t == options["steps"] // 2:
             client.close(bye=False)
             sys.exit(1)
-        x = np.array([params["a"], params["b"], t / 10], np.float32)
+        if sid in options.get("hang", []) and t == 2:
+            time.sleep(3600)  # silent, alive
+        x = np.array([params["a"], params["b"], t / 10, 0.0][:n], np.float32)
         client.send(t, x=x, y=np.array([x.sum()], np.float32))
+        if wide:
+            time.sleep(0.2)  # still running when it is refused
 """
 
 
@@ -77,7 +84,13 @@ def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Lau
     )
 
 
-def trainer(tmp_path: Path, launcher: Launcher, keys: Keys, **args: Any) -> OnlineTrainer:
+def trainer(
+    tmp_path: Path,
+    launcher: Launcher,
+    keys: Keys,
+    source: dict[str, Any] | None = None,
+    **args: Any,
+) -> OnlineTrainer:
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     return OnlineTrainer(
@@ -93,7 +106,7 @@ def trainer(tmp_path: Path, launcher: Launcher, keys: Keys, **args: Any) -> Onli
             **args,
         ),
         torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=StreamSource(launcher=launcher),
+        train_source=StreamSource(launcher=launcher, **(source or {})),
         process_sample=keys,
     )
 
@@ -153,6 +166,71 @@ def test_a_study_that_fails_stops_training_with_a_clear_error(tmp_path: Path) ->
     # for those it killed, so that a resume relaunches them)
     pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
     assert len(pids) >= 3 and not [pid for pid in pids if alive(pid)]
+
+
+@pytest.mark.timeout(120)
+def test_a_redrawn_simulations_replacement_streams_every_step(tmp_path: Path) -> None:
+    """Simulation 1 always fails; with max_restarts=0 it is redrawn as 4, whose every
+    step reaches training (it was dropped as 'ignored_after_end': the receivers
+    counted the redrawn simulation as ended, and the stream ended one short)."""
+    launcher = study(tmp_path, 4, {"steps": 20, "fail": [1]}, max_restarts=0)
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys)
+    t.train()
+    assert sorted(keys.seen) == [(s, k) for s in (0, 2, 3, 4) for k in range(20)]
+    tel = t.source.telemetry()
+    assert tel["ignored_after_end"] == 0 and tel["simulations_finished"] == 4
+    summary = launcher.summary()
+    assert (summary["finished"], summary["failed"], summary["redraws"]) == (4, 1, 1)
+
+
+@pytest.mark.timeout(120)
+def test_a_study_where_every_simulation_fails_raises_with_a_summary(tmp_path: Path) -> None:
+    """A solver that fails at import (a venv not activated): the study stops with an
+    error that lists the failures and the last lines of their logs (it ended the stream
+    at step 0 and reported success)."""
+    launcher = study(tmp_path, 4, {"steps": 5, "fail_all": True}, max_restarts=1)
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys)
+    with pytest.raises(SourceError) as info:
+        t.train()
+    message = str(info.value)
+    assert "failed for good" in message and "min_finished_fraction=0.5" in message
+    assert "0 finished" in message and "exit codes [3, 3]" in message
+    assert "ImportError: no module named 'mysolver'" in message  # the log's tail
+    assert t.state.global_step == 0 and keys.seen == []
+
+
+@pytest.mark.timeout(120)
+def test_a_simulation_declaring_other_fields_is_refused_at_hello(tmp_path: Path) -> None:
+    launcher = study(tmp_path, 3, {"steps": 10, "wide": [1]}, max_restarts=0)
+    keys = Keys()
+    fields = {"x": ((3,), "float32"), "y": ((1,), "float32")}
+    t = trainer(tmp_path, launcher, keys, source={"fields": fields})
+    t.train()
+    assert sorted(keys.seen) == [(s, k) for s in (0, 2, 3) for k in range(10)]
+    record = launcher.state_dict()["simulations"]["1"]
+    assert record["status"] == "failed"
+    assert record["exit_codes"][0] in ("refused", "incomplete")
+    assert "field 'x' is float32 (4,) where the study's is float32 (3,)" in record["reason"]
+    assert t.source.telemetry()["rejected_schema_mismatch"] >= 1
+
+
+@pytest.mark.timeout(120)
+def test_a_silent_simulation_without_timeout_stops_training_with_the_watchdogs_error(
+    tmp_path: Path,
+) -> None:
+    launcher = study(tmp_path, 3, {"steps": 6, "hang": [1]}, max_restarts=0)
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys, source={"stall_timeout": 2.0})
+    with pytest.raises(SourceError) as info:
+        t.train()
+    message = str(info.value)
+    assert "stall_timeout=2.0" in message and "simulation 1:" in message
+    assert "has 2 of ? steps, BYE from 0 of 1" in message  # what it has of simulation 1
+    assert "StallError" not in message  # the error's own words, not its repr
+    pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
+    assert not [pid for pid in pids if alive(pid)]  # the hung solver was killed
 
 
 def alive(pid: int) -> bool:

@@ -296,8 +296,9 @@ class Receiver:
         """Raise `SourceError` if the receiver thread failed; cheap."""
         error = self._error
         if error is not None:
-            why = str(error) if isinstance(error, StallError) else repr(error)
-            raise SourceError(f"the stream receiver of rank {self._rank} failed: {why}") from error
+            raise SourceError(
+                f"the stream receiver of rank {self._rank} failed: {_why(error)}"
+            ) from error
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every
@@ -533,7 +534,9 @@ class Receiver:
             self._error = exc
             self._stopping = self._attention = True
             self._buffer.close()
-            raise SourceError(f"the stream receiver of rank {self._rank} failed: {exc!r}") from exc
+            raise SourceError(
+                f"the stream receiver of rank {self._rank} failed: {_why(exc)}"
+            ) from exc
         finally:
             self._feeder.pumping = False
             self._lock.release()
@@ -606,6 +609,11 @@ class Receiver:
         if self._context is not None:
             self._context.term()
             self._context = None
+
+
+def _why(error: BaseException) -> str:
+    """An error for a message: a stall's own words, anything else as its repr."""
+    return str(error) if isinstance(error, StallError) else repr(error)
 
 
 def _simulation_of(frame: bytes) -> int | None:

@@ -1,0 +1,37 @@
+"""The heat example, recording what it trains on: the crash-and-resume tests' driver.
+
+Before each training step it appends a line to ``$LINEAGE_LOG``: the step number and
+the ``simulation:time_step`` keys of the batch about to be trained on, then sleeps
+``$STEP_SLEEP`` seconds (slow training, so that a test can kill it at chosen points:
+while simulations run, after they all exited, ...). Arguments are the example's.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import time
+from pathlib import Path
+
+from melissa_trainer.trainer import OnlineTrainer
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heat_pde" / "train.py"
+
+log = open(os.environ["LINEAGE_LOG"], "a", buffering=1)  # noqa: SIM115 - the process's life
+pause = float(os.environ.get("STEP_SLEEP", "0"))
+plain_step = OnlineTrainer._training_step
+
+
+def recorded_step(self: OnlineTrainer) -> None:
+    samples = self.dataset._pending[0]  # the batch this step trains on
+    keys = " ".join(f"{int(s['simulation_id'])}:{int(s['time_step'])}" for s in samples)
+    log.write(f"{self.state.global_step + 1} {keys}\n")
+    if pause:
+        time.sleep(pause)
+    plain_step(self)
+
+
+OnlineTrainer._training_step = recorded_step  # type: ignore[method-assign]
+sys.argv = [str(EXAMPLE), *sys.argv[1:]]
+runpy.run_path(str(EXAMPLE), run_name="__main__")

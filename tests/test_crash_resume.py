@@ -1,0 +1,149 @@
+"""The heat example killed with SIGKILL at awkward points, then resumed from `latest`:
+it completes, and every (simulation, step) is trained on exactly once in the lineage of
+the final state (the steps up to the checkpoint resumed from, then the resumed run's).
+
+Before the study's record said "finished" only once a simulation's data was complete,
+a kill while data was still queued left the resumed run waiting forever for
+simulations the launcher would not run again.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import processes_with
+
+from melissa_trainer.checkpoint import latest_checkpoint
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+]
+
+DRIVER = Path(__file__).parent / "scripts" / "heat_lineage.py"
+SIMULATIONS, STEPS, BATCH, SAVE_STEPS = 8, 20, 4, 6
+TOTAL_STEPS = SIMULATIONS * STEPS // BATCH
+FLAGS = [
+    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "6",
+    "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+    "--buffer", "fifo", "--buffer_size", "400", "--watermark", "1",
+    "--sample_to_insert_ratio", "none", "--batch_size", str(BATCH),
+    "--save_steps", str(SAVE_STEPS), "--logging_steps", "5", "--eval_steps", "none",
+    "--disable_progress_bar", "--stop_sync_steps", "2",
+]  # fmt: skip
+
+
+class Run:
+    """One trainer process of the test, with its lineage log."""
+
+    def __init__(self, tmp: Path, name: str, *extra: str) -> None:
+        self.log = tmp / f"{name}.lineage"
+        self.out = tmp / "out"
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "LINEAGE_LOG": str(self.log),
+               "STEP_SLEEP": "0.12"}  # fmt: skip
+        self.stderr = open(tmp / f"{name}.stderr", "w")  # noqa: SIM115 - closed in wait
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), *FLAGS, "--output_dir", str(self.out), *extra],
+            cwd=tmp,
+            env=env,
+            stdout=self.stderr,
+            stderr=subprocess.STDOUT,
+        )
+
+    def steps(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        if not self.log.exists():
+            return []
+        lines = []
+        for line in self.log.read_text().splitlines():
+            step, *keys = line.split()
+            if len(keys) == BATCH:  # (a line cut by the kill is not a step trained)
+                pairs = [tuple(map(int, k.split(":"))) for k in keys]
+                lines.append((int(step), pairs))
+        return lines  # type: ignore[return-value]
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self.stderr.close()
+
+    def output(self) -> str:
+        return Path(self.stderr.name).read_text()[-4000:]
+
+
+def solvers_alive(out: Path) -> list[int]:
+    return processes_with(str(out / "rendezvous"))
+
+
+def checkpoints(out: Path) -> list[int]:
+    root = out / "checkpoints"
+    if not root.exists():
+        return []
+    return sorted(
+        int(m.group(1)) for p in root.iterdir() if (m := re.fullmatch(r"checkpoint-(\d+)", p.name))
+    )
+
+
+def all_solvers_exited(run: Run) -> bool:
+    logs = run.out / "study" / "logs"
+    launched = len(list(logs.glob("sim-*.log"))) if logs.exists() else 0
+    return launched >= SIMULATIONS and not solvers_alive(run.out)
+
+
+POINTS: dict[str, Callable[[Run], bool]] = {
+    # inside the first checkpoint interval: nothing saved yet, the resume starts afresh
+    "first-interval": lambda r: len(r.steps()) >= 2 and not checkpoints(r.out),
+    "just-after-a-checkpoint": lambda r: bool(checkpoints(r.out)),
+    "while-simulations-run": lambda r: len(r.steps()) >= 9 and bool(solvers_alive(r.out)),
+    "after-the-last-simulation-exited": lambda r: (
+        all_solvers_exited(r) and len(r.steps()) < TOTAL_STEPS - 2
+    ),
+    "near-the-end": lambda r: len(r.steps()) >= TOTAL_STEPS - 2,
+}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("point", list(POINTS))
+def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, point: str) -> None:
+    first = Run(tmp_path, "first")
+    deadline = time.monotonic() + 90
+    try:
+        while not POINTS[point](first):
+            assert first.proc.poll() is None, f"ended before {point}: {first.output()}"
+            assert time.monotonic() < deadline, f"never reached {point}: {first.output()}"
+            time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+    finally:
+        first.wait(30)
+    deadline = time.monotonic() + 15  # local solvers die with the trainer (PDEATHSIG)
+    while solvers_alive(first.out):
+        assert time.monotonic() < deadline, "a solver outlived the SIGKILLed trainer"
+        time.sleep(0.1)
+
+    resumed_from = latest_checkpoint(first.out / "checkpoints")
+    saved = 0 if resumed_from is None else int(resumed_from.name.split("-")[1])
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest")
+    code = second.wait(150)
+    assert code == 0, second.output()
+
+    before = [keys for step, keys in first.steps() if step <= saved]
+    after = [keys for _, keys in second.steps()]
+    assert len(before) == saved and all(s > saved for s, _ in second.steps())
+    lineage = collections.Counter(k for keys in before + after for k in keys)
+    twice = {k: n for k, n in lineage.items() if n > 1}
+    missing = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)} - set(lineage)
+    assert not twice and not missing, (point, saved, sorted(twice)[:10], sorted(missing)[:10])
+    assert sum(lineage.values()) == SIMULATIONS * STEPS
+    assert not solvers_alive(first.out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import random
 import re
 import signal
 import subprocess
@@ -146,4 +147,57 @@ def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, p
     missing = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)} - set(lineage)
     assert not twice and not missing, (point, saved, sorted(twice)[:10], sorted(missing)[:10])
     assert sum(lineage.values()) == SIMULATIONS * STEPS
+    assert not solvers_alive(first.out)
+
+
+def lineage_of(first: Run, second: Run, saved: int) -> collections.Counter[tuple[int, int]]:
+    before = [keys for step, keys in first.steps() if step <= saved]
+    after = [keys for _, keys in second.steps()]
+    return collections.Counter(k for keys in before + after for k in keys)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, seed: int) -> None:
+    """Three solvers SIGKILLed at random times (the launcher restarts them), the trainer
+    SIGKILLed once at a random time and resumed; one more solver killed in the resumed
+    run if one still runs: every (simulation, step) is trained on exactly once in the final lineage."""
+    rng = random.Random(seed)
+    first = Run(tmp_path, "first")
+    killed: list[int] = []
+    trainer_kill = rng.uniform(0.35, 0.8) * TOTAL_STEPS
+    try:
+        deadline = time.monotonic() + 90
+        while len(first.steps()) < trainer_kill or len(killed) < 3:
+            assert first.proc.poll() is None, first.output()
+            assert time.monotonic() < deadline, first.output()
+            alive = solvers_alive(first.out)
+            if alive and len(killed) < 3 and rng.random() < 0.3:
+                victim = rng.choice(alive)
+                os.kill(victim, signal.SIGKILL)
+                killed.append(victim)
+            time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+    finally:
+        first.wait(30)
+    resumed_from = latest_checkpoint(first.out / "checkpoints")
+    saved = 0 if resumed_from is None else int(resumed_from.name.split("-")[1])
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest")
+    try:
+        deadline = time.monotonic() + 60
+        while second.proc.poll() is None and time.monotonic() < deadline:
+            alive = solvers_alive(second.out)
+            if alive:
+                os.kill(rng.choice(alive), signal.SIGKILL)
+                killed.append(-1)
+                break
+            time.sleep(0.05)
+        code = second.proc.wait(150)
+    finally:
+        second.wait(10)
+    assert code == 0, second.output()
+    lineage = lineage_of(first, second, saved)
+    expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
+    assert set(lineage) == expected and set(lineage.values()) == {1}, (killed, saved)
+    assert len([pid for pid in killed if pid > 0]) == 3  # before the trainer's kill
     assert not solvers_alive(first.out)

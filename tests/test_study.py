@@ -50,6 +50,8 @@ with Client({"x": ((n,), "float32"), "y": ((1,), "float32")}) as client:
             time.sleep(3600)  # silent, alive
         x = np.array([params["a"], params["b"], t / 10, 0.0][:n], np.float32)
         client.send(t, x=x, y=np.array([x.sum()], np.float32))
+    if sid in options.get("no_bye", []):
+        client.close(bye=False)  # exits 0 without saying it finished
         if wide:
             time.sleep(0.2)  # still running when it is refused
 """
@@ -231,6 +233,27 @@ def test_a_silent_simulation_without_timeout_stops_training_with_the_watchdogs_e
     assert "StallError" not in message  # the error's own words, not its repr
     pids = [int(p.name) for p in (tmp_path / "pids").iterdir()]
     assert not [pid for pid in pids if alive(pid)]  # the hung solver was killed
+
+
+@pytest.mark.timeout(120)
+def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
+    tmp_path: Path,
+) -> None:
+    """Simulation 1 exits 0 without its BYE: the receiver can never know it finished.
+    It is restarted, then redrawn; the study ends with three finished simulations."""
+    launcher = study(tmp_path, 3, {"steps": 5, "no_bye": [1]}, max_restarts=1)
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys)
+    t.train()
+    record = launcher.state_dict()["simulations"]["1"]
+    assert record["status"] == "failed" and record["exit_codes"] == ["incomplete"] * 2
+    assert "BYE from 0 of 1 client ranks" in record["reason"]
+    assert {s for s, _ in keys.seen} == {0, 1, 2, 3}  # 1's data arrived, once
+    assert sorted(k for k in keys.seen if k[0] != 1) == [
+        (s, k) for s in (0, 2, 3) for k in range(5)
+    ]
+    summary = launcher.summary()
+    assert (summary["finished"], summary["failed"], summary["restarts"]) == (3, 1, 1)
 
 
 def alive(pid: int) -> bool:

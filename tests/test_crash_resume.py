@@ -161,7 +161,8 @@ def lineage_of(first: Run, second: Run, saved: int) -> collections.Counter[tuple
 def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, seed: int) -> None:
     """Three solvers SIGKILLed at random times (the launcher restarts them), the trainer
     SIGKILLed once at a random time and resumed; one more solver killed in the resumed
-    run if one still runs: every (simulation, step) is trained on exactly once in the final lineage."""
+    run if one still runs: every (simulation, step) is trained on exactly once in the
+    final lineage."""
     rng = random.Random(seed)
     first = Run(tmp_path, "first")
     killed: list[int] = []

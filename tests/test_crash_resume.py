@@ -10,10 +10,13 @@ simulations the launcher would not run again.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import random
 import re
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -46,19 +49,37 @@ FLAGS = [
 class Run:
     """One trainer process of the test, with its lineage log."""
 
-    def __init__(self, tmp: Path, name: str, *extra: str) -> None:
+    def __init__(self, tmp: Path, name: str, *extra: str, ranks: int = 1) -> None:
         self.log = tmp / f"{name}.lineage"
         self.out = tmp / "out"
         env = {**os.environ, "OMP_NUM_THREADS": "1", "LINEAGE_LOG": str(self.log),
-               "STEP_SLEEP": "0.12"}  # fmt: skip
+               "STEP_SLEEP": "0.12", "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
         self.stderr = open(tmp / f"{name}.stderr", "w")  # noqa: SIM115 - closed in wait
+        launch = [sys.executable]
+        if ranks > 1:  # both ranks append their steps to the one log (O_APPEND)
+            accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+            launch = [accelerate or "accelerate", "launch", "--multi_gpu",
+                      "--num_processes", str(ranks), "--num_machines", "1",
+                      "--mixed_precision", "no", "--dynamo_backend", "no",
+                      "--main_process_port", str(free_port())]  # fmt: skip
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), *FLAGS, "--output_dir", str(self.out), *extra],
+            [*launch, str(DRIVER), *FLAGS, "--output_dir", str(self.out), *extra],
             cwd=tmp,
             env=env,
             stdout=self.stderr,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # SIGKILL of the group: the launcher and every rank
         )
+
+    def kill(self) -> None:
+        """SIGKILL the trainer: its process group and every process of this run (the
+        ranks of `accelerate launch` are not in the launcher's group and would outlive
+        it); its solvers are left alone: they must die with their rank by themselves."""
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        solvers = set(solvers_alive(self.out))  # left to die with their trainer
+        for pid in set(processes_with(str(self.log))) - solvers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def steps(self) -> list[tuple[int, list[tuple[int, int]]]]:
         if not self.log.exists():
@@ -82,6 +103,12 @@ class Run:
 
     def output(self) -> str:
         return Path(self.stderr.name).read_text()[-4000:]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def solvers_alive(out: Path) -> list[int]:
@@ -125,7 +152,7 @@ def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, p
             assert first.proc.poll() is None, f"ended before {point}: {first.output()}"
             assert time.monotonic() < deadline, f"never reached {point}: {first.output()}"
             time.sleep(0.05)
-        first.proc.send_signal(signal.SIGKILL)
+        first.kill()
     finally:
         first.wait(30)
     deadline = time.monotonic() + 15  # local solvers die with the trainer (PDEATHSIG)
@@ -178,7 +205,7 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
                 os.kill(victim, signal.SIGKILL)
                 killed.append(victim)
             time.sleep(0.05)
-        first.proc.send_signal(signal.SIGKILL)
+        first.kill()
     finally:
         first.wait(30)
     resumed_from = latest_checkpoint(first.out / "checkpoints")
@@ -202,3 +229,32 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
     assert set(lineage) == expected and set(lineage.values()) == {1}, (killed, saved)
     assert len([pid for pid in killed if pid > 0]) == 3  # before the trainer's kill
     assert not solvers_alive(first.out)
+
+
+@pytest.mark.timeout(240)
+def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Path) -> None:
+    """Both ranks of `accelerate launch` killed at once (a node lost), resumed: the ranks
+    agree on which simulations the checkpoint holds complete (each has half of every
+    simulation's steps) and everything else runs again."""
+    first = Run(tmp_path, "first", ranks=2)
+    deadline = time.monotonic() + 120
+    try:
+        while not (checkpoints(first.out) and len(first.steps()) >= 2 * (SAVE_STEPS + 2)):
+            assert first.proc.poll() is None, first.output()
+            assert time.monotonic() < deadline, first.output()
+            time.sleep(0.05)
+        first.kill()
+    finally:
+        first.wait(30)
+    deadline = time.monotonic() + 15
+    while solvers_alive(first.out):
+        assert time.monotonic() < deadline, "a solver outlived the SIGKILLed trainer"
+        time.sleep(0.1)
+    resumed_from = latest_checkpoint(first.out / "checkpoints")
+    assert resumed_from is not None
+    saved = int(resumed_from.name.split("-")[1])
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", ranks=2)
+    assert second.wait(180) == 0, second.output()
+    lineage = lineage_of(first, second, saved)
+    expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
+    assert set(lineage) == expected and set(lineage.values()) == {1}, saved

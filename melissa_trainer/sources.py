@@ -17,7 +17,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -70,10 +70,17 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
+    #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
+    #: in full (e.g. simulations finished, when each receiver sees every simulation
+    #: end): the trainer reduces them over ranks with MAX, not SUM, so that a study of
+    #: 16 simulations logs 16 on any number of ranks. Empty by default.
+    study_keys: ClassVar[frozenset[str]] = frozenset()
+
     def telemetry(self) -> dict[str, float]:
         """Cumulative figures for the logs (messages, bytes, rejected…); empty by default.
 
-        The same keys on every rank: the trainer sums them over ranks at each log.
+        The same keys on every rank: the trainer sums them over ranks at each log,
+        except `study_keys`, whose maximum over ranks is logged.
         """
         return {}
 

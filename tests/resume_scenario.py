@@ -24,6 +24,7 @@ from helpers import linear_samples, small_model, xy  # noqa: E402
 from melissa_trainer import (  # noqa: E402
     Hook,
     OnlineTrainer,
+    SampleBlock,
     TrainerControl,
     TrainerState,
     TrainingArguments,
@@ -72,6 +73,10 @@ class KillAfterSave(Hook):
             time.sleep(600)  # until the test's SIGKILL
 
 
+def xy_block(block: SampleBlock) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Train as `config` says; returns what the tests compare (JSON-serializable)."""
     args = TrainingArguments(
@@ -95,6 +100,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     hooks: list[Hook] = [record]
     if "kill" in config:
         hooks.append(KillAfterSave(**config["kill"]))
+    # columnar: batches are read from the buffer as blocks (`Buffer.get_block`)
+    batching: dict[str, Any] = (
+        {"process_batch": xy_block} if config.get("columnar") else {"process_sample": xy}
+    )
     model = small_model(0, dropout=0.2)  # dropout: the torch RNG state matters
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)
@@ -104,8 +113,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         optimizer,
         scheduler,
         train_source=lambda rank, world: linear_samples(config["n_samples"], seed=3),
-        process_sample=xy,
         hooks=hooks,
+        **batching,
     )
     state = trainer.train()
     params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])

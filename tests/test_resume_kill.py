@@ -30,6 +30,8 @@ SCENARIOS = {
     "fifo": {"buffer": "fifo", **STREAMING},
     "firo": {"buffer": "firo", **STREAMING},
     "reservoir": {"buffer": "reservoir", **STREAMING},
+    # batches taken as blocks (process_batch): pending blocks in the checkpoint
+    "firo-columnar": {"buffer": "firo", "columnar": True, **STREAMING},
     # the rate limiter holds inserts to 2 draws each: samples are drawn again
     "reservoir-rate-limited": {
         "buffer": "reservoir", "sample_to_insert_ratio": 2.0, "max_steps": 70, **STREAMING,

@@ -146,6 +146,31 @@ def rotate(root: str | os.PathLike[str], max_to_keep: int) -> list[Path]:
     return old
 
 
+def fsync_rank_files(staging: str | os.PathLike[str], rank: int, world_size: int) -> int:
+    """fsync what training rank `rank` wrote into the `staging` checkpoint; returns the
+    number of files. Every rank calls it once all ranks have written, before the commit.
+
+    Rank 0 syncs the shared files (model, optimizer, trainer state...) and its `rank_0`;
+    another rank its `rank_R` and its RNG file (`random_states_R.pkl`, Accelerate's):
+    on a shared file system only the node that wrote a file can flush it.
+    """
+    staging = Path(staging)
+    if rank == 0:
+        others = {rank_path(staging, r).name for r in range(1, world_size)}
+        others |= {_rng_file(r) for r in range(1, world_size)}
+        return fsync_tree(staging, skip=others)
+    files = fsync_tree(rank_path(staging, rank))
+    rng = staging / _rng_file(rank)
+    if rng.is_file():
+        fsync_file(rng)
+        files += 1
+    return files
+
+
+def _rng_file(rank: int) -> str:
+    return f"random_states_{rank}.pkl"  # as Accelerate's save_state names it
+
+
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write `obj` as JSON (not fsynced: `fsync_tree` does that before the commit)."""
     with open(path, "w") as f:

@@ -465,15 +465,8 @@ class OnlineTrainer:
             (staging / "trainer_state.json").write_text(state.to_json())
             ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
             ckpt.write_json(staging / "training_args.json", self.args.to_dict())
-        acc.wait_for_everyone()  # every rank's files are written (and its RNG file)
-        if acc.is_main_process:  # the shared files and this rank's part
-            others = {ckpt.rank_path(staging, r).name for r in range(1, acc.num_processes)}
-            ckpt.fsync_tree(staging, skip=others)
-        else:  # only the node that wrote a file can flush it (shared file systems)
-            ckpt.fsync_tree(rank_dir)
-            rng_file = staging / f"random_states_{acc.process_index}.pkl"
-            if rng_file.is_file():
-                ckpt.fsync_file(rng_file)
+        acc.wait_for_everyone()  # every rank's files are written
+        ckpt.fsync_rank_files(staging, acc.process_index, acc.num_processes)
         acc.wait_for_everyone()
         final = ckpt.checkpoint_path(root, state.global_step)
         if acc.is_main_process:

@@ -143,3 +143,23 @@ def test_save_checkpoint_fsyncs_every_file_before_the_rename_and_the_parents_aft
     assert staging in before
     after = [Path(p) for kind, p in events[rename:] if kind == "fsync"]
     assert final.parent in after and final.parent.parent in after
+
+
+def test_each_rank_fsyncs_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    staging = ckpt.begin(tmp_path, 4)
+    names = ["model.safetensors", "trainer_state.json", "random_states_0.pkl"]
+    names += ["random_states_1.pkl", "rank_0/buffer.json", "rank_1/buffer.json"]
+    for rel in names:
+        (staging / rel).parent.mkdir(exist_ok=True)
+        (staging / rel).write_text(rel)
+    events = fsync_recorder(monkeypatch)
+    assert ckpt.fsync_rank_files(staging, 1, 2) == 2
+    assert {Path(p).relative_to(staging).as_posix() for _, p in events} == {
+        "rank_1/buffer.json", "rank_1", "random_states_1.pkl"
+    }  # fmt: skip
+    events.clear()
+    assert ckpt.fsync_rank_files(staging, 0, 2) == 4
+    assert {Path(p).relative_to(staging).as_posix() for _, p in events} == {
+        "model.safetensors", "trainer_state.json", "random_states_0.pkl",
+        "rank_0/buffer.json", "rank_0", ".",
+    }  # fmt: skip

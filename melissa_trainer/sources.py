@@ -37,7 +37,7 @@ class Source(ABC):
 
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        """Begin filling `buffer` in the background (returns at once).
+        """Begin filling `buffer`, in the background or through `pump` (returns at once).
 
         `buffer` may already hold restored contents and counters: a resumed source
         continues after what the buffer has already received.

@@ -219,8 +219,10 @@ class OnlineTrainer:
                 "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh",
                 self.checkpoint_root,
             )
+        first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
             self.load_checkpoint(resume)
+            first_window = self._window_left()
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
         try:
@@ -232,7 +234,7 @@ class OnlineTrainer:
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
             while True:
-                window = args.stop_sync_steps
+                window, first_window = first_window or args.stop_sync_steps, 0
                 if state.max_steps is not None:
                     window = min(window, state.max_steps - state.global_step)
                 if window <= 0:
@@ -496,6 +498,20 @@ class OnlineTrainer:
             "loss_sum": float(self._loss_sum),
             "loss_count": self._loss_count,
         }
+
+    def _window_left(self) -> int:
+        """The steps left in the stop-sync window that a restored checkpoint was written
+        in: the fewest whole steps pending on any rank (every rank took the window's
+        batches when it began, the agreed number of steps being the fewest). Resuming
+        with them keeps the windows, hence the data taken from the buffer at each step
+        and the logged buffer figures, where they were without the restart. Collective.
+        """
+        steps = self.dataset.num_pending // self.args.gradient_accumulation_steps
+        if self.stop_sync.distributed:
+            fewest = torch.tensor([steps], dtype=torch.int64, device=self.accelerator.device)
+            torch.distributed.all_reduce(fewest, op=torch.distributed.ReduceOp.MIN)
+            steps = int(fewest.item())
+        return steps
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.

@@ -26,7 +26,7 @@ def launch(out: Path, *flags: str) -> None:
         "--main_process_port", str(free_port()), str(SCRIPT),
         "--output_dir", str(out), "--batch_size", "8", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--logging_steps", "4",
-        "--stop_sync_steps", "4", *flags,
+        "--stop_sync_steps", "4", "--save_steps", "5", *flags,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
@@ -55,12 +55,23 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
         assert {log["source_messages"] for log in r["logs"]} == {201.0}  # 100 + 101
         assert {log["source_simulations_finished"] for log in r["logs"]} == {16.0}  # not 31
 
-    # the checkpoint at the end (step 11); the resumed run has nothing left to train
-    launch(out, "--resume_from_checkpoint", "latest", "--resumed")
-    resumed = results(out, "resumed_")
+    # from the checkpoint at the end (step 11): nothing left to train, counters per rank
+    checkpoints = out / "checkpoints"
+    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-11"), "--tag", "end_")
+    resumed = results(out, "end_")
     assert [r["global_step"] for r in resumed] == [11, 11]
     assert [r["samples_seen"] for r in resumed] == [83, 88]
     assert [r["total_samples_seen"] for r in resumed] == [171, 171]
+
+    # from step 10, inside the window of steps 9-11 (its last one agreed by both ranks),
+    # rank 0 with 1 step pending, rank 1 with 2: both resume with a window of 1 step,
+    # then agree that rank 0's stream has ended, as without the restart
+    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-10"), "--tag", "mid_")
+    resumed = results(out, "mid_")
+    assert [r["global_step"] for r in resumed] == [11, 11]
+    assert [r["samples_seen"] for r in resumed] == [83, 88]
+    assert [r["total_samples_seen"] for r in resumed] == [171, 171]
+    assert [r["collectives"] for r in resumed] == [2, 2]  # the window of 1, then the end
 
 
 @pytest.mark.timeout(30)

@@ -3,7 +3,7 @@
 Rank 0 streams 83 samples (10 batches of 8 and one of 3), rank 1 160: both stop after
 11 steps, having seen 83 and 88 samples. The source's telemetry has a per-rank figure
 (summed over ranks) and a study-level one (`study_keys`: the maximum is logged). Each
-rank writes what it saw to OUT/rank_R.json (OUT/resumed_rank_R.json with --resumed).
+rank writes what it saw to OUT/{--tag}rank_R.json.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from melissa_trainer import (  # noqa: E402
 
 @dataclass
 class ScriptArgs:
-    resumed: bool = False
+    tag: str = ""  # prefix of the result files
 
 
 class StudySource(IterableSource):
@@ -59,8 +59,9 @@ def main() -> None:
         "samples_seen": state.samples_seen,
         "total_samples_seen": state.total_samples_seen,
         "logs": [h for h in state.log_history if "loss" in h],
+        "collectives": trainer.stop_sync.collectives,
     }
-    name = f"{'resumed_' if opts.resumed else ''}rank_{trainer.process_index}.json"
+    name = f"{opts.tag}rank_{trainer.process_index}.json"
     (Path(args.output_dir) / name).write_text(json.dumps(result))
 
 

@@ -88,6 +88,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         sample_to_insert_ratio=config.get("sample_to_insert_ratio"),
         pseudo_epochs=config.get("pseudo_epochs", 1),
         max_steps=config.get("max_steps"),
+        gradient_accumulation_steps=config.get("gradient_accumulation_steps", 1),
         logging_steps=3,  # not a divisor of save_steps: a log is due between saves
         save_steps=config["save_steps"],
         stop_sync_steps=4,

@@ -30,6 +30,11 @@ SCENARIOS = {
     "fifo": {"buffer": "fifo", **STREAMING},
     "firo": {"buffer": "firo", **STREAMING},
     "reservoir": {"buffer": "reservoir", **STREAMING},
+    # two micro-batches per step: Accelerate's accumulation state at a step boundary
+    "reservoir-accumulation": {
+        "buffer": "reservoir", "gradient_accumulation_steps": 2, "n_samples": 300,
+        "save_steps": 5, "kill": {"pseudo_epoch": 0, "from_step": 9},
+    },
     # batches taken as blocks (process_batch): pending blocks in the checkpoint
     "firo-columnar": {"buffer": "firo", "columnar": True, **STREAMING},
     # the rate limiter holds inserts to 2 draws each: samples are drawn again

@@ -200,10 +200,14 @@ class Buffer(abc.ABC):
             lim is not None and not self._n_size_blocked and not lim.can_insert()
         ):
             self._wait_writable(timeout)
+        self._add(sample)
+
+    def _add(self, sample: Sample) -> None:
+        """Insert one sample that may go in now, count it, wake readers (lock held)."""
         self._insert(sample, self._n_put)
         self._n_put += 1
-        if lim is not None:
-            lim.inserts += 1
+        if self._limiter is not None:
+            self._limiter.inserts += 1
         if self._size() >= self._wake_len:
             self._readable.notify_all()
 
@@ -261,12 +265,7 @@ class Buffer(abc.ABC):
                 return False
             if lim is not None and not self._n_size_blocked and not lim.can_insert():
                 return False
-            self._insert(sample, self._n_put)
-            self._n_put += 1
-            if lim is not None:
-                lim.inserts += 1
-            if self._size() >= self._wake_len:
-                self._readable.notify_all()
+            self._add(sample)
             return True
 
     def _unpark(self) -> None:

@@ -198,9 +198,10 @@ class IterableSource(Source):
             raise self._failure() from exc
         if wait > 0 and put == 0:
             raise SourceError(
-                f"the buffer ({buffer!r}) can neither serve the next read nor take a sample: "
-                "its rate limiter holds both back. Raise sample_to_insert_tolerance to at "
-                "least sample_to_insert_ratio + batch_size (or leave it unset)"
+                f"the buffer ({buffer!r}, {buffer.rate_limiter!r}) can neither serve the "
+                "next read nor take a sample, and nothing else fills it: with a rate "
+                "limiter, raise sample_to_insert_tolerance to at least "
+                "sample_to_insert_ratio + batch_size (or leave it unset)"
             )
         return put > 0
 

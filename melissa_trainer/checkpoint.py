@@ -9,6 +9,13 @@ crash leaves at most a staging directory, which the next save at that step remov
 `list_checkpoints` ignores. Rotation deletes old checkpoints only after the new one is
 in place, so there is always at least one complete checkpoint on disk.
 
+Durability contract: before the rename, every file of the staging directory and the
+directories themselves are fsynced (`fsync_tree`, by each rank for what it wrote);
+after it, the parent directories are fsynced (`commit`). A power loss or a node crash
+after `commit` returns therefore cannot leave a `checkpoint-STEP` whose files are
+empty or short (the rename reaching the disk before the data is what a journaling
+file system may otherwise do).
+
 Layout of one checkpoint::
 
     checkpoint-STEP/
@@ -17,8 +24,10 @@ Layout of one checkpoint::
       hooks.json                state of the stateful hooks, by hook name
       training_args.json        the arguments of the run that wrote it (for reference)
       rank_R/                   one per training rank
-        buffer.safetensors, buffer.json       buffer contents and counters
+        buffer.safetensors, buffer.json       buffer contents, counters, RNG, rate limiter
         pending.safetensors, pending.json     batches taken from the buffer, not yet trained
+        source.json                           the source's state (e.g. the receiver's record)
+        trainer_rank.json                     this rank's samples_seen and loss since the log
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -117,7 +127,10 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
             shutil.rmtree(old)
         os.replace(final, old)
     os.replace(staging, final)
-    _fsync_dir(final.parent)
+    # the rename is durable once the directory holding the entry is on disk; the root
+    # itself may have been created by this save (`begin`): its entry too
+    fsync_dir(final.parent)
+    fsync_dir(final.parent.parent)
     if old is not None:
         shutil.rmtree(old)
     return final
@@ -133,12 +146,35 @@ def rotate(root: str | os.PathLike[str], max_to_keep: int) -> list[Path]:
     return old
 
 
+def fsync_rank_files(staging: str | os.PathLike[str], rank: int, world_size: int) -> int:
+    """fsync what training rank `rank` wrote into the `staging` checkpoint; returns the
+    number of files. Every rank calls it once all ranks have written, before the commit.
+
+    Rank 0 syncs the shared files (model, optimizer, trainer state...) and its `rank_0`;
+    another rank its `rank_R` and its RNG file (`random_states_R.pkl`, Accelerate's):
+    on a shared file system only the node that wrote a file can flush it.
+    """
+    staging = Path(staging)
+    if rank == 0:
+        others = {rank_path(staging, r).name for r in range(1, world_size)}
+        others |= {_rng_file(r) for r in range(1, world_size)}
+        return fsync_tree(staging, skip=others)
+    files = fsync_tree(rank_path(staging, rank))
+    rng = staging / _rng_file(rank)
+    if rng.is_file():
+        fsync_file(rng)
+        files += 1
+    return files
+
+
+def _rng_file(rank: int) -> str:
+    return f"random_states_{rank}.pkl"  # as Accelerate's save_state names it
+
+
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
-    """Write `obj` as JSON, flushed to disk (the enclosing directory is renamed later)."""
+    """Write `obj` as JSON (not fsynced: `fsync_tree` does that before the commit)."""
     with open(path, "w") as f:
         json.dump(obj, f, indent=2, sort_keys=True)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def read_json(path: str | os.PathLike[str]) -> Any:
@@ -146,9 +182,46 @@ def read_json(path: str | os.PathLike[str]) -> Any:
         return json.load(f)
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush one regular file's data and metadata to the storage device. Blocks."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries (creations, renames) to the storage device. Blocks."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: str | os.PathLike[str], skip: Collection[str] = ()) -> int:
+    """fsync every regular file under `root`, then every directory, deepest first,
+    `root` last; returns the number of files. Blocks for the device's write-back.
+
+    `skip` names entries directly under `root` that are left alone (another rank's
+    `rank_R` directory: on a shared file system, only the node that wrote a file can
+    flush it, so each rank syncs its own). Symbolic links are not followed.
+    """
+    root = Path(root)
+    files = 0
+    dirs: list[Path] = []
+    for top, subdirs, names in os.walk(root):
+        here = Path(top)
+        if here == root:
+            subdirs[:] = [d for d in subdirs if d not in skip]
+            names = [n for n in names if n not in skip]
+        dirs.append(here)
+        for name in names:
+            path = here / name
+            if path.is_file() and not path.is_symlink():
+                fsync_file(path)
+                files += 1
+    for directory in reversed(dirs):  # os.walk is top-down: children before parents
+        fsync_dir(directory)
+    return files

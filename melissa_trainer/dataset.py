@@ -104,7 +104,9 @@ class StreamDataset(IterableDataset):
         process_sample: turns one sample (a dict of numpy arrays) into one training
             example, e.g. an `(inputs, targets)` tuple of tensors.
         collate_fn: stacks examples into a batch (default `fast_collate`).
-        source: polled while waiting for data, so a failed producer raises.
+        source: pumped before each read of the buffer (`Source.pump`: an
+            `IterableSource` fills the buffer there) and polled while waiting for data,
+            so a failed producer raises.
         poll_interval: seconds between those polls while no data arrives.
         process_batch: instead of `process_sample` and `collate_fn`: turns a whole
             batch, a `SampleBlock` (one array per field, the samples along axis 0),

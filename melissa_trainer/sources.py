@@ -1,29 +1,27 @@
 """Sources: what fills a rank's buffer while the trainer reads it.
 
-A `Source` owns a producer (a thread here; the network receiver later) that puts
+A `Source` owns a producer (the network receiver, or a Python iterable) that puts
 samples into the buffer and closes it when no data will ever come again. The trainer
-starts it, polls `check()` while it waits for data (so a dead producer surfaces as an
-error instead of a hang), and stops it at the end.
+starts it, lets it work between steps (`pump`), polls `check()` while it waits for
+data (so a dead producer surfaces as an error instead of a hang), and stops it at the
+end.
 
 `IterableSource` is the in-process source: a Python iterable (or a factory of one per
-rank) drained by a background thread. It is useful for tests and for simulators
-written in Python.
+rank) advanced in the training thread by a rule that makes runs reproducible bit for
+bit (see its docstring and docs/resume.md). It is useful for tests and for
+simulators written in Python.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
-import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, ClassVar
 
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
-
-logger = logging.getLogger(__name__)
 
 
 class SourceError(RuntimeError):
@@ -39,7 +37,7 @@ class Source(ABC):
 
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        """Begin filling `buffer` in the background (returns at once).
+        """Begin filling `buffer`, in the background or through `pump` (returns at once).
 
         `buffer` may already hold restored contents and counters: a resumed source
         continues after what the buffer has already received.
@@ -55,11 +53,13 @@ class Source(ABC):
         may do its producer's work here, between training steps, rather than in a
         thread that competes with training for the GIL.
 
-        With `wait` 0 it must not block. A reader short of data calls it with `wait` > 0:
-        the source may then wait up to `wait` seconds for its input and put what comes,
-        so that data is ingested as it arrives. Returns True if it did (the reader
-        then looks at the buffer without waiting), False if the reader should wait on
-        the buffer itself. The default does nothing and returns False."""
+        With `wait` 0 it must not wait for input that may not come (a source that
+        produces in this thread, `IterableSource`, runs its producer here, for as long
+        as that takes). A reader short of data calls it with `wait` > 0: the source may
+        then wait up to `wait` seconds for its input and put what comes, so that data is
+        ingested as it arrives. Returns True if it did (the reader then looks at the
+        buffer without waiting), False if the reader should wait on the buffer itself.
+        The default does nothing and returns False."""
         return False
 
     @abstractmethod
@@ -70,10 +70,17 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
+    #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
+    #: in full (e.g. simulations finished, when each receiver sees every simulation
+    #: end): the trainer reduces them over ranks with MAX, not SUM, so that a study of
+    #: 16 simulations logs 16 on any number of ranks. Empty by default.
+    study_keys: ClassVar[frozenset[str]] = frozenset()
+
     def telemetry(self) -> dict[str, float]:
         """Cumulative figures for the logs (messages, bytes, rejected…); empty by default.
 
-        The same keys on every rank: the trainer sums them over ranks at each log.
+        The same keys on every rank: the trainer sums them over ranks at each log,
+        except `study_keys`, whose maximum over ranks is logged.
         """
         return {}
 
@@ -101,85 +108,114 @@ def as_sample(item: Any) -> Sample:
 
 
 class IterableSource(Source):
-    """Feeds the buffer from an iterable of samples on a daemon thread.
+    """Feeds the buffer from an iterable of samples, in the reader's thread.
 
     Args:
         data: an iterable of mappings (field name -> array-like), or a factory
             `data(rank, world_size)` returning one, so that each rank gets its own share.
-        put_timeout: seconds between checks of the stop request while `put` blocks on a
-            full buffer (back-pressure).
-        stop_timeout: how long `stop()` waits for the producer thread.
+
+    Determinism: the iterable is advanced only by `pump`, which the stream dataset
+    calls before each read of the buffer, and `pump` fills the buffer by a rule that
+    depends on nothing but the buffer's state: it inserts until the buffer would make
+    a `put` wait (full; for a reservoir, once every held sample is undrawn; or the rate
+    limiter holds inserts back), or the iterable is exhausted (the buffer is then
+    closed). The buffer's contents at each random draw therefore do not depend on
+    thread timing, and a run is reproducible bit for bit with any buffer (same seed,
+    same iterable). The iterable is consumed on demand: no further than the buffer
+    needs, and a slow iterable (a simulation step in Python) slows training by what it
+    takes; for a concurrent producer, stream from simulations (`StreamSource`).
 
     Resume contract: when the buffer passed to `start` has already received `k`
     samples (restored from a checkpoint), the first `k` items of the iterable are
-    skipped, so a deterministic iterable continues exactly where it stopped.
+    skipped (iterated, then dropped: a generator recomputes them), so a deterministic
+    iterable continues exactly where it stopped.
 
-    When the iterable is exhausted the buffer is closed (end of stream). If iterating
-    raises, the buffer is closed too and `check()` raises `SourceError` from it.
+    If iterating raises (or an item is not a mapping), the buffer is closed and `pump`
+    raises `SourceError` from it, as `check()` does from then on.
+
+    Not thread-safe: `start`, `pump`, `check`, `stop` from one thread (the reader's).
     """
 
-    def __init__(
-        self,
-        data: Iterable[Mapping[str, Any]] | SampleFactory,
-        put_timeout: float = 0.1,
-        stop_timeout: float = 10.0,
-    ) -> None:
+    def __init__(self, data: Iterable[Mapping[str, Any]] | SampleFactory) -> None:
         self._data = data
-        self._put_timeout = put_timeout
-        self._stop_timeout = stop_timeout
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._buffer: Buffer | None = None
+        self._items: Iterator[Mapping[str, Any]] | None = None
+        self._skip = 0
+        self._held: Sample | None = None  # taken from the iterable, refused by the buffer
+        self._done = False
         self._error: BaseException | None = None
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        if self._thread is not None:
+        """Bind the iterable of this rank; nothing is produced before the first `pump`."""
+        if self._buffer is not None:
             raise RuntimeError("IterableSource.start() was called twice")
         data = self._data(rank, world_size) if callable(self._data) else self._data
-        skip = buffer.stats().put
-        self._thread = threading.Thread(
-            target=self._run, args=(iter(data), skip, buffer), name="melissa-source", daemon=True
-        )
-        self._thread.start()
+        self._items = iter(data)
+        self._skip = buffer.stats().put
+        self._buffer = buffer
 
-    def _run(self, items: Any, skip: int, buffer: Buffer) -> None:
+    def pump(self, wait: float = 0.0) -> bool:
+        """Put samples into the buffer until it would make a `put` wait, or close it at
+        the end of the iterable; returns True if it put or closed anything.
+
+        Blocks for as long as the iterable takes to produce them, whatever `wait`. With
+        `wait` > 0 (the reader found no servable read after the previous fill), a fill
+        that puts nothing means that the reader and this producer wait for each other
+        (a rate limiter whose tolerance is too small): `SourceError` says so rather than
+        the reader waiting forever.
+
+        Raises:
+            SourceError: the iterable failed, produced something other than a mapping,
+                or the buffer can neither be read nor filled (see above).
+        """
+        buffer, items = self._buffer, self._items
+        if buffer is None or items is None or self._done:
+            self.check()
+            return False
+        put = 0
         try:
-            for item in itertools.islice(items, skip, None):
-                sample = as_sample(item)
-                while not self._stop.is_set():
-                    try:
-                        buffer.put(sample, timeout=self._put_timeout)
-                        break
-                    except TimeoutError:
-                        continue
-                if self._stop.is_set():
-                    return
+            if self._skip:
+                next(itertools.islice(items, self._skip, self._skip), None)
+                self._skip = 0
+            while True:
+                if self._held is None:
+                    self._held = as_sample(next(items))
+                if not buffer.try_put(self._held):
+                    break
+                self._held = None
+                put += 1
+        except StopIteration:
+            self._done = True
             buffer.close()
-        except BufferClosedError:
-            return  # the trainer closed the buffer: nothing more is wanted
-        except BaseException as exc:  # surfaced in the training thread by check()
+            return True
+        except BufferClosedError:  # closed by the trainer: nothing more is wanted
+            self._done = True
+            return put > 0
+        except Exception as exc:
             self._error = exc
+            self._done = True
             buffer.close()
+            raise self._failure() from exc
+        if wait > 0 and put == 0:
+            raise SourceError(
+                f"the buffer ({buffer!r}, {buffer.rate_limiter!r}) can neither serve the "
+                "next read nor take a sample, and nothing else fills it: with a rate "
+                "limiter, raise sample_to_insert_tolerance to at least "
+                "sample_to_insert_ratio + batch_size (or leave it unset)"
+            )
+        return put > 0
 
     def check(self) -> None:
         if self._error is not None:
-            raise SourceError(f"the sample source failed: {self._error!r}") from self._error
+            raise self._failure() from self._error
+
+    def _failure(self) -> SourceError:
+        return SourceError(f"the sample source failed: {self._error!r}")
 
     def stop(self) -> None:
-        """Ask the producer to stop and wait up to `stop_timeout` seconds for it.
-
-        A producer stuck inside the user's iterable (a simulation step that takes
-        long) cannot be interrupted; it is a daemon thread, so it is left behind with
-        a warning rather than blocking the end of training.
-        """
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(self._stop_timeout)
-            if self._thread.is_alive():
-                logger.warning(
-                    "the sample source did not stop within %.0f s (its iterable is still "
-                    "producing an item); leaving its daemon thread behind",
-                    self._stop_timeout,
-                )
+        """Stop producing (idempotent; there is no thread to wait for)."""
+        self._done = True
+        self._held = None
 
 
 def as_source(obj: Source | Iterable[Mapping[str, Any]] | SampleFactory) -> Source:

@@ -33,8 +33,11 @@ class TrainerState:
     Attributes:
         global_step: optimizer steps taken (a step spans `gradient_accumulation_steps`
             micro-batches).
-        samples_seen: samples consumed by *this rank* (including re-draws).
-        total_samples_seen: samples consumed by all ranks, updated at each log step.
+        samples_seen: samples consumed by *this rank* (including re-draws); exact, also
+            after a resume (each rank's count is in its part of the checkpoint).
+        total_samples_seen: samples consumed by all ranks (the sum of `samples_seen`),
+            brought up to date at each log and each checkpoint (a collective then):
+            between them it lags behind. Exact after a resume.
         pseudo_epoch: 0 while the stream is live; incremented at each replay of the
             buffer after the stream has ended.
         stream_ended: the stream has ended on at least one rank (its data is exhausted).

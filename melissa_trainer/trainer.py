@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 LossFn = Callable[[Any, Any], torch.Tensor]
 
+#: per-rank trainer figures in each checkpoint's rank_R/ (see `OnlineTrainer._rank_state`)
+_RANK_STATE = "trainer_rank.json"
+
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
 
@@ -178,6 +181,8 @@ class OnlineTrainer:
         self._loss_sum = torch.zeros((), device=acc.device)
         self._loss_count = 0
         self._samples_since_log = 0
+        # of those, the samples already added to `state.total_samples_seen` (by a save)
+        self._samples_totaled = 0
         self._steps_since_log = 0
         self._last_log_time = time.perf_counter()
 
@@ -209,8 +214,15 @@ class OnlineTrainer:
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
+        if resume is None and args.resume_from_checkpoint == "latest":
+            logger.warning(
+                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh",
+                self.checkpoint_root,
+            )
+        first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
             self.load_checkpoint(resume)
+            first_window = self._window_left()
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
         try:
@@ -222,7 +234,7 @@ class OnlineTrainer:
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
             while True:
-                window = args.stop_sync_steps
+                window, first_window = first_window or args.stop_sync_steps, 0
                 if state.max_steps is not None:
                     window = min(window, state.max_steps - state.global_step)
                 if window <= 0:
@@ -328,21 +340,38 @@ class OnlineTrainer:
     # -- actions requested by hooks --------------------------------------------------------
 
     def log(self) -> dict[str, float]:
-        """Reduce the figures since the last log over ranks and fire LOG. Collective."""
+        """Reduce the figures since the last log over ranks and fire LOG. Collective.
+
+        `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
+        also across a resume). The source's telemetry is summed over ranks, but for its
+        `study_keys` (figures every rank counts in full), whose maximum is logged.
+        """
         acc, state = self.accelerator, self.state
         stats = self.buffer.stats()
         elapsed = time.perf_counter() - self._last_log_time
-        telemetry = self.source.telemetry()  # cumulative counters, summed over ranks
-        names = sorted(telemetry)
-        local = [0.0, self._loss_count, self._samples_since_log, len(self.buffer), stats.put]
-        local += [stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
+        telemetry = self.source.telemetry()  # cumulative counters, the same keys on every rank
+        study_keys = self.source.study_keys
+        names = sorted(k for k in telemetry if k not in study_keys)
+        study_names = sorted(k for k in telemetry if k in study_keys)
+        untotaled = self._samples_since_log - self._samples_totaled
+        local = [0.0, self._loss_count, self._samples_since_log, untotaled, len(self.buffer)]
+        local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
         figures = torch.tensor(local, dtype=torch.float64, device=acc.device)
         figures[0] = self._loss_sum
+        maxima = torch.tensor(
+            [telemetry[k] for k in study_names], dtype=torch.float64, device=acc.device
+        )
         if self.stop_sync.distributed:
             torch.distributed.all_reduce(figures)
+            if study_names:
+                torch.distributed.all_reduce(maxima, op=torch.distributed.ReduceOp.MAX)
         values = figures.tolist()
-        loss_sum, loss_count, samples, size, put, got, evicted, elapsed_sum = values[:8]
+        loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
         elapsed_mean = max(elapsed_sum / acc.num_processes, 1e-9)
+        source_figures = {
+            **dict(zip(names, values[9:], strict=True)),
+            **dict(zip(study_names, maxima.tolist(), strict=True)),
+        }
         logs = {
             "loss": loss_sum / loss_count if loss_count else float("nan"),
             "learning_rate": self._learning_rate(),
@@ -353,14 +382,15 @@ class OnlineTrainer:
             "buffer_put": put,
             "buffer_got": got,
             "buffer_evicted": evicted,
-            **{f"source_{k}": v for k, v in zip(names, values[8:], strict=True)},
+            **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
         }
-        state.total_samples_seen += int(samples)
+        state.total_samples_seen += int(new_total)
         if loss_count:
             state.last_loss = logs["loss"]
         state.append_log(logs)
         self._loss_sum.zero_()
         self._loss_count = self._samples_since_log = self._steps_since_log = 0
+        self._samples_totaled = 0
         self._last_log_time = time.perf_counter()
         self.hooks.fire(Event.LOG, self, state, self.control, logs)
         return logs
@@ -414,9 +444,14 @@ class OnlineTrainer:
     def save_checkpoint(self) -> Path:
         """Write a checkpoint of this step on every rank; returns its path. Collective.
 
-        Idempotent: saving twice at one step rewrites the same checkpoint.
+        Idempotent: saving twice at one step rewrites the same checkpoint. Durable: every
+        file is fsynced before the atomic rename, and the directories after it (see
+        `checkpoint`'s module docstring); a save blocks training for that long.
+        `state.total_samples_seen` is made exact first (one small all-reduce), so the
+        checkpoint records every sample trained on up to this step.
         """
         acc, state = self.accelerator, self.state
+        self._total_samples()
         root = self.checkpoint_root
         if acc.is_main_process:
             ckpt.begin(root, state.global_step)
@@ -427,10 +462,13 @@ class OnlineTrainer:
         self.buffer.save(rank_dir)
         self.dataset.save(rank_dir)
         ckpt.write_json(rank_dir / "source.json", self.source.state_dict())
+        ckpt.write_json(rank_dir / _RANK_STATE, self._rank_state())
         if acc.is_main_process:
             (staging / "trainer_state.json").write_text(state.to_json())
             ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
             ckpt.write_json(staging / "training_args.json", self.args.to_dict())
+        acc.wait_for_everyone()  # every rank's files are written
+        ckpt.fsync_rank_files(staging, acc.process_index, acc.num_processes)
         acc.wait_for_everyone()
         final = ckpt.checkpoint_path(root, state.global_step)
         if acc.is_main_process:
@@ -441,8 +479,45 @@ class OnlineTrainer:
         self.hooks.fire(Event.SAVE, self, state, self.control, str(final))
         return final
 
+    def _total_samples(self) -> None:
+        """Add every rank's samples not yet counted to `state.total_samples_seen`
+        (otherwise done at the next log). Collective."""
+        untotaled = self._samples_since_log - self._samples_totaled
+        counts = torch.tensor([untotaled], dtype=torch.float64, device=self.accelerator.device)
+        if self.stop_sync.distributed:
+            torch.distributed.all_reduce(counts)
+        self.state.total_samples_seen += int(counts.item())
+        self._samples_totaled = self._samples_since_log
+
+    def _rank_state(self) -> dict[str, Any]:
+        """What differs between ranks, beside the buffer and the source: this rank's
+        `samples_seen`, and its loss sum since the last log (so that the first log
+        after a resume reports what it would have without the restart)."""
+        return {
+            "samples_seen": self.state.samples_seen,
+            "loss_sum": float(self._loss_sum),
+            "loss_count": self._loss_count,
+        }
+
+    def _window_left(self) -> int:
+        """The steps left in the stop-sync window that a restored checkpoint was written
+        in: the fewest whole steps pending on any rank (every rank took the window's
+        batches when it began, the agreed number of steps being the fewest). Resuming
+        with them keeps the windows, hence the data taken from the buffer at each step
+        and the logged buffer figures, where they were without the restart. Collective.
+        """
+        steps = self.dataset.num_pending // self.args.gradient_accumulation_steps
+        if self.stop_sync.distributed:
+            fewest = torch.tensor([steps], dtype=torch.int64, device=self.accelerator.device)
+            torch.distributed.all_reduce(fewest, op=torch.distributed.ReduceOp.MIN)
+            steps = int(fewest.item())
+        return steps
+
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending."""
+        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
+
+        See docs/resume.md for what is restored exactly and what user code sees again.
+        """
         path = Path(path)
         ranks = ckpt.count_ranks(path)
         if ranks != self.num_processes:
@@ -458,4 +533,10 @@ class OnlineTrainer:
         self.buffer.load(rank_dir)
         self.dataset.load(rank_dir)
         self.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
+        if (rank_dir / _RANK_STATE).is_file():  # absent from checkpoints of earlier versions
+            mine = ckpt.read_json(rank_dir / _RANK_STATE)
+            self.state.samples_seen = int(mine["samples_seen"])
+            self._loss_sum.fill_(float(mine["loss_sum"]))
+            self._loss_count = int(mine["loss_count"])
+        self._samples_since_log = self._samples_totaled = self._steps_since_log = 0
         logger.info("resumed from %s at step %d", path, self.state.global_step)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+import torch
 
 from melissa_trainer import checkpoint as ckpt
 
@@ -69,3 +72,94 @@ def test_resolve_resume(tmp_path: Path) -> None:
     )
     with pytest.raises(FileNotFoundError, match="checkpoint-3"):
         ckpt.resolve_resume(str(tmp_path / "checkpoint-4"), tmp_path)
+
+
+def fsync_recorder(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
+    """Record ("fsync", path) for each os.fsync and ("rename", dst) for each os.replace."""
+    events: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: Any, dst: Any) -> None:
+        events.append(("rename", str(dst)))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    return events
+
+
+def test_fsync_tree_syncs_every_file_and_directory_but_the_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for rel in ("a", "rank_0/b", "rank_0/sub/c", "rank_1/d"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    (tmp_path / "link").symlink_to(tmp_path / "a")
+    events = fsync_recorder(monkeypatch)
+    assert ckpt.fsync_tree(tmp_path, skip={"rank_1"}) == 3
+    synced = [Path(p) for _, p in events]
+    files = [tmp_path / "a", tmp_path / "rank_0/b", tmp_path / "rank_0/sub/c"]
+    dirs = [tmp_path / "rank_0/sub", tmp_path / "rank_0", tmp_path]
+    assert sorted(synced) == sorted(files + dirs)
+    # a directory after everything inside it, the root last
+    assert synced.index(tmp_path / "rank_0/sub/c") < synced.index(tmp_path / "rank_0/sub")
+    assert synced.index(tmp_path / "rank_0/sub") < synced.index(tmp_path / "rank_0")
+    assert synced[-1] == tmp_path
+
+
+@pytest.mark.timeout(60)
+def test_save_checkpoint_fsyncs_every_file_before_the_rename_and_the_parents_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers import linear_samples, small_model, xy
+
+    from melissa_trainer import OnlineTrainer, TrainingArguments
+
+    model = small_model(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), batch_size=4, buffer_size=8, report_to="none",
+        disable_progress_bar=True, max_steps=2, save_at_end=False,
+    )  # fmt: skip
+    trainer = OnlineTrainer(
+        model, args, optimizer, scheduler, train_source=list(linear_samples(16)),
+        process_sample=xy,
+    )  # fmt: skip
+    trainer.train()
+    events = fsync_recorder(monkeypatch)
+    final = trainer.save_checkpoint()
+    staging = ckpt.staging_path(final.parent, 2)
+    rename = events.index(("rename", str(final)))
+    before = {Path(p) for kind, p in events[:rename] if kind == "fsync"}
+    written = [p for p in final.rglob("*")]
+    assert len([p for p in written if p.is_file()]) >= 10  # model, optimizer, rng, rank_0/...
+    for path in written:
+        assert staging / path.relative_to(final) in before, f"{path} was not fsynced"
+    assert staging in before
+    after = [Path(p) for kind, p in events[rename:] if kind == "fsync"]
+    assert final.parent in after and final.parent.parent in after
+
+
+def test_each_rank_fsyncs_what_it_wrote(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    staging = ckpt.begin(tmp_path, 4)
+    names = ["model.safetensors", "trainer_state.json", "random_states_0.pkl"]
+    names += ["random_states_1.pkl", "rank_0/buffer.json", "rank_1/buffer.json"]
+    for rel in names:
+        (staging / rel).parent.mkdir(exist_ok=True)
+        (staging / rel).write_text(rel)
+    events = fsync_recorder(monkeypatch)
+    assert ckpt.fsync_rank_files(staging, 1, 2) == 2
+    assert {Path(p).relative_to(staging).as_posix() for _, p in events} == {
+        "rank_1/buffer.json", "rank_1", "random_states_1.pkl"
+    }  # fmt: skip
+    events.clear()
+    assert ckpt.fsync_rank_files(staging, 0, 2) == 4
+    assert {Path(p).relative_to(staging).as_posix() for _, p in events} == {
+        "model.safetensors", "trainer_state.json", "random_states_0.pkl",
+        "rank_0/buffer.json", "rank_0", ".",
+    }  # fmt: skip

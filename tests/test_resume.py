@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,21 @@ def test_resume_gives_the_losses_of_an_uninterrupted_run(tmp_path: Path) -> None
         assert torch.equal(a, b)
     assert second.state.samples_seen == full.state.samples_seen
     assert len(first_rec.losses) == 13
+    # the samples between the last log (step 10) and the checkpoint (13) are counted
+    assert second.state.total_samples_seen == full.state.total_samples_seen == 30 * 8
+
+
+def test_resume_latest_without_a_checkpoint_says_it_starts_afresh(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="melissa_trainer"):
+        trainer, _ = run(tmp_path, "fifo", max_steps=2, resume_from_checkpoint="latest")
+    assert trainer.state.global_step == 2
+    root = tmp_path / "out" / "checkpoints"
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warnings] == [
+        f"resume_from_checkpoint='latest': no checkpoint under {root}, starting afresh"
+    ]
 
 
 def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -> None:

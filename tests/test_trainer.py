@@ -13,7 +13,6 @@ from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import (
     Hook,
-    IterableSource,
     OnlineTrainer,
     SourceError,
     TrainerControl,
@@ -194,21 +193,6 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path: Path) -> None:
     state = make_trainer(args, n=800, hooks=[rec]).train()
     assert state.global_step == 10
     assert all(np.isfinite(rec.losses))
-
-
-def test_slow_iterable_does_not_block_the_end_of_training(tmp_path: Path) -> None:
-    release = threading.Event()
-
-    def slow():
-        yield from linear_samples(16)
-        release.wait(30)  # a simulation step that takes long
-        yield from linear_samples(1)
-
-    source = IterableSource(slow(), stop_timeout=0.2)
-    trainer = make_trainer(make_args(tmp_path, max_steps=2), source=source)
-    state = trainer.train()
-    assert state.global_step == 2
-    release.set()
 
 
 def launch_env(

@@ -98,7 +98,8 @@ class Buffer(abc.ABC):
         self._wake_len = _NO_WAITER  # min(self._get_needs): notify readers at this size
         self._n_size_blocked = 0  # reads waiting for more samples
         self._n_put_waiting = 0  # puts waiting (room or limiter)
-        self._n_room_blocked = 0  # puts waiting for room
+        self._n_room_blocked = 0  # puts waiting for room (a parked `try_put` included)
+        self._parked = False  # a `try_put` was refused for lack of room (see there)
         # counters
         self._n_put = 0
         self._n_got = 0
@@ -199,10 +200,14 @@ class Buffer(abc.ABC):
             lim is not None and not self._n_size_blocked and not lim.can_insert()
         ):
             self._wait_writable(timeout)
+        self._add(sample)
+
+    def _add(self, sample: Sample) -> None:
+        """Insert one sample that may go in now, count it, wake readers (lock held)."""
         self._insert(sample, self._n_put)
         self._n_put += 1
-        if lim is not None:
-            lim.inserts += 1
+        if self._limiter is not None:
+            self._limiter.inserts += 1
         if self._size() >= self._wake_len:
             self._readable.notify_all()
 
@@ -234,6 +239,40 @@ class Buffer(abc.ABC):
             if n and self._size() >= self._wake_len:
                 self._readable.notify_all()
             return n
+
+    def try_put(self, sample: Sample) -> bool:
+        """Insert `sample` if that needs no wait; otherwise insert nothing, return False.
+
+        For a producer that runs in the reader's thread (`IterableSource`): the buffer
+        then serves it as it would a `put` blocked in a thread of its own. Until its
+        next `try_put` (or `close`), a producer refused for lack of room counts as a put
+        waiting for room, so the rate limiter does not hold reads back meanwhile (the
+        liveness rule of the class docstring; without it a reservoir full of undrawn
+        samples and a limiter waiting for inserts would wait for each other forever).
+        At most one such producer per buffer. Non-blocking; thread-safe.
+
+        Raises:
+            BufferClosedError: the buffer is closed.
+        """
+        with self._lock:
+            self._unpark()
+            if self._closed:
+                raise BufferClosedError("try_put() on a closed buffer (reception has ended)")
+            lim = self._limiter
+            if not self._has_room():
+                self._parked = True
+                self._n_room_blocked += 1
+                return False
+            if lim is not None and not self._n_size_blocked and not lim.can_insert():
+                return False
+            self._add(sample)
+            return True
+
+    def _unpark(self) -> None:
+        """Forget the producer that `try_put` refused for lack of room (lock held)."""
+        if self._parked:
+            self._parked = False
+            self._n_room_blocked -= 1
 
     def _wait_writable(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -280,6 +319,7 @@ class Buffer(abc.ABC):
         """
         with self._lock:
             self._closed = True
+            self._unpark()
             self._readable.notify_all()
             self._writable.notify_all()
 
@@ -495,6 +535,7 @@ class Buffer(abc.ABC):
             self._reuse_hist = common.reuse_histogram
             self._closed = common.closed
             self._rng = common.rng
+            self._unpark()  # a refused `try_put` was for the contents replaced here
             self._readable.notify_all()
             self._writable.notify_all()
 

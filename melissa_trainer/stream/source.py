@@ -111,6 +111,9 @@ class StreamSource(Source):
     `finished_simulations` may be called from any thread).
     """
 
+    #: every rank's receiver sees each simulation end: logged once, not summed over ranks
+    study_keys = frozenset({"simulations_finished", "simulations_abandoned"})
+
     def __init__(
         self,
         expected_simulations: int | None = None,

@@ -1,0 +1,138 @@
+"""One training run of the kill/resume tests, in this process or as a script.
+
+    python tests/resume_scenario.py CONFIG.json   # writes CONFIG's "result" file
+
+With ``kill`` in the config, the run writes the ``marker`` file two steps after the
+first checkpoint saved at or after step ``from_step`` in pseudo-epoch
+``pseudo_epoch`` or later, then sleeps in that step's ``on_step_end`` until its parent
+SIGKILLs it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import linear_samples, small_model, xy  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    Hook,
+    OnlineTrainer,
+    SampleBlock,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+
+#: logged figures that depend on time, not on the data
+_TIMING = {"samples_per_second", "steps_per_second"}
+
+
+class Record(Hook):
+    """Each micro-batch's loss with its step, and the logs without their timings."""
+
+    def __init__(self) -> None:
+        self.losses: list[tuple[int, float]] = []
+        self.logs: list[dict[str, float]] = []
+
+    def on_after_backward(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, loss: Any
+    ) -> None:
+        self.losses.append((state.global_step + 1, float(loss)))
+
+    def on_log(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, logs: dict[str, float]
+    ) -> None:
+        kept = {k: v for k, v in logs.items() if k not in _TIMING}
+        self.logs.append({"step": state.global_step, **kept})
+
+
+class KillAfterSave(Hook):
+    """Blocks two steps after a checkpoint, once `marker` is written (see the module)."""
+
+    def __init__(self, marker: str, pseudo_epoch: int, from_step: int) -> None:
+        self.marker, self.pseudo_epoch, self.from_step = Path(marker), pseudo_epoch, from_step
+        self.saved: int | None = None
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        ok = state.pseudo_epoch >= self.pseudo_epoch and state.global_step >= self.from_step
+        if self.saved is None and ok:
+            self.saved = state.global_step
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if self.saved is not None and state.global_step == self.saved + 2:
+            self.marker.write_text(str(state.global_step))
+            time.sleep(600)  # until the test's SIGKILL
+
+
+def xy_block(block: SampleBlock) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
+
+
+def run(config: dict[str, Any]) -> dict[str, Any]:
+    """Train as `config` says; returns what the tests compare (JSON-serializable)."""
+    args = TrainingArguments(
+        output_dir=config["output_dir"],
+        batch_size=8,
+        buffer=config["buffer"],
+        buffer_size=config.get("buffer_size", 32),
+        watermark=16,
+        sample_to_insert_ratio=config.get("sample_to_insert_ratio"),
+        pseudo_epochs=config.get("pseudo_epochs", 1),
+        max_steps=config.get("max_steps"),
+        gradient_accumulation_steps=config.get("gradient_accumulation_steps", 1),
+        logging_steps=3,  # not a divisor of save_steps: a log is due between saves
+        save_steps=config["save_steps"],
+        stop_sync_steps=4,
+        resume_from_checkpoint=config.get("resume_from_checkpoint"),
+        report_to="none",
+        disable_progress_bar=True,
+        seed=11,
+    )
+    record = Record()
+    hooks: list[Hook] = [record]
+    if "kill" in config:
+        hooks.append(KillAfterSave(**config["kill"]))
+    # columnar: batches are read from the buffer as blocks (`Buffer.get_block`)
+    batching: dict[str, Any] = (
+        {"process_batch": xy_block} if config.get("columnar") else {"process_sample": xy}
+    )
+    model = small_model(0, dropout=0.2)  # dropout: the torch RNG state matters
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        scheduler,
+        train_source=lambda rank, world: linear_samples(config["n_samples"], seed=3),
+        hooks=hooks,
+        **batching,
+    )
+    state = trainer.train()
+    params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
+    stats = trainer.buffer.stats()
+    return {
+        "params": params.numpy().tobytes().hex(),
+        "losses": record.losses,
+        "logs": record.logs,
+        "global_step": state.global_step,
+        "samples_seen": state.samples_seen,
+        "total_samples_seen": state.total_samples_seen,
+        "pseudo_epoch": state.pseudo_epoch,
+        "buffer": [stats.put, stats.got, stats.evicted, stats.size],
+    }
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)
+    cfg = json.loads(Path(sys.argv[1]).read_text())
+    Path(cfg["result"]).write_text(json.dumps(run(cfg)))

@@ -1,0 +1,131 @@
+"""`IterableSource` fills the buffer in the reader's thread, by a rule on the buffer's
+state only (so runs are reproducible), and `Buffer.try_put` serves such a producer as
+a blocked `put` in a thread would be served."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import (
+    FIFOBuffer,
+    IterableSource,
+    OnlineTrainer,
+    ReservoirBuffer,
+    SourceError,
+    StreamDataset,
+    TrainingArguments,
+)
+from melissa_trainer.buffers import BufferClosedError, RateLimiter
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def sample(i: int) -> dict[str, np.ndarray]:
+    return {"x": np.full(3, i, dtype=np.float32), "y": np.asarray(float(i), dtype=np.float32)}
+
+
+def test_the_iterable_runs_in_the_readers_thread_only_as_far_as_the_buffer_needs() -> None:
+    threads: list[int] = []
+
+    def produce() -> Iterator[dict[str, np.ndarray]]:
+        for i in range(100):
+            threads.append(threading.get_ident())
+            yield sample(i)
+
+    buffer = FIFOBuffer(capacity=8, watermark=2)
+    source = IterableSource(produce())
+    dataset = StreamDataset(buffer, batch_size=4, source=source)
+    source.start(buffer, 0, 1)
+    assert threads == [] and len(buffer) == 0  # nothing before the reader asks
+    assert dataset.prefetch(1) == 1
+    # filled to capacity (8), one more taken and refused (held for later), 4 read
+    assert len(threads) == 9 and len(buffer) == 4
+    assert dataset.prefetch(3) == 3
+    assert len(threads) == 17 and len(buffer) == 4
+    assert set(threads) == {threading.get_ident()}
+    source.stop()
+
+
+def test_resume_skips_what_the_buffer_already_received() -> None:
+    buffer = FIFOBuffer(capacity=4)
+    for i in range(6):  # as restored from a checkpoint: 6 received, 4 of them read
+        buffer.put(sample(i))
+        if i in (1, 3):
+            buffer.get_batch(2)
+    source = IterableSource([sample(i) for i in range(10)])
+    source.start(buffer, 0, 1)
+    assert source.pump() is True
+    assert [int(s["y"]) for s in buffer.get_batch(4)] == [4, 5, 6, 7]
+
+
+def test_a_failing_iterable_raises_from_pump_and_closes_the_buffer() -> None:
+    def broken() -> Iterator[dict[str, np.ndarray]]:
+        yield sample(0)
+        raise ValueError("bad solver input")
+
+    buffer = FIFOBuffer(capacity=4)
+    source = IterableSource(broken())
+    source.start(buffer, 0, 1)
+    with pytest.raises(SourceError, match="bad solver input"):
+        source.pump()
+    assert buffer.closed
+    with pytest.raises(SourceError, match="bad solver input"):
+        source.check()
+    with pytest.raises(SourceError, match="bad solver input"):  # and any later pump
+        source.pump()
+
+
+def test_try_put_refused_for_room_lets_reads_pass_the_rate_limiter() -> None:
+    # a reservoir full of undrawn samples, and a limiter that wants inserts before reads
+    limiter = RateLimiter(samples_per_insert=0.25, tolerance=0.0, min_size_to_sample=4)
+    buffer = ReservoirBuffer(4, watermark=4, rate_limiter=limiter)
+    assert all(buffer.try_put(sample(i)) for i in range(4))
+    with pytest.raises(TimeoutError):
+        buffer.get_batch(2, timeout=0)  # nobody waits for room yet: the limiter holds
+    assert buffer.try_put(sample(4)) is False  # full, nothing drawn: refused, parked
+    assert len(buffer.get_batch(2, timeout=0)) == 2  # as for a put blocked in a thread
+    assert buffer.try_put(sample(4)) is True  # a drawn sample is evicted
+    with pytest.raises(TimeoutError):  # no longer parked: the limiter holds reads again
+        buffer.get_batch(2, timeout=0)
+    buffer.close()
+    with pytest.raises(BufferClosedError):
+        buffer.try_put(sample(5))
+
+
+def test_a_rate_limited_reservoir_fed_in_process_trains_to_the_end(tmp_path: Path) -> None:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer="reservoir",
+        buffer_size=16,
+        watermark=8,
+        sample_to_insert_ratio=0.5,  # fewer draws than inserts: room runs short
+        report_to="none",
+        disable_progress_bar=True,
+        save_at_end=False,
+    )
+    model = small_model(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    trainer = OnlineTrainer(
+        model, args, optimizer, train_source=linear_samples(200), process_sample=xy
+    )
+    state = trainer.train()
+    assert state.stream_ended and trainer.buffer.stats().put == 200
+
+
+def test_a_limiter_that_holds_both_sides_back_is_an_error_not_a_hang() -> None:
+    # tolerance 0 (TrainingArguments refuses it): no insert and no read is ever allowed
+    limiter = RateLimiter(samples_per_insert=1.0, tolerance=0.0, min_size_to_sample=0)
+    buffer = ReservoirBuffer(8, watermark=2, rate_limiter=limiter)
+    source = IterableSource([sample(i) for i in range(10)])
+    dataset = StreamDataset(buffer, batch_size=2, source=source)
+    source.start(buffer, 0, 1)
+    with pytest.raises(SourceError, match="sample_to_insert_tolerance"):
+        dataset.prefetch(1)

@@ -80,14 +80,23 @@ def check_matplotlib(plot: bool) -> None:
 
 
 def study_source(
-    opts: StudyArgs, command: Sequence[str], bounds: Bounds, seed: int, rendezvous: Path
+    opts: StudyArgs,
+    command: Sequence[str],
+    bounds: Bounds,
+    seed: int,
+    rendezvous: Path,
+    fields: Mapping[str, tuple[Any, Any]],
 ) -> tuple[Launcher | None, StreamSource]:
     """The trainer's source: a Launcher running `command` (a Python script and its flags)
     for parameter sets drawn from `bounds`, or with --external no launcher and a source
-    waiting for NUM_SIMULATIONS solvers started by hand."""
+    waiting for NUM_SIMULATIONS solvers started by hand. `fields` is what every solver
+    must declare (one schema per study: a solver declaring others is refused)."""
     if opts.external:
         source = StreamSource(
-            expected_simulations=opts.num_simulations, rendezvous_dir=rendezvous, bind=opts.bind
+            expected_simulations=opts.num_simulations,
+            rendezvous_dir=rendezvous,
+            bind=opts.bind,
+            fields=fields,
         )
         return None, source
     launcher = Launcher(
@@ -100,7 +109,10 @@ def study_source(
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )
-    return launcher, StreamSource(launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind)
+    source = StreamSource(
+        launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind, fields=fields
+    )
+    return launcher, source
 
 
 def prepare_rendezvous(

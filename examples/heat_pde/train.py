@@ -188,8 +188,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), *opts.config.argv()]
+    n = opts.grid_size
     launcher, source = study_source(
-        opts, solver_command, PARAMETER_BOUNDS, seed=args.seed, rendezvous=rendezvous
+        opts,
+        solver_command,
+        PARAMETER_BOUNDS,
+        seed=args.seed,
+        rendezvous=rendezvous,
+        fields={"temperature": ((n, n), "float32")},  # what solver.py declares
     )
 
     leave_cores_to_simulations(opts)

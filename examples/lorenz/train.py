@@ -217,7 +217,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), "--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
     launcher, source = study_source(
-        opts, solver_command, PARAMETER_BOUNDS, seed=args.seed, rendezvous=rendezvous
+        opts,
+        solver_command,
+        PARAMETER_BOUNDS,
+        seed=args.seed,
+        rendezvous=rendezvous,
+        fields={"transition": ((2, 3), "float64")},  # what solver.py declares
     )
 
     leave_cores_to_simulations(opts)

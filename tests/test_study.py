@@ -256,6 +256,23 @@ def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
     assert (summary["finished"], summary["failed"], summary["restarts"]) == (3, 1, 1)
 
 
+@pytest.mark.timeout(120)
+def test_a_stream_waiting_after_every_simulation_ended_stops_with_an_error(
+    tmp_path: Path,
+) -> None:
+    """The receivers expect five simulations, the launcher runs three: once all three
+    have ended and nothing arrives, rank 0 says so instead of waiting forever."""
+    launcher = study(tmp_path, 3, {"steps": 4})
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys, source={"expected_simulations": 5})
+    with pytest.raises(SourceError) as info:
+        t.train()
+    message = str(info.value)
+    assert "every simulation of the study has ended" in message
+    assert "3 of 5 expected simulations finished" in message
+    assert sorted(keys.seen) == [(s, k) for s in range(3) for k in range(4)]
+
+
 def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as f:

@@ -62,11 +62,13 @@ class DataReport(Protocol):
     Called from the launcher's thread; the implementation must be thread-safe.
     """
 
-    def completed(self) -> Sequence[int]:
-        """Ids whose every step reached the buffer, in completion order (append-only)."""
+    def completed(self, start: int = 0) -> Sequence[int]:
+        """Ids whose every step reached the buffer, in completion order, from the
+        `start`-th on (the list only grows)."""
 
-    def refused(self) -> Sequence[tuple[int, str]]:
-        """(id, why) of each refused HELLO, in order (append-only)."""
+    def refused(self, start: int = 0) -> Sequence[tuple[int, str]]:
+        """(id, why) of each refused HELLO, in order, from the `start`-th on (the list
+        only grows)."""
 
     def idle_seconds(self) -> float:
         """Seconds since a message last arrived, counted only while the socket is
@@ -224,14 +226,14 @@ class Supervisor:
         data = self.data
         if data is None:
             return
-        completed = data.completed()
-        new, self._seen_completed = completed[self._seen_completed :], len(completed)
+        new = data.completed(self._seen_completed)
+        self._seen_completed += len(new)
         if new:
             with self.lock:
                 for sid in new:
                     self.study.data_complete(sid)
-        refused = data.refused()
-        fresh, self._seen_refused = refused[self._seen_refused :], len(refused)
+        fresh = data.refused(self._seen_refused)
+        self._seen_refused += len(fresh)
         for sid, why in fresh:
             for name, job in list(self.jobs.items()):
                 if job.simulation_id == sid:

@@ -332,14 +332,15 @@ class Receiver:
         """Simulation id -> DATA messages received so far: the launcher's heartbeat."""
         return self.ingest.activity()
 
-    def completed(self) -> list[int]:
+    def completed(self, start: int = 0) -> list[int]:
         """Ids of the simulations whose every step reached the buffer here, in the
-        order they did (the same as `finished_simulations`; any thread)."""
-        return list(self.ingest.finished_ids)
+        order they did, from the `start`-th on (`finished_simulations`; any thread)."""
+        return self.ingest.finished_ids[start:]
 
-    def refused(self) -> list[tuple[int, str]]:
-        """(simulation id, why) of every HELLO refused here, in order (any thread)."""
-        return list(self.ingest.refused)
+    def refused(self, start: int = 0) -> list[tuple[int, str]]:
+        """(simulation id, why) of every HELLO refused here, in order, from the
+        `start`-th on (any thread)."""
+        return self.ingest.refused[start:]
 
     def idle_seconds(self) -> float:
         """Seconds since a message last arrived, while the socket is found empty: 0

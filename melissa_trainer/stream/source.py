@@ -283,8 +283,8 @@ class StreamSource(Source):
         if (
             self._launcher_started
             and launcher is not None
+            and receiver.idle_seconds() > ENDED_GRACE  # (cheap first: done reads the study)
             and launcher.done
-            and receiver.idle_seconds() > ENDED_GRACE
         ):
             waiting = receiver.waiting_for()
             described = "; ".join(

@@ -247,7 +247,7 @@ def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: P
         while not (ended and launcher.done):
             launcher.check()
             receiver.check()
-            peak = max(peak, sum(" sim-" in line for line in queue().splitlines()))
+            peak = max(peak, sum("-sim-" in line for line in queue().splitlines()))
             assert time.monotonic() < deadline, (launcher.summary(), len(samples))
             try:
                 batch = buffer.get_batch(16, timeout=0.2)

@@ -46,7 +46,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.launcher.backends.base import Backend
+from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.records import ON_FAILURE, Study
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.supervisor import LauncherError, Settings, Supervisor
@@ -212,7 +212,10 @@ class Launcher:
             abandon: told each simulation id given up ("redraw", "abandon"), so that the
                 receivers stop waiting for it; called from the launcher's thread.
             study_dir: where the logs (default) and a pickled callable go; default: the
-                parent of `rendezvous_dir`.
+                parent of `rendezvous_dir`. It is the study's identity (`study_id`): a
+                start on the same directory is a restart, and the backend first ends the
+                jobs an earlier run left (`Backend.begin_study`: Slurm batch jobs; this
+                may block for a few seconds).
 
         Raises:
             RuntimeError: called twice, or after `stop`.
@@ -233,6 +236,9 @@ class Launcher:
             rendezvous_dir=str(rendezvous),
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
+        # before the first launch: the jobs a killed earlier run of this study left
+        # behind (Slurm batch jobs outlive their trainer) are ended, see begin_study
+        self.backend.begin_study(study_id(study))
         base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
         template = self._template
 

@@ -17,9 +17,25 @@ still alive get SIGKILL after the cluster's ``KillWait`` (30 s by default); `kil
 up to FORCE_WAIT seconds for that, and a job still ending after it is reported by a
 later `poll` (it counts as running until then).
 
-Note that batch jobs belong to Slurm, not to the trainer: if the trainer is killed with
-SIGKILL, they run on (``close`` is what cancels them, and the launcher calls it on
-exit and on errors); ``scancel --name`` with the job names cleans up by hand.
+Batch jobs belong to Slurm, not to the trainer: ``close`` cancels them (the launcher
+calls it on exit and on errors), but a trainer killed with SIGKILL never gets there.
+Three things make sure that such jobs do not run on:
+
+* Job names carry the study: ``mt-<study>-sim-12`` (`slurm_script.job_name`; the study
+  is `base.study_id` of the study directory, given by `begin_study`), so ``squeue --me
+  -o '%i %j'`` shows whose they are.
+* `begin_study` (the launcher calls it before its first launch) cancels this user's
+  jobs whose name starts with ``mt-<study>-``: those of an earlier run of the same
+  study. The receivers' exactly-once ingest makes running their simulations again safe.
+* A lease (`lease_timeout`, see `lease`): the trainer rewrites a file in the script
+  directory every `lease_timeout` / 6 s, and each job's script cancels its own job
+  once that file has not changed for `lease_timeout` s.
+
+The job's environment: the trainer's, minus the variables of the allocation or step the
+trainer runs in (``SLURM_*`` but ``SLURM_CONF``, ``SRUN_*``, ``SALLOC_*``: see
+`slurm_script.submission_env`), plus the job's own variables (``MELISSA_TRAINER_*``
+and the launcher's ``env``), which the script exports. Slurm then sets the job's own
+``SLURM_*`` variables.
 
 ``mode="srun"`` (the trainer runs inside an allocation, ``salloc`` or a batch job):
 each job is ``srun --ntasks=N --exclusive --job-name=NAME ...`` run as a local process
@@ -32,17 +48,20 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.local import LocalBackend
 
 __all__ = ["SlurmBackend"]
@@ -59,7 +78,12 @@ CLOSE_GRACE = 5.0
 #: seconds between ``squeue`` calls while `kill`/`close` wait for jobs to end
 WAIT_STEP = 0.25
 
+#: the shortest `lease_timeout` accepted, in seconds (a shorter one would cancel jobs
+#: whenever the file system stalls for a moment)
+MIN_LEASE_TIMEOUT = 5.0
+
 _FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+_STUDY = re.compile(r"[A-Za-z0-9._]+")
 
 
 @dataclass(eq=False)
@@ -72,6 +96,7 @@ class SlurmHandle(Handle):
     state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
     queried: bool = False  # squeue has answered at least once since the submission
     code: int | None = None  # exit code once the job has ended
+    stale: bool = False  # a job of an earlier run of the study (see begin_study)
 
 
 @dataclass(eq=False)
@@ -100,6 +125,11 @@ class SlurmBackend(Backend):
         srun_args: options of every srun that starts a job's ranks (the one in the
             batch script of a multi-rank job, or the step in mode "srun"), e.g.
             ``["--mpi=pmi2"]``.
+        lease_timeout: seconds (>= MIN_LEASE_TIMEOUT) after which a batch job whose
+            trainer has stopped renewing its lease cancels itself (see the module
+            docstring); None: no lease. The script directory must then be shared with
+            the compute nodes (where it is not, the jobs say so in their logs and run
+            without lease). Mode "sbatch" only: steps die with their allocation.
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.
@@ -119,6 +149,7 @@ class SlurmBackend(Backend):
         poll_every: float = 2.0,
         *,
         srun_args: Sequence[str] = (),
+        lease_timeout: float | None = 300.0,
     ) -> None:
         if mode not in ("sbatch", "srun"):
             raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")
@@ -131,6 +162,16 @@ class SlurmBackend(Backend):
             )
         if not poll_every >= 0:
             raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
+        if lease_timeout is not None and (
+            isinstance(lease_timeout, bool)
+            or not isinstance(lease_timeout, int | float)
+            or not math.isfinite(lease_timeout)
+            or lease_timeout < MIN_LEASE_TIMEOUT
+        ):
+            raise ValueError(
+                f"lease_timeout must be None or a number of seconds >= {MIN_LEASE_TIMEOUT:g} "
+                f"(a few minutes is usual), got {lease_timeout!r}"
+            )
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)
@@ -162,6 +203,12 @@ class SlurmBackend(Backend):
         self._steps: list[SrunHandle] = []  # steps not known ended (mode "srun")
         self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
         self._squeue_failing = False
+        self._study: str | None = None
+        self._lease = (
+            Lease(lease_timeout) if lease_timeout is not None and mode == "sbatch" else None
+        )
+        # a backend without a study gets a lease file of its own
+        self._lease_name = f"{ss.JOB_PREFIX}{os.getpid()}-{secrets.token_hex(4)}.lease"
 
     # -- Backend API -----------------------------------------------------------------------
 
@@ -170,7 +217,7 @@ class SlurmBackend(Backend):
         srun step (mode "srun"). Raises LaunchError with sbatch's message if refused."""
         if self._local is not None:
             argv = ss.srun_command(
-                name=job.name,
+                name=ss.job_name(job.name, self._study),
                 argv=job.argv,
                 ranks=job.ranks,
                 time_limit=self.time_limit,
@@ -209,7 +256,7 @@ class SlurmBackend(Backend):
             if handle in self._steps:  # still running: its step may outlive srun
                 self._steps.remove(handle)
                 self._local.kill(handle.process, grace)
-                self._cancel_steps({handle.job.name})
+                self._cancel_steps({ss.job_name(handle.job.name, self._study)}.__contains__)
             return
         slurm = self._own(handle)
         if slurm.code is None:
@@ -219,13 +266,66 @@ class SlurmBackend(Backend):
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then
         forces); idempotent."""
         if self._local is not None:
-            names = {step.job.name for step in self._steps}
+            names = {ss.job_name(step.job.name, self._study) for step in self._steps}
             self._steps.clear()
             self._local.close()
-            self._cancel_steps(names)
+            if names:
+                self._cancel_steps(names.__contains__)
             return
         if self._live:
             self._cancel(list(self._live.values()), CLOSE_GRACE)
+        if self._lease is not None:
+            self._lease.close()
+
+    def begin_study(self, study: str) -> None:
+        """Name the jobs after `study` from now on (``mt-<study>-<name>``) and end the
+        jobs an earlier run of it left (this user's jobs, or in mode "srun" the steps of
+        this allocation, whose name starts with ``mt-<study>-``), logging each. Blocks
+        until they have ended (as `close`: up to CLOSE_GRACE + FORCE_WAIT s). If squeue
+        fails, that is logged and nothing is cancelled.
+
+        Do not run two trainers on one study directory: the second one cancels the
+        first one's jobs."""
+        if not isinstance(study, str) or not _STUDY.fullmatch(study):
+            raise ValueError(
+                f"study must be letters, digits, '.' or '_' (no '-': it ends the job name "
+                f"prefix), got {study!r}"
+            )
+        self._study = study
+        if self._lease is not None:
+            self._lease_name = f"{ss.study_prefix(study)[:-1]}.lease"
+        prefix = ss.study_prefix(study)
+        if self._local is not None:
+            self._cancel_steps(lambda name: name.startswith(prefix))
+            return
+        result = self._run(ss.own_jobs_command(self._command("squeue")))
+        if isinstance(result, str) or result.returncode != 0:
+            why = result if isinstance(result, str) else result.stderr.strip()
+            logger.warning(
+                "cannot list the Slurm jobs of an earlier run of study %s (%s): any still "
+                "running are not cancelled (scancel them by their names, %s*)",
+                study,
+                why,
+                prefix,
+            )
+            return
+        stale = [
+            SlurmHandle(job=Job(name, ()), job_id=job_id, exit_stem="", state=state, stale=True)
+            for job_id, state, name in ss.parse_own_jobs(result.stdout)
+            if name.startswith(prefix)
+            and state not in ss.TERMINAL_STATES
+            and job_id not in self._live
+        ]
+        if not stale:
+            return
+        logger.warning(
+            "study %s: cancelling %d Slurm job(s) left by an earlier run: %s",
+            study,
+            len(stale),
+            ", ".join(f"{h.job.name} ({h.job_id}, {h.state})" for h in stale),
+        )
+        self._live.update((handle.job_id, handle) for handle in stale)
+        self._cancel(stale, CLOSE_GRACE)
 
     def describe(self, handle: Handle) -> str:
         if isinstance(handle, SlurmHandle):
@@ -242,9 +342,13 @@ class SlurmBackend(Backend):
         directory = self.script_dir or (log.parent if log is not None else cwd)
         stem = directory / _FILE_NAME.sub("_", job.name)
         script = stem.with_name(stem.name + ".sbatch")
+        lease = None if self._lease is None else directory / self._lease_name
         try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if lease is not None and self._lease is not None:
+                self._lease.add(lease)  # before the job can look for it
             text = ss.batch_script(
-                name=job.name,
+                name=ss.job_name(job.name, self._study),
                 argv=job.argv,
                 ranks=job.ranks,
                 cwd=str(cwd),
@@ -255,14 +359,19 @@ class SlurmBackend(Backend):
                 time_limit=self.time_limit,
                 extra_args=self.extra_args,
                 srun_args=self.srun_args,
+                lease=None if lease is None else str(lease),
+                lease_timeout=self._lease.timeout if self._lease is not None else 0.0,
             )
-            directory.mkdir(parents=True, exist_ok=True)
             if log is not None:  # Slurm does not create the directory of --output
                 log.parent.mkdir(parents=True, exist_ok=True)
             script.write_text(text)
         except (ValueError, OSError) as exc:
             raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
-        result = self._run(ss.sbatch_command(str(script), self._command("sbatch")), cwd=cwd)
+        result = self._run(
+            ss.sbatch_command(str(script), self._command("sbatch")),
+            cwd=cwd,
+            env=ss.submission_env(os.environ),
+        )
         if isinstance(result, str) or result.returncode != 0:
             why = result if isinstance(result, str) else result.stderr.strip() or result.stdout
             raise LaunchError(f"sbatch refused job {job.name} (script {script}): {why}")
@@ -307,6 +416,8 @@ class SlurmBackend(Backend):
         )
 
     def _final_code(self, handle: SlurmHandle) -> int:
+        if handle.stale:  # cancelled, not run by this backend: no code to look up
+            return 1
         path = Path(ss.exit_file(handle.exit_stem, handle.job_id))
         try:
             text = path.read_text().strip()
@@ -393,11 +504,8 @@ class SlurmBackend(Backend):
 
     # -- srun mode -------------------------------------------------------------------------
 
-    def _cancel_steps(self, names: Iterable[str]) -> None:
-        """scancel the steps of this allocation named in `names` that are still listed."""
-        names = set(names)
-        if not names:
-            return
+    def _cancel_steps(self, match: Callable[[str], bool]) -> None:
+        """scancel the steps of this allocation whose name `match`-es, logging them."""
         command = [self._command("squeue"), "-h", "-s", "-j", self._allocation, "-o", "%i|%j"]
         result = self._run(command)
         if isinstance(result, str) or result.returncode != 0:
@@ -407,10 +515,12 @@ class SlurmBackend(Backend):
         steps = [
             step_id
             for step_id, name in ss.parse_squeue(result.stdout).items()
-            if name in names and "." in step_id
+            if match(name) and "." in step_id
         ]
         if steps:
-            logger.info("cancelling steps left by killed srun processes: %s", steps)
+            logger.info(
+                "cancelling steps (of killed srun processes, or of an earlier run): %s", steps
+            )
             self._run([self._command("scancel"), *steps])
 
     # -- helpers ---------------------------------------------------------------------------
@@ -424,7 +534,10 @@ class SlurmBackend(Backend):
         return self._commands.get(name) or name
 
     def _run(
-        self, argv: list[str], cwd: str | os.PathLike[str] | None = None
+        self,
+        argv: list[str],
+        cwd: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> subprocess.CompletedProcess[str] | str:
         """Run a Slurm client command; the CompletedProcess, or why it could not run."""
         try:
@@ -433,6 +546,7 @@ class SlurmBackend(Backend):
                 capture_output=True,
                 text=True,
                 cwd=cwd,
+                env=env,
                 timeout=COMMAND_TIMEOUT,
                 stdin=subprocess.DEVNULL,
                 check=False,

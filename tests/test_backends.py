@@ -637,7 +637,7 @@ def test_slurm_srun_mode_runs_steps_as_local_processes(
     handle = backend.launch(Job("sim-6", [PYTHON, "-c", code, marker]))
     try:
         wait_for(lambda: len(pgrep(marker)) >= 2, 10, "the step and its child")
-        assert backend.poll(handle) is None and "srun step sim-6" in backend.describe(handle)
+        assert backend.poll(handle) is None and "srun step mt-sim-6" in backend.describe(handle)
         backend.kill(handle, grace=2)
         assert backend.poll(handle) not in (None, 0)
         wait_for(lambda: not pgrep(marker), 10, "no process left")

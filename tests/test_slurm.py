@@ -185,13 +185,27 @@ out["running"] = backend.poll(handle)
 backend.kill(handle, grace=5)
 out["killed"] = backend.poll(handle)
 backend.close()
+# a study restarted in the same allocation cancels the steps of its earlier run
+earlier = SlurmBackend(mode="srun")
+earlier.begin_study("srunstudy")
+orphan = earlier.launch(Job("orphan", sleeper))
+time.sleep(1.0)
+restarted = SlurmBackend(mode="srun")
+restarted.begin_study("srunstudy")
+deadline = time.monotonic() + 30
+while (code := earlier.poll(orphan)) is None and time.monotonic() < deadline:
+    time.sleep(0.1)
+out["reaped"] = code
+earlier.close()
+restarted.close()
 print(json.dumps(out))
 """
 
 
 @pytest.mark.timeout(120)
 def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
-    """A driver run by salloc (so inside an allocation) uses mode="srun"."""
+    """A driver run by salloc (so inside an allocation) uses mode="srun"; a backend that
+    begins the same study cancels the steps of the earlier one."""
     marker = f"melissa-srun-step-{os.getpid()}"
     (tmp_path / "driver.py").write_text(SRUN_DRIVER)
     result = subprocess.run(
@@ -205,6 +219,7 @@ def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["exit"] == 5 and out["running"] is None
     assert out["killed"] not in (None, 0)
+    assert out["reaped"] not in (None, 0), result.stderr
     assert not pgrep(marker)
 
 

@@ -1,12 +1,13 @@
-"""The trainer's side of a job lease: files rewritten every few seconds while it lives.
+"""Job leases: the trainer renews a file while it lives; a batch job whose lease stops
+changing cancels itself.
 
 A Slurm batch job belongs to Slurm, not to the trainer: if the trainer is SIGKILLed (or
 its node dies) nobody cancels the job, which would run on and hold its allocation. So
-each batch script starts a watchdog (`slurm_script.lease_lines`) that reads a lease
-file in the script directory and cancels its own job once the content has not changed
-for the lease timeout. `Lease` is what keeps changing it: a daemon thread rewrites
-every lease file in place every `timeout` / 6 seconds with a counter and the time. It
-dies with the process, which is the point.
+each batch script starts a watchdog (`lease_lines`) that reads a lease file in the
+script directory and cancels its own job once the content has not changed for the
+lease timeout. `Lease` is what keeps changing it: a daemon thread rewrites every lease
+file in place every `timeout` / 6 seconds with a counter and the time. It dies with the
+process, which is the point.
 
 The file is rewritten in place (not written aside and renamed) because on NFS a
 reader's open revalidates an existing file's content (close-to-open consistency),
@@ -18,13 +19,34 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
+import shlex
 import threading
 import time
 from pathlib import Path
 
-__all__ = ["Lease"]
+__all__ = ["MIN_TIMEOUT", "Lease", "check_timeout", "lease_lines"]
 
 logger = logging.getLogger(__name__)
+
+#: the shortest lease timeout accepted, in seconds (a shorter one would cancel jobs
+#: whenever the file system stalls for a moment)
+MIN_TIMEOUT = 5.0
+
+
+def check_timeout(name: str, value: float | None) -> None:
+    """Raise ValueError naming the option `name` unless `value` is None or a number of
+    seconds >= MIN_TIMEOUT."""
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < MIN_TIMEOUT
+    ):
+        raise ValueError(
+            f"{name} must be None or a number of seconds >= {MIN_TIMEOUT:g} (a few "
+            f"minutes is usual), got {value!r}"
+        )
 
 
 class Lease:
@@ -52,6 +74,8 @@ class Lease:
     def add(self, path: Path) -> None:
         """Keep `path` renewed from now on (idempotent). Raises OSError if it cannot be
         written at all (its directory is not writable)."""
+        if path in self._paths:  # the usual case; no wait on a renewal in progress
+            return
         with self._lock:
             if path in self._paths:
                 return
@@ -106,3 +130,45 @@ class Lease:
             self._failing = True
             return
         self._failing = False
+
+
+def lease_lines(lease: str, timeout: float) -> list[str]:
+    """Script lines that start the lease watchdog in the background (its pid in
+    ``$watchdog``).
+
+    The trainer rewrites the file `lease` every `timeout` / 6 s (`Lease`). The
+    watchdog reads it every `timeout` / 6 s and compares its content with what it read
+    before: progress is a change, timed with the node's own clock (bash's ``SECONDS``),
+    so that neither clock skew between nodes nor a file system's coarse or cached
+    modification times matter. Once the content has not changed for `timeout` s, it
+    writes why to the job's log and cancels the job (``scancel $SLURM_JOB_ID``: Slurm
+    then ends every process of the job; ``kill -TERM 0`` where scancel fails). If the
+    file cannot be read when the job starts (the script directory is not shared with
+    the compute node), the watchdog says so in the log and stops: the job then runs as
+    if it had no lease.
+    """
+    timeout_s = max(1, math.ceil(timeout))
+    interval = f"{max(0.2, timeout / 6):.1f}"
+    path = shlex.quote(lease)
+    return [
+        f"lease={path}",
+        "(  # the lease watchdog: ends the job if the trainer stops renewing the lease",
+        "  trap 'kill \"$nap\" 2>/dev/null; exit 0' TERM",
+        '  seen=$(cat -- "$lease" 2>/dev/null) || {',
+        '    echo "melissa-trainer: cannot read the lease $lease on $(hostname): this job'
+        ' will not end by itself if the trainer dies" >&2; exit 0; }',
+        "  since=$SECONDS",
+        "  while :; do",
+        f'    sleep {interval} & nap=$!; wait "$nap"',
+        '    now=$(cat -- "$lease" 2>/dev/null)',
+        '    if [ "$now" != "$seen" ]; then seen=$now; since=$SECONDS',
+        f"    elif (( SECONDS - since >= {timeout_s} )); then",
+        f'      echo "melissa-trainer: the trainer has not renewed the lease $lease for'
+        f' {timeout_s} s (it was killed?): cancelling job $SLURM_JOB_ID" >&2',
+        '      scancel "$SLURM_JOB_ID" || kill -TERM 0',
+        "      exit 0",
+        "    fi",
+        "  done",
+        ") &",
+        "watchdog=$!",
+    ]

@@ -33,18 +33,18 @@ Choices made for the batch script (see `batch_script`):
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
+
+from melissa_trainer.launcher.backends.lease import lease_lines
 
 __all__ = [
     "JOB_PREFIX",
     "TERMINAL_STATES",
     "batch_script",
     "job_name",
-    "lease_lines",
     "parse_own_jobs",
     "own_jobs_command",
     "submission_env",
@@ -259,48 +259,6 @@ def batch_script(
     if lease is not None:  # the command has ended: the watchdog's work too
         lines.insert(-3, 'kill "$watchdog" 2>/dev/null')
     return "\n".join(lines)
-
-
-def lease_lines(lease: str, timeout: float) -> list[str]:
-    """Script lines that start the lease watchdog in the background (its pid in
-    ``$watchdog``).
-
-    The trainer rewrites the file `lease` every `timeout` / 6 s (`lease.Lease`). The
-    watchdog reads it every `timeout` / 6 s and compares its content with what it read
-    before: progress is a change, timed with the node's own clock (bash's ``SECONDS``),
-    so that neither clock skew between nodes nor a file system's coarse or cached
-    modification times matter. Once the content has not changed for `timeout` s, it
-    writes why to the job's log and cancels the job (``scancel $SLURM_JOB_ID``: Slurm
-    then ends every process of the job; ``kill -TERM 0`` where scancel fails). If the
-    file cannot be read when the job starts (the script directory is not shared with
-    the compute node), the watchdog says so in the log and stops: the job then runs as
-    if it had no lease.
-    """
-    timeout_s = max(1, math.ceil(timeout))
-    interval = f"{max(0.2, timeout / 6):.1f}"
-    path = shlex.quote(lease)
-    return [
-        f"lease={path}",
-        "(  # the lease watchdog: ends the job if the trainer stops renewing the lease",
-        "  trap 'kill \"$nap\" 2>/dev/null; exit 0' TERM",
-        '  seen=$(cat -- "$lease" 2>/dev/null) || {',
-        '    echo "melissa-trainer: cannot read the lease $lease on $(hostname): this job'
-        ' will not end by itself if the trainer dies" >&2; exit 0; }',
-        "  since=$SECONDS",
-        "  while :; do",
-        f'    sleep {interval} & nap=$!; wait "$nap"',
-        '    now=$(cat -- "$lease" 2>/dev/null)',
-        '    if [ "$now" != "$seen" ]; then seen=$now; since=$SECONDS',
-        f"    elif (( SECONDS - since >= {timeout_s} )); then",
-        f'      echo "melissa-trainer: the trainer has not renewed the lease $lease for'
-        f' {timeout_s} s (it was killed?): cancelling job $SLURM_JOB_ID" >&2',
-        '      scancel "$SLURM_JOB_ID" || kill -TERM 0',
-        "      exit 0",
-        "    fi",
-        "  done",
-        ") &",
-        "watchdog=$!",
-    ]
 
 
 def sbatch_command(script_path: str, sbatch: str = "sbatch") -> list[str]:

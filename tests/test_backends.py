@@ -652,7 +652,8 @@ def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     """begin_study: this user's live jobs named mt-<study>-* are cancelled (running ones
     signalled first), no other; later jobs are named after the study, submitted with
     --export=ALL from an environment without the enclosing allocation's variables, and
-    get the study's lease file, which close() removes."""
+    get a lease file of this run (those of earlier runs of the study are removed), which
+    close() removes."""
     (fake_slurm / "own").write_text(
         "7|RUNNING|mt-ab12-sim-1\n"
         "8|PENDING|mt-ab12-worker-0\n"
@@ -675,6 +676,11 @@ def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     monkeypatch.setenv("SLURM_NTASKS", "64")
     monkeypatch.setenv("SLURM_CONF", "/etc/slurm/test.conf")
     (fake_slurm / "state").write_text("4242|RUNNING\n")
+    (tmp_path / "scripts").mkdir()
+    earlier_lease = tmp_path / "scripts" / "mt-ab12-1234abcd.lease"  # a killed run's
+    other_lease = tmp_path / "scripts" / "mt-ab123-1234abcd.lease"  # another study's
+    for path in (earlier_lease, other_lease):
+        path.write_text("1 2")
     handle = backend.launch(Job("sim-3", ["/bin/true"], env={"A": "1"}, cwd=tmp_path))
     submitted = (fake_slurm / "submitted.sbatch").read_text()
     assert "#SBATCH --job-name=mt-ab12-sim-3" in submitted
@@ -682,8 +688,9 @@ def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     env = (fake_slurm / "sbatch.env").read_text().splitlines()
     assert "SLURM_CONF=/etc/slurm/test.conf" in env and "FAKE=" + str(fake_slurm) in env
     assert not [line for line in env if line.startswith(("SLURM_JOB_ID=", "SLURM_NTASKS="))]
-    lease = tmp_path / "scripts" / "mt-ab12.lease"
+    [lease] = (tmp_path / "scripts").glob("mt-ab12-*.lease")  # this run's only
     assert f"lease={lease}" in submitted and lease.read_text()
+    assert not earlier_lease.exists() and other_lease.exists()
     backend.close()
     assert backend.poll(handle) is not None
     assert not lease.exists()

@@ -203,7 +203,7 @@ class Launcher:
         abandon: Callable[[int], None] | None = None,
         study_dir: str | os.PathLike[str] | None = None,
     ) -> None:
-        """Start the supervisor thread; returns at once.
+        """Start the supervisor thread; returns at once (but see `study_dir`).
 
         Args:
             rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
@@ -212,10 +212,9 @@ class Launcher:
             abandon: told each simulation id given up ("redraw", "abandon"), so that the
                 receivers stop waiting for it; called from the launcher's thread.
             study_dir: where the logs (default) and a pickled callable go; default: the
-                parent of `rendezvous_dir`. It is the study's identity (`study_id`): a
-                start on the same directory is a restart, and the backend first ends the
-                jobs an earlier run left (`Backend.begin_study`: Slurm batch jobs; this
-                may block for a few seconds).
+                parent of `rendezvous_dir`. Also the study's identity (`study_id`): the
+                backend first ends the jobs an earlier run on it left (blocks for that,
+                see `Backend.begin_study`; Slurm batch jobs outlive a killed trainer).
 
         Raises:
             RuntimeError: called twice, or after `stop`.
@@ -236,9 +235,7 @@ class Launcher:
             rendezvous_dir=str(rendezvous),
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
-        # before the first launch: the jobs a killed earlier run of this study left
-        # behind (Slurm batch jobs outlive their trainer) are ended, see begin_study
-        self.backend.begin_study(study_id(study))
+        self.backend.begin_study(study_id(study))  # before the first launch
         base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
         template = self._template
 

@@ -170,8 +170,10 @@ class SlurmBackend(Backend):
         self._lease = (
             Lease(lease_timeout) if lease_timeout is not None and mode == "sbatch" else None
         )
-        # a backend without a study gets a lease file of its own
-        self._lease_name = f"{ss.JOB_PREFIX}{os.getpid()}-{secrets.token_hex(4)}.lease"
+        # One lease file per backend (per run of the trainer), not per study: the jobs
+        # of a killed run must not be kept alive by the restarted run's renewals.
+        self._run_token = f"{os.getpid()}{secrets.token_hex(4)}"
+        self._lease_name = f"{ss.JOB_PREFIX}{self._run_token}.lease"
 
     # -- Backend API -----------------------------------------------------------------------
 
@@ -231,8 +233,7 @@ class SlurmBackend(Backend):
                 f"prefix), got {study!r}"
             )
         self._study = study
-        if self._lease is not None:
-            self._lease_name = f"{ss.study_prefix(study)[:-1]}.lease"
+        self._lease_name = f"{ss.study_prefix(study)}{self._run_token}.lease"
         prefix = ss.study_prefix(study)
         if self._steps is not None:
             self._steps.cancel(lambda name: name.startswith(prefix))
@@ -283,7 +284,8 @@ class SlurmBackend(Backend):
         lease = None if self._lease is None else directory / self._lease_name
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            if lease is not None and self._lease is not None:
+            if lease is not None and self._lease is not None and lease not in self._lease.paths:
+                self._drop_old_leases(lease)
                 self._lease.add(lease)  # before the job can look for it
             text = ss.batch_script(
                 name=ss.job_name(job.name, self._study),
@@ -413,6 +415,17 @@ class SlurmBackend(Backend):
         for handle in handles:
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
+
+    def _drop_old_leases(self, lease: Path) -> None:
+        """Remove the lease files of earlier runs of the study beside `lease`: jobs of
+        theirs still running (if `begin_study` could not cancel them) cancel themselves
+        after the timeout."""
+        if self._study is None:
+            return
+        for old in lease.parent.glob(f"{ss.study_prefix(self._study)}*.lease"):
+            if old != lease:
+                logger.debug("removing the lease of an earlier run: %s", old)
+                old.unlink(missing_ok=True)
 
     # -- helpers ---------------------------------------------------------------------------
 

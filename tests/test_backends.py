@@ -709,8 +709,13 @@ def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         lease.add(tmp_path / "no-such-dir" / "b.lease")
     lease.close()
-    assert not path.exists()
+    assert not path.exists() and lease.paths == []
     lease.close()  # idempotent
+    lease.add(path)  # starts afresh
+    first = path.read_text()
+    wait_for(lambda: path.read_text() not in ("", first), 10, "a renewal after a restart")
+    lease.close()
+    assert not path.exists()
 
 
 def lease_script(tmp_path: Path, argv: list[str], lease: Path, timeout: float) -> Path:

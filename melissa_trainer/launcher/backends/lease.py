@@ -81,9 +81,9 @@ class Lease:
                 return
             self._write(path, check=True)
             self._paths.add(path)
-            if self._thread is None and not self._stop.is_set():
+            if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._run, name="melissa-slurm-lease", daemon=True
+                    target=self._run, args=(self._stop,), name="melissa-slurm-lease", daemon=True
                 )
                 self._thread.start()
 
@@ -95,7 +95,8 @@ class Lease:
 
     def close(self) -> None:
         """Stop renewing and remove the files (a job still running then cancels itself
-        after the timeout). Idempotent; blocks until the thread has stopped."""
+        after the timeout). Idempotent; blocks until the thread has stopped. A later
+        `add` starts afresh."""
         self._stop.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
@@ -105,9 +106,10 @@ class Lease:
                 with contextlib.suppress(OSError):
                     path.unlink()
             self._paths.clear()
+            self._thread, self._stop = None, threading.Event()
 
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
+    def _run(self, stop: threading.Event) -> None:
+        while not stop.wait(self.interval):
             with self._lock:
                 for path in self._paths:
                     self._write(path)

@@ -25,10 +25,12 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["MIN_TIMEOUT", "Lease", "check_timeout", "lease_lines"]
+__all__ = ["DEFAULT_TIMEOUT", "MIN_TIMEOUT", "Lease", "check_timeout", "lease_lines"]
 
 logger = logging.getLogger(__name__)
 
+#: the lease timeout of `SlurmBackend` by default, in seconds
+DEFAULT_TIMEOUT = 300.0
 #: the shortest lease timeout accepted, in seconds (a shorter one would cancel jobs
 #: whenever the file system stalls for a moment)
 MIN_TIMEOUT = 5.0

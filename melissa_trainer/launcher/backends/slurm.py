@@ -45,7 +45,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.lease import Lease, check_timeout
+from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, Lease, check_timeout
 from melissa_trainer.launcher.backends.slurm_commands import (
     COMMAND_TIMEOUT,
     SlurmCommands,
@@ -123,7 +123,7 @@ class SlurmBackend(Backend):
         poll_every: float = 2.0,
         *,
         srun_args: Sequence[str] = (),
-        lease_timeout: float | None = 300.0,
+        lease_timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         if mode not in ("sbatch", "srun"):
             raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")

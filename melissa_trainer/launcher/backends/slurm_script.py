@@ -38,20 +38,19 @@ import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
-from melissa_trainer.launcher.backends.lease import lease_lines
+from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
 
 __all__ = [
     "JOB_PREFIX",
     "TERMINAL_STATES",
     "batch_script",
-    "job_name",
-    "parse_own_jobs",
-    "own_jobs_command",
-    "submission_env",
     "check_extra_args",
     "exit_code",
     "exit_file",
+    "job_name",
     "normalize_time_limit",
+    "own_jobs_command",
+    "parse_own_jobs",
     "parse_sacct",
     "parse_sbatch",
     "parse_scontrol",
@@ -63,6 +62,7 @@ __all__ = [
     "squeue_command",
     "srun_command",
     "study_prefix",
+    "submission_env",
 ]
 
 #: Job states after which no process of the job runs any more (``squeue %T`` spelling).
@@ -198,7 +198,7 @@ def batch_script(
     extra_args: Sequence[str] = (),
     srun_args: Sequence[str] = (),
     lease: str | None = None,
-    lease_timeout: float = 300.0,
+    lease_timeout: float = DEFAULT_TIMEOUT,
 ) -> str:
     """The text of the batch script of one job.
 

@@ -27,6 +27,8 @@ from melissa_trainer.launcher.backends import (
     make_backend,
 )
 from melissa_trainer.launcher.backends import slurm_script as ss
+from melissa_trainer.launcher.backends.base import study_id
+from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
 from melissa_trainer.stream.receiver import Receiver
 
@@ -382,7 +384,15 @@ def test_command_lines_and_parsers() -> None:
     assert ss.sbatch_command("/s/x.sbatch", "/bin/sbatch") == [
         "/bin/sbatch",
         "--parsable",
+        "--export=ALL",
         "/s/x.sbatch",
+    ]
+    assert ss.own_jobs_command("squeue", uid=1000) == [
+        "squeue", "-h", "-u", "1000", "-o", "%i|%T|%j"
+    ]  # fmt: skip
+    assert ss.parse_own_jobs("7|RUNNING|mt-ab12-sim-1\n8|PENDING|a|b\n\nbad\n") == [
+        ("7", "RUNNING", "mt-ab12-sim-1"),
+        ("8", "PENDING", "a|b"),
     ]
     assert ss.parse_sbatch("1234\n") == "1234"
     assert ss.parse_sbatch("1234;cluster\n") == "1234"
@@ -415,6 +425,42 @@ def test_command_lines_and_parsers() -> None:
     ]  # fmt: skip
 
 
+def test_job_names_carry_the_study(tmp_path: Path) -> None:
+    assert ss.job_name("sim-12", "3fa2b1c9") == "mt-3fa2b1c9-sim-12"
+    assert ss.job_name("sim-12").startswith("mt-")
+    assert ss.job_name("sim-1", "ab").startswith(ss.study_prefix("ab"))
+    assert not ss.job_name("sim-1", "ab2").startswith(ss.study_prefix("ab"))
+    # the study's identity: stable for one directory (however it is spelled), short
+    (tmp_path / "run").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    same = study_id(tmp_path / "run")
+    assert len(same) == 8 and int(same, 16) >= 0
+    assert study_id(str(tmp_path / "run")) == same == study_id(tmp_path / "link")
+    assert study_id(tmp_path / "other") != same
+
+
+def test_submission_env_leaves_out_the_enclosing_allocation() -> None:
+    environ = {
+        "PATH": "/bin",
+        "HOME": "/root",
+        "SLURM_CONF": "/etc/slurm.conf",
+        "SLURM_JOB_ID": "12",
+        "SLURM_NTASKS": "64",
+        "SLURM_CPUS_PER_TASK": "8",
+        "SRUN_CPUS_PER_TASK": "8",
+        "SALLOC_PARTITION": "x",
+        "SBATCH_ACCOUNT": "abc",
+        "MY_SLURM_THING": "kept",
+    }
+    assert ss.submission_env(environ) == {
+        "PATH": "/bin",
+        "HOME": "/root",
+        "SLURM_CONF": "/etc/slurm.conf",
+        "SBATCH_ACCOUNT": "abc",
+        "MY_SLURM_THING": "kept",
+    }
+
+
 @pytest.mark.parametrize(
     ("state", "code", "expected"),
     [
@@ -440,18 +486,23 @@ if [ -e "$FAKE/refuse" ]; then
     echo "sbatch: error: invalid partition specified: nope" >&2
     exit 1
 fi
-cp "$2" "$FAKE/submitted.sbatch"
+cp "${@: -1}" "$FAKE/submitted.sbatch"
+echo "$@" > "$FAKE/sbatch.args"
+env > "$FAKE/sbatch.env"
 echo "4242;testcluster"
 """,
     # squeue: counts its calls, prints the state file
     "squeue": """#!/bin/bash
 echo "$@" >> "$FAKE/squeue.calls"
-cat "$FAKE/state" 2>/dev/null
+if [ "$2" == "-u" ]; then cat "$FAKE/own" 2>/dev/null; else cat "$FAKE/state" 2>/dev/null; fi
 """,
     "scancel": """#!/bin/bash
 echo "$@" >> "$FAKE/scancel.calls"
 echo "4242|CANCELLED" > "$FAKE/state"
 """,
+    # accounting and the controller's record know nothing (hermetic where Slurm is installed)
+    "sacct": "#!/bin/bash\nexit 1\n",
+    "scontrol": "#!/bin/bash\nexit 1\n",
     # srun OPTIONS... COMMAND: records the options, runs the command in its place
     "srun": """#!/bin/bash
 while [[ "$1" == -* ]]; do echo "$1" >> "$FAKE/srun.options"; shift; done
@@ -462,7 +513,8 @@ exec "$@"
 
 @pytest.fixture
 def fake_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A PATH with stand-ins for sbatch, squeue, scancel and srun (no sacct, scontrol)."""
+    """A PATH with stand-ins for sbatch, squeue, scancel and srun (sacct and scontrol
+    that know no job)."""
     bin_dir, state = tmp_path / "bin", tmp_path / "fake"
     bin_dir.mkdir()
     state.mkdir()
@@ -573,7 +625,7 @@ def test_slurm_srun_mode_runs_steps_as_local_processes(
     assert finish(backend, done) == 4
     options = (fake_slurm / "srun.options").read_text().split()
     assert options == [
-        "--ntasks=2", "--exclusive", "--job-name=sim-5", "--kill-on-bad-exit=1",
+        "--ntasks=2", "--exclusive", "--job-name=mt-sim-5", "--kill-on-bad-exit=1",
         "--time=00:05:00", "--mpi=pmi2",
     ]  # fmt: skip
     marker = f"melissa-srun-kill-{os.getpid()}"
@@ -585,9 +637,147 @@ def test_slurm_srun_mode_runs_steps_as_local_processes(
     handle = backend.launch(Job("sim-6", [PYTHON, "-c", code, marker]))
     try:
         wait_for(lambda: len(pgrep(marker)) >= 2, 10, "the step and its child")
-        assert backend.poll(handle) is None and "srun step sim-6" in backend.describe(handle)
+        assert backend.poll(handle) is None and "srun step mt-sim-6" in backend.describe(handle)
         backend.kill(handle, grace=2)
         assert backend.poll(handle) not in (None, 0)
         wait_for(lambda: not pgrep(marker), 10, "no process left")
     finally:
         backend.close()
+
+
+@pytest.mark.timeout(30)
+def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
+    fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """begin_study: this user's live jobs named mt-<study>-* are cancelled (running ones
+    signalled first), no other; later jobs are named after the study, submitted with
+    --export=ALL from an environment without the enclosing allocation's variables, and
+    get a lease file of this run (those of earlier runs of the study are removed), which
+    close() removes."""
+    (fake_slurm / "own").write_text(
+        "7|RUNNING|mt-ab12-sim-1\n"
+        "8|PENDING|mt-ab12-worker-0\n"
+        "9|RUNNING|mt-ab123-sim-1\n"  # another study whose id starts alike
+        "10|RUNNING|sim-1\n"
+        "11|COMPLETED|mt-ab12-sim-2\n"  # already over
+    )
+    backend = SlurmBackend(poll_every=0, script_dir=tmp_path / "scripts", lease_timeout=60)
+    with pytest.raises(ValueError, match="no '-'"):
+        backend.begin_study("ab-12")
+    backend.begin_study("ab12")
+    assert (fake_slurm / "squeue.calls").read_text().splitlines()[0] == (
+        f"-h -u {os.getuid()} -o %i|%T|%j"
+    )
+    assert (fake_slurm / "scancel.calls").read_text().splitlines() == [
+        "--full --signal=TERM 7",
+        "8",
+    ]
+    monkeypatch.setenv("SLURM_JOB_ID", "555")
+    monkeypatch.setenv("SLURM_NTASKS", "64")
+    monkeypatch.setenv("SLURM_CONF", "/etc/slurm/test.conf")
+    (fake_slurm / "state").write_text("4242|RUNNING\n")
+    (tmp_path / "scripts").mkdir()
+    earlier_lease = tmp_path / "scripts" / "mt-ab12-1234abcd.lease"  # a killed run's
+    other_lease = tmp_path / "scripts" / "mt-ab123-1234abcd.lease"  # another study's
+    for path in (earlier_lease, other_lease):
+        path.write_text("1 2")
+    handle = backend.launch(Job("sim-3", ["/bin/true"], env={"A": "1"}, cwd=tmp_path))
+    submitted = (fake_slurm / "submitted.sbatch").read_text()
+    assert "#SBATCH --job-name=mt-ab12-sim-3" in submitted
+    assert (fake_slurm / "sbatch.args").read_text().split()[:2] == ["--parsable", "--export=ALL"]
+    env = (fake_slurm / "sbatch.env").read_text().splitlines()
+    assert "SLURM_CONF=/etc/slurm/test.conf" in env and "FAKE=" + str(fake_slurm) in env
+    assert not [line for line in env if line.startswith(("SLURM_JOB_ID=", "SLURM_NTASKS="))]
+    [lease] = (tmp_path / "scripts").glob("mt-ab12-*.lease")  # this run's only
+    assert f"lease={lease}" in submitted and lease.read_text()
+    assert not earlier_lease.exists() and other_lease.exists()
+    backend.close()
+    assert backend.poll(handle) is not None
+    assert not lease.exists()
+
+
+@pytest.mark.timeout(30)
+def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
+    lease = Lease(timeout=0.6)  # renewed every 0.1 s
+    path = tmp_path / "a.lease"
+    lease.add(path)
+    first = path.read_text()
+    assert first
+    wait_for(lambda: path.read_text() not in ("", first), 10, "a renewal")
+    lease.add(path)  # idempotent
+    assert lease.paths == [path]
+    with pytest.raises(OSError):
+        lease.add(tmp_path / "no-such-dir" / "b.lease")
+    lease.close()
+    assert not path.exists() and lease.paths == []
+    lease.close()  # idempotent
+    lease.add(path)  # starts afresh
+    first = path.read_text()
+    wait_for(lambda: path.read_text() not in ("", first), 10, "a renewal after a restart")
+    lease.close()
+    assert not path.exists()
+
+
+def lease_script(tmp_path: Path, argv: list[str], lease: Path, timeout: float) -> Path:
+    text = ss.batch_script(
+        name="t",
+        argv=argv,
+        ranks=1,
+        cwd=str(tmp_path),
+        exit_stem=str(tmp_path / "t"),
+        lease=str(lease),
+        lease_timeout=timeout,
+    )
+    path = tmp_path / "t.sbatch"
+    path.write_text(text)
+    return path
+
+
+def run_script(tmp_path: Path, script: Path) -> subprocess.CompletedProcess[str]:
+    """Run a batch script outside Slurm, in a session of its own (its watchdog's
+    fallback signals its process group), with a scancel that records and fails."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    calls = tmp_path / "scancel.calls"
+    (bin_dir / "scancel").write_text(f'#!/bin/bash\necho "$@" >> {calls}\nexit 1\n')
+    (bin_dir / "scancel").chmod(stat.S_IRWXU)
+    env = {**os.environ, "SLURM_JOB_ID": "77", "PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin"}
+    return subprocess.run(
+        ["bash", str(script)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_batch_script_lease_ends_the_job_once_the_trainer_stops_renewing(tmp_path: Path) -> None:
+    """Outside Slurm: with its lease renewed, a job runs to its end; a lease left alone
+    ends the job (scancel of its own id, here failing, then SIGTERM to its process
+    group); a lease the node cannot read leaves the job alone, saying so."""
+    marker = f"melissa-lease-{os.getpid()}"
+    sleeper = [PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
+    lease = Lease(timeout=2)
+    path = tmp_path / "t.lease"
+    lease.add(path)
+    try:
+        renewed = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "4"], path, 2))
+    finally:
+        lease.close()
+    assert renewed.returncode == 0, renewed.stderr
+    assert not (tmp_path / "scancel.calls").exists()
+
+    path.write_text("nobody renews this")
+    stale = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "60", marker], path, 2))
+    assert stale.returncode == 143, stale.stderr  # the command got SIGTERM
+    assert "has not renewed the lease" in stale.stderr and "cancelling job 77" in stale.stderr
+    assert (tmp_path / "scancel.calls").read_text().split() == ["77"]
+    assert (tmp_path / ss.exit_file("t", "77")).read_text() == "143\n"
+    assert not pgrep(marker)
+
+    missing = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "3"], tmp_path / "x", 2))
+    assert missing.returncode == 0
+    assert "cannot read the lease" in missing.stderr

@@ -32,7 +32,6 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
-from melissa_trainer.launcher.backends import make_backend
 from melissa_trainer.launcher.templates import CommandTemplate
 from melissa_trainer.launcher.worker import WorkerClient
 from melissa_trainer.launcher.workers import WorkerSupervisor
@@ -551,12 +550,19 @@ def test_a_worker_refuses_a_malformed_launcher_key(monkeypatch: pytest.MonkeyPat
         WorkerClient()
 
 
+class OtherNodesBackend(LocalBackend):
+    """Stands in for SlurmBackend, whose construction needs sbatch on PATH: the check
+    below depends only on the backend's name, and must hold on machines without Slurm."""
+
+    name = "slurm"
+
+
 def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:
     with pytest.raises(ValueError, match="worker_bind='tcp://127.0.0.1:\\*'.*tcp://\\*:\\*"):
-        launcher(["sim"], 2, worker=True, backend=make_backend("slurm"))
+        launcher(["sim"], 2, worker=True, backend=OtherNodesBackend)
     with pytest.raises(ValueError, match="worker_bind must be a ZeroMQ"):
         launcher(["sim"], 2, worker=True, worker_bind="localhost:5555")
-    assert launcher(["sim"], 2, worker=True, backend=make_backend("slurm"), worker_bind="tcp://*:*")
+    assert launcher(["sim"], 2, worker=True, backend=OtherNodesBackend, worker_bind="tcp://*:*")
 
 
 # -- state --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixtur
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
+from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.launcher import Launcher
 from melissa_trainer.stream.receiver import Receiver
 
@@ -184,13 +185,27 @@ out["running"] = backend.poll(handle)
 backend.kill(handle, grace=5)
 out["killed"] = backend.poll(handle)
 backend.close()
+# a study restarted in the same allocation cancels the steps of its earlier run
+earlier = SlurmBackend(mode="srun")
+earlier.begin_study("srunstudy")
+orphan = earlier.launch(Job("orphan", sleeper))
+time.sleep(1.0)
+restarted = SlurmBackend(mode="srun")
+restarted.begin_study("srunstudy")
+deadline = time.monotonic() + 30
+while (code := earlier.poll(orphan)) is None and time.monotonic() < deadline:
+    time.sleep(0.1)
+out["reaped"] = code
+earlier.close()
+restarted.close()
 print(json.dumps(out))
 """
 
 
 @pytest.mark.timeout(120)
 def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
-    """A driver run by salloc (so inside an allocation) uses mode="srun"."""
+    """A driver run by salloc (so inside an allocation) uses mode="srun"; a backend that
+    begins the same study cancels the steps of the earlier one."""
     marker = f"melissa-srun-step-{os.getpid()}"
     (tmp_path / "driver.py").write_text(SRUN_DRIVER)
     result = subprocess.run(
@@ -204,6 +219,7 @@ def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["exit"] == 5 and out["running"] is None
     assert out["killed"] not in (None, 0)
+    assert out["reaped"] not in (None, 0), result.stderr
     assert not pgrep(marker)
 
 
@@ -247,7 +263,7 @@ def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: P
         while not (ended and launcher.done):
             launcher.check()
             receiver.check()
-            peak = max(peak, sum(" sim-" in line for line in queue().splitlines()))
+            peak = max(peak, sum("-sim-" in line for line in queue().splitlines()))
             assert time.monotonic() < deadline, (launcher.summary(), len(samples))
             try:
                 batch = buffer.get_batch(16, timeout=0.2)
@@ -270,3 +286,197 @@ def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: P
     summary = launcher.summary()
     assert summary["finished"] == 3 and summary["failed"] == 0 and summary["restarts"] == 0
     assert "sim-" not in queue()
+
+
+ENV_DUMP = "import json, os; json.dump(dict(os.environ), open('env.json', 'w'))"
+
+
+@pytest.mark.timeout(120)
+def test_job_environment_is_the_trainers_without_its_allocation(
+    backend: SlurmBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer inside an allocation: its SLURM_*/SRUN_* variables do not reach the job,
+    which has Slurm's own; the trainer's other variables and the job's do; the job's
+    name carries the study."""
+    backend.begin_study("envstudy")
+    planted = {
+        "SLURM_JOB_ID": "999999",
+        "SLURM_NTASKS": "7",
+        "SLURM_CPUS_PER_TASK": "5",
+        "SLURM_MEM_PER_CPU": "1",
+        "SRUN_CPUS_PER_TASK": "5",
+        "MELISSA_TEST_DOCUMENTED": "from the trainer",
+    }
+    for key, value in planted.items():
+        monkeypatch.setenv(key, value)
+    handle = backend.launch(
+        Job("env", [PYTHON, "-c", ENV_DUMP], {"MELISSA_TEST_JOB": "x y"}, tmp_path)
+    )
+    assert finish(backend, handle) == 0
+    env = json.loads((tmp_path / "env.json").read_text())
+    assert env["SLURM_JOB_ID"] == handle.job_id  # type: ignore[attr-defined]
+    assert env["SLURM_JOB_NAME"] == "mt-envstudy-env"
+    assert env.get("SLURM_NTASKS", "1") == "1"
+    for key in ("SLURM_CPUS_PER_TASK", "SLURM_MEM_PER_CPU", "SRUN_CPUS_PER_TASK"):
+        assert key not in env, f"{key}={env[key]} leaked from the trainer's allocation"
+    assert env["MELISSA_TEST_DOCUMENTED"] == "from the trainer"
+    assert env["MELISSA_TEST_JOB"] == "x y"
+    assert env["PATH"] == os.environ["PATH"] and env["HOME"] == os.environ["HOME"]
+    assert env["SLURM_CONF"] == os.environ["SLURM_CONF"]
+
+
+LEASE_DRIVER = """
+import sys, time
+from melissa_trainer.launcher.backends import Job, SlurmBackend
+
+root, marker = sys.argv[1], sys.argv[2]
+backend = SlurmBackend(poll_every=0.2, lease_timeout=5, script_dir=root)
+backend.begin_study("leasestudy")
+handle = backend.launch(
+    Job("sleeper", [sys.executable, "-c", "import time; time.sleep(300)", marker], cwd=root,
+        log_path=f"{root}/sleeper.log")
+)
+while backend.poll(handle) is None and handle.state != "RUNNING":
+    time.sleep(0.1)
+print(handle.job_id, flush=True)
+time.sleep(300)  # killed by the test
+"""
+
+
+@pytest.mark.timeout(120)
+def test_jobs_of_a_sigkilled_trainer_cancel_themselves_when_the_lease_expires(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    marker = f"melissa-slurm-lease-{os.getpid()}"
+    (tmp_path / "driver.py").write_text(LEASE_DRIVER)
+    driver = subprocess.Popen(
+        [PYTHON, str(tmp_path / "driver.py"), str(tmp_path), marker],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert driver.stdout is not None
+        job_id = driver.stdout.readline().strip()
+        assert job_id, "the driver printed no job id"
+        wait_for(lambda: bool(pgrep(marker)), 30, "the job's command to run")
+    finally:
+        driver.kill()  # the trainer dies without cancelling anything
+        driver.wait(30)
+    assert f"{job_id} mt-leasestudy-sleeper" in queue()
+    wait_for(lambda: job_id not in queue().split(), 60, "the orphaned job to end")
+    assert not pgrep(marker)
+    assert "has not renewed the lease" in (tmp_path / "sleeper.log").read_text()
+
+
+RESTART_SIMULATION = """
+import json, os, time
+from pathlib import Path
+import numpy as np
+from melissa_trainer.client import Client
+
+release = Path(os.environ["MELISSA_TEST_RELEASE"])
+while not release.exists():  # the first run's jobs wait here until cancelled
+    time.sleep(0.1)
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+with Client({"u": ((8,), "float64")}, send_timeout=30) as client:
+    for step in range(4):
+        client.send(step, u=np.full(8, a + step))
+"""
+
+RESTART_DRIVER = """
+import json, logging, sys
+from pathlib import Path
+import numpy as np
+import torch
+from melissa_trainer import OnlineTrainer, StreamSource, TrainingArguments
+from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.backends import SlurmBackend
+
+logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+root = Path(sys.argv[1])
+seen = []
+
+def process_sample(sample):
+    seen.append([int(sample["simulation_id"]), int(sample["time_step"])])
+    u = torch.from_numpy(sample["u"].astype(np.float32))
+    return u[:1], u[1:2]
+
+launcher = Launcher(
+    [sys.executable, str(root / "sim.py")],
+    [{"a": 0.0}, {"a": 10.0}, {"a": 20.0}],
+    3,
+    job_limit=2,
+    backend=SlurmBackend(poll_every=0.2, time_limit=5),  # lease: 300 s, longer than the test
+    env={"MELISSA_TEST_RELEASE": str(root / "release")},
+    max_restarts=0,
+    on_failure="raise",
+)
+torch.manual_seed(0)
+model = torch.nn.Linear(1, 1)
+trainer = OnlineTrainer(
+    model,
+    TrainingArguments(
+        output_dir=str(root / "out"),
+        batch_size=1,
+        buffer_size=64,
+        disable_progress_bar=True,
+        report_to="none",
+        stop_sync_steps=2,
+    ),
+    torch.optim.SGD(model.parameters(), lr=1e-3),
+    train_source=StreamSource(launcher=launcher),
+    process_sample=process_sample,
+)
+trainer.train()
+print(json.dumps(sorted(seen)), flush=True)
+"""
+
+
+def study_jobs(prefix: str) -> dict[str, str]:
+    """Job id -> name of the queued or running jobs whose name starts with `prefix`."""
+    result = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True)
+    jobs = dict(line.split(" ", 1) for line in result.stdout.splitlines() if line.strip())
+    return {job_id: name for job_id, name in jobs.items() if name.startswith(prefix)}
+
+
+@pytest.mark.timeout(240)
+def test_a_restarted_study_cancels_the_jobs_of_its_sigkilled_run(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An OnlineTrainer SIGKILLed while its simulations run as batch jobs leaves them
+    running; restarted on the same output directory, it cancels them before it launches
+    anything, and the study completes with every (simulation, step) trained on once."""
+    (tmp_path / "sim.py").write_text(RESTART_SIMULATION)
+    (tmp_path / "driver.py").write_text(RESTART_DRIVER)
+    prefix = f"mt-{study_id(tmp_path / 'out' / 'study')}-sim-"
+    argv = [PYTHON, str(tmp_path / "driver.py"), str(tmp_path)]
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(lambda: len(study_jobs(prefix)) == 2, 120, "two jobs of the first run")
+    finally:
+        first.kill()
+        first.wait(30)
+    orphans = study_jobs(prefix)
+    assert sorted(orphans.values()) == [f"{prefix}0", f"{prefix}1"]  # they outlive it
+    second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert second.stderr is not None
+        log = []
+        while not any("launcher started" in line for line in log[-1:]):
+            log.append(second.stderr.readline())
+            assert log[-1], "the restarted trainer ended before its launcher started"
+        left = set(orphans) & set(study_jobs(prefix))
+        assert not left, f"jobs of the killed run still queued after the restart: {left}"
+        (tmp_path / "release").touch()
+        out, err = second.communicate(timeout=150)
+    finally:
+        second.kill()
+        second.wait(30)
+    err = "".join(log) + err
+    assert second.returncode == 0, err[-3000:]
+    assert "left by an earlier run" in err
+    keys = json.loads(out.strip().splitlines()[-1])
+    assert keys == [[sim, step] for sim in range(3) for step in range(4)]
+    assert not study_jobs(prefix)

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.launcher.backends.base import Backend
+from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.records import ON_FAILURE, Study
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.supervisor import DataReport, LauncherError, Settings, Supervisor
@@ -225,7 +225,7 @@ class Launcher:
         redrawn: Callable[[int], None] | None = None,
         data: DataReport | None = None,
     ) -> None:
-        """Start the supervisor thread; returns at once.
+        """Start the supervisor thread; returns at once (but see `study_dir`).
 
         Args:
             rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
@@ -237,7 +237,9 @@ class Launcher:
                 receivers stop waiting for it and wait for its replacement instead);
                 None: `abandon` is told.
             study_dir: where the logs (default) and a pickled callable go; default: the
-                parent of `rendezvous_dir`.
+                parent of `rendezvous_dir`. Also the study's identity (`study_id`): the
+                backend first ends the jobs an earlier run on it left (blocks for that,
+                see `Backend.begin_study`; Slurm batch jobs outlive a killed trainer).
             data: what the receivers report (complete data, refused HELLOs): with it, a
                 simulation is finished only once its data is complete, and an exit 0
                 whose data never all arrives is a failed attempt.
@@ -261,6 +263,7 @@ class Launcher:
             rendezvous_dir=str(rendezvous),
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
+        self.backend.begin_study(study_id(study))  # before the first launch
         base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
         template = self._template
 

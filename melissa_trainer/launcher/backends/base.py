@@ -17,18 +17,31 @@ Contract for every backend:
   forces; it is idempotent and safe on a job that already ended.
 * `close` kills every job still running; after it, no process started by this
   backend is left. It is idempotent.
+* `begin_study` is called by the launcher once, before its first `launch`, with the
+  study's identity (`study_id`). A backend whose jobs can outlive a killed trainer
+  (Slurm batch jobs) names its jobs after the study and ends, there, the jobs that an
+  earlier run of the same study left behind; the others ignore it.
 
 Backends are used from one thread (the launcher's).
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+
+def study_id(study_dir: str | os.PathLike[str]) -> str:
+    """The identity of the study run in `study_dir`: 8 hex digits of the SHA-256 of the
+    directory's resolved path (symbolic links followed), so the same on every restart of
+    the study from the same directory, and different for another directory."""
+    path = os.path.realpath(os.fspath(study_dir))
+    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8]
 
 
 class LaunchError(RuntimeError):
@@ -99,6 +112,12 @@ class Backend(ABC):
     @abstractmethod
     def close(self) -> None:
         """Kill every job still running; idempotent."""
+
+    def begin_study(self, study: str) -> None:
+        """Before the first `launch`: `study` (see `study_id`) is the study this backend
+        runs jobs for; the jobs an earlier run of it left are ended (blocks meanwhile).
+        Default: nothing (local jobs die with the trainer, see `LocalBackend`)."""
+        del study
 
     def describe(self, handle: Handle) -> str:
         """A short human-readable id of the job for logs (pid, Slurm job id...)."""

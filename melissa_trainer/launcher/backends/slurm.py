@@ -17,41 +17,46 @@ still alive get SIGKILL after the cluster's ``KillWait`` (30 s by default); `kil
 up to FORCE_WAIT seconds for that, and a job still ending after it is reported by a
 later `poll` (it counts as running until then).
 
-Note that batch jobs belong to Slurm, not to the trainer: if the trainer is killed with
-SIGKILL, they run on (``close`` is what cancels them, and the launcher calls it on
-exit and on errors); ``scancel --name`` with the job names cleans up by hand.
+Batch jobs belong to Slurm, not to the trainer: `close` cancels them, but a trainer
+killed with SIGKILL never gets there. So job names carry the study (``mt-<study>-sim-12``,
+`slurm_script.job_name`); `begin_study`, which the launcher calls before its first
+launch, cancels the jobs of an earlier run of the same study (exactly-once ingest makes
+re-running them safe); and a lease (`lease_timeout`, see `lease`) makes the jobs of a
+trainer that died cancel themselves even if it is never restarted.
+
+A job's environment is the trainer's minus the variables of the allocation or step the
+trainer runs in (`slurm_script.submission_env`), plus the job's own variables
+(``MELISSA_TRAINER_*`` and the launcher's ``env``), which its script exports.
 
 ``mode="srun"`` (the trainer runs inside an allocation, ``salloc`` or a batch job):
-each job is ``srun --ntasks=N --exclusive --job-name=NAME ...`` run as a local process
-by `LocalBackend` (same process group, PDEATHSIG and kill semantics); after a kill the
-step is also ``scancel``-ed by name, in case the srun process was killed before it
-could end its tasks.
+each job is an ``srun`` step of the allocation, see `slurm_steps`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import re
-import shutil
-import subprocess
+import secrets
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, Lease, check_timeout
+from melissa_trainer.launcher.backends.slurm_commands import (
+    COMMAND_TIMEOUT,
+    SlurmCommands,
+    failure,
+)
+from melissa_trainer.launcher.backends.slurm_steps import SrunHandle, SrunSteps
 
-__all__ = ["SlurmBackend"]
+__all__ = ["COMMAND_TIMEOUT", "SlurmBackend", "SlurmHandle", "SrunHandle"]
 
 logger = logging.getLogger(__name__)
 
-#: seconds a Slurm client command may take before it counts as failed (a busy or
-#: unreachable controller makes them retry for a while)
-COMMAND_TIMEOUT = 30.0
 #: seconds `kill`/`close` wait for a job to end after ``scancel --signal=KILL``
 FORCE_WAIT = 10.0
 #: grace of `close` before it forces, in seconds
@@ -60,6 +65,7 @@ CLOSE_GRACE = 5.0
 WAIT_STEP = 0.25
 
 _FILE_NAME = re.compile(r"[^A-Za-z0-9._-]")
+_STUDY = re.compile(r"[A-Za-z0-9._]+")
 
 
 @dataclass(eq=False)
@@ -72,14 +78,7 @@ class SlurmHandle(Handle):
     state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
     queried: bool = False  # squeue has answered at least once since the submission
     code: int | None = None  # exit code once the job has ended
-
-
-@dataclass(eq=False)
-class SrunHandle(Handle):
-    """A job step run by a local ``srun`` process (``mode="srun"``)."""
-
-    job: Job
-    process: Handle  # LocalBackend's handle of the srun process
+    stale: bool = False  # a job of an earlier run of the study (see begin_study)
 
 
 class SlurmBackend(Backend):
@@ -100,6 +99,11 @@ class SlurmBackend(Backend):
         srun_args: options of every srun that starts a job's ranks (the one in the
             batch script of a multi-rank job, or the step in mode "srun"), e.g.
             ``["--mpi=pmi2"]``.
+        lease_timeout: seconds (>= `lease.MIN_TIMEOUT`) after which a batch job whose
+            trainer has stopped renewing its lease cancels itself (see the module
+            docstring); None: no lease. The script directory must then be shared with
+            the compute nodes (where it is not, the jobs say so in their logs and run
+            without lease). Mode "sbatch" only: steps die with their allocation.
 
     Raises ValueError (naming the parameter) for a bad option, and LaunchError if the
     Slurm commands the mode needs are not on PATH, before anything is submitted.
@@ -119,6 +123,7 @@ class SlurmBackend(Backend):
         poll_every: float = 2.0,
         *,
         srun_args: Sequence[str] = (),
+        lease_timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         if mode not in ("sbatch", "srun"):
             raise ValueError(f"mode must be 'sbatch' or 'srun', got {mode!r}")
@@ -131,6 +136,7 @@ class SlurmBackend(Backend):
             )
         if not poll_every >= 0:
             raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
+        check_timeout("lease_timeout", lease_timeout)
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)
@@ -138,61 +144,51 @@ class SlurmBackend(Backend):
         self.srun_args = ss.check_extra_args("srun_args", srun_args)
         self.script_dir = None if script_dir is None else Path(script_dir).absolute()
         self.poll_every = float(poll_every)
-        needed = (
-            ("sbatch", "squeue", "scancel") if mode == "sbatch" else ("srun", "squeue", "scancel")
+        self._commands = SlurmCommands(
+            ("sbatch" if mode == "sbatch" else "srun", "squeue", "scancel"),
+            ("sacct", "scontrol"),
+            f"SlurmBackend(mode={mode!r})",
         )
-        found = {command: shutil.which(command) for command in (*needed, "sacct", "scontrol")}
-        missing = [command for command in needed if found[command] is None]
-        if missing:
-            raise LaunchError(
-                f"SlurmBackend(mode={mode!r}) needs {', '.join(missing)} on PATH: run the "
-                "trainer on a Slurm login or compute node (Debian: apt-get install "
-                "slurm-client), or choose backend='local' or 'mpiexec'"
-            )
-        self._commands = found
-        self._allocation = os.environ.get("SLURM_JOB_ID", "").strip()
-        if mode == "srun" and not self._allocation:
+        allocation = os.environ.get("SLURM_JOB_ID", "").strip()
+        if mode == "srun" and not allocation:
             raise LaunchError(
                 "SlurmBackend(mode='srun') runs job steps in the current allocation, but "
                 "SLURM_JOB_ID is not set: start the trainer under salloc or sbatch, or use "
                 "mode='sbatch'"
             )
-        self._local = LocalBackend() if mode == "srun" else None
+        self._steps = (
+            SrunSteps(
+                self._commands, allocation, self.time_limit, (*self.extra_args, *self.srun_args)
+            )
+            if mode == "srun"
+            else None
+        )
         self._live: dict[str, SlurmHandle] = {}  # job id -> handle, jobs not known ended
-        self._steps: list[SrunHandle] = []  # steps not known ended (mode "srun")
         self._refreshed = -float("inf")  # time.monotonic() of the last squeue answer
         self._squeue_failing = False
+        self._study: str | None = None
+        self._lease = (
+            Lease(lease_timeout) if lease_timeout is not None and mode == "sbatch" else None
+        )
+        # One lease file per backend (per run of the trainer), not per study: the jobs
+        # of a killed run must not be kept alive by the restarted run's renewals.
+        self._run_token = f"{os.getpid()}{secrets.token_hex(4)}"
+        self._lease_name = f"{ss.JOB_PREFIX}{self._run_token}.lease"
 
     # -- Backend API -----------------------------------------------------------------------
 
     def launch(self, job: Job) -> Handle:
         """Submit `job` (mode "sbatch", returns once sbatch has answered) or start its
         srun step (mode "srun"). Raises LaunchError with sbatch's message if refused."""
-        if self._local is not None:
-            argv = ss.srun_command(
-                name=job.name,
-                argv=job.argv,
-                ranks=job.ranks,
-                time_limit=self.time_limit,
-                srun_args=(*self.extra_args, *self.srun_args),
-                srun=self._command("srun"),
-            )
-            # the local backend sees one process (srun), which starts the ranks itself
-            process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
-            step = SrunHandle(job=job, process=process)
-            self._steps.append(step)
-            return step
+        if self._steps is not None:
+            return self._steps.launch(job, ss.job_name(job.name, self._study))
         return self._submit(job)
 
     def poll(self, handle: Handle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
         at most every `poll_every` seconds (for all jobs at once)."""
-        if isinstance(handle, SrunHandle):
-            assert self._local is not None
-            code = self._local.poll(handle.process)
-            if code is not None and handle in self._steps:
-                self._steps.remove(handle)
-            return code
+        if isinstance(handle, SrunHandle) and self._steps is not None:
+            return self._steps.poll(handle)
         slurm = self._own(handle)
         if slurm.code is None:
             self._refresh()
@@ -204,12 +200,8 @@ class SlurmBackend(Backend):
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what
         is left after its KillWait) and wait up to FORCE_WAIT s more for the job to end
         (else a warning; a later `poll` reports its end). Blocks meanwhile."""
-        if isinstance(handle, SrunHandle):
-            assert self._local is not None
-            if handle in self._steps:  # still running: its step may outlive srun
-                self._steps.remove(handle)
-                self._local.kill(handle.process, grace)
-                self._cancel_steps({handle.job.name})
+        if isinstance(handle, SrunHandle) and self._steps is not None:
+            self._steps.kill(handle, grace)
             return
         slurm = self._own(handle)
         if slurm.code is None:
@@ -218,20 +210,67 @@ class SlurmBackend(Backend):
     def close(self) -> None:
         """Cancel every job still queued or running (waits up to CLOSE_GRACE s, then
         forces); idempotent."""
-        if self._local is not None:
-            names = {step.job.name for step in self._steps}
-            self._steps.clear()
-            self._local.close()
-            self._cancel_steps(names)
+        if self._steps is not None:
+            self._steps.close()
             return
         if self._live:
             self._cancel(list(self._live.values()), CLOSE_GRACE)
+        if self._lease is not None:
+            self._lease.close()
+
+    def begin_study(self, study: str) -> None:
+        """Name the jobs after `study` from now on (``mt-<study>-<name>``) and end the
+        jobs an earlier run of it left (this user's jobs, or in mode "srun" the steps of
+        this allocation, whose name starts with ``mt-<study>-``), logging each. Blocks
+        until they have ended (as `close`: up to CLOSE_GRACE + FORCE_WAIT s). If squeue
+        fails, that is logged and nothing is cancelled.
+
+        Do not run two trainers on one study directory: the second one cancels the
+        first one's jobs."""
+        if not isinstance(study, str) or not _STUDY.fullmatch(study):
+            raise ValueError(
+                f"study must be letters, digits, '.' or '_' (no '-': it ends the job name "
+                f"prefix), got {study!r}"
+            )
+        self._study = study
+        self._lease_name = f"{ss.study_prefix(study)}{self._run_token}.lease"
+        prefix = ss.study_prefix(study)
+        if self._steps is not None:
+            self._steps.cancel(lambda name: name.startswith(prefix))
+            return
+        jobs = self._commands.own_jobs()
+        if isinstance(jobs, str):
+            logger.warning(
+                "cannot list the Slurm jobs of an earlier run of study %s (%s): any still "
+                "running are not cancelled (scancel them by their names, %s*)",
+                study,
+                jobs,
+                prefix,
+            )
+            return
+        stale = [
+            SlurmHandle(job=Job(name, ()), job_id=job_id, exit_stem="", state=state, stale=True)
+            for job_id, state, name in jobs
+            if name.startswith(prefix)
+            and state not in ss.TERMINAL_STATES
+            and job_id not in self._live
+        ]
+        if not stale:
+            return
+        logger.warning(
+            "study %s: cancelling %d Slurm job(s) left by an earlier run: %s",
+            study,
+            len(stale),
+            ", ".join(f"{h.job.name} ({h.job_id}, {h.state})" for h in stale),
+        )
+        self._live.update((handle.job_id, handle) for handle in stale)
+        self._cancel(stale, CLOSE_GRACE)
 
     def describe(self, handle: Handle) -> str:
         if isinstance(handle, SlurmHandle):
             return f"{handle.job.name} (Slurm job {handle.job_id})"
-        if isinstance(handle, SrunHandle) and self._local is not None:
-            return f"{self._local.describe(handle.process)} (srun step {handle.job.name})"
+        if isinstance(handle, SrunHandle) and self._steps is not None:
+            return self._steps.describe(handle)
         return handle.job.name
 
     # -- sbatch mode -----------------------------------------------------------------------
@@ -242,9 +281,14 @@ class SlurmBackend(Backend):
         directory = self.script_dir or (log.parent if log is not None else cwd)
         stem = directory / _FILE_NAME.sub("_", job.name)
         script = stem.with_name(stem.name + ".sbatch")
+        lease = None if self._lease is None else directory / self._lease_name
         try:
+            directory.mkdir(parents=True, exist_ok=True)
+            if lease is not None and self._lease is not None and lease not in self._lease.paths:
+                self._drop_old_leases(lease)
+                self._lease.add(lease)  # before the job can look for it
             text = ss.batch_script(
-                name=job.name,
+                name=ss.job_name(job.name, self._study),
                 argv=job.argv,
                 ranks=job.ranks,
                 cwd=str(cwd),
@@ -255,16 +299,21 @@ class SlurmBackend(Backend):
                 time_limit=self.time_limit,
                 extra_args=self.extra_args,
                 srun_args=self.srun_args,
+                lease=None if lease is None else str(lease),
+                lease_timeout=self._lease.timeout if self._lease is not None else 0.0,
             )
-            directory.mkdir(parents=True, exist_ok=True)
             if log is not None:  # Slurm does not create the directory of --output
                 log.parent.mkdir(parents=True, exist_ok=True)
             script.write_text(text)
         except (ValueError, OSError) as exc:
             raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
-        result = self._run(ss.sbatch_command(str(script), self._command("sbatch")), cwd=cwd)
-        if isinstance(result, str) or result.returncode != 0:
-            why = result if isinstance(result, str) else result.stderr.strip() or result.stdout
+        result = self._commands.run(
+            ss.sbatch_command(str(script), self._commands.path("sbatch")),
+            cwd=cwd,
+            env=ss.submission_env(os.environ),
+        )
+        why = failure(result)
+        if why is not None or isinstance(result, str):
             raise LaunchError(f"sbatch refused job {job.name} (script {script}): {why}")
         try:
             job_id = ss.parse_sbatch(result.stdout)
@@ -280,10 +329,10 @@ class SlurmBackend(Backend):
         `poll_every` s ago. A failing squeue leaves the states as they were."""
         if not self._live or (not force and time.monotonic() - self._refreshed < self.poll_every):
             return
-        result = self._run(ss.squeue_command(self._live, self._command("squeue")))
-        if isinstance(result, str) or result.returncode != 0:
+        result = self._commands.run(ss.squeue_command(self._live, self._commands.path("squeue")))
+        why = failure(result)
+        if why is not None or isinstance(result, str):
             if not self._squeue_failing:  # once per streak of failures
-                why = result if isinstance(result, str) else result.stderr.strip()
                 logger.warning("squeue failed (jobs are kept as they were): %s", why)
             self._squeue_failing = True
             self._refreshed = time.monotonic()  # do not hammer a struggling controller
@@ -307,6 +356,8 @@ class SlurmBackend(Backend):
         )
 
     def _final_code(self, handle: SlurmHandle) -> int:
+        if handle.stale:  # cancelled, not run by this backend: no code to look up
+            return 1
         path = Path(ss.exit_file(handle.exit_stem, handle.job_id))
         try:
             text = path.read_text().strip()
@@ -321,7 +372,7 @@ class SlurmBackend(Backend):
                 return int(text)
             except ValueError:
                 logger.warning("%s holds %r, not an exit code", path, text)
-        record = self._record(handle.job_id)
+        record = self._commands.record(handle.job_id)
         if record is not None:
             return ss.exit_code(*record)
         if handle.state is not None:
@@ -332,22 +383,6 @@ class SlurmBackend(Backend):
             self.describe(handle),
         )
         return 1
-
-    def _record(self, job_id: str) -> tuple[str, str] | None:
-        """(state, "code:signal") from sacct, else scontrol; None if neither knows."""
-        for name, command, parse in (
-            ("sacct", ss.sacct_command, ss.parse_sacct),
-            ("scontrol", ss.scontrol_command, ss.parse_scontrol),
-        ):
-            executable = self._commands.get(name)
-            if executable is None:
-                continue
-            result = self._run(command(job_id, executable))
-            if not isinstance(result, str) and result.returncode == 0:
-                record = parse(result.stdout)
-                if record is not None and record[0] in ss.TERMINAL_STATES:
-                    return record
-        return None
 
     def _cancel(self, handles: list[SlurmHandle], grace: float) -> None:
         """End jobs: SIGTERM to the running ones (plain scancel for the others), up to
@@ -361,14 +396,14 @@ class SlurmBackend(Backend):
         others = [h.job_id for h in live if h.state != "RUNNING"]
         # Signal, not cancel, the running ones: the job goes on, so its script writes
         # the exit code once the command has ended.
-        self._scancel(running, "TERM")
-        self._scancel(others)
+        self._commands.scancel(running, "TERM")
+        self._commands.scancel(others)
         for phase, wait in (("term", grace), ("kill", FORCE_WAIT)):
             if phase == "kill":
                 live = [h for h in live if h.code is None]
-                self._scancel([h.job_id for h in live], "KILL")
+                self._commands.scancel([h.job_id for h in live], "KILL")
                 # and cancel, for a job that was pending (it cannot be signalled)
-                self._scancel([h.job_id for h in live])
+                self._commands.scancel([h.job_id for h in live])
             deadline = time.monotonic() + max(0.0, wait)
             while live:
                 self._refresh(force=True)
@@ -381,37 +416,16 @@ class SlurmBackend(Backend):
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
 
-    def _scancel(self, job_ids: list[str], signal: str | None = None) -> None:
-        if not job_ids:
+    def _drop_old_leases(self, lease: Path) -> None:
+        """Remove the lease files of earlier runs of the study beside `lease`: jobs of
+        theirs still running (if `begin_study` could not cancel them) cancel themselves
+        after the timeout."""
+        if self._study is None:
             return
-        command = ss.scancel_command(job_ids, signal=signal, scancel=self._command("scancel"))
-        result = self._run(command)
-        if isinstance(result, str) or result.returncode != 0:
-            # scancel also fails for a job that ended meanwhile: not an error here
-            why = result if isinstance(result, str) else result.stderr.strip()
-            logger.debug("%s: %s", " ".join(command), why)
-
-    # -- srun mode -------------------------------------------------------------------------
-
-    def _cancel_steps(self, names: Iterable[str]) -> None:
-        """scancel the steps of this allocation named in `names` that are still listed."""
-        names = set(names)
-        if not names:
-            return
-        command = [self._command("squeue"), "-h", "-s", "-j", self._allocation, "-o", "%i|%j"]
-        result = self._run(command)
-        if isinstance(result, str) or result.returncode != 0:
-            why = result if isinstance(result, str) else result.stderr.strip()
-            logger.warning("cannot list the steps of job %s: %s", self._allocation, why)
-            return
-        steps = [
-            step_id
-            for step_id, name in ss.parse_squeue(result.stdout).items()
-            if name in names and "." in step_id
-        ]
-        if steps:
-            logger.info("cancelling steps left by killed srun processes: %s", steps)
-            self._run([self._command("scancel"), *steps])
+        for old in lease.parent.glob(f"{ss.study_prefix(self._study)}*.lease"):
+            if old != lease:
+                logger.debug("removing the lease of an earlier run: %s", old)
+                old.unlink(missing_ok=True)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -419,23 +433,3 @@ class SlurmBackend(Backend):
         if not isinstance(handle, SlurmHandle):
             raise TypeError(f"not a handle of this SlurmBackend: {handle!r}")
         return handle
-
-    def _command(self, name: str) -> str:
-        return self._commands.get(name) or name
-
-    def _run(
-        self, argv: list[str], cwd: str | os.PathLike[str] | None = None
-    ) -> subprocess.CompletedProcess[str] | str:
-        """Run a Slurm client command; the CompletedProcess, or why it could not run."""
-        try:
-            return subprocess.run(
-                argv,
-                capture_output=True,
-                text=True,
-                cwd=cwd,
-                timeout=COMMAND_TIMEOUT,
-                stdin=subprocess.DEVNULL,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"{argv[0]}: {exc}"

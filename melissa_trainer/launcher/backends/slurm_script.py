@@ -21,24 +21,36 @@ Choices made for the batch script (see `batch_script`):
   not even tracked any more: ``scancel`` could not reach it). Bash runs the no-op only
   once the command has ended; the command itself gets the default handlers.
 * The job's variables are ``export``-ed by the script (shell-quoted) rather than passed
-  with ``sbatch --export``, so that they reach the job whatever the site's
-  ``SBATCH_EXPORT`` default; the launcher's own environment is propagated by sbatch's
-  usual ``--export=ALL``.
+  with ``sbatch --export``. The rest of the job's environment is the trainer's, as
+  ``sbatch --export=ALL`` (given explicitly: a site's ``SBATCH_EXPORT=NONE`` would leave
+  the job without PATH) propagates it, minus the variables that describe the Slurm
+  allocation or step the trainer itself may run in (`submission_env`): inherited, they
+  would give the job another job's id, task count or CPU binding.
+* With a lease (`lease_lines`), a watchdog in the background of the script cancels the
+  job once the trainer has stopped renewing the lease file: the trainer was killed
+  (SIGKILL, node failure) and no ``scancel`` of its own will ever come.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 
+from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
+
 __all__ = [
+    "JOB_PREFIX",
     "TERMINAL_STATES",
     "batch_script",
     "check_extra_args",
     "exit_code",
     "exit_file",
+    "job_name",
     "normalize_time_limit",
+    "own_jobs_command",
+    "parse_own_jobs",
     "parse_sacct",
     "parse_sbatch",
     "parse_scontrol",
@@ -49,6 +61,8 @@ __all__ = [
     "scontrol_command",
     "squeue_command",
     "srun_command",
+    "study_prefix",
+    "submission_env",
 ]
 
 #: Job states after which no process of the job runs any more (``squeue %T`` spelling).
@@ -75,6 +89,38 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JOB_ID = re.compile(r"\d+(_\d+)?")
 #: Exit-code file suffix; the job id is inserted by the script (``$SLURM_JOB_ID``).
 EXIT_SUFFIX = ".exit"
+#: Every Slurm job name (and srun step name) of this library starts with it.
+JOB_PREFIX = "mt-"
+#: Variables left out of the submission environment: they describe the allocation or
+#: step the trainer runs in (``SLURM_JOB_ID``, ``SLURM_NTASKS``, ``SLURM_CPUS_PER_TASK``,
+#: ``SRUN_CPUS_PER_TASK``...), and sbatch, or the srun in the job, would take them as the
+#: job's own. ``SLURM_CONF`` (which cluster to talk to) is kept.
+ALLOCATION_PREFIXES = ("SLURM_", "SRUN_", "SALLOC_")
+KEPT_SLURM_VARIABLES = frozenset({"SLURM_CONF"})
+
+
+def job_name(name: str, study: str | None = None) -> str:
+    """The Slurm name of job `name`: ``mt-<study>-<name>`` (``mt-<name>`` without a
+    study), so that ``squeue --me -o '%i %j'`` shows which study a job belongs to and a
+    restarted study finds the jobs of its previous run (`study_prefix`)."""
+    return f"{study_prefix(study)}{name}" if study else f"{JOB_PREFIX}{name}"
+
+
+def study_prefix(study: str) -> str:
+    """The prefix of the names of every job of `study`."""
+    return f"{JOB_PREFIX}{study}-"
+
+
+def submission_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment sbatch runs with (and, through ``--export=ALL``, the job's base
+    environment): `environ` without the variables of an enclosing allocation or step
+    (`ALLOCATION_PREFIXES`, except `KEPT_SLURM_VARIABLES`). ``SBATCH_*`` variables (a
+    user's defaults for sbatch, e.g. ``SBATCH_ACCOUNT``) are kept."""
+    return {
+        key: value
+        for key, value in environ.items()
+        if key in KEPT_SLURM_VARIABLES or not key.startswith(ALLOCATION_PREFIXES)
+    }
 
 
 def normalize_time_limit(value: int | str | None) -> str | None:
@@ -151,6 +197,8 @@ def batch_script(
     time_limit: str | None = None,
     extra_args: Sequence[str] = (),
     srun_args: Sequence[str] = (),
+    lease: str | None = None,
+    lease_timeout: float = DEFAULT_TIMEOUT,
 ) -> str:
     """The text of the batch script of one job.
 
@@ -168,6 +216,8 @@ def batch_script(
         extra_args: more sbatch options, one ``#SBATCH`` line each.
         srun_args: options of the ``srun`` that runs a job of several ranks (e.g.
             ``--mpi=pmi2``).
+        lease, lease_timeout: the lease file and its timeout in seconds (`lease_lines`);
+            None: no lease, the job runs until it ends or is cancelled.
 
     Raises ValueError for an empty command, ranks < 1, a variable name that is not a
     shell identifier, or an option value sbatch could not read back.
@@ -196,20 +246,25 @@ def batch_script(
         srun += check_extra_args("srun_args", srun_args)
         command = f"{shlex.join(srun)} {command}"
     target = shlex.quote(f"{exit_stem}.") + '"$SLURM_JOB_ID"' + shlex.quote(EXIT_SUFFIX)
+    lines.append("trap : TERM INT  # outlive the command: Slurm signals it directly")
+    if lease is not None:
+        lines += lease_lines(lease, lease_timeout)
     lines += [
-        "trap : TERM INT  # outlive the command: Slurm signals it directly",
         f"cd -- {shlex.quote(cwd)} && {command}",
         "code=$?",
         f'printf "%s\\n" "$code" > {target}.tmp && mv -f -- {target}.tmp {target}',
         'exit "$code"',
         "",
     ]
+    if lease is not None:  # the command has ended: the watchdog's work too
+        lines.insert(-3, 'kill "$watchdog" 2>/dev/null')
     return "\n".join(lines)
 
 
 def sbatch_command(script_path: str, sbatch: str = "sbatch") -> list[str]:
-    """Submit a script; ``--parsable`` prints ``ID`` or ``ID;cluster``."""
-    return [sbatch, "--parsable", script_path]
+    """Submit a script; ``--parsable`` prints ``ID`` or ``ID;cluster``. ``--export=ALL``
+    overrides a site's or user's ``SBATCH_EXPORT`` (see `submission_env`)."""
+    return [sbatch, "--parsable", "--export=ALL", script_path]
 
 
 def parse_sbatch(stdout: str) -> str:
@@ -225,6 +280,22 @@ def squeue_command(job_ids: Iterable[str], squeue: str = "squeue") -> list[str]:
     """States of the given jobs, finished ones included while Slurm remembers them
     (``MinJobAge``); unknown ids are left out of the output (no error)."""
     return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T"]
+
+
+def own_jobs_command(squeue: str = "squeue", uid: int | None = None) -> list[str]:
+    """This user's jobs still queued, running or ending, as ``ID|STATE|NAME`` lines."""
+    user = str(os.getuid() if uid is None else uid)
+    return [squeue, "-h", "-u", user, "-o", "%i|%T|%j"]
+
+
+def parse_own_jobs(stdout: str) -> list[tuple[str, str, str]]:
+    """(job id, state, name) from `own_jobs_command` output (a name may hold ``|``)."""
+    jobs = []
+    for line in stdout.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) == 3 and parts[0]:
+            jobs.append((parts[0], parts[1].strip(), parts[2]))
+    return jobs
 
 
 def parse_squeue(stdout: str) -> dict[str, str]:

@@ -28,7 +28,9 @@ Policy, in short (the details are in `supervisor` and `workers`):
   `records.Study` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
-  `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG).
+  `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG);
+  Slurm jobs end themselves when the trainer stops renewing their lease, and a
+  restarted study cancels the jobs of the run before it (`Backend.begin_study`).
 * Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``);
   the ``melissa_trainer.launcher`` logger has a line per start, end, restart and failure.
 

@@ -347,6 +347,7 @@ class Receiver:
             self._error = exc
             self._buffer.close()
         finally:
+            self._flush_log()
             if self._socket is not None:
                 self._socket.close(linger=0)
 
@@ -488,6 +489,8 @@ class Receiver:
             self._snapshot_ready.set()
 
     def _on_idle(self) -> None:
+        if self.ingest.log.pending:  # the summary of a flood that stopped
+            self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
 
@@ -496,6 +499,7 @@ class Receiver:
         self._feeder.overflow.clear()  # nothing more goes into the buffer
         ing = self.ingest
         ing.drop_pending(list(ing.pending))
+        ing.log.flush()
         self._buffer.close()
         logger.info(
             "receiver of rank %d: end of stream (%s); %d samples put, %d duplicates, %d rejected",
@@ -505,6 +509,15 @@ class Receiver:
             ing.duplicates,
             sum(ing.rejected.values()),
         )
+
+    def _flush_log(self) -> None:
+        """The last summary of rejections and drops, as the thread stops (a pump that
+        is still running owns the ingest: it is waited for, briefly)."""
+        if self._lock.acquire(timeout=self._stop_timeout / 2):
+            try:
+                self.ingest.log.flush()
+            finally:
+                self._lock.release()
 
     def _close_socket(self) -> None:
         if self._socket is not None:

@@ -16,19 +16,25 @@ from __future__ import annotations
 
 import logging
 import re
+import socket
+import struct
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 import zmq
+from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client import Client
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, Receiver
 
 RECEIVER_LOGGER = "melissa_trainer.stream.receiver"
 F32 = np.dtype("<f4")
@@ -188,3 +194,138 @@ def test_a_flood_of_bad_messages_logs_a_handful_of_lines_and_counts_all(
     rejected = sum(counted(m, "rejected") for m in summaries)
     assert dropped == n and rejected == n  # the summaries add up to the exact counts
     assert "(no_hello: " in summaries[-1] and "from 100 simulations" in summaries[-1]
+
+
+# -- a peer that stalls in the middle of a message -------------------------------------------
+
+ANNOUNCED = 512 << 20  # the frame size the stalled peer announces
+SENT = 96 << 20  # what it sends of it before it stalls
+FREED = 64 << 20  # RSS must come back by at least this much (SENT, less noise)
+CONTROL_WAIT = 2.5  # 1.25 heartbeats: the longest a heartbeat of 2 s takes to close it
+
+
+def zmtp_push_peer(endpoint: str) -> socket.socket:
+    """A plain TCP socket that completes the ZMTP 3.1 NULL handshake as a PUSH peer."""
+    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    greeting = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0")
+    sock.sendall(greeting + b"\0" + bytes(31))  # as-server 0, filler: 64 bytes
+    name, value = b"Socket-Type", b"PUSH"
+    body = b"\x05READY" + bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
+    sock.sendall(bytes([0x04, len(body)]) + body)  # a short command frame
+    got = b""
+    while len(got) < 64:  # the receiver's greeting (its READY and PINGs are read later)
+        chunk = sock.recv(64 - len(got))
+        assert chunk, "the receiver closed the connection during the handshake"
+        got += chunk
+    assert got[0] == 0xFF and got[9] == 0x7F and got[10] == 3
+    return sock
+
+
+def stall_mid_frame(sock: socket.socket) -> None:
+    """Announce a long frame of ANNOUNCED bytes (flags: LONG, no MORE), send SENT."""
+    sock.sendall(b"\x02" + struct.pack(">Q", ANNOUNCED))
+    chunk = bytes(1 << 20)
+    for _ in range(SENT >> 20):
+        sock.sendall(chunk)
+
+
+def closed_by_peer(sock: socket.socket, within: float) -> bool:
+    """Whether the other end closes `sock` within `within` seconds (what it sends
+    meanwhile, the receiver's READY and PINGs, is read and ignored)."""
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        sock.settimeout(left)
+        try:
+            if not sock.recv(1 << 16):
+                return True
+        except TimeoutError:
+            return False
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+    return False
+
+
+def rss() -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+def stream_one_simulation(endpoint: str, steps: int, errors: list[BaseException]) -> None:
+    try:
+        fields = {"u": ((8,), "float32")}
+        with Client(fields, {"p": 1.0}, 1, [endpoint], batch_bytes=0) as client:
+            for t in range(steps):
+                client.send(t, u=np.full(8, t, np.float32))
+                time.sleep(0.005)  # a simulation's pace: the stream spans the stall
+    except BaseException as exc:  # re-raised by the test
+        errors.append(exc)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("heartbeat", [2.0, None], ids=["heartbeat", "no_heartbeat"])
+def test_a_peer_stalled_mid_frame_is_closed_and_its_memory_freed(
+    heartbeat: float | None,
+) -> None:
+    buffer = FIFOBuffer(1000)
+    steps = 600
+    errors: list[BaseException] = []
+    with running(buffer, expected_simulations=1, heartbeat=heartbeat) as rec:
+        assert rec.endpoint is not None
+        base = rss()
+        peer = zmtp_push_peer(rec.endpoint)
+        try:
+            stall_mid_frame(peer)
+            client = threading.Thread(
+                target=stream_one_simulation, args=(rec.endpoint, steps, errors)
+            )
+            client.start()
+            # ZeroMQ holds what the peer sent of its frame
+            wait_for(lambda: rss() - base > FREED, 30, "the partial frame in memory")
+            peak = rss()
+            if heartbeat is None:
+                # the control case: nothing closes a live peer that stalls, nor frees it
+                assert not closed_by_peer(peer, 2 * CONTROL_WAIT)
+                assert rss() > peak - FREED // 2
+            else:
+                # closed 1 to 1.25 heartbeats after the PING; generous bound for CI
+                assert closed_by_peer(peer, 30), "the stalled peer was not disconnected"
+                wait_for(lambda: rss() < peak - FREED, 30, "the partial frame freed")
+            client.join(60)
+            assert not client.is_alive() and not errors, errors
+            samples = drain(buffer)  # every step of the other client reached the buffer
+        finally:
+            peer.close()
+        tel = rec.telemetry()
+    assert sorted(int(s["time_step"]) for s in samples) == list(range(steps))
+    assert all(np.array_equal(s["u"], np.full(8, s["time_step"], np.float32)) for s in samples)
+    assert tel["rejected"] == 0 and rec.finished_simulations() == [1]
+
+
+# -- options -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, 0.001, float("nan"), float("inf"), 1e9, "10", True])
+def test_heartbeat_is_validated_before_anything_starts(bad: Any) -> None:
+    with pytest.raises(ValueError, match=r"heartbeat must be None \(off\) or a number of seconds"):
+        Receiver(FIFOBuffer(10), heartbeat=bad)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("heartbeat", [None, 10.0])
+def test_the_socket_drops_dead_and_silent_peers(heartbeat: float | None) -> None:
+    with running(heartbeat=heartbeat, max_message_bytes=1 << 20) as rec:
+        sock = rec._socket
+        assert sock is not None
+        assert sock.getsockopt(zmq.MAXMSGSIZE) == (1 << 20) + HEADER_ALLOWANCE
+        assert sock.getsockopt(zmq.HANDSHAKE_IVL) == 30_000
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE) == 1
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == 60
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_INTVL) == 10
+        assert sock.getsockopt(zmq.TCP_KEEPALIVE_CNT) == 6
+        if heartbeat is None:
+            assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 0  # off: back-pressure is lossless
+        else:
+            assert sock.getsockopt(zmq.HEARTBEAT_TIMEOUT) == 10_000
+            assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 2_500
+        assert sock.getsockopt(zmq.HEARTBEAT_TTL) == 0  # clients are never told to time out

@@ -31,7 +31,7 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   rejected, and only that sender's own messages can be affected.
 * In-progress samples are bounded by ``max_pending`` samples and ``max_pending_bytes``
   (each reserves its full size). Past a bound the oldest is dropped (counted as
-  ``incomplete_dropped``, logged); its step counts as done for finishing the
+  ``incomplete_dropped``); its step counts as done for finishing the
   simulation, so the stream can still end, and is accepted if re-sent later.
 * A simulation has finished when all its client ranks said BYE (``steps_sent``: the
   largest of their counts of steps sent to this receiver) and that many distinct
@@ -43,6 +43,10 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   the buffer is closed (every complete sample was put before). The thread then keeps
   reading and discarding (``ignored_after_end``) so that late clients do not block,
   until ``stop()``.
+* Logging: the first rejected message and the first dropped incomplete sample of
+  each reason are logged in full, the others in one summary line at most every 30 s
+  and at the end of the stream or `stop` (:mod:`.log_summary`); telemetry counts
+  every one.
 * Checkpoints (``state_dict``) hold the dedup record, not the in-progress parts (a
   restarted simulation re-sends them). The record also lists the last keys put, so
   that a resume can accept again the samples put after the buffer's snapshot.
@@ -67,6 +71,7 @@ from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
 from melissa_trainer.stream.inline_decoder import InlineDecoder
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, check_heartbeat, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,
@@ -78,7 +83,7 @@ from melissa_trainer.stream.protocol import (
     ProtocolError,
 )
 
-__all__ = ["DEFAULT_BIND", "Receiver", "telemetry_keys"]
+__all__ = ["DEFAULT_BIND", "HEADER_ALLOWANCE", "Receiver", "telemetry_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +91,6 @@ _RCVMORE = int(zmq.RCVMORE)
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 DEFAULT_BIND = "tcp://127.0.0.1:*"
-#: added to max_message_bytes for zmq.MAXMSGSIZE: any header, and the largest HELLO
-HEADER_ALLOWANCE = protocol.MAX_HELLO_BYTES + 1024
 
 
 class _Stopped(Exception):
@@ -108,8 +111,9 @@ class Receiver:
         rendezvous_dir: if given, ``rank_{rank}.json`` with the endpoint is written there
             (to a temporary file, then renamed).
         max_message_bytes: bound on a field's bytes (and one message, plus headers).
-        rcvhwm: messages queued in the socket before clients block (memory: up to
-            ``rcvhwm`` messages; lower it for large fields).
+        rcvhwm: messages queued in the socket per connected client rank before it
+            blocks (memory: up to ``rcvhwm`` + 2 messages per connection, see
+            :mod:`.liveness`; lower it for large fields or many client ranks).
         max_pending, max_pending_bytes: bound on samples being reassembled.
         max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
         put_timeout, poll_interval: seconds between checks of stop/finish/snapshot
@@ -123,6 +127,19 @@ class Receiver:
         advertise_host: host published instead of a wildcard bind address.
         takeover: seconds without a `pump` after which the thread ingests again.
         pump_budget: the longest one `pump` ingests, in seconds.
+        heartbeat: None (the default) or seconds: PING peers and close a connection
+            without a complete message within `heartbeat` seconds of a PING, which frees
+            what a peer that stalled mid-message had sent of it. A libzmq limitation
+            makes it lossy: a connection whose messages this receiver holds back (full
+            buffer, training paused) or whose one message takes longer to transfer is
+            closed too, and its messages in flight are lost until the simulation is
+            restarted (see :mod:`.liveness`). Only a timeout longer than any pause.
+
+    Peers (:mod:`.liveness`): a connection that does not complete the ZMTP handshake
+    in 30 s is dropped, and one whose host stops answering (crash, partition) in about
+    2 minutes (TCP keepalive); its partial message is freed, its ZeroMQ reconnects, what
+    it had in flight is lost (a restarted simulation re-sends it; the dedup makes that
+    safe). Memory that connections hold: ``rcvhwm`` + 2 messages each (see there).
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
@@ -152,7 +169,9 @@ class Receiver:
         advertise_host: str | None = None,
         takeover: float = 0.5,
         pump_budget: float = 0.02,
+        heartbeat: float | None = None,
     ) -> None:
+        self._heartbeat = check_heartbeat(heartbeat)  # (first: fails before anything)
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         if expected_simulations is not None and expected_simulations < 0:
@@ -223,7 +242,8 @@ class Receiver:
         self._context = zmq.Context()
         sock = self._socket = self._context.socket(zmq.PULL)
         sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
-        sock.setsockopt(zmq.MAXMSGSIZE, self._max_bytes + HEADER_ALLOWANCE)
+        for option, value in socket_options(self._max_bytes, self._heartbeat).items():
+            sock.setsockopt(option, value)
         sock.setsockopt(zmq.RCVTIMEO, max(1, int(self._poll * 1000)))
         sock.setsockopt(zmq.LINGER, 0)
         if self._curve is not None:
@@ -243,6 +263,13 @@ class Receiver:
             raise
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
+        if self._heartbeat is not None:
+            logger.info(
+                "receiver of rank %d: heartbeat %g s: connections without a complete "
+                "message for that long are closed, even while this receiver holds them back",
+                self._rank,
+                self._heartbeat,
+            )
         self._thread = threading.Thread(
             target=self._run, name=f"melissa-receiver-{self._rank}", daemon=True
         )

@@ -32,7 +32,9 @@ from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
+from melissa_trainer.stream import liveness
 from melissa_trainer.stream import protocol as P
+from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, Receiver
 
@@ -300,6 +302,81 @@ def test_a_peer_stalled_mid_frame_is_closed_and_its_memory_freed(
     assert sorted(int(s["time_step"]) for s in samples) == list(range(steps))
     assert all(np.array_equal(s["u"], np.full(8, s["time_step"], np.float32)) for s in samples)
     assert tel["rejected"] == 0 and rec.finished_simulations() == [1]
+
+
+@pytest.mark.timeout(60)
+def test_a_peer_that_never_completes_the_handshake_is_dropped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(liveness, "HANDSHAKE_TIMEOUT", 0.5)  # 30 s in production
+    with running() as rec:
+        assert rec.endpoint is not None
+        host, port = rec.endpoint.removeprefix("tcp://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=10) as silent:
+            assert closed_by_peer(silent, 20), "a peer without handshake was kept"
+        with socket.create_connection((host, int(port)), timeout=10) as half:
+            half.sendall(b"\xff" + bytes(8) + b"\x7f")  # the greeting's first 10 bytes
+            assert closed_by_peer(half, 20), "a peer with half a greeting was kept"
+        rec.check()
+
+
+# -- the bounds on samples being reassembled ------------------------------------------------
+
+
+def test_pending_samples_stay_within_max_pending_and_max_pending_bytes() -> None:
+    """Random parts of samples of simulations of different sizes and client counts,
+    some never completed: after every message, the samples in progress are at most
+    `max_pending`, their reserved bytes at most `max_pending_bytes` (or one sample, if
+    a single sample is larger), and the accounting matches what is held."""
+    rng = np.random.default_rng(15)
+    max_pending, max_bytes = 6, 3000
+    completed: list[tuple[int, int]] = []
+
+    def put(sample: Any) -> bool:
+        completed.append((int(sample["simulation_id"]), int(sample["time_step"])))
+        return True
+
+    ing = Ingest(
+        0,
+        1,
+        put=put,
+        end=lambda why: None,
+        expected=None,
+        max_field_bytes=1 << 20,
+        max_pending=max_pending,
+        max_pending_bytes=max_bytes,
+        max_time_step=1 << 20,
+        recent_size=64,
+    )
+    # (simulation, client ranks, fields): 400 to 4,000 bytes a sample
+    sims = {1: (2, [("u", (25,))]), 2: (3, [("u", (100,)), ("v", (50,))]), 3: (4, [("w", (1000,))])}
+    largest = 0
+    for sid, (ranks, fields) in sims.items():
+        specs = [P.FieldSpec(name, F32, shape) for name, shape in fields]
+        for r in range(ranks):
+            hello = P.decode(P.encode_hello(sid, r, ranks, specs))
+            assert isinstance(hello, P.Hello)
+            ing.hello(hello)
+        largest = max(largest, sum(4 * int(np.prod(shape)) for _, shape in fields))
+    for _ in range(5000):
+        sid = int(rng.integers(1, 4))
+        ranks, fields = sims[sid]
+        t, r = int(rng.integers(0, 40)), int(rng.integers(0, ranks))
+        name, shape = fields[int(rng.integers(0, len(fields)))]
+        size = int(np.prod(shape))
+        lo, hi = r * size // ranks, (r + 1) * size // ranks
+        head = P.encode_data_header(
+            sid, t, r, ranks, name.encode(), P.dtype_code(F32), shape, lo, hi - lo, True
+        )
+        msg = P.decode(head + np.zeros(hi - lo, F32).tobytes())
+        assert isinstance(msg, P.Data)
+        ing.data(msg, True)
+        held = sum(asm.nbytes for asm in ing.pending.values())
+        assert len(ing.pending) <= max_pending
+        assert held == ing._pending_bytes <= max(max_bytes, largest)
+        assert held <= max_bytes or len(ing.pending) == 1
+    assert ing.incomplete_dropped > 0 and completed  # both bounds were exercised
+    assert ing.telemetry()["incomplete_dropped"] == ing.incomplete_dropped
 
 
 # -- options -----------------------------------------------------------------------------

@@ -14,21 +14,24 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import socket
-import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import pytest
 import zmq
 from helpers import drain
+from zmtp_peer import closed_by_peer, rss
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
@@ -198,58 +201,11 @@ def test_a_flood_of_bad_messages_logs_a_handful_of_lines_and_counts_all(
     assert "(no_hello: " in summaries[-1] and "from 100 simulations" in summaries[-1]
 
 
-# -- a peer that stalls in the middle of a message -------------------------------------------
+# -- peers that stall or vanish in the middle of a frame ------------------------------------
 
-ANNOUNCED = 512 << 20  # the frame size the stalled peer announces
-SENT = 96 << 20  # what it sends of it before it stalls
+SENT = 96  # MiB a stalled peer sends of the frame it announced (zmtp_peer.ANNOUNCED)
 FREED = 64 << 20  # RSS must come back by at least this much (SENT, less noise)
-CONTROL_WAIT = 2.5  # 1.25 heartbeats: the longest a heartbeat of 2 s takes to close it
-
-
-def zmtp_push_peer(endpoint: str) -> socket.socket:
-    """A plain TCP socket that completes the ZMTP 3.1 NULL handshake as a PUSH peer."""
-    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=10)
-    greeting = b"\xff" + bytes(8) + b"\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0")
-    sock.sendall(greeting + b"\0" + bytes(31))  # as-server 0, filler: 64 bytes
-    name, value = b"Socket-Type", b"PUSH"
-    body = b"\x05READY" + bytes([len(name)]) + name + struct.pack(">I", len(value)) + value
-    sock.sendall(bytes([0x04, len(body)]) + body)  # a short command frame
-    got = b""
-    while len(got) < 64:  # the receiver's greeting (its READY and PINGs are read later)
-        chunk = sock.recv(64 - len(got))
-        assert chunk, "the receiver closed the connection during the handshake"
-        got += chunk
-    assert got[0] == 0xFF and got[9] == 0x7F and got[10] == 3
-    return sock
-
-
-def stall_mid_frame(sock: socket.socket) -> None:
-    """Announce a long frame of ANNOUNCED bytes (flags: LONG, no MORE), send SENT."""
-    sock.sendall(b"\x02" + struct.pack(">Q", ANNOUNCED))
-    chunk = bytes(1 << 20)
-    for _ in range(SENT >> 20):
-        sock.sendall(chunk)
-
-
-def closed_by_peer(sock: socket.socket, within: float) -> bool:
-    """Whether the other end closes `sock` within `within` seconds (what it sends
-    meanwhile, the receiver's READY and PINGs, is read and ignored)."""
-    deadline = time.monotonic() + within
-    while (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(left)
-        try:
-            if not sock.recv(1 << 16):
-                return True
-        except TimeoutError:
-            return False
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-    return False
-
-
-def rss() -> int:
-    return int(psutil.Process().memory_info().rss)
+PEER = str(Path(__file__).parent / "zmtp_peer.py")
 
 
 def stream_one_simulation(endpoint: str, steps: int, errors: list[BaseException]) -> None:
@@ -263,45 +219,200 @@ def stream_one_simulation(endpoint: str, steps: int, errors: list[BaseException]
         errors.append(exc)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-@pytest.mark.parametrize("heartbeat", [2.0, None], ids=["heartbeat", "no_heartbeat"])
-def test_a_peer_stalled_mid_frame_is_closed_and_its_memory_freed(
-    heartbeat: float | None,
-) -> None:
-    buffer = FIFOBuffer(1000)
-    steps = 600
-    errors: list[BaseException] = []
-    with running(buffer, expected_simulations=1, heartbeat=heartbeat) as rec:
-        assert rec.endpoint is not None
-        base = rss()
-        peer = zmtp_push_peer(rec.endpoint)
-        try:
-            stall_mid_frame(peer)
-            client = threading.Thread(
-                target=stream_one_simulation, args=(rec.endpoint, steps, errors)
-            )
-            client.start()
-            # ZeroMQ holds what the peer sent of its frame
-            wait_for(lambda: rss() - base > FREED, 30, "the partial frame in memory")
-            peak = rss()
-            if heartbeat is None:
-                # the control case: nothing closes a live peer that stalls, nor frees it
-                assert not closed_by_peer(peer, 2 * CONTROL_WAIT)
-                assert rss() > peak - FREED // 2
-            else:
-                # closed 1 to 1.25 heartbeats after the PING; generous bound for CI
-                assert closed_by_peer(peer, 30), "the stalled peer was not disconnected"
-                wait_for(lambda: rss() < peak - FREED, 30, "the partial frame freed")
-            client.join(60)
-            assert not client.is_alive() and not errors, errors
-            samples = drain(buffer)  # every step of the other client reached the buffer
-        finally:
-            peer.close()
-        tel = rec.telemetry()
+def check_one_simulation(samples: list[dict[str, np.ndarray]], steps: int) -> None:
     assert sorted(int(s["time_step"]) for s in samples) == list(range(steps))
     assert all(np.array_equal(s["u"], np.full(8, s["time_step"], np.float32)) for s in samples)
-    assert tel["rejected"] == 0 and rec.finished_simulations() == [1]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_peer_killed_mid_frame_frees_its_memory_and_others_are_served() -> None:
+    """A live peer that stalls mid-frame keeps what it sent (one frame at most); killed
+    (kill -9), its kernel closes the connection and the receiver's memory comes back,
+    while a `Client` streams a simulation whose every step reaches the buffer."""
+    buffer, steps = FIFOBuffer(1000), 600
+    errors: list[BaseException] = []
+    with running(buffer, expected_simulations=1) as rec:
+        assert rec.endpoint is not None
+        base = rss()
+        peer = subprocess.Popen(
+            [sys.executable, PEER, rec.endpoint, str(SENT)], stdout=subprocess.PIPE, text=True
+        )
+        client = threading.Thread(target=stream_one_simulation, args=(rec.endpoint, steps, errors))
+        try:
+            assert peer.stdout is not None and peer.stdout.readline() == "stalled\n"
+            client.start()
+            wait_for(lambda: rss() - base > FREED, 30, "the partial frame in memory")
+            peak = rss()
+            time.sleep(1.0)
+            assert peer.poll() is None and rss() > peak - FREED // 2  # kept while it lives
+            peer.kill()
+            peer.wait(10)
+            wait_for(lambda: rss() < peak - FREED, 30, "the partial frame freed")
+            client.join(60)
+            assert not client.is_alive() and not errors, errors
+            samples = drain(buffer)
+        finally:
+            if peer.poll() is None:
+                peer.kill()
+                peer.wait(10)
+            if peer.stdout is not None:
+                peer.stdout.close()
+            if client.ident is not None:
+                client.join(10)
+    check_one_simulation(samples, steps)
+    assert rec.telemetry()["rejected"] == 0 and rec.finished_simulations() == [1]
+
+
+VANISHED_HOST = r"""
+import json, subprocess, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import zmq
+from helpers import drain
+from zmtp_peer import closed_by_peer, rss
+from test_receiver_hardening import check_one_simulation, stream_one_simulation
+from zmtp_peer import closed_by_peer, rss, stall_mid_frame, zmtp_push_peer
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream import liveness, receiver
+from melissa_trainer.stream.receiver import Receiver
+
+subprocess.run("ip link set lo up".split(), check=True)
+for address in ("10.7.0.1", "10.7.0.2"):  # the receiver's host, the peer's host
+    subprocess.run(f"ip addr add {address}/32 dev lo".split(), check=True)
+if sys.argv[1] == "keepalive":  # as set, but probing after 1 s, twice, 1 s apart
+    liveness.KEEPALIVE_IDLE, liveness.KEEPALIVE_INTERVAL, liveness.KEEPALIVE_COUNT = 1, 1, 2
+else:  # the control: the socket options without keepalive
+    options = liveness.socket_options
+    receiver.socket_options = lambda n: {
+        k: v for k, v in options(n).items() if k != zmq.TCP_KEEPALIVE
+    }
+buffer, steps, errors = FIFOBuffer(1000), 600, []
+rec = Receiver(buffer, expected_simulations=1, bind="tcp://0.0.0.0:*", advertise_host="127.0.0.1")
+rec.start()
+port = rec.endpoint.rsplit(":", 1)[1]
+base = rss()
+peer = zmtp_push_peer(f"tcp://10.7.0.1:{port}", source="10.7.0.2")
+stall_mid_frame(peer, int(sys.argv[3]) << 20)
+deadline = time.monotonic() + 30
+while rss() - base < (64 << 20) and time.monotonic() < deadline:
+    time.sleep(0.01)
+held = rss() - base
+client = threading.Thread(target=stream_one_simulation, args=(rec.endpoint, steps, errors))
+client.start()
+# the peer's host vanishes: its address is gone, nothing answers the receiver's probes
+subprocess.run("ip addr del 10.7.0.2/32 dev lo".split(), check=True)
+deadline = time.monotonic() + float(sys.argv[4])
+while rss() - base > held // 4 and time.monotonic() < deadline:
+    time.sleep(0.05)
+left = rss() - base
+client.join(60)
+samples = drain(buffer)
+check_one_simulation(samples, steps)
+rec.stop()
+print(json.dumps({"held": held, "left": left, "errors": [repr(e) for e in errors],
+                  "finished": rec.finished_simulations()}))
+"""
+
+
+def network_namespace_available() -> bool:
+    try:
+        probe = ["unshare", "-rn", "ip", "link", "set", "lo", "up"]
+        return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["keepalive", "control"])
+def test_a_peer_whose_host_vanishes_mid_frame_is_dropped_by_keepalive(mode: str) -> None:
+    """In a private network namespace (``unshare -rn``): a raw ZMTP peer sends 96 MiB of
+    a 512 MiB frame, then its address disappears (its host is gone: no FIN, no RST,
+    no answer). TCP keepalive (shortened to 1 s + 2 x 1 s) closes the connection and
+    the memory comes back, while a `Client` on another address streams a simulation
+    whose every step reaches the buffer. The control, without keepalive, keeps it."""
+    if not network_namespace_available():
+        pytest.skip("needs unprivileged network namespaces and iproute2 (unshare -rn, ip)")
+    tests = str(Path(__file__).parent)
+    wait = "20" if mode == "keepalive" else "6"  # closed after ~3 s with keepalive
+    cmd = ["unshare", "-rn", sys.executable, "-c", VANISHED_HOST, mode, tests, str(SENT), wait]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["held"] > FREED and not result["errors"] and result["finished"] == [1]
+    if mode == "keepalive":
+        assert result["left"] < result["held"] - FREED, result  # freed
+    else:
+        assert result["left"] > result["held"] - FREED // 2, result  # still held
+
+
+BACK_PRESSURE = r"""
+import json, sys, threading, time
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+import zmq
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client import Client
+from melissa_trainer.stream import liveness, receiver
+from melissa_trainer.stream.receiver import Receiver
+
+if sys.argv[1] == "heartbeat":  # what the receiver would set for a 1 s heartbeat
+    options = liveness.socket_options
+    receiver.socket_options = lambda n: {
+        **options(n), zmq.HEARTBEAT_IVL: 250, zmq.HEARTBEAT_TIMEOUT: 1000
+    }
+steps, buffer, errors = 400, FIFOBuffer(10), []
+rec = Receiver(buffer, rcvhwm=10)
+rec.start()
+
+def send_all():
+    try:
+        fields = {"u": ((2048,), "float32")}  # 8 KiB: one message per step
+        with Client(fields, {"p": 1.0}, 1, [rec.endpoint], batch_bytes=0) as client:
+            for t in range(steps):
+                client.send(t, u=np.full(2048, t, np.float32))
+    except BaseException as exc:
+        errors.append(repr(exc))
+
+client = threading.Thread(target=send_all)
+client.start()
+while len(buffer) < 10:
+    time.sleep(0.01)
+time.sleep(float(sys.argv[3]))  # nobody reads: the receiver holds the messages back
+got, last = set(), -1.0
+while client.is_alive() or rec.telemetry()["messages"] != last:
+    last = rec.telemetry()["messages"]
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        try:
+            got.update(int(s["time_step"]) for s in buffer.get_batch(1, timeout=0.05))
+        except TimeoutError:
+            pass
+rec.stop()
+print(json.dumps({"received": len(got), "errors": errors, "finished": rec.finished_simulations()}))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("mode", ["default", "heartbeat"])
+def test_back_pressure_is_lossless_and_why_there_are_no_heartbeats(mode: str) -> None:
+    """A receiver whose buffer stays full for 4 s (training paused) holds its clients
+    back and loses nothing. With ZMTP heartbeats (1 s) on its socket, libzmq 4.3.5
+    closes the held connections (losing their messages in flight) or aborts the
+    process: why `liveness` sets none. If the heartbeat case stops failing, libzmq has
+    changed: revisit `melissa_trainer.stream.liveness` and docs/protocol.md 1a."""
+    tests = str(Path(__file__).parent)
+    cmd = [sys.executable, "-c", BACK_PRESSURE, mode, tests, "4"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+    if mode == "default":
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result == {"received": 400, "errors": [], "finished": [1]}
+    else:
+        aborted = done.returncode != 0 and "Assertion failed" in done.stderr
+        lost = done.returncode == 0 and json.loads(done.stdout.splitlines()[-1])["received"] < 400
+        assert aborted or lost, "heartbeats are now safe under back-pressure: revisit"
 
 
 @pytest.mark.timeout(60)
@@ -382,16 +493,9 @@ def test_pending_samples_stay_within_max_pending_and_max_pending_bytes() -> None
 # -- options -----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, 0.001, float("nan"), float("inf"), 1e9, "10", True])
-def test_heartbeat_is_validated_before_anything_starts(bad: Any) -> None:
-    with pytest.raises(ValueError, match=r"heartbeat must be None \(off\) or a number of seconds"):
-        Receiver(FIFOBuffer(10), heartbeat=bad)
-
-
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("heartbeat", [None, 10.0])
-def test_the_socket_drops_dead_and_silent_peers(heartbeat: float | None) -> None:
-    with running(heartbeat=heartbeat, max_message_bytes=1 << 20) as rec:
+def test_the_socket_drops_dead_peers_and_has_no_heartbeat() -> None:
+    with running(max_message_bytes=1 << 20) as rec:
         sock = rec._socket
         assert sock is not None
         assert sock.getsockopt(zmq.MAXMSGSIZE) == (1 << 20) + HEADER_ALLOWANCE
@@ -400,9 +504,11 @@ def test_the_socket_drops_dead_and_silent_peers(heartbeat: float | None) -> None
         assert sock.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == 60
         assert sock.getsockopt(zmq.TCP_KEEPALIVE_INTVL) == 10
         assert sock.getsockopt(zmq.TCP_KEEPALIVE_CNT) == 6
-        if heartbeat is None:
-            assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 0  # off: back-pressure is lossless
-        else:
-            assert sock.getsockopt(zmq.HEARTBEAT_TIMEOUT) == 10_000
-            assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 2_500
-        assert sock.getsockopt(zmq.HEARTBEAT_TTL) == 0  # clients are never told to time out
+        # no heartbeats: they close (or crash on) connections held back by back-pressure
+        assert sock.getsockopt(zmq.HEARTBEAT_IVL) == 0
+        assert sock.getsockopt(zmq.HEARTBEAT_TTL) == 0
+
+
+def test_heartbeat_is_not_an_option() -> None:
+    with pytest.raises(TypeError, match="heartbeat"):
+        Receiver(FIFOBuffer(10), heartbeat=10.0)  # type: ignore[call-arg]

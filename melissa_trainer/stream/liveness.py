@@ -16,26 +16,29 @@ connections that cannot make progress:
   peer's kernel answers the probes whatever its process does, so a live but slow,
   stopped (SIGSTOP) or back-pressured peer keeps its connection. A peer killed with
   SIGKILL, or that crashes, has its connection closed by its kernel at once.
-* **ZMTP heartbeat** (opt-in, `heartbeat` seconds): the receiver PINGs each peer and
-  closes a connection from which no complete message (or PONG) arrived within
-  `heartbeat` seconds of a PING: this is what frees a live peer that stalls in the
-  middle of a message. Its price, a limitation of libzmq (issue 2709): a connection is
-  also closed while its messages wait because this receiver holds them back (its
-  buffer is full and training paused: validation, a checkpoint) for longer than
-  `heartbeat`, or while one message takes longer than that to transfer, and the
-  messages in flight on it are lost (measured with libzmq 4.3.5: 12 of 2,000 messages
-  with a 1 s timeout and a 5 s pause; none without heartbeats), so the simulations
-  that sent them cannot finish here until a restart re-sends them. libzmq issues 3937
-  and 4767 (open) report an assertion failure, which aborts the process, in the same
-  situation. Enable it only with a timeout longer than any pause of training and any
-  single transfer. For the same reason clients do not enable heartbeats (a PUSH
-  socket's timeout fires while the receiver holds its messages back: measured, 2 of
-  2,000 lost), nor does the receiver ask them to (``ZMQ_HEARTBEAT_TTL``).
+* **A live peer that stops in the middle of a message** (hung, stopped by SIGSTOP or a
+  suspended job, or slow) keeps its connection and its partial message, at most one
+  frame of ``max_message_bytes`` + `HEADER_ALLOWANCE`, until it goes on (a suspended
+  job that resumes completes its message: nothing is lost) or dies.
 
-After a connection is closed, ZeroMQ frees its partial message and the peer's
-ZeroMQ reconnects and goes on with its next message; what it had in flight is lost.
-A simulation that lost data this way re-sends it after a restart, and the exactly-once
-dedup drops what had arrived already.
+No ZMTP heartbeats (``ZMQ_HEARTBEAT_IVL``, ``_TIMEOUT``, ``_TTL``), on either side,
+although they are what would close a live peer that stalls mid-message: libzmq
+cancels a heartbeat timeout only when a complete message is decoded, so its timeout
+also fires while a connection's messages wait because the receiver holds them back
+(the buffer is full and training paused: validation, a checkpoint) or while one
+message takes longer than the timeout to transfer (libzmq issue 2709). Measured with
+libzmq 4.3.5 and a 5 s pause: with a 1 s timeout on the receiver, 12 of 2,000
+messages were lost (2 of 2,000 with the timeout on the client's PUSH socket only);
+with the `Receiver` held back 4 s, the process aborted (``Assertion failed: !_io_error
+(src/stream_engine_base.cpp:310)``, libzmq issues 4364, 3937: open). Back-pressure
+without loss is the stream's contract; a stalled peer costs one bounded frame.
+``tests/test_receiver_hardening.py`` checks that this is still so.
+
+After a connection is closed, ZeroMQ frees its partial message. A peer that lives on
+(behind a network partition that heals) reconnects and goes on with its next message,
+and what it had in flight on the closed connection is lost: a simulation that lost
+data this way re-sends it after a restart, and the exactly-once dedup drops what had
+arrived already.
 
 Memory held by connections, all of it inside ZeroMQ (the receiver's own bounds,
 ``max_pending`` and ``max_pending_bytes``, are on samples being reassembled):
@@ -62,8 +65,6 @@ Memory held by connections, all of it inside ZeroMQ (the receiver's own bounds,
 
 from __future__ import annotations
 
-import math
-
 import zmq
 
 from melissa_trainer.stream import protocol
@@ -74,7 +75,6 @@ __all__ = [
     "KEEPALIVE_COUNT",
     "KEEPALIVE_IDLE",
     "KEEPALIVE_INTERVAL",
-    "check_heartbeat",
     "socket_options",
 ]
 
@@ -85,32 +85,9 @@ HANDSHAKE_TIMEOUT = 30.0
 #: TCP keepalive: seconds of silence before the first probe, seconds between probes,
 #: unanswered probes before the connection is closed
 KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 60, 10, 6
-#: heartbeat bounds, in seconds: libzmq counts in milliseconds in a C int
-MIN_HEARTBEAT, MAX_HEARTBEAT = 0.01, 86_400.0
-#: PINGs per heartbeat timeout: a stalled peer is dropped 1 to 1.25 timeouts after its
-#: last complete message
-PINGS_PER_TIMEOUT = 4
 
 
-def check_heartbeat(heartbeat: object) -> float | None:
-    """`heartbeat` as seconds (None: off), or ValueError naming the option and the fix."""
-    if heartbeat is None:
-        return None
-    if (
-        isinstance(heartbeat, bool)
-        or not isinstance(heartbeat, int | float)
-        or not math.isfinite(heartbeat)
-        or not MIN_HEARTBEAT <= heartbeat <= MAX_HEARTBEAT
-    ):
-        raise ValueError(
-            f"heartbeat must be None (off) or a number of seconds in [{MIN_HEARTBEAT}, "
-            f"{MAX_HEARTBEAT:.0f}], not {heartbeat!r}: it is how long a connection may "
-            "stay without a complete message after a PING before it is closed"
-        )
-    return float(heartbeat)
-
-
-def socket_options(max_message_bytes: int, heartbeat: float | None) -> dict[int, int]:
+def socket_options(max_message_bytes: int) -> dict[int, int]:
     """The receiver socket's size and liveness options (see the module docstring).
 
     Set before ``bind``: ZeroMQ applies them to the connections accepted afterwards.
@@ -123,8 +100,4 @@ def socket_options(max_message_bytes: int, heartbeat: float | None) -> dict[int,
         zmq.TCP_KEEPALIVE_INTVL: KEEPALIVE_INTERVAL,
         zmq.TCP_KEEPALIVE_CNT: KEEPALIVE_COUNT,
     }
-    if heartbeat is not None:
-        timeout_ms = round(heartbeat * 1000)
-        options[zmq.HEARTBEAT_IVL] = max(1, timeout_ms // PINGS_PER_TIMEOUT)
-        options[zmq.HEARTBEAT_TIMEOUT] = timeout_ms
     return options

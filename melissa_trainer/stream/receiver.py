@@ -71,7 +71,7 @@ from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
 from melissa_trainer.stream.inline_decoder import InlineDecoder
-from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, check_heartbeat, socket_options
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,
@@ -127,19 +127,14 @@ class Receiver:
         advertise_host: host published instead of a wildcard bind address.
         takeover: seconds without a `pump` after which the thread ingests again.
         pump_budget: the longest one `pump` ingests, in seconds.
-        heartbeat: None (the default) or seconds: PING peers and close a connection
-            without a complete message within `heartbeat` seconds of a PING, which frees
-            what a peer that stalled mid-message had sent of it. A libzmq limitation
-            makes it lossy: a connection whose messages this receiver holds back (full
-            buffer, training paused) or whose one message takes longer to transfer is
-            closed too, and its messages in flight are lost until the simulation is
-            restarted (see :mod:`.liveness`). Only a timeout longer than any pause.
 
     Peers (:mod:`.liveness`): a connection that does not complete the ZMTP handshake
     in 30 s is dropped, and one whose host stops answering (crash, partition) in about
-    2 minutes (TCP keepalive); its partial message is freed, its ZeroMQ reconnects, what
-    it had in flight is lost (a restarted simulation re-sends it; the dedup makes that
-    safe). Memory that connections hold: ``rcvhwm`` + 2 messages each (see there).
+    2 minutes (TCP keepalive); its partial message is freed. A live peer that stalls in
+    the middle of a message keeps it (one frame, at most ``max_message_bytes``) until
+    it goes on or dies: ZMTP heartbeats would drop it, but libzmq's also drop (and
+    lose the messages of) connections that back-pressure holds, or abort the process.
+    Memory that connections hold: ``rcvhwm`` + 2 messages each (see there).
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
@@ -169,9 +164,7 @@ class Receiver:
         advertise_host: str | None = None,
         takeover: float = 0.5,
         pump_budget: float = 0.02,
-        heartbeat: float | None = None,
     ) -> None:
-        self._heartbeat = check_heartbeat(heartbeat)  # (first: fails before anything)
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         if expected_simulations is not None and expected_simulations < 0:
@@ -242,7 +235,7 @@ class Receiver:
         self._context = zmq.Context()
         sock = self._socket = self._context.socket(zmq.PULL)
         sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
-        for option, value in socket_options(self._max_bytes, self._heartbeat).items():
+        for option, value in socket_options(self._max_bytes).items():
             sock.setsockopt(option, value)
         sock.setsockopt(zmq.RCVTIMEO, max(1, int(self._poll * 1000)))
         sock.setsockopt(zmq.LINGER, 0)
@@ -263,13 +256,6 @@ class Receiver:
             raise
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
-        if self._heartbeat is not None:
-            logger.info(
-                "receiver of rank %d: heartbeat %g s: connections without a complete "
-                "message for that long are closed, even while this receiver holds them back",
-                self._rank,
-                self._heartbeat,
-            )
         self._thread = threading.Thread(
             target=self._run, name=f"melissa-receiver-{self._rank}", daemon=True
         )

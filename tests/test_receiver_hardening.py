@@ -1,15 +1,18 @@
-"""The receiver under abuse: floods of bad messages, stalled peers, bad options.
+"""The receiver under abuse: floods of bad messages, peers that stall or vanish.
 
 * `LogSummary` (driven by a fake clock): the first event of each reason in full, then
   one summary per period, with the counts and the number of simulations.
 * A receiver flooded with 10,000 rejected messages and 10,000 dropped incomplete
   samples logs a handful of lines, and its telemetry counts every one exactly.
-* A raw TCP peer (no ZeroMQ on its side) that completes the ZMTP 3.1 NULL handshake
-  as a PUSH socket, announces a 512 MiB frame, sends 96 MiB of it and stalls: with
-  `heartbeat` set the receiver closes its connection and the receiver's memory comes
-  back, while a `Client` streaming a simulation meanwhile gets every step into the
-  buffer; without `heartbeat` the connection stays open (the control case).
-* Option validation.
+* Raw TCP peers (`zmtp_peer`: no ZeroMQ on their side) that complete the ZMTP 3.1 NULL
+  handshake as PUSH sockets, announce a 512 MiB frame, send 96 MiB of it and stall:
+  killed, or with their host gone (a network namespace; TCP keepalive), their
+  connection is closed and the receiver's memory comes back, while a `Client`
+  streaming meanwhile gets every step into the buffer. A peer that never completes
+  the handshake is dropped.
+* Back-pressure held for 4 s loses nothing; with ZMTP heartbeats it would (the
+  evidence for leaving them off).
+* The bounds on samples being reassembled hold; the socket's options.
 """
 
 from __future__ import annotations

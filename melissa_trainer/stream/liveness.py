@@ -16,10 +16,14 @@ connections that cannot make progress:
   peer's kernel answers the probes whatever its process does, so a live but slow,
   stopped (SIGSTOP) or back-pressured peer keeps its connection. A peer killed with
   SIGKILL, or that crashes, has its connection closed by its kernel at once.
-* **A live peer that stops in the middle of a message** (hung, stopped by SIGSTOP or a
-  suspended job, or slow) keeps its connection and its partial message, at most one
-  frame of ``max_message_bytes`` + `HEADER_ALLOWANCE`, until it goes on (a suspended
-  job that resumes completes its message: nothing is lost) or dies.
+* **A live peer that stops in the middle of a message** keeps its connection and its
+  partial message, at most one frame of ``max_message_bytes`` + `HEADER_ALLOWANCE`,
+  until it goes on (a suspended job that resumes completes its message: nothing is
+  lost) or dies. A ZeroMQ client cannot stop there by hanging: its I/O thread sends
+  the message whatever its other threads do, and libzmq keeps an unfinished
+  multipart message on the sender's side. Only a stopped process (SIGSTOP, a
+  suspended job), a host that is alive but cut off in one direction, or a peer
+  speaking ZMTP by hand can.
 
 No ZMTP heartbeats (``ZMQ_HEARTBEAT_IVL``, ``_TIMEOUT``, ``_TTL``), on either side,
 although they are what would close a live peer that stalls mid-message: libzmq

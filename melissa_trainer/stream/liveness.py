@@ -22,8 +22,7 @@ connections that cannot make progress:
   lost) or dies. A ZeroMQ client cannot stop there by hanging: its I/O thread sends
   the message whatever its other threads do, and libzmq keeps an unfinished
   multipart message on the sender's side. Only a stopped process (SIGSTOP, a
-  suspended job), a host that is alive but cut off in one direction, or a peer
-  speaking ZMTP by hand can.
+  suspended job) or a peer speaking ZMTP by hand can.
 
 No ZMTP heartbeats (``ZMQ_HEARTBEAT_IVL``, ``_TIMEOUT``, ``_TTL``), on either side,
 although they are what would close a live peer that stalls mid-message: libzmq

@@ -126,6 +126,12 @@ def test_log_summary_bounds_the_simulations_it_remembers(
         log.event(REJECTED, "bad_field", sim, "x")
     log.flush()
     assert messages(caplog)[-1].endswith("from at least 10,000 simulations")
+    for _ in range(2):  # garbage whose simulation cannot be read
+        log.event(REJECTED, "bad_magic", None, "y")
+    log.flush()
+    assert messages(caplog)[-1].endswith(
+        "rejected 2 messages (bad_magic: 2) from unidentified senders"
+    )
 
 
 def test_log_summary_interval_is_validated() -> None:

@@ -48,8 +48,9 @@ class LogSummary:
         interval: the shortest time between two summaries, in seconds (> 0).
         clock: monotonic seconds (injected by tests).
 
-    A period starts at the first event after a summary (or after a quiet `interval`);
-    in a new period the first event of a reason is again logged in full: a problem
+    A period starts at each `flush` (a summary, due or forced) and ends at the first
+    event or `tick` `interval` seconds later. In a new period the first event of a
+    reason is again logged in full: a problem
     that comes back hours later is shown with its detail, while a sustained flood
     costs at most one line per reason and one summary per `interval`.
     """
@@ -119,7 +120,10 @@ class LogSummary:
 
 
 def _simulations(sims: set[int | None]) -> str:
+    """ "3 simulations", "at least 10,000 simulations", "unidentified senders", ..."""
     known = len(sims - {None})
     at_least = "at least " if len(sims) >= MAX_SIMULATIONS else ""
-    text = f"{at_least}{known:,} simulation{'s' if known != 1 else ''}"
-    return text + (" and unidentified senders" if None in sims else "")
+    text = f"{at_least}{known:,} simulation{'s' if known != 1 else ''}" if known else ""
+    if None in sims:
+        text += " and unidentified senders" if text else "unidentified senders"
+    return text

@@ -29,6 +29,7 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
+from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
@@ -36,7 +37,6 @@ logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's 
 #: 2: a simulation's BYE counts are the steps sent to this receiver (protocol 2); in 1
 #: they were over all receivers (see `upgrade_state`)
 STATE_VERSION = 2
-_MAX_LOGGED = 4096  # distinct (simulation, reason) pairs logged, then silence
 _COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
 _TAIL_COUNTERS = (
     "simulations_finished",
@@ -134,6 +134,8 @@ class Ingest:
             simulation declares its own fields).
         recent_size: how many of the last keys put the checkpoint keeps (at least the
             buffer's capacity: see `load_state`).
+        log_interval: seconds between two summaries of rejected messages and dropped
+            incomplete samples (`log`; the first of each reason is logged in full).
     """
 
     def __init__(
@@ -152,6 +154,7 @@ class Ingest:
         recent_size: int,
         schema: Sequence[FieldSpec] | None = None,
         one_schema: bool = False,
+        log_interval: float = 30.0,
     ) -> None:
         self.rank, self.world = rank, world_size
         self._put, self._end = put, end
@@ -172,7 +175,8 @@ class Ingest:
         #: (simulation id, why) of every refused HELLO, in order (append-only: read by
         #: the launcher's thread)
         self.refused: list[tuple[int, str]] = []
-        self._logged: set[tuple[int | None, str]] = set()
+        #: logs rejections and drops; the receiver ticks it when idle, flushes it at the end
+        self.log = LogSummary(logger, f"receiver of rank {rank}", log_interval)
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
@@ -382,15 +386,13 @@ class Ingest:
         return {sid: rec.messages for sid, rec in list(self.sims.items())}
 
     def reject(self, reason: str, sim: int | None, detail: str) -> None:
-        """Count a dropped message; log it once per (simulation, reason)."""
+        """Count a dropped message; the first of its reason is logged in full, the
+        others in a periodic summary (see `LogSummary`)."""
         if reason not in self.rejected:
             reason = "other"
         self.rejected[reason] += 1
-        key = (sim, reason)
-        if key not in self._logged and len(self._logged) < _MAX_LOGGED:
-            self._logged.add(key)
-            who = "unknown simulation" if sim is None else f"simulation {sim}"
-            logger.warning("dropped a message from %s (%s): %s", who, reason, detail)
+        who = "unknown simulation" if sim is None else f"simulation {sim}"
+        self.log.event(REJECTED, reason, sim, f"dropped a message from {who} ({reason}): {detail}")
 
     # -- in-progress samples, finishing ------------------------------------------------------
 
@@ -402,13 +404,12 @@ class Ingest:
         ):
             old_key = next(iter(pending))  # the oldest
             self.drop_pending([old_key], lost=True)
-            logger.warning(
-                "dropped the incomplete sample of simulation %d step %d: more than %d "
-                "samples or %d bytes in progress",
-                *old_key,
-                self._max_pending,
-                self._max_pending_bytes,
+            detail = (
+                f"dropped the incomplete sample of simulation {old_key[0]} step {old_key[1]}: "
+                f"more than {self._max_pending} samples or {self._max_pending_bytes} bytes "
+                "in progress (max_pending, max_pending_bytes)"
             )
+            self.log.event(INCOMPLETE, "pending_bound", old_key[0], detail)
         asm = pending[key] = Assembly(sim)
         self._pending_bytes += asm.nbytes
         return asm

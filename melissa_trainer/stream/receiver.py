@@ -31,7 +31,7 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   rejected, and only that sender's own messages can be affected.
 * In-progress samples are bounded by ``max_pending`` samples and ``max_pending_bytes``
   (each reserves its full size). Past a bound the oldest is dropped (counted as
-  ``incomplete_dropped``, logged); its step counts as done for finishing the
+  ``incomplete_dropped``); its step counts as done for finishing the
   simulation, so the stream can still end, and is accepted if re-sent later.
 * A simulation has finished when all its client ranks said BYE (``steps_sent``: the
   largest of their counts of steps sent to this receiver) and that many distinct
@@ -51,6 +51,10 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
   waits for). Time blocked on a full buffer is not idle time.
+* Logging: the first rejected message and the first dropped incomplete sample of
+  each reason are logged in full, the others in one summary line at most every 30 s
+  and at the end of the stream or `stop` (:mod:`.log_summary`); telemetry counts
+  every one.
 * Checkpoints (``state_dict``) hold the dedup record, not the in-progress parts (a
   restarted simulation re-sends them). The record also lists the last keys put, so
   that a resume can accept again the samples put after the buffer's snapshot.
@@ -77,6 +81,7 @@ from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
 from melissa_trainer.stream.inline_decoder import InlineDecoder
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,
     FLAG_INLINE,
@@ -89,7 +94,7 @@ from melissa_trainer.stream.protocol import (
     ProtocolError,
 )
 
-__all__ = ["DEFAULT_BIND", "Receiver", "StallError", "telemetry_keys"]
+__all__ = ["DEFAULT_BIND", "HEADER_ALLOWANCE", "Receiver", "StallError", "telemetry_keys"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +102,6 @@ _RCVMORE = int(zmq.RCVMORE)
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 DEFAULT_BIND = "tcp://127.0.0.1:*"
-#: added to max_message_bytes for zmq.MAXMSGSIZE: any header, and the largest HELLO
-HEADER_ALLOWANCE = protocol.MAX_HELLO_BYTES + 1024
 
 
 class _Stopped(Exception):
@@ -123,8 +126,9 @@ class Receiver:
         rendezvous_dir: if given, ``rank_{rank}.json`` with the endpoint is written there
             (to a temporary file, then renamed).
         max_message_bytes: bound on a field's bytes (and one message, plus headers).
-        rcvhwm: messages queued in the socket before clients block (memory: up to
-            ``rcvhwm`` messages; lower it for large fields).
+        rcvhwm: messages queued in the socket per connected client rank before it
+            blocks (memory: up to ``rcvhwm`` + 2 messages per connection, see
+            :mod:`.liveness`; lower it for large fields or many client ranks).
         max_pending, max_pending_bytes: bound on samples being reassembled.
         max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
         put_timeout, poll_interval: seconds between checks of stop/finish/snapshot
@@ -145,6 +149,14 @@ class Receiver:
             after which the receiver fails with an error naming the simulations it
             waits for (None: wait forever). Raise it for solvers silent longer than
             that (a slow first step, jobs waiting in a batch queue).
+
+    Peers (:mod:`.liveness`): a connection that does not complete the ZMTP handshake
+    in 30 s is dropped, and one whose host stops answering (crash, partition) in about
+    2 minutes (TCP keepalive); its partial message is freed. A live peer that stalls in
+    the middle of a message keeps it (one frame, at most ``max_message_bytes``) until
+    it goes on or dies: ZMTP heartbeats would drop it, but libzmq's also drop (and
+    lose the messages of) connections that back-pressure holds, or abort the process.
+    Memory that connections hold: ``rcvhwm`` + 2 messages each (see there).
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
@@ -267,7 +279,8 @@ class Receiver:
         self._context = zmq.Context()
         sock = self._socket = self._context.socket(zmq.PULL)
         sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
-        sock.setsockopt(zmq.MAXMSGSIZE, self._max_bytes + HEADER_ALLOWANCE)
+        for option, value in socket_options(self._max_bytes).items():
+            sock.setsockopt(option, value)
         sock.setsockopt(zmq.RCVTIMEO, max(1, int(self._poll * 1000)))
         sock.setsockopt(zmq.LINGER, 0)
         if self._curve is not None:
@@ -421,6 +434,7 @@ class Receiver:
             self._error = exc
             self._buffer.close()
         finally:
+            self._flush_log()
             if self._socket is not None:
                 self._socket.close(linger=0)
 
@@ -568,6 +582,8 @@ class Receiver:
         now = self._last_empty = time.monotonic()
         if self._idle_messages != self.ingest.messages:
             self._idle_messages, self._idle_since = self.ingest.messages, now
+        if self.ingest.log.pending:  # the summary of a flood that stopped
+            self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
         stall = self._stall_timeout
@@ -593,6 +609,7 @@ class Receiver:
         self._feeder.overflow.clear()  # nothing more goes into the buffer
         ing = self.ingest
         ing.drop_pending(list(ing.pending))
+        ing.log.flush()
         self._buffer.close()
         logger.info(
             "receiver of rank %d: end of stream (%s); %d samples put, %d duplicates, %d rejected",
@@ -602,6 +619,15 @@ class Receiver:
             ing.duplicates,
             sum(ing.rejected.values()),
         )
+
+    def _flush_log(self) -> None:
+        """The last summary of rejections and drops, as the thread stops (a pump that
+        is still running owns the ingest: it is waited for, briefly)."""
+        if self._lock.acquire(timeout=self._stop_timeout / 2):
+            try:
+                self.ingest.log.flush()
+            finally:
+                self._lock.release()
 
     def _close_socket(self) -> None:
         if self._socket is not None:

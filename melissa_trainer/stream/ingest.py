@@ -31,6 +31,7 @@ from melissa_trainer.stream.assembly import (
 )
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
+from melissa_trainer.stream.schema import StudySchema
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -86,29 +87,6 @@ def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
         for sid, rec in state["simulations"].items()
     }
     return dict(state, version=STATE_VERSION, simulations=sims)
-
-
-def schema_difference(study: Sequence[FieldSpec], declared: Sequence[FieldSpec]) -> str:
-    """How the fields a HELLO declares differ from the study's, in words."""
-    mine, theirs = {f.name: f for f in study}, {f.name: f for f in declared}
-    parts = []
-    for name in [*mine, *(n for n in theirs if n not in mine)]:
-        a, b = mine.get(name), theirs.get(name)
-        if a is None:
-            parts.append(f"field {name!r} is not one of the study's")
-        elif b is None:
-            parts.append(f"field {name!r} is missing")
-        elif (a.shape, a.dtype) != (b.shape, b.dtype):
-            parts.append(
-                f"field {name!r} is {b.dtype} {b.shape} where the study's is {a.dtype} {a.shape}"
-            )
-    if not parts:  # same fields, another order
-        parts.append(f"fields in the order {list(theirs)}, the study's are {list(mine)}")
-    return "HELLO declares other fields than the study's: " + "; ".join(parts)
-
-
-def _schema_json(schema: Sequence[FieldSpec]) -> list[dict[str, Any]]:
-    return [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in schema]
 
 
 def telemetry_keys() -> list[str]:
@@ -170,8 +148,7 @@ class Ingest:
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
-        self.schema: tuple[FieldSpec, ...] | None = None if schema is None else tuple(schema)
-        self.one_schema = one_schema or schema is not None
+        self.schema = StudySchema(schema, enforce=one_schema)
         #: (simulation id, why) of every refused HELLO, in order (append-only: read by
         #: the launcher's thread)
         self.refused: list[tuple[int, str]] = []
@@ -337,13 +314,11 @@ class Ingest:
         if reason is not None:
             return self.reject(reason, hello.simulation_id, "reserved or oversized field")
         sim = self.sims.get(hello.simulation_id)
-        if sim is None and self.schema is not None and hello.fields != self.schema:
-            why = schema_difference(self.schema, hello.fields)
+        why = None if sim is not None else self.schema.admit(hello.fields)
+        if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
         if sim is None:
-            if self.schema is None and self.one_schema:
-                self.schema = hello.fields  # the study's fields, from now on
             self.sims[hello.simulation_id] = SimulationRecord.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
@@ -488,7 +463,7 @@ class Ingest:
             "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
             "abandoned": sorted(self.abandoned),
             "replaced": sorted(self.replaced),
-            "schema": None if self.schema is None else _schema_json(self.schema),
+            "schema": self.schema.to_json(),
             "marked": self.marked,
             "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
             "counters": {k: int(v) for k, v in self.telemetry().items()},
@@ -515,11 +490,7 @@ class Ingest:
         self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
         self.abandoned = {int(s) for s in state.get("abandoned", [])}
         self.replaced = {int(s) for s in state.get("replaced", [])}
-        if state.get("schema") is not None and self.schema is None:
-            self.schema = tuple(
-                FieldSpec(str(f["name"]), np.dtype(str(f["dtype"])), tuple(f["shape"]))
-                for f in state["schema"]
-            )
+        self.schema.load_json(state.get("schema"))
         behind = int(state["marked"]) - buffer_put
         if behind > len(self.recent) or behind < 0:
             logger.warning(

@@ -93,6 +93,7 @@ from melissa_trainer.stream.protocol import (
     Hello,
     ProtocolError,
 )
+from melissa_trainer.stream.watchdog import IdleClock, StallError
 
 __all__ = ["DEFAULT_BIND", "HEADER_ALLOWANCE", "Receiver", "StallError", "telemetry_keys"]
 
@@ -106,10 +107,6 @@ DEFAULT_BIND = "tcp://127.0.0.1:*"
 
 class _Stopped(Exception):
     pass
-
-
-class StallError(RuntimeError):
-    """No message arrived for `stall_timeout` seconds while simulations were expected."""
 
 
 class Receiver:
@@ -191,24 +188,12 @@ class Receiver:
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-        if stall_timeout is not None and (
-            isinstance(stall_timeout, bool)
-            or not isinstance(stall_timeout, int | float)
-            or not 0 < stall_timeout < math.inf
-        ):
-            raise ValueError(
-                f"stall_timeout must be a number of seconds > 0 or None (never), "
-                f"not {stall_timeout!r}"
-            )
+        self._idle = IdleClock(stall_timeout)  # (checks it first)
         if isinstance(fields, str) and fields != "first":
             raise ValueError(
                 f"fields must be a mapping, FieldSpecs, 'first' or None, not {fields!r}"
             )
         schema = None if fields is None or isinstance(fields, str) else field_specs(fields)
-        self._stall_timeout = None if stall_timeout is None else float(stall_timeout)
-        self._idle_since = time.monotonic()  # first empty poll since the last message
-        self._idle_messages = -1  # the message count at that poll
-        self._last_empty = -math.inf  # the last empty poll
         if expected_simulations is not None and expected_simulations < 0:
             raise ValueError(f"expected_simulations must be >= 0, got {expected_simulations}")
         self._buffer, self._rank, self._world = buffer, rank, world_size
@@ -359,10 +344,7 @@ class Receiver:
         """Seconds since a message last arrived, while the socket is found empty: 0
         while messages flow, and while the receiver waits for room in the buffer (no
         empty poll then). Any thread."""
-        now = time.monotonic()
-        if self._idle_messages != self.ingest.messages or now - self._last_empty > 2.0:
-            return 0.0
-        return max(0.0, now - self._idle_since)
+        return self._idle.idle_seconds(self.ingest.messages)
 
     def describe(self, simulation_id: int) -> str:
         """What this receiver has of a simulation, for error messages (any thread:
@@ -578,31 +560,13 @@ class Receiver:
             self._snapshot_ready.set()
 
     def _on_idle(self) -> None:
-        # Called at each empty poll: the idle clock (no cost per message).
-        now = self._last_empty = time.monotonic()
-        if self._idle_messages != self.ingest.messages:
-            self._idle_messages, self._idle_since = self.ingest.messages, now
+        idle = self._idle.empty_poll(self.ingest.messages)  # (no cost per message)
         if self.ingest.log.pending:  # the summary of a flood that stopped
             self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
-        stall = self._stall_timeout
-        if stall is not None and not self._ended and now - self._idle_since > stall:
-            raise StallError(self._stall_message(now - self._idle_since))
-
-    def _stall_message(self, idle: float) -> str:
-        ing = self.ingest
-        waiting = ing.unfinished()
-        shown = "; ".join(f"simulation {s}: {ing.describe(s)}" for s in waiting[:8])
-        more = f" and {len(waiting) - 8} more" if len(waiting) > 8 else ""
-        expected = "?" if ing.expected is None else str(ing.expected)
-        return (
-            f"no message for {idle:.0f} s (stall_timeout={self._stall_timeout}) and the "
-            f"stream has not ended: {ing.simulations_finished} of {expected} expected "
-            f"simulations finished, {len(ing.abandoned)} abandoned; waiting for "
-            f"{shown or 'simulations that never said HELLO'}{more}. Raise stall_timeout "
-            f"(or None) if the solvers are silent longer than that"
-        )
+        if not self._ended:
+            self._idle.check(idle, self.ingest)
 
     def _end(self, why: str) -> None:
         self._ended = True

@@ -197,7 +197,10 @@ class PreemptionHandler:
             if not data:
                 return
             for signum in data:
-                self._on_signal(signum)
+                # the wakeup fd gets every signal with a Python handler (SIGALRM of a
+                # timer, SIGCHLD...): only ours preempt
+                if signum in self.signals:
+                    self._on_signal(signum)
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name

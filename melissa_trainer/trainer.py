@@ -289,8 +289,9 @@ class OnlineTrainer:
         if signum:
             self.preempted_by = signal.Signals(signum)
             logger.warning(
-                "%s: every rank stopped at step %d; writing a checkpoint",
+                "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
                 self.preempted_by.name,
+                self.process_index,
                 state.global_step,
             )
         control.reset_step_flags()
@@ -312,7 +313,10 @@ class OnlineTrainer:
             control.reset_step_flags()
         if signum:
             path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
-            raise Preempted(signum, state.global_step, str(path))
+            preempted = Preempted(signum, state.global_step, str(path))
+            if self.is_main_process:
+                logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
+            raise preempted
 
     def _training_step(self) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""

@@ -541,3 +541,75 @@ def test_sigterm_to_one_of_two_ranks_stops_both_at_one_step_with_one_checkpoint(
 
 if __name__ == "__main__":
     child(sys.argv[1], Path(sys.argv[2]))
+
+
+# -- end to end: the README's Slurm job script, on a real (single-node) Slurm cluster --------
+
+
+def readme_job_script(out: Path, command: str) -> str:
+    """The README's requeueable job script, with `command` for its srun line, no GPU
+    request, and its log in `out`."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Preemption and requeue") :]
+    script = section[section.index("```bash\n") + 8 :]
+    script = script[: script.index("```")]
+    script = re.sub(r"^#SBATCH --gpus-per-node=.*\n", "", script, flags=re.M)
+    script = script.replace("#!/bin/bash\n", f"#!/bin/bash\n#SBATCH --output={out}/job.log\n")
+    srun = re.compile(r"^srun .*?&$", re.M | re.S)
+    assert srun.search(script), script
+    return srun.sub(lambda m: f"srun {command} &", script)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_completes(
+    tmp_path: Path,
+) -> None:
+    from slurm_cluster import SlurmCluster, skip_reason
+
+    if skip_reason() is not None:
+        pytest.skip(skip_reason())
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    out.mkdir()
+    command = " ".join(
+        [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no",
+         "--main_process_port", str(free_port()), str(HEAT), *HEAT_FLAGS,
+         "--num_simulations", "48",  # longer: the requeued run starts some 2 min later
+         "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
+    )  # fmt: skip
+    (tmp_path / "job.sh").write_text(readme_job_script(out, command))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+        env["SLURM_CONF"] = str(cluster.conf)
+
+        def slurm(*argv: str) -> str:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        def log() -> str:
+            path = out / "job.log"
+            return path.read_text(errors="replace") if path.exists() else ""
+
+        job = slurm("sbatch", "--parsable", str(tmp_path / "job.sh")).strip()
+        wait_until(lambda: re.search(r"^step \d+ \| loss", log(), re.M), 240, "training")
+        # what --signal=B:USR1@300 does 300 s before the time limit
+        slurm("scancel", "--batch", "--signal=USR1", job)
+        wait_until(lambda: re.search(r"^\{.*\}$", log(), re.M), 400, "the requeued run's end")
+        wait_until(lambda: not slurm("squeue", "-h", "-j", job).strip(), 60, "the job's end")
+        details = slurm("scontrol", "show", "job", job)
+    finally:
+        cluster.stop()
+    text = log()
+    preempted = re.search(r"preempted by SIGTERM at step (\d+)", text)
+    assert preempted, text[-4000:]
+    step = int(preempted.group(1))
+    summary = json.loads(re.findall(r"^\{.*\}$", text, re.M)[-1])
+    assert summary["steps"] > step and summary["study"]["finished"] == 48, summary
+    assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
+    assert "ExitCode=0:0" in details, details

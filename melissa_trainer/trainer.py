@@ -220,7 +220,8 @@ class OnlineTrainer:
                 waiting for data looks at the signal every `poll_interval` s at most),
                 writes a checkpoint of that step, stops the source and fires the end
                 hooks; a second signal exits at once (see `melissa_trainer.preemption`).
-                The order of events is `Event`'s docstring.
+                A signal after the last stop synchronisation lets training end as it
+                was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)

@@ -54,6 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         make_sampler,
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
+    from melissa_trainer.preemption import Preempted, PreemptionHandler
     from melissa_trainer.sources import IterableSource, Source, SourceError
     from melissa_trainer.state import TrainerControl, TrainerState
     from melissa_trainer.stream.source import StreamSource
@@ -84,6 +85,8 @@ __all__ = [
     "LocalBackend",
     "MpiexecBackend",
     "OnlineTrainer",
+    "Preempted",
+    "PreemptionHandler",
     "ProgressHook",
     "PseudoEpochHook",
     "RateLimiter",
@@ -143,6 +146,8 @@ _MODULES = {
     "IterableSource": "sources",
     "Source": "sources",
     "SourceError": "sources",
+    "Preempted": "preemption",
+    "PreemptionHandler": "preemption",
     "TrainerControl": "state",
     "TrainerState": "state",
     "StreamSource": "stream.source",

@@ -149,8 +149,9 @@ class StreamDataset(IterableDataset):
 
     # -- raw samples ---------------------------------------------------------------
 
-    def _take(self) -> Sequence[Sample]:
-        """The next batch of raw samples; blocks for data; [] at the end of the stream."""
+    def _take(self, interrupted: Callable[[], bool] | None = None) -> Sequence[Sample] | None:
+        """The next batch of raw samples; blocks for data; [] at the end of the stream;
+        None if `interrupted()` turned True while it waited."""
         # With a source, wait in short slices on the source's input (`pump(wait)`), so
         # that data arriving while this thread waits is ingested by it at once (a
         # source's own thread would only take over after a while), and look at the
@@ -168,6 +169,8 @@ class StreamDataset(IterableDataset):
                 else:
                     samples = self.buffer.get_batch(self.batch_size, timeout=timeout)
             except TimeoutError:
+                if interrupted is not None and interrupted():
+                    return None
                 if source is not None:
                     source.check()
                     timeout = 0.0 if source.pump(wait) else wait
@@ -176,15 +179,17 @@ class StreamDataset(IterableDataset):
                 self.source.check()  # a short batch means the end: was it a failure?
             return samples
 
-    def prefetch(self, n: int) -> int:
+    def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:
         """Make `n` batches pending, blocking until they exist or the stream has ended.
 
         Returns the number of pending batches: `n`, or fewer only when the stream has
-        ended (no data ever again on this rank).
+        ended (no data ever again on this rank) or, with `interrupted`, when it returned
+        True while this waited for data (looked at every `poll_interval` s at most; the
+        trainer passes its preemption request, so a starved rank notices a signal).
         """
         while len(self._pending) < n:
-            samples = self._take()
-            if not samples:
+            samples = self._take(interrupted)
+            if not samples:  # [] or None
                 break
             self._pending.append(samples)
         return min(n, len(self._pending))

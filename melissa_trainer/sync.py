@@ -3,16 +3,18 @@
 Ranks receive different data, so one rank's stream may end long before another's,
 and a hook may ask to stop on one rank only. DDP needs every rank to run the same
 number of steps (each backward is a collective), so the ranks agree, once per window
-of `stop_sync_steps` steps, on two numbers:
+of `stop_sync_steps` steps, on three numbers:
 
-* whether any rank asked to stop, and
+* whether any rank asked to stop,
 * how many steps the window may run: the smallest number of batches any rank has in
   hand (every rank takes its window's batches from its buffer *before* agreeing, so a
-  rank whose stream has ended reports fewer, and every rank runs exactly that many).
+  rank whose stream has ended reports fewer, and every rank runs exactly that many),
+* whether any rank caught a preemption signal (`melissa_trainer.preemption`), as the
+  signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2).
 
-Both travel in one small integer tensor on the accelerator device, all-reduced with
-MAX (the count negated), so the cost is one collective and one device-to-host copy
-per window rather than per step. Every rank calls `agree` at the same windows, so no
+All three travel in one small integer tensor on the accelerator device, all-reduced
+with MAX (the count negated), so the cost is one collective and one device-to-host
+copy per window rather than per step. Every rank calls `agree` at the same windows, so no
 rank ever runs a collective that another skips.
 """
 
@@ -30,19 +32,23 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(2, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(3, dtype=torch.int64, device=device)
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
 
-    def agree(self, stop_requested: bool, batches_available: int) -> tuple[bool, int]:
-        """Return `(any rank asked to stop, fewest batches available on any rank)`.
+    def agree(
+        self, stop_requested: bool, batches_available: int, signum: int = 0
+    ) -> tuple[bool, int, int]:
+        """Return `(any rank asked to stop, fewest batches available on any rank, signal)`.
 
-        Blocks until every rank has called it (a collective).
+        `signum` is the preemption signal this rank caught (0: none); the returned one
+        is the largest over ranks, 0 if no rank caught one. Blocks until every rank has
+        called it (a collective).
         """
         if not self.distributed:
-            return stop_requested, batches_available
-        local = torch.tensor([int(stop_requested), -batches_available], dtype=torch.int64)
+            return stop_requested, batches_available, signum
+        local = torch.tensor([int(stop_requested), -batches_available, signum], dtype=torch.int64)
         self._flag.copy_(local, non_blocking=True)
         dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
         self.collectives += 1
-        stop, neg_available = self._flag.tolist()  # the one host sync of the window
-        return bool(stop), -int(neg_available)
+        stop, neg_available, any_signum = self._flag.tolist()  # the one host sync of the window
+        return bool(stop), -int(neg_available), int(any_signum)

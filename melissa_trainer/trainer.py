@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -28,6 +29,7 @@ from melissa_trainer.dataset import (
     check_batch_options,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.preemption import Preempted, PreemptionHandler
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.state import TrainerControl, TrainerState
 from melissa_trainer.sync import StopSync
@@ -185,6 +187,10 @@ class OnlineTrainer:
         self._samples_totaled = 0
         self._steps_since_log = 0
         self._last_log_time = time.perf_counter()
+        #: The signal that preempted the last `train()` (None: not preempted); the same
+        #: on every rank, set before LOOP_END, so hooks may read it from there on.
+        self.preempted_by: signal.Signals | None = None
+        self._saved_step = -1  # the step of the last checkpoint written by the loop
 
     # -- public properties ------------------------------------------------------------
 
@@ -211,6 +217,16 @@ class OnlineTrainer:
 
         Every rank returns at the same `global_step`. The source is stopped on return,
         also when an exception propagates.
+
+        Raises:
+            Preempted: SIGTERM or SIGINT reached a rank (main thread only; the previous
+                handlers are back when this returns or raises). Every rank stops at the
+                next stop synchronisation (within `stop_sync_steps` steps; a rank
+                waiting for data looks at the signal every `poll_interval` s at most),
+                writes a checkpoint of that step, stops the source and fires the end
+                hooks; a second signal exits at once (see `melissa_trainer.preemption`).
+                A signal after the last stop synchronisation lets training end as it
+                was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
@@ -225,6 +241,9 @@ class OnlineTrainer:
             first_window = self._window_left()
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
+        # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
+        preemption = PreemptionHandler(on_force=self.source.stop).install()
+        self.preempted_by = None
         try:
             if self.num_processes > 1:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
@@ -233,6 +252,7 @@ class OnlineTrainer:
             self._last_log_time = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
+            signum = 0
             while True:
                 window, first_window = first_window or args.stop_sync_steps, 0
                 if state.max_steps is not None:
@@ -240,9 +260,11 @@ class OnlineTrainer:
                 if window <= 0:
                     break
                 # Take the window's batches first: the ranks then agree on what all can do.
-                available = self.dataset.prefetch(window * micro)
-                stop, available = self.stop_sync.agree(control.should_stop, available)
-                if stop:
+                available = self.dataset.prefetch(window * micro, preemption.requested)
+                stop, available, signum = self.stop_sync.agree(
+                    control.should_stop, available, preemption.signum
+                )
+                if stop or signum:
                     break
                 for _ in range(available // micro):
                     self._training_step()
@@ -259,13 +281,55 @@ class OnlineTrainer:
                         "pseudo-epoch %d: replaying %d samples", state.pseudo_epoch, replayed
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
-            control.reset_step_flags()
-            hooks.fire(Event.TRAIN_END, self, state, control)
-            self._perform_requested_actions()
+            self._end_training(signum)
         finally:
-            self.source.stop()
-            self.hooks.close()
+            try:
+                self.source.stop()
+                self.hooks.close()
+            finally:
+                preemption.restore()
         return state
+
+    def _end_training(self, signum: int) -> None:
+        """After the loop, on every rank at the same step: LOOP_END, the final log,
+        validation and save that hooks request there, the source stopped, TRAIN_END.
+
+        `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint
+        of this step is then written whatever the hooks asked, and `Preempted` raised
+        after TRAIN_END.
+        """
+        state, control, hooks = self.state, self.control, self.hooks
+        if signum:
+            self.preempted_by = signal.Signals(signum)
+            logger.warning(
+                "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
+                self.preempted_by.name,
+                self.process_index,
+                state.global_step,
+            )
+        control.reset_step_flags()
+        hooks.fire(Event.LOOP_END, self, state, control)
+        self._perform_requested_actions()
+        if signum and self._saved_step != state.global_step:
+            self._save()  # collective: every rank agreed on signum
+        self.source.stop()  # before the end hooks: no simulation runs while they do
+        hooks.fire(Event.TRAIN_END, self, state, control)
+        requested = [
+            f for f in ("should_log", "should_validate", "should_save") if getattr(control, f)
+        ]
+        if requested:
+            logger.warning(
+                "a hook set %s in on_train_end, which comes after the final log, validation "
+                "and save: ignored; request them in on_loop_end",
+                " and ".join(requested),
+            )
+            control.reset_step_flags()
+        if signum:
+            path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
+            preempted = Preempted(signum, state.global_step, str(path))
+            if self.is_main_process:
+                logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
+            raise preempted
 
     def _training_step(self) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
@@ -324,8 +388,12 @@ class OnlineTrainer:
         if self.control.should_validate:
             self.evaluate()
         if self.control.should_save:
-            self.save_checkpoint()
+            self._save()
         self.control.reset_step_flags()
+
+    def _save(self) -> None:
+        self.save_checkpoint()
+        self._saved_step = self.state.global_step  # a preemption at this step need not save
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""

@@ -24,14 +24,10 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def train(tmp_path: Path, n: int = 160, hooks=(), eval_dataset=None, **overrides: Any):
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "out"),
-        batch_size=8,
-        buffer_size=64,
-        logging_steps=5,
-        save_at_end=False,
-        **overrides,
+    options: dict[str, Any] = dict(
+        output_dir=str(tmp_path / "out"), batch_size=8, buffer_size=64, logging_steps=5
     )
+    args = TrainingArguments(**{**options, "save_at_end": False, **overrides})
     model = small_model()
     trainer = OnlineTrainer(
         model,
@@ -180,3 +176,57 @@ def test_log_lines_show_only_the_source_counters_that_are_not_zero() -> None:
         {"loss": 0.5, "source_messages": 12.0, "source_rejected_bad_size": 0.0, "x": 0.0},
     )
     assert line == "step 7 | loss 0.5 | messages 12 | x 0"
+
+
+class EndOrder(Hook):
+    """Records the events from the last step on, with their step."""
+
+    def __init__(self) -> None:
+        self.events: list[str] = []
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"step_end@{state.global_step}")
+
+    def on_log(self, trainer: Any, state: TrainerState, control: TrainerControl, logs: Any) -> None:
+        self.events.append(f"log@{state.global_step}")
+
+    def on_validation_end(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, metrics: Any
+    ) -> None:
+        self.events.append(f"validation_end@{state.global_step}")
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        self.events.append(f"save@{state.global_step}")
+
+    def on_loop_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"loop_end@{state.global_step}")
+
+    def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"train_end@{state.global_step}")
+
+
+def test_on_train_end_comes_after_the_final_log_validation_and_save(tmp_path: Path) -> None:
+    """The built-in hooks request the final log, validation and save; a hook that saves
+    results in on_train_end must see them done."""
+    hook = EndOrder()
+    validation = list(linear_samples(16, seed=5))
+    # 7 steps: logging_steps 5 and eval_steps 4 do not fall on the last one
+    train(tmp_path, n=56, hooks=[hook], eval_dataset=validation, eval_steps=4,
+          save_at_end=True, report_to="none", disable_progress_bar=True)  # fmt: skip
+    assert hook.events[-6:] == [
+        "step_end@7", "loop_end@7", "log@7", "validation_end@7", "save@7", "train_end@7",
+    ]  # fmt: skip
+
+
+def test_requests_made_in_on_train_end_are_ignored_with_a_warning(
+    tmp_path: Path, caplog: Any
+) -> None:
+    class LateSave(Hook):
+        def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+            control.should_save = True
+
+    trainer = train(tmp_path, n=40, hooks=[LateSave()], report_to="none", disable_progress_bar=True)
+    assert not (Path(trainer.args.output_dir) / "checkpoints").exists()
+    assert "should_save in on_train_end" in caplog.text and "on_loop_end" in caplog.text

@@ -24,13 +24,14 @@ class Event(str, Enum):
 
         if resume_from_checkpoint:
             load checkpoint                       # LOAD
+        start the source; catch SIGTERM/SIGINT (preemption)
         TRAIN_START
-        while not stopped:
-            fetch the next window of batches; all-reduce (stop, batches available)
-            if the data ran out on some rank:
-                END_OF_STREAM                     # a hook may ask for a rewind
-                if control.should_rewind:
-                    PSEUDO_EPOCH_END; replay buffer; PSEUDO_EPOCH_START
+        while True:
+            window = stop_sync_steps steps, fewer if max_steps is nearer; none: stop
+            take the window's batches             # a rank waiting for data also looks
+                                                  # for a signal, and stops waiting
+            all-reduce (should_stop, batches available, signal caught)  # one collective
+            if any rank caught a signal or set control.should_stop: stop
             for each step of the window:
                 STEP_START
                 for each micro-batch of the step:
@@ -42,8 +43,27 @@ class Event(str, Enum):
                 if control.should_log:      LOG (mean loss over ranks, lr, rates)
                 if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
                 if control.should_save:     write checkpoint; SAVE
-        TRAIN_END                                 # hooks may still ask to save
-        if control.should_save: write checkpoint; SAVE
+            if the data ran out on some rank:
+                END_OF_STREAM                     # a hook may ask for a rewind
+                if control.should_rewind:
+                    PSEUDO_EPOCH_END; replay buffer; PSEUDO_EPOCH_START
+                else: stop
+        LOOP_END                                  # the final requests: log, validate, save
+        if control.should_log:      LOG
+        if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
+        if control.should_save:     write checkpoint; SAVE
+        if preempted and no checkpoint of this step yet: write checkpoint; SAVE
+        stop the source (the simulations)
+        TRAIN_END                                 # everything is done; requests ignored
+        if preempted: raise Preempted             # exit code 128 + signal number
+        (always, also on an exception: stop the source, close every hook, restore the
+         signal handlers; an exception skips the events not reached, TRAIN_END included)
+
+    Every rank fires the same events at the same steps (END_OF_STREAM too, when the
+    data ran out on any rank). On preemption
+    (`trainer.preempted_by` is then the signal, from LOOP_END on) the built-in
+    `ValidationHook` skips its final validation, to spend the time before the job is
+    killed on the checkpoint.
     """
 
     LOAD = "on_load"
@@ -59,6 +79,7 @@ class Event(str, Enum):
     VALIDATION_START = "on_validation_start"
     VALIDATION_END = "on_validation_end"
     SAVE = "on_save"
+    LOOP_END = "on_loop_end"
     TRAIN_END = "on_train_end"
 
 
@@ -161,10 +182,19 @@ class Hook:
     ) -> None:
         """A checkpoint is complete at `path` (already renamed into place)."""
 
+    def on_loop_end(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """After the last step (every rank at the same step), before the final actions:
+        set `control.should_log`, `should_validate` or `should_save` here to have them
+        done at the end. `trainer.preempted_by` tells a preemption (None otherwise)."""
+
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        """After the last step; `control.should_save` set here still writes a checkpoint."""
+        """Last: after the final log, validation and save, with the source stopped (the
+        simulations gone); also before `Preempted` is raised. Requests made here are
+        ignored, with a warning (make them in `on_loop_end`)."""
 
 
 class HookList:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 class CheckpointHook(Hook):
     """Requests a checkpoint every `save_steps` steps (None: never periodically) and,
-    with `save_at_end`, after the last step unless one was just written there."""
+    with `save_at_end`, after the last step (`on_loop_end`) unless one was just written
+    there. (On preemption the trainer writes one whatever this hook says.)"""
 
     def __init__(self, save_steps: int | None, save_at_end: bool = True) -> None:
         self.save_steps = save_steps
@@ -36,7 +37,7 @@ class CheckpointHook(Hook):
     ) -> None:
         self._saved_step = state.global_step
 
-    def on_train_end(
+    def on_loop_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
         if self.save_at_end and self._saved_step != state.global_step:

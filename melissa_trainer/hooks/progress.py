@@ -119,7 +119,7 @@ class ProgressHook(Hook):
                 f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})"
             )
 
-    def on_train_end(
+    def on_loop_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
         if state.global_step > self._last_logged:

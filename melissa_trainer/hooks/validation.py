@@ -12,7 +12,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class ValidationHook(Hook):
-    """Requests validation every `eval_steps` steps (None: only at the end).
+    """Requests validation every `eval_steps` steps (None: only at the end) and, with
+    `at_end`, after the last step (`on_loop_end`) unless done there already or the run
+    was preempted (the resumed run validates at its end).
 
     The trainer runs it (`OnlineTrainer.evaluate`): each rank evaluates its share of
     `eval_dataset` and the mean loss is reduced over ranks. Decided from
@@ -31,8 +33,10 @@ class ValidationHook(Hook):
             control.should_validate = True
             self._last_step = state.global_step
 
-    def on_train_end(
+    def on_loop_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        if self.at_end and self._last_step != state.global_step:
+        # not on preemption: the time before the job is killed goes to the checkpoint
+        preempted = trainer.preempted_by is not None
+        if self.at_end and not preempted and self._last_step != state.global_step:
             control.should_validate = True

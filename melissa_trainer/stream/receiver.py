@@ -526,6 +526,8 @@ class Receiver:
         self._feeder.pumping = True
         try:
             self._serve(pump=True, wait=wait)  # (no wait while samples wait for room)
+        except (KeyboardInterrupt, SystemExit):
+            raise  # Ctrl-C or an exit in this thread: the caller's to handle, not a failure
         except BaseException as exc:
             logger.error("receiver of rank %d failed: %r", self._rank, exc)
             self._error = exc

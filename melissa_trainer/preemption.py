@@ -1,0 +1,233 @@
+"""Preemption: SIGTERM and SIGINT end training cleanly, with a checkpoint.
+
+A scheduler stops a job with SIGTERM (Slurm: before a preemption, at ``--signal``'s
+lead time, at the time limit, on ``scancel``; Kubernetes and systemd alike), a user
+with Ctrl-C (SIGINT). While `OnlineTrainer.train()` runs, `PreemptionHandler` turns
+either into a request that the trainer honours at its next stop synchronisation: every
+rank stops at the same step, writes a checkpoint, stops the simulations, fires the end
+hooks, and `train()` raises `Preempted` (exit code 128 + the signal number).
+
+A second signal exits at once: the simulations are killed (within `FORCE_STOP_TIMEOUT`
+s) and the process exits with 128 + that signal's number, without a checkpoint (the
+previous one stays the latest). A repeat that comes less than `REPEAT_WINDOW` s after
+the first signal is taken for the same request, not a second one: Slurm signals every
+process of a job step, and ``accelerate launch`` (torchrun) forwards the signal it gets
+to its ranks as well, so one stop often reaches a rank twice at once.
+
+How it works: the handler is installed in the main thread (Python runs signal handlers
+there only). Its Python-level handler does nothing; the signal's number reaches a
+watcher thread through `signal.set_wakeup_fd`, which Python's C-level handler writes
+at once, even while the main thread is blocked in a collective or a long kernel. So
+the request is visible at once to any thread (the data wait loop looks at it), and the
+second signal works even when the main thread cannot run Python code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from types import FrameType, TracebackType
+from typing import Any
+
+__all__ = ["FORCE_STOP_TIMEOUT", "REPEAT_WINDOW", "Preempted", "PreemptionHandler", "exit_code"]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds after the first signal during which a repeat is the same request (see above).
+REPEAT_WINDOW = 2.0
+#: Seconds a second signal gives `on_force` (killing the simulations) before exiting.
+FORCE_STOP_TIMEOUT = 5.0
+#: The signals that preempt training.
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def exit_code(signum: int) -> int:
+    """128 + `signum`, what a shell reports for a process ended by that signal."""
+    return 128 + int(signum)
+
+
+class Preempted(SystemExit):
+    """`OnlineTrainer.train()` stopped for a SIGTERM or SIGINT, after a checkpoint.
+
+    Raised on every rank, after the ranks stopped at the same step, wrote a checkpoint
+    of that step (whatever `save_steps` says), stopped the simulations and fired the
+    end hooks. Resume with ``--resume_from_checkpoint latest``.
+
+    A `SystemExit`, so that uncaught it ends the program without a traceback, with
+    exit code ``128 + signum`` (143 for SIGTERM, 130 for SIGINT): what a process killed
+    by that signal reports, so the shell (``$?``), Slurm's accounting, Kubernetes,
+    systemd and torchrun ("exitcode 143, SIGTERM") read it as "ended by that signal"
+    without learning a new code; and it is the code the second, forced signal exits
+    with too, since in both cases resuming from ``latest`` is the next step. A job
+    script decides to requeue from its own record of the signal rather than from the
+    code, which ``accelerate launch`` turns into 1 (see README, "Preemption and
+    requeue"). `except Exception` does not catch it: catch `Preempted` (or
+    `SystemExit`) to run code after a preemption.
+
+    Attributes:
+        signum: the signal; the same on every rank (SIGTERM if ranks got different ones).
+        step: the `global_step` at which every rank stopped.
+        checkpoint: the checkpoint written for it.
+    """
+
+    def __init__(self, signum: int, step: int, checkpoint: str) -> None:
+        super().__init__(exit_code(signum))
+        self.signum = int(signum)
+        self.step = step
+        self.checkpoint = checkpoint
+
+    def __str__(self) -> str:
+        return (
+            f"preempted by {signal.Signals(self.signum).name} at step {self.step}; checkpoint "
+            f"{self.checkpoint}; resume with --resume_from_checkpoint latest"
+        )
+
+
+def _do_nothing(signum: int, frame: FrameType | None) -> None:
+    """The Python-level handler: the watcher thread does the work (see the module)."""
+
+
+class PreemptionHandler:
+    """Catches `signals` between `install()` and `restore()` (or as a context manager).
+
+    Args:
+        on_force: called when a second signal forces the exit (kill the simulations:
+            the trainer passes `source.stop`); run in a thread of its own and given up
+            to `FORCE_STOP_TIMEOUT` s. None: nothing.
+        signals: the signals to catch (SIGTERM and SIGINT).
+        repeat_window: see `REPEAT_WINDOW` (its value at construction by default).
+        exit: how the forced exit happens (`os._exit`; a test passes a recorder).
+
+    `signum` and `requested` may be read from any thread at any time. `install` and
+    `restore` are called from the thread that trains; outside the main thread (where
+    Python cannot install handlers) they do nothing, with a warning: the signals keep
+    their previous disposition. `restore` puts back the previous handlers and wakeup
+    fd; it is idempotent. Not reentrant: install once.
+    """
+
+    def __init__(
+        self,
+        on_force: Callable[[], Any] | None = None,
+        signals: Iterable[signal.Signals] = SIGNALS,
+        repeat_window: float | None = None,
+        exit: Callable[[int], Any] = os._exit,
+    ) -> None:
+        self.on_force = on_force
+        self.signals = tuple(signals)
+        self.repeat_window = REPEAT_WINDOW if repeat_window is None else float(repeat_window)
+        self._exit = exit
+        self._signum = 0
+        self._first_at = 0.0
+        self._previous: dict[signal.Signals, Any] = {}
+        self._previous_fd = -1
+        self._reader: socket.socket | None = None
+        self._writer: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def signum(self) -> int:
+        """The first signal caught (0: none yet)."""
+        return self._signum
+
+    def requested(self) -> bool:
+        """True once a signal was caught: training should stop at the next chance."""
+        return self._signum != 0
+
+    def __enter__(self) -> PreemptionHandler:
+        return self.install()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.restore()
+
+    def install(self) -> PreemptionHandler:
+        """Catch the signals from now on (main thread only); returns self."""
+        if self._writer is not None:
+            raise RuntimeError("PreemptionHandler.install() was called twice")
+        if threading.current_thread() is not threading.main_thread():
+            logger.warning(
+                "train() runs outside the main thread: SIGTERM/SIGINT keep their handlers "
+                "and will not write a checkpoint"
+            )
+            return self
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)  # set_wakeup_fd requires it
+        self._thread = threading.Thread(target=self._watch, name="melissa-preemption", daemon=True)
+        self._thread.start()
+        self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, _do_nothing)
+        return self
+
+    def restore(self) -> None:
+        """Give the signals back their previous handlers; idempotent."""
+        if self._writer is None:
+            return
+        for sig, previous in self._previous.items():
+            # None: a handler not installed from Python; the default is the closest
+            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
+        self._previous.clear()
+        signal.set_wakeup_fd(self._previous_fd)
+        # a signal that came just before the handlers were restored is still handled
+        self._writer.close()  # the watcher reads what is left, then EOF, and ends
+        if self._thread is not None:
+            self._thread.join()
+        assert self._reader is not None
+        self._reader.close()
+        self._reader = self._writer = self._thread = None
+
+    def _watch(self) -> None:
+        assert self._reader is not None
+        while True:
+            try:
+                data = self._reader.recv(64)
+            except OSError:  # closed under us
+                return
+            if not data:
+                return
+            for signum in data:
+                # the wakeup fd gets every signal with a Python handler (SIGALRM of a
+                # timer, SIGCHLD...): only ours preempt
+                if signum in self.signals:
+                    self._on_signal(signum)
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if not self._signum:
+            self._signum, self._first_at = signum, time.monotonic()
+            logger.warning(
+                "%s received: stopping at the next stop synchronisation to write a "
+                "checkpoint (send it again to exit at once, without one)",
+                name,
+            )
+            return
+        if time.monotonic() - self._first_at < self.repeat_window:
+            logger.info("%s again right after the first signal: the same stop request", name)
+            return
+        logger.critical("%s again: exiting now, without a checkpoint", name)
+        if self.on_force is not None:
+            helper = threading.Thread(target=self._force, name="melissa-force-stop", daemon=True)
+            helper.start()
+            helper.join(FORCE_STOP_TIMEOUT)
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # closed or broken: nothing to save
+                stream.flush()
+        self._exit(exit_code(signum))
+
+    def _force(self) -> None:
+        assert self.on_force is not None
+        try:
+            self.on_force()
+        except BaseException:  # exiting anyway: say why the kill may be incomplete
+            logger.exception("stopping the simulations before the forced exit failed")

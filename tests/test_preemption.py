@@ -1,0 +1,615 @@
+"""Preemption: SIGTERM/SIGINT stop every rank at one step with a checkpoint, a second
+signal exits at once, a resumed run completes.
+
+In-process tests signal the pytest process itself (inside a `PreemptionHandler`, which
+restores pytest's handlers); the end-to-end ones run the heat example (one process, and
+two under `accelerate launch`) and this file as a script (`python test_preemption.py
+MODE OUTPUT_DIR`: a trainer on an in-process source, see `child`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import linear_samples, processes_with, small_model, xy
+
+from melissa_trainer import (
+    Hook,
+    OnlineTrainer,
+    Preempted,
+    PreemptionHandler,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+from melissa_trainer.checkpoint import list_checkpoints
+
+LINUX = Path("/proc/self/environ").exists()
+HEAT = Path(__file__).parents[1] / "examples" / "heat_pde" / "train.py"
+#: a small study paced by the simulations (about 380 steps; see test_example_heat.py)
+HEAT_FLAGS = [
+    "--num_simulations", "16", "--time_steps", "20", "--grid_size", "10",
+    "--job_limit", "2", "--num_validation", "2", "--hidden", "64", "--learning_rate", "3e-3",
+    "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
+    "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "10",
+    "--disable_progress_bar", "--no_plot", "--report_to", "none", "--json",
+]  # fmt: skip
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or condition}"
+        time.sleep(0.01)
+
+
+# -- the handler, in this process ------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_a_signal_sets_the_request_and_the_previous_handlers_come_back() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    with PreemptionHandler() as handler:
+        assert not handler.requested() and handler.signum == 0
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt: a request
+        wait_until(handler.requested, what="the request")
+        assert handler.signum == signal.SIGINT
+    assert {s: signal.getsignal(s) for s in before} == before
+    assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was given back too
+
+
+@pytest.mark.timeout(30)
+def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_the_exit() -> None:
+    exits: list[int] = []
+    forced: list[bool] = []
+    # within the window (Slurm and the launcher both signal a rank): no exit
+    with PreemptionHandler(on_force=lambda: forced.append(True), exit=exits.append) as handler:
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(handler.requested)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)  # time for the watcher to see the repeat (it must not act on it)
+    assert exits == [] and forced == []
+    # a window of 0: the second signal kills the simulations and exits with 128 + signum
+    with PreemptionHandler(
+        on_force=lambda: forced.append(True), repeat_window=0.0, exit=exits.append
+    ) as handler:
+        os.kill(os.getpid(), signal.SIGTERM)
+        wait_until(handler.requested)
+        os.kill(os.getpid(), signal.SIGINT)
+        wait_until(lambda: exits, what="the forced exit")
+    assert forced == [True] and exits == [128 + signal.SIGINT]
+
+
+@pytest.mark.timeout(30)
+def test_other_signals_with_python_handlers_are_not_preemptions() -> None:
+    """The wakeup fd receives every signal that has a Python handler (a timer's
+    SIGALRM, say): only SIGTERM and SIGINT count."""
+    seen: list[int] = []
+    exits: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+    try:
+        with PreemptionHandler(repeat_window=0.0, exit=exits.append) as handler:
+            os.kill(os.getpid(), signal.SIGUSR1)
+            os.kill(os.getpid(), signal.SIGTERM)
+            wait_until(handler.requested)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            wait_until(lambda: len(seen) == 2, what="the SIGUSR1 handler")
+            time.sleep(0.2)  # time for the watcher to (not) act
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert handler.signum == signal.SIGTERM and exits == []
+
+
+@pytest.mark.timeout(30)
+def test_outside_the_main_thread_nothing_is_installed(caplog: Any) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    handler = PreemptionHandler()
+    thread = threading.Thread(target=handler.install)
+    thread.start()
+    thread.join()
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "outside the main thread" in caplog.text
+    handler.restore()  # a no-op
+
+
+def test_preempted_is_a_system_exit_with_128_plus_the_signal() -> None:
+    exc = Preempted(signal.SIGTERM, 12, "out/checkpoints/checkpoint-12")
+    assert isinstance(exc, SystemExit) and not isinstance(exc, Exception)
+    assert exc.code == 143 and exc.step == 12
+    assert "SIGTERM at step 12" in str(exc) and "--resume_from_checkpoint latest" in str(exc)
+    assert Preempted(signal.SIGINT, 0, "c").code == 130
+
+
+# -- the trainer, in this process ------------------------------------------------------
+
+
+def make_trainer(out: Path, source: Any, hooks: list[Hook], **overrides: Any) -> OnlineTrainer:
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    options: dict[str, Any] = dict(
+        output_dir=str(out),
+        batch_size=8,
+        buffer_size=64,
+        watermark=8,
+        stop_sync_steps=2,
+        logging_steps=1000,
+        report_to="none",
+        disable_progress_bar=True,
+    )
+    model = small_model()
+    return OnlineTrainer(
+        model,
+        TrainingArguments(**{**options, **overrides}),
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=source,
+        process_sample=xy,
+        hooks=hooks,
+    )
+
+
+class SignalAt(Hook):
+    """Sends `sig` to this process at the end of step `step`; records the end events."""
+
+    def __init__(self, step: int, sig: int = signal.SIGTERM) -> None:
+        self.step, self.sig = step, sig
+        self.events: list[str] = []
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if state.global_step == self.step:
+            os.kill(os.getpid(), self.sig)
+
+    def on_loop_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"loop_end@{state.global_step}:{trainer.preempted_by!r}")
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        self.events.append(f"save@{state.global_step}")
+
+    def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.events.append(f"train_end@{state.global_step}")
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_completes(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    before = signal.getsignal(signal.SIGTERM)
+    hook = SignalAt(3)
+    trainer = make_trainer(out, list(linear_samples(400)), [hook], save_at_end=False)
+    with pytest.raises(Preempted) as info:
+        trainer.train()
+    step = info.value.step
+    assert info.value.code == 143 and trainer.state.global_step == step >= 3
+    assert trainer.preempted_by == signal.SIGTERM
+    # a checkpoint of that step although save_steps is None and save_at_end False
+    assert [p.name for p in list_checkpoints(out / "checkpoints")] == [f"checkpoint-{step}"]
+    assert info.value.checkpoint == str(out / "checkpoints" / f"checkpoint-{step}")
+    assert hook.events == [f"loop_end@{step}:<Signals.SIGTERM: 15>", f"save@{step}",
+                           f"train_end@{step}"]  # fmt: skip
+    assert signal.getsignal(signal.SIGTERM) is before
+
+    resumed = make_trainer(
+        out, list(linear_samples(400)), [], save_at_end=False, resume_from_checkpoint="latest"
+    )
+    state = resumed.train()
+    assert state.global_step == 400 // 8 and resumed.preempted_by is None
+
+
+class Trickle(Hook):
+    """An iterable that yields `first` samples, then waits until the loop ends (a
+    starved rank: the trainer waits for data that does not come)."""
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+        self.waiting = threading.Event()
+        self.release = threading.Event()
+
+    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
+        yield from linear_samples(self.first)
+        self.waiting.set()
+        self.release.wait(600)
+
+    def on_loop_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self.release.set()  # the source can stop without waiting for its thread
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
+    source = Trickle(20)  # two batches of 8, then nothing: the third never comes
+    trainer = make_trainer(tmp_path / "out", source, [source], stop_sync_steps=4)
+
+    def signal_once_starved() -> None:
+        source.waiting.wait(30)
+        wait_until(lambda: trainer.dataset.num_pending >= 2, what="the two batches")
+        time.sleep(0.1)  # the trainer is in its wait loop by now (no data will come)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    thread = threading.Thread(target=signal_once_starved)
+    thread.start()
+    try:
+        with pytest.raises(Preempted) as info:
+            trainer.train()
+    finally:
+        source.release.set()
+        thread.join()
+    # stopped before its window: the two batches taken are in the checkpoint, untrained
+    assert info.value.step == 0
+    assert (Path(info.value.checkpoint) / "trainer_state.json").is_file()
+
+
+# -- the receiver ----------------------------------------------------------------------
+
+
+@pytest.mark.timeout(30)
+def test_ctrl_c_inside_a_pump_propagates_and_is_not_a_receiver_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from melissa_trainer.buffers import FIFOBuffer
+    from melissa_trainer.stream.receiver import Receiver
+
+    rec = Receiver(FIFOBuffer(8))
+    rec.start()
+    try:
+
+        def interrupted(**kw: Any) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(rec, "_serve", interrupted)
+        with pytest.raises(KeyboardInterrupt):  # False while the receiver's thread serves
+            wait_until(lambda: rec.pump(0.01), what="a pump that serves the socket")
+        monkeypatch.undo()
+        rec.check()  # no SourceError: not recorded as a failure
+        assert rec.pump() in (True, False)  # and the receiver still serves
+    finally:
+        rec.stop()
+
+
+# -- end to end: this file as a script ---------------------------------------------------
+
+
+class Marks(Hook):
+    """Touches `ready` at step 3, `saving` at `on_save` (then sleeps if `slow_save`) and
+    `train_end` at `on_train_end`, in `out`."""
+
+    def __init__(self, out: Path, slow_save: bool) -> None:
+        self.out, self.slow_save = out, slow_save
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if state.global_step == 3:
+            (self.out / "ready").touch()
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        (self.out / "saving").touch()
+        if self.slow_save:
+            time.sleep(600)
+
+    def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        (self.out / "train_end").touch()
+
+
+def child(mode: str, out: Path) -> None:
+    """A trainer on an endless in-process source, a slow `on_save` for mode "slow_save"."""
+    out.mkdir(parents=True, exist_ok=True)
+    hooks: list[Hook] = [Marks(out, slow_save=mode == "slow_save")]
+    trainer = make_trainer(out, linear_samples(10**9), hooks, stop_sync_steps=1)
+    trainer.train()
+
+
+def start_child(mode: str, out: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    return subprocess.Popen(
+        [sys.executable, __file__, mode, str(out)],
+        cwd=Path(__file__).parent,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+def finish(proc: subprocess.Popen[bytes], timeout: float = 30) -> str:
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return err.decode(errors="replace")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_second_sigterm_during_a_slow_save_exits_at_once(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = start_child("slow_save", out)
+    try:
+        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, 60, "step 3")
+        proc.send_signal(signal.SIGTERM)
+        wait_until(lambda: (out / "saving").exists() or proc.poll() is not None, 60, "the save")
+        time.sleep(2.5)  # past the repeat window (2 s): a second signal, not the same one
+        proc.send_signal(signal.SIGTERM)
+        err = finish(proc)  # within 30 s, while the save hook would sleep for 600
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "again: exiting now" in err and not (out / "train_end").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_two_sigterms_at_once_are_one_clean_preemption(tmp_path: Path) -> None:
+    """What a rank gets under Slurm + accelerate launch: the signal from Slurm and the
+    one the launcher forwards."""
+    out = tmp_path / "out"
+    proc = start_child("plain", out)
+    try:
+        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, 60, "step 3")
+        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(signal.SIGTERM)
+        err = finish(proc, 60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert "exiting now" not in err and "Traceback" not in err
+    assert (out / "train_end").exists() and len(list_checkpoints(out / "checkpoints")) == 1
+
+
+# -- end to end: the heat example --------------------------------------------------------
+
+
+class Lines:
+    """A process's output, read line by line in a thread (a full pipe would block it)."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        assert proc.stdout is not None
+        self._thread = threading.Thread(target=self._read, args=(proc.stdout,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Any) -> None:
+        for line in stream:
+            self.lines.append(line)
+
+    def wait_for(self, pattern: str, proc: subprocess.Popen[str], timeout: float = 120) -> str:
+        regex = re.compile(pattern)
+
+        def found() -> str | None:
+            return next((line for line in self.lines if regex.search(line)), None)
+
+        wait_until(lambda: found() or proc.poll() is not None, timeout, pattern)
+        line = found()
+        assert line is not None, f"{pattern!r} not in the output:\n{self.text[-3000:]}"
+        return line
+
+    @property
+    def text(self) -> str:
+        self._thread.join(5)
+        return "".join(self.lines)
+
+
+def heat(out: Path, *flags: str, launch: list[str] | None = None) -> subprocess.Popen[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    if launch:
+        env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    return subprocess.Popen(
+        [*(launch or [sys.executable]), str(HEAT), *HEAT_FLAGS, "--output_dir", str(out), *flags],
+        cwd=out.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def kill_all(proc: subprocess.Popen[str], marker: str) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    for pid in processes_with(marker):
+        os.kill(pid, signal.SIGKILL)
+
+
+def check_preempted_run(out: Path, lines: Lines, sig: int, ranks: int = 1) -> int:
+    """One checkpoint, of the step every rank stopped at, with every rank's files; no
+    simulation left. Returns the step."""
+    checkpoints = list_checkpoints(out / "checkpoints")
+    assert len(checkpoints) == 1, (checkpoints, lines.text[-3000:])
+    step = int(checkpoints[0].name.split("-")[1])
+    assert step > 0
+    assert f"stopped at step {step}, as every rank; writing a checkpoint" in lines.text
+    assert f"preempted by {signal.Signals(sig).name} at step {step}" in lines.text
+    for rank in range(ranks):
+        assert (checkpoints[0] / f"rank_{rank}" / "source.json").is_file(), list(
+            checkpoints[0].iterdir()
+        )
+    assert not (checkpoints[0] / f"rank_{ranks}").exists()
+    assert "SourceError" not in lines.text
+    # no traceback, except accelerate's own for a rank that exited non-zero
+    assert lines.text.count("Traceback") == lines.text.count("ChildFailedError: "), lines.text
+    wait_until(lambda: processes_with(str(out / "rendezvous")) == [], 15, "the solvers' end")
+    return step
+
+
+def resume_completes(out: Path, step: int, launch: list[str] | None = None) -> None:
+    proc = heat(out, "--resume_from_checkpoint", "latest", launch=launch)
+    lines = Lines(proc)
+    try:
+        assert proc.wait(240) == 0, lines.text[-3000:]
+    finally:
+        kill_all(proc, str(out / "rendezvous"))
+    summary = json.loads([line for line in lines.text.splitlines() if line.startswith("{")][-1])
+    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_heat_example_preempted_checkpoints_stops_the_solvers_and_resumes(
+    tmp_path: Path, sig: int
+) -> None:
+    out = tmp_path / "out"
+    proc = heat(out)
+    lines = Lines(proc)
+    try:
+        lines.wait_for(r"^step \d+ \| loss", proc)  # training, in the middle of the study
+        proc.send_signal(sig)
+        assert proc.wait(60) == 128 + sig, lines.text[-3000:]
+        step = check_preempted_run(out, lines, sig)
+    finally:
+        kill_all(proc, str(out / "rendezvous"))
+    if sig == signal.SIGTERM:  # (the resume does not depend on the signal)
+        resume_completes(out, step)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def rank_of(pid: int) -> int | None:
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    ranks = [int(v[5:]) for v in environ if v.startswith(b"RANK=")]
+    return ranks[0] if ranks else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(420)
+@pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
+def test_sigterm_to_one_of_two_ranks_stops_both_at_one_step_with_one_checkpoint(
+    tmp_path: Path,
+) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+
+    def launch() -> list[str]:
+        return [accelerate, "launch", "--multi_gpu", "--num_processes", "2",
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                "--main_process_port", str(free_port())]  # fmt: skip
+
+    out = tmp_path / "out"
+    proc = heat(out, launch=launch())
+    lines = Lines(proc)
+    try:
+        lines.wait_for(r"^step \d+ \| loss", proc, timeout=180)
+        ranks = {rank_of(pid): pid for pid in children(proc.pid)}
+        assert set(ranks) >= {0, 1}, ranks
+        # rank 1: not the one that runs the launcher, which learns it from the all-reduce
+        os.kill(ranks[1], signal.SIGTERM)
+        # accelerate launch reports a failed rank with exit status 1, whatever its code
+        assert proc.wait(120) == 1, lines.text[-3000:]
+        step = check_preempted_run(out, lines, signal.SIGTERM, ranks=2)
+        assert re.search(r"exitcode\s*:\s*143", lines.text), lines.text[-3000:]
+        # both ranks stopped at the step of the checkpoint
+        for rank in (0, 1):
+            assert f"rank {rank} stopped at step {step}, as every rank" in lines.text
+    finally:
+        kill_all(proc, str(out / "rendezvous"))
+    resume_completes(out, step, launch=launch())
+
+
+if __name__ == "__main__":
+    child(sys.argv[1], Path(sys.argv[2]))
+
+
+# -- end to end: the README's Slurm job script, on a real (single-node) Slurm cluster --------
+
+
+def readme_job_script(out: Path, command: str) -> str:
+    """The README's requeueable job script, with `command` for its srun line, no GPU
+    request, and its log in `out`."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Preemption and requeue") :]
+    script = section[section.index("```bash\n") + 8 :]
+    script = script[: script.index("```")]
+    script = re.sub(r"^#SBATCH --gpus-per-node=.*\n", "", script, flags=re.M)
+    script = script.replace("#!/bin/bash\n", f"#!/bin/bash\n#SBATCH --output={out}/job.log\n")
+    srun = re.compile(r"^srun .*?&$", re.M | re.S)
+    assert srun.search(script), script
+    return srun.sub(lambda m: f"srun {command} &", script)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_completes(
+    tmp_path: Path,
+) -> None:
+    from slurm_cluster import SlurmCluster, skip_reason
+
+    if skip_reason() is not None:
+        pytest.skip(skip_reason())
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    out.mkdir()
+    command = " ".join(
+        [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+         "--mixed_precision", "no", "--dynamo_backend", "no",
+         "--main_process_port", str(free_port()), str(HEAT), *HEAT_FLAGS,
+         "--num_simulations", "48",  # longer: the requeued run starts some 2 min later
+         "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
+    )  # fmt: skip
+    (tmp_path / "job.sh").write_text(readme_job_script(out, command))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+    cluster = SlurmCluster()
+    try:
+        cluster.start()
+        env["SLURM_CONF"] = str(cluster.conf)
+
+        def slurm(*argv: str) -> str:
+            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        def log() -> str:
+            path = out / "job.log"
+            return path.read_text(errors="replace") if path.exists() else ""
+
+        job = slurm("sbatch", "--parsable", str(tmp_path / "job.sh")).strip()
+        wait_until(lambda: re.search(r"^step \d+ \| loss", log(), re.M), 240, "training")
+        # what --signal=B:USR1@300 does 300 s before the time limit
+        slurm("scancel", "--batch", "--signal=USR1", job)
+        wait_until(lambda: re.search(r"^\{.*\}$", log(), re.M), 400, "the requeued run's end")
+        wait_until(lambda: not slurm("squeue", "-h", "-j", job).strip(), 60, "the job's end")
+        details = slurm("scontrol", "show", "job", job)
+    finally:
+        cluster.stop()
+    text = log()
+    preempted = re.search(r"preempted by SIGTERM at step (\d+)", text)
+    assert preempted, text[-4000:]
+    step = int(preempted.group(1))
+    summary = json.loads(re.findall(r"^\{.*\}$", text, re.M)[-1])
+    assert summary["steps"] > step and summary["study"]["finished"] == 48, summary
+    assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
+    assert "ExitCode=0:0" in details, details

@@ -34,6 +34,7 @@ pytestmark = [
 ]
 
 DRIVER = Path(__file__).parent / "scripts" / "heat_lineage.py"
+SLOW_SOLVERS = Path(__file__).parent / "scripts" / "slow_solvers"  # a sitecustomize.py
 SIMULATIONS, STEPS, BATCH, SAVE_STEPS = 8, 20, 4, 6
 TOTAL_STEPS = SIMULATIONS * STEPS // BATCH
 FLAGS = [
@@ -52,8 +53,10 @@ class Run:
     def __init__(self, tmp: Path, name: str, *extra: str, ranks: int = 1) -> None:
         self.log = tmp / f"{name}.lineage"
         self.out = tmp / "out"
+        path = os.pathsep.join(filter(None, [str(SLOW_SOLVERS), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "OMP_NUM_THREADS": "1", "LINEAGE_LOG": str(self.log),
-               "STEP_SLEEP": "0.12", "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
+               "STEP_SLEEP": "0.12", "SOLVER_STEP_SLEEP": "0.04", "PYTHONPATH": path,
+               "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip
         self.stderr = open(tmp / f"{name}.stderr", "w")  # noqa: SIM115 - closed in wait
         launch = [sys.executable]
         if ranks > 1:  # both ranks append their steps to the one log (O_APPEND)

@@ -307,9 +307,9 @@ class Launcher:
         """Kill every job (no orphans) and join the thread. Idempotent; any thread.
 
         With `wait`, first give the running jobs up to that many seconds to end by
-        themselves (when the stream is over, they are closing: their exit is then
-        recorded as it is). Blocks until the jobs are gone: up to `kill_grace` s per job
-        that ignores SIGTERM.
+        themselves and the exited ones' data to arrive (when the stream is over, they
+        are closing: their exit is then recorded as it is). Blocks until the jobs are
+        gone: up to `kill_grace` s per job that ignores SIGTERM.
         """
         thread = self._thread
         deadline = time.monotonic() + wait
@@ -317,7 +317,7 @@ class Launcher:
             thread is not None
             and thread.is_alive()
             and self._error is None
-            and self.summary()["running"] > 0
+            and _still_closing(self.summary())
             and time.monotonic() < deadline
         ):
             time.sleep(min(self._poll, 0.05))
@@ -444,6 +444,11 @@ class Launcher:
             f"Launcher(n_simulations={self.n_simulations}, job_limit={self._job_limit}, "
             f"backend={self.backend.name!r}, worker={self.worker})"
         )
+
+
+def _still_closing(summary: Mapping[str, float]) -> bool:
+    """Jobs alive, or exited with their data still due."""
+    return summary["running"] + summary["exited"] > 0
 
 
 def _backend(backend: Backend | str) -> Backend:

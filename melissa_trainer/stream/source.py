@@ -307,10 +307,13 @@ class StreamSource(Source):
         try:
             if self._launcher_started:
                 assert self.launcher is not None
-                # first: no simulation outlives the trainer. At the end of the stream the
-                # simulations are closing: let them exit (their exits are recorded).
+                # first: no simulation outlives the trainer. At the end of the stream
+                # (here, or on another rank: nothing is left to start) the simulations
+                # running are the study's last and are closing: let them exit and their
+                # data arrive (recorded as finished, not run again after a resume).
                 ended = self._receiver is not None and self._receiver.ended
-                self.launcher.stop(wait=STOP_WAIT if ended else 0.0)
+                last = ended or self.launcher.summary()["pending"] == 0
+                self.launcher.stop(wait=STOP_WAIT if last else 0.0)
         finally:
             if self._receiver is not None:
                 self._receiver.stop()

@@ -19,11 +19,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from helpers import linear_samples, processes_with, small_model, xy
@@ -37,7 +36,9 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
+from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint import list_checkpoints
+from melissa_trainer.sources import Source
 
 LINUX = Path("/proc/self/environ").exists()
 HEAT = Path(__file__).parents[1] / "examples" / "heat_pde" / "train.py"
@@ -214,31 +215,32 @@ def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_com
     assert state.global_step == 400 // 8 and resumed.preempted_by is None
 
 
-class Trickle(Hook):
-    """An iterable that yields `first` samples, then waits until the loop ends (a
-    starved rank: the trainer waits for data that does not come)."""
+class Starved(Source):
+    """Puts `first` samples at start, then nothing, and never ends the stream: the
+    trainer waits for data that does not come (a starved rank)."""
 
     def __init__(self, first: int) -> None:
         self.first = first
-        self.waiting = threading.Event()
-        self.release = threading.Event()
+        self.buffer: Buffer | None = None
 
-    def __iter__(self) -> Iterator[dict[str, np.ndarray]]:
-        yield from linear_samples(self.first)
-        self.waiting.set()
-        self.release.wait(600)
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        self.buffer = buffer
+        for sample in linear_samples(self.first):
+            buffer.put(sample)
 
-    def on_loop_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
-        self.release.set()  # the source can stop without waiting for its thread
+    def check(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
 
 
 @pytest.mark.timeout(30)
 def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
-    source = Trickle(20)  # two batches of 8, then nothing: the third never comes
-    trainer = make_trainer(tmp_path / "out", source, [source], stop_sync_steps=4)
+    source = Starved(20)  # two batches of 8, then nothing: the third never comes
+    trainer = make_trainer(tmp_path / "out", source, [], stop_sync_steps=4)
 
     def signal_once_starved() -> None:
-        source.waiting.wait(30)
         wait_until(lambda: trainer.dataset.num_pending >= 2, what="the two batches")
         time.sleep(0.1)  # the trainer is in its wait loop by now (no data will come)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -249,7 +251,6 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
         with pytest.raises(Preempted) as info:
             trainer.train()
     finally:
-        source.release.set()
         thread.join()
     # stopped before its window: the two batches taken are in the checkpoint, untrained
     assert info.value.step == 0

@@ -183,7 +183,9 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket={munge_socket}
+# cred_expire: a requeued batch job waits until its credential expires (120 s by
+# default) before it starts again; 20 s keeps the requeue test short
+AuthInfo=socket={munge_socket},cred_expire=20
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres

@@ -34,7 +34,7 @@ pytestmark = [
 ]
 
 DRIVER = Path(__file__).parent / "scripts" / "heat_lineage.py"
-SLOW_SOLVERS = Path(__file__).parent / "scripts" / "slow_solvers"  # a sitecustomize.py
+TAMPERED_SOLVERS = Path(__file__).parent / "scripts" / "tampered_solvers"  # a sitecustomize.py
 SIMULATIONS, STEPS, BATCH, SAVE_STEPS = 8, 20, 4, 6
 TOTAL_STEPS = SIMULATIONS * STEPS // BATCH
 FLAGS = [
@@ -53,7 +53,7 @@ class Run:
     def __init__(self, tmp: Path, name: str, *extra: str, ranks: int = 1) -> None:
         self.log = tmp / f"{name}.lineage"
         self.out = tmp / "out"
-        path = os.pathsep.join(filter(None, [str(SLOW_SOLVERS), os.environ.get("PYTHONPATH")]))
+        path = os.pathsep.join(filter(None, [str(TAMPERED_SOLVERS), os.environ.get("PYTHONPATH")]))
         env = {**os.environ, "OMP_NUM_THREADS": "1", "LINEAGE_LOG": str(self.log),
                "STEP_SLEEP": "0.12", "SOLVER_STEP_SLEEP": "0.04", "PYTHONPATH": path,
                "CUDA_VISIBLE_DEVICES": ""}  # fmt: skip

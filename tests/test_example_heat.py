@@ -132,3 +132,26 @@ def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: 
             proc.wait()
         for pid in processes_with(marker):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
+    tmp_path: Path,
+) -> None:
+    """Every solver fails at start-up (its environment lacks a module): the example
+    exits non-zero, its error lists the failures and the last lines of their logs, and
+    no model is saved as if the study had succeeded."""
+    out = tmp_path / "out"
+    tampered = Path(__file__).parent / "scripts" / "tampered_solvers"  # a sitecustomize.py
+    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_BROKEN": "1", "PYTHONPATH": path}
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--no_plot"],
+        capture_output=True, text=True, timeout=110, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "failed for good" in proc.stderr and "min_finished_fraction" in proc.stderr
+    assert "No module named 'mysolver'" in proc.stderr  # a log's last lines
+    assert "0 finished" in proc.stderr
+    assert not (out / "checkpoints").exists() or not list((out / "checkpoints").iterdir())
+    assert processes_with(str(out / "rendezvous")) == []

@@ -1,0 +1,30 @@
+"""Test-only tampering with the study's solvers, on a PYTHONPATH: every Python process
+started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched solver)
+
+* with ``SOLVER_STEP_SLEEP=s`` sleeps `s` seconds before each `Client.send` (so that
+  simulations are still running when a test needs them to be);
+* with ``SOLVER_BROKEN=1`` fails at start-up like a solver whose environment lacks a
+  module (a virtual environment not activated): a message on stderr, exit code 1.
+"""
+
+import os
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_BROKEN"):
+    import sys
+
+    print("ModuleNotFoundError: No module named 'mysolver'", file=sys.stderr, flush=True)
+    os._exit(1)
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_STEP_SLEEP"):
+    import time
+
+    from melissa_trainer.client import Client
+
+    _pause = float(os.environ["SOLVER_STEP_SLEEP"])
+    _send = Client.send
+
+    def _slow_send(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        time.sleep(_pause)
+        return _send(self, *args, **kwargs)
+
+    Client.send = _slow_send  # type: ignore[method-assign]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
 import random
 import re
@@ -43,7 +44,7 @@ FLAGS = [
     "--buffer", "fifo", "--buffer_size", "400", "--watermark", "1",
     "--sample_to_insert_ratio", "none", "--batch_size", str(BATCH),
     "--save_steps", str(SAVE_STEPS), "--logging_steps", "5", "--eval_steps", "none",
-    "--disable_progress_bar", "--stop_sync_steps", "2",
+    "--disable_progress_bar", "--stop_sync_steps", "2", "--json",
 ]  # fmt: skip
 
 
@@ -85,15 +86,22 @@ class Run:
                 os.kill(pid, signal.SIGKILL)
 
     def steps(self) -> list[tuple[int, list[tuple[int, int]]]]:
+        """(step, [(simulation, time step), ...]) of each step trained; also collects
+        the parameter vectors each simulation's samples had (`parameters`)."""
+        self.parameters: dict[int, set[str]] = {}
         if not self.log.exists():
             return []
         lines = []
         for line in self.log.read_text().splitlines():
             step, *keys = line.split()
             if len(keys) == BATCH:  # (a line cut by the kill is not a step trained)
-                pairs = [tuple(map(int, k.split(":"))) for k in keys]
+                pairs = []
+                for key in keys:
+                    sid, t, parameters = key.split(":")
+                    pairs.append((int(sid), int(t)))
+                    self.parameters.setdefault(int(sid), set()).add(parameters)
                 lines.append((int(step), pairs))
-        return lines  # type: ignore[return-value]
+        return lines
 
     def wait(self, timeout: float) -> int:
         try:
@@ -178,6 +186,21 @@ def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, p
     assert not twice and not missing, (point, saved, sorted(twice)[:10], sorted(missing)[:10])
     assert sum(lineage.values()) == SIMULATIONS * STEPS
     assert not solvers_alive(first.out)
+    summary = json.loads([line for line in second.output().splitlines() if line[:1] == "{"][-1])
+    assert summary["samples_received"] == SIMULATIONS * STEPS  # the counters, exact
+    one_parameter_vector_per_simulation(first, second)
+
+
+def one_parameter_vector_per_simulation(*runs: Run) -> None:
+    """Every sample of a simulation carries its parameters in one order, before and
+    after the resume (a checkpoint's JSON sorted them once: the resumed samples of a
+    known simulation had them permuted)."""
+    seen: dict[int, set[str]] = {}
+    for run in runs:
+        run.steps()
+        for sid, vectors in run.parameters.items():
+            seen.setdefault(sid, set()).update(vectors)
+    assert {s: v for s, v in seen.items() if len(v) != 1} == {}
 
 
 def lineage_of(first: Run, second: Run, saved: int) -> collections.Counter[tuple[int, int]]:
@@ -231,6 +254,7 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
     expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
     assert set(lineage) == expected and set(lineage.values()) == {1}, (killed, saved)
     assert len([pid for pid in killed if pid > 0]) == 3  # before the trainer's kill
+    one_parameter_vector_per_simulation(first, second)
     assert not solvers_alive(first.out)
 
 
@@ -261,3 +285,4 @@ def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Pa
     lineage = lineage_of(first, second, saved)
     expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
     assert set(lineage) == expected and set(lineage.values()) == {1}, saved
+    one_parameter_vector_per_simulation(first, second)

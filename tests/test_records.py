@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from melissa_trainer.launcher import UniformSampler
@@ -118,3 +120,26 @@ def test_interrupted_simulations_are_pending_not_running() -> None:
     study.interrupted(1, 1.0)
     assert study.records[0].status == "pending" and study.records[1].status == "finished"
     assert study.summary(2.0)["running"] == 0
+
+
+def test_parameters_keep_the_samplers_order_through_a_checkpoints_sorted_json() -> None:
+    study = Study(
+        UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0),
+        1,
+        max_restarts=0,
+        on_failure="redraw",
+        max_redraws=1,
+        first_simulation_id=0,
+    )
+    study.take(0.0)
+    state = json.loads(json.dumps(study.state_dict(), sort_keys=True))
+    resumed = Study(
+        UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0),
+        1,
+        max_restarts=0,
+        on_failure="redraw",
+        max_redraws=1,
+        first_simulation_id=0,
+    )
+    resumed.load_state_dict(state)
+    assert list(resumed.records[0].parameters) == ["z", "a"]  # what the solver is given

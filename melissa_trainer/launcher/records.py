@@ -358,6 +358,8 @@ class Study:
                 )
             if sid >= next_id:
                 raise ValueError(f"simulation {sid} in the launcher state is >= next_id {next_id}")
+        for record in records.values():  # the sampler's order (checkpoint JSON sorts keys)
+            record.parameters = {n: record.parameters[n] for n in self.sampler.names}
         self.sampler.load_state_dict(state["sampler"])
         self.records, self.next_id, self.redraws = records, next_id, redraws
         for record in records.values():

@@ -159,6 +159,13 @@ class SimulationRecord:
             and hello.parameters == self.parameters
         )
 
+    def order_parameters_as(self, parameters: dict[str, float]) -> None:
+        """Take the parameter order of a HELLO declaring the same parameters (a record
+        from an older checkpoint, whose JSON object sorted them, gets its order back)."""
+        if list(parameters) != list(self.parameters):
+            self.parameters = dict(parameters)
+            self.param_array = np.array(list(parameters.values()), dtype=np.float64)
+
     # -- completed-step bits ------------------------------------------------------------
 
     def is_done(self, i: int) -> bool:
@@ -235,7 +242,9 @@ class SimulationRecord:
             "fields": [
                 {"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in self.fields
             ],
-            "parameters": dict(self.parameters),
+            # pairs, not an object: a sample's parameter vector is in the HELLO's order,
+            # and checkpoints are written with sorted keys
+            "parameters": [[k, v] for k, v in self.parameters.items()],
             "done": base64.b64encode(bytes(self.done)).decode("ascii"),
             "byes": {str(r): n for r, n in sorted(self.byes.items())},
             "finished": self.finished,
@@ -248,7 +257,9 @@ class SimulationRecord:
             FieldSpec(str(f["name"]), np.dtype(str(f["dtype"])), tuple(int(d) for d in f["shape"]))
             for f in state["fields"]
         )
-        params = {str(k): float(v) for k, v in state["parameters"].items()}
+        raw = state["parameters"]  # pairs; an object in older checkpoints (order lost)
+        pairs = raw.items() if isinstance(raw, dict) else raw
+        params = {str(k): float(v) for k, v in pairs}
         rec = cls(simulation_id, int(state["client_count"]), fields, params)
         rec.done = bytearray(base64.b64decode(state["done"], validate=True))
         bits = np.unpackbits(np.frombuffer(bytes(rec.done), np.uint8), bitorder="little")

@@ -323,6 +323,8 @@ class Ingest:
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
+        else:
+            sim.order_parameters_as(hello.parameters)
         return None
 
     def bye(self, bye: Bye) -> None:
@@ -499,14 +501,18 @@ class Ingest:
                 state["marked"],
                 buffer_put,
             )
+        forgotten = 0
         for _ in range(max(0, min(behind, len(self.recent)))):
             sim, t = self.recent.pop()
             if sim in self.sims:
                 rec = self.sims[sim]
                 # A step forgotten here was not in the buffer's snapshot: its simulation
-                # is not finished after all (it must re-send that step).
-                if rec.unmark(t // self.world) and rec.finished:
+                # is not finished after all (it must re-send that step), and its put is
+                # not counted (it is counted again when the step is put again).
+                if rec.unmark(t // self.world):
+                    forgotten += 1
                     rec.finished = False
+        self.samples_put = max(0, self.samples_put - forgotten)
         self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
         self.simulations_finished = len(self.finished_ids)
         self.marked = buffer_put

@@ -1,7 +1,8 @@
 """The heat example, recording what it trains on: the crash-and-resume tests' driver.
 
 Before each training step it appends a line to ``$LINEAGE_LOG``: the step number and
-the ``simulation:time_step`` keys of the batch about to be trained on, then sleeps
+the ``simulation:time_step:parameters`` of each sample of the batch about to be trained
+on (parameters as comma-separated values, in the order the sample has them), then sleeps
 ``$STEP_SLEEP`` seconds (slow training, so that a test can kill it at chosen points:
 while simulations run, after they all exited, ...). Arguments are the example's.
 """
@@ -25,7 +26,11 @@ plain_step = OnlineTrainer._training_step
 
 def recorded_step(self: OnlineTrainer) -> None:
     samples = self.dataset._pending[0]  # the batch this step trains on
-    keys = " ".join(f"{int(s['simulation_id'])}:{int(s['time_step'])}" for s in samples)
+    keys = " ".join(
+        f"{int(s['simulation_id'])}:{int(s['time_step'])}:"
+        + ",".join(repr(float(p)) for p in s["parameters"])
+        for s in samples
+    )
     log.write(f"{self.state.global_step + 1} {keys}\n")
     if pause:
         time.sleep(pause)

@@ -541,7 +541,7 @@ def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
         send(s, data(1, 5, U, value(1, 5, U)))  # put after the buffer snapshot
         wait_for(lambda: len(buf) == 6)
         state = json.loads(json.dumps(rec.state_dict()))
-    assert state["simulations"]["1"]["parameters"] == {"a": 3.0}
+    assert state["simulations"]["1"]["parameters"] == [["a", 3.0]]
     assert state["marked"] == 6
     restored = FIFOBuffer(20)
     restored.load(tmp_path / "buf")

@@ -99,7 +99,7 @@ def test_trainer_trains_from_two_client_processes_to_the_end_of_the_stream(
     (saved,) = (tmp_path / "out" / "checkpoints").glob("**/source.json")
     record = json.loads(saved.read_text())
     assert {s: r["finished"] for s, r in record["simulations"].items()} == {"1": True, "2": True}
-    assert record["simulations"]["2"]["parameters"] == [["p", 2.0]]  # pairs: the order survives sorted JSON
+    assert record["simulations"]["2"]["parameters"] == [["p", 2.0]]
 
 
 class _FailingBuffer(FIFOBuffer):

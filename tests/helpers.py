@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import torch
 
 from melissa_trainer import Buffer, Hook, TrainerControl, TrainerState
 from melissa_trainer.launcher.backends.mpiexec import _next_to_python
+from melissa_trainer.stream.receiver import Receiver
 
 
 def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:
@@ -136,3 +138,16 @@ def mpich_wheel_mpiexec() -> str | None:
             if os.access(path, os.X_OK):
                 return str(path)
     return None
+
+
+@contextmanager
+def running(buffer: Any = None, **kw: Any) -> Iterator[Receiver]:
+    """A started `Receiver` (on a FIFO of 1000 by default), stopped on exit."""
+    from melissa_trainer.buffers import FIFOBuffer
+
+    rec = Receiver(buffer if buffer is not None else FIFOBuffer(1000), **kw)
+    rec.start()
+    try:
+        yield rec
+    finally:
+        rec.stop()

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zmq
-from helpers import drain
+from helpers import drain, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -42,16 +42,6 @@ U = P.FieldSpec("u", F32, (4, 3))
 
 
 # -- helpers -------------------------------------------------------------------------------
-
-
-@contextmanager
-def running(buffer: Any = None, **kw: Any) -> Iterator[Receiver]:
-    rec = Receiver(buffer if buffer is not None else FIFOBuffer(1000), **kw)
-    rec.start()
-    try:
-        yield rec
-    finally:
-        rec.stop()
 
 
 @contextmanager

@@ -25,15 +25,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import zmq
-from helpers import drain
+from helpers import drain, running
 from zmtp_peer import closed_by_peer, rss
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -140,16 +138,6 @@ def test_log_summary_interval_is_validated() -> None:
 
 
 # -- a receiver flooded ---------------------------------------------------------------------
-
-
-@contextmanager
-def running(buffer: Any = None, **kw: Any) -> Iterator[Receiver]:
-    rec = Receiver(buffer if buffer is not None else FIFOBuffer(1000), **kw)
-    rec.start()
-    try:
-        yield rec
-    finally:
-        rec.stop()
 
 
 def wait_for(cond: Any, timeout: float = 60.0, what: str = "condition") -> None:

@@ -123,23 +123,14 @@ def test_interrupted_simulations_are_pending_not_running() -> None:
 
 
 def test_parameters_keep_the_samplers_order_through_a_checkpoints_sorted_json() -> None:
-    study = Study(
-        UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0),
-        1,
-        max_restarts=0,
-        on_failure="redraw",
-        max_redraws=1,
-        first_simulation_id=0,
-    )
+    def zig() -> Study:
+        sampler = UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0)
+        return Study(sampler, 1, max_restarts=0, on_failure="redraw", max_redraws=1,
+                     first_simulation_id=0)  # fmt: skip
+
+    study = zig()
     study.take(0.0)
     state = json.loads(json.dumps(study.state_dict(), sort_keys=True))
-    resumed = Study(
-        UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0),
-        1,
-        max_restarts=0,
-        on_failure="redraw",
-        max_redraws=1,
-        first_simulation_id=0,
-    )
+    resumed = zig()
     resumed.load_state_dict(state)
     assert list(resumed.records[0].parameters) == ["z", "a"]  # what the solver is given

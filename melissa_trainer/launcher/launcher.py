@@ -356,11 +356,6 @@ class Launcher:
         supervisor = self._supervisor
         return "" if supervisor is None else supervisor.failures()
 
-    def waiting_for(self) -> list[int]:
-        """Ids the study still waits for (pending, running, or exited with data due)."""
-        with self._lock:
-            return self._study.waiting_for()
-
     def describe(self, simulation_id: int) -> str:
         """One line on a simulation: its state, exit codes, parameters."""
         with self._lock:

@@ -179,10 +179,6 @@ class Study:
         """Nothing runs, nothing waits for its data and nothing is left to start."""
         return self.work_left() == 0 and not any(r.status in _WAITED for r in self.records.values())
 
-    def waiting_for(self) -> list[int]:
-        """Ids the study still waits for (pending, running, complete, exited)."""
-        return sorted(s for s, r in self.records.items() if r.status in _WAITED)
-
     def take(self, now: float) -> int | None:
         """The simulation to launch now (marked running), or None if there is none.
 

@@ -320,7 +320,7 @@ class Receiver:
 
     def finished_simulations(self) -> list[int]:
         """Ids of the simulations that finished here, in the order they finished."""
-        return list(self.ingest.finished_ids)
+        return self.completed()
 
     def telemetry(self) -> dict[str, float]:
         """Cumulative counters, always the keys of `telemetry_keys()`."""

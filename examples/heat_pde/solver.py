@@ -8,7 +8,11 @@ step's linear system is solved exactly in the eigenbasis of the discrete Laplaci
 (a discrete sine transform written as two matrix products), so numpy is all it needs.
 
 Its five parameters are temperatures in kelvin: `t_initial` and the boundary
-temperatures `t_left`, `t_right`, `t_bottom`, `t_top`. After each step it sends the
+temperatures `t_left`, `t_right`, `t_bottom`, `t_top`. A sixth, optional one,
+`log2_alpha`, sets the diffusivity of that simulation (alpha = 2 ** log2_alpha,
+overriding `--alpha`): the field is linear in the temperatures but not in alpha, so a
+study varying it needs more simulations to generalise (`benchmarks/online_vs_offline.py`
+varies it over [-2, 2], alpha from 1/4 to 4). After each step it sends the
 field ``temperature`` (float32, shape (n, n), row index = y from the bottom, column
 index = x from the left) as time step 0, 1, ... (time step k holds the solution at
 t = (k + 1) * dt).
@@ -16,7 +20,11 @@ t = (k + 1) * dt).
 Under the launcher it reads its simulation id, parameters and the trainer's rendezvous
 directory from the environment (``MELISSA_TRAINER_SIMULATION_ID``,
 ``MELISSA_TRAINER_PARAMETERS``, ``MELISSA_TRAINER_RENDEZVOUS``). Started by hand (the
-trainer's ``--external`` mode), the same can be given as flags:
+trainer's ``--external`` mode), the same can be given as flags. With ``--save_npy
+PATH`` it streams nothing and writes the whole run to PATH instead, one float32 array of
+shape (time_steps, n, n), and its parameters to PATH.json (each written aside and
+renamed, the .npy last: a file at PATH is complete), which is how the classic
+simulate-then-train pipeline stores it:
 
     python examples/heat_pde/solver.py --simulation_id 0 \\
         --rendezvous outputs/heat_pde/rendezvous --parameters \\
@@ -43,6 +51,10 @@ PARAMETER_NAMES = ("t_initial", "t_left", "t_right", "t_bottom", "t_top")
 #: in this range everywhere, which is what the surrogate's normalisation relies on.
 TEMPERATURE_RANGE = (100.0, 500.0)
 PARAMETER_BOUNDS = dict.fromkeys(PARAMETER_NAMES, TEMPERATURE_RANGE)
+#: Optional parameters, after `PARAMETER_NAMES` in the order given here when present.
+OPTIONAL_PARAMETERS = ("log2_alpha",)
+#: Range of `log2_alpha`: alpha from 1/4 to 4 (the solver accepts any value).
+LOG2_ALPHA_RANGE = (-2.0, 2.0)
 
 ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
 ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
@@ -94,15 +106,17 @@ class HeatConfig:
 
 
 def check_parameters(parameters: Mapping[str, float]) -> dict[str, float]:
-    """`parameters` as floats in `PARAMETER_NAMES` order; ValueError if any is missing/extra."""
+    """`parameters` as floats in `PARAMETER_NAMES` order, then the `OPTIONAL_PARAMETERS`
+    given; ValueError if any is missing or unknown."""
     missing = [n for n in PARAMETER_NAMES if n not in parameters]
-    extra = sorted(set(parameters) - set(PARAMETER_NAMES))
+    extra = sorted(set(parameters) - set(PARAMETER_NAMES) - set(OPTIONAL_PARAMETERS))
     if missing or extra:
         raise ValueError(
-            f"the heat solver takes the parameters {list(PARAMETER_NAMES)}; "
-            f"missing {missing}, unknown {extra}"
+            f"the heat solver takes the parameters {list(PARAMETER_NAMES)} (and optionally "
+            f"{list(OPTIONAL_PARAMETERS)}); missing {missing}, unknown {extra}"
         )
-    return {n: float(parameters[n]) for n in PARAMETER_NAMES}
+    names = PARAMETER_NAMES + tuple(n for n in OPTIONAL_PARAMETERS if n in parameters)
+    return {n: float(parameters[n]) for n in names}
 
 
 def solve(parameters: Mapping[str, float], config: HeatConfig) -> Iterator[np.ndarray]:
@@ -112,7 +126,8 @@ def solve(parameters: Mapping[str, float], config: HeatConfig) -> Iterator[np.nd
     Deterministic: the same parameters and configuration give the same fields.
     """
     p = check_parameters(parameters)
-    n, r = config.grid_size, config.alpha * config.dt * (config.grid_size + 1) ** 2
+    alpha = 2.0 ** p["log2_alpha"] if "log2_alpha" in p else config.alpha
+    n, r = config.grid_size, alpha * config.dt * (config.grid_size + 1) ** 2
     # Orthonormal, symmetric sine basis: S @ S = I, and S diagonalises the 1-D Laplacian
     # with Dirichlet conditions, whose eigenvalues are -4 sin^2(pi k / (2 (n + 1))).
     k = np.arange(1, n + 1)
@@ -133,6 +148,22 @@ def solve(parameters: Mapping[str, float], config: HeatConfig) -> Iterator[np.nd
         yield u.astype(np.float32)
 
 
+def save_npy(
+    path: str | os.PathLike[str], fields: np.ndarray, parameters: Mapping[str, float]
+) -> None:
+    """Write `fields` to `path` (.npy) and `parameters` to ``{path}.json``; each aside
+    then renamed, the .npy last: a file at `path` is complete and has its parameters."""
+    path = os.fspath(path)
+    for target, write in (
+        (f"{path}.json", lambda f: f.write(json.dumps(parameters).encode())),
+        (path, lambda f: np.save(f, fields)),
+    ):
+        partial = f"{target}.partial"
+        with open(partial, "wb") as f:
+            write(f)
+        os.replace(partial, target)
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     defaults = HeatConfig()
@@ -149,6 +180,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"JSON object of the {len(PARAMETER_NAMES)} parameters; default: ${ENV_PARAMETERS}",
     )
     parser.add_argument(
+        "--save_npy",
+        default=None,
+        metavar="PATH",
+        help="write the run to PATH (.npy, shape (time_steps, n, n)) instead of streaming it",
+    )
+    parser.add_argument(
         "--rendezvous",
         default=None,
         help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
@@ -157,9 +194,7 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one simulation and stream it; returns the exit status."""
-    from melissa_trainer.client import Client, fetch_endpoints
-
+    """Run one simulation and stream it (or save it); returns the exit status."""
     opts = _parse(argv)
     try:
         config = HeatConfig(opts.grid_size, opts.time_steps, opts.dt, opts.alpha)
@@ -170,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
+    if opts.save_npy is not None:
+        save_npy(opts.save_npy, np.stack(list(solve(parameters, config))), parameters)
+        return 0
+    from melissa_trainer.client import Client, fetch_endpoints  # not needed to save
+
     # Explicit endpoints only when given a directory; otherwise the client reads the
     # environment (MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS).
     endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None

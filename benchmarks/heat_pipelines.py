@@ -1,0 +1,529 @@
+"""The two pipelines `online_vs_offline.py` compares, on the heat example's solver.
+
+* Offline, the classic way: `simulate_offline` runs the ensemble (the `Launcher`, the
+  solver's ``--save_npy`` mode: one ``.npy`` of shape (time_steps, n, n) per simulation
+  and a JSON of its parameters), then `train_offline` trains with a standard
+  `torch.utils.data.DataLoader` over memory-mapped files (shuffled every epoch, loader
+  workers on the cores the simulations used, which are idle by then).
+* Online: `run_online` streams the same solver into `OnlineTrainer` (reservoir buffer)
+  while the simulations run; `stream_alone` is its simulation half alone (streamed,
+  received, dropped) and `train_from_memory` its training half alone, the same trainer
+  on samples already in memory.
+
+Both train the same model with the same optimizer, batch size, seed and learning-rate
+rule (cosine decay over the run's progress: its share of a sample budget, or of a time
+budget), and are validated with the same function on the same held-out simulations,
+never streamed nor stored, at the same wall-clock times. Every function returns a
+`Run` dict (see `new_run`); times are seconds of `time.perf_counter()`.
+
+The parameters are the heat example's five temperatures and the diffusivity
+(``log2_alpha`` in [-2, 2]): the field is linear in the temperatures, not in alpha.
+Training simulations follow one scrambled Halton sequence (any prefix of it covers the
+space evenly), so online and offline draw the same simulations in the same order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import resource
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "heat_pde"
+sys.path.insert(0, str(EXAMPLE))
+from solver import (  # noqa: E402
+    LOG2_ALPHA_RANGE,
+    PARAMETER_BOUNDS,
+    PARAMETER_NAMES,
+    TEMPERATURE_RANGE,
+    HeatConfig,
+    solve,
+)
+
+from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments  # noqa: E402
+from melissa_trainer.buffers import make_buffer  # noqa: E402
+from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+
+SOLVER = EXAMPLE / "solver.py"
+NAMES = (*PARAMETER_NAMES, "log2_alpha")
+BOUNDS = {**PARAMETER_BOUNDS, "log2_alpha": LOG2_ALPHA_RANGE}
+CENTER = 0.5 * (TEMPERATURE_RANGE[0] + TEMPERATURE_RANGE[1])
+SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
+#: The launcher's polling period (s): it starts the next simulation within this long
+#: of one ending; the default 0.2 s would leave the simulations' core idle between
+#: these short runs (the same for both pipelines).
+POLL = 0.02
+
+Run = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What both pipelines share: the problem, the model, the optimizer, the resources."""
+
+    grid_size: int = 32
+    time_steps: int = 100
+    hidden: int = 256
+    batch_size: int = 32
+    learning_rate: float = 1e-3
+    seed: int = 0
+    sim_jobs: int = 1  # simulations at once: the cores they get
+    torch_threads: int = 1  # the training's threads
+    loader_workers: int = 1  # offline DataLoader workers (on the simulations' cores)
+    buffer_size: int = 10_000  # online reservoir, samples
+    watermark: int = 1_000  # online: samples before the first step
+    n_validation: int = 16  # held-out simulations
+
+    @property
+    def config(self) -> HeatConfig:
+        return HeatConfig(self.grid_size, self.time_steps)
+
+    @property
+    def sample_bytes(self) -> int:
+        return 4 * self.grid_size**2
+
+
+def design(setup: Setup, n: int) -> list[dict[str, float]]:
+    """The first `n` training simulations' parameters (scrambled Halton, seeded)."""
+    sampler = make_sampler("halton", BOUNDS, seed=setup.seed)
+    return [sampler.draw() for _ in range(n)]
+
+
+def features(parameters: np.ndarray, step: int, field: np.ndarray, steps: int) -> tuple:
+    """One sample -> (inputs, target) tensors: the temperatures mapped onto [-1, 1],
+    log2_alpha / 2, sqrt of the time's fraction; the field flattened onto [-1, 1]."""
+    x = np.empty(len(NAMES) + 1, dtype=np.float32)
+    x[:5] = (parameters[:5] - CENTER) / SCALE
+    x[5] = parameters[5] / 2.0
+    x[6] = math.sqrt((step + 1) / steps)
+    y = (np.asarray(field, dtype=np.float32).reshape(-1) - np.float32(CENTER)) / np.float32(SCALE)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def validation_set(setup: Setup) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and targets of the held-out simulations (uniform draws, another seed)."""
+    sampler = make_sampler("uniform", BOUNDS, seed=setup.seed + 10_000)
+    xs, ys = [], []
+    for _ in range(setup.n_validation):
+        p = sampler.draw()
+        vector = np.array([p[n] for n in NAMES])
+        for step, field in enumerate(solve(p, setup.config)):
+            x, y = features(vector, step, field, setup.time_steps)
+            xs.append(x)
+            ys.append(y)
+    return torch.stack(xs), torch.stack(ys)
+
+
+def make_model(setup: Setup) -> torch.nn.Module:
+    """The heat example's MLP, seeded: both pipelines start from the same weights."""
+    torch.manual_seed(setup.seed)
+    width = setup.hidden
+    return torch.nn.Sequential(
+        torch.nn.Linear(len(NAMES) + 1, width),
+        torch.nn.SiLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.SiLU(),
+        torch.nn.Linear(width, width),
+        torch.nn.SiLU(),
+        torch.nn.Linear(width, setup.grid_size**2),
+    )
+
+
+def learning_rate(setup: Setup, progress: float) -> float:
+    """Cosine decay from `learning_rate` to 0 over progress 0 -> 1."""
+    return setup.learning_rate * 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
+
+
+@torch.no_grad()
+def validation_mse(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    """Mean squared error in kelvin squared over every point of every held-out step."""
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    for start in range(0, len(x), 800):
+        diff = model(x[start : start + 800]) - y[start : start + 800]
+        total += float(diff.double().pow(2).sum())
+    model.train(was_training)
+    return total / y.numel() * SCALE**2
+
+
+class Tracker:
+    """Validation at fixed wall-clock times since `t0` (and at the end): the curve.
+
+    The time spent validating is inside the measured wall time of both pipelines.
+    """
+
+    def __init__(
+        self, x: torch.Tensor, y: torch.Tensor, every: float | None, start: float = 0.0
+    ) -> None:
+        """`start`: the clock's reading now (a phase that starts after others)."""
+        self.x, self.y, self.every = x, y, every
+        self.t0 = time.perf_counter() - start
+        self.curve: list[tuple[float, float]] = []
+        self._next = every * (math.floor(start / every) + 1) if every else math.inf
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def maybe(self, model: torch.nn.Module) -> None:
+        if self.elapsed() >= self._next:
+            self.record(model)
+            while self._next <= self.elapsed():
+                self._next += self.every or math.inf
+
+    def record(self, model: torch.nn.Module) -> float:
+        mse = validation_mse(model, self.x, self.y)
+        self.curve.append((round(self.elapsed(), 3), mse))
+        return mse
+
+
+def new_run(pipeline: str, **fields: Any) -> Run:
+    """A run's record; `finish` fills the measured keys."""
+    return {"pipeline": pipeline, **fields}
+
+
+def finish(run: Run, tracker: Tracker, model: torch.nn.Module, wall: float) -> Run:
+    """The final validation (at `wall`), the curve and the process's peak RSS."""
+    run["val_mse"] = tracker.record(model)
+    run["wall"] = round(wall, 3)
+    run["curve"] = tracker.curve
+    run["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    return run
+
+
+def disk_bytes(root: Path) -> int:
+    """Bytes of every file under `root`."""
+    return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+
+
+# -- offline --------------------------------------------------------------------------
+
+
+def simulate_offline(
+    setup: Setup, workdir: Path, n_simulations: int, duration: float | None = None
+) -> Run:
+    """Run the ensemble, each simulation writing its .npy; stop after `duration` s
+    (the running ones are killed and their partial files deleted) or when all finish.
+
+    The run's "files" are ``[path, seconds after the start it was complete]``, oldest
+    first: the data an offline pipeline stopping at time T has is the prefix up to T.
+    """
+    data = workdir / "data"
+    data.mkdir(parents=True)
+    command = [sys.executable, str(SOLVER), *setup.config.argv()]
+    command += ["--save_npy", str(data / "sim-{simulation_id:06d}.npy")]
+    launcher = Launcher(
+        command,
+        design(setup, n_simulations),
+        n_simulations,
+        job_limit=setup.sim_jobs,
+        env={"OMP_NUM_THREADS": "1"},
+        poll_interval=POLL,
+        min_finished_fraction=1e-9,  # a killed run at the deadline is no failure
+    )
+    t0_wall, t0 = time.time(), time.perf_counter()
+    launcher.start(workdir / "rendezvous", study_dir=workdir)
+    try:
+        while not launcher.done:
+            launcher.check()
+            if duration is not None and time.perf_counter() - t0 >= duration:
+                break
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - t0
+    finally:
+        launcher.stop()
+    for partial in data.glob("*.partial"):
+        partial.unlink()
+    files = sorted((p.stat().st_mtime - t0_wall, str(p)) for p in data.glob("*.npy"))
+    return new_run(
+        "offline simulate",
+        wall=round(elapsed, 3),
+        simulations=len(files),
+        files=[[path, round(t, 3)] for t, path in files],
+        bytes_on_disk=disk_bytes(data),
+    )
+
+
+class NpyDataset(torch.utils.data.Dataset):
+    """(inputs, target) of every time step of every file, memory-mapped."""
+
+    def __init__(self, files: Sequence[str], steps: int) -> None:
+        self.steps = steps
+        self.fields = [np.load(f, mmap_mode="r") for f in files]
+        self.parameters = []
+        for f in files:
+            p = json.loads(Path(f + ".json").read_text())
+            self.parameters.append(np.array([p[n] for n in NAMES]))
+
+    def __len__(self) -> int:
+        return len(self.fields) * self.steps
+
+    def __getitem__(self, index: int) -> tuple:
+        sim, step = divmod(index, self.steps)
+        return features(self.parameters[sim], step, self.fields[sim][step], self.steps)
+
+
+def train_offline(
+    setup: Setup,
+    files: Sequence[str],
+    validation: tuple[torch.Tensor, torch.Tensor],
+    *,
+    epochs: int | None = None,
+    duration: float | None = None,
+    start_time: float = 0.0,
+    eval_every: float | None = None,
+) -> Run:
+    """Train on `files` for `epochs` or for `duration` s (whichever is given).
+
+    `start_time`: when this training phase starts in the pipeline's clock (after its
+    simulations): curve times and validation instants are on that clock.
+    """
+    assert (epochs is None) != (duration is None), "give epochs or duration"
+    torch.set_num_threads(setup.torch_threads)
+    dataset = NpyDataset(files, setup.time_steps)
+    loader = torch.utils.data.DataLoader(
+        dataset,
+        batch_size=setup.batch_size,
+        shuffle=True,
+        num_workers=setup.loader_workers,
+        persistent_workers=setup.loader_workers > 0,
+        generator=torch.Generator().manual_seed(setup.seed),
+    )
+    model = make_model(setup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    tracker = Tracker(*validation, eval_every, start=start_time)
+    total_steps = (epochs or 0) * len(loader)
+    steps = epoch = 0
+    t0 = time.perf_counter()
+    while epochs is None or epoch < epochs:
+        for x, y in loader:
+            spent = time.perf_counter() - t0
+            if duration is not None and spent >= duration:
+                break
+            progress = steps / total_steps if epochs else spent / (duration or 1.0)
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(setup, progress)
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            steps += 1
+            tracker.maybe(model)
+        else:
+            epoch += 1
+            continue
+        break  # the time budget ran out within the epoch
+    train_seconds = time.perf_counter() - t0
+    run = new_run(
+        "offline train",
+        steps=steps,
+        epochs=round(steps / max(len(loader), 1), 2),
+        samples_seen=steps * setup.batch_size,
+        simulations=len(files),
+        train_seconds=round(train_seconds, 3),
+    )
+    return finish(run, tracker, model, start_time + train_seconds)
+
+
+# -- online ---------------------------------------------------------------------------
+
+
+class _Online(Hook):
+    """The learning-rate rule, the validations on the clock and the time budget."""
+
+    def __init__(
+        self, setup: Setup, tracker: Tracker, progress: Callable[[Any], float], budget: float | None
+    ) -> None:
+        self.setup, self.tracker, self.progress, self.budget = setup, tracker, progress, budget
+        self.loop_end = math.nan
+
+    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
+        lr = learning_rate(self.setup, self.progress(state))
+        for group in trainer.optimizer.param_groups:
+            group["lr"] = lr
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.tracker.maybe(trainer.model)
+        if self.budget is not None and self.tracker.elapsed() >= self.budget:
+            control.should_stop = True
+
+    def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.loop_end = self.tracker.elapsed()
+
+
+def _trainer_args(setup: Setup, workdir: Path, **overrides: Any) -> TrainingArguments:
+    return TrainingArguments(
+        output_dir=str(workdir / "trainer"),
+        seed=setup.seed,
+        batch_size=setup.batch_size,
+        buffer="reservoir",
+        buffer_size=setup.buffer_size,
+        watermark=setup.watermark,
+        logging_steps=10**9,  # no periodic logs: nothing but the training in the loop
+        report_to="none",
+        disable_progress_bar=True,
+        save_at_end=False,
+        **overrides,
+    )
+
+
+def _process_sample(steps: int) -> Callable[[dict[str, Any]], tuple]:
+    def process_sample(sample: dict[str, Any]) -> tuple:
+        step = int(sample["time_step"])
+        return features(sample["parameters"], step, sample["temperature"], steps)
+
+    return process_sample
+
+
+def _train(
+    setup: Setup,
+    trainer: OnlineTrainer,
+    tracker: Tracker,
+    progress: Callable[[Any], float],
+    budget: float | None,
+) -> tuple[float, Run]:
+    hook = _Online(setup, tracker, progress, budget)
+    trainer.hooks.add(hook)
+    tracker.t0 = time.perf_counter()
+    state = trainer.train()
+    run = new_run("", steps=state.global_step, samples_seen=state.samples_seen)
+    return hook.loop_end, run
+
+
+def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, StreamSource]:
+    """The launcher running the streaming solver, and the source receiving it."""
+    n = setup.grid_size
+    launcher = Launcher(
+        [sys.executable, str(SOLVER), *setup.config.argv()],
+        design(setup, n_simulations),
+        n_simulations,
+        job_limit=setup.sim_jobs,
+        env={"OMP_NUM_THREADS": "1"},
+        poll_interval=POLL,
+    )
+    source = StreamSource(
+        launcher=launcher,
+        rendezvous_dir=workdir / "rendezvous",
+        fields={"temperature": ((n, n), "float32")},
+    )
+    return launcher, source
+
+
+def stream_alone(setup: Setup, workdir: Path, n_simulations: int) -> Run:
+    """Online's simulations alone: the same launcher, solvers and receiver, the samples
+    drained from a FIFO buffer and dropped, no training: t_sim as online runs them
+    (each simulation process also imports the client, connects and sends)."""
+    launcher, source = _stream(setup, workdir, n_simulations)
+    buffer = make_buffer("fifo", setup.buffer_size, 1)
+    source.configure(str(workdir / "trainer"))
+    drained = 0
+    t0 = time.perf_counter()
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        while True:
+            try:
+                batch = buffer.get_batch(setup.batch_size, timeout=0.5)
+            except TimeoutError:
+                source.check()  # raises if the study failed or the stream stalled
+                continue
+            if not batch:
+                break
+            drained += len(batch)
+        wall = time.perf_counter() - t0
+    finally:
+        source.stop()
+    return new_run(
+        "online simulations alone",
+        wall=round(wall, 3),
+        simulations=int(launcher.summary().get("finished", 0)),
+        samples_received=drained,
+    )
+
+
+def run_online(
+    setup: Setup,
+    workdir: Path,
+    validation: tuple[torch.Tensor, torch.Tensor],
+    *,
+    n_simulations: int,
+    ratio: float | None = None,
+    budget: float | None = None,
+    eval_every: float | None = None,
+) -> Run:
+    """Stream `n_simulations` (or as many as `budget` s allow) into `OnlineTrainer`.
+
+    With `ratio`, training draws `ratio` samples per streamed sample (the buffer's
+    rate limiter) and ends with the stream; with `budget`, it never waits for data
+    (reservoir without a rate limit) and stops after `budget` s. The wall time runs
+    from `train()` to the end of its loop (the source's shutdown is not counted).
+    """
+    torch.set_num_threads(setup.torch_threads)
+    launcher, source = _stream(setup, workdir, n_simulations)
+    args = _trainer_args(setup, workdir, sample_to_insert_ratio=ratio)
+    model = make_model(setup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    trainer = OnlineTrainer(
+        model, args, optimizer, train_source=source,
+        process_sample=_process_sample(setup.time_steps),
+    )  # fmt: skip
+    tracker = Tracker(*validation, eval_every)
+    if budget is not None:
+        expected_steps = math.inf
+        progress = lambda state: tracker.elapsed() / budget  # noqa: E731
+    else:
+        expected_steps = (ratio or 1.0) * n_simulations * setup.time_steps / setup.batch_size
+        progress = lambda state: state.global_step / expected_steps  # noqa: E731
+    wall, run = _train(setup, trainer, tracker, progress, budget)
+    received = int(source.telemetry()["samples_put"])
+    study = launcher.summary()
+    run.update(
+        pipeline="online",
+        simulations=int(study.get("finished", 0)),
+        simulation_seconds=round(study.get("simulation_seconds", 0.0), 3),
+        samples_received=received,
+        bytes_streamed=received * setup.sample_bytes,
+        bytes_on_disk=disk_bytes(workdir),
+    )
+    return finish(run, tracker, trainer.model, wall)
+
+
+def train_from_memory(
+    setup: Setup,
+    workdir: Path,
+    files: Sequence[str],
+    validation: tuple[torch.Tensor, torch.Tensor],
+    *,
+    steps: int,
+    ratio: float,
+) -> Run:
+    """Online's training half alone: the same trainer, buffer and `ratio` for at most
+    `steps` steps, fed from samples already in memory (`files`, loaded before the
+    clock) instead of the network."""
+    torch.set_num_threads(setup.torch_threads)
+    samples = []
+    for f in files:
+        p = json.loads(Path(f + ".json").read_text())
+        vector = np.array([p[n] for n in NAMES])
+        for step, field in enumerate(np.load(f)):
+            samples.append({"temperature": field, "time_step": step, "parameters": vector})
+    args = _trainer_args(setup, workdir, max_steps=steps, sample_to_insert_ratio=ratio)
+    expected_steps = ratio * len(samples) / setup.batch_size
+    model = make_model(setup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    trainer = OnlineTrainer(
+        model, args, optimizer, train_source=samples,
+        process_sample=_process_sample(setup.time_steps),
+    )  # fmt: skip
+    tracker = Tracker(*validation, None)
+    wall, run = _train(setup, trainer, tracker, lambda s: s.global_step / expected_steps, None)
+    run.update(pipeline="online training alone", simulations=len(files))
+    return finish(run, tracker, trainer.model, wall)

@@ -1,0 +1,303 @@
+"""Online versus offline training of the heat-equation surrogate, side by side.
+
+The classic pipeline simulates the ensemble, writes every time step to disk (.npy per
+simulation) and then trains for epochs with a `DataLoader` over the files; the online
+one streams the same simulations into `OnlineTrainer` while they run. Both use the heat
+example's solver (`examples/heat_pde/solver.py`; parameters: the five temperatures and
+the diffusivity, alpha from 1/4 to 4) and model (an MLP (6 parameters, t) -> 32 x 32
+field), Adam with the same cosine learning-rate decay, batch 32, the same seed and the
+same 16 held-out simulations (see `heat_pipelines.py`). Resources are split the way a
+GPU node splits them: `--sim_jobs` simulations at once (default 1: one core's worth)
+and training on `--torch_threads` threads (default 1), in both pipelines; offline, the
+DataLoader's worker runs on the simulations' core, idle by then.
+
+Three comparisons, each measured in this run:
+
+1. Equal data (`--simulations`, default 128): wall time of each pipeline (offline:
+   simulate + write, then `--ratio` epochs; online: the same simulations streamed, the
+   same number of samples drawn), t_sim (the simulations alone) and t_train (online's
+   training alone, from memory), disk bytes, peak RSS, validation error. Overlap
+   efficiency = max(t_sim, t_train) / t_online (target >= 0.87).
+2. Equal wall-clock budget (`--budget` s): online streams new simulations for the
+   whole budget; offline simulates for a share f of it, then trains for the rest over
+   epochs. Offline is run at every share in `--splits` and its best is the baseline.
+   Target: offline error / online error >= 1.43.
+3. Equal storage: offline may keep at most `--storage_fraction` (default 1/10) of the
+   bytes online streamed in case 2; it simulates until its disk is full and trains for
+   the rest of the same budget. Target: offline error / online error >= 1.43.
+
+Every pipeline runs in its own process (clean peak RSS, threads and allocator). Errors
+are mean squared errors in kelvin squared over every point of every held-out step.
+
+    python benchmarks/online_vs_offline.py           # about 11 minutes on 2 cores
+    python benchmarks/online_vs_offline.py --quick   # a minute: checks the pipelines
+    python benchmarks/online_vs_offline.py --json    # last line {"rows": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import heat_pipelines as hp  # noqa: E402
+from report import print_rows  # noqa: E402
+
+TARGET_OVERLAP = 0.87
+TARGET_ERROR_RATIO = 1.43
+Run = dict[str, Any]
+
+
+def child(fn: str, setup: dict[str, Any], workdir: Path, **kwargs: Any) -> Run:
+    """Run `heat_pipelines.<fn>` in a fresh process; its `Run`."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    spec = json.dumps({"fn": fn, "setup": setup, "workdir": str(workdir), "kwargs": kwargs})
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=False
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"{fn} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run_child(spec_text: str) -> None:
+    """In the child: run one pipeline and print its `Run` as the last line."""
+    spec = json.loads(spec_text)
+    setup = hp.Setup(**spec["setup"])
+    fn, kwargs = spec["fn"], spec["kwargs"]
+    if fn in ("run_online", "train_offline", "train_from_memory"):
+        kwargs["validation"] = hp.validation_set(setup)
+    if fn == "train_offline":  # reads the files it is given, writes nothing
+        run = hp.train_offline(setup, **kwargs)
+    else:
+        run = getattr(hp, fn)(setup, Path(spec["workdir"]), **kwargs)
+    print(json.dumps(run))
+
+
+def prefix(files: list[list[Any]], *, until: float | None = None, bytes_max: int | None = None):
+    """The simulations an offline run stopping at `until` s (or whose disk holds at most
+    `bytes_max` bytes) has: paths, and when the last was complete."""
+    chosen, used, last = [], 0, 0.0
+    for path, done in files:
+        size = Path(path).stat().st_size + Path(path + ".json").stat().st_size
+        if until is not None and done > until:
+            break
+        if bytes_max is not None and used + size > bytes_max:
+            break
+        chosen.append(path)
+        used, last = used + size, done
+    return chosen, last, used
+
+
+def equal_data(setup: dict[str, Any], work: Path, n: int, ratio: float) -> dict[str, Run]:
+    simulated = child("simulate_offline", setup, work / "offline", n_simulations=n)
+    if simulated["simulations"] != n:
+        raise RuntimeError(f"offline: {simulated['simulations']} of {n} simulations completed")
+    files = [path for path, _ in simulated["files"]]
+    online = child("run_online", setup, work / "online", n_simulations=n, ratio=ratio)
+    trained = child("train_offline", setup, work, files=files, epochs=round(ratio))
+    streamed = child("stream_alone", setup, work / "stream", n_simulations=n)
+    alone = child(
+        "train_from_memory", setup, work / "memory", files=files, steps=online["steps"], ratio=ratio
+    )
+    steps = hp.Setup(**setup).time_steps
+    for run in (online, streamed):  # every (simulation, step) exactly once
+        if run["samples_received"] != n * steps:
+            raise RuntimeError(f"{run['pipeline']}: {run['samples_received']} samples received")
+    return {"simulate": simulated, "online": online, "offline": trained, "alone": alone,
+            "streamed": streamed}  # fmt: skip
+
+
+def equal_budget(
+    setup: dict[str, Any], work: Path, budget: float, splits: list[float], fraction: float,
+    eval_every: float, seconds_per_simulation: float,
+) -> dict[str, Any]:  # fmt: skip
+    # A study larger than the budget allows (twice what case 1's pace would run): the
+    # budget ends it. Not much larger: the launcher keeps a record per simulation.
+    cap = 2 * math.ceil(budget / seconds_per_simulation) + 16
+    online = child(
+        "run_online", setup, work / "online", n_simulations=cap, budget=budget,
+        eval_every=eval_every,
+    )  # fmt: skip
+    if online["simulations"] >= cap or online["wall"] < budget:
+        raise RuntimeError(f"online ran out of simulations ({cap}) before the budget ended")
+    simulated = child(
+        "simulate_offline", setup, work / "offline", n_simulations=cap,
+        duration=max(splits) * budget,
+    )  # fmt: skip
+    offline = {}
+    for f in splits:
+        files, _, used = prefix(simulated["files"], until=f * budget)
+        run = child(
+            "train_offline", setup, work, files=files, duration=budget - f * budget,
+            start_time=f * budget, eval_every=eval_every,
+        )  # fmt: skip
+        offline[f] = {**run, "share": f, "bytes_on_disk": used}
+    storage = int(fraction * online["bytes_streamed"])
+    files, done, used = prefix(simulated["files"], bytes_max=storage)
+    stored = child(
+        "train_offline", setup, work, files=files, duration=budget - done, start_time=done,
+        eval_every=eval_every,
+    )  # fmt: skip
+    stored.update(bytes_on_disk=used, storage_budget=storage)
+    return {"online": online, "offline": offline, "storage": stored, "simulate": simulated}
+
+
+def mb(n: float) -> str:
+    return f"{n / 1e6:,.1f} MB"
+
+
+def table(head: list[str], lines: list[list[Any]]) -> None:
+    """Print a left column of labels and right-aligned columns."""
+    width = max(len(str(line[0])) for line in [head, *lines]) + 2
+    for line in [head, *lines]:
+        cells = [f"{c:.4g}" if isinstance(c, float) else str(c) for c in line[1:]]
+        print(f"{line[0]:<{width}}" + "".join(f"{c:>13}" for c in cells))
+
+
+def print_tables(data: dict[str, Run], budget: dict[str, Any], opts: argparse.Namespace) -> None:
+    sim, on, off, alone = data["simulate"], data["online"], data["offline"], data["alone"]
+    print(f"\n1. Equal data: {opts.simulations} simulations, {opts.ratio:g} draws per sample")
+    table(
+        ["", "wall s", "steps", "disk", "peak RSS MB", "val MSE K^2"],
+        [
+            ["offline (simulate, then train)", sim["wall"] + off["wall"], off["steps"],
+             mb(sim["bytes_on_disk"]), off["peak_rss_mb"], off["val_mse"]],
+            ["online", on["wall"], on["steps"], mb(on["bytes_on_disk"]), on["peak_rss_mb"],
+             on["val_mse"]],
+        ],
+    )  # fmt: skip
+    print(
+        f"t_sim, the simulations alone: {data['streamed']['wall']:.1f} s streaming (online's), "
+        f"{sim['wall']:.1f} s writing .npy (offline's); t_train, online's training alone "
+        f"from memory: {alone['wall']:.1f} s; offline's training: {off['wall']:.1f} s"
+    )
+    on_b, stored = budget["online"], budget["storage"]
+    print(f"\n2, 3. Equal wall time: {opts.budget:g} s each")
+    lines = [["online", on_b["simulations"], on_b["steps"], mb(on_b["bytes_on_disk"]),
+              on_b["val_mse"]]]  # fmt: skip
+    for f, run in budget["offline"].items():
+        lines.append([f"offline, simulating {f:.0%} of it", run["simulations"], run["steps"],
+                      mb(run["bytes_on_disk"]), run["val_mse"]])  # fmt: skip
+    lines.append([f"offline, disk <= {mb(stored['storage_budget'])}", stored["simulations"],
+                  stored["steps"], mb(stored["bytes_on_disk"]), stored["val_mse"]])  # fmt: skip
+    table(["", "simulations", "steps", "disk", "val MSE K^2"], lines)
+    print(f"online streamed {mb(on_b['bytes_streamed'])} and stored none of it")
+
+
+def rows(data: dict[str, Run], budget: dict[str, Any], opts: argparse.Namespace) -> list[dict]:
+    sim, on, off, alone = data["simulate"], data["online"], data["offline"], data["alone"]
+    t_off = sim["wall"] + off["wall"]
+    halves = max(data["streamed"]["wall"], alone["wall"])
+    halves_writing = max(sim["wall"], alone["wall"])
+    best_f, best = min(budget["offline"].items(), key=lambda kv: kv[1]["val_mse"])
+    on_b, stored = budget["online"], budget["storage"]
+
+    def row(case: str, ours: float, baseline: float, unit: str, target: float | None) -> dict:
+        return {"case": case, "ours": round(ours, 4), "baseline": round(baseline, 4),
+                "unit": unit, "ratio": round(baseline / ours, 3), "target": target}  # fmt: skip
+
+    return [
+        row("equal data: overlap, max(t_sim, t_train) / t_online", on["wall"], halves, "s",
+            TARGET_OVERLAP),
+        row("equal data: the same, t_sim of offline's (.npy) simulations", on["wall"],
+            halves_writing, "s", None),
+        row("equal data: wall time, offline / online", on["wall"], t_off, "s", None),
+        row("equal data: validation MSE, offline / online", on["val_mse"], off["val_mse"],
+            "K^2", None),
+        row(f"equal wall time: val MSE, offline (best: {best_f:.0%} simulating) / online",
+            on_b["val_mse"], best["val_mse"], "K^2", TARGET_ERROR_RATIO),
+        row(f"equal storage ({opts.storage_fraction:g} of streamed): val MSE, offline / online",
+            on_b["val_mse"], stored["val_mse"], "K^2", TARGET_ERROR_RATIO),
+    ]  # fmt: skip
+
+
+def plot(budget: dict[str, Any], path: Path, opts: argparse.Namespace) -> None:
+    """Validation error against wall time, online and every offline run of case 2, 3."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), layout="constrained")
+    curves = [("online", budget["online"], "C0", "-")]
+    for i, (f, run) in enumerate(budget["offline"].items()):
+        curves.append((f"offline, simulating {f:.0%}", run, f"C{i + 1}", "--"))
+    storage = budget["storage"]
+    curves.append((f"offline, disk <= {mb(storage['storage_budget'])}", storage, "C7", ":"))
+    for label, run, color, style in curves:
+        t, err = zip(*run["curve"], strict=True)
+        ax.plot(t, err, style, color=color, marker="o", markersize=3, label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("wall time (s): simulations + training")
+    ax.set_ylabel("validation MSE (K$^2$)")
+    ax.set_title(f"heat equation, {opts.budget:g} s budget, 2 cores")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--simulations", type=int, help="equal-data case (default 128)")
+    p.add_argument("--ratio", type=float, default=8, help="samples drawn per sample (epochs)")
+    p.add_argument("--budget", type=float, help="seconds, cases 2 and 3 (default 120)")
+    p.add_argument("--splits", default="0.25,0.5,0.75", help="offline's shares simulating")
+    p.add_argument("--storage_fraction", type=float, default=0.1)
+    p.add_argument("--sim_jobs", type=int, default=1)
+    p.add_argument("--torch_threads", type=int, default=1)
+    p.add_argument("--loader_workers", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--output_dir", default="outputs/online_vs_offline")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
+    p.add_argument("--no_plot", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    opts = p.parse_args()
+    if opts.child:
+        return run_child(opts.child)
+    quick = {"simulations": 6, "budget": 6.0} if opts.quick else {}
+    opts.simulations = opts.simulations or quick.get("simulations", 128)
+    opts.budget = opts.budget or quick.get("budget", 120.0)
+    splits = [float(s) for s in opts.splits.split(",")]
+    setup = {"sim_jobs": opts.sim_jobs, "torch_threads": opts.torch_threads,
+             "loader_workers": opts.loader_workers, "seed": opts.seed}  # fmt: skip
+    if opts.quick:
+        setup.update(buffer_size=400, watermark=100, n_validation=2)
+    out = Path(opts.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=out))
+    start = time.perf_counter()
+    try:
+        data = equal_data(setup, work / "data", opts.simulations, opts.ratio)
+        pace = data["streamed"]["wall"] / opts.simulations
+        budget = equal_budget(
+            setup, work / "budget", opts.budget, splits, opts.storage_fraction,
+            opts.budget / 12, pace,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print_tables(data, budget, opts)
+    table = rows(data, budget, opts)
+    print_rows(table, "online vs offline (ours = online)", width=70)
+    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+    if not opts.no_plot:
+        png = out / "online_vs_offline.png"
+        plot(budget, png, opts)
+        print(f"plot: {png}")
+    (out / "results.json").write_text(json.dumps({"data": data, "budget": budget}, default=str))
+    if opts.json:
+        print(json.dumps({"rows": table}))
+
+
+if __name__ == "__main__":
+    main()

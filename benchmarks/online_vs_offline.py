@@ -8,8 +8,8 @@ the diffusivity, alpha from 1/4 to 4) and model (an MLP (6 parameters, t) -> 32 
 field), Adam with the same cosine learning-rate decay, batch 32, the same seed and the
 same 16 held-out simulations (see `heat_pipelines.py`). Resources are split the way a
 GPU node splits them: `--sim_jobs` simulations at once (default 1: one core's worth)
-and training on `--torch_threads` threads (default 1), in both pipelines; offline, the
-DataLoader's worker runs on the simulations' core, idle by then.
+and training on `--torch_threads` threads (default 1), in both pipelines; offline's
+DataLoader has `--loader_workers` worker processes (default 0, the fastest here).
 
 Three comparisons, each measured in this run:
 
@@ -255,7 +255,7 @@ def main() -> None:
     p.add_argument("--storage_fraction", type=float, default=0.1)
     p.add_argument("--sim_jobs", type=int, default=1)
     p.add_argument("--torch_threads", type=int, default=1)
-    p.add_argument("--loader_workers", type=int, default=1)
+    p.add_argument("--loader_workers", type=int, default=0, help="offline DataLoader's")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_dir", default="outputs/online_vs_offline")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")

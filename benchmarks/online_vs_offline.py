@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import heat_offline  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 from report import print_rows  # noqa: E402
 
@@ -57,7 +58,8 @@ Run = dict[str, Any]
 
 
 def child(fn: str, setup: dict[str, Any], workdir: Path, **kwargs: Any) -> Run:
-    """Run `heat_pipelines.<fn>` in a fresh process; its `Run`."""
+    """Run pipeline function `fn` (of `heat_pipelines` or `heat_offline`) in a fresh
+    process; its `Run`."""
     workdir.mkdir(parents=True, exist_ok=True)
     spec = json.dumps({"fn": fn, "setup": setup, "workdir": str(workdir), "kwargs": kwargs})
     out = subprocess.run(
@@ -76,7 +78,9 @@ def run_child(spec_text: str) -> None:
     if fn in ("run_online", "train_offline", "train_from_memory"):
         kwargs["validation"] = hp.validation_set(setup)
     if fn == "train_offline":  # reads the files it is given, writes nothing
-        run = hp.train_offline(setup, **kwargs)
+        run = heat_offline.train_offline(setup, **kwargs)
+    elif fn == "simulate_offline":
+        run = heat_offline.simulate_offline(setup, Path(spec["workdir"]), **kwargs)
     else:
         run = getattr(hp, fn)(setup, Path(spec["workdir"]), **kwargs)
     print(json.dumps(run))

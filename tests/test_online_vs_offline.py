@@ -15,6 +15,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
+import heat_offline as off  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 import online_vs_offline as bench  # noqa: E402
 from solver import check_parameters, solve  # noqa: E402  (heat_pipelines put it on the path)
@@ -56,7 +57,7 @@ def test_solver_saves_a_run_with_its_parameters(tmp_path):
 
 @pytest.mark.timeout(120)
 def test_both_pipelines_train_on_the_same_simulations(tmp_path, validation):
-    simulated = hp.simulate_offline(SETUP, tmp_path / "offline", N)
+    simulated = off.simulate_offline(SETUP, tmp_path / "offline", N)
     files = [path for path, _ in simulated["files"]]
     assert simulated["simulations"] == N and len(files) == N
     design = hp.design(SETUP, N)
@@ -72,7 +73,7 @@ def test_both_pipelines_train_on_the_same_simulations(tmp_path, validation):
     assert online["bytes_on_disk"] < simulated["bytes_on_disk"] / 10  # logs, no data
     assert online["steps"] > 0 and math.isfinite(online["val_mse"])
 
-    offline = hp.train_offline(SETUP, files, validation, epochs=2)
+    offline = off.train_offline(SETUP, files, validation, epochs=2)
     batches = math.ceil(N * SETUP.time_steps / SETUP.batch_size)
     assert offline["steps"] == 2 * batches and offline["epochs"] == 2
     alone = hp.train_from_memory(
@@ -93,7 +94,7 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
     times = [t for t, _ in online["curve"]]
     assert times == sorted(times) and len(times) >= 3
 
-    simulated = hp.simulate_offline(SETUP, tmp_path / "offline", 10_000, duration=2.0)
+    simulated = off.simulate_offline(SETUP, tmp_path / "offline", 10_000, duration=2.0)
     assert 0 < simulated["simulations"] < 10_000
     assert not list((tmp_path / "offline" / "data").glob("*.partial"))
     assert all(done <= simulated["wall"] + 0.5 for _, done in simulated["files"])
@@ -107,7 +108,7 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
     files, _, used = bench.prefix(simulated["files"], bytes_max=sizes[0] + sizes[1] + 1)
     assert len(files) == 2 and used == sizes[0] + sizes[1]
 
-    trained = hp.train_offline(
+    trained = off.train_offline(
         SETUP, files, validation, duration=1.0, start_time=2.0, eval_every=1.0
     )
     assert trained["wall"] >= 3.0 and trained["curve"][0][0] >= 2.0

@@ -29,8 +29,8 @@ Three comparisons, each measured in this run:
 Every pipeline runs in its own process (clean peak RSS, threads and allocator). Errors
 are mean squared errors in kelvin squared over every point of every held-out step.
 
-    python benchmarks/online_vs_offline.py           # about 11 minutes on 2 cores
-    python benchmarks/online_vs_offline.py --quick   # a minute: checks the pipelines
+    python benchmarks/online_vs_offline.py           # about 10 minutes on 2 cores
+    python benchmarks/online_vs_offline.py --quick   # under a minute: checks the pipelines
     python benchmarks/online_vs_offline.py --json    # last line {"rows": [...]}
 """
 

@@ -9,7 +9,6 @@ learning-rate rule, validation) are `heat_pipelines`'.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -18,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from heat_pipelines import (
-    NAMES,
     POLL,
     SOLVER,
     Run,
@@ -29,6 +27,7 @@ from heat_pipelines import (
     features,
     finish,
     learning_rate,
+    load_parameters,
     make_model,
     new_run,
 )
@@ -87,10 +86,7 @@ class NpyDataset(torch.utils.data.Dataset):
     def __init__(self, files: Sequence[str], steps: int) -> None:
         self.steps = steps
         self.fields = [np.load(f, mmap_mode="r") for f in files]
-        self.parameters = []
-        for f in files:
-            p = json.loads(Path(f + ".json").read_text())
-            self.parameters.append(np.array([p[n] for n in NAMES]))
+        self.parameters = [load_parameters(f) for f in files]
 
     def __len__(self) -> int:
         return len(self.fields) * self.steps

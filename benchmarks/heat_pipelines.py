@@ -202,6 +202,12 @@ def finish(run: Run, tracker: Tracker, model: torch.nn.Module, wall: float) -> R
     return run
 
 
+def load_parameters(npy_path: str) -> np.ndarray:
+    """The parameter vector (`NAMES` order) saved beside a simulation's .npy."""
+    named = json.loads(Path(npy_path + ".json").read_text())
+    return np.array([named[n] for n in NAMES])
+
+
 def disk_bytes(root: Path) -> int:
     """Bytes of every file under `root`."""
     return sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
@@ -230,8 +236,9 @@ class _Online(Hook):
         self.loop_end = self.tracker.elapsed()
 
 
-def _trainer_args(setup: Setup, workdir: Path, **overrides: Any) -> TrainingArguments:
-    return TrainingArguments(
+def _trainer(setup: Setup, workdir: Path, source: Any, **overrides: Any) -> OnlineTrainer:
+    """The online trainer of `setup` on `source`; `overrides`: `TrainingArguments`'."""
+    args = TrainingArguments(
         output_dir=str(workdir / "trainer"),
         seed=setup.seed,
         batch_size=setup.batch_size,
@@ -244,6 +251,10 @@ def _trainer_args(setup: Setup, workdir: Path, **overrides: Any) -> TrainingArgu
         save_at_end=False,
         **overrides,
     )
+    model = make_model(setup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    process_sample = _process_sample(setup.time_steps)
+    return OnlineTrainer(model, args, optimizer, train_source=source, process_sample=process_sample)
 
 
 def _process_sample(steps: int) -> Callable[[dict[str, Any]], tuple]:
@@ -339,16 +350,9 @@ def run_online(
     """
     torch.set_num_threads(setup.torch_threads)
     launcher, source = _stream(setup, workdir, n_simulations)
-    args = _trainer_args(setup, workdir, sample_to_insert_ratio=ratio)
-    model = make_model(setup)
-    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
-    trainer = OnlineTrainer(
-        model, args, optimizer, train_source=source,
-        process_sample=_process_sample(setup.time_steps),
-    )  # fmt: skip
+    trainer = _trainer(setup, workdir, source, sample_to_insert_ratio=ratio)
     tracker = Tracker(*validation, eval_every)
     if budget is not None:
-        expected_steps = math.inf
         progress = lambda state: tracker.elapsed() / budget  # noqa: E731
     else:
         expected_steps = (ratio or 1.0) * n_simulations * setup.time_steps / setup.batch_size
@@ -382,18 +386,11 @@ def train_from_memory(
     torch.set_num_threads(setup.torch_threads)
     samples = []
     for f in files:
-        p = json.loads(Path(f + ".json").read_text())
-        vector = np.array([p[n] for n in NAMES])
+        vector = load_parameters(f)
         for step, field in enumerate(np.load(f)):
             samples.append({"temperature": field, "time_step": step, "parameters": vector})
-    args = _trainer_args(setup, workdir, max_steps=steps, sample_to_insert_ratio=ratio)
+    trainer = _trainer(setup, workdir, samples, max_steps=steps, sample_to_insert_ratio=ratio)
     expected_steps = ratio * len(samples) / setup.batch_size
-    model = make_model(setup)
-    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
-    trainer = OnlineTrainer(
-        model, args, optimizer, train_source=samples,
-        process_sample=_process_sample(setup.time_steps),
-    )  # fmt: skip
     tracker = Tracker(*validation, None)
     wall, run = _train(setup, trainer, tracker, lambda s: s.global_step / expected_steps, None)
     run.update(pipeline="online training alone", simulations=len(files))

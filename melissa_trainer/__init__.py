@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         SampleBlock,
         make_buffer,
     )
-    from melissa_trainer.dataset import StreamDataset, fast_collate, stack_samples, to_tensors
+    from melissa_trainer.dataset import StreamDataset, fast_collate, to_tensors
     from melissa_trainer.hooks import (
         CheckpointHook,
         EarlyStoppingHook,
@@ -111,7 +111,6 @@ __all__ = [
     "make_backend",
     "make_buffer",
     "make_sampler",
-    "stack_samples",
     "to_tensors",
 ]
 
@@ -131,7 +130,6 @@ _MODULES = {
     "make_buffer": "buffers",
     "StreamDataset": "dataset",
     "fast_collate": "dataset",
-    "stack_samples": "dataset",
     "to_tensors": "dataset",
     "CheckpointHook": "hooks",
     "EarlyStoppingHook": "hooks",

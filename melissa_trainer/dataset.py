@@ -62,23 +62,6 @@ def fast_collate(examples: list[Any]) -> Any:
     return default_collate(examples)
 
 
-def stack_samples(
-    samples: Sequence[Sample], out: dict[str, np.ndarray] | None = None
-) -> dict[str, np.ndarray]:
-    """Gather samples into one contiguous array per field (the raw batch).
-
-    With `out` (field -> array with a leading dimension >= len(samples)), the batch is
-    written into `out[field][:len(samples)]` and those views are returned: no
-    allocation, so large batches do not pay the page faults of fresh memory on every
-    draw (for 64 x 1 MB fields that is most of the cost). The caller owns `out` and
-    must not reuse it while a previous batch written there is still in use.
-    """
-    n = len(samples)
-    if out is None:
-        return {k: np.stack([s[k] for s in samples]) for k in samples[0]}
-    return {k: np.stack([s[k] for s in samples], out=o[:n]) for k, o in out.items()}
-
-
 def check_batch_options(
     process_sample: ProcessSample | None,
     collate_fn: Collate | None,

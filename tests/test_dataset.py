@@ -16,7 +16,6 @@ from melissa_trainer import (
     SourceError,
     StreamDataset,
     fast_collate,
-    stack_samples,
     to_tensors,
 )
 
@@ -121,13 +120,3 @@ def test_scalar_fields_keep_their_shape(tmp_path: Path) -> None:
     restored.load(tmp_path)
     assert restored.next_batch()[0]["y"].shape == (1,)
     assert to_tensors(sample(3))["y"].shape == ()
-
-
-def test_stack_samples_into_new_or_reused_memory() -> None:
-    samples = [sample(i) for i in range(3)]
-    fresh = stack_samples(samples)
-    assert fresh["x"].shape == (3, 3) and fresh["y"].tolist() == [0.0, 1.0, 2.0]
-    out = {"x": np.empty((4, 3), np.float32), "y": np.empty(4, np.float32)}
-    reused = stack_samples(samples, out)
-    assert np.shares_memory(reused["x"], out["x"]) and reused["x"].shape == (3, 3)
-    assert np.array_equal(reused["x"], fresh["x"])

@@ -3,11 +3,12 @@
 Everything here is used by one receiver thread only (no locking inside; the receiver
 holds its own lock around what a checkpoint reads).
 
-* :class:`SimulationRecord`: what a simulation declared in its HELLO (fields,
-  parameters, rank count), which of its time steps this receiver has completed (a bit
-  array: O(steps / 8) bytes per simulation, indexed by the *local* step
-  ``time_step // world_size``), the BYEs of its ranks, and whether it has finished.
-  It serializes to JSON (bits as base64) for checkpoints.
+* :class:`SimulationLedger`: one receiver's ledger of one simulation (not the
+  launcher's `SimulationRecord`, which tracks its process): what it declared in its
+  HELLO (fields, parameters, rank count), which of its time steps this receiver has
+  completed (a bit array: O(steps / 8) bytes per simulation, indexed by the *local*
+  step ``time_step // world_size``), the BYEs of its ranks, and whether it has
+  finished. It serializes to JSON (bits as base64) for checkpoints.
 * :class:`Assembly`: one sample in progress, i.e. a time step of which some field parts
   (client ranks' element ranges) have arrived. Each field is preallocated once and
   every part is copied into it once; a part already received from the same client rank
@@ -94,8 +95,9 @@ def check_hello(hello: Hello, max_field_bytes: int) -> str | None:
     return None
 
 
-class SimulationRecord:
-    """One simulation as seen by one receiver (see the module docstring)."""
+class SimulationLedger:
+    """One receiver's ledger of one simulation: its declaration and the steps received
+    (see the module docstring)."""
 
     __slots__ = (
         "simulation_id",
@@ -149,7 +151,7 @@ class SimulationRecord:
         self.messages = 0
 
     @classmethod
-    def from_hello(cls, hello: Hello) -> SimulationRecord:
+    def from_hello(cls, hello: Hello) -> SimulationLedger:
         return cls(hello.simulation_id, hello.client_count, hello.fields, dict(hello.parameters))
 
     def same_declaration(self, hello: Hello) -> bool:
@@ -252,7 +254,7 @@ class SimulationRecord:
         }
 
     @classmethod
-    def from_state(cls, simulation_id: int, state: dict[str, Any]) -> SimulationRecord:
+    def from_state(cls, simulation_id: int, state: dict[str, Any]) -> SimulationLedger:
         fields = tuple(
             FieldSpec(str(f["name"]), np.dtype(str(f["dtype"])), tuple(int(d) for d in f["shape"]))
             for f in state["fields"]
@@ -294,7 +296,7 @@ class Assembly:
 
     __slots__ = ("record", "arrays", "parts", "remaining", "nbytes")
 
-    def __init__(self, record: SimulationRecord) -> None:
+    def __init__(self, record: SimulationLedger) -> None:
         self.record = record
         self.arrays: dict[str, np.ndarray] = {}
         self.parts: dict[str, _FieldParts] = {}

@@ -25,7 +25,7 @@ from melissa_trainer.stream.assembly import (
     OVERLAP,
     REJECT_REASONS,
     Assembly,
-    SimulationRecord,
+    SimulationLedger,
     check_hello,
     payload_array,
 )
@@ -47,7 +47,7 @@ _TAIL_COUNTERS = (
 )
 
 
-def _block(name: str, rows: np.ndarray, sim: SimulationRecord, steps: list[int]) -> SampleBlock:
+def _block(name: str, rows: np.ndarray, sim: SimulationLedger, steps: list[int]) -> SampleBlock:
     """The samples of `rows` (the field, one row per step of `steps`) as one block.
 
     The field is copied once for the whole block (a sample owns its memory: a view
@@ -140,7 +140,7 @@ class Ingest:
         self.expected = expected
         self._max_field_bytes, self._max_time_step = max_field_bytes, max_time_step
         self._max_pending, self._max_pending_bytes = max_pending, max_pending_bytes
-        self.sims: dict[int, SimulationRecord] = {}
+        self.sims: dict[int, SimulationLedger] = {}
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
         self.recent: deque[tuple[int, int]] = deque(maxlen=recent_size)
@@ -267,7 +267,7 @@ class Ingest:
             self._check_finished(sim)
         return None
 
-    def _batch_any(self, msg: Batch, sim: SimulationRecord, rows: np.ndarray) -> None:
+    def _batch_any(self, msg: Batch, sim: SimulationLedger, rows: np.ndarray) -> None:
         """A batch of whole fields in any order, possibly with steps seen before: one
         vectorized dedup; any other batch goes record by record through `data`."""
         sid = msg.simulation_id
@@ -319,7 +319,7 @@ class Ingest:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
         if sim is None:
-            self.sims[hello.simulation_id] = SimulationRecord.from_hello(hello)
+            self.sims[hello.simulation_id] = SimulationLedger.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
@@ -373,7 +373,7 @@ class Ingest:
 
     # -- in-progress samples, finishing ------------------------------------------------------
 
-    def _new_assembly(self, key: tuple[int, int], sim: SimulationRecord) -> Assembly:
+    def _new_assembly(self, key: tuple[int, int], sim: SimulationLedger) -> Assembly:
         pending = self.pending
         while pending and (
             len(pending) >= self._max_pending
@@ -399,7 +399,7 @@ class Ingest:
             if lost:  # counts as done for finishing; accepted if re-sent
                 asm.record.lost.add(key[1] // self.world)
 
-    def _check_finished(self, sim: SimulationRecord) -> None:
+    def _check_finished(self, sim: SimulationLedger) -> None:
         n = sim.steps_announced()  # the steps sent here, whatever their numbering
         if sim.finished or n is None or sim.completed + len(sim.lost) < n:
             return
@@ -480,7 +480,7 @@ class Ingest:
         and accepted again when re-sent.
         """
         self.sims = {
-            int(s): SimulationRecord.from_state(int(s), rec)
+            int(s): SimulationLedger.from_state(int(s), rec)
             for s, rec in state["simulations"].items()
         }
         raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")

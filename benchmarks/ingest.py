@@ -20,8 +20,9 @@ Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, bat
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k
 msgs/s of 1 KB, or 200 MB/s of 1 MB fields) into a `StreamSource` of the training
 process (each field read as the workload's 3 inputs and 1024 targets), against the
-same workload on a pre-filled in-process source, without ingest (both after
-`keep_freed_memory()`, which the StreamSource calls). Steps/s after a 50-step warm-up.
+same workload on a pre-filled in-process source, without ingest (both with glibc's
+malloc as it is, or both after `keep_freed_memory()` with ``--keep-freed-memory``, the
+streamed runs' StreamSource then setting it too). Steps/s after a 50-step warm-up.
 The reservoir evicts only samples already drawn (no sample is lost), so the stream can
 enter no faster than the trainer draws (steps/s x 64): where that is below the
 client's pace, the client is held back by back-pressure, and the notes under the table
@@ -30,6 +31,7 @@ give the rate that did enter.
     python benchmarks/ingest.py            # a few minutes
     python benchmarks/ingest.py --quick    # shorter
     python benchmarks/ingest.py --json     # {"rows": [...]}
+    python benchmarks/ingest.py --keep-freed-memory   # malloc keeps freed frames
 """
 
 from __future__ import annotations
@@ -386,7 +388,7 @@ def run_training(
 
 
 def run_streamed(
-    nbytes: int, rate: float, steps: int, out: str, seed: int, capacity: int
+    nbytes: int, rate: float, steps: int, out: str, seed: int, capacity: int, keep: bool
 ) -> tuple[float, float]:
     """The workload trained on what one client streams at `rate` msgs/s of `nbytes`
     (received in this process); returns (steps/s, samples/s received)."""
@@ -396,7 +398,7 @@ def run_streamed(
     code = code.replace("_DISTINCT_FIELDS", inspect.getsource(distinct_fields))
     args = [str(rendezvous), str(nbytes), str(capacity), str(rate)]
     proc = subprocess.Popen([sys.executable, "-c", code, *args])
-    source = StreamSource(rendezvous_dir=rendezvous, rcvhwm=_hwm(nbytes))
+    source = StreamSource(rendezvous_dir=rendezvous, rcvhwm=_hwm(nbytes), keep_freed_memory=keep)
 
     def end_stream_if_client_dies() -> None:  # the client runs until killed
         proc.wait()
@@ -413,13 +415,12 @@ def run_streamed(
     return clock.steps / clock.seconds, clock.received / clock.seconds
 
 
-def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[str]]:
+def training_rows(rounds: int, quick: bool, keep: bool) -> tuple[list[dict[str, Any]], list[str]]:
     """The workload trained on a stream, against the same workload (same sample size,
     same `streamed_sample`) on a pre-filled source: the difference is the ingest."""
     steps = 200 if quick else 800
-    # The streamed runs' StreamSource sets malloc's thresholds (process-wide, see
-    # melissa_trainer.stream.heap); set before both kinds of run, so they share them.
-    keep_freed_memory()
+    if keep:  # process-wide (melissa_trainer.stream.heap): before both kinds of run
+        keep_freed_memory()
     out = tempfile.mkdtemp(prefix="mt-ingest-")
     rows, notes = [], []
     try:
@@ -435,7 +436,7 @@ def training_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[
                 source = overhead.Prefilled(samples)
                 clock = run_training(source, steps, out, r, streamed_sample, capacity)
                 plain.append(clock.steps / clock.seconds)
-                speed, got = run_streamed(nbytes, rate, steps, out, r, capacity)
+                speed, got = run_streamed(nbytes, rate, steps, out, r, capacity, keep)
                 streamed.append(speed)
                 received.append(got)
             a, b = statistics.median(streamed), statistics.median(plain)
@@ -467,13 +468,19 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--no-training", action="store_true", help="skip training rows")
+    parser.add_argument("--no-ingest", action="store_true", help="only the training rows")
+    parser.add_argument(
+        "--keep-freed-memory",
+        action="store_true",
+        help="glibc malloc keeps freed memory (StreamSource(keep_freed_memory=True))",
+    )
     opts = parser.parse_args()
     rounds = opts.rounds or (3 if opts.quick else 7)  # 7: a median that holds on a noisy day
     torch.set_num_threads(1)
-    rows = ingest_rows(rounds, opts.quick)
+    rows = [] if opts.no_ingest else ingest_rows(rounds, opts.quick)
     notes: list[str] = []
     if not opts.no_training:
-        train, notes = training_rows(rounds, opts.quick)
+        train, notes = training_rows(rounds, opts.quick, opts.keep_freed_memory)
         rows += train
     if opts.json:
         print(json.dumps({"rows": rows}))

@@ -83,8 +83,8 @@ class Prefilled(Source):
         for s in self.samples:
             buffer.put(s)
 
-    def check(self) -> None:
-        pass
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        pass  # everything is in the buffer already
 
     def stop(self) -> None:
         pass

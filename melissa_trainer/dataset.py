@@ -1,6 +1,6 @@
 """The stream dataset: buffer samples -> `process_sample` -> collated batches.
 
-It tells "no data yet" (wait, while checking that the source is alive) from "no data
+It tells "no data yet" (wait, while the source works and says if it failed) from "no data
 ever again" (the buffer is closed and drained). The trainer uses it through
 `prefetch` / `next_batch`: raw samples for the next window of steps are taken from the
 buffer first, so that every rank knows how many steps it can run before the ranks
@@ -87,10 +87,12 @@ class StreamDataset(IterableDataset):
         process_sample: turns one sample (a dict of numpy arrays) into one training
             example, e.g. an `(inputs, targets)` tuple of tensors.
         collate_fn: stacks examples into a batch (default `fast_collate`).
-        source: pumped before each read of the buffer (`Source.pump`: an
-            `IterableSource` fills the buffer there) and polled while waiting for data,
-            so a failed producer raises.
-        poll_interval: seconds between those polls while no data arrives.
+        source: what fills `buffer`: its `Source.wait_for` is called before each read
+            of the buffer (an `IterableSource` fills the buffer there, a `StreamSource`
+            ingests what has arrived) and while no data arrives, so a failed producer
+            raises `SourceError` here.
+        poll_interval: seconds between two looks at `interrupted` (see `prefetch`)
+            while no data arrives (at most 0.02 s with a source).
         process_batch: instead of `process_sample` and `collate_fn`: turns a whole
             batch, a `SampleBlock` (one array per field, the samples along axis 0),
             into a training batch, e.g. ``lambda b: (torch.from_numpy(b.fields["x"]),
@@ -135,31 +137,29 @@ class StreamDataset(IterableDataset):
     def _take(self, interrupted: Callable[[], bool] | None = None) -> Sequence[Sample] | None:
         """The next batch of raw samples; blocks for data; [] at the end of the stream;
         None if `interrupted()` turned True while it waited."""
-        # With a source, wait in short slices on the source's input (`pump(wait)`), so
-        # that data arriving while this thread waits is ingested by it at once (a
-        # source's own thread would only take over after a while), and look at the
-        # buffer in between; on the buffer itself only if the source cannot wait.
-        source = self.source
-        wait = self.poll_interval if source is None else min(self.poll_interval, 0.02)
-        timeout = wait if source is None else 0.0
+        # With a source, the source does its producer's work before each read and,
+        # after a read that found no data, waits in short slices (`wait_for`), so that
+        # data arriving while this thread waits is ingested at once by whoever ingests;
+        # the read itself then never waits. Without one, wait on the buffer.
+        source, n = self.source, self.batch_size
+        timeout = self.poll_interval if source is None else 0.0
+        wait = 0.0  # what the source may wait before the next read: none while data flows
         while True:
             if source is not None:
-                source.pump()  # the source's work between steps, in this thread
+                source.wait_for(n, wait)
             try:
                 samples: Sequence[Sample]
                 if self._columnar:
-                    samples = self.buffer.get_block(self.batch_size, timeout=timeout) or []
+                    samples = self.buffer.get_block(n, timeout=timeout) or []
                 else:
-                    samples = self.buffer.get_batch(self.batch_size, timeout=timeout)
+                    samples = self.buffer.get_batch(n, timeout=timeout)
             except TimeoutError:
                 if interrupted is not None and interrupted():
                     return None
-                if source is not None:
-                    source.check()
-                    timeout = 0.0 if source.pump(wait) else wait
+                wait = min(self.poll_interval, 0.02)
                 continue
-            if len(samples) < self.batch_size and self.source is not None:
-                self.source.check()  # a short batch means the end: was it a failure?
+            if len(samples) < n and source is not None:
+                source.wait_for(n, 0.0)  # a short batch means the end: was it a failure?
             return samples
 
     def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:

@@ -1,10 +1,13 @@
 """Sources: what fills a rank's buffer while the trainer reads it.
 
 A `Source` owns a producer (the network receiver, or a Python iterable) that puts
-samples into the buffer and closes it when no data will ever come again. The trainer
-starts it, lets it work between steps (`pump`), polls `check()` while it waits for
-data (so a dead producer surfaces as an error instead of a hang), and stops it at the
-end.
+samples into the buffer and closes it when no data will ever come again. The reader
+(the stream dataset, in the training thread) sees the buffer, and knows one call of the
+source: `wait_for(n_samples, timeout)`, made before each read of the buffer and while
+it waits for data. How the producer shares the process with training (in that call,
+in a thread, or both) is the source's own business; a dead producer surfaces from that
+call as `SourceError` instead of a hang. The trainer starts the source and stops it at
+the end.
 
 `IterableSource` is the in-process source: a Python iterable (or a factory of one per
 rank) advanced in the training thread by a rule that makes runs reproducible bit for
@@ -37,7 +40,7 @@ class Source(ABC):
 
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        """Begin filling `buffer`, in the background or through `pump` (returns at once).
+        """Begin filling `buffer`, in the background or through `wait_for` (returns at once).
 
         `buffer` may already hold restored contents and counters: a resumed source
         continues after what the buffer has already received.
@@ -48,23 +51,27 @@ class Source(ABC):
         a barrier in between): e.g. every receiver's endpoint is published. No-op by
         default."""
 
-    def pump(self, wait: float = 0.0) -> bool:
-        """Called by the reader (the training thread) before it takes data: a source
-        may do its producer's work here, between training steps, rather than in a
-        thread that competes with training for the GIL.
-
-        With `wait` 0 it must not wait for input that may not come (a source that
-        produces in this thread, `IterableSource`, runs its producer here, for as long
-        as that takes). A reader short of data calls it with `wait` > 0: the source may
-        then wait up to `wait` seconds for its input and put what comes, so that data is
-        ingested as it arrives. Returns True if it did (the reader then looks at the
-        buffer without waiting), False if the reader should wait on the buffer itself.
-        The default does nothing and returns False."""
-        return False
-
     @abstractmethod
-    def check(self) -> None:
-        """Raise `SourceError` if the producer has failed; cheap, non-blocking."""
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        """Do the producer's work that a read of `n_samples` needs; called by the reader
+        (the training thread) only.
+
+        The reader calls it before each read of the buffer with `timeout` 0: a source
+        whose producer works in this thread does that work here, between training
+        steps, rather than in a thread that competes with training for the GIL, and
+        must not wait for input that may not come. After a read the buffer could not
+        serve, the reader calls it with `timeout` > 0 (seconds) and reads again once it
+        returns: it returns when the buffer may serve `n_samples` (to the source's
+        knowledge: the buffer's watermark and rate limiter have the last word), when the
+        stream has ended, or after at most about `timeout` seconds, doing the producer's
+        work meanwhile if that is how this source ingests (a source whose producer is a
+        thread waits for it). A source that ingests in this thread may block for as long
+        as its producer takes, whatever `timeout`.
+
+        Raises:
+            SourceError: the producer failed (at any call from then on), or, with
+                `timeout` > 0, the buffer can neither serve the read nor be filled.
+        """
 
     @abstractmethod
     def stop(self) -> None:
@@ -114,26 +121,27 @@ class IterableSource(Source):
         data: an iterable of mappings (field name -> array-like), or a factory
             `data(rank, world_size)` returning one, so that each rank gets its own share.
 
-    Determinism: the iterable is advanced only by `pump`, which the stream dataset
-    calls before each read of the buffer, and `pump` fills the buffer by a rule that
-    depends on nothing but the buffer's state: it inserts until the buffer would make
-    a `put` wait (full; for a reservoir, once every held sample is undrawn; or the rate
-    limiter holds inserts back), or the iterable is exhausted (the buffer is then
-    closed). The buffer's contents at each random draw therefore do not depend on
-    thread timing, and a run is reproducible bit for bit with any buffer (same seed,
-    same iterable). The iterable is consumed on demand: no further than the buffer
-    needs, and a slow iterable (a simulation step in Python) slows training by what it
-    takes; for a concurrent producer, stream from simulations (`StreamSource`).
+    Determinism: the iterable is advanced only by `wait_for`, which the stream dataset
+    calls before each read of the buffer, and `wait_for` fills the buffer by a rule that
+    depends on nothing but the buffer's state (not on `n_samples` nor `timeout`): it
+    inserts until the buffer would make a `put` wait (full; for a reservoir, once every
+    held sample is undrawn; or the rate limiter holds inserts back), or the iterable is
+    exhausted (the buffer is then closed). The buffer's contents at each random draw
+    therefore do not depend on thread timing, and a run is reproducible bit for bit
+    with any buffer (same seed, same iterable). The iterable is consumed on demand: no
+    further than the buffer needs, and a slow iterable (a simulation step in Python)
+    slows training by what it takes; for a concurrent producer, stream from
+    simulations (`StreamSource`).
 
     Resume contract: when the buffer passed to `start` has already received `k`
     samples (restored from a checkpoint), the first `k` items of the iterable are
     skipped (iterated, then dropped: a generator recomputes them), so a deterministic
     iterable continues exactly where it stopped.
 
-    If iterating raises (or an item is not a mapping), the buffer is closed and `pump`
-    raises `SourceError` from it, as `check()` does from then on.
+    If iterating raises (or an item is not a mapping), the buffer is closed and
+    `wait_for` raises `SourceError` from it, now and at every later call.
 
-    Not thread-safe: `start`, `pump`, `check`, `stop` from one thread (the reader's).
+    Not thread-safe: `start`, `wait_for`, `stop` from one thread (the reader's).
     """
 
     def __init__(self, data: Iterable[Mapping[str, Any]] | SampleFactory) -> None:
@@ -146,7 +154,7 @@ class IterableSource(Source):
         self._error: BaseException | None = None
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        """Bind the iterable of this rank; nothing is produced before the first `pump`."""
+        """Bind the iterable of this rank; nothing is produced before the first `wait_for`."""
         if self._buffer is not None:
             raise RuntimeError("IterableSource.start() was called twice")
         data = self._data(rank, world_size) if callable(self._data) else self._data
@@ -154,24 +162,25 @@ class IterableSource(Source):
         self._skip = buffer.stats().put
         self._buffer = buffer
 
-    def pump(self, wait: float = 0.0) -> bool:
+    def wait_for(self, n_samples: int, timeout: float) -> None:
         """Put samples into the buffer until it would make a `put` wait, or close it at
-        the end of the iterable; returns True if it put or closed anything.
+        the end of the iterable, whatever `n_samples` (see the determinism rule).
 
-        Blocks for as long as the iterable takes to produce them, whatever `wait`. With
-        `wait` > 0 (the reader found no servable read after the previous fill), a fill
-        that puts nothing means that the reader and this producer wait for each other
-        (a rate limiter whose tolerance is too small): `SourceError` says so rather than
-        the reader waiting forever.
+        Blocks for as long as the iterable takes to produce them, whatever `timeout`.
+        With `timeout` > 0 (the reader found no servable read after the previous fill),
+        a fill that puts nothing means that the reader and this producer wait for each
+        other (a rate limiter whose tolerance is too small): `SourceError` says so
+        rather than the reader waiting forever.
 
         Raises:
             SourceError: the iterable failed, produced something other than a mapping,
                 or the buffer can neither be read nor filled (see above).
         """
         buffer, items = self._buffer, self._items
+        if self._error is not None:
+            raise self._failure() from self._error
         if buffer is None or items is None or self._done:
-            self.check()
-            return False
+            return
         put = 0
         try:
             if self._skip:
@@ -187,27 +196,22 @@ class IterableSource(Source):
         except StopIteration:
             self._done = True
             buffer.close()
-            return True
+            return
         except BufferClosedError:  # closed by the trainer: nothing more is wanted
             self._done = True
-            return put > 0
+            return
         except Exception as exc:
             self._error = exc
             self._done = True
             buffer.close()
             raise self._failure() from exc
-        if wait > 0 and put == 0:
+        if timeout > 0 and put == 0:
             raise SourceError(
                 f"the buffer ({buffer!r}, {buffer.rate_limiter!r}) can neither serve the "
                 "next read nor take a sample, and nothing else fills it: with a rate "
                 "limiter, raise sample_to_insert_tolerance to at least "
                 "sample_to_insert_ratio + batch_size (or leave it unset)"
             )
-        return put > 0
-
-    def check(self) -> None:
-        if self._error is not None:
-            raise self._failure() from self._error
 
     def _failure(self) -> SourceError:
         return SourceError(f"the sample source failed: {self._error!r}")

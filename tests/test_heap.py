@@ -53,17 +53,18 @@ def test_keep_freed_memory_is_idempotent() -> None:
     assert first is sys.platform.startswith("linux")
 
 
-@pytest.mark.parametrize("keep", [True, False])
+@pytest.mark.parametrize("keep", [True, False, None])
 @pytest.mark.timeout(30)
-def test_stream_source_sets_it_at_start_unless_told_not_to(
-    keep: bool, monkeypatch: pytest.MonkeyPatch
+def test_stream_source_sets_it_at_start_only_when_asked(
+    keep: bool | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls: list[int] = []
     monkeypatch.setattr(source_module.heap, "keep_freed_memory", lambda: calls.append(1) or True)
-    source = StreamSource(keep_freed_memory=keep)
+    # None: the default, which leaves the process's malloc as it is
+    source = StreamSource() if keep is None else StreamSource(keep_freed_memory=keep)
     assert calls == []  # nothing before start
     source.start(FIFOBuffer(4), 0, 1)
     try:
-        assert calls == ([1] if keep else [])
+        assert calls == ([1] if keep is True else [])
     finally:
         source.stop()

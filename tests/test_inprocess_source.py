@@ -61,11 +61,11 @@ def test_resume_skips_what_the_buffer_already_received() -> None:
             buffer.get_batch(2)
     source = IterableSource([sample(i) for i in range(10)])
     source.start(buffer, 0, 1)
-    assert source.pump() is True
+    source.wait_for(4, 0.0)
     assert [int(s["y"]) for s in buffer.get_batch(4)] == [4, 5, 6, 7]
 
 
-def test_a_failing_iterable_raises_from_pump_and_closes_the_buffer() -> None:
+def test_a_failing_iterable_raises_from_wait_for_and_closes_the_buffer() -> None:
     def broken() -> Iterator[dict[str, np.ndarray]]:
         yield sample(0)
         raise ValueError("bad solver input")
@@ -74,12 +74,12 @@ def test_a_failing_iterable_raises_from_pump_and_closes_the_buffer() -> None:
     source = IterableSource(broken())
     source.start(buffer, 0, 1)
     with pytest.raises(SourceError, match="bad solver input"):
-        source.pump()
+        source.wait_for(1, 0.0)
     assert buffer.closed
+    with pytest.raises(SourceError, match="bad solver input"):  # and at any later call
+        source.wait_for(1, 0.0)
     with pytest.raises(SourceError, match="bad solver input"):
-        source.check()
-    with pytest.raises(SourceError, match="bad solver input"):  # and any later pump
-        source.pump()
+        source.wait_for(1, 0.02)
 
 
 def test_try_put_refused_for_room_lets_reads_pass_the_rate_limiter() -> None:

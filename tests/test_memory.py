@@ -2,7 +2,8 @@
 
 10**6 small samples (64 float32 each), streamed by `Client` subprocesses into a
 `ReservoirBuffer` of 10,000 samples that a consumer thread keeps drawing from (so
-every put evicts), with malloc's thresholds as a trainer sets them: the process RSS
+every put evicts), with malloc's thresholds as `StreamSource(keep_freed_memory=True)`
+sets them (the case where freed memory is kept, not returned): the process RSS
 after the first 10**5 samples and at the end must differ by less than `RSS_BOUND`.
 """
 
@@ -44,8 +45,8 @@ with Client({"u": ((64,), "float32")}, {"p": float(sim)}, sim, [endpoint]) as cl
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_rss_flat_over_a_million_samples() -> None:
-    # As in a trainer (its StreamSource sets this), and whatever ran before in this
-    # process: malloc keeps freed memory instead of returning it, which must not grow.
+    # As StreamSource(keep_freed_memory=True) sets it (whatever ran before in this
+    # process): malloc keeps freed memory instead of returning it, which must not grow.
     assert keep_freed_memory() or not sys.platform.startswith("linux")
     buffer = ReservoirBuffer(CAPACITY, seed=0)
     rec = Receiver(buffer, expected_simulations=SENDERS)

@@ -228,8 +228,8 @@ class Starved(Source):
         for sample in linear_samples(self.first):
             buffer.put(sample)
 
-    def check(self) -> None:
-        pass
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        time.sleep(timeout)  # nothing will come
 
     def stop(self) -> None:
         pass

@@ -1105,7 +1105,7 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
         dataset = StreamDataset(buf, 4, source=source)
         with pushes(source.endpoint) as (s,):
             send(s, [P.encode_hello(1, 0, 1, [U])])
-            source.pump()
+            source.wait_for(4, 0.0)
             time.sleep(0.2)  # the thread has seen the pump: it stays idle from now on
             sender = threading.Timer(
                 0.3, lambda: send(s, batch(1, [0, 1, 2, 3], U))
@@ -1138,4 +1138,56 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
         assert len(buf) == 3  # ingested within the call, by this thread
         assert buf.threads == [threading.current_thread().name] * 3
         assert waited < 15.0  # it returned on the message, not at the end of its wait
-    assert rec.pump(1.0) is False  # stopped: the caller waits on the buffer instead
+    assert rec.pump(1.0) is False  # stopped: nothing to serve
+
+
+@pytest.mark.timeout(30)
+def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
+    """Nobody pumped for long: the thread holds the socket. A pump that may wait waits
+    for the thread to hand it over (within `poll_interval`), then serves (it returned
+    False at once before, and the reader had to wait on the buffer)."""
+    buf = ThreadRecordingFIFO(100)
+    with running(buf, takeover=30.0) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)  # the thread serves
+        start = time.monotonic()
+        assert rec.pump(5.0) is True
+        assert time.monotonic() - start < 4.0  # handed over, not timed out
+        time.sleep(0.2)  # the thread stays idle now: pumps came
+        send(s, batch(1, [0, 1], U))
+        wait_for(lambda: rec.pump() and len(buf) == 2)
+        assert buf.threads == [threading.current_thread().name] * 2
+
+
+@pytest.mark.timeout(30)
+def test_wait_for_ingests_until_the_buffer_holds_n_samples() -> None:
+    """`StreamSource.wait_for(n, t)` goes on ingesting what arrives until the buffer
+    can serve `n` (not only the first message), and says when the receiver failed."""
+    from melissa_trainer.stream.source import StreamSource
+
+    buf = ThreadRecordingFIFO(100)
+    source = StreamSource(takeover=30.0)
+    source.start(buf, 0, 1)
+    try:
+        assert source.endpoint is not None
+        with pushes(source.endpoint) as (s,):
+            send(s, [P.encode_hello(1, 0, 1, [U])])
+            source.wait_for(4, 1.0)  # the HELLO: no sample, waits out its timeout
+            assert len(buf) == 0
+            senders = [
+                threading.Timer(delay, lambda t=t: send(s, batch(1, [2 * t, 2 * t + 1], U)))
+                for t, delay in enumerate((0.2, 0.5))
+            ]
+            for sender in senders:
+                sender.start()
+            start = time.monotonic()
+            source.wait_for(4, 20.0)
+            assert len(buf) == 4 and time.monotonic() - start < 15.0
+            for sender in senders:
+                sender.join()
+        assert buf.threads == [threading.current_thread().name] * 4
+        source.receiver._error = RuntimeError("boom")  # type: ignore[union-attr]
+        with pytest.raises(SourceError, match="boom"):
+            source.wait_for(4, 0.0)
+    finally:
+        source.stop()

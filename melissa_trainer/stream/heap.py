@@ -13,9 +13,12 @@ raising only one of them gave 0.82 and 0.88).
 
 `keep_freed_memory` sets them: blocks up to `MMAP_THRESHOLD` come from malloc's heap,
 and freed memory goes back to the system only beyond `TRIM_THRESHOLD` at the heap's
-top. It is process-wide and lasts: the process keeps the memory of its largest burst
-(bounded here by the buffer's capacity and the socket's high-water mark) instead of
-returning it. `StreamSource(keep_freed_memory=False)` leaves malloc as it is.
+top. It is process-wide and lasts: every allocation of the process (the model's host
+memory, the user's arrays) is served this way from then on, and the process keeps the
+memory of its largest burst (for the frames, bounded by the buffer's capacity and the
+socket's high-water mark) instead of returning it. That is why it is opt-in:
+`StreamSource(keep_freed_memory=True)` sets it at `start`; by default malloc is left as
+it is.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The receiver: one per training rank, from a ZeroMQ PULL socket to the buffer.
 
-Who ingests: the buffer's reader (the training thread) calls `Receiver.pump` before it
-takes data, and ingests what has arrived between steps; a daemon thread does the same
-work whenever no pump came for `takeover` seconds (validation, checkpoints, a caller
-that never pumps). One lock decides who holds the socket, so there is always exactly
-one ingester, and the thread does not compete with training for the GIL while pumps
-come.
+Who ingests: the buffer's reader (the training thread) calls `Receiver.pump` (through
+`StreamSource.wait_for`) before it takes data, and ingests what has arrived between
+steps; a daemon thread does the same work whenever no pump came for `takeover` seconds
+(validation, checkpoints, a caller that never pumps). One lock decides who holds the
+socket, so there is always exactly one ingester, and the thread does not compete with
+training for the GIL while pumps come.
 
 Data path per message: ``recv`` the first frame as bytes; only a DATA header without
 the INLINE flag makes it look for a second frame (``RCVMORE``), received with
@@ -500,17 +500,17 @@ class Receiver:
 
         While calls keep coming (less than `takeover` seconds apart) the receiver thread
         stays idle; when they stop (validation, a checkpoint, a long step) it takes over.
-        Returns at once if the thread is busy, when nothing is waiting, after
-        `pump_budget` seconds, or when the buffer is full (what does not fit is put
-        first next time). With `wait` > 0 and nothing waiting, it first waits up to
-        `wait` seconds for a message (a reader short of data waits on the network rather
-        than on its buffer, so that what arrives is ingested at once, not after its
-        wait). Samples are ingested exactly as by the thread.
+        Returns when nothing is waiting, after `pump_budget` seconds, or when the buffer
+        is full (what does not fit is put first next time). With `wait` > 0 (seconds)
+        and nothing waiting, it first waits up to about `wait` seconds for a message (a
+        reader short of data waits on the network rather than on its buffer, so that
+        what arrives is ingested at once, not after its wait), and for the thread to
+        hand the socket over if it is serving; with `wait` 0 it returns at once then.
+        Samples are ingested exactly as by the thread.
 
         Returns:
             True if this call served the socket; False if it could not (not started,
-            ended, stopped, failed, or the thread is ingesting): a caller short of data then
-            waits on the buffer, which the thread fills.
+            ended, stopped, failed, or the thread kept ingesting).
 
         Raises:
             SourceError: ingest failed (the receiver is then stopped, as on a thread failure).
@@ -518,8 +518,13 @@ class Receiver:
         if self._thread is None or self._ended or self._stopping or self._error is not None:
             return False
         self._last_pump = time.monotonic()
-        if not self._lock.acquire(blocking=False):
-            return False
+        if not self._lock.acquire(False):
+            # The thread, serving, sees the pump within one message or `poll_interval`
+            # and hands over: a caller that may wait waits for that, then serves what is
+            # waiting without waiting more (the thread may have put what it needs).
+            if not (wait > 0 and self._lock.acquire(timeout=wait)):
+                return False
+            wait = 0.0
         if self._stopping or self._socket is None:  # stopped since the check above
             self._lock.release()
             return False

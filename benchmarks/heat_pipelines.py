@@ -51,7 +51,13 @@ from solver import (  # noqa: E402
     solve,
 )
 
-from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments  # noqa: E402
+from melissa_trainer import (  # noqa: E402
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    TrainingArguments,
+)
 from melissa_trainer.buffers import make_buffer  # noqa: E402
 from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
 
@@ -292,9 +298,10 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
         poll_interval=POLL,
     )
     source = StreamSource(
+        ReceiverConfig(
+            rendezvous_dir=workdir / "rendezvous", fields={"temperature": ((n, n), "float32")}
+        ),
         launcher=launcher,
-        rendezvous_dir=workdir / "rendezvous",
-        fields={"temperature": ((n, n), "float32")},
     )
     return launcher, source
 

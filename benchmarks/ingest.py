@@ -59,7 +59,7 @@ from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.heap import keep_freed_memory
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trainer_overhead as overhead  # noqa: E402
@@ -163,7 +163,7 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
     hwm = _hwm(nbytes)
     cap = 4096 if nbytes <= INLINE_MAX else 64
     buffer = FIFOBuffer(cap)
-    rec = Receiver(buffer, expected_simulations=clients, rcvhwm=hwm)
+    rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=clients, rcvhwm=hwm))
     rec.start()
     ends: list[float] = []
 
@@ -398,7 +398,9 @@ def run_streamed(
     code = code.replace("_DISTINCT_FIELDS", inspect.getsource(distinct_fields))
     args = [str(rendezvous), str(nbytes), str(capacity), str(rate)]
     proc = subprocess.Popen([sys.executable, "-c", code, *args])
-    source = StreamSource(rendezvous_dir=rendezvous, rcvhwm=_hwm(nbytes), keep_freed_memory=keep)
+    source = StreamSource(
+        ReceiverConfig(rendezvous_dir=rendezvous, rcvhwm=_hwm(nbytes)), keep_freed_memory=keep
+    )
 
     def end_stream_if_client_dies() -> None:  # the client runs until killed
         proc.wait()

@@ -30,6 +30,7 @@ from report import print_rows
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.dataset import StreamDataset
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.source import StreamSource
 
 FIELD = 256  # float32 elements: 1 KB
@@ -44,7 +45,7 @@ def _paced(n: int, period: float, send: Callable[[int], None], sent: list[float]
 
 def run_ours(n: int, period: float) -> list[float]:
     buffer = FIFOBuffer(1024)
-    source = StreamSource(expected_simulations=1)
+    source = StreamSource(ReceiverConfig(expected_simulations=1))
     source.start(buffer, 0, 1)
     sent = [0.0] * n
     field = np.ones(FIELD, np.float32)

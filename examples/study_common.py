@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from melissa_trainer import Hook, OnlineTrainer, StreamSource
+from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, StreamSource
 from melissa_trainer.launcher import Launcher, make_sampler
 
 #: Parameter name -> (low, high), as `make_sampler` takes it.
@@ -93,10 +93,12 @@ def study_source(
     must declare (one schema per study: a solver declaring others is refused)."""
     if opts.external:
         source = StreamSource(
-            expected_simulations=opts.num_simulations,
-            rendezvous_dir=rendezvous,
-            bind=opts.bind,
-            fields=fields,
+            ReceiverConfig(
+                expected_simulations=opts.num_simulations,
+                rendezvous_dir=rendezvous,
+                bind=opts.bind,
+                fields=fields,
+            )
         )
         return None, source
     launcher = Launcher(
@@ -110,7 +112,8 @@ def study_source(
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )
     source = StreamSource(
-        launcher=launcher, rendezvous_dir=rendezvous, bind=opts.bind, fields=fields
+        ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields),
+        launcher=launcher,
     )
     return launcher, source
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.preemption import Preempted, PreemptionHandler
     from melissa_trainer.sources import IterableSource, Source, SourceError
     from melissa_trainer.state import TrainerControl, TrainerState
+    from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
     from melissa_trainer.stream.source import StreamSource
     from melissa_trainer.trainer import OnlineTrainer
 
@@ -90,6 +91,8 @@ __all__ = [
     "ProgressHook",
     "PseudoEpochHook",
     "RateLimiter",
+    "ReceiverConfig",
+    "ReceiverTuning",
     "ReservoirBuffer",
     "Sample",
     "SampleBlock",
@@ -149,6 +152,8 @@ _MODULES = {
     "TrainerControl": "state",
     "TrainerState": "state",
     "StreamSource": "stream.source",
+    "ReceiverConfig": "stream.receiver_config",
+    "ReceiverTuning": "stream.receiver_config",
     **dict.fromkeys(
         [
             "CallableSampler",

@@ -18,7 +18,7 @@ import torch
 
 from melissa_trainer import Buffer, Hook, TrainerControl, TrainerState
 from melissa_trainer.launcher.backends.mpiexec import _next_to_python
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
 
 
 def linear_samples(n: int, seed: int = 0, dim: int = 3) -> Iterator[dict[str, np.ndarray]]:
@@ -141,11 +141,19 @@ def mpich_wheel_mpiexec() -> str | None:
 
 
 @contextmanager
-def running(buffer: Any = None, **kw: Any) -> Iterator[Receiver]:
-    """A started `Receiver` (on a FIFO of 1000 by default), stopped on exit."""
+def running(
+    buffer: Any = None,
+    rank: int = 0,
+    world_size: int = 1,
+    tuning: ReceiverTuning | None = None,
+    **config: Any,
+) -> Iterator[Receiver]:
+    """A started `Receiver` (on a FIFO of 1000 by default) with `ReceiverConfig(**config)`,
+    stopped on exit."""
     from melissa_trainer.buffers import FIFOBuffer
 
-    rec = Receiver(buffer if buffer is not None else FIFOBuffer(1000), **kw)
+    buffer = buffer if buffer is not None else FIFOBuffer(1000)
+    rec = Receiver(buffer, rank, world_size, ReceiverConfig(**config), tuning)
     rec.start()
     try:
         yield rec

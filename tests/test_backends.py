@@ -30,7 +30,7 @@ from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 PYTHON = sys.executable
 MPIEXEC = find_mpiexec()
@@ -163,7 +163,9 @@ def test_mpiexec_job_streams_a_decomposed_field_to_a_receiver(tmp_path: Path) ->
     directory come from the job's environment, as the launcher sets them."""
     (tmp_path / "stream.py").write_text(STREAM_SCRIPT)
     buffer = FIFOBuffer(100)
-    receiver = Receiver(buffer, expected_simulations=1, rendezvous_dir=tmp_path / "rdv")
+    receiver = Receiver(
+        buffer, config=ReceiverConfig(expected_simulations=1, rendezvous_dir=tmp_path / "rdv")
+    )
     receiver.start()
     backend = mpi_backend()
     try:

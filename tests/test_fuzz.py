@@ -31,7 +31,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.assembly import REJECT_REASONS
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 FRAMES = int(os.environ.get("MELISSA_FUZZ_FRAMES", "100000"))
 SEED = int(os.environ.get("MELISSA_FUZZ_SEED", "20240611"))
@@ -326,9 +326,10 @@ def fuzz_messages(
 def test_fuzz_frames_rejected_and_valid_stream_exact() -> None:
     total_valid_msgs = 1 + VALID_STEPS * len(VALID_FIELDS) + 1
     buffer = FIFOBuffer(VALID_STEPS + 10)
-    rec = Receiver(
-        buffer, max_message_bytes=MAX_MESSAGE_BYTES, max_time_step=MAX_TIME_STEP, rcvhwm=10000
+    config = ReceiverConfig(
+        max_message_bytes=MAX_MESSAGE_BYTES, max_time_step=MAX_TIME_STEP, rcvhwm=10000, fields=None
     )
+    rec = Receiver(buffer, config=config)
     rec.start()
     assert rec.endpoint is not None
     ctx = zmq.Context()

@@ -35,7 +35,7 @@ from melissa_trainer.launcher import (
 from melissa_trainer.launcher.templates import CommandTemplate
 from melissa_trainer.launcher.worker import WorkerClient
 from melissa_trainer.launcher.workers import WorkerSupervisor
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
 
@@ -212,9 +212,8 @@ def kill_all(pids: Iterable[int]) -> None:
 
 def receive(tmp_path: Path, expected: int) -> tuple[Receiver, FIFOBuffer]:
     buffer = FIFOBuffer(1000)
-    receiver = Receiver(
-        buffer, expected_simulations=expected, rendezvous_dir=tmp_path / "rendezvous"
-    )
+    config = ReceiverConfig(expected_simulations=expected, rendezvous_dir=tmp_path / "rendezvous")
+    receiver = Receiver(buffer, config=config)
     receiver.start()
     return receiver, buffer
 

@@ -20,7 +20,7 @@ import pytest
 
 from melissa_trainer.buffers import ReservoirBuffer
 from melissa_trainer.stream.heap import keep_freed_memory
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 SAMPLES = int(os.environ.get("MELISSA_MEMORY_SAMPLES", "1000000"))
 SENDERS = 2
@@ -49,7 +49,7 @@ def test_rss_flat_over_a_million_samples() -> None:
     # process): malloc keeps freed memory instead of returning it, which must not grow.
     assert keep_freed_memory() or not sys.platform.startswith("linux")
     buffer = ReservoirBuffer(CAPACITY, seed=0)
-    rec = Receiver(buffer, expected_simulations=SENDERS)
+    rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=SENDERS))
     rec.start()
     assert rec.endpoint is not None
     drawn = [0]

@@ -76,8 +76,9 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
 
 @pytest.mark.timeout(30)
 def test_stream_source_marks_its_simulation_counts_as_study_figures() -> None:
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
     from melissa_trainer.stream.source import StreamSource
 
-    source = StreamSource(expected_simulations=2)
+    source = StreamSource(ReceiverConfig(expected_simulations=2))
     assert StreamSource.study_keys == {"simulations_finished", "simulations_abandoned"}
     assert StreamSource.study_keys <= set(source.telemetry())  # real keys, not typos

@@ -30,7 +30,12 @@ from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.assembly import SimulationLedger
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.inline_decoder import InlineDecoder
-from melissa_trainer.stream.receiver import Receiver, telemetry_keys
+from melissa_trainer.stream.receiver import (
+    Receiver,
+    ReceiverConfig,
+    ReceiverTuning,
+    telemetry_keys,
+)
 
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))
@@ -457,7 +462,7 @@ def test_a_failure_in_the_thread_surfaces_from_check_and_closes_the_buffer() -> 
 @pytest.mark.timeout(30)
 def test_stop_while_blocked_in_put_is_prompt_and_releases_the_socket() -> None:
     buf = FIFOBuffer(1)
-    rec = Receiver(buf, put_timeout=0.05)
+    rec = Receiver(buf, tuning=ReceiverTuning(put_timeout=0.05))
     rec.start()
     try:
         with pushes(rec.endpoint) as (s,):
@@ -535,7 +540,7 @@ def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
     assert state["marked"] == 6
     restored = FIFOBuffer(20)
     restored.load(tmp_path / "buf")
-    rec2 = Receiver(restored, expected_simulations=1)
+    rec2 = Receiver(restored, config=ReceiverConfig(expected_simulations=1))
     rec2.load_state_dict(state)
     assert rec2.state_dict() == state  # before start: what was loaded
     rec2.start()
@@ -578,7 +583,7 @@ def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() ->
     buf = FIFOBuffer(8)
     for t in (0, 2):  # the buffer restored with the state holds both samples
         buf.put({"u": value(1, t, U), "time_step": np.array(t)})
-    rec = Receiver(buf, 0, 2, expected_simulations=1)
+    rec = Receiver(buf, 0, 2, ReceiverConfig(expected_simulations=1))
     rec.load_state_dict(_version_1_state(2))
     loaded = rec.state_dict()
     assert loaded["version"] == 2 and loaded["simulations"]["1"]["byes"] == {"0": 2}
@@ -885,7 +890,7 @@ def test_batches_that_need_assembly_or_checks_go_record_by_record() -> None:
     V = P.FieldSpec("v", np.dtype("<i8"), (5,))
     buf = FIFOBuffer(100)
     with (
-        running(buf, expected_simulations=2, max_time_step=100) as rec,
+        running(buf, expected_simulations=2, max_time_step=100, fields=None) as rec,
         pushes(rec.endpoint) as (s,),
     ):
         send(s, [P.encode_hello(1, 0, 1, [U, V])])  # two fields: assembled
@@ -909,7 +914,7 @@ def test_batches_that_need_assembly_or_checks_go_record_by_record() -> None:
 @pytest.mark.timeout(30)
 def test_two_receivers_take_their_steps_of_a_batch_and_reject_the_others() -> None:
     bufs = [FIFOBuffer(100), FIFOBuffer(100)]
-    recs = [Receiver(b, r, 2, expected_simulations=1) for r, b in enumerate(bufs)]
+    recs = [Receiver(b, r, 2, ReceiverConfig(expected_simulations=1)) for r, b in enumerate(bufs)]
     for r in recs:
         r.start()
     try:
@@ -1048,7 +1053,7 @@ class ThreadRecordingFIFO(FIFOBuffer):
 @pytest.mark.timeout(30)
 def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it_stops() -> None:
     buf = ThreadRecordingFIFO(10_000)
-    with running(buf, takeover=0.3) as rec, pushes(rec.endpoint) as (s,):
+    with running(buf, tuning=ReceiverTuning(takeover=0.3)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)  # the thread took it: nobody pumps yet
         rec.pump()
@@ -1072,7 +1077,7 @@ def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it
 @pytest.mark.timeout(30)
 def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
     buf = FIFOBuffer(8)
-    with running(buf, takeover=5.0) as rec, pushes(rec.endpoint) as (s,):
+    with running(buf, tuning=ReceiverTuning(takeover=5.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)
         rec.pump()  # from now on the thread stays idle
@@ -1098,7 +1103,8 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
     from melissa_trainer.stream.source import StreamSource
 
     buf = ThreadRecordingFIFO(100)
-    source = StreamSource(takeover=30.0)  # the receiver thread would wait 30 s to step in
+    # the receiver thread would wait 30 s to step in
+    source = StreamSource(tuning=ReceiverTuning(takeover=30.0))
     source.start(buf, 0, 1)
     try:
         assert source.endpoint is not None
@@ -1123,7 +1129,7 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
     """`pump(wait)` waits on the socket, not the buffer: a message that arrives while
     it waits is ingested by the caller before the call returns, and it returns then."""
     buf = ThreadRecordingFIFO(100)
-    with running(buf, takeover=30.0) as rec, pushes(rec.endpoint) as (s,):
+    with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)
         rec.pump()  # (False while the thread, serving, holds the socket)
@@ -1147,7 +1153,7 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
     for the thread to hand it over (within `poll_interval`), then serves (it returned
     False at once before, and the reader had to wait on the buffer)."""
     buf = ThreadRecordingFIFO(100)
-    with running(buf, takeover=30.0) as rec, pushes(rec.endpoint) as (s,):
+    with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)  # the thread serves
         start = time.monotonic()
@@ -1166,7 +1172,7 @@ def test_wait_for_ingests_until_the_buffer_holds_n_samples() -> None:
     from melissa_trainer.stream.source import StreamSource
 
     buf = ThreadRecordingFIFO(100)
-    source = StreamSource(takeover=30.0)
+    source = StreamSource(tuning=ReceiverTuning(takeover=30.0))
     source.start(buf, 0, 1)
     try:
         assert source.endpoint is not None

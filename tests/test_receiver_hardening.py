@@ -40,7 +40,7 @@ from melissa_trainer.stream import liveness
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
-from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, Receiver
+from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, ReceiverConfig
 
 RECEIVER_LOGGER = "melissa_trainer.stream.receiver"
 F32 = np.dtype("<f4")
@@ -274,7 +274,7 @@ from test_receiver_hardening import check_one_simulation, stream_one_simulation
 from zmtp_peer import closed_by_peer, rss, stall_mid_frame, zmtp_push_peer
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import liveness, receiver
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 subprocess.run("ip link set lo up".split(), check=True)
 for address in ("10.7.0.1", "10.7.0.2"):  # the receiver's host, the peer's host
@@ -287,7 +287,8 @@ else:  # the control: the socket options without keepalive
         k: v for k, v in options(n).items() if k != zmq.TCP_KEEPALIVE
     }
 buffer, steps, errors = FIFOBuffer(1000), 600, []
-rec = Receiver(buffer, expected_simulations=1, bind="tcp://0.0.0.0:*", advertise_host="127.0.0.1")
+config = ReceiverConfig(expected_simulations=1, bind="tcp://0.0.0.0:*", advertise_host="127.0.0.1")
+rec = Receiver(buffer, config=config)
 rec.start()
 port = rec.endpoint.rsplit(":", 1)[1]
 base = rss()
@@ -354,7 +355,7 @@ import zmq
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.stream import liveness, receiver
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 if sys.argv[1] == "heartbeat":  # what the receiver would set for a 1 s heartbeat
     options = liveness.socket_options
@@ -362,7 +363,7 @@ if sys.argv[1] == "heartbeat":  # what the receiver would set for a 1 s heartbea
         **options(n), zmq.HEARTBEAT_IVL: 250, zmq.HEARTBEAT_TIMEOUT: 1000
     }
 steps, buffer, errors = 400, FIFOBuffer(10), []
-rec = Receiver(buffer, rcvhwm=10)
+rec = Receiver(buffer, config=ReceiverConfig(rcvhwm=10))
 rec.start()
 
 def send_all():
@@ -511,4 +512,4 @@ def test_the_socket_drops_dead_peers_and_has_no_heartbeat() -> None:
 
 def test_heartbeat_is_not_an_option() -> None:
     with pytest.raises(TypeError, match="heartbeat"):
-        Receiver(FIFOBuffer(10), heartbeat=10.0)  # type: ignore[call-arg]
+        ReceiverConfig(heartbeat=10.0)  # type: ignore[call-arg]

@@ -19,7 +19,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
 from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.launcher import Launcher
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.slow
 
@@ -242,7 +242,9 @@ def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: P
     (tmp_path / "sim.py").write_text(SIMULATION)
     parameters = [{"a": 0.0}, {"a": 10.0}, {"a": 20.0}]
     buffer = FIFOBuffer(100)
-    receiver = Receiver(buffer, expected_simulations=3, rendezvous_dir=tmp_path / "rdv")
+    receiver = Receiver(
+        buffer, config=ReceiverConfig(expected_simulations=3, rendezvous_dir=tmp_path / "rdv")
+    )
     launcher = Launcher(
         [PYTHON, str(tmp_path / "sim.py")],
         parameters,

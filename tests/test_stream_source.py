@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ from helpers import NO_MPI, drain, find_mpiexec
 from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
-from melissa_trainer.stream.receiver import telemetry_keys
+from melissa_trainer.stream.receiver import ReceiverConfig, ReceiverTuning, telemetry_keys
 from melissa_trainer.stream.source import StreamSource, _rank_bind
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -66,7 +67,9 @@ def test_trainer_trains_from_two_client_processes_to_the_end_of_the_stream(
         )
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-        source = StreamSource(expected_simulations=2, rendezvous_dir=str(rendezvous))
+        source = StreamSource(
+            ReceiverConfig(expected_simulations=2, rendezvous_dir=str(rendezvous))
+        )
         rec = Recorder()
         trainer = OnlineTrainer(
             model,
@@ -142,7 +145,9 @@ def test_client_finds_two_ranks_through_the_rendezvous_and_each_gets_its_steps(
     from melissa_trainer.client import Client
 
     bufs = [FIFOBuffer(50), FIFOBuffer(50)]
-    sources = [StreamSource(expected_simulations=1, rendezvous_dir=tmp_path) for _ in bufs]
+    sources = [
+        StreamSource(ReceiverConfig(expected_simulations=1, rendezvous_dir=tmp_path)) for _ in bufs
+    ]
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
     monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
     monkeypatch.setenv("MELISSA_TRAINER_SIMULATION_ID", "8")
@@ -178,7 +183,7 @@ def test_mpi_simulation_decomposed_field_is_reassembled_bit_for_bit() -> None:
 
     mpiexec = _mpiexec()
     buf = FIFOBuffer(50)
-    source = StreamSource(expected_simulations=1)
+    source = StreamSource(ReceiverConfig(expected_simulations=1))
     source.start(buf, 0, 1)
     try:
         assert source.endpoint is not None
@@ -218,23 +223,24 @@ def test_mpi_simulation_decomposed_field_is_reassembled_bit_for_bit() -> None:
 
 
 def test_api_before_start() -> None:
-    source = StreamSource(expected_simulations=3, rcvhwm=10)
+    source = StreamSource(ReceiverConfig(expected_simulations=3, rcvhwm=10))
     assert source.endpoint is None and source.receiver is None
     assert source.telemetry() == dict.fromkeys(telemetry_keys(), 0.0)
     assert source.state_dict() == {}
     source.check()
+    source.wait_for(4, 0.0)  # nothing to do before start
     source.stop()
-    with pytest.raises(TypeError, match="unknown StreamSource option"):
-        StreamSource(high_water_mark=3)
+    with pytest.raises(TypeError, match="high_water_mark"):
+        ReceiverConfig(high_water_mark=3)  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="expected_simulations"):
-        StreamSource(expected_simulations=-1)
+        ReceiverConfig(expected_simulations=-1)
     with pytest.raises(ValueError, match="not a StreamSource state"):
         source.load_state_dict({"something": 1})
 
 
 @pytest.mark.timeout(30)
 def test_state_round_trip_and_finish_before_start() -> None:
-    first = StreamSource(expected_simulations=1)
+    first = StreamSource(ReceiverConfig(expected_simulations=1))
     buf = FIFOBuffer(10)
     first.start(buf, 0, 1)
     ctx = zmq.Context()
@@ -298,7 +304,7 @@ def test_batched_fields_of_interleaved_simulations_complete_without_drops() -> N
     `max_pending` (a batch of 4 KB holds at most 15 steps of "u") loses nothing."""
     sims, steps = 4, 1500
     buf = FIFOBuffer(sims * steps)
-    source = StreamSource(expected_simulations=sims, max_pending=32)
+    source = StreamSource(ReceiverConfig(expected_simulations=sims, max_pending=32))
     source.start(buf, 0, 1)
     procs = []
     try:
@@ -335,7 +341,7 @@ def test_two_ranks_end_a_stream_of_every_tenth_step() -> None:
     from melissa_trainer.client import Client
 
     bufs = [FIFOBuffer(100), FIFOBuffer(100)]
-    sources = [StreamSource(expected_simulations=1) for _ in bufs]
+    sources = [StreamSource(ReceiverConfig(expected_simulations=1)) for _ in bufs]
     try:
         for rank, (source, buf) in enumerate(zip(sources, bufs, strict=True)):
             source.start(buf, rank, 2)
@@ -350,3 +356,30 @@ def test_two_ranks_end_a_stream_of_every_tenth_step() -> None:
     assert [int(s["time_step"]) for s in got[0]] == list(range(0, 100, 10))
     assert got[1] == [] and all(s.finished_simulations() == [3] for s in sources)
     assert all(np.all(s["u"] == s["time_step"]) for s in got[0])
+
+
+def test_receiver_config_is_validated_in_one_place() -> None:
+    """Every out-of-range value is refused when the config is made, by name (not at
+    `start`, in a rank's receiver), and the CURVE secret key stays out of its repr."""
+    for bad in (
+        {"max_message_bytes": 0},
+        {"rcvhwm": -1},
+        {"max_pending": 0},
+        {"max_pending_bytes": 1.5},
+        {"max_time_step": -1},
+        {"stall_timeout": 0.0},
+        {"fields": "any"},
+    ):
+        (name,) = bad
+        with pytest.raises(ValueError, match=name):
+            ReceiverConfig(**bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="curve_secret_key"):
+        ReceiverConfig(curve_public_key="x" * 40)
+    for tuning in ({"takeover": 0.0}, {"pump_budget": -1.0}, {"stop_timeout": math.inf}):
+        (name,) = tuning
+        with pytest.raises(ValueError, match=name):
+            ReceiverTuning(**tuning)
+    secret, _ = zmq.curve_keypair()
+    assert secret.decode() not in repr(ReceiverConfig(curve_secret_key=secret))
+    config = ReceiverConfig(fields={"u": ((5,), "<f4")})
+    assert config.schema == [U] and ReceiverConfig().schema is None

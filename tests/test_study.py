@@ -17,7 +17,13 @@ import numpy as np
 import pytest
 import torch
 
-from melissa_trainer import OnlineTrainer, SourceError, StreamSource, TrainingArguments
+from melissa_trainer import (
+    OnlineTrainer,
+    ReceiverConfig,
+    SourceError,
+    StreamSource,
+    TrainingArguments,
+)
 from melissa_trainer.launcher import Launcher, LocalBackend, UniformSampler
 
 pytestmark = [
@@ -108,7 +114,7 @@ def trainer(
             **args,
         ),
         torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=StreamSource(launcher=launcher, **(source or {})),
+        train_source=StreamSource(ReceiverConfig(**(source or {})), launcher=launcher),
         process_sample=keys,
     )
 

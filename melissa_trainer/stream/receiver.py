@@ -65,10 +65,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import zmq
@@ -76,7 +74,6 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
-from melissa_trainer.stream.client_config import field_specs
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
@@ -89,20 +86,26 @@ from melissa_trainer.stream.protocol import (
     Batch,
     Bye,
     Data,
-    FieldSpec,
     Hello,
     ProtocolError,
 )
+from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
-__all__ = ["DEFAULT_BIND", "HEADER_ALLOWANCE", "Receiver", "StallError", "telemetry_keys"]
+__all__ = [
+    "DEFAULT_BIND",
+    "HEADER_ALLOWANCE",
+    "Receiver",
+    "ReceiverConfig",
+    "ReceiverTuning",
+    "StallError",
+    "telemetry_keys",
+]
 
 logger = logging.getLogger(__name__)
 
 _RCVMORE = int(zmq.RCVMORE)
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
-
-DEFAULT_BIND = "tcp://127.0.0.1:*"
 
 
 class _Stopped(Exception):
@@ -116,36 +119,9 @@ class Receiver:
         buffer: where complete samples go; closed at end of stream or on failure.
         rank, world_size: this training rank and the number of receivers; this one gets
             the time steps t with ``t % world_size == rank``.
-        expected_simulations: the stream ends when this many simulations have finished
-            (None: only `finish()` ends it).
-        bind: ZeroMQ endpoint to bind (default: loopback, random port). Binding another
-            interface is explicit; use CURVE keys there.
-        rendezvous_dir: if given, ``rank_{rank}.json`` with the endpoint is written there
-            (to a temporary file, then renamed).
-        max_message_bytes: bound on a field's bytes (and one message, plus headers).
-        rcvhwm: messages queued in the socket per connected client rank before it
-            blocks (memory: up to ``rcvhwm`` + 2 messages per connection, see
-            :mod:`.liveness`; lower it for large fields or many client ranks).
-        max_pending, max_pending_bytes: bound on samples being reassembled.
-        max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
-        put_timeout, poll_interval: seconds between checks of stop/finish/snapshot
-            requests while blocked in ``buffer.put`` / waiting for a message.
-        stop_timeout: how long `stop()` waits for the thread.
-        curve_secret_key, curve_public_key: Z85 CURVE server keys (from
-            ``zmq.curve_keypair()``; the public one is derived if omitted). Clients must
-            then set ``curve_serverkey`` to `curve_public_key` (also written to the
-            rendezvous file). This encrypts and authenticates the server; any client
-            that knows the public key may send.
-        advertise_host: host published instead of a wildcard bind address.
-        takeover: seconds without a `pump` after which the thread ingests again.
-        pump_budget: the longest one `pump` ingests, in seconds.
-        fields: the fields every simulation must declare (``{name: (shape, dtype)}`` as
-            the client takes them); "first": those of the first accepted HELLO; None:
-            each simulation declares its own.
-        stall_timeout: seconds with the socket empty, while the stream has not ended,
-            after which the receiver fails with an error naming the simulations it
-            waits for (None: wait forever). Raise it for solvers silent longer than
-            that (a slow first step, jobs waiting in a batch queue).
+        config: what the user sets (`ReceiverConfig`: expected simulations, endpoint,
+            schema, bounds, CURVE keys); default ``ReceiverConfig()``.
+        tuning: timing (`ReceiverTuning`); default ``ReceiverTuning()``.
 
     Peers (:mod:`.liveness`): a connection that does not complete the ZMTP handshake
     in 30 s is dropped, and one whose host stops answering (crash, partition) in about
@@ -158,7 +134,8 @@ class Receiver:
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` from the buffer's reader; `check`, `finish`, `stop`, `telemetry`,
     `activity`, `state_dict` and `finished_simulations` from any thread. `stop` blocks
-    up to `stop_timeout`, `state_dict` about `poll_interval`; the others do not block.
+    up to `tuning.stop_timeout`, `state_dict` about `tuning.poll_interval`; the others
+    do not block.
     """
 
     def __init__(
@@ -166,59 +143,40 @@ class Receiver:
         buffer: Buffer,
         rank: int = 0,
         world_size: int = 1,
-        *,
-        expected_simulations: int | None = None,
-        bind: str = DEFAULT_BIND,
-        rendezvous_dir: str | os.PathLike[str] | None = None,
-        max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
-        rcvhwm: int = 1000,
-        max_pending: int = 4096,
-        max_pending_bytes: int = 2 << 30,
-        max_time_step: int = 1 << 24,
-        put_timeout: float = 0.1,
-        poll_interval: float = 0.1,
-        stop_timeout: float = 10.0,
-        curve_secret_key: str | bytes | None = None,
-        curve_public_key: str | bytes | None = None,
-        advertise_host: str | None = None,
-        takeover: float = 0.5,
-        pump_budget: float = 0.02,
-        fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec] | str | None = None,
-        stall_timeout: float | None = None,
+        config: ReceiverConfig | None = None,
+        tuning: ReceiverTuning | None = None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
-        self._idle = IdleClock(stall_timeout)  # (checks it first)
-        if isinstance(fields, str) and fields != "first":
-            raise ValueError(
-                f"fields must be a mapping, FieldSpecs, 'first' or None, not {fields!r}"
-            )
-        schema = None if fields is None or isinstance(fields, str) else field_specs(fields)
-        if expected_simulations is not None and expected_simulations < 0:
-            raise ValueError(f"expected_simulations must be >= 0, got {expected_simulations}")
+        config = ReceiverConfig() if config is None else config
+        tuning = ReceiverTuning() if tuning is None else tuning
+        self.config, self.tuning = config, tuning
+        self._idle = IdleClock(config.stall_timeout)
         self._buffer, self._rank, self._world = buffer, rank, world_size
-        self._bind, self._rendezvous = bind, rendezvous_dir
-        self._max_bytes, self._rcvhwm = int(max_message_bytes), int(rcvhwm)
-        self._poll, self._stop_timeout = poll_interval, stop_timeout
-        self._advertise = advertise_host
-        self._curve = curve_keys(curve_secret_key, curve_public_key)
-        self._feeder = Feeder(buffer, put_timeout, self._serve_requests, self._closed_under_us)
+        self._bind, self._rendezvous = config.bind, config.rendezvous_dir
+        self._max_bytes, self._rcvhwm = config.max_message_bytes, config.rcvhwm
+        self._poll, self._stop_timeout = tuning.poll_interval, tuning.stop_timeout
+        self._advertise = config.advertise_host
+        self._curve = curve_keys(config.curve_secret_key, config.curve_public_key)
+        self._feeder = Feeder(
+            buffer, tuning.put_timeout, self._serve_requests, self._closed_under_us
+        )
         self.ingest = Ingest(
             rank,
             world_size,
             put=self._feeder.put,
             end=self._end,
             put_many=self._feeder.put_many,
-            expected=expected_simulations,
+            expected=config.expected_simulations,
             max_field_bytes=self._max_bytes,
-            max_pending=int(max_pending),
-            max_pending_bytes=int(max_pending_bytes),
-            max_time_step=int(max_time_step),
+            max_pending=config.max_pending,
+            max_pending_bytes=config.max_pending_bytes,
+            max_time_step=config.max_time_step,
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
-            schema=schema,
-            one_schema=fields is not None,
+            schema=config.schema,
+            one_schema=config.fields is not None,
         )
-        self._takeover, self._pump_budget = float(takeover), float(pump_budget)
+        self._takeover, self._pump_budget = tuning.takeover, tuning.pump_budget
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._decode_one = InlineDecoder(self._max_bytes)

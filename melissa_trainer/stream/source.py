@@ -1,8 +1,7 @@
 """`StreamSource`: the network stream as the trainer's `train_source`.
 
-    trainer = OnlineTrainer(model, args, optimizer,
-                            train_source=StreamSource(expected_simulations=10,
-                                                      rendezvous_dir="out/rendezvous"))
+    config = ReceiverConfig(expected_simulations=10, rendezvous_dir="out/rendezvous")
+    trainer = OnlineTrainer(model, args, optimizer, train_source=StreamSource(config))
 
 Each training rank gets its own :class:`~melissa_trainer.stream.receiver.Receiver`
 (created by `start`), bound to loopback on a random port unless `bind` says otherwise;
@@ -24,29 +23,29 @@ checkpointed receiver has complete; any other that had run runs again (the dedup
 what is already there). Without a launcher ("external mode") the user starts the
 simulations and says how many to expect.
 
-No silent hang, no false success: `check()` raises (so training stops with the error)
-when the study failed (see `Launcher`), when no message arrived for `stall_timeout`
-seconds while simulations are expected, when every launched simulation has ended and
-the stream still waits (rank 0), and when the stream ended with no finished simulation.
+No silent hang, no false success: `wait_for` (through `check()`) raises `SourceError`,
+so that training stops with the error, when the study failed (see `Launcher`), when no
+message arrived for `stall_timeout` seconds while simulations are expected, when every
+launched simulation has ended and the stream still waits (rank 0), and when the stream
+ended with no finished simulation.
 """
 
 from __future__ import annotations
 
-import inspect
 import logging
-import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import Source, SourceError
-from melissa_trainer.stream import heap, protocol
+from melissa_trainer.stream import heap
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_endpoints
-from melissa_trainer.stream.protocol import FieldSpec
-from melissa_trainer.stream.receiver import DEFAULT_BIND, Receiver, telemetry_keys
+from melissa_trainer.stream.receiver import Receiver, telemetry_keys
+from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 
 if TYPE_CHECKING:
     from melissa_trainer.launcher import Launcher
@@ -58,57 +57,34 @@ STOP_WAIT = 10.0
 #: seconds the receiver must have been idle, every simulation having ended, before
 #: rank 0 says the stream waits for data that will never come
 ENDED_GRACE = 5.0
-#: the default `stall_timeout`
-STALL_TIMEOUT = 600.0
 #: launcher figures added to the telemetry (rank 0's; zeros elsewhere, so sums are exact)
 _LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
-
-_RECEIVER_OPTIONS = frozenset(inspect.signature(Receiver).parameters) - {
-    "buffer",
-    "rank",
-    "world_size",
-    "fields",
-    "stall_timeout",
-}
 
 
 class StreamSource(Source):
     """Fills each rank's buffer with the samples simulations stream over ZeroMQ.
 
     Args:
-        expected_simulations: the stream ends when this many simulations have finished
-            (all ranks said BYE and all their time steps arrived) or were abandoned.
-            None: the launcher's `n_simulations`, or without a launcher only `finish()`
-            ends it.
-        bind: the endpoint each rank's receiver binds. A port other than ``*`` with
-            several ranks on one host is offset by the rank (``tcp://h:5555`` -> rank r
-            binds ``5555 + r``).
-        rendezvous_dir: directory where each rank writes ``rank_{r}.json`` with its
-            endpoint (None: ``{output_dir}/rendezvous`` under a trainer with a launcher,
-            else no file; use `endpoint`).
+        config: each rank's receiver (`ReceiverConfig`: expected simulations, the
+            endpoint to bind, the rendezvous directory, the study's schema, the stall
+            timeout, bounds, CURVE keys); default ``ReceiverConfig()``, with two
+            fill-ins: with a `launcher`, `expected_simulations` None means the
+            launcher's `n_simulations`, and `rendezvous_dir` None means
+            ``{output_dir}/rendezvous`` under a trainer. An explicit TCP port in
+            `bind` is offset by the rank (``tcp://h:5555`` -> rank r binds
+            ``5555 + r``), so that ranks on one host do not clash.
         launcher: starts and supervises the simulations from rank 0 (see above); its
             per-job logs go to ``{output_dir}/study`` unless it says otherwise.
-        max_message_bytes: bound on one field / message.
         keep_freed_memory: opt-in, on glibc: let malloc recycle the memory of received
             frames in this process instead of mapping and unmapping it frame by frame
             (see `melissa_trainer.stream.heap` for the figures: 0.83-0.86x -> 0.95-0.97x
             the steps/s of training without ingest, on a stream of 1 MiB fields). It
             changes malloc for the whole process, for good: the process then keeps the
             memory of its largest burst. Set at `start`; default False.
-        fields: the study's schema, ``{name: (shape, dtype)}`` as the client declares
-            it; None: the first accepted HELLO's (give it with several training
-            ranks: each receiver would otherwise take the first HELLO *it* sees). A
-            simulation declaring other fields is refused at its HELLO, named with the
-            difference, and counts as a failed attempt.
-        stall_timeout: seconds without any message, while the stream has not ended,
-            after which training stops with an error naming the simulations waited
-            for (default 600; None: never). Time blocked on a full buffer does not
-            count. Raise it for solvers silent longer (a long first step, Slurm jobs
-            waiting in the queue).
-        **options: further `Receiver` options (``rcvhwm``, ``max_pending``,
-            ``max_pending_bytes``, ``max_time_step``, ``put_timeout``, ``poll_interval``,
-            ``stop_timeout``, ``curve_secret_key``, ``curve_public_key``,
-            ``advertise_host``).
+        tuning: the receivers' timing (`ReceiverTuning`); the defaults suit training.
+
+    Raises:
+        ValueError: through `ReceiverConfig`, a value out of range.
 
     Methods are called from the training thread (`finish`, `telemetry` and
     `finished_simulations` may be called from any thread).
@@ -119,40 +95,21 @@ class StreamSource(Source):
 
     def __init__(
         self,
-        expected_simulations: int | None = None,
-        bind: str = DEFAULT_BIND,
-        rendezvous_dir: str | os.PathLike[str] | None = None,
-        max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
+        config: ReceiverConfig | None = None,
+        *,
         launcher: Launcher | None = None,
         keep_freed_memory: bool = False,
-        fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec] | None = None,
-        stall_timeout: float | None = STALL_TIMEOUT,
-        **options: Any,
+        tuning: ReceiverTuning | None = None,
     ) -> None:
-        unknown = set(options) - _RECEIVER_OPTIONS
-        if unknown:
-            raise TypeError(
-                f"unknown StreamSource option(s) {sorted(unknown)}; "
-                f"choose from {sorted(_RECEIVER_OPTIONS)}"
-            )
-        if expected_simulations is not None and expected_simulations < 0:
-            raise ValueError(f"expected_simulations must be >= 0, got {expected_simulations}")
-        if expected_simulations is None and launcher is not None:
-            expected_simulations = launcher.n_simulations
+        config = ReceiverConfig() if config is None else config
+        if config.expected_simulations is None and launcher is not None:
+            config = replace(config, expected_simulations=launcher.n_simulations)
+        self.config, self.tuning = config, tuning
         self.launcher = launcher
         self._keep_freed_memory = bool(keep_freed_memory)
         self._output_dir: Path | None = None
         self._launcher_started = False
         self._rank = 0
-        self._options: dict[str, Any] = dict(
-            options,
-            expected_simulations=expected_simulations,
-            bind=bind,
-            rendezvous_dir=rendezvous_dir,
-            max_message_bytes=max_message_bytes,
-            fields="first" if fields is None else fields,
-            stall_timeout=stall_timeout,
-        )
         self._resumed = False
         self._receiver: Receiver | None = None
         self._buffer: Buffer | None = None
@@ -176,22 +133,22 @@ class StreamSource(Source):
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
-        if self.launcher is not None and self._options["rendezvous_dir"] is None:
-            self._options["rendezvous_dir"] = self._output_dir / "rendezvous"
+        if self.launcher is not None and self.config.rendezvous_dir is None:
+            self.config = replace(self.config, rendezvous_dir=self._output_dir / "rendezvous")
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         if self._receiver is not None:
             raise RuntimeError("StreamSource.start() was called twice")
-        if self.launcher is not None and self._options["rendezvous_dir"] is None:
+        if self.launcher is not None and self.config.rendezvous_dir is None:
             raise ValueError(
-                "StreamSource(launcher=...) needs rendezvous_dir= outside an OnlineTrainer "
+                "StreamSource(launcher=...) needs ReceiverConfig(rendezvous_dir=...) "
+                "outside an OnlineTrainer "
                 "(the trainer uses {output_dir}/rendezvous)"
             )
         if self._keep_freed_memory:
             heap.keep_freed_memory()
-        options = dict(self._options)
-        options["bind"] = _rank_bind(options["bind"], rank)
-        receiver = Receiver(buffer, rank, world_size, **options)
+        config = replace(self.config, bind=_rank_bind(self.config.bind, rank))
+        receiver = Receiver(buffer, rank, world_size, config, self.tuning)
         if self._state:
             receiver.load_state_dict({k: v for k, v in self._state.items() if k != "launcher"})
         receiver.start()
@@ -221,7 +178,8 @@ class StreamSource(Source):
         if self._state and self._state.get("launcher"):
             launcher.load_state_dict(self._state["launcher"])
             launcher.reconcile(complete or set())
-        rendezvous = Path(self._options["rendezvous_dir"])
+        assert self.config.rendezvous_dir is not None  # (checked at start)
+        rendezvous = Path(self.config.rendezvous_dir)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         curve_key = receiver.curve_public_key
 

@@ -23,7 +23,7 @@ import zmq
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import protocol as P
-from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 
 def _messages(nbytes: int, n: int, inline: bool) -> list[list[bytes]]:
@@ -85,7 +85,7 @@ def raw(nbytes: int, n: int, inline: bool) -> float:
 
 def receiver(nbytes: int, n: int, inline: bool, capacity: int, batch: int) -> float:
     buf = FIFOBuffer(capacity)
-    rec = Receiver(buf, expected_simulations=1)
+    rec = Receiver(buf, config=ReceiverConfig(expected_simulations=1))
     rec.start()
     assert rec.endpoint is not None
 

@@ -1,0 +1,151 @@
+"""What a user sets about each rank's receiver (`ReceiverConfig`), validated in one
+place, apart from its timing knobs (`ReceiverTuning`), whose defaults suit training.
+
+`StreamSource(ReceiverConfig(...))` and `Receiver(buffer, rank, world_size,
+ReceiverConfig(...))` take them; both are frozen, so one config may serve every rank
+(`bind`'s explicit port is offset by the rank, see `StreamSource`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.client_config import field_specs
+from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.stream.protocol import FieldSpec
+
+__all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
+
+#: loopback, a random port: binding another interface is explicit
+DEFAULT_BIND = "tcp://127.0.0.1:*"
+#: the default `ReceiverConfig.stall_timeout`, in seconds
+STALL_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class ReceiverConfig:
+    """A rank's receiver, as its user sets it.
+
+    Args:
+        expected_simulations: the stream ends when this many simulations have finished
+            (all their client ranks said BYE and all their time steps arrived) or were
+            abandoned. None: only `finish()` ends it (under a `StreamSource` with a
+            launcher: the launcher's `n_simulations`).
+        bind: the ZeroMQ endpoint to bind (default: loopback, random port). Binding
+            another interface is explicit; use CURVE keys there. Under a
+            `StreamSource`, an explicit TCP port is offset by the rank
+            (``tcp://h:5555`` -> rank r binds ``5555 + r``).
+        rendezvous_dir: if given, ``rank_{rank}.json`` with the endpoint is written
+            there (to a temporary file, then renamed), where clients find it
+            (``MELISSA_TRAINER_RENDEZVOUS``). None: no file (under a trainer with a
+            launcher, ``{output_dir}/rendezvous``); give clients the endpoints.
+        advertise_host: host published instead of a wildcard bind address.
+        fields: the study's schema, ``{name: (shape, dtype)}`` as the client declares
+            it (or `FieldSpec`s); "first" (the default): the first accepted HELLO's
+            (give it with several training ranks: each receiver would otherwise take
+            the first HELLO *it* sees); None: each simulation declares its own. A
+            simulation declaring other fields is refused at its HELLO, named with the
+            difference, and counts as a failed attempt.
+        stall_timeout: seconds with the socket empty, while the stream has not ended,
+            after which the receiver fails with an error naming the simulations it
+            waits for (default 600; None: wait forever). Time blocked on a full
+            buffer does not count. Raise it for solvers silent longer (a slow first
+            step, jobs waiting in a batch queue).
+        max_message_bytes: bound on a field's bytes (and one message, plus headers).
+        rcvhwm: messages queued in the socket per connected client rank before it
+            blocks (memory: up to ``rcvhwm`` + 2 messages per connection, see
+            :mod:`.liveness`; lower it for large fields or many client ranks).
+        max_pending, max_pending_bytes: bound on samples being reassembled (past it,
+            the oldest is dropped and counted).
+        max_time_step: DATA with a larger time step is rejected (bounds the bit arrays).
+        curve_secret_key, curve_public_key: Z85 CURVE server keys (from
+            ``zmq.curve_keypair()``; the public one is derived if omitted). Clients
+            must then set ``curve_serverkey`` to the public key (also written to the
+            rendezvous file). This encrypts and authenticates the server; any client
+            that knows the public key may send.
+
+    Raises:
+        ValueError: a value out of its range (named), or malformed CURVE keys.
+        RuntimeError: CURVE keys with a libzmq built without CURVE.
+    """
+
+    expected_simulations: int | None = None
+    bind: str = DEFAULT_BIND
+    rendezvous_dir: str | os.PathLike[str] | None = None
+    advertise_host: str | None = None
+    fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec] | str | None = "first"
+    stall_timeout: float | None = STALL_TIMEOUT
+    max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES
+    rcvhwm: int = 1000
+    max_pending: int = 4096
+    max_pending_bytes: int = 2 << 30
+    max_time_step: int = 1 << 24
+    curve_secret_key: str | bytes | None = field(default=None, repr=False)  # a secret
+    curve_public_key: str | bytes | None = None
+
+    def __post_init__(self) -> None:
+        if self.expected_simulations is not None and self.expected_simulations < 0:
+            raise ValueError(f"expected_simulations must be >= 0, got {self.expected_simulations}")
+        if isinstance(self.fields, str) and self.fields != "first":
+            raise ValueError(
+                f"fields must be a mapping, FieldSpecs, 'first' or None, not {self.fields!r}"
+            )
+        if self.fields is not None and not isinstance(self.fields, str):
+            field_specs(self.fields)  # raises on a malformed schema
+        if self.stall_timeout is not None and not self.stall_timeout > 0:
+            raise ValueError(f"stall_timeout must be > 0 or None, got {self.stall_timeout}")
+        for name, low in (
+            ("max_message_bytes", 1),
+            ("rcvhwm", 0),
+            ("max_pending", 1),
+            ("max_pending_bytes", 1),
+            ("max_time_step", 0),
+        ):
+            value = getattr(self, name)
+            if type(value) is not int or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        curve_keys(self.curve_secret_key, self.curve_public_key)  # raises if malformed
+
+    @property
+    def schema(self) -> list[FieldSpec] | None:
+        """The fields every simulation must declare, if given (not "first" nor None)."""
+        return (
+            None
+            if self.fields is None or isinstance(self.fields, str)
+            else field_specs(self.fields)
+        )
+
+
+@dataclass(frozen=True)
+class ReceiverTuning:
+    """The receiver's timing, in seconds; the defaults suit training.
+
+    Args:
+        put_timeout, poll_interval: seconds between checks of stop, finish and
+            snapshot requests while blocked in ``buffer.put`` / waiting for a message
+            (`state_dict` from another thread waits about that long).
+        stop_timeout: how long `stop()` waits for the receiver thread.
+        takeover: seconds without a pump from the reader after which the receiver's
+            thread ingests again (validation, a checkpoint, a long step).
+        pump_budget: the longest one pump ingests before the reader gets its batch.
+
+    Raises:
+        ValueError: a value that is not a positive finite number (named).
+    """
+
+    put_timeout: float = 0.1
+    poll_interval: float = 0.1
+    stop_timeout: float = 10.0
+    takeover: float = 0.5
+    pump_budget: float = 0.02
+
+    def __post_init__(self) -> None:
+        for name in ("put_timeout", "poll_interval", "stop_timeout", "takeover", "pump_budget"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < math.inf):
+                raise ValueError(f"ReceiverTuning.{name} must be > 0 seconds, got {value!r}")

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.buffers import SampleBlock
 from melissa_trainer.stream.protocol import Data, FieldSpec, Hello
 
 #: Sample entries added by the receiver; a HELLO may not declare fields of these names.
@@ -330,3 +331,23 @@ class Assembly:
             if not self.remaining:
                 return COMPLETE
         return ADDED
+
+
+def block_of(name: str, rows: np.ndarray, sim: SimulationLedger, steps: list[int]) -> SampleBlock:
+    """The samples of `rows` (the field, one row per step of `steps`) as one block.
+
+    The field is copied once for the whole block (a sample owns its memory: a view
+    would pin the whole received frame while the sample stays in the buffer), and
+    `simulation_id`, `time_step` and `parameters` are one array each: four arrays for
+    the block instead of a dict and four arrays per sample. A FIFO buffer holds the
+    block as it is; other policies hold its samples (see `SampleBlock.samples`).
+    """
+    n = len(steps)
+    return SampleBlock(
+        {
+            name: rows.copy(),
+            "simulation_id": np.full(n, int(sim.id_array), np.int64),
+            "time_step": np.array(steps, np.int64),
+            "parameters": np.repeat(sim.param_array[None], n, axis=0),
+        }
+    )

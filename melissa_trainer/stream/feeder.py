@@ -1,11 +1,14 @@
 """The receiver's puts: samples into the buffer, in order, with back-pressure.
 
-Two kinds of caller ingest for a receiver (see :mod:`.receiver`): its thread, which
+Two kinds of caller ingest for a receiver (see :mod:`.ingest_loop`): its thread, which
 may block while the buffer is full (that is the back-pressure that reaches the
-clients), and a pump from the buffer's reader, which must never block (it is the one
-thread that could make room). So a put made during a pump that finds the buffer full
-keeps the sample in `overflow`, and every later put goes behind it until `flush` has
-emptied it: samples reach the buffer in the order they were ingested, whoever ingests.
+clients), and a pump from the buffer's reader (`StreamSource.wait_for` in the training
+thread), which must never block (it is the one thread that could make room). So a put
+made during a pump that finds the buffer full keeps the sample in `overflow`, and every
+later put goes behind it until `flush` has emptied it: samples reach the buffer in the
+order they were ingested, whoever ingests. `overflow` is needed as long as the reader's
+thread ingests: a message is decoded whole (a BATCH is many samples), so what does not
+fit must wait somewhere, and the socket cannot take it back.
 
 Thread-safety: used by one thread at a time (the receiver's ingest lock).
 """

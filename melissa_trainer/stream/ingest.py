@@ -9,7 +9,6 @@ one thread (the receiver's); every decision is documented in
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -18,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.buffers import Sample, SampleBlock
+from melissa_trainer.buffers import Sample
 from melissa_trainer.stream.assembly import (
     COMPLETE,
     DUPLICATE,
@@ -26,73 +25,22 @@ from melissa_trainer.stream.assembly import (
     REJECT_REASONS,
     Assembly,
     SimulationLedger,
+    block_of,
     check_hello,
     payload_array,
 )
+from melissa_trainer.stream.ingest_state import COUNTERS, TAIL_COUNTERS, restore, state_of
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 from melissa_trainer.stream.schema import StudySchema
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-#: 2: a simulation's BYE counts are the steps sent to this receiver (protocol 2); in 1
-#: they were over all receivers (see `upgrade_state`)
-STATE_VERSION = 2
-_COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
-_TAIL_COUNTERS = (
-    "simulations_finished",
-    "simulations_abandoned",
-    "incomplete_dropped",
-    "ignored_after_end",
-)
-
-
-def _block(name: str, rows: np.ndarray, sim: SimulationLedger, steps: list[int]) -> SampleBlock:
-    """The samples of `rows` (the field, one row per step of `steps`) as one block.
-
-    The field is copied once for the whole block (a sample owns its memory: a view
-    would pin the whole received frame while the sample stays in the buffer), and
-    `simulation_id`, `time_step` and `parameters` are one array each: four arrays for
-    the block instead of a dict and four arrays per sample. A FIFO buffer holds the
-    block as it is; other policies hold its samples (see `SampleBlock.samples`).
-    """
-    n = len(steps)
-    return SampleBlock(
-        {
-            name: rows.copy(),
-            "simulation_id": np.full(n, int(sim.id_array), np.int64),
-            "time_step": np.array(steps, np.int64),
-            "parameters": np.repeat(sim.param_array[None], n, axis=0),
-        }
-    )
-
-
-def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
-    """A receiver state of an earlier version as the current version (a new dict).
-
-    Version 1 (protocol 1) recorded each client rank's BYE count over all receivers,
-    and a receiver took its steps to be those t < count with t % world_size == rank.
-    Version 2 counts the steps sent to this receiver, so a version-1 count becomes the
-    number of such t (the same with one receiver): the simulation finishes as it would
-    have under version 1.
-    """
-    version = state.get("version")
-    if version == STATE_VERSION:
-        return state
-    if version != 1:
-        raise ValueError(f"unknown receiver state version {version!r}")
-    rank, world = int(state["rank"]), int(state["world_size"])
-    sims = {
-        sid: dict(rec, byes={r: len(range(rank, int(n), world)) for r, n in rec["byes"].items()})
-        for sid, rec in state["simulations"].items()
-    }
-    return dict(state, version=STATE_VERSION, simulations=sims)
-
 
 def telemetry_keys() -> list[str]:
     """The fixed telemetry keys of every receiver (the same on every rank)."""
     reasons = [f"rejected_{r}" for r in REJECT_REASONS]
-    return [*_COUNTERS, "rejected", *reasons, *_TAIL_COUNTERS]
+    return [*COUNTERS, "rejected", *reasons, *TAIL_COUNTERS]
 
 
 class Ingest:
@@ -214,7 +162,7 @@ class Ingest:
         if self._put(arrays):
             self.samples_put += 1
         if len(sim.byes) >= sim.client_count:
-            self._check_finished(sim)
+            self.check_finished(sim)
         return None
 
     def batch(self, msg: Batch) -> None:
@@ -225,7 +173,7 @@ class Ingest:
         few comparisons and marked done by byte slices; one of whole fields in another
         order goes through a vectorized dedup (`_batch_any`); any other batch goes
         record by record through `data`, with the same checks and outcomes. The new
-        steps become one block of samples (see `_block`).
+        steps become one block of samples (see `assembly.block_of`).
         """
         sid = msg.simulation_id
         sim = self.sims.get(sid)
@@ -260,11 +208,11 @@ class Ingest:
             sim.mark_range(first // w, first // w + k)
             self.recent.extend(zip(repeat(sid), st))
             self.marked += k
-            self.samples_put += self._put_many(_block(name, rows, sim, st))
+            self.samples_put += self._put_many(block_of(name, rows, sim, st))
         else:
             self._batch_any(msg, sim, rows)
         if len(sim.byes) >= sim.client_count:
-            self._check_finished(sim)
+            self.check_finished(sim)
         return None
 
     def _batch_any(self, msg: Batch, sim: SimulationLedger, rows: np.ndarray) -> None:
@@ -299,7 +247,7 @@ class Ingest:
         new_steps = steps[new].tolist()
         self.recent.extend(zip(repeat(sid), new_steps))
         self.marked += len(new_steps)
-        self.samples_put += self._put_many(_block(msg.name, rows[new], sim, new_steps))
+        self.samples_put += self._put_many(block_of(msg.name, rows[new], sim, new_steps))
 
     def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0
@@ -334,7 +282,7 @@ class Ingest:
         if bye.client_count != sim.client_count:
             return self.reject("bad_client_count", sim.simulation_id, f"{bye.client_count}")
         sim.byes[bye.client_rank] = bye.steps_sent
-        self._check_finished(sim)
+        self.check_finished(sim)
         return None
 
     def abandon(self, msg: Abandon) -> None:
@@ -399,7 +347,7 @@ class Ingest:
             if lost:  # counts as done for finishing; accepted if re-sent
                 asm.record.lost.add(key[1] // self.world)
 
-    def _check_finished(self, sim: SimulationLedger) -> None:
+    def check_finished(self, sim: SimulationLedger) -> None:
         n = sim.steps_announced()  # the steps sent here, whatever their numbering
         if sim.finished or n is None or sim.completed + len(sim.lost) < n:
             return
@@ -445,77 +393,21 @@ class Ingest:
         byes = f"BYE from {len(rec.byes)} of {rec.client_count} client ranks"
         return f"{where} has {rec.completed} of {of} steps, {byes}"
 
-    # -- telemetry, checkpoint -----------------------------------------------------------------
+    # -- telemetry, checkpoint (the record: :mod:`.ingest_state`) -----------------------------
 
     def telemetry(self) -> dict[str, float]:
         rejected = dict(self.rejected)
-        out = {k: float(getattr(self, k)) for k in _COUNTERS}
+        out = {k: float(getattr(self, k)) for k in COUNTERS}
         out["rejected"] = float(sum(rejected.values()))
         out.update({f"rejected_{r}": float(n) for r, n in rejected.items()})
-        out.update({k: float(getattr(self, k)) for k in _TAIL_COUNTERS})
+        out.update({k: float(getattr(self, k)) for k in TAIL_COUNTERS})
         return out
 
     def state(self) -> dict[str, Any]:
-        """The dedup record (JSON-serializable; bit arrays and recent keys as base64)."""
-        recent = np.array(list(self.recent), dtype="<u8").reshape(-1)
-        return {
-            "version": STATE_VERSION,
-            "rank": self.rank,
-            "world_size": self.world,
-            "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
-            "abandoned": sorted(self.abandoned),
-            "replaced": sorted(self.replaced),
-            "schema": self.schema.to_json(),
-            "marked": self.marked,
-            "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
-            "counters": {k: int(v) for k, v in self.telemetry().items()},
-        }
+        """The dedup record (JSON-serializable; see `ingest_state.state_of`)."""
+        return state_of(self)
 
     def load_state(self, state: dict[str, Any], buffer_put: int) -> None:
-        """Restore `state()` into an ingest that has seen nothing yet.
-
-        `buffer_put` is the restored buffer's put count. The trainer snapshots the
-        buffer before this record, so the samples recorded after the buffer's snapshot
-        (the last ``marked - buffer_put`` keys) are not in it: they are forgotten here
-        and accepted again when re-sent.
-        """
-        self.sims = {
-            int(s): SimulationLedger.from_state(int(s), rec)
-            for s, rec in state["simulations"].items()
-        }
-        raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
-        self.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
-        counters = state["counters"]
-        for key in (*_COUNTERS, "incomplete_dropped", "ignored_after_end"):
-            setattr(self, key, int(counters.get(key, 0)))
-        self.rejected.update({r: int(counters.get(f"rejected_{r}", 0)) for r in REJECT_REASONS})
-        self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
-        self.abandoned = {int(s) for s in state.get("abandoned", [])}
-        self.replaced = {int(s) for s in state.get("replaced", [])}
-        self.schema.load_json(state.get("schema"))
-        behind = int(state["marked"]) - buffer_put
-        if behind > len(self.recent) or behind < 0:
-            logger.warning(
-                "receiver record (%d samples) and buffer (%d put) disagree beyond the "
-                "recent list: some samples may be lost or seen twice",
-                state["marked"],
-                buffer_put,
-            )
-        forgotten = 0
-        for _ in range(max(0, min(behind, len(self.recent)))):
-            sim, t = self.recent.pop()
-            if sim in self.sims:
-                rec = self.sims[sim]
-                # A step forgotten here was not in the buffer's snapshot: its simulation
-                # is not finished after all (it must re-send that step), and its put is
-                # not counted (it is counted again when the step is put again).
-                if rec.unmark(t // self.world):
-                    forgotten += 1
-                    rec.finished = False
-        self.samples_put = max(0, self.samples_put - forgotten)
-        self.finished_ids = [s for s, rec in self.sims.items() if rec.finished]
-        self.simulations_finished = len(self.finished_ids)
-        self.marked = buffer_put
-        for rec in list(self.sims.values()):  # complete already (an upgraded state)
-            if not rec.finished and len(rec.byes) >= rec.client_count:
-                self._check_finished(rec)
+        """Restore `state()` into an ingest that has seen nothing yet (see
+        `ingest_state.restore`; `buffer_put` is the restored buffer's put count)."""
+        restore(self, state, buffer_put)

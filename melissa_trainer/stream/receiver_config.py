@@ -18,6 +18,7 @@ from melissa_trainer.stream import protocol
 from melissa_trainer.stream.client_config import field_specs
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.stream.watchdog import check_stall_timeout
 
 __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
 
@@ -97,8 +98,8 @@ class ReceiverConfig:
             )
         if self.fields is not None and not isinstance(self.fields, str):
             field_specs(self.fields)  # raises on a malformed schema
-        if self.stall_timeout is not None and not self.stall_timeout > 0:
-            raise ValueError(f"stall_timeout must be > 0 or None, got {self.stall_timeout}")
+        # frozen: the normalized value is set past the dataclass's guard
+        object.__setattr__(self, "stall_timeout", check_stall_timeout(self.stall_timeout))
         for name, low in (
             ("max_message_bytes", 1),
             ("rcvhwm", 0),

@@ -1,7 +1,7 @@
 """One schema per study: the fields every simulation must declare in its HELLO.
 
 `StudySchema` is owned by the receiver's `Ingest` (one per training rank) and saved in
-its checkpoint. The fields are given (``StreamSource(fields=...)``) or taken from the
+its checkpoint. The fields are given (``ReceiverConfig(fields=...)``) or taken from the
 first accepted HELLO; a later simulation declaring others is refused with a message
 that says how they differ. Not thread-safe: the ingesting thread alone calls `admit`.
 """

@@ -4,9 +4,10 @@
     trainer = OnlineTrainer(model, args, optimizer, train_source=StreamSource(config))
 
 Each training rank gets its own :class:`~melissa_trainer.stream.receiver.Receiver`
-(created by `start`), bound to loopback on a random port unless `bind` says otherwise;
-simulations find the endpoints in `rendezvous_dir` (``MELISSA_TRAINER_RENDEZVOUS``) or
-are given `endpoint` of every rank (``MELISSA_TRAINER_ENDPOINTS``).
+(created by `start`, from one `ReceiverConfig`), bound to loopback on a random port
+unless `ReceiverConfig.bind` says otherwise; simulations find the endpoints in
+`ReceiverConfig.rendezvous_dir` (``MELISSA_TRAINER_RENDEZVOUS``) or are given
+`endpoint` of every rank (``MELISSA_TRAINER_ENDPOINTS``).
 
 With a `launcher` (`melissa_trainer.launcher.Launcher`), rank 0 starts the study once
 every rank's receiver is up (`on_all_ranks_started`, which the trainer calls after a
@@ -83,8 +84,8 @@ class StreamSource(Source):
             memory of its largest burst. Set at `start`; default False.
         tuning: the receivers' timing (`ReceiverTuning`); the defaults suit training.
 
-    Raises:
-        ValueError: through `ReceiverConfig`, a value out of range.
+    `start` raises `OSError` when a rank cannot bind its endpoint, and `ValueError`
+    with a `launcher` but no `rendezvous_dir` outside an `OnlineTrainer`.
 
     Methods are called from the training thread (`finish`, `telemetry` and
     `finished_simulations` may be called from any thread).

@@ -7,6 +7,7 @@ the `test` extra includes).
 
 from __future__ import annotations
 
+import configparser
 import importlib.util
 import os
 import subprocess
@@ -56,6 +57,18 @@ def test_every_page_of_docs_is_in_the_nav_and_every_nav_entry_exists() -> None:
     on_disk = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     assert sorted(on_disk - in_nav) == [], "pages in docs/ missing from mkdocs.yml's nav"
     assert sorted(in_nav - on_disk) == [], "nav entries of mkdocs.yml with no page in docs/"
+
+
+def test_the_tox_docs_env_installs_the_docs_extra() -> None:
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert "melissa-trainer[mpi,examples,docs]" in extras["test"]  # CI builds the docs
+    tox = configparser.ConfigParser()
+    tox.read(ROOT / "tox.ini")
+    deps = tox["testenv:docs"]["deps"].split()
+    assert deps == extras["docs"]
 
 
 @pytest.mark.slow

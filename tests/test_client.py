@@ -681,6 +681,30 @@ def test_large_sends_take_a_short_path_that_sends_what_the_general_one_does(
     assert sent[0] == sent[1]
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fields", [GOOD, {"u": ((2, 3), "float32"), "w": ((4,), "int64")}])
+def test_batched_sends_take_a_short_path_that_sends_what_the_general_one_does(
+    zctx: zmq.Context, fields: dict[str, Any]
+) -> None:
+    """Quick small sends through the short path and through the general path put the
+    same frames on the wire (the batches are only sent at `close`: batch_delay=60)."""
+    sent: list[list[list[bytes]]] = []
+    for short in (True, False):
+        receiver = Receiver(zctx)
+        c = Client(fields, None, 3, receiver.endpoint, tuning=ClientTuning(batch_delay=60))
+        fast, taken = c._fast, []
+        assert fast is not None
+        c._fast = (lambda t, g, f=fast, k=taken: k.append(f(t, g)) or k[-1]) if short else None
+        for t in (0, 1, 5, 2, 2, 9):
+            c.send(t, **{n: np.full(shape, t, dtype) for n, (shape, dtype) in fields.items()})
+        c.close()
+        messages = receiver.until_bye()
+        assert receiver.batches > 0 and messages[-1] == p.Bye(3, 0, 1, 5)
+        assert taken == ([False] + [True] * 5 if short else [])  # the first is not quick
+        sent.append(receiver.raw)
+    assert sent[0] == sent[1]
+
+
 @pytest.mark.timeout(30)
 def test_batched_sends_of_one_field_validate_like_the_first(receiver: Receiver) -> None:
     """A single-field client's quick sends take their own short path: a bad one raises
@@ -834,6 +858,31 @@ def test_close_reports_undelivered_messages() -> None:
 
 
 # -- no torch, MPI --------------------------------------------------------------------
+
+CLIENT_SIDE_ONLY = """
+import sys
+import melissa_trainer.client
+shared = {"melissa_trainer.stream", "melissa_trainer.stream.protocol",
+          "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set"}
+loaded = sorted(
+    m for m in sys.modules
+    if m in ("torch", "accelerate") or m.startswith("melissa_trainer.") and m not in shared
+    and not m.startswith("melissa_trainer.client")
+)
+print(loaded)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_client_package_loads_no_receiving_side() -> None:
+    """`import melissa_trainer.client` loads the client package and the modules both
+    sides share, nothing of the receiving side (receiver, ingest, buffers) nor torch."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLIENT_SIDE_ONLY], capture_output=True, text=True, timeout=50
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
 
 NO_TORCH = """
 import sys

@@ -287,7 +287,7 @@ class Client:
                 else:
                     self._push(sock, b"".join((f.head, step_bytes, f.tail, arr.data)), deadline)
             if outbox is not None and (
-                outbox.append_step(index, batch_heads, step_bytes, batched, now)
+                outbox.append_step(batch_heads, index, step_bytes, batched, now)
                 if batched
                 else outbox.due(index, now)
             ):

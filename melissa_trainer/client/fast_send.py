@@ -14,8 +14,8 @@ What is sent, and every decision taken, is exactly what the general path would d
 thread through the general path, against 7 us for the two raw pyzmq sends it makes.
 
 Only the checks and the argument handling are specialized here: records get into
-batches through `Outbox.append_step` and arrays leave through `HeldArrays.send`, the
-very methods the general path calls, so the two paths cannot send different frames.
+batches through the outbox (`Outbox.step_appender`, `append_step` specialized by its
+owner) and arrays leave through `HeldArrays.send`, the method the general path calls.
 
 Thread-safety: as the client's (one thread); the outbox's lock guards the batches
 against the flusher thread.
@@ -94,7 +94,7 @@ def fast_sender(
     checks = _checks(fields)
     headers = tuple(f.batch_head for f in fields)
     n_fields, n_receivers = len(fields), len(steps)
-    lock, append_step, send_group = outbox.lock, outbox.append_step, outbox.send
+    lock, append, send_group = outbox.lock, outbox.step_appender(headers), outbox.send
     monotonic = time.monotonic
 
     def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
@@ -109,7 +109,7 @@ def fast_sender(
         clock.last = now
         index = time_step % n_receivers
         with lock:
-            if append_step(index, headers, _pack_step(time_step), payloads, now):
+            if append(index, _pack_step(time_step), payloads, now):
                 send_group(index, None)
         steps[index].add(time_step)
         return True

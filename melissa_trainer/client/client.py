@@ -1,12 +1,4 @@
-"""The client API a simulation calls to stream its fields to the trainer.
-
-```python
-from melissa_trainer.client import Client
-
-with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300.0}) as client:
-    for t in range(steps):
-        client.send(t, temperature=u)          # every declared field, each a numpy array
-```
+"""`Client`, the API a simulation calls to stream its fields (example: the package doc).
 
 Imports only the standard library, numpy, pyzmq, this package and the modules of
 `melissa_trainer.stream` both sides share (protocol, endpoints, step_set), and mpi4py
@@ -54,6 +46,7 @@ from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
+from melissa_trainer.client.sockets import arm, connect, deadline_after, ms_left
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
@@ -163,18 +156,7 @@ class Client:
         self._context = zmq.Context() if context is None else context
         self._sockets: list[zmq.Socket] = []
         try:
-            for endpoint in self.endpoints:
-                sock = self._context.socket(zmq.PUSH)
-                self._sockets.append(sock)
-                sock.setsockopt(zmq.SNDHWM, tuning.sndhwm)
-                sock.setsockopt(zmq.LINGER, -1)
-                sock.setsockopt(zmq.SNDTIMEO, -1)
-                for option, value in tuning.socket_options.items():
-                    sock.setsockopt(option, value)
-                try:
-                    sock.connect(endpoint)
-                except zmq.ZMQError as exc:
-                    raise ValueError(f"cannot connect to endpoint {endpoint!r}: {exc}") from None
+            self._sockets = connect(self._context, self.endpoints, tuning)
         except BaseException:
             self._release(0)
             raise
@@ -189,7 +171,7 @@ class Client:
         self._fast = self._fast_path()
         self._closed = False
         try:
-            deadline = self._deadline(self._send_timeout)
+            deadline = deadline_after(self._send_timeout)
             for sock in self._sockets:
                 self._push(sock, hello, deadline)
         except BaseException:
@@ -257,7 +239,7 @@ class Client:
         index = step % len(self._sockets)
         sock = self._sockets[index]
         step_bytes = _pack_step(step)
-        deadline = self._deadline(self._send_timeout)
+        deadline = deadline_after(self._send_timeout)
         now = time.monotonic()
         outbox = None if now - self._clock.last >= self._batch_delay else self._outbox
         self._clock.last = now
@@ -273,7 +255,7 @@ class Client:
                 if f.local_size == 0:
                     continue
                 if not f.inline:
-                    self._arm(sock, deadline)
+                    arm(sock, deadline)
                     try:
                         self._held.send(sock, f.head + step_bytes + f.tail, arr)
                     except zmq.Again:
@@ -310,7 +292,7 @@ class Client:
         back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        deadline = self._deadline(self._send_timeout)
+        deadline = deadline_after(self._send_timeout)
         if self._outbox is not None:
             timeout = -1 if self._send_timeout is None else self._send_timeout
             if not self._lock.acquire(timeout=timeout):
@@ -358,16 +340,8 @@ class Client:
 
     # -- ZeroMQ -----------------------------------------------------------------------
 
-    @staticmethod
-    def _deadline(timeout: float | None) -> float | None:
-        return None if timeout is None else time.monotonic() + timeout
-
-    def _arm(self, sock: zmq.Socket, deadline: float | None) -> None:
-        if deadline is not None:
-            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
-
     def _push(self, sock: zmq.Socket, frame: bytes | bytearray, deadline: float | None) -> None:
-        self._arm(sock, deadline)
+        arm(sock, deadline)
         try:
             sock.send(frame)
         except zmq.Again:
@@ -398,7 +372,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
-        deadline = self._deadline(self.tuning.close_timeout)
+        deadline = deadline_after(self.tuning.close_timeout)
         failure = None
         if self._outbox is not None:
             self._outbox.close()  # the flusher stops; what it held is sent here
@@ -416,7 +390,7 @@ class Client:
                     if deadline is None:
                         sock.setsockopt(zmq.SNDTIMEO, -1)
                     else:
-                        self._arm(sock, deadline)
+                        arm(sock, deadline)
                     sock.send(
                         protocol.encode_bye(self.simulation_id, self.rank, self.ranks, steps.count)
                     )
@@ -426,10 +400,9 @@ class Client:
             self._held.release_all(deadline)
         except zmq.NotDone:
             failure = failure or "queued messages"
+        linger = 0  # (a failure drops what is left)
         if failure is None:
-            linger = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-        else:
-            linger = 0
+            linger = -1 if deadline is None else ms_left(deadline)
         started = time.monotonic()
         self._release(linger)
         # ZeroMQ drops what the linger period did not deliver, and says nothing; a

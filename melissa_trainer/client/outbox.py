@@ -27,6 +27,7 @@ from functools import partial
 import numpy as np
 import zmq
 
+from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream import protocol
 
 _pack_count_into = protocol.U64.pack_into  # the record count, at protocol.RECORDS_AT
@@ -178,8 +179,7 @@ class Outbox:
         if not frames:
             return
         sock = self._sockets[index]
-        if deadline is not None:
-            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+        arm(sock, deadline)
         try:
             sock.send_multipart(frames)  # copies the frames: the batches can be reused
         except zmq.Again:

@@ -76,7 +76,6 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol
-from melissa_trainer.stream.client_config import field_specs
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest, telemetry_keys, upgrade_state
@@ -92,6 +91,7 @@ from melissa_trainer.stream.protocol import (
     FieldSpec,
     Hello,
     ProtocolError,
+    field_specs,
 )
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
@@ -611,6 +611,4 @@ def _why(error: BaseException) -> str:
 
 def _simulation_of(frame: bytes) -> int | None:
     """The simulation id of a message that failed to decode, if its prefix is readable."""
-    if len(frame) >= 16 and frame[:4] == protocol.MAGIC:
-        return int.from_bytes(frame[8:16], "little")
-    return None
+    return protocol.peek_simulation_id(frame)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.buffers.config import BUFFER_KINDS, BufferConfig, config_problems
+
 __all__ = [
     "BUFFER_CHOICES",
     "MIXED_PRECISION_CHOICES",
@@ -37,13 +39,25 @@ __all__ = [
     "unknown_key_problems",
 ]
 
-BUFFER_CHOICES = ("fifo", "firo", "reservoir")
+BUFFER_CHOICES = BUFFER_KINDS
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 _SEED_MAX = 2**32 - 1  # numpy's limit
+#: BufferConfig field -> the TrainingArguments field that sets it
+_BUFFER_NAMES = {
+    "kind": "buffer",
+    "capacity": "buffer_size",
+    "watermark": "watermark",
+    "seed": "seed",
+    "max_sample_reuse": "max_sample_reuse",
+    "sample_to_insert_ratio": "sample_to_insert_ratio",
+    "sample_to_insert_tolerance": "sample_to_insert_tolerance",
+    "batch_size": "batch_size",
+    "batches_per_step": "gradient_accumulation_steps",
+}
 
 
 class ConfigError(ValueError):
@@ -251,7 +265,7 @@ class TrainingArguments:
             far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
             >= ``ratio + batch_size``. None means
             ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
-            batch_size)`` (see `resolved_sample_to_insert_tolerance`). Default None.
+            batch_size)`` (see `BufferConfig.resolved_tolerance`). Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
@@ -352,76 +366,27 @@ class TrainingArguments:
                 p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
         if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
             p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
-        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps",
-                     "buffer_size", "stop_sync_steps", "max_to_keep", "pseudo_epochs",
-                     "watermark"):  # fmt: skip
+        for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):
             at_least_one(name)
         at_least_one("max_steps", "let the stream decide when training ends")
         at_least_one("eval_steps", "validate only at the end")
         at_least_one("save_steps", "save only at the end")
         at_least_one("early_stopping_patience", "disable early stopping")
-        at_least_one("max_sample_reuse", "allow unbounded reuse")
 
         for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
-                              ("buffer", BUFFER_CHOICES),
                               ("report_to", REPORT_TO_CHOICES)):  # fmt: skip
             value = getattr(self, name)
             if ok(name) and value not in choices:
                 p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
 
-        sizes_ok = ok("buffer_size") and self.buffer_size >= 1
-        if sizes_ok and ok("watermark") and self.watermark > self.buffer_size:
-            p.append(
-                f"watermark={self.watermark} is larger than buffer_size={self.buffer_size}: "
-                "lower watermark or raise buffer_size"
+        # the buffer's rules, stated once in BufferConfig, under this class's names
+        p.extend(
+            config_problems(
+                self._buffer_values(),
+                _BUFFER_NAMES,
+                skip={"seed"} | {key for key, name in _BUFFER_NAMES.items() if name in bad},
             )
-        if sizes_ok and ok("batch_size") and self.batch_size > self.buffer_size:
-            p.append(
-                f"batch_size={self.batch_size} is larger than buffer_size={self.buffer_size} "
-                "(a batch could never be read while streaming): lower batch_size or raise "
-                "buffer_size"
-            )
-
-        reservoir = ok("buffer") and self.buffer == "reservoir"
-        known_buffer = ok("buffer") and self.buffer in BUFFER_CHOICES
-        for name in ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance"):
-            value = getattr(self, name)
-            if ok(name) and value is not None and known_buffer and not reservoir:
-                p.append(
-                    f"{name}={value!r} only applies to buffer='reservoir' (buffer="
-                    f"{self.buffer!r}): set buffer='reservoir' or remove {name}"
-                )
-        ratio = self.sample_to_insert_ratio
-        ratio_ok = ok("sample_to_insert_ratio") and ratio is not None and ratio > 0
-        if ok("sample_to_insert_ratio") and ratio is not None and ratio <= 0:
-            p.append(
-                f"sample_to_insert_ratio={ratio!r} must be > 0: give a positive ratio "
-                "(e.g. 1.0), or leave it unset (None) to disable the rate limit"
-            )
-        reuse = self.max_sample_reuse if ok("max_sample_reuse") else None
-        if ratio_ok and ratio is not None and reuse is not None and ratio > reuse >= 1:
-            p.append(
-                f"sample_to_insert_ratio={ratio!r} is larger than max_sample_reuse={reuse} "
-                "(samples would leave the buffer before the ratio is met): lower "
-                "sample_to_insert_ratio or raise max_sample_reuse"
-            )
-        tolerance = self.sample_to_insert_tolerance
-        if ok("sample_to_insert_tolerance") and tolerance is not None:
-            if ok("sample_to_insert_ratio") and ratio is None and (reservoir or not known_buffer):
-                p.append(
-                    f"sample_to_insert_tolerance={tolerance!r} has no effect without "
-                    "sample_to_insert_ratio: set sample_to_insert_ratio or remove "
-                    "sample_to_insert_tolerance"
-                )
-            elif ratio_ok and ok("batch_size") and ratio is not None:
-                minimum = ratio + self.batch_size
-                if tolerance < minimum:
-                    p.append(
-                        f"sample_to_insert_tolerance={tolerance!r} is too small for "
-                        f"sample_to_insert_ratio={ratio!r} and batch_size={self.batch_size} "
-                        f"(training would stall): set it >= ratio + batch_size = {minimum:g}, "
-                        "or leave it unset (None) for the default"
-                    )
+        )
         return p
 
     # ------------------------------------------------------------------ resolved values
@@ -433,20 +398,21 @@ class TrainingArguments:
             return self.logging_dir
         return os.path.join(self.output_dir, "runs")
 
-    @property
-    def resolved_sample_to_insert_tolerance(self) -> float | None:
-        """The tolerance in use: the given value, the default, or None without a ratio."""
-        ratio = self.sample_to_insert_ratio
-        if ratio is None:
-            return None
-        if self.sample_to_insert_tolerance is not None:
-            return float(self.sample_to_insert_tolerance)
-        return float(
-            max(
-                4 * self.batch_size * self.gradient_accumulation_steps,
-                ratio * self.watermark + self.batch_size,
-            )
-        )
+    def buffer_config(self, process_index: int = 0) -> BufferConfig:
+        """The configuration of the buffer of training rank `process_index` (each rank
+        seeds its buffer with ``seed + process_index``); `make_buffer` builds it.
+
+        Its `BufferConfig.resolved_tolerance` is the sample-to-insert tolerance in use.
+        """
+        values = self._buffer_values()
+        values["seed"] = self.seed + process_index
+        return BufferConfig(**values)
+
+    def _buffer_values(self) -> dict[str, Any]:
+        """`BufferConfig` field -> value of the corresponding field here."""
+        values = {key: getattr(self, name) for key, name in _BUFFER_NAMES.items()}
+        values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
+        return values
 
     # ------------------------------------------------------------------ (de)serialisation
 

@@ -33,7 +33,7 @@ def test_defaults_are_valid() -> None:
     assert args.batch_size == 32 and args.buffer == "fifo" and args.max_steps is None
     assert args.resolved_logging_dir == os.path.join("outputs", "runs")
     assert TrainingArguments(logging_dir="tb").resolved_logging_dir == "tb"
-    assert args.resolved_sample_to_insert_tolerance is None
+    assert args.buffer_config().resolved_tolerance is None
     assert issubclass(ConfigError, ValueError)
 
 
@@ -119,14 +119,14 @@ def test_reservoir_options_and_resolved_tolerance() -> None:
         buffer="reservoir", max_sample_reuse=3, sample_to_insert_ratio=2.0, watermark=100
     )
     # max(4 * 32 * 1, 2.0 * 100 + 32)
-    assert args.resolved_sample_to_insert_tolerance == 232.0
+    assert args.buffer_config().resolved_tolerance == 232.0
     args = TrainingArguments(buffer="reservoir", sample_to_insert_ratio=1.0, batch_size=8,
                              gradient_accumulation_steps=4)  # fmt: skip
-    assert args.resolved_sample_to_insert_tolerance == 128.0
+    assert args.buffer_config().resolved_tolerance == 128.0
     args = TrainingArguments(
         buffer="reservoir", sample_to_insert_ratio=1.0, sample_to_insert_tolerance=33
     )
-    assert args.resolved_sample_to_insert_tolerance == 33.0
+    assert args.buffer_config().resolved_tolerance == 33.0
     # pseudo-epochs with a reservoir are allowed (it replays its retained subset)
     assert TrainingArguments(buffer="reservoir", pseudo_epochs=3).pseudo_epochs == 3
 

@@ -15,6 +15,7 @@ from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
+    BufferConfig,
     FIFOBuffer,
     FIROBuffer,
     RateLimiter,
@@ -136,7 +137,7 @@ def _ids(batch: Any) -> list[int]:
 def _fresh(kind: str, capacity: int, retain: bool, limited: bool) -> Buffer:
     """A buffer of `kind`, with a rate limiter (one draw per insert) if `limited`."""
     if not limited:
-        return make_buffer(kind, capacity, seed=3, retain=retain)
+        return make_buffer(BufferConfig(kind, capacity, seed=3, retain=retain))
     limiter = RateLimiter(1.0, capacity + 1.0, min_size_to_sample=1)
     cls = {"fifo": FIFOBuffer, "firo": FIROBuffer, "reservoir": ReservoirBuffer}[kind]
     if kind == "reservoir":
@@ -226,7 +227,7 @@ def test_default_batches_taken_as_blocks_are_the_batches_of_the_per_sample_path(
 ) -> None:
     datasets = []
     for process in (None, to_tensors):
-        buf = make_buffer(kind, 64, seed=1)
+        buf = make_buffer(BufferConfig(kind, 64, seed=1))
         for first in range(0, 40, 8):
             buf.put_available(block_of(first, 8))
         buf.put({"u": np.full(3, 40, np.float32), "id": np.array(40), "p": np.zeros(2)})
@@ -270,7 +271,7 @@ def test_process_batch_makes_the_batches_that_process_sample_and_collate_make(
 ) -> None:
     batches = []
     for options in ({"process_batch": _xy_batch}, {"process_sample": xy}):
-        buf = make_buffer(kind, 128, seed=2)
+        buf = make_buffer(BufferConfig(kind, 128, seed=2))
         buf.put_available(list(linear_samples(50)))
         buf.close()
         batches.append(list(StreamDataset(buf, batch_size=8, **options)))

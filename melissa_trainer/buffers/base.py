@@ -22,6 +22,7 @@ import numpy as np
 from . import _state
 from ._common import BufferClosedError, BufferStats, Sample, as_count
 from .block import SampleBlock
+from .config import size_problem
 from .rate_limiter import RateLimiter
 
 __all__ = ["Buffer", "BufferClosedError", "BufferStats", "Sample"]
@@ -72,13 +73,13 @@ class Buffer(abc.ABC):
         rate_limiter: RateLimiter | None = None,
         retain: bool = False,
     ) -> None:
+        # The invariants a direct caller needs; `BufferConfig` checks the same rules
+        # (the same `size_problem`) for `make_buffer`.
         capacity = as_count("capacity", capacity, 1)
         watermark = as_count("watermark", watermark, 1)
-        if watermark > capacity:
-            raise ValueError(
-                f"watermark ({watermark}) must be <= capacity ({capacity}): reads would "
-                "wait for more samples than the buffer can hold"
-            )
+        problem = size_problem(capacity, watermark)
+        if problem is not None:
+            raise ValueError(problem)
         if rate_limiter is not None and not isinstance(rate_limiter, RateLimiter):
             raise TypeError(
                 f"rate_limiter must be a RateLimiter, got {type(rate_limiter).__name__}"

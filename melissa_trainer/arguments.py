@@ -33,18 +33,26 @@ __all__ = [
     "BUFFER_CHOICES",
     "MIXED_PRECISION_CHOICES",
     "REPORT_TO_CHOICES",
+    "FALSE_WORDS",
+    "NONE_WORDS",
+    "TRUE_WORDS",
     "ConfigError",
+    "ConversionError",
     "TrainingArguments",
+    "convert_value",
     "load_config_file",
     "unknown_key_problems",
+    "unwrap_optional",
 ]
 
 BUFFER_CHOICES = BUFFER_KINDS
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
 
-_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+#: words read as True / False / None (case-insensitive), from files and the command line
+TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
+FALSE_WORDS = frozenset({"false", "f", "no", "n", "off", "0"})
+NONE_WORDS = frozenset({"none", "null"})
 _SEED_MAX = 2**32 - 1  # numpy's limit
 #: BufferConfig field -> the TrainingArguments field that sets it
 _BUFFER_NAMES = {
@@ -138,8 +146,8 @@ def load_config_file(path: str | os.PathLike[str], fmt: str | None = None) -> di
     return data
 
 
-class _CoerceError(Exception):
-    pass
+class ConversionError(ValueError):
+    """`convert_value` could not convert a value; the message says why and the fix."""
 
 
 def unwrap_optional(annotation: Any) -> tuple[bool, Any]:
@@ -164,20 +172,37 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Convert `value` to the scalar type `annotation` (int, float, str, bool, Optional)."""
+def convert_value(value: Any, annotation: Any) -> Any:
+    """`value` (from a file, a dict or the command line) as the scalar type `annotation`.
+
+    The one conversion of option values, used by `TrainingArguments` (for values from
+    files and dicts) and by `ArgumentParser` (for command-line strings):
+
+    * ``int``: integers, and strings or floats holding a whole number (``"64"``,
+      ``"1e3"``, ``64.0``); ``float``: finite numbers and numeric strings (YAML reads
+      ``1e-3`` as a string); ``bool``: booleans, 0/1 and the words of `TRUE_WORDS` /
+      `FALSE_WORDS`; ``str``: strings and numbers (not booleans); ``pathlib.Path``:
+      strings and paths;
+    * ``X | None``: None, and for strings the words of `NONE_WORDS`, give None.
+
+    Raises:
+        ConversionError: naming the problem and the fix (not the field: the caller does).
+        TypeError: an annotation other than these.
+    """
     optional, base = unwrap_optional(annotation)
-    if value is None:
+    if value is None or (
+        optional and isinstance(value, str) and value.strip().lower() in NONE_WORDS
+    ):
         if optional:
             return None
-        raise _CoerceError("must not be null: give a value or remove the key to use the default")
+        raise ConversionError("must not be null: give a value or remove the key to use the default")
     if base is bool:
         text = value.strip().lower() if isinstance(value, str) else None
         if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
             return bool(value)
-        if text in _TRUE or text in _FALSE:
-            return text in _TRUE
-        raise _CoerceError("is not a boolean: use true or false")
+        if text in TRUE_WORDS or text in FALSE_WORDS:
+            return text in TRUE_WORDS
+        raise ConversionError("is not a boolean: use true or false")
     if base is int:
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -187,22 +212,26 @@ def _coerce(value: Any, annotation: Any) -> Any:
         number = _number(value)
         if number is not None and math.isfinite(number) and number.is_integer():
             return int(number)
-        raise _CoerceError("is not an integer: give a whole number")
+        raise ConversionError("is not an integer: give a whole number")
     if base is float:
         number = _number(value)
         if number is None:
-            raise _CoerceError("is not a number: give a decimal number such as 0.5")
+            raise ConversionError("is not a number: give a decimal number such as 0.5")
         if not math.isfinite(number):
-            raise _CoerceError("is not finite: give a finite number")
+            raise ConversionError("is not finite: give a finite number")
         return number
     if base is str:
         if isinstance(value, bool):
-            raise _CoerceError(
+            raise ConversionError(
                 "is a boolean, not a string: quote it (YAML reads bare yes/no/on/off as booleans)"
             )
         if isinstance(value, (str, int, float)):
             return str(value)
-        raise _CoerceError("is not a string")
+        raise ConversionError("is not a string")
+    if base is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+        raise ConversionError("is not a path: give a string")
     raise TypeError(f"unsupported annotation {annotation!r}")  # pragma: no cover
 
 
@@ -331,8 +360,8 @@ class TrainingArguments:
         for name, annotation in _field_types().items():
             value = getattr(self, name)
             try:
-                setattr(self, name, _coerce(value, annotation))
-            except _CoerceError as exc:
+                setattr(self, name, convert_value(value, annotation))
+            except ConversionError as exc:
                 problems.append(f"{name}={value!r} {exc}")
                 bad.add(name)
         for name in ("mixed_precision", "buffer", "report_to"):

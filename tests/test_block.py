@@ -80,6 +80,20 @@ def test_a_block_is_a_sequence_of_samples_that_own_their_memory() -> None:
         block[::2]
 
 
+@pytest.mark.parametrize("n_fields", [1, 2, 3, 4, 5, 7])
+def test_samples_hold_every_field_whatever_their_number(n_fields: int) -> None:
+    fields = {
+        f"f{i}": np.arange(70 * (i + 1)).reshape(70, i + 1) * (i + 1) for i in range(n_fields)
+    }
+    samples = SampleBlock(fields).samples()
+    assert len(samples) == 70
+    for j, sample in enumerate(samples):
+        assert list(sample) == list(fields)  # the block's field order
+        for name, column in fields.items():
+            assert np.array_equal(sample[name], column[j])
+    assert SampleBlock.empty().samples() == [] and len(SampleBlock.empty()) == 0
+
+
 def test_a_block_refuses_arrays_that_do_not_line_up() -> None:
     with pytest.raises(ValueError, match="at least one field"):
         SampleBlock({})
@@ -127,7 +141,7 @@ ops = st.lists(
 
 
 def _ids(batch: Any) -> list[int]:
-    if batch is None or isinstance(batch, list) and not batch:
+    if not batch:  # the end of the stream: an empty read from either call
         return []
     if isinstance(batch, SampleBlock):
         return batch.fields["id"].tolist()
@@ -210,14 +224,16 @@ def test_a_fifo_holds_a_block_as_one_item_and_serves_a_block_the_reader_owns() -
     assert buf.put_available(block_of(10, 10)) == 6  # what fits
     assert len(buf) == 16
     out = buf.get_block(12)
-    assert out is not None and out.fields["id"].tolist() == list(range(12))
+    assert out.fields["id"].tolist() == list(range(12))
     out.fields["u"][:] = -1  # the reader's own arrays: the retained samples are intact
     assert [int(s["id"]) for s in buf.get_batch(4)] == [12, 13, 14, 15]
     buf.close()
-    assert buf.get_block(3) is None and buf.get_batch(3) == []
+    end = buf.get_block(3)  # the end of the stream: an empty read from both
+    assert isinstance(end, SampleBlock) and len(end) == 0 and not end and end.samples() == []
+    assert buf.get_batch(3) == []
     assert buf.rewind() == 16
     again = buf.get_block(16)
-    assert again is not None and again.fields["u"][:, 0].tolist() == list(range(16))
+    assert again.fields["u"][:, 0].tolist() == list(range(16))
     assert not np.shares_memory(again.fields["u"], block.fields["u"])
 
 

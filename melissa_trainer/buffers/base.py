@@ -54,9 +54,11 @@ class Buffer(abc.ABC):
         * ``put`` blocks while the buffer is full (back-pressure) or the rate limiter
           holds inserts back; raises :class:`BufferClosedError` once closed.
         * ``get_batch(n)`` blocks until ``n`` samples can be returned. Once closed it
-          never blocks: it returns up to ``n`` samples, then ``[]`` forever ("no data
-          ever again", until a :meth:`rewind`). ``get_block(n)`` is the same read, as
-          one :class:`SampleBlock` (``None`` for ``[]``).
+          never blocks: it returns up to ``n`` samples, then an empty read forever ("no
+          data ever again", until a :meth:`rewind`). ``get_block(n)`` is the same read,
+          as one :class:`SampleBlock`. End of stream is an empty read from both: ``[]``
+          from ``get_batch``, an empty block from ``get_block``; test it with ``not
+          batch`` (or ``len(batch) == 0``).
         * ``timeout`` is in seconds (``None`` waits forever, ``0`` polls); when it
           expires, ``TimeoutError`` is raised ("no data yet" / "still full").
     """
@@ -332,7 +334,8 @@ class Buffer(abc.ABC):
         limiter (if any) allows ``n`` more draws. After close, neither the watermark
         nor the limiter holds the read back: returns up to ``n`` samples, fewer at the
         very end, and ``[]`` when nothing is left to serve, meaning "no data ever
-        again" (until a :meth:`rewind`).
+        again" (until a :meth:`rewind`): the end of the stream is an empty read, as for
+        :meth:`get_block`.
 
         Args:
             n: batch size, ``1 <= n <= capacity``.
@@ -350,10 +353,11 @@ class Buffer(abc.ABC):
                 self._count_got(len(batch))
             return batch
 
-    def get_block(self, n: int, timeout: float | None = None) -> SampleBlock | None:
+    def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """Like :meth:`get_batch`, but the `n` samples come as one :class:`SampleBlock`
-        (one array per field, the samples along axis 0) that the caller owns, and the
-        end of the stream is ``None``.
+        (one array per field, the samples along axis 0) that the caller owns. The end of
+        the stream is an empty read, as for :meth:`get_batch`: here an empty block
+        (`SampleBlock.empty`, ``len() == 0``, false), where `get_batch` gives ``[]``.
 
         A FIFO serves the blocks a receiver put without building per-sample objects;
         other policies stack the samples they draw (the same draws as `get_batch`).
@@ -369,7 +373,7 @@ class Buffer(abc.ABC):
             items = self._take_items_closed(n) if self._closed else self._take_items(n)
             if items:
                 self._count_got(_count(items))
-        return SampleBlock.join(items) if items else None
+        return SampleBlock.join(items) if items else SampleBlock.empty()
 
     def _take_items(self, n: int) -> list[Any]:
         """`_take`, as items (samples, or blocks of the buffer's own memory)."""

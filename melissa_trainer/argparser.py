@@ -6,7 +6,8 @@
 Every dataclass field becomes a ``--field_name`` flag (``--field-name`` works too), typed
 from its annotation, with the help text of ``metadata={"help": ...}``:
 
-- ``int``, ``float``, ``str``, ``pathlib.Path``;
+- ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `arguments.convert_value`
+  (the conversion of values from files too: ``1e3`` is an int, ``0.5`` a float);
 - ``X | None`` / ``Optional[X]``: the value ``none`` (or ``null``) gives None;
 - ``bool``: ``--flag`` (true), ``--flag true|false|yes|no|1|0``, and ``--no_flag`` for
   fields whose default is True;
@@ -14,11 +15,18 @@ from its annotation, with the help text of ``metadata={"help": ...}``:
   choices (matched case-insensitively);
 - ``list[X]``: one or more values (``--sizes 1 2 3``).
 
-``--config path.{json,yaml,yml}`` loads values from a file first; flags on the command
-line override the file. Flags the parser does not know are an argparse error (exit
-status 2) naming the flag; keys of a file or dict that belong to none of the dataclasses
-are a `ConfigError`, and so are invalid values (raised by the dataclass itself, e.g.
-`TrainingArguments.__post_init__`).
+``ArgumentParser(..., defaults={"buffer": "reservoir"})`` replaces dataclass defaults
+(an example's own settings): ``--help`` shows them. ``--config path.{json,yaml,yml}``
+loads values from a file; the file overrides the defaults, flags override the file.
+
+Every bad value on the command line is an argparse error (exit status 2, no
+traceback) naming where it came from: an unknown flag, a value of the wrong type or
+not among the choices (``argument --batch_size: 'abc' is not an integer ...``), a value
+the dataclass rejects (``argument --watermark: watermark=10 is larger than
+buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of any
+dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file (``in
+--config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
+these problems as a `ConfigError` instead.
 """
 
 from __future__ import annotations

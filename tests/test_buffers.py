@@ -618,6 +618,14 @@ def test_buffer_config_reports_every_problem_by_field():
         FIFOBuffer(3, watermark=4)
 
 
+def test_make_buffer_takes_a_config():
+    with pytest.raises(TypeError, match=r"takes a BufferConfig, got str"):
+        make_buffer("fifo")  # type: ignore[arg-type]
+    fifo = make_buffer(BufferConfig("fifo", 8, 2, retain=True))
+    assert isinstance(fifo, FIFOBuffer) and (fifo.capacity, fifo.watermark) == (8, 2)
+    assert make_buffer(BufferConfig("reservoir", 8)).rate_limiter is None
+
+
 def test_default_tolerance_follows_the_batch_not_the_capacity():
     # a large reservoir: the old make_buffer default, ratio + capacity = 10002, let
     # training run 10^4 draws ahead of the ratio; the default is a few batches

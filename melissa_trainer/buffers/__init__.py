@@ -12,6 +12,9 @@ drain after ``close()`` and checkpoint to safetensors + JSON. See :class:`Buffer
 A :class:`SampleBlock` holds consecutive samples as one array per field: a receiver
 puts batched small fields as blocks, which a FIFO holds as they are, and
 ``Buffer.get_block`` serves a batch as one (no per-sample object on either side).
+
+A :class:`BufferConfig` describes a buffer, validated in one place; :func:`make_buffer`
+builds it (``TrainingArguments.buffer_config()`` gives the trainer's).
 """
 
 from __future__ import annotations
@@ -51,9 +54,18 @@ BUFFER_CLASSES: dict[str, type[Buffer]] = {
 def make_buffer(config: BufferConfig) -> Buffer:
     """Build the buffer `config` describes (already validated by `BufferConfig`).
 
+    Raises:
+        TypeError: `config` is not a `BufferConfig` (e.g. the former
+            ``make_buffer(kind, capacity, ...)``).
+
     A ``sample_to_insert_ratio`` gives a reservoir a :class:`RateLimiter` with
     ``min_size_to_sample=watermark`` and the tolerance `BufferConfig.resolved_tolerance`.
     """
+    if not isinstance(config, BufferConfig):
+        raise TypeError(
+            f"make_buffer takes a BufferConfig, got {type(config).__name__}: write "
+            "make_buffer(BufferConfig('fifo', capacity, watermark, ...))"
+        )
     cls = BUFFER_CLASSES[config.kind]
     tolerance = config.resolved_tolerance
     if cls is not ReservoirBuffer:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.buffers import (
         Buffer,
         BufferClosedError,
+        BufferConfig,
         BufferStats,
         FIFOBuffer,
         FIROBuffer,
@@ -66,6 +67,7 @@ __all__ = [
     "ArgumentParser",
     "Buffer",
     "BufferClosedError",
+    "BufferConfig",
     "BufferStats",
     "CallableSampler",
     "CheckpointHook",
@@ -121,6 +123,7 @@ _MODULES = {
     "TrainingArguments": "arguments",
     "Buffer": "buffers",
     "BufferClosedError": "buffers",
+    "BufferConfig": "buffers",
     "BufferStats": "buffers",
     "FIFOBuffer": "buffers",
     "FIROBuffer": "buffers",

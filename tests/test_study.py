@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from melissa_trainer import OnlineTrainer, SourceError, StreamSource, TrainingArguments
-from melissa_trainer.launcher import Launcher, LocalBackend, UniformSampler
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 
 pytestmark = [
     pytest.mark.slow,
@@ -68,7 +68,9 @@ class Keys:
         return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
-def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Launcher:
+def study(tmp_path: Path, n: int, options: dict[str, Any], **tuning: Any) -> Launcher:
+    """A launcher of `n` simulations running SIMULATION with `options`, polling fast;
+    `tuning`: more `LauncherTuning` fields."""
     script = tmp_path / "sim.py"
     script.write_text(SIMULATION)
     (tmp_path / "pids").mkdir()
@@ -79,10 +81,8 @@ def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Lau
         n,
         job_limit=2,
         backend=LocalBackend(),
-        poll_interval=0.05,
-        kill_grace=2.0,
         env={"SIM_OPTIONS": json.dumps(options)},
-        **kwargs,
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, **tuning),
     )
 
 

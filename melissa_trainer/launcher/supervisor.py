@@ -41,6 +41,7 @@ from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchE
 from melissa_trainer.launcher.records import Study
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.templates import simulation_env
+from melissa_trainer.launcher.tuning import LauncherTuning
 
 __all__ = ["DRAIN_GRACE", "DataReport", "LauncherError", "RunningJob", "Settings", "Supervisor"]
 
@@ -102,9 +103,7 @@ class Settings:
 
     job_limit: int
     ranks: int
-    simulation_timeout: float | None
-    kill_grace: float
-    poll_interval: float
+    tuning: LauncherTuning  # timeouts and poll interval; the failure policy is the Study's
     env: Mapping[str, str]
     log_dir: Path
     rendezvous_dir: str
@@ -160,7 +159,7 @@ class Supervisor:
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until the next tick (or `stop`)."""
-        stop.wait(self.settings.poll_interval)
+        stop.wait(self.settings.tuning.poll_interval)
 
     def finished(self) -> bool:
         """The study is complete and no job is left."""
@@ -173,7 +172,7 @@ class Supervisor:
         runs them again and the summary counts no dead process as running."""
         for name, job in list(self.jobs.items()):
             logger.info("killing %s", self.backend.describe(job.handle))
-            self.backend.kill(job.handle, self.settings.kill_grace)
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
             if job.simulation_id is not None:
                 with self.lock:
@@ -194,7 +193,7 @@ class Supervisor:
         self.end_simulation(job.simulation_id, code, now, job.log_path)
 
     def check_timeouts(self, now: float) -> None:
-        timeout = self.settings.simulation_timeout
+        timeout = self.settings.tuning.simulation_timeout
         if timeout is None:
             return
         beats = self.refresh_beats()
@@ -212,7 +211,7 @@ class Supervisor:
                     timeout,
                     self.backend.describe(job.handle),
                 )
-                self.backend.kill(job.handle, self.settings.kill_grace)
+                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                 del self.jobs[name]
                 self.job_killed(job, time.monotonic())
 
@@ -240,7 +239,7 @@ class Supervisor:
                     logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
                     with self.lock:
                         self.study.records[sid].reason = why
-                    self.backend.kill(job.handle, self.settings.kill_grace)
+                    self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                     del self.jobs[name]
                     self.job_killed(job, time.monotonic(), "refused")
         with self.lock:
@@ -323,7 +322,7 @@ class Supervisor:
 
     def beat_of(self, sid: int) -> int:
         """The heartbeat value now (the baseline of a simulation that starts)."""
-        if self.heartbeat is None or self.settings.simulation_timeout is None:
+        if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
             return 0
         return self.refresh_beats().get(sid, 0)
 

@@ -108,7 +108,7 @@ class WorkerSupervisor(Supervisor):
 
     def wait(self, stop: threading.Event) -> None:
         # Requests are answered as they come, not once per poll interval.
-        deadline = time.monotonic() + self.settings.poll_interval
+        deadline = time.monotonic() + self.settings.tuning.poll_interval
         while not stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -236,7 +236,7 @@ class WorkerSupervisor(Supervisor):
                 "workers still alive %.0f s after the study ended: killing them", EXIT_GRACE
             )
             for name, job in list(self.jobs.items()):
-                self.backend.kill(job.handle, self.settings.kill_grace)
+                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                 del self.jobs[name]
 
     def slot_of(self, name: str) -> int:

@@ -54,12 +54,16 @@ from typing import Any
 
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
-from melissa_trainer.launcher.supervisor import DataReport, LauncherError, Settings, Supervisor
-from melissa_trainer.launcher.templates import CommandTemplate, callable_argv, pickle_callable
-from melissa_trainer.launcher.tuning import LauncherTuning
-from melissa_trainer.launcher.workers import DEFAULT_WORKER_BIND, WorkerSupervisor
-from melissa_trainer.stream.endpoints import is_loopback
+from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.templates import SimulationProgram
+from melissa_trainer.launcher.tuning import LauncherTuning, check_count
+from melissa_trainer.launcher.workers import (
+    DEFAULT_WORKER_BIND,
+    WorkerSupervisor,
+    check_worker_bind,
+)
 
 __all__ = ["Launcher", "LauncherError", "LauncherTuning"]
 
@@ -120,10 +124,10 @@ class Launcher:
         first_simulation_id: int = 0,
         tuning: LauncherTuning | None = None,
     ) -> None:
-        _count("n_simulations", n_simulations, 0)
-        _count("job_limit", job_limit, 1)
-        _count("ranks_per_simulation", ranks_per_simulation, 1)
-        _count("first_simulation_id", first_simulation_id, 0)
+        check_count("n_simulations", n_simulations, 0)
+        check_count("job_limit", job_limit, 1)
+        check_count("ranks_per_simulation", ranks_per_simulation, 1)
+        check_count("first_simulation_id", first_simulation_id, 0)
         if tuning is None:
             tuning = LauncherTuning()
         elif not isinstance(tuning, LauncherTuning):
@@ -144,12 +148,7 @@ class Launcher:
                 f"n_simulations={n_simulations}"
             )
         sampler.plan(n_simulations)
-        self._template: CommandTemplate | None = None
-        self._pickled: bytes | None = None
-        if callable(simulation):
-            self._pickled = pickle_callable(simulation)
-        else:
-            self._template = CommandTemplate(simulation, sampler.names, worker=worker)
+        self._program = SimulationProgram(simulation, sampler.names, worker=worker)
         self.backend = _backend(backend)
         if ranks_per_simulation > 1 and self.backend.name == "local":
             raise ValueError(
@@ -157,16 +156,7 @@ class Launcher:
                 f"backend='mpiexec' or 'slurm'"
             )
 
-        if not isinstance(worker_bind, str) or not worker_bind.startswith(("tcp://", "ipc://")):
-            raise ValueError(
-                f"worker_bind must be a ZeroMQ tcp:// or ipc:// endpoint, not {worker_bind!r}"
-            )
-        if worker and self.backend.name == "slurm" and is_loopback(worker_bind):
-            raise ValueError(
-                f"worker mode with the slurm backend runs workers on compute nodes, which "
-                f"cannot reach worker_bind={worker_bind!r}: bind an interface they reach, "
-                f"e.g. worker_bind='tcp://*:*' (and advertise_host if needed)"
-            )
+        check_worker_bind(worker_bind, self.backend.name if worker else None)
         self.n_simulations = n_simulations
         self.worker = worker
         self.tuning = tuning
@@ -239,25 +229,14 @@ class Launcher:
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
         self.backend.begin_study(study_id(study))  # before the first launch
-        base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
-        template = self._template
-
-        def command(sid: int, parameters: dict[str, float]) -> list[str]:
-            if template is None:
-                assert base_argv is not None
-                return list(base_argv)
-            return template.format(sid, parameters, settings.rendezvous_dir)
-
+        command, worker_argv = self._program.commands(study, settings.rendezvous_dir)
         with self._lock:
             self._study.data_reported = data is not None
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
-            argv = base_argv if template is None else template.format_worker(str(rendezvous))
-            assert argv is not None
             self._supervisor = WorkerSupervisor(
                 *common,
-                argv=argv,
-                max_restarts=self.tuning.max_restarts,
+                argv=worker_argv,
                 bind=self._worker_bind,
                 advertise_host=self._advertise,
                 redrawn=redrawn,
@@ -398,15 +377,6 @@ class Launcher:
                 with self._lock:
                     self._error = self._error or exc
 
-    def _write_pickle(self, study_dir: Path) -> Path:
-        assert self._pickled is not None
-        study_dir.mkdir(parents=True, exist_ok=True)
-        path = study_dir / "simulation.pkl"
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(self._pickled)
-        partial.replace(path)
-        return path
-
     def __repr__(self) -> str:
         return (
             f"Launcher(n_simulations={self.n_simulations}, job_limit={self._job_limit}, "
@@ -427,8 +397,3 @@ def _backend(backend: Backend | str) -> Backend:
     from melissa_trainer.launcher.backends import make_backend
 
     return make_backend(backend)
-
-
-def _count(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, not {value!r}")

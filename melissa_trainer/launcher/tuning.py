@@ -26,7 +26,7 @@ from typing import Any
 
 from melissa_trainer.launcher.records import ON_FAILURE
 
-__all__ = ["LauncherTuning"]
+__all__ = ["LauncherTuning", "check_count"]
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,9 @@ class LauncherTuning:
     kill_grace: float = 5.0
 
     def __post_init__(self) -> None:
-        _count("max_restarts", self.max_restarts, "restarts of one simulation id")
+        check_count("LauncherTuning.max_restarts", self.max_restarts, 0, "restarts of an id")
         if self.max_redraws is not None:
-            _count("max_redraws", self.max_redraws, "or None for n_simulations")
+            check_count("LauncherTuning.max_redraws", self.max_redraws, 0, "or None: n_simulations")
         if self.on_failure not in ON_FAILURE:
             raise ValueError(
                 f"LauncherTuning.on_failure must be one of {list(ON_FAILURE)}, "
@@ -110,6 +110,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _count(name: str, value: Any, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"LauncherTuning.{name} must be an int >= 0 ({what}), not {value!r}")
+def check_count(name: str, value: Any, low: int, hint: str = "") -> None:
+    """Raise ValueError naming `name` unless `value` is an int (not a bool) >= `low`
+    (`Launcher` checks its counts with it too)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        hint = f" ({hint})" if hint else ""
+        raise ValueError(f"{name} must be an int >= {low}{hint}, not {value!r}")

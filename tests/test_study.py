@@ -133,10 +133,11 @@ def test_a_study_trains_on_every_step_of_every_simulation_once(tmp_path: Path) -
         ).read_text()
     )
     # The final checkpoint is written before the source stops: a simulation whose data
-    # all arrived may still be exiting then ("running" for the launcher), but the
-    # receiver's record beside it has every simulation finished.
+    # all arrived may still be exiting then ("running" for the launcher if its tick has
+    # not read the receiver's report yet, "complete" if it has), but the receiver's
+    # record beside it has every simulation finished.
     records = state["launcher"]["simulations"]
-    assert {r["status"] for r in records.values()} <= {"finished", "running"}
+    assert {r["status"] for r in records.values()} <= {"finished", "complete", "running"}
     assert sorted(int(k) for k in records) == [0, 1, 2, 3]
     assert [state["simulations"][str(s)]["finished"] for s in range(4)] == [True] * 4
 

@@ -197,7 +197,8 @@ class Launcher:
         Args:
             rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
             heartbeat: ``{simulation id: messages received}`` (`Receiver.activity`), for
-                `simulation_timeout`; called from the launcher's thread.
+                `simulation_timeout`; called from the launcher's thread, every tick; it
+                returns a snapshot (the launcher keeps it, it is not copied).
             abandon: told each simulation id abandoned, so that the receivers stop
                 waiting for it; called from the launcher's thread.
             redrawn: told each simulation id given up and replaced by a redraw (the

@@ -199,11 +199,7 @@ class Supervisor:
                     del self.jobs[name]
                     self.job_killed(job, time.monotonic(), "refused")
         with self.lock:
-            exited = [
-                s
-                for s, r in self.study.records.items()
-                if r.status == "exited" and r.exited_at is not None
-            ]
+            exited = sorted(self.study.ids("exited"))  # O(exited), not O(study)
         if not exited or data.idle_seconds() < IDLE_GRACE:
             return
         for sid in exited:
@@ -273,7 +269,7 @@ class Supervisor:
 
     def refresh_beats(self) -> Mapping[int, int]:
         if self.heartbeat is not None:
-            self._beats = dict(self.heartbeat())
+            self._beats = self.heartbeat()  # a fresh mapping (`Receiver.activity`)
         return self._beats
 
     def beat_of(self, sid: int) -> int:

@@ -53,7 +53,7 @@ from solver import (  # noqa: E402
 
 from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments  # noqa: E402
 from melissa_trainer.buffers import BufferConfig, make_buffer  # noqa: E402
-from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 SOLVER = EXAMPLE / "solver.py"
 NAMES = (*PARAMETER_NAMES, "log2_alpha")
@@ -289,7 +289,7 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
         n_simulations,
         job_limit=setup.sim_jobs,
         env={"OMP_NUM_THREADS": "1"},
-        poll_interval=POLL,
+        tuning=LauncherTuning(poll_interval=POLL),
     )
     source = StreamSource(
         launcher=launcher,

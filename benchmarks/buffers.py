@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from melissa_trainer.buffers import Buffer, Sample, make_buffer
+from melissa_trainer.buffers import Buffer, BufferConfig, Sample, make_buffer
 
 
 def stack_samples(
@@ -131,7 +131,7 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 # ---------------------------------------------------------------------- puts
 def ours_put_rate(kind: str, n_elem: int, n: int) -> float:
-    buf = make_buffer(kind, n)
+    buf = make_buffer(BufferConfig(kind, n))
     sample = {"x": np.ones(n_elem, dtype=np.float32)}
     put = buf.put
 
@@ -165,7 +165,7 @@ class OursDraw:
     """get_batch(64) + np.stack, on a buffer holding ``capacity`` distinct samples."""
 
     def __init__(self, kind: str, samples: list[dict[str, np.ndarray]], reuse_out: bool) -> None:
-        self.buf: Buffer = make_buffer(kind, len(samples))
+        self.buf: Buffer = make_buffer(BufferConfig(kind, len(samples)))
         for s in samples:
             self.buf.put(s)
         self.refill = kind != "reservoir"

@@ -32,7 +32,7 @@ from heat_pipelines import (
     new_run,
 )
 
-from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher import Launcher, LauncherTuning
 
 
 def simulate_offline(
@@ -54,8 +54,8 @@ def simulate_offline(
         n_simulations,
         job_limit=setup.sim_jobs,
         env={"OMP_NUM_THREADS": "1"},
-        poll_interval=POLL,
-        min_finished_fraction=1e-9,  # a killed run at the deadline is no failure
+        # a killed run at the deadline is no failure
+        tuning=LauncherTuning(poll_interval=POLL, min_finished_fraction=1e-9),
     )
     t0_wall, t0 = time.time(), time.perf_counter()
     launcher.start(workdir / "rendezvous", study_dir=workdir)

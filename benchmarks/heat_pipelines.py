@@ -58,8 +58,8 @@ from melissa_trainer import (  # noqa: E402
     StreamSource,
     TrainingArguments,
 )
-from melissa_trainer.buffers import make_buffer  # noqa: E402
-from melissa_trainer.launcher import Launcher, make_sampler  # noqa: E402
+from melissa_trainer.buffers import BufferConfig, make_buffer  # noqa: E402
+from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 SOLVER = EXAMPLE / "solver.py"
 NAMES = (*PARAMETER_NAMES, "log2_alpha")
@@ -295,7 +295,7 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
         n_simulations,
         job_limit=setup.sim_jobs,
         env={"OMP_NUM_THREADS": "1"},
-        poll_interval=POLL,
+        tuning=LauncherTuning(poll_interval=POLL),
     )
     source = StreamSource(
         ReceiverConfig(
@@ -311,7 +311,7 @@ def stream_alone(setup: Setup, workdir: Path, n_simulations: int) -> Run:
     drained from a FIFO buffer and dropped, no training: t_sim as online runs them
     (each simulation process also imports the client, connects and sends)."""
     launcher, source = _stream(setup, workdir, n_simulations)
-    buffer = make_buffer("fifo", setup.buffer_size, 1)
+    buffer = make_buffer(BufferConfig("fifo", setup.buffer_size))
     source.configure(str(workdir / "trainer"))
     drained = 0
     t0 = time.perf_counter()

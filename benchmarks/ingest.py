@@ -74,15 +74,15 @@ INLINE_MAX = 65536
 CLIENT_CODE = r"""
 import sys, time
 import numpy as np
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 
 endpoint, sim, nbytes, n, hwm, rate, reuse = sys.argv[1:8]
 sim, nbytes, n, hwm, rate = int(sim), int(nbytes), int(n), int(hwm), float(rate)
 # never written after the first send (valid in every array_reuse mode); filled, so that
 # its pages are real memory (calloc'ed zeros may all map the kernel's zero page)
 u = np.full(nbytes // 4, 1.0, np.float32)
-c = Client({"u": ((nbytes // 4,), "float32")}, None, sim, [endpoint], sndhwm=hwm,
-           array_reuse=reuse)
+c = Client({"u": ((nbytes // 4,), "float32")}, None, sim, [endpoint], array_reuse=reuse,
+           tuning=ClientTuning(sndhwm=hwm))
 print("ready", flush=True)
 sys.stdin.readline()
 send = c.send
@@ -297,12 +297,12 @@ def _throughput_rows(case: str, nbytes: int, msgs_o: float, msgs_b: float) -> li
 STREAM_CLIENT = r"""
 import sys, time
 import numpy as np
-from melissa_trainer.client import Client, fetch_endpoints
+from melissa_trainer.client import Client, ClientTuning, fetch_endpoints
 _DISTINCT_FIELDS
 rendezvous, (nbytes, count), rate = sys.argv[1], map(int, sys.argv[2:4]), float(sys.argv[4])
 fields = distinct_fields(nbytes, count)  # the pre-filled run's samples, cycled
 c = Client({"u": ((nbytes // 4,), "float32")}, None, 1, fetch_endpoints(rendezvous, 60),
-           sndhwm=_HWM)
+           tuning=ClientTuning(sndhwm=_HWM))
 start, t = time.perf_counter(), 0
 while True:  # paced, until killed
     due = int((time.perf_counter() - start) * rate) + 1

@@ -28,7 +28,7 @@ import zmq
 from report import print_rows
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.dataset import StreamDataset
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.source import StreamSource
@@ -52,7 +52,9 @@ def run_ours(n: int, period: float) -> list[float]:
 
     def simulation() -> None:
         spec = {"u": ((FIELD,), "float32")}
-        with Client(spec, None, 1, [str(source.endpoint)], batch_bytes=0) as client:
+        with Client(
+            spec, None, 1, [str(source.endpoint)], tuning=ClientTuning(batch_bytes=0)
+        ) as client:
             _paced(n, period, lambda t: client.send(t, u=field), sent)
 
     sim = threading.Thread(target=simulation, daemon=True)

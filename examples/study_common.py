@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, StreamSource
-from melissa_trainer.launcher import Launcher, make_sampler
+from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 
 #: Parameter name -> (low, high), as `make_sampler` takes it.
 Bounds = Mapping[str, tuple[float, float]]
@@ -107,7 +107,7 @@ def study_source(
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,
-        simulation_timeout=opts.simulation_timeout,
+        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )

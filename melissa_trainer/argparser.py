@@ -6,7 +6,8 @@
 Every dataclass field becomes a ``--field_name`` flag (``--field-name`` works too), typed
 from its annotation, with the help text of ``metadata={"help": ...}``:
 
-- ``int``, ``float``, ``str``, ``pathlib.Path``;
+- ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `arguments.convert_value`
+  (the conversion of values from files too: ``1e3`` is an int, ``0.5`` a float);
 - ``X | None`` / ``Optional[X]``: the value ``none`` (or ``null``) gives None;
 - ``bool``: ``--flag`` (true), ``--flag true|false|yes|no|1|0``, and ``--no_flag`` for
   fields whose default is True;
@@ -14,11 +15,18 @@ from its annotation, with the help text of ``metadata={"help": ...}``:
   choices (matched case-insensitively);
 - ``list[X]``: one or more values (``--sizes 1 2 3``).
 
-``--config path.{json,yaml,yml}`` loads values from a file first; flags on the command
-line override the file. Flags the parser does not know are an argparse error (exit
-status 2) naming the flag; keys of a file or dict that belong to none of the dataclasses
-are a `ConfigError`, and so are invalid values (raised by the dataclass itself, e.g.
-`TrainingArguments.__post_init__`).
+``ArgumentParser(..., defaults={"buffer": "reservoir"})`` replaces dataclass defaults
+(an example's own settings): ``--help`` shows them. ``--config path.{json,yaml,yml}``
+loads values from a file; the file overrides the defaults, flags override the file.
+
+Every bad value on the command line is an argparse error (exit status 2, no
+traceback) naming where it came from: an unknown flag, a value of the wrong type or
+not among the choices (``argument --batch_size: 'abc' is not an integer ...``), a value
+the dataclass rejects (``argument --watermark: watermark=10 is larger than
+buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of any
+dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file (``in
+--config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
+these problems as a `ConfigError` instead.
 """
 
 from __future__ import annotations
@@ -29,13 +37,17 @@ import difflib
 import enum
 import os
 import pathlib
+import re
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from melissa_trainer.arguments import (
+    NONE_WORDS,
     ConfigError,
+    ConversionError,
     TrainingArguments,
+    convert_value,
     load_config_file,
     unknown_key_problems,
     unwrap_optional,
@@ -44,24 +56,37 @@ from melissa_trainer.arguments import (
 __all__ = ["ArgumentParser", "str_to_bool"]
 
 _CONFIG_DEST = "_config_file_"
-_NONE_WORDS = frozenset({"none", "null"})
-_TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE_WORDS = frozenset({"false", "f", "no", "n", "off", "0"})
-
-
-def str_to_bool(text: str) -> bool:
-    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive)."""
-    word = text.strip().lower()
-    if word in _TRUE_WORDS:
-        return True
-    if word in _FALSE_WORDS:
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _named(func: Callable[[str], Any], name: str) -> Callable[[str], Any]:
     func.__name__ = name  # argparse says "invalid <name> value: 'x'"
     return func
+
+
+def _scalar(base: type) -> Callable[[str], Any]:
+    """Command-line strings -> `base` through `convert_value` (one conversion for files
+    and flags); a bad string is an argparse error (``argument --flag: 'x' is not ...``)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return convert_value(text, base)
+        except ConversionError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+    return _named(convert, base.__name__)
+
+
+_to_bool = _scalar(bool)
+
+
+def str_to_bool(text: str) -> bool:
+    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive; `arguments.TRUE_WORDS`).
+
+    Raises:
+        argparse.ArgumentTypeError: any other word.
+    """
+    result: bool = _to_bool(text)
+    return result
 
 
 def _choice_converter(lookup: Mapping[str, Any], shown: Iterable[Any]) -> Callable[[str], Any]:
@@ -80,7 +105,7 @@ def _choice_converter(lookup: Mapping[str, Any], shown: Iterable[Any]) -> Callab
 
 def _optional(convert: Callable[[str], Any]) -> Callable[[str], Any]:
     def convert_or_none(text: str) -> Any:
-        return None if text.strip().lower() in _NONE_WORDS else convert(text)
+        return None if text.strip().lower() in NONE_WORDS else convert(text)
 
     return _named(convert_or_none, getattr(convert, "__name__", "value"))
 
@@ -109,10 +134,8 @@ class _FieldSpec:
         elif choices:
             convert = _choice_converter({str(c).lower(): c for c in choices}, choices)
             self.coerce_files = self.nargs is None
-        elif base is bool:
-            convert = str_to_bool
-        elif base in (int, float, str, pathlib.Path):
-            convert = base
+        elif base in (bool, int, float, str, pathlib.Path):
+            convert = _scalar(base)
             self.coerce_files = base is not str and self.nargs is None
         else:
             raise TypeError(
@@ -138,12 +161,19 @@ class ArgumentParser(argparse.ArgumentParser):
         *dataclass_types: the dataclass types to fill (or one list of them); a field name
             may belong to only one of them.
         config_flag: name of the flag that loads a JSON/YAML file (None: no such flag).
+        defaults: field name -> value replacing the dataclass default, e.g. what an
+            example runs with: ``--help`` shows it, and values from a file, a dict or
+            the command line override it (in that order of precedence, lowest first).
         **kwargs: passed to `argparse.ArgumentParser` (``allow_abbrev`` defaults to
             False: flags must be spelled out).
     """
 
     def __init__(
-        self, *dataclass_types: Any, config_flag: str | None = "config", **kwargs: Any
+        self,
+        *dataclass_types: Any,
+        config_flag: str | None = "config",
+        defaults: Mapping[str, Any] | None = None,
+        **kwargs: Any,
     ) -> None:
         if len(dataclass_types) == 1 and isinstance(dataclass_types[0], (list, tuple)):
             dataclass_types = tuple(dataclass_types[0])
@@ -157,6 +187,7 @@ class ArgumentParser(argparse.ArgumentParser):
         self.dataclass_types: tuple[type, ...] = tuple(dataclass_types)
         self.config_flag = config_flag
         self._specs: dict[str, _FieldSpec] = {}
+        self._field_defaults: dict[str, Any] = dict(defaults or {})
         if config_flag is not None:
             self.add_argument(
                 f"--{config_flag}",
@@ -167,6 +198,10 @@ class ArgumentParser(argparse.ArgumentParser):
             )
         for dtype in self.dataclass_types:
             self._add_dataclass_arguments(dtype)
+        unknown = [name for name in self._field_defaults if name not in self._specs]
+        if unknown:
+            problems = unknown_key_problems(unknown, self._specs)
+            raise ValueError(f"ArgumentParser(defaults=...): {'; '.join(problems)}")
 
     def _add_dataclass_arguments(self, dtype: type) -> None:
         hints = typing.get_type_hints(dtype)
@@ -186,15 +221,20 @@ class ArgumentParser(argparse.ArgumentParser):
                 )
             spec = _FieldSpec(dtype, f, hints[f.name])
             self._specs[f.name] = spec
+            overridden = f.name in self._field_defaults
+            if overridden:
+                spec.default = self._field_defaults[f.name]
             default = spec.default
             if isinstance(default, enum.Enum):
                 default = default.value
             if default is dataclasses.MISSING:
                 help_text = f"{spec.help} (required)".strip()
-            elif "default" in spec.help:
-                help_text = spec.help
+            elif "(default" in spec.help and not overridden:
+                help_text = spec.help  # the field's own words for its default
             else:
-                help_text = f"{spec.help} (default: {default})".strip()
+                # an overridden default replaces the field's words for its own
+                text = _DEFAULT_NOTE.sub("", spec.help)
+                help_text = f"{text} (default: {default})".strip()
             kwargs: dict[str, Any] = dict(dest=f.name, default=argparse.SUPPRESS)
             if spec.is_bool:
                 kwargs.update(nargs="?", const=True, type=spec.convert, metavar="{true,false}")
@@ -226,8 +266,13 @@ class ArgumentParser(argparse.ArgumentParser):
             self.error(self._unrecognized_message(remaining))
         values = vars(namespace)
         config_path = values.pop(_CONFIG_DEST, None)
-        merged: dict[str, Any] = load_config_file(config_path) if config_path else {}
-        merged.update(values)
+        from_file: dict[str, Any] = {}
+        if config_path:
+            try:
+                from_file = load_config_file(config_path)
+            except ConfigError as exc:
+                self.error(f"argument --{self.config_flag}: {exc}")
+        merged = {**from_file, **values}
         missing = [
             name
             for name, spec in self._specs.items()
@@ -236,7 +281,10 @@ class ArgumentParser(argparse.ArgumentParser):
         if missing:
             flags = ", ".join(f"--{name}" for name in missing)
             self.error(f"the following arguments are required: {flags}")
-        outputs = self.parse_dict(merged)
+        try:
+            outputs = self.parse_dict(merged)
+        except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
+            self.error(self._invalid_message(exc, values, from_file, config_path))
         return (*outputs, remaining) if return_remaining_strings else outputs
 
     def parse_dict(self, d: Mapping[str, Any], allow_extra_keys: bool = False) -> tuple[Any, ...]:
@@ -244,13 +292,15 @@ class ArgumentParser(argparse.ArgumentParser):
 
         Keys belonging to none of the dataclasses are a `ConfigError` (with the closest
         valid name suggested) unless `allow_extra_keys`. Strings are converted to the
-        field's type where it is numeric, boolean, a Path, an Enum or has choices.
+        field's type where it is numeric, boolean, a Path, an Enum or has choices. The
+        parser's `defaults` fill the keys `d` lacks.
         """
         if not isinstance(d, Mapping):
             raise ConfigError(f"expected a mapping of option names to values, got {d!r}")
         unknown = [key for key in d if key not in self._specs]
         if unknown and not allow_extra_keys:
             raise ConfigError(unknown_key_problems(unknown, self._specs), context="configuration")
+        d = {**self._field_defaults, **d}
         problems: list[str] = []
         kwargs_per_type: dict[type, dict[str, Any]] = {t: {} for t in self.dataclass_types}
         for key, value in d.items():
@@ -285,6 +335,28 @@ class ArgumentParser(argparse.ArgumentParser):
 
     # ------------------------------------------------------------------ errors
 
+    def _invalid_message(
+        self,
+        exc: ValueError,
+        cli: Mapping[str, Any],
+        from_file: Mapping[str, Any],
+        config_path: str | None,
+    ) -> str:
+        """`exc`'s problems, each naming the flag (``argument --name: ...``) or the file
+        and key it came from; problems that name no option are left as they are."""
+        problems = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
+        lines = []
+        for problem in problems:
+            match = _PROBLEM_KEY.match(problem)
+            key = match and (match.group(1) or match.group(2))
+            if key in cli:
+                lines.append(f"argument --{key}: {problem}")
+            elif key in from_file:
+                lines.append(f"in --{self.config_flag} {config_path}, key {key!r}: {problem}")
+            else:
+                lines.append(problem)
+        return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
+
     def _unrecognized_message(self, remaining: Iterable[str]) -> str:
         known = [s for action in self._actions for s in action.option_strings]
         hints = []
@@ -304,6 +376,12 @@ def _add_with_alias(group: Any, name: str, help: str, **kwargs: Any) -> None:
     hyphen = name.replace("_", "-")
     if hyphen != name:
         group.add_argument(f"--{hyphen}", help=argparse.SUPPRESS, **kwargs)
+
+
+#: the option a problem line is about: ``name=value ...`` or ``unknown key 'name' ...``
+_PROBLEM_KEY = re.compile(r"(?:([A-Za-z_]\w*)=|unknown key '([^']*)')")
+#: a field's own "(default: ...)" note in its help text (one level of parentheses inside)
+_DEFAULT_NOTE = re.compile(r"\s*\(default[: ][^()]*(?:\([^()]*\)[^()]*)*\)")
 
 
 def _self_validated(spec: _FieldSpec) -> bool:

@@ -8,7 +8,14 @@ the field, its value and the fix.
 
 Values read from JSON / YAML files are checked for type: numeric strings such as
 ``"64"`` or ``"1e-3"`` (YAML reads ``1e-3`` as a string) are converted, anything else of
-the wrong type is a `ConfigError` naming the field.
+the wrong type is a `ConfigError` naming the field. `convert_value` is the one
+conversion of option values: `ArgumentParser` uses it for command-line strings too.
+The buffer's rules are `BufferConfig`'s (`buffers/config.py`), reported here under
+this class's field names.
+
+About 480 lines, over the ~400 of the project's modules: a third is the field
+documentation of `TrainingArguments` (one entry per option, the user's reference),
+which belongs next to the fields.
 """
 
 from __future__ import annotations
@@ -27,23 +34,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.buffers.config import BUFFER_KINDS, BufferConfig, config_problems
+
 __all__ = [
     "BUFFER_CHOICES",
     "MIXED_PRECISION_CHOICES",
     "REPORT_TO_CHOICES",
+    "FALSE_WORDS",
+    "NONE_WORDS",
+    "TRUE_WORDS",
     "ConfigError",
+    "ConversionError",
     "TrainingArguments",
+    "convert_value",
     "load_config_file",
     "unknown_key_problems",
+    "unwrap_optional",
 ]
 
-BUFFER_CHOICES = ("fifo", "firo", "reservoir")
+BUFFER_CHOICES = BUFFER_KINDS
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
 
-_TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
-_FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+#: words read as True / False / None (case-insensitive), from files and the command line
+TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
+FALSE_WORDS = frozenset({"false", "f", "no", "n", "off", "0"})
+NONE_WORDS = frozenset({"none", "null"})
 _SEED_MAX = 2**32 - 1  # numpy's limit
+#: BufferConfig field -> the TrainingArguments field that sets it
+_BUFFER_NAMES = {
+    "kind": "buffer",
+    "capacity": "buffer_size",
+    "watermark": "watermark",
+    "seed": "seed",
+    "max_sample_reuse": "max_sample_reuse",
+    "sample_to_insert_ratio": "sample_to_insert_ratio",
+    "sample_to_insert_tolerance": "sample_to_insert_tolerance",
+    "batch_size": "batch_size",
+    "batches_per_step": "gradient_accumulation_steps",
+}
 
 
 class ConfigError(ValueError):
@@ -124,8 +153,8 @@ def load_config_file(path: str | os.PathLike[str], fmt: str | None = None) -> di
     return data
 
 
-class _CoerceError(Exception):
-    pass
+class ConversionError(ValueError):
+    """`convert_value` could not convert a value; the message says why and the fix."""
 
 
 def unwrap_optional(annotation: Any) -> tuple[bool, Any]:
@@ -150,20 +179,37 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _coerce(value: Any, annotation: Any) -> Any:
-    """Convert `value` to the scalar type `annotation` (int, float, str, bool, Optional)."""
+def convert_value(value: Any, annotation: Any) -> Any:
+    """`value` (from a file, a dict or the command line) as the scalar type `annotation`.
+
+    The one conversion of option values, used by `TrainingArguments` (for values from
+    files and dicts) and by `ArgumentParser` (for command-line strings):
+
+    * ``int``: integers, and strings or floats holding a whole number (``"64"``,
+      ``"1e3"``, ``64.0``); ``float``: finite numbers and numeric strings (YAML reads
+      ``1e-3`` as a string); ``bool``: booleans, 0/1 and the words of `TRUE_WORDS` /
+      `FALSE_WORDS`; ``str``: strings and numbers (not booleans); ``pathlib.Path``:
+      strings and paths;
+    * ``X | None``: None, and for strings the words of `NONE_WORDS`, give None.
+
+    Raises:
+        ConversionError: naming the problem and the fix (not the field: the caller does).
+        TypeError: an annotation other than these.
+    """
     optional, base = unwrap_optional(annotation)
-    if value is None:
+    if value is None or (
+        optional and isinstance(value, str) and value.strip().lower() in NONE_WORDS
+    ):
         if optional:
             return None
-        raise _CoerceError("must not be null: give a value or remove the key to use the default")
+        raise ConversionError("must not be null: give a value or remove the key to use the default")
     if base is bool:
         text = value.strip().lower() if isinstance(value, str) else None
         if isinstance(value, bool) or (isinstance(value, int) and value in (0, 1)):
             return bool(value)
-        if text in _TRUE or text in _FALSE:
-            return text in _TRUE
-        raise _CoerceError("is not a boolean: use true or false")
+        if text in TRUE_WORDS or text in FALSE_WORDS:
+            return text in TRUE_WORDS
+        raise ConversionError("is not a boolean: use true or false")
     if base is int:
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
@@ -173,22 +219,26 @@ def _coerce(value: Any, annotation: Any) -> Any:
         number = _number(value)
         if number is not None and math.isfinite(number) and number.is_integer():
             return int(number)
-        raise _CoerceError("is not an integer: give a whole number")
+        raise ConversionError("is not an integer: give a whole number")
     if base is float:
         number = _number(value)
         if number is None:
-            raise _CoerceError("is not a number: give a decimal number such as 0.5")
+            raise ConversionError("is not a number: give a decimal number such as 0.5")
         if not math.isfinite(number):
-            raise _CoerceError("is not finite: give a finite number")
+            raise ConversionError("is not finite: give a finite number")
         return number
     if base is str:
         if isinstance(value, bool):
-            raise _CoerceError(
+            raise ConversionError(
                 "is a boolean, not a string: quote it (YAML reads bare yes/no/on/off as booleans)"
             )
         if isinstance(value, (str, int, float)):
             return str(value)
-        raise _CoerceError("is not a string")
+        raise ConversionError("is not a string")
+    if base is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+        raise ConversionError("is not a path: give a string")
     raise TypeError(f"unsupported annotation {annotation!r}")  # pragma: no cover
 
 
@@ -251,7 +301,7 @@ class TrainingArguments:
             far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
             >= ``ratio + batch_size``. None means
             ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
-            batch_size)`` (see `resolved_sample_to_insert_tolerance`). Default None.
+            batch_size)`` (see `BufferConfig.resolved_tolerance`). Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
@@ -317,8 +367,8 @@ class TrainingArguments:
         for name, annotation in _field_types().items():
             value = getattr(self, name)
             try:
-                setattr(self, name, _coerce(value, annotation))
-            except _CoerceError as exc:
+                setattr(self, name, convert_value(value, annotation))
+            except ConversionError as exc:
                 problems.append(f"{name}={value!r} {exc}")
                 bad.add(name)
         for name in ("mixed_precision", "buffer", "report_to"):
@@ -352,76 +402,27 @@ class TrainingArguments:
                 p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
         if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
             p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
-        for name in ("batch_size", "gradient_accumulation_steps", "logging_steps",
-                     "buffer_size", "stop_sync_steps", "max_to_keep", "pseudo_epochs",
-                     "watermark"):  # fmt: skip
+        for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):
             at_least_one(name)
         at_least_one("max_steps", "let the stream decide when training ends")
         at_least_one("eval_steps", "validate only at the end")
         at_least_one("save_steps", "save only at the end")
         at_least_one("early_stopping_patience", "disable early stopping")
-        at_least_one("max_sample_reuse", "allow unbounded reuse")
 
         for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
-                              ("buffer", BUFFER_CHOICES),
                               ("report_to", REPORT_TO_CHOICES)):  # fmt: skip
             value = getattr(self, name)
             if ok(name) and value not in choices:
                 p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
 
-        sizes_ok = ok("buffer_size") and self.buffer_size >= 1
-        if sizes_ok and ok("watermark") and self.watermark > self.buffer_size:
-            p.append(
-                f"watermark={self.watermark} is larger than buffer_size={self.buffer_size}: "
-                "lower watermark or raise buffer_size"
+        # the buffer's rules, stated once in BufferConfig, under this class's names
+        p.extend(
+            config_problems(
+                self._buffer_values(),
+                _BUFFER_NAMES,
+                skip={"seed"} | {key for key, name in _BUFFER_NAMES.items() if name in bad},
             )
-        if sizes_ok and ok("batch_size") and self.batch_size > self.buffer_size:
-            p.append(
-                f"batch_size={self.batch_size} is larger than buffer_size={self.buffer_size} "
-                "(a batch could never be read while streaming): lower batch_size or raise "
-                "buffer_size"
-            )
-
-        reservoir = ok("buffer") and self.buffer == "reservoir"
-        known_buffer = ok("buffer") and self.buffer in BUFFER_CHOICES
-        for name in ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance"):
-            value = getattr(self, name)
-            if ok(name) and value is not None and known_buffer and not reservoir:
-                p.append(
-                    f"{name}={value!r} only applies to buffer='reservoir' (buffer="
-                    f"{self.buffer!r}): set buffer='reservoir' or remove {name}"
-                )
-        ratio = self.sample_to_insert_ratio
-        ratio_ok = ok("sample_to_insert_ratio") and ratio is not None and ratio > 0
-        if ok("sample_to_insert_ratio") and ratio is not None and ratio <= 0:
-            p.append(
-                f"sample_to_insert_ratio={ratio!r} must be > 0: give a positive ratio "
-                "(e.g. 1.0), or leave it unset (None) to disable the rate limit"
-            )
-        reuse = self.max_sample_reuse if ok("max_sample_reuse") else None
-        if ratio_ok and ratio is not None and reuse is not None and ratio > reuse >= 1:
-            p.append(
-                f"sample_to_insert_ratio={ratio!r} is larger than max_sample_reuse={reuse} "
-                "(samples would leave the buffer before the ratio is met): lower "
-                "sample_to_insert_ratio or raise max_sample_reuse"
-            )
-        tolerance = self.sample_to_insert_tolerance
-        if ok("sample_to_insert_tolerance") and tolerance is not None:
-            if ok("sample_to_insert_ratio") and ratio is None and (reservoir or not known_buffer):
-                p.append(
-                    f"sample_to_insert_tolerance={tolerance!r} has no effect without "
-                    "sample_to_insert_ratio: set sample_to_insert_ratio or remove "
-                    "sample_to_insert_tolerance"
-                )
-            elif ratio_ok and ok("batch_size") and ratio is not None:
-                minimum = ratio + self.batch_size
-                if tolerance < minimum:
-                    p.append(
-                        f"sample_to_insert_tolerance={tolerance!r} is too small for "
-                        f"sample_to_insert_ratio={ratio!r} and batch_size={self.batch_size} "
-                        f"(training would stall): set it >= ratio + batch_size = {minimum:g}, "
-                        "or leave it unset (None) for the default"
-                    )
+        )
         return p
 
     # ------------------------------------------------------------------ resolved values
@@ -433,20 +434,21 @@ class TrainingArguments:
             return self.logging_dir
         return os.path.join(self.output_dir, "runs")
 
-    @property
-    def resolved_sample_to_insert_tolerance(self) -> float | None:
-        """The tolerance in use: the given value, the default, or None without a ratio."""
-        ratio = self.sample_to_insert_ratio
-        if ratio is None:
-            return None
-        if self.sample_to_insert_tolerance is not None:
-            return float(self.sample_to_insert_tolerance)
-        return float(
-            max(
-                4 * self.batch_size * self.gradient_accumulation_steps,
-                ratio * self.watermark + self.batch_size,
-            )
-        )
+    def buffer_config(self, process_index: int = 0) -> BufferConfig:
+        """The configuration of the buffer of training rank `process_index` (each rank
+        seeds its buffer with ``seed + process_index``); `make_buffer` builds it.
+
+        Its `BufferConfig.resolved_tolerance` is the sample-to-insert tolerance in use.
+        """
+        values = self._buffer_values()
+        values["seed"] = self.seed + process_index
+        return BufferConfig(**values)
+
+    def _buffer_values(self) -> dict[str, Any]:
+        """`BufferConfig` field -> value of the corresponding field here."""
+        values = {key: getattr(self, name) for key, name in _BUFFER_NAMES.items()}
+        values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
+        return values
 
     # ------------------------------------------------------------------ (de)serialisation
 

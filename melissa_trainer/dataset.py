@@ -150,7 +150,7 @@ class StreamDataset(IterableDataset):
             try:
                 samples: Sequence[Sample]
                 if self._columnar:
-                    samples = self.buffer.get_block(n, timeout=timeout) or []
+                    samples = self.buffer.get_block(n, timeout=timeout)
                 else:
                     samples = self.buffer.get_batch(n, timeout=timeout)
             except TimeoutError:
@@ -172,7 +172,7 @@ class StreamDataset(IterableDataset):
         """
         while len(self._pending) < n:
             samples = self._take(interrupted)
-            if not samples:  # [] or None
+            if not samples:  # an empty read: the end of the stream (or None: interrupted)
                 break
             self._pending.append(samples)
         return min(n, len(self._pending))

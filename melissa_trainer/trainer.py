@@ -138,16 +138,7 @@ class OnlineTrainer:
             raise ValueError("eval_dataset is empty: pass None to skip validation")
         self.eval_dataset = eval_dataset
 
-        self.buffer = make_buffer(
-            args.buffer,
-            args.buffer_size,
-            args.watermark,
-            seed=args.seed + acc.process_index,
-            max_sample_reuse=args.max_sample_reuse,
-            sample_to_insert_ratio=args.sample_to_insert_ratio,
-            sample_to_insert_tolerance=args.resolved_sample_to_insert_tolerance,
-            retain=args.pseudo_epochs > 1,
-        )
+        self.buffer = make_buffer(args.buffer_config(process_index=acc.process_index))
         if args.pseudo_epochs > 1 and args.buffer != "reservoir":
             logger.warning(
                 "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "

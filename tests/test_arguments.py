@@ -33,7 +33,7 @@ def test_defaults_are_valid() -> None:
     assert args.batch_size == 32 and args.buffer == "fifo" and args.max_steps is None
     assert args.resolved_logging_dir == os.path.join("outputs", "runs")
     assert TrainingArguments(logging_dir="tb").resolved_logging_dir == "tb"
-    assert args.resolved_sample_to_insert_tolerance is None
+    assert args.buffer_config().resolved_tolerance is None
     assert issubclass(ConfigError, ValueError)
 
 
@@ -119,14 +119,14 @@ def test_reservoir_options_and_resolved_tolerance() -> None:
         buffer="reservoir", max_sample_reuse=3, sample_to_insert_ratio=2.0, watermark=100
     )
     # max(4 * 32 * 1, 2.0 * 100 + 32)
-    assert args.resolved_sample_to_insert_tolerance == 232.0
+    assert args.buffer_config().resolved_tolerance == 232.0
     args = TrainingArguments(buffer="reservoir", sample_to_insert_ratio=1.0, batch_size=8,
                              gradient_accumulation_steps=4)  # fmt: skip
-    assert args.resolved_sample_to_insert_tolerance == 128.0
+    assert args.buffer_config().resolved_tolerance == 128.0
     args = TrainingArguments(
         buffer="reservoir", sample_to_insert_ratio=1.0, sample_to_insert_tolerance=33
     )
-    assert args.resolved_sample_to_insert_tolerance == 33.0
+    assert args.buffer_config().resolved_tolerance == 33.0
     # pseudo-epochs with a reservoir are allowed (it replays its retained subset)
     assert TrainingArguments(buffer="reservoir", pseudo_epochs=3).pseudo_epochs == 3
 
@@ -309,10 +309,25 @@ def test_cli_bool_forms(argv: list[str], save_at_end: bool, disable_progress_bar
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--batch_size", "abc"], "argument --batch_size: invalid int value: 'abc'"),
-        (["--buffer", "lifo"], "invalid choice: 'lifo' (choose from fifo, firo, reservoir)"),
+        (["--batch_size", "abc"], "argument --batch_size: 'abc' is not an integer"),
+        (["--lr", "fast"], "argument --lr: 'fast' is not a number"),
+        (
+            ["--buffer", "lifo"],
+            "argument --buffer: invalid choice: 'lifo' (choose from fifo, firo, reservoir)",
+        ),
         (["--act", "tanh"], "invalid choice: 'tanh'"),
-        (["--use_bias", "maybe"], "expected true or false"),
+        (["--use_bias", "maybe"], "argument --use_bias: 'maybe' is not a boolean"),
+        (["--batch_size", "0"], "argument --batch_size: batch_size=0 must be a positive integer"),
+        (
+            ["--buffer_size", "4", "--watermark", "5", "--batch_size", "2"],
+            "argument --watermark: watermark=5 is larger than buffer_size=4",
+        ),
+        (
+            ["--sample_to_insert_ratio", "1"],
+            "argument --sample_to_insert_ratio: sample_to_insert_ratio=1.0 only applies to "
+            "buffer='reservoir'",
+        ),
+        (["--config", "nowhere.json"], "argument --config: config file 'nowhere.json' does not"),
         (["--batchsize", "3"], "unrecognized arguments: --batchsize 3"),
         (["--batchsize", "3"], "did you mean --batch_size?"),
         (["--batch", "3"], "unrecognized arguments: --batch 3"),  # no abbreviations
@@ -324,12 +339,68 @@ def test_cli_errors_exit_2(
     with pytest.raises(SystemExit) as info:
         parse(*argv)
     assert info.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err and ": error: " in err and "Traceback" not in err
 
 
-def test_cli_validation_errors_raise_config_error() -> None:
-    with pytest.raises(ConfigError, match="watermark=5 is larger than buffer_size=4"):
-        parse("--buffer_size", "4", "--watermark", "5", "--batch_size", "2")
+def test_cli_reports_every_problem_with_its_flag_or_file_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run.yaml"
+    path.write_text("batch_size: 0\nbufer: fifo\n")
+    with pytest.raises(SystemExit) as info:
+        parse("--config", str(path))
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert f"in --config {path}, key 'bufer': unknown key 'bufer': did you mean 'buffer'?" in err
+    path.write_text("batch_size: 0\n")
+    with pytest.raises(SystemExit):
+        parse("--config", str(path), "--logging_steps", "0")
+    err = capsys.readouterr().err
+    assert f"in --config {path}, key 'batch_size': batch_size=0 must be a positive" in err
+    assert "argument --logging_steps: logging_steps=0 must be a positive integer" in err
+
+
+@pytest.mark.parametrize("word", ["yes", "No", "ON", "off", "1", "0", "t", "F"])
+def test_one_conversion_for_files_and_flags(word: str) -> None:
+    from_file = TrainingArguments.from_dict({"save_at_end": word}).save_at_end
+    from_flag = parse("--save_at_end", word)[0].save_at_end
+    assert from_file is from_flag is (word.lower() in ("yes", "on", "1", "t"))
+    # whole numbers written as floats, and the none words, read the same either way
+    args = TrainingArguments.from_dict({"buffer_size": "1e3", "max_steps": "none"})
+    assert (args.buffer_size, args.max_steps) == (1000, None)
+    targs, _ = parse("--buffer_size", "1e3", "--max_steps", "none")
+    assert (targs.buffer_size, targs.max_steps) == (1000, None)
+
+
+HEAT_LIKE = {"buffer": "reservoir", "buffer_size": 4000, "watermark": 500, "eval_steps": 500}
+
+
+def test_parser_defaults_show_in_help_and_are_overridable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = ArgumentParser(TrainingArguments, ModelArgs, defaults={**HEAT_LIKE, "lr": 0.5})
+    with pytest.raises(SystemExit):
+        parser.parse_args_into_dataclasses(["--help"])
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "Buffer policy. One of: fifo, firo, reservoir. (default: reservoir)" in out
+    assert "(per rank). (default: 4000)" in out and "starts. (default: 500)" in out
+    assert "Validate every this many steps. (default: 500)" in out
+    assert "only at the end" not in out.split("--eval_steps")[1].split("--")[0]
+    assert "Learning rate. (default: 0.5)" in out
+    targs, margs = parser.parse_args_into_dataclasses([])
+    assert (targs.buffer, targs.buffer_size, targs.watermark, targs.eval_steps) == (
+        "reservoir", 4000, 500, 500,
+    )  # fmt: skip
+    assert margs.lr == 0.5
+    # a file overrides the parser's defaults, the command line overrides the file
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"buffer_size": 600, "watermark": 100}))
+    targs, _ = parser.parse_args_into_dataclasses(["--config", str(path), "--watermark", "50"])
+    assert (targs.buffer, targs.buffer_size, targs.watermark) == ("reservoir", 600, 50)
+    assert parser.parse_dict({"seed": 1})[0].buffer_size == 4000
+    with pytest.raises(ValueError, match="did you mean 'buffer_size'"):
+        ArgumentParser(TrainingArguments, defaults={"buffer_sise": 3})
 
 
 def test_remaining_strings() -> None:

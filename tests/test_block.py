@@ -15,6 +15,7 @@ from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
+    BufferConfig,
     FIFOBuffer,
     FIROBuffer,
     RateLimiter,
@@ -79,6 +80,20 @@ def test_a_block_is_a_sequence_of_samples_that_own_their_memory() -> None:
         block[::2]
 
 
+@pytest.mark.parametrize("n_fields", [1, 2, 3, 4, 5, 7])
+def test_samples_hold_every_field_whatever_their_number(n_fields: int) -> None:
+    fields = {
+        f"f{i}": np.arange(70 * (i + 1)).reshape(70, i + 1) * (i + 1) for i in range(n_fields)
+    }
+    samples = SampleBlock(fields).samples()
+    assert len(samples) == 70
+    for j, sample in enumerate(samples):
+        assert list(sample) == list(fields)  # the block's field order
+        for name, column in fields.items():
+            assert np.array_equal(sample[name], column[j])
+    assert SampleBlock.empty().samples() == [] and len(SampleBlock.empty()) == 0
+
+
 def test_a_block_refuses_arrays_that_do_not_line_up() -> None:
     with pytest.raises(ValueError, match="at least one field"):
         SampleBlock({})
@@ -126,7 +141,7 @@ ops = st.lists(
 
 
 def _ids(batch: Any) -> list[int]:
-    if batch is None or isinstance(batch, list) and not batch:
+    if not batch:  # the end of the stream: an empty read from either call
         return []
     if isinstance(batch, SampleBlock):
         return batch.fields["id"].tolist()
@@ -136,7 +151,7 @@ def _ids(batch: Any) -> list[int]:
 def _fresh(kind: str, capacity: int, retain: bool, limited: bool) -> Buffer:
     """A buffer of `kind`, with a rate limiter (one draw per insert) if `limited`."""
     if not limited:
-        return make_buffer(kind, capacity, seed=3, retain=retain)
+        return make_buffer(BufferConfig(kind, capacity, seed=3, retain=retain))
     limiter = RateLimiter(1.0, capacity + 1.0, min_size_to_sample=1)
     cls = {"fifo": FIFOBuffer, "firo": FIROBuffer, "reservoir": ReservoirBuffer}[kind]
     if kind == "reservoir":
@@ -209,14 +224,16 @@ def test_a_fifo_holds_a_block_as_one_item_and_serves_a_block_the_reader_owns() -
     assert buf.put_available(block_of(10, 10)) == 6  # what fits
     assert len(buf) == 16
     out = buf.get_block(12)
-    assert out is not None and out.fields["id"].tolist() == list(range(12))
+    assert out.fields["id"].tolist() == list(range(12))
     out.fields["u"][:] = -1  # the reader's own arrays: the retained samples are intact
     assert [int(s["id"]) for s in buf.get_batch(4)] == [12, 13, 14, 15]
     buf.close()
-    assert buf.get_block(3) is None and buf.get_batch(3) == []
+    end = buf.get_block(3)  # the end of the stream: an empty read from both
+    assert isinstance(end, SampleBlock) and len(end) == 0 and not end and end.samples() == []
+    assert buf.get_batch(3) == []
     assert buf.rewind() == 16
     again = buf.get_block(16)
-    assert again is not None and again.fields["u"][:, 0].tolist() == list(range(16))
+    assert again.fields["u"][:, 0].tolist() == list(range(16))
     assert not np.shares_memory(again.fields["u"], block.fields["u"])
 
 
@@ -226,7 +243,7 @@ def test_default_batches_taken_as_blocks_are_the_batches_of_the_per_sample_path(
 ) -> None:
     datasets = []
     for process in (None, to_tensors):
-        buf = make_buffer(kind, 64, seed=1)
+        buf = make_buffer(BufferConfig(kind, 64, seed=1))
         for first in range(0, 40, 8):
             buf.put_available(block_of(first, 8))
         buf.put({"u": np.full(3, 40, np.float32), "id": np.array(40), "p": np.zeros(2)})
@@ -270,7 +287,7 @@ def test_process_batch_makes_the_batches_that_process_sample_and_collate_make(
 ) -> None:
     batches = []
     for options in ({"process_batch": _xy_batch}, {"process_sample": xy}):
-        buf = make_buffer(kind, 128, seed=2)
+        buf = make_buffer(BufferConfig(kind, 128, seed=2))
         buf.put_available(list(linear_samples(50)))
         buf.close()
         batches.append(list(StreamDataset(buf, batch_size=8, **options)))

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
+    BufferConfig,
     BufferStats,
     FIFOBuffer,
     FIROBuffer,
@@ -70,7 +71,7 @@ def wait_blocked(t: threading.Thread, delay: float = 0.05) -> None:
 # ---------------------------------------------------------------------- watermark / blocking
 @pytest.mark.parametrize("kind", KINDS)
 def test_watermark_holds_reads_continuously(kind):
-    buf = make_buffer(kind, capacity=10, watermark=5)
+    buf = make_buffer(BufferConfig(kind, capacity=10, watermark=5))
     fill(buf, 0, 4)
     with pytest.raises(TimeoutError, match="no data yet"):
         buf.get_batch(1, timeout=SHORT)
@@ -84,7 +85,7 @@ def test_watermark_holds_reads_continuously(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_read_waits_for_n_samples(kind):
-    buf = make_buffer(kind, capacity=10)
+    buf = make_buffer(BufferConfig(kind, capacity=10))
     fill(buf, 0, 2)
     with pytest.raises(TimeoutError):
         buf.get_batch(3, timeout=0)
@@ -94,7 +95,7 @@ def test_read_waits_for_n_samples(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_batch_size_validation(kind):
-    buf = make_buffer(kind, capacity=4)
+    buf = make_buffer(BufferConfig(kind, capacity=4))
     for bad in (0, -1, 5):
         with pytest.raises(ValueError, match="batch size"):
             buf.get_batch(bad)
@@ -116,7 +117,7 @@ def test_fifo_order_and_close_drain():
 
 @pytest.mark.parametrize("kind", ["fifo", "firo"])
 def test_close_drains_every_sample_once(kind):
-    buf = make_buffer(kind, capacity=20, watermark=20)
+    buf = make_buffer(BufferConfig(kind, capacity=20, watermark=20))
     fill(buf, 0, 13)
     buf.close()
     assert sorted(drain(buf, 4)) == list(range(13))
@@ -125,7 +126,7 @@ def test_close_drains_every_sample_once(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_put_after_close_raises(kind):
-    buf = make_buffer(kind, capacity=3)
+    buf = make_buffer(BufferConfig(kind, capacity=3))
     buf.close()
     with pytest.raises(BufferClosedError):
         buf.put(smp(0))
@@ -135,7 +136,7 @@ def test_put_after_close_raises(kind):
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("kind", KINDS)
 def test_close_wakes_blocked_reader(kind):
-    buf = make_buffer(kind, capacity=3)
+    buf = make_buffer(BufferConfig(kind, capacity=3))
     t, box = start(buf.get_batch, 2)
     wait_blocked(t)
     buf.close()
@@ -146,7 +147,7 @@ def test_close_wakes_blocked_reader(kind):
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("kind", KINDS)
 def test_close_wakes_blocked_writer(kind):
-    buf = make_buffer(kind, capacity=2)
+    buf = make_buffer(BufferConfig(kind, capacity=2))
     fill(buf, 0, 2)
     t, box = start(buf.put, smp(2))
     wait_blocked(t)
@@ -158,7 +159,7 @@ def test_close_wakes_blocked_writer(kind):
 @pytest.mark.timeout(10)
 @pytest.mark.parametrize("kind", ["fifo", "firo"])
 def test_back_pressure_blocks_then_unblocks(kind):
-    buf = make_buffer(kind, capacity=2)
+    buf = make_buffer(BufferConfig(kind, capacity=2))
     fill(buf, 0, 2)
     with pytest.raises(TimeoutError, match="full"):
         buf.put(smp(2), timeout=SHORT)
@@ -309,7 +310,7 @@ def test_firo_rewind():
 
 @pytest.mark.parametrize("kind", ["fifo", "firo"])
 def test_rewind_needs_retain(kind):
-    buf = make_buffer(kind, capacity=3)
+    buf = make_buffer(BufferConfig(kind, capacity=3))
     with pytest.raises(RuntimeError, match="retain=True"):
         buf.rewind()
 
@@ -441,7 +442,7 @@ def _exercise(buf: Buffer, start_id: int) -> list[int]:
 def _build(kind: str, **kw) -> Buffer:
     if kind == "reservoir":
         return ReservoirBuffer(6, seed=11, max_sample_reuse=3, **kw)
-    return make_buffer(kind, 6, seed=11, retain=True)
+    return make_buffer(BufferConfig(kind, 6, seed=11, retain=True))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -570,41 +571,86 @@ def test_state_dict_is_safe_while_threads_run():
 
 # ---------------------------------------------------------------------- make_buffer
 def test_make_buffer_kinds_case_insensitive():
-    assert isinstance(make_buffer("FIFO", 4), FIFOBuffer)
-    assert isinstance(make_buffer("Firo", 4), FIROBuffer)
-    res = make_buffer("reservoir", 4, 2, max_sample_reuse=3, sample_to_insert_ratio=2.0)
+    assert isinstance(make_buffer(BufferConfig("FIFO", 4)), FIFOBuffer)
+    assert isinstance(make_buffer(BufferConfig("Firo", 4)), FIROBuffer)
+    config = BufferConfig("reservoir", 4, 2, max_sample_reuse=3, sample_to_insert_ratio=2.0)
+    res = make_buffer(config)
     assert isinstance(res, ReservoirBuffer)
     assert res.capacity == 4 and res.watermark == 2 and res.max_sample_reuse == 3
     assert res.rate_limiter is not None
     assert res.rate_limiter.min_size_to_sample == 2
-    assert res.rate_limiter.tolerance >= 2.0 + 4
+    assert res.rate_limiter.tolerance == config.resolved_tolerance == 2.0 * 2 + 1
 
 
 def test_make_buffer_validation_messages():
-    with pytest.raises(ValueError, match="'fifo', 'firo', 'reservoir'"):
-        make_buffer("lifo", 4)
+    with pytest.raises(ValueError, match="kind='lifo' is not supported: choose one of fifo, firo"):
+        make_buffer(BufferConfig("lifo", 4))
     with pytest.raises(ValueError, match="exactly once.*reservoir"):
-        make_buffer("fifo", 4, sample_to_insert_ratio=1.0)
+        make_buffer(BufferConfig("fifo", 4, sample_to_insert_ratio=1.0))
     with pytest.raises(ValueError, match="exactly once"):
-        make_buffer("firo", 4, sample_to_insert_tolerance=1.0)
+        make_buffer(BufferConfig("firo", 4, sample_to_insert_tolerance=1.0))
     with pytest.raises(ValueError, match="max_sample_reuse"):
-        make_buffer("firo", 4, max_sample_reuse=2)
+        make_buffer(BufferConfig("firo", 4, max_sample_reuse=2))
     with pytest.raises(ValueError, match="watermark"):
-        make_buffer("fifo", 4, watermark=5)
+        make_buffer(BufferConfig("fifo", 4, watermark=5))
     with pytest.raises(ValueError, match="watermark"):
-        make_buffer("fifo", 4, watermark=0)
+        make_buffer(BufferConfig("fifo", 4, watermark=0))
     with pytest.raises(ValueError, match="capacity"):
-        make_buffer("fifo", 0)
-    with pytest.raises(ValueError, match="needs sample_to_insert_ratio"):
-        make_buffer("reservoir", 4, sample_to_insert_tolerance=3.0)
-    with pytest.raises(ValueError, match="cannot exceed max_sample_reuse"):
-        make_buffer("reservoir", 4, sample_to_insert_ratio=4.0, max_sample_reuse=2)
+        make_buffer(BufferConfig("fifo", 0))
+    with pytest.raises(ValueError, match="no effect without sample_to_insert_ratio"):
+        make_buffer(BufferConfig("reservoir", 4, sample_to_insert_tolerance=3.0))
+    with pytest.raises(ValueError, match="larger than max_sample_reuse=2"):
+        BufferConfig("reservoir", 4, sample_to_insert_ratio=4.0, max_sample_reuse=2)
     with pytest.raises(ValueError, match="watermark"):
         FIFOBuffer(3, watermark=4)
 
 
+def test_buffer_config_reports_every_problem_by_field():
+    with pytest.raises(ValueError) as info:
+        BufferConfig("reservoir", 5, 10, batch_size=0, sample_to_insert_ratio=-1.0)
+    message = str(info.value)
+    assert message.startswith("invalid BufferConfig (3 problems):")
+    assert "watermark=10 is larger than capacity=5: lower watermark or raise capacity" in message
+    assert "batch_size=0 must be a positive integer: set batch_size >= 1" in message
+    assert "sample_to_insert_ratio=-1.0 must be > 0" in message
+    # a direct constructor states the same rule in the same words
+    with pytest.raises(ValueError, match="watermark=4 is larger than capacity=3"):
+        FIFOBuffer(3, watermark=4)
+
+
+def test_make_buffer_takes_a_config():
+    with pytest.raises(TypeError, match=r"takes a BufferConfig, got str"):
+        make_buffer("fifo")  # type: ignore[arg-type]
+    fifo = make_buffer(BufferConfig("fifo", 8, 2, retain=True))
+    assert isinstance(fifo, FIFOBuffer) and (fifo.capacity, fifo.watermark) == (8, 2)
+    assert make_buffer(BufferConfig("reservoir", 8)).rate_limiter is None
+
+
+def test_default_tolerance_follows_the_batch_not_the_capacity():
+    # a large reservoir: the old make_buffer default, ratio + capacity = 10002, let
+    # training run 10^4 draws ahead of the ratio; the default is a few batches
+    config = BufferConfig("reservoir", 10_000, 1, sample_to_insert_ratio=2.0, batch_size=16,
+                          batches_per_step=2)  # fmt: skip
+    assert config.resolved_tolerance == 4 * 16 * 2
+    limiter = make_buffer(config).rate_limiter
+    assert limiter is not None and limiter.tolerance == 128.0
+    # the watermark's samples may be drawn `ratio` times each at once
+    config = BufferConfig("reservoir", 4000, 500, sample_to_insert_ratio=8.0, batch_size=32)
+    assert config.resolved_tolerance == 8 * 500 + 32
+    # never below the liveness bound of RateLimiter: ratio + batch_size
+    for ratio in (0.1, 1.0, 7.5, 100.0):
+        for batch_size in (1, 8, 64):
+            config = BufferConfig("reservoir", 64, 1, sample_to_insert_ratio=ratio,
+                                  batch_size=batch_size)  # fmt: skip
+            assert config.resolved_tolerance is not None
+            assert config.resolved_tolerance >= ratio + batch_size
+    assert BufferConfig("reservoir", 64, sample_to_insert_ratio=1.0,
+                        sample_to_insert_tolerance=40).resolved_tolerance == 40.0  # fmt: skip
+    assert BufferConfig("reservoir", 64).resolved_tolerance is None
+
+
 def test_integer_like_sizes_are_accepted():
-    buf = make_buffer("fifo", np.int64(4), np.int32(2))  # type: ignore[arg-type]
+    buf = make_buffer(BufferConfig("fifo", np.int64(4), np.int32(2)))  # type: ignore[arg-type]
     assert (buf.capacity, buf.watermark) == (4, 2)
     assert type(buf.capacity) is int
     fill(buf, 0, 2)
@@ -612,7 +658,7 @@ def test_integer_like_sizes_are_accepted():
     with pytest.raises(ValueError, match="batch size"):
         buf.get_batch(1.5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="capacity"):
-        make_buffer("fifo", True)
+        make_buffer(BufferConfig("fifo", True))
 
 
 @pytest.mark.timeout(10)
@@ -642,7 +688,7 @@ def test_load_state_dict_wakes_waiting_reader():
 
 @pytest.mark.parametrize("kind", ["fifo", "firo", "reservoir"])
 def test_put_available_inserts_what_fits_without_waiting(kind: str) -> None:
-    buf = make_buffer(kind, 4)
+    buf = make_buffer(BufferConfig(kind, 4))
     samples = [{"x": np.array(i)} for i in range(6)]
     n = buf.put_available(samples)  # full of samples never drawn: no room, as for put()
     assert n == 4 and buf.stats().put == 4

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from melissa_trainer.buffers import (
     Buffer,
     BufferClosedError,
+    BufferConfig,
     RateLimiter,
     ReservoirBuffer,
     make_buffer,
@@ -69,7 +70,7 @@ def run_ops(buf: Buffer, ops: list[tuple], on_batch=None) -> tuple[list[int], in
 def test_serve_once_buffers_lose_nothing_and_serve_exactly_once(kind, capacity, data):
     watermark = data.draw(st.integers(1, capacity))
     ops = data.draw(ops_strategy(capacity))
-    buf = make_buffer(kind, capacity, watermark, seed=data.draw(st.integers(0, 3)))
+    buf = make_buffer(BufferConfig(kind, capacity, watermark, seed=data.draw(st.integers(0, 3))))
     served, inserted = run_ops(buf, ops)
     buf.close()
     with pytest.raises(BufferClosedError):
@@ -88,7 +89,7 @@ def test_serve_once_buffers_lose_nothing_and_serve_exactly_once(kind, capacity, 
 @given(kind=st.sampled_from(["fifo", "firo"]), capacity=st.integers(1, 8), data=st.data())
 def test_rewind_serves_every_retained_sample_once_more(kind, capacity, data):
     ops = data.draw(ops_strategy(capacity))
-    buf = make_buffer(kind, capacity, retain=True)
+    buf = make_buffer(BufferConfig(kind, capacity, retain=True))
     served, inserted = run_ops(buf, ops)
     count = buf.rewind()
     assert count == len(served)
@@ -149,9 +150,9 @@ def test_state_dict_round_trip_any_point(kind, data):
     ops = data.draw(ops_strategy(capacity))
     split = data.draw(st.integers(0, len(ops)))
     kw = {"retain": True} if kind != "reservoir" else {"max_sample_reuse": 3}
-    a = make_buffer(kind, capacity, seed=1, **kw)
+    a = make_buffer(BufferConfig(kind, capacity, seed=1, **kw))
     run_ops(a, ops[:split])
-    b = make_buffer(kind, capacity, seed=99, **kw)
+    b = make_buffer(BufferConfig(kind, capacity, seed=99, **kw))
     b.load_state_dict(*a.state_dict())
     rest_a = run_ops(a, ops[split:])
     rest_b = run_ops(b, ops[split:])
@@ -184,7 +185,7 @@ def test_concurrent_producers_consumers(
     if kind == "reservoir":
         buf = ReservoirBuffer(capacity, watermark, rate_limiter=limiter, max_sample_reuse=3)
     else:
-        buf = make_buffer(kind, capacity, watermark)
+        buf = make_buffer(BufferConfig(kind, capacity, watermark))
     results: list[list[int]] = [[] for _ in range(consumers)]
     errors: list[BaseException] = []
 

@@ -29,9 +29,10 @@ from melissa_trainer.client import (
     ENV_SIMULATION_ID,
     INLINE_MAX_BYTES,
     Client,
+    ClientTuning,
     fetch_endpoints,
 )
-from melissa_trainer.stream import held as held_module
+from melissa_trainer.client import held as held_module
 from melissa_trainer.stream import protocol as p
 from melissa_trainer.stream.step_set import StepSet
 
@@ -148,7 +149,10 @@ def test_fields_arrive_intact(receiver: Receiver) -> None:
     rng = np.random.default_rng(0)
     sent = {}
     with Client(
-        FIELDS, simulation_id=3, endpoints=receiver.endpoint, close_timeout=10, batch_bytes=0
+        FIELDS,
+        simulation_id=3,
+        endpoints=receiver.endpoint,
+        tuning=ClientTuning(close_timeout=10, batch_bytes=0),
     ) as c:  # one DATA per field and step: the framing is what this test checks
         for step in (0, 1, 7):
             sent[step] = {n: random_field(rng, *decl) for n, decl in FIELDS.items()}
@@ -191,7 +195,7 @@ def test_hello_and_bye(receiver: Receiver) -> None:
         params,
         simulation_id=2**64 - 1,
         endpoints=[receiver.endpoint],
-        close_timeout=10,
+        tuning=ClientTuning(close_timeout=10),
     ) as c:
         for step in (0, 1, 1, 5, 0):  # 3 distinct time steps
             c.send(step, x=np.array([step, -step], dtype=np.int16))
@@ -210,7 +214,9 @@ def test_mapping_numpy_integers_and_non_contiguous(receiver: Receiver) -> None:
     base = np.arange(60, dtype=np.float64).reshape(6, 10)
     fields = {"t": ((10, 6), "float64"), "s": ((3, 5), "<f8"), "be": ((4,), "int32")}
     big_endian = np.array([1, -2, 3, 2**30], dtype=">i4")
-    with Client(fields, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10) as c:
+    with Client(
+        fields, simulation_id=1, endpoints=receiver.endpoint, tuning=ClientTuning(close_timeout=10)
+    ) as c:
         c.send(np.uint8(4), {"t": base.T, "s": base[::2, ::2]}, be=big_endian)
         assert base.T.flags.f_contiguous  # the caller's arrays are left as they were
     messages = receiver.until_bye()
@@ -227,7 +233,10 @@ def test_large_array_may_be_overwritten_once_send_returns(receiver: Receiver) ->
     """The zero-copy path returns only when ZeroMQ is done with the array."""
     buf = np.empty((512, 512), dtype=np.float64)  # 2 MiB, two frames
     with Client(
-        {"u": ((512, 512), "f8")}, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10
+        {"u": ((512, 512), "f8")},
+        simulation_id=1,
+        endpoints=receiver.endpoint,
+        tuning=ClientTuning(close_timeout=10),
     ) as c:
         for step in range(8):
             buf.fill(step)
@@ -270,7 +279,9 @@ def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context)
     shape, spec = TWO_FRAME_SHAPE, {"u": (TWO_FRAME_SHAPE, "f8")}
     arrays = [np.full(shape, 0.0), np.empty(shape)]
     endpoint = f"tcp://127.0.0.1:{port}"
-    with Client(spec, None, 3, endpoint, send_timeout=0.3, close_timeout=0.1) as plain:
+    with Client(
+        spec, None, 3, endpoint, send_timeout=0.3, tuning=ClientTuning(close_timeout=0.1)
+    ) as plain:
         with pytest.raises(TimeoutError, match="time step 0"):
             plain.send(0, u=arrays[0])  # waits for the array: nobody takes it
         plain.close(bye=False)  # (its messages are dropped)
@@ -361,7 +372,7 @@ def test_environment_configuration(
     monkeypatch.setenv(ENV_ENDPOINTS, f" {receiver.endpoint} ")
     monkeypatch.setenv(ENV_RENDEZVOUS, "/nonexistent")  # ENDPOINTS comes first
     monkeypatch.setenv(ENV_PARAMETERS, '{"b": 2.5, "a": -1}')  # as the launcher sets it
-    with Client({"u": ((2,), "float32")}, close_timeout=10) as c:
+    with Client({"u": ((2,), "float32")}, tuning=ClientTuning(close_timeout=10)) as c:
         assert (c.simulation_id, c.endpoints) == (17, [receiver.endpoint])
         assert list(c.parameters.items()) == [("b", 2.5), ("a", -1.0)]
         c.send(0, u=np.zeros(2, np.float32))
@@ -371,7 +382,10 @@ def test_environment_configuration(
     # arguments win over the environment
     other = Receiver(zctx)
     with Client(
-        {"u": ((2,), "float32")}, simulation_id=5, endpoints=other.endpoint, close_timeout=10
+        {"u": ((2,), "float32")},
+        simulation_id=5,
+        endpoints=other.endpoint,
+        tuning=ClientTuning(close_timeout=10),
     ) as c:
         c.send(0, u=np.zeros(2, np.float32))
     assert other.recv().simulation_id == 5
@@ -400,7 +414,7 @@ def test_rendezvous_directory_waits_for_late_receivers(
     monkeypatch.setenv(ENV_RENDEZVOUS, str(tmp_path))
     try:
         started = time.monotonic()
-        client = Client({"u": ((1,), "u1")}, simulation_id=9, close_timeout=10)
+        client = Client({"u": ((1,), "u1")}, simulation_id=9, tuning=ClientTuning(close_timeout=10))
         assert time.monotonic() - started >= 0.25
     finally:
         late.cancel()
@@ -458,7 +472,7 @@ def test_routing_to_two_receivers(zctx: zmq.Context) -> None:
         {"u": ((20_000,), "f8"), "v": ((), "f4")},
         simulation_id=4,
         endpoints=endpoints,
-        close_timeout=10,
+        tuning=ClientTuning(close_timeout=10),
     ) as c:
         for step in range(7):
             c.send(step, u=big * step, v=np.float32(step))
@@ -477,7 +491,11 @@ def test_bye_counts_the_steps_sent_to_each_receiver(zctx: zmq.Context) -> None:
     receiver's BYE says how many it got (it finishes on that count)."""
     receivers = [Receiver(zctx), Receiver(zctx)]
     with Client(
-        {"u": ((3,), "f4")}, None, 5, [r.endpoint for r in receivers], close_timeout=10
+        {"u": ((3,), "f4")},
+        None,
+        5,
+        [r.endpoint for r in receivers],
+        tuning=ClientTuning(close_timeout=10),
     ) as c:
         for step in (0, 10, 20, 30, 7):
             c.send(step, u=np.full(3, step, np.float32))
@@ -519,8 +537,6 @@ GOOD = {"u": ((2, 3), "float32")}
         ({"endpoints": []}, ValueError, "tcp://HOST:PORT"),
         ({"endpoints": "tcp://no host here"}, ValueError, "cannot connect"),
         ({"send_timeout": -1}, ValueError, "send_timeout"),
-        ({"close_timeout": float("nan")}, ValueError, "close_timeout"),
-        ({"sndhwm": -1}, ValueError, "sndhwm"),
     ],
 )
 @pytest.mark.timeout(10)
@@ -550,7 +566,9 @@ def test_missing_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_send_validation_sends_nothing(receiver: Receiver) -> None:
     fields = {"u": ((2, 3), "float32"), "big": ((100, 200), "float64")}
     u, big = np.zeros((2, 3), np.float32), np.zeros((100, 200))
-    c = Client(fields, simulation_id=1, endpoints=receiver.endpoint, close_timeout=10)
+    c = Client(
+        fields, simulation_id=1, endpoints=receiver.endpoint, tuning=ClientTuning(close_timeout=10)
+    )
     bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
         ((0,), {"u": u}, ValueError, r"missing \['big'\]"),
         ((0,), {"u": u, "big": big, "w": u}, ValueError, r"unknown \['w'\]"),
@@ -586,7 +604,9 @@ def test_batched_sends_validate_like_the_first(receiver: Receiver) -> None:
     what it would raise alone, queues nothing, and the stream goes on."""
     fields = {"u": ((2, 3), "float32"), "w": ((4,), "int64")}
     u, w = np.zeros((2, 3), np.float32), np.zeros(4, np.int64)
-    c = Client(fields, simulation_id=1, endpoints=receiver.endpoint, batch_delay=60)
+    c = Client(
+        fields, simulation_id=1, endpoints=receiver.endpoint, tuning=ClientTuning(batch_delay=60)
+    )
     bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
         ((5,), {"u": u}, ValueError, r"missing \['w'\]"),
         ((5,), {"u": u, "w": w, "x": w}, ValueError, r"unknown \['x'\]"),
@@ -661,12 +681,38 @@ def test_large_sends_take_a_short_path_that_sends_what_the_general_one_does(
     assert sent[0] == sent[1]
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fields", [GOOD, {"u": ((2, 3), "float32"), "w": ((4,), "int64")}])
+def test_batched_sends_take_a_short_path_that_sends_what_the_general_one_does(
+    zctx: zmq.Context, fields: dict[str, Any]
+) -> None:
+    """Quick small sends through the short path and through the general path put the
+    same frames on the wire (the batches are only sent at `close`: batch_delay=60)."""
+    sent: list[list[list[bytes]]] = []
+    for short in (True, False):
+        receiver = Receiver(zctx)
+        c = Client(fields, None, 3, receiver.endpoint, tuning=ClientTuning(batch_delay=60))
+        fast, taken = c._fast, []
+        assert fast is not None
+        c._fast = (lambda t, g, f=fast, k=taken: k.append(f(t, g)) or k[-1]) if short else None
+        for t in (0, 1, 5, 2, 2, 9):
+            c.send(t, **{n: np.full(shape, t, dtype) for n, (shape, dtype) in fields.items()})
+        c.close()
+        messages = receiver.until_bye()
+        assert receiver.batches > 0 and messages[-1] == p.Bye(3, 0, 1, 5)
+        assert taken == ([False] + [True] * 5 if short else [])  # the first is not quick
+        sent.append(receiver.raw)
+    assert sent[0] == sent[1]
+
+
 @pytest.mark.timeout(30)
 def test_batched_sends_of_one_field_validate_like_the_first(receiver: Receiver) -> None:
     """A single-field client's quick sends take their own short path: a bad one raises
     what it would raise alone and queues nothing; steps in any order count once."""
     u = np.zeros((2, 3), np.float32)
-    c = Client({"u": ((2, 3), "float32")}, None, 1, receiver.endpoint, batch_delay=60)
+    c = Client(
+        {"u": ((2, 3), "float32")}, None, 1, receiver.endpoint, tuning=ClientTuning(batch_delay=60)
+    )
     bad: list[tuple[tuple[Any, ...], dict[str, Any], type, str]] = [
         ((5,), {"x": u}, ValueError, r"missing \['u'\]; unknown \['x'\]"),
         ((5,), {"u": u.astype(np.float64)}, TypeError, "'u'.*float64.*float32"),
@@ -706,7 +752,12 @@ def test_batched_sends_of_one_field_validate_like_the_first(receiver: Receiver) 
 def test_exception_in_with_block_sends_no_bye(receiver: Receiver) -> None:
     with (
         pytest.raises(KeyError),
-        Client(GOOD, simulation_id=8, endpoints=receiver.endpoint, close_timeout=10) as c,
+        Client(
+            GOOD,
+            simulation_id=8,
+            endpoints=receiver.endpoint,
+            tuning=ClientTuning(close_timeout=10),
+        ) as c,
     ):
         c.send(0, u=np.ones((2, 3), np.float32))
         raise KeyError("the solver failed")
@@ -732,9 +783,7 @@ def stalled_pair(zctx: zmq.Context, shape: tuple[int, ...], **client_args: Any) 
         {"u": (shape, "f8")},
         simulation_id=6,
         endpoints=receiver.endpoint,
-        sndhwm=2,
-        socket_options={zmq.SNDBUF: 4096},
-        close_timeout=10,
+        tuning=ClientTuning(sndhwm=2, socket_options={zmq.SNDBUF: 4096}, close_timeout=10),
         **client_args,
     )
     return receiver, client
@@ -800,7 +849,7 @@ def test_backpressure_blocks_until_the_receiver_reads(zctx: zmq.Context) -> None
 @pytest.mark.timeout(30)
 def test_close_reports_undelivered_messages() -> None:
     endpoint = f"tcp://127.0.0.1:{free_port()}"  # nobody listens there
-    c = Client(GOOD, simulation_id=1, endpoints=endpoint, close_timeout=0.3)
+    c = Client(GOOD, simulation_id=1, endpoints=endpoint, tuning=ClientTuning(close_timeout=0.3))
     c.send(0, u=np.ones((2, 3), np.float32))
     started = time.monotonic()
     with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.3"):
@@ -810,6 +859,31 @@ def test_close_reports_undelivered_messages() -> None:
 
 # -- no torch, MPI --------------------------------------------------------------------
 
+CLIENT_SIDE_ONLY = """
+import sys
+import melissa_trainer.client
+shared = {"melissa_trainer.stream", "melissa_trainer.stream.protocol",
+          "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set"}
+loaded = sorted(
+    m for m in sys.modules
+    if m in ("torch", "accelerate") or m.startswith("melissa_trainer.") and m not in shared
+    and not m.startswith("melissa_trainer.client")
+)
+print(loaded)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_client_package_loads_no_receiving_side() -> None:
+    """`import melissa_trainer.client` loads the client package and the modules both
+    sides share, nothing of the receiving side (receiver, ingest, buffers) nor torch."""
+    result = subprocess.run(
+        [sys.executable, "-c", CLIENT_SIDE_ONLY], capture_output=True, text=True, timeout=50
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 NO_TORCH = """
 import sys
 import numpy as np
@@ -817,7 +891,7 @@ import melissa_trainer.client as mc
 loaded = [m for m in ("torch", "accelerate", "mpi4py") if m in sys.modules]
 assert not loaded, loaded
 with mc.Client({"u": ((3,), "float32")}, simulation_id=11, endpoints=sys.argv[1],
-               close_timeout=20) as client:
+               tuning=mc.ClientTuning(close_timeout=20)) as client:
     client.send(0, u=np.arange(3, dtype=np.float32))
 loaded = [m for m in ("torch", "accelerate", "mpi4py") if m in sys.modules]
 assert not loaded, loaded
@@ -946,8 +1020,7 @@ def test_client_output_is_the_specification_example(receiver: Receiver) -> None:
         simulation_id=7,
         endpoints=receiver.endpoint,
         comm=FakeComm(),
-        close_timeout=10,
-        batch_bytes=0,  # the examples are DATA messages
+        tuning=ClientTuning(close_timeout=10, batch_bytes=0),  # the examples are DATA
     ) as c:
         for step in range(10):
             c.send(step, u=np.array([-0.5, 0.25], np.float32) + np.float32(step != 3))
@@ -990,8 +1063,7 @@ def test_fast_small_sends_are_batched_and_arrive_once(receiver: Receiver) -> Non
         {"u": ((64,), "f4"), "w": ((3,), "i8")},
         simulation_id=9,
         endpoints=receiver.endpoint,
-        close_timeout=10,
-        batch_bytes=4096,
+        tuning=ClientTuning(close_timeout=10, batch_bytes=4096),
     ) as c:
         for t in range(n):
             c.send(t, u=np.full(64, t, np.float32), w=np.array([t, -t, 7], np.int64))
@@ -1011,7 +1083,10 @@ def test_fast_small_sends_are_batched_and_arrive_once(receiver: Receiver) -> Non
 @pytest.mark.timeout(30)
 def test_a_batch_left_by_a_pause_is_sent_by_the_flusher(receiver: Receiver) -> None:
     with Client(
-        GOOD, simulation_id=2, endpoints=receiver.endpoint, close_timeout=10, batch_delay=0.05
+        GOOD,
+        simulation_id=2,
+        endpoints=receiver.endpoint,
+        tuning=ClientTuning(close_timeout=10, batch_delay=0.05),
     ) as c:
         for t in range(3):  # the first goes at once, the next two wait in a batch
             c.send(t, u=np.full((2, 3), t, np.float32))
@@ -1025,7 +1100,10 @@ def test_a_batch_left_by_a_pause_is_sent_by_the_flusher(receiver: Receiver) -> N
 @pytest.mark.timeout(30)
 def test_sends_further_apart_than_the_delay_are_not_batched(receiver: Receiver) -> None:
     with Client(
-        GOOD, simulation_id=2, endpoints=receiver.endpoint, close_timeout=10, batch_delay=0.01
+        GOOD,
+        simulation_id=2,
+        endpoints=receiver.endpoint,
+        tuning=ClientTuning(close_timeout=10, batch_delay=0.01),
     ) as c:
         for t in range(4):
             c.send(t, u=np.zeros((2, 3), np.float32))
@@ -1033,16 +1111,54 @@ def test_sends_further_apart_than_the_delay_are_not_batched(receiver: Receiver) 
     assert len(receiver.until_bye()) == 6 and receiver.batches == 0
 
 
-def test_batch_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="batch_bytes"):
-        Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", batch_bytes=-1)
-    with pytest.raises(ValueError, match="batch_bytes"):
-        Client(
-            GOOD,
-            simulation_id=1,
-            endpoints="tcp://127.0.0.1:1",
-            batch_bytes=10,
-            max_message_bytes=8,
-        )
-    with pytest.raises(ValueError, match="batch_delay"):
-        Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", batch_delay=0)
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"batch_bytes": -1}, r"ClientTuning\.batch_bytes must be a non-negative int"),
+        ({"batch_bytes": 1.5}, r"ClientTuning\.batch_bytes must be a non-negative int"),
+        ({"batch_bytes": 10, "max_message_bytes": 8}, r"batch_bytes=10 is more than .*lower"),
+        ({"batch_delay": 0}, r"ClientTuning\.batch_delay must be > 0 .*batch_bytes=0 disables"),
+        ({"batch_delay": "1"}, r"ClientTuning\.batch_delay must be > 0"),
+        ({"sndhwm": True}, r"ClientTuning\.sndhwm must be a non-negative int"),
+        ({"max_message_bytes": -1}, r"ClientTuning\.max_message_bytes must be"),
+        ({"socket_options": [1]}, r"ClientTuning\.socket_options must be a mapping"),
+        ({"close_timeout": -1}, r"ClientTuning\.close_timeout must be None .*or a number"),
+        ({"close_timeout": float("nan")}, r"ClientTuning\.close_timeout must be"),
+        ({"sndhwm": -1}, r"ClientTuning\.sndhwm must be a non-negative int"),
+        ({"rendezvous_timeout": None}, r"ClientTuning\.rendezvous_timeout must be a number"),
+    ],
+)
+def test_tuning_is_checked_when_created(options: dict[str, Any], match: str) -> None:
+    """Every tuning mistake fails at `ClientTuning(...)`, naming the field and the fix."""
+    with pytest.raises(ValueError, match=match):
+        ClientTuning(**options)
+
+
+def test_client_checks_its_own_arguments() -> None:
+    """What a user sets is checked by `Client`, naming the argument."""
+    endpoint = "tcp://127.0.0.1:1"
+    with pytest.raises(ValueError, match="send_timeout must be None .*or a number of seconds"):
+        Client(GOOD, simulation_id=1, endpoints=endpoint, send_timeout=-1)
+    with pytest.raises(ValueError, match="tuning must be a ClientTuning"):
+        Client(GOOD, simulation_id=1, endpoints=endpoint, tuning={"sndhwm": 2})  # type: ignore[arg-type]
+    small = ClientTuning(max_message_bytes=16, batch_bytes=0)
+    with pytest.raises(ValueError, match=r"'u' is 24 bytes, more than max_message_bytes=16"):
+        Client(GOOD, simulation_id=1, endpoints=endpoint, tuning=small)
+    with pytest.raises(TypeError, match="sndhwm"):  # tuning is no longer a keyword of Client
+        Client(GOOD, simulation_id=1, endpoints=endpoint, sndhwm=2)  # type: ignore[call-arg]
+
+
+class _ManyRanks:
+    """A communicator of 2**16 ranks: one more than a u16 client count can say."""
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
+        return 0
+
+    def Get_size(self) -> int:  # noqa: N802 - mpi4py's name
+        return 1 << 16
+
+
+def test_rank_count_must_fit_the_wire() -> None:
+    """2**16 ranks used to pass the check and fail in struct.pack; now a ValueError."""
+    with pytest.raises(ValueError, match="65536 ranks: the protocol allows at most 65535"):
+        Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", comm=_ManyRanks())

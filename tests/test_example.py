@@ -1,4 +1,5 @@
-"""The oscillator example (an in-process source), end to end, in a subprocess."""
+"""The examples' command lines (what --help shows is what they run with), and the
+oscillator example (an in-process source) end to end, in subprocesses."""
 
 from __future__ import annotations
 
@@ -9,7 +10,44 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).parents[1] / "examples" / "oscillators" / "train.py"
+EXAMPLES = Path(__file__).parents[1] / "examples"
+EXAMPLE = EXAMPLES / "oscillators" / "train.py"
+
+
+def run_example(path: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(path), *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(
+    ("example", "shown"),
+    [
+        ("heat_pde", {"buffer": "reservoir", "buffer_size": "4000", "watermark": "500",
+                      "sample_to_insert_ratio": "8.0", "batch_size": "32",
+                      "output_dir": "outputs/heat_pde"}),
+        ("lorenz", {"buffer": "reservoir", "buffer_size": "20000", "watermark": "2000",
+                    "sample_to_insert_ratio": "4.0", "batch_size": "128"}),
+        ("oscillators", {"buffer": "firo", "buffer_size": "2048", "watermark": "512",
+                         "batch_size": "64"}),
+    ],
+)  # fmt: skip
+def test_help_shows_the_defaults_the_example_runs_with(
+    example: str, shown: dict[str, str], tmp_path: Path
+) -> None:
+    path = EXAMPLES / example / "train.py"
+    proc = run_example(path, "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = " ".join(proc.stdout.split())  # argparse wraps lines
+    for name, value in shown.items():
+        flag_help = text.split(f"--{name} ")[2].split(" --")[0]  # [1] is the usage line
+        assert f"(default: {value})" in flag_help, (name, flag_help)
+    # a bad value is argparse's error naming the flag, before anything starts
+    proc = run_example(path, "--watermark", "10", "--buffer_size", "5", "--batch_size", "2",
+                       cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "error: argument --watermark: watermark=10 is larger than buffer_size=5" in proc.stderr
+    assert not (tmp_path / "outputs").exists()
 
 
 @pytest.mark.slow

@@ -48,13 +48,13 @@ VALID_FIELDS = [("u", "<f4", (4, 4)), ("w", "<f8", (10000,))]
 CLIENT_CODE = r"""
 import sys, time
 import numpy as np
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 
 endpoint, sim, steps, delay = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 fields = {"u": ((4, 4), "<f4"), "w": ((10000,), "<f8")}
 # batch_bytes=0: one message per field and step, so the receiver's message count is exact
 with Client(fields, parameters={"a": 0.5}, simulation_id=sim, endpoints=[endpoint],
-            batch_bytes=0) as c:
+            tuning=ClientTuning(batch_bytes=0)) as c:
     for t in range(steps):
         rng = np.random.default_rng([sim, t])
         c.send(t, u=rng.standard_normal((4, 4)).astype("<f4"),

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import zmq
 
-from melissa_trainer.stream import held as held_module
-from melissa_trainer.stream.held import HeldArrays, Released
+from melissa_trainer.client import held as held_module
+from melissa_trainer.client.held import HeldArrays, Released
 
 
 class FakeTracker:

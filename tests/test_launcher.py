@@ -7,6 +7,7 @@ record what they did (start/end times, attempts, pids) in files there.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -28,6 +29,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import (
     Launcher,
     LauncherError,
+    LauncherTuning,
     ListSampler,
     LocalBackend,
     make_sampler,
@@ -39,7 +41,7 @@ from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
 
-FAST = {"poll_interval": 0.05, "kill_grace": 2.0, "backend": LocalBackend}
+FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
 
 SIMULATION = r"""
 import json, os, signal, subprocess, sys, time
@@ -129,12 +131,16 @@ def command(tmp_path: Path, mode: str, **options: Any) -> list[str]:
     return [sys.executable, script(tmp_path), mode, str(tmp_path), escaped]
 
 
-def launcher(sim: Any, n: int, sampler: Any = None, **kwargs: Any) -> Launcher:
-    settings = {**FAST, **kwargs}
-    if isinstance(settings["backend"], type):
-        settings["backend"] = settings["backend"]()
+def launcher(
+    sim: Any, n: int, sampler: Any = None, *, tuning: dict[str, Any] | None = None, **kwargs: Any
+) -> Launcher:
+    """A Launcher on a `LocalBackend` (unless `backend` says otherwise, a class is
+    instantiated), tuned `FAST` with the fields of `tuning` changed."""
+    backend = kwargs.pop("backend", LocalBackend)
+    backend = backend() if isinstance(backend, type) else backend
     sampler = sampler if sampler is not None else make_sampler("uniform", {"x": (0, 1)})
-    return Launcher(sim, sampler, n, **settings)
+    fast = dataclasses.replace(FAST, **(tuning or {}))
+    return Launcher(sim, sampler, n, backend=backend, tuning=fast, **kwargs)
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
@@ -253,9 +259,8 @@ def test_command_templates_format_each_token_without_a_shell() -> None:
         ({"simulation": ""}, "empty"),
         ({"simulation": "sim {simulation_id}", "worker": True}, "worker"),
         ({"ranks_per_simulation": 2}, "MPI backend"),
-        ({"on_failure": "retry"}, "on_failure"),
         ({"job_limit": 0}, "job_limit"),
-        ({"simulation_timeout": 0}, "simulation_timeout"),
+        ({"tuning": {"max_restarts": 1}}, "tuning must be a melissa_trainer.launcher.Launcher"),
         ({"n_simulations": 3, "sampler": [{"x": 1.0}, {"x": 2.0}]}, "fewer than"),
         ({"simulation": lambda sid: None}, "fn\\(simulation_id, parameters\\)"),
         ({"backend": "cloud"}, "unknown launcher backend"),
@@ -271,6 +276,42 @@ def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], match: 
     }
     with pytest.raises(ValueError, match=match):
         Launcher(arguments.pop("simulation"), arguments.pop("sampler"), **arguments)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "match"),
+    [
+        ("simulation_timeout", 0, r"simulation_timeout must be .* > 0 \(or None for no timeout\)"),
+        ("simulation_timeout", float("inf"), "simulation_timeout must be a finite number"),
+        ("max_restarts", -1, r"max_restarts must be an int >= 0"),
+        ("max_restarts", 1.0, r"max_restarts must be an int >= 0"),
+        ("on_failure", "retry", r"on_failure must be one of \['redraw', 'abandon', 'raise'\]"),
+        ("max_redraws", True, "max_redraws must be an int >= 0"),
+        ("min_finished_fraction", 0, r"min_finished_fraction must be a number in \(0, 1\]"),
+        ("min_finished_fraction", 1.5, r"min_finished_fraction must be a number in \(0, 1\]"),
+        ("poll_interval", 0, "poll_interval must be a finite number of seconds > 0"),
+        ("poll_interval", "0.1", "poll_interval must be a finite number of seconds > 0"),
+        ("kill_grace", -1, "kill_grace must be a finite number of seconds >= 0"),
+    ],
+)
+def test_launcher_tuning_names_the_bad_field(field: str, value: Any, match: str) -> None:
+    """Checked when made, and again by `dataclasses.replace`: the message starts with
+    the field's full name."""
+    with pytest.raises(ValueError, match=f"^LauncherTuning.{match}"):
+        LauncherTuning(**{field: value})
+    with pytest.raises(ValueError, match=f"^LauncherTuning.{match}"):
+        dataclasses.replace(LauncherTuning(), **{field: value})
+
+
+def test_launcher_tuning_is_frozen_and_holds_seconds_as_floats() -> None:
+    tuning = LauncherTuning(simulation_timeout=3, kill_grace=0, poll_interval=1)
+    assert (tuning.simulation_timeout, tuning.kill_grace, tuning.poll_interval) == (3.0, 0.0, 1.0)
+    assert all(isinstance(v, float) for v in (tuning.simulation_timeout, tuning.kill_grace))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        tuning.max_restarts = 5  # type: ignore[misc]
+    assert LauncherTuning(min_finished_fraction=1).min_finished_fraction == 1
+    with pytest.raises(TypeError, match="poll_interval"):  # tuning is no Launcher argument
+        Launcher("sim {x}", [{"x": 0.0}], 1, poll_interval=0.1)  # type: ignore[call-arg]
 
 
 def test_an_unpicklable_callable_is_refused_at_construction() -> None:
@@ -361,8 +402,7 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
         3,
         ListSampler([{"x": 0.0}, {"x": 1.0}, {"x": 2.0}]),
         job_limit=3,
-        simulation_timeout=1.5,
-        max_restarts=3,
+        tuning={"simulation_timeout": 1.5, "max_restarts": 3},
     )
     samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(10)})
@@ -375,7 +415,9 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
 
 @pytest.mark.timeout(30)
 def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
-    launch = launcher(command(tmp_path, "hang", hang=[0]), 2, job_limit=2, simulation_timeout=0.5)
+    launch = launcher(
+        command(tmp_path, "hang", hang=[0]), 2, job_limit=2, tuning={"simulation_timeout": 0.5}
+    )
     launch.start(tmp_path / "rendezvous")
     try:
         run_study(launch)
@@ -392,7 +434,9 @@ def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
 def test_after_max_restarts_the_parameters_are_redrawn_under_a_new_id(tmp_path: Path) -> None:
     abandoned: list[int] = []
     sampler = make_sampler("halton", {"x": (0, 1)}, seed=1)
-    launch = launcher(command(tmp_path, "exit", fail=[1]), 3, sampler, max_restarts=1, job_limit=2)
+    launch = launcher(
+        command(tmp_path, "exit", fail=[1]), 3, sampler, tuning={"max_restarts": 1}, job_limit=2
+    )
     launch.start(tmp_path / "rendezvous", abandon=abandoned.append)
     try:
         run_study(launch)
@@ -415,7 +459,8 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
     tmp_path: Path, policy: str
 ) -> None:
     sim = command(tmp_path, "exit", fail=[0, 1, 2, 3])
-    launch = launcher(sim, 2, on_failure=policy, max_restarts=1, max_redraws=1, job_limit=1)
+    tuning = {"on_failure": policy, "max_restarts": 1, "max_redraws": 1}
+    launch = launcher(sim, 2, tuning=tuning, job_limit=1)
     launch.start(tmp_path / "rendezvous")
     try:
         message = str(failure(launch))
@@ -434,7 +479,9 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
 @pytest.mark.timeout(30)
 def test_abandon_gives_up_the_simulation_and_goes_on(tmp_path: Path) -> None:
     abandoned: list[int] = []
-    launch = launcher(command(tmp_path, "exit", fail=[1]), 3, on_failure="abandon", max_restarts=0)
+    launch = launcher(
+        command(tmp_path, "exit", fail=[1]), 3, tuning={"on_failure": "abandon", "max_restarts": 0}
+    )
     launch.start(tmp_path / "rendezvous", abandon=abandoned.append)
     try:
         run_study(launch)
@@ -610,7 +657,7 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
 def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
     tmp_path: Path,
 ) -> None:
-    launch = launcher(command(tmp_path, "family"), 3, job_limit=2, kill_grace=0.3)
+    launch = launcher(command(tmp_path, "family"), 3, job_limit=2, tuning={"kill_grace": 0.3})
     launch.start(tmp_path / "rendezvous")
     pids: list[int] = []
     try:
@@ -631,11 +678,12 @@ def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
 
 DRIVER = r"""
 import sys, time
-from melissa_trainer.launcher import Launcher, ListSampler
+from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler
 sim, out = sys.argv[1], sys.argv[2]
 launcher = Launcher(
     [sys.executable, sim, "hang", out, '{{"hang": [0, 1]}}'],
-    ListSampler([{"x": 0.0}, {"x": 1.0}]), 2, job_limit=2, poll_interval=0.05,
+    ListSampler([{"x": 0.0}, {"x": 1.0}]), 2, job_limit=2,
+    tuning=LauncherTuning(poll_interval=0.05),
 )
 launcher.start(out + "/rendezvous")
 time.sleep(600)

@@ -544,14 +544,14 @@ if __name__ == "__main__":
     child(sys.argv[1], Path(sys.argv[2]))
 
 
-# -- end to end: the README's Slurm job script, on a real (single-node) Slurm cluster --------
+# -- end to end: the user guide's Slurm job script, on a real (single-node) Slurm cluster --------
 
 
 def readme_job_script(out: Path, command: str) -> str:
-    """The README's requeueable job script, with `command` for its srun line, no GPU
-    request, and its log in `out`."""
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    section = readme[readme.index("## Preemption and requeue") :]
+    """The user guide's requeueable job script (docs/how-to/preemption.md), with
+    `command` for its srun line, no GPU request, and its log in `out`."""
+    page = (Path(__file__).parents[1] / "docs" / "how-to" / "preemption.md").read_text()
+    section = page[page.index("## A requeueable Slurm job") :]
     script = section[section.index("```bash\n") + 8 :]
     script = script[: script.index("```")]
     script = re.sub(r"^#SBATCH --gpus-per-node=.*\n", "", script, flags=re.M)

@@ -438,3 +438,49 @@ def test_fuzz_mutated_messages(
 )
 def test_fuzz_hello_json(body: object) -> None:
     _decode_or_reject(hello_message(json.dumps(body).encode()), None)
+
+
+# -- the wire layout's one home -------------------------------------------------------
+
+
+def test_offsets_name_the_fields_the_structs_pack() -> None:
+    """The `*_AT` offsets that hot paths peek at are where `encode_*` puts each field."""
+    header = p.encode_data_header(
+        0x0102030405060708, 2**63 + 5, 3, 7, b"temp", 1, (4, 5), 2, 9, True
+    )
+    assert header[p.KIND_AT] == p.DATA and header[p.FLAGS_AT] & p.FLAG_INLINE
+    assert p.U64.unpack_from(header, p.SIMULATION_ID_AT)[0] == 0x0102030405060708
+    assert p.U64.unpack_from(header, p.TIME_STEP_AT)[0] == 2**63 + 5
+    assert struct.unpack_from("<HH", header, p.AFTER_TIME_STEP_AT) == (3, 7)
+    assert (header[p.NDIM_AT], header[p.NAME_LEN_AT]) == (2, 4)
+    end = p.DATA_HEADER_BYTES + p.DIM_BYTES * header[p.NDIM_AT] + header[p.NAME_LEN_AT]
+    assert end == len(header) and header[end - 4 :] == b"temp"
+    batch = p.encode_batch_header(11, 6, 0, 1, b"u", 2, (3,), 0, 3)
+    assert batch[p.KIND_AT] == p.BATCH and p.U64.unpack_from(batch, p.RECORDS_AT)[0] == 6
+    assert p.U64.unpack_from(p.encode_bye(12, 0, 1, 3), p.SIMULATION_ID_AT)[0] == 12
+
+
+def test_split_at_time_step_and_peek_simulation_id() -> None:
+    header = p.encode_data_header(42, 0, 0, 1, b"u", 1, (2,), 0, 2, False)
+    head, tail = p.split_at_time_step(header)
+    assert head + p.U64.pack(77) + tail == p.encode_data_header(
+        42, 77, 0, 1, b"u", 1, (2,), 0, 2, False
+    )
+    assert p.peek_simulation_id(header) == 42
+    assert p.peek_simulation_id(memoryview(p.encode_abandon(9))) == 9
+    assert p.peek_simulation_id(b"XXXX" + header[4:]) is None  # not ours
+    assert p.peek_simulation_id(header[:15]) is None  # too short to say
+
+
+def test_no_wire_layout_outside_protocol() -> None:
+    """Every Struct and by-hand integer read of the wire format is in protocol.py."""
+    root = Path(p.__file__).parents[1]
+    offenders = []
+    for path in [*root.glob("stream/*.py"), *root.glob("client/*.py")]:
+        if path.name == "protocol.py":
+            continue
+        text = path.read_text()
+        for needle in ("import struct", "struct.Struct(", ".from_bytes(", '"<Q"'):
+            if needle in text:
+                offenders.append(f"{path.relative_to(root)}: {needle}")
+    assert not offenders

@@ -250,7 +250,7 @@ def test_batched_small_fields_taken_as_blocks_arrive_exactly_once_bit_exact() ->
                     block = buf.get_block(7, timeout=0.05)
                 except TimeoutError:
                     continue
-                if block is None:
+                if not block:  # the end of the stream
                     break
                 assert isinstance(block, SampleBlock) and 1 <= len(block) <= 7
                 assert block.fields["u"].flags.owndata  # the reader's own arrays

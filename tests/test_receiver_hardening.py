@@ -35,7 +35,7 @@ from helpers import drain, running
 from zmtp_peer import closed_by_peer, rss
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream import liveness
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.ingest import Ingest
@@ -211,7 +211,9 @@ PEER = str(Path(__file__).parent / "zmtp_peer.py")
 def stream_one_simulation(endpoint: str, steps: int, errors: list[BaseException]) -> None:
     try:
         fields = {"u": ((8,), "float32")}
-        with Client(fields, {"p": 1.0}, 1, [endpoint], batch_bytes=0) as client:
+        with Client(
+            fields, {"p": 1.0}, 1, [endpoint], tuning=ClientTuning(batch_bytes=0)
+        ) as client:
             for t in range(steps):
                 client.send(t, u=np.full(8, t, np.float32))
                 time.sleep(0.005)  # a simulation's pace: the stream spans the stall
@@ -353,7 +355,7 @@ sys.path.insert(0, sys.argv[2])
 import numpy as np
 import zmq
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream import liveness, receiver
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
@@ -369,7 +371,8 @@ rec.start()
 def send_all():
     try:
         fields = {"u": ((2048,), "float32")}  # 8 KiB: one message per step
-        with Client(fields, {"p": 1.0}, 1, [rec.endpoint], batch_bytes=0) as client:
+        tuning = ClientTuning(batch_bytes=0)
+        with Client(fields, {"p": 1.0}, 1, [rec.endpoint], tuning=tuning) as client:
             for t in range(steps):
                 client.send(t, u=np.full(2048, t, np.float32))
     except BaseException as exc:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from melissa_trainer.launcher import UniformSampler
-from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher import LauncherTuning, UniformSampler
+from melissa_trainer.launcher.backends.base import Backend, Handle, Job
+from melissa_trainer.launcher.records import STATUSES, Study
+from melissa_trainer.launcher.supervisor import Settings, Supervisor
 
 
 def make(n: int = 4, *, data: bool = True, **policy: object) -> Study:
@@ -134,3 +141,142 @@ def test_parameters_keep_the_samplers_order_through_a_checkpoints_sorted_json() 
     resumed = zig()
     resumed.load_state_dict(state)
     assert list(resumed.records[0].parameters) == ["z", "a"]  # what the solver is given
+
+
+# -- the index by status: what a tick reads is O(running), not O(study) -----------------
+
+
+def recount(study: Study) -> tuple[dict[str, int], int, float]:
+    """Counts, restarts and seconds recomputed from every record (the slow way)."""
+    counts = Counter(r.status for r in study.records.values())
+    restarts = sum(r.restarts for r in study.records.values())
+    seconds = sum(r.seconds for r in study.records.values())
+    return {s: counts[s] for s in STATUSES}, restarts, seconds
+
+
+def check_index(study: Study, now: float) -> None:
+    summary = study.summary(now)
+    counts, restarts, seconds = recount(study)
+    assert {s: study.counts()[s] for s in STATUSES} == counts
+    assert sorted(study.ids("exited")) == sorted(
+        sid for sid, r in study.records.items() if r.status == "exited"
+    )
+    running = sum(now - r.started for r in study.records.values() if r.started is not None)
+    assert summary["restarts"] == restarts
+    assert summary["simulation_seconds"] == pytest.approx(seconds + running)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_status_index_matches_the_records_through_any_history(seed: int) -> None:
+    """Random events (every transition, resume included): the counts, ids and totals
+    the study keeps equal those recomputed from its records after each one."""
+    rng = random.Random(seed)
+    study = make(12, max_restarts=1, on_failure=rng.choice(["redraw", "abandon"]))
+    study.max_given_up = 100  # explore failures without the study failing
+    now = 0.0
+    for step in range(300):
+        now += 1.0
+        alive = [s for s, r in study.records.items() if r.status in ("running", "complete")]
+        exited = study.ids("exited")
+        event = rng.randrange(6)
+        if event == 0 or not (alive or exited):
+            study.take(now)
+        elif event == 1 and alive:
+            study.process_ended(rng.choice(alive), now, rng.choice([0, 0, 1, "timeout"]))
+        elif event == 2 and alive:
+            study.interrupted(rng.choice(alive), now)
+        elif event == 3 and study.records:
+            study.data_complete(rng.choice(list(study.records)))
+        elif event == 4 and exited:
+            study.incomplete(rng.choice(exited), "lost")
+        elif event == 5 and step % 50 == 0:  # a checkpoint and a resume
+            state = json.loads(json.dumps(study.state_dict()))
+            resumed = make(12, max_restarts=1, on_failure=study.on_failure)
+            resumed.max_given_up = 100
+            resumed.load_state_dict(state)
+            check_index(resumed, now)
+            resumed.reconcile(rng.sample(list(resumed.records), len(resumed.records) // 2))
+            study = resumed
+        check_index(study, now)
+        if study.done:
+            break
+
+
+class NoScan(dict):  # type: ignore[type-arg]
+    """The records of a big study, which a tick must not walk through."""
+
+    def _scan(self, *args: object) -> None:
+        raise AssertionError("every record was scanned")
+
+    values = items = keys = __iter__ = _scan  # type: ignore[assignment]
+
+
+def test_a_launcher_tick_does_not_scan_every_record() -> None:
+    """10^4 finished simulations, 4 running: the supervisor's tick, `done` and
+    `summary` (each under the launcher's lock) read only the running ones."""
+    n, job_limit = 10_000, 4
+    study = make(n + 2 * job_limit)
+    for _ in range(n):
+        sid = study.take(0.0)
+        assert sid is not None
+        study.process_ended(sid, 1.0, 0)
+        study.data_complete(sid)
+    study.records = NoScan(study.records)
+    settings = Settings(
+        job_limit=job_limit,
+        ranks=1,
+        tuning=LauncherTuning(simulation_timeout=60.0),
+        env={},
+        log_dir=Path("unused"),
+        rendezvous_dir="unused",
+    )
+    beats: dict[int, int] = {}
+    supervisor = Supervisor(
+        settings, study, threading.Lock(), Silent(), lambda s, p: ["sim"], lambda: beats, None
+    )
+    supervisor.data = Quiet()
+    for _ in range(3):
+        supervisor.tick()
+        assert not supervisor.finished()
+    assert len(supervisor.jobs) == job_limit
+    summary = study.summary(2.0)
+    assert (summary["finished"], summary["running"], summary["pending"]) == (n, job_limit, 4)
+
+
+@dataclass(eq=False)
+class SilentHandle(Handle):
+    job: Job
+
+
+class Silent(Backend):
+    """Jobs that never end."""
+
+    name = "silent"
+
+    def launch(self, job: Job) -> Handle:
+        return SilentHandle(job)
+
+    def poll(self, handle: Handle) -> int | None:
+        return None
+
+    def kill(self, handle: Handle, grace: float = 5.0) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class Quiet:
+    """A data report where nothing happens."""
+
+    def completed(self, start: int = 0) -> list[int]:
+        return []
+
+    def refused(self, start: int = 0) -> list[tuple[int, str]]:
+        return []
+
+    def idle_seconds(self) -> float:
+        return 0.0
+
+    def describe(self, simulation_id: int) -> str:
+        return ""

@@ -18,7 +18,7 @@ from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixtur
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
 from melissa_trainer.launcher.backends.base import study_id
-from melissa_trainer.launcher.launcher import Launcher
+from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.slow
@@ -252,8 +252,7 @@ def test_launcher_runs_a_study_on_slurm(slurm_cluster: SlurmCluster, tmp_path: P
         job_limit=2,
         backend=SlurmBackend(poll_every=POLL, time_limit=5),
         log_dir=tmp_path / "logs",
-        max_restarts=0,
-        on_failure="raise",
+        tuning=LauncherTuning(max_restarts=0, on_failure="raise"),
     )
     receiver.start()
     samples = []
@@ -392,7 +391,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from melissa_trainer import OnlineTrainer, StreamSource, TrainingArguments
-from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends import SlurmBackend
 
 logging.basicConfig(level=logging.INFO, stream=sys.stderr)
@@ -411,8 +410,7 @@ launcher = Launcher(
     job_limit=2,
     backend=SlurmBackend(poll_every=0.2, time_limit=5),  # lease: 300 s, longer than the test
     env={"MELISSA_TEST_RELEASE": str(root / "release")},
-    max_restarts=0,
-    on_failure="raise",
+    tuning=LauncherTuning(max_restarts=0, on_failure="raise"),
 )
 torch.manual_seed(0)
 model = torch.nn.Linear(1, 1)

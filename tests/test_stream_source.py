@@ -286,11 +286,12 @@ def test_explicit_ports_are_offset_by_rank() -> None:
 MULTI_FIELD_CLIENT = r"""
 import sys
 import numpy as np
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 
 endpoint, sim, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 fields = {"u": ((64,), "<f4"), "w": ((3,), "<i8")}
-with Client(fields, simulation_id=sim, endpoints=[endpoint], batch_bytes=4096) as c:
+tuning = ClientTuning(batch_bytes=4096)
+with Client(fields, simulation_id=sim, endpoints=[endpoint], tuning=tuning) as c:
     for t in range(steps):
         c.send(t, u=np.full(64, sim * 10000 + t, np.float32), w=np.array([sim, t, -t]))
 """
@@ -338,7 +339,7 @@ def test_two_ranks_end_a_stream_of_every_tenth_step() -> None:
     """A simulation that sends every tenth step (all even: rank 0 gets them all, rank 1
     none) ends on both ranks, each with its own steps (protocol version 1 left both
     ranks waiting for steps that never come)."""
-    from melissa_trainer.client import Client
+    from melissa_trainer.client import Client, ClientTuning
 
     bufs = [FIFOBuffer(100), FIFOBuffer(100)]
     sources = [StreamSource(ReceiverConfig(expected_simulations=1)) for _ in bufs]
@@ -346,7 +347,9 @@ def test_two_ranks_end_a_stream_of_every_tenth_step() -> None:
         for rank, (source, buf) in enumerate(zip(sources, bufs, strict=True)):
             source.start(buf, rank, 2)
         endpoints = [s.endpoint for s in sources]
-        with Client({"u": ((5,), "<f4")}, None, 3, endpoints, close_timeout=10) as c:
+        with Client(
+            {"u": ((5,), "<f4")}, None, 3, endpoints, tuning=ClientTuning(close_timeout=10)
+        ) as c:
             for t in range(0, 100, 10):
                 c.send(t, u=np.full(5, t, np.float32))
         got = [drain(buf, timeout=10) for buf in bufs]  # until the receiver closes it

@@ -24,7 +24,7 @@ from melissa_trainer import (
     StreamSource,
     TrainingArguments,
 )
-from melissa_trainer.launcher import Launcher, LocalBackend, UniformSampler
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,7 +74,9 @@ class Keys:
         return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
-def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Launcher:
+def study(tmp_path: Path, n: int, options: dict[str, Any], **tuning: Any) -> Launcher:
+    """A launcher of `n` simulations running SIMULATION with `options`, polling fast;
+    `tuning`: more `LauncherTuning` fields."""
     script = tmp_path / "sim.py"
     script.write_text(SIMULATION)
     (tmp_path / "pids").mkdir()
@@ -85,10 +87,8 @@ def study(tmp_path: Path, n: int, options: dict[str, Any], **kwargs: Any) -> Lau
         n,
         job_limit=2,
         backend=LocalBackend(),
-        poll_interval=0.05,
-        kill_grace=2.0,
         env={"SIM_OPTIONS": json.dumps(options)},
-        **kwargs,
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, **tuning),
     )
 
 
@@ -139,10 +139,11 @@ def test_a_study_trains_on_every_step_of_every_simulation_once(tmp_path: Path) -
         ).read_text()
     )
     # The final checkpoint is written before the source stops: a simulation whose data
-    # all arrived may still be exiting then ("running" for the launcher), but the
-    # receiver's record beside it has every simulation finished.
+    # all arrived may still be exiting then ("running" for the launcher if its tick has
+    # not read the receiver's report yet, "complete" if it has), but the receiver's
+    # record beside it has every simulation finished.
     records = state["launcher"]["simulations"]
-    assert {r["status"] for r in records.values()} <= {"finished", "running"}
+    assert {r["status"] for r in records.values()} <= {"finished", "complete", "running"}
     assert sorted(int(k) for k in records) == [0, 1, 2, 3]
     assert [state["simulations"][str(s)]["finished"] for s in range(4)] == [True] * 4
 

@@ -176,14 +176,26 @@ def plot_comparison(
     plt.close(fig)
 
 
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/heat_pde",
+    "buffer": "reservoir",
+    "buffer_size": 4000,
+    "watermark": 500,
+    "sample_to_insert_ratio": 8.0,
+    "batch_size": 32,
+    "logging_steps": 200,
+    "eval_steps": 500,
+}
+
+
+def parser() -> ArgumentParser:
+    """The command line: TrainingArguments and HeatArgs, with this example's defaults."""
+    return ArgumentParser(TrainingArguments, HeatArgs, defaults=DEFAULTS)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = ArgumentParser(TrainingArguments, HeatArgs)
-    defaults = ["--output_dir", "outputs/heat_pde", "--buffer", "reservoir",
-                "--buffer_size", "4000", "--watermark", "500", "--sample_to_insert_ratio", "8",
-                "--batch_size", "32", "--logging_steps", "200", "--eval_steps", "500"]  # fmt: skip
-    args, opts = parser.parse_args_into_dataclasses(
-        defaults + list(sys.argv[1:] if argv is None else argv)
-    )
+    args, opts = parser().parse_args_into_dataclasses(argv)
     check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"

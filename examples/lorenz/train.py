@@ -204,14 +204,26 @@ def plot_rollouts(
     plt.close(fig)
 
 
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/lorenz",
+    "buffer": "reservoir",
+    "buffer_size": 20_000,
+    "watermark": 2000,
+    "sample_to_insert_ratio": 4.0,
+    "batch_size": 128,
+    "logging_steps": 200,
+    "eval_steps": 500,
+}
+
+
+def parser() -> ArgumentParser:
+    """The command line: TrainingArguments and LorenzArgs, with this example's defaults."""
+    return ArgumentParser(TrainingArguments, LorenzArgs, defaults=DEFAULTS)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = ArgumentParser(TrainingArguments, LorenzArgs)
-    defaults = ["--output_dir", "outputs/lorenz", "--buffer", "reservoir",
-                "--buffer_size", "20000", "--watermark", "2000", "--sample_to_insert_ratio", "4",
-                "--batch_size", "128", "--logging_steps", "200", "--eval_steps", "500"]  # fmt: skip
-    args, opts = parser.parse_args_into_dataclasses(
-        defaults + list(sys.argv[1:] if argv is None else argv)
-    )
+    args, opts = parser().parse_args_into_dataclasses(argv)
     check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"

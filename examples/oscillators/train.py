@@ -15,10 +15,10 @@ predicting the mean state (the error to beat).
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -89,27 +89,21 @@ def process_sample(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.T
     return torch.from_numpy(inputs), torch.from_numpy(sample["state"])
 
 
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/oscillators",
+    "buffer": "firo",
+    "buffer_size": 2048,
+    "watermark": 512,
+    "batch_size": 64,
+    "logging_steps": 50,
+    "eval_steps": 100,
+}
+
+
 def main(argv: list[str] | None = None) -> dict[str, float]:
-    parser = ArgumentParser(TrainingArguments, OscillatorArgs)
-    defaults = [
-        "--output_dir",
-        "outputs/oscillators",
-        "--buffer",
-        "firo",
-        "--buffer_size",
-        "2048",
-        "--watermark",
-        "512",
-        "--batch_size",
-        "64",
-        "--logging_steps",
-        "50",
-        "--eval_steps",
-        "100",
-    ]
-    args, opts = parser.parse_args_into_dataclasses(
-        defaults + list(sys.argv[1:] if argv is None else argv)
-    )
+    parser = ArgumentParser(TrainingArguments, OscillatorArgs, defaults=DEFAULTS)
+    args, opts = parser.parse_args_into_dataclasses(argv)
     torch.manual_seed(args.seed)
     model = torch.nn.Sequential(
         torch.nn.Linear(4, opts.hidden),

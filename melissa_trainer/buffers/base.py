@@ -1,32 +1,30 @@
 """The :class:`Buffer` contract: blocking, closing, watermark, rate limiting, checkpoints.
 
 Policies (FIFO, FIRO, Reservoir) only say how samples are stored, chosen and evicted;
-waiting, waking and counting live here. One :class:`threading.Lock` per buffer with two
-conditions (``readable`` for consumers, ``writable`` for producers); every public
-method takes the lock, so any method may be called from any thread. Nothing busy-waits:
-a blocked ``put``/``get_batch`` sleeps on a condition and is woken only by an event that
-can unblock it. A ``put`` that does not wait costs one lock, one append and a counter.
+waiting, waking and counting live in `Buffer`. One :class:`threading.Lock` per buffer
+with two conditions (``readable`` for consumers, ``writable`` for producers); every
+public method takes the lock, so any method may be called from any thread. Nothing
+busy-waits: a blocked ``put``/``get_batch`` sleeps on a condition and is woken only by
+an event that can unblock it. A ``put`` that does not wait costs one lock, one append
+and a counter.
+
+`Buffer` is built from three parts, one concept each: ``_core.py`` (the state and the
+policy hooks), ``_waiting.py`` (the slow paths of a ``put`` or a read that waits) and
+``_snapshot.py`` (statistics and checkpoints); this module holds the public calls.
 """
 
 from __future__ import annotations
 
-import abc
-import os
-import threading
-import time
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
-
-from . import _state
 from ._common import BufferClosedError, BufferStats, Sample, as_count
+from ._snapshot import SnapshotMixin
+from ._waiting import WaitingMixin
 from .block import SampleBlock
 from .rate_limiter import RateLimiter
 
 __all__ = ["Buffer", "BufferClosedError", "BufferStats", "Sample"]
-
-_NO_WAITER = 1 << 62  # "no read is waiting" sentinel for the wake-up threshold
 
 
 def _count(items: list[Any]) -> int:
@@ -34,7 +32,7 @@ def _count(items: list[Any]) -> int:
     return sum(len(i) if type(i) is SampleBlock else 1 for i in items)
 
 
-class Buffer(abc.ABC):
+class Buffer(WaitingMixin, SnapshotMixin):
     """Thread-safe, bounded, blocking in-memory store of samples.
 
     Args:
@@ -49,98 +47,20 @@ class Buffer(abc.ABC):
             bounded by ``capacity``: it holds every sample served since the last
             rewind, so memory grows with the amount of data served.
 
+    The constructor is `BufferCore.__init__` (``_core.py``).
+
     Blocking contract:
         * ``put`` blocks while the buffer is full (back-pressure) or the rate limiter
           holds inserts back; raises :class:`BufferClosedError` once closed.
         * ``get_batch(n)`` blocks until ``n`` samples can be returned. Once closed it
-          never blocks: it returns up to ``n`` samples, then ``[]`` forever ("no data
-          ever again", until a :meth:`rewind`). ``get_block(n)`` is the same read, as
-          one :class:`SampleBlock` (``None`` for ``[]``).
+          never blocks: it returns up to ``n`` samples, then an empty read forever ("no
+          data ever again", until a :meth:`rewind`). ``get_block(n)`` is the same read,
+          as one :class:`SampleBlock`. End of stream is an empty read from both: ``[]``
+          from ``get_batch``, an empty block from ``get_block``; test it with ``not
+          batch`` (or ``len(batch) == 0``).
         * ``timeout`` is in seconds (``None`` waits forever, ``0`` polls); when it
           expires, ``TimeoutError`` is raised ("no data yet" / "still full").
     """
-
-    #: name of the policy, as accepted by ``make_buffer`` and stored in checkpoints.
-    kind: ClassVar[str] = ""
-
-    def __init__(
-        self,
-        capacity: int,
-        watermark: int = 1,
-        *,
-        seed: int = 0,
-        rate_limiter: RateLimiter | None = None,
-        retain: bool = False,
-    ) -> None:
-        capacity = as_count("capacity", capacity, 1)
-        watermark = as_count("watermark", watermark, 1)
-        if watermark > capacity:
-            raise ValueError(
-                f"watermark ({watermark}) must be <= capacity ({capacity}): reads would "
-                "wait for more samples than the buffer can hold"
-            )
-        if rate_limiter is not None and not isinstance(rate_limiter, RateLimiter):
-            raise TypeError(
-                f"rate_limiter must be a RateLimiter, got {type(rate_limiter).__name__}"
-            )
-        self._capacity = int(capacity)
-        self._watermark = int(watermark)
-        self._rng = np.random.default_rng(seed)
-        self._limiter = rate_limiter
-        self._retain = bool(retain)
-
-        self._lock = threading.Lock()
-        self._readable = threading.Condition(self._lock)
-        self._writable = threading.Condition(self._lock)
-        self._closed = False
-        # waiters' bookkeeping (only touched under the lock)
-        self._get_needs: list[int] = []  # size each waiting read needs
-        self._wake_len = _NO_WAITER  # min(self._get_needs): notify readers at this size
-        self._n_size_blocked = 0  # reads waiting for more samples
-        self._n_put_waiting = 0  # puts waiting (room or limiter)
-        self._n_room_blocked = 0  # puts waiting for room (a parked `try_put` included)
-        self._parked = False  # a `try_put` was refused for lack of room (see there)
-        # counters
-        self._n_put = 0
-        self._n_got = 0
-        self._n_evicted = 0
-        self._age_sum = 0
-        self._reuse_hist: dict[int, int] = {}
-
-    # ------------------------------------------------------------------ policy hooks
-    # All hooks are called with the lock held.
-
-    @abc.abstractmethod
-    def _size(self) -> int:
-        """Samples currently held."""
-
-    @abc.abstractmethod
-    def _has_room(self) -> bool:
-        """True if ``_insert`` can run now (it may evict)."""
-
-    @abc.abstractmethod
-    def _insert(self, sample: Sample, insert_id: int) -> None:
-        """Store ``sample``; ``insert_id`` is the number of inserts before it."""
-
-    @abc.abstractmethod
-    def _take(self, n: int) -> list[Sample]:
-        """Serve ``n <= _size()`` samples (not closed); update age, histogram, eviction."""
-
-    @abc.abstractmethod
-    def _take_closed(self, n: int) -> list[Sample]:
-        """Serve up to ``n`` of what is left to serve after close (``[]`` if nothing)."""
-
-    @abc.abstractmethod
-    def _rewind(self) -> int:
-        """Make retained samples servable again; return how many."""
-
-    @abc.abstractmethod
-    def _contents_state(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
-        """Fill ``arrays`` with the held samples, return the policy's meta."""
-
-    @abc.abstractmethod
-    def _load_contents(self, samples: dict[str, Sample], meta: dict[str, Any]) -> None:
-        """Restore the contents from decoded samples (keyed by prefix) and meta."""
 
     # ------------------------------------------------------------------ properties
     @property
@@ -268,49 +188,6 @@ class Buffer(abc.ABC):
             self._add(sample)
             return True
 
-    def _unpark(self) -> None:
-        """Forget the producer that `try_put` refused for lack of room (lock held)."""
-        if self._parked:
-            self._parked = False
-            self._n_room_blocked -= 1
-
-    def _wait_writable(self, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        lim = self._limiter
-        room_blocked = False
-        self._n_put_waiting += 1
-        try:
-            while True:
-                if self._closed:
-                    raise BufferClosedError("buffer closed while put() was waiting")
-                no_room = not self._has_room()
-                if no_room != room_blocked:
-                    room_blocked = no_room
-                    if no_room:
-                        self._n_room_blocked += 1
-                        # a read held back by the limiter may now go ahead (liveness)
-                        if self._get_needs:
-                            self._readable.notify_all()
-                    else:
-                        self._n_room_blocked -= 1
-                if not no_room and (lim is None or self._n_size_blocked or lim.can_insert()):
-                    return
-                if deadline is None:
-                    self._writable.wait()
-                else:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        why = "buffer full" if no_room else "rate limiter holds inserts back"
-                        raise TimeoutError(
-                            f"put() timed out after {timeout}s ({why}; "
-                            f"{self._size()}/{self._capacity} samples held)"
-                        )
-                    self._writable.wait(remaining)
-        finally:
-            self._n_put_waiting -= 1
-            if room_blocked:
-                self._n_room_blocked -= 1
-
     def close(self) -> None:
         """End of reception: no more ``put``; reads drain what is left. Idempotent.
 
@@ -331,7 +208,8 @@ class Buffer(abc.ABC):
         limiter (if any) allows ``n`` more draws. After close, neither the watermark
         nor the limiter holds the read back: returns up to ``n`` samples, fewer at the
         very end, and ``[]`` when nothing is left to serve, meaning "no data ever
-        again" (until a :meth:`rewind`).
+        again" (until a :meth:`rewind`): the end of the stream is an empty read, as for
+        :meth:`get_block`.
 
         Args:
             n: batch size, ``1 <= n <= capacity``.
@@ -349,10 +227,11 @@ class Buffer(abc.ABC):
                 self._count_got(len(batch))
             return batch
 
-    def get_block(self, n: int, timeout: float | None = None) -> SampleBlock | None:
+    def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """Like :meth:`get_batch`, but the `n` samples come as one :class:`SampleBlock`
-        (one array per field, the samples along axis 0) that the caller owns, and the
-        end of the stream is ``None``.
+        (one array per field, the samples along axis 0) that the caller owns. The end of
+        the stream is an empty read, as for :meth:`get_batch`: here an empty block
+        (`SampleBlock.empty`, ``len() == 0``, false), where `get_batch` gives ``[]``.
 
         A FIFO serves the blocks a receiver put without building per-sample objects;
         other policies stack the samples they draw (the same draws as `get_batch`).
@@ -368,7 +247,7 @@ class Buffer(abc.ABC):
             items = self._take_items_closed(n) if self._closed else self._take_items(n)
             if items:
                 self._count_got(_count(items))
-        return SampleBlock.join(items) if items else None
+        return SampleBlock.join(items) if items else SampleBlock.empty()
 
     def _take_items(self, n: int) -> list[Any]:
         """`_take`, as items (samples, or blocks of the buffer's own memory)."""
@@ -401,47 +280,6 @@ class Buffer(abc.ABC):
         if self._n_put_waiting:
             self._writable.notify_all()
 
-    def _wait_readable(self, n: int, need: int, timeout: float | None) -> None:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        lim = self._limiter
-        size_blocked = False
-        self._get_needs.append(need)
-        if need < self._wake_len:
-            self._wake_len = need
-        try:
-            while not self._closed:
-                too_few = self._size() < need
-                if too_few != size_blocked:
-                    size_blocked = too_few
-                    if too_few:
-                        self._n_size_blocked += 1
-                        # an insert held back by the limiter may now go ahead (liveness)
-                        if self._n_put_waiting:
-                            self._writable.notify_all()
-                    else:
-                        self._n_size_blocked -= 1
-                if not too_few and (lim is None or self._n_room_blocked or lim.can_sample(n)):
-                    return
-                if deadline is None:
-                    self._readable.wait()
-                else:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        why = (
-                            f"{self._size()} samples held, {need} needed"
-                            if too_few
-                            else "rate limiter holds reads back"
-                        )
-                        raise TimeoutError(
-                            f"get_batch({n}) timed out after {timeout}s: no data yet ({why})"
-                        )
-                    self._readable.wait(remaining)
-        finally:
-            if size_blocked:
-                self._n_size_blocked -= 1
-            self._get_needs.remove(need)
-            self._wake_len = min(self._get_needs) if self._get_needs else _NO_WAITER
-
     # ------------------------------------------------------------------ pseudo-epochs
     def rewind(self) -> int:
         """Make the retained samples available again, each to be served once more.
@@ -460,95 +298,3 @@ class Buffer(abc.ABC):
             if count:
                 self._readable.notify_all()
             return count
-
-    # ------------------------------------------------------------------ statistics
-    def stats(self) -> BufferStats:
-        """A consistent snapshot of the counters (see :class:`BufferStats`)."""
-        with self._lock:
-            return BufferStats(
-                size=self._size(),
-                capacity=self._capacity,
-                put=self._n_put,
-                got=self._n_got,
-                evicted=self._n_evicted,
-                reuse_histogram=dict(sorted(self._reuse_hist.items())),
-                mean_age=self._age_sum / self._n_got if self._n_got else 0.0,
-            )
-
-    def _record_leave(self, draws: int, count: int = 1) -> None:
-        self._reuse_hist[draws] = self._reuse_hist.get(draws, 0) + count
-
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Consistent snapshot ``(arrays, meta)``, taken under the lock.
-
-        ``arrays`` holds the samples as flat arrays keyed ``"s{slot}/{field}"`` (and
-        ``"r{i}/{field}"`` for the retained list). They are the held arrays themselves,
-        not copies (a buffer never modifies a sample), unless a copy is needed to make
-        them C-contiguous and native-endian. ``meta`` holds everything else (counters,
-        RNG state, order, draw counts, closed flag) and is JSON-serializable. No pickle.
-
-        Raises:
-            TypeError: a held sample is not a dict of numeric/bool numpy arrays (the
-                message names the field).
-        """
-        with self._lock:
-            arrays: dict[str, np.ndarray] = {}
-            meta: dict[str, Any] = {
-                "kind": self.kind,
-                "format_version": _state.FORMAT_VERSION,
-                "capacity": self._capacity,
-                "watermark": self._watermark,
-                "retain": self._retain,
-                "closed": self._closed,
-                "put": self._n_put,
-                "got": self._n_got,
-                "evicted": self._n_evicted,
-                "age_sum": self._age_sum,
-                "reuse_histogram": {str(k): v for k, v in sorted(self._reuse_hist.items())},
-                "rng": _state.rng_state(self._rng),
-                "rate_limiter": None if self._limiter is None else self._limiter.state_dict(),
-            }
-            meta["contents"] = self._contents_state(arrays)
-            meta["field_order"] = _state.field_order(arrays)
-            return arrays, meta
-
-    def load_state_dict(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
-        """Restore a :meth:`state_dict` snapshot exactly.
-
-        Afterwards the buffer behaves as the snapshotted one did: same contents, order,
-        counters, closed flag and RNG state, hence the same future random draws given
-        the same calls. The configuration (capacity, watermark, retain, limiter
-        parameters, ``max_sample_reuse``) stays the constructor's. Waiters are woken.
-
-        Raises:
-            ValueError: the snapshot is of another buffer kind, has another capacity,
-                disagrees on having a rate limiter, or is malformed.
-        """
-        common = _state.parse_common_meta(meta, self.kind, self._capacity, self._limiter)
-        samples = _state.decode_samples(arrays, meta.get("field_order"))
-        with self._lock:
-            self._load_contents(samples, common.contents)
-            if self._limiter is not None and common.limiter is not None:
-                self._limiter.load_state_dict(common.limiter)
-            self._n_put, self._n_got, self._n_evicted, self._age_sum = common.counters
-            self._reuse_hist = common.reuse_histogram
-            self._closed = common.closed
-            self._rng = common.rng
-            self._unpark()  # a refused `try_put` was for the contents replaced here
-            self._readable.notify_all()
-            self._writable.notify_all()
-
-    def save(self, directory: str | os.PathLike[str]) -> None:
-        """Write ``buffer.safetensors`` and ``buffer.json`` into ``directory`` (created).
-
-        The snapshot is taken under the lock (see :meth:`state_dict`); the files are
-        written outside it, each to a temporary name then renamed.
-        """
-        arrays, meta = self.state_dict()
-        _state.write_files(directory, arrays, meta)
-
-    def load(self, directory: str | os.PathLike[str]) -> None:
-        """Restore the buffer from the files :meth:`save` wrote in ``directory``."""
-        arrays, meta = _state.read_files(directory)
-        self.load_state_dict(arrays, meta)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         UniformSampler,
         make_sampler,
     )
+    from melissa_trainer.launcher.tuning import LauncherTuning
 
 __all__ = [
     "Backend",
@@ -37,6 +38,7 @@ __all__ = [
     "LaunchError",
     "Launcher",
     "LauncherError",
+    "LauncherTuning",
     "ListSampler",
     "LocalBackend",
     "Sampler",
@@ -56,6 +58,7 @@ _WHERE = {
     "LocalBackend": "backends.local",
     "Launcher": "launcher",
     "LauncherError": "launcher",
+    "LauncherTuning": "tuning",
     **dict.fromkeys(
         [
             "CallableSampler",

@@ -6,7 +6,7 @@ launcher = Launcher(
     make_sampler("lhs", {"t0": (100, 500), "t1": (100, 500)}, seed=0),
     n_simulations=32,
     job_limit=4,
-    simulation_timeout=60,
+    tuning=LauncherTuning(simulation_timeout=60),  # failures and timing: `tuning`
 )
 source = StreamSource(launcher=launcher)          # starts and stops it with the receiver
 ```
@@ -21,10 +21,11 @@ Policy, in short (the details are in `supervisor` and `workers`):
   use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
 * Success is a simulation whose data all reached the receivers and whose process
   ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A
-  non-zero exit, or no heartbeat progress for `simulation_timeout`
-  s, kills and restarts the simulation (same id and parameters) up to `max_restarts`
-  times; then `on_failure` decides: "redraw", "abandon" or "raise"; and a study that
-  gives up more than ``(1 - min_finished_fraction)`` of its simulations fails.
+  non-zero exit, or no heartbeat progress for `simulation_timeout` s, kills and
+  restarts the simulation (same id and parameters) up to `max_restarts` times; then
+  `on_failure` decides: "redraw", "abandon" or "raise"; and a study that gives up more
+  than ``(1 - min_finished_fraction)`` of its simulations fails. These bounds, and the
+  timing, are `LauncherTuning` fields (`tuning`).
   `records.Study` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import atexit
 import logging
-import math
 import os
 import threading
 import time
@@ -53,14 +53,19 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.launcher.backends.base import Backend, study_id
-from melissa_trainer.launcher.records import ON_FAILURE, Study
+from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
-from melissa_trainer.launcher.supervisor import DataReport, LauncherError, Settings, Supervisor
-from melissa_trainer.launcher.templates import CommandTemplate, callable_argv, pickle_callable
-from melissa_trainer.launcher.workers import DEFAULT_WORKER_BIND, WorkerSupervisor
-from melissa_trainer.stream.endpoints import is_loopback
+from melissa_trainer.launcher.supervisor import Settings, Supervisor
+from melissa_trainer.launcher.templates import SimulationProgram
+from melissa_trainer.launcher.tuning import LauncherTuning, check_count
+from melissa_trainer.launcher.workers import (
+    DEFAULT_WORKER_BIND,
+    WorkerSupervisor,
+    check_worker_bind,
+)
 
-__all__ = ["Launcher", "LauncherError"]
+__all__ = ["Launcher", "LauncherError", "LauncherTuning"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -70,6 +75,10 @@ SimulationFn = Callable[[int, dict[str, float]], None]
 class Launcher:
     """Starts, watches and restarts the simulations of a study (see the module docstring).
 
+    The arguments say what the study is: what runs, how many, where and how wide, what
+    the jobs see. How it copes with failures and how often it polls is `tuning`
+    (`LauncherTuning`: every field has a default that suits any study).
+
     Args:
         simulation: a command template (str, split with shlex, or a list of tokens), or a
             callable ``fn(simulation_id, parameters)`` run in a subprocess.
@@ -78,18 +87,6 @@ class Launcher:
         job_limit: at most this many jobs alive at once.
         backend: "local", "mpiexec", "slurm" or a `Backend`.
         ranks_per_simulation: MPI ranks per job (> 1 needs an MPI backend).
-        simulation_timeout: seconds without heartbeat progress (or, without heartbeat,
-            since launch) after which a simulation is killed and restarted; None: never.
-        max_restarts: restarts of one simulation id before `on_failure` applies.
-        on_failure: "redraw" (new id, new parameters), "abandon" (go on without it) or
-            "raise" (the study fails; `check()` raises).
-        max_redraws: redraws allowed in the study (None: `n_simulations`); beyond, a
-            failure raises.
-        min_finished_fraction: the share of `n_simulations` that must finish (0 < f
-            <= 1, default 0.5): the study fails (`check()` raises, listing the failures
-            with the last lines of their logs) as soon as more than ``n_simulations -
-            ceil(f * n_simulations)`` simulations were given up (redrawn or abandoned).
-            A study with no finished simulation always fails.
         worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs
             each run `simulation` once and ask for simulations (`launcher.worker`).
         worker_bind: the ZeroMQ endpoint where workers ask for simulations (worker mode
@@ -102,9 +99,9 @@ class Launcher:
             (default: this machine's host name).
         log_dir: per-job logs; default ``{study_dir}/logs``.
         env: extra environment variables for every job.
-        poll_interval: seconds between two checks of the jobs.
-        kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill.
         first_simulation_id: the first id drawn.
+        tuning: the failure policy (timeout, restarts, `on_failure`, redraws, the share
+            that must finish) and timing (poll interval, kill grace); None: the defaults.
 
     Raises:
         ValueError: a bad argument (named in the message), before anything starts.
@@ -119,42 +116,25 @@ class Launcher:
         job_limit: int = 1,
         backend: Backend | str = "local",
         ranks_per_simulation: int = 1,
-        simulation_timeout: float | None = None,
-        max_restarts: int = 2,
-        on_failure: str = "redraw",
-        max_redraws: int | None = None,
-        min_finished_fraction: float = 0.5,
         worker: bool = False,
         worker_bind: str = DEFAULT_WORKER_BIND,
         advertise_host: str | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
-        poll_interval: float = 0.2,
-        kill_grace: float = 5.0,
         first_simulation_id: int = 0,
+        tuning: LauncherTuning | None = None,
     ) -> None:
-        _count("n_simulations", n_simulations, 0)
-        _count("job_limit", job_limit, 1)
-        _count("ranks_per_simulation", ranks_per_simulation, 1)
-        _count("max_restarts", max_restarts, 0)
-        _count("first_simulation_id", first_simulation_id, 0)
-        if max_redraws is not None:
-            _count("max_redraws", max_redraws, 0)
-        if (
-            isinstance(min_finished_fraction, bool)
-            or not isinstance(min_finished_fraction, int | float)
-            or not 0 < min_finished_fraction <= 1
-        ):
+        check_count("n_simulations", n_simulations, 0)
+        check_count("job_limit", job_limit, 1)
+        check_count("ranks_per_simulation", ranks_per_simulation, 1)
+        check_count("first_simulation_id", first_simulation_id, 0)
+        if tuning is None:
+            tuning = LauncherTuning()
+        elif not isinstance(tuning, LauncherTuning):
             raise ValueError(
-                f"min_finished_fraction must be a number in (0, 1] (the share of "
-                f"n_simulations that must finish), not {min_finished_fraction!r}"
+                f"tuning must be a melissa_trainer.launcher.LauncherTuning (or None for the "
+                f"defaults), not {type(tuning).__name__}"
             )
-        if on_failure not in ON_FAILURE:
-            raise ValueError(f"on_failure must be one of {list(ON_FAILURE)}, not {on_failure!r}")
-        if simulation_timeout is not None:
-            _seconds("simulation_timeout", simulation_timeout, positive=True)
-        _seconds("poll_interval", poll_interval, positive=True)
-        _seconds("kill_grace", kill_grace, positive=False)
         if env is not None and not all(
             isinstance(k, str) and isinstance(v, str) for k, v in env.items()
         ):
@@ -168,12 +148,7 @@ class Launcher:
                 f"n_simulations={n_simulations}"
             )
         sampler.plan(n_simulations)
-        self._template: CommandTemplate | None = None
-        self._pickled: bytes | None = None
-        if callable(simulation):
-            self._pickled = pickle_callable(simulation)
-        else:
-            self._template = CommandTemplate(simulation, sampler.names, worker=worker)
+        self._program = SimulationProgram(simulation, sampler.names, worker=worker)
         self.backend = _backend(backend)
         if ranks_per_simulation > 1 and self.backend.name == "local":
             raise ValueError(
@@ -181,32 +156,22 @@ class Launcher:
                 f"backend='mpiexec' or 'slurm'"
             )
 
-        if not isinstance(worker_bind, str) or not worker_bind.startswith(("tcp://", "ipc://")):
-            raise ValueError(
-                f"worker_bind must be a ZeroMQ tcp:// or ipc:// endpoint, not {worker_bind!r}"
-            )
-        if worker and self.backend.name == "slurm" and is_loopback(worker_bind):
-            raise ValueError(
-                f"worker mode with the slurm backend runs workers on compute nodes, which "
-                f"cannot reach worker_bind={worker_bind!r}: bind an interface they reach, "
-                f"e.g. worker_bind='tcp://*:*' (and advertise_host if needed)"
-            )
+        check_worker_bind(worker_bind, self.backend.name if worker else None)
         self.n_simulations = n_simulations
         self.worker = worker
+        self.tuning = tuning
         self._worker_bind, self._advertise = worker_bind, advertise_host
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
-        self._timeout, self._poll, self._kill_grace = simulation_timeout, poll_interval, kill_grace
-        self._max_restarts = max_restarts
         self._log_dir = None if log_dir is None else Path(log_dir)
         self._env = dict(env or {})
         self._study = Study(
             sampler,
             n_simulations,
-            max_restarts=max_restarts,
-            on_failure=on_failure,
-            max_redraws=n_simulations if max_redraws is None else max_redraws,
+            max_restarts=tuning.max_restarts,
+            on_failure=tuning.on_failure,
+            max_redraws=n_simulations if tuning.max_redraws is None else tuning.max_redraws,
             first_simulation_id=first_simulation_id,
-            min_finished_fraction=float(min_finished_fraction),
+            min_finished_fraction=tuning.min_finished_fraction,
         )
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -232,7 +197,8 @@ class Launcher:
         Args:
             rendezvous_dir: where the receivers publish their endpoints (passed to jobs).
             heartbeat: ``{simulation id: messages received}`` (`Receiver.activity`), for
-                `simulation_timeout`; called from the launcher's thread.
+                `simulation_timeout`; called from the launcher's thread, every tick; it
+                returns a snapshot (the launcher keeps it, it is not copied).
             abandon: told each simulation id abandoned, so that the receivers stop
                 waiting for it; called from the launcher's thread.
             redrawn: told each simulation id given up and replaced by a redraw (the
@@ -257,34 +223,21 @@ class Launcher:
         settings = Settings(
             job_limit=self._job_limit,
             ranks=self._ranks,
-            simulation_timeout=self._timeout,
-            kill_grace=self._kill_grace,
-            poll_interval=self._poll,
+            tuning=self.tuning,
             env=self._env,
             log_dir=self._log_dir.absolute() if self._log_dir else study / "logs",
             rendezvous_dir=str(rendezvous),
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
         self.backend.begin_study(study_id(study))  # before the first launch
-        base_argv = None if self._pickled is None else callable_argv(self._write_pickle(study))
-        template = self._template
-
-        def command(sid: int, parameters: dict[str, float]) -> list[str]:
-            if template is None:
-                assert base_argv is not None
-                return list(base_argv)
-            return template.format(sid, parameters, settings.rendezvous_dir)
-
+        command, worker_argv = self._program.commands(study, settings.rendezvous_dir)
         with self._lock:
             self._study.data_reported = data is not None
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
-            argv = base_argv if template is None else template.format_worker(str(rendezvous))
-            assert argv is not None
             self._supervisor = WorkerSupervisor(
                 *common,
-                argv=argv,
-                max_restarts=self._max_restarts,
+                argv=worker_argv,
                 bind=self._worker_bind,
                 advertise_host=self._advertise,
                 redrawn=redrawn,
@@ -320,7 +273,7 @@ class Launcher:
             and _still_closing(self.summary())
             and time.monotonic() < deadline
         ):
-            time.sleep(min(self._poll, 0.05))
+            time.sleep(min(self.tuning.poll_interval, 0.05))
         self._stopped = True
         self._stop.set()
         thread = self._thread
@@ -425,15 +378,6 @@ class Launcher:
                 with self._lock:
                     self._error = self._error or exc
 
-    def _write_pickle(self, study_dir: Path) -> Path:
-        assert self._pickled is not None
-        study_dir.mkdir(parents=True, exist_ok=True)
-        path = study_dir / "simulation.pkl"
-        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        partial.write_bytes(self._pickled)
-        partial.replace(path)
-        return path
-
     def __repr__(self) -> str:
         return (
             f"Launcher(n_simulations={self.n_simulations}, job_limit={self._job_limit}, "
@@ -454,18 +398,3 @@ def _backend(backend: Backend | str) -> Backend:
     from melissa_trainer.launcher.backends import make_backend
 
     return make_backend(backend)
-
-
-def _count(name: str, value: Any, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"{name} must be an int >= {low}, not {value!r}")
-
-
-def _seconds(name: str, value: Any, *, positive: bool) -> None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number of seconds, not {value!r}") from None
-    if not math.isfinite(number) or number < 0 or (positive and number == 0):
-        bound = "> 0" if positive else ">= 0"
-        raise ValueError(f"{name} must be a finite number of seconds {bound}, not {value!r}")

@@ -32,68 +32,25 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
 from melissa_trainer.launcher.samplers import SamplerExhausted
-from melissa_trainer.launcher.templates import simulation_env
+from melissa_trainer.launcher.templates import Command, simulation_env
+from melissa_trainer.launcher.tuning import LauncherTuning
 
-__all__ = ["DRAIN_GRACE", "DataReport", "LauncherError", "RunningJob", "Settings", "Supervisor"]
+__all__ = ["DRAIN_GRACE", "IDLE_GRACE", "RunningJob", "Settings", "Supervisor"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
-
-Command = Callable[[int, dict[str, float]], list[str]]
 
 #: seconds after an exit 0 before data that has not all arrived counts as lost (the
 #: receiver must also have been idle, its socket empty, for `IDLE_GRACE` s)
 DRAIN_GRACE = 2.0
 IDLE_GRACE = 1.0
-#: log lines of a failed simulation quoted in the study's error
-LOG_TAIL_LINES = 5
-
-
-class DataReport(Protocol):
-    """What the receivers tell the study (in a trainer: rank 0's receiver).
-
-    Called from the launcher's thread; the implementation must be thread-safe.
-    """
-
-    def completed(self, start: int = 0) -> Sequence[int]:
-        """Ids whose every step reached the buffer, in completion order, from the
-        `start`-th on (the list only grows)."""
-
-    def refused(self, start: int = 0) -> Sequence[tuple[int, str]]:
-        """(id, why) of each refused HELLO, in order, from the `start`-th on (the list
-        only grows)."""
-
-    def idle_seconds(self) -> float:
-        """Seconds since a message last arrived, counted only while the socket is
-        found empty (0 while messages flow or the receiver waits for buffer room)."""
-
-    def describe(self, simulation_id: int) -> str:
-        """What the receiver has of a simulation, for error messages."""
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last `lines` lines of a job's log, indented, or a note if there is none."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - 8192))
-            text = f.read().decode("utf-8", "replace")
-    except OSError as exc:
-        return f"    (no log: {exc.strerror})"
-    tail = [line for line in text.splitlines() if line.strip()][-lines:]
-    return "\n".join(f"    | {line}" for line in tail) if tail else "    (empty log)"
-
-
-class LauncherError(RuntimeError):
-    """The study failed: a simulation failed for good with ``on_failure="raise"`` (or its
-    redraws ran out), a job could not be started, or the launcher's thread died."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +59,7 @@ class Settings:
 
     job_limit: int
     ranks: int
-    simulation_timeout: float | None
-    kill_grace: float
-    poll_interval: float
+    tuning: LauncherTuning  # timeouts and poll interval; the failure policy is the Study's
     env: Mapping[str, str]
     log_dir: Path
     rendezvous_dir: str
@@ -160,7 +115,7 @@ class Supervisor:
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until the next tick (or `stop`)."""
-        stop.wait(self.settings.poll_interval)
+        stop.wait(self.settings.tuning.poll_interval)
 
     def finished(self) -> bool:
         """The study is complete and no job is left."""
@@ -173,7 +128,7 @@ class Supervisor:
         runs them again and the summary counts no dead process as running."""
         for name, job in list(self.jobs.items()):
             logger.info("killing %s", self.backend.describe(job.handle))
-            self.backend.kill(job.handle, self.settings.kill_grace)
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
             if job.simulation_id is not None:
                 with self.lock:
@@ -194,7 +149,7 @@ class Supervisor:
         self.end_simulation(job.simulation_id, code, now, job.log_path)
 
     def check_timeouts(self, now: float) -> None:
-        timeout = self.settings.simulation_timeout
+        timeout = self.settings.tuning.simulation_timeout
         if timeout is None:
             return
         beats = self.refresh_beats()
@@ -212,7 +167,7 @@ class Supervisor:
                     timeout,
                     self.backend.describe(job.handle),
                 )
-                self.backend.kill(job.handle, self.settings.kill_grace)
+                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                 del self.jobs[name]
                 self.job_killed(job, time.monotonic())
 
@@ -240,15 +195,11 @@ class Supervisor:
                     logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
                     with self.lock:
                         self.study.records[sid].reason = why
-                    self.backend.kill(job.handle, self.settings.kill_grace)
+                    self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                     del self.jobs[name]
                     self.job_killed(job, time.monotonic(), "refused")
         with self.lock:
-            exited = [
-                s
-                for s, r in self.study.records.items()
-                if r.status == "exited" and r.exited_at is not None
-            ]
+            exited = sorted(self.study.ids("exited"))  # O(exited), not O(study)
         if not exited or data.idle_seconds() < IDLE_GRACE:
             return
         for sid in exited:
@@ -318,12 +269,12 @@ class Supervisor:
 
     def refresh_beats(self) -> Mapping[int, int]:
         if self.heartbeat is not None:
-            self._beats = dict(self.heartbeat())
+            self._beats = self.heartbeat()  # a fresh mapping (`Receiver.activity`)
         return self._beats
 
     def beat_of(self, sid: int) -> int:
         """The heartbeat value now (the baseline of a simulation that starts)."""
-        if self.heartbeat is None or self.settings.simulation_timeout is None:
+        if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
             return 0
         return self.refresh_beats().get(sid, 0)
 

@@ -15,6 +15,7 @@ worker's command (worker mode) knows only ``{rendezvous_dir}``: it asks for its 
 
 A Python callable is run by `run_callable` in a subprocess: it is pickled once with
 cloudpickle (closures and lambdas included) and the job's command runs that file.
+`SimulationProgram` is either, as the launcher holds it.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ __all__ = [
     "ENV_RENDEZVOUS",
     "ENV_SIMULATION_ID",
     "ENV_WORKER",
+    "Command",
     "CommandTemplate",
+    "SimulationProgram",
     "callable_argv",
     "pickle_callable",
     "simulation_env",
@@ -48,6 +51,9 @@ __all__ = [
 ENV_ATTEMPT = "MELISSA_TRAINER_ATTEMPT"
 
 _FIXED = ("simulation_id", "rendezvous_dir", "parameters", "parameters_json")
+
+#: the argv of one simulation: ``command(simulation_id, parameters)``
+Command = Callable[[int, dict[str, float]], list[str]]
 
 
 class CommandTemplate:
@@ -160,3 +166,55 @@ def pickle_callable(fn: Callable[[int, dict[str, float]], None]) -> bytes:
 def callable_argv(path: str | os.PathLike[str]) -> list[str]:
     """The command that runs a pickled callable (see `run_callable`)."""
     return [sys.executable, "-m", "melissa_trainer.launcher.run_callable", str(Path(path))]
+
+
+class SimulationProgram:
+    """What every job of a study runs: a `CommandTemplate`, or a Python callable that is
+    pickled at construction (an unpicklable one fails before anything starts) and
+    written to ``{study_dir}/simulation.pkl`` by `commands`.
+
+    Raises:
+        ValueError: (at construction) see `CommandTemplate` and `pickle_callable`.
+    """
+
+    def __init__(
+        self,
+        simulation: str | Sequence[str] | Callable[[int, dict[str, float]], None],
+        names: Sequence[str],
+        *,
+        worker: bool,
+    ) -> None:
+        self.worker = worker
+        self.template: CommandTemplate | None = None
+        self.pickled: bytes | None = None
+        if callable(simulation):
+            self.pickled = pickle_callable(simulation)
+        else:
+            self.template = CommandTemplate(simulation, names, worker=worker)
+
+    def commands(self, study_dir: Path, rendezvous_dir: str) -> tuple[Command, list[str]]:
+        """(the command of one simulation, the command of a worker), for a study; writes
+        the pickled callable first (atomically: a job never reads half of it).
+
+        Raises:
+            OSError: the pickle could not be written.
+        """
+        template = self.template
+        if template is None:
+            base = callable_argv(self._write_pickle(study_dir))
+            return (lambda sid, parameters: list(base)), base
+        worker = template.format_worker(rendezvous_dir) if self.worker else []
+
+        def command(sid: int, parameters: dict[str, float]) -> list[str]:
+            return template.format(sid, parameters, rendezvous_dir)
+
+        return command, worker
+
+    def _write_pickle(self, study_dir: Path) -> Path:
+        assert self.pickled is not None
+        study_dir.mkdir(parents=True, exist_ok=True)
+        path = study_dir / "simulation.pkl"
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        partial.write_bytes(self.pickled)
+        partial.replace(path)
+        return path

@@ -32,12 +32,13 @@ from typing import Any
 import zmq
 
 from melissa_trainer.launcher.backends.base import Job
-from melissa_trainer.launcher.supervisor import LauncherError, RunningJob, Supervisor
+from melissa_trainer.launcher.reports import LauncherError
+from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
 from melissa_trainer.launcher.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.stream.endpoints import advertised, is_loopback
 
-__all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor"]
+__all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor", "check_worker_bind"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -46,6 +47,20 @@ DEFAULT_WORKER_BIND = "tcp://127.0.0.1:*"
 #: Seconds workers have to exit once the study is done, before they are killed.
 EXIT_GRACE = 10.0
 _MAX_REQUEST_BYTES = 1 << 16
+
+
+def check_worker_bind(bind: Any, backend: str | None) -> None:
+    """Raise ValueError unless `bind` is a ZeroMQ endpoint the workers of `backend` (its
+    name; None: not in worker mode) can reach: a backend that runs jobs on other nodes
+    ("slurm") needs more than loopback."""
+    if not isinstance(bind, str) or not bind.startswith(("tcp://", "ipc://")):
+        raise ValueError(f"worker_bind must be a ZeroMQ tcp:// or ipc:// endpoint, not {bind!r}")
+    if backend == "slurm" and is_loopback(bind):
+        raise ValueError(
+            f"worker mode with the slurm backend runs workers on compute nodes, which "
+            f"cannot reach worker_bind={bind!r}: bind an interface they reach, "
+            f"e.g. worker_bind='tcp://*:*' (and advertise_host if needed)"
+        )
 
 
 class WorkerSupervisor(Supervisor):
@@ -59,13 +74,12 @@ class WorkerSupervisor(Supervisor):
         self,
         *args: Any,
         argv: list[str],
-        max_restarts: int,
         bind: str = DEFAULT_WORKER_BIND,
         advertise_host: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.argv, self.max_restarts = argv, max_restarts
+        self.argv = argv
         self.slots: list[str | None] = [None] * self.settings.job_limit  # job name per slot
         self.launches = [0] * self.settings.job_limit
         self.idle_exits: list[list[int]] = [[] for _ in range(self.settings.job_limit)]
@@ -108,7 +122,7 @@ class WorkerSupervisor(Supervisor):
 
     def wait(self, stop: threading.Event) -> None:
         # Requests are answered as they come, not once per poll interval.
-        deadline = time.monotonic() + self.settings.poll_interval
+        deadline = time.monotonic() + self.settings.tuning.poll_interval
         while not stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -217,7 +231,7 @@ class WorkerSupervisor(Supervisor):
         logger.warning(
             "%s exited with code %d before taking a simulation; log: %s", name, code, job.log_path
         )
-        if len(exits) > self.max_restarts:
+        if len(exits) > self.settings.tuning.max_restarts:
             raise LauncherError(
                 f"{name} exited {len(exits)} times in a row without taking a simulation "
                 f"(exit codes {exits}); see its log {job.log_path}"
@@ -236,7 +250,7 @@ class WorkerSupervisor(Supervisor):
                 "workers still alive %.0f s after the study ended: killing them", EXIT_GRACE
             )
             for name, job in list(self.jobs.items()):
-                self.backend.kill(job.handle, self.settings.kill_grace)
+                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
                 del self.jobs[name]
 
     def slot_of(self, name: str) -> int:

@@ -27,13 +27,20 @@ Message kinds:
 `decode` validates everything that can be checked from one message (magic, version,
 kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
 machine-readable `reason`; the receiver checks the rest against the HELLO.
+
+The wire layout lives here only: the client's prebuilt headers, the receiver's peeks
+at a frame's kind and flags and the inline decoder's memo key use the `*_AT` offsets
+and `U64` below, never literal offsets. `field_specs` checks a field declaration the
+same way on both sides. (Over 400 lines: the wire format's one home, kept whole.)
 """
 
 from __future__ import annotations
 
 import json
 import math
+import operator
 import struct
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -55,6 +62,10 @@ MAX_NAME_BYTES = 255
 #: Default bound on one message (header + payload), in bytes.
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 MAX_HELLO_BYTES = 1 << 20
+#: Client rank counts are u16 on the wire.
+MAX_CLIENT_RANKS = (1 << 16) - 1
+#: Names a field may not have: the receiver adds these entries to every sample.
+RESERVED_NAMES = frozenset({"simulation_id", "time_step", "parameters"})
 
 #: dtype code on the wire -> numpy dtype (little-endian). The allow-list.
 DTYPES: dict[int, np.dtype] = {
@@ -84,6 +95,31 @@ HELLO_FIXED = struct.Struct("<HHI")
 # client rank, client count, steps sent
 BYE_FIXED = struct.Struct("<HHQ")
 _DIMS = [struct.Struct(f"<{n}Q") for n in range(MAX_NDIM + 1)]
+#: A u64: DATA's time step, BATCH's record count (in the same slot), each BATCH
+#: record's leading time step. Use its bound methods (`U64.pack`) on hot paths.
+U64 = struct.Struct("<Q")
+
+# Byte offsets of the header fields read without a full `decode` (hot paths peek at
+# one byte or slice around the time step); the tests check them against the Structs.
+#: The message kind (u8).
+KIND_AT = struct.calcsize("<4sB")
+#: The flags (u16; FLAG_INLINE is in its low byte, read as ``frame[FLAGS_AT]``).
+FLAGS_AT = struct.calcsize("<4sBB")
+#: The simulation id (u64), in every message.
+SIMULATION_ID_AT = struct.calcsize("<4sBBH")
+#: DATA's time step (u64), where BATCH has its record count (`RECORDS_AT`).
+TIME_STEP_AT = PREFIX.size
+RECORDS_AT = TIME_STEP_AT
+#: The first byte after the time step of DATA and BATCH (the client rank).
+AFTER_TIME_STEP_AT = TIME_STEP_AT + U64.size
+#: The number of dimensions (u8) of DATA and BATCH; ndim x u64 dims follow the fixed part.
+NDIM_AT = PREFIX.size + struct.calcsize("<QHHB")
+#: The field name's length in bytes (u8) of DATA and BATCH; the name follows the dims.
+NAME_LEN_AT = NDIM_AT + 1
+#: Bytes per dimension in a DATA or BATCH header.
+DIM_BYTES = U64.size
+#: Every u64 on the wire (ids, time steps, dimensions) is below this.
+U64_LIMIT = 1 << 64
 
 
 class ProtocolError(ValueError):
@@ -268,7 +304,21 @@ def encode_batch_header(
 def batch_header_of(data_header: bytes) -> bytes:
     """The BATCH header of the same field part as a DATA header (its time step field
     becomes the record count; flags cleared)."""
-    return data_header[:5] + bytes([BATCH]) + b"\0\0" + data_header[8:]
+    return data_header[:KIND_AT] + bytes([BATCH]) + b"\0\0" + data_header[SIMULATION_ID_AT:]
+
+
+def split_at_time_step(data_header: bytes) -> tuple[bytes, bytes]:
+    """A DATA header's bytes before and after its time step: a sender prebuilds them
+    once and sends ``head + U64.pack(step) + tail`` at each step."""
+    return data_header[:TIME_STEP_AT], data_header[AFTER_TIME_STEP_AT:]
+
+
+def peek_simulation_id(frame: Any) -> int | None:
+    """The simulation id of a message that may be invalid (for the logs and counters of
+    a rejected message), or None if its prefix is unreadable."""
+    if len(frame) >= PREFIX.size and frame[: len(MAGIC)] == MAGIC:
+        return int(U64.unpack_from(frame, SIMULATION_ID_AT)[0])
+    return None
 
 
 def encode_bye(simulation_id: int, client_rank: int, client_count: int, steps_sent: int) -> bytes:
@@ -369,13 +419,15 @@ def _decode_batch(frame: Any, size: int, head: tuple, max_bytes: int) -> Batch:
     sim, records, rank, ranks = head[4:8]
     offset, count = head[12:14]
     name, dtype, shape, header_end = _data_header(frame, size, head, max_bytes)
-    stride = 8 + count * dtype.itemsize
+    stride = U64.size + count * dtype.itemsize
     if records == 0 or size - header_end != records * stride:
         raise ProtocolError(
             "bad_size", f"BATCH of {records} records of {stride} bytes in {size - header_end}"
         )
     steps = np.ndarray((records,), "<u8", frame, header_end, (stride,))
-    payloads = np.ndarray((records, count), dtype, frame, header_end + 8, (stride, dtype.itemsize))
+    payloads = np.ndarray(
+        (records, count), dtype, frame, header_end + U64.size, (stride, dtype.itemsize)
+    )
     return Batch(sim, records, rank, ranks, name, dtype, shape, offset, count, steps, payloads)
 
 
@@ -392,7 +444,7 @@ def _data_header(
         raise ProtocolError("bad_dtype", f"dtype code {code} is not in the allow-list")
     if ndim > MAX_NDIM:
         raise ProtocolError("bad_shape", f"{ndim} dimensions, at most {MAX_NDIM}")
-    shape_end = DATA_HEADER_BYTES + 8 * ndim
+    shape_end = DATA_HEADER_BYTES + DIM_BYTES * ndim
     header_end = shape_end + name_len
     if size < header_end:
         raise ProtocolError("truncated", f"DATA header needs {header_end} bytes, got {size}")
@@ -449,7 +501,7 @@ def _field_spec(entry: dict[str, Any]) -> FieldSpec:
     if dtype not in DTYPE_CODES:
         raise ValueError(f"dtype {dtype} is not in the allow-list")
     shape = tuple(int(d) for d in entry["shape"])
-    if len(shape) > MAX_NDIM or any(d < 1 or d >= 1 << 64 for d in shape):  # u64 on the wire
+    if len(shape) > MAX_NDIM or any(d < 1 or d >= U64_LIMIT for d in shape):
         raise ValueError(f"shape {shape}: at most {MAX_NDIM} positive dimensions")
     return FieldSpec(name, dtype, shape)
 
@@ -462,3 +514,56 @@ def dtype_code(dtype: np.dtype | str | type) -> int:
         allowed = sorted(str(d) for d in DTYPE_CODES)
         raise ValueError(f"dtype {np.dtype(dtype)} cannot be streamed; allowed: {allowed}")
     return code
+
+
+def field_specs(fields: Mapping[str, tuple[Any, Any]] | Sequence[FieldSpec]) -> list[FieldSpec]:
+    """The declared fields (`{name: (global shape, dtype)}` or FieldSpecs) as FieldSpecs
+    with protocol dtypes, checked: unique, unreserved names; at most 8 positive dims."""
+    items: Iterable[tuple[str, Any, Any]]
+    if isinstance(fields, Mapping):
+        items = []
+        for name, declared in fields.items():
+            try:
+                shape, dtype = declared
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"field {name!r}: declare it as (global shape, dtype), not {declared!r}"
+                ) from None
+            items.append((name, shape, dtype))
+    else:
+        items = []
+        for spec in fields:
+            if not isinstance(spec, FieldSpec):
+                raise ValueError(f"fields must be a mapping or FieldSpecs, not {spec!r}")
+            items.append((spec.name, spec.shape, spec.dtype))
+    specs = []
+    for name, shape, dtype in items:
+        if not isinstance(name, str) or not 1 <= len(name.encode()) <= MAX_NAME_BYTES:
+            raise ValueError(
+                f"field name {name!r} must be a string of 1 to {MAX_NAME_BYTES} UTF-8 bytes"
+            )
+        if name in RESERVED_NAMES:
+            raise ValueError(f"field name {name!r} is reserved ({sorted(RESERVED_NAMES)})")
+        try:
+            dims = (operator.index(shape),) if not isinstance(shape, Iterable) else shape
+            dims = tuple(operator.index(d) for d in dims)
+        except TypeError:
+            raise ValueError(f"field {name!r}: shape {shape!r} is not a tuple of ints") from None
+        if len(dims) > MAX_NDIM or any(not 1 <= d < U64_LIMIT for d in dims):
+            raise ValueError(
+                f"field {name!r}: shape {dims} must have at most {MAX_NDIM} positive dimensions"
+            )
+        try:
+            if dtype is None:
+                raise TypeError
+            code = dtype_code(dtype)
+        except TypeError:
+            raise ValueError(f"field {name!r}: {dtype!r} is not a dtype") from None
+        except ValueError as exc:
+            raise ValueError(f"field {name!r}: {exc}") from None
+        specs.append(FieldSpec(name, DTYPES[code], dims))
+    if not specs:
+        raise ValueError("declare at least one field")
+    if len({s.name for s in specs}) != len(specs):
+        raise ValueError(f"field names must be unique: {[s.name for s in specs]}")
+    return specs

@@ -368,6 +368,4 @@ class Receiver(IngestLoop):
 
 def _simulation_of(frame: bytes) -> int | None:
     """The simulation id of a message that failed to decode, if its prefix is readable."""
-    if len(frame) >= 16 and frame[:4] == protocol.MAGIC:
-        return int.from_bytes(frame[8:16], "little")
-    return None
+    return protocol.peek_simulation_id(frame)

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from melissa_trainer.stream import protocol
-from melissa_trainer.stream.client_config import field_specs
 from melissa_trainer.stream.endpoints import curve_keys
-from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.watchdog import check_stall_timeout
 
 __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]

@@ -36,7 +36,7 @@ def global_fields(step: int) -> dict[str, np.ndarray]:
 def main() -> None:
     from mpi4py import MPI
 
-    from melissa_trainer.client import Client
+    from melissa_trainer.client import Client, ClientTuning
 
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
@@ -49,7 +49,7 @@ def main() -> None:
         endpoints=sys.argv[1],
         comm=comm,
         send_timeout=30,
-        close_timeout=30,
+        tuning=ClientTuning(close_timeout=30),
     ) as client:
         if mistakes:
             make_mistakes(client, rank)

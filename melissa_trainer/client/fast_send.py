@@ -13,13 +13,16 @@ What is sent, and every decision taken, is exactly what the general path would d
 (more than `INLINE_MAX_BYTES` each): a 1 MiB field's send took 17-19 us of the client's
 thread through the general path, against 7 us for the two raw pyzmq sends it makes.
 
+Only the checks and the argument handling are specialized here: records get into
+batches through the outbox (`Outbox.step_appender`, `append_step` specialized by its
+owner) and arrays leave through `HeldArrays.send`, the method the general path calls.
+
 Thread-safety: as the client's (one thread); the outbox's lock guards the batches
 against the flusher thread.
 """
 
 from __future__ import annotations
 
-import struct
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,15 +30,15 @@ from typing import Any
 import numpy as np
 import zmq
 
-from melissa_trainer.stream.field_part import FieldPart
-from melissa_trainer.stream.held import HeldArrays, Released
-from melissa_trainer.stream.outbox import Outbox
+from melissa_trainer.client.field_part import FieldPart
+from melissa_trainer.client.held import HeldArrays
+from melissa_trainer.client.outbox import Outbox
+from melissa_trainer.stream.protocol import U64, U64_LIMIT
 from melissa_trainer.stream.step_set import StepSet
 
 __all__ = ["FastSend", "SendClock", "fast_large_sender", "fast_sender"]
 
-_U64 = 1 << 64
-_pack_step = struct.Struct("<Q").pack
+_pack_step = U64.pack  # the time step, between a field's prebuilt header parts
 
 #: ``fast(time_step, fields) -> bool``: True if the step was queued, False if the
 #: caller must take the general path (nothing was done).
@@ -91,12 +94,11 @@ def fast_sender(
     checks = _checks(fields)
     headers = tuple(f.batch_head for f in fields)
     n_fields, n_receivers = len(fields), len(steps)
-    lock, groups, limit = outbox.lock, outbox.groups, outbox.limit
-    append_step, send_group = outbox.append_step, outbox.send
+    lock, append, send_group = outbox.lock, outbox.step_appender(headers), outbox.send
     monotonic = time.monotonic
 
     def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
-        if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < _U64:
+        if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < U64_LIMIT:
             return False
         payloads = _declared(checks, given)
         if payloads is None:
@@ -106,21 +108,8 @@ def fast_sender(
             return False  # a rare send: the general path sends it at once
         clock.last = now
         index = time_step % n_receivers
-        step = _pack_step(time_step)
         with lock:
-            group = groups[index]
-            batch = group.batches.get(headers[0]) if n_fields == 1 else None
-            if batch is not None and group.born:  # the usual case: one field, batch open
-                buf = batch.buf
-                buf += step
-                buf += payloads[0].data
-                batch.records += 1
-                if len(buf) >= limit:
-                    group.full = True
-                due = group.full or now - group.born >= batch_delay
-            else:
-                due = append_step(index, headers, step, payloads, now)
-            if due:
+            if append(index, _pack_step(time_step), payloads, now):
                 send_group(index, None)
         steps[index].add(time_step)
         return True
@@ -137,17 +126,15 @@ def fast_large_sender(
     clock: SendClock,
 ) -> FastSend:
     """The usual send of a client whose `fields` all leave without a copy (module doc):
-    per field a DATA header, then the array's own memory (`Released` tracks it), held
-    and waited for as `held.mode` says; `lock` is the sockets' (the client's)."""
+    per field a DATA header and the array's own memory (`HeldArrays.send`), waited for
+    as `held.mode` says; `lock` is the sockets' (the client's)."""
     checks = _checks(fields)
-    frames = tuple((f.head, f.tail, f.nbytes) for f in fields)
+    frames = tuple((f.head, f.tail) for f in fields)
     n_fields, n_sockets = len(fields), len(sockets)
-    never = held.mode == "never"
-    hold, after_send = held.add, held.after_send
-    monotonic, more = time.monotonic, zmq.SNDMORE
+    send, after_send, monotonic = held.send, held.after_send, time.monotonic
 
     def fast(time_step: Any, given: Mapping[str, Any]) -> bool:
-        if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < _U64:
+        if type(time_step) is not int or len(given) != n_fields or not 0 <= time_step < U64_LIMIT:
             return False
         arrays = _declared(checks, given)
         if arrays is None:
@@ -156,15 +143,8 @@ def fast_large_sender(
         index = time_step % n_sockets
         sock, step = sockets[index], _pack_step(time_step)
         with lock:
-            for (head, tail, nbytes), array in zip(frames, arrays, strict=True):
-                sock.send(head + step + tail, more)
-                view = array.data  # a new memoryview: pyzmq alone keeps it after the send
-                released = Released(view)
-                sock.send(view, copy=False)
-                del view  # (else this frame would keep it alive while `after_send` waits)
-                hold(released, nbytes)
-                if never:
-                    array.flags.writeable = False  # the client's now: see array_reuse
+            for (head, tail), array in zip(frames, arrays, strict=True):
+                send(sock, head + step + tail, array)
         after_send(n_fields, None)
         steps[index].add(time_step)
         return True

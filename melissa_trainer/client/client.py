@@ -1,18 +1,9 @@
-"""The client API a simulation calls to stream its fields to the trainer.
+"""`Client`, the API a simulation calls to stream its fields (example: the package doc).
 
-```python
-from melissa_trainer.client import Client
-
-with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300.0}) as client:
-    for t in range(steps):
-        client.send(t, temperature=u)          # every declared field, each a numpy array
-```
-
-Imports only the standard library, numpy, pyzmq and the torch-free modules of
-`melissa_trainer.stream` (protocol, outbox, endpoints, client_config, held,
-field_part, step_set), and mpi4py
-when a communicator is given: a simulation needs neither torch nor accelerate. The
-wire format is specified in `docs/protocol.md`.
+Imports only the standard library, numpy, pyzmq, this package and the modules of
+`melissa_trainer.stream` both sides share (protocol, endpoints, step_set), and mpi4py
+when a communicator is given: a simulation needs neither torch, nor accelerate, nor the
+receiving side. The wire format is specified in `docs/protocol.md`.
 
 Semantics worth knowing (details in the docstrings of `Client` and `Client.send`):
 
@@ -21,6 +12,8 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to).
 * Back-pressure: a send blocks while the trainer is slow (never drops); `send_timeout`
   bounds how long, after which `TimeoutError` is raised.
+* Tuning (buffering, batching, timeouts of the rendezvous and of `close`): one
+  `ClientTuning`, whose defaults rarely need a change.
 * Arrays above `INLINE_MAX_BYTES` are sent without a copy, and by default `send`
   returns only once ZeroMQ has released them, so the caller may overwrite its array as
   soon as `send` returns (`array_reuse` for double-buffered codes and for codes that
@@ -31,7 +24,6 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -40,57 +32,30 @@ from typing import Any, SupportsIndex
 import numpy as np
 import zmq
 
-from melissa_trainer.stream import protocol
-from melissa_trainer.stream.client_config import (
-    ENV_ENDPOINTS,
-    ENV_PARAMETERS,
-    ENV_RENDEZVOUS,
-    ENV_SIMULATION_ID,
-    RESERVED_NAMES,
+from melissa_trainer.client.config import (
+    ClientTuning,
+    check_field_sizes,
     check_parameters,
     check_simulation_id,
     check_time_step,
-    field_specs,
+    check_timeout,
     resolve_endpoints,
 )
-from melissa_trainer.stream.endpoints import fetch_endpoints
-from melissa_trainer.stream.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
-from melissa_trainer.stream.field_part import INLINE_MAX_BYTES, FieldPart
-from melissa_trainer.stream.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX, HeldArrays, Released
-from melissa_trainer.stream.outbox import Outbox
-from melissa_trainer.stream.protocol import FieldSpec
-from melissa_trainer.stream.send_arrays import place_parts, prepare_arrays
+from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
+from melissa_trainer.client.field_part import FieldPart
+from melissa_trainer.client.held import HeldArrays
+from melissa_trainer.client.outbox import Outbox
+from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
+from melissa_trainer.client.sockets import arm, connect, deadline_after, ms_left
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
 
-__all__ = [
-    "ARRAY_REUSE_MODES",
-    "DEFAULT_BATCH_BYTES",
-    "DEFAULT_BATCH_DELAY",
-    "DEFAULT_SNDHWM",
-    "ENV_ENDPOINTS",
-    "ENV_PARAMETERS",
-    "ENV_RENDEZVOUS",
-    "ENV_SIMULATION_ID",
-    "HELD_BYTES_MAX",
-    "INLINE_MAX_BYTES",
-    "RESERVED_NAMES",
-    "Client",
-    "FieldSpec",
-    "fetch_endpoints",
-]
+__all__ = ["Client"]
 
 logger = logging.getLogger(__name__)
 
-#: Default send high-water mark, in messages, of each socket.
-DEFAULT_SNDHWM = 1000
-#: Default bound on a BATCH message (small payloads are coalesced up to it).
-DEFAULT_BATCH_BYTES = 65536
-#: Default longest wait of a small payload in a batch, in seconds.
-DEFAULT_BATCH_DELAY = 0.02
-
-_U64 = 1 << 64
-_MAX_RANKS = 1 << 16  # client rank and count are u16 on the wire
-_STEP = struct.Struct("<Q")
+_pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
 
 
 class Client:
@@ -117,23 +82,6 @@ class Client:
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
             before raising `TimeoutError`; `None` waits for as long as it takes.
-        rendezvous_timeout: how long to wait for the rendezvous directory to be complete.
-        close_timeout: on `close`, how long to wait for queued messages to be delivered
-            (ZeroMQ's linger); `None` waits for as long as it takes.
-        sndhwm: send high-water mark of each socket, in messages: how many may queue
-            before `send` blocks.
-        max_message_bytes: the receiver's bound on a field's size in bytes (checked here,
-            so that a field the receiver would reject fails at once).
-        socket_options: extra ZeroMQ socket options (`{zmq.SNDBUF: 1 << 20}`).
-        batch_bytes: payloads of at most half this size are coalesced, per field and
-            receiver, into BATCH messages of about this many bytes (a message costs
-            microseconds whatever its size: batching is what makes 1 KB fields stream at
-            hundreds of thousands per second). 0 sends every payload as its own DATA.
-        batch_delay: the longest a payload waits in a batch, in seconds: a background
-            thread sends batches that get older (while the simulation computes). A
-            client whose sends are further apart than this does not batch.
-        context: a ZeroMQ context to use; by default the client creates one and
-            terminates it on `close`.
         array_reuse: when the caller writes again into an array of more than
             `INLINE_MAX_BYTES` that it sent (such arrays leave without a copy):
             ``"immediate"`` (default): `send` returns once ZeroMQ is done with them.
@@ -144,11 +92,15 @@ class Client:
             hands each one over; `send` does not wait for it (only to keep at most
             `HELD_BYTES_MAX` of earlier steps' arrays queued), and makes it read-only, so
             that a write by mistake raises instead of changing a message in flight.
-            See `melissa_trainer.stream.held`.
+            See `melissa_trainer.client.held`.
+        tuning: how the client sends (high-water mark, batching, message bound, socket
+            options, rendezvous and close timeouts): see `ClientTuning`.
+        context: a ZeroMQ context to use; by default the client creates one and
+            terminates it on `close`.
 
     Raises:
-        ValueError: a bad field declaration, parameter, simulation id or endpoint, or
-            no endpoint configured.
+        ValueError: a bad field declaration, parameter, simulation id, endpoint or
+            timeout, or no endpoint configured.
         TimeoutError: the rendezvous directory stayed incomplete.
     """
 
@@ -161,62 +113,42 @@ class Client:
         comm: Any = None,
         send_timeout: float | None = None,
         *,
-        rendezvous_timeout: float = 60.0,
-        close_timeout: float | None = 60.0,
-        sndhwm: int = DEFAULT_SNDHWM,
-        max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES,
-        socket_options: Mapping[int, int] | None = None,
-        context: zmq.Context | None = None,
-        batch_bytes: int = DEFAULT_BATCH_BYTES,
-        batch_delay: float = DEFAULT_BATCH_DELAY,
         array_reuse: str = "immediate",
+        tuning: ClientTuning | None = None,
+        context: zmq.Context | None = None,
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
-        if not isinstance(batch_bytes, int) or not 0 <= batch_bytes <= max_message_bytes:
-            raise ValueError(
-                f"batch_bytes must be an int in [0, max_message_bytes={max_message_bytes}], "
-                f"not {batch_bytes!r} (0 disables batching)"
-            )
-        if not batch_delay > 0:
-            raise ValueError(f"batch_delay must be > 0 seconds, not {batch_delay!r}")
+        tuning = ClientTuning() if tuning is None else tuning
+        if not isinstance(tuning, ClientTuning):
+            raise ValueError(f"tuning must be a ClientTuning, not {tuning!r}")
         held = HeldArrays(array_reuse)  # (checks the mode)
         specs = field_specs(fields)
-        for spec in specs:
-            nbytes = spec.size * spec.dtype.itemsize
-            if nbytes > max_message_bytes:
-                raise ValueError(
-                    f"field {spec.name!r} is {nbytes} bytes, more than max_message_bytes="
-                    f"{max_message_bytes}; raise the bound on the client and the receiver"
-                )
+        check_field_sizes(specs, tuning.max_message_bytes)
         self.parameters = check_parameters(parameters)
         self.simulation_id = check_simulation_id(simulation_id)
-        if send_timeout is not None and not send_timeout >= 0:
-            raise ValueError(f"send_timeout must be None or >= 0 seconds, not {send_timeout}")
-        if close_timeout is not None and not close_timeout >= 0:
-            raise ValueError(f"close_timeout must be None or >= 0 seconds, not {close_timeout}")
-        if not isinstance(sndhwm, int) or sndhwm < 0:
-            raise ValueError(f"sndhwm must be a non-negative int, not {sndhwm!r}")
+        self._send_timeout = check_timeout("send_timeout", send_timeout)
         if comm is None:
             self.rank, self.ranks = 0, 1
         else:
             self.rank, self.ranks = int(comm.Get_rank()), int(comm.Get_size())
-            if self.ranks > _MAX_RANKS:
-                raise ValueError(f"{self.ranks} ranks: the protocol allows at most {_MAX_RANKS}")
+            if self.ranks > protocol.MAX_CLIENT_RANKS:
+                raise ValueError(
+                    f"{self.ranks} ranks: the protocol allows at most {protocol.MAX_CLIENT_RANKS}"
+                )
         hello = protocol.encode_hello(
             self.simulation_id, self.rank, self.ranks, specs, self.parameters
         )
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
-        self.endpoints = resolve_endpoints(endpoints, rendezvous_timeout)
+        self.endpoints = resolve_endpoints(endpoints, tuning.rendezvous_timeout)
         self.fields = specs
+        self.tuning = tuning
         self._comm = comm
         self._fields = {spec.name: FieldPart(spec) for spec in specs}
         if comm is None:
             for f in self._fields.values():
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
-        self._send_timeout = send_timeout
-        self._close_timeout = close_timeout
         self._steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self._held = held  # the large arrays ZeroMQ may still read
 
@@ -224,33 +156,22 @@ class Client:
         self._context = zmq.Context() if context is None else context
         self._sockets: list[zmq.Socket] = []
         try:
-            for endpoint in self.endpoints:
-                sock = self._context.socket(zmq.PUSH)
-                self._sockets.append(sock)
-                sock.setsockopt(zmq.SNDHWM, sndhwm)
-                sock.setsockopt(zmq.LINGER, -1)
-                sock.setsockopt(zmq.SNDTIMEO, -1)
-                for option, value in (socket_options or {}).items():
-                    sock.setsockopt(option, value)
-                try:
-                    sock.connect(endpoint)
-                except zmq.ZMQError as exc:
-                    raise ValueError(f"cannot connect to endpoint {endpoint!r}: {exc}") from None
+            self._sockets = connect(self._context, self.endpoints, tuning)
         except BaseException:
             self._release(0)
             raise
         self._lock = threading.Lock()  # the sockets' user: this thread or the flusher
         self._outbox: Outbox | None = None
-        if batch_bytes > 0:
-            self._outbox = Outbox(self._sockets, batch_bytes, batch_delay)
+        if tuning.batch_bytes > 0:
+            self._outbox = Outbox(self._sockets, tuning.batch_bytes, tuning.batch_delay)
             self._lock = self._outbox.lock
-        self._batch_delay = batch_delay
-        self._batch_record_max = batch_bytes // 2  # a bigger payload gains nothing in a batch
+        self._batch_delay = tuning.batch_delay
+        self._batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
         self._clock = SendClock()  # when the last send was (both paths)
         self._fast = self._fast_path()
         self._closed = False
         try:
-            deadline = self._deadline(send_timeout)
+            deadline = deadline_after(self._send_timeout)
             for sock in self._sockets:
                 self._push(sock, hello, deadline)
         except BaseException:
@@ -311,18 +232,20 @@ class Client:
                 raise ValueError(f"fields {both} given both in the mapping and as keywords")
             given = {**arrays, **kwargs}
         prepared = self._place(time_step, given) if not self._placed else self._prepare(given)
-        if type(time_step) is int and 0 <= time_step < _U64:
+        if type(time_step) is int and 0 <= time_step < protocol.U64_LIMIT:
             step = time_step
         else:
             step = check_time_step(time_step)
         index = step % len(self._sockets)
         sock = self._sockets[index]
-        step_bytes = _STEP.pack(step)
-        deadline = self._deadline(self._send_timeout)
+        step_bytes = _pack_step(step)
+        deadline = deadline_after(self._send_timeout)
         now = time.monotonic()
         outbox = None if now - self._clock.last >= self._batch_delay else self._outbox
         self._clock.last = now
         queued = 0  # large arrays
+        batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
+        batched: list[np.ndarray] = []
         if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
         # (only a bounded send can fail and need its records taken back)
@@ -331,22 +254,25 @@ class Client:
             for f, arr in prepared:
                 if f.local_size == 0:
                     continue
-                if f.inline:
-                    if outbox is not None and f.nbytes <= self._batch_record_max:  # coalesce
-                        outbox.append(index, f.batch_head, step_bytes, arr, now)
-                        continue
-                    frame = b"".join((f.head, step_bytes, f.tail, arr.data))
-                    if deadline is None:
-                        sock.send(frame)  # a rare send, without a call more
-                    else:
-                        self._push(sock, frame, deadline)
-                else:
-                    tracker = self._push_two(sock, f.head + step_bytes + f.tail, arr, deadline)
-                    self._held.add(tracker, arr.nbytes)
+                if not f.inline:
+                    arm(sock, deadline)
+                    try:
+                        self._held.send(sock, f.head + step_bytes + f.tail, arr)
+                    except zmq.Again:
+                        raise TimeoutError from None
                     queued += 1
-                    if self._held.mode == "never":
-                        arr.flags.writeable = False  # the client's now: see array_reuse
-            if outbox is not None and outbox.due(index, now):
+                elif outbox is not None and f.nbytes <= self._batch_record_max:  # coalesce
+                    batch_heads.append(f.batch_head)
+                    batched.append(arr)
+                elif deadline is None:
+                    sock.send(b"".join((f.head, step_bytes, f.tail, arr.data)))
+                else:
+                    self._push(sock, b"".join((f.head, step_bytes, f.tail, arr.data)), deadline)
+            if outbox is not None and (
+                outbox.append_step(batch_heads, index, step_bytes, batched, now)
+                if batched
+                else outbox.due(index, now)
+            ):
                 outbox.send(index, deadline)
         except TimeoutError:
             if outbox is not None and mark is not None:
@@ -366,7 +292,7 @@ class Client:
         back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        deadline = self._deadline(self._send_timeout)
+        deadline = deadline_after(self._send_timeout)
         if self._outbox is not None:
             timeout = -1 if self._send_timeout is None else self._send_timeout
             if not self._lock.acquire(timeout=timeout):
@@ -414,38 +340,12 @@ class Client:
 
     # -- ZeroMQ -----------------------------------------------------------------------
 
-    @staticmethod
-    def _deadline(timeout: float | None) -> float | None:
-        return None if timeout is None else time.monotonic() + timeout
-
-    def _arm(self, sock: zmq.Socket, deadline: float | None) -> None:
-        if deadline is not None:
-            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
-
     def _push(self, sock: zmq.Socket, frame: bytes | bytearray, deadline: float | None) -> None:
-        self._arm(sock, deadline)
+        arm(sock, deadline)
         try:
             sock.send(frame)
         except zmq.Again:
             raise self._timeout(None) from None
-
-    def _push_two(
-        self, sock: zmq.Socket, header: bytes, payload: np.ndarray, deadline: float | None
-    ) -> Released:
-        self._arm(sock, deadline)
-        try:
-            sock.send(header, zmq.SNDMORE)
-        except zmq.Again:
-            raise self._timeout(None) from None
-        # The high-water mark counts whole messages: once the first part is queued, the
-        # second one is accepted at once (multi-part messages are atomic).
-        view = payload.data  # a new memoryview: pyzmq alone keeps it after the send
-        released = Released(view)
-        try:
-            sock.send(view, copy=False)
-        except zmq.Again:  # pragma: no cover - only if the connection broke in between
-            raise self._timeout(None) from None
-        return released
 
     def _timeout(self, step: int | None) -> TimeoutError:
         what = "a message" if step is None else f"time step {step}"
@@ -472,7 +372,7 @@ class Client:
         if self._closed:
             return
         self._closed = True
-        deadline = self._deadline(self._close_timeout)
+        deadline = deadline_after(self.tuning.close_timeout)
         failure = None
         if self._outbox is not None:
             self._outbox.close()  # the flusher stops; what it held is sent here
@@ -490,7 +390,7 @@ class Client:
                     if deadline is None:
                         sock.setsockopt(zmq.SNDTIMEO, -1)
                     else:
-                        self._arm(sock, deadline)
+                        arm(sock, deadline)
                     sock.send(
                         protocol.encode_bye(self.simulation_id, self.rank, self.ranks, steps.count)
                     )
@@ -500,10 +400,9 @@ class Client:
             self._held.release_all(deadline)
         except zmq.NotDone:
             failure = failure or "queued messages"
+        linger = 0  # (a failure drops what is left)
         if failure is None:
-            linger = -1 if deadline is None else max(0, int((deadline - time.monotonic()) * 1000))
-        else:
-            linger = 0
+            linger = -1 if deadline is None else ms_left(deadline)
         started = time.monotonic()
         self._release(linger)
         # ZeroMQ drops what the linger period did not deliver, and says nothing; a
@@ -514,7 +413,7 @@ class Client:
         if failure is not None:
             message_text = (
                 f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered "
-                f"within close_timeout={self._close_timeout} s to {self.endpoints}"
+                f"within close_timeout={self.tuning.close_timeout} s to {self.endpoints}"
             )
             if bye:
                 raise TimeoutError(message_text)

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.stream.client_config import check_time_step
-from melissa_trainer.stream.field_part import FieldPart
+from melissa_trainer.client.config import check_time_step
+from melissa_trainer.client.field_part import FieldPart
 
 __all__ = ["place_parts", "prepare_arrays"]
 

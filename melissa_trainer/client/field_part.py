@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec
 
@@ -12,9 +10,6 @@ __all__ = ["INLINE_MAX_BYTES", "FieldPart", "c_strides"]
 #: Payloads up to this many bytes go in one frame after the header; larger ones in a
 #: second frame, without a copy.
 INLINE_MAX_BYTES = 65536
-
-_STEP = struct.Struct("<Q")
-_STEP_AT = protocol.PREFIX.size  # the time step is the first field after the prefix
 
 
 class FieldPart:
@@ -67,7 +62,7 @@ class FieldPart:
             size,
             self.inline,
         )
-        self.head, self.tail = header[:_STEP_AT], header[_STEP_AT + _STEP.size :]
+        self.head, self.tail = protocol.split_at_time_step(header)
         self.batch_head = protocol.batch_header_of(header)  # record count patched on send
 
 

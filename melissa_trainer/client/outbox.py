@@ -19,18 +19,22 @@ memory barrier in between; the lock is one). The flusher never blocks on a socke
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import zmq
 
+from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream import protocol
 
-_COUNT = struct.Struct("<Q")
-_COUNT_AT = protocol.PREFIX.size  # the record count sits where DATA has its time step
+_pack_count_into = protocol.U64.pack_into  # the record count, at protocol.RECORDS_AT
+
+
+#: ``append(index, step, payloads, now) -> due``: `Outbox.step_appender`'s result.
+StepAppender = Callable[[int, bytes, Sequence[np.ndarray], float], bool]
 
 
 class _Batch:
@@ -42,7 +46,7 @@ class _Batch:
         self.buf = bytearray(header)
         self.header_bytes = len(header)
         self.records = 0
-        self.stride = stride  # bytes per record: the u64 step and the payload
+        self.stride = stride  # bytes per record: the u64 time step and the payload
 
 
 class _Group:
@@ -68,9 +72,9 @@ class Outbox:
         batch_bytes: a group is sent once one of its batches holds this many bytes.
         batch_delay: seconds a record may wait (the flusher's period too).
 
-    All methods but `close` are called with `lock` held. `groups` (one `_Group` per
-    receiver) and `limit` (`batch_bytes`) are read by the client's fast path
-    (:mod:`.fast_send`), which appends to an open batch itself, under `lock`.
+    All methods but `close` are called with `lock` held (`lock` is the client's lock
+    of its sockets too). `append_step` is the one way records get in, for the client's
+    general and fast paths alike.
     """
 
     def __init__(
@@ -81,19 +85,19 @@ class Outbox:
     ) -> None:
         self.lock = threading.Lock()
         self._sockets = sockets
-        self.limit, self._delay = batch_bytes, batch_delay
-        self.groups = [_Group() for _ in sockets]
+        self._limit, self._delay = batch_bytes, batch_delay
+        self._groups = [_Group() for _ in sockets]
         self._closing = threading.Event()
         self._flusher: threading.Thread | None = None
         self.messages_sent = 0
 
     def mark(self, index: int) -> list[tuple[_Batch, int]]:
         """Where the batches bound for receiver `index` end now (for `rollback`)."""
-        return [(b, len(b.buf)) for b in self.groups[index].batches.values()]
+        return [(b, len(b.buf)) for b in self._groups[index].batches.values()]
 
     def rollback(self, index: int, mark: list[tuple[_Batch, int]]) -> None:
         """Remove what was appended for receiver `index` since `mark` (a failed send)."""
-        group = self.groups[index]
+        group = self._groups[index]
         kept = {id(b): n for b, n in mark}
         for batch in group.batches.values():
             end = kept.get(id(batch), batch.header_bytes)
@@ -104,30 +108,24 @@ class Outbox:
         if all(not b.records for b in group.batches.values()):
             group.born, group.full = 0.0, False
 
-    def append(
-        self, index: int, header: bytes, step: bytes, payload: np.ndarray, now: float
-    ) -> None:
-        """Add one record for receiver `index`: `header` is the field's BATCH header
-        (its key), `step` the packed u64 time step. Sends nothing (see `due`)."""
-        self.append_step(index, (header,), step, (payload,), now)
-
     def append_step(
         self,
-        index: int,
         headers: Sequence[bytes],
+        index: int,
         step: bytes,
         payloads: Sequence[np.ndarray],
         now: float,
     ) -> bool:
-        """Add one time step's records for receiver `index`, one per field (`headers[i]`
-        keys the batch of `payloads[i]`, a C-contiguous array). Sends nothing; returns
+        """Add one time step's records for receiver `index`, one per field: `headers[i]`
+        (the field's BATCH header) keys the batch of `payloads[i]`, a C-contiguous array;
+        `step` is the packed u64 time step (`protocol.U64.pack`). Sends nothing; returns
         `due(index, now)`, so that the client's usual send costs one call here."""
-        group = self.groups[index]
-        batches, limit = group.batches, self.limit
+        group = self._groups[index]
+        batches, limit = group.batches, self._limit
         for header, payload in zip(headers, payloads, strict=True):
             batch = batches.get(header)
             if batch is None:
-                batch = batches[header] = _Batch(header, 8 + payload.nbytes)
+                batch = batches[header] = _Batch(header, protocol.U64.size + payload.nbytes)
                 self._start_flusher()
             buf = batch.buf
             buf += step
@@ -140,9 +138,35 @@ class Outbox:
             return group.full
         return group.full or now - group.born >= self._delay
 
+    def step_appender(self, headers: Sequence[bytes]) -> StepAppender:
+        """`append_step` with `headers` bound, for the client's usual send: with one
+        field whose batch is open (the usual case), the record is appended here without
+        the general loop; anything else goes through `append_step`. Same effect, same
+        contract (call it with `lock` held)."""
+        headers = tuple(headers)
+        append_step = self.append_step
+        if len(headers) != 1:
+            return partial(append_step, headers)
+        header, groups, limit, delay = headers[0], self._groups, self._limit, self._delay
+
+        def append_one(index: int, step: bytes, payloads: Sequence[np.ndarray], now: float) -> bool:
+            group = groups[index]
+            batch = group.batches.get(header)
+            if batch is None or not group.born:
+                return append_step(headers, index, step, payloads, now)
+            buf = batch.buf
+            buf += step
+            buf += payloads[0].data
+            batch.records += 1
+            if len(buf) >= limit:
+                group.full = True
+            return group.full or now - group.born >= delay
+
+        return append_one
+
     def due(self, index: int, now: float) -> bool:
         """True if the group bound for receiver `index` should be sent now."""
-        group = self.groups[index]
+        group = self._groups[index]
         return group.full or (not group.empty and now - group.born >= self._delay)
 
     def send(self, index: int, deadline: float | None) -> None:
@@ -150,13 +174,12 @@ class Outbox:
 
         Raises TimeoutError (nothing sent, the group intact) if back-pressure outlasts
         `deadline`."""
-        group = self.groups[index]
+        group = self._groups[index]
         frames = self._frames(group)
         if not frames:
             return
         sock = self._sockets[index]
-        if deadline is not None:
-            sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+        arm(sock, deadline)
         try:
             sock.send_multipart(frames)  # copies the frames: the batches can be reused
         except zmq.Again:
@@ -165,7 +188,7 @@ class Outbox:
 
     def flush(self, deadline: float | None) -> None:
         """Send every non-empty group."""
-        for index in range(len(self.groups)):
+        for index in range(len(self._groups)):
             self.send(index, deadline)
 
     def close(self) -> None:
@@ -180,7 +203,7 @@ class Outbox:
         frames = []
         for batch in group.batches.values():
             if batch.records:
-                _COUNT.pack_into(batch.buf, _COUNT_AT, batch.records)
+                _pack_count_into(batch.buf, protocol.RECORDS_AT, batch.records)
                 frames.append(batch.buf)
         return frames
 
@@ -205,7 +228,7 @@ class Outbox:
                 continue  # the client is sending (or blocked on back-pressure)
             try:
                 now = time.monotonic()
-                for index, group in enumerate(self.groups):
+                for index, group in enumerate(self._groups):
                     if not self.due(index, now):
                         continue
                     try:

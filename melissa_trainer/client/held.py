@@ -34,9 +34,12 @@ from __future__ import annotations
 import time
 import weakref
 from _thread import allocate_lock
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 __all__ = [
     "ARRAY_REUSE_MODES",
@@ -116,10 +119,15 @@ def _release(ref: Released) -> None:
 
 
 class HeldArrays:
-    """The trackers of the large arrays ZeroMQ may still be reading, oldest first."""
+    """The trackers of the large arrays ZeroMQ may still be reading, oldest first.
+
+    `send` is the one way a client sends an array without a copy (its general and fast
+    paths alike); `after_send` then waits as the mode says.
+    """
 
     def __init__(self, mode: str) -> None:
         self.mode = check_array_reuse(mode)
+        self._never = self.mode == "never"
         self._held: list[tuple[Tracker, int]] = []
         self._bytes = 0
 
@@ -135,6 +143,26 @@ class HeldArrays:
         """Hold the array of one queued frame (then call `after_send` once per send)."""
         self._held.append((tracker, nbytes))
         self._bytes += nbytes
+
+    def send(self, sock: zmq.Socket, header: bytes, array: np.ndarray) -> None:
+        """Send `header` and the memory of `array` (C-contiguous) as one two-frame
+        message, the array without a copy, and hold it (call `after_send` once the
+        send's arrays are queued). With mode "never", the array becomes read-only.
+
+        Blocks as the socket's SNDTIMEO says. Raises:
+            zmq.Again: SNDTIMEO passed before the header was queued (nothing was sent).
+        """
+        sock.send(header, zmq.SNDMORE)
+        # The high-water mark counts whole messages: once the first part is queued, the
+        # second one is accepted at once (multi-part messages are atomic).
+        view = array.data  # a new memoryview: pyzmq alone keeps it once this returns
+        released = Released(view)
+        sock.send(view, copy=False)
+        nbytes = array.nbytes
+        self._held.append((released, nbytes))
+        self._bytes += nbytes
+        if self._never:
+            array.flags.writeable = False  # the client's now: see array_reuse
 
     def after_send(self, own: int, deadline: float | None) -> None:
         """Wait as the mode says at the end of a send that queued the last `own` arrays."""

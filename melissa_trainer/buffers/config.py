@@ -1,0 +1,223 @@
+"""`BufferConfig`: what `make_buffer` builds, and the one place its rules are checked.
+
+`TrainingArguments.buffer_config()` builds one; `TrainingArguments` reports the same
+rules (`config_problems`) under its own field names (``buffer``, ``buffer_size``, ...),
+so a rule and its message exist once. The buffer constructors keep only the invariants
+a direct caller needs (`size_problem`, shared with the rules here).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["BUFFER_KINDS", "BufferConfig", "config_problems", "size_problem"]
+
+#: buffer kinds `make_buffer` builds (lower case).
+BUFFER_KINDS = ("fifo", "firo", "reservoir")
+_RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
+
+
+@dataclass(frozen=True)
+class BufferConfig:
+    """The configuration of one buffer, validated on construction.
+
+    Attributes:
+        kind: ``"fifo"``, ``"firo"`` or ``"reservoir"`` (case-insensitive, stored lower
+            case).
+        capacity: maximum number of samples held (>= 1).
+        watermark: samples needed before reads are served, in [1, `capacity`].
+        seed: seed of the buffer's random generator (>= 0).
+        max_sample_reuse: reservoir only: draws after which a sample leaves (>= 1, and
+            >= `sample_to_insert_ratio`); None: unbounded.
+        sample_to_insert_ratio: reservoir only: target draws per inserted sample (> 0);
+            None: no rate limiter.
+        sample_to_insert_tolerance: with a ratio: how far, in samples drawn, reads may
+            run ahead of ``ratio * inserts`` (>= ``ratio + batch_size``); None: the
+            default, see `resolved_tolerance`.
+        batch_size: the largest read, in samples (>= 1, <= `capacity`).
+        batches_per_step: reads per optimizer step (gradient accumulation, >= 1); only
+            the default tolerance uses it.
+        retain: FIFO/FIRO: keep served samples for `Buffer.rewind` (pseudo-epochs;
+            memory grows with the data served).
+
+    Raises:
+        ValueError: every problem found, one per line, each naming the field and the fix.
+    """
+
+    kind: str = "fifo"
+    capacity: int = 10_000
+    watermark: int = 1
+    seed: int = 0
+    max_sample_reuse: int | None = None
+    sample_to_insert_ratio: float | None = None
+    sample_to_insert_tolerance: float | None = None
+    batch_size: int = 1
+    batches_per_step: int = 1
+    retain: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str):
+            object.__setattr__(self, "kind", self.kind.strip().lower())
+        problems = config_problems(asdict(self))
+        if problems:
+            lines = "\n".join(f"  - {p}" for p in problems)
+            raise ValueError(f"invalid BufferConfig ({len(problems)} problems):\n{lines}")
+
+    @property
+    def resolved_tolerance(self) -> float | None:
+        """The rate limiter's tolerance: the given one, the default, or None without a
+        ratio.
+
+        The default is ``max(4 * batch_size * batches_per_step, ratio * watermark +
+        batch_size)`` samples:
+
+        * ``>= ratio + batch_size`` always (watermark >= 1): the liveness bound of
+          `RateLimiter`, below which a waiting read and a waiting insert can wait for
+          each other forever;
+        * ``ratio * watermark + batch_size``: the samples held at the watermark may be
+          drawn `ratio` times each as soon as training starts, instead of training
+          waiting for one more insert per ``ratio`` draws from the first batch on;
+        * ``4 * batch_size * batches_per_step``: a few optimizer steps of slack, so the
+          limiter holds training back only when it runs steps ahead of the stream,
+          not at every batch of jitter.
+
+        It depends on the batch, not on `capacity`: a tolerance of ``ratio + capacity``
+        (the old default of `make_buffer`, which did not know the batch size) lets a
+        large reservoir run a whole buffer's worth of draws off the ratio, i.e. no rate
+        limit at all for the first ``capacity / ratio`` inserts.
+        """
+        ratio = self.sample_to_insert_ratio
+        if ratio is None:
+            return None
+        if self.sample_to_insert_tolerance is not None:
+            return float(self.sample_to_insert_tolerance)
+        return float(
+            max(
+                4 * self.batch_size * self.batches_per_step,
+                ratio * self.watermark + self.batch_size,
+            )
+        )
+
+
+def size_problem(
+    capacity: int, watermark: int, names: Mapping[str, str] | None = None
+) -> str | None:
+    """The problem with a watermark above the capacity (both >= 1), or None."""
+    names = names or {}
+    cap, mark = names.get("capacity", "capacity"), names.get("watermark", "watermark")
+    if watermark > capacity:
+        return f"{mark}={watermark} is larger than {cap}={capacity}: lower {mark} or raise {cap}"
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    """An integer (numpy's included), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def config_problems(
+    values: Mapping[str, Any],
+    names: Mapping[str, str] | None = None,
+    skip: Collection[str] = (),
+) -> list[str]:
+    """Every problem of a buffer configuration, one line each (empty if valid).
+
+    Args:
+        values: `BufferConfig` field name -> value (every field).
+        names: `BufferConfig` field name -> the name to show (e.g. ``"buffer_size"``
+            for ``"capacity"`` when `TrainingArguments` asks); default: the field names.
+        skip: fields already reported as malformed by the caller: no rule reads them.
+    """
+    names = dict(names or {})
+    n = {key: names.get(key, key) for key in values}
+    p: list[str] = []
+
+    def ok(*keys: str) -> bool:
+        return not any(k in skip for k in keys)
+
+    def count_ok(key: str, minimum: int = 1, optional_meaning: str | None = None) -> bool:
+        value = values[key]
+        if not ok(key) or (value is None and optional_meaning is not None):
+            return False
+        if _is_int(value) and value >= minimum:
+            return True
+        fix = f"set {n[key]} >= {minimum}"
+        if optional_meaning is not None:
+            fix += f", or leave it unset (None) to {optional_meaning}"
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        p.append(f"{n[key]}={value!r} must be {what}: {fix}")
+        return False
+
+    kind = values["kind"]
+    kind_ok = ok("kind") and kind in BUFFER_KINDS
+    if ok("kind") and not kind_ok:
+        p.append(f"{n['kind']}={kind!r} is not supported: choose one of {', '.join(BUFFER_KINDS)}")
+    sizes = [count_ok(key) for key in ("capacity", "watermark", "batch_size")]
+    count_ok("batches_per_step")
+    count_ok("seed", minimum=0)
+    reuse_ok = count_ok("max_sample_reuse", optional_meaning="allow unbounded reuse")
+    capacity = values["capacity"]
+    if sizes[0] and sizes[1]:
+        problem = size_problem(capacity, values["watermark"], n)
+        if problem is not None:
+            p.append(problem)
+    if sizes[0] and sizes[2] and values["batch_size"] > capacity:
+        p.append(
+            f"{n['batch_size']}={values['batch_size']} is larger than {n['capacity']}="
+            f"{capacity} (a batch could never be read while streaming): lower "
+            f"{n['batch_size']} or raise {n['capacity']}"
+        )
+
+    if kind_ok and kind != "reservoir":
+        for key in _RESERVOIR_ONLY:
+            if ok(key) and values[key] is not None:
+                p.append(
+                    f"{n[key]}={values[key]!r} only applies to {n['kind']}='reservoir' "
+                    f"({n['kind']}={kind!r}; FIFO and FIRO serve each sample exactly once): "
+                    f"set {n['kind']}='reservoir' or remove {n[key]}"
+                )
+        return p
+    ratio = values["sample_to_insert_ratio"]
+    ratio_ok = False
+    if ok("sample_to_insert_ratio") and ratio is not None:
+        ratio_ok = isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0
+        if not ratio_ok:
+            p.append(
+                f"{n['sample_to_insert_ratio']}={ratio!r} must be > 0: give a positive "
+                "ratio (e.g. 1.0), or leave it unset (None) to disable the rate limit"
+            )
+    reuse = values["max_sample_reuse"]
+    if ratio_ok and reuse_ok and reuse is not None and ratio > reuse:
+        p.append(
+            f"{n['sample_to_insert_ratio']}={ratio!r} is larger than "
+            f"{n['max_sample_reuse']}={reuse} (samples would leave the buffer before the "
+            f"ratio is met): lower {n['sample_to_insert_ratio']} or raise "
+            f"{n['max_sample_reuse']}"
+        )
+    tolerance = values["sample_to_insert_tolerance"]
+    if not ok("sample_to_insert_tolerance") or tolerance is None:
+        return p
+    if ok("sample_to_insert_ratio") and ratio is None:
+        p.append(
+            f"{n['sample_to_insert_tolerance']}={tolerance!r} has no effect without "
+            f"{n['sample_to_insert_ratio']}: set {n['sample_to_insert_ratio']} or remove "
+            f"{n['sample_to_insert_tolerance']}"
+        )
+    elif ratio_ok and sizes[2]:
+        minimum = ratio + values["batch_size"]
+        if not (
+            isinstance(tolerance, (int, float))
+            and math.isfinite(tolerance)
+            and tolerance >= minimum
+        ):
+            p.append(
+                f"{n['sample_to_insert_tolerance']}={tolerance!r} is too small for "
+                f"{n['sample_to_insert_ratio']}={ratio!r} and {n['batch_size']}="
+                f"{values['batch_size']} (training would stall): set it >= ratio + "
+                f"{n['batch_size']} = {minimum:g}, or leave it unset (None) for the default"
+            )
+    return p

@@ -1,0 +1,52 @@
+"""The client side: what a simulation imports to stream its fields to the trainer.
+
+```python
+from melissa_trainer.client import Client
+
+with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300.0}) as client:
+    for t in range(steps):
+        client.send(t, temperature=u)
+```
+
+Torch-free and independent of the receiving side (`melissa_trainer.stream`'s receiver):
+it shares only the wire format (`stream.protocol`) and the rendezvous
+(`stream.endpoints`) with it. Modules: `client` (`Client`), `config` (what a client is
+told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
+ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
+messages), `held` (large arrays sent without a copy, `array_reuse`), `fast_send` (the
+usual send, specialized).
+"""
+
+from melissa_trainer.client.client import Client
+from melissa_trainer.client.config import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_DELAY,
+    DEFAULT_SNDHWM,
+    ENV_ENDPOINTS,
+    ENV_PARAMETERS,
+    ENV_RENDEZVOUS,
+    ENV_SIMULATION_ID,
+    ClientTuning,
+)
+from melissa_trainer.client.field_part import INLINE_MAX_BYTES
+from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
+from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.protocol import RESERVED_NAMES, FieldSpec
+
+__all__ = [
+    "ARRAY_REUSE_MODES",
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_BATCH_DELAY",
+    "DEFAULT_SNDHWM",
+    "ENV_ENDPOINTS",
+    "ENV_PARAMETERS",
+    "ENV_RENDEZVOUS",
+    "ENV_SIMULATION_ID",
+    "HELD_BYTES_MAX",
+    "INLINE_MAX_BYTES",
+    "RESERVED_NAMES",
+    "Client",
+    "ClientTuning",
+    "FieldSpec",
+    "fetch_endpoints",
+]

@@ -1,0 +1,218 @@
+"""What a client is told: by its arguments or the environment the launcher sets (its
+simulation id, the receivers' endpoints, its parameters), and how it sends
+(`ClientTuning`, the knobs a simulation rarely changes). Each value is checked here, with
+an error that names it and says how to fix it. Imports the standard library, numpy and
+pyzmq only (through `protocol` and `endpoints`): no torch."""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from melissa_trainer.stream import protocol
+from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.protocol import FieldSpec
+
+__all__ = [
+    "DEFAULT_BATCH_BYTES",
+    "DEFAULT_BATCH_DELAY",
+    "DEFAULT_SNDHWM",
+    "ENV_ENDPOINTS",
+    "ENV_PARAMETERS",
+    "ENV_RENDEZVOUS",
+    "ENV_SIMULATION_ID",
+    "ClientTuning",
+    "check_field_sizes",
+    "check_parameters",
+    "check_simulation_id",
+    "check_time_step",
+    "check_timeout",
+    "resolve_endpoints",
+]
+
+#: The simulation id (an unsigned 64-bit decimal integer).
+ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
+#: Comma-separated receiver endpoints, in training-rank order.
+ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
+#: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
+ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
+#: The simulation's parameters, a JSON object of name -> number (set by the launcher).
+ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
+
+#: Default send high-water mark, in messages, of each socket.
+DEFAULT_SNDHWM = 1000
+#: Default bound on a BATCH message (small payloads are coalesced up to it).
+DEFAULT_BATCH_BYTES = 65536
+#: Default longest wait of a small payload in a batch, in seconds.
+DEFAULT_BATCH_DELAY = 0.02
+
+
+@dataclass(frozen=True)
+class ClientTuning:
+    """How a `Client` sends: buffering, batching and timeouts. The defaults suit a
+    simulation on the trainer's node or cluster; change one when a measurement says so.
+    Checked when created (a `ValueError` names the field and the fix).
+
+    Attributes:
+        sndhwm: send high-water mark of each socket, in messages: how many may queue
+            before `send` blocks (back-pressure).
+        batch_bytes: payloads of at most half this size are coalesced, per field and
+            receiver, into BATCH messages of about this many bytes (a message costs
+            microseconds whatever its size: batching is what makes 1 KB fields stream at
+            hundreds of thousands per second). 0 sends every payload as its own DATA.
+        batch_delay: the longest a payload waits in a batch, in seconds: a background
+            thread sends batches that get older (while the simulation computes). A
+            client whose sends are further apart than this does not batch.
+        max_message_bytes: the receiver's bound on a field's size in bytes (checked by
+            the client, so that a field the receiver would reject fails at once).
+        socket_options: extra ZeroMQ socket options (``{zmq.SNDBUF: 1 << 20}``), set
+            after the client's own.
+        rendezvous_timeout: seconds to wait for the rendezvous directory to be complete.
+        close_timeout: on `close`, the longest wait in seconds for queued messages to be
+            delivered (ZeroMQ's linger); `None` waits for as long as it takes.
+    """
+
+    sndhwm: int = DEFAULT_SNDHWM
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    batch_delay: float = DEFAULT_BATCH_DELAY
+    max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES
+    socket_options: Mapping[int, int] = field(default_factory=dict)
+    rendezvous_timeout: float = 60.0
+    close_timeout: float | None = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("sndhwm", "batch_bytes", "max_message_bytes"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 0:
+                raise ValueError(f"ClientTuning.{name} must be a non-negative int, not {value!r}")
+        if self.batch_bytes > self.max_message_bytes:
+            raise ValueError(
+                f"ClientTuning.batch_bytes={self.batch_bytes} is more than max_message_bytes="
+                f"{self.max_message_bytes}: lower it (0 disables batching)"
+            )
+        if not _is_number(self.batch_delay) or not self.batch_delay > 0:
+            raise ValueError(
+                f"ClientTuning.batch_delay must be > 0 seconds, not {self.batch_delay!r} "
+                f"(batch_bytes=0 disables batching)"
+            )
+        if not isinstance(self.socket_options, Mapping):
+            raise ValueError(
+                f"ClientTuning.socket_options must be a mapping {{zmq option: value}}, not "
+                f"{self.socket_options!r}"
+            )
+        check_timeout("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
+        check_timeout("ClientTuning.close_timeout", self.close_timeout)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
+    """`value` if it is a number of seconds >= 0 (or None where `none`), else a
+    ValueError naming `name`."""
+    if value is None and none:
+        return None
+    if not _is_number(value) or not value >= 0:
+        allowed = "None (no bound) or " if none else ""
+        raise ValueError(f"{name} must be {allowed}a number of seconds >= 0, not {value!r}")
+    return value
+
+
+def check_field_sizes(specs: Sequence[FieldSpec], max_message_bytes: int) -> None:
+    """ValueError if a declared field is bigger than the receiver accepts."""
+    for spec in specs:
+        nbytes = spec.size * spec.dtype.itemsize
+        if nbytes > max_message_bytes:
+            raise ValueError(
+                f"field {spec.name!r} is {nbytes} bytes, more than max_message_bytes="
+                f"{max_message_bytes}; raise ClientTuning.max_message_bytes here and the "
+                f"receiver's bound"
+            )
+
+
+def resolve_endpoints(
+    endpoints: str | Sequence[str] | None, rendezvous_timeout: float
+) -> list[str]:
+    """The receiver endpoints: `endpoints` (a list, or one comma-separated string), else
+    `$MELISSA_TRAINER_ENDPOINTS`, else those published in `$MELISSA_TRAINER_RENDEZVOUS`
+    (waiting up to `rendezvous_timeout` seconds for them)."""
+    if endpoints is None:
+        value = os.environ.get(ENV_ENDPOINTS, "").strip()
+        if value:
+            endpoints = value
+        elif os.environ.get(ENV_RENDEZVOUS, "").strip():
+            return fetch_endpoints(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
+        else:
+            raise ValueError(
+                f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
+                f"separated, e.g. tcp://127.0.0.1:5555) or {ENV_RENDEZVOUS} (the trainer's "
+                f"rendezvous directory, {{output_dir}}/rendezvous)"
+            )
+    items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
+    out = [str(e).strip() for e in items]
+    if not out or any("://" not in e for e in out):
+        raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
+    return out
+
+
+def check_simulation_id(value: Any) -> int:
+    """`value`, else `$MELISSA_TRAINER_SIMULATION_ID`, as a u64."""
+    source = "simulation_id"
+    if value is None:
+        value = os.environ.get(ENV_SIMULATION_ID)
+        source = ENV_SIMULATION_ID
+        if value is None:
+            raise ValueError(f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}")
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise ValueError(f"{ENV_SIMULATION_ID}={value!r} is not an integer") from None
+    return _u64(source, value)
+
+
+def check_time_step(value: Any) -> int:
+    """`value` as a u64 time step (any index-like integer)."""
+    return _u64("time_step", value)
+
+
+def _u64(name: str, value: Any) -> int:
+    """`value` as an integer in [0, 2**64) (a u64 on the wire), or ValueError naming `name`."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name} must be an integer, not {value!r}")
+    try:
+        number = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer, not {value!r}") from None
+    if not 0 <= number < protocol.U64_LIMIT:
+        raise ValueError(f"{name}={number} is out of range [0, 2**64)")
+    return number
+
+
+def check_parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:
+    """`parameters`, else the JSON object in `$MELISSA_TRAINER_PARAMETERS`, else none:
+    string names, finite float values, in the given order."""
+    if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
+        try:
+            parameters = json.loads(os.environ[ENV_PARAMETERS])
+        except ValueError:
+            raise ValueError(f"{ENV_PARAMETERS} is not valid JSON") from None
+        if not isinstance(parameters, dict):
+            raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
+    out: dict[str, float] = {}
+    for key, value in (parameters or {}).items():
+        if not isinstance(key, str):
+            raise ValueError(f"parameter names must be strings, not {key!r}")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"parameter {key!r}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise ValueError(f"parameter {key!r}: {number} is not finite")
+        out[key] = number
+    return out

@@ -1,0 +1,118 @@
+"""`LauncherTuning`: how a study copes with failing or silent simulations, and how often
+the launcher looks at its jobs.
+
+`Launcher` takes as arguments what defines a study: what runs (the command or callable,
+the sampler, `n_simulations`, the first id), where and how wide (`job_limit`, the
+backend, ranks, worker mode and its socket) and what the jobs see (`env`, the log
+directory). Everything here has a default that suits any study and changes neither
+which simulations run nor where: it bounds how hard the launcher tries (restarts,
+redraws, the share that must finish), when it gives up on a silent simulation, what it
+does with one that keeps failing, and how often it polls. A newcomer never needs it; a
+production study sets a few fields once::
+
+    tuning = LauncherTuning(simulation_timeout=120, max_restarts=3, on_failure="abandon")
+    launcher = Launcher(command, sampler, 64, job_limit=8, tuning=tuning)
+
+The dataclass is frozen and checks itself when made (`dataclasses.replace` checks
+again): a bad value raises ValueError naming the field and what it accepts, before
+anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from melissa_trainer.launcher.records import ON_FAILURE
+
+__all__ = ["LauncherTuning", "check_count"]
+
+
+@dataclass(frozen=True)
+class LauncherTuning:
+    """Failure policy and timing of a `Launcher` (see the module docstring).
+
+    Attributes:
+        simulation_timeout: seconds without heartbeat progress (messages received;
+            without a heartbeat, since launch) after which a simulation is killed and
+            counts as a failed attempt; None (default): never.
+        max_restarts: restarts of one simulation id (same parameters) before
+            `on_failure` applies; default 2.
+        on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:
+            "redraw" (default: given up, a new id with new parameters replaces it),
+            "abandon" (given up, the study goes on without it) or "raise" (the study
+            fails; `Launcher.check()` raises).
+        max_redraws: redraws allowed in the study; beyond, a failure raises. None
+            (default): `n_simulations`.
+        min_finished_fraction: the share of `n_simulations` that must finish (0 < f <= 1,
+            default 0.5): the study fails (`check()` raises, listing the failures with
+            the last lines of their logs) as soon as more than ``n_simulations -
+            ceil(f * n_simulations)`` simulations were given up (redrawn or abandoned).
+            A study with no finished simulation always fails.
+        poll_interval: seconds between two checks of the jobs (exit codes, heartbeats,
+            data reports); default 0.2. Lower reacts faster and costs a little CPU.
+        kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill of a
+            job; default 5. `Launcher.stop` blocks up to this long per job that ignores
+            SIGTERM.
+
+    Raises:
+        ValueError: a field out of range or of the wrong type (the message names it).
+    """
+
+    simulation_timeout: float | None = None
+    max_restarts: int = 2
+    on_failure: str = "redraw"
+    max_redraws: int | None = None
+    min_finished_fraction: float = 0.5
+    poll_interval: float = 0.2
+    kill_grace: float = 5.0
+
+    def __post_init__(self) -> None:
+        check_count("LauncherTuning.max_restarts", self.max_restarts, 0, "restarts of an id")
+        if self.max_redraws is not None:
+            check_count("LauncherTuning.max_redraws", self.max_redraws, 0, "or None: n_simulations")
+        if self.on_failure not in ON_FAILURE:
+            raise ValueError(
+                f"LauncherTuning.on_failure must be one of {list(ON_FAILURE)}, "
+                f"not {self.on_failure!r}"
+            )
+        fraction = self.min_finished_fraction
+        if not _is_number(fraction) or not 0 < fraction <= 1:
+            raise ValueError(
+                f"LauncherTuning.min_finished_fraction must be a number in (0, 1] (the "
+                f"share of n_simulations that must finish), not {fraction!r}"
+            )
+        if self.simulation_timeout is not None:
+            self._seconds("simulation_timeout", positive=True, none="or None for no timeout")
+        self._seconds("poll_interval", positive=True)
+        self._seconds("kill_grace", positive=False)
+
+    def _seconds(self, name: str, *, positive: bool, none: str = "") -> None:
+        """Check a duration field and store it as a float (the dataclass is frozen)."""
+        value = getattr(self, name)
+        bound = "> 0" if positive else ">= 0"
+        if (
+            not _is_number(value)
+            or not math.isfinite(value)
+            or value < 0
+            or (positive and value == 0)
+        ):
+            hint = f" ({none})" if none else ""
+            raise ValueError(
+                f"LauncherTuning.{name} must be a finite number of seconds {bound}{hint}, "
+                f"not {value!r}"
+            )
+        object.__setattr__(self, name, float(value))
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_count(name: str, value: Any, low: int, hint: str = "") -> None:
+    """Raise ValueError naming `name` unless `value` is an int (not a bool) >= `low`
+    (`Launcher` checks its counts with it too)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        hint = f" ({hint})" if hint else ""
+        raise ValueError(f"{name} must be an int >= {low}{hint}, not {value!r}")

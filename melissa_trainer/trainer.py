@@ -190,7 +190,6 @@ class OnlineTrainer:
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
-        self._saved_step = -1  # the step of the last checkpoint written by the loop
 
     # -- public properties ------------------------------------------------------------
 
@@ -275,6 +274,7 @@ class OnlineTrainer:
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
+                    self._perform_requested_actions()  # before the replay changes the buffer
                     replayed = self.dataset.rewind()
                     state.pseudo_epoch += 1
                     logger.info(
@@ -307,23 +307,20 @@ class OnlineTrainer:
                 self.process_index,
                 state.global_step,
             )
-        control.reset_step_flags()
         hooks.fire(Event.LOOP_END, self, state, control)
         self._perform_requested_actions()
-        if signum and self._saved_step != state.global_step:
-            self._save()  # collective: every rank agreed on signum
+        if signum and state.last_save_step != state.global_step:
+            self.save_checkpoint()  # collective: every rank agreed on signum
         self.source.stop()  # before the end hooks: no simulation runs while they do
         hooks.fire(Event.TRAIN_END, self, state, control)
-        requested = [
-            f for f in ("should_log", "should_validate", "should_save") if getattr(control, f)
-        ]
-        if requested:
+        requested = control.pending()
+        if requested:  # no action point is left to honour them: say so, never drop silently
             logger.warning(
-                "a hook set %s in on_train_end, which comes after the final log, validation "
-                "and save: ignored; request them in on_loop_end",
+                "a hook set %s after the last action point (in on_train_end, or in the "
+                "events of the final log, validation or save): ignored; request them in "
+                "on_loop_end",
                 " and ".join(requested),
             )
-            control.reset_step_flags()
         if signum:
             path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
             preempted = Preempted(signum, state.global_step, str(path))
@@ -360,7 +357,6 @@ class OnlineTrainer:
                 self._optimizer_step()
         state.global_step += 1
         self._steps_since_log += 1
-        control.reset_step_flags()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
 
@@ -383,17 +379,23 @@ class OnlineTrainer:
             self.lr_scheduler.step()
 
     def _perform_requested_actions(self) -> None:
-        if self.control.should_log:
-            self.log()
-        if self.control.should_validate:
-            self.evaluate()
-        if self.control.should_save:
-            self._save()
-        self.control.reset_step_flags()
+        """An action point: the log, validation and save requested since the last one.
 
-    def _save(self) -> None:
-        self.save_checkpoint()
-        self._saved_step = self.state.global_step  # a preemption at this step need not save
+        The one place where these flags are cleared, each as its action starts: a
+        request made by the action's own events (a save asked for in
+        `on_validation_end`, say) is then performed here too when its action comes
+        later, or at the next action point otherwise; never dropped.
+        """
+        control = self.control
+        if control.should_log:
+            control.should_log = False
+            self.log()
+        if control.should_validate:
+            control.should_validate = False
+            self.evaluate()
+        if control.should_save:
+            control.should_save = False
+            self.save_checkpoint()
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""
@@ -453,6 +455,7 @@ class OnlineTrainer:
             **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
         }
         state.total_samples_seen += int(new_total)
+        state.last_log_step = state.global_step
         if loss_count:
             state.last_loss = logs["loss"]
         state.append_log(logs)
@@ -469,7 +472,13 @@ class OnlineTrainer:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def evaluate(self) -> dict[str, float]:
-        """Mean loss over `eval_dataset`, each rank on its share, reduced. Collective."""
+        """Mean loss over `eval_dataset`, each rank on its share, reduced. Collective.
+
+        Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
+        `validations_since_best`: see `TrainerState.record_metric`) and the step in
+        `state.last_eval_step`, before VALIDATION_END. Raises KeyError when the metrics
+        lack `metric_for_best_model`.
+        """
         if self.eval_dataset is None:
             raise ValueError("evaluate() needs an eval_dataset")
         acc, state, control = self.accelerator, self.state, self.control
@@ -492,20 +501,17 @@ class OnlineTrainer:
             torch.distributed.all_reduce(sums)
         total, count = sums.tolist()
         metrics = {"eval_loss": total / count}
-        self._update_best(metrics)
+        name = self.args.metric_for_best_model
+        if name not in metrics:
+            raise KeyError(
+                f"metric_for_best_model is {name!r} but validation returned "
+                f"{sorted(metrics)}: set it to one of them"
+            )
+        state.record_metric(metrics[name], self.args.greater_is_better)
+        state.last_eval_step = state.global_step
         state.append_log(metrics)
         self.hooks.fire(Event.VALIDATION_END, self, state, control, metrics)
         return metrics
-
-    def _update_best(self, metrics: dict[str, float]) -> None:
-        name = self.args.metric_for_best_model
-        if name not in metrics:
-            return
-        value, best = metrics[name], self.state.best_metric
-        better = self.args.greater_is_better
-        if best is None or (value > best if better else value < best):
-            self.state.best_metric = value
-            self.state.best_step = self.state.global_step
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -520,6 +526,7 @@ class OnlineTrainer:
         """
         acc, state = self.accelerator, self.state
         self._total_samples()
+        state.last_save_step = state.global_step  # the checkpoint records its own step
         root = self.checkpoint_root
         if acc.is_main_process:
             ckpt.begin(root, state.global_step)

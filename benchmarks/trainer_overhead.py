@@ -10,6 +10,11 @@ device Accelerate picks (CUDA when there is a GPU, the case then says so), the b
 copying each batch there as the trainer does; on a GPU both clocks stop only once the
 device is done.
 
+`--step-paths` also times the trainer's two step functions against each other
+(`melissa_trainer.accelerated`: the plain fast path this configuration picks, and
+Accelerate's, forced), interleaved the same way: the fast path is kept only while it
+is faster (target: >= 1.0x).
+
 With 2 processes (launched with `accelerate launch --multi_gpu --num_processes 2`), the
 baseline is a plain DistributedDataParallel loop in the same process group: gloo on CPU
 on a machine with fewer than 2 GPUs, else NCCL with one GPU per process.
@@ -17,6 +22,7 @@ on a machine with fewer than 2 GPUs, else NCCL with one GPU per process.
     python benchmarks/trainer_overhead.py            # 1 and 2 processes, ~2 minutes
     python benchmarks/trainer_overhead.py --quick    # a few seconds per case
     python benchmarks/trainer_overhead.py --json     # {"rows": [...]}
+    python benchmarks/trainer_overhead.py --quick --no-ddp --step-paths
 """
 
 from __future__ import annotations
@@ -104,18 +110,24 @@ def synchronize(device: torch.device) -> None:
 
 
 class Clock(Hook):
-    """Times the loop from TRAIN_START to TRAIN_END (no per-step event)."""
+    """Times the loop from TRAIN_START to LOOP_END (no per-step event): the steps and
+    their periodic logs, as the baseline's loop; not what follows the last step (the
+    final actions, stopping the source), which is no per-step cost."""
 
     def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
         synchronize(trainer.accelerator.device)
         self.start = time.perf_counter()
 
-    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+    def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
         synchronize(trainer.accelerator.device)
         self.seconds = time.perf_counter() - self.start
 
 
-def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
+def run_ours(
+    samples: list, steps: int, out: str, seed: int, accelerate_step: bool = False
+) -> float:
+    """Steps/s of OnlineTrainer; `accelerate_step`: with Accelerate's step function
+    forced in place of the one the trainer picked."""
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -140,6 +152,12 @@ def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
         process_sample=process_sample,
         hooks=[clock],
     )
+    if accelerate_step:
+        from melissa_trainer.accelerated import AcceleratedStep
+
+        trainer._step = AcceleratedStep(
+            trainer.accelerator, trainer.model, trainer.optimizer, None, trainer.compute_loss
+        )
     with contextlib.redirect_stdout(io.StringIO()):  # keep the log lines out of the table
         trainer.train()
     return steps / clock.seconds
@@ -183,14 +201,29 @@ def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(base)
 
 
-def row(case: str, ours: float, base: float) -> dict[str, Any]:
+def measure_step_paths(rounds: int, steps: int) -> tuple[float, float]:
+    """Medians (the trainer's pick, Accelerate's step forced) in steps/s, interleaved."""
+    samples = make_samples(N_SAMPLES, seed=0)
+    out = tempfile.mkdtemp(prefix="mt-overhead-")
+    picked, accelerate = [], []
+    try:
+        run_ours(samples, max(steps // 10, 20), out, seed=0)  # warm-up
+        for r in range(rounds):
+            picked.append(run_ours(samples, steps, out, seed=r))
+            accelerate.append(run_ours(samples, steps, out, seed=r, accelerate_step=True))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(picked), statistics.median(accelerate)
+
+
+def row(case: str, ours: float, base: float, target: float = TARGET) -> dict[str, Any]:
     return {
         "case": case,
         "ours": round(ours, 1),
         "baseline": round(base, 1),
         "unit": "steps/s",
         "ratio": round(ours / base, 3),
-        "target": TARGET,
+        "target": target,
     }
 
 
@@ -251,6 +284,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process case")
+    parser.add_argument(
+        "--step-paths", action="store_true", help="also: plain step vs Accelerate's step"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     rounds = opts.rounds or (3 if opts.quick else 7)
@@ -264,6 +300,9 @@ def main() -> None:
     device = training_device().type
     case = "1 process vs hand-written loop" + ("" if device == "cpu" else f" ({device})")
     rows = [row(case, ours, base)]
+    if opts.step_paths:
+        picked, accelerate = measure_step_paths(rounds, steps)
+        rows.append(row("plain step vs Accelerate's step", picked, accelerate, target=1.0))
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:

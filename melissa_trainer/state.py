@@ -82,13 +82,20 @@ class TrainerState:
         self.log_history.append({"step": float(self.global_step), **logs})
         del self.log_history[: -self.LOG_HISTORY_LEN]
 
-    def record_metric(self, value: float, greater_is_better: bool) -> bool:
-        """Record a validation's `metric_for_best_model`; True if it is the new best.
+    def record_metric(self, metrics: dict[str, float], name: str, greater_is_better: bool) -> bool:
+        """Record a validation's `metrics[name]` (`name`: `metric_for_best_model`); True
+        if it is the new best.
 
         Called by the trainer once per validation. A NaN or infinite value never becomes
-        the best (it would then never be beaten) and counts as no improvement.
+        the best (it would then never be beaten) and counts as no improvement. Raises
+        KeyError, naming the metrics there are, when `name` is not among them.
         """
-        best = self.best_metric
+        if name not in metrics:
+            raise KeyError(
+                f"metric_for_best_model is {name!r} but validation returned "
+                f"{sorted(metrics)}: set it to one of them"
+            )
+        value, best = metrics[name], self.best_metric
         improved = math.isfinite(value) and (
             best is None or (value > best if greater_is_better else value < best)
         )

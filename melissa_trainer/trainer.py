@@ -7,7 +7,6 @@ The data path is one-directional: source -> buffer -> dataset -> this loop.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -16,9 +15,11 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, parse_flag_from_env, send_to_device, set_seed
+from accelerate.utils import send_to_device, set_seed
 
 from melissa_trainer import checkpoint as ckpt
+from melissa_trainer import trainer_checkpoint
+from melissa_trainer.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Sample, make_buffer
 from melissa_trainer.dataset import (
@@ -29,6 +30,7 @@ from melissa_trainer.dataset import (
     check_batch_options,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.metrics import LogFigures, validation_loss
 from melissa_trainer.preemption import Preempted, PreemptionHandler
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -37,41 +39,6 @@ from melissa_trainer.sync import StopSync
 logger = logging.getLogger(__name__)
 
 LossFn = Callable[[Any, Any], torch.Tensor]
-
-#: per-rank trainer figures in each checkpoint's rank_R/ (see `OnlineTrainer._rank_state`)
-_RANK_STATE = "trainer_rank.json"
-
-# Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
-_PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
-
-
-def _cpu_only_launch() -> bool:
-    """True for a multi-process launch on a machine without (visible) GPUs.
-
-    `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
-    forms a (gloo) process group when told to run on CPU; otherwise every rank would
-    train alone and the stop flag would not be shared. ``CUDA_VISIBLE_DEVICES=''``
-    makes a GPU machine one of these (as does ACCELERATE_USE_CPU).
-
-    Raises RuntimeError, before the trainer's Accelerator is made, when this node runs
-    more processes (LOCAL_WORLD_SIZE, as torchrun sets it; 1 when unset) than it has
-    visible GPUs: Accelerate would put two ranks on one GPU, which NCCL refuses at the
-    first collective ("Duplicate GPU detected"). No silent fallback to CPU there (nor
-    in Accelerate): a run that asked for GPUs would train on CPU unnoticed.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    if not torch.cuda.is_available() or parse_flag_from_env("ACCELERATE_USE_CPU"):
-        return True  # the latter: Accelerate runs on CPU whatever it is told
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    gpus = torch.cuda.device_count()
-    if local > gpus:
-        raise RuntimeError(
-            f"{local} processes on this node but {gpus} visible GPU(s), and NCCL cannot "
-            f"share a GPU between ranks: launch at most {gpus} per node (--num_processes "
-            f"{gpus} on one machine), or train on CPU (gloo) with CUDA_VISIBLE_DEVICES=''"
-        )
-    return False
 
 
 class OnlineTrainer:
@@ -121,7 +88,7 @@ class OnlineTrainer:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
         self.args = args
         self.accelerator = Accelerator(
-            cpu=_cpu_only_launch(),
+            cpu=cpu_only_launch(),
             mixed_precision=args.mixed_precision,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             step_scheduler_with_optimizer=False,
@@ -173,20 +140,11 @@ class OnlineTrainer:
         self.hooks = HookList([*builtin, *hooks])
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         self._move_batches = acc.device.type != "cpu"
-        plain = acc.scaler is None and acc.distributed_type in _PLAIN_OPTIMIZER_STEP
-        self._raw_optimizer = self.optimizer.optimizer if plain else None
-        # Without accumulation or autocast, Accelerate's accumulate/autocast contexts and
-        # its loss division are no-ops that still cost ~20 us a step: skip them.
-        self._plain_step = (
-            plain and args.gradient_accumulation_steps == 1 and args.mixed_precision == "no"
+        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
+        self._step = make_train_step(
+            acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
         )
-        self._loss_sum = torch.zeros((), device=acc.device)
-        self._loss_count = 0
-        self._samples_since_log = 0
-        # of those, the samples already added to `state.total_samples_seen` (by a save)
-        self._samples_totaled = 0
-        self._steps_since_log = 0
-        self._last_log_time = time.perf_counter()
+        self._figures = LogFigures(acc.device)  # counted since the last log
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
@@ -229,15 +187,10 @@ class OnlineTrainer:
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
-        if resume is None and args.resume_from_checkpoint == "latest":
-            logger.warning(
-                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh",
-                self.checkpoint_root,
-            )
         first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
             self.load_checkpoint(resume)
-            first_window = self._window_left()
+            first_window = trainer_checkpoint.window_left(self)
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
         # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
@@ -248,7 +201,7 @@ class OnlineTrainer:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
             self.source.on_all_ranks_started()
             self.model.train()
-            self._last_log_time = time.perf_counter()
+            self._figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
             signum = 0
@@ -331,52 +284,24 @@ class OnlineTrainer:
     def _training_step(self) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
         acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
+        step, figures = self._step, self._figures
         hooks.fire(Event.STEP_START, self, state, control)
         for _ in range(self.args.gradient_accumulation_steps):
             batch, n = self.dataset.next_batch()
             if self._move_batches:
                 batch = send_to_device(batch, acc.device, non_blocking=True)
             state.samples_seen += n
-            self._samples_since_log += n
+            figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
-            if self._plain_step:
-                loss = self.compute_loss(self.model, batch)
-                loss.backward()
-                sync = True
-            else:
-                with acc.accumulate(self.model):
-                    with acc.autocast():
-                        loss = self.compute_loss(self.model, batch)
-                    acc.backward(loss)
-                sync = acc.sync_gradients
-            loss = loss.detach()
-            self._loss_sum += loss  # stays on the device: no sync per step
-            self._loss_count += 1
+            loss = step.backward(batch)
+            figures.loss_sum += loss  # stays on the device: no sync per step
+            figures.loss_count += 1
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
-            if sync:
-                self._optimizer_step()
+        step.update()
         state.global_step += 1
-        self._steps_since_log += 1
+        figures.steps += 1
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
-
-    def _optimizer_step(self) -> None:
-        """Optimizer and scheduler step, then zero the gradients.
-
-        Without a grad scaler (no fp16) Accelerate's optimizer wrapper only forwards the
-        call, but probes installed packages on every step (about 0.3 ms each here), so
-        the wrapped optimizer is stepped directly.
-        """
-        if self._raw_optimizer is not None:
-            self._raw_optimizer.step()
-            self._raw_optimizer.zero_grad(set_to_none=True)
-            stepped = True
-        else:
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            stepped = not self.accelerator.optimizer_step_was_skipped
-        if self.lr_scheduler is not None and stepped:
-            self.lr_scheduler.step()
 
     def _perform_requested_actions(self) -> None:
         """An action point: the log, validation and save requested since the last one.
@@ -413,56 +338,23 @@ class OnlineTrainer:
         """Reduce the figures since the last log over ranks and fire LOG. Collective.
 
         `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
-        also across a resume). The source's telemetry is summed over ranks, but for its
-        `study_keys` (figures every rank counts in full), whose maximum is logged.
+        also across a resume), `state.last_log_step` is this step. The source's
+        telemetry is summed over ranks, but for its `study_keys` (figures every rank
+        counts in full), whose maximum is logged (see `LogFigures.reduce`).
         """
-        acc, state = self.accelerator, self.state
-        stats = self.buffer.stats()
-        elapsed = time.perf_counter() - self._last_log_time
-        telemetry = self.source.telemetry()  # cumulative counters, the same keys on every rank
-        study_keys = self.source.study_keys
-        names = sorted(k for k in telemetry if k not in study_keys)
-        study_names = sorted(k for k in telemetry if k in study_keys)
-        untotaled = self._samples_since_log - self._samples_totaled
-        local = [0.0, self._loss_count, self._samples_since_log, untotaled, len(self.buffer)]
-        local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
-        figures = torch.tensor(local, dtype=torch.float64, device=acc.device)
-        figures[0] = self._loss_sum
-        maxima = torch.tensor(
-            [telemetry[k] for k in study_names], dtype=torch.float64, device=acc.device
+        state = self.state
+        logs, new_total, losses = self._figures.reduce(
+            self.buffer,
+            self.source,
+            self.num_processes,
+            self.stop_sync.distributed,
+            self._learning_rate(),
         )
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(figures)
-            if study_names:
-                torch.distributed.all_reduce(maxima, op=torch.distributed.ReduceOp.MAX)
-        values = figures.tolist()
-        loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
-        elapsed_mean = max(elapsed_sum / acc.num_processes, 1e-9)
-        source_figures = {
-            **dict(zip(names, values[9:], strict=True)),
-            **dict(zip(study_names, maxima.tolist(), strict=True)),
-        }
-        logs = {
-            "loss": loss_sum / loss_count if loss_count else float("nan"),
-            "learning_rate": self._learning_rate(),
-            "samples_per_second": samples / elapsed_mean,
-            "steps_per_second": self._steps_since_log / elapsed_mean,
-            "buffer_size": size / acc.num_processes,
-            "buffer_fill": size / acc.num_processes / self.buffer.capacity,
-            "buffer_put": put,
-            "buffer_got": got,
-            "buffer_evicted": evicted,
-            **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
-        }
-        state.total_samples_seen += int(new_total)
+        state.total_samples_seen += new_total
         state.last_log_step = state.global_step
-        if loss_count:
+        if losses:
             state.last_loss = logs["loss"]
         state.append_log(logs)
-        self._loss_sum.zero_()
-        self._loss_count = self._samples_since_log = self._steps_since_log = 0
-        self._samples_totaled = 0
-        self._last_log_time = time.perf_counter()
         self.hooks.fire(Event.LOG, self, state, self.control, logs)
         return logs
 
@@ -481,33 +373,19 @@ class OnlineTrainer:
         """
         if self.eval_dataset is None:
             raise ValueError("evaluate() needs an eval_dataset")
-        acc, state, control = self.accelerator, self.state, self.control
+        state, control = self.state, self.control
         self.hooks.fire(Event.VALIDATION_START, self, state, control)
-        mine = range(acc.process_index, len(self.eval_dataset), acc.num_processes)
-        sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
-        self.model.eval()
-        with torch.no_grad():
-            for start in range(0, len(mine), self.args.batch_size):
-                samples = [self.eval_dataset[i] for i in mine[start : start + self.args.batch_size]]
-                batch = self.dataset.collate_samples(samples)
-                if self._move_batches:
-                    batch = send_to_device(batch, acc.device)
-                with acc.autocast():
-                    loss = self.compute_loss(self.model, batch)
-                sums[0] += loss.double() * len(samples)
-                sums[1] += len(samples)
-        self.model.train()
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(sums)
-        total, count = sums.tolist()
-        metrics = {"eval_loss": total / count}
-        name = self.args.metric_for_best_model
-        if name not in metrics:
-            raise KeyError(
-                f"metric_for_best_model is {name!r} but validation returned "
-                f"{sorted(metrics)}: set it to one of them"
-            )
-        state.record_metric(metrics[name], self.args.greater_is_better)
+        loss = validation_loss(
+            self.accelerator,
+            self.model,
+            self.compute_loss,
+            self.dataset.collate_samples,
+            self.eval_dataset,
+            self.args.batch_size,
+            self.stop_sync.distributed,
+        )
+        metrics = {"eval_loss": loss}
+        state.record_metric(metrics, self.args.metric_for_best_model, self.args.greater_is_better)
         state.last_eval_step = state.global_step
         state.append_log(metrics)
         self.hooks.fire(Event.VALIDATION_END, self, state, control, metrics)
@@ -522,96 +400,15 @@ class OnlineTrainer:
         file is fsynced before the atomic rename, and the directories after it (see
         `checkpoint`'s module docstring); a save blocks training for that long.
         `state.total_samples_seen` is made exact first (one small all-reduce), so the
-        checkpoint records every sample trained on up to this step.
+        checkpoint records every sample trained on up to this step; `state.last_save_step`
+        is this step. Fires SAVE once the checkpoint is in place.
         """
-        acc, state = self.accelerator, self.state
-        self._total_samples()
-        state.last_save_step = state.global_step  # the checkpoint records its own step
-        root = self.checkpoint_root
-        if acc.is_main_process:
-            ckpt.begin(root, state.global_step)
-        acc.wait_for_everyone()
-        staging = ckpt.staging_path(root, state.global_step)
-        acc.save_state(str(staging), safe_serialization=True)
-        rank_dir = ckpt.rank_path(staging, acc.process_index)
-        self.buffer.save(rank_dir)
-        self.dataset.save(rank_dir)
-        ckpt.write_json(rank_dir / "source.json", self.source.state_dict())
-        ckpt.write_json(rank_dir / _RANK_STATE, self._rank_state())
-        if acc.is_main_process:
-            (staging / "trainer_state.json").write_text(state.to_json())
-            ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
-            ckpt.write_json(staging / "training_args.json", self.args.to_dict())
-        acc.wait_for_everyone()  # every rank's files are written
-        ckpt.fsync_rank_files(staging, acc.process_index, acc.num_processes)
-        acc.wait_for_everyone()
-        final = ckpt.checkpoint_path(root, state.global_step)
-        if acc.is_main_process:
-            ckpt.commit(staging, final)
-            removed = ckpt.rotate(root, self.args.max_to_keep)
-            logger.info("saved %s (removed %s)", final, [p.name for p in removed])
-        acc.wait_for_everyone()
-        self.hooks.fire(Event.SAVE, self, state, self.control, str(final))
-        return final
-
-    def _total_samples(self) -> None:
-        """Add every rank's samples not yet counted to `state.total_samples_seen`
-        (otherwise done at the next log). Collective."""
-        untotaled = self._samples_since_log - self._samples_totaled
-        counts = torch.tensor([untotaled], dtype=torch.float64, device=self.accelerator.device)
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(counts)
-        self.state.total_samples_seen += int(counts.item())
-        self._samples_totaled = self._samples_since_log
-
-    def _rank_state(self) -> dict[str, Any]:
-        """What differs between ranks, beside the buffer and the source: this rank's
-        `samples_seen`, and its loss sum since the last log (so that the first log
-        after a resume reports what it would have without the restart)."""
-        return {
-            "samples_seen": self.state.samples_seen,
-            "loss_sum": float(self._loss_sum),
-            "loss_count": self._loss_count,
-        }
-
-    def _window_left(self) -> int:
-        """The steps left in the stop-sync window that a restored checkpoint was written
-        in: the fewest whole steps pending on any rank (every rank took the window's
-        batches when it began, the agreed number of steps being the fewest). Resuming
-        with them keeps the windows, hence the data taken from the buffer at each step
-        and the logged buffer figures, where they were without the restart. Collective.
-        """
-        steps = self.dataset.num_pending // self.args.gradient_accumulation_steps
-        if self.stop_sync.distributed:
-            fewest = torch.tensor([steps], dtype=torch.int64, device=self.accelerator.device)
-            torch.distributed.all_reduce(fewest, op=torch.distributed.ReduceOp.MIN)
-            steps = int(fewest.item())
-        return steps
+        return trainer_checkpoint.save_checkpoint(self)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
 
         See docs/resume.md for what is restored exactly and what user code sees again.
+        Raises ValueError when the checkpoint was written by another number of ranks.
         """
-        path = Path(path)
-        ranks = ckpt.count_ranks(path)
-        if ranks != self.num_processes:
-            raise ValueError(
-                f"checkpoint {path} was written by {ranks} training ranks but this run has "
-                f"{self.num_processes}: resume with --num_processes {ranks}"
-            )
-        self.accelerator.load_state(str(path))
-        self.state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
-        self.state.max_steps = self.args.max_steps  # the new run's limit wins
-        self.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
-        rank_dir = ckpt.rank_path(path, self.process_index)
-        self.buffer.load(rank_dir)
-        self.dataset.load(rank_dir)
-        self.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
-        if (rank_dir / _RANK_STATE).is_file():  # absent from checkpoints of earlier versions
-            mine = ckpt.read_json(rank_dir / _RANK_STATE)
-            self.state.samples_seen = int(mine["samples_seen"])
-            self._loss_sum.fill_(float(mine["loss_sum"]))
-            self._loss_count = int(mine["loss_count"])
-        self._samples_since_log = self._samples_totaled = self._steps_since_log = 0
-        logger.info("resumed from %s at step %d", path, self.state.global_step)
+        trainer_checkpoint.load_checkpoint(self, Path(path))

@@ -156,11 +156,13 @@ def test_the_best_metric_is_the_best_finite_value() -> None:
     state = TrainerState()
     for step, value in enumerate([float("nan"), 3.0, 2.0, 2.5, float("inf"), 2.0], 1):
         state.global_step = step
-        state.record_metric(value, greater_is_better=False)
+        state.record_metric({"eval_loss": value}, "eval_loss", greater_is_better=False)
     assert (state.best_metric, state.best_step, state.validations_since_best) == (2.0, 3, 3)
     state = TrainerState()
-    assert state.record_metric(1.0, True) and state.record_metric(2.0, True)
+    assert state.record_metric({"m": 1.0}, "m", True) and state.record_metric({"m": 2.0}, "m", True)
     assert state.best_metric == 2.0 and state.validations_since_best == 0
+    with pytest.raises(KeyError, match="returned \\['m'\\]: set it"):
+        state.record_metric({"m": 1.0}, "eval_loss", False)
 
 
 def test_hook_names_must_be_unique() -> None:

@@ -1,5 +1,6 @@
-"""The figures the trainer reports: training logs (`LogFigures`) and the validation
-loss (`validation_loss`), each reduced over ranks so that every rank holds the same.
+"""The figures the trainer reports: training logs (`LogFigures`) and validation
+(`evaluate`, which `OnlineTrainer.evaluate` delegates to), each reduced over ranks so
+that every rank holds the same.
 
 The trainer adds each micro-batch's loss and sample count to `LogFigures` (the loss
 stays on the device: no host sync per step); `reduce` turns them, with the buffer's and
@@ -10,17 +11,18 @@ source's study-wide figures), and starts afresh.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
-from accelerate import Accelerator
 from accelerate.utils import send_to_device
 
+from melissa_trainer.hooks import Event
+
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.buffers import Buffer, Sample
+    from melissa_trainer.buffers import Buffer
     from melissa_trainer.sources import Source
+    from melissa_trainer.trainer import OnlineTrainer
 
 
 class LogFigures:
@@ -119,35 +121,35 @@ class LogFigures:
         self.loss_count = int(state["loss_count"])
 
 
-def validation_loss(
-    accelerator: Accelerator,
-    model: torch.nn.Module,
-    compute_loss: Callable[[torch.nn.Module, Any], torch.Tensor],
-    collate: Callable[[list[Sample]], Any],
-    eval_dataset: Sequence[Sample],
-    batch_size: int,
-    distributed: bool,
-) -> float:
-    """The mean of `compute_loss` over `eval_dataset`, weighted by batch size: each rank
-    evaluates every `num_processes`-th sample from its index, in eval mode, without
-    gradients, under the accelerator's autocast. Collective when `distributed`."""
-    acc = accelerator
-    mine = range(acc.process_index, len(eval_dataset), acc.num_processes)
+def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
+    """See `OnlineTrainer.evaluate`: each rank evaluates every `num_processes`-th sample
+    of `eval_dataset` from its index (eval mode, no gradients, the accelerator's
+    autocast), and the sums are all-reduced. Collective."""
+    if trainer.eval_dataset is None:
+        raise ValueError("evaluate() needs an eval_dataset")
+    acc, state, control, args = trainer.accelerator, trainer.state, trainer.control, trainer.args
+    trainer.hooks.fire(Event.VALIDATION_START, trainer, state, control)
+    mine = range(acc.process_index, len(trainer.eval_dataset), acc.num_processes)
     sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
     move = acc.device.type != "cpu"
-    model.eval()
+    trainer.model.eval()
     with torch.no_grad():
-        for start in range(0, len(mine), batch_size):
-            samples = [eval_dataset[i] for i in mine[start : start + batch_size]]
-            batch = collate(samples)
+        for start in range(0, len(mine), args.batch_size):
+            samples = [trainer.eval_dataset[i] for i in mine[start : start + args.batch_size]]
+            batch = trainer.dataset.collate_samples(samples)
             if move:
                 batch = send_to_device(batch, acc.device)
             with acc.autocast():
-                loss = compute_loss(model, batch)
+                loss = trainer.compute_loss(trainer.model, batch)
             sums[0] += loss.double() * len(samples)
             sums[1] += len(samples)
-    model.train()
-    if distributed:
+    trainer.model.train()
+    if trainer.stop_sync.distributed:
         dist.all_reduce(sums)
     total, count = sums.tolist()
-    return total / count
+    metrics = {"eval_loss": total / count}
+    state.record_metric(metrics, args.metric_for_best_model, args.greater_is_better)
+    state.last_eval_step = state.global_step
+    state.append_log(metrics)
+    trainer.hooks.fire(Event.VALIDATION_END, trainer, state, control, metrics)
+    return metrics

@@ -18,7 +18,7 @@ from accelerate import Accelerator
 from accelerate.utils import send_to_device, set_seed
 
 from melissa_trainer import checkpoint as ckpt
-from melissa_trainer import trainer_checkpoint
+from melissa_trainer import metrics, trainer_checkpoint
 from melissa_trainer.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Sample, make_buffer
@@ -30,7 +30,6 @@ from melissa_trainer.dataset import (
     check_batch_options,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
-from melissa_trainer.metrics import LogFigures, validation_loss
 from melissa_trainer.preemption import Preempted, PreemptionHandler
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -144,7 +143,7 @@ class OnlineTrainer:
         self._step = make_train_step(
             acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
         )
-        self._figures = LogFigures(acc.device)  # counted since the last log
+        self._figures = metrics.LogFigures(acc.device)  # counted since the last log
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
@@ -364,32 +363,15 @@ class OnlineTrainer:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def evaluate(self) -> dict[str, float]:
-        """Mean loss over `eval_dataset`, each rank on its share, reduced. Collective.
+        """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;
+        fires VALIDATION_START and VALIDATION_END. Collective.
 
         Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
         `validations_since_best`: see `TrainerState.record_metric`) and the step in
-        `state.last_eval_step`, before VALIDATION_END. Raises KeyError when the metrics
-        lack `metric_for_best_model`.
+        `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
+        `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
         """
-        if self.eval_dataset is None:
-            raise ValueError("evaluate() needs an eval_dataset")
-        state, control = self.state, self.control
-        self.hooks.fire(Event.VALIDATION_START, self, state, control)
-        loss = validation_loss(
-            self.accelerator,
-            self.model,
-            self.compute_loss,
-            self.dataset.collate_samples,
-            self.eval_dataset,
-            self.args.batch_size,
-            self.stop_sync.distributed,
-        )
-        metrics = {"eval_loss": loss}
-        state.record_metric(metrics, self.args.metric_for_best_model, self.args.greater_is_better)
-        state.last_eval_step = state.global_step
-        state.append_log(metrics)
-        self.hooks.fire(Event.VALIDATION_END, self, state, control, metrics)
-        return metrics
+        return metrics.evaluate(self)
 
     # -- checkpoints --------------------------------------------------------------------------
 

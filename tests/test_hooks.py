@@ -371,3 +371,30 @@ def test_tensorboard_renders_the_logs_of_the_flow_hook_without_the_progress_hook
     # every 4 steps, and the final log at the last step
     assert [e.step for e in acc.Scalars("train/loss")] == [4, 8, 10]
     assert trainer.state.last_log_step == 10
+
+
+def test_a_stop_requested_at_the_end_of_the_stream_stops_before_the_replay(tmp_path: Path) -> None:
+    from melissa_trainer import PseudoEpochHook
+
+    class StopAtEnd(Hook):
+        def on_end_of_stream(self, trainer: Any, state: TrainerState, control: Any) -> None:
+            control.should_stop = True
+
+    trainer = train(tmp_path, n=40, buffer="fifo", pseudo_epochs=2, use_default_hooks=False,
+                    hooks=[PseudoEpochHook(2), StopAtEnd()])  # fmt: skip
+    assert trainer.state.pseudo_epoch == 1  # the rewind was requested too, and done
+    assert trainer.state.global_step == 5  # but no step of the replay: stopped at the sync
+
+
+def test_the_cadence_resumes_from_the_trainer_state(tmp_path: Path) -> None:
+    """FlowHook keeps no counter: a run resumed at its last step, with nothing left to
+    do, does not log, validate or save that step again."""
+    validation = list(linear_samples(16, seed=5))
+    options: dict[str, Any] = dict(eval_dataset=validation, eval_steps=2, max_steps=4,
+                                   save_at_end=True, report_to="none")  # fmt: skip
+    first = train(tmp_path, **options).state
+    assert (first.last_log_step, first.last_eval_step, first.last_save_step) == (4, 4, 4)
+    log = ActionLog(None)
+    resumed = train(tmp_path, hooks=[log], resume_from_checkpoint="latest", **options).state
+    assert log.events == [] and resumed.global_step == 4
+    assert resumed.best_metric == first.best_metric and resumed.best_step == first.best_step

@@ -25,6 +25,9 @@ class FlowHook(Hook):
     to the checkpoint, and the resumed run validates at its end) and a checkpoint (with
     `save_at_end`; on preemption the trainer writes one whatever this hook says).
 
+    Built by `default_hooks` from `TrainingArguments`; built by hand, it asks for
+    nothing but logs unless told (`eval_steps`, `save_steps`, `*_at_end`).
+
     Stateless: it decides from `state.global_step` and the steps of the last log,
     validation and checkpoint in `TrainerState`, so every rank requests the same actions
     at the same steps (they are collectives), also after a resume.
@@ -37,7 +40,7 @@ class FlowHook(Hook):
         save_steps: int | None = None,
         *,
         validate_at_end: bool = False,
-        save_at_end: bool = True,
+        save_at_end: bool = False,
     ) -> None:
         for name, value in (("eval_steps", eval_steps), ("save_steps", save_steps)):
             if value is not None and value < 1:

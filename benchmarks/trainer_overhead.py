@@ -11,9 +11,12 @@ copying each batch there as the trainer does; on a GPU both clocks stop only onc
 device is done.
 
 `--step-paths` also times the trainer's two step functions against each other
-(`melissa_trainer.accelerated`: the plain fast path this configuration picks, and
-Accelerate's, forced), interleaved the same way: the fast path is kept only while it
-is faster (target: >= 1.0x).
+(`melissa_trainer.accelerated`: `PlainStep`, the fast path this configuration picks,
+and `AcceleratedStep`), `backward` + `update` on one batch, in rounds of 100 steps
+interleaved, on this model and on a tiny one (3 -> 16 -> 16) where the framework's
+cost weighs most; in CPU time of the process, which other processes on a loaded
+machine disturb less than wall time. The fast path is kept only while it is faster
+(target: >= 1.0x).
 
 With 2 processes (launched with `accelerate launch --multi_gpu --num_processes 2`), the
 baseline is a plain DistributedDataParallel loop in the same process group: gloo on CPU
@@ -123,11 +126,7 @@ class Clock(Hook):
         self.seconds = time.perf_counter() - self.start
 
 
-def run_ours(
-    samples: list, steps: int, out: str, seed: int, accelerate_step: bool = False
-) -> float:
-    """Steps/s of OnlineTrainer; `accelerate_step`: with Accelerate's step function
-    forced in place of the one the trainer picked."""
+def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -152,12 +151,6 @@ def run_ours(
         process_sample=process_sample,
         hooks=[clock],
     )
-    if accelerate_step:
-        from melissa_trainer.accelerated import AcceleratedStep
-
-        trainer._step = AcceleratedStep(
-            trainer.accelerator, trainer.model, trainer.optimizer, None, trainer.compute_loss
-        )
     with contextlib.redirect_stdout(io.StringIO()):  # keep the log lines out of the table
         trainer.train()
     return steps / clock.seconds
@@ -201,19 +194,41 @@ def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(base)
 
 
-def measure_step_paths(rounds: int, steps: int) -> tuple[float, float]:
-    """Medians (the trainer's pick, Accelerate's step forced) in steps/s, interleaved."""
-    samples = make_samples(N_SAMPLES, seed=0)
-    out = tempfile.mkdtemp(prefix="mt-overhead-")
-    picked, accelerate = [], []
-    try:
-        run_ours(samples, max(steps // 10, 20), out, seed=0)  # warm-up
-        for r in range(rounds):
-            picked.append(run_ours(samples, steps, out, seed=r))
-            accelerate.append(run_ours(samples, steps, out, seed=r, accelerate_step=True))
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
-    return statistics.median(picked), statistics.median(accelerate)
+def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
+    """Medians (PlainStep, AcceleratedStep) in steps per CPU-second, on the benchmark's
+    model (`width` None) or a 3 -> width -> width MLP, one batch of `BATCH`."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    from melissa_trainer.accelerated import AcceleratedStep, PlainStep, make_train_step
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    acc = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    if width is None:
+        model, out = make_model(), 1024
+    else:
+        layers = [torch.nn.Linear(3, width), torch.nn.ReLU(), torch.nn.Linear(width, width)]
+        model, out = torch.nn.Sequential(*layers), width
+    model, optimizer = acc.prepare(model, torch.optim.Adam(model.parameters(), lr=1e-4))
+
+    def loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(m(b[0]), b[1])
+
+    plain = make_train_step(acc, model, optimizer, None, loss)
+    assert isinstance(plain, PlainStep)
+    paths = {"plain": plain, "accelerate": AcceleratedStep(acc, model, optimizer, None, loss)}
+    batch = (torch.randn(BATCH, 3), torch.randn(BATCH, out))
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, step in paths.items():
+            start = time.process_time()
+            for _ in range(100):
+                step.backward(batch)
+                step.update()
+            rates[name].append(100 / (time.process_time() - start))
+    return statistics.median(rates["plain"]), statistics.median(rates["accelerate"])
 
 
 def row(case: str, ours: float, base: float, target: float = TARGET) -> dict[str, Any]:
@@ -301,8 +316,9 @@ def main() -> None:
     case = "1 process vs hand-written loop" + ("" if device == "cpu" else f" ({device})")
     rows = [row(case, ours, base)]
     if opts.step_paths:
-        picked, accelerate = measure_step_paths(rounds, steps)
-        rows.append(row("plain step vs Accelerate's step", picked, accelerate, target=1.0))
+        for width, name in ((None, "this MLP"), (16, "MLP 3-16-16")):
+            plain, accelerate = measure_step_paths(10 * rounds, width)
+            rows.append(row(f"PlainStep vs AcceleratedStep, {name}", plain, accelerate, 1.0))
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:
@@ -312,10 +328,10 @@ def main() -> None:
         f"\nMLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; medians of {rounds} "
         f"interleaved rounds of {steps} steps"
     )
-    print(f"{'case':<36} {'ours':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
+    print(f"{'case':<44} {'ours':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
     for r in rows:
         print(
-            f"{r['case']:<36} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
+            f"{r['case']:<44} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
             f"{r['ratio']:>7.3f} {r['target']:>7}"
         )
 

@@ -48,8 +48,9 @@ class TrainerState:
             highest with `greater_is_better`); None before the first validation. The one
             best metric of a run: `EarlyStoppingHook` reads it, nothing else keeps one.
         best_step: `global_step` at which `best_metric` was reached.
-        validations_since_best: validations since the one that set `best_metric`
-            (0: the last validation set it; a non-finite value never does).
+        validations_since_best: validations since the one that set `best_metric`, or
+            since the start while there is none (0: the last validation set it; a
+            non-finite value never does). `EarlyStoppingHook`'s patience counts these.
         last_log_step: `global_step` of the last log (0: none yet).
         last_eval_step: `global_step` of the last validation (None: none yet).
         last_save_step: `global_step` of the last checkpoint (None: none yet); a

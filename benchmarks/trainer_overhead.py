@@ -10,6 +10,14 @@ device Accelerate picks (CUDA when there is a GPU, the case then says so), the b
 copying each batch there as the trainer does; on a GPU both clocks stop only once the
 device is done.
 
+`--step-paths` also times the trainer's two step functions against each other
+(`melissa_trainer.accelerated`: `PlainStep`, the fast path this configuration picks,
+and `AcceleratedStep`), `backward` + `update` on one batch, in rounds of 100 steps
+interleaved, on this model and on a tiny one (3 -> 16 -> 16) where the framework's
+cost weighs most; in CPU time of the process, which other processes on a loaded
+machine disturb less than wall time. The fast path is kept only while it is faster
+(target: >= 1.0x).
+
 With 2 processes (launched with `accelerate launch --multi_gpu --num_processes 2`), the
 baseline is a plain DistributedDataParallel loop in the same process group: gloo on CPU
 on a machine with fewer than 2 GPUs, else NCCL with one GPU per process.
@@ -17,6 +25,7 @@ on a machine with fewer than 2 GPUs, else NCCL with one GPU per process.
     python benchmarks/trainer_overhead.py            # 1 and 2 processes, ~2 minutes
     python benchmarks/trainer_overhead.py --quick    # a few seconds per case
     python benchmarks/trainer_overhead.py --json     # {"rows": [...]}
+    python benchmarks/trainer_overhead.py --quick --no-ddp --step-paths
 """
 
 from __future__ import annotations
@@ -104,13 +113,15 @@ def synchronize(device: torch.device) -> None:
 
 
 class Clock(Hook):
-    """Times the loop from TRAIN_START to TRAIN_END (no per-step event)."""
+    """Times the loop from TRAIN_START to LOOP_END (no per-step event): the steps and
+    their periodic logs, as the baseline's loop; not what follows the last step (the
+    final actions, stopping the source), which is no per-step cost."""
 
     def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
         synchronize(trainer.accelerator.device)
         self.start = time.perf_counter()
 
-    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+    def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
         synchronize(trainer.accelerator.device)
         self.seconds = time.perf_counter() - self.start
 
@@ -183,14 +194,51 @@ def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(base)
 
 
-def row(case: str, ours: float, base: float) -> dict[str, Any]:
+def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
+    """Medians (PlainStep, AcceleratedStep) in steps per CPU-second, on the benchmark's
+    model (`width` None) or a 3 -> width -> width MLP, one batch of `BATCH`."""
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState, GradientState
+
+    from melissa_trainer.accelerated import AcceleratedStep, PlainStep, make_train_step
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    acc = Accelerator(cpu=True)
+    torch.manual_seed(0)
+    if width is None:
+        model, out = make_model(), 1024
+    else:
+        layers = [torch.nn.Linear(3, width), torch.nn.ReLU(), torch.nn.Linear(width, width)]
+        model, out = torch.nn.Sequential(*layers), width
+    model, optimizer = acc.prepare(model, torch.optim.Adam(model.parameters(), lr=1e-4))
+
+    def loss(m: torch.nn.Module, b: Any) -> torch.Tensor:
+        return torch.nn.functional.mse_loss(m(b[0]), b[1])
+
+    plain = make_train_step(acc, model, optimizer, None, loss)
+    assert isinstance(plain, PlainStep)
+    paths = {"plain": plain, "accelerate": AcceleratedStep(acc, model, optimizer, None, loss)}
+    batch = (torch.randn(BATCH, 3), torch.randn(BATCH, out))
+    rates: dict[str, list[float]] = {name: [] for name in paths}
+    for _ in range(rounds):
+        for name, step in paths.items():
+            start = time.process_time()
+            for _ in range(100):
+                step.backward(batch)
+                step.update()
+            rates[name].append(100 / (time.process_time() - start))
+    return statistics.median(rates["plain"]), statistics.median(rates["accelerate"])
+
+
+def row(case: str, ours: float, base: float, target: float = TARGET) -> dict[str, Any]:
     return {
         "case": case,
         "ours": round(ours, 1),
         "baseline": round(base, 1),
         "unit": "steps/s",
         "ratio": round(ours / base, 3),
-        "target": TARGET,
+        "target": target,
     }
 
 
@@ -251,6 +299,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process case")
+    parser.add_argument(
+        "--step-paths", action="store_true", help="also: plain step vs Accelerate's step"
+    )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     rounds = opts.rounds or (3 if opts.quick else 7)
@@ -264,6 +315,10 @@ def main() -> None:
     device = training_device().type
     case = "1 process vs hand-written loop" + ("" if device == "cpu" else f" ({device})")
     rows = [row(case, ours, base)]
+    if opts.step_paths:
+        for width, name in ((None, "this MLP"), (16, "MLP 3-16-16")):
+            plain, accelerate = measure_step_paths(10 * rounds, width)
+            rows.append(row(f"PlainStep vs AcceleratedStep, {name}", plain, accelerate, 1.0))
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:
@@ -273,10 +328,10 @@ def main() -> None:
         f"\nMLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; medians of {rounds} "
         f"interleaved rounds of {steps} steps"
     )
-    print(f"{'case':<36} {'ours':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
+    print(f"{'case':<44} {'ours':>10} {'baseline':>10} {'ratio':>7} {'target':>7}")
     for r in rows:
         print(
-            f"{r['case']:<36} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
+            f"{r['case']:<44} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
             f"{r['ratio']:>7.3f} {r['target']:>7}"
         )
 

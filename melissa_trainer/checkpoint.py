@@ -33,6 +33,7 @@ Layout of one checkpoint::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -43,6 +44,8 @@ from typing import Any
 PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
+
+logger = logging.getLogger(__name__)
 
 
 def checkpoint_path(root: str | os.PathLike[str], step: int) -> Path:
@@ -87,13 +90,19 @@ def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
 def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[str]) -> Path | None:
     """Turn `TrainingArguments.resume_from_checkpoint` into a directory.
 
-    "latest" gives the newest checkpoint under `root`, or None when there is none yet
-    (a job script can always pass "latest", also on its first run). A path must exist.
+    "latest" gives the newest checkpoint under `root`, or None, with a warning, when
+    there is none yet (a job script can always pass "latest", also on its first run).
+    A path must exist.
     """
     if resume_from_checkpoint is None:
         return None
     if resume_from_checkpoint == "latest":
-        return latest_checkpoint(root)
+        latest = latest_checkpoint(root)
+        if latest is None:
+            logger.warning(
+                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh", root
+            )
+        return latest
     path = Path(resume_from_checkpoint)
     if not path.is_dir() or not (path / "trainer_state.json").is_file():
         raise FileNotFoundError(

@@ -2,13 +2,16 @@
 
 `TrainerState` is the single serializable record of where training stands. Only the
 trainer advances it; hooks read it. It is saved as JSON in every checkpoint and
-restored on resume, so every counter that decides *when* something happens (logging,
-validation, saving, stopping) lives here and nowhere else.
+restored on resume. Every counter that the built-in hooks decide *when* from (logging,
+validation, saving, early stopping, pseudo-epochs) lives here: the steps of the last
+log, validation and checkpoint, the best metric and the validations since it; those
+hooks keep no counter of their own, so their cadence survives a resume. A user hook
+that keeps its own counter saves it through `Hook.state_dict`.
 
 `TrainerControl` is how hooks ask for actions. A hook sets a flag; the trainer performs
-the action at the next point where it is allowed and clears the flag. The flags are
-policy ("please save now"); the mechanism (how a checkpoint is written, how the
-validation loss is reduced) belongs to the trainer.
+the action at the next action point and clears the flag there (see `TrainerControl`).
+The flags are policy ("please save now"); the mechanism (how a checkpoint is written,
+how the validation loss is reduced) belongs to the trainer.
 
 Rank consistency: `TrainerState` is identical on every rank except `samples_seen`
 (this rank's count). `should_log`, `should_validate` and `should_save` start collective
@@ -41,8 +44,17 @@ class TrainerState:
         pseudo_epoch: 0 while the stream is live; incremented at each replay of the
             buffer after the stream has ended.
         stream_ended: the stream has ended on at least one rank (its data is exhausted).
-        best_metric: best validation metric so far (see `metric_for_best_model`).
+        best_metric: best finite value of `metric_for_best_model` so far (lowest, or
+            highest with `greater_is_better`); None before the first validation. The one
+            best metric of a run: `EarlyStoppingHook` reads it, nothing else keeps one.
         best_step: `global_step` at which `best_metric` was reached.
+        validations_since_best: validations since the one that set `best_metric`, or
+            since the start while there is none (0: the last validation set it; a
+            non-finite value never does). `EarlyStoppingHook`'s patience counts these.
+        last_log_step: `global_step` of the last log (0: none yet).
+        last_eval_step: `global_step` of the last validation (None: none yet).
+        last_save_step: `global_step` of the last checkpoint (None: none yet); a
+            checkpoint records its own step here.
         max_steps: the step limit, or None when the stream decides.
         last_loss: training loss (mean over ranks) at the last log step.
         log_history: the most recent logged dictionaries (bounded, newest last).
@@ -55,6 +67,10 @@ class TrainerState:
     stream_ended: bool = False
     best_metric: float | None = None
     best_step: int | None = None
+    validations_since_best: int = 0
+    last_log_step: int = 0
+    last_eval_step: int | None = None
+    last_save_step: int | None = None
     max_steps: int | None = None
     last_loss: float | None = None
     log_history: list[dict[str, float]] = field(default_factory=list)
@@ -67,12 +83,37 @@ class TrainerState:
         self.log_history.append({"step": float(self.global_step), **logs})
         del self.log_history[: -self.LOG_HISTORY_LEN]
 
+    def record_metric(self, metrics: dict[str, float], name: str, greater_is_better: bool) -> bool:
+        """Record a validation's `metrics[name]` (`name`: `metric_for_best_model`); True
+        if it is the new best.
+
+        Called by the trainer once per validation. A NaN or infinite value never becomes
+        the best (it would then never be beaten) and counts as no improvement. Raises
+        KeyError, naming the metrics there are, when `name` is not among them.
+        """
+        if name not in metrics:
+            raise KeyError(
+                f"metric_for_best_model is {name!r} but validation returned "
+                f"{sorted(metrics)}: set it to one of them"
+            )
+        value, best = metrics[name], self.best_metric
+        improved = math.isfinite(value) and (
+            best is None or (value > best if greater_is_better else value < best)
+        )
+        if improved:
+            self.best_metric, self.best_step = value, self.global_step
+            self.validations_since_best = 0
+        else:
+            self.validations_since_best += 1
+        return improved
+
     def state_dict(self) -> dict[str, Any]:
         """A JSON-serializable copy of every field."""
         return dataclasses.asdict(self)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore the fields from `state_dict()`; unknown keys are an error."""
+        """Restore the fields from `state_dict()`; unknown keys are an error, missing
+        ones (from checkpoints of earlier versions) keep their defaults."""
         names = {f.name for f in dataclasses.fields(self)}
         unknown = set(state) - names
         if unknown:
@@ -105,14 +146,31 @@ class TrainerState:
 class TrainerControl:
     """Actions requested by hooks, performed and cleared by the trainer.
 
+    A flag may be set in any event; it stays set until the trainer performs its action
+    at the next *action point*, and is cleared there, once, as that action starts (a
+    request made by the action's own events is kept for the following action point).
+    The action points (see `hooks.Event` for the whole loop):
+
+    * `should_log`, `should_validate`, `should_save`: after every STEP_END; after
+      PSEUDO_EPOCH_END (before the buffer is replayed); after LOOP_END. Performed in
+      that order (log, validate, save), so a save requested in `on_validation_end` is
+      written at the same point. A request left after the last action point (made in
+      `on_train_end`, or in the events of the final log, validation or save) cannot be
+      honoured: the trainer logs a warning naming it.
+    * `should_stop`: at the next stop synchronisation (every `stop_sync_steps` steps;
+      every rank stops at the same step, and it may be set on one rank only). Never
+      cleared: training ends.
+    * `should_rewind`: at the next end of stream (END_OF_STREAM), where it is
+      cleared and the buffer replayed as a new pseudo-epoch instead of stopping. One
+      still set when training ends is reported like the other requests.
+
     Attributes:
-        should_stop: end training at the next stop synchronisation (every rank stops
-            at the same step; may be set on one rank only).
-        should_save: write a checkpoint after this step (all ranks alike).
-        should_validate: run validation after this step (all ranks alike).
-        should_log: compute and emit the training logs after this step (all ranks alike).
-        should_rewind: at end of stream, replay the samples retained in the buffer as a
-            new pseudo-epoch instead of stopping (all ranks alike).
+        should_stop: end training at the next stop synchronisation.
+        should_save: write a checkpoint (all ranks alike: a collective).
+        should_validate: run validation (all ranks alike: a collective).
+        should_log: compute and emit the training logs (all ranks alike: a collective).
+        should_rewind: at end of stream, replay the samples retained in the buffer
+            (all ranks alike).
     """
 
     should_stop: bool = False
@@ -121,8 +179,7 @@ class TrainerControl:
     should_log: bool = False
     should_rewind: bool = False
 
-    def reset_step_flags(self) -> None:
-        """Clear the per-step requests (not `should_stop`, which persists)."""
-        self.should_save = False
-        self.should_validate = False
-        self.should_log = False
+    def pending(self) -> list[str]:
+        """The names of the set flags that ask for an action (all but `should_stop`)."""
+        names = ("should_log", "should_validate", "should_save", "should_rewind")
+        return [name for name in names if getattr(self, name)]

@@ -7,7 +7,6 @@ The data path is one-directional: source -> buffer -> dataset -> this loop.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -16,9 +15,11 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DistributedType, parse_flag_from_env, send_to_device, set_seed
+from accelerate.utils import send_to_device, set_seed
 
 from melissa_trainer import checkpoint as ckpt
+from melissa_trainer import metrics, trainer_checkpoint
+from melissa_trainer.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Sample, make_buffer
 from melissa_trainer.dataset import (
@@ -37,41 +38,6 @@ from melissa_trainer.sync import StopSync
 logger = logging.getLogger(__name__)
 
 LossFn = Callable[[Any, Any], torch.Tensor]
-
-#: per-rank trainer figures in each checkpoint's rank_R/ (see `OnlineTrainer._rank_state`)
-_RANK_STATE = "trainer_rank.json"
-
-# Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
-_PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
-
-
-def _cpu_only_launch() -> bool:
-    """True for a multi-process launch on a machine without (visible) GPUs.
-
-    `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
-    forms a (gloo) process group when told to run on CPU; otherwise every rank would
-    train alone and the stop flag would not be shared. ``CUDA_VISIBLE_DEVICES=''``
-    makes a GPU machine one of these (as does ACCELERATE_USE_CPU).
-
-    Raises RuntimeError, before the trainer's Accelerator is made, when this node runs
-    more processes (LOCAL_WORLD_SIZE, as torchrun sets it; 1 when unset) than it has
-    visible GPUs: Accelerate would put two ranks on one GPU, which NCCL refuses at the
-    first collective ("Duplicate GPU detected"). No silent fallback to CPU there (nor
-    in Accelerate): a run that asked for GPUs would train on CPU unnoticed.
-    """
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return False
-    if not torch.cuda.is_available() or parse_flag_from_env("ACCELERATE_USE_CPU"):
-        return True  # the latter: Accelerate runs on CPU whatever it is told
-    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
-    gpus = torch.cuda.device_count()
-    if local > gpus:
-        raise RuntimeError(
-            f"{local} processes on this node but {gpus} visible GPU(s), and NCCL cannot "
-            f"share a GPU between ranks: launch at most {gpus} per node (--num_processes "
-            f"{gpus} on one machine), or train on CPU (gloo) with CUDA_VISIBLE_DEVICES=''"
-        )
-    return False
 
 
 class OnlineTrainer:
@@ -121,7 +87,7 @@ class OnlineTrainer:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
         self.args = args
         self.accelerator = Accelerator(
-            cpu=_cpu_only_launch(),
+            cpu=cpu_only_launch(),
             mixed_precision=args.mixed_precision,
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             step_scheduler_with_optimizer=False,
@@ -164,24 +130,14 @@ class OnlineTrainer:
         self.hooks = HookList([*builtin, *hooks])
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         self._move_batches = acc.device.type != "cpu"
-        plain = acc.scaler is None and acc.distributed_type in _PLAIN_OPTIMIZER_STEP
-        self._raw_optimizer = self.optimizer.optimizer if plain else None
-        # Without accumulation or autocast, Accelerate's accumulate/autocast contexts and
-        # its loss division are no-ops that still cost ~20 us a step: skip them.
-        self._plain_step = (
-            plain and args.gradient_accumulation_steps == 1 and args.mixed_precision == "no"
+        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
+        self._step = make_train_step(
+            acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
         )
-        self._loss_sum = torch.zeros((), device=acc.device)
-        self._loss_count = 0
-        self._samples_since_log = 0
-        # of those, the samples already added to `state.total_samples_seen` (by a save)
-        self._samples_totaled = 0
-        self._steps_since_log = 0
-        self._last_log_time = time.perf_counter()
+        self._figures = metrics.LogFigures(acc.device)  # counted since the last log
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
-        self._saved_step = -1  # the step of the last checkpoint written by the loop
 
     # -- public properties ------------------------------------------------------------
 
@@ -221,15 +177,10 @@ class OnlineTrainer:
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
-        if resume is None and args.resume_from_checkpoint == "latest":
-            logger.warning(
-                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh",
-                self.checkpoint_root,
-            )
         first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
             self.load_checkpoint(resume)
-            first_window = self._window_left()
+            first_window = trainer_checkpoint.window_left(self)
             hooks.fire(Event.LOAD, self, state, control, str(resume))
         self.source.start(self.buffer, self.process_index, self.num_processes)
         # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
@@ -240,7 +191,7 @@ class OnlineTrainer:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
             self.source.on_all_ranks_started()
             self.model.train()
-            self._last_log_time = time.perf_counter()
+            self._figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
             signum = 0
@@ -266,6 +217,7 @@ class OnlineTrainer:
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
+                    self._perform_requested_actions()  # before the replay changes the buffer
                     replayed = self.dataset.rewind()
                     state.pseudo_epoch += 1
                     logger.info(
@@ -298,23 +250,20 @@ class OnlineTrainer:
                 self.process_index,
                 state.global_step,
             )
-        control.reset_step_flags()
         hooks.fire(Event.LOOP_END, self, state, control)
         self._perform_requested_actions()
-        if signum and self._saved_step != state.global_step:
-            self._save()  # collective: every rank agreed on signum
+        if signum and state.last_save_step != state.global_step:
+            self.save_checkpoint()  # collective: every rank agreed on signum
         self.source.stop()  # before the end hooks: no simulation runs while they do
         hooks.fire(Event.TRAIN_END, self, state, control)
-        requested = [
-            f for f in ("should_log", "should_validate", "should_save") if getattr(control, f)
-        ]
-        if requested:
+        requested = control.pending()
+        if requested:  # no action point is left to honour them: say so, never drop silently
             logger.warning(
-                "a hook set %s in on_train_end, which comes after the final log, validation "
-                "and save: ignored; request them in on_loop_end",
+                "a hook set %s after the last action point (in on_train_end, or in the "
+                "events of the final log, validation or save): ignored; request them in "
+                "on_loop_end",
                 " and ".join(requested),
             )
-            control.reset_step_flags()
         if signum:
             path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
             preempted = Preempted(signum, state.global_step, str(path))
@@ -325,66 +274,43 @@ class OnlineTrainer:
     def _training_step(self) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
         acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
+        step, figures = self._step, self._figures
         hooks.fire(Event.STEP_START, self, state, control)
         for _ in range(self.args.gradient_accumulation_steps):
             batch, n = self.dataset.next_batch()
             if self._move_batches:
                 batch = send_to_device(batch, acc.device, non_blocking=True)
             state.samples_seen += n
-            self._samples_since_log += n
+            figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
-            if self._plain_step:
-                loss = self.compute_loss(self.model, batch)
-                loss.backward()
-                sync = True
-            else:
-                with acc.accumulate(self.model):
-                    with acc.autocast():
-                        loss = self.compute_loss(self.model, batch)
-                    acc.backward(loss)
-                sync = acc.sync_gradients
-            loss = loss.detach()
-            self._loss_sum += loss  # stays on the device: no sync per step
-            self._loss_count += 1
+            loss = step.backward(batch)
+            figures.loss_sum += loss  # stays on the device: no sync per step
+            figures.loss_count += 1
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
-            if sync:
-                self._optimizer_step()
+        step.update()
         state.global_step += 1
-        self._steps_since_log += 1
-        control.reset_step_flags()
+        figures.steps += 1
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
 
-    def _optimizer_step(self) -> None:
-        """Optimizer and scheduler step, then zero the gradients.
-
-        Without a grad scaler (no fp16) Accelerate's optimizer wrapper only forwards the
-        call, but probes installed packages on every step (about 0.3 ms each here), so
-        the wrapped optimizer is stepped directly.
-        """
-        if self._raw_optimizer is not None:
-            self._raw_optimizer.step()
-            self._raw_optimizer.zero_grad(set_to_none=True)
-            stepped = True
-        else:
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            stepped = not self.accelerator.optimizer_step_was_skipped
-        if self.lr_scheduler is not None and stepped:
-            self.lr_scheduler.step()
-
     def _perform_requested_actions(self) -> None:
-        if self.control.should_log:
-            self.log()
-        if self.control.should_validate:
-            self.evaluate()
-        if self.control.should_save:
-            self._save()
-        self.control.reset_step_flags()
+        """An action point: the log, validation and save requested since the last one.
 
-    def _save(self) -> None:
-        self.save_checkpoint()
-        self._saved_step = self.state.global_step  # a preemption at this step need not save
+        The one place where these flags are cleared, each as its action starts: a
+        request made by the action's own events (a save asked for in
+        `on_validation_end`, say) is then performed here too when its action comes
+        later, or at the next action point otherwise; never dropped.
+        """
+        control = self.control
+        if control.should_log:
+            control.should_log = False
+            self.log()
+        if control.should_validate:
+            control.should_validate = False
+            self.evaluate()
+        if control.should_save:
+            control.should_save = False
+            self.save_checkpoint()
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""
@@ -402,55 +328,23 @@ class OnlineTrainer:
         """Reduce the figures since the last log over ranks and fire LOG. Collective.
 
         `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
-        also across a resume). The source's telemetry is summed over ranks, but for its
-        `study_keys` (figures every rank counts in full), whose maximum is logged.
+        also across a resume), `state.last_log_step` is this step. The source's
+        telemetry is summed over ranks, but for its `study_keys` (figures every rank
+        counts in full), whose maximum is logged (see `LogFigures.reduce`).
         """
-        acc, state = self.accelerator, self.state
-        stats = self.buffer.stats()
-        elapsed = time.perf_counter() - self._last_log_time
-        telemetry = self.source.telemetry()  # cumulative counters, the same keys on every rank
-        study_keys = self.source.study_keys
-        names = sorted(k for k in telemetry if k not in study_keys)
-        study_names = sorted(k for k in telemetry if k in study_keys)
-        untotaled = self._samples_since_log - self._samples_totaled
-        local = [0.0, self._loss_count, self._samples_since_log, untotaled, len(self.buffer)]
-        local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
-        figures = torch.tensor(local, dtype=torch.float64, device=acc.device)
-        figures[0] = self._loss_sum
-        maxima = torch.tensor(
-            [telemetry[k] for k in study_names], dtype=torch.float64, device=acc.device
+        state = self.state
+        logs, new_total, losses = self._figures.reduce(
+            self.buffer,
+            self.source,
+            self.num_processes,
+            self.stop_sync.distributed,
+            self._learning_rate(),
         )
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(figures)
-            if study_names:
-                torch.distributed.all_reduce(maxima, op=torch.distributed.ReduceOp.MAX)
-        values = figures.tolist()
-        loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
-        elapsed_mean = max(elapsed_sum / acc.num_processes, 1e-9)
-        source_figures = {
-            **dict(zip(names, values[9:], strict=True)),
-            **dict(zip(study_names, maxima.tolist(), strict=True)),
-        }
-        logs = {
-            "loss": loss_sum / loss_count if loss_count else float("nan"),
-            "learning_rate": self._learning_rate(),
-            "samples_per_second": samples / elapsed_mean,
-            "steps_per_second": self._steps_since_log / elapsed_mean,
-            "buffer_size": size / acc.num_processes,
-            "buffer_fill": size / acc.num_processes / self.buffer.capacity,
-            "buffer_put": put,
-            "buffer_got": got,
-            "buffer_evicted": evicted,
-            **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
-        }
-        state.total_samples_seen += int(new_total)
-        if loss_count:
+        state.total_samples_seen += new_total
+        state.last_log_step = state.global_step
+        if losses:
             state.last_loss = logs["loss"]
         state.append_log(logs)
-        self._loss_sum.zero_()
-        self._loss_count = self._samples_since_log = self._steps_since_log = 0
-        self._samples_totaled = 0
-        self._last_log_time = time.perf_counter()
         self.hooks.fire(Event.LOG, self, state, self.control, logs)
         return logs
 
@@ -460,43 +354,15 @@ class OnlineTrainer:
         return float(self.optimizer.param_groups[0]["lr"])
 
     def evaluate(self) -> dict[str, float]:
-        """Mean loss over `eval_dataset`, each rank on its share, reduced. Collective."""
-        if self.eval_dataset is None:
-            raise ValueError("evaluate() needs an eval_dataset")
-        acc, state, control = self.accelerator, self.state, self.control
-        self.hooks.fire(Event.VALIDATION_START, self, state, control)
-        mine = range(acc.process_index, len(self.eval_dataset), acc.num_processes)
-        sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
-        self.model.eval()
-        with torch.no_grad():
-            for start in range(0, len(mine), self.args.batch_size):
-                samples = [self.eval_dataset[i] for i in mine[start : start + self.args.batch_size]]
-                batch = self.dataset.collate_samples(samples)
-                if self._move_batches:
-                    batch = send_to_device(batch, acc.device)
-                with acc.autocast():
-                    loss = self.compute_loss(self.model, batch)
-                sums[0] += loss.double() * len(samples)
-                sums[1] += len(samples)
-        self.model.train()
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(sums)
-        total, count = sums.tolist()
-        metrics = {"eval_loss": total / count}
-        self._update_best(metrics)
-        state.append_log(metrics)
-        self.hooks.fire(Event.VALIDATION_END, self, state, control, metrics)
-        return metrics
+        """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;
+        fires VALIDATION_START and VALIDATION_END. Collective.
 
-    def _update_best(self, metrics: dict[str, float]) -> None:
-        name = self.args.metric_for_best_model
-        if name not in metrics:
-            return
-        value, best = metrics[name], self.state.best_metric
-        better = self.args.greater_is_better
-        if best is None or (value > best if better else value < best):
-            self.state.best_metric = value
-            self.state.best_step = self.state.global_step
+        Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
+        `validations_since_best`: see `TrainerState.record_metric`) and the step in
+        `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
+        `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
+        """
+        return metrics.evaluate(self)
 
     # -- checkpoints --------------------------------------------------------------------------
 
@@ -507,95 +373,15 @@ class OnlineTrainer:
         file is fsynced before the atomic rename, and the directories after it (see
         `checkpoint`'s module docstring); a save blocks training for that long.
         `state.total_samples_seen` is made exact first (one small all-reduce), so the
-        checkpoint records every sample trained on up to this step.
+        checkpoint records every sample trained on up to this step; `state.last_save_step`
+        is this step. Fires SAVE once the checkpoint is in place.
         """
-        acc, state = self.accelerator, self.state
-        self._total_samples()
-        root = self.checkpoint_root
-        if acc.is_main_process:
-            ckpt.begin(root, state.global_step)
-        acc.wait_for_everyone()
-        staging = ckpt.staging_path(root, state.global_step)
-        acc.save_state(str(staging), safe_serialization=True)
-        rank_dir = ckpt.rank_path(staging, acc.process_index)
-        self.buffer.save(rank_dir)
-        self.dataset.save(rank_dir)
-        ckpt.write_json(rank_dir / "source.json", self.source.state_dict())
-        ckpt.write_json(rank_dir / _RANK_STATE, self._rank_state())
-        if acc.is_main_process:
-            (staging / "trainer_state.json").write_text(state.to_json())
-            ckpt.write_json(staging / "hooks.json", self.hooks.state_dict())
-            ckpt.write_json(staging / "training_args.json", self.args.to_dict())
-        acc.wait_for_everyone()  # every rank's files are written
-        ckpt.fsync_rank_files(staging, acc.process_index, acc.num_processes)
-        acc.wait_for_everyone()
-        final = ckpt.checkpoint_path(root, state.global_step)
-        if acc.is_main_process:
-            ckpt.commit(staging, final)
-            removed = ckpt.rotate(root, self.args.max_to_keep)
-            logger.info("saved %s (removed %s)", final, [p.name for p in removed])
-        acc.wait_for_everyone()
-        self.hooks.fire(Event.SAVE, self, state, self.control, str(final))
-        return final
-
-    def _total_samples(self) -> None:
-        """Add every rank's samples not yet counted to `state.total_samples_seen`
-        (otherwise done at the next log). Collective."""
-        untotaled = self._samples_since_log - self._samples_totaled
-        counts = torch.tensor([untotaled], dtype=torch.float64, device=self.accelerator.device)
-        if self.stop_sync.distributed:
-            torch.distributed.all_reduce(counts)
-        self.state.total_samples_seen += int(counts.item())
-        self._samples_totaled = self._samples_since_log
-
-    def _rank_state(self) -> dict[str, Any]:
-        """What differs between ranks, beside the buffer and the source: this rank's
-        `samples_seen`, and its loss sum since the last log (so that the first log
-        after a resume reports what it would have without the restart)."""
-        return {
-            "samples_seen": self.state.samples_seen,
-            "loss_sum": float(self._loss_sum),
-            "loss_count": self._loss_count,
-        }
-
-    def _window_left(self) -> int:
-        """The steps left in the stop-sync window that a restored checkpoint was written
-        in: the fewest whole steps pending on any rank (every rank took the window's
-        batches when it began, the agreed number of steps being the fewest). Resuming
-        with them keeps the windows, hence the data taken from the buffer at each step
-        and the logged buffer figures, where they were without the restart. Collective.
-        """
-        steps = self.dataset.num_pending // self.args.gradient_accumulation_steps
-        if self.stop_sync.distributed:
-            fewest = torch.tensor([steps], dtype=torch.int64, device=self.accelerator.device)
-            torch.distributed.all_reduce(fewest, op=torch.distributed.ReduceOp.MIN)
-            steps = int(fewest.item())
-        return steps
+        return trainer_checkpoint.save_checkpoint(self)
 
     def load_checkpoint(self, path: str | Path) -> None:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
 
         See docs/resume.md for what is restored exactly and what user code sees again.
+        Raises ValueError when the checkpoint was written by another number of ranks.
         """
-        path = Path(path)
-        ranks = ckpt.count_ranks(path)
-        if ranks != self.num_processes:
-            raise ValueError(
-                f"checkpoint {path} was written by {ranks} training ranks but this run has "
-                f"{self.num_processes}: resume with --num_processes {ranks}"
-            )
-        self.accelerator.load_state(str(path))
-        self.state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
-        self.state.max_steps = self.args.max_steps  # the new run's limit wins
-        self.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
-        rank_dir = ckpt.rank_path(path, self.process_index)
-        self.buffer.load(rank_dir)
-        self.dataset.load(rank_dir)
-        self.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
-        if (rank_dir / _RANK_STATE).is_file():  # absent from checkpoints of earlier versions
-            mine = ckpt.read_json(rank_dir / _RANK_STATE)
-            self.state.samples_seen = int(mine["samples_seen"])
-            self._loss_sum.fill_(float(mine["loss_sum"]))
-            self._loss_count = int(mine["loss_count"])
-        self._samples_since_log = self._samples_totaled = self._steps_since_log = 0
-        logger.info("resumed from %s at step %d", path, self.state.global_step)
+        trainer_checkpoint.load_checkpoint(self, Path(path))

@@ -23,7 +23,14 @@ from melissa_trainer import (
 pytestmark = pytest.mark.timeout(60)
 
 
-def train(tmp_path: Path, n: int = 160, hooks=(), eval_dataset=None, **overrides: Any):
+def train(
+    tmp_path: Path,
+    n: int = 160,
+    hooks=(),
+    eval_dataset=None,
+    use_default_hooks: bool = True,
+    **overrides: Any,
+):
     options: dict[str, Any] = dict(
         output_dir=str(tmp_path / "out"), batch_size=8, buffer_size=64, logging_steps=5
     )
@@ -37,6 +44,7 @@ def train(tmp_path: Path, n: int = 160, hooks=(), eval_dataset=None, **overrides
         process_sample=xy,
         hooks=hooks,
         eval_dataset=eval_dataset,
+        use_default_hooks=use_default_hooks,
     )
     trainer.train()
     return trainer
@@ -109,8 +117,8 @@ def test_early_stopping_patience_survives_resume(tmp_path: Path) -> None:
         hooks=[hook],
         eval_dataset=validation,
     )
-    trainer.train()
-    assert hook.bad_validations == 1 and hook.best is not None
+    first = trainer.train()
+    assert first.validations_since_best == 1 and first.best_step == 2
 
     resumed = EarlyStoppingHook(patience=3)
     model = small_model()
@@ -131,9 +139,30 @@ def test_early_stopping_patience_survives_resume(tmp_path: Path) -> None:
         eval_dataset=validation,
     )
     state = trainer.train()
-    assert resumed.best == hook.best
+    assert state.best_metric == first.best_metric and state.best_step == 2
     # two more validations without improvement (steps 6 and 8) exhaust the patience
-    assert state.global_step == 8
+    assert state.global_step == 8 and state.validations_since_best == 3
+
+
+def test_early_stopping_accepts_the_state_of_earlier_versions(caplog: Any) -> None:
+    hook = EarlyStoppingHook(patience=2)
+    hook.load_state_dict({"best": 0.5, "bad_validations": 1})
+    assert "restarts from 0" in caplog.text
+    with pytest.raises(ValueError, match="has no state"):
+        hook.load_state_dict({"other": 1})
+
+
+def test_the_best_metric_is_the_best_finite_value() -> None:
+    state = TrainerState()
+    for step, value in enumerate([float("nan"), 3.0, 2.0, 2.5, float("inf"), 2.0], 1):
+        state.global_step = step
+        state.record_metric({"eval_loss": value}, "eval_loss", greater_is_better=False)
+    assert (state.best_metric, state.best_step, state.validations_since_best) == (2.0, 3, 3)
+    state = TrainerState()
+    assert state.record_metric({"m": 1.0}, "m", True) and state.record_metric({"m": 2.0}, "m", True)
+    assert state.best_metric == 2.0 and state.validations_since_best == 0
+    with pytest.raises(KeyError, match="returned \\['m'\\]: set it"):
+        state.record_metric({"m": 1.0}, "eval_loss", False)
 
 
 def test_hook_names_must_be_unique() -> None:
@@ -229,4 +258,143 @@ def test_requests_made_in_on_train_end_are_ignored_with_a_warning(
 
     trainer = train(tmp_path, n=40, hooks=[LateSave()], report_to="none", disable_progress_bar=True)
     assert not (Path(trainer.args.output_dir) / "checkpoints").exists()
-    assert "should_save in on_train_end" in caplog.text and "on_loop_end" in caplog.text
+    assert "should_save after the last action point" in caplog.text
+    assert "on_loop_end" in caplog.text
+
+
+def test_a_request_made_by_the_final_save_is_warned_about(tmp_path: Path, caplog: Any) -> None:
+    class LogAfterSave(Hook):
+        def on_save(
+            self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+        ) -> None:
+            control.should_log = True
+            control.should_rewind = True
+
+    train(tmp_path, n=40, hooks=[LogAfterSave()], save_at_end=True, report_to="none",
+          disable_progress_bar=True)  # fmt: skip
+    assert "should_log and should_rewind after the last action point" in caplog.text
+
+
+# -- a flag set in any event is honoured at the next action point ------------------------
+
+#: the action each flag asks for, as `ActionLog` records it
+ACTIONS = {"should_log": "log", "should_validate": "validate", "should_save": "save"}
+#: what makes the trainer fire the events that only come with an action
+CAUSE = {
+    Event.LOG: "should_log",
+    Event.VALIDATION_START: "should_validate",
+    Event.VALIDATION_END: "should_validate",
+    Event.SAVE: "should_save",
+}
+
+
+class ActionLog(Hook):
+    """Records the actions performed; `cause` requests one at step 2 (once)."""
+
+    def __init__(self, cause: str | None) -> None:
+        self.cause = cause
+        self.events: list[str] = []
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if self.cause and state.global_step == 2:
+            setattr(control, self.cause, True)
+
+    def on_log(self, trainer: Any, state: TrainerState, control: TrainerControl, logs: Any) -> None:
+        self.events.append("log")
+
+    def on_validation_end(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, metrics: Any
+    ) -> None:
+        self.events.append("validate")
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        self.events.append("save")
+
+
+def requester(event: Event, flag: str, record: list[str]) -> Hook:
+    """A hook that sets `flag` the first time `event` fires, and notes it in `record`."""
+
+    def request(self: Hook, trainer: Any, state: TrainerState, control: Any, *payload: Any) -> None:
+        if "request" not in record:
+            record.append("request")
+            setattr(control, flag, True)
+
+    return type("Requester", (Hook,), {event.value: request})()
+
+
+@pytest.mark.parametrize("flag", sorted(ACTIONS))
+@pytest.mark.parametrize(
+    "event", [e for e in Event if e not in (Event.LOAD, Event.TRAIN_END)], ids=lambda e: e.value
+)
+def test_a_flag_set_in_any_event_is_honoured(tmp_path: Path, event: Event, flag: str) -> None:
+    from melissa_trainer import PseudoEpochHook
+
+    log = ActionLog(CAUSE.get(event))
+    hooks = [log, PseudoEpochHook(2), requester(event, flag, log.events)]
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer_size=64,
+                             buffer="fifo", pseudo_epochs=2, stop_sync_steps=2,
+                             report_to="none")  # fmt: skip
+    model = small_model()
+    trainer = OnlineTrainer(model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
+                            train_source=list(linear_samples(40)), process_sample=xy,
+                            eval_dataset=list(linear_samples(8, seed=5)), hooks=hooks,
+                            use_default_hooks=False)  # fmt: skip
+    trainer.train()  # 5 steps of the stream, then 5 of its replay
+    assert "request" in log.events, "the event never fired"
+    after = log.events[log.events.index("request") + 1 :]
+    assert ACTIONS[flag] in after, log.events
+
+
+def test_a_save_requested_in_on_load_is_honoured(tmp_path: Path) -> None:
+    train(tmp_path, max_steps=3, save_at_end=True)
+    log = ActionLog(None)
+    resumed = train(tmp_path, max_steps=5, resume_from_checkpoint="latest", use_default_hooks=False,
+                    hooks=[log, requester(Event.LOAD, "should_save", log.events)])  # fmt: skip
+    assert log.events == ["request", "save"]
+    assert resumed.state.last_save_step == 4  # the first action point: after step 4
+
+
+def test_tensorboard_renders_the_logs_of_the_flow_hook_without_the_progress_hook(
+    tmp_path: Path,
+) -> None:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from melissa_trainer import FlowHook, TensorBoardHook
+
+    logdir = tmp_path / "tb"
+    trainer = train(tmp_path, max_steps=10, use_default_hooks=False,
+                    hooks=[FlowHook(logging_steps=4), TensorBoardHook(str(logdir))])  # fmt: skip
+    acc = EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    acc.Reload()
+    # every 4 steps, and the final log at the last step
+    assert [e.step for e in acc.Scalars("train/loss")] == [4, 8, 10]
+    assert trainer.state.last_log_step == 10
+
+
+def test_a_stop_requested_at_the_end_of_the_stream_stops_before_the_replay(tmp_path: Path) -> None:
+    from melissa_trainer import PseudoEpochHook
+
+    class StopAtEnd(Hook):
+        def on_end_of_stream(self, trainer: Any, state: TrainerState, control: Any) -> None:
+            control.should_stop = True
+
+    trainer = train(tmp_path, n=40, buffer="fifo", pseudo_epochs=2, use_default_hooks=False,
+                    hooks=[PseudoEpochHook(2), StopAtEnd()])  # fmt: skip
+    assert trainer.state.pseudo_epoch == 1  # the rewind was requested too, and done
+    assert trainer.state.global_step == 5  # but no step of the replay: stopped at the sync
+
+
+def test_the_cadence_resumes_from_the_trainer_state(tmp_path: Path) -> None:
+    """FlowHook keeps no counter: a run resumed at its last step, with nothing left to
+    do, does not log, validate or save that step again."""
+    validation = list(linear_samples(16, seed=5))
+    options: dict[str, Any] = dict(eval_dataset=validation, eval_steps=2, max_steps=4,
+                                   save_at_end=True, report_to="none")  # fmt: skip
+    first = train(tmp_path, **options).state
+    assert (first.last_log_step, first.last_eval_step, first.last_save_step) == (4, 4, 4)
+    log = ActionLog(None)
+    resumed = train(tmp_path, hooks=[log], resume_from_checkpoint="latest", **options).state
+    assert log.events == [] and resumed.global_step == 4
+    assert resumed.best_metric == first.best_metric and resumed.best_step == first.best_step

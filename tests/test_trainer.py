@@ -19,7 +19,7 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
-from melissa_trainer.trainer import _cpu_only_launch
+from melissa_trainer.accelerated import AcceleratedStep, PlainStep, cpu_only_launch
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -190,9 +190,44 @@ def test_scheduler_steps_once_per_optimizer_step(tmp_path: Path) -> None:
 def test_bf16_mixed_precision_trains_on_cpu(tmp_path: Path) -> None:
     rec = Recorder()
     args = make_args(tmp_path, mixed_precision="bf16", max_steps=10)
-    state = make_trainer(args, n=800, hooks=[rec]).train()
+    trainer = make_trainer(args, n=800, hooks=[rec])
+    assert isinstance(trainer._step, AcceleratedStep)  # autocast: Accelerate's path
+    state = trainer.train()
     assert state.global_step == 10
     assert all(np.isfinite(rec.losses))
+
+
+@pytest.mark.parametrize("accumulation", [1, 3])
+def test_the_plain_and_the_accelerate_step_give_identical_weights(
+    tmp_path: Path, accumulation: int
+) -> None:
+    """The fast path is only a faster way to the same arithmetic, bit for bit."""
+
+    def run(plain: bool) -> tuple[list[torch.Tensor], list[float], OnlineTrainer]:
+        args = make_args(tmp_path / str(plain), buffer="fifo", batch_size=4,
+                         gradient_accumulation_steps=accumulation)  # fmt: skip
+        model = small_model(0, dropout=0.2)  # dropout: the RNG stream must match too
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)
+        rec = Recorder()
+        samples = list(linear_samples(120))
+        trainer = OnlineTrainer(
+            model, args, optimizer, scheduler, train_source=samples, process_sample=xy, hooks=[rec]
+        )
+        assert isinstance(trainer._step, PlainStep)  # what this configuration picks
+        if not plain:
+            acc, loss = trainer.accelerator, trainer.compute_loss
+            trainer._step = AcceleratedStep(acc, trainer.model, trainer.optimizer, scheduler, loss)
+        trainer.train()
+        assert trainer.state.global_step == 30 // accumulation
+        weights = [p.detach().clone() for p in trainer.model.parameters()]
+        return weights, rec.losses, trainer
+
+    fast, fast_losses, fast_trainer = run(plain=True)
+    slow, slow_losses, slow_trainer = run(plain=False)
+    assert fast_losses == slow_losses
+    assert all(torch.equal(a, b) for a, b in zip(fast, slow, strict=True))
+    assert fast_trainer.lr_scheduler.get_last_lr() == slow_trainer.lr_scheduler.get_last_lr()
 
 
 def launch_env(
@@ -235,7 +270,7 @@ def test_cpu_only_launch(
     monkeypatch: pytest.MonkeyPatch, world: int, local: int, gpus: int, use_cpu: str, cpu: bool
 ) -> None:
     launch_env(monkeypatch, world, local, gpus, use_cpu)
-    assert _cpu_only_launch() is cpu
+    assert cpu_only_launch() is cpu
 
 
 def test_more_processes_than_gpus_per_node_is_counted_per_node(
@@ -243,4 +278,4 @@ def test_more_processes_than_gpus_per_node_is_counted_per_node(
 ) -> None:
     launch_env(monkeypatch, world=4, local=2, gpus=1)
     with pytest.raises(RuntimeError, match="^2 processes on this node but 1 visible GPU"):
-        _cpu_only_launch()
+        cpu_only_launch()

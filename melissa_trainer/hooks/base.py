@@ -20,7 +20,9 @@ if TYPE_CHECKING:  # pragma: no cover - import for annotations only
 class Event(str, Enum):
     """The points of the training loop where hooks are called.
 
-    The loop, in pseudocode (each name is the event fired there)::
+    The loop, in pseudocode (each name is the event fired there; ACT is an *action
+    point*: the log, validation and checkpoint requested since the previous one, see
+    `TrainerControl`)::
 
         if resume_from_checkpoint:
             load checkpoint                       # LOAD
@@ -39,31 +41,37 @@ class Event(str, Enum):
                     forward, loss, backward
                     AFTER_BACKWARD                # the (unscaled) loss tensor
                 optimizer step, scheduler step, zero grad
-                STEP_END                          # hooks set should_log/validate/save
-                if control.should_log:      LOG (mean loss over ranks, lr, rates)
-                if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
-                if control.should_save:     write checkpoint; SAVE
+                STEP_END                          # FlowHook requests log/validate/save
+                ACT
             if the data ran out on some rank:
                 END_OF_STREAM                     # a hook may ask for a rewind
                 if control.should_rewind:
-                    PSEUDO_EPOCH_END; replay buffer; PSEUDO_EPOCH_START
+                    PSEUDO_EPOCH_END; ACT; replay buffer; PSEUDO_EPOCH_START
                 else: stop
-        LOOP_END                                  # the final requests: log, validate, save
-        if control.should_log:      LOG
-        if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
-        if control.should_save:     write checkpoint; SAVE
+        LOOP_END                                  # FlowHook's final requests
+        ACT
         if preempted and no checkpoint of this step yet: write checkpoint; SAVE
         stop the source (the simulations)
-        TRAIN_END                                 # everything is done; requests ignored
+        TRAIN_END                                 # everything is done: requests left
+                                                  # unperformed are warned about
         if preempted: raise Preempted             # exit code 128 + signal number
         (always, also on an exception: stop the source, close every hook, restore the
          signal handlers; an exception skips the events not reached, TRAIN_END included)
 
+    where ACT is::
+
+        if control.should_log:      LOG (mean loss over ranks, lr, rates)
+        if control.should_validate: VALIDATION_START; evaluate; VALIDATION_END
+        if control.should_save:     write checkpoint; SAVE
+
+    each flag cleared as its action starts. A flag set in any event is honoured at the
+    next ACT (`should_stop` at the next stop synchronisation, `should_rewind` at the
+    next END_OF_STREAM); none is dropped.
+
     Every rank fires the same events at the same steps (END_OF_STREAM too, when the
-    data ran out on any rank). On preemption
-    (`trainer.preempted_by` is then the signal, from LOOP_END on) the built-in
-    `ValidationHook` skips its final validation, to spend the time before the job is
-    killed on the checkpoint.
+    data ran out on any rank). On preemption (`trainer.preempted_by` is then the
+    signal, from LOOP_END on) the built-in `FlowHook` skips its final validation, to
+    spend the time before the job is killed on the checkpoint.
     """
 
     LOAD = "on_load"
@@ -152,7 +160,8 @@ class Hook:
     def on_step_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        """After the optimizer step; `state.global_step` counts it already."""
+        """After the optimizer step; `state.global_step` counts it already. The actions
+        requested by now are performed right after."""
 
     def on_log(
         self,
@@ -175,7 +184,9 @@ class Hook:
         control: TrainerControl,
         metrics: dict[str, float],
     ) -> None:
-        """Validation metrics, reduced over ranks (identical on all ranks)."""
+        """Validation metrics, reduced over ranks (identical on all ranks); the trainer
+        has recorded `metric_for_best_model` in `state.best_metric` and
+        `state.validations_since_best` already."""
 
     def on_save(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str

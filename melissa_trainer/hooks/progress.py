@@ -1,7 +1,7 @@
-"""Console logs and the tqdm progress bar, and the logging cadence.
+"""Console logs and the tqdm progress bar.
 
-`ProgressHook` requests logs every `logging_steps` steps on every rank (the reduction
-of the logged figures is collective) and prints them on the main process only.
+`ProgressHook` renders only: it shows the logs that `on_log` hands it (when to log is
+`FlowHook`'s decision) on the main process.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
 
 
 class ProgressHook(Hook):
-    """Requests logs every `logging_steps` steps and at the end; shows them on rank 0.
+    """Shows the training logs, validation metrics and checkpoints on the main process.
 
     With the bar enabled, a tqdm bar advances every step (total = `max_steps`, or open
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
@@ -46,13 +46,9 @@ class ProgressHook(Hook):
     standard output.
     """
 
-    def __init__(self, logging_steps: int, disable_bar: bool = False) -> None:
-        if logging_steps < 1:
-            raise ValueError(f"logging_steps must be >= 1, got {logging_steps}")
-        self.logging_steps = logging_steps
+    def __init__(self, disable_bar: bool = False) -> None:
         self.disable_bar = disable_bar
         self._bar: tqdm | None = None
-        self._last_logged = 0
 
     def _print(self, line: str) -> None:
         if self._bar is not None:
@@ -64,7 +60,6 @@ class ProgressHook(Hook):
     def on_train_start(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        self._last_logged = state.global_step
         if trainer.is_main_process and not self.disable_bar:
             self._bar = tqdm(
                 total=state.max_steps,
@@ -79,8 +74,6 @@ class ProgressHook(Hook):
     ) -> None:
         if self._bar is not None:
             self._bar.update()
-        if state.global_step % self.logging_steps == 0:
-            control.should_log = True
 
     def on_log(
         self,
@@ -89,7 +82,6 @@ class ProgressHook(Hook):
         control: TrainerControl,
         logs: dict[str, float],
     ) -> None:
-        self._last_logged = state.global_step
         if not trainer.is_main_process:
             return
         if self._bar is not None:
@@ -118,12 +110,6 @@ class ProgressHook(Hook):
             self._print(
                 f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})"
             )
-
-    def on_loop_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
-    ) -> None:
-        if state.global_step > self._last_logged:
-            control.should_log = True
 
     def on_save(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str

@@ -165,7 +165,7 @@ class StepTimer(Hook):
 
 
 def final_eval_loss(trainer: OnlineTrainer) -> float:
-    """The validation loss at the last step (the ValidationHook validates at the end)."""
+    """The validation loss at the last step (the FlowHook asks for a validation at the end)."""
     step = trainer.state.global_step
     for logs in reversed(trainer.state.log_history):
         if "eval_loss" in logs and logs["step"] == step:

@@ -1,4 +1,5 @@
-"""The table a benchmark prints: its rows (see the README's benchmark format), aligned."""
+"""The table a benchmark prints, aligned: its rows (with --json, `{"rows": [...]}`, each
+row case, ours, baseline, unit, ratio, target)."""
 
 from __future__ import annotations
 

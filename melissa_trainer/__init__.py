@@ -1,6 +1,7 @@
 """melissa-trainer: online training of neural surrogates on streamed simulation data.
 
-The public API; see README.md for a tour and `hooks.base.Event` for the loop.
+The public API; see README.md and the user guide (docs/, `mkdocs serve`) for a tour,
+and `hooks.base.Event` for the loop.
 
 Names are imported on first use (PEP 562), so that `import melissa_trainer.client` in
 a simulation loads numpy and pyzmq only, never torch or accelerate.

@@ -67,9 +67,9 @@ class Preempted(SystemExit):
     without learning a new code; and it is the code the second, forced signal exits
     with too, since in both cases resuming from ``latest`` is the next step. A job
     script decides to requeue from its own record of the signal rather than from the
-    code, which ``accelerate launch`` turns into 1 (see README, "Preemption and
-    requeue"). `except Exception` does not catch it: catch `Preempted` (or
-    `SystemExit`) to run code after a preemption.
+    code, which ``accelerate launch`` turns into 1 (see the user guide,
+    docs/how-to/preemption.md). `except Exception` does not catch it: catch `Preempted`
+    (or `SystemExit`) to run code after a preemption.
 
     Attributes:
         signum: the signal; the same on every rank (SIGTERM if ranks got different ones).

@@ -56,6 +56,7 @@ from melissa_trainer import (  # noqa: E402
     OnlineTrainer,
     ReceiverConfig,
     StreamSource,
+    Study,
     TrainingArguments,
 )
 from melissa_trainer.buffers import BufferConfig, make_buffer  # noqa: E402
@@ -286,8 +287,8 @@ def _train(
     return hook.loop_end, run
 
 
-def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, StreamSource]:
-    """The launcher running the streaming solver, and the source receiving it."""
+def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, Study]:
+    """The launcher running the streaming solver, and the study (the source) receiving it."""
     n = setup.grid_size
     launcher = Launcher(
         [sys.executable, str(SOLVER), *setup.config.argv()],
@@ -297,13 +298,12 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
         env={"OMP_NUM_THREADS": "1"},
         tuning=LauncherTuning(poll_interval=POLL),
     )
-    source = StreamSource(
+    stream = StreamSource(
         ReceiverConfig(
             rendezvous_dir=workdir / "rendezvous", fields={"temperature": ((n, n), "float32")}
-        ),
-        launcher=launcher,
+        )
     )
-    return launcher, source
+    return launcher, Study(launcher, stream)
 
 
 def stream_alone(setup: Setup, workdir: Path, n_simulations: int) -> Run:
@@ -322,7 +322,8 @@ def stream_alone(setup: Setup, workdir: Path, n_simulations: int) -> Run:
             try:
                 batch = buffer.get_batch(setup.batch_size, timeout=0.5)
             except TimeoutError:
-                source.check()  # raises if the study failed or the stream stalled
+                # ingests what has come, and raises if the study failed or the stream stalled
+                source.wait_for(setup.batch_size, 0.01)
                 continue
             if not batch:
                 break

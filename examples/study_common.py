@@ -1,5 +1,5 @@
 """What the study examples (`heat_pde/`, `lorenz/`) share: the study's options, the
-launcher and stream source built from them, and the timings of the JSON summary.
+study (or, with --external, the stream source) built from them, and the timings of the JSON summary.
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
 copy of an example needs this file one folder up.
@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, StreamSource
+from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamSource, Study
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 
 #: Parameter name -> (low, high), as `make_sampler` takes it.
@@ -86,11 +86,12 @@ def study_source(
     seed: int,
     rendezvous: Path,
     fields: Mapping[str, tuple[Any, Any]],
-) -> tuple[Launcher | None, StreamSource]:
-    """The trainer's source: a Launcher running `command` (a Python script and its flags)
-    for parameter sets drawn from `bounds`, or with --external no launcher and a source
-    waiting for NUM_SIMULATIONS solvers started by hand. `fields` is what every solver
-    must declare (one schema per study: a solver declaring others is refused)."""
+) -> tuple[Launcher | None, Source]:
+    """The trainer's source: a `Study` whose Launcher runs `command` (a Python script
+    and its flags) for parameter sets drawn from `bounds`, or with --external no
+    launcher and a `StreamSource` waiting for NUM_SIMULATIONS solvers started by hand.
+    `fields` is what every solver must declare (one schema per study: a solver
+    declaring others is refused)."""
     if opts.external:
         source = StreamSource(
             ReceiverConfig(
@@ -111,11 +112,8 @@ def study_source(
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )
-    source = StreamSource(
-        ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields),
-        launcher=launcher,
-    )
-    return launcher, source
+    stream = StreamSource(ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields))
+    return launcher, Study(launcher, stream)
 
 
 def prepare_rendezvous(

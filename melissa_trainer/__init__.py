@@ -61,6 +61,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.state import TrainerControl, TrainerState
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
     from melissa_trainer.stream.source import StreamSource
+    from melissa_trainer.study import Study
     from melissa_trainer.trainer import OnlineTrainer
 
 __version__ = "0.1.0"
@@ -107,6 +108,7 @@ __all__ = [
     "SourceError",
     "StreamDataset",
     "StreamSource",
+    "Study",
     "TensorBoardHook",
     "TrainerControl",
     "TrainerState",
@@ -155,6 +157,7 @@ _MODULES = {
     "TrainerControl": "state",
     "TrainerState": "state",
     "StreamSource": "stream.source",
+    "Study": "study",
     "ReceiverConfig": "stream.receiver_config",
     "ReceiverTuning": "stream.receiver_config",
     **dict.fromkeys(

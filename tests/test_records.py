@@ -1,4 +1,4 @@
-"""`Study`: the one record of a study's simulations, its state machine and failure budget."""
+"""`StudyRecord`: the one record of a study's simulations, its state machine and failure budget."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ import pytest
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
-from melissa_trainer.launcher.records import STATUSES, Study
+from melissa_trainer.launcher.records import STATUSES, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 
 
-def make(n: int = 4, *, data: bool = True, **policy: object) -> Study:
+def make(n: int = 4, *, data: bool = True, **policy: object) -> StudyRecord:
     options: dict = dict(max_restarts=1, on_failure="redraw", max_redraws=n, first_simulation_id=0)
     options.update(policy)
-    study = Study(UniformSampler({"a": (0.0, 1.0)}, seed=0), n, **options)
+    study = StudyRecord(UniformSampler({"a": (0.0, 1.0)}, seed=0), n, **options)
     study.data_reported = data
     return study
 
@@ -130,9 +130,9 @@ def test_interrupted_simulations_are_pending_not_running() -> None:
 
 
 def test_parameters_keep_the_samplers_order_through_a_checkpoints_sorted_json() -> None:
-    def zig() -> Study:
+    def zig() -> StudyRecord:
         sampler = UniformSampler({"z": (0.0, 1.0), "a": (0.0, 1.0)}, seed=0)
-        return Study(sampler, 1, max_restarts=0, on_failure="redraw", max_redraws=1,
+        return StudyRecord(sampler, 1, max_restarts=0, on_failure="redraw", max_redraws=1,
                      first_simulation_id=0)  # fmt: skip
 
     study = zig()
@@ -146,7 +146,7 @@ def test_parameters_keep_the_samplers_order_through_a_checkpoints_sorted_json() 
 # -- the index by status: what a tick reads is O(running), not O(study) -----------------
 
 
-def recount(study: Study) -> tuple[dict[str, int], int, float]:
+def recount(study: StudyRecord) -> tuple[dict[str, int], int, float]:
     """Counts, restarts and seconds recomputed from every record (the slow way)."""
     counts = Counter(r.status for r in study.records.values())
     restarts = sum(r.restarts for r in study.records.values())
@@ -154,7 +154,7 @@ def recount(study: Study) -> tuple[dict[str, int], int, float]:
     return {s: counts[s] for s in STATUSES}, restarts, seconds
 
 
-def check_index(study: Study, now: float) -> None:
+def check_index(study: StudyRecord, now: float) -> None:
     summary = study.summary(now)
     counts, restarts, seconds = recount(study)
     assert {s: study.counts()[s] for s in STATUSES} == counts

@@ -390,7 +390,7 @@ import json, logging, sys
 from pathlib import Path
 import numpy as np
 import torch
-from melissa_trainer import OnlineTrainer, StreamSource, TrainingArguments
+from melissa_trainer import OnlineTrainer, Study, TrainingArguments
 from melissa_trainer.launcher import Launcher, LauncherTuning
 from melissa_trainer.launcher.backends import SlurmBackend
 
@@ -425,7 +425,7 @@ trainer = OnlineTrainer(
         stop_sync_steps=2,
     ),
     torch.optim.SGD(model.parameters(), lr=1e-3),
-    train_source=StreamSource(launcher=launcher),
+    train_source=Study(launcher),
     process_sample=process_sample,
 )
 trainer.train()

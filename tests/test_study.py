@@ -1,6 +1,6 @@
-"""A study end to end: `OnlineTrainer` + `StreamSource(launcher=Launcher(...))`.
+"""A study end to end: `OnlineTrainer` + `Study(Launcher(...), StreamSource(...))`.
 
-Rank 0's source starts the launcher once its receiver is up; simulations are real
+Rank 0's study starts the launcher once its receiver is up; simulations are real
 processes streaming with `melissa_trainer.client.Client` configured only by the
 launcher's environment variables. Restarts, abandoned and failed simulations, the
 launcher's telemetry and its state in checkpoints are checked through the trainer.
@@ -22,6 +22,7 @@ from melissa_trainer import (
     ReceiverConfig,
     SourceError,
     StreamSource,
+    Study,
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
@@ -114,7 +115,7 @@ def trainer(
             **args,
         ),
         torch.optim.SGD(model.parameters(), lr=1e-3),
-        train_source=StreamSource(ReceiverConfig(**(source or {})), launcher=launcher),
+        train_source=Study(launcher, StreamSource(ReceiverConfig(**(source or {})))),
         process_sample=keys,
     )
 

@@ -8,7 +8,7 @@ launcher = Launcher(
     job_limit=4,
     tuning=LauncherTuning(simulation_timeout=60),  # failures and timing: `tuning`
 )
-source = StreamSource(launcher=launcher)          # starts and stops it with the receiver
+source = Study(launcher)                # the trainer's source: starts and stops it
 ```
 
 Policy, in short (the details are in `supervisor` and `workers`):
@@ -26,7 +26,7 @@ Policy, in short (the details are in `supervisor` and `workers`):
   `on_failure` decides: "redraw", "abandon" or "raise"; and a study that gives up more
   than ``(1 - min_finished_fraction)`` of its simulations fails. These bounds, and the
   timing, are `LauncherTuning` fields (`tuning`).
-  `records.Study` has the state machine.
+  `records.StudyRecord` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
   `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG);
@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.launcher.backends.base import Backend, study_id
-from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
@@ -164,7 +164,7 @@ class Launcher:
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
         self._log_dir = None if log_dir is None else Path(log_dir)
         self._env = dict(env or {})
-        self._study = Study(
+        self._study = StudyRecord(
             sampler,
             n_simulations,
             max_restarts=tuning.max_restarts,

@@ -1,6 +1,6 @@
 """The record of a study: one record per simulation, its state, what runs next.
 
-`Study` is the one owner of every simulation's state. The launcher's supervisor reports
+`StudyRecord` is the one owner of every simulation's state. The launcher's supervisor reports
 what happens to processes (started, exited, killed) and the receivers report what
 happens to data (all of a simulation's steps reached the buffer; its HELLO was refused);
 both report here, and the checkpoint saves this object once (rank 0's launcher state).
@@ -62,7 +62,14 @@ from typing import Any
 
 from melissa_trainer.launcher.samplers import Sampler
 
-__all__ = ["ON_FAILURE", "STATE_VERSION", "STATUSES", "SimulationRecord", "Study", "StudyFailed"]
+__all__ = [
+    "ON_FAILURE",
+    "STATE_VERSION",
+    "STATUSES",
+    "SimulationRecord",
+    "StudyRecord",
+    "StudyFailed",
+]
 
 #: 2: the states "complete" and "exited" (version 1 recorded "finished" on exit 0)
 STATE_VERSION = 2
@@ -84,7 +91,7 @@ class SimulationRecord:
 
     Attributes:
         status: one of `STATUSES` (see the module docstring); read-only outside
-            `Study`, which indexes the ids by status.
+            `StudyRecord`, which indexes the ids by status.
         restarts: restarts after a failure.
         attempts: launches so far (the next launch's ``MELISSA_TRAINER_ATTEMPT``).
         exit_codes: one per ended attempt: the exit code, "timeout" (killed for
@@ -136,7 +143,7 @@ class SimulationRecord:
         )
 
 
-class Study:
+class StudyRecord:
     """The records of a study and its failure policy (see the module docstring).
 
     Not thread-safe: the launcher serializes every call with its lock.

@@ -22,7 +22,7 @@ past the study's failure budget (`records`), the study fails with the failures l
 The heartbeat is ``heartbeat()[simulation_id]`` (messages received); its timer starts
 at launch, and without a heartbeat callable the timeout is wall time.
 
-Everything here runs on the launcher's thread; the `Study` is touched only under the
+Everything here runs on the launcher's thread; the `StudyRecord` is touched only under the
 shared lock, so that the launcher's other methods can read it from any thread. The
 backend calls (which may block up to `kill_grace`) are made outside the lock.
 """
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.records import Study
+from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.templates import Command, simulation_env
@@ -59,7 +59,7 @@ class Settings:
 
     job_limit: int
     ranks: int
-    tuning: LauncherTuning  # timeouts and poll interval; the failure policy is the Study's
+    tuning: LauncherTuning  # timeouts and poll interval; the failure policy: StudyRecord
     env: Mapping[str, str]
     log_dir: Path
     rendezvous_dir: str
@@ -86,7 +86,7 @@ class Supervisor:
     def __init__(
         self,
         settings: Settings,
-        study: Study,
+        study: StudyRecord,
         lock: threading.Lock,
         backend: Backend,
         command: Command,

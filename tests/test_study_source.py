@@ -1,0 +1,201 @@
+"""`Study` as a `Source`: the launcher composed with a `StreamSource`, used without a
+trainer (the trainer's path is `test_study.py`), and the contracts between the two:
+the fill-ins, the checkpoint layout, the errors."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from melissa_trainer import (
+    FIFOBuffer,
+    Launcher,
+    LauncherTuning,
+    ReceiverConfig,
+    SourceError,
+    StreamSource,
+    Study,
+)
+from melissa_trainer.launcher import LocalBackend
+
+SIMULATION = r"""
+import json, os
+import numpy as np
+from melissa_trainer.client import Client
+
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+with Client({"x": ((2,), "float32")}) as client:
+    for t in range(int(os.environ["SIM_STEPS"])):
+        client.send(t, x=np.array([a, t], np.float32))
+"""
+
+
+def launcher(
+    tmp_path: Path, n: int, steps: int = 3, script: str = SIMULATION, **tuning: Any
+) -> Launcher:
+    path = tmp_path / "sim.py"
+    path.write_text(script)
+    return Launcher(
+        [sys.executable, str(path)],
+        [{"a": float(i)} for i in range(n)],
+        n,
+        job_limit=2,
+        backend=LocalBackend(),
+        env={"SIM_STEPS": str(steps)},
+        tuning=LauncherTuning(
+            **{"poll_interval": 0.05, "kill_grace": 2.0, "max_restarts": 0, **tuning}
+        ),
+    )
+
+
+def drain(study: Study, buffer: FIFOBuffer) -> list[tuple[int, int]]:
+    """Read the buffer as a trainer would, until the end of the stream."""
+    seen = []
+    while True:
+        study.wait_for(8, 0.5)
+        try:
+            batch = buffer.get_batch(8, timeout=0.0)
+        except TimeoutError:
+            continue
+        if not batch:
+            return seen
+        seen += [(int(s["simulation_id"]), int(s["time_step"])) for s in batch]
+
+
+def test_the_study_fills_in_what_the_stream_left_open(tmp_path: Path) -> None:
+    study = Study(launcher(tmp_path, 3))
+    assert study.stream.config.expected_simulations == 3  # the launcher's count
+    assert study.stream.config.rendezvous_dir is None
+    study.configure(str(tmp_path / "out"))
+    assert study.stream.config.rendezvous_dir == tmp_path / "out" / "rendezvous"
+
+    mine = StreamSource(ReceiverConfig(expected_simulations=5, rendezvous_dir=tmp_path / "r"))
+    study = Study(launcher(tmp_path, 3), mine)
+    study.configure(str(tmp_path / "out"))
+    assert study.stream is mine  # what the user set is kept
+    assert (mine.config.expected_simulations, mine.config.rendezvous_dir) == (5, tmp_path / "r")
+
+
+def test_bad_parts_are_refused_by_name(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="takes a melissa_trainer.Launcher, not StreamSource"):
+        Study(StreamSource())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="StreamSource as stream, not ReceiverConfig"):
+        Study(launcher(tmp_path, 1), ReceiverConfig())  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(30)
+def test_outside_a_trainer_the_rendezvous_must_be_given(tmp_path: Path) -> None:
+    study = Study(launcher(tmp_path, 1))
+    with pytest.raises(ValueError, match=r"rendezvous_dir=...\)\) outside an OnlineTrainer"):
+        study.start(FIFOBuffer(8), 0, 1)
+    study.stop()  # nothing started: nothing to stop, no error
+
+
+@pytest.mark.timeout(30)
+def test_fill_in_after_start_is_an_error(tmp_path: Path) -> None:
+    stream = StreamSource(ReceiverConfig(expected_simulations=1))
+    stream.start(FIFOBuffer(8), 0, 1)
+    try:
+        with pytest.raises(RuntimeError, match="before start"):
+            stream.fill_in(expected_simulations=2)
+    finally:
+        stream.stop()
+
+
+def test_a_study_checkpoint_is_not_resumed_by_a_stream_alone(tmp_path: Path) -> None:
+    """Rank 0's state of a study holds the launcher's record: a `StreamSource` alone
+    would drop it (the study would start over), so it says what to use."""
+    state = {"simulations": {}, "launcher": {"version": 2}}
+    with pytest.raises(ValueError, match=r"resume it with Study\(launcher"):
+        StreamSource().load_state_dict(state)
+
+
+def test_a_loaded_launcher_record_survives_a_checkpoint_before_start(tmp_path: Path) -> None:
+    """A checkpoint written before the launcher starts (or on a rank that never starts
+    it) keeps what was loaded, so that a second crash loses nothing."""
+    study = Study(launcher(tmp_path, 2))
+    state = {"simulations": {}, "version": 3, "launcher": {"next_id": 7}}
+    study.load_state_dict(state)
+    assert study.state_dict() == state
+    assert "launcher" not in study.stream.state_dict()  # the stream keeps its own part
+
+
+@pytest.mark.timeout(60)
+def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
+    tmp_path: Path,
+) -> None:
+    study = Study(launcher(tmp_path, 4, steps=5))
+    buffer = FIFOBuffer(64)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    try:
+        study.on_all_ranks_started()
+        seen = drain(study, buffer)
+    finally:
+        study.stop()
+    assert sorted(seen) == [(s, t) for s in range(4) for t in range(5)]
+    figures = study.telemetry()
+    assert figures["launcher_finished"] == 4 and figures["launcher_running"] == 0
+    assert figures["simulations_finished"] == 4
+    assert study.state_dict()["launcher"]["simulations"]["3"]["status"] == "finished"
+    assert (tmp_path / "out" / "study" / "logs").is_dir()  # the launcher's logs
+
+
+@pytest.mark.timeout(60)
+def test_a_failed_study_names_its_failures_in_the_error(tmp_path: Path) -> None:
+    """Every simulation fails: the error says the study failed and shows the log's tail."""
+    failing = "import sys\nprint('no module named mysolver', file=sys.stderr)\nsys.exit(3)\n"
+    study = Study(launcher(tmp_path, 2, script=failing))
+    buffer = FIFOBuffer(8)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    try:
+        study.on_all_ranks_started()
+        with pytest.raises(SourceError) as info:
+            drain(study, buffer)
+    finally:
+        study.stop()
+    message = str(info.value)
+    assert message.startswith("the simulation study failed: ")
+    assert "min_finished_fraction=0.5" in message
+    assert "no module named mysolver" in message and "exit codes [3]" in message
+
+
+STALLING = r"""
+import json, os, sys, time
+import numpy as np
+from melissa_trainer.client import Client
+
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+if a == 0:
+    print("no module named mysolver", file=sys.stderr)
+    sys.exit(3)
+with Client({"x": ((2,), "float32")}) as client:
+    client.send(0, x=np.array([a, 0], np.float32))
+    if a == 1:
+        time.sleep(3600)  # silent, alive
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
+    """Simulation 0 fails for good (abandoned), 1 hangs: the stream's stall error says
+    which simulation it waits for, and the study's part says what failed and why."""
+    stream = StreamSource(ReceiverConfig(stall_timeout=1.0))
+    study = Study(launcher(tmp_path, 3, script=STALLING, on_failure="abandon"), stream)
+    buffer = FIFOBuffer(8)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    try:
+        study.on_all_ranks_started()
+        with pytest.raises(SourceError) as info:
+            drain(study, buffer)
+    finally:
+        study.stop()
+    message = str(info.value)
+    assert "stall_timeout=1.0" in message and "simulation 1:" in message  # the stream's
+    assert "study: 1 finished, 0 failed, 1 abandoned, 1 running" in message  # the study's
+    assert "no module named mysolver" in message

@@ -297,14 +297,16 @@ class StudyRecord:
         given_up = len(self._ids["failed"]) + len(self._ids["abandoned"])
         self._move(sid, "failed")
         if self.on_failure == "raise":
-            self.failure = "with on_failure='raise'"
+            self.failure = "with LauncherTuning.on_failure='raise'"
         elif self.on_failure == "redraw" and self.redraws >= self.max_redraws:
-            self.failure = f"and the max_redraws={self.max_redraws} redraws are used up"
+            self.failure = (
+                f"and the LauncherTuning.max_redraws={self.max_redraws} redraws are used up"
+            )
         elif given_up >= self.max_given_up:
             self.failure = (
                 f"and {given_up + 1} simulations failed for good, more than the "
-                f"{self.max_given_up} that min_finished_fraction={self.min_finished_fraction} "
-                f"allows in a study of {self.n_simulations}"
+                f"{self.max_given_up} that LauncherTuning.min_finished_fraction="
+                f"{self.min_finished_fraction} allows in a study of {self.n_simulations}"
             )
         elif self.on_failure == "abandon":
             self._move(sid, "abandoned")

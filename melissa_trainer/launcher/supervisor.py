@@ -320,7 +320,7 @@ class Supervisor:
             )
             self.give_up(sid, redraw=True)
         elif outcome == "abandon":
-            logger.error("%s: abandoned (on_failure='abandon')", failed)
+            logger.error("%s: abandoned (LauncherTuning.on_failure='abandon')", failed)
             self.give_up(sid, redraw=False)
         else:
             raise LauncherError(f"{failed}, {study.failure}\n{self.failures()}")

@@ -1,0 +1,153 @@
+!> melissa_trainer_mpi: mt_start_mpi, the MPI start of a Fortran client: what
+!> mt_client_start_mpi (melissa_trainer_mpi.h) does for C, with the same checks and
+!> messages. Built only where an MPI with the mpi_f08 module is found; link
+!> MelissaTrainer::fortran_mpi.
+!>
+!>     call mt_declare_field(client, 'u', MT_FLOAT64, [nx, ny])
+!>     call mt_declare_part_count(client, 'u', int(nx, c_int64_t) * my_columns)
+!>     call mt_start_mpi(client, MPI_COMM_WORLD)     ! type(MPI_Comm) or an integer handle
+!>
+!> Collective over `comm` (every rank calls it, after declaring the same fields in the
+!> same order). It sets the client's rank and size from `comm` (mt_set_rank), computes
+!> each field's part offset from the counts declared with mt_declare_part_count by an
+!> exclusive scan in rank order (MPI_Exscan; a part declared with mt_declare_part keeps
+!> its offset and takes part in the check), checks with MPI_Allreduce that the parts add
+!> up to every field's global size, and then starts the client (mt_start; not
+!> collective). If any rank's declaration is wrong, every rank gets MT_EMPI, with a
+!> message naming the field, before anything is connected.
+module melissa_trainer_mpi
+  use, intrinsic :: iso_c_binding, only: c_int, c_int64_t, c_size_t
+  use mpi_f08
+  use melissa_trainer
+  use melissa_trainer_c, only: f_string, mt_set_rank_c, mt_field_count_c, mt_field_name_c, &
+                               mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
+                               mt_client_start_c, mt_client_error_c
+  implicit none
+  private
+  public :: mt_start_mpi
+
+  interface mt_start_mpi
+    module procedure start_f08, start_handle
+  end interface
+
+contains
+
+  !> mt_start_mpi with an integer communicator handle (the `mpi` module's, or mpif.h's).
+  subroutine start_handle(client, comm, ierr)
+    type(mt_client_t), intent(inout) :: client
+    integer, intent(in) :: comm
+    integer, intent(out), optional :: ierr
+    type(MPI_Comm) :: f08
+    f08%MPI_VAL = comm
+    call start_f08(client, f08, ierr)
+  end subroutine
+
+  subroutine start_f08(client, comm, ierr)
+    type(mt_client_t), intent(inout) :: client
+    type(MPI_Comm), intent(in) :: comm
+    integer, intent(out), optional :: ierr
+    character(len=*), parameter :: what = 'mt_start_mpi'
+    integer :: rank, ranks, n, i, own, status, wrong, mpierr(4)
+    integer(c_int64_t) :: extremes(2), count
+    integer(c_int64_t), allocatable :: local(:), offsets(:), totals(:)
+    character(len=:), allocatable :: message
+    character(len=24) :: a, b
+
+    mpierr = MPI_SUCCESS
+    call MPI_Comm_rank(comm, rank, mpierr(1))
+    call MPI_Comm_size(comm, ranks, mpierr(2))
+    if (any(mpierr(1:2) /= MPI_SUCCESS)) then
+      call mt_finish(client, MT_EMPI, what, ierr, &
+                     'mt_start_mpi: MPI_Comm_rank/MPI_Comm_size failed')
+      return
+    end if
+    ! Every rank must declare as many fields, or the scans below would not match.
+    n = int(mt_field_count_c(client%handle))
+    call MPI_Allreduce([int(n, c_int64_t), -int(n, c_int64_t)], extremes, 2, MPI_INTEGER8, &
+                       MPI_MAX, comm, mpierr(3))
+    if (mpierr(3) /= MPI_SUCCESS) then
+      call mt_finish(client, MT_EMPI, what, ierr, 'mt_start_mpi: MPI_Allreduce failed')
+      return
+    end if
+    if (extremes(1) /= -extremes(2)) then
+      write (a, '(i0)') -extremes(2)
+      write (b, '(i0)') extremes(1)
+      call mt_finish(client, MT_EMPI, what, ierr, 'mt_start_mpi: the ranks declare ' // &
+                     'different numbers of fields (' // trim(a) // ' to ' // trim(b) // ')')
+      return
+    end if
+
+    ! local(i): this rank's count of field i (0-based, as the C accessors); local(n): 1
+    ! if this rank is at fault, so that the others learn it from the same reduction.
+    allocate (local(0:n), offsets(0:n), totals(0:n))
+    local = 0
+    message = ''
+    own = int(mt_set_rank_c(client%handle, int(rank, c_int), int(ranks, c_int)))
+    if (own /= MT_OK) message = f_string(mt_client_error_c(client%handle))
+    do i = 0, n - 1
+      if (own /= MT_OK) exit
+      count = 0
+      if (mt_field_part_count_c(client%handle, int(i, c_size_t), count) <= 0) then
+        write (a, '(i0)') rank
+        message = "field '" // field_name(i) // "': rank " // trim(a) // ' declares no ' // &
+                  'part (mt_declare_part_count before mt_start_mpi)'
+        own = MT_EMPI
+      end if
+      local(i) = count
+    end do
+    if (own /= MT_OK) local(n) = 1
+    call MPI_Exscan(local, offsets, n + 1, MPI_INTEGER8, MPI_SUM, comm, mpierr(4))
+    if (mpierr(4) == MPI_SUCCESS) &
+      call MPI_Allreduce(local, totals, n + 1, MPI_INTEGER8, MPI_SUM, comm, mpierr(4))
+    if (mpierr(4) /= MPI_SUCCESS) then
+      call mt_finish(client, MT_EMPI, what, ierr, &
+                     'mt_start_mpi: MPI_Exscan/MPI_Allreduce failed')
+      return
+    end if
+    if (rank == 0) offsets = 0  ! (MPI leaves rank 0's result undefined)
+
+    if (own /= MT_OK) then
+      call mt_finish(client, own, what, ierr, message)
+      return
+    else if (totals(n) /= 0) then
+      write (a, '(i0)') totals(n)
+      call mt_finish(client, MT_EMPI, what, ierr, 'mt_start_mpi failed its checks on ' // &
+                     trim(a) // ' other rank(s); see the error there')
+      return
+    end if
+    message = "the ranks' parts do not add up to the global fields: "
+    wrong = 0
+    do i = 0, n - 1
+      if (totals(i) == mt_field_size_c(client%handle, int(i, c_size_t))) cycle
+      write (a, '(i0)') totals(i)
+      write (b, '(i0)') mt_field_size_c(client%handle, int(i, c_size_t))
+      if (wrong > 0) message = message // ', '
+      message = message // "'" // field_name(i) // "' has " // trim(a) // &
+                ' elements, expected ' // trim(b)
+      wrong = wrong + 1
+    end do
+    if (wrong > 0) then
+      call mt_finish(client, MT_EMPI, what, ierr, message)
+      return
+    end if
+
+    status = MT_OK
+    do i = 0, n - 1
+      count = 0
+      if (mt_field_part_count_c(client%handle, int(i, c_size_t), count) == 1) &
+        status = int(mt_set_part_offset_c(client%handle, int(i, c_size_t), offsets(i)))
+      if (status /= MT_OK) exit
+    end do
+    if (status == MT_OK) status = int(mt_client_start_c(client%handle))
+    call mt_finish(client, status, what, ierr)
+
+  contains
+
+    function field_name(index) result(name)
+      integer, intent(in) :: index
+      character(len=:), allocatable :: name
+      name = f_string(mt_field_name_c(client%handle, int(index, c_size_t)))
+    end function
+  end subroutine
+
+end module melissa_trainer_mpi

@@ -1,0 +1,218 @@
+/*
+ * melissa_trainer.h: the C client of melissa-trainer (wire protocol version 2).
+ *
+ * A simulation streams its fields to the trainer's receivers over ZeroMQ, exactly as
+ * the Python client `melissa_trainer.client.Client` does (docs/protocol.md): HELLO,
+ * DATA (one frame up to 64 KiB, two frames above, the payload sent without a copy),
+ * BATCH coalescing of small payloads (same size and delay bounds as the Python
+ * client), BYE. A simulation started by the trainer's Launcher needs no configuration:
+ * its id, parameters and the receivers' endpoints come from the environment
+ * (MELISSA_TRAINER_SIMULATION_ID, MELISSA_TRAINER_PARAMETERS,
+ * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS).
+ *
+ *     mt_client *c;
+ *     uint64_t shape[2] = {64, 64};
+ *     if (mt_client_create(&c) != MT_OK) abort();
+ *     mt_declare_field(c, "temperature", MT_FLOAT32, 2, shape);
+ *     if (mt_client_start(c) != MT_OK) { fprintf(stderr, "%s\n", mt_client_error(c)); ... }
+ *     for (uint64_t t = 0; t < steps; ++t) {
+ *         step(u);
+ *         mt_send(c, t, "temperature", MT_FLOAT32, u, 64 * 64);
+ *     }
+ *     mt_client_close(c);           // flush, BYE, wait for delivery, free
+ *
+ * MPI: include melissa_trainer_mpi.h and call mt_client_start_mpi(c, comm) instead of
+ * mt_client_start; each rank declares its part of every field (mt_declare_part) and
+ * sends that part. The library itself does not link MPI: the MPI calls are in that
+ * header, compiled with the user's MPI.
+ *
+ * Errors: every function returns an mt_status (MT_OK = 0). mt_strerror(status) names
+ * the kind of error; mt_client_error(c) gives the message of c's last error, which
+ * names what was wrong and how to fix it (e.g. "field 'temperature' is declared
+ * float32, mt_send was given float64"). A client whose send failed on the transport
+ * (MT_ETIMEDOUT, MT_EZMQ) should be closed with mt_client_abort.
+ *
+ * Thread-safety: an mt_client belongs to one thread of the simulation (the one that
+ * calls its functions; the library runs one thread of its own per client, which sends
+ * batches older than the batch delay, under the client's lock). Two clients in one
+ * process share nothing (no global state); mt_strerror is thread-safe.
+ *
+ * Column-major (Fortran) arrays: the protocol carries C-ordered (row-major) arrays. A
+ * Fortran array a(nx, ny) sent as is has, in C order, the shape {ny, nx}: declare the
+ * shape reversed (the Fortran module does so).
+ */
+#ifndef MELISSA_TRAINER_H
+#define MELISSA_TRAINER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MT_PROTOCOL_VERSION 2
+#define MT_VERSION_MAJOR 0
+#define MT_VERSION_MINOR 1
+#define MT_VERSION_PATCH 0
+
+/* Status codes: 0 is success; mt_strerror names each. */
+typedef enum mt_status {
+    MT_OK = 0,
+    MT_EINVAL = 1,      /* a bad argument (a null pointer, a bad name, a bad value) */
+    MT_EFIELD = 2,      /* a field not declared, declared twice, or missing from a step */
+    MT_EDTYPE = 3,      /* a dtype other than the field's declared one */
+    MT_ESHAPE = 4,      /* a count other than the field's (part's) element count */
+    MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
+    MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed */
+    MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
+    MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
+    MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
+    MT_ENOMEM = 10,     /* out of memory */
+    MT_EMPI = 11        /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
+} mt_status;
+
+/* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
+typedef enum mt_dtype {
+    MT_FLOAT32 = 1,
+    MT_FLOAT64 = 2,
+    MT_FLOAT16 = 3,
+    MT_INT8 = 4,
+    MT_INT16 = 5,
+    MT_INT32 = 6,
+    MT_INT64 = 7,
+    MT_UINT8 = 8,
+    MT_UINT16 = 9,
+    MT_UINT32 = 10,
+    MT_UINT64 = 11,
+    MT_BOOL = 12
+} mt_dtype;
+
+/* When the caller may write again into an array it sent (large payloads, sent without
+ * a copy; payloads up to 64 KiB are copied and free at once whatever the mode). */
+typedef enum mt_reuse {
+    MT_REUSE_IMMEDIATE = 0, /* default: mt_send returns once ZeroMQ has released it */
+    MT_REUSE_NEXT_SEND = 1  /* it stays untouched until the next mt_send/flush/close
+                               returns (double buffering: the transfer of step t overlaps
+                               the computation of step t+1) */
+} mt_reuse;
+
+typedef struct mt_client mt_client; /* opaque */
+
+/* The text of a status ("MT_ESHAPE: wrong element count", ...); never NULL. */
+const char *mt_strerror(int status);
+/* The message of c's last error ("" if none); valid until c's next call. */
+const char *mt_client_error(const mt_client *c);
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char *mt_version(void);
+
+/* -- set-up: create, configure, declare, start ------------------------------------ */
+
+/* A new client with the defaults; *out is NULL on failure. */
+mt_status mt_client_create(mt_client **out);
+
+/* Optional settings, before mt_client_start (each overrides the environment). */
+mt_status mt_set_simulation_id(mt_client *c, uint64_t simulation_id);
+mt_status mt_set_endpoints(mt_client *c, const char *endpoints); /* comma-separated */
+mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
+mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
+/* Seconds an mt_send may block on back-pressure (< 0: forever, the default). */
+mt_status mt_set_send_timeout(mt_client *c, double seconds);
+/* Seconds mt_client_close waits for delivery (default 60; < 0: forever). */
+mt_status mt_set_close_timeout(mt_client *c, double seconds);
+/* Batching: payloads of at most bytes/2 are coalesced into BATCH messages of about
+ * `bytes` per field and receiver, held at most `delay_s` (defaults 65536 and 0.02,
+ * as the Python client; bytes = 0 sends every payload as its own DATA). */
+mt_status mt_set_batching(mt_client *c, size_t bytes, double delay_s);
+mt_status mt_set_sndhwm(mt_client *c, int messages); /* default 1000 */
+mt_status mt_set_reuse(mt_client *c, mt_reuse mode);
+/* This process's rank among the simulation's `size` ranks (default 0 of 1). The MPI
+ * entry point sets it from the communicator. */
+mt_status mt_set_rank(mt_client *c, int rank, int size);
+
+/* Declare a field: its name, element type and GLOBAL shape (C order; ndim 0 to 8,
+ * ndim 0 a scalar). Fields are sent in declaration order in HELLO. */
+mt_status mt_declare_field(mt_client *c, const char *name, mt_dtype dtype, int ndim,
+                           const uint64_t *shape);
+/* With several ranks: this rank's contiguous part [offset, offset + count) of the
+ * field's flattened global array (count 0: this rank sends none of it). The MPI entry
+ * point computes the offsets from the counts (mt_declare_part_count). */
+mt_status mt_declare_part(mt_client *c, const char *name, uint64_t offset, uint64_t count);
+/* This rank's element count of a field, its offset to be computed by
+ * mt_client_start_mpi (an exclusive scan over the ranks, in rank order). */
+mt_status mt_declare_part_count(mt_client *c, const char *name, uint64_t count);
+
+/* Read what was not set from the environment, wait for the rendezvous if needed,
+ * connect one PUSH socket per receiver and queue HELLO to each. Checks everything
+ * first (names, shapes, parts, ids) and fails before connecting. */
+mt_status mt_client_start(mt_client *c);
+
+/* -- streaming ---------------------------------------------------------------------- */
+
+/* Send this rank's part of one field at one time step: `count` elements of `dtype`
+ * (both must be the declared ones), C-ordered. Routed to receiver time_step % W. A
+ * step is complete once every declared field (with a non-empty part) was sent for
+ * it; sending another time step before, or closing, is an MT_EFIELD error naming the
+ * missing field. Blocks on back-pressure (see mt_set_send_timeout).
+ * Fields of a step may come in any order; the same field twice in a step, or another
+ * step before this one is complete, is MT_EFIELD (nothing sent, the client usable). A
+ * step may be sent again later (BYE counts distinct steps). For a field whose part on
+ * this rank is empty (count 0), the call sends nothing. Payloads up to 64 KiB are
+ * copied (into a batch, or one DATA frame); larger ones leave without a copy and
+ * mt_send waits as mt_set_reuse says. MT_ETIMEDOUT / MT_EZMQ: only mt_client_abort
+ * may follow. */
+mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
+                  const void *data, uint64_t count);
+/* Send the batches held now (they otherwise leave within the batch delay), and wait
+ * until ZeroMQ has released every large array sent. Blocks on back-pressure, bounded by
+ * the send timeout. */
+mt_status mt_flush(mt_client *c);
+
+/* Flush, send BYE to every receiver, wait for delivery (close timeout), free c.
+ * Returns MT_ETIMEDOUT if ZeroMQ had to drop messages; c is freed in every case.
+ * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
+ * delivered). The message of an error is written to stderr (c is gone); use
+ * mt_client_close_message to get it instead. Blocks up to the close timeout. */
+mt_status mt_client_close(mt_client *c);
+/* Free c at once without BYE (the run failed: the trainer must not count it as
+ * finished). NULL is a no-op. */
+void mt_client_abort(mt_client *c);
+
+/* -- accessors (after mt_client_start) ---------------------------------------------- */
+
+uint64_t mt_client_simulation_id(const mt_client *c);
+int mt_client_receivers(const mt_client *c); /* W */
+/* The parameter `name` given by the launcher (MELISSA_TRAINER_PARAMETERS) or set;
+ * MT_EINVAL with a message listing the known names if there is none. */
+mt_status mt_client_parameter(const mt_client *c, const char *name, double *value);
+
+/* -- additions (after the original API) --------------------------------------------- */
+
+/* The receiver's bound on one field's size in bytes (default 2^30, as the Python
+ * client's max_message_bytes): mt_client_start fails on a bigger field, which the
+ * receiver would reject. Raise it here and in the receiver together. */
+mt_status mt_set_max_message_bytes(mt_client *c, uint64_t bytes);
+
+/* mt_client_close, with the message of its error (or "") written into `message`
+ * (`size` bytes, truncated); mt_client_close itself writes that message to stderr,
+ * since c (and mt_client_error(c)) is gone when it returns. */
+mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
+
+/* For melissa_trainer_mpi.h (and other front ends), before mt_client_start: the
+ * declared fields by index (declaration order), each field's global element count,
+ * this rank's part count (returns 0: no part declared, 1: a count only
+ * (mt_declare_part_count), 2: offset and count (mt_declare_part), -1: bad index), and
+ * the setter of a part's offset once computed. mt_client_set_error stores `message` as
+ * c's error message and returns `status` (for errors found outside the library). */
+size_t mt_field_count(const mt_client *c);
+const char *mt_field_name(const mt_client *c, size_t index);
+uint64_t mt_field_size(const mt_client *c, size_t index);
+int mt_field_part_count(const mt_client *c, size_t index, uint64_t *count);
+mt_status mt_set_part_offset(mt_client *c, size_t index, uint64_t offset);
+mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MELISSA_TRAINER_H */

@@ -1,0 +1,192 @@
+/* errors.c: status texts, per-client error messages, dtype tables, float formatting. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+const char *mt_strerror(int status) {
+    switch (status) {
+    case MT_OK: return "MT_OK: success";
+    case MT_EINVAL: return "MT_EINVAL: invalid argument";
+    case MT_EFIELD: return "MT_EFIELD: field not declared, declared twice, or missing from a step";
+    case MT_EDTYPE: return "MT_EDTYPE: wrong dtype";
+    case MT_ESHAPE: return "MT_ESHAPE: wrong element count";
+    case MT_ESTATE: return "MT_ESTATE: called in the wrong state";
+    case MT_EENV: return "MT_EENV: MELISSA_TRAINER_* environment variable missing or malformed";
+    case MT_ERENDEZVOUS: return "MT_ERENDEZVOUS: rendezvous directory incomplete in time";
+    case MT_ETIMEDOUT: return "MT_ETIMEDOUT: timed out";
+    case MT_EZMQ: return "MT_EZMQ: ZeroMQ call failed";
+    case MT_ENOMEM: return "MT_ENOMEM: out of memory";
+    case MT_EMPI: return "MT_EMPI: MPI call failed or ranks disagree";
+    default: return "unknown melissa_trainer status";
+    }
+}
+
+const char *mt_client_error(const mt_client *c) { return c == NULL ? "" : c->error; }
+
+const char *mt_version(void) {
+#define MT_STR2(x) #x
+#define MT_STR(x) MT_STR2(x)
+    return MT_STR(MT_VERSION_MAJOR) "." MT_STR(MT_VERSION_MINOR) "." MT_STR(MT_VERSION_PATCH);
+}
+
+mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    va_end(ap);
+    return status;
+}
+
+void mt_clear_error(mt_client *c) { c->error[0] = '\0'; }
+
+mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message) {
+    if (c == NULL) return MT_EINVAL;
+    snprintf(c->error, sizeof c->error, "%s", message == NULL ? "" : message);
+    return status;
+}
+
+static const struct {
+    size_t itemsize;
+    const char *name, *str;
+} dtypes[] = {
+    {0, "", ""},
+    {4, "float32", "<f4"}, {8, "float64", "<f8"}, {2, "float16", "<f2"},
+    {1, "int8", "|i1"},    {2, "int16", "<i2"},   {4, "int32", "<i4"},
+    {8, "int64", "<i8"},   {1, "uint8", "|u1"},   {2, "uint16", "<u2"},
+    {4, "uint32", "<u4"},  {8, "uint64", "<u8"},  {1, "bool", "|b1"},
+};
+
+size_t mt_itemsize(mt_dtype dtype) {
+    return (int)dtype >= 1 && (int)dtype <= 12 ? dtypes[dtype].itemsize : 0;
+}
+const char *mt_dtype_name(mt_dtype dtype) {
+    return mt_itemsize(dtype) ? dtypes[dtype].name : "unknown dtype";
+}
+const char *mt_dtype_str(mt_dtype dtype) { return mt_itemsize(dtype) ? dtypes[dtype].str : "?"; }
+
+double mt_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void mt_format_double(double v, char out[32]) {
+    if (isnan(v)) {
+        strcpy(out, "NaN");
+        return;
+    }
+    if (isinf(v)) {
+        strcpy(out, v > 0 ? "Infinity" : "-Infinity");
+        return;
+    }
+    /* The shortest digits that read back as v, the closest to v among them (Python's
+     * repr, dtoa mode 0). %.*e rounds correctly, but the correctly rounded p digits may
+     * miss v's rounding interval while their neighbour on v's other side is in it (v a
+     * power of two, whose interval is lopsided): both are tried at each length. */
+    bool neg = signbit(v) != 0;
+    double a = fabs(v);
+    char buf[40], digits[24];
+    int exp10 = 0;
+    size_t nd = 0;
+    for (int p = 1; p <= 17 && nd == 0; ++p) {
+        snprintf(buf, sizeof buf, "%.*e", p - 1, a);
+        uint64_t m = 0;
+        const char *q = buf;
+        for (; *q && *q != 'e'; ++q)
+            if (*q >= '0' && *q <= '9') m = m * 10 + (uint64_t)(*q - '0');
+        int e = atoi(q + 1);
+        for (int attempt = 0; attempt < 2 && nd == 0; ++attempt) {
+            if (attempt == 1) { /* the neighbour on v's other side */
+                double r = strtod(buf, NULL);
+                if (r > a && m > 0) --m;
+                else ++m;
+                char md[24];
+                int len = snprintf(md, sizeof md, "%llu", (unsigned long long)m);
+                if (len > p) e += 1; /* 99..9 + 1 */
+                if (len < p && m > 0) e -= 1;
+                snprintf(buf, sizeof buf, "%c.%se%d", md[0], md + 1, e);
+            }
+            if (strtod(buf, NULL) == a) {
+                nd = 0;
+                for (q = buf; *q && *q != 'e'; ++q)
+                    if (*q >= '0' && *q <= '9') digits[nd++] = *q;
+                exp10 = e;
+            }
+        }
+    }
+    while (nd > 1 && digits[nd - 1] == '0') --nd;
+    digits[nd] = '\0';
+    int decpt = digits[0] == '0' ? 1 : exp10 + 1; /* value = 0.DIGITS x 10^decpt */
+    char *o = out;
+    if (neg) *o++ = '-';
+    if (decpt <= -4 || decpt > 16) { /* Python's repr switches to an exponent here */
+        *o++ = digits[0];
+        if (nd > 1) {
+            *o++ = '.';
+            memcpy(o, digits + 1, nd - 1);
+            o += nd - 1;
+        }
+        snprintf(o, 13, "e%c%02d", decpt - 1 < 0 ? '-' : '+', abs(decpt - 1) % 1000);
+        return;
+    }
+    if (decpt <= 0) {
+        *o++ = '0';
+        *o++ = '.';
+        for (int i = 0; i < -decpt; ++i) *o++ = '0';
+        memcpy(o, digits, nd);
+        o += nd;
+    } else if ((size_t)decpt >= nd) {
+        memcpy(o, digits, nd);
+        o += nd;
+        for (size_t i = nd; i < (size_t)decpt; ++i) *o++ = '0';
+        *o++ = '.';
+        *o++ = '0';
+    } else {
+        memcpy(o, digits, (size_t)decpt);
+        o += decpt;
+        *o++ = '.';
+        memcpy(o, digits + decpt, nd - (size_t)decpt);
+        o += nd - (size_t)decpt;
+    }
+    *o = '\0';
+}
+
+bool mt_utf8_valid(const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned char b = s[i];
+        size_t len;
+        uint32_t cp;
+        if (b < 0x80) {
+            ++i;
+            continue;
+        } else if ((b & 0xE0) == 0xC0) {
+            len = 2;
+            cp = b & 0x1F;
+        } else if ((b & 0xF0) == 0xE0) {
+            len = 3;
+            cp = b & 0x0F;
+        } else if ((b & 0xF8) == 0xF0) {
+            len = 4;
+            cp = b & 0x07;
+        } else {
+            return false;
+        }
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; ++k) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+            cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += len;
+    }
+    return true;
+}

@@ -1,0 +1,202 @@
+/* internal.h: the client's state and the helpers the library's files share (not installed). */
+#ifndef MT_INTERNAL_H
+#define MT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "melissa_trainer.h"
+
+#define MT_MAX_NDIM 8
+#define MT_MAX_NAME_BYTES 255
+#define MT_INLINE_MAX_BYTES 65536u
+#define MT_MAX_HELLO_BODY (1u << 20)
+#define MT_MAX_CLIENT_RANKS 65535
+#define MT_PREFIX_BYTES 16u
+#define MT_DATA_FIXED_BYTES 48u
+#define MT_TIME_STEP_AT 16u
+#define MT_KIND_AT 5u
+#define MT_FLAGS_AT 6u
+#define MT_KIND_HELLO 1
+#define MT_KIND_DATA 2
+#define MT_KIND_BYE 3
+#define MT_KIND_BATCH 5
+#define MT_FLAG_INLINE 1
+#define MT_ERROR_BYTES 1024
+
+enum part_mode { PART_WHOLE = 0, PART_RANGE = 1, PART_COUNT = 2 };
+
+typedef struct mt_field {
+    char *name;
+    size_t name_len;
+    mt_dtype dtype;
+    size_t itemsize;
+    int ndim;
+    uint64_t shape[MT_MAX_NDIM];
+    uint64_t size; /* elements of the global array */
+    enum part_mode part;
+    bool offset_known;
+    uint64_t offset, count; /* this rank's part */
+    /* after start */
+    uint64_t nbytes;   /* of this rank's part */
+    bool inline_;      /* one frame (<= MT_INLINE_MAX_BYTES) */
+    bool batchable;    /* inline and nbytes <= batch_bytes / 2 */
+    uint8_t *header;   /* the DATA header; the time step patched at each send */
+    size_t header_len;
+    bool sent;         /* sent for the open step */
+} mt_field;
+
+typedef struct mt_param {
+    char *name;
+    double value;
+} mt_param;
+
+/* One field's records bound for one receiver (a BATCH frame being filled). */
+typedef struct mt_batch {
+    uint8_t *buf;
+    size_t len, cap, header_len;
+    uint64_t records;
+} mt_batch;
+
+/* The batches bound for one receiver; they leave together, as one message. */
+typedef struct mt_group {
+    mt_batch *batches; /* one per field, in declaration order */
+    double born;       /* when its oldest record was added; 0: empty */
+    bool full;
+} mt_group;
+
+/* A set of u64 (the distinct time steps sent): one arithmetic run (0, 1, 2, ... or 0, 10,
+ * 20, ...: O(1) per step and no memory, whatever their number), and the steps off the run
+ * in a hash set (open addressing), as the Python client's StepSet. */
+typedef struct mt_stepset {
+    uint64_t first, last, stride; /* the run (stride 0: one step); run_count 0: empty */
+    uint64_t run_count;
+    uint64_t *slots;
+    unsigned char *used;
+    size_t cap, count; /* the hash set's steps (none of them in the run) */
+} mt_stepset;
+
+struct mt_client {
+    char error[MT_ERROR_BYTES];
+    /* configuration */
+    bool id_set;
+    uint64_t simulation_id;
+    char *endpoints_arg;      /* mt_set_endpoints, comma-separated */
+    char *rendezvous_dir;     /* mt_set_rendezvous */
+    double rendezvous_timeout;
+    mt_param *params;
+    size_t n_params;
+    bool params_set;
+    double send_timeout, close_timeout;
+    size_t batch_bytes;
+    double batch_delay;
+    int sndhwm;
+    mt_reuse reuse;
+    int rank, ranks;
+    uint64_t max_message_bytes;
+    mt_field *fields;
+    size_t n_fields;
+    /* after start */
+    bool started, failed;
+    char **endpoints;
+    size_t n_endpoints;
+    void *zctx;
+    void **sockets;
+    uint64_t *steps_per_receiver;
+    mt_stepset steps;
+    /* the open time step */
+    bool step_open;
+    uint64_t step;
+    size_t step_missing; /* fields with a non-empty part not sent yet */
+    size_t step_receiver;
+    bool step_batched;   /* the outbox takes this step's small payloads */
+    bool step_appended;  /* some were appended */
+    double step_now;
+    double last_send;    /* monotonic seconds; -inf before the first */
+    /* batching: mu guards the sockets and the groups (the flusher thread shares them) */
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the flusher's timer, with mu */
+    bool mu_init;
+    mt_group *groups;
+    bool flusher_running, closing;
+    int flusher_err; /* a send of the flusher failed (not on back-pressure) */
+    pthread_t flusher;
+    /* large arrays ZeroMQ still reads (held_mu: the ZeroMQ I/O thread releases them) */
+    pthread_mutex_t held_mu;
+    pthread_cond_t held_cv;
+    bool held_init;
+    uint64_t pending;
+};
+
+/* errors.c */
+mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void mt_clear_error(mt_client *c);
+size_t mt_itemsize(mt_dtype dtype);
+const char *mt_dtype_name(mt_dtype dtype);
+const char *mt_dtype_str(mt_dtype dtype);
+double mt_now(void);
+/* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
+void mt_format_double(double v, char out[32]);
+bool mt_utf8_valid(const char *s, size_t n);
+
+/* encode.c */
+typedef struct mt_buf {
+    char *data;
+    size_t len, cap;
+    bool oom;
+} mt_buf;
+void mt_buf_put(mt_buf *b, const void *p, size_t n);
+void mt_buf_puts(mt_buf *b, const char *s);
+void mt_buf_json_string(mt_buf *b, const char *s, size_t n);
+mt_status mt_encode_hello(mt_client *c, mt_buf *out);
+void mt_put_u16(uint8_t *p, uint16_t v);
+void mt_put_u32(uint8_t *p, uint32_t v);
+void mt_put_u64(uint8_t *p, uint64_t v);
+void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id);
+mt_status mt_build_headers(mt_client *c);
+void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
+
+/* json.c: a strict reader of one flat JSON object */
+typedef enum { MT_JSON_NUMBER, MT_JSON_STRING, MT_JSON_OTHER } mt_json_kind;
+typedef struct mt_json_member {
+    char *key;
+    mt_json_kind kind;
+    double number;
+    bool integer; /* a number without fraction or exponent */
+    char *string; /* MT_JSON_STRING: decoded UTF-8; else the raw text of the value */
+} mt_json_member;
+/* Parse `text` as one JSON object; on failure returns false with a reason in err. */
+bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,
+                    size_t err_size);
+void mt_json_free(mt_json_member *members, size_t n);
+/* True if `text` is one valid JSON value (of any kind). */
+bool mt_json_valid(const char *text);
+
+/* env.c */
+mt_status mt_resolve_config(mt_client *c);
+
+/* outbox.c */
+mt_status mt_outbox_init(mt_client *c);
+void mt_outbox_free(mt_client *c);
+mt_status mt_outbox_append(mt_client *c, size_t field, const void *data);
+bool mt_outbox_due(const mt_client *c, size_t index, double now);
+/* Send group `index` as one message (mu held); flags 0 or ZMQ_DONTWAIT. Returns 0, or
+ * the errno of the failed send (EAGAIN: nothing sent, the group intact). */
+int mt_outbox_send(mt_client *c, size_t index, int flags);
+mt_status mt_outbox_start_flusher(mt_client *c);
+void mt_outbox_stop_flusher(mt_client *c);
+
+/* steps (in outbox.c) */
+int mt_stepset_add(mt_stepset *s, uint64_t v); /* 1 new, 0 present, -1 no memory */
+void mt_stepset_free(mt_stepset *s);
+
+/* send.c */
+mt_status mt_arm(mt_client *c, void *sock, double deadline);
+mt_status mt_wait_held(mt_client *c, double deadline);
+mt_status mt_send_fail(mt_client *c, int err, const char *what);
+
+#endif

@@ -1,0 +1,268 @@
+/* lifecycle.c: mt_client_start (checks, configuration, sockets, HELLO), close, abort. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+/* Checks that need no I/O: fields declared, parts, sizes. */
+static mt_status check_fields(mt_client *c) {
+    if (c->n_fields == 0) return mt_fail(c, MT_EFIELD, "declare at least one field");
+    for (size_t i = 0; i < c->n_fields; ++i) {
+        mt_field *f = &c->fields[i];
+        if (f->size > c->max_message_bytes / f->itemsize)
+            return mt_fail(c, MT_EINVAL, "field '%s' is %llu elements of %zu bytes, more than "
+                                         "max_message_bytes=%llu; raise it here "
+                                         "(mt_set_max_message_bytes) and the receiver's bound",
+                           f->name, (unsigned long long)f->size, f->itemsize,
+                           (unsigned long long)c->max_message_bytes);
+        if (f->part == PART_WHOLE) {
+            if (c->ranks > 1)
+                return mt_fail(c, MT_EFIELD, "field '%s': rank %d of %d must declare its part "
+                                             "(mt_declare_part, or mt_declare_part_count with "
+                                             "mt_client_start_mpi)", f->name, c->rank, c->ranks);
+            f->offset = 0;
+            f->count = f->size;
+        } else if (f->part == PART_COUNT && !f->offset_known) {
+            if (c->ranks > 1)
+                return mt_fail(c, MT_EFIELD, "field '%s': the offset of this rank's part is "
+                                             "unknown: start with mt_client_start_mpi, or declare "
+                                             "the part with mt_declare_part", f->name);
+            f->offset = 0;
+        }
+        if (c->ranks == 1 && (f->offset != 0 || f->count != f->size))
+            return mt_fail(c, MT_EINVAL, "field '%s': a single rank sends the whole field, "
+                                         "[0, %llu), not [%llu, %llu)", f->name,
+                           (unsigned long long)f->size, (unsigned long long)f->offset,
+                           (unsigned long long)(f->offset + f->count));
+    }
+    return MT_OK;
+}
+
+/* Everything mt_client_start acquires, released (linger_ms for the sockets). */
+static void release_runtime(mt_client *c, int linger_ms) {
+    mt_outbox_stop_flusher(c);
+    for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
+        if (c->sockets[i] == NULL) continue;
+        zmq_setsockopt(c->sockets[i], ZMQ_LINGER, &linger_ms, sizeof linger_ms);
+        zmq_close(c->sockets[i]);
+    }
+    free(c->sockets);
+    c->sockets = NULL;
+    if (c->zctx != NULL) {
+        while (zmq_ctx_term(c->zctx) != 0 && errno == EINTR) continue;
+        c->zctx = NULL; /* every zero-copy message has been freed by now */
+    }
+    mt_outbox_free(c);
+    for (size_t i = 0; c->endpoints != NULL && i < c->n_endpoints; ++i) free(c->endpoints[i]);
+    free(c->endpoints);
+    c->endpoints = NULL;
+    c->n_endpoints = 0;
+    free(c->steps_per_receiver);
+    c->steps_per_receiver = NULL;
+    mt_stepset_free(&c->steps);
+    for (size_t i = 0; i < c->n_fields; ++i) {
+        free(c->fields[i].header);
+        c->fields[i].header = NULL;
+    }
+    if (c->mu_init) {
+        pthread_cond_destroy(&c->wake);
+        pthread_mutex_destroy(&c->mu);
+        c->mu_init = false;
+    }
+    if (c->held_init) {
+        pthread_cond_destroy(&c->held_cv);
+        pthread_mutex_destroy(&c->held_mu);
+        c->held_init = false;
+    }
+    c->started = false;
+}
+
+static mt_status init_sync(mt_client *c) {
+    pthread_condattr_t attr;
+    if (pthread_condattr_init(&attr) != 0) return mt_fail(c, MT_ENOMEM, "pthread_condattr_init");
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    bool ok = pthread_mutex_init(&c->mu, NULL) == 0;
+    if (ok && pthread_cond_init(&c->wake, &attr) != 0) {
+        pthread_mutex_destroy(&c->mu);
+        ok = false;
+    }
+    c->mu_init = ok;
+    bool held = ok && pthread_mutex_init(&c->held_mu, NULL) == 0;
+    if (held && pthread_cond_init(&c->held_cv, &attr) != 0) {
+        pthread_mutex_destroy(&c->held_mu);
+        held = false;
+    }
+    c->held_init = held;
+    pthread_condattr_destroy(&attr);
+    return ok && held ? MT_OK : mt_fail(c, MT_ENOMEM, "cannot create the client's locks");
+}
+
+static mt_status connect_all(mt_client *c) {
+    c->zctx = zmq_ctx_new();
+    if (c->zctx == NULL) return mt_fail(c, MT_EZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
+    c->sockets = calloc(c->n_endpoints, sizeof *c->sockets);
+    if (c->sockets == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    int minus1 = -1;
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        void *s = c->sockets[i] = zmq_socket(c->zctx, ZMQ_PUSH);
+        if (s == NULL) return mt_fail(c, MT_EZMQ, "zmq_socket: %s", zmq_strerror(errno));
+        if (zmq_setsockopt(s, ZMQ_SNDHWM, &c->sndhwm, sizeof c->sndhwm) != 0 ||
+            zmq_setsockopt(s, ZMQ_LINGER, &minus1, sizeof minus1) != 0 ||
+            zmq_setsockopt(s, ZMQ_SNDTIMEO, &minus1, sizeof minus1) != 0)
+            return mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
+        if (zmq_connect(s, c->endpoints[i]) != 0)
+            return mt_fail(c, MT_EZMQ, "cannot connect to endpoint '%s': %s", c->endpoints[i],
+                           zmq_strerror(errno));
+    }
+    return MT_OK;
+}
+
+mt_status mt_client_start(mt_client *c) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    if (c->started) return mt_fail(c, MT_ESTATE, "mt_client_start: the client is started already");
+    mt_status st = check_fields(c);
+    if (st == MT_OK) st = mt_resolve_config(c);
+    mt_buf hello = {0};
+    if (st == MT_OK) st = mt_encode_hello(c, &hello);
+    if (st == MT_OK) st = mt_build_headers(c);
+    if (st == MT_OK) st = init_sync(c);
+    if (st == MT_OK) {
+        c->steps_per_receiver = calloc(c->n_endpoints, sizeof *c->steps_per_receiver);
+        if (c->steps_per_receiver == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
+    }
+    if (st == MT_OK) st = mt_outbox_init(c);
+    if (st == MT_OK) st = connect_all(c);
+    if (st == MT_OK) {
+        c->started = true;
+        double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
+        for (size_t i = 0; i < c->n_endpoints && st == MT_OK; ++i) {
+            st = mt_arm(c, c->sockets[i], deadline);
+            while (st == MT_OK && zmq_send(c->sockets[i], hello.data, hello.len, 0) < 0) {
+                if (errno == EINTR) continue;
+                st = mt_send_fail(c, errno, "the HELLO");
+            }
+        }
+    }
+    free(hello.data);
+    if (st != MT_OK) {
+        char keep[MT_ERROR_BYTES];
+        memcpy(keep, c->error, sizeof keep);
+        release_runtime(c, 0);
+        memcpy(c->error, keep, sizeof keep);
+        c->failed = false;
+    }
+    return st;
+}
+
+/* Python's repr of the endpoint list, for messages. */
+static void endpoint_list(const mt_client *c, char *out, size_t size) {
+    size_t used = (size_t)snprintf(out, size, "[");
+    for (size_t i = 0; i < c->n_endpoints && used < size; ++i)
+        used += (size_t)snprintf(out + used, size - used, "%s'%s'", i ? ", " : "",
+                                 c->endpoints[i]);
+    if (used < size) snprintf(out + used, size - used, "]");
+}
+
+static void free_client(mt_client *c) {
+    release_runtime(c, 0);
+    free(c->endpoints_arg);
+    free(c->rendezvous_dir);
+    for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);
+    free(c->params);
+    for (size_t i = 0; i < c->n_fields; ++i) free(c->fields[i].name);
+    free(c->fields);
+    free(c);
+}
+
+mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
+    if (message != NULL && size > 0) message[0] = '\0';
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    mt_status st = MT_OK;
+    if (!c->started) {
+        free_client(c);
+        return MT_OK;
+    }
+    bool bye = true;
+    if (c->failed) {
+        st = mt_fail(c, MT_ESTATE, "the client failed earlier (a send timed out or ZeroMQ "
+                                   "failed): closed without BYE, as mt_client_abort does");
+        bye = false;
+    } else if (c->step_open && c->step_missing > 0) {
+        char missing[512] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < c->n_fields && used < sizeof missing; ++i)
+            if (!c->fields[i].sent && c->fields[i].count > 0)
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s'%s'",
+                                         used ? ", " : "", c->fields[i].name);
+        st = mt_fail(c, MT_EFIELD, "closed with time step %llu incomplete: field(s) %s missing; "
+                                   "no BYE sent (the run did not finish)",
+                     (unsigned long long)c->step, missing);
+        bye = false;
+    }
+    double timeout = c->close_timeout;
+    double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
+    const char *failure = NULL;
+    mt_outbox_stop_flusher(c); /* what it held is sent here */
+    pthread_mutex_lock(&c->mu);
+    if (!c->failed) {
+        for (size_t i = 0; i < c->n_endpoints && failure == NULL; ++i) {
+            if (mt_arm(c, c->sockets[i], deadline) != MT_OK || mt_outbox_send(c, i, 0) != 0)
+                failure = "batched data";
+        }
+        for (size_t i = 0; bye && failure == NULL && i < c->n_endpoints; ++i) {
+            uint8_t frame[28];
+            mt_encode_bye(frame, c->simulation_id, c->rank, c->ranks, c->steps_per_receiver[i]);
+            int rc = mt_arm(c, c->sockets[i], deadline) == MT_OK ? 0 : -1;
+            while (rc == 0 && (rc = zmq_send(c->sockets[i], frame, sizeof frame, 0)) < 0 &&
+                   errno == EINTR)
+                rc = 0;
+            if (rc < 0) failure = "BYE";
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    /* (after a failure nothing is waited for: linger 0 drops what is queued) */
+    if (!c->failed && mt_wait_held(c, deadline) != MT_OK && failure == NULL)
+        failure = "queued messages";
+    int linger = 0; /* a failure drops what is left */
+    if (failure == NULL && !c->failed) {
+        double left = deadline - mt_now();
+        linger = timeout < 0 ? -1 : left > 0 ? (int)(left * 1000) : 0;
+    }
+    double started = mt_now();
+    char endpoints[512];
+    endpoint_list(c, endpoints, sizeof endpoints);
+    release_runtime(c, linger);
+    /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
+     * that took the whole period is the sign of it. */
+    double elapsed = mt_now() - started;
+    if (failure == NULL && linger > 0 && elapsed >= 0.95 * linger / 1000.0)
+        failure = "queued messages";
+    if (failure != NULL && st == MT_OK) {
+        char t[32];
+        if (timeout < 0) snprintf(t, sizeof t, "None");
+        else mt_format_double(timeout, t);
+        st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
+                                      "close_timeout=%s s to %s",
+                     (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
+    }
+    if (st != MT_OK) {
+        if (message != NULL && size > 0) snprintf(message, size, "%s", c->error);
+        else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", c->error);
+    }
+    free_client(c);
+    return st;
+}
+
+mt_status mt_client_close(mt_client *c) { return mt_client_close_message(c, NULL, 0); }
+
+void mt_client_abort(mt_client *c) {
+    if (c == NULL) return;
+    free_client(c); /* sockets closed with linger 0: nothing more leaves, no BYE */
+}

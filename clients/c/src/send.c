@@ -1,0 +1,292 @@
+/* send.c: mt_send and mt_flush: the checks, the step rule, DATA (one frame, or two with
+ * the payload sent without a copy) and the waits for the arrays ZeroMQ still reads. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+mt_status mt_arm(mt_client *c, void *sock, double deadline) {
+    if (deadline < 0) {
+        int minus1 = -1;
+        zmq_setsockopt(sock, ZMQ_SNDTIMEO, &minus1, sizeof minus1);
+        return MT_OK;
+    }
+    double left = deadline - mt_now();
+    int ms = left > 0 ? (int)(left * 1000) : 0;
+    if (zmq_setsockopt(sock, ZMQ_SNDTIMEO, &ms, sizeof ms) != 0)
+        return mt_fail(c, MT_EZMQ, "zmq_setsockopt(ZMQ_SNDTIMEO): %s", zmq_strerror(errno));
+    return MT_OK;
+}
+
+/* A failed send: the client is usable for mt_client_abort only from now on. */
+mt_status mt_send_fail(mt_client *c, int err, const char *what) {
+    c->failed = true;
+    if (err == EAGAIN) {
+        char t[32];
+        mt_format_double(c->send_timeout, t);
+        return mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: could not send %s within "
+                                        "send_timeout=%s s: the trainer is not receiving "
+                                        "(back-pressure); close the client with mt_client_abort",
+                       (unsigned long long)c->simulation_id, c->rank, what, t);
+    }
+    return mt_fail(c, MT_EZMQ, "simulation %llu rank %d: sending %s failed: %s",
+                   (unsigned long long)c->simulation_id, c->rank, what, zmq_strerror(err));
+}
+
+/* mt_send_fail for a time step (formatted here, off the path of a send that succeeds). */
+static mt_status step_fail(mt_client *c, int err, uint64_t time_step) {
+    char what[48];
+    snprintf(what, sizeof what, "time step %llu", (unsigned long long)time_step);
+    return mt_send_fail(c, err, what);
+}
+
+/* ZeroMQ's I/O thread is done with a payload sent without a copy. */
+static void released(void *data, void *hint) {
+    (void)data;
+    mt_client *c = hint;
+    pthread_mutex_lock(&c->held_mu);
+    if (--c->pending == 0) pthread_cond_broadcast(&c->held_cv);
+    pthread_mutex_unlock(&c->held_mu);
+}
+
+mt_status mt_wait_held(mt_client *c, double deadline) {
+    if (!c->held_init) return MT_OK;
+    pthread_mutex_lock(&c->held_mu);
+    int rc = 0;
+    while (c->pending > 0 && rc != ETIMEDOUT) {
+        if (deadline < 0) {
+            pthread_cond_wait(&c->held_cv, &c->held_mu);
+        } else {
+            struct timespec ts;
+            double whole = floor(deadline);
+            ts.tv_sec = (time_t)whole;
+            ts.tv_nsec = (long)((deadline - whole) * 1e9);
+            rc = pthread_cond_timedwait(&c->held_cv, &c->held_mu, &ts);
+        }
+    }
+    bool done = c->pending == 0;
+    pthread_mutex_unlock(&c->held_mu);
+    return done ? MT_OK : MT_ETIMEDOUT;
+}
+
+static void shape_text(const mt_field *f, char *out, size_t size) {
+    size_t used = (size_t)snprintf(out, size, "(");
+    for (int d = 0; d < f->ndim && used < size; ++d)
+        used += (size_t)snprintf(out + used, size - used, "%s%llu", d ? ", " : "",
+                                 (unsigned long long)f->shape[d]);
+    if (used < size) snprintf(out + used, size - used, f->ndim == 1 ? ",)" : ")");
+}
+
+static void missing_text(const mt_client *c, char *out, size_t size) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < c->n_fields && used < size; ++i)
+        if (!c->fields[i].sent && c->fields[i].count > 0)
+            used += (size_t)snprintf(out + used, size - used, "%s'%s'", used ? ", " : "",
+                                     c->fields[i].name);
+}
+
+static mt_status check_usable(mt_client *c, const char *fn) {
+    if (!c->started) return mt_fail(c, MT_ESTATE, "%s before mt_client_start", fn);
+    if (c->failed)
+        return mt_fail(c, MT_ESTATE, "%s: the client failed earlier (a send timed out or ZeroMQ "
+                                     "failed): only mt_client_abort may follow", fn);
+    pthread_mutex_lock(&c->mu);
+    int err = c->flusher_err;
+    pthread_mutex_unlock(&c->mu);
+    if (err != 0) return mt_send_fail(c, err, "a batch (from the flusher thread)");
+    return MT_OK;
+}
+
+static int send_frame(void *sock, const void *p, size_t n, int flags) {
+    int rc;
+    while ((rc = zmq_send(sock, p, n, flags)) < 0 && errno == EINTR) continue;
+    return rc < 0 ? errno : 0;
+}
+
+/* One DATA of field f (mu held). */
+static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
+    mt_put_u64(f->header + MT_TIME_STEP_AT, c->step);
+    if (f->inline_) {
+        zmq_msg_t msg;
+        if (zmq_msg_init_size(&msg, f->header_len + f->nbytes) != 0) return errno;
+        memcpy(zmq_msg_data(&msg), f->header, f->header_len);
+        memcpy((char *)zmq_msg_data(&msg) + f->header_len, data, f->nbytes);
+        int rc;
+        while ((rc = zmq_msg_send(&msg, sock, 0)) < 0 && errno == EINTR) continue;
+        if (rc < 0) {
+            int err = errno;
+            zmq_msg_close(&msg);
+            return err;
+        }
+        return 0;
+    }
+    int err = send_frame(sock, f->header, f->header_len, ZMQ_SNDMORE);
+    if (err) return err;
+    /* The high-water mark counts whole messages: the payload frame is accepted at once. */
+    zmq_msg_t msg;
+    pthread_mutex_lock(&c->held_mu);
+    ++c->pending;
+    pthread_mutex_unlock(&c->held_mu);
+    if (zmq_msg_init_data(&msg, (void *)(uintptr_t)data, f->nbytes, released, c) != 0) {
+        err = errno;
+        released(NULL, c);
+        return err;
+    }
+    int rc;
+    while ((rc = zmq_msg_send(&msg, sock, 0)) < 0 && errno == EINTR) continue;
+    if (rc < 0) {
+        err = errno;
+        zmq_msg_close(&msg); /* calls released() */
+        return err;
+    }
+    return 0;
+}
+
+/* The open step has every field: send its receiver's batches if due, count the step. */
+static mt_status complete_step(mt_client *c) {
+    mt_status st = MT_OK;
+    pthread_mutex_lock(&c->mu);
+    c->step_open = false;
+    if (c->step_batched) {
+        if (mt_outbox_due(c, c->step_receiver, c->step_now)) {
+            int err = mt_outbox_send(c, c->step_receiver, 0);
+            if (err) st = step_fail(c, err, c->step);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    int added = mt_stepset_add(&c->steps, c->step);
+    if (added < 0) return mt_fail(c, MT_ENOMEM, "out of memory (the set of time steps sent)");
+    c->steps_per_receiver[c->step_receiver] += (uint64_t)added;
+    return st;
+}
+
+mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
+                  const void *data, uint64_t count) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    mt_status st = check_usable(c, "mt_send");
+    if (st != MT_OK) return st;
+    mt_field *f = NULL;
+    for (size_t i = 0; field != NULL && i < c->n_fields; ++i)
+        if (strcmp(c->fields[i].name, field) == 0) f = &c->fields[i];
+    if (f == NULL) {
+        char names[512];
+        size_t used = 0;
+        names[0] = '\0';
+        for (size_t i = 0; i < c->n_fields && used < sizeof names; ++i)
+            used += (size_t)snprintf(names + used, sizeof names - used, "%s'%s'", i ? ", " : "",
+                                     c->fields[i].name);
+        return mt_fail(c, MT_EFIELD, "field '%s' is not declared; the declared fields are [%s]",
+                       field == NULL ? "(null)" : field, names);
+    }
+    if (dtype != f->dtype)
+        return mt_fail(c, MT_EDTYPE, "field '%s' is declared %s, mt_send was given %s", f->name,
+                       mt_dtype_name(f->dtype), mt_dtype_name(dtype));
+    if (count != f->count) {
+        char shape[200];
+        shape_text(f, shape, sizeof shape);
+        return mt_fail(c, MT_ESHAPE, "field '%s': mt_send was given %llu elements, this rank's "
+                                     "part has %llu (global shape %s)", f->name,
+                       (unsigned long long)count, (unsigned long long)f->count, shape);
+    }
+    if (data == NULL && count > 0)
+        return mt_fail(c, MT_EINVAL, "field '%s': data is NULL", f->name);
+    if (c->step_open) {
+        char missing[512];
+        if (time_step != c->step) {
+            missing_text(c, missing, sizeof missing);
+            return mt_fail(c, MT_EFIELD, "time step %llu sent before time step %llu was "
+                                         "complete: field(s) %s missing",
+                           (unsigned long long)time_step, (unsigned long long)c->step, missing);
+        }
+        if (f->sent) {
+            missing_text(c, missing, sizeof missing);
+            return mt_fail(c, MT_EFIELD, "field '%s' sent twice for time step %llu, before "
+                                         "field(s) %s", f->name, (unsigned long long)time_step,
+                           missing);
+        }
+    }
+    if (count == 0 && !c->step_open) {
+        /* An empty part alone does not open a step (it would wait for the other fields
+         * after this step's last one was sent), unless every part of this rank is empty:
+         * the step is then complete at once, and counted for BYE, as the Python client. */
+        bool any = false;
+        for (size_t i = 0; i < c->n_fields; ++i) any = any || c->fields[i].count > 0;
+        if (any) return MT_OK;
+    }
+    /* MT_REUSE_NEXT_SEND: the previous call's arrays are the caller's again now. */
+    double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
+    if (mt_wait_held(c, deadline) != MT_OK) return step_fail(c, EAGAIN, time_step);
+    if (!c->step_open) {
+        c->step = time_step;
+        c->step_missing = 0;
+        for (size_t i = 0; i < c->n_fields; ++i) {
+            c->fields[i].sent = false;
+            c->step_missing += c->fields[i].count > 0;
+        }
+        double now = mt_now();
+        /* As the Python client: sends further apart than batch_delay are not batched. */
+        c->step_batched = c->batch_bytes > 0 && now - c->last_send < c->batch_delay;
+        c->step_now = now;
+        c->last_send = now;
+        pthread_mutex_lock(&c->mu); /* (the flusher reads these three) */
+        c->step_open = true;
+        c->step_receiver = (size_t)(time_step % c->n_endpoints);
+        c->step_appended = false;
+        pthread_mutex_unlock(&c->mu);
+    }
+    f->sent = true;
+    if (count > 0) {
+        void *sock = c->sockets[c->step_receiver];
+        int err = 0;
+        pthread_mutex_lock(&c->mu);
+        if (c->step_batched && f->batchable) {
+            st = mt_outbox_append(c, (size_t)(f - c->fields), data);
+            c->step_appended = true;
+        } else {
+            st = mt_arm(c, sock, deadline);
+            if (st == MT_OK) err = send_data(c, f, sock, data);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (err) return step_fail(c, err, time_step);
+        if (st != MT_OK) {
+            c->failed = true;
+            return st;
+        }
+        --c->step_missing;
+        if (c->reuse == MT_REUSE_IMMEDIATE && !f->inline_ &&
+            mt_wait_held(c, deadline) != MT_OK)
+            return step_fail(c, EAGAIN, time_step);
+    }
+    if (c->step_missing == 0) return complete_step(c);
+    return MT_OK;
+}
+
+mt_status mt_flush(mt_client *c) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    mt_status st = check_usable(c, "mt_flush");
+    if (st != MT_OK) return st;
+    double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
+    int err = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->n_endpoints && err == 0 && st == MT_OK; ++i) {
+        st = mt_arm(c, c->sockets[i], deadline);
+        if (st == MT_OK) err = mt_outbox_send(c, i, 0);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (st != MT_OK) {
+        c->failed = true;
+        return st;
+    }
+    if (err) return mt_send_fail(c, err, "a message");
+    if (mt_wait_held(c, deadline) != MT_OK) return mt_send_fail(c, EAGAIN, "a message");
+    return MT_OK;
+}

@@ -1,0 +1,232 @@
+/* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the state
+ * rules, and a client streaming into a PULL socket of this process (HELLO, DATA in one
+ * and two frames, BATCH sent by the flusher thread, BYE). Exits non-zero on failure. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+static int failures = 0;
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            ++failures;                                                              \
+        }                                                                            \
+    } while (0)
+
+static void test_format_double(void) {
+    static const struct {
+        double v;
+        const char *repr;
+    } cases[] = {
+        {300.0, "300.0"}, {0.1, "0.1"}, {1e-05, "1e-05"}, {0.0001, "0.0001"},
+        {1e16, "1e+16"}, {1e15, "1000000000000000.0"}, {-2.5e-300, "-2.5e-300"},
+        {3.141592653589793, "3.141592653589793"}, {0.0, "0.0"}, {-0.0, "-0.0"},
+        {123456789.125, "123456789.125"}, {1.7976931348623157e308, "1.7976931348623157e+308"},
+        {5e-324, "5e-324"}, {2.5, "2.5"}, {1e22, "1e+22"},
+        {12345678901234567.0, "1.2345678901234568e+16"},
+        {5.9604644775390625e-08, "5.960464477539063e-08"}, /* 2^-24: a lopsided interval */
+        {9007199254740992.0, "9007199254740992.0"}, {0.3, "0.3"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+        char out[32];
+        mt_format_double(cases[i].v, out);
+        if (strcmp(out, cases[i].repr) != 0) {
+            fprintf(stderr, "format %.17g: got %s, want %s\n", cases[i].v, out, cases[i].repr);
+            ++failures;
+        }
+    }
+}
+
+static void test_json(void) {
+    mt_json_member *m;
+    size_t n;
+    char err[128];
+    CHECK(mt_json_object(" {\"b\": 1.5, \"a\": -2, \"s\": \"x\\u00e9\\ud83d\\ude00\", "
+                         "\"o\": [1, {\"k\": null}]} ", &m, &n, err, sizeof err));
+    CHECK(n == 4);
+    if (n == 4) {
+        CHECK(strcmp(m[0].key, "b") == 0 && m[0].kind == MT_JSON_NUMBER && m[0].number == 1.5);
+        CHECK(m[1].integer && m[1].number == -2);
+        CHECK(m[2].kind == MT_JSON_STRING && strcmp(m[2].string, "x\xc3\xa9\xf0\x9f\x98\x80") == 0);
+        CHECK(m[3].kind == MT_JSON_OTHER && strcmp(m[3].string, "[1, {\"k\": null}]") == 0);
+    }
+    mt_json_free(m, n);
+    const char *bad[] = {"", "{", "{\"a\" 1}", "{\"a\": 01}", "{\"a\": 1,}", "{\"a\": 1} x",
+                         "{a: 1}", "{\"a\": \"\x01\"}", "[1]", "{\"a\": 1.}", "{\"a\": tru}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        bool ok = mt_json_object(bad[i], &m, &n, err, sizeof err);
+        if (ok) {
+            fprintf(stderr, "json accepted %s\n", bad[i]);
+            ++failures;
+            mt_json_free(m, n);
+        }
+    }
+    CHECK(mt_json_valid("[1, 2]") && !mt_json_valid("[1, 2"));
+}
+
+static void test_utf8_and_escape(void) {
+    CHECK(mt_utf8_valid("caf\xc3\xa9", 5));
+    CHECK(!mt_utf8_valid("\xc3", 1));
+    CHECK(!mt_utf8_valid("\xed\xa0\x80", 3)); /* a surrogate */
+    CHECK(!mt_utf8_valid("\xc0\xaf", 2));     /* overlong */
+    mt_buf b = {0};
+    mt_buf_json_string(&b, "a\"\\\n\x01\x7f\xc3\xa9\xf0\x9f\x98\x80", 12);
+    mt_buf_put(&b, "", 1);
+    CHECK(!b.oom && strcmp(b.data, "\"a\\\"\\\\\\n\\u0001\\u007f\\u00e9\\ud83d\\ude00\"") == 0);
+    free(b.data);
+}
+
+static void test_stepset(void) {
+    mt_stepset s = {0};
+    int added = 0;
+    for (uint64_t i = 0; i < 1000; ++i) added += mt_stepset_add(&s, i * 7919u % 500u);
+    CHECK(added == 500 && s.run_count + s.count == 500);
+    CHECK(mt_stepset_add(&s, UINT64_MAX) == 1 && mt_stepset_add(&s, UINT64_MAX) == 0);
+    mt_stepset_free(&s);
+    /* regular numbering is one run: no memory, whatever the number of steps */
+    for (uint64_t i = 0; i < 100000; ++i) CHECK(mt_stepset_add(&s, 10 * i) == 1);
+    CHECK(s.run_count == 100000 && s.count == 0 && s.cap == 0);
+    CHECK(mt_stepset_add(&s, 500) == 0 && mt_stepset_add(&s, 505) == 1 && s.count == 1);
+    mt_stepset_free(&s);
+    /* off-run steps, then the run growing into them: each step counted once */
+    uint64_t order[] = {0, 1, 2, 5, 4, 3, 6, 7, 7, 2, 9, 8};
+    added = 0;
+    for (size_t i = 0; i < sizeof order / sizeof *order; ++i) added += mt_stepset_add(&s, order[i]);
+    CHECK(added == 10 && s.run_count + s.count == 10);
+    mt_stepset_free(&s);
+}
+
+static void test_state_rules(void) {
+    mt_client *c;
+    CHECK(mt_client_create(&c) == MT_OK);
+    uint64_t shape[2] = {2, 3}, zero[1] = {0};
+    CHECK(mt_send(c, 0, "u", MT_FLOAT32, shape, 6) == MT_ESTATE);
+    CHECK(strcmp(mt_client_error(c), "mt_send before mt_client_start") == 0);
+    CHECK(mt_declare_field(c, "time_step", MT_FLOAT32, 2, shape) == MT_EINVAL);
+    CHECK(mt_declare_field(c, "", MT_FLOAT32, 2, shape) == MT_EINVAL);
+    CHECK(mt_declare_field(c, "bad\xff", MT_FLOAT32, 2, shape) == MT_EINVAL);
+    CHECK(mt_declare_field(c, "z", MT_FLOAT32, 1, zero) == MT_EINVAL);
+    CHECK(mt_declare_field(c, "n", MT_FLOAT32, 9, shape) == MT_EINVAL);
+    CHECK(mt_declare_field(c, "d", (mt_dtype)13, 2, shape) == MT_EINVAL);
+    CHECK(mt_client_start(c) == MT_EFIELD); /* no field */
+    CHECK(strcmp(mt_client_error(c), "declare at least one field") == 0);
+    CHECK(mt_declare_field(c, "u", MT_FLOAT32, 2, shape) == MT_OK);
+    CHECK(mt_declare_field(c, "u", MT_FLOAT32, 2, shape) == MT_EFIELD);
+    CHECK(mt_set_rank(c, 2, 2) == MT_EINVAL);
+    CHECK(mt_set_endpoints(c, "localhost:1") == MT_EINVAL);
+    CHECK(mt_set_parameter(c, "p", NAN) == MT_EINVAL);
+    CHECK(mt_set_batching(c, 1024, 0) == MT_EINVAL);
+    CHECK(mt_declare_part(c, "u", 4, 3) == MT_EINVAL);
+    CHECK(mt_set_rank(c, 1, 2) == MT_OK);
+    CHECK(mt_set_simulation_id(c, 1) == MT_OK);
+    CHECK(mt_set_endpoints(c, "tcp://127.0.0.1:9") == MT_OK);
+    CHECK(mt_client_start(c) == MT_EFIELD); /* rank 1 of 2 without a part */
+    CHECK(mt_declare_part_count(c, "u", 3) == MT_OK);
+    CHECK(mt_client_start(c) == MT_EFIELD); /* offset unknown without MPI */
+    CHECK(mt_declare_part(c, "u", 3, 3) == MT_OK);
+    CHECK(mt_set_close_timeout(c, 0) == MT_OK);
+    CHECK(mt_client_start(c) == MT_OK);
+    CHECK(mt_declare_field(c, "v", MT_FLOAT32, 2, shape) == MT_ESTATE);
+    CHECK(mt_client_start(c) == MT_ESTATE);
+    double v;
+    CHECK(mt_client_parameter(c, "nope", &v) == MT_EINVAL);
+    CHECK(strcmp(mt_client_error(c), "no parameter 'nope'; the known parameters are []") == 0);
+    mt_client_abort(c);
+    mt_client_abort(NULL);
+    CHECK(strcmp(mt_strerror(MT_ESHAPE), "MT_ESHAPE: wrong element count") == 0);
+}
+
+static size_t recv_message(void *sock, unsigned char frames[][200000], size_t *sizes) {
+    size_t n = 0;
+    int more = 1;
+    while (more && n < 8) {
+        int got = zmq_recv(sock, frames[n], 200000, 0);
+        if (got < 0) return 0;
+        sizes[n++] = (size_t)got;
+        size_t len = sizeof more;
+        zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len);
+    }
+    return n;
+}
+
+static void test_stream(void) {
+    void *ctx = zmq_ctx_new();
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int timeout = 10000;
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    CHECK(zmq_bind(pull, "tcp://127.0.0.1:*") == 0);
+    char endpoint[256];
+    size_t len = sizeof endpoint;
+    zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, endpoint, &len);
+
+    mt_client *c;
+    CHECK(mt_client_create(&c) == MT_OK);
+    uint64_t small[1] = {4}, big[1] = {20000};
+    CHECK(mt_set_simulation_id(c, 42) == MT_OK);
+    CHECK(mt_set_endpoints(c, endpoint) == MT_OK);
+    CHECK(mt_set_parameter(c, "a", 1.5) == MT_OK);
+    CHECK(mt_set_batching(c, 65536, 0.001) == MT_OK); /* the flusher sends them */
+    CHECK(mt_declare_field(c, "s", MT_INT32, 1, small) == MT_OK);
+    CHECK(mt_declare_field(c, "b", MT_FLOAT64, 1, big) == MT_OK);
+    CHECK(mt_client_start(c) == MT_OK);
+    int32_t s[4] = {1, 2, 3, 4};
+    double *b = malloc(20000 * sizeof *b);
+    CHECK(b != NULL);
+    for (int i = 0; i < 20000; ++i) b[i] = i * 0.5;
+    for (uint64_t t = 0; t < 3; ++t) {
+        CHECK(mt_send(c, t, "s", MT_INT32, s, 4) == MT_OK);
+        CHECK(mt_send(c, t, "b", MT_FLOAT64, b, 20000) == MT_OK);
+        b[0] = -1; /* the array is ours again at once (MT_REUSE_IMMEDIATE) */
+        b[0] = 0;
+    }
+    CHECK(mt_client_close(c) == MT_OK);
+    free(b);
+
+    static unsigned char frames[8][200000];
+    size_t sizes[8];
+    int kinds[6] = {0}, data_frames = 0, batch_records = 0, msgs = 0;
+    for (; msgs < 20; ++msgs) {
+        size_t n = recv_message(pull, frames, sizes);
+        CHECK(n > 0);
+        if (n == 0) break;
+        int kind = frames[0][5];
+        kinds[kind]++;
+        CHECK(memcmp(frames[0], "MTRN\x02", 5) == 0);
+        if (kind == MT_KIND_DATA && frames[0][6] == 0) {
+            data_frames += (int)n;
+            CHECK(n == 2 && sizes[1] == 160000);
+            double first;
+            memcpy(&first, frames[1] + 8, sizeof first);
+            CHECK(first == 0.5);
+        }
+        if (kind == MT_KIND_BATCH) batch_records += frames[0][16];
+        if (kind == MT_KIND_BYE) {
+            CHECK(sizes[0] == 28 && frames[0][20] == 3);
+            break;
+        }
+    }
+    CHECK(kinds[MT_KIND_HELLO] == 1 && kinds[MT_KIND_BYE] == 1 && data_frames == 6);
+    /* step 0 goes as DATA (no earlier send); steps 1, 2 are batched or, if the machine
+     * was slow (sends over 1 ms apart), DATA too: 3 records of 's' in all */
+    CHECK(batch_records + kinds[MT_KIND_DATA] - 3 == 3);
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
+int main(void) {
+    test_format_double();
+    test_json();
+    test_utf8_and_escape();
+    test_stepset();
+    test_state_rules();
+    test_stream();
+    if (failures) fprintf(stderr, "%d failure(s)\n", failures);
+    else printf("all unit tests passed\n");
+    return failures ? 1 : 0;
+}

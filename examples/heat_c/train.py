@@ -1,0 +1,253 @@
+"""Online training of a heat-equation surrogate on compiled MPI solvers (C or Fortran).
+
+The launcher runs `heat_c` (heat.c) or `heat_fortran` (heat.f90), built by this
+folder's CMakeLists.txt, as `mpiexec -n 2` jobs for `--num_simulations` parameter sets
+drawn by a seeded Latin hypercube, at most `--job_limit` at once. Each rank streams its
+rows of the temperature field at every time step through the C client (or its Fortran
+module); the trainer reassembles the field and trains an MLP (5 parameters, t) ->
+field online. Validation uses a few held-out simulations computed here by
+`reference.py`, the same scheme in numpy (bit for bit the solvers' fields). The study's
+options and timings come from `../study_common.py`, as in the Python heat example.
+
+    cmake -S examples/heat_c -B examples/heat_c/build -DCMAKE_PREFIX_PATH=PREFIX
+    cmake --build examples/heat_c/build
+    python examples/heat_c/train.py                       # the C solver
+    python examples/heat_c/train.py --solver fortran      # the Fortran one
+    python examples/heat_c/train.py --json                # last line: a JSON summary
+
+Errors are mean squared errors in kelvin squared over every grid point of every time
+step of the validation simulations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # reference.py
+sys.path.insert(1, str(HERE.parent))  # study_common.py
+from reference import DEFAULT_R, PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, solve  # noqa: E402
+from study_common import (  # noqa: E402
+    StepTimer,
+    StudyArgs,
+    final_eval_loss,
+    print_overlap,
+    run_summary,
+)
+
+from melissa_trainer import (  # noqa: E402
+    ArgumentParser,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
+from melissa_trainer.launcher.backends.mpiexec import MpiexecBackend  # noqa: E402
+
+CENTER = 0.5 * (TEMPERATURE_RANGE[0] + TEMPERATURE_RANGE[1])
+SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
+SOLVERS = {"c": "heat_c", "fortran": "heat_fortran"}
+
+
+@dataclass
+class HeatCArgs(StudyArgs):
+    solver: str = field(
+        default="c", metadata={"help": "which solver runs", "choices": tuple(SOLVERS)}
+    )
+    build_dir: str = field(
+        default=str(HERE / "build"), metadata={"help": "where CMake built the solvers"}
+    )
+    mpiexec: str = field(
+        default="mpiexec",
+        metadata={"help": "the MPI launcher (a name on PATH or a path) of the mpiexec backend"},
+    )
+    ranks: int = field(default=2, metadata={"help": "MPI ranks per simulation"})
+    nx: int = field(default=16, metadata={"help": "interior grid points along x"})
+    ny: int = field(default=16, metadata={"help": "interior grid points along y"})
+    time_steps: int = field(default=80, metadata={"help": "explicit steps per simulation"})
+    r: float = field(default=DEFAULT_R, metadata={"help": "alpha dt / h^2, in (0, 1/4]"})
+    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
+    hidden: int = field(default=256, metadata={"help": "MLP width"})
+    learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
+
+    def problems(self) -> list[str]:
+        problems = super().problems() + [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("ranks", "nx", "time_steps", "num_validation", "hidden")
+            if getattr(self, name) < 1
+        ]
+        if self.ny < self.ranks:
+            problems.append(f"ny={self.ny} must be >= ranks={self.ranks}")
+        if not 0 < self.r <= 0.25:
+            problems.append(f"r={self.r} must be in (0, 0.25] (stability)")
+        return problems
+
+    def command(self) -> list[str]:
+        """The solver's argv; SystemExit naming the fix if it was not built."""
+        binary = Path(self.build_dir) / SOLVERS[self.solver]
+        if not binary.is_file():
+            sys.exit(
+                f"{binary} not found: build the examples first (cmake -S {HERE} -B "
+                f"{self.build_dir} -DCMAKE_PREFIX_PATH=<the client's install prefix> && "
+                f"cmake --build {self.build_dir}), or pass --build_dir"
+            )
+        return [str(binary), str(self.nx), str(self.ny), str(self.time_steps), repr(self.r)]
+
+
+def process_sample(time_steps: int) -> Any:
+    """sample -> (inputs, targets): the parameters mapped onto [-1, 1] and sqrt(t / t_end),
+    and the flattened field mapped onto [-1, 1] (float32 tensors)."""
+
+    def process(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = np.empty(len(PARAMETER_NAMES) + 1, dtype=np.float32)
+        inputs[:-1] = (sample["parameters"] - CENTER) / SCALE
+        inputs[-1] = np.sqrt((int(sample["time_step"]) + 1) / time_steps)
+        target = (sample["temperature"].reshape(-1) - np.float32(CENTER)) / np.float32(SCALE)
+        return torch.from_numpy(inputs), torch.from_numpy(target)
+
+    return process
+
+
+def validation_set(opts: HeatCArgs, seed: int) -> list[dict[str, np.ndarray]]:
+    """Held-out simulations, solved here by `reference.solve`, shaped like the stream's."""
+    sampler = make_sampler("uniform", PARAMETER_BOUNDS, seed=seed)
+    samples = []
+    for i in range(opts.num_validation):
+        parameters = sampler.draw()
+        vector = np.array([parameters[n] for n in PARAMETER_NAMES], dtype=np.float64)
+        fields = solve(parameters, opts.nx, opts.ny, opts.time_steps, opts.r)
+        for step, temperature in enumerate(fields):
+            samples.append(
+                {
+                    "temperature": temperature,
+                    "time_step": np.array(step, np.int64),
+                    "parameters": vector,
+                    "simulation_id": np.array(-1 - i, np.int64),  # not a study id
+                }
+            )
+    return samples
+
+
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/heat_c",
+    "buffer": "reservoir",
+    "buffer_size": 4000,
+    "watermark": 400,
+    "sample_to_insert_ratio": 8.0,
+    "batch_size": 32,
+    "logging_steps": 200,
+    "eval_steps": 500,
+    "backend": "mpiexec",
+    "num_simulations": 32,
+}
+
+
+def parser() -> ArgumentParser:
+    """The command line: TrainingArguments and HeatCArgs, with this example's defaults."""
+    return ArgumentParser(TrainingArguments, HeatCArgs, defaults=DEFAULTS)
+
+
+def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher | None, Any]:
+    """A `Study` whose launcher runs the solver as MPI jobs, or with --external a
+    `StreamSource` waiting for NUM_SIMULATIONS solvers started by hand."""
+    fields = {"temperature": ((opts.ny, opts.nx), "float32")}  # what the solvers declare
+    # A Study tells the stream how many simulations to expect; by hand, we do.
+    expected = {"expected_simulations": opts.num_simulations} if opts.external else {}
+    config = ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields, **expected)
+    if opts.external:
+        return None, StreamSource(config)
+    if opts.backend != "mpiexec":
+        sys.exit(f"--backend {opts.backend}: this example runs its solvers with mpiexec")
+    launcher = Launcher(
+        simulation=opts.command(),
+        sampler=make_sampler(opts.sampler, PARAMETER_BOUNDS, seed=seed),
+        n_simulations=opts.num_simulations,
+        job_limit=opts.job_limit,
+        backend=MpiexecBackend(mpiexec=opts.mpiexec),
+        ranks_per_simulation=opts.ranks,
+        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout),
+    )
+    return launcher, Study(launcher, StreamSource(config))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args, opts = parser().parse_args_into_dataclasses(argv)
+    output_dir = Path(args.output_dir)
+    rendezvous = output_dir / "rendezvous"
+    launcher, source = make_source(opts, args.seed, rendezvous)
+    if "OMP_NUM_THREADS" not in os.environ:  # leave the solvers' ranks their cores
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit * opts.ranks))
+    torch.manual_seed(args.seed)
+    hidden, n = opts.hidden, opts.nx * opts.ny
+    model = torch.nn.Sequential(
+        torch.nn.Linear(len(PARAMETER_NAMES) + 1, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, hidden),
+        torch.nn.SiLU(),
+        torch.nn.Linear(hidden, n),
+    )
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+    validation = validation_set(opts, seed=args.seed + 1)
+    timer = StepTimer()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        process_sample=process_sample(opts.time_steps),
+        eval_dataset=validation,
+        hooks=[timer],
+    )
+    # An endpoint file left by an earlier run would send the solvers to a dead receiver.
+    if trainer.is_main_process:
+        shutil.rmtree(rendezvous, ignore_errors=True)
+        if opts.external:
+            print(
+                f"waiting for {opts.num_simulations} simulations; start each with a distinct "
+                f"ID: MELISSA_TRAINER_SIMULATION_ID=ID MELISSA_TRAINER_RENDEZVOUS={rendezvous}"
+                " MELISSA_TRAINER_PARAMETERS='"
+                + json.dumps({name: 300.0 for name in PARAMETER_NAMES})
+                + f"' mpiexec -n {opts.ranks} {' '.join(opts.command())}",
+                flush=True,
+            )
+    trainer.accelerator.wait_for_everyone()
+
+    start = time.perf_counter()
+    state = trainer.train()
+    wall = time.perf_counter() - start
+    val_mse = final_eval_loss(trainer) * SCALE**2
+    truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
+    mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())
+    summary: dict[str, Any] = {
+        "solver": opts.solver,
+        "val_mse": val_mse,
+        "mean_field_mse": mean_field_mse,
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
+    }
+    if not trainer.is_main_process:
+        return summary
+    print(
+        f"{opts.solver} solver, {opts.ranks} ranks each: validation MSE {val_mse:.4g} K^2 "
+        f"(RMSE {val_mse**0.5:.3g} K) vs predicting the mean field {mean_field_mse:.4g} K^2, "
+        f"after {state.global_step} steps on {state.total_samples_seen} samples"
+    )
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    if opts.json:
+        print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

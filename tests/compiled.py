@@ -1,0 +1,192 @@
+"""Shared helpers for tests of compiled code against the C client (clients/c).
+
+`c_client` (a session-scoped fixture: import it into a test module with
+``from compiled import c_client  # noqa: F401``, or use `build_c_client`) builds
+and installs the library once per session with cmake into a temporary directory, and
+skips, saying why, when a tool is missing (cmake, a C compiler, pkg-config, libzmq).
+It returns a `CClient`: the install prefix and `compile`, which builds a C file into an
+executable linked with the library (with the MPI compiler wrapper for ``mpi=True``).
+`sanitized_c_client` is the same library built with ``-fsanitize=address,undefined``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from helpers import find_mpiexec
+
+REPO = Path(__file__).resolve().parent.parent
+C_SOURCE = REPO / "clients" / "c"
+SANITIZE = "address,undefined"
+#: The environment sanitized executables run with (leaks reported, UB fatal).
+SANITIZER_ENV = {
+    "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
+    "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
+}
+
+
+def c_toolchain_missing() -> str | None:
+    """Why the C client cannot be built here, or None if it can."""
+    for tool in ("cmake", "pkg-config"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} to build the C client (clients/c)"
+    if shutil.which(os.environ.get("CC", "cc")) is None and shutil.which("gcc") is None:
+        return "needs a C compiler (cc or gcc) to build the C client"
+    if subprocess.run(["pkg-config", "--exists", "libzmq >= 4.3"], check=False).returncode:
+        return "needs libzmq >= 4.3 with pkg-config (apt-get install libzmq3-dev)"
+    return None
+
+
+def _run(argv: Sequence[str | os.PathLike[str]], what: str, timeout: float = 300) -> None:
+    proc = subprocess.run(
+        [str(a) for a in argv], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if proc.returncode:
+        raise AssertionError(f"{what} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+
+
+@dataclass(frozen=True)
+class CClient:
+    """An installed C client: `prefix` (include/, lib/, lib/cmake/, lib/pkgconfig/)."""
+
+    prefix: Path
+    build_dir: Path
+    sanitize: str = ""
+    cflags: tuple[str, ...] = field(default=("-std=c11", "-Wall", "-Wextra", "-Werror", "-g"))
+
+    @property
+    def include_dir(self) -> Path:
+        return self.prefix / "include"
+
+    @property
+    def lib_dir(self) -> Path:
+        return self.prefix / "lib"
+
+    def env(self) -> dict[str, str]:
+        """Variables for consumers (cmake's find_package, pkg-config) of this install."""
+        return {
+            "CMAKE_PREFIX_PATH": str(self.prefix),
+            "PKG_CONFIG_PATH": str(self.lib_dir / "pkgconfig"),
+        }
+
+    def compile(
+        self,
+        source: str | os.PathLike[str],
+        output: str | os.PathLike[str],
+        *,
+        mpi: bool = False,
+        extra: Sequence[str] = (),
+    ) -> Path:
+        """Compile the C file `source` into the executable `output`, linked with the
+        shared library (rpath set); ``mpi=True`` uses the MPI wrapper `mpicc` next to
+        the tests' mpiexec (skips if there is none). Raises AssertionError with the
+        compiler's output on failure."""
+        compiler = find_mpicc() if mpi else shutil.which("gcc") or "cc"
+        if compiler is None:
+            pytest.skip("needs mpicc next to mpiexec (pip install mpich)")
+        flags = list(self.cflags)
+        if self.sanitize:
+            flags += [f"-fsanitize={self.sanitize}", "-fno-omit-frame-pointer"]
+        argv = [
+            compiler,
+            *flags,
+            f"-I{self.include_dir}",
+            str(source),
+            "-o",
+            str(output),
+            f"-L{self.lib_dir}",
+            f"-Wl,-rpath,{self.lib_dir}",
+            "-lmelissa_trainer_client",
+            "-lm",
+            *extra,
+        ]
+        _run(argv, f"compiling {source}")
+        return Path(output)
+
+
+def find_mpicc() -> str | None:
+    """The MPI C compiler wrapper of the tests' mpiexec (the mpich wheel's), or None."""
+    mpiexec = find_mpiexec()
+    if mpiexec is None:
+        return None
+    candidate = Path(mpiexec).parent / "mpicc"
+    return str(candidate) if os.access(candidate, os.X_OK) else None
+
+
+def build_c_client(
+    root: Path, *, sanitize: str = "", tests: bool = False, build_type: str = "RelWithDebInfo"
+) -> CClient:
+    """Configure, build and install clients/c under `root` (skips without the tools)."""
+    reason = c_toolchain_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    build, prefix = root / "build", root / "prefix"
+    configure = [
+        "cmake",
+        "-S",
+        C_SOURCE,
+        "-B",
+        build,
+        f"-DCMAKE_BUILD_TYPE={build_type}",
+        f"-DMT_SANITIZE={sanitize}",
+        f"-DMT_BUILD_TESTS={'ON' if tests else 'OFF'}",
+        f"-DCMAKE_INSTALL_PREFIX={prefix}",
+        "-DCMAKE_INSTALL_LIBDIR=lib",
+    ]
+    _run(configure, "cmake configure of clients/c")
+    _run(["cmake", "--build", build, "--parallel", "2"], "cmake --build of clients/c")
+    _run(["cmake", "--install", build], "cmake --install of clients/c")
+    return CClient(prefix=prefix, build_dir=build, sanitize=sanitize)
+
+
+def sanitizer_missing() -> str | None:
+    """Why -fsanitize=address,undefined programs cannot be built and run here, or None."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        return "needs a C compiler"
+    probe = subprocess.run(
+        [compiler, f"-fsanitize={SANITIZE}", "-x", "c", "-", "-o", os.devnull],
+        input="int main(void) { return 0; }\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if probe.returncode:
+        return f"the sanitizer runtimes (libasan, libubsan) are missing: {probe.stderr[-300:]}"
+    return None
+
+
+# Each test module that imports a fixture gets a fixture definition of its own, so a
+# session-scoped fixture would run once per module: the builds are memoized here instead
+# (keyed by kind; the directories come from the session's tmp_path_factory).
+_BUILT: dict[str, CClient] = {}
+
+
+@pytest.fixture(scope="session")
+def c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CClient]:
+    """The C client, built and installed once per session (skips without the tools)."""
+    if "plain" not in _BUILT:
+        _BUILT["plain"] = build_c_client(tmp_path_factory.mktemp("c_client"))
+    yield _BUILT["plain"]
+
+
+@pytest.fixture(scope="session")
+def sanitized_c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CClient]:
+    """The C client built with -fsanitize=address,undefined, and its CTest unit tests."""
+    reason = c_toolchain_missing() or sanitizer_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    if "sanitized" not in _BUILT:
+        _BUILT["sanitized"] = build_c_client(
+            tmp_path_factory.mktemp("c_client_asan"),
+            sanitize=SANITIZE,
+            tests=True,
+            build_type="Debug",
+        )
+    yield _BUILT["sanitized"]

@@ -98,12 +98,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="build the Fortran module (default: if a Fortran compiler is found)",
     )
+    parser.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"argument --jobs: must be at least 1, not {args.jobs}")
     try:
         if args.c_source:
             print(c_source_dir())
             return 0
-        prefix = build_c_client(args.build, build_dir=args.build_dir, fortran=args.fortran)
+        prefix = build_c_client(
+            args.build, build_dir=args.build_dir, fortran=args.fortran, jobs=args.jobs
+        )
     except (FileNotFoundError, subprocess.CalledProcessError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -111,6 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"export CMAKE_PREFIX_PATH={prefix}${{CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}}")
     pkgconfig = prefix / "lib" / "pkgconfig"
     print(f"export PKG_CONFIG_PATH={pkgconfig}${{PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}}")
+    lib = prefix / "lib"
+    print(
+        "CMake's find_package(MelissaTrainerClient) records the library's path in the "
+        "binaries it links; with pkg-config, add -Wl,-rpath," + str(lib) + " (or set "
+        "LD_LIBRARY_PATH) so that they find libmelissa_trainer_client.so at run time."
+    )
+    if (prefix / "include" / "fortran").is_dir():
+        print(
+            f"Fortran by hand: -I{prefix / 'include' / 'fortran'} -L{lib} "
+            f"-lmelissa_trainer_fortran -lmelissa_trainer_client -Wl,-rpath,{lib}"
+        )
     return 0
 
 

@@ -363,3 +363,36 @@ def test_train_py_trains_on_the_c_solver(built: Built, tmp_path: Path) -> None:
     assert summary["samples_received"] == sims * steps  # each (simulation, step) once
     assert summary["study"]["finished"] == sims and summary["study"]["restarts"] == 0
     assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
+
+
+FORTRAN_ONLY_PROJECT = """cmake_minimum_required(VERSION 3.18)
+project(fortran_only Fortran)
+find_package(MelissaTrainerClient REQUIRED)
+add_executable(prog prog.f90)
+target_link_libraries(prog PRIVATE MelissaTrainer::fortran)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_fortran_only_cmake_project_finds_and_links_the_package(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """`project(x Fortran)`: the package's Threads dependency must not need C (FindThreads
+    does: it failed with "FindThreads only works if either C or CXX language is enabled")."""
+    if shutil.which("gfortran") is None:
+        pytest.skip("needs gfortran")
+    client: CClient = request.getfixturevalue("c_client")
+    if not (client.prefix / "include" / "fortran" / "melissa_trainer.mod").exists():
+        pytest.skip("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
+    (tmp_path / "CMakeLists.txt").write_text(FORTRAN_ONLY_PROJECT)
+    (tmp_path / "prog.f90").write_text(
+        "program prog\n  use melissa_trainer\n  print '(a)', mt_version()\nend program\n"
+    )
+    run(["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "build"),
+         f"-DCMAKE_PREFIX_PATH={client.prefix}"])  # fmt: skip
+    run(["cmake", "--build", str(tmp_path / "build")])
+    out = subprocess.run(
+        [str(tmp_path / "build" / "prog")], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "0.1.0", out.stdout + out.stderr

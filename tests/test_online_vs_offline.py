@@ -118,6 +118,7 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
 def test_the_command_prints_its_rows(tmp_path):
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--splits", "0.5",
+         "--budget", "3", "--simulations", "4",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip

@@ -209,7 +209,8 @@ class Supervisor:
                     continue
             why = (
                 f"it exited 0 but its data did not all arrive ({data.describe(sid)}); a "
-                f"solver must send every step and close its Client (BYE) before it exits"
+                f"solver must send every step and close its client before it exits (BYE: "
+                f"Client.close() in Python, mt_client_close in C, mt_close in Fortran)"
             )
             logger.warning("simulation %d %s", sid, why)
             with self.lock:

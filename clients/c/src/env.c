@@ -201,7 +201,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
     }
     char tail[320] = "";
     if (world < 0) {
-        snprintf(tail, sizeof tail, "no rank_{r}.json file yet");
+        snprintf(tail, sizeof tail, "no rank_<r>.json file yet (rank_0.json ...)");
     } else if (other >= 0) {
         snprintf(tail, sizeof tail, "files disagree on world_size: [%lld, %lld]",
                  world < other ? world : other, world < other ? other : world);

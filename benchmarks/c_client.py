@@ -49,6 +49,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "c")]
+import reader  # noqa: E402
 from bench_programs import MissingTool, Programs, build  # noqa: E402
 from report import print_rows  # noqa: E402
 
@@ -59,7 +60,7 @@ KB, MB = 1 << 10, 1 << 20
 LABELS = {KB: "1KB", MB: "1MB"}
 CPU_TARGETS = {KB: round(1 / 1.5, 3), MB: round(1 / 1.1, 3)}
 E2E_TARGET = 1.0
-INLINE_MAX = 65536
+INLINE_MAX = reader.INLINE_MAX
 BATCH_BYTES = 65536  # the client's default
 SKIP_EXIT = 77  # a tool is missing: the caller may skip
 
@@ -167,28 +168,13 @@ def run_stream(programs: Programs, kind: str, nbytes: int, clients: int, n: int)
     """Seconds for `clients` processes of `kind` ("c" or "python") to stream `n` steps of
     `nbytes` (split between them) into a Receiver and its FIFO buffer, drained as in
     benchmarks/ingest.py."""
-    cap = 4096 if nbytes <= INLINE_MAX else 64
-    buffer = FIFOBuffer(cap)
+    buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
     rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=clients, rcvhwm=hwm(nbytes)))
     rec.start()
     ends: list[float] = []
 
     def drain() -> None:
-        # As the training thread takes data (StreamDataset): pump the receiver, take what
-        # there is up to a batch (blocks of batched small fields, samples of large ones);
-        # with nothing there, wait on the network, else on the buffer.
-        batch = max(1, cap // 8)
-        get = buffer.get_block if nbytes <= INLINE_MAX else buffer.get_batch
-        while True:
-            rec.pump()
-            k = min(len(buffer), batch)
-            if not k and rec.pump(0.02):
-                continue
-            try:
-                if not get(max(k, 1), timeout=0.0 if k else 0.02):
-                    break  # closed and empty: the end of the stream
-            except TimeoutError:
-                continue
+        reader.drain(rec, buffer, nbytes)
         ends.append(time.perf_counter())
 
     consumer = threading.Thread(target=drain, daemon=True)

@@ -62,6 +62,7 @@ from melissa_trainer.stream.heap import keep_freed_memory
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reader  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
 from report import print_rows  # noqa: E402
 
@@ -69,7 +70,7 @@ KB, MB = 1 << 10, 1 << 20
 SIZES = [(KB, "1 KB"), (64 * KB, "64 KB"), (MB, "1 MB"), (8 * MB, "8 MB")]
 TARGETS = {KB: 0.5, MB: 0.85}
 TRAIN_TARGET = 0.85
-INLINE_MAX = 65536
+INLINE_MAX = reader.INLINE_MAX
 
 CLIENT_CODE = r"""
 import sys, time
@@ -161,30 +162,13 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
     """Seconds to stream `n` messages (split over `clients`, with `array_reuse=reuse`)
     into the buffer."""
     hwm = _hwm(nbytes)
-    cap = 4096 if nbytes <= INLINE_MAX else 64
-    buffer = FIFOBuffer(cap)
+    buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
     rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=clients, rcvhwm=hwm))
     rec.start()
     ends: list[float] = []
 
     def drain() -> None:
-        # As the training thread takes data (StreamDataset): it pumps the receiver
-        # (ingest in this thread), then takes what there is, up to a batch; with
-        # nothing there, it waits on the network (`pump(wait)`), else on the buffer.
-        # Batched small fields are held as blocks and taken as blocks (`get_block`,
-        # the dataset's default batches); large ones as the samples they are.
-        batch = max(1, cap // 8)
-        get = buffer.get_block if nbytes <= INLINE_MAX else buffer.get_batch
-        while True:
-            rec.pump()
-            k = min(len(buffer), batch)
-            if not k and rec.pump(0.02):
-                continue
-            try:
-                if not get(max(k, 1), timeout=0.0 if k else 0.02):
-                    break  # closed and empty: the end of the stream
-            except TimeoutError:
-                continue
+        reader.drain(rec, buffer, nbytes)
         ends.append(time.perf_counter())
 
     consumer = threading.Thread(target=drain, daemon=True)

@@ -122,19 +122,25 @@ def prepare_rendezvous(
     rendezvous: Path,
     command: Sequence[str],
     bounds: Bounds,
+    *,
+    start_line: str | None = None,
 ) -> None:
     """Clear `rendezvous` before any receiver publishes its endpoint there (a file left by
     an earlier run would send clients to a dead one); with --external, print how to start
-    the solvers."""
+    the solvers: `start_line`, or by default `command` (a Python solver) with its flags."""
     if trainer.is_main_process:
         shutil.rmtree(rendezvous, ignore_errors=True)
     trainer.accelerator.wait_for_everyone()
     if trainer.is_main_process and opts.external:
         example = json.dumps({name: (low + high) / 2 for name, (low, high) in bounds.items()})
+        if start_line is None:
+            start_line = (
+                f"python {' '.join(command)} --rendezvous {rendezvous} "
+                f"--simulation_id ID --parameters '{example}'"
+            )
         print(
             f"waiting for {opts.num_simulations} simulations; start each (with a distinct ID) "
-            f"with\n  python {' '.join(command)} --rendezvous {rendezvous} "
-            f"--simulation_id ID --parameters '{example}'",
+            f"with\n  {start_line}",
             flush=True,
         )
 

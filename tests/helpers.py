@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from melissa_trainer import Buffer, Hook, TrainerControl, TrainerState
+from melissa_trainer import Buffer, Hook, Source, TrainerControl, TrainerState
 from melissa_trainer.launcher.backends.mpiexec import _next_to_python
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
 
@@ -84,6 +84,21 @@ def drain(buffer: Buffer, timeout: float = 30.0) -> list[dict[str, np.ndarray]]:
             batch = buffer.get_batch(1, timeout=0.05)
         except TimeoutError:
             assert time.monotonic() < deadline, f"stream did not end ({len(out)} samples)"
+            continue
+        if not batch:
+            return out
+        out.extend(batch)
+
+
+def read_source(source: Source, buffer: Buffer) -> list[dict[str, np.ndarray]]:
+    """Read `buffer` as a trainer would (`source.wait_for`, then a read), every sample
+    until the end of the stream; `source`'s `SourceError` propagates."""
+    out: list[dict[str, np.ndarray]] = []
+    while True:
+        source.wait_for(8, 0.5)
+        try:
+            batch = buffer.get_batch(8, timeout=0.0)
+        except TimeoutError:
             continue
         if not batch:
             return out

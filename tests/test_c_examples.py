@@ -28,7 +28,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from compiled import CClient, c_client, find_mpicc  # noqa: F401 (c_client: a fixture)
-from helpers import NO_MPI, find_mpiexec, running
+from helpers import NO_MPI, find_mpiexec, read_source, running
 
 from melissa_trainer import ReceiverConfig, StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
@@ -104,20 +104,6 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     return Built(client.prefix, examples)
 
 
-def drain(study: Study, buffer: FIFOBuffer) -> list[dict[str, np.ndarray]]:
-    """Read the buffer as a trainer would, until the end of the stream."""
-    samples: list[dict[str, np.ndarray]] = []
-    while True:
-        study.wait_for(8, 0.5)
-        try:
-            batch = buffer.get_batch(8, timeout=0.0)
-        except TimeoutError:
-            continue
-        if not batch:
-            return samples
-        samples += batch
-
-
 def run_study(
     tmp_path: Path, solver: Path, env: dict[str, str] | None = None
 ) -> tuple[list[dict[str, np.ndarray]], dict[str, float], dict[str, float]]:
@@ -141,7 +127,7 @@ def run_study(
     study.start(buffer, 0, 1)
     try:
         study.on_all_ranks_started()
-        samples = drain(study, buffer)
+        samples = read_source(study, buffer)
         figures = study.stream.telemetry()
     finally:
         study.stop()

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from helpers import read_source
 
 from melissa_trainer import (
     FIFOBuffer,
@@ -51,18 +53,22 @@ def launcher(
     )
 
 
-def drain(study: Study, buffer: FIFOBuffer) -> list[tuple[int, int]]:
-    """Read the buffer as a trainer would, until the end of the stream."""
-    seen = []
-    while True:
-        study.wait_for(8, 0.5)
-        try:
-            batch = buffer.get_batch(8, timeout=0.0)
-        except TimeoutError:
-            continue
-        if not batch:
-            return seen
-        seen += [(int(s["simulation_id"]), int(s["time_step"])) for s in batch]
+def keys(samples: list[dict[str, np.ndarray]]) -> list[tuple[int, int]]:
+    return [(int(s["simulation_id"]), int(s["time_step"])) for s in samples]
+
+
+def run_to_error(study: Study, tmp_path: Path) -> str:
+    """Run `study` outside a trainer, reading as a trainer would; the `SourceError`'s text."""
+    buffer = FIFOBuffer(8)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    try:
+        study.on_all_ranks_started()
+        with pytest.raises(SourceError) as info:
+            read_source(study, buffer)
+    finally:
+        study.stop()
+    return str(info.value)
 
 
 def test_the_study_fills_in_what_the_stream_left_open(tmp_path: Path) -> None:
@@ -133,7 +139,7 @@ def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
     study.start(buffer, 0, 1)
     try:
         study.on_all_ranks_started()
-        seen = drain(study, buffer)
+        seen = keys(read_source(study, buffer))
     finally:
         study.stop()
     assert sorted(seen) == [(s, t) for s in range(4) for t in range(5)]
@@ -148,17 +154,7 @@ def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
 def test_a_failed_study_names_its_failures_in_the_error(tmp_path: Path) -> None:
     """Every simulation fails: the error says the study failed and shows the log's tail."""
     failing = "import sys\nprint('no module named mysolver', file=sys.stderr)\nsys.exit(3)\n"
-    study = Study(launcher(tmp_path, 2, script=failing))
-    buffer = FIFOBuffer(8)
-    study.configure(str(tmp_path / "out"))
-    study.start(buffer, 0, 1)
-    try:
-        study.on_all_ranks_started()
-        with pytest.raises(SourceError) as info:
-            drain(study, buffer)
-    finally:
-        study.stop()
-    message = str(info.value)
+    message = run_to_error(Study(launcher(tmp_path, 2, script=failing)), tmp_path)
     assert message.startswith("the simulation study failed: ")
     assert "min_finished_fraction=0.5" in message
     assert "no module named mysolver" in message and "exit codes [3]" in message
@@ -186,16 +182,7 @@ def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
     which simulation it waits for, and the study's part says what failed and why."""
     stream = StreamSource(ReceiverConfig(stall_timeout=1.0))
     study = Study(launcher(tmp_path, 3, script=STALLING, on_failure="abandon"), stream)
-    buffer = FIFOBuffer(8)
-    study.configure(str(tmp_path / "out"))
-    study.start(buffer, 0, 1)
-    try:
-        study.on_all_ranks_started()
-        with pytest.raises(SourceError) as info:
-            drain(study, buffer)
-    finally:
-        study.stop()
-    message = str(info.value)
+    message = run_to_error(study, tmp_path)
     assert "stall_timeout=1.0" in message and "simulation 1:" in message  # the stream's
     assert "study: 1 finished, 0 failed, 1 abandoned, 1 running" in message  # the study's
     assert "no module named mysolver" in message

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
     final_eval_loss,
+    prepare_rendezvous,
     print_overlap,
     run_summary,
 )
@@ -210,19 +210,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         eval_dataset=validation,
         hooks=[timer],
     )
-    # An endpoint file left by an earlier run would send the solvers to a dead receiver.
-    if trainer.is_main_process:
-        shutil.rmtree(rendezvous, ignore_errors=True)
-        if opts.external:
-            print(
-                f"waiting for {opts.num_simulations} simulations; start each with a distinct "
-                f"ID: MELISSA_TRAINER_SIMULATION_ID=ID MELISSA_TRAINER_RENDEZVOUS={rendezvous}"
-                " MELISSA_TRAINER_PARAMETERS='"
-                + json.dumps({name: 300.0 for name in PARAMETER_NAMES})
-                + f"' mpiexec -n {opts.ranks} {' '.join(opts.command())}",
-                flush=True,
-            )
-    trainer.accelerator.wait_for_everyone()
+    prepare_rendezvous(
+        trainer,
+        opts,
+        rendezvous,
+        opts.command(),
+        PARAMETER_BOUNDS,
+        start_line=(
+            f"MELISSA_TRAINER_SIMULATION_ID=ID MELISSA_TRAINER_RENDEZVOUS={rendezvous} "
+            "MELISSA_TRAINER_PARAMETERS='"
+            + json.dumps({name: 300.0 for name in PARAMETER_NAMES})
+            + f"' mpiexec -n {opts.ranks} {' '.join(opts.command())}"
+        ),
+    )
 
     start = time.perf_counter()
     state = trainer.train()

@@ -34,6 +34,7 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
+from melissa_trainer.launcher.records import records_of
 from melissa_trainer.launcher.templates import CommandTemplate
 from melissa_trainer.launcher.worker import WorkerClient
 from melissa_trainer.launcher.workers import WorkerSupervisor
@@ -229,7 +230,7 @@ def keys(samples: list[dict[str, np.ndarray]]) -> Counter[tuple[int, int]]:
 
 
 def statuses(launch: Launcher) -> dict[int, str]:
-    return {int(k): v["status"] for k, v in launch.state_dict()["simulations"].items()}
+    return {int(k): v["status"] for k, v in records_of(launch.state_dict()).items()}
 
 
 # -- configuration ------------------------------------------------------------------------
@@ -380,9 +381,9 @@ def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
         sid = int(s["simulation_id"])
         assert float(s["parameters"][0]) == {10: 0.5, 11: 1.5, 12: 2.5}[sid]
         np.testing.assert_array_equal(s["u"], np.full(4, 100 * sid + int(s["time_step"])))
-    record = launch.state_dict()["simulations"]
-    assert record["11"]["exit_codes"] == [1, 0] and record["11"]["restarts"] == 1
-    assert record["10"]["exit_codes"] == [0] and record["12"]["exit_codes"] == [0]
+    record = records_of(launch.state_dict())
+    assert record[11]["exit_codes"] == [1, 0] and record[11]["restarts"] == 1
+    assert record[10]["exit_codes"] == [0] and record[12]["exit_codes"] == [0]
     assert sorted((sid, attempt) for sid, attempt, _ in runs(tmp_path)) == [
         (10, 0), (11, 0), (11, 1), (12, 0)
     ]  # fmt: skip
@@ -406,9 +407,9 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
     )
     samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(10)})
-    record = launch.state_dict()["simulations"]
-    assert record["0"]["exit_codes"] == ["timeout", 0]
-    assert record["1"]["exit_codes"] == [0]  # 2.5 s of work, never silent for 1.5 s
+    record = records_of(launch.state_dict())
+    assert record[0]["exit_codes"] == ["timeout", 0]
+    assert record[1]["exit_codes"] == [0]  # 2.5 s of work, never silent for 1.5 s
     stalled_pid = next(pid for sid, attempt, pid in runs(tmp_path) if (sid, attempt) == (0, 0))
     assert not alive(stalled_pid)
 
@@ -423,8 +424,8 @@ def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
         run_study(launch)
     finally:
         launch.stop()
-    record = launch.state_dict()["simulations"]
-    assert record["0"]["exit_codes"] == ["timeout", 0] and record["1"]["exit_codes"] == [0]
+    record = records_of(launch.state_dict())
+    assert record[0]["exit_codes"] == ["timeout", 0] and record[1]["exit_codes"] == [0]
 
 
 # -- failure policies ---------------------------------------------------------------------
@@ -445,10 +446,10 @@ def test_after_max_restarts_the_parameters_are_redrawn_under_a_new_id(tmp_path: 
     assert abandoned == [1]
     assert statuses(launch) == {0: "finished", 1: "failed", 2: "finished", 3: "finished"}
     state = launch.state_dict()
-    assert state["simulations"]["1"]["exit_codes"] == [1, 1] and state["redraws"] == 1
+    assert records_of(state)[1]["exit_codes"] == [1, 1] and state["redraws"] == 1
     reference = make_sampler("halton", {"x": (0, 1)}, seed=1)
     expected = [reference.draw() for _ in range(4)]
-    assert [state["simulations"][str(i)]["parameters"] for i in range(4)] == expected
+    assert [records_of(state)[i]["parameters"] for i in range(4)] == expected
     summary = launch.summary()
     assert (summary["finished"], summary["failed"], summary["redraws"]) == (3, 1, 1)
 
@@ -540,7 +541,7 @@ def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     samples = stream_study(launch, tmp_path, receiver, buffer)
     assert keys(samples) == Counter({(s, t): 1 for s in range(6) for t in range(3)})
     assert (tmp_path / "crashed").exists()
-    record = launch.state_dict()["simulations"]
+    record = records_of(launch.state_dict())
     assert sorted(r["exit_codes"] for r in record.values()) == [[0]] * 5 + [[3, 0]]
     per_worker = {p.stem: p.read_text().split() for p in tmp_path.glob("worker-*.txt")}
     assert max(len(sims) for sims in per_worker.values()) >= 2  # one job, several simulations
@@ -627,8 +628,8 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
         state = json.loads(json.dumps(first.state_dict()))
     finally:
         first.stop()
-    assert {k: v["status"] for k, v in state["simulations"].items()} == {
-        "0": "finished", "1": "finished", "2": "running"
+    assert {k: v["status"] for k, v in records_of(state).items()} == {
+        0: "finished", 1: "finished", 2: "running"
     }  # fmt: skip
     second = make()
     second.load_state_dict(state)
@@ -643,9 +644,9 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
     ]  # fmt: skip
     uninterrupted = make_sampler("sobol", {"x": (0, 1)}, seed=4)
     expected = [uninterrupted.draw() for _ in range(4)]
-    final = second.state_dict()["simulations"]
-    assert [final[str(i)]["parameters"] for i in range(4)] == expected
-    assert all(final[str(i)]["status"] == "finished" for i in range(4))
+    final = records_of(second.state_dict())
+    assert [final[i]["parameters"] for i in range(4)] == expected
+    assert all(final[i]["status"] == "finished" for i in range(4))
     with pytest.raises(RuntimeError, match="before start"):
         second.load_state_dict(state)
 

@@ -13,7 +13,7 @@ import pytest
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
-from melissa_trainer.launcher.records import STATUSES, StudyRecord
+from melissa_trainer.launcher.records import STATUSES, StudyRecord, records_of
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 
 
@@ -113,6 +113,7 @@ def test_version_1_states_load_and_their_finished_simulations_are_checked() -> N
     study.take(0.0)
     study.process_ended(0, 1.0, 0)
     state = dict(study.state_dict(), version=1)
+    state["simulations"] = {str(k): v for k, v in records_of(study.state_dict()).items()}
     resumed = make(1)
     resumed.load_state_dict(state)
     assert resumed.reconcile(set()) == [0]

@@ -26,6 +26,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+from melissa_trainer.launcher.records import records_of
 
 pytestmark = [
     pytest.mark.slow,
@@ -143,7 +144,7 @@ def test_a_study_trains_on_every_step_of_every_simulation_once(tmp_path: Path) -
     # all arrived may still be exiting then ("running" for the launcher if its tick has
     # not read the receiver's report yet, "complete" if it has), but the receiver's
     # record beside it has every simulation finished.
-    records = state["launcher"]["simulations"]
+    records = records_of(state["launcher"])
     assert {r["status"] for r in records.values()} <= {"finished", "complete", "running"}
     assert sorted(int(k) for k in records) == [0, 1, 2, 3]
     assert [state["simulations"][str(s)]["finished"] for s in range(4)] == [True] * 4
@@ -219,7 +220,7 @@ def test_a_simulation_declaring_other_fields_is_refused_at_hello(tmp_path: Path)
     t = trainer(tmp_path, launcher, keys, source={"fields": fields})
     t.train()
     assert sorted(keys.seen) == [(s, k) for s in (0, 2, 3) for k in range(10)]
-    record = launcher.state_dict()["simulations"]["1"]
+    record = records_of(launcher.state_dict())[1]
     assert record["status"] == "failed"
     assert record["exit_codes"][0] in ("refused", "incomplete")
     assert "field 'x' is float32 (4,) where the study's is float32 (3,)" in record["reason"]
@@ -253,7 +254,7 @@ def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
     keys = Keys()
     t = trainer(tmp_path, launcher, keys)
     t.train()
-    record = launcher.state_dict()["simulations"]["1"]
+    record = records_of(launcher.state_dict())[1]
     assert record["status"] == "failed" and record["exit_codes"] == ["incomplete"] * 2
     assert "BYE from 0 of 1 client ranks" in record["reason"]
     assert {s for s, _ in keys.seen} == {0, 1, 2, 3}  # 1's data arrived, once

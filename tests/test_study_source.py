@@ -22,6 +22,7 @@ from melissa_trainer import (
     Study,
 )
 from melissa_trainer.launcher import LocalBackend
+from melissa_trainer.launcher.records import records_of
 
 SIMULATION = r"""
 import json, os
@@ -36,13 +37,18 @@ with Client({"x": ((2,), "float32")}) as client:
 
 
 def launcher(
-    tmp_path: Path, n: int, steps: int = 3, script: str = SIMULATION, **tuning: Any
+    tmp_path: Path,
+    n: int,
+    steps: int = 3,
+    script: str = SIMULATION,
+    spares: int = 0,
+    **tuning: Any,
 ) -> Launcher:
     path = tmp_path / "sim.py"
     path.write_text(script)
     return Launcher(
         [sys.executable, str(path)],
-        [{"a": float(i)} for i in range(n)],
+        [{"a": float(i)} for i in range(n + spares)],  # spares: for redraws
         n,
         job_limit=2,
         backend=LocalBackend(),
@@ -146,7 +152,7 @@ def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
     figures = study.telemetry()
     assert figures["launcher_finished"] == 4 and figures["launcher_running"] == 0
     assert figures["simulations_finished"] == 4
-    assert study.state_dict()["launcher"]["simulations"]["3"]["status"] == "finished"
+    assert records_of(study.state_dict()["launcher"])[3]["status"] == "finished"
     assert (tmp_path / "out" / "study" / "logs").is_dir()  # the launcher's logs
 
 
@@ -154,7 +160,9 @@ def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
 def test_a_failed_study_names_its_failures_in_the_error(tmp_path: Path) -> None:
     """Every simulation fails: the error says the study failed and shows the log's tail."""
     failing = "import sys\nprint('no module named mysolver', file=sys.stderr)\nsys.exit(3)\n"
-    message = run_to_error(Study(launcher(tmp_path, 2, script=failing)), tmp_path)
+    # (spares: a redraw drawn before the second failure is seen must find parameters,
+    # or the error would be "no parameters left", depending on timing)
+    message = run_to_error(Study(launcher(tmp_path, 2, script=failing, spares=2)), tmp_path)
     assert message.startswith("the simulation study failed: ")
     assert "min_finished_fraction=0.5" in message
     assert "no module named mysolver" in message and "exit codes [3]" in message

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.buffers import Sample
+from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import (
     COMPLETE,
     DUPLICATE,
@@ -92,7 +93,9 @@ class Ingest:
         self.expected = expected
         self._max_field_bytes, self._max_time_step = max_field_bytes, max_time_step
         self._max_pending, self._max_pending_bytes = max_pending, max_pending_bytes
+        #: the ledgers of running simulations, and of finished ones until `archive` takes them
         self.sims: dict[int, SimulationLedger] = {}
+        self.archive = Archive(recent_size)  # finished simulations, a few bytes each
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
         self.recent: deque[tuple[int, int]] = deque(maxlen=recent_size)
@@ -117,6 +120,9 @@ class Ingest:
         sid, t, _, client_count, name, dtype, shape, _, elements, _ = msg
         sim = self.sims.get(sid)
         if sim is None:
+            if sid in self.archive:  # finished: every step is a duplicate
+                self.duplicates += 1
+                return None
             return self.reject("no_hello", sid, f"DATA of step {t} before HELLO")
         sim.messages += 1
         if t >= self._max_time_step:
@@ -182,6 +188,9 @@ class Ingest:
         sid = msg.simulation_id
         sim = self.sims.get(sid)
         if sim is None:
+            if sid in self.archive:  # finished: every step is a duplicate
+                self.duplicates += msg.records
+                return None
             return self.reject("no_hello", sid, f"BATCH of {msg.records} steps before HELLO")
         layout = sim.layout.get(msg.name)
         same = (
@@ -265,7 +274,12 @@ class Ingest:
         reason = check_hello(hello, self._max_field_bytes)
         if reason is not None:
             return self.reject(reason, hello.simulation_id, "reserved or oversized field")
-        sim = self.sims.get(hello.simulation_id)
+        sid = hello.simulation_id
+        if sid in self.archive:  # runs again (resumed): a ledger, finished, as before
+            self.sims[sid] = self.archive.revive(hello)
+            self.archive.finished(sid, self.marked)
+            return None
+        sim = self.sims.get(sid)
         why = None if sim is not None else self.schema.admit(hello.fields)
         if why is not None:
             self.refused.append((hello.simulation_id, why))
@@ -282,6 +296,8 @@ class Ingest:
     def bye(self, bye: Bye) -> None:
         sim = self.sims.get(bye.simulation_id)
         if sim is None:
+            if bye.simulation_id in self.archive:  # finished already
+                return None
             return self.reject("no_hello", bye.simulation_id, "BYE before HELLO")
         if bye.client_count != sim.client_count:
             return self.reject("bad_client_count", sim.simulation_id, f"{bye.client_count}")
@@ -294,7 +310,8 @@ class Ingest:
         ended unless a redraw replaces it (`msg.replaced`)."""
         sid = msg.simulation_id
         sim = self.sims.get(sid)
-        if sid in self.abandoned or sid in self.replaced or (sim is not None and sim.finished):
+        finished = sid in self.archive or (sim is not None and sim.finished)
+        if sid in self.abandoned or sid in self.replaced or finished:
             return
         (self.replaced if msg.replaced else self.abandoned).add(sid)
         self.drop_pending([k for k in self.pending if k[0] == sid])
@@ -362,7 +379,17 @@ class Ingest:
         self.finished_ids.append(sim.simulation_id)
         self.drop_pending([k for k, a in self.pending.items() if a.record is sim])
         logger.info("simulation %d finished (%d time steps)", sim.simulation_id, n)
+        self.archive.finished(sim.simulation_id, self.marked)
+        self.archive_due()
         self.check_expected()
+
+    def archive_due(self) -> None:
+        """Hand the finished ledgers whose keys left `recent` to the archive (O(1)
+        amortized: each finished simulation is looked at once, see `Archive`)."""
+        for sid in self.archive.due(self.marked):
+            sim = self.sims.get(sid)
+            if sim is not None and self.archive.take(sim):
+                del self.sims[sid]
 
     def check_expected(self) -> None:
         ended = self.simulations_finished + len(self.abandoned)
@@ -385,6 +412,8 @@ class Ingest:
         """What this receiver has of a simulation, for error messages."""
         rec = self.sims.get(sid)
         where = f"rank {self.rank}'s receiver"
+        if sid in self.archive:
+            return f"{where} has all its {self.archive.steps[sid]} steps"
         if rec is None:
             refused = [why for s, why in self.refused if s == sid]
             if refused:
@@ -409,6 +438,7 @@ class Ingest:
 
     def state(self) -> dict[str, Any]:
         """The dedup record (JSON-serializable; see `ingest_state.state_of`)."""
+        self.archive_due()
         return state_of(self)
 
     def load_state(self, state: dict[str, Any], buffer_put: int) -> None:

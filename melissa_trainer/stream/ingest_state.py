@@ -1,8 +1,9 @@
 """The record a receiver's ingest keeps in a checkpoint: its version, the upgrade of
 older versions, and how it is taken (`state_of`) and restored (`restore`).
 
-The record holds, per simulation, its declaration and the bit array of the steps
-received (`SimulationLedger.to_state`), the simulations given up, the study's schema,
+The record holds, per simulation with a ledger, its declaration and the bit array of
+the steps received (`SimulationLedger.to_state`), the finished simulations archived
+(`Archive.to_state`: two arrays), the simulations given up, the study's schema,
 the counters, and the keys of the last samples put (``recent``): the trainer snapshots
 the buffer before this record, so the samples recorded after the buffer's snapshot are
 forgotten at `restore` and accepted again when re-sent. Called by the ingester alone
@@ -26,9 +27,10 @@ __all__ = ["COUNTERS", "STATE_VERSION", "TAIL_COUNTERS", "restore", "state_of", 
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-#: 2: a simulation's BYE counts are the steps sent to this receiver (protocol 2); in 1
-#: they were over all receivers (see `upgrade_state`)
-STATE_VERSION = 2
+#: 3: finished simulations may be archived (``"archive"``; absent in 2, which loads as
+#: is); 2: a simulation's BYE counts are the steps sent to this receiver (protocol 2); in
+#: 1 they were over all receivers (see `upgrade_state`)
+STATE_VERSION = 3
 #: the ingest's counters, in telemetry order: these, the rejections, then the tail
 COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
 TAIL_COUNTERS = (
@@ -51,6 +53,8 @@ def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
     version = state.get("version")
     if version == STATE_VERSION:
         return state
+    if version == 2:  # the same, with nothing archived
+        return dict(state, version=STATE_VERSION)
     if version != 1:
         raise ValueError(f"unknown receiver state version {version!r}")
     rank, world = int(state["rank"]), int(state["world_size"])
@@ -69,6 +73,7 @@ def state_of(ing: Ingest) -> dict[str, Any]:
         "rank": ing.rank,
         "world_size": ing.world,
         "simulations": {str(s): rec.to_state() for s, rec in ing.sims.items()},
+        "archive": ing.archive.to_state(),
         "abandoned": sorted(ing.abandoned),
         "replaced": sorted(ing.replaced),
         "schema": ing.schema.to_json(),
@@ -89,13 +94,13 @@ def restore(ing: Ingest, state: dict[str, Any], buffer_put: int) -> None:
     ing.sims = {
         int(s): SimulationLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
     }
+    ing.archive.load_state(state.get("archive"))
     raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
     ing.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
     counters = state["counters"]
     for key in (*COUNTERS, "incomplete_dropped", "ignored_after_end"):
         setattr(ing, key, int(counters.get(key, 0)))
     ing.rejected.update({r: int(counters.get(f"rejected_{r}", 0)) for r in REJECT_REASONS})
-    ing.finished_ids = [s for s, rec in ing.sims.items() if rec.finished]
     ing.abandoned = {int(s) for s in state.get("abandoned", [])}
     ing.replaced = {int(s) for s in state.get("replaced", [])}
     ing.schema.load_json(state.get("schema"))
@@ -119,7 +124,11 @@ def restore(ing: Ingest, state: dict[str, Any], buffer_put: int) -> None:
                 forgotten += 1
                 rec.finished = False
     ing.samples_put = max(0, ing.samples_put - forgotten)
-    ing.finished_ids = [s for s, rec in ing.sims.items() if rec.finished]
+    ing.finished_ids = list(ing.archive.steps)
+    for sid, rec in ing.sims.items():
+        if rec.finished:  # archived after `recent_size` more puts, as if finished now
+            ing.finished_ids.append(sid)
+            ing.archive.finished(sid, buffer_put)
     ing.simulations_finished = len(ing.finished_ids)
     ing.marked = buffer_put
     for rec in list(ing.sims.values()):  # complete already (an upgraded state)

@@ -1,0 +1,184 @@
+"""One simulation's record (`SimulationRecord`) and the forms a study's records take in
+a checkpoint: one JSON object per simulation (launcher state versions 1 and 2), or one
+list per attribute (version 3: `columns`, 10^5 simulations saved and loaded in a
+fraction of a second). `records_from` reads any version; `records_of` gives one object
+per simulation whatever the version, to read a checkpoint by hand.
+
+The states and their transitions are `records.StudyRecord`'s; this module only holds
+and converts.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["STATUSES", "SimulationRecord", "columns", "records_from", "records_of"]
+
+STATUSES = ("pending", "running", "complete", "exited", "finished", "failed", "abandoned")
+
+
+@dataclass(slots=True)  # 10^5 of them in a large study: no __dict__ each
+class SimulationRecord:
+    """One simulation id: its parameters and history.
+
+    Attributes:
+        status: one of `STATUSES` (see the module docstring); read-only outside
+            `StudyRecord`, which indexes the ids by status.
+        restarts: restarts after a failure.
+        attempts: launches so far (the next launch's ``MELISSA_TRAINER_ATTEMPT``).
+        exit_codes: one per ended attempt: the exit code, "timeout" (killed for
+            silence), "refused" (its HELLO did not match the study's fields; killed) or
+            "incomplete" (exit 0, but its data never all arrived).
+        seconds: wall time of its ended attempts.
+        started: when the current attempt started (the launcher's monotonic clock; not
+            saved).
+        exited_at: when its process exited while its data was incomplete (not saved).
+        reason: why it failed or was refused, for error messages.
+    """
+
+    parameters: dict[str, float]
+    status: str = "pending"
+    restarts: int = 0
+    attempts: int = 0
+    exit_codes: list[int | str] = field(default_factory=list)
+    seconds: float = 0.0
+    started: float | None = None
+    exited_at: float | None = None
+    reason: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "parameters": dict(self.parameters),
+            "status": self.status,
+            "restarts": self.restarts,
+            "attempts": self.attempts,
+            "exit_codes": list(self.exit_codes),
+            "seconds": self.seconds,
+        }
+        if self.reason:
+            out["reason"] = self.reason
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SimulationRecord:
+        status = data["status"]
+        if status not in STATUSES:
+            raise ValueError(f"unknown simulation status {status!r}")
+        return cls(
+            parameters={str(k): float(v) for k, v in data["parameters"].items()},
+            status=status,
+            restarts=int(data["restarts"]),
+            attempts=int(data.get("attempts", len(data["exit_codes"]))),
+            exit_codes=[c if isinstance(c, str) else int(c) for c in data["exit_codes"]],
+            seconds=float(data["seconds"]),
+            reason=str(data.get("reason", "")),
+        )
+
+
+def columns(records: Mapping[int, SimulationRecord], names: Sequence[str]) -> dict[str, Any]:
+    """The records as one list per attribute, in id order (`STATE_VERSION` 3)."""
+    ids = sorted(records)
+    rows = [records[sid] for sid in ids]
+    return {
+        "ids": ids,
+        "status": [r.status for r in rows],
+        "parameters": {name: [r.parameters[name] for r in rows] for name in names},
+        "restarts": [r.restarts for r in rows],
+        "attempts": [r.attempts for r in rows],
+        "exit_codes": [r.exit_codes for r in rows],
+        "seconds": [r.seconds for r in rows],
+        "reasons": {str(sid): r.reason for sid, r in zip(ids, rows, strict=True) if r.reason},
+    }
+
+
+def records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:
+    """The records of a launcher state of any version (1 and 2: one JSON object per
+    simulation; 3: columns), their parameters in the order of `names`.
+
+    Raises:
+        ValueError, KeyError, TypeError: malformed records, or parameters that are not
+            finite values of exactly `names`.
+    """
+    with _no_collection():
+        return _records_from(state, names)
+
+
+def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:
+    sims = state["simulations"]
+    if state.get("version") in (1, 2):
+        records = {int(k): SimulationRecord.from_json(v) for k, v in sims.items()}
+        for sid, record in records.items():
+            if set(record.parameters) != set(names):
+                raise ValueError(
+                    f"simulation {sid} in the launcher state has parameters "
+                    f"{record.parameters}, not finite values of {sorted(names)}"
+                )
+            # the sampler's order (checkpoint JSON sorts keys)
+            record.parameters = {n: record.parameters[n] for n in names}
+    else:
+        columns = sims["parameters"]
+        if set(columns) != set(names):
+            raise ValueError(
+                f"the launcher state has parameters {sorted(columns)}, not {sorted(names)}"
+            )
+        ids = [int(i) for i in sims["ids"]]
+        n = len(ids)
+        lists = [sims[k] for k in ("status", "restarts", "attempts", "exit_codes", "seconds")]
+        if any(len(c) != n for c in (*lists, *columns.values())):
+            raise ValueError("the launcher state's columns differ in length")
+        bad = set(sims["status"]) - set(STATUSES)
+        if bad:
+            raise ValueError(f"unknown simulation status {sorted(bad)[0]!r}")
+        values = [[float(v) for v in columns[name]] for name in names]
+        reasons = sims.get("reasons", {})
+        records = {
+            sid: SimulationRecord(
+                parameters=dict(zip(names, p, strict=True)),
+                status=status,
+                restarts=int(restarts),
+                attempts=int(attempts),
+                exit_codes=[c if isinstance(c, str) else int(c) for c in codes],
+                seconds=float(seconds),
+                reason=str(reasons.get(str(sid), "")),
+            )
+            for sid, status, restarts, attempts, codes, seconds, *p in zip(
+                ids, *lists, *values, strict=True
+            )
+        }
+    for sid, record in records.items():
+        if not all(math.isfinite(v) for v in record.parameters.values()):
+            raise ValueError(
+                f"simulation {sid} in the launcher state has parameters "
+                f"{record.parameters}, not finite values of {sorted(names)}"
+            )
+    return records
+
+
+def records_of(state: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """One JSON object per simulation (as `SimulationRecord.to_json`) from a launcher
+    state of any version: to read a checkpoint's study by hand or in a test."""
+    sims = state["simulations"]
+    if state.get("version") in (1, 2):
+        return {int(k): dict(v) for k, v in sims.items()}
+    names = list(sims["parameters"])
+    records = records_from(state, names)
+    return {sid: record.to_json() for sid, record in records.items()}
+
+
+@contextmanager
+def _no_collection() -> Iterator[None]:
+    """No cyclic garbage collection while 10^5 records are built: each collection of the
+    young generation would scan them again (measured: 0.8 s -> 0.45 s to load 10^5). The
+    records hold no cycles; collection resumes (if it was on) on the way out."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

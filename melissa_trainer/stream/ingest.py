@@ -6,9 +6,10 @@ simulations have finished and tells `end` when the expected number has. It is us
 one thread (the receiver's); every decision is documented in
 :mod:`melissa_trainer.stream.receiver`.
 
-About 420 lines, just over the project's ~400: one class whose methods are the
-receiver's per-message decisions, kept in one place to read; its checkpoint form is in
-`ingest_state`, its bookkeeping per simulation in `assembly`.
+About 450 lines, over the project's ~400: one class whose methods are the receiver's
+per-message decisions, kept in one place to read; its checkpoint form is in
+`ingest_state`, its bookkeeping per simulation in `assembly`, its finished simulations
+in `archive`.
 """
 
 from __future__ import annotations

@@ -55,6 +55,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 * Checkpoints (``state_dict``) hold the dedup record, not the in-progress parts (a
   restarted simulation re-sends them). The record also lists the last keys put, so
   that a resume can accept again the samples put after the buffer's snapshot.
+* Scale: a finished simulation's ledger is archived (one integer: its step count;
+  :mod:`.archive`) once its keys have left that list, so the ledgers kept are those of
+  the running simulations and the last ones to finish, whatever the study's size.
 """
 
 from __future__ import annotations

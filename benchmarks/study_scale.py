@@ -18,6 +18,11 @@ Rows (medians of interleaved rounds; ratio: higher is better):
   before the archive), measured in the same run: baseline / ours.
 * launcher record save / load: ours (columns, state version 3) against one JSON object
   per simulation (version 2, which still loads): baseline / ours.
+* buffer checkpoint: a full reservoir of 1 MB samples (256 MB; 32 MB with ``--quick``)
+  saved as a checkpoint saves it (``Buffer.save``: safetensors + JSON, then fsync) and
+  loaded, against writing / reading the same bytes to one file with plain ``write`` +
+  ``fsync`` / ``readinto``: baseline / ours (the buffer is most of a checkpoint: the
+  capacity page turns these MB/s into save times).
 * growth: the cost of a launcher tick's bookkeeping (``done``, ``summary``,
   ``work_left``), of the heartbeat (``Ingest.activity``) and of one DATA message, with
   the largest study drawn, against the smallest: ours = at the largest, baseline = at
@@ -34,9 +39,13 @@ Then a table per size (10^3, 10^4, 10^5 simulations) of memory per simulation
 from __future__ import annotations
 
 import argparse
+import gc
 import json
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -48,6 +57,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import print_rows  # noqa: E402
 
+from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
+from melissa_trainer.checkpoint import fsync_tree  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 from melissa_trainer.launcher.records import StudyRecord  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
@@ -241,6 +252,8 @@ def rows_at(n: int, small: int, steps: int, rounds: int) -> list[dict[str, Any]]
         row(f"launcher record save, {n:,} simulations", lmed["os"], lmed["bs"], "s", None),
         row(f"launcher record load, {n:,} simulations", lmed["ol"], lmed["bl"], "s", None),
     ]
+    del base  # (its 10^5 ledgers would slow every garbage collection below)
+    gc.collect()
     small_study, small_ing = launcher(small), receiver(small, steps)
     g: dict[str, list[float]] = {k: [] for k in ("t", "T", "h", "H", "d", "D")}
     for _ in range(rounds):
@@ -258,6 +271,51 @@ def rows_at(n: int, small: int, steps: int, rounds: int) -> list[dict[str, Any]]
         row(f"one DATA message, {vs}", gm["d"], gm["D"], "µs", GROWTH_TARGET),
     ]
     return rows
+
+
+def buffer_rows(megabytes: int, rounds: int) -> list[dict[str, Any]]:
+    """Save and load a full reservoir of 1 MB samples, against plain file I/O."""
+    sample_elements = (1 << 20) // 4
+    buffer = ReservoirBuffer(megabytes)
+    rng = np.random.default_rng(0)
+    for i in range(megabytes):
+        buffer.put({"u": rng.random(sample_elements, np.float32), "i": np.array(i)})
+    blob = rng.random(megabytes * sample_elements, np.float32)  # as many bytes, one array
+    root = Path(tempfile.mkdtemp(prefix="mt-study-scale-"))
+    times: dict[str, list[float]] = {k: [] for k in ("os", "ol", "bs", "bl")}
+    try:
+        for r in range(rounds):  # A B A B
+            where = root / f"ours-{r}"
+            times["os"].append(timed(lambda w=where: (buffer.save(w), fsync_tree(w)))[0])
+            again = ReservoirBuffer(megabytes)
+            times["ol"].append(timed(lambda w=where, a=again: a.load(w))[0])
+            assert len(again) == megabytes
+            path = root / f"plain-{r}.bin"
+            times["bs"].append(timed(lambda p=path: _plain_write(p, blob))[0])
+            out = np.empty_like(blob)
+            times["bl"].append(timed(lambda p=path, o=out: _plain_read(p, o))[0])
+            shutil.rmtree(where)
+            path.unlink()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    case = f"buffer checkpoint, {megabytes} x 1 MB samples"
+    return [
+        row(f"{case}: save + fsync", med["os"], med["bs"], "s", None),
+        row(f"{case}: load", med["ol"], med["bl"], "s", None),
+    ]
+
+
+def _plain_write(path: Path, blob: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        f.write(memoryview(blob).cast("B"))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _plain_read(path: Path, out: np.ndarray) -> None:
+    with open(path, "rb") as f:
+        f.readinto(memoryview(out).cast("B"))
 
 
 def row(case: str, ours: float, baseline: float, unit: str, target: float | None) -> dict:
@@ -278,11 +336,13 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="10^2 .. 10^4 simulations")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="steps per simulation")
+    parser.add_argument("--buffer-mb", type=int, default=None, help="buffer checkpoint size")
     opts = parser.parse_args()
     sizes = [100, 1_000, 10_000] if opts.quick else [1_000, 10_000, 100_000]
     steps = opts.steps or (100 if opts.quick else 1000)
     rounds = opts.rounds or (3 if opts.quick else 5)
     rows = rows_at(sizes[-1], sizes[0], steps, rounds)
+    rows += buffer_rows(opts.buffer_mb or (32 if opts.quick else 256), rounds)
     if opts.json:
         print(json.dumps({"rows": rows}))
         return

@@ -98,10 +98,11 @@ def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[int | None]:
 @pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
 def test_two_nodes_and_their_simulations_in_namespaces(net: netns.Nodes, tmp_path: Path) -> None:
     # each node's loopback is its own: whatever connects below crossed the veths
-    assert netns.check_isolation(net, "node0", "node1") == {
-        "address": "ok",
-        "loopback": "ConnectionRefusedError",
-    }
+    for server, client in (("node0", "node1"), ("node0", "sims")):
+        assert netns.check_isolation(net, server, client) == {
+            "address": "ok",
+            "loopback": "ConnectionRefusedError",
+        }
     (tmp_path / "workers").mkdir()
     public, secret = zmq.curve_keypair()
     started = time.monotonic()

@@ -186,6 +186,7 @@ import socket, sys
 mode, host, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 if mode == "listen":
     s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # (a probe before it: TIME_WAIT)
     s.bind(("0.0.0.0", port))
     s.listen()
     print("ready", flush=True)

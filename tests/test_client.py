@@ -34,6 +34,7 @@ from melissa_trainer.client import (
 )
 from melissa_trainer.client import held as held_module
 from melissa_trainer.stream import protocol as p
+from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.step_set import StepSet
 
 SCRIPTS = Path(__file__).parent / "scripts"
@@ -460,6 +461,28 @@ def test_fetch_endpoints_errors(tmp_path: Path) -> None:
         json.dumps({"version": 2, "rank": 1, "world_size": 2, "endpoint": "tcp://b:1"})
     )
     with pytest.raises(TimeoutError, match="rank_1.json invalid"):
+        fetch_endpoints(tmp_path, timeout=0.05)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.skipif(not zmq.has("curve"), reason="libzmq built without CURVE")
+def test_a_client_uses_the_curve_key_its_rendezvous_publishes(
+    zctx: zmq.Context, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver with CURVE (the documented way across nodes) publishes its public key
+    beside its endpoint; a client configured by the launcher's environment uses it, or
+    its HELLO would never pass the handshake."""
+    public, secret = zmq.curve_keypair()
+    receiver = Receiver(zctx, CURVE_SERVER=1, CURVE_SECRETKEY=secret)
+    write_rendezvous(tmp_path, 0, 1, receiver.endpoint, {"curve_public_key": public.decode()})
+    monkeypatch.setenv(ENV_RENDEZVOUS, str(tmp_path))
+    with Client({"u": ((1,), "uint8")}, simulation_id=4) as client:
+        client.send(0, u=np.array([7], np.uint8))
+    hello, data, bye = receiver.until_bye()
+    assert isinstance(hello, p.Hello) and hello.simulation_id == 4
+    assert isinstance(data, p.Data) and bye == p.Bye(4, 0, 1, 1)
+    write_rendezvous(tmp_path, 0, 1, receiver.endpoint, {"curve_public_key": "short"})
+    with pytest.raises(TimeoutError, match="rank_0.json invalid"):
         fetch_endpoints(tmp_path, timeout=0.05)
 
 

@@ -42,7 +42,7 @@ from melissa_trainer.client.config import (
     check_simulation_id,
     check_time_step,
     check_timeout,
-    resolve_endpoints,
+    resolve_receivers,
 )
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
@@ -80,7 +80,8 @@ class Client:
             `$MELISSA_TRAINER_SIMULATION_ID`.
         endpoints: receiver endpoints in training-rank order (a list, or one
             comma-separated string); default `$MELISSA_TRAINER_ENDPOINTS`, else the
-            directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_endpoints`).
+            directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_rendezvous`), whose
+            CURVE keys the client then uses.
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
@@ -143,7 +144,7 @@ class Client:
         )
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
-        self.endpoints = resolve_endpoints(endpoints, tuning.rendezvous_timeout)
+        self.endpoints, curve_keys = resolve_receivers(endpoints, tuning.rendezvous_timeout)
         self.fields = specs
         self.tuning = tuning
         self._comm = comm
@@ -159,7 +160,7 @@ class Client:
         self._context = zmq.Context() if context is None else context
         self._sockets: list[zmq.Socket] = []
         try:
-            self._sockets = connect(self._context, self.endpoints, tuning)
+            self._sockets = connect(self._context, self.endpoints, tuning, curve_keys)
         except BaseException:
             self._release(0)
             raise

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from melissa_trainer.stream import protocol
-from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.protocol import FieldSpec
 
 __all__ = [
@@ -32,7 +32,7 @@ __all__ = [
     "check_simulation_id",
     "check_time_step",
     "check_timeout",
-    "resolve_endpoints",
+    "resolve_receivers",
 ]
 
 #: The simulation id (an unsigned 64-bit decimal integer).
@@ -136,18 +136,22 @@ def check_field_sizes(specs: Sequence[FieldSpec], max_message_bytes: int) -> Non
             )
 
 
-def resolve_endpoints(
+def resolve_receivers(
     endpoints: str | Sequence[str] | None, rendezvous_timeout: float
-) -> list[str]:
-    """The receiver endpoints: `endpoints` (a list, or one comma-separated string), else
-    `$MELISSA_TRAINER_ENDPOINTS`, else those published in `$MELISSA_TRAINER_RENDEZVOUS`
-    (waiting up to `rendezvous_timeout` seconds for them)."""
+) -> tuple[list[str], list[str | None]]:
+    """The receiver endpoints and the CURVE server key of each (None: no CURVE):
+    `endpoints` (a list, or one comma-separated string), else
+    `$MELISSA_TRAINER_ENDPOINTS` (no key: set CURVE options through
+    `ClientTuning.socket_options`), else those published in
+    `$MELISSA_TRAINER_RENDEZVOUS` with their keys (waiting up to `rendezvous_timeout`
+    seconds for them)."""
     if endpoints is None:
         value = os.environ.get(ENV_ENDPOINTS, "").strip()
         if value:
             endpoints = value
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
-            return fetch_endpoints(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
+            entries = fetch_rendezvous(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
+            return [e["endpoint"] for e in entries], [e.get("curve_public_key") for e in entries]
         else:
             raise ValueError(
                 f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
@@ -158,7 +162,7 @@ def resolve_endpoints(
     out = [str(e).strip() for e in items]
     if not out or any("://" not in e for e in out):
         raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
-    return out
+    return out, [None] * len(out)
 
 
 def check_simulation_id(value: Any) -> int:

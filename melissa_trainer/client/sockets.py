@@ -36,23 +36,35 @@ def arm(sock: zmq.Socket, deadline: float | None) -> None:
 
 
 def connect(
-    context: zmq.Context, endpoints: Sequence[str], tuning: ClientTuning
+    context: zmq.Context,
+    endpoints: Sequence[str],
+    tuning: ClientTuning,
+    curve_keys: Sequence[str | None] | None = None,
 ) -> list[zmq.Socket]:
     """One PUSH socket per endpoint, in order, with the tuning's high-water mark and
     socket options, unbounded sends and linger (`close` bounds them). On failure the
     sockets opened are closed.
 
+    `curve_keys`: per endpoint, the receiver's CURVE server public key (Z85), or None
+    for a receiver without CURVE. The client's own key pair is made here, once per
+    call: a receiver authenticates itself to its clients, not the clients to it.
+
     Raises:
         ValueError: an endpoint ZeroMQ cannot connect to.
     """
+    keys = list(curve_keys) if curve_keys is not None else [None] * len(endpoints)
+    own = zmq.curve_keypair() if any(k is not None for k in keys) else None
     sockets: list[zmq.Socket] = []
     try:
-        for endpoint in endpoints:
+        for endpoint, key in zip(endpoints, keys, strict=True):
             sock = context.socket(zmq.PUSH)
             sockets.append(sock)
             sock.setsockopt(zmq.SNDHWM, tuning.sndhwm)
             sock.setsockopt(zmq.LINGER, -1)
             sock.setsockopt(zmq.SNDTIMEO, -1)
+            if key is not None and own is not None:  # (own is set when any key is)
+                sock.curve_serverkey = key.encode("ascii")
+                sock.curve_publickey, sock.curve_secretkey = own
             for option, value in tuning.socket_options.items():
                 sock.setsockopt(option, value)
             try:

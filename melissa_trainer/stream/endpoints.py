@@ -85,12 +85,25 @@ def is_loopback(endpoint: str) -> bool:
 
 
 def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0) -> list[str]:
-    """The receiver endpoints published in a rendezvous directory, in rank order.
+    """The receiver endpoints published in a rendezvous directory, in rank order
+    (`fetch_rendezvous`'s endpoints).
+
+    Raises:
+        TimeoutError: as `fetch_rendezvous`.
+    """
+    return [entry["endpoint"] for entry in fetch_rendezvous(rendezvous_dir, timeout)]
+
+
+def fetch_rendezvous(
+    rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0
+) -> list[dict[str, Any]]:
+    """The receivers' entries published in a rendezvous directory, in rank order.
 
     Each training rank's receiver writes `rank_{r}.json`, holding
-    `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}`, by
-    writing a temporary file and renaming it. This waits until all W files are there
-    and agree on W.
+    `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}` and,
+    when it uses CURVE, `"curve_public_key"` (the Z85 server key a client must use),
+    by writing a temporary file and renaming it. This waits until all W files are
+    there and agree on W. Blocks up to `timeout` seconds.
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -100,9 +113,9 @@ def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.
     deadline = time.monotonic() + timeout
     pause = 0.01
     while True:
-        endpoints, problem = _read_rendezvous(directory)
-        if endpoints is not None:
-            return endpoints
+        entries, problem = _read_rendezvous(directory)
+        if entries is not None:
+            return entries
         if time.monotonic() >= deadline:
             raise TimeoutError(
                 f"rendezvous directory {str(directory)!r} incomplete after {timeout} s: "
@@ -112,8 +125,8 @@ def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.
         pause = min(pause * 2, 0.25)
 
 
-def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
-    """The endpoints if the directory is complete, else None and what is wrong."""
+def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]:
+    """The entries if the directory is complete, else None and what is wrong."""
     try:
         names = [p.name for p in directory.iterdir()]
     except FileNotFoundError:
@@ -137,6 +150,7 @@ def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
                 and rank < entry["world_size"]
                 and isinstance(entry["endpoint"], str)
                 and entry["endpoint"]
+                and _is_key(entry.get("curve_public_key"))
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
@@ -156,5 +170,10 @@ def _read_rendezvous(directory: Path) -> tuple[list[str] | None, str]:
         if missing:
             problems.append(f"world_size {world}, ranks {missing} missing")
         elif not problems:
-            return [entries[r]["endpoint"] for r in range(world)], ""
+            return [entries[r] for r in range(world)], ""
     return None, "; ".join(problems)
+
+
+def _is_key(value: Any) -> bool:
+    """None (no CURVE) or a 40-character Z85 key."""
+    return value is None or (isinstance(value, str) and len(value) == 40)

@@ -1185,3 +1185,54 @@ def test_rank_count_must_fit_the_wire() -> None:
     """2**16 ranks used to pass the check and fail in struct.pack; now a ValueError."""
     with pytest.raises(ValueError, match="65536 ranks: the protocol allows at most 65535"):
         Client(GOOD, simulation_id=1, endpoints="tcp://127.0.0.1:1", comm=_ManyRanks())
+
+
+@pytest.mark.timeout(30)
+def test_close_with_the_callers_context_says_when_nothing_was_delivered() -> None:
+    """With a context of the caller's, closing a socket does not wait for ZeroMQ to
+    deliver (the socket lingers in the background and drops what is left, silently):
+    `close` must still find out, or a worker sharing one context reports a simulation
+    finished whose data never left (found by tests/test_scale.py: "exit 0, no HELLO")."""
+    context = zmq.Context()
+    try:
+        client = Client(
+            {"u": ((4,), "float32")},
+            simulation_id=1,
+            endpoints=f"tcp://127.0.0.1:{free_port()}",  # nobody listens there
+            tuning=ClientTuning(close_timeout=0.5),
+            context=context,
+        )
+        client.send(0, u=np.zeros(4, np.float32))
+        began = time.monotonic()
+        with pytest.raises(TimeoutError, match="not delivered within close_timeout=0.5"):
+            client.close()
+        assert time.monotonic() - began < 5
+    finally:
+        context.term()
+
+
+@pytest.mark.timeout(30)
+def test_a_worker_sharing_one_context_delivers_every_simulation() -> None:
+    """One context for many clients (worker mode): each close returns once its BYE has
+    left, and the receiving end gets every simulation whole."""
+    context = zmq.Context()
+    pull = context.socket(zmq.PULL)
+    port = pull.bind_to_random_port("tcp://127.0.0.1")
+    try:
+        for sid in range(20):
+            with Client(
+                {"u": ((4,), "float32")},
+                simulation_id=sid,
+                endpoints=f"tcp://127.0.0.1:{port}",
+                context=context,
+            ) as client:
+                for t in range(3):
+                    client.send(t, u=np.full(4, t, np.float32))
+        kinds = []
+        while pull.poll(1000):
+            frames = pull.recv_multipart()
+            kinds.append(type(p.decode(frames[0], frames[1] if len(frames) > 1 else None)))
+        assert kinds.count(p.Hello) == 20 and kinds.count(p.Bye) == 20
+    finally:
+        pull.close(linger=0)
+        context.term()

@@ -41,7 +41,7 @@ TOTAL_STEPS = SIMULATIONS * STEPS // BATCH
 FLAGS = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "6",
     "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
-    "--buffer", "fifo", "--buffer_size", "400", "--watermark", "1",
+    "--buffer", "fifo", "--buffer_size", "16", "--watermark", "1",  # 16: the receiver archives
     "--sample_to_insert_ratio", "none", "--batch_size", str(BATCH),
     "--save_steps", str(SAVE_STEPS), "--logging_steps", "5", "--eval_steps", "none",
     "--disable_progress_bar", "--stop_sync_steps", "2", "--json",

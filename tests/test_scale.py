@@ -38,18 +38,23 @@ from melissa_trainer.launcher.records import records_of
 N = int(os.environ.get("MT_SCALE_SIMULATIONS", "10000"))
 STEPS, WORKERS, CAPACITY = 3, 4, 4096
 
+# One ZeroMQ context for the worker's life, as launcher/worker.py advises.
 WORKER = r"""
 import sys
 import numpy as np
+import zmq
 from melissa_trainer.client import Client
 from melissa_trainer.launcher.worker import next_simulation
 
 steps = int(sys.argv[1])
+context = zmq.Context()
 while (work := next_simulation()) is not None:
     sid, parameters = work
-    with Client({"x": ((4,), "float32")}, simulation_id=sid, parameters=parameters) as client:
+    with Client({"x": ((4,), "float32")}, simulation_id=sid, parameters=parameters,
+                context=context) as client:
         for t in range(steps):
             client.send(t, x=np.full(4, parameters["a"], np.float32))
+context.term()
 """
 
 

@@ -46,7 +46,7 @@ from melissa_trainer.client.config import (
 )
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
-from melissa_trainer.client.held import HeldArrays
+from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 from melissa_trainer.client.sockets import arm, connect, deadline_after, ms_left
@@ -100,7 +100,9 @@ class Client:
         tuning: how the client sends (high-water mark, batching, message bound, socket
             options, rendezvous and close timeouts): see `ClientTuning`.
         context: a ZeroMQ context to use; by default the client creates one and
-            terminates it on `close`.
+            terminates it on `close`. One context shared by the clients of a worker's
+            simulations saves each its making and ending; `close` then waits until
+            ZeroMQ has sent the BYE (not the context's end) to know all left.
 
     Raises:
         ValueError: a bad field declaration, parameter, simulation id, endpoint or
@@ -395,9 +397,13 @@ class Client:
                         sock.setsockopt(zmq.SNDTIMEO, -1)
                     else:
                         arm(sock, deadline)
-                    sock.send(
-                        protocol.encode_bye(self.simulation_id, self.rank, self.ranks, steps.count)
+                    bye_frame = protocol.encode_bye(
+                        self.simulation_id, self.rank, self.ranks, steps.count
                     )
+                    if self._own_context:
+                        sock.send(bye_frame)
+                    else:
+                        self._send_tracked(sock, bye_frame)
             except zmq.Again:
                 failure = "BYE"
         try:  # (with a context of its own, terminating it would do; not with the caller's)
@@ -422,6 +428,23 @@ class Client:
             if bye:
                 raise TimeoutError(message_text)
             logger.warning(message_text)
+
+    def _send_tracked(self, sock: zmq.Socket, frame: bytes) -> None:
+        """Send `frame` without a copy and hold it until ZeroMQ has sent it on.
+
+        With the caller's context, closing the socket returns at once and ZeroMQ lingers
+        in the background, dropping what it could not deliver without a word; the BYE's
+        release is then the one sign that the connection took everything before it
+        (a socket's messages leave in order). `close` waits for it with the arrays held.
+        """
+        view = memoryview(frame)  # (a fresh object: its death is the release)
+        threshold = sock.copy_threshold
+        sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
+        try:
+            sock.send(view, copy=False)
+        finally:
+            sock.copy_threshold = threshold
+        self._held.add(Released(view), len(frame))
 
     def _release(self, linger_ms: int) -> None:
         for sock in self._sockets:

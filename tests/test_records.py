@@ -281,3 +281,42 @@ class Quiet:
 
     def describe(self, simulation_id: int) -> str:
         return ""
+
+
+class Ending(Silent):
+    """Jobs that end at their first poll: simulation 3 with exit code 1, others 0."""
+
+    def poll(self, handle: Handle) -> int | None:
+        assert isinstance(handle, SilentHandle)
+        return 1 if handle.job.name.startswith("sim-3") else 0
+
+
+class Reporting(Quiet):
+    """The receivers' report: every simulation in `complete` has all its data."""
+
+    def __init__(self) -> None:
+        self.complete: list[int] = []
+
+    def completed(self, start: int = 0) -> list[int]:
+        return self.complete[start:]
+
+
+def test_the_supervisor_keeps_the_logs_of_unfinished_simulations_only(tmp_path: Path) -> None:
+    """A finished simulation's log path is dropped (a study of 10^5 would keep 10^5
+    paths): only the failed one's stays, to be quoted in the study's error."""
+    study = make(8, max_restarts=0, on_failure="abandon", min_finished_fraction=0.5)
+    settings = Settings(
+        job_limit=8, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
+        rendezvous_dir="unused",
+    )  # fmt: skip
+    report = Reporting()
+    supervisor = Supervisor(
+        settings, study, threading.Lock(), Ending(), lambda s, p: ["sim"], None, None, data=report
+    )
+    supervisor.tick()  # launched
+    report.complete.extend([0, 1])  # complete before their process ended
+    supervisor.tick()  # ended: 0, 1 finished; 2, 4.. exited; 3 failed
+    report.complete.extend([2, 4, 5, 6, 7])
+    supervisor.tick()  # the exited ones' data reported: finished
+    assert study.counts()["finished"] == 7 and study.counts()["abandoned"] == 1
+    assert set(supervisor.log_paths) == {3}

@@ -101,7 +101,8 @@ class Supervisor:
         self.jobs: dict[str, RunningJob] = {}
         self._beats: Mapping[int, int] = {}
         self._seen_completed = self._seen_refused = 0
-        self.log_paths: dict[int, Path] = {}  # the last log of each simulation
+        #: the last log of each simulation not finished (quoted when it fails)
+        self.log_paths: dict[int, Path] = {}
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -186,7 +187,9 @@ class Supervisor:
         if new:
             with self.lock:
                 for sid in new:
-                    self.study.data_complete(sid)
+                    changed = self.study.data_complete(sid)
+                    if changed and self.study.records[sid].status == "finished":
+                        self.log_paths.pop(sid, None)  # (kept for failures only)
         fresh = data.refused(self._seen_refused)
         self._seen_refused += len(fresh)
         for sid, why in fresh:
@@ -288,6 +291,8 @@ class Supervisor:
         ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
         wall = now - started if started is not None else 0.0
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
+        if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
+            self.log_paths.pop(sid, None)
 
     def apply_policy(self, sid: int, outcome: str, how: str, log_path: Path) -> None:
         """Log an attempt's outcome and act on it (tell the receivers, or raise)."""

@@ -407,14 +407,18 @@ class Ingest:
         """Ids of the simulations that said HELLO here and are neither finished nor
         given up, in id order."""
         given_up = self.abandoned | self.replaced
-        return sorted(s for s, r in self.sims.items() if not r.finished and s not in given_up)
+        # (a copy first: this may run in another thread while the ingester adds ledgers
+        # and archives finished ones)
+        ledgers = list(self.sims.items())
+        return sorted(s for s, r in ledgers if not r.finished and s not in given_up)
 
     def describe(self, sid: int) -> str:
         """What this receiver has of a simulation, for error messages."""
         rec = self.sims.get(sid)
         where = f"rank {self.rank}'s receiver"
-        if sid in self.archive:
-            return f"{where} has all its {self.archive.steps[sid]} steps"
+        archived = self.archive.steps.get(sid)  # (one read: another thread may ask)
+        if archived is not None:
+            return f"{where} has all its {archived} steps"
         if rec is None:
             refused = [why for s, why in self.refused if s == sid]
             if refused:

@@ -504,6 +504,7 @@ def test_the_socket_drops_dead_peers_and_has_no_heartbeat() -> None:
         assert sock is not None
         assert sock.getsockopt(zmq.MAXMSGSIZE) == (1 << 20) + HEADER_ALLOWANCE
         assert sock.getsockopt(zmq.HANDSHAKE_IVL) == 30_000
+        assert sock.getsockopt(zmq.BACKLOG) == liveness.LISTEN_BACKLOG
         assert sock.getsockopt(zmq.TCP_KEEPALIVE) == 1
         assert sock.getsockopt(zmq.TCP_KEEPALIVE_IDLE) == 60
         assert sock.getsockopt(zmq.TCP_KEEPALIVE_INTVL) == 10
@@ -516,3 +517,66 @@ def test_the_socket_drops_dead_peers_and_has_no_heartbeat() -> None:
 def test_heartbeat_is_not_an_option() -> None:
     with pytest.raises(TypeError, match="heartbeat"):
         ReceiverConfig(heartbeat=10.0)  # type: ignore[call-arg]
+
+
+BURST = r"""
+import multiprocessing as mp, resource, sys, time
+import zmq
+sys.path.insert(0, sys.argv[1])
+from helpers import running
+
+def overflows():
+    lines = open("/proc/net/netstat").read().splitlines()
+    for head, values in zip(lines[::2], lines[1::2]):
+        if head.startswith("TcpExt:"):
+            return int(dict(zip(head.split()[1:], values.split()[1:]))["ListenOverflows"])
+
+def peers(endpoint, n, go, done):
+    context = zmq.Context()
+    go.wait()
+    sockets = [context.socket(zmq.PUSH) for _ in range(n)]
+    for sock in sockets:
+        sock.connect(endpoint)
+    done.wait()
+
+if __name__ == "__main__":
+    resource.setrlimit(resource.RLIMIT_NOFILE, (8192, 8192))
+    with running() as receiver:
+        go, done = mp.Event(), mp.Event()
+        args = (receiver.endpoint, 250, go, done)
+        procs = [mp.Process(target=peers, args=args) for _ in range(4)]
+        for p in procs:
+            p.start()
+        time.sleep(1.0)
+        before = overflows()
+        go.set()
+        time.sleep(3.0)
+        print(overflows() - before)
+        done.set()
+        for p in procs:
+            p.join(10)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_a_thousand_simulations_connecting_at_once_are_all_accepted(tmp_path: Path) -> None:
+    """1,000 connections at once (a study's start): the kernel queues them all for the
+    receiver (its listen backlog), none is dropped to retry seconds later. Counted by the
+    kernel (TcpExt ListenOverflows) in a network namespace of the test's own."""
+    unshare = "/usr/bin/unshare"
+    if sys.platform != "linux" or not Path(unshare).exists():
+        pytest.skip("needs Linux and unshare (util-linux) for a private network namespace")
+    probe = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot make a network namespace (needs root): {probe.stderr.decode()}")
+    script = tmp_path / "burst.py"
+    script.write_text(BURST)
+    tests = str(Path(__file__).parent)
+    out = subprocess.run(
+        [unshare, "--net", "sh", "-c", f'ip link set lo up && exec "{sys.executable}" "$@"',
+         "sh", str(script), tests],
+        capture_output=True, text=True, timeout=50,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) == 0  # (libzmq's default backlog, 100: hundreds)

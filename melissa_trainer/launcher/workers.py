@@ -37,6 +37,7 @@ from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
 from melissa_trainer.launcher.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.stream.endpoints import advertised, is_loopback
+from melissa_trainer.stream.liveness import LISTEN_BACKLOG
 
 __all__ = ["DEFAULT_WORKER_BIND", "EXIT_GRACE", "WorkerSupervisor", "check_worker_bind"]
 
@@ -89,6 +90,7 @@ class WorkerSupervisor(Supervisor):
         self.socket = self.context.socket(zmq.REP)
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.setsockopt(zmq.MAXMSGSIZE, _MAX_REQUEST_BYTES)
+        self.socket.setsockopt(zmq.BACKLOG, LISTEN_BACKLOG)  # (hundreds of workers at once)
         #: the CURVE public key workers need (Z85), None on loopback
         self.curve_public_key: str | None = None
         if not is_loopback(bind):  # encrypted, and answered only to peers with the key

@@ -49,7 +49,7 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
-from melissa_trainer.stream.endpoints import fetch_endpoints
+from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.source import StreamSource
 
@@ -141,15 +141,19 @@ class Study(Source):
             launcher.reconcile(complete or set())
         assert self.stream.config.rendezvous_dir is not None  # (checked at start)
         rendezvous = Path(self.stream.config.rendezvous_dir)
-        curve_key = receiver.curve_public_key
+
+        def tell(simulation_id: int, replaced: bool) -> None:
+            # each rank's own endpoint and CURVE key (the nodes may use different ones)
+            entries = fetch_rendezvous(rendezvous, timeout=60.0)
+            endpoints = [str(e["endpoint"]) for e in entries]
+            keys = [e.get("curve_public_key") for e in entries]
+            send_abandon(endpoints, simulation_id, curve_public_key=keys, replaced=replaced)
 
         def abandon(simulation_id: int) -> None:
-            endpoints = fetch_endpoints(rendezvous, timeout=60.0)
-            send_abandon(endpoints, simulation_id, curve_public_key=curve_key)
+            tell(simulation_id, replaced=False)
 
         def redrawn(simulation_id: int) -> None:
-            endpoints = fetch_endpoints(rendezvous, timeout=60.0)
-            send_abandon(endpoints, simulation_id, curve_public_key=curve_key, replaced=True)
+            tell(simulation_id, replaced=True)
 
         launcher.start(
             rendezvous,

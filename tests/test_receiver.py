@@ -1197,3 +1197,28 @@ def test_wait_for_ingests_until_the_buffer_holds_n_samples() -> None:
             source.wait_for(4, 0.0)
     finally:
         source.stop()
+
+
+@pytest.mark.timeout(30)
+def test_abandon_reaches_receivers_with_keys_of_their_own(tmp_path: Path) -> None:
+    """Two ranks with different CURVE keys (two nodes, each its own secret): ABANDON
+    goes to each with its own key, as each publishes it in the rendezvous (with rank
+    0's key for both, rank 1 would never hear it: its handshake fails, silently)."""
+    from melissa_trainer.stream.control import send_abandon
+    from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+    secrets = [zmq.curve_keypair()[1].decode() for _ in range(2)]
+    config = dict(expected_simulations=2, rendezvous_dir=tmp_path, bind="tcp://127.0.0.1:*")
+    with (
+        running(FIFOBuffer(10), 0, 2, curve_secret_key=secrets[0], **config) as r0,
+        running(FIFOBuffer(10), 1, 2, curve_secret_key=secrets[1], **config) as r1,
+    ):
+        entries = fetch_rendezvous(tmp_path, timeout=5.0)
+        keys = [e["curve_public_key"] for e in entries]
+        assert keys == [r0.curve_public_key, r1.curve_public_key] and keys[0] != keys[1]
+        endpoints = [e["endpoint"] for e in entries]
+        send_abandon(endpoints, 4, curve_public_key=keys, timeout=5.0)
+        wait_for(lambda: tel(r0, "simulations_abandoned") == 1)
+        wait_for(lambda: tel(r1, "simulations_abandoned") == 1)
+        with pytest.raises(ValueError, match="1 CURVE keys for 2 endpoints"):
+            send_abandon(endpoints, 5, curve_public_key=keys[:1])

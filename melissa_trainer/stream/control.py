@@ -13,13 +13,15 @@ def send_abandon(
     endpoints: Sequence[str],
     simulation_id: int,
     timeout: float = 10.0,
-    curve_public_key: str | None = None,
+    curve_public_key: str | Sequence[str | None] | None = None,
     replaced: bool = False,
 ) -> None:
     """Tell every receiver to stop waiting for `simulation_id` (an ABANDON message);
     `replaced`: a redraw replaces it, so it does not count towards the expected number.
 
     Blocks until the message is handed to every connection, at most `timeout` seconds.
+    `curve_public_key`: the receivers' CURVE server key, one for all or one per endpoint
+    (None: that receiver has none), as each rank publishes its own in the rendezvous.
 
     Raises:
         TimeoutError: a receiver could not be reached in time.
@@ -27,13 +29,19 @@ def send_abandon(
     message = protocol.encode_abandon(simulation_id, replaced)
     context = zmq.Context()
     sockets: list[zmq.Socket] = []
+    if curve_public_key is None or isinstance(curve_public_key, str):
+        keys: list[str | None] = [curve_public_key] * len(endpoints)
+    else:
+        keys = list(curve_public_key)
+        if len(keys) != len(endpoints):
+            raise ValueError(f"{len(keys)} CURVE keys for {len(endpoints)} endpoints")
     try:
-        for endpoint in endpoints:
+        for endpoint, key in zip(endpoints, keys, strict=True):
             sock = context.socket(zmq.PUSH)
             sockets.append(sock)
             sock.setsockopt(zmq.SNDTIMEO, int(timeout * 1000))
-            if curve_public_key is not None:
-                sock.curve_serverkey = curve_public_key.encode("ascii")
+            if key is not None:
+                sock.curve_serverkey = key.encode("ascii")
                 sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
             sock.connect(endpoint)
             try:

@@ -2,7 +2,7 @@
 exactly once, the receiver's and launcher's records bounded as documented, and the
 study's checkpoint saved, loaded and resumed without running anything again.
 
-Its size is ``MT_SCALE_SIMULATIONS``: 10,000 in the test suite (about 15 s on 2 cores),
+Its size is ``MT_SCALE_SIMULATIONS``: 5,000 in the test suite (about 7 s on 2 cores),
 100,000 for the figures of the capacity page (about 100-140 s, which would take the
 suite past its 10 minutes)::
 
@@ -35,7 +35,7 @@ from melissa_trainer import (
 from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.records import records_of
 
-N = int(os.environ.get("MT_SCALE_SIMULATIONS", "10000"))
+N = int(os.environ.get("MT_SCALE_SIMULATIONS", "5000"))
 STEPS, WORKERS, CAPACITY = 3, 4, 4096
 
 # One ZeroMQ context for the worker's life, as launcher/worker.py advises.

@@ -5,6 +5,7 @@ and simulations that run again."""
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 from collections import Counter
@@ -141,3 +142,41 @@ def test_a_corrupt_archive_is_refused() -> None:
     state["archive"] = {"ids": "AAAAAAAAAAA=", "steps": ""}  # one id, no count
     with pytest.raises(ValueError, match="archive"):
         ingest([]).load_state(state, buffer_put=0)
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+ONE = (1).to_bytes(8, "little")
+CORRUPT_ARCHIVES = {
+    "bad base64": ({"ids": "AAAA!!!=", "steps": b64(ONE)}, "Only base64"),
+    "ids not whole numbers": ({"ids": b64(ONE + b"xyz"), "steps": b64(ONE)}, "multiple"),
+    "ids not a string": ({"ids": 5, "steps": b64(ONE)}, "bytes-like"),
+    "no steps": ({"ids": b64(ONE)}, "'steps'"),
+    "lengths differ": ({"ids": b64(ONE * 2), "steps": b64(ONE)}, "2 ids and 1 step counts"),
+    "an id twice": ({"ids": b64(ONE * 2), "steps": b64(ONE * 2)}, "an id is listed twice"),
+    "negative count": ({"ids": b64(ONE), "steps": b64((-1).to_bytes(8, "little", signed=True))},
+                       "a negative step count"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CORRUPT_ARCHIVES))
+def test_a_corrupt_archive_is_refused_naming_the_archive(case: str) -> None:
+    """Before, bad base64 or a length not a multiple of 8 raised numpy's or binascii's
+    error (nothing said it was the receiver's archive), and an id listed twice loaded."""
+    archive, error = CORRUPT_ARCHIVES[case]
+    state = dict(ingest([]).state(), archive=archive)
+    with pytest.raises(ValueError, match=f"invalid receiver archive: .*{error}"):
+        ingest([]).load_state(state, buffer_put=0)
+
+
+def test_a_simulation_both_archived_and_with_a_ledger_is_refused() -> None:
+    """Before, it loaded: the ledger won for the dedup, and the simulation counted
+    twice among the finished ones."""
+    ing = ingest([])
+    run(ing, 1, range(3))
+    state = ing.state()
+    state["archive"] = {"ids": b64(ONE), "steps": b64((3).to_bytes(8, "little"))}
+    with pytest.raises(ValueError, match="simulation 1 has both a ledger and an archive"):
+        ingest([]).load_state(json.loads(json.dumps(state)), buffer_put=3)

@@ -119,6 +119,30 @@ def test_version_1_states_load_and_their_finished_simulations_are_checked() -> N
     assert resumed.reconcile(set()) == [0]
 
 
+CORRUPT_COLUMNS = {
+    "columns differ in length": lambda s: s["status"].pop(),
+    "unknown simulation status 'done'": lambda s: s["status"].__setitem__(1, "done"),
+    "has parameters \\[\\], not \\['a'\\]": lambda s: s["parameters"].pop("a"),
+    "not finite values": lambda s: s["parameters"]["a"].__setitem__(1, float("nan")),
+    "simulation 0 is listed twice": lambda s: s["ids"].__setitem__(1, 0),
+    "simulation -1 .* a negative id": lambda s: s["ids"].__setitem__(0, -1),
+}
+
+
+@pytest.mark.parametrize("error", list(CORRUPT_COLUMNS))
+def test_a_corrupt_launcher_state_is_refused_naming_what_is_wrong(error: str) -> None:
+    """Before, an id listed twice loaded as one fewer simulation (the study then ran one
+    again and trained on its samples twice), and a negative id crashed the launcher's
+    thread once training had started."""
+    study = make(3)
+    for _ in range(3):
+        study.take(0.0)
+    state = json.loads(json.dumps(study.state_dict()))
+    CORRUPT_COLUMNS[error](state["simulations"])
+    with pytest.raises(ValueError, match=f"invalid launcher state: .*{error}"):
+        make(3).load_state_dict(state)
+
+
 def test_interrupted_simulations_are_pending_not_running() -> None:
     study = make(2)
     study.take(0.0)

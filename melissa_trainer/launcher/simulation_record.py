@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -101,8 +102,9 @@ def records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, Si
     simulation; 3: columns), their parameters in the order of `names`.
 
     Raises:
-        ValueError, KeyError, TypeError: malformed records, or parameters that are not
-            finite values of exactly `names`.
+        ValueError, KeyError, TypeError: malformed records (an id listed twice or
+            negative among them), or parameters that are not finite values of exactly
+            `names`.
     """
     with _no_collection():
         return _records_from(state, names)
@@ -150,6 +152,11 @@ def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, S
                 ids, *lists, *values, strict=True
             )
         }
+        if len(records) != n:  # columns can repeat an id (JSON object keys cannot)
+            repeated = sorted(sid for sid, count in Counter(ids).items() if count > 1)
+            raise ValueError(f"simulation {repeated[0]} is listed twice in the launcher state")
+    if records and min(records) < 0:
+        raise ValueError(f"simulation {min(records)} in the launcher state: a negative id")
     for sid, record in records.items():
         if not all(math.isfinite(v) for v in record.parameters.values()):
             raise ValueError(

@@ -111,14 +111,26 @@ class Archive:
         """Restore `to_state()` (None: nothing archived, as in checkpoints before it).
 
         Raises:
-            ValueError: the two arrays differ in length, or a count is negative.
+            ValueError: "invalid receiver archive: ...": a key missing, an array that is
+                not base64 of whole 8-byte numbers, arrays of different lengths, an id
+                listed twice, or a negative count.
         """
         self.steps.clear()
         self._finishing.clear()
         if not state:
             return
-        ids = np.frombuffer(base64.b64decode(state["ids"], validate=True), "<u8")
-        steps = np.frombuffer(base64.b64decode(state["steps"], validate=True), "<i8")
-        if ids.shape != steps.shape or (steps.size and int(steps.min()) < 0):
-            raise ValueError("invalid receiver archive: ids and steps do not match")
+        try:
+            ids = np.frombuffer(base64.b64decode(state["ids"], validate=True), "<u8")
+            steps = np.frombuffer(base64.b64decode(state["steps"], validate=True), "<i8")
+        except (KeyError, TypeError, ValueError) as exc:  # binascii.Error is a ValueError
+            raise ValueError(f"invalid receiver archive: {exc!r}") from exc
+        if ids.shape != steps.shape:
+            raise ValueError(
+                f"invalid receiver archive: {ids.size} ids and {steps.size} step counts"
+            )
+        if steps.size and int(steps.min()) < 0:
+            raise ValueError(f"invalid receiver archive: a negative step count {steps.min()}")
         self.steps = dict(zip(ids.tolist(), steps.tolist(), strict=True))
+        if len(self.steps) != ids.size:
+            self.steps.clear()
+            raise ValueError("invalid receiver archive: an id is listed twice")

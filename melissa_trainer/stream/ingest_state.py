@@ -95,6 +95,11 @@ def restore(ing: Ingest, state: dict[str, Any], buffer_put: int) -> None:
         int(s): SimulationLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
     }
     ing.archive.load_state(state.get("archive"))
+    both = ing.sims.keys() & ing.archive.steps.keys()
+    if both:  # one or the other, never both: which steps it has would be ambiguous
+        raise ValueError(
+            f"invalid receiver state: simulation {min(both)} has both a ledger and an archive entry"
+        )
     raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
     ing.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
     counters = state["counters"]

@@ -143,6 +143,11 @@ class StudyRecord:
         """The ids in `status`, in no particular order (O(their number))."""
         return list(self._ids[status])
 
+    def awaiting_data(self) -> int:
+        """Simulations whose process ended with their data not all in yet ("exited"):
+        they hold a job slot (see `Supervisor.launch_jobs`). O(1)."""
+        return len(self._ids["exited"])
+
     def work_left(self) -> int:
         """Simulations still to start: queued ones plus those not drawn yet."""
         counts = self.counts()

@@ -182,14 +182,7 @@ class Supervisor:
         data = self.data
         if data is None:
             return
-        new = data.completed(self._seen_completed)
-        self._seen_completed += len(new)
-        if new:
-            with self.lock:
-                for sid in new:
-                    changed = self.study.data_complete(sid)
-                    if changed and self.study.records[sid].status == "finished":
-                        self.log_paths.pop(sid, None)  # (kept for failures only)
+        self.take_completed()
         fresh = data.refused(self._seen_refused)
         self._seen_refused += len(fresh)
         for sid, why in fresh:
@@ -220,11 +213,39 @@ class Supervisor:
                 outcome = self.study.incomplete(sid, why)
             self.apply_policy(sid, outcome, "exit 0, data incomplete", self.log_of(sid))
 
+    def _awaiting_data(self) -> int:
+        with self.lock:
+            return self.study.awaiting_data()
+
+    def take_completed(self) -> None:
+        """Apply the receivers' new reports of complete data (cheap: a slice of a list)."""
+        if self.data is None:
+            return
+        new = self.data.completed(self._seen_completed)
+        self._seen_completed += len(new)
+        if new:
+            with self.lock:
+                for sid in new:
+                    changed = self.study.data_complete(sid)
+                    if changed and self.study.records[sid].status == "finished":
+                        self.log_paths.pop(sid, None)  # (kept for failures only)
+
     def log_of(self, sid: int) -> Path:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
 
     def launch_jobs(self, now: float) -> None:
-        while len(self.jobs) < self.settings.job_limit:
+        """Start jobs while fewer than `job_limit` run and fewer than `job_limit` ended
+        simulations await their data.
+
+        Without the second bound, short simulations end before the trainer has their
+        data, which stays queued in ZeroMQ (its bound is per connection, and a closed
+        connection's messages stay), and the next ones start: no bound on that memory,
+        nor on what a resume must run again. With it, at most 2 x `job_limit`
+        simulations' data is in flight; the slack keeps a simulation's end from
+        waiting for the tick that sees its data in.
+        """
+        limit = self.settings.job_limit
+        while len(self.jobs) < limit and self._awaiting_data() < limit:
             taken = self.take(now)
             if taken is None:
                 return

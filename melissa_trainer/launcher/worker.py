@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import zmq
@@ -113,12 +114,19 @@ class WorkerClient:
         """
         if self._exhausted:
             return None
-        reply = self._request(
-            {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
-        )
-        if "error" in reply:
-            raise RuntimeError(f"the launcher refused worker {self.name}: {reply['error']}")
-        self.current = None
+        while True:
+            reply = self._request(
+                {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
+            )
+            if "error" in reply:
+                raise RuntimeError(f"the launcher refused worker {self.name}: {reply['error']}")
+            self.current = None
+            retry = reply.get("retry")
+            if retry is None:
+                break
+            # The launcher waits for earlier simulations' data (it bounds the data in
+            # flight to its job_limit): ask again.
+            time.sleep(min(max(float(retry), 0.001), 1.0))
         simulation_id = reply.get("simulation_id")
         if simulation_id is None:
             self._exhausted = True

@@ -175,6 +175,12 @@ class WorkerSupervisor(Supervisor):
         if finished is not None:
             job.simulation_id = None
             self.end_simulation(finished, 0, now, job.log_path)
+        if self._awaiting_data() >= self.settings.job_limit:
+            self.take_completed()  # (the receivers may have it since the last tick)
+        if self._awaiting_data() >= self.settings.job_limit:
+            # as in `Supervisor.launch_jobs`: at most job_limit ended simulations await
+            # their data; ask again soon
+            return _reply(simulation_id=None, retry=RETRY)
         taken = self.take(now)
         if taken is None:
             self.told_none.add(name)
@@ -257,6 +263,10 @@ class WorkerSupervisor(Supervisor):
 
     def slot_of(self, name: str) -> int:
         return self.slots.index(name)
+
+
+#: seconds a worker waits before asking again when ended simulations await their data
+RETRY = 0.01
 
 
 def _reply(**fields: Any) -> dict[str, Any]:

@@ -77,6 +77,12 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
+    def on_preempted(self) -> None:  # noqa: B027 - optional, no-op
+        """Called on every rank when the run is preempted (SIGTERM, SIGUSR1), once its
+        checkpoint is written and just before `stop`: `stop` must then not wait for
+        producers to finish (the scheduler's grace period is short, and nothing will be
+        trained on). No-op by default."""
+
     #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
     #: in full (e.g. simulations finished, when each receiver sees every simulation
     #: end): the trainer reduces them over ranks with MAX, not SUM, so that a study of

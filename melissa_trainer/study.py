@@ -101,6 +101,7 @@ class Study(Source):
         self._launcher_state: dict[str, Any] | None = None
         self._started = False  # the launcher runs (rank 0 only)
         self._failed = False  # wait_for raised: training stops with an error
+        self._preempted = False  # on_preempted: stop need not wait either
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -225,13 +226,20 @@ class Study(Source):
                 # start) the simulations running are the study's last and are closing:
                 # let them exit and their data arrive (recorded as finished, not run
                 # again after a resume).
-                # After an error, nothing will be trained on: no wait.
+                # After an error or a preemption, nothing will be trained on: no wait.
                 receiver = self.stream.receiver
                 ended = receiver is not None and receiver.ended
                 last = ended or self.launcher.summary()["pending"] == 0
-                self.launcher.stop(wait=STOP_WAIT if last and not self._failed else 0.0)
+                hurry = self._failed or self._preempted
+                self.launcher.stop(wait=STOP_WAIT if last and not hurry else 0.0)
         finally:
             self.stream.stop()
+
+    def on_preempted(self) -> None:
+        """The run is preempted (its checkpoint written): `stop` kills the simulations at
+        once, without the `STOP_WAIT` for the last ones' data (measured: a SIGTERM with
+        every simulation launched exited after 11.4 s, the checkpoint written at 0.1 s)."""
+        self._preempted = True
 
     def telemetry(self) -> dict[str, float]:
         """The stream's figures and the launcher's (``launcher_running``, …; rank 0's,

@@ -254,6 +254,8 @@ class OnlineTrainer:
         self._perform_requested_actions()
         if signum and state.last_save_step != state.global_step:
             self.save_checkpoint()  # collective: every rank agreed on signum
+        if signum:
+            self.source.on_preempted()
         self.source.stop()  # before the end hooks: no simulation runs while they do
         hooks.fire(Event.TRAIN_END, self, state, control)
         requested = control.pending()

@@ -5,6 +5,7 @@ the fill-ins, the checkpoint layout, the errors."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -194,3 +195,33 @@ def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
     assert "stall_timeout=1.0" in message and "simulation 1:" in message  # the stream's
     assert "study: 1 finished, 0 failed, 1 abandoned, 1 running" in message  # the study's
     assert "no module named mysolver" in message
+
+
+@pytest.mark.timeout(60)
+def test_a_preempted_study_stops_its_simulations_without_waiting(tmp_path: Path) -> None:
+    """Every simulation launched (nothing pending), the run preempted: `stop` does not
+    give the last simulations `STOP_WAIT` for their data, which nothing would train on
+    (a user's SIGTERM exited after 11.4 s, its checkpoint written after 0.1 s)."""
+    hanging = "import time\ntime.sleep(3600)\n"
+    study = Study(launcher(tmp_path, 2, script=hanging))
+    buffer = FIFOBuffer(8)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    waits: list[float] = []
+    stop = study.launcher.stop
+
+    def spy(wait: float = 0.0) -> None:
+        waits.append(wait)
+        stop(wait)
+
+    study.launcher.stop = spy  # type: ignore[method-assign]
+    try:
+        study.on_all_ranks_started()
+        deadline = time.monotonic() + 30
+        while study.launcher.summary()["running"] < 2:  # both launched: nothing pending
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        study.on_preempted()
+    finally:
+        study.stop()
+    assert waits == [0.0]

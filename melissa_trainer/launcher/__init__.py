@@ -11,6 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
+    from melissa_trainer.launcher.adaptive import AdaptiveSampler, BreedSampler, Observation
     from melissa_trainer.launcher.backends import make_backend
     from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
     from melissa_trainer.launcher.backends.local import LocalBackend
@@ -29,7 +30,9 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.launcher.tuning import LauncherTuning
 
 __all__ = [
+    "AdaptiveSampler",
     "Backend",
+    "BreedSampler",
     "CallableSampler",
     "HaltonSampler",
     "Handle",
@@ -41,6 +44,7 @@ __all__ = [
     "LauncherTuning",
     "ListSampler",
     "LocalBackend",
+    "Observation",
     "Sampler",
     "SamplerExhausted",
     "SobolSampler",
@@ -50,6 +54,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    **dict.fromkeys(["AdaptiveSampler", "BreedSampler", "Observation"], "adaptive"),
     "make_backend": "backends",
     "Backend": "backends.base",
     "Handle": "backends.base",

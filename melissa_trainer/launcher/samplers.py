@@ -316,14 +316,19 @@ _KINDS: dict[str, type[_BoxSampler]] = {
 
 
 def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sampler:
-    """A sampler of the box `bounds` by name: "uniform", "lhs", "halton" or "sobol".
+    """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol" or
+    "breed" (adaptive: `launcher.adaptive.BreedSampler`).
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """
-    try:
+    if kind == "breed":  # imported here: launcher.adaptive imports this module
+        from melissa_trainer.launcher.adaptive import BreedSampler
+
+        cls: type[_BoxSampler] = BreedSampler
+    elif kind in _KINDS:
         cls = _KINDS[kind]
-    except KeyError:
-        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted(_KINDS)}") from None
+    else:
+        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted([*_KINDS, 'breed'])}")
     try:
         return cls(bounds, seed, **options)
     except TypeError as exc:

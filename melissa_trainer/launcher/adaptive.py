@@ -1,0 +1,401 @@
+"""Adaptive samplers: the next parameters depend on how badly the surrogate does where
+the earlier simulations ran (issue 20, preview: the trainer does not feed them yet).
+
+`AdaptiveSampler` is the protocol (its docstring is the guide to writing your own),
+`BreedSampler` the one implemented.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from melissa_trainer.launcher.samplers import (
+    Bounds,
+    HaltonSampler,
+    SobolSampler,
+    _BoxSampler,
+    _positive_int,
+    _values,
+)
+
+__all__ = ["AdaptiveSampler", "BreedSampler", "Observation"]
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One simulation's parameters and its loss statistic (higher: the surrogate is worse)."""
+
+    simulation_id: int
+    parameters: dict[str, float]
+    loss: float
+
+
+class AdaptiveSampler(_BoxSampler):
+    """A sampler of the box `bounds` steered by `observe`. To write your own, subclass
+    it and implement ``_propose(index)``:
+
+    - ``observe(simulation_id, parameters, loss)`` tells it how a simulation went (a later
+      release has the study call it): the parameters it ran with and a finite statistic
+      of the training loss on its samples (higher: the surrogate is worse there). It is
+      validated (finite loss, exactly the sampler's names, inside the bounds, else a
+      `ValueError`) and kept in `observations`, oldest first, the last `window` of them.
+      Observing a simulation again replaces its observation and makes it the newest.
+    - ``draw()`` calls ``_propose(index)`` for draw number `index` (0, 1, 2 ...) when the
+      launcher launches a simulation, or a worker asks for its next one. The proposal must
+      map exactly `names` to finite values inside the bounds (checked; ``_scale`` maps a
+      point of the unit cube to the box, ``_unit`` the other way).
+    - **Deterministic**: draw `index` depends only on the seed, `index`, the observations
+      made before it and the sampler's own state. Take randomness from ``_rng(index)`` (a
+      generator seeded with ``[seed, index]``), never from a global generator.
+    - **Resumable**: `state_dict()` holds the position and the observations; a subclass
+      with more state (counters, an engine's position) adds it to `state_dict` and restores
+      it in `load_state_dict`, so that a sampler built with the same arguments that loads
+      the state continues the same sequence.
+    - **Not thread-safe**: the launcher calls `draw` under its lock, and `observe` must be
+      called under the same lock.
+
+    Set a `kind` (stored in the state: a state of another kind is refused). For example,
+    half the draws near the worst simulation kept, half uniform:
+
+    ```python
+    class WorstFirst(AdaptiveSampler):
+        kind = "worst-first"
+
+        def _propose(self, index: int) -> dict[str, float]:
+            rng = self._rng(index)
+            if not self.observations or rng.random() < 0.5:
+                return self._scale(rng.random(len(self.names)))
+            worst = max(self.observations, key=lambda o: o.loss)
+            unit = self._unit(worst.parameters) + rng.normal(0.0, 0.05, len(self.names))
+            return self._scale(np.clip(unit, 0.0, 1.0))
+
+    sampler = WorstFirst({"t0": (100.0, 500.0)}, seed=0, window=50)
+    ```
+
+    Args:
+        bounds: `{name: (low, high)}`.
+        seed: the seed of every draw's generator (``[seed, index]``).
+        window: how many observations are kept (the newest); None: all of them.
+    """
+
+    def __init__(self, bounds: Bounds, seed: int = 0, window: int | None = None) -> None:
+        super().__init__(bounds, seed)
+        if window is not None:
+            _positive_int("window", window)
+        self.window = window
+        self._high = np.array([high for _, high in self.bounds.values()], dtype=np.float64)
+        self._observed: OrderedDict[int, Observation] = OrderedDict()
+
+    @property
+    def observations(self) -> tuple[Observation, ...]:
+        """The observations kept, oldest first (at most `window`)."""
+        return tuple(self._observed.values())
+
+    def observe(self, simulation_id: int, parameters: Mapping[str, float], loss: float) -> None:
+        """Record a simulation's loss statistic (not thread-safe: under the launcher's lock).
+
+        Raises:
+            ValueError: a negative or non-int id, parameters with other names, non-finite
+                or outside the bounds, a non-finite loss, or other parameters than those
+                this simulation was observed with before.
+        """
+        self._observed_add(self._observation(simulation_id, parameters, loss))
+
+    def _observation(self, simulation_id: Any, parameters: Any, loss: Any) -> Observation:
+        if (
+            isinstance(simulation_id, bool)
+            or not isinstance(simulation_id, int | np.integer)
+            or simulation_id < 0
+        ):
+            raise ValueError(f"simulation_id must be a non-negative int, not {simulation_id!r}")
+        what = f"the parameters observed for simulation {simulation_id}"
+        values = self._inside(parameters, what)
+        if isinstance(loss, bool) or not isinstance(loss, int | float | np.integer | np.floating):
+            raise ValueError(f"the loss of simulation {simulation_id} is not a number: {loss!r}")
+        if not math.isfinite(float(loss)):
+            raise ValueError(
+                f"the loss of simulation {simulation_id} is {float(loss)}: only finite losses "
+                f"can steer the sampler (leave a diverged simulation unobserved)"
+            )
+        return Observation(int(simulation_id), values, float(loss))
+
+    def _observed_add(self, observation: Observation) -> None:
+        sid = observation.simulation_id
+        earlier = self._observed.get(sid)
+        if earlier is not None and earlier.parameters != observation.parameters:
+            raise ValueError(
+                f"simulation {sid} was observed with {earlier.parameters}, now with "
+                f"{observation.parameters}: one simulation runs with one parameter set"
+            )
+        self._observed.pop(sid, None)  # re-observed: the newest again
+        self._observed[sid] = observation
+        while self.window is not None and len(self._observed) > self.window:
+            self._observed.popitem(last=False)
+
+    def _draw(self, index: int) -> dict[str, float]:
+        proposed = self._propose(index)
+        return self._inside(proposed, f"{type(self).__name__}._propose({index})")
+
+    def _inside(self, parameters: Any, what: str) -> dict[str, float]:
+        """`parameters` as `{name: float}` in `names` order, checked against the bounds."""
+        values = _values(self.names, parameters, what)
+        for name, value in values.items():
+            low, high = self.bounds[name]
+            if not low <= value <= high:
+                raise ValueError(f"{what}: {name}={value} is outside its bounds [{low}, {high}]")
+        return values
+
+    @abstractmethod
+    def _propose(self, index: int) -> dict[str, float]:
+        """The parameters of draw number `index` (see the module docstring)."""
+
+    def _rng(self, index: int) -> np.random.Generator:
+        """Draw `index`'s generator, seeded with ``[seed, index]``."""
+        return np.random.default_rng([self.seed, index])
+
+    def _unit(self, parameters: Mapping[str, float]) -> np.ndarray:
+        """`parameters` as a point of the unit cube (0 for a fixed parameter)."""
+        values = np.array([parameters[name] for name in self.names], dtype=np.float64)
+        span = np.where(self._span > 0, self._span, 1.0)
+        return np.clip((values - self._low) / span, 0.0, 1.0)
+
+    def _scale(self, unit: np.ndarray) -> dict[str, float]:
+        # clipped: low + 1.0 * (high - low) may round past high
+        values = np.clip(self._low + unit * self._span, self._low, self._high)
+        return {name: float(v) for name, v in zip(self.names, values, strict=True)}
+
+    def _options(self) -> dict[str, Any]:
+        """The arguments a state must have been saved with (in the state, checked on load)."""
+        return {}
+
+    def _refuse_other(self, state: Mapping[str, Any]) -> None:
+        """Raise a ValueError if `state` is of another kind, names, seed, window or options."""
+        # the kind first: a state of another sampler is refused as such
+        mine = {"kind": self.kind, "names": list(self.names), "seed": self.seed}
+        for key, value in {**mine, "window": self.window, **self._options()}.items():
+            if state.get(key) != value:
+                raise ValueError(
+                    f"sampler state has {key}={state.get(key)!r} but this sampler has "
+                    f"{key}={value!r}: build the sampler with the arguments of the saved run"
+                )
+
+    def state_dict(self) -> dict[str, Any]:
+        observations = [
+            {"simulation_id": o.simulation_id, "parameters": dict(o.parameters), "loss": o.loss}
+            for o in self._observed.values()
+        ]
+        return {
+            **super().state_dict(),
+            "window": self.window,
+            **self._options(),
+            "observations": observations,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a `state_dict()` (the observations included).
+
+        Raises:
+            ValueError: a state of another kind, names, seed or window, or a malformed
+                observation.
+        """
+        self._refuse_other(state)
+        saved = state.get("observations")
+        if not isinstance(saved, list):
+            raise ValueError(f"sampler state has no list of observations: {saved!r}")
+        observed: OrderedDict[int, Observation] = OrderedDict()
+        for item in saved:
+            if not isinstance(item, Mapping):
+                raise ValueError(f"sampler state has a malformed observation {item!r}")
+            sid, parameters, loss = (item.get(k) for k in ("simulation_id", "parameters", "loss"))
+            observation = self._observation(sid, parameters, loss)
+            observed[observation.simulation_id] = observation
+        if self.window is not None and len(observed) > self.window:
+            raise ValueError(f"sampler state has {len(observed)} observations, over the window")
+        super().load_state_dict(state)
+        self._observed = observed
+
+
+class BreedSampler(AdaptiveSampler):
+    """Melissa's "Breed" (arXiv 2410.05860): new simulations bred from the ones where the
+    surrogate does worst, mixed with fresh quasi-random draws.
+
+    Draw `i` is, with its generator ``[seed, i]``:
+
+    - an **exploration** draw, with probability `exploration_share(i)` (and always while
+      fewer than `min_observations` are kept): the next point of a scrambled Sobol'
+      (or Halton) sequence over the box, seeded with `seed`; the exploration draws are
+      consecutive points of that sequence, so they stay low-discrepancy;
+    - else a **bred** draw: a parent chosen among the last `window` observations with
+      probability `parent_weights()`, moved by Gaussian noise of std
+      ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
+      `d` past a bound lands `d` inside it): clipping would pile draws onto the bounds,
+      reflecting keeps them spread like the noise.
+
+    Parent weights: with `L` the kept losses, ``z = (L - min L) / (max L - min L)``
+    (0 when they are all equal) and ``w = (z + floor) ** power``: the worst parent
+    weighs ``((1 + floor) / floor) ** power`` times the best one, whatever the losses'
+    scale or offset (the losses fall as the model trains), and the best one keeps a
+    share. `floor` large tends to uniform parents, `power` large to the worst only.
+
+    The exploration share is `exploration`, or decays linearly from `exploration` (draw
+    0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
+    the number of draws `plan` announces (the launcher's `n_simulations`).
+
+    Args:
+        bounds: `{name: (low, high)}`.
+        seed: the seed of the draws and of the exploration sequence.
+        exploration: the share of exploration draws, in [0, 1].
+        exploration_final: None (a fixed share) or the share reached at `decay_draws`.
+        decay_draws: the draws over which the share goes to `exploration_final`.
+        window: how many observations are kept as candidate parents (the newest);
+            None: all (the state then grows with the study).
+        min_observations: every draw explores until this many are kept (<= `window`).
+        sigma: the noise's std, as a fraction of each parameter's range (> 0).
+        power: the exponent of the parent weights (> 0).
+        floor: the weight offset of the best parent (> 0), see above.
+        explorer: "sobol" or "halton", the exploration sequence.
+    """
+
+    kind = "breed"
+
+    def __init__(
+        self,
+        bounds: Bounds,
+        seed: int = 0,
+        *,
+        exploration: float = 0.5,
+        exploration_final: float | None = None,
+        decay_draws: int | None = None,
+        window: int | None = 100,
+        min_observations: int = 10,
+        sigma: float = 0.1,
+        power: float = 1.0,
+        floor: float = 0.1,
+        explorer: str = "sobol",
+    ) -> None:
+        super().__init__(bounds, seed, window)
+        self.exploration = _number("exploration", exploration, 0.0, 1.0)
+        self.exploration_final = (
+            None
+            if exploration_final is None
+            else _number("exploration_final", exploration_final, 0.0, 1.0)
+        )
+        if decay_draws is not None:
+            _positive_int("decay_draws", decay_draws)
+        self.decay_draws = decay_draws
+        _positive_int("min_observations", min_observations)
+        if window is not None and min_observations > window:
+            raise ValueError(
+                f"min_observations={min_observations} can never be reached with "
+                f"window={window}: lower min_observations or widen the window"
+            )
+        self.min_observations = min_observations
+        self.sigma = _number("sigma", sigma, 0.0, math.inf, low_open=True)
+        self.power = _number("power", power, 0.0, math.inf, low_open=True)
+        self.floor = _number("floor", floor, 0.0, math.inf, low_open=True)
+        engines = {"sobol": SobolSampler, "halton": HaltonSampler}
+        if explorer not in engines:
+            raise ValueError(f"explorer must be 'sobol' or 'halton', not {explorer!r}")
+        self.explorer = explorer
+        self._explorer = engines[explorer](self.bounds, self.seed)
+        #: the simulation id the last draw was bred from; None for an exploration draw
+        self.last_parent: int | None = None
+
+    @property
+    def explored(self) -> int:
+        """How many of the draws so far were exploration draws."""
+        return self._explorer.position
+
+    def plan(self, n_draws: int) -> None:
+        """`decay_draws=None` becomes `n_draws` (before the first draw)."""
+        if self.decay_draws is None and self.position == 0 and n_draws >= 1:
+            self.decay_draws = int(n_draws)
+
+    def exploration_share(self, index: int) -> float:
+        """The probability that draw `index` explores (given `min_observations` kept)."""
+        if self.exploration_final is None:
+            return self.exploration
+        if self.decay_draws is None:
+            raise ValueError(
+                "BreedSampler(exploration_final=...) needs decay_draws=, or a Launcher "
+                "to plan it (its n_simulations)"
+            )
+        progress = min(index, self.decay_draws) / self.decay_draws
+        return self.exploration + (self.exploration_final - self.exploration) * progress
+
+    def parent_weights(self) -> np.ndarray:
+        """Each kept observation's probability of being the next parent (oldest first)."""
+        losses = np.array([o.loss for o in self._observed.values()], dtype=np.float64)
+        spread = float(losses.max() - losses.min()) if losses.size else 0.0
+        z = (losses - losses.min()) / spread if spread > 0 else np.zeros_like(losses)
+        # divided by the largest before the power, which could overflow otherwise
+        weights = ((z + self.floor) / (1.0 + self.floor)) ** self.power
+        return weights / weights.sum()
+
+    def _propose(self, index: int) -> dict[str, float]:
+        rng = self._rng(index)
+        explore = rng.random() < self.exploration_share(index)  # drawn first, always
+        if explore or len(self._observed) < self.min_observations:
+            self.last_parent = None
+            return self._explorer.draw()
+        parents = list(self._observed.values())
+        parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
+        unit = self._unit(parent.parameters) + rng.normal(0.0, self.sigma, len(self.names))
+        unit = np.abs((unit + 1.0) % 2.0 - 1.0)  # reflected into [0, 1], also twice or more
+        self.last_parent = parent.simulation_id
+        return self._scale(unit)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "exploration": self.exploration,
+            "exploration_final": self.exploration_final,
+            "min_observations": self.min_observations,
+            "sigma": self.sigma,
+            "power": self.power,
+            "floor": self.floor,
+            "explorer": self.explorer,
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "decay_draws": self.decay_draws,
+            "exploration_state": self._explorer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._refuse_other(state)  # first: its messages name the option that differs
+        saved = state.get("decay_draws")
+        if self.decay_draws is not None and saved is not None and saved != self.decay_draws:
+            raise ValueError(
+                f"sampler state has decay_draws={saved} but this sampler has {self.decay_draws}"
+            )
+        exploration_state = state.get("exploration_state")
+        if not isinstance(exploration_state, Mapping):
+            raise ValueError(f"sampler state has no exploration_state: {exploration_state!r}")
+        explorer = type(self._explorer)(self.bounds, self.seed)
+        explorer.load_state_dict(exploration_state)  # checked before anything changes
+        super().load_state_dict(state)
+        self._explorer = explorer
+        if saved is not None:
+            self.decay_draws = int(saved)
+        self.last_parent = None
+
+
+def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:
+    """`value` as a float in [low, high] (or (low, high]), else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    out = float(value)
+    inside = (low < out if low_open else low <= out) and out <= high and math.isfinite(out)
+    if not inside:
+        interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
+        raise ValueError(f"{name} must be finite and in {interval}, not {value!r}")
+    return out

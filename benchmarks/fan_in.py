@@ -203,14 +203,18 @@ def ceiling_notes(receiver: Pool, clients: Pool, sizes: list[int]) -> list[str]:
     return notes
 
 
+#: seconds the receiver is left to settle before a memory probe (`--settle`)
+SETTLE = 1.0
+
+
 def _wait_for(receiver: Pool, done: Any, what: str, timeout: float = 120.0) -> dict[str, Any]:
-    """Probe the receiver until `done(probe)`, then once more after a settling second."""
+    """Probe the receiver until `done(probe)`, then once more after `SETTLE` seconds."""
     deadline = time.monotonic() + timeout
     while not done(probe := receiver.ask([{"op": "probe"}])[0]):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: still {probe} after {timeout} s")
         time.sleep(0.2)
-    time.sleep(1.0)
+    time.sleep(SETTLE)
     return dict(receiver.ask([{"op": "probe"}])[0])
 
 
@@ -280,6 +284,7 @@ def memory_rows(clients: Pool, n: int) -> tuple[list[dict[str, Any]], list[str]]
 
 
 def main() -> None:
+    global SETTLE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds; N <= 64")
@@ -289,8 +294,12 @@ def main() -> None:
     parser.add_argument("--clients", default=None, help="N list, e.g. 1,16,64,256")
     parser.add_argument("--no-memory", action="store_true", help="skip the memory rows")
     parser.add_argument("--idle", type=int, default=IDLE_PEERS, help="idle simulations")
+    parser.add_argument(
+        "--settle", type=float, default=SETTLE, help="seconds before each memory probe"
+    )
     parser.add_argument("--ceiling", action="store_true", help="also unpaced streams")
     opts = parser.parse_args()
+    SETTLE = opts.settle
     if opts.idle < PEER_PROCESSES:
         parser.error(f"--idle must be at least {PEER_PROCESSES}")
     rounds = opts.rounds or (2 if opts.quick else 5)

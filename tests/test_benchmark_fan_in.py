@@ -28,7 +28,7 @@ MEMORY_CASES = {
 @pytest.mark.timeout(120)
 def test_quick_json_gives_every_row_well_formed() -> None:
     command = [sys.executable, str(BENCHMARK), "--quick", "--json", "--clients", "1,4",
-               "--rounds", "1", "--seconds", "0.3", "--idle", "100"]  # fmt: skip
+               "--rounds", "1", "--seconds", "0.3", "--idle", "100", "--settle", "0.1"]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(done.stdout)["rows"]

@@ -547,10 +547,10 @@ if __name__ == "__main__":
         procs = [mp.Process(target=peers, args=args) for _ in range(4)]
         for p in procs:
             p.start()
-        time.sleep(1.0)
+        time.sleep(0.5)
         before = overflows()
         go.set()
-        time.sleep(3.0)
+        time.sleep(1.5)
         print(overflows() - before)
         done.set()
         for p in procs:

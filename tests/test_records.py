@@ -348,36 +348,34 @@ def test_the_supervisor_keeps_the_logs_of_unfinished_simulations_only(tmp_path: 
 
 
 def test_ended_simulations_hold_their_slot_until_their_data_is_in(tmp_path: Path) -> None:
-    """Short simulations end before the trainer has their data: at most `job_limit` of
-    them may await it before no more start, so the data in flight (queued in ZeroMQ, run
-    again after a resume) stays bounded by 2 x `job_limit` (found by a user: 1,477 of
-    1,500 simulations "exited" with 857 samples put, the study's data queued in the
-    trainer's memory)."""
-    study = make(10, max_restarts=0, on_failure="abandon")
+    """Short simulations end before the trainer has their data: once more than
+    `job_limit` of them await it, no more start, so the data in flight (queued in
+    ZeroMQ, run again after a resume) stays bounded (found by a user: 1,477 of 1,500
+    simulations "exited" with 857 samples put, the study's data in the trainer's
+    memory)."""
+    study = make(20, max_restarts=0, on_failure="abandon", min_finished_fraction=0.1)
     settings = Settings(
         job_limit=3, ranks=1, tuning=LauncherTuning(), env={}, log_dir=tmp_path,
         rendezvous_dir="unused",
     )  # fmt: skip
     report = Reporting()
-    backend = Ending()
     supervisor = Supervisor(
-        settings, study, threading.Lock(), backend, lambda s, p: ["sim"], None, None, data=report
+        settings, study, threading.Lock(), Ending(), lambda s, p: ["sim"], None, None, data=report
     )
-    for _ in range(5):
-        supervisor.tick()  # 3 start, end, and wait for their data
-    assert study.counts()["exited"] == 3 and study.summary(0.0)["pending"] == 7
-    report.complete.extend([0, 1])
-    for _ in range(3):
+    for _ in range(10):
+        supervisor.tick()  # start, end (3 fails: Ending's exit code 1), await the data
+    waiting = study.ids("exited")
+    assert len(waiting) == 5 and study.summary(0.0)["pending"] == 14  # 6 launched, no more
+    report.complete.extend(waiting[:3])
+    for _ in range(10):
         supervisor.tick()
-    # 3, 4, 5 started (1 awaited its data) and ended (3 failed: Ending's exit code 1):
-    # 2, 4, 5 await their data, and none starts
-    assert study.counts()["finished"] == 2 and study.counts()["exited"] == 3
-    assert study.counts()["abandoned"] == 1 and study.summary(0.0)["pending"] == 4
+    assert study.counts()["finished"] == 3 and study.counts()["exited"] == 5
+    assert study.summary(0.0)["pending"] == 11  # 3 more: as many as completed
 
 
 def test_a_worker_waits_while_ended_simulations_await_their_data(tmp_path: Path) -> None:
-    """Worker mode: a worker asking for its next simulation while `job_limit` ended
-    simulations await their data is told to ask again, not given one."""
+    """Worker mode: a worker asking for its next simulation while more than `job_limit`
+    ended simulations await their data is told to ask again, not given one."""
     study = make(10, max_restarts=0, on_failure="abandon")
     settings = Settings(
         job_limit=2, ranks=1, tuning=LauncherTuning(poll_interval=0.05), env={},
@@ -401,11 +399,11 @@ def test_a_worker_waits_while_ended_simulations_await_their_data(tmp_path: Path)
         assert ask("worker-1", None)["simulation_id"] == 1
         assert ask("worker-0", 0)["simulation_id"] == 2  # 0 awaits its data: 1 of 2
         assert study.records[0].status == "exited"  # reported done, its data not in
-        assert ask("worker-1", 1) == {"version": 1, "simulation_id": None, "retry": RETRY}
-        assert ask("worker-1", None)["retry"] == RETRY  # still: 0 and 1 await their data
-        report.complete.append(0)
-        supervisor.check_data(0.0)
-        assert ask("worker-1", None)["simulation_id"] == 3
-        assert "worker-1" not in supervisor.told_none
+        assert ask("worker-1", 1)["simulation_id"] == 3  # 2 of 2
+        assert ask("worker-0", 2) == {"version": 1, "simulation_id": None, "retry": RETRY}
+        assert ask("worker-0", None)["retry"] == RETRY  # still: 0, 1, 2 await their data
+        report.complete.append(0)  # (read by the answer itself, not only at a tick)
+        assert ask("worker-0", None)["simulation_id"] == 4
+        assert "worker-0" not in supervisor.told_none
     finally:
         supervisor.close_socket()

@@ -85,8 +85,9 @@ class Launcher:
         sampler: where parameters come from, or a list of parameter sets.
         n_simulations: successful simulations to run (the receivers' expected count).
         job_limit: at most this many jobs alive at once; and no new simulation starts
-            while this many ended ones still await their data in the trainer (short
-            simulations would otherwise queue the whole study's data in its memory).
+            while more than this many ended ones still await their data in the trainer
+            (short simulations would otherwise queue the whole study's data in its
+            memory).
         backend: "local", "mpiexec", "slurm" or a `Backend`.
         ranks_per_simulation: MPI ranks per job (> 1 needs an MPI backend).
         worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs

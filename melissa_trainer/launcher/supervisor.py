@@ -234,18 +234,19 @@ class Supervisor:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
 
     def launch_jobs(self, now: float) -> None:
-        """Start jobs while fewer than `job_limit` run and fewer than `job_limit` ended
+        """Start jobs while fewer than `job_limit` run and at most `job_limit` ended
         simulations await their data.
 
         Without the second bound, short simulations end before the trainer has their
         data, which stays queued in ZeroMQ (its bound is per connection, and a closed
         connection's messages stay), and the next ones start: no bound on that memory,
-        nor on what a resume must run again. With it, at most 2 x `job_limit`
-        simulations' data is in flight; the slack keeps a simulation's end from
-        waiting for the tick that sees its data in.
+        nor on what a resume must run again. With it, about 2 x `job_limit`
+        simulations' data is in flight at most; the slack keeps a simulation's end
+        (its data arrives a few ms after its process exits) from waiting for the next
+        tick, even with `job_limit` 1.
         """
         limit = self.settings.job_limit
-        while len(self.jobs) < limit and self._awaiting_data() < limit:
+        while len(self.jobs) < limit and self._awaiting_data() <= limit:
             taken = self.take(now)
             if taken is None:
                 return

@@ -102,24 +102,22 @@ def receiver(n: int, steps: int, archive: bool = True) -> Ingest:
     return ing
 
 
-def launcher(n: int) -> StudyRecord:
-    """A launcher's record of `n` finished simulations and 4 running."""
+def fresh_launcher(n: int) -> StudyRecord:
+    """A launcher's record of a study of `n` + 4 simulations, nothing drawn yet."""
     sampler = make_sampler("uniform", {"a": (0.0, 1.0), "b": (0.0, 1.0)}, seed=0)
-    study = StudyRecord(
+    return StudyRecord(
         sampler, n + 4, max_restarts=1, on_failure="redraw", max_redraws=8, first_simulation_id=0
     )
+
+
+def launcher(n: int) -> StudyRecord:
+    """A launcher's record of `n` finished simulations and 4 running."""
+    study = fresh_launcher(n)
     for i in range(n + 4):
         sid = study.take(float(i))
         if sid is not None and i < n:
             study.process_ended(sid, i + 1.0, 0)
     return study
-
-
-def fresh_launcher(n: int) -> StudyRecord:
-    sampler = make_sampler("uniform", {"a": (0.0, 1.0), "b": (0.0, 1.0)}, seed=0)
-    return StudyRecord(
-        sampler, n + 4, max_restarts=1, on_failure="redraw", max_redraws=8, first_simulation_id=0
-    )
 
 
 def per_object_json(study: StudyRecord) -> dict[str, Any]:

@@ -91,10 +91,6 @@ class Archive:
         ledger.finished = True
         return ledger
 
-    def forget_queue(self) -> None:
-        """Drop the finishing order (after a restore, the caller re-queues)."""
-        self._finishing.clear()
-
     # -- checkpoint ------------------------------------------------------------------------
 
     def to_state(self) -> dict[str, str]:

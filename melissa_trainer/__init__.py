@@ -41,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         default_hooks,
     )
     from melissa_trainer.launcher import (
+        AdaptiveSampler,
+        BreedSampler,
         CallableSampler,
         HaltonSampler,
         LatinHypercubeSampler,
@@ -57,6 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
     from melissa_trainer.preemption import Preempted, PreemptionHandler
+    from melissa_trainer.simulation_loss import SimulationLoss, SimulationLosses
     from melissa_trainer.sources import IterableSource, Source, SourceError
     from melissa_trainer.state import TrainerControl, TrainerState
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
@@ -67,7 +70,9 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveSampler",
     "ArgumentParser",
+    "BreedSampler",
     "Buffer",
     "BufferClosedError",
     "BufferConfig",
@@ -102,6 +107,8 @@ __all__ = [
     "Sample",
     "SampleBlock",
     "Sampler",
+    "SimulationLoss",
+    "SimulationLosses",
     "SlurmBackend",
     "SobolSampler",
     "Source",
@@ -152,6 +159,8 @@ _MODULES = {
     "IterableSource": "sources",
     "Source": "sources",
     "SourceError": "sources",
+    "SimulationLoss": "simulation_loss",
+    "SimulationLosses": "simulation_loss",
     "Preempted": "preemption",
     "PreemptionHandler": "preemption",
     "TrainerControl": "state",
@@ -162,6 +171,8 @@ _MODULES = {
     "ReceiverTuning": "stream.receiver_config",
     **dict.fromkeys(
         [
+            "AdaptiveSampler",
+            "BreedSampler",
             "CallableSampler",
             "HaltonSampler",
             "LatinHypercubeSampler",

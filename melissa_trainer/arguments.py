@@ -304,6 +304,11 @@ class TrainingArguments:
             batch_size)`` (see `BufferConfig.resolved_tolerance`). Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
+        simulation_loss_steps: reduce the per-simulation training losses over ranks
+            every this many steps (`OnlineTrainer.simulation_losses`; an adaptive
+            sampler steers the study with them). None: every
+            ``DEFAULT_SIMULATION_LOSS_STEPS`` steps when the source asks for them (a
+            `Study` whose sampler is adaptive), else off; 0: off. Default None.
         report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
         disable_progress_bar: hide the progress bar. Default False.
         early_stopping_patience: stop after this many validations in a row without
@@ -349,6 +354,11 @@ class TrainingArguments:
         "ratio * watermark + batch_size)).",
     )
     stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
+    simulation_loss_steps: int | None = _f(
+        None,
+        "Reduce per-simulation training losses every this many steps (0: off; default: "
+        "every 20 steps when the study's sampler is adaptive, else off).",
+    )
     report_to: str = _f("tensorboard", "Where to report metrics.", REPORT_TO_CHOICES)
     disable_progress_bar: bool = _f(False, "Hide the progress bar.")
     early_stopping_patience: int | None = _f(
@@ -408,6 +418,12 @@ class TrainingArguments:
         at_least_one("eval_steps", "validate only at the end")
         at_least_one("save_steps", "save only at the end")
         at_least_one("early_stopping_patience", "disable early stopping")
+        losses = self.simulation_loss_steps
+        if ok("simulation_loss_steps") and losses is not None and losses < 0:
+            p.append(
+                f"simulation_loss_steps={losses!r} must be >= 0: set a number of steps, 0 to "
+                "turn per-simulation losses off, or leave it unset (None) for the default"
+            )
 
         for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
                               ("report_to", REPORT_TO_CHOICES)):  # fmt: skip

@@ -28,6 +28,7 @@ Layout of one checkpoint::
         pending.safetensors, pending.json     batches taken from the buffer, not yet trained
         source.json                           the source's state (e.g. the receiver's record)
         trainer_rank.json                     this rank's samples_seen and loss since the log
+        simulation_losses.safetensors         per-simulation losses, this rank's unreduced
 """
 
 from __future__ import annotations

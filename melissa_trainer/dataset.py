@@ -78,6 +78,25 @@ def check_batch_options(
         )
 
 
+def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
+    """The ``simulation_id`` of each sample (int64, in order), which the receiver adds
+    to every sample it puts.
+
+    Raises:
+        ValueError: a sample has no ``simulation_id`` (a source other than the stream's).
+    """
+    try:
+        if isinstance(samples, SampleBlock):
+            return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
+        return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
+    except KeyError:
+        raise ValueError(
+            "per-simulation losses need a 'simulation_id' field in every sample, which the "
+            "stream's receiver adds and this source's samples lack: add it, or set "
+            "simulation_loss_steps=0"
+        ) from None
+
+
 class StreamDataset(IterableDataset):
     """Batches from a buffer.
 
@@ -131,6 +150,10 @@ class StreamDataset(IterableDataset):
         self.source = source
         self.poll_interval = poll_interval
         self._pending: deque[Sequence[Sample]] = deque()
+        #: set `next_batch`'s `last_simulation_ids` (the trainer does, when it tracks
+        #: per-simulation losses)
+        self.track_simulation_ids = False
+        self.last_simulation_ids = np.zeros(0, np.int64)
 
     # -- raw samples ---------------------------------------------------------------
 
@@ -186,9 +209,16 @@ class StreamDataset(IterableDataset):
     def next_batch(self) -> tuple[Any, int]:
         """Collate the next pending batch; returns `(batch, number_of_samples)`.
 
-        Raises IndexError when nothing is pending (call `prefetch` first).
+        With `track_simulation_ids` set, `last_simulation_ids` is then the batch's
+        samples' ``simulation_id`` values, in the batch's order.
+
+        Raises:
+            IndexError: nothing is pending (call `prefetch` first).
+            ValueError: `track_simulation_ids` and a sample without ``simulation_id``.
         """
         samples = self._pending.popleft()
+        if self.track_simulation_ids:
+            self.last_simulation_ids = simulation_ids(samples)
         return self.collate_samples(samples), len(samples)
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:

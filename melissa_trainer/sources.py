@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+from melissa_trainer.simulation_loss import SimulationLoss
 
 
 class SourceError(RuntimeError):
@@ -82,6 +83,17 @@ class Source(ABC):
         checkpoint is written and just before `stop`: `stop` must then not wait for
         producers to finish (the scheduler's grace period is short, and nothing will be
         trained on). No-op by default."""
+
+    def wants_simulation_losses(self) -> bool:
+        """Whether this source is steered by the per-simulation training losses (then
+        the trainer reduces them by default and calls `observe_simulation_losses`).
+        The same answer on every rank. False by default."""
+        return False
+
+    def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:  # noqa: B027
+        """Called on every rank, in the training thread, after each reduction of the
+        per-simulation losses with those that changed (the same on every rank). No-op by
+        default."""
 
     #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
     #: in full (e.g. simulations finished, when each receiver sees every simulation

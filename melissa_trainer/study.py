@@ -41,12 +41,14 @@ Threading: as `StreamSource`, methods are called from the training thread
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.simulation_loss import SimulationLoss
 from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -240,6 +242,17 @@ class Study(Source):
         once, without the `STOP_WAIT` for the last ones' data (measured: a SIGTERM with
         every simulation launched exited after 11.4 s, the checkpoint written at 0.1 s)."""
         self._preempted = True
+
+    def wants_simulation_losses(self) -> bool:
+        """True when the launcher's sampler is adaptive (`AdaptiveSampler`)."""
+        return isinstance(self.launcher.sampler, AdaptiveSampler)
+
+    def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:
+        """Rank 0 steers the sampler with each updated simulation's `relative` loss (the
+        launcher takes its lock; the next draw, here or by a worker, sees them)."""
+        if self._rank != 0 or not self._started or not self.wants_simulation_losses():
+            return
+        self.launcher.observe({sid: loss.relative for sid, loss in updated.items()})
 
     def telemetry(self) -> dict[str, float]:
         """The stream's figures and the launcher's (``launcher_running``, …; rank 0's,

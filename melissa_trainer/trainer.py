@@ -31,6 +31,12 @@ from melissa_trainer.dataset import (
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
 from melissa_trainer.preemption import Preempted, PreemptionHandler
+from melissa_trainer.simulation_loss import (
+    SimulationLosses,
+    check_loss_overrides,
+    per_sample_losses,
+    resolve_loss_steps,
+)
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.state import TrainerControl, TrainerState
 from melissa_trainer.sync import StopSync
@@ -62,7 +68,9 @@ class OnlineTrainer:
         hooks: user hooks, called after the built-in ones (see `hooks.default_hooks`).
         use_default_hooks: install the built-in hooks that `args` asks for.
 
-    Override `compute_loss(model, batch)` for any other loss or batch layout.
+    Override `compute_loss(model, batch)` for any other loss or batch layout, and then
+    `compute_sample_losses` too if the run tracks per-simulation losses
+    (`simulation_losses`, which an adaptive sampler's study turns on).
 
     Raises RuntimeError at construction under a launch with more processes on a node
     than it has visible GPUs (the message names the fixes).
@@ -130,10 +138,18 @@ class OnlineTrainer:
         self.hooks = HookList([*builtin, *hooks])
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         self._move_batches = acc.device.type != "cpu"
-        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
-        self._step = make_train_step(
-            acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
+        #: each simulation's training loss, reduced over ranks every `_loss_steps` steps
+        self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
+        self._loss_steps = resolve_loss_steps(
+            args.simulation_loss_steps, self.source.wants_simulation_losses()
         )
+        compute_loss = self.compute_loss
+        if self._loss_steps:
+            check_loss_overrides(type(self), OnlineTrainer)
+            self.dataset.track_simulation_ids = True
+            compute_loss = self._tracked_loss
+        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
+        self._step = make_train_step(acc, self.model, self.optimizer, lr_scheduler, compute_loss)
         self._figures = metrics.LogFigures(acc.device)  # counted since the last log
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
@@ -292,6 +308,8 @@ class OnlineTrainer:
         step.update()
         state.global_step += 1
         figures.steps += 1
+        if self._loss_steps and state.global_step % self._loss_steps == 0:
+            self._reduce_simulation_losses()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
 
@@ -316,13 +334,31 @@ class OnlineTrainer:
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""
-        if not (isinstance(batch, tuple | list) and len(batch) == 2):
-            raise TypeError(
-                "the default compute_loss expects batches of (inputs, targets): return a "
-                "2-tuple from process_sample, or override OnlineTrainer.compute_loss"
-            )
-        inputs, targets = batch
+        inputs, targets = _inputs_targets(batch, "compute_loss")
         return self.loss_fn(model(inputs), targets)
+
+    def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
+        their mean is the step's loss when per-simulation losses are tracked (instead of
+        `compute_loss`: one forward pass). By default ``loss_fn(model(inputs), targets,
+        reduction="none")`` averaged over all but the first dimension."""
+        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+        return per_sample_losses(self.loss_fn, model(inputs), targets)
+
+    def _tracked_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The step's loss when per-simulation losses are tracked: the mean of the
+        per-sample losses, which are kept (on the device) for the next reduction."""
+        losses = self.compute_sample_losses(model, batch)
+        self.simulation_losses.record(self.dataset.last_simulation_ids, losses)
+        return losses.mean()
+
+    def _reduce_simulation_losses(self) -> None:
+        """Reduce the per-simulation losses over ranks (a collective), tell the source
+        and fire SIMULATION_LOSSES with the simulations that changed."""
+        updated = self.simulation_losses.reduce(self.state.global_step)
+        if updated:
+            self.source.observe_simulation_losses(updated)
+            self.hooks.fire(Event.SIMULATION_LOSSES, self, self.state, self.control, updated)
 
     # -- actions requested by hooks --------------------------------------------------------
 
@@ -387,3 +423,13 @@ class OnlineTrainer:
         Raises ValueError when the checkpoint was written by another number of ranks.
         """
         trainer_checkpoint.load_checkpoint(self, Path(path))
+
+
+def _inputs_targets(batch: Any, method: str) -> tuple[Any, Any]:
+    """`batch` as `(inputs, targets)`, else a TypeError naming the default `method`."""
+    if not (isinstance(batch, tuple | list) and len(batch) == 2):
+        raise TypeError(
+            f"the default {method} expects batches of (inputs, targets): return a "
+            f"2-tuple from process_sample, or override OnlineTrainer.{method}"
+        )
+    return batch[0], batch[1]

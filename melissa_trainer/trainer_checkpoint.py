@@ -13,8 +13,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
+from safetensors.numpy import load_file, save_file
 
 from melissa_trainer import checkpoint as ckpt
+from melissa_trainer import simulation_loss
 from melissa_trainer.hooks import Event
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,6 +52,8 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path:
     ckpt.write_json(rank_dir / "source.json", trainer.source.state_dict())
     rank_state = {"samples_seen": state.samples_seen, **trainer._figures.rank_state()}
     ckpt.write_json(rank_dir / RANK_STATE, rank_state)
+    losses = trainer.simulation_losses.state_dict()
+    save_file(losses, str(rank_dir / simulation_loss.STATE_FILE))
     if acc.is_main_process:
         (staging / "trainer_state.json").write_text(state.to_json())
         ckpt.write_json(staging / "hooks.json", trainer.hooks.state_dict())
@@ -90,6 +94,9 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         trainer._figures.load_rank_state(mine)
     else:
         trainer._figures.restart()
+    losses = rank_dir / simulation_loss.STATE_FILE
+    if losses.is_file():  # absent from checkpoints of earlier versions
+        trainer.simulation_losses.load_state_dict(load_file(str(losses)))
     logger.info("resumed from %s at step %d", path, state.global_step)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from helpers import linear_samples, small_model, xy
@@ -333,12 +334,17 @@ def test_a_flag_set_in_any_event_is_honoured(tmp_path: Path, event: Event, flag:
 
     log = ActionLog(CAUSE.get(event))
     hooks = [log, PseudoEpochHook(2), requester(event, flag, log.events)]
+    # SIMULATION_LOSSES fires when per-simulation losses are tracked: samples with ids
+    tracked = event is Event.SIMULATION_LOSSES
+    data = [dict(s, simulation_id=np.array(i % 3)) if tracked else s
+            for i, s in enumerate(linear_samples(40))]  # fmt: skip
     args = TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer_size=64,
                              buffer="fifo", pseudo_epochs=2, stop_sync_steps=2,
+                             simulation_loss_steps=2 if tracked else None,
                              report_to="none")  # fmt: skip
     model = small_model()
     trainer = OnlineTrainer(model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
-                            train_source=list(linear_samples(40)), process_sample=xy,
+                            train_source=data, process_sample=xy,
                             eval_dataset=list(linear_samples(8, seed=5)), hooks=hooks,
                             use_default_hooks=False)  # fmt: skip
     trainer.train()  # 5 steps of the stream, then 5 of its replay

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
+    from melissa_trainer.simulation_loss import SimulationLoss
     from melissa_trainer.trainer import OnlineTrainer
 
 
@@ -41,6 +42,8 @@ class Event(str, Enum):
                     forward, loss, backward
                     AFTER_BACKWARD                # the (unscaled) loss tensor
                 optimizer step, scheduler step, zero grad
+                every simulation_loss_steps steps: reduce the per-simulation losses
+                    over ranks; SIMULATION_LOSSES # the simulations that changed
                 STEP_END                          # FlowHook requests log/validate/save
                 ACT
             if the data ran out on some rank:
@@ -82,6 +85,7 @@ class Event(str, Enum):
     STEP_START = "on_step_start"
     BATCH_READY = "on_batch_ready"
     AFTER_BACKWARD = "on_after_backward"
+    SIMULATION_LOSSES = "on_simulation_losses"
     STEP_END = "on_step_end"
     LOG = "on_log"
     VALIDATION_START = "on_validation_start"
@@ -156,6 +160,17 @@ class Hook:
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, loss: Any
     ) -> None:
         """After backward of one micro-batch; `loss` is the detached loss tensor."""
+
+    def on_simulation_losses(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        updated: dict[int, SimulationLoss],
+    ) -> None:
+        """The per-simulation losses were reduced over ranks: `updated` maps each
+        simulation that had samples trained on since the last reduction to its statistic
+        (identical on all ranks); `trainer.simulation_losses` has every simulation's."""
 
     def on_step_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

@@ -317,6 +317,28 @@ class Launcher:
         with self._lock:
             return self._study.describe(simulation_id)
 
+    @property
+    def sampler(self) -> Sampler:
+        """Where the parameters come from (draw from it only through the launcher)."""
+        return self._study.sampler
+
+    def observe(self, losses: Mapping[int, float]) -> int:
+        """Steer an adaptive sampler: `losses` maps simulation ids to how badly the
+        surrogate does on their data (a `Study` passes each simulation's relative
+        training loss). Thread-safe: under the lock the next draw is made under, so a
+        worker asking for its next simulation gets a draw that saw these. Returns how
+        many were observed; non-finite losses and unknown ids are skipped and logged.
+
+        Raises:
+            TypeError: the sampler is not an `AdaptiveSampler`.
+        """
+        with self._lock:
+            observed, skipped = self._study.observe(losses)
+        if skipped:
+            logger.info("%d loss(es) not observed (non-finite, or unknown ids): %s",
+                        len(skipped), skipped[:8])  # fmt: skip
+        return observed
+
     # -- checkpoint -----------------------------------------------------------------------
 
     def state_dict(self) -> dict[str, Any]:

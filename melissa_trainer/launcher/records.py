@@ -59,6 +59,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
     STATUSES,
@@ -142,6 +143,30 @@ class StudyRecord:
     def ids(self, status: str) -> list[int]:
         """The ids in `status`, in no particular order (O(their number))."""
         return list(self._ids[status])
+
+    def observe(self, losses: Mapping[int, float]) -> tuple[int, list[int]]:
+        """Give the adaptive sampler each simulation's loss with its parameters; returns
+        how many it observed and the ids skipped: a non-finite loss (a diverged
+        simulation steers nothing) or an id this study never drew.
+
+        Raises:
+            TypeError: the sampler is not an `AdaptiveSampler`.
+        """
+        sampler = self.sampler
+        if not isinstance(sampler, AdaptiveSampler):
+            raise TypeError(
+                f"the study's sampler ({type(sampler).__name__}) is not adaptive: it observes "
+                "no losses (make_sampler('breed', ...) is)"
+            )
+        observed, skipped = 0, []
+        for sid, loss in losses.items():
+            record = self.records.get(sid)
+            if record is None or not math.isfinite(loss):
+                skipped.append(sid)
+                continue
+            sampler.observe(sid, record.parameters, loss)
+            observed += 1
+        return observed, skipped
 
     def awaiting_data(self) -> int:
         """Simulations whose process ended with their data not all in yet ("exited"):

@@ -1,0 +1,325 @@
+"""Per-simulation training loss: how badly the surrogate does on each simulation's data.
+
+The trainer computes the per-sample losses of every batch it trains on anyway (their mean
+is the step's loss: no extra forward pass). `SimulationLosses` keeps them, with the
+samples' simulation ids, *on the training device* until the next reduction, then, every
+`simulation_loss_steps` steps (on every rank at the same step: a collective), moves them
+to the host once, sums them per simulation, gathers every rank's sums and folds them into
+one statistic per simulation, identical on every rank:
+
+* ``draws``: how many of its samples were trained on (a sample drawn twice counts twice);
+* ``mean``: the mean training loss of those samples, each taken when it was drawn;
+* ``relative``: the same, each sample's loss divided first by the mean loss of every
+  sample drawn in its reduction period (on every rank). The plain mean falls as the
+  model trains, so a simulation trained on early looks worse than one trained on late;
+  the relative loss does not drift: above 1, the surrogate does worse there than on the
+  data of the same period.
+
+Cost per step: one detached tensor and one small id array appended to a list. Per
+reduction: one device-to-host copy, three small all-gathers (lengths, ids and counts,
+sums; tensors, never pickles) and a `numpy.unique` over the period's samples.
+
+A reduction's period boundaries belong to the statistic (``relative`` divides by the
+period's mean), so the unreduced samples are part of a checkpoint (`state_dict`): a
+resumed run reduces at the same steps, over the same samples, as one never stopped.
+
+Memory: the unreduced samples (ids and losses of `simulation_loss_steps` steps of
+batches) and five numbers per simulation ever trained on.
+
+Not thread-safe: the training thread only (hooks read it there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "DEFAULT_SIMULATION_LOSS_STEPS",
+    "SimulationLoss",
+    "SimulationLosses",
+    "check_loss_overrides",
+    "per_sample_losses",
+    "resolve_loss_steps",
+]
+
+#: `simulation_loss_steps` when left None and the source asks for the losses
+DEFAULT_SIMULATION_LOSS_STEPS = 20
+#: the file of a checkpoint's rank_R/ that holds `SimulationLosses.state_dict()`
+STATE_FILE = "simulation_losses.safetensors"
+
+
+def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
+    """The reduction cadence in use: `steps` (`simulation_loss_steps`), or with None the
+    default when the source asks for the losses (`wanted`), else 0 (off).
+
+    Raises:
+        ValueError: the source asks for them and `steps` is 0.
+    """
+    if steps is None:
+        return DEFAULT_SIMULATION_LOSS_STEPS if wanted else 0
+    if steps == 0 and wanted:
+        raise ValueError(
+            "simulation_loss_steps=0 turns per-simulation losses off, but the study's "
+            "sampler is adaptive and is steered by them: set simulation_loss_steps > 0, "
+            "leave it unset, or use a fixed design (make_sampler('lhs', ...))"
+        )
+    return int(steps)
+
+
+def check_loss_overrides(trainer_type: type, base: type) -> None:
+    """Refuse a trainer class that overrides `compute_loss` but not
+    `compute_sample_losses`: with the losses tracked, the step trains on the mean of the
+    latter, not on the loss its author wrote.
+
+    Raises:
+        TypeError: naming the fixes.
+    """
+    if (
+        trainer_type.compute_loss is not base.compute_loss  # type: ignore[attr-defined]
+        and trainer_type.compute_sample_losses  # type: ignore[attr-defined]
+        is base.compute_sample_losses  # type: ignore[attr-defined]
+    ):
+        raise TypeError(
+            f"{trainer_type.__name__} overrides compute_loss, but per-simulation losses "
+            "(simulation_loss_steps, on for an adaptive sampler) train on the mean of "
+            "compute_sample_losses: override compute_sample_losses too (one loss per "
+            "sample), or set simulation_loss_steps=0 with a fixed design"
+        )
+
+
+def per_sample_losses(loss_fn: Any, outputs: Any, targets: Any) -> torch.Tensor:
+    """``loss_fn(outputs, targets, reduction="none")`` averaged over every dimension but
+    the first: one loss per sample, whose mean is ``loss_fn(outputs, targets)`` for a
+    mean-reduced loss (mean squared error, L1...), up to rounding.
+
+    Raises:
+        TypeError: `loss_fn` takes no `reduction` (the message names the fixes).
+    """
+    try:
+        losses = loss_fn(outputs, targets, reduction="none")
+    except TypeError as exc:
+        name = getattr(loss_fn, "__name__", repr(loss_fn))
+        raise TypeError(
+            f"per-simulation losses call loss_fn(outputs, targets, reduction='none'), which "
+            f"{name} does not take ({exc}): pass a loss_fn that does (torch.nn.functional's "
+            f"losses do), or override OnlineTrainer.compute_sample_losses"
+        ) from exc
+    return losses.reshape(losses.shape[0], -1).mean(dim=1) if losses.dim() > 1 else losses
+
+
+@dataclass(frozen=True)
+class SimulationLoss:
+    """One simulation's statistic (see the module docstring).
+
+    Attributes:
+        simulation_id: the simulation.
+        draws: samples of it trained on, over every rank (redraws included).
+        mean: their mean training loss, each when it was drawn.
+        relative: their mean loss relative to their reduction period's mean loss.
+        step: the `global_step` of the last reduction that had samples of it.
+    """
+
+    simulation_id: int
+    draws: int
+    mean: float
+    relative: float
+    step: int
+
+
+class SimulationLosses:
+    """The per-simulation statistics of one trainer (module docstring).
+
+    Args:
+        device: where the step's losses live until a reduction (the training device).
+        distributed: reduce over the process group (every rank must then call `reduce`
+            at the same steps).
+    """
+
+    def __init__(self, device: torch.device, distributed: bool) -> None:
+        self.device = device
+        self.distributed = distributed
+        self._ids: list[np.ndarray] = []  # per micro-batch, int64, on the host
+        self._losses: list[torch.Tensor] = []  # per micro-batch, detached, on the device
+        # simulation id -> [draws, loss sum, relative sum, step] (float64 sums)
+        self._stats: dict[int, list[Any]] = {}
+        self.reductions = 0  # how many reductions ran (for tests and telemetry)
+
+    # -- the step -------------------------------------------------------------------------
+
+    def record(self, simulation_ids: np.ndarray, losses: torch.Tensor) -> None:
+        """Keep one micro-batch's per-sample `losses` (shape ``[n]``) of the samples of
+        `simulation_ids` (``[n]``), until the next `reduce`. No host sync.
+
+        Raises:
+            ValueError: the shapes differ (a `process_batch` or `compute_sample_losses`
+                that does not keep one row per sample, in order).
+        """
+        if losses.dim() != 1 or losses.shape[0] != len(simulation_ids):
+            raise ValueError(
+                f"compute_sample_losses returned a tensor of shape {tuple(losses.shape)} for "
+                f"a batch of {len(simulation_ids)} samples: it must return one loss per "
+                f"sample, in the batch's order (shape [{len(simulation_ids)}])"
+            )
+        self._ids.append(np.asarray(simulation_ids, dtype=np.int64))
+        self._losses.append(losses.detach())
+
+    @property
+    def unreduced(self) -> int:
+        """Samples recorded since the last reduction, on this rank."""
+        return sum(len(ids) for ids in self._ids)
+
+    def reduce(self, step: int) -> dict[int, SimulationLoss]:
+        """Fold every rank's recorded samples into the statistics; returns those of the
+        simulations that had samples in this period (the same on every rank).
+
+        Collective when `distributed`: every rank calls it at the same `step`. Blocks
+        for one device-to-host copy of this period's losses.
+        """
+        ids, sums, counts = self._local_period()
+        if self.distributed:
+            ids, sums, counts = _gather(ids, sums, counts, self.device)
+            if len(ids):  # the same id on several ranks: one entry
+                ids, where = np.unique(ids, return_inverse=True)
+                sums = np.bincount(where, weights=sums, minlength=len(ids))
+                counts = np.bincount(where, weights=counts, minlength=len(ids)).astype(np.int64)
+        self.reductions += 1
+        total = int(counts.sum())
+        if total == 0:
+            return {}
+        period_mean = float(sums.sum()) / total
+        # all-zero losses: every sample as good as the period's, relative 1
+        relative = sums / period_mean if period_mean > 0 else counts.astype(np.float64)
+        updated: dict[int, SimulationLoss] = {}
+        for sid, loss_sum, rel_sum, count in zip(
+            ids.tolist(), sums.tolist(), relative.tolist(), counts.tolist(), strict=True
+        ):
+            entry = self._stats.get(sid)
+            if entry is None:
+                entry = self._stats[sid] = [0, 0.0, 0.0, step]
+            entry[0] += count
+            entry[1] += loss_sum
+            entry[2] += rel_sum
+            entry[3] = step
+            updated[sid] = _loss(sid, entry)
+        return updated
+
+    def _local_period(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's samples since the last reduction, summed per simulation (ids
+        sorted), and forgotten."""
+        if not self._ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+        ids = np.concatenate(self._ids)
+        losses = torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
+        self._ids.clear()
+        self._losses.clear()
+        unique, where = np.unique(ids, return_inverse=True)
+        sums = np.bincount(where, weights=losses, minlength=len(unique))
+        counts = np.bincount(where, minlength=len(unique)).astype(np.int64)
+        return unique, sums, counts
+
+    # -- reading --------------------------------------------------------------------------
+
+    def get(self, simulation_id: int) -> SimulationLoss | None:
+        """The statistic of `simulation_id`, or None if none of its samples was reduced."""
+        entry = self._stats.get(int(simulation_id))
+        return None if entry is None else _loss(int(simulation_id), entry)
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def __iter__(self) -> Iterator[SimulationLoss]:
+        """Every simulation's statistic, by id."""
+        return (_loss(sid, self._stats[sid]) for sid in sorted(self._stats))
+
+    # -- checkpoint -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The statistics (the same on every rank) and this rank's unreduced samples, as
+        arrays (written with safetensors)."""
+        sids = sorted(self._stats)
+        entries = [self._stats[s] for s in sids]
+        unreduced = (
+            torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
+            if self._losses
+            else np.zeros(0, np.float64)
+        )
+        return {
+            "ids": np.array(sids, dtype=np.int64),
+            "draws": np.array([e[0] for e in entries], dtype=np.int64),
+            "loss_sum": np.array([e[1] for e in entries], dtype=np.float64),
+            "relative_sum": np.array([e[2] for e in entries], dtype=np.float64),
+            "step": np.array([e[3] for e in entries], dtype=np.int64),
+            "unreduced_ids": np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64),
+            "unreduced_losses": unreduced,
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore `state_dict()` (replacing everything).
+
+        Raises:
+            ValueError: arrays missing, of different lengths, an id twice, negative draws.
+        """
+        names = ("ids", "draws", "loss_sum", "relative_sum", "step")
+        missing = [n for n in (*names, "unreduced_ids", "unreduced_losses") if n not in state]
+        if missing:
+            raise ValueError(f"simulation losses in the checkpoint lack {missing}")
+        columns = [np.asarray(state[n]) for n in names]
+        if len({len(c) for c in columns}) != 1 or any(c.ndim != 1 for c in columns):
+            raise ValueError("simulation losses in the checkpoint: columns of different lengths")
+        ids = columns[0].astype(np.int64)
+        if len(np.unique(ids)) != len(ids) or (columns[1] < 0).any():
+            raise ValueError("simulation losses in the checkpoint: an id twice or negative draws")
+        unreduced_ids = np.asarray(state["unreduced_ids"], dtype=np.int64)
+        unreduced = np.asarray(state["unreduced_losses"], dtype=np.float64)
+        if unreduced_ids.shape != unreduced.shape or unreduced.ndim != 1:
+            raise ValueError("simulation losses in the checkpoint: unreduced ids and losses differ")
+        self._stats = {
+            int(sid): [int(d), float(s), float(r), int(t)]
+            for sid, d, s, r, t in zip(*(c.tolist() for c in columns), strict=True)
+        }
+        self._ids = [unreduced_ids] if len(unreduced_ids) else []
+        self._losses = (
+            [torch.from_numpy(unreduced.copy()).to(self.device)] if len(unreduced) else []
+        )
+
+
+def _loss(simulation_id: int, entry: list[Any]) -> SimulationLoss:
+    draws, loss_sum, relative_sum, step = entry
+    return SimulationLoss(simulation_id, draws, loss_sum / draws, relative_sum / draws, step)
+
+
+def _gather(
+    ids: np.ndarray, sums: np.ndarray, counts: np.ndarray, device: torch.device
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every rank's `(ids, sums, counts)`, concatenated in rank order. Collective: three
+    all-gathers of tensors on `device` (NCCL needs them there), padded to the longest."""
+    world = dist.get_world_size()
+    length = torch.tensor([len(ids)], dtype=torch.int64, device=device)
+    lengths = [torch.zeros_like(length) for _ in range(world)]
+    dist.all_gather(lengths, length)
+    sizes = [int(n.item()) for n in lengths]
+    longest = max(sizes)
+    if longest == 0:
+        return ids, sums, counts
+    mine_int = torch.zeros((2, longest), dtype=torch.int64)
+    mine_int[0, : len(ids)] = torch.from_numpy(ids)
+    mine_int[1, : len(ids)] = torch.from_numpy(counts)
+    mine_float = torch.zeros(longest, dtype=torch.float64)
+    mine_float[: len(ids)] = torch.from_numpy(sums)
+    ints = [torch.zeros((2, longest), dtype=torch.int64, device=device) for _ in range(world)]
+    floats = [torch.zeros(longest, dtype=torch.float64, device=device) for _ in range(world)]
+    dist.all_gather(ints, mine_int.to(device))
+    dist.all_gather(floats, mine_float.to(device))
+    int_parts = [t.cpu().numpy()[:, :n] for t, n in zip(ints, sizes, strict=True)]
+    float_parts = [t.cpu().numpy()[:n] for t, n in zip(floats, sizes, strict=True)]
+    return (
+        np.concatenate([p[0] for p in int_parts]),
+        np.concatenate(float_parts),
+        np.concatenate([p[1] for p in int_parts]),
+    )

@@ -10,6 +10,12 @@ device Accelerate picks (CUDA when there is a GPU, the case then says so), the b
 copying each batch there as the trainer does; on a GPU both clocks stop only once the
 device is done.
 
+The row "per-simulation losses" times the same OnlineTrainer with its per-simulation
+loss tracking on (`simulation_loss_steps=20`: the per-sample losses kept on the device,
+reduced every 20 steps; what an adaptive study turns on) against off, on samples that
+carry a `simulation_id` (256 simulations of 16 samples), interleaved; target: tracking
+costs at most 3% of a step (ratio >= 0.97).
+
 `--step-paths` also times the trainer's two step functions against each other
 (`melissa_trainer.accelerated`: `PlainStep`, the fast path this configuration picks,
 and `AcceleratedStep`), `backward` + `update` on one batch, in rounds of 100 steps
@@ -56,15 +62,20 @@ N_SAMPLES = 4096
 BATCH = 64
 
 
-def make_samples(n: int, seed: int) -> list[dict[str, np.ndarray]]:
+def make_samples(n: int, seed: int, with_ids: bool = False) -> list[dict[str, np.ndarray]]:
+    """`n` samples; `with_ids`: with the `simulation_id` the receiver adds (16 each)."""
     rng = np.random.default_rng(seed)
-    return [
+    samples = [
         {
             "params": rng.standard_normal(3).astype(np.float32),
             "field": rng.standard_normal(1024).astype(np.float32),
         }
         for _ in range(n)
     ]
+    if with_ids:
+        for i, sample in enumerate(samples):
+            sample["simulation_id"] = np.array(i // 16, np.int64)
+    return samples
 
 
 def process_sample(s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,7 +137,7 @@ class Clock(Hook):
         self.seconds = time.perf_counter() - self.start
 
 
-def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
+def run_ours(samples: list, steps: int, out: str, seed: int, loss_steps: int = 0) -> float:
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -140,6 +151,7 @@ def run_ours(samples: list, steps: int, out: str, seed: int) -> float:
         max_steps=steps,
         save_at_end=False,
         seed=seed,
+        simulation_loss_steps=loss_steps,
     )
     model = make_model(seed)
     clock = Clock()
@@ -192,6 +204,21 @@ def measure(rounds: int, steps: int, ddp: bool) -> tuple[float, float]:
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return statistics.median(ours), statistics.median(base)
+
+
+def measure_simulation_losses(rounds: int, steps: int) -> tuple[float, float]:
+    """Medians (tracked, not tracked) of OnlineTrainer's steps/s, interleaved."""
+    samples = make_samples(N_SAMPLES, seed=0, with_ids=True)
+    out = tempfile.mkdtemp(prefix="mt-overhead-")
+    tracked, plain = [], []
+    try:
+        run_ours(samples, max(steps // 10, 20), out, seed=0)  # warm-up
+        for r in range(rounds):
+            tracked.append(run_ours(samples, steps, out, seed=r, loss_steps=20))
+            plain.append(run_ours(samples, steps, out, seed=r, loss_steps=0))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(tracked), statistics.median(plain)
 
 
 def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
@@ -315,6 +342,8 @@ def main() -> None:
     device = training_device().type
     case = "1 process vs hand-written loop" + ("" if device == "cpu" else f" ({device})")
     rows = [row(case, ours, base)]
+    tracked, untracked = measure_simulation_losses(rounds, steps)
+    rows.append(row("per-simulation losses on vs off", tracked, untracked))
     if opts.step_paths:
         for width, name in ((None, "this MLP"), (16, "MLP 3-16-16")):
             plain, accelerate = measure_step_paths(10 * rounds, width)

@@ -1,5 +1,6 @@
 """Adaptive samplers: the next parameters depend on how badly the surrogate does where
-the earlier simulations ran (issue 20, preview: the trainer does not feed them yet).
+the earlier simulations ran (a `Study` feeds them each simulation's training loss, see
+`melissa_trainer.simulation_loss`).
 
 `AdaptiveSampler` is the protocol (its docstring is the guide to writing your own),
 `BreedSampler` the one implemented.
@@ -41,8 +42,8 @@ class AdaptiveSampler(_BoxSampler):
     """A sampler of the box `bounds` steered by `observe`. To write your own, subclass
     it and implement ``_propose(index)``:
 
-    - ``observe(simulation_id, parameters, loss)`` tells it how a simulation went (a later
-      release has the study call it): the parameters it ran with and a finite statistic
+    - ``observe(simulation_id, parameters, loss)`` tells it how a simulation went (a `Study`
+      calls it through `Launcher.observe`): the parameters it ran with and a finite statistic
       of the training loss on its samples (higher: the surrogate is worse there). It is
       validated (finite loss, exactly the sampler's names, inside the bounds, else a
       `ValueError`) and kept in `observations`, oldest first, the last `window` of them.

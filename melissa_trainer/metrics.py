@@ -1,6 +1,7 @@
-"""The figures the trainer reports: training logs (`LogFigures`) and validation
-(`evaluate`, which `OnlineTrainer.evaluate` delegates to), each reduced over ranks so
-that every rank holds the same.
+"""The figures the trainer reports: training logs (`LogFigures`, and `log`, which
+`OnlineTrainer.log` delegates to) and validation (`evaluate`, which
+`OnlineTrainer.evaluate` delegates to), each reduced over ranks so that every rank holds
+the same.
 
 The trainer adds each micro-batch's loss and sample count to `LogFigures` (the loss
 stays on the device: no host sync per step); `reduce` turns them, with the buffer's and
@@ -119,6 +120,30 @@ class LogFigures:
         self.restart()
         self.loss_sum.fill_(float(state["loss_sum"]))
         self.loss_count = int(state["loss_count"])
+
+
+def log(trainer: OnlineTrainer) -> dict[str, float]:
+    """See `OnlineTrainer.log`: the figures since the last log reduced over ranks, into
+    the state's history, and LOG fired. Collective."""
+    state = trainer.state
+    if trainer.lr_scheduler is not None:
+        lr = float(trainer.lr_scheduler.get_last_lr()[0])
+    else:
+        lr = float(trainer.optimizer.param_groups[0]["lr"])
+    logs, new_total, losses = trainer._figures.reduce(
+        trainer.buffer,
+        trainer.source,
+        trainer.num_processes,
+        trainer.stop_sync.distributed,
+        lr,
+    )
+    state.total_samples_seen += new_total
+    state.last_log_step = state.global_step
+    if losses:
+        state.last_loss = logs["loss"]
+    state.append_log(logs)
+    trainer.hooks.fire(Event.LOG, trainer, state, trainer.control, logs)
+    return logs
 
 
 def evaluate(trainer: OnlineTrainer) -> dict[str, float]:

@@ -370,26 +370,7 @@ class OnlineTrainer:
         telemetry is summed over ranks, but for its `study_keys` (figures every rank
         counts in full), whose maximum is logged (see `LogFigures.reduce`).
         """
-        state = self.state
-        logs, new_total, losses = self._figures.reduce(
-            self.buffer,
-            self.source,
-            self.num_processes,
-            self.stop_sync.distributed,
-            self._learning_rate(),
-        )
-        state.total_samples_seen += new_total
-        state.last_log_step = state.global_step
-        if losses:
-            state.last_loss = logs["loss"]
-        state.append_log(logs)
-        self.hooks.fire(Event.LOG, self, state, self.control, logs)
-        return logs
-
-    def _learning_rate(self) -> float:
-        if self.lr_scheduler is not None:
-            return float(self.lr_scheduler.get_last_lr()[0])
-        return float(self.optimizer.param_groups[0]["lr"])
+        return metrics.log(self)
 
     def evaluate(self) -> dict[str, float]:
         """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;

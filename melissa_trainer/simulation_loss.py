@@ -9,18 +9,26 @@ one statistic per simulation, identical on every rank:
 
 * ``draws``: how many of its samples were trained on (a sample drawn twice counts twice);
 * ``mean``: the mean training loss of those samples, each taken when it was drawn;
-* ``relative``: the same, each sample's loss divided first by the mean loss of every
-  sample drawn in its reduction period (on every rank). The plain mean falls as the
+* ``relative``: the same, each sample's loss ``l`` taken relative to the *reference*
+  ``r`` of its reduction period, as ``1 + (l - r) / |r|`` (``l / r`` for positive
+  losses). The reference is the mean loss of every finite sample drawn, on every rank,
+  in that period and the `REFERENCE_PERIODS - 1` before it. The plain mean falls as the
   model trains, so a simulation trained on early looks worse than one trained on late;
   the relative loss does not drift: above 1, the surrogate does worse there than on the
-  data of the same period.
+  data trained on at about the same time. Several periods, not one: when a period holds
+  one simulation (one runs at a time, or it spans the period), it is still compared with
+  the ones before. A loss below zero (a log-likelihood) keeps its order.
+
+A non-finite sample loss makes its simulation's `mean` and `relative` non-finite for good
+(a diverged simulation is not hidden, and `Launcher.observe` skips it); it is left out of
+the reference. A reference of 0 (every loss 0) makes every relative loss 1.
 
 Cost per step: one detached tensor and one small id array appended to a list. Per
 reduction: one device-to-host copy, three small all-gathers (lengths, ids and counts,
 sums; tensors, never pickles) and a `numpy.unique` over the period's samples.
 
-A reduction's period boundaries belong to the statistic (``relative`` divides by the
-period's mean), so the unreduced samples are part of a checkpoint (`state_dict`): a
+A reduction's period boundaries belong to the statistic (the reference is made of
+periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
 resumed run reduces at the same steps, over the same samples, as one never stopped.
 
 Memory: the unreduced samples (ids and losses of `simulation_loss_steps` steps of
@@ -31,6 +39,8 @@ Not thread-safe: the training thread only (hooks read it there).
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -41,6 +51,7 @@ import torch.distributed as dist
 
 __all__ = [
     "DEFAULT_SIMULATION_LOSS_STEPS",
+    "REFERENCE_PERIODS",
     "SimulationLoss",
     "SimulationLosses",
     "check_loss_overrides",
@@ -50,6 +61,8 @@ __all__ = [
 
 #: `simulation_loss_steps` when left None and the source asks for the losses
 DEFAULT_SIMULATION_LOSS_STEPS = 20
+#: reduction periods whose mean loss is the reference of the relative loss
+REFERENCE_PERIODS = 4
 #: the file of a checkpoint's rank_R/ that holds `SimulationLosses.state_dict()`
 STATE_FILE = "simulation_losses.safetensors"
 
@@ -121,7 +134,7 @@ class SimulationLoss:
         simulation_id: the simulation.
         draws: samples of it trained on, over every rank (redraws included).
         mean: their mean training loss, each when it was drawn.
-        relative: their mean loss relative to their reduction period's mean loss.
+        relative: their mean loss relative to the reference of their reduction periods.
         step: the `global_step` of the last reduction that had samples of it.
     """
 
@@ -148,6 +161,8 @@ class SimulationLosses:
         self._losses: list[torch.Tensor] = []  # per micro-batch, detached, on the device
         # simulation id -> [draws, loss sum, relative sum, step] (float64 sums)
         self._stats: dict[int, list[Any]] = {}
+        # (sum, count) of the finite losses of the last REFERENCE_PERIODS periods
+        self._recent: deque[tuple[float, int]] = deque(maxlen=REFERENCE_PERIODS)
         self.reductions = 0  # how many reductions ran (for tests and telemetry)
 
     # -- the step -------------------------------------------------------------------------
@@ -164,7 +179,8 @@ class SimulationLosses:
             raise ValueError(
                 f"compute_sample_losses returned a tensor of shape {tuple(losses.shape)} for "
                 f"a batch of {len(simulation_ids)} samples: it must return one loss per "
-                f"sample, in the batch's order (shape [{len(simulation_ids)}])"
+                f"sample, in the batch's order (shape [{len(simulation_ids)}]), and so must "
+                f"process_batch or collate_fn keep one row per sample, in order"
             )
         self._ids.append(np.asarray(simulation_ids, dtype=np.int64))
         self._losses.append(losses.detach())
@@ -189,12 +205,17 @@ class SimulationLosses:
                 sums = np.bincount(where, weights=sums, minlength=len(ids))
                 counts = np.bincount(where, weights=counts, minlength=len(ids)).astype(np.int64)
         self.reductions += 1
-        total = int(counts.sum())
-        if total == 0:
+        if int(counts.sum()) == 0:
             return {}
-        period_mean = float(sums.sum()) / total
-        # all-zero losses: every sample as good as the period's, relative 1
-        relative = sums / period_mean if period_mean > 0 else counts.astype(np.float64)
+        finite = np.isfinite(sums)
+        self._recent.append((float(sums[finite].sum()), int(counts[finite].sum())))
+        kept = sum(n for _, n in self._recent)
+        reference = sum(total for total, _ in self._recent) / kept if kept else math.nan
+        # per sample 1 + (l - r) / |r|, summed per simulation; r = 0: every loss is 0
+        if reference != 0:
+            relative = counts + (sums - counts * reference) / abs(reference)
+        else:
+            relative = counts.astype(np.float64)
         updated: dict[int, SimulationLoss] = {}
         for sid, loss_sum, rel_sum, count in zip(
             ids.tolist(), sums.tolist(), relative.tolist(), counts.tolist(), strict=True
@@ -255,6 +276,8 @@ class SimulationLosses:
             "loss_sum": np.array([e[1] for e in entries], dtype=np.float64),
             "relative_sum": np.array([e[2] for e in entries], dtype=np.float64),
             "step": np.array([e[3] for e in entries], dtype=np.int64),
+            "reference_sums": np.array([t for t, _ in self._recent], dtype=np.float64),
+            "reference_counts": np.array([n for _, n in self._recent], dtype=np.int64),
             "unreduced_ids": np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64),
             "unreduced_losses": unreduced,
         }
@@ -266,7 +289,8 @@ class SimulationLosses:
             ValueError: arrays missing, of different lengths, an id twice, negative draws.
         """
         names = ("ids", "draws", "loss_sum", "relative_sum", "step")
-        missing = [n for n in (*names, "unreduced_ids", "unreduced_losses") if n not in state]
+        others = ("unreduced_ids", "unreduced_losses", "reference_sums", "reference_counts")
+        missing = [n for n in (*names, *others) if n not in state]
         if missing:
             raise ValueError(f"simulation losses in the checkpoint lack {missing}")
         columns = [np.asarray(state[n]) for n in names]
@@ -283,6 +307,13 @@ class SimulationLosses:
             int(sid): [int(d), float(s), float(r), int(t)]
             for sid, d, s, r, t in zip(*(c.tolist() for c in columns), strict=True)
         }
+        ref_sums = np.asarray(state["reference_sums"], dtype=np.float64)
+        ref_counts = np.asarray(state["reference_counts"], dtype=np.int64)
+        if ref_sums.shape != ref_counts.shape or len(ref_sums) > REFERENCE_PERIODS:
+            raise ValueError("simulation losses in the checkpoint: malformed reference periods")
+        self._recent = deque(
+            zip(ref_sums.tolist(), ref_counts.tolist(), strict=True), maxlen=REFERENCE_PERIODS
+        )
         self._ids = [unreduced_ids] if len(unreduced_ids) else []
         self._losses = (
             [torch.from_numpy(unreduced.copy()).to(self.device)] if len(unreduced) else []

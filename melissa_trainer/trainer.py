@@ -333,7 +333,11 @@ class OnlineTrainer:
             self.save_checkpoint()
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The loss of one batch; by default `loss_fn(model(inputs), targets)`."""
+        """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
+        mean of `compute_sample_losses` where a subclass overrides that alone (one loss,
+        whether per-simulation losses are tracked or not, and in validation)."""
+        if type(self).compute_sample_losses is not OnlineTrainer.compute_sample_losses:
+            return self.compute_sample_losses(model, batch).mean()
         inputs, targets = _inputs_targets(batch, "compute_loss")
         return self.loss_fn(model(inputs), targets)
 
@@ -341,7 +345,9 @@ class OnlineTrainer:
         """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
         their mean is the step's loss when per-simulation losses are tracked (instead of
         `compute_loss`: one forward pass). By default ``loss_fn(model(inputs), targets,
-        reduction="none")`` averaged over all but the first dimension."""
+        reduction="none")`` averaged over all but the first dimension. A `process_batch`
+        or `collate_fn` must then keep one row per sample, in order: the losses are
+        matched to the samples' simulations by position."""
         inputs, targets = _inputs_targets(batch, "compute_sample_losses")
         return per_sample_losses(self.loss_fn, model(inputs), targets)
 

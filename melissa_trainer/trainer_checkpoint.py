@@ -95,8 +95,14 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     else:
         trainer._figures.restart()
     losses = rank_dir / simulation_loss.STATE_FILE
-    if losses.is_file():  # absent from checkpoints of earlier versions
+    if losses.is_file():
         trainer.simulation_losses.load_state_dict(load_file(str(losses)))
+    elif trainer._loss_steps:  # a checkpoint of an earlier version
+        logger.warning(
+            "%s has no per-simulation losses (written by an earlier version): the "
+            "simulations trained on before it are not observed by the sampler",
+            path,
+        )
     logger.info("resumed from %s at step %d", path, state.global_step)
 
 

@@ -30,7 +30,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.launcher import Launcher, make_sampler
-from melissa_trainer.simulation_loss import DEFAULT_SIMULATION_LOSS_STEPS
+from melissa_trainer.simulation_loss import DEFAULT_SIMULATION_LOSS_STEPS, REFERENCE_PERIODS
 
 CPU = torch.device("cpu")
 
@@ -38,7 +38,7 @@ CPU = torch.device("cpu")
 # -- the statistic ---------------------------------------------------------------------------
 
 
-def test_a_reduction_sums_each_simulations_losses_and_divides_by_the_periods_mean() -> None:
+def test_a_reduction_sums_each_simulations_losses_and_divides_by_the_recent_mean() -> None:
     losses = SimulationLosses(CPU, distributed=False)
     losses.record(np.array([3, 5, 3]), torch.tensor([1.0, 4.0, 3.0]))
     losses.record(np.array([5]), torch.tensor([8.0]))
@@ -53,13 +53,32 @@ def test_a_reduction_sums_each_simulations_losses_and_divides_by_the_periods_mea
     losses.record(np.array([3, 7]), torch.tensor([1.0, 3.0]))  # the model got better
     updated = losses.reduce(step=4)
     assert set(updated) == {3, 7}
-    # simulation 3: 1.0 at a period mean of 2 counts as 0.5; (1/4 + 3/4 + 1/2) / 3
+    # the reference spans this period and the one before: (16 + 1 + 3) / (4 + 2);
+    # simulation 3: (1/4 + 3/4 + 1/reference) / 3
+    reference = 20 / 6
     assert updated[3].draws == 3 and updated[3].mean == pytest.approx(5.0 / 3)
-    assert updated[3].relative == pytest.approx((1 / 4 + 3 / 4 + 0.5) / 3)
-    assert updated[7].relative == pytest.approx(1.5) and updated[7].step == 4
+    assert updated[3].relative == pytest.approx((1 / 4 + 3 / 4 + 1 / reference) / 3)
+    assert updated[7].relative == pytest.approx(3 / reference) and updated[7].step == 4
     assert losses.get(5) == SimulationLoss(5, 2, 6.0, 6.0 / period_mean, 2)  # untouched
     assert [x.simulation_id for x in losses] == [3, 5, 7] and len(losses) == 3
     assert losses.get(99) is None
+
+
+def test_the_reference_is_the_mean_of_the_last_periods_only() -> None:
+    losses = SimulationLosses(CPU, distributed=False)
+    for step in range(1, REFERENCE_PERIODS + 1):  # REFERENCE_PERIODS periods of loss 100
+        losses.record(np.array([step]), torch.tensor([100.0]))
+        losses.reduce(step)
+    losses.record(np.array([0]), torch.tensor([1.0]))  # the first period has left: 100 x 3, 1
+    expected = 1.0 / ((100.0 * (REFERENCE_PERIODS - 1) + 1.0) / REFERENCE_PERIODS)
+    assert losses.reduce(REFERENCE_PERIODS + 1)[0].relative == pytest.approx(expected)
+
+
+def test_negative_losses_keep_their_order_relative_to_the_reference() -> None:
+    losses = SimulationLosses(CPU, distributed=False)
+    losses.record(np.array([1, 2]), torch.tensor([-3.0, -1.0]))  # reference -2
+    updated = losses.reduce(1)
+    assert (updated[1].relative, updated[2].relative) == (0.5, 1.5)
 
 
 def test_all_zero_losses_are_relative_one_and_nan_stays_visible() -> None:

@@ -1,6 +1,7 @@
 """The heat-PDE example (the README's first command), end to end in subprocesses, tiny:
 launched solver processes stream to the trainer under `python` and under
-`accelerate launch` with two processes (gloo on CPU)."""
+`accelerate launch` with two processes (gloo on CPU), the latter with `--sampler breed`
+(both ranks' losses steer the adaptive sampler)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,7 @@ def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=100, cwd=tmp_path, env=env)
     summary = summary_of(proc)
     check_run(summary, out)
+    assert summary["sampler"] is None  # a fixed design (LHS): nothing observed
     assert "overlap:" in proc.stdout and "validation MSE" in proc.stdout
     assert len(list((out / "study" / "logs").glob("*.log"))) >= SIMULATIONS  # one per job
 
@@ -86,12 +88,16 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",
            "--main_process_port", str(free_port()),
-           str(EXAMPLE), *TINY, "--output_dir", str(out)]  # fmt: skip
+           str(EXAMPLE), *TINY, "--sampler", "breed", "--output_dir", str(out)]  # fmt: skip
     # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
     summary = summary_of(proc)
     check_run(summary, out)  # samples_received: summed over the two ranks' receivers
+    # the adaptive sampler drew the whole budget and was fed the reduced losses
+    breed = summary["sampler"]
+    assert breed["draws"] == SIMULATIONS and 0 < breed["explored"] <= SIMULATIONS
+    assert breed["observed"] > 0 and "breed:" in proc.stdout
 
 
 @pytest.mark.timeout(120)

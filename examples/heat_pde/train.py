@@ -1,7 +1,10 @@
 """Online training of a heat-equation surrogate on an ensemble of solver processes.
 
 The launcher runs `solver.py` (a 2-D heat-equation solver, see its docstring) for
-`--num_simulations` parameter sets drawn by a seeded Latin hypercube, at most
+`--num_simulations` parameter sets drawn by a seeded Latin hypercube (or, with
+`--sampler breed`, by the adaptive Breed sampler: each new simulation bred from those
+whose data the surrogate trains worst on, or explored, see
+`benchmarks/active_sampling.py`), at most
 `--job_limit` at once; each streams its temperature field at every time step to the
 trainer, which trains an MLP (5 parameters, t) -> field online, while the simulations
 run, from a reservoir buffer. Validation uses a few held-out simulations computed once
@@ -15,6 +18,7 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     accelerate launch --multi_gpu --num_processes 2 examples/heat_pde/train.py
     python examples/heat_pde/train.py --grid_size 64 --num_simulations 500 --job_limit 8
     python examples/heat_pde/train.py --backend slurm ...    # each simulation a Slurm job
+    python examples/heat_pde/train.py --sampler breed        # adaptive sampling
     python examples/heat_pde/train.py --external             # you start the solvers yourself
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
 
@@ -51,7 +55,7 @@ from study_common import (  # noqa: E402
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.launcher import make_sampler  # noqa: E402
+from melissa_trainer.launcher import BreedSampler, Launcher, make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -61,6 +65,11 @@ SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
 
 @dataclass
 class HeatArgs(StudyArgs):
+    sampler: str = field(
+        default="lhs",
+        metadata={"help": "parameter sampler; breed: adaptive, steered by each simulation's "
+                  "training loss", "choices": ("lhs", "uniform", "halton", "sobol", "breed")},
+    )  # fmt: skip
     grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
     time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
     dt: float = field(default=1e-3, metadata={"help": "time step (implicit: any dt is stable)"})
@@ -176,6 +185,19 @@ def plot_comparison(
     plt.close(fig)
 
 
+def adaptive_summary(launcher: Launcher | None) -> dict[str, int] | None:
+    """An adaptive sampler's draws: how many explored, how many simulations it observed
+    (None for a fixed design, or on ranks that do not run the launcher)."""
+    sampler = None if launcher is None else launcher.sampler
+    if not isinstance(sampler, BreedSampler) or sampler.position == 0:
+        return None
+    return {
+        "draws": sampler.position,
+        "explored": sampler.explored,
+        "observed": len(sampler.observations),
+    }
+
+
 #: what this example runs with unless told otherwise (shown by --help)
 DEFAULTS: dict[str, Any] = {
     "output_dir": "outputs/heat_pde",
@@ -237,6 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,
         **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
+        "sampler": adaptive_summary(launcher),
     }
     if not trainer.is_main_process:
         return summary
@@ -250,6 +273,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    if summary["sampler"]:
+        print(
+            f"breed: {summary['sampler']['explored']} of {summary['sampler']['draws']} draws "
+            f"explored (Sobol'), the others bred from the worst-trained simulations; "
+            f"{summary['sampler']['observed']} simulations' losses observed"
+        )
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")
     if opts.json:

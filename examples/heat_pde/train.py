@@ -274,10 +274,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
     if summary["sampler"]:
+        draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order
         print(
-            f"breed: {summary['sampler']['explored']} of {summary['sampler']['draws']} draws "
-            f"explored (Sobol'), the others bred from the worst-trained simulations; "
-            f"{summary['sampler']['observed']} simulations' losses observed"
+            f"breed: of {draws} draws, {explored} explored (Sobol'), {draws - explored} bred "
+            f"from the worst-trained simulations; {observed} simulations' losses observed"
         )
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")

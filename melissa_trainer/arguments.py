@@ -299,9 +299,10 @@ class TrainingArguments:
             rate limit. Default None.
         sample_to_insert_tolerance: reservoir only, with `sample_to_insert_ratio`: how
             far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
-            >= ``ratio + batch_size``. None means
-            ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
-            batch_size)`` (see `BufferConfig.resolved_tolerance`). Default None.
+            >= ``ratio + batch_size`` and >= ``ratio * (batch_size - watermark)``. None
+            means ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
+            batch_size, ratio * (batch_size - watermark))`` (see
+            `BufferConfig.resolved_tolerance`). Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
@@ -351,7 +352,7 @@ class TrainingArguments:
         None,
         "Reservoir only: how far (in samples) training may run ahead of ratio * inserted "
         "(default: max(4 * batch_size * gradient_accumulation_steps, "
-        "ratio * watermark + batch_size)).",
+        "ratio * watermark + batch_size, ratio * (batch_size - watermark))).",
     )
     stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
     simulation_loss_steps: int | None = _f(

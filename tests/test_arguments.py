@@ -139,7 +139,11 @@ def test_ratio_and_tolerance_errors() -> None:
         buffer="reservoir", sample_to_insert_ratio=2.0, sample_to_insert_tolerance=10
     )
     assert "sample_to_insert_tolerance=10.0 is too small" in str(err)
-    assert ">= ratio + batch_size = 34" in str(err)
+    # batch 32 and watermark 1: the first read needs 2 * (32 - 1) = 62 > 2 + 32
+    assert ">= max(ratio + batch_size, ratio * (batch_size - watermark)) = 62" in str(err)
+    err = config_error(buffer="reservoir", sample_to_insert_ratio=2.0, watermark=32,
+                       buffer_size=64, sample_to_insert_tolerance=10)  # fmt: skip
+    assert "= 34, raise watermark" in str(err)
     err = config_error(buffer="reservoir", sample_to_insert_tolerance=50)
     assert "has no effect without sample_to_insert_ratio" in str(err)
     err = config_error(buffer="reservoir", sample_to_insert_ratio=3, max_sample_reuse=2)

@@ -649,6 +649,23 @@ def test_default_tolerance_follows_the_batch_not_the_capacity():
     assert BufferConfig("reservoir", 64).resolved_tolerance is None
 
 
+def test_a_watermark_below_the_batch_never_starves_the_first_read():
+    # watermark 10, ratio 168, batch 32: the limiter frees 10 inserts and the old default
+    # tolerance (168 * 10 + 32) 10 more: 20 held, the first read waits for 32 forever (a
+    # stream spun at 100% CPU; found by benchmarks/active_sampling.py)
+    config = BufferConfig("reservoir", 4096, 10, sample_to_insert_ratio=168.0, batch_size=32)
+    assert config.resolved_tolerance == 168 * (32 - 10)
+    buf = make_buffer(config)
+    assert buf.put_available([smp(i) for i in range(64)]) >= 32
+    assert len(buf.get_batch(32, timeout=1.0)) == 32
+    # a tolerance given below it is refused, naming the fixes
+    with pytest.raises(
+        ValueError, match=r"ratio \* \(batch_size - watermark\)\) = 3696.*watermark"
+    ):
+        BufferConfig("reservoir", 4096, 10, sample_to_insert_ratio=168.0, batch_size=32,
+                     sample_to_insert_tolerance=1712)  # fmt: skip
+
+
 def test_integer_like_sizes_are_accepted():
     buf = make_buffer(BufferConfig("fifo", np.int64(4), np.int32(2)))  # type: ignore[arg-type]
     assert (buf.capacity, buf.watermark) == (4, 2)

@@ -215,9 +215,11 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
     """Three solvers SIGKILLed at random times (the launcher restarts them), the trainer
     SIGKILLed once at a random time and resumed; one more solver killed in the resumed
     run if one still runs: every (simulation, step) is trained on exactly once in the
-    final lineage."""
+    final lineage. Seed 1's study is adaptive (Breed, fed every 4 steps: the checkpoints
+    hold per-simulation losses not yet reduced)."""
     rng = random.Random(seed)
-    first = Run(tmp_path, "first")
+    adaptive = ("--sampler", "breed", "--simulation_loss_steps", "4") if seed else ()
+    first = Run(tmp_path, "first", *adaptive)
     killed: list[int] = []
     trainer_kill = rng.uniform(0.35, 0.8) * TOTAL_STEPS
     try:
@@ -236,7 +238,7 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
         first.wait(30)
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     saved = 0 if resumed_from is None else int(resumed_from.name.split("-")[1])
-    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest")
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", *adaptive)
     try:
         deadline = time.monotonic() + 60
         while second.proc.poll() is None and time.monotonic() < deadline:
@@ -262,8 +264,10 @@ def test_chaos_solvers_and_the_trainer_killed_at_random_times(tmp_path: Path, se
 def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Path) -> None:
     """Both ranks of `accelerate launch` killed at once (a node lost), resumed: the ranks
     agree on which simulations the checkpoint holds complete (each has half of every
-    simulation's steps) and everything else runs again."""
-    first = Run(tmp_path, "first", ranks=2)
+    simulation's steps) and everything else runs again. The study is adaptive (Breed,
+    fed both ranks' losses every 4 steps)."""
+    adaptive = ("--sampler", "breed", "--simulation_loss_steps", "4")
+    first = Run(tmp_path, "first", *adaptive, ranks=2)
     deadline = time.monotonic() + 120
     try:
         while not (checkpoints(first.out) and len(first.steps()) >= 2 * (SAVE_STEPS + 2)):
@@ -280,7 +284,7 @@ def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Pa
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     assert resumed_from is not None
     saved = int(resumed_from.name.split("-")[1])
-    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", ranks=2)
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", *adaptive, ranks=2)
     assert second.wait(180) == 0, second.output()
     lineage = lineage_of(first, second, saved)
     expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}

@@ -73,7 +73,7 @@ class BufferConfig:
         ratio.
 
         The default is ``max(4 * batch_size * batches_per_step, ratio * watermark +
-        batch_size)`` samples:
+        batch_size, ratio * (batch_size - watermark))`` samples:
 
         * ``>= ratio + batch_size`` always (watermark >= 1): the liveness bound of
           `RateLimiter`, below which a waiting read and a waiting insert can wait for
@@ -81,6 +81,10 @@ class BufferConfig:
         * ``ratio * watermark + batch_size``: the samples held at the watermark may be
           drawn `ratio` times each as soon as training starts, instead of training
           waiting for one more insert per ``ratio`` draws from the first batch on;
+        * ``ratio * (batch_size - watermark)``: with a watermark below the batch, the
+          first read needs `batch_size` samples, and the limiter must let that many in
+          before any is drawn (it frees the first `watermark` inserts only); below it,
+          the reader and the stream wait for each other forever;
         * ``4 * batch_size * batches_per_step``: a few optimizer steps of slack, so the
           limiter holds training back only when it runs steps ahead of the stream,
           not at every batch of jitter.
@@ -99,6 +103,7 @@ class BufferConfig:
             max(
                 4 * self.batch_size * self.batches_per_step,
                 ratio * self.watermark + self.batch_size,
+                ratio * (self.batch_size - self.watermark),
             )
         )
 
@@ -208,7 +213,10 @@ def config_problems(
             f"{n['sample_to_insert_tolerance']}"
         )
     elif ratio_ok and sizes[2]:
-        minimum = ratio + values["batch_size"]
+        batch, mark = values["batch_size"], values["watermark"]
+        # the first read: `batch` inserts before any draw, the first `watermark` free
+        first = ratio * (batch - mark) if sizes[1] else 0.0
+        minimum = max(ratio + batch, first)
         if not (
             isinstance(tolerance, (int, float))
             and math.isfinite(tolerance)
@@ -217,7 +225,8 @@ def config_problems(
             p.append(
                 f"{n['sample_to_insert_tolerance']}={tolerance!r} is too small for "
                 f"{n['sample_to_insert_ratio']}={ratio!r} and {n['batch_size']}="
-                f"{values['batch_size']} (training would stall): set it >= ratio + "
-                f"{n['batch_size']} = {minimum:g}, or leave it unset (None) for the default"
+                f"{values['batch_size']} (training would stall): set it >= max(ratio + "
+                f"{n['batch_size']}, ratio * ({n['batch_size']} - {n['watermark']})) = "
+                f"{minimum:g}, raise {n['watermark']}, or leave it unset (None) for the default"
             )
     return p

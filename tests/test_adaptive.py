@@ -78,7 +78,7 @@ def test_a_resumed_sampler_continues_the_same_sequence(cut: int) -> None:
 def test_a_planned_decay_resumes_and_a_state_of_other_options_is_refused() -> None:
     sampler = breed(exploration_final=0.0)
     sampler.plan(40)  # the launcher plans its n_simulations
-    assert sampler.decay_draws == 40 and sampler.exploration_share(20) == pytest.approx(0.25)
+    assert sampler.decay_draws == 40 and sampler.exploration_share(20) == pytest.approx(0.35)
     study(sampler, 10)
     state = json.loads(json.dumps(sampler.state_dict()))
     resumed = breed(exploration_final=0.0)
@@ -153,7 +153,7 @@ def test_a_decaying_exploration_share() -> None:
 
 
 def test_parents_are_drawn_in_proportion_to_their_loss() -> None:
-    sampler = breed(seed=0, exploration=0.0, window=10)
+    sampler = breed(seed=0, exploration=0.0, window=10, floor=0.1)
     losses = [1.0, 1.5, 1.0, 1.0, 10.0, 1.0, 2.0, 1.0, 1.0, 1.0]
     for sid, loss in enumerate(losses):
         sampler.observe(sid, {"t0": 100.0 + 40 * sid, "a": 0.0, "b": 5.0}, loss)
@@ -186,7 +186,7 @@ def test_power_and_floor_shape_the_weights() -> None:
 
 
 def test_the_window_slides_and_old_observations_stop_being_parents() -> None:
-    sampler = breed(seed=1, exploration=0.0, window=5, min_observations=5)
+    sampler = breed(seed=1, exploration=0.0, window=5, min_observations=5, floor=0.1)
     sampler.observe(0, {"t0": 500.0, "a": 1.0, "b": 10.0}, 1000.0)  # by far the worst
     for sid in range(1, 5):
         sampler.observe(sid, {"t0": 100.0 + sid, "a": 0.0, "b": 0.0}, 1.0)
@@ -217,7 +217,7 @@ def test_on_a_1d_function_breed_samples_the_hard_region_more_than_uniform() -> N
     def share(drawn: list[dict[str, float]]) -> float:
         return sum(0.6 <= d["x"] < 0.65 for d in drawn) / len(drawn)
 
-    options = {"exploration": 0.25, "sigma": 0.03, "window": 50}
+    options = {"exploration": 0.25, "sigma": 0.03, "window": 50, "floor": 0.1}
     breeds, uniforms = [], []
     for seed in range(3):
         breeds.append(share(study(BreedSampler({"x": (0.0, 1.0)}, seed, **options), 300, loss)))

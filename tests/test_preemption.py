@@ -35,6 +35,7 @@ from melissa_trainer import (
     TrainerControl,
     TrainerState,
     TrainingArguments,
+    preemption,
 )
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint import list_checkpoints
@@ -309,9 +310,16 @@ class Marks(Hook):
         (self.out / "train_end").touch()
 
 
+#: the slow-save child's repeat window (REPEAT_WINDOW, 2 s by default, is read when the
+#: trainer makes its handler): the test waits past it before its second SIGTERM
+SLOW_SAVE_REPEAT_WINDOW = 0.5
+
+
 def child(mode: str, out: Path) -> None:
     """A trainer on an endless in-process source, a slow `on_save` for mode "slow_save"."""
     out.mkdir(parents=True, exist_ok=True)
+    if mode == "slow_save":
+        preemption.REPEAT_WINDOW = SLOW_SAVE_REPEAT_WINDOW
     hooks: list[Hook] = [Marks(out, slow_save=mode == "slow_save")]
     trainer = make_trainer(out, linear_samples(10**9), hooks, stop_sync_steps=1)
     trainer.train()
@@ -347,7 +355,8 @@ def test_a_second_sigterm_during_a_slow_save_exits_at_once(tmp_path: Path) -> No
         wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, 60, "step 3")
         proc.send_signal(signal.SIGTERM)
         wait_until(lambda: (out / "saving").exists() or proc.poll() is not None, 60, "the save")
-        time.sleep(2.5)  # past the repeat window (2 s): a second signal, not the same one
+        # past the repeat window: a second signal, not the same one
+        time.sleep(2 * SLOW_SAVE_REPEAT_WINDOW)
         proc.send_signal(signal.SIGTERM)
         err = finish(proc)  # within 30 s, while the save hook would sleep for 600
     finally:

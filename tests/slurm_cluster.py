@@ -184,8 +184,10 @@ SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
 # cred_expire: a requeued batch job waits until its credential expires (120 s by
-# default) before it starts again; 20 s keeps the requeue test short
-AuthInfo=socket={munge_socket},cred_expire=20
+# default) before it starts again; 5 s, the least Slurm accepts ("AuthInfo=cred_expire=3
+# invalid" below it), keeps the requeue test short: a step's credential is checked
+# by slurmd when srun launches it, well within 5 s even on a loaded machine
+AuthInfo=socket={munge_socket},cred_expire=5
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres

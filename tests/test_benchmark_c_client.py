@@ -120,8 +120,10 @@ def test_quick_json_gives_every_row_well_formed(tmp_path: Path) -> None:
     missing = c_toolchain_missing()
     if missing:
         pytest.skip(missing)
+    # one round (not 2: 14.7 -> 8.2 s here) gives every row, each arm run and its records
+    # counted as with more: the rows' shape, not their medians, is what is checked here
     command = [sys.executable, str(BENCHMARKS / "c_client.py"), "--quick", "--json",
-               "--rounds", "2", "--build-dir", str(tmp_path / "build")]  # fmt: skip
+               "--rounds", "1", "--build-dir", str(tmp_path / "build")]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=540)
     if done.returncode == SKIP_EXIT:
         pytest.skip(done.stderr.strip())

@@ -4,6 +4,7 @@ oscillator example (an in-process source) end to end, in subprocesses."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +13,14 @@ import pytest
 
 EXAMPLES = Path(__file__).parents[1] / "examples"
 EXAMPLE = EXAMPLES / "oscillators" / "train.py"
+#: one torch thread, as every other test's trainer runs: on 2 busy cores, two threads for
+#: this small MLP make the oscillator run 1.5x (idle) to 4x (loaded) slower, same result
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 def run_example(path: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, str(path), *argv]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=cwd, env=ENV)
 
 
 @pytest.mark.timeout(150)
@@ -63,7 +67,7 @@ def test_oscillator_example_beats_the_mean_field(tmp_path: Path) -> None:
         str(tmp_path / "out"),
         "--disable_progress_bar",
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path, env=ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     assert summary["steps"] == 400  # 256 simulations x 100 steps / batch 64

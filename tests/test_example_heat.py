@@ -151,8 +151,11 @@ def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
     tampered = Path(__file__).parent / "scripts" / "tampered_solvers"  # a sitecustomize.py
     path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_BROKEN": "1", "PYTHONPATH": path}
+    # 4 simulations, not 16: the study fails for good once 3 have failed their 3 attempts
+    # (min_finished_fraction 0.5), 9 launches instead of 30
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--no_plot"],
+        [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4",
+         "--output_dir", str(out), "--no_plot"],
         capture_output=True, text=True, timeout=110, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert proc.returncode != 0, proc.stdout[-2000:]

@@ -119,6 +119,9 @@ def test_the_command_prints_its_rows(tmp_path):
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--splits", "0.5",
          "--budget", "3", "--simulations", "4",
+         # half, not a tenth, of what online streams in 3 s (8 simulations on a loaded
+         # machine): a tenth held no simulation and offline's storage run had no data
+         "--storage_fraction", "0.5",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
@@ -135,5 +138,5 @@ def test_the_command_prints_its_rows(tmp_path):
     assert data["online"]["samples_received"] == n * hp.Setup().time_steps
     stored = budget["storage"]
     assert stored["bytes_on_disk"] <= stored["storage_budget"]
-    assert stored["storage_budget"] == int(0.1 * budget["online"]["bytes_streamed"])
+    assert stored["storage_budget"] == int(0.5 * budget["online"]["bytes_streamed"])
     assert not list(tmp_path.glob("work-*"))  # the data is deleted

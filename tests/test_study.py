@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 
+import melissa_trainer.study
 from melissa_trainer import (
     OnlineTrainer,
     ReceiverConfig,
@@ -25,7 +26,13 @@ from melissa_trainer import (
     Study,
     TrainingArguments,
 )
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+from melissa_trainer.launcher import (
+    Launcher,
+    LauncherTuning,
+    LocalBackend,
+    UniformSampler,
+    supervisor,
+)
 from melissa_trainer.launcher.records import records_of
 
 pytestmark = [
@@ -246,10 +253,14 @@ def test_a_silent_simulation_without_timeout_stops_training_with_the_watchdogs_e
 
 @pytest.mark.timeout(120)
 def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Simulation 1 exits 0 without its BYE: the receiver can never know it finished.
     It is restarted, then redrawn; the study ends with three finished simulations."""
+    # Its two attempts each wait DRAIN_GRACE (2 s) after their exit; 0.5 s is as good
+    # a grace here: a solver that closes its client has delivered its BYE before it exits
+    # (and the receiver must also be idle for IDLE_GRACE, 1 s, unchanged)
+    monkeypatch.setattr(supervisor, "DRAIN_GRACE", 0.5)
     launcher = study(tmp_path, 3, {"steps": 5, "no_bye": [1]}, max_restarts=1)
     keys = Keys()
     t = trainer(tmp_path, launcher, keys)
@@ -267,10 +278,13 @@ def test_an_exit_0_without_all_its_data_is_a_failed_attempt_not_a_success(
 
 @pytest.mark.timeout(120)
 def test_a_stream_waiting_after_every_simulation_ended_stops_with_an_error(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The receivers expect five simulations, the launcher runs three: once all three
     have ended and nothing arrives, rank 0 says so instead of waiting forever."""
+    # ENDED_GRACE: how long the receiver must be silent after the study's end (5 s);
+    # 1 s here: the three simulations' data has all arrived by then
+    monkeypatch.setattr(melissa_trainer.study, "ENDED_GRACE", 1.0)
     launcher = study(tmp_path, 3, {"steps": 4})
     keys = Keys()
     t = trainer(tmp_path, launcher, keys, source={"expected_simulations": 5})

@@ -678,7 +678,10 @@ def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
 
 
 DRIVER = r"""
-import sys, time
+import signal, sys, time
+# Ctrl-C's KeyboardInterrupt even where SIGINT came ignored (a background job of a shell
+# without job control: Python then installs no handler, and the SIGINT case timed out)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler
 sim, out = sys.argv[1], sys.argv[2]
 launcher = Launcher(

@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -762,24 +763,32 @@ def test_batch_script_lease_ends_the_job_once_the_trainer_stops_renewing(tmp_pat
     group); a lease the node cannot read leaves the job alone, saying so."""
     marker = f"melissa-lease-{os.getpid()}"
     sleeper = [PYTHON, "-c", "import sys, time; time.sleep(float(sys.argv[1]))"]
+    # three independent jobs, each in a directory of its own (its scancel's record, its
+    # exit file), run at once: each mostly sleeps (9 s one after the other, 4 s at once)
+    renewed_dir, stale_dir, missing_dir = (tmp_path / n for n in ("renewed", "stale", "missing"))
+    for directory in (renewed_dir, stale_dir, missing_dir):
+        directory.mkdir()
     lease = Lease(timeout=2)
-    path = tmp_path / "t.lease"
-    lease.add(path)
+    lease.add(renewed_dir / "t.lease")
+    (stale_dir / "t.lease").write_text("nobody renews this")
+    scripts = [
+        (renewed_dir, lease_script(renewed_dir, [*sleeper, "4"], renewed_dir / "t.lease", 2)),
+        (stale_dir, lease_script(stale_dir, [*sleeper, "60", marker], stale_dir / "t.lease", 2)),
+        (missing_dir, lease_script(missing_dir, [*sleeper, "3"], missing_dir / "x", 2)),
+    ]
     try:
-        renewed = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "4"], path, 2))
+        with ThreadPoolExecutor(len(scripts)) as pool:
+            renewed, stale, missing = pool.map(lambda job: run_script(*job), scripts)
     finally:
         lease.close()
     assert renewed.returncode == 0, renewed.stderr
-    assert not (tmp_path / "scancel.calls").exists()
+    assert not (renewed_dir / "scancel.calls").exists()
 
-    path.write_text("nobody renews this")
-    stale = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "60", marker], path, 2))
     assert stale.returncode == 143, stale.stderr  # the command got SIGTERM
     assert "has not renewed the lease" in stale.stderr and "cancelling job 77" in stale.stderr
-    assert (tmp_path / "scancel.calls").read_text().split() == ["77"]
-    assert (tmp_path / ss.exit_file("t", "77")).read_text() == "143\n"
+    assert (stale_dir / "scancel.calls").read_text().split() == ["77"]
+    assert (stale_dir / ss.exit_file("t", "77")).read_text() == "143\n"
     assert not pgrep(marker)
 
-    missing = run_script(tmp_path, lease_script(tmp_path, [*sleeper, "3"], tmp_path / "x", 2))
     assert missing.returncode == 0
     assert "cannot read the lease" in missing.stderr

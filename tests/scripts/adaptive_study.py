@@ -16,11 +16,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers import small_model  # noqa: E402
+from multinode_train import Keys  # noqa: E402  (this script's directory is on the path)
 
 from melissa_trainer import (  # noqa: E402
     ArgumentParser,
@@ -41,17 +41,6 @@ class ScriptArgs:
     simulations: int = 16
     steps: int = 6
     workers: int = 2
-
-
-class Keys:
-    """`process_sample` recording each ``(simulation, time step)`` it turns into a pair."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-
-    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
-        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
 def main() -> None:

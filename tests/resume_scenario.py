@@ -69,7 +69,11 @@ class KillAfterSave(Hook):
 
     def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
         if self.saved is not None and state.global_step == self.saved + 2:
-            self.marker.write_text(str(state.global_step))
+            # Written aside then renamed: the parent polls for the marker and reads it
+            # at once, so a plain write could be seen empty (a CI run failed so).
+            tmp = self.marker.with_name(self.marker.name + ".tmp")
+            tmp.write_text(str(state.global_step))
+            tmp.replace(self.marker)
             time.sleep(600)  # until the test's SIGKILL
 
 

@@ -26,7 +26,9 @@ Three comparisons, each measured in this run:
    bytes online streamed in case 2; it simulates until its disk is full and trains for
    the rest of the same budget. Target: offline error / online error >= 1.43.
 
-Every pipeline runs in its own process (clean peak RSS, threads and allocator). Errors
+Every pipeline runs in its own process (clean peak RSS, threads and allocator), forked
+from a server that imported torch once (`isolated.py`: 9 fresh interpreters cost ~35 s
+of imports on 2 cores). Errors
 are mean squared errors in kelvin squared over every point of every held-out step.
 
     python benchmarks/online_vs_offline.py           # about 10 minutes on 2 cores
@@ -40,7 +42,6 @@ import argparse
 import json
 import math
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,40 +51,36 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import heat_offline  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
+from isolated import run_isolated  # noqa: E402
 from report import print_rows  # noqa: E402
 
 TARGET_OVERLAP = 0.87
 TARGET_ERROR_RATIO = 1.43
 Run = dict[str, Any]
+#: what the pipelines' processes import, once, in the fork server (`isolated.py`)
+PRELOAD = ("heat_offline", "heat_pipelines")
 
 
 def child(fn: str, setup: dict[str, Any], workdir: Path, **kwargs: Any) -> Run:
     """Run pipeline function `fn` (of `heat_pipelines` or `heat_offline`) in a fresh
-    process; its `Run`."""
+    process (forked from a server that imported torch once: `isolated.py`); its `Run`.
+    The process's output is in ``{workdir}.{fn}.log`` (beside `workdir`, whose bytes
+    on disk are measured)."""
     workdir.mkdir(parents=True, exist_ok=True)
-    spec = json.dumps({"fn": fn, "setup": setup, "workdir": str(workdir), "kwargs": kwargs})
-    out = subprocess.run(
-        [sys.executable, __file__, "--child", spec], capture_output=True, text=True, check=False
-    )
-    if out.returncode != 0:
-        raise RuntimeError(f"{fn} failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    log = workdir.with_name(f"{workdir.name}.{fn}.log")
+    return run_isolated(pipeline, fn, setup, str(workdir), kwargs, log=log, preload=PRELOAD)
 
 
-def run_child(spec_text: str) -> None:
-    """In the child: run one pipeline and print its `Run` as the last line."""
-    spec = json.loads(spec_text)
-    setup = hp.Setup(**spec["setup"])
-    fn, kwargs = spec["fn"], spec["kwargs"]
+def pipeline(fn: str, setup_fields: dict[str, Any], workdir: str, kwargs: dict[str, Any]) -> Run:
+    """In the child: run one pipeline; its `Run`."""
+    setup = hp.Setup(**setup_fields)
     if fn in ("run_online", "train_offline", "train_from_memory"):
         kwargs["validation"] = hp.validation_set(setup)
     if fn == "train_offline":  # reads the files it is given, writes nothing
-        run = heat_offline.train_offline(setup, **kwargs)
-    elif fn == "simulate_offline":
-        run = heat_offline.simulate_offline(setup, Path(spec["workdir"]), **kwargs)
-    else:
-        run = getattr(hp, fn)(setup, Path(spec["workdir"]), **kwargs)
-    print(json.dumps(run))
+        return heat_offline.train_offline(setup, **kwargs)
+    if fn == "simulate_offline":
+        return heat_offline.simulate_offline(setup, Path(workdir), **kwargs)
+    return getattr(hp, fn)(setup, Path(workdir), **kwargs)
 
 
 def prefix(files: list[list[Any]], *, until: float | None = None, bytes_max: int | None = None):
@@ -265,10 +262,7 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--no_plot", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
-    if opts.child:
-        return run_child(opts.child)
     quick = {"simulations": 6, "budget": 6.0} if opts.quick else {}
     opts.simulations = opts.simulations or quick.get("simulations", 128)
     opts.budget = opts.budget or quick.get("budget", 120.0)

@@ -78,6 +78,12 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
+    def on_end_of_stream(self) -> None:  # noqa: B027 - optional, no-op
+        """Called on every rank, at the same step, when the stream has ended on some
+        rank (its data exhausted; the END_OF_STREAM event), before any pseudo-epoch's
+        replay and before `stop`. A `stop` without it ends a run stopped with data still
+        to come (`max_steps`, a hook, an error, a preemption). No-op by default."""
+
     def on_preempted(self) -> None:  # noqa: B027 - optional, no-op
         """Called on every rank when the run is preempted (SIGTERM, SIGUSR1), once its
         checkpoint is written and just before `stop`: `stop` must then not wait for

@@ -22,8 +22,10 @@ the simulations: the processes). The study owns what joins them:
   after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
   failures (exit codes, log tails) appended.
 * **Stop.** `stop` ends the simulations first (none outlives the trainer; at the end of
-  the stream the last ones get `STOP_WAIT` s to exit and their data to arrive, so that
-  they are recorded as finished, unless `wait_for` raised), then the receivers.
+  the stream, on any rank, the last ones get `STOP_WAIT` s to exit and their data to
+  arrive, so that they are recorded as finished, unless `wait_for` raised; a run stopped
+  with data still to come, by `max_steps` or a hook, kills them at once), then the
+  receivers.
 * **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
   ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
   collective: the ranks gather the simulations their checkpointed receivers all have
@@ -104,6 +106,7 @@ class Study(Source):
         self._started = False  # the launcher runs (rank 0 only)
         self._failed = False  # wait_for raised: training stops with an error
         self._preempted = False  # on_preempted: stop need not wait either
+        self._stream_over = False  # on_end_of_stream: the last simulations are closing
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -224,18 +227,24 @@ class Study(Source):
         """End the simulations (none outlives the trainer), then the receivers."""
         try:
             if self._started:
-                # At the end of the stream (here, or on another rank: nothing is left to
-                # start) the simulations running are the study's last and are closing:
-                # let them exit and their data arrive (recorded as finished, not run
-                # again after a resume).
-                # After an error or a preemption, nothing will be trained on: no wait.
+                # At the end of the stream (here, or on another rank) the simulations
+                # running are the study's last and are closing: let them exit and their
+                # data arrive (recorded as finished, not run again after a resume).
+                # Stopped with data still to come (max_steps, a hook), after an error or
+                # a preemption, nothing more will be trained on and the simulations may
+                # be blocked on a full buffer: no wait (those whose data is complete are
+                # recorded as finished all the same).
                 receiver = self.stream.receiver
-                ended = receiver is not None and receiver.ended
-                last = ended or self.launcher.summary()["pending"] == 0
+                ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
-                self.launcher.stop(wait=STOP_WAIT if last and not hurry else 0.0)
+                self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
         finally:
             self.stream.stop()
+
+    def on_end_of_stream(self) -> None:
+        """The stream has ended on some rank: `stop` gives the last simulations
+        `STOP_WAIT` s to exit and their data to arrive."""
+        self._stream_over = True
 
     def on_preempted(self) -> None:
         """The run is preempted (its checkpoint written): `stop` kills the simulations at

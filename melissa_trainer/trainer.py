@@ -228,6 +228,7 @@ class OnlineTrainer:
                     self._training_step()
                 if available // micro < window:  # the data ran out on some rank
                     state.stream_ended = True
+                    self.source.on_end_of_stream()
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
                         break

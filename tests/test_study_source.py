@@ -24,6 +24,7 @@ from melissa_trainer import (
 )
 from melissa_trainer.launcher import LocalBackend
 from melissa_trainer.launcher.records import records_of
+from melissa_trainer.study import STOP_WAIT
 
 SIMULATION = r"""
 import json, os
@@ -225,3 +226,37 @@ def test_a_preempted_study_stops_its_simulations_without_waiting(tmp_path: Path)
     finally:
         study.stop()
     assert waits == [0.0]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("stream_ended", [False, True])
+def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
+    tmp_path: Path, stream_ended: bool
+) -> None:
+    """Every simulation launched (nothing pending): a run stopped by `max_steps` or a
+    hook (no END_OF_STREAM) kills them at once, as they may be blocked on a full buffer
+    (it waited `STOP_WAIT` for nothing before); at the end of the stream, on any rank,
+    they are closing and get `STOP_WAIT` for their data."""
+    hanging = "import time\ntime.sleep(3600)\n"
+    study = Study(launcher(tmp_path, 2, script=hanging))
+    study.configure(str(tmp_path / "out"))
+    study.start(FIFOBuffer(8), 0, 1)
+    waits: list[float] = []
+    stop = study.launcher.stop
+
+    def spy(wait: float = 0.0) -> None:
+        waits.append(wait)
+        stop(0.0)  # (the hanging simulations would use up the wait)
+
+    study.launcher.stop = spy  # type: ignore[method-assign]
+    try:
+        study.on_all_ranks_started()
+        deadline = time.monotonic() + 30
+        while study.launcher.summary()["running"] < 2:  # both launched: nothing pending
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        if stream_ended:
+            study.on_end_of_stream()
+    finally:
+        study.stop()
+    assert waits == [STOP_WAIT if stream_ended else 0.0]

@@ -20,6 +20,7 @@ from melissa_trainer import (
     TrainingArguments,
 )
 from melissa_trainer.accelerated import AcceleratedStep, PlainStep, cpu_only_launch
+from melissa_trainer.sources import IterableSource
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -279,3 +280,30 @@ def test_more_processes_than_gpus_per_node_is_counted_per_node(
     launch_env(monkeypatch, world=4, local=2, gpus=1)
     with pytest.raises(RuntimeError, match="^2 processes on this node but 1 visible GPU"):
         cpu_only_launch()
+
+
+class _EndAwareSource(IterableSource):
+    """Counts `on_end_of_stream` and notes whether `stop` came after it."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__(list(linear_samples(n)))
+        self.ends, self.stops_after_end = 0, 0
+
+    def on_end_of_stream(self) -> None:
+        self.ends += 1
+
+    def stop(self) -> None:
+        self.stops_after_end += self.ends > 0
+        super().stop()
+
+
+@pytest.mark.parametrize("max_steps", [None, 5])
+def test_the_source_hears_of_the_end_of_the_stream_before_it_stops(
+    tmp_path: Path, max_steps: int | None
+) -> None:
+    """A `Study` waits for its last simulations only at the end of the stream: the
+    trainer tells the source, before `stop`, and not when `max_steps` stopped it."""
+    source = _EndAwareSource(83)
+    make_trainer(make_args(tmp_path, max_steps=max_steps), source=source).train()
+    assert source.ends == (1 if max_steps is None else 0)
+    assert (source.stops_after_end > 0) == (max_steps is None)

@@ -137,6 +137,12 @@ def equal_budget(
     offline = {}
     for f in splits:
         files, _, used = prefix(simulated["files"], until=f * budget)
+        if not files:
+            raise RuntimeError(
+                f"offline, simulating {f:.0%} of the {budget:g} s budget: no simulation "
+                f"was complete by then (one takes ~{seconds_per_simulation:.2g} s): raise "
+                "--budget or drop that share from --splits"
+            )
         run = child(
             "train_offline", setup, work, files=files, duration=budget - f * budget,
             start_time=f * budget, eval_every=eval_every,
@@ -144,6 +150,11 @@ def equal_budget(
         offline[f] = {**run, "share": f, "bytes_on_disk": used}
     storage = int(fraction * online["bytes_streamed"])
     files, done, used = prefix(simulated["files"], bytes_max=storage)
+    if not files:
+        raise RuntimeError(
+            f"offline with a disk of {fraction:g} of what online streamed ({storage:,} B) "
+            "holds no simulation: raise --storage_fraction or --budget"
+        )
     stored = child(
         "train_offline", setup, work, files=files, duration=budget - done, start_time=done,
         eval_every=eval_every,

@@ -140,3 +140,29 @@ def test_the_command_prints_its_rows(tmp_path):
     assert stored["bytes_on_disk"] <= stored["storage_budget"]
     assert stored["storage_budget"] == int(0.5 * budget["online"]["bytes_streamed"])
     assert not list(tmp_path.glob("work-*"))  # the data is deleted
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("empty", ["share", "storage"])
+def test_an_offline_case_without_a_simulation_is_named_not_crashed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty: str
+) -> None:
+    """A share of the budget or a disk too small for one simulation: an error naming
+    the option to raise, not a crash in the DataLoader (as before) or a figure for an
+    offline run without data."""
+    npy = tmp_path / "sim.npy"
+    npy.write_bytes(b"x" * 1000)
+    Path(f"{npy}.json").write_text("{}")
+
+    def child(fn: str, setup: dict, workdir: Path, **kwargs: object) -> dict:
+        if fn == "run_online":
+            return {"simulations": 5, "wall": 4.0, "bytes_streamed": 3000}
+        if fn == "simulate_offline":  # one simulation, complete after 1 s
+            return {"files": [[str(npy), 1.0]]}
+        return {"val_mse": 1.0}
+
+    monkeypatch.setattr(bench, "child", child)
+    splits, fraction = ([0.1], 1.0) if empty == "share" else ([0.5], 0.1)
+    option = "--splits" if empty == "share" else "--storage_fraction"
+    with pytest.raises(RuntimeError, match=option):
+        bench.equal_budget({}, tmp_path, 4.0, splits, fraction, 1.0, 0.5)

@@ -117,7 +117,9 @@ class Run:
             return self.proc.wait(timeout)
         finally:
             if self.proc.poll() is None:
-                self.proc.kill()
+                # every process of the run, not the launcher alone: the ranks of a
+                # timed-out `accelerate launch` would outlive it into the next tests
+                self.kill()
                 self.proc.wait()
             self.stderr.close()
 

@@ -99,7 +99,9 @@ class Run:
         if not self.log.exists():
             return []
         lines = []
-        for line in self.log.read_text().splitlines():
+        # complete lines only: a read while a rank appends can end in the middle of a line
+        # (one write(), but copied page by page), whose last key would not parse
+        for line in self.log.read_text().split("\n")[:-1]:
             step, *keys = line.split()
             if len(keys) == BATCH:  # (a line cut by the kill is not a step trained)
                 pairs = []
@@ -115,7 +117,9 @@ class Run:
             return self.proc.wait(timeout)
         finally:
             if self.proc.poll() is None:
-                self.proc.kill()
+                # every process of the run, not the launcher alone: the ranks of a
+                # timed-out `accelerate launch` would outlive it into the next tests
+                self.kill()
                 self.proc.wait()
             self.stderr.close()
 

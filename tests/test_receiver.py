@@ -122,6 +122,19 @@ def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
+def settled(read: Callable[[], int], quiet: float, timeout: float = 10.0) -> int:
+    """`read()` once it has not changed for `quiet` seconds (AssertionError after
+    `timeout`)."""
+    deadline = time.monotonic() + timeout
+    value, since = read(), time.monotonic()
+    while time.monotonic() - since < quiet:
+        assert time.monotonic() < deadline, f"still changing after {timeout} s: {value}"
+        time.sleep(0.01)
+        if (now := read()) != value:
+            value, since = now, time.monotonic()
+    return value
+
+
 def check_stream(
     samples: list[Sample], sims: dict[int, tuple[range, list[P.FieldSpec], dict[str, float]]]
 ) -> None:
@@ -431,11 +444,10 @@ def test_slow_consumer_blocks_the_client_without_loss() -> None:
         sim = threading.Thread(target=simulate, daemon=True)
         sim.start()
         wait_for(lambda: len(buf) == 4)
-        time.sleep(1.0)
-        blocked_at = progress["sent"]
+        # blocked: no send for 0.5 s while nobody reads (after a fixed sleep, a loaded
+        # machine could still be filling the queues, and the count moved under the check)
+        blocked_at = settled(lambda: progress["sent"], 0.5)
         assert sim.is_alive() and blocked_at < steps, "the client's sends did not block"
-        time.sleep(0.3)
-        assert progress["sent"] == blocked_at  # still blocked: nobody reads
         samples = drain(buf)
         sim.join(10)
         assert progress["sent"] == steps
@@ -1053,11 +1065,14 @@ class ThreadRecordingFIFO(FIFOBuffer):
 @pytest.mark.timeout(30)
 def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it_stops() -> None:
     buf = ThreadRecordingFIFO(10_000)
-    with running(buf, tuning=ReceiverTuning(takeover=0.3)) as rec, pushes(rec.endpoint) as (s,):
+    # takeover 1 s, not 0.3: a loaded machine can stall this thread between two pumps
+    # for longer than 0.3 s, and the receiver's thread then ingests some of the 200
+    with running(buf, tuning=ReceiverTuning(takeover=1.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)  # the thread took it: nobody pumps yet
-        rec.pump()
-        time.sleep(0.2)  # > poll_interval: the thread has seen the pump and left
+        # pumps until one serves: the thread has seen them and left (a fixed sleep could
+        # end before it did, or so late that the thread took the socket back)
+        wait_for(rec.pump)
         for t in range(50):
             send(s, data(1, t, U, value(1, t, U)))
         send(s, batch(1, list(range(50, 200)), U))
@@ -1080,8 +1095,7 @@ def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
     with running(buf, tuning=ReceiverTuning(takeover=5.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)
-        rec.pump()  # from now on the thread stays idle
-        time.sleep(0.2)
+        wait_for(rec.pump)  # served: the thread has left, and stays idle from now on
         send(s, batch(1, list(range(40)), U))
         got: list[int] = []
         deadline = time.monotonic() + 10
@@ -1111,8 +1125,11 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
         dataset = StreamDataset(buf, 4, source=source)
         with pushes(source.endpoint) as (s,):
             send(s, [P.encode_hello(1, 0, 1, [U])])
-            source.wait_for(4, 0.0)
-            time.sleep(0.2)  # the thread has seen the pump: it stays idle from now on
+            receiver = source.receiver
+            assert receiver is not None
+            # pumps until one serves: the thread has seen them and stays idle from now
+            # on (after a fixed sleep it could still hold the socket on a loaded machine)
+            wait_for(receiver.pump)
             sender = threading.Timer(
                 0.3, lambda: send(s, batch(1, [0, 1, 2, 3], U))
             )  # arrives while prefetch waits
@@ -1132,8 +1149,9 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         wait_for(lambda: tel(rec, "messages") == 1)
-        rec.pump()  # (False while the thread, serving, holds the socket)
-        time.sleep(0.2)  # the thread has seen the pump: it stays idle from now on
+        # pumps until one serves (False while the thread, serving, holds the socket): the
+        # thread has seen them and stays idle from now on (a fixed sleep could end first)
+        wait_for(rec.pump)
         assert rec.pump(0.05) is True and len(buf) == 0  # nothing came: waited, returned
         sender = threading.Timer(0.3, lambda: send(s, batch(1, [0, 1, 2], U)))
         sender.start()

@@ -168,10 +168,25 @@ def test_sbatch_refusal_is_a_launch_error(slurm_cluster: SlurmCluster, tmp_path:
 
 
 SRUN_DRIVER = """
-import json, sys, time
+import json, os, subprocess, sys, time
 from melissa_trainer.launcher.backends import Job, SlurmBackend
 
 marker = sys.argv[1]
+
+
+def wait_listed(handle):
+    # until slurmctld lists the step in this allocation: a fixed sleep could end before
+    # srun registered it (a loaded machine), and begin_study would not see it to cancel
+    listing = ["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%j"]
+    deadline = time.monotonic() + 30
+    while True:
+        listed = subprocess.run(listing, capture_output=True, text=True).stdout.split()
+        if handle.step_name in listed:
+            return
+        assert time.monotonic() < deadline, f"step {handle.step_name} never listed: {listed}"
+        time.sleep(0.1)
+
+
 backend = SlurmBackend(mode="srun")
 out = {}
 handle = backend.launch(Job("step-exit", [sys.executable, "-c", "raise SystemExit(5)"]))
@@ -180,7 +195,7 @@ while (code := backend.poll(handle)) is None:
 out["exit"] = code
 sleeper = [sys.executable, "-c", "import time; time.sleep(300)", marker]
 handle = backend.launch(Job("step-long", sleeper))
-time.sleep(1.0)
+wait_listed(handle)
 out["running"] = backend.poll(handle)
 backend.kill(handle, grace=5)
 out["killed"] = backend.poll(handle)
@@ -189,7 +204,7 @@ backend.close()
 earlier = SlurmBackend(mode="srun")
 earlier.begin_study("srunstudy")
 orphan = earlier.launch(Job("orphan", sleeper))
-time.sleep(1.0)
+wait_listed(orphan)
 restarted = SlurmBackend(mode="srun")
 restarted.begin_study("srunstudy")
 deadline = time.monotonic() + 30

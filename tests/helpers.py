@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import importlib.util
 import os
 import shutil
+import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -103,6 +106,29 @@ def read_source(source: Source, buffer: Buffer) -> list[dict[str, np.ndarray]]:
         if not batch:
             return out
         out.extend(batch)
+
+
+def run_group(cmd: list[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)``, but in a
+    session of its own, whose whole process group is SIGKILLed if the run times out or
+    the test is interrupted (pytest-timeout): killing ``accelerate launch`` alone would
+    leave its ranks, and the simulations they launched, running into the next tests."""
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def processes_with(marker: str) -> list[int]:

@@ -11,9 +11,11 @@ import shutil
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+from helpers import run_group
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -60,7 +62,7 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=200, env=env)
+    proc = run_group(cmd, timeout=200, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]
     assert [r["world_size"] for r in results] == [2, 2], "expected two ranks in one process group"
@@ -94,3 +96,26 @@ def test_a_stop_requested_on_one_rank_stops_both(tmp_path: Path) -> None:
     )
     assert {r["global_step"] for r in results} == {8}
     assert not any(r["stream_ended"] for r in results)
+
+
+@pytest.mark.timeout(30)
+def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> None:
+    """`run_group` (the 2-rank launches above): on timeout the launcher's children die
+    too, as `accelerate launch`'s ranks must (killing the launcher alone left them)."""
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; wait"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group(["sh", "-c", script], timeout=2)
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and b"Z" not in _state(child):
+        assert time.monotonic() < deadline, f"the launcher's child {child} survived"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> bytes:
+    """The process's state letter from /proc (Z: a zombie, dead but not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b"Z"

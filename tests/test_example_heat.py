@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import processes_with
+from helpers import processes_with, run_group
 
 pytestmark = [
     pytest.mark.slow,
@@ -91,7 +91,7 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
            str(EXAMPLE), *TINY, "--sampler", "breed", "--output_dir", str(out)]  # fmt: skip
     # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=tmp_path, env=env)
+    proc = run_group(cmd, timeout=160, cwd=tmp_path, env=env)
     summary = summary_of(proc)
     check_run(summary, out)  # samples_received: summed over the two ranks' receivers
     # the adaptive sampler drew the whole budget and was fed the reduced losses

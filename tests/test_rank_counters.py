@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import run_group
 from test_distributed import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -30,7 +30,7 @@ def launch(out: Path, *flags: str) -> None:
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env)
+    proc = run_group(cmd, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 

@@ -10,7 +10,6 @@ import math
 import os
 import shutil
 import socket
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import run_group
 
 from melissa_trainer import (
     ConfigError,
@@ -322,7 +322,7 @@ def test_a_breed_study_in_worker_mode_on_two_ranks_observes_both_ranks_losses(
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
     env["PYTHONPATH"] = str(Path(__file__).parents[1])
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, env=env)
+    proc = run_group(cmd, timeout=150, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]
     assert [r["world_size"] for r in ranks] == [2, 2]

@@ -120,7 +120,7 @@ def test_draws_are_always_inside_the_bounds(sigma: float) -> None:
 
 
 def test_exploration_draws_are_the_sobol_sequence_and_fill_the_start() -> None:
-    sampler = breed(seed=5, min_observations=10)
+    sampler = breed(seed=5, min_observations=10, candidates=1)  # no gap-filling
     sobol = SobolSampler(BOUNDS, seed=5)
     drawn = study(sampler, 14)  # draws 0..13 come before the 10th observation
     assert sampler.explored == 14 and sampler.last_parent is None

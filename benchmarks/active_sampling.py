@@ -27,20 +27,25 @@ process; and the share of each sampler's simulations in the hard region. Runs al
 seeds; ratio = LHS / Breed for errors (higher: Breed better), Breed / LHS for the
 share. Targets (issue 20): >= 1.2 on the uniform set, higher on the hard set.
 
-Breed's settings (`--breed`, JSON of `make_sampler("breed", ...)` options): exploration
-0.7, sigma 0.15, floor 0.5, min_observations 8, BreedSampler's defaults since this
-benchmark chose them; the earlier defaults run with ``--breed '{"exploration": 0.5,
-"sigma": 0.1, "floor": 0.1, "min_observations": 10}'``.
+Breed's settings (`--breed`, JSON of `make_sampler("breed", ...)` options; the JSON
+replaces them all, unnamed ones take BreedSampler's defaults): exploration 0.7, sigma
+0.15, floor 0.5, min_observations 8, candidates 8 (gap-filling exploration: the Sobol'
+candidate, of 8, farthest from every earlier draw), BreedSampler's defaults since this
+benchmark chose them. Plain Sobol' exploration: ``--breed '{"candidates": 1}'``.
 
-Measured here (2 cores, 5 seeds, 265 s; docs/measured.md has every seed): uniform
-0.615 K^2 (LHS) / 0.559 (Breed) = 1.10 (1.03 in an earlier run), **the 1.2 target
-missed**; hard 2.046 / 1.393 = 1.47 (1.37; met); 15% / 19% of the simulations in the
-hard region. Breed's gain there is paid for in the rest of the space (its bred draws
-cluster around a few parents), and the seeds scatter as much as the effect sought.
-BreedSampler's earlier defaults did worse than LHS on both sets (0.82, 0.79); ``--space full``
-gave 0.97 and 1.42, ``--simulations 96`` 1.01 and 1.04.
+Measured here (2 cores shared with other work, 5 seeds, 532 s; docs/measured.md has
+every seed): uniform 0.616 K^2 (LHS) / 0.352 (Breed) = **1.75, the 1.2 target met**
+(1.66 in an earlier run); hard 2.046 / 0.919 = 2.22 (2.32; met); 15% / 21% of the
+simulations in the hard region. The gain is the gap-filling design, not the steering
+by the loss: exploring only (``{"exploration": 1.0}``, no bred draw) gave 1.83 and
+2.91, plain Sobol' points alone (``{"exploration": 1.0, "candidates": 1}``) 1.35 and
+1.42. With plain Sobol' exploration (``{"candidates": 1}``, the defaults until then)
+Breed gave 1.10 and 1.47 (1.03 and 1.37); its older defaults (exploration 0.5,
+sigma 0.1, floor 0.1, min_observations 10) 0.82 and 0.79; with plain Sobol',
+``--space full`` gave 0.97 and 1.42, ``--simulations 96`` 1.01 and 1.04 (not measured
+with gap-filling).
 
-    python benchmarks/active_sampling.py                 # 5 seeds, about 4 minutes on 2 cores
+    python benchmarks/active_sampling.py                 # 5 seeds, 5-9 minutes on 2 cores
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
@@ -92,7 +97,7 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
-BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8}
+BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 8}
 Run = dict[str, Any]
 
 

@@ -29,23 +29,24 @@ share. Targets (issue 20): >= 1.2 on the uniform set, higher on the hard set.
 
 Breed's settings (`--breed`, JSON of `make_sampler("breed", ...)` options; the JSON
 replaces them all, unnamed ones take BreedSampler's defaults): exploration 0.7, sigma
-0.15, floor 0.5, min_observations 8, candidates 8 (gap-filling exploration: the Sobol'
-candidate, of 8, farthest from every earlier draw), BreedSampler's defaults since this
-benchmark chose them. Plain Sobol' exploration: ``--breed '{"candidates": 1}'``.
+0.15, floor 0.5, min_observations 8, candidates 16 (gap-filling exploration: the
+Sobol' candidate, of 16, farthest from every earlier draw), BreedSampler's defaults
+since this benchmark chose them. Plain Sobol' exploration: ``--breed '{"candidates": 1}'``.
 
-Measured here (2 cores shared with other work, 5 seeds, 532 s; docs/measured.md has
-every seed): uniform 0.616 K^2 (LHS) / 0.352 (Breed) = **1.75, the 1.2 target met**
-(1.66 in an earlier run); hard 2.046 / 0.919 = 2.22 (2.32; met); 15% / 21% of the
-simulations in the hard region. The gain is the gap-filling design, not the steering
-by the loss: exploring only (``{"exploration": 1.0}``, no bred draw) gave 1.83 and
-2.91, plain Sobol' points alone (``{"exploration": 1.0, "candidates": 1}``) 1.35 and
-1.42. With plain Sobol' exploration (``{"candidates": 1}``, the defaults until then)
-Breed gave 1.10 and 1.47 (1.03 and 1.37); its older defaults (exploration 0.5,
+Measured here (2 cores shared with other work, 5 seeds, 263 s; docs/measured.md has
+every seed): uniform 0.574 K^2 (LHS) / 0.354 (Breed) = **1.62, the 1.2 target met**
+(1.64 in an earlier run); hard 1.910 / 0.570 = 3.35 (3.39; met); 15% / 23% of the
+simulations in the hard region. The uniform gain is the gap-filling design's, the hard
+region's extra gain the breeding's: exploring only (``{"exploration": 1.0}``, no bred
+draw) gave 1.70 and 2.84; plain Sobol' points alone (``{"exploration": 1.0,
+"candidates": 1}``) 1.35 and 1.42; ``candidates`` 8 1.66-1.75 and 2.22-2.32. With
+plain Sobol' exploration (``{"candidates": 1}``, the defaults until then) Breed gave
+1.10 and 1.47 (1.03 and 1.37); its older defaults (exploration 0.5,
 sigma 0.1, floor 0.1, min_observations 10) 0.82 and 0.79; with plain Sobol',
 ``--space full`` gave 0.97 and 1.42, ``--simulations 96`` 1.01 and 1.04 (not measured
 with gap-filling).
 
-    python benchmarks/active_sampling.py                 # 5 seeds, 5-9 minutes on 2 cores
+    python benchmarks/active_sampling.py                 # 5 seeds, 4-9 minutes on 2 cores
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
@@ -97,7 +98,7 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
-BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 8}
+BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
 Run = dict[str, Any]
 
 

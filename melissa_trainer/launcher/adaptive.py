@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.exploration import Exploration, upgrade_pre_gapfill
 from melissa_trainer.launcher.samplers import Bounds, _BoxSampler, _positive_int, _values
 
 __all__ = ["AdaptiveSampler", "BreedSampler", "Observation"]
@@ -247,11 +247,7 @@ class BreedSampler(AdaptiveSampler):
 
     The defaults (exploration 0.7, sigma 0.15, floor 0.5: the worst parent weighs 3x
     the best, min_observations 8, candidates 16) are those measured best in
-    `benchmarks/active_sampling.py` (48 simulations): 1.62x less error than a Latin
-    hypercube on its uniform test set, 3.35x in its hard region. The uniform gain is
-    gap-filling's (exploring only: 1.70x; ``candidates=1``: 1.03-1.10x), breeding adds
-    the hard region's (exploring only: 2.84x); concentrating harder (exploration 0.5,
-    sigma 0.1, floor 0.1) did worse than the hypercube on both test sets.
+    `benchmarks/active_sampling.py` (docs/measured.md has the figures).
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -379,6 +375,9 @@ class BreedSampler(AdaptiveSampler):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Also a state saved before gap-filling, with ``candidates=1`` (see
+        `exploration.upgrade_pre_gapfill`)."""
+        state = upgrade_pre_gapfill(state, self.candidates, self.memory)
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
         if self.decay_draws is not None and saved is not None and saved != self.decay_draws:

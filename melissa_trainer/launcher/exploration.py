@@ -232,6 +232,10 @@ def upgrade_pre_gapfill(
     if old.get("scramble", True) is not True:
         raise ValueError("exploration state is unscrambled: Breed's sequence is scrambled")
     position = old.get("position")
-    exploration = {"engine": old.get("kind"), "explored": position, "position": position,
-                   "drawn": []}  # fmt: skip
+    exploration: dict[str, Any] = {
+        "engine": old.get("kind"),
+        "explored": position,
+        "position": position,
+        "drawn": [],
+    }
     return {**state, "candidates": 1, "memory": memory, "exploration_state": exploration}

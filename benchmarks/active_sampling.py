@@ -1,5 +1,6 @@
 """Active sampling on the heat equation: a Latin hypercube against the adaptive Breed
-sampler, with the same simulation budget and the same training steps (issue 20).
+sampler, with the same simulation budget and the same training steps (issue 20), and
+Breed's exploration alone as the control that says what the breeding adds.
 
 The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
 diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
@@ -17,36 +18,35 @@ a reservoir that keeps every sample. The buffer's sample-to-insert ratio (tolera
 the least allowed) paces the simulations to the training, so that they arrive over the
 first `--stream_share` of the steps, each drawn knowing the losses so far; the rest of
 the steps replay the reservoir. The study feeds Breed every simulation's relative
-training loss (every 20 steps). Same seed, initial weights and steps for both
-samplers; every simulation of the budget must finish.
+training loss (every 20 steps). Same seed, initial weights and steps for every arm;
+every simulation of the budget must finish.
+
+The arms (`ARMS`): LHS; **exploration alone**, Breed's settings with exploration 1.0
+(its gap-filling design, no bred draw: the losses are fed but unused); Breed. Breed's
+settings (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
+BreedSampler's defaults, which this benchmark chose): exploration 0.7, sigma 0.15, floor
+0.5, min_observations 8, candidates 16 (gap-filling: each exploration draw the Sobol'
+candidate, of 16, farthest from every earlier draw). Plain Sobol' exploration:
+``--breed '{"candidates": 1}'``.
 
 Measured: the MSE (K^2, every point of every step) on `--test` simulations drawn
 uniformly over the space and `--test_hard` inside the hard region, solved once in this
-process; and the share of each sampler's simulations in the hard region. Runs alternate
-(LHS seed 0, Breed seed 0, LHS seed 1, ...), each in its own process; medians over the
-seeds; ratio = LHS / Breed for errors (higher: Breed better), Breed / LHS for the
-share. Targets (issue 20): >= 1.2 on the uniform set, higher on the hard set.
+process; and the share of each arm's simulations in the hard region. Runs interleave
+(LHS seed 0, exploration alone seed 0, Breed seed 0, LHS seed 1, ...), each in its own
+process; medians over the seeds; ratio = baseline / Breed for errors (higher: Breed
+better), Breed / LHS for the share. Targets (issue 20), LHS / Breed: >= 1.2 on the
+uniform set, higher on the hard set; exploration alone / Breed has none (it is what
+the breeding adds).
 
-Breed's settings (`--breed`, JSON of `make_sampler("breed", ...)` options; the JSON
-replaces them all, unnamed ones take BreedSampler's defaults): exploration 0.7, sigma
-0.15, floor 0.5, min_observations 8, candidates 16 (gap-filling exploration: the
-Sobol' candidate, of 16, farthest from every earlier draw), BreedSampler's defaults
-since this benchmark chose them. Plain Sobol' exploration: ``--breed '{"candidates": 1}'``.
+Measured here (2 cores shared with other work, 5 seeds, 419 s; docs/measured.md has
+every seed and earlier runs), medians LHS / exploration alone / Breed: uniform 0.615 /
+0.335 / 0.364 K^2, LHS / Breed **1.69, the 1.2 target met**; hard 2.046 / 0.688 /
+0.576, **3.55, met**; 15% / 17% / 23% of the simulations in the hard region. The
+uniform gain is the gap-filling design's (LHS / exploration alone 1.83): breeding
+costs 8% there (exploration alone / Breed 0.92; worse on 4 seeds of 5) and lowers the
+hard region's error 1.20x (better on 3 seeds, level on 2).
 
-Measured here (2 cores shared with other work, 5 seeds, 263 s; docs/measured.md has
-every seed): uniform 0.574 K^2 (LHS) / 0.354 (Breed) = **1.62, the 1.2 target met**
-(1.64 in an earlier run); hard 1.910 / 0.570 = 3.35 (3.39; met); 15% / 23% of the
-simulations in the hard region. The uniform gain is the gap-filling design's, the hard
-region's extra gain the breeding's: exploring only (``{"exploration": 1.0}``, no bred
-draw) gave 1.70 and 2.84; plain Sobol' points alone (``{"exploration": 1.0,
-"candidates": 1}``) 1.35 and 1.42; ``candidates`` 8 1.66-1.75 and 2.22-2.32. With
-plain Sobol' exploration (``{"candidates": 1}``, the defaults until then) Breed gave
-1.10 and 1.47 (1.03 and 1.37); its older defaults (exploration 0.5,
-sigma 0.1, floor 0.1, min_observations 10) 0.82 and 0.79; with plain Sobol',
-``--space full`` gave 0.97 and 1.42, ``--simulations 96`` 1.01 and 1.04 (not measured
-with gap-filling).
-
-    python benchmarks/active_sampling.py                 # 5 seeds, 4-9 minutes on 2 cores
+    python benchmarks/active_sampling.py                 # 5 seeds, 7-10 minutes on 2 cores
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures

@@ -247,7 +247,8 @@ class BreedSampler(AdaptiveSampler):
 
     The defaults (exploration 0.7, sigma 0.15, floor 0.5: the worst parent weighs 3x
     the best, min_observations 8, candidates 16) are those measured best in
-    `benchmarks/active_sampling.py` (docs/measured.md has the figures).
+    `benchmarks/active_sampling.py`: 1.69x / 3.55x less error than a Latin hypercube
+    (uniform / hard test set), 0.92x / 1.20x than exploring only (docs/measured.md).
 
     Args:
         bounds: `{name: (low, high)}`.

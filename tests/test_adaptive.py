@@ -120,7 +120,7 @@ def test_draws_are_always_inside_the_bounds(sigma: float) -> None:
 
 
 def test_exploration_draws_are_the_sobol_sequence_and_fill_the_start() -> None:
-    sampler = breed(seed=5, min_observations=10)
+    sampler = breed(seed=5, min_observations=10, candidates=1)  # no gap-filling
     sobol = SobolSampler(BOUNDS, seed=5)
     drawn = study(sampler, 14)  # draws 0..13 come before the 10th observation
     assert sampler.explored == 14 and sampler.last_parent is None
@@ -129,7 +129,7 @@ def test_exploration_draws_are_the_sobol_sequence_and_fill_the_start() -> None:
 
 @pytest.mark.parametrize("share", [0.0, 0.3, 0.8])
 def test_a_fixed_exploration_share(share: float) -> None:
-    sampler = breed(seed=2, exploration=share)
+    sampler = breed(seed=2, exploration=share, candidates=1)  # the share, not gap-filling
     drawn = study(sampler, 5 + 4)  # 5 observations kept: the share applies from here on
     before = sampler.explored
     study(sampler, 2000, drawn=drawn)
@@ -138,7 +138,8 @@ def test_a_fixed_exploration_share(share: float) -> None:
 
 
 def test_a_decaying_exploration_share() -> None:
-    sampler = breed(seed=4, exploration=0.9, exploration_final=0.1, decay_draws=1000)
+    options = {"exploration_final": 0.1, "decay_draws": 1000, "candidates": 1}  # see above
+    sampler = breed(seed=4, exploration=0.9, **options)
     assert [sampler.exploration_share(i) for i in (0, 500, 1000, 5000)] == pytest.approx(
         [0.9, 0.5, 0.1, 0.1]
     )

@@ -17,14 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.launcher.samplers import (
-    Bounds,
-    HaltonSampler,
-    SobolSampler,
-    _BoxSampler,
-    _positive_int,
-    _values,
-)
+from melissa_trainer.launcher.exploration import Exploration, upgrade_pre_gapfill
+from melissa_trainer.launcher.samplers import Bounds, _BoxSampler, _positive_int, _values
 
 __all__ = ["AdaptiveSampler", "BreedSampler", "Observation"]
 
@@ -230,9 +224,11 @@ class BreedSampler(AdaptiveSampler):
     Draw `i` is, with its generator ``[seed, i]``:
 
     - an **exploration** draw, with probability `exploration_share(i)` (and always while
-      fewer than `min_observations` are kept): the next point of a scrambled Sobol'
-      (or Halton) sequence over the box, seeded with `seed`; the exploration draws are
-      consecutive points of that sequence, so they stay low-discrepancy;
+      fewer than `min_observations` are kept): of the next `candidates` points of a
+      scrambled Sobol' (or Halton) sequence seeded with `seed`, the one farthest from
+      every point drawn so far, bred or explored (**gap-filling**, see
+      `exploration.Exploration`): it fills the holes the bred draws, clustered around
+      their parents, leave. ``candidates=1``: the next point of the sequence;
     - else a **bred** draw: a parent chosen among the last `window` observations with
       probability `parent_weights()`, moved by Gaussian noise of std
       ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
@@ -250,10 +246,9 @@ class BreedSampler(AdaptiveSampler):
     the number of draws `plan` announces (the launcher's `n_simulations`).
 
     The defaults (exploration 0.7, sigma 0.15, floor 0.5: the worst parent weighs 3x
-    the best, min_observations 8) are those measured best in
-    `benchmarks/active_sampling.py` (48 simulations): concentrating harder (exploration
-    0.5, sigma 0.1, floor 0.1, the earlier defaults) did worse than a Latin hypercube
-    on both of its test sets.
+    the best, min_observations 8, candidates 16) are those measured best in
+    `benchmarks/active_sampling.py`: 1.69x / 3.55x less error than a Latin hypercube
+    (uniform / hard test set), 0.92x / 1.20x than exploring only (docs/measured.md).
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -268,6 +263,12 @@ class BreedSampler(AdaptiveSampler):
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
         explorer: "sobol" or "halton", the exploration sequence.
+        candidates: K, the sequence's points each exploration draw chooses among (K - 1
+            of them are skipped); 1: no gap-filling.
+        memory: how many draws (the newest) gap-filling keeps away from; None: all (the
+            state then grows with the study). 1000: every draw of a study of that size,
+            with a bounded state (1000 x the varying parameters floats) and cost (K x
+            1000 distances per exploration draw).
     """
 
     kind = "breed"
@@ -286,14 +287,14 @@ class BreedSampler(AdaptiveSampler):
         power: float = 1.0,
         floor: float = 0.5,
         explorer: str = "sobol",
+        candidates: int = 16,
+        memory: int | None = 1000,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.exploration = _number("exploration", exploration, 0.0, 1.0)
-        self.exploration_final = (
-            None
-            if exploration_final is None
-            else _number("exploration_final", exploration_final, 0.0, 1.0)
-        )
+        final = exploration_final
+        final = None if final is None else _number("exploration_final", final, 0.0, 1.0)
+        self.exploration_final = final
         if decay_draws is not None:
             _positive_int("decay_draws", decay_draws)
         self.decay_draws = decay_draws
@@ -307,18 +308,19 @@ class BreedSampler(AdaptiveSampler):
         self.sigma = _number("sigma", sigma, 0.0, math.inf, low_open=True)
         self.power = _number("power", power, 0.0, math.inf, low_open=True)
         self.floor = _number("floor", floor, 0.0, math.inf, low_open=True)
-        engines = {"sobol": SobolSampler, "halton": HaltonSampler}
-        if explorer not in engines:
-            raise ValueError(f"explorer must be 'sobol' or 'halton', not {explorer!r}")
-        self.explorer = explorer
-        self._explorer = engines[explorer](self.bounds, self.seed)
+        self.explorer, self.candidates, self.memory = explorer, candidates, memory
+        self._explorer = self._new_exploration()  # checks the three
         #: the simulation id the last draw was bred from; None for an exploration draw
         self.last_parent: int | None = None
 
     @property
     def explored(self) -> int:
         """How many of the draws so far were exploration draws."""
-        return self._explorer.position
+        return self._explorer.explored
+
+    def _new_exploration(self) -> Exploration:
+        dims, varying = len(self.names), self._span > 0
+        return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws` (before the first draw)."""
@@ -351,24 +353,20 @@ class BreedSampler(AdaptiveSampler):
         explore = rng.random() < self.exploration_share(index)  # drawn first, always
         if explore or len(self._observed) < self.min_observations:
             self.last_parent = None
-            return self._explorer.draw()
-        parents = list(self._observed.values())
-        parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
-        unit = self._unit(parent.parameters) + rng.normal(0.0, self.sigma, len(self.names))
-        unit = np.abs((unit + 1.0) % 2.0 - 1.0)  # reflected into [0, 1], also twice or more
-        self.last_parent = parent.simulation_id
+            unit = self._explorer.draw()
+        else:
+            parents = list(self._observed.values())
+            parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
+            unit = self._unit(parent.parameters) + rng.normal(0.0, self.sigma, len(self.names))
+            unit = np.abs((unit + 1.0) % 2.0 - 1.0)  # reflected into [0, 1], also twice or more
+            self.last_parent = parent.simulation_id
+        self._explorer.remember(unit)  # every draw: gap-filling keeps away from all of them
         return self._scale(unit)
 
     def _options(self) -> dict[str, Any]:
-        return {
-            "exploration": self.exploration,
-            "exploration_final": self.exploration_final,
-            "min_observations": self.min_observations,
-            "sigma": self.sigma,
-            "power": self.power,
-            "floor": self.floor,
-            "explorer": self.explorer,
-        }
+        names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
+                 "floor", "explorer", "candidates", "memory")  # fmt: skip
+        return {name: getattr(self, name) for name in names}
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -378,6 +376,9 @@ class BreedSampler(AdaptiveSampler):
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Also a state saved before gap-filling, with ``candidates=1`` (see
+        `exploration.upgrade_pre_gapfill`)."""
+        state = upgrade_pre_gapfill(state, self.candidates, self.memory)
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
         if self.decay_draws is not None and saved is not None and saved != self.decay_draws:
@@ -387,7 +388,7 @@ class BreedSampler(AdaptiveSampler):
         exploration_state = state.get("exploration_state")
         if not isinstance(exploration_state, Mapping):
             raise ValueError(f"sampler state has no exploration_state: {exploration_state!r}")
-        explorer = type(self._explorer)(self.bounds, self.seed)
+        explorer = self._new_exploration()
         explorer.load_state_dict(exploration_state)  # checked before anything changes
         super().load_state_dict(state)
         self._explorer = explorer

@@ -263,3 +263,25 @@ def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
     finally:
         study.stop()
     assert waits == [STOP_WAIT if stream_ended else 0.0]
+
+
+@pytest.mark.timeout(60)
+def test_a_checkpoint_at_the_end_of_the_stream_records_every_complete_simulation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher's thread applies the receivers' reports of complete data once per
+    `poll_interval`: a checkpoint taken at the end of the stream, before its next tick,
+    recorded the last simulations as still running or exited (a CI failure of
+    tests/test_scale.py). `state_dict` applies the pending reports first."""
+    monkeypatch.setattr("melissa_trainer.study.STOP_WAIT", 0.1)  # the thread sleeps on
+    study = Study(launcher(tmp_path, 2, poll_interval=3600.0))  # one tick, then asleep
+    buffer = FIFOBuffer(64)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    try:
+        study.on_all_ranks_started()
+        assert len(read_source(study, buffer)) == 2 * 3  # to the end of the stream
+        records = records_of(study.state_dict()["launcher"])
+    finally:
+        study.stop()
+    assert {r["status"] for r in records.values()} <= {"complete", "finished"}, records

@@ -343,7 +343,14 @@ class Launcher:
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable: the sampler's position, the next id, every simulation's
-        record (parameters, status, restarts, exit codes, seconds) and the redraw count."""
+        record (parameters, status, restarts, exit codes, seconds) and the redraw count.
+
+        The receivers' reports of complete data not yet applied by the launcher's
+        thread (it does so every `poll_interval`) are applied first: a simulation whose
+        data the checkpointed buffer holds is recorded as finished, not as exited."""
+        supervisor = self._supervisor
+        if supervisor is not None:
+            supervisor.take_completed()
         with self._lock:
             return self._study.state_dict()
 

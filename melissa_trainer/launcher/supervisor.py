@@ -218,17 +218,18 @@ class Supervisor:
             return self.study.awaiting_data()
 
     def take_completed(self) -> None:
-        """Apply the receivers' new reports of complete data (cheap: a slice of a list)."""
+        """Apply the receivers' new reports of complete data (cheap: a slice of a list).
+        Any thread: the launcher's, and `Launcher.state_dict`'s, so that a checkpoint
+        records as finished every simulation the receivers have complete."""
         if self.data is None:
             return
-        new = self.data.completed(self._seen_completed)
-        self._seen_completed += len(new)
-        if new:
-            with self.lock:
-                for sid in new:
-                    changed = self.study.data_complete(sid)
-                    if changed and self.study.records[sid].status == "finished":
-                        self.log_paths.pop(sid, None)  # (kept for failures only)
+        with self.lock:  # (the count read and advanced by one thread at a time)
+            new = self.data.completed(self._seen_completed)
+            self._seen_completed += len(new)
+            for sid in new:
+                changed = self.study.data_complete(sid)
+                if changed and self.study.records[sid].status == "finished":
+                    self.log_paths.pop(sid, None)  # (kept for failures only)
 
     def log_of(self, sid: int) -> Path:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")

@@ -162,12 +162,14 @@ def make_trainer(
         "save_at_end": False,
         **args,
     }
+    # a process_batch given replaces the default process_sample
+    extra = {"process_batch": options.pop("process_batch")} if "process_batch" in options else {}
     return cls(  # type: ignore[no-any-return]
         model,
         TrainingArguments(**options),
         torch.optim.SGD(model.parameters(), lr=lr),
         train_source=data,
-        process_sample=xy,
+        **(extra or {"process_sample": xy}),
     )
 
 

@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from test_simulation_loss import make_trainer
 
-from melissa_trainer import Hook, OnlineTrainer, SampleBlock, SimulationLosses, TrainingArguments
+from melissa_trainer import Hook, OnlineTrainer, SampleBlock, SimulationLosses
 
 CPU = torch.device("cpu")
 W = np.array([1.0, -2.0, 0.5], np.float32)
@@ -39,39 +40,6 @@ def sequential(simulations: int, steps: int) -> Iterator[dict[str, np.ndarray]]:
             x = rng.standard_normal(3).astype(np.float32)
             y = np.array([x @ W + 10.0 * sid], np.float32)
             yield {"x": x, "y": y, "simulation_id": np.array(sid, np.int64)}
-
-
-def xy(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(sample["x"]), torch.from_numpy(sample["y"])
-
-
-def trainer_of(
-    tmp_path: Path, data: Any, cls: type = OnlineTrainer, lr: float = 0.05, **args: Any
-) -> OnlineTrainer:
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    options: dict[str, Any] = {
-        "output_dir": str(tmp_path / "out"),
-        "batch_size": 4,
-        "buffer": "fifo",
-        "buffer_size": 16,
-        "report_to": "none",
-        "disable_progress_bar": True,
-        "simulation_loss_steps": 3,
-        "save_at_end": False,
-        **args,
-    }
-    if "process_batch" not in options:
-        extra: dict[str, Any] = {"process_sample": xy}
-    else:
-        extra = {"process_batch": options.pop("process_batch")}
-    return cls(
-        model,
-        TrainingArguments(**options),
-        torch.optim.SGD(model.parameters(), lr=lr),
-        train_source=data,
-        **extra,
-    )
 
 
 def test_a_diverged_simulation_is_not_observed_as_average() -> None:
@@ -106,7 +74,7 @@ def test_one_simulation_per_period_still_orders_the_simulations(tmp_path: Path) 
     # simulation. lr 0: the model never changes, so the mean losses are comparable and
     # a statistic that "does not drift" must order the simulations as they do; the
     # relative loss divides each simulation by itself and reports 1.0 for all of them
-    trainer = trainer_of(tmp_path, sequential(4, 12), lr=0.0)
+    trainer = make_trainer(tmp_path, sequential(4, 12), lr=0.0)
     trainer.train()
     stats = sorted(trainer.simulation_losses, key=lambda x: x.simulation_id)
     assert [x.draws for x in stats] == [12] * 4
@@ -135,7 +103,7 @@ def test_overriding_compute_sample_losses_alone_trains_on_one_loss(tmp_path: Pat
 
     first: list[float] = []
     for name, steps in (("tracked", 3), ("untracked", 0)):
-        trainer = trainer_of(
+        trainer = make_trainer(
             tmp_path / name, sequential(1, 4), cls=L1Samples, simulation_loss_steps=steps
         )
         hook = FirstLoss()
@@ -151,6 +119,6 @@ def test_a_process_batch_that_drops_samples_is_named(tmp_path: Path) -> None:
         x, y = block.fields["x"][:-1], block.fields["y"][:-1]
         return torch.from_numpy(x.copy()), torch.from_numpy(y.copy())
 
-    trainer = trainer_of(tmp_path, sequential(1, 8), process_batch=drop_last)
+    trainer = make_trainer(tmp_path, sequential(1, 8), process_batch=drop_last)
     with pytest.raises(ValueError, match="process_batch"):
         trainer.train()

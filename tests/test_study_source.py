@@ -202,44 +202,20 @@ def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_preempted_study_stops_its_simulations_without_waiting(tmp_path: Path) -> None:
-    """Every simulation launched (nothing pending), the run preempted: `stop` does not
-    give the last simulations `STOP_WAIT` for their data, which nothing would train on
-    (a user's SIGTERM exited after 11.4 s, its checkpoint written after 0.1 s)."""
-    hanging = "import time\ntime.sleep(3600)\n"
-    study = Study(launcher(tmp_path, 2, script=hanging))
-    buffer = FIFOBuffer(8)
-    study.configure(str(tmp_path / "out"))
-    study.start(buffer, 0, 1)
-    waits: list[float] = []
-    stop = study.launcher.stop
-
-    def spy(wait: float = 0.0) -> None:
-        waits.append(wait)
-        stop(wait)
-
-    study.launcher.stop = spy  # type: ignore[method-assign]
-    try:
-        study.on_all_ranks_started()
-        deadline = time.monotonic() + 30
-        while study.launcher.summary()["running"] < 2:  # both launched: nothing pending
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-        study.on_preempted()
-    finally:
-        study.stop()
-    assert waits == [0.0]
-
-
-@pytest.mark.timeout(60)
-@pytest.mark.parametrize("stream_ended", [False, True])
+@pytest.mark.parametrize(
+    ("events", "wait"),
+    [((), 0.0), (("on_end_of_stream",), STOP_WAIT), (("on_preempted",), 0.0),
+     (("on_end_of_stream", "on_preempted"), 0.0)],
+)  # fmt: skip
 def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
-    tmp_path: Path, stream_ended: bool
+    tmp_path: Path, events: tuple[str, ...], wait: float
 ) -> None:
     """Every simulation launched (nothing pending): a run stopped by `max_steps` or a
     hook (no END_OF_STREAM) kills them at once, as they may be blocked on a full buffer
     (it waited `STOP_WAIT` for nothing before); at the end of the stream, on any rank,
-    they are closing and get `STOP_WAIT` for their data."""
+    they are closing and get `STOP_WAIT` for their data; once preempted, nothing will
+    be trained on: no wait (a user's SIGTERM exited after 11.4 s, its checkpoint
+    written after 0.1 s)."""
     hanging = "import time\ntime.sleep(3600)\n"
     study = Study(launcher(tmp_path, 2, script=hanging))
     study.configure(str(tmp_path / "out"))
@@ -258,11 +234,11 @@ def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
         while study.launcher.summary()["running"] < 2:  # both launched: nothing pending
             assert time.monotonic() < deadline
             time.sleep(0.05)
-        if stream_ended:
-            study.on_end_of_stream()
+        for event in events:
+            getattr(study, event)()
     finally:
         study.stop()
-    assert waits == [STOP_WAIT if stream_ended else 0.0]
+    assert waits == [wait]
 
 
 @pytest.mark.timeout(60)

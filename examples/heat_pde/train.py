@@ -276,8 +276,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if summary["sampler"]:
         draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order
         print(
-            f"breed: of {draws} draws, {explored} explored (Sobol'), {draws - explored} bred "
-            f"from the worst-trained simulations; {observed} simulations' losses observed"
+            f"breed: of {draws} draws, {explored} explored (gap-filling Sobol'), "
+            f"{draws - explored} bred from the worst-trained simulations; {observed} "
+            "simulations' losses observed"
         )
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")

@@ -2,23 +2,30 @@
 
 `simulate_offline` runs the ensemble (the `Launcher`, the heat solver's ``--save_npy``
 mode: one ``.npy`` of shape (time_steps, n, n) per simulation and a JSON of its
-parameters); `train_offline` trains with a standard `torch.utils.data.DataLoader` over
-the memory-mapped files, shuffled every epoch. The shared parts (model, features,
-learning-rate rule, validation) are `heat_pipelines`'.
+parameters); `train_offline` trains on the files, shuffled every epoch, as a competent
+offline pipeline would: when the data fits in memory (a quarter of the machine's, here
+always) it is read once into two tensors (inputs and targets, the read inside the
+timed training) and each batch is one index of them, with no per-sample Python and no
+DataLoader (`loader="memory"`); otherwise a standard `torch.utils.data.DataLoader`
+over the memory-mapped files (`loader="mmap"`, `Setup.loader_workers` workers). The
+shared parts (model, features, learning-rate rule, validation) are `heat_pipelines`'.
 """
 
 from __future__ import annotations
 
-import sys
+import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from heat_pipelines import (
+    CENTER,
     POLL,
-    SOLVER,
+    SCALE,
     Run,
     Setup,
     Tracker,
@@ -44,9 +51,10 @@ def simulate_offline(
     The run's "files" are ``[path, seconds after the start it was complete]``, oldest
     first: the data an offline pipeline stopping at time T has is the prefix up to T.
     """
+    setup.pin_training()  # the launcher's loop: off the simulations' core
     data = workdir / "data"
     data.mkdir(parents=True)
-    command = [sys.executable, str(SOLVER), *setup.config.argv()]
+    command = setup.solver_command()
     command += ["--save_npy", str(data / "sim-{simulation_id:06d}.npy")]
     launcher = Launcher(
         command,
@@ -80,6 +88,49 @@ def simulate_offline(
     )
 
 
+def load_in_memory(files: Sequence[str], steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inputs and targets of every time step of every file, as `features` makes them
+    (rows in file order, then step order), in two tensors."""
+    t = np.sqrt(np.arange(1, steps + 1, dtype=np.float64) / steps).astype(np.float32)
+    xs, ys = [], []
+    for f in files:
+        p = load_parameters(f)
+        x = np.empty((steps, len(p) + 1), dtype=np.float32)
+        x[:, :5] = ((p[:5] - CENTER) / SCALE).astype(np.float32)
+        x[:, 5] = np.float32(p[5] / 2.0)
+        x[:, 6] = t
+        xs.append(x)
+        field = np.load(f).reshape(steps, -1).astype(np.float32, copy=False)
+        ys.append((field - np.float32(CENTER)) / np.float32(SCALE))
+    return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+
+
+def fits_in_memory(files: Sequence[str]) -> bool:
+    """Whether the files' data takes at most a quarter of this machine's memory."""
+    total = sum(os.path.getsize(f) for f in files)
+    return total <= os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / 4
+
+
+class MemoryBatches:
+    """Shuffled batches of in-memory tensors: an epoch is one pass over a new
+    permutation drawn from `generator` (the last batch may be smaller, as a DataLoader's
+    without ``drop_last``)."""
+
+    def __init__(
+        self, x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator
+    ) -> None:
+        self.x, self.y, self.batch_size, self.generator = x, y, batch_size, generator
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.x) / self.batch_size)
+
+    def __iter__(self):
+        order = torch.randperm(len(self.x), generator=self.generator)
+        for start in range(0, len(order), self.batch_size):
+            index = order[start : start + self.batch_size]
+            yield self.x[index], self.y[index]
+
+
 class NpyDataset(torch.utils.data.Dataset):
     """(inputs, target) of every time step of every file, memory-mapped."""
 
@@ -105,31 +156,42 @@ def train_offline(
     duration: float | None = None,
     start_time: float = 0.0,
     eval_every: float | None = None,
+    loader: str | None = None,
 ) -> Run:
     """Train on `files` for `epochs` or for `duration` s (whichever is given).
 
     `start_time`: when this training phase starts in the pipeline's clock (after its
-    simulations): curve times and validation instants are on that clock.
+    simulations): curve times and validation instants are on that clock. `loader`:
+    "memory" or "mmap" (see the module docstring); None: "memory" if the data fits.
     """
     assert (epochs is None) != (duration is None), "give epochs or duration"
+    setup.pin_training()
     torch.set_num_threads(setup.torch_threads)
-    dataset = NpyDataset(files, setup.time_steps)
-    loader = torch.utils.data.DataLoader(
-        dataset,
-        batch_size=setup.batch_size,
-        shuffle=True,
-        num_workers=setup.loader_workers,
-        persistent_workers=setup.loader_workers > 0,
-        generator=torch.Generator().manual_seed(setup.seed),
-    )
+    loader = loader or ("memory" if fits_in_memory(files) else "mmap")
     model = make_model(setup)
     optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
     tracker = Tracker(*validation, eval_every, start=start_time)
-    total_steps = (epochs or 0) * len(loader)
+    t0 = time.perf_counter()  # the read into memory is part of the training's time
+    generator = torch.Generator().manual_seed(setup.seed)
+    batches: Any
+    if loader == "memory":
+        batches = MemoryBatches(*load_in_memory(files, setup.time_steps), setup.batch_size,
+                                generator)  # fmt: skip
+    elif loader == "mmap":
+        batches = torch.utils.data.DataLoader(
+            NpyDataset(files, setup.time_steps),
+            batch_size=setup.batch_size,
+            shuffle=True,
+            num_workers=setup.loader_workers,
+            persistent_workers=setup.loader_workers > 0,
+            generator=generator,
+        )
+    else:
+        raise ValueError(f"loader={loader!r}: 'memory' or 'mmap'")
+    total_steps = (epochs or 0) * len(batches)
     steps = epoch = 0
-    t0 = time.perf_counter()
     while epochs is None or epoch < epochs:
-        for x, y in loader:
+        for x, y in batches:
             spent = time.perf_counter() - t0
             if duration is not None and spent >= duration:
                 break
@@ -150,7 +212,8 @@ def train_offline(
     run = new_run(
         "offline train",
         steps=steps,
-        epochs=round(steps / max(len(loader), 1), 2),
+        epochs=round(steps / max(len(batches), 1), 2),
+        loader=loader,
         samples_seen=steps * setup.batch_size,
         simulations=len(files),
         train_seconds=round(train_seconds, 3),

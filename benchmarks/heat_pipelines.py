@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import resource
 import sys
 import time
@@ -91,10 +92,33 @@ class Setup:
     buffer_size: int = 10_000  # online reservoir, samples
     watermark: int = 1_000  # online: samples before the first step
     n_validation: int = 16  # held-out simulations
+    substeps: int = 1  # the solver's implicit steps per sample: its cost per sample
+    #: pin the training process to one core and the simulations to another (as a GPU
+    #: node splits them); `cores` picks which: (training, simulations)
+    pin: bool = False
+    cores: tuple[int, int] = (0, 1)
 
     @property
     def config(self) -> HeatConfig:
-        return HeatConfig(self.grid_size, self.time_steps)
+        return HeatConfig(self.grid_size, self.time_steps, substeps=self.substeps)
+
+    def solver_command(self) -> list[str]:
+        """The solver's command line (pinned to the simulations' core with `pin`)."""
+        command = [sys.executable, str(SOLVER), *self.config.argv()]
+        if self.pin:
+            command = ["taskset", "-c", str(self.cores[1]), *command]
+        return command
+
+    def pin_training(self) -> None:
+        """With `pin`, bind this process (its calling thread and every thread it starts
+        after: call it first, while it has one thread) to the training core."""
+        if self.pin:
+            available = os.sched_getaffinity(0)
+            if not set(self.cores) <= available:
+                raise RuntimeError(
+                    f"pinning needs cores {self.cores}; this process may use {sorted(available)}"
+                )
+            os.sched_setaffinity(0, {self.cores[0]})
 
     @property
     def sample_bytes(self) -> int:
@@ -291,7 +315,7 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
     """The launcher running the streaming solver, and the study (the source) receiving it."""
     n = setup.grid_size
     launcher = Launcher(
-        [sys.executable, str(SOLVER), *setup.config.argv()],
+        setup.solver_command(),
         design(setup, n_simulations),
         n_simulations,
         job_limit=setup.sim_jobs,
@@ -310,6 +334,7 @@ def stream_alone(setup: Setup, workdir: Path, n_simulations: int) -> Run:
     """Online's simulations alone: the same launcher, solvers and receiver, the samples
     drained from a FIFO buffer and dropped, no training: t_sim as online runs them
     (each simulation process also imports the client, connects and sends)."""
+    setup.pin_training()
     launcher, source = _stream(setup, workdir, n_simulations)
     buffer = make_buffer(BufferConfig("fifo", setup.buffer_size))
     source.configure(str(workdir / "trainer"))
@@ -356,6 +381,7 @@ def run_online(
     (reservoir without a rate limit) and stops after `budget` s. The wall time runs
     from `train()` to the end of its loop (the source's shutdown is not counted).
     """
+    setup.pin_training()
     torch.set_num_threads(setup.torch_threads)
     launcher, source = _stream(setup, workdir, n_simulations)
     trainer = _trainer(setup, workdir, source, sample_to_insert_ratio=ratio)
@@ -391,6 +417,7 @@ def train_from_memory(
     """Online's training half alone: the same trainer, buffer and `ratio` for at most
     `steps` steps, fed from samples already in memory (`files`, loaded before the
     clock) instead of the network."""
+    setup.pin_training()
     torch.set_num_threads(setup.torch_threads)
     samples = []
     for f in files:

@@ -48,9 +48,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import heat_offline  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
+import regime  # noqa: E402
 from isolated import run_isolated  # noqa: E402
 from report import print_rows  # noqa: E402
 
@@ -68,14 +71,34 @@ def child(fn: str, setup: dict[str, Any], workdir: Path, **kwargs: Any) -> Run:
     on disk are measured)."""
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir.with_name(f"{workdir.name}.{fn}.log")
+    if fn in ("run_online", "train_offline", "train_from_memory"):
+        kwargs["validation"] = validation_file(setup, workdir)
     return run_isolated(pipeline, fn, setup, str(workdir), kwargs, log=log, preload=PRELOAD)
+
+
+#: the held-out set of each setup, computed once (its simulations cost `substeps` times
+#: more with the solver's sub-steps): {setup's key: path of the saved tensors}
+_validation_files: dict[str, Path] = {}
+
+
+def validation_file(setup: dict[str, Any], workdir: Path) -> str:
+    """Where the held-out set of `setup` is saved: computed at the first call, beside
+    `workdir`'s case folder (outside every measured folder)."""
+    fields = hp.Setup(**setup)
+    key = json.dumps([fields.grid_size, fields.time_steps, fields.substeps, fields.seed,
+                      fields.n_validation])  # fmt: skip
+    if key not in _validation_files:
+        path = workdir.parent / f"validation-{len(_validation_files)}.pt"
+        torch.save(hp.validation_set(fields), path)
+        _validation_files[key] = path
+    return str(_validation_files[key])
 
 
 def pipeline(fn: str, setup_fields: dict[str, Any], workdir: str, kwargs: dict[str, Any]) -> Run:
     """In the child: run one pipeline; its `Run`."""
     setup = hp.Setup(**setup_fields)
-    if fn in ("run_online", "train_offline", "train_from_memory"):
-        kwargs["validation"] = hp.validation_set(setup)
+    if "validation" in kwargs:
+        kwargs["validation"] = tuple(torch.load(kwargs["validation"]))
     if fn == "train_offline":  # reads the files it is given, writes nothing
         return heat_offline.train_offline(setup, **kwargs)
     if fn == "simulate_offline":
@@ -161,6 +184,30 @@ def equal_budget(
     )  # fmt: skip
     stored.update(bytes_on_disk=used, storage_budget=storage)
     return {"online": online, "offline": offline, "storage": stored, "simulate": simulated}
+
+
+def sweep(
+    setup: dict[str, Any], work: Path, substeps: list[int], opts: argparse.Namespace
+) -> list[regime.Point]:
+    """The regime map: case 2 and 3 (equal wall time, equal storage) at each solver cost
+    in `substeps`, training and simulations pinned to one core each."""
+    points = []
+    splits = [float(s) for s in opts.splits.split(",")]
+    for s in substeps:
+        config = {**setup, "substeps": s, "pin": True, "watermark": opts.sweep_watermark}
+        # a simulation's pace, to size the study: its solve here plus a start-up
+        parameters = hp.design(hp.Setup(**config), 1)[0]
+        t0 = time.perf_counter()
+        for _ in hp.solve(parameters, hp.Setup(**config).config):
+            pass
+        pace = time.perf_counter() - t0 + 0.1
+        print(f"substeps {s}: ~{pace:.2g} s a simulation", flush=True)
+        budget = equal_budget(
+            config, work / f"substeps-{s}", opts.budget, splits, opts.storage_fraction,
+            opts.budget / 12, pace,
+        )  # fmt: skip
+        points.append(regime.point(s, budget, hp.Setup(**config).time_steps))
+    return points
 
 
 def mb(n: float) -> str:
@@ -273,7 +320,14 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--no_plot", action="store_true")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--sweep", metavar="SUBSTEPS", help=(
+        "map the regime instead: cases 2 and 3 at each of these solver sub-step counts "
+        "(e.g. 1,16,64,384), trainer and simulations pinned to one core each"))  # fmt: skip
+    p.add_argument("--sweep_watermark", type=int, default=200,
+                   help="--sweep: samples before online's first step")  # fmt: skip
     opts = p.parse_args()
+    if opts.sweep:
+        return main_sweep(opts)
     quick = {"simulations": 6, "budget": 6.0} if opts.quick else {}
     opts.simulations = opts.simulations or quick.get("simulations", 128)
     opts.budget = opts.budget or quick.get("budget", 120.0)
@@ -304,6 +358,33 @@ def main() -> None:
         plot(budget, png, opts)
         print(f"plot: {png}")
     (out / "results.json").write_text(json.dumps({"data": data, "budget": budget}, default=str))
+    if opts.json:
+        print(json.dumps({"rows": table}))
+
+
+def main_sweep(opts: argparse.Namespace) -> None:
+    """`--sweep`: the regime map (table, rows, plot)."""
+    opts.budget = opts.budget or (6.0 if opts.quick else 60.0)
+    setup: dict[str, Any] = {"sim_jobs": 1, "torch_threads": 1, "seed": opts.seed}
+    if opts.quick:
+        setup.update(buffer_size=400, n_validation=2)
+    out = Path(opts.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="work-", dir=out))
+    start = time.perf_counter()
+    try:
+        points = sweep(setup, work, [int(s) for s in opts.sweep.split(",")], opts)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    regime.print_table(points, opts.budget)
+    table = regime.rows(points, opts.storage_fraction, TARGET_ERROR_RATIO)
+    print_rows(table, "the regime map (ours = online)", width=90)
+    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+    if not opts.no_plot:
+        png = out / "regime.png"
+        regime.plot(points, png, opts.budget)
+        print(f"plot: {png}")
+    (out / "regime.json").write_text(json.dumps(points, default=str))
     if opts.json:
         print(json.dumps({"rows": table}))
 

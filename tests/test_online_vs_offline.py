@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
@@ -166,3 +169,112 @@ def test_an_offline_case_without_a_simulation_is_named_not_crashed(
     option = "--splits" if empty == "share" else "--storage_fraction"
     with pytest.raises(RuntimeError, match=option):
         bench.equal_budget({}, tmp_path, 4.0, splits, fraction, 1.0, 0.5)
+
+
+def _dense_backward_euler(parameters: dict, config) -> np.ndarray:
+    """The heat solver's run by dense linear algebra (an oracle independent of its
+    sine transform): each of `substeps` sub-steps solves (I - r A) u' = u + r b, A the
+    5-point stencil with Dirichlet sides, r = alpha (dt / substeps) / h^2."""
+    n = config.grid_size
+    alpha = 2.0 ** parameters.get("log2_alpha", math.log2(config.alpha))
+    r = alpha * config.dt / config.substeps * (n + 1) ** 2
+    index = np.arange(n * n).reshape(n, n)
+    a = -4.0 * np.eye(n * n)
+    b = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+                if 0 <= i + di < n and 0 <= j + dj < n:
+                    a[index[i, j], index[i + di, j + dj]] = 1.0
+    b[:, 0] += parameters["t_left"]
+    b[:, -1] += parameters["t_right"]
+    b[0, :] += parameters["t_bottom"]
+    b[-1, :] += parameters["t_top"]
+    system = np.eye(n * n) - r * a
+    u = np.full(n * n, float(parameters["t_initial"]))
+    out = []
+    for _ in range(config.time_steps):
+        for _ in range(config.substeps):
+            u = np.linalg.solve(system, u + r * b.reshape(-1))
+        out.append(u.reshape(n, n))
+    return np.stack(out)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("substeps", [1, 3])
+def test_the_solvers_substeps_are_backward_euler_steps_of_dt_over_substeps(substeps):
+    """`--sweep`'s cost knob: `substeps` implicit steps of dt/substeps per sample sent,
+    checked against a dense solve; the solver's command line carries it."""
+    config = hp.Setup(grid_size=5, time_steps=4, substeps=substeps).config
+    parameters = {**hp.design(SETUP, 1)[0]}
+    got = np.stack(list(solve(parameters, config)))
+    np.testing.assert_allclose(got, _dense_backward_euler(parameters, config), rtol=1e-5)
+    assert config.argv()[-2:] == ["--substeps", str(substeps)]
+
+
+@pytest.mark.timeout(60)
+def test_offline_in_memory_holds_what_the_features_make_and_shuffles_each_row_once(tmp_path):
+    simulated = off.simulate_offline(SETUP, tmp_path / "offline", 3)
+    files = [path for path, _ in simulated["files"]]
+    x, y = off.load_in_memory(files, SETUP.time_steps)
+    pairs = [
+        hp.features(hp.load_parameters(f), step, field, SETUP.time_steps)
+        for f in files
+        for step, field in enumerate(np.load(f))
+    ]
+    np.testing.assert_allclose(x.numpy(), np.stack([p[0].numpy() for p in pairs]), rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), np.stack([p[1].numpy() for p in pairs]), rtol=1e-6)
+    rows = torch.arange(len(x), dtype=torch.float32)[:, None]
+    batches = off.MemoryBatches(rows, rows, 7, torch.Generator().manual_seed(0))
+    assert len(batches) == math.ceil(len(x) / 7)
+    epochs = [torch.cat([bx for bx, _ in batches]).flatten().tolist() for _ in range(2)]
+    for seen in epochs:  # every row once an epoch, in a new order each time
+        assert sorted(seen) == list(range(len(x)))
+    assert epochs[0] != epochs[1]
+    # both loaders train the same number of steps an epoch
+    validation = hp.validation_set(SETUP)
+    for loader in ("memory", "mmap"):
+        run = off.train_offline(SETUP, files, validation, epochs=1, loader=loader)
+        assert run["loader"] == loader
+        assert run["steps"] == math.ceil(len(x) / SETUP.batch_size)
+        assert math.isfinite(run["val_mse"])
+
+
+def test_the_crossover_is_interpolated_in_log_r_and_log_ratio():
+    import regime
+
+    points = [{"r": 1.0, "time_ratio": 0.5}, {"r": 10.0, "time_ratio": 2.0},
+              {"r": 100.0, "time_ratio": 4.0}]  # fmt: skip
+    assert regime.crossover(points) == pytest.approx(math.sqrt(10.0))
+    assert "crosses 1 at r ~ 3.2" in regime.verdict(points)
+    ahead = [{"r": 1.0, "time_ratio": 1.5}, {"r": 10.0, "time_ratio": 2.0}]
+    assert regime.crossover(ahead) is None
+    assert regime.verdict(ahead).startswith("online ahead at every point")
+    behind = [{"r": 0.5, "time_ratio": 0.9}, {"r": 2.0, "time_ratio": 0.7}]
+    assert regime.verdict(behind).startswith("offline ahead at every point")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 or shutil.which("taskset") is None,
+    reason="--sweep pins training and simulations to two cores with taskset",
+)
+def test_the_sweep_maps_two_costs_pinned(tmp_path):
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--sweep", "1,64",
+         "--budget", "4", "--splits", "0.5", "--storage_fraction", "0.5", "--no_plot",
+         "--json", "--output_dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=280, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    points = json.loads((tmp_path / "regime.json").read_text())
+    assert [p["substeps"] for p in points] == [1, 64] and len(rows) == 4
+    for p in points:
+        assert p["r"] == pytest.approx(p["sim_ms_per_sample"] / p["offline_step_ms"], rel=1e-2)
+        assert p["online"]["simulations"] > 0 and p["storage"]["simulations"] > 0
+    # a sample costs more to simulate with more sub-steps
+    assert points[1]["sim_ms_per_sample"] > points[0]["sim_ms_per_sample"]
+    for row in rows:
+        assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2)
+    assert "equal wall time:" in out.stdout and not list(tmp_path.glob("work-*"))

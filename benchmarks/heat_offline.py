@@ -23,12 +23,11 @@ from typing import Any
 import numpy as np
 import torch
 from heat_pipelines import (
-    CENTER,
     POLL,
-    SCALE,
     Run,
     Setup,
     Tracker,
+    batch_features,
     design,
     disk_bytes,
     features,
@@ -91,18 +90,14 @@ def simulate_offline(
 def load_in_memory(files: Sequence[str], steps: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Inputs and targets of every time step of every file, as `features` makes them
     (rows in file order, then step order), in two tensors."""
-    t = np.sqrt(np.arange(1, steps + 1, dtype=np.float64) / steps).astype(np.float32)
     xs, ys = [], []
     for f in files:
-        p = load_parameters(f)
-        x = np.empty((steps, len(p) + 1), dtype=np.float32)
-        x[:, :5] = ((p[:5] - CENTER) / SCALE).astype(np.float32)
-        x[:, 5] = np.float32(p[5] / 2.0)
-        x[:, 6] = t
+        fields = np.load(f)
+        parameters = np.repeat(load_parameters(f)[None], len(fields), axis=0)
+        x, y = batch_features(parameters, np.arange(len(fields)), fields, steps)
         xs.append(x)
-        field = np.load(f).reshape(steps, -1).astype(np.float32, copy=False)
-        ys.append((field - np.float32(CENTER)) / np.float32(SCALE))
-    return torch.from_numpy(np.concatenate(xs)), torch.from_numpy(np.concatenate(ys))
+        ys.append(y)
+    return torch.cat(xs), torch.cat(ys)
 
 
 def fits_in_memory(files: Sequence[str]) -> bool:

@@ -3,13 +3,12 @@ what both share, and the online one (the offline one is `heat_offline`).
 
 * Offline, the classic way: `simulate_offline` runs the ensemble (the `Launcher`, the
   solver's ``--save_npy`` mode: one ``.npy`` of shape (time_steps, n, n) per simulation
-  and a JSON of its parameters), then `train_offline` trains with a standard
-  `torch.utils.data.DataLoader` over memory-mapped files, shuffled every epoch. Its
-  workers would run on the cores the simulations used, idle by then; by default it
-  has none: on this data (4 KB samples read from the page cache) a worker process
-  costs more than it saves (2.4 ms a step without, 3.1 ms with one, here).
-* Online: `run_online` streams the same solver into `OnlineTrainer` (reservoir buffer)
-  while the simulations run; `stream_alone` is its simulation half alone (streamed,
+  and a JSON of its parameters), then `train_offline` trains on them, shuffled every
+  epoch: read once into memory when they fit (here always), else a standard
+  `torch.utils.data.DataLoader` over the memory-mapped files (`heat_offline`).
+* Online: `run_online` streams the same solver into `OnlineTrainer` (reservoir buffer,
+  batches made by a vectorized `process_batch`: `batch_features`, which offline's
+  in-memory tensors are made by too) while the simulations run; `stream_alone` is its simulation half alone (streamed,
   received, dropped) and `train_from_memory` its training half alone, the same trainer
   on samples already in memory.
 
@@ -60,7 +59,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
-from melissa_trainer.buffers import BufferConfig, make_buffer  # noqa: E402
+from melissa_trainer.buffers import BufferConfig, SampleBlock, make_buffer  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 SOLVER = EXAMPLE / "solver.py"
@@ -139,6 +138,21 @@ def features(parameters: np.ndarray, step: int, field: np.ndarray, steps: int) -
     x[5] = parameters[5] / 2.0
     x[6] = math.sqrt((step + 1) / steps)
     y = (np.asarray(field, dtype=np.float32).reshape(-1) - np.float32(CENTER)) / np.float32(SCALE)
+    return torch.from_numpy(x), torch.from_numpy(y)
+
+
+def batch_features(
+    parameters: np.ndarray, steps: np.ndarray, fields: np.ndarray, time_steps: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`features` of a batch at once (one row a sample; `parameters` (B, 6), `steps`
+    (B,), `fields` (B, n, n)): what both pipelines train on, vectorized."""
+    parameters = np.asarray(parameters, dtype=np.float64).reshape(len(steps), len(NAMES))
+    x = np.empty((len(steps), len(NAMES) + 1), dtype=np.float32)
+    x[:, :5] = (parameters[:, :5] - CENTER) / SCALE
+    x[:, 5] = parameters[:, 5] / 2.0
+    x[:, 6] = np.sqrt((np.asarray(steps, dtype=np.float64) + 1) / time_steps)
+    y = np.asarray(fields, dtype=np.float32).reshape(len(steps), -1) - np.float32(CENTER)
+    y /= np.float32(SCALE)
     return torch.from_numpy(x), torch.from_numpy(y)
 
 
@@ -284,16 +298,20 @@ def _trainer(setup: Setup, workdir: Path, source: Any, **overrides: Any) -> Onli
     )
     model = make_model(setup)
     optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
-    process_sample = _process_sample(setup.time_steps)
-    return OnlineTrainer(model, args, optimizer, train_source=source, process_sample=process_sample)
+    return OnlineTrainer(
+        model, args, optimizer, train_source=source, process_batch=_process_batch(setup.time_steps)
+    )
 
 
-def _process_sample(steps: int) -> Callable[[dict[str, Any]], tuple]:
-    def process_sample(sample: dict[str, Any]) -> tuple:
-        step = int(sample["time_step"])
-        return features(sample["parameters"], step, sample["temperature"], steps)
+def _process_batch(steps: int) -> Callable[[SampleBlock], tuple]:
+    """A batch of samples (one array a field) -> (inputs, targets), vectorized: the
+    library's fast path, as offline's batches are one index of in-memory tensors."""
 
-    return process_sample
+    def process_batch(block: SampleBlock) -> tuple:
+        f = block.fields
+        return batch_features(f["parameters"], f["time_step"], f["temperature"], steps)
+
+    return process_batch
 
 
 def _train(

@@ -94,8 +94,12 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
     )
     assert online["wall"] >= 3.0  # stopped by the budget, not by the end of the stream
     assert 0 < online["simulations"] < 10_000
+    # validations on the clock (each after a multiple of eval_every; the first once the
+    # first step is done: the simulations' start-ups on a loaded machine may delay it past
+    # the budget), and the final one
     times = [t for t, _ in online["curve"]]
-    assert times == sorted(times) and len(times) >= 3
+    assert times == sorted(times) and len(times) >= 2 and times[-1] >= online["wall"]
+    assert all(t >= 1.0 for t in times[:-1])
 
     simulated = off.simulate_offline(SETUP, tmp_path / "offline", 10_000, duration=2.0)
     assert 0 < simulated["simulations"] < 10_000

@@ -8,9 +8,9 @@ what both share, and the online one (the offline one is `heat_offline`).
   `torch.utils.data.DataLoader` over the memory-mapped files (`heat_offline`).
 * Online: `run_online` streams the same solver into `OnlineTrainer` (reservoir buffer,
   batches made by a vectorized `process_batch`: `batch_features`, which offline's
-  in-memory tensors are made by too) while the simulations run; `stream_alone` is its simulation half alone (streamed,
-  received, dropped) and `train_from_memory` its training half alone, the same trainer
-  on samples already in memory.
+  in-memory tensors are made by too) while the simulations run; `stream_alone` is its
+  simulation half alone (streamed, received, dropped) and `train_from_memory` its
+  training half alone, the same trainer on samples already in memory.
 
 Both train the same model with the same optimizer, batch size, seed and learning-rate
 rule (cosine decay over the run's progress: its share of a sample budget, or of a time

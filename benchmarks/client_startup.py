@@ -20,7 +20,10 @@ after a warm-up launch of each; medians over the launches.
 Rows (all in ms, ratio = baseline / ours, higher is better):
 
 * start-up to first sent step, the whole launch (target: >= 0.8, issue 28 item 4);
-* the imports alone, measured by the child itself around its import statement;
+* the imports alone, measured by the child itself around its import statement, in
+  wall time and in the CPU time of the importing thread (which other processes on a
+  loaded machine disturb less; numpy's BLAS threads, which start and spin while it is
+  imported, would make the process's CPU time noisy);
 * connect and first send: from the end of the imports to the step's arrival here.
 
 Bytecode: each child runs with `PYTHONPYCACHEPREFIX` set to `--pycache` (by default a
@@ -59,26 +62,27 @@ TARGET = 0.8
 SIMULATION_ID = 7
 TIMEOUT = 60.0  # seconds a launch may take before the benchmark gives up
 
-# The children print the monotonic instants around their imports once the step is sent.
+# The children print the monotonic instants around their imports, and the CPU time of
+# the thread that ran them, once the step is sent.
 OURS = """\
 import time
-t0 = time.monotonic()
+t0, c0 = time.monotonic(), time.thread_time()
 from melissa_trainer.client import Client
-t1 = time.monotonic()
+t1, c1 = time.monotonic(), time.thread_time()
 import sys
 import numpy as np
 n = int(sys.argv[1])
 u = np.arange(n, dtype=np.float32)
 with Client({"u": ((n,), "float32")}) as client:
     client.send(0, u=u)
-print(t0, t1)
+print(t0, t1, c1 - c0)
 """
 
 BASELINE = """\
 import time
-t0 = time.monotonic()
+t0, c0 = time.monotonic(), time.thread_time()
 import numpy, zmq
-t1 = time.monotonic()
+t1, c1 = time.monotonic(), time.thread_time()
 import os
 import sys
 n = int(sys.argv[1])
@@ -89,17 +93,20 @@ sock.connect(os.environ["BENCH_ENDPOINT"])
 sock.send(u)
 sock.close(linger=-1)
 context.term()
-print(t0, t1)
+print(t0, t1, c1 - c0)
 """
 
 
 class Launch:
     """One launch's instants (monotonic seconds): its start, the child's import start
-    and end, the first step's arrival here."""
+    and end, the first step's arrival here; and the CPU seconds of the imports."""
 
-    def __init__(self, start: float, imports: tuple[float, float], arrived: float) -> None:
+    def __init__(
+        self, start: float, imports: tuple[float, float], import_cpu: float, arrived: float
+    ) -> None:
         self.start, self.arrived = start, arrived
         self.import_start, self.import_end = imports
+        self.import_cpu_ms = import_cpu * 1e3
 
     @property
     def total_ms(self) -> float:
@@ -151,12 +158,12 @@ def launch(
     try:
         deadline = start + TIMEOUT
         message = _receive(pull, proc, deadline)
-        if ours:
-            hello = protocol.decode(message[0].buffer)
+        if ours:  # (the HELLO is checked once the clock has stopped)
+            first, message = message, _receive(pull, proc, deadline)
+            arrived = time.monotonic()
+            hello = protocol.decode(first[0].buffer)
             if not isinstance(hello, protocol.Hello) or hello.simulation_id != SIMULATION_ID:
                 raise RuntimeError(f"expected the HELLO first, got {hello!r}"[:300])
-            message = _receive(pull, proc, deadline)
-            arrived = time.monotonic()
             _expect_step0(message, expected)
             bye = protocol.decode(_receive(pull, proc, deadline)[0].buffer)
             if not isinstance(bye, protocol.Bye) or bye.steps_sent != 1:
@@ -172,8 +179,8 @@ def launch(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    t0, t1 = (float(x) for x in out.split())
-    return Launch(start, (t0, t1), arrived)
+    t0, t1, cpu = (float(x) for x in out.split())
+    return Launch(start, (t0, t1), cpu, arrived)
 
 
 def _row(case: str, ours: list[float], baseline: list[float], target: float | None) -> dict:
@@ -223,6 +230,10 @@ def measure(
         _row(
             "import: `import numpy, zmq` / the client",
             [r.import_ms for r in a], [r.import_ms for r in b], None,
+        ),
+        _row(
+            "import, CPU time: `import numpy, zmq` / the client",
+            [r.import_cpu_ms for r in a], [r.import_cpu_ms for r in b], None,
         ),
         _row(
             f"connect + first send ({size}) to its arrival",

@@ -2,7 +2,8 @@
 
 Ours: a fresh `python` process configured as the launcher configures a simulation (the
 environment variables `MELISSA_TRAINER_RENDEZVOUS`, `..._SIMULATION_ID`,
-`..._PARAMETERS`) runs ``from melissa_trainer.client import Client``, makes a `Client`
+`..._PARAMETERS`) runs ``import numpy, zmq`` then ``from melissa_trainer.client import
+Client`` (which imports them: the order only splits the time), makes a `Client`
 of one float32 field (the rendezvous file lookup, the HELLO with the parameters, the
 connection) and sends time step 0. Baseline: a fresh `python` process runs ``import
 numpy, zmq``, connects a PUSH socket to the endpoint given in an environment variable
@@ -20,11 +21,15 @@ after a warm-up launch of each; medians over the launches.
 Rows (all in ms, ratio = baseline / ours, higher is better):
 
 * start-up to first sent step, the whole launch (target: >= 0.8, issue 28 item 4);
-* the imports alone, measured by the child itself around its import statement, in
+* the imports alone, measured by the child itself around its import statements, in
   wall time and in the CPU time of the importing thread (which other processes on a
   loaded machine disturb less; numpy's BLAS threads, which start and spin while it is
   imported, would make the process's CPU time noisy);
 * connect and first send: from the end of the imports to the step's arrival here.
+
+It also prints the client's own share of the imports: ours imports numpy and zmq first,
+then the client, timed apart (the figure the other rows' noise hides: numpy's import
+varies by more than the client's whole import on a loaded machine).
 
 Bytecode: each child runs with `PYTHONPYCACHEPREFIX` set to `--pycache` (by default a
 directory under the system's temp dir, reused between runs; Python recompiles what is
@@ -62,11 +67,14 @@ TARGET = 0.8
 SIMULATION_ID = 7
 TIMEOUT = 60.0  # seconds a launch may take before the benchmark gives up
 
-# The children print the monotonic instants around their imports, and the CPU time of
-# the thread that ran them, once the step is sent.
+# The children print, once the step is sent, the monotonic instants around their imports,
+# the CPU time of the thread that ran them, and (ours) the wall and CPU time of the
+# client's own import, after numpy and zmq.
 OURS = """\
 import time
 t0, c0 = time.monotonic(), time.thread_time()
+import numpy, zmq  # (what the client imports first: its own share is timed apart)
+tm, cm = time.monotonic(), time.thread_time()
 from melissa_trainer.client import Client
 t1, c1 = time.monotonic(), time.thread_time()
 import sys
@@ -75,7 +83,7 @@ n = int(sys.argv[1])
 u = np.arange(n, dtype=np.float32)
 with Client({"u": ((n,), "float32")}) as client:
     client.send(0, u=u)
-print(t0, t1, c1 - c0)
+print(t0, t1, c1 - c0, t1 - tm, c1 - cm)
 """
 
 BASELINE = """\
@@ -93,20 +101,21 @@ sock.connect(os.environ["BENCH_ENDPOINT"])
 sock.send(u)
 sock.close(linger=-1)
 context.term()
-print(t0, t1, c1 - c0)
+print(t0, t1, c1 - c0, 0, 0)
 """
 
 
 class Launch:
     """One launch's instants (monotonic seconds): its start, the child's import start
-    and end, the first step's arrival here; and the CPU seconds of the imports."""
+    and end, the first step's arrival here; the imports' CPU time; the client's own
+    import, wall and CPU (see the children's scripts)."""
 
-    def __init__(
-        self, start: float, imports: tuple[float, float], import_cpu: float, arrived: float
-    ) -> None:
+    def __init__(self, start: float, printed: str, arrived: float) -> None:
         self.start, self.arrived = start, arrived
-        self.import_start, self.import_end = imports
-        self.import_cpu_ms = import_cpu * 1e3
+        t0, t1, cpu, own, own_cpu = (float(x) for x in printed.split())
+        self.import_start, self.import_end = t0, t1
+        self.import_cpu_ms = cpu * 1e3
+        self.own_ms, self.own_cpu_ms = own * 1e3, own_cpu * 1e3  # (0 for the baseline)
 
     @property
     def total_ms(self) -> float:
@@ -179,8 +188,7 @@ def launch(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    t0, t1, cpu = (float(x) for x in out.split())
-    return Launch(start, (t0, t1), cpu, arrived)
+    return Launch(start, out, arrived)
 
 
 def _row(case: str, ours: list[float], baseline: list[float], target: float | None) -> dict:
@@ -262,6 +270,9 @@ def main() -> None:
     print_rows(rows, title, width=52)
     start = [(r.import_start - r.start) * 1e3 for r in runs["ours"] + runs["baseline"]]
     print(f"interpreter start (both arms, before the imports): {statistics.median(start):.1f} ms")
+    own = statistics.median(r.own_ms for r in runs["ours"])
+    own_cpu = statistics.median(r.own_cpu_ms for r in runs["ours"])
+    print(f"the client's own import, after numpy and zmq: {own:.1f} ms ({own_cpu:.1f} ms CPU)")
     if opts.json:
         print(json.dumps({"rows": rows}))
 

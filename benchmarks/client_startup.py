@@ -10,13 +10,16 @@ numpy, zmq``, connects a PUSH socket to the endpoint given in an environment var
 and sends an array of the same size, as a bare pyzmq program would. Both arms create
 their array after their imports, and close their sockets after the measured send.
 
-The receiving end is a PULL socket in this process, bound to a loopback TCP port and
-published in a rendezvous directory (`write_rendezvous`, as the trainer's receivers
-do). Its clock (`time.monotonic`, one clock for every process on Linux) runs from just
-before `subprocess.Popen` to the arrival of the first step: ours, the DATA of time step
-0 after the HELLO (both decoded and checked with `stream.protocol`; the payload
-compared); the baseline, its one message. The arms alternate (ours, baseline, ours ...)
-after a warm-up launch of each; medians over the launches.
+The children run in a temporary directory, with the library this process imported first
+on their `PYTHONPATH` (`PYTHONPATH=/other/checkout python benchmarks/client_startup.py`
+measures that checkout's). The receiving end is a PULL socket in this process, bound
+to a loopback TCP port and published in a rendezvous directory (`write_rendezvous`, as
+the trainer's receivers do). Its clock (`time.monotonic`, one clock for every process
+on Linux) runs from just before `subprocess.Popen` to the arrival of the first step:
+ours, the DATA of time step 0 after the HELLO (both decoded and checked with
+`stream.protocol`; the payload compared); the baseline, its one message. The arms
+alternate (ours, baseline, ours ...) after a warm-up launch of each; medians over the
+launches.
 
 Rows (all in ms, ratio = baseline / ours, higher is better):
 
@@ -60,12 +63,15 @@ import numpy as np
 import zmq
 from report import print_rows
 
+import melissa_trainer
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 TARGET = 0.8
 SIMULATION_ID = 7
 TIMEOUT = 60.0  # seconds a launch may take before the benchmark gives up
+#: The library measured: the one this process imported (first on the children's path).
+LIBRARY = Path(melissa_trainer.__file__).resolve().parents[1]
 
 # The children print, once the step is sent, the monotonic instants around their imports,
 # the CPU time of the thread that ran them, and (ours) the wall and CPU time of the
@@ -152,14 +158,15 @@ def _expect_step0(message: list[zmq.Frame], expected: bytes) -> None:
 
 
 def launch(
-    ours: bool, pull: zmq.Socket, env: dict[str, str], elements: int, expected: bytes
+    ours: bool, pull: zmq.Socket, env: dict[str, str], cwd: str, elements: int, expected: bytes
 ) -> Launch:
-    """Launch one child of an arm and time it (see the module docstring)."""
+    """Launch one child of an arm in `cwd` and time it (see the module docstring)."""
     script = OURS if ours else BASELINE
     start = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", script, str(elements)],
         env=env,
+        cwd=cwd,  # (`python -c` puts its directory first on the path: not a checkout's)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -213,7 +220,9 @@ def measure(
             write_rendezvous(Path(tmp, "rendezvous"), 0, 1, endpoint)
             env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_TRAINER_")}
             env.pop("PYTHONDONTWRITEBYTECODE", None)
+            path = [str(LIBRARY), *filter(None, [os.environ.get("PYTHONPATH")])]
             env.update(
+                PYTHONPATH=os.pathsep.join(path),
                 PYTHONPYCACHEPREFIX=str(pycache),
                 BENCH_ENDPOINT=endpoint,
                 MELISSA_TRAINER_RENDEZVOUS=str(Path(tmp, "rendezvous")),
@@ -221,10 +230,10 @@ def measure(
                 MELISSA_TRAINER_PARAMETERS=json.dumps({"x": 0.5, "y": 2.0}),
             )
             for ours in (True, False):  # warm-up: bytecode and page cache
-                launch(ours, pull, env, elements, expected)
+                launch(ours, pull, env, tmp, elements, expected)
             for _ in range(launches):
-                runs["ours"].append(launch(True, pull, env, elements, expected))
-                runs["baseline"].append(launch(False, pull, env, elements, expected))
+                runs["ours"].append(launch(True, pull, env, tmp, elements, expected))
+                runs["baseline"].append(launch(False, pull, env, tmp, elements, expected))
     finally:
         pull.close()
         context.term()
@@ -273,6 +282,7 @@ def main() -> None:
     own = statistics.median(r.own_ms for r in runs["ours"])
     own_cpu = statistics.median(r.own_cpu_ms for r in runs["ours"])
     print(f"the client's own import, after numpy and zmq: {own:.1f} ms ({own_cpu:.1f} ms CPU)")
+    print(f"library measured: {LIBRARY}")
     if opts.json:
         print(json.dumps({"rows": rows}))
 

@@ -937,6 +937,60 @@ def test_client_imports_no_torch(receiver: Receiver) -> None:
     assert bye == p.Bye(11, 0, 1, 1)
 
 
+# What the client must not add to a process that has imported numpy and pyzmq: the
+# trainer's side (torch, accelerate), MPI unless a communicator is given, and what it
+# only needs on rare paths, imported there (logging: the client's warnings; socket: a
+# receiver's advertised host name): each is milliseconds of every simulation's start-up
+# (benchmarks/client_startup.py). Compared with a process that imported numpy and zmq
+# alone, so that what they import themselves (in any version) does not count.
+NOT_AT_START = ("torch", "accelerate", "mpi4py", "logging", "socket", "selectors", "asyncio")
+
+CLIENT_ADDS = """
+import json, sys
+import numpy, zmq
+before = set(sys.modules)
+from melissa_trainer.client import Client
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_client_import_adds_no_heavy_module_to_numpy_and_zmq() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", CLIENT_ADDS], capture_output=True, text=True, timeout=50
+    )
+    assert result.returncode == 0, result.stderr
+    added = set(json.loads(result.stdout))
+    assert "melissa_trainer.client.client" in added  # (the oracle sees the import)
+    assert not {m.split(".")[0] for m in added} & set(NOT_AT_START), sorted(added)
+
+
+@pytest.mark.timeout(30)
+def test_close_after_an_error_still_logs_with_logging_imported_late(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client gets its logger when it logs (logging is not imported with it)."""
+    endpoint = f"tcp://127.0.0.1:{free_port()}"  # nobody listens there
+    c = Client(GOOD, simulation_id=3, endpoints=endpoint, tuning=ClientTuning(close_timeout=0.2))
+    c.send(0, u=np.ones((2, 3), np.float32))
+    with caplog.at_level("WARNING", logger="melissa_trainer.client.client"):
+        c.close(bye=False)
+    assert "not delivered within close_timeout=0.2" in caplog.text
+
+
+def test_advertised_names_this_host_for_a_wildcard_address() -> None:
+    """`advertised` imports `socket` when it needs the host name (see NOT_AT_START)."""
+    from melissa_trainer.stream.endpoints import advertised
+
+    host = socket.gethostname()
+    assert advertised("tcp://0.0.0.0:5555", None) == f"tcp://{host}:5555"
+    assert advertised("tcp://*:5555", "") == f"tcp://{host}:5555"
+    assert advertised("tcp://[::]:5555", None) == f"tcp://{host}:5555"
+    assert advertised("tcp://10.0.0.7:5555", None) == "tcp://10.0.0.7:5555"
+    assert advertised("tcp://10.0.0.7:5555", "node3") == "tcp://node3:5555"
+    assert advertised("ipc:///tmp/x", "node3") == "ipc:///tmp/x"
+
+
 def _mpi_script() -> Any:
     spec = importlib.util.spec_from_file_location("mpi_client", SCRIPTS / "mpi_client.py")
     assert spec is not None and spec.loader is not None

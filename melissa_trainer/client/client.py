@@ -26,11 +26,10 @@ About 450 lines, over the project's ~400: a third is the docstrings of `Client` 
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 import zmq
@@ -54,9 +53,20 @@ from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
 
+if TYPE_CHECKING:  # pragma: no cover
+    import logging
+
 __all__ = ["Client"]
 
-logger = logging.getLogger(__name__)
+
+def _logger() -> logging.Logger:
+    """This module's logger. `logging` (with `traceback`, `string`...) is imported here,
+    on the rare path that logs, not with the client: it is ~6 ms of every simulation's
+    start-up otherwise (`benchmarks/client_startup.py`)."""
+    import logging
+
+    return logging.getLogger(__name__)
+
 
 _pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
 
@@ -427,7 +437,7 @@ class Client:
             )
             if bye:
                 raise TimeoutError(message_text)
-            logger.warning(message_text)
+            _logger().warning(message_text)
 
     def _send_tracked(self, sock: zmq.Socket, frame: bytes) -> None:
         """Send `frame` without a copy and hold it until ZeroMQ has sent it on.
@@ -465,7 +475,7 @@ class Client:
             try:
                 self.close(bye=False)
             except Exception:  # pragma: no cover - close(bye=False) only logs
-                logger.exception("closing the client after an error failed")
+                _logger().exception("closing the client after an error failed")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self.steps_sent} steps sent"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -73,7 +72,13 @@ def advertised(endpoint: str, host: str | None) -> str:
     addr, _, port = endpoint[len("tcp://") :].rpartition(":")
     if host is None and addr.strip("[]") not in ("0.0.0.0", "*", "::"):
         return endpoint
-    return f"tcp://{host or socket.gethostname()}:{port}"
+    if not host:
+        # (imported here: a client imports this module, and `socket` with `selectors`
+        # is ~7 ms of a simulation's start-up; only a receiver advertises)
+        import socket
+
+        host = socket.gethostname()
+    return f"tcp://{host}:{port}"
 
 
 def is_loopback(endpoint: str) -> bool:

@@ -5,28 +5,62 @@ every process it starts share one process group, and `kill` signals the whole gr
 SIGTERM, then SIGKILL after the grace period. When a job's main process ends, what it
 left running in its group is killed too (an ended job leaves nothing behind).
 
-On Linux, the child also asks for ``PR_SET_PDEATHSIG = SIGTERM`` before `exec`, so that
+**No fork of the trainer.** The `Popen` has no ``preexec_fn`` (nor user or group
+change), so CPython starts the child with ``vfork``: the child borrows the trainer's
+memory until it execs (the launching thread waits until then), and nothing is
+copied. A ``preexec_fn`` (Python code run in the child before its exec) makes CPython
+``fork`` the whole trainer instead: the page tables of its hundreds of MB are copied
+and write-protected, and each page the trainer writes afterwards takes a copy-on-write
+fault. ``benchmarks/launch_cost.py`` measures both (docs/measured.md, "Launching
+simulations"): launching 10 simulations per second, a 480 MB trainer keeps 0.99 of
+its training steps (within noise), against 0.65 with the fork.
+
+**Dying with the trainer.** On Linux a job gets ``PR_SET_PDEATHSIG = SIGTERM``, so that
 it is terminated if the launcher dies without a chance to clean up (SIGKILL, OOM kill).
-The kernel sends that signal when the *thread* that started the child ends: the launcher
-starts jobs from its supervisor thread, which outlives its jobs. Only the direct child
-gets it; a simulation that starts its own processes should end them on SIGTERM (Python's
-default SIGTERM action and ``mpiexec`` do).
+The kernel sends that signal when the *thread* that started the child ends: the
+launcher starts jobs from its supervisor thread, which outlives its jobs. Only the
+direct child gets it; a simulation that starts its own processes should end them on
+SIGTERM (Python's default SIGTERM action and ``mpiexec`` do). The signal is asked for
+by a small program put in front of the job's argv, which sets it and then execs the
+command in place: same pid, so the handle's pid is still the job's main process and
+process group leader, and its exit status (or killing signal) is the command's.
+
+* ``setpriv --pdeathsig TERM -- ARGV`` (util-linux; tried once per process, since a
+  setpriv older than util-linux 2.33 lacks the option): about 1 ms more per launch,
+  spent in the job's own start, not in the trainer.
+* Without a usable setpriv: ``python -I -S -c WRAPPER ARGV``, the same in Python,
+  about 20 ms more per launch (the debug log says which of the two is used).
+* Off Linux: the command as it is (no parent-death signal there).
+
+What a wrapper changes: its ``prctl`` comes after `launch` has returned (about 1 ms
+later with setpriv), where ``preexec_fn`` ran it before. If the launching thread ends
+in between, the job is the child of another thread of the trainer when it asks, and
+is signalled when the trainer process dies rather than when that thread ends. If the
+whole trainer dies in between, nobody will signal the job: the Python wrapper then
+checks its parent and terminates itself, as ``preexec_fn`` did; setpriv has no such
+check, so a trainer SIGKILLed within that millisecond after a launch leaves that one
+job running. Since the program exec'd first is the wrapper, the backend looks the
+command up itself (in the job's PATH, from the job's working directory) as an exec
+would, so that a missing or non-executable command is still a `LaunchError` at
+launch; the wrappers' ``execvp`` (glibc) runs a file without a ``#!`` line through
+``/bin/sh`` where a direct exec fails with ENOEXEC.
 
 Used from one thread (see `Backend`).
 """
 
 from __future__ import annotations
 
-import ctypes
+import errno
 import functools
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
-from typing import IO
+from collections.abc import Mapping
+from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 
@@ -34,34 +68,88 @@ __all__ = ["LocalBackend", "LocalHandle"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
-_PR_SET_PDEATHSIG = 1
+#: The Python wrapper (without setpriv): argv[1] the trainer's pid, argv[2] the job's
+#: LC_CTYPE ("=value", or "" when unset: the interpreter's locale coercion may have set
+#: it in os.environ), argv[3:] the command.
+_PYTHON_WRAPPER = f"""\
+import ctypes, os, sys
+prctl = ctypes.CDLL(None, use_errno=True).prctl
+prctl.argtypes = [ctypes.c_int] + [ctypes.c_ulong] * 4
+prctl(1, {int(signal.SIGTERM)}, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):  # the trainer died before the call
+    os.kill(os.getpid(), {int(signal.SIGTERM)})
+if sys.argv[2]:
+    os.environ["LC_CTYPE"] = sys.argv[2][1:]
+else:
+    os.environ.pop("LC_CTYPE", None)
+try:
+    os.execvp(sys.argv[3], sys.argv[3:])
+except OSError as exc:
+    sys.stderr.write(f"cannot execute {{sys.argv[3]}}: {{exc}}\\n")
+    os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+"""
 
 
-def _pdeathsig_setter() -> Callable[[int], None] | None:
-    """``f(parent_pid)`` to run in the child before exec: sets PR_SET_PDEATHSIG; None off
-    Linux.
-
-    libc's `prctl` is looked up here, in the parent: between fork and exec the child
-    only makes the call (no library loading, which is unsafe after a fork in a
-    threaded process).
-    """
+@functools.cache
+def pdeathsig_wrapper() -> str | None:
+    """How this process's local jobs get their parent-death signal: the path of a
+    setpriv that has ``--pdeathsig``, ``"python"`` (the Python wrapper), or None (off
+    Linux, or no interpreter to run the wrapper). Decided once per process."""
     if not sys.platform.startswith("linux"):
         return None
+    path = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/bin", "/bin"])
+    setpriv = shutil.which("setpriv", path=path)
+    if setpriv is not None and _setpriv_works(setpriv):
+        return setpriv
+    return "python" if sys.executable else None
+
+
+def _setpriv_works(setpriv: str) -> bool:
+    """`setpriv` runs a command with ``--pdeathsig`` (util-linux >= 2.33)."""
     try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
-        return None
-    prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
-    prctl.restype = ctypes.c_int
-    sigterm = int(signal.SIGTERM)
-    getppid, kill, getpid = os.getppid, os.kill, os.getpid
+        done = subprocess.run(
+            [setpriv, "--pdeathsig", "TERM", "--", setpriv, "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
 
-    def set_pdeathsig(parent: int) -> None:
-        prctl(_PR_SET_PDEATHSIG, sigterm, 0, 0, 0)
-        if getppid() != parent:  # the parent died before the call: nobody will signal us
-            kill(getpid(), sigterm)
 
-    return set_pdeathsig
+def wrapped_argv(argv: list[Any], env: Mapping[str, str], wrapper: str | None) -> list[Any]:
+    """`argv` behind `wrapper` (see `pdeathsig_wrapper`), which sets the parent-death
+    signal relative to this process and execs `argv`."""
+    if wrapper is None:
+        return argv
+    if wrapper == "python":
+        ctype = "=" + env["LC_CTYPE"] if "LC_CTYPE" in env else ""
+        prefix = [sys.executable, "-I", "-S", "-c", _PYTHON_WRAPPER, str(os.getpid()), ctype]
+        return [*prefix, *argv]
+    return [wrapper, "--pdeathsig", "TERM", "--", *argv]
+
+
+def check_executable(program: Any, env: Mapping[str, str], cwd: Any) -> None:
+    """Raise FileNotFoundError or PermissionError unless `program` names an executable
+    file, looked up as `subprocess.Popen` would: a name with a slash from `cwd`
+    (None: ours), a bare name in the PATH of `env`."""
+    name = os.fsdecode(program)
+    if os.path.dirname(name):
+        candidates = [name]
+    else:
+        candidates = [os.path.join(entry, name) for entry in os.get_exec_path(dict(env))]
+    denied = False
+    for candidate in candidates:
+        path = os.path.join(os.fsdecode(cwd), candidate) if cwd is not None else candidate
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return
+        denied = denied or os.path.exists(path)
+    if denied:
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), name)
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), name)
 
 
 class LocalHandle(Handle):
@@ -86,7 +174,19 @@ class LocalBackend(Backend):
 
     def __init__(self) -> None:
         self._handles: list[LocalHandle] = []
-        self._pdeathsig = _pdeathsig_setter()
+        self._wrapper = pdeathsig_wrapper()
+        if self._wrapper is None:
+            logger.debug("local jobs start with no parent-death signal (Linux only)")
+        elif self._wrapper == "python":
+            logger.debug(
+                "local jobs start with vfork, PR_SET_PDEATHSIG set by the Python wrapper "
+                "(no setpriv with --pdeathsig found: about 20 ms more per launch)"
+            )
+        else:
+            logger.debug(
+                "local jobs start with vfork, PR_SET_PDEATHSIG set by %s --pdeathsig TERM",
+                self._wrapper,
+            )
 
     def launch(self, job: Job) -> LocalHandle:
         if job.ranks != 1:
@@ -94,18 +194,21 @@ class LocalBackend(Backend):
                 f"job {job.name}: the local backend runs 1 rank, not {job.ranks}; use the "
                 f"'mpiexec' or 'slurm' backend for MPI simulations"
             )
+        if not job.argv:
+            raise LaunchError(f"job {job.name}: empty command")
+        env = job.full_env()
         log = job.open_log()
-        setter = self._pdeathsig
         try:
+            if self._wrapper is not None:  # else Popen's exec reports it
+                check_executable(job.argv[0], env, job.cwd)
             process = subprocess.Popen(
-                list(job.argv),
-                env=job.full_env(),
+                wrapped_argv(list(job.argv), env, self._wrapper),
+                env=env,
                 cwd=job.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT if log is not None else None,
                 start_new_session=True,
-                preexec_fn=None if setter is None else functools.partial(setter, os.getpid()),
             )
         except (OSError, subprocess.SubprocessError) as exc:
             if log is not None:

@@ -92,6 +92,7 @@ class Setup:
     watermark: int = 1_000  # online: samples before the first step
     n_validation: int = 16  # held-out simulations
     substeps: int = 1  # the solver's implicit steps per sample: its cost per sample
+    dt: float = 1e-3  # the time between two samples (time_steps * dt: the horizon)
     #: pin the training process to one core and the simulations to another (as a GPU
     #: node splits them); `cores` picks which: (training, simulations)
     pin: bool = False
@@ -99,7 +100,7 @@ class Setup:
 
     @property
     def config(self) -> HeatConfig:
-        return HeatConfig(self.grid_size, self.time_steps, substeps=self.substeps)
+        return HeatConfig(self.grid_size, self.time_steps, self.dt, substeps=self.substeps)
 
     def solver_command(self) -> list[str]:
         """The solver's command line (pinned to the simulations' core with `pin`)."""

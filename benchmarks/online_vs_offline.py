@@ -85,8 +85,8 @@ def validation_file(setup: dict[str, Any], workdir: Path) -> str:
     """Where the held-out set of `setup` is saved: computed at the first call, beside
     `workdir`'s case folder (outside every measured folder)."""
     fields = hp.Setup(**setup)
-    key = json.dumps([fields.grid_size, fields.time_steps, fields.substeps, fields.seed,
-                      fields.n_validation])  # fmt: skip
+    key = json.dumps([fields.grid_size, fields.time_steps, fields.dt, fields.substeps,
+                      fields.seed, fields.n_validation])  # fmt: skip
     if key not in _validation_files:
         path = workdir.parent / f"validation-{len(_validation_files)}.pt"
         torch.save(hp.validation_set(fields), path)
@@ -186,28 +186,45 @@ def equal_budget(
     return {"online": online, "offline": offline, "storage": stored, "simulate": simulated}
 
 
+#: the horizon every sweep point simulates (time_steps x dt), the default's
+HORIZON = 0.1
+
+
+def sweep_points(text: str) -> list[tuple[int, int]]:
+    """``--sweep``'s points: "S" (100 time steps, S sub-steps) or "TxS" (T time steps
+    of HORIZON / T each, S sub-steps each), comma-separated."""
+    points = []
+    for item in text.split(","):
+        steps, _, sub = item.strip().rpartition("x")
+        points.append((int(steps or 100), int(sub)))
+    return points
+
+
 def sweep(
-    setup: dict[str, Any], work: Path, substeps: list[int], opts: argparse.Namespace
+    setup: dict[str, Any], work: Path, points: list[tuple[int, int]], opts: argparse.Namespace
 ) -> list[regime.Point]:
     """The regime map: case 2 and 3 (equal wall time, equal storage) at each solver cost
-    in `substeps`, training and simulations pinned to one core each."""
-    points = []
+    in `points` ((time steps, sub-steps) of a simulation over the same horizon), training
+    and simulations pinned to one core each; online starts training after two
+    simulations' samples."""
+    out = []
     splits = [float(s) for s in opts.splits.split(",")]
-    for s in substeps:
-        config = {**setup, "substeps": s, "pin": True, "watermark": opts.sweep_watermark}
+    for steps, s in points:
+        config = {**setup, "substeps": s, "time_steps": steps, "dt": HORIZON / steps,
+                  "pin": True, "watermark": 2 * steps}  # fmt: skip
         # a simulation's pace, to size the study: its solve here plus a start-up
         parameters = hp.design(hp.Setup(**config), 1)[0]
         t0 = time.perf_counter()
         for _ in hp.solve(parameters, hp.Setup(**config).config):
             pass
         pace = time.perf_counter() - t0 + 0.1
-        print(f"substeps {s}: ~{pace:.2g} s a simulation", flush=True)
+        print(f"{steps} time steps x {s} sub-steps: ~{pace:.2g} s a simulation", flush=True)
         budget = equal_budget(
-            config, work / f"substeps-{s}", opts.budget, splits, opts.storage_fraction,
+            config, work / f"point-{steps}x{s}", opts.budget, splits, opts.storage_fraction,
             opts.budget / 12, pace,
         )  # fmt: skip
-        points.append(regime.point(s, budget, hp.Setup(**config).time_steps))
-    return points
+        out.append(regime.point(s, budget, steps))
+    return out
 
 
 def mb(n: float) -> str:
@@ -320,11 +337,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--no_plot", action="store_true")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--sweep", metavar="SUBSTEPS", help=(
-        "map the regime instead: cases 2 and 3 at each of these solver sub-step counts "
-        "(e.g. 1,16,64,384), trainer and simulations pinned to one core each"))  # fmt: skip
-    p.add_argument("--sweep_watermark", type=int, default=200,
-                   help="--sweep: samples before online's first step")  # fmt: skip
+    p.add_argument("--sweep", metavar="POINTS", help=(
+        "map the regime instead: cases 2 and 3 at each point, 'S' (100 time steps of S "
+        "solver sub-steps) or 'TxS' (T time steps over the same horizon), e.g. "
+        "100x1,20x1,20x64,20x256,20x1024; trainer and simulations pinned to one core "
+        "each"))  # fmt: skip
     opts = p.parse_args()
     if opts.sweep:
         return main_sweep(opts)
@@ -373,7 +390,7 @@ def main_sweep(opts: argparse.Namespace) -> None:
     work = Path(tempfile.mkdtemp(prefix="work-", dir=out))
     start = time.perf_counter()
     try:
-        points = sweep(setup, work, [int(s) for s in opts.sweep.split(",")], opts)
+        points = sweep(setup, work, sweep_points(opts.sweep), opts)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     regime.print_table(points, opts.budget)

@@ -36,6 +36,7 @@ def point(substeps: int, budget: dict[str, Any], time_steps: int) -> Point:
     storage = budget["storage"]
     return {
         "substeps": substeps,
+        "time_steps": time_steps,
         "sim_ms_per_sample": round(1e3 * sim_per_sample, 3),
         "offline_step_ms": round(1e3 * offline_step, 3),
         "online_step_ms": round(1e3 * online["wall"] / max(online["steps"], 1), 3),
@@ -88,7 +89,7 @@ def rows(points: list[Point], storage_fraction: float, target: float) -> list[di
     for p in sorted(points, key=lambda p: p["r"]):
         on = p["online"]["val_mse"]
         best = p["offline"][str(p["best_share"])]["val_mse"]
-        label = f"r = {p['r']:.2g} (substeps {p['substeps']})"
+        label = f"r = {p['r']:.2g} ({p['time_steps']} steps x {p['substeps']} sub-steps)"
         out.append({
             "case": f"{label}: equal wall time, val MSE offline (best: {p['best_share']:.0%} "
                     "simulating) / online",
@@ -109,14 +110,15 @@ def print_table(points: list[Point], budget: float) -> None:
     """The map: one line a point."""
     print(f"\nThe regime map: equal wall time ({budget:g} s a pipeline), training and "
           "simulations pinned to one core each")  # fmt: skip
-    head = ["substeps", "sim ms/sample", "step ms (off/on)", "r", "online sims/steps/MSE",
+    head = ["steps x sub-steps", "sim ms/sample", "step ms (off/on)", "r", "online sims/steps/MSE",
             "offline best: share sims/steps/MSE", "ratio", "storage ratio"]  # fmt: skip
     print(" | ".join(head))
     for p in sorted(points, key=lambda p: p["r"]):
         on, f = p["online"], p["best_share"]
         off = p["offline"][str(f)]
         print(
-            f"{p['substeps']} | {p['sim_ms_per_sample']:.3g} | {p['offline_step_ms']:.3g} / "
+            f"{p['time_steps']} x {p['substeps']} | {p['sim_ms_per_sample']:.3g} | "
+            f"{p['offline_step_ms']:.3g} / "
             f"{p['online_step_ms']:.3g} | {p['r']:.3g} | {on['simulations']} / {on['steps']} / "
             f"{on['val_mse']:.4g} | {f:.0%}: {off['simulations']} / {off['steps']} / "
             f"{off['val_mse']:.4g} | {p['time_ratio']:.3g} | {p['storage_ratio']:.3g}"

@@ -265,15 +265,16 @@ def test_the_crossover_is_interpolated_in_log_r_and_log_ratio():
 )
 def test_the_sweep_maps_two_costs_pinned(tmp_path):
     out = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--sweep", "1,64",
-         "--budget", "4", "--splits", "0.5", "--storage_fraction", "0.5", "--no_plot",
-         "--json", "--output_dir", str(tmp_path)],
+        [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick",
+         "--sweep", "10x1,10x512", "--budget", "4", "--splits", "0.5",
+         "--storage_fraction", "0.5", "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
     points = json.loads((tmp_path / "regime.json").read_text())
-    assert [p["substeps"] for p in points] == [1, 64] and len(rows) == 4
+    assert [(p["time_steps"], p["substeps"]) for p in points] == [(10, 1), (10, 512)]
+    assert len(rows) == 4
     for p in points:
         assert p["r"] == pytest.approx(p["sim_ms_per_sample"] / p["offline_step_ms"], rel=1e-2)
         assert p["online"]["simulations"] > 0 and p["storage"]["simulations"] > 0

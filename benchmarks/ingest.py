@@ -43,6 +43,7 @@ holds it at the trainer's draws.
     python benchmarks/ingest.py --json     # {"rows": [...]}
     python benchmarks/ingest.py --keep-freed-memory   # malloc keeps freed frames
     python benchmarks/ingest.py --only-pinned          # the pinned rows only
+    python benchmarks/ingest.py --sizes 1MB --clients 1 --no-training --no-pinned
 """
 
 from __future__ import annotations
@@ -171,18 +172,21 @@ def _wire_bytes(nbytes: int) -> int:
     return P.DATA_HEADER_BYTES + 8 + 1 + nbytes
 
 
-def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> float:
+def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> tuple[float, float]:
     """Seconds to stream `n` messages (split over `clients`, with `array_reuse=reuse`)
-    into the buffer."""
+    into the buffer, and the CPU seconds of the threads that ingest (the reader's, which
+    pumps, and the receiver's) meanwhile; not ZeroMQ's I/O thread, which the raw receiver
+    has too."""
     hwm = _hwm(nbytes)
     buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
     rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=clients, rcvhwm=hwm))
     rec.start()
-    ends: list[float] = []
+    ends: list[tuple[float, float]] = []
 
     def drain() -> None:
+        cpu0 = time.thread_time()
         reader.drain(rec, buffer, nbytes)
-        ends.append(time.perf_counter())
+        ends.append((time.perf_counter(), time.thread_time() - cpu0 + thread_cpu(rec)))
 
     consumer = threading.Thread(target=drain, daemon=True)
     procs = []
@@ -193,6 +197,7 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
             for i, k in enumerate(per)
         ]
         consumer.start()
+        cpu0 = thread_cpu(rec)
         t0 = _go(procs)
         consumer.join(600)
         for p in procs:
@@ -200,7 +205,7 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
         put = rec.telemetry()["samples_put"]
         if put != n:
             raise RuntimeError(f"{put} samples put, expected {n}")
-        return ends[0] - t0
+        return ends[0][0] - t0, ends[0][1] - cpu0
     finally:
         for p in procs:
             if p.poll() is None:
@@ -210,7 +215,15 @@ def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> flo
         rec.stop()
 
 
-def run_raw(nbytes: int, clients: int, n: int) -> float:
+def thread_cpu(rec: Receiver) -> float:
+    """CPU seconds of the receiver's thread so far."""
+    assert rec._thread is not None and rec._thread.ident is not None
+    return time.clock_gettime(time.pthread_getcpuclockid(rec._thread.ident))
+
+
+def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
+    """Seconds for `n` messages into a raw PULL socket, and the receiving thread's CPU
+    seconds."""
     hwm = _hwm(nbytes)
     size = _wire_bytes(nbytes)
     ctx = zmq.Context()
@@ -221,6 +234,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> float:
     try:
         per = [n // clients + (i < n % clients) for i in range(clients)]
         procs = [_spawn(RAW_CODE, [f"tcp://127.0.0.1:{port}", size, k, hwm]) for k in per]
+        cpu0 = time.thread_time()
         t0 = _go(procs)
         recv = sock.recv
         if size <= INLINE_MAX + 100:
@@ -229,10 +243,10 @@ def run_raw(nbytes: int, clients: int, n: int) -> float:
         else:
             for _ in range(n):
                 recv(copy=False)
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
         for p in procs:
             p.wait(60)
-        return dt
+        return dt, cpu
     finally:
         for p in procs:
             if p.poll() is None:
@@ -242,28 +256,50 @@ def run_raw(nbytes: int, clients: int, n: int) -> float:
         ctx.term()
 
 
-def ingest_rows(rounds: int, quick: bool) -> list[dict[str, Any]]:
+def ingest_rows(
+    rounds: int, quick: bool, sizes: list[str] | None = None, clients_of: tuple[int, ...] = (1, 4)
+) -> list[dict[str, Any]]:
+    """The throughput rows of the sizes labelled `sizes` (all by default; "1 KB" may be
+    written "1KB") with each number of clients of `clients_of`."""
     counts = {KB: 800_000, 64 * KB: 20_000, MB: 3000, 8 * MB: 400}  # steady state
     if quick:
         counts = {k: max(v // 5, 40) for k, v in counts.items()}
     rows = []
+    wanted = None if sizes is None else {x.replace(" ", "") for x in sizes}
     for nbytes, label in SIZES:
+        if wanted is not None and label.replace(" ", "") not in wanted:
+            continue
         # above INLINE_MAX arrays leave without a copy: each array_reuse mode
         modes = ["immediate", "next_send", "never"] if nbytes > INLINE_MAX else ["immediate"]
-        for clients in (1, 4):
+        for clients in clients_of:
             n = counts[nbytes]
             ours: dict[str, list[float]] = {m: [] for m in modes}
-            base = []
+            ours_cpu: dict[str, list[float]] = {m: [] for m in modes}
+            base, base_cpu = [], []
             for _ in range(rounds):
                 for mode in modes:
-                    ours[mode].append(run_ours(nbytes, clients, n, mode))
-                base.append(run_raw(nbytes, clients, n))
-            t_base = statistics.median(base)
+                    seconds, cpu = run_ours(nbytes, clients, n, mode)
+                    ours[mode].append(seconds)
+                    ours_cpu[mode].append(cpu)
+                seconds, cpu = run_raw(nbytes, clients, n)
+                base.append(seconds)
+                base_cpu.append(cpu)
+            t_base, cpu_base = statistics.median(base), statistics.median(base_cpu)
             for mode in modes:
-                t_ours = statistics.median(ours[mode])
+                t_ours, cpu_ours = statistics.median(ours[mode]), statistics.median(ours_cpu[mode])
                 case = f"{label} x{clients} client{'s' if clients > 1 else ''}"
                 case += f", reuse={mode}" if len(modes) > 1 else ""
                 rows += _throughput_rows(case, nbytes, n / t_ours, n / t_base)
+                rows.append(
+                    {  # what a message costs the threads that receive it (not ZeroMQ's)
+                        "case": f"{case} (CPU us/msg, receiving threads)",
+                        "ours": round(cpu_ours / n * 1e6, 2),
+                        "baseline": round(cpu_base / n * 1e6, 2),
+                        "unit": "us/msg",
+                        "ratio": round(cpu_base / cpu_ours, 3),
+                        "target": None,
+                    }
+                )
     return rows
 
 
@@ -323,11 +359,13 @@ def distinct_fields(nbytes: int, count: int) -> list[np.ndarray]:
 
 class StepClock(Hook):
     """Times the steps after the first `warmup` (start-up and the first fill excluded),
-    and counts the samples the source put into the buffer meanwhile."""
+    in wall time and in this process's CPU time (all its threads), and counts the
+    samples the source put into the buffer meanwhile."""
 
     def __init__(self, warmup: int, source: Any) -> None:
         self.warmup, self.source = warmup, source
         self.start, self.steps, self.seconds, self.received = 0.0, 0, 0.0, 0.0
+        self.cpu_start, self.cpu_seconds = 0.0, 0.0
 
     def _put(self) -> float:
         telemetry = getattr(self.source, "telemetry", None)
@@ -336,10 +374,12 @@ class StepClock(Hook):
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         if state.global_step == self.warmup:
             self.start, self.received = time.perf_counter(), -self._put()
+            self.cpu_start = time.process_time()
 
     def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
         self.steps = state.global_step - self.warmup
         self.seconds = time.perf_counter() - self.start
+        self.cpu_seconds = time.process_time() - self.cpu_start
         self.received += self._put()
 
 
@@ -408,10 +448,10 @@ def run_streamed(
     capacity: int,
     keep: bool,
     client_core: int | None = None,
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
     """The workload trained on what one client streams at `rate` msgs/s of `nbytes`
     (received in this process; the client pinned to `client_core` if given); returns
-    (steps/s, samples/s received)."""
+    (steps/s, samples/s received, steps per CPU second of this process)."""
     rendezvous = Path(out) / f"rendezvous-{seed}-{nbytes}"
     shutil.rmtree(rendezvous, ignore_errors=True)
     proc = stream_client(str(rendezvous), nbytes, rate, capacity, client_core)
@@ -431,7 +471,11 @@ def run_streamed(
     finally:
         proc.kill()
         proc.wait()
-    return clock.steps / clock.seconds, clock.received / clock.seconds
+    return (
+        clock.steps / clock.seconds,
+        clock.received / clock.seconds,
+        clock.steps / clock.cpu_seconds,
+    )
 
 
 def training_rows(rounds: int, quick: bool, keep: bool) -> tuple[list[dict[str, Any]], list[str]]:
@@ -455,7 +499,7 @@ def training_rows(rounds: int, quick: bool, keep: bool) -> tuple[list[dict[str, 
                 source = overhead.Prefilled(samples)
                 clock = run_training(source, steps, out, r, streamed_sample, capacity)
                 plain.append(clock.steps / clock.seconds)
-                speed, got = run_streamed(nbytes, rate, steps, out, r, capacity, keep)
+                speed, got, _ = run_streamed(nbytes, rate, steps, out, r, capacity, keep)
                 streamed.append(speed)
                 received.append(got)
             a, b = statistics.median(streamed), statistics.median(plain)
@@ -547,21 +591,23 @@ def pinned_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[st
     samples = [{"u": u} for u in distinct_fields(nbytes, capacity)]
     out = tempfile.mkdtemp(prefix="mt-ingest-pinned-")
     runs: dict[str, list[float]] = {"alone": [], "ours": [], "raw": [], "apart": []}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}  # steps per CPU second
 
     def prefilled() -> overhead.Prefilled:
         return overhead.Prefilled(samples)
 
     received: list[float] = []
 
-    def beside(where: str) -> float:
-        """Steps/s of the pre-filled workload while a client streams to `where`."""
+    def beside(where: str) -> tuple[float, float]:
+        """Steps/s and steps per CPU second of the pre-filled workload while a client
+        streams to `where`."""
         client = stream_client(where, nbytes, rate, capacity, sim_core)
         try:
             clock = run_training(prefilled(), steps, out, r, streamed_sample, capacity)
         finally:
             client.kill()
             client.wait()
-        return clock.steps / clock.seconds
+        return clock.steps / clock.seconds, clock.steps / clock.cpu_seconds
 
     pin_process({train_core})
     try:
@@ -571,11 +617,17 @@ def pinned_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[st
                 overhead.Prefilled(samples), steps, out, r, streamed_sample, capacity
             )
             runs["alone"].append(clock.steps / clock.seconds)
-            speed, got = run_streamed(nbytes, rate, steps, out, r, capacity, False, sim_core)
+            cpu["alone"].append(clock.steps / clock.cpu_seconds)
+            speed, got, per_cpu = run_streamed(
+                nbytes, rate, steps, out, r, capacity, False, sim_core
+            )
             runs["ours"].append(speed)
+            cpu["ours"].append(per_cpu)
             received.append(got)
             with RawPullThread() as raw:
-                runs["raw"].append(beside(raw.endpoint))
+                speed, per_cpu = beside(raw.endpoint)
+                runs["raw"].append(speed)
+                cpu["raw"].append(per_cpu)
             apart = subprocess.Popen(
                 [sys.executable, "-c", RAW_PULL_CODE, str(sim_core)],
                 stdout=subprocess.PIPE,
@@ -583,33 +635,36 @@ def pinned_rows(rounds: int, quick: bool) -> tuple[list[dict[str, Any]], list[st
             )
             try:
                 assert apart.stdout is not None
-                runs["apart"].append(beside(apart.stdout.readline().strip()))
+                speed, per_cpu = beside(apart.stdout.readline().strip())
+                runs["apart"].append(speed)
+                cpu["apart"].append(per_cpu)
             finally:
                 apart.kill()
                 apart.wait()
     finally:
         pin_process(set(cores))
         shutil.rmtree(out, ignore_errors=True)
-    alone = statistics.median(runs["alone"])
-    label = f"pinned (core {train_core}), 1 KB at 20k msgs/s from core {sim_core}"
-    cases = (
-        ("ours", f"{label}: ours", PINNED_TARGET),
-        ("raw", f"{label}: raw PULL thread", None),
-        ("apart", f"{label}: other process", None),
-    )
     rows = []
-    for key, case, target in cases:
-        speed = statistics.median(runs[key])
-        rows.append(
-            {
-                "case": case,
-                "ours": round(speed, 1),
-                "baseline": round(alone, 1),
-                "unit": "steps/s",
-                "ratio": round(speed / alone, 3),
-                "target": target,
-            }
-        )
+    label = f"pinned (core {train_core}), 1 KB at 20k msgs/s from core {sim_core}"
+    for key, what, target in (
+        ("ours", "ours", PINNED_TARGET),
+        ("raw", "raw PULL thread", None),
+        ("apart", "other process", None),
+    ):
+        # wall time, and CPU time of this process (steps per CPU second: what the
+        # trainer's core spends, which other processes on a shared machine disturb less)
+        for data, unit, suffix in ((runs, "steps/s", ""), (cpu, "steps/cpu-s", ", CPU")):
+            speed, alone = statistics.median(data[key]), statistics.median(data["alone"])
+            rows.append(
+                {
+                    "case": f"{label}: {what}{suffix}",
+                    "ours": round(speed, 1),
+                    "baseline": round(alone, 1),
+                    "unit": unit,
+                    "ratio": round(speed / alone, 3),
+                    "target": target,
+                }
+            )
     notes = [
         f"pinned: {statistics.median(received):,.0f} samples/s went into the trainer's buffer "
         f"(back-pressure holds the client at the trainer's draws); the raw PULL thread and "
@@ -626,6 +681,8 @@ def main() -> None:
     parser.add_argument("--no-training", action="store_true", help="skip training rows")
     parser.add_argument("--no-ingest", action="store_true", help="only the training rows")
     parser.add_argument("--no-pinned", action="store_true", help="skip the pinned rows")
+    parser.add_argument("--sizes", help="throughput rows of these sizes only, e.g. 1KB,1MB")
+    parser.add_argument("--clients", help="throughput rows with these client counts, e.g. 1")
     parser.add_argument("--only-pinned", action="store_true", help="only the pinned rows")
     parser.add_argument(
         "--keep-freed-memory",
@@ -636,7 +693,9 @@ def main() -> None:
     rounds = opts.rounds or (3 if opts.quick else 7)  # 7: a median that holds on a noisy day
     torch.set_num_threads(1)
     only = opts.only_pinned
-    rows = [] if opts.no_ingest or only else ingest_rows(rounds, opts.quick)
+    sizes = opts.sizes.split(",") if opts.sizes else None
+    clients = tuple(int(c) for c in opts.clients.split(",")) if opts.clients else (1, 4)
+    rows = [] if opts.no_ingest or only else ingest_rows(rounds, opts.quick, sizes, clients)
     notes: list[str] = []
     if not (opts.no_training or only):
         train, notes = training_rows(rounds, opts.quick, opts.keep_freed_memory)

@@ -28,8 +28,8 @@ from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.assembly import SimulationLedger
+from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.inline_decoder import InlineDecoder
 from melissa_trainer.stream.receiver import (
     Receiver,
     ReceiverConfig,
@@ -747,7 +747,7 @@ def test_completed_steps_cost_a_bit_each() -> None:
 
 
 def test_memoized_inline_decoding_agrees_with_protocol_decode() -> None:
-    decoder = InlineDecoder(1 << 20)
+    decoder = DataDecoder(1 << 20)
     good = [data(1, t, U, value(1, t, U))[0] for t in range(3)]
     other = data(2, 7, U, value(2, 7, U), rank=1, count=2, start=6, end=12)[0]
     frames = [*good, other, other[:-4], good[0] + b"xx", good[1][:40], b"MTRN" + bytes(60)]
@@ -766,6 +766,39 @@ def test_memoized_inline_decoding_agrees_with_protocol_decode() -> None:
             assert got[:9] == want[:9]
         else:
             assert got == want
+
+
+def test_memoized_two_frame_decoding_agrees_with_protocol_decode() -> None:
+    """DATA with a payload frame: a memo hit accepts and rejects exactly what `decode`
+    does (wrong payload size, missing or extra frame, bytes after the header, an INLINE
+    header of the same key given a payload frame, other fields)."""
+    decoder = DataDecoder(1 << 20)
+
+    def two(sim: int, t: int, **kw: Any) -> list[bytes]:
+        return data(sim, t, U, value(sim, t, U), inline=False, **kw)
+
+    good = [two(1, t) for t in range(3)]
+    inline = data(1, 5, U, value(1, 5, U), inline=True)
+    part = two(2, 7, rank=1, count=2, start=6, end=12)
+    cases: list[tuple[bytes, Any]] = [(h, p) for h, p in good]
+    cases += [(part[0], part[1]), (good[0][0], good[0][1][:-4]), (good[1][0], good[1][1] + b"x")]
+    cases += [(good[2][0], None), (good[0][0] + b"xx", good[0][1]), (good[1][0][:-1], good[1][1])]
+    cases += [(inline[0], None), (inline[0], good[0][1]), (good[0][0], b"")]
+    cases += [(good[0][0][:-1] + b"v", good[0][1]), *((h, p) for h, p in good)]
+    for frame, payload in cases:
+        try:
+            want: Any = P.decode(frame, payload, 1 << 20)
+        except P.ProtocolError as exc:
+            want = exc.reason
+        try:
+            got: Any = decoder(frame, payload)
+        except P.ProtocolError as exc:
+            got = exc.reason
+        if isinstance(want, P.Data):
+            assert isinstance(got, P.Data) and bytes(got.payload) == bytes(want.payload)
+            assert got[:9] == want[:9]
+        else:
+            assert got == want, (frame, payload)
 
 
 # -- launcher control: ABANDON, heartbeat ----------------------------------------------------

@@ -5,8 +5,8 @@ requests from other threads reach the ingester: :mod:`.ingest_loop`, the base cl
 
 Data path per message: ``recv`` the first frame as bytes; only a DATA header without
 the INLINE flag makes it look for a second frame (``RCVMORE``), received with
-``copy=False``; ``protocol.decode`` (memoized for INLINE DATA headers, which differ
-only by their time step: `inline_decoder.InlineDecoder`); validation against the
+``copy=False``; ``protocol.decode`` (memoized for DATA headers, which differ only by
+their time step: `data_decoder.DataDecoder`); validation against the
 simulation's HELLO; dedup against the simulation's completed-step bits; reassembly if
 the step comes in parts; ``buffer.put`` of each complete sample, exactly once per
 (simulation, time step).
@@ -72,11 +72,11 @@ import zmq
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.stream import protocol
+from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest import telemetry_keys
 from melissa_trainer.stream.ingest_loop import IngestLoop
 from melissa_trainer.stream.ingest_state import upgrade_state
-from melissa_trainer.stream.inline_decoder import InlineDecoder
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,
@@ -151,7 +151,7 @@ class Receiver(IngestLoop):
         self._max_bytes, self._rcvhwm = config.max_message_bytes, config.rcvhwm
         self._advertise = config.advertise_host
         self._curve = curve_keys(config.curve_secret_key, config.curve_public_key)
-        self._decode_one = InlineDecoder(self._max_bytes)
+        self._decode = DataDecoder(self._max_bytes)
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
@@ -296,28 +296,34 @@ class Receiver(IngestLoop):
         """
         sock, ing, feeder = self._socket, self.ingest, self._feeder
         assert sock is not None
-        if not feeder.flush(block=not pump):
+        if feeder.overflow and not feeder.flush(block=not pump):
             return
         # A pump asks `zmq_poll` (the backend's, not `Socket.poll`, which builds a Poller
         # per call) whether a message waits: a third of the cost of a failed recv (an
         # Again exception), and most pumps of large messages find the socket empty.
-        recv, get, decode = sock.recv, sock.get, protocol.decode
+        recv, get, decode = sock.recv, sock.get, self._decode
         poll, polled = zmq.zmq_poll, [(sock, _POLLIN)]
-        on_data, max_bytes, rcvmore = ing.data, self._max_bytes, _RCVMORE
-        decode_one = self._decode_one
+        on_data, rcvmore = ing.data, _RCVMORE
         monotonic, takeover = time.monotonic, self._takeover
         deadline = monotonic() + self._pump_budget
         wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
+        served = False  # a message was ingested by this call
         while True:
             if pump:
                 if feeder.overflow or monotonic() > deadline:
                     return
                 if not poll(polled, 0):
+                    # The idle clock, logs and `finish` need one empty poll per pump: the
+                    # one before any message (a pump that ingested returns; the reader's
+                    # next pump finds the socket empty first, if it is).
+                    if served:
+                        return
                     self._on_idle()
                     if not (wait_ms and not self._ended and poll(polled, wait_ms)):
                         return
                     wait_ms = 0  # once per pump: the reader looks at its buffer next
                     deadline = monotonic() + self._pump_budget
+                served = True
                 try:
                     frame = recv(_NOBLOCK)  # (a whole message waits: poll said so)
                 except zmq.Again:  # pragma: no cover - only if the poll was stale
@@ -344,7 +350,7 @@ class Receiver(IngestLoop):
                 ing.ignored_after_end += 1
                 continue
             try:
-                msg = decode_one(frame) if part is None else decode(frame, part.buffer, max_bytes)
+                msg = decode(frame) if part is None else decode(frame, part.buffer)
             except ProtocolError as exc:
                 ing.reject(exc.reason, _simulation_of(frame), str(exc))
                 continue

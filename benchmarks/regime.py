@@ -4,7 +4,10 @@ One *point* per cost of a simulated sample (the heat solver's sub-steps): the me
 ratio r = (seconds to simulate one sample) / (seconds of one training step), and the
 error of offline's best split of the budget over online's at equal wall time (and with
 offline's disk limited to a share of what online streamed). These are the pure parts:
-the point's figures from the runs, the crossover, the rows, the table and the plot.
+the point's figures from the runs, the crossover, the rows, the table and the plot; run
+as a script, it merges the ``regime.json`` of several sweeps into one table and plot:
+
+    python benchmarks/regime.py run1/regime.json run2/regime.json --plot regime.png
 """
 
 from __future__ import annotations
@@ -149,3 +152,25 @@ def plot(points: list[Point], path: Path, budget: float) -> None:
     ax.legend()
     fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def main() -> None:
+    """Merge the maps of several ``--sweep`` runs (their ``regime.json``): the table, the
+    crossover and the plot of all their points together."""
+    import argparse
+    import json
+
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("files", nargs="+", type=Path, help="regime.json files of --sweep runs")
+    p.add_argument("--budget", type=float, default=60.0, help="the runs' budget (s), a label")
+    p.add_argument("--plot", type=Path, help="write the plot here (PNG)")
+    opts = p.parse_args()
+    points = [point for f in opts.files for point in json.loads(f.read_text())]
+    print_table(points, opts.budget)
+    if opts.plot:
+        plot(points, opts.plot, opts.budget)
+        print(f"plot: {opts.plot}")
+
+
+if __name__ == "__main__":
+    main()

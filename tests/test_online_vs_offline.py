@@ -283,3 +283,25 @@ def test_the_sweep_maps_two_costs_pinned(tmp_path):
     for row in rows:
         assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2)
     assert "equal wall time:" in out.stdout and not list(tmp_path.glob("work-*"))
+
+
+def test_regime_merges_the_maps_of_several_sweeps(tmp_path):
+    """`benchmarks/regime.py` on two sweeps' regime.json: one table of all their points
+    and the crossover between points of different runs."""
+
+    def point(r: float, ratio: float) -> dict:
+        run = {"simulations": 3, "steps": 10, "val_mse": 1.0}
+        return {"substeps": 1, "time_steps": 20, "sim_ms_per_sample": r, "offline_step_ms": 1.0,
+                "online_step_ms": 1.0, "r": r, "online": run, "offline": {"0.5": run},
+                "best_share": 0.5, "storage": run, "time_ratio": ratio,
+                "storage_ratio": 2.0}  # fmt: skip
+
+    (tmp_path / "a.json").write_text(json.dumps([point(1.0, 0.5)]))
+    (tmp_path / "b.json").write_text(json.dumps([point(100.0, 2.0)]))
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "regime.py"), str(tmp_path / "a.json"),
+         str(tmp_path / "b.json"), "--plot", str(tmp_path / "map.png")],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    assert "crosses 1 at r ~ 10" in out.stdout  # sqrt(1 * 100), in log r
+    assert (tmp_path / "map.png").stat().st_size > 0

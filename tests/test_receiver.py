@@ -753,19 +753,7 @@ def test_memoized_inline_decoding_agrees_with_protocol_decode() -> None:
     frames = [*good, other, other[:-4], good[0] + b"xx", good[1][:40], b"MTRN" + bytes(60)]
     frames += [P.encode_hello(1, 0, 1, [U]), P.encode_bye(1, 0, 1, 3), *good]
     for frame in frames:
-        try:
-            want: Any = P.decode(frame, None, 1 << 20)
-        except P.ProtocolError as exc:
-            want = exc.reason
-        try:
-            got: Any = decoder(frame)
-        except P.ProtocolError as exc:
-            got = exc.reason
-        if isinstance(want, P.Data):
-            assert isinstance(got, P.Data) and bytes(got.payload) == bytes(want.payload)
-            assert got[:9] == want[:9]
-        else:
-            assert got == want
+        _assert_decodes_alike(decoder, frame, None)
 
 
 def test_memoized_two_frame_decoding_agrees_with_protocol_decode() -> None:
@@ -786,19 +774,25 @@ def test_memoized_two_frame_decoding_agrees_with_protocol_decode() -> None:
     cases += [(inline[0], None), (inline[0], good[0][1]), (good[0][0], b"")]
     cases += [(good[0][0][:-1] + b"v", good[0][1]), *((h, p) for h, p in good)]
     for frame, payload in cases:
-        try:
-            want: Any = P.decode(frame, payload, 1 << 20)
-        except P.ProtocolError as exc:
-            want = exc.reason
-        try:
-            got: Any = decoder(frame, payload)
-        except P.ProtocolError as exc:
-            got = exc.reason
-        if isinstance(want, P.Data):
-            assert isinstance(got, P.Data) and bytes(got.payload) == bytes(want.payload)
-            assert got[:9] == want[:9]
-        else:
-            assert got == want, (frame, payload)
+        _assert_decodes_alike(decoder, frame, payload)
+
+
+def _assert_decodes_alike(decoder: Any, frame: bytes, payload: bytes | None) -> None:
+    """`decoder` accepts `frame` (and `payload`) as `protocol.decode` does, or rejects it
+    for the same reason."""
+    try:
+        want: Any = P.decode(frame, payload, 1 << 20)
+    except P.ProtocolError as exc:
+        want = exc.reason
+    try:
+        got: Any = decoder(frame) if payload is None else decoder(frame, payload)
+    except P.ProtocolError as exc:
+        got = exc.reason
+    if isinstance(want, P.Data):
+        assert isinstance(got, P.Data) and bytes(got.payload) == bytes(want.payload)
+        assert got[:9] == want[:9]
+    else:
+        assert got == want, (frame, payload)
 
 
 # -- launcher control: ABANDON, heartbeat ----------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import configparser
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -87,3 +88,20 @@ def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "reference" / "api" / "trainer" / "index.html").is_file()
+
+
+@pytest.mark.timeout(30)
+def test_no_file_the_guide_needs_is_git_ignored() -> None:
+    """A figure on disk but ignored by git builds here and breaks a clean clone's build."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: nothing can be ignored")
+    done = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", "docs"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    ignored = [line for line in done.stdout.splitlines() if "__pycache__" not in line]
+    assert ignored == [], f"git ignores these (a clean clone lacks them): {ignored}"

@@ -46,6 +46,7 @@ __all__ = [
     "ConfigError",
     "ConversionError",
     "TrainingArguments",
+    "UnknownArgumentError",
     "convert_value",
     "load_config_file",
     "unknown_key_problems",
@@ -91,17 +92,31 @@ class ConfigError(ValueError):
         super().__init__(message)
 
 
-def unknown_key_problems(unknown: Iterable[str], valid: Iterable[str]) -> list[str]:
-    """One line per unknown key, suggesting the closest valid name (difflib)."""
+class UnknownArgumentError(ConfigError, TypeError):
+    """`TrainingArguments(...)` called with a name that is not one of its fields.
+
+    A `TypeError`, as Python raises for any unexpected keyword argument (code that
+    catches that keeps working), and a `ConfigError` whose problems suggest the
+    closest field names.
+    """
+
+
+def unknown_key_problems(
+    unknown: Iterable[str], valid: Iterable[str], what: str = "key"
+) -> list[str]:
+    """One line per unknown `what` (key, argument), suggesting the closest valid name
+    (difflib)."""
     valid = sorted(valid)
     problems = []
     for key in sorted(unknown, key=str):
         probe = str(key).lower().replace("-", "_")
         close = difflib.get_close_matches(probe, valid, n=1, cutoff=0.6)
         if close:
-            problems.append(f"unknown key {key!r}: did you mean {close[0]!r}?")
+            problems.append(f"unknown {what} {key!r}: did you mean {close[0]!r}?")
         else:
-            problems.append(f"unknown key {key!r}: remove it (valid keys: {', '.join(valid)})")
+            problems.append(
+                f"unknown {what} {key!r}: remove it (valid {what}s: {', '.join(valid)})"
+            )
     return problems
 
 
@@ -369,6 +384,17 @@ class TrainingArguments:
     greater_is_better: bool = _f(False, "Whether a larger metric_for_best_model is better.")
 
     # ------------------------------------------------------------------ validation
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TrainingArguments:
+        # Checked here, before the dataclass's __init__ would raise a bare TypeError
+        # ("unexpected keyword argument 'watermak'"); `fields(cls)` also covers a
+        # user's dataclass subclass that adds its own fields.
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = [key for key in kwargs if key not in names]
+        if unknown:
+            problems = unknown_key_problems(unknown, names, what="argument")
+            raise UnknownArgumentError(problems, context=cls.__name__)
+        return super().__new__(cls)
 
     def __post_init__(self) -> None:
         problems: list[str] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import json
@@ -209,6 +210,25 @@ def test_unknown_keys_suggest_the_closest_name() -> None:
     assert "unknown key 'batchsize': did you mean 'batch_size'?" in text
     assert "unknown key 'bufer': did you mean 'buffer'?" in text
     assert "unknown key 'zzz': remove it (valid keys:" in text
+
+
+def test_unknown_keyword_arguments_suggest_the_closest_name() -> None:
+    # a TypeError as for any unexpected keyword (code catching it keeps working),
+    # naming the field meant rather than Python's bare "unexpected keyword argument"
+    with pytest.raises(TypeError) as info:
+        TrainingArguments(output_dir="o", watermak=10)  # type: ignore[call-arg]
+    assert isinstance(info.value, ConfigError)
+    assert "unknown argument 'watermak': did you mean 'watermark'?" in str(info.value)
+
+    @dataclasses.dataclass
+    class MyArguments(TrainingArguments):  # a user's subclass with its own field
+        learning_rate: float = 1e-3
+
+    assert MyArguments(output_dir="o", learning_rate=0.1, seed=3).learning_rate == 0.1
+    with pytest.raises(TypeError, match="'lerning_rate': did you mean 'learning_rate'"):
+        MyArguments(output_dir="o", lerning_rate=0.1)  # type: ignore[call-arg]
+    args = TrainingArguments(output_dir="o", seed=5)  # replace/copy still build instances
+    assert dataclasses.replace(args, seed=6).seed == 6 and copy.deepcopy(args) == args
 
 
 def test_round_trip() -> None:

@@ -299,8 +299,9 @@ class TrainingArguments:
             or ``"reservoir"`` (random subset; samples may be drawn several times).
             Default ``"fifo"``.
         buffer_size: maximum number of samples held in memory per rank. Default 10000.
-        watermark: samples the buffer must hold before training starts, in
-            [1, `buffer_size`]. Default 1.
+        watermark: the fewest samples the buffer must hold for a batch to be drawn, in
+            [1, `buffer_size`]: every read waits while it holds fewer (not only the
+            first), until the stream ends, when the buffer drains. Default 1.
         pseudo_epochs: passes over the data (>= 1): values > 1 replay the samples still
             in the buffer after the stream ends, `pseudo_epochs - 1` more times. Works
             with every buffer, including ``"reservoir"`` (it replays its retained
@@ -355,7 +356,11 @@ class TrainingArguments:
     )
     buffer: str = _f("fifo", "Buffer policy.", BUFFER_CHOICES)
     buffer_size: int = _f(10_000, "Maximum number of samples in the buffer (per rank).")
-    watermark: int = _f(1, "Samples the buffer must hold before training starts.")
+    watermark: int = _f(
+        1,
+        "Fewest samples the buffer must hold for a batch to be drawn: every read waits "
+        "while it holds fewer, until the stream ends.",
+    )
     pseudo_epochs: int = _f(1, "Passes over the data; > 1 replays the buffer after the stream.")
     max_sample_reuse: int | None = _f(
         None, "Reservoir only: most times one sample may be drawn (default: unbounded)."

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,8 +145,13 @@ class SimulationLoss:
     step: int
 
 
-class SimulationLosses:
+class SimulationLosses(Mapping[int, SimulationLoss]):
     """The per-simulation statistics of one trainer (module docstring).
+
+    A read-only mapping from simulation id to its `SimulationLoss`, holding the
+    simulations whose samples were reduced (``losses[7]``, ``losses.get(7)``,
+    ``losses.items()``; iteration gives the ids in increasing order). Read it between
+    steps, from the training thread (hooks): a reduction updates it in place.
 
     Args:
         device: where the step's losses live until a reduction (the training device).
@@ -246,17 +251,20 @@ class SimulationLosses:
 
     # -- reading --------------------------------------------------------------------------
 
-    def get(self, simulation_id: int) -> SimulationLoss | None:
-        """The statistic of `simulation_id`, or None if none of its samples was reduced."""
+    def __getitem__(self, simulation_id: int) -> SimulationLoss:
+        """The statistic of `simulation_id`; KeyError if none of its samples was reduced
+        (`get` gives None instead)."""
         entry = self._stats.get(int(simulation_id))
-        return None if entry is None else _loss(int(simulation_id), entry)
+        if entry is None:
+            raise KeyError(simulation_id)
+        return _loss(int(simulation_id), entry)
 
     def __len__(self) -> int:
         return len(self._stats)
 
-    def __iter__(self) -> Iterator[SimulationLoss]:
-        """Every simulation's statistic, by id."""
-        return (_loss(sid, self._stats[sid]) for sid in sorted(self._stats))
+    def __iter__(self) -> Iterator[int]:
+        """The ids of the simulations with a statistic, in increasing order."""
+        return iter(sorted(self._stats))
 
     # -- checkpoint -----------------------------------------------------------------------
 

@@ -60,8 +60,12 @@ def test_a_reduction_sums_each_simulations_losses_and_divides_by_the_recent_mean
     assert updated[3].relative == pytest.approx((1 / 4 + 3 / 4 + 1 / reference) / 3)
     assert updated[7].relative == pytest.approx(3 / reference) and updated[7].step == 4
     assert losses.get(5) == SimulationLoss(5, 2, 6.0, 6.0 / period_mean, 2)  # untouched
-    assert [x.simulation_id for x in losses] == [3, 5, 7] and len(losses) == 3
-    assert losses.get(99) is None
+    assert list(losses) == [3, 5, 7] and len(losses) == 3  # a mapping: ids, in order
+    assert [x.simulation_id for x in losses.values()] == [3, 5, 7]
+    assert dict(losses.items())[7] == losses[7] == updated[7] and 5 in losses
+    assert losses.get(99) is None and 99 not in losses
+    with pytest.raises(KeyError):
+        losses[99]
 
 
 def test_the_reference_is_the_mean_of_the_last_periods_only() -> None:
@@ -200,7 +204,7 @@ def test_each_simulations_loss_is_the_mean_of_its_samples_losses_when_drawn(
             ]
             for sid in range(4)
         }
-    stats = {x.simulation_id: x for x in trainer.simulation_losses}
+    stats = dict(trainer.simulation_losses)
     assert {s: x.draws for s, x in stats.items()} == {s: 9 for s in range(4)}
     for sid in range(4):
         assert stats[sid].mean == pytest.approx(np.mean(per_sample[sid]), rel=1e-5)
@@ -231,7 +235,7 @@ def test_a_resumed_run_reduces_the_same_losses_as_one_never_stopped(tmp_path: Pa
         tmp_path / "r", samples(96), max_steps=20, resume_from_checkpoint="latest"
     )
     resumed.train()
-    assert list(resumed.simulation_losses) == list(whole.simulation_losses)  # bit for bit
+    assert list(resumed.simulation_losses.items()) == list(whole.simulation_losses.items())  # bit
 
 
 def test_samples_without_simulation_ids_name_the_fix(tmp_path: Path) -> None:
@@ -272,7 +276,7 @@ def test_overriding_compute_loss_alone_is_refused_when_losses_are_tracked(
 
     trainer = make_trainer(tmp_path, samples(12), cls=L1Samples)  # 3 steps: one reduction
     trainer.train()
-    assert sum(x.draws for x in trainer.simulation_losses) == 12
+    assert sum(x.draws for x in trainer.simulation_losses.values()) == 12
 
 
 def test_a_negative_cadence_is_a_config_error() -> None:

@@ -29,7 +29,8 @@ class BufferConfig:
         kind: ``"fifo"``, ``"firo"`` or ``"reservoir"`` (case-insensitive, stored lower
             case).
         capacity: maximum number of samples held (>= 1).
-        watermark: samples needed before reads are served, in [1, `capacity`].
+        watermark: the fewest samples held for a read to be served (every read, until
+            close), in [1, `capacity`].
         seed: seed of the buffer's random generator (>= 0).
         max_sample_reuse: reservoir only: draws after which a sample leaves (>= 1, and
             >= `sample_to_insert_ratio`); None: unbounded.

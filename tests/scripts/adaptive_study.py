@@ -71,7 +71,7 @@ def main() -> None:
         "world_size": trainer.num_processes,
         "global_step": state.global_step,
         "seen": keys.seen,
-        "losses": [list(vars(loss).values()) for loss in trainer.simulation_losses],
+        "losses": [list(vars(loss).values()) for loss in trainer.simulation_losses.values()],
         "reductions": trainer.simulation_losses.reductions,
     }
     if trainer.process_index == 0:

@@ -408,7 +408,7 @@ def test_parser_defaults_show_in_help_and_are_overridable(
         parser.parse_args_into_dataclasses(["--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
     assert "Buffer policy. One of: fifo, firo, reservoir. (default: reservoir)" in out
-    assert "(per rank). (default: 4000)" in out and "starts. (default: 500)" in out
+    assert "(per rank). (default: 4000)" in out and "stream ends. (default: 500)" in out
     assert "Validate every this many steps. (default: 500)" in out
     assert "only at the end" not in out.split("--eval_steps")[1].split("--")[0]
     assert "Learning rate. (default: 0.5)" in out

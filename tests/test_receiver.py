@@ -5,6 +5,7 @@ or `scripts/stream_client.py` processes; nothing here depends on `melissa_traine
 
 from __future__ import annotations
 
+import errno
 import json
 import signal
 import subprocess
@@ -1267,3 +1268,20 @@ def test_abandon_reaches_receivers_with_keys_of_their_own(tmp_path: Path) -> Non
         wait_for(lambda: tel(r1, "simulations_abandoned") == 1)
         with pytest.raises(ValueError, match="1 CURVE keys for 2 endpoints"):
             send_abandon(endpoints, 5, curve_public_key=keys[:1])
+
+
+@pytest.mark.timeout(30)
+def test_a_port_in_use_names_the_fix() -> None:
+    taken = zmq.Context.instance().socket(zmq.PULL)
+    try:
+        port = taken.bind_to_random_port("tcp://127.0.0.1")
+        rec = Receiver(FIFOBuffer(4), config=ReceiverConfig(bind=f"tcp://127.0.0.1:{port}"))
+        with pytest.raises(OSError) as info:
+            rec.start()
+        rec.stop()
+    finally:
+        taken.close(linger=0)
+    text = str(info.value)
+    assert info.value.errno == errno.EADDRINUSE
+    assert f"cannot bind tcp://127.0.0.1:{port}" in text and f"sport = :{port}" in text
+    assert "choose a free port in ReceiverConfig(bind=...)" in text and "port *" in text

@@ -62,6 +62,7 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -105,6 +106,26 @@ logger = logging.getLogger(__name__)
 
 _RCVMORE = int(zmq.RCVMORE)
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
+
+
+def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
+    """What went wrong binding `bind` (rank `rank`'s endpoint) and what to do about it."""
+    message = f"receiver of rank {rank} cannot bind {bind}: {exc}"
+    if exc.errno == errno.EADDRINUSE and bind.startswith("tcp://"):
+        port = bind.rpartition(":")[2]
+        message += (
+            f": another program (or another trainer) listens on port {port}; find it with "
+            f"`ss -ltnp 'sport = :{port}'`, or choose a free port in ReceiverConfig(bind=...) "
+            "(an explicit port is offset by the rank: rank r binds port + r), or use port * "
+            "(a random free port, published in the rendezvous directory)"
+        )
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        message += (
+            ": this host has no such address; bind tcp://*:* (every interface) or one of "
+            "this node's addresses, and set ReceiverConfig(advertise_host=...) if the name "
+            "the simulations must use differs"
+        )
+    return message
 
 
 class Receiver(IngestLoop):
@@ -198,8 +219,7 @@ class Receiver(IngestLoop):
         except BaseException as exc:
             self._close_socket()
             if isinstance(exc, zmq.ZMQError):
-                msg = f"receiver of rank {self._rank} cannot bind {self._bind}: {exc}"
-                raise OSError(msg) from exc
+                raise OSError(exc.errno, bind_error(self._bind, self._rank, exc)) from exc
             raise
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)

@@ -139,6 +139,11 @@ static void test_state_rules(void) {
     CHECK(strcmp(mt_client_error(c), "no parameter 'nope'; the known parameters are []") == 0);
     mt_client_abort(c);
     mt_client_abort(NULL);
+    mt_client *s;
+    CHECK(mt_client_create(&s) == MT_OK);
+    CHECK(mt_declare_field(s, "n1", MT_FLOAT32, 1, NULL) == MT_EINVAL); /* ndim 1: a shape */
+    CHECK(mt_declare_field(s, "energy", MT_FLOAT64, 0, NULL) == MT_OK); /* the guide's scalar */
+    mt_client_abort(s);
     CHECK(strcmp(mt_strerror(MT_ESHAPE), "MT_ESHAPE: wrong element count") == 0);
 }
 

@@ -68,8 +68,12 @@ class LogFigures:
         logged mean (0: the loss is NaN); restarts. Collective when
         `distributed`.
 
-        The source's telemetry is summed over ranks, but for its `study_keys` (figures
-        every rank counts in full), whose maximum is logged.
+        Every count is summed over ranks (`buffer_samples`, the samples the buffers
+        hold now; `buffer_put`, `buffer_got`, `buffer_evicted`, since the last log);
+        `buffer_fill` is `buffer_samples` over the ranks' total capacity; rates are per
+        second of the mean rank's wall time. The source's telemetry is summed over
+        ranks, but for its `study_keys` (figures every rank counts in full), whose
+        maximum is logged.
         """
         stats = buffer.stats()
         elapsed = time.perf_counter() - self.started
@@ -99,8 +103,10 @@ class LogFigures:
             "learning_rate": lr,
             "samples_per_second": samples / elapsed_mean,
             "steps_per_second": self.steps / elapsed_mean,
-            "buffer_size": size / num_processes,
-            "buffer_fill": size / num_processes / buffer.capacity,
+            # every count is over all ranks, as put/got/evicted are (a per-rank mean
+            # beside sums is what a two-rank log used to show, unlabelled)
+            "buffer_samples": size,
+            "buffer_fill": size / (num_processes * buffer.capacity),
             "buffer_put": put,
             "buffer_got": got,
             "buffer_evicted": evicted,

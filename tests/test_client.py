@@ -33,6 +33,7 @@ from melissa_trainer.client import (
     fetch_endpoints,
 )
 from melissa_trainer.client import held as held_module
+from melissa_trainer.client.config import check_parameters
 from melissa_trainer.stream import protocol as p
 from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.step_set import StepSet
@@ -366,6 +367,22 @@ def test_array_reuse_must_be_a_known_mode() -> None:
 
 
 @pytest.mark.timeout(30)
+def test_a_missing_parameter_names_the_known_ones_or_how_to_give_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ENV_PARAMETERS, raising=False)
+    none = check_parameters(None)  # a simulation started by hand, without the launcher
+    with pytest.raises(KeyError) as info:
+        none["diffusivity"]
+    assert str(info.value).startswith("this simulation has no parameter 'diffusivity': it has none")
+    assert "MELISSA_TRAINER_PARAMETERS='{\"diffusivity\": 0.5}'" in str(info.value)
+    given = check_parameters({"t0": 1.0})
+    assert given == {"t0": 1.0} and given.get("k") is None and json.dumps(given) == '{"t0": 1.0}'
+    with pytest.raises(KeyError, match=r"its parameters are \['t0'\] \(given to the Client\)"):
+        given["k"]
+
+
+@pytest.mark.timeout(30)
 def test_environment_configuration(
     receiver: Receiver, zctx: zmq.Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -376,6 +393,12 @@ def test_environment_configuration(
     with Client({"u": ((2,), "float32")}, tuning=ClientTuning(close_timeout=10)) as c:
         assert (c.simulation_id, c.endpoints) == (17, [receiver.endpoint])
         assert list(c.parameters.items()) == [("b", 2.5), ("a", -1.0)]
+        with pytest.raises(
+            KeyError,
+            match=r"no parameter 'k': its parameters are \['a', 'b'\] "
+            r"\(from MELISSA_TRAINER_PARAMETERS, set by the launcher\)",
+        ):
+            c.parameters["k"]  # a typo names the parameters there are
         c.send(0, u=np.zeros(2, np.float32))
     messages = receiver.until_bye()
     assert [type(m) for m in messages] == [p.Hello, p.Data, p.Bye]

@@ -72,7 +72,7 @@ def test_tensorboard_scalars_read_back_with_tensorboards_reader(tmp_path: Path) 
         "train/loss",
         "train/learning_rate",
         "train/samples_per_second",
-        "buffer/size",
+        "buffer/samples",
         "buffer/fill",
         "buffer/got",
         "eval/loss",

@@ -54,6 +54,10 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
         assert r["logs"], "no log"
         assert {log["source_messages"] for log in r["logs"]} == {201.0}  # 100 + 101
         assert {log["source_simulations_finished"] for log in r["logs"]} == {16.0}  # not 31
+        for log in r["logs"]:  # counted over both ranks, each of capacity 16
+            assert "buffer_size" not in log  # (an option's name, per rank; not a figure)
+            assert log["buffer_fill"] == pytest.approx(log["buffer_samples"] / 32)
+            assert 0 <= log["buffer_samples"] <= 32
 
     # from the checkpoint at the end (step 11): nothing left to train, counters per rank
     checkpoints = out / "checkpoints"

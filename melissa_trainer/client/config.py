@@ -28,6 +28,8 @@ __all__ = [
     "ENV_SIMULATION_ID",
     "ClientTuning",
     "check_field_sizes",
+    "Parameters",
+    "UnknownParameterError",
     "check_parameters",
     "check_simulation_id",
     "check_time_step",
@@ -198,10 +200,44 @@ def _u64(name: str, value: Any) -> int:
     return number
 
 
-def check_parameters(parameters: Mapping[str, float] | None) -> dict[str, float]:
+class UnknownParameterError(KeyError):
+    """A simulation asked for a parameter it was not given; the message lists those it
+    was given and where they come from (a `KeyError`, as a dict's missing key is)."""
+
+    def __str__(self) -> str:  # KeyError would quote the whole message
+        return str(self.args[0])
+
+
+class Parameters(dict[str, float]):
+    """A simulation's parameters (`Client.parameters`): a dict whose missing key is an
+    `UnknownParameterError` naming the known parameters, not a bare ``KeyError``.
+
+    Attributes:
+        origin: where they came from (for the message).
+    """
+
+    def __init__(self, values: dict[str, float], origin: str) -> None:
+        super().__init__(values)
+        self.origin = origin
+
+    def __missing__(self, key: str) -> float:
+        if self:
+            known = f"its parameters are {sorted(self)} ({self.origin})"
+        else:
+            known = (
+                f"it has none: no {ENV_PARAMETERS} in its environment (a simulation started "
+                f"by hand?); start it through the trainer's launcher, or give them: "
+                f"{ENV_PARAMETERS}='{{\"{key}\": 0.5}}' or Client(parameters={{{key!r}: 0.5}})"
+            )
+        raise UnknownParameterError(f"this simulation has no parameter {key!r}: {known}")
+
+
+def check_parameters(parameters: Mapping[str, float] | None) -> Parameters:
     """`parameters`, else the JSON object in `$MELISSA_TRAINER_PARAMETERS`, else none:
     string names, finite float values, in the given order."""
+    origin = "given to the Client"
     if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
+        origin = f"from {ENV_PARAMETERS}, set by the launcher"
         try:
             parameters = json.loads(os.environ[ENV_PARAMETERS])
         except ValueError:
@@ -219,4 +255,4 @@ def check_parameters(parameters: Mapping[str, float] | None) -> dict[str, float]
         if not math.isfinite(number):
             raise ValueError(f"parameter {key!r}: {number} is not finite")
         out[key] = number
-    return out
+    return Parameters(out, origin)

@@ -68,15 +68,27 @@ def check_resume(state: Mapping[str, Any], study: StudyRecord) -> None:
     checked for what they hold. Changes nothing: the state is loaded into a copy.
     """
     trial = copy.deepcopy(study)
-    sampler, n_simulations = trial.sampler, trial.n_simulations
-    _check_settings(state, sampler, n_simulations)
-    try:
+    n_simulations = trial.n_simulations
+    before = _check_settings(state, trial.sampler, n_simulations)
+    try:  # (the settings first: their messages name what changed)
         trial.load_state_dict(state)
     except ValueError as exc:
         raise StudyChanged(f"cannot resume the study's launcher state: {exc}") from None
+    if before is not None and n_simulations > before:  # (the records are valid now)
+        ended = sum(1 for r in records_of(state).values() if r.get("status") in _ENDED)
+        if ended >= before:
+            raise StudyChanged(
+                f"num_simulations changed from {before} to {n_simulations}, but the study "
+                f"of the checkpoint had ended (its {ended} simulations finished or "
+                f"abandoned, its stream closed): a study cannot grow after its end; resume "
+                f"with --num_simulations {before} (Launcher n_simulations={before}), "
+                f"{_NEW_STUDY}"
+            )
 
 
-def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: int) -> None:
+def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: int) -> int | None:
+    """Check what the state says of the study's settings; returns its `n_simulations`
+    (None in a state saved before the settings were recorded)."""
     saved = state.get("sampler")
     if not isinstance(saved, Mapping):
         raise StudyChanged(f"invalid launcher state: no sampler state ({saved!r})")
@@ -87,16 +99,7 @@ def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: i
     before = settings.get("n_simulations")
     before = before if isinstance(before, int) and not isinstance(before, bool) else None
     _design_fits(saved, sampler, before, n_simulations)
-    if before is not None and n_simulations > before:
-        ended = sum(1 for r in records_of(state).values() if r.get("status") in _ENDED)
-        if ended >= before:
-            raise StudyChanged(
-                f"num_simulations changed from {before} to {n_simulations}, but the study "
-                f"of the checkpoint had ended (its {ended} simulations finished or "
-                f"abandoned, its stream closed): a study cannot grow after its end; resume "
-                f"with --num_simulations {before} (Launcher n_simulations={before}), "
-                f"{_NEW_STUDY}"
-            )
+    return before
 
 
 def past_the_end(

@@ -7,6 +7,8 @@ copy of an example needs this file one folder up.
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamSource, Study
+from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 
 #: Parameter name -> (low, high), as `make_sampler` takes it.
@@ -66,6 +69,31 @@ class StudyArgs:
         problems = self.problems()
         if problems:
             raise ValueError(f"invalid {type(self).__name__}: " + "; ".join(problems))
+
+
+#: TrainingArguments fields that only a reservoir buffer takes (FIFO and FIRO refuse them)
+RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
+
+
+def buffer_defaults(defaults: Mapping[str, Any], argv: Sequence[str] | None) -> dict[str, Any]:
+    """An example's `defaults` for the buffer its command line chooses (``--buffer``,
+    else its ``--config`` file's, else the default's): with a FIFO or FIRO, the
+    example's reservoir-only defaults (its rate limit, `sample_to_insert_ratio`) are
+    left out, since those buffers refuse them; given explicitly they are still refused,
+    by an error that names the fix. `argv` None: ``sys.argv[1:]``."""
+    peek = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    peek.add_argument("--buffer")
+    peek.add_argument("--config")
+    known, _ = peek.parse_known_args(argv)
+    buffer = known.buffer
+    if buffer is None and known.config:
+        # a bad file: the example's own parse reports it
+        with contextlib.suppress(ConfigError):
+            buffer = load_config_file(known.config).get("buffer")
+    buffer = str(buffer if buffer is not None else defaults.get("buffer", "reservoir"))
+    if buffer.strip().lower() == "reservoir":
+        return dict(defaults)
+    return {k: v for k, v in defaults.items() if k not in RESERVOIR_ONLY}
 
 
 def check_matplotlib(plot: bool) -> None:

@@ -282,9 +282,14 @@ class Study(Source):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()` (before `start`); the launcher's record is applied
-        when rank 0 starts it."""
+        when rank 0 starts it, but checked now (the trainer loads the source's state
+        first): a study resumed with settings it cannot follow (another sampler, seed
+        or ranges; a Latin hypercube's size changed...) is refused before anything of
+        the checkpoint is loaded (`Launcher.check_resume`, a ValueError)."""
         state = dict(state or {})
         launcher_state = state.pop("launcher", None)
+        if launcher_state:
+            self.launcher.check_resume(launcher_state)
         self.stream.load_state_dict(state)
         self._launcher_state = launcher_state or None
         self._resumed = True

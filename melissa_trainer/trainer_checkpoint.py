@@ -80,14 +80,16 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
             f"{trainer.num_processes}: resume with --num_processes {ranks}"
         )
     state = trainer.state
+    rank_dir = ckpt.rank_path(path, trainer.process_index)
+    # The source first: a study resumed with settings it cannot follow is refused
+    # before anything else of the checkpoint is loaded (docs/resume.md).
+    trainer.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
     trainer.accelerator.load_state(str(path))
     state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
     state.max_steps = trainer.args.max_steps  # the new run's limit wins
     trainer.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
-    rank_dir = ckpt.rank_path(path, trainer.process_index)
     trainer.buffer.load(rank_dir)
     trainer.dataset.load(rank_dir)
-    trainer.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
     if (rank_dir / RANK_STATE).is_file():  # absent from checkpoints of earlier versions
         mine = ckpt.read_json(rank_dir / RANK_STATE)
         state.samples_seen = int(mine["samples_seen"])

@@ -113,6 +113,7 @@ def test_reservoir_only_options(name: str, value: float, buffer: str) -> None:
     err = config_error(buffer=buffer, **{name: value})
     assert f"{name}={value!r} only applies to buffer='reservoir'" in str(err)
     assert "set buffer='reservoir'" in str(err)
+    assert f"{name}=None (on a command line: --{name} None)" in str(err)  # the fix, exactly
 
 
 def test_reservoir_options_and_resolved_tolerance() -> None:

@@ -164,3 +164,44 @@ def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
     assert "0 finished" in proc.stderr
     assert not (out / "checkpoints").exists() or not list((out / "checkpoints").iterdir())
     assert processes_with(str(out / "rendezvous")) == []
+
+
+@pytest.mark.timeout(120)
+def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> None:
+    """`--buffer fifo` alone: the example's rate limit (`sample_to_insert_ratio` 8, a
+    reservoir's option) is not its default then (it was, and the run was refused)."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+             "--buffer", "fifo", "--buffer_size", "32", "--watermark", "8", "--batch_size", "4",
+             "--eval_steps", "none", "--disable_progress_bar", "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    assert summary["samples_received"] == 4 * 10  # each (simulation, step) once
+    assert summary["samples_seen"] == 4 * 10  # a FIFO serves each sample once
+    assert summary["study"]["finished"] == 4 and summary["study"]["failed"] == 0
+
+
+def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Given explicitly, the rate limit is still refused with a FIFO: the error says
+    how to unset it on the command line."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from train import parser  # the example's
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    argv = ["--buffer", "fifo", "--sample_to_insert_ratio", "8"]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "sample_to_insert_ratio=8.0 only applies to buffer='reservoir'" in err
+    assert "--sample_to_insert_ratio None" in err
+    args, _ = parser(["--buffer", "fifo"]).parse_args_into_dataclasses(["--buffer", "fifo"])
+    assert args.buffer == "fifo" and args.sample_to_insert_ratio is None
+    args, _ = parser([]).parse_args_into_dataclasses([])
+    assert args.buffer == "reservoir" and args.sample_to_insert_ratio == 8.0

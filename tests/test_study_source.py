@@ -131,7 +131,8 @@ def test_a_loaded_launcher_record_survives_a_checkpoint_before_start(tmp_path: P
     """A checkpoint written before the launcher starts (or on a rank that never starts
     it) keeps what was loaded, so that a second crash loses nothing."""
     study = Study(launcher(tmp_path, 2))
-    state = {"simulations": {}, "version": 3, "launcher": {"next_id": 7}}
+    # (a launcher's own record: a state it cannot resume is refused at load)
+    state = {"simulations": {}, "version": 3, "launcher": launcher(tmp_path, 2).state_dict()}
     study.load_state_dict(state)
     assert study.state_dict() == state
     assert "launcher" not in study.stream.state_dict()  # the stream keeps its own part

@@ -25,6 +25,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from reference import DEFAULT_R, PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
+    buffer_defaults,
     final_eval_loss,
     prepare_rendezvous,
     print_overlap,
@@ -154,9 +156,10 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser() -> ArgumentParser:
-    """The command line: TrainingArguments and HeatCArgs, with this example's defaults."""
-    return ArgumentParser(TrainingArguments, HeatCArgs, defaults=DEFAULTS)
+def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+    """The command line `argv`: TrainingArguments and HeatCArgs, with this example's
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
+    return ArgumentParser(TrainingArguments, HeatCArgs, defaults=buffer_defaults(DEFAULTS, argv))
 
 
 def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher | None, Any]:
@@ -183,7 +186,7 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args, opts = parser().parse_args_into_dataclasses(argv)
+    args, opts = parser(argv).parse_args_into_dataclasses(argv)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     launcher, source = make_source(opts, args.seed, rendezvous)

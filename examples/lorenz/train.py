@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
+    buffer_defaults,
     check_matplotlib,
     final_eval_loss,
     leave_cores_to_simulations,
@@ -217,13 +219,14 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-def parser() -> ArgumentParser:
-    """The command line: TrainingArguments and LorenzArgs, with this example's defaults."""
-    return ArgumentParser(TrainingArguments, LorenzArgs, defaults=DEFAULTS)
+def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+    """The command line `argv`: TrainingArguments and LorenzArgs, with this example's
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
+    return ArgumentParser(TrainingArguments, LorenzArgs, defaults=buffer_defaults(DEFAULTS, argv))
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    args, opts = parser().parse_args_into_dataclasses(argv)
+    args, opts = parser(argv).parse_args_into_dataclasses(argv)
     check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"

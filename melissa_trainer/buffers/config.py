@@ -184,7 +184,8 @@ def config_problems(
                 p.append(
                     f"{n[key]}={values[key]!r} only applies to {n['kind']}='reservoir' "
                     f"({n['kind']}={kind!r}; FIFO and FIRO serve each sample exactly once): "
-                    f"set {n['kind']}='reservoir' or remove {n[key]}"
+                    f"set {n['kind']}='reservoir', or unset {n[key]}: {n[key]}=None (on a "
+                    f"command line: --{n[key]} None)"
                 )
         return p
     ratio = values["sample_to_insert_ratio"]

@@ -381,7 +381,9 @@ class BreedSampler(AdaptiveSampler):
         state = upgrade_pre_gapfill(state, self.candidates, self.memory)
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
-        if self.decay_draws is not None and saved is not None and saved != self.decay_draws:
+        # (a fixed share, exploration_final None, does not use it: the saved one is kept)
+        differs = self.decay_draws is not None and saved is not None and saved != self.decay_draws
+        if differs and self.exploration_final is not None:
             raise ValueError(
                 f"sampler state has decay_draws={saved} but this sampler has {self.decay_draws}"
             )

@@ -56,6 +56,7 @@ from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
+from melissa_trainer.launcher.study_change import check_resume
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning, check_count
@@ -236,6 +237,14 @@ class Launcher:
         command, worker_argv = self._program.commands(study, settings.rendezvous_dir)
         with self._lock:
             self._study.data_reported = data is not None
+            cancelled = self._study.cancel_past_the_end()  # (resumed with fewer)
+        if cancelled:
+            logger.info(
+                "resume: n_simulations=%d is fewer than the study's record: simulation(s) %s, "
+                "unfinished, are cancelled (not run again, not counted as failed)",
+                self.n_simulations,
+                cancelled,
+            )
         common = (settings, self._study, self._lock, self.backend, command, heartbeat, abandon)
         if self.worker:
             self._supervisor = WorkerSupervisor(
@@ -354,17 +363,32 @@ class Launcher:
         with self._lock:
             return self._study.state_dict()
 
+    def check_resume(self, state: Mapping[str, Any]) -> None:
+        """Raise if this launcher cannot resume the study of `state` (a `state_dict`);
+        changes nothing. What may change on resume (more or fewer simulations) and what
+        may not (the sampler, its ranges, its seed...) is `study_change`'s.
+
+        Raises:
+            StudyChanged: a ValueError naming the setting that changed and the fix.
+        """
+        with self._lock:
+            check_resume(state, self._study)
+
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume a study (before `start`): finished and given-up simulations are not run
         again; those that were running are relaunched (``MELISSA_TRAINER_ATTEMPT``
         continues their count, and the receivers' dedup drops what they already have).
+        With fewer `n_simulations` than the saved study, `start` cancels the unfinished
+        ones past the new end (`study_change`).
 
         Raises:
             RuntimeError: after `start`.
-            ValueError: a state of another version or parameter space.
+            ValueError: a state of another version or parameter space, or settings
+                changed in a way the study cannot follow (`check_resume`).
         """
         if self._thread is not None:
             raise RuntimeError("Launcher.load_state_dict() must be called before start()")
+        self.check_resume(state)
         with self._lock:
             self._study.load_state_dict(state)
 

@@ -68,6 +68,7 @@ from melissa_trainer.launcher.simulation_record import (
     records_from,
     records_of,
 )
+from melissa_trainer.launcher.study_change import past_the_end, settings_of
 
 __all__ = [
     "ON_FAILURE",
@@ -336,6 +337,7 @@ class StudyRecord:
             "next_id": self.next_id,
             "simulations": columns(self.records, self.sampler.names),
             "redraws": self.redraws,
+            "settings": settings_of(self.sampler, self.n_simulations),  # study_change's
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -383,6 +385,22 @@ class StudyRecord:
             self.queue = deque(sid for sid in self.queue if self.records[sid].status == "pending")
         self.queue = deque(sorted([*self.queue, *rerun]))
         return sorted(rerun)
+
+    def cancel_past_the_end(self) -> list[int]:
+        """A resumed study with fewer simulations than its record (`study_change`):
+        cancel the pending ones past the new end (forgotten: not launched, not counted
+        as failed, their ids not reused). Returns their ids; none in a study that fits."""
+        pending = sorted(self._ids["pending"])
+        counted = sum(len(self._ids[s]) for s in _ACTIVE) - len(pending)
+        _, cancelled = past_the_end(pending, counted, self.n_simulations)
+        for sid in cancelled:
+            self._ids["pending"].discard(sid)
+            self._restarts -= self.records[sid].restarts
+            self._seconds -= self.records[sid].seconds
+            del self.records[sid]
+        if cancelled:
+            self.queue = deque(sid for sid in self.queue if sid in self.records)
+        return cancelled
 
     # -- the index ----------------------------------------------------------------------
 

@@ -101,6 +101,10 @@ class Ingest:
         self._pending_bytes = 0
         self.recent: deque[tuple[int, int]] = deque(maxlen=recent_size)
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
+        #: samples recorded (marked) whose put has not returned yet: counted in
+        #: `samples_put` only once it does, but a snapshot taken while it blocks (on a
+        #: full buffer) must count them, as it records them (see `ingest_state.state_of`)
+        self.in_flight = 0
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
@@ -170,8 +174,10 @@ class Ingest:
         sim.mark(i)
         self.recent.append((sid, t))
         self.marked += 1
+        self.in_flight = 1
         if self._put(arrays):
             self.samples_put += 1
+        self.in_flight = 0
         if len(sim.byes) >= sim.client_count:
             self.check_finished(sim)
         return None
@@ -222,7 +228,9 @@ class Ingest:
             sim.mark_range(first // w, first // w + k)
             self.recent.extend(zip(repeat(sid), st))
             self.marked += k
+            self.in_flight = k
             self.samples_put += self._put_many(block_of(name, rows, sim, st))
+            self.in_flight = 0
         else:
             self._batch_any(msg, sim, rows)
         if len(sim.byes) >= sim.client_count:
@@ -261,7 +269,9 @@ class Ingest:
         new_steps = steps[new].tolist()
         self.recent.extend(zip(repeat(sid), new_steps))
         self.marked += len(new_steps)
+        self.in_flight = len(new_steps)
         self.samples_put += self._put_many(block_of(msg.name, rows[new], sim, new_steps))
+        self.in_flight = 0
 
     def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0

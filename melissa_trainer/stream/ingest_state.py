@@ -68,6 +68,13 @@ def upgrade_state(state: dict[str, Any]) -> dict[str, Any]:
 def state_of(ing: Ingest) -> dict[str, Any]:
     """The dedup record (JSON-serializable; bit arrays and recent keys as base64)."""
     recent = np.array(list(ing.recent), dtype="<u8").reshape(-1)
+    counters = {k: int(v) for k, v in ing.telemetry().items()}
+    # A snapshot taken while a put blocks records its samples (marked, in `recent`):
+    # count them as put too, so that `restore` subtracts, from a counter that has them,
+    # those the buffer's snapshot lacks (without this a resume was one sample short,
+    # a whole batch with BATCH messages). Those the put had already placed before the
+    # snapshot are in the buffer's count and stay counted.
+    counters["samples_put"] += ing.in_flight
     return {
         "version": STATE_VERSION,
         "rank": ing.rank,
@@ -79,7 +86,7 @@ def state_of(ing: Ingest) -> dict[str, Any]:
         "schema": ing.schema.to_json(),
         "marked": ing.marked,
         "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
-        "counters": {k: int(v) for k, v in ing.telemetry().items()},
+        "counters": counters,
     }
 
 

@@ -1,0 +1,171 @@
+"""What a resumed study may change, checked before anything of the checkpoint is used.
+
+A study's checkpoint (the launcher's record, `StudyRecord.state_dict`) holds the
+parameters of every simulation drawn, the sampler's position and the settings they came
+from (`settings_of`: the number of simulations and the sampler's box). A run that
+resumes it with other settings either continues it exactly or is refused by
+`check_resume`, with an error naming the setting and the fix, before any simulation
+is launched (a `Study` checks when the trainer hands it the checkpoint, before the
+model is loaded):
+
+* **The sampler, its parameters, their ranges, its seed and options** (scramble, a
+  Latin hypercube's batch, Breed's options) must not change: the parameters drawn so
+  far came from them. Refused.
+* **More simulations** (`n_simulations` grown): the new ones continue the sampler's
+  sequence, so the study is the one a run started with the larger number would have
+  drawn (uniform, Halton, Sobol', a callable, a list long enough, a Latin hypercube of
+  an explicit `batch`, Breed with a fixed exploration share). Refused where the draws
+  depend on the number itself: a Latin hypercube whose design size is
+  `n_simulations` (``batch=None``, the examples' ``--sampler lhs``) and Breed with a
+  decaying exploration share (`exploration_final`, decaying over `n_simulations`);
+  and refused once the checkpoint's stream had ended (every simulation finished: the
+  buffers were closed, a resumed run cannot reopen them).
+* **Fewer simulations** (`n_simulations` shrunk; the same samplers as for growing):
+  the finished and abandoned simulations stay counted, and the study goes on with as
+  many of the unfinished ones, lowest ids first, as the new number leaves room for.
+  The others are cancelled (`past_the_end`): not launched again, not counted as
+  failed, their ids not reused; the data of theirs already trained on stays in the
+  model (it cannot be taken back).
+
+Pure functions on JSON states; no I/O, no locks.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.simulation_record import records_of
+
+if TYPE_CHECKING:  # records imports this module
+    from melissa_trainer.launcher.records import StudyRecord
+
+__all__ = ["StudyChanged", "check_resume", "past_the_end", "settings_of"]
+
+#: statuses whose simulation has ended for the receivers (its data complete, or given up
+#: and not replaced): a study with `n_simulations` of them had ended its stream
+_ENDED = ("finished", "complete", "abandoned")
+_NEW_STUDY = "or start a new study (a new output_dir, --output_dir in the examples)"
+
+
+class StudyChanged(ValueError):
+    """A checkpoint's study cannot be resumed with this launcher's settings."""
+
+
+def settings_of(sampler: Sampler, n_simulations: int) -> dict[str, Any]:
+    """The settings a study's record was drawn with (saved in its state)."""
+    bounds = getattr(sampler, "bounds", None)
+    box = None if bounds is None else {k: [float(lo), float(hi)] for k, (lo, hi) in bounds.items()}
+    return {"n_simulations": int(n_simulations), "bounds": box}
+
+
+def check_resume(state: Mapping[str, Any], study: StudyRecord) -> None:
+    """Raise `StudyChanged` if the launcher state `state` cannot be resumed by `study`
+    (not started: its sampler as built for this run, planned, and its `n_simulations`;
+    see the module docstring). States saved before the settings were recorded are
+    checked for what they hold. Changes nothing: the state is loaded into a copy.
+    """
+    trial = copy.deepcopy(study)
+    n_simulations = trial.n_simulations
+    before = _check_settings(state, trial.sampler, n_simulations)
+    try:  # (the settings first: their messages name what changed)
+        trial.load_state_dict(state)
+    except ValueError as exc:
+        raise StudyChanged(f"cannot resume the study's launcher state: {exc}") from None
+    if before is not None and n_simulations > before:  # (the records are valid now)
+        ended = sum(1 for r in records_of(state).values() if r.get("status") in _ENDED)
+        if ended >= before:
+            raise StudyChanged(
+                f"num_simulations changed from {before} to {n_simulations}, but the study "
+                f"of the checkpoint had ended (its {ended} simulations finished or "
+                f"abandoned, its stream closed): a study cannot grow after its end; resume "
+                f"with --num_simulations {before} (Launcher n_simulations={before}), "
+                f"{_NEW_STUDY}"
+            )
+
+
+def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: int) -> int | None:
+    """Check what the state says of the study's settings; returns its `n_simulations`
+    (None in a state saved before the settings were recorded)."""
+    saved = state.get("sampler")
+    if not isinstance(saved, Mapping):
+        raise StudyChanged(f"invalid launcher state: no sampler state ({saved!r})")
+    _same_sampler(saved, sampler)
+    settings = state.get("settings")
+    settings = settings if isinstance(settings, Mapping) else {}
+    _same_bounds(settings.get("bounds"), sampler)
+    before = settings.get("n_simulations")
+    before = before if isinstance(before, int) and not isinstance(before, bool) else None
+    _design_fits(saved, sampler, before, n_simulations)
+    return before
+
+
+def past_the_end(
+    pending: list[int], counted: int, n_simulations: int
+) -> tuple[list[int], list[int]]:
+    """Split the unfinished simulations `pending` (ids) of a resumed study into those it
+    goes on with, lowest ids first, and those cancelled: `counted` simulations (all the
+    others but the failed ones) already fill part of its `n_simulations`."""
+    room = max(0, n_simulations - counted)
+    ordered = sorted(pending)
+    return ordered[:room], ordered[room:]
+
+
+def _same_sampler(saved: Mapping[str, Any], sampler: Sampler) -> None:
+    checks = (
+        ("kind", sampler.kind, "sampler", "the examples' --sampler"),
+        ("names", list(sampler.names), "parameter names", None),
+        ("seed", sampler.seed, "sampler seed", "the examples' --seed"),
+    )
+    for key, mine, what, flag in checks:
+        old = saved.get(key)
+        if old != mine:
+            where = f" ({flag} {old})" if flag else ""
+            raise StudyChanged(
+                f"the study's {what} changed from {old!r} to {mine!r}: the simulations "
+                f"drawn so far came from {what} {old!r}; resume with {what} {old!r}"
+                f"{where}, {_NEW_STUDY}"
+            )
+
+
+def _same_bounds(saved: Any, sampler: Sampler) -> None:
+    bounds = getattr(sampler, "bounds", None)
+    if not isinstance(saved, Mapping) or bounds is None:
+        return  # saved before they were recorded, or a sampler without a box
+    changed = [
+        f"{name} from {tuple(saved.get(name) or ())} to {tuple(bounds.get(name, ()))}"
+        for name in sorted(set(saved) | set(bounds))
+        if list(saved.get(name) or ()) != list(bounds.get(name, ()))
+    ]
+    if changed:
+        raise StudyChanged(
+            f"the study's parameter ranges changed ({'; '.join(changed)}): the simulations "
+            f"drawn so far came from the old ranges; resume with them, {_NEW_STUDY}"
+        )
+
+
+def _design_fits(
+    saved: Mapping[str, Any], sampler: Sampler, before: int | None, n_simulations: int
+) -> None:
+    """A design whose size is the study's number of simulations cannot change size."""
+    if sampler.kind == "lhs":
+        key, what = "batch", "the LHS design depends on it (one hypercube of that many points)"
+    elif sampler.kind == "breed" and getattr(sampler, "exploration_final", None) is not None:
+        key, what = "decay_draws", "Breed's exploration share decays over that many draws"
+    else:
+        return
+    old, mine = saved.get(key), getattr(sampler, key, None)
+    if old is None or mine is None or old == mine:
+        return
+    if before is not None and old == before and mine == n_simulations:  # planned by the launcher
+        raise StudyChanged(
+            f"num_simulations changed from {before} to {n_simulations}, but {what}: resume "
+            f"with --num_simulations {before} (Launcher n_simulations={before}), {_NEW_STUDY}"
+        )
+    raise StudyChanged(
+        f"the {sampler.kind} sampler's {key} changed from {old} to {mine} (None takes the "
+        f"study's num_simulations): the simulations drawn so far came from {key}={old}; "
+        f"resume with {key}={old}, {_NEW_STUDY}"
+    )

@@ -183,17 +183,12 @@ class Supervisor:
             verdict = self.silence.judge(job.silent, job.sending)
             if verdict is None:
                 continue
-            with self.lock:
-                record = self.study.records[sid]
-                attempt, parameters = record.attempts - 1, dict(record.parameters)
+            heard = "since its last message" if job.sending else "no message yet"
+            what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
             logger.warning(
-                "simulation %d (attempt %d, parameters %s) silent for %.1f s (%s; "
-                "%s): killing %s; log: %s",
-                sid,
-                attempt,
-                parameters,
-                verdict.silent,
-                "no message yet" if not job.sending else "since its last message",
+                "%s (%s; %s): killing %s; log: %s",
+                what,
+                heard,
                 verdict.rule,
                 self.backend.describe(job.handle),
                 job.log_path,
@@ -405,21 +400,23 @@ class Supervisor:
             lines.append(f"  ... and {len(failed) - 8} more (see {self.settings.log_dir})")
         return "\n".join(lines + self.running())
 
+    def attempt_of(self, sid: int) -> str:
+        """ "attempt N, parameters {...}" of a simulation, for messages (any thread)."""
+        with self.lock:
+            record = self.study.records[sid]
+            return f"attempt {record.attempts - 1}, parameters {dict(record.parameters)}"
+
     def running(self) -> list[str]:
         """A line per simulation running now (at most 8): its id, attempt, parameters,
         whether a message of it came, and its log. Any thread (a best-effort read)."""
         jobs = [j for j in list(self.jobs.values()) if j.simulation_id is not None]
         lines = []
         for job in sorted(jobs, key=lambda j: j.simulation_id or 0)[:8]:
-            sid = job.simulation_id
-            assert sid is not None
-            with self.lock:
-                record = self.study.records[sid]
-                attempt, parameters = record.attempts - 1, dict(record.parameters)
+            sid = job.simulation_id or 0  # (not None: filtered above)
             heard = "messages received" if job.sending else "no message received yet"
             lines.append(
-                f"  running: simulation {sid} (attempt {attempt}, parameters {parameters}, "
-                f"{heard}, silent {job.silent:.0f} s); log: {job.log_path}"
+                f"  running: simulation {sid} ({self.attempt_of(sid)}, {heard}, silent "
+                f"{job.silent:.0f} s); log: {job.log_path}"
             )
         if len(jobs) > 8:
             lines.append(f"  ... and {len(jobs) - 8} more running (see {self.settings.log_dir})")

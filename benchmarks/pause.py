@@ -38,7 +38,13 @@ def main() -> int:
     ap.add_argument("--simulations", type=int, default=4)
     ap.add_argument("--steps", type=int, default=12)
     a = ap.parse_args()
-    options = {"simulations": a.simulations, "steps": a.steps, "big": 1 << 19, "sample_sleep": 0.1}
+    options = {
+        "simulations": a.simulations,
+        "steps": a.steps,
+        "big": 1 << 19,
+        "sample_sleep": 0.1,
+        "delay": 0.2,
+    }
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         trained = out / "trained"

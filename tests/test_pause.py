@@ -199,14 +199,16 @@ def test_a_trainer_stopped_then_continued_restarts_nothing(
     tmp_path: Path, launcher: dict[str, float]
 ) -> None:
     """The trainer is stopped for 8 s (4x the simulations' silence timeout and the
-    solvers' `disconnected_timeout`) while two solvers wait in `close` with 24 MiB
-    queued each: no restart, every (simulation, step) trained on once, exit 0."""
+    solvers' `disconnected_timeout`) while two solvers stream 2 MiB steps, then wait in
+    `close` with what they queued: no restart, every (simulation, step) trained on
+    once, exit 0. (With the former bound, a 2 s `close_timeout`, this restarts them.)"""
     pause = 8.0
     options = {
         "simulations": SIMULATIONS,
         "steps": STEPS,
         "big": 1 << 19,  # 2 MiB a step
         "sample_sleep": 0.1,
+        "delay": 0.2,
         "launcher": {"poll_interval": 0.05, "kill_grace": 1.0, **launcher},
         "client": {"disconnected_timeout": 2.0},
     }

@@ -4,7 +4,8 @@
     python tests/scripts/paused_study.py OUT '{"simulations": 4, "steps": 12, ...}'
 
 Options (a JSON object): ``simulations``, ``steps``, ``big`` (float32 values per step
-of the solvers' large field), ``job_limit``, ``launcher`` (`LauncherTuning` fields),
+of the solvers' large field), ``delay`` (seconds a solver waits after each step),
+``job_limit``, ``launcher`` (`LauncherTuning` fields),
 ``client`` (the solvers' `ClientTuning` fields), ``sample_sleep`` (seconds of each
 `process_sample`: slow training, so that a test can pause it while solvers stream).
 
@@ -44,6 +45,7 @@ def main() -> None:
     env = {
         "SOLVER_STEPS": str(options["steps"]),
         "SOLVER_BIG": str(options["big"]),
+        "SOLVER_DELAY": str(options.get("delay", 0.0)),
         "SOLVER_TUNING": json.dumps(options.get("client", {})),
         "SOLVER_MARKS": str(out / "marks"),
         "OMP_NUM_THREADS": "1",

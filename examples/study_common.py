@@ -44,7 +44,11 @@ class StudyArgs:
         metadata={"help": "parameter sampler", "choices": ("lhs", "uniform", "halton", "sobol")},
     )
     simulation_timeout: float | None = field(
-        default=None, metadata={"help": "seconds without a message before a restart"}
+        default=None,
+        metadata={
+            "help": "seconds of a solver's silence before it is killed and restarted "
+            "(default: derived from the study, LauncherTuning's 'auto')"
+        },
     )
     bind: str = field(
         default="tcp://127.0.0.1:*",
@@ -136,7 +140,7 @@ def study_source(
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,
-        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout),
+        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout or "auto"),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )

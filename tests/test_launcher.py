@@ -282,8 +282,12 @@ def test_bad_configuration_fails_at_construction(kwargs: dict[str, Any], match: 
 @pytest.mark.parametrize(
     ("field", "value", "match"),
     [
-        ("simulation_timeout", 0, r"simulation_timeout must be .* > 0 \(or None for no timeout\)"),
+        ("simulation_timeout", 0, r"simulation_timeout must be .* > 0 \(or 'auto', or None for"),
+        ("simulation_timeout", "Auto", r"simulation_timeout must be .* > 0 \(or 'auto', or None"),
         ("simulation_timeout", float("inf"), "simulation_timeout must be a finite number"),
+        ("silence_floor", 0, "silence_floor must be a finite number of seconds > 0"),
+        ("silence_factor", 0.5, r"silence_factor must be a finite number >= 1"),
+        ("startup_timeout", -1, r"startup_timeout must be .* > 0 \(or None for no bound\)"),
         ("max_restarts", -1, r"max_restarts must be an int >= 0"),
         ("max_restarts", 1.0, r"max_restarts must be an int >= 0"),
         ("on_failure", "retry", r"on_failure must be one of \['redraw', 'abandon', 'raise'\]"),

@@ -304,6 +304,9 @@ class Quiet:
     def idle_seconds(self) -> float:
         return 0.0
 
+    def backpressured(self) -> bool:
+        return False
+
     def describe(self, simulation_id: int) -> str:
         return ""
 

@@ -180,7 +180,7 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
         job_limit=opts.job_limit,
         backend=MpiexecBackend(mpiexec=opts.mpiexec),
         ranks_per_simulation=opts.ranks,
-        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout),
+        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout or "auto"),
     )
     return launcher, Study(launcher, StreamSource(config))
 

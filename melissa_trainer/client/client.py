@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
@@ -47,8 +49,9 @@ from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sen
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
+from melissa_trainer.client.patience import CloseWait
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
-from melissa_trainer.client.sockets import arm, connect, deadline_after, ms_left
+from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
@@ -69,6 +72,15 @@ def _logger() -> logging.Logger:
 
 
 _pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
+
+
+@contextmanager
+def _closing(outbox: Outbox) -> Iterator[None]:
+    """The sockets' lock of a batching client, its flusher stopped first (it would
+    otherwise wait for the lock, and the closing thread sends what it held)."""
+    outbox.close()
+    with outbox.lock:
+        yield
 
 
 class Client:
@@ -375,54 +387,46 @@ class Client:
     def close(self, *, bye: bool = True) -> None:
         """Say BYE to every receiver, deliver what is queued, release the sockets.
 
-        Waits at most `close_timeout` seconds in all. Idempotent.
+        Waits while the trainer is there, reading or not (a paused or busy trainer is
+        back-pressure, not a failure), at most `close_timeout` seconds in all, and gives
+        up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
+        `melissa_trainer.client.patience`). Idempotent.
 
         Args:
             bye: send BYE (the simulation finished); `False` after a failure, so that the
                 trainer does not take the simulation for complete.
 
         Raises:
-            TimeoutError: the BYE or queued messages could not be delivered in time (they
-                are dropped; the sockets and context are released all the same).
+            TimeoutError: the BYE or queued messages could not be delivered (they are
+                dropped; the sockets and context are released all the same): the message
+                says why (`close_timeout`, or which receiver is unreachable).
         """
         if self._closed:
             return
         self._closed = True
-        deadline = deadline_after(self.tuning.close_timeout)
-        failure = None
-        if self._outbox is not None:
-            self._outbox.close()  # the flusher stops; what it held is sent here
-            with self._lock:
-                if deadline is None:
-                    for sock in self._sockets:
-                        sock.setsockopt(zmq.SNDTIMEO, -1)
-                try:
-                    self._outbox.flush(deadline)
-                except TimeoutError:
-                    failure = "batched data"
-        if bye and failure is None:
-            try:
+        tuning = self.tuning
+        wait = CloseWait(
+            self._sockets, self.endpoints, tuning.close_timeout, tuning.disconnected_timeout
+        )
+        failure = why = None
+        with self._lock if self._outbox is None else _closing(self._outbox):
+            if self._outbox is not None:
+                why = wait.until_done(self._outbox.flush, TimeoutError)
+                failure = None if why is None else "batched data"
+            if bye and failure is None:
                 for sock, steps in zip(self._sockets, self._steps, strict=True):
-                    if deadline is None:
-                        sock.setsockopt(zmq.SNDTIMEO, -1)
-                    else:
-                        arm(sock, deadline)
                     bye_frame = protocol.encode_bye(
                         self.simulation_id, self.rank, self.ranks, steps.count
                     )
-                    if self._own_context:
-                        sock.send(bye_frame)
-                    else:
-                        self._send_tracked(sock, bye_frame)
-            except zmq.Again:
-                failure = "BYE"
-        try:  # (with a context of its own, terminating it would do; not with the caller's)
-            self._held.release_all(deadline)
-        except zmq.NotDone:
-            failure = failure or "queued messages"
-        linger = 0  # (a failure drops what is left)
-        if failure is None:
-            linger = -1 if deadline is None else ms_left(deadline)
+                    why = wait.until_done(partial(self._send_tracked, sock, bye_frame), zmq.Again)
+                    if why is not None:
+                        failure = "BYE"
+                        break
+            if failure is None:  # (the BYE's release says that all before it left)
+                why = wait.until_done(self._held.release_all, zmq.NotDone)
+                failure = None if why is None else "queued messages"
+            wait.close()
+        linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
         started = time.monotonic()
         self._release(linger)
         # ZeroMQ drops what the linger period did not deliver, and says nothing; a
@@ -430,26 +434,29 @@ class Client:
         elapsed = time.monotonic() - started
         if failure is None and self._own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
             failure = "queued messages"
+            why = f"within close_timeout={tuning.close_timeout} s to {self.endpoints}"
         if failure is not None:
             message_text = (
-                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered "
-                f"within close_timeout={self.tuning.close_timeout} s to {self.endpoints}"
+                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"
             )
             if bye:
                 raise TimeoutError(message_text)
             _logger().warning(message_text)
 
-    def _send_tracked(self, sock: zmq.Socket, frame: bytes) -> None:
-        """Send `frame` without a copy and hold it until ZeroMQ has sent it on.
+    def _send_tracked(self, sock: zmq.Socket, frame: bytes, deadline: float) -> None:
+        """Send `frame` without a copy, by `deadline` (else `zmq.Again`, nothing sent),
+        and hold it until ZeroMQ has sent it on.
 
-        With the caller's context, closing the socket returns at once and ZeroMQ lingers
-        in the background, dropping what it could not deliver without a word; the BYE's
-        release is then the one sign that the connection took everything before it
-        (a socket's messages leave in order). `close` waits for it with the arrays held.
+        The BYE's release is the one sign that the connection took everything before
+        it (a socket's messages leave in order): `close` waits for it with the arrays
+        held, in slices, while the receiver is there, and only then closes the sockets
+        (with the caller's context, closing returns at once and ZeroMQ lingers in the
+        background, dropping what it could not deliver without a word).
         """
         view = memoryview(frame)  # (a fresh object: its death is the release)
         threshold = sock.copy_threshold
         sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
+        arm(sock, deadline)
         try:
             sock.send(view, copy=False)
         finally:

@@ -21,6 +21,8 @@ from melissa_trainer.stream.protocol import FieldSpec
 __all__ = [
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_BATCH_DELAY",
+    "DEFAULT_CLOSE_TIMEOUT",
+    "DEFAULT_DISCONNECTED_TIMEOUT",
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
     "ENV_PARAMETERS",
@@ -52,6 +54,11 @@ DEFAULT_SNDHWM = 1000
 DEFAULT_BATCH_BYTES = 65536
 #: Default longest wait of a small payload in a batch, in seconds.
 DEFAULT_BATCH_DELAY = 0.02
+#: Default bound, in seconds, on `Client.close` while the trainer's connections are open
+#: (a paused trainer is waited for that long: 30 minutes).
+DEFAULT_CLOSE_TIMEOUT = 1800.0
+#: Default seconds a closing client waits for a receiver whose connection is lost.
+DEFAULT_DISCONNECTED_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -75,8 +82,14 @@ class ClientTuning:
         socket_options: extra ZeroMQ socket options (``{zmq.SNDBUF: 1 << 20}``), set
             after the client's own.
         rendezvous_timeout: seconds to wait for the rendezvous directory to be complete.
-        close_timeout: on `close`, the longest wait in seconds for queued messages to be
-            delivered (ZeroMQ's linger); `None` waits for as long as it takes.
+        close_timeout: on `close`, the longest wait in seconds, in all, for queued
+            messages and the BYE to be delivered (default 1800: a trainer paused or busy
+            that long, its connections open, is waited for); `None` waits for as long as
+            the receivers are there.
+        disconnected_timeout: on `close`, seconds a receiver may stay disconnected
+            without a new connection (the trainer died, or its node) before `close`
+            gives up (default 60); `None`: only `close_timeout` bounds the wait. A
+            paused trainer keeps its connections: see `melissa_trainer.client.patience`.
     """
 
     sndhwm: int = DEFAULT_SNDHWM
@@ -85,7 +98,8 @@ class ClientTuning:
     max_message_bytes: int = protocol.DEFAULT_MAX_MESSAGE_BYTES
     socket_options: Mapping[int, int] = field(default_factory=dict)
     rendezvous_timeout: float = 60.0
-    close_timeout: float | None = 60.0
+    close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT
+    disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in ("sndhwm", "batch_bytes", "max_message_bytes"):
@@ -109,6 +123,7 @@ class ClientTuning:
             )
         check_timeout("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
         check_timeout("ClientTuning.close_timeout", self.close_timeout)
+        check_timeout("ClientTuning.disconnected_timeout", self.disconnected_timeout)
 
 
 def _is_number(value: Any) -> bool:

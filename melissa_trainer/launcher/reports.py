@@ -37,6 +37,10 @@ class DataReport(Protocol):
         """Seconds since a message last arrived, counted only while the socket is
         found empty (0 while messages flow or the receiver waits for buffer room)."""
 
+    def backpressured(self) -> bool:
+        """True while the receiver waits for room in the buffer (the trainer is not
+        reading: the simulations' silence is not theirs)."""
+
     def describe(self, simulation_id: int) -> str:
         """What the receiver has of a simulation, for error messages."""
 

@@ -8,9 +8,11 @@ changes how jobs get their simulations. Both apply the same failure policy:
   all arrived `DRAIN_GRACE` s after its exit, with the receiver idle, failed;
 * a HELLO the receivers refused (fields other than the study's) -> the job is killed
   ("refused" is recorded) and the attempt failed;
-* a non-zero exit code, or no heartbeat progress for `simulation_timeout` s (then the
-  job is killed; "timeout" is recorded) -> restarted with the same id and parameters
-  (`MELISSA_TRAINER_ATTEMPT` + 1), up to `max_restarts` times;
+* a non-zero exit code, or silence past `simulation_timeout` (its own silence:
+  `silence` leaves out the trainer's pauses and back-pressure; the job is killed,
+  named with its parameters, attempt and log; "timeout" is recorded) -> restarted
+  with the same id and parameters (`MELISSA_TRAINER_ATTEMPT` + 1), up to
+  `max_restarts` times;
 * then, per `on_failure`: "redraw" (the id is abandoned and a new id with new parameters
   is drawn, at most `max_redraws` times in the study, after which it is "raise"),
   "abandon" (the id is abandoned, the study goes on without it) or "raise" (the study
@@ -19,8 +21,8 @@ changes how jobs get their simulations. Both apply the same failure policy:
 "Abandoned" ids are passed to the `abandon` callback and redrawn ones to `redrawn`, so
 that the receivers stop waiting for them (and, for a redraw, wait for its replacement);
 past the study's failure budget (`records`), the study fails with the failures listed.
-The heartbeat is ``heartbeat()[simulation_id]`` (messages received); its timer starts
-at launch, and without a heartbeat callable the timeout is wall time.
+The heartbeat is ``heartbeat()[simulation_id]`` (messages received); the silence
+counts from launch, and without a heartbeat callable it is the time since launch.
 
 Everything here runs on the launcher's thread; the `StudyRecord` is touched only under the
 shared lock, so that the launcher's other methods can read it from any thread. The
@@ -40,6 +42,7 @@ from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchE
 from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
 from melissa_trainer.launcher.samplers import SamplerExhausted
+from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning
 
@@ -72,12 +75,14 @@ class RunningJob:
     handle: Handle
     simulation_id: int | None
     log_path: Path
-    since: float = 0.0  # when the current simulation started (the heartbeat timer)
+    since: float = 0.0  # when the current simulation started
     beat: int = 0  # heartbeat value at the last progress seen
-    beat_time: float = 0.0
+    silent: float = 0.0  # its own silence since then, in seconds (`silence.SilenceClock`)
+    sending: bool = False  # a message of this attempt came
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
-        self.simulation_id, self.since, self.beat, self.beat_time = simulation_id, now, beat, now
+        self.simulation_id, self.since, self.beat = simulation_id, now, beat
+        self.silent, self.sending = 0.0, False
 
 
 class Supervisor:
@@ -103,6 +108,15 @@ class Supervisor:
         self._seen_completed = self._seen_refused = 0
         #: the last log of each simulation not finished (quoted when it fails)
         self.log_paths: dict[int, Path] = {}
+        tuning = settings.tuning
+        self.silence = SilenceClock(
+            tuning.simulation_timeout,
+            floor=tuning.silence_floor,
+            factor=tuning.silence_factor,
+            startup=tuning.startup_timeout,
+            poll_interval=tuning.poll_interval,
+            heartbeat=heartbeat is not None,
+        )
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -150,8 +164,11 @@ class Supervisor:
         self.end_simulation(job.simulation_id, code, now, job.log_path)
 
     def check_timeouts(self, now: float) -> None:
-        timeout = self.settings.tuning.simulation_timeout
-        if timeout is None:
+        """Kill the simulations silent past their bound (`silence`: only their own
+        silence counts, not the trainer's pauses nor its back-pressure)."""
+        reading = self.data is None or not self.data.backpressured()
+        elapsed = self.silence.tick(now, reading)
+        if not self.silence.enabled:
             return
         beats = self.refresh_beats()
         for name, job in list(self.jobs.items()):
@@ -159,18 +176,26 @@ class Supervisor:
             if sid is None:
                 continue
             if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
-                job.beat, job.beat_time = beats.get(sid, 0), now
-            elif now - job.beat_time > timeout:
-                logger.warning(
-                    "simulation %d silent for %.1f s (simulation_timeout=%s): killing %s",
-                    sid,
-                    now - job.beat_time,
-                    timeout,
-                    self.backend.describe(job.handle),
-                )
-                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
-                del self.jobs[name]
-                self.job_killed(job, time.monotonic())
+                self.silence.heard(job.silent + elapsed, first=not job.sending)
+                job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
+                continue
+            job.silent += elapsed
+            verdict = self.silence.judge(job.silent, job.sending)
+            if verdict is None:
+                continue
+            heard = "since its last message" if job.sending else "no message yet"
+            what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
+            logger.warning(
+                "%s (%s; %s): killing %s; log: %s",
+                what,
+                heard,
+                verdict.rule,
+                self.backend.describe(job.handle),
+                job.log_path,
+            )
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            del self.jobs[name]
+            self.job_killed(job, time.monotonic())
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
@@ -373,7 +398,29 @@ class Supervisor:
             lines += [f"  {text}; last lines of {self.log_of(sid)}:", log_tail(self.log_of(sid))]
         if len(failed) > 8:
             lines.append(f"  ... and {len(failed) - 8} more (see {self.settings.log_dir})")
-        return "\n".join(lines)
+        return "\n".join(lines + self.running())
+
+    def attempt_of(self, sid: int) -> str:
+        """ "attempt N, parameters {...}" of a simulation, for messages (any thread)."""
+        with self.lock:
+            record = self.study.records[sid]
+            return f"attempt {record.attempts - 1}, parameters {dict(record.parameters)}"
+
+    def running(self) -> list[str]:
+        """A line per simulation running now (at most 8): its id, attempt, parameters,
+        whether a message of it came, and its log. Any thread (a best-effort read)."""
+        jobs = [j for j in list(self.jobs.values()) if j.simulation_id is not None]
+        lines = []
+        for job in sorted(jobs, key=lambda j: j.simulation_id or 0)[:8]:
+            sid = job.simulation_id or 0  # (not None: filtered above)
+            heard = "messages received" if job.sending else "no message received yet"
+            lines.append(
+                f"  running: simulation {sid} ({self.attempt_of(sid)}, {heard}, silent "
+                f"{job.silent:.0f} s); log: {job.log_path}"
+            )
+        if len(jobs) > 8:
+            lines.append(f"  ... and {len(jobs) - 8} more running (see {self.settings.log_dir})")
+        return lines
 
     def give_up(self, sid: int, redraw: bool) -> None:
         """Tell the receivers: `redraw`, a replacement comes (they wait for it instead);

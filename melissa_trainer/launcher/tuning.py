@@ -10,7 +10,7 @@ redraws, the share that must finish), when it gives up on a silent simulation, w
 does with one that keeps failing, and how often it polls. A newcomer never needs it; a
 production study sets a few fields once::
 
-    tuning = LauncherTuning(simulation_timeout=120, max_restarts=3, on_failure="abandon")
+    tuning = LauncherTuning(max_restarts=3, on_failure="abandon")
     launcher = Launcher(command, sampler, 64, job_limit=8, tuning=tuning)
 
 The dataclass is frozen and checks itself when made (`dataclasses.replace` checks
@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from melissa_trainer.launcher.records import ON_FAILURE
+from melissa_trainer.launcher.silence import AUTO
 
 __all__ = ["LauncherTuning", "check_count"]
 
@@ -34,9 +35,23 @@ class LauncherTuning:
     """Failure policy and timing of a `Launcher` (see the module docstring).
 
     Attributes:
-        simulation_timeout: seconds without heartbeat progress (messages received;
-            without a heartbeat, since launch) after which a simulation is killed and
-            counts as a failed attempt; None (default): never.
+        simulation_timeout: seconds of a simulation's silence (no message received;
+            without a heartbeat, since launch) after which it is killed, named with its
+            parameters, attempt and log, and counts as a failed attempt. Only its own
+            silence counts: not the time the trainer was paused or not reading (its
+            buffer full); see `melissa_trainer.launcher.silence`. ``"auto"`` (default):
+            derived from what the study has seen, ``max(silence_floor, silence_factor x
+            the longest silence between two messages seen)``, and before a simulation's
+            first message (or any silence seen) ``max(startup_timeout, silence_factor x
+            the longest start-up seen)``; never without a heartbeat (a launcher outside
+            a `Study`). None: never.
+        silence_floor: the least ``"auto"`` timeout between two messages; default 120 s.
+        silence_factor: how many times the longest silence seen ``"auto"`` allows;
+            default 10.
+        startup_timeout: ``"auto"``'s least allowance before a simulation's first
+            message (imports, set-up, its first step); default 600 s, the stream's
+            `stall_timeout`. None: no bound before the first message (jobs that wait in
+            a batch queue: raise it or use None).
         max_restarts: restarts of one simulation id (same parameters) before
             `on_failure` applies; default 2.
         on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:
@@ -60,13 +75,16 @@ class LauncherTuning:
         ValueError: a field out of range or of the wrong type (the message names it).
     """
 
-    simulation_timeout: float | None = None
+    simulation_timeout: float | str | None = AUTO
     max_restarts: int = 2
     on_failure: str = "redraw"
     max_redraws: int | None = None
     min_finished_fraction: float = 0.5
     poll_interval: float = 0.2
     kill_grace: float = 5.0
+    silence_floor: float = 120.0
+    silence_factor: float = 10.0
+    startup_timeout: float | None = 600.0
 
     def __post_init__(self) -> None:
         check_count("LauncherTuning.max_restarts", self.max_restarts, 0, "restarts of an id")
@@ -83,8 +101,19 @@ class LauncherTuning:
                 f"LauncherTuning.min_finished_fraction must be a number in (0, 1] (the "
                 f"share of n_simulations that must finish), not {fraction!r}"
             )
-        if self.simulation_timeout is not None:
-            self._seconds("simulation_timeout", positive=True, none="or None for no timeout")
+        if self.simulation_timeout is not None and self.simulation_timeout != AUTO:
+            self._seconds(
+                "simulation_timeout", positive=True, none="or 'auto', or None for no timeout"
+            )
+        self._seconds("silence_floor", positive=True)
+        if not _is_number(self.silence_factor) or not 1 <= self.silence_factor < math.inf:
+            raise ValueError(
+                f"LauncherTuning.silence_factor must be a finite number >= 1 (times the "
+                f"longest silence seen), not {self.silence_factor!r}"
+            )
+        object.__setattr__(self, "silence_factor", float(self.silence_factor))
+        if self.startup_timeout is not None:
+            self._seconds("startup_timeout", positive=True, none="or None for no bound")
         self._seconds("poll_interval", positive=True)
         self._seconds("kill_grace", positive=False)
 

@@ -48,6 +48,8 @@ class Feeder:
         self._serve_requests, self._closed = serve_requests, closed
         self.overflow: deque[Sample] = deque()  # ingested by a pump, not yet in the buffer
         self.pumping = False
+        #: a put waits for room (read by other threads: `Receiver.backpressured`)
+        self.waiting = False
 
     def flush(self, block: bool) -> bool:
         """Put the samples a pump could not (blocking for room if `block`); True once
@@ -108,12 +110,16 @@ class Feeder:
 
     def _put_blocking(self, sample: Sample) -> bool:
         put, serve_requests = self._buffer.put, self._serve_requests
-        while True:
-            serve_requests()
-            try:
-                put(sample, self._put_timeout)
-                return True
-            except TimeoutError:
-                continue
-            except BufferClosedError:
-                return self._closed()
+        self.waiting = True
+        try:
+            while True:
+                serve_requests()
+                try:
+                    put(sample, self._put_timeout)
+                    return True
+                except TimeoutError:
+                    continue
+                except BufferClosedError:
+                    return self._closed()
+        finally:
+            self.waiting = False

@@ -149,9 +149,9 @@ class Receiver(IngestLoop):
 
     Thread-safety: `start` and `load_state_dict` are called once, from one thread;
     `pump` (see `IngestLoop`) from the buffer's reader; `check`, `finish`, `stop`,
-    `telemetry`, `activity`, `state_dict` and `finished_simulations` from any thread. `stop` blocks
-    up to `tuning.stop_timeout`, `state_dict` about `tuning.poll_interval`; the others
-    do not block.
+    `telemetry`, `activity`, `backpressured`, `state_dict` and `finished_simulations`
+    from any thread. `stop` blocks up to `tuning.stop_timeout`, `state_dict` about
+    `tuning.poll_interval`; the others do not block.
     """
 
     def __init__(
@@ -268,6 +268,13 @@ class Receiver(IngestLoop):
         while messages flow, and while the receiver waits for room in the buffer (no
         empty poll then). Any thread."""
         return self._idle.idle_seconds(self.ingest.messages)
+
+    def backpressured(self) -> bool:
+        """True while the receiver waits for room in the buffer (what it took in waits
+        for the reader): the simulations' silence is then the trainer's, not theirs
+        (the launcher's `simulation_timeout` does not count it). Any thread."""
+        feeder = self._feeder
+        return feeder.waiting or bool(feeder.overflow)
 
     def describe(self, simulation_id: int) -> str:
         """What this receiver has of a simulation, for error messages (any thread:

@@ -1,0 +1,169 @@
+"""How long a closing client waits: as long as the trainer is there, not a fixed minute.
+
+What the client sees of the trainer's process, through its TCP connections:
+
+* **alive and reading**: messages leave; `close` returns in milliseconds.
+* **alive, not reading** (paused by SIGSTOP, a suspended job, a swapped node, a long
+  checkpoint with the buffer full): the connection stays established, the kernel
+  buffers and the high-water mark fill, and sends block. No ZeroMQ event comes:
+  nothing distinguishes this from a slow trainer, and nothing should: it is
+  back-pressure. (ZMTP heartbeats would not help: a stopped process answers none, its
+  I/O threads are stopped too, and libzmq's heartbeats drop back-pressured connections;
+  see `melissa_trainer.stream.liveness`.)
+* **dead** (killed, crashed): its kernel closes the connection at once; ZeroMQ reports
+  it (``EVENT_DISCONNECTED``) and retries the connection every 100 ms, each refused
+  (``EVENT_CONNECT_RETRIED``, ``EVENT_CLOSED``).
+* **node gone** (crash, partition): the connection stays established until the kernel
+  gives up on it (its retransmission or zero-window probes unanswered, minutes), then
+  as for a dead trainer, the new connections timing out instead of being refused.
+
+So `CloseWait` waits in slices of `SLICE` seconds and, between two, reads the events of
+a monitor of each socket (set up at the first slice that did not finish, so that a
+close that does not wait costs nothing more): it gives up when a receiver has been
+disconnected, without a new connection, for `ClientTuning.disconnected_timeout`
+seconds, or when `ClientTuning.close_timeout` has passed in all; otherwise it waits.
+
+Not thread-safe: used by the closing thread, holding the client's socket lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+
+import zmq
+
+from melissa_trainer.client.sockets import deadline_after
+
+__all__ = ["SLICE", "CloseWait", "PeerWatch"]
+
+#: seconds of one blocking wait of a closing client between two looks at its receivers
+SLICE = 0.5
+
+#: events that say a connection is up, and that it is down (or not up yet)
+_UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
+_DOWN = (
+    zmq.EVENT_DISCONNECTED,
+    zmq.EVENT_CONNECT_RETRIED,
+    zmq.EVENT_CLOSED,
+    zmq.EVENT_CONNECT_DELAYED,
+)
+
+
+class PeerWatch:
+    """Whether each socket's receiver is connected, from a ZeroMQ monitor of the socket.
+
+    A monitor set up on an established connection reports nothing until it changes, so
+    a socket counts as connected until an event says otherwise.
+
+    Args:
+        sockets: the client's sockets, in receiver order.
+        endpoints: their endpoints (for messages).
+    """
+
+    def __init__(self, sockets: Sequence[zmq.Socket], endpoints: Sequence[str]) -> None:
+        self._endpoints = list(endpoints)
+        self._sockets = list(sockets)
+        mask = 0
+        for event in _UP + _DOWN:
+            mask |= event
+        self._monitors = [sock.get_monitor_socket(mask) for sock in self._sockets]
+        self.down_since: list[float | None] = [None] * len(self._sockets)
+
+    def poll(self) -> None:
+        """Read the events that came (never blocks)."""
+        now = time.monotonic()
+        for index, monitor in enumerate(self._monitors):
+            while monitor.poll(0):
+                frames = monitor.recv_multipart()
+                event = int.from_bytes(frames[0][:2], "little")  # (zmq_socket_monitor v1)
+                if event in _UP:
+                    self.down_since[index] = None
+                elif self.down_since[index] is None:
+                    self.down_since[index] = now
+
+    def gone(self, after: float) -> str | None:
+        """Why a receiver counts as gone (disconnected for more than `after` seconds,
+        without a new connection: "to ENDPOINT: ..."), or None while every one may
+        still be reading."""
+        self.poll()
+        now = time.monotonic()
+        for endpoint, since in zip(self._endpoints, self.down_since, strict=True):
+            if since is not None and now - since > after:
+                return (
+                    f"to {endpoint}: the receiver is unreachable, disconnected for "
+                    f"{now - since:.0f} s without a new connection (disconnected_timeout="
+                    f"{after} s; the trainer died, or its node)"
+                )
+        return None
+
+    def close(self) -> None:
+        """Stop monitoring and close the monitors' sockets."""
+        for sock, monitor in zip(self._sockets, self._monitors, strict=True):
+            with contextlib.suppress(zmq.ZMQError):  # (a socket closed already)
+                sock.disable_monitor()
+            monitor.close(linger=0)
+        self._monitors = []
+
+
+class CloseWait:
+    """The waits of one `Client.close` (see the module docstring).
+
+    Args:
+        sockets, endpoints: the client's sockets and their receivers' endpoints.
+        close_timeout: seconds in all (None: no bound while the receivers are there).
+        disconnected_timeout: seconds a receiver may stay disconnected (None: no bound).
+    """
+
+    def __init__(
+        self,
+        sockets: Sequence[zmq.Socket],
+        endpoints: Sequence[str],
+        close_timeout: float | None,
+        disconnected_timeout: float | None,
+    ) -> None:
+        self._sockets, self._endpoints = sockets, endpoints
+        self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
+        self.deadline = deadline_after(close_timeout)
+        self._watch: PeerWatch | None = None
+
+    def until_done(
+        self, attempt: Callable[[float], None], *timed_out: type[BaseException]
+    ) -> str | None:
+        """Call ``attempt(deadline)`` until it returns: an attempt that raises one of
+        `timed_out` (it blocked past `deadline`, at most `SLICE` s away, and can be
+        called again) is retried while the receivers are there and time is left.
+
+        Returns:
+            None once an attempt returned; else why the client gave up, to follow
+            "not delivered" ("within close_timeout=... s to [...]", "to ENDPOINT: ...").
+        """
+        while True:
+            now = time.monotonic()
+            end = now + SLICE if self.deadline is None else min(now + SLICE, self.deadline)
+            try:
+                attempt(end)
+                return None
+            except timed_out:
+                pass
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                return f"within close_timeout={self.close_timeout} s to {list(self._endpoints)}"
+            if self._disconnected is not None:
+                if self._watch is None:
+                    self._watch = PeerWatch(self._sockets, self._endpoints)
+                why = self._watch.gone(self._disconnected)
+                if why is not None:
+                    return why
+
+    def left_ms(self) -> int:
+        """Milliseconds left of `close_timeout` (-1: no bound), for ZeroMQ's linger."""
+        if self.deadline is None:
+            return -1
+        return max(0, int((self.deadline - time.monotonic()) * 1000))
+
+    def close(self) -> None:
+        """Stop the monitors, if any (before the sockets are closed)."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None

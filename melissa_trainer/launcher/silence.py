@@ -1,0 +1,146 @@
+"""When a simulation is silent by its own doing, and how long is too long.
+
+A simulation's heartbeat is the count of its messages the receiver took in. It stops
+for three reasons: the simulation hangs (what `simulation_timeout` is for), it computes
+a long step, or the trainer is not reading. Only the first two are the simulation's
+silence; `SilenceClock` leaves the third out:
+
+* **A paused trainer** (SIGSTOP, a suspended job, a swapped node): the launcher's
+  thread runs in the trainer's process and stops with it, and on resume finds that
+  `time.monotonic()` jumped. A tick that comes more than `pause_gap` seconds after the
+  previous one (a tick's own work takes milliseconds; a pause, or the process starved
+  that long, is the only way to miss ticks by seconds) counts none of that time.
+* **Back-pressure**: the receiver waits for room in the buffer (training is slower
+  than the stream, or busy with a validation or a checkpoint), and the simulations
+  wait for the receiver. A tick at which the receiver is found waiting counts none of
+  the time since the previous tick. (Sampled at each tick: a silence clock, not a
+  stopwatch; what it leaves out is the trainer's, never the simulation's.)
+
+How long is too long (`LauncherTuning.simulation_timeout`):
+
+* a number: that many seconds of silence, from the attempt's start (start-up
+  included) and between two messages;
+* ``"auto"`` (the default, with a receiver's heartbeat): derived from what the study
+  has seen. Between two messages, ``max(silence_floor, silence_factor x`` the longest
+  silence between two messages of any simulation so far``)``; until the study has
+  seen one, and before an attempt's first message, ``max(startup_timeout,
+  silence_factor x`` the longest start-up seen``)``. A simulation that hangs after
+  its steps came every second is killed after `silence_floor` seconds (2 minutes),
+  named with its parameters, attempt and log; one whose steps take a minute gets ten;
+* None: never.
+
+Used by the launcher's thread only (no lock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["AUTO", "PAUSE_GAP", "SilenceClock", "Verdict"]
+
+#: `LauncherTuning.simulation_timeout` derived from what the study has seen
+AUTO = "auto"
+#: seconds between two ticks, at least, that mean the trainer's process was paused
+PAUSE_GAP = 2.0
+#: ... and at least this many poll intervals
+PAUSE_POLLS = 5
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A silence past its bound: how long, the bound, and what the bound is."""
+
+    silent: float
+    timeout: float
+    rule: str
+
+
+class SilenceClock:
+    """The silence of each job's simulation, and its bound (module docstring).
+
+    Args:
+        timeout: seconds, ``"auto"`` or None (`LauncherTuning.simulation_timeout`).
+        floor, factor, startup: the derived bound's `silence_floor`,
+            `silence_factor` and `startup_timeout` (seconds; `startup` None: none).
+        poll_interval: the launcher's seconds between ticks (a pause is a gap of
+            `PAUSE_POLLS` of them and `PAUSE_GAP` s at least).
+        heartbeat: whether the receivers report messages; without, silence is the
+            time since the attempt started, and ``"auto"`` is never.
+    """
+
+    def __init__(
+        self,
+        timeout: float | str | None,
+        *,
+        floor: float,
+        factor: float,
+        startup: float | None,
+        poll_interval: float,
+        heartbeat: bool,
+    ) -> None:
+        self.timeout = None if timeout == AUTO and not heartbeat else timeout
+        self.floor, self.factor, self.startup = floor, factor, startup
+        self.pause_gap = max(PAUSE_GAP, PAUSE_POLLS * poll_interval)
+        self._last: float | None = None  # the previous tick
+        #: seconds of the trainer's pauses seen so far (for logs and tests)
+        self.paused = 0.0
+        self.longest_gap = 0.0  # the longest silence between two messages, seen
+        self.longest_startup = 0.0  # the longest time to a first message, seen
+        self._gap_seen = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.timeout is not None
+
+    def tick(self, now: float, reading: bool) -> float:
+        """The seconds since the previous tick that count as silence: none across a
+        pause of the trainer, none while the receiver waits for buffer room."""
+        last, self._last = self._last, now
+        if last is None:
+            return 0.0
+        elapsed = now - last
+        if elapsed > self.pause_gap:
+            self.paused += elapsed
+            return 0.0
+        return elapsed if reading else 0.0
+
+    def heard(self, silent: float, first: bool) -> None:
+        """A message came after `silent` seconds of silence (`first`: the attempt's
+        first): a sample for the derived bound."""
+        if first:
+            self.longest_startup = max(self.longest_startup, silent)
+        else:
+            self.longest_gap = max(self.longest_gap, silent)
+            self._gap_seen = True
+
+    def bound(self, sending: bool) -> tuple[float, str] | None:
+        """The bound on a silence, in seconds, and the rule that gives it (for the
+        message); None: no bound. `sending`: the attempt has sent a message."""
+        timeout = self.timeout
+        if timeout is None:
+            return None
+        if timeout != AUTO:
+            return float(timeout), f"simulation_timeout={timeout}"
+        if sending and self._gap_seen:
+            value = max(self.floor, self.factor * self.longest_gap)
+            return value, (
+                f"simulation_timeout='auto': max(silence_floor={self.floor}, "
+                f"silence_factor={self.factor} x the longest silence between two messages "
+                f"seen, {self.longest_gap:.1f} s)"
+            )
+        if self.startup is None:
+            return None
+        value = max(self.startup, self.factor * self.longest_startup)
+        what = "before its first message" if not sending else "no silence between messages seen yet"
+        return value, (
+            f"simulation_timeout='auto', {what}: max(startup_timeout={self.startup}, "
+            f"silence_factor={self.factor} x the longest start-up seen, "
+            f"{self.longest_startup:.1f} s)"
+        )
+
+    def judge(self, silent: float, sending: bool) -> Verdict | None:
+        """A `Verdict` if `silent` seconds are past the bound, else None."""
+        bound = self.bound(sending)
+        if bound is None or silent <= bound[0]:
+            return None
+        return Verdict(silent, bound[0], bound[1])

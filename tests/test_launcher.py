@@ -420,8 +420,9 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
 
 @pytest.mark.timeout(30)
 def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
+    # (3 s: a restarted Python on a loaded machine may need more than 0.5 s to exit)
     launch = launcher(
-        command(tmp_path, "hang", hang=[0]), 2, job_limit=2, tuning={"simulation_timeout": 0.5}
+        command(tmp_path, "hang", hang=[0]), 2, job_limit=2, tuning={"simulation_timeout": 3.0}
     )
     launch.start(tmp_path / "rendezvous")
     try:
@@ -430,6 +431,44 @@ def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
         launch.stop()
     record = records_of(launch.state_dict())
     assert record[0]["exit_codes"] == ["timeout", 0] and record[1]["exit_codes"] == [0]
+
+
+class QueuedBackend(LocalBackend):
+    """A scheduler's queue: each job is reported not started for `QUEUED` s after its
+    launch (its process runs at once; what is tested is that the time counts as
+    waiting, not as silence)."""
+
+    QUEUED = 4.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.launched: dict[str, float] = {}
+        self.asked_while_queued = 0
+
+    def launch(self, job: Any) -> Any:
+        handle = super().launch(job)
+        self.launched[job.name] = time.monotonic()
+        return handle
+
+    def started(self, handle: Any) -> bool:
+        started = time.monotonic() - self.launched[handle.job.name] > self.QUEUED
+        self.asked_while_queued += not started
+        return started
+
+
+@pytest.mark.timeout(60)
+def test_time_in_a_schedulers_queue_is_not_silence(tmp_path: Path) -> None:
+    backend = QueuedBackend()
+    sim = command(tmp_path, "overlap", sleep=2.5)  # runs 2.5 s, all of it "queued"
+    launch = launcher(sim, 2, job_limit=2, backend=backend, tuning={"simulation_timeout": 1.5})
+    launch.start(tmp_path / "rendezvous")  # no receiver: silence is wall time once started
+    try:
+        run_study(launch)
+    finally:
+        launch.stop()
+    record = records_of(launch.state_dict())
+    assert [record[s]["exit_codes"] for s in (0, 1)] == [[0], [0]]  # 2.5 s > 1.5 s
+    assert backend.asked_while_queued > 0
 
 
 # -- failure policies ---------------------------------------------------------------------

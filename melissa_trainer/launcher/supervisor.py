@@ -179,6 +179,8 @@ class Supervisor:
                 self.silence.heard(job.silent + elapsed, first=not job.sending)
                 job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
                 continue
+            if not job.sending and not self.backend.started(job.handle):
+                continue  # queued by a scheduler: waiting, not silent
             job.silent += elapsed
             verdict = self.silence.judge(job.silent, job.sending)
             if verdict is None:

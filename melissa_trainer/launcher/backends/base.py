@@ -119,6 +119,12 @@ class Backend(ABC):
         Default: nothing (local jobs die with the trainer, see `LocalBackend`)."""
         del study
 
+    def started(self, handle: Handle) -> bool:
+        """Whether the job runs (or ran): False while a scheduler still queues it, so
+        that waiting in a queue never counts as a simulation's silence. A job started
+        at once (a process) is started; so says this default."""
+        return True
+
     def describe(self, handle: Handle) -> str:
         """A short human-readable id of the job for logs (pid, Slurm job id...)."""
         return handle.job.name

@@ -169,6 +169,14 @@ class SlurmBackend(Backend):
         batch, job = self._own(handle)
         return batch.poll(job)
 
+    def started(self, handle: Handle) -> bool:
+        """Whether squeue's last answer listed the batch job as running or ended
+        (`STARTED_STATES`): not while it is queued, nor before squeue has listed it; an
+        srun step counts as started at once."""
+        if isinstance(handle, SlurmHandle):
+            return handle.state in ss.STARTED_STATES
+        return True
+
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
         """SIGTERM to every process of the job (a queued job is just cancelled), wait up
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what

@@ -42,6 +42,7 @@ from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
 
 __all__ = [
     "JOB_PREFIX",
+    "STARTED_STATES",
     "TERMINAL_STATES",
     "batch_script",
     "check_extra_args",
@@ -83,6 +84,10 @@ TERMINAL_STATES = frozenset(
         "TIMEOUT",
     }
 )
+
+#: Job states whose processes run (or ran): a job in any other live state (PENDING,
+#: CONFIGURING while its nodes boot, REQUEUED, SUSPENDED...) is waiting, not silent.
+STARTED_STATES = frozenset({"RUNNING", "COMPLETING", "SIGNALING", "STAGE_OUT"}) | TERMINAL_STATES
 
 _TIME_LIMIT = re.compile(r"(\d+-)?\d+(:\d{1,2}){0,2}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

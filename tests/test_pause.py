@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq
 
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.launcher.silence import SilenceClock
@@ -146,6 +147,31 @@ def test_close_gives_up_on_a_dead_receiver_within_the_disconnected_timeout() -> 
     message = str(info.value)
     assert f"to {endpoint}: the receiver is unreachable, disconnected for" in message
     assert "simulation 2 rank 0: " in message and "disconnected_timeout=1.0 s" in message
+
+
+@pytest.mark.timeout(60)
+def test_an_error_in_a_solver_without_a_trainer_ends_it_at_once(tmp_path: Path) -> None:
+    """A solver started by hand, no trainer listening, fails in its `with Client` block
+    (a missing parameter): its own error comes out at once, not after the client's
+    timeouts (here 300 s and 120 s, far beyond this test's own timeout)."""
+    with zmq.Context() as ctx, ctx.socket(zmq.PULL) as probe:
+        port = probe.bind_to_random_port("tcp://127.0.0.1")
+    source = f"""
+import numpy as np
+from melissa_trainer.client import Client, ClientTuning
+tuning = ClientTuning(close_timeout=300, disconnected_timeout=120)
+with Client({{"u": ((4,), "float32")}}, simulation_id=0,
+            endpoints="tcp://127.0.0.1:{port}", tuning=tuning) as client:
+    client.send(0, u=np.zeros(4, np.float32))
+    client.parameters["diffusivity"]
+"""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}
+    env.pop("MELISSA_TRAINER_PARAMETERS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", source], env=env, capture_output=True, text=True, timeout=45
+    )
+    assert done.returncode == 1
+    assert "UnknownParameterError: this simulation has no parameter 'diffusivity'" in done.stderr
 
 
 def test_a_pause_of_the_trainer_counts_as_no_ones_silence() -> None:

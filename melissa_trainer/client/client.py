@@ -26,6 +26,7 @@ About 450 lines, over the project's ~400: a third is the docstrings of `Client` 
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -55,6 +56,10 @@ from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
+
+#: seconds a client closed after a failure (``close(bye=False)``, an exception in its
+#: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway
+FAILED_CLOSE_TIMEOUT = 10.0
 
 if TYPE_CHECKING:  # pragma: no cover
     import logging
@@ -392,6 +397,12 @@ class Client:
         up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
         `melissa_trainer.client.patience`). Idempotent.
 
+        After a failure (``bye=False``) the wait is short: at most `FAILED_CLOSE_TIMEOUT`
+        seconds, and none for a receiver that is not connected (a solver started by
+        hand without a trainer ends with its own error at once, not after a timeout).
+        Nothing is lost: the launcher restarts the simulation, which sends its steps
+        again, and the receivers keep one copy of each.
+
         Args:
             bye: send BYE (the simulation finished); `False` after a failure, so that the
                 trainer does not take the simulation for complete.
@@ -405,9 +416,11 @@ class Client:
             return
         self._closed = True
         tuning = self.tuning
-        wait = CloseWait(
-            self._sockets, self.endpoints, tuning.close_timeout, tuning.disconnected_timeout
-        )
+        close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
+        if not bye:
+            close_timeout = min(close_timeout or math.inf, FAILED_CLOSE_TIMEOUT)
+            disconnected = 0.0
+        wait = CloseWait(self._sockets, self.endpoints, close_timeout, disconnected)
         failure = why = None
         with self._lock if self._outbox is None else _closing(self._outbox):
             if self._outbox is not None:

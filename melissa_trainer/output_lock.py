@@ -59,6 +59,7 @@ __all__ = [
     "LOCK_FILE",
     "STOPPING_WAIT",
     "OutputDirLock",
+    "Holder",
     "OutputDirLocked",
     "lock_output_dir",
     "new_run_id",

@@ -78,9 +78,11 @@ STOPPING_WAIT = 120.0
 _RECORD_BYTES = 1024
 _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
 
-# (st_dev, st_ino) of the lock files this process holds: flock emulated by POSIX locks
-# (NFS) does not refuse a second lock by the same process.
-_held: set[tuple[int, int]] = set()
+# (st_dev, st_ino) of the lock files this process holds, and their holder: flock
+# emulated by POSIX locks (NFS) does not refuse a second lock by the same process, and
+# closing any descriptor of the file there would drop the process's lock, so a second
+# taker in this process is refused without opening the file.
+_held: dict[tuple[int, int], OutputDirLock] = {}
 _held_lock = threading.Lock()
 
 
@@ -141,6 +143,7 @@ class OutputDirLock:
         self._fd: int | None = None
         self._key: tuple[int, int] | None = None
         self._since = ""
+        self._state = "running"
 
     @property
     def held(self) -> bool:
@@ -160,7 +163,7 @@ class OutputDirLock:
         if self._fd is not None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
+        started, warned = time.monotonic(), False
         while True:
             holder = self._try()
             if holder is None:
@@ -168,7 +171,8 @@ class OutputDirLock:
             waited = time.monotonic() - started
             if holder.state != "stopping" or waited >= stopping_wait:
                 raise OutputDirLocked(self.output_dir, holder, waited)
-            if waited == 0.0:
+            if not warned:
+                warned = True
                 logger.warning(
                     "output_dir %r: waiting up to %.0f s for the trainer that is stopping "
                     "there to exit (%s)",
@@ -180,16 +184,19 @@ class OutputDirLock:
 
     def _try(self) -> Holder | None:
         """One try: None once the lock is ours, else the holder's record."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            pass
+        else:
+            with _held_lock:
+                other = _held.get((st.st_dev, st.st_ino))
+            if other is not None:  # this process holds it (another trainer object)
+                return other.record()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             st = os.fstat(fd)
             key = (st.st_dev, st.st_ino)
-            with _held_lock:
-                mine = key in _held
-            if mine:  # this process holds it already (another trainer object)
-                holder = _read_holder(fd)
-                os.close(fd)
-                return holder or Holder(socket.gethostname(), os.getpid(), "?", "?", "running")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as exc:
@@ -202,7 +209,7 @@ class OutputDirLock:
             _close_quietly(fd)
             raise
         with _held_lock:
-            _held.add(key)
+            _held[key] = self
         self._fd, self._key = fd, key
         self._since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._write("running")
@@ -220,14 +227,20 @@ class OutputDirLock:
         if fd is None:
             return
         with _held_lock:
-            _held.discard(self._key)
+            if self._key is not None:
+                _held.pop(self._key, None)
         try:
             fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
 
+    def record(self) -> Holder:
+        """This holder's record, as the file says it."""
+        return Holder(socket.gethostname(), os.getpid(), self._since, self.run_id, self._state)
+
     def _write(self, state: str) -> None:
         assert self._fd is not None
+        self._state = state
         record = {
             "host": socket.gethostname(),
             "pid": os.getpid(),

@@ -39,6 +39,13 @@ class Source(ABC):
         """Called once by the trainer, before anything else, with its `output_dir`
         (where a source may put files: rendezvous, logs). No-op by default."""
 
+    def set_run_id(self, run_id: str) -> None:  # noqa: B027 - optional, no-op
+        """Called once by the trainer, after `configure` and before `start`, with this
+        run's identity (16 hex digits, new at each trainer, the same on every rank): a
+        source that hears from the outside uses it to refuse what another run sends
+        (a `StreamSource`'s receivers publish it and refuse HELLOs of another run).
+        No-op by default."""
+
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         """Begin filling `buffer`, in the background or through `wait_for` (returns at once).

@@ -113,6 +113,12 @@ class Study(Source):
         self.stream.configure(output_dir)
         self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
 
+    def set_run_id(self, run_id: str) -> None:
+        """The trainer's run id: the receivers publish it and refuse other runs'
+        HELLOs; the launcher passes it to every job (``MELISSA_TRAINER_RUN_ID``), whose
+        client refuses a rendezvous of another run."""
+        self.stream.set_run_id(run_id)
+
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         """Start this rank's receiver (the simulations start in `on_all_ranks_started`).
 
@@ -168,6 +174,7 @@ class Study(Source):
             redrawn=redrawn,
             data=receiver,
             study_dir=(self._output_dir or rendezvous.parent) / "study",
+            run_id=self.stream.config.run_id,
         )
         self._started = True
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import signal
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from melissa_trainer.dataset import (
     check_batch_options,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.output_lock import OutputDirLock, lock_output_dir
 from melissa_trainer.preemption import Preempted, PreemptionHandler
 from melissa_trainer.simulation_loss import (
     SimulationLosses,
@@ -72,8 +74,13 @@ class OnlineTrainer:
     `compute_sample_losses` too if the run tracks per-simulation losses
     (`simulation_losses`, which an adaptive sampler's study turns on).
 
+    Rank 0 locks `args.output_dir` at construction, until `train()` returns or raises
+    (see `melissa_trainer.output_lock`): a second trainer on the same directory is refused
+    with `OutputDirLocked`, on every rank, naming the holder.
+
     Raises RuntimeError at construction under a launch with more processes on a node
-    than it has visible GPUs (the message names the fixes).
+    than it has visible GPUs (the message names the fixes), `OutputDirLocked` when
+    another trainer uses `args.output_dir`.
     """
 
     def __init__(
@@ -120,8 +127,7 @@ class OnlineTrainer:
                 args.pseudo_epochs,
                 args.buffer,
             )
-        self.source = as_source(train_source)
-        self.source.configure(args.output_dir)
+        self.source = as_source(train_source)  # (configured last, once output_dir is locked)
         self.dataset = StreamDataset(
             self.buffer,
             args.batch_size,
@@ -154,6 +160,24 @@ class OnlineTrainer:
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
+        # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
+        # is written there (a source's `configure` may write), until `train()` ends.
+        self._output_lock: OutputDirLock | None
+        self._output_lock, run_id = lock_output_dir(
+            args.output_dir, acc.process_index, acc.num_processes, acc.device
+        )
+        #: This run's identity (the same on every rank, new at each trainer): the stream's
+        #: receivers refuse simulations of another run (see `Source.set_run_id`).
+        self.run_id = run_id
+        try:
+            self.source.configure(args.output_dir)
+            self.source.set_run_id(run_id)
+        except BaseException:
+            if self._output_lock is not None:
+                self._output_lock.release()
+            raise
+        if self._output_lock is not None:  # a trainer dropped untrained lets it go
+            weakref.finalize(self, self._output_lock.release)
 
     # -- public properties ------------------------------------------------------------
 
@@ -241,14 +265,24 @@ class OnlineTrainer:
                         "pseudo-epoch %d: replaying %d samples", state.pseudo_epoch, replayed
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
+            self._say_stopping()
             self._end_training(signum)
         finally:
+            self._say_stopping()
             try:
                 self.source.stop()
                 self.hooks.close()
             finally:
                 preemption.restore()
+                if self._output_lock is not None:
+                    self._output_lock.release()  # the run is over: output_dir is free
         return state
+
+    def _say_stopping(self) -> None:
+        """The loop is over: a trainer started on this output_dir now waits for this one
+        to exit rather than failing (see `output_lock`)."""
+        if self._output_lock is not None:
+            self._output_lock.stopping()
 
     def _end_training(self, signum: int) -> None:
         """After the loop, on every rank at the same step: LOOP_END, the final log,

@@ -25,6 +25,7 @@ from melissa_trainer.client.config import (
     ENV_ENDPOINTS,
     ENV_PARAMETERS,
     ENV_RENDEZVOUS,
+    ENV_RUN_ID,
     ENV_SIMULATION_ID,
     ClientTuning,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "ENV_ENDPOINTS",
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
+    "ENV_RUN_ID",
     "ENV_SIMULATION_ID",
     "HELD_BYTES_MAX",
     "INLINE_MAX_BYTES",

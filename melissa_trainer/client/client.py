@@ -9,7 +9,8 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
 
 * Configuration: `simulation_id` and `endpoints` default to the environment variables
   `MELISSA_TRAINER_SIMULATION_ID` and `MELISSA_TRAINER_ENDPOINTS` (or
-  `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to).
+  `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to), the
+  run id to `MELISSA_TRAINER_RUN_ID` (a rendezvous of another run is refused).
 * Back-pressure: a send blocks while the trainer is slow (never drops); `send_timeout`
   bounds how long, after which `TimeoutError` is raised.
 * Tuning (buffering, batching, timeouts of the rendezvous and of `close`): one
@@ -45,6 +46,7 @@ from melissa_trainer.client.config import (
     check_time_step,
     check_timeout,
     resolve_receivers,
+    resolve_run_id,
 )
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
@@ -130,11 +132,16 @@ class Client:
             terminates it on `close`. One context shared by the clients of a worker's
             simulations saves each its making and ending; `close` then waits until
             ZeroMQ has sent the BYE (not the context's end) to know all left.
+        run_id: the run this simulation belongs to, sent in the HELLO (a receiver of
+            another run refuses it); default `$MELISSA_TRAINER_RUN_ID` (the launcher
+            sets it), else the run id the rendezvous published, else none.
 
     Raises:
-        ValueError: a bad field declaration, parameter, simulation id, endpoint or
-            timeout, or no endpoint configured.
+        ValueError: a bad field declaration, parameter, simulation id, endpoint,
+            timeout or run id, or no endpoint configured.
         TimeoutError: the rendezvous directory stayed incomplete.
+        RuntimeError: the rendezvous was published by another run than `run_id`
+            (another trainer took over the output directory): nothing is sent.
     """
 
     def __init__(
@@ -149,6 +156,7 @@ class Client:
         array_reuse: str = "immediate",
         tuning: ClientTuning | None = None,
         context: zmq.Context | None = None,
+        run_id: str | None = None,
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         tuning = ClientTuning() if tuning is None else tuning
@@ -168,12 +176,16 @@ class Client:
                 raise ValueError(
                     f"{self.ranks} ranks: the protocol allows at most {protocol.MAX_CLIENT_RANKS}"
                 )
+        self.endpoints, curve_keys, published = resolve_receivers(
+            endpoints, tuning.rendezvous_timeout
+        )
+        #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
+        self.run_id = resolve_run_id(run_id, published)
         hello = protocol.encode_hello(
-            self.simulation_id, self.rank, self.ranks, specs, self.parameters
+            self.simulation_id, self.rank, self.ranks, specs, self.parameters, self.run_id
         )
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
-        self.endpoints, curve_keys = resolve_receivers(endpoints, tuning.rendezvous_timeout)
         self.fields = specs
         self.tuning = tuning
         self._comm = comm

@@ -27,6 +27,7 @@ __all__ = [
     "ENV_ENDPOINTS",
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
+    "ENV_RUN_ID",
     "ENV_SIMULATION_ID",
     "ClientTuning",
     "check_field_sizes",
@@ -37,6 +38,7 @@ __all__ = [
     "check_time_step",
     "check_timeout",
     "resolve_receivers",
+    "resolve_run_id",
 ]
 
 #: The simulation id (an unsigned 64-bit decimal integer).
@@ -47,6 +49,8 @@ ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).
 ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
+#: The run the simulation belongs to (set by the launcher to its trainer's run id).
+ENV_RUN_ID = "MELISSA_TRAINER_RUN_ID"
 
 #: Default send high-water mark, in messages, of each socket.
 DEFAULT_SNDHWM = 1000
@@ -155,20 +159,22 @@ def check_field_sizes(specs: Sequence[FieldSpec], max_message_bytes: int) -> Non
 
 def resolve_receivers(
     endpoints: str | Sequence[str] | None, rendezvous_timeout: float
-) -> tuple[list[str], list[str | None]]:
-    """The receiver endpoints and the CURVE server key of each (None: no CURVE):
+) -> tuple[list[str], list[str | None], str | None]:
+    """The receiver endpoints, the CURVE server key of each (None: no CURVE) and the
+    run id they published (None: not read from a rendezvous, or an older trainer):
     `endpoints` (a list, or one comma-separated string), else
     `$MELISSA_TRAINER_ENDPOINTS` (no key: set CURVE options through
     `ClientTuning.socket_options`), else those published in
-    `$MELISSA_TRAINER_RENDEZVOUS` with their keys (waiting up to `rendezvous_timeout`
-    seconds for them)."""
+    `$MELISSA_TRAINER_RENDEZVOUS` with their keys and run id (waiting up to
+    `rendezvous_timeout` seconds for them)."""
     if endpoints is None:
         value = os.environ.get(ENV_ENDPOINTS, "").strip()
         if value:
             endpoints = value
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
             entries = fetch_rendezvous(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
-            return [e["endpoint"] for e in entries], [e.get("curve_public_key") for e in entries]
+            keys = [e.get("curve_public_key") for e in entries]
+            return [e["endpoint"] for e in entries], keys, entries[0].get("run_id")
         else:
             raise ValueError(
                 f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
@@ -179,7 +185,35 @@ def resolve_receivers(
     out = [str(e).strip() for e in items]
     if not out or any("://" not in e for e in out):
         raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
-    return out, [None] * len(out)
+    return out, [None] * len(out), None
+
+
+def resolve_run_id(run_id: str | None, published: str | None) -> str | None:
+    """The run id the HELLO carries: `run_id`, else `$MELISSA_TRAINER_RUN_ID` (what the
+    launcher says this simulation belongs to), else the one the rendezvous published,
+    else None (no check: any receiver accepts the HELLO).
+
+    Raises:
+        ValueError: a malformed run id (named).
+        RuntimeError: the rendezvous was published by another run than the one this
+            simulation belongs to: another trainer has taken over the output directory
+            (or the rendezvous is a stale copy); streaming there would mix two runs.
+    """
+    source = "run_id"
+    if run_id is None and os.environ.get(ENV_RUN_ID, "").strip():
+        run_id, source = os.environ[ENV_RUN_ID].strip(), ENV_RUN_ID
+    if run_id is None:
+        return published
+    protocol.check_run_id(run_id, source)
+    if published is not None and published != run_id:
+        where = os.environ.get(ENV_RENDEZVOUS, "").strip()
+        raise RuntimeError(
+            f"the rendezvous directory {where!r} was published by run {published}, but this "
+            f"simulation belongs to run {run_id} ({source}): another trainer has taken over "
+            f"that output directory since this simulation was launched. Its data would go to "
+            f"the wrong trainer: nothing is sent. Give each trainer its own --output_dir"
+        )
+    return run_id
 
 
 def check_simulation_id(value: Any) -> int:

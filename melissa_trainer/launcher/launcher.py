@@ -16,7 +16,8 @@ Policy, in short (the details are in `supervisor` and `workers`):
 * Simulation ids start at `first_simulation_id`, +1 per parameter set drawn; the goal is
   `n_simulations` successful simulations, with at most `job_limit` jobs alive at once.
 * Each job gets ``MELISSA_TRAINER_SIMULATION_ID``, ``MELISSA_TRAINER_PARAMETERS`` (JSON),
-  ``MELISSA_TRAINER_RENDEZVOUS`` and ``MELISSA_TRAINER_ATTEMPT``, plus `env`, so that
+  ``MELISSA_TRAINER_RENDEZVOUS``, ``MELISSA_TRAINER_ATTEMPT`` and, under a trainer,
+  ``MELISSA_TRAINER_RUN_ID`` (its run id: see `melissa_trainer.output_lock`), plus `env`, so that
   `melissa_trainer.client.Client(fields)` needs no argument; a command template may also
   use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
 * Success is a simulation whose data all reached the receivers and whose process
@@ -52,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -195,6 +197,7 @@ class Launcher:
         study_dir: str | os.PathLike[str] | None = None,
         redrawn: Callable[[int], None] | None = None,
         data: DataReport | None = None,
+        run_id: str | None = None,
     ) -> None:
         """Start the supervisor thread; returns at once (but see `study_dir`).
 
@@ -215,6 +218,9 @@ class Launcher:
             data: what the receivers report (complete data, refused HELLOs): with it, a
                 simulation is finished only once its data is complete, and an exit 0
                 whose data never all arrives is a failed attempt.
+            run_id: the receivers' run id, given to every job as
+                ``MELISSA_TRAINER_RUN_ID``: its client then refuses a rendezvous that
+                another run has rewritten, and says so, instead of streaming there.
 
         Raises:
             RuntimeError: called twice, or after `stop`.
@@ -228,7 +234,7 @@ class Launcher:
             job_limit=self._job_limit,
             ranks=self._ranks,
             tuning=self.tuning,
-            env=self._env,
+            env=self._env if run_id is None else {**self._env, ENV_RUN_ID: run_id},
             log_dir=self._log_dir.absolute() if self._log_dir else study / "logs",
             rendezvous_dir=str(rendezvous),
         )

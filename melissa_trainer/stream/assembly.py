@@ -58,6 +58,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "bad_step",  # time step >= max_time_step
     "overlap",  # element range overlapping another client rank's part
     "schema_mismatch",  # a HELLO whose fields differ from the study's (see Ingest.schema)
+    "wrong_run",  # a HELLO of another run (its run_id is not this receiver's)
     "other",
 )
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer.stream import protocol
+
 RENDEZVOUS_VERSION = 1
 _RANK_FILE = re.compile(r"rank_(\d+)\.json")
 
@@ -107,8 +109,10 @@ def fetch_rendezvous(
     Each training rank's receiver writes `rank_{r}.json`, holding
     `{"version": 1, "rank": r, "world_size": W, "endpoint": "tcp://HOST:PORT"}` and,
     when it uses CURVE, `"curve_public_key"` (the Z85 server key a client must use),
-    by writing a temporary file and renaming it. This waits until all W files are
-    there and agree on W. Blocks up to `timeout` seconds.
+    and under a trainer `"run_id"` (the run's identity), by writing a temporary file
+    and renaming it. This waits until all W files are there and agree on W and on the
+    run id (files of two runs: one is still rewriting them). Blocks up to `timeout`
+    seconds.
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -156,6 +160,7 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
                 and isinstance(entry["endpoint"], str)
                 and entry["endpoint"]
                 and _is_key(entry.get("curve_public_key"))
+                and _is_run_id(entry.get("run_id"))
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
@@ -165,10 +170,13 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}
+    runs = {str(e.get("run_id")) for e in entries.values()}
     if not entries:
         problems.append("no rank_{r}.json file yet")
     elif len(sizes) > 1:
         problems.append(f"files disagree on world_size: {sorted(sizes)}")
+    elif len(runs) > 1:
+        problems.append(f"files of different runs: run_id {sorted(runs)}")
     else:
         (world,) = sizes
         missing = [r for r in range(world) if r not in entries]
@@ -177,6 +185,17 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
         elif not problems:
             return [entries[r] for r in range(world)], ""
     return None, "; ".join(problems)
+
+
+def _is_run_id(value: Any) -> bool:
+    """None (no run id: an older trainer) or a valid run id."""
+    if value is None:
+        return True
+    try:
+        protocol.check_run_id(value, "run_id")
+    except ValueError:
+        return False
+    return True
 
 
 def _is_key(value: Any) -> bool:

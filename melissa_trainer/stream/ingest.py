@@ -68,6 +68,9 @@ class Ingest:
             buffer's capacity: see `load_state`).
         log_interval: seconds between two summaries of rejected messages and dropped
             incomplete samples (`log`; the first of each reason is logged in full).
+        run_id: this run's identity: a HELLO carrying another is refused (``wrong_run``,
+            not listed in `refused`: the simulation is another run's, which this run's
+            launcher must not kill under that id); one carrying none is accepted.
     """
 
     def __init__(
@@ -87,8 +90,10 @@ class Ingest:
         schema: Sequence[FieldSpec] | None = None,
         one_schema: bool = False,
         log_interval: float = 30.0,
+        run_id: str | None = None,
     ) -> None:
         self.rank, self.world = rank, world_size
+        self.run_id = run_id
         self._put, self._end = put, end
         self._put_many = put_many or self._put_each
         self.expected = expected
@@ -286,6 +291,16 @@ class Ingest:
         if reason is not None:
             return self.reject(reason, hello.simulation_id, "reserved or oversized field")
         sid = hello.simulation_id
+        if hello.run_id is not None and self.run_id is not None and hello.run_id != self.run_id:
+            # Before anything else: another run's simulation must not revive, or start,
+            # a ledger under an id that this run's simulations use too.
+            return self.reject(
+                "wrong_run",
+                sid,
+                f"HELLO of run {hello.run_id}, this receiver serves run {self.run_id}: a "
+                f"simulation of another trainer (a stale rendezvous or endpoint?); its "
+                f"messages are dropped",
+            )
         if sid in self.archive:  # runs again (resumed): a ledger, finished, as before
             self.sims[sid] = self.archive.revive(hello)
             self.archive.finished(sid, self.marked)

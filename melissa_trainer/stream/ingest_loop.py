@@ -85,6 +85,7 @@ class IngestLoop(ABC):
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
             schema=config.schema,
             one_schema=config.fields is not None,
+            run_id=config.run_id,
         )
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf

@@ -9,7 +9,9 @@ numpy, so that simulations can use it without torch.
 Message kinds:
 
 * HELLO (one per client rank, before its data): the fields it will send (name, dtype,
-  global shape), the simulation's parameters and its rank and rank count.
+  global shape), the simulation's parameters, its rank and rank count, and optionally
+  the run id it belongs to (a receiver of another run refuses it; absent: unchecked,
+  as older clients send it).
 * DATA (one per field, time step and client rank): this rank's contiguous part of the
   field, as a flat element range `[offset, offset + count)` of the C-ordered global
   array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
@@ -64,6 +66,8 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 MAX_HELLO_BYTES = 1 << 20
 #: Client rank counts are u16 on the wire.
 MAX_CLIENT_RANKS = (1 << 16) - 1
+#: Longest run id (HELLO's optional ``run_id``); letters, digits, ``-`` and ``_`` only.
+MAX_RUN_ID_CHARS = 64
 #: Names a field may not have: the receiver adds these entries to every sample.
 RESERVED_NAMES = frozenset({"simulation_id", "time_step", "parameters"})
 
@@ -150,6 +154,8 @@ class Hello:
     client_count: int
     fields: tuple[FieldSpec, ...]
     parameters: dict[str, float] = field(default_factory=dict)
+    #: the run the client belongs to (None: it did not say, as older clients)
+    run_id: str | None = None
 
 
 class Data(NamedTuple):
@@ -225,15 +231,17 @@ def encode_hello(
     client_count: int,
     fields: list[FieldSpec] | tuple[FieldSpec, ...],
     parameters: dict[str, float] | None = None,
+    run_id: str | None = None,
 ) -> bytes:
-    body = json.dumps(
-        {
-            "fields": [
-                {"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in fields
-            ],
-            "parameters": {str(k): float(v) for k, v in (parameters or {}).items()},
-        }
-    ).encode()
+    """The HELLO frame; `run_id` (checked by `check_run_id`) goes last in the body,
+    only when given (a body without it is byte for byte what older clients send)."""
+    content: dict[str, Any] = {
+        "fields": [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in fields],
+        "parameters": {str(k): float(v) for k, v in (parameters or {}).items()},
+    }
+    if run_id is not None:
+        content["run_id"] = check_run_id(run_id, "run_id")
+    body = json.dumps(content).encode()
     return (
         PREFIX.pack(MAGIC, VERSION, HELLO, 0, simulation_id)
         + HELLO_FIXED.pack(client_rank, client_count, len(body))
@@ -484,13 +492,32 @@ def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
         body = json.loads(bytes(frame[fixed_end:]).decode())
         specs = tuple(_field_spec(f) for f in body["fields"])
         parameters = {str(k): float(v) for k, v in body.get("parameters", {}).items()}
+        run_id = body.get("run_id")
+        if run_id is not None:
+            check_run_id(run_id, "HELLO run_id")
     except Exception as exc:  # untrusted input: json and numpy raise ValueError, TypeError,
         # KeyError, AttributeError, OverflowError ([Infinity], 1e400 as an integer),
         # RecursionError (deep nesting), even SyntaxError (np.dtype("|,)61"))
         raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc!r}"[:300]) from None
     if not specs or len({s.name for s in specs}) != len(specs):
         raise ProtocolError("bad_hello", "HELLO must declare at least one field, names unique")
-    return Hello(sim, rank, ranks, specs, parameters)
+    return Hello(sim, rank, ranks, specs, parameters, run_id)
+
+
+def check_run_id(value: Any, name: str) -> str:
+    """`value` if it is a valid run id (1 to `MAX_RUN_ID_CHARS` ASCII letters, digits,
+    ``-`` or ``_``), else a ValueError naming `name`."""
+    if (
+        not isinstance(value, str)
+        or not 1 <= len(value) <= MAX_RUN_ID_CHARS
+        or not value.isascii()
+        or not value.replace("-", "").replace("_", "").isalnum()
+    ):
+        raise ValueError(
+            f"{name} must be 1 to {MAX_RUN_ID_CHARS} ASCII letters, digits, '-' or '_', "
+            f"not {value!r}"
+        )
+    return value
 
 
 def _field_spec(entry: dict[str, Any]) -> FieldSpec:

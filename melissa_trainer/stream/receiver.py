@@ -45,6 +45,14 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   HELLO's. A HELLO of a new simulation declaring others is refused
   (``schema_mismatch``, logged with the difference); `refused()` lists it, so that the
   launcher kills that simulation and counts a failed attempt.
+* One run per receiver: with a `run_id` (a trainer's), the receiver publishes it in
+  its rendezvous file and refuses a HELLO carrying another (``wrong_run``, logged with
+  both ids): a simulation of another trainer that reached this endpoint (a stale
+  rendezvous, a reused port). A HELLO without a run id (an older client) is accepted.
+  The client cannot be told over PUSH/PULL: its DATA are then dropped as ``no_hello``
+  (the protocol's DATA carry no run id: a simulation id that this run uses too is not
+  told apart; the client's own check against the rendezvous and the output_dir lock
+  are what keep other runs away, see `melissa_trainer.output_lock`).
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
   waits for). Time blocked on a full buffer is not idle time.
@@ -214,7 +222,11 @@ class Receiver(IngestLoop):
             sock.bind(self._bind)
             self._endpoint = advertised(sock.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
             if self._rendezvous is not None:
-                extra = {} if self._curve is None else {"curve_public_key": self.curve_public_key}
+                extra: dict[str, Any] = {}
+                if self._curve is not None:
+                    extra["curve_public_key"] = self.curve_public_key
+                if self.config.run_id is not None:
+                    extra["run_id"] = self.config.run_id
                 write_rendezvous(self._rendezvous, self._rank, self._world, self._endpoint, extra)
         except BaseException as exc:
             self._close_socket()

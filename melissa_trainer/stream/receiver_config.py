@@ -68,6 +68,11 @@ class ReceiverConfig:
             must then set ``curve_serverkey`` to the public key (also written to the
             rendezvous file). This encrypts and authenticates the server; any client
             that knows the public key may send.
+        run_id: the run's identity (`protocol.check_run_id`: 1 to 64 letters, digits,
+            ``-`` or ``_``), written into ``rank_{rank}.json``; a HELLO that carries
+            another is refused (``wrong_run``: a simulation of another run, see
+            docs/protocol.md); one without is accepted. None: no identity (no check).
+            Under a trainer, its `run_id`.
 
     Raises:
         ValueError: a value out of its range (named), or malformed CURVE keys.
@@ -87,6 +92,7 @@ class ReceiverConfig:
     max_time_step: int = 1 << 24
     curve_secret_key: str | bytes | None = field(default=None, repr=False)  # a secret
     curve_public_key: str | bytes | None = None
+    run_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.expected_simulations is not None and self.expected_simulations < 0:
@@ -110,6 +116,8 @@ class ReceiverConfig:
             if type(value) is not int or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
         curve_keys(self.curve_secret_key, self.curve_public_key)  # raises if malformed
+        if self.run_id is not None:
+            protocol.check_run_id(self.run_id, "ReceiverConfig.run_id")
 
     @property
     def schema(self) -> list[FieldSpec] | None:

@@ -99,10 +99,11 @@ class StreamSource(Source):
         *,
         expected_simulations: int | None = None,
         rendezvous_dir: str | Path | None = None,
+        run_id: str | None = None,
     ) -> None:
         """Set the fields of `config` that are still None to these values (a value
         given as None changes nothing); before `start`. A `Study` gives its launcher's
-        `n_simulations` and ``{output_dir}/rendezvous``."""
+        `n_simulations` and ``{output_dir}/rendezvous``, the trainer its `run_id`."""
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
         config = self.config
@@ -110,7 +111,14 @@ class StreamSource(Source):
             config = replace(config, expected_simulations=expected_simulations)
         if config.rendezvous_dir is None and rendezvous_dir is not None:
             config = replace(config, rendezvous_dir=rendezvous_dir)
+        if config.run_id is None and run_id is not None:
+            config = replace(config, run_id=run_id)
         self.config = config
+
+    def set_run_id(self, run_id: str) -> None:
+        """The trainer's run id: each receiver publishes it and refuses HELLOs of
+        another run (unless `config.run_id` was given)."""
+        self.fill_in(run_id=run_id)
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         if self._receiver is not None:

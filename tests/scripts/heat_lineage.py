@@ -21,6 +21,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heat_pde" / "train
 
 log = open(os.environ["LINEAGE_LOG"], "a", buffering=1)  # noqa: SIM115 - the process's life
 pause = float(os.environ.get("STEP_SLEEP", "0"))
+hold = os.environ.get("LINEAGE_HOLD")
 plain_step = OnlineTrainer._training_step
 
 
@@ -32,6 +33,9 @@ def recorded_step(self: OnlineTrainer) -> None:
         for s in samples
     )
     log.write(f"{self.state.global_step + 1} {keys}\n")
+    deadline = time.monotonic() + 120
+    while hold and os.path.exists(hold) and time.monotonic() < deadline:
+        time.sleep(0.02)
     if pause:
         time.sleep(pause)
     plain_step(self)

@@ -137,7 +137,12 @@ mt_status mt_encode_hello(mt_client *c, mt_buf *out) {
         mt_format_double(c->params[i].value, num);
         mt_buf_puts(out, num);
     }
-    mt_buf_puts(out, "}}");
+    mt_buf_puts(out, "}");
+    if (c->run_id != NULL) { /* last, only when known: docs/protocol.md 5 */
+        mt_buf_puts(out, ", \"run_id\": ");
+        mt_buf_json_string(out, c->run_id, strlen(c->run_id));
+    }
+    mt_buf_puts(out, "}");
     if (out->oom) return mt_fail(c, MT_ENOMEM, "out of memory encoding the HELLO");
     size_t body = out->len - sizeof fixed;
     if (body > MT_MAX_HELLO_BODY)

@@ -17,6 +17,22 @@
 #define ENV_ENDPOINTS "MELISSA_TRAINER_ENDPOINTS"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define ENV_PARAMETERS "MELISSA_TRAINER_PARAMETERS"
+#define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
+#define MAX_RUN_ID_CHARS 64
+
+/* A run id: 1 to 64 ASCII letters, digits, '-' or '_', at least one alphanumeric
+ * (melissa_trainer/stream/protocol.py check_run_id). */
+static bool valid_run_id(const char *s) {
+    size_t n = strlen(s);
+    bool alnum = false;
+    if (n < 1 || n > MAX_RUN_ID_CHARS) return false;
+    for (const char *q = s; *q; ++q) {
+        unsigned char ch = (unsigned char)*q;
+        if (ch < 128 && isalnum(ch)) alnum = true;
+        else if (ch != '-' && ch != '_') return false;
+    }
+    return alnum;
+}
 
 /* `s` without leading and trailing whitespace, as a new string (NULL: no memory). */
 static char *strip(const char *s, size_t n) {
@@ -115,6 +131,7 @@ static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad) 
 typedef struct {
     char *endpoint;
     long long world;
+    char *run_id; /* NULL: the file has none (an older trainer) */
 } rank_entry;
 
 /* One look at the directory: MT_OK with c->endpoints set if complete, else
@@ -155,8 +172,13 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         if (f == NULL) why = "cannot be opened";
         else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
         long long version = -1, r = -1, world = -1;
-        const char *endpoint = NULL;
+        const char *endpoint = NULL, *run_id = NULL;
+        bool bad_run = false;
         for (size_t k = 0; k < n; ++k) {
+            if (strcmp(m[k].key, "run_id") == 0) {
+                if (m[k].kind == MT_JSON_STRING && valid_run_id(m[k].string)) run_id = m[k].string;
+                else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
+            }
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
             if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
             if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
@@ -167,7 +189,8 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         if (why != NULL) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s unreadable (%s)", used ? "; " : "", name, why);
-        } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint) {
+        } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
+                   bad_run) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s invalid (%s)", used ? "; " : "", name, text);
         } else {
@@ -183,9 +206,12 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
             }
             if (st == MT_OK) {
                 free(entries[rank].endpoint);
+                free(entries[rank].run_id);
                 entries[rank].endpoint = strdup(endpoint);
                 entries[rank].world = world;
-                if (entries[rank].endpoint == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
+                entries[rank].run_id = run_id != NULL ? strdup(run_id) : NULL;
+                if (entries[rank].endpoint == NULL || (run_id != NULL && !entries[rank].run_id))
+                    st = mt_fail(c, MT_ENOMEM, "out of memory");
             }
         }
         mt_json_free(m, n);
@@ -194,10 +220,13 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
     closedir(d);
     if (st != MT_OK) goto done;
     long long world = -1, other = -1;
+    const char *run = NULL, *other_run = NULL; /* "None" stands for a file without one */
     for (size_t r = 0; r < cap; ++r) {
         if (entries[r].endpoint == NULL) continue;
-        if (world < 0) world = entries[r].world;
+        const char *this_run = entries[r].run_id != NULL ? entries[r].run_id : "None";
+        if (world < 0) world = entries[r].world, run = this_run;
         else if (entries[r].world != world) other = entries[r].world;
+        else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
     char tail[320] = "";
     if (world < 0) {
@@ -205,6 +234,10 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
     } else if (other >= 0) {
         snprintf(tail, sizeof tail, "files disagree on world_size: [%lld, %lld]",
                  world < other ? world : other, world < other ? other : world);
+    } else if (other_run != NULL) {
+        snprintf(tail, sizeof tail, "files of different runs: run_id ['%s', '%s']",
+                 strcmp(run, other_run) < 0 ? run : other_run,
+                 strcmp(run, other_run) < 0 ? other_run : run);
     } else {
         char list[200] = "";
         size_t tl = 0;
@@ -227,6 +260,9 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
                 entries[r].endpoint = NULL;
             }
             c->n_endpoints = (size_t)world;
+            free(c->run_id); /* the published run id, checked by resolve_run_id */
+            c->run_id = entries[0].run_id;
+            entries[0].run_id = NULL;
             goto done;
         }
     }
@@ -234,7 +270,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         snprintf(problem + used, used < size ? size - used : 0, "%s%s", used ? "; " : "", tail);
     st = MT_ERENDEZVOUS;
 done:
-    for (size_t r = 0; r < cap; ++r) free(entries[r].endpoint);
+    for (size_t r = 0; r < cap; ++r) free(entries[r].endpoint), free(entries[r].run_id);
     free(entries);
     return st;
 }
@@ -261,13 +297,57 @@ static mt_status fetch_endpoints(mt_client *c, const char *dir, double timeout) 
     }
 }
 
+/* The run id the HELLO names: $MELISSA_TRAINER_RUN_ID (the launcher's), else the one the
+ * rendezvous published (in c->run_id), else none; the two must agree (client/config.py
+ * resolve_run_id): a rendezvous of another run means another trainer took over. */
+static mt_status resolve_run_id(mt_client *c, const char *rendezvous) {
+    const char *value = getenv(ENV_RUN_ID);
+    if (blank(value)) return MT_OK;
+    char *s = strip(value, strlen(value));
+    if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    mt_status st = MT_OK;
+    if (!valid_run_id(s)) {
+        st = mt_fail(c, MT_EENV,
+                     ENV_RUN_ID " must be 1 to 64 ASCII letters, digits, '-' or '_', not '%s'", s);
+    } else if (c->run_id != NULL && strcmp(c->run_id, s) != 0) {
+        st = mt_fail(c, MT_EENV,
+                     "the rendezvous directory '%s' was published by run %s, but this simulation "
+                     "belongs to run %s (" ENV_RUN_ID "): another trainer has taken over that "
+                     "output directory since this simulation was launched. Its data would go "
+                     "to the wrong trainer: nothing is sent. Give each trainer its own "
+                     "--output_dir",
+                     rendezvous != NULL ? rendezvous : "", c->run_id, s);
+    }
+    if (st != MT_OK) {
+        free(s);
+        return st;
+    }
+    free(c->run_id);
+    c->run_id = s;
+    return MT_OK;
+}
+
+static mt_status resolve_receivers(mt_client *c, const char **rendezvous);
+
 mt_status mt_resolve_config(mt_client *c) {
     mt_status st = resolve_id(c);
     if (st == MT_OK) st = resolve_parameters(c);
     if (st != MT_OK) return st;
+    free(c->run_id);
+    c->run_id = NULL;
+    const char *rendezvous = NULL;
+    st = resolve_receivers(c, &rendezvous);
+    return st == MT_OK ? resolve_run_id(c, rendezvous) : st;
+}
+
+/* The endpoints (and, from a rendezvous directory, the run id it published). */
+static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
+    mt_status st;
     if (c->endpoints_arg != NULL) return split_endpoints(c, c->endpoints_arg, MT_EINVAL);
-    if (c->rendezvous_dir != NULL)
+    if (c->rendezvous_dir != NULL) {
+        *rendezvous = c->rendezvous_dir;
         return fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
+    }
     const char *value = getenv(ENV_ENDPOINTS);
     if (!blank(value)) {
         char *s = strip(value, strlen(value));
@@ -283,6 +363,7 @@ mt_status mt_resolve_config(mt_client *c) {
     if (!blank(value)) {
         char *s = strip(value, strlen(value));
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        *rendezvous = value; /* (the environment's string outlives this call) */
         st = fetch_endpoints(c, s, c->rendezvous_timeout);
         free(s);
         return st;

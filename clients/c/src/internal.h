@@ -87,6 +87,7 @@ struct mt_client {
     char *endpoints_arg;      /* mt_set_endpoints, comma-separated */
     char *rendezvous_dir;     /* mt_set_rendezvous */
     double rendezvous_timeout;
+    char *run_id;             /* the run the HELLO names (NULL: none), set at start */
     mt_param *params;
     size_t n_params;
     bool params_set;

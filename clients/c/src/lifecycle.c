@@ -173,6 +173,7 @@ static void free_client(mt_client *c) {
     release_runtime(c, 0);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
+    free(c->run_id);
     for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);
     free(c->params);
     for (size_t i = 0; i < c->n_fields; ++i) free(c->fields[i].name);

@@ -1,0 +1,376 @@
+"""One trainer per output directory: an exclusive OS lock on ``{output_dir}/trainer.lock``.
+
+Two trainers on one `output_dir` would mix their data: the second rewrites the
+rendezvous, the first one's simulations stream into the second one's receivers, and
+both write checkpoints and logs into the same folders. So rank 0 of a trainer takes an
+exclusive lock on ``{output_dir}/trainer.lock`` when the `OnlineTrainer` is made, before
+anything is written to `output_dir`, and holds it until `train()` returns or raises
+(or the process exits). A second trainer is refused at once with `OutputDirLocked`,
+which names the holder (host, pid, since when, run id) and the fixes.
+
+What the lock relies on:
+
+* ``fcntl.flock`` on an open file: the kernel releases it when the holder's process
+  dies, however it dies (``kill -9``, an OOM kill, a node's reboot for a network file
+  system's lock manager), so a dead holder never blocks a requeue: the file may still
+  name it, but nobody holds its lock, and the next trainer takes it at once. The file
+  itself is never deleted (deleting a lock file lets two processes lock two different
+  files of one name).
+* On NFS (Linux clients), ``flock`` is emulated with POSIX byte-range locks and goes
+  through the server's lock manager (NLM for NFSv3, the protocol itself for NFSv4), so
+  it holds across nodes; a holder whose node died is released once the server's lease
+  expires (NFSv4: about 90 s). On Lustre, locks hold across nodes only on clients
+  mounted with ``-o flock``; ``localflock`` locks within one node only, and
+  ``noflock`` refuses the call (ENOSYS): a file system that refuses locks makes the
+  trainer fail with a message saying so. Set ``MELISSA_TRAINER_OUTPUT_LOCK=off`` to run
+  there without the lock (then nothing but the run id of `melissa_trainer.stream`
+  keeps two trainers on one directory apart).
+* Within one process, a registry of the locks it holds refuses a second trainer on
+  the same directory (``flock`` alone would not on NFS, where the emulated lock
+  belongs to the process).
+
+A holder that is shutting down (its loop has ended: it writes its last checkpoint and
+stops its simulations) says so in the file (`OutputDirLock.stopping`). A trainer that
+finds the lock held by a stopping holder waits for it, up to `STOPPING_WAIT` seconds,
+instead of failing: a requeued or relaunched run that starts while the old one writes
+its preemption checkpoint then resumes from that checkpoint. A running holder refuses
+at once.
+
+Thread-safety: an `OutputDirLock` is used by the thread that made it (the trainer's).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENV_OUTPUT_LOCK",
+    "LOCK_FILE",
+    "STOPPING_WAIT",
+    "OutputDirLock",
+    "Holder",
+    "OutputDirLocked",
+    "lock_output_dir",
+    "new_run_id",
+]
+
+logger = logging.getLogger(__name__)
+
+#: the lock file's name, in `output_dir`
+LOCK_FILE = "trainer.lock"
+#: ``off`` runs without the lock (file systems that refuse locks)
+ENV_OUTPUT_LOCK = "MELISSA_TRAINER_OUTPUT_LOCK"
+#: seconds a new trainer waits for a holder that says it is stopping
+STOPPING_WAIT = 120.0
+#: the record is padded to this many bytes and written in one `pwrite` at offset 0, so a
+#: reader sees the old record or the new one, never a truncated file (but the very first)
+_RECORD_BYTES = 1024
+_POLL = 0.05  # seconds between two tries while waiting for a stopping holder
+
+# (st_dev, st_ino) of the lock files this process holds, and their holder: flock
+# emulated by POSIX locks (NFS) does not refuse a second lock by the same process, and
+# closing any descriptor of the file there would drop the process's lock, so a second
+# taker in this process is refused without opening the file.
+_held: dict[tuple[int, int], OutputDirLock] = {}
+_held_lock = threading.Lock()
+
+
+def new_run_id() -> str:
+    """A fresh run identity: 16 hex digits (64 random bits)."""
+    return f"{secrets.randbits(64):016x}"
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds (or last held) an output directory's lock, as its file says."""
+
+    host: str
+    pid: int
+    since: str  # local time, ISO 8601
+    run_id: str
+    state: str  # "running" or "stopping"
+
+    def describe(self) -> str:
+        return (
+            f"host {self.host}, pid {self.pid}, since {self.since}, run {self.run_id}, {self.state}"
+        )
+
+
+class OutputDirLocked(RuntimeError):
+    """Another trainer holds the output directory's lock.
+
+    Attributes:
+        output_dir: the directory.
+        holder: the holder's record (None if it could not be read).
+    """
+
+    def __init__(self, output_dir: str, holder: Holder | None, waited: float = 0.0) -> None:
+        who = holder.describe() if holder is not None else "holder unknown (unreadable record)"
+        waited_text = f" (waited {waited:.0f} s for it to stop)" if waited > 0 else ""
+        kill = f"kill {holder.pid} on {holder.host}" if holder is not None else "stop it"
+        super().__init__(
+            f"output_dir {output_dir!r} is in use by another trainer ({who}){waited_text}: "
+            f"two trainers on one output_dir would mix their simulations' data, "
+            f"checkpoints and logs. Give this run another --output_dir, or wait for that "
+            f"trainer to end ({kill} if it should not run); a dead holder's lock is "
+            f"released by the kernel, so a requeue after it died starts at once"
+        )
+        self.output_dir, self.holder = output_dir, holder
+
+
+class OutputDirLock:
+    """The exclusive lock of one output directory (module docstring).
+
+    `acquire` takes it or raises `OutputDirLocked`; `release` gives it back (also done
+    by the kernel when the process exits). Idempotent both.
+    """
+
+    def __init__(self, output_dir: str | os.PathLike[str], run_id: str) -> None:
+        self.output_dir = str(output_dir)
+        self.path = Path(output_dir) / LOCK_FILE
+        self.run_id = run_id
+        self._fd: int | None = None
+        self._key: tuple[int, int] | None = None
+        self._since = ""
+        self._state = "running"
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self, stopping_wait: float = STOPPING_WAIT) -> None:
+        """Take the lock, or raise `OutputDirLocked` naming the holder: at once when the
+        holder is running, after up to `stopping_wait` s when it says it is stopping.
+
+        Creates `output_dir` (and the lock file) if needed. Blocks only in that wait.
+
+        Raises:
+            OutputDirLocked: another trainer holds it.
+            OSError: the file system refuses locks (the message names the way out), or
+                the file cannot be created.
+        """
+        if self._fd is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        started, warned = time.monotonic(), False
+        while True:
+            holder = self._try()
+            if holder is None:
+                return
+            waited = time.monotonic() - started
+            if holder.state != "stopping" or waited >= stopping_wait:
+                raise OutputDirLocked(self.output_dir, holder, waited)
+            if not warned:
+                warned = True
+                logger.warning(
+                    "output_dir %r: waiting up to %.0f s for the trainer that is stopping "
+                    "there to exit (%s)",
+                    self.output_dir,
+                    stopping_wait,
+                    holder.describe(),
+                )
+            time.sleep(_POLL)
+
+    def _try(self) -> Holder | None:
+        """One try: None once the lock is ours, else the holder's record."""
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            pass
+        else:
+            with _held_lock:
+                other = _held.get((st.st_dev, st.st_ino))
+            if other is not None:  # this process holds it (another trainer object)
+                return other.record()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            st = os.fstat(fd)
+            key = (st.st_dev, st.st_ino)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise _unsupported(self.output_dir, exc) from exc
+                holder = _read_holder(fd)
+                os.close(fd)
+                return holder
+        except BaseException:
+            _close_quietly(fd)
+            raise
+        with _held_lock:
+            _held[key] = self
+        self._fd, self._key = fd, key
+        self._since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._write("running")
+        return None
+
+    def stopping(self) -> None:
+        """Say in the file that this holder is shutting down (a trainer that finds it so
+        waits for it instead of failing). No-op when not held."""
+        if self._fd is not None:
+            self._write("stopping")
+
+    def release(self) -> None:
+        """Give the lock back (the file stays, naming the last holder). Idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with _held_lock:
+            if self._key is not None:
+                _held.pop(self._key, None)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def record(self) -> Holder:
+        """This holder's record, as the file says it."""
+        return Holder(socket.gethostname(), os.getpid(), self._since, self.run_id, self._state)
+
+    def _write(self, state: str) -> None:
+        assert self._fd is not None
+        self._state = state
+        record = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "since": self._since,
+            "run_id": self.run_id,
+            "state": state,
+        }
+        data = json.dumps(record).encode()[: _RECORD_BYTES - 1].ljust(_RECORD_BYTES - 1) + b"\n"
+        os.pwrite(self._fd, data, 0)
+
+
+def _read_holder(fd: int) -> Holder | None:
+    """The holder's record, read through `fd`; None when unreadable. A holder that has
+    just taken the lock may not have written it yet: retried for up to 1 s."""
+    deadline = time.monotonic() + 1.0
+    while True:
+        try:
+            raw = os.pread(fd, _RECORD_BYTES, 0)
+            entry: Any = json.loads(raw.decode())
+            return Holder(
+                str(entry["host"]),
+                int(entry["pid"]),
+                str(entry["since"]),
+                str(entry["run_id"]),
+                str(entry["state"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
+
+
+def _unsupported(output_dir: str, exc: OSError) -> OSError:
+    return OSError(
+        exc.errno,
+        f"cannot lock output_dir {output_dir!r} ({exc.strerror}): its file system refuses "
+        f"file locks (Lustre without '-o flock'?). Use an output_dir on a file system with "
+        f"locks, or set {ENV_OUTPUT_LOCK}=off to run without the lock (nothing then stops "
+        f"a second trainer from using this directory)",
+    )
+
+
+def _close_quietly(fd: int) -> None:
+    """Close `fd` on an error path, where the error being raised is the one to report."""
+    try:
+        os.close(fd)
+    except OSError as exc:
+        logger.debug("closing the lock file after an error: %s", exc)
+
+
+def lock_disabled() -> bool:
+    """True when ``MELISSA_TRAINER_OUTPUT_LOCK=off`` (the lock is skipped, with a warning)."""
+    value = os.environ.get(ENV_OUTPUT_LOCK, "").strip().lower()
+    if value in ("", "on"):
+        return False
+    if value == "off":
+        return True
+    raise ValueError(f"{ENV_OUTPUT_LOCK}={value!r}: use 'on' (the default) or 'off'")
+
+
+def lock_output_dir(
+    output_dir: str, rank: int, world_size: int, device: Any
+) -> tuple[OutputDirLock | None, str]:
+    """Rank 0 takes `output_dir`'s lock and makes the run id; every rank gets the run id.
+
+    A collective when `world_size` > 1 (every rank calls it, with the process group up):
+    rank 0 broadcasts whether it got the lock, so that every rank fails when it did not
+    (no rank waits for a peer that has gone). Returns rank 0's `OutputDirLock` (None on
+    the other ranks, and with ``MELISSA_TRAINER_OUTPUT_LOCK=off``) and the run id.
+
+    Raises:
+        OutputDirLocked: another trainer holds the directory (on every rank).
+        OSError: rank 0 cannot lock (the file system refuses locks); the other ranks
+            raise RuntimeError pointing at rank 0's error.
+    """
+    lock: OutputDirLock | None = None
+    run_id = new_run_id()
+    error: BaseException | None = None
+    status = _LOCKED
+    if rank == 0:
+        try:
+            if lock_disabled():
+                logger.warning(
+                    "%s=off: output_dir %r is not locked; nothing stops another trainer "
+                    "from using it",
+                    ENV_OUTPUT_LOCK,
+                    output_dir,
+                )
+            else:
+                lock = OutputDirLock(output_dir, run_id)
+                lock.acquire()
+        except OutputDirLocked as exc:
+            error, status = exc, _REFUSED
+        except BaseException as exc:
+            error, status = exc, _FAILED
+    if world_size > 1:
+        status, run_id = _share(status, run_id, device)
+    if error is not None:
+        raise error
+    if status == _REFUSED:
+        raise OutputDirLocked(output_dir, _peek_holder(Path(output_dir) / LOCK_FILE))
+    if status == _FAILED:
+        raise RuntimeError(f"rank 0 could not lock output_dir {output_dir!r}: see rank 0's error")
+    return lock, run_id
+
+
+_LOCKED, _REFUSED, _FAILED = 1, 0, 2
+
+
+def _share(status: int, run_id: str, device: Any) -> tuple[int, str]:
+    """Rank 0's status and run id, on every rank (a broadcast of two integers)."""
+    import torch
+    import torch.distributed as dist
+
+    value = int(run_id, 16)
+    signed = value - (1 << 64) if value >= 1 << 63 else value
+    shared = torch.tensor([status, signed], dtype=torch.int64, device=device)
+    dist.broadcast(shared, src=0)
+    status, signed = (int(v) for v in shared.tolist())
+    return status, f"{signed % (1 << 64):016x}"
+
+
+def _peek_holder(path: Path) -> Holder | None:
+    """The holder's record as another rank reads it (None: unreadable, or another node's
+    file system)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return _read_holder(fd)
+    finally:
+        os.close(fd)

@@ -37,6 +37,7 @@ from melissa_trainer.stream.assembly import (
 )
 from melissa_trainer.stream.ingest_state import COUNTERS, TAIL_COUNTERS, restore, state_of
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
+from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 from melissa_trainer.stream.schema import StudySchema
 
@@ -68,6 +69,8 @@ class Ingest:
             buffer's capacity: see `load_state`).
         log_interval: seconds between two summaries of rejected messages and dropped
             incomplete samples (`log`; the first of each reason is logged in full).
+        nonfinite: the policy for samples holding NaN or Inf (`ReceiverConfig.nonfinite`;
+            the check is `nonfinite`'s, a `NonFiniteGuard`).
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class Ingest:
         schema: Sequence[FieldSpec] | None = None,
         one_schema: bool = False,
         log_interval: float = 30.0,
+        nonfinite: str = "refuse",
     ) -> None:
         self.rank, self.world = rank, world_size
         self._put, self._end = put, end
@@ -113,6 +117,9 @@ class Ingest:
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
+        #: the check of samples for NaN and Inf (its counter: `nonfinite_refused`)
+        self.nonfinite = NonFiniteGuard(nonfinite, self.log, self.refused)
+        self._check_finite = self.nonfinite.checks
 
     # -- messages --------------------------------------------------------------------------
 
@@ -162,6 +169,12 @@ class Ingest:
             del pending[key]
             self._pending_bytes -= asm.nbytes
             arrays = {f.name: asm.arrays[f.name] for f in sim.fields}
+        if self._check_finite:
+            bad = self.nonfinite.bad_field(arrays)
+            if bad is not None:
+                if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
+                    self.check_finished(sim)  # (its last step may be the one refused)
+                return None
         arrays["simulation_id"] = sim.id_array.copy()
         arrays["time_step"] = np.array(t, np.int64)
         arrays["parameters"] = sim.param_array.copy()
@@ -202,12 +215,14 @@ class Ingest:
             and layout[1] == msg.shape
             and msg.elements == layout[2]
         )
-        if not same:  # record by record: each gets its own verdict
+        rows = msg.payloads.reshape(msg.records, *msg.shape) if same else None  # a view
+        # record by record, each with its own verdict: a batch of another layout, or
+        # one holding NaN or Inf (one sum says it does not: see `nonfinite`)
+        if rows is None or (self._check_finite and self.nonfinite.suspect(msg.dtype, rows)):
             for i in range(msg.records):
                 self.data(msg.record(i), True)
             return None
         name, w = msg.name, self.world
-        rows = msg.payloads.reshape(msg.records, *msg.shape)  # a view: rows are contiguous
         st = msg.steps.tolist()
         first, k = st[0], len(st)
         if (  # the usual batch: the next steps of this receiver, in order, all new
@@ -285,6 +300,7 @@ class Ingest:
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
+        self.nonfinite.hello(sid)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = SimulationLedger.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
@@ -325,6 +341,11 @@ class Ingest:
     @property
     def simulations_abandoned(self) -> int:
         return len(self.abandoned)
+
+    @property
+    def nonfinite_refused(self) -> int:
+        """Samples dropped for holding NaN or Inf (see `NonFiniteGuard`)."""
+        return self.nonfinite.refused
 
     def activity(self) -> dict[int, int]:
         """Simulation id -> DATA messages received so far (the launcher's heartbeat).

@@ -33,6 +33,7 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
@@ -85,7 +86,9 @@ class IngestLoop(ABC):
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
             schema=config.schema,
             one_schema=config.fields is not None,
+            nonfinite=config.nonfinite,
         )
+
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._socket: zmq.Socket | None = None
@@ -114,6 +117,13 @@ class IngestLoop(ABC):
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(error)}"
             ) from error
+
+    def report_refusals_to_launcher(self) -> None:
+        """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
+        the simulations): a simulation that sends non-finite data under
+        ``nonfinite="fail"`` is then listed there for the launcher to fail, instead of
+        failing the stream (see `melissa_trainer.stream.nonfinite`)."""
+        self.ingest.nonfinite.launcher = True
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every
@@ -275,5 +285,6 @@ class IngestLoop(ABC):
 
 
 def _why(error: BaseException) -> str:
-    """An error for a message: a stall's own words, anything else as its repr."""
-    return str(error) if isinstance(error, StallError) else repr(error)
+    """An error for a message: a stall's or non-finite data's own words, anything else
+    as its repr."""
+    return str(error) if isinstance(error, StallError | NonFiniteDataError) else repr(error)

@@ -199,3 +199,92 @@ def test_accept_lets_nan_reach_the_loss_which_stops_training_at_its_step(
     assert_all_finite(weights)
     assert max(weights) == (step - 1) // 10 * 10  # the last save before the NaN step
     assert t.source.telemetry()["nonfinite_refused"] == 0  # accepted: not checked
+
+
+def test_an_unknown_policy_is_refused_early_naming_the_field_and_the_choices() -> None:
+    with pytest.raises(ValueError, match="nonfinite must be one of 'refuse', 'accept', 'fail'"):
+        ReceiverConfig(nonfinite="drop")
+
+
+@pytest.mark.timeout(60)
+def test_a_non_finite_gradient_with_finite_losses_is_never_saved(tmp_path: Path) -> None:
+    """The loss is finite (0) but its gradient is NaN (d|x|/dx at 0 times d sqrt/dx at
+    0): the update makes the weight NaN; the checkpoint asked for at that step is not
+    written and training stops with an error, although no loss was ever NaN."""
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.w * x
+
+    class Trainer(OnlineTrainer):
+        def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+            x, step = batch
+            out = model(x).sum()
+            if int(step[0]) < 3:
+                return (out - 1.0) ** 2
+            return (out - out.detach()).abs().sqrt()  # 0, with a NaN gradient
+
+    samples = [{"x": np.ones(1, np.float32), "t": np.array(i)} for i in range(20)]
+    model = Model()
+    t = Trainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            save_steps=1,
+            report_to="none",
+            disable_progress_bar=True,
+            logging_steps=100,
+        ),  # fmt: skip
+        torch.optim.SGD(model.parameters(), lr=0.1),
+        train_source=samples,
+        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["t"])),
+    )
+    with pytest.raises(NonFiniteLossError, match="a weight of the model is NaN or infinite"):
+        t.train()
+    weights = checkpoint_weights(tmp_path / "out")
+    assert sorted(weights) == [1, 2, 3]  # step 4's update (the NaN gradient) is not saved
+    assert_all_finite(weights)
+
+
+def _strict(line: str) -> Any:
+    """`json.loads` refusing NaN and Infinity, which Python's reader would accept."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_json_output_is_valid_json_when_a_figure_is_nan() -> None:
+    """The examples' --json summary line, the benchmarks' --json output and the
+    trainer state go through `to_json`: NaN and Inf become null (on main the heat
+    example printed ``"val_mse": NaN``, which no JSON parser but Python's reads)."""
+    from melissa_trainer import TrainerState
+    from melissa_trainer.json_output import to_json
+
+    summary = {"val_mse": float("nan"), "study": {"x": np.float32("inf")}, "rows": [-np.inf, 1]}
+    assert _strict(to_json(summary)) == {"val_mse": None, "study": {"x": None}, "rows": [None, 1]}
+    state = TrainerState()
+    state.log_history.append({"loss": float("nan"), "step": 1})
+    assert _strict(state.to_json())["log_history"] == [{"loss": None, "step": 1}]
+
+
+def test_every_json_line_of_the_examples_and_benchmarks_is_strict() -> None:
+    """No example or benchmark prints or writes its JSON output with a bare json.dumps
+    (which writes NaN): they use `to_json` (allow_nan=False)."""
+    root = Path(__file__).parents[1]
+    offenders = []
+    for path in [*root.glob("examples/**/*.py"), *root.glob("benchmarks/*.py")]:
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if "json.dumps(" in line and ("print(" in line or "write_text(" in line):
+                offenders.append(f"{path.relative_to(root)}:{n}: {line.strip()}")
+    allowed = {  # a child's record read back by its parent (json.loads takes NaN)
+        "benchmarks/active_sampling.py",
+        "benchmarks/trainer_overhead.py",
+    }
+    assert [o for o in offenders if o.split(":")[0] not in allowed] == []

@@ -45,6 +45,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   HELLO's. A HELLO of a new simulation declaring others is refused
   (``schema_mismatch``, logged with the difference); `refused()` lists it, so that the
   launcher kills that simulation and counts a failed attempt.
+* Samples holding NaN or Inf in a float field are refused (counted, logged, their
+  step recorded as received), trained on, or fail their simulation, per
+  `ReceiverConfig.nonfinite` (:mod:`.nonfinite`).
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
   waits for). Time blocked on a full buffer is not idle time.

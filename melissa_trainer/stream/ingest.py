@@ -6,7 +6,7 @@ simulations have finished and tells `end` when the expected number has. It is us
 one thread (the receiver's); every decision is documented in
 :mod:`melissa_trainer.stream.receiver`.
 
-About 450 lines, over the project's ~400: one class whose methods are the receiver's
+About 475 lines, over the project's ~400: one class whose methods are the receiver's
 per-message decisions, kept in one place to read; its checkpoint form is in
 `ingest_state`, its bookkeeping per simulation in `assembly`, its finished simulations
 in `archive`.
@@ -109,7 +109,8 @@ class Ingest:
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
         self.schema = StudySchema(schema, enforce=one_schema)
-        #: (simulation id, why) of every refused HELLO, in order (append-only: read by
+        #: (simulation id, why) of every refused HELLO, and of every simulation failed
+        #: for non-finite data (``nonfinite="fail"``), in order (append-only: read by
         #: the launcher's thread)
         self.refused: list[tuple[int, str]] = []
         #: logs rejections and drops; the receiver ticks it when idle, flushes it at the end

@@ -24,13 +24,15 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   ranks other than 0 in a study), the receiver fails instead (`NonFiniteDataError`):
   training stops with a `SourceError` naming the simulation, the step and the field.
 
-Cost: one ``np.isfinite(arr).all()`` per float field of a sample, or per batch of steps
-of one field (a batch that fails it goes record by record); about 5 us for a field of
-a few KB, one pass over the bytes for larger ones (figures: docs/concepts/stream.md).
+Cost: one check (`all_finite`: a BLAS dot product of the field with itself, then
+``np.isfinite(arr).all()`` only if that is not finite) per float field of a sample, or
+per batch of steps of one field (a batch that fails it goes record by record): one pass
+over the bytes, without a temporary array (figures: docs/concepts/stream.md).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -73,7 +75,13 @@ def check_policy(value: object) -> str:
 
 def all_finite(arr: np.ndarray) -> bool:
     """True when no element of `arr` (a float or complex array) is NaN or infinite."""
-    # (a sum or min/max, without isfinite's temporary array, measured no faster here)
+    # x . x is finite only if every x is (NaN and Inf propagate; squares cannot cancel),
+    # and BLAS computes it in one pass without `isfinite`'s temporary array: 2 us instead
+    # of 11 for 64 KB, 0.9 ms instead of 2.5 for 8 MB. An overflow of finite values
+    # (|x| above 1.8e19 in float32) also gives Inf: the exact check decides then.
+    flat = arr.reshape(-1)
+    if math.isfinite(abs(np.vdot(flat, flat))):
+        return True
     return bool(np.isfinite(arr).all())
 
 

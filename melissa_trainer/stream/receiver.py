@@ -242,8 +242,8 @@ class Receiver(IngestLoop):
         return self.ingest.finished_ids[start:]
 
     def refused(self, start: int = 0) -> list[tuple[int, str]]:
-        """(simulation id, why) of every HELLO refused here, in order, from the
-        `start`-th on (any thread)."""
+        """(simulation id, why) of every HELLO refused here, and of every simulation
+        failed here for non-finite data, in order, from the `start`-th on (any thread)."""
         return self.ingest.refused[start:]
 
     def idle_seconds(self) -> float:

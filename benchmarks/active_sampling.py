@@ -84,6 +84,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
@@ -434,12 +435,12 @@ def main() -> None:
     print_rows(table, f"active sampling, {opts.space} space (ours = Breed, baseline = LHS "
                       f"or exploration alone; medians over {seeds} seeds)", width=57)  # fmt: skip
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
-    (out / "results.json").write_text(json.dumps({"setup": asdict(setup), "runs": runs}))
+    (out / "results.json").write_text(to_json({"setup": asdict(setup), "runs": runs}))
     if opts.plot:
         plot(runs, Path(opts.plot))
         print(f"plot: {opts.plot}")
     if opts.json:
-        print(json.dumps({"rows": table}))
+        print(to_json({"rows": table}))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
 import logging
 import statistics
 import sys
@@ -48,6 +47,7 @@ import numpy as np
 import torch
 
 from melissa_trainer.buffers import Buffer, BufferConfig, Sample, make_buffer
+from melissa_trainer.json_output import to_json
 
 
 def stack_samples(
@@ -384,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = run(cfg, log, notes)
     if args.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
     else:
         print(
             f"\nbuffers benchmark ({'quick' if args.quick else 'full'}, {cfg.rounds} rounds, "

@@ -54,6 +54,7 @@ from bench_programs import MissingTool, Programs, build  # noqa: E402
 from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20
@@ -269,7 +270,7 @@ def main() -> None:
     if not opts.no_e2e:
         rows += e2e_rows(programs, rounds, opts.quick)
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     title = (
         f"medians of {rounds} interleaved rounds; CPU rows: ratio = baseline / ours, "

@@ -64,6 +64,7 @@ import zmq
 from report import print_rows
 
 import melissa_trainer
+from melissa_trainer.json_output import to_json
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import write_rendezvous
 
@@ -284,7 +285,7 @@ def main() -> None:
     print(f"the client's own import, after numpy and zmq: {own:.1f} ms ({own_cpu:.1f} ms CPU)")
     print(f"library measured: {LIBRARY}")
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
 
 
 if __name__ == "__main__":

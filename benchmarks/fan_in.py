@@ -53,7 +53,6 @@ of open files (RLIMIT_NOFILE) to the hard limit.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -74,6 +73,8 @@ from fan_in_procs import (  # noqa: E402
 )
 from reader import INLINE_MAX  # noqa: E402
 from report import print_rows  # noqa: E402
+
+from melissa_trainer.json_output import to_json  # noqa: E402
 
 LABELS = {KB: "1 KB", MB: "1 MB"}
 RATES = {KB: 2000.0, MB: 200.0}  # aggregate samples/s, the same at every N
@@ -322,7 +323,7 @@ def main() -> None:
         receiver.close()
         clients.close()
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     title = (
         f"medians of {rounds} interleaved rounds of ~{seconds:g} s; CPU rows: ratio = "

@@ -52,7 +52,6 @@ import argparse
 import contextlib
 import inspect
 import io
-import json
 import os
 import shutil
 import statistics
@@ -70,6 +69,7 @@ import zmq
 
 from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.json_output import to_json
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.heap import keep_freed_memory
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
@@ -705,7 +705,7 @@ def main() -> None:
         rows += pinned
         notes += more
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     print_rows(rows, f"medians of {rounds} interleaved rounds; ratio = ours / baseline", 64)
     for note in notes:

@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import ctypes
 import functools
-import json
 import os
 import resource
 import select
@@ -63,6 +62,7 @@ import torch  # noqa: E402
 from report import print_rows  # noqa: E402
 from trainer_overhead import BATCH, make_model  # noqa: E402
 
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher.backends import Job, LocalBackend  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalHandle, pdeathsig_wrapper  # noqa: E402
 
@@ -405,7 +405,7 @@ def main() -> None:
         "cpus": len(os.sched_getaffinity(0)),
     }
     if opts.json:
-        print(json.dumps({"rows": rows, "setup": setup}))
+        print(to_json({"rows": rows, "setup": setup}))
         return
     print(
         f"\ntrainer: {rss:.0f} MB RSS, MLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; "

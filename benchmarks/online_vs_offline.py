@@ -57,6 +57,8 @@ import regime  # noqa: E402
 from isolated import run_isolated  # noqa: E402
 from report import print_rows  # noqa: E402
 
+from melissa_trainer.json_output import to_json  # noqa: E402
+
 TARGET_OVERLAP = 0.87
 TARGET_ERROR_RATIO = 1.43
 Run = dict[str, Any]
@@ -374,9 +376,9 @@ def main() -> None:
         png = out / "online_vs_offline.png"
         plot(budget, png, opts)
         print(f"plot: {png}")
-    (out / "results.json").write_text(json.dumps({"data": data, "budget": budget}, default=str))
+    (out / "results.json").write_text(to_json({"data": data, "budget": budget}, default=str))
     if opts.json:
-        print(json.dumps({"rows": table}))
+        print(to_json({"rows": table}))
 
 
 def main_sweep(opts: argparse.Namespace) -> None:
@@ -401,9 +403,9 @@ def main_sweep(opts: argparse.Namespace) -> None:
         png = out / "regime.png"
         regime.plot(points, png, opts.budget)
         print(f"plot: {png}")
-    (out / "regime.json").write_text(json.dumps(points, default=str))
+    (out / "regime.json").write_text(to_json(points, default=str))
     if opts.json:
-        print(json.dumps({"rows": table}))
+        print(to_json({"rows": table}))
 
 
 if __name__ == "__main__":

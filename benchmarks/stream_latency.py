@@ -17,7 +17,6 @@ baseline / ours (higher is better; there is no target in the issues).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import threading
 import time
@@ -30,6 +29,7 @@ from report import print_rows
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.dataset import StreamDataset
+from melissa_trainer.json_output import to_json
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.source import StreamSource
 
@@ -121,7 +121,7 @@ def main() -> None:
              "ratio": round(b / a, 3), "target": None}
         )  # fmt: skip
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     title = f"{opts.rounds} interleaved rounds of {opts.steps} steps; ratio = baseline / ours"
     print_rows(rows, title, width=48)

@@ -59,6 +59,7 @@ from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
 from melissa_trainer.checkpoint import fsync_tree  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 from melissa_trainer.launcher.records import StudyRecord  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
@@ -342,7 +343,7 @@ def main() -> None:
     rows = rows_at(sizes[-1], sizes[0], steps, rounds)
     rows += buffer_rows(opts.buffer_mb or (32 if opts.quick else 256), rounds)
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     print_rows(rows, f"medians of {rounds} interleaved rounds; ratio = baseline / ours", 52)
     head = ["simulations", "receiver B/sim", "receiver ckpt", "save / load", "launcher B/sim"]

@@ -56,6 +56,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import Buffer, Hook, OnlineTrainer, Source, TrainingArguments
+from melissa_trainer.json_output import to_json
 
 TARGET = 0.97
 N_SAMPLES = 4096
@@ -351,7 +352,7 @@ def main() -> None:
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
         return
     print(
         f"\nMLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; medians of {rounds} "

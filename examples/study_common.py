@@ -59,6 +59,12 @@ class StudyArgs:
         default=False,
         metadata={"help": "launch nothing: wait for NUM_SIMULATIONS solvers started by hand"},
     )
+    nonfinite: str = field(
+        default="refuse",
+        metadata={"help": "samples holding NaN or Inf: refuse (drop and count), accept "
+                  "(train on them), fail (fail their simulation)",
+                  "choices": ("refuse", "accept", "fail")},
+    )  # fmt: skip
     json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
 
     def problems(self) -> list[str]:
@@ -131,6 +137,7 @@ def study_source(
                 rendezvous_dir=rendezvous,
                 bind=opts.bind,
                 fields=fields,
+                nonfinite=opts.nonfinite,
             )
         )
         return None, source
@@ -144,7 +151,10 @@ def study_source(
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )
-    stream = StreamSource(ReceiverConfig(rendezvous_dir=rendezvous, bind=opts.bind, fields=fields))
+    config = ReceiverConfig(
+        rendezvous_dir=rendezvous, bind=opts.bind, fields=fields, nonfinite=opts.nonfinite
+    )
+    stream = StreamSource(config)
     return launcher, Study(launcher, stream)
 
 
@@ -209,11 +219,12 @@ def final_eval_loss(trainer: OnlineTrainer) -> float:
     return float(trainer.evaluate()["eval_loss"])
 
 
-def received_samples(trainer: OnlineTrainer) -> int:
-    """Samples the receivers put into the buffers, summed over ranks (the last log's)."""
+def received_samples(trainer: OnlineTrainer, key: str = "samples_put") -> int:
+    """Samples the receivers put into the buffers (or another of their counters),
+    summed over ranks (the last log's)."""
     for logs in reversed(trainer.state.log_history):
-        if "source_samples_put" in logs:
-            return int(logs["source_samples_put"])
+        if f"source_{key}" in logs:
+            return int(logs[f"source_{key}"])
     return 0
 
 
@@ -239,11 +250,23 @@ def run_summary(
         "sequential_seconds": sequential_seconds(simulation, training_seconds, job_limit),
         "samples_seen": trainer.state.total_samples_seen,  # all ranks, with re-draws
         "samples_received": received_samples(trainer),  # all ranks, each once
+        # samples holding NaN or Inf, dropped by the receivers (nonfinite="refuse")
+        "samples_refused_nonfinite": received_samples(trainer, "nonfinite_refused"),
         "steps": trainer.state.global_step,
         "simulations_finished": study.get("finished"),
         "study": study,  # the launcher's counts (empty in external mode)
         "plot": None,
     }
+
+
+def print_refused(summary: Mapping[str, Any]) -> None:
+    """Say how many samples the receivers refused for NaN or Inf (nothing if none)."""
+    refused = summary.get("samples_refused_nonfinite") or 0
+    if refused:
+        print(
+            f"refused {refused} samples holding NaN or Inf (--nonfinite refuse); the "
+            "receiver's log names their simulations and time steps"
+        )
 
 
 def print_overlap(

@@ -58,6 +58,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         make_sampler,
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
+    from melissa_trainer.loss_guard import NonFiniteLossError
     from melissa_trainer.preemption import Preempted, PreemptionHandler
     from melissa_trainer.simulation_loss import SimulationLoss, SimulationLosses
     from melissa_trainer.sources import IterableSource, Source, SourceError
@@ -95,6 +96,7 @@ __all__ = [
     "ListSampler",
     "LocalBackend",
     "MpiexecBackend",
+    "NonFiniteLossError",
     "OnlineTrainer",
     "Preempted",
     "PreemptionHandler",
@@ -161,6 +163,7 @@ _MODULES = {
     "SourceError": "sources",
     "SimulationLoss": "simulation_loss",
     "SimulationLosses": "simulation_loss",
+    "NonFiniteLossError": "loss_guard",
     "Preempted": "preemption",
     "PreemptionHandler": "preemption",
     "TrainerControl": "state",

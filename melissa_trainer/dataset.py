@@ -154,6 +154,9 @@ class StreamDataset(IterableDataset):
         #: per-simulation losses)
         self.track_simulation_ids = False
         self.last_simulation_ids = np.zeros(0, np.int64)
+        #: the raw samples of the last `next_batch` (the trainer's loss check names
+        #: their simulations; one batch held, no copy)
+        self.last_samples: Sequence[Sample] = ()
 
     # -- raw samples ---------------------------------------------------------------
 
@@ -216,7 +219,7 @@ class StreamDataset(IterableDataset):
             IndexError: nothing is pending (call `prefetch` first).
             ValueError: `track_simulation_ids` and a sample without ``simulation_id``.
         """
-        samples = self._pending.popleft()
+        samples = self.last_samples = self._pending.popleft()
         if self.track_simulation_ids:
             self.last_simulation_ids = simulation_ids(samples)
         return self.collate_samples(samples), len(samples)

@@ -28,6 +28,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from melissa_trainer.json_output import to_json
+
 
 @dataclass
 class TrainerState:
@@ -123,17 +125,7 @@ class TrainerState:
 
     def to_json(self) -> str:
         """The state as indented JSON (non-finite floats become null)."""
-
-        def finite(x: Any) -> Any:
-            if isinstance(x, float) and not math.isfinite(x):
-                return None
-            if isinstance(x, dict):
-                return {k: finite(v) for k, v in x.items()}
-            if isinstance(x, list):
-                return [finite(v) for v in x]
-            return x
-
-        return json.dumps(finite(self.state_dict()), indent=2, sort_keys=True)
+        return to_json(self.state_dict(), indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> TrainerState:

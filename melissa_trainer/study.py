@@ -14,9 +14,10 @@ the simulations: the processes). The study owns what joins them:
   an earlier run. Outside a trainer, call it yourself after `start`.
 * **What "finished" means.** Rank 0's receiver reports to the launcher (its heartbeat
   is the receiver's per-simulation message count; a simulation is finished once its data
-  is complete, not when its process exits 0; a HELLO refused for other fields fails that
-  simulation). A simulation given up is ABANDONed at every receiver, so that no rank
-  waits for it (a redrawn one's replacement is waited for instead).
+  is complete, not when its process exits 0; a HELLO refused for other fields, or
+  non-finite data under ``ReceiverConfig(nonfinite="fail")``, fails that simulation).
+  A simulation given up is ABANDONed at every receiver, so that no rank waits for it
+  (a redrawn one's replacement is waited for instead).
 * **Failure surfaces as `SourceError`** from `wait_for`: the study failed (see
   `Launcher`), every launched simulation has ended and the stream still waits (rank 0,
   after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
@@ -167,6 +168,7 @@ class Study(Source):
         def redrawn(simulation_id: int) -> None:
             tell(simulation_id, replaced=True)
 
+        receiver.report_refusals_to_launcher()  # (before any simulation runs)
         launcher.start(
             rendezvous,
             heartbeat=receiver.activity,

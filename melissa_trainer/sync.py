@@ -14,8 +14,10 @@ of `stop_sync_steps` steps, on three numbers:
 
 All three travel in one small integer tensor on the accelerator device, all-reduced
 with MAX (the count negated), so the cost is one collective and one device-to-host
-copy per window rather than per step. Every rank calls `agree` at the same windows, so no
-rank ever runs a collective that another skips.
+copy per window rather than per step. A fourth number rides along when the caller
+gives one (a device scalar, reduced with MAX into `extra`): the trainer's loss check
+(`melissa_trainer.loss_guard`), at no extra collective or sync. Every rank calls
+`agree` at the same windows, so no rank ever runs a collective that another skips.
 """
 
 from __future__ import annotations
@@ -32,23 +34,37 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(3, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(4, dtype=torch.int64, device=device)
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
+        #: the maximum over ranks of the last `agree`'s `extra` (None: none given)
+        self.extra: int | None = None
 
     def agree(
-        self, stop_requested: bool, batches_available: int, signum: int = 0
+        self,
+        stop_requested: bool,
+        batches_available: int,
+        signum: int = 0,
+        extra: torch.Tensor | None = None,
     ) -> tuple[bool, int, int]:
         """Return `(any rank asked to stop, fewest batches available on any rank, signal)`.
 
         `signum` is the preemption signal this rank caught (0: none); the returned one
-        is the largest over ranks, 0 if no rank caught one. Blocks until every rank has
-        called it (a collective).
+        is the largest over ranks, 0 if no rank caught one. `extra`, an int64 device
+        scalar, is reduced with MAX into `self.extra` (None without a process group).
+        Blocks until every rank has called it (a collective).
         """
+        self.extra = None
         if not self.distributed:
             return stop_requested, batches_available, signum
         local = torch.tensor([int(stop_requested), -batches_available, signum], dtype=torch.int64)
-        self._flag.copy_(local, non_blocking=True)
+        self._flag[:3].copy_(local, non_blocking=True)
+        if extra is None:
+            self._flag[3:].zero_()
+        else:
+            self._flag[3:].copy_(extra.reshape(1))  # device to device: no sync
         dist.all_reduce(self._flag, op=dist.ReduceOp.MAX)
         self.collectives += 1
-        stop, neg_available, any_signum = self._flag.tolist()  # the one host sync of the window
+        values = self._flag.tolist()  # the one host sync of the window
+        stop, neg_available, any_signum = values[:3]
+        self.extra = None if extra is None else int(values[3])
         return bool(stop), -int(neg_available), int(any_signum)

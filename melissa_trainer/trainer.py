@@ -31,6 +31,7 @@ from melissa_trainer.dataset import (
     check_batch_options,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.loss_guard import LossGuard
 from melissa_trainer.output_lock import OutputDirLock, lock_output_dir
 from melissa_trainer.preemption import Preempted, PreemptionHandler
 from melissa_trainer.simulation_loss import (
@@ -143,6 +144,8 @@ class OnlineTrainer:
         )
         self.hooks = HookList([*builtin, *hooks])
         self.stop_sync = StopSync(acc.device, acc.num_processes)
+        #: stops training at a non-finite loss, before any checkpoint holds it
+        self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"
         #: each simulation's training loss, reduced over ranks every `_loss_steps` steps
         self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
@@ -243,9 +246,11 @@ class OnlineTrainer:
                     break
                 # Take the window's batches first: the ranks then agree on what all can do.
                 available = self.dataset.prefetch(window * micro, preemption.requested)
+                guard = self._loss_guard
                 stop, available, signum = self.stop_sync.agree(
-                    control.should_stop, available, preemption.signum
+                    control.should_stop, available, preemption.signum, guard.window_code()
                 )
+                guard.settle(self.stop_sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     break
                 for _ in range(available // micro):
@@ -293,6 +298,7 @@ class OnlineTrainer:
         after TRAIN_END.
         """
         state, control, hooks = self.state, self.control, self.hooks
+        self._loss_guard.check()  # the last window's losses (collective)
         if signum:
             self.preempted_by = signal.Signals(signum)
             logger.warning(
@@ -337,6 +343,7 @@ class OnlineTrainer:
             figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
             loss = step.backward(batch)
+            self._loss_guard.record(loss, state.global_step + 1, self.dataset.last_samples)
             figures.loss_sum += loss  # stays on the device: no sync per step
             figures.loss_count += 1
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
@@ -357,6 +364,8 @@ class OnlineTrainer:
         later, or at the next action point otherwise; never dropped.
         """
         control = self.control
+        if control.should_log or control.should_validate or control.should_save:
+            self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
         if control.should_log:
             control.should_log = False
             self.log()
@@ -435,7 +444,11 @@ class OnlineTrainer:
         `state.total_samples_seen` is made exact first (one small all-reduce), so the
         checkpoint records every sample trained on up to this step; `state.last_save_step`
         is this step. Fires SAVE once the checkpoint is in place.
+
+        Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
+        loss since the last check, or a weight, is NaN or infinite.
         """
+        self._loss_guard.check(self.model.parameters())
         return trainer_checkpoint.save_checkpoint(self)
 
     def load_checkpoint(self, path: str | Path) -> None:

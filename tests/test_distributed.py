@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from helpers import run_group
 
@@ -28,7 +29,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def launch(tmp_path: Path, *flags: str) -> list[dict]:
+def launch(tmp_path: Path, *flags: str, ok: bool = True) -> list[dict]:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     out = tmp_path / "out"
     out.mkdir(parents=True, exist_ok=True)
@@ -63,7 +64,7 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
     proc = run_group(cmd, timeout=200, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (proc.returncode == 0) == ok, proc.stdout[-3000:] + proc.stderr[-3000:]
     results = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]
     assert [r["world_size"] for r in results] == [2, 2], "expected two ranks in one process group"
     assert {r["backend"] for r in results} == {"gloo"}
@@ -96,6 +97,25 @@ def test_a_stop_requested_on_one_rank_stops_both(tmp_path: Path) -> None:
     )
     assert {r["global_step"] for r in results} == {8}
     assert not any(r["stream_ended"] for r in results)
+
+
+def test_a_nan_loss_on_one_rank_stops_both_at_the_same_step_naming_it(tmp_path: Path) -> None:
+    """Rank 1's sample 106 holds NaN: batch 13 of 8, step 14 of rank 1 (rank 0's losses
+    stay finite). Both ranks stop with the error naming step 14, at step 15 (the log
+    of step 15, every 3 steps, checks first, collectively: before the stop flag's
+    window ends at 16), the launch exits non-zero, and the
+    checkpoints on disk are those of steps 4, 8 and 12, with finite weights."""
+    from safetensors.numpy import load_file
+
+    flags = ["--short", "100", "--long", "100", "--stop_sync_steps", "4", "--save_steps", "4"]
+    results = launch(tmp_path, *flags, "--nan_at", "106", ok=False)
+    assert [r["error_step"] for r in results] == [14, 14]
+    assert [r["global_step"] for r in results] == [15, 15]
+    saved = sorted((tmp_path / "out" / "checkpoints").glob("checkpoint-*"))
+    assert [p.name for p in saved] == ["checkpoint-12", "checkpoint-4", "checkpoint-8"]
+    for path in saved:
+        for value in load_file(str(path / "model.safetensors")).values():
+            assert np.isfinite(value).all(), path
 
 
 @pytest.mark.timeout(30)

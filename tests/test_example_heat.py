@@ -34,7 +34,7 @@ TINY = [
 ]  # fmt: skip
 KEYS = {"val_mse", "mean_field_mse", "wall_seconds", "simulation_seconds", "training_seconds",
         "sequential_seconds", "samples_seen", "samples_received", "steps",
-        "simulations_finished", "study", "plot"}  # fmt: skip
+        "simulations_finished", "study", "plot", "samples_refused_nonfinite"}  # fmt: skip
 
 
 def free_port() -> int:
@@ -43,10 +43,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _not_json(constant: str) -> None:
+    raise ValueError(f"the --json line holds {constant}, which is not JSON")
+
+
 def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     last = [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
-    summary = json.loads(last)
+    summary = json.loads(last, parse_constant=_not_json)  # strict: no NaN or Infinity
     assert set(summary) >= KEYS
     return summary
 
@@ -58,6 +62,7 @@ def check_run(summary: dict, out: Path) -> None:
     # the stream ended: the source let the simulations exit before stopping the launcher
     assert study["finished"] == SIMULATIONS and study["running"] == 0, study
     assert summary["samples_received"] == SIMULATIONS * STEPS  # each (simulation, step) once
+    assert summary["samples_refused_nonfinite"] == 0
     assert summary["simulation_seconds"] > 0 and summary["training_seconds"] > 0
     assert summary["samples_seen"] >= summary["samples_received"]  # each drawn at least once
     assert Path(summary["plot"]) == out / "heat_pde_validation.png"

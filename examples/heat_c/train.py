@@ -55,6 +55,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 from melissa_trainer.launcher.backends.mpiexec import MpiexecBackend  # noqa: E402
 
@@ -248,7 +249,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
     if opts.json:
-        print(json.dumps(summary))
+        print(to_json(summary))
     return summary
 
 

@@ -28,7 +28,6 @@ step of the validation simulations.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -51,11 +50,13 @@ from study_common import (  # noqa: E402
     leave_cores_to_simulations,
     prepare_rendezvous,
     print_overlap,
+    print_refused,
     run_summary,
     study_source,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import BreedSampler, Launcher, make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -275,6 +276,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    print_refused(summary)
     if summary["sampler"]:
         draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order
         print(
@@ -285,7 +287,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")
     if opts.json:
-        print(json.dumps(summary))
+        print(to_json(summary))
     return summary
 
 

@@ -23,7 +23,6 @@ the horizon's steps and the starting points.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from collections.abc import Sequence
@@ -46,11 +45,13 @@ from study_common import (  # noqa: E402
     leave_cores_to_simulations,
     prepare_rendezvous,
     print_overlap,
+    print_refused,
     run_summary,
     study_source,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -284,10 +285,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    print_refused(summary)
     if summary["plot"]:
         print(f"rollouts vs truth: {summary['plot']}")
     if opts.json:
-        print(json.dumps(summary))
+        print(to_json(summary))
     return summary
 
 

@@ -14,7 +14,6 @@ predicting the mean state (the error to beat).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
+from melissa_trainer.json_output import to_json
 
 
 @dataclass
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
             f"({mean_field_mse / max(val_mse, 1e-12):.1f}x better) after {state.global_step} steps"
         )
         if opts.json:
-            print(json.dumps(summary))
+            print(to_json(summary))
     return summary
 
 

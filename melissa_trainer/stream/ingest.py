@@ -6,7 +6,7 @@ simulations have finished and tells `end` when the expected number has. It is us
 one thread (the receiver's); every decision is documented in
 :mod:`melissa_trainer.stream.receiver`.
 
-About 450 lines, over the project's ~400: one class whose methods are the receiver's
+About 475 lines, over the project's ~400: one class whose methods are the receiver's
 per-message decisions, kept in one place to read; its checkpoint form is in
 `ingest_state`, its bookkeeping per simulation in `assembly`, its finished simulations
 in `archive`.
@@ -37,6 +37,7 @@ from melissa_trainer.stream.assembly import (
 )
 from melissa_trainer.stream.ingest_state import COUNTERS, TAIL_COUNTERS, restore, state_of
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
+from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 from melissa_trainer.stream.schema import StudySchema
 
@@ -71,6 +72,8 @@ class Ingest:
         run_id: this run's identity: a HELLO carrying another is refused (``wrong_run``,
             not listed in `refused`: the simulation is another run's, which this run's
             launcher must not kill under that id); one carrying none is accepted.
+        nonfinite: the policy for samples holding NaN or Inf (`ReceiverConfig.nonfinite`;
+            the check is `nonfinite`'s, a `NonFiniteGuard`).
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class Ingest:
         one_schema: bool = False,
         log_interval: float = 30.0,
         run_id: str | None = None,
+        nonfinite: str = "refuse",
     ) -> None:
         self.rank, self.world = rank, world_size
         self.run_id = run_id
@@ -114,7 +118,8 @@ class Ingest:
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
         self.schema = StudySchema(schema, enforce=one_schema)
-        #: (simulation id, why) of every refused HELLO, in order (append-only: read by
+        #: (simulation id, why) of every refused HELLO, and of every simulation failed
+        #: for non-finite data (``nonfinite="fail"``), in order (append-only: read by
         #: the launcher's thread)
         self.refused: list[tuple[int, str]] = []
         #: logs rejections and drops; the receiver ticks it when idle, flushes it at the end
@@ -122,6 +127,9 @@ class Ingest:
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
+        #: the check of samples for NaN and Inf (its counter: `nonfinite_refused`)
+        self.nonfinite = NonFiniteGuard(nonfinite, self.log, self.refused)
+        self._check_finite = self.nonfinite.checks
 
     # -- messages --------------------------------------------------------------------------
 
@@ -171,6 +179,12 @@ class Ingest:
             del pending[key]
             self._pending_bytes -= asm.nbytes
             arrays = {f.name: asm.arrays[f.name] for f in sim.fields}
+        if self._check_finite:
+            bad = self.nonfinite.bad_field(arrays)
+            if bad is not None:
+                if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
+                    self.check_finished(sim)  # (its last step may be the one refused)
+                return None
         arrays["simulation_id"] = sim.id_array.copy()
         arrays["time_step"] = np.array(t, np.int64)
         arrays["parameters"] = sim.param_array.copy()
@@ -213,12 +227,14 @@ class Ingest:
             and layout[1] == msg.shape
             and msg.elements == layout[2]
         )
-        if not same:  # record by record: each gets its own verdict
+        rows = msg.payloads.reshape(msg.records, *msg.shape) if same else None  # a view
+        # record by record, each with its own verdict: a batch of another layout, or
+        # one holding NaN or Inf (one sum says it does not: see `nonfinite`)
+        if rows is None or (self._check_finite and self.nonfinite.suspect(msg.dtype, rows)):
             for i in range(msg.records):
                 self.data(msg.record(i), True)
             return None
         name, w = msg.name, self.world
-        rows = msg.payloads.reshape(msg.records, *msg.shape)  # a view: rows are contiguous
         st = msg.steps.tolist()
         first, k = st[0], len(st)
         if (  # the usual batch: the next steps of this receiver, in order, all new
@@ -310,6 +326,7 @@ class Ingest:
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)
+        self.nonfinite.hello(sid)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = SimulationLedger.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
@@ -350,6 +367,11 @@ class Ingest:
     @property
     def simulations_abandoned(self) -> int:
         return len(self.abandoned)
+
+    @property
+    def nonfinite_refused(self) -> int:
+        """Samples dropped for holding NaN or Inf (see `NonFiniteGuard`)."""
+        return self.nonfinite.refused
 
     def activity(self) -> dict[int, int]:
         """Simulation id -> DATA messages received so far (the launcher's heartbeat).

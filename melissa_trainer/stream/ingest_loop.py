@@ -33,6 +33,7 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
@@ -86,7 +87,9 @@ class IngestLoop(ABC):
             schema=config.schema,
             one_schema=config.fields is not None,
             run_id=config.run_id,
+            nonfinite=config.nonfinite,
         )
+
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._socket: zmq.Socket | None = None
@@ -115,6 +118,13 @@ class IngestLoop(ABC):
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(error)}"
             ) from error
+
+    def report_refusals_to_launcher(self) -> None:
+        """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
+        the simulations): a simulation that sends non-finite data under
+        ``nonfinite="fail"`` is then listed there for the launcher to fail, instead of
+        failing the stream (see `melissa_trainer.stream.nonfinite`)."""
+        self.ingest.nonfinite.launcher = True
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come. With `wait`, the stream ends once every
@@ -276,5 +286,6 @@ class IngestLoop(ABC):
 
 
 def _why(error: BaseException) -> str:
-    """An error for a message: a stall's own words, anything else as its repr."""
-    return str(error) if isinstance(error, StallError) else repr(error)
+    """An error for a message: a stall's or non-finite data's own words, anything else
+    as its repr."""
+    return str(error) if isinstance(error, StallError | NonFiniteDataError) else repr(error)

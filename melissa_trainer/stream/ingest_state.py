@@ -38,6 +38,7 @@ TAIL_COUNTERS = (
     "simulations_abandoned",
     "incomplete_dropped",
     "ignored_after_end",
+    "nonfinite_refused",
 )
 
 
@@ -112,6 +113,7 @@ def restore(ing: Ingest, state: dict[str, Any], buffer_put: int) -> None:
     counters = state["counters"]
     for key in (*COUNTERS, "incomplete_dropped", "ignored_after_end"):
         setattr(ing, key, int(counters.get(key, 0)))
+    ing.nonfinite.refused = int(counters.get("nonfinite_refused", 0))  # (absent before)
     ing.rejected.update({r: int(counters.get(f"rejected_{r}", 0)) for r in REJECT_REASONS})
     ing.abandoned = {int(s) for s in state.get("abandoned", [])}
     ing.replaced = {int(s) for s in state.get("replaced", [])}

@@ -7,7 +7,11 @@ counts the others silently, and logs one summary line at most every `interval`
 seconds (and when `flush` is called: at end of stream, at stop), e.g.::
 
     receiver of rank 0: in the last 30 s, dropped 15,903 incomplete samples (12
-    simulations), rejected 40 messages (bad_field: 38, no_hello: 2) from 3 simulations
+    simulations), rejected 40 messages (bad_field: 38, no_hello: 2) from 3 simulations,
+    refused 57 samples holding NaN or Inf (temperature: 57) from 1 simulation (7)
+
+(the simulations that sent non-finite samples are named, up to `NAMED`: a user looks
+for them in their logs).
 
 It only logs: the exact counters are the caller's (the receiver's telemetry).
 
@@ -22,10 +26,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["INCOMPLETE", "LogSummary", "REJECTED"]
+__all__ = ["INCOMPLETE", "LogSummary", "NONFINITE", "REJECTED"]
 
-#: the two kinds of event: a sample dropped incomplete, a message rejected
-INCOMPLETE, REJECTED = "incomplete", "rejected"
+#: the kinds of event: a sample dropped incomplete, a message rejected, a sample
+#: refused for NaN or Inf (see `melissa_trainer.stream.nonfinite`)
+INCOMPLETE, REJECTED, NONFINITE = "incomplete", "rejected", "nonfinite"
+_KINDS = (
+    (INCOMPLETE, "dropped {} incomplete samples"),
+    (REJECTED, "rejected {} messages"),
+    (NONFINITE, "refused {} samples holding NaN or Inf"),
+)
+#: simulations named in a summary of non-finite samples
+NAMED = 8
 #: distinct simulations counted per kind and period (bounds the memory of a flood of
 #: messages with random simulation ids); the summary then says "at least"
 MAX_SIMULATIONS = 10_000
@@ -65,14 +77,14 @@ class LogSummary:
         if not interval > 0:
             raise ValueError(f"the log summary interval must be > 0 seconds, not {interval!r}")
         self._logger, self._who, self._interval, self._clock = logger, who, interval, clock
-        self._periods = {INCOMPLETE: _Period(), REJECTED: _Period()}
+        self._periods = {kind: _Period() for kind, _ in _KINDS}
         self._shown: set[tuple[str, str]] = set()  # (kind, reason) logged in this period
         self._since = clock()
         #: True while some events were not logged in full: a summary is due
         self.pending = False
 
     def event(self, kind: str, reason: str, simulation: int | None, detail: str) -> None:
-        """Record one event of `kind` (INCOMPLETE or REJECTED): logged in full (`detail`
+        """Record one event of `kind` (INCOMPLETE, REJECTED or NONFINITE): logged in full (`detail`
         is the line) if it is the first of its reason in this period, else counted for
         the period's summary. A period older than `interval` ends first (see `flush`)."""
         if self._clock() - self._since >= self._interval:
@@ -99,22 +111,25 @@ class LogSummary:
         now = self._clock()
         if self.pending:
             self._logger.warning("%s", self._summary(now - self._since))
-        self._periods = {INCOMPLETE: _Period(), REJECTED: _Period()}
+        self._periods = {kind: _Period() for kind, _ in _KINDS}
         self._shown.clear()
         self._since, self.pending = now, False
 
     def _summary(self, elapsed: float) -> str:
         parts = []
-        kinds = ((INCOMPLETE, "dropped {} incomplete samples"), (REJECTED, "rejected {} messages"))
-        for kind, what in kinds:
+        for kind, what in _KINDS:
             period = self._periods[kind]
             if not period.counts:
                 continue
             text = what.format(f"{sum(period.counts.values()):,}")
-            if kind == REJECTED:
+            if kind != INCOMPLETE:  # by reason (the field, for NONFINITE)
                 reasons = sorted(period.counts.items(), key=lambda item: (-item[1], item[0]))
                 text += " (" + ", ".join(f"{r}: {n:,}" for r, n in reasons) + ")"
             text += f" from {_simulations(period.simulations)}"
+            if kind == NONFINITE:
+                named = sorted(s for s in period.simulations if s is not None)
+                more = ", ..." if len(named) > NAMED else ""
+                text += f" ({', '.join(map(str, named[:NAMED]))}{more})"
             parts.append(text)
         return f"{self._who}: in the last {elapsed:,.0f} s, " + ", ".join(parts)
 

@@ -53,6 +53,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   (the protocol's DATA carry no run id: a simulation id that this run uses too is not
   told apart; the client's own check against the rendezvous and the output_dir lock
   are what keep other runs away, see `melissa_trainer.output_lock`).
+* Samples holding NaN or Inf in a float field are refused (counted, logged, their
+  step recorded as received), trained on, or fail their simulation, per
+  `ReceiverConfig.nonfinite` (:mod:`.nonfinite`).
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
   waits for). Time blocked on a full buffer is not idle time.
@@ -271,8 +274,8 @@ class Receiver(IngestLoop):
         return self.ingest.finished_ids[start:]
 
     def refused(self, start: int = 0) -> list[tuple[int, str]]:
-        """(simulation id, why) of every HELLO refused here, in order, from the
-        `start`-th on (any thread)."""
+        """(simulation id, why) of every HELLO refused here, and of every simulation
+        failed here for non-finite data, in order, from the `start`-th on (any thread)."""
         return self.ingest.refused[start:]
 
     def idle_seconds(self) -> float:

@@ -16,6 +16,7 @@ from typing import Any
 
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.watchdog import check_stall_timeout
 
@@ -73,6 +74,12 @@ class ReceiverConfig:
             another is refused (``wrong_run``: a simulation of another run, see
             docs/protocol.md); one without is accepted. None: no identity (no check).
             Under a trainer, its `run_id`.
+        nonfinite: what a sample holding NaN or Inf in a floating-point field gets:
+            "refuse" (the default: dropped, counted as ``nonfinite_refused`` and logged;
+            its step counts as received), "accept" (no check: for data that holds NaN
+            on purpose) or "fail" (dropped, and its simulation fails: a study's
+            launcher kills it and counts a failed attempt; without a launcher, the
+            stream fails). See `melissa_trainer.stream.nonfinite`.
 
     Raises:
         ValueError: a value out of its range (named), or malformed CURVE keys.
@@ -93,8 +100,10 @@ class ReceiverConfig:
     curve_secret_key: str | bytes | None = field(default=None, repr=False)  # a secret
     curve_public_key: str | bytes | None = None
     run_id: str | None = None
+    nonfinite: str = "refuse"
 
     def __post_init__(self) -> None:
+        check_policy(self.nonfinite)  # raises, naming the field and the choices
         if self.expected_simulations is not None and self.expected_simulations < 0:
             raise ValueError(f"expected_simulations must be >= 0, got {self.expected_simulations}")
         if isinstance(self.fields, str) and self.fields != "first":

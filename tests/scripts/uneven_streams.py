@@ -1,7 +1,9 @@
 """Run under `accelerate launch --multi_gpu --num_processes 2` by tests/test_distributed.py.
 
 Rank 0 streams `--short` batches, rank 1 `--long` batches; an optional hook on rank 1
-asks to stop at `--stop_at`. Each rank writes what it saw to OUT/rank_R.json.
+asks to stop at `--stop_at`; with `--nan_at I`, rank 1's I-th sample holds a NaN. Each
+rank writes what it saw to OUT/rank_R.json (with `error_step`, the step a
+`NonFiniteLossError` named, which then ends the script with it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from helpers import linear_samples, small_model, xy  # noqa: E402
 from melissa_trainer import (  # noqa: E402
     ArgumentParser,
     Hook,
+    NonFiniteLossError,
     OnlineTrainer,
     TrainerControl,
     TrainerState,
@@ -32,6 +35,7 @@ class ScriptArgs:
     short: int = 10
     long: int = 100
     stop_at: int = 0
+    nan_at: int = -1
 
 
 class StopOnRank1(Hook):
@@ -51,7 +55,10 @@ def main() -> None:
 
     def source(rank: int, world: int):
         batches = opts.short if rank == 0 else opts.long
-        return linear_samples(batches * args.batch_size, seed=rank)
+        for i, sample in enumerate(linear_samples(batches * args.batch_size, seed=rank)):
+            if rank == 1 and i == opts.nan_at:
+                sample["x"][0] = float("nan")
+            yield sample
 
     hooks = [StopOnRank1(opts.stop_at)] if opts.stop_at else []
     trainer = OnlineTrainer(
@@ -63,7 +70,12 @@ def main() -> None:
         hooks=hooks,
         eval_dataset=list(linear_samples(10, seed=7)),
     )
-    state = trainer.train()
+    error: NonFiniteLossError | None = None
+    try:
+        trainer.train()
+    except NonFiniteLossError as exc:
+        error = exc
+    state = trainer.state
     params = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
     result = {
         "rank": trainer.process_index,
@@ -76,9 +88,12 @@ def main() -> None:
         "param_sum": float(params.double().sum()),
         "eval_loss": [h["eval_loss"] for h in state.log_history if "eval_loss" in h],
         "losses": [h["loss"] for h in state.log_history if "loss" in h],
+        "error_step": None if error is None else error.step,
     }
     out = Path(args.output_dir) / f"rank_{trainer.process_index}.json"
     out.write_text(json.dumps(result))
+    if error is not None:
+        raise error
 
 
 if __name__ == "__main__":

@@ -206,7 +206,9 @@ class Study(Source):
         try:
             self.launcher.check()
         except Exception as exc:
-            raise SourceError(f"the simulation study failed: {exc}") from exc
+            # (`from None`: the launcher's error is this one's message; chained, its
+            # report would print twice. It stays reachable as __context__.)
+            raise SourceError(f"the simulation study failed: {exc}") from None
 
     def _check_not_waiting_forever(self) -> None:
         """Rank 0: every simulation of the study has ended, yet the stream waits."""

@@ -61,7 +61,9 @@ if mode == "overlap":  # its lifetime, on the system-wide monotonic clock
     with open(os.path.join(out, f"{sid}.span"), "w") as f:
         f.write(f"{start} {time.monotonic()}")
 elif mode == "exit":
-    sys.exit(1 if sid in options.get("fail", []) else 0)
+    if sid in options.get("fail", []):
+        print(options.get("say", "").format(sid=sid), flush=True)  # its log's last line
+        sys.exit(options.get("code", 1))
 elif mode == "hang":  # silent forever on its first attempt
     if first and sid in options["hang"]:
         time.sleep(600)
@@ -504,6 +506,7 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
 ) -> None:
     sim = command(tmp_path, "exit", fail=[0, 1, 2, 3])
     tuning = {"on_failure": policy, "max_restarts": 1, "max_redraws": 1}
+    tuning["systematic_failures"] = None  # (all fail alike: that would stop it first)
     launch = launcher(sim, 2, tuning=tuning, job_limit=1)
     launch.start(tmp_path / "rendezvous")
     try:
@@ -518,6 +521,56 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
     launch.stop()  # idempotent
     with pytest.raises(LauncherError):
         launch.check()  # still reported
+
+
+@pytest.mark.timeout(60)
+def test_a_solver_that_cannot_run_stops_the_study_after_a_few_launches_with_one_report(
+    tmp_path: Path,
+) -> None:
+    sim = command(tmp_path, "exit", fail=list(range(200)), say="ImportError: no module fipy")
+    launch = launcher(sim, 64, job_limit=2)  # the default failure policy and budget
+    launch.start(tmp_path / "rendezvous")
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    started = runs(tmp_path)
+    assert 4 <= len(started) <= 6  # the 4 attempts, and what started meanwhile
+    headline, *report = message.splitlines()
+    assert headline.startswith("the study stopped: every one of the study's first 4 attempts")
+    assert "exit code 1, last log line 'ImportError: no module fipy'" in headline
+    assert "systematic_failures=4" in headline and len(report) < 15  # one short report
+    assert report[0].startswith("study of 64 simulations: 0 finished, 0 abandoned, ")
+    counted = [int(w) for w in report[0].split("(= ")[0].split() if w.isdigit()]
+    assert sum(counted[1:]) == 64 and "(= 64)" in report[0]  # the places add up
+    assert f"{len(started)} attempts in all" in report[0] or "4 attempts in all" in report[0]
+    assert sum("failed alike" in line for line in report) == 1  # one block, not one each
+
+
+@pytest.mark.timeout(60)
+def test_failures_that_differ_or_follow_data_are_left_to_the_failure_policy(
+    tmp_path: Path,
+) -> None:
+    # each simulation fails its own way (its parameters, not the solver): no early stop
+    sim = command(tmp_path, "exit", fail=[0, 1, 2, 3, 4, 5], say="diverged in simulation {sid}")
+    tuning = {"max_restarts": 1, "max_redraws": 2}
+    launch = launcher(sim, 2, tuning=tuning, job_limit=2)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    assert "failed 2 times" in message and "the study stopped" not in message
+    # identical failures after a simulation finished: the solver can run
+    (tmp_path / "b").mkdir()
+    sim = command(tmp_path / "b", "exit", fail=[1, 2, 3, 4, 5, 6], say="same")
+    launch = launcher(sim, 3, tuning={"max_restarts": 1, "max_redraws": 2}, job_limit=1)
+    launch.start(tmp_path / "b" / "rendezvous")
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    assert "failed 2 times" in message and "the study stopped" not in message
 
 
 @pytest.mark.timeout(30)

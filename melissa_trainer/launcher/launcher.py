@@ -429,7 +429,11 @@ class Launcher:
                     break
                 supervisor.wait(self._stop)
         except BaseException as exc:
-            logger.error("launcher: %s", exc if isinstance(exc, LauncherError) else repr(exc))
+            if isinstance(exc, LauncherError):  # its report is raised by check(): once
+                headline = str(exc).partition("\n")[0]
+                logger.error("launcher: %s (the report: Launcher.check())", headline)
+            else:
+                logger.error("launcher: %r", exc)
             with self._lock:
                 self._error = exc
         finally:

@@ -43,6 +43,7 @@ from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
+from melissa_trainer.launcher.systematic import SystematicFailure, last_log_line
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning
 
@@ -117,6 +118,7 @@ class Supervisor:
             poll_interval=tuning.poll_interval,
             heartbeat=heartbeat is not None,
         )
+        self.systematic = SystematicFailure(tuning.systematic_failures)
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -358,6 +360,9 @@ class Supervisor:
         if outcome == "exited":
             logger.info("%s exited (%s); waiting for the rest of its data", attempt, how)
             return
+        why = self.systematic_cause(sid, codes[-1], log_path)
+        if why is not None:
+            raise LauncherError(f"the study stopped: {why}\n{self.failures()}")
         if outcome == "restart":
             logger.warning(
                 "%s failed (%s): restart %d of %d; log: %s",
@@ -381,25 +386,54 @@ class Supervisor:
         else:
             raise LauncherError(f"{failed}, {study.failure}\n{self.failures()}")
 
+    def systematic_cause(self, sid: int, code: int | str, log_path: Path) -> str | None:
+        """Why the study must stop now because every attempt so far failed alike before
+        any data (`systematic`), or None."""
+        if self.systematic.off:
+            return None
+        with self.lock:
+            counts = self.study.counts()
+        if counts["finished"] + counts["complete"] > 0 or (
+            self.heartbeat is not None and any(n > 0 for n in self.heartbeat().values())
+        ):
+            self.systematic.data_seen()  # (read while the check is on: few simulations)
+            return None
+        return self.systematic.failed(sid, code, log_path)
+
     def failures(self) -> str:
-        """The study's failures for its error: each failed simulation, its exit codes and
-        the last lines of its log (at most 8 simulations)."""
+        """The study's failures for its error: a count of every simulation that adds up
+        to the study's size, then the failures, those that failed alike (the same exit
+        codes and log tail) once with their ids, each with the last lines of its log (at
+        most 8 kinds)."""
         with self.lock:
             failed = [
-                (sid, self.study.describe(sid))
+                (sid, self.study.describe(sid), tuple(r.exit_codes))
                 for sid, r in sorted(self.study.records.items())
                 if r.status in ("failed", "abandoned") or any(c != 0 for c in r.exit_codes)
             ]
             counts = self.study.summary(time.monotonic())
-        lines = [
-            f"study: {counts['finished']:.0f} finished, {counts['failed']:.0f} failed, "
-            f"{counts['abandoned']:.0f} abandoned, {counts['running']:.0f} running, "
-            f"{counts['pending']:.0f} pending of {self.study.n_simulations}"
-        ]
-        for sid, text in failed[:8]:
-            lines += [f"  {text}; last lines of {self.log_of(sid)}:", log_tail(self.log_of(sid))]
-        if len(failed) > 8:
-            lines.append(f"  ... and {len(failed) - 8} more (see {self.settings.log_dir})")
+            attempts = sum(len(r.exit_codes) for r in self.study.records.values())
+        lines = [study_counts(counts, self.study.n_simulations, attempts)]
+        # failures alike (the same failing exit codes, the same last log line) once
+        kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
+        for sid, text, codes in failed:
+            key = (frozenset(c for c in codes if c != 0), last_log_line(self.log_of(sid)))
+            kinds.setdefault(key, []).append((sid, text))
+        for (codes, _), members in list(kinds.items())[:8]:
+            sid, text = members[0]
+            if len(members) == 1:
+                lines.append(f"  {text}; last lines of {self.log_of(sid)}:")
+            else:
+                ids = [m[0] for m in members]
+                shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+                lines.append(
+                    f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
+                    f"{sorted(map(str, codes))}, the same last log line), their parameters "
+                    f"differing; last lines of {self.log_of(sid)}:"
+                )
+            lines.append(log_tail(self.log_of(sid)))
+        if len(kinds) > 8:
+            lines.append(f"  ... and other failures (see {self.settings.log_dir})")
         return "\n".join(lines + self.running())
 
     def attempt_of(self, sid: int) -> str:
@@ -438,3 +472,17 @@ class Supervisor:
             )
         else:
             callback(sid)
+
+
+def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
+    """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
+    the study (finished, abandoned, running, exited, pending: `n_simulations` in all),
+    then the simulations that failed for good, each replaced by a new draw."""
+    places = ("finished", "abandoned", "running", "exited", "pending")
+    total = sum(int(counts[k]) for k in places)
+    parts = ", ".join(f"{int(counts[k])} {k}" for k in places)
+    return (
+        f"study of {n_simulations} simulations: {parts} (= {total}); besides, "
+        f"{int(counts['failed'])} failed for good, each replaced by a new draw; "
+        f"{attempts} attempts in all"
+    )

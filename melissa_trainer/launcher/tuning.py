@@ -65,6 +65,12 @@ class LauncherTuning:
             the last lines of their logs) as soon as more than ``n_simulations -
             ceil(f * n_simulations)`` simulations were given up (redrawn or abandoned).
             A study with no finished simulation always fails.
+        systematic_failures: when the study's first failed attempts, this many of them
+            (of at least two simulations), all ended with the same exit code and last
+            log line before any simulation sent data, the study stops at once with one
+            report: the solver cannot run, whatever its parameters (see
+            `melissa_trainer.launcher.systematic`); default 4, None: never (the
+            failure policy alone decides).
         poll_interval: seconds between two checks of the jobs (exit codes, heartbeats,
             data reports); default 0.2. Lower reacts faster and costs a little CPU.
         kill_grace: seconds between SIGTERM (or ``scancel``) and the forced kill of a
@@ -85,6 +91,7 @@ class LauncherTuning:
     silence_floor: float = 120.0
     silence_factor: float = 10.0
     startup_timeout: float | None = 600.0
+    systematic_failures: int | None = 4
 
     def __post_init__(self) -> None:
         check_count("LauncherTuning.max_restarts", self.max_restarts, 0, "restarts of an id")
@@ -114,6 +121,13 @@ class LauncherTuning:
         object.__setattr__(self, "silence_factor", float(self.silence_factor))
         if self.startup_timeout is not None:
             self._seconds("startup_timeout", positive=True, none="or None for no bound")
+        if self.systematic_failures is not None:
+            check_count(
+                "LauncherTuning.systematic_failures",
+                self.systematic_failures,
+                2,
+                "failed attempts, or None to turn the check off",
+            )
         self._seconds("poll_interval", positive=True)
         self._seconds("kill_grace", positive=False)
 

@@ -419,7 +419,7 @@ class Supervisor:
         for sid, text, codes in failed:
             key = (frozenset(c for c in codes if c != 0), last_log_line(self.log_of(sid)))
             kinds.setdefault(key, []).append((sid, text))
-        for (codes, _), members in list(kinds.items())[:8]:
+        for (failing, _), members in list(kinds.items())[:8]:
             sid, text = members[0]
             if len(members) == 1:
                 lines.append(f"  {text}; last lines of {self.log_of(sid)}:")
@@ -428,7 +428,7 @@ class Supervisor:
                 shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
                 lines.append(
                     f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                    f"{sorted(map(str, codes))}, the same last log line), their parameters "
+                    f"{sorted(map(str, failing))}, the same last log line), their parameters "
                     f"differing; last lines of {self.log_of(sid)}:"
                 )
             lines.append(log_tail(self.log_of(sid)))

@@ -135,7 +135,7 @@ def test_a_checkpoint_without_manifest_is_resumed_from_with_a_warning(
     tmp_path: Path, uninterrupted: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     root = two_checkpoints(tmp_path)
-    (root / "checkpoint-20" / manifest.MANIFEST).unlink()
+    (root / "checkpoint-20" / manifest.MANIFEST).unlink(missing_ok=True)  # (main: none)
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         resumed = run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))
     assert_resumed_exactly_from(resumed, uninterrupted, 20)
@@ -159,7 +159,7 @@ def test_every_load_error_of_an_unverified_checkpoint_names_the_file(
     tmp_path: Path, file: str, corrupt: Callable[[Path], None], says: str
 ) -> None:
     root = two_checkpoints(tmp_path)
-    (root / "checkpoint-20" / manifest.MANIFEST).unlink()
+    (root / "checkpoint-20" / manifest.MANIFEST).unlink(missing_ok=True)  # (main: none)
     corrupt(root / "checkpoint-20" / file)
     with pytest.raises(CheckpointError) as caught:
         run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))

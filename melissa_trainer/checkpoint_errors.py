@@ -143,7 +143,8 @@ def describe_save_failure(
     """One line on rank `rank`'s failure to write `staging` (to become `final`): for a
     full disk, "No space left on device", the bytes the checkpoint needs (the size of
     `previous`, the checkpoint before it, or what was written so far when larger) and
-    the bytes free; for any other error, the error. Call before removing `staging`."""
+    the bytes free when it failed (its partial files included); for any other error,
+    the error. Call before removing `staging`."""
     written = manifest.total_size(staging)
     needed = max(manifest.total_size(previous) if previous is not None else 0, written)
     where = staging if staging.exists() else staging.parent
@@ -154,11 +155,10 @@ def describe_save_failure(
     estimate = f"the size of {previous.name}" if previous is not None else "written so far"
     return (
         f"rank {rank}: {space} writing {final.name} to {os.path.dirname(final)}: the "
-        f"checkpoint needs about {needed} bytes ({_mb(needed)}, {estimate}); {free} bytes "
-        f"({_mb(free)}) were free when it failed, {free + written} ({_mb(free + written)}) "
-        "once its partial files are removed"
+        f"checkpoint needs about {needed} bytes ({_human(needed)}, {estimate}); {free} "
+        f"bytes ({_human(free)}) were free when it failed"
     )
 
 
-def _mb(n: int) -> str:
-    return f"{n / 1e6:.1f} MB"
+def _human(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         SampleBlock,
         make_buffer,
     )
+    from melissa_trainer.checkpoint_errors import CheckpointError, CheckpointSaveError
     from melissa_trainer.dataset import StreamDataset, fast_collate, to_tensors
     from melissa_trainer.hooks import (
         EarlyStoppingHook,
@@ -79,6 +80,8 @@ __all__ = [
     "BufferConfig",
     "BufferStats",
     "CallableSampler",
+    "CheckpointError",
+    "CheckpointSaveError",
     "ConfigError",
     "EarlyStoppingHook",
     "Event",
@@ -164,6 +167,8 @@ _MODULES = {
     "SimulationLoss": "simulation_loss",
     "SimulationLosses": "simulation_loss",
     "NonFiniteLossError": "loss_guard",
+    "CheckpointError": "checkpoint_errors",
+    "CheckpointSaveError": "checkpoint_errors",
     "Preempted": "preemption",
     "PreemptionHandler": "preemption",
     "TrainerControl": "state",

@@ -56,6 +56,7 @@ __all__ = [
 BUFFER_CHOICES = BUFFER_KINDS
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
+ON_SAVE_ERROR_CHOICES = ("stop", "continue")
 
 #: words read as True / False / None (case-insensitive), from files and the command line
 TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -292,6 +293,10 @@ class TrainingArguments:
             (see `save_at_end`). Default None.
         save_at_end: save a checkpoint when training ends. Default True.
         max_to_keep: number of newest checkpoints kept in `output_dir` (>= 1). Default 3.
+        on_save_error: what a failed save (a full disk, say) does, on every rank:
+            ``"stop"`` raises `CheckpointSaveError` (training ends, non-zero exit), or
+            ``"continue"`` logs the error and trains on without that checkpoint.
+            Either way the partial checkpoint is removed. Default ``"stop"``.
         resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
             the newest checkpoint in `output_dir`. Default None (start afresh).
         buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
@@ -351,6 +356,10 @@ class TrainingArguments:
     )
     save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
     max_to_keep: int = _f(3, "Number of newest checkpoints kept.")
+    on_save_error: str = _f(
+        "stop", "What a failed save does: stop training, or continue without it.",
+        ON_SAVE_ERROR_CHOICES,
+    )  # fmt: skip
     resume_from_checkpoint: str | None = _f(
         None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
     )
@@ -413,7 +422,7 @@ class TrainingArguments:
             except ConversionError as exc:
                 problems.append(f"{name}={value!r} {exc}")
                 bad.add(name)
-        for name in ("mixed_precision", "buffer", "report_to"):
+        for name in ("mixed_precision", "buffer", "report_to", "on_save_error"):
             if name not in bad:
                 setattr(self, name, getattr(self, name).strip().lower())
         problems.extend(self._problems(bad))
@@ -458,7 +467,8 @@ class TrainingArguments:
             )
 
         for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
-                              ("report_to", REPORT_TO_CHOICES)):  # fmt: skip
+                              ("report_to", REPORT_TO_CHOICES),
+                              ("on_save_error", ON_SAVE_ERROR_CHOICES)):  # fmt: skip
             value = getattr(self, name)
             if ok(name) and value not in choices:
                 p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")

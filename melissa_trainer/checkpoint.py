@@ -7,7 +7,13 @@ Atomicity contract: a checkpoint is written into a staging directory
 finished writing. A directory named `checkpoint-STEP` is therefore always complete; a
 crash leaves at most a staging directory, which the next save at that step removes and
 `list_checkpoints` ignores. Rotation deletes old checkpoints only after the new one is
-in place, so there is always at least one complete checkpoint on disk.
+in place, so there is always at least one complete checkpoint on disk; it never
+deletes the checkpoint just written (`rotate`'s `keep`), even when checkpoints of later
+steps exist (a run resumed from an older checkpoint, the newer ones being corrupt).
+
+Verification: each checkpoint holds `manifest.json`, every file's size and hash,
+written last (`melissa_trainer.checkpoint_manifest`); `trainer_checkpoint.resolve_resume`
+resumes from the newest checkpoint that verifies.
 
 Durability contract: before the rename, every file of the staging directory and the
 directories themselves are fsynced (`fsync_tree`, by each rank for what it wrote);
@@ -23,6 +29,7 @@ Layout of one checkpoint::
       trainer_state.json        TrainerState
       hooks.json                state of the stateful hooks, by hook name
       training_args.json        the arguments of the run that wrote it (for reference)
+      manifest.json             every other file's size, SHA-256 and writing rank
       rank_R/                   one per training rank
         buffer.safetensors, buffer.json       buffer contents, counters, RNG, rate limiter
         pending.safetensors, pending.json     batches taken from the buffer, not yet trained
@@ -38,7 +45,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +130,17 @@ def begin(root: str | os.PathLike[str], step: int) -> Path:
     return staging
 
 
+def remove_staging(staging: str | os.PathLike[str]) -> None:
+    """Remove the staging directory of a failed save. Main rank only, once no rank
+    writes into it. A failure to remove it is logged, not raised (the save's own error
+    is the one to report); the next save of that step removes it, and it is never
+    resumed from."""
+    try:
+        shutil.rmtree(staging)
+    except OSError as exc:
+        logger.warning("could not remove the partial checkpoint %s: %s", staging, exc)
+
+
 def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:
     """Rename the finished `staging` directory to `final` atomically. Main rank only.
 
@@ -146,19 +164,38 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
     return final
 
 
-def rotate(root: str | os.PathLike[str], max_to_keep: int) -> list[Path]:
-    """Delete all but the newest `max_to_keep` checkpoints; returns the deleted paths."""
+def rotate(
+    root: str | os.PathLike[str], max_to_keep: int, keep: str | os.PathLike[str] | None = None
+) -> list[Path]:
+    """Delete all but `max_to_keep` checkpoints, the lowest steps first; returns the
+    deleted paths.
+
+    `keep` (the checkpoint just written) is never deleted and counts as one of those
+    kept. Why: after a resume from an older checkpoint (the newer ones did not verify),
+    checkpoints of higher steps than the new one are still there; by step alone, the
+    new one, the one checkpoint known to be intact, would be deleted first.
+    """
     if max_to_keep < 1:
         raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
-    old = list_checkpoints(root)[:-max_to_keep]
+    found = list_checkpoints(root)
+    protected = [p for p in found if keep is not None and p == Path(keep)]
+    others = [p for p in found if p not in protected]
+    old = others[: max(0, len(found) - max_to_keep)]
     for path in old:
         shutil.rmtree(path)
     return old
 
 
-def fsync_rank_files(staging: str | os.PathLike[str], rank: int, world_size: int) -> int:
+def fsync_rank_files(
+    staging: str | os.PathLike[str],
+    rank: int,
+    world_size: int,
+    visit: Callable[[Path], None] | None = None,
+) -> int:
     """fsync what training rank `rank` wrote into the `staging` checkpoint; returns the
     number of files. Every rank calls it once all ranks have written, before the commit.
+    `visit(path)` is called for each file just before its fsync (the manifest's hasher:
+    the file is still in the page cache then).
 
     Rank 0 syncs the shared files (model, optimizer, trainer state...) and its `rank_0`;
     another rank its `rank_R` and its RNG file (`random_states_R.pkl`, Accelerate's):
@@ -168,10 +205,12 @@ def fsync_rank_files(staging: str | os.PathLike[str], rank: int, world_size: int
     if rank == 0:
         others = {rank_path(staging, r).name for r in range(1, world_size)}
         others |= {_rng_file(r) for r in range(1, world_size)}
-        return fsync_tree(staging, skip=others)
-    files = fsync_tree(rank_path(staging, rank))
+        return fsync_tree(staging, skip=others, visit=visit)
+    files = fsync_tree(rank_path(staging, rank), visit=visit)
     rng = staging / _rng_file(rank)
     if rng.is_file():
+        if visit is not None:
+            visit(rng)
         fsync_file(rng)
         files += 1
     return files
@@ -210,9 +249,14 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
-def fsync_tree(root: str | os.PathLike[str], skip: Collection[str] = ()) -> int:
+def fsync_tree(
+    root: str | os.PathLike[str],
+    skip: Collection[str] = (),
+    visit: Callable[[Path], None] | None = None,
+) -> int:
     """fsync every regular file under `root`, then every directory, deepest first,
     `root` last; returns the number of files. Blocks for the device's write-back.
+    `visit(path)`, if given, is called for each file before its fsync.
 
     `skip` names entries directly under `root` that are left alone (another rank's
     `rank_R` directory: on a shared file system, only the node that wrote a file can
@@ -230,6 +274,8 @@ def fsync_tree(root: str | os.PathLike[str], skip: Collection[str] = ()) -> int:
         for name in names:
             path = here / name
             if path.is_file() and not path.is_symlink():
+                if visit is not None:
+                    visit(path)
                 fsync_file(path)
                 files += 1
     for directory in reversed(dirs):  # os.walk is top-down: children before parents

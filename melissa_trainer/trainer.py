@@ -219,7 +219,7 @@ class OnlineTrainer:
                 was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
-        resume = ckpt.resolve_resume(args.resume_from_checkpoint, self.checkpoint_root)
+        resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
         first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
             self.load_checkpoint(resume)
@@ -435,8 +435,13 @@ class OnlineTrainer:
 
     # -- checkpoints --------------------------------------------------------------------------
 
-    def save_checkpoint(self) -> Path:
+    def save_checkpoint(self) -> Path | None:
         """Write a checkpoint of this step on every rank; returns its path. Collective.
+
+        A failure on any rank (a full disk) removes the partial checkpoint and raises
+        `CheckpointSaveError` on every rank, or, with ``on_save_error="continue"``, is
+        logged and returns None. The checkpoint holds a manifest of its files' hashes,
+        written last (see `melissa_trainer.checkpoint_manifest`).
 
         Idempotent: saving twice at one step rewrites the same checkpoint. Durable: every
         file is fsynced before the atomic rename, and the directories after it (see
@@ -455,7 +460,9 @@ class OnlineTrainer:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
 
         See docs/resume.md for what is restored exactly and what user code sees again.
-        Raises ValueError when the checkpoint was written by another number of ranks.
+        Raises ValueError when the checkpoint was written by another number of ranks,
+        `CheckpointError` naming the file when one does not load (on every rank).
+        Collective. It does not verify the manifest: `train()` does, when it resumes.
         """
         trainer_checkpoint.load_checkpoint(self, Path(path))
 

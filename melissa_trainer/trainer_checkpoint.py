@@ -1,22 +1,38 @@
-"""What an `OnlineTrainer` checkpoint holds, written and read on every rank.
+"""What an `OnlineTrainer` checkpoint holds, written, verified and read on every rank.
 
-The part of `OnlineTrainer` that `save_checkpoint` and `load_checkpoint` delegate to
-(split out of trainer.py for its size; it reads the trainer's figures since the last
-log, which are part of a checkpoint). The directory mechanics (staging, fsync, atomic rename,
-rotation) are `melissa_trainer.checkpoint`'s; the layout is in its module docstring.
+The part of `OnlineTrainer` that `save_checkpoint`, `load_checkpoint` and the choice of
+the checkpoint to resume from delegate to (split out of trainer.py for its size; it
+reads the trainer's figures since the last log, which are part of a checkpoint). The
+directory mechanics (staging, fsync, atomic rename, rotation) are
+`melissa_trainer.checkpoint`'s, the manifest `checkpoint_manifest`'s, the errors
+`checkpoint_errors`'; the layout is in `checkpoint`'s module docstring.
+
+No rank ever waits in a collective that another rank skipped: where a step may fail on
+one rank (a write, a load), every rank reports its outcome in one all-gather
+(`_agree`) instead of a barrier, and all go on, or all raise, together.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from safetensors.numpy import load_file, save_file
 
 from melissa_trainer import checkpoint as ckpt
+from melissa_trainer import checkpoint_manifest as manifest
 from melissa_trainer import simulation_loss
+from melissa_trainer.checkpoint_errors import (
+    CheckpointError,
+    CheckpointSaveError,
+    describe_save_failure,
+    describe_verification,
+    naming_file,
+    others,
+)
 from melissa_trainer.hooks import Event
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,10 +43,25 @@ logger = logging.getLogger(__name__)
 #: per-rank trainer figures in each checkpoint's rank_R/: this rank's `samples_seen`
 #: and its loss since the last log (`LogFigures.rank_state`)
 RANK_STATE = "trainer_rank.json"
+#: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
+#: logging at INFO level only, when it does not load: see `_check_rng`)
+_RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
+
+T = TypeVar("T")
 
 
-def save_checkpoint(trainer: OnlineTrainer) -> Path:
-    """See `OnlineTrainer.save_checkpoint`. Collective."""
+def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
+    """See `OnlineTrainer.save_checkpoint`. Collective.
+
+    Steps, each ended by every rank reporting its outcome (`_agree`): the main rank
+    creates the staging directory; every rank writes its files; every rank hashes and
+    fsyncs what it wrote (the entries gathered on every rank); the main rank writes the
+    manifest, renames the directory and rotates. A failure at any step on any rank
+    (a full disk: `describe_save_failure`) stops every rank there: the main rank
+    removes the staging directory (no rank writes into it any more), `last_save_step`
+    is restored, and `CheckpointSaveError` is raised on every rank, or, with
+    ``on_save_error="continue"``, logged by the main rank and None returned.
+    """
     acc, state = trainer.accelerator, trainer.state
     # every sample trained on up to this step, counted over ranks (otherwise at the next log)
     counts = torch.tensor(
@@ -39,12 +70,51 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path:
     if trainer.stop_sync.distributed:
         torch.distributed.all_reduce(counts)
     state.total_samples_seen += int(counts.item())
+    last_save = state.last_save_step
     state.last_save_step = state.global_step  # the checkpoint records its own step
-    root = trainer.checkpoint_root
+    root, step, rank = trainer.checkpoint_root, state.global_step, acc.process_index
+    staging, final = ckpt.staging_path(root, step), ckpt.checkpoint_path(root, step)
+    previous = ckpt.latest_checkpoint(root)  # the estimate of a full disk's bytes needed
+    hasher = manifest.Hasher(staging, rank)
+
+    def fail(exc: BaseException) -> str:
+        return describe_save_failure(exc, staging, final, previous, rank)
+
+    failure: BaseException | None = None
+    errors: list[str] = []
+    steps = (
+        (lambda: ckpt.begin(root, step)) if acc.is_main_process else None,
+        lambda: _write_files(trainer, staging),
+        lambda: _sync_and_hash(staging, rank, acc.num_processes, hasher),
+        (lambda: _commit(trainer, staging, final, hasher.entries)) if acc.is_main_process else None,
+    )
+    for index, action in enumerate(steps):
+        failure = _attempt(action)
+        hashed = hasher.entries if index == 2 else {}  # this rank's files, once
+        reports = _agree(trainer, (fail(failure) if failure else None, hashed))
+        errors = [error for error, _ in reports if error]
+        if errors:
+            break
+        for _, entries in reports:  # every rank's files, for the manifest
+            hasher.entries.update(entries)
+    if errors:
+        state.last_save_step = last_save
+        _save_failed(trainer, staging, final, previous, errors, failure)
+        return None
     if acc.is_main_process:
-        ckpt.begin(root, state.global_step)
-    acc.wait_for_everyone()
-    staging = ckpt.staging_path(root, state.global_step)
+        try:
+            removed = ckpt.rotate(root, trainer.args.max_to_keep, keep=final)
+        except OSError as exc:  # the new checkpoint is in place: the save succeeded
+            logger.warning("saved %s, but could not remove old checkpoints: %s", final, exc)
+        else:
+            logger.info("saved %s (removed %s)", final, [p.name for p in removed])
+    trainer.hooks.fire(Event.SAVE, trainer, state, trainer.control, str(final))
+    return final
+
+
+def _write_files(trainer: OnlineTrainer, staging: Path) -> None:
+    """Write this rank's files of the checkpoint into `staging` (not synced)."""
+    acc, state = trainer.accelerator, trainer.state
     acc.save_state(str(staging), safe_serialization=True)
     rank_dir = ckpt.rank_path(staging, acc.process_index)
     trainer.buffer.save(rank_dir)
@@ -58,54 +128,254 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path:
         (staging / "trainer_state.json").write_text(state.to_json())
         ckpt.write_json(staging / "hooks.json", trainer.hooks.state_dict())
         ckpt.write_json(staging / "training_args.json", trainer.args.to_dict())
-    acc.wait_for_everyone()  # every rank's files are written
-    ckpt.fsync_rank_files(staging, acc.process_index, acc.num_processes)
-    acc.wait_for_everyone()
-    final = ckpt.checkpoint_path(root, state.global_step)
-    if acc.is_main_process:
-        ckpt.commit(staging, final)
-        removed = ckpt.rotate(root, trainer.args.max_to_keep)
-        logger.info("saved %s (removed %s)", final, [p.name for p in removed])
-    acc.wait_for_everyone()
-    trainer.hooks.fire(Event.SAVE, trainer, state, trainer.control, str(final))
-    return final
+
+
+def _sync_and_hash(staging: Path, rank: int, world_size: int, hasher: manifest.Hasher) -> None:
+    """fsync this rank's files of `staging`, hashing each (in threads) as it goes."""
+    try:
+        ckpt.fsync_rank_files(staging, rank, world_size, visit=hasher)
+    finally:
+        hasher.finish()  # also after a failed fsync: no hashing thread outlives the save
+
+
+def _commit(
+    trainer: OnlineTrainer, staging: Path, final: Path, entries: dict[str, manifest.Entry]
+) -> None:
+    """Main rank: the manifest of every rank's files, last, then the atomic rename."""
+    manifest.write(staging, entries, trainer.state.global_step)
+    ckpt.commit(staging, final)
+
+
+def _save_failed(
+    trainer: OnlineTrainer,
+    staging: Path,
+    final: Path,
+    previous: Path | None,
+    errors: list[str],
+    failure: BaseException | None,
+) -> None:
+    """Every rank, after a failed save: the main rank removes the staging directory;
+    then raise `CheckpointSaveError` (``on_save_error="stop"``) or log and go on."""
+    if trainer.is_main_process and staging.exists():
+        ckpt.remove_staging(staging)
+    intact = f"{previous} is intact" if previous is not None else "there is no earlier checkpoint"
+    stop = trainer.args.on_save_error == "stop"
+    message = (
+        f"could not save checkpoint {final}: {'; '.join(errors)}. The partial checkpoint "
+        f"was removed; {intact}. "
+        + (
+            "Training stops (on_save_error='stop'): make room and resume with "
+            "--resume_from_checkpoint latest, or set --on_save_error continue to train "
+            "on without the checkpoints that fail"
+            if stop
+            else "Training goes on without this checkpoint (on_save_error='continue')"
+        )
+    )
+    if stop:
+        raise CheckpointSaveError(message) from failure
+    if trainer.is_main_process:
+        logger.error("%s", message)
+    if failure is not None:  # this rank's own error, with its traceback
+        logger.error("rank %d's save error", trainer.process_index, exc_info=failure)
+
+
+def _attempt(action: Callable[[], object] | None) -> BaseException | None:
+    """Run `action` (None: nothing to do on this rank); its exception, or None."""
+    try:
+        if action is not None:
+            action()
+    except Exception as exc:  # reported to every rank by the caller, then raised or logged
+        return exc
+    return None
+
+
+def _agree(trainer: OnlineTrainer, report: T) -> list[T]:
+    """Every rank's `report`, in rank order, on every rank (one all-gather; a barrier)."""
+    if not trainer.stop_sync.distributed:
+        return [report]
+    reports: list[Any] = [None] * trainer.num_processes
+    torch.distributed.all_gather_object(reports, report)
+    return reports
+
+
+def _from_main(trainer: OnlineTrainer, value: T) -> T:
+    """The main rank's `value`, on every rank (one broadcast)."""
+    if not trainer.stop_sync.distributed:
+        return value
+    box = [value]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# -- choosing the checkpoint to resume from ----------------------------------------------
+
+
+def resolve_resume(trainer: OnlineTrainer) -> Path | None:
+    """The checkpoint `args.resume_from_checkpoint` names, verified; the same on every
+    rank (the main rank lists the checkpoints; every rank verifies its share; the
+    problems are gathered). Collective.
+
+    "latest": the newest checkpoint that verifies; each one that does not is skipped
+    with one warning naming its files and what is wrong with them; a checkpoint without
+    a manifest (an earlier version's) is taken with a warning that it is unverified;
+    None (start afresh, with a warning) when there is no checkpoint; `CheckpointError`
+    when there are some but none verifies (starting afresh would silently discard them).
+    A path: `CheckpointError` naming the files when it does not verify.
+    """
+    arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
+    if arg is None:
+        return None
+    if arg != "latest":
+        path = ckpt.resolve_resume(arg, root)
+        assert path is not None
+        problems = verify(trainer, path)
+        if problems:
+            raise CheckpointError(
+                f"{describe_verification(path, problems)}; {others(path)}", path, problems[0].file
+            )
+        return path
+    found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
+    if not found:
+        return ckpt.resolve_resume(arg, root)  # None, with its warning
+    for candidate in reversed(found):
+        path = Path(candidate)
+        problems = verify(trainer, path)
+        if not problems:
+            return path
+        if trainer.is_main_process:
+            logger.warning("%s: skipped", describe_verification(path, problems))
+    raise CheckpointError(
+        f"resume_from_checkpoint='latest': no checkpoint under {root} verifies (see the "
+        "warnings above); move them aside to start afresh",
+        Path(root),
+    )
+
+
+def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
+    """The problems of checkpoint `path` against its manifest, the same on every rank:
+    sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
+    or has no manifest (an earlier version's: the main rank warns that it is
+    unverified). Collective."""
+    read: tuple[dict[str, manifest.Entry] | None, str | None] = (None, None)
+    if trainer.is_main_process:  # the main rank's reading decides, for every rank
+        try:
+            read = (manifest.read(path), None)
+        except ValueError as exc:
+            read = (None, str(exc))
+    entries, unreadable = _from_main(trainer, read)
+    if unreadable is not None:
+        return [manifest.Problem(manifest.MANIFEST, unreadable)]
+    if entries is None:
+        if trainer.is_main_process:
+            logger.warning(
+                "%s has no %s (written by a version before checkpoint manifests): "
+                "resuming from it unverified",
+                path,
+                manifest.MANIFEST,
+            )
+        return []
+    mine = manifest.owned_by(entries, trainer.process_index, trainer.num_processes)
+    local = manifest.check_sizes(path, mine)
+    if trainer.is_main_process:
+        local += manifest.unexpected(path, entries)
+    problems = [p for found in _agree(trainer, local) for p in found]
+    if not problems:  # the sizes are right: read every file
+        hashes = manifest.check_hashes(path, mine)
+        problems = [p for found in _agree(trainer, hashes) for p in found]
+    return sorted(problems, key=lambda p: p.file)
+
+
+# -- loading ---------------------------------------------------------------------------------
 
 
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
-    """See `OnlineTrainer.load_checkpoint`."""
+    """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
+    raised on every rank (`CheckpointError`, naming the file), never a hang."""
     ranks = ckpt.count_ranks(path)
     if ranks != trainer.num_processes:
         raise ValueError(
             f"checkpoint {path} was written by {ranks} training ranks but this run has "
             f"{trainer.num_processes}: resume with --num_processes {ranks}"
         )
-    state = trainer.state
-    rank_dir = ckpt.rank_path(path, trainer.process_index)
-    # The source first: a study resumed with settings it cannot follow is refused
-    # before anything else of the checkpoint is loaded (docs/resume.md).
-    trainer.source.load_state_dict(ckpt.read_json(rank_dir / "source.json"))
-    trainer.accelerator.load_state(str(path))
-    state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
+    failure: Exception | None = None
+    try:
+        _load_files(trainer, path)
+    except Exception as exc:  # (also a study's refusal: every rank must hear of it)
+        failure = exc
+    errors = [e for e in _agree(trainer, str(failure) if failure else None) if e]
+    if failure is not None:
+        raise failure
+    if errors:
+        raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
+    logger.info("resumed from %s at step %d", path, trainer.state.global_step)
+
+
+def _load_files(trainer: OnlineTrainer, path: Path) -> None:
+    """Restore every part from checkpoint `path`; each loader's error names its file."""
+    state, rank = trainer.state, trainer.process_index
+    rank_dir = ckpt.rank_path(path, rank)
+    mine = rank_dir.relative_to(path).as_posix()
+    with naming_file(path, [f"{mine}/source.json"]):
+        source_state = ckpt.read_json(rank_dir / "source.json")
+    # The source first, its own errors as they are: a study resumed with settings it
+    # cannot follow is refused before anything else of the checkpoint is loaded
+    # (docs/resume.md).
+    trainer.source.load_state_dict(source_state)
+    rng = ckpt._rng_file(rank)
+    with naming_file(path, [rng]):
+        _check_rng(path / rng)
+    with naming_file(path, _accelerate_files(path, rank)):
+        trainer.accelerator.load_state(str(path))
+    with naming_file(path, ["trainer_state.json"]):
+        state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
     state.max_steps = trainer.args.max_steps  # the new run's limit wins
-    trainer.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
-    trainer.buffer.load(rank_dir)
-    trainer.dataset.load(rank_dir)
+    with naming_file(path, ["hooks.json"]):
+        trainer.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
+    with naming_file(path, [f"{mine}/buffer.safetensors", f"{mine}/buffer.json"]):
+        trainer.buffer.load(rank_dir)
+    with naming_file(path, [f"{mine}/pending.json", f"{mine}/pending.safetensors"]):
+        trainer.dataset.load(rank_dir)
     if (rank_dir / RANK_STATE).is_file():  # absent from checkpoints of earlier versions
-        mine = ckpt.read_json(rank_dir / RANK_STATE)
-        state.samples_seen = int(mine["samples_seen"])
-        trainer._figures.load_rank_state(mine)
+        with naming_file(path, [f"{mine}/{RANK_STATE}"]):
+            figures = ckpt.read_json(rank_dir / RANK_STATE)
+            state.samples_seen = int(figures["samples_seen"])
+            trainer._figures.load_rank_state(figures)
     else:
         trainer._figures.restart()
     losses = rank_dir / simulation_loss.STATE_FILE
     if losses.is_file():
-        trainer.simulation_losses.load_state_dict(load_file(str(losses)))
+        with naming_file(path, [f"{mine}/{simulation_loss.STATE_FILE}"]):
+            trainer.simulation_losses.load_state_dict(load_file(str(losses)))
     elif trainer._loss_steps:  # a checkpoint of an earlier version
         logger.warning(
             "%s has no per-simulation losses (written by an earlier version): the "
             "simulations trained on before it are not observed by the sampler",
             path,
         )
-    logger.info("resumed from %s at step %d", path, state.global_step)
+
+
+def _accelerate_files(path: Path, rank: int) -> list[str]:
+    """The files `Accelerator.load_state` reads on rank `rank`, in its order (the
+    candidates `naming_file` names one of)."""
+    names = ["model.safetensors"]
+    for pattern in ("model_*.safetensors", "optimizer*.bin", "scheduler*.bin", "scaler.pt"):
+        names += sorted(p.name for p in path.glob(pattern))
+    names += sorted(p.name for p in path.glob("custom_checkpoint_*.pkl"))
+    return [*dict.fromkeys(names), ckpt._rng_file(rank)]
+
+
+def _check_rng(file: Path) -> None:
+    """Load Accelerate's RNG file as its `load_state` does, and check it holds the
+    states it restores. Why: `accelerate.checkpointing.load_accelerator_state` wraps
+    this load in ``except Exception: logger.info("Could not load random states")``, so
+    a damaged file would be ignored without a word and the run would go on with other
+    random numbers (dropout, ...) than the run it resumes."""
+    from accelerate.utils import load
+
+    states = load(file)
+    missing = [key for key in _RNG_KEYS if not isinstance(states, dict) or key not in states]
+    if missing:
+        raise ValueError(f"{file.name} lacks the RNG states {missing}")
 
 
 def window_left(trainer: OnlineTrainer) -> int:

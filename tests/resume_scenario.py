@@ -6,11 +6,19 @@ With ``kill`` in the config, the run writes the ``marker`` file two steps after 
 first checkpoint saved at or after step ``from_step`` in pseudo-epoch
 ``pseudo_epoch`` or later, then sleeps in that step's ``on_step_end`` until its parent
 SIGKILLs it.
+
+With ``file_size_limit`` (``{"after_step": S, "bytes": B, "rank": R}``), training rank R
+limits the size of any file it writes to B bytes from the end of step S on
+(``RLIMIT_FSIZE``: the kernel then fails larger writes with EFBIG), so that a later save
+fails for real on that rank only.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import resource
+import signal
 import sys
 import time
 from pathlib import Path
@@ -77,6 +85,18 @@ class KillAfterSave(Hook):
             time.sleep(600)  # until the test's SIGKILL
 
 
+class LimitFileSize(Hook):
+    """Caps the size of the files this process writes (see the module docstring)."""
+
+    def __init__(self, after_step: int, bytes: int, rank: int = 0) -> None:
+        self.after_step, self.bytes, self.rank = after_step, bytes, rank
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if state.global_step == self.after_step and trainer.process_index == self.rank:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of a kill
+            resource.setrlimit(resource.RLIMIT_FSIZE, (self.bytes, resource.RLIM_INFINITY))
+
+
 def xy_block(block: SampleBlock) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
 
@@ -97,6 +117,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         save_steps=config["save_steps"],
         stop_sync_steps=4,
         resume_from_checkpoint=config.get("resume_from_checkpoint"),
+        **{k: config[k] for k in ("max_to_keep", "on_save_error") if k in config},
         report_to="none",
         disable_progress_bar=True,
         seed=11,
@@ -105,6 +126,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     hooks: list[Hook] = [record]
     if "kill" in config:
         hooks.append(KillAfterSave(**config["kill"]))
+    if "file_size_limit" in config:
+        hooks.append(LimitFileSize(**config["file_size_limit"]))
     # columnar: batches are read from the buffer as blocks (`Buffer.get_block`)
     batching: dict[str, Any] = (
         {"process_batch": xy_block} if config.get("columnar") else {"process_sample": xy}
@@ -139,4 +162,6 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
 if __name__ == "__main__":
     torch.set_num_threads(1)
     cfg = json.loads(Path(sys.argv[1]).read_text())
-    Path(cfg["result"]).write_text(json.dumps(run(cfg)))
+    result = run(cfg)
+    rank = int(os.environ.get("RANK", "0"))  # under `accelerate launch`: one file per rank
+    Path(cfg["result"] + (f".{rank}" if rank else "")).write_text(json.dumps(result))

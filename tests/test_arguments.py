@@ -528,3 +528,12 @@ def test_load_config_file_format_override(tmp_path: Path) -> None:
     path = tmp_path / "conf.txt"
     path.write_text("seed: 5\n")
     assert load_config_file(path, fmt="yaml") == {"seed": 5}
+
+
+def test_on_save_error_is_checked_early() -> None:
+    assert TrainingArguments().on_save_error == "stop"
+    assert TrainingArguments(on_save_error="Continue").on_save_error == "continue"
+    with pytest.raises(
+        ConfigError, match="on_save_error='ignore' is not supported: choose one of stop, continue"
+    ):
+        TrainingArguments(on_save_error="ignore")

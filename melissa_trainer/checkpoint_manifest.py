@@ -1,0 +1,214 @@
+"""A checkpoint's manifest: every file's relative path, size and hash, and its checks.
+
+Contract (see `trainer_checkpoint.save_checkpoint`, which does the collective part):
+
+* Each training rank hashes the files it wrote (`Hasher`, handed each file by
+  `fsync_rank_files` just before its fsync, while the bytes are still in the page
+  cache: no extra read from the device; hashed in a few threads, overlapping the
+  fsyncs and each other), in parallel across ranks, so no node reads another node's
+  files (on a shared file system that would be a network read of every rank's buffer
+  by one node). The main rank gathers the entries and writes
+  `MANIFEST` into the staging directory *last*, fsyncs it, and only then is the
+  directory renamed. A crash before that rename leaves a staging directory, which
+  is never resumed from; so a `checkpoint-STEP` with a manifest has all of it.
+* A checkpoint without `MANIFEST` was written by a version before manifests: it is
+  *unverified* (accepted with a warning, see `trainer_checkpoint.resolve_resume`).
+* Verification is split like the writing: each rank checks the entries that its
+  rank wrote (`owned_by`), sizes first (`check_sizes`: a stat per file), then hashes
+  (`check_hashes`: reads each file, which loading does next anyway, from the page
+  cache then); the main rank also looks for files no rank wrote (`unexpected`).
+
+All functions here are pure or touch only the files they are given; none is a
+collective. The hash is SHA-256 (OpenSSL's, through hashlib, which releases the GIL
+while it hashes), streamed in 1 MiB chunks: on CPUs with SHA extensions (x86 since
+AMD Zen and Intel Ice Lake, ARMv8) it runs 2 to 3 times faster than BLAKE2b (measured
+here: 295 against 119 MB/s on a loaded shared core); a checkpoint is not an adversary,
+any strong hash detects accidental damage.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: the manifest's file name, directly under the checkpoint directory
+MANIFEST = "manifest.json"
+#: the manifest's format: a reader refuses a newer one rather than misread it
+FORMAT = 1
+_CHUNK = 1 << 20
+HASH = "sha256"
+#: threads hashing one rank's files while it fsyncs them
+_WORKERS = 4
+
+#: one file's entry: {"size": bytes, "sha256": hex digest, "rank": the rank that wrote it}
+Entry = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong with one file of a checkpoint: `file` relative to it."""
+
+    file: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.file}: {self.what}"
+
+
+def hash_file(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """`(size in bytes, SHA-256 hex digest)` of the file at `path`, read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb", buffering=0) as f:
+        chunk = bytearray(_CHUNK)
+        view = memoryview(chunk)
+        while n := f.readinto(view):
+            digest.update(view[:n])
+            size += n
+    return size, digest.hexdigest()
+
+
+class Hasher:
+    """The entries of the files one rank wrote under `root`: call it with each file
+    (`fsync_rank_files`' `visit`), which is hashed in a thread, then `finish()`."""
+
+    def __init__(self, root: str | os.PathLike[str], rank: int) -> None:
+        self.root = Path(root)
+        self.rank = rank
+        self.entries: dict[str, Entry] = {}
+        self._pending: dict[str, Future[tuple[int, str]]] = {}
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, path: Path) -> None:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(_WORKERS, thread_name_prefix="checkpoint-hash")
+        rel = path.relative_to(self.root).as_posix()
+        self._pending[rel] = self._pool.submit(hash_file, path)
+
+    def finish(self) -> dict[str, Entry]:
+        """Wait for every file's hash; returns `entries`. An error hashing a file
+        (it vanished, say) is raised here, after the other threads are done."""
+        try:
+            for rel, future in self._pending.items():
+                size, digest = future.result()
+                self.entries[rel] = {"size": size, HASH: digest, "rank": self.rank}
+        finally:
+            self._pending.clear()
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+        return self.entries
+
+
+def write(staging: str | os.PathLike[str], entries: Mapping[str, Entry], step: int) -> Path:
+    """Write the manifest of `entries` into `staging` and fsync it and the directory.
+    Main rank only, after every rank's files are written and synced: last before the
+    rename. Idempotent (rewrites the same file)."""
+    path = Path(staging) / MANIFEST
+    files = dict(sorted(entries.items()))
+    body = {"format": FORMAT, "step": step, "hash": HASH, "files": files}
+    with open(path, "w") as f:
+        json.dump(body, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    fd = os.open(staging, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path
+
+
+def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
+    """The entries of `checkpoint`'s manifest, or None when it has none (written by an
+    earlier version). Raises `ValueError` naming the manifest when it is unreadable,
+    malformed or of a newer format."""
+    path = Path(checkpoint) / MANIFEST
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return None
+    try:
+        body = json.loads(text)
+        if not isinstance(body, dict) or not isinstance(body.get("files"), dict):
+            raise ValueError("no 'files' mapping")
+        if body.get("format", 0) > FORMAT:
+            raise ValueError(
+                f"format {body['format']} is newer than this version's ({FORMAT}): upgrade "
+                "melissa-trainer to resume from it"
+            )
+        files: dict[str, Entry] = body["files"]
+        for rel, entry in files.items():
+            if not {"size", HASH, "rank"} <= set(entry):
+                raise ValueError(f"the entry of {rel} lacks size, {HASH} or rank")
+    except ValueError as exc:  # JSONDecodeError included
+        raise ValueError(f"{path}: unreadable manifest ({exc})") from exc
+    return files
+
+
+def owned_by(entries: Mapping[str, Entry], rank: int, world_size: int) -> dict[str, Entry]:
+    """The entries rank `rank` of a run of `world_size` ranks verifies: those its rank
+    wrote; rank 0 also takes those of ranks this run lacks (every entry is someone's)."""
+    return {
+        rel: e
+        for rel, e in entries.items()
+        if e["rank"] == rank or (rank == 0 and not 0 <= e["rank"] < world_size)
+    }
+
+
+def check_sizes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry]) -> list[Problem]:
+    """Missing files and size mismatches among `entries`: one stat per file."""
+    problems = []
+    for rel, entry in entries.items():
+        try:
+            size = (Path(checkpoint) / rel).stat().st_size
+        except FileNotFoundError:
+            problems.append(Problem(rel, "missing"))
+            continue
+        if size != entry["size"]:
+            problems.append(
+                Problem(rel, f"size mismatch: {size} bytes, the manifest says {entry['size']}")
+            )
+    return problems
+
+
+def check_hashes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry]) -> list[Problem]:
+    """Hash mismatches among `entries` (reads every file: call after `check_sizes`)."""
+    problems = []
+    for rel, entry in entries.items():
+        try:
+            _, digest = hash_file(Path(checkpoint) / rel)
+        except OSError as exc:
+            problems.append(Problem(rel, f"unreadable ({exc.strerror or exc})"))
+            continue
+        if digest != entry[HASH]:
+            problems.append(Problem(rel, "hash mismatch: its bytes changed after it was written"))
+    return problems
+
+
+def unexpected(checkpoint: str | os.PathLike[str], entries: Iterable[str]) -> list[Problem]:
+    """Files under `checkpoint` that no rank wrote (not in the manifest, nor it)."""
+    root = Path(checkpoint)
+    known = set(entries) | {MANIFEST}
+    found = []
+    for top, _, names in os.walk(root):
+        for name in names:
+            rel = (Path(top) / name).relative_to(root).as_posix()
+            if rel not in known:
+                found.append(Problem(rel, "unexpected: not in the manifest"))
+    return sorted(found, key=lambda p: p.file)
+
+
+def total_size(checkpoint: str | os.PathLike[str]) -> int:
+    """Bytes of the files under `checkpoint` (0 if it does not exist)."""
+    return sum(
+        os.path.getsize(os.path.join(top, name))
+        for top, _, names in os.walk(checkpoint)
+        for name in names
+    )

@@ -17,7 +17,6 @@ Run it with one checkout, then another, interleaved, to compare two versions:
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tempfile
 import time
@@ -27,6 +26,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.json_output import to_json
 
 
 def samples(n: int, dim: int):  # type: ignore[no-untyped-def]
@@ -72,7 +72,7 @@ def main() -> None:
             path = trainer.save_checkpoint()
             times.append(time.perf_counter() - start)
         size = sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
-    print(json.dumps({
+    print(to_json({
         "label": opts.label, "median_s": round(statistics.median(times), 4),
         "min_s": round(min(times), 4), "max_s": round(max(times), 4), "mb": round(size / 1e6, 1),
     }))  # fmt: skip

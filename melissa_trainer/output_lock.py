@@ -26,8 +26,10 @@ What the lock relies on:
   there without the lock (then nothing but the run id of `melissa_trainer.stream`
   keeps two trainers on one directory apart).
 * Within one process, a registry of the locks it holds refuses a second trainer on
-  the same directory (``flock`` alone would not on NFS, where the emulated lock
-  belongs to the process).
+  the same directory while the first one trains (``flock`` alone would not on NFS,
+  where the emulated lock belongs to the process). A first trainer that is not
+  training (built and dropped, or built again after a mistake, as in a notebook) is
+  superseded: the new one takes the lock, and the old one's `train()` would refuse.
 
 A holder that is shutting down (its loop has ended: it writes its last checkpoint and
 stops its simulations) says so in the file (`OutputDirLock.stopping`). A trainer that
@@ -144,6 +146,11 @@ class OutputDirLock:
         self._key: tuple[int, int] | None = None
         self._since = ""
         self._state = "running"
+        #: its trainer is inside `train()` (a trainer of this process then cannot take
+        #: over the lock); set and cleared by the trainer
+        self.active = False
+        #: a newer trainer of this process took the lock over (this one must not train)
+        self.superseded = False
 
     @property
     def held(self) -> bool:
@@ -191,8 +198,16 @@ class OutputDirLock:
         else:
             with _held_lock:
                 other = _held.get((st.st_dev, st.st_ino))
-            if other is not None:  # this process holds it (another trainer object)
-                return other.record()
+            if other is not None and other is not self:  # another trainer of this process
+                if other.active:
+                    return other.record()
+                other.superseded = True  # built, not training: superseded (docstring)
+                other.release()
+                logger.info(
+                    "output_dir %r: taken over from a trainer of this process that was not "
+                    "training (it can no longer train)",
+                    self.output_dir,
+                )
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
             st = os.fstat(fd)

@@ -219,6 +219,7 @@ class OnlineTrainer:
                 was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
+        self._hold_output_dir()
         resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
         first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
         if resume is not None:
@@ -280,8 +281,23 @@ class OnlineTrainer:
             finally:
                 preemption.restore()
                 if self._output_lock is not None:
+                    self._output_lock.active = False
                     self._output_lock.release()  # the run is over: output_dir is free
         return state
+
+    def _hold_output_dir(self) -> None:
+        """Hold `output_dir` for this `train()` (again after an earlier one released
+        it); refused if a newer trainer of this process took it over."""
+        lock = self._output_lock
+        if lock is None:
+            return
+        if lock.superseded:
+            raise RuntimeError(
+                f"a newer OnlineTrainer of this process took output_dir {self.args.output_dir!r} "
+                "over while this one was not training: train the newer one, or build a new one"
+            )
+        lock.acquire()
+        lock.active = True
 
     def _say_stopping(self) -> None:
         """The loop is over: a trainer started on this output_dir now waits for this one

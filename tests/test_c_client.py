@@ -112,7 +112,10 @@ def test_into_a_real_receiver_every_step_once_bit_for_bit(script_exe: Path, tmp_
     fields = [("u", 1, (8, 4)), ("big", 2, (9000,)), ("flags", 12, (5,)), ("n", 7, ())]
     steps = list(range(12))
     buf = FIFOBuffer(500)
-    with running(buf, expected_simulations=2, rendezvous_dir=str(tmp_path / "rv")) as rec:
+    # (the payloads are random bytes, NaN patterns among them: bits, not numbers here)
+    with running(
+        buf, expected_simulations=2, rendezvous_dir=str(tmp_path / "rv"), nonfinite="accept"
+    ) as rec:
         assert rec.endpoint is not None
         results = []
         for sim in (3, 2**63 + 5):

@@ -156,17 +156,17 @@ def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
     tampered = Path(__file__).parent / "scripts" / "tampered_solvers"  # a sitecustomize.py
     path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_BROKEN": "1", "PYTHONPATH": path}
-    # 4 simulations, not 16: the study fails for good once 3 have failed their 3 attempts
-    # (min_finished_fraction 0.5), 9 launches instead of 30
+    # every attempt fails alike before any data: the study stops after 4 attempts
+    # (LauncherTuning.systematic_failures) rather than spend its failure budget
     proc = subprocess.run(
         [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4",
          "--output_dir", str(out), "--no_plot"],
         capture_output=True, text=True, timeout=110, cwd=tmp_path, env=env,
     )  # fmt: skip
     assert proc.returncode != 0, proc.stdout[-2000:]
-    assert "failed for good" in proc.stderr and "min_finished_fraction" in proc.stderr
+    assert "the study stopped: every one of the study's first 4 attempts" in proc.stderr
     assert "No module named 'mysolver'" in proc.stderr  # a log's last lines
-    assert "0 finished" in proc.stderr
+    assert "study of 4 simulations: 0 finished" in proc.stderr and "(= 4)" in proc.stderr
     assert not (out / "checkpoints").exists() or not list((out / "checkpoints").iterdir())
     assert processes_with(str(out / "rendezvous")) == []
 

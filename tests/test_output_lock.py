@@ -19,13 +19,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from helpers import linear_samples, small_model, xy
 from test_crash_resume import Run
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
 
 HOLDER = Path(__file__).parent / "scripts" / "hold_output_lock.py"
@@ -163,11 +164,26 @@ def test_trainers_lock_their_output_dir_until_train_ends(
     out = tmp_path / "out"
     first = _trainer(out)
     assert '"state": "running"' in (out / LOCK_FILE).read_text()
-    with pytest.raises(OutputDirLocked, match=f"pid {os.getpid()}"):
-        _trainer(out)  # in one process as well
+    refused: list[str] = []
+
+    class Intruder(Hook):  # in one process as well: refused while `first` trains
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            if not refused:
+                with pytest.raises(OutputDirLocked, match=f"pid {os.getpid()}") as info:
+                    _trainer(out)
+                refused.append(str(info.value))
+
+    first.hooks.add(Intruder())
     first.train()
+    assert len(refused) == 1
     assert '"state": "stopping"' in (out / LOCK_FILE).read_text()
     _trainer(out).train()  # released when train() returned
+    # a trainer built and not trained (a notebook cell run again) is superseded
+    dropped = _trainer(out)
+    again = _trainer(out)
+    with pytest.raises(RuntimeError, match="a newer OnlineTrainer of this process took"):
+        dropped.train()
+    again.train()
     # another process's trainer: refused before its source is configured
     holders.append(Holder(tmp_path, tmp_path / "held"))
     with pytest.raises(OutputDirLocked, match="run holder"):

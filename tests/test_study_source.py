@@ -198,7 +198,10 @@ def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
     study = Study(launcher(tmp_path, 3, script=STALLING, on_failure="abandon"), stream)
     message = run_to_error(study, tmp_path)
     assert "stall_timeout=3.0" in message and "simulation 1:" in message  # the stream's
-    assert "study: 1 finished, 0 failed, 1 abandoned, 1 running" in message  # the study's
+    assert (
+        "study of 3 simulations: 1 finished, 1 abandoned, 1 running, 0 exited, 0 pending (= 3);"
+        " besides, 0 failed for good" in message
+    )  # the study's
     assert "no module named mysolver" in message
 
 

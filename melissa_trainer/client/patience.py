@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from melissa_trainer.client.sockets import deadline_after
 
@@ -77,7 +78,7 @@ class PeerWatch:
         for index, monitor in enumerate(self._monitors):
             while monitor.poll(0):
                 frames = monitor.recv_multipart()
-                event = int.from_bytes(frames[0][:2], "little")  # (zmq_socket_monitor v1)
+                event = parse_monitor_message(frames)["event"]
                 if event in _UP:
                     self.down_since[index] = None
                 elif self.down_since[index] is None:

@@ -98,7 +98,9 @@ class Study(Source):
                 f"Study(launcher, stream) takes a melissa_trainer.StreamSource as stream, "
                 f"not {type(stream).__name__}"
             )
-        stream.fill_in(expected_simulations=launcher.n_simulations)
+        stream.fill_in(
+            expected_simulations=launcher.n_simulations, parameters=launcher.sampler.names
+        )
         self.launcher, self.stream = launcher, stream
         self._output_dir: Path | None = None
         self._rank = 0

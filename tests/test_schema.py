@@ -40,3 +40,17 @@ def test_without_a_rule_every_declaration_is_admitted() -> None:
     schema = StudySchema()
     assert schema.admit([T32]) is None and schema.admit([T16]) is None
     assert schema.to_json() is None
+
+
+def test_given_parameter_names_are_every_simulations() -> None:
+    given = StudySchema(parameters=["k", "t0"])  # a Study's sampler names, any order
+    assert given.admit([T32], ["t0", "k"]) is None
+    why = given.admit([T32], [])
+    assert why is not None and why.startswith(
+        "HELLO carries no parameters, the study's simulations have ['k', 't0']: it was "
+        "started without them (by hand?)"
+    )
+    assert "MELISSA_TRAINER_PARAMETERS=" in why and "Client(parameters=" in why
+    assert "['t0'] missing; ['x'] not the study's" in (given.admit([T32], ["k", "x"]) or "")
+    first = StudySchema(enforce=True)  # fields learned; parameter names never are
+    assert first.admit([T32], ["a"]) is None and first.admit([T32], []) is None

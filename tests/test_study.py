@@ -56,7 +56,8 @@ if sid in options.get("fail", []) or options.get("fail_all"):
     sys.exit(3)
 wide = sid in options.get("wide", [])  # declares x of 4 values, not 3
 n = 4 if wide else 3
-with Client({"x": ((n,), "float32"), "y": ((1,), "float32")}) as client:
+given = {} if sid in options.get("no_parameters", []) else params  # started "by hand"
+with Client({"x": ((n,), "float32"), "y": ((1,), "float32")}, parameters=given) as client:
     for t in range(options["steps"]):
         if attempt == 0 and sid in options.get("crash", []) and t == options["steps"] // 2:
             client.close(bye=False)
@@ -231,6 +232,25 @@ def test_a_simulation_declaring_other_fields_is_refused_at_hello(tmp_path: Path)
     assert record["status"] == "failed"
     assert record["exit_codes"][0] in ("refused", "incomplete")
     assert "field 'x' is float32 (4,) where the study's is float32 (3,)" in record["reason"]
+    assert t.source.telemetry()["rejected_schema_mismatch"] >= 1
+
+
+@pytest.mark.timeout(120)
+def test_a_simulation_without_its_parameters_is_refused_at_hello_naming_the_fix(
+    tmp_path: Path,
+) -> None:
+    launcher = study(tmp_path, 3, {"steps": 10, "no_parameters": [1]}, max_restarts=0)
+    keys = Keys()
+    t = trainer(tmp_path, launcher, keys)
+    assert t.source.stream.config.parameters == ("a", "b")  # the sampler's, by the Study
+    t.train()
+    assert sorted(keys.seen) == [(s, k) for s in (0, 2, 3) for k in range(10)]
+    record = records_of(launcher.state_dict())[1]
+    assert record["status"] == "failed" and record["exit_codes"][0] in ("refused", "incomplete")
+    assert (
+        "HELLO carries no parameters, the study's simulations have ['a', 'b']" in record["reason"]
+    )
+    assert "MELISSA_TRAINER_PARAMETERS=" in record["reason"]
     assert t.source.telemetry()["rejected_schema_mismatch"] >= 1
 
 

@@ -63,6 +63,8 @@ class Ingest:
         schema: the fields every simulation must declare; with `one_schema` and no
             `schema`, the first accepted HELLO's. A HELLO declaring others is refused
             (``schema_mismatch``) and listed in `refused`.
+        parameters: the parameter names every simulation must send (refused otherwise,
+            as a schema); None: no rule.
         one_schema: hold every simulation to one schema (False and no `schema`: each
             simulation declares its own fields).
         recent_size: how many of the last keys put the checkpoint keeps (at least the
@@ -92,6 +94,7 @@ class Ingest:
         recent_size: int,
         schema: Sequence[FieldSpec] | None = None,
         one_schema: bool = False,
+        parameters: Sequence[str] | None = None,
         log_interval: float = 30.0,
         run_id: str | None = None,
         nonfinite: str = "refuse",
@@ -117,7 +120,7 @@ class Ingest:
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
         self.replaced: set[int] = set()  # given up and redrawn: not counted as ended
-        self.schema = StudySchema(schema, enforce=one_schema)
+        self.schema = StudySchema(schema, enforce=one_schema, parameters=parameters)
         #: (simulation id, why) of every refused HELLO, and of every simulation failed
         #: for non-finite data (``nonfinite="fail"``), in order (append-only: read by
         #: the launcher's thread)
@@ -322,7 +325,7 @@ class Ingest:
             self.archive.finished(sid, self.marked)
             return None
         sim = self.sims.get(sid)
-        why = None if sim is not None else self.schema.admit(hello.fields)
+        why = None if sim is not None else self.schema.admit(hello.fields, list(hello.parameters))
         if why is not None:
             self.refused.append((hello.simulation_id, why))
             return self.reject("schema_mismatch", hello.simulation_id, why)

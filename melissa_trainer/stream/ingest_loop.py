@@ -86,6 +86,7 @@ class IngestLoop(ABC):
             recent_size=buffer.capacity + 16,  # > the puts between two snapshots
             schema=config.schema,
             one_schema=config.fields is not None,
+            parameters=config.parameters,
             run_id=config.run_id,
             nonfinite=config.nonfinite,
         )

@@ -52,6 +52,11 @@ class ReceiverConfig:
             the first HELLO *it* sees); None: each simulation declares its own. A
             simulation declaring other fields is refused at its HELLO, named with the
             difference, and counts as a failed attempt.
+        parameters: the names of the parameters every simulation sends in its HELLO
+            (in any order); a simulation sending others, or none (started by hand
+            without them), is refused at its HELLO, named, with the fix. None (the
+            default): under a `Study`, its sampler's names; otherwise no rule (each
+            simulation sends its own).
         stall_timeout: seconds with the socket empty, while the stream has not ended,
             after which the receiver fails with an error naming the simulations it
             waits for (default 600; None: wait forever). Time blocked on a full
@@ -101,6 +106,7 @@ class ReceiverConfig:
     curve_public_key: str | bytes | None = None
     run_id: str | None = None
     nonfinite: str = "refuse"
+    parameters: Sequence[str] | None = None
 
     def __post_init__(self) -> None:
         check_policy(self.nonfinite)  # raises, naming the field and the choices
@@ -127,6 +133,14 @@ class ReceiverConfig:
         curve_keys(self.curve_secret_key, self.curve_public_key)  # raises if malformed
         if self.run_id is not None:
             protocol.check_run_id(self.run_id, "ReceiverConfig.run_id")
+        if self.parameters is not None:
+            if isinstance(self.parameters, str) or not all(
+                isinstance(n, str) for n in self.parameters
+            ):
+                raise ValueError(
+                    f"parameters must be a list of parameter names, not {self.parameters!r}"
+                )
+            object.__setattr__(self, "parameters", tuple(self.parameters))
 
     @property
     def schema(self) -> list[FieldSpec] | None:

@@ -25,6 +25,7 @@ simulation.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -100,10 +101,12 @@ class StreamSource(Source):
         expected_simulations: int | None = None,
         rendezvous_dir: str | Path | None = None,
         run_id: str | None = None,
+        parameters: Sequence[str] | None = None,
     ) -> None:
         """Set the fields of `config` that are still None to these values (a value
         given as None changes nothing); before `start`. A `Study` gives its launcher's
-        `n_simulations` and ``{output_dir}/rendezvous``, the trainer its `run_id`."""
+        `n_simulations`, its sampler's parameter names and ``{output_dir}/rendezvous``,
+        the trainer its `run_id`."""
         if self._receiver is not None:
             raise RuntimeError("StreamSource.fill_in() must be called before start()")
         config = self.config
@@ -113,6 +116,8 @@ class StreamSource(Source):
             config = replace(config, rendezvous_dir=rendezvous_dir)
         if config.run_id is None and run_id is not None:
             config = replace(config, run_id=run_id)
+        if config.parameters is None and parameters is not None:
+            config = replace(config, parameters=tuple(parameters))
         self.config = config
 
     def set_run_id(self, run_id: str) -> None:

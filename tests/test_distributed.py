@@ -51,6 +51,8 @@ def launch(tmp_path: Path, *flags: str) -> list[dict]:
         str(out),
         "--batch_size",
         "8",
+        "--buffer",  # each sample once: the step counts rely on it
+        "fifo",
         "--buffer_size",
         "64",
         "--report_to",

@@ -403,7 +403,8 @@ def run_online(
     setup.pin_training()
     torch.set_num_threads(setup.torch_threads)
     launcher, source = _stream(setup, workdir, n_simulations)
-    trainer = _trainer(setup, workdir, source, sample_to_insert_ratio=ratio)
+    # None: no rate limit (0; unset, TrainingArguments would give the reservoir 16)
+    trainer = _trainer(setup, workdir, source, sample_to_insert_ratio=0 if ratio is None else ratio)
     tracker = Tracker(*validation, eval_every)
     if budget is not None:
         progress = lambda state: tracker.elapsed() / budget  # noqa: E731

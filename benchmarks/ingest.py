@@ -402,6 +402,7 @@ def run_training(
         output_dir=out,
         batch_size=overhead.BATCH,
         buffer="reservoir",
+        sample_to_insert_ratio=0,  # no rate limit: what this measured before issue 30's defaults
         buffer_size=capacity,
         watermark=overhead.BATCH,
         max_steps=steps + 50,

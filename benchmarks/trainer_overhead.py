@@ -147,6 +147,7 @@ def run_ours(samples: list, steps: int, out: str, seed: int, loss_steps: int = 0
         output_dir=out,
         batch_size=BATCH,
         buffer="reservoir",
+        sample_to_insert_ratio=0,  # no rate limit: what this measured before issue 30's defaults
         buffer_size=N_SAMPLES,
         watermark=BATCH,
         max_steps=steps,

@@ -34,7 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.buffers.config import BUFFER_KINDS, BufferConfig, config_problems
+from melissa_trainer.buffers.config import (
+    BUFFER_KINDS,
+    DEFAULT_BUFFER,
+    DEFAULT_BUFFER_SIZE,
+    DEFAULT_SAMPLE_TO_INSERT_RATIO,
+    DEFAULT_WATERMARK,
+    BufferConfig,
+    config_problems,
+    resolve_sample_to_insert_ratio,
+)
 
 __all__ = [
     "BUFFER_CHOICES",
@@ -302,7 +311,8 @@ class TrainingArguments:
         buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
             sample used once), ``"firo"`` (first in, random out; each sample used once)
             or ``"reservoir"`` (random subset; samples may be drawn several times).
-            Default ``"fifo"``.
+            Default ``"reservoir"`` (with the default ratio: each sample trained on
+            about 16 times; docs/concepts/buffers.md says why).
         buffer_size: maximum number of samples held in memory per rank. Default 10000.
         watermark: the fewest samples the buffer must hold for a batch to be drawn, in
             [1, `buffer_size`]: every read waits while it holds fewer (not only the
@@ -315,9 +325,13 @@ class TrainingArguments:
             (>= 1, and >= `sample_to_insert_ratio` when both are set); None means
             unbounded. Default None.
         sample_to_insert_ratio: reservoir only: target number of samples drawn per
-            sample inserted (> 0); training waits for data when it runs ahead of the
-            stream by more than `sample_to_insert_tolerance` samples. None disables this
-            rate limit. Default None.
+            sample inserted (>= 0); training waits for data when it runs ahead of the
+            stream by more than `sample_to_insert_tolerance` samples, and the stream
+            waits (back-pressure) when training lags further behind. 0 disables this
+            rate limit (the reservoir then draws as fast as training runs). None (unset)
+            means ``DEFAULT_SAMPLE_TO_INSERT_RATIO`` (16, capped at `max_sample_reuse`)
+            with a reservoir and no limit with FIFO / FIRO (see
+            `resolve_sample_to_insert_ratio`). Default None.
         sample_to_insert_tolerance: reservoir only, with `sample_to_insert_ratio`: how
             far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
             >= ``ratio + batch_size`` and >= ``ratio * (batch_size - watermark)``. None
@@ -363,10 +377,16 @@ class TrainingArguments:
     resume_from_checkpoint: str | None = _f(
         None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
     )
-    buffer: str = _f("fifo", "Buffer policy.", BUFFER_CHOICES)
-    buffer_size: int = _f(10_000, "Maximum number of samples in the buffer (per rank).")
+    buffer: str = _f(
+        DEFAULT_BUFFER,
+        "Buffer policy (default: reservoir, each sample drawn sample_to_insert_ratio times).",
+        BUFFER_CHOICES,
+    )
+    buffer_size: int = _f(
+        DEFAULT_BUFFER_SIZE, "Maximum number of samples in the buffer (per rank)."
+    )
     watermark: int = _f(
-        1,
+        DEFAULT_WATERMARK,
         "Fewest samples the buffer must hold for a batch to be drawn: every read waits "
         "while it holds fewer, until the stream ends.",
     )
@@ -375,7 +395,9 @@ class TrainingArguments:
         None, "Reservoir only: most times one sample may be drawn (default: unbounded)."
     )
     sample_to_insert_ratio: float | None = _f(
-        None, "Reservoir only: target samples drawn per sample inserted (> 0)."
+        None,
+        "Reservoir only: target samples drawn per sample inserted; 0: no rate limit "
+        f"(default: {DEFAULT_SAMPLE_TO_INSERT_RATIO:g} with a reservoir).",
     )
     sample_to_insert_tolerance: float | None = _f(
         None,
@@ -473,6 +495,13 @@ class TrainingArguments:
             if ok(name) and value not in choices:
                 p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
 
+        ratio = self.sample_to_insert_ratio
+        if ok("sample_to_insert_ratio") and ratio is not None and ratio < 0:
+            p.append(
+                f"sample_to_insert_ratio={ratio!r} must be >= 0: give a positive ratio, 0 "
+                "for no rate limit, or leave it unset (None) for the buffer's default"
+            )
+            bad = bad | {"sample_to_insert_ratio"}
         # the buffer's rules, stated once in BufferConfig, under this class's names
         p.extend(
             config_problems(
@@ -506,6 +535,10 @@ class TrainingArguments:
         """`BufferConfig` field -> value of the corresponding field here."""
         values = {key: getattr(self, name) for key, name in _BUFFER_NAMES.items()}
         values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
+        # unset: the buffer's default ratio; 0: none (BufferConfig's None)
+        values["sample_to_insert_ratio"] = resolve_sample_to_insert_ratio(
+            values["kind"], values["sample_to_insert_ratio"], values["max_sample_reuse"]
+        )
         return values
 
     # ------------------------------------------------------------------ (de)serialisation

@@ -109,7 +109,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         buffer=config["buffer"],
         buffer_size=config.get("buffer_size", 32),
         watermark=16,
-        sample_to_insert_ratio=config.get("sample_to_insert_ratio"),
+        # none unless the scenario gives one (0: off; unset, a reservoir would get 16)
+        sample_to_insert_ratio=config.get("sample_to_insert_ratio", 0),
         pseudo_epochs=config.get("pseudo_epochs", 1),
         max_steps=config.get("max_steps"),
         gradient_accumulation_steps=config.get("gradient_accumulation_steps", 1),

@@ -18,6 +18,8 @@ import pytest
 import melissa_trainer.arguments as arguments_module
 from melissa_trainer.argparser import ArgumentParser
 from melissa_trainer.arguments import ConfigError, TrainingArguments, load_config_file
+from melissa_trainer.buffers import BufferConfig
+from melissa_trainer.buffers.config import DEFAULT_SAMPLE_TO_INSERT_RATIO as DEFAULT_RATIO
 
 
 def config_error(**kwargs: object) -> ConfigError:
@@ -31,11 +33,39 @@ def config_error(**kwargs: object) -> ConfigError:
 
 def test_defaults_are_valid() -> None:
     args = TrainingArguments()
-    assert args.batch_size == 32 and args.buffer == "fifo" and args.max_steps is None
+    assert args.batch_size == 32 and args.buffer == "reservoir" and args.max_steps is None
     assert args.resolved_logging_dir == os.path.join("outputs", "runs")
     assert TrainingArguments(logging_dir="tb").resolved_logging_dir == "tb"
-    assert args.buffer_config().resolved_tolerance is None
+    config = args.buffer_config()
+    assert (config.watermark, config.capacity, config.sample_to_insert_ratio) == (1, 10_000, 16.0)
+    # max(4 * 32, 16 * 1 + 32, 16 * (32 - 1))
+    assert config.resolved_tolerance == 496.0
     assert issubclass(ConfigError, ValueError)
+
+
+def test_the_defaults_train_each_sample_several_times() -> None:
+    """Issue 30: a reservoir with a sample-to-insert ratio by default (FIFO trained on
+    each sample once), the defaults of `TrainingArguments` and `BufferConfig` one."""
+    config = TrainingArguments().buffer_config()
+    assert (config.kind, config.sample_to_insert_ratio) == ("reservoir", DEFAULT_RATIO)
+    assert DEFAULT_RATIO == 16.0
+    plain = BufferConfig()
+    assert (plain.kind, plain.capacity, plain.watermark) == (
+        config.kind, config.capacity, config.watermark
+    )  # fmt: skip
+    # FIFO / FIRO get no ratio; 0 turns a reservoir's off; a ratio given is kept
+    for kind in ("fifo", "firo"):
+        assert TrainingArguments(buffer=kind).buffer_config().sample_to_insert_ratio is None
+        assert TrainingArguments(buffer=kind, sample_to_insert_ratio=0).buffer_config(
+        ).sample_to_insert_ratio is None  # fmt: skip
+    off = TrainingArguments(sample_to_insert_ratio=0).buffer_config()
+    assert off.sample_to_insert_ratio is None and off.resolved_tolerance is None
+    assert TrainingArguments(sample_to_insert_ratio=4).buffer_config().sample_to_insert_ratio == 4
+    # the default never exceeds max_sample_reuse (a ratio above it is an error)
+    assert TrainingArguments(max_sample_reuse=3).buffer_config().sample_to_insert_ratio == 3.0
+    assert TrainingArguments(max_sample_reuse=64).buffer_config().sample_to_insert_ratio == 16.0
+    # the unset ratio is kept unset: a configuration file written from it stays portable
+    assert TrainingArguments().to_dict()["sample_to_insert_ratio"] is None
 
 
 def test_every_field_is_documented() -> None:
@@ -134,9 +164,10 @@ def test_reservoir_options_and_resolved_tolerance() -> None:
 
 
 def test_ratio_and_tolerance_errors() -> None:
-    for ratio in (0, -1.5):
+    for ratio in (-1e-3, -1.5):
         err = config_error(buffer="reservoir", sample_to_insert_ratio=ratio)
-        assert f"sample_to_insert_ratio={float(ratio)!r} must be > 0" in str(err)
+        assert f"sample_to_insert_ratio={float(ratio)!r} must be >= 0" in str(err)
+        assert "0 for no rate limit" in str(err)
     err = config_error(
         buffer="reservoir", sample_to_insert_ratio=2.0, sample_to_insert_tolerance=10
     )
@@ -146,8 +177,11 @@ def test_ratio_and_tolerance_errors() -> None:
     err = config_error(buffer="reservoir", sample_to_insert_ratio=2.0, watermark=32,
                        buffer_size=64, sample_to_insert_tolerance=10)  # fmt: skip
     assert "= 34, raise watermark" in str(err)
-    err = config_error(buffer="reservoir", sample_to_insert_tolerance=50)
+    err = config_error(buffer="reservoir", sample_to_insert_ratio=0, sample_to_insert_tolerance=50)
     assert "has no effect without sample_to_insert_ratio" in str(err)
+    # unset, the reservoir's default ratio is there for the tolerance to apply to
+    tolerant = TrainingArguments(sample_to_insert_tolerance=600)
+    assert tolerant.buffer_config().resolved_tolerance == 600.0
     err = config_error(buffer="reservoir", sample_to_insert_ratio=3, max_sample_reuse=2)
     assert "sample_to_insert_ratio=3.0 is larger than max_sample_reuse=2" in str(err)
     assert "raise max_sample_reuse" in str(err)
@@ -348,7 +382,7 @@ def test_cli_bool_forms(argv: list[str], save_at_end: bool, disable_progress_bar
             "argument --watermark: watermark=5 is larger than buffer_size=4",
         ),
         (
-            ["--sample_to_insert_ratio", "1"],
+            ["--buffer", "fifo", "--sample_to_insert_ratio", "1"],
             "argument --sample_to_insert_ratio: sample_to_insert_ratio=1.0 only applies to "
             "buffer='reservoir'",
         ),

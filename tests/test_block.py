@@ -321,6 +321,7 @@ def test_a_trainer_with_process_batch_trains_and_evaluates_as_with_process_sampl
         args = TrainingArguments(
             output_dir=str(tmp_path / f"out{i}"),
             batch_size=8,
+            buffer="fifo",  # each sample once: the step count relies on it
             buffer_size=64,
             report_to="none",
             disable_progress_bar=True,

@@ -52,6 +52,8 @@ def launch(tmp_path: Path, *flags: str, ok: bool = True) -> list[dict]:
         str(out),
         "--batch_size",
         "8",
+        "--buffer",  # each sample once: the step counts rely on it
+        "fifo",
         "--buffer_size",
         "64",
         "--report_to",

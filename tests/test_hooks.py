@@ -32,8 +32,12 @@ def train(
     use_default_hooks: bool = True,
     **overrides: Any,
 ):
-    options: dict[str, Any] = dict(
-        output_dir=str(tmp_path / "out"), batch_size=8, buffer_size=64, logging_steps=5
+    options: dict[str, Any] = dict(  # FIFO: each sample once, the step counts rely on it
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer="fifo",
+        buffer_size=64,
+        logging_steps=5,
     )
     args = TrainingArguments(**{**options, "save_at_end": False, **overrides})
     model = small_model()

@@ -148,6 +148,7 @@ def make_trainer(out: Path, source: Any, hooks: list[Hook], **overrides: Any) ->
     options: dict[str, Any] = dict(
         output_dir=str(out),
         batch_size=8,
+        buffer="fifo",  # each sample once: the step counts rely on it
         buffer_size=64,
         watermark=8,
         stop_sync_steps=2,

@@ -24,7 +24,7 @@ def launch(out: Path, *flags: str) -> None:
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()), str(SCRIPT),
-        "--output_dir", str(out), "--batch_size", "8", "--buffer_size", "16",
+        "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--logging_steps", "4",
         "--stop_sync_steps", "4", "--save_steps", "5", *flags,
     ]  # fmt: skip

@@ -159,6 +159,7 @@ def make_trainer(
     options: dict[str, Any] = {
         "output_dir": str(tmp_path / "out"),
         "batch_size": 4,
+        "buffer": "fifo",  # each sample drawn once: the counts below rely on it
         "buffer_size": 16,
         "report_to": "none",
         "disable_progress_bar": True,
@@ -321,7 +322,7 @@ def test_a_breed_study_in_worker_mode_on_two_ranks_observes_both_ranks_losses(
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()), str(SCRIPT),
-        "--output_dir", str(out), "--batch_size", "2", "--buffer_size", "16",
+        "--output_dir", str(out), "--batch_size", "2", "--buffer", "fifo", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--stop_sync_steps", "2",
         "--simulation_loss_steps", "2", "--simulations", str(simulations),
         "--steps", str(steps), "--workers", "2",

@@ -434,6 +434,7 @@ trainer = OnlineTrainer(
     TrainingArguments(
         output_dir=str(root / "out"),
         batch_size=1,
+        buffer="fifo",  # each sample once: the test checks every step trained on once
         buffer_size=64,
         disable_progress_bar=True,
         report_to="none",

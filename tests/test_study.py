@@ -116,6 +116,7 @@ def trainer(
         TrainingArguments(
             output_dir=str(tmp_path / "out"),
             batch_size=1,
+            buffer="fifo",  # each sample once: the counts below rely on it
             buffer_size=64,
             logging_steps=5,
             disable_progress_bar=True,

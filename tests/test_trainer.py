@@ -29,6 +29,7 @@ def make_args(tmp_path: Path, **overrides: Any) -> TrainingArguments:
     base = dict(
         output_dir=str(tmp_path / "out"),
         batch_size=8,
+        buffer="fifo",  # each sample once: the step counts below rely on it
         buffer_size=64,
         watermark=1,
         logging_steps=5,

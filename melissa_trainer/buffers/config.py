@@ -14,10 +14,34 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-__all__ = ["BUFFER_KINDS", "BufferConfig", "config_problems", "size_problem"]
+__all__ = [
+    "BUFFER_KINDS",
+    "DEFAULT_BUFFER",
+    "DEFAULT_BUFFER_SIZE",
+    "DEFAULT_SAMPLE_TO_INSERT_RATIO",
+    "DEFAULT_WATERMARK",
+    "BufferConfig",
+    "config_problems",
+    "resolve_sample_to_insert_ratio",
+    "size_problem",
+]
 
 #: buffer kinds `make_buffer` builds (lower case).
 BUFFER_KINDS = ("fifo", "firo", "reservoir")
+
+# The defaults of a run, here once: `TrainingArguments` and `BufferConfig` use them.
+# Chosen on measurements (benchmarks/defaults.py, docs/concepts/buffers.md): with the
+# previous ones (FIFO, every sample trained on once) a study of 20 short simulations
+# trained 25 steps to a model hardly better than the mean field.
+#: the buffer policy
+DEFAULT_BUFFER = "reservoir"
+#: samples held per rank
+DEFAULT_BUFFER_SIZE = 10_000
+#: samples held before training starts
+DEFAULT_WATERMARK = 1
+#: samples drawn per sample inserted that `TrainingArguments` gives a reservoir when
+#: its `sample_to_insert_ratio` is unset (see `resolve_sample_to_insert_ratio`)
+DEFAULT_SAMPLE_TO_INSERT_RATIO = 16.0
 _RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
 
 
@@ -35,7 +59,8 @@ class BufferConfig:
         max_sample_reuse: reservoir only: draws after which a sample leaves (>= 1, and
             >= `sample_to_insert_ratio`); None: unbounded.
         sample_to_insert_ratio: reservoir only: target draws per inserted sample (> 0);
-            None: no rate limiter.
+            None: no rate limiter. (Here it is explicit; `TrainingArguments` resolves its
+            own unset ratio with `resolve_sample_to_insert_ratio`.)
         sample_to_insert_tolerance: with a ratio: how far, in samples drawn, reads may
             run ahead of ``ratio * inserts`` (>= ``ratio + batch_size``); None: the
             default, see `resolved_tolerance`.
@@ -49,9 +74,9 @@ class BufferConfig:
         ValueError: every problem found, one per line, each naming the field and the fix.
     """
 
-    kind: str = "fifo"
-    capacity: int = 10_000
-    watermark: int = 1
+    kind: str = DEFAULT_BUFFER
+    capacity: int = DEFAULT_BUFFER_SIZE
+    watermark: int = DEFAULT_WATERMARK
     seed: int = 0
     max_sample_reuse: int | None = None
     sample_to_insert_ratio: float | None = None
@@ -107,6 +132,27 @@ class BufferConfig:
                 ratio * (self.batch_size - self.watermark),
             )
         )
+
+
+def resolve_sample_to_insert_ratio(
+    kind: str, ratio: float | None, max_sample_reuse: int | None = None
+) -> float | None:
+    """The ratio a run's buffer gets from `TrainingArguments.sample_to_insert_ratio`.
+
+    None (unset) gives a reservoir `DEFAULT_SAMPLE_TO_INSERT_RATIO` (capped at
+    `max_sample_reuse`, which a ratio may not exceed) and FIFO / FIRO none; 0 means no
+    rate limit (a reservoir then draws as fast as training runs); any other value is
+    returned as it is (`config_problems` judges it). `kind` is compared lower case.
+    """
+    if ratio is None:
+        if str(kind).strip().lower() != "reservoir":
+            return None
+        if isinstance(max_sample_reuse, int) and max_sample_reuse >= 1:
+            return min(DEFAULT_SAMPLE_TO_INSERT_RATIO, float(max_sample_reuse))
+        return DEFAULT_SAMPLE_TO_INSERT_RATIO
+    if isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and ratio == 0:
+        return None
+    return ratio
 
 
 def size_problem(

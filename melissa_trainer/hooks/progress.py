@@ -1,7 +1,8 @@
 """Console logs and the tqdm progress bar.
 
 `ProgressHook` renders only: it shows the logs that `on_log` hands it (when to log is
-`FlowHook`'s decision) on the main process.
+`FlowHook`'s decision) on the main process, and at the end of training how often each
+sample was trained on (`hooks.reuse`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.reuse import reuse_report
 from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +46,11 @@ class ProgressHook(Hook):
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
     above it. With `disable_bar`, log lines go to the `melissa_trainer` logger and to
     standard output.
+
+    At the end of training (`on_train_end`, after the final log) it shows how often each
+    sample was trained on, on average over all ranks, and logs a WARNING naming the
+    options to change when a run ended with its stream after about one use per sample
+    (see `hooks.reuse.reuse_report`).
     """
 
     def __init__(self, disable_bar: bool = False) -> None:
@@ -116,6 +123,18 @@ class ProgressHook(Hook):
     ) -> None:
         if trainer.is_main_process:
             self._print(f"step {state.global_step} | checkpoint {path}")
+
+    def on_train_end(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        report = reuse_report(state) if trainer.is_main_process else None
+        if report is None:
+            return
+        line, warning = report
+        self.close()  # the bar is done: the summary goes below it
+        self._print(line)
+        if warning is not None:
+            logger.warning("%s", warning)
 
     def close(self) -> None:
         if self._bar is not None:

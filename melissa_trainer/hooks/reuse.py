@@ -1,0 +1,49 @@
+"""The end-of-run line on sample reuse, and the warning when a run trained once.
+
+Online training that uses each sample once ends with a model fitted by one pass over
+the data: a study of 20 short simulations then takes a few dozen steps. Nothing in the
+loss curve says so, so the end of every run says how often each sample was trained on
+(draws / samples inserted, all ranks: the final log's buffer counters), and warns, naming
+the options that change it, when a run ended with its stream after about one use per
+sample. `ProgressHook` shows both; this module only composes them.
+"""
+
+from __future__ import annotations
+
+from melissa_trainer.state import TrainerState
+
+__all__ = ["REUSE_WARNING_BELOW", "reuse_report"]
+
+#: a run that ends with its stream below this mean reuse is warned about
+REUSE_WARNING_BELOW = 1.5
+
+
+def reuse_report(state: TrainerState) -> tuple[str, str | None] | None:
+    """(the end-of-run line, the warning or None), from the last training log in
+    `state.log_history`; None when there is none or nothing was inserted.
+
+    The mean reuse is ``buffer_got / buffer_put`` of the last log (samples drawn /
+    samples inserted, summed over ranks, replays of pseudo-epochs included). The
+    warning is given when it is below `REUSE_WARNING_BELOW` and the run ended because
+    the data ran out (`state.stream_ended`), not at `max_steps`, by a hook's stop or by
+    preemption: those runs chose their length.
+    """
+    last = next((logs for logs in reversed(state.log_history) if "buffer_put" in logs), None)
+    if last is None or last["buffer_put"] <= 0:
+        return None
+    put, got = last["buffer_put"], last["buffer_got"]
+    reuse = got / put
+    line = (
+        f"step {state.global_step} | end of training: each sample trained on {reuse:.1f} "
+        f"times on average ({got:.0f} draws of {put:.0f} samples inserted, all ranks)"
+    )
+    if not state.stream_ended or reuse >= REUSE_WARNING_BELOW:
+        return line, None
+    warning = (
+        f"training ended with the stream after {state.global_step} steps, having used "
+        f"each sample {reuse:.1f} times on average: the model may be far from trained. "
+        "Train on each sample several times: --buffer reservoir --sample_to_insert_ratio N "
+        "(N draws per sample inserted; the default buffer), or replay the data after the "
+        "stream with --pseudo_epochs N"
+    )
+    return line, warning

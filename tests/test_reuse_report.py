@@ -1,0 +1,104 @@
+"""The end-of-run line on sample reuse and its warning (issue 30): a run that ended with
+its stream after training on each sample about once is warned about, naming the options
+that change it; the library's defaults (a reservoir with a sample-to-insert ratio) are
+not. The oracle is the number of samples streamed (each an in-process sample)."""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+
+pytestmark = pytest.mark.timeout(120)
+N = 80  # samples streamed
+
+
+def run(tmp_path: Path, **overrides: Any) -> tuple[OnlineTrainer, Any]:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), report_to="none", disable_progress_bar=True,
+        save_at_end=False, **overrides,
+    )  # fmt: skip
+    model = small_model(0)
+    trainer = OnlineTrainer(
+        model, args, torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(N)), process_sample=xy,
+    )  # fmt: skip
+    return trainer, trainer.train()
+
+
+def end_line(out: str) -> tuple[float, int, int]:
+    """(mean reuse, draws, inserts) of the end-of-run line in `out`."""
+    found = re.findall(
+        r"end of training: each sample trained on ([\d.]+) times on average "
+        r"\((\d+) draws of (\d+) samples inserted, all ranks\)",
+        out,
+    )
+    assert len(found) == 1, out
+    reuse, draws, inserts = found[0]
+    return float(reuse), int(draws), int(inserts)
+
+
+def reuse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "used each sample" in r.getMessage()
+    ]
+
+
+def test_a_fifo_run_that_trained_once_is_warned_about_naming_the_options(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        _, state = run(tmp_path, buffer="fifo", batch_size=8)
+    assert state.stream_ended and state.samples_seen == N
+    assert end_line(capsys.readouterr().out) == (1.0, N, N)
+    (warning,) = reuse_warnings(caplog)
+    assert "--buffer reservoir --sample_to_insert_ratio N" in warning
+    assert "--pseudo_epochs N" in warning
+    assert f"after {state.global_step} steps" in warning
+
+
+def test_the_defaults_train_each_sample_many_times_and_are_not_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        trainer, state = run(tmp_path)  # no buffer option: the library's defaults
+    reuse, draws, inserts = end_line(capsys.readouterr().out)
+    assert inserts == N and draws == state.samples_seen == trainer.buffer.stats().got
+    assert reuse == pytest.approx(draws / N, abs=0.05)
+    # the default ratio's draws per insert, within its tolerance: far from once
+    assert reuse >= 8
+    assert state.stream_ended and not reuse_warnings(caplog)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"max_steps": 3},  # the run chose its length
+        {"pseudo_epochs": 2},  # each sample twice
+    ],
+    ids=["max_steps", "pseudo_epochs"],
+)
+def test_runs_that_chose_their_length_or_replayed_are_not_warned_about(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    overrides: dict[str, Any],
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        _, state = run(tmp_path, buffer="fifo", batch_size=8, **overrides)
+    reuse, draws, _ = end_line(capsys.readouterr().out)
+    assert draws == state.samples_seen
+    if "pseudo_epochs" in overrides:
+        assert reuse == 2.0  # above the warning's 1.5
+    else:
+        assert not state.stream_ended and draws == 3 * 8
+    assert not reuse_warnings(caplog)

@@ -76,6 +76,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 TARGET = 10.0
@@ -295,7 +296,7 @@ def main() -> None:
     table = rows(runs)
     print_rows(table, f"medians over seeds {seeds[0]}-{seeds[-1]}", width=50)
     if opts.json:
-        print(json.dumps({"rows": table}))
+        print(to_json({"rows": table}))
 
 
 if __name__ == "__main__":

@@ -53,6 +53,13 @@ def garbage(path: Path) -> None:
     path.write_bytes(bytes((i * 37 + 11) % 256 for i in range(path.stat().st_size)))
 
 
+def _checkpoint_warning(record: logging.LogRecord) -> str | None:
+    """A warning about checkpoints (not, say, the end-of-run reuse line's)."""
+    if record.levelno >= logging.WARNING and "checkpoint" in record.name:
+        return record.getMessage()
+    return None
+
+
 #: corruption -> (the file, what the warning says about it)
 CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "truncated-model": ("model.safetensors", truncate, "size mismatch"),
@@ -81,7 +88,7 @@ def test_latest_skips_a_corrupt_checkpoint_with_one_warning_and_resumes_exactly(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         resumed = run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))
     assert_resumed_exactly_from(resumed, uninterrupted, 10)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    warnings = [m for r in caplog.records if (m := _checkpoint_warning(r)) is not None]
     assert len(warnings) == 1, warnings
     assert f"{root / 'checkpoint-20' / file}: {what}" in warnings[0]
 
@@ -106,7 +113,7 @@ def test_a_corrupt_manifest_is_a_corrupt_checkpoint(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         resumed = run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))
     assert_resumed_exactly_from(resumed, uninterrupted, 10)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    warnings = [m for r in caplog.records if (m := _checkpoint_warning(r)) is not None]
     assert len(warnings) == 1 and "unreadable manifest" in warnings[0], warnings
 
 
@@ -139,7 +146,7 @@ def test_a_checkpoint_without_manifest_is_resumed_from_with_a_warning(
     with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
         resumed = run(dict(BASE, output_dir=str(tmp_path / "out"), resume_from_checkpoint="latest"))
     assert_resumed_exactly_from(resumed, uninterrupted, 20)
-    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    warnings = [m for r in caplog.records if (m := _checkpoint_warning(r)) is not None]
     assert len(warnings) == 1 and "resuming from it unverified" in warnings[0], warnings
 
 

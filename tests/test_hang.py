@@ -93,6 +93,7 @@ def run(
         TrainingArguments(
             output_dir=str(tmp_path / "out"),
             batch_size=1,
+            buffer="fifo",  # each sample once: the exactly-once oracle
             buffer_size=64,
             disable_progress_bar=True,
             report_to="none",

@@ -100,6 +100,7 @@ def trainer(tmp_path: Path, launcher: Launcher, keys: Keys, nonfinite: str) -> O
         TrainingArguments(
             output_dir=str(tmp_path / "out"),
             batch_size=1,
+            buffer="fifo",  # each sample once: what the counts check
             buffer_size=64,
             logging_steps=20,
             save_steps=10,
@@ -235,6 +236,7 @@ def test_a_non_finite_gradient_with_finite_losses_is_never_saved(tmp_path: Path)
         TrainingArguments(
             output_dir=str(tmp_path / "out"),
             batch_size=1,
+            buffer="fifo",
             save_steps=1,
             report_to="none",
             disable_progress_bar=True,

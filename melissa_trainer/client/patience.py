@@ -33,7 +33,6 @@ import time
 from collections.abc import Callable, Sequence
 
 import zmq
-from zmq.utils.monitor import parse_monitor_message
 
 from melissa_trainer.client.sockets import deadline_after
 
@@ -66,6 +65,7 @@ class PeerWatch:
     def __init__(self, sockets: Sequence[zmq.Socket], endpoints: Sequence[str]) -> None:
         self._endpoints = list(endpoints)
         self._sockets = list(sockets)
+
         mask = 0
         for event in _UP + _DOWN:
             mask |= event
@@ -74,6 +74,10 @@ class PeerWatch:
 
     def poll(self) -> None:
         """Read the events that came (never blocks)."""
+        # (imported here: zmq.utils.monitor brings asyncio, tens of ms of a simulation's
+        # start-up; only a close that has to wait watches its receivers)
+        from zmq.utils.monitor import parse_monitor_message
+
         now = time.monotonic()
         for index, monitor in enumerate(self._monitors):
             while monitor.poll(0):

@@ -66,6 +66,7 @@ def main() -> None:
         TrainingArguments(
             output_dir=str(out / "run"),
             batch_size=1,
+            buffer="fifo",  # each sample once: the exactly-once oracle
             buffer_size=4,
             watermark=1,
             logging_steps=1000,

@@ -200,3 +200,16 @@ def running(
         yield rec
     finally:
         rec.stop()
+
+
+class Keys:
+    """`process_sample` for samples with fields ``x`` and ``y`` that records the
+    (simulation, step) of each sample trained on, in order (`seen`): the oracle of the
+    exactly-once tests of studies."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, int]] = []
+
+    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
+        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from helpers import Keys
 
 from melissa_trainer import (
     OnlineTrainer,
@@ -57,17 +57,6 @@ with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
         client.send(t, x=x, y=np.array([x.sum()], np.float32))
         time.sleep(options.get("delay", 0.0))
 """
-
-
-class Keys:
-    """`process_sample` that records which (simulation, step) the trainer saw."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-
-    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
-        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
 def run(

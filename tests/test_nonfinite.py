@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import Keys
 from safetensors.numpy import load_file
 
 from melissa_trainer import (
@@ -61,17 +62,6 @@ with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
         client.close(bye=False)  # dies before BYE: restarted, it sends every step again
         sys.exit(1)
 """
-
-
-class Keys:
-    """`process_sample` that records the (simulation, step) of each sample trained on."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-
-    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
-        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
 def study(tmp_path: Path, **tuning: Any) -> Launcher:

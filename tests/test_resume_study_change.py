@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import Keys
 
 from melissa_trainer import OnlineTrainer, ReceiverConfig, StreamSource, Study, TrainingArguments
 from melissa_trainer.launcher import (
@@ -64,17 +65,6 @@ with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
 """.replace("STEPS", str(STEPS))
 #: samples the first run can train on: all of 0's steps, half of 1's and 2's
 FIRST_STEPS = STEPS + 2 * (STEPS // 2)
-
-
-class Keys:
-    """`process_sample` that records which (simulation, step) the trainer saw."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-
-    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
-        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
 def sampler(kind: str, seed: int = SEED, bounds: Any = BOUNDS) -> Any:

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
+from helpers import Keys
 
 import melissa_trainer.study
 from melissa_trainer import (
@@ -71,17 +71,6 @@ with Client({"x": ((n,), "float32"), "y": ((1,), "float32")}, parameters=given) 
         if wide:
             time.sleep(0.2)  # still running when it is refused
 """
-
-
-class Keys:
-    """`process_sample` that also records which (simulation, step) the trainer saw."""
-
-    def __init__(self) -> None:
-        self.seen: list[tuple[int, int]] = []
-
-    def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
-        return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
 
 
 def study(tmp_path: Path, n: int, options: dict[str, Any], **tuning: Any) -> Launcher:

@@ -44,6 +44,7 @@ from melissa_trainer.buffers.config import (
     config_problems,
     resolve_sample_to_insert_ratio,
 )
+from melissa_trainer.validation import count_problem
 
 __all__ = [
     "BUFFER_CHOICES",
@@ -459,12 +460,11 @@ class TrainingArguments:
 
         def at_least_one(name: str, optional_meaning: str | None = None) -> None:
             value = getattr(self, name)
-            if not ok(name) or value is None or value >= 1:
+            if not ok(name) or value is None:  # None: typed Optional, or not allowed above
                 return
-            fix = f"set {name} >= 1"
-            if optional_meaning is not None:
-                fix += f", or leave it unset (None) to {optional_meaning}"
-            p.append(f"{name}={value!r} must be a positive integer: {fix}")
+            problem = count_problem(name, value, 1, optional_meaning)
+            if problem is not None:
+                p.append(problem)
 
         for name in ("output_dir", "metric_for_best_model"):
             if ok(name) and not getattr(self, name).strip():

@@ -20,12 +20,15 @@ from __future__ import annotations
 import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
-from melissa_trainer.simulation_loss import SimulationLoss
+
+if TYPE_CHECKING:  # a type only: simulation_loss imports torch, and the stream (which
+    # builds on this module) promises numpy and pyzmq only
+    from melissa_trainer.simulation_loss import SimulationLoss
 
 
 class SourceError(RuntimeError):

@@ -909,7 +909,8 @@ CLIENT_SIDE_ONLY = """
 import sys
 import melissa_trainer.client
 shared = {"melissa_trainer.stream", "melissa_trainer.stream.protocol",
-          "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set"}
+          "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set",
+          "melissa_trainer.validation"}
 loaded = sorted(
     m for m in sys.modules
     if m in ("torch", "accelerate") or m.startswith("melissa_trainer.") and m not in shared
@@ -922,7 +923,8 @@ print(loaded)
 @pytest.mark.timeout(60)
 def test_client_package_loads_no_receiving_side() -> None:
     """`import melissa_trainer.client` loads the client package and the modules both
-    sides share, nothing of the receiving side (receiver, ingest, buffers) nor torch."""
+    sides share (the wire format, the rendezvous, the checks of counts and durations),
+    nothing of the receiving side (receiver, ingest, buffers) nor torch."""
     result = subprocess.run(
         [sys.executable, "-c", CLIENT_SIDE_ONLY], capture_output=True, text=True, timeout=50
     )

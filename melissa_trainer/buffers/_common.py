@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["BufferClosedError", "BufferStats", "Sample", "as_count"]
+__all__ = ["BufferClosedError", "BufferStats", "Sample"]
 
 #: One sample: field name -> numpy array (0-d arrays for scalars).
 Sample = dict[str, np.ndarray]
@@ -41,22 +40,3 @@ class BufferStats:
     evicted: int
     reuse_histogram: dict[int, int] = field(default_factory=dict)
     mean_age: float = 0.0
-
-
-def as_count(name: str, value: object, minimum: int) -> int:
-    """``value`` as an ``int >= minimum`` (integral floats accepted, bools not).
-
-    Raises:
-        ValueError: naming ``name``, if ``value`` is not such an integer.
-    """
-    result: int | None = None
-    if isinstance(value, float) and value.is_integer():
-        result = int(value)
-    elif not isinstance(value, bool):
-        try:
-            result = operator.index(value)  # type: ignore[arg-type]
-        except TypeError:
-            result = None
-    if result is None or result < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return result

@@ -14,7 +14,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._common import Sample, as_count
+from melissa_trainer.validation import as_count
+
+from ._common import Sample
 from .config import size_problem
 from .rate_limiter import RateLimiter
 

@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import BufferClosedError, BufferStats, Sample, as_count
+from melissa_trainer.validation import as_count
+
+from ._common import BufferClosedError, BufferStats, Sample
 from ._snapshot import SnapshotMixin
 from ._waiting import WaitingMixin
 from .block import SampleBlock

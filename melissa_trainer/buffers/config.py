@@ -9,10 +9,11 @@ a direct caller needs (`size_problem`, shared with the rules here).
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from melissa_trainer.validation import count_problem
 
 __all__ = [
     "BUFFER_KINDS",
@@ -166,11 +167,6 @@ def size_problem(
     return None
 
 
-def _is_int(value: Any) -> bool:
-    """An integer (numpy's included), not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def config_problems(
     values: Mapping[str, Any],
     names: Mapping[str, str] | None = None,
@@ -195,14 +191,10 @@ def config_problems(
         value = values[key]
         if not ok(key) or (value is None and optional_meaning is not None):
             return False
-        if _is_int(value) and value >= minimum:
-            return True
-        fix = f"set {n[key]} >= {minimum}"
-        if optional_meaning is not None:
-            fix += f", or leave it unset (None) to {optional_meaning}"
-        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        p.append(f"{n[key]}={value!r} must be {what}: {fix}")
-        return False
+        problem = count_problem(n[key], value, minimum, optional_meaning)
+        if problem is not None:
+            p.append(problem)
+        return problem is None
 
     kind = values["kind"]
     kind_ok = ok("kind") and kind in BUFFER_KINDS

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
+from melissa_trainer.validation import as_count
 
 __all__ = ["RateLimiter"]
 
@@ -63,14 +63,7 @@ class RateLimiter:
             )
         if not math.isfinite(tol) or tol < 0:
             raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
-        if (
-            isinstance(min_size_to_sample, bool)
-            or not isinstance(min_size_to_sample, (int, np.integer))
-            or min_size_to_sample < 0
-        ):
-            raise ValueError(
-                f"min_size_to_sample must be an integer >= 0, got {min_size_to_sample!r}"
-            )
+        as_count("min_size_to_sample", min_size_to_sample, 0, floats=False)
         self._r = r
         self._tolerance = tol
         self._min = int(min_size_to_sample)

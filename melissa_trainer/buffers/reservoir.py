@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.validation import as_count
+
 from . import _state
-from ._common import Sample, as_count
+from ._common import Sample
 from .base import Buffer, BufferClosedError
 from .rate_limiter import RateLimiter
 

@@ -9,8 +9,9 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
 ```
 
 Torch-free and independent of the receiving side (`melissa_trainer.stream`'s receiver):
-it shares only the wire format (`stream.protocol`) and the rendezvous
-(`stream.endpoints`) with it. Modules: `client` (`Client`), `config` (what a client is
+it shares only the wire format (`stream.protocol`), the rendezvous
+(`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.validation`,
+standard library only) with it. Modules: `client` (`Client`), `config` (what a client is
 told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
 ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
 messages), `held` (large arrays sent without a copy, `array_reuse`), `fast_send` (the

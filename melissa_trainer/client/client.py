@@ -44,7 +44,6 @@ from melissa_trainer.client.config import (
     check_parameters,
     check_simulation_id,
     check_time_step,
-    check_timeout,
     resolve_receivers,
     resolve_run_id,
 )
@@ -58,6 +57,7 @@ from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.step_set import StepSet
+from melissa_trainer.validation import check_seconds
 
 #: seconds a client closed after a failure (``close(bye=False)``, an exception in its
 #: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway
@@ -167,7 +167,7 @@ class Client:
         check_field_sizes(specs, tuning.max_message_bytes)
         self.parameters = check_parameters(parameters)
         self.simulation_id = check_simulation_id(simulation_id)
-        self._send_timeout = check_timeout("send_timeout", send_timeout)
+        self._send_timeout = check_seconds("send_timeout", send_timeout)
         if comm is None:
             self.rank, self.ranks = 0, 1
         else:

@@ -17,6 +17,7 @@ from typing import Any
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.validation import check_non_negative_int, check_seconds
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
@@ -36,7 +37,6 @@ __all__ = [
     "check_parameters",
     "check_simulation_id",
     "check_time_step",
-    "check_timeout",
     "resolve_receivers",
     "resolve_run_id",
 ]
@@ -107,9 +107,7 @@ class ClientTuning:
 
     def __post_init__(self) -> None:
         for name in ("sndhwm", "batch_bytes", "max_message_bytes"):
-            value = getattr(self, name)
-            if type(value) is not int or value < 0:
-                raise ValueError(f"ClientTuning.{name} must be a non-negative int, not {value!r}")
+            check_non_negative_int(f"ClientTuning.{name}", getattr(self, name))
         if self.batch_bytes > self.max_message_bytes:
             raise ValueError(
                 f"ClientTuning.batch_bytes={self.batch_bytes} is more than max_message_bytes="
@@ -125,24 +123,13 @@ class ClientTuning:
                 f"ClientTuning.socket_options must be a mapping {{zmq option: value}}, not "
                 f"{self.socket_options!r}"
             )
-        check_timeout("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
-        check_timeout("ClientTuning.close_timeout", self.close_timeout)
-        check_timeout("ClientTuning.disconnected_timeout", self.disconnected_timeout)
+        check_seconds("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
+        check_seconds("ClientTuning.close_timeout", self.close_timeout)
+        check_seconds("ClientTuning.disconnected_timeout", self.disconnected_timeout)
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def check_timeout(name: str, value: Any, *, none: bool = True) -> float | None:
-    """`value` if it is a number of seconds >= 0 (or None where `none`), else a
-    ValueError naming `name`."""
-    if value is None and none:
-        return None
-    if not _is_number(value) or not value >= 0:
-        allowed = "None (no bound) or " if none else ""
-        raise ValueError(f"{name} must be {allowed}a number of seconds >= 0, not {value!r}")
-    return value
 
 
 def check_field_sizes(specs: Sequence[FieldSpec], max_message_bytes: int) -> None:

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.launcher.exploration import Exploration, upgrade_pre_gapfill
-from melissa_trainer.launcher.samplers import Bounds, _BoxSampler, _positive_int, _values
+from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
+from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
 __all__ = ["AdaptiveSampler", "BreedSampler", "Observation"]
 
@@ -32,7 +33,7 @@ class Observation:
     loss: float
 
 
-class AdaptiveSampler(_BoxSampler):
+class AdaptiveSampler(BoxSampler):
     """A sampler of the box `bounds` steered by `observe`. To write your own, subclass
     it and implement ``_propose(index)``:
 
@@ -83,7 +84,7 @@ class AdaptiveSampler(_BoxSampler):
     def __init__(self, bounds: Bounds, seed: int = 0, window: int | None = None) -> None:
         super().__init__(bounds, seed)
         if window is not None:
-            _positive_int("window", window)
+            check_positive_int("window", window)
         self.window = window
         self._high = np.array([high for _, high in self.bounds.values()], dtype=np.float64)
         self._observed: OrderedDict[int, Observation] = OrderedDict()
@@ -104,12 +105,7 @@ class AdaptiveSampler(_BoxSampler):
         self._observed_add(self._observation(simulation_id, parameters, loss))
 
     def _observation(self, simulation_id: Any, parameters: Any, loss: Any) -> Observation:
-        if (
-            isinstance(simulation_id, bool)
-            or not isinstance(simulation_id, int | np.integer)
-            or simulation_id < 0
-        ):
-            raise ValueError(f"simulation_id must be a non-negative int, not {simulation_id!r}")
+        check_non_negative_int("simulation_id", simulation_id, numpy=True)
         what = f"the parameters observed for simulation {simulation_id}"
         values = self._inside(parameters, what)
         if isinstance(loss, bool) or not isinstance(loss, int | float | np.integer | np.floating):
@@ -140,7 +136,7 @@ class AdaptiveSampler(_BoxSampler):
 
     def _inside(self, parameters: Any, what: str) -> dict[str, float]:
         """`parameters` as `{name: float}` in `names` order, checked against the bounds."""
-        values = _values(self.names, parameters, what)
+        values = parameter_values(self.names, parameters, what)
         for name, value in values.items():
             low, high = self.bounds[name]
             if not low <= value <= high:
@@ -296,9 +292,9 @@ class BreedSampler(AdaptiveSampler):
         final = None if final is None else _number("exploration_final", final, 0.0, 1.0)
         self.exploration_final = final
         if decay_draws is not None:
-            _positive_int("decay_draws", decay_draws)
+            check_positive_int("decay_draws", decay_draws)
         self.decay_draws = decay_draws
-        _positive_int("min_observations", min_observations)
+        check_positive_int("min_observations", min_observations)
         if window is not None and min_observations > window:
             raise ValueError(
                 f"min_observations={min_observations} can never be reached with "

@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import qmc
 
-from melissa_trainer.launcher.samplers import _engine, _positive_int
+from melissa_trainer.launcher.sampler_base import qmc_engine
+from melissa_trainer.validation import check_positive_int
 
 __all__ = ["ENGINES", "Exploration", "upgrade_pre_gapfill"]
 
@@ -61,9 +62,9 @@ class Exploration:
     ) -> None:
         if engine not in ENGINES:
             raise ValueError(f"explorer must be 'sobol' or 'halton', not {engine!r}")
-        _positive_int("candidates", candidates)
+        check_positive_int("candidates", candidates)
         if memory is not None:
-            _positive_int("memory", memory)
+            check_positive_int("memory", memory)
         self.engine, self.dims, self.seed = engine, dims, seed
         self.candidates, self.memory = candidates, memory
         self._varying = np.asarray(varying, dtype=bool)
@@ -93,7 +94,7 @@ class Exploration:
         return self._ring[: min(self._count, len(self._ring))]
 
     def _new_sequence(self) -> Any:
-        return _engine(ENGINES[self.engine], self.dims, self.seed, scramble=True)
+        return qmc_engine(ENGINES[self.engine], self.dims, self.seed, scramble=True)
 
     def _next(self, n: int) -> np.ndarray:
         with warnings.catch_warnings():

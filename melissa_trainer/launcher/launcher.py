@@ -61,12 +61,13 @@ from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.study_change import check_resume
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
-from melissa_trainer.launcher.tuning import LauncherTuning, check_count
+from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.launcher.workers import (
     DEFAULT_WORKER_BIND,
     WorkerSupervisor,
     check_worker_bind,
 )
+from melissa_trainer.validation import check_count
 
 __all__ = ["Launcher", "LauncherError", "LauncherTuning"]
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from melissa_trainer.launcher.records import ON_FAILURE
 from melissa_trainer.launcher.silence import AUTO
+from melissa_trainer.validation import check_count
 
-__all__ = ["LauncherTuning", "check_count"]
+__all__ = ["LauncherTuning"]
 
 
 @dataclass(frozen=True)
@@ -151,11 +152,3 @@ class LauncherTuning:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def check_count(name: str, value: Any, low: int, hint: str = "") -> None:
-    """Raise ValueError naming `name` unless `value` is an int (not a bool) >= `low`
-    (`Launcher` checks its counts with it too)."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        hint = f" ({hint})" if hint else ""
-        raise ValueError(f"{name} must be an int >= {low}{hint}, not {value!r}")

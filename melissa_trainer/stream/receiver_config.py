@@ -19,6 +19,7 @@ from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.nonfinite import check_policy
 from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.watchdog import check_stall_timeout
+from melissa_trainer.validation import as_count
 
 __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
 
@@ -127,9 +128,7 @@ class ReceiverConfig:
             ("max_pending_bytes", 1),
             ("max_time_step", 0),
         ):
-            value = getattr(self, name)
-            if type(value) is not int or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            as_count(name, getattr(self, name), low, numpy=False, floats=False)
         curve_keys(self.curve_secret_key, self.curve_public_key)  # raises if malformed
         if self.run_id is not None:
             protocol.check_run_id(self.run_id, "ReceiverConfig.run_id")

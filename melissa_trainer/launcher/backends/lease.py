@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["DEFAULT_TIMEOUT", "MIN_TIMEOUT", "Lease", "check_timeout", "lease_lines"]
+__all__ = ["DEFAULT_TIMEOUT", "MIN_TIMEOUT", "Lease", "check_lease_timeout", "lease_lines"]
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ DEFAULT_TIMEOUT = 300.0
 MIN_TIMEOUT = 5.0
 
 
-def check_timeout(name: str, value: float | None) -> None:
+def check_lease_timeout(name: str, value: float | None) -> None:
     """Raise ValueError naming the option `name` unless `value` is None or a number of
     seconds >= MIN_TIMEOUT."""
     if value is not None and (

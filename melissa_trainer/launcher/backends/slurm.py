@@ -30,7 +30,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_timeout
+from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_lease_timeout
 from melissa_trainer.launcher.backends.slurm_batch import (
     CLOSE_GRACE,
     FORCE_WAIT,
@@ -107,7 +107,7 @@ class SlurmBackend(Backend):
             )
         if not poll_every >= 0:
             raise ValueError(f"poll_every must be >= 0 seconds, got {poll_every!r}")
-        check_timeout("lease_timeout", lease_timeout)
+        check_lease_timeout("lease_timeout", lease_timeout)
         self.mode = mode
         self.partition = partition
         self.time_limit = ss.normalize_time_limit(time_limit)

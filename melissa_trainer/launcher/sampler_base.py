@@ -1,0 +1,179 @@
+"""The base of every parameter sampler, and the checks they share.
+
+`Sampler` is the contract (see `launcher.samplers` for the guarantees and the samplers of
+a fixed design), `BoxSampler` the base of those that draw in a box of bounds (the
+quasi-random ones and the adaptive ones of `launcher.adaptive`). Kept apart from
+`samplers.py` so that both it and `adaptive.py` build on it without importing each other
+(`samplers.make_sampler` builds a `BreedSampler`).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+
+from melissa_trainer.validation import check_non_negative_int
+
+__all__ = [
+    "BoxSampler",
+    "Bounds",
+    "Sampler",
+    "SamplerExhausted",
+    "parameter_values",
+    "qmc_engine",
+]
+
+#: a box of parameters: name -> (low, high)
+Bounds = Mapping[str, tuple[float, float]]
+
+
+class SamplerExhausted(LookupError):
+    """`draw()` was called on a sampler with nothing left (a `ListSampler` at its end)."""
+
+
+class Sampler(ABC):
+    """The source of parameter sets (see the module docstring for the guarantees)."""
+
+    #: the sampler's short name, stored in its state
+    kind: ClassVar[str] = ""
+    #: parameter names, in the order of the values a simulation receives
+    names: tuple[str, ...]
+
+    def __init__(self, names: Sequence[str], seed: int = 0) -> None:
+        self.names = _names(names)
+        self.seed = check_non_negative_int("seed", seed, numpy=True)
+        #: draws made so far (the index of the next one)
+        self.position = 0
+
+    def draw(self) -> dict[str, float]:
+        """The next parameter set; advances the position.
+
+        Raises:
+            SamplerExhausted: nothing is left to draw.
+        """
+        values = self._draw(self.position)
+        self.position += 1
+        return values
+
+    @abstractmethod
+    def _draw(self, index: int) -> dict[str, float]:
+        """Draw number `index` (called with 0, 1, 2... in order, or after `_seek`)."""
+
+    def plan(self, n_draws: int) -> None:  # noqa: B027 - optional, a no-op by default
+        """A hint: the study will draw about `n_draws` sets (the launcher passes its
+        `n_simulations`). Ignored by default; `LatinHypercubeSampler(batch=None)` takes it
+        as its design size."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serializable: what is needed to continue the sequence."""
+        return {
+            "kind": self.kind,
+            "names": list(self.names),
+            "seed": self.seed,
+            "position": self.position,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from a `state_dict()`: the next draw equals the one after the save.
+
+        Raises:
+            ValueError: the state is from a sampler of another kind, names or seed.
+        """
+        mine = self.state_dict()
+        for key in ("kind", "names", "seed"):
+            if state.get(key) != mine[key]:
+                raise ValueError(
+                    f"sampler state has {key}={state.get(key)!r} but this sampler has "
+                    f"{key}={mine[key]!r}: build the sampler with the arguments of the saved run"
+                )
+        position = state.get("position")
+        if isinstance(position, bool) or not isinstance(position, int) or position < 0:
+            raise ValueError(f"sampler state has an invalid position {position!r}")
+        self._seek(position)
+        self.position = position
+
+    def _seek(self, position: int) -> None:  # noqa: B027 - stateless samplers need nothing
+        """Prepare `_draw(position)` (for samplers with internal state)."""
+
+    def __repr__(self) -> str:
+        return f"{self.kind}(names={list(self.names)}, seed={self.seed}, position={self.position})"
+
+
+class BoxSampler(Sampler):
+    """A sampler of the box `bounds`, from points of the unit hypercube."""
+
+    def __init__(self, bounds: Bounds, seed: int = 0) -> None:
+        self.bounds = _bounds(bounds)
+        super().__init__(list(self.bounds), seed)
+        self._low = np.array([low for low, _ in self.bounds.values()], dtype=np.float64)
+        self._span = np.array([high - low for low, high in self.bounds.values()], np.float64)
+
+    def _scale(self, unit: np.ndarray) -> dict[str, float]:
+        values = self._low + unit * self._span
+        return {name: float(v) for name, v in zip(self.names, values, strict=True)}
+
+
+# -- checks -----------------------------------------------------------------------------
+
+
+def _names(names: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(names, str):
+        raise ValueError(f"names must be a sequence of strings, not the string {names!r}")
+    out = tuple(names)
+    if not out:
+        raise ValueError("a sampler needs at least one parameter name")
+    for name in out:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"parameter names must be non-empty strings, not {name!r}")
+    if len(set(out)) != len(out):
+        raise ValueError(f"parameter names must be unique: {list(out)}")
+    return out
+
+
+def _bounds(bounds: Bounds) -> dict[str, tuple[float, float]]:
+    if not isinstance(bounds, Mapping) or not bounds:
+        raise ValueError("bounds must be a non-empty mapping {name: (low, high)}")
+    out = {}
+    for name, pair in bounds.items():
+        try:
+            low, high = (float(v) for v in pair)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"bounds of {name!r} must be (low, high) numbers, not {pair!r}"
+            ) from None
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise ValueError(f"bounds of {name!r} must be finite with low <= high, not {pair!r}")
+        out[name] = (low, high)
+    _names(list(out))
+    return out
+
+
+def parameter_values(names: tuple[str, ...], drawn: Any, what: str) -> dict[str, float]:
+    """`drawn` as a parameter set: it must map exactly `names` to finite numbers;
+    ValueError naming `what` otherwise."""
+    if not isinstance(drawn, Mapping) or set(drawn) != set(names):
+        keys = sorted(drawn) if isinstance(drawn, Mapping) else drawn
+        raise ValueError(f"{what} must map exactly {list(names)} to numbers, got {keys!r}")
+    out = {}
+    for name in names:
+        try:
+            value = float(drawn[name])
+        except (TypeError, ValueError):
+            raise ValueError(f"{what}: {name}={drawn[name]!r} is not a number") from None
+        if not math.isfinite(value):
+            raise ValueError(f"{what}: {name}={value} is not finite")
+        out[name] = value
+    return out
+
+
+def qmc_engine(cls: Any, d: int, seed: Any, **options: Any) -> Any:
+    """A qmc engine seeded with a numpy Generator: `rng=` (scipy >= 1.15), else `seed=`."""
+    rng = np.random.default_rng(seed)
+    try:
+        return cls(d, rng=rng, **options)
+    except TypeError:  # scipy < 1.15
+        return cls(d, seed=rng, **options)

@@ -27,10 +27,10 @@ from melissa_trainer.launcher.backends import (
     SlurmBackend,
     make_backend,
 )
-from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
+from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 PYTHON = sys.executable

@@ -1,7 +1,7 @@
 """Mode "sbatch" of `SlurmBackend`: each job a Slurm batch job.
 
 The trainer submits from a login node or from its own job: each job gets a batch script
-(see `slurm_script.batch_script`) in `script_dir`, submitted with ``sbatch --parsable``.
+(see `script.batch_script`) in `script_dir`, submitted with ``sbatch --parsable``.
 Liveness comes from ``squeue`` (one call for all jobs, at most every `poll_every`
 seconds; the launcher polls more often and gets the cached answer). The exit code
 comes, in this order, from the file the script writes when its command ends (the robust
@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.lease import Lease
-from melissa_trainer.launcher.backends.slurm_commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 
 __all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs", "SlurmHandle"]
 

@@ -2,21 +2,21 @@
 current allocation.
 
 ``mode="sbatch"`` (the trainer submits from a login node or from its own job): each job
-is a batch job, see `slurm_batch` (scripts, squeue polling, exit codes, kill).
+is a batch job, see `batch` (scripts, squeue polling, exit codes, kill).
 
 Batch jobs belong to Slurm, not to the trainer: `close` cancels them, but a trainer
 killed with SIGKILL never gets there. So job names carry the study (``mt-<study>-sim-12``,
-`slurm_script.job_name`); `begin_study`, which the launcher calls before its first
+`script.job_name`); `begin_study`, which the launcher calls before its first
 launch, cancels the jobs of an earlier run of the same study (exactly-once ingest makes
 re-running them safe); and a lease (`lease_timeout`, see `lease`) makes the jobs of a
 trainer that died cancel themselves even if it is never restarted.
 
 A job's environment is the trainer's minus the variables of the allocation or step the
-trainer runs in (`slurm_script.submission_env`), plus the job's own variables
+trainer runs in (`script.submission_env`), plus the job's own variables
 (``MELISSA_TRAINER_*`` and the launcher's ``env``), which its script exports.
 
 ``mode="srun"`` (the trainer runs inside an allocation, ``salloc`` or a batch job):
-each job is an ``srun`` step of the allocation, see `slurm_steps`.
+each job is an ``srun`` step of the allocation, see `steps`.
 
 This module checks the options and hands each call to the mode's object.
 """
@@ -28,17 +28,17 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_lease_timeout
-from melissa_trainer.launcher.backends.slurm_batch import (
+from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm.batch import (
     CLOSE_GRACE,
     FORCE_WAIT,
     BatchJobs,
     SlurmHandle,
 )
-from melissa_trainer.launcher.backends.slurm_commands import COMMAND_TIMEOUT, SlurmCommands
-from melissa_trainer.launcher.backends.slurm_steps import SrunHandle, SrunSteps
+from melissa_trainer.launcher.backends.slurm.commands import COMMAND_TIMEOUT, SlurmCommands
+from melissa_trainer.launcher.backends.slurm.steps import SrunHandle, SrunSteps
 
 __all__ = [
     "CLOSE_GRACE",

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 from collections.abc import Iterable, Sequence
 
-from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import LaunchError
+from melissa_trainer.launcher.backends.slurm import script as ss
 
 __all__ = ["COMMAND_TIMEOUT", "Result", "SlurmCommands", "failure"]
 
@@ -90,7 +90,7 @@ class SlurmCommands:
             return f"{argv[0]}: {exc}"
 
     def scancel(self, job_ids: Iterable[str], signal: str | None = None) -> None:
-        """``scancel`` (see `slurm_script.scancel_command`); a failure is only logged at
+        """``scancel`` (see `script.scancel_command`); a failure is only logged at
         debug level: scancel also fails for a job that ended meanwhile."""
         job_ids = list(job_ids)
         if not job_ids:

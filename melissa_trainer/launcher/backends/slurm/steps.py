@@ -1,7 +1,7 @@
 """Mode "srun" of `SlurmBackend`: each job an ``srun`` step of the current allocation.
 
 The trainer runs inside an allocation (``salloc``, or a batch job). Each job is ``srun
---ntasks=N --exclusive --job-name=NAME ...`` (`slurm_script.srun_command`) run as a
+--ntasks=N --exclusive --job-name=NAME ...`` (`script.srun_command`) run as a
 local process by `LocalBackend`: same process group, PR_SET_PDEATHSIG and kill
 semantics, so steps die with the trainer and with the allocation. After a kill the
 step is also ``scancel``-ed by name, in case the srun process was killed before it
@@ -17,10 +17,10 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from melissa_trainer.launcher.backends import slurm_script as ss
 from melissa_trainer.launcher.backends.base import Handle, Job
 from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.backends.slurm_commands import SlurmCommands, failure
+from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 
 __all__ = ["SrunHandle", "SrunSteps"]
 

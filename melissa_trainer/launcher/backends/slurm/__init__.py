@@ -1,0 +1,29 @@
+"""The Slurm backend, one module per responsibility:
+
+* `backend`: `SlurmBackend`, which checks the options and hands each call to its mode;
+* `batch`: ``mode="sbatch"``, each job a batch job (scripts, squeue polling, exit codes,
+  kill);
+* `steps`: ``mode="srun"``, each job a step of the current allocation;
+* `commands`: running Slurm's commands (timeouts, failures);
+* `script`: the pure part: batch scripts, command lines and the parsing of their output.
+"""
+
+from __future__ import annotations
+
+from melissa_trainer.launcher.backends.slurm.backend import (
+    CLOSE_GRACE,
+    COMMAND_TIMEOUT,
+    FORCE_WAIT,
+    SlurmBackend,
+    SlurmHandle,
+    SrunHandle,
+)
+
+__all__ = [
+    "CLOSE_GRACE",
+    "COMMAND_TIMEOUT",
+    "FORCE_WAIT",
+    "SlurmBackend",
+    "SlurmHandle",
+    "SrunHandle",
+]

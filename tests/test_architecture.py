@@ -45,11 +45,12 @@ ALLOWED_PRIVATE: set[tuple[str, str]] = {
 
 #: which packages (or modules) promise not to load which top-level packages
 #: (`melissa_trainer.stream` and `.client`: their `__init__` docstrings and the README;
-#: `launcher.worker`: the launcher's `__init__` docstring, standard library and pyzmq)
+#: `client.worker`: its module docstring and the client's `__init__`, standard library
+#: and pyzmq)
 NO_IMPORT_PROMISES: dict[str, tuple[str, ...]] = {
     "melissa_trainer.stream": ("torch", "accelerate"),
     "melissa_trainer.client": ("torch", "accelerate"),
-    "melissa_trainer.launcher.worker": ("torch", "accelerate", "numpy", "scipy"),
+    "melissa_trainer.client.worker": ("torch", "accelerate", "numpy", "scipy"),
 }
 
 

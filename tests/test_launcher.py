@@ -26,6 +26,7 @@ import zmq
 from helpers import drain
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.client.worker import WorkerClient
 from melissa_trainer.launcher import (
     Launcher,
     LauncherError,
@@ -36,8 +37,7 @@ from melissa_trainer.launcher import (
 )
 from melissa_trainer.launcher.records import records_of
 from melissa_trainer.launcher.templates import CommandTemplate
-from melissa_trainer.launcher.worker import WorkerClient
-from melissa_trainer.launcher.workers import WorkerSupervisor
+from melissa_trainer.launcher.worker_mode import WorkerSupervisor
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
@@ -95,7 +95,7 @@ WORKER = r"""
 import os, sys
 import numpy as np
 from melissa_trainer.client import Client
-from melissa_trainer.launcher.worker import next_simulation
+from melissa_trainer.client.worker import next_simulation
 
 out, name = sys.argv[1], os.environ["MELISSA_TRAINER_WORKER"]
 done = 0
@@ -331,7 +331,7 @@ def test_an_unpicklable_callable_is_refused_at_construction() -> None:
 
 def test_a_worker_imports_only_the_standard_library_and_pyzmq() -> None:
     code = (
-        "import sys, melissa_trainer.launcher.worker\n"
+        "import sys, melissa_trainer.client.worker\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('numpy', 'scipy', 'torch', 'accelerate', 'cloudpickle'))\n"
         "assert not heavy, heavy"

@@ -15,7 +15,7 @@ from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
 from melissa_trainer.launcher.records import STATUSES, StudyRecord, records_of
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
-from melissa_trainer.launcher.workers import RETRY, WorkerSupervisor
+from melissa_trainer.launcher.worker_mode import RETRY, WorkerSupervisor
 
 
 def make(n: int = 4, *, data: bool = True, **policy: object) -> StudyRecord:

@@ -38,13 +38,13 @@ from melissa_trainer.launcher.records import records_of
 N = int(os.environ.get("MT_SCALE_SIMULATIONS", "5000"))
 STEPS, WORKERS, CAPACITY = 3, 4, 4096
 
-# One ZeroMQ context for the worker's life, as launcher/worker.py advises.
+# One ZeroMQ context for the worker's life, as client/worker.py advises.
 WORKER = r"""
 import sys
 import numpy as np
 import zmq
 from melissa_trainer.client import Client
-from melissa_trainer.launcher.worker import next_simulation
+from melissa_trainer.client.worker import next_simulation
 
 steps = int(sys.argv[1])
 context = zmq.Context()

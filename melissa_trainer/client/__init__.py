@@ -15,25 +15,36 @@ standard library only) with it. Modules: `client` (`Client`), `config` (what a c
 told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
 ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
 messages), `held` (large arrays sent without a copy, `array_reuse`), `fast_send` (the
-usual send, specialized).
+usual send, specialized), `worker` (the job side of the launcher's worker mode:
+`worker.next_simulation`).
+
+Names are imported on first use (PEP 562): a worker that imports
+`melissa_trainer.client.worker` loads only the standard library and pyzmq, and gets
+numpy with its first `Client`.
 """
 
-from melissa_trainer.client.client import Client
-from melissa_trainer.client.config import (
-    DEFAULT_BATCH_BYTES,
-    DEFAULT_BATCH_DELAY,
-    DEFAULT_SNDHWM,
-    ENV_ENDPOINTS,
-    ENV_PARAMETERS,
-    ENV_RENDEZVOUS,
-    ENV_RUN_ID,
-    ENV_SIMULATION_ID,
-    ClientTuning,
-)
-from melissa_trainer.client.field_part import INLINE_MAX_BYTES
-from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
-from melissa_trainer.stream.endpoints import fetch_endpoints
-from melissa_trainer.stream.protocol import RESERVED_NAMES, FieldSpec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
+    from melissa_trainer.client.client import Client
+    from melissa_trainer.client.config import (
+        DEFAULT_BATCH_BYTES,
+        DEFAULT_BATCH_DELAY,
+        DEFAULT_SNDHWM,
+        ENV_ENDPOINTS,
+        ENV_PARAMETERS,
+        ENV_RENDEZVOUS,
+        ENV_RUN_ID,
+        ENV_SIMULATION_ID,
+        ClientTuning,
+    )
+    from melissa_trainer.client.field_part import INLINE_MAX_BYTES
+    from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
+    from melissa_trainer.stream.endpoints import fetch_endpoints
+    from melissa_trainer.stream.protocol import RESERVED_NAMES, FieldSpec
 
 __all__ = [
     "ARRAY_REUSE_MODES",
@@ -53,3 +64,41 @@ __all__ = [
     "FieldSpec",
     "fetch_endpoints",
 ]
+
+#: name -> the module (absolute) that defines it
+_WHERE = {
+    "Client": "melissa_trainer.client.client",
+    **dict.fromkeys(
+        [
+            "DEFAULT_BATCH_BYTES",
+            "DEFAULT_BATCH_DELAY",
+            "DEFAULT_SNDHWM",
+            "ENV_ENDPOINTS",
+            "ENV_PARAMETERS",
+            "ENV_RENDEZVOUS",
+            "ENV_RUN_ID",
+            "ENV_SIMULATION_ID",
+            "ClientTuning",
+        ],
+        "melissa_trainer.client.config",
+    ),
+    "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
+    "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
+    "HELD_BYTES_MAX": "melissa_trainer.client.held",
+    "fetch_endpoints": "melissa_trainer.stream.endpoints",
+    "RESERVED_NAMES": "melissa_trainer.stream.protocol",
+    "FieldSpec": "melissa_trainer.stream.protocol",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -1,8 +1,8 @@
 """The ensemble launcher: parameter samplers, job backends, and the `Launcher` that runs a
 study's simulations next to the trainer (see `launcher.launcher` for the policy).
 
-Names are imported on first use (PEP 562): a simulation that imports
-`melissa_trainer.launcher.worker` loads only the standard library and pyzmq.
+Names are imported on first use (PEP 562): importing one module of the launcher (a job
+imports `launcher.run_callable`) does not load the samplers, backends and policy.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ launcher = Launcher(
 source = Study(launcher)                # the trainer's source: starts and stops it
 ```
 
-Policy, in short (the details are in `supervisor` and `workers`):
+Policy, in short (the details are in `supervisor` and `worker_mode`):
 
 * Simulation ids start at `first_simulation_id`, +1 per parameter set drawn; the goal is
   `n_simulations` successful simulations, with at most `job_limit` jobs alive at once.
@@ -62,7 +62,7 @@ from melissa_trainer.launcher.study_change import check_resume
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
-from melissa_trainer.launcher.workers import (
+from melissa_trainer.launcher.worker_mode import (
     DEFAULT_WORKER_BIND,
     WorkerSupervisor,
     check_worker_bind,
@@ -95,7 +95,7 @@ class Launcher:
         backend: "local", "mpiexec", "slurm" or a `Backend`.
         ranks_per_simulation: MPI ranks per job (> 1 needs an MPI backend).
         worker: worker mode (``fetch_next_parameters``): `job_limit` long-lived jobs
-            each run `simulation` once and ask for simulations (`launcher.worker`).
+            each run `simulation` once and ask for simulations (`client.worker`).
         worker_bind: the ZeroMQ endpoint where workers ask for simulations (worker mode
             only). Loopback by default, which only jobs on this machine reach: a
             backend that runs jobs on other nodes ("slurm") needs an interface they

@@ -2,7 +2,7 @@
 simulations' data is complete, which HELLOs were refused), and a failed study's
 `LauncherError`, whose message quotes the failed simulations' logs (`log_tail`).
 
-Shared by `supervisor`, `workers` and `launcher`; imports nothing of theirs.
+Shared by `supervisor`, `worker_mode` and `launcher`; imports nothing of theirs.
 """
 
 from __future__ import annotations

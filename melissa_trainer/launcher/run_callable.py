@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_SIMULATION_ID
-from melissa_trainer.launcher.worker import ENV_WORKER, next_simulation
+from melissa_trainer.client.worker import ENV_WORKER, next_simulation
 
 __all__ = ["load", "main"]
 

@@ -1,6 +1,6 @@
 """The launcher's supervisor: one pass of watching and starting jobs, run by its thread.
 
-`Supervisor` runs one simulation per job; `workers.WorkerSupervisor` (worker mode)
+`Supervisor` runs one simulation per job; `worker_mode.WorkerSupervisor` (worker mode)
 changes how jobs get their simulations. Both apply the same failure policy:
 
 * exit code 0 -> finished, or with a data report "exited" until the receivers have all

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.client import ENV_PARAMETERS, ENV_RENDEZVOUS, ENV_SIMULATION_ID
-from melissa_trainer.launcher.worker import ENV_LAUNCHER, ENV_WORKER
+from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_WORKER
 
 __all__ = [
     "ENV_ATTEMPT",
@@ -91,7 +91,7 @@ class CommandTemplate:
                 self.format(0, dict.fromkeys(self.names, 0.5), "/rendezvous")
         except KeyError as exc:
             known = ["rendezvous_dir"] if worker else sorted((*_FIXED, *self.names))
-            why = " (a worker asks for its simulations: see launcher.worker)" if worker else ""
+            why = " (a worker asks for its simulations: see client.worker)" if worker else ""
             raise ValueError(
                 f"unknown placeholder {{{exc.args[0]}}} in the simulation command {tokens}; "
                 f"known{why}: {known}"

@@ -9,7 +9,7 @@ import argparse
 import numpy as np
 
 from melissa_trainer.client import Client
-from melissa_trainer.launcher.worker import next_simulation
+from melissa_trainer.client.worker import next_simulation
 
 FIELDS = {"x": ((3,), "float32"), "y": ((1,), "float32")}
 W = np.array([1.0, 2.0, 3.0], np.float32)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from melissa_trainer.client import Client
-from melissa_trainer.launcher.worker import ENV_LAUNCHER, ENV_LAUNCHER_KEY, next_simulation
+from melissa_trainer.client.worker import ENV_LAUNCHER, ENV_LAUNCHER_KEY, next_simulation
 
 FIELDS = {"x": ((3,), "float32"), "y": ((1,), "float32")}
 W = np.array([1.0, 2.0, 3.0], np.float32)

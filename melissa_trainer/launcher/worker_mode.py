@@ -2,7 +2,7 @@
 
 Up to `job_limit` *workers* run the simulation command, each in a slot
 (``worker-{slot}``, relaunched as ``worker-{slot}-r{n}``). A worker calls
-`melissa_trainer.launcher.worker.next_simulation()`, a JSON request on the launcher's
+`melissa_trainer.client.worker.next_simulation()`, a JSON request on the launcher's
 ZeroMQ REP socket (bound on loopback unless the launcher says otherwise, passed in
 ``MELISSA_TRAINER_LAUNCHER``), which
 reports its previous simulation as finished and gets the next one, or None when nothing
@@ -31,11 +31,11 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer.client.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.launcher.backends.base import Job
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
-from melissa_trainer.launcher.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.stream.endpoints import advertised, is_loopback
 from melissa_trainer.stream.liveness import LISTEN_BACKLOG
 

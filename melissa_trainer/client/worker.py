@@ -5,7 +5,7 @@ For solvers whose start-up is expensive, a `Launcher(..., worker=True)` starts l
 
     import zmq
     from melissa_trainer.client import Client
-    from melissa_trainer.launcher.worker import next_simulation
+    from melissa_trainer.client.worker import next_simulation
 
     solver = ExpensiveSolver()                        # set up once
     context = zmq.Context()                           # one for the worker's life
@@ -29,7 +29,8 @@ The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's n
 in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
 in ``MELISSA_TRAINER_LAUNCHER_KEY`` (requests are then encrypted, and only peers that
 know the key get answers). Messages are JSON over a ZeroMQ REQ socket (never
-pickle). This module imports only the standard library and pyzmq.
+pickle). This module imports only the standard library and pyzmq (the `client`
+package imports its names on first use).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Packaging hook (the metadata is in pyproject.toml): the wheel also carries the C
 client's sources, clients/c, as melissa_trainer/_clients/c, so that `pip install
-melissa-trainer` users can build it (`python -m melissa_trainer.clients --build PREFIX`).
+melissa-trainer` users can build it (`python -m melissa_trainer.build_c_client --build PREFIX`).
 setuptools' package data only takes files inside a package; this copies the tree."""
 
 from __future__ import annotations

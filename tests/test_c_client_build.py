@@ -1,7 +1,7 @@
 """The C client built and run in other ways: two MPI ranks (`mpiexec -n 2`, the mpich
 wheel's `mpicc`) sending their parts into a real receiver; the CTest unit tests and a
 byte-for-byte conformance run under -fsanitize=address,undefined; and what a pip user
-gets: `python -m melissa_trainer.clients --build`, `find_package(MelissaTrainerClient)`
+gets: `python -m melissa_trainer.build_c_client --build`, `find_package(MelissaTrainerClient)`
 and pkg-config for a consumer, and a wheel of the repository carrying the C sources.
 """
 
@@ -149,7 +149,7 @@ def test_pip_users_build_and_consume_the_installed_library(tmp_path: Path) -> No
     if reason is not None:
         pytest.skip(reason)
     source = subprocess.run(
-        [sys.executable, "-m", "melissa_trainer.clients", "--c-source"],
+        [sys.executable, "-m", "melissa_trainer.build_c_client", "--c-source"],
         capture_output=True,
         text=True,
         check=True,
@@ -157,7 +157,8 @@ def test_pip_users_build_and_consume_the_installed_library(tmp_path: Path) -> No
     assert (Path(source) / "include" / "melissa_trainer.h").is_file()
     prefix = tmp_path / "prefix"
     built = subprocess.run(
-        [sys.executable, "-m", "melissa_trainer.clients", "--build", str(prefix), "--no-fortran"],
+        [sys.executable, "-m", "melissa_trainer.build_c_client", "--build", str(prefix)]
+        + ["--no-fortran"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -276,4 +277,4 @@ def test_a_wheel_of_the_repo_carries_the_c_sources(tmp_path: Path) -> None:
         "README.md",
     ):
         assert prefix + path in names, path
-    assert "melissa_trainer/clients.py" in names
+    assert "melissa_trainer/build_c_client.py" in names

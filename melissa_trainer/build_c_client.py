@@ -1,11 +1,12 @@
-"""Where the compiled clients' sources are, for users who did `pip install melissa-trainer`.
+"""Building the compiled clients from the sources the package carries, for users who did
+`pip install melissa-trainer` (and where those sources are).
 
 The wheel carries the C client (and its Fortran module) as sources, in
 ``melissa_trainer/_clients/c``; a source checkout has them in ``clients/c``. Building
 them needs cmake, a C compiler and libzmq (>= 4.3, found with pkg-config):
 
-    python -m melissa_trainer.clients --c-source        # prints the source directory
-    python -m melissa_trainer.clients --build ~/.local/melissa-trainer-client
+    python -m melissa_trainer.build_c_client --c-source   # prints the source directory
+    python -m melissa_trainer.build_c_client --build ~/.local/melissa-trainer-client
         # configures, builds and installs it there, then prints the CMAKE_PREFIX_PATH
         # and PKG_CONFIG_PATH a solver's build needs (find_package(MelissaTrainerClient)
         # or pkg-config melissa-trainer-client)
@@ -84,7 +85,7 @@ def build_c_client(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m melissa_trainer.clients",
+        prog="python -m melissa_trainer.build_c_client",
         description="The C (and Fortran) client of melissa-trainer: where its sources are, "
         "or build and install it.",
     )

@@ -1,6 +1,8 @@
-"""Defects found by trying the adaptive study as a user would (per-simulation losses,
-`melissa_trainer.simulation_loss`). Each test failed on the code it was written against
-(fc9276e) and passes with the fix it names:
+"""Per-simulation losses (`melissa_trainer.simulation_loss`) at their edges: non-finite
+and negative losses, one simulation per reduction period, a trainer that overrides
+`compute_sample_losses` alone, a `process_batch` that drops samples. Each was a defect
+found by trying the adaptive study as a user would; each test failed on the code it was
+written against (fc9276e) and passes with the fix it names:
 
 * A diverged (NaN) or negative-loss period is reported to the sampler as "average"
   (relative 1.0 for every simulation), instead of non-finite (skipped by

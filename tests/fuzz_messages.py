@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import reference_protocol as R
+from reference_receiver import ReferenceReceiver
 
 OWN_BASE = 1000  # fuzz simulation ids: OWN_BASE + k * sockets + socket index
 STEPS = 12  # time steps per fuzz simulation
@@ -55,7 +56,7 @@ class Generator:
             max_bytes,
             max_step,
         )
-        self.ref = R.ReferenceReceiver(0, 1, max_bytes, max_step, mine=self.mine)
+        self.ref = ReferenceReceiver(0, 1, max_bytes, max_step, mine=self.mine)
         self.plans: list[Plan] = []
         self.next_k = 0
         self.queue: deque[list[bytes]] = deque()  # the other ranks' HELLOs of a new plan

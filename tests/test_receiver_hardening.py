@@ -245,8 +245,10 @@ def test_a_peer_killed_mid_frame_frees_its_memory_and_others_are_served() -> Non
             assert peer.stdout is not None and peer.stdout.readline() == "stalled\n"
             client.start()
             wait_for(lambda: rss() - base > FREED, 30, "the partial frame in memory")
-            peak = rss()
-            time.sleep(1.0)
+            peak, served = rss(), rec.telemetry()["messages"]
+            # the receiver goes on serving the client (100 messages, half a second of its
+            # stream) while the stalled peer's partial frame stays in memory
+            wait_for(lambda: rec.telemetry()["messages"] >= served + 100, 30, "the client")
             assert peer.poll() is None and rss() > peak - FREED // 2  # kept while it lives
             peer.kill()
             peer.wait(10)

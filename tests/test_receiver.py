@@ -1209,7 +1209,8 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
         start = time.monotonic()
         assert rec.pump(5.0) is True
         assert time.monotonic() - start < 4.0  # handed over, not timed out
-        time.sleep(0.2)  # the thread stays idle now: pumps came
+        # the pump holds the socket now (it returned True): the thread, which serves only
+        # `takeover` (30 s) after the last pump, cannot take the next message
         send(s, batch(1, [0, 1], U))
         wait_for(lambda: rec.pump() and len(buf) == 2)
         assert buf.threads == [threading.current_thread().name] * 2

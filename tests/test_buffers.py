@@ -63,9 +63,13 @@ def start(target, *args) -> tuple[threading.Thread, dict]:
     return t, box
 
 
-def wait_blocked(t: threading.Thread, delay: float = 0.05) -> None:
-    time.sleep(delay)
-    assert t.is_alive(), "expected the thread to be blocked"
+def wait_blocked(buf, puts: int = 0, reads: int = 0, timeout: float = 5.0) -> None:
+    """Until `puts` puts and `reads` reads are blocked in `buf` (`Buffer.waiting`: the
+    calls registered as waiters under the lock before sleeping), or fail."""
+    deadline = time.monotonic() + timeout
+    while buf.waiting() != (puts, reads):
+        assert time.monotonic() < deadline, f"waiting {buf.waiting()}, expected {(puts, reads)}"
+        time.sleep(0.001)  # polls the condition; not a guess at how long blocking takes
 
 
 # ---------------------------------------------------------------------- watermark / blocking
@@ -138,7 +142,7 @@ def test_put_after_close_raises(kind):
 def test_close_wakes_blocked_reader(kind):
     buf = make_buffer(BufferConfig(kind, capacity=3))
     t, box = start(buf.get_batch, 2)
-    wait_blocked(t)
+    wait_blocked(buf, reads=1)
     buf.close()
     t.join(5)
     assert box == {"result": []}
@@ -150,7 +154,7 @@ def test_close_wakes_blocked_writer(kind):
     buf = make_buffer(BufferConfig(kind, capacity=2))
     fill(buf, 0, 2)
     t, box = start(buf.put, smp(2))
-    wait_blocked(t)
+    wait_blocked(buf, puts=1)
     buf.close()
     t.join(5)
     assert isinstance(box.get("error"), BufferClosedError)
@@ -164,7 +168,7 @@ def test_back_pressure_blocks_then_unblocks(kind):
     with pytest.raises(TimeoutError, match="full"):
         buf.put(smp(2), timeout=SHORT)
     t, box = start(buf.put, smp(2))
-    wait_blocked(t)
+    wait_blocked(buf, puts=1)
     assert len(buf.get_batch(1)) == 1
     t.join(5)
     assert box == {"result": None}
@@ -176,7 +180,7 @@ def test_blocked_reader_wakes_on_put():
     buf = FIFOBuffer(10, watermark=3)
     t, box = start(buf.get_batch, 2)
     fill(buf, 0, 2)
-    wait_blocked(t)  # 2 held, watermark 3
+    wait_blocked(buf, reads=1)  # 2 held, watermark 3
     fill(buf, 2, 3)
     t.join(5)
     assert ids(box["result"]) == [0, 1]
@@ -683,7 +687,7 @@ def test_reservoir_blocked_put_unblocks_after_a_draw():
     buf = ReservoirBuffer(2, seed=0)
     fill(buf, 0, 2)
     t, box = start(buf.put, smp(2))
-    wait_blocked(t)
+    wait_blocked(buf, puts=1)
     drawn = ids(buf.get_batch(1))
     t.join(5)
     assert box == {"result": None}
@@ -697,7 +701,7 @@ def test_load_state_dict_wakes_waiting_reader():
     fill(src, 0, 3)
     dst = FIFOBuffer(4)
     t, box = start(dst.get_batch, 2)
-    wait_blocked(t)
+    wait_blocked(dst, reads=1)
     dst.load_state_dict(*src.state_dict())
     t.join(5)
     assert ids(box["result"]) == [0, 1]
@@ -749,3 +753,26 @@ def test_reservoir_burst_puts_are_one_put_per_sample(
     assert a_meta == b_meta
     assert a_arrays.keys() == b_arrays.keys()
     assert all(np.array_equal(a_arrays[key], b_arrays[key]) for key in a_arrays)
+
+
+@pytest.mark.timeout(10)
+def test_waiting_counts_blocked_calls_only():
+    """`Buffer.waiting` (what `wait_blocked` relies on): 0 before a call blocks, 1 while
+    it is blocked, 0 again once it has returned."""
+    buf = FIFOBuffer(1)
+    assert buf.waiting() == (0, 0)
+    buf.put(smp(0))  # room: returns at once, never counted
+    assert buf.waiting() == (0, 0)
+    t, box = start(buf.put, smp(1))
+    wait_blocked(buf, puts=1)
+    assert t.is_alive() and box == {}
+    assert len(buf.get_batch(1)) == 1
+    t.join(5)
+    assert box == {"result": None} and buf.waiting() == (0, 0)
+    buf.get_batch(1)
+    r, rbox = start(buf.get_batch, 1)
+    wait_blocked(buf, reads=1)
+    assert r.is_alive() and rbox == {}
+    buf.close()
+    r.join(5)
+    assert rbox == {"result": []} and buf.waiting() == (0, 0)

@@ -10,6 +10,7 @@ MODE OUTPUT_DIR`: a trainer on an in-process source, see `child`).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -76,15 +77,20 @@ def test_a_signal_sets_the_request_and_the_previous_handlers_come_back() -> None
 
 
 @pytest.mark.timeout(30)
-def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_the_exit() -> None:
+def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_the_exit(
+    caplog: Any,
+) -> None:
     exits: list[int] = []
     forced: list[bool] = []
+    caplog.set_level(logging.INFO, logger="melissa_trainer.preemption")
     # within the window (Slurm and the launcher both signal a rank): no exit
     with PreemptionHandler(on_force=lambda: forced.append(True), exit=exits.append) as handler:
         os.kill(os.getpid(), signal.SIGTERM)
         wait_until(handler.requested)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(0.2)  # time for the watcher to see the repeat (it must not act on it)
+        os.kill(os.getpid(), signal.SIGTERM)  # in the wakeup fd once kill returns
+    # leaving the block joined the watcher after it read every signal written (`restore`):
+    # the repeat was seen (its line), and not acted on
+    assert "the same stop request" in caplog.text
     assert exits == [] and forced == []
     # a window of 0: the second signal kills the simulations and exits with 128 + signum
     with PreemptionHandler(
@@ -111,7 +117,7 @@ def test_other_signals_with_python_handlers_are_not_preemptions() -> None:
             wait_until(handler.requested)
             os.kill(os.getpid(), signal.SIGUSR1)
             wait_until(lambda: len(seen) == 2, what="the SIGUSR1 handler")
-            time.sleep(0.2)  # time for the watcher to (not) act
+        # leaving the block joined the watcher after it read every signal (`restore`)
     finally:
         signal.signal(signal.SIGUSR1, previous)
     assert handler.signum == signal.SIGTERM and exits == []
@@ -224,6 +230,7 @@ class Starved(Source):
     def __init__(self, first: int) -> None:
         self.first = first
         self.buffer: Buffer | None = None
+        self.waiting = threading.Event()  # set once the trainer waits for more data
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         self.buffer = buffer
@@ -231,7 +238,8 @@ class Starved(Source):
             buffer.put(sample)
 
     def wait_for(self, n_samples: int, timeout: float) -> None:
-        time.sleep(timeout)  # nothing will come
+        self.waiting.set()
+        time.sleep(timeout)  # a source with nothing to come: its wait is what is tested
 
     def stop(self) -> None:
         pass
@@ -244,7 +252,7 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
 
     def signal_once_starved() -> None:
         wait_until(lambda: trainer.dataset.num_pending >= 2, what="the two batches")
-        time.sleep(0.1)  # the trainer is in its wait loop by now (no data will come)
+        assert source.waiting.wait(20), "the trainer never waited for data"
         os.kill(os.getpid(), signal.SIGTERM)
 
     thread = threading.Thread(target=signal_once_starved)

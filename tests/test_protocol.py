@@ -484,3 +484,27 @@ def test_no_wire_layout_outside_protocol() -> None:
             if needle in text:
                 offenders.append(f"{path.relative_to(root)}: {needle}")
     assert not offenders
+
+
+@pytest.mark.parametrize(
+    "entry, parameters",
+    [
+        ({"name": "x", "dtype": "<f4", "shape": [2.5]}, {}),  # was read as 2
+        ({"name": "x", "dtype": "<f4", "shape": [True]}, {}),  # was read as 1
+        ({"name": "x", "dtype": "<f4", "shape": ["2"]}, {}),
+        ({"name": "x", "dtype": "float32", "shape": [2]}, {}),  # an alias, not section 9's
+        ({"name": "x", "dtype": "f4", "shape": [2]}, {}),
+        ({"name": 5, "dtype": "<f4", "shape": [2]}, {}),  # was read as "5"
+        ({"name": "x", "dtype": "<f4", "shape": [2]}, {"p": "1.5"}),  # was read as 1.5
+        ({"name": "x", "dtype": "<f4", "shape": [2]}, {"p": True}),  # was read as 1.0
+    ],
+)
+def test_hello_body_types_are_not_converted(entry: dict, parameters: dict) -> None:
+    """docs/protocol.md section 6: shapes are integers, dtypes section 9's strings, names
+    strings, parameters numbers; other JSON values are bad_hello, not coerced (found by
+    the fuzz test's reference decoder)."""
+    body = json.dumps({"fields": [entry], "parameters": parameters}).encode()
+    frame = p.PREFIX.pack(p.MAGIC, p.VERSION, p.HELLO, 0, 7) + p.HELLO_FIXED.pack(0, 1, len(body))
+    with pytest.raises(p.ProtocolError) as info:
+        p.decode(frame + body)
+    assert info.value.reason == "bad_hello"

@@ -500,7 +500,11 @@ def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None
         send(s, [P.encode_hello(1, 0, 1, [U])])
         send(s, data(1, 0, U, value(1, 0, U)))
         rec.finish()
-        time.sleep(0.4)
+        # two more messages (the same HELLO again: no effect) served after the request:
+        # the thread handles a request before each receive, so it has seen this one
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 4)
         assert not buf.closed  # simulation 1 has not said BYE
         send(s, [P.encode_bye(1, 0, 1, 1)])
         assert len(drain(buf)) == 1
@@ -648,21 +652,21 @@ def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -
         assert json.loads((tmp_path / "rank_0.json").read_text())["curve_public_key"] == (
             public.decode()
         )
-        with pushes(rec.endpoint) as (plain,):  # no key: the handshake fails
-            send(plain, [P.encode_hello(1, 0, 1, [U])])
-            time.sleep(0.3)
-            assert tel(rec, "messages") == 0
         client_public, client_secret = zmq.curve_keypair()
-        with pushes(
+        with pushes(rec.endpoint) as (plain,), pushes(  # no key: its handshake fails
             rec.endpoint,
             curve_serverkey=public,
             curve_publickey=client_public,
             curve_secretkey=client_secret,
         ) as (s,):
+            send(plain, [P.encode_hello(1, 0, 1, [U])])
             send(s, [P.encode_hello(1, 0, 1, [U])])
             send(s, data(1, 0, U, value(1, 0, U)))
             send(s, [P.encode_bye(1, 0, 1, 1)])
             samples = drain(buf)
+            # the keyed client's three messages, sent after the plain one, were served:
+            # the plain one, still connected, never arrived
+            assert tel(rec, "messages") == 3
     check_stream(samples, {1: (range(1), [U], {})})
 
 
@@ -1205,7 +1209,8 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
         start = time.monotonic()
         assert rec.pump(5.0) is True
         assert time.monotonic() - start < 4.0  # handed over, not timed out
-        time.sleep(0.2)  # the thread stays idle now: pumps came
+        # the pump holds the socket now (it returned True): the thread, which serves only
+        # `takeover` (30 s) after the last pump, cannot take the next message
         send(s, batch(1, [0, 1], U))
         wait_for(lambda: rec.pump() and len(buf) == 2)
         assert buf.threads == [threading.current_thread().name] * 2

@@ -90,6 +90,15 @@ class Buffer(WaitingMixin, SnapshotMixin):
         with self._lock:
             return self._size()
 
+    def waiting(self) -> tuple[int, int]:
+        """(puts, reads) blocked in this buffer now: calls inside `put` / `get_batch`
+        that found no room (or too few samples, or the rate limiter against them) and
+        registered as waiters, under the lock, before sleeping on its condition. A
+        snapshot: a count seen here is a call that returns only when `close`, a read, a
+        put or its timeout can unblock it (what tests of blocking wait for)."""
+        with self._lock:
+            return self._n_put_waiting, len(self._get_needs)
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(capacity={self._capacity}, watermark={self._watermark}, "

@@ -87,6 +87,8 @@ DTYPES: dict[int, np.dtype] = {
     12: np.dtype("?"),
 }
 DTYPE_CODES: dict[np.dtype, int] = {dt: code for code, dt in DTYPES.items()}
+#: a HELLO's dtype strings (numpy's ``dtype.str``): exactly these, no alias ("float32")
+HELLO_DTYPES: dict[str, np.dtype] = {dt.str: dt for dt in DTYPES.values()}
 
 # magic, version, kind, flags, simulation id
 PREFIX = struct.Struct("<4sBBHQ")
@@ -491,7 +493,7 @@ def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
     try:
         body = json.loads(bytes(frame[fixed_end:]).decode())
         specs = tuple(_field_spec(f) for f in body["fields"])
-        parameters = {str(k): float(v) for k, v in body.get("parameters", {}).items()}
+        parameters = {k: _number(v) for k, v in body.get("parameters", {}).items()}
         run_id = body.get("run_id")
         if run_id is not None:
             check_run_id(run_id, "HELLO run_id")
@@ -521,16 +523,27 @@ def check_run_id(value: Any, name: str) -> str:
 
 
 def _field_spec(entry: dict[str, Any]) -> FieldSpec:
-    name = str(entry["name"])
-    if not name or len(name.encode()) > MAX_NAME_BYTES:
-        raise ValueError(f"field name {name!r} must have 1 to {MAX_NAME_BYTES} UTF-8 bytes")
-    dtype = np.dtype(str(entry["dtype"]))
-    if dtype not in DTYPE_CODES:
-        raise ValueError(f"dtype {dtype} is not in the allow-list")
-    shape = tuple(int(d) for d in entry["shape"])
-    if len(shape) > MAX_NDIM or any(d < 1 or d >= U64_LIMIT for d in shape):
-        raise ValueError(f"shape {shape}: at most {MAX_NDIM} positive dimensions")
-    return FieldSpec(name, dtype, shape)
+    """A HELLO body's field entry, held to docs/protocol.md section 6 as written: JSON
+    types are not converted (a shape of 2.5 or "2", a name 5, a dtype "float32" are
+    errors, not 2, "5" and float32), so what is accepted is what the document allows."""
+    name, dtype, shape = entry["name"], entry["dtype"], entry["shape"]
+    if type(name) is not str or not name or len(name.encode()) > MAX_NAME_BYTES:
+        raise ValueError(f"field name {name!r} must be a string of 1 to {MAX_NAME_BYTES} bytes")
+    if type(dtype) is not str or dtype not in HELLO_DTYPES:
+        raise ValueError(f"dtype {dtype!r} is not one of {sorted(HELLO_DTYPES)}")
+    if type(shape) is not list or len(shape) > MAX_NDIM:
+        raise ValueError(f"shape {shape!r} is not a list of at most {MAX_NDIM} integers")
+    if not all(type(d) is int and 1 <= d < U64_LIMIT for d in shape):
+        raise ValueError(f"shape {shape!r}: dimensions are integers in [1, 2^64)")
+    return FieldSpec(name, HELLO_DTYPES[dtype], tuple(shape))
+
+
+def _number(value: Any) -> float:
+    """A HELLO parameter: a JSON number (not a string, a boolean or null) as a float.
+    Finiteness is the receiver's check (`assembly.check_hello`)."""
+    if type(value) not in (int, float):
+        raise TypeError(f"parameter {value!r} is not a number")
+    return float(value)
 
 
 def dtype_code(dtype: np.dtype | str | type) -> int:

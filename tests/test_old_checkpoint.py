@@ -72,7 +72,9 @@ def test_old_checkpoint_loads_step_counts_and_weights(old_checkpoint: Path, tmp_
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_old_checkpoint_resumes_and_finishes_the_study(old_checkpoint: Path, tmp_path: Path) -> None:
+def test_old_checkpoint_resumes_and_finishes_the_study(
+    old_checkpoint: Path, tmp_path: Path
+) -> None:
     keys = Keys()
     trainer = build_trainer(tmp_path, keys, resume_from_checkpoint=str(old_checkpoint))
     trainer.train()

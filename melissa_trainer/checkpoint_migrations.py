@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["CURRENT", "MIGRATIONS", "upgrade", "version_of"]
+__all__ = ["CURRENT", "MIGRATIONS", "trainer_rank_of", "upgrade", "version_of"]
 
 State = dict[str, Any]
 #: takes a record of one version to the next; ``context`` is what the loading owner knows
@@ -139,6 +139,19 @@ def _trainer_state_1(state: State) -> State:
     kept rank 0's here too; a checkpoint of a version before ``trainer_rank.json``
     existed gives it to that part instead: `checkpoint_registry`)."""
     return {k: v for k, v in state.items() if k != "samples_seen"}
+
+
+def trainer_rank_of(trainer_state: Mapping[str, Any]) -> State:
+    """The ``trainer_rank`` record (this rank's ``samples_seen`` and loss since the last
+    log) of a checkpoint written before ``trainer_rank.json`` existed, from its trainer
+    state (format 1): rank 0's ``samples_seen``, which every rank resumed with then
+    (0 when absent: a field's default), and no loss since the last log (the log
+    figures start afresh)."""
+    return {
+        "samples_seen": int(trainer_state.get("samples_seen", 0)),
+        "loss_sum": 0.0,
+        "loss_count": 0,
+    }
 
 
 #: the current version of each record

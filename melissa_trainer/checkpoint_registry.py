@@ -169,9 +169,9 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
         Part(
             "rng",
             Scope.PER_RANK,
-            root(ckpt._rng_file(rank)),
+            root(ckpt.rng_file(rank)),
             None,
-            lambda path, version: _check_rng(path / ckpt._rng_file(rank)),
+            lambda path, version: _check_rng(path / ckpt.rng_file(rank)),
         ),
         Part(
             "accelerate",
@@ -285,7 +285,7 @@ def _accelerate_files(path: Path, rank: int) -> list[str]:
     for pattern in ("model_*.safetensors", "optimizer*.bin", "scheduler*.bin", "scaler.pt"):
         names += sorted(p.name for p in path.glob(pattern))
     names += sorted(p.name for p in path.glob("custom_checkpoint_*.pkl"))
-    return [*dict.fromkeys(names), ckpt._rng_file(rank)]
+    return [*dict.fromkeys(names), ckpt.rng_file(rank)]
 
 
 def _check_rng(file: Path) -> None:

@@ -156,6 +156,8 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
         """For reference only: the resumed run's arguments win."""
 
     return [
+        # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
+        # state inside a per-rank part, to be taken from rank 0 when resharding)
         Part(
             "source",
             Scope.PER_RANK,

@@ -1,6 +1,7 @@
 """Checkpoint directories: naming, atomic commit, rotation, resolution of "latest".
 
-Small pure functions on paths; the trainer decides what goes inside.
+Small pure functions on paths; what goes inside is `checkpoint_registry`'s (its named
+parts, each written and read by its owner).
 
 Atomicity contract: a checkpoint is written into a staging directory
 (`.tmp-checkpoint-STEP`) and renamed to `checkpoint-STEP` only once every rank has
@@ -29,6 +30,7 @@ Layout of one checkpoint::
       trainer_state.json        TrainerState
       hooks.json                state of the stateful hooks, by hook name
       training_args.json        the arguments of the run that wrote it (for reference)
+      format.json               the format version, and each part's name and scope
       manifest.json             every other file's size, SHA-256 and writing rank
       rank_R/                   one per training rank
         buffer.safetensors, buffer.json       buffer contents, counters, RNG, rate limiter
@@ -204,10 +206,10 @@ def fsync_rank_files(
     staging = Path(staging)
     if rank == 0:
         others = {rank_path(staging, r).name for r in range(1, world_size)}
-        others |= {_rng_file(r) for r in range(1, world_size)}
+        others |= {rng_file(r) for r in range(1, world_size)}
         return fsync_tree(staging, skip=others, visit=visit)
     files = fsync_tree(rank_path(staging, rank), visit=visit)
-    rng = staging / _rng_file(rank)
+    rng = staging / rng_file(rank)
     if rng.is_file():
         if visit is not None:
             visit(rng)
@@ -216,8 +218,10 @@ def fsync_rank_files(
     return files
 
 
-def _rng_file(rank: int) -> str:
-    return f"random_states_{rank}.pkl"  # as Accelerate's save_state names it
+def rng_file(rank: int) -> str:
+    """The RNG file of training rank `rank` in a checkpoint (as Accelerate's save_state
+    names it)."""
+    return f"random_states_{rank}.pkl"
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

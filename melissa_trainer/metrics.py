@@ -115,13 +115,13 @@ class LogFigures:
         self.restart()
         return logs, int(new_total), int(loss_count)
 
-    def rank_state(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps of these figures: the loss since the last log, so that
         the first log after a resume reports what it would have without the restart."""
         return {"loss_sum": float(self.loss_sum), "loss_count": self.loss_count}
 
-    def load_rank_state(self, state: dict[str, Any]) -> None:
-        """Restore `rank_state()`; the other figures start afresh (samples and steps
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`; the other figures start afresh (samples and steps
         before the checkpoint are counted by the checkpointed `TrainerState`)."""
         self.restart()
         self.loss_sum.fill_(float(state["loss_sum"]))
@@ -136,7 +136,7 @@ def log(trainer: OnlineTrainer) -> dict[str, float]:
         lr = float(trainer.lr_scheduler.get_last_lr()[0])
     else:
         lr = float(trainer.optimizer.param_groups[0]["lr"])
-    logs, new_total, losses = trainer._figures.reduce(
+    logs, new_total, losses = trainer.log_figures.reduce(
         trainer.buffer,
         trainer.source,
         trainer.num_processes,

@@ -110,8 +110,12 @@ class TrainerState:
         return improved
 
     def state_dict(self) -> dict[str, Any]:
-        """A JSON-serializable copy of every field."""
-        return dataclasses.asdict(self)
+        """A JSON-serializable copy of every field but `samples_seen`: the state of all
+        ranks (`samples_seen` is each rank's own, kept by the checkpoint's per-rank
+        ``trainer_rank`` part, `checkpoint_registry`)."""
+        state = dataclasses.asdict(self)
+        del state["samples_seen"]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the fields from `state_dict()`; unknown keys are an error, missing

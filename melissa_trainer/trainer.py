@@ -147,19 +147,21 @@ class OnlineTrainer:
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"
-        #: each simulation's training loss, reduced over ranks every `_loss_steps` steps
+        #: each simulation's training loss, reduced over ranks every `simulation_loss_steps` steps
         self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
-        self._loss_steps = resolve_loss_steps(
+        #: the reduction cadence in use (0: off; `resolve_loss_steps`)
+        self.simulation_loss_steps = resolve_loss_steps(
             args.simulation_loss_steps, self.source.wants_simulation_losses()
         )
         compute_loss = self.compute_loss
-        if self._loss_steps:
+        if self.simulation_loss_steps:
             check_loss_overrides(type(self), OnlineTrainer)
             self.dataset.track_simulation_ids = True
             compute_loss = self._tracked_loss
         # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
         self._step = make_train_step(acc, self.model, self.optimizer, lr_scheduler, compute_loss)
-        self._figures = metrics.LogFigures(acc.device)  # counted since the last log
+        #: the figures counted since the last log (the loss sum is part of a checkpoint)
+        self.log_figures = metrics.LogFigures(acc.device)
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
@@ -235,7 +237,7 @@ class OnlineTrainer:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
             self.source.on_all_ranks_started()
             self.model.train()
-            self._figures.started = time.perf_counter()
+            self.log_figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
             signum = 0
@@ -349,7 +351,7 @@ class OnlineTrainer:
     def _training_step(self) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
         acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
-        step, figures = self._step, self._figures
+        step, figures = self._step, self.log_figures
         hooks.fire(Event.STEP_START, self, state, control)
         for _ in range(self.args.gradient_accumulation_steps):
             batch, n = self.dataset.next_batch()
@@ -366,7 +368,8 @@ class OnlineTrainer:
         step.update()
         state.global_step += 1
         figures.steps += 1
-        if self._loss_steps and state.global_step % self._loss_steps == 0:
+        loss_steps = self.simulation_loss_steps
+        if loss_steps and state.global_step % loss_steps == 0:
             self._reduce_simulation_losses()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()

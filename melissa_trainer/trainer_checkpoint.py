@@ -1,8 +1,9 @@
-"""What an `OnlineTrainer` checkpoint holds, written, verified and read on every rank.
+"""An `OnlineTrainer` checkpoint written, verified and read on every rank.
 
 The part of `OnlineTrainer` that `save_checkpoint`, `load_checkpoint` and the choice of
-the checkpoint to resume from delegate to (split out of trainer.py for its size; it
-reads the trainer's figures since the last log, which are part of a checkpoint). The
+the checkpoint to resume from delegate to (split out of trainer.py for its size). What
+a checkpoint holds is `checkpoint_registry`'s (its named parts, each written and read
+by its owner, the format version, the migrations in `checkpoint_migrations`); the
 directory mechanics (staging, fsync, atomic rename, rotation) are
 `melissa_trainer.checkpoint`'s, the manifest `checkpoint_manifest`'s, the errors
 `checkpoint_errors`'; the layout is in `checkpoint`'s module docstring.
@@ -20,17 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
-from safetensors.numpy import load_file, save_file
 
 from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import checkpoint_manifest as manifest
-from melissa_trainer import simulation_loss
+from melissa_trainer import checkpoint_registry as registry
 from melissa_trainer.checkpoint_errors import (
     CheckpointError,
     CheckpointSaveError,
     describe_save_failure,
     describe_verification,
-    naming_file,
     others,
 )
 from melissa_trainer.hooks import Event
@@ -39,13 +38,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer import OnlineTrainer
 
 logger = logging.getLogger(__name__)
-
-#: per-rank trainer figures in each checkpoint's rank_R/: this rank's `samples_seen`
-#: and its loss since the last log (`LogFigures.rank_state`)
-RANK_STATE = "trainer_rank.json"
-#: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
-#: logging at INFO level only, when it does not load: see `_check_rng`)
-_RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
 
 T = TypeVar("T")
 
@@ -65,7 +57,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     acc, state = trainer.accelerator, trainer.state
     # every sample trained on up to this step, counted over ranks (otherwise at the next log)
     counts = torch.tensor(
-        [trainer._figures.take_untotaled()], dtype=torch.float64, device=acc.device
+        [trainer.log_figures.take_untotaled()], dtype=torch.float64, device=acc.device
     )
     if trainer.stop_sync.distributed:
         torch.distributed.all_reduce(counts)
@@ -84,7 +76,7 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     errors: list[str] = []
     steps = (
         (lambda: ckpt.begin(root, step)) if acc.is_main_process else None,
-        lambda: _write_files(trainer, staging),
+        lambda: registry.write(trainer, staging),
         lambda: _sync_and_hash(staging, rank, acc.num_processes, hasher),
         (lambda: _commit(trainer, staging, final, hasher.entries)) if acc.is_main_process else None,
     )
@@ -110,24 +102,6 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
             logger.info("saved %s (removed %s)", final, [p.name for p in removed])
     trainer.hooks.fire(Event.SAVE, trainer, state, trainer.control, str(final))
     return final
-
-
-def _write_files(trainer: OnlineTrainer, staging: Path) -> None:
-    """Write this rank's files of the checkpoint into `staging` (not synced)."""
-    acc, state = trainer.accelerator, trainer.state
-    acc.save_state(str(staging), safe_serialization=True)
-    rank_dir = ckpt.rank_path(staging, acc.process_index)
-    trainer.buffer.save(rank_dir)
-    trainer.dataset.save(rank_dir)
-    ckpt.write_json(rank_dir / "source.json", trainer.source.state_dict())
-    rank_state = {"samples_seen": state.samples_seen, **trainer._figures.rank_state()}
-    ckpt.write_json(rank_dir / RANK_STATE, rank_state)
-    losses = trainer.simulation_losses.state_dict()
-    save_file(losses, str(rank_dir / simulation_loss.STATE_FILE))
-    if acc.is_main_process:
-        (staging / "trainer_state.json").write_text(state.to_json())
-        ckpt.write_json(staging / "hooks.json", trainer.hooks.state_dict())
-        ckpt.write_json(staging / "training_args.json", trainer.args.to_dict())
 
 
 def _sync_and_hash(staging: Path, rank: int, world_size: int, hasher: manifest.Hasher) -> None:
@@ -299,7 +273,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         )
     failure: Exception | None = None
     try:
-        _load_files(trainer, path)
+        registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
         failure = exc
     errors = [e for e in _agree(trainer, str(failure) if failure else None) if e]
@@ -308,74 +282,6 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     if errors:
         raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)
-
-
-def _load_files(trainer: OnlineTrainer, path: Path) -> None:
-    """Restore every part from checkpoint `path`; each loader's error names its file."""
-    state, rank = trainer.state, trainer.process_index
-    rank_dir = ckpt.rank_path(path, rank)
-    mine = rank_dir.relative_to(path).as_posix()
-    with naming_file(path, [f"{mine}/source.json"]):
-        source_state = ckpt.read_json(rank_dir / "source.json")
-    # The source first, its own errors as they are: a study resumed with settings it
-    # cannot follow is refused before anything else of the checkpoint is loaded
-    # (docs/resume.md).
-    trainer.source.load_state_dict(source_state)
-    rng = ckpt._rng_file(rank)
-    with naming_file(path, [rng]):
-        _check_rng(path / rng)
-    with naming_file(path, _accelerate_files(path, rank)):
-        trainer.accelerator.load_state(str(path))
-    with naming_file(path, ["trainer_state.json"]):
-        state.load_state_dict(ckpt.read_json(path / "trainer_state.json"))
-    state.max_steps = trainer.args.max_steps  # the new run's limit wins
-    with naming_file(path, ["hooks.json"]):
-        trainer.hooks.load_state_dict(ckpt.read_json(path / "hooks.json"))
-    with naming_file(path, [f"{mine}/buffer.safetensors", f"{mine}/buffer.json"]):
-        trainer.buffer.load(rank_dir)
-    with naming_file(path, [f"{mine}/pending.json", f"{mine}/pending.safetensors"]):
-        trainer.dataset.load(rank_dir)
-    if (rank_dir / RANK_STATE).is_file():  # absent from checkpoints of earlier versions
-        with naming_file(path, [f"{mine}/{RANK_STATE}"]):
-            figures = ckpt.read_json(rank_dir / RANK_STATE)
-            state.samples_seen = int(figures["samples_seen"])
-            trainer._figures.load_rank_state(figures)
-    else:
-        trainer._figures.restart()
-    losses = rank_dir / simulation_loss.STATE_FILE
-    if losses.is_file():
-        with naming_file(path, [f"{mine}/{simulation_loss.STATE_FILE}"]):
-            trainer.simulation_losses.load_state_dict(load_file(str(losses)))
-    elif trainer._loss_steps:  # a checkpoint of an earlier version
-        logger.warning(
-            "%s has no per-simulation losses (written by an earlier version): the "
-            "simulations trained on before it are not observed by the sampler",
-            path,
-        )
-
-
-def _accelerate_files(path: Path, rank: int) -> list[str]:
-    """The files `Accelerator.load_state` reads on rank `rank`, in its order (the
-    candidates `naming_file` names one of)."""
-    names = ["model.safetensors"]
-    for pattern in ("model_*.safetensors", "optimizer*.bin", "scheduler*.bin", "scaler.pt"):
-        names += sorted(p.name for p in path.glob(pattern))
-    names += sorted(p.name for p in path.glob("custom_checkpoint_*.pkl"))
-    return [*dict.fromkeys(names), ckpt._rng_file(rank)]
-
-
-def _check_rng(file: Path) -> None:
-    """Load Accelerate's RNG file as its `load_state` does, and check it holds the
-    states it restores. Why: `accelerate.checkpointing.load_accelerator_state` wraps
-    this load in ``except Exception: logger.info("Could not load random states")``, so
-    a damaged file would be ignored without a word and the run would go on with other
-    random numbers (dropout, ...) than the run it resumes."""
-    from accelerate.utils import load
-
-    states = load(file)
-    missing = [key for key in _RNG_KEYS if not isinstance(states, dict) or key not in states]
-    if missing:
-        raise ValueError(f"{file.name} lacks the RNG states {missing}")
 
 
 def window_left(trainer: OnlineTrainer) -> int:

@@ -33,15 +33,10 @@ import melissa_trainer
 PACKAGE_DIR = Path(melissa_trainer.__file__).parent
 PACKAGE = "melissa_trainer"
 
-# Violations of the private-attribute rule owned by the state-ownership work (issue 32,
-# item 1), which removes them: (file relative to the package, attribute). Each entry
-# must still occur (a stale entry fails the test too, so the list only shrinks).
-ALLOWED_PRIVATE: set[tuple[str, str]] = {
-    ("metrics.py", "_figures"),  # reads the trainer's figures
-    ("trainer_checkpoint.py", "_figures"),  # saves and restores the trainer's figures
-    ("trainer_checkpoint.py", "_loss_steps"),  # the trainer's loss cadence
-    ("trainer_checkpoint.py", "_rng_file"),  # a Checkpoint's RNG file name
-}
+# Known violations of the private-attribute rule, (file relative to the package,
+# attribute): none left. Each entry must still occur (a stale entry fails the test too,
+# so the list only shrinks).
+ALLOWED_PRIVATE: set[tuple[str, str]] = set()
 
 #: which packages (or modules) promise not to load which top-level packages
 #: (`melissa_trainer.stream` and `.client`: their `__init__` docstrings and the README;

@@ -103,11 +103,11 @@ def test_every_step_once_across_checkpoints_at_any_point(seed: int) -> None:
             ing.bye(Bye(sid, 0, 1, 4))
         if i % 37 == 36:  # a checkpoint, the process killed, a resume
             behind = rng.randint(0, RECENT)
-            state = json.loads(json.dumps(ing.state(), sort_keys=True))
+            state = json.loads(json.dumps(ing.state_dict(), sort_keys=True))
             kept.extend(puts[: len(puts) - behind])
             fresh: list[tuple[int, int]] = []
             ing = ingest(fresh, expected=60)
-            ing.load_state(state, buffer_put=int(state["marked"]) - behind)
+            ing.load_state_dict(state, buffer_put=int(state["marked"]) - behind)
             puts = fresh
             for again in sorted(started):  # every simulation begun runs again
                 progress[again] = 0
@@ -126,11 +126,11 @@ def test_a_version_2_state_loads_with_nothing_archived() -> None:
     puts: list[tuple[int, int]] = []
     ing = ingest(puts)
     run(ing, 1, range(3))
-    state = ing.state()
+    state = ing.state_dict()
     state["version"] = 2
     del state["archive"]
     again = ingest([])
-    again.load_state(json.loads(json.dumps(state)), buffer_put=3)
+    again.load_state_dict(json.loads(json.dumps(state)), buffer_put=3)
     assert again.simulations_finished == 1 and len(again.archive) == 0
     run(again, 1, range(3))
     assert again.duplicates == 3
@@ -138,10 +138,10 @@ def test_a_version_2_state_loads_with_nothing_archived() -> None:
 
 def test_a_corrupt_archive_is_refused() -> None:
     ing = ingest([])
-    state = ing.state()
+    state = ing.state_dict()
     state["archive"] = {"ids": "AAAAAAAAAAA=", "steps": ""}  # one id, no count
     with pytest.raises(ValueError, match="archive"):
-        ingest([]).load_state(state, buffer_put=0)
+        ingest([]).load_state_dict(state, buffer_put=0)
 
 
 def b64(data: bytes) -> str:
@@ -166,9 +166,9 @@ def test_a_corrupt_archive_is_refused_naming_the_archive(case: str) -> None:
     """Before, bad base64 or a length not a multiple of 8 raised numpy's or binascii's
     error (nothing said it was the receiver's archive), and an id listed twice loaded."""
     archive, error = CORRUPT_ARCHIVES[case]
-    state = dict(ingest([]).state(), archive=archive)
+    state = dict(ingest([]).state_dict(), archive=archive)
     with pytest.raises(ValueError, match=f"invalid receiver archive: .*{error}"):
-        ingest([]).load_state(state, buffer_put=0)
+        ingest([]).load_state_dict(state, buffer_put=0)
 
 
 def test_a_simulation_both_archived_and_with_a_ledger_is_refused() -> None:
@@ -176,7 +176,7 @@ def test_a_simulation_both_archived_and_with_a_ledger_is_refused() -> None:
     twice among the finished ones."""
     ing = ingest([])
     run(ing, 1, range(3))
-    state = ing.state()
+    state = ing.state_dict()
     state["archive"] = {"ids": b64(ONE), "steps": b64((3).to_bytes(8, "little"))}
     with pytest.raises(ValueError, match="simulation 1 has both a ledger and an archive"):
-        ingest([]).load_state(json.loads(json.dumps(state)), buffer_put=3)
+        ingest([]).load_state_dict(json.loads(json.dumps(state)), buffer_put=3)

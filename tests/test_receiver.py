@@ -586,7 +586,7 @@ def _version_1_state(world: int) -> dict[str, Any]:
     _feed(ing, [P.encode_hello(1, 0, 1, [U])])
     for t in (0, world):
         _feed(ing, data(1, t, U, value(1, t, U)))
-    state = json.loads(json.dumps(ing.state()))
+    state = json.loads(json.dumps(ing.state_dict()))
     state["version"] = 1
     state["simulations"]["1"]["byes"] = {"0": 4}
     return state
@@ -747,7 +747,7 @@ def test_completed_steps_cost_a_bit_each() -> None:
     for t in range(5000):
         _feed(ing, data(1, t, U, value(1, 0, U)))
     assert 5000 / 8 <= len(ing.sims[1].done) <= 2 * 5000 / 8
-    state = ing.state()
+    state = ing.state_dict()
     assert len(state["simulations"]["1"]["done"]) <= 4 * 2 * 5000 / 8 / 3 + 4
 
 

@@ -292,8 +292,10 @@ def test_an_adaptive_study_turns_the_losses_on_and_refuses_them_off(tmp_path: Pa
         return Study(Launcher(["true"], sampler, 4))
 
     trainer = make_trainer(tmp_path, study("breed"), simulation_loss_steps=None)
-    assert trainer._loss_steps == DEFAULT_SIMULATION_LOSS_STEPS
-    assert make_trainer(tmp_path, study("lhs"), simulation_loss_steps=None)._loss_steps == 0
+    assert trainer.simulation_loss_steps == DEFAULT_SIMULATION_LOSS_STEPS
+    assert (
+        make_trainer(tmp_path, study("lhs"), simulation_loss_steps=None).simulation_loss_steps == 0
+    )
     with pytest.raises(ValueError, match="simulation_loss_steps=0.*sampler is adaptive"):
         make_trainer(tmp_path, study("breed"), simulation_loss_steps=0)
 

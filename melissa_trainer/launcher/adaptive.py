@@ -17,7 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.launcher.exploration import Exploration, upgrade_pre_gapfill
+from melissa_trainer.checkpoint_migrations import upgrade
+from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
@@ -373,8 +374,8 @@ class BreedSampler(AdaptiveSampler):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Also a state saved before gap-filling, with ``candidates=1`` (see
-        `exploration.upgrade_pre_gapfill`)."""
-        state = upgrade_pre_gapfill(state, self.candidates, self.memory)
+        `checkpoint_migrations`, "breed_sampler")."""
+        state = upgrade("breed_sampler", state, candidates=self.candidates, memory=self.memory)
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")
         # (a fixed share, exploration_final None, does not use it: the saved one is kept)

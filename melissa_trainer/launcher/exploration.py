@@ -4,8 +4,8 @@ drawn so far).
 
 Kept apart from `adaptive.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
-the sampler's `state_dict`. `upgrade_pre_gapfill` reads a Breed state saved before
-gap-filling existed.
+the sampler's `state_dict` (a Breed state saved before gap-filling existed is upgraded
+by `checkpoint_migrations`, "breed_sampler").
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from scipy.stats import qmc
 from melissa_trainer.launcher.sampler_base import qmc_engine
 from melissa_trainer.validation import check_positive_int
 
-__all__ = ["ENGINES", "Exploration", "upgrade_pre_gapfill"]
+__all__ = ["ENGINES", "Exploration"]
 
 #: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
 #: `SobolSampler` / `HaltonSampler` with the same seed: the same points)
@@ -193,50 +193,3 @@ class Exploration:
                 raise ValueError(f"exploration state has a malformed point {item!r}")
             points.append(point)
         return points
-
-
-def upgrade_pre_gapfill(
-    state: Mapping[str, Any], candidates: int, memory: int | None
-) -> dict[str, Any]:
-    """A `BreedSampler` state saved before gap-filling, in today's format, to be loaded
-    by a sampler of `candidates` and `memory`; other states are returned unchanged.
-
-    Such a state has no "candidates" (nor "memory"), and its "exploration_state" is
-    that of the plain `SobolSampler` / `HaltonSampler` Breed explored with:
-    ``{"kind", "names", "seed", "position", "scramble"}``. It explored with
-    ``candidates=1`` (the sequence's next point, nothing remembered), so it becomes
-    ``candidates=1`` with no remembered draw, and the sequence's position as both the
-    draws explored and the points consumed: a ``BreedSampler(candidates=1)`` that loads
-    it makes the draws the old code would have. `memory` is taken as the sampler's own:
-    with one candidate nothing is remembered, so it changes no draw. Pure (`state` is
-    not modified).
-
-    Raises:
-        ValueError: `candidates` is not 1 (the message says to build the sampler with
-            ``candidates=1``), or the old exploration state is not of this sampler
-            (names, seed, unscrambled).
-    """
-    old = state.get("exploration_state")
-    if state.get("kind") != "breed" or "candidates" in state or not isinstance(old, Mapping):
-        return dict(state)  # today's format, or refused as it is by load_state_dict
-    if candidates != 1:
-        raise ValueError(
-            f"this Breed sampler state predates gap-filling (it has no candidates: its "
-            f"exploration took the sequence's next point); this sampler has "
-            f"candidates={candidates}: build the sampler with candidates=1 to resume it"
-        )
-    for key, value in (("names", state.get("names")), ("seed", state.get("seed"))):
-        if old.get(key) != value:
-            raise ValueError(
-                f"exploration state has {key}={old.get(key)!r}, its sampler {key}={value!r}"
-            )
-    if old.get("scramble", True) is not True:
-        raise ValueError("exploration state is unscrambled: Breed's sequence is scrambled")
-    position = old.get("position")
-    exploration: dict[str, Any] = {
-        "engine": old.get("kind"),
-        "explored": position,
-        "position": position,
-        "drawn": [],
-    }
-    return {**state, "candidates": 1, "memory": memory, "exploration_state": exploration}

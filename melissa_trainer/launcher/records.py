@@ -59,6 +59,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from melissa_trainer.checkpoint_migrations import CURRENT, upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
@@ -83,8 +84,9 @@ __all__ = [
 
 #: 3: the records as columns (one list per attribute: 10^5 simulations save and load
 #: in a fraction of a second, where one JSON object each took seconds); 2: the states
-#: "complete" and "exited" (version 1 recorded "finished" on exit 0)
-STATE_VERSION = 3
+#: "complete" and "exited" (version 1 recorded "finished" on exit 0). The migrations of
+#: earlier versions: `checkpoint_migrations` ("launcher").
+STATE_VERSION = CURRENT["launcher"]
 #: What happens to a simulation that failed `max_restarts` + 1 times.
 ON_FAILURE = ("redraw", "abandon", "raise")
 _ACTIVE = ("pending", "running", "complete", "exited", "finished", "abandoned")
@@ -347,9 +349,8 @@ class StudyRecord:
         Raises:
             ValueError: an unknown version, or records that do not fit this sampler.
         """
-        if state.get("version") not in (1, 2, STATE_VERSION):
-            raise ValueError(f"unknown launcher state version {state.get('version')!r}")
-        try:
+        try:  # (earlier versions: `checkpoint_migrations`)
+            state = upgrade("launcher", state)
             records = records_from(state, self.sampler.names)
             next_id, redraws = int(state["next_id"]), int(state["redraws"])
         except (KeyError, TypeError, ValueError) as exc:

@@ -1,8 +1,9 @@
 """One simulation's record (`SimulationRecord`) and the forms a study's records take in
 a checkpoint: one JSON object per simulation (launcher state versions 1 and 2), or one
 list per attribute (version 3: `columns`, 10^5 simulations saved and loaded in a
-fraction of a second). `records_from` reads any version; `records_of` gives one object
-per simulation whatever the version, to read a checkpoint by hand.
+fraction of a second). `records_from` reads any version (the earlier ones upgraded by
+`checkpoint_migrations`); `records_of` gives one object per simulation whatever the
+version, to read a checkpoint by hand.
 
 The states and their transitions are `records.StudyRecord`'s; this module only holds
 and converts.
@@ -17,6 +18,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from melissa_trainer.checkpoint_migrations import upgrade
 
 __all__ = ["STATUSES", "SimulationRecord", "columns", "records_from", "records_of"]
 
@@ -111,50 +114,39 @@ def records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, Si
 
 
 def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:
-    sims = state["simulations"]
-    if state.get("version") in (1, 2):
-        records = {int(k): SimulationRecord.from_json(v) for k, v in sims.items()}
-        for sid, record in records.items():
-            if set(record.parameters) != set(names):
-                raise ValueError(
-                    f"simulation {sid} in the launcher state has parameters "
-                    f"{record.parameters}, not finite values of {sorted(names)}"
-                )
-            # the sampler's order (checkpoint JSON sorts keys)
-            record.parameters = {n: record.parameters[n] for n in names}
-    else:
-        columns = sims["parameters"]
-        if set(columns) != set(names):
-            raise ValueError(
-                f"the launcher state has parameters {sorted(columns)}, not {sorted(names)}"
-            )
-        ids = [int(i) for i in sims["ids"]]
-        n = len(ids)
-        lists = [sims[k] for k in ("status", "restarts", "attempts", "exit_codes", "seconds")]
-        if any(len(c) != n for c in (*lists, *columns.values())):
-            raise ValueError("the launcher state's columns differ in length")
-        bad = set(sims["status"]) - set(STATUSES)
-        if bad:
-            raise ValueError(f"unknown simulation status {sorted(bad)[0]!r}")
-        values = [[float(v) for v in columns[name]] for name in names]
-        reasons = sims.get("reasons", {})
-        records = {
-            sid: SimulationRecord(
-                parameters=dict(zip(names, p, strict=True)),
-                status=status,
-                restarts=int(restarts),
-                attempts=int(attempts),
-                exit_codes=[c if isinstance(c, str) else int(c) for c in codes],
-                seconds=float(seconds),
-                reason=str(reasons.get(str(sid), "")),
-            )
-            for sid, status, restarts, attempts, codes, seconds, *p in zip(
-                ids, *lists, *values, strict=True
-            )
-        }
-        if len(records) != n:  # columns can repeat an id (JSON object keys cannot)
-            repeated = sorted(sid for sid, count in Counter(ids).items() if count > 1)
-            raise ValueError(f"simulation {repeated[0]} is listed twice in the launcher state")
+    sims = upgrade("launcher", state)["simulations"]
+    columns = sims["parameters"]
+    if set(columns) != set(names):
+        raise ValueError(
+            f"the launcher state has parameters {sorted(columns)}, not {sorted(names)}"
+        )
+    ids = [int(i) for i in sims["ids"]]
+    n = len(ids)
+    lists = [sims[k] for k in ("status", "restarts", "attempts", "exit_codes", "seconds")]
+    if any(len(c) != n for c in (*lists, *columns.values())):
+        raise ValueError("the launcher state's columns differ in length")
+    bad = set(sims["status"]) - set(STATUSES)
+    if bad:
+        raise ValueError(f"unknown simulation status {sorted(bad)[0]!r}")
+    values = [[float(v) for v in columns[name]] for name in names]
+    reasons = sims.get("reasons", {})
+    records = {
+        sid: SimulationRecord(
+            parameters=dict(zip(names, p, strict=True)),
+            status=status,
+            restarts=int(restarts),
+            attempts=int(attempts),
+            exit_codes=[c if isinstance(c, str) else int(c) for c in codes],
+            seconds=float(seconds),
+            reason=str(reasons.get(str(sid), "")),
+        )
+        for sid, status, restarts, attempts, codes, seconds, *p in zip(
+            ids, *lists, *values, strict=True
+        )
+    }
+    if len(records) != n:  # columns can repeat an id (JSON object keys cannot)
+        repeated = sorted(sid for sid, count in Counter(ids).items() if count > 1)
+        raise ValueError(f"simulation {repeated[0]} is listed twice in the launcher state")
     if records and min(records) < 0:
         raise ValueError(f"simulation {min(records)} in the launcher state: a negative id")
     for sid, record in records.items():
@@ -169,10 +161,8 @@ def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, S
 def records_of(state: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
     """One JSON object per simulation (as `SimulationRecord.to_json`) from a launcher
     state of any version: to read a checkpoint's study by hand or in a test."""
-    sims = state["simulations"]
-    if state.get("version") in (1, 2):
-        return {int(k): dict(v) for k, v in sims.items()}
-    names = list(sims["parameters"])
+    state = upgrade("launcher", state)
+    names = list(state["simulations"]["parameters"])
     records = records_from(state, names)
     return {sid: record.to_json() for sid, record in records.items()}
 

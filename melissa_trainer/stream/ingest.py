@@ -6,14 +6,17 @@ simulations have finished and tells `end` when the expected number has. It is us
 one thread (the receiver's); every decision is documented in
 :mod:`melissa_trainer.stream.receiver`.
 
-About 475 lines, over the project's ~400: one class whose methods are the receiver's
-per-message decisions, kept in one place to read; its checkpoint form is in
-`ingest_state`, its bookkeeping per simulation in `assembly`, its finished simulations
-in `archive`.
+About 610 lines, over the project's ~400: one class whose methods are the receiver's
+per-message decisions, kept in one place to read, and the one owner of its state, which
+it takes and restores itself (`state_dict`, `load_state_dict`; the record's keys and
+version are in `ingest_state`, the upgrade of earlier versions in
+`checkpoint_migrations`); its bookkeeping per simulation is in `assembly`, its
+finished simulations in `archive`.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -35,7 +38,7 @@ from melissa_trainer.stream.assembly import (
     check_hello,
     payload_array,
 )
-from melissa_trainer.stream.ingest_state import COUNTERS, TAIL_COUNTERS, restore, state_of
+from melissa_trainer.stream.ingest_state import COUNTERS, STATE_VERSION, TAIL_COUNTERS
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
@@ -115,7 +118,7 @@ class Ingest:
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         #: samples recorded (marked) whose put has not returned yet: counted in
         #: `samples_put` only once it does, but a snapshot taken while it blocks (on a
-        #: full buffer) must count them, as it records them (see `ingest_state.state_of`)
+        #: full buffer) must count them, as it records them (see `state_dict`)
         self.in_flight = 0
         self.finished_ids: list[int] = []
         self.abandoned: set[int] = set()  # given up by the launcher, not finished
@@ -483,6 +486,16 @@ class Ingest:
 
     # -- telemetry, checkpoint (the record: :mod:`.ingest_state`) -----------------------------
 
+    def received(self, size: int, ended: bool) -> bool:
+        """Count one message of `size` bytes; False when the stream has `ended` (the
+        message is then counted as ignored, and is not to be decoded)."""
+        self.messages += 1
+        self.bytes += size
+        if ended:
+            self.ignored_after_end += 1
+            return False
+        return True
+
     def telemetry(self) -> dict[str, float]:
         rejected = dict(self.rejected)
         out = {k: float(getattr(self, k)) for k in COUNTERS}
@@ -491,12 +504,108 @@ class Ingest:
         out.update({k: float(getattr(self, k)) for k in TAIL_COUNTERS})
         return out
 
-    def state(self) -> dict[str, Any]:
-        """The dedup record (JSON-serializable; see `ingest_state.state_of`)."""
-        self.archive_due()
-        return state_of(self)
+    def state_dict(self) -> dict[str, Any]:
+        """The dedup record (JSON-serializable; bit arrays and recent keys as base64).
 
-    def load_state(self, state: dict[str, Any], buffer_put: int) -> None:
-        """Restore `state()` into an ingest that has seen nothing yet (see
-        `ingest_state.restore`; `buffer_put` is the restored buffer's put count)."""
-        restore(self, state, buffer_put)
+        It holds, per simulation with a ledger, its declaration and the bit array of the
+        steps received (`SimulationLedger.to_state`), the finished simulations archived
+        (`Archive.to_state`: two arrays), the simulations given up, the study's schema,
+        the counters, and the keys of the last samples put (``recent``): the trainer
+        snapshots the buffer before this record, so the samples recorded after the
+        buffer's snapshot are forgotten at `load_state_dict` and accepted again when
+        re-sent. Per rank: each receiver's own (see `ingest_state`). Called by the
+        ingester alone (see `IngestLoop.snapshot`).
+        """
+        self.archive_due()
+        recent = np.array(list(self.recent), dtype="<u8").reshape(-1)
+        counters = {k: int(v) for k, v in self.telemetry().items()}
+        # A snapshot taken while a put blocks records its samples (marked, in `recent`):
+        # count them as put too, so that `load_state_dict` subtracts, from a counter that
+        # has them, those the buffer's snapshot lacks (without this a resume was one
+        # sample short, a whole batch with BATCH messages). Those the put had already
+        # placed before the snapshot are in the buffer's count and stay counted.
+        counters["samples_put"] += self.in_flight
+        return {
+            "version": STATE_VERSION,
+            "rank": self.rank,
+            "world_size": self.world,
+            "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
+            "archive": self.archive.to_state(),
+            "abandoned": sorted(self.abandoned),
+            "replaced": sorted(self.replaced),
+            "schema": self.schema.to_json(),
+            "marked": self.marked,
+            "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
+            "counters": counters,
+        }
+
+    def load_state_dict(self, state: dict[str, Any], buffer_put: int) -> None:
+        """Restore a `state_dict()` record of the current version (the receiver upgrades
+        older ones) into this ingest, which has seen nothing yet.
+
+        `buffer_put` is the restored buffer's put count. The trainer snapshots the
+        buffer before this record, so the samples recorded after the buffer's snapshot
+        (the last ``marked - buffer_put`` keys) are not in it: they are forgotten here
+        and accepted again when re-sent.
+        """
+        self.sims = {
+            int(s): SimulationLedger.from_state(int(s), rec)
+            for s, rec in state["simulations"].items()
+        }
+        self.archive.load_state(state.get("archive"))
+        both = self.sims.keys() & self.archive.steps.keys()
+        if both:  # one or the other, never both: which steps it has would be ambiguous
+            raise ValueError(
+                f"invalid receiver state: simulation {min(both)} has both a ledger and an "
+                "archive entry"
+            )
+        raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
+        self.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
+        counters = {k: int(v) for k, v in state["counters"].items()}
+        self.messages, self.bytes = counters.get("messages", 0), counters.get("bytes", 0)
+        self.samples_put, self.duplicates = (
+            counters.get("samples_put", 0),
+            counters.get("duplicates", 0),
+        )
+        self.incomplete_dropped = counters.get("incomplete_dropped", 0)
+        self.ignored_after_end = counters.get("ignored_after_end", 0)
+        self.nonfinite.refused = counters.get("nonfinite_refused", 0)  # (absent before)
+        self.rejected.update({r: counters.get(f"rejected_{r}", 0) for r in REJECT_REASONS})
+        self.abandoned = {int(s) for s in state.get("abandoned", [])}
+        self.replaced = {int(s) for s in state.get("replaced", [])}
+        self.schema.load_json(state.get("schema"))
+        self._forget_after(int(state["marked"]), buffer_put)
+
+    def _forget_after(self, marked: int, buffer_put: int) -> None:
+        """After `load_state_dict`: forget the last ``marked - buffer_put`` samples
+        recorded (not in the buffer's snapshot), then find the finished simulations."""
+        behind = marked - buffer_put
+        if behind > len(self.recent) or behind < 0:
+            logger.warning(
+                "receiver record (%d samples) and buffer (%d put) disagree beyond the "
+                "recent list: some samples may be lost or seen twice",
+                marked,
+                buffer_put,
+            )
+        forgotten = 0
+        for _ in range(max(0, min(behind, len(self.recent)))):
+            sim, t = self.recent.pop()
+            if sim in self.sims:
+                rec = self.sims[sim]
+                # A step forgotten here was not in the buffer's snapshot: its simulation
+                # is not finished after all (it must re-send that step), and its put is
+                # not counted (it is counted again when the step is put again).
+                if rec.unmark(t // self.world):
+                    forgotten += 1
+                    rec.finished = False
+        self.samples_put = max(0, self.samples_put - forgotten)
+        self.finished_ids = list(self.archive.steps)
+        for sid, rec in self.sims.items():
+            if rec.finished:  # archived after `recent_size` more puts, as if finished now
+                self.finished_ids.append(sid)
+                self.archive.finished(sid, buffer_put)
+        self.simulations_finished = len(self.finished_ids)
+        self.marked = buffer_put
+        for rec in list(self.sims.values()):  # complete already (an upgraded state)
+            if not rec.finished and len(rec.byes) >= rec.client_count:
+                self.check_finished(rec)

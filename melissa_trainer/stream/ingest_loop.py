@@ -135,7 +135,7 @@ class IngestLoop(ABC):
         self._attention = True
 
     def snapshot(self) -> dict[str, Any]:
-        """The ingest state (`Ingest.state`), taken by the ingester between two messages
+        """The ingest state (`Ingest.state_dict`), taken by the ingester between two messages
         (or while it waits in a blocked put) while the thread runs: consistent without a
         lock on the data path, even while the thread holds the ingest lock, blocked on a
         full buffer that only this caller may empty. Waits for it."""
@@ -150,7 +150,7 @@ class IngestLoop(ABC):
                         assert snapshot is not None
                         return snapshot
                 self._snapshot_wanted = False
-            return self.ingest.state()  # the thread is not running: nothing changes
+            return self.ingest.state_dict()  # the thread is not running: nothing changes
 
     # -- the ingester ----------------------------------------------------------------------
 
@@ -248,7 +248,7 @@ class IngestLoop(ABC):
             self._end("finish() was called")
         if self._snapshot_wanted:
             self._snapshot_wanted = False
-            self._snapshot = self.ingest.state()
+            self._snapshot = self.ingest.state_dict()
             self._snapshot_ready.set()
 
     def _on_idle(self) -> None:

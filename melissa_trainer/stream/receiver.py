@@ -83,12 +83,12 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.checkpoint_migrations import upgrade
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest import telemetry_keys
 from melissa_trainer.stream.ingest_loop import IngestLoop
-from melissa_trainer.stream.ingest_state import upgrade_state
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,
@@ -210,7 +210,7 @@ class Receiver(IngestLoop):
         if self._thread is not None:
             raise RuntimeError("Receiver.start() was called twice")
         if self._loaded is not None:
-            self.ingest.load_state(self._loaded, self._buffer.stats().put)
+            self.ingest.load_state_dict(self._loaded, self._buffer.stats().put)
         self._context = zmq.Context()
         sock = self._socket = self._context.socket(zmq.PULL)
         sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
@@ -319,7 +319,7 @@ class Receiver(IngestLoop):
         """Restore a `state_dict()`; before `start` (applied there, against the buffer)."""
         if self._thread is not None:
             raise RuntimeError("load_state_dict() must be called before start()")
-        state = upgrade_state(state)  # (raises on an unknown version)
+        state = upgrade("receiver", state)  # (raises on an unknown version)
         if (state["rank"], state["world_size"]) != (self._rank, self._world):
             raise ValueError(
                 f"receiver state of rank {state['rank']} of {state['world_size']} cannot be "
@@ -345,7 +345,7 @@ class Receiver(IngestLoop):
         # Again exception), and most pumps of large messages find the socket empty.
         recv, get, decode = sock.recv, sock.get, self._decode
         poll, polled = zmq.zmq_poll, [(sock, _POLLIN)]
-        on_data, rcvmore = ing.data, _RCVMORE
+        on_data, received, rcvmore = ing.data, ing.received, _RCVMORE
         monotonic, takeover = time.monotonic, self._takeover
         deadline = monotonic() + self._pump_budget
         wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
@@ -386,10 +386,7 @@ class Receiver(IngestLoop):
             if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and get(rcvmore):
                 part = recv(copy=False)
                 size += len(part)
-            ing.messages += 1
-            ing.bytes += size
-            if self._ended:
-                ing.ignored_after_end += 1
+            if not received(size, self._ended):
                 continue
             try:
                 msg = decode(frame) if part is None else decode(frame, part.buffer)

@@ -31,7 +31,7 @@ from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.dataset import StreamDataset
 from melissa_trainer.json_output import to_json
 from melissa_trainer.stream.receiver_config import ReceiverConfig
-from melissa_trainer.stream.source import StreamSource
+from melissa_trainer.stream.stream_source import StreamSource
 
 FIELD = 256  # float32 elements: 1 KB
 

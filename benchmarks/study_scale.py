@@ -61,8 +61,8 @@ from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
 from melissa_trainer.checkpoint import fsync_tree  # noqa: E402
 from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
-from melissa_trainer.launcher.records import StudyRecord  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
+from melissa_trainer.launcher.study_record import StudyRecord  # noqa: E402
 from melissa_trainer.stream.ingest import Ingest  # noqa: E402
 from melissa_trainer.stream.protocol import Bye, Data, FieldSpec, Hello  # noqa: E402
 

@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.sources import IterableSource, Source, SourceError
     from melissa_trainer.state import TrainerControl, TrainerState
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
-    from melissa_trainer.stream.source import StreamSource
+    from melissa_trainer.stream.stream_source import StreamSource
     from melissa_trainer.study import Study
     from melissa_trainer.trainer import OnlineTrainer
 
@@ -173,7 +173,7 @@ _MODULES = {
     "PreemptionHandler": "preemption",
     "TrainerControl": "state",
     "TrainerState": "state",
-    "StreamSource": "stream.source",
+    "StreamSource": "stream.stream_source",
     "Study": "study",
     "ReceiverConfig": "stream.receiver_config",
     "ReceiverTuning": "stream.receiver_config",

@@ -56,7 +56,7 @@ from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
-from melissa_trainer.stream.source import StreamSource
+from melissa_trainer.stream.stream_source import StreamSource
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 

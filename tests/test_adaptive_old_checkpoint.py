@@ -19,8 +19,8 @@ import pytest
 from test_adaptive import BOUNDS
 
 from melissa_trainer.launcher.adaptive import BreedSampler
-from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.samplers import SobolSampler
+from melissa_trainer.launcher.study_record import StudyRecord
 
 # fmt: off
 MAIN_STATE: dict[str, Any] = {

@@ -81,7 +81,7 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
 @pytest.mark.timeout(30)
 def test_stream_source_marks_its_simulation_counts_as_study_figures() -> None:
     from melissa_trainer.stream.receiver_config import ReceiverConfig
-    from melissa_trainer.stream.source import StreamSource
+    from melissa_trainer.stream.stream_source import StreamSource
 
     source = StreamSource(ReceiverConfig(expected_simulations=2))
     assert StreamSource.study_keys == {"simulations_finished", "simulations_abandoned"}

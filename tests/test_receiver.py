@@ -653,12 +653,15 @@ def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -
             public.decode()
         )
         client_public, client_secret = zmq.curve_keypair()
-        with pushes(rec.endpoint) as (plain,), pushes(  # no key: its handshake fails
-            rec.endpoint,
-            curve_serverkey=public,
-            curve_publickey=client_public,
-            curve_secretkey=client_secret,
-        ) as (s,):
+        with (
+            pushes(rec.endpoint) as (plain,),
+            pushes(  # no key: its handshake fails
+                rec.endpoint,
+                curve_serverkey=public,
+                curve_publickey=client_public,
+                curve_secretkey=client_secret,
+            ) as (s,),
+        ):
             send(plain, [P.encode_hello(1, 0, 1, [U])])
             send(s, [P.encode_hello(1, 0, 1, [U])])
             send(s, data(1, 0, U, value(1, 0, U)))
@@ -1146,7 +1149,7 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
     """The dataset waits in short slices and pumps between them: what arrives while the
     training thread waits is ingested by that thread at once, not after `takeover`."""
     from melissa_trainer.dataset import StreamDataset
-    from melissa_trainer.stream.source import StreamSource
+    from melissa_trainer.stream.stream_source import StreamSource
 
     buf = ThreadRecordingFIFO(100)
     # the receiver thread would wait 30 s to step in
@@ -1220,7 +1223,7 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
 def test_wait_for_ingests_until_the_buffer_holds_n_samples() -> None:
     """`StreamSource.wait_for(n, t)` goes on ingesting what arrives until the buffer
     can serve `n` (not only the first message), and says when the receiver failed."""
-    from melissa_trainer.stream.source import StreamSource
+    from melissa_trainer.stream.stream_source import StreamSource
 
     buf = ThreadRecordingFIFO(100)
     source = StreamSource(tuning=ReceiverTuning(takeover=30.0))

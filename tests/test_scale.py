@@ -33,7 +33,7 @@ from melissa_trainer import (
     Study,
 )
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.records import records_of
+from melissa_trainer.launcher.study_record import records_of
 
 N = int(os.environ.get("MT_SCALE_SIMULATIONS", "5000"))
 STEPS, WORKERS, CAPACITY = 3, 4, 4096

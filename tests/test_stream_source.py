@@ -22,7 +22,7 @@ from melissa_trainer.buffers import FIFOBuffer, Sample
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.receiver import ReceiverConfig, ReceiverTuning, telemetry_keys
-from melissa_trainer.stream.source import StreamSource, _rank_bind
+from melissa_trainer.stream.stream_source import StreamSource, _rank_bind
 
 SCRIPTS = Path(__file__).parent / "scripts"
 sys.path.insert(0, str(SCRIPTS))

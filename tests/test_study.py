@@ -33,7 +33,7 @@ from melissa_trainer.launcher import (
     UniformSampler,
     supervisor,
 )
-from melissa_trainer.launcher.records import records_of
+from melissa_trainer.launcher.study_record import records_of
 
 pytestmark = [
     pytest.mark.slow,

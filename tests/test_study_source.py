@@ -23,7 +23,7 @@ from melissa_trainer import (
     Study,
 )
 from melissa_trainer.launcher import LocalBackend
-from melissa_trainer.launcher.records import records_of
+from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.study import STOP_WAIT
 
 SIMULATION = r"""

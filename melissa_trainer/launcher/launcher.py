@@ -27,7 +27,7 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   `on_failure` decides: "redraw", "abandon" or "raise"; and a study that gives up more
   than ``(1 - min_finished_fraction)`` of its simulations fails. These bounds, and the
   timing, are `LauncherTuning` fields (`tuning`).
-  `records.StudyRecord` has the state machine.
+  `study_record.StudyRecord` has the state machine.
 * `worker=True`: long-lived jobs ask for one simulation after another (`worker`).
 * No orphans: `stop()` kills every job by process group (also at interpreter exit, via
   `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG);
@@ -55,10 +55,10 @@ from typing import Any
 
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.launcher.backends.base import Backend, study_id
-from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.study_change import check_resume
+from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning

@@ -5,7 +5,7 @@ fraction of a second). `records_from` reads any version (the earlier ones upgrad
 `checkpoint_migrations`); `records_of` gives one object per simulation whatever the
 version, to read a checkpoint by hand.
 
-The states and their transitions are `records.StudyRecord`'s; this module only holds
+The states and their transitions are `study_record.StudyRecord`'s; this module only holds
 and converts.
 """
 

@@ -40,7 +40,7 @@ from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import records_of
 
 if TYPE_CHECKING:  # records imports this module
-    from melissa_trainer.launcher.records import StudyRecord
+    from melissa_trainer.launcher.study_record import StudyRecord
 
 __all__ = ["StudyChanged", "check_resume", "past_the_end", "settings_of"]
 

@@ -4,7 +4,7 @@
 changes how jobs get their simulations. Both apply the same failure policy:
 
 * exit code 0 -> finished, or with a data report "exited" until the receivers have all
-  its data (`records` has the state machine); an exited simulation whose data has not
+  its data (`study_record` has the state machine); an exited simulation whose data has not
   all arrived `DRAIN_GRACE` s after its exit, with the receiver idle, failed;
 * a HELLO the receivers refused (fields other than the study's) -> the job is killed
   ("refused" is recorded) and the attempt failed;
@@ -20,7 +20,7 @@ changes how jobs get their simulations. Both apply the same failure policy:
 
 "Abandoned" ids are passed to the `abandon` callback and redrawn ones to `redrawn`, so
 that the receivers stop waiting for them (and, for a redraw, wait for its replacement);
-past the study's failure budget (`records`), the study fails with the failures listed.
+past the study's failure budget (`study_record`), the study fails with the failures listed.
 The heartbeat is ``heartbeat()[simulation_id]`` (messages received); the silence
 counts from launch, and without a heartbeat callable it is the time since launch.
 
@@ -39,10 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.records import StudyRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
+from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure, last_log_line
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning

@@ -24,8 +24,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from melissa_trainer.launcher.records import ON_FAILURE
 from melissa_trainer.launcher.silence import AUTO
+from melissa_trainer.launcher.study_record import ON_FAILURE
 from melissa_trainer.validation import check_count
 
 __all__ = ["LauncherTuning"]

@@ -13,7 +13,7 @@ import pytest
 
 from melissa_trainer.launcher import LauncherTuning, UniformSampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
-from melissa_trainer.launcher.records import STATUSES, StudyRecord, records_of
+from melissa_trainer.launcher.study_record import STATUSES, StudyRecord, records_of
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.worker_mode import RETRY, WorkerSupervisor
 

@@ -338,6 +338,11 @@ class TrainingArguments:
             means ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
             batch_size, ratio * (batch_size - watermark))`` (see
             `BufferConfig.resolved_tolerance`). Default None.
+        stage_batches: collate the next batch one step ahead and, on a CUDA device,
+            copy it through reused pinned host memory on a side stream, so that the copy
+            overlaps the step before (`melissa_trainer.staging`); the same batches and
+            losses either way. False: each batch is collated and sent with Accelerate's
+            ``send_to_device`` when its step starts. Default True.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
@@ -404,6 +409,9 @@ class TrainingArguments:
         "Reservoir only: how far (in samples) training may run ahead of ratio * inserted "
         "(default: max(4 * batch_size * gradient_accumulation_steps, "
         "ratio * watermark + batch_size, ratio * (batch_size - watermark))).",
+    )
+    stage_batches: bool = _f(
+        True, "Collate the next batch a step ahead; on CUDA copy it on a side stream."
     )
     stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
     simulation_loss_steps: int | None = _f(

@@ -219,10 +219,24 @@ class StreamDataset(IterableDataset):
             IndexError: nothing is pending (call `prefetch` first).
             ValueError: `track_simulation_ids` and a sample without ``simulation_id``.
         """
+        samples = self.take_pending()
+        return self.collate_samples(samples), len(samples)
+
+    def peek_pending(self) -> Sequence[Sample] | None:
+        """The raw samples of the next pending batch, left pending (None: none is); what
+        `melissa_trainer.staging` collates one step ahead, so a checkpoint still holds it."""
+        return self._pending[0] if self._pending else None
+
+    def take_pending(self) -> Sequence[Sample]:
+        """Take the next pending batch's raw samples, uncollated, as `next_batch` does
+        (`last_samples` and `last_simulation_ids` then refer to them).
+
+        Raises IndexError when nothing is pending, ValueError as `next_batch`.
+        """
         samples = self.last_samples = self._pending.popleft()
         if self.track_simulation_ids:
             self.last_simulation_ids = simulation_ids(samples)
-        return self.collate_samples(samples), len(samples)
+        return samples
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:
         """Process and collate `samples` (e.g. a validation batch) like training batches."""

@@ -41,6 +41,7 @@ from melissa_trainer.simulation_loss import (
     resolve_loss_steps,
 )
 from melissa_trainer.sources import Source, as_source
+from melissa_trainer.staging import BatchStager
 from melissa_trainer.state import TrainerControl, TrainerState
 from melissa_trainer.sync import StopSync
 
@@ -147,6 +148,8 @@ class OnlineTrainer:
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"
+        #: the next batch collated and copied to the device a step ahead (`staging`)
+        self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
         #: each simulation's training loss, reduced over ranks every `_loss_steps` steps
         self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
         self._loss_steps = resolve_loss_steps(
@@ -254,8 +257,9 @@ class OnlineTrainer:
                 guard.settle(self.stop_sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     break
-                for _ in range(available // micro):
-                    self._training_step()
+                steps = available // micro
+                for i in range(steps):
+                    self._training_step(stage_next=i + 1 < steps)
                 if available // micro < window:  # the data ran out on some rank
                     state.stream_ended = True
                     self.source.on_end_of_stream()
@@ -346,15 +350,16 @@ class OnlineTrainer:
                 logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
             raise preempted
 
-    def _training_step(self) -> None:
-        """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
-        acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
-        step, figures = self._step, self._figures
+    def _training_step(self, stage_next: bool = False) -> None:
+        """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
+        with `stage_next` (the window holds another step), the next step's first batch
+        is staged at the end (after the actions: a checkpoint there saves it raw)."""
+        state, control, hooks = self.state, self.control, self.hooks
+        step, figures, stager = self._step, self._figures, self._stager
         hooks.fire(Event.STEP_START, self, state, control)
-        for _ in range(self.args.gradient_accumulation_steps):
-            batch, n = self.dataset.next_batch()
-            if self._move_batches:
-                batch = send_to_device(batch, acc.device, non_blocking=True)
+        micro = self.args.gradient_accumulation_steps
+        for k in range(micro):
+            batch, n = self._next_batch()
             state.samples_seen += n
             figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
@@ -363,6 +368,8 @@ class OnlineTrainer:
             figures.loss_sum += loss  # stays on the device: no sync per step
             figures.loss_count += 1
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
+            if stager is not None and k + 1 < micro:
+                stager.stage()  # this step's next micro-batch, while the GPU runs this one
         step.update()
         state.global_step += 1
         figures.steps += 1
@@ -370,6 +377,18 @@ class OnlineTrainer:
             self._reduce_simulation_losses()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
+        if stager is not None and stage_next:
+            stager.stage()
+
+    def _next_batch(self) -> tuple[Any, int]:
+        """The next pending batch on the device and its number of samples: the staged
+        one with `stage_batches`, else collated and sent now (`send_to_device`)."""
+        if self._stager is not None:
+            return self._stager.next_batch()
+        batch, n = self.dataset.next_batch()
+        if self._move_batches:
+            batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
+        return batch, n
 
     def _perform_requested_actions(self) -> None:
         """An action point: the log, validation and save requested since the last one.

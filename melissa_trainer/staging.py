@@ -64,17 +64,19 @@ class _PinnedSlot:
     """Reused pinned host buffers for one batch's tensors, by position in the batch."""
 
     def __init__(self) -> None:
-        self.flat: list[torch.Tensor] = []  # one flat buffer per tensor of the batch
+        self.flat: list[torch.Tensor | None] = []  # one flat buffer per tensor of a batch
         self.event: Any | None = None  # the last copy out of these buffers
 
     def host_copy(self, index: int, tensor: torch.Tensor) -> torch.Tensor:
-        """`tensor` copied into this slot's pinned buffer `index` (grown if too small)."""
+        """`tensor` copied into this slot's pinned buffer `index` (made anew only when
+        missing, of another dtype or too small: a shorter last batch reuses it)."""
         n = tensor.numel()
         while len(self.flat) <= index:
-            self.flat.append(torch.empty(0, dtype=tensor.dtype, pin_memory=True))
+            self.flat.append(None)
         buf = self.flat[index]
-        if buf.dtype != tensor.dtype or buf.numel() < n:
-            buf = self.flat[index] = torch.empty(n, dtype=tensor.dtype, pin_memory=True)
+        if buf is None or buf.dtype != tensor.dtype or buf.numel() < n:
+            buf = torch.empty(max(n, 1), dtype=tensor.dtype, pin_memory=True)
+            self.flat[index] = buf
         view = buf[:n].view(tensor.shape)
         view.copy_(tensor)
         return view

@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [
             case_trainer_vs_hand(device, rounds, steps),
             case_staging(rounds, steps),
-            case_stop_flag(device, rounds, 20 * steps),
+            case_stop_flag(device, rounds, 10 * steps),
         ]
     busy = case_heat_busy(opts.smoke)
     if busy is not None:

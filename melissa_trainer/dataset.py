@@ -28,6 +28,7 @@ from safetensors.numpy import load_file, save_file
 from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
+from melissa_trainer.buffers.device import DeviceBlock
 from melissa_trainer.sources import Source
 
 ProcessSample = Callable[[Sample], Any]
@@ -78,6 +79,18 @@ def check_batch_options(
         )
 
 
+def check_device_buffer(process_sample: ProcessSample | None, collate_fn: Collate | None) -> None:
+    """Raise ValueError if `process_sample` or `collate_fn` comes with a buffer on the
+    device, whose batches are gathered there as blocks (not per sample)."""
+    given = [n for n, v in (("process_sample", process_sample), ("collate_fn", collate_fn)) if v]
+    if given:
+        raise ValueError(
+            f"buffer_device='accelerator' gathers whole batches on the device, so it takes "
+            f"no {' or '.join(given)}: pass process_batch (it receives a DeviceBlock whose "
+            f"fields are device tensors) or nothing, or use buffer_device='host'"
+        )
+
+
 def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
     """The ``simulation_id`` of each sample (int64, in order), which the receiver adds
     to every sample it puts.
@@ -86,7 +99,7 @@ def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
         ValueError: a sample has no ``simulation_id`` (a source other than the stream's).
     """
     try:
-        if isinstance(samples, SampleBlock):
+        if isinstance(samples, SampleBlock) and not isinstance(samples, DeviceBlock):
             return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
         return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
     except KeyError:
@@ -240,6 +253,10 @@ class StreamDataset(IterableDataset):
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:
         """Process and collate `samples` (e.g. a validation batch) like training batches."""
+        if isinstance(samples, DeviceBlock):  # gathered on the device: its tensors
+            if self.process_batch is not None:
+                return self.process_batch(samples)
+            return dict(samples.fields)
         if self._columnar:  # as one block (samples restored from a checkpoint too)
             block = (
                 samples if isinstance(samples, SampleBlock) else SampleBlock.from_samples(samples)

@@ -22,13 +22,15 @@ from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import metrics, trainer_checkpoint
 from melissa_trainer.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.arguments import TrainingArguments
-from melissa_trainer.buffers import Sample, make_buffer
+from melissa_trainer.buffers import Buffer, Sample, make_buffer
+from melissa_trainer.buffers.device import make_device_buffer
 from melissa_trainer.dataset import (
     Collate,
     ProcessBatch,
     ProcessSample,
     StreamDataset,
     check_batch_options,
+    check_device_buffer,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
 from melissa_trainer.loss_guard import LossGuard
@@ -121,7 +123,13 @@ class OnlineTrainer:
             raise ValueError("eval_dataset is empty: pass None to skip validation")
         self.eval_dataset = eval_dataset
 
-        self.buffer = make_buffer(args.buffer_config(process_index=acc.process_index))
+        buffer_config = args.buffer_config(process_index=acc.process_index)
+        self.buffer: Buffer
+        if args.buffer_device == "accelerator":
+            check_device_buffer(process_sample, collate_fn)
+            self.buffer = make_device_buffer(buffer_config, acc.device)
+        else:
+            self.buffer = make_buffer(buffer_config)
         if args.pseudo_epochs > 1 and args.buffer != "reservoir":
             logger.warning(
                 "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "

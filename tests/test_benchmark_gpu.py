@@ -42,6 +42,7 @@ def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:
     assert [r["case"] for r in rows] == [
         "trainer vs hand-written CUDA loop (bf16)",
         "staging+prefetch vs plain send_to_device",
+        "device-resident buffer vs host buffer (1 KB samples)",
         "stop flag all-reduce every 8 steps vs none (gloo)",
     ]
     for row in rows:

@@ -5,6 +5,7 @@ sample."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,6 @@ from helpers import linear_samples, small_model
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import BufferConfig, ReservoirBuffer, SampleBlock, make_buffer
 from melissa_trainer.buffers.device import DeviceBlock, DeviceReservoirBuffer, make_device_buffer
-from melissa_trainer.checkpoint import latest_checkpoint
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -166,21 +166,25 @@ def test_trains_the_host_buffers_lineage_and_losses(tmp_path: Path) -> None:
     assert isinstance(device_trainer.buffer, DeviceReservoirBuffer)
     assert len(host.indices) == host_trainer.state.global_step > 30
     assert device.indices == host.indices  # the same samples, step by step
-    assert device.simulation_ids == host.simulation_ids == [
-        [i // 10 for i in b] for b in host.indices
-    ]
+    assert (
+        device.simulation_ids == host.simulation_ids == [[i // 10 for i in b] for b in host.indices]
+    )
     assert device.losses == host.losses
     assert dict(device_trainer.simulation_losses) == dict(host_trainer.simulation_losses)
 
 
 def test_resume_with_a_device_buffer_gives_the_uninterrupted_losses(tmp_path: Path) -> None:
     _, full = run(tmp_path / "full", "accelerator", max_steps=30, save_at_end=False)
-    _, first = run(tmp_path / "split", "accelerator", max_steps=13)
-    saved = latest_checkpoint(tmp_path / "split" / "checkpoints")
-    assert saved is not None and saved.name == "checkpoint-13"
+    _, first = run(tmp_path / "split", "accelerator", max_steps=13, save_steps=4)
+    assert first.losses == full.losses[:13]
+    # step 8 ends mid-window (windows of 3: steps 7-9): step 9's batch, drawn from the
+    # device buffer, is pending in the checkpoint
+    saved = tmp_path / "split" / "checkpoints" / "checkpoint-8"
+    (pending,) = saved.rglob("pending.json")
+    assert len(json.loads(pending.read_text())["fields"]) == 1
     _, second = run(
         tmp_path / "split", "accelerator", max_steps=30, save_at_end=False,
-        resume_from_checkpoint="latest",
+        resume_from_checkpoint=str(saved),
     )  # fmt: skip
-    assert first.losses + second.losses == full.losses
-    assert first.indices + second.indices == full.indices
+    assert second.losses == full.losses[8:]
+    assert second.indices == full.indices[8:]

@@ -67,6 +67,7 @@ BUFFER_CHOICES = BUFFER_KINDS
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
 ON_SAVE_ERROR_CHOICES = ("stop", "continue")
+BUFFER_DEVICE_CHOICES = ("host", "accelerator")
 
 #: words read as True / False / None (case-insensitive), from files and the command line
 TRUE_WORDS = frozenset({"true", "t", "yes", "y", "on", "1"})
@@ -315,6 +316,14 @@ class TrainingArguments:
             Default ``"reservoir"`` (with the default ratio: each sample trained on
             about 16 times; docs/concepts/buffers.md says why).
         buffer_size: maximum number of samples held in memory per rank. Default 10000.
+        buffer_device: ``"host"`` (the buffer's samples in host memory; each batch is
+            copied to the device) or ``"accelerator"`` (a reservoir whose samples are
+            also held on the training device, copied there once as they arrive; batches
+            are gathered there: `melissa_trainer.buffers.device`). ``"accelerator"``
+            needs ``buffer="reservoir"`` and batches made from whole blocks (neither
+            `process_sample` nor `collate_fn`; a `process_batch` then receives a
+            `DeviceBlock` whose ``fields`` are tensors on the device). Default
+            ``"host"``.
         watermark: the fewest samples the buffer must hold for a batch to be drawn, in
             [1, `buffer_size`]: every read waits while it holds fewer (not only the
             first), until the stream ends, when the buffer drains. Default 1.
@@ -339,6 +348,11 @@ class TrainingArguments:
             means ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
             batch_size, ratio * (batch_size - watermark))`` (see
             `BufferConfig.resolved_tolerance`). Default None.
+        stage_batches: collate the next batch one step ahead and, on a CUDA device,
+            copy it through reused pinned host memory on a side stream, so that the copy
+            overlaps the step before (`melissa_trainer.staging`); the same batches and
+            losses either way. False: each batch is collated and sent with Accelerate's
+            ``send_to_device`` when its step starts. Default True.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
@@ -386,6 +400,12 @@ class TrainingArguments:
     buffer_size: int = _f(
         DEFAULT_BUFFER_SIZE, "Maximum number of samples in the buffer (per rank)."
     )
+    buffer_device: str = _f(
+        "host",
+        "Where the buffer's samples live: host, or accelerator (a reservoir mirrored on "
+        "the training device; batches gathered there).",
+        BUFFER_DEVICE_CHOICES,
+    )
     watermark: int = _f(
         DEFAULT_WATERMARK,
         "Fewest samples the buffer must hold for a batch to be drawn: every read waits "
@@ -405,6 +425,9 @@ class TrainingArguments:
         "Reservoir only: how far (in samples) training may run ahead of ratio * inserted "
         "(default: max(4 * batch_size * gradient_accumulation_steps, "
         "ratio * watermark + batch_size, ratio * (batch_size - watermark))).",
+    )
+    stage_batches: bool = _f(
+        True, "Collate the next batch a step ahead; on CUDA copy it on a side stream."
     )
     stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
     simulation_loss_steps: int | None = _f(
@@ -445,7 +468,7 @@ class TrainingArguments:
             except ConversionError as exc:
                 problems.append(f"{name}={value!r} {exc}")
                 bad.add(name)
-        for name in ("mixed_precision", "buffer", "report_to", "on_save_error"):
+        for name in ("mixed_precision", "buffer", "buffer_device", "report_to", "on_save_error"):
             if name not in bad:
                 setattr(self, name, getattr(self, name).strip().lower())
         problems.extend(self._problems(bad))
@@ -490,11 +513,18 @@ class TrainingArguments:
 
         for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
                               ("report_to", REPORT_TO_CHOICES),
+                              ("buffer_device", BUFFER_DEVICE_CHOICES),
                               ("on_save_error", ON_SAVE_ERROR_CHOICES)):  # fmt: skip
             value = getattr(self, name)
             if ok(name) and value not in choices:
                 p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
 
+        device_buffer = ok("buffer_device", "buffer") and self.buffer_device == "accelerator"
+        if device_buffer and self.buffer != "reservoir" and self.buffer in BUFFER_CHOICES:
+            p.append(
+                f"buffer_device='accelerator' holds a reservoir on the device, not "
+                f"buffer={self.buffer!r}: set buffer='reservoir', or buffer_device='host'"
+            )
         ratio = self.sample_to_insert_ratio
         if ok("sample_to_insert_ratio") and ratio is not None and ratio < 0:
             p.append(

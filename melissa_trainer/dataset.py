@@ -28,6 +28,7 @@ from safetensors.numpy import load_file, save_file
 from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
+from melissa_trainer.buffers.device import DeviceBlock
 from melissa_trainer.sources import Source
 
 ProcessSample = Callable[[Sample], Any]
@@ -78,6 +79,18 @@ def check_batch_options(
         )
 
 
+def check_device_buffer(process_sample: ProcessSample | None, collate_fn: Collate | None) -> None:
+    """Raise ValueError if `process_sample` or `collate_fn` comes with a buffer on the
+    device, whose batches are gathered there as blocks (not per sample)."""
+    given = [n for n, v in (("process_sample", process_sample), ("collate_fn", collate_fn)) if v]
+    if given:
+        raise ValueError(
+            f"buffer_device='accelerator' gathers whole batches on the device, so it takes "
+            f"no {' or '.join(given)}: pass process_batch (it receives a DeviceBlock whose "
+            f"fields are device tensors) or nothing, or use buffer_device='host'"
+        )
+
+
 def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
     """The ``simulation_id`` of each sample (int64, in order), which the receiver adds
     to every sample it puts.
@@ -86,7 +99,7 @@ def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
         ValueError: a sample has no ``simulation_id`` (a source other than the stream's).
     """
     try:
-        if isinstance(samples, SampleBlock):
+        if isinstance(samples, SampleBlock) and not isinstance(samples, DeviceBlock):
             return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
         return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
     except KeyError:
@@ -219,13 +232,31 @@ class StreamDataset(IterableDataset):
             IndexError: nothing is pending (call `prefetch` first).
             ValueError: `track_simulation_ids` and a sample without ``simulation_id``.
         """
+        samples = self.take_pending()
+        return self.collate_samples(samples), len(samples)
+
+    def peek_pending(self) -> Sequence[Sample] | None:
+        """The raw samples of the next pending batch, left pending (None: none is); what
+        `melissa_trainer.staging` collates one step ahead, so a checkpoint still holds it."""
+        return self._pending[0] if self._pending else None
+
+    def take_pending(self) -> Sequence[Sample]:
+        """Take the next pending batch's raw samples, uncollated, as `next_batch` does
+        (`last_samples` and `last_simulation_ids` then refer to them).
+
+        Raises IndexError when nothing is pending, ValueError as `next_batch`.
+        """
         samples = self.last_samples = self._pending.popleft()
         if self.track_simulation_ids:
             self.last_simulation_ids = simulation_ids(samples)
-        return self.collate_samples(samples), len(samples)
+        return samples
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:
         """Process and collate `samples` (e.g. a validation batch) like training batches."""
+        if isinstance(samples, DeviceBlock):  # gathered on the device: its tensors
+            if self.process_batch is not None:
+                return self.process_batch(samples)
+            return dict(samples.fields)
         if self._columnar:  # as one block (samples restored from a checkpoint too)
             block = (
                 samples if isinstance(samples, SampleBlock) else SampleBlock.from_samples(samples)

@@ -22,13 +22,15 @@ from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import metrics, trainer_checkpoint
 from melissa_trainer.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.arguments import TrainingArguments
-from melissa_trainer.buffers import Sample, make_buffer
+from melissa_trainer.buffers import Buffer, Sample, make_buffer
+from melissa_trainer.buffers.device import make_device_buffer
 from melissa_trainer.dataset import (
     Collate,
     ProcessBatch,
     ProcessSample,
     StreamDataset,
     check_batch_options,
+    check_device_buffer,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
 from melissa_trainer.loss_guard import LossGuard
@@ -41,6 +43,7 @@ from melissa_trainer.simulation_loss import (
     resolve_loss_steps,
 )
 from melissa_trainer.sources import Source, as_source
+from melissa_trainer.staging import BatchStager
 from melissa_trainer.state import TrainerControl, TrainerState
 from melissa_trainer.sync import StopSync
 
@@ -120,7 +123,13 @@ class OnlineTrainer:
             raise ValueError("eval_dataset is empty: pass None to skip validation")
         self.eval_dataset = eval_dataset
 
-        self.buffer = make_buffer(args.buffer_config(process_index=acc.process_index))
+        buffer_config = args.buffer_config(process_index=acc.process_index)
+        self.buffer: Buffer
+        if args.buffer_device == "accelerator":
+            check_device_buffer(process_sample, collate_fn)
+            self.buffer = make_device_buffer(buffer_config, acc.device)
+        else:
+            self.buffer = make_buffer(buffer_config)
         if args.pseudo_epochs > 1 and args.buffer != "reservoir":
             logger.warning(
                 "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "
@@ -147,6 +156,8 @@ class OnlineTrainer:
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"
+        #: the next batch collated and copied to the device a step ahead (`staging`)
+        self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
         #: each simulation's training loss, reduced over ranks every `simulation_loss_steps` steps
         self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
         #: the reduction cadence in use (0: off; `resolve_loss_steps`)
@@ -256,8 +267,9 @@ class OnlineTrainer:
                 guard.settle(self.stop_sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     break
-                for _ in range(available // micro):
-                    self._training_step()
+                steps = available // micro
+                for i in range(steps):
+                    self._training_step(stage_next=i + 1 < steps)
                 if available // micro < window:  # the data ran out on some rank
                     state.stream_ended = True
                     self.source.on_end_of_stream()
@@ -348,15 +360,16 @@ class OnlineTrainer:
                 logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
             raise preempted
 
-    def _training_step(self) -> None:
-        """One optimizer step over `gradient_accumulation_steps` pending micro-batches."""
-        acc, state, control, hooks = self.accelerator, self.state, self.control, self.hooks
-        step, figures = self._step, self.log_figures
+    def _training_step(self, stage_next: bool = False) -> None:
+        """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
+        with `stage_next` (the window holds another step), the next step's first batch
+        is staged at the end (after the actions: a checkpoint there saves it raw)."""
+        state, control, hooks = self.state, self.control, self.hooks
+        step, figures, stager = self._step, self.log_figures, self._stager
         hooks.fire(Event.STEP_START, self, state, control)
-        for _ in range(self.args.gradient_accumulation_steps):
-            batch, n = self.dataset.next_batch()
-            if self._move_batches:
-                batch = send_to_device(batch, acc.device, non_blocking=True)
+        micro = self.args.gradient_accumulation_steps
+        for k in range(micro):
+            batch, n = self._next_batch()
             state.samples_seen += n
             figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
@@ -365,6 +378,8 @@ class OnlineTrainer:
             figures.loss_sum += loss  # stays on the device: no sync per step
             figures.loss_count += 1
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
+            if stager is not None and k + 1 < micro:
+                stager.stage()  # this step's next micro-batch, while the GPU runs this one
         step.update()
         state.global_step += 1
         figures.steps += 1
@@ -373,6 +388,18 @@ class OnlineTrainer:
             self._reduce_simulation_losses()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
+        if stager is not None and stage_next:
+            stager.stage()
+
+    def _next_batch(self) -> tuple[Any, int]:
+        """The next pending batch on the device and its number of samples: the staged
+        one with `stage_batches`, else collated and sent now (`send_to_device`)."""
+        if self._stager is not None:
+            return self._stager.next_batch()
+        batch, n = self.dataset.next_batch()
+        if self._move_batches:
+            batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
+        return batch, n
 
     def _perform_requested_actions(self) -> None:
         """An action point: the log, validation and save requested since the last one.

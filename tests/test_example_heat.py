@@ -189,6 +189,25 @@ def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> 
     assert summary["study"]["finished"] == 4 and summary["study"]["failed"] == 0
 
 
+def test_heat_example_trains_under_bf16_autocast(tmp_path: Path) -> None:
+    """`--mixed_precision bf16` (a TrainingArguments flag the example parses): the run
+    trains under Accelerate's bf16 autocast, on CPU too, to a finite error."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+             "--buffer_size", "64", "--watermark", "8", "--batch_size", "8",
+             "--mixed_precision", "bf16", "--eval_steps", "none", "--disable_progress_bar",
+             "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    assert summary["samples_received"] == 4 * 10
+    assert summary["steps"] > 0 and 0 < summary["val_mse"] < float("inf")
+    (saved,) = (out / "checkpoints").glob("checkpoint-*/training_args.json")  # at the end
+    assert json.loads(saved.read_text())["mixed_precision"] == "bf16"
+
+
 def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

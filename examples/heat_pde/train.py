@@ -21,6 +21,7 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     python examples/heat_pde/train.py --sampler breed        # adaptive sampling
     python examples/heat_pde/train.py --external             # you start the solvers yourself
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
+    python examples/heat_pde/train.py --mixed_precision bf16 # bf16 autocast (GPU or CPU)
 
 Errors are mean squared errors in kelvin squared, over every grid point of every time
 step of the validation simulations.

@@ -46,6 +46,8 @@ class Event(str, Enum):
                     over ranks; SIMULATION_LOSSES # the simulations that changed
                 STEP_END                          # FlowHook requests log/validate/save
                 ACT
+                stage the window's next batch     # stage_batches: collated, its copy to
+                                                  # the device started (still pending)
             if the data ran out on some rank:
                 END_OF_STREAM                     # a hook may ask for a rewind
                 if control.should_rewind:

@@ -1,0 +1,65 @@
+"""bf16 autocast through Accelerate (``mixed_precision="bf16"``), on CPU: a real short
+run whose forward passes run in bfloat16 while the weights stay float32."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import Recorder, linear_samples, small_model, xy
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.accelerated import AcceleratedStep
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def train(tmp_path: Path, precision: str) -> tuple[OnlineTrainer, Recorder, list[torch.dtype]]:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / precision),
+        batch_size=16,
+        buffer="fifo",
+        buffer_size=128,
+        mixed_precision=precision,
+        report_to="none",
+        disable_progress_bar=True,
+        save_at_end=False,
+    )
+    model = small_model(0)
+    dtypes: list[torch.dtype] = []
+
+    def record(module: torch.nn.Module, inputs: Any, output: torch.Tensor) -> None:
+        dtypes.append(output.dtype)
+
+    model[0].register_forward_hook(record)  # the first Linear: what autocast runs it in
+    rec = Recorder()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(640)),
+        process_sample=xy,
+        hooks=[rec],
+    )
+    trainer.train()
+    return trainer, rec, dtypes
+
+
+def test_bf16_autocasts_the_forward_and_trains(tmp_path: Path) -> None:
+    trainer, rec, dtypes = train(tmp_path, "bf16")
+    assert isinstance(trainer._step, AcceleratedStep)  # Accelerate's autocast path
+    assert trainer.state.global_step == 40
+    assert len(dtypes) == 40 and set(dtypes) == {torch.bfloat16}
+    assert all(math.isfinite(loss) for loss in rec.losses)
+    assert sum(rec.losses[-5:]) < 0.5 * sum(rec.losses[:5])  # it learns
+    weights = trainer.accelerator.unwrap_model(trainer.model).parameters()
+    assert {p.dtype for p in weights} == {torch.float32}  # autocast, not a cast model
+
+
+def test_without_mixed_precision_the_forward_is_float32(tmp_path: Path) -> None:
+    # the contrast that makes the bf16 test able to fail
+    _, _, dtypes = train(tmp_path, "no")
+    assert dtypes and set(dtypes) == {torch.float32}

@@ -354,17 +354,24 @@ class Receiver(IngestLoop):
             if pump:
                 if feeder.overflow or monotonic() > deadline:
                     return
-                if not poll(polled, 0):
+                if wait_ms:
+                    # A pump that may wait asks once, waiting (a waiting message answers at
+                    # once): one `zmq_poll` per message where the reader waits for each,
+                    # not an empty one before the wait. The idle clock, logs and `finish`
+                    # then hear of the empty socket after the wait (up to `wait` later).
+                    ready = not self._ended and poll(polled, wait_ms)
+                    wait_ms = 0  # once per pump: the reader looks at its buffer next
+                    if not ready:
+                        self._on_idle()
+                        return
+                    deadline = monotonic() + self._pump_budget
+                elif not poll(polled, 0):
                     # The idle clock, logs and `finish` need one empty poll per pump: the
                     # one before any message (a pump that ingested returns; the reader's
                     # next pump finds the socket empty first, if it is).
-                    if served:
-                        return
-                    self._on_idle()
-                    if not (wait_ms and not self._ended and poll(polled, wait_ms)):
-                        return
-                    wait_ms = 0  # once per pump: the reader looks at its buffer next
-                    deadline = monotonic() + self._pump_budget
+                    if not served:
+                        self._on_idle()
+                    return
                 served = True
                 try:
                     frame = recv(_NOBLOCK)  # (a whole message waits: poll said so)

@@ -172,14 +172,18 @@ def _wire_bytes(nbytes: int) -> int:
     return P.DATA_HEADER_BYTES + 8 + 1 + nbytes
 
 
-def run_ours(nbytes: int, clients: int, n: int, reuse: str = "immediate") -> tuple[float, float]:
+def run_ours(
+    nbytes: int, clients: int, n: int, reuse: str = "immediate", nonfinite: str = "refuse"
+) -> tuple[float, float]:
     """Seconds to stream `n` messages (split over `clients`, with `array_reuse=reuse`)
     into the buffer, and the CPU seconds of the threads that ingest (the reader's, which
     pumps, and the receiver's) meanwhile; not ZeroMQ's I/O thread, which the raw receiver
-    has too."""
+    has too. `nonfinite`: the receiver's policy ("refuse", the default, checks every
+    sample for NaN and Inf; "accept" does not)."""
     hwm = _hwm(nbytes)
     buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
-    rec = Receiver(buffer, config=ReceiverConfig(expected_simulations=clients, rcvhwm=hwm))
+    config = ReceiverConfig(expected_simulations=clients, rcvhwm=hwm, nonfinite=nonfinite)
+    rec = Receiver(buffer, config=config)
     rec.start()
     ends: list[tuple[float, float]] = []
 
@@ -257,10 +261,17 @@ def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
 
 
 def ingest_rows(
-    rounds: int, quick: bool, sizes: list[str] | None = None, clients_of: tuple[int, ...] = (1, 4)
+    rounds: int,
+    quick: bool,
+    sizes: list[str] | None = None,
+    clients_of: tuple[int, ...] = (1, 4),
+    reuse: list[str] | None = None,
+    nonfinite: str = "refuse",
 ) -> list[dict[str, Any]]:
     """The throughput rows of the sizes labelled `sizes` (all by default; "1 KB" may be
-    written "1KB") with each number of clients of `clients_of`."""
+    written "1KB") with each number of clients of `clients_of`, above 64 KB in the
+    `array_reuse` modes `reuse` (all three by default), the receiver's policy for
+    non-finite values `nonfinite`."""
     counts = {KB: 800_000, 64 * KB: 20_000, MB: 3000, 8 * MB: 400}  # steady state
     if quick:
         counts = {k: max(v // 5, 40) for k, v in counts.items()}
@@ -270,7 +281,8 @@ def ingest_rows(
         if wanted is not None and label.replace(" ", "") not in wanted:
             continue
         # above INLINE_MAX arrays leave without a copy: each array_reuse mode
-        modes = ["immediate", "next_send", "never"] if nbytes > INLINE_MAX else ["immediate"]
+        every = ["immediate", "next_send", "never"]
+        modes = (reuse or every) if nbytes > INLINE_MAX else ["immediate"]
         for clients in clients_of:
             n = counts[nbytes]
             ours: dict[str, list[float]] = {m: [] for m in modes}
@@ -278,7 +290,7 @@ def ingest_rows(
             base, base_cpu = [], []
             for _ in range(rounds):
                 for mode in modes:
-                    seconds, cpu = run_ours(nbytes, clients, n, mode)
+                    seconds, cpu = run_ours(nbytes, clients, n, mode, nonfinite)
                     ours[mode].append(seconds)
                     ours_cpu[mode].append(cpu)
                 seconds, cpu = run_raw(nbytes, clients, n)
@@ -288,7 +300,8 @@ def ingest_rows(
             for mode in modes:
                 t_ours, cpu_ours = statistics.median(ours[mode]), statistics.median(ours_cpu[mode])
                 case = f"{label} x{clients} client{'s' if clients > 1 else ''}"
-                case += f", reuse={mode}" if len(modes) > 1 else ""
+                case += f", reuse={mode}" if nbytes > INLINE_MAX else ""
+                case += "" if nonfinite == "refuse" else f", nonfinite={nonfinite}"
                 rows += _throughput_rows(case, nbytes, n / t_ours, n / t_base)
                 rows.append(
                     {  # what a message costs the threads that receive it (not ZeroMQ's)
@@ -686,6 +699,16 @@ def main() -> None:
     parser.add_argument("--clients", help="throughput rows with these client counts, e.g. 1")
     parser.add_argument("--only-pinned", action="store_true", help="only the pinned rows")
     parser.add_argument(
+        "--reuse", help="throughput rows above 64 KB in these array_reuse modes, e.g. immediate"
+    )
+    parser.add_argument(
+        "--nonfinite",
+        choices=["refuse", "accept"],
+        default="refuse",
+        help="the receiver's policy in the throughput rows (refuse, the default, checks "
+        "every sample for NaN and Inf; accept does not)",
+    )
+    parser.add_argument(
         "--keep-freed-memory",
         action="store_true",
         help="glibc malloc keeps freed memory (StreamSource(keep_freed_memory=True))",
@@ -696,7 +719,12 @@ def main() -> None:
     only = opts.only_pinned
     sizes = opts.sizes.split(",") if opts.sizes else None
     clients = tuple(int(c) for c in opts.clients.split(",")) if opts.clients else (1, 4)
-    rows = [] if opts.no_ingest or only else ingest_rows(rounds, opts.quick, sizes, clients)
+    reuse = opts.reuse.split(",") if opts.reuse else None
+    rows = (
+        []
+        if opts.no_ingest or only
+        else ingest_rows(rounds, opts.quick, sizes, clients, reuse, opts.nonfinite)
+    )
     notes: list[str] = []
     if not (opts.no_training or only):
         train, notes = training_rows(rounds, opts.quick, opts.keep_freed_memory)

@@ -37,3 +37,26 @@ def test_ingest_benchmark_quick_prints_throughput_and_cpu_rows() -> None:
     for r in rows:
         assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert r["ours"] > 0 and r["baseline"] > 0
+
+
+@pytest.mark.timeout(300)
+def test_ingest_benchmark_runs_one_reuse_mode_without_the_finiteness_check() -> None:
+    """`--reuse` picks the array_reuse modes, `--nonfinite accept` turns the receiver's
+    check off: the rows say so in their case."""
+    args = ["--sizes", "1MB", "--clients", "1", "--no-training", "--no-pinned"]
+    args += ["--reuse", "never", "--nonfinite", "accept"]
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "--quick", "--rounds", "1", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env=dict(os.environ),
+        check=True,
+    )
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    case = "1 MB x1 client, reuse=never, nonfinite=accept"
+    assert [r["case"] for r in rows] == [
+        f"{case} (msgs/s)",
+        f"{case} (GB/s)",
+        f"{case} (CPU us/msg, receiving threads)",
+    ]

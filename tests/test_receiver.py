@@ -1201,6 +1201,39 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
 
 
 @pytest.mark.timeout(30)
+def test_a_waiting_pump_polls_once_to_wait_and_once_to_find_the_socket_empty(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pump that may wait asks the socket once, waiting (a message that waits already
+    answers at once), and once more after what it ingested: no empty poll before the
+    wait (it cost a `zmq_poll` and an idle tick per message where the reader waits for
+    each). A wait that ends empty still tells the idle clock."""
+    buf = ThreadRecordingFIFO(100)
+    with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U])])
+        wait_for(lambda: tel(rec, "messages") == 1)
+        wait_for(rec.pump)  # the thread stays idle from now on (see above)
+        timeouts: list[int] = []
+        real = zmq.zmq_poll
+
+        def counting(items: Any, timeout: int = -1) -> Any:
+            timeouts.append(timeout)
+            return real(items, timeout)
+
+        monkeypatch.setattr(zmq, "zmq_poll", counting)
+        sender = threading.Timer(0.3, lambda: send(s, batch(1, [0, 1, 2], U)))
+        sender.start()
+        assert rec.pump(20.0) is True
+        sender.join()
+        assert len(buf) == 3
+        assert timeouts == [20_000, 0]  # the wait (the message came), then empty
+        timeouts.clear()
+        assert rec.pump(0.05) is True and rec.pump(0.05) is True  # nothing comes
+        assert timeouts == [50, 50]
+        assert rec.idle_seconds() >= 0.04  # both empty waits reached the idle clock
+
+
+@pytest.mark.timeout(30)
 def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
     """Nobody pumped for long: the thread holds the socket. A pump that may wait waits
     for the thread to hand it over (within `poll_interval`), then serves (it returned

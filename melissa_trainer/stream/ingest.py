@@ -40,7 +40,7 @@ from melissa_trainer.stream.assembly import (
 )
 from melissa_trainer.stream.ingest_state import COUNTERS, STATE_VERSION, TAIL_COUNTERS
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
-from melissa_trainer.stream.nonfinite import NonFiniteGuard
+from melissa_trainer.stream.nonfinite import FLOAT_KINDS, NonFiniteGuard, all_finite
 from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, FieldSpec, Hello
 from melissa_trainer.stream.schema import StudySchema
 
@@ -167,7 +167,18 @@ class Ingest:
             return None
         pending = self.pending
         if sim.single and elements == layout[2] and not (pending and (sid, t) in pending):
-            arrays = {name: payload_array(msg, inline)}  # the fast path: no assembly
+            # the fast path: no assembly; the check of the one field without a loop
+            arr = payload_array(msg, inline)
+            if self._check_finite and arr.dtype.kind in FLOAT_KINDS and not all_finite(arr):
+                if self.nonfinite.refuse(sim, t, i, name) and len(sim.byes) >= sim.client_count:
+                    self.check_finished(sim)  # (its last step may be the one refused)
+                return None
+            arrays = {
+                name: arr,
+                "simulation_id": sim.id_array.copy(),
+                "time_step": np.array(t, np.int64),
+                "parameters": sim.param_array.copy(),
+            }
         else:
             key = (sid, t)
             asm = pending.get(key)
@@ -185,15 +196,15 @@ class Ingest:
             del pending[key]
             self._pending_bytes -= asm.nbytes
             arrays = {f.name: asm.arrays[f.name] for f in sim.fields}
-        if self._check_finite:
-            bad = self.nonfinite.bad_field(arrays)
-            if bad is not None:
-                if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
-                    self.check_finished(sim)  # (its last step may be the one refused)
-                return None
-        arrays["simulation_id"] = sim.id_array.copy()
-        arrays["time_step"] = np.array(t, np.int64)
-        arrays["parameters"] = sim.param_array.copy()
+            if self._check_finite:
+                bad = self.nonfinite.bad_field(arrays)
+                if bad is not None:
+                    if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
+                        self.check_finished(sim)  # (its last step may be the one refused)
+                    return None
+            arrays["simulation_id"] = sim.id_array.copy()
+            arrays["time_step"] = np.array(t, np.int64)
+            arrays["parameters"] = sim.param_array.copy()
         # Recorded before the put: a snapshot taken while the put blocks counts it, and
         # the buffer's put count at resume tells whether it made it into the buffer.
         sim.mark(i)

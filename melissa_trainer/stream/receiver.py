@@ -3,11 +3,12 @@
 Who ingests (the reader's pumps, or the receiver's thread when they stop) and how
 requests from other threads reach the ingester: :mod:`.ingest_loop`, the base class.
 
-Data path per message: ``recv`` the first frame as bytes; only a DATA header without
-the INLINE flag makes it look for a second frame (``RCVMORE``), received with
-``copy=False``; ``protocol.decode`` (memoized for DATA headers, which differ only by
-their time step: `data_decoder.DataDecoder`); validation against the
-simulation's HELLO; dedup against the simulation's completed-step bits; reassembly if
+Data path per message: ``recv(copy=False)`` of the first frame, read as bytes (its
+``more`` flag comes with it: `Socket.get(RCVMORE)` would cost an enum lookup in pyzmq
+per message); only a DATA header without the INLINE flag makes it look for a second
+frame, received with ``copy=False``; ``protocol.decode`` (memoized for DATA headers,
+which differ only by their time step: `data_decoder.DataDecoder`); validation against
+the simulation's HELLO; dedup against the simulation's completed-step bits; reassembly if
 the step comes in parts; ``buffer.put`` of each complete sample, exactly once per
 (simulation, time step).
 
@@ -115,7 +116,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_RCVMORE = int(zmq.RCVMORE)
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
 
 
@@ -343,9 +343,9 @@ class Receiver(IngestLoop):
         # A pump asks `zmq_poll` (the backend's, not `Socket.poll`, which builds a Poller
         # per call) whether a message waits: a third of the cost of a failed recv (an
         # Again exception), and most pumps of large messages find the socket empty.
-        recv, get, decode = sock.recv, sock.get, self._decode
+        recv, decode = sock.recv, self._decode
         poll, polled = zmq.zmq_poll, [(sock, _POLLIN)]
-        on_data, received, rcvmore = ing.data, ing.received, _RCVMORE
+        on_data, received = ing.data, ing.received
         monotonic, takeover = time.monotonic, self._takeover
         deadline = monotonic() + self._pump_budget
         wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
@@ -354,20 +354,27 @@ class Receiver(IngestLoop):
             if pump:
                 if feeder.overflow or monotonic() > deadline:
                     return
-                if not poll(polled, 0):
+                if wait_ms:
+                    # A pump that may wait asks once, waiting (a waiting message answers at
+                    # once): one `zmq_poll` per message where the reader waits for each,
+                    # not an empty one before the wait. The idle clock, logs and `finish`
+                    # then hear of the empty socket after the wait (up to `wait` later).
+                    ready = not self._ended and poll(polled, wait_ms)
+                    wait_ms = 0  # once per pump: the reader looks at its buffer next
+                    if not ready:
+                        self._on_idle()
+                        return
+                    deadline = monotonic() + self._pump_budget
+                elif not poll(polled, 0):
                     # The idle clock, logs and `finish` need one empty poll per pump: the
                     # one before any message (a pump that ingested returns; the reader's
                     # next pump finds the socket empty first, if it is).
-                    if served:
-                        return
-                    self._on_idle()
-                    if not (wait_ms and not self._ended and poll(polled, wait_ms)):
-                        return
-                    wait_ms = 0  # once per pump: the reader looks at its buffer next
-                    deadline = monotonic() + self._pump_budget
+                    if not served:
+                        self._on_idle()
+                    return
                 served = True
                 try:
-                    frame = recv(_NOBLOCK)  # (a whole message waits: poll said so)
+                    head = recv(_NOBLOCK, copy=False)  # (a whole message waits: poll said so)
                 except zmq.Again:  # pragma: no cover - only if the poll was stale
                     return
             else:
@@ -376,14 +383,15 @@ class Receiver(IngestLoop):
                 if monotonic() - self._last_pump < takeover:
                     return  # the training thread took over
                 try:
-                    frame = recv()  # blocks up to RCVTIMEO
+                    head = recv(copy=False)  # blocks up to RCVTIMEO
                 except zmq.Again:
                     self._on_idle()
                     continue
+            frame: bytes = head.bytes
             size, part = len(frame), None
             # Only a DATA header without INLINE has a payload frame; other extra frames
             # are not looked for (they would be read, and rejected, as messages).
-            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and get(rcvmore):
+            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and head.more:
                 part = recv(copy=False)
                 size += len(part)
             if not received(size, self._ended):

@@ -9,7 +9,7 @@ import pytest
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream import heap
-from melissa_trainer.stream import source as source_module
+from melissa_trainer.stream import stream_source as source_module
 from melissa_trainer.stream.stream_source import StreamSource
 
 # Rounds of 64 blocks of 1 MiB, written, then freed: the minor page faults of the rounds

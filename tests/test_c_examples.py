@@ -51,8 +51,11 @@ def _load_reference() -> ModuleType:
 reference = _load_reference()
 PARAMETER_NAMES, solve = reference.PARAMETER_NAMES, reference.solve
 
+#: xdist_group: under pytest-xdist this module's tests run on one worker (pyproject's --dist
+#: loadgroup), which builds the examples (the module-scoped `built`) once
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("c_examples"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux"),
 ]
 

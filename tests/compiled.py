@@ -11,14 +11,18 @@ executable linked with the library (with the MPI compiler wrapper for ``mpi=True
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from filelock import FileLock
 from helpers import find_mpiexec
 
 REPO = Path(__file__).resolve().parent.parent
@@ -164,16 +168,57 @@ def sanitizer_missing() -> str | None:
 
 # Each test module that imports a fixture gets a fixture definition of its own, so a
 # session-scoped fixture would run once per module: the builds are memoized here instead
-# (keyed by kind; the directories come from the session's tmp_path_factory).
+# (keyed by kind). Under pytest-xdist each worker is a session of its own: the build
+# directory is then the run's, shared by its workers (`shared_build`), and the first
+# worker to need it builds it under a file lock while the others wait and reuse it.
 _BUILT: dict[str, CClient] = {}
+#: the longest a worker waits for another's build (each of its cmake steps is bounded)
+BUILD_WAIT = 900.0
+
+
+@contextlib.contextmanager
+def alarm_paused() -> Iterator[None]:
+    """Pause the SIGALRM timer (pytest-timeout's, of the test being set up) meanwhile:
+    a one-off build for the whole run, or the wait for another worker's, is not the
+    test's time. What runs inside must bound itself (cmake steps, `BUILD_WAIT`)."""
+    remaining, _ = signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        yield
+    finally:
+        if remaining > 0:
+            signal.setitimer(signal.ITIMER_REAL, remaining)
+
+
+def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, **options: Any) -> CClient:
+    """`build_c_client(root, **options)` once per test run, however many xdist workers
+    ask: `root` is ``NAME`` under the run's temporary directory (the workers' common
+    parent under xdist, this session's own otherwise). A build that raised leaves no
+    ``built`` mark, so the next worker tries again and reports its own error."""
+    if name in _BUILT:
+        return _BUILT[name]
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # pytest-N/, the parent of every worker's popen-gwK/
+    root = base / name
+    with alarm_paused(), FileLock(str(base / f"{name}.lock"), timeout=BUILD_WAIT):
+        if (root / "built").exists():
+            client = CClient(root / "prefix", root / "build", options.get("sanitize", ""))
+        else:
+            shutil.rmtree(root, ignore_errors=True)  # a failed try's leftovers
+            root.mkdir()
+            client = build_c_client(root, **options)
+            (root / "built").touch()
+    _BUILT[name] = client
+    return client
 
 
 @pytest.fixture(scope="session")
 def c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CClient]:
-    """The C client, built and installed once per session (skips without the tools)."""
-    if "plain" not in _BUILT:
-        _BUILT["plain"] = build_c_client(tmp_path_factory.mktemp("c_client"))
-    yield _BUILT["plain"]
+    """The C client, built and installed once per run (skips without the tools)."""
+    reason = c_toolchain_missing()
+    if reason is not None:
+        pytest.skip(reason)
+    yield shared_build(tmp_path_factory, "c_client")
 
 
 @pytest.fixture(scope="session")
@@ -182,11 +227,6 @@ def sanitized_c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CCl
     reason = c_toolchain_missing() or sanitizer_missing()
     if reason is not None:
         pytest.skip(reason)
-    if "sanitized" not in _BUILT:
-        _BUILT["sanitized"] = build_c_client(
-            tmp_path_factory.mktemp("c_client_asan"),
-            sanitize=SANITIZE,
-            tests=True,
-            build_type="Debug",
-        )
-    yield _BUILT["sanitized"]
+    yield shared_build(
+        tmp_path_factory, "c_client_asan", sanitize=SANITIZE, tests=True, build_type="Debug"
+    )

@@ -46,6 +46,7 @@ if __name__ == "__main__":
         except RuntimeError as e:
             out[fn.__name__] = str(e)
     out["pid"], out["cwd"] = os.getpid(), os.getcwd()
+    out["pythonpath"] = os.environ.get("PYTHONPATH")
     print(json.dumps(out))
 """
 
@@ -67,7 +68,9 @@ def test_a_run_is_a_fresh_process_with_our_environment_and_failures_are_reported
     assert len({first["pid"], second["pid"], out["pid"]}) == 3  # a fresh process each
     for run in (first, second):
         assert run["cwd"] == out["cwd"] and run["env"] == "set after import"
-        assert run["pythonpath"] is None  # the server's PYTHONPATH is not the child's
+        # the server's PYTHONPATH (this driver's whole sys.path) is not the child's: the
+        # child has the driver's own, whatever the environment pytest runs in
+        assert run["pythonpath"] == out["pythonpath"]
         assert run["preloaded"]
     assert out["log"] == "to the log\n"  # the child's output went to its log, not ours
     assert proc.stdout.strip().count("\n") == 0  # nothing printed but the driver's JSON

@@ -51,8 +51,11 @@ def _load_reference() -> ModuleType:
 reference = _load_reference()
 PARAMETER_NAMES, solve = reference.PARAMETER_NAMES, reference.solve
 
+#: xdist_group: under pytest-xdist this module's tests run on one worker (pyproject's --dist
+#: loadgroup), which builds the examples (the module-scoped `built`) once
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.xdist_group("c_examples"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux"),
 ]
 
@@ -330,7 +333,7 @@ def test_the_cpp_example_streams_through_the_c_header(built: Built) -> None:
     assert proc.returncode == 0 and "sent 3 steps" in proc.stdout, proc.stdout + proc.stderr
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(300)  # a hang guard: ~20 s alone, >140 s beside another xdist worker
 def test_train_py_trains_on_the_c_solver(built: Built, tmp_path: Path) -> None:
     """The README's command, tiny: the surrogate beats predicting the mean field."""
     sims, steps = 32, 30
@@ -343,7 +346,7 @@ def test_train_py_trains_on_the_c_solver(built: Built, tmp_path: Path) -> None:
            "--logging_steps", "100", "--num_validation", "2", "--disable_progress_bar",
            "--json", "--output_dir", str(out)]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=140, env=env, cwd=tmp_path)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
     assert summary["samples_received"] == sims * steps  # each (simulation, step) once

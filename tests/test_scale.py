@@ -6,7 +6,7 @@ Its size is ``MT_SCALE_SIMULATIONS``: 5,000 in the test suite (about 7 s on 2 co
 100,000 for the figures of the capacity page (about 100-140 s, which would take the
 suite past its 10 minutes)::
 
-    MT_SCALE_SIMULATIONS=100000 python -m pytest tests/test_scale.py -s
+    MT_SCALE_SIMULATIONS=100000 python -m pytest -n 0 tests/test_scale.py -s
 
 The figures (rate, record sizes, save and load times) are printed with ``-s``. No time
 is asserted.

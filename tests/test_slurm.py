@@ -21,7 +21,8 @@ from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
-pytestmark = pytest.mark.slow
+#: pytest-xdist: this module's tests on one worker, which starts the module's one cluster
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
 
 PYTHON = sys.executable
 POLL = 0.2  # squeue at most every 0.2 s: fast tests on a private cluster

@@ -231,3 +231,29 @@ def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
     assert args.buffer == "fifo" and args.sample_to_insert_ratio is None
     args, _ = parser([]).parse_args_into_dataclasses([])
     assert args.buffer == "reservoir" and args.sample_to_insert_ratio == 8.0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--grid_size", "0", "grid_size=0 must be >= 2"),
+        ("--time_steps", "0", "time_steps=0 must be >= 1"),
+        ("--dt", "0", "dt=0.0 must be > 0"),
+    ],
+)
+def test_a_bad_solver_option_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    """The solver's own options are refused by the parser (exit 2, the field named),
+    not by a traceback from `main` once the trainer's setup has begun."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from train import parser  # the example's
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    argv = [flag, value]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err

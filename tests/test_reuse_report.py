@@ -102,3 +102,21 @@ def test_runs_that_chose_their_length_or_replayed_are_not_warned_about(
     else:
         assert not state.stream_ended and draws == 3 * 8
     assert not reuse_warnings(caplog)
+
+
+def test_a_stream_below_the_watermark_is_warned_about_naming_the_watermark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The heat example shrunk (`--num_simulations 16 --time_steps 20`: 320 samples
+    against its watermark of 500) trained on each sample once with a reservoir and a
+    ratio of 8, and the warning advised a reservoir and a ratio: the cause, the
+    watermark, is named instead. The oracle: N samples < the watermark given."""
+    watermark = N + 20
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        _, state = run(tmp_path, batch_size=8, watermark=watermark)  # reservoir, ratio
+    reuse, draws, inserts = end_line(capsys.readouterr().out)
+    assert (reuse, draws, inserts) == (1.0, N, N)  # only the end-of-stream drain
+    (warning,) = reuse_warnings(caplog)
+    assert f"--watermark {watermark}" in warning
+    assert "lower --watermark" in warning
+    assert "--sample_to_insert_ratio N" not in warning  # advice that would change nothing

@@ -89,6 +89,10 @@ class HeatArgs(StudyArgs):
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
+            _ = self.config
+        except ValueError as e:
+            problems.append(str(e))
         return problems
 
     @property

@@ -127,7 +127,11 @@ class ProgressHook(Hook):
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        report = reuse_report(state) if trainer.is_main_process else None
+        report = (
+            reuse_report(state, trainer.args.watermark, trainer.num_processes)
+            if trainer.is_main_process
+            else None
+        )
         if report is None:
             return
         line, warning = report

@@ -18,9 +18,17 @@ __all__ = ["REUSE_WARNING_BELOW", "reuse_report"]
 REUSE_WARNING_BELOW = 1.5
 
 
-def reuse_report(state: TrainerState) -> tuple[str, str | None] | None:
+def reuse_report(
+    state: TrainerState, watermark: int | None = None, num_processes: int = 1
+) -> tuple[str, str | None] | None:
     """(the end-of-run line, the warning or None), from the last training log in
     `state.log_history`; None when there is none or nothing was inserted.
+
+    `watermark` (the buffer's, per rank) and `num_processes`: when the whole stream
+    held fewer than ``watermark`` samples per rank on average, the warning names the
+    watermark as the cause (reads waited until the stream ended, then the buffer drained
+    each sample once, whatever the buffer and its ratio), since the usual advice (a
+    reservoir with a ratio) changes nothing then.
 
     The mean reuse is ``buffer_got / buffer_put`` of the last log (samples drawn /
     samples inserted, summed over ranks, replays of pseudo-epochs included). The
@@ -42,6 +50,17 @@ def reuse_report(state: TrainerState) -> tuple[str, str | None] | None:
     warning = (
         f"training ended with the stream after {state.global_step} steps, having used "
         f"each sample {reuse:.1f} times on average: the model may be far from trained. "
+    )
+    if watermark is not None and put < watermark * num_processes:
+        # no read is served below the watermark until the stream ends: the whole run
+        # was the end-of-stream drain, one draw per sample, whatever the ratio
+        return line, warning + (
+            f"The stream ({put:.0f} samples, {put / num_processes:.0f} per rank) never "
+            f"filled the buffer to --watermark {watermark}, so training only started "
+            "when it ended: lower --watermark (well below the samples each rank "
+            "receives)"
+        )
+    warning += (
         "Train on each sample several times: --buffer reservoir --sample_to_insert_ratio N "
         "(N draws per sample inserted; the default buffer), or replay the data after the "
         "stream with --pseudo_epochs N"

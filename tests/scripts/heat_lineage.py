@@ -25,8 +25,9 @@ hold = os.environ.get("LINEAGE_HOLD")
 plain_step = OnlineTrainer._training_step
 
 
-def recorded_step(self: OnlineTrainer) -> None:
-    samples = self.dataset._pending[0]  # the batch this step trains on
+def recorded_step(self: OnlineTrainer, *, stage_next: bool = False) -> None:
+    samples = self.dataset.peek_pending()  # the batch this step trains on
+    assert samples is not None
     keys = " ".join(
         f"{int(s['simulation_id'])}:{int(s['time_step'])}:"
         + ",".join(repr(float(p)) for p in s["parameters"])
@@ -38,7 +39,7 @@ def recorded_step(self: OnlineTrainer) -> None:
         time.sleep(0.02)
     if pause:
         time.sleep(pause)
-    plain_step(self)
+    plain_step(self, stage_next=stage_next)
 
 
 OnlineTrainer._training_step = recorded_step  # type: ignore[method-assign]

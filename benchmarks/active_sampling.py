@@ -1,6 +1,7 @@
-"""Active sampling on the heat equation: a Latin hypercube against the adaptive Breed
-sampler, with the same simulation budget and the same training steps (issue 20), and
-Breed's exploration alone as the control that says what the breeding adds.
+"""Active sampling on the heat equation: fixed designs (a Latin hypercube, an optimised
+one, scrambled Sobol') against the adaptive Breed sampler, with the same simulation
+budget and the same training steps (issues 20 and 31), and Breed's exploration alone as
+the control that says what the breeding adds.
 
 The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
 diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
@@ -18,36 +19,40 @@ a reservoir that keeps every sample. The buffer's sample-to-insert ratio (tolera
 the least allowed) paces the simulations to the training, so that they arrive over the
 first `--stream_share` of the steps, each drawn knowing the losses so far; the rest of
 the steps replay the reservoir. The study feeds Breed every simulation's relative
-training loss (every 20 steps). Same seed, initial weights and steps for every arm;
-every simulation of the budget must finish.
+training loss (every 20 steps). Same seed, initial weights and steps for every arm of a
+seed; every simulation of the budget must finish.
 
-The arms (`ARMS`): LHS; **exploration alone**, Breed's settings with exploration 1.0
-(its gap-filling design, no bred draw: the losses are fed but unused); Breed. Breed's
-settings (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
-BreedSampler's defaults, which this benchmark chose): exploration 0.7, sigma 0.15, floor
-0.5, min_observations 8, candidates 16 (gap-filling: each exploration draw the Sobol'
-candidate, of 16, farthest from every earlier draw). Plain Sobol' exploration:
-``--breed '{"candidates": 1}'``.
+The arms (`ARMS`, in this order for each seed): **LHS** (scipy's plain random Latin
+hypercube, the library's "lhs"); **LHS, optimised** (``qmc.LatinHypercube(
+optimization="random-cd")``) and **scrambled Sobol'** (its first 48 points), both over
+the varying parameters only; **exploration alone**, Breed's settings with exploration
+1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
+(`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
+BreedSampler's defaults: exploration 0.7, sigma 0.15, floor 0.5, min_observations 8,
+candidates 16).
+
+**Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
+evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
+20001); seeds below it are tuning seeds (test sets 10000, 10001). BreedSampler's
+defaults were chosen on the tuning seeds 0-4; a run mixing the two is refused.
 
 Measured: the MSE (K^2, every point of every step) on `--test` simulations drawn
 uniformly over the space and `--test_hard` inside the hard region, solved once in this
-process; and the share of each arm's simulations in the hard region. Runs interleave
-(LHS seed 0, exploration alone seed 0, Breed seed 0, LHS seed 1, ...), each in its own
-process; medians over the seeds; ratio = baseline / Breed for errors (higher: Breed
-better), Breed / LHS for the share. Targets (issue 20), LHS / Breed: >= 1.2 on the
-uniform set, higher on the hard set; exploration alone / Breed has none (it is what
-the breeding adds).
+process; and the share of each arm's simulations in the hard region. Each run in its
+own process, appended to `--results` (JSON lines) as it finishes; a run already there
+with the same setup is reused, so a cut run resumes and a finished one reprints its
+tables at no cost. Reported: every seed's figures; medians; per seed the ratio
+baseline / Breed (same seed, same initial weights; > 1: Breed better), its median,
+Breed's wins out of N and a percentile bootstrap interval of that median (2000
+resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seeds:
+walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
+on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured here (2 cores shared with other work, 5 seeds, 419 s; docs/measured.md has
-every seed and earlier runs), medians LHS / exploration alone / Breed: uniform 0.615 /
-0.335 / 0.364 K^2, LHS / Breed **1.69, the 1.2 target met**; hard 2.046 / 0.688 /
-0.576, **3.55, met**; 15% / 17% / 23% of the simulations in the hard region. The
-uniform gain is the gap-filling design's (LHS / exploration alone 1.83): breeding
-costs 8% there (exploration alone / Breed 0.92; worse on 4 seeds of 5) and lowers the
-hard region's error 1.20x (better on 3 seeds, level on 2).
+EVALUATION
 
-    python benchmarks/active_sampling.py                 # 5 seeds, 7-10 minutes on 2 cores
+    python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
+    python benchmarks/active_sampling.py --first_seed 0 --seeds 5   # the tuning seeds
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
 """
@@ -342,16 +347,17 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def recorded(results: Path, key: str) -> list[Run]:
-    """The runs of `results` (JSON lines, one run each) recorded with fingerprint `key`."""
-    if not results.exists():
-        return []
-    runs = []
-    for line in results.read_text().splitlines():
-        if line.strip():
-            run = json.loads(line)
-            if run.get("fingerprint") == key:
-                runs.append(run)
+def recorded(results: list[Path], key: str) -> dict[tuple[str, int], Run]:
+    """The runs of the `results` files (JSON lines, one run each; a missing file holds
+    none) recorded with fingerprint `key`, by (arm, seed); the first record of a run wins."""
+    runs: dict[tuple[str, int], Run] = {}
+    for path in results:
+        lines = path.read_text().splitlines() if path.exists() else []
+        for line in lines:
+            if line.strip():
+                run = json.loads(line)
+                if run.get("fingerprint") == key:
+                    runs.setdefault((run["sampler"], run["seed"]), run)
     return runs
 
 
@@ -361,20 +367,23 @@ def measure(
     n_test: int,
     n_hard: int,
     work: Path,
-    results: Path,
+    results: list[Path],
     inline: bool = False,
+    report_only: bool = False,
 ) -> list[Run]:
     """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
     in this one, as --quick does, to save the start of processes that import torch: no
-    figure of it is meant to be read). A run already in `results` with this setup is
-    reused, each new one appended to it as soon as it finishes (a cut run resumes). The
+    figure of it is meant to be read). A run already in one of the `results` files with
+    this setup is reused, each new one appended to the first as soon as it finishes (a
+    cut run resumes; parallel invocations on other seeds, each with its own file, are
+    read together). `report_only`: no study runs, the recorded ones are returned. The
     test sets of each phase are solved once, here, from that phase's seeds."""
     key = fingerprint(setup, n_test, n_hard)
-    done = {(r["sampler"], r["seed"]): r for r in recorded(results, key)}
+    done = recorded(results, key)
     hard_volume = (LOG2_ALPHA[1] - HARD_FROM) / (LOG2_ALPHA[1] - LOG2_ALPHA[0])
     print(f"hard region: log2_alpha >= {HARD_FROM:g}, {hard_volume:.0%} of the space; "
           f"{setup.simulations} simulations, {setup.steps} steps per study; "
-          f"{len(done)} run(s) reused from {results}\n"
+          f"{len(done)} run(s) recorded in {', '.join(map(str, results))}\n"
           f"{'sampler':<8}{'seed':>5}{'uniform K^2':>13}{'hard K^2':>11}{'hard share':>12}"
           f"{'steps':>8}{'wall s':>8}  Breed: explored / observed / reductions",
           flush=True)  # fmt: skip
@@ -384,6 +393,8 @@ def measure(
         for kind in ARMS:
             if (kind, seed) in done:
                 run = done[kind, seed]
+            elif report_only:
+                continue
             else:
                 name = phase(seed)
                 if name not in tests:
@@ -395,7 +406,7 @@ def measure(
                 else:
                     run = child(setup, kind, seed, workdir, tests[name])
                 run.update(space=setup.space, phase=name, fingerprint=key)
-                with results.open("a") as f:
+                with results[0].open("a") as f:
                     f.write(json.dumps(run) + "\n")
             print_run(run)
             runs.append(run)
@@ -464,9 +475,16 @@ def main() -> None:
     p.add_argument("--test_hard", type=int, default=100, help="hard-region test simulations")
     p.add_argument("--breed", default=json.dumps(BREED), help="JSON of Breed's options")
     p.add_argument("--output_dir", default="outputs/active_sampling")
-    p.add_argument("--results", metavar="FILE",
-                   help="JSON lines, one run each, appended as they finish and reused "
-                        "(default OUTPUT_DIR/runs.jsonl)")  # fmt: skip
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        nargs="+",
+        help="JSON lines, one run each: every run recorded in them is reused, "
+        "each new one appended to the first (default OUTPUT_DIR/runs.jsonl)",
+    )
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: the tables of the recorded runs, over the seeds on "
+                        "which every arm ran")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
@@ -488,16 +506,23 @@ def main() -> None:
                     steps=opts.steps or setup.steps, stream_share=opts.stream_share)  # fmt: skip
     out = Path(opts.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    results = Path(opts.results) if opts.results else out / "runs.jsonl"
+    results = [Path(f) for f in opts.results] if opts.results else [out / "runs.jsonl"]
     work = Path(tempfile.mkdtemp(prefix="work-", dir=out))
     print(f"{opts.space} space, {phase(seeds[0])} seeds {seeds[0]}-{seeds[-1]}, Breed "
           f"{setup.breed}, {setup.ratio:.0f} draws per sample while streaming",
           flush=True)  # fmt: skip
     start = time.perf_counter()
     try:
-        runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick)
+        runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick,
+                       report_only=opts.report)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if opts.report:  # medians and ratios over the same seeds for every arm
+        complete = {s for s, arms in stats.by_seed(runs).items() if len(arms) == len(ARMS)}
+        runs = [r for r in runs if r["seed"] in complete]
+        if not runs:
+            p.error("no seed on which every arm ran is recorded")
+        seeds = sorted(complete)
     stats.print_seeds(runs)
     stats.print_paired(runs)
     table = stats.rows(runs, opts.space)

@@ -1,10 +1,10 @@
 """benchmarks/active_sampling.py in quick mode: the five arms (LHS, optimised LHS,
 scrambled Sobol', Breed's exploration alone, Breed) run their whole budget in turn
 (every simulation finished, the same steps), the Breed arms are fed losses, the control
-draws no bred point, the rows and the plot come out well formed, and a second invocation
-reuses every recorded run instead of running it again. No error is asserted: the figures
-are for people to read. The paired statistics are checked on their own, against
-figures worked out by hand."""
+draws no bred point, the rows and the plot come out well formed, a second invocation
+reuses every recorded run instead of running it again, and --report runs nothing. No
+error is asserted: the figures are for people to read. The paired statistics are
+checked on their own, against figures worked out by hand."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def test_paired_ratios_median_wins_and_interval() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(400)
+@pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
 def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(tmp_path: Path) -> None:
     png = tmp_path / "where.png"
     argv = [sys.executable, str(SCRIPT), "--quick", "--json", "--plot", str(png),
@@ -110,15 +110,27 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(tmp_path: P
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert [json.loads(line)["sampler"] for line in lines] == ARMS
     again = subprocess.run(argv, capture_output=True, text=True, timeout=280, check=True)
-    assert "5 run(s) reused" in again.stdout
+    assert "5 run(s) recorded" in again.stdout
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines  # nothing re-run
     assert json.loads(again.stdout.strip().splitlines()[-1])["rows"] == rows
+    # --report runs nothing: seed 1001, never run, is left out; a second file is read too
+    report = [sys.executable, str(SCRIPT), "--quick", "--json", "--report", "--seeds", "2",
+              "--output_dir", str(tmp_path), "--results", str(tmp_path / "other.jsonl"),
+              str(tmp_path / "runs.jsonl")]  # fmt: skip
+    out = subprocess.run(report, capture_output=True, text=True, timeout=280, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1])["rows"] == rows
+    assert not (tmp_path / "other.jsonl").exists()
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
 
 
-@pytest.mark.timeout(120)
-def test_seeds_mixing_tuning_and_evaluation_are_refused(tmp_path: Path) -> None:
+@pytest.mark.timeout(240)
+def test_mixed_seeds_and_a_report_of_nothing_are_refused(tmp_path: Path) -> None:
     argv = [sys.executable, str(SCRIPT), "--quick", "--first_seed", "998", "--seeds", "3",
             "--output_dir", str(tmp_path)]  # fmt: skip
     out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
     assert out.returncode == 2 and "mix tuning and evaluation seeds" in out.stderr
+    assert not (tmp_path / "runs.jsonl").exists()
+    argv = [sys.executable, str(SCRIPT), "--quick", "--report", "--output_dir", str(tmp_path)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
+    assert out.returncode == 2 and "no seed on which every arm ran" in out.stderr
     assert not (tmp_path / "runs.jsonl").exists()

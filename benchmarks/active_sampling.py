@@ -48,7 +48,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-EVALUATION
+Measured (evaluation seeds; 2 cores shared with five other sessions, 4.5-11 minutes a
+study against 25-30 s on a quiet machine, so **incomplete: 3 of the 20 seeds**, walls
+1000 and 1005, full 1000; docs/measured.md has every seed): walls, LHS / Breed 1.62 and
+1.08 (uniform), 3.07 and 1.62 (hard); optimised LHS / Breed 1.15 and 0.73, Sobol' /
+Breed 1.01 and 0.81 (uniform); exploration alone / Breed 0.82 and 0.70 (uniform). Full,
+seed 1000: LHS / Breed 0.84 (uniform), 1.09 (hard). No target is judged on so few
+seeds.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary

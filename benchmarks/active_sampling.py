@@ -48,13 +48,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds; 2 cores shared with five other sessions, 4.5-11 minutes a
-study against 25-30 s on a quiet machine, so **incomplete: 3 of the 20 seeds**, walls
-1000 and 1005, full 1000; docs/measured.md has every seed): walls, LHS / Breed 1.62 and
-1.08 (uniform), 3.07 and 1.62 (hard); optimised LHS / Breed 1.15 and 0.73, Sobol' /
-Breed 1.01 and 0.81 (uniform); exploration alone / Breed 0.82 and 0.70 (uniform). Full,
-seed 1000: LHS / Breed 0.84 (uniform), 1.09 (hard). No target is judged on so few
-seeds.
+Measured (evaluation seeds; 2 cores shared with five other sessions, 2.5-11 minutes a
+study against 25-30 s on a quiet machine, so **incomplete: 6 of the 20 seeds**, walls
+1000, 1001, 1005, 1006 and full 1000, 1001; docs/measured.md has every seed), medians of
+the per-seed ratios baseline / Breed, uniform / hard: walls, LHS 1.63 / 2.23 (4 wins of
+4 on both), optimised LHS 1.19 / 1.49, Sobol' 1.11 / 1.76, exploration alone 0.91 /
+1.11; full, LHS 1.10 / 0.99, optimised LHS 0.60 / 0.62 (Breed worse on both seeds),
+Sobol' 2.03 / 2.88. No target is judged on so few seeds.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary

@@ -1,6 +1,7 @@
-"""Active sampling on the heat equation: a Latin hypercube against the adaptive Breed
-sampler, with the same simulation budget and the same training steps (issue 20), and
-Breed's exploration alone as the control that says what the breeding adds.
+"""Active sampling on the heat equation: fixed designs (a Latin hypercube, an optimised
+one, scrambled Sobol') against the adaptive Breed sampler, with the same simulation
+budget and the same training steps (issues 20 and 31), and Breed's exploration alone as
+the control that says what the breeding adds.
 
 The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
 diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
@@ -18,36 +19,46 @@ a reservoir that keeps every sample. The buffer's sample-to-insert ratio (tolera
 the least allowed) paces the simulations to the training, so that they arrive over the
 first `--stream_share` of the steps, each drawn knowing the losses so far; the rest of
 the steps replay the reservoir. The study feeds Breed every simulation's relative
-training loss (every 20 steps). Same seed, initial weights and steps for every arm;
-every simulation of the budget must finish.
+training loss (every 20 steps). Same seed, initial weights and steps for every arm of a
+seed; every simulation of the budget must finish.
 
-The arms (`ARMS`): LHS; **exploration alone**, Breed's settings with exploration 1.0
-(its gap-filling design, no bred draw: the losses are fed but unused); Breed. Breed's
-settings (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
-BreedSampler's defaults, which this benchmark chose): exploration 0.7, sigma 0.15, floor
-0.5, min_observations 8, candidates 16 (gap-filling: each exploration draw the Sobol'
-candidate, of 16, farthest from every earlier draw). Plain Sobol' exploration:
-``--breed '{"candidates": 1}'``.
+The arms (`ARMS`, in this order for each seed): **LHS** (scipy's plain random Latin
+hypercube, the library's "lhs"); **LHS, optimised** (``qmc.LatinHypercube(
+optimization="random-cd")``) and **scrambled Sobol'** (its first 48 points), both over
+the varying parameters only; **exploration alone**, Breed's settings with exploration
+1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
+(`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
+BreedSampler's defaults: exploration 0.7, sigma 0.15, floor 0.5, min_observations 8,
+candidates 16).
+
+**Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
+evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
+20001); seeds below it are tuning seeds (test sets 10000, 10001). BreedSampler's
+defaults were chosen on the tuning seeds 0-4; a run mixing the two is refused.
 
 Measured: the MSE (K^2, every point of every step) on `--test` simulations drawn
 uniformly over the space and `--test_hard` inside the hard region, solved once in this
-process; and the share of each arm's simulations in the hard region. Runs interleave
-(LHS seed 0, exploration alone seed 0, Breed seed 0, LHS seed 1, ...), each in its own
-process; medians over the seeds; ratio = baseline / Breed for errors (higher: Breed
-better), Breed / LHS for the share. Targets (issue 20), LHS / Breed: >= 1.2 on the
-uniform set, higher on the hard set; exploration alone / Breed has none (it is what
-the breeding adds).
+process; and the share of each arm's simulations in the hard region. Each run in its
+own process, appended to `--results` (JSON lines) as it finishes; a run already there
+with the same setup is reused, so a cut run resumes and a finished one reprints its
+tables at no cost. Reported: every seed's figures; medians; per seed the ratio
+baseline / Breed (same seed, same initial weights; > 1: Breed better), its median,
+Breed's wins out of N and a percentile bootstrap interval of that median (2000
+resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seeds:
+walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
+on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured here (2 cores shared with other work, 5 seeds, 419 s; docs/measured.md has
-every seed and earlier runs), medians LHS / exploration alone / Breed: uniform 0.615 /
-0.335 / 0.364 K^2, LHS / Breed **1.69, the 1.2 target met**; hard 2.046 / 0.688 /
-0.576, **3.55, met**; 15% / 17% / 23% of the simulations in the hard region. The
-uniform gain is the gap-filling design's (LHS / exploration alone 1.83): breeding
-costs 8% there (exploration alone / Breed 0.92; worse on 4 seeds of 5) and lowers the
-hard region's error 1.20x (better on 3 seeds, level on 2).
+Measured (evaluation seeds; 2 cores shared with five other sessions, 2.5-11 minutes a
+study against 25-30 s on a quiet machine, so **incomplete: 6 of the 20 seeds**, walls
+1000, 1001, 1005, 1006 and full 1000, 1001; docs/measured.md has every seed), medians of
+the per-seed ratios baseline / Breed, uniform / hard: walls, LHS 1.63 / 2.23 (4 wins of
+4 on both), optimised LHS 1.19 / 1.49, Sobol' 1.11 / 1.76, exploration alone 0.91 /
+1.11; full, LHS 1.10 / 0.99, optimised LHS 0.60 / 0.62 (Breed worse on both seeds),
+Sobol' 2.03 / 2.88. No target is judged on so few seeds.
 
-    python benchmarks/active_sampling.py                 # 5 seeds, 7-10 minutes on 2 cores
+    python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
+    python benchmarks/active_sampling.py --first_seed 0 --seeds 5   # the tuning seeds
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
 """
@@ -56,24 +67,28 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import math
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from scipy.stats import qmc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import active_sampling_stats as stats  # noqa: E402
 import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
+from active_sampling_stats import ARMS, LABELS, Run  # noqa: E402
 from report import print_rows  # noqa: E402
 from solver import PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
 
@@ -85,10 +100,9 @@ from melissa_trainer import (  # noqa: E402
     TrainingArguments,
 )
 from melissa_trainer.json_output import to_json  # noqa: E402
-from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
+from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
-TARGET_UNIFORM = 1.2
 NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
 LOG2_ALPHA = (-6.0, 1.0)
 #: the hard region: fast diffusion, log2_alpha >= HARD_FROM
@@ -100,11 +114,11 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
 BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
-#: the arms, in the order they run for each seed: the baseline, the control (Breed's
-#: settings with exploration 1.0: its gap-filling design alone, no bred draw) and Breed
-ARMS = ("lhs", "explore", "breed")
-LABELS = {"lhs": "LHS", "explore": "exploration alone", "breed": "Breed"}
-Run = dict[str, Any]
+#: seeds from this one on are evaluation seeds: never used to choose anything; below it,
+#: tuning seeds (Breed's defaults were chosen on 0-4)
+EVALUATION_FIRST_SEED = 1000
+#: the test sets' seeds (uniform, hard), per phase: the evaluation's are their own
+TEST_SEEDS = {"tuning": (10_000, 10_001), "evaluation": (20_000, 20_001)}
 
 
 @dataclass(frozen=True)
@@ -191,10 +205,38 @@ def make_model(setup: Setup, seed: int) -> torch.nn.Module:
     )  # fmt: skip
 
 
+def fixed_design(setup: Setup, kind: str, seed: int) -> list[dict[str, float]]:
+    """The `setup.simulations` parameter sets of a fixed design over the varying
+    parameters only (the fixed ones would weigh in an optimisation without mattering):
+    "lhs_opt" a Latin hypercube optimised for its centered discrepancy (scipy's
+    ``optimization="random-cd"``), "sobol" the first points of a scrambled Sobol'
+    sequence."""
+    idx, d = setup.varying, len(setup.varying)
+    rng = np.random.default_rng([seed, 31])
+    if kind == "lhs_opt":
+        unit = qmc.LatinHypercube(d, optimization="random-cd", rng=rng).random(setup.simulations)
+    elif kind == "sobol":
+        with warnings.catch_warnings():  # 48 is not a power of two: the study's budget
+            warnings.filterwarnings("ignore", message=".*balance properties.*")
+            unit = qmc.Sobol(d, scramble=True, rng=rng).random(setup.simulations)
+    else:
+        raise ValueError(f"no fixed design {kind!r}")
+    designs = []
+    for point in unit:
+        values = {n: lo for n, (lo, _) in setup.bounds.items()}
+        for i, u in zip(idx, point, strict=True):
+            low, high = setup.bounds[NAMES[i]]
+            values[NAMES[i]] = float(low + u * (high - low))
+        designs.append(values)
+    return designs
+
+
 def make_arm(setup: Setup, kind: str, seed: int) -> Any:
     """The sampler of arm `kind` (one of `ARMS`)."""
-    if kind == "lhs":
+    if kind == "lhs":  # scipy's plain random Latin hypercube, the library's "lhs"
         return make_sampler("lhs", setup.bounds, seed=seed)
+    if kind in ("lhs_opt", "sobol"):
+        return ListSampler(fixed_design(setup, kind, seed))
     options = dict(setup.breed)
     if kind == "explore":  # every draw explores (a decaying share would breed again)
         options.update(exploration=1.0, exploration_final=None)
@@ -269,7 +311,7 @@ def run_study(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) ->
         },
         "parameters": parameters,
     }
-    if kind != "lhs":  # both Breed arms are fed the losses (the control ignores them)
+    if kind in ("explore", "breed"):  # both are fed the losses (the control ignores them)
         run["explored"] = sampler.explored  # type: ignore[attr-defined]
         run["observed"] = len(sampler.observations)  # type: ignore[attr-defined]
         run["reductions"] = trainer.simulation_losses.reductions
@@ -298,84 +340,114 @@ def run_child(spec_text: str) -> None:
     print(json.dumps(run))
 
 
+def phase(seed: int) -> str:
+    return "evaluation" if seed >= EVALUATION_FIRST_SEED else "tuning"
+
+
+def fingerprint(setup: Setup, n_test: int, n_hard: int) -> str:
+    """What a recorded run must share with this invocation to be reused: the setup
+    (space, sizes, Breed's options) and the test sets' sizes (their seeds follow from
+    the run's seed: `phase`)."""
+    text = json.dumps({"setup": asdict(setup), "test": n_test, "test_hard": n_hard,
+                       "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def recorded(results: list[Path], key: str) -> dict[tuple[str, int], Run]:
+    """The runs of the `results` files (JSON lines, one run each; a missing file holds
+    none) recorded with fingerprint `key`, by (arm, seed); the first record of a run wins."""
+    runs: dict[tuple[str, int], Run] = {}
+    for path in results:
+        lines = path.read_text().splitlines() if path.exists() else []
+        for line in lines:
+            if line.strip():
+                run = json.loads(line)
+                if run.get("fingerprint") == key:
+                    runs.setdefault((run["sampler"], run["seed"]), run)
+    return runs
+
+
 def measure(
-    setup: Setup, seeds: int, n_test: int, n_hard: int, work: Path, inline: bool = False
+    setup: Setup,
+    seeds: list[int],
+    n_test: int,
+    n_hard: int,
+    work: Path,
+    results: list[Path],
+    inline: bool = False,
+    report_only: bool = False,
 ) -> list[Run]:
-    """The test sets (solved once, here), then the studies, the `ARMS` in turn for each
-    seed, each in a child process (`inline`: in this one, as --quick does, to save the start
-    of two processes that import torch: no figure of it is meant to be read)."""
-    tests, arrays = work / "tests.npz", dict[str, Any]()  # Any: numpy's savez stub
-    for name, bounds, n, seed in (("uniform", setup.bounds, n_test, 10_000),
-                                  ("hard", hard_bounds(setup), n_hard, 10_001)):  # fmt: skip
-        arrays[f"{name}_x"], arrays[f"{name}_y"] = test_set(setup, bounds, n, seed)
-    np.savez(tests, **arrays)
+    """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
+    in this one, as --quick does, to save the start of processes that import torch: no
+    figure of it is meant to be read). A run already in one of the `results` files with
+    this setup is reused, each new one appended to the first as soon as it finishes (a
+    cut run resumes; parallel invocations on other seeds, each with its own file, are
+    read together). `report_only`: no study runs, the recorded ones are returned. The
+    test sets of each phase are solved once, here, from that phase's seeds."""
+    key = fingerprint(setup, n_test, n_hard)
+    done = recorded(results, key)
     hard_volume = (LOG2_ALPHA[1] - HARD_FROM) / (LOG2_ALPHA[1] - LOG2_ALPHA[0])
     print(f"hard region: log2_alpha >= {HARD_FROM:g}, {hard_volume:.0%} of the space; "
-          f"{setup.simulations} simulations, {setup.steps} steps per study\n"
+          f"{setup.simulations} simulations, {setup.steps} steps per study; "
+          f"{len(done)} run(s) recorded in {', '.join(map(str, results))}\n"
           f"{'sampler':<8}{'seed':>5}{'uniform K^2':>13}{'hard K^2':>11}{'hard share':>12}"
-          f"{'steps':>8}{'wall s':>8}  Breed: explored / observed / reductions")  # fmt: skip
+          f"{'steps':>8}{'wall s':>8}  Breed: explored / observed / reductions",
+          flush=True)  # fmt: skip
+    tests: dict[str, Path] = {}
     runs = []
-    for seed in range(seeds):
+    for seed in seeds:
         for kind in ARMS:
-            if inline:  # the trainer's console lines, as a child's, are not shown
-                with contextlib.redirect_stdout(io.StringIO()):
-                    run = run_study(setup, kind, seed, work / f"{kind}-{seed}", tests)
+            if (kind, seed) in done:
+                run = done[kind, seed]
+            elif report_only:
+                continue
             else:
-                run = child(setup, kind, seed, work / f"{kind}-{seed}", tests)
+                name = phase(seed)
+                if name not in tests:
+                    tests[name] = test_sets(setup, n_test, n_hard, TEST_SEEDS[name], work)
+                workdir = work / f"{kind}-{seed}"
+                if inline:  # the trainer's console lines, as a child's, are not shown
+                    with contextlib.redirect_stdout(io.StringIO()):
+                        run = run_study(setup, kind, seed, workdir, tests[name])
+                else:
+                    run = child(setup, kind, seed, workdir, tests[name])
+                run.update(space=setup.space, phase=name, fingerprint=key)
+                with results[0].open("a") as f:
+                    f.write(json.dumps(run) + "\n")
             print_run(run)
             runs.append(run)
     return runs
 
 
-def median(runs: list[Run], kind: str, key: str) -> float:
-    return statistics.median(r[key] for r in runs if r["sampler"] == kind)
-
-
-def rows(runs: list[Run]) -> list[dict[str, Any]]:
-    """Errors: ratio baseline / Breed (higher: Breed better), the baseline LHS, then
-    exploration alone (what breeding adds over its own exploration); share: Breed / LHS."""
-
-    def row(case: str, ours: float, baseline: float, unit: str, ratio: float, target: Any):
-        return {"case": case, "ours": round(ours, 4), "baseline": round(baseline, 4),
-                "unit": unit, "ratio": round(ratio, 3), "target": target}  # fmt: skip
-
-    def error(name: str, base: str, target: Any) -> dict[str, Any]:
-        key, label = f"{name}_mse", "uniform" if name == "uniform" else "hard-region"
-        ours, baseline = median(runs, "breed", key), median(runs, base, key)
-        case = f"val MSE, {label} test set: {LABELS[base]} / Breed"
-        return row(case, ours, baseline, "K^2", baseline / ours, target)
-
-    uniform = error("uniform", "lhs", TARGET_UNIFORM)
-    share = median(runs, "breed", "hard_share"), median(runs, "lhs", "hard_share")
-    return [
-        uniform,
-        # target: above the uniform ratio (the issue's "higher on the hard region")
-        error("hard", "lhs", uniform["ratio"]),
-        row("share of simulations in the hard region", *share, "share",
-            share[0] / share[1] if share[1] else math.inf, None),
-        # no target: what the steering by the loss adds to the same exploration design
-        error("uniform", "explore", None),
-        error("hard", "explore", None),
-    ]  # fmt: skip
+def test_sets(setup: Setup, n_test: int, n_hard: int, seeds: tuple[int, int], work: Path) -> Path:
+    """The uniform and hard-region test sets, drawn with `seeds`, solved and saved."""
+    path, arrays = work / f"tests-{seeds[0]}.npz", dict[str, Any]()  # Any: numpy's stub
+    for name, bounds, n, seed in (("uniform", setup.bounds, n_test, seeds[0]),
+                                  ("hard", hard_bounds(setup), n_hard, seeds[1])):  # fmt: skip
+        arrays[f"{name}_x"], arrays[f"{name}_y"] = test_set(setup, bounds, n, seed)
+    np.savez(path, **arrays)
+    return path
 
 
 def print_run(r: Run) -> None:
     extra = (f"  {r['explored']} / {r['observed']} / {r['reductions']}"
-             if r["sampler"] != "lhs" else "")  # fmt: skip
+             if "explored" in r else "")  # fmt: skip
     print(f"{r['sampler']:<8}{r['seed']:>5}{r['uniform_mse']:>13.3f}{r['hard_mse']:>11.3f}"
           f"{r['hard_share']:>12.3f}{r['steps']:>8}{r['wall']:>8.1f}{extra}",
           flush=True)  # fmt: skip
 
 
-def plot(runs: list[Run], path: Path, seed: int = 0) -> None:
-    """Where each arm put its simulations (seed `seed`): t_left against log2_alpha,
+def plot(runs: list[Run], path: Path) -> None:
+    """Where each arm put its simulations (the first seed): t_left against log2_alpha,
     coloured by launch order, the hard region shaded."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4.6), sharey=True, layout="constrained")
+    seed = min(r["seed"] for r in runs)
+    fig, axes = plt.subplots(1, len(ARMS), figsize=(4.4 * len(ARMS), 4.6), sharey=True,
+                             layout="constrained")  # fmt: skip
     for ax, kind in zip(axes, ARMS, strict=True):
         run = next(r for r in runs if r["sampler"] == kind and r["seed"] == seed)
         x = [p["t_left"] for p in run["parameters"]]
@@ -398,7 +470,10 @@ def plot(runs: list[Run], path: Path, seed: int = 0) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--space", choices=sorted(SPACES), default="walls")
-    p.add_argument("--seeds", type=int, default=None, help="default 5 (--quick: 1)")
+    p.add_argument("--seeds", type=int, default=None, help="how many (default 10; --quick 1)")
+    p.add_argument("--first_seed", type=int, default=EVALUATION_FIRST_SEED,
+                   help=f"evaluation seeds from {EVALUATION_FIRST_SEED} (default); below "
+                        f"it, tuning seeds (the only ones to choose settings on)")  # fmt: skip
     p.add_argument("--simulations", type=int, default=None, help="per study (default 48)")
     p.add_argument("--steps", type=int, default=None, help="per study (default 10,000)")
     p.add_argument("--stream_share", type=float, default=0.7)
@@ -406,6 +481,16 @@ def main() -> None:
     p.add_argument("--test_hard", type=int, default=100, help="hard-region test simulations")
     p.add_argument("--breed", default=json.dumps(BREED), help="JSON of Breed's options")
     p.add_argument("--output_dir", default="outputs/active_sampling")
+    p.add_argument(
+        "--results",
+        metavar="FILE",
+        nargs="+",
+        help="JSON lines, one run each: every run recorded in them is reused, "
+        "each new one appended to the first (default OUTPUT_DIR/runs.jsonl)",
+    )
+    p.add_argument("--report", action="store_true",
+                   help="run nothing: the tables of the recorded runs, over the seeds on "
+                        "which every arm ran")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
@@ -414,27 +499,45 @@ def main() -> None:
     if opts.child:
         return run_child(opts.child)
     setup = Setup(space=opts.space, breed=json.loads(opts.breed))
-    seeds = opts.seeds or (1 if opts.quick else 5)
-    if opts.quick:
-        setup = replace(setup, grid_size=6, time_steps=5, hidden=16, simulations=8, steps=200,
-                        watermark=32)  # fmt: skip
+    n_seeds = opts.seeds or (1 if opts.quick else 10)
+    seeds = list(range(opts.first_seed, opts.first_seed + n_seeds))
+    if len({phase(s) for s in seeds}) > 1:
+        p.error(f"the seeds {seeds[0]}-{seeds[-1]} mix tuning and evaluation seeds "
+                f"(evaluation from {EVALUATION_FIRST_SEED})")  # fmt: skip
+    if opts.quick:  # 4 simulations of 5 steps per arm: the five arms within a minute
+        setup = replace(setup, grid_size=6, time_steps=5, hidden=16, simulations=4, steps=120,
+                        batch_size=8, watermark=8)  # fmt: skip
         opts.test, opts.test_hard = min(opts.test, 4), min(opts.test_hard, 2)
     setup = replace(setup, simulations=opts.simulations or setup.simulations,
                     steps=opts.steps or setup.steps, stream_share=opts.stream_share)  # fmt: skip
     out = Path(opts.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    results = [Path(f) for f in opts.results] if opts.results else [out / "runs.jsonl"]
     work = Path(tempfile.mkdtemp(prefix="work-", dir=out))
-    print(f"{opts.space} space, {seeds} seed(s), Breed {setup.breed}, "
-          f"{setup.ratio:.0f} draws per sample while streaming", flush=True)  # fmt: skip
+    print(f"{opts.space} space, {phase(seeds[0])} seeds {seeds[0]}-{seeds[-1]}, Breed "
+          f"{setup.breed}, {setup.ratio:.0f} draws per sample while streaming",
+          flush=True)  # fmt: skip
     start = time.perf_counter()
     try:
-        runs = measure(setup, seeds, opts.test, opts.test_hard, work, inline=opts.quick)
+        runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick,
+                       report_only=opts.report)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    table = rows(runs)
-    print_rows(table, f"active sampling, {opts.space} space (ours = Breed, baseline = LHS "
-                      f"or exploration alone; medians over {seeds} seeds)", width=57)  # fmt: skip
-    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+    if opts.report:  # medians and ratios over the same seeds for every arm
+        complete = {s for s, arms in stats.by_seed(runs).items() if len(arms) == len(ARMS)}
+        runs = [r for r in runs if r["seed"] in complete]
+        if not runs:
+            p.error("no seed on which every arm ran is recorded")
+        seeds = sorted(complete)
+    stats.print_seeds(runs)
+    stats.print_paired(runs)
+    table = stats.rows(runs, opts.space)
+    print_rows(table, f"active sampling, {opts.space} space, {phase(seeds[0])} seeds "
+                      f"(ours = Breed; {len(seeds)} seeds)", width=80)  # fmt: skip
+    print(
+        f"\ntotal {time.perf_counter() - start:.0f} s (studies: "
+        f"{sum(r['wall'] for r in runs):.0f} s of training, reused runs included)"
+    )
     (out / "results.json").write_text(to_json({"setup": asdict(setup), "runs": runs}))
     if opts.plot:
         plot(runs, Path(opts.plot))

@@ -1,7 +1,10 @@
-"""benchmarks/active_sampling.py in quick mode: the three arms (LHS, Breed's exploration
-alone, Breed) run their whole budget in turn (every simulation finished, the same
-steps), the Breed arms are fed losses, the control draws no bred point, and the rows and
-the plot come out well formed. No error is asserted: the figures are for people to read."""
+"""benchmarks/active_sampling.py in quick mode: the five arms (LHS, optimised LHS,
+scrambled Sobol', Breed's exploration alone, Breed) run their whole budget in turn
+(every simulation finished, the same steps), the Breed arms are fed losses, the control
+draws no bred point, the rows and the plot come out well formed, a second invocation
+reuses every recorded run instead of running it again, and --report runs nothing. No
+error is asserted: the figures are for people to read. The paired statistics are
+checked on their own, against figures worked out by hand."""
 
 from __future__ import annotations
 
@@ -13,46 +16,121 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "active_sampling.py"
+BENCHMARKS = Path(__file__).parents[1] / "benchmarks"
+SCRIPT = BENCHMARKS / "active_sampling.py"
+ARMS = ["lhs", "lhs_opt", "sobol", "explore", "breed"]
+BASELINES = ["LHS", "LHS, optimised", "scrambled Sobol'", "exploration alone"]
+
+
+def _stats():  # benchmarks/ is not a package: its modules import each other by name
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import active_sampling_stats
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return active_sampling_stats
+
+
+def _run(seed: int, arm: str, uniform: float, hard: float) -> dict[str, object]:
+    return {"sampler": arm, "seed": seed, "uniform_mse": uniform, "hard_mse": hard,
+            "hard_share": 0.25}  # fmt: skip
+
+
+def test_paired_ratios_median_wins_and_interval() -> None:
+    stats = _stats()
+    lhs = [2.0, 3.0, 1.5, 0.5, 4.0]  # Breed's uniform MSE is 1.0 on every seed
+    runs = [_run(s, "lhs", u, 1.0) for s, u in enumerate(lhs)]
+    runs += [_run(s, "breed", 1.0, 1.0) for s in range(5)]
+    runs.append(_run(9, "lhs", 7.0, 1.0))  # no Breed run on seed 9: not paired
+    pair = stats.paired(runs, "lhs", "uniform")
+    assert pair.seeds == (0, 1, 2, 3, 4)
+    assert pair.ratios == (2.0, 3.0, 1.5, 0.5, 4.0)
+    assert pair.median == 2.0 and pair.wins == 4
+    low, high = pair.interval()
+    assert 0.5 <= low <= 2.0 <= high <= 4.0
+    assert pair.interval() == (low, high)  # a fixed generator: the same interval again
+    level = stats.paired(runs, "lhs", "hard")  # every ratio 1.0: no spread, no win
+    assert level.interval() == (1.0, 1.0) and level.wins == 0
+    better = stats.Paired("lhs", "uniform", (0, 1, 2), (1.3, 1.4, 1.5))
+    assert better.interval()[0] >= 1.3  # every resample's median is a ratio above 1.3
+    with pytest.raises(ValueError, match="no seed"):
+        stats.paired(runs, "sobol", "uniform")
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(240)  # a hang guard: ~60 s alone, >110 s beside other xdist workers
-def test_the_three_arms_run_their_budget_and_the_rows_are_well_formed(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
+def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(tmp_path: Path) -> None:
     png = tmp_path / "where.png"
     argv = [sys.executable, str(SCRIPT), "--quick", "--json", "--plot", str(png),
             "--output_dir", str(tmp_path)]  # fmt: skip
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=220, check=True).stdout
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=280, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert [r["case"] for r in rows] == [
-        "val MSE, uniform test set: LHS / Breed",
-        "val MSE, hard-region test set: LHS / Breed",
-        "share of simulations in the hard region",
-        "val MSE, uniform test set: exploration alone / Breed",
-        "val MSE, hard-region test set: exploration alone / Breed",
-    ]
+    cases = [r["case"] for r in rows]
+    for test in ("uniform", "hard"):
+        for label in BASELINES:
+            name = f"walls, {test} MSE: {label} / Breed"
+            assert f"{name}, medians" in cases
+            assert f"{name}, per seed (median, 95% interval)" in cases
+    assert cases[-1] == "walls, share of simulations in the hard region: Breed / LHS"
+    assert len(rows) == 2 * 4 * 2 + 1
+    by_case = {r["case"]: r for r in rows}
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert row["ours"] > 0 and row["baseline"] > 0 and math.isfinite(row["ratio"])
-    uniform, hard, share, *control = rows
-    for row in (uniform, hard, *control):  # baseline / Breed: higher is better for Breed
-        assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-3)
-    assert uniform["target"] == 1.2 and hard["target"] == uniform["ratio"]
-    assert share["ratio"] == pytest.approx(share["ours"] / share["baseline"], rel=1e-3)
-    assert [row["target"] for row in control] == [None, None]
-    # the same Breed median against both baselines
-    assert [row["ours"] for row in control] == [uniform["ours"], hard["ours"]]
+        if row["case"].endswith("medians"):  # baseline / Breed: higher is better for Breed
+            assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-3)
+        elif row["unit"] == "ratio":  # one seed: the interval is the ratio itself
+            assert row["ours"] == pytest.approx(row["ratio"], abs=1e-3)  # ratio: 3 decimals
+            assert row["baseline"] == pytest.approx(row["ratio"], abs=1e-3)
+    uniform = by_case["walls, uniform MSE: LHS / Breed, medians"]
+    assert uniform["target"] == 1.2
+    assert by_case["walls, hard MSE: LHS / Breed, medians"]["target"] == uniform["ratio"]
+    assert (
+        by_case["walls, uniform MSE: LHS / Breed, per seed (median, 95% interval)"]["target"] == 1.0
+    )
 
     results = json.loads((tmp_path / "results.json").read_text())
     setup, runs = results["setup"], results["runs"]
-    assert [r["sampler"] for r in runs] == ["lhs", "explore", "breed"]  # interleaved
+    assert [r["sampler"] for r in runs] == ARMS  # in turn, one seed
+    assert {r["seed"] for r in runs} == {1000} and {r["phase"] for r in runs} == {"evaluation"}
     for run in runs:
         assert run["simulations"] == setup["simulations"] == len(run["parameters"])
         assert run["steps"] == setup["steps"]
         hard_share = sum(p["log2_alpha"] >= 0 for p in run["parameters"]) / len(run["parameters"])
         assert run["hard_share"] == pytest.approx(hard_share, abs=1e-4)
-    _, explore, breed = runs
+        for p in run["parameters"]:  # the walls space: the other temperatures fixed
+            assert p["t_initial"] == p["t_bottom"] == p["t_top"] == 300.0
+    explore, breed = runs[3], runs[4]
     for run in (explore, breed):  # the trainer fed the sampler
         assert run["reductions"] > 0 and run["observed"] > 0
     assert explore["explored"] == explore["simulations"]  # no bred draw
     assert png.stat().st_size > 10_000
+
+    # every run is in the JSON-lines file; a second invocation reuses them all
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["sampler"] for line in lines] == ARMS
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=280, check=True)
+    assert "5 run(s) recorded" in again.stdout
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines  # nothing re-run
+    assert json.loads(again.stdout.strip().splitlines()[-1])["rows"] == rows
+    # --report runs nothing: seed 1001, never run, is left out; a second file is read too
+    report = [sys.executable, str(SCRIPT), "--quick", "--json", "--report", "--seeds", "2",
+              "--output_dir", str(tmp_path), "--results", str(tmp_path / "other.jsonl"),
+              str(tmp_path / "runs.jsonl")]  # fmt: skip
+    out = subprocess.run(report, capture_output=True, text=True, timeout=280, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1])["rows"] == rows
+    assert not (tmp_path / "other.jsonl").exists()
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
+
+
+@pytest.mark.timeout(240)
+def test_mixed_seeds_and_a_report_of_nothing_are_refused(tmp_path: Path) -> None:
+    argv = [sys.executable, str(SCRIPT), "--quick", "--first_seed", "998", "--seeds", "3",
+            "--output_dir", str(tmp_path)]  # fmt: skip
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
+    assert out.returncode == 2 and "mix tuning and evaluation seeds" in out.stderr
+    assert not (tmp_path / "runs.jsonl").exists()
+    argv = [sys.executable, str(SCRIPT), "--quick", "--report", "--output_dir", str(tmp_path)]
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
+    assert out.returncode == 2 and "no seed on which every arm ran" in out.stderr
+    assert not (tmp_path / "runs.jsonl").exists()

@@ -135,11 +135,11 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 
 
 def save_load_receiver(ing: Ingest) -> tuple[float, float, int]:
-    save, text = timed(lambda: json.dumps(ing.state(), sort_keys=True))
+    save, text = timed(lambda: json.dumps(ing.state_dict(), sort_keys=True))
 
     def load() -> None:
         again = empty_ingest()
-        again.load_state(json.loads(text), buffer_put=ing.marked)
+        again.load_state_dict(json.loads(text), buffer_put=ing.marked)
 
     return save, timed(load)[0], len(text)
 

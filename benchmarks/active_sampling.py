@@ -48,13 +48,12 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds; 2 cores shared with five other sessions, 2.5-11 minutes a
-study against 25-30 s on a quiet machine, so **incomplete: 6 of the 20 seeds**, walls
-1000, 1001, 1005, 1006 and full 1000, 1001; docs/measured.md has every seed), medians of
-the per-seed ratios baseline / Breed, uniform / hard: walls, LHS 1.63 / 2.23 (4 wins of
-4 on both), optimised LHS 1.19 / 1.49, Sobol' 1.11 / 1.76, exploration alone 0.91 /
-1.11; full, LHS 1.10 / 0.99, optimised LHS 0.60 / 0.62 (Breed worse on both seeds),
-Sobol' 2.03 / 2.88. No target is judged on so few seeds.
+Measured (evaluation seeds; walls all 10, full 6 of 10; docs/measured.md has every
+seed and the runs are in benchmarks/results/), medians of the per-seed ratios
+baseline / Breed, uniform / hard [95% intervals]: walls, LHS 1.63 [1.38, 2.36] / 2.30
+[1.89, 2.81] (targets met), optimised LHS 1.24 / 1.49, Sobol' 1.07 / 1.69, exploration
+alone 0.86 [0.73, 0.95] / 0.81 (breeding costs accuracy: missed); full, LHS 1.27 /
+1.44, optimised LHS 0.77 [0.59, 0.89] / 0.93 (missed), Sobol' 1.78 / 2.72.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary

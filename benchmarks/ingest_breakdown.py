@@ -48,6 +48,8 @@ def ours(nbytes: int, count: int, nonfinite: str) -> float:
     try:
         bench._go([proc])
         proc.wait(300)  # every message is in the receiver's socket (or on its way)
+        # settle: libzmq's I/O thread may still queue the last messages; any not yet
+        # queued are still counted (the loop runs to the end of the stream), only later
         time.sleep(0.5)
         get = buffer.get_batch if nbytes > bench.INLINE_MAX else buffer.get_block
         cpu0 = time.thread_time()
@@ -80,6 +82,7 @@ def raw(nbytes: int, count: int) -> float:
     try:
         bench._go([proc])
         proc.wait(300)
+        # settle, as in `ours` (recv blocks for any message not queued yet)
         time.sleep(0.5)
         recv = sock.recv
         cpu0 = time.thread_time()

@@ -19,6 +19,10 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   returns only once ZeroMQ has released them, so the caller may overwrite its array as
   soon as `send` returns (`array_reuse` for double-buffered codes and for codes that
   compute a new array every step). Smaller ones are copied, into batches.
+* Float fields are checked for NaN and Inf before they leave (`finite_check`): a
+  field that passes carries FLAG_FINITE and the trainer does not check it again; one
+  that fails is sent without it (the trainer applies its ``nonfinite`` policy), and
+  the client logs one warning naming the step and the field.
 * A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
 
 About 450 lines, over the project's ~400: a third is the docstrings of `Client` and
@@ -49,6 +53,7 @@ from melissa_trainer.client.config import (
 )
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
+from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.patience import CloseWait
@@ -196,6 +201,8 @@ class Client:
         self._placed = comm is None
         self._steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
         self._held = held  # the large arrays ZeroMQ may still read
+        #: the check of float fields before they leave with FLAG_FINITE, and its warning
+        self._finite = FiniteCheck(self.simulation_id, self.rank)
 
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
@@ -208,7 +215,9 @@ class Client:
         self._lock = threading.Lock()  # the sockets' user: this thread or the flusher
         self._outbox: Outbox | None = None
         if tuning.batch_bytes > 0:
-            self._outbox = Outbox(self._sockets, tuning.batch_bytes, tuning.batch_delay)
+            self._outbox = Outbox(
+                self._sockets, tuning.batch_bytes, tuning.batch_delay, self._finite
+            )
             self._lock = self._outbox.lock
         self._batch_delay = tuning.batch_delay
         self._batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
@@ -291,6 +300,7 @@ class Client:
         queued = 0  # large arrays
         batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
         batched: list[np.ndarray] = []
+        check = self._finite.passes
         if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
             raise self._timeout(step)
         # (only a bounded send can fail and need its records taken back)
@@ -299,20 +309,23 @@ class Client:
             for f, arr in prepared:
                 if f.local_size == 0:
                     continue
+                if f.inline and outbox is not None and f.nbytes <= self._batch_record_max:
+                    batch_heads.append(f.batch_head)  # coalesced (checked with its batch)
+                    batched.append(arr)
+                    continue
+                # a float field that passes the check goes with FLAG_FINITE (`finite_check`)
+                head = f.head_finite if f.checked and check(f.spec.name, step, arr) else f.head
                 if not f.inline:
                     arm(sock, deadline)
                     try:
-                        self._held.send(sock, f.head + step_bytes + f.tail, arr)
+                        self._held.send(sock, head + step_bytes + f.tail, arr)
                     except zmq.Again:
                         raise TimeoutError from None
                     queued += 1
-                elif outbox is not None and f.nbytes <= self._batch_record_max:  # coalesce
-                    batch_heads.append(f.batch_head)
-                    batched.append(arr)
                 elif deadline is None:
-                    sock.send(b"".join((f.head, step_bytes, f.tail, arr.data)))
+                    sock.send(b"".join((head, step_bytes, f.tail, arr.data)))
                 else:
-                    self._push(sock, b"".join((f.head, step_bytes, f.tail, arr.data)), deadline)
+                    self._push(sock, b"".join((head, step_bytes, f.tail, arr.data)), deadline)
             if outbox is not None and (
                 outbox.append_step(batch_heads, index, step_bytes, batched, now)
                 if batched
@@ -363,7 +376,13 @@ class Client:
         fields = list(self._fields.values())
         if all(not f.inline for f in fields):
             return fast_large_sender(
-                fields, self._sockets, self._lock, self._held, self._steps, self._clock
+                fields,
+                self._sockets,
+                self._lock,
+                self._held,
+                self._steps,
+                self._clock,
+                self._finite,
             )
         if outbox is None or not all(
             f.inline and 0 < f.nbytes <= self._batch_record_max for f in fields

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from melissa_trainer.client.finite_check import checked_dtype
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.protocol import FieldSpec
 
@@ -15,7 +16,9 @@ INLINE_MAX_BYTES = 65536
 class FieldPart:
     """A declared field and what this rank sends of it: its element range, whether it
     goes INLINE, and its DATA and BATCH header bytes around the time step (computed
-    once, at `place`, so that a send only joins them)."""
+    once, at `place`, so that a send only joins them). A float field (`checked`) is
+    checked before it is sent, and goes with `head_finite` (FLAG_FINITE set) if it
+    passed (`finite_check`)."""
 
     __slots__ = (
         "spec",
@@ -25,7 +28,9 @@ class FieldPart:
         "offset",
         "inline",
         "head",
+        "head_finite",
         "tail",
+        "checked",
         "batch_head",
         "c_strides",
         "nbytes",
@@ -39,7 +44,9 @@ class FieldPart:
         self.offset = 0
         self.inline = True
         self.head = b""  # header bytes before the time step
+        self.head_finite = b""  # the same with FLAG_FINITE set
         self.tail = b""  # header bytes after it
+        self.checked = checked_dtype(spec.dtype)  # checked for NaN and Inf, then flagged
         self.batch_head = b""  # the BATCH header (record count patched when sent)
         self.c_strides = c_strides(spec.shape, spec.dtype.itemsize)
         self.nbytes = 0
@@ -63,6 +70,7 @@ class FieldPart:
             self.inline,
         )
         self.head, self.tail = protocol.split_at_time_step(header)
+        self.head_finite = protocol.with_finite_flag(self.head)
         self.batch_head = protocol.batch_header_of(header)  # record count patched on send
 
 

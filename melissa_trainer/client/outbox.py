@@ -9,7 +9,10 @@ completes its samples at once), when one of them holds `batch_bytes`, when the
 oldest record is `batch_delay` seconds old, or on `flush`/`close`. A client that
 sends rarely (less often than every `batch_delay`) sends plain DATA at once, and a
 background thread sends batches that got old while the simulation computes, so no
-record waits much longer than `batch_delay`.
+record waits much longer than `batch_delay`. A batch of float payloads is checked
+for NaN and Inf as a whole when it leaves, and carries FLAG_FINITE if it passed
+(`finite_check`; one record that fails leaves the whole batch unflagged: the
+receiver then checks each record).
 
 Thread-safety: the client's thread and the flusher thread share the sockets, and
 every use of them happens under `lock` (ZeroMQ sockets may change threads with a
@@ -27,10 +30,14 @@ from functools import partial
 import numpy as np
 import zmq
 
+from melissa_trainer.client.finite_check import FiniteCheck, checked_dtype
 from melissa_trainer.client.sockets import arm
 from melissa_trainer.stream import protocol
+from melissa_trainer.stream.finite import all_finite
+from melissa_trainer.stream.protocol import FLAG_FINITE, FLAGS_AT, NAME_LEN_AT, U64
 
-_pack_count_into = protocol.U64.pack_into  # the record count, at protocol.RECORDS_AT
+_pack_count_into = U64.pack_into  # the record count, at protocol.RECORDS_AT
+_unpack_u64 = U64.unpack_from
 
 
 #: ``append(index, step, payloads, now) -> due``: `Outbox.step_appender`'s result.
@@ -40,13 +47,39 @@ StepAppender = Callable[[int, bytes, Sequence[np.ndarray], float], bool]
 class _Batch:
     """One field's records bound for one receiver (header first, count patched)."""
 
-    __slots__ = ("buf", "header_bytes", "records", "stride")
+    __slots__ = ("buf", "header_bytes", "records", "stride", "dtype")
 
-    def __init__(self, header: bytes, stride: int) -> None:
+    def __init__(self, header: bytes, stride: int, dtype: np.dtype) -> None:
         self.buf = bytearray(header)
         self.header_bytes = len(header)
         self.records = 0
         self.stride = stride  # bytes per record: the u64 time step and the payload
+        #: the payloads' dtype if they are checked for NaN and Inf, else None
+        self.dtype = dtype if checked_dtype(dtype) else None
+
+    def finite(self, check: FiniteCheck) -> bool:
+        """Whether every record's payload is finite (False for an unchecked dtype; a
+        record that is not makes `check` warn, naming its time step)."""
+        dtype = self.dtype
+        if dtype is None:
+            return False
+        rows = np.ndarray(  # (records, elements), a view of the buffer's payloads
+            (self.records, (self.stride - U64.size) // dtype.itemsize),
+            dtype,
+            self.buf,
+            self.header_bytes + U64.size,
+            (self.stride, dtype.itemsize),
+        )
+        if all_finite(rows):  # one check for the batch (of a copy: rows are strided)
+            return True
+        end = self.header_bytes  # (rare: a batch holding NaN) the name ends the header
+        name = bytes(self.buf[end - self.buf[NAME_LEN_AT] : end]).decode()
+        for i in range(self.records):
+            if not all_finite(rows[i]):
+                at = self.header_bytes + i * self.stride
+                check.nonfinite(name, _unpack_u64(self.buf, at)[0])
+                break
+        return False
 
 
 class _Group:
@@ -71,6 +104,8 @@ class Outbox:
         sockets: the client's PUSH sockets, in receiver order.
         batch_bytes: a group is sent once one of its batches holds this many bytes.
         batch_delay: seconds a record may wait (the flusher's period too).
+        finite: the client's check for NaN and Inf: a batch of float payloads that
+            passes it, as a whole when it leaves, goes with FLAG_FINITE.
 
     All methods but `close` are called with `lock` held (`lock` is the client's lock
     of its sockets too). `append_step` is the one way records get in, for the client's
@@ -82,8 +117,10 @@ class Outbox:
         sockets: Sequence[zmq.Socket],
         batch_bytes: int,
         batch_delay: float,
+        finite: FiniteCheck,
     ) -> None:
         self.lock = threading.Lock()
+        self._finite = finite
         self._sockets = sockets
         self._limit, self._delay = batch_bytes, batch_delay
         self._groups = [_Group() for _ in sockets]
@@ -125,7 +162,8 @@ class Outbox:
         for header, payload in zip(headers, payloads, strict=True):
             batch = batches.get(header)
             if batch is None:
-                batch = batches[header] = _Batch(header, protocol.U64.size + payload.nbytes)
+                stride = protocol.U64.size + payload.nbytes
+                batch = batches[header] = _Batch(header, stride, payload.dtype)
                 self._start_flusher()
             buf = batch.buf
             buf += step
@@ -203,8 +241,14 @@ class Outbox:
         frames = []
         for batch in group.batches.values():
             if batch.records:
-                _pack_count_into(batch.buf, protocol.RECORDS_AT, batch.records)
-                frames.append(batch.buf)
+                buf = batch.buf
+                _pack_count_into(buf, protocol.RECORDS_AT, batch.records)
+                # FLAG_FINITE if every record passed the check (`finite_check`)
+                if batch.finite(self._finite):
+                    buf[FLAGS_AT] |= FLAG_FINITE
+                else:
+                    buf[FLAGS_AT] &= ~FLAG_FINITE & 0xFF
+                frames.append(buf)
         return frames
 
     def _clear(self, group: _Group) -> None:

@@ -13,7 +13,9 @@ holds its own lock around what a checkpoint reads).
   (client ranks' element ranges) have arrived. Each field is preallocated once and
   every part is copied into it once; a part already received from the same client rank
   is a duplicate (a restarted simulation re-sending), a part overlapping another
-  rank's range is rejected, so a re-send never corrupts a sample in progress.
+  rank's range is rejected, so a re-send never corrupts a sample in progress. It
+  notes the fields of which a part came without FLAG_FINITE (`unflagged`): only those
+  are checked for NaN and Inf when the sample is complete (`nonfinite`).
 """
 
 from __future__ import annotations
@@ -296,7 +298,7 @@ class Assembly:
     up front for the receiver's pending-bytes bound.
     """
 
-    __slots__ = ("record", "arrays", "parts", "remaining", "nbytes")
+    __slots__ = ("record", "arrays", "parts", "remaining", "nbytes", "unflagged")
 
     def __init__(self, record: SimulationLedger) -> None:
         self.record = record
@@ -304,6 +306,9 @@ class Assembly:
         self.parts: dict[str, _FieldParts] = {}
         self.remaining = len(record.fields)
         self.nbytes = record.sample_nbytes
+        #: the fields of which a part came without FLAG_FINITE: the receiver checks
+        #: these (a field whose every part carried the flag was checked by its senders)
+        self.unflagged: set[str] = set()
 
     def add(self, msg: Data, size: int, inline: bool) -> int:
         """Add one part; returns ADDED, COMPLETE (all fields done), DUPLICATE or OVERLAP."""
@@ -323,6 +328,8 @@ class Assembly:
             if arr is None:
                 arr = self.arrays[msg.name] = np.empty(msg.shape, msg.dtype)
             arr.reshape(-1)[start:end] = np.frombuffer(msg.payload, msg.dtype)
+        if not msg.finite:
+            self.unflagged.add(msg.name)
         parts.ranks.add(msg.client_rank)
         parts.starts.insert(j, start)
         parts.ends.insert(j, end)

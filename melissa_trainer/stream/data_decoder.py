@@ -33,7 +33,8 @@ class DataDecoder:
     (`TIME_STEP_AT`), so the header's other bytes key the decoded fields: a hit costs a
     slice and a dict lookup instead of a full decode (about 2-4 us less per message).
     Only headers that `decode` accepted are memoized (their flags byte is part of the
-    key, so an INLINE header and a two-frame one never share an entry), and the payload
+    key, so an INLINE header and a two-frame one, or a FINITE one and one without,
+    never share an entry), and the payload
     size is checked on every message: the bytes after an INLINE header, or the payload
     frame of a two-frame DATA (whose header frame must end with its header). A mismatch
     goes through `decode`, which rejects it, so what is accepted and rejected is exactly
@@ -45,7 +46,7 @@ class DataDecoder:
     __slots__ = ("_memo", "_max_bytes", "_limit")
 
     def __init__(self, max_message_bytes: int, limit: int = 4096) -> None:
-        self._memo: dict[bytes, tuple[int, tuple[Any, ...], int]] = {}
+        self._memo: dict[bytes, tuple[int, tuple[Any, ...], int, bool]] = {}
         self._max_bytes, self._limit = max_message_bytes, limit
 
     def __call__(self, frame: bytes, payload: Any = None) -> Message:
@@ -67,14 +68,17 @@ class DataDecoder:
             if frame[FLAGS_AT] & FLAG_INLINE:
                 if payload is None and size - end == hit[2]:
                     step = _unpack_step(frame, TIME_STEP_AT)[0]
-                    return _tuple_new(Data, (hit[0], step, *hit[1], memoryview(frame)[end:]))
+                    body = memoryview(frame)[end:]
+                    return _tuple_new(Data, (hit[0], step, *hit[1], body, hit[3]))
             elif payload is not None and size == end and len(payload) == hit[2]:
                 step = _unpack_step(frame, TIME_STEP_AT)[0]
-                return _tuple_new(Data, (hit[0], step, *hit[1], payload))
+                return _tuple_new(Data, (hit[0], step, *hit[1], payload, hit[3]))
         msg = protocol.decode(frame, payload, self._max_bytes)
         assert type(msg) is Data  # a DATA kind byte decodes to DATA or raises
         if len(self._memo) >= self._limit:
             self._memo.clear()
-        # simulation id; client rank .. element count; payload bytes
-        self._memo[key] = (msg[0], msg[2:9], size - end if payload is None else len(payload))
+        # simulation id; client rank .. element count; payload bytes; FLAG_FINITE (the
+        # flags byte is in the key: a flagged and an unflagged header never share an entry)
+        nbytes = size - end if payload is None else len(payload)
+        self._memo[key] = (msg[0], msg[2:9], nbytes, msg.finite)
         return msg

@@ -141,7 +141,7 @@ class Ingest:
 
     def data(self, msg: Data, inline: bool) -> None:
         """One DATA; `inline`: its payload is a view of the received bytes."""
-        sid, t, _, client_count, name, dtype, shape, _, elements, _ = msg
+        sid, t, _, client_count, name, dtype, shape, _, elements, _, finite = msg
         sim = self.sims.get(sid)
         if sim is None:
             if sid in self.archive:  # finished: every step is a duplicate
@@ -167,9 +167,15 @@ class Ingest:
             return None
         pending = self.pending
         if sim.single and elements == layout[2] and not (pending and (sid, t) in pending):
-            # the fast path: no assembly; the check of the one field without a loop
+            # the fast path: no assembly; the check of the one field without a loop (not
+            # of a field its sender checked: FLAG_FINITE, see `nonfinite`)
             arr = payload_array(msg, inline)
-            if self._check_finite and arr.dtype.kind in FLOAT_KINDS and not all_finite(arr):
+            if (
+                self._check_finite
+                and not finite
+                and arr.dtype.kind in FLOAT_KINDS
+                and not all_finite(arr)
+            ):
                 if self.nonfinite.refuse(sim, t, i, name) and len(sim.byes) >= sim.client_count:
                     self.check_finished(sim)  # (its last step may be the one refused)
                 return None
@@ -197,7 +203,7 @@ class Ingest:
             self._pending_bytes -= asm.nbytes
             arrays = {f.name: asm.arrays[f.name] for f in sim.fields}
             if self._check_finite:
-                bad = self.nonfinite.bad_field(arrays)
+                bad = self.nonfinite.bad_field(arrays, asm.unflagged)
                 if bad is not None:
                     if self.nonfinite.refuse(sim, t, i, bad) and len(sim.byes) >= sim.client_count:
                         self.check_finished(sim)  # (its last step may be the one refused)
@@ -246,8 +252,11 @@ class Ingest:
         )
         rows = msg.payloads.reshape(msg.records, *msg.shape) if same else None  # a view
         # record by record, each with its own verdict: a batch of another layout, or
-        # one holding NaN or Inf (one sum says it does not: see `nonfinite`)
-        if rows is None or (self._check_finite and self.nonfinite.suspect(msg.dtype, rows)):
+        # one holding NaN or Inf (one sum says it does not, or its sender's FLAG_FINITE:
+        # see `nonfinite`)
+        if rows is None or (
+            self._check_finite and not msg.finite and self.nonfinite.suspect(msg.dtype, rows)
+        ):
             for i in range(msg.records):
                 self.data(msg.record(i), True)
             return None

@@ -24,20 +24,30 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   ranks other than 0 in a study), the receiver fails instead (`NonFiniteDataError`):
   training stops with a `SourceError` naming the simulation, the step and the field.
 
-Cost: one check (`all_finite`: a BLAS dot product of the field with itself, then
-``np.isfinite(arr).all()`` only if that is not finite) per float field of a sample, or
-per batch of steps of one field (a batch that fails it goes record by record): one pass
-over the bytes, without a temporary array (figures: docs/concepts/stream.md).
+Where the check runs: a message carrying FLAG_FINITE (`protocol`) was checked by its
+sender, on the simulation's core: the Python client checks every float field it sends
+and sets the flag when it passed (the C client likewise), so the receiver skips the
+check of a field whose every part carries it (a sample assembled from several ranks'
+parts is checked if one part came without it), and of a BATCH carrying it. The flag is
+the sender's word: a sender that sets it on NaN breaks the protocol, and such a sample
+is put (the loss check, `melissa_trainer.loss_guard`, is the backstop). A message
+without it (an older client, a non-finite field, a sender that does not check) is
+checked here as before: one check (`all_finite`, in `finite`: a BLAS dot product of
+the field with itself, then ``np.isfinite(arr).all()`` only if that is not finite) per
+float field of a sample, or per batch of steps of one field (a batch that fails it
+goes record by record): one pass over the bytes, without a temporary array, about
+60 us per MB on the trainer's core (figures: docs/measured.md, issue 28;
+docs/concepts/stream.md).
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.log_summary import NONFINITE, LogSummary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,12 +62,8 @@ __all__ = [
     "check_policy",
 ]
 
-_vdot = np.vdot  # (one global lookup per check, not a module attribute's two)
-
 #: the values of `ReceiverConfig.nonfinite`, the default first
 NONFINITE_POLICIES = ("refuse", "accept", "fail")
-#: dtype kinds that can hold NaN or Inf: floating point and complex
-FLOAT_KINDS = frozenset("fc")
 
 
 class NonFiniteDataError(RuntimeError):
@@ -74,18 +80,6 @@ def check_policy(value: object) -> str:
             "'fail' fails the simulation that sent them"
         )
     return str(value)
-
-
-def all_finite(arr: np.ndarray) -> bool:
-    """True when no element of `arr` (a float or complex array) is NaN or infinite."""
-    # x . x is finite only if every x is (NaN and Inf propagate; squares cannot cancel),
-    # and BLAS computes it in one pass without `isfinite`'s temporary array: 2 us instead
-    # of 11 for 64 KB, 0.9 ms instead of 2.5 for 8 MB. An overflow of finite values
-    # (|x| above 1.8e19 in float32) also gives Inf: the exact check decides then.
-    flat = arr if arr.ndim == 1 else arr.reshape(-1)
-    if math.isfinite(abs(_vdot(flat, flat))):
-        return True
-    return bool(np.isfinite(arr).all())
 
 
 class NonFiniteGuard:
@@ -117,13 +111,16 @@ class NonFiniteGuard:
 
     def suspect(self, dtype: np.dtype, rows: np.ndarray) -> bool:
         """Whether a batch of steps of one field (`rows`) holds a non-finite value, and
-        must go record by record (one check for the batch; False for non-float fields)."""
+        must go record by record (one check for the batch; False for non-float fields).
+        The caller skips it for a batch that carries FLAG_FINITE."""
         return self.checks and dtype.kind in FLOAT_KINDS and not all_finite(rows)
 
-    def bad_field(self, arrays: Mapping[str, np.ndarray]) -> str | None:
-        """The first field of a complete sample holding NaN or Inf, else None."""
+    def bad_field(self, arrays: Mapping[str, np.ndarray], unflagged: Container[str]) -> str | None:
+        """The first field of a complete sample holding NaN or Inf, else None; only the
+        fields in `unflagged` are checked (those of which a part came without
+        FLAG_FINITE: a field whose every part carried it was checked by its sender)."""
         for name, arr in arrays.items():
-            if arr.dtype.kind in FLOAT_KINDS and not all_finite(arr):
+            if name in unflagged and arr.dtype.kind in FLOAT_KINDS and not all_finite(arr):
                 return name
         return None
 

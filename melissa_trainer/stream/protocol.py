@@ -16,6 +16,8 @@ Message kinds:
   field, as a flat element range `[offset, offset + count)` of the C-ordered global
   array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
   small messages) or come as a second frame (received without a copy, for large ones).
+  The FINITE flag (DATA and BATCH) says that the sender checked every value finite,
+  so that the receiver need not read the payload to check it again.
 * BYE (one per client rank and receiver, after its data): how many time steps it sent
   to that receiver (version 2; version 1 counted them over all receivers, which tied
   the end of a simulation to steps numbered 0, 1, 2... with several receivers).
@@ -56,6 +58,13 @@ KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATC
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
+#: DATA and BATCH flag: the sender checked that every value of the payload (of every
+#: record, in a BATCH) is finite (no NaN, no Inf); set on floating-point fields only, and
+#: only when that check passed. A fact about the payload, not a policy: a receiver may
+#: skip its own check of a field whose every part carries it (`nonfinite`); a message
+#: without it is checked. Bit 1, which version-2 receivers before it ignore (they check
+#: as for any message): no new version (docs/protocol.md, section 13).
+FLAG_FINITE = 0x2
 #: ABANDON flag: the launcher redraws a replacement (receivers wait for it instead)
 FLAG_REPLACED = 0x1
 
@@ -173,6 +182,7 @@ class Data(NamedTuple):
     offset: int
     elements: int  # the wire's `count` (not `count`: that is a tuple method)
     payload: Any  # a buffer of elements * itemsize bytes (a view of the frame: no copy)
+    finite: bool = False  # FLAG_FINITE: the sender found every value finite
 
 
 class Batch(NamedTuple):
@@ -189,6 +199,7 @@ class Batch(NamedTuple):
     elements: int
     steps: np.ndarray  # (records,) little-endian u64, a strided view of the frame
     payloads: np.ndarray  # (records, elements) of `dtype`, a strided view of the frame
+    finite: bool = False  # FLAG_FINITE: the sender found every record's values finite
 
     def record(self, i: int) -> Data:
         """Record `i` as the DATA message it stands for (the slow, general path)."""
@@ -204,6 +215,7 @@ class Batch(NamedTuple):
             self.offset,
             self.elements,
             payload,
+            self.finite,
         )
 
 
@@ -262,10 +274,13 @@ def encode_data_header(
     offset: int,
     count: int,
     inline: bool,
+    finite: bool = False,
 ) -> bytes:
-    """The DATA header; `name` is the field name, UTF-8 encoded (<= 255 bytes)."""
+    """The DATA header; `name` is the field name, UTF-8 encoded (<= 255 bytes);
+    `finite`: set FLAG_FINITE (only for a payload whose every value was checked finite)."""
+    flags = (FLAG_INLINE if inline else 0) | (FLAG_FINITE if finite else 0)
     return (
-        PREFIX.pack(MAGIC, VERSION, DATA, FLAG_INLINE if inline else 0, simulation_id)
+        PREFIX.pack(MAGIC, VERSION, DATA, flags, simulation_id)
         + DATA_FIXED.pack(
             time_step,
             client_rank,
@@ -313,8 +328,14 @@ def encode_batch_header(
 
 def batch_header_of(data_header: bytes) -> bytes:
     """The BATCH header of the same field part as a DATA header (its time step field
-    becomes the record count; flags cleared)."""
+    becomes the record count; flags cleared: a sender sets FLAG_FINITE on the batch it
+    checked, `with_finite_flag`)."""
     return data_header[:KIND_AT] + bytes([BATCH]) + b"\0\0" + data_header[SIMULATION_ID_AT:]
+
+
+def with_finite_flag(header: bytes) -> bytes:
+    """A DATA or BATCH header (or its bytes before the time step) with FLAG_FINITE set."""
+    return header[:FLAGS_AT] + bytes([header[FLAGS_AT] | FLAG_FINITE]) + header[FLAGS_AT + 1 :]
 
 
 def split_at_time_step(data_header: bytes) -> tuple[bytes, bytes]:
@@ -422,11 +443,12 @@ def _decode_data(frame: Any, size: int, head: tuple, payload: Any, max_bytes: in
         if len(payload) != nbytes:
             raise ProtocolError("bad_size", f"{len(payload)} payload bytes, expected {nbytes}")
         body = payload
-    return Data(sim, step, rank, ranks, name, dtype, shape, offset, count, body)
+    finite = bool(flags & FLAG_FINITE)
+    return Data(sim, step, rank, ranks, name, dtype, shape, offset, count, body, finite)
 
 
 def _decode_batch(frame: Any, size: int, head: tuple, max_bytes: int) -> Batch:
-    sim, records, rank, ranks = head[4:8]
+    flags, sim, records, rank, ranks = head[3:8]
     offset, count = head[12:14]
     name, dtype, shape, header_end = _data_header(frame, size, head, max_bytes)
     stride = U64.size + count * dtype.itemsize
@@ -438,7 +460,10 @@ def _decode_batch(frame: Any, size: int, head: tuple, max_bytes: int) -> Batch:
     payloads = np.ndarray(
         (records, count), dtype, frame, header_end + U64.size, (stride, dtype.itemsize)
     )
-    return Batch(sim, records, rank, ranks, name, dtype, shape, offset, count, steps, payloads)
+    finite = bool(flags & FLAG_FINITE)
+    return Batch(
+        sim, records, rank, ranks, name, dtype, shape, offset, count, steps, payloads, finite
+    )
 
 
 def _data_header(

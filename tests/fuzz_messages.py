@@ -48,7 +48,15 @@ class Plan:
 class Generator:
     """Messages for fuzz socket `index` of `sockets`, judged by `ref` as they are made."""
 
-    def __init__(self, seed: int, index: int, sockets: int, max_bytes: int, max_step: int):
+    def __init__(
+        self,
+        seed: int,
+        index: int,
+        sockets: int,
+        max_bytes: int,
+        max_step: int,
+        nonfinite: str = "accept",
+    ):
         self.rng = np.random.default_rng([seed, index])
         self.index, self.sockets, self.max_bytes, self.max_step = (
             index,
@@ -56,7 +64,7 @@ class Generator:
             max_bytes,
             max_step,
         )
-        self.ref = ReferenceReceiver(0, 1, max_bytes, max_step, mine=self.mine)
+        self.ref = ReferenceReceiver(0, 1, max_bytes, max_step, self.mine, nonfinite)
         self.plans: list[Plan] = []
         self.next_k = 0
         self.queue: deque[list[bytes]] = deque()  # the other ranks' HELLOs of a new plan
@@ -118,15 +126,32 @@ class Generator:
         parts = plan.parts(f)  # a rank without a part of `f` sends the first rank's
         rank, off, n = next((p for p in parts if p[0] == rank), parts[0])
         inline = bool(self.rng.integers(2)) if inline is None else inline
-        head = R.part_header(R.DATA, plan.sid, t, rank, plan.count, f, off, n, inline)
         body = self.payload(f, n)
+        finite = self.flag_finite(f, [body])
+        head = R.part_header(R.DATA, plan.sid, t, rank, plan.count, f, off, n, inline, finite)
         return [head + body] if inline else [head, body]
+
+    def flag_finite(self, f: R.Field, payloads: list[bytes]) -> bool:
+        """FINITE, as a sender that checks sets it: on float payloads without NaN or
+        Inf, half of the time (the other half: a sender that does not check)."""
+        code = R.CODE_OF[f.dtype]
+        return (
+            f.dtype in R.FLOAT_DTYPES
+            and not any(R.holds_nonfinite(code, p) for p in payloads)
+            and bool(self.rng.integers(2))
+        )
 
     def batch(self, plan: Plan, steps: list[int], i: int, rank: int) -> bytes:
         f = plan.fields[i]
         _, off, n = next(p for p in plan.parts(f) if p[0] == rank)
-        head = R.part_header(R.BATCH, plan.sid, len(steps), rank, plan.count, f, off, n, False)
-        return head + b"".join(t.to_bytes(8, "little") + self.payload(f, n) for t in steps)
+        payloads = [self.payload(f, n) for _ in steps]
+        finite = self.flag_finite(f, payloads)
+        head = R.part_header(
+            R.BATCH, plan.sid, len(steps), rank, plan.count, f, off, n, False, finite
+        )
+        return head + b"".join(
+            t.to_bytes(8, "little") + p for t, p in zip(steps, payloads, strict=True)
+        )
 
     def next_parts(self, plan: Plan) -> list[bytes]:
         """The next part(s) the plan's ranks would send: a DATA, or a BATCH per field
@@ -189,7 +214,8 @@ class Generator:
 
     def mutated(self, frames: list[bytes]) -> list[bytes]:
         """A valid message, changed: many changes break it, some keep it valid (payload
-        bytes, the reserved byte, flag bits 1-15, INLINE with the payload moved)."""
+        bytes, the reserved byte, flag bits 1-15, INLINE with the payload moved). Bit 1,
+        FINITE, set on a payload holding NaN or Inf is `Unspecified` (not sent)."""
         rng = self.rng
         head = bytearray(frames[0])
         how = int(rng.integers(9))
@@ -201,7 +227,7 @@ class Generator:
             head = head[: int(rng.integers(len(head)))]
         elif how == 2:  # bytes appended
             head += rng.bytes(int(rng.integers(1, 9)))
-        elif how == 3 and len(head) >= 32:  # the reserved byte and flag bits 1-15: ignored
+        elif how == 3 and len(head) >= 32:  # the reserved byte, flag bits 1-15 (FINITE: 1)
             head[31] = int(rng.integers(256)) if head[5] in (R.DATA, R.BATCH) else head[31]
             head[6] = (head[6] & 1) | (int(rng.integers(128)) << 1)
             head[7] = int(rng.integers(256))

@@ -23,11 +23,15 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 # section 5: the common prefix
 MAGIC = b"MTRN"
 VERSION = 2
 HELLO, DATA, BYE, ABANDON, BATCH = 1, 2, 3, 4, 5
 INLINE = 0x0001  # DATA flags bit 0
+FINITE = 0x0002  # DATA and BATCH flags bit 1: the sender checked every value finite
+FLOAT_DTYPES = frozenset({"<f2", "<f4", "<f8"})  # section 9: the IEEE 754 types
 REPLACED = 0x0001  # ABANDON flags bit 0
 PREFIX_BYTES = 16
 # section 6: HELLO fixed part and body bound
@@ -109,6 +113,7 @@ class Part:
     n: int  # elements in this part
     steps: tuple[int, ...]  # one for a DATA, R for a BATCH
     payloads: tuple[bytes, ...]
+    finite: bool = False  # flags bit 1 (FINITE)
 
 
 @dataclass(frozen=True)
@@ -158,11 +163,13 @@ def part_header(
     offset: int,
     n: int,
     inline: bool,
+    finite: bool = False,
 ) -> bytes:
-    """A DATA header (`first` = the time step) or a BATCH header (`first` = R)."""
+    """A DATA header (`first` = the time step) or a BATCH header (`first` = R); `finite`
+    sets FINITE (a sender that checked every value of the payload finite)."""
     name = f.name.encode()
     return (
-        prefix(kind, sim, INLINE if inline else 0)
+        prefix(kind, sim, (INLINE if inline else 0) | (FINITE if finite else 0))
         + struct.pack(
             "<QHHBBBBQQ",
             first,
@@ -232,7 +239,8 @@ def decode(frame: bytes, part: bytes | None, max_bytes: int) -> Message:
             raise Reject("truncated")
         if kind == BATCH and part is not None:
             raise Reject("unexpected_frame")
-        return _part(frame, part, kind, bool(flags & INLINE), sim, max_bytes)
+        p = _part(frame, part, kind, bool(flags & INLINE), sim, max_bytes)
+        return _with_finite(p) if flags & FINITE else p
     if part is not None:
         raise Reject("unexpected_frame")
     if kind == HELLO:
@@ -247,6 +255,22 @@ def decode(frame: bytes, part: bytes | None, max_bytes: int) -> Message:
             raise Reject("bad_size")
         return Abandon(sim, bool(flags & REPLACED))
     raise Reject("bad_kind")
+
+
+def _with_finite(p: Part) -> Part:
+    """`p` with its FINITE flag (section 5: DATA and BATCH flags bit 1)."""
+    return Part(
+        p.sim, p.rank, p.count, p.code, p.shape, p.name, p.offset, p.n, p.steps, p.payloads, True
+    )
+
+
+def holds_nonfinite(code: int, payload: bytes) -> bool:
+    """Whether a payload of dtype `code` holds NaN or Inf (section 9: IEEE 754 floats;
+    the other types cannot)."""
+    dtype = DTYPES[code][0]
+    if dtype not in FLOAT_DTYPES:
+        return False
+    return not bool(np.isfinite(np.frombuffer(payload, dtype)).all())
 
 
 def _check_rank(rank: int, count: int) -> None:

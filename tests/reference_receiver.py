@@ -1,7 +1,10 @@
 """The receiver of docs/protocol.md (sections 10 and 11), written from the document
 alone, over `reference_protocol`'s decoder: what a receiver must do with a sequence of
 messages (rejections by reason, duplicates, the samples it puts, the simulations it
-finishes). See `reference_protocol` for why, and for `Unspecified`.
+finishes). See `reference_protocol` for why, and for `Unspecified`. With
+``nonfinite="refuse"`` it also says which samples are refused for NaN or Inf: every
+complete sample holding one, whatever its parts' FINITE flags (a FINITE part holding
+one is `Unspecified`: the flag is the sender's word, section 5).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from reference_protocol import (
     Reject,
     Unspecified,
     decode,
+    holds_nonfinite,
     split,
 )
 
@@ -53,8 +57,14 @@ class ReferenceReceiver:
         max_bytes: int,
         max_time_step: int,
         mine: Callable[[int], bool] = lambda sim: True,
+        nonfinite: str = "accept",
     ) -> None:
         self.mine = mine
+        #: the receiver's policy for samples holding NaN or Inf: "accept" (none is
+        #: checked) or "refuse" (such a sample is received, but not put)
+        assert nonfinite in ("accept", "refuse")
+        self.nonfinite = nonfinite
+        self.refused = 0  # samples refused for NaN or Inf
         self.rank, self.world_size = rank, world_size
         self.max_bytes, self.max_time_step = max_bytes, max_time_step
         self.sims: dict[int, _Sim] = {}
@@ -171,6 +181,10 @@ class ReferenceReceiver:
         """One reason for the whole DATA or BATCH (no HELLO), or one per record."""
         if m.sim not in self.sims:
             return "no_hello"
+        if m.finite and any(holds_nonfinite(m.code, p) for p in m.payloads):
+            # the FINITE flag is the sender's word (section 5): a receiver may put such
+            # a sample or refuse it
+            raise Unspecified("FINITE on a payload holding NaN or Inf")
         if len(set(m.steps)) != len(m.steps):
             raise Unspecified("a BATCH holding one time step twice")
         sim = self.sims[m.sim]
@@ -248,6 +262,15 @@ class ReferenceReceiver:
         for f in fields:
             data = b"".join(p[3] for p in sorted(step[f.name], key=lambda p: p[1]))
             sample[f.name] = np.frombuffer(data, dtype=np.dtype(f.dtype)).reshape(f.shape)
+        if self.nonfinite == "refuse" and any(
+            holds_nonfinite(CODE_OF[f.dtype], sample[f.name].tobytes()) for f in fields
+        ):
+            # received (a re-send is a duplicate, it counts towards the end), not put
+            del sim.pending[t]
+            sim.completed.add(t)
+            self.refused += 1
+            self._maybe_finish(m.sim)
+            return
         sample["simulation_id"] = np.array(m.sim, dtype=np.int64)
         sample["time_step"] = np.array(t, dtype=np.int64)
         sample["parameters"] = np.array([v for _, v in sim.hello.parameters], dtype=np.float64)

@@ -43,6 +43,10 @@ MAX_MESSAGE_BYTES = 1 << 20  # oversized claims are cheap to make against a smal
 MAX_TIME_STEP = 1 << 20
 TIME_LIMIT = max(300, FRAMES * 6 // 1000)  # seconds; ~2,000 judged messages/s on 2 cores
 
+#: the receiver's policy for NaN and Inf: "refuse" (the default), so that the reference
+#: decides which samples are refused, FINITE flags and all
+NONFINITE = os.environ.get("MELISSA_FUZZ_NONFINITE", "refuse")
+
 VALID_SIM = 1
 VALID_STEPS = 200
 # (name, dtype, shape): a small INLINE field and a two-frame one (> INLINE_MAX_BYTES)
@@ -122,7 +126,7 @@ def test_fuzz_receiver_agrees_with_the_reference() -> None:
     total_valid_msgs = 1 + VALID_STEPS * len(VALID_FIELDS) + 1
     per_socket = [FRAMES // FUZZ_SOCKETS + (i < FRAMES % FUZZ_SOCKETS) for i in range(FUZZ_SOCKETS)]
     gens = [
-        Generator(SEED, i, FUZZ_SOCKETS, MAX_MESSAGE_BYTES, MAX_TIME_STEP)
+        Generator(SEED, i, FUZZ_SOCKETS, MAX_MESSAGE_BYTES, MAX_TIME_STEP, NONFINITE)
         for i in range(FUZZ_SOCKETS)
     ]
     buffer = FIFOBuffer(10**7)  # never full: the receiver must not block on it
@@ -131,7 +135,9 @@ def test_fuzz_receiver_agrees_with_the_reference() -> None:
         max_time_step=MAX_TIME_STEP,
         rcvhwm=10000,
         fields=None,  # each simulation declares its own
-        nonfinite="accept",  # random payload bytes are NaN at times: the protocol allows them
+        # random payload bytes are NaN at times: the reference knows which samples the
+        # policy refuses, and the FINITE flag (set by the generator on some finite parts)
+        nonfinite=NONFINITE,
         max_pending=1 << 20,
     )
     rec = Receiver(buffer, config=config)
@@ -196,6 +202,7 @@ def test_fuzz_receiver_agrees_with_the_reference() -> None:
         assert tel["duplicates"] == sum(r.duplicates for r in refs)
         fuzz_samples = [s for r in refs for s in r.samples]
         assert tel["samples_put"] == VALID_STEPS + len(fuzz_samples)
+        assert tel["nonfinite_refused"] == sum(r.refused for r in refs)
 
         # the samples themselves: the reference's, bit for bit, and the valid client's
         held = buffer.get_batch(VALID_STEPS + len(fuzz_samples), timeout=5)
@@ -219,10 +226,13 @@ def test_fuzz_receiver_agrees_with_the_reference() -> None:
         outcomes = sum((g.outcomes for g in gens), Counter())
         skipped = sum((g.skipped for g in gens), Counter())
         assert outcomes["accepted"] > len(fuzz_samples) > 0  # acceptance was exercised
+        if NONFINITE == "refuse":
+            assert sum(r.refused for r in refs) > 0  # refusal was exercised
         print(
             f"\nfuzz: {want_messages - total_valid_msgs} messages in {elapsed:.1f} s, "
             f"{len(fuzz_samples)} samples assembled, {sum(r.duplicates for r in refs)} "
-            f"duplicates, {len(finished) - 1} simulations finished; outcomes "
+            f"duplicates, {sum(r.refused for r in refs)} refused for NaN or Inf, "
+            f"{len(finished) - 1} simulations finished; outcomes "
             f"{dict(sorted(outcomes.items()))}; not sent (unspecified) {dict(skipped)}"
         )
     finally:

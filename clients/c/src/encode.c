@@ -100,6 +100,38 @@ void mt_put_u64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count) {
+    /* NaN and Inf are the values whose exponent bits are all ones (IEEE 754); memcpy
+     * reads each value whatever the alignment (the compiler makes it a load). As the
+     * Python client (melissa_trainer/stream/finite.py): checked before FLAG_FINITE. */
+    const unsigned char *p = data;
+    if (dtype == MT_FLOAT32) {
+        for (uint64_t i = 0; i < count; ++i) {
+            uint32_t v;
+            memcpy(&v, p + 4 * i, 4);
+            if ((v & 0x7f800000u) == 0x7f800000u) return false;
+        }
+        return true;
+    }
+    if (dtype == MT_FLOAT64) {
+        for (uint64_t i = 0; i < count; ++i) {
+            uint64_t v;
+            memcpy(&v, p + 8 * i, 8);
+            if ((v & 0x7ff0000000000000ull) == 0x7ff0000000000000ull) return false;
+        }
+        return true;
+    }
+    if (dtype == MT_FLOAT16) {
+        for (uint64_t i = 0; i < count; ++i) {
+            uint16_t v;
+            memcpy(&v, p + 2 * i, 2);
+            if ((v & 0x7c00u) == 0x7c00u) return false;
+        }
+        return true;
+    }
+    return false;
+}
+
 void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id) {
     memcpy(p, "MTRN", 4);
     p[4] = MT_PROTOCOL_VERSION;

@@ -25,6 +25,7 @@
 #define MT_KIND_BYE 3
 #define MT_KIND_BATCH 5
 #define MT_FLAG_INLINE 1
+#define MT_FLAG_FINITE 2 /* DATA, BATCH: the sender checked every value finite */
 #define MT_ERROR_BYTES 1024
 
 enum part_mode { PART_WHOLE = 0, PART_RANGE = 1, PART_COUNT = 2 };
@@ -59,6 +60,7 @@ typedef struct mt_batch {
     uint8_t *buf;
     size_t len, cap, header_len;
     uint64_t records;
+    bool finite; /* every record so far is a float payload without NaN or Inf */
 } mt_batch;
 
 /* The batches bound for one receiver; they leave together, as one message. */
@@ -158,6 +160,9 @@ void mt_put_u16(uint8_t *p, uint16_t v);
 void mt_put_u32(uint8_t *p, uint32_t v);
 void mt_put_u64(uint8_t *p, uint64_t v);
 void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id);
+/* Whether `count` values of `dtype` at `data` are all finite (float dtypes only: false
+ * for the others, which carry no FLAG_FINITE), by their exponent bits (exact). */
+bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count);
 mt_status mt_build_headers(mt_client *c);
 void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
 

@@ -54,6 +54,9 @@ mt_status mt_outbox_append(mt_client *c, size_t field, const void *data) {
         b->buf = grown;
         b->cap = cap;
     }
+    /* the batch carries FLAG_FINITE if every record is finite (checked as it comes) */
+    bool finite = mt_all_finite(f->dtype, data, f->count);
+    b->finite = (b->records == 0 || b->finite) && finite;
     mt_put_u64(b->buf + b->len, c->step);
     memcpy(b->buf + b->len + 8, data, f->nbytes);
     b->len += need;
@@ -80,6 +83,7 @@ int mt_outbox_send(mt_client *c, size_t index, int flags) {
         mt_batch *b = &g->batches[k];
         if (!b->records) continue;
         mt_put_u64(b->buf + MT_TIME_STEP_AT, b->records);
+        b->buf[MT_FLAGS_AT] = b->finite ? MT_FLAG_FINITE : 0;
         int more = k < last ? ZMQ_SNDMORE : 0;
         int rc;
         /* Once the first frame is queued, the others are accepted at once (the

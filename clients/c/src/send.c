@@ -113,6 +113,10 @@ static int send_frame(void *sock, const void *p, size_t n, int flags) {
 /* One DATA of field f (mu held). */
 static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
     mt_put_u64(f->header + MT_TIME_STEP_AT, c->step);
+    /* FLAG_FINITE on a float part without NaN or Inf: the trainer need not check it */
+    bool finite = mt_all_finite(f->dtype, data, f->count);
+    f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
+                                       (finite ? MT_FLAG_FINITE : 0));
     if (f->inline_) {
         zmq_msg_t msg;
         if (zmq_msg_init_size(&msg, f->header_len + f->nbytes) != 0) return errno;

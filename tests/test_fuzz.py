@@ -98,12 +98,13 @@ def test_reference_reads_the_worked_examples() -> None:
     assert isinstance(data, R.Part)
     assert (data.sim, data.steps, data.rank, data.count) == (7, (3,), 1, 2)
     assert (data.name, data.shape, data.offset, data.n) == ("u", (2, 2), 2, 2)
+    assert data.finite  # flags 0x0003: INLINE and FINITE
     assert np.frombuffer(data.payloads[0], "<f4").tolist() == [-0.5, 0.25]
     hello = R.decode(spec_dump("hello"), None, 1 << 30)
     assert hello == R.Hello(7, 1, 2, (R.Field("u", "<f4", (2, 2)),), (("t0", 300.0),))
     assert R.decode(spec_dump("bye"), None, 1 << 30) == R.Bye(7, 1, 2, 10)
     head = spec_dump("data")[:65]  # the two-frame form of the same DATA
-    two = bytes(head[:6]) + b"\x00" + head[7:]
+    two = bytes(head[:6]) + b"\x02" + head[7:]  # FINITE still, INLINE cleared
     assert R.decode(two, spec_dump("data")[65:], 1 << 30) == data
     with pytest.raises(R.Reject, match="missing_frame"):
         R.decode(two, None, 1 << 30)

@@ -341,10 +341,11 @@ def spec_dump(label: str) -> bytes:
 
 def test_spec_hex_dumps_are_encoder_output() -> None:
     payload = np.array([-0.5, 0.25], dtype="<f4").tobytes()
-    data = p.encode_data_header(7, 3, 1, 2, b"u", 1, (2, 2), 2, 2, True) + payload
+    # what a client that checked the payload sends: INLINE and FINITE
+    data = p.encode_data_header(7, 3, 1, 2, b"u", 1, (2, 2), 2, 2, True, finite=True) + payload
     assert spec_dump("data") == data
     msg = p.decode(data)
-    assert isinstance(msg, p.Data) and msg.offset == 2 and msg.elements == 2
+    assert isinstance(msg, p.Data) and msg.offset == 2 and msg.elements == 2 and msg.finite
     hello = p.encode_hello(7, 1, 2, [p.FieldSpec("u", np.dtype("<f4"), (2, 2))], {"t0": 300.0})
     assert spec_dump("hello") == hello
     assert spec_dump("bye") == p.encode_bye(7, 1, 2, 10)

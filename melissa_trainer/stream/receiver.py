@@ -56,7 +56,8 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   are what keep other runs away, see `melissa_trainer.output_lock`).
 * Samples holding NaN or Inf in a float field are refused (counted, logged, their
   step recorded as received), trained on, or fail their simulation, per
-  `ReceiverConfig.nonfinite` (:mod:`.nonfinite`).
+  `ReceiverConfig.nonfinite` (:mod:`.nonfinite`); a field whose every part came with
+  the protocol's FINITE flag was checked by its sender, and is not checked again.
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
   waits for). Time blocked on a full buffer is not idle time.

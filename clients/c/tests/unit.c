@@ -1,5 +1,5 @@
-/* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the state
- * rules, and a client streaming into a PULL socket of this process (HELLO, DATA in one
+/* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the check
+ * behind the FINITE flag, the state rules, and a client streaming into a PULL socket of this process (HELLO, DATA in one
  * and two frames, BATCH sent by the flusher thread, BYE). Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -100,6 +100,37 @@ static void test_stepset(void) {
     for (size_t i = 0; i < sizeof order / sizeof *order; ++i) added += mt_stepset_add(&s, order[i]);
     CHECK(added == 10 && s.run_count + s.count == 10);
     mt_stepset_free(&s);
+}
+
+static void test_all_finite(void) {
+    /* float32 and float64: every IEEE class; a non-finite value anywhere, misaligned */
+    float f[4] = {0.0f, -0.0f, 3.4028235e38f, 1e-45f};
+    CHECK(mt_all_finite(MT_FLOAT32, f, 4));
+    f[2] = INFINITY;
+    CHECK(!mt_all_finite(MT_FLOAT32, f, 4));
+    f[2] = -INFINITY;
+    CHECK(!mt_all_finite(MT_FLOAT32, f, 4));
+    f[2] = NAN;
+    CHECK(!mt_all_finite(MT_FLOAT32, f, 4));
+    CHECK(mt_all_finite(MT_FLOAT32, f, 2)); /* only the values given */
+    double d[3] = {1.7976931348623157e308, -5e-324, 0.0};
+    CHECK(mt_all_finite(MT_FLOAT64, d, 3));
+    d[2] = -NAN;
+    CHECK(!mt_all_finite(MT_FLOAT64, d, 3));
+    unsigned char raw[1 + 2 * sizeof(double)];
+    d[0] = 1.0, d[1] = INFINITY;
+    memcpy(raw + 1, d, 2 * sizeof(double));
+    CHECK(!mt_all_finite(MT_FLOAT64, raw + 1, 2));
+    /* float16 by its bits: 0x7bff is 65504 (the largest finite), 0x7c00 Inf, 0xfe00 NaN */
+    uint16_t h[3] = {0x7bff, 0x0001, 0x8000};
+    CHECK(mt_all_finite(MT_FLOAT16, h, 3));
+    h[1] = 0x7c00;
+    CHECK(!mt_all_finite(MT_FLOAT16, h, 3));
+    h[1] = 0xfe00;
+    CHECK(!mt_all_finite(MT_FLOAT16, h, 3));
+    /* integer fields never carry FINITE, whatever their bits */
+    int32_t i[2] = {0x7f800000, 1};
+    CHECK(!mt_all_finite(MT_INT32, i, 2));
 }
 
 static void test_state_rules(void) {
@@ -203,14 +234,20 @@ static void test_stream(void) {
         int kind = frames[0][5];
         kinds[kind]++;
         CHECK(memcmp(frames[0], "MTRN\x02", 5) == 0);
-        if (kind == MT_KIND_DATA && frames[0][6] == 0) {
+        if (kind == MT_KIND_DATA && !(frames[0][6] & MT_FLAG_INLINE)) {
+            /* 'b', float64 and finite: FINITE; the int32 's' never carries it */
+            CHECK(frames[0][6] == MT_FLAG_FINITE);
             data_frames += (int)n;
             CHECK(n == 2 && sizes[1] == 160000);
             double first;
             memcpy(&first, frames[1] + 8, sizeof first);
             CHECK(first == 0.5);
         }
-        if (kind == MT_KIND_BATCH) batch_records += frames[0][16];
+        if (kind == MT_KIND_DATA && (frames[0][6] & MT_FLAG_INLINE)) CHECK(frames[0][6] == 1);
+        if (kind == MT_KIND_BATCH) {
+            CHECK(frames[0][6] == 0); /* batches of 's' only */
+            batch_records += frames[0][16];
+        }
         if (kind == MT_KIND_BYE) {
             CHECK(sizes[0] == 28 && frames[0][20] == 3);
             break;
@@ -229,6 +266,7 @@ int main(void) {
     test_json();
     test_utf8_and_escape();
     test_stepset();
+    test_all_finite();
     test_state_rules();
     test_stream();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);

@@ -13,8 +13,8 @@ it to its end. The oracle is built from the records of both runs
   rank, the first ``put`` lines of its put log, ``put`` read from the checkpoint's
   ``rank_R/buffer.json``), then every put of the resumed run;
 * **nothing lost or duplicated by the resize**: the samples held by the k ranks'
-  buffers and pending batches in the checkpoint are, as a multiset, those the m ranks
-  hold right after loading it;
+  buffers and pending batches in the checkpoint are those the m ranks hold right after
+  loading it, each held by one rank once;
 * **trained**: FIFO, FIRO: every ``(simulation, time step)`` trained exactly once in the
   lineage of the final state (the first run's steps up to the checkpoint, then the
   resumed run's); reservoir: every one trained at least once (a reservoir evicts only
@@ -295,16 +295,20 @@ def test_a_study_resumed_on_another_number_of_ranks_keeps_every_sample_once(
         sorted(set(puts) - EXPECTED)[:10],
     )  # fmt: skip
 
-    # the resize: the k ranks' samples, each held once by one of the m ranks
+    # the resize: the k ranks' samples (buffers and untrained pending batches), each
+    # held once by one of the m ranks (a reservoir's pending sample is also in its
+    # buffer, drawn: one sample)
     loaded = rank_dirs(second.dump)
     assert len(loaded) == case.after, loaded
     in_checkpoint = collections.Counter(k for d in written for k in held(d))
     after_load = collections.Counter(k for d in loaded for k in held(d))
-    assert after_load == in_checkpoint, (
-        name, sorted((in_checkpoint - after_load).items())[:10],
-        sorted((after_load - in_checkpoint).items())[:10],
+    assert set(after_load) == set(in_checkpoint), (
+        name, sorted(set(in_checkpoint) - set(after_load))[:10],
+        sorted(set(after_load) - set(in_checkpoint))[:10],
     )  # fmt: skip
-    assert max(after_load.values(), default=1) == 1  # no sample held twice, before or after
+    assert max(after_load.values(), default=1) == 1, sorted(after_load.items())[-3:]
+    if not case.reservoir:  # a FIFO's sample is held or pending, never both
+        assert max(in_checkpoint.values(), default=1) == 1
 
     # trained: the lineage of the final state
     before = [keys for step, keys in first.steps() if step <= saved]

@@ -292,6 +292,11 @@ class StreamDataset(IterableDataset):
         save_file(arrays, str(path / "pending.safetensors"))
         (path / "pending.json").write_text(json.dumps({"fields": fields}))
 
+    def clear_pending(self) -> None:
+        """Forget the pending batches (a resume on another number of ranks: the
+        checkpoint's are in the buffers' shares)."""
+        self._pending.clear()
+
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the pending batches written by `save` (replacing any pending now)."""
         path = Path(directory)

@@ -39,8 +39,11 @@ from safetensors.numpy import load_file
 
 from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import simulation_loss
+from melissa_trainer.buffers import read_snapshot
+from melissa_trainer.buffers.reshard import share
 from melissa_trainer.checkpoint_errors import naming_file
 from melissa_trainer.checkpoint_migrations import trainer_rank_of
+from melissa_trainer.dataset import read_pending
 from melissa_trainer.metrics import LogFigures
 from melissa_trainer.simulation_loss import SimulationLosses
 from melissa_trainer.state import share_samples_seen
@@ -114,10 +117,6 @@ class Reshard:
                 a rate limiter (the message says what the checkpoint has and the run).
         """
         if self._share is None or self._share[0] != path:
-            from melissa_trainer.buffers import read_snapshot
-            from melissa_trainer.buffers.reshard import share
-            from melissa_trainer.dataset import read_pending
-
             snapshots, pending = [], []
             for r in range(old):  # each file read named in its error
                 with naming_file(path, [f"rank_{r}/{name}" for name in _BUFFER_FILES]):

@@ -165,15 +165,16 @@ def held(arrays: dict[str, np.ndarray]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A checkpoint of two ranks at step 7 (mid-window: pending batches on each), put
+    """A checkpoint of two ranks at step 5 (mid-window: pending batches on each; a loss
+    since the last log, at step 3), put
     together from two one-rank runs of other data: rank 1's per-rank files and RNG file
     are the second run's rank 0's (the global parts are the first run's)."""
     base = tmp_path_factory.mktemp("two_ranks")
     for name, offset in (("a", 0), ("b", 10_000)):
         make(base / name, offset, max_steps=7).train()
-    path = base / "checkpoints" / "checkpoint-7"
-    shutil.copytree(base / "a" / "checkpoints" / "checkpoint-7", path)
-    other = base / "b" / "checkpoints" / "checkpoint-7"
+    path = base / "checkpoints" / "checkpoint-5"
+    shutil.copytree(base / "a" / "checkpoints" / "checkpoint-5", path)
+    other = base / "b" / "checkpoints" / "checkpoint-5"
     shutil.copytree(other / "rank_0", path / "rank_1")
     shutil.copy(other / "random_states_0.pkl", path / "random_states_1.pkl")
     (path / "manifest.json").unlink()  # (loaded directly: not verified)
@@ -185,7 +186,7 @@ def test_two_ranks_load_on_one_with_every_sample_once(two_ranks: Path, tmp_path:
     trainer.load_checkpoint(two_ranks)
     rng_after_load = torch.get_rng_state()
     old = [json.loads((two_ranks / f"rank_{r}" / "trainer_rank.json").read_text()) for r in (0, 1)]
-    assert trainer.state.global_step == 7
+    assert trainer.state.global_step == 5
     assert trainer.state.samples_seen == old[0]["samples_seen"] + old[1]["samples_seen"]
     assert trainer.log_figures.loss_count == old[0]["loss_count"] + old[1]["loss_count"] > 0
     assert float(trainer.log_figures.loss_sum) == pytest.approx(
@@ -226,7 +227,7 @@ def test_a_run_resumed_on_one_rank_from_two_trains_on(two_ranks: Path, tmp_path:
         json.loads((two_ranks / f"rank_{r}" / "trainer_rank.json").read_text())["samples_seen"]
         for r in (0, 1)
     )
-    assert state.samples_seen == old + 5 * 4  # 5 more steps of 4
+    assert state.samples_seen == old + 7 * 4  # 7 more steps of 4
 
 
 # -- refused, before anything is loaded ---------------------------------------------------
@@ -286,3 +287,111 @@ def test_a_per_rank_part_without_reshard_is_refused_naming_it(
     with pytest.raises(ValueError, match=r"2 training ranks .* 1.*\['pending'\] cannot be split"):
         trainer.load_checkpoint(two_ranks)
     nothing_loaded(trainer, before)
+
+
+# -- real ranks (gloo): 1 -> 2 -> 3 -> 2 -> 1 ---------------------------------------------
+
+
+def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
+    """One run of `SCRIPT` on `ranks` ranks (one: plain `python`, as a user may)."""
+    import os
+    import sys
+
+    from helpers import run_group
+    from test_distributed import free_port
+
+    if ranks == 1:
+        cmd = [sys.executable, str(SCRIPT)]
+    else:
+        accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
+        cmd = [
+            accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", str(ranks),
+            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+            "--main_process_port", str(free_port()), str(SCRIPT),
+        ]  # fmt: skip
+    cmd += [
+        "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo", "--buffer_size",
+        "16", "--watermark", "4", "--report_to", "none", "--disable_progress_bar",
+        "--logging_steps", "3", "--stop_sync_steps", "4", "--save_steps", "5",
+        "--simulation_loss_steps", "6", "--max_to_keep", "10", "--tag", tag,
+        "--offset", str(ord(tag) * 1_000_000),
+        *flags,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    proc = run_group(cmd, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def digest_file(path: Path) -> str:
+    from safetensors.torch import load_file as load_tensors
+
+    tensors = load_tensors(str(path))
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(tensors[name].contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def check_share(checkpoint: Path, loaded: list[dict[str, Any]]) -> None:
+    """Each new rank's loaded state against the old ranks' files of `checkpoint`."""
+    old = sorted(int(p.name.split("_")[1]) for p in checkpoint.glob("rank_*"))
+    m = len(loaded)
+    assert old != list(range(m)), "not a resize"
+    assert [d["world_size"] for d in loaded] == [m] * m
+
+    def per_rank(name: str) -> list[Any]:
+        return [checkpoint / f"rank_{r}" / name for r in old]
+
+    samples = [i for f in per_rank("buffer.safetensors") for i in held(load_file(str(f)))]
+    pending = [i for f in per_rank("pending.safetensors") for i in held(load_file(str(f)))]
+    assert pending, "a checkpoint with pending batches"
+    assert sorted(i for d in loaded for i in d["held"]) == sorted(samples + pending)
+    assert all(d["pending"] == 0 for d in loaded)
+    figures = [json.loads(f.read_text()) for f in per_rank("trainer_rank.json")]
+    assert sum(d["samples_seen"] for d in loaded) == sum(f["samples_seen"] for f in figures)
+    assert sum(d["loss_count"] for d in loaded) == sum(f["loss_count"] for f in figures)
+    assert sum(d["loss_sum"] for d in loaded) == pytest.approx(sum(f["loss_sum"] for f in figures))
+    losses = [load_file(str(f)) for f in per_rank("simulation_losses.safetensors")]
+    unreduced = [i for s in losses for i in s["unreduced_ids"].tolist()]
+    assert unreduced, "a checkpoint with unreduced per-simulation losses"
+    assert sorted(i for d in loaded for i in d["unreduced_ids"]) == sorted(unreduced)
+    for d in loaded:
+        assert d["loss_ids"] == losses[0]["ids"].tolist()
+        assert d["loss_draws"] == losses[0]["draws"].tolist()
+    state = json.loads((checkpoint / "trainer_state.json").read_text())
+    assert {d["global_step"] for d in loaded} == {state["global_step"]}
+    assert {d["total_samples_seen"] for d in loaded} == {state["total_samples_seen"]}
+    assert {d["model"] for d in loaded} == {digest_file(checkpoint / "model.safetensors")}
+    rng = torch.load(checkpoint / "random_states_0.pkl", weights_only=False)
+    assert {d["accelerate_step"] for d in loaded} == {rng["step"]}
+    torch_state = rng["torch_manual_seed"].numpy().tobytes()
+    for r, d in enumerate(loaded):
+        torch.manual_seed(reshard_seed(torch_state, m, r))
+        expected = hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()
+        assert d["torch_rng"] == expected, f"rank {r}'s RNG"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_real_ranks_resume_on_another_number_of_ranks(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoints = out / "checkpoints"
+    # (ranks, its run's last step, the mid-window checkpoint the next run resumes from)
+    chain = [(1, 7, 5), (2, 12, 10), (3, 17, 15), (2, 22, 20), (1, 25, None)]
+    resume_from: int | None = None
+    for n, (ranks, last, saved) in enumerate(chain):
+        tag = "abcde"[n]
+        flags = ["--max_steps", str(last)]
+        if resume_from is not None:
+            flags += ["--resume_from_checkpoint", str(checkpoints / f"checkpoint-{resume_from}")]
+        launch(out, ranks, tag, *flags)
+        ends = [json.loads((out / f"{tag}end_rank_{r}.json").read_text()) for r in range(ranks)]
+        assert {e["global_step"] for e in ends} == {last}  # it trained on, to its end
+        assert {e["total_samples_seen"] for e in ends} == {sum(e["samples_seen"] for e in ends)}
+        if resume_from is not None:
+            loaded = [json.loads((out / f"{tag}load_rank_{r}.json").read_text())
+                      for r in range(ranks)]  # fmt: skip
+            check_share(checkpoints / f"checkpoint-{resume_from}", loaded)
+        resume_from = saved

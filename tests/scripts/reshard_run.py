@@ -62,10 +62,11 @@ def held_indices(trainer: OnlineTrainer) -> list[int]:
     return sorted(int(v) for k, v in arrays.items() if k.endswith("/index"))
 
 
-def digest(tensors: list[torch.Tensor]) -> str:
+def digest(tensors: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of the tensors' bytes, by name (the test digests the checkpoint's alike)."""
     h = hashlib.sha256()
-    for t in tensors:
-        h.update(t.detach().cpu().contiguous().numpy().tobytes())
+    for name in sorted(tensors):
+        h.update(tensors[name].detach().cpu().contiguous().numpy().tobytes())
     return h.hexdigest()
 
 
@@ -97,7 +98,7 @@ class Dump(Hook):
             "unreduced_ids": losses["unreduced_ids"].tolist(),
             "unreduced_losses": losses["unreduced_losses"].tolist(),
             "torch_rng": hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest(),
-            "model": digest(list(model.state_dict().values())),
+            "model": digest(model.state_dict()),
             "accelerate_step": trainer.accelerator.step,
         }
         name = f"{self.tag}load_rank_{trainer.process_index}.json"

@@ -268,8 +268,9 @@ def test_snapshots_and_pending_batches_read_back_from_files(tmp_path: Path) -> N
     dataset.save(tmp_path / "dataset")
     arrays, meta = read_snapshot(tmp_path / "buffer")
     pending = read_pending(tmp_path / "dataset")
+    taken = [dataset.take_pending() for _ in range(2)]
     assert [[int(s["uid"]) for s in b] for b in pending] == [
-        [int(s["uid"]) for s in b] for b in dataset._pending
+        [int(s["uid"]) for s in b] for b in taken
     ]
     a, m = share([(arrays, meta)], [pending], 0, 2)
     b, n = share([(arrays, meta)], [pending], 1, 2)

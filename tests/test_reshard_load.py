@@ -17,6 +17,7 @@ import pytest
 import torch
 from safetensors.numpy import load_file
 
+from melissa_trainer import Source
 from melissa_trainer.checkpoint_manifest import owned_by
 from melissa_trainer.checkpoint_reshard import RESHARD_SEED_TAG, reshard_seed, seed_everything
 from melissa_trainer.metrics import LogFigures
@@ -395,3 +396,42 @@ def test_real_ranks_resume_on_another_number_of_ranks(tmp_path: Path) -> None:
                       for r in range(ranks)]  # fmt: skip
             check_share(checkpoints / f"checkpoint-{resume_from}", loaded)
         resume_from = saved
+
+
+class KeepsCount(Source):
+    """A user source with per-rank state and no `reshard_state` of its own."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def start(self, buffer: Any, rank: int, world_size: int) -> None:
+        self.buffer = buffer
+
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        self.buffer.close()
+
+    def stop(self) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"count": self.count}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.count = int(state["count"])
+
+
+def test_a_source_that_cannot_reshard_is_refused_before_anything_is_loaded(
+    two_ranks: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / two_ranks.name
+    shutil.copytree(two_ranks, path)
+    for r in (0, 1):
+        (path / f"rank_{r}" / "source.json").write_text(json.dumps({"count": 3 + r}))
+    trainer = make(tmp_path / "out", 0, source=KeepsCount())
+    before = parameters(trainer)
+    with pytest.raises(
+        ValueError, match=r"KeepsCount cannot be resumed on another number of ranks \(2 -> 1\)"
+    ):
+        trainer.load_checkpoint(path)
+    nothing_loaded(trainer, before)
+    assert trainer.source.count == 0

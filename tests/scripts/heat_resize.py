@@ -9,7 +9,9 @@ number of ranks:
 * ``$LOAD_DUMP/rank_R/``: right after a resume has loaded the checkpoint (before the
   source starts, so before any new put), this rank's buffer and pending batches,
   written by the same `Buffer.save` and `StreamDataset.save` as a checkpoint's
-  ``rank_R/`` (so the test reads both with one reader).
+  ``rank_R/`` (so the test reads both with one reader);
+* ``$END_DUMP/rank_R/``: the same, once `train()` has returned: what the rank had not
+  trained when the ranks stopped together at the end of the stream.
 
 Arguments are the example's.
 """
@@ -75,7 +77,19 @@ def load_and_dump(self: OnlineTrainer, path: str | Path) -> None:
     self.dataset.save(where)
 
 
+plain_train = OnlineTrainer.train
+
+
+def train_and_dump(self: OnlineTrainer) -> Any:
+    state = plain_train(self)
+    where = Path(os.environ["END_DUMP"]) / f"rank_{self.process_index}"
+    self.buffer.save(where)
+    self.dataset.save(where)
+    return state
+
+
 feeder.Feeder.__init__ = feeder_init  # type: ignore[method-assign]
 OnlineTrainer.load_checkpoint = load_and_dump  # type: ignore[method-assign]
+OnlineTrainer.train = train_and_dump  # type: ignore[method-assign]
 sys.argv = [str(LINEAGE), *sys.argv[1:]]  # heat_lineage passes them on to the example
 runpy.run_path(str(LINEAGE), run_name="__main__")

@@ -435,3 +435,27 @@ def test_a_source_that_cannot_reshard_is_refused_before_anything_is_loaded(
         trainer.load_checkpoint(path)
     nothing_loaded(trainer, before)
     assert trainer.source.count == 0
+
+
+class RefusesOnLoad(KeepsCount):
+    """Reshards, but refuses the merged state on load (as a changed study does)."""
+
+    def reshard_state(self, states: Any, puts: Any, rank: int, world: int, put: int) -> Any:
+        return {"count": sum(s["count"] for s in states)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise ValueError(f"the study changed: {state['count']} simulations drawn")
+
+
+def test_the_sources_refusal_comes_before_anything_is_loaded(
+    two_ranks: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / two_ranks.name
+    shutil.copytree(two_ranks, path)
+    for r in (0, 1):
+        (path / f"rank_{r}" / "source.json").write_text(json.dumps({"count": 3 + r}))
+    trainer = make(tmp_path / "out", 0, source=RefusesOnLoad())
+    before = parameters(trainer)
+    with pytest.raises(ValueError, match="the study changed: 7 simulations drawn"):
+        trainer.load_checkpoint(path)
+    nothing_loaded(trainer, before)

@@ -21,6 +21,7 @@ from melissa_trainer.buffers import (
     ReservoirBuffer,
     read_snapshot,
 )
+from melissa_trainer.buffers._state import LazyArrays, write_files
 from melissa_trainer.buffers.reshard import share
 from melissa_trainer.dataset import StreamDataset, read_pending
 
@@ -50,7 +51,7 @@ def make(name: str, seed: int = 0, capacity: int = CAPACITY) -> Buffer:
 
 
 def sample(uid: int) -> dict[str, np.ndarray]:
-    return {"x": np.full(3, uid, np.float32), "uid": np.array(uid, np.int64)}
+    return {"x": np.full(32, uid, np.float32), "uid": np.array(uid, np.int64)}  # x: "large"
 
 
 def old_rank(
@@ -177,7 +178,8 @@ def test_the_same_world_size_without_pending_batches_is_bitwise() -> None:
     olds = [old_rank("firo", r, pending=0) for r in range(2)]
     snaps = [s for s, _ in olds]
     for j in range(2):
-        assert share(snaps, [[], []], j, 2) is snaps[j]
+        arrays, meta = share(snaps, [[], []], j, 2)
+        assert arrays is snaps[j][0] and meta is snaps[j][1]
 
 
 def test_the_same_world_size_undoes_each_ranks_own_pending_batches() -> None:
@@ -278,3 +280,57 @@ def test_snapshots_and_pending_batches_read_back_from_files(tmp_path: Path) -> N
     again = StreamDataset(make("firo"), 4, process_sample=lambda s: s["x"])
     again.load(tmp_path / "dataset")  # the dataset's own load reads the same way
     assert again.num_pending == 2
+
+
+@pytest.mark.parametrize("name", ["reservoir", "fifo-retain"])
+def test_a_new_rank_reads_from_the_files_only_the_large_arrays_of_its_share(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    olds = [old_rank(name, r) for r in range(2)]
+    for r, ((arrays, meta), _) in enumerate(olds):
+        write_files(tmp_path / f"rank_{r}", dict(arrays), meta)
+    read: list[str] = []
+    get = LazyArrays.__getitem__
+
+    def counting(self: LazyArrays, key: str) -> np.ndarray:
+        read.append(key)
+        return get(self, key)
+
+    monkeypatch.setattr(LazyArrays, "__getitem__", counting)
+    snaps = [read_snapshot(tmp_path / f"rank_{r}") for r in range(2)]
+    pend = [p for _, p in olds]
+    arrays, meta = share(snaps, pend, 1, 3)
+    want = share([s for s, _ in olds], pend, 1, 3)  # the same share from memory
+    assert meta == want[1]
+    assert arrays.keys() == want[0].keys()
+    assert all(np.array_equal(arrays[key], want[0][key]) for key in arrays)
+    # the large field "x" (128 bytes: not part of a sample's key) is read for this
+    # share's samples and the candidates of pending samples only
+    large = [key for key in read if key.endswith("/x")]
+    share_size = len(uids(arrays)) + len(uids(arrays, "r"))
+    assert len(large) <= share_size + sum(len(b) for p in pend for b in p)
+    total = sum(len(uids(a)) + len(uids(a, "r")) for (a, _), _ in olds)
+    assert len(large) < total
+
+
+def test_a_reservoir_pending_draw_is_undone_even_when_its_sample_left() -> None:
+    # samples with one large field only: no small field narrows, contents are compared
+    buf = ReservoirBuffer(4, 1, seed=5)
+    for i in range(4):
+        buf.put({"x": np.full(32, i, np.float32)})
+    taken = [buf.get_batch(3)]
+    for i in range(4, 6):  # evicts two drawn samples, some perhaps of the pending batch
+        buf.put({"x": np.full(32, i, np.float32)})
+    arrays, meta = buf.state_dict()
+    held = {int(v[0]) for k, v in arrays.items()}
+    c = meta["contents"]
+    old_draws = {int(arrays[f"s{s}/x"][0]): c["draws"][s] for s in c["undrawn"] + c["drawn"]}
+    shares = [share([(arrays, meta)], [taken], j, 2) for j in range(2)]
+    draws: dict[int, int] = {}
+    for a, m in shares:
+        cs = m["contents"]
+        draws |= {int(a[f"s{s}/x"][0]): cs["draws"][s] for s in cs["undrawn"] + cs["drawn"]}
+    assert set(draws) == held
+    taken_ids = Counter(int(s["x"][0]) for s in taken[0])
+    assert draws == {u: d - taken_ids[u] for u, d in old_draws.items()}
+    assert sum(m["got"] for _, m in shares) == meta["got"] - 3  # every pending draw undone

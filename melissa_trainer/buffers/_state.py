@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -156,6 +157,31 @@ def read_files(directory: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
     with open(os.path.join(directory, META_FILE), encoding="utf-8") as fh:
         meta = json.load(fh)
     return arrays, meta
+
+
+class LazyArrays(Mapping[str, np.ndarray]):
+    """The arrays of a ``buffer.safetensors``, each read from the file when asked for
+    (a mapping, as the dict `read_files` gives): a reader that wants a few samples of
+    a large snapshot reads only those. Each access reads the array again (no cache).
+    Not thread-safe."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        from safetensors import safe_open
+
+        self._file = safe_open(os.fspath(path), framework="numpy")
+        self._keys = list(self._file.keys())
+        self._known = set(self._keys)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        if key not in self._known:
+            raise KeyError(key)
+        return self._file.get_tensor(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 class CommonMeta(NamedTuple):

@@ -50,6 +50,11 @@ What is re-derived:
 no batch is pending anywhere; otherwise with its own pending batches undone as above,
 its counters and RNG its own.
 
+Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
+reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
+third of the checkpoint's samples on each new rank); matching pending samples reads one
+small field of each candidate held sample (`_entries.Index`), and the candidates whole.
+
 Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
 buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
 reservoir share larger than its capacity evicts drawn samples, oldest first (a full
@@ -59,49 +64,47 @@ capacity, `share` raises ValueError naming ``buffer_size`` and the fixes.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _state
 from ._common import Sample
+from ._entries import Entry, Index, entries_by_prefix
 
 __all__ = ["read_snapshot", "share"]
 
-Snapshot = tuple[dict[str, np.ndarray], dict[str, Any]]
+#: a snapshot as `share` reads it: `Buffer.state_dict()`, or `read_snapshot` (lazy arrays)
+Snapshot = tuple[Mapping[str, np.ndarray], dict[str, Any]]
 Batches = Sequence[Sequence[Sample]]
 
 
 def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
     """The ``(arrays, meta)`` a `Buffer.save` wrote into `directory` (its
-    ``buffer.safetensors`` and ``buffer.json``), as `Buffer.state_dict` gave them."""
-    return _state.read_files(directory)
-
-
-@dataclass
-class _Entry:
-    """One sample and what travels with it."""
-
-    sample: Sample
-    age: int  # inserts on its rank between its insertion and the snapshot
-    draws: int = 0  # reservoir draw count
+    ``buffer.safetensors`` and ``buffer.json``), as `Buffer.state_dict` gave them; the
+    arrays are a mapping that reads each array from the file when asked for
+    (`_state.LazyArrays`), so that `share` reads only what its rank gets."""
+    arrays = _state.LazyArrays(os.path.join(directory, _state.ARRAYS_FILE))
+    with open(os.path.join(directory, _state.META_FILE), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    return arrays, meta
 
 
 @dataclass
 class _Rank:
     """One old rank's snapshot, decoded, its pending batches undone."""
 
-    held: list[_Entry]
-    retained: list[_Entry]
+    held: list[Entry]
+    retained: list[Entry]
     counters: dict[str, int]  # put, got, evicted, age_sum
     hist: dict[int, int]
     limiter: dict[str, Any] | None
     closed: bool
     rng: dict[str, Any]
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def share(
@@ -109,7 +112,7 @@ def share(
     pending: Sequence[Batches],
     rank: int,
     world_size: int,
-) -> Snapshot:
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot new rank `rank` of `world_size` loads (see the module docstring).
 
     Args:
@@ -132,7 +135,8 @@ def share(
     first = snapshots[0][1]
     _check_same(snapshots)
     if k == world_size and not any(len(p) for p in pending[rank : rank + 1]):
-        return snapshots[rank]  # nothing moves: bitwise
+        arrays, meta = snapshots[rank]  # nothing moves: bitwise
+        return (arrays if isinstance(arrays, dict) else dict(arrays)), meta
     kind = str(first["kind"])
     if k == world_size:
         old = _decode(snapshots[rank], pending[rank])
@@ -192,7 +196,7 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
     """One old rank's samples with their ages and draw counts, its pending undone."""
     arrays, meta = snapshot
     try:
-        samples = _state.decode_samples(arrays, meta.get("field_order"))
+        fields = entries_by_prefix(arrays, meta.get("field_order"))
         contents = meta["contents"]
         put = int(meta["put"])
         counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
@@ -201,17 +205,20 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
         old.rng = meta["rng"]
         if old.limiter is not None:
             old.limiter = dict(old.limiter)
+
+        def entry(prefix: str, insert_id: int, draws: int = 0) -> Entry:
+            return Entry(put - 1 - insert_id, draws, arrays=arrays, fields=fields[prefix])
+
         if meta["kind"] == "reservoir":
             draws = _state.int_list("draws", contents["draws"])
             ins = _state.int_list("insert_ids", contents["insert_ids"])
             for slot in [*contents["undrawn"], *contents["drawn"]]:
-                sample = samples[f"s{slot}"]
-                old.held.append(_Entry(sample, put - 1 - ins[slot], draws[slot]))
+                old.held.append(entry(f"s{slot}", ins[slot], draws[slot]))
         else:
             ids = _state.int_list("insert_ids", contents["insert_ids"])
             kept = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
-            old.held = [_Entry(samples[f"s{i}"], put - 1 - x) for i, x in enumerate(ids)]
-            old.retained = [_Entry(samples[f"r{i}"], put - 1 - x) for i, x in enumerate(kept)]
+            old.held = [entry(f"s{i}", x) for i, x in enumerate(ids)]
+            old.retained = [entry(f"r{i}", x) for i, x in enumerate(kept)]
     except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
     taken = [dict(s) for batch in batches for s in batch]
@@ -227,7 +234,7 @@ def _unserve(old: _Rank, taken: list[Sample]) -> None:
     """FIFO/FIRO: the taken samples go back to the head of the queue, un-served."""
     n = len(taken)
     age = max((e.age for e in old.held), default=0)
-    old.held[:0] = [_Entry(s, age) for s in taken]
+    old.held[:0] = [Entry(age, sample=s) for s in taken]
     old.counters["got"] = max(0, old.counters["got"] - n)
     old.hist[1] = max(0, old.hist.get(1, 0) - n)
     if not old.hist[1]:
@@ -235,14 +242,14 @@ def _unserve(old: _Rank, taken: list[Sample]) -> None:
     if old.limiter is not None:
         old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
     if old.retained:  # a retained copy of a taken sample would be served twice
-        index = _Index(old.retained)
+        index = Index(old.retained, taken)
         drop = {j for s in taken if (j := index.pop(s)) is not None}
         old.retained = [e for j, e in enumerate(old.retained) if j not in drop]
 
 
 def _undraw(old: _Rank, taken: list[Sample]) -> None:
     """Reservoir: each taken draw is given back to its sample, if still held."""
-    index = _Index(old.held, drawn_only=True)
+    index = Index(old.held, taken, drawn_only=True)
     for sample in taken:
         j = index.find(sample)
         if j is not None:
@@ -256,50 +263,10 @@ def _undraw(old: _Rank, taken: list[Sample]) -> None:
         old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
 
 
-class _Index:
-    """Entries found by content: a cheap key (fields, dtypes, shapes, first bytes)
-    narrows, `_same` decides; candidates in entry order, so the choice is deterministic."""
-
-    def __init__(self, entries: list[_Entry], drawn_only: bool = False) -> None:
-        self._entries = entries
-        self._by_key: dict[tuple[Any, ...], list[int]] = {}
-        for j, e in enumerate(entries):
-            if not drawn_only or e.draws > 0:
-                self._by_key.setdefault(_key(e.sample), []).append(j)
-
-    def find(self, sample: Sample) -> int | None:
-        for j in self._by_key.get(_key(sample), ()):
-            if _same(self._entries[j].sample, sample):
-                return j
-        return None
-
-    def remove(self, sample: Sample, j: int) -> None:
-        self._by_key[_key(sample)].remove(j)
-
-    def pop(self, sample: Sample) -> int | None:
-        j = self.find(sample)
-        if j is not None:
-            self.remove(sample, j)
-        return j
-
-
-def _key(sample: Sample) -> tuple[Any, ...]:
-    return tuple(
-        (name, a.dtype.str, a.shape, np.ascontiguousarray(a).reshape(-1)[:4].tobytes())
-        for name, a in sorted(sample.items())
-    )
-
-
-def _same(a: Sample, b: Sample) -> bool:
-    return a.keys() == b.keys() and all(
-        a[f].dtype == b[f].dtype and np.array_equal(a[f], b[f]) for f in a
-    )
-
-
 # -- dealing, encoding -------------------------------------------------------------------
 
 
-def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[_Entry]:
+def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
     """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
     then position), every `world_size`-th from the `rank`-th."""
     entries = [
@@ -325,11 +292,11 @@ def _derived_rng(
 def _encode(
     first: dict[str, Any],
     kind: str,
-    held: list[_Entry],
-    retained: list[_Entry],
+    held: list[Entry],
+    retained: list[Entry],
     stats: _Rank,
     rng: dict[str, Any],
-) -> Snapshot:
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot of a buffer holding `held` (and `retained`) with `stats`' counters."""
     capacity = int(first["capacity"])
     counters, hist = dict(stats.counters), dict(stats.hist)
@@ -379,8 +346,8 @@ def _encode(
 
 
 def _evict_to(
-    held: list[_Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
-) -> list[_Entry]:
+    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
+) -> list[Entry]:
     """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
     excess = len(held) - capacity
     drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)

@@ -334,3 +334,27 @@ def test_a_reservoir_pending_draw_is_undone_even_when_its_sample_left() -> None:
     taken_ids = Counter(int(s["x"][0]) for s in taken[0])
     assert draws == {u: d - taken_ids[u] for u, d in old_draws.items()}
     assert sum(m["got"] for _, m in shares) == meta["got"] - 3  # every pending draw undone
+
+
+def test_a_new_rank_is_closed_only_if_every_old_rank_was() -> None:
+    olds = [old_rank("firo", r) for r in range(3)]
+    snaps = [s for s, _ in olds]
+    pend = [p for _, p in olds]
+    assert not any(share(snaps, pend, j, 2)[1]["closed"] for j in range(2))
+    closed = [(a, dict(m, closed=True)) for a, m in snaps]
+    assert all(share(closed, pend, j, 2)[1]["closed"] for j in range(2))
+    mixed = [closed[0], snaps[1], closed[2]]
+    assert not any(share(mixed, pend, j, 2)[1]["closed"] for j in range(2))
+
+
+def test_the_rate_limiters_totals_are_split_so_each_rank_keeps_the_global_ratio() -> None:
+    olds = [old_rank("reservoir-limited", r, n=30 + 10 * r) for r in range(3)]
+    snaps = [s for s, _ in olds]
+    pend = [p for _, p in olds]
+    limiters = [share(snaps, pend, j, 2)[1]["rate_limiter"] for j in range(2)]
+    inserts = sum(s[1]["rate_limiter"]["inserts"] for s in snaps)
+    samples = sum(s[1]["rate_limiter"]["samples"] for s in snaps) - 3 * 2 * 4
+    assert [lim["inserts"] for lim in limiters] == [inserts - inserts // 2, inserts // 2]
+    assert [lim["samples"] for lim in limiters] == [samples - samples // 2, samples // 2]
+    for lim in limiters:  # the parameters are the buffers'
+        assert (lim["samples_per_insert"], lim["min_size_to_sample"]) == (2.0, 4)

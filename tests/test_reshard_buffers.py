@@ -358,3 +358,14 @@ def test_the_rate_limiters_totals_are_split_so_each_rank_keeps_the_global_ratio(
     assert [lim["samples"] for lim in limiters] == [samples - samples // 2, samples // 2]
     for lim in limiters:  # the parameters are the buffers'
         assert (lim["samples_per_insert"], lim["min_size_to_sample"]) == (2.0, 4)
+
+
+def test_a_device_reservoir_loads_its_share() -> None:
+    from melissa_trainer.buffers.device import DeviceReservoirBuffer
+
+    olds = [old_rank("reservoir", r) for r in range(2)]
+    arrays, meta = share([s for s, _ in olds], [p for _, p in olds], 2, 3)
+    buf = DeviceReservoirBuffer(CAPACITY, 2, device="cpu")
+    buf.load_state_dict(arrays, meta)
+    block = buf.get_block(4)
+    assert set(block.fields["uid"].tolist()) <= set(uids(arrays))

@@ -369,3 +369,25 @@ def test_a_device_reservoir_loads_its_share() -> None:
     buf.load_state_dict(arrays, meta)
     block = buf.get_block(4)
     assert set(block.fields["uid"].tolist()) <= set(uids(arrays))
+
+
+def test_lazy_arrays_read_what_the_file_holds(tmp_path: Path) -> None:
+    arrays = {
+        "s0/b": np.array([True, False]),
+        "s0/i": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "s0/f": np.array(2.5, np.float64),
+        "s0/e": np.zeros((0, 4), np.float32),
+        "s1/u": np.array([7], np.uint64),
+    }
+    write_files(tmp_path, arrays, {})
+    lazy = LazyArrays(tmp_path / "buffer.safetensors")
+    assert sorted(lazy) == sorted(arrays) and len(lazy) == 5 and "s0/b" in lazy
+    for key, value in arrays.items():
+        got = lazy[key]
+        assert got.dtype == value.dtype and got.shape == value.shape
+        assert np.array_equal(got, value) and got.flags.writeable
+    with pytest.raises(KeyError):
+        lazy["s2/x"]
+    (tmp_path / "junk").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        LazyArrays(tmp_path / "junk")

@@ -21,8 +21,10 @@ What holds exactly (``k != m``):
   reservoir gives each draw back to its sample (its draw count minus one; undrawn
   again at zero, so a drain after close serves it). A pending sample no longer held by
   the reservoir (evicted, or removed at ``max_sample_reuse``, after its draw) stays
-  gone, as a drawn sample may be; its draw is undone all the same. Pending samples are
-  matched to held ones by content (a duplicate content matches any copy of it).
+  gone, as a drawn sample may be; its draw is undone all the same. Each new rank
+  matches every pending sample by content against its own share (the rank holding it
+  finds it); a content held twice, every field equal, which a stream's dedup rules out,
+  is matched once per share holding a copy.
 * **Counters**, as totals: ``put``, ``got``, ``evicted``, ``age_sum``, each bucket of
   the reuse histogram and the rate limiter's ``inserts`` and ``samples`` are summed
   over the old ranks (``got``, the limiter's ``samples`` and, FIFO/FIRO, the histogram's
@@ -52,8 +54,7 @@ its counters and RNG its own.
 
 Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
 reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
-third of the checkpoint's samples on each new rank); matching pending samples reads one
-small field of each candidate held sample (`_entries.Index`), and the candidates whole.
+third of the checkpoint's samples on each new rank), and every old rank's file header.
 
 Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
 buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
@@ -67,14 +68,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from . import _state
 from ._common import Sample
-from ._entries import Entry, Index, entries_by_prefix
+from ._entries import Entry, Index, field_names
 
 __all__ = ["read_snapshot", "share"]
 
@@ -95,16 +96,45 @@ def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
 
 
 @dataclass
-class _Rank:
-    """One old rank's snapshot, decoded, its pending batches undone."""
+class _Items:
+    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
+    sample), with its age and draw count; `entry` makes the `Entry` of one."""
 
-    held: list[Entry]
-    retained: list[Entry]
+    arrays: Mapping[str, np.ndarray]
+    names: list[str]
+    items: list[str | Sample] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+    draws: list[int] = field(default_factory=list)
+
+    def entry(self, j: int) -> Entry:
+        item = self.items[j]
+        if isinstance(item, str):
+            return Entry(
+                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
+            )
+        return Entry(self.ages[j], self.draws[j], sample=item)
+
+    def entries(self) -> list[Entry]:
+        return [self.entry(j) for j in range(len(self.items))]
+
+
+@dataclass
+class _Stats:
+    """A buffer's counters, closed flag and RNG state (what `_encode` writes)."""
+
     counters: dict[str, int]  # put, got, evicted, age_sum
     hist: dict[int, int]
     limiter: dict[str, Any] | None
     closed: bool
     rng: dict[str, Any]
+
+
+@dataclass
+class _Rank(_Stats):
+    """One old rank's snapshot, decoded, its pending batches undone."""
+
+    held: _Items
+    retained: _Items
 
 
 def share(
@@ -140,11 +170,15 @@ def share(
     kind = str(first["kind"])
     if k == world_size:
         old = _decode(snapshots[rank], pending[rank])
-        return _encode(first, kind, old.held, old.retained, old, old.rng)
+        taken = [dict(s) for batch in pending[rank] for s in batch]
+        held = old.held.entries()
+        retained = _match(kind, held, old.retained.entries(), taken)
+        return _encode(first, kind, held, retained, old, old.rng)
     olds = [_decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
     held = _deal(olds, "held", rank, world_size)
-    retained = _deal(olds, "retained", rank, world_size)
-    totals = _Rank([], [], {}, {}, None, all(o.closed for o in olds), {})
+    taken = [dict(s) for batches in pending for batch in batches for s in batch]
+    retained = _match(kind, held, _deal(olds, "retained", rank, world_size), taken)
+    totals = _Stats({}, {}, None, all(o.closed for o in olds), {})
     for key in ("put", "got", "evicted", "age_sum"):
         totals.counters[key] = _part(sum(o.counters[key] for o in olds), rank, world_size)
     buckets = sorted({b for o in olds for b in o.hist})
@@ -196,71 +230,72 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
     """One old rank's samples with their ages and draw counts, its pending undone."""
     arrays, meta = snapshot
     try:
-        fields = entries_by_prefix(arrays, meta.get("field_order"))
+        names = field_names(arrays, meta.get("field_order"))
         contents = meta["contents"]
         put = int(meta["put"])
         counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
         hist = {int(b): int(n) for b, n in meta["reuse_histogram"].items()}
-        old = _Rank([], [], counters, hist, meta.get("rate_limiter"), bool(meta["closed"]), {})
-        old.rng = meta["rng"]
+        held, kept = _Items(arrays, names), _Items(arrays, names)
+        closed = bool(meta["closed"])
+        old = _Rank(counters, hist, meta.get("rate_limiter"), closed, meta["rng"], held, kept)
         if old.limiter is not None:
             old.limiter = dict(old.limiter)
-
-        def entry(prefix: str, insert_id: int, draws: int = 0) -> Entry:
-            return Entry(put - 1 - insert_id, draws, arrays=arrays, fields=fields[prefix])
-
         if meta["kind"] == "reservoir":
             draws = _state.int_list("draws", contents["draws"])
             ins = _state.int_list("insert_ids", contents["insert_ids"])
-            for slot in [*contents["undrawn"], *contents["drawn"]]:
-                old.held.append(entry(f"s{slot}", ins[slot], draws[slot]))
+            slots = [*contents["undrawn"], *contents["drawn"]]
+            held.items = [f"s{slot}" for slot in slots]
+            held.ages = [put - 1 - ins[slot] for slot in slots]
+            held.draws = [draws[slot] for slot in slots]
         else:
             ids = _state.int_list("insert_ids", contents["insert_ids"])
-            kept = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
-            old.held = [entry(f"s{i}", x) for i, x in enumerate(ids)]
-            old.retained = [entry(f"r{i}", x) for i, x in enumerate(kept)]
-    except (KeyError, TypeError, AttributeError) as exc:
+            kept_ids = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
+            held.items = [f"s{i}" for i in range(len(ids))]
+            held.ages = [put - 1 - x for x in ids]
+            held.draws = [0] * len(ids)
+            kept.items = [f"r{i}" for i in range(len(kept_ids))]
+            kept.ages = [put - 1 - x for x in kept_ids]
+            kept.draws = [0] * len(kept_ids)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
-    taken = [dict(s) for batch in batches for s in batch]
-    if taken:
-        if meta["kind"] == "reservoir":
-            _undraw(old, taken)
-        else:
-            _unserve(old, taken)
+    n = sum(len(batch) for batch in batches)  # the serves or draws undone
+    old.counters["got"] = max(0, old.counters["got"] - n)
+    if old.limiter is not None:
+        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
+    if n and meta["kind"] != "reservoir":  # back at the head of the queue, un-served
+        age = max(held.ages, default=0)
+        held.items[:0] = [dict(s) for batch in batches for s in batch]
+        held.ages[:0] = [age] * n
+        held.draws[:0] = [0] * n
+        old.hist[1] = max(0, old.hist.get(1, 0) - n)
+        if not old.hist[1]:
+            del old.hist[1]
     return old
 
 
-def _unserve(old: _Rank, taken: list[Sample]) -> None:
-    """FIFO/FIRO: the taken samples go back to the head of the queue, un-served."""
-    n = len(taken)
-    age = max((e.age for e in old.held), default=0)
-    old.held[:0] = [Entry(age, sample=s) for s in taken]
-    old.counters["got"] = max(0, old.counters["got"] - n)
-    old.hist[1] = max(0, old.hist.get(1, 0) - n)
-    if not old.hist[1]:
-        del old.hist[1]
-    if old.limiter is not None:
-        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
-    if old.retained:  # a retained copy of a taken sample would be served twice
-        index = Index(old.retained, taken)
-        drop = {j for s in taken if (j := index.pop(s)) is not None}
-        old.retained = [e for j, e in enumerate(old.retained) if j not in drop]
-
-
-def _undraw(old: _Rank, taken: list[Sample]) -> None:
-    """Reservoir: each taken draw is given back to its sample, if still held."""
-    index = Index(old.held, taken, drawn_only=True)
-    for sample in taken:
-        j = index.find(sample)
-        if j is not None:
-            entry = old.held[j]
-            entry.draws -= 1
-            if entry.draws == 0:
-                index.remove(sample, j)
-    n = len(taken)
-    old.counters["got"] = max(0, old.counters["got"] - n)
-    if old.limiter is not None:
-        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
+def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Sample]) -> list[Entry]:
+    """Undo, within this rank's share, what the taken samples left behind: a reservoir
+    gives each draw back to its sample; a FIFO/FIRO drops the retained copy of each
+    taken sample (it is held again, and would be served twice). Each rank matches the
+    taken samples of every old rank against its own share (the rank holding a sample
+    finds it; a content held twice, every field equal, is matched once per share that
+    holds it: the stream's dedup rules that out). Returns the retained entries left."""
+    if not taken:
+        return retained
+    if kind == "reservoir":
+        index = Index(held, taken, drawn_only=True)
+        for sample in taken:
+            j = index.find(sample)
+            if j is not None:
+                held[j].draws -= 1
+                if held[j].draws == 0:
+                    index.remove(sample, j)
+        return retained
+    if not retained:
+        return retained
+    index = Index(retained, taken)
+    drop = {j for s in taken if (j := index.pop(s)) is not None}
+    return [e for j, e in enumerate(retained) if j not in drop]
 
 
 # -- dealing, encoding -------------------------------------------------------------------
@@ -268,12 +303,19 @@ def _undraw(old: _Rank, taken: list[Sample]) -> None:
 
 def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
     """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
-    then position), every `world_size`-th from the `rank`-th."""
-    entries = [
-        (-e.age, r, j, e) for r, o in enumerate(olds) for j, e in enumerate(getattr(o, which))
+    then position), every `world_size`-th from the `rank`-th. Only those are made."""
+    items: list[_Items] = [getattr(o, which) for o in olds]
+    sizes = [len(i.items) for i in items]
+    if not sum(sizes):
+        return []
+    ages = np.concatenate([np.asarray(i.ages, np.int64) for i in items])
+    ranks = np.repeat(np.arange(len(items)), sizes)
+    positions = np.concatenate([np.arange(n) for n in sizes])
+    mine = np.lexsort((positions, ranks, -ages))[rank::world_size]
+    return [
+        items[r].entry(j)
+        for r, j in zip(ranks[mine].tolist(), positions[mine].tolist(), strict=True)
     ]
-    entries.sort(key=lambda t: t[:3])
-    return [t[3] for t in entries[rank::world_size]]
 
 
 def _part(total: int, rank: int, world_size: int) -> int:
@@ -294,7 +336,7 @@ def _encode(
     kind: str,
     held: list[Entry],
     retained: list[Entry],
-    stats: _Rank,
+    stats: _Stats,
     rng: dict[str, Any],
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot of a buffer holding `held` (and `retained`) with `stats`' counters."""

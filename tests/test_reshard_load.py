@@ -221,6 +221,14 @@ def test_two_ranks_load_on_one_with_every_sample_once(two_ranks: Path, tmp_path:
     torch.manual_seed(reshard_seed(saved["torch_manual_seed"].numpy().tobytes(), 1, 0))
     assert torch.equal(rng_after_load, torch.get_rng_state())
     assert not torch.equal(rng_after_load, saved["torch_manual_seed"])
+    optimizer = torch.load(two_ranks / "optimizer.bin", weights_only=False)
+    loaded = trainer.optimizer.state_dict()
+    assert loaded["state"].keys() == optimizer["state"].keys()
+    for key, moments in optimizer["state"].items():
+        assert all(torch.equal(loaded["state"][key][n], v) for n, v in moments.items())
+    state = json.loads((two_ranks / "trainer_state.json").read_text())
+    assert trainer.state.total_samples_seen == state["total_samples_seen"]
+    assert trainer.state.last_log_step == state["last_log_step"] == 3
 
 
 def test_a_run_resumed_on_one_rank_from_two_trains_on(two_ranks: Path, tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
 
     return [
         # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
-        # state inside a per-rank part, to be taken from rank 0 when resharding)
+        # state inside a per-rank part, which `Study.reshard_state` gives new rank 0)
         Part(
             "source",
             Scope.PER_RANK,

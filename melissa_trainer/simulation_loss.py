@@ -355,17 +355,10 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
                         "the statistics must be the same on every rank"
                     )
         mine = [s for old, s in enumerate(states) if old % world_size == rank]
-        shared = {name: np.asarray(first[name]) for name in _SHARED}
-        return {
-            **shared,
-            "unreduced_ids": np.concatenate(
-                [np.zeros(0, np.int64)] + [np.asarray(s["unreduced_ids"], np.int64) for s in mine]
-            ),
-            "unreduced_losses": np.concatenate(
-                [np.zeros(0, np.float64)]
-                + [np.asarray(s["unreduced_losses"], np.float64) for s in mine]
-            ),
-        }
+        out = {name: np.asarray(first[name]) for name in _SHARED}
+        for name, dtype in (("unreduced_ids", np.int64), ("unreduced_losses", np.float64)):
+            out[name] = np.concatenate([np.zeros(0, dtype), *(s[name] for s in mine)]).astype(dtype)
+        return out
 
 
 #: the arrays of `SimulationLosses.state_dict` that are the same on every rank

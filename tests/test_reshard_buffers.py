@@ -21,6 +21,7 @@ from melissa_trainer.buffers import (
     ReservoirBuffer,
     read_snapshot,
 )
+from melissa_trainer.buffers._state import LazyArrays, write_files
 from melissa_trainer.buffers.reshard import share
 from melissa_trainer.dataset import StreamDataset, read_pending
 
@@ -50,7 +51,7 @@ def make(name: str, seed: int = 0, capacity: int = CAPACITY) -> Buffer:
 
 
 def sample(uid: int) -> dict[str, np.ndarray]:
-    return {"x": np.full(3, uid, np.float32), "uid": np.array(uid, np.int64)}
+    return {"x": np.full(32, uid, np.float32), "uid": np.array(uid, np.int64)}  # x: "large"
 
 
 def old_rank(
@@ -177,7 +178,8 @@ def test_the_same_world_size_without_pending_batches_is_bitwise() -> None:
     olds = [old_rank("firo", r, pending=0) for r in range(2)]
     snaps = [s for s, _ in olds]
     for j in range(2):
-        assert share(snaps, [[], []], j, 2) is snaps[j]
+        arrays, meta = share(snaps, [[], []], j, 2)
+        assert arrays is snaps[j][0] and meta is snaps[j][1]
 
 
 def test_the_same_world_size_undoes_each_ranks_own_pending_batches() -> None:
@@ -278,3 +280,114 @@ def test_snapshots_and_pending_batches_read_back_from_files(tmp_path: Path) -> N
     again = StreamDataset(make("firo"), 4, process_sample=lambda s: s["x"])
     again.load(tmp_path / "dataset")  # the dataset's own load reads the same way
     assert again.num_pending == 2
+
+
+@pytest.mark.parametrize("name", ["reservoir", "fifo-retain"])
+def test_a_new_rank_reads_from_the_files_only_the_large_arrays_of_its_share(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    olds = [old_rank(name, r) for r in range(2)]
+    for r, ((arrays, meta), _) in enumerate(olds):
+        write_files(tmp_path / f"rank_{r}", dict(arrays), meta)
+    read: list[str] = []
+    get = LazyArrays.__getitem__
+
+    def counting(self: LazyArrays, key: str) -> np.ndarray:
+        read.append(key)
+        return get(self, key)
+
+    monkeypatch.setattr(LazyArrays, "__getitem__", counting)
+    snaps = [read_snapshot(tmp_path / f"rank_{r}") for r in range(2)]
+    pend = [p for _, p in olds]
+    arrays, meta = share(snaps, pend, 1, 3)
+    want = share([s for s, _ in olds], pend, 1, 3)  # the same share from memory
+    assert meta == want[1]
+    assert arrays.keys() == want[0].keys()
+    assert all(np.array_equal(arrays[key], want[0][key]) for key in arrays)
+    # the large field "x" (128 bytes: not part of a sample's key) is read for this
+    # share's samples and the candidates of pending samples only
+    large = [key for key in read if key.endswith("/x")]
+    share_size = len(uids(arrays)) + len(uids(arrays, "r"))
+    assert len(large) <= share_size + sum(len(b) for p in pend for b in p)
+    total = sum(len(uids(a)) + len(uids(a, "r")) for (a, _), _ in olds)
+    assert len(large) < total
+
+
+def test_a_reservoir_pending_draw_is_undone_even_when_its_sample_left() -> None:
+    # samples with one large field only: no small field narrows, contents are compared
+    buf = ReservoirBuffer(4, 1, seed=5)
+    for i in range(4):
+        buf.put({"x": np.full(32, i, np.float32)})
+    taken = [buf.get_batch(3)]
+    for i in range(4, 6):  # evicts two drawn samples, some perhaps of the pending batch
+        buf.put({"x": np.full(32, i, np.float32)})
+    arrays, meta = buf.state_dict()
+    held = {int(v[0]) for k, v in arrays.items()}
+    c = meta["contents"]
+    old_draws = {int(arrays[f"s{s}/x"][0]): c["draws"][s] for s in c["undrawn"] + c["drawn"]}
+    shares = [share([(arrays, meta)], [taken], j, 2) for j in range(2)]
+    draws: dict[int, int] = {}
+    for a, m in shares:
+        cs = m["contents"]
+        draws |= {int(a[f"s{s}/x"][0]): cs["draws"][s] for s in cs["undrawn"] + cs["drawn"]}
+    assert set(draws) == held
+    taken_ids = Counter(int(s["x"][0]) for s in taken[0])
+    assert draws == {u: d - taken_ids[u] for u, d in old_draws.items()}
+    assert sum(m["got"] for _, m in shares) == meta["got"] - 3  # every pending draw undone
+
+
+def test_a_new_rank_is_closed_only_if_every_old_rank_was() -> None:
+    olds = [old_rank("firo", r) for r in range(3)]
+    snaps = [s for s, _ in olds]
+    pend = [p for _, p in olds]
+    assert not any(share(snaps, pend, j, 2)[1]["closed"] for j in range(2))
+    closed = [(a, dict(m, closed=True)) for a, m in snaps]
+    assert all(share(closed, pend, j, 2)[1]["closed"] for j in range(2))
+    mixed = [closed[0], snaps[1], closed[2]]
+    assert not any(share(mixed, pend, j, 2)[1]["closed"] for j in range(2))
+
+
+def test_the_rate_limiters_totals_are_split_so_each_rank_keeps_the_global_ratio() -> None:
+    olds = [old_rank("reservoir-limited", r, n=30 + 10 * r) for r in range(3)]
+    snaps = [s for s, _ in olds]
+    pend = [p for _, p in olds]
+    limiters = [share(snaps, pend, j, 2)[1]["rate_limiter"] for j in range(2)]
+    inserts = sum(s[1]["rate_limiter"]["inserts"] for s in snaps)
+    samples = sum(s[1]["rate_limiter"]["samples"] for s in snaps) - 3 * 2 * 4
+    assert [lim["inserts"] for lim in limiters] == [inserts - inserts // 2, inserts // 2]
+    assert [lim["samples"] for lim in limiters] == [samples - samples // 2, samples // 2]
+    for lim in limiters:  # the parameters are the buffers'
+        assert (lim["samples_per_insert"], lim["min_size_to_sample"]) == (2.0, 4)
+
+
+def test_a_device_reservoir_loads_its_share() -> None:
+    from melissa_trainer.buffers.device import DeviceReservoirBuffer
+
+    olds = [old_rank("reservoir", r) for r in range(2)]
+    arrays, meta = share([s for s, _ in olds], [p for _, p in olds], 2, 3)
+    buf = DeviceReservoirBuffer(CAPACITY, 2, device="cpu")
+    buf.load_state_dict(arrays, meta)
+    block = buf.get_block(4)
+    assert set(block.fields["uid"].tolist()) <= set(uids(arrays))
+
+
+def test_lazy_arrays_read_what_the_file_holds(tmp_path: Path) -> None:
+    arrays = {
+        "s0/b": np.array([True, False]),
+        "s0/i": np.arange(6, dtype=np.int16).reshape(2, 3),
+        "s0/f": np.array(2.5, np.float64),
+        "s0/e": np.zeros((0, 4), np.float32),
+        "s1/u": np.array([7], np.uint64),
+    }
+    write_files(tmp_path, arrays, {})
+    lazy = LazyArrays(tmp_path / "buffer.safetensors")
+    assert sorted(lazy) == sorted(arrays) and len(lazy) == 5 and "s0/b" in lazy
+    for key, value in arrays.items():
+        got = lazy[key]
+        assert got.dtype == value.dtype and got.shape == value.shape
+        assert np.array_equal(got, value) and got.flags.writeable
+    with pytest.raises(KeyError):
+        lazy["s2/x"]
+    (tmp_path / "junk").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
+    with pytest.raises(ValueError, match="not a safetensors file"):
+        LazyArrays(tmp_path / "junk")

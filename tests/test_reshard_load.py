@@ -18,7 +18,8 @@ import torch
 from safetensors.numpy import load_file
 
 from melissa_trainer import Source
-from melissa_trainer.checkpoint_manifest import owned_by
+from melissa_trainer.checkpoint_manifest import HASH, MANIFEST, hash_file, owned_by
+from melissa_trainer.checkpoint_manifest import write as write_manifest
 from melissa_trainer.checkpoint_reshard import RESHARD_SEED_TAG, reshard_seed, seed_everything
 from melissa_trainer.metrics import LogFigures
 from melissa_trainer.simulation_loss import SimulationLosses
@@ -178,7 +179,13 @@ def two_ranks(tmp_path_factory: pytest.TempPathFactory) -> Path:
     other = base / "b" / "checkpoints" / "checkpoint-5"
     shutil.copytree(other / "rank_0", path / "rank_1")
     shutil.copy(other / "random_states_0.pkl", path / "random_states_1.pkl")
-    (path / "manifest.json").unlink()  # (loaded directly: not verified)
+    entries = {}  # the manifest of the checkpoint put together, each file by its rank
+    for file in sorted(f for f in path.rglob("*") if f.is_file() and f.name != MANIFEST):
+        rel = file.relative_to(path).as_posix()
+        size, digest = hash_file(file)
+        writer = 1 if rel.startswith("rank_1/") or rel == "random_states_1.pkl" else 0
+        entries[rel] = {"size": size, HASH: digest, "rank": writer}
+    write_manifest(path, entries, 5)
     return path
 
 
@@ -214,14 +221,20 @@ def test_two_ranks_load_on_one_with_every_sample_once(two_ranks: Path, tmp_path:
     torch.manual_seed(reshard_seed(saved["torch_manual_seed"].numpy().tobytes(), 1, 0))
     assert torch.equal(rng_after_load, torch.get_rng_state())
     assert not torch.equal(rng_after_load, saved["torch_manual_seed"])
+    optimizer = torch.load(two_ranks / "optimizer.bin", weights_only=False)
+    loaded = trainer.optimizer.state_dict()
+    assert loaded["state"].keys() == optimizer["state"].keys()
+    for key, moments in optimizer["state"].items():
+        assert all(torch.equal(loaded["state"][key][n], v) for n, v in moments.items())
+    state = json.loads((two_ranks / "trainer_state.json").read_text())
+    assert trainer.state.total_samples_seen == state["total_samples_seen"]
+    assert trainer.state.last_log_step == state["last_log_step"] == 3
 
 
 def test_a_run_resumed_on_one_rank_from_two_trains_on(two_ranks: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     shutil.copytree(two_ranks, out / "checkpoints" / two_ranks.name)
-    trainer = make(
-        out, 50_000, max_steps=12, resume_from_checkpoint=str(out / "checkpoints" / two_ranks.name)
-    )
+    trainer = make(out, 50_000, max_steps=12, resume_from_checkpoint="latest")  # verified
     state = trainer.train()
     assert state.global_step == 12
     old = sum(
@@ -229,6 +242,20 @@ def test_a_run_resumed_on_one_rank_from_two_trains_on(two_ranks: Path, tmp_path:
         for r in (0, 1)
     )
     assert state.samples_seen == old + 7 * 4  # 7 more steps of 4
+
+
+def test_a_damaged_file_of_a_rank_this_run_lacks_is_found(two_ranks: Path, tmp_path: Path) -> None:
+    from melissa_trainer import CheckpointError
+
+    path = tmp_path / "out" / "checkpoints" / two_ranks.name
+    shutil.copytree(two_ranks, path)
+    damaged = path / "rank_1" / "trainer_rank.json"
+    text = damaged.read_text()
+    damaged.write_text(text.replace('"samples_seen": 2', '"samples_seen": 9', 1))
+    assert damaged.read_text() != text and len(damaged.read_text()) == len(text)
+    trainer = make(tmp_path / "out", 0, resume_from_checkpoint=str(path))
+    with pytest.raises(CheckpointError, match="rank_1/trainer_rank.json: hash mismatch"):
+        trainer.train()
 
 
 # -- refused, before anything is loaded ---------------------------------------------------
@@ -435,3 +462,27 @@ def test_a_source_that_cannot_reshard_is_refused_before_anything_is_loaded(
         trainer.load_checkpoint(path)
     nothing_loaded(trainer, before)
     assert trainer.source.count == 0
+
+
+class RefusesOnLoad(KeepsCount):
+    """Reshards, but refuses the merged state on load (as a changed study does)."""
+
+    def reshard_state(self, states: Any, puts: Any, rank: int, world: int, put: int) -> Any:
+        return {"count": sum(s["count"] for s in states)}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        raise ValueError(f"the study changed: {state['count']} simulations drawn")
+
+
+def test_the_sources_refusal_comes_before_anything_is_loaded(
+    two_ranks: Path, tmp_path: Path
+) -> None:
+    path = tmp_path / two_ranks.name
+    shutil.copytree(two_ranks, path)
+    for r in (0, 1):
+        (path / f"rank_{r}" / "source.json").write_text(json.dumps({"count": 3 + r}))
+    trainer = make(tmp_path / "out", 0, source=RefusesOnLoad())
+    before = parameters(trainer)
+    with pytest.raises(ValueError, match="the study changed: 7 simulations drawn"):
+        trainer.load_checkpoint(path)
+    nothing_loaded(trainer, before)

@@ -21,8 +21,10 @@ What holds exactly (``k != m``):
   reservoir gives each draw back to its sample (its draw count minus one; undrawn
   again at zero, so a drain after close serves it). A pending sample no longer held by
   the reservoir (evicted, or removed at ``max_sample_reuse``, after its draw) stays
-  gone, as a drawn sample may be; its draw is undone all the same. Pending samples are
-  matched to held ones by content (a duplicate content matches any copy of it).
+  gone, as a drawn sample may be; its draw is undone all the same. Each new rank
+  matches every pending sample by content against its own share (the rank holding it
+  finds it); a content held twice, every field equal, which a stream's dedup rules out,
+  is matched once per share holding a copy.
 * **Counters**, as totals: ``put``, ``got``, ``evicted``, ``age_sum``, each bucket of
   the reuse histogram and the rate limiter's ``inserts`` and ``samples`` are summed
   over the old ranks (``got``, the limiter's ``samples`` and, FIFO/FIRO, the histogram's
@@ -50,6 +52,10 @@ What is re-derived:
 no batch is pending anywhere; otherwise with its own pending batches undone as above,
 its counters and RNG its own.
 
+Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
+reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
+third of the checkpoint's samples on each new rank), and every old rank's file header.
+
 Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
 buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
 reservoir share larger than its capacity evicts drawn samples, oldest first (a full
@@ -59,8 +65,9 @@ capacity, `share` raises ValueError naming ``buffer_size`` and the fixes.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,40 +75,66 @@ import numpy as np
 
 from . import _state
 from ._common import Sample
+from ._entries import Entry, Index, field_names
 
 __all__ = ["read_snapshot", "share"]
 
-Snapshot = tuple[dict[str, np.ndarray], dict[str, Any]]
+#: a snapshot as `share` reads it: `Buffer.state_dict()`, or `read_snapshot` (lazy arrays)
+Snapshot = tuple[Mapping[str, np.ndarray], dict[str, Any]]
 Batches = Sequence[Sequence[Sample]]
 
 
 def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
     """The ``(arrays, meta)`` a `Buffer.save` wrote into `directory` (its
-    ``buffer.safetensors`` and ``buffer.json``), as `Buffer.state_dict` gave them."""
-    return _state.read_files(directory)
+    ``buffer.safetensors`` and ``buffer.json``), as `Buffer.state_dict` gave them; the
+    arrays are a mapping that reads each array from the file when asked for
+    (`_state.LazyArrays`), so that `share` reads only what its rank gets."""
+    arrays = _state.LazyArrays(os.path.join(directory, _state.ARRAYS_FILE))
+    with open(os.path.join(directory, _state.META_FILE), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    return arrays, meta
 
 
 @dataclass
-class _Entry:
-    """One sample and what travels with it."""
+class _Items:
+    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
+    sample), with its age and draw count; `entry` makes the `Entry` of one."""
 
-    sample: Sample
-    age: int  # inserts on its rank between its insertion and the snapshot
-    draws: int = 0  # reservoir draw count
+    arrays: Mapping[str, np.ndarray]
+    names: list[str]
+    items: list[str | Sample] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+    draws: list[int] = field(default_factory=list)
+
+    def entry(self, j: int) -> Entry:
+        item = self.items[j]
+        if isinstance(item, str):
+            return Entry(
+                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
+            )
+        return Entry(self.ages[j], self.draws[j], sample=item)
+
+    def entries(self) -> list[Entry]:
+        return [self.entry(j) for j in range(len(self.items))]
 
 
 @dataclass
-class _Rank:
-    """One old rank's snapshot, decoded, its pending batches undone."""
+class _Stats:
+    """A buffer's counters, closed flag and RNG state (what `_encode` writes)."""
 
-    held: list[_Entry]
-    retained: list[_Entry]
     counters: dict[str, int]  # put, got, evicted, age_sum
     hist: dict[int, int]
     limiter: dict[str, Any] | None
     closed: bool
     rng: dict[str, Any]
-    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Rank(_Stats):
+    """One old rank's snapshot, decoded, its pending batches undone."""
+
+    held: _Items
+    retained: _Items
 
 
 def share(
@@ -109,7 +142,7 @@ def share(
     pending: Sequence[Batches],
     rank: int,
     world_size: int,
-) -> Snapshot:
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot new rank `rank` of `world_size` loads (see the module docstring).
 
     Args:
@@ -132,15 +165,20 @@ def share(
     first = snapshots[0][1]
     _check_same(snapshots)
     if k == world_size and not any(len(p) for p in pending[rank : rank + 1]):
-        return snapshots[rank]  # nothing moves: bitwise
+        arrays, meta = snapshots[rank]  # nothing moves: bitwise
+        return (arrays if isinstance(arrays, dict) else dict(arrays)), meta
     kind = str(first["kind"])
     if k == world_size:
         old = _decode(snapshots[rank], pending[rank])
-        return _encode(first, kind, old.held, old.retained, old, old.rng)
+        taken = [dict(s) for batch in pending[rank] for s in batch]
+        held = old.held.entries()
+        retained = _match(kind, held, old.retained.entries(), taken)
+        return _encode(first, kind, held, retained, old, old.rng)
     olds = [_decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
     held = _deal(olds, "held", rank, world_size)
-    retained = _deal(olds, "retained", rank, world_size)
-    totals = _Rank([], [], {}, {}, None, all(o.closed for o in olds), {})
+    taken = [dict(s) for batches in pending for batch in batches for s in batch]
+    retained = _match(kind, held, _deal(olds, "retained", rank, world_size), taken)
+    totals = _Stats({}, {}, None, all(o.closed for o in olds), {})
     for key in ("put", "got", "evicted", "age_sum"):
         totals.counters[key] = _part(sum(o.counters[key] for o in olds), rank, world_size)
     buckets = sorted({b for o in olds for b in o.hist})
@@ -192,121 +230,92 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
     """One old rank's samples with their ages and draw counts, its pending undone."""
     arrays, meta = snapshot
     try:
-        samples = _state.decode_samples(arrays, meta.get("field_order"))
+        names = field_names(arrays, meta.get("field_order"))
         contents = meta["contents"]
         put = int(meta["put"])
         counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
         hist = {int(b): int(n) for b, n in meta["reuse_histogram"].items()}
-        old = _Rank([], [], counters, hist, meta.get("rate_limiter"), bool(meta["closed"]), {})
-        old.rng = meta["rng"]
+        held, kept = _Items(arrays, names), _Items(arrays, names)
+        closed = bool(meta["closed"])
+        old = _Rank(counters, hist, meta.get("rate_limiter"), closed, meta["rng"], held, kept)
         if old.limiter is not None:
             old.limiter = dict(old.limiter)
         if meta["kind"] == "reservoir":
             draws = _state.int_list("draws", contents["draws"])
             ins = _state.int_list("insert_ids", contents["insert_ids"])
-            for slot in [*contents["undrawn"], *contents["drawn"]]:
-                sample = samples[f"s{slot}"]
-                old.held.append(_Entry(sample, put - 1 - ins[slot], draws[slot]))
+            slots = [*contents["undrawn"], *contents["drawn"]]
+            held.items = [f"s{slot}" for slot in slots]
+            held.ages = [put - 1 - ins[slot] for slot in slots]
+            held.draws = [draws[slot] for slot in slots]
         else:
             ids = _state.int_list("insert_ids", contents["insert_ids"])
-            kept = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
-            old.held = [_Entry(samples[f"s{i}"], put - 1 - x) for i, x in enumerate(ids)]
-            old.retained = [_Entry(samples[f"r{i}"], put - 1 - x) for i, x in enumerate(kept)]
-    except (KeyError, TypeError, AttributeError) as exc:
+            kept_ids = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
+            held.items = [f"s{i}" for i in range(len(ids))]
+            held.ages = [put - 1 - x for x in ids]
+            held.draws = [0] * len(ids)
+            kept.items = [f"r{i}" for i in range(len(kept_ids))]
+            kept.ages = [put - 1 - x for x in kept_ids]
+            kept.draws = [0] * len(kept_ids)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
-    taken = [dict(s) for batch in batches for s in batch]
-    if taken:
-        if meta["kind"] == "reservoir":
-            _undraw(old, taken)
-        else:
-            _unserve(old, taken)
+    n = sum(len(batch) for batch in batches)  # the serves or draws undone
+    old.counters["got"] = max(0, old.counters["got"] - n)
+    if old.limiter is not None:
+        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
+    if n and meta["kind"] != "reservoir":  # back at the head of the queue, un-served
+        age = max(held.ages, default=0)
+        held.items[:0] = [dict(s) for batch in batches for s in batch]
+        held.ages[:0] = [age] * n
+        held.draws[:0] = [0] * n
+        old.hist[1] = max(0, old.hist.get(1, 0) - n)
+        if not old.hist[1]:
+            del old.hist[1]
     return old
 
 
-def _unserve(old: _Rank, taken: list[Sample]) -> None:
-    """FIFO/FIRO: the taken samples go back to the head of the queue, un-served."""
-    n = len(taken)
-    age = max((e.age for e in old.held), default=0)
-    old.held[:0] = [_Entry(s, age) for s in taken]
-    old.counters["got"] = max(0, old.counters["got"] - n)
-    old.hist[1] = max(0, old.hist.get(1, 0) - n)
-    if not old.hist[1]:
-        del old.hist[1]
-    if old.limiter is not None:
-        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
-    if old.retained:  # a retained copy of a taken sample would be served twice
-        index = _Index(old.retained)
-        drop = {j for s in taken if (j := index.pop(s)) is not None}
-        old.retained = [e for j, e in enumerate(old.retained) if j not in drop]
-
-
-def _undraw(old: _Rank, taken: list[Sample]) -> None:
-    """Reservoir: each taken draw is given back to its sample, if still held."""
-    index = _Index(old.held, drawn_only=True)
-    for sample in taken:
-        j = index.find(sample)
-        if j is not None:
-            entry = old.held[j]
-            entry.draws -= 1
-            if entry.draws == 0:
-                index.remove(sample, j)
-    n = len(taken)
-    old.counters["got"] = max(0, old.counters["got"] - n)
-    if old.limiter is not None:
-        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
-
-
-class _Index:
-    """Entries found by content: a cheap key (fields, dtypes, shapes, first bytes)
-    narrows, `_same` decides; candidates in entry order, so the choice is deterministic."""
-
-    def __init__(self, entries: list[_Entry], drawn_only: bool = False) -> None:
-        self._entries = entries
-        self._by_key: dict[tuple[Any, ...], list[int]] = {}
-        for j, e in enumerate(entries):
-            if not drawn_only or e.draws > 0:
-                self._by_key.setdefault(_key(e.sample), []).append(j)
-
-    def find(self, sample: Sample) -> int | None:
-        for j in self._by_key.get(_key(sample), ()):
-            if _same(self._entries[j].sample, sample):
-                return j
-        return None
-
-    def remove(self, sample: Sample, j: int) -> None:
-        self._by_key[_key(sample)].remove(j)
-
-    def pop(self, sample: Sample) -> int | None:
-        j = self.find(sample)
-        if j is not None:
-            self.remove(sample, j)
-        return j
-
-
-def _key(sample: Sample) -> tuple[Any, ...]:
-    return tuple(
-        (name, a.dtype.str, a.shape, np.ascontiguousarray(a).reshape(-1)[:4].tobytes())
-        for name, a in sorted(sample.items())
-    )
-
-
-def _same(a: Sample, b: Sample) -> bool:
-    return a.keys() == b.keys() and all(
-        a[f].dtype == b[f].dtype and np.array_equal(a[f], b[f]) for f in a
-    )
+def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Sample]) -> list[Entry]:
+    """Undo, within this rank's share, what the taken samples left behind: a reservoir
+    gives each draw back to its sample; a FIFO/FIRO drops the retained copy of each
+    taken sample (it is held again, and would be served twice). Each rank matches the
+    taken samples of every old rank against its own share (the rank holding a sample
+    finds it; a content held twice, every field equal, is matched once per share that
+    holds it: the stream's dedup rules that out). Returns the retained entries left."""
+    if not taken:
+        return retained
+    if kind == "reservoir":
+        index = Index(held, taken, drawn_only=True)
+        for sample in taken:
+            j = index.find(sample)
+            if j is not None:
+                held[j].draws -= 1
+                if held[j].draws == 0:
+                    index.remove(sample, j)
+        return retained
+    if not retained:
+        return retained
+    index = Index(retained, taken)
+    drop = {j for s in taken if (j := index.pop(s)) is not None}
+    return [e for j, e in enumerate(retained) if j not in drop]
 
 
 # -- dealing, encoding -------------------------------------------------------------------
 
 
-def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[_Entry]:
+def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
     """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
-    then position), every `world_size`-th from the `rank`-th."""
-    entries = [
-        (-e.age, r, j, e) for r, o in enumerate(olds) for j, e in enumerate(getattr(o, which))
+    then position), every `world_size`-th from the `rank`-th. Only those are made."""
+    items: list[_Items] = [getattr(o, which) for o in olds]
+    sizes = [len(i.items) for i in items]
+    if not sum(sizes):
+        return []
+    ages = np.concatenate([np.asarray(i.ages, np.int64) for i in items])
+    ranks = np.repeat(np.arange(len(items)), sizes)
+    positions = np.concatenate([np.arange(n) for n in sizes])
+    mine = np.lexsort((positions, ranks, -ages))[rank::world_size]
+    return [
+        items[r].entry(j)
+        for r, j in zip(ranks[mine].tolist(), positions[mine].tolist(), strict=True)
     ]
-    entries.sort(key=lambda t: t[:3])
-    return [t[3] for t in entries[rank::world_size]]
 
 
 def _part(total: int, rank: int, world_size: int) -> int:
@@ -325,11 +334,11 @@ def _derived_rng(
 def _encode(
     first: dict[str, Any],
     kind: str,
-    held: list[_Entry],
-    retained: list[_Entry],
-    stats: _Rank,
+    held: list[Entry],
+    retained: list[Entry],
+    stats: _Stats,
     rng: dict[str, Any],
-) -> Snapshot:
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot of a buffer holding `held` (and `retained`) with `stats`' counters."""
     capacity = int(first["capacity"])
     counters, hist = dict(stats.counters), dict(stats.hist)
@@ -379,8 +388,8 @@ def _encode(
 
 
 def _evict_to(
-    held: list[_Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
-) -> list[_Entry]:
+    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
+) -> list[Entry]:
     """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
     excess = len(held) - capacity
     drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)

@@ -24,15 +24,15 @@ simulated ranks run one after another: on a cluster the ranks load at once, each
 its own node, and a resume waits for the slowest, so the figure of a round is its
 slowest rank's time (running 3 processes at once on this 2-core machine would measure
 the machine). The files are in the page cache (written just before, read every
-round): on a cold parallel file system each new rank of ours reads every old rank's
-files (k/m times the bytes of the baseline's rank), which this does not show. Rounds
+round): the cost of a cold parallel file system (where a new rank of ours reads its
+share, about 1/m of the samples, from every old rank's file) does not show. Rounds
 alternate baseline and ours (A B A B ...), ``--rounds`` of each; medians. Each round
 checks that the ranks loaded every sample (held counts summed over the ranks).
 
 Rows: the slowest rank (ratio baseline / ours, higher is better, target >= 1/1.5), and
 the sum over the ranks (the work done, no target).
 
-    python benchmarks/reshard.py            # 1 GB, 5 rounds of each: a few minutes
+    python benchmarks/reshard.py            # 1 GB, 5 rounds of each: about 10 minutes
     python benchmarks/reshard.py --quick    # 16 MB, 1 round: seconds
     python benchmarks/reshard.py --json     # {"rows": [...], "setup": {...}}
 """

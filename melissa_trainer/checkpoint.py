@@ -38,6 +38,9 @@ Layout of one checkpoint::
         source.json                           the source's state (e.g. the receiver's record)
         trainer_rank.json                     this rank's samples_seen and loss since the log
         simulation_losses.safetensors         per-simulation losses, this rank's unreduced
+
+A checkpoint of k ranks resumes on any number of ranks: `count_ranks` says k, and each
+`rank_R` part is then resharded (`checkpoint_registry`, `checkpoint_reshard`).
 """
 
 from __future__ import annotations

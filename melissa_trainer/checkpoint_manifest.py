@@ -14,7 +14,8 @@ Contract (see `trainer_checkpoint.save_checkpoint`, which does the collective pa
 * A checkpoint without `MANIFEST` was written by a version before manifests: it is
   *unverified* (accepted with a warning, see `trainer_checkpoint.resolve_resume`).
 * Verification is split like the writing: each rank checks the entries that its
-  rank wrote (`owned_by`), sizes first (`check_sizes`: a stat per file), then hashes
+  rank wrote (`owned_by`; on fewer ranks than wrote it, the missing ranks' dealt out
+  in turn), sizes first (`check_sizes`: a stat per file), then hashes
   (`check_hashes`: reads each file, which loading does next anyway, from the page
   cache then); the main rank also looks for files no rank wrote (`unexpected`).
 
@@ -153,13 +154,13 @@ def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
 
 
 def owned_by(entries: Mapping[str, Entry], rank: int, world_size: int) -> dict[str, Entry]:
-    """The entries rank `rank` of a run of `world_size` ranks verifies: those its rank
-    wrote; rank 0 also takes those of ranks this run lacks (every entry is someone's)."""
-    return {
-        rel: e
-        for rel, e in entries.items()
-        if e["rank"] == rank or (rank == 0 and not 0 <= e["rank"] < world_size)
-    }
+    """The entries rank `rank` of a run of `world_size` ranks verifies: those written by
+    the ranks ``r`` with ``r % world_size == rank`` (its own rank's on the same number
+    of ranks; on fewer, the ranks this run lacks dealt out in turn): every entry is
+    verified by exactly one rank, whatever the number of ranks that resumes. (On more
+    ranks, those the checkpoint lacks verify nothing; resharding then reads every old
+    rank's files it loads, after the verification.)"""
+    return {rel: e for rel, e in entries.items() if int(e["rank"]) % world_size == rank}
 
 
 def check_sizes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry]) -> list[Problem]:

@@ -13,12 +13,15 @@ Format versions: 1, every checkpoint without `FORMAT_FILE` (written before the
 registry); 2, `FORMAT_FILE` present, and `TrainerState`'s ``samples_seen`` kept by the
 per-rank ``trainer_rank`` part alone (it was also in ``trainer_state.json``).
 
-Scope, for resuming on another number of ranks (the next step: not implemented, the
-trainer refuses another world size): a `Scope.GLOBAL` part is one copy, identical on
-every rank, so it is read as it is on any number of ranks; a `Scope.PER_RANK` part is
-each rank's own, and would have to be split or merged by its owner (the buffers'
-samples dealt out, the receivers' records of time steps split by step, the RNG states
-drawn afresh). The parts and their scope are recorded in `FORMAT_FILE`.
+Scope, and resuming on another number of ranks: a `Scope.GLOBAL` part is one copy,
+identical on every rank, so it is read as it is on any number of ranks; a
+`Scope.PER_RANK` part is each rank's own. A checkpoint written by ``k`` ranks loads on
+``m != k`` ranks part by part in the same order, each per-rank part through its
+``reshard`` (`Part`), which reads every old rank's files and takes this rank's share
+through its owner's pure function (`checkpoint_reshard`: the buffers' samples and
+pending batches dealt out, the source's records split, the sums of the per-rank
+figures kept, the RNG seeded afresh); a per-rank part without one is refused before
+anything is loaded (`load`). The parts and their scope are recorded in `FORMAT_FILE`.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import simulation_loss
 from melissa_trainer.checkpoint_errors import naming_file
 from melissa_trainer.checkpoint_migrations import trainer_rank_of, upgrade
+from melissa_trainer.checkpoint_reshard import Reshard
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer import OnlineTrainer
@@ -72,9 +76,11 @@ class Part:
     Attributes:
         name: the part's name (in `FORMAT_FILE`).
         scope: `Scope.GLOBAL` or `Scope.PER_RANK`.
-        files: the files the part reads on this rank, relative to the checkpoint, in
-            the order it reads them (a load error names the one at fault); a function
-            of the checkpoint directory (Accelerate's depend on the optimizers).
+        files: ``files(path, rank)``: the files the part reads of rank `rank`'s (this
+            rank's when loading on the same number of ranks, every old rank's when
+            resharding), relative to the checkpoint, in the order it reads them (a load
+            error names the one at fault); a function of the checkpoint directory
+            (Accelerate's depend on the optimizers).
         save: writes the part into the checkpoint (staging) directory given; None: the
             files are written by another part (the RNG files by Accelerate's).
         load: restores the part from the checkpoint directory given, of the format
@@ -84,31 +90,41 @@ class Part:
         names_file: `load` runs inside `naming_file` (its errors become a
             `CheckpointError` naming the file); False for a part whose own errors are
             meant as they are (the source's refusal of a changed study).
+        reshard: restores this rank's share from a checkpoint written by another
+            number of ranks: ``reshard(path, old_world_size, format_version)``, reading
+            every old rank's files (`checkpoint_reshard`). Required of a
+            `Scope.PER_RANK` part (a checkpoint of another world size is refused,
+            naming the parts without one); for a `Scope.GLOBAL` part None means `load`
+            as it is.
     """
 
     name: str
     scope: Scope
-    files: Callable[[Path], list[str]]
+    files: Callable[[Path, int], list[str]]
     save: Callable[[Path], object] | None
     load: Callable[[Path, int], None]
     collective: bool = False
     names_file: bool = True
+    reshard: Callable[[Path, int, int], None] | None = None
 
 
 def parts(trainer: OnlineTrainer) -> list[Part]:
     """The parts of `trainer`'s checkpoints, in the order they are loaded: the source
     first (a study resumed with settings it cannot follow is refused before anything
     else is loaded, docs/resume.md), the RNG file checked before Accelerate loads it,
-    the trainer state before the hooks, the buffer before the pending batches."""
+    the trainer state before the hooks, the buffer before the pending batches. When
+    resharding, the source's step computes the buffer's share first (the source's
+    share needs its put count), and Accelerate's load keeps the fresh RNG states."""
     rank = trainer.process_index
     mine = ckpt.rank_path(Path("."), rank).as_posix()  # "rank_R"
     acc, state = trainer.accelerator, trainer.state
+    reshard = Reshard(trainer)
 
-    def own(name: str) -> Callable[[Path], list[str]]:
-        return lambda path: [f"{mine}/{name}"]
+    def own(*names: str) -> Callable[[Path, int], list[str]]:
+        return lambda path, r: [f"rank_{r}/{name}" for name in names]
 
-    def root(*names: str) -> Callable[[Path], list[str]]:
-        return lambda path: list(names)
+    def root(*names: str) -> Callable[[Path, int], list[str]]:
+        return lambda path, r: list(names)
 
     def rank_dir(path: Path) -> Path:
         return ckpt.rank_path(path, rank)
@@ -152,12 +168,23 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
                 path,
             )
 
+    def reshard_losses(path: Path, old: int, version: int) -> None:
+        files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
+        if all(file.is_file() for file in files):
+            reshard.simulation_losses(path, old, version)
+        elif trainer.simulation_loss_steps:  # a checkpoint of an earlier version
+            logger.warning(
+                "%s has no per-simulation losses (written by an earlier version): the "
+                "simulations trained on before it are not observed by the sampler",
+                path,
+            )
+
     def skip(path: Path, version: int) -> None:
         """For reference only: the resumed run's arguments win."""
 
     return [
         # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
-        # state inside a per-rank part, to be taken from rank 0 when resharding)
+        # state inside a per-rank part, which `Study.reshard_state` gives new rank 0)
         Part(
             "source",
             Scope.PER_RANK,
@@ -167,21 +194,24 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
             ),
             load_source,
             names_file=False,
+            reshard=reshard.source,
         ),
         Part(
             "rng",
             Scope.PER_RANK,
-            root(ckpt.rng_file(rank)),
+            lambda path, r: [ckpt.rng_file(r)],
             None,
             lambda path, version: _check_rng(path / ckpt.rng_file(rank)),
+            reshard=reshard.rng,
         ),
         Part(
             "accelerate",
             Scope.GLOBAL,
-            lambda path: _accelerate_files(path, rank),
+            _accelerate_files,
             lambda path: acc.save_state(str(path), safe_serialization=True),
             lambda path, version: acc.load_state(str(path)),
             collective=True,
+            reshard=reshard.accelerate,
         ),
         Part(
             "trainer_state",
@@ -202,24 +232,34 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
         Part(
             "buffer",
             Scope.PER_RANK,
-            lambda path: [f"{mine}/buffer.safetensors", f"{mine}/buffer.json"],
+            own("buffer.safetensors", "buffer.json"),
             lambda path: trainer.buffer.save(rank_dir(path)),
             lambda path, version: trainer.buffer.load(rank_dir(path)),
+            reshard=reshard.buffer,
         ),
         Part(
             "pending",
             Scope.PER_RANK,
-            lambda path: [f"{mine}/pending.json", f"{mine}/pending.safetensors"],
+            own("pending.json", "pending.safetensors"),
             lambda path: trainer.dataset.save(rank_dir(path)),
             lambda path, version: trainer.dataset.load(rank_dir(path)),
+            reshard=reshard.pending,
         ),
-        Part("trainer_rank", Scope.PER_RANK, own(RANK_STATE), save_rank, load_rank),
+        Part(
+            "trainer_rank",
+            Scope.PER_RANK,
+            own(RANK_STATE),
+            save_rank,
+            load_rank,
+            reshard=reshard.trainer_rank,
+        ),
         Part(
             "simulation_losses",
             Scope.PER_RANK,
             own(simulation_loss.STATE_FILE),
             save_losses,
             load_losses,
+            reshard=reshard_losses,
         ),
         Part(
             "training_args",
@@ -270,14 +310,62 @@ def format_of(path: Path) -> int:
 
 def load(trainer: OnlineTrainer, path: Path) -> None:
     """Restore every part from checkpoint `path`, in order; each part's error names its
-    file (`naming_file`), but the source's own refusal, raised as it is."""
+    file (`naming_file`), but the source's own refusal, raised as it is.
+
+    A checkpoint of another number of ranks (``rank_R`` directories) loads each
+    per-rank part through its ``reshard`` (see the module docstring).
+
+    Raises:
+        ValueError: a checkpoint of another number of ranks, and a per-rank part
+            without a ``reshard`` (before anything is loaded).
+    """
     version = format_of(path)
-    for part in parts(trainer):
+    old, rank = ckpt.count_ranks(path), trainer.process_index
+    registered = parts(trainer)
+    resharding = old != trainer.num_processes
+    if resharding:
+        _check_reshardable(path, registered, old, trainer.num_processes)
+        logger.info(
+            "%s was written by %d training ranks, this run has %d: each rank takes its "
+            "share of every per-rank part",
+            path,
+            old,
+            trainer.num_processes,
+        )
+    for part in registered:
+        per_rank = part.scope is Scope.PER_RANK
+        if resharding and part.reshard is not None:
+            files = [f for r in range(old if per_rank else 1) for f in part.files(path, r)]
+
+            def action(part: Part = part) -> None:
+                assert part.reshard is not None
+                part.reshard(path, old, version)
+
+        else:
+            files = part.files(path, rank)
+
+            def action(part: Part = part) -> None:
+                part.load(path, version)
+
         if not part.names_file:
-            part.load(path, version)
+            action()
             continue
-        with naming_file(path, part.files(path)):
-            part.load(path, version)
+        with naming_file(path, files):
+            action()
+
+
+def _check_reshardable(path: Path, registered: list[Part], old: int, world_size: int) -> None:
+    """Refuse, before anything is loaded, a checkpoint of `old` ranks on `world_size`
+    when a per-rank part cannot be resharded (it has no ``reshard``)."""
+    if old < 1:
+        raise ValueError(f"checkpoint {path} has no rank_R directory: it is not a checkpoint")
+    missing = [p.name for p in registered if p.scope is Scope.PER_RANK and p.reshard is None]
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} was written by {old} training ranks but this run has "
+            f"{world_size}, and the per-rank parts {missing} cannot be split or merged "
+            f"over another number of ranks: resume with --num_processes {old}"
+        )
 
 
 def _accelerate_files(path: Path, rank: int) -> list[str]:

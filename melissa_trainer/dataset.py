@@ -292,16 +292,27 @@ class StreamDataset(IterableDataset):
         save_file(arrays, str(path / "pending.safetensors"))
         (path / "pending.json").write_text(json.dumps({"fields": fields}))
 
+    def clear_pending(self) -> None:
+        """Forget the pending batches (a resume on another number of ranks: the
+        checkpoint's are in the buffers' shares)."""
+        self._pending.clear()
+
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the pending batches written by `save` (replacing any pending now)."""
-        path = Path(directory)
-        meta = json.loads((path / "pending.json").read_text())
-        arrays = load_file(str(path / "pending.safetensors"))
+        batches = read_pending(directory)
         self._pending.clear()
-        for b, batch_fields in enumerate(meta["fields"]):
-            self._pending.append(
-                [
-                    {f: arrays[f"b{b}/s{s}/{f}"] for f in names}
-                    for s, names in enumerate(batch_fields)
-                ]
-            )
+        self._pending.extend(batches)
+
+
+def read_pending(directory: str | os.PathLike[str]) -> list[list[Sample]]:
+    """The pending batches `StreamDataset.save` wrote into `directory`: a list of
+    batches, each a list of samples (each sample's fields in their saved order).
+    Pure: reads the files, touches no dataset (what resharding reads for every old rank).
+    """
+    path = Path(directory)
+    meta = json.loads((path / "pending.json").read_text())
+    arrays = load_file(str(path / "pending.safetensors"))
+    return [
+        [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
+        for b, batch_fields in enumerate(meta["fields"])
+    ]

@@ -11,7 +11,9 @@ source's study-wide figures), and starts afresh.
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -119,6 +121,21 @@ class LogFigures:
         """What a checkpoint keeps of these figures: the loss since the last log, so that
         the first log after a resume reports what it would have without the restart."""
         return {"loss_sum": float(self.loss_sum), "loss_count": self.loss_count}
+
+    @staticmethod
+    def reshard_state(states: Sequence[Mapping[str, Any]], rank: int) -> dict[str, Any]:
+        """Rank `rank`'s `state_dict()` after a resume on another number of ranks, from
+        every old rank's (`states`, in rank order): new rank 0 holds the sum of the old
+        ranks' loss sums and counts, the others none. The first log reduces them over
+        ranks, so it reports the mean loss since the last log that it would have without
+        the resize (the same sums; a float32 rounding apart); nothing is counted twice.
+        Pure."""
+        if rank != 0:
+            return {"loss_sum": 0.0, "loss_count": 0}
+        return {
+            "loss_sum": math.fsum(float(s["loss_sum"]) for s in states),
+            "loss_count": sum(int(s["loss_count"]) for s in states),
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore `state_dict()`; the other figures start afresh (samples and steps

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -326,6 +326,44 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         self._losses = (
             [torch.from_numpy(unreduced.copy()).to(self.device)] if len(unreduced) else []
         )
+
+    @staticmethod
+    def reshard_state(
+        states: Sequence[Mapping[str, np.ndarray]], rank: int, world_size: int
+    ) -> dict[str, np.ndarray]:
+        """Rank `rank`'s `state_dict()` after a resume on `world_size` ranks from a
+        checkpoint of ``len(states)`` ranks (`states`, in old rank order). Pure.
+
+        The statistics and reference periods are the same on every old rank: old rank
+        0's are taken as they are. The unreduced samples are each old rank's own: old
+        rank ``r``'s go whole to new rank ``r % world_size`` (in old rank order), so
+        every one is reduced once at the next reduction, none lost, none twice (a
+        reduction sums every rank's, whichever holds them).
+
+        Raises:
+            ValueError: no state, or old ranks whose statistics differ (the checkpoint's
+                ranks did not reduce together: it cannot be resharded).
+        """
+        if not states:
+            raise ValueError("no simulation losses to reshard")
+        first = states[0]
+        for old, state in enumerate(states[1:], start=1):
+            for name in _SHARED:
+                if not np.array_equal(np.asarray(state[name]), np.asarray(first[name])):
+                    raise ValueError(
+                        f"simulation losses of old ranks 0 and {old} differ in {name!r}: "
+                        "the statistics must be the same on every rank"
+                    )
+        mine = [s for old, s in enumerate(states) if old % world_size == rank]
+        out = {name: np.asarray(first[name]) for name in _SHARED}
+        for name, dtype in (("unreduced_ids", np.int64), ("unreduced_losses", np.float64)):
+            out[name] = np.concatenate([np.zeros(0, dtype), *(s[name] for s in mine)]).astype(dtype)
+        return out
+
+
+#: the arrays of `SimulationLosses.state_dict` that are the same on every rank
+_SHARED = ("ids", "draws", "loss_sum", "relative_sum", "step", "reference_sums",
+           "reference_counts")  # fmt: skip
 
 
 def _loss(simulation_id: int, entry: list[Any]) -> SimulationLoss:

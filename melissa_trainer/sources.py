@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -134,6 +134,39 @@ class Source(ABC):
         """Restore `state_dict()`; called before `start`."""
         if state:
             raise ValueError(f"{type(self).__name__} has no state but the checkpoint holds some")
+
+    def reshard_state(
+        self,
+        states: Sequence[dict[str, Any]],
+        buffer_puts: Sequence[int],
+        rank: int,
+        world_size: int,
+        buffer_put: int,
+    ) -> dict[str, Any]:
+        """The state new rank `rank` of `world_size` loads (with `load_state_dict`) when
+        a checkpoint of ``len(states)`` ranks resumes on another number of ranks.
+
+        A pure function of its arguments (each new rank calls it on the same files, no
+        communication). `states[r]` is old rank r's `state_dict()`, `buffer_puts[r]` its
+        buffer's put count (its snapshot's ``put``), `buffer_put` the new rank's once its
+        share of the buffers is loaded (`melissa_trainer.buffers.reshard.share`).
+
+        The default: a source without state resumes on any number of ranks (``{}``);
+        one with state is refused. A source with per-rank state overrides this to merge
+        and re-split it (`StreamSource`, `Study`).
+
+        Raises:
+            ValueError: some old rank has state and this source cannot reshard it.
+        """
+        if any(states):
+            raise ValueError(
+                f"{type(self).__name__} cannot be resumed on another number of ranks "
+                f"({len(states)} -> {world_size}): its checkpoint holds per-rank state "
+                "that it does not know how to merge and re-split (override "
+                "Source.reshard_state to make it resumable on any number of ranks), "
+                f"or resume on {len(states)} ranks"
+            )
+        return {}
 
 
 SampleFactory = Callable[[int, int], Iterable[Mapping[str, Any]]]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,9 @@ class TrainerState:
         global_step: optimizer steps taken (a step spans `gradient_accumulation_steps`
             micro-batches).
         samples_seen: samples consumed by *this rank* (including re-draws); exact, also
-            after a resume (each rank's count is in its part of the checkpoint).
+            after a resume (each rank's count is in its part of the checkpoint); after
+            a resume on another number of ranks, the old ranks' sum dealt out evenly
+            (`share_samples_seen`).
         total_samples_seen: samples consumed by all ranks (the sum of `samples_seen`),
             brought up to date at each log and each checkpoint (a collective then):
             between them it lags behind. Exact after a resume.
@@ -136,6 +139,18 @@ class TrainerState:
         state = cls()
         state.load_state_dict(json.loads(text))
         return state
+
+
+def share_samples_seen(counts: Sequence[int], rank: int, world_size: int) -> int:
+    """Rank `rank`'s `samples_seen` after a resume on `world_size` ranks from a
+    checkpoint whose ranks had seen `counts` (one per old rank): their sum dealt out
+    evenly, the lower ranks taking one more while the remainder lasts. The sum over
+    the new ranks is the old sum (`total_samples_seen` stays the sum of `samples_seen`);
+    which rank counts a sample seen before the resize means nothing any more. Pure."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not one of {world_size} ranks")
+    whole, left = divmod(sum(int(n) for n in counts), world_size)
+    return whole + (1 if rank < left else 0)
 
 
 @dataclass

@@ -307,6 +307,23 @@ class Study(Source):
         self._launcher_state = launcher_state or None
         self._resumed = True
 
+    def reshard_state(
+        self,
+        states: Sequence[dict[str, Any]],
+        buffer_puts: Sequence[int],
+        rank: int,
+        world_size: int,
+        buffer_put: int,
+    ) -> dict[str, Any]:
+        """The stream's records resharded (`StreamSource.reshard_state`); the launcher's
+        record, which only old rank 0 holds, goes to new rank 0 alone, unchanged."""
+        stream = [{k: v for k, v in (s or {}).items() if k != "launcher"} for s in states]
+        state = self.stream.reshard_state(stream, buffer_puts, rank, world_size, buffer_put)
+        launcher = states[0].get("launcher") if states and states[0] else None
+        if rank == 0 and launcher:
+            state = dict(state, launcher=launcher)
+        return state
+
 
 def _complete_on_every_rank(mine: Sequence[int]) -> set[int]:
     """The simulations complete on every training rank (a collective when a process

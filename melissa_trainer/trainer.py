@@ -506,9 +506,12 @@ class OnlineTrainer:
         """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
 
         See docs/resume.md for what is restored exactly and what user code sees again.
-        Raises ValueError when the checkpoint was written by another number of ranks,
-        `CheckpointError` naming the file when one does not load (on every rank).
-        Collective. It does not verify the manifest: `train()` does, when it resumes.
+        A checkpoint written by another number of ranks is resharded: each rank takes
+        its share of every per-rank part (`checkpoint_reshard`). Raises ValueError when
+        it cannot be (a source that cannot reshard, another buffer kind: before
+        anything is loaded), `CheckpointError` naming the file when one does not load
+        (on every rank). Collective. It does not verify the manifest: `train()` does,
+        when it resumes.
         """
         trainer_checkpoint.load_checkpoint(self, Path(path))
 

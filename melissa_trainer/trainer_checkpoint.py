@@ -264,13 +264,8 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
-    raised on every rank (`CheckpointError`, naming the file), never a hang."""
-    ranks = ckpt.count_ranks(path)
-    if ranks != trainer.num_processes:
-        raise ValueError(
-            f"checkpoint {path} was written by {ranks} training ranks but this run has "
-            f"{trainer.num_processes}: resume with --num_processes {ranks}"
-        )
+    raised on every rank (`CheckpointError`, naming the file), never a hang. A
+    checkpoint of another number of ranks is resharded (`checkpoint_registry.load`)."""
     failure: Exception | None = None
     try:
         registry.load(trainer, path)
@@ -289,7 +284,9 @@ def window_left(trainer: OnlineTrainer) -> int:
     in: the fewest whole steps pending on any rank (every rank took the window's
     batches when it began, the agreed number of steps being the fewest). Resuming
     with them keeps the windows, hence the data taken from the buffer at each step
-    and the logged buffer figures, where they were without the restart. Collective.
+    and the logged buffer figures, where they were without the restart. 0 after a
+    resume on another number of ranks (no rank has a pending batch: the checkpoint's
+    are in the buffers' shares), so the first window is a whole one. Collective.
     """
     steps = trainer.dataset.num_pending // trainer.args.gradient_accumulation_steps
     if trainer.stop_sync.distributed:

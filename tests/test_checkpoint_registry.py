@@ -79,7 +79,7 @@ def test_every_file_belongs_to_one_part(written: Path, tmp_path: Path) -> None:
     trainer = make(tmp_path / "other")
     owned: list[str] = []
     for part in registry.parts(trainer):
-        owned += part.files(written)
+        owned += part.files(written, 0)
     on_disk = {p.relative_to(written).as_posix() for p in written.rglob("*") if p.is_file()}
     assert set(owned) == on_disk - {MANIFEST, registry.FORMAT_FILE}
 

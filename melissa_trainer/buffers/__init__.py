@@ -15,6 +15,9 @@ puts batched small fields as blocks, which a FIFO holds as they are, and
 
 A :class:`BufferConfig` describes a buffer, validated in one place; :func:`make_buffer`
 builds it (``TrainingArguments.buffer_config()`` gives the trainer's).
+
+:func:`read_snapshot` reads a saved snapshot back; ``buffers.reshard.share`` deals the
+snapshots of k ranks over m (resuming on another number of ranks).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .config import BUFFER_KINDS, BufferConfig
 from .fifo import FIFOBuffer, FIROBuffer
 from .rate_limiter import RateLimiter
 from .reservoir import ReservoirBuffer
+from .reshard import read_snapshot
 
 __all__ = [
     "BUFFER_CLASSES",
@@ -41,6 +45,7 @@ __all__ = [
     "Sample",
     "SampleBlock",
     "make_buffer",
+    "read_snapshot",
 ]
 
 #: buffer kind -> class, as `make_buffer` builds them.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -156,6 +157,65 @@ def read_files(directory: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
     with open(os.path.join(directory, META_FILE), encoding="utf-8") as fh:
         meta = json.load(fh)
     return arrays, meta
+
+
+#: safetensors dtype names -> numpy dtypes (those `encode_sample` stores)
+_DTYPES = {
+    "BOOL": "|b1", "U8": "|u1", "I8": "|i1", "U16": "<u2", "I16": "<i2", "F16": "<f2",
+    "U32": "<u4", "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8",
+}  # fmt: skip
+_NUMPY = {name: np.dtype(d) for name, d in _DTYPES.items()}
+
+
+class LazyArrays(Mapping[str, np.ndarray]):
+    """The arrays of a ``buffer.safetensors``, each read from the file when asked for
+    (a mapping, as the dict `read_files` gives): a reader that wants a few samples of
+    a large snapshot reads only those. The file is mapped (``mmap``), its header parsed
+    once (the safetensors format: a little-endian u64 length, a JSON object of
+    ``{key: {dtype, shape, data_offsets}}``); each access copies the array out of the
+    mapping (a fresh, writable array, as `read_files` gives). Not thread-safe.
+
+    Raises:
+        ValueError: the file is not a safetensors file (at construction); an array of a
+            dtype buffers do not store (when read).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        import mmap
+
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+        try:
+            n = int.from_bytes(self._map[:8], "little")
+            header = json.loads(bytes(self._map[8 : 8 + n]))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ValueError(f"{os.fspath(path)}: not a safetensors file ({exc})") from exc
+        header.pop("__metadata__", None)
+        self._header: dict[str, Any] = header  # parsed further per key, when read
+        self._start = 8 + n
+        self._path = os.fspath(path)
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        info = self._header[key]
+        dtype = _NUMPY.get(info.get("dtype"))
+        if dtype is None:
+            raise ValueError(f"{self._path}: {key!r} has dtype {info.get('dtype')!r}")
+        begin, end = info["data_offsets"]
+        shape = tuple(info["shape"])
+        if end == begin:
+            return np.empty(shape, dtype)
+        count = (end - begin) // dtype.itemsize
+        return np.frombuffer(self._map, dtype, count, self._start + begin).reshape(shape).copy()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._header  # (Mapping's would read the array)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._header)
+
+    def __len__(self) -> int:
+        return len(self._header)
 
 
 class CommonMeta(NamedTuple):

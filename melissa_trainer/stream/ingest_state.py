@@ -7,8 +7,8 @@ counters in telemetry order, and the record's current version; the upgrade of ea
 versions is `checkpoint_migrations`' ("receiver").
 
 The record is per rank: each receiver records the time steps sent to it (t with
-t % world_size == rank), so resuming on another number of ranks must split or merge
-the bit arrays by step (not implemented: the trainer refuses another world size).
+t % world_size == rank), so resuming on another number of ranks merges the k old
+records and re-splits them by step for the new routing: `melissa_trainer.stream.reshard`.
 """
 
 from __future__ import annotations

@@ -35,6 +35,7 @@ from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.reshard import reshard_states
 
 
 class StreamSource(Source):
@@ -216,6 +217,29 @@ class StreamSource(Source):
                 "resume it with Study(launcher, StreamSource(...)), not a StreamSource alone"
             )
         self._state = dict(state) if state else None
+
+    def reshard_state(
+        self,
+        states: Sequence[dict[str, Any]],
+        buffer_puts: Sequence[int],
+        rank: int,
+        world_size: int,
+        buffer_put: int,
+    ) -> dict[str, Any]:
+        """The receivers' records of k old ranks merged and re-split by the new routing
+        of steps to ranks (see `melissa_trainer.stream.reshard`; `Source.reshard_state`
+        for the arguments). Pure: no receiver is touched.
+
+        Raises:
+            ValueError: a record holds a launcher's (a study's: resume it with `Study`),
+                or one `melissa_trainer.stream.reshard` refuses (it says why).
+        """
+        if any(state and "launcher" in state for state in states):
+            raise ValueError(
+                "this checkpoint holds a study (its launcher's record, key 'launcher'): "
+                "resume it with Study(launcher, StreamSource(...)), not a StreamSource alone"
+            )
+        return reshard_states(states, buffer_puts, rank, world_size, buffer_put)
 
 
 def _rank_bind(bind: str, rank: int) -> str:

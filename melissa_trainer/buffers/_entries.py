@@ -1,0 +1,137 @@
+"""The samples of a snapshot as resharding sees them: read when needed, found by content.
+
+An `Entry` is one sample of an old rank's snapshot with what travels with it (its age,
+its draw count); its arrays are read from the snapshot only when asked for (a
+`_state.LazyArrays` reads them from the file then), so a new rank reads the samples of
+its own share and not the others'. An `Index` finds the held entry of a sample taken
+into a pending batch, by content: the values of the small fields narrow, then a full
+comparison decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ._common import Sample
+
+__all__ = ["Entry", "Index", "field_names"]
+
+#: fields of at most this many bytes are part of a sample's key
+SMALL = 64
+
+
+class Entry:
+    """One sample and what travels with it; `sample` reads its arrays once.
+
+    A sample of a snapshot is named by its `prefix` (``s3``: arrays ``s3/{field}``),
+    its fields looked up in `names` (the snapshot's ``field_order``, which names every
+    field of every sample, in order) when it is read; an in-memory one (a pending
+    sample) is given as `sample`.
+    """
+
+    __slots__ = ("age", "draws", "_arrays", "_prefix", "_names", "_sample")
+
+    def __init__(
+        self,
+        age: int,
+        draws: int = 0,
+        *,
+        sample: Sample | None = None,
+        arrays: Mapping[str, np.ndarray] | None = None,
+        prefix: str = "",
+        names: Sequence[str] = (),
+    ) -> None:
+        self.age = age  # inserts on its rank between its insertion and the snapshot
+        self.draws = draws  # reservoir draw count
+        self._sample = sample
+        self._arrays = arrays
+        self._prefix = prefix
+        self._names = names
+
+    @property
+    def sample(self) -> Sample:
+        if self._sample is None:
+            arrays, prefix = self._arrays, self._prefix
+            assert arrays is not None  # (a sample given at construction otherwise)
+            keys = ((n, f"{prefix}/{n}") for n in self._names)
+            self._sample = {n: arrays[key] for n, key in keys if key in arrays}
+        return self._sample
+
+
+def field_names(arrays: Mapping[str, np.ndarray], order: Any) -> list[str]:
+    """Every field name of a snapshot's samples, in order: its ``field_order`` (which
+    `Buffer.state_dict` writes: every field, as first met), or, without one, the
+    names of its array keys as first met (which reads every key, not the arrays).
+
+    Raises:
+        ValueError: a malformed `order`, or an array key without ``/``.
+    """
+    if order is not None:
+        if not isinstance(order, list) or not all(isinstance(k, str) for k in order):
+            raise ValueError("malformed buffer state: 'field_order' must be a list of names")
+        return order
+    names: dict[str, None] = {}
+    for key in arrays:
+        _, sep, name = key.partition("/")
+        if not sep:
+            raise ValueError(f"malformed buffer state: array key {key!r} has no '/'")
+        names[name] = None
+    return list(names)
+
+
+class Index:
+    """The entries that may hold the samples `probes`, found by content.
+
+    The small fields (at most `SMALL` bytes) common to every probe narrow the search (a
+    stream's ``simulation_id``, ``time_step`` and ``parameters`` tell its samples
+    apart), then candidates are compared whole. The entries are read whole (`share`
+    indexes the entries of its own share, which it encodes next).
+    Candidates are tried in entry order (a deterministic choice among equal contents).
+    """
+
+    def __init__(self, entries: list[Entry], probes: list[Sample], drawn_only: bool = False):
+        self._entries = entries
+        common = set(probes[0]) if probes else set()
+        for p in probes[1:]:
+            common &= p.keys()
+        self._fields = sorted(n for n in common if all(p[n].nbytes <= SMALL for p in probes))
+        self._by_key: dict[tuple[bytes | None, ...], list[int]] = {}
+        for j, e in enumerate(entries):
+            if not drawn_only or e.draws > 0:
+                sample = e.sample  # read whole: this rank's share, encoded next anyway
+                key = tuple(_bytes(sample.get(n)) for n in self._fields)
+                self._by_key.setdefault(key, []).append(j)
+
+    def _key(self, sample: Sample) -> tuple[bytes | None, ...]:
+        return tuple(_bytes(sample.get(n)) for n in self._fields)
+
+    def find(self, sample: Sample) -> int | None:
+        """The index of an entry holding `sample`'s content, or None."""
+        for j in self._by_key.get(self._key(sample), ()):
+            if _same(self._entries[j].sample, sample):
+                return j
+        return None
+
+    def remove(self, sample: Sample, j: int) -> None:
+        self._by_key[self._key(sample)].remove(j)
+
+    def pop(self, sample: Sample) -> int | None:
+        j = self.find(sample)
+        if j is not None:
+            self.remove(sample, j)
+        return j
+
+
+def _bytes(array: np.ndarray | None) -> bytes | None:
+    if array is None:
+        return None
+    return f"{array.dtype.str}{array.shape}".encode() + np.ascontiguousarray(array).tobytes()
+
+
+def _same(a: Sample, b: Sample) -> bool:
+    return a.keys() == b.keys() and all(
+        a[f].dtype == b[f].dtype and np.array_equal(a[f], b[f]) for f in a
+    )

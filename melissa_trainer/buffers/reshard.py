@@ -1,0 +1,408 @@
+"""Resharding buffer snapshots: k old ranks' buffers dealt over m new ranks.
+
+`share(snapshots, pending, rank, world_size)` is a pure function: each new rank calls
+it on the same files (every old rank's `Buffer.state_dict` and its dataset's pending
+batches, `read_snapshot` and `melissa_trainer.dataset.read_pending`) and gets the
+snapshot it loads with its ordinary `Buffer.load_state_dict`; no communication, and the
+same inputs give the same shares on every rank (iteration in old-rank and slot order,
+no hashing of Python objects, RNG derived from the snapshots only).
+
+What holds exactly (``k != m``):
+
+* **Samples.** The union of the k ranks' held samples (and FIFO/FIRO retained samples,
+  for pseudo-epochs) is dealt round-robin over the m ranks, oldest first, each sample
+  held by exactly one new rank. Each sample keeps its draw count (reservoir) and its
+  age (inserts on its old rank since it came in). Retained samples are dealt the same
+  way, apart from the held ones.
+* **Pending batches** (taken by the dataset, not trained; the new ranks have none) are
+  undone, as if they had never been taken: FIFO/FIRO put their samples back at the
+  head of their rank's queue (they were served before everything still held) and
+  drop them from the retained list (a retained copy would be served twice); a
+  reservoir gives each draw back to its sample (its draw count minus one; undrawn
+  again at zero, so a drain after close serves it). A pending sample no longer held by
+  the reservoir (evicted, or removed at ``max_sample_reuse``, after its draw) stays
+  gone, as a drawn sample may be; its draw is undone all the same. Each new rank
+  matches every pending sample by content against its own share (the rank holding it
+  finds it); a content held twice, every field equal, which a stream's dedup rules out,
+  is matched once per share holding a copy.
+* **Counters**, as totals: ``put``, ``got``, ``evicted``, ``age_sum``, each bucket of
+  the reuse histogram and the rate limiter's ``inserts`` and ``samples`` are summed
+  over the old ranks (``got``, the limiter's ``samples`` and, FIFO/FIRO, the histogram's
+  bucket 1 less the undone serves and draws), then split over the new ranks
+  (``total // m``, one more on the first ``total % m`` ranks): the sums over the new
+  ranks are the old sums. Evictions this function makes (see capacity) are added to the
+  evicting rank's ``evicted`` and histogram.
+* **Closed**: a new rank is closed when every old rank was (reception had ended).
+
+What is re-derived:
+
+* **RNG**: a fresh PCG64 stream per new rank, seeded from every old rank's generator
+  state, ``k``, ``m`` and the new rank (`numpy.random.SeedSequence`): reproducible
+  for the same checkpoint and world size, not the draws an unresized run would make.
+* **Insert ids**: ``put - 1 - age`` on the new rank (possibly negative), so ages and
+  the mean age go on meaningfully; a FIFO/FIRO pending sample, whose id the dataset
+  does not keep, takes the age of its rank's oldest held sample. ``age_sum`` keeps the
+  ages of undone serves (``mean_age`` is approximate after a resize).
+* **The rate limiter's credit** ``r * (inserts - min_size_to_sample) - samples`` per
+  rank: from the split totals, so the ratio of draws to inserts is the old global one;
+  the credits' sum differs from the old sum by ``r * min_size_to_sample * (k - m)``
+  (each rank's first ``min_size_to_sample`` inserts are free of the ratio).
+
+``k == m``: each rank keeps its own snapshot: unchanged, bitwise (RNG included) when
+no batch is pending anywhere; otherwise with its own pending batches undone as above,
+its counters and RNG its own.
+
+Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
+reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
+third of the checkpoint's samples on each new rank), and every old rank's file header.
+
+Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
+buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
+reservoir share larger than its capacity evicts drawn samples, oldest first (a full
+reservoir evicts drawn samples to make room); if its undrawn samples alone exceed the
+capacity, `share` raises ValueError naming ``buffer_size`` and the fixes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _state
+from ._common import Sample
+from ._entries import Entry, Index, field_names
+
+__all__ = ["read_snapshot", "share"]
+
+#: a snapshot as `share` reads it: `Buffer.state_dict()`, or `read_snapshot` (lazy arrays)
+Snapshot = tuple[Mapping[str, np.ndarray], dict[str, Any]]
+Batches = Sequence[Sequence[Sample]]
+
+
+def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
+    """The ``(arrays, meta)`` a `Buffer.save` wrote into `directory` (its
+    ``buffer.safetensors`` and ``buffer.json``), as `Buffer.state_dict` gave them; the
+    arrays are a mapping that reads each array from the file when asked for
+    (`_state.LazyArrays`), so that `share` reads only what its rank gets."""
+    arrays = _state.LazyArrays(os.path.join(directory, _state.ARRAYS_FILE))
+    with open(os.path.join(directory, _state.META_FILE), encoding="utf-8") as fh:
+        meta = json.load(fh)
+    return arrays, meta
+
+
+@dataclass
+class _Items:
+    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
+    sample), with its age and draw count; `entry` makes the `Entry` of one."""
+
+    arrays: Mapping[str, np.ndarray]
+    names: list[str]
+    items: list[str | Sample] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+    draws: list[int] = field(default_factory=list)
+
+    def entry(self, j: int) -> Entry:
+        item = self.items[j]
+        if isinstance(item, str):
+            return Entry(
+                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
+            )
+        return Entry(self.ages[j], self.draws[j], sample=item)
+
+    def entries(self) -> list[Entry]:
+        return [self.entry(j) for j in range(len(self.items))]
+
+
+@dataclass
+class _Stats:
+    """A buffer's counters, closed flag and RNG state (what `_encode` writes)."""
+
+    counters: dict[str, int]  # put, got, evicted, age_sum
+    hist: dict[int, int]
+    limiter: dict[str, Any] | None
+    closed: bool
+    rng: dict[str, Any]
+
+
+@dataclass
+class _Rank(_Stats):
+    """One old rank's snapshot, decoded, its pending batches undone."""
+
+    held: _Items
+    retained: _Items
+
+
+def share(
+    snapshots: Sequence[Snapshot],
+    pending: Sequence[Batches],
+    rank: int,
+    world_size: int,
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The snapshot new rank `rank` of `world_size` loads (see the module docstring).
+
+    Args:
+        snapshots: old rank r's `Buffer.state_dict()` at index r.
+        pending: old rank r's pending batches (lists of samples) at index r.
+
+    Raises:
+        ValueError: no snapshot, a pending list per old rank missing, `rank` out of
+            range, snapshots of different buffers (kind, capacity, retain, rate
+            limiter, ``max_sample_reuse``), a malformed snapshot, or a reservoir share
+            whose undrawn samples exceed the capacity.
+    """
+    k = len(snapshots)
+    if k == 0:
+        raise ValueError("resharding needs the snapshot of at least one old rank")
+    if len(pending) != k:
+        raise ValueError(f"{k} buffer snapshots but pending batches of {len(pending)} ranks")
+    if not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
+        raise ValueError(f"rank {rank!r} of world size {world_size!r} is out of range")
+    first = snapshots[0][1]
+    _check_same(snapshots)
+    if k == world_size and not any(len(p) for p in pending[rank : rank + 1]):
+        arrays, meta = snapshots[rank]  # nothing moves: bitwise
+        return (arrays if isinstance(arrays, dict) else dict(arrays)), meta
+    kind = str(first["kind"])
+    if k == world_size:
+        old = _decode(snapshots[rank], pending[rank])
+        taken = [dict(s) for batch in pending[rank] for s in batch]
+        held = old.held.entries()
+        retained = _match(kind, held, old.retained.entries(), taken)
+        return _encode(first, kind, held, retained, old, old.rng)
+    olds = [_decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
+    held = _deal(olds, "held", rank, world_size)
+    taken = [dict(s) for batches in pending for batch in batches for s in batch]
+    retained = _match(kind, held, _deal(olds, "retained", rank, world_size), taken)
+    totals = _Stats({}, {}, None, all(o.closed for o in olds), {})
+    for key in ("put", "got", "evicted", "age_sum"):
+        totals.counters[key] = _part(sum(o.counters[key] for o in olds), rank, world_size)
+    buckets = sorted({b for o in olds for b in o.hist})
+    for b in buckets:
+        n = _part(sum(o.hist.get(b, 0) for o in olds), rank, world_size)
+        if n:
+            totals.hist[b] = n
+    if first.get("rate_limiter") is not None:
+        lim = dict(first["rate_limiter"])
+        for key in ("inserts", "samples"):
+            total = sum(int(o.limiter[key]) for o in olds if o.limiter is not None)
+            lim[key] = _part(total, rank, world_size)
+        totals.limiter = lim
+    rng = _derived_rng([o.rng for o in olds], k, rank, world_size)
+    return _encode(first, kind, held, retained, totals, rng)
+
+
+# -- decoding, undoing pending batches ---------------------------------------------------
+
+
+def _check_same(snapshots: Sequence[Snapshot]) -> None:
+    first = snapshots[0][1]
+    if not isinstance(first, dict) or first.get("kind") not in ("fifo", "firo", "reservoir"):
+        raise ValueError(f"not a buffer snapshot of a known kind: {first.get('kind')!r}")
+
+    def describe(meta: dict[str, Any]) -> tuple[Any, ...]:
+        lim = meta.get("rate_limiter")
+        params = None
+        if lim is not None:
+            params = (lim["samples_per_insert"], lim["tolerance"], lim["min_size_to_sample"])
+        reuse = meta.get("contents", {}).get("max_sample_reuse")
+        return (meta.get("kind"), meta.get("capacity"), meta.get("retain"), params, reuse)
+
+    want = describe(first)
+    for r, (_, meta) in enumerate(snapshots):
+        if meta.get("format_version") != _state.FORMAT_VERSION:
+            raise ValueError(
+                f"buffer snapshot of old rank {r}: unsupported format "
+                f"{meta.get('format_version')!r}"
+            )
+        if describe(meta) != want:
+            raise ValueError(
+                "the old ranks' buffers differ (kind, capacity, retain, rate limiter, "
+                f"max_sample_reuse): rank 0 {want}, rank {r} {describe(meta)}"
+            )
+
+
+def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
+    """One old rank's samples with their ages and draw counts, its pending undone."""
+    arrays, meta = snapshot
+    try:
+        names = field_names(arrays, meta.get("field_order"))
+        contents = meta["contents"]
+        put = int(meta["put"])
+        counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
+        hist = {int(b): int(n) for b, n in meta["reuse_histogram"].items()}
+        held, kept = _Items(arrays, names), _Items(arrays, names)
+        closed = bool(meta["closed"])
+        old = _Rank(counters, hist, meta.get("rate_limiter"), closed, meta["rng"], held, kept)
+        if old.limiter is not None:
+            old.limiter = dict(old.limiter)
+        if meta["kind"] == "reservoir":
+            draws = _state.int_list("draws", contents["draws"])
+            ins = _state.int_list("insert_ids", contents["insert_ids"])
+            slots = [*contents["undrawn"], *contents["drawn"]]
+            held.items = [f"s{slot}" for slot in slots]
+            held.ages = [put - 1 - ins[slot] for slot in slots]
+            held.draws = [draws[slot] for slot in slots]
+        else:
+            ids = _state.int_list("insert_ids", contents["insert_ids"])
+            kept_ids = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
+            held.items = [f"s{i}" for i in range(len(ids))]
+            held.ages = [put - 1 - x for x in ids]
+            held.draws = [0] * len(ids)
+            kept.items = [f"r{i}" for i in range(len(kept_ids))]
+            kept.ages = [put - 1 - x for x in kept_ids]
+            kept.draws = [0] * len(kept_ids)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
+    n = sum(len(batch) for batch in batches)  # the serves or draws undone
+    old.counters["got"] = max(0, old.counters["got"] - n)
+    if old.limiter is not None:
+        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
+    if n and meta["kind"] != "reservoir":  # back at the head of the queue, un-served
+        age = max(held.ages, default=0)
+        held.items[:0] = [dict(s) for batch in batches for s in batch]
+        held.ages[:0] = [age] * n
+        held.draws[:0] = [0] * n
+        old.hist[1] = max(0, old.hist.get(1, 0) - n)
+        if not old.hist[1]:
+            del old.hist[1]
+    return old
+
+
+def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Sample]) -> list[Entry]:
+    """Undo, within this rank's share, what the taken samples left behind: a reservoir
+    gives each draw back to its sample; a FIFO/FIRO drops the retained copy of each
+    taken sample (it is held again, and would be served twice). Each rank matches the
+    taken samples of every old rank against its own share (the rank holding a sample
+    finds it; a content held twice, every field equal, is matched once per share that
+    holds it: the stream's dedup rules that out). Returns the retained entries left."""
+    if not taken:
+        return retained
+    if kind == "reservoir":
+        index = Index(held, taken, drawn_only=True)
+        for sample in taken:
+            j = index.find(sample)
+            if j is not None:
+                held[j].draws -= 1
+                if held[j].draws == 0:
+                    index.remove(sample, j)
+        return retained
+    if not retained:
+        return retained
+    index = Index(retained, taken)
+    drop = {j for s in taken if (j := index.pop(s)) is not None}
+    return [e for j, e in enumerate(retained) if j not in drop]
+
+
+# -- dealing, encoding -------------------------------------------------------------------
+
+
+def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
+    """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
+    then position), every `world_size`-th from the `rank`-th. Only those are made."""
+    items: list[_Items] = [getattr(o, which) for o in olds]
+    sizes = [len(i.items) for i in items]
+    if not sum(sizes):
+        return []
+    ages = np.concatenate([np.asarray(i.ages, np.int64) for i in items])
+    ranks = np.repeat(np.arange(len(items)), sizes)
+    positions = np.concatenate([np.arange(n) for n in sizes])
+    mine = np.lexsort((positions, ranks, -ages))[rank::world_size]
+    return [
+        items[r].entry(j)
+        for r, j in zip(ranks[mine].tolist(), positions[mine].tolist(), strict=True)
+    ]
+
+
+def _part(total: int, rank: int, world_size: int) -> int:
+    """New rank `rank`'s part of an additive `total`: the parts sum to it."""
+    return total // world_size + (1 if rank < total % world_size else 0)
+
+
+def _derived_rng(
+    states: list[dict[str, Any]], k: int, rank: int, world_size: int
+) -> dict[str, Any]:
+    entropy = [int(s[key]) for s in states for key in ("state", "inc")]
+    seq = np.random.SeedSequence(entropy=[*entropy, k, world_size], spawn_key=(rank,))
+    return _state.rng_state(np.random.Generator(np.random.PCG64(seq)))
+
+
+def _encode(
+    first: dict[str, Any],
+    kind: str,
+    held: list[Entry],
+    retained: list[Entry],
+    stats: _Stats,
+    rng: dict[str, Any],
+) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    """The snapshot of a buffer holding `held` (and `retained`) with `stats`' counters."""
+    capacity = int(first["capacity"])
+    counters, hist = dict(stats.counters), dict(stats.hist)
+    if kind == "reservoir" and len(held) > capacity:
+        held = _evict_to(held, capacity, counters, hist)
+    put = counters["put"]
+    arrays: dict[str, np.ndarray] = {}
+    contents: dict[str, Any]
+    if kind == "reservoir":
+        undrawn = [j for j, e in enumerate(held) if e.draws == 0]
+        drawn = [j for j, e in enumerate(held) if e.draws > 0]
+        for slot, e in enumerate(held):
+            _state.encode_sample(arrays, f"s{slot}", e.sample)
+        contents = {
+            "max_sample_reuse": first["contents"].get("max_sample_reuse"),
+            "n_slots": len(held),
+            "draws": [e.draws for e in held],
+            "insert_ids": [put - 1 - e.age for e in held],
+            "undrawn": undrawn,
+            "drawn": drawn,
+            "free": [],
+        }
+    else:
+        for i, e in enumerate(held):
+            _state.encode_sample(arrays, f"s{i}", e.sample)
+        for i, e in enumerate(retained):
+            _state.encode_sample(arrays, f"r{i}", e.sample)
+        contents = {
+            "insert_ids": [put - 1 - e.age for e in held],
+            "retained_insert_ids": [put - 1 - e.age for e in retained],
+        }
+    meta: dict[str, Any] = {
+        "kind": kind,
+        "format_version": _state.FORMAT_VERSION,
+        "capacity": capacity,
+        "watermark": first.get("watermark"),
+        "retain": first.get("retain"),
+        "closed": stats.closed,
+        **counters,
+        "reuse_histogram": {str(b): n for b, n in sorted(hist.items())},
+        "rng": rng,
+        "rate_limiter": stats.limiter,
+        "contents": contents,
+        "field_order": _state.field_order(arrays),
+    }
+    return arrays, meta
+
+
+def _evict_to(
+    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
+) -> list[Entry]:
+    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
+    excess = len(held) - capacity
+    drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)
+    if len(drawn) < excess:
+        undrawn = len(held) - len(drawn)
+        raise ValueError(
+            f"resharding gives this rank {undrawn} never-drawn reservoir samples, more than "
+            f"its buffer_size {capacity}: none may be dropped (each is owed a draw); resume "
+            f"on more ranks, or raise buffer_size to at least {undrawn}"
+        )
+    gone = set(drawn[:excess])
+    for j in gone:
+        d = held[j].draws
+        hist[d] = hist.get(d, 0) + 1
+    counters["evicted"] += excess
+    return [e for j, e in enumerate(held) if j not in gone]

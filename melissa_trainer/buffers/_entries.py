@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _state
 from ._common import Sample
 
 __all__ = ["Entry", "Index", "field_names"]
@@ -56,9 +57,24 @@ class Entry:
         if self._sample is None:
             arrays, prefix = self._arrays, self._prefix
             assert arrays is not None  # (a sample given at construction otherwise)
-            keys = ((n, f"{prefix}/{n}") for n in self._names)
-            self._sample = {n: arrays[key] for n, key in keys if key in arrays}
+            sample = {}
+            for name in self._names:
+                try:  # (a field of another sample's may be absent from this one)
+                    sample[name] = arrays[f"{prefix}/{name}"]
+                except KeyError:
+                    continue
+            self._sample = sample
         return self._sample
+
+    def encode(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Add the sample's fields to a snapshot's `arrays` as ``"{prefix}/{field}"``.
+        A sample of a snapshot is stored as read (a snapshot's arrays are checked
+        when written); a pending one is checked (`_state.encode_sample`)."""
+        if self._arrays is None:
+            _state.encode_sample(arrays, prefix, self.sample)
+            return
+        for name, value in self.sample.items():
+            arrays[f"{prefix}/{name}"] = value
 
 
 def field_names(arrays: Mapping[str, np.ndarray], order: Any) -> list[str]:

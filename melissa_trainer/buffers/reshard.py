@@ -351,7 +351,7 @@ def _encode(
         undrawn = [j for j, e in enumerate(held) if e.draws == 0]
         drawn = [j for j, e in enumerate(held) if e.draws > 0]
         for slot, e in enumerate(held):
-            _state.encode_sample(arrays, f"s{slot}", e.sample)
+            e.encode(arrays, f"s{slot}")
         contents = {
             "max_sample_reuse": first["contents"].get("max_sample_reuse"),
             "n_slots": len(held),
@@ -363,9 +363,9 @@ def _encode(
         }
     else:
         for i, e in enumerate(held):
-            _state.encode_sample(arrays, f"s{i}", e.sample)
+            e.encode(arrays, f"s{i}")
         for i, e in enumerate(retained):
-            _state.encode_sample(arrays, f"r{i}", e.sample)
+            e.encode(arrays, f"r{i}")
         contents = {
             "insert_ids": [put - 1 - e.age for e in held],
             "retained_insert_ids": [put - 1 - e.age for e in retained],

@@ -11,6 +11,7 @@ comparison decides.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import numpy as np
 from . import _state
 from ._common import Sample
 
-__all__ = ["Entry", "Index", "field_names"]
+__all__ = ["Entry", "Index", "Items", "field_names"]
 
 #: fields of at most this many bytes are part of a sample's key
 SMALL = 64
@@ -75,6 +76,29 @@ class Entry:
             return
         for name, value in self.sample.items():
             arrays[f"{prefix}/{name}"] = value
+
+
+@dataclass
+class Items:
+    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
+    sample), with its age and draw count; `entry` makes the `Entry` of one."""
+
+    arrays: Mapping[str, np.ndarray]
+    names: list[str]
+    items: list[str | Sample] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+    draws: list[int] = field(default_factory=list)
+
+    def entry(self, j: int) -> Entry:
+        item = self.items[j]
+        if isinstance(item, str):
+            return Entry(
+                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
+            )
+        return Entry(self.ages[j], self.draws[j], sample=item)
+
+    def entries(self) -> list[Entry]:
+        return [self.entry(j) for j in range(len(self.items))]
 
 
 def field_names(arrays: Mapping[str, np.ndarray], order: Any) -> list[str]:

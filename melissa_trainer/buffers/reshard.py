@@ -11,9 +11,9 @@ What holds exactly (``k != m``):
 
 * **Samples.** The union of the k ranks' held samples (and FIFO/FIRO retained samples,
   for pseudo-epochs) is dealt round-robin over the m ranks, oldest first (an age counts
-  inserts on the sample's own old rank), each sample held by exactly one new rank. Each sample keeps its draw count (reservoir) and its
-  age (inserts on its old rank since it came in). Retained samples are dealt the same
-  way, apart from the held ones.
+  inserts on the sample's own old rank since it came in), each sample held by exactly
+  one new rank. Each sample keeps its draw count (reservoir) and its age. Retained
+  samples are dealt the same way, apart from the held ones.
 * **Pending batches** (taken by the dataset, not trained; the new ranks have none) are
   undone, as if they had never been taken: FIFO/FIRO put their samples back at the
   head of their rank's queue (they were served before everything still held) and

@@ -11,13 +11,15 @@ comparison decides.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from . import _state
 from ._common import Sample
 
-__all__ = ["Entry", "Index", "field_names"]
+__all__ = ["Entry", "Index", "Items", "field_names"]
 
 #: fields of at most this many bytes are part of a sample's key
 SMALL = 64
@@ -56,9 +58,47 @@ class Entry:
         if self._sample is None:
             arrays, prefix = self._arrays, self._prefix
             assert arrays is not None  # (a sample given at construction otherwise)
-            keys = ((n, f"{prefix}/{n}") for n in self._names)
-            self._sample = {n: arrays[key] for n, key in keys if key in arrays}
+            sample = {}
+            for name in self._names:
+                try:  # (a field of another sample's may be absent from this one)
+                    sample[name] = arrays[f"{prefix}/{name}"]
+                except KeyError:
+                    continue
+            self._sample = sample
         return self._sample
+
+    def encode(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        """Add the sample's fields to a snapshot's `arrays` as ``"{prefix}/{field}"``.
+        A sample of a snapshot is stored as read (a snapshot's arrays are checked
+        when written); a pending one is checked (`_state.encode_sample`)."""
+        if self._arrays is None:
+            _state.encode_sample(arrays, prefix, self.sample)
+            return
+        for name, value in self.sample.items():
+            arrays[f"{prefix}/{name}"] = value
+
+
+@dataclass
+class Items:
+    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
+    sample), with its age and draw count; `entry` makes the `Entry` of one."""
+
+    arrays: Mapping[str, np.ndarray]
+    names: list[str]
+    items: list[str | Sample] = field(default_factory=list)
+    ages: list[int] = field(default_factory=list)
+    draws: list[int] = field(default_factory=list)
+
+    def entry(self, j: int) -> Entry:
+        item = self.items[j]
+        if isinstance(item, str):
+            return Entry(
+                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
+            )
+        return Entry(self.ages[j], self.draws[j], sample=item)
+
+    def entries(self) -> list[Entry]:
+        return [self.entry(j) for j in range(len(self.items))]
 
 
 def field_names(arrays: Mapping[str, np.ndarray], order: Any) -> list[str]:

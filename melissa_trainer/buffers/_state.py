@@ -159,63 +159,40 @@ def read_files(directory: str | os.PathLike[str]) -> tuple[dict[str, np.ndarray]
     return arrays, meta
 
 
-#: safetensors dtype names -> numpy dtypes (those `encode_sample` stores)
-_DTYPES = {
-    "BOOL": "|b1", "U8": "|u1", "I8": "|i1", "U16": "<u2", "I16": "<i2", "F16": "<f2",
-    "U32": "<u4", "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8",
-}  # fmt: skip
-_NUMPY = {name: np.dtype(d) for name, d in _DTYPES.items()}
-
-
 class LazyArrays(Mapping[str, np.ndarray]):
     """The arrays of a ``buffer.safetensors``, each read from the file when asked for
     (a mapping, as the dict `read_files` gives): a reader that wants a few samples of
-    a large snapshot reads only those. The file is mapped (``mmap``), its header parsed
-    once (the safetensors format: a little-endian u64 length, a JSON object of
-    ``{key: {dtype, shape, data_offsets}}``); each access copies the array out of the
-    mapping (a fresh, writable array, as `read_files` gives). Not thread-safe.
-
-    Raises:
-        ValueError: the file is not a safetensors file (at construction); an array of a
-            dtype buffers do not store (when read).
+    a large snapshot reads only those. The header is parsed once (by safetensors,
+    ``safe_open``); each access copies one array out of the file (a fresh, writable
+    array, as `read_files` gives). Not thread-safe.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        import mmap
+        from safetensors import SafetensorError, safe_open
 
-        with open(path, "rb") as fh:
-            size = os.fstat(fh.fileno()).st_size
-            self._map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
-        try:
-            n = int.from_bytes(self._map[:8], "little")
-            header = json.loads(bytes(self._map[8 : 8 + n]))
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ValueError(f"{os.fspath(path)}: not a safetensors file ({exc})") from exc
-        header.pop("__metadata__", None)
-        self._header: dict[str, Any] = header  # parsed further per key, when read
-        self._start = 8 + n
-        self._path = os.fspath(path)
+        self._file = safe_open(os.fspath(path), framework="numpy")
+        self._error = SafetensorError  # (imported here, as `read_files` does)
+        self._keys: set[str] | None = None  # built when asked for (membership, length)
 
     def __getitem__(self, key: str) -> np.ndarray:
-        info = self._header[key]
-        dtype = _NUMPY.get(info.get("dtype"))
-        if dtype is None:
-            raise ValueError(f"{self._path}: {key!r} has dtype {info.get('dtype')!r}")
-        begin, end = info["data_offsets"]
-        shape = tuple(info["shape"])
-        if end == begin:
-            return np.empty(shape, dtype)
-        count = (end - begin) // dtype.itemsize
-        return np.frombuffer(self._map, dtype, count, self._start + begin).reshape(shape).copy()
+        try:
+            return self._file.get_tensor(key)
+        except self._error:
+            raise KeyError(key) from None
+
+    def _known(self) -> set[str]:
+        if self._keys is None:
+            self._keys = set(self._file.keys())
+        return self._keys
 
     def __contains__(self, key: object) -> bool:
-        return key in self._header  # (Mapping's would read the array)
+        return key in self._known()  # (Mapping's would read the array)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._header)
+        return iter(self._file.keys())
 
     def __len__(self) -> int:
-        return len(self._header)
+        return len(self._known())
 
 
 class CommonMeta(NamedTuple):

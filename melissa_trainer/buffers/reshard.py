@@ -10,10 +10,10 @@ no hashing of Python objects, RNG derived from the snapshots only).
 What holds exactly (``k != m``):
 
 * **Samples.** The union of the k ranks' held samples (and FIFO/FIRO retained samples,
-  for pseudo-epochs) is dealt round-robin over the m ranks, oldest first, each sample
-  held by exactly one new rank. Each sample keeps its draw count (reservoir) and its
-  age (inserts on its old rank since it came in). Retained samples are dealt the same
-  way, apart from the held ones.
+  for pseudo-epochs) is dealt round-robin over the m ranks, oldest first (an age counts
+  inserts on the sample's own old rank since it came in), each sample held by exactly
+  one new rank. Each sample keeps its draw count (reservoir) and its age. Retained
+  samples are dealt the same way, apart from the held ones.
 * **Pending batches** (taken by the dataset, not trained; the new ranks have none) are
   undone, as if they had never been taken: FIFO/FIRO put their samples back at the
   head of their rank's queue (they were served before everything still held) and
@@ -49,8 +49,8 @@ What is re-derived:
   (each rank's first ``min_size_to_sample`` inserts are free of the ratio).
 
 ``k == m``: each rank keeps its own snapshot: unchanged, bitwise (RNG included) when
-no batch is pending anywhere; otherwise with its own pending batches undone as above,
-its counters and RNG its own.
+it had no pending batch; otherwise with its own pending batches undone as above, its
+counters and RNG its own.
 
 Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
 reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
@@ -68,14 +68,14 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from . import _state
 from ._common import Sample
-from ._entries import Entry, Index, field_names
+from ._entries import Entry, Index, Items, field_names
 
 __all__ = ["read_snapshot", "share"]
 
@@ -96,29 +96,6 @@ def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
 
 
 @dataclass
-class _Items:
-    """Samples of one old rank, not read yet: each a prefix in `arrays` (or a pending
-    sample), with its age and draw count; `entry` makes the `Entry` of one."""
-
-    arrays: Mapping[str, np.ndarray]
-    names: list[str]
-    items: list[str | Sample] = field(default_factory=list)
-    ages: list[int] = field(default_factory=list)
-    draws: list[int] = field(default_factory=list)
-
-    def entry(self, j: int) -> Entry:
-        item = self.items[j]
-        if isinstance(item, str):
-            return Entry(
-                self.ages[j], self.draws[j], arrays=self.arrays, prefix=item, names=self.names
-            )
-        return Entry(self.ages[j], self.draws[j], sample=item)
-
-    def entries(self) -> list[Entry]:
-        return [self.entry(j) for j in range(len(self.items))]
-
-
-@dataclass
 class _Stats:
     """A buffer's counters, closed flag and RNG state (what `_encode` writes)."""
 
@@ -133,8 +110,8 @@ class _Stats:
 class _Rank(_Stats):
     """One old rank's snapshot, decoded, its pending batches undone."""
 
-    held: _Items
-    retained: _Items
+    held: Items
+    retained: Items
 
 
 def share(
@@ -235,7 +212,7 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
         put = int(meta["put"])
         counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
         hist = {int(b): int(n) for b, n in meta["reuse_histogram"].items()}
-        held, kept = _Items(arrays, names), _Items(arrays, names)
+        held, kept = Items(arrays, names), Items(arrays, names)
         closed = bool(meta["closed"])
         old = _Rank(counters, hist, meta.get("rate_limiter"), closed, meta["rng"], held, kept)
         if old.limiter is not None:
@@ -304,7 +281,7 @@ def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Samp
 def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
     """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
     then position), every `world_size`-th from the `rank`-th. Only those are made."""
-    items: list[_Items] = [getattr(o, which) for o in olds]
+    items: list[Items] = [getattr(o, which) for o in olds]
     sizes = [len(i.items) for i in items]
     if not sum(sizes):
         return []
@@ -351,7 +328,7 @@ def _encode(
         undrawn = [j for j, e in enumerate(held) if e.draws == 0]
         drawn = [j for j, e in enumerate(held) if e.draws > 0]
         for slot, e in enumerate(held):
-            _state.encode_sample(arrays, f"s{slot}", e.sample)
+            e.encode(arrays, f"s{slot}")
         contents = {
             "max_sample_reuse": first["contents"].get("max_sample_reuse"),
             "n_slots": len(held),
@@ -363,9 +340,9 @@ def _encode(
         }
     else:
         for i, e in enumerate(held):
-            _state.encode_sample(arrays, f"s{i}", e.sample)
+            e.encode(arrays, f"s{i}")
         for i, e in enumerate(retained):
-            _state.encode_sample(arrays, f"r{i}", e.sample)
+            e.encode(arrays, f"r{i}")
         contents = {
             "insert_ids": [put - 1 - e.age for e in held],
             "retained_insert_ids": [put - 1 - e.age for e in retained],

@@ -99,6 +99,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--first_seed", type=int, default=0)
     p.add_argument("--save_steps", type=int, default=300)
     p.add_argument("--dir", type=Path, default=None, help="where the runs write")
+    p.add_argument(
+        "--uninterrupted_on_to",
+        action="store_true",
+        help="also run each repeat uninterrupted on every --to world size (a "
+        "run on m ranks has m times the global batch: its own baseline)",
+    )
     a = p.parse_args(argv)
     sizes = [int(x) for x in a.to.split(",")]
     base = ["--json", "--disable_progress_bar"] + (QUICK if a.quick else [])
@@ -113,6 +119,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         full = work / f"full_{r}"
         code, out = run(command(a.ranks, port, [*base, *seed, "--output_dir", str(full)]), timeout)
         runs.append({"repeat": r, "case": "uninterrupted", "val_mse": val_mse(code, out, "full")})
+        for m in sizes if a.uninterrupted_on_to else []:
+            full_m = work / f"full_{r}_on_{m}"
+            code, out = run(command(m, port, [*base, *seed, "--output_dir", str(full_m)]), timeout)
+            mse = val_mse(code, out, f"full on {m}")
+            runs.append({"repeat": r, "case": f"uninterrupted on {m}", "val_mse": mse})
         cut = work / f"cut_{r}"
         first = command(a.ranks, port, [*base, *seed, *save, "--output_dir", str(cut)])
         code, out = run(first, timeout, stop_at=cut / "checkpoints")
@@ -132,10 +143,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for m in sizes:
         mine = [x["val_mse"] for x in runs if x["case"] == f"to {m}"]
         ours = statistics.median(mine)
+        each = ", ".join(f"{v:.3g}" for v in mine)
         rows.append({"case": f"val MSE: {a.ranks} ranks, SIGTERM, resumed on {m} / uninterrupted "
-                             f"(median of {len(mine)}; each: {', '.join(f'{v:.3g}' for v in mine)})",
+                             f"(median of {len(mine)}; each: {each})",
                      "ours": ours, "baseline": baseline, "unit": "K^2",
                      "ratio": baseline / ours, "target": None})  # fmt: skip
+        same = [x["val_mse"] for x in runs if x["case"] == f"uninterrupted on {m}"]
+        if same:
+            each = ", ".join(f"{v:.3g}" for v in same)
+            rows.append({"case": f"val MSE: {a.ranks} ranks, SIGTERM, resumed on {m} / "
+                                 f"uninterrupted on {m} (each: {each})",
+                         "ours": ours, "baseline": statistics.median(same), "unit": "K^2",
+                         "ratio": statistics.median(same) / ours, "target": None})  # fmt: skip
     rows.append({"case": f"val MSE: uninterrupted runs, largest / smallest (the noise; each: "
                          f"{', '.join(f'{v:.3g}' for v in full_mse)})",
                  "ours": max(full_mse), "baseline": min(full_mse), "unit": "K^2",

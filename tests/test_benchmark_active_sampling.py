@@ -4,7 +4,10 @@ scrambled Sobol', Breed's exploration alone, Breed) run their whole budget in tu
 draws no bred point, the rows and the plot come out well formed, a second invocation
 reuses every recorded run instead of running it again, and --report runs nothing. No
 error is asserted: the figures are for people to read. The paired statistics are
-checked on their own, against figures worked out by hand."""
+checked on their own, against figures worked out by hand. The first invocation is the
+command itself, in a subprocess; the later ones and the refusals call its `main` in
+this process (what they check is the command line's handling, not a process start:
+each subprocess paid seconds of imports of torch, scipy and matplotlib)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,32 @@ def _stats():  # benchmarks/ is not a package: its modules import each other by 
     finally:
         sys.path.remove(str(BENCHMARKS))
     return active_sampling_stats
+
+
+def _bench():  # the command's module, imported once (it puts benchmarks/ on sys.path)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import active_sampling
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return active_sampling
+
+
+def _main(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``active_sampling.py ARGV`` run in this process: its exit code (0 when `main`
+    returns), stdout and stderr."""
+    bench = _bench()
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *argv])
+    capsys.readouterr()  # what came before is not this command's
+    try:
+        bench.main()
+        code = 0
+    except SystemExit as exit_:  # argparse's error: exit 2, the message on stderr
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
 
 
 def _run(seed: int, arm: str, uniform: float, hard: float) -> dict[str, object]:
@@ -59,11 +88,13 @@ def test_paired_ratios_median_wins_and_interval() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
-def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(tmp_path: Path) -> None:
+def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     png = tmp_path / "where.png"
-    argv = [sys.executable, str(SCRIPT), "--quick", "--json", "--plot", str(png),
-            "--output_dir", str(tmp_path)]  # fmt: skip
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=280, check=True).stdout
+    argv = ["--quick", "--json", "--plot", str(png), "--output_dir", str(tmp_path)]
+    command = [sys.executable, str(SCRIPT), *argv]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=280, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
     cases = [r["case"] for r in rows]
     for test in ("uniform", "hard"):
@@ -109,28 +140,31 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(tmp_path: P
     # every run is in the JSON-lines file; a second invocation reuses them all
     lines = (tmp_path / "runs.jsonl").read_text().splitlines()
     assert [json.loads(line)["sampler"] for line in lines] == ARMS
-    again = subprocess.run(argv, capture_output=True, text=True, timeout=280, check=True)
-    assert "5 run(s) recorded" in again.stdout
+    png.unlink()
+    code, again, _ = _main(argv, monkeypatch, capsys)
+    assert code == 0 and "5 run(s) recorded" in again
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines  # nothing re-run
-    assert json.loads(again.stdout.strip().splitlines()[-1])["rows"] == rows
+    assert json.loads(again.strip().splitlines()[-1])["rows"] == rows
+    assert png.stat().st_size > 10_000  # the plot again, from the recorded runs
     # --report runs nothing: seed 1001, never run, is left out; a second file is read too
-    report = [sys.executable, str(SCRIPT), "--quick", "--json", "--report", "--seeds", "2",
-              "--output_dir", str(tmp_path), "--results", str(tmp_path / "other.jsonl"),
-              str(tmp_path / "runs.jsonl")]  # fmt: skip
-    out = subprocess.run(report, capture_output=True, text=True, timeout=280, check=True).stdout
-    assert json.loads(out.strip().splitlines()[-1])["rows"] == rows
+    report = ["--quick", "--json", "--report", "--seeds", "2", "--output_dir", str(tmp_path),
+              "--results", str(tmp_path / "other.jsonl"), str(tmp_path / "runs.jsonl")]  # fmt: skip
+    code, out, _ = _main(report, monkeypatch, capsys)
+    assert code == 0 and json.loads(out.strip().splitlines()[-1])["rows"] == rows
     assert not (tmp_path / "other.jsonl").exists()
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
 
 
-@pytest.mark.timeout(240)
-def test_mixed_seeds_and_a_report_of_nothing_are_refused(tmp_path: Path) -> None:
-    argv = [sys.executable, str(SCRIPT), "--quick", "--first_seed", "998", "--seeds", "3",
-            "--output_dir", str(tmp_path)]  # fmt: skip
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
-    assert out.returncode == 2 and "mix tuning and evaluation seeds" in out.stderr
+@pytest.mark.timeout(120)
+def test_mixed_seeds_and_a_report_of_nothing_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--quick", "--first_seed", "998", "--seeds", "3", "--output_dir", str(tmp_path)]
+    code, _, err = _main(argv, monkeypatch, capsys)
+    assert code == 2 and "mix tuning and evaluation seeds" in err
     assert not (tmp_path / "runs.jsonl").exists()
-    argv = [sys.executable, str(SCRIPT), "--quick", "--report", "--output_dir", str(tmp_path)]
-    out = subprocess.run(argv, capture_output=True, text=True, timeout=110, check=False)
-    assert out.returncode == 2 and "no seed on which every arm ran" in out.stderr
+    code, _, err = _main(
+        ["--quick", "--report", "--output_dir", str(tmp_path)], monkeypatch, capsys
+    )
+    assert code == 2 and "no seed on which every arm ran" in err
     assert not (tmp_path / "runs.jsonl").exists()

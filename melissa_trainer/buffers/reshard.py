@@ -75,7 +75,7 @@ import numpy as np
 
 from . import _state
 from ._common import Sample
-from ._entries import Entry, Index, Items, field_names
+from ._entries import Entry, Index, Items, evict_to, field_names, put_back
 
 __all__ = ["read_snapshot", "share"]
 
@@ -235,6 +235,8 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
             kept.draws = [0] * len(kept_ids)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
+    if meta["kind"] == "reservoir":
+        put_back(old.held, old.counters, old.hist, batches)
     n = sum(len(batch) for batch in batches)  # the serves or draws undone
     old.counters["got"] = max(0, old.counters["got"] - n)
     if old.limiter is not None:
@@ -320,7 +322,7 @@ def _encode(
     capacity = int(first["capacity"])
     counters, hist = dict(stats.counters), dict(stats.hist)
     if kind == "reservoir" and len(held) > capacity:
-        held = _evict_to(held, capacity, counters, hist)
+        held = evict_to(held, capacity, counters, hist)
     put = counters["put"]
     arrays: dict[str, np.ndarray] = {}
     contents: dict[str, Any]
@@ -362,24 +364,3 @@ def _encode(
         "field_order": _state.field_order(arrays),
     }
     return arrays, meta
-
-
-def _evict_to(
-    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
-) -> list[Entry]:
-    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
-    excess = len(held) - capacity
-    drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)
-    if len(drawn) < excess:
-        undrawn = len(held) - len(drawn)
-        raise ValueError(
-            f"resharding gives this rank {undrawn} never-drawn reservoir samples, more than "
-            f"its buffer_size {capacity}: none may be dropped (each is owed a draw); resume "
-            f"on more ranks, or raise buffer_size to at least {undrawn}"
-        )
-    gone = set(drawn[:excess])
-    for j in gone:
-        d = held[j].draws
-        hist[d] = hist.get(d, 0) + 1
-    counters["evicted"] += excess
-    return [e for j, e in enumerate(held) if j not in gone]

@@ -483,3 +483,11 @@ def test_every_held_or_pending_sample_is_held_once_after_any_resize(
         buf = PROPERTY_KINDS[name](9)
         buf.load_state_dict(arrays, meta)
         assert len(buf) == len(uids(arrays))
+        if name == "fifo":  # an old rank's pending samples are served before its held ones
+            buf.close()
+            served = []
+            while batch := buf.get_batch(1):
+                served.append(int(batch[0]["uid"]))
+            for r in range(k):
+                mine = [u in taken for u in served if u // 1000 == r]
+                assert mine == sorted(mine, reverse=True)

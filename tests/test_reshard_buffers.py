@@ -6,12 +6,15 @@ retained and had pending, tracked here, independently of the function under test
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from safetensors import SafetensorError
 
 from melissa_trainer.buffers import (
@@ -108,9 +111,11 @@ def test_every_sample_is_held_exactly_once_after_a_resize(name: str, k: int, m: 
     reservoir = name.startswith("reservoir")
     taken = [int(s["uid"]) for _, p in olds for b in p for s in b]
 
-    # the oracle: every uid held (FIFO/FIRO: and every pending one), each once
+    # the oracle: every uid held or pending, each once (a reservoir's pending sample
+    # that its buffer evicted, or removed at max_sample_reuse, is held again)
     old_held = [u for (arrays, _), _ in olds for u in uids(arrays)]
-    expected = Counter(old_held if reservoir else old_held + taken)
+    gone = set(taken) - set(old_held) if reservoir else set()  # pending, not held
+    expected = Counter(old_held + (sorted(gone) if reservoir else taken))
     got = Counter(u for arrays, _ in shares for u in uids(arrays))
     assert got == expected and max(got.values()) == 1
     old_kept = Counter(u for (arrays, _), _ in olds for u in uids(arrays, "r"))
@@ -121,14 +126,15 @@ def test_every_sample_is_held_exactly_once_after_a_resize(name: str, k: int, m: 
     before, after = totals([s[1] for s in snaps]), totals([s[1] for s in shares])
     assert after["put"] == before["put"]
     assert after["got"] == before["got"] - len(taken)
-    assert after["evicted"] == before["evicted"]
+    assert after["evicted"] == before["evicted"] - len(gone)  # their departure undone
     assert after["age_sum"] == before["age_sum"]
     if not reservoir:
         assert after["hist"] == {
             k: v for k, v in (Counter(before["hist"]) - Counter({"1": len(taken)})).items()
         }
-    else:
-        assert after["hist"] == before["hist"]
+    else:  # one departure less per sample held again, each from a bucket >= its draws
+        assert sum(after["hist"].values()) == sum(before["hist"].values()) - len(gone)
+        assert Counter(after["hist"]) <= Counter(before["hist"])
     if "inserts" in before:
         assert after["inserts"] == before["inserts"]
         assert after["samples"] == before["samples"] - len(taken)
@@ -140,7 +146,10 @@ def test_every_sample_is_held_exactly_once_after_a_resize(name: str, k: int, m: 
         for arrays, meta in shares:
             new_draws.update(reservoir_draws(meta, arrays))
         held_taken = Counter(u for u in taken if u in old_draws)
-        assert new_draws == {u: d - held_taken[u] for u, d in old_draws.items()}
+        assert new_draws == {
+            **{u: d - held_taken[u] for u, d in old_draws.items()},
+            **{u: 0 for u in gone},  # held again, undrawn
+        }
 
     # each new rank loads its share into a real buffer and draws from it
     drained: list[int] = []
@@ -314,7 +323,7 @@ def test_a_new_rank_reads_from_the_files_only_the_large_arrays_of_its_share(
     assert len(large) < total
 
 
-def test_a_reservoir_pending_draw_is_undone_even_when_its_sample_left() -> None:
+def test_a_reservoir_pending_sample_that_left_is_held_again_undrawn() -> None:
     # samples with one large field only: no small field narrows, contents are compared
     buf = ReservoirBuffer(4, 1, seed=5)
     for i in range(4):
@@ -331,9 +340,13 @@ def test_a_reservoir_pending_draw_is_undone_even_when_its_sample_left() -> None:
     for a, m in shares:
         cs = m["contents"]
         draws |= {int(a[f"s{s}/x"][0]): cs["draws"][s] for s in cs["undrawn"] + cs["drawn"]}
-    assert set(draws) == held
     taken_ids = Counter(int(s["x"][0]) for s in taken[0])
-    assert draws == {u: d - taken_ids[u] for u, d in old_draws.items()}
+    gone = set(taken_ids) - held  # evicted after their draw: held again, undrawn
+    assert set(draws) == held | gone
+    assert draws == {
+        **{u: d - taken_ids[u] for u, d in old_draws.items()},
+        **dict.fromkeys(gone, 0),
+    }
     assert sum(m["got"] for _, m in shares) == meta["got"] - 3  # every pending draw undone
 
 
@@ -392,3 +405,89 @@ def test_lazy_arrays_read_what_the_file_holds(tmp_path: Path) -> None:
     (tmp_path / "junk").write_bytes(b"\x05\x00\x00\x00\x00\x00\x00\x00{nope")
     with pytest.raises(SafetensorError):  # as `read_files` (safetensors' own load)
         LazyArrays(tmp_path / "junk")
+
+
+# -- property: random puts, draws and evictions with pending batches ---------------------
+
+#: buffers small enough that puts after a pending batch evict its samples
+PROPERTY_KINDS = {
+    "fifo": lambda seed: FIFOBuffer(6, 1, seed=seed),
+    "firo": lambda seed: FIROBuffer(6, 1, seed=seed),
+    "reservoir": lambda seed: ReservoirBuffer(6, 1, seed=seed),
+    "reservoir-max-reuse": lambda seed: ReservoirBuffer(6, 1, seed=seed, max_sample_reuse=2),
+}
+
+#: per old rank: (puts, batch size) steps before its pending batches, then after
+steps = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 3)), max_size=5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(sorted(PROPERTY_KINDS)),
+    km=st.sampled_from([(1, 2), (2, 1), (2, 3), (3, 2)]),
+    ranks=st.lists(st.tuples(steps, steps), min_size=3, max_size=3),
+)
+def test_every_held_or_pending_sample_is_held_once_after_any_resize(
+    name: str, km: tuple[int, int], ranks: list[tuple[list[Any], list[Any]]]
+) -> None:
+    k, m = km
+    reservoir = name.startswith("reservoir")
+    snaps, pend = [], []
+    for r, (trained, pending) in enumerate(ranks[:k]):
+        buf, uid = PROPERTY_KINDS[name](r), 1000 * r
+        batches: list[list[dict[str, np.ndarray]]] = []
+        for phase, plan in enumerate((trained, pending)):
+            for puts, n in plan:
+                for _ in range(puts):
+                    # (a full FIFO, or a reservoir of undrawn samples only, refuses)
+                    with contextlib.suppress(TimeoutError):
+                        buf.put(sample(uid), timeout=0)
+                    uid += 1
+                if n and len(buf) >= n:
+                    batch = buf.get_batch(n, timeout=0)
+                    if phase:  # taken, not trained: pending (puts after it may evict)
+                        batches.append(batch)
+        snaps.append(buf.state_dict())
+        pend.append(batches)
+
+    # the oracle, from the old snapshots' uids and the pending batches
+    held = [u for arrays, _ in snaps for u in uids(arrays)]
+    taken = Counter(int(s["uid"]) for p in pend for b in p for s in b)
+    union = set(held) | set(taken)
+    draws: dict[int, int] = {}  # a reservoir's draw counts once its pending draws undone
+    for arrays, meta in snaps if reservoir else ():
+        draws |= {u: d - taken[u] for u, d in reservoir_draws(meta, arrays).items()}
+    draws |= {u: 0 for u in union - draws.keys()} if reservoir else {}
+    try:
+        shares = [share(snaps, pend, j, m) for j in range(m)]
+    except ValueError as exc:  # a reservoir share of too many undrawn samples only
+        assert reservoir and "buffer_size" in str(exc)
+        assert sum(d == 0 for d in draws.values()) > 6
+        return
+    got = Counter(u for arrays, _ in shares for u in uids(arrays))
+    assert max(got.values(), default=1) == 1 and set(got) <= union
+    dropped = union - set(got)  # a reservoir share over capacity evicts drawn samples
+    assert not dropped if not reservoir else all(draws[u] > 0 for u in dropped)
+    before, after = totals([s[1] for s in snaps]), totals([s[1] for s in shares])
+    assert after["put"] == before["put"]
+    assert after["got"] == before["got"] - taken.total()
+    gone = len(union - set(held)) if reservoir else 0
+    assert after["evicted"] == before["evicted"] - gone + len(dropped)
+    if reservoir:  # every departure is an eviction, and counted once in the histogram
+        assert sum(after["hist"].values()) == after["evicted"]
+        new: dict[int, int] = {}
+        for arrays, meta in shares:
+            new |= reservoir_draws(meta, arrays)
+        assert new == {u: d for u, d in draws.items() if u in got}
+    for arrays, meta in shares:  # each share loads into a real buffer
+        buf = PROPERTY_KINDS[name](9)
+        buf.load_state_dict(arrays, meta)
+        assert len(buf) == len(uids(arrays))
+        if name == "fifo":  # an old rank's pending samples are served before its held ones
+            buf.close()
+            served = []
+            while batch := buf.get_batch(1):
+                served.append(int(batch[0]["uid"]))
+            for r in range(k):
+                mine = [u in taken for u in served if u // 1000 == r]
+                assert mine == sorted(mine, reverse=True)

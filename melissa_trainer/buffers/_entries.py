@@ -5,7 +5,8 @@ its draw count); its arrays are read from the snapshot only when asked for (a
 `_state.LazyArrays` reads them from the file then), so a new rank reads the samples of
 its own share and not the others'. An `Index` finds the held entry of a sample taken
 into a pending batch, by content: the values of the small fields narrow, then a full
-comparison decides.
+comparison decides. `put_back` holds again a reservoir's pending samples that its
+buffer no longer holds; `evict_to` cuts a reservoir share to its capacity.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from . import _state
 from ._common import Sample
 
-__all__ = ["Entry", "Index", "Items", "field_names"]
+__all__ = ["Entry", "Index", "Items", "evict_to", "field_names", "put_back"]
 
 #: fields of at most this many bytes are part of a sample's key
 SMALL = 64
@@ -66,6 +67,17 @@ class Entry:
                     continue
             self._sample = sample
         return self._sample
+
+    def field(self, name: str) -> np.ndarray | None:
+        """One field of the sample (None: it has none), read alone unless the whole
+        sample was read already: what an `Index` narrows on."""
+        if self._sample is not None:
+            return self._sample.get(name)
+        assert self._arrays is not None  # (a sample given at construction otherwise)
+        try:
+            return self._arrays[f"{self._prefix}/{name}"]
+        except KeyError:
+            return None
 
     def encode(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
         """Add the sample's fields to a snapshot's `arrays` as ``"{prefix}/{field}"``.
@@ -127,8 +139,9 @@ class Index:
 
     The small fields (at most `SMALL` bytes) common to every probe narrow the search (a
     stream's ``simulation_id``, ``time_step`` and ``parameters`` tell its samples
-    apart), then candidates are compared whole. The entries are read whole (`share`
-    indexes the entries of its own share, which it encodes next).
+    apart): only those fields of the entries are read to build the index; a candidate
+    whose key matches a probe's is then read and compared whole. Without such a field
+    every entry is a candidate (correct, and then reads each entry tried whole).
     Candidates are tried in entry order (a deterministic choice among equal contents).
     """
 
@@ -141,8 +154,7 @@ class Index:
         self._by_key: dict[tuple[bytes | None, ...], list[int]] = {}
         for j, e in enumerate(entries):
             if not drawn_only or e.draws > 0:
-                sample = e.sample  # read whole: this rank's share, encoded next anyway
-                key = tuple(_bytes(sample.get(n)) for n in self._fields)
+                key = tuple(_bytes(e.field(n)) for n in self._fields)
                 self._by_key.setdefault(key, []).append(j)
 
     def _key(self, sample: Sample) -> tuple[bytes | None, ...]:
@@ -163,6 +175,85 @@ class Index:
         if j is not None:
             self.remove(sample, j)
         return j
+
+
+def put_back(
+    held: Items, counters: dict[str, int], hist: dict[int, int], batches: Sequence[Sequence[Sample]]
+) -> None:
+    """Hold again, undrawn, each pending sample of a reservoir that its buffer no
+    longer holds (evicted, or removed at ``max_sample_reuse``, after its draw): once
+    per content, in batch and position order, at the end of `held`, aged as the
+    rank's oldest held sample (its insert id left with it). Its departure is undone:
+    ``evicted`` less one, and one less in the lowest histogram bucket of at least its
+    draws in the pending batches (the bucket it left in was not kept: exact when it
+    had no draw before them). Whether a content is held is decided by `Index`: the
+    small fields of the rank's held samples, then the candidates whole.
+
+    Raises:
+        ValueError: a pending sample neither held nor counted as having left.
+    """
+    taken = [s for batch in batches for s in batch]
+    if not taken:
+        return
+    index = Index(held.entries(), taken)
+    gone: dict[tuple[Any, ...], tuple[Sample, int]] = {}  # content -> (sample, draws)
+    for sample in taken:
+        key = _content_key(sample)
+        if key in gone:
+            gone[key] = (gone[key][0], gone[key][1] + 1)
+        elif index.find(sample) is None:
+            gone[key] = (sample, 1)
+    if not gone:
+        return
+    if counters["evicted"] < len(gone):
+        raise ValueError(
+            f"malformed buffer snapshot: {len(gone)} pending samples are not held, but "
+            f"only {counters['evicted']} samples left the buffer"
+        )
+    counters["evicted"] -= len(gone)
+    # Most draws first: each sample left in a bucket >= its pending draws, so taking the
+    # lowest such bucket never takes the one a sample of fewer draws needs later.
+    for draws in sorted((d for _, d in gone.values()), reverse=True):
+        buckets = sorted(b for b, n in hist.items() if n > 0)
+        if not buckets:
+            raise ValueError("malformed buffer snapshot: a pending sample left uncounted")
+        # (none as high: its draws before a rewind were reset; the highest then)
+        b = next((b for b in buckets if b >= draws), buckets[-1])
+        hist[b] -= 1
+        if not hist[b]:
+            del hist[b]
+    age = max(held.ages, default=0)
+    for sample, _ in gone.values():
+        held.items.append(dict(sample))
+        held.ages.append(age)
+        held.draws.append(0)
+
+
+def evict_to(
+    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
+) -> list[Entry]:
+    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
+    excess = len(held) - capacity
+    drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)
+    if len(drawn) < excess:
+        undrawn = len(held) - len(drawn)
+        raise ValueError(
+            f"resharding gives this rank {undrawn} never-drawn reservoir samples, more than "
+            f"its buffer_size {capacity}: none may be dropped (each is owed a draw); resume "
+            f"on more ranks, or raise buffer_size to at least {undrawn}"
+        )
+    gone = set(drawn[:excess])
+    for j in gone:
+        d = held[j].draws
+        hist[d] = hist.get(d, 0) + 1
+    counters["evicted"] += excess
+    return [e for j, e in enumerate(held) if j not in gone]
+
+
+def _content_key(sample: Sample) -> tuple[tuple[str, bytes | None], ...]:
+    """A sample's whole content as a hashable key: equal keys, equal samples (every
+    field's name, dtype, shape and bytes)."""
+    return tuple((name, _bytes(sample[name])) for name in sorted(sample))
 
 
 def _bytes(array: np.ndarray | None) -> bytes | None:

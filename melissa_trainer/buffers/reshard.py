@@ -19,19 +19,31 @@ What holds exactly (``k != m``):
   head of their rank's queue (they were served before everything still held) and
   drop them from the retained list (a retained copy would be served twice); a
   reservoir gives each draw back to its sample (its draw count minus one; undrawn
-  again at zero, so a drain after close serves it). A pending sample no longer held by
-  the reservoir (evicted, or removed at ``max_sample_reuse``, after its draw) stays
-  gone, as a drawn sample may be; its draw is undone all the same. Each new rank
-  matches every pending sample by content against its own share (the rank holding it
-  finds it); a content held twice, every field equal, which a stream's dedup rules out,
-  is matched once per share holding a copy.
+  again at zero, so a drain after close serves it). Each new rank matches every
+  pending sample by content against its own share (the rank holding it finds it); a
+  content held twice, every field equal, which a stream's dedup rules out, is matched
+  once per share holding a copy.
+* **A reservoir's pending sample no longer held** (evicted, or removed at
+  ``max_sample_reuse``, after its draw: taken, never trained) is held again, undrawn
+  (draw count 0: its draws before the pending batch left with it, so it is owed one
+  draw, served by a drain after close, never evicted before it), by exactly one new
+  rank: it joins its old rank's samples, once per content, after them in batch and
+  position order, aged as that rank's oldest held sample (its insert id was not
+  kept), and is dealt with them. Its departure is undone: ``evicted`` less one, and
+  one less in the lowest reuse-histogram bucket of at least its draws in the pending
+  batches (the bucket it left in was not kept: exact when it had no draw before
+  them), so a reservoir's histogram still sums to ``evicted`` and its held samples to
+  ``put - evicted`` (over the ranks). "No longer held" is decided on every new rank
+  for every old rank's pending samples: the small fields of that rank's held samples
+  are read (`_entries.Index`), and a candidate whose small fields match is read whole.
 * **Counters**, as totals: ``put``, ``got``, ``evicted``, ``age_sum``, each bucket of
   the reuse histogram and the rate limiter's ``inserts`` and ``samples`` are summed
   over the old ranks (``got``, the limiter's ``samples`` and, FIFO/FIRO, the histogram's
   bucket 1 less the undone serves and draws), then split over the new ranks
   (``total // m``, one more on the first ``total % m`` ranks): the sums over the new
-  ranks are the old sums. Evictions this function makes (see capacity) are added to the
-  evicting rank's ``evicted`` and histogram.
+  ranks are the old sums (``evicted`` and the histogram less the departures undone,
+  above). Evictions this function makes (see capacity) are added to the evicting
+  rank's ``evicted`` and histogram.
 * **Closed**: a new rank is closed when every old rank was (reception had ended).
 
 What is re-derived:
@@ -50,17 +62,23 @@ What is re-derived:
 
 ``k == m``: each rank keeps its own snapshot: unchanged, bitwise (RNG included) when
 it had no pending batch; otherwise with its own pending batches undone as above, its
-counters and RNG its own.
+counters and RNG its own (a full reservoir then holding an evicted pending sample
+again may exceed its capacity: refused, as below; a resume on the same number of
+ranks does not call `share`, it trains the pending batches).
 
 Reading: `read_snapshot` gives arrays read from the file when asked for, so a new rank
 reads the samples of its own share, not the other ranks' (a 2 -> 3 resize reads about a
-third of the checkpoint's samples on each new rank), and every old rank's file header.
+third of the checkpoint's samples on each new rank), and every old rank's file header;
+a reservoir with pending batches also has the small fields of every held sample read,
+and each still-held pending sample whole (without a small field to narrow on, every
+held sample tried, whole).
 
 Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
 buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
 reservoir share larger than its capacity evicts drawn samples, oldest first (a full
 reservoir evicts drawn samples to make room); if its undrawn samples alone exceed the
-capacity, `share` raises ValueError naming ``buffer_size`` and the fixes.
+capacity, `share` raises ValueError naming ``buffer_size`` and the fixes (a pending
+sample held again counts as undrawn: never evicted here).
 """
 
 from __future__ import annotations
@@ -75,7 +93,7 @@ import numpy as np
 
 from . import _state
 from ._common import Sample
-from ._entries import Entry, Index, Items, field_names
+from ._entries import Entry, Index, Items, evict_to, field_names, put_back
 
 __all__ = ["read_snapshot", "share"]
 
@@ -235,6 +253,8 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
             kept.draws = [0] * len(kept_ids)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
+    if meta["kind"] == "reservoir":
+        put_back(old.held, old.counters, old.hist, batches)
     n = sum(len(batch) for batch in batches)  # the serves or draws undone
     old.counters["got"] = max(0, old.counters["got"] - n)
     if old.limiter is not None:
@@ -320,7 +340,7 @@ def _encode(
     capacity = int(first["capacity"])
     counters, hist = dict(stats.counters), dict(stats.hist)
     if kind == "reservoir" and len(held) > capacity:
-        held = _evict_to(held, capacity, counters, hist)
+        held = evict_to(held, capacity, counters, hist)
     put = counters["put"]
     arrays: dict[str, np.ndarray] = {}
     contents: dict[str, Any]
@@ -362,24 +382,3 @@ def _encode(
         "field_order": _state.field_order(arrays),
     }
     return arrays, meta
-
-
-def _evict_to(
-    held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
-) -> list[Entry]:
-    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
-    excess = len(held) - capacity
-    drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)
-    if len(drawn) < excess:
-        undrawn = len(held) - len(drawn)
-        raise ValueError(
-            f"resharding gives this rank {undrawn} never-drawn reservoir samples, more than "
-            f"its buffer_size {capacity}: none may be dropped (each is owed a draw); resume "
-            f"on more ranks, or raise buffer_size to at least {undrawn}"
-        )
-    gone = set(drawn[:excess])
-    for j in gone:
-        d = held[j].draws
-        hist[d] = hist.get(d, 0) + 1
-    counters["evicted"] += excess
-    return [e for j, e in enumerate(held) if j not in gone]

@@ -110,6 +110,29 @@ def test_rendezvous_files_of_two_runs_are_not_complete(tmp_path: Path) -> None:
         fetch_rendezvous(rv, 0.1)
 
 
+@pytest.mark.timeout(30)
+def test_a_run_on_fewer_ranks_removes_the_rendezvous_files_of_the_ranks_it_lacks(
+    tmp_path: Path,
+) -> None:
+    # a run on 3 ranks, then the same output directory resumed on 1: its rank_1 and
+    # rank_2 files would be waited on for ever (found in the multi-node resize test)
+    rv = tmp_path / "rv"
+    for rank in range(3):
+        write_rendezvous(rv, rank, 3, f"tcp://127.0.0.1:{9 + rank}", {"run_id": "runA"})
+    write_rendezvous(rv, 0, 1, "tcp://127.0.0.1:20", {"run_id": "runB"})
+    assert sorted(p.name for p in rv.iterdir()) == ["rank_0.json"]
+    (entry,) = fetch_rendezvous(rv, 0.1)
+    assert (entry["run_id"], entry["world_size"]) == ("runB", 1)
+    # on 2 ranks: rank_1 of the old run stays until the new rank 1 rewrites it
+    for rank in range(3):
+        write_rendezvous(rv, rank, 3, f"tcp://127.0.0.1:{9 + rank}", {"run_id": "runA"})
+    write_rendezvous(rv, 0, 2, "tcp://127.0.0.1:20", {"run_id": "runB"})
+    with pytest.raises(TimeoutError, match="disagree on world_size"):
+        fetch_rendezvous(rv, 0.1)
+    write_rendezvous(rv, 1, 2, "tcp://127.0.0.1:21", {"run_id": "runB"})
+    assert [e["rank"] for e in fetch_rendezvous(rv, 0.1)] == [0, 1]
+
+
 def test_hello_run_id_is_optional_and_checked() -> None:
     spec = P.field_specs(FIELDS)
     plain = P.encode_hello(1, 0, 1, spec, {"a": 1.0})

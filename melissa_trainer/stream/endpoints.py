@@ -29,7 +29,12 @@ def write_rendezvous(
 
     ``{"version": 1, "rank", "world_size", "endpoint"}`` plus `extra` keys (the CURVE
     server public key, when there is one), written to a temporary file then renamed,
-    so that a client never reads it half-written. An older file is replaced.
+    so that a client never reads it half-written. An older file is replaced, and the
+    files of ranks ``>= world_size`` are removed: a run on more ranks left them in this
+    directory (a resume on fewer ranks), no rank of this run will rewrite them, and
+    `fetch_rendezvous` would wait for ever on files that disagree on the world size.
+    The ranks below `world_size` that have not written yet keep the old run's files
+    meanwhile; their run id tells them apart.
     """
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
@@ -44,6 +49,10 @@ def write_rendezvous(
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    for other in path.iterdir():
+        match = _RANK_FILE.fullmatch(other.name)
+        if match is not None and int(match.group(1)) >= world_size:
+            other.unlink(missing_ok=True)  # (every rank may remove it: the first one does)
     return final
 
 

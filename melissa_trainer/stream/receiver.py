@@ -247,7 +247,8 @@ class Receiver(IngestLoop):
     def stop(self) -> None:
         """Stop the thread (bounded wait), close the socket and context; idempotent.
 
-        The rendezvous file is left in place (the next run overwrites it).
+        The rendezvous file is left in place (the next run overwrites it, and a next
+        run on fewer ranks removes those of the ranks it lacks: `write_rendezvous`).
         """
         self._stopping = self._attention = True
         if self._thread is not None and self._thread.is_alive():

@@ -9,14 +9,18 @@ study's launcher (rank 0, node0) runs `--workers` workers in worker mode, asking
 simulations over CURVE at node0's address; each worker is started as ``ip netns exec
 SIMS python multinode_worker.py``, in the simulations' namespace.
 
-Each rank writes ``{output_dir}/rank_R.json``: every ``(simulation, time step)`` it
-trained on and a SHA-256 of the model's parameters after every step.
+Each rank writes ``{output_dir}/{--run}_rank_R.json`` (a run resumed in the same
+output_dir, under another `--run`, leaves the first run's records alone): every
+``(simulation, time step)`` it turned into a pair (``seen``) and trained on
+(``trained``, one list per step), a SHA-256 of the model's parameters after every step,
+and its step and world size.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -53,6 +57,7 @@ class ScriptArgs:
     steps: int = 4
     workers: int = 2
     record: str = ""
+    run: str = "run"
 
 
 class Checksums(Hook):
@@ -68,6 +73,20 @@ class Checksums(Hook):
         self.steps.append((state.global_step, digest.hexdigest()))
 
 
+class Trained(Hook):
+    """The ``(simulation, time step)`` of each micro-batch trained, in order (read when
+    the batch is ready, so a batch taken but never trained is not recorded)."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[tuple[int, int]]] = []
+
+    def on_batch_ready(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, batch: Any
+    ) -> None:
+        samples = trainer.dataset.last_samples
+        self.batches.append([(int(s["simulation_id"]), int(s["time_step"])) for s in samples])
+
+
 class Keys:
     """`process_sample` recording each ``(simulation, time step)`` it turns into a pair."""
 
@@ -81,6 +100,9 @@ class Keys:
 
 def main() -> None:
     args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
+    # the library's INFO messages in the node's log (the resize test reads one)
+    logging.basicConfig(format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("melissa_trainer").setLevel(logging.INFO)
     torch.set_num_threads(1)
     secret = os.environ["MULTINODE_CURVE_SECRET"]
     worker = ["ip", "netns", "exec", opts.sims_netns, sys.executable, str(WORKER)]
@@ -105,14 +127,14 @@ def main() -> None:
         )
     )
     model = small_model(0)
-    keys, checksums = Keys(), Checksums()
+    keys, checksums, trained = Keys(), Checksums(), Trained()
     trainer = OnlineTrainer(
         model,
         args,
         torch.optim.SGD(model.parameters(), lr=0.05),
         train_source=Study(launcher, stream),
         process_sample=keys,
-        hooks=[checksums],
+        hooks=[checksums, trained],
     )
     state = trainer.train()
     result = {
@@ -122,10 +144,11 @@ def main() -> None:
         "global_step": state.global_step,
         "stream_ended": state.stream_ended,
         "seen": keys.seen,
+        "trained": trained.batches,
         "checksums": checksums.steps,
         "launcher": launcher.summary() if trainer.process_index == 0 else None,
     }
-    out = Path(args.output_dir) / f"rank_{trainer.process_index}.json"
+    out = Path(args.output_dir) / f"{opts.run}_rank_{trainer.process_index}.json"
     out.write_text(json.dumps(result))
 
 

@@ -325,13 +325,15 @@ def load(trainer: OnlineTrainer, path: Path) -> None:
     resharding = old != trainer.num_processes
     if resharding:
         _check_reshardable(path, registered, old, trainer.num_processes)
-        logger.info(
-            "%s was written by %d training ranks, this run has %d: each rank takes its "
-            "share of every per-rank part",
-            path,
-            old,
-            trainer.num_processes,
-        )
+        if trainer.is_main_process:  # a warning: shown with no logging set up (a user's
+            # script rarely sets any up), since the run's RNG streams change with it
+            logger.warning(
+                "%s was written by %d training ranks, this run has %d: each rank takes its "
+                "share of every per-rank part (docs/how-to/resize.md)",
+                path,
+                old,
+                trainer.num_processes,
+            )
     for part in registered:
         per_rank = part.scope is Scope.PER_RANK
         if resharding and part.reshard is not None:

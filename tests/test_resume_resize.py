@@ -305,6 +305,9 @@ def test_a_study_resumed_on_another_number_of_ranks_keeps_every_sample_once(
     second = Run(tmp_path, "second", case.after, *extra, "--resume_from_checkpoint", "latest",
                  paced=False)  # fmt: skip
     assert second.wait(300) == 0, second.output()
+    # said once, by the main rank, with no logging set up by the example
+    said = f"was written by {case.before} training ranks, this run has {case.after}: each rank"
+    assert Path(second.log.name).read_text().count(said) == 1, second.output()
 
     # put once: what the checkpoint holds of the first run's puts, then the second run's
     written = rank_dirs(resumed_from)

@@ -39,7 +39,8 @@ What holds exactly (``k != m``):
 * **Counters**, as totals: ``put``, ``got``, ``evicted``, ``age_sum``, each bucket of
   the reuse histogram and the rate limiter's ``inserts`` and ``samples`` are summed
   over the old ranks (``got``, the limiter's ``samples`` and, FIFO/FIRO, the histogram's
-  bucket 1 less the undone serves and draws), then split over the new ranks
+  bucket 1 less the undone serves and draws; the limiter's ``samples`` adjusted as its
+  credit says, below), then split over the new ranks
   (``total // m``, one more on the first ``total % m`` ranks): the sums over the new
   ranks are the old sums (``evicted`` and the histogram less the departures undone,
   above). Evictions this function makes (see capacity) are added to the evicting
@@ -55,10 +56,12 @@ What is re-derived:
   the mean age go on meaningfully; a FIFO/FIRO pending sample, whose id the dataset
   does not keep, takes the age of its rank's oldest held sample. ``age_sum`` keeps the
   ages of undone serves (``mean_age`` is approximate after a resize).
-* **The rate limiter's credit** ``r * (inserts - min_size_to_sample) - samples`` per
-  rank: from the split totals, so the ratio of draws to inserts is the old global one;
-  the credits' sum differs from the old sum by ``r * min_size_to_sample * (k - m)``
-  (each rank's first ``min_size_to_sample`` inserts are free of the ratio).
+* **The rate limiter's credit** ``r * (inserts - min_size_to_sample) - samples``: its
+  sum over the ranks is kept (the draws owed before the next inserts, in all), dealt
+  evenly: ``inserts`` is the old total split, ``samples`` the old total plus
+  ``r * min_size_to_sample * (k - m)`` (each rank's first ``min_size_to_sample``
+  inserts are free of the ratio, so fewer ranks have fewer free inserts), at least 0,
+  split. The limiter's ``samples`` is then not the sum of the draws (``got`` is).
 
 ``k == m``: each rank keeps its own snapshot: unchanged, bitwise (RNG included) when
 it had no pending batch; otherwise with its own pending batches undone as above, its
@@ -183,9 +186,17 @@ def share(
             totals.hist[b] = n
     if first.get("rate_limiter") is not None:
         lim = dict(first["rate_limiter"])
-        for key in ("inserts", "samples"):
-            total = sum(int(o.limiter[key]) for o in olds if o.limiter is not None)
-            lim[key] = _part(total, rank, world_size)
+        inserts = sum(int(o.limiter["inserts"]) for o in olds if o.limiter is not None)
+        samples = sum(int(o.limiter["samples"]) for o in olds if o.limiter is not None)
+        # Keep the credits' sum, r * (inserts - min) - samples over the ranks: each rank's
+        # first `min` inserts are free of the ratio, so m ranks have (k - m) * min free
+        # inserts fewer than k had; counting them as drawn for keeps the draws owed as
+        # they were (without it, 3 -> 1 ranks at r = 8, min = 500 owed 8,000 draws more,
+        # and the one rank trained 250 steps with its inserts held back).
+        free = float(lim["samples_per_insert"]) * int(lim["min_size_to_sample"]) * (k - world_size)
+        samples = max(0, samples + round(free))
+        lim["inserts"] = _part(inserts, rank, world_size)
+        lim["samples"] = _part(samples, rank, world_size)
         totals.limiter = lim
     rng = _derived_rng([o.rng for o in olds], k, rank, world_size)
     return _encode(first, kind, held, retained, totals, rng)

@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--capacity", type=int, default=0, help=argparse.SUPPRESS)
     opts = parser.parse_args()
     if opts.worker:
-        print(json.dumps(load_rank(Path(opts.worker), opts.world, opts.rank, opts.capacity)))
+        print(to_json(load_rank(Path(opts.worker), opts.world, opts.rank, opts.capacity)))
         return
     mb = opts.mb or (16 if opts.quick else 1024)
     rounds = opts.rounds or (1 if opts.quick else 5)

@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.json_output import to_json
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "heat_pde" / "train.py"
 #: a study small enough for a smoke test (the tests run it)
@@ -161,7 +163,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                  "ratio": min(full_mse) / max(full_mse), "target": None})  # fmt: skip
     result = {"rows": rows, "runs": runs}
     if a.json:
-        print(json.dumps(result))
+        print(to_json(result))
     else:
         for row in rows:
             print(f"{row['case']}: {row['ours']:.4g} vs {row['baseline']:.4g} K^2, "

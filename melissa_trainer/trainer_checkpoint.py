@@ -207,6 +207,8 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
             raise CheckpointError(
                 f"{describe_verification(path, problems)}; {others(path)}", path, problems[0].file
             )
+        if trainer.is_main_process:
+            _warn_of_newer(path, root)
         return path
     found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
     if not found:
@@ -223,6 +225,28 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         "warnings above); move them aside to start afresh",
         Path(root),
     )
+
+
+def _warn_of_newer(path: Path, root: Path) -> None:
+    """Warn when `root` holds checkpoints of later steps than `path`, the one named to
+    resume from: they are of the run this one does not continue, the checkpoints of this
+    run are written beside them (one of the same step replaces theirs), and a later
+    ``latest`` takes the newest by step, whichever run wrote it."""
+    found = ckpt.list_checkpoints(root)  # by step
+    resolved = [p.resolve() for p in found]
+    if path.resolve() not in resolved:  # a checkpoint of another directory
+        return
+    newer = [p.name for p in found[resolved.index(path.resolve()) + 1 :]]
+    if newer:
+        logger.warning(
+            "resuming from %s, but %s holds later checkpoints of the run this one does "
+            "not continue (%s): this run's checkpoints go beside them, one of the same "
+            "step replacing theirs, and --resume_from_checkpoint latest would take the "
+            "newest by step; move them aside to keep them apart",
+            path.name,
+            root,
+            ", ".join(newer),
+        )
 
 
 def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:

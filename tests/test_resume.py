@@ -12,7 +12,7 @@ import torch
 from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.checkpoint import latest_checkpoint
+from melissa_trainer.checkpoint import latest_checkpoint, list_checkpoints
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -131,3 +131,26 @@ def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -
 def test_resume_from_missing_path_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
         run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "nope"))
+
+
+def test_resuming_an_older_checkpoint_warns_of_the_later_ones(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user who resumes from a named older checkpoint is told that the later ones
+    (of the run not continued) stay beside this run's, and that `latest` would take
+    them (the user trial: a later `latest` resumed the abandoned run, without a word)."""
+    first, _ = run(tmp_path, "fifo", max_steps=12, save_steps=4, save_at_end=False)
+    root = Path(first.args.output_dir) / "checkpoints"
+    assert [p.name for p in list_checkpoints(root)] == [
+        "checkpoint-4", "checkpoint-8", "checkpoint-12"
+    ]  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        run(tmp_path, "fifo", max_steps=6, save_at_end=False,
+            resume_from_checkpoint=str(root / "checkpoint-4"))  # fmt: skip
+    said = [r.getMessage() for r in caplog.records if "later checkpoints" in r.getMessage()]
+    assert len(said) == 1 and "checkpoint-8, checkpoint-12" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):  # the newest: no word
+        run(tmp_path, "fifo", max_steps=14, save_at_end=False,
+            resume_from_checkpoint=str(root / "checkpoint-12"))  # fmt: skip
+    assert not [r for r in caplog.records if "later checkpoints" in r.getMessage()]

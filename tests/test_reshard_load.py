@@ -447,13 +447,19 @@ class KeepsCount(Source):
         self.count = int(state["count"])
 
 
-def test_a_source_that_cannot_reshard_is_refused_before_anything_is_loaded(
-    two_ranks: Path, tmp_path: Path
-) -> None:
+def with_counts(two_ranks: Path, tmp_path: Path) -> Path:
+    """A copy of the two-rank checkpoint whose sources kept counts 3 and 4."""
     path = tmp_path / two_ranks.name
     shutil.copytree(two_ranks, path)
     for r in (0, 1):
         (path / f"rank_{r}" / "source.json").write_text(json.dumps({"count": 3 + r}))
+    return path
+
+
+def test_a_source_that_cannot_reshard_is_refused_before_anything_is_loaded(
+    two_ranks: Path, tmp_path: Path
+) -> None:
+    path = with_counts(two_ranks, tmp_path)
     trainer = make(tmp_path / "out", 0, source=KeepsCount())
     before = parameters(trainer)
     with pytest.raises(
@@ -477,10 +483,7 @@ class RefusesOnLoad(KeepsCount):
 def test_the_sources_refusal_comes_before_anything_is_loaded(
     two_ranks: Path, tmp_path: Path
 ) -> None:
-    path = tmp_path / two_ranks.name
-    shutil.copytree(two_ranks, path)
-    for r in (0, 1):
-        (path / f"rank_{r}" / "source.json").write_text(json.dumps({"count": 3 + r}))
+    path = with_counts(two_ranks, tmp_path)
     trainer = make(tmp_path / "out", 0, source=RefusesOnLoad())
     before = parameters(trainer)
     with pytest.raises(ValueError, match="the study changed: 7 simulations drawn"):

@@ -427,6 +427,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
     parser.add_argument("--smoke", action="store_true", help="every case, a few steps, on CPU")
     parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument(
+        "--cases",
+        default=None,
+        help="comma-separated: hand, staging, device_buffer, stop_flag, busy (default: all); "
+        "e.g. to A/B two versions of the package in alternating processes",
+    )
     parser.add_argument("--heat-worker", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.heat_worker:
@@ -442,23 +448,27 @@ def main(argv: list[str] | None = None) -> int:
     steps = 4 if opts.smoke else 300
     if opts.smoke:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # Accelerate's device: the CPU
-    if opts.smoke:  # small fields: every code path, in seconds
-        rows = [
-            case_trainer_vs_hand(device, rounds, steps, field=16),
-            case_staging(rounds, steps, field=16),
-            case_device_buffer(rounds, steps, field=16),
-            case_stop_flag(device, rounds, steps, field=16),
-        ]
-    else:
-        rows = [
-            case_trainer_vs_hand(device, rounds, steps),
-            case_staging(rounds, steps),
-            case_device_buffer(rounds, steps),
-            case_stop_flag(device, rounds, 10 * steps),
-        ]
-    busy = case_heat_busy(opts.smoke)
-    if busy is not None:
-        rows.append(busy)
+    field: dict[str, int] = {"field": 16} if opts.smoke else {}  # small: seconds
+    cases = {
+        "hand": lambda: case_trainer_vs_hand(device, rounds, steps, **field),
+        "staging": lambda: case_staging(rounds, steps, **field),
+        "device_buffer": lambda: case_device_buffer(rounds, steps, **field),
+        "stop_flag": lambda: case_stop_flag(
+            device, rounds, steps if opts.smoke else 10 * steps, **field
+        ),
+        "busy": lambda: case_heat_busy(opts.smoke),
+    }
+    chosen = opts.cases.split(",") if opts.cases else list(cases)
+    unknown = sorted(set(chosen) - set(cases))
+    if unknown:
+        parser.error(f"--cases: unknown {', '.join(unknown)}; choose among {', '.join(cases)}")
+    rows = []
+    for name in chosen:
+        got = cases[name]()
+        if got is not None:
+            # on stderr as it comes: a device lease that ends mid-run keeps the rows so far
+            print("row:", to_json(got), file=sys.stderr, flush=True)
+            rows.append(got)
     if opts.json:
         print(to_json({"rows": rows}))
         return 0

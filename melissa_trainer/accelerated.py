@@ -4,12 +4,16 @@ step's arithmetic, chosen once at construction.
 `make_train_step` returns one of two `TrainStep`s behind one API (`backward` per
 micro-batch, `update` per optimizer step):
 
-* `PlainStep`, where Accelerate's wrappers add nothing but cost: no mixed precision,
-  no grad scaler, and one process or plain DDP, without gradient accumulation under
-  DDP (which needs Accelerate's `no_sync`). Accelerate's `accumulate`, `autocast` and
-  `backward` cost 70 to 150 us a step on one CPU thread here: `PlainStep` makes 1.05x
-  the steps of `AcceleratedStep` on trainer_overhead's MLP and 1.2x on a 3-16-16 one
-  (`python benchmarks/trainer_overhead.py --quick --no-ddp --step-paths`).
+* `PlainStep`, where Accelerate's wrappers add nothing but cost: no grad scaler (no
+  mixed precision, or bf16, which needs none), and one process or plain DDP, without
+  gradient accumulation under DDP (which needs Accelerate's `no_sync`). Accelerate's
+  `accumulate`, `autocast` and `backward` cost 70 to 150 us a step on one CPU thread
+  here: `PlainStep` makes 1.05x the steps of `AcceleratedStep` on trainer_overhead's
+  MLP and 1.2x on a 3-16-16 one (`python benchmarks/trainer_overhead.py --quick
+  --no-ddp --step-paths`). On a GPU `Accelerator.backward` also divides the loss by
+  the accumulation steps even when they are 1: two more kernels a step (the division
+  and its gradient), which a small model's CPU-bound step pays in full. Under bf16,
+  `PlainStep` runs the loss under the same `Accelerator.autocast()` context.
 * `AcceleratedStep` otherwise: Accelerate's `accumulate`, `autocast` and `backward`
   (loss scaling, `no_sync` between micro-batches), and its optimizer wrapper when it
   does something (a grad scaler, or a backend other than DDP): without a scaler, under
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import torch
@@ -92,15 +97,22 @@ class PlainStep:
         lr_scheduler: Any | None,
         compute_loss: ComputeLoss,
         gradient_accumulation_steps: int = 1,
+        autocast: Callable[[], AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.model = model
         self.optimizer = optimizer  # the unwrapped one
         self.lr_scheduler = lr_scheduler
         self.compute_loss = compute_loss
         self.accumulation = gradient_accumulation_steps
+        #: a new mixed-precision context per micro-batch (`Accelerator.autocast`), or None
+        self.autocast = autocast
 
     def backward(self, batch: Any) -> torch.Tensor:
-        loss = self.compute_loss(self.model, batch)
+        if self.autocast is None:
+            loss = self.compute_loss(self.model, batch)
+        else:
+            with self.autocast():
+                loss = self.compute_loss(self.model, batch)
         (loss / self.accumulation if self.accumulation > 1 else loss).backward()
         return loss.detach()
 
@@ -170,10 +182,13 @@ def make_train_step(
     accumulation = acc.gradient_accumulation_steps
     plain = (
         acc.scaler is None
-        and acc.mixed_precision == "no"
+        and acc.mixed_precision in ("no", "bf16")
         and acc.distributed_type in _PLAIN_OPTIMIZER_STEP
         and (accumulation == 1 or acc.distributed_type == DistributedType.NO)
     )
     if plain:
-        return PlainStep(model, optimizer.optimizer, lr_scheduler, compute_loss, accumulation)
+        autocast = acc.autocast if acc.mixed_precision == "bf16" else None
+        return PlainStep(
+            model, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast
+        )
     return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss)

@@ -43,6 +43,22 @@ def test_without_a_gpu_it_says_so_and_exits_0_without_rows(
     assert json.loads(out.out.strip().splitlines()[-1]) == {"rows": []}
 
 
+@pytest.mark.timeout(120)
+def test_cases_picks_the_rows_and_refuses_an_unknown_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # what --smoke sets: restored after
+    gpu = _gpu_module()
+    with pytest.raises(SystemExit):
+        gpu.main(["--smoke", "--cases", "hand,warp"])
+    assert "--cases: unknown warp; choose among hand, staging" in capsys.readouterr().err
+    assert gpu.main(["--smoke", "--json", "--cases", "stop_flag"]) == 0
+    out = capsys.readouterr()
+    rows = json.loads(out.out.strip().splitlines()[-1])["rows"]
+    assert [r["case"] for r in rows] == ["stop flag all-reduce every 8 steps vs none (gloo)"]
+    assert out.err.count("row: ") == 1  # each row on stderr as it comes
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:

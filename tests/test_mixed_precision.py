@@ -12,7 +12,7 @@ import torch
 from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.accelerated import AcceleratedStep
+from melissa_trainer.accelerated import PlainStep
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -50,7 +50,7 @@ def train(tmp_path: Path, precision: str) -> tuple[OnlineTrainer, Recorder, list
 
 def test_bf16_autocasts_the_forward_and_trains(tmp_path: Path) -> None:
     trainer, rec, dtypes = train(tmp_path, "bf16")
-    assert isinstance(trainer._step, AcceleratedStep)  # Accelerate's autocast path
+    assert isinstance(trainer._step, PlainStep)  # bf16 needs no grad scaler: the plain path
     assert trainer.state.global_step == 40
     assert len(dtypes) == 40 and set(dtypes) == {torch.bfloat16}
     assert all(math.isfinite(loss) for loss in rec.losses)
@@ -63,3 +63,33 @@ def test_without_mixed_precision_the_forward_is_float32(tmp_path: Path) -> None:
     # the contrast that makes the bf16 test able to fail
     _, _, dtypes = train(tmp_path, "no")
     assert dtypes and set(dtypes) == {torch.float32}
+
+
+class LossUnderAutocast(OnlineTrainer):
+    """Records whether the loss (outside the model's forward) runs under autocast."""
+
+    seen: list[bool]
+
+    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        self.seen.append(torch.is_autocast_enabled(batch[0].device.type))
+        return super().compute_loss(model, batch)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "no"])
+def test_the_loss_runs_under_autocast_exactly_with_bf16(tmp_path: Path, precision: str) -> None:
+    """A `compute_loss` with its own ops sees autocast under bf16, as Accelerate's path
+    gives it (the model's forward alone would not show a missing context: Accelerate
+    wraps it in autocast itself)."""
+    args = TrainingArguments(
+        output_dir=str(tmp_path), batch_size=16, buffer="fifo", buffer_size=128,
+        mixed_precision=precision, report_to="none", disable_progress_bar=True,
+        save_at_end=False, max_steps=3,
+    )  # fmt: skip
+    model = small_model(0)
+    trainer = LossUnderAutocast(
+        model, args, torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(128)), process_sample=xy,
+    )  # fmt: skip
+    trainer.seen = []
+    trainer.train()
+    assert trainer.seen == [precision == "bf16"] * 3

@@ -71,7 +71,13 @@ class Trace(Hook):
 
 
 def run(
-    out: Path, *, stage: bool, columns: bool = False, save_at: int | None = None, **over: Any
+    out: Path,
+    *,
+    stage: bool,
+    columns: bool = False,
+    default_collate: bool = False,
+    save_at: int | None = None,
+    **over: Any,
 ) -> tuple[OnlineTrainer, Trace]:
     args = TrainingArguments(
         output_dir=str(out),
@@ -94,6 +100,8 @@ def run(
     batching: dict[str, Any] = (
         {"process_batch": columnar}
         if columns
+        else {"process_sample": xy}
+        if default_collate
         else {"process_sample": xy, "collate_fn": noisy_collate}
     )
     trainer = OnlineTrainer(
@@ -108,17 +116,20 @@ def run(
     return trainer, trace
 
 
-@pytest.mark.parametrize("columns", [False, True], ids=["per-sample", "process_batch"])
+@pytest.mark.parametrize(
+    "batching", ["per-sample", "process_batch", "default collate"]
+)  # the last: fast_collate, the default
 @pytest.mark.parametrize("accumulation", [1, 2])
 def test_staging_trains_the_same_samples_and_losses(
-    tmp_path: Path, columns: bool, accumulation: int
+    tmp_path: Path, batching: str, accumulation: int
 ) -> None:
-    plain_trainer, plain = run(
-        tmp_path / "plain", stage=False, columns=columns, gradient_accumulation_steps=accumulation
-    )
-    staged_trainer, staged = run(
-        tmp_path / "staged", stage=True, columns=columns, gradient_accumulation_steps=accumulation
-    )
+    kw: dict[str, Any] = {
+        "columns": batching == "process_batch",
+        "default_collate": batching == "default collate",
+        "gradient_accumulation_steps": accumulation,
+    }
+    plain_trainer, plain = run(tmp_path / "plain", stage=False, **kw)
+    staged_trainer, staged = run(tmp_path / "staged", stage=True, **kw)
     assert staged_trainer._stager is not None and plain_trainer._stager is None
     micro = (200 // BATCH) // accumulation * accumulation  # a step's batches, all full
     fifo = [list(range(BATCH * j, BATCH * (j + 1))) for j in range(micro)]

@@ -193,21 +193,25 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path: Path) -> None:
     rec = Recorder()
     args = make_args(tmp_path, mixed_precision="bf16", max_steps=10)
     trainer = make_trainer(args, n=800, hooks=[rec])
-    assert isinstance(trainer._step, AcceleratedStep)  # autocast: Accelerate's path
+    assert isinstance(trainer._step, PlainStep)  # no grad scaler: the plain path, autocast
+    assert trainer._step.autocast is not None
     state = trainer.train()
     assert state.global_step == 10
     assert all(np.isfinite(rec.losses))
 
 
+@pytest.mark.parametrize("precision", ["no", "bf16"])
 @pytest.mark.parametrize("accumulation", [1, 3])
 def test_the_plain_and_the_accelerate_step_give_identical_weights(
-    tmp_path: Path, accumulation: int
+    tmp_path: Path, accumulation: int, precision: str
 ) -> None:
-    """The fast path is only a faster way to the same arithmetic, bit for bit."""
+    """The fast path is only a faster way to the same arithmetic, bit for bit (bf16
+    too: the same autocast context around the loss)."""
 
     def run(plain: bool) -> tuple[list[torch.Tensor], list[float], OnlineTrainer]:
         args = make_args(tmp_path / str(plain), buffer="fifo", batch_size=4,
-                         gradient_accumulation_steps=accumulation)  # fmt: skip
+                         gradient_accumulation_steps=accumulation,
+                         mixed_precision=precision)  # fmt: skip
         model = small_model(0, dropout=0.2)  # dropout: the RNG stream must match too
         optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
         scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=3, gamma=0.5)

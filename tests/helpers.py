@@ -147,6 +147,20 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def simulation_of(pid: int) -> int | None:
+    """The MELISSA_TRAINER_SIMULATION_ID that the launcher gave process `pid`; None when
+    the process is gone (or not ours) or has none."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or not ours
+        return None
+    for item in environ.split(b"\0"):
+        name, _, value = item.partition(b"=")
+        if name == b"MELISSA_TRAINER_SIMULATION_ID":
+            return int(value)
+    return None
+
+
 #: why an MPI test is skipped when `find_mpiexec()` is None
 NO_MPI = "needs mpi4py and mpiexec (pip install mpich)"
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, simulation_of
+from helpers import processes_with, sigkill_between_launches, simulation_of
 
 from melissa_trainer.checkpoint import latest_checkpoint
 from melissa_trainer.launcher import LauncherTuning
@@ -91,12 +91,12 @@ class Run:
     def kill(self) -> None:
         """SIGKILL the trainer: its process group and every process of this run (the
         ranks of `accelerate launch` are not in the launcher's group and would outlive
-        it); its solvers are left alone: they must die with their rank by themselves."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
+        it); its solvers are left alone: they must die with their rank by themselves.
+        Never while a solver is being launched (`sigkill_between_launches`): the local
+        backend leaves that window open with setpriv, documented."""
         solvers = set(solvers_alive(self.out))  # left to die with their trainer
-        for pid in set(processes_with(str(self.log))) - solvers:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        trainers = set(processes_with(str(self.log))) - solvers
+        sigkill_between_launches(self.proc.pid, sorted(trainers))
 
     def steps(self) -> list[tuple[int, list[tuple[int, int]]]]:
         """(step, [(simulation, time step), ...]) of each step trained; also collects

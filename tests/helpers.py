@@ -170,9 +170,17 @@ def _stat(pid: int) -> tuple[bytes, int, int] | None:
     return fields[0], int(fields[1]), int(fields[2])
 
 
-def _cmdline(pid: int) -> list[bytes]:
+def live(pid: int) -> bool:
+    """`pid` runs: neither gone nor a zombie (an orphan is reaped by whoever adopted it,
+    maybe never)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in (b"Z", b"X")
+
+
+def cmdline(pid: int) -> list[str]:
+    """The command line of `pid`; [] when it is gone (or a zombie)."""
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
+        return os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes()).split("\0")[:-1]
     except OSError:
         return []
 
@@ -181,10 +189,10 @@ def _launching(child: int, parent: int) -> bool:
     """`child` of `parent` is a local job before its PR_SET_PDEATHSIG: not exec'd yet
     (vfork: it shows its parent's command line), or in its wrapper (``... --pdeathsig
     TERM -- ARGV``, setpriv's or a test's gate in front of it)."""
-    argv = _cmdline(child)
-    if argv and argv == _cmdline(parent):
+    argv = cmdline(child)
+    if argv and argv == cmdline(parent):
         return True
-    return b"--" in argv and b"--pdeathsig" in argv[: argv.index(b"--")]
+    return "--" in argv and "--pdeathsig" in argv[: argv.index("--")]
 
 
 def jobs_being_launched(group: int, others: list[int]) -> list[int]:

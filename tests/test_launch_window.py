@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import jobs_being_launched, sigkill_between_launches
+from helpers import cmdline, jobs_being_launched, live, sigkill_between_launches
 
 from melissa_trainer.launcher.backends import local
 
@@ -97,15 +97,6 @@ class Gated:
             os.kill(self.job, signal.SIGKILL)
 
 
-def live(pid: int) -> bool:
-    """`pid` runs (not a zombie: an orphan is reaped by whoever adopted it)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state not in (b"Z", b"X")
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     "wrapper",
@@ -161,10 +152,3 @@ def test_a_trainer_is_killed_only_once_its_jobs_have_their_parent_death_signal(
         gated.wait_job_gone()  # SIGTERM, its parent-death signal
     finally:
         gated.close()
-
-
-def cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
-    except OSError:
-        return []

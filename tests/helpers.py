@@ -147,6 +147,93 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
+def simulation_of(pid: int) -> int | None:
+    """The MELISSA_TRAINER_SIMULATION_ID that the launcher gave process `pid`; None when
+    the process is gone (or not ours) or has none."""
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:  # gone, or not ours
+        return None
+    for item in environ.split(b"\0"):
+        name, _, value = item.partition(b"=")
+        if name == b"MELISSA_TRAINER_SIMULATION_ID":
+            return int(value)
+    return None
+
+
+def _stat(pid: int) -> tuple[bytes, int, int] | None:
+    """(state, parent pid, process group) of `pid` from /proc; None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
+    except OSError:
+        return None
+    return fields[0], int(fields[1]), int(fields[2])
+
+
+def live(pid: int) -> bool:
+    """`pid` runs: neither gone nor a zombie (an orphan is reaped by whoever adopted it,
+    maybe never)."""
+    stat = _stat(pid)
+    return stat is not None and stat[0] not in (b"Z", b"X")
+
+
+def cmdline(pid: int) -> list[str]:
+    """The command line of `pid`; [] when it is gone (or a zombie)."""
+    try:
+        return os.fsdecode(Path(f"/proc/{pid}/cmdline").read_bytes()).split("\0")[:-1]
+    except OSError:
+        return []
+
+
+def _launching(child: int, parent: int) -> bool:
+    """`child` of `parent` is a local job before its PR_SET_PDEATHSIG: not exec'd yet
+    (vfork: it shows its parent's command line), or in its wrapper (``... --pdeathsig
+    TERM -- ARGV``, setpriv's or a test's gate in front of it)."""
+    argv = cmdline(child)
+    if argv and argv == cmdline(parent):
+        return True
+    return "--" in argv and "--pdeathsig" in argv[: argv.index("--")]
+
+
+def jobs_being_launched(group: int, others: list[int]) -> list[int]:
+    """The children of the processes of `group` and of the pids `others` (trainers)
+    that are local jobs before their PR_SET_PDEATHSIG (see `_launching`), except those
+    in `group` or `others` themselves (a child not exec'd yet that was stopped with the
+    trainers: it dies with them, never a job)."""
+    stats = {int(e.name): _stat(int(e.name)) for e in Path("/proc").iterdir() if e.name.isdigit()}
+    trainers = {pid for pid, st in stats.items() if st and st[2] == group} | set(others)
+    return [
+        pid
+        for pid, st in stats.items()
+        if st and st[1] in trainers and pid not in trainers and _launching(pid, st[1])
+    ]
+
+
+def sigkill_between_launches(group: int, others: list[int], timeout: float = 60.0) -> None:
+    """SIGKILL the trainer processes (process group `group` and the pids `others`) at a
+    moment when none of their jobs is between its launch and its parent-death signal:
+    the window the local backend documents (with setpriv, a trainer killed there
+    leaves that job running; see `melissa_trainer.launcher.backends.local`). The
+    trainers are stopped (SIGSTOP: no launch begins), the jobs in the window are waited
+    for (at most `timeout` s), then everything is killed. Gone processes are fine."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(group, signal.SIGSTOP)
+    for pid in others:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + timeout
+        while jobs_being_launched(group, others):
+            assert time.monotonic() < deadline, f"a job stayed in its launch for {timeout} s"
+            time.sleep(0.005)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGKILL)
+        for pid in others:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 #: why an MPI test is skipped when `find_mpiexec()` is None
 NO_MPI = "needs mpi4py and mpiexec (pip install mpich)"
 

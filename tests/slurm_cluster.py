@@ -1,11 +1,15 @@
 """A real single-node Slurm cluster for tests: munged, slurmctld and slurmd under a
 temporary directory, on free (non-default) ports.
 
-Usage (pytest)::
+Usage (pytest), in the xdist group "slurm" (pyproject's ``--dist loadgroup`` runs the
+group on one worker, so that two clusters never run at once)::
 
     from slurm_cluster import slurm_cluster  # noqa: F401  (the module-scoped fixture)
 
+    @pytest.mark.xdist_group("slurm")
     def test_x(slurm_cluster: SlurmCluster) -> None: ...
+
+or, for one test's own cluster, ``with one_node_cluster() as cluster: ...``.
 
 The fixture skips, with the reason, only where the cluster cannot be started at all: not
 root (the daemons run as root and munged as the ``munge`` user) or the Debian packages
@@ -230,6 +234,20 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
         finally:
             log.close()
 
+    def run(self, *argv: str, env: dict[str, str] | None = None) -> str:
+        """Run a Slurm command (``sbatch``, ``squeue``, ...) on this cluster, with `env`
+        (default: this process's; SLURM_CONF is this cluster's); its output. Asserts
+        exit 0 (the message is the command's stderr)."""
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**(os.environ if env is None else env), "SLURM_CONF": str(self.conf)},
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
     def _node_state(self) -> str:
         result = subprocess.run(
             [_path("sinfo"), "-h", "-N", "-n", self.node, "-o", "%T"],
@@ -320,16 +338,26 @@ def _path(name: str) -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def slurm_cluster() -> Iterator[SlurmCluster]:
-    """A running cluster for the tests of one module (started once, torn down after)."""
+@contextlib.contextmanager
+def one_node_cluster() -> Iterator[SlurmCluster]:
+    """A cluster started for the caller, stopped (and removed) on leaving, whatever
+    happened; the test is skipped, with the reason, where none can start (see
+    `skip_reason`). The tests that use one are in the xdist group "slurm" (one worker:
+    never two clusters at once)."""
     reason = skip_reason()
     if reason is not None:
         pytest.skip(reason)
     cluster = SlurmCluster()
     try:
         cluster.start()
-        print(f"\nSlurm test cluster up in {cluster.setup_seconds:.1f} s ({cluster.root})")
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster() -> Iterator[SlurmCluster]:
+    """A running cluster for the tests of one module (started once, torn down after)."""
+    with one_node_cluster() as cluster:
+        print(f"\nSlurm test cluster up in {cluster.setup_seconds:.1f} s ({cluster.root})")
+        yield cluster

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import cmdline
 
 from melissa_trainer.launcher.backends import Job, LaunchError, LocalBackend, local
 
@@ -244,13 +245,6 @@ def test_the_job_is_terminated_when_the_thread_that_launched_it_ends(wrapper: st
         assert finish(backend, handles[0], timeout=20) == -signal.SIGTERM
     finally:
         backend.close()
-
-
-def cmdline(pid: int) -> list[str]:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
-    except OSError:
-        return []
 
 
 @pytest.mark.timeout(60)

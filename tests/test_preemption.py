@@ -585,15 +585,51 @@ def readme_job_script(out: Path, command: str) -> str:
     return srun.sub(lambda m: f"srun {command} &", script)
 
 
+def requeued_on_a_test_cluster(
+    tmp_path: Path, script: str, before_requeue: Callable[[], object], timeout: float
+) -> tuple[int, dict[str, Any], str]:
+    """Run the job script `script` (its log: ``tmp_path/out/job.log``) on a one-node
+    test cluster of its own: after its first logged training step and `before_requeue`,
+    its batch shell gets USR1 (what ``--signal=B:USR1@300`` does 300 s before the time
+    limit); within `timeout` s, the requeued run's summary. Checks that the first run
+    was preempted, that the job was requeued once and completed, with every simulation
+    finished. Returns the step preempted at, the summary and the log."""
+    from slurm_cluster import one_node_cluster
+
+    log = tmp_path / "out" / "job.log"
+    (tmp_path / "job.sh").write_text(script)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[1])
+
+    def text() -> str:
+        return log.read_text(errors="replace") if log.exists() else ""
+
+    with one_node_cluster() as cluster:
+        job = cluster.run("sbatch", "--parsable", str(tmp_path / "job.sh"), env=env).strip()
+        wait_until(lambda: re.search(r"^step \d+ \| loss", text(), re.M), 240, "training")
+        before_requeue()
+        cluster.run("scancel", "--batch", "--signal=USR1", job, env=env)
+        wait_until(lambda: re.search(r"^\{.*\}$", text(), re.M), timeout, "the requeued run's end")
+        wait_until(
+            lambda: not cluster.run("squeue", "-h", "-j", job, env=env).strip(), 60, "the job's end"
+        )
+        details = cluster.run("scontrol", "show", "job", job, env=env)
+    preempted = re.search(r"preempted by SIGTERM at step (\d+)", text())
+    assert preempted, text()[-4000:]
+    step = int(preempted.group(1))
+    summary = json.loads(re.findall(r"^\{.*\}$", text(), re.M)[-1])
+    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
+    assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
+    assert "ExitCode=0:0" in details, details
+    return step, summary, text()
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.xdist_group("slurm")
 def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_completes(
     tmp_path: Path,
 ) -> None:
-    from slurm_cluster import SlurmCluster, skip_reason
-
-    if skip_reason() is not None:
-        pytest.skip(skip_reason())
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     out = tmp_path / "out"
     out.mkdir()
@@ -605,37 +641,4 @@ def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_complete
          # 3 simulations in), the requeued run has the other 13 or so to resume
          "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
     )  # fmt: skip
-    (tmp_path / "job.sh").write_text(readme_job_script(out, command))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = str(Path(__file__).parents[1])
-    cluster = SlurmCluster()
-    try:
-        cluster.start()
-        env["SLURM_CONF"] = str(cluster.conf)
-
-        def slurm(*argv: str) -> str:
-            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        def log() -> str:
-            path = out / "job.log"
-            return path.read_text(errors="replace") if path.exists() else ""
-
-        job = slurm("sbatch", "--parsable", str(tmp_path / "job.sh")).strip()
-        wait_until(lambda: re.search(r"^step \d+ \| loss", log(), re.M), 240, "training")
-        # what --signal=B:USR1@300 does 300 s before the time limit
-        slurm("scancel", "--batch", "--signal=USR1", job)
-        wait_until(lambda: re.search(r"^\{.*\}$", log(), re.M), 400, "the requeued run's end")
-        wait_until(lambda: not slurm("squeue", "-h", "-j", job).strip(), 60, "the job's end")
-        details = slurm("scontrol", "show", "job", job)
-    finally:
-        cluster.stop()
-    text = log()
-    preempted = re.search(r"preempted by SIGTERM at step (\d+)", text)
-    assert preempted, text[-4000:]
-    step = int(preempted.group(1))
-    summary = json.loads(re.findall(r"^\{.*\}$", text, re.M)[-1])
-    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
-    assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
-    assert "ExitCode=0:0" in details, details
+    requeued_on_a_test_cluster(tmp_path, readme_job_script(out, command), lambda: None, 400)

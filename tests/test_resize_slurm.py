@@ -12,16 +12,13 @@ from the script's command line.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from test_preemption import HEAT, HEAT_FLAGS, free_port, wait_until
+from test_preemption import HEAT, HEAT_FLAGS, free_port, requeued_on_a_test_cluster
 
 PAGE = Path(__file__).parents[1] / "docs" / "how-to" / "resize.md"
 
@@ -54,55 +51,24 @@ def resize_job_script(out: Path, ranks_file: Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+@pytest.mark.xdist_group("slurm")
 def test_the_resize_job_script_requeued_on_another_number_of_ranks_completes(
     tmp_path: Path,
 ) -> None:
-    from slurm_cluster import SlurmCluster, skip_reason
-
-    if skip_reason() is not None:
-        pytest.skip(skip_reason())
     out = tmp_path / "out"
     out.mkdir()
     ranks = tmp_path / "ranks"
     ranks.write_text("2\n")
-    (tmp_path / "job.sh").write_text(resize_job_script(out, ranks))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
-    env["PYTHONPATH"] = str(Path(__file__).parents[1])
-    cluster = SlurmCluster()
-    try:
-        cluster.start()
-        env["SLURM_CONF"] = str(cluster.conf)
-
-        def slurm(*argv: str) -> str:
-            done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=30)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
-
-        def log() -> str:
-            path = out / "job.log"
-            return path.read_text(errors="replace") if path.exists() else ""
-
-        job = slurm("sbatch", "--parsable", str(tmp_path / "job.sh")).strip()
-        wait_until(lambda: re.search(r"^step \d+ \| loss", log(), re.M), 240, "training")
-        ranks.write_text("3\n")  # the requeued run's allocation
-        slurm("scancel", "--batch", "--signal=USR1", job)  # what --signal=B:USR1@300 does
-        wait_until(lambda: re.search(r"^\{.*\}$", log(), re.M), 420, "the requeued run's end")
-        wait_until(lambda: not slurm("squeue", "-h", "-j", job).strip(), 60, "the job's end")
-        details = slurm("scontrol", "show", "job", job)
-    finally:
-        cluster.stop()
-    text = log()
-    preempted = re.search(r"preempted by SIGTERM at step (\d+)", text)
-    assert preempted, text[-4000:]
-    step = int(preempted.group(1))
+    step, summary, text = requeued_on_a_test_cluster(
+        tmp_path,
+        resize_job_script(out, ranks),
+        lambda: ranks.write_text("3\n"),  # the requeued run's allocation
+        420,
+    )
     # the first run's 2 ranks started afresh; the requeued run resumed, on 3 ranks
     assert text.count("no checkpoint under") == 2, text[-4000:]
-    summary = json.loads(re.findall(r"^\{.*\}$", text, re.M)[-1])
-    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
     ranks_of = {c.name: sorted(p.name for p in c.glob("rank_*"))
                 for c in (out / "checkpoints").glob("checkpoint-*")}  # fmt: skip
     assert ranks_of[f"checkpoint-{step}"] == ["rank_0", "rank_1"], ranks_of
     assert ranks_of[f"checkpoint-{summary['steps']}"] == ["rank_0", "rank_1", "rank_2"]
     assert summary["samples_received"] == 16 * 20, summary  # each (simulation, step) once
-    assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
-    assert "ExitCode=0:0" in details, details

@@ -21,7 +21,7 @@ from melissa_trainer.stream.assembly import (
     DUPLICATE,
     OVERLAP,
     Assembly,
-    SimulationLedger,
+    StepLedger,
     block_of,
     check_hello,
     payload_array,
@@ -190,7 +190,7 @@ class Ingest(IngestState):
             self.check_finished(sim)
         return None
 
-    def _batch_any(self, msg: Batch, sim: SimulationLedger, rows: np.ndarray) -> None:
+    def _batch_any(self, msg: Batch, sim: StepLedger, rows: np.ndarray) -> None:
         """A batch of whole fields in any order, possibly with steps seen before: one
         vectorized dedup; any other batch goes record by record through `data`."""
         sid = msg.simulation_id
@@ -252,7 +252,7 @@ class Ingest(IngestState):
             return self.reject("schema_mismatch", hello.simulation_id, why)
         self.nonfinite.hello(sid)  # a new attempt: checked afresh
         if sim is None:
-            self.sims[hello.simulation_id] = SimulationLedger.from_hello(hello)
+            self.sims[hello.simulation_id] = StepLedger.from_hello(hello)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
@@ -299,7 +299,7 @@ class Ingest(IngestState):
 
     # -- in-progress samples, finishing ------------------------------------------------------
 
-    def _new_assembly(self, key: tuple[int, int], sim: SimulationLedger) -> Assembly:
+    def _new_assembly(self, key: tuple[int, int], sim: StepLedger) -> Assembly:
         pending = self.pending
         while pending and (
             len(pending) >= self._max_pending

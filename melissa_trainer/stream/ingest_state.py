@@ -1,7 +1,7 @@
 """What a receiver's ingest knows, and its checkpoint record: `IngestState`.
 
 `IngestState` owns every piece of the ingest's state: the ledgers of the simulations
-that said HELLO (`assembly.SimulationLedger`), the samples in progress, the keys of the
+that said HELLO (`assembly.StepLedger`), the samples in progress, the keys of the
 last samples put, the finished simulations (`archive`), those given up, the study's
 schema and the counters. It finishes simulations (`check_finished`: every step a BYE
 announced is in), tells when the stream ends (`check_expected`), answers the launcher
@@ -30,7 +30,7 @@ import numpy as np
 from melissa_trainer.buffers import Sample
 from melissa_trainer.checkpoint_migrations import CURRENT
 from melissa_trainer.stream.archive import Archive
-from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, SimulationLedger
+from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.protocol import FieldSpec
@@ -118,7 +118,7 @@ class IngestState:
         self._max_field_bytes, self._max_time_step = max_field_bytes, max_time_step
         self._max_pending, self._max_pending_bytes = max_pending, max_pending_bytes
         #: the ledgers of running simulations, and of finished ones until `archive` takes them
-        self.sims: dict[int, SimulationLedger] = {}
+        self.sims: dict[int, StepLedger] = {}
         self.archive = Archive(recent_size)  # finished simulations, a few bytes each
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
@@ -178,7 +178,7 @@ class IngestState:
             if lost:  # counts as done for finishing; accepted if re-sent
                 asm.record.lost.add(key[1] // self.world)
 
-    def check_finished(self, sim: SimulationLedger) -> None:
+    def check_finished(self, sim: StepLedger) -> None:
         n = sim.steps_announced()  # the steps sent here, whatever their numbering
         if sim.finished or n is None or sim.completed + len(sim.lost) < n:
             return
@@ -264,7 +264,7 @@ class IngestState:
         """The dedup record (JSON-serializable; bit arrays and recent keys as base64).
 
         It holds, per simulation with a ledger, its declaration and the bit array of the
-        steps received (`SimulationLedger.to_state`), the finished simulations archived
+        steps received (`StepLedger.to_state`), the finished simulations archived
         (`Archive.to_state`: two arrays), the simulations given up, the study's schema,
         the counters, and the keys of the last samples put (``recent``): the trainer
         snapshots the buffer before this record, so the samples recorded after the
@@ -305,8 +305,7 @@ class IngestState:
         and accepted again when re-sent.
         """
         self.sims = {
-            int(s): SimulationLedger.from_state(int(s), rec)
-            for s, rec in state["simulations"].items()
+            int(s): StepLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
         }
         self.archive.load_state(state.get("archive"))
         both = self.sims.keys() & self.archive.steps.keys()

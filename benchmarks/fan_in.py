@@ -39,7 +39,7 @@ processes of 100 sockets each: (a) bare ZeroMQ connections (PUSH sockets, no HEL
 libzmq's per-peer cost (its session, pipe, engine and their buffers); (b) in a fresh
 receiver process, 1,000 idle simulations (`Client`: HELLO and one 1 KB step each, no
 BYE): RSS per simulation, the receiver's Python allocations per simulation (tracemalloc:
-`SimulationLedger` and the ingest's per-simulation entries) and the dedup record per
+`StepLedger` and the ingest's per-simulation entries) and the dedup record per
 simulation (bytes of JSON in ``state_dict()``). The processes raise their soft limit
 of open files (RLIMIT_NOFILE) to the hard limit.
 

@@ -4,7 +4,7 @@ per-message bookkeeping.
 
 The records are built through their real APIs, without sockets: the receiver's
 `Ingest` gets each simulation's HELLO and BYE, its steps marked as the data path marks
-them (``SimulationLedger.mark_range``: 10^3 steps per simulation by default, the issue's
+them (``StepLedger.mark_range``: 10^3 steps per simulation by default, the issue's
 "10^5 simulations x 10^3 steps of dedup record"), the ingest's put count advancing as
 with real data, so that finished simulations go to the archive as they would
 (`stream/archive.py`); the launcher's `StudyRecord` draws, launches and finishes each

@@ -28,7 +28,7 @@ from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
 from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
 from melissa_trainer.sources import SourceError
 from melissa_trainer.stream import protocol as P
-from melissa_trainer.stream.assembly import SimulationLedger
+from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.receiver import (
@@ -1062,8 +1062,8 @@ def test_batches_take_the_same_path_to_the_buffer_as_records_one_by_one(world: i
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 300), max_size=50), st.integers(0, 300), st.integers(1, 100))
 def test_marking_a_range_is_marking_each_step(marked: list[int], gap: int, n: int) -> None:
-    a_rec = SimulationLedger(1, 1, (U,), {})
-    b_rec = SimulationLedger(1, 1, (U,), {})
+    a_rec = StepLedger(1, 1, (U,), {})
+    b_rec = StepLedger(1, 1, (U,), {})
     for i in sorted(set(marked)):
         a_rec.mark(i)
         b_rec.mark(i)
@@ -1073,7 +1073,7 @@ def test_marking_a_range_is_marking_each_step(marked: list[int], gap: int, n: in
         b_rec.mark(i)
     assert a_rec.done.rstrip(b"\0") == b_rec.done.rstrip(b"\0")
     assert a_rec.completed == b_rec.completed and a_rec.frontier == b_rec.frontier == start + n
-    restored = SimulationLedger.from_state(1, a_rec.to_state())
+    restored = StepLedger.from_state(1, a_rec.to_state())
     assert restored.frontier == a_rec.frontier and restored.completed == a_rec.completed
 
 

@@ -1,20 +1,37 @@
 """What the launcher is told and what it tells: the receivers' `DataReport` (which
 simulations' data is complete, which HELLOs were refused), and a failed study's
-`LauncherError`, whose message quotes the failed simulations' logs (`log_tail`).
+`LauncherError`, whose message counts the study (`study_counts`), quotes the failed
+simulations' logs (`failure_report`, `log_tail`) and lists those running
+(`running_report`). The supervisor gathers the facts under its lock; these functions
+only format them.
 
 Shared by `supervisor`, `worker_mode` and `launcher`; imports nothing of theirs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-__all__ = ["LOG_TAIL_LINES", "DataReport", "LauncherError", "log_tail"]
+from melissa_trainer.launcher.systematic import last_log_line
+
+__all__ = [
+    "LOG_TAIL_LINES",
+    "MAX_SHOWN",
+    "DataReport",
+    "LauncherError",
+    "RunningSimulation",
+    "failure_report",
+    "log_tail",
+    "running_report",
+    "study_counts",
+]
 
 #: log lines of a failed simulation quoted in the study's error
 LOG_TAIL_LINES = 5
+#: kinds of failure quoted, and simulations running listed, in a study's error
+MAX_SHOWN = 8
 #: bytes read from the end of a log for its tail (a few long lines fit; never the whole log)
 _TAIL_BYTES = 8192
 
@@ -61,3 +78,79 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
 class LauncherError(RuntimeError):
     """The study failed: a simulation failed for good with ``on_failure="raise"`` (or its
     redraws ran out), a job could not be started, or the launcher's thread died."""
+
+
+def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
+    """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
+    the study (finished, abandoned, running, exited, pending: `n_simulations` in all),
+    then the simulations that failed for good, each replaced by a new draw."""
+    places = ("finished", "abandoned", "running", "exited", "pending")
+    total = sum(int(counts[k]) for k in places)
+    parts = ", ".join(f"{int(counts[k])} {k}" for k in places)
+    return (
+        f"study of {n_simulations} simulations: {parts} (= {total}); besides, "
+        f"{int(counts['failed'])} failed for good, each replaced by a new draw; "
+        f"{attempts} attempts in all"
+    )
+
+
+def failure_report(
+    failed: Sequence[tuple[int, str, tuple[int | str, ...]]],
+    log_of: Callable[[int], Path],
+    log_dir: Path,
+) -> list[str]:
+    """The lines of a study's error that quote its failures: those that failed alike
+    (the same failing exit codes, the same last log line) once with their ids, each with
+    the last lines of its log (at most `MAX_SHOWN` kinds).
+
+    Args:
+        failed: (id, description, exit codes) of each simulation that failed, in id order.
+        log_of: a simulation's log.
+        log_dir: where the other logs are (named when kinds are left out).
+    """
+    lines = []
+    kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
+    for sid, text, codes in failed:
+        key = (frozenset(c for c in codes if c != 0), last_log_line(log_of(sid)))
+        kinds.setdefault(key, []).append((sid, text))
+    for (failing, _), members in list(kinds.items())[:MAX_SHOWN]:
+        sid, text = members[0]
+        if len(members) == 1:
+            lines.append(f"  {text}; last lines of {log_of(sid)}:")
+        else:
+            ids = [m[0] for m in members]
+            shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+            lines.append(
+                f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
+                f"{sorted(map(str, failing))}, the same last log line), their parameters "
+                f"differing; last lines of {log_of(sid)}:"
+            )
+        lines.append(log_tail(log_of(sid)))
+    if len(kinds) > MAX_SHOWN:
+        lines.append(f"  ... and other failures (see {log_dir})")
+    return lines
+
+
+class RunningSimulation(NamedTuple):
+    """A simulation running, as a study's error lists it."""
+
+    simulation_id: int
+    attempt: str  # "attempt N, parameters {...}"
+    sending: bool  # a message of this attempt came
+    silent: float  # seconds of its own silence
+    log_path: Path
+
+
+def running_report(shown: Sequence[RunningSimulation], running: int, log_dir: Path) -> list[str]:
+    """A line per simulation in `shown` (the first `MAX_SHOWN` of the `running` ones, in
+    id order), then how many more run."""
+    lines = []
+    for sim in shown:
+        heard = "messages received" if sim.sending else "no message received yet"
+        lines.append(
+            f"  running: simulation {sim.simulation_id} ({sim.attempt}, {heard}, silent "
+            f"{sim.silent:.0f} s); log: {sim.log_path}"
+        )
+    if running > len(shown):
+        lines.append(f"  ... and {running - len(shown)} more running (see {log_dir})")
+    return lines

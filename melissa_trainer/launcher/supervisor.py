@@ -39,11 +39,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.reports import DataReport, LauncherError, log_tail
+from melissa_trainer.launcher.reports import (
+    MAX_SHOWN,
+    DataReport,
+    LauncherError,
+    RunningSimulation,
+    failure_report,
+    running_report,
+    study_counts,
+)
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.launcher.study_record import StudyRecord
-from melissa_trainer.launcher.systematic import SystematicFailure, last_log_line
+from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning
 
@@ -401,10 +409,8 @@ class Supervisor:
         return self.systematic.failed(sid, code, log_path)
 
     def failures(self) -> str:
-        """The study's failures for its error: a count of every simulation that adds up
-        to the study's size, then the failures, those that failed alike (the same exit
-        codes and log tail) once with their ids, each with the last lines of its log (at
-        most 8 kinds)."""
+        """The study's failures for its error (`reports.failure_report`), then the
+        simulations running now. Any thread."""
         with self.lock:
             failed = [
                 (sid, self.study.describe(sid), tuple(r.exit_codes))
@@ -414,26 +420,7 @@ class Supervisor:
             counts = self.study.summary(time.monotonic())
             attempts = sum(len(r.exit_codes) for r in self.study.records.values())
         lines = [study_counts(counts, self.study.n_simulations, attempts)]
-        # failures alike (the same failing exit codes, the same last log line) once
-        kinds: dict[tuple[frozenset[int | str], str], list[tuple[int, str]]] = {}
-        for sid, text, codes in failed:
-            key = (frozenset(c for c in codes if c != 0), last_log_line(self.log_of(sid)))
-            kinds.setdefault(key, []).append((sid, text))
-        for (failing, _), members in list(kinds.items())[:8]:
-            sid, text = members[0]
-            if len(members) == 1:
-                lines.append(f"  {text}; last lines of {self.log_of(sid)}:")
-            else:
-                ids = [m[0] for m in members]
-                shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
-                lines.append(
-                    f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                    f"{sorted(map(str, failing))}, the same last log line), their parameters "
-                    f"differing; last lines of {self.log_of(sid)}:"
-                )
-            lines.append(log_tail(self.log_of(sid)))
-        if len(kinds) > 8:
-            lines.append(f"  ... and other failures (see {self.settings.log_dir})")
+        lines += failure_report(failed, self.log_of, self.settings.log_dir)
         return "\n".join(lines + self.running())
 
     def attempt_of(self, sid: int) -> str:
@@ -443,20 +430,19 @@ class Supervisor:
             return f"attempt {record.attempts - 1}, parameters {dict(record.parameters)}"
 
     def running(self) -> list[str]:
-        """A line per simulation running now (at most 8): its id, attempt, parameters,
-        whether a message of it came, and its log. Any thread (a best-effort read)."""
-        jobs = [j for j in list(self.jobs.values()) if j.simulation_id is not None]
-        lines = []
-        for job in sorted(jobs, key=lambda j: j.simulation_id or 0)[:8]:
-            sid = job.simulation_id or 0  # (not None: filtered above)
-            heard = "messages received" if job.sending else "no message received yet"
-            lines.append(
-                f"  running: simulation {sid} ({self.attempt_of(sid)}, {heard}, silent "
-                f"{job.silent:.0f} s); log: {job.log_path}"
-            )
-        if len(jobs) > 8:
-            lines.append(f"  ... and {len(jobs) - 8} more running (see {self.settings.log_dir})")
-        return lines
+        """The simulations running now (`reports.running_report`). Any thread (a
+        best-effort read)."""
+        running = [
+            (job.simulation_id, job)
+            for job in list(self.jobs.values())
+            if job.simulation_id is not None
+        ]
+        running.sort(key=lambda pair: pair[0])  # (by id only: jobs do not compare)
+        shown = [
+            RunningSimulation(sid, self.attempt_of(sid), job.sending, job.silent, job.log_path)
+            for sid, job in running[:MAX_SHOWN]
+        ]
+        return running_report(shown, len(running), self.settings.log_dir)
 
     def give_up(self, sid: int, redraw: bool) -> None:
         """Tell the receivers: `redraw`, a replacement comes (they wait for it instead);
@@ -472,17 +458,3 @@ class Supervisor:
             )
         else:
             callback(sid)
-
-
-def study_counts(counts: Mapping[str, float], n_simulations: int, attempts: int) -> str:
-    """One line of a study's counts (`StudyRecord.summary`) that adds up: the places of
-    the study (finished, abandoned, running, exited, pending: `n_simulations` in all),
-    then the simulations that failed for good, each replaced by a new draw."""
-    places = ("finished", "abandoned", "running", "exited", "pending")
-    total = sum(int(counts[k]) for k in places)
-    parts = ", ".join(f"{int(counts[k])} {k}" for k in places)
-    return (
-        f"study of {n_simulations} simulations: {parts} (= {total}); besides, "
-        f"{int(counts['failed'])} failed for good, each replaced by a new draw; "
-        f"{attempts} attempts in all"
-    )

@@ -1,6 +1,6 @@
 """The finished simulations a receiver no longer needs a ledger for: a few bytes each.
 
-A running simulation needs its whole `SimulationLedger` (its declaration, the bit of
+A running simulation needs its whole `StepLedger` (its declaration, the bit of
 every step, its BYEs, its heartbeat); a finished one needs only to answer "is this step
 a duplicate?" — every step of a finished simulation is — and, on resume, to be
 forgotten step by step if the buffer's snapshot did not hold its last samples. That
@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.stream.assembly import SimulationLedger
+from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.protocol import Hello
 
 __all__ = ["Archive"]
@@ -72,7 +72,7 @@ class Archive:
         while queue and marked - queue[0][0] >= self.keep:
             yield queue.popleft()[1]
 
-    def take(self, ledger: SimulationLedger) -> bool:
+    def take(self, ledger: StepLedger) -> bool:
         """Archive `ledger` if it is canonical (see the module docstring); True if it
         was (the caller then drops it)."""
         n = ledger.completed
@@ -81,11 +81,11 @@ class Archive:
         self.steps[ledger.simulation_id] = n
         return True
 
-    def revive(self, hello: Hello) -> SimulationLedger:
+    def revive(self, hello: Hello) -> StepLedger:
         """The ledger of an archived simulation that says HELLO again (removed from the
         archive): declared by `hello`, finished, steps ``0 .. n-1`` done."""
         n = self.steps.pop(hello.simulation_id)
-        ledger = SimulationLedger.from_hello(hello)
+        ledger = StepLedger.from_hello(hello)
         if n:
             ledger.mark_range(0, n)
         ledger.finished = True

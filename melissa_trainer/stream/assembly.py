@@ -3,8 +3,9 @@
 Everything here is used by one receiver thread only (no locking inside; the receiver
 holds its own lock around what a checkpoint reads).
 
-* :class:`SimulationLedger`: one receiver's ledger of one simulation (not the
-  launcher's `SimulationRecord`, which tracks its process): what it declared in its
+* :class:`StepLedger`: one receiver's ledger of one simulation's time steps (what
+  the receiver knows of its data; the launcher's `SimulationRecord` is what the
+  launcher knows of its runs: status, attempts, exit codes): what it declared in its
   HELLO (fields, parameters, rank count), which of its time steps this receiver has
   completed (a bit array: O(steps / 8) bytes per simulation, indexed by the *local*
   step ``time_step // world_size``), the BYEs of its ranks, and whether it has
@@ -28,10 +29,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.buffers import SampleBlock
-from melissa_trainer.stream.protocol import Data, FieldSpec, Hello
-
-#: Sample entries added by the receiver; a HELLO may not declare fields of these names.
-RESERVED_NAMES = frozenset({"simulation_id", "time_step", "parameters"})
+from melissa_trainer.stream.protocol import RESERVED_NAMES, Data, FieldSpec, Hello
 
 #: Reasons a message is rejected (protocol's, then the receiver's own), a fixed set so
 #: telemetry has the same keys on every rank. Unknown protocol reasons count as "other".
@@ -99,9 +97,9 @@ def check_hello(hello: Hello, max_field_bytes: int) -> str | None:
     return None
 
 
-class SimulationLedger:
-    """One receiver's ledger of one simulation: its declaration and the steps received
-    (see the module docstring)."""
+class StepLedger:
+    """One receiver's ledger of one simulation's time steps: its declaration and the
+    steps received (see the module docstring)."""
 
     __slots__ = (
         "simulation_id",
@@ -155,7 +153,7 @@ class SimulationLedger:
         self.messages = 0
 
     @classmethod
-    def from_hello(cls, hello: Hello) -> SimulationLedger:
+    def from_hello(cls, hello: Hello) -> StepLedger:
         return cls(hello.simulation_id, hello.client_count, hello.fields, dict(hello.parameters))
 
     def same_declaration(self, hello: Hello) -> bool:
@@ -258,7 +256,7 @@ class SimulationLedger:
         }
 
     @classmethod
-    def from_state(cls, simulation_id: int, state: dict[str, Any]) -> SimulationLedger:
+    def from_state(cls, simulation_id: int, state: dict[str, Any]) -> StepLedger:
         fields = tuple(
             FieldSpec(str(f["name"]), np.dtype(str(f["dtype"])), tuple(int(d) for d in f["shape"]))
             for f in state["fields"]
@@ -300,7 +298,7 @@ class Assembly:
 
     __slots__ = ("record", "arrays", "parts", "remaining", "nbytes", "unflagged")
 
-    def __init__(self, record: SimulationLedger) -> None:
+    def __init__(self, record: StepLedger) -> None:
         self.record = record
         self.arrays: dict[str, np.ndarray] = {}
         self.parts: dict[str, _FieldParts] = {}
@@ -341,7 +339,7 @@ class Assembly:
         return ADDED
 
 
-def block_of(name: str, rows: np.ndarray, sim: SimulationLedger, steps: list[int]) -> SampleBlock:
+def block_of(name: str, rows: np.ndarray, sim: StepLedger, steps: list[int]) -> SampleBlock:
     """The samples of `rows` (the field, one row per step of `steps`) as one block.
 
     The field is copied once for the whole block (a sample owns its memory: a view

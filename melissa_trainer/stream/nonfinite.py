@@ -51,7 +51,7 @@ from melissa_trainer.stream.finite import FLOAT_KINDS, all_finite
 from melissa_trainer.stream.log_summary import NONFINITE, LogSummary
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.stream.assembly import SimulationLedger
+    from melissa_trainer.stream.assembly import StepLedger
 
 __all__ = [
     "FLOAT_KINDS",
@@ -124,7 +124,7 @@ class NonFiniteGuard:
                 return name
         return None
 
-    def refuse(self, sim: SimulationLedger, t: int, local: int, name: str) -> bool:
+    def refuse(self, sim: StepLedger, t: int, local: int, name: str) -> bool:
         """Drop the sample of step `t` (local step `local`) of `sim`, whose field `name`
         is not finite, as the policy says; True if its step was marked done ("refuse":
         the caller then sees whether the simulation has finished)."""

@@ -89,8 +89,8 @@ from melissa_trainer.checkpoint_migrations import upgrade
 from melissa_trainer.stream import protocol
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
-from melissa_trainer.stream.ingest import telemetry_keys
 from melissa_trainer.stream.ingest_loop import IngestLoop
+from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
 from melissa_trainer.stream.protocol import (
     DATA,

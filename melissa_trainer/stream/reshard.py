@@ -56,7 +56,7 @@ import numpy as np
 
 from melissa_trainer.checkpoint_migrations import upgrade
 from melissa_trainer.stream.archive import Archive
-from melissa_trainer.stream.assembly import SimulationLedger
+from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingest_state import STATE_VERSION
 
@@ -144,7 +144,7 @@ def _corrected(state: dict[str, Any], r: int, k: int, buffer_put: int) -> Ingest
     return ingest
 
 
-def _steps(rec: SimulationLedger) -> np.ndarray:
+def _steps(rec: StepLedger) -> np.ndarray:
     """The local steps a ledger has done."""
     bits = np.unpackbits(np.frombuffer(bytes(rec.done), np.uint8), bitorder="little")
     return np.flatnonzero(bits)
@@ -155,12 +155,10 @@ def _count(n: np.ndarray, r: int | np.ndarray, k: int) -> np.ndarray:
     return np.maximum(0, (n - r + k - 1) // k)
 
 
-def _split(
-    olds: list[Ingest], k: int, rank: int, m: int
-) -> tuple[dict[int, SimulationLedger], Archive]:
+def _split(olds: list[Ingest], k: int, rank: int, m: int) -> tuple[dict[int, StepLedger], Archive]:
     """New rank `rank`'s ledgers and archive."""
     archive = Archive(1)
-    sims: dict[int, SimulationLedger] = {}
+    sims: dict[int, StepLedger] = {}
     ids = sorted(set().union(*(o.sims.keys() | o.archive.steps.keys() for o in olds)))
     # The usual finished simulation, archived on every old rank with steps 0 .. N-1 in
     # all: archived here too, vectorized (a study may have 10^5 of them).
@@ -179,7 +177,7 @@ def _split(
         done: list[np.ndarray] = []
         lost: list[int] = []
         finished = True
-        declared: SimulationLedger | None = None
+        declared: StepLedger | None = None
         for r, o in enumerate(olds):
             rec = o.sims.get(s)
             if rec is not None:
@@ -197,9 +195,7 @@ def _split(
         if finished and not gone and np.array_equal(here, np.arange(here.size)):
             archive.steps[s] = int(here.size)
         elif declared is not None:
-            rec = SimulationLedger(
-                s, declared.client_count, declared.fields, dict(declared.parameters)
-            )
+            rec = StepLedger(s, declared.client_count, declared.fields, dict(declared.parameters))
             rec.mark_many(here)
             rec.lost = set(gone)
             if finished:

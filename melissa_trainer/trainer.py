@@ -36,11 +36,8 @@ from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker, 
 from melissa_trainer.loss_guard import LossGuard
 from melissa_trainer.output_lock import OutputDirLock, lock_output_dir
 from melissa_trainer.preemption import Preempted, PreemptionHandler
-from melissa_trainer.simulation_loss import (
-    SimulationLosses,
-    check_loss_overrides,
-    per_sample_losses,
-)
+from melissa_trainer.sample_losses import check_loss_overrides, per_sample_losses
+from melissa_trainer.simulation_loss import SimulationLosses
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.staging import BatchStager
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -89,7 +86,7 @@ class OnlineTrainer:
     than it has visible GPUs (the message names the fixes), `OutputDirLocked` when
     another trainer uses `args.output_dir`, TypeError when a hook asks for the
     per-sample losses and the class overrides `compute_loss` alone
-    (`simulation_loss.check_loss_overrides`), ValueError when the source refuses
+    (`sample_losses.check_loss_overrides`), ValueError when the source refuses
     `args` (`Source.hooks`: an adaptive study with ``simulation_loss_steps=0``).
     """
 

@@ -217,8 +217,8 @@ class Hook:
         """The per-simulation losses were reduced over ranks: `updated` maps each
         simulation that had samples trained on since the last reduction to its statistic
         (identical on all ranks); `trainer.simulation_losses` has every simulation's.
-        Fired by the `SimulationLossTracker` in its STEP_END, before the other hooks'
-        `on_step_end`."""
+        Fired by the `SimulationLossTracker` in its `on_step_end`, before the other
+        hooks' when the trainer or the source installed it (first)."""
 
     def on_step_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

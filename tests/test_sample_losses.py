@@ -262,3 +262,28 @@ def test_a_user_hook_sees_the_source_start_before_training_starts(tmp_path: Path
     order = Order()
     make_trainer(tmp_path, samples(8), [order]).train()
     assert order.events == ["source_started", "train_start"]
+
+
+@pytest.mark.timeout(120)
+def test_a_checkpoint_with_or_without_a_tracker_resumes_with_or_without_one(
+    tmp_path: Path,
+) -> None:
+    """Every checkpoint has the per-simulation losses' file (an empty record without a
+    tracker), so the tracker may come or go between a run and its resume."""
+    untracked = make_trainer(tmp_path / "a", samples(48), [], max_steps=4, save_at_end=True)
+    untracked.train()
+    record = tmp_path / "a" / "out" / "checkpoints" / "checkpoint-4" / "rank_0"
+    assert (record / "simulation_losses.safetensors").is_file()
+    resumed = make_trainer(tmp_path / "a", samples(48), [], simulation_loss_steps=2,
+                           resume_from_checkpoint="latest")  # fmt: skip
+    resumed.train()  # steps 5 to 12: reductions at 6, 8, 10, 12 of the samples drawn since
+    assert {sid: x.draws for sid, x in resumed.simulation_losses.items()} == {
+        s: 8 for s in range(4)
+    }
+    tracked = make_trainer(tmp_path / "b", samples(48), [], simulation_loss_steps=2,
+                           max_steps=4, save_at_end=True)  # fmt: skip
+    tracked.train()
+    assert len(tracked.simulation_losses) == 4
+    again = make_trainer(tmp_path / "b", samples(48), [], resume_from_checkpoint="latest")
+    again.train()  # no tracker: the record is not read, and training goes on
+    assert again.state.global_step == 12 and len(again.simulation_losses) == 0

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         HookList,
         ProgressHook,
         PseudoEpochHook,
+        SimulationLossTracker,
         TensorBoardHook,
         default_hooks,
     )
@@ -114,6 +115,7 @@ __all__ = [
     "Sampler",
     "SimulationLoss",
     "SimulationLosses",
+    "SimulationLossTracker",
     "SlurmBackend",
     "SobolSampler",
     "Source",
@@ -159,6 +161,7 @@ _MODULES = {
     "HookList": "hooks",
     "ProgressHook": "hooks",
     "PseudoEpochHook": "hooks",
+    "SimulationLossTracker": "hooks",
     "TensorBoardHook": "hooks",
     "default_hooks": "hooks",
     "IterableSource": "sources",

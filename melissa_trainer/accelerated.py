@@ -76,6 +76,9 @@ class TrainStep(Protocol):
     """The arithmetic of one optimizer step; the trainer calls `backward` once per
     micro-batch, then `update` once. Not thread-safe: the training thread only."""
 
+    #: the loss of one micro-batch; the trainer may swap it between runs (`train()`)
+    compute_loss: ComputeLoss
+
     def backward(self, batch: Any) -> torch.Tensor:
         """Forward, loss and backward of one micro-batch; returns the loss, detached
         and not divided by the accumulation steps (what hooks and logs see)."""

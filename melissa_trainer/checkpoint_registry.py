@@ -40,6 +40,8 @@ from melissa_trainer import simulation_loss
 from melissa_trainer.checkpoint_errors import naming_file
 from melissa_trainer.checkpoint_migrations import trainer_rank_of, upgrade
 from melissa_trainer.checkpoint_reshard import Reshard
+from melissa_trainer.hooks.simulation_losses import SimulationLossTracker
+from melissa_trainer.simulation_loss import SimulationLosses
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer import OnlineTrainer
@@ -153,15 +155,22 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
+    # The per-simulation losses are the `SimulationLossTracker` hook's (when the run has
+    # one). A run without one writes an empty record all the same: every checkpoint has
+    # the same files, and one of an untracked run resumes with tracking turned on.
+    tracker = trainer.hooks.get(SimulationLossTracker)
+
     def save_losses(path: Path) -> None:
-        losses = trainer.simulation_losses.state_dict()
-        save_file(losses, str(rank_dir(path) / simulation_loss.STATE_FILE))
+        losses = tracker.losses if tracker is not None else SimulationLosses(acc.device, False)
+        save_file(losses.state_dict(), str(rank_dir(path) / simulation_loss.STATE_FILE))
 
     def load_losses(path: Path, version: int) -> None:
         file = rank_dir(path) / simulation_loss.STATE_FILE
+        if tracker is None:  # not tracked in this run: the statistics are not carried on
+            return
         if file.is_file():
-            trainer.simulation_losses.load_state_dict(load_file(str(file)))
-        elif trainer.simulation_loss_steps:  # a checkpoint of an earlier version
+            tracker.losses.load_state_dict(load_file(str(file)))
+        else:  # a checkpoint of an earlier version
             logger.warning(
                 "%s has no per-simulation losses (written by an earlier version): the "
                 "simulations trained on before it are not observed by the sampler",
@@ -170,9 +179,11 @@ def parts(trainer: OnlineTrainer) -> list[Part]:
 
     def reshard_losses(path: Path, old: int, version: int) -> None:
         files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
+        if tracker is None:  # as in `load_losses`
+            return
         if all(file.is_file() for file in files):
-            reshard.simulation_losses(path, old, version)
-        elif trainer.simulation_loss_steps:  # a checkpoint of an earlier version
+            reshard.simulation_losses(path, old, version, tracker.losses)
+        else:  # a checkpoint of an earlier version
             logger.warning(
                 "%s has no per-simulation losses (written by an earlier version): the "
                 "simulations trained on before it are not observed by the sampler",

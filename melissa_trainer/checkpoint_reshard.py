@@ -169,16 +169,19 @@ class Reshard:
         trainer.state.samples_seen = share_samples_seen(counts, self.rank, self.world_size)
         trainer.log_figures.load_state_dict(LogFigures.reshard_state(records, self.rank))
 
-    def simulation_losses(self, path: Path, old: int, version: int) -> None:
-        """The per-simulation statistics as they are, and this rank's share of the old
-        ranks' unreduced samples (`SimulationLosses.reshard_state`); none from a
-        checkpoint of an earlier version, which has none."""
+    def simulation_losses(
+        self, path: Path, old: int, version: int, losses: SimulationLosses
+    ) -> None:
+        """Into `losses` (the run's `SimulationLossTracker`'s): the per-simulation
+        statistics as they are, and this rank's share of the old ranks' unreduced
+        samples (`SimulationLosses.reshard_state`); none from a checkpoint of an
+        earlier version, which has none."""
         files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
         if not all(file.is_file() for file in files):
             return  # (an earlier version's: `checkpoint_registry` warns as on one rank)
         states = [load_file(str(file)) for file in files]
         shared = SimulationLosses.reshard_state(states, self.rank, self.world_size)
-        self.trainer.simulation_losses.load_state_dict(shared)
+        losses.load_state_dict(shared)
 
     # -- the RNG ----------------------------------------------------------------------
 

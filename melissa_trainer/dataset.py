@@ -110,6 +110,14 @@ def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
         ) from None
 
 
+def simulation_ids_or_none(samples: Sequence[Sample]) -> np.ndarray | None:
+    """`simulation_ids(samples)`, or None when a sample has no ``simulation_id``."""
+    try:
+        return simulation_ids(samples)
+    except ValueError:  # (simulation_ids' only ValueError: a sample without the field)
+        return None
+
+
 class StreamDataset(IterableDataset):
     """Batches from a buffer.
 
@@ -163,10 +171,10 @@ class StreamDataset(IterableDataset):
         self.source = source
         self.poll_interval = poll_interval
         self._pending: deque[Sequence[Sample]] = deque()
-        #: set `next_batch`'s `last_simulation_ids` (the trainer does, when it tracks
-        #: per-simulation losses)
+        #: set `next_batch`'s `last_simulation_ids` (the trainer does, when a hook asks
+        #: for the per-sample losses: SAMPLE_LOSSES carries them)
         self.track_simulation_ids = False
-        self.last_simulation_ids = np.zeros(0, np.int64)
+        self.last_simulation_ids: np.ndarray | None = np.zeros(0, np.int64)
         #: the raw samples of the last `next_batch` (the trainer's loss check names
         #: their simulations; one batch held, no copy)
         self.last_samples: Sequence[Sample] = ()
@@ -226,11 +234,11 @@ class StreamDataset(IterableDataset):
         """Collate the next pending batch; returns `(batch, number_of_samples)`.
 
         With `track_simulation_ids` set, `last_simulation_ids` is then the batch's
-        samples' ``simulation_id`` values, in the batch's order.
+        samples' ``simulation_id`` values, in the batch's order (None when a sample has
+        none: a source other than the stream's).
 
         Raises:
             IndexError: nothing is pending (call `prefetch` first).
-            ValueError: `track_simulation_ids` and a sample without ``simulation_id``.
         """
         samples = self.take_pending()
         return self.collate_samples(samples), len(samples)
@@ -244,11 +252,11 @@ class StreamDataset(IterableDataset):
         """Take the next pending batch's raw samples, uncollated, as `next_batch` does
         (`last_samples` and `last_simulation_ids` then refer to them).
 
-        Raises IndexError when nothing is pending, ValueError as `next_batch`.
+        Raises IndexError when nothing is pending.
         """
         samples = self.last_samples = self._pending.popleft()
         if self.track_simulation_ids:
-            self.last_simulation_ids = simulation_ids(samples)
+            self.last_simulation_ids = simulation_ids_or_none(samples)
         return samples
 
     def collate_samples(self, samples: Sequence[Sample]) -> Any:

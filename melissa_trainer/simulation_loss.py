@@ -1,9 +1,11 @@
 """Per-simulation training loss: how badly the surrogate does on each simulation's data.
 
 The trainer computes the per-sample losses of every batch it trains on anyway (their mean
-is the step's loss: no extra forward pass). `SimulationLosses` keeps them, with the
-samples' simulation ids, *on the training device* until the next reduction, then, every
-`simulation_loss_steps` steps (on every rank at the same step: a collective), moves them
+is the step's loss: no extra forward pass) when a hook asks for them (SAMPLE_LOSSES); the
+`SimulationLossTracker` hook (`melissa_trainer.hooks.simulation_losses`) asks, and keeps
+them in a `SimulationLosses`, with the samples' simulation ids, *on the training device*
+until the next reduction, then, every `simulation_loss_steps` steps (on every rank at the
+same step: a collective), moves them
 to the host once, sums them per simulation, gathers every rank's sums and folds them into
 one statistic per simulation, identical on every rank:
 
@@ -54,8 +56,6 @@ __all__ = [
     "REFERENCE_PERIODS",
     "SimulationLoss",
     "SimulationLosses",
-    "check_loss_overrides",
-    "per_sample_losses",
     "resolve_loss_steps",
 ]
 
@@ -69,7 +69,8 @@ STATE_FILE = "simulation_losses.safetensors"
 
 def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
     """The reduction cadence in use: `steps` (`simulation_loss_steps`), or with None the
-    default when the source asks for the losses (`wanted`), else 0 (off).
+    default when the source asks for the losses (`wanted`: an adaptive study), else 0
+    (off).
 
     Raises:
         ValueError: the source asks for them and `steps` is 0.
@@ -83,47 +84,6 @@ def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
             "leave it unset, or use a fixed design (make_sampler('lhs', ...))"
         )
     return int(steps)
-
-
-def check_loss_overrides(trainer_type: type, base: type) -> None:
-    """Refuse a trainer class that overrides `compute_loss` but not
-    `compute_sample_losses`: with the losses tracked, the step trains on the mean of the
-    latter, not on the loss its author wrote.
-
-    Raises:
-        TypeError: naming the fixes.
-    """
-    if (
-        trainer_type.compute_loss is not base.compute_loss  # type: ignore[attr-defined]
-        and trainer_type.compute_sample_losses  # type: ignore[attr-defined]
-        is base.compute_sample_losses  # type: ignore[attr-defined]
-    ):
-        raise TypeError(
-            f"{trainer_type.__name__} overrides compute_loss, but per-simulation losses "
-            "(simulation_loss_steps, on for an adaptive sampler) train on the mean of "
-            "compute_sample_losses: override compute_sample_losses too (one loss per "
-            "sample), or set simulation_loss_steps=0 with a fixed design"
-        )
-
-
-def per_sample_losses(loss_fn: Any, outputs: Any, targets: Any) -> torch.Tensor:
-    """``loss_fn(outputs, targets, reduction="none")`` averaged over every dimension but
-    the first: one loss per sample, whose mean is ``loss_fn(outputs, targets)`` for a
-    mean-reduced loss (mean squared error, L1...), up to rounding.
-
-    Raises:
-        TypeError: `loss_fn` takes no `reduction` (the message names the fixes).
-    """
-    try:
-        losses = loss_fn(outputs, targets, reduction="none")
-    except TypeError as exc:
-        name = getattr(loss_fn, "__name__", repr(loss_fn))
-        raise TypeError(
-            f"per-simulation losses call loss_fn(outputs, targets, reduction='none'), which "
-            f"{name} does not take ({exc}): pass a loss_fn that does (torch.nn.functional's "
-            f"losses do), or override OnlineTrainer.compute_sample_losses"
-        ) from exc
-    return losses.reshape(losses.shape[0], -1).mean(dim=1) if losses.dim() > 1 else losses
 
 
 @dataclass(frozen=True)
@@ -171,6 +131,13 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         self.reductions = 0  # how many reductions ran (for tests and telemetry)
 
     # -- the step -------------------------------------------------------------------------
+
+    def place(self, device: torch.device, distributed: bool) -> None:
+        """Keep the losses on `device` from now on (the unreduced ones held are moved
+        there: restored from a checkpoint, they are on the device this was created
+        with), and reduce over the process group if `distributed`."""
+        self.device, self.distributed = device, distributed
+        self._losses = [x.to(device) for x in self._losses]
 
     def record(self, simulation_ids: np.ndarray, losses: torch.Tensor) -> None:
         """Keep one micro-batch's per-sample `losses` (shape ``[n]``) of the samples of

@@ -7,7 +7,8 @@ source: `wait_for(n_samples, timeout)`, made before each read of the buffer and 
 it waits for data. How the producer shares the process with training (in that call,
 in a thread, or both) is the source's own business; a dead producer surfaces from that
 call as `SourceError` instead of a hang. The trainer starts the source and stops it at
-the end.
+the end; everything else a source hears of the run comes through the hooks it gives
+the trainer (`Source.hooks`), as events every hook sees.
 
 `IterableSource` is the in-process source: a Python iterable (or a factory of one per
 rank) advanced in the training thread by a rule that makes runs reproducible bit for
@@ -26,9 +27,10 @@ import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
 
-if TYPE_CHECKING:  # a type only: simulation_loss imports torch, and the stream (which
-    # builds on this module) promises numpy and pyzmq only
-    from melissa_trainer.simulation_loss import SimulationLoss
+if TYPE_CHECKING:  # types only: the hooks import torch, and the stream (which builds
+    # on this module) promises numpy and pyzmq only
+    from melissa_trainer.arguments import TrainingArguments
+    from melissa_trainer.hooks.base import Hook
 
 
 class SourceError(RuntimeError):
@@ -57,11 +59,6 @@ class Source(ABC):
         continues after what the buffer has already received.
         """
 
-    def on_all_ranks_started(self) -> None:  # noqa: B027 - optional, no-op
-        """Called on every rank once every rank's `start` has returned (the trainer puts
-        a barrier in between): e.g. every receiver's endpoint is published. No-op by
-        default."""
-
     @abstractmethod
     def wait_for(self, n_samples: int, timeout: float) -> None:
         """Do the producer's work that a read of `n_samples` needs; called by the reader
@@ -88,28 +85,20 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
-    def on_end_of_stream(self) -> None:  # noqa: B027 - optional, no-op
-        """Called on every rank, at the same step, when the stream has ended on some
-        rank (its data exhausted; the END_OF_STREAM event), before any pseudo-epoch's
-        replay and before `stop`. A `stop` without it ends a run stopped with data still
-        to come (`max_steps`, a hook, an error, a preemption). No-op by default."""
+    def hooks(self, args: TrainingArguments) -> list[Hook]:
+        """The hooks this source needs, which the trainer installs first (called once,
+        at its construction, with the run's arguments): how a source hears of the
+        trainer's lifecycle (SOURCE_STARTED, END_OF_STREAM, PREEMPTED: `Event`) and
+        of what training computes (SIMULATION_LOSSES), as any hook does. A `Study`
+        gives one that starts its simulations once every rank's source has started and
+        tells it of the end of the stream and of a preemption; an adaptive one also a
+        `SimulationLossTracker` and a feed of its statistics to the sampler. None by
+        default.
 
-    def on_preempted(self) -> None:  # noqa: B027 - optional, no-op
-        """Called on every rank when the run is preempted (SIGTERM, SIGUSR1), once its
-        checkpoint is written and just before `stop`: `stop` must then not wait for
-        producers to finish (the scheduler's grace period is short, and nothing will be
-        trained on). No-op by default."""
-
-    def wants_simulation_losses(self) -> bool:
-        """Whether this source is steered by the per-simulation training losses (then
-        the trainer reduces them by default and calls `observe_simulation_losses`).
-        The same answer on every rank. False by default."""
-        return False
-
-    def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:  # noqa: B027
-        """Called on every rank, in the training thread, after each reduction of the
-        per-simulation losses with those that changed (the same on every rank). No-op by
-        default."""
+        Raises:
+            ValueError: `args` asks for what this source cannot follow.
+        """
+        return []
 
     #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
     #: in full (e.g. simulations finished, when each receiver sees every simulation

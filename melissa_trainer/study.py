@@ -9,9 +9,14 @@ rank's receiver filling its buffer: the data) and a `Launcher` (rank 0's supervi
 the simulations: the processes). The study owns what joins them:
 
 * **When the simulations start.** Rank 0 starts the launcher in `on_all_ranks_started`,
-  which the trainer calls after a barrier once every rank's `start` has returned: every
-  receiver has published its endpoint, so no simulation reads a rendezvous file left by
-  an earlier run. Outside a trainer, call it yourself after `start`.
+  which the study's hook (`hooks`) calls at SOURCE_STARTED, fired by the trainer after a
+  barrier once every rank's `start` has returned: every receiver has published its
+  endpoint, so no simulation reads a rendezvous file left by an earlier run. Outside a
+  trainer, call it yourself after `start`.
+* **What the study hears of the run** comes through the hooks it gives the trainer
+  (`hooks`, `melissa_trainer.study_hooks`): the start above, the end of the stream and
+  a preemption (which decide how long `stop` waits) and, with an adaptive sampler, a
+  `SimulationLossTracker` whose statistics rank 0 feeds to the launcher's `observe`.
 * **What "finished" means.** Rank 0's receiver reports to the launcher (its heartbeat
   is the receiver's per-simulation message count; a simulation is finished once its data
   is complete, not when its process exits 0; a HELLO refused for other fields, or
@@ -48,15 +53,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
-from melissa_trainer.simulation_loss import SimulationLoss
+from melissa_trainer.simulation_loss import SimulationLoss, resolve_loss_steps
 from melissa_trainer.sources import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study_hooks import AdaptiveFeed, StudyEvents
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
@@ -139,7 +147,6 @@ class Study(Source):
 
     def on_all_ranks_started(self) -> None:
         """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
-        self.stream.on_all_ranks_started()
         receiver = self.stream.receiver
         if self._started:
             return
@@ -255,24 +262,39 @@ class Study(Source):
             self.stream.stop()
 
     def on_end_of_stream(self) -> None:
-        """The stream has ended on some rank: `stop` gives the last simulations
+        """The stream has ended on some rank (END_OF_STREAM): `stop` gives the last simulations
         `STOP_WAIT` s to exit and their data to arrive."""
         self._stream_over = True
 
     def on_preempted(self) -> None:
-        """The run is preempted (its checkpoint written): `stop` kills the simulations at
+        """The run is preempted (PREEMPTED; its checkpoint written): `stop` kills the simulations at
         once, without the `STOP_WAIT` for the last ones' data (measured: a SIGTERM with
         every simulation launched exited after 11.4 s, the checkpoint written at 0.1 s)."""
         self._preempted = True
 
-    def wants_simulation_losses(self) -> bool:
-        """True when the launcher's sampler is adaptive (`AdaptiveSampler`)."""
+    @property
+    def adaptive(self) -> bool:
+        """Whether the launcher's sampler is steered by the per-simulation training
+        losses (an `AdaptiveSampler`)."""
         return isinstance(self.launcher.sampler, AdaptiveSampler)
+
+    def hooks(self, args: TrainingArguments) -> list[Hook]:
+        """`StudyEvents` (the run's lifecycle, told to this study); with an adaptive
+        sampler, first a `SimulationLossTracker` (every ``simulation_loss_steps`` steps,
+        `DEFAULT_SIMULATION_LOSS_STEPS` when unset) and an `AdaptiveFeed` after it.
+
+        Raises:
+            ValueError: the sampler is adaptive and ``simulation_loss_steps`` is 0.
+        """
+        if not self.adaptive:
+            return [StudyEvents(self)]
+        steps = resolve_loss_steps(args.simulation_loss_steps, wanted=True)
+        return [SimulationLossTracker(steps), AdaptiveFeed(self), StudyEvents(self)]
 
     def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:
         """Rank 0 steers the sampler with each updated simulation's `relative` loss (the
         launcher takes its lock; the next draw, here or by a worker, sees them)."""
-        if self._rank != 0 or not self._started or not self.wants_simulation_losses():
+        if self._rank != 0 or not self._started or not self.adaptive:
             return
         self.launcher.observe({sid: loss.relative for sid, loss in updated.items()})
 

@@ -32,16 +32,12 @@ from melissa_trainer.dataset import (
     check_batch_options,
     check_device_buffer,
 )
-from melissa_trainer.hooks import Event, Hook, HookList, default_hooks
+from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker, trainer_hooks
 from melissa_trainer.loss_guard import LossGuard
 from melissa_trainer.output_lock import OutputDirLock, lock_output_dir
 from melissa_trainer.preemption import Preempted, PreemptionHandler
-from melissa_trainer.simulation_loss import (
-    SimulationLosses,
-    check_loss_overrides,
-    per_sample_losses,
-    resolve_loss_steps,
-)
+from melissa_trainer.sample_losses import check_loss_overrides, per_sample_losses
+from melissa_trainer.simulation_loss import SimulationLosses
 from melissa_trainer.sources import Source, as_source
 from melissa_trainer.staging import BatchStager
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -71,12 +67,16 @@ class OnlineTrainer:
         loss_fn: `loss_fn(model(inputs), targets)`, mean squared error by default.
         eval_dataset: a sequence of samples (like the stream's) for validation; each rank
             evaluates its share and the mean loss is reduced over ranks.
-        hooks: user hooks, called after the built-in ones (see `hooks.default_hooks`).
-        use_default_hooks: install the built-in hooks that `args` asks for.
+        hooks: user hooks, called after the source's and the built-in ones (see
+            `hooks.trainer_hooks`).
+        use_default_hooks: install the built-in hooks that `args` asks for
+            (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
+            ``simulation_loss_steps`` is installed either way).
 
     Override `compute_loss(model, batch)` for any other loss or batch layout, and then
-    `compute_sample_losses` too if the run tracks per-simulation losses
-    (`simulation_losses`, which an adaptive sampler's study turns on).
+    `compute_sample_losses` too if a hook asks for the per-sample losses (overrides
+    `Hook.on_sample_losses`: the per-simulation losses, `simulation_losses`, which an
+    adaptive sampler's study turns on).
 
     Rank 0 locks `args.output_dir` at construction, until `train()` returns or raises
     (see `melissa_trainer.output_lock`): a second trainer on the same directory is refused
@@ -84,7 +84,10 @@ class OnlineTrainer:
 
     Raises RuntimeError at construction under a launch with more processes on a node
     than it has visible GPUs (the message names the fixes), `OutputDirLocked` when
-    another trainer uses `args.output_dir`.
+    another trainer uses `args.output_dir`, TypeError when a hook asks for the
+    per-sample losses and the class overrides `compute_loss` alone
+    (`sample_losses.check_loss_overrides`), ValueError when the source refuses
+    `args` (`Source.hooks`: an adaptive study with ``simulation_loss_steps=0``).
     """
 
     def __init__(
@@ -148,29 +151,28 @@ class OnlineTrainer:
         )
         self.state = TrainerState(max_steps=args.max_steps)
         self.control = TrainerControl()
-        builtin = (
-            default_hooks(args, has_eval=eval_dataset is not None) if use_default_hooks else []
+        self.hooks = HookList(
+            trainer_hooks(
+                args,
+                has_eval=eval_dataset is not None,
+                source_hooks=self.source.hooks(args),
+                user_hooks=hooks,
+                use_default_hooks=use_default_hooks,
+            )
         )
-        self.hooks = HookList([*builtin, *hooks])
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
         self._move_batches = acc.device.type != "cpu"
         #: the next batch collated and copied to the device a step ahead (`staging`)
         self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
-        #: each simulation's training loss, reduced over ranks every `simulation_loss_steps` steps
-        self.simulation_losses = SimulationLosses(acc.device, self.stop_sync.distributed)
-        #: the reduction cadence in use (0: off; `resolve_loss_steps`)
-        self.simulation_loss_steps = resolve_loss_steps(
-            args.simulation_loss_steps, self.source.wants_simulation_losses()
-        )
-        compute_loss = self.compute_loss
-        if self.simulation_loss_steps:
-            check_loss_overrides(type(self), OnlineTrainer)
-            self.dataset.track_simulation_ids = True
-            compute_loss = self._tracked_loss
         # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
-        self._step = make_train_step(acc, self.model, self.optimizer, lr_scheduler, compute_loss)
+        self._step = make_train_step(
+            acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
+        )
+        #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
+        self._sample_losses: torch.Tensor | None = None
+        self._choose_loss()  # (again at each train(): a hook may have been added since)
         #: the figures counted since the last log (the loss sum is part of a checkpoint)
         self.log_figures = metrics.LogFigures(acc.device)
         #: The signal that preempted the last `train()` (None: not preempted); the same
@@ -232,6 +234,7 @@ class OnlineTrainer:
                 was about to (no Preempted). The order of events is `Event`'s docstring.
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
+        self._choose_loss()
         self._hold_output_dir()
         resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
         first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
@@ -246,7 +249,7 @@ class OnlineTrainer:
         try:
             if self.num_processes > 1:
                 self.accelerator.wait_for_everyone()  # every rank's source has started
-            self.source.on_all_ranks_started()
+            hooks.fire(Event.SOURCE_STARTED, self, state, control)
             self.model.train()
             self.log_figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
@@ -272,7 +275,6 @@ class OnlineTrainer:
                     self._training_step(stage_next=i + 1 < steps)
                 if available // micro < window:  # the data ran out on some rank
                     state.stream_ended = True
-                    self.source.on_end_of_stream()
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
                         break
@@ -342,15 +344,15 @@ class OnlineTrainer:
         if signum and state.last_save_step != state.global_step:
             self.save_checkpoint()  # collective: every rank agreed on signum
         if signum:
-            self.source.on_preempted()
+            hooks.fire(Event.PREEMPTED, self, state, control)
         self.source.stop()  # before the end hooks: no simulation runs while they do
         hooks.fire(Event.TRAIN_END, self, state, control)
         requested = control.pending()
         if requested:  # no action point is left to honour them: say so, never drop silently
             logger.warning(
-                "a hook set %s after the last action point (in on_train_end, or in the "
-                "events of the final log, validation or save): ignored; request them in "
-                "on_loop_end",
+                "a hook set %s after the last action point (in on_preempted or "
+                "on_train_end, or in the events of the final log, validation or save): "
+                "ignored; request them in on_loop_end",
                 " and ".join(requested),
             )
         if signum:
@@ -377,15 +379,17 @@ class OnlineTrainer:
             self._loss_guard.record(loss, state.global_step + 1, self.dataset.last_samples)
             figures.loss_sum += loss  # stays on the device: no sync per step
             figures.loss_count += 1
+            sample_losses = self._sample_losses
+            if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
+                self._sample_losses = None
+                ids = self.dataset.last_simulation_ids
+                hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
             if stager is not None and k + 1 < micro:
                 stager.stage()  # this step's next micro-batch, while the GPU runs this one
         step.update()
         state.global_step += 1
         figures.steps += 1
-        loss_steps = self.simulation_loss_steps
-        if loss_steps and state.global_step % loss_steps == 0:
-            self._reduce_simulation_losses()
         hooks.fire(Event.STEP_END, self, state, control)
         self._perform_requested_actions()
         if stager is not None and stage_next:
@@ -433,28 +437,43 @@ class OnlineTrainer:
 
     def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
-        their mean is the step's loss when per-simulation losses are tracked (instead of
-        `compute_loss`: one forward pass). By default ``loss_fn(model(inputs), targets,
-        reduction="none")`` averaged over all but the first dimension. A `process_batch`
+        their mean is the step's loss when a hook asks for them (SAMPLE_LOSSES: the
+        per-simulation losses are tracked; instead of `compute_loss`: one forward
+        pass). By default ``loss_fn(model(inputs), targets, reduction="none")``
+        averaged over all but the first dimension. A `process_batch`
         or `collate_fn` must then keep one row per sample, in order: the losses are
         matched to the samples' simulations by position."""
         inputs, targets = _inputs_targets(batch, "compute_sample_losses")
         return per_sample_losses(self.loss_fn, model(inputs), targets)
 
-    def _tracked_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The step's loss when per-simulation losses are tracked: the mean of the
-        per-sample losses, which are kept (on the device) for the next reduction."""
+    def _choose_loss(self) -> None:
+        """The step's loss: the mean of `compute_sample_losses`, kept for SAMPLE_LOSSES,
+        when some hook listens to that event (it then also needs the batches'
+        simulation ids), else `compute_loss`. Raises TypeError as
+        `check_loss_overrides`."""
+        wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
+        if wanted:
+            check_loss_overrides(type(self), OnlineTrainer)
+        self.dataset.track_simulation_ids = wanted
+        self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
+
+    def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The step's loss when a hook listens to SAMPLE_LOSSES: the mean of the
+        per-sample losses, which are kept (detached, on the device) for the event."""
         losses = self.compute_sample_losses(model, batch)
-        self.simulation_losses.record(self.dataset.last_simulation_ids, losses)
+        self._sample_losses = losses.detach()
         return losses.mean()
 
-    def _reduce_simulation_losses(self) -> None:
-        """Reduce the per-simulation losses over ranks (a collective), tell the source
-        and fire SIMULATION_LOSSES with the simulations that changed."""
-        updated = self.simulation_losses.reduce(self.state.global_step)
-        if updated:
-            self.source.observe_simulation_losses(updated)
-            self.hooks.fire(Event.SIMULATION_LOSSES, self, self.state, self.control, updated)
+    @property
+    def simulation_losses(self) -> SimulationLosses:
+        """Each simulation's training loss, the same on every rank: the statistics of
+        the `SimulationLossTracker` among the hooks (installed by
+        ``simulation_loss_steps`` or an adaptive study), empty when there is none. A
+        read-only mapping simulation id -> `SimulationLoss`; read it between steps."""
+        tracker = self.hooks.get(SimulationLossTracker)
+        if tracker is None:
+            return SimulationLosses(self.accelerator.device, distributed=False)
+        return tracker.losses
 
     # -- actions requested by hooks --------------------------------------------------------
 

@@ -331,7 +331,9 @@ def requester(event: Event, flag: str, record: list[str]) -> Hook:
 
 @pytest.mark.parametrize("flag", sorted(ACTIONS))
 @pytest.mark.parametrize(
-    "event", [e for e in Event if e not in (Event.LOAD, Event.TRAIN_END)], ids=lambda e: e.value
+    "event",
+    [e for e in Event if e not in (Event.LOAD, Event.PREEMPTED, Event.TRAIN_END)],
+    ids=lambda e: e.value,
 )
 def test_a_flag_set_in_any_event_is_honoured(tmp_path: Path, event: Event, flag: str) -> None:
     from melissa_trainer import PseudoEpochHook

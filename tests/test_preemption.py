@@ -192,13 +192,19 @@ class SignalAt(Hook):
     ) -> None:
         self.events.append(f"save@{state.global_step}")
 
+    def on_preempted(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        # (a user hook sees the source's lifecycle too; a request here comes after the
+        # last action point: warned about, not performed)
+        self.events.append(f"preempted@{state.global_step}:{trainer.preempted_by!r}")
+        control.should_save = True
+
     def on_train_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
         self.events.append(f"train_end@{state.global_step}")
 
 
 @pytest.mark.timeout(60)
 def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_completes(
-    tmp_path: Path,
+    tmp_path: Path, caplog: Any
 ) -> None:
     out = tmp_path / "out"
     before = signal.getsignal(signal.SIGTERM)
@@ -213,7 +219,9 @@ def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_com
     assert [p.name for p in list_checkpoints(out / "checkpoints")] == [f"checkpoint-{step}"]
     assert info.value.checkpoint == str(out / "checkpoints" / f"checkpoint-{step}")
     assert hook.events == [f"loop_end@{step}:<Signals.SIGTERM: 15>", f"save@{step}",
+                           f"preempted@{step}:<Signals.SIGTERM: 15>",
                            f"train_end@{step}"]  # fmt: skip
+    assert "a hook set should_save after the last action point (in on_preempted" in caplog.text
     assert signal.getsignal(signal.SIGTERM) is before
 
     resumed = make_trainer(

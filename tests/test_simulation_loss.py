@@ -22,10 +22,12 @@ from helpers import run_group
 
 from melissa_trainer import (
     ConfigError,
+    Event,
     Hook,
     OnlineTrainer,
     SimulationLoss,
     SimulationLosses,
+    SimulationLossTracker,
     Study,
     TrainingArguments,
 )
@@ -292,10 +294,12 @@ def test_an_adaptive_study_turns_the_losses_on_and_refuses_them_off(tmp_path: Pa
         return Study(Launcher(["true"], sampler, 4))
 
     trainer = make_trainer(tmp_path, study("breed"), simulation_loss_steps=None)
-    assert trainer.simulation_loss_steps == DEFAULT_SIMULATION_LOSS_STEPS
-    assert (
-        make_trainer(tmp_path, study("lhs"), simulation_loss_steps=None).simulation_loss_steps == 0
-    )
+    tracker = trainer.hooks.get(SimulationLossTracker)
+    assert tracker.steps == DEFAULT_SIMULATION_LOSS_STEPS
+    assert trainer.hooks.hooks[0] is tracker  # first: its events precede every other hook's
+    fixed = make_trainer(tmp_path, study("lhs"), simulation_loss_steps=None)
+    assert fixed.hooks.get(SimulationLossTracker) is None
+    assert not fixed.hooks.listens(Event.SAMPLE_LOSSES)  # no per-sample losses computed
     with pytest.raises(ValueError, match="simulation_loss_steps=0.*sampler is adaptive"):
         make_trainer(tmp_path, study("breed"), simulation_loss_steps=0)
 

@@ -288,14 +288,21 @@ def test_more_processes_than_gpus_per_node_is_counted_per_node(
 
 
 class _EndAwareSource(IterableSource):
-    """Counts `on_end_of_stream` and notes whether `stop` came after it."""
+    """Counts END_OF_STREAM, heard through the hook it gives the trainer (as a `Study`
+    does), and notes whether `stop` came after it."""
 
     def __init__(self, n: int) -> None:
         super().__init__(list(linear_samples(n)))
         self.ends, self.stops_after_end = 0, 0
 
-    def on_end_of_stream(self) -> None:
-        self.ends += 1
+    def hooks(self, args: TrainingArguments) -> list[Hook]:
+        source = self
+
+        class Ends(Hook):
+            def on_end_of_stream(self, trainer: Any, state: Any, control: Any) -> None:
+                source.ends += 1
+
+        return [Ends()]
 
     def stop(self) -> None:
         self.stops_after_end += self.ends > 0

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+
 from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.hooks.base import Event, Hook, HookList
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
 from melissa_trainer.hooks.flow import FlowHook
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
+from melissa_trainer.hooks.simulation_losses import SimulationLossTracker
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 
 __all__ = [
@@ -18,9 +21,35 @@ __all__ = [
     "HookList",
     "ProgressHook",
     "PseudoEpochHook",
+    "SimulationLossTracker",
     "TensorBoardHook",
     "default_hooks",
+    "trainer_hooks",
 ]
+
+
+def trainer_hooks(
+    args: TrainingArguments,
+    *,
+    has_eval: bool,
+    source_hooks: Sequence[Hook],
+    user_hooks: Iterable[Hook],
+    use_default_hooks: bool,
+) -> list[Hook]:
+    """Every hook of a trainer, in the order they are called: the source's (what it
+    needs: a study's lifecycle, an adaptive study's loss tracker and feed), then a
+    `SimulationLossTracker` when ``simulation_loss_steps > 0`` and neither the source
+    nor the user gives one (whatever `use_default_hooks`: the arguments ask for the
+    statistic), then `default_hooks` with `use_default_hooks`, then the user's."""
+    user = list(user_hooks)
+    given = [*source_hooks, *user]
+    hooks: list[Hook] = list(source_hooks)
+    steps = args.simulation_loss_steps
+    if steps and not any(isinstance(h, SimulationLossTracker) for h in given):
+        hooks.append(SimulationLossTracker(steps))
+    if use_default_hooks:
+        hooks += default_hooks(args, has_eval)
+    return [*hooks, *user]
 
 
 def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:

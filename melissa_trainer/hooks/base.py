@@ -14,6 +14,9 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
+    import numpy as np
+    import torch
+
     from melissa_trainer.simulation_loss import SimulationLoss
     from melissa_trainer.trainer import OnlineTrainer
 
@@ -28,6 +31,8 @@ class Event(str, Enum):
         if resume_from_checkpoint:
             load checkpoint                       # LOAD
         start the source; catch SIGTERM/SIGINT (preemption)
+        barrier (every rank's source started)
+        SOURCE_STARTED                            # a study starts its simulations
         TRAIN_START
         while True:
             window = stop_sync_steps steps, fewer if max_steps is nearer; none: stop
@@ -40,11 +45,15 @@ class Event(str, Enum):
                 for each micro-batch of the step:
                     BATCH_READY                   # the collated batch, on device
                     forward, loss, backward
+                    SAMPLE_LOSSES                 # the per-sample losses and their
+                                                  # simulation ids, if a hook listens
                     AFTER_BACKWARD                # the (unscaled) loss tensor
                 optimizer step, scheduler step, zero grad
-                every simulation_loss_steps steps: reduce the per-simulation losses
-                    over ranks; SIMULATION_LOSSES # the simulations that changed
-                STEP_END                          # FlowHook requests log/validate/save
+                STEP_END                          # FlowHook requests log/validate/save;
+                                                  # every simulation_loss_steps steps the
+                                                  # SimulationLossTracker (first) reduces
+                                                  # the per-simulation losses over ranks:
+                                                  # SIMULATION_LOSSES, the ones that changed
                 ACT
                 stage the window's next batch     # stage_batches: collated, its copy to
                                                   # the device started (still pending)
@@ -56,6 +65,7 @@ class Event(str, Enum):
         LOOP_END                                  # FlowHook's final requests
         ACT
         if preempted and no checkpoint of this step yet: write checkpoint; SAVE
+        if preempted: PREEMPTED                   # a study then stops without waiting
         stop the source (the simulations)
         TRAIN_END                                 # everything is done: requests left
                                                   # unperformed are warned about
@@ -71,7 +81,16 @@ class Event(str, Enum):
 
     each flag cleared as its action starts. A flag set in any event is honoured at the
     next ACT (`should_stop` at the next stop synchronisation, `should_rewind` at the
-    next END_OF_STREAM); none is dropped.
+    next END_OF_STREAM); none is dropped (one set in PREEMPTED or TRAIN_END, after the
+    last ACT, is warned about).
+
+    The source's lifecycle is told through events, which every hook sees: a source
+    that must act on them gives the trainer its hooks (`Source.hooks`, installed
+    first), as a `Study` does (SOURCE_STARTED, END_OF_STREAM, PREEMPTED; an adaptive
+    study adds a `SimulationLossTracker` and a feed of SIMULATION_LOSSES to its
+    sampler). SAMPLE_LOSSES costs nothing unless some hook overrides
+    `on_sample_losses` (read by the trainer at construction and at each `train()`):
+    the step's loss is then the mean of `compute_sample_losses` (one forward pass).
 
     Every rank fires the same events at the same steps (END_OF_STREAM too, when the
     data ran out on any rank). On preemption (`trainer.preempted_by` is then the
@@ -80,12 +99,14 @@ class Event(str, Enum):
     """
 
     LOAD = "on_load"
+    SOURCE_STARTED = "on_source_started"
     TRAIN_START = "on_train_start"
     END_OF_STREAM = "on_end_of_stream"
     PSEUDO_EPOCH_START = "on_pseudo_epoch_start"
     PSEUDO_EPOCH_END = "on_pseudo_epoch_end"
     STEP_START = "on_step_start"
     BATCH_READY = "on_batch_ready"
+    SAMPLE_LOSSES = "on_sample_losses"
     AFTER_BACKWARD = "on_after_backward"
     SIMULATION_LOSSES = "on_simulation_losses"
     STEP_END = "on_step_end"
@@ -94,6 +115,7 @@ class Event(str, Enum):
     VALIDATION_END = "on_validation_end"
     SAVE = "on_save"
     LOOP_END = "on_loop_end"
+    PREEMPTED = "on_preempted"
     TRAIN_END = "on_train_end"
 
 
@@ -128,6 +150,13 @@ class Hook:
     ) -> None:
         """After a checkpoint at `path` was restored (before TRAIN_START)."""
 
+    def on_source_started(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Every rank's source has started (a barrier in between: e.g. every receiver
+        has published its endpoint), before TRAIN_START; a `Study` starts its
+        simulations here (a collective on resume)."""
+
     def on_train_start(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
@@ -158,6 +187,21 @@ class Hook:
     ) -> None:
         """A collated micro-batch is on the device, before the forward pass."""
 
+    def on_sample_losses(
+        self,
+        trainer: OnlineTrainer,
+        state: TrainerState,
+        control: TrainerControl,
+        losses: torch.Tensor,
+        simulation_ids: np.ndarray | None,
+    ) -> None:
+        """After backward of one micro-batch: `losses` is the loss of each of its
+        samples (``[batch]``, detached, on the device: no host sync unless the hook
+        makes one), `simulation_ids` their ``simulation_id`` (int64, in the batch's
+        order; None when the samples carry none). Fired only when some hook overrides
+        this method; the step's loss is then their mean
+        (`OnlineTrainer.compute_sample_losses`)."""
+
     def on_after_backward(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, loss: Any
     ) -> None:
@@ -172,7 +216,9 @@ class Hook:
     ) -> None:
         """The per-simulation losses were reduced over ranks: `updated` maps each
         simulation that had samples trained on since the last reduction to its statistic
-        (identical on all ranks); `trainer.simulation_losses` has every simulation's."""
+        (identical on all ranks); `trainer.simulation_losses` has every simulation's.
+        Fired by the `SimulationLossTracker` in its `on_step_end`, before the other
+        hooks' when the trainer or the source installed it (first)."""
 
     def on_step_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
@@ -216,6 +262,14 @@ class Hook:
         """After the last step (every rank at the same step), before the final actions:
         set `control.should_log`, `should_validate` or `should_save` here to have them
         done at the end. `trainer.preempted_by` tells a preemption (None otherwise)."""
+
+    def on_preempted(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """The run is preempted (`trainer.preempted_by`: the signal), its checkpoint
+        written, on every rank; next the source is stopped (a study then kills its
+        simulations without waiting for their data) and TRAIN_END fires. Requests
+        made here are ignored, with a warning."""
 
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

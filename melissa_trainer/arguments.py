@@ -50,7 +50,7 @@ from melissa_trainer.config_reading import (
     unknown_key_problems,
     unwrap_optional,
 )
-from melissa_trainer.validation import count_problem
+from melissa_trainer.validation import count_problem, directory_problem
 
 __all__ = [
     "BUFFER_CHOICES",
@@ -317,6 +317,11 @@ class TrainingArguments:
             value = getattr(self, name)
             if ok(name) and value is not None and not value.strip():
                 p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
+        for name in ("output_dir", "logging_dir"):  # else a bare OSError when first written
+            value = getattr(self, name)
+            problem = directory_problem(name, value) if ok(name) and value else None
+            if problem is not None:
+                p.append(problem)
         if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
             p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
         for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):

@@ -1,4 +1,5 @@
-"""Checks of counts and durations given to the library: one implementation per rule.
+"""Checks of counts, durations and directories given to the library: one
+implementation per rule.
 
 Every part of the library that takes a count (a capacity, a number of restarts, a
 design size) or a duration in seconds checks it here, so that one rule is written once.
@@ -10,7 +11,9 @@ What varies between callers is kept explicit:
 * the wording of the error, which users and tests read, in two families: "``x`` must be
   an int >= 1, not ..." (`check_count`, `check_positive_int`, `check_non_negative_int`)
   and "``x`` must be an integer >= 1, got ..." (`as_count`); and for the lists of problems
-  that `TrainingArguments` and `BufferConfig` report at once, `count_problem`.
+  that `TrainingArguments` and `BufferConfig` report at once, `count_problem`;
+* a directory to be created or written (`directory_problem`): refused when a file
+  stands at its place or at one of its parents'.
 
 Standard library only: the client (numpy and pyzmq, no torch) and the launcher use it.
 """
@@ -18,6 +21,7 @@ Standard library only: the client (numpy and pyzmq, no torch) and the launcher u
 from __future__ import annotations
 
 import operator
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -28,6 +32,7 @@ __all__ = [
     "check_positive_int",
     "check_seconds",
     "count_problem",
+    "directory_problem",
 ]
 
 
@@ -120,3 +125,17 @@ def check_seconds(name: str, value: Any, *, none: bool = True) -> float | None:
         allowed = "None (no bound) or " if none else ""
         raise ValueError(f"{name} must be {allowed}a number of seconds >= 0, not {value!r}")
     return value
+
+
+def directory_problem(name: str, path: str) -> str | None:
+    """None when `path` is a directory or can be made one, else the problem, naming
+    `name` and the fix. Only a file in the way counts: the nearest existing of `path`
+    and its parents must be a directory (permissions are the file system's to report,
+    when the directory is made). Reads the file system; never creates anything."""
+    for part in (Path(path), *Path(path).parents):
+        if part.exists():  # follows links: a link to a directory is one
+            if part.is_dir():
+                return None
+            where = "is a file" if part == Path(path) else f"is inside {str(part)!r}, a file"
+            return f"{name}={path!r} {where}, not a directory: give a directory path"
+    return None

@@ -197,6 +197,18 @@ def test_misc_checks() -> None:
     assert TrainingArguments(early_stopping_patience=2).early_stopping_patience == 2
 
 
+def test_a_file_where_a_directory_goes_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("not a directory")
+    err = str(config_error(output_dir=str(tmp_path / "f")))
+    assert f"output_dir={str(tmp_path / 'f')!r} is a file, not a directory" in err
+    assert "give a directory path" in err
+    err = str(config_error(logging_dir=str(tmp_path / "f" / "runs")))
+    assert f"is inside {str(tmp_path / 'f')!r}, a file" in err
+    # a directory that exists, or that can be made, is fine
+    assert TrainingArguments(output_dir=str(tmp_path)).output_dir == str(tmp_path)
+    assert TrainingArguments(output_dir=str(tmp_path / "new" / "sub")).output_dir
+
+
 def test_all_problems_are_reported_together() -> None:
     err = config_error(
         batch_size="abc", buffer="lifo", watermark=200, buffer_size=100, logging_steps=0

@@ -410,3 +410,49 @@ def test_the_cadence_resumes_from_the_trainer_state(tmp_path: Path) -> None:
     resumed = train(tmp_path, hooks=[log], resume_from_checkpoint="latest", **options).state
     assert log.events == [] and resumed.global_step == 4
     assert resumed.best_metric == first.best_metric and resumed.best_step == first.best_step
+
+
+def test_a_resumed_run_says_which_checkpoint_it_resumed_from(tmp_path: Path, capsys: Any) -> None:
+    train(tmp_path, max_steps=3, save_at_end=True, report_to="none")
+    capsys.readouterr()
+    train(tmp_path, max_steps=5, resume_from_checkpoint="latest", report_to="none",
+          disable_progress_bar=True)  # fmt: skip
+    out = capsys.readouterr().out
+    assert f"step 3 | resumed from {tmp_path / 'out' / 'checkpoints' / 'checkpoint-3'}" in out
+    train(tmp_path / "fresh", max_steps=2, report_to="none", disable_progress_bar=True)
+    assert "resumed" not in capsys.readouterr().out  # a fresh run says nothing of the kind
+
+
+def test_a_hook_method_that_would_fail_or_never_run_is_refused_when_added() -> None:
+    class WrongSignature(Hook):
+        def on_log(self, trainer: Any, state: TrainerState, logs: dict) -> None:  # no control
+            pass
+
+    with pytest.raises(TypeError, match=r"WrongSignature.on_log cannot take the arguments"):
+        HookList([WrongSignature()])
+
+    class OtherLibrarysName(Hook):
+        def on_train_begin(self, trainer: Any, state: TrainerState, control: Any) -> None:
+            pass
+
+    with pytest.raises(TypeError, match=r"on_train_begin is not a hook event.*on_train_start"):
+        HookList([OtherLibrarysName()])
+
+    class Flexible(Hook):  # extra defaults and *args bind: accepted
+        def on_log(self, trainer: Any, *rest: Any, extra: int = 0) -> None:
+            pass
+
+        def on_save(self, trainer: Any, state: Any, control: Any, path: str, x: int = 1) -> None:
+            pass
+
+    assert HookList([Flexible()]).listens(Event.LOG)
+
+
+def test_a_wrong_hook_fails_before_training_starts(tmp_path: Path) -> None:
+    class Typo(Hook):
+        def on_logs(self, trainer: Any, state: Any, control: Any, logs: Any) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="did you mean on_log"):
+        train(tmp_path, hooks=[Typo()], max_steps=2)
+    assert not (tmp_path / "out" / "checkpoints").exists()  # nothing ran

@@ -7,6 +7,8 @@ advances counters or touches the trainer's private state.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -279,6 +281,41 @@ class Hook:
         ignored, with a warning (make them in `on_loop_end`)."""
 
 
+_EVENT_NAMES = [e.value for e in Event]
+
+
+def _check_methods(hook: Hook) -> None:
+    """Refuse, when the hook is added (before training starts), what would otherwise
+    fail at the event's first firing, maybe hours in, or never run at all: an event
+    method that cannot take the trainer's arguments, and an ``on_*`` method that is no
+    event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
+    which the trainer would never call. Raises TypeError naming the method and the fix."""
+    cls = type(hook)
+    for name in dir(cls):
+        if not name.startswith("on_") or not callable(getattr(cls, name)):
+            continue
+        if name not in _EVENT_NAMES:
+            close = difflib.get_close_matches(name, _EVENT_NAMES, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise TypeError(
+                f"{cls.__name__}.{name} is not a hook event, so the trainer would never "
+                f"call it: {hint}The events are {', '.join(_EVENT_NAMES)}; rename a helper "
+                "method so that it does not start with 'on_'"
+            )
+        if getattr(cls, name) is getattr(Hook, name):
+            continue
+        expected = list(inspect.signature(getattr(Hook, name)).parameters)[1:]  # no self
+        try:
+            inspect.signature(getattr(hook, name)).bind(*expected)
+        except ValueError:  # no signature to read (a builtin): left to the call
+            continue
+        except TypeError as exc:
+            raise TypeError(
+                f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
+                f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
+            ) from None
+
+
 class HookList:
     """Calls hooks in order; per event, only the hooks that override its method.
 
@@ -300,6 +337,7 @@ class HookList:
                 f"two hooks are named {hook.name!r}: override `name` to tell them apart "
                 "(checkpoints store hook state by name)"
             )
+        _check_methods(hook)
         self.hooks.append(hook)
         for event in Event:
             if getattr(type(hook), event.value) is not getattr(Hook, event.value):

@@ -40,7 +40,8 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
 
 
 class ProgressHook(Hook):
-    """Shows the training logs, validation metrics and checkpoints on the main process.
+    """Shows the training logs, validation metrics, checkpoints written and the one
+    resumed from, on the main process.
 
     With the bar enabled, a tqdm bar advances every step (total = `max_steps`, or open
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
@@ -63,6 +64,14 @@ class ProgressHook(Hook):
         else:
             print(line, flush=True)
             logger.debug(line)
+
+    def on_load(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        # A resumed run looks like a fresh one but for the bar's first count, and the
+        # trainer's own "resumed from" line is INFO, which Python's default logging hides.
+        if trainer.is_main_process:
+            self._print(f"step {state.global_step} | resumed from {path}")
 
     def on_train_start(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

@@ -187,10 +187,14 @@ def cmdline(pid: int) -> list[str]:
 
 def _launching(child: int, parent: int) -> bool:
     """`child` of `parent` is a local job before its PR_SET_PDEATHSIG: not exec'd yet
-    (vfork: it shows its parent's command line), or in its wrapper (``... --pdeathsig
-    TERM -- ARGV``, setpriv's or a test's gate in front of it)."""
+    (vfork: it shows its parent's command line), inside its execve (a live process
+    with no command line: the kernel sets the new one after switching memory maps),
+    or in its wrapper (``... --pdeathsig TERM -- ARGV``, setpriv's or a test's gate in
+    front of it)."""
     argv = cmdline(child)
-    if argv and argv == cmdline(parent):
+    if not argv:
+        return live(child)  # mid-execve (a zombie has none either: not launching)
+    if argv == cmdline(parent):
         return True
     return "--" in argv and "--pdeathsig" in argv[: argv.index("--")]
 

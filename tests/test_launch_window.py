@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import helpers
 import pytest
 from helpers import cmdline, jobs_being_launched, live, sigkill_between_launches
 
@@ -152,3 +153,21 @@ def test_a_trainer_is_killed_only_once_its_jobs_have_their_parent_death_signal(
         gated.wait_job_gone()  # SIGTERM, its parent-death signal
     finally:
         gated.close()
+
+
+def test_a_live_child_without_a_command_line_counts_as_being_launched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Inside execve the kernel shows an empty command line (the new one is set after
+    the memory maps are switched): such a job is still before its prctl. The suite
+    once read that moment under load and missed the job."""
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        monkeypatch.setattr(helpers, "cmdline", lambda pid: [])
+        assert helpers._launching(child.pid, os.getpid())
+    finally:
+        child.kill()
+    monkeypatch.setattr(helpers, "live", lambda pid: False)  # a zombie: none either
+    assert not helpers._launching(child.pid, os.getpid())
+    child.wait()

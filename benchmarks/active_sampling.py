@@ -87,7 +87,7 @@ from scipy.stats import qmc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling_stats as stats  # noqa: E402
 import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
-from active_sampling_stats import ARMS, LABELS, Run  # noqa: E402
+from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
 from report import print_rows  # noqa: E402
 from solver import PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
 
@@ -113,6 +113,10 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
 BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
+#: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
+#: with them (`fingerprint`), whatever `BREED` has become since
+RECORDED_BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8,
+                  "candidates": 16}  # fmt: skip
 #: seeds from this one on are evaluation seeds: never used to choose anything; below it,
 #: tuning seeds (Breed's defaults were chosen on 0-4)
 EVALUATION_FIRST_SEED = 1000
@@ -343,25 +347,30 @@ def phase(seed: int) -> str:
     return "evaluation" if seed >= EVALUATION_FIRST_SEED else "tuning"
 
 
-def fingerprint(setup: Setup, n_test: int, n_hard: int) -> str:
-    """What a recorded run must share with this invocation to be reused: the setup
-    (space, sizes, Breed's options) and the test sets' sizes (their seeds follow from
-    the run's seed: `phase`)."""
+def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> str:
+    """What a recorded run of arm `kind` must share with this invocation to be reused:
+    the setup (space, sizes, Breed's options) and the test sets' sizes (their seeds
+    follow from the run's seed: `phase`). The fixed designs do not read Breed's
+    options: their key takes `RECORDED_BREED` instead, so that their runs stay valid
+    whatever Breed's options (those recorded before the key said so included)."""
+    if kind in FIXED:
+        setup = replace(setup, breed=dict(RECORDED_BREED))
     text = json.dumps({"setup": asdict(setup), "test": n_test, "test_hard": n_hard,
                        "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def recorded(results: list[Path], key: str) -> dict[tuple[str, int], Run]:
+def recorded(results: list[Path], keys: dict[str, str]) -> dict[tuple[str, int], Run]:
     """The runs of the `results` files (JSON lines, one run each; a missing file holds
-    none) recorded with fingerprint `key`, by (arm, seed); the first record of a run wins."""
+    none) recorded with their arm's fingerprint in `keys` (arm: key), by (arm, seed);
+    the first record of a run wins."""
     runs: dict[tuple[str, int], Run] = {}
     for path in results:
         lines = path.read_text().splitlines() if path.exists() else []
         for line in lines:
             if line.strip():
                 run = json.loads(line)
-                if run.get("fingerprint") == key:
+                if run.get("fingerprint") == keys.get(run.get("sampler", "")):
                     runs.setdefault((run["sampler"], run["seed"]), run)
     return runs
 
@@ -375,16 +384,18 @@ def measure(
     results: list[Path],
     inline: bool = False,
     report_only: bool = False,
+    arms: tuple[str, ...] = ARMS,
 ) -> list[Run]:
     """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
     in this one, as --quick does, to save the start of processes that import torch: no
     figure of it is meant to be read). A run already in one of the `results` files with
     this setup is reused, each new one appended to the first as soon as it finishes (a
     cut run resumes; parallel invocations on other seeds, each with its own file, are
-    read together). `report_only`: no study runs, the recorded ones are returned. The
-    test sets of each phase are solved once, here, from that phase's seeds."""
-    key = fingerprint(setup, n_test, n_hard)
-    done = recorded(results, key)
+    read together). `report_only`: no study runs, the recorded ones are returned. `arms`:
+    only these run (or are reported), in `ARMS` order. The test sets of each phase are
+    solved once, here, from that phase's seeds."""
+    keys = {kind: fingerprint(setup, n_test, n_hard, kind) for kind in ARMS}
+    done = recorded(results, keys)
     hard_volume = (LOG2_ALPHA[1] - HARD_FROM) / (LOG2_ALPHA[1] - LOG2_ALPHA[0])
     print(f"hard region: log2_alpha >= {HARD_FROM:g}, {hard_volume:.0%} of the space; "
           f"{setup.simulations} simulations, {setup.steps} steps per study; "
@@ -395,7 +406,7 @@ def measure(
     tests: dict[str, Path] = {}
     runs = []
     for seed in seeds:
-        for kind in ARMS:
+        for kind in (a for a in ARMS if a in arms):
             if (kind, seed) in done:
                 run = done[kind, seed]
             elif report_only:
@@ -410,7 +421,7 @@ def measure(
                         run = run_study(setup, kind, seed, workdir, tests[name])
                 else:
                     run = child(setup, kind, seed, workdir, tests[name])
-                run.update(space=setup.space, phase=name, fingerprint=key)
+                run.update(space=setup.space, phase=name, fingerprint=keys[kind])
                 with results[0].open("a") as f:
                     f.write(json.dumps(run) + "\n")
             print_run(run)
@@ -445,9 +456,11 @@ def plot(runs: list[Run], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     seed = min(r["seed"] for r in runs)
-    fig, axes = plt.subplots(1, len(ARMS), figsize=(4.4 * len(ARMS), 4.6), sharey=True,
-                             layout="constrained")  # fmt: skip
-    for ax, kind in zip(axes, ARMS, strict=True):
+    kinds = [a for a in ARMS if any(r["sampler"] == a and r["seed"] == seed for r in runs)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.4 * len(kinds), 4.6), sharey=True,
+                             layout="constrained", squeeze=False)  # fmt: skip
+    axes = axes[0]
+    for ax, kind in zip(axes, kinds, strict=True):
         run = next(r for r in runs if r["sampler"] == kind and r["seed"] == seed)
         x = [p["t_left"] for p in run["parameters"]]
         y = [p["log2_alpha"] for p in run["parameters"]]
@@ -490,6 +503,9 @@ def main() -> None:
     p.add_argument("--report", action="store_true",
                    help="run nothing: the tables of the recorded runs, over the seeds on "
                         "which every arm ran")  # fmt: skip
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
+                   help="run (or report) only these arms; the tables need Breed's "
+                        "(default: all five)")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
@@ -519,11 +535,15 @@ def main() -> None:
     start = time.perf_counter()
     try:
         runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick,
-                       report_only=opts.report)  # fmt: skip
+                       report_only=opts.report, arms=tuple(opts.arms))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if "breed" not in opts.arms:  # nothing to pair the baselines with: their runs only
+        stats.print_seeds(runs)
+        print(f"\ntotal {time.perf_counter() - start:.0f} s")
+        return
     if opts.report:  # medians and ratios over the same seeds for every arm
-        complete = {s for s, arms in stats.by_seed(runs).items() if len(arms) == len(ARMS)}
+        complete = {s for s, ran in stats.by_seed(runs).items() if len(ran) == len(opts.arms)}
         runs = [r for r in runs if r["seed"] in complete]
         if not runs:
             p.error("no seed on which every arm ran is recorded")

@@ -153,6 +153,18 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
     assert code == 0 and json.loads(out.strip().splitlines()[-1])["rows"] == rows
     assert not (tmp_path / "other.jsonl").exists()
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
+    # --arms: only those run; the fixed designs' runs are kept whatever Breed's options
+    other = ["--quick", "--json", "--arms", "lhs", "breed", "--output_dir", str(tmp_path),
+             "--breed", json.dumps({"exploration": 1.0, "explorer": "lhs"})]  # fmt: skip
+    code, out, _ = _main(other, monkeypatch, capsys)
+    added = (tmp_path / "runs.jsonl").read_text().splitlines()[len(lines) :]
+    assert code == 0 and [json.loads(line)["sampler"] for line in added] == ["breed"]
+    cases = [r["case"] for r in json.loads(out.strip().splitlines()[-1])["rows"]]
+    assert len(cases) == 2 * 2 + 1 and all("LHS / Breed" in case for case in cases)
+    code, out, _ = _main(["--quick", "--arms", "sobol", "--output_dir", str(tmp_path)],
+                         monkeypatch, capsys)  # fmt: skip
+    assert code == 0 and "scrambled Sobol'" in out  # its run, reused; nothing to pair with
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines + added
 
 
 @pytest.mark.timeout(120)

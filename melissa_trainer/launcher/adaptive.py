@@ -259,7 +259,9 @@ class BreedSampler(AdaptiveSampler):
         sigma: the noise's std, as a fraction of each parameter's range (> 0).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
-        explorer: "sobol" or "halton", the exploration sequence.
+        explorer: "sobol" or "halton", the exploration sequence, or "lhs": a Latin
+            hypercube of the planned draws optimised for its centred discrepancy (see
+            `exploration.Exploration`).
         candidates: K, the sequence's points each exploration draw chooses among (K - 1
             of them are skipped); 1: no gap-filling.
         memory: how many draws (the newest) gap-filling keeps away from; None: all (the
@@ -320,9 +322,12 @@ class BreedSampler(AdaptiveSampler):
         return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
-        """`decay_draws=None` becomes `n_draws` (before the first draw)."""
-        if self.decay_draws is None and self.position == 0 and n_draws >= 1:
-            self.decay_draws = int(n_draws)
+        """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
+        design size (before the first draw)."""
+        if self.position == 0 and n_draws >= 1:
+            self._explorer.plan(n_draws)
+            if self.decay_draws is None:
+                self.decay_draws = int(n_draws)
 
     def exploration_share(self, index: int) -> float:
         """The probability that draw `index` explores (given `min_observations` kept)."""

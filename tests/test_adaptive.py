@@ -241,7 +241,7 @@ def test_on_a_1d_function_breed_samples_the_hard_region_more_than_uniform() -> N
         ({"sigma": float("nan")}, "sigma must be finite"),
         ({"power": -1.0}, "power must"),
         ({"floor": 0.0}, "floor must"),
-        ({"explorer": "grid"}, "explorer must be one of"),
+        ({"explorer": "grid"}, "explorer must be 'auto' or one of"),
         ({"sigmaa": 0.1}, "bad option for the 'breed' sampler"),
     ],
 )

@@ -107,7 +107,7 @@ def test_the_memory_keeps_the_newest_draws_only(memory: int | None, n: int) -> N
         ({"candidates": 2.5}, "candidates must be a positive int"),
         ({"candidates": True}, "candidates must be a positive int"),
         ({"memory": 0}, "memory must be a positive int"),
-        ({"explorer": "grid"}, "explorer must be one of"),
+        ({"explorer": "grid"}, "explorer must be 'auto' or one of"),
     ],
 )
 def test_bad_options_are_refused_naming_them(options: dict[str, Any], match: str) -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from scipy.stats import qmc
-from test_adaptive import BOUNDS, hot_t0
+from test_adaptive import BOUNDS
 
 from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.adaptive import BreedSampler
@@ -33,13 +33,14 @@ def unit(drawn: dict[str, float]) -> np.ndarray:
     return (np.array([drawn[n] for n in BOUNDS]) - LOW) / SPAN
 
 
-def run(sampler: BreedSampler, start: int, stop: int) -> list[dict[str, float]]:
-    """Draws `start` to `stop`, each observed at once (id = its index, loss t0 / 100)."""
+def run(sampler: Any, start: int, stop: int) -> list[dict[str, float]]:
+    """Draws `start` to `stop`, each observed at once (id = its index, loss: the first
+    parameter / 100, t0 / 100 for BOUNDS)."""
     out = []
     for i in range(start, stop):
         drawn = sampler.draw()
         out.append(drawn)
-        sampler.observe(i, drawn, hot_t0(drawn))
+        sampler.observe(i, drawn, next(iter(drawn.values())) / 100.0)
     return out
 
 
@@ -166,3 +167,17 @@ def test_a_state_saved_by_main_before_the_lhs_explorer_resumes_with_its_draws() 
     sampler.plan(20)
     sampler.load_state_dict(saved["state"])
     assert run(sampler, 9, 14) == saved["after"]
+
+
+@pytest.mark.parametrize(("fixed", "engine"), [(1, "sobol"), (0, "lhs")])
+def test_auto_explores_with_sobol_up_to_three_varying_parameters_else_lhs(
+    fixed: int, engine: str
+) -> None:
+    bounds = {"p0": (0.0, 1.0), "p1": (0.0, 1.0), "p2": (0.0, 1.0), "p3": (2.0, 2.0 + 1 - fixed)}
+    auto = BreedSampler(bounds, 5, explorer="auto", exploration=1.0)
+    named = BreedSampler(bounds, 5, explorer=engine, exploration=1.0)
+    for sampler in (auto, named):
+        sampler.plan(12)
+    assert run(auto, 0, 12) == run(named, 0, 12)
+    assert auto.state_dict()["exploration_state"]["engine"] == engine
+    assert auto.state_dict()["explorer"] == "auto"  # the option as given: resumes need it

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.exploration import Exploration, engine_for
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
@@ -319,7 +319,8 @@ class BreedSampler(AdaptiveSampler):
 
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
-        return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
+        engine = engine_for(self.explorer, int(varying.sum()))
+        return Exploration(engine, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's

@@ -31,7 +31,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
 import active_sampling_stats as stats  # noqa: E402
 
-MAIN = dict(bench.RECORDED_BREED)
+#: main's Breed: the options the first runs were recorded with (its explorer "sobol",
+#: then the default and unnamed in them)
+MAIN = {**bench.RECORDED_BREED, "explorer": "sobol"}
 #: (label, arm, --breed options): the first is the reference, main's Breed
 CANDIDATES = (
     ("main's Breed (Sobol' maximin, exploration 0.7)", "breed", MAIN),

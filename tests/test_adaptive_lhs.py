@@ -181,3 +181,10 @@ def test_auto_explores_with_sobol_up_to_three_varying_parameters_else_lhs(
     assert run(auto, 0, 12) == run(named, 0, 12)
     assert auto.state_dict()["exploration_state"]["engine"] == engine
     assert auto.state_dict()["explorer"] == "auto"  # the option as given: resumes need it
+
+
+def test_main_s_state_in_a_sampler_of_today_s_default_explorer_is_refused_saying_which() -> None:
+    saved = json.loads(MAIN_STATE.read_text())["state"]
+    sampler = BreedSampler(BOUNDS, 3, exploration=0.5, window=6, min_observations=3)
+    with pytest.raises(ValueError, match="explorer='sobol' but this sampler has explorer='auto'"):
+        sampler.load_state_dict(saved)

@@ -86,6 +86,33 @@ def test_paired_ratios_median_wins_and_interval() -> None:
         stats.paired(runs, "sobol", "uniform")
 
 
+def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_designs() -> None:
+    bench = _bench()
+    main_breed = {
+        "exploration": 0.7,
+        "sigma": 0.15,
+        "floor": 0.5,
+        "min_observations": 8,
+        "candidates": 16,
+    }  # fmt: skip  (the options the first runs were keyed with)
+
+    def key(space: str, kind: str, **breed: object) -> str:
+        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
+
+    # walls: 3 parameters, "auto" is the Sobol' gap-filling the first runs drew with
+    assert key("walls", "breed", **main_breed) == key("walls", "breed", **main_breed,
+                                                      explorer="auto")  # fmt: skip
+    assert key("walls", "breed", **main_breed, explorer="lhs") != key(
+        "walls", "breed", **main_breed
+    )
+    # full: 6 parameters, "auto" is the Latin hypercube: not the runs of main's Breed
+    sobol = key("full", "breed", **main_breed, explorer="sobol")
+    assert key("full", "breed", **main_breed, explorer="auto") != sobol
+    assert key("full", "breed", **main_breed, explorer="lhs") == key("full", "breed", **main_breed)
+    # the fixed designs: whatever Breed's options, the key of the first runs
+    assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
 def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(

@@ -221,11 +221,13 @@ class BreedSampler(AdaptiveSampler):
     Draw `i` is, with its generator ``[seed, i]``:
 
     - an **exploration** draw, with probability `exploration_share(i)` (and always while
-      fewer than `min_observations` are kept): of the next `candidates` points of a
-      scrambled Sobol' (or Halton) sequence seeded with `seed`, the one farthest from
-      every point drawn so far, bred or explored (**gap-filling**, see
-      `exploration.Exploration`): it fills the holes the bred draws, clustered around
-      their parents, leave. ``candidates=1``: the next point of the sequence;
+      fewer than `min_observations` are kept). `explorer` "auto" (the default): with up
+      to 3 varying parameters, of the next `candidates` points of a scrambled Sobol'
+      sequence seeded with `seed`, the one farthest from every point drawn so far, bred
+      or explored (**gap-filling**: it fills the holes the bred draws, clustered around
+      their parents, leave; ``candidates=1``: the next point of the sequence); with more,
+      the same among the unused points of a Latin hypercube of the planned draws,
+      optimised for its centred discrepancy ("lhs"). See `exploration.Exploration`;
     - else a **bred** draw: a parent chosen among the last `window` observations with
       probability `parent_weights()`, moved by Gaussian noise of std
       ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
@@ -243,9 +245,11 @@ class BreedSampler(AdaptiveSampler):
     the number of draws `plan` announces (the launcher's `n_simulations`).
 
     The defaults (exploration 0.7, sigma 0.15, floor 0.5: the worst parent weighs 3x
-    the best, min_observations 8, candidates 16) were chosen on the tuning seeds of
-    `benchmarks/active_sampling.py`; what they do on its evaluation seeds, against
-    fixed designs, is in docs/measured.md ("Active sampling").
+    the best, min_observations 8, candidates 16, explorer "auto") were chosen on the
+    tuning seeds of `benchmarks/active_sampling.py` (`active_sampling_tuning.py`: with 6
+    parameters the Latin hypercube's exploration erred less than the Sobol' one, with 3
+    the Sobol' one less in the hard region); what they do on its evaluation seeds,
+    against fixed designs, is in docs/measured.md ("Active sampling").
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -259,9 +263,8 @@ class BreedSampler(AdaptiveSampler):
         sigma: the noise's std, as a fraction of each parameter's range (> 0).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
-        explorer: "sobol" or "halton", the exploration sequence, or "lhs": a Latin
-            hypercube of the planned draws optimised for its centred discrepancy (see
-            `exploration.Exploration`).
+        explorer: "auto" (above), "sobol" or "halton" (the sequence, gap-filling), or
+            "lhs" (the optimised Latin hypercube of the planned draws).
         candidates: K, the sequence's points each exploration draw chooses among (K - 1
             of them are skipped); 1: no gap-filling.
         memory: how many draws (the newest) gap-filling keeps away from; None: all (the
@@ -285,7 +288,7 @@ class BreedSampler(AdaptiveSampler):
         sigma: float = 0.15,
         power: float = 1.0,
         floor: float = 0.5,
-        explorer: str = "sobol",
+        explorer: str = "auto",
         candidates: int = 16,
         memory: int | None = 1000,
     ) -> None:

@@ -17,9 +17,13 @@ from test_adaptive import BOUNDS
 from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.adaptive import BreedSampler
 from melissa_trainer.launcher.exploration import LHS_BLOCK
+from melissa_trainer.launcher.study_change import StudyChanged, check_resume
+from melissa_trainer.launcher.study_record import StudyRecord
 
 #: a fixed parameter beside BOUNDS: the design spans the varying ones only
 FIXED_BOUNDS = {**BOUNDS, "f": (3.0, 3.0)}
+#: four varying parameters: "auto" explores a Latin hypercube
+FOUR = {**BOUNDS, "f": (3.0, 4.0)}
 LOW = np.array([low for low, _ in BOUNDS.values()])
 SPAN = np.array([high - low for low, high in BOUNDS.values()])
 MAIN_STATE = Path(__file__).parent / "data" / "breed_state_435f1c2.json"
@@ -188,3 +192,25 @@ def test_main_s_state_in_a_sampler_of_today_s_default_explorer_is_refused_saying
     sampler = BreedSampler(BOUNDS, 3, exploration=0.5, window=6, min_observations=3)
     with pytest.raises(ValueError, match="explorer='sobol' but this sampler has explorer='auto'"):
         sampler.load_state_dict(saved)
+
+
+@pytest.mark.parametrize(("bounds", "refused"), [(FIXED_BOUNDS, False), (FOUR, True)])
+def test_a_study_exploring_a_latin_hypercube_of_its_size_cannot_grow_on_resume(
+    bounds: dict[str, tuple[float, float]], refused: bool
+) -> None:
+    def study(n: int) -> StudyRecord:
+        sampler = BreedSampler(bounds, 1)  # the default explorer: "auto"
+        sampler.plan(n)  # as the launcher does
+        return StudyRecord(sampler, n, max_restarts=0, on_failure="raise", max_redraws=0,
+                           first_simulation_id=0)  # fmt: skip
+
+    first = study(6)
+    for _ in range(2):
+        first.take(0.0)
+    state = json.loads(json.dumps(first.state_dict()))
+    check_resume(state, study(6))  # the same size: resumes
+    if refused:  # 4 varying parameters: an "lhs" design of 6 points
+        with pytest.raises(StudyChanged, match="changed from 6 to 8, but Breed explores a Latin"):
+            check_resume(state, study(8))
+    else:  # 3 varying: the Sobol' sequence, which continues exactly
+        check_resume(state, study(8))

@@ -320,6 +320,12 @@ class BreedSampler(AdaptiveSampler):
         """How many of the draws so far were exploration draws."""
         return self._explorer.explored
 
+    @property
+    def design_size(self) -> int | None:
+        """The points of the Latin hypercube the exploration draws from ("lhs"; None
+        until planned or first drawn), None for a sequence."""
+        return self._explorer.size if self._explorer.engine == "lhs" else None
+
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
         engine = engine_for(self.explorer, int(varying.sum()))

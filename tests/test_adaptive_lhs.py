@@ -22,8 +22,6 @@ from melissa_trainer.launcher.study_record import StudyRecord
 
 #: a fixed parameter beside BOUNDS: the design spans the varying ones only
 FIXED_BOUNDS = {**BOUNDS, "f": (3.0, 3.0)}
-#: four varying parameters: "auto" explores a Latin hypercube
-FOUR = {**BOUNDS, "f": (3.0, 4.0)}
 LOW = np.array([low for low, _ in BOUNDS.values()])
 SPAN = np.array([high - low for low, high in BOUNDS.values()])
 MAIN_STATE = Path(__file__).parent / "data" / "breed_state_435f1c2.json"
@@ -173,33 +171,23 @@ def test_a_state_saved_by_main_before_the_lhs_explorer_resumes_with_its_draws() 
     assert run(sampler, 9, 14) == saved["after"]
 
 
-@pytest.mark.parametrize(("fixed", "engine"), [(1, "sobol"), (0, "lhs")])
-def test_auto_explores_with_sobol_up_to_three_varying_parameters_else_lhs(
-    fixed: int, engine: str
-) -> None:
-    bounds = {"p0": (0.0, 1.0), "p1": (0.0, 1.0), "p2": (0.0, 1.0), "p3": (2.0, 2.0 + 1 - fixed)}
-    auto = BreedSampler(bounds, 5, explorer="auto", exploration=1.0)
-    named = BreedSampler(bounds, 5, explorer=engine, exploration=1.0)
-    for sampler in (auto, named):
-        sampler.plan(12)
-    assert run(auto, 0, 12) == run(named, 0, 12)
-    assert auto.state_dict()["exploration_state"]["engine"] == engine
-    assert auto.state_dict()["explorer"] == "auto"  # the option as given: resumes need it
-
-
-def test_main_s_state_in_a_sampler_of_today_s_default_explorer_is_refused_saying_which() -> None:
+def test_main_s_state_in_a_sampler_of_other_options_is_refused_saying_which() -> None:
     saved = json.loads(MAIN_STATE.read_text())["state"]
-    sampler = BreedSampler(BOUNDS, 3, exploration=0.5, window=6, min_observations=3)
-    with pytest.raises(ValueError, match="explorer='sobol' but this sampler has explorer='auto'"):
+    sampler = BreedSampler(BOUNDS, 3, window=6, min_observations=3)  # today's exploration 1.0
+    with pytest.raises(ValueError, match="exploration=0.5 but this sampler has exploration=1.0"):
+        sampler.load_state_dict(saved)
+    sampler = BreedSampler(BOUNDS, 3, exploration=0.5, window=6, min_observations=3,
+                           explorer="lhs")  # fmt: skip
+    with pytest.raises(ValueError, match="explorer='sobol' but this sampler has explorer='lhs'"):
         sampler.load_state_dict(saved)
 
 
-@pytest.mark.parametrize(("bounds", "refused"), [(FIXED_BOUNDS, False), (FOUR, True)])
+@pytest.mark.parametrize(("explorer", "refused"), [("sobol", False), ("lhs", True)])
 def test_a_study_exploring_a_latin_hypercube_of_its_size_cannot_grow_on_resume(
-    bounds: dict[str, tuple[float, float]], refused: bool
+    explorer: str, refused: bool
 ) -> None:
     def study(n: int) -> StudyRecord:
-        sampler = BreedSampler(bounds, 1)  # the default explorer: "auto"
+        sampler = BreedSampler(FIXED_BOUNDS, 1, explorer=explorer, exploration=0.5)
         sampler.plan(n)  # as the launcher does
         return StudyRecord(sampler, n, max_restarts=0, on_failure="raise", max_redraws=0,
                            first_simulation_id=0)  # fmt: skip
@@ -209,8 +197,8 @@ def test_a_study_exploring_a_latin_hypercube_of_its_size_cannot_grow_on_resume(
         first.take(0.0)
     state = json.loads(json.dumps(first.state_dict()))
     check_resume(state, study(6))  # the same size: resumes
-    if refused:  # 4 varying parameters: an "lhs" design of 6 points
+    if refused:  # an "lhs" design of 6 points
         with pytest.raises(StudyChanged, match="changed from 6 to 8, but Breed explores a Latin"):
             check_resume(state, study(8))
-    else:  # 3 varying: the Sobol' sequence, which continues exactly
+    else:  # the Sobol' sequence, which continues exactly
         check_resume(state, study(8))

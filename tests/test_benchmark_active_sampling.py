@@ -99,16 +99,11 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
     def key(space: str, kind: str, **breed: object) -> str:
         return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
 
-    # walls: 3 parameters, "auto" is the Sobol' gap-filling the first runs drew with
-    assert key("walls", "breed", **main_breed) == key("walls", "breed", **main_breed,
-                                                      explorer="auto")  # fmt: skip
-    assert key("walls", "breed", **main_breed, explorer="lhs") != key(
-        "walls", "breed", **main_breed
-    )
-    # full: 6 parameters, "auto" is the Latin hypercube: not the runs of main's Breed
-    sobol = key("full", "breed", **main_breed, explorer="sobol")
-    assert key("full", "breed", **main_breed, explorer="auto") != sobol
-    assert key("full", "breed", **main_breed, explorer="lhs") == key("full", "breed", **main_breed)
+    for space in ("walls", "full"):  # the Sobol' explorer, named or not: the first runs' key
+        plain = key(space, "breed", **main_breed)
+        assert key(space, "breed", **main_breed, explorer="sobol") == plain
+        assert key(space, "breed", **main_breed, explorer="lhs") != plain
+        assert key(space, "breed", **{**main_breed, "exploration": 1.0}) != plain
     # the fixed designs: whatever Breed's options, the key of the first runs
     assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.launcher.exploration import Exploration, engine_for
+from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
@@ -221,13 +221,13 @@ class BreedSampler(AdaptiveSampler):
     Draw `i` is, with its generator ``[seed, i]``:
 
     - an **exploration** draw, with probability `exploration_share(i)` (and always while
-      fewer than `min_observations` are kept). `explorer` "auto" (the default): with up
-      to 3 varying parameters, of the next `candidates` points of a scrambled Sobol'
-      sequence seeded with `seed`, the one farthest from every point drawn so far, bred
-      or explored (**gap-filling**: it fills the holes the bred draws, clustered around
-      their parents, leave; ``candidates=1``: the next point of the sequence); with more,
-      the same among the unused points of a Latin hypercube of the planned draws,
-      optimised for its centred discrepancy ("lhs"). See `exploration.Exploration`;
+      fewer than `min_observations` are kept): of the next `candidates` points of a
+      scrambled Sobol' (or Halton) sequence seeded with `seed`, the one farthest from
+      every point drawn so far, bred or explored (**gap-filling**, see
+      `exploration.Exploration`): it fills the holes the bred draws, clustered around
+      their parents, leave. ``candidates=1``: the next point of the sequence.
+      ``explorer="lhs"``: the same among the unused points of a Latin hypercube of the
+      planned draws, optimised for its centred discrepancy;
     - else a **bred** draw: a parent chosen among the last `window` observations with
       probability `parent_weights()`, moved by Gaussian noise of std
       ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
@@ -244,12 +244,18 @@ class BreedSampler(AdaptiveSampler):
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
     the number of draws `plan` announces (the launcher's `n_simulations`).
 
-    The defaults (exploration 0.7, sigma 0.15, floor 0.5: the worst parent weighs 3x
-    the best, min_observations 8, candidates 16, explorer "auto") were chosen on the
-    tuning seeds of `benchmarks/active_sampling.py` (`active_sampling_tuning.py`: with 6
-    parameters the Latin hypercube's exploration erred less than the Sobol' one, with 3
-    the Sobol' one less in the hard region); what they do on its evaluation seeds,
-    against fixed designs, is in docs/measured.md ("Active sampling").
+    **The default explores only** (`exploration` 1.0: no bred draw, the losses are kept
+    but steer nothing): on the tuning seeds of `benchmarks/active_sampling.py`
+    (`active_sampling_tuning.py`), the gap-filling exploration alone erred less than
+    breeding 30% of the draws (exploration 0.7, main's former default) in the
+    six-parameter space (0.81x uniform, 0.65x in the hard region), as much in the
+    three-parameter one (0.96x, 1.01x), and less than an optimised Latin hypercube's
+    exploration. Breeding is there for problems where it pays: set `exploration` below
+    1 (0.7 with sigma 0.15, floor 0.5, min_observations 8 were its tuned settings).
+    The other defaults: sigma 0.15, floor 0.5 (the worst parent weighs 3x the best),
+    min_observations 8, candidates 16, explorer "sobol". What they do on the
+    evaluation seeds, against fixed designs, is in docs/measured.md ("Active
+    sampling").
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -263,8 +269,8 @@ class BreedSampler(AdaptiveSampler):
         sigma: the noise's std, as a fraction of each parameter's range (> 0).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
-        explorer: "auto" (above), "sobol" or "halton" (the sequence, gap-filling), or
-            "lhs" (the optimised Latin hypercube of the planned draws).
+        explorer: "sobol" or "halton" (the sequence), or "lhs" (the optimised Latin
+            hypercube of the planned draws).
         candidates: K, the sequence's points each exploration draw chooses among (K - 1
             of them are skipped); 1: no gap-filling.
         memory: how many draws (the newest) gap-filling keeps away from; None: all (the
@@ -280,7 +286,7 @@ class BreedSampler(AdaptiveSampler):
         bounds: Bounds,
         seed: int = 0,
         *,
-        exploration: float = 0.7,
+        exploration: float = 1.0,
         exploration_final: float | None = None,
         decay_draws: int | None = None,
         window: int | None = 100,
@@ -288,7 +294,7 @@ class BreedSampler(AdaptiveSampler):
         sigma: float = 0.15,
         power: float = 1.0,
         floor: float = 0.5,
-        explorer: str = "auto",
+        explorer: str = "sobol",
         candidates: int = 16,
         memory: int | None = 1000,
     ) -> None:
@@ -328,8 +334,7 @@ class BreedSampler(AdaptiveSampler):
 
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
-        engine = engine_for(self.explorer, int(varying.sum()))
-        return Exploration(engine, dims, self.seed, varying, self.candidates, self.memory)
+        return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's

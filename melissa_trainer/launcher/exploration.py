@@ -21,15 +21,7 @@ from scipy.stats import qmc
 from melissa_trainer.launcher.sampler_base import qmc_engine
 from melissa_trainer.validation import check_positive_int
 
-__all__ = [
-    "AUTO_SEQUENCE_DIMS",
-    "ENGINES",
-    "EXPLORERS",
-    "LHS_BLOCK",
-    "LHS_MAX_BLOCK",
-    "Exploration",
-    "engine_for",
-]
+__all__ = ["ENGINES", "EXPLORERS", "LHS_BLOCK", "LHS_MAX_BLOCK", "Exploration"]
 
 #: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
 #: `SobolSampler` / `HaltonSampler` with the same seed: the same points)
@@ -37,27 +29,11 @@ ENGINES: dict[str, Any] = {"sobol": qmc.Sobol, "halton": qmc.Halton}
 #: every explorer: the sequences, and "lhs", a Latin hypercube of the planned draws
 #: optimised for its centred discrepancy (scipy's ``optimization="random-cd"``)
 EXPLORERS = (*ENGINES, "lhs")
-#: "auto": the gap-filling Sobol' sequence up to this many varying parameters, "lhs"
-#: above (`benchmarks/active_sampling_tuning.py`: with 3 the Sobol' maximin draws erred
-#: less in the hard region, with 6 the Latin hypercube less everywhere; between them
-#: the threshold is a guess)
-AUTO_SEQUENCE_DIMS = 3
 #: "lhs": a design's size when no budget was planned (`Exploration.plan`)
 LHS_BLOCK = 64
 #: "lhs": the largest design (its optimisation costs O(size^2) per pass); a longer
 #: budget is explored by consecutive designs of this size
 LHS_MAX_BLOCK = 1024
-
-
-def engine_for(explorer: str, varying: int) -> str:
-    """The engine an `explorer` option names for `varying` varying parameters: itself,
-    or for "auto" "sobol" up to `AUTO_SEQUENCE_DIMS`, "lhs" above. Raises ValueError
-    for an unknown explorer."""
-    if explorer == "auto":
-        return "sobol" if varying <= AUTO_SEQUENCE_DIMS else "lhs"
-    if explorer not in EXPLORERS:
-        raise ValueError(f"explorer must be 'auto' or one of {EXPLORERS}, not {explorer!r}")
-    return explorer
 
 
 class Exploration:

@@ -1,7 +1,8 @@
 """Active sampling on the heat equation: fixed designs (a Latin hypercube, an optimised
 one, scrambled Sobol') against the adaptive Breed sampler, with the same simulation
 budget and the same training steps (issues 20 and 31), and Breed's exploration alone as
-the control that says what the breeding adds.
+the control that says what the breeding adds (the same as Breed since Breed's default
+explores only: issue 31's second round).
 
 The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
 diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
@@ -28,13 +29,14 @@ optimization="random-cd")``) and **scrambled Sobol'** (its first 48 points), bot
 the varying parameters only; **exploration alone**, Breed's settings with exploration
 1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
 (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
-BreedSampler's defaults: exploration 0.7, sigma 0.15, floor 0.5, min_observations 8,
-candidates 16).
+BreedSampler's defaults: exploration 1.0, sigma 0.15, floor 0.5, min_observations 8,
+candidates 16, explorer "sobol"; `BREED`). `--arms` runs (or reports) some of them.
 
 **Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
 evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
 20001); seeds below it are tuning seeds (test sets 10000, 10001). BreedSampler's
-defaults were chosen on the tuning seeds 0-4; a run mixing the two is refused.
+defaults were chosen on tuning seeds (`active_sampling_tuning.py`); a run mixing the
+two is refused.
 
 Measured: the MSE (K^2, every point of every step) on `--test` simulations drawn
 uniformly over the space and `--test_hard` inside the hard region, solved once in this

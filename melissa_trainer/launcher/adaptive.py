@@ -247,11 +247,12 @@ class BreedSampler(AdaptiveSampler):
     **The default explores only** (`exploration` 1.0: no bred draw, the losses are kept
     but steer nothing): on the tuning seeds of `benchmarks/active_sampling.py`
     (`active_sampling_tuning.py`), the gap-filling exploration alone erred less than
-    breeding 30% of the draws (exploration 0.7, main's former default) in the
-    six-parameter space (0.81x uniform, 0.65x in the hard region), as much in the
-    three-parameter one (0.96x, 1.01x), and less than an optimised Latin hypercube's
-    exploration. Breeding is there for problems where it pays: set `exploration` below
-    1 (0.7 with sigma 0.15, floor 0.5, min_observations 8 were its tuned settings).
+    breeding 30% of the draws (exploration 0.7, the former default) in the
+    six-parameter space (0.81x uniform, 0.65x in the hard region, 3 seeds) and on the
+    uniform set of the three-parameter one (0.96x; in its hard region 1.01x on 3 seeds,
+    1.26x on the 5 of the earlier runs: there breeding paid), and less than an
+    optimised Latin hypercube's exploration. Set `exploration` below 1 to breed (0.7
+    with sigma 0.15, floor 0.5, min_observations 8 were its tuned settings).
     The other defaults: sigma 0.15, floor 0.5 (the worst parent weighs 3x the best),
     min_observations 8, candidates 16, explorer "sobol". What they do on the
     evaluation seeds, against fixed designs, is in docs/measured.md ("Active

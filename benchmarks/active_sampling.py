@@ -50,12 +50,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds; walls all 10, full 6 of 10; docs/measured.md has every
-seed and the runs are in benchmarks/results/), medians of the per-seed ratios
-baseline / Breed, uniform / hard [95% intervals]: walls, LHS 1.63 [1.38, 2.36] / 2.30
-[1.89, 2.81] (targets met), optimised LHS 1.24 / 1.49, Sobol' 1.07 / 1.69, exploration
-alone 0.86 [0.73, 0.95] / 0.81 (breeding costs accuracy: missed); full, LHS 1.27 /
-1.44, optimised LHS 0.77 [0.59, 0.89] / 0.93 (missed), Sobol' 1.78 / 2.72.
+Measured (evaluation seeds, Breed's current default: exploration alone; walls 8 seeds,
+full 8; docs/measured.md has every seed, both rounds, and the runs are in
+benchmarks/results/), medians of the per-seed ratios baseline / Breed, uniform / hard
+[95% intervals]: walls, LHS 1.90 [1.57, 2.37], 8/8 / 2.48, optimised LHS 1.25 [1.04,
+1.75], 8/8 / 1.72, Sobol' 1.28 [1.14, 1.51], 8/8 / 1.92; full, LHS 1.27 [0.85, 1.73],
+5/8 / 1.41, optimised LHS 0.76 [0.60, 0.96], 1/8 / 0.95, Sobol' 1.41 [1.09, 1.77], 7/8 /
+2.01.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary

@@ -50,13 +50,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds, Breed's current default: exploration alone; walls 8 seeds,
-full 8; docs/measured.md has every seed, both rounds, and the runs are in
+Measured (evaluation seeds, Breed's current default: exploration alone; walls 10 seeds,
+full 10; docs/measured.md has every seed, both rounds, and the runs are in
 benchmarks/results/), medians of the per-seed ratios baseline / Breed, uniform / hard
-[95% intervals]: walls, LHS 1.90 [1.57, 2.37], 8/8 / 2.48, optimised LHS 1.25 [1.04,
-1.75], 8/8 / 1.72, Sobol' 1.28 [1.14, 1.51], 8/8 / 1.92; full, LHS 1.27 [0.85, 1.73],
-5/8 / 1.41, optimised LHS 0.76 [0.60, 0.96], 1/8 / 0.95, Sobol' 1.41 [1.09, 1.77], 7/8 /
-2.01.
+[95% intervals]: walls, LHS 1.90 [1.57, 2.45], 10/10 / 2.79, optimised LHS 1.37 [1.12,
+1.80], 10/10 / 1.98, Sobol' 1.28 [1.14, 1.47], 10/10 / 1.92; full, LHS 1.27 [0.94,
+1.73], 6/10 / 1.39, optimised LHS 0.78 [0.66, 0.96], 1/10 / 0.95, Sobol' 1.41 [1.14,
+1.75], 9/10 / 2.01.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary

@@ -1,7 +1,8 @@
 """Active sampling on the heat equation: fixed designs (a Latin hypercube, an optimised
 one, scrambled Sobol') against the adaptive Breed sampler, with the same simulation
 budget and the same training steps (issues 20 and 31), and Breed's exploration alone as
-the control that says what the breeding adds.
+the control that says what the breeding adds (the same as Breed since Breed's default
+explores only: issue 31's second round).
 
 The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
 diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
@@ -28,13 +29,14 @@ optimization="random-cd")``) and **scrambled Sobol'** (its first 48 points), bot
 the varying parameters only; **exploration alone**, Breed's settings with exploration
 1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
 (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
-BreedSampler's defaults: exploration 0.7, sigma 0.15, floor 0.5, min_observations 8,
-candidates 16).
+BreedSampler's defaults: exploration 1.0, sigma 0.15, floor 0.5, min_observations 8,
+candidates 16, explorer "sobol"; `BREED`). `--arms` runs (or reports) some of them.
 
 **Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
 evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
 20001); seeds below it are tuning seeds (test sets 10000, 10001). BreedSampler's
-defaults were chosen on the tuning seeds 0-4; a run mixing the two is refused.
+defaults were chosen on tuning seeds (`active_sampling_tuning.py`); a run mixing the
+two is refused.
 
 Measured: the MSE (K^2, every point of every step) on `--test` simulations drawn
 uniformly over the space and `--test_hard` inside the hard region, solved once in this
@@ -48,12 +50,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds; walls all 10, full 6 of 10; docs/measured.md has every
-seed and the runs are in benchmarks/results/), medians of the per-seed ratios
-baseline / Breed, uniform / hard [95% intervals]: walls, LHS 1.63 [1.38, 2.36] / 2.30
-[1.89, 2.81] (targets met), optimised LHS 1.24 / 1.49, Sobol' 1.07 / 1.69, exploration
-alone 0.86 [0.73, 0.95] / 0.81 (breeding costs accuracy: missed); full, LHS 1.27 /
-1.44, optimised LHS 0.77 [0.59, 0.89] / 0.93 (missed), Sobol' 1.78 / 2.72.
+Measured (evaluation seeds, Breed's current default: exploration alone; walls 10 seeds,
+full 10; docs/measured.md has every seed, both rounds, and the runs are in
+benchmarks/results/), medians of the per-seed ratios baseline / Breed, uniform / hard
+[95% intervals]: walls, LHS 1.90 [1.57, 2.45], 10/10 / 2.79, optimised LHS 1.37 [1.12,
+1.80], 10/10 / 1.98, Sobol' 1.28 [1.14, 1.47], 10/10 / 1.92; full, LHS 1.27 [0.94,
+1.73], 6/10 / 1.39, optimised LHS 0.78 [0.66, 0.96], 1/10 / 0.95, Sobol' 1.41 [1.14,
+1.75], 9/10 / 2.01.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
@@ -67,6 +70,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -87,7 +91,7 @@ from scipy.stats import qmc
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling_stats as stats  # noqa: E402
 import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
-from active_sampling_stats import ARMS, LABELS, Run  # noqa: E402
+from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
 from report import print_rows  # noqa: E402
 from solver import PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
 
@@ -100,6 +104,7 @@ from melissa_trainer import (  # noqa: E402
 )
 from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
+from melissa_trainer.launcher.adaptive import BreedSampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
 NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
@@ -112,7 +117,13 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
-BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
+BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
+#: BreedSampler's own explorer, that of a --breed without one
+DEFAULT_EXPLORER: str = inspect.signature(BreedSampler).parameters["explorer"].default
+#: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
+#: with them (`fingerprint`), whatever `BREED` has become since
+RECORDED_BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observations": 8,
+                  "candidates": 16}  # fmt: skip
 #: seeds from this one on are evaluation seeds: never used to choose anything; below it,
 #: tuning seeds (Breed's defaults were chosen on 0-4)
 EVALUATION_FIRST_SEED = 1000
@@ -343,25 +354,35 @@ def phase(seed: int) -> str:
     return "evaluation" if seed >= EVALUATION_FIRST_SEED else "tuning"
 
 
-def fingerprint(setup: Setup, n_test: int, n_hard: int) -> str:
-    """What a recorded run must share with this invocation to be reused: the setup
-    (space, sizes, Breed's options) and the test sets' sizes (their seeds follow from
-    the run's seed: `phase`)."""
-    text = json.dumps({"setup": asdict(setup), "test": n_test, "test_hard": n_hard,
-                       "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
+def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> str:
+    """What a recorded run of arm `kind` must share with this invocation to be reused:
+    the setup (space, sizes, Breed's options) and the test sets' sizes (their seeds
+    follow from the run's seed: `phase`). The fixed designs do not read Breed's
+    options: their key takes `RECORDED_BREED` instead, so that their runs stay valid
+    whatever Breed's options (those recorded before the key said so included). Breed's
+    ``explorer`` (unnamed: the library's default) is left out when "sobol", as the runs
+    recorded before the option existed left it: the same draws, the same key."""
+    breed = dict(RECORDED_BREED) if kind in FIXED else dict(setup.breed)
+    if kind not in FIXED:
+        engine = breed.pop("explorer", DEFAULT_EXPLORER)
+        breed.update({} if engine == "sobol" else {"explorer": engine})
+    text = json.dumps({"setup": asdict(replace(setup, breed=breed)), "test": n_test,
+                       "test_hard": n_hard, "test_seeds": TEST_SEEDS},
+                      sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def recorded(results: list[Path], key: str) -> dict[tuple[str, int], Run]:
+def recorded(results: list[Path], keys: dict[str, str]) -> dict[tuple[str, int], Run]:
     """The runs of the `results` files (JSON lines, one run each; a missing file holds
-    none) recorded with fingerprint `key`, by (arm, seed); the first record of a run wins."""
+    none) recorded with their arm's fingerprint in `keys` (arm: key), by (arm, seed);
+    the first record of a run wins."""
     runs: dict[tuple[str, int], Run] = {}
     for path in results:
         lines = path.read_text().splitlines() if path.exists() else []
         for line in lines:
             if line.strip():
                 run = json.loads(line)
-                if run.get("fingerprint") == key:
+                if run.get("fingerprint") == keys.get(run.get("sampler", "")):
                     runs.setdefault((run["sampler"], run["seed"]), run)
     return runs
 
@@ -375,16 +396,18 @@ def measure(
     results: list[Path],
     inline: bool = False,
     report_only: bool = False,
+    arms: tuple[str, ...] = ARMS,
 ) -> list[Run]:
     """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
     in this one, as --quick does, to save the start of processes that import torch: no
     figure of it is meant to be read). A run already in one of the `results` files with
     this setup is reused, each new one appended to the first as soon as it finishes (a
     cut run resumes; parallel invocations on other seeds, each with its own file, are
-    read together). `report_only`: no study runs, the recorded ones are returned. The
-    test sets of each phase are solved once, here, from that phase's seeds."""
-    key = fingerprint(setup, n_test, n_hard)
-    done = recorded(results, key)
+    read together). `report_only`: no study runs, the recorded ones are returned. `arms`:
+    only these run (or are reported), in `ARMS` order. The test sets of each phase are
+    solved once, here, from that phase's seeds."""
+    keys = {kind: fingerprint(setup, n_test, n_hard, kind) for kind in ARMS}
+    done = recorded(results, keys)
     hard_volume = (LOG2_ALPHA[1] - HARD_FROM) / (LOG2_ALPHA[1] - LOG2_ALPHA[0])
     print(f"hard region: log2_alpha >= {HARD_FROM:g}, {hard_volume:.0%} of the space; "
           f"{setup.simulations} simulations, {setup.steps} steps per study; "
@@ -395,7 +418,7 @@ def measure(
     tests: dict[str, Path] = {}
     runs = []
     for seed in seeds:
-        for kind in ARMS:
+        for kind in (a for a in ARMS if a in arms):
             if (kind, seed) in done:
                 run = done[kind, seed]
             elif report_only:
@@ -410,7 +433,7 @@ def measure(
                         run = run_study(setup, kind, seed, workdir, tests[name])
                 else:
                     run = child(setup, kind, seed, workdir, tests[name])
-                run.update(space=setup.space, phase=name, fingerprint=key)
+                run.update(space=setup.space, phase=name, fingerprint=keys[kind])
                 with results[0].open("a") as f:
                     f.write(json.dumps(run) + "\n")
             print_run(run)
@@ -445,9 +468,11 @@ def plot(runs: list[Run], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     seed = min(r["seed"] for r in runs)
-    fig, axes = plt.subplots(1, len(ARMS), figsize=(4.4 * len(ARMS), 4.6), sharey=True,
-                             layout="constrained")  # fmt: skip
-    for ax, kind in zip(axes, ARMS, strict=True):
+    kinds = [a for a in ARMS if any(r["sampler"] == a and r["seed"] == seed for r in runs)]
+    fig, axes = plt.subplots(1, len(kinds), figsize=(4.4 * len(kinds), 4.6), sharey=True,
+                             layout="constrained", squeeze=False)  # fmt: skip
+    axes = axes[0]
+    for ax, kind in zip(axes, kinds, strict=True):
         run = next(r for r in runs if r["sampler"] == kind and r["seed"] == seed)
         x = [p["t_left"] for p in run["parameters"]]
         y = [p["log2_alpha"] for p in run["parameters"]]
@@ -490,6 +515,9 @@ def main() -> None:
     p.add_argument("--report", action="store_true",
                    help="run nothing: the tables of the recorded runs, over the seeds on "
                         "which every arm ran")  # fmt: skip
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
+                   help="run (or report) only these arms; the tables need Breed's "
+                        "(default: all five)")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
@@ -519,11 +547,15 @@ def main() -> None:
     start = time.perf_counter()
     try:
         runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick,
-                       report_only=opts.report)  # fmt: skip
+                       report_only=opts.report, arms=tuple(opts.arms))  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if "breed" not in opts.arms:  # nothing to pair the baselines with: their runs only
+        stats.print_seeds(runs)
+        print(f"\ntotal {time.perf_counter() - start:.0f} s")
+        return
     if opts.report:  # medians and ratios over the same seeds for every arm
-        complete = {s for s, arms in stats.by_seed(runs).items() if len(arms) == len(ARMS)}
+        complete = {s for s, ran in stats.by_seed(runs).items() if len(ran) == len(opts.arms)}
         runs = [r for r in runs if r["seed"] in complete]
         if not runs:
             p.error("no seed on which every arm ran is recorded")

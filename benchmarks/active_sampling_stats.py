@@ -77,6 +77,11 @@ def paired(runs: list[Run], arm: str, test: str) -> Paired:
     return Paired(arm, test, tuple(seeds), ratios)
 
 
+def baselines(runs: list[Run]) -> list[str]:
+    """The arms other than Breed that `runs` hold, in `ARMS` order."""
+    return [a for a in ARMS if a != "breed" and any(r["sampler"] == a for r in runs)]
+
+
 def median(runs: list[Run], arm: str, key: str) -> float:
     return statistics.median(r[key] for r in runs if r["sampler"] == arm)
 
@@ -92,8 +97,8 @@ def rows(runs: list[Run], space: str) -> list[dict[str, Any]]:
       "ratio"); target 1.0 for LHS on the uniform set (the low end must exceed it), else
       None.
 
-    Then the share of simulations in the hard region, ``ours`` Breed, ``baseline`` LHS,
-    ``ratio`` ours / baseline."""
+    Then (when LHS ran) the share of simulations in the hard region, ``ours`` Breed,
+    ``baseline`` LHS, ``ratio`` ours / baseline."""
 
     def row(case: str, ours: float, baseline: float, unit: str, ratio: float, target: Any):
         return {"case": case, "ours": round(ours, 4), "baseline": round(baseline, 4),
@@ -102,7 +107,7 @@ def rows(runs: list[Run], space: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     uniform_lhs = 0.0
     for test in SETS:
-        for arm in (a for a in ARMS if a != "breed"):
+        for arm in baselines(runs):
             ours, base = median(runs, "breed", f"{test}_mse"), median(runs, arm, f"{test}_mse")
             target: Any = None
             if arm == "lhs":
@@ -116,6 +121,8 @@ def rows(runs: list[Run], space: str) -> list[dict[str, Any]]:
             out.append(row(f"{name}, per seed (median, {LEVEL:.0%} interval)", low, high,
                            "ratio", pair.median,
                            1.0 if arm == "lhs" and test == "uniform" else None))  # fmt: skip
+    if "lhs" not in baselines(runs):
+        return out
     share = median(runs, "breed", "hard_share"), median(runs, "lhs", "hard_share")
     out.append(row(f"{space}, share of simulations in the hard region: Breed / LHS", *share,
                    "share", share[0] / share[1] if share[1] else float("inf"), None))  # fmt: skip
@@ -137,7 +144,7 @@ def print_paired(runs: list[Run]) -> None:
         f"[{LEVEL:.0%} bootstrap interval, {RESAMPLES} resamples], Breed's wins of N"
     )
     for test in SETS:
-        for arm in (a for a in ARMS if a != "breed"):
+        for arm in baselines(runs):
             pair = paired(runs, arm, test)
             low, high = pair.interval()
             print(f"  {test:<8}{LABELS[arm] + ' / Breed':<28}{pair.median:>6.2f} "

@@ -25,6 +25,11 @@ from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamS
 from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 
+#: the options the examples give a sampler: Breed breeds 30% of its draws (its own
+#: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that
+#: `--sampler breed` shows adaptive sampling, and resumes the examples' checkpoints
+#: written when 0.7 was the default
+SAMPLER_OPTIONS: dict[str, dict[str, Any]] = {"breed": {"exploration": 0.7}}
 #: Parameter name -> (low, high), as `make_sampler` takes it.
 Bounds = Mapping[str, tuple[float, float]]
 
@@ -143,7 +148,9 @@ def study_source(
         return None, source
     launcher = Launcher(
         simulation=[sys.executable, *command],
-        sampler=make_sampler(opts.sampler, bounds, seed=seed),
+        sampler=make_sampler(
+            opts.sampler, bounds, seed=seed, **SAMPLER_OPTIONS.get(opts.sampler, {})
+        ),
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,

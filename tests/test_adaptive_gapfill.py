@@ -20,7 +20,8 @@ SPAN = np.array([high - low for low, high in BOUNDS.values()])
 
 
 def gapfill(seed: int = 0, **options: Any) -> BreedSampler:
-    return BreedSampler(BOUNDS, seed, **{"min_observations": 5, "candidates": 8, **options})
+    options = {"min_observations": 5, "candidates": 8, "exploration": 0.7, **options}
+    return BreedSampler(BOUNDS, seed, **options)  # breeding (its default only explores)
 
 
 def unit(drawn: dict[str, float]) -> np.ndarray:
@@ -107,7 +108,7 @@ def test_the_memory_keeps_the_newest_draws_only(memory: int | None, n: int) -> N
         ({"candidates": 2.5}, "candidates must be a positive int"),
         ({"candidates": True}, "candidates must be a positive int"),
         ({"memory": 0}, "memory must be a positive int"),
-        ({"explorer": "lhs"}, "explorer must be 'sobol' or 'halton'"),
+        ({"explorer": "grid"}, "explorer must be one of"),
     ],
 )
 def test_bad_options_are_refused_naming_them(options: dict[str, Any], match: str) -> None:

@@ -86,6 +86,28 @@ def test_paired_ratios_median_wins_and_interval() -> None:
         stats.paired(runs, "sobol", "uniform")
 
 
+def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_designs() -> None:
+    bench = _bench()
+    main_breed = {
+        "exploration": 0.7,
+        "sigma": 0.15,
+        "floor": 0.5,
+        "min_observations": 8,
+        "candidates": 16,
+    }  # fmt: skip  (the options the first runs were keyed with)
+
+    def key(space: str, kind: str, **breed: object) -> str:
+        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
+
+    for space in ("walls", "full"):  # the Sobol' explorer, named or not: the first runs' key
+        plain = key(space, "breed", **main_breed)
+        assert key(space, "breed", **main_breed, explorer="sobol") == plain
+        assert key(space, "breed", **main_breed, explorer="lhs") != plain
+        assert key(space, "breed", **{**main_breed, "exploration": 1.0}) != plain
+    # the fixed designs: whatever Breed's options, the key of the first runs
+    assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
 def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
@@ -153,6 +175,18 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
     assert code == 0 and json.loads(out.strip().splitlines()[-1])["rows"] == rows
     assert not (tmp_path / "other.jsonl").exists()
     assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
+    # --arms: only those run; the fixed designs' runs are kept whatever Breed's options
+    other = ["--quick", "--json", "--arms", "lhs", "breed", "--output_dir", str(tmp_path),
+             "--breed", json.dumps({"exploration": 1.0, "explorer": "lhs"})]  # fmt: skip
+    code, out, _ = _main(other, monkeypatch, capsys)
+    added = (tmp_path / "runs.jsonl").read_text().splitlines()[len(lines) :]
+    assert code == 0 and [json.loads(line)["sampler"] for line in added] == ["breed"]
+    cases = [r["case"] for r in json.loads(out.strip().splitlines()[-1])["rows"]]
+    assert len(cases) == 2 * 2 + 1 and all("LHS / Breed" in case for case in cases[:-1])
+    code, out, _ = _main(["--quick", "--arms", "sobol", "--output_dir", str(tmp_path)],
+                         monkeypatch, capsys)  # fmt: skip
+    assert code == 0 and "scrambled Sobol'" in out  # its run, reused; nothing to pair with
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines + added
 
 
 @pytest.mark.timeout(120)

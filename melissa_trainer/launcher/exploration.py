@@ -1,6 +1,6 @@
 """The exploration draws of `BreedSampler`: points of a scrambled low-discrepancy
-sequence, optionally **gap-filling** (each draw the candidate farthest from every point
-drawn so far).
+sequence or of an optimised Latin hypercube of the planned budget, optionally
+**gap-filling** (each draw the candidate farthest from every point drawn so far).
 
 Kept apart from `adaptive.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
@@ -21,11 +21,19 @@ from scipy.stats import qmc
 from melissa_trainer.launcher.sampler_base import qmc_engine
 from melissa_trainer.validation import check_positive_int
 
-__all__ = ["ENGINES", "Exploration"]
+__all__ = ["ENGINES", "EXPLORERS", "LHS_BLOCK", "LHS_MAX_BLOCK", "Exploration"]
 
 #: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
 #: `SobolSampler` / `HaltonSampler` with the same seed: the same points)
 ENGINES: dict[str, Any] = {"sobol": qmc.Sobol, "halton": qmc.Halton}
+#: every explorer: the sequences, and "lhs", a Latin hypercube of the planned draws
+#: optimised for its centred discrepancy (scipy's ``optimization="random-cd"``)
+EXPLORERS = (*ENGINES, "lhs")
+#: "lhs": a design's size when no budget was planned (`Exploration.plan`)
+LHS_BLOCK = 64
+#: "lhs": the largest design (its optimisation costs O(size^2) per pass); a longer
+#: budget is explored by consecutive designs of this size
+LHS_MAX_BLOCK = 1024
 
 
 class Exploration:
@@ -41,6 +49,16 @@ class Exploration:
       K - 1 are discarded, so the sequence advances by K per draw. Every draw of the
       sampler, bred or explored, must be passed to `remember`: the explorations then go
       to the holes that the bred draws (clustered around their parents) leave.
+
+    ``engine="lhs"``: the points come from a Latin hypercube over the `varying`
+    dimensions (the fixed ones 0), optimised for its centred discrepancy, of `size`
+    points: the budget passed to `plan` before the first draw (at most `LHS_MAX_BLOCK`;
+    `LHS_BLOCK` unplanned), seeded with ``[seed, 31, block]``. Each draw takes one of
+    its unused points: the first unused one (``candidates=1``: the design in order), or
+    of the first `candidates` unused ones the farthest from the remembered points. When
+    a design's points are all used, the next block's design follows. Exploring alone
+    (every draw of a budget of `size`), the draws are the whole design: one point in
+    each of the `size` strata of every varying dimension.
 
     The memory keeps the newest `memory` points (None: all of them, the state then
     grows with the study): they are in the state, so a resumed sampler picks the same
@@ -60,8 +78,8 @@ class Exploration:
         candidates: int = 1,
         memory: int | None = 1000,
     ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"explorer must be 'sobol' or 'halton', not {engine!r}")
+        if engine not in EXPLORERS:
+            raise ValueError(f"explorer must be one of {EXPLORERS}, not {engine!r}")
         check_positive_int("candidates", candidates)
         if memory is not None:
             check_positive_int("memory", memory)
@@ -70,10 +88,20 @@ class Exploration:
         self._varying = np.asarray(varying, dtype=bool)
         #: exploration draws made so far
         self.explored = 0
-        #: points of the sequence consumed so far (`candidates` per draw)
+        #: points of the sequence consumed so far (`candidates` per draw; "lhs": 1)
         self.position = 0
+        #: "lhs": the size of each design (None until planned or first drawn)
+        self.size: int | None = None
+        self._used: list[int] = []  # "lhs": the current design's points used, in order
+        self._design: np.ndarray | None = None  # "lhs": the current design (varying dims)
         self._forget()
-        self._sequence = self._new_sequence()
+        self._sequence = None if engine == "lhs" else self._new_sequence()
+
+    def plan(self, n_draws: int) -> None:
+        """For "lhs": the designs' size becomes `n_draws` (at most `LHS_MAX_BLOCK`),
+        before the first draw; afterwards, and for the sequences, a no-op."""
+        if self.engine == "lhs" and self.explored == 0 and n_draws >= 1:
+            self.size = min(int(n_draws), LHS_MAX_BLOCK)
 
     def _forget(self) -> None:
         # a ring of the remembered points (the varying dimensions): row `_count % size`
@@ -97,6 +125,7 @@ class Exploration:
         return qmc_engine(ENGINES[self.engine], self.dims, self.seed, scramble=True)
 
     def _next(self, n: int) -> np.ndarray:
+        assert self._sequence is not None  # a sequence's, never "lhs"
         with warnings.catch_warnings():
             # Sobol' warns when the points drawn are not a power of two (see SobolSampler)
             warnings.filterwarnings("ignore", message=".*balance properties.*")
@@ -106,18 +135,53 @@ class Exploration:
 
     def draw(self) -> np.ndarray:
         """The next exploration point of the unit cube (all `dims` dimensions)."""
+        if self.engine == "lhs":
+            return self._draw_design()
         candidates = self._next(self.candidates)
         self.explored += 1
         if self.candidates == 1 or not self._count:
             return candidates[0]
         return candidates[int(np.argmax(self.gaps(candidates)))]
 
+    def _draw_design(self) -> np.ndarray:
+        size = self.size = self.size or LHS_BLOCK
+        block, taken = divmod(self.explored, size)
+        if self._design is None or taken == 0:  # a resumed one, or the next block
+            self._design = self._block(block)
+        if taken == 0:
+            self._used = []
+        used = set(self._used)
+        unused = [i for i in range(size) if i not in used][: self.candidates]
+        pick = 0
+        if len(unused) > 1 and self._count:
+            pick = int(np.argmax(self._gaps_varying(self._design[unused])))
+        self._used.append(unused[pick])
+        self.explored += 1
+        self.position += 1
+        point = np.zeros(self.dims)
+        point[self._varying] = self._design[unused[pick]]
+        return point
+
+    def _block(self, block: int) -> np.ndarray:
+        """Design number `block` ("lhs"): `size` points over the varying dimensions."""
+        assert self.size is not None  # set by the first draw or a loaded state
+        width = int(self._varying.sum())
+        if width == 0:  # nothing varies: every point is the same
+            return np.zeros((self.size, 0))
+        seed = [self.seed, 31, block]
+        lhs = qmc_engine(qmc.LatinHypercube, width, seed, optimization="random-cd")
+        design: np.ndarray = lhs.random(self.size)
+        return design
+
     def gaps(self, points: np.ndarray) -> np.ndarray:
         """Each point's distance to its nearest remembered point (inf: none remembered)."""
+        return self._gaps_varying(points[:, self._varying])
+
+    def _gaps_varying(self, points: np.ndarray) -> np.ndarray:
         drawn = self._held()  # the order does not matter for the nearest one
         if not len(drawn):
             return np.full(len(points), math.inf)
-        diff = points[:, None, self._varying] - drawn[None, :, :]
+        diff = points[:, None, :] - drawn[None, :, :]
         return np.sqrt(np.min(np.sum(diff * diff, axis=2), axis=1))
 
     def remember(self, unit: np.ndarray) -> None:
@@ -137,13 +201,18 @@ class Exploration:
         self._count += 1
 
     def state_dict(self) -> dict[str, Any]:
-        """JSON-serializable (floats round-trip exactly through `json`)."""
-        return {
+        """JSON-serializable (floats round-trip exactly through `json`). "lhs" adds the
+        designs' ``size`` and the current design's points ``used`` (its points are
+        computed again from the seed)."""
+        state: dict[str, Any] = {
             "engine": self.engine,
             "explored": self.explored,
             "position": self.position,
             "drawn": self.drawn.tolist(),
         }
+        if self.engine == "lhs":
+            state.update(size=self.size, used=list(self._used))
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from a `state_dict()` of an exploration built with the same arguments.
@@ -162,19 +231,42 @@ class Exploration:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"exploration state has an invalid {name} {value!r}")
         assert isinstance(explored, int) and isinstance(position, int)  # for mypy
-        if position != explored * self.candidates:
+        per_draw = 1 if self.engine == "lhs" else self.candidates
+        if position != explored * per_draw:
             raise ValueError(
                 f"exploration state has position {position} for {explored} draws of "
                 f"{self.candidates} candidates: saved with other candidates"
             )
         drawn = self._checked_points(state.get("drawn"))
+        size, used = self._checked_design(state, explored) if self.engine == "lhs" else (None, [])
         self.explored, self.position = explored, position
         self._forget()
         for point in drawn:
             self._append(point)
-        self._sequence = self._new_sequence()
-        if position:
-            self._sequence.fast_forward(position)
+        self.size, self._used, self._design = size, used, None
+        if self.engine != "lhs":
+            self._sequence = self._new_sequence()
+            if position:
+                self._sequence.fast_forward(position)
+
+    @staticmethod
+    def _checked_design(state: Mapping[str, Any], explored: int) -> tuple[int | None, list[int]]:
+        """An "lhs" state's ``size`` and ``used``, checked against its draws."""
+        size, used = state.get("size"), state.get("used")
+        if size is None and explored == 0 and used == []:
+            return None, []  # saved before its first draw, unplanned
+        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= LHS_MAX_BLOCK:
+            raise ValueError(f"exploration state has an invalid design size {size!r}")
+        valid = isinstance(used, list) and all(
+            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in used
+        )
+        if not valid or len(set(used)) != len(used) or len(used) != explored % size:  # type: ignore[arg-type]
+            raise ValueError(
+                f"exploration state has design points used {used!r}: not {explored % size} "
+                f"distinct points of a design of {size}"
+            )
+        assert isinstance(used, list)  # for mypy
+        return size, list(used)
 
     def _checked_points(self, saved: Any) -> list[np.ndarray]:
         if not isinstance(saved, list):

@@ -16,8 +16,9 @@ model is loaded):
   drawn (uniform, Halton, Sobol', a callable, a list long enough, a Latin hypercube of
   an explicit `batch`, Breed with a fixed exploration share). Refused where the draws
   depend on the number itself: a Latin hypercube whose design size is
-  `n_simulations` (``batch=None``, the examples' ``--sampler lhs``) and Breed with a
-  decaying exploration share (`exploration_final`, decaying over `n_simulations`);
+  `n_simulations` (``batch=None``, the examples' ``--sampler lhs``), Breed with a
+  decaying exploration share (`exploration_final`, decaying over `n_simulations`) and
+  Breed exploring a Latin hypercube of `n_simulations` points (`explorer` "lhs");
   and refused once the checkpoint's stream had ended (every simulation finished: the
   buffers were closed, a resumed run cannot reopen them).
 * **Fewer simulations** (`n_simulations` shrunk; the same samplers as for growing):
@@ -150,10 +151,16 @@ def _design_fits(
     saved: Mapping[str, Any], sampler: Sampler, before: int | None, n_simulations: int
 ) -> None:
     """A design whose size is the study's number of simulations cannot change size."""
+    exploration = saved.get("exploration_state")
     if sampler.kind == "lhs":
         key, what = "batch", "the LHS design depends on it (one hypercube of that many points)"
     elif sampler.kind == "breed" and getattr(sampler, "exploration_final", None) is not None:
         key, what = "decay_draws", "Breed's exploration share decays over that many draws"
+    elif sampler.kind == "breed" and getattr(sampler, "design_size", None) is not None:
+        # its exploration draws come from a Latin hypercube of the planned draws
+        key, what = "design_size", "Breed explores a Latin hypercube of that many points"
+        saved = exploration if isinstance(exploration, Mapping) else {}
+        saved = {key: saved.get("size")}
     else:
         return
     old, mine = saved.get(key), getattr(sampler, key, None)

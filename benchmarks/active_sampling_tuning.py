@@ -1,0 +1,90 @@
+"""The tuning table of issue 31: Breed's candidate settings on the **tuning seeds** (below
+1000) of `active_sampling.py`, each against main's Breed (the settings the first
+evaluation ran with), from the runs recorded in `--results`. Runs nothing.
+
+Each candidate is an arm of `active_sampling.py` run with some ``--breed`` options:
+the "breed" arm (the options as given) or the "explore" arm (the same with exploration
+1.0: the exploration design alone). Reported per space: every seed's uniform / hard
+MSE, the medians, and per seed the ratio candidate / main's Breed (below 1: the
+candidate better), its median, the candidate's wins out of N and the bootstrap interval
+of the median (`active_sampling_stats`). The runs were made by::
+
+    cd benchmarks/results
+    python ../active_sampling.py --space SPACE --first_seed SEED --seeds 1 --arms explore breed \\
+        --breed OPTIONS --results active_sampling_tuning_SPACE.jsonl
+
+for SPACE walls and full, SEED 0-4, OPTIONS each of `CANDIDATES`' (main's, and with
+``"explorer": "lhs"``). Usage::
+
+    cd benchmarks/results
+    python ../active_sampling_tuning.py --results active_sampling_tuning*.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import active_sampling as bench  # noqa: E402
+import active_sampling_stats as stats  # noqa: E402
+
+#: main's Breed: the options the first runs were recorded with (its explorer "sobol",
+#: then the default and unnamed in them)
+MAIN = {**bench.RECORDED_BREED, "explorer": "sobol"}
+#: (label, arm, --breed options): the first is the reference, main's Breed
+CANDIDATES = (
+    ("main's Breed (Sobol' maximin, exploration 0.7)", "breed", MAIN),
+    ("its exploration alone (Sobol' maximin)", "explore", MAIN),
+    ("Breed, LHS exploration, 0.7", "breed", {**MAIN, "explorer": "lhs"}),
+    ("LHS exploration alone", "explore", {**MAIN, "explorer": "lhs"}),
+)
+
+
+def table(results: list[Path], space: str, n_test: int, n_hard: int) -> None:
+    runs: dict[str, dict[int, stats.Run]] = {}
+    for label, kind, options in CANDIDATES:
+        setup = bench.Setup(space=space, breed=options)
+        key = bench.fingerprint(setup, n_test, n_hard, kind)
+        found = bench.recorded(results, {kind: key})
+        runs[label] = {seed: run for (_, seed), run in found.items() if seed < 1000}
+    reference = CANDIDATES[0][0]
+    seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
+    print(f"\n{space} space, tuning seeds {seeds} (every candidate ran them): "
+          f"uniform / hard MSE (K^2); share in the hard region")  # fmt: skip
+    for seed in seeds:
+        cells = [f"{runs[c[0]][seed]['uniform_mse']:.3f} / {runs[c[0]][seed]['hard_mse']:.3f}; "
+                 f"{runs[c[0]][seed]['hard_share']:.0%}" for c in CANDIDATES]  # fmt: skip
+        print(f"  {seed:<4}" + "  ".join(f"{c:<26}" for c in cells))
+    if not seeds:
+        return
+    print(f"  candidate / {reference} per seed (< 1: the candidate better): median "
+          f"[95% interval], the candidate's wins")  # fmt: skip
+    for label, _, _ in CANDIDATES:
+        mine = [runs[label][s] for s in seeds]
+        medians = [statistics.median(r[f"{t}_mse"] for r in mine) for t in stats.SETS]
+        line = f"  {label:<50} medians {medians[0]:.3f} / {medians[1]:.3f};"
+        for test in stats.SETS:
+            ratios = tuple(runs[label][s][f"{test}_mse"] / runs[reference][s][f"{test}_mse"]
+                           for s in seeds)  # fmt: skip
+            pair = stats.Paired(label, test, tuple(seeds), ratios)
+            low, high = pair.interval()
+            wins = sum(r < 1.0 for r in ratios)
+            line += f"  {test} {pair.median:.2f} [{low:.2f}, {high:.2f}] {wins}/{len(seeds)}"
+        print(line)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--results", nargs="+", required=True, metavar="FILE")
+    p.add_argument("--test", type=int, default=200)
+    p.add_argument("--test_hard", type=int, default=100)
+    opts = p.parse_args()
+    for space in ("walls", "full"):
+        table([Path(f) for f in opts.results], space, opts.test, opts.test_hard)
+
+
+if __name__ == "__main__":
+    main()

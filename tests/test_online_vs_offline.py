@@ -278,8 +278,10 @@ def test_the_sweep_maps_two_costs_pinned(tmp_path):
     for p in points:
         assert p["r"] == pytest.approx(p["sim_ms_per_sample"] / p["offline_step_ms"], rel=1e-2)
         assert p["online"]["simulations"] > 0 and p["storage"]["simulations"] > 0
-    # a sample costs more to simulate with more sub-steps
-    assert points[1]["sim_ms_per_sample"] > points[0]["sim_ms_per_sample"]
+    # each point's simulation cost is measured (not compared: at --quick sizes a
+    # solver's start-up dominates it, and a loaded machine once timed 512 sub-steps
+    # below 1: a wall-clock comparison, which tests must not assert)
+    assert all(math.isfinite(p["sim_ms_per_sample"]) and p["sim_ms_per_sample"] > 0 for p in points)
     for row in rows:
         assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2)
     assert "equal wall time:" in out.stdout and not list(tmp_path.glob("work-*"))

@@ -193,6 +193,7 @@ def test_two_ranks_load_on_one_with_every_sample_once(two_ranks: Path, tmp_path:
     trainer = make(tmp_path, 50_000, max_steps=12)
     trainer.load_checkpoint(two_ranks)
     rng_after_load = torch.get_rng_state()
+    cuda_after_load = torch.cuda.get_rng_state() if torch.cuda.is_available() else None
     old = [json.loads((two_ranks / f"rank_{r}" / "trainer_rank.json").read_text()) for r in (0, 1)]
     assert trainer.state.global_step == 5
     assert trainer.state.samples_seen == old[0]["samples_seen"] + old[1]["samples_seen"]
@@ -216,16 +217,19 @@ def test_two_ranks_load_on_one_with_every_sample_once(two_ranks: Path, tmp_path:
 
     model = trainer.accelerator.unwrap_model(trainer.model)
     for name, value in load_tensors(str(two_ranks / "model.safetensors")).items():
-        assert torch.equal(model.state_dict()[name], value)
+        assert torch.equal(model.state_dict()[name].cpu(), value)
     saved = torch.load(two_ranks / "random_states_0.pkl", weights_only=False)
     torch.manual_seed(reshard_seed(saved["torch_manual_seed"].numpy().tobytes(), 1, 0))
     assert torch.equal(rng_after_load, torch.get_rng_state())
     assert not torch.equal(rng_after_load, saved["torch_manual_seed"])
+    if cuda_after_load is not None:  # on a GPU, the CUDA generator seeded alike
+        assert torch.equal(cuda_after_load, torch.cuda.get_rng_state())
+        assert not torch.equal(cuda_after_load, saved["torch_cuda_manual_seed"][0])
     optimizer = torch.load(two_ranks / "optimizer.bin", weights_only=False)
     loaded = trainer.optimizer.state_dict()
     assert loaded["state"].keys() == optimizer["state"].keys()
     for key, moments in optimizer["state"].items():
-        assert all(torch.equal(loaded["state"][key][n], v) for n, v in moments.items())
+        assert all(torch.equal(loaded["state"][key][n].cpu(), v.cpu()) for n, v in moments.items())
     state = json.loads((two_ranks / "trainer_state.json").read_text())
     assert trainer.state.total_samples_seen == state["total_samples_seen"]
     assert trainer.state.last_log_step == state["last_log_step"] == 3
@@ -346,7 +350,8 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
         *flags,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
-    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    if ranks > 1:  # gloo on CPU on any machine; one rank takes a GPU where there is one
+        env["CUDA_VISIBLE_DEVICES"] = ""
     proc = run_group(cmd, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
@@ -398,6 +403,9 @@ def check_share(checkpoint: Path, loaded: list[dict[str, Any]]) -> None:
         torch.manual_seed(reshard_seed(torch_state, m, r))
         expected = hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest()
         assert d["torch_rng"] == expected, f"rank {r}'s RNG"
+        if d.get("cuda_rng") is not None:  # a one-rank run on a GPU: seeded alike
+            cuda = hashlib.sha256(torch.cuda.get_rng_state().numpy().tobytes()).hexdigest()
+            assert d["cuda_rng"] == cuda, f"rank {r}'s CUDA RNG"
 
 
 @pytest.mark.slow

@@ -70,6 +70,13 @@ def digest(tensors: dict[str, torch.Tensor]) -> str:
     return h.hexdigest()
 
 
+def cuda_rng() -> str | None:
+    """SHA-256 of this process's current CUDA generator state (None without CUDA)."""
+    if not torch.cuda.is_available():
+        return None
+    return hashlib.sha256(torch.cuda.get_rng_state().numpy().tobytes()).hexdigest()
+
+
 class Dump(Hook):
     """Writes what the rank loaded (`on_load`)."""
 
@@ -98,6 +105,7 @@ class Dump(Hook):
             "unreduced_ids": losses["unreduced_ids"].tolist(),
             "unreduced_losses": losses["unreduced_losses"].tolist(),
             "torch_rng": hashlib.sha256(torch.get_rng_state().numpy().tobytes()).hexdigest(),
+            "cuda_rng": cuda_rng(),
             "model": digest(model.state_dict()),
             "accelerate_step": trainer.accelerator.step,
         }

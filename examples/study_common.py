@@ -21,7 +21,15 @@ from typing import Any
 
 import torch
 
-from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamSource, Study
+from melissa_trainer import (
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    Source,
+    StreamSource,
+    Study,
+    TrainerState,
+)
 from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 
@@ -120,6 +128,17 @@ def check_matplotlib(plot: bool) -> None:
             sys.exit(
                 '--plot needs matplotlib: pip install "melissa-trainer[examples]", or --no_plot'
             )
+
+
+def train(trainer: OnlineTrainer) -> TrainerState:
+    """`trainer.train()`; a refusal to start (a `ConfigError`: an earlier run's
+    checkpoints in `output_dir`, say) ends the program with its message and exit status
+    2, as a bad option does, instead of a traceback (on every rank that raised it)."""
+    try:
+        return trainer.train()
+    except ConfigError as exc:
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 def study_source(

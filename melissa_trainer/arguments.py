@@ -130,7 +130,15 @@ class TrainingArguments:
             ``"continue"`` logs the error and trains on without that checkpoint.
             Either way the partial checkpoint is removed. Default ``"stop"``.
         resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
-            the newest checkpoint in `output_dir`. Default None (start afresh).
+            the newest checkpoint in `output_dir`. Default None (start afresh: refused
+            when `output_dir` holds checkpoints of an earlier run, see
+            `overwrite_output_dir`).
+        overwrite_output_dir: start afresh in an `output_dir` whose ``checkpoints``
+            folder holds an earlier run's checkpoints: `train` moves that folder to
+            ``checkpoints-previous-TIME`` beside it (nothing is deleted) before anything
+            starts. Without it such a start is refused (a later ``"latest"`` would pick
+            the newest step of either run). Not with `resume_from_checkpoint`.
+            Default False.
         buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
             sample used once), ``"firo"`` (first in, random out; each sample used once)
             or ``"reservoir"`` (random subset; samples may be drawn several times).
@@ -212,6 +220,11 @@ class TrainingArguments:
     )  # fmt: skip
     resume_from_checkpoint: str | None = _f(
         None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
+    )
+    overwrite_output_dir: bool = _f(
+        False,
+        "Start afresh although OUTPUT_DIR holds an earlier run's checkpoints: they are "
+        "moved to OUTPUT_DIR/checkpoints-previous-TIME (nothing is deleted).",
     )
     buffer: str = _f(
         DEFAULT_BUFFER,
@@ -322,6 +335,12 @@ class TrainingArguments:
             problem = directory_problem(name, value) if ok(name) and value else None
             if problem is not None:
                 p.append(problem)
+        if self.overwrite_output_dir is True and self.resume_from_checkpoint is not None:
+            p.append(
+                f"overwrite_output_dir=True with resume_from_checkpoint="
+                f"{self.resume_from_checkpoint!r}: choose one (resume that run, or start "
+                "afresh with the earlier checkpoints moved aside)"
+            )
         if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
             p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
         for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):

@@ -1,4 +1,5 @@
-"""Checkpoint directories: naming, atomic commit, rotation, resolution of "latest".
+"""Checkpoint directories: naming, atomic commit, rotation, resolution of "latest",
+an earlier run's folder moved aside.
 
 Small pure functions on paths; what goes inside is `checkpoint_registry`'s (its named
 parts, each written and read by its owner).
@@ -50,6 +51,7 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
@@ -124,6 +126,23 @@ def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[s
             f"{[str(p) for p in list_checkpoints(root)] or 'none yet'}"
         )
     return path
+
+
+def move_aside(root: str | os.PathLike[str], now: float | None = None) -> Path:
+    """Rename the checkpoint folder `root` to a free sibling
+    ``{root}-previous-YYYYmmddTHHMMSSZ`` (``-2``, ``-3``... when taken) and return it.
+    Main rank only. One rename (atomic on one file system), made durable; nothing in
+    it is read, changed or deleted."""
+    root = Path(root)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    target = root.with_name(f"{root.name}-previous-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = root.with_name(f"{root.name}-previous-{stamp}-{n}")
+    os.rename(root, target)
+    fsync_dir(target.parent)
+    return target
 
 
 def begin(root: str | os.PathLike[str], step: int) -> Path:

@@ -236,13 +236,17 @@ class OnlineTrainer:
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._hold_output_dir()
-        resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
-        first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
-        if resume is not None:
-            self.load_checkpoint(resume)
-            first_window = trainer_checkpoint.window_left(self)
-            hooks.fire(Event.LOAD, self, state, control, str(resume))
-        self.source.start(self.buffer, self.process_index, self.num_processes)
+        try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
+            resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
+            first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
+            if resume is not None:
+                self.load_checkpoint(resume)
+                first_window = trainer_checkpoint.window_left(self)
+                hooks.fire(Event.LOAD, self, state, control, str(resume))
+            self.source.start(self.buffer, self.process_index, self.num_processes)
+        except BaseException:
+            self._release_output_dir()  # ...leaves output_dir free for the next try
+            raise
         # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
         preemption = PreemptionHandler(on_force=self.source.stop).install()
         self.preempted_by = None
@@ -296,9 +300,7 @@ class OnlineTrainer:
                 self.hooks.close()
             finally:
                 preemption.restore()
-                if self._output_lock is not None:
-                    self._output_lock.active = False
-                    self._output_lock.release()  # the run is over: output_dir is free
+                self._release_output_dir()  # the run is over: output_dir is free
         return state
 
     def _hold_output_dir(self) -> None:
@@ -314,6 +316,11 @@ class OnlineTrainer:
             )
         lock.acquire()
         lock.active = True
+
+    def _release_output_dir(self) -> None:
+        if self._output_lock is not None:
+            self._output_lock.active = False
+            self._output_lock.release()
 
     def _say_stopping(self) -> None:
         """The loop is over: a trainer started on this output_dir now waits for this one

@@ -32,6 +32,7 @@ from melissa_trainer.checkpoint_errors import (
     describe_verification,
     others,
 )
+from melissa_trainer.config_reading import ConfigError
 from melissa_trainer.hooks import Event
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -198,6 +199,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     """
     arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
     if arg is None:
+        _start_afresh(trainer)
         return None
     if arg != "latest":
         path = ckpt.resolve_resume(arg, root)
@@ -225,6 +227,52 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
         "warnings above); move them aside to start afresh",
         Path(root),
     )
+
+
+def _start_afresh(trainer: OnlineTrainer) -> None:
+    """Start afresh (`resume_from_checkpoint` None) only where no earlier run's
+    checkpoints would be mixed with this run's. Collective: the main rank looks and acts,
+    every rank gets its verdict (one broadcast) and all go on, or all raise, together.
+
+    A trainer past step 0 (it called `load_checkpoint` by hand) continues that run:
+    nothing to check. Otherwise complete checkpoints under
+    `checkpoint_root` are refused (`ConfigError` naming the three ways on), or, with
+    `overwrite_output_dir`, their folder is moved aside (`checkpoint.move_aside`) before
+    anything starts: a later ``"latest"`` would otherwise take the newest step of either
+    run, and a save of a step both wrote would replace the earlier run's.
+    """
+    if trainer.state.global_step > 0:
+        return
+    root = trainer.checkpoint_root
+    verdict: tuple[str, str] = ("fresh", "")
+    if trainer.is_main_process:
+        found = [p.name for p in ckpt.list_checkpoints(root)]
+        if found and not trainer.args.overwrite_output_dir:
+            verdict = ("refused", ", ".join(found))
+        elif found:
+            try:
+                verdict = ("moved", str(ckpt.move_aside(root)))
+            except OSError as exc:
+                verdict = ("failed", f"{type(exc).__name__}: {exc}")
+    kind, detail = _from_main(trainer, verdict)
+    if kind == "refused":
+        out = trainer.args.output_dir
+        raise ConfigError(
+            f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
+            "resume_from_checkpoint is not set: continue that run with "
+            "--resume_from_checkpoint latest, start afresh in another --output_dir, or "
+            f"pass --overwrite_output_dir to move them to {root.name}-previous-TIME beside "
+            "them (nothing is deleted)",
+            context="start",
+        )
+    if kind == "failed":
+        raise RuntimeError(f"overwrite_output_dir: could not move {root} aside ({detail})")
+    if kind == "moved" and trainer.is_main_process:
+        logger.warning(
+            "overwrite_output_dir: the earlier run's checkpoints are now in %s; this run "
+            "starts afresh",
+            detail,
+        )
 
 
 def _warn_of_newer(path: Path, root: Path) -> None:

@@ -45,6 +45,7 @@ from study_common import (  # noqa: E402
     prepare_rendezvous,
     print_overlap,
     run_summary,
+    train,
 )
 
 from melissa_trainer import (  # noqa: E402
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     start = time.perf_counter()
-    state = trainer.train()
+    state = train(trainer)
     wall = time.perf_counter() - start
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)

@@ -54,6 +54,7 @@ from study_common import (  # noqa: E402
     print_refused,
     run_summary,
     study_source,
+    train,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
-    state = trainer.train()
+    state = train(trainer)
     wall = time.perf_counter() - start
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)

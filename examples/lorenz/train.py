@@ -48,6 +48,7 @@ from study_common import (  # noqa: E402
     print_refused,
     run_summary,
     study_source,
+    train,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
@@ -259,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
-    state = trainer.train()
+    state = train(trainer)
     wall = time.perf_counter() - start
     summary: dict[str, Any] = {
         "horizon": opts.horizon,

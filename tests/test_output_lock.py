@@ -146,8 +146,12 @@ def test_a_stopping_holder_is_waited_for(tmp_path: Path, holders: list[Holder]) 
 
 
 def _trainer(out: Path) -> OnlineTrainer:
+    """A trainer of `out` that starts afresh each time (the earlier one's checkpoints
+    moved aside: what is tested here is the lock)."""
     model = small_model()
-    args = TrainingArguments(output_dir=str(out), batch_size=4, disable_progress_bar=True)
+    args = TrainingArguments(
+        output_dir=str(out), batch_size=4, disable_progress_bar=True, overwrite_output_dir=True
+    )
     return OnlineTrainer(
         model,
         args,

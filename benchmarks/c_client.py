@@ -27,7 +27,7 @@ The library is built with CMake from `clients/c` (Release, into `--build-dir`, b
 default a directory of this checkout's own under the system's temp dir, reused between
 runs), the three programs with the C compiler (`$CC`, else cc) against it and libzmq.
 Without cmake, pkg-config, a C compiler or libzmq the script says what is missing on
-stderr and exits 77 (tests/test_benchmark_c_client.py then skips).
+stderr and exits 77 (tests/benchmarks/test_benchmark_c_client.py then skips).
 
     python benchmarks/c_client.py            # a few minutes
     python benchmarks/c_client.py --quick    # shorter

@@ -2,7 +2,7 @@
 
     python benchmarks/pause.py [--pause 120] [--simulations 4] [--steps 12]
 
-Runs `tests/scripts/paused_study.py` (the driver of `tests/test_pause.py`) with every
+Runs `tests/scripts/paused_study.py` (the driver of `tests/launcher/test_pause.py`) with every
 timeout at its default (`LauncherTuning()`, `ClientTuning()`): a trainer with a local
 launcher, solvers that each queue ``steps`` x 2 MiB at once and wait in
 `Client.close` for the trainer to read it, training slowed to 0.1 s a sample so that

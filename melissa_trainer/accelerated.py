@@ -22,7 +22,7 @@ micro-batch, `update` per optimizer step):
 
 Both do the same arithmetic (the loss divided by `gradient_accumulation_steps` before
 backward, as `Accelerator.backward` does), so they give bitwise-identical weights;
-tests/test_trainer.py checks it.
+tests/trainer/test_trainer.py checks it.
 """
 
 from __future__ import annotations

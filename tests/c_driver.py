@@ -1,5 +1,5 @@
 """Drives the C client and the Python client through the same sends, for the tests of
-clients/c (test_c_client.py, test_c_client_build.py).
+clients/c (tests/c/test_c_client.py, tests/c/test_c_client_build.py).
 
 The C side is `clients/c/tests/mt_script.c`, a program that runs a script of one
 command per line and prints each command's status and message; `c_script` writes the

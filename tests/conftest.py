@@ -1,5 +1,10 @@
 """Shared fixtures: a clean Accelerate state per test, one torch thread; the number of
-pytest-xdist workers that ``-n auto`` (pyproject's addopts) starts."""
+pytest-xdist workers that ``-n auto`` (pyproject's addopts) starts.
+
+The test files are in folders that mirror the package (docs/concepts/architecture.md,
+"Tests"); this file stays at the top of tests/: imported in pytest's default (prepend)
+import mode, it puts tests/ on sys.path, so the shared helpers beside it (helpers.py,
+slurm_cluster.py, ...) import by name from every folder."""
 
 from __future__ import annotations
 

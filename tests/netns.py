@@ -1,4 +1,4 @@
-"""Network namespaces that stand in for nodes, for tests/test_multinode.py (Linux, root).
+"""Network namespaces that stand in for nodes, for tests/trainer/test_multinode.py (Linux, root).
 
 Topology: one namespace per node (e.g. "node0", "node1", "sims"), each holding one end
 of a veth pair named `INTERFACE` with the address ``{SUBNET}.{i + 1}/24`` and `lo` up;

@@ -1,6 +1,6 @@
 """A second reading of docs/protocol.md, written from the document alone, for the fuzz test.
 
-`tests/test_fuzz.py` sends mutated and valid messages to a real `Receiver` and asks
+`tests/stream/test_fuzz.py` sends mutated and valid messages to a real `Receiver` and asks
 this module (the decoder) and `reference_receiver` (the receiver's rules) what the
 document says must happen to each: accepted (and which samples reach the buffer, with
 which bytes) or rejected (and for which reason). They were written without reading

@@ -13,7 +13,7 @@ receiver's record of each simulation), this rank's figures and the per-simulatio
 losses (``simulation_loss_steps=2``). It is copied to DEST (default
 ``tests/data/checkpoint_v1``: the checkpoint layout before the format was versioned).
 
-`build_trainer` is also what `tests/test_old_checkpoint.py` resumes it with: the same
+`build_trainer` is also what `tests/checkpoint/test_old_checkpoint.py` resumes it with: the same
 study, so the resumed run may continue it.
 """
 

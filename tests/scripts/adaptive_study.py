@@ -1,4 +1,4 @@
-"""An adaptive study on two training ranks, run by tests/test_simulation_loss.py under
+"""An adaptive study on two training ranks, run by tests/trainer/test_simulation_loss.py under
 ``accelerate launch --multi_gpu --num_processes 2`` (gloo on CPU).
 
 The launcher (rank 0) runs `--workers` workers in worker mode (`adaptive_worker.py`),

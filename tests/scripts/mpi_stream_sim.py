@@ -1,4 +1,4 @@
-"""An MPI simulation using `melissa_trainer.client.Client`, for tests/test_stream_source.py.
+"""An MPI simulation using `melissa_trainer.client.Client`, for tests/stream/test_stream_source.py.
 
     mpiexec -n 2 python tests/scripts/mpi_stream_sim.py ENDPOINT
 

@@ -1,4 +1,4 @@
-"""One node's training, run by tests/test_multinode.py in a network namespace under
+"""One node's training, run by tests/trainer/test_multinode.py in a network namespace under
 ``accelerate launch --multi_gpu --num_machines 2 --machine_rank R ...`` (gloo, one CPU
 process per node).
 

@@ -1,4 +1,4 @@
-"""A worker (worker mode) of tests/test_multinode.py: runs in the "sims" namespace.
+"""A worker (worker mode) of tests/trainer/test_multinode.py: runs in the "sims" namespace.
 
 Asks the launcher (on node0, through CURVE) for simulations until none is left; each
 streams `--steps` time steps of x (3 floats) and y = x . (1, 2, 3) to the receivers of

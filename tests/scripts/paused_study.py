@@ -1,5 +1,5 @@
 """A study whose trainer is paused (SIGSTOP, then SIGCONT) from outside: the driver of
-`tests/test_pause.py` and of `benchmarks/pause.py`.
+`tests/launcher/test_pause.py` and of `benchmarks/pause.py`.
 
     python tests/scripts/paused_study.py OUT '{"simulations": 4, "steps": 12, ...}'
 

@@ -1,4 +1,5 @@
-"""Run under `accelerate launch --multi_gpu --num_processes 2` by tests/test_rank_counters.py.
+"""Run under `accelerate launch --multi_gpu --num_processes 2` by
+tests/trainer/test_rank_counters.py.
 
 Rank 0 streams 83 samples (10 batches of 8 and one of 3), rank 1 160: both stop after
 11 steps, having seen 83 and 88 samples. The source's telemetry has a per-rank figure

@@ -1,4 +1,4 @@
-"""Run under `accelerate launch --num_processes N` by tests/test_reshard_load.py: a run
+"""Run under `accelerate launch --num_processes N` by tests/checkpoint/test_reshard_load.py: a run
 that may resume from a checkpoint of another number of ranks.
 
 Each rank streams `--samples` samples whose ``index`` is unique across ranks and

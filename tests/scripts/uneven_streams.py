@@ -1,4 +1,4 @@
-"""Run under `accelerate launch --multi_gpu --num_processes 2` by tests/test_distributed.py.
+"""Run under `accelerate launch --multi_gpu --num_processes 2` by tests/trainer/test_distributed.py.
 
 Rank 0 streams `--short` batches, rank 1 `--long` batches; an optional hook on rank 1
 asks to stop at `--stop_at`; with `--nan_at I`, rank 1's I-th sample holds a NaN. Each

@@ -1,5 +1,5 @@
 /* mt_script: drives the C client from a script of one command per line, for the
- * Python tests (tests/test_c_client.py) and the CTest run. Prints one line per command:
+ * Python tests (tests/c/test_c_client.py) and the CTest run. Prints one line per command:
  * "<line> <status> <message>" (status 0 = MT_OK). Payloads are generated: byte j of a
  * send with seed s is (s * 31 + j * 7) & 255 (bool: (s + j) & 1), the same in Python.
  *

@@ -39,10 +39,11 @@ is signalled when the trainer process dies rather than when that thread ends. If
 whole trainer dies in between, nobody will signal the job: the Python wrapper then
 checks its parent and terminates itself, as ``preexec_fn`` did; setpriv has no such
 check, so a trainer SIGKILLed within that millisecond after a launch (longer on a
-loaded machine) leaves that one job running (tests/test_launch_window.py). Since the
-program exec'd first is the wrapper, the backend looks the command up itself (in the
-job's PATH, from the job's working directory) as an exec would, so that a missing or
-non-executable command is still a `LaunchError` at launch; the wrappers' ``execvp``
+loaded machine) leaves that one job running
+(tests/launcher/backends/test_launch_window.py). Since the program exec'd first is the
+wrapper, the backend looks the command up itself (in the job's PATH, from the job's
+working directory) as an exec would, so that a missing or non-executable command is
+still a `LaunchError` at launch; the wrappers' ``execvp``
 (glibc) runs a file without a ``#!`` line through ``/bin/sh`` where a direct exec
 fails with ENOEXEC.
 

@@ -1,0 +1,204 @@
+"""benchmarks/active_sampling.py in quick mode: the five arms (LHS, optimised LHS,
+scrambled Sobol', Breed's exploration alone, Breed) run their whole budget in turn
+(every simulation finished, the same steps), the Breed arms are fed losses, the control
+draws no bred point, the rows and the plot come out well formed, a second invocation
+reuses every recorded run instead of running it again, and --report runs nothing. No
+error is asserted: the figures are for people to read. The paired statistics are
+checked on their own, against figures worked out by hand. The first invocation is the
+command itself, in a subprocess; the later ones and the refusals call its `main` in
+this process (what they check is the command line's handling, not a process start:
+each subprocess paid seconds of imports of torch, scipy and matplotlib)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+SCRIPT = BENCHMARKS / "active_sampling.py"
+ARMS = ["lhs", "lhs_opt", "sobol", "explore", "breed"]
+BASELINES = ["LHS", "LHS, optimised", "scrambled Sobol'", "exploration alone"]
+
+
+def _stats():  # benchmarks/ is not a package: its modules import each other by name
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import active_sampling_stats
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return active_sampling_stats
+
+
+def _bench():  # the command's module, imported once (it puts benchmarks/ on sys.path)
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import active_sampling
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return active_sampling
+
+
+def _main(
+    argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    """``active_sampling.py ARGV`` run in this process: its exit code (0 when `main`
+    returns), stdout and stderr."""
+    bench = _bench()
+    monkeypatch.setattr(sys, "argv", [str(SCRIPT), *argv])
+    capsys.readouterr()  # what came before is not this command's
+    try:
+        bench.main()
+        code = 0
+    except SystemExit as exit_:  # argparse's error: exit 2, the message on stderr
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _run(seed: int, arm: str, uniform: float, hard: float) -> dict[str, object]:
+    return {"sampler": arm, "seed": seed, "uniform_mse": uniform, "hard_mse": hard,
+            "hard_share": 0.25}  # fmt: skip
+
+
+def test_paired_ratios_median_wins_and_interval() -> None:
+    stats = _stats()
+    lhs = [2.0, 3.0, 1.5, 0.5, 4.0]  # Breed's uniform MSE is 1.0 on every seed
+    runs = [_run(s, "lhs", u, 1.0) for s, u in enumerate(lhs)]
+    runs += [_run(s, "breed", 1.0, 1.0) for s in range(5)]
+    runs.append(_run(9, "lhs", 7.0, 1.0))  # no Breed run on seed 9: not paired
+    pair = stats.paired(runs, "lhs", "uniform")
+    assert pair.seeds == (0, 1, 2, 3, 4)
+    assert pair.ratios == (2.0, 3.0, 1.5, 0.5, 4.0)
+    assert pair.median == 2.0 and pair.wins == 4
+    low, high = pair.interval()
+    assert 0.5 <= low <= 2.0 <= high <= 4.0
+    assert pair.interval() == (low, high)  # a fixed generator: the same interval again
+    level = stats.paired(runs, "lhs", "hard")  # every ratio 1.0: no spread, no win
+    assert level.interval() == (1.0, 1.0) and level.wins == 0
+    better = stats.Paired("lhs", "uniform", (0, 1, 2), (1.3, 1.4, 1.5))
+    assert better.interval()[0] >= 1.3  # every resample's median is a ratio above 1.3
+    with pytest.raises(ValueError, match="no seed"):
+        stats.paired(runs, "sobol", "uniform")
+
+
+def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_designs() -> None:
+    bench = _bench()
+    main_breed = {
+        "exploration": 0.7,
+        "sigma": 0.15,
+        "floor": 0.5,
+        "min_observations": 8,
+        "candidates": 16,
+    }  # fmt: skip  (the options the first runs were keyed with)
+
+    def key(space: str, kind: str, **breed: object) -> str:
+        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
+
+    for space in ("walls", "full"):  # the Sobol' explorer, named or not: the first runs' key
+        plain = key(space, "breed", **main_breed)
+        assert key(space, "breed", **main_breed, explorer="sobol") == plain
+        assert key(space, "breed", **main_breed, explorer="lhs") != plain
+        assert key(space, "breed", **{**main_breed, "exploration": 1.0}) != plain
+    # the fixed designs: whatever Breed's options, the key of the first runs
+    assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
+def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    png = tmp_path / "where.png"
+    argv = ["--quick", "--json", "--plot", str(png), "--output_dir", str(tmp_path)]
+    command = [sys.executable, str(SCRIPT), *argv]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=280, check=True).stdout
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    cases = [r["case"] for r in rows]
+    for test in ("uniform", "hard"):
+        for label in BASELINES:
+            name = f"walls, {test} MSE: {label} / Breed"
+            assert f"{name}, medians" in cases
+            assert f"{name}, per seed (median, 95% interval)" in cases
+    assert cases[-1] == "walls, share of simulations in the hard region: Breed / LHS"
+    assert len(rows) == 2 * 4 * 2 + 1
+    by_case = {r["case"]: r for r in rows}
+    for row in rows:
+        assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
+        assert row["ours"] > 0 and row["baseline"] > 0 and math.isfinite(row["ratio"])
+        if row["case"].endswith("medians"):  # baseline / Breed: higher is better for Breed
+            assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-3)
+        elif row["unit"] == "ratio":  # one seed: the interval is the ratio itself
+            assert row["ours"] == pytest.approx(row["ratio"], abs=1e-3)  # ratio: 3 decimals
+            assert row["baseline"] == pytest.approx(row["ratio"], abs=1e-3)
+    uniform = by_case["walls, uniform MSE: LHS / Breed, medians"]
+    assert uniform["target"] == 1.2
+    assert by_case["walls, hard MSE: LHS / Breed, medians"]["target"] == uniform["ratio"]
+    assert (
+        by_case["walls, uniform MSE: LHS / Breed, per seed (median, 95% interval)"]["target"] == 1.0
+    )
+
+    results = json.loads((tmp_path / "results.json").read_text())
+    setup, runs = results["setup"], results["runs"]
+    assert [r["sampler"] for r in runs] == ARMS  # in turn, one seed
+    assert {r["seed"] for r in runs} == {1000} and {r["phase"] for r in runs} == {"evaluation"}
+    for run in runs:
+        assert run["simulations"] == setup["simulations"] == len(run["parameters"])
+        assert run["steps"] == setup["steps"]
+        hard_share = sum(p["log2_alpha"] >= 0 for p in run["parameters"]) / len(run["parameters"])
+        assert run["hard_share"] == pytest.approx(hard_share, abs=1e-4)
+        for p in run["parameters"]:  # the walls space: the other temperatures fixed
+            assert p["t_initial"] == p["t_bottom"] == p["t_top"] == 300.0
+    explore, breed = runs[3], runs[4]
+    for run in (explore, breed):  # the trainer fed the sampler
+        assert run["reductions"] > 0 and run["observed"] > 0
+    assert explore["explored"] == explore["simulations"]  # no bred draw
+    assert png.stat().st_size > 10_000
+
+    # every run is in the JSON-lines file; a second invocation reuses them all
+    lines = (tmp_path / "runs.jsonl").read_text().splitlines()
+    assert [json.loads(line)["sampler"] for line in lines] == ARMS
+    png.unlink()
+    code, again, _ = _main(argv, monkeypatch, capsys)
+    assert code == 0 and "5 run(s) recorded" in again
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines  # nothing re-run
+    assert json.loads(again.strip().splitlines()[-1])["rows"] == rows
+    assert png.stat().st_size > 10_000  # the plot again, from the recorded runs
+    # --report runs nothing: seed 1001, never run, is left out; a second file is read too
+    report = ["--quick", "--json", "--report", "--seeds", "2", "--output_dir", str(tmp_path),
+              "--results", str(tmp_path / "other.jsonl"), str(tmp_path / "runs.jsonl")]  # fmt: skip
+    code, out, _ = _main(report, monkeypatch, capsys)
+    assert code == 0 and json.loads(out.strip().splitlines()[-1])["rows"] == rows
+    assert not (tmp_path / "other.jsonl").exists()
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines
+    # --arms: only those run; the fixed designs' runs are kept whatever Breed's options
+    other = ["--quick", "--json", "--arms", "lhs", "breed", "--output_dir", str(tmp_path),
+             "--breed", json.dumps({"exploration": 1.0, "explorer": "lhs"})]  # fmt: skip
+    code, out, _ = _main(other, monkeypatch, capsys)
+    added = (tmp_path / "runs.jsonl").read_text().splitlines()[len(lines) :]
+    assert code == 0 and [json.loads(line)["sampler"] for line in added] == ["breed"]
+    cases = [r["case"] for r in json.loads(out.strip().splitlines()[-1])["rows"]]
+    assert len(cases) == 2 * 2 + 1 and all("LHS / Breed" in case for case in cases[:-1])
+    code, out, _ = _main(["--quick", "--arms", "sobol", "--output_dir", str(tmp_path)],
+                         monkeypatch, capsys)  # fmt: skip
+    assert code == 0 and "scrambled Sobol'" in out  # its run, reused; nothing to pair with
+    assert (tmp_path / "runs.jsonl").read_text().splitlines() == lines + added
+
+
+@pytest.mark.timeout(120)
+def test_mixed_seeds_and_a_report_of_nothing_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--quick", "--first_seed", "998", "--seeds", "3", "--output_dir", str(tmp_path)]
+    code, _, err = _main(argv, monkeypatch, capsys)
+    assert code == 2 and "mix tuning and evaluation seeds" in err
+    assert not (tmp_path / "runs.jsonl").exists()
+    code, _, err = _main(
+        ["--quick", "--report", "--output_dir", str(tmp_path)], monkeypatch, capsys
+    )
+    assert code == 2 and "no seed on which every arm ran" in err
+    assert not (tmp_path / "runs.jsonl").exists()

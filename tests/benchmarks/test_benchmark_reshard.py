@@ -1,0 +1,37 @@
+"""benchmarks/reshard.py --quick: it runs (a small checkpoint written by 2 ranks, loaded
+on 2 and on 3 simulated ranks, every sample loaded: the benchmark checks it) and gives
+its rows well formed. No speed is asserted: the figures are for people to read."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "reshard.py"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_quick_json_gives_every_row_well_formed(tmp_path: Path) -> None:
+    command = [sys.executable, str(BENCHMARK), "--quick", "--json", "--dir", str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=160, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout)
+    rows = out["rows"]
+    assert len(rows) == 2
+    assert rows[0]["case"].startswith("load ") and rows[0]["target"] == pytest.approx(1 / 1.5, 1e-3)
+    assert rows[1]["target"] is None
+    for r in rows:
+        assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}, r
+        for key in ("ours", "baseline", "ratio"):
+            assert isinstance(r[key], float | int) and math.isfinite(r[key]) and r[key] > 0, r
+        assert r["unit"] == "s"
+        assert r["ratio"] == pytest.approx(r["baseline"] / r["ours"], rel=0.01, abs=0.002), r
+    setup = out["setup"]
+    assert setup["rounds"] == 1 and set(setup["slowest_s"]) == {"2", "3"}
+    assert list(tmp_path.iterdir()) == []  # the checkpoint is removed

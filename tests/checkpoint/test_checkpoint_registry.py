@@ -1,0 +1,119 @@
+"""A checkpoint is a registry of named parts (`checkpoint_registry`): its format file,
+each file owned by one part, one owner of `samples_seen`, and the formats it reads."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import Keys, linear_samples, small_model, xy
+
+from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments
+from melissa_trainer import checkpoint_registry as registry
+from melissa_trainer.checkpoint import latest_checkpoint
+from melissa_trainer.checkpoint_manifest import MANIFEST
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
+from make_old_checkpoint import build_trainer  # noqa: E402
+
+pytestmark = pytest.mark.timeout(120)
+
+FIXTURE = Path(__file__).resolve().parents[1] / "data" / "checkpoint_v1"
+
+
+def make(out: Path, **overrides: Any) -> OnlineTrainer:
+    args = TrainingArguments(
+        output_dir=str(out),
+        batch_size=4,
+        buffer="fifo",
+        buffer_size=16,
+        watermark=4,
+        report_to="none",
+        disable_progress_bar=True,
+        stop_sync_steps=2,
+        **overrides,
+    )
+    model = small_model(0)
+    return OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=lambda rank, world: linear_samples(64, seed=1),
+        process_sample=xy,
+    )
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoint of this code: 6 steps of 4 samples."""
+    out = tmp_path_factory.mktemp("registry")
+    make(out, max_steps=6).train()
+    path = latest_checkpoint(out / "checkpoints")
+    assert path is not None
+    return path
+
+
+def test_the_format_file_names_the_version_and_every_part(written: Path) -> None:
+    described = json.loads((written / registry.FORMAT_FILE).read_text())
+    assert described["format_version"] == registry.FORMAT_VERSION == 2
+    assert described["parts"] == {
+        "source": "per_rank",
+        "rng": "per_rank",
+        "accelerate": "global",
+        "trainer_state": "global",
+        "hooks": "global",
+        "buffer": "per_rank",
+        "pending": "per_rank",
+        "trainer_rank": "per_rank",
+        "simulation_losses": "per_rank",
+        "training_args": "global",
+    }
+
+
+def test_every_file_belongs_to_one_part(written: Path, tmp_path: Path) -> None:
+    trainer = make(tmp_path / "other")
+    owned: list[str] = []
+    for part in registry.parts(trainer):
+        owned += part.files(written, 0)
+    on_disk = {p.relative_to(written).as_posix() for p in written.rglob("*") if p.is_file()}
+    assert set(owned) == on_disk - {MANIFEST, registry.FORMAT_FILE}
+
+
+def test_samples_seen_has_one_owner_the_rank_part(written: Path) -> None:
+    state = json.loads((written / "trainer_state.json").read_text())
+    assert "samples_seen" not in state
+    assert state["global_step"] == 6 and state["total_samples_seen"] == 24
+    rank = json.loads((written / "rank_0" / registry.RANK_STATE).read_text())
+    assert rank["samples_seen"] == 24
+
+
+def test_format_1_without_the_rank_part_takes_rank_0s_count(tmp_path: Path) -> None:
+    """A checkpoint of a version before ``trainer_rank.json``: `samples_seen` is the one
+    of its trainer state, and the loss since the last log starts afresh."""
+    old = tmp_path / "checkpoint-12"
+    shutil.copytree(FIXTURE, old)
+    (old / "rank_0" / registry.RANK_STATE).unlink()
+    state = json.loads((old / "trainer_state.json").read_text())
+    (old / "trainer_state.json").write_text(json.dumps(dict(state, samples_seen=5)))
+    trainer = build_trainer(tmp_path, Keys())  # the fixture's study
+    with torch.no_grad():
+        trainer.log_figures.loss_sum.fill_(3.0)
+    trainer.log_figures.loss_count = 2
+    trainer.load_checkpoint(old)
+    assert trainer.state.samples_seen == 5
+    assert trainer.state.global_step == 12
+    assert (trainer.log_figures.loss_count, float(trainer.log_figures.loss_sum)) == (0, 0.0)
+
+
+def test_a_newer_format_is_refused_naming_it(written: Path, tmp_path: Path) -> None:
+    newer = tmp_path / "checkpoint-6"
+    shutil.copytree(written, newer)
+    (newer / registry.FORMAT_FILE).write_text(json.dumps({"format_version": 3, "parts": {}}))
+    trainer = make(tmp_path / "out")
+    with pytest.raises(CheckpointError, match="checkpoint format 3.*formats 1 to 2"):
+        trainer.load_checkpoint(newer)

@@ -1,0 +1,208 @@
+"""One trainer per output directory (`melissa_trainer.output_lock`), with real processes.
+
+A holder process (tests/scripts/hold_output_lock.py) takes the lock as a trainer's rank
+0 does; the tests check that another taker is refused at once with the holder named,
+waits for a holder that says it is stopping, and takes the lock at once after the
+holder was SIGKILLed (the kernel releases it). The trainer-level checks construct real
+`OnlineTrainer`s (and a 2-rank `accelerate launch`, whose ranks must all fail when rank
+0 is refused, not hang).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+from test_crash_resume import Run
+
+from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
+from melissa_trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+
+HOLDER = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
+
+
+class Holder:
+    """A process holding `output_dir`'s lock until `go()` (or a kill)."""
+
+    def __init__(self, tmp: Path, output_dir: Path, state: str = "running") -> None:
+        self.go_file = tmp / f"go-{output_dir.name}-{state}"
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HOLDER), str(output_dir), state, str(self.go_file)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # blocks until it holds the lock, or dies
+        assert line.strip() == "held", self.proc.stderr.read() if self.proc.stderr else ""
+
+    def go(self) -> None:
+        self.go_file.touch()
+        assert self.proc.wait(30) == 0
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+@pytest.fixture
+def holders(tmp_path: Path) -> Iterator[list[Holder]]:
+    made: list[Holder] = []
+    yield made
+    for h in made:
+        h.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_second_taker_is_refused_at_once_naming_the_holder(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    out = tmp_path / "out"
+    holder = Holder(tmp_path, out)
+    holders.append(holder)
+    started = time.monotonic()
+    with pytest.raises(OutputDirLocked) as refused:
+        OutputDirLock(out, "second").acquire()
+    assert time.monotonic() - started < 2.0
+    message = str(refused.value)
+    assert f"pid {holder.proc.pid}" in message
+    assert f"host {socket.gethostname()}" in message and "since 20" in message
+    assert "run holder" in message and "--output_dir" in message
+    assert refused.value.holder is not None and refused.value.holder.pid == holder.proc.pid
+    holder.go()  # its exit releases the lock: the next taker gets it
+    lock = OutputDirLock(out, "third")
+    lock.acquire(stopping_wait=0.0)
+    assert '"run_id": "third"' in (out / LOCK_FILE).read_text()
+    lock.release()
+
+
+@pytest.mark.timeout(60)
+def test_a_sigkilled_holder_does_not_block_the_next_run(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    out = tmp_path / "out"
+    holder = Holder(tmp_path, out)
+    holders.append(holder)
+    os.kill(holder.proc.pid, signal.SIGKILL)
+    assert holder.proc.wait(30) == -signal.SIGKILL
+    assert f'"pid": {holder.proc.pid}' in (out / LOCK_FILE).read_text()  # a stale record
+    started = time.monotonic()
+    lock = OutputDirLock(out, "requeued")
+    lock.acquire(stopping_wait=0.0)
+    assert time.monotonic() - started < 1.0
+    assert f'"pid": {os.getpid()}' in (out / LOCK_FILE).read_text()
+    lock.release()
+
+
+@pytest.mark.timeout(60)
+def test_a_stopping_holder_is_waited_for(tmp_path: Path, holders: list[Holder]) -> None:
+    out = tmp_path / "out"
+    holder = Holder(tmp_path, out, state="stopping")
+    holders.append(holder)
+    lock = OutputDirLock(out, "next")
+    errors: list[BaseException] = []
+
+    def take() -> None:
+        try:
+            lock.acquire(stopping_wait=60.0)
+        except BaseException as exc:  # reported by the main thread
+            errors.append(exc)
+
+    taker = threading.Thread(target=take)
+    taker.start()
+    try:
+        # the holder is alive and holds the lock: the taker cannot have it
+        assert holder.proc.poll() is None and not lock.held and taker.is_alive()
+        holder.go()
+        taker.join(30)
+        assert not taker.is_alive() and not errors, errors
+        assert lock.held
+    finally:
+        holder.go_file.touch()
+        taker.join(60)
+        lock.release()
+    # a stopping holder that outlasts the bound: refused, saying it waited
+    holder2 = Holder(tmp_path, tmp_path / "out2", state="stopping")
+    holders.append(holder2)
+    with pytest.raises(OutputDirLocked, match=r"stopping\) \(waited 0 s"):
+        OutputDirLock(tmp_path / "out2", "late").acquire(stopping_wait=0.2)
+
+
+def _trainer(out: Path) -> OnlineTrainer:
+    """A trainer of `out` that starts afresh each time (the earlier one's checkpoints
+    moved aside: what is tested here is the lock)."""
+    model = small_model()
+    args = TrainingArguments(
+        output_dir=str(out), batch_size=4, disable_progress_bar=True, overwrite_output_dir=True
+    )
+    return OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=0.01),
+        train_source=list(linear_samples(16)),
+        process_sample=xy,
+    )
+
+
+@pytest.mark.timeout(120)
+def test_trainers_lock_their_output_dir_until_train_ends(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    out = tmp_path / "out"
+    first = _trainer(out)
+    assert '"state": "running"' in (out / LOCK_FILE).read_text()
+    refused: list[str] = []
+
+    class Intruder(Hook):  # in one process as well: refused while `first` trains
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            if not refused:
+                with pytest.raises(OutputDirLocked, match=f"pid {os.getpid()}") as info:
+                    _trainer(out)
+                refused.append(str(info.value))
+
+    first.hooks.add(Intruder())
+    first.train()
+    assert len(refused) == 1
+    assert '"state": "stopping"' in (out / LOCK_FILE).read_text()
+    _trainer(out).train()  # released when train() returned
+    # a trainer built and not trained (a notebook cell run again) is superseded
+    dropped = _trainer(out)
+    again = _trainer(out)
+    with pytest.raises(RuntimeError, match="a newer OnlineTrainer of this process took"):
+        dropped.train()
+    again.train()
+    # another process's trainer: refused before its source is configured
+    holders.append(Holder(tmp_path, tmp_path / "held"))
+    with pytest.raises(OutputDirLocked, match="run holder"):
+        _trainer(tmp_path / "held")
+
+
+@pytest.mark.timeout(240)
+def test_every_rank_fails_when_rank_0_is_refused(tmp_path: Path, holders: list[Holder]) -> None:
+    """accelerate launch with 2 processes on a held output_dir: both ranks exit with the
+    holder named, none waits for the other (the run's launcher exits non-zero)."""
+    holder = Holder(tmp_path, tmp_path / "out")
+    holders.append(holder)
+    run = Run(tmp_path, "two-ranks", ranks=2, paced=False)
+    code = run.wait(200)
+    output = (tmp_path / "two-ranks.stderr").read_text()
+    assert code != 0, output
+    assert output.count(f"pid {holder.proc.pid}") >= 2, output  # both ranks name it
+    assert not (tmp_path / "out" / "rendezvous").exists()  # nothing launched, nothing written

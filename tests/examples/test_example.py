@@ -1,0 +1,121 @@
+"""The examples' command lines (what --help shows is what they run with: each example's
+`main` called in this process, as its ``__main__`` calls it with the command line; the
+subprocesses of test_example_heat.py, test_example_lorenz.py and the oscillator run
+below start each example's command for real), and the oscillator example (an
+in-process source) end to end, in a subprocess."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+EXAMPLE = EXAMPLES / "oscillators" / "train.py"
+#: one torch thread, as every other test's trainer runs: on 2 busy cores, two threads for
+#: this small MLP make the oscillator run 1.5x (idle) to 4x (loaded) slower, same result
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+def load_example(example: str) -> ModuleType:
+    """``examples/EXAMPLE/train.py`` imported under a name of its own: the examples'
+    modules are all ``train`` and two import a ``solver`` of their own, so this
+    process's ``sys.path`` and ``solver`` module are restored after the import."""
+    name = f"_example_{example}_train"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / example / "train.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path, solver = list(sys.path), sys.modules.pop("solver", None)
+    sys.modules[name] = module  # its dataclasses' annotations resolve in its namespace
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    finally:
+        sys.path[:] = path
+        sys.modules.pop("solver", None)
+        if solver is not None:
+            sys.modules["solver"] = solver
+    return module
+
+
+def run_main(
+    example: str, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> tuple[object, str, str]:
+    """The example's ``main(argv)``, what its command line runs: the exit code it
+    raised (None: it returned), its stdout and stderr."""
+    main = load_example(example).main
+    capsys.readouterr()
+    try:
+        main(argv)
+        code: object = None
+    except SystemExit as exit_:
+        code = exit_.code
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize(
+    ("example", "shown"),
+    [
+        ("heat_pde", {"buffer": "reservoir", "buffer_size": "4000", "watermark": "500",
+                      "sample_to_insert_ratio": "8.0", "batch_size": "32",
+                      "output_dir": "outputs/heat_pde"}),
+        ("lorenz", {"buffer": "reservoir", "buffer_size": "20000", "watermark": "2000",
+                    "sample_to_insert_ratio": "4.0", "batch_size": "128"}),
+        ("oscillators", {"buffer": "firo", "buffer_size": "2048", "watermark": "512",
+                         "batch_size": "64"}),
+    ],
+)  # fmt: skip
+def test_help_shows_the_defaults_the_example_runs_with(
+    example: str,
+    shown: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(example, ["--help"], capsys)
+    assert code == 0, err[-3000:]
+    text = " ".join(out.split())  # argparse wraps lines
+    for name, value in shown.items():
+        flag_help = text.split(f"--{name} ")[2].split(" --")[0]  # [1] is the usage line
+        assert f"(default: {value})" in flag_help, (name, flag_help)
+    # a bad value is argparse's error naming the flag, before anything starts
+    argv = ["--watermark", "10", "--buffer_size", "5", "--batch_size", "2"]
+    code, _, err = run_main(example, argv, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "error: argument --watermark: watermark=10 is larger than buffer_size=5" in err
+    assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_oscillator_example_beats_the_mean_field(tmp_path: Path) -> None:
+    cmd = [
+        sys.executable,
+        str(EXAMPLE),
+        "--json",
+        "--num_simulations",
+        "256",
+        "--output_dir",
+        str(tmp_path / "out"),
+        "--disable_progress_bar",
+    ]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=280, cwd=tmp_path, env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["steps"] == 400  # 256 simulations x 100 steps / batch 64
+    assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
+    assert (tmp_path / "out" / "checkpoints" / "checkpoint-400").is_dir()
+    assert list((tmp_path / "out" / "runs").glob("events.out.tfevents.*"))

@@ -1,0 +1,259 @@
+"""The heat-PDE example (the README's first command), end to end in subprocesses, tiny:
+launched solver processes stream to the trainer under `python` and under
+`accelerate launch` with two processes (gloo on CPU), the latter with `--sampler breed`
+(both ranks' losses steer the adaptive sampler)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import processes_with, run_group
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+]
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
+SIMULATIONS, STEPS = 16, 20
+TINY = [
+    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "10",
+    "--job_limit", "2", "--num_validation", "4", "--hidden", "64", "--learning_rate", "3e-3",
+    "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
+    "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "100",
+    "--disable_progress_bar", "--json",
+]  # fmt: skip
+KEYS = {"val_mse", "mean_field_mse", "wall_seconds", "simulation_seconds", "training_seconds",
+        "sequential_seconds", "samples_seen", "samples_received", "steps",
+        "simulations_finished", "study", "plot", "samples_refused_nonfinite"}  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"the --json line holds {constant}, which is not JSON")
+
+
+def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
+    summary = json.loads(last, parse_constant=_not_json)  # strict: no NaN or Infinity
+    assert set(summary) >= KEYS
+    return summary
+
+
+def check_run(summary: dict, out: Path) -> None:
+    assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
+    study = summary["study"]
+    assert study["failed"] == study["restarts"] == study["redraws"] == study["abandoned"] == 0
+    # the stream ended: the source let the simulations exit before stopping the launcher
+    assert study["finished"] == SIMULATIONS and study["running"] == 0, study
+    assert summary["samples_received"] == SIMULATIONS * STEPS  # each (simulation, step) once
+    assert summary["samples_refused_nonfinite"] == 0
+    assert summary["simulation_seconds"] > 0 and summary["training_seconds"] > 0
+    assert summary["samples_seen"] >= summary["samples_received"]  # each drawn at least once
+    assert Path(summary["plot"]) == out / "heat_pde_validation.png"
+    assert (out / "heat_pde_validation.png").stat().st_size > 10_000
+    assert list((out / "runs").glob("events.out.tfevents.*"))
+    assert processes_with(str(out / "rendezvous")) == []  # no simulation outlived the trainer
+
+
+# hang guards, not time limits: ~30 s alone, >100 s beside another xdist worker on a busy
+# 2-core machine (test_stopping_the_trainer_... waits as long for its solvers, likewise)
+@pytest.mark.timeout(240)
+def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)
+    assert summary["sampler"] is None  # a fixed design (LHS): nothing observed
+    assert "overlap:" in proc.stdout and "validation MSE" in proc.stdout
+    assert len(list((out / "study" / "logs").glob("*.log"))) >= SIMULATIONS  # one per job
+
+
+@pytest.mark.timeout(180)
+def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
+           str(EXAMPLE), *TINY, "--sampler", "breed", "--output_dir", str(out)]  # fmt: skip
+    # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = run_group(cmd, timeout=160, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)  # samples_received: summed over the two ranks' receivers
+    # the adaptive sampler drew the whole budget and was fed the reduced losses
+    breed = summary["sampler"]
+    assert breed["draws"] == SIMULATIONS and 0 < breed["explored"] <= SIMULATIONS
+    assert breed["observed"] > 0 and "breed:" in proc.stdout
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
+    """SIGTERM (a scheduler's stop) or Ctrl-C of the trainer in the middle of a study:
+    a preemption (exit code 128 + the signal, see `melissa_trainer.Preempted`); every
+    solver it launched is gone soon after, none is left behind."""
+    out = tmp_path / "out"
+    slow = ["--num_simulations", "40", "--time_steps", "1000", "--grid_size", "10",
+            "--num_validation", "1",
+            "--job_limit", "2", "--disable_progress_bar", "--eval_steps", "none",
+            "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE), *slow],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    marker = str(out / "rendezvous")
+    try:
+        deadline = time.monotonic() + 150
+        while len(processes_with(marker)) < 2:  # two solvers (their environment has it)
+            assert proc.poll() is None and time.monotonic() < deadline, "no solver started"
+            time.sleep(0.1)
+        solvers = processes_with(marker)
+        proc.send_signal(sig)
+        assert proc.wait(30) == 128 + sig
+        deadline = time.monotonic() + 15
+        while [pid for pid in solvers if pid in processes_with(marker)]:
+            assert time.monotonic() < deadline, "a solver outlived the trainer"
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in processes_with(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.timeout(120)
+def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
+    tmp_path: Path,
+) -> None:
+    """Every solver fails at start-up (its environment lacks a module): the example
+    exits non-zero, its error lists the failures and the last lines of their logs, and
+    no model is saved as if the study had succeeded."""
+    out = tmp_path / "out"
+    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
+    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_BROKEN": "1", "PYTHONPATH": path}
+    # every attempt fails alike before any data: the study stops after 4 attempts
+    # (LauncherTuning.systematic_failures) rather than spend its failure budget
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4",
+         "--output_dir", str(out), "--no_plot"],
+        capture_output=True, text=True, timeout=110, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stdout[-2000:]
+    assert "the study stopped: every one of the study's first 4 attempts" in proc.stderr
+    assert "No module named 'mysolver'" in proc.stderr  # a log's last lines
+    assert "study of 4 simulations: 0 finished" in proc.stderr and "(= 4)" in proc.stderr
+    assert not (out / "checkpoints").exists() or not list((out / "checkpoints").iterdir())
+    assert processes_with(str(out / "rendezvous")) == []
+
+
+@pytest.mark.timeout(120)
+def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> None:
+    """`--buffer fifo` alone: the example's rate limit (`sample_to_insert_ratio` 8, a
+    reservoir's option) is not its default then (it was, and the run was refused)."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+             "--buffer", "fifo", "--buffer_size", "32", "--watermark", "8", "--batch_size", "4",
+             "--eval_steps", "none", "--disable_progress_bar", "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    assert summary["samples_received"] == 4 * 10  # each (simulation, step) once
+    assert summary["samples_seen"] == 4 * 10  # a FIFO serves each sample once
+    assert summary["study"]["finished"] == 4 and summary["study"]["failed"] == 0
+
+
+def test_heat_example_trains_under_bf16_autocast(tmp_path: Path) -> None:
+    """`--mixed_precision bf16` (a TrainingArguments flag the example parses): the run
+    trains under Accelerate's bf16 autocast, on CPU too, to a finite error."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+             "--buffer_size", "64", "--watermark", "8", "--batch_size", "8",
+             "--mixed_precision", "bf16", "--eval_steps", "none", "--disable_progress_bar",
+             "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    assert summary["samples_received"] == 4 * 10
+    assert summary["steps"] > 0 and 0 < summary["val_mse"] < float("inf")
+    (saved,) = (out / "checkpoints").glob("checkpoint-*/training_args.json")  # at the end
+    assert json.loads(saved.read_text())["mixed_precision"] == "bf16"
+
+
+def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Given explicitly, the rate limit is still refused with a FIFO: the error says
+    how to unset it on the command line."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from train import parser  # the example's
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    argv = ["--buffer", "fifo", "--sample_to_insert_ratio", "8"]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "sample_to_insert_ratio=8.0 only applies to buffer='reservoir'" in err
+    assert "--sample_to_insert_ratio None" in err
+    args, _ = parser(["--buffer", "fifo"]).parse_args_into_dataclasses(["--buffer", "fifo"])
+    assert args.buffer == "fifo" and args.sample_to_insert_ratio is None
+    args, _ = parser([]).parse_args_into_dataclasses([])
+    assert args.buffer == "reservoir" and args.sample_to_insert_ratio == 8.0
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--grid_size", "0", "grid_size=0 must be >= 2"),
+        ("--time_steps", "0", "time_steps=0 must be >= 1"),
+        ("--dt", "0", "dt=0.0 must be > 0"),
+    ],
+)
+def test_a_bad_solver_option_is_a_usage_error_naming_it(
+    capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    """The solver's own options are refused by the parser (exit 2, the field named),
+    not by a traceback from `main` once the trainer's setup has begun."""
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from train import parser  # the example's
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    argv = [flag, value]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -1,0 +1,150 @@
+"""A hung simulation is found in minutes and named: by default (`simulation_timeout`
+``"auto"``) a simulation silent for `silence_factor` times the longest silence the study
+has seen between two messages (at least `silence_floor`) is killed, named in the log
+with its id, attempt, parameters and log file, and handled as a failed attempt; the
+study completes. A simulation that never said HELLO is named, with its log, when the
+stream stalls.
+
+The trainer runs in the test's process (as in `tests/trainer/test_study.py`); the simulations are
+real processes streaming with `melissa_trainer.client.Client`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import Keys
+
+from melissa_trainer import (
+    OnlineTrainer,
+    ReceiverConfig,
+    SourceError,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+from melissa_trainer.launcher.study_record import records_of
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+]
+
+SIMULATION = r"""
+import json, os, time
+import numpy as np
+from melissa_trainer.client import Client
+
+options = json.loads(os.environ["SIM_OPTIONS"])
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+attempt = os.environ["MELISSA_TRAINER_ATTEMPT"]
+with open(os.path.join(options["pids"], f"{sid}-{attempt}"), "w") as f:
+    f.write(str(os.getpid()))
+if sid in options.get("no_hello", []):
+    time.sleep(3600)  # alive, silent, never connects
+with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
+    for t in range(options["steps"]):
+        if t == options.get("hang_at") and sid in options.get("hang", []):
+            time.sleep(3600)  # alive, silent, mid-run
+        x = np.array([sid, t, 0.5], np.float32)
+        client.send(t, x=x, y=np.array([x.sum()], np.float32))
+        time.sleep(options.get("delay", 0.0))
+"""
+
+
+def run(
+    tmp_path: Path, n: int, options: dict[str, Any], stall_timeout: float, **tuning: Any
+) -> tuple[Launcher, OnlineTrainer, Keys]:
+    script = tmp_path / "sim.py"
+    script.write_text(SIMULATION)
+    (tmp_path / "pids").mkdir()
+    launcher = Launcher(
+        [sys.executable, str(script)],
+        UniformSampler({"a": (0.0, 1.0)}, seed=3),
+        n,
+        job_limit=2,
+        backend=LocalBackend(),
+        env={"SIM_OPTIONS": json.dumps(dict(options, pids=str(tmp_path / "pids")))},
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=1.0, **tuning),
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    keys = Keys()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            buffer="fifo",  # each sample once: the exactly-once oracle
+            buffer_size=64,
+            disable_progress_bar=True,
+            report_to="none",
+        ),
+        torch.optim.SGD(model.parameters(), lr=1e-3),
+        train_source=Study(launcher, StreamSource(ReceiverConfig(stall_timeout=stall_timeout))),
+        process_sample=keys,
+    )
+    return launcher, trainer, keys
+
+
+@pytest.mark.timeout(120)
+def test_a_hung_simulation_is_found_by_the_derived_timeout_killed_named_and_redrawn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Steps come every 0.1 s; simulation 1 stops sending at step 3 and stays alive.
+    With the floor at 1 s, "auto" kills it after about 1 s of silence (10 x 0.1 s),
+    long before the stream's stall watchdog (15 s here) would fail the study; with
+    `max_restarts` 0 it is redrawn, and the study completes with three simulations."""
+    launcher, trainer, keys = run(
+        tmp_path,
+        3,
+        {"steps": 6, "delay": 0.1, "hang": [1], "hang_at": 3},
+        stall_timeout=15.0,
+        silence_floor=1.0,
+        max_restarts=0,
+    )
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
+        trainer.train()
+    log = tmp_path / "out" / "study" / "logs" / "sim-1.log"
+    killed = [r.getMessage() for r in caplog.records if "silent for" in r.getMessage()]
+    assert len(killed) == 1, killed
+    assert killed[0].startswith("simulation 1 (attempt 0, parameters {'a': ")
+    assert "since its last message; simulation_timeout='auto': max(silence_floor=1.0" in killed[0]
+    assert killed[0].endswith(f"; log: {log}")
+    record = records_of(launcher.state_dict())[1]
+    assert (record["status"], record["exit_codes"]) == ("failed", ["timeout"])
+    pid = int((tmp_path / "pids" / "1-0").read_text())
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text()
+    finished = sorted(
+        s for s, r in records_of(launcher.state_dict()).items() if r["status"] == "finished"
+    )
+    assert len(finished) == 3 and 1 not in finished  # the replacement, 3, finished
+    trained = sorted(k for k in keys.seen if k[0] != 1)
+    assert trained == [(s, t) for s in finished for t in range(6)]  # each once
+    assert sorted(k for k in keys.seen if k[0] == 1) == [(1, t) for t in range(3)]
+
+
+@pytest.mark.timeout(120)
+def test_a_simulation_that_never_said_hello_is_named_with_its_log(tmp_path: Path) -> None:
+    """Simulation 1 starts and never connects; the stream stalls once 0 and 2 are done:
+    the error names it, its attempt and its log (not only 'simulations that never said
+    HELLO')."""
+    launcher, trainer, keys = run(tmp_path, 3, {"steps": 4, "no_hello": [1]}, stall_timeout=2.0)
+    with pytest.raises(SourceError) as info:
+        trainer.train()
+    message = str(info.value)
+    assert "stall_timeout=2.0" in message and "never said HELLO" in message
+    log = tmp_path / "out" / "study" / "logs" / "sim-1.log"
+    assert (
+        "running: simulation 1 (attempt 0, parameters {'a': " in message
+        and "no message received yet, silent " in message
+        and f"); log: {log}" in message
+    ), message
+    assert sorted(keys.seen) == [(s, t) for s in (0, 2) for t in range(4)]

@@ -1,0 +1,143 @@
+"""Two real processes under `accelerate launch --multi_gpu --num_processes 2` (gloo on CPU).
+
+Ranks receive uneven streams; every rank must end at the same step, without a hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from helpers import run_group
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "uneven_streams.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(tmp_path: Path, *flags: str, ok: bool = True) -> list[dict]:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        accelerate,
+        "launch",
+        "--multi_gpu",
+        "--num_processes",
+        "2",
+        "--num_machines",
+        "1",
+        "--mixed_precision",
+        "no",
+        "--dynamo_backend",
+        "no",
+        "--main_process_port",
+        str(free_port()),
+        str(SCRIPT),
+        "--output_dir",
+        str(out),
+        "--batch_size",
+        "8",
+        "--buffer",  # each sample once: the step counts rely on it
+        "fifo",
+        "--buffer_size",
+        "64",
+        "--report_to",
+        "none",
+        "--disable_progress_bar",
+        "--logging_steps",
+        "3",
+        *flags,
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine (1 GPU cannot hold 2 ranks)
+    proc = run_group(cmd, timeout=200, env=env)
+    assert (proc.returncode == 0) == ok, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["world_size"] for r in results] == [2, 2], "expected two ranks in one process group"
+    assert {r["backend"] for r in results} == {"gloo"}
+    return results
+
+
+def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
+    results = launch(
+        tmp_path, "--short", "10", "--long", "60", "--stop_sync_steps", "4", "--save_steps", "4"
+    )
+    steps = {r["global_step"] for r in results}
+    assert steps == {10}  # rank 0's 10 batches bound both ranks
+    assert all(r["stream_ended"] for r in results)
+    assert results[0]["samples_seen"] == results[1]["samples_seen"] == 80
+    # one stop all-reduce per window of 4 steps: 3 windows, never one per step
+    assert results[0]["collectives"] == results[1]["collectives"] == 3
+    # DDP kept the replicas identical; reduced figures are identical on both ranks
+    assert results[0]["param_sum"] == results[1]["param_sum"]
+    assert results[0]["eval_loss"] == results[1]["eval_loss"] and results[0]["eval_loss"]
+    assert results[0]["losses"] == results[1]["losses"]
+    ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-10"
+    assert (ckpt / "rank_0" / "buffer.json").is_file() and (
+        ckpt / "rank_1" / "buffer.json"
+    ).is_file()
+
+
+def test_a_stop_requested_on_one_rank_stops_both(tmp_path: Path) -> None:
+    results = launch(
+        tmp_path, "--short", "100", "--long", "100", "--stop_sync_steps", "4", "--stop_at", "5"
+    )
+    assert {r["global_step"] for r in results} == {8}
+    assert not any(r["stream_ended"] for r in results)
+
+
+def test_a_nan_loss_on_one_rank_stops_both_at_the_same_step_naming_it(tmp_path: Path) -> None:
+    """Rank 1's sample 106 holds NaN: batch 13 of 8, step 14 of rank 1 (rank 0's losses
+    stay finite). Both ranks stop with the error naming step 14, at step 15 (the log
+    of step 15, every 3 steps, checks first, collectively: before the stop flag's
+    window ends at 16), the launch exits non-zero, and the
+    checkpoints on disk are those of steps 4, 8 and 12, with finite weights."""
+    from safetensors.numpy import load_file
+
+    flags = ["--short", "100", "--long", "100", "--stop_sync_steps", "4", "--save_steps", "4"]
+    results = launch(tmp_path, *flags, "--nan_at", "106", ok=False)
+    assert [r["error_step"] for r in results] == [14, 14]
+    assert [r["global_step"] for r in results] == [15, 15]
+    saved = sorted((tmp_path / "out" / "checkpoints").glob("checkpoint-*"))
+    assert [p.name for p in saved] == ["checkpoint-12", "checkpoint-4", "checkpoint-8"]
+    for path in saved:
+        for value in load_file(str(path / "model.safetensors")).values():
+            assert np.isfinite(value).all(), path
+
+
+@pytest.mark.timeout(30)
+def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> None:
+    """`run_group` (the 2-rank launches above): on timeout the launcher's children die
+    too, as `accelerate launch`'s ranks must (killing the launcher alone left them)."""
+    pid_file = tmp_path / "child.pid"
+    script = f"sleep 60 & echo $! > {pid_file}.tmp && mv {pid_file}.tmp {pid_file}; wait"
+    with pytest.raises(subprocess.TimeoutExpired):
+        run_group(["sh", "-c", script], timeout=2)
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}").exists() and b"Z" not in _state(child):
+        assert time.monotonic() < deadline, f"the launcher's child {child} survived"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> bytes:
+    """The process's state letter from /proc (Z: a zombie, dead but not yet reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return b"Z"

@@ -1,0 +1,88 @@
+"""Two ranks (gloo on CPU): study-level telemetry is logged once, not summed over ranks,
+and each rank's `samples_seen` survives a resume (not rank 0's for every rank)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import run_group
+from test_distributed import free_port
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "rank_counters.py"
+
+
+def launch(out: Path, *flags: str) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    cmd = [
+        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(free_port()), str(SCRIPT),
+        "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo", "--buffer_size", "16",
+        "--report_to", "none", "--disable_progress_bar", "--logging_steps", "4",
+        "--stop_sync_steps", "4", "--save_steps", "5", *flags,
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    proc = run_group(cmd, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def results(out: Path, prefix: str = "") -> list[dict]:
+    found = [json.loads((out / f"{prefix}rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["world_size"] for r in found] == [2, 2]
+    return found
+
+
+def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    launch(out)
+    first = results(out)
+    assert [r["global_step"] for r in first] == [11, 11]
+    assert [r["samples_seen"] for r in first] == [83, 88]
+    assert [r["total_samples_seen"] for r in first] == [171, 171]
+    for r in first:
+        assert r["logs"], "no log"
+        assert {log["source_messages"] for log in r["logs"]} == {201.0}  # 100 + 101
+        assert {log["source_simulations_finished"] for log in r["logs"]} == {16.0}  # not 31
+        for log in r["logs"]:  # counted over both ranks, each of capacity 16
+            assert "buffer_size" not in log  # (an option's name, per rank; not a figure)
+            assert log["buffer_fill"] == pytest.approx(log["buffer_samples"] / 32)
+            assert 0 <= log["buffer_samples"] <= 32
+
+    # from the checkpoint at the end (step 11): nothing left to train, counters per rank
+    checkpoints = out / "checkpoints"
+    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-11"), "--tag", "end_")
+    resumed = results(out, "end_")
+    assert [r["global_step"] for r in resumed] == [11, 11]
+    assert [r["samples_seen"] for r in resumed] == [83, 88]
+    assert [r["total_samples_seen"] for r in resumed] == [171, 171]
+
+    # from step 10, inside the window of steps 9-11 (its last one agreed by both ranks),
+    # rank 0 with 1 step pending, rank 1 with 2: both resume with a window of 1 step,
+    # then agree that rank 0's stream has ended, as without the restart
+    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-10"), "--tag", "mid_")
+    resumed = results(out, "mid_")
+    assert [r["global_step"] for r in resumed] == [11, 11]
+    assert [r["samples_seen"] for r in resumed] == [83, 88]
+    assert [r["total_samples_seen"] for r in resumed] == [171, 171]
+    assert [r["collectives"] for r in resumed] == [2, 2]  # the window of 1, then the end
+
+
+@pytest.mark.timeout(30)
+def test_stream_source_marks_its_simulation_counts_as_study_figures() -> None:
+    from melissa_trainer.stream.receiver_config import ReceiverConfig
+    from melissa_trainer.stream.stream_source import StreamSource
+
+    source = StreamSource(ReceiverConfig(expected_simulations=2))
+    assert StreamSource.study_keys == {"simulations_finished", "simulations_abandoned"}
+    assert StreamSource.study_keys <= set(source.telemetry())  # real keys, not typos

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BENCH = "stream_latency.py --rounds 1 --steps 30 --period 0.001"  # ~2 s a run
 
 

@@ -71,7 +71,7 @@ def compare(
                 rows = run(tree, bench, timeout)
                 if keep is not None:
                     tag = shlex.split(bench)[0].removesuffix(".py")
-                    (keep / f"{tag}.{name}.{r + 1}.json").write_text(json.dumps({"rows": rows}))
+                    (keep / f"{tag}.{name}.{r + 1}.json").write_text(to_json({"rows": rows}))
                 for row in rows:
                     key = (shlex.split(bench)[0], str(row["case"]))
                     runs.setdefault(key, {"base": [], "head": []})[name].append(ratio_of(row))

@@ -136,8 +136,14 @@ class ProgressHook(Hook):
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
+        signal = trainer.preempted_by
+        ended = (
+            "end of training"
+            if signal is None
+            else f"stopped by {signal.name} (resume with --resume_from_checkpoint latest)"
+        )
         report = (
-            reuse_report(state, trainer.args.watermark, trainer.num_processes)
+            reuse_report(state, trainer.args.watermark, trainer.num_processes, ended)
             if trainer.is_main_process
             else None
         )

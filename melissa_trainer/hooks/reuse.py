@@ -19,7 +19,10 @@ REUSE_WARNING_BELOW = 1.5
 
 
 def reuse_report(
-    state: TrainerState, watermark: int | None = None, num_processes: int = 1
+    state: TrainerState,
+    watermark: int | None = None,
+    num_processes: int = 1,
+    ended: str = "end of training",
 ) -> tuple[str, str | None] | None:
     """(the end-of-run line, the warning or None), from the last training log in
     `state.log_history`; None when there is none or nothing was inserted.
@@ -34,7 +37,8 @@ def reuse_report(
     samples inserted, summed over ranks, replays of pseudo-epochs included). The
     warning is given when it is below `REUSE_WARNING_BELOW` and the run ended because
     the data ran out (`state.stream_ended`), not at `max_steps`, by a hook's stop or by
-    preemption: those runs chose their length.
+    preemption: those runs chose their length. `ended` says how the run ended, at the
+    head of the line (a preempted run is not at its end: the progress hook says so).
     """
     last = next((logs for logs in reversed(state.log_history) if "buffer_put" in logs), None)
     if last is None or last["buffer_put"] <= 0:
@@ -42,7 +46,7 @@ def reuse_report(
     put, got = last["buffer_put"], last["buffer_got"]
     reuse = got / put
     line = (
-        f"step {state.global_step} | end of training: each sample trained on {reuse:.1f} "
+        f"step {state.global_step} | {ended}: each sample trained on {reuse:.1f} "
         f"times on average ({got:.0f} draws of {put:.0f} samples inserted, all ranks)"
     )
     if not state.stream_ended or reuse >= REUSE_WARNING_BELOW:

@@ -204,7 +204,7 @@ class SignalAt(Hook):
 
 @pytest.mark.timeout(60)
 def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_completes(
-    tmp_path: Path, caplog: Any
+    tmp_path: Path, caplog: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
     before = signal.getsignal(signal.SIGTERM)
@@ -223,12 +223,18 @@ def test_sigterm_in_process_checkpoints_the_step_raises_preempted_and_resume_com
                            f"train_end@{step}"]  # fmt: skip
     assert "a hook set should_save after the last action point (in on_preempted" in caplog.text
     assert signal.getsignal(signal.SIGTERM) is before
+    printed = capsys.readouterr().out  # the last line says it stopped, not that it ended
+    assert f"step {step} | stopped by SIGTERM (resume with --resume_from_checkpoint latest)" in (
+        printed
+    )
+    assert "end of training" not in printed
 
     resumed = make_trainer(
         out, list(linear_samples(400)), [], save_at_end=False, resume_from_checkpoint="latest"
     )
     state = resumed.train()
     assert state.global_step == 400 // 8 and resumed.preempted_by is None
+    assert f"step {state.global_step} | end of training" in capsys.readouterr().out
 
 
 class Starved(Source):

@@ -9,7 +9,8 @@ number of ranks). The checkpoint's per-rank files (``rank_R/buffer.*`` and
 samples of a 1024-float32 field (the heat example's 32x32 grid) with 5 parameters, a
 simulation id and a time step; a quarter of them drawn; two pending batches of 32 per
 rank, as in a checkpoint taken inside a stop-sync window. Then each rank of the run
-that resumes loads its buffer, in a fresh process (one per simulated rank):
+that resumes loads its buffer, in a fresh process (one per simulated rank, forked from
+a server that imported the library once: `isolated.py`):
 
 * baseline, on 2 ranks: what `checkpoint_registry` runs on the same number of ranks,
   `Buffer.load` then `StreamDataset.load` of the rank's own directory;
@@ -40,9 +41,7 @@ the sum over the ranks (the work done, no target).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +50,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
+from isolated import run_isolated  # noqa: E402
 from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer, read_snapshot  # noqa: E402
@@ -62,6 +62,10 @@ OLD, NEW = 2, 3  # ranks that wrote the checkpoint, ranks of the resumed run
 FIELD = 1024  # float32 per sample (32x32)
 BATCH = 32
 TARGET = round(1 / 1.5, 3)
+#: what the ranks' processes import, once, in the fork server (`isolated.py`): each
+#: fresh interpreter spent seconds importing torch (through `dataset`) before its load
+PRELOAD = ("numpy", "melissa_trainer.buffers", "melissa_trainer.buffers.reshard",
+           "melissa_trainer.dataset", "melissa_trainer.json_output", "report")  # fmt: skip
 
 
 def sample_bytes() -> int:
@@ -103,7 +107,8 @@ def write_checkpoint(root: Path, capacity: int) -> int:
 
 
 def load_rank(root: Path, world: int, rank: int, capacity: int) -> dict[str, Any]:
-    """One simulated rank's load (see the module docstring); runs in its own process."""
+    """One simulated rank's load (see the module docstring); runs in a process of its
+    own (`one_round`), whose start and imports are not timed."""
     buffer = ReservoirBuffer(capacity, watermark=1, seed=rank)
     dataset = StreamDataset(buffer, BATCH)
     start = time.perf_counter()
@@ -126,12 +131,12 @@ def one_round(root: Path, world: int, capacity: int, expected: int) -> tuple[flo
     that they hold the `expected` samples in all."""
     times, held = [], 0
     for rank in range(world):
-        command = [sys.executable, __file__, "--worker", str(root), "--world", str(world),
-                   "--rank", str(rank), "--capacity", str(capacity)]  # fmt: skip
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            raise SystemExit(f"rank {rank} of {world} failed:\n{done.stderr[-3000:]}")
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        log = root / "logs" / f"load-{world}-{rank}.log"  # outside the ranks' directories
+        try:
+            result = run_isolated(load_rank, root, world, rank, capacity, log=log,
+                                  preload=PRELOAD)  # fmt: skip
+        except RuntimeError as exc:
+            raise SystemExit(f"rank {rank} of {world} failed:\n{exc}") from None
         times.append(float(result["seconds"]))
         held += int(result["held"])
     if held != expected:
@@ -151,14 +156,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=None, help="the buffers' size in all (1024)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of each (5)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
-    parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--world", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    parser.add_argument("--capacity", type=int, default=0, help=argparse.SUPPRESS)
     opts = parser.parse_args()
-    if opts.worker:
-        print(to_json(load_rank(Path(opts.worker), opts.world, opts.rank, opts.capacity)))
-        return
     mb = opts.mb or (16 if opts.quick else 1024)
     rounds = opts.rounds or (1 if opts.quick else 5)
     capacity = mb * 2**20 // OLD // sample_bytes()

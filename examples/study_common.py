@@ -223,11 +223,16 @@ def leave_cores_to_simulations(opts: StudyArgs) -> None:
 
 class StepTimer(Hook):
     """Seconds this rank spends in training steps (batch processing, forward, backward,
-    optimizer), not waiting for data, validating or saving."""
+    optimizer), not waiting for data, validating or saving; and the checkpoint the run
+    resumed from, if any (`resumed_from`)."""
 
     def __init__(self) -> None:
         self.seconds = 0.0
         self._start = 0.0
+        self.resumed_from: str | None = None
+
+    def on_load(self, trainer: Any, state: Any, control: Any, path: str) -> None:
+        self.resumed_from = path
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         self._start = time.perf_counter()
@@ -265,8 +270,10 @@ def run_summary(
     training_seconds: float,
     wall: float,
     job_limit: int,
+    resumed_from: str | None = None,
 ) -> dict[str, Any]:
-    """The JSON summary's keys every example has: timings, counts, and "plot" (None)."""
+    """The JSON summary's keys every example has: timings, counts, and "plot" (None).
+    After a resume (`resumed_from`), the launcher's times and counts span both runs."""
     study: dict[str, float] = launcher.summary() if launcher is not None else {}
     simulation = study.get("simulation_seconds")
     return {
@@ -281,6 +288,7 @@ def run_summary(
         "steps": trainer.state.global_step,
         "simulations_finished": study.get("finished"),
         "study": study,  # the launcher's counts (empty in external mode)
+        "resumed_from": resumed_from,  # a checkpoint: the study's figures span both runs
         "plot": None,
     }
 
@@ -296,11 +304,23 @@ def print_refused(summary: Mapping[str, Any]) -> None:
 
 
 def print_overlap(
-    study: Mapping[str, float], wall: float, training_seconds: float, job_limit: int
+    study: Mapping[str, float],
+    wall: float,
+    training_seconds: float,
+    job_limit: int,
+    resumed_from: str | None = None,
 ) -> None:
-    """Print how much simulation and training overlapped (nothing without a launcher)."""
+    """Print how much simulation and training overlapped (nothing without a launcher;
+    after a resume, why not: the study's times span the earlier run too)."""
     simulation = study.get("simulation_seconds")
     if simulation is None:
+        return
+    if resumed_from is not None:
+        print(
+            f"overlap: not measured for a run resumed from {resumed_from}: the study's "
+            f"{simulation:.1f} s of simulation ({study.get('finished', 0):.0f} runs) span "
+            "the earlier run too"
+        )
         return
     print(
         f"overlap: {wall:.1f} s wall for {simulation:.1f} s of simulation "

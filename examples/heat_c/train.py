@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "solver": opts.solver,
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
     }
     if not trainer.is_main_process:
         return summary
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"(RMSE {val_mse**0.5:.3g} K) vs predicting the mean field {mean_field_mse:.4g} K^2, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
     if opts.json:
         print(to_json(summary))
     return summary

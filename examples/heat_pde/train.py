@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
         "sampler": adaptive_summary(launcher),
     }
     if not trainer.is_main_process:
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"mean field {mean_field_mse:.4g} K^2: {mean_field_mse / max(val_mse, 1e-12):.1f}x "
         f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
     print_refused(summary)
     if summary["sampler"]:
         draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order

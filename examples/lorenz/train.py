@@ -265,7 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "horizon": opts.horizon,
         "one_step_val_loss": final_eval_loss(trainer),  # normalised rates, all ranks
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit),
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
     }
     if not trainer.is_main_process:
         return summary
@@ -285,7 +285,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{persistence_mse:.4g}: {persistence_mse / max(rollout_mse, 1e-12):.1f}x better, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit)
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
     print_refused(summary)
     if summary["plot"]:
         print(f"rollouts vs truth: {summary['plot']}")

@@ -504,6 +504,10 @@ def resume_completes(out: Path, step: int, launch: list[str] | None = None) -> N
         kill_all(proc, str(out / "rendezvous"))
     summary = json.loads([line for line in lines.text.splitlines() if line.startswith("{")][-1])
     assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
+    # the study's times span both runs: the resumed run says so, and prints no overlap
+    resumed_from = str(out / "checkpoints" / f"checkpoint-{step}")
+    assert summary["resumed_from"] == resumed_from
+    assert f"overlap: not measured for a run resumed from {resumed_from}" in lines.text
 
 
 @pytest.mark.slow

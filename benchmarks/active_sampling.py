@@ -105,6 +105,7 @@ from melissa_trainer import (  # noqa: E402
 from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.adaptive import BreedSampler  # noqa: E402
+from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
 NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
@@ -117,7 +118,10 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
-BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
+#: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
+#: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
+#: optimised Latin hypercube in its order in the full one)
+BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8}
 #: BreedSampler's own explorer, that of a --breed without one
 DEFAULT_EXPLORER: str = inspect.signature(BreedSampler).parameters["explorer"].default
 #: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
@@ -360,11 +364,15 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
     follow from the run's seed: `phase`). The fixed designs do not read Breed's
     options: their key takes `RECORDED_BREED` instead, so that their runs stay valid
     whatever Breed's options (those recorded before the key said so included). Breed's
-    ``explorer`` (unnamed: the library's default) is left out when "sobol", as the runs
-    recorded before the option existed left it: the same draws, the same key."""
+    ``explorer`` enters as the engine it resolves to in this space (unnamed: the
+    library's default; "auto" resolves by the varying parameters), left out when
+    "sobol", as the runs recorded before the option existed left it, and
+    ``candidates`` as the count it resolves to (unnamed: 16 for a sequence, 1 for
+    "lhs"): the same draws, the same key."""
     breed = dict(RECORDED_BREED) if kind in FIXED else dict(setup.breed)
     if kind not in FIXED:
-        engine = breed.pop("explorer", DEFAULT_EXPLORER)
+        engine = engine_for(breed.pop("explorer", DEFAULT_EXPLORER), len(setup.varying))
+        breed["candidates"] = candidates_for(engine, breed.get("candidates"))
         breed.update({} if engine == "sobol" else {"explorer": engine})
     text = json.dumps({"setup": asdict(replace(setup, breed=breed)), "test": n_test,
                        "test_hard": n_hard, "test_seeds": TEST_SEEDS},

@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.exploration import (
+    AUTO_SEQUENCE_DIMS,
+    Exploration,
+    candidates_for,
+    engine_for,
+)
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
@@ -175,8 +180,14 @@ class AdaptiveSampler(BoxSampler):
             if state.get(key) != value:
                 raise ValueError(
                     f"sampler state has {key}={state.get(key)!r} but this sampler has "
-                    f"{key}={value!r}: build the sampler with the arguments of the saved run"
+                    f"{key}={value!r}{self._differs(key, state.get(key))}: build the "
+                    f"sampler with the arguments of the saved run"
                 )
+
+    def _differs(self, key: str, saved: Any) -> str:
+        """What `_refuse_other`'s message adds when option `key` differs from the
+        state's `saved` (a subclass's explanation; nothing by default)."""
+        return ""
 
     def state_dict(self) -> dict[str, Any]:
         observations = [
@@ -295,8 +306,8 @@ class BreedSampler(AdaptiveSampler):
         sigma: float = 0.15,
         power: float = 1.0,
         floor: float = 0.5,
-        explorer: str = "sobol",
-        candidates: int = 16,
+        explorer: str = "auto",
+        candidates: int | None = None,
         memory: int | None = 1000,
     ) -> None:
         super().__init__(bounds, seed, window)
@@ -317,8 +328,14 @@ class BreedSampler(AdaptiveSampler):
         self.sigma = _number("sigma", sigma, 0.0, math.inf, low_open=True)
         self.power = _number("power", power, 0.0, math.inf, low_open=True)
         self.floor = _number("floor", floor, 0.0, math.inf, low_open=True)
-        self.explorer, self.candidates, self.memory = explorer, candidates, memory
-        self._explorer = self._new_exploration()  # checks the three
+        self.explorer, self.memory = explorer, memory
+        #: the explorer's engine: `explorer`, or the one "auto" picks for this box
+        self.engine = engine_for(explorer, int((self._span > 0).sum()))
+        #: the candidates each exploration draw chooses among: `candidates`, or (None)
+        #: 16 for a sequence and 1 for "lhs"
+        self.candidates = candidates_for(self.engine, candidates)
+        self._candidates_named = candidates is not None
+        self._explorer = self._new_exploration()  # checks candidates and memory
         #: the simulation id the last draw was bred from; None for an exploration draw
         self.last_parent: int | None = None
 
@@ -335,7 +352,7 @@ class BreedSampler(AdaptiveSampler):
 
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
-        return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
+        return Exploration(self.engine, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
@@ -384,7 +401,27 @@ class BreedSampler(AdaptiveSampler):
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
                  "floor", "explorer", "candidates", "memory")  # fmt: skip
-        return {name: getattr(self, name) for name in names}
+        options = {name: getattr(self, name) for name in names}
+        # the engine, not "auto": the state says which draws it holds, so that a state
+        # saved with explorer "sobol" (the default before "auto") resumes in a box where
+        # "auto" explores with the same Sobol' sequence
+        options["explorer"] = self.engine
+        return options
+
+    def _differs(self, key: str, saved: Any) -> str:
+        if key == "candidates" and self.engine == "lhs" and not self._candidates_named:
+            return (
+                f" (with the 'lhs' explorer, candidates=None takes 1, the design in its "
+                f"order; it took 16 before: pass candidates={saved!r} to resume this state)"
+            )
+        if key != "explorer" or self.explorer != "auto":
+            return ""
+        return (
+            f" (explorer 'auto' explores with {self.engine!r} for "
+            f"{int((self._span > 0).sum())} varying parameters: 'sobol' up to "
+            f"{AUTO_SEQUENCE_DIMS}, 'lhs' above; the default was 'sobol' before: pass "
+            f"explorer={saved!r} to resume this state)"
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -120,27 +120,29 @@ def third(results: list[Path], n_test: int, n_hard: int) -> None:
         found = bench.recorded(results, {kind: key})
         runs[label] = {seed: run for (_, seed), run in found.items() if seed in THIRD_SEEDS}
     reference = THIRD[0][0]
-    seeds = sorted(set.intersection(*(set(r) for r in runs.values())))
-    print(f"\nthird round, full space, tuning seeds {seeds} (every candidate ran them): "
-          f"uniform / hard MSE (K^2); share in the hard region")  # fmt: skip
+    seeds = sorted(set.union(*(set(r) for r in runs.values())))
+    print(f"\nthird round, full space, tuning seeds {seeds}: uniform / hard MSE (K^2); "
+          f"share in the hard region (-: not run)")  # fmt: skip
     for label, _, _ in THIRD:
         cells = [f"{runs[label][s]['uniform_mse']:.1f} / {runs[label][s]['hard_mse']:.1f}; "
-                 f"{runs[label][s]['hard_share']:.0%}" for s in seeds]  # fmt: skip
+                 f"{runs[label][s]['hard_share']:.0%}" if s in runs[label] else "-"
+                 for s in seeds]  # fmt: skip
         print(f"  {label:<50}" + "  ".join(f"{c:<20}" for c in cells))
-    if not seeds:
-        return
-    print(f"  {reference} / candidate per seed (> 1: the candidate better): median "
-          f"[95% interval], the candidate's wins")  # fmt: skip
+    print(f"  {reference} / candidate per seed, over the seeds both ran (> 1: the candidate "
+          f"better): median [95% interval], the candidate's wins")  # fmt: skip
     for label, _, _ in THIRD[1:]:
-        mine = [runs[label][s] for s in seeds]
+        both = [s for s in seeds if s in runs[label] and s in runs[reference]]
+        if not both:
+            continue
+        mine = [runs[label][s] for s in both]
         medians = [statistics.median(r[f"{t}_mse"] for r in mine) for t in stats.SETS]
-        line = f"  {label:<50} medians {medians[0]:.1f} / {medians[1]:.1f};"
+        line = f"  {label:<50} seeds {both}: medians {medians[0]:.1f} / {medians[1]:.1f};"
         for test in stats.SETS:
             ratios = tuple(runs[reference][s][f"{test}_mse"] / runs[label][s][f"{test}_mse"]
-                           for s in seeds)  # fmt: skip
-            pair = stats.Paired(label, test, tuple(seeds), ratios)
+                           for s in both)  # fmt: skip
+            pair = stats.Paired(label, test, tuple(both), ratios)
             low, high = pair.interval()
-            line += f"  {test} {pair.median:.2f} [{low:.2f}, {high:.2f}] {pair.wins}/{len(seeds)}"
+            line += f"  {test} {pair.median:.2f} [{low:.2f}, {high:.2f}] {pair.wins}/{len(both)}"
         print(line)
 
 

@@ -12,7 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.stats import qmc
 from test_adaptive import BOUNDS
 
 from melissa_trainer.launcher import make_sampler
@@ -155,3 +157,43 @@ def test_an_unknown_explorer_is_refused_naming_the_choices(options: dict[str, An
         ValueError, match=r"explorer must be one of \('auto', 'sobol', 'halton', 'lhs'\)"
     ):
         make_sampler("breed", BOUNDS, seed=0, **options)
+
+
+def test_above_three_parameters_the_default_hands_out_scipy_s_design_in_its_order() -> None:
+    sampler = BreedSampler(FOUR, 6)
+    assert (sampler.engine, sampler.candidates) == ("lhs", 1)
+    drawn = draws(sampler, 20)
+    # the oracle: scipy's optimised hypercube over the 4 varying parameters, seeded
+    # [seed, 31, block 0], its points in its order
+    rng = np.random.default_rng([6, 31, 0])
+    design = qmc.LatinHypercube(4, optimization="random-cd", rng=rng).random(20)
+    names = ("t0", "a", "b", "c")
+    low = np.array([FOUR[n][0] for n in names])
+    span = np.array([FOUR[n][1] - FOUR[n][0] for n in names])
+    points = np.array([[d[n] for n in names] for d in drawn])
+    assert np.allclose(points, low + design * span, atol=1e-9)
+    # gap-filling among 16 unused points (the option named) takes them in another order
+    gap = BreedSampler(FOUR, 6, candidates=16)
+    assert gap.candidates == 16
+    other = np.array([[d[n] for n in names] for d in draws(gap, 20)])
+    assert not np.allclose(other, points)
+    assert np.allclose(np.sort(other, axis=0), np.sort(points, axis=0))  # the same design
+
+
+def test_a_sequence_keeps_16_candidates_and_an_lhs_state_of_16_is_refused_saying_so() -> None:
+    assert BreedSampler(BOUNDS).candidates == 16
+    assert BreedSampler(FOUR, explorer="sobol").candidates == 16
+    assert BreedSampler(BOUNDS, explorer="lhs").candidates == 1
+    old = BreedSampler(FOUR, 2, explorer="lhs", candidates=16)  # "lhs" before None took 1
+    draws(old, 3)
+    state = json.loads(json.dumps(old.state_dict()))
+    with pytest.raises(ValueError, match=r"candidates=16 but this sampler has candidates=1 "
+                       r"\(with the 'lhs' explorer, candidates=None takes 1.* pass "
+                       r"candidates=16 to resume"):  # fmt: skip
+        BreedSampler(FOUR, 2, explorer="lhs").load_state_dict(state)
+    with pytest.raises(ValueError, match=r"has candidates=1: build"):  # named: no hint
+        BreedSampler(FOUR, 2, explorer="lhs", candidates=1).load_state_dict(state)
+    resumed = BreedSampler(FOUR, 2, candidates=16)  # "auto" resolves to "lhs" here
+    resumed.plan(20)
+    resumed.load_state_dict(state)
+    assert resumed.position == 3

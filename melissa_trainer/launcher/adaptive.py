@@ -232,13 +232,15 @@ class BreedSampler(AdaptiveSampler):
     Draw `i` is, with its generator ``[seed, i]``:
 
     - an **exploration** draw, with probability `exploration_share(i)` (and always while
-      fewer than `min_observations` are kept): of the next `candidates` points of a
-      scrambled Sobol' (or Halton) sequence seeded with `seed`, the one farthest from
-      every point drawn so far, bred or explored (**gap-filling**, see
-      `exploration.Exploration`): it fills the holes the bred draws, clustered around
-      their parents, leave. ``candidates=1``: the next point of the sequence.
-      ``explorer="lhs"``: the same among the unused points of a Latin hypercube of the
-      planned draws, optimised for its centred discrepancy;
+      fewer than `min_observations` are kept), by the `explorer`. "sobol" (or
+      "halton"): of the next `candidates` points of a scrambled Sobol' (Halton)
+      sequence seeded with `seed`, the one farthest from every point drawn so far, bred
+      or explored (**gap-filling**, see `exploration.Exploration`: it fills the holes
+      the bred draws, clustered around their parents, leave; ``candidates=1``: the next
+      point of the sequence). "lhs": the points of a Latin hypercube of the planned
+      draws, optimised for its centred discrepancy, in its order (``candidates=K``:
+      gap-filling among its first K unused points). "auto" (the default): "sobol" with
+      up to 3 varying parameters, "lhs" above;
     - else a **bred** draw: a parent chosen among the last `window` observations with
       probability `parent_weights()`, moved by Gaussian noise of std
       ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
@@ -256,18 +258,18 @@ class BreedSampler(AdaptiveSampler):
     the number of draws `plan` announces (the launcher's `n_simulations`).
 
     **The default explores only** (`exploration` 1.0: no bred draw, the losses are kept
-    but steer nothing): on the tuning seeds of `benchmarks/active_sampling.py`
-    (`active_sampling_tuning.py`), the gap-filling exploration alone erred less than
-    breeding 30% of the draws (exploration 0.7, the former default) in the
-    six-parameter space (0.81x uniform, 0.65x in the hard region, 3 seeds) and on the
-    uniform set of the three-parameter one (0.96x; in its hard region 1.01x on 3 seeds,
-    1.26x on the 5 of the earlier runs: there breeding paid), and less than an
-    optimised Latin hypercube's exploration. Set `exploration` below 1 to breed (0.7
-    with sigma 0.15, floor 0.5, min_observations 8 were its tuned settings).
-    The other defaults: sigma 0.15, floor 0.5 (the worst parent weighs 3x the best),
-    min_observations 8, candidates 16, explorer "sobol". What they do on the
-    evaluation seeds, against fixed designs, is in docs/measured.md ("Active
-    sampling").
+    but steer nothing), with the explorer "auto": with up to 3 varying parameters the
+    gap-filling Sobol' sequence (16 candidates), above them the optimised Latin
+    hypercube of the study's size in its order (the very design of the benchmark's
+    "LHS, optimised" arm, seeded alike). On the evaluation seeds of
+    `benchmarks/active_sampling.py` (10 seeds never used to choose anything;
+    docs/measured.md, "Active sampling") with 3 parameters it erred 1.90x less than a
+    plain Latin hypercube on a uniform test set and 1.37x less than an optimised one
+    (medians of the per-seed ratios; 2.79x and 1.98x in the hard region); FULLFIG.
+    Set `exploration` below 1 to breed (0.7 with sigma 0.15, floor 0.5,
+    min_observations 8 were its tuned settings): on that benchmark breeding 30% of the
+    draws erred more than exploring alone. The other defaults: sigma 0.15, floor 0.5
+    (the worst parent weighs 3x the best), min_observations 8, memory 1000.
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -281,10 +283,13 @@ class BreedSampler(AdaptiveSampler):
         sigma: the noise's std, as a fraction of each parameter's range (> 0).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
-        explorer: "sobol" or "halton" (the sequence), or "lhs" (the optimised Latin
-            hypercube of the planned draws).
-        candidates: K, the sequence's points each exploration draw chooses among (K - 1
-            of them are skipped); 1: no gap-filling.
+        explorer: "auto" (above), "sobol" or "halton" (the sequence), or "lhs" (the
+            optimised Latin hypercube of the planned draws: a study exploring it cannot
+            change its number of simulations on resume).
+        candidates: K, the points each exploration draw chooses among (a sequence's:
+            K - 1 of them are skipped); 1: no gap-filling. None: 16 for a sequence, 1
+            for "lhs" (on the tuning seeds the gap-filling order of the same design
+            erred more: it streams the design's outermost points first).
         memory: how many draws (the newest) gap-filling keeps away from; None: all (the
             state then grows with the study). 1000: every draw of a study of that size,
             with a bounded state (1000 x the varying parameters floats) and cost (K x

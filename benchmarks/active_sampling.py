@@ -30,7 +30,11 @@ the varying parameters only; **exploration alone**, Breed's settings with explor
 1.0 (its gap-filling design, no bred draw: the losses are fed but unused); **Breed**
 (`--breed`, JSON of `make_sampler("breed", ...)` options; unnamed ones take
 BreedSampler's defaults: exploration 1.0, sigma 0.15, floor 0.5, min_observations 8,
-candidates 16, explorer "sobol"; `BREED`). `--arms` runs (or reports) some of them.
+explorer "auto", candidates None; `BREED`). "auto" explores the walls space (3
+parameters) with the gap-filling Sobol' sequence (16 candidates) and the full space (6)
+with the optimised Latin hypercube of the 48 draws in its order: there the draws of
+the "LHS, optimised" arm, the same points in the same order (numpy seeds them alike).
+`--arms` runs (or reports) some of them.
 
 **Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
 evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
@@ -50,13 +54,13 @@ resamples of the seeds, 95%). Targets (issues 20 and 31), on the evaluation seed
 walls space, LHS / Breed >= 1.2 on the uniform set with the interval above 1.0, higher
 on the hard set; both spaces, no fixed design's interval below 1.0.
 
-Measured (evaluation seeds, Breed's current default: exploration alone; walls 10 seeds,
-full 10; docs/measured.md has every seed, both rounds, and the runs are in
-benchmarks/results/), medians of the per-seed ratios baseline / Breed, uniform / hard
-[95% intervals]: walls, LHS 1.90 [1.57, 2.45], 10/10 / 2.79, optimised LHS 1.37 [1.12,
-1.80], 10/10 / 1.98, Sobol' 1.28 [1.14, 1.47], 10/10 / 1.92; full, LHS 1.27 [0.94,
-1.73], 6/10 / 1.39, optimised LHS 0.78 [0.66, 0.96], 1/10 / 0.95, Sobol' 1.41 [1.14,
-1.75], 9/10 / 2.01.
+Measured (evaluation seeds, Breed's current default: exploration alone, explorer
+"auto"; walls 10 seeds, full 10; docs/measured.md has every seed, all three rounds, and
+the runs are in benchmarks/results/), medians of the per-seed ratios baseline / Breed,
+uniform / hard [95% intervals]: walls, LHS 1.90 [1.57, 2.45], 10/10 / 2.79, optimised
+LHS 1.37 [1.12, 1.80], 10/10 / 1.98, Sobol' 1.28 [1.14, 1.47], 10/10 / 1.92; full, LHS
+1.58 [1.16, 2.14], 10/10 / 1.51, optimised LHS 1.00 [0.98, 1.00], 4/10 / 1.00 (the same
+draws: a tie), Sobol' 1.69 [1.17, 2.92], 10/10 / 2.01.
 
     python benchmarks/active_sampling.py                 # walls, evaluation seeds 1000-1009
     python benchmarks/active_sampling.py --space full    # all five temperatures vary
@@ -105,6 +109,7 @@ from melissa_trainer import (  # noqa: E402
 from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.adaptive import BreedSampler  # noqa: E402
+from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
 NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
@@ -117,7 +122,10 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
-BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8, "candidates": 16}
+#: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
+#: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
+#: optimised Latin hypercube in its order in the full one)
+BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8}
 #: BreedSampler's own explorer, that of a --breed without one
 DEFAULT_EXPLORER: str = inspect.signature(BreedSampler).parameters["explorer"].default
 #: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
@@ -360,11 +368,15 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
     follow from the run's seed: `phase`). The fixed designs do not read Breed's
     options: their key takes `RECORDED_BREED` instead, so that their runs stay valid
     whatever Breed's options (those recorded before the key said so included). Breed's
-    ``explorer`` (unnamed: the library's default) is left out when "sobol", as the runs
-    recorded before the option existed left it: the same draws, the same key."""
+    ``explorer`` enters as the engine it resolves to in this space (unnamed: the
+    library's default; "auto" resolves by the varying parameters), left out when
+    "sobol", as the runs recorded before the option existed left it, and
+    ``candidates`` as the count it resolves to (unnamed: 16 for a sequence, 1 for
+    "lhs"): the same draws, the same key."""
     breed = dict(RECORDED_BREED) if kind in FIXED else dict(setup.breed)
     if kind not in FIXED:
-        engine = breed.pop("explorer", DEFAULT_EXPLORER)
+        engine = engine_for(breed.pop("explorer", DEFAULT_EXPLORER), len(setup.varying))
+        breed["candidates"] = candidates_for(engine, breed.get("candidates"))
         breed.update({} if engine == "sobol" else {"explorer": engine})
     text = json.dumps({"setup": asdict(replace(setup, breed=breed)), "test": n_test,
                        "test_hard": n_hard, "test_seeds": TEST_SEEDS},

@@ -18,7 +18,12 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.launcher.exploration import Exploration
+from melissa_trainer.launcher.exploration import (
+    AUTO_SEQUENCE_DIMS,
+    Exploration,
+    candidates_for,
+    engine_for,
+)
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
 from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
@@ -175,8 +180,14 @@ class AdaptiveSampler(BoxSampler):
             if state.get(key) != value:
                 raise ValueError(
                     f"sampler state has {key}={state.get(key)!r} but this sampler has "
-                    f"{key}={value!r}: build the sampler with the arguments of the saved run"
+                    f"{key}={value!r}{self._differs(key, state.get(key))}: build the "
+                    f"sampler with the arguments of the saved run"
                 )
+
+    def _differs(self, key: str, saved: Any) -> str:
+        """What `_refuse_other`'s message adds when option `key` differs from the
+        state's `saved` (a subclass's explanation; nothing by default)."""
+        return ""
 
     def state_dict(self) -> dict[str, Any]:
         observations = [
@@ -221,13 +232,15 @@ class BreedSampler(AdaptiveSampler):
     Draw `i` is, with its generator ``[seed, i]``:
 
     - an **exploration** draw, with probability `exploration_share(i)` (and always while
-      fewer than `min_observations` are kept): of the next `candidates` points of a
-      scrambled Sobol' (or Halton) sequence seeded with `seed`, the one farthest from
-      every point drawn so far, bred or explored (**gap-filling**, see
-      `exploration.Exploration`): it fills the holes the bred draws, clustered around
-      their parents, leave. ``candidates=1``: the next point of the sequence.
-      ``explorer="lhs"``: the same among the unused points of a Latin hypercube of the
-      planned draws, optimised for its centred discrepancy;
+      fewer than `min_observations` are kept), by the `explorer`. "sobol" (or
+      "halton"): of the next `candidates` points of a scrambled Sobol' (Halton)
+      sequence seeded with `seed`, the one farthest from every point drawn so far, bred
+      or explored (**gap-filling**, see `exploration.Exploration`: it fills the holes
+      the bred draws, clustered around their parents, leave; ``candidates=1``: the next
+      point of the sequence). "lhs": the points of a Latin hypercube of the planned
+      draws, optimised for its centred discrepancy, in its order (``candidates=K``:
+      gap-filling among its first K unused points). "auto" (the default): "sobol" with
+      up to 3 varying parameters, "lhs" above;
     - else a **bred** draw: a parent chosen among the last `window` observations with
       probability `parent_weights()`, moved by Gaussian noise of std
       ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
@@ -245,18 +258,20 @@ class BreedSampler(AdaptiveSampler):
     the number of draws `plan` announces (the launcher's `n_simulations`).
 
     **The default explores only** (`exploration` 1.0: no bred draw, the losses are kept
-    but steer nothing): on the tuning seeds of `benchmarks/active_sampling.py`
-    (`active_sampling_tuning.py`), the gap-filling exploration alone erred less than
-    breeding 30% of the draws (exploration 0.7, the former default) in the
-    six-parameter space (0.81x uniform, 0.65x in the hard region, 3 seeds) and on the
-    uniform set of the three-parameter one (0.96x; in its hard region 1.01x on 3 seeds,
-    1.26x on the 5 of the earlier runs: there breeding paid), and less than an
-    optimised Latin hypercube's exploration. Set `exploration` below 1 to breed (0.7
-    with sigma 0.15, floor 0.5, min_observations 8 were its tuned settings).
-    The other defaults: sigma 0.15, floor 0.5 (the worst parent weighs 3x the best),
-    min_observations 8, candidates 16, explorer "sobol". What they do on the
-    evaluation seeds, against fixed designs, is in docs/measured.md ("Active
-    sampling").
+    but steer nothing), with the explorer "auto": with up to 3 varying parameters the
+    gap-filling Sobol' sequence (16 candidates), above them the optimised Latin
+    hypercube of the study's size in its order (the very design of the benchmark's
+    "LHS, optimised" arm, seeded alike). On the evaluation seeds of
+    `benchmarks/active_sampling.py` (10 seeds never used to choose anything;
+    docs/measured.md, "Active sampling") with 3 parameters it erred 1.90x less than a
+    plain Latin hypercube on a uniform test set and 1.37x less than an optimised one
+    (medians of the per-seed ratios; 2.79x and 1.98x in the hard region); with 6 it
+    ties the optimised Latin hypercube (the same draws: 1.00, interval 0.98-1.00) and
+    erred 1.58x less than a plain one and 1.69x less than scrambled Sobol'.
+    Set `exploration` below 1 to breed (0.7 with sigma 0.15, floor 0.5,
+    min_observations 8 were its tuned settings): on that benchmark breeding 30% of the
+    draws erred more than exploring alone. The other defaults: sigma 0.15, floor 0.5
+    (the worst parent weighs 3x the best), min_observations 8, memory 1000.
 
     Args:
         bounds: `{name: (low, high)}`.
@@ -270,10 +285,13 @@ class BreedSampler(AdaptiveSampler):
         sigma: the noise's std, as a fraction of each parameter's range (> 0).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
-        explorer: "sobol" or "halton" (the sequence), or "lhs" (the optimised Latin
-            hypercube of the planned draws).
-        candidates: K, the sequence's points each exploration draw chooses among (K - 1
-            of them are skipped); 1: no gap-filling.
+        explorer: "auto" (above), "sobol" or "halton" (the sequence), or "lhs" (the
+            optimised Latin hypercube of the planned draws: a study exploring it cannot
+            change its number of simulations on resume).
+        candidates: K, the points each exploration draw chooses among (a sequence's:
+            K - 1 of them are skipped); 1: no gap-filling. None: 16 for a sequence, 1
+            for "lhs" (on the tuning seeds the gap-filling order of the same design
+            erred more: it streams the design's outermost points first).
         memory: how many draws (the newest) gap-filling keeps away from; None: all (the
             state then grows with the study). 1000: every draw of a study of that size,
             with a bounded state (1000 x the varying parameters floats) and cost (K x
@@ -295,8 +313,8 @@ class BreedSampler(AdaptiveSampler):
         sigma: float = 0.15,
         power: float = 1.0,
         floor: float = 0.5,
-        explorer: str = "sobol",
-        candidates: int = 16,
+        explorer: str = "auto",
+        candidates: int | None = None,
         memory: int | None = 1000,
     ) -> None:
         super().__init__(bounds, seed, window)
@@ -317,8 +335,14 @@ class BreedSampler(AdaptiveSampler):
         self.sigma = _number("sigma", sigma, 0.0, math.inf, low_open=True)
         self.power = _number("power", power, 0.0, math.inf, low_open=True)
         self.floor = _number("floor", floor, 0.0, math.inf, low_open=True)
-        self.explorer, self.candidates, self.memory = explorer, candidates, memory
-        self._explorer = self._new_exploration()  # checks the three
+        self.explorer, self.memory = explorer, memory
+        #: the explorer's engine: `explorer`, or the one "auto" picks for this box
+        self.engine = engine_for(explorer, int((self._span > 0).sum()))
+        #: the candidates each exploration draw chooses among: `candidates`, or (None)
+        #: 16 for a sequence and 1 for "lhs"
+        self.candidates = candidates_for(self.engine, candidates)
+        self._candidates_named = candidates is not None
+        self._explorer = self._new_exploration()  # checks candidates and memory
         #: the simulation id the last draw was bred from; None for an exploration draw
         self.last_parent: int | None = None
 
@@ -335,7 +359,7 @@ class BreedSampler(AdaptiveSampler):
 
     def _new_exploration(self) -> Exploration:
         dims, varying = len(self.names), self._span > 0
-        return Exploration(self.explorer, dims, self.seed, varying, self.candidates, self.memory)
+        return Exploration(self.engine, dims, self.seed, varying, self.candidates, self.memory)
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
@@ -384,7 +408,27 @@ class BreedSampler(AdaptiveSampler):
     def _options(self) -> dict[str, Any]:
         names = ("exploration", "exploration_final", "min_observations", "sigma", "power",
                  "floor", "explorer", "candidates", "memory")  # fmt: skip
-        return {name: getattr(self, name) for name in names}
+        options = {name: getattr(self, name) for name in names}
+        # the engine, not "auto": the state says which draws it holds, so that a state
+        # saved with explorer "sobol" (the default before "auto") resumes in a box where
+        # "auto" explores with the same Sobol' sequence
+        options["explorer"] = self.engine
+        return options
+
+    def _differs(self, key: str, saved: Any) -> str:
+        if key == "candidates" and self.engine == "lhs" and not self._candidates_named:
+            return (
+                f" (with the 'lhs' explorer, candidates=None takes 1, the design in its "
+                f"order; it took 16 before: pass candidates={saved!r} to resume this state)"
+            )
+        if key != "explorer" or self.explorer != "auto":
+            return ""
+        return (
+            f" (explorer 'auto' explores with {self.engine!r} for "
+            f"{int((self._span > 0).sum())} varying parameters: 'sobol' up to "
+            f"{AUTO_SEQUENCE_DIMS}, 'lhs' above; the default was 'sobol' before: pass "
+            f"explorer={saved!r} to resume this state)"
+        )
 
     def state_dict(self) -> dict[str, Any]:
         return {

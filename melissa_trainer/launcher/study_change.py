@@ -18,7 +18,8 @@ model is loaded):
   depend on the number itself: a Latin hypercube whose design size is
   `n_simulations` (``batch=None``, the examples' ``--sampler lhs``), Breed with a
   decaying exploration share (`exploration_final`, decaying over `n_simulations`) and
-  Breed exploring a Latin hypercube of `n_simulations` points (`explorer` "lhs");
+  Breed exploring a Latin hypercube of `n_simulations` points (`explorer` "lhs", or
+  the default "auto" with more than 3 varying parameters);
   and refused once the checkpoint's stream had ended (every simulation finished: the
   buffers were closed, a resumed run cannot reopen them).
 * **Fewer simulations** (`n_simulations` shrunk; the same samplers as for growing):

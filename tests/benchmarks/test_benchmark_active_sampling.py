@@ -21,6 +21,7 @@ import pytest
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "active_sampling.py"
+RESULTS = BENCHMARKS / "results"
 ARMS = ["lhs", "lhs_opt", "sobol", "explore", "breed"]
 BASELINES = ["LHS", "LHS, optimised", "scrambled Sobol'", "exploration alone"]
 
@@ -99,13 +100,39 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
     def key(space: str, kind: str, **breed: object) -> str:
         return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, kind)
 
-    for space in ("walls", "full"):  # the Sobol' explorer, named or not: the first runs' key
-        plain = key(space, "breed", **main_breed)
-        assert key(space, "breed", **main_breed, explorer="sobol") == plain
+    # the Sobol' explorer named: the first runs' key (as recorded in benchmarks/results);
+    # unnamed, the default "auto": Sobol' with the walls' 3 parameters, LHS with 6
+    first = {"walls": "78dfdbab05991906", "full": "bfb257bf8a2f6c9d"}
+    for space in ("walls", "full"):
+        plain = key(space, "breed", **main_breed, explorer="sobol")
+        assert plain == first[space]
         assert key(space, "breed", **main_breed, explorer="lhs") != plain
         assert key(space, "breed", **{**main_breed, "exploration": 1.0}) != plain
+    assert key("walls", "breed", **main_breed) == first["walls"]
+    assert key("full", "breed", **main_breed) == key("full", "breed", **main_breed, explorer="lhs")
     # the fixed designs: whatever Breed's options, the key of the first runs
     assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
+
+
+def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_full_space() -> None:
+    bench = _bench()
+
+    def key(space: str, **breed: object) -> str:
+        return bench.fingerprint(bench.Setup(space=space, breed=breed), 200, 100, "breed")
+
+    # the keys of the second round's evaluation runs of the Sobol' explorer (recorded in
+    # benchmarks/results/active_sampling_{walls,full}_explore_*.jsonl)
+    walls, full_sobol = "a5efe0eb0311819b", "e7ee4106a6c95c47"
+    assert key("walls", **bench.BREED) == key("walls", **bench.BREED, explorer="sobol") == walls
+    assert key("full", **bench.BREED, explorer="sobol") == full_sobol
+    # the default's explorer "auto" is the Latin hypercube in its order with six parameters:
+    # the key of the third round's tuning runs of that candidate
+    lhs = key("full", **bench.BREED, explorer="lhs", candidates=1)
+    assert key("full", **bench.BREED) == key("full", **bench.BREED, explorer="lhs") == lhs
+    assert lhs not in (full_sobol, key("full", **bench.BREED, explorer="lhs", candidates=16))
+    lines = (RESULTS / "active_sampling_walls_explore_1000.jsonl").read_text().splitlines()
+    recorded = {json.loads(line)["fingerprint"] for line in lines}
+    assert recorded == {walls}
 
 
 @pytest.mark.slow

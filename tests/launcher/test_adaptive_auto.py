@@ -26,7 +26,7 @@ from melissa_trainer.launcher.study_record import StudyRecord
 FOUR = {**BOUNDS, "c": (-5.0, 5.0), "f": (3.0, 3.0)}
 #: three varying and two fixed: "auto" explores the Sobol' sequence
 THREE = {**BOUNDS, "f": (3.0, 3.0), "g": (-1.0, -1.0)}
-MAIN_STATE = Path(__file__).parent / "data" / "breed_state_435f1c2.json"
+MAIN_STATE = Path(__file__).parents[1] / "data" / "breed_state_435f1c2.json"
 
 
 def draws(sampler: BreedSampler, n: int, plan: int = 20) -> list[dict[str, float]]:

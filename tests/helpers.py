@@ -10,6 +10,8 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -129,6 +131,78 @@ def run_group(cmd: list[str], *, timeout: float, **kwargs: Any) -> subprocess.Co
         proc.communicate()
         raise
     return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def run_ranks(
+    argv: list[str], ranks: int, *, timeout: float, env: dict[str, str], port: int
+) -> subprocess.CompletedProcess[str]:
+    """`argv` (a Python script and its arguments) on `ranks` gloo ranks of one machine, as
+    ``accelerate launch --multi_gpu --num_processes RANKS --mixed_precision no
+    --dynamo_backend no --main_process_port PORT`` starts them, without its launcher
+    process (a Python that imports torch and accelerate: about 4 CPU-seconds a launch).
+    Each rank gets the environment torchrun gives it (`RANK`, `LOCAL_RANK`,
+    `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) and accelerate's
+    (`ACCELERATE_MIXED_PRECISION`, `ACCELERATE_DYNAMO_BACKEND`); rank 0 hosts the
+    rendezvous store (no agent's store). For tests whose subject is the ranks, not the
+    launch command: those of `accelerate launch` itself use it.
+
+    Like torchrun, a rank that exits non-zero ends the others (SIGKILL: a rank left
+    waiting in a collective would wait out gloo's timeout); so does a timeout (then
+    `subprocess.TimeoutExpired`) or an interruption of the test. The ranks run in one
+    process group of their own. Returns the first failed rank's exit status (0 if
+    none), and every rank's output, stdout and stderr together, rank by rank."""
+    logs = [tempfile.TemporaryFile("w+") for _ in range(ranks)]  # noqa: SIM115 - closed below
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for rank in range(ranks):
+            rank_env = {
+                **env,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(ranks),
+                "LOCAL_WORLD_SIZE": str(ranks),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+                "ACCELERATE_MIXED_PRECISION": "no",
+                "ACCELERATE_DYNAMO_BACKEND": "NO",
+            }
+            # one process group (in this session: a process may only join a group of its own
+            # session), not the test's: no terminal's Ctrl-C reaches the ranks
+            group = procs[0].pid if procs else 0
+            procs.append(
+                subprocess.Popen(  # noqa: S603 - the test's own script
+                    [sys.executable, *argv],
+                    stdout=logs[rank],
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    env=rank_env,
+                    process_group=group,
+                )
+            )
+        deadline = time.monotonic() + timeout
+        failed: list[int] = []  # exit statuses, before the others are killed
+        while any(p.poll() is None for p in procs):
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                break
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired([sys.executable, *argv], timeout)
+            time.sleep(0.05)
+        else:
+            failed = [p.returncode for p in procs if p.returncode != 0]
+        code = failed[0] if failed else 0
+    finally:
+        if procs:  # the others of a failed rank, a timeout, an interrupted test
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(procs[0].pid, signal.SIGKILL)
+            for p in procs:
+                p.wait()
+        out = []
+        for rank, log in enumerate(logs):
+            log.seek(0)
+            out.append(f"--- rank {rank} ---\n{log.read()}")
+            log.close()
+    return subprocess.CompletedProcess([sys.executable, *argv], code, "".join(out), "")
 
 
 def processes_with(marker: str) -> list[int]:

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
+from helpers import run_ranks
 from test_distributed import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -19,19 +17,18 @@ SCRIPT = Path(__file__).parent / "scripts" / "rank_counters.py"
 
 
 def launch(out: Path, *flags: str) -> None:
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    cmd = [
-        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()), str(SCRIPT),
+    """`SCRIPT` on two gloo ranks, started as `accelerate launch` starts them
+    (`helpers.run_ranks`: the ranks are what is tested here, not the launch command)."""
+    argv = [
+        str(SCRIPT),
         "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo", "--buffer_size", "16",
         "--report_to", "none", "--disable_progress_bar", "--logging_steps", "4",
         "--stop_sync_steps", "4", "--save_steps", "5", *flags,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
-    proc = run_group(cmd, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    proc = run_ranks(argv, 2, timeout=240, env=env, port=free_port())
+    assert proc.returncode == 0, proc.stdout[-6000:]
 
 
 def results(out: Path, prefix: str = "") -> list[dict]:

@@ -325,22 +325,15 @@ def test_a_per_rank_part_without_reshard_is_refused_naming_it(
 
 
 def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
-    """One run of `SCRIPT` on `ranks` ranks (one: plain `python`, as a user may)."""
+    """One run of `SCRIPT` on `ranks` ranks (one: plain `python`, as a user may; more: as
+    `accelerate launch --multi_gpu` starts them, `helpers.run_ranks`)."""
     import os
     import sys
 
-    from helpers import run_group
+    from helpers import run_group, run_ranks
     from test_distributed import free_port
 
-    if ranks == 1:
-        cmd = [sys.executable, str(SCRIPT)]
-    else:
-        accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
-        cmd = [
-            accelerate or "accelerate", "launch", "--multi_gpu", "--num_processes", str(ranks),
-            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-            "--main_process_port", str(free_port()), str(SCRIPT),
-        ]  # fmt: skip
+    cmd = [str(SCRIPT)]
     cmd += [
         "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo", "--buffer_size",
         "16", "--watermark", "4", "--report_to", "none", "--disable_progress_bar",
@@ -352,8 +345,11 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1])}
     if ranks > 1:  # gloo on CPU on any machine; one rank takes a GPU where there is one
         env["CUDA_VISIBLE_DEVICES"] = ""
-    proc = run_group(cmd, timeout=240, env=env)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    if ranks == 1:
+        proc = run_group([sys.executable, *cmd], timeout=240, env=env)
+    else:  # the ranks as `accelerate launch --multi_gpu` starts them, without its process
+        proc = run_ranks(cmd, ranks, timeout=240, env=env, port=free_port())
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
 
 
 def digest_file(path: Path) -> str:

@@ -144,7 +144,7 @@ def run_ranks(
     `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `MASTER_ADDR`, `MASTER_PORT`) and accelerate's
     (`ACCELERATE_MIXED_PRECISION`, `ACCELERATE_DYNAMO_BACKEND`); rank 0 hosts the
     rendezvous store (no agent's store). For tests whose subject is the ranks, not the
-    launch command: those of `accelerate launch` itself use it.
+    launch command (the tests of that keep `accelerate launch`).
 
     Like torchrun, a rank that exits non-zero ends the others (SIGKILL: a rank left
     waiting in a collective would wait out gloo's timeout); so does a timeout (then

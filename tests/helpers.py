@@ -181,8 +181,8 @@ def run_ranks(
             )
         deadline = time.monotonic() + timeout
         failed: list[int] = []  # exit statuses, before the others are killed
-        while any(p.poll() is None for p in procs):
-            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+        while None in (codes := [p.poll() for p in procs]):  # every rank polled
+            failed = [c for c in codes if c not in (None, 0)]
             if failed:
                 break
             if time.monotonic() > deadline:

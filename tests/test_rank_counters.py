@@ -83,3 +83,20 @@ def test_stream_source_marks_its_simulation_counts_as_study_figures() -> None:
     source = StreamSource(ReceiverConfig(expected_simulations=2))
     assert StreamSource.study_keys == {"simulations_finished", "simulations_abandoned"}
     assert StreamSource.study_keys <= set(source.telemetry())  # real keys, not typos
+
+
+@pytest.mark.timeout(30)
+def test_run_ranks_gives_torchruns_environment_and_a_failed_rank_ends_the_others() -> None:
+    """The launch the test above relies on (`helpers.run_ranks`): each rank sees its
+    RANK among WORLD_SIZE; rank 1 exiting 3 ends rank 0, asleep for a minute,
+    at once, as torchrun would, and its status is the run's."""
+    script = (
+        "import os, sys, time\n"
+        "env = os.environ\n"
+        "print(env['RANK'], env['WORLD_SIZE'], env['LOCAL_RANK'], flush=True)\n"
+        "sys.exit(3) if os.environ['RANK'] == '1' else time.sleep(60)\n"
+    )
+    # (left asleep, rank 0 would outlast the timeout: TimeoutExpired)
+    proc = run_ranks(["-c", script], 2, timeout=20, env=dict(os.environ), port=free_port())
+    assert proc.returncode == 3, proc.stdout
+    assert proc.stdout == "--- rank 0 ---\n0 2 0\n--- rank 1 ---\n1 2 1\n"

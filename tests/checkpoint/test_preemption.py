@@ -44,11 +44,16 @@ from melissa_trainer.sources import Source
 
 LINUX = Path("/proc/self/environ").exists()
 HEAT = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
-#: a small study paced by the simulations (about 380 steps; see tests/examples/test_example_heat.py)
+#: the study of `HEAT_FLAGS`: simulations, time steps of each
+HEAT_SIMULATIONS, HEAT_STEPS = 10, 20
+#: a small study paced by the simulations (about 250 steps), training from 1.5
+#: simulations' samples on (the watermark; 3 on two ranks): a signal at the first logged
+#: step leaves most simulations to the resumed run
 HEAT_FLAGS = [
-    "--num_simulations", "16", "--time_steps", "20", "--grid_size", "10",
+    "--num_simulations", str(HEAT_SIMULATIONS), "--time_steps", str(HEAT_STEPS),
+    "--grid_size", "10",
     "--job_limit", "2", "--num_validation", "2", "--hidden", "64", "--learning_rate", "3e-3",
-    "--buffer_size", "400", "--watermark", "60", "--batch_size", "16",
+    "--buffer_size", "400", "--watermark", "30", "--batch_size", "16",
     "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "10",
     "--disable_progress_bar", "--no_plot", "--report_to", "none", "--json",
 ]  # fmt: skip
@@ -503,7 +508,7 @@ def resume_completes(out: Path, step: int, launch: list[str] | None = None) -> N
     finally:
         kill_all(proc, str(out / "rendezvous"))
     summary = json.loads([line for line in lines.text.splitlines() if line.startswith("{")][-1])
-    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
+    assert summary["steps"] > step and summary["study"]["finished"] == HEAT_SIMULATIONS, summary
     # the study's times span both runs: the resumed run says so, and prints no overlap
     resumed_from = str(out / "checkpoints" / f"checkpoint-{step}")
     assert summary["resumed_from"] == resumed_from
@@ -638,7 +643,7 @@ def requeued_on_a_test_cluster(
     assert preempted, text()[-4000:]
     step = int(preempted.group(1))
     summary = json.loads(re.findall(r"^\{.*\}$", text(), re.M)[-1])
-    assert summary["steps"] > step and summary["study"]["finished"] == 16, summary
+    assert summary["steps"] > step and summary["study"]["finished"] == HEAT_SIMULATIONS, summary
     assert "Restarts=1" in details and "JobState=COMPLETED" in details, details
     assert "ExitCode=0:0" in details, details
     return step, summary, text()
@@ -657,8 +662,8 @@ def test_the_readme_slurm_script_requeues_at_the_time_limit_and_the_job_complete
         [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no",
          "--main_process_port", str(free_port()), str(HEAT), *HEAT_FLAGS,
-         # HEAT_FLAGS' 16 simulations: the signal follows the first logged step (about
-         # 3 simulations in), the requeued run has the other 13 or so to resume
+         # HEAT_FLAGS' 10 simulations: the signal follows the first logged step (about
+         # 3 simulations in), the requeued run has the other 7 or so to resume
          "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
     )  # fmt: skip
     requeued_on_a_test_cluster(tmp_path, readme_job_script(out, command), lambda: None, 400)

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-from scipy.stats import qmc
 
 from melissa_trainer.launcher.sampler_base import qmc_engine
 from melissa_trainer.validation import check_positive_int
@@ -35,7 +34,7 @@ __all__ = [
 
 #: the low-discrepancy sequences an exploration can follow (scrambled, seeded like
 #: `SobolSampler` / `HaltonSampler` with the same seed: the same points)
-ENGINES: dict[str, Any] = {"sobol": qmc.Sobol, "halton": qmc.Halton}
+ENGINES: dict[str, str] = {"sobol": "Sobol", "halton": "Halton"}  # scipy.stats.qmc's
 #: every explorer: the sequences, and "lhs", a Latin hypercube of the planned draws
 #: optimised for its centred discrepancy (scipy's ``optimization="random-cd"``)
 EXPLORERS = (*ENGINES, "lhs")
@@ -213,7 +212,7 @@ class Exploration:
         if width == 0:  # nothing varies: every point is the same
             return np.zeros((self.size, 0))
         seed = [self.seed, 31, block]
-        lhs = qmc_engine(qmc.LatinHypercube, width, seed, optimization="random-cd")
+        lhs = qmc_engine("LatinHypercube", width, seed, optimization="random-cd")
         design: np.ndarray = lhs.random(self.size)
         return design
 

@@ -170,8 +170,17 @@ def parameter_values(names: tuple[str, ...], drawn: Any, what: str) -> dict[str,
     return out
 
 
-def qmc_engine(cls: Any, d: int, seed: Any, **options: Any) -> Any:
-    """A qmc engine seeded with a numpy Generator: `rng=` (scipy >= 1.15), else `seed=`."""
+def qmc_engine(name: str, d: int, seed: Any, **options: Any) -> Any:
+    """The `scipy.stats.qmc` engine `name` ("Sobol", "Halton", "LatinHypercube") in `d`
+    dimensions, seeded with a numpy Generator: `rng=` (scipy >= 1.15), else `seed=`.
+
+    scipy is imported here, at the first engine: `scipy.stats` costs about a second of
+    CPU to import, which every process importing the samplers paid (each trainer of a
+    study, each rank, whatever its sampler) before any draw needed it.
+    """
+    from scipy.stats import qmc
+
+    cls = getattr(qmc, name)
     rng = np.random.default_rng(seed)
     try:
         return cls(d, rng=rng, **options)

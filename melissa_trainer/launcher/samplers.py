@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import qmc
 
 from melissa_trainer.launcher.adaptive import BreedSampler
 from melissa_trainer.launcher.sampler_base import (
@@ -89,7 +88,7 @@ class LatinHypercubeSampler(BoxSampler):
             )
         number, row = divmod(index, self.batch)
         if self._design is None or self._design[0] != number:
-            engine = qmc_engine(qmc.LatinHypercube, len(self.names), [self.seed, number])
+            engine = qmc_engine("LatinHypercube", len(self.names), [self.seed, number])
             self._design = (number, engine.random(self.batch))
         return self._scale(self._design[1][row])
 
@@ -108,7 +107,7 @@ class LatinHypercubeSampler(BoxSampler):
 class _QMCSampler(BoxSampler):
     """A scipy low-discrepancy sequence, drawn one point at a time."""
 
-    _engine_class: Any
+    _engine_class: str  # the scipy.stats.qmc engine's name (`qmc_engine`)
 
     def __init__(self, bounds: Bounds, seed: int = 0, scramble: bool = True) -> None:
         super().__init__(bounds, seed)
@@ -149,14 +148,14 @@ class HaltonSampler(_QMCSampler):
     """The Halton sequence (`scipy.stats.qmc.Halton`, scrambled by default) in `bounds`."""
 
     kind = "halton"
-    _engine_class = qmc.Halton
+    _engine_class = "Halton"
 
 
 class SobolSampler(_QMCSampler):
     """The Sobol' sequence (`scipy.stats.qmc.Sobol`, scrambled by default) in `bounds`."""
 
     kind = "sobol"
-    _engine_class = qmc.Sobol
+    _engine_class = "Sobol"
 
 
 class ListSampler(Sampler):

@@ -46,6 +46,9 @@ NO_IMPORT_PROMISES: dict[str, tuple[str, ...]] = {
     "melissa_trainer.stream": ("torch", "accelerate"),
     "melissa_trainer.client": ("torch", "accelerate"),
     "melissa_trainer.client.worker": ("torch", "accelerate", "numpy", "scipy"),
+    # scipy.stats (~1 s of CPU) only when a quasi-random engine is built (`qmc_engine`):
+    # not in every trainer process that imports the samplers
+    "melissa_trainer.launcher": ("scipy",),
 }
 
 

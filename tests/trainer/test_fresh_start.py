@@ -9,7 +9,6 @@ on, or, with ``overwrite_output_dir``, the earlier checkpoints moved aside intac
 from __future__ import annotations
 
 import hashlib
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -141,10 +140,11 @@ def test_move_aside_takes_a_free_name_and_keeps_everything(tmp_path: Path) -> No
     assert names == [suffix, f"{suffix}-2", f"{suffix}-3"]
 
 
-@pytest.mark.timeout(400)
-def test_two_ranks_refuse_together_then_move_aside_together(tmp_path: Path) -> None:
+@pytest.mark.timeout(300)
+def test_two_ranks_refuse_together(tmp_path: Path) -> None:
     """Real ranks (gloo): the main rank's verdict reaches rank 1 (no rank waits in a
-    collective the other left); a refusal exits non-zero, and the move happens once."""
+    collective the other left): the launch exits non-zero, promptly, nothing moved.
+    (The move itself is the main rank's alone: the one-rank test above checks it.)"""
     from test_distributed import launch
 
     make(tmp_path / "out", max_steps=4).train()  # an earlier run's checkpoint-4
@@ -152,12 +152,6 @@ def test_two_ranks_refuse_together_then_move_aside_together(tmp_path: Path) -> N
     with pytest.raises(AssertionError, match="holds checkpoints of an earlier run"):
         launch(tmp_path, "--short", "6", "--long", "6", "--stop_sync_steps", "2")
     assert tree(tmp_path / "out" / "checkpoints") == before
-    for r in range(2):
-        (tmp_path / "out" / f"rank_{r}.json").unlink(missing_ok=True)
-    results = launch(
-        tmp_path, "--short", "6", "--long", "6", "--stop_sync_steps", "2", "--overwrite_output_dir"
-    )
-    assert {r["global_step"] for r in results} == {6}
-    aside = [p for p in (tmp_path / "out").iterdir() if p.name.startswith("checkpoints-previous-")]
-    assert len(aside) == 1 and tree(aside[0]) == before
-    assert os.listdir(tmp_path / "out" / "checkpoints") == ["checkpoint-6"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if "checkpoints" in p.name) == [
+        "checkpoints"
+    ]

@@ -11,10 +11,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
-    from melissa_trainer.launcher.adaptive import AdaptiveSampler, BreedSampler, Observation
+    from melissa_trainer.launcher.adaptive import AdaptiveSampler, Observation
     from melissa_trainer.launcher.backends import make_backend
     from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
     from melissa_trainer.launcher.backends.local import LocalBackend
+    from melissa_trainer.launcher.breed import BreedSampler
     from melissa_trainer.launcher.launcher import Launcher, LauncherError
     from melissa_trainer.launcher.samplers import (
         CallableSampler,
@@ -54,7 +55,8 @@ __all__ = [
 ]
 
 _WHERE = {
-    **dict.fromkeys(["AdaptiveSampler", "BreedSampler", "Observation"], "adaptive"),
+    **dict.fromkeys(["AdaptiveSampler", "Observation"], "adaptive"),
+    "BreedSampler": "breed",
     "make_backend": "backends",
     "Backend": "backends.base",
     "Handle": "backends.base",

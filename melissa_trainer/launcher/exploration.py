@@ -2,7 +2,7 @@
 sequence or of an optimised Latin hypercube of the planned budget, optionally
 **gap-filling** (each draw the candidate farthest from every point drawn so far).
 
-Kept apart from `adaptive.py`: it is the only part of Breed with a memory of its own
+Kept apart from `breed.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
 the sampler's `state_dict` (a Breed state saved before gap-filling existed is upgraded
 by `checkpoint_migrations`, "breed_sampler").

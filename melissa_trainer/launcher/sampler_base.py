@@ -2,9 +2,9 @@
 
 `Sampler` is the contract (see `launcher.samplers` for the guarantees and the samplers of
 a fixed design), `BoxSampler` the base of those that draw in a box of bounds (the
-quasi-random ones and the adaptive ones of `launcher.adaptive`). Kept apart from
-`samplers.py` so that both it and `adaptive.py` build on it without importing each other
-(`samplers.make_sampler` builds a `BreedSampler`).
+quasi-random ones, and the adaptive ones: `launcher.adaptive`, `launcher.breed`). Kept
+apart from `samplers.py` so that both it and `adaptive.py` build on it without importing
+each other (`samplers.make_sampler` builds a `BreedSampler`).
 """
 
 from __future__ import annotations

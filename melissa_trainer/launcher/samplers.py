@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.launcher.adaptive import BreedSampler
+from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.sampler_base import (
     Bounds,
     BoxSampler,
@@ -235,7 +235,7 @@ _KINDS: dict[str, type[BoxSampler]] = {
 
 def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sampler:
     """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol" or
-    "breed" (adaptive: `launcher.adaptive.BreedSampler`).
+    "breed" (adaptive: `launcher.breed.BreedSampler`).
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import Launcher, make_sampler
-from melissa_trainer.launcher.adaptive import AdaptiveSampler, BreedSampler
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.samplers import Sampler, SobolSampler, UniformSampler
 
 BOUNDS = {"t0": (100.0, 500.0), "a": (-1.0, 1.0), "b": (0.0, 10.0)}

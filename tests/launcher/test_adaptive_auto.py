@@ -18,7 +18,7 @@ from scipy.stats import qmc
 from test_adaptive import BOUNDS
 
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.adaptive import BreedSampler
+from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.study_change import StudyChanged, check_resume
 from melissa_trainer.launcher.study_record import StudyRecord
 

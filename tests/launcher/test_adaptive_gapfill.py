@@ -11,7 +11,7 @@ import pytest
 from test_adaptive import BOUNDS, study
 
 from melissa_trainer.launcher import make_sampler
-from melissa_trainer.launcher.adaptive import BreedSampler
+from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.sampler_base import qmc_engine
 
 LOW = np.array([low for low, _ in BOUNDS.values()])

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from test_adaptive import BOUNDS
 
-from melissa_trainer.launcher.adaptive import BreedSampler
+from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.samplers import SobolSampler
 from melissa_trainer.launcher.study_record import StudyRecord
 

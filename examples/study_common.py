@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,10 @@ from melissa_trainer import (
     Source,
     StreamSource,
     Study,
-    TrainerState,
 )
 from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
+from melissa_trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
 #: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that
@@ -132,13 +132,15 @@ def check_matplotlib(plot: bool) -> None:
             )
 
 
-def train(trainer: OnlineTrainer) -> TrainerState:
-    """`trainer.train()`; a refusal to start (a `ConfigError`: an earlier run's
-    checkpoints in `output_dir`, say) ends the program with its message and exit status
-    2, as a bad option does, instead of a traceback (on every rank that raised it)."""
+@contextlib.contextmanager
+def refusals_end_the_program() -> Iterator[None]:
+    """Around an example's `main()`: a refusal to start (a `ConfigError`, such as an
+    earlier run's checkpoints in `output_dir`; `OutputDirLocked`, another trainer using
+    it) ends the program with its message on one line and exit status 2, as a bad option
+    does, instead of a traceback (on each rank that raised it). Anything else propagates."""
     try:
-        return trainer.train()
-    except ConfigError as exc:
+        yield
+    except (ConfigError, OutputDirLocked) as exc:
         print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
         sys.exit(2)
 

@@ -44,8 +44,8 @@ from study_common import (  # noqa: E402
     final_eval_loss,
     prepare_rendezvous,
     print_overlap,
+    refusals_end_the_program,
     run_summary,
-    train,
 )
 
 from melissa_trainer import (  # noqa: E402
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     start = time.perf_counter()
-    state = train(trainer)
+    state = trainer.train()
     wall = time.perf_counter() - start
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
@@ -255,4 +255,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    with refusals_end_the_program():
+        main()

@@ -52,9 +52,9 @@ from study_common import (  # noqa: E402
     prepare_rendezvous,
     print_overlap,
     print_refused,
+    refusals_end_the_program,
     run_summary,
     study_source,
-    train,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
-    state = train(trainer)
+    state = trainer.train()
     wall = time.perf_counter() - start
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
@@ -300,4 +300,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    with refusals_end_the_program():
+        main()

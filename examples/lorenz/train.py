@@ -46,9 +46,9 @@ from study_common import (  # noqa: E402
     prepare_rendezvous,
     print_overlap,
     print_refused,
+    refusals_end_the_program,
     run_summary,
     study_source,
-    train,
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
     start = time.perf_counter()
-    state = train(trainer)
+    state = trainer.train()
     wall = time.perf_counter() - start
     summary: dict[str, Any] = {
         "horizon": opts.horizon,
@@ -295,4 +295,5 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    main()
+    with refusals_end_the_program():
+        main()

@@ -257,3 +257,40 @@ def test_a_bad_solver_option_is_a_usage_error_naming_it(
         parser(argv).parse_args_into_dataclasses(argv)
     assert info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.timeout(200)
+def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
+    """The two refusals at start, as a user running the example sees them: an earlier
+    run's checkpoints in --output_dir, and another trainer holding it."""
+
+    def run(out: Path) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+
+    used = tmp_path / "used"
+    (used / "checkpoints" / "checkpoint-5").mkdir(parents=True)  # an earlier run's
+    proc = run(used)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("train.py: error: invalid start: output_dir=") and (
+        "--resume_from_checkpoint latest" in last and "--overwrite_output_dir" in last
+    ), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+
+    held, go = tmp_path / "held", tmp_path / "go"
+    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(held), "running", str(go)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        proc = run(held)
+    finally:
+        go.touch()
+        holder.wait(30)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("train.py: error: output_dir") and "in use by another trainer" in last
+    assert "Traceback" not in proc.stderr

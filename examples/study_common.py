@@ -21,14 +21,7 @@ from typing import Any
 
 import torch
 
-from melissa_trainer import (
-    Hook,
-    OnlineTrainer,
-    ReceiverConfig,
-    Source,
-    StreamSource,
-    Study,
-)
+from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamSource, Study
 from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.output_lock import OutputDirLocked

@@ -318,6 +318,7 @@ class OnlineTrainer:
         lock.active = True
 
     def _release_output_dir(self) -> None:
+        """Let `output_dir` go: at the end of `train`, or when it raises before its loop."""
         if self._output_lock is not None:
             self._output_lock.active = False
             self._output_lock.release()

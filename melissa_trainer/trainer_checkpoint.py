@@ -235,11 +235,11 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
     every rank gets its verdict (one broadcast) and all go on, or all raise, together.
 
     A trainer past step 0 (it called `load_checkpoint` by hand) continues that run:
-    nothing to check. Otherwise complete checkpoints under
-    `checkpoint_root` are refused (`ConfigError` naming the three ways on), or, with
-    `overwrite_output_dir`, their folder is moved aside (`checkpoint.move_aside`) before
-    anything starts: a later ``"latest"`` would otherwise take the newest step of either
-    run, and a save of a step both wrote would replace the earlier run's.
+    nothing to check. Otherwise complete checkpoints under `checkpoint_root` are refused
+    (`ConfigError` naming the three ways on), or, with `overwrite_output_dir`, their
+    folder is moved aside (`checkpoint.move_aside`) before anything starts: a later
+    ``"latest"`` would otherwise take the newest step of either run, and a save of a
+    step both wrote would replace the earlier run's.
     """
     if trainer.state.global_step > 0:
         return

@@ -107,7 +107,7 @@ class LatinHypercubeSampler(BoxSampler):
 class _QMCSampler(BoxSampler):
     """A scipy low-discrepancy sequence, drawn one point at a time."""
 
-    _engine_class: str  # the scipy.stats.qmc engine's name (`qmc_engine`)
+    _engine_name: str  # the scipy.stats.qmc engine's name (`qmc_engine`)
 
     def __init__(self, bounds: Bounds, seed: int = 0, scramble: bool = True) -> None:
         super().__init__(bounds, seed)
@@ -116,7 +116,7 @@ class _QMCSampler(BoxSampler):
 
     def _new_engine(self) -> None:
         self._engine = qmc_engine(
-            self._engine_class, len(self.names), self.seed, scramble=self.scramble
+            self._engine_name, len(self.names), self.seed, scramble=self.scramble
         )
 
     def _draw(self, index: int) -> dict[str, float]:
@@ -148,14 +148,14 @@ class HaltonSampler(_QMCSampler):
     """The Halton sequence (`scipy.stats.qmc.Halton`, scrambled by default) in `bounds`."""
 
     kind = "halton"
-    _engine_class = "Halton"
+    _engine_name = "Halton"
 
 
 class SobolSampler(_QMCSampler):
     """The Sobol' sequence (`scipy.stats.qmc.Sobol`, scrambled by default) in `bounds`."""
 
     kind = "sobol"
-    _engine_class = "Sobol"
+    _engine_name = "Sobol"
 
 
 class ListSampler(Sampler):

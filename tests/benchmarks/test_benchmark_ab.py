@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,9 @@ def test_both_versions_run_alternately_and_every_shared_row_is_compared(tmp_path
                 next(x["ratio"] for x in runs[(name, r)] if x["case"] == case) for r in (1, 2)
             ]
             assert row[key] == expected  # (null where the benchmark had no ratio)
+        for name, key in (("baseline", "base_runs"), ("ours", "head_runs")):
+            finite = [v for v in row[key] if v is not None]  # medians of each side's runs
+            assert row[name] == (statistics.median(finite) if finite else None)
         if row["baseline"] is not None and row["ours"] is not None:
             assert row["ratio"] == pytest.approx(row["ours"] / row["baseline"])
     # alternation: base first in round 1, head first in round 2

@@ -137,11 +137,8 @@ class ProgressHook(Hook):
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
         signal = trainer.preempted_by
-        ended = (
-            "end of training"
-            if signal is None
-            else f"stopped by {signal.name} (resume with --resume_from_checkpoint latest)"
-        )
+        # (after a preemption the trainer's own next line says how to resume)
+        ended = "end of training" if signal is None else f"stopped by {signal.name}"
         report = (
             reuse_report(state, trainer.args.watermark, trainer.num_processes, ended)
             if trainer.is_main_process

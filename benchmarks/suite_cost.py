@@ -5,14 +5,15 @@ that starting them puts under the suite's wall time on a given number of cores.
     python benchmarks/suite_cost.py -- tests/examples -k heat   # any pytest arguments
     python benchmarks/suite_cost.py --report suite_cost.jsonl   # a log already taken
 
-The suite runs with a ``sitecustomize`` module on ``PYTHONPATH`` that, at the exit of
-every Python process that inherits the environment (pytest's workers, the trainers,
-``accelerate launch`` and its ranks, the solvers), appends one JSON line to
-``--log``: its CPU seconds (user + system, its own, not its children's), and whether it
-had imported torch. Processes that died by a signal (a test's ``kill -9``, a
-SIGTERM'd solver) or whose environment dropped ``PYTHONPATH`` write nothing, nor do
-programs that are not Python (the C clients, compilers, Slurm's daemons): the figures
-are lower bounds. The machine's busy CPU over the run comes from ``/proc/stat``.
+The suite runs with a probe in this interpreter's site-packages (a module and a
+``.pth`` line that imports it at every start, removed at the end): at the exit of every
+Python process of the run (pytest's workers, the trainers, ``accelerate launch`` and
+its ranks, the solvers) it appends one JSON line to ``--log``: its CPU seconds (user +
+system, its own, not its children's), and whether it had imported torch and
+Accelerate. Processes that died by a signal (a test's ``kill -9``, a SIGTERM'd
+solver) write nothing, nor do programs that are not Python (the C clients, compilers,
+Slurm's daemons): the figures are lower bounds. The machine's busy CPU over the run
+comes from ``/proc/stat``.
 
 The floor: each logged process costs at least what starting a fresh interpreter and
 importing what it had imported costs, by class (`START`: torch and Accelerate, torch
@@ -32,11 +33,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import statistics
 import subprocess
 import sys
-import tempfile
+import sysconfig
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -44,18 +48,23 @@ from melissa_trainer.json_output import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: The probe: at a Python process's exit, one line of what it spent. Inert without
-#: SUITE_COST_LOG in the environment; never raises into the process it observes.
+#: The probe, imported by a ``.pth`` file in site-packages at every interpreter's start
+#: (whatever ``PYTHONPATH`` a test gives its processes) when SUITE_COST_RUN names its
+#: run: at the process's exit, one line of what it spent. A run's token keeps a run
+#: inside the suite (this script's own test) apart from the run around it; a process
+#: of another run, or of none, is left alone. It never raises into the process.
 PROBE = """
-import atexit, json, os, resource, sys
+import atexit, os
 
-def _suite_cost_record():
-    path = os.environ.get("SUITE_COST_LOG")
-    if not path:
-        return
+TOKEN = {token!r}
+
+
+def _record():
     try:
+        import json, resource, sys
+
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        record = {
+        record = {{
             "pid": os.getpid(),
             "ppid": os.getppid(),
             "argv": [os.path.basename(a) for a in sys.argv[:2]],
@@ -63,13 +72,16 @@ def _suite_cost_record():
             "torch": "torch" in sys.modules,
             "accelerate": "accelerate" in sys.modules,
             "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
-        }
-        with open(path, "a") as log:  # one write() per line: O_APPEND keeps them whole
+        }}
+        with open(LOG, "a") as log:  # one write() per line: O_APPEND keeps them whole
             log.write(json.dumps(record) + "\\n")
     except Exception:  # an observer must not change the observed process's exit
         pass
 
-atexit.register(_suite_cost_record)
+
+_run, _, LOG = os.environ.get("SUITE_COST_RUN", "").partition(":")
+if _run == TOKEN and LOG:
+    atexit.register(_record)
 """
 
 #: The least a process costs by what it had imported at its exit: with Accelerate (a
@@ -89,12 +101,28 @@ def busy_seconds() -> float:
     return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
 
 
+@contextmanager
+def probe_installed() -> Iterator[str]:
+    """The probe in this interpreter's site-packages for the time of the block (a module
+    and the ``.pth`` line that imports it, both named by a fresh token); yields the
+    token. Left behind by a SIGKILL, both are inert (no SUITE_COST_RUN names them)."""
+    token = f"{os.getpid()}_{secrets.token_hex(4)}"
+    site = Path(sysconfig.get_paths()["purelib"])
+    module = site / f"suite_cost_probe_{token}.py"
+    pth = site / f"zz_suite_cost_probe_{token}.pth"
+    module.write_text(PROBE.format(token=token))
+    try:
+        pth.write_text(f"import suite_cost_probe_{token}\n")
+        yield token
+    finally:
+        pth.unlink(missing_ok=True)
+        module.unlink(missing_ok=True)
+
+
 def run_suite(log: Path, pytest_args: list[str]) -> dict[str, Any]:
     """The suite under the probe; its exit status, wall seconds, the machine's busy CPU."""
-    with tempfile.TemporaryDirectory(prefix="suite-cost-") as probe_dir:
-        Path(probe_dir, "sitecustomize.py").write_text(PROBE)
-        path = os.pathsep.join(filter(None, [probe_dir, os.environ.get("PYTHONPATH")]))
-        env = {**os.environ, "PYTHONPATH": path, "SUITE_COST_LOG": str(log)}
+    with probe_installed() as token:
+        env = {**os.environ, "SUITE_COST_RUN": f"{token}:{log}"}
         busy, start = busy_seconds(), time.monotonic()
         code = subprocess.call(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *pytest_args],
@@ -217,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 "ours": round(floor, 1),
                 "baseline": budget,
                 "unit": "CPU-s",
-                "ratio": round(budget / floor, 3) if floor else None,
+                "ratio": round(budget / round(floor, 1), 3) if round(floor, 1) else None,
                 "target": 1.0,
             }
         ]
@@ -228,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     "ours": round(run["busy"], 1),
                     "baseline": budget,
                     "unit": "CPU-s",
-                    "ratio": round(budget / run["busy"], 3) if run["busy"] else None,
+                    "ratio": round(budget / round(run["busy"], 1), 3) if run["busy"] else None,
                     "target": 1.0,
                 }
             )

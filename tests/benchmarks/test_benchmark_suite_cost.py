@@ -63,17 +63,26 @@ def test_every_process_of_a_tiny_suite_is_logged_in_its_class(tmp_path: Path) ->
 
 
 @pytest.mark.timeout(60)
-def test_the_probe_is_inert_without_its_log(tmp_path: Path) -> None:
-    """An interpreter that imports the probe with no SUITE_COST_LOG writes nothing and
-    exits as it would have."""
+def test_the_probe_records_only_its_own_run_and_keeps_the_exit_status(tmp_path: Path) -> None:
+    """The probe module as the ``.pth`` line imports it: with no run named, or another
+    run's token, it writes nothing; with its own, one line; the process's exit status
+    is its own each time."""
     sys.path.insert(0, str(BENCHMARK.parent))
     try:
         import suite_cost
     finally:
         sys.path.remove(str(BENCHMARK.parent))
-    (tmp_path / "sitecustomize.py").write_text(suite_cost.PROBE)
-    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", "raise SystemExit(3)"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
-    assert done.returncode == 3 and done.stderr == ""
-    assert {p.name for p in tmp_path.iterdir()} <= {"__pycache__", "sitecustomize.py"}
+    (tmp_path / "probe_mine.py").write_text(suite_cost.PROBE.format(token="mine"))
+    log = tmp_path / "cost.jsonl"
+    code = "import probe_mine; import json; raise SystemExit(3)"
+    for run in (None, f"theirs:{log}", f"mine:{log}"):
+        env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        if run is not None:
+            env["SUITE_COST_RUN"] = run
+        done = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert done.returncode == 3 and done.stderr == ""
+        assert log.exists() == (run == f"mine:{log}")
+    (record,) = [json.loads(line) for line in log.read_text().splitlines()]
+    assert record["argv"] == ["-c"] and record["cpu"] > 0 and record["test"] == ""
+    assert not record["torch"] and not record["accelerate"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -644,6 +645,44 @@ def test_slurm_srun_mode_runs_steps_as_local_processes(
         backend.kill(handle, grace=2)
         assert backend.poll(handle) not in (None, 0)
         wait_for(lambda: not pgrep(marker), 10, "no process left")
+    finally:
+        backend.close()
+
+
+SRUN_TIMED_OUT = """
+import pathlib, signal, sys, time
+def timed_out(*_):  # as srun whose step did not answer in time: no task status, exit 0
+    print("srun: error: Timed out waiting for job step to complete", file=sys.stderr)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, timed_out)
+pathlib.Path(sys.argv[1]).touch()  # (the handler is in place)
+time.sleep(60)
+"""
+
+
+@pytest.mark.timeout(30)
+def test_a_killed_srun_step_never_reports_success_though_srun_exits_0(
+    fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """srun exits 0 after its SIGTERM when its tasks' end was not reported within its
+    wait (a slurmstepd slow to answer: the flake of test_slurm's srun test, reproduced
+    there with the step's slurmstepd stopped); the fake srun here exits 0 on SIGTERM
+    likewise. The step was killed: `poll` reports 137 (as srun does for tasks it ended
+    with SIGKILL), not success. A step that exits 0 by itself still reports 0."""
+    monkeypatch.setenv("SLURM_JOB_ID", "99")
+    backend = SlurmBackend(mode="srun")
+    ready = tmp_path / "ready"
+    try:
+        ok = backend.launch(Job("sim-1", [PYTHON, "-c", "pass"]))
+        assert finish(backend, ok) == 0
+        backend.kill(ok, grace=2)  # ended already: its own code stays
+        assert backend.poll(ok) == 0
+        handle = backend.launch(Job("sim-2", [PYTHON, "-c", SRUN_TIMED_OUT, str(ready)]))
+        wait_for(ready.exists, 10, "the stand-in's SIGTERM handler")
+        backend.kill(handle, grace=5)
+        assert handle.process.process.returncode == 0  # what srun said
+        assert backend.poll(handle) == 128 + signal.SIGKILL
+        assert backend.poll(handle) == 128 + signal.SIGKILL  # (again: the same)
     finally:
         backend.close()
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -169,7 +170,7 @@ def test_sbatch_refusal_is_a_launch_error(slurm_cluster: SlurmCluster, tmp_path:
 
 
 SRUN_DRIVER = """
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys, time
 from melissa_trainer.launcher.backends import Job, SlurmBackend
 
 marker = sys.argv[1]
@@ -177,14 +178,41 @@ marker = sys.argv[1]
 
 def wait_listed(handle):
     # until slurmctld lists the step in this allocation: a fixed sleep could end before
-    # srun registered it (a loaded machine), and begin_study would not see it to cancel
-    listing = ["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%j"]
+    # srun registered it (a loaded machine), and begin_study would not see it to cancel;
+    # returns its step id
+    listing = ["squeue", "-h", "-s", "-j", os.environ["SLURM_JOB_ID"], "-o", "%i %j"]
     deadline = time.monotonic() + 30
     while True:
-        listed = subprocess.run(listing, capture_output=True, text=True).stdout.split()
+        lines = subprocess.run(listing, capture_output=True, text=True).stdout.splitlines()
+        listed = {name: step for step, name in (line.split() for line in lines)}
         if handle.step_name in listed:
-            return
+            return listed[handle.step_name]
         assert time.monotonic() < deadline, f"step {handle.step_name} never listed: {listed}"
+        time.sleep(0.1)
+
+
+def step_daemons(step_id, task_args):
+    # the slurmstepd of step_id on this cluster (its SLURM_CONF), once its task runs
+    # (the process whose command line starts with task_args, NUL-separated as in /proc)
+    def read(pid, what):
+        try:
+            with open(f"/proc/{pid}/{what}", "rb") as file:
+                return file.read()
+        except OSError:
+            return b""
+    head, task = f"slurmstepd: [{step_id}]".encode(), "\\0".join(task_args).encode()
+    conf = os.environ["SLURM_CONF"].encode()
+    deadline = time.monotonic() + 30
+    while True:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+        daemons = [
+            int(p)
+            for p in pids
+            if read(p, "cmdline").startswith(head) and conf in read(p, "environ")
+        ]
+        if daemons and any(read(p, "cmdline").startswith(task) for p in pids):
+            return daemons
+        assert time.monotonic() < deadline, f"step {step_id}: no slurmstepd and task"
         time.sleep(0.1)
 
 
@@ -200,6 +228,22 @@ wait_listed(handle)
 out["running"] = backend.poll(handle)
 backend.kill(handle, grace=5)
 out["killed"] = backend.poll(handle)
+# A step whose slurmstepd does not answer srun in time (stopped here; slow on a loaded
+# node): srun, killed, waits KillWait + 2 s for its task's end, times out and exits 0.
+# The step was killed all the same: the backend must not report success.
+mute = [*sleeper, "mute"]
+handle = backend.launch(Job("step-mute", mute, log_path="mute.log"))
+daemons = step_daemons(wait_listed(handle), mute)
+for pid in daemons:
+    os.kill(pid, signal.SIGSTOP)
+try:
+    backend.kill(handle, grace=30)  # (srun ends before the grace: its own timeout)
+finally:
+    for pid in daemons:
+        os.kill(pid, signal.SIGCONT)
+out["mute_srun"] = handle.process.process.returncode
+out["mute_killed"] = backend.poll(handle)
+out["mute_log"] = open("mute.log").read()
 backend.close()
 # a study restarted in the same allocation cancels the steps of its earlier run
 earlier = SlurmBackend(mode="srun")
@@ -235,6 +279,9 @@ def test_srun_mode_runs_steps_in_an_allocation(slurm_cluster: SlurmCluster, tmp_
     out = json.loads(result.stdout.strip().splitlines()[-1])
     assert out["exit"] == 5 and out["running"] is None
     assert out["killed"] not in (None, 0)
+    # srun said 0, having heard of no task (its log says why); the kill is reported
+    assert "Timed out waiting for job step to complete" in out["mute_log"], out["mute_log"]
+    assert out["mute_srun"] == 0 and out["mute_killed"] == 128 + signal.SIGKILL
     assert out["reaped"] not in (None, 0), result.stderr
     assert not pgrep(marker)
 

@@ -163,7 +163,8 @@ class SlurmBackend(Backend):
 
     def poll(self, handle: Handle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
-        at most every `poll_every` seconds (for all jobs at once)."""
+        at most every `poll_every` seconds (for all jobs at once). An srun step that
+        `kill` ended never reports 0 (see `steps`)."""
         if isinstance(handle, SrunHandle) and self._steps is not None:
             return self._steps.poll(handle)
         batch, job = self._own(handle)

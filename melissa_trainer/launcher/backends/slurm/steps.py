@@ -7,6 +7,15 @@ semantics, so steps die with the trainer and with the allocation. After a kill t
 step is also ``scancel``-ed by name, in case the srun process was killed before it
 could end its tasks.
 
+A step this backend killed never reports success. srun's exit status is its tasks'
+(the highest exit code, or 128 + the signal that ended one), and srun turns the SIGTERM
+of a kill into a SIGKILL of its tasks ("forcing job termination"), so a killed step
+normally reports 137. But srun waits only a few seconds (KillWait + 2) for the tasks'
+exit to be reported; past that ("Timed out waiting for job step to complete": a
+slurmstepd slow to answer, on a loaded node, or a step aborted before its launch was
+complete) it exits with 0, having heard of no task. That 0 says nothing about the job:
+`poll` reports `KILLED` for it instead.
+
 Used from the backend's one thread.
 """
 
@@ -14,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +36,10 @@ __all__ = ["SrunHandle", "SrunSteps"]
 
 logger = logging.getLogger("melissa_trainer.launcher.backends.slurm")
 
+#: what `SrunSteps.poll` reports for a step it killed whose srun exited with 0 (see the
+#: module docstring): srun's own code for tasks it ended with SIGKILL
+KILLED = 128 + signal.SIGKILL
+
 
 @dataclass(eq=False)
 class SrunHandle(Handle):
@@ -34,6 +48,7 @@ class SrunHandle(Handle):
     job: Job
     process: Handle  # LocalBackend's handle of the srun process
     step_name: str  # the step's Slurm name (``--job-name``)
+    killed: bool = False  # `SrunSteps.kill` signalled its srun while it ran
 
 
 class SrunSteps:
@@ -68,14 +83,20 @@ class SrunSteps:
         return step
 
     def poll(self, step: SrunHandle) -> int | None:
+        """None while srun runs, else its exit code; `KILLED` for a step that `kill`
+        ended whose srun exited with 0 (it heard of no task's end: module docstring)."""
         code = self._local.poll(step.process)
         if code is not None and step in self._running:
             self._running.remove(step)
+        if code == 0 and step.killed:
+            return KILLED
         return code
 
     def kill(self, step: SrunHandle, grace: float) -> None:
         if step in self._running:  # still running: its step may outlive srun
             self._running.remove(step)
+            # (an srun that had ended on its own keeps its code: it was not killed)
+            step.killed = self._local.poll(step.process) is None
             self._local.kill(step.process, grace)
             self.cancel({step.step_name}.__contains__)
 

@@ -108,8 +108,12 @@ class TrainingArguments:
         output_dir: directory for checkpoints and logs. Default ``"outputs"``.
         logging_dir: TensorBoard directory; None means ``{output_dir}/runs`` (see
             `resolved_logging_dir`). Default None.
-        seed: random seed for model initialisation, buffers and data order, in
-            [0, 2**32 - 1]. Default 42.
+        seed: random seed of the buffers' draws, the data order and everything random
+            during training (`OnlineTrainer` seeds every rank with it when it is made),
+            in [0, 2**32 - 1]. The model's initial weights come from the state of the
+            random generators when you build it, before the trainer exists: seed them
+            yourself first (``torch.manual_seed(args.seed)``) for the same weights in
+            every run. Default 42.
         batch_size: samples per batch on each device (per-device batch size). Must be
             <= `buffer_size`, otherwise a batch could never be read while streaming.
             Default 32.
@@ -136,8 +140,10 @@ class TrainingArguments:
         overwrite_output_dir: start afresh in an `output_dir` whose ``checkpoints``
             folder holds an earlier run's checkpoints: `train` moves that folder to
             ``checkpoints-previous-TIME`` beside it (nothing is deleted) before anything
-            starts. Without it such a start is refused (a later ``"latest"`` would pick
-            the newest step of either run). Not with `resume_from_checkpoint`.
+            starts, and the default TensorBoard folder ``runs`` to ``runs-previous-TIME``
+            (not a `logging_dir` given). Without it such a start is refused (a later
+            ``"latest"`` would pick the newest step of either run). Not with
+            `resume_from_checkpoint`.
             Default False.
         buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
             sample used once), ``"firo"`` (first in, random out; each sample used once)
@@ -224,7 +230,8 @@ class TrainingArguments:
     overwrite_output_dir: bool = _f(
         False,
         "Start afresh although OUTPUT_DIR holds an earlier run's checkpoints: they are "
-        "moved to OUTPUT_DIR/checkpoints-previous-TIME (nothing is deleted).",
+        "moved to OUTPUT_DIR/checkpoints-previous-TIME, its TensorBoard runs/ to "
+        "runs-previous-TIME (nothing is deleted).",
     )
     buffer: str = _f(
         DEFAULT_BUFFER,

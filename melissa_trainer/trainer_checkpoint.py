@@ -16,6 +16,7 @@ one rank (a write, a load), every rank reports its outcome in one all-gather
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -239,24 +240,32 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
     (`ConfigError` naming the three ways on), or, with `overwrite_output_dir`, their
     folder is moved aside (`checkpoint.move_aside`) before anything starts: a later
     ``"latest"`` would otherwise take the newest step of either run, and a save of a
-    step both wrote would replace the earlier run's.
+    step both wrote would replace the earlier run's. With `overwrite_output_dir` the
+    default TensorBoard folder (``{output_dir}/runs``, no `logging_dir` given) is moved
+    aside too, when not empty: TensorBoard would draw both runs as one series, the new
+    run's steps after the old one's end. A `logging_dir` of the user's is left alone.
     """
     if trainer.state.global_step > 0:
         return
-    root = trainer.checkpoint_root
+    args, root = trainer.args, trainer.checkpoint_root
     verdict: tuple[str, str] = ("fresh", "")
     if trainer.is_main_process:
         found = [p.name for p in ckpt.list_checkpoints(root)]
-        if found and not trainer.args.overwrite_output_dir:
+        if found and not args.overwrite_output_dir:
             verdict = ("refused", ", ".join(found))
-        elif found:
+        elif args.overwrite_output_dir:
+            runs = Path(args.resolved_logging_dir) if args.logging_dir is None else None
+            now = time.time()  # one stamp for both folders
             try:
-                verdict = ("moved", str(ckpt.move_aside(root)))
+                moved = [str(ckpt.move_aside(root, now))] if found else []
+                if runs is not None and runs.is_dir() and any(runs.iterdir()):
+                    moved.append(str(ckpt.move_aside(runs, now)))
+                verdict = ("moved", " and ".join(moved)) if moved else verdict
             except OSError as exc:
                 verdict = ("failed", f"{type(exc).__name__}: {exc}")
     kind, detail = _from_main(trainer, verdict)
     if kind == "refused":
-        out = trainer.args.output_dir
+        out = args.output_dir
         raise ConfigError(
             f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
             "resume_from_checkpoint is not set: continue that run with "
@@ -266,11 +275,10 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
             context="start",
         )
     if kind == "failed":
-        raise RuntimeError(f"overwrite_output_dir: could not move {root} aside ({detail})")
+        raise RuntimeError(f"overwrite_output_dir: could not move the earlier run aside ({detail})")
     if kind == "moved" and trainer.is_main_process:
         logger.warning(
-            "overwrite_output_dir: the earlier run's checkpoints are now in %s; this run "
-            "starts afresh",
+            "overwrite_output_dir: the earlier run's files are now in %s; this run starts afresh",
             detail,
         )
 

@@ -112,6 +112,40 @@ def test_overwrite_output_dir_moves_the_earlier_checkpoints_aside_intact(tmp_pat
     assert resumed.state.samples_seen == 8 * 4
 
 
+def scalar_steps(logdir: Path, tag: str = "train/loss") -> list[int]:
+    """The steps of `tag` in the event files of `logdir`, read back with TensorBoard's
+    reader (what TensorBoard would draw as one curve)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(logdir))
+    acc.Reload()
+    return [e.step for e in acc.Scalars(tag)] if tag in acc.Tags()["scalars"] else []
+
+
+def test_overwrite_output_dir_moves_the_earlier_tensorboard_folder_aside_too(
+    tmp_path: Path,
+) -> None:
+    """Else TensorBoard draws both runs as one curve: the new run's first steps after the
+    earlier run's last (a user's report). A logging_dir of the user's is left alone."""
+    tb = {"report_to": "tensorboard", "logging_steps": 2}
+    make(tmp_path, max_steps=10, **tb).train()
+    earlier = tree(tmp_path / "runs")
+    assert scalar_steps(tmp_path / "runs") == [2, 4, 6, 8, 10]
+    make(tmp_path, max_steps=6, overwrite_output_dir=True, **tb).train()
+    assert scalar_steps(tmp_path / "runs") == [2, 4, 6]  # this run's only
+    (aside,) = [p for p in tmp_path.iterdir() if p.name.startswith("runs-previous-")]
+    assert tree(aside) == earlier  # every file, byte for byte
+    stamp = aside.name.removeprefix("runs-previous-")
+    assert (tmp_path / f"checkpoints-previous-{stamp}").is_dir()  # one stamp for both
+    # a logging_dir given by the user: neither moved nor emptied
+    mine = tmp_path / "my_tensorboard"
+    make(tmp_path, max_steps=4, overwrite_output_dir=True, logging_dir=str(mine), **tb).train()
+    mine_before = tree(mine)
+    make(tmp_path, max_steps=4, overwrite_output_dir=True, logging_dir=str(mine), **tb).train()
+    assert tree(mine).items() >= mine_before.items() and len(scalar_steps(mine)) == 4
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("my_tensorboard-previous")]
+
+
 def test_a_trainer_that_loaded_a_checkpoint_by_hand_continues_it(tmp_path: Path) -> None:
     make(tmp_path, max_steps=5).train()
     loaded = make(tmp_path, max_steps=11)

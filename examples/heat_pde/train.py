@@ -118,6 +118,26 @@ def make_process_sample(time_steps: int) -> Callable[[dict[str, np.ndarray]], An
     return process_sample
 
 
+def make_process_batch(time_steps: int) -> Callable[[Any], Any]:
+    """`make_process_sample`'s mapping for a whole batch at once (a `SampleBlock` of
+    arrays, or with ``--buffer_device accelerator`` a `DeviceBlock` of tensors already
+    on the device, where it runs): what ``--buffer_device accelerator`` needs, since
+    batches gathered on the device never go through a per-sample function."""
+
+    def process_batch(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        fields = block.fields
+        params = torch.as_tensor(fields["parameters"], dtype=torch.float32)
+        t = torch.as_tensor(fields["time_step"], device=params.device).to(torch.float32)
+        inputs = torch.cat(
+            [(params - CENTER) / SCALE, torch.sqrt((t + 1) / time_steps)[:, None]], 1
+        )
+        field = torch.as_tensor(fields["temperature"], device=params.device)
+        target = (field.reshape(len(t), -1) - CENTER) / SCALE
+        return inputs, target
+
+    return process_batch
+
+
 def make_model(grid_size: int, hidden: int) -> torch.nn.Module:
     return torch.nn.Sequential(
         torch.nn.Linear(len(PARAMETER_NAMES) + 1, hidden),
@@ -254,7 +274,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args,
         optimizer,
         train_source=source,
-        process_sample=make_process_sample(opts.time_steps),
+        # per sample on the host; per batch where batches are gathered on the device
+        **(
+            {"process_batch": make_process_batch(opts.time_steps)}
+            if args.buffer_device == "accelerator"
+            else {"process_sample": make_process_sample(opts.time_steps)}
+        ),
         eval_dataset=validation,
         hooks=[timer],
     )

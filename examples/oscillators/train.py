@@ -131,7 +131,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     state = trainer.train()
     truth = np.stack([s["state"] for s in validation])
     mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())
-    val_mse = float(trainer.evaluate()["eval_loss"])
+    # the validation the trainer ran at the last step, else one now (not twice: each
+    # validation logs its line)
+    last = [h for h in state.log_history if "eval_loss" in h and h.get("step") == state.global_step]
+    val_mse = float(last[-1]["eval_loss"] if last else trainer.evaluate()["eval_loss"])
     summary = {
         "val_mse": val_mse,
         "mean_field_mse": mean_field_mse,

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
+import torch
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 EXAMPLE = EXAMPLES / "oscillators" / "train.py"
@@ -119,3 +121,34 @@ def test_oscillator_example_beats_the_mean_field(tmp_path: Path) -> None:
     assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
     assert (tmp_path / "out" / "checkpoints" / "checkpoint-400").is_dir()
     assert list((tmp_path / "out" / "runs").glob("events.out.tfevents.*"))
+
+
+def test_the_heat_examples_batch_mapping_equals_its_sample_mapping() -> None:
+    """examples/heat_pde's `process_batch` (what ``--buffer_device accelerator`` trains
+    with) gives what its `process_sample`, stacked, gives: on a block of arrays and on
+    one of tensors (a `DeviceBlock`'s fields)."""
+    from melissa_trainer.buffers import SampleBlock
+
+    heat = load_example("heat_pde")
+    rng = np.random.default_rng(5)
+    samples = [
+        {
+            "parameters": rng.uniform(200.0, 400.0, len(heat.PARAMETER_NAMES)).astype(np.float32),
+            "time_step": np.array(t, np.int64),
+            "temperature": rng.uniform(250.0, 350.0, (6, 6)).astype(np.float32),
+        }
+        for t in (0, 3, 9, 4)
+    ]
+    one = heat.make_process_sample(10)
+    expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
+    block = SampleBlock.from_samples(samples)
+    on_host = heat.make_process_batch(10)(block)
+
+    class Tensors:  # a DeviceBlock's view: its fields are tensors
+        fields = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in block.fields.items()}
+
+    on_device = heat.make_process_batch(10)(Tensors())
+    for got in (on_host, on_device):
+        for g, e in zip(got, expected, strict=True):
+            assert g.dtype == torch.float32 and g.shape == e.shape
+            torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)

@@ -210,6 +210,27 @@ def test_heat_example_trains_under_bf16_autocast(tmp_path: Path) -> None:
     assert json.loads(saved.read_text())["mixed_precision"] == "bf16"
 
 
+@pytest.mark.timeout(120)
+def test_heat_example_trains_with_its_buffer_on_the_accelerator(tmp_path: Path) -> None:
+    """`--buffer_device accelerator` (a flag its --help lists): the example trains with
+    batches gathered where the buffer is, through its `process_batch` (a user's report:
+    it raised, the example passing a per-sample function); on CPU, the CPU."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+             "--buffer_size", "64", "--watermark", "8", "--batch_size", "8",
+             "--buffer_device", "accelerator", "--eval_steps", "none",
+             "--disable_progress_bar", "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    assert summary["samples_received"] == 4 * 10
+    assert summary["steps"] > 0 and 0 < summary["val_mse"] < float("inf")
+    (saved,) = (out / "checkpoints").glob("checkpoint-*/training_args.json")  # at the end
+    assert json.loads(saved.read_text())["buffer_device"] == "accelerator"
+
+
 def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

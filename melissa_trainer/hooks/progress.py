@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
+from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.reuse import reuse_report
 from melissa_trainer.state import TrainerControl, TrainerState
@@ -136,11 +137,19 @@ class ProgressHook(Hook):
     def on_train_end(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
     ) -> None:
-        signal = trainer.preempted_by
+        signal, args = trainer.preempted_by, trainer.args
         # (after a preemption the trainer's own next line says how to resume)
         ended = "end of training" if signal is None else f"stopped by {signal.name}"
         report = (
-            reuse_report(state, trainer.args.watermark, trainer.num_processes, ended)
+            reuse_report(
+                state,
+                args.watermark,
+                trainer.num_processes,
+                ended,
+                resolve_sample_to_insert_ratio(
+                    args.buffer, args.sample_to_insert_ratio, args.max_sample_reuse
+                ),
+            )
             if trainer.is_main_process
             else None
         )

@@ -23,6 +23,7 @@ def reuse_report(
     watermark: int | None = None,
     num_processes: int = 1,
     ended: str = "end of training",
+    ratio: float | None = None,
 ) -> tuple[str, str | None] | None:
     """(the end-of-run line, the warning or None), from the last training log in
     `state.log_history`; None when there is none or nothing was inserted.
@@ -31,7 +32,11 @@ def reuse_report(
     held fewer than ``watermark`` samples per rank on average, the warning names the
     watermark as the cause (reads waited until the stream ended, then the buffer drained
     each sample once, whatever the buffer and its ratio), since the usual advice (a
-    reservoir with a ratio) changes nothing then.
+    reservoir with a ratio) changes nothing then. `ratio`: the sample-to-insert ratio of
+    the run's reservoir (None: FIFO, FIRO, or no rate limit): a run warned about although
+    a ratio >= `REUSE_WARNING_BELOW` was in effect is not told to set one either: its
+    training waited for the watermark through most of a stream that ended soon after
+    (the watermark is then a large share of each rank's stream), and that is named.
 
     The mean reuse is ``buffer_got / buffer_put`` of the last log (samples drawn /
     samples inserted, summed over ranks, replays of pseudo-epochs included). The
@@ -63,6 +68,15 @@ def reuse_report(
             f"filled the buffer to --watermark {watermark}, so training only started "
             "when it ended: lower --watermark (well below the samples each rank "
             "receives)"
+        )
+    if ratio is not None and ratio >= REUSE_WARNING_BELOW and watermark is not None:
+        per_rank = put / num_processes
+        return line, warning + (
+            f"A reservoir drawing each sample up to {ratio:g} times was in effect, but "
+            f"training waited until each rank's buffer held --watermark {watermark} "
+            f"samples, {watermark / per_rank:.0%} of the {per_rank:.0f} each rank received, "
+            "and the stream ended soon after: lower --watermark (well below the samples "
+            "each rank receives), or stream more data per rank"
         )
     warning += (
         "Train on each sample several times: --buffer reservoir --sample_to_insert_ratio N "

@@ -120,3 +120,22 @@ def test_a_stream_below_the_watermark_is_warned_about_naming_the_watermark(
     assert f"--watermark {watermark}" in warning
     assert "lower --watermark" in warning
     assert "--sample_to_insert_ratio N" not in warning  # advice that would change nothing
+
+
+def test_a_ratio_that_could_not_act_is_not_advised_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The guide's multi-process line once gave each rank a watermark of 80% of its share
+    of the stream: the reservoir and its ratio of 16 were in effect, training waited for
+    the watermark, the stream ended soon after, each sample was trained on once, and the
+    warning advised the reservoir and the ratio already in effect (a user's report). It
+    names the watermark's share instead. The oracle: N samples, the watermark given."""
+    watermark = N // 2
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        _, state = run(tmp_path, batch_size=8, watermark=watermark)  # reservoir, ratio 16
+    reuse, _, inserts = end_line(capsys.readouterr().out)
+    assert inserts == N and reuse < 1.5 and state.stream_ended
+    (warning,) = reuse_warnings(caplog)
+    assert "reservoir drawing each sample up to 16 times was in effect" in warning
+    assert f"--watermark {watermark} samples, 50% of the {N} each rank received" in warning
+    assert "--sample_to_insert_ratio N" not in warning  # advice that would change nothing

@@ -124,6 +124,23 @@ def process_sample(time_steps: int) -> Any:
     return process
 
 
+def process_batch(time_steps: int) -> Any:
+    """`process_sample`'s mapping for a whole batch at once: a `SampleBlock` of arrays,
+    or with ``--buffer_device accelerator`` a `DeviceBlock` of tensors on the device
+    (batches gathered there never go through a per-sample function)."""
+
+    def process(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        fields = block.fields
+        params = torch.as_tensor(fields["parameters"], dtype=torch.float32)
+        t = torch.as_tensor(fields["time_step"], device=params.device).to(torch.float32)
+        time = torch.sqrt((t + 1) / time_steps)[:, None]
+        inputs = torch.cat([(params - CENTER) / SCALE, time], 1)
+        field = torch.as_tensor(fields["temperature"], device=params.device)
+        return inputs, (field.reshape(len(t), -1) - CENTER) / SCALE
+
+    return process
+
+
 def validation_set(opts: HeatCArgs, seed: int) -> list[dict[str, np.ndarray]]:
     """Held-out simulations, solved here by `reference.solve`, shaped like the stream's."""
     sampler = make_sampler("uniform", PARAMETER_BOUNDS, seed=seed)
@@ -211,7 +228,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args,
         optimizer,
         train_source=source,
-        process_sample=process_sample(opts.time_steps),
+        # per sample on the host; per batch where batches are gathered on the device
+        **(
+            {"process_batch": process_batch(opts.time_steps)}
+            if args.buffer_device == "accelerator"
+            else {"process_sample": process_sample(opts.time_steps)}
+        ),
         eval_dataset=validation,
         hooks=[timer],
     )

@@ -111,6 +111,22 @@ class Transitions:
         rate = (next_state - state) / (self.dt * RATE_SCALE)
         return torch.from_numpy(inputs), torch.from_numpy(rate.astype(np.float32))
 
+    def batch(self, block: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The same for a whole batch at once: a `SampleBlock` of arrays, or with
+        ``--buffer_device accelerator`` a `DeviceBlock` of tensors on the device
+        (batches gathered there never go through a per-sample function)."""
+        fields = block.fields
+        transition = torch.as_tensor(fields["transition"]).to(torch.float64)
+        device = transition.device
+        state, next_state = transition[:, 0], transition[:, 1]
+        low, high = (torch.as_tensor(b, device=device) for b in (_LOW, _HIGH))
+        coefficients = torch.as_tensor(fields["parameters"], device=device)[:, : len(low)]
+        scaled = 2.0 * (coefficients.to(torch.float64) - low) / (high - low) - 1.0
+        center = torch.as_tensor(STATE_CENTER, device=device)
+        inputs = torch.cat([scaled, (state - center) / STATE_SCALE], 1)
+        rate = (next_state - state) / (self.dt * RATE_SCALE)
+        return inputs.to(torch.float32), rate.to(torch.float32)
+
 
 def make_model(hidden: int) -> torch.nn.Module:
     return torch.nn.Sequential(
@@ -253,7 +269,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args,
         optimizer,
         train_source=source,
-        process_sample=Transitions(opts.dt),
+        # per sample on the host; per batch where batches are gathered on the device
+        **(
+            {"process_batch": Transitions(opts.dt).batch}
+            if args.buffer_device == "accelerator"
+            else {"process_sample": Transitions(opts.dt)}
+        ),
         eval_dataset=one_step_samples(validation),
         hooks=[timer],
     )

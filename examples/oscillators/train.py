@@ -89,6 +89,16 @@ def process_sample(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.T
     return torch.from_numpy(inputs), torch.from_numpy(sample["state"])
 
 
+def process_batch(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """`process_sample` for a whole batch at once: a `SampleBlock` of arrays, or with
+    ``--buffer_device accelerator`` a `DeviceBlock` of tensors on the device (batches
+    gathered there never go through a per-sample function)."""
+    fields = block.fields
+    params = torch.as_tensor(fields["params"])
+    t = torch.as_tensor(fields["t"], device=params.device).to(params.dtype)
+    return torch.cat([params, t.reshape(-1, 1)], 1), torch.as_tensor(fields["state"])
+
+
 #: what this example runs with unless told otherwise (shown by --help)
 DEFAULTS: dict[str, Any] = {
     "output_dir": "outputs/oscillators",
@@ -124,7 +134,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         args,
         optimizer,
         train_source=lambda rank, world: ensemble(opts, args.seed, rank, world),
-        process_sample=process_sample,
+        # per sample on the host; per batch where batches are gathered on the device
+        **(
+            {"process_batch": process_batch}
+            if args.buffer_device == "accelerator"
+            else {"process_sample": process_sample}
+        ),
         eval_dataset=validation,
     )
     start = time.perf_counter()

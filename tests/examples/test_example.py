@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 import pytest
@@ -123,32 +124,60 @@ def test_oscillator_example_beats_the_mean_field(tmp_path: Path) -> None:
     assert list((tmp_path / "out" / "runs").glob("events.out.tfevents.*"))
 
 
-def test_the_heat_examples_batch_mapping_equals_its_sample_mapping() -> None:
-    """examples/heat_pde's `process_batch` (what ``--buffer_device accelerator`` trains
-    with) gives what its `process_sample`, stacked, gives: on a block of arrays and on
-    one of tensors (a `DeviceBlock`'s fields)."""
-    from melissa_trainer.buffers import SampleBlock
-
-    heat = load_example("heat_pde")
-    rng = np.random.default_rng(5)
-    samples = [
+def heat_samples(names: tuple[str, ...], rng: np.random.Generator) -> list[dict[str, Any]]:
+    return [
         {
-            "parameters": rng.uniform(200.0, 400.0, len(heat.PARAMETER_NAMES)).astype(np.float32),
+            "parameters": rng.uniform(200.0, 400.0, len(names)).astype(np.float32),
             "time_step": np.array(t, np.int64),
             "temperature": rng.uniform(250.0, 350.0, (6, 6)).astype(np.float32),
         }
         for t in (0, 3, 9, 4)
     ]
-    one = heat.make_process_sample(10)
+
+
+def mappings(example: str, rng: np.random.Generator) -> tuple[Any, Any, list[dict[str, Any]]]:
+    """(the example's per-sample mapping, its per-batch one, samples shaped like its
+    stream's)."""
+    module = load_example(example)
+    if example == "heat_pde":
+        samples = heat_samples(module.PARAMETER_NAMES, rng)
+        return module.make_process_sample(10), module.make_process_batch(10), samples
+    if example == "heat_c":
+        samples = heat_samples(module.PARAMETER_NAMES, rng)
+        return module.process_sample(10), module.process_batch(10), samples
+    if example == "oscillators":
+        samples = [
+            {"params": module.draw_parameters(rng), "t": np.asarray(np.float32(t / 7)),
+             "state": rng.standard_normal(2).astype(np.float32)}
+            for t in range(4)
+        ]  # fmt: skip
+        return module.process_sample, module.process_batch, samples
+    transitions = module.Transitions(0.01)
+    bounds = module.PARAMETER_BOUNDS
+    samples = [
+        {"parameters": np.array([rng.uniform(*bounds[n]) for n in module.PARAMETER_NAMES]),
+         "transition": rng.normal(10.0, 8.0, (2, 3))}
+        for _ in range(4)
+    ]  # fmt: skip
+    return transitions, transitions.batch, samples
+
+
+@pytest.mark.parametrize("example", ["heat_pde", "heat_c", "oscillators", "lorenz"])
+def test_each_examples_batch_mapping_equals_its_sample_mapping(example: str) -> None:
+    """The `process_batch` an example trains with under ``--buffer_device accelerator``
+    (batches gathered on the device never go through a per-sample function: the flag,
+    listed by each example's --help, raised before) gives what its `process_sample`,
+    stacked, gives: on a block of arrays, and on one of tensors (a `DeviceBlock`'s)."""
+    from melissa_trainer.buffers import SampleBlock
+
+    one, batch, samples = mappings(example, np.random.default_rng(5))
     expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
     block = SampleBlock.from_samples(samples)
-    on_host = heat.make_process_batch(10)(block)
 
     class Tensors:  # a DeviceBlock's view: its fields are tensors
         fields = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in block.fields.items()}
 
-    on_device = heat.make_process_batch(10)(Tensors())
-    for got in (on_host, on_device):
+    for got in (batch(block), batch(Tensors())):
         for g, e in zip(got, expected, strict=True):
-            assert g.dtype == torch.float32 and g.shape == e.shape
+            assert g.dtype == e.dtype == torch.float32 and g.shape == e.shape
             torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)

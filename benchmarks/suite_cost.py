@@ -73,9 +73,13 @@ def _record():
             "accelerate": "accelerate" in sys.modules,
             "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
         }}
+        line = json.dumps(record)
+    except Exception as exc:  # an observer must not change the observed process's exit:
+        line = '{{"error": "%s"}}' % type(exc).__name__  # the report counts these lines
+    try:
         with open(LOG, "a") as log:  # one write() per line: O_APPEND keeps them whole
-            log.write(json.dumps(record) + "\\n")
-    except Exception:  # an observer must not change the observed process's exit
+            log.write(line + "\\n")
+    except OSError:  # nowhere to say it: the report's figures are lower bounds anyway
         pass
 
 
@@ -209,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.report is None:
         log.unlink(missing_ok=True)
         run = run_suite(log.resolve(), args.pytest_args)
-    records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    records = [r for r in lines if "error" not in r]
+    failed = [r["error"] for r in lines if "error" in r]
     s = summarise(records)
     cost = start_costs(args.repeats)
     floor = sum(s.get(name, (0, 0.0))[0] * cost[name] for name in START)
@@ -224,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     n_all, cpu_all = s["all"]
     print(f"logged {n_all} Python processes, {cpu_all:.0f} CPU-s:", file=out)
+    if failed:
+        print(f"  ({len(failed)} more could not record themselves: {failed[0]})", file=out)
     for name in (*START, "pytest"):
         n, cpu = s.get(name, (0, 0.0))
         what = f"start-up {cost[name]:.2f} CPU-s ({START[name]!r})" if name in START else ""

@@ -86,3 +86,10 @@ def test_the_probe_records_only_its_own_run_and_keeps_the_exit_status(tmp_path: 
     (record,) = [json.loads(line) for line in log.read_text().splitlines()]
     assert record["argv"] == ["-c"] and record["cpu"] > 0 and record["test"] == ""
     assert not record["torch"] and not record["accelerate"]
+    # a process it cannot describe (here sys.argv gone) is still counted, as an error
+    broken = "import probe_mine, sys; sys.argv = None; raise SystemExit(4)"
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin", "SUITE_COST_RUN": f"mine:{log}"}
+    done = subprocess.run([sys.executable, "-c", broken], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert done.returncode == 4 and done.stderr == ""
+    assert json.loads(log.read_text().splitlines()[-1]) == {"error": "TypeError"}

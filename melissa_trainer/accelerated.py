@@ -109,8 +109,11 @@ class PlainStep:
         compute_loss: ComputeLoss,
         gradient_accumulation_steps: int = 1,
         autocast: Callable[[], AbstractContextManager[Any]] | None = None,
+        step_begin: Callable[[], None] | None = None,
     ) -> None:
         self.model = model
+        #: called before each forward: a new CUDA-graph generation (`compiled`), or None
+        self.step_begin = step_begin
         self.optimizer = optimizer  # the unwrapped one
         self.lr_scheduler = lr_scheduler
         self.compute_loss = compute_loss
@@ -119,6 +122,8 @@ class PlainStep:
         self.autocast = autocast
 
     def backward(self, batch: Any) -> torch.Tensor:
+        if self.step_begin is not None:
+            self.step_begin()
         if self.autocast is None:
             loss = self.compute_loss(self.model, batch)
         else:
@@ -145,8 +150,10 @@ class AcceleratedStep:
         lr_scheduler: Any | None,
         compute_loss: ComputeLoss,
         forward: torch.nn.Module | None = None,
+        step_begin: Callable[[], None] | None = None,
     ) -> None:
         self.accelerator = accelerator
+        self.step_begin = step_begin  # as PlainStep's
         self.model = model  # Accelerate's `accumulate` syncs (or not) this one's gradients
         #: what the loss runs: `model`, or `model` compiled
         self.forward = model if forward is None else forward
@@ -159,6 +166,8 @@ class AcceleratedStep:
 
     def backward(self, batch: Any) -> torch.Tensor:
         acc = self.accelerator
+        if self.step_begin is not None:
+            self.step_begin()
         with acc.accumulate(self.model):
             with acc.autocast():
                 loss = self.compute_loss(self.forward, batch)
@@ -199,11 +208,17 @@ def make_train_step(
     the accelerator is not a CUDA device, or when `model` is already compiled."""
     acc = accelerator
     forward = model
+    step_begin = None
     if compile is not None:
         problem = device_problem(compile, acc.device)
         if problem is not None:
             raise ValueError(problem)
         forward = compile_model(model, compile)
+        if compile.cuda_graphs:
+            # Each micro-batch a new generation of CUDA-graph trees, said rather than
+            # inferred: the previous one's outputs (in graph-owned memory, reused by the
+            # next replay) are no longer needed; the loss is computed outside the graph.
+            step_begin = torch.compiler.cudagraph_mark_step_begin
     else:
         warn_if_compiled(model)
     accumulation = acc.gradient_accumulation_steps
@@ -216,6 +231,7 @@ def make_train_step(
     if plain:
         autocast = acc.autocast if acc.mixed_precision == "bf16" else None
         return PlainStep(
-            forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast
-        )
-    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss, forward)
+            forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
+            step_begin,
+        )  # fmt: skip
+    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin)

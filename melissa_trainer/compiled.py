@@ -88,26 +88,27 @@ def compile_unavailable() -> str | None:
 
 def backends() -> list[str]:
     """The backends registered with torch (debug and experimental ones included)."""
-    import torch._dynamo
+    import torch.compiler
 
-    return sorted(torch._dynamo.list_backends(exclude_tags=()))
+    return sorted(torch.compiler.list_backends(exclude_tags=()))
 
 
 def common_backends() -> list[str]:
     """The backends worth naming in an error: torch's non-debug ones, plus the two
     debugging ones a user reaches for (``eager``: dynamo alone; ``aot_eager``: with
     AOTAutograd, ATen's kernels)."""
-    import torch._dynamo
+    import torch.compiler
 
-    named = set(torch._dynamo.list_backends()) | ({"eager", "aot_eager"} & set(backends()))
+    named = set(torch.compiler.list_backends()) | ({"eager", "aot_eager"} & set(backends()))
     return sorted(named)
 
 
 def modes() -> list[str]:
-    """Inductor's modes."""
-    import torch._inductor
+    """Inductor's modes (no public API lists them: `torch._inductor`'s, as torch.compile
+    reads them)."""
+    from torch._inductor import list_mode_options
 
-    return sorted(torch._inductor.list_mode_options())
+    return sorted(list_mode_options())
 
 
 def option_problems(backend: str | None, mode: str | None) -> list[str]:
@@ -127,7 +128,7 @@ def option_problems(backend: str | None, mode: str | None) -> list[str]:
         problems.append(
             f"torch_compile_backend={backend!r} is not a backend of torch "
             f"{torch.__version__}: {hint}choose one of {', '.join(common_backends())} "
-            f"(default: {DEFAULT_BACKEND}; every one: torch._dynamo.list_backends(()))"
+            f"(default: {DEFAULT_BACKEND}; every one: torch.compiler.list_backends(()))"
         )
     if mode is not None:
         if mode not in modes():

@@ -24,6 +24,9 @@ is better, ``target``: the least ratio the issue asks for):
   the stream), against the same model trained by a hand loop on a batch already on
   the device; target 0.9 (the issue asks ours >= 0.9 itself: the row shows both).
 
+* ``torch_compile + CUDA graphs + fused Adam vs eager``, in the trainer and in a hand
+  loop (cases ``compile``, ``compile_hand``; `gpu_compile`): the heat example's MLP,
+  steps/s after the compilation's warm-up steps; target 3.0.
 * ``device-resident buffer vs host buffer (1 KB samples)``: OnlineTrainer with
   ``buffer_device="accelerator"`` (the reservoir mirrored on the GPU, batches gathered
   there, `melissa_trainer.buffers.device`) against the host reservoir, both making
@@ -31,12 +34,18 @@ is better, ``target``: the least ratio the issue asks for):
   step time <= 0.8x).
 
 Without a GPU it says so on stderr and exits 0 with no rows. ``--smoke`` runs every
-case for a few steps on the CPU instead (bf16 autocast, gloo), for the tests: its
-figures mean nothing, and the busy row is left out (no utilisation meter on a CPU).
+case for a few steps on the CPU instead (bf16 autocast, gloo; compilation with
+``aot_eager``), for the tests: its figures mean nothing, and the busy row is left out
+(no utilisation meter on a CPU). ``--cpu --cases compile,compile_hand`` runs those at
+full size on the CPU (inductor, no CUDA graphs): a figure of the CPU, not the GPU's.
+
+A case is a function of `gpu_common.Bench` returning a row (or None), in a module of its
+own that imports `gpu_common`, named in ``CASES`` below.
 
     python benchmarks/gpu.py            # on a GPU machine, about 3 to 5 minutes
     python benchmarks/gpu.py --json     # {"rows": [...]}
     python benchmarks/gpu.py --smoke    # every code path, a few steps, on CPU
+    python benchmarks/gpu.py --cpu --cases compile,compile_hand   # compile on the CPU
 """
 
 from __future__ import annotations

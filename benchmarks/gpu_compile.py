@@ -45,8 +45,8 @@ def compile_args(bench: Bench) -> dict[str, Any]:
 
 
 def make_optimizer(model: torch.nn.Module, fused: bool) -> torch.optim.Optimizer:
-    """Adam; `fused`: one kernel for every parameter's update (CUDA, and CPU since
-    torch 2.4); else Adam's default (``foreach`` on CUDA, a loop on the CPU)."""
+    """Adam; `fused`: one kernel for every parameter's update (CUDA; the CPU too in
+    recent torch); else Adam's default (``foreach`` on CUDA, a loop on the CPU)."""
     return torch.optim.Adam(model.parameters(), lr=1e-4, fused=fused or None)
 
 
@@ -99,6 +99,7 @@ def run_hand(
     model = make_model(field).to(device)
     optimizer = make_optimizer(model, compiled is not None and not bench_smoke(compiled))
     forward: Any = model
+    graphs = compiled is not None and compiled.get("torch_compile_mode") == "reduce-overhead"
     if compiled is not None:
         backend = compiled.get("torch_compile_backend", "inductor")
         forward = torch.compile(model, backend=backend, mode=compiled.get("torch_compile_mode"))
@@ -109,6 +110,8 @@ def run_hand(
         if i == warmup:
             synchronize(device)
             start = time.perf_counter()
+        if graphs:  # as the trainer's step does (`accelerated.make_train_step`)
+            torch.compiler.cudagraph_mark_step_begin()
         loss = torch.nn.functional.mse_loss(forward(x), y)
         loss.backward()
         optimizer.step()

@@ -13,7 +13,7 @@ the wrong type is a `ConfigError` naming the field. Reading files and converting
 `ArgumentParser`; its public names are re-exported here. The buffer's rules are
 `BufferConfig`'s (`buffers/config.py`), reported here under this class's field names.
 
-About 430 lines: a third is the field documentation of `TrainingArguments` (one entry
+About 500 lines: a third is the field documentation of `TrainingArguments` (one entry
 per option, the user's reference), which belongs next to the fields.
 """
 
@@ -418,19 +418,11 @@ class TrainingArguments:
         return p
 
     def _compile_problems(self) -> list[str]:
-        """As `transformers`: a backend or a mode turns `torch_compile` on, whose backend
-        is then inductor unless given; the options checked against this torch."""
-        if self.torch_compile_backend is not None:
-            self.torch_compile_backend = self.torch_compile_backend.strip()
-        if self.torch_compile_mode is not None:
-            self.torch_compile_mode = self.torch_compile_mode.strip().lower()
-        if self.torch_compile_backend is not None or self.torch_compile_mode is not None:
-            self.torch_compile = True
-        if not self.torch_compile:
-            return []
-        problems = compiled.option_problems(self.torch_compile_backend, self.torch_compile_mode)
-        if self.torch_compile_backend is None:
-            self.torch_compile_backend = compiled.DEFAULT_BACKEND
+        """`compiled.resolve_options`' rules (those of `transformers`), applied here."""
+        on, backend, mode, problems = compiled.resolve_options(
+            self.torch_compile, self.torch_compile_backend, self.torch_compile_mode
+        )
+        self.torch_compile, self.torch_compile_backend, self.torch_compile_mode = on, backend, mode
         return problems
 
     def compile_options(self) -> compiled.CompileOptions | None:

@@ -111,6 +111,22 @@ def modes() -> list[str]:
     return sorted(list_mode_options())
 
 
+def resolve_options(
+    torch_compile: bool, backend: str | None, mode: str | None
+) -> tuple[bool, str | None, str | None, list[str]]:
+    """`TrainingArguments`' three fields resolved as `transformers` does (a backend or a
+    mode turns `torch_compile` on; its backend is then inductor unless given; names
+    stripped, modes lower-cased), and the problems `option_problems` finds (checked only
+    when compiling)."""
+    backend = backend.strip() if backend is not None else None
+    mode = mode.strip().lower() if mode is not None else None
+    torch_compile = torch_compile or backend is not None or mode is not None
+    if not torch_compile:
+        return False, None, None, []
+    problems = option_problems(backend, mode)
+    return True, backend or DEFAULT_BACKEND, mode, problems
+
+
 def option_problems(backend: str | None, mode: str | None) -> list[str]:
     """The problems with compiling with `backend` (None: inductor) and `mode`, one
     line each naming the `TrainingArguments` field and the fix; [] when fine. Imports

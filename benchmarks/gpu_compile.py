@@ -129,7 +129,7 @@ def _ours(bench: Bench, name: str) -> str:
     """What ours runs, as the row names it (--smoke: the GPU's name)."""
     if bench.device.type == "cuda" or bench.smoke:
         return f"{name} + CUDA graphs + fused Adam"
-    return f"{name} (inductor, no CUDA graphs) + fused Adam"
+    return f"{name} (inductor) + fused Adam"
 
 
 def _warmup(bench: Bench) -> int:
@@ -147,7 +147,7 @@ def case_compile(bench: Bench) -> dict[str, Any]:
             )
             base.append(run_trainer(samples, field, bench.steps, _warmup(bench), out, None))
     return row(
-        f"{_ours(bench, 'torch_compile')} vs eager (trainer, MLP)",
+        f"{_ours(bench, 'torch_compile')} vs eager (trainer)",
         statistics.median(ours),
         statistics.median(base),
         "steps/s",
@@ -162,7 +162,7 @@ def case_compile_hand(bench: Bench) -> dict[str, Any]:
         ours.append(run_hand(bench.device, field, bench.steps, _warmup(bench), compile_args(bench)))
         base.append(run_hand(bench.device, field, bench.steps, _warmup(bench), None))
     return row(
-        f"{_ours(bench, 'torch.compile')} vs eager (hand loop, MLP)",
+        f"{_ours(bench, 'torch.compile')} vs eager (hand loop)",
         statistics.median(ours),
         statistics.median(base),
         "steps/s",

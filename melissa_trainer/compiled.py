@@ -170,9 +170,14 @@ def device_problem(options: CompileOptions, device: torch.device) -> str | None:
         if options.backend == CUDA_GRAPH_BACKEND
         else f"torch_compile_mode={options.mode!r}"
     )
+    if options.mode == "max-autotune":
+        instead = "set torch_compile_mode='max-autotune-no-cudagraphs' (the same search)"
+    else:
+        instead = (
+            "leave torch_compile_mode unset (or 'default') with torch_compile_backend='inductor'"
+        )
     return (
-        f"{field} captures CUDA graphs, but this run trains on {device.type}: leave "
-        "torch_compile_mode unset (or 'default') with torch_compile_backend='inductor' "
+        f"{field} captures CUDA graphs, but this run trains on {device.type}: {instead} "
         "to compile without CUDA graphs, or train on a CUDA device"
     )
 

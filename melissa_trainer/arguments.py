@@ -423,6 +423,11 @@ class TrainingArguments:
             self.torch_compile, self.torch_compile_backend, self.torch_compile_mode
         )
         self.torch_compile, self.torch_compile_backend, self.torch_compile_mode = on, backend, mode
+        options = self.compile_options()
+        accumulation = self.gradient_accumulation_steps
+        if options is not None and not problems and isinstance(accumulation, int):
+            problem = compiled.accumulation_problem(options, accumulation)
+            problems.extend([problem] if problem is not None else [])
         return problems
 
     def compile_options(self) -> compiled.CompileOptions | None:

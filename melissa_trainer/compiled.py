@@ -161,6 +161,31 @@ def option_problems(backend: str | None, mode: str | None) -> list[str]:
     return problems
 
 
+def accumulation_problem(options: CompileOptions, accumulation: int) -> str | None:
+    """Why CUDA graphs refuse `gradient_accumulation_steps` > 1, or None.
+
+    The first micro-batch's gradients are the backward graph's outputs, which autograd
+    keeps as ``.grad`` without a copy; the next replay writes its own into the same
+    memory, and the accumulated gradient is lost: an error at best ("accessing tensor
+    output of CUDAGraphs that has been overwritten by a subsequent run",
+    pytorch/pytorch#169545, open), a silently wrong gradient in some versions
+    (pytorch/pytorch#96693)."""
+    if not options.cuda_graphs or accumulation <= 1:
+        return None
+    field = (
+        f"torch_compile_backend={options.backend!r}"
+        if options.backend == CUDA_GRAPH_BACKEND
+        else f"torch_compile_mode={options.mode!r}"
+    )
+    return (
+        f"{field} (CUDA graphs) with gradient_accumulation_steps={accumulation}: a CUDA "
+        "graph's next replay overwrites the gradients accumulated so far "
+        "(pytorch/pytorch#169545): use gradient_accumulation_steps=1 with a larger "
+        "batch_size, or compile without CUDA graphs (torch_compile_mode unset, or "
+        "'max-autotune-no-cudagraphs')"
+    )
+
+
 def device_problem(options: CompileOptions, device: torch.device) -> str | None:
     """Why `options` cannot run on `device` (CUDA graphs off CUDA), or None."""
     if not options.cuda_graphs or device.type == "cuda":

@@ -119,6 +119,15 @@ def test_the_options_follow_transformers() -> None:
             "is a mode of the inductor backend, not of torch_compile_backend='aot_eager'",
         ),
         ({"torch_compile": "maybe"}, "torch_compile='maybe' is not a boolean"),
+        (
+            {"torch_compile_mode": "reduce-overhead", "gradient_accumulation_steps": 2},
+            "torch_compile_mode='reduce-overhead' (CUDA graphs) with "
+            "gradient_accumulation_steps=2: a CUDA graph's next replay overwrites",
+        ),
+        (
+            {"torch_compile_backend": "cudagraphs", "gradient_accumulation_steps": 4},
+            "use gradient_accumulation_steps=1 with a larger batch_size",
+        ),
     ],
 )
 def test_bad_options_are_refused_naming_the_field(over: dict[str, Any], expected: str) -> None:

@@ -49,14 +49,31 @@ def make_args(out: Path, **over: Any) -> TrainingArguments:
     return TrainingArguments(**base)
 
 
+class SampleLosses(Recorder):
+    """Listens to SAMPLE_LOSSES: the step's loss is then the mean of
+    `compute_sample_losses`, which runs on the compiled model too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sample_losses: list[list[float]] = []
+
+    def on_sample_losses(self, trainer, state, control, losses, simulation_ids) -> None:  # type: ignore[no-untyped-def]
+        self.sample_losses.append(losses.tolist())
+
+
 def run(
-    out: Path, *, dropout: float = 0.2, accelerated: bool = False, **over: Any
+    out: Path,
+    *,
+    dropout: float = 0.2,
+    accelerated: bool = False,
+    sample_losses: bool = False,
+    **over: Any,
 ) -> tuple[OnlineTrainer, Recorder]:
     """A run on `N` samples (or what `max_steps` allows), with validation at the end."""
     args = make_args(out, **over)
     model = small_model(0, dropout=dropout)  # dropout: the RNG's draws must match too
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
-    rec = Recorder()
+    rec = SampleLosses() if sample_losses else Recorder()
     trainer = OnlineTrainer(
         model,
         args,
@@ -201,24 +218,30 @@ def test_a_model_compiled_beforehand(tmp_path: Path, caplog: pytest.LogCaptureFi
 
 
 @pytest.mark.parametrize(
-    ("precision", "accumulation", "accelerated"),
-    [("no", 1, False), ("bf16", 2, False), ("no", 2, True)],
-)
+    ("precision", "accumulation", "accelerated", "sample_losses"),
+    [("no", 1, False, False), ("bf16", 2, False, False), ("no", 2, True, False),
+     ("no", 1, False, True)],
+)  # fmt: skip
 def test_aot_eager_gives_the_eager_run_bit_for_bit(
-    tmp_path: Path, precision: str, accumulation: int, accelerated: bool
+    tmp_path: Path, precision: str, accumulation: int, accelerated: bool, sample_losses: bool
 ) -> None:
     kw: dict[str, Any] = dict(
         mixed_precision=precision, gradient_accumulation_steps=accumulation,
-        accelerated=accelerated,
+        accelerated=accelerated, sample_losses=sample_losses,
     )  # fmt: skip
     eager, eager_rec = run(tmp_path / "eager", **kw)
     compiled, compiled_rec = run(tmp_path / "compiled", torch_compile_backend="aot_eager", **kw)
     step = compiled._step
     forward = step.forward if isinstance(step, AcceleratedStep) else step.model  # type: ignore[attr-defined]
     assert is_compiled(forward) and not is_compiled(compiled.model)
+    assert not is_compiled(compiled.accelerator.unwrap_model(compiled.model))
     assert compiled.state.global_step == eager.state.global_step == (N // BATCH + 1) // accumulation
     assert compiled_rec.losses == eager_rec.losses  # the last batch of 3 included
     assert len(compiled_rec.losses) == N // BATCH + (accumulation == 1)
+    if sample_losses:  # per-sample losses from the compiled model, as eager's
+        got_samples = compiled_rec.sample_losses  # type: ignore[attr-defined]
+        assert got_samples == eager_rec.sample_losses  # type: ignore[attr-defined]
+        assert [len(x) for x in got_samples] == [BATCH] * (N // BATCH) + [N % BATCH]
     got, want = weights(compiled), weights(eager)
     assert list(got) == list(want)  # the same names: no "_orig_mod."
     assert all(torch.equal(got[k], want[k]) for k in want)

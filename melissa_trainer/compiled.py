@@ -25,13 +25,14 @@ and compiles the model the step runs. The choices it makes, and why:
   (CUDA graphs without inductor's kernels). No separate option: torch's CUDA-graph trees
   already re-record a graph per input shape, keep one memory pool, and skip graphs
   where an operation cannot be captured, which a hand-captured whole step would have to
-  redo, and they leave the loop as it is (hooks see each step's loss; accumulation,
-  mixed precision and DDP unchanged). Both are refused off CUDA (`device_problem`),
-  where they would do nothing.
+  redo, and they leave the loop as it is (hooks see each step's loss; mixed precision
+  and DDP unchanged). They are refused off CUDA (`device_problem`), where they would do
+  nothing, and with gradient accumulation (`accumulation_problem`).
 * **Shapes**: ``dynamic`` is left to torch (None): the first batch size compiles a
   static graph; a second one (the last batch of a stream may be smaller) recompiles
-  once with a dynamic batch dimension, which then serves every size. Under
-  ``reduce-overhead`` each new size also records a CUDA graph.
+  once with a dynamic batch dimension, which then serves every size but 1 (torch
+  specialises a dimension of size 1: one more compilation). Under ``reduce-overhead``
+  each new size also records a CUDA graph.
 
 Numerics: inductor generates its own kernels (vectorised transcendental functions,
 fused and reordered pointwise arithmetic), so a compiled run is not bitwise the eager

@@ -31,6 +31,8 @@ it to its end. The oracle is built from the records of both runs
 from __future__ import annotations
 
 import collections
+import contextlib
+import fcntl
 import json
 import os
 import re
@@ -44,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, sigkill_between_launches
+from helpers import live, processes_with, sigkill_between_launches
 from safetensors.numpy import load_file
 
 from melissa_trainer.checkpoint import latest_checkpoint
@@ -105,7 +107,15 @@ class Run:
     the driver, with its records under `tmp` (the output directory is shared by the
     runs of a case, the records are the run's own)."""
 
-    def __init__(self, tmp: Path, name: str, ranks: int, *extra: str, paced: bool) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        ranks: int,
+        *extra: str,
+        paced: bool,
+        solver_step_sleep: float = 0.05,
+    ) -> None:
         self.name, self.out, self.ranks = name, tmp / "out", ranks
         self.lineage, self.puts, self.dump = (
             tmp / f"{name}.lineage",
@@ -119,7 +129,7 @@ class Run:
                "PUT_LOG": str(self.puts), "LOAD_DUMP": str(self.dump),
                "END_DUMP": str(self.end)}  # fmt: skip
         if paced:  # slow enough to be interrupted after a checkpoint, before the end
-            env.update(STEP_SLEEP="0.1", SOLVER_STEP_SLEEP="0.05")
+            env.update(STEP_SLEEP="0.1", SOLVER_STEP_SLEEP=str(solver_step_sleep))
         launch = [sys.executable]
         if ranks > 1:
             accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
@@ -324,7 +334,8 @@ def check_resumed(
     were all drawn before (a full reservoir evicts only those)."""
     # said once, by the main rank, with no logging set up by the example
     said = f"was written by {case.before} training ranks, this run has {case.after}: each rank"
-    assert Path(second.log.name).read_text().count(said) == 1, second.output()
+    times = 1 if case.before != case.after else 0  # (nothing resharded on as many ranks)
+    assert Path(second.log.name).read_text().count(said) == times, second.output()
 
     # put once: what the checkpoint holds of the first run's puts, then the second run's
     written = rank_dirs(resumed_from)
@@ -460,3 +471,64 @@ def test_a_resume_on_fewer_ranks_refused_for_buffer_size_succeeds_as_its_error_a
     loaded = json.loads((second.dump / "rank_0" / "buffer.json").read_text())
     assert loaded["capacity"] == size
     check_resumed("2to1-undrawn-over-size", case, first, second, resumed_from, saved, size)
+
+
+@pytest.mark.timeout(420)
+def test_ranks_whose_launcher_is_killed_stop_with_a_checkpoint_and_the_study_resumes(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of `accelerate launch` (2 gloo ranks): the kill does not reach the ranks
+    (torch's launcher starts each in a session of its own), which trained on for the
+    rest of the study (a user's report), holding the output directory and their
+    solvers. Now each rank sees its launcher gone (`preemption.PARENT_POLL`, 1 s) and
+    stops as if preempted: every rank exits, with a checkpoint of the step they stopped
+    at, the output directory's lock free, no solver left, long before the study could
+    have ended (solvers of 3 s a step: about 2 minutes); the same command resumes, the
+    study finishes, every sample kept once (the oracle of this module)."""
+    buffer = ("--buffer", "fifo", "--save_steps", "1")
+    case = Case(2, 2, buffer, signal.SIGKILL)
+    first = Run(tmp_path, "first", 2, *buffer, paced=True, solver_step_sleep=3.0)
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + 150
+        while not (checkpoints(first.out) and processes_with(str(first.out / "rendezvous"))):
+            assert first.proc.poll() is None, f"ended before a checkpoint: {first.output()}"
+            assert time.monotonic() < deadline, f"no checkpoint: {first.output()}"
+            time.sleep(0.05)
+        ranks = [pid for pid in first.trainers() if pid != first.proc.pid]
+        assert len(ranks) == 2, (ranks, first.output())
+        os.kill(first.proc.pid, signal.SIGKILL)  # the launcher alone
+        first.proc.wait(30)
+        killed = time.monotonic()
+        # a bound on a hang (the rest of the study takes about 2 minutes), not a speed
+        while [pid for pid in ranks if live(pid)] and time.monotonic() < killed + 60:
+            time.sleep(0.1)
+        running = [pid for pid in ranks if live(pid)]
+        assert not running, f"ranks {running} still train 60 s after their launcher died"
+        deadline = time.monotonic() + 60
+        while processes_with(str(first.out / "rendezvous")):
+            assert time.monotonic() < deadline, "a solver outlived its rank"
+            time.sleep(0.1)
+    finally:
+        for pid in ranks + processes_with(str(first.out / "rendezvous")):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        first.wait(10)
+    text = Path(first.log.name).read_text()
+    gone = re.findall(r"the launcher that started this rank \(pid (\d+)\) is gone", text)
+    assert gone == [str(first.proc.pid)] * 2, text[-3000:]  # each rank saw it
+    stopped = re.findall(r"preempted by SIGTERM at step (\d+)", text)
+    checkpoint = latest_checkpoint(first.out / "checkpoints")
+    assert checkpoint is not None and stopped, text[-3000:]
+    saved = int(checkpoint.name.split("-")[1])
+    assert {int(n) for n in stopped} == {saved}, (stopped, saved)  # the stop's checkpoint
+    with open(first.out / "trainer.lock", "a") as lock:  # free: no rank holds it
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    resumed_from = shutil.copytree(checkpoint, tmp_path / "resumed-from")
+
+    second = Run(tmp_path, "second", 2, *buffer, "--resume_from_checkpoint", "latest",
+                 paced=False)  # fmt: skip
+    assert second.wait(300) == 0, second.output()
+    assert any(second.put_log(r) for r in range(2)), "the first run had ended the study"
+    check_resumed("2to2-launcher-killed", case, first, second, resumed_from, saved)

@@ -14,7 +14,10 @@ Above 64 KB, where arrays leave without a copy, ours runs once per round in each
 ``Client(array_reuse=...)`` mode: "immediate" (the default: each `send` returns once
 ZeroMQ has released the array, which the raw sender never waits for), "next_send"
 (released at the next `send`) and "never" (the array is handed over, as the raw
-sender's immutable bytes are: the like-for-like contract).
+sender's immutable bytes are: the like-for-like contract). Beside each throughput row, the
+CPU per message of the threads that receive it, and the minor page faults per message of
+the receiving process (ZeroMQ's I/O thread faulting in the pages of each new frame, which
+the CPU row leaves out: the cause of issue 42's 0.49 one day and 0.69 the next).
 
 Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, batch,
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k
@@ -53,6 +56,7 @@ import contextlib
 import inspect
 import io
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -179,7 +183,8 @@ def run_ours(
     into the buffer, and the CPU seconds of the threads that ingest (the reader's, which
     pumps, and the receiver's) meanwhile; not ZeroMQ's I/O thread, which the raw receiver
     has too. `nonfinite`: the receiver's policy ("refuse", the default, checks every
-    sample for NaN and Inf; "accept" does not)."""
+    sample for NaN and Inf; "accept" does not). The minor page faults of this process
+    meanwhile (ZeroMQ's I/O thread's too) go to `FAULTS` (see `faults_row`)."""
     hwm = _hwm(nbytes)
     buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
     config = ReceiverConfig(expected_simulations=clients, rcvhwm=hwm, nonfinite=nonfinite)
@@ -202,8 +207,10 @@ def run_ours(
         ]
         consumer.start()
         cpu0 = thread_cpu(rec)
+        faults0 = _minor_faults()
         t0 = _go(procs)
         consumer.join(600)
+        FAULTS.append((_minor_faults() - faults0) / n)
         for p in procs:
             p.wait(60)
         put = rec.telemetry()["samples_put"]
@@ -217,6 +224,16 @@ def run_ours(
                 p.wait()
         buffer.close()
         rec.stop()
+
+
+#: minor page faults per message of this process in each run of `run_ours` and `run_raw`,
+#: in order: a page of a received frame faulted in again costs ZeroMQ's I/O thread, which
+#: the CPU row leaves out (both receivers have one), yet it holds the throughput back
+FAULTS: list[float] = []
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def thread_cpu(rec: Receiver) -> float:
@@ -239,6 +256,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
         per = [n // clients + (i < n % clients) for i in range(clients)]
         procs = [_spawn(RAW_CODE, [f"tcp://127.0.0.1:{port}", size, k, hwm]) for k in per]
         cpu0 = time.thread_time()
+        faults0 = _minor_faults()
         t0 = _go(procs)
         recv = sock.recv
         if size <= INLINE_MAX + 100:
@@ -248,6 +266,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
             for _ in range(n):
                 recv(copy=False)
         dt, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+        FAULTS.append((_minor_faults() - faults0) / n)
         for p in procs:
             p.wait(60)
         return dt, cpu
@@ -287,15 +306,18 @@ def ingest_rows(
             n = counts[nbytes]
             ours: dict[str, list[float]] = {m: [] for m in modes}
             ours_cpu: dict[str, list[float]] = {m: [] for m in modes}
-            base, base_cpu = [], []
+            ours_faults: dict[str, list[float]] = {m: [] for m in modes}
+            base, base_cpu, base_faults = [], [], []
             for _ in range(rounds):
                 for mode in modes:
                     seconds, cpu = run_ours(nbytes, clients, n, mode, nonfinite)
                     ours[mode].append(seconds)
                     ours_cpu[mode].append(cpu)
+                    ours_faults[mode].append(FAULTS[-1])
                 seconds, cpu = run_raw(nbytes, clients, n)
                 base.append(seconds)
                 base_cpu.append(cpu)
+                base_faults.append(FAULTS[-1])
             t_base, cpu_base = statistics.median(base), statistics.median(base_cpu)
             for mode in modes:
                 t_ours, cpu_ours = statistics.median(ours[mode]), statistics.median(ours_cpu[mode])
@@ -313,7 +335,23 @@ def ingest_rows(
                         "target": None,
                     }
                 )
+                rows.append(faults_row(case, ours_faults[mode], base_faults))
     return rows
+
+
+def faults_row(case: str, ours: list[float], base: list[float]) -> dict[str, Any]:
+    """The minor page faults per message of the receiving process (medians): a frame's
+    memory faulted in again for each message shows here (256 per MiB) and not in the
+    CPU row. Ratio (baseline + 1) / (ours + 1): 0 faults are no division by zero."""
+    a, b = statistics.median(ours), statistics.median(base)
+    return {
+        "case": f"{case} (minor page faults/msg, receiving process)",
+        "ours": round(a, 2),
+        "baseline": round(b, 2),
+        "unit": "faults/msg",
+        "ratio": round((b + 1) / (a + 1), 3),
+        "target": None,
+    }
 
 
 def _throughput_rows(case: str, nbytes: int, msgs_o: float, msgs_b: float) -> list[dict[str, Any]]:

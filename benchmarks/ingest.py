@@ -7,7 +7,9 @@ blocks, with `get_block`, as the stream dataset takes its default batches; large
 with `get_batch`, without a copy).
 Baseline: plain pyzmq PUSH processes sending the same message sizes (one frame
 of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that receives
-and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
+and discards (``recv()``, or ``recv(copy=False)`` for large messages), in a process of
+its own (ours, run before in this one, sets malloc's thresholds process-wide: see
+`ReceiverConfig.recycle_frames`; the raw program must not inherit them). The clock runs
 from the go signal to the last message in (ours: the end of stream). A and B alternate
 (A B A B ...) and medians are compared; ratio = ours / baseline (higher is better).
 Above 64 KB, where arrays leave without a copy, ours runs once per round in each
@@ -55,6 +57,7 @@ import argparse
 import contextlib
 import inspect
 import io
+import json
 import os
 import resource
 import shutil
@@ -242,9 +245,35 @@ def thread_cpu(rec: Receiver) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(rec._thread.ident))
 
 
+#: `run_raw_here` in a fresh interpreter, printing its figures and faults as JSON
+RAW_RUN = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); import ingest; "
+    "r = ingest.run_raw_here(*map(int, sys.argv[2:5])); print(json.dumps([*r, ingest.FAULTS[-1]]))"
+)
+
+
 def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
-    """Seconds for `n` messages into a raw PULL socket, and the receiving thread's CPU
-    seconds."""
+    """`run_raw_here` in a process of its own: a `Receiver` run before in this process
+    sets malloc's thresholds for the whole process (`ReceiverConfig.recycle_frames`),
+    and the raw baseline, a program that never heard of this library, must not inherit
+    them (it would recycle its frames too). Its faults go to `FAULTS`."""
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run(
+        [sys.executable, "-c", RAW_RUN, here, str(nbytes), str(clients), str(n)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the raw receiver failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    seconds, cpu, faults = json.loads(out.stdout.strip().splitlines()[-1])
+    FAULTS.append(faults)
+    return seconds, cpu
+
+
+def run_raw_here(nbytes: int, clients: int, n: int) -> tuple[float, float]:
+    """Seconds for `n` messages into a raw PULL socket of this process, and the
+    receiving thread's CPU seconds (see `run_raw`)."""
     hwm = _hwm(nbytes)
     size = _wire_bytes(nbytes)
     ctx = zmq.Context()

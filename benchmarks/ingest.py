@@ -78,7 +78,7 @@ from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.json_output import to_json
 from melissa_trainer.stream import protocol as P
-from melissa_trainer.stream.heap import keep_freed_memory
+from melissa_trainer.stream.heap import keep_freed_memory, recycle_frames
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -574,6 +574,10 @@ def training_rows(rounds: int, quick: bool, keep: bool) -> tuple[list[dict[str, 
         ):
             # distinct samples, as many as the reservoir holds: the same memory traffic
             samples = [{"u": u} for u in distinct_fields(nbytes, capacity)]
+            # the thresholds the streamed run's receiver sets (process-wide: its
+            # `ReceiverConfig.recycle_frames`, at the first HELLO), before both kinds of
+            # run, not from the first streamed run on
+            recycle_frames(nbytes, (capacity + _hwm(nbytes) + 2) * nbytes)
             run_training(overhead.Prefilled(samples), 50, out, 0, streamed_sample, capacity)
             plain, streamed, received = [], [], []
             for r in range(rounds):

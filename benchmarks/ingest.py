@@ -19,7 +19,10 @@ ZeroMQ has released the array, which the raw sender never waits for), "next_send
 sender's immutable bytes are: the like-for-like contract). Beside each throughput row, the
 CPU per message of the threads that receive it, and the minor page faults per message of
 the receiving process (ZeroMQ's I/O thread faulting in the pages of each new frame, which
-the CPU row leaves out: the cause of issue 42's 0.49 one day and 0.69 the next).
+the CPU row leaves out: the cause of issue 42's 0.49 one day and 0.69 the next); and,
+above 64 KB, ours against the raw receiver given the malloc thresholds ours sets for its
+frames (`ReceiverConfig.recycle_frames`): the like-for-like figure, as raw with glibc's
+defaults faults in most pages of its frames again too.
 
 Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, batch,
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k
@@ -245,21 +248,27 @@ def thread_cpu(rec: Receiver) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(rec._thread.ident))
 
 
-#: `run_raw_here` in a fresh interpreter, printing its figures and faults as JSON
+#: `run_raw_here` in a fresh interpreter, printing its figures and faults as JSON; with
+#: a last argument 1, after the malloc thresholds a receiver of ours sets for the stream
 RAW_RUN = (
     "import json, sys; sys.path.insert(0, sys.argv[1]); import ingest; "
-    "r = ingest.run_raw_here(*map(int, sys.argv[2:5])); print(json.dumps([*r, ingest.FAULTS[-1]]))"
+    "nbytes, clients, n, recycle = map(int, sys.argv[2:6]); "
+    "recycle and ingest.recycle_frames(nbytes, "
+    "(ingest.reader.buffer_capacity(nbytes) + ingest._hwm(nbytes) + 2) * nbytes); "
+    "r = ingest.run_raw_here(nbytes, clients, n); print(json.dumps([*r, ingest.FAULTS[-1]]))"
 )
 
 
-def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
+def run_raw(nbytes: int, clients: int, n: int, recycle: bool = False) -> tuple[float, float]:
     """`run_raw_here` in a process of its own: a `Receiver` run before in this process
     sets malloc's thresholds for the whole process (`ReceiverConfig.recycle_frames`),
     and the raw baseline, a program that never heard of this library, must not inherit
-    them (it would recycle its frames too). Its faults go to `FAULTS`."""
+    them (it would recycle its frames too). With `recycle`, it is given the thresholds
+    ours sets for this stream (the like-for-like row). Its faults go to `FAULTS`."""
     here = str(Path(__file__).resolve().parent)
+    args = [str(nbytes), str(clients), str(n), str(int(recycle))]
     out = subprocess.run(
-        [sys.executable, "-c", RAW_RUN, here, str(nbytes), str(clients), str(n)],
+        [sys.executable, "-c", RAW_RUN, here, *args],
         capture_output=True,
         text=True,
         timeout=900,
@@ -336,7 +345,7 @@ def ingest_rows(
             ours: dict[str, list[float]] = {m: [] for m in modes}
             ours_cpu: dict[str, list[float]] = {m: [] for m in modes}
             ours_faults: dict[str, list[float]] = {m: [] for m in modes}
-            base, base_cpu, base_faults = [], [], []
+            base, base_cpu, base_faults, recycled = [], [], [], []
             for _ in range(rounds):
                 for mode in modes:
                     seconds, cpu = run_ours(nbytes, clients, n, mode, nonfinite)
@@ -347,6 +356,8 @@ def ingest_rows(
                 base.append(seconds)
                 base_cpu.append(cpu)
                 base_faults.append(FAULTS[-1])
+                if nbytes > INLINE_MAX:  # frames of their own: raw with ours' thresholds
+                    recycled.append(run_raw(nbytes, clients, n, recycle=True)[0])
             t_base, cpu_base = statistics.median(base), statistics.median(base_cpu)
             for mode in modes:
                 t_ours, cpu_ours = statistics.median(ours[mode]), statistics.median(ours_cpu[mode])
@@ -365,6 +376,18 @@ def ingest_rows(
                     }
                 )
                 rows.append(faults_row(case, ours_faults[mode], base_faults))
+                if recycled:  # like for like: both receivers recycle their frames
+                    t_same = statistics.median(recycled)
+                    rows.append(
+                        {
+                            "case": f"{case} (msgs/s, raw with the same malloc thresholds)",
+                            "ours": round(n / t_ours, 1),
+                            "baseline": round(n / t_same, 1),
+                            "unit": "msgs/s",
+                            "ratio": round(t_same / t_ours, 3),
+                            "target": None,
+                        }
+                    )
     return rows
 
 

@@ -34,6 +34,7 @@ def test_ingest_benchmark_quick_prints_throughput_and_cpu_rows() -> None:
             f"{case} (GB/s)",
             f"{case} (CPU us/msg, receiving threads)",
             f"{case} (minor page faults/msg, receiving process)",
+            f"{case} (msgs/s, raw with the same malloc thresholds)",
         ]
     for r in rows:
         assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}
@@ -69,4 +70,5 @@ def test_ingest_benchmark_runs_one_reuse_mode_without_the_finiteness_check(
         f"{case} (GB/s)",
         f"{case} (CPU us/msg, receiving threads)",
         f"{case} (minor page faults/msg, receiving process)",
+        f"{case} (msgs/s, raw with the same malloc thresholds)",
     ]

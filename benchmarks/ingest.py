@@ -7,14 +7,22 @@ blocks, with `get_block`, as the stream dataset takes its default batches; large
 with `get_batch`, without a copy).
 Baseline: plain pyzmq PUSH processes sending the same message sizes (one frame
 of header + payload bytes; ``copy=False`` above 64 KB) to a PULL socket that receives
-and discards (``recv()``, or ``recv(copy=False)`` for large messages). The clock runs
+and discards (``recv()``, or ``recv(copy=False)`` for large messages), in a process of
+its own (ours, run before in this one, sets malloc's thresholds process-wide: see
+`ReceiverConfig.recycle_frames`; the raw program must not inherit them). The clock runs
 from the go signal to the last message in (ours: the end of stream). A and B alternate
 (A B A B ...) and medians are compared; ratio = ours / baseline (higher is better).
 Above 64 KB, where arrays leave without a copy, ours runs once per round in each
 ``Client(array_reuse=...)`` mode: "immediate" (the default: each `send` returns once
 ZeroMQ has released the array, which the raw sender never waits for), "next_send"
 (released at the next `send`) and "never" (the array is handed over, as the raw
-sender's immutable bytes are: the like-for-like contract).
+sender's immutable bytes are: the like-for-like contract). Beside each throughput row, the
+CPU per message of the threads that receive it, and the minor page faults per message of
+the receiving process (ZeroMQ's I/O thread faulting in the pages of each new frame, which
+the CPU row leaves out: the cause of issue 42's 0.49 one day and 0.69 the next); and,
+above 64 KB, ours against the raw receiver given the malloc thresholds ours sets for its
+frames (`ReceiverConfig.recycle_frames`): the like-for-like figure, as raw with glibc's
+defaults faults in most pages of its frames again too.
 
 Training under ingest: the `benchmarks/trainer_overhead.py` workload (model, batch,
 reservoir, Adam) trained on what one client process streams at a fixed rate (20k
@@ -52,7 +60,9 @@ import argparse
 import contextlib
 import inspect
 import io
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -71,7 +81,7 @@ from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.json_output import to_json
 from melissa_trainer.stream import protocol as P
-from melissa_trainer.stream.heap import keep_freed_memory
+from melissa_trainer.stream.heap import keep_freed_memory, recycle_frames
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -179,7 +189,8 @@ def run_ours(
     into the buffer, and the CPU seconds of the threads that ingest (the reader's, which
     pumps, and the receiver's) meanwhile; not ZeroMQ's I/O thread, which the raw receiver
     has too. `nonfinite`: the receiver's policy ("refuse", the default, checks every
-    sample for NaN and Inf; "accept" does not)."""
+    sample for NaN and Inf; "accept" does not). The minor page faults of this process
+    meanwhile (ZeroMQ's I/O thread's too) go to `FAULTS` (see `faults_row`)."""
     hwm = _hwm(nbytes)
     buffer = FIFOBuffer(reader.buffer_capacity(nbytes))
     config = ReceiverConfig(expected_simulations=clients, rcvhwm=hwm, nonfinite=nonfinite)
@@ -202,8 +213,10 @@ def run_ours(
         ]
         consumer.start()
         cpu0 = thread_cpu(rec)
+        faults0 = _minor_faults()
         t0 = _go(procs)
         consumer.join(600)
+        FAULTS.append((_minor_faults() - faults0) / n)
         for p in procs:
             p.wait(60)
         put = rec.telemetry()["samples_put"]
@@ -219,15 +232,57 @@ def run_ours(
         rec.stop()
 
 
+#: minor page faults per message of this process in each run of `run_ours` and `run_raw`,
+#: in order: a page of a received frame faulted in again costs ZeroMQ's I/O thread, which
+#: the CPU row leaves out (both receivers have one), yet it holds the throughput back
+FAULTS: list[float] = []
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def thread_cpu(rec: Receiver) -> float:
     """CPU seconds of the receiver's thread so far."""
     assert rec._thread is not None and rec._thread.ident is not None
     return time.clock_gettime(time.pthread_getcpuclockid(rec._thread.ident))
 
 
-def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
-    """Seconds for `n` messages into a raw PULL socket, and the receiving thread's CPU
-    seconds."""
+#: `run_raw_here` in a fresh interpreter, printing its figures and faults as JSON; with
+#: a last argument 1, after the malloc thresholds a receiver of ours sets for the stream
+RAW_RUN = (
+    "import json, sys; sys.path.insert(0, sys.argv[1]); import ingest; "
+    "nbytes, clients, n, recycle = map(int, sys.argv[2:6]); "
+    "recycle and ingest.recycle_frames(nbytes, "
+    "(ingest.reader.buffer_capacity(nbytes) + ingest._hwm(nbytes) + 2) * nbytes); "
+    "r = ingest.run_raw_here(nbytes, clients, n); print(json.dumps([*r, ingest.FAULTS[-1]]))"
+)
+
+
+def run_raw(nbytes: int, clients: int, n: int, recycle: bool = False) -> tuple[float, float]:
+    """`run_raw_here` in a process of its own: a `Receiver` run before in this process
+    sets malloc's thresholds for the whole process (`ReceiverConfig.recycle_frames`),
+    and the raw baseline, a program that never heard of this library, must not inherit
+    them (it would recycle its frames too). With `recycle`, it is given the thresholds
+    ours sets for this stream (the like-for-like row). Its faults go to `FAULTS`."""
+    here = str(Path(__file__).resolve().parent)
+    args = [str(nbytes), str(clients), str(n), str(int(recycle))]
+    out = subprocess.run(
+        [sys.executable, "-c", RAW_RUN, here, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the raw receiver failed ({out.returncode}):\n{out.stderr[-2000:]}")
+    seconds, cpu, faults = json.loads(out.stdout.strip().splitlines()[-1])
+    FAULTS.append(faults)
+    return seconds, cpu
+
+
+def run_raw_here(nbytes: int, clients: int, n: int) -> tuple[float, float]:
+    """Seconds for `n` messages into a raw PULL socket of this process, and the
+    receiving thread's CPU seconds (see `run_raw`)."""
     hwm = _hwm(nbytes)
     size = _wire_bytes(nbytes)
     ctx = zmq.Context()
@@ -239,6 +294,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
         per = [n // clients + (i < n % clients) for i in range(clients)]
         procs = [_spawn(RAW_CODE, [f"tcp://127.0.0.1:{port}", size, k, hwm]) for k in per]
         cpu0 = time.thread_time()
+        faults0 = _minor_faults()
         t0 = _go(procs)
         recv = sock.recv
         if size <= INLINE_MAX + 100:
@@ -248,6 +304,7 @@ def run_raw(nbytes: int, clients: int, n: int) -> tuple[float, float]:
             for _ in range(n):
                 recv(copy=False)
         dt, cpu = time.perf_counter() - t0, time.thread_time() - cpu0
+        FAULTS.append((_minor_faults() - faults0) / n)
         for p in procs:
             p.wait(60)
         return dt, cpu
@@ -287,15 +344,20 @@ def ingest_rows(
             n = counts[nbytes]
             ours: dict[str, list[float]] = {m: [] for m in modes}
             ours_cpu: dict[str, list[float]] = {m: [] for m in modes}
-            base, base_cpu = [], []
+            ours_faults: dict[str, list[float]] = {m: [] for m in modes}
+            base, base_cpu, base_faults, recycled = [], [], [], []
             for _ in range(rounds):
                 for mode in modes:
                     seconds, cpu = run_ours(nbytes, clients, n, mode, nonfinite)
                     ours[mode].append(seconds)
                     ours_cpu[mode].append(cpu)
+                    ours_faults[mode].append(FAULTS[-1])
                 seconds, cpu = run_raw(nbytes, clients, n)
                 base.append(seconds)
                 base_cpu.append(cpu)
+                base_faults.append(FAULTS[-1])
+                if nbytes > INLINE_MAX:  # frames of their own: raw with ours' thresholds
+                    recycled.append(run_raw(nbytes, clients, n, recycle=True)[0])
             t_base, cpu_base = statistics.median(base), statistics.median(base_cpu)
             for mode in modes:
                 t_ours, cpu_ours = statistics.median(ours[mode]), statistics.median(ours_cpu[mode])
@@ -313,7 +375,35 @@ def ingest_rows(
                         "target": None,
                     }
                 )
+                rows.append(faults_row(case, ours_faults[mode], base_faults))
+                if recycled:  # like for like: both receivers recycle their frames
+                    t_same = statistics.median(recycled)
+                    rows.append(
+                        {
+                            "case": f"{case} (msgs/s, raw with the same malloc thresholds)",
+                            "ours": round(n / t_ours, 1),
+                            "baseline": round(n / t_same, 1),
+                            "unit": "msgs/s",
+                            "ratio": round(t_same / t_ours, 3),
+                            "target": None,
+                        }
+                    )
     return rows
+
+
+def faults_row(case: str, ours: list[float], base: list[float]) -> dict[str, Any]:
+    """The minor page faults per message of the receiving process (medians): a frame's
+    memory faulted in again for each message shows here (256 per MiB) and not in the
+    CPU row. Ratio (baseline + 1) / (ours + 1): 0 faults are no division by zero."""
+    a, b = statistics.median(ours), statistics.median(base)
+    return {
+        "case": f"{case} (minor page faults/msg, receiving process)",
+        "ours": round(a, 2),
+        "baseline": round(b, 2),
+        "unit": "faults/msg",
+        "ratio": round((b + 1) / (a + 1), 3),
+        "target": None,
+    }
 
 
 def _throughput_rows(case: str, nbytes: int, msgs_o: float, msgs_b: float) -> list[dict[str, Any]]:
@@ -507,6 +597,10 @@ def training_rows(rounds: int, quick: bool, keep: bool) -> tuple[list[dict[str, 
         ):
             # distinct samples, as many as the reservoir holds: the same memory traffic
             samples = [{"u": u} for u in distinct_fields(nbytes, capacity)]
+            # the thresholds the streamed run's receiver sets (process-wide: its
+            # `ReceiverConfig.recycle_frames`, at the first HELLO), before both kinds of
+            # run, not from the first streamed run on
+            recycle_frames(nbytes, (capacity + _hwm(nbytes) + 2) * nbytes)
             run_training(overhead.Prefilled(samples), 50, out, 0, streamed_sample, capacity)
             plain, streamed, received = [], [], []
             for r in range(rounds):

@@ -17,8 +17,20 @@ top. It is process-wide and lasts: every allocation of the process (the model's 
 memory, the user's arrays) is served this way from then on, and the process keeps the
 memory of its largest burst (for the frames, bounded by the buffer's capacity and the
 socket's high-water mark) instead of returning it. That is why it is opt-in:
-`StreamSource(keep_freed_memory=True)` sets it at `start`; by default malloc is left as
-it is.
+`StreamSource(keep_freed_memory=True)` sets it at `start`.
+
+`recycle_frames` is the bounded form a receiver applies by default (issue 42), once a
+simulation declares a field that travels as a frame of its own (above
+`FRAME_MIN_BYTES`): blocks up to twice the largest such field come from the heap (what
+glibc's own dynamic threshold settles on once a frame has been freed), and freed memory
+goes back to the system beyond what that stream's frames may hold at once (the buffer's
+capacity and the socket's queue, in samples; at most `TRIM_THRESHOLD`). Without it,
+1 MiB frames held in a buffer of 64 and freed by the reader left glibc trimming the top
+of ZeroMQ's I/O thread's heap at each burst of frees (`madvise`, a TLB shootdown) and
+faulting every page in again on the next frames (5 to 70 faults per 1 MiB message, run
+to run: why `benchmarks/ingest.py`'s 1 MB row read 0.49 one day and 0.69 the next).
+A stream of small fields (batched, copied out of their frames) leaves malloc as it is;
+`ReceiverConfig(recycle_frames=False)` leaves it as it is for any stream.
 """
 
 from __future__ import annotations
@@ -28,8 +40,15 @@ import ctypes.util
 import logging
 import sys
 import threading
+from typing import Any
 
-__all__ = ["MMAP_THRESHOLD", "TRIM_THRESHOLD", "keep_freed_memory"]
+__all__ = [
+    "FRAME_MIN_BYTES",
+    "MMAP_THRESHOLD",
+    "TRIM_THRESHOLD",
+    "keep_freed_memory",
+    "recycle_frames",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +56,17 @@ logger = logging.getLogger(__name__)
 MMAP_THRESHOLD = 32 << 20
 #: Free memory at the top of the heap is returned to the system beyond this many bytes.
 TRIM_THRESHOLD = 1 << 30
+#: Fields above this many bytes travel as frames of their own (the clients'
+#: `INLINE_MAX_BYTES`: smaller ones are batched and copied out of their frames).
+FRAME_MIN_BYTES = 1 << 16
+#: glibc's default mmap threshold (below it, blocks always come from the heap)
+_GLIBC_MMAP_THRESHOLD = 128 << 10
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _lock = threading.Lock()
 _applied: bool | None = None  # None: not tried yet
+_mallopt_fn: Any = None  # libc's mallopt, once found (False: not glibc)
+_set = (0, 0)  # the (mmap, trim) thresholds set so far (0: glibc's dynamic ones)
 
 
 def keep_freed_memory() -> bool:
@@ -52,23 +78,63 @@ def keep_freed_memory() -> bool:
     global _applied
     with _lock:
         if _applied is None:
-            _applied = _mallopt()
+            _applied = _raise_thresholds(MMAP_THRESHOLD, TRIM_THRESHOLD)
         return _applied
 
 
-def _mallopt() -> bool:
-    if not sys.platform.startswith("linux"):
+def recycle_frames(frame_bytes: int, peak_bytes: int) -> bool:
+    """Let malloc recycle received frames of up to `frame_bytes` each, keeping up to
+    `peak_bytes` of them freed (module docstring); thresholds only ever rise (an earlier
+    `keep_freed_memory` or larger call stands). Nothing for frames of `FRAME_MIN_BYTES`
+    or less.
+
+    Returns True if the thresholds now cover such frames, False where malloc is not
+    glibc's or refused, or frames are larger than glibc will take from its heap
+    (`MMAP_THRESHOLD`: each is then mapped, as before). Thread-safe.
+    """
+    if frame_bytes <= FRAME_MIN_BYTES:
+        return True
+    mmap = min(max(2 * frame_bytes, _GLIBC_MMAP_THRESHOLD), MMAP_THRESHOLD)
+    trim = min(max(peak_bytes, 2 * mmap), TRIM_THRESHOLD)
+    with _lock:
+        return _raise_thresholds(mmap, trim) and frame_bytes < MMAP_THRESHOLD
+
+
+def _raise_thresholds(mmap: int, trim: int) -> bool:
+    """Raise the thresholds to at least (`mmap`, `trim`) (holding `_lock`); False where
+    malloc is not glibc's or refused."""
+    global _set
+    mallopt = _libc_mallopt()
+    if mallopt is None:
         return False
+    want = (max(_set[0], mmap), max(_set[1], trim))
+    if want == _set:
+        return True
+    # Both at once: setting either one turns glibc's dynamic thresholds off for both.
+    ok = bool(mallopt(_M_MMAP_THRESHOLD, want[0])) and bool(mallopt(_M_TRIM_THRESHOLD, want[1]))
+    if not ok:  # pragma: no cover - glibc accepts both values
+        logger.warning("glibc refused the malloc thresholds; frames are not recycled")
+        return False
+    _set = want
+    return True
+
+
+def _libc_mallopt() -> Any:
+    """glibc's mallopt, or None (not Linux, not glibc)."""
+    global _mallopt_fn
+    if _mallopt_fn is None:
+        _mallopt_fn = _find_mallopt() or False
+    return _mallopt_fn or None
+
+
+def _find_mallopt() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl has mallopt too)
     except (OSError, AttributeError):
-        return False
+        return None
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    ok = bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and bool(
-        mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
-    )
-    if not ok:  # pragma: no cover - glibc accepts both values
-        logger.warning("glibc refused the malloc thresholds; frames are not recycled")
-    return ok
+    return mallopt

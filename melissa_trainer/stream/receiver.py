@@ -86,7 +86,7 @@ import zmq
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.stream import protocol
+from melissa_trainer.stream import heap, protocol
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest_loop import IngestLoop
@@ -185,6 +185,7 @@ class Receiver(IngestLoop):
         self._advertise = config.advertise_host
         self._curve = curve_keys(config.curve_secret_key, config.curve_public_key)
         self._decode = DataDecoder(self._max_bytes)
+        self._recycle = config.recycle_frames
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
@@ -409,11 +410,29 @@ class Receiver(IngestLoop):
                 ing.batch(msg)
             elif type(msg) is Hello:
                 ing.hello(msg)
+                if self._recycle:
+                    self._recycle_frames_of(msg.simulation_id)
             elif type(msg) is Bye:
                 ing.bye(msg)
             else:
                 assert type(msg) is Abandon
                 ing.abandon(msg)
+
+    def _recycle_frames_of(self, simulation_id: int) -> None:
+        """After a HELLO: if its simulation is known here (the HELLO accepted, now or
+        before), let malloc recycle the frames of its large fields
+        (`ReceiverConfig.recycle_frames`), sized by the fields it declared and by what
+        may be held of them at once: the buffer's samples and the socket's queue
+        (``rcvhwm`` + 2 messages). Idempotent: a HELLO is rare, the call cheap."""
+        sim = self.ingest.sims.get(simulation_id)
+        if sim is None:
+            return
+        largest = max(f.size * f.dtype.itemsize for f in sim.fields)
+        if largest <= heap.FRAME_MIN_BYTES:
+            return
+        held = self._buffer.capacity + self._rcvhwm + 2
+        if not heap.recycle_frames(largest, held * sim.sample_nbytes):
+            self._recycle = False  # not glibc, or frames too large for its heap: once
 
     def _close_socket(self) -> None:
         if self._socket is not None:

@@ -86,6 +86,13 @@ class ReceiverConfig:
             on purpose) or "fail" (dropped, and its simulation fails: a study's
             launcher kills it and counts a failed attempt; without a launcher, the
             stream fails). See `melissa_trainer.stream.nonfinite`.
+        recycle_frames: on glibc, once a simulation declares a field of more than
+            64 KiB (such fields stay in the frames they arrive in), let malloc keep
+            the freed memory of those frames, up to what the buffer and the socket's
+            queue may hold of them at once, instead of giving it back at each burst
+            and faulting it in again (`melissa_trainer.stream.heap.recycle_frames`:
+            process-wide, thresholds that only rise). True by default; False leaves
+            malloc as it is.
 
     Raises:
         ValueError: a value out of its range (named), or malformed CURVE keys.
@@ -108,9 +115,12 @@ class ReceiverConfig:
     run_id: str | None = None
     nonfinite: str = "refuse"
     parameters: Sequence[str] | None = None
+    recycle_frames: bool = True
 
     def __post_init__(self) -> None:
         check_policy(self.nonfinite)  # raises, naming the field and the choices
+        if not isinstance(self.recycle_frames, bool):
+            raise ValueError(f"recycle_frames must be True or False, not {self.recycle_frames!r}")
         if self.expected_simulations is not None and self.expected_simulations < 0:
             raise ValueError(f"expected_simulations must be >= 0, got {self.expected_simulations}")
         if isinstance(self.fields, str) and self.fields != "first":

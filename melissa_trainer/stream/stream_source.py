@@ -53,7 +53,8 @@ class StreamSource(Source):
             (see `melissa_trainer.stream.heap` for the figures: 0.83-0.86x -> 0.95-0.97x
             the steps/s of training without ingest, on a stream of 1 MiB fields). It
             changes malloc for the whole process, for good: the process then keeps the
-            memory of its largest burst. Set at `start`; default False.
+            memory of its largest burst. Set at `start`; default False. (The bounded
+            form, `ReceiverConfig.recycle_frames`, is on by default.)
         tuning: the receivers' timing (`ReceiverTuning`); the defaults suit training.
 
     `start` raises `OSError` when a rank cannot bind its endpoint.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
+import numpy as np
 import pytest
 
 from melissa_trainer.buffers import FIFOBuffer
@@ -68,3 +70,97 @@ def test_stream_source_sets_it_at_start_only_when_asked(
         assert calls == ([1] if keep is True else [])
     finally:
         source.stop()
+
+
+# The same rounds under `recycle_frames`, sized as a receiver sizes it for 1 MiB fields
+# (the 64 blocks, and a few more in flight), instead of `keep_freed_memory`.
+RECYCLE = FAULTS.replace(
+    'if sys.argv[1] == "keep":\n    assert keep_freed_memory()',
+    "from melissa_trainer.stream.heap import recycle_frames\n"
+    'if sys.argv[1] == "keep":\n    assert recycle_frames(1 << 20, 68 << 20)',
+)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
+def test_recycle_frames_keeps_freed_frames_up_to_its_bound() -> None:
+    def faults(mode: str) -> int:
+        out = subprocess.run(
+            [sys.executable, "-c", RECYCLE, mode], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 0, out.stderr
+        return int(out.stdout)
+
+    assert faults("default") > 4 * 64 * 256 // 2
+    assert faults("keep") < 64 * 256 // 4
+
+
+def test_recycle_frames_leaves_small_frames_and_higher_thresholds_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(heap, "_libc_mallopt", lambda: lambda k, v: calls.append((k, v)) or 1)
+    monkeypatch.setattr(heap, "_set", (0, 0))
+    assert heap.recycle_frames(heap.FRAME_MIN_BYTES, 1 << 30)  # batched fields: nothing
+    assert calls == []
+    assert heap.recycle_frames(1 << 20, 100 << 20)
+    assert calls == [(-3, 2 << 20), (-1, 100 << 20)]  # mmap, trim: both at once
+    calls.clear()
+    assert heap.recycle_frames(1 << 19, 10 << 20)  # lower: the higher ones stand
+    assert heap.recycle_frames(1 << 20, 100 << 20)
+    assert calls == []
+    # beyond what glibc takes from its heap: capped, and said so
+    assert not heap.recycle_frames(heap.MMAP_THRESHOLD, 4 << 30)
+    assert calls == [(-3, heap.MMAP_THRESHOLD), (-1, heap.TRIM_THRESHOLD)]
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "recycle", "expected"),
+    [
+        (1 << 20, True, [(1 << 20, (8 + 16 + 2) * ((1 << 20) + 4))]),  # frames of their own
+        (1 << 16, True, []),  # batched: copied out of their frames
+        (1 << 20, False, []),  # ReceiverConfig(recycle_frames=False)
+    ],
+)
+@pytest.mark.timeout(30)
+def test_receiver_recycles_frames_once_a_simulation_declares_large_fields(
+    nbytes: int, recycle: bool, expected: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zmq
+
+    from melissa_trainer.stream import protocol as P
+    from melissa_trainer.stream import receiver as receiver_module
+    from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+
+    calls: list[tuple[int, int]] = []
+    monkeypatch.setattr(
+        receiver_module.heap, "recycle_frames", lambda f, p: calls.append((f, p)) or True
+    )
+    f32 = np.dtype("<f4")
+    fields = [P.FieldSpec("u", f32, (nbytes // 4,)), P.FieldSpec("v", f32, (1,))]
+    config = ReceiverConfig(expected_simulations=2, rcvhwm=16, recycle_frames=recycle)
+    rec = Receiver(FIFOBuffer(8), config=config)
+    rec.start()
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    try:
+        assert rec.endpoint is not None
+        sock.connect(rec.endpoint)
+        sock.send(P.encode_hello(1, 0, 1, fields))
+        sock.send(P.encode_hello(1, 0, 1, [P.FieldSpec("w", f32, (1 << 20,))]))  # refused
+        deadline = time.monotonic() + 20
+        while rec.telemetry()["rejected_hello_mismatch"] < 1:  # both HELLOs ingested
+            assert time.monotonic() < deadline, rec.telemetry()
+            time.sleep(0.01)
+        assert set(calls) == set(expected)  # the first HELLO's, declared (idempotent)
+    finally:
+        sock.close(linger=0)
+        ctx.term()
+        rec.stop()
+
+
+def test_recycle_frames_must_be_a_bool() -> None:
+    from melissa_trainer.stream.receiver import ReceiverConfig
+
+    with pytest.raises(ValueError, match="recycle_frames must be True or False"):
+        ReceiverConfig(recycle_frames="yes")  # type: ignore[arg-type]

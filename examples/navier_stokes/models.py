@@ -45,7 +45,9 @@ class SpectralConv2d(nn.Module):
         n_y, n_x = x.shape[-2:]
         m = self.modes
         if 2 * m > n_y or m > n_x // 2 + 1:
-            raise ValueError(f"{m} Fourier modes need a grid of at least {2 * m}^2, got {n_y}x{n_x}")
+            raise ValueError(
+                f"{m} Fourier modes need a grid of at least {2 * m}^2, got {n_y}x{n_x}"
+            )
         with torch.autocast(x.device.type, enabled=False):
             spectrum = torch.fft.rfft2(x.float())
             out = torch.zeros(
@@ -68,7 +70,9 @@ class FNO(nn.Module):
         self.lift = nn.Conv2d(in_channels, width, 1)
         self.spectral = nn.ModuleList(SpectralConv2d(width, width, modes) for _ in range(layers))
         self.pointwise = nn.ModuleList(nn.Conv2d(width, width, 1) for _ in range(layers))
-        self.project = nn.Sequential(nn.Conv2d(width, 4 * width, 1), nn.GELU(), nn.Conv2d(4 * width, 1, 1))
+        self.project = nn.Sequential(
+            nn.Conv2d(width, 4 * width, 1), nn.GELU(), nn.Conv2d(4 * width, 1, 1)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.lift(x)

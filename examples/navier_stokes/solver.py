@@ -137,11 +137,10 @@ def initial_vorticity(n: int, seed: int) -> np.ndarray:
     kx, ky = np.meshgrid(np.fft.fftfreq(m, 1.0 / m), np.fft.fftfreq(m, 1.0 / m))
     low *= (kx**2 + ky**2 + 9.0) ** -1.25  # amplitude: sqrt of the power spectrum
     low[0, 0] = 0.0
+    half = min(m, n) // 2  # the modes both grids hold: the first and last `half` indices
+    to = np.r_[0:half, n - half : n]
     full = np.zeros((n, n), complex)
-    half = min(m, n) // 2
-    for rows, src in ((slice(0, half), slice(0, half)), (slice(n - half, n), slice(m - half, m))):
-        for cols, scol in ((slice(0, half), slice(0, half)), (slice(n - half, n), slice(m - half, m))):  # noqa: E501
-            full[rows, cols] = low[src, scol]
+    full[np.ix_(to, to)] = low[np.ix_(np.r_[0:half, m - half : m], np.r_[0:half, m - half : m])]
     omega = np.fft.ifft2(full).real  # the real part: a real field with that spectrum
     return omega / omega.std()
 
@@ -210,7 +209,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "--simulation_id", type=int, default=None, help=f"default: ${ENV_SIMULATION_ID}"
     )
     parser.add_argument(
-        "--seed", type=int, default=None, help="the initial field's seed; default: the simulation id"
+        "--seed",
+        type=int,
+        default=None,
+        help="the initial field's seed; default: the simulation id",
     )
     parser.add_argument(
         "--parameters",
@@ -218,7 +220,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"JSON object of the {len(PARAMETER_NAMES)} parameters; default: ${ENV_PARAMETERS}",
     )
     parser.add_argument(
-        "--rendezvous", default=None, help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}"
+        "--rendezvous",
+        default=None,
+        help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
     )
     return parser.parse_args(argv)
 

@@ -26,7 +26,7 @@ from `../study_common.py`, shared with the other study examples.
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
         --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\
-        --buffer_device accelerator --stage_batches 2       # on a GPU
+        --buffer_device accelerator --buffer_size 5120      # on a GPU
     python examples/navier_stokes/train.py --model unet       # the U-Net instead
     python examples/navier_stokes/train.py --json             # last line: a JSON summary
 
@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py, models.py
 sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
 from models import MODELS, make_model  # noqa: E402
-from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, FlowConfig, solve  # noqa: E402
+from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, FlowConfig, initial_vorticity, solve  # noqa: E402
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
@@ -184,8 +184,6 @@ def validation_set(opts: FlowArgs, seed: int) -> list[dict[str, np.ndarray]]:
     """Held-out simulations, solved here once, as samples shaped like the stream's: the
     parameters from a uniform draw of `seed`, the initial fields from seeds
     VALIDATION_SEED + i (no study simulation has them)."""
-    from solver import initial_vorticity
-
     rng = np.random.default_rng(seed)
     samples = []
     for i in range(opts.num_validation):
@@ -216,7 +214,9 @@ def baselines(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
     }
 
 
-def predict(trainer: OnlineTrainer, samples: Sequence[Mapping[str, Any]], time_steps: int) -> np.ndarray:
+def predict(
+    trainer: OnlineTrainer, samples: Sequence[Mapping[str, Any]], time_steps: int
+) -> np.ndarray:
     """The model's fields for `samples`, (len, n, n) float32 numpy."""
     model = trainer.accelerator.unwrap_model(trainer.model)
     mapping = make_process_sample(time_steps)

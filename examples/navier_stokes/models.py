@@ -18,6 +18,8 @@ pointwise linear path, projection) in ~60 lines.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -117,6 +119,25 @@ class UNet(nn.Module):
         return self.out(h)
 
 
+class TensorsOnly(nn.Module):
+    """`model` whose state dict holds tensors only: `neuraloperator`'s models add a
+    ``_metadata`` dict (their constructor's arguments) to theirs, which a safetensors
+    checkpoint cannot hold (the trainer's save failed on it). Loading needs no change:
+    those models accept a state dict without it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        state = super().state_dict(*args, **kwargs)
+        state.pop("_metadata", None)
+        return state
+
+
 def make_model(name: str, in_channels: int, width: int, modes: int, layers: int) -> nn.Module:
     """The model ``--model NAME`` selects (see `MODELS`); ValueError naming the fix if
     it is unknown or its package is missing."""
@@ -133,8 +154,10 @@ def make_model(name: str, in_channels: int, width: int, modes: int, layers: int)
                 'pip install "melissa-trainer[neuralop]", or --model fno (the same '
                 "architecture, in this example)"
             ) from exc
-        return NeuralOpFNO(
-            n_modes=(modes, modes), hidden_channels=width, in_channels=in_channels,
-            out_channels=1, n_layers=layers,
+        return TensorsOnly(
+            NeuralOpFNO(
+                n_modes=(modes, modes), hidden_channels=width, in_channels=in_channels,
+                out_channels=1, n_layers=layers,
+            )
         )  # fmt: skip
     raise ValueError(f"model={name!r} is not one of {MODELS}")

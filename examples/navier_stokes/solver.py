@@ -75,7 +75,7 @@ class FlowConfig:
 
     grid_size: int = 64
     time_steps: int = 10
-    interval: float = 1.0
+    interval: float = 0.5
     dt: float = 0.025
 
     def __post_init__(self) -> None:

@@ -296,8 +296,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:  # the model first: a missing package is a usage error, before anything starts
         torch.manual_seed(args.seed)
         model = make_model(opts.model, CHANNELS, opts.width, opts.modes, opts.layers)
-    except ValueError as exc:
-        sys.exit(f"{Path(sys.argv[0]).name}: error: {exc}")
+    except ValueError as exc:  # a usage error, as a bad flag is (exit status 2)
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), *opts.config.argv()]

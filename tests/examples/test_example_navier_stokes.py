@@ -305,3 +305,23 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     assert info.value.code == 2
     assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
     assert not (tmp_path / "outputs").exists()
+
+
+def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        import neuralop  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("neuraloperator is installed: --model neuralop trains")
+    monkeypatch.chdir(tmp_path)
+    train = load("train")
+    with pytest.raises(SystemExit) as info:
+        train.main(["--model", "neuralop"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model neuralop needs the neuraloperator package" in err
+    assert 'pip install "melissa-trainer[neuralop]", or --model fno' in err
+    assert not (tmp_path / "outputs").exists()

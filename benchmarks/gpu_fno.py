@@ -1,0 +1,427 @@
+"""Cases (a) and (b) of issue 42 for `benchmarks/gpu.py`: the Navier–Stokes example's FNO
+(`examples/navier_stokes/models.py`) at 256^2, batch 16, bf16 autocast, on a GPU.
+
+* ``fno``: OnlineTrainer against a hand-written loop of the same model on the same
+  samples, in steps/s after 10 untimed warm-up steps (cuFFT plans, cuDNN's choices).
+  Both hold the samples on the device and build each batch there with the example's
+  own `make_process_batch`: ours with ``buffer_device="accelerator"`` (the reservoir
+  mirrored on the GPU, draws from the host's seeded reservoir, `stage_batches` and every
+  default hook on), the hand loop with ``torch.randint`` on the device and
+  ``index_select`` (nothing on the host: the strictest baseline). Model: width 32, 12
+  modes, 4 Fourier layers (the example's GPU flags); Adam (``foreach``, its CUDA
+  default) in both. Interleaved rounds, medians; target 0.97.
+* ``fno_busy``: the GPU's busy fraction (NVML utilisation sampled every 0.1 s, as the
+  ``busy`` row does: `gpu_common.Sampler`) while `job_limit` simulations of
+  `examples/navier_stokes/solver.py` stream 256^2 fields into that FNO, trained by the
+  example's own ``main`` (its launcher, receiver, device reservoir, process_batch),
+  over a window of `WINDOW_S` seconds of steady state; then the same model's busy
+  fraction in the hand loop above, on device-resident data. Two rows: ours alone
+  (against 1.0, the GPU busy all the time; target 0.90) and ours against the hand
+  loop's (target 0.95).
+
+What makes the window steady (`STREAM_FLAGS`): a reservoir without rate limit
+(``sample_to_insert_ratio 0``: training never waits for the stream, it re-draws what the
+reservoir holds while the simulations replace it); the window opens once the reservoir
+is full (1,024 samples) and training has run `WARMUP_S` seconds (at the latest
+`MAX_WARMUP_S`), and it must close while the simulations still stream (else the case
+fails, saying so): 2,000 simulations, ``job_limit`` = the cores less 4 (the trainer's
+main thread, its receiver, the launcher, the meter), 24 fields each. The fields come
+every 0.125 time units (20 solver steps of dt 0.00625: 4x the example's default rate,
+so that the receiver has work): at ~8.5 ms of CPU per solver step at 256^2 (measured:
+`benchmarks/fno_feed.py`), a simulation sends ~6 fields/s, 12 of them ~70 messages of
+512 KB per second, while an H100's FNO step (~10 ms, estimated there) draws ~1,600
+samples/s: a stream cannot feed this model one fresh sample per draw (that would take
+~270 simulations at this rate, ~1,100 at the example's default interval), which is why
+the reservoir re-draws. ``buffer_device accelerator`` and the default ``stage_batches``:
+the example's GPU settings (docs/how-to/neural-operator.md).
+
+`run_example` (``python benchmarks/gpu_fno.py --example-worker RESULT -- FLAGS``) also
+serves `benchmarks/gpu_check.py`: the example for a fixed time, stopped by a hook, then
+its usual end (validation against the baselines, the PNG, its JSON summary).
+
+Under ``--smoke`` (CPU, for the tests): 16^2, width 8, a 2 s window, 2 simulations;
+no utilisation meter, so the busy rows are left out (said on stderr), but the example
+runs, streams and trains through the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.util
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import numpy as np
+import torch
+from gpu_common import Bench, Sampler, reset_accelerate, row, utilisation_meter
+from gpu_compile import WarmClock
+from trainer_overhead import Prefilled, synchronize
+
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.json_output import to_json
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
+#: the example's time steps per simulation in `fno` (its feature t = step / time steps)
+TIME_STEPS = 10
+LEARNING_RATE = 1e-3
+#: the busy window: seconds of steady state measured, warm-up before it (and its cap)
+WINDOW_S, WARMUP_S, MAX_WARMUP_S = 60.0, 10.0, 45.0
+#: seconds the hand loop's busy fraction is measured (after 2 s untimed)
+BASELINE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Size:
+    """The FNO and its data: grid side, batch, width, modes, Fourier layers, samples."""
+
+    grid: int = 256
+    batch: int = 16
+    width: int = 32
+    modes: int = 12
+    layers: int = 4
+    samples: int = 256
+
+
+SMOKE = Size(grid=16, batch=4, width=8, modes=4, layers=2, samples=16)
+
+
+def size_of(bench_smoke: bool) -> Size:
+    return SMOKE if bench_smoke else Size()
+
+
+def load_example() -> ModuleType:
+    """`examples/navier_stokes/train.py` as a module (once per process). Its folder's
+    `models`, `solver` and `study_common` are imported by it under those names: this
+    process's `sys.path` and any modules of those names are restored after."""
+    name = "_navier_stokes_train"
+    if name in sys.modules:
+        return sys.modules[name]
+    path, own = list(sys.path), {m: sys.modules.pop(m, None) for m in ("models", "solver")}
+    try:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLE / "train.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = path
+        for m, previous in own.items():
+            sys.modules.pop(m, None)
+            if previous is not None:
+                sys.modules[m] = previous
+    return module
+
+
+def make_samples(size: Size, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Samples shaped like the example's stream (its solver's random initial fields as
+    omega(0) and omega(t): the values do not change a step's cost)."""
+    ns = load_example()
+    rng = np.random.default_rng(seed)
+    fields = [ns.initial_vorticity(size.grid, s).astype(np.float32) for s in range(8)]
+    bounds = [ns.PARAMETER_BOUNDS[p] for p in ns.PARAMETER_NAMES]
+    return [
+        {
+            "vorticity": fields[(i + 1) % len(fields)],
+            "initial": fields[i % len(fields)],
+            "time_step": np.array(i % TIME_STEPS, np.int64),
+            "parameters": np.array([rng.uniform(*b) for b in bounds]),
+        }
+        for i in range(size.samples)
+    ]
+
+
+def make_fno(size: Size, seed: int) -> torch.nn.Module:
+    ns = load_example()
+    torch.manual_seed(seed)
+    return ns.make_model("fno", ns.CHANNELS, size.width, size.modes, size.layers)
+
+
+class HandLoop:
+    """The hand-written loop: the FNO, Adam, bf16 autocast, batches drawn on the device
+    (``torch.randint``) from `samples` stacked there once, made by the example's
+    `make_process_batch`. Not thread-safe."""
+
+    def __init__(self, size: Size, samples: list, device: torch.device, seed: int) -> None:
+        self.device, self.batch = device, size.batch
+        self.model = make_fno(size, seed).to(device)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=LEARNING_RATE)
+        self.fields = {
+            k: torch.from_numpy(np.stack([s[k] for s in samples])).to(device) for k in samples[0]
+        }
+        self.process_batch = load_example().make_process_batch(TIME_STEPS)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.n = len(samples)
+
+    def run(self, steps: int) -> None:
+        """`steps` training steps, queued (no host sync)."""
+        for _ in range(steps):
+            index = torch.randint(
+                self.n, (self.batch,), device=self.device, generator=self.generator
+            )
+            fields = {k: v.index_select(0, index) for k, v in self.fields.items()}
+            inputs, target = self.process_batch(SimpleNamespace(fields=fields))
+            with torch.autocast(self.device.type, dtype=torch.bfloat16):
+                loss = torch.nn.functional.mse_loss(self.model(inputs), target)
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+
+    def steps_per_second(self, steps: int, warmup: int) -> float:
+        self.run(warmup)
+        synchronize(self.device)
+        start = time.perf_counter()
+        self.run(steps)
+        synchronize(self.device)
+        return steps / (time.perf_counter() - start)
+
+
+def run_trainer(size: Size, samples: list, steps: int, warmup: int, out: str, seed: int) -> float:
+    """OnlineTrainer's steps/s after `warmup` steps: the device reservoir holding
+    `samples`, no rate limit, the example's process_batch, bf16, default hooks."""
+    reset_accelerate()
+    args = TrainingArguments(
+        output_dir=out, batch_size=size.batch, buffer="reservoir", sample_to_insert_ratio=0,
+        buffer_size=len(samples), watermark=size.batch, buffer_device="accelerator",
+        mixed_precision="bf16", max_steps=warmup + steps, save_at_end=False, seed=seed,
+        report_to="none", disable_progress_bar=True,
+    )  # fmt: skip
+    model = make_fno(size, seed)
+    clock = WarmClock(warmup)
+    trainer = OnlineTrainer(
+        model, args, torch.optim.Adam(model.parameters(), lr=LEARNING_RATE),
+        train_source=Prefilled(samples),
+        process_batch=load_example().make_process_batch(TIME_STEPS), hooks=[clock],
+    )  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.train()
+    return steps / clock.seconds
+
+
+def case_fno(bench: Bench) -> dict[str, Any]:
+    size = size_of(bench.smoke)
+    samples = make_samples(size)
+    steps, warmup = (bench.steps, 2) if bench.smoke else (150, 10)
+    ours, base = [], []
+    with tempfile.TemporaryDirectory(prefix="mt-gpu-fno-") as out:
+        for r in range(bench.rounds):
+            ours.append(run_trainer(size, samples, steps, warmup, out, r))
+            base.append(HandLoop(size, samples, bench.device, r).steps_per_second(steps, warmup))
+    return row(
+        f"FNO {size.grid}^2 batch {size.batch} bf16: trainer vs hand-written loop",
+        statistics.median(ours),
+        statistics.median(base),
+        "steps/s",
+        0.97,
+    )
+
+
+# -- the example streaming, timed ---------------------------------------------------------
+
+
+def stream_flags(smoke: bool, job_limit: int) -> list[str]:
+    """The example's flags for the busy case (see the module docstring)."""
+    s = size_of(smoke)
+    grid_flags = (
+        ["--dt", "0.05", "--interval", "0.1", "--time_steps", "20", "--num_simulations", "40",
+         "--buffer_size", "64", "--watermark", "8"]
+        if smoke
+        else ["--dt", "0.00625", "--interval", "0.125", "--time_steps", "24",
+              "--num_simulations", "2000", "--buffer_size", "1024", "--watermark", "256"]
+    )  # fmt: skip
+    return [
+        "--grid_size", str(s.grid), "--width", str(s.width), "--modes", str(s.modes),
+        "--layers", str(s.layers), "--batch_size", str(s.batch), *grid_flags,
+        "--job_limit", str(job_limit), "--mixed_precision", "bf16",
+        "--buffer_device", "accelerator", "--sample_to_insert_ratio", "0",
+        "--num_validation", "1", "--no_plot", "--eval_steps", "none",
+        "--save_at_end", "false", "--report_to", "none", "--disable_progress_bar",
+    ]  # fmt: skip
+
+
+def run_example(
+    flags: list[str], warmup_s: float, window_s: float, max_warmup_s: float, meter: Any
+) -> dict[str, Any]:
+    """The example's ``main(flags)`` in this process, its training stopped by a hook
+    `window_s` seconds after a window opens: once the reservoir is full and training has
+    run `warmup_s` seconds, or at `max_warmup_s` (the device synchronised at both ends).
+    Returns the example's summary with ``window``: its seconds, steps, samples put into
+    the buffer, whether the reservoir was full at its start, and (with `meter`) the GPU
+    busy fraction inside it. RuntimeError if training ended before the window did (the
+    stream ran out)."""
+    ns = load_example()
+    sampler = Sampler(meter) if meter is not None else None
+    window: dict[str, Any] = {}
+
+    class Windowed(ns.StepTimer):  # type: ignore[name-defined,misc]
+        def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+            super().on_train_start(trainer, state, control)
+            window["train_start"] = time.perf_counter()
+
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            super().on_step_end(trainer, state, control)
+            now = time.perf_counter()
+            if "start" not in window:
+                ran = now - window["train_start"]
+                stats = trainer.buffer.stats()
+                full = stats.size >= stats.capacity
+                if ran >= warmup_s and (full or ran >= max_warmup_s):
+                    synchronize(trainer.accelerator.device)
+                    window.update(
+                        start=time.perf_counter(), start_step=state.global_step,
+                        start_put=stats.put, full=full,
+                    )  # fmt: skip
+            elif "end" not in window and now - window["start"] >= window_s:
+                synchronize(trainer.accelerator.device)
+                window.update(
+                    end=time.perf_counter(), end_step=state.global_step,
+                    end_put=trainer.buffer.stats().put,
+                )  # fmt: skip
+                control.should_stop = True
+
+    previous = ns.StepTimer
+    ns.StepTimer = Windowed
+    try:
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
+            summary = ns.main(flags)
+    finally:
+        ns.StepTimer = previous
+        if sampler is not None:
+            sampler.stop()
+    if "end" not in window:
+        raise RuntimeError(
+            f"training ended ({summary['steps']} steps) before {window_s:g} s of steady "
+            "state: the stream ran out (more --num_simulations or --time_steps)"
+        )
+    seconds = window["end"] - window["start"]
+    summary["window"] = {
+        "seconds": round(seconds, 2),
+        "steps": window["end_step"] - window["start_step"],
+        "steps_per_s": round((window["end_step"] - window["start_step"]) / seconds, 3),
+        "samples_put": window["end_put"] - window["start_put"],
+        "reservoir_full_at_start": window["full"],
+        "busy": None if sampler is None else sampler.busy(window["start"], window["end"]),
+    }
+    summary["printed"] = printed.getvalue()
+    return summary
+
+
+def hand_busy(size: Size, device: torch.device, seconds: float, meter: Any) -> dict[str, Any]:
+    """The hand loop on device-resident data for `seconds` (after 2 s untimed): its
+    steps/s and, with `meter`, the GPU's busy fraction."""
+    loop = HandLoop(size, make_samples(size), device, 0)
+    loop.run(3)
+    synchronize(device)
+    sampler = Sampler(meter) if meter is not None else None
+    start, steps = time.perf_counter(), 0
+    warm = start + min(2.0, seconds / 2)
+    timed = None
+    while True:
+        now = time.perf_counter()
+        if timed is None and now >= warm:
+            synchronize(device)
+            timed, steps = time.perf_counter(), 0
+        if timed is not None and now - timed >= seconds:
+            break
+        loop.run(10)
+        steps += 10
+    synchronize(device)
+    end = time.perf_counter()
+    busy = None
+    if sampler is not None:
+        sampler.stop()
+        busy = sampler.busy(timed, end)
+    return {"busy": busy, "steps_per_s": round(steps / (end - timed), 3)}
+
+
+def busy_worker(result: str, smoke: bool) -> None:
+    """In a process of its own: the example streaming into the FNO, then the hand loop;
+    `result` gets both as JSON."""
+    device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
+    meter = utilisation_meter(device)
+    job_limit = 2 if smoke else max(1, (os.cpu_count() or 1) - 4)
+    timing = (0.5, 2.0, 2.0) if smoke else (WARMUP_S, WINDOW_S, MAX_WARMUP_S)
+    with tempfile.TemporaryDirectory(prefix="mt-gpu-fno-busy-") as out:
+        flags = [*stream_flags(smoke, job_limit), "--output_dir", out]
+        summary = run_example(flags, *timing, meter)
+    hand = hand_busy(size_of(smoke), device, 1.0 if smoke else BASELINE_S, meter)
+    summary.pop("printed")
+    got = {"streaming": summary, "hand": hand, "job_limit": job_limit}
+    Path(result).write_text(to_json(got))
+
+
+def busy_rows(got: dict[str, Any], grid: int) -> list[dict[str, Any]]:
+    """The two busy rows from `busy_worker`'s result; none without a meter's figures."""
+    ours, base = got["streaming"]["window"]["busy"], got["hand"]["busy"]
+    if ours is None or base is None:
+        return []
+    name = f"GPU busy while simulations stream {grid}^2 into the FNO"
+    return [
+        row(f"{name} (vs always)", ours, 1.0, "fraction", 0.9),
+        row(f"{name} vs hand loop (device data)", ours, base, "fraction", 0.95),
+    ]
+
+
+def case_fno_busy(bench: Bench) -> list[dict[str, Any]]:
+    """The busy rows, from `busy_worker` in a subprocess (its own cores, CUDA context and
+    example modules); what the window held is said on stderr."""
+    with tempfile.TemporaryDirectory(prefix="mt-gpu-") as tmp:
+        result = Path(tmp) / "busy.json"
+        cmd = [sys.executable, __file__, "--busy-worker", str(result)]
+        if bench.smoke:
+            cmd.append("--smoke")
+        subprocess.run(cmd, check=True, timeout=300, stdout=subprocess.DEVNULL)
+        got = json.loads(result.read_text())
+    window, hand = got["streaming"]["window"], got["hand"]
+    print(
+        f"fno_busy: {got['job_limit']} simulations; window {window['seconds']} s, "
+        f"{window['steps']} steps ({window['steps_per_s']} steps/s; the hand loop "
+        f"{hand['steps_per_s']}), {window['samples_put']} samples streamed in, reservoir "
+        f"full at its start: {window['reservoir_full_at_start']}",
+        file=sys.stderr,
+    )
+    if not window["samples_put"] and not bench.smoke:
+        raise RuntimeError("no sample was streamed in during the window: not a steady state")
+    rows = busy_rows(got, size_of(bench.smoke).grid)
+    if not rows:
+        print("no GPU utilisation meter: the FNO busy rows are left out", file=sys.stderr)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="gpu.py's FNO cases' worker processes")
+    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--busy-worker", metavar="RESULT", help="the fno_busy case's worker")
+    parser.add_argument(
+        "--example-worker",
+        metavar="RESULT",
+        help="run the example with the flags after --, training for --seconds",
+    )
+    parser.add_argument("--seconds", type=float, default=120.0)
+    parser.add_argument("flags", nargs="*", help="the example's flags (after --)")
+    opts = parser.parse_args(argv)
+    if opts.busy_worker:
+        busy_worker(opts.busy_worker, opts.smoke)
+    elif opts.example_worker:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        summary = run_example(opts.flags, 0.0, opts.seconds, 0.0, utilisation_meter(device))
+        print(summary.pop("printed"), end="")
+        Path(opts.example_worker).write_text(to_json(summary))
+    else:
+        parser.error("give --busy-worker or --example-worker")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

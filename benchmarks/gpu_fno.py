@@ -258,8 +258,8 @@ def run_example(
     run `warmup_s` seconds, or at `max_warmup_s` (the device synchronised at both ends).
     Returns the example's summary with ``window``: its seconds, steps, samples put into
     the buffer, whether the reservoir was full at its start, and (with `meter`) the GPU
-    busy fraction inside it. RuntimeError if training ended before the window did (the
-    stream ran out)."""
+    busy fraction inside it; ``complete`` False if training ended first (the stream ran
+    out: the window is then what there was of it, up to the end of training)."""
     ns = load_example()
     sampler = Sampler(meter) if meter is not None else None
     window: dict[str, Any] = {}
@@ -299,13 +299,16 @@ def run_example(
         ns.StepTimer = previous
         if sampler is not None:
             sampler.stop()
-    if "end" not in window:
-        raise RuntimeError(
-            f"training ended ({summary['steps']} steps) before {window_s:g} s of steady "
-            "state: the stream ran out (more --num_simulations or --time_steps)"
-        )
-    seconds = window["end"] - window["start"]
+    if "end" not in window:  # training ended first: the stream ran out
+        window.setdefault("start", window.get("train_start", time.perf_counter()))
+        window.setdefault("start_step", 0)
+        window.setdefault("start_put", 0)
+        window.setdefault("full", False)
+        window.update(end=time.perf_counter(), end_step=summary["steps"], complete=False)
+        window["end_put"] = summary["samples_received"]
+    seconds = max(window["end"] - window["start"], 1e-9)
     summary["window"] = {
+        "complete": window.get("complete", True),
         "seconds": round(seconds, 2),
         "steps": window["end_step"] - window["start_step"],
         "steps_per_s": round((window["end_step"] - window["start_step"]) / seconds, 3),
@@ -355,6 +358,11 @@ def busy_worker(result: str, smoke: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="mt-gpu-fno-busy-") as out:
         flags = [*stream_flags(smoke, job_limit), "--output_dir", out]
         summary = run_example(flags, *timing, meter)
+    if not summary["window"]["complete"]:
+        raise RuntimeError(
+            f"training ended ({summary['steps']} steps) before the window's end: the "
+            "stream ran out before a steady state was measured (more --num_simulations)"
+        )
     hand = hand_busy(size_of(smoke), device, 1.0 if smoke else BASELINE_S, meter)
     summary.pop("printed")
     got = {"streaming": summary, "hand": hand, "job_limit": job_limit}

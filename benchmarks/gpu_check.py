@@ -1,0 +1,228 @@
+"""The prepared GPU check (issue 42): every row of `benchmarks/gpu.py` and the Navier–Stokes
+example at 256^2 for 2 minutes, in one command that fits a 10-minute limit.
+
+    python benchmarks/gpu_check.py                  # writes under $OUT, else a temp dir
+    python benchmarks/gpu_check.py --budget 300     # what fits in 5 minutes, in order
+    python benchmarks/gpu_check.py --smoke          # the same steps, tiny, on the CPU
+
+Stages, in this order (what was never measured on a GPU first), each given what is left
+of ``--budget`` seconds (default 540) less what the later stages need at least:
+
+1. ``gpu.py --json --cases fno,fno_busy,compile,compile_hand`` (5 rounds);
+2. the example (`examples/navier_stokes/train.py`'s ``main``, through
+   ``gpu_fno.py --example-worker``) at 256^2 with its GPU flags
+   (docs/how-to/neural-operator.md), training stopped after ``--example_seconds``
+   (120), then its usual end: validation MSE against the mean field and persistence,
+   the PNG, its summary, and the GPU's busy fraction over its training;
+3. ``gpu.py --json --cases hand,stop_flag,device_buffer,staging,busy --rounds 3`` (the
+   rows measured on an H100 before, fewer rounds to fit).
+
+A stage out of time is stopped (SIGTERM to its process group, SIGKILL 15 s later); the
+rows it printed so far (each case prints its row on stderr as it comes) are kept.
+Everything goes under the output folder: ``env.json`` (the card, driver, torch, CPU
+count, commit), each stage's ``.json`` (the example's ``.txt``: what it printed) and
+``.log``, ``example/`` (the PNG, the
+example's ``summary.json``) and ``summary.json`` (every row, the example's figures,
+each stage's status and seconds); a table is printed last. Without a GPU (and without
+``--smoke``) it says so and exits 0, as `gpu.py` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # report.py
+from report import print_rows  # noqa: E402
+
+#: gpu.py's cases, never measured on a GPU first, then those measured on an H100 before
+NEW_CASES = ("fno", "fno_busy", "compile", "compile_hand")
+OLD_CASES = ("hand", "stop_flag", "device_buffer", "staging", "busy")
+#: seconds the example needs beyond its training (start-up, validation set, the end)
+EXAMPLE_OVERHEAD_S = 90.0
+#: the least seconds worth giving a stage of gpu.py
+MIN_STAGE_S = 30.0
+
+
+def example_flags(smoke: bool, output_dir: Path) -> list[str]:
+    """The example's flags: its GPU command (the how-to's), with the simulations at once
+    leaving the trainer 4 cores; under --smoke a tiny CPU run."""
+    if smoke:
+        sizes = ["--grid_size", "16", "--dt", "0.05", "--interval", "0.1", "--width", "8",
+                 "--modes", "4", "--layers", "2", "--batch_size", "4", "--num_simulations",
+                 "40", "--job_limit", "2", "--buffer_size", "64", "--watermark", "8",
+                 "--eval_steps", "20"]  # fmt: skip
+    else:
+        sizes = ["--grid_size", "256", "--dt", "0.00625", "--width", "32", "--batch_size",
+                 "16", "--num_simulations", "512", "--buffer_size", "5120", "--watermark",
+                 "256", "--job_limit", str(max(1, (os.cpu_count() or 1) - 4))]  # fmt: skip
+    return [
+        *sizes, "--mixed_precision", "bf16", "--buffer_device", "accelerator",
+        "--num_validation", "2", "--save_at_end", "false", "--report_to", "none",
+        "--disable_progress_bar", "--output_dir", str(output_dir),
+    ]  # fmt: skip
+
+
+def environment(smoke: bool) -> dict[str, Any]:
+    """What the figures were measured on."""
+    import torch
+
+    env: dict[str, Any] = {
+        "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+        "smoke": smoke,
+        "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+    }
+    try:
+        import accelerate
+
+        env["accelerate"] = accelerate.__version__
+    except ImportError:
+        pass
+    for key, cmd in (
+        ("nvidia_smi", ["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                        "--format=csv,noheader"]),
+        ("commit", ["git", "-C", str(HERE), "rev-parse", "HEAD"]),
+        ("cpu_model", ["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"]),
+    ):  # fmt: skip
+        try:
+            got = subprocess.run(cmd, capture_output=True, text=True, timeout=20)
+            env[key] = got.stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            env[key] = None
+    return env
+
+
+def run_stage(
+    name: str, cmd: list[str], out: Path, timeout: float, stdout_suffix: str = ".json"
+) -> dict[str, Any]:
+    """Run `cmd` in a process group of its own, stdout to ``NAME.json`` (or another
+    `stdout_suffix`), stderr to ``NAME.log``; stopped at `timeout` s (SIGTERM to the
+    group, SIGKILL 15 s later)."""
+    print(f"[gpu_check] {name}: {' '.join(cmd)} (at most {timeout:.0f} s)", flush=True)
+    start = time.perf_counter()
+    with (
+        open(out / f"{name}{stdout_suffix}", "w") as stdout,
+        open(out / f"{name}.log", "w") as stderr,
+    ):
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, start_new_session=True)
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=max(timeout, 1.0))
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                rc = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                rc = proc.wait()
+    seconds = round(time.perf_counter() - start, 1)
+    status = "timed out" if timed_out else "ok" if rc == 0 else f"failed ({rc})"
+    print(f"[gpu_check] {name}: {status} after {seconds} s", flush=True)
+    return {"stage": name, "rc": rc, "timed_out": timed_out, "seconds": seconds}
+
+
+def stage_rows(out: Path, name: str) -> list[dict[str, Any]]:
+    """The rows a gpu.py stage gave: its JSON line, else (cut short) the ``row:`` lines
+    of its log."""
+    text = (out / f"{name}.json").read_text().strip()
+    if text:
+        try:
+            return list(json.loads(text.splitlines()[-1])["rows"])
+        except (json.JSONDecodeError, KeyError, TypeError):
+            pass
+    rows = []
+    for line in (out / f"{name}.log").read_text(errors="replace").splitlines():
+        if line.startswith("row: "):
+            rows.append(json.loads(line[len("row: ") :]))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--out", default=None, help="output folder (default $OUT, else a temp dir)")
+    parser.add_argument("--budget", type=float, default=540.0, help="seconds for everything")
+    parser.add_argument("--example_seconds", type=float, default=120.0)
+    parser.add_argument("--smoke", action="store_true", help="every stage, tiny, on the CPU")
+    parser.add_argument(
+        "--cases",
+        default=None,
+        help=f"gpu.py's cases to run (default all: {','.join(NEW_CASES + OLD_CASES)})",
+    )
+    opts = parser.parse_args(argv)
+    deadline = time.perf_counter() + opts.budget
+    chosen = opts.cases.split(",") if opts.cases else [*NEW_CASES, *OLD_CASES]
+    unknown = sorted(set(chosen) - set(NEW_CASES + OLD_CASES))
+    if unknown:
+        parser.error(f"--cases: unknown {', '.join(unknown)}")
+    import torch
+
+    if not opts.smoke and not torch.cuda.is_available():
+        print("no GPU is present: benchmarks/gpu_check.py measures nothing here", file=sys.stderr)
+        return 0
+    out = Path(opts.out or os.environ.get("OUT") or tempfile.mkdtemp(prefix="mt-gpu-check-"))
+    out.mkdir(parents=True, exist_ok=True)
+    env = environment(opts.smoke)
+    (out / "env.json").write_text(json.dumps(env, indent=1))
+    gpu = [sys.executable, str(HERE / "gpu.py"), "--json", *(["--smoke"] if opts.smoke else [])]
+    example_need = opts.example_seconds + (30.0 if opts.smoke else EXAMPLE_OVERHEAD_S)
+    stages, rows = [], []
+    new = [c for c in NEW_CASES if c in chosen]
+    if new:
+        timeout = deadline - time.perf_counter() - example_need
+        stages.append(run_stage("gpu_new", [*gpu, "--cases", ",".join(new)], out, timeout))
+        rows += stage_rows(out, "gpu_new")
+    example_dir = out / "example"
+    worker = [sys.executable, str(HERE / "gpu_fno.py"), "--example-worker",
+              str(example_dir / "summary.json"), "--seconds", str(opts.example_seconds), "--",
+              *example_flags(opts.smoke, example_dir)]  # fmt: skip
+    example_dir.mkdir(exist_ok=True)
+    stages.append(run_stage("example", worker, out, deadline - time.perf_counter(), ".txt"))
+    old = [c for c in OLD_CASES if c in chosen]
+    left = deadline - time.perf_counter()
+    if old and left >= MIN_STAGE_S:
+        cmd = [*gpu, "--cases", ",".join(old), "--rounds", "1" if opts.smoke else "3"]
+        stages.append(run_stage("gpu_old", cmd, out, left))
+        rows += stage_rows(out, "gpu_old")
+    elif old:
+        stages.append({"stage": "gpu_old", "skipped": f"{left:.0f} s left of the budget"})
+    example = None
+    if (example_dir / "summary.json").exists():
+        example = json.loads((example_dir / "summary.json").read_text())
+    summary = {"env": env, "stages": stages, "rows": rows, "example": example}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print_rows(rows, f"benchmarks/gpu.py on {env['device']} ({env['nvidia_smi']})", 62)
+    if example is not None:
+        window = example["window"]
+        print(
+            f"\nexample {example['grid_size']}^2 ({example['model']}): validation MSE "
+            f"{example['val_mse']:.4g} vs mean field {example['mean_field_mse']:.4g} and "
+            f"persistence {example['persistence_mse']:.4g}; {example['steps']} steps, "
+            f"{example['samples_received']} samples received, {window['seconds']} s of "
+            f"training measured ({window['steps_per_s']} steps/s, GPU busy "
+            f"{window['busy']}); plot {example['plot']}"
+        )
+    else:
+        print("\nexample: no summary (see example.log and example.txt)")
+    for stage in stages:
+        print(f"stage {stage}")
+    print(f"everything is under {out}")
+    return 0 if all(s.get("rc") == 0 for s in stages if "rc" in s) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

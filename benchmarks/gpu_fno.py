@@ -19,7 +19,7 @@
   (against 1.0, the GPU busy all the time; target 0.90) and ours against the hand
   loop's (target 0.95).
 
-What makes the window steady (`STREAM_FLAGS`): a reservoir without rate limit
+What makes the window steady (`stream_flags`): a reservoir without rate limit
 (``sample_to_insert_ratio 0``: training never waits for the stream, it re-draws what the
 reservoir holds while the simulations replace it); the window opens once the reservoir
 is full (1,024 samples) and training has run `WARMUP_S` seconds (at the latest
@@ -27,13 +27,14 @@ is full (1,024 samples) and training has run `WARMUP_S` seconds (at the latest
 fails, saying so): 2,000 simulations, ``job_limit`` = the cores less 4 (the trainer's
 main thread, its receiver, the launcher, the meter), 24 fields each. The fields come
 every 0.125 time units (20 solver steps of dt 0.00625: 4x the example's default rate,
-so that the receiver has work): at ~8.5 ms of CPU per solver step at 256^2 (measured:
-`benchmarks/fno_feed.py`), a simulation sends ~6 fields/s, 12 of them ~70 messages of
-512 KB per second, while an H100's FNO step (~10 ms, estimated there) draws ~1,600
-samples/s: a stream cannot feed this model one fresh sample per draw (that would take
-~270 simulations at this rate, ~1,100 at the example's default interval), which is why
-the reservoir re-draws. ``buffer_device accelerator`` and the default ``stage_batches``:
-the example's GPU settings (docs/how-to/neural-operator.md).
+so that the receiver has work). `benchmarks/fno_feed.py` measured the solver at ~8 ms of
+CPU per step at 256^2 on the development machine: a simulation sends ~6 fields/s, 12 of
+them ~75 messages of 512 KB per second; it estimated the FNO's step from the bytes it
+moves (>= 31 GB at batch 16, memory-bound) at ~12 ms on an H100 SXM and ~8 ms on an H200,
+drawing 1,400 to 2,000 samples/s: one fresh sample per draw would take 220 to 320
+simulations at this interval (880 to 1,260 at the example's default), 14 to 20 nodes of
+16 cores, which is why the reservoir re-draws. ``buffer_device accelerator`` and the
+default ``stage_batches``: the example's GPU settings (docs/how-to/neural-operator.md).
 
 `run_example` (``python benchmarks/gpu_fno.py --example-worker RESULT -- FLAGS``) also
 serves `benchmarks/gpu_check.py`: the example for a fixed time, stopped by a hook, then

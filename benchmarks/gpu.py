@@ -67,6 +67,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -387,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
         help=f"comma-separated: {', '.join(CASES)} (default: all); "
         "e.g. to A/B two versions of the package in alternating processes",
     )
+    parser.add_argument(
+        "--keep_going",
+        action="store_true",
+        help="a case that fails: its traceback on stderr, the next case runs, exit status 1",
+    )
     parser.add_argument("--heat-worker", default=None, help=argparse.SUPPRESS)
     opts = parser.parse_args(argv)
     if opts.heat_worker:
@@ -410,16 +416,25 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(chosen) - set(cases))
     if unknown:
         parser.error(f"--cases: unknown {', '.join(unknown)}; choose among {', '.join(cases)}")
-    rows = []
+    rows, failed = [], []
     for name in chosen:
-        got = cases[name](bench)
+        try:
+            got = cases[name](bench)
+        except Exception:
+            if not opts.keep_going:
+                raise
+            # a device lease is one shot: the other cases still run
+            traceback.print_exc()
+            print(f"case {name} failed; going on (--keep_going)", file=sys.stderr, flush=True)
+            failed.append(name)
+            continue
         for one in [got] if isinstance(got, dict) else got or []:
             # on stderr as it comes: a device lease that ends mid-run keeps the rows so far
             print("row:", to_json(one), file=sys.stderr, flush=True)
             rows.append(one)
     if opts.json:
         print(to_json({"rows": rows}))
-        return 0
+        return 1 if failed else 0
     name = (
         "CPU (smoke: figures mean nothing)"
         if opts.smoke
@@ -428,7 +443,9 @@ def main(argv: list[str] | None = None) -> int:
         else torch.cuda.get_device_name(0)
     )
     print_rows(rows, f"the GPU path on {name}; medians of {bench.rounds} interleaved rounds", 62)
-    return 0
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ of ``--budget`` seconds (default 540) less what the later stages need at least:
    rows measured on an H100 before, fewer rounds to fit).
 
 A stage out of time is stopped (SIGTERM to its process group, SIGKILL 15 s later); the
-rows it printed so far (each case prints its row on stderr as it comes) are kept.
+rows it printed so far (each case prints its row on stderr as it comes) are kept. A case
+that fails does not stop its stage (``gpu.py --keep_going``: its traceback in the log).
 Everything goes under the output folder: ``env.json`` (the card, driver, torch, CPU
 count, commit), each stage's ``.json`` (the example's ``.txt``: what it printed) and
 ``.log``, ``example/`` (the PNG, the
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     env = environment(opts.smoke)
     (out / "env.json").write_text(json.dumps(env, indent=1))
-    gpu = [sys.executable, str(HERE / "gpu.py"), "--json", *(["--smoke"] if opts.smoke else [])]
+    gpu = [sys.executable, str(HERE / "gpu.py"), "--json", "--keep_going"]
+    gpu += ["--smoke"] if opts.smoke else []
     example_need = opts.example_seconds + (30.0 if opts.smoke else EXAMPLE_OVERHEAD_S)
     stages, rows = [], []
     new = [c for c in NEW_CASES if c in chosen]

@@ -213,7 +213,7 @@ def run_trainer(size: Size, samples: list, steps: int, warmup: int, out: str, se
 def case_fno(bench: Bench) -> dict[str, Any]:
     size = size_of(bench.smoke)
     samples = make_samples(size)
-    steps, warmup = (bench.steps, 2) if bench.smoke else (150, 10)
+    steps, warmup = (bench.steps, 2) if bench.smoke else (200, 10)
     ours, base = [], []
     with tempfile.TemporaryDirectory(prefix="mt-gpu-fno-") as out:
         for r in range(bench.rounds):

@@ -61,6 +61,31 @@ def test_cases_picks_the_rows_and_refuses_an_unknown_one(
     assert out.err.count("row: ") == 1  # each row on stderr as it comes
 
 
+@pytest.mark.timeout(120)
+def test_keep_going_runs_the_cases_after_one_that_fails(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--keep_going (what gpu_check passes: a device lease is one shot): a failing case's
+    traceback on stderr, the next case's row kept, exit status 1; without it the
+    failure propagates."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    gpu = _gpu_module()
+
+    def broken(bench):
+        raise RuntimeError("the stream ran out")
+
+    monkeypatch.setitem(gpu.CASES, "fno_busy", broken)
+    argv = ["--smoke", "--json", "--cases", "fno_busy,stop_flag"]
+    assert gpu.main([*argv, "--keep_going"]) == 1
+    out = capsys.readouterr()
+    rows = json.loads(out.out.strip().splitlines()[-1])["rows"]
+    assert [r["case"] for r in rows] == ["stop flag all-reduce every 8 steps vs none (gloo)"]
+    assert "RuntimeError: the stream ran out" in out.err
+    assert "case fno_busy failed; going on (--keep_going)" in out.err
+    with pytest.raises(RuntimeError, match="the stream ran out"):
+        gpu.main(argv)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:

@@ -20,11 +20,14 @@ of ``--budget`` seconds (default 540) less what the later stages need at least:
 A stage out of time is stopped (SIGTERM to its process group, SIGKILL 15 s later); the
 rows it printed so far (each case prints its row on stderr as it comes) are kept. A case
 that fails does not stop its stage (``gpu.py --keep_going``: its traceback in the log).
-Everything goes under the output folder: ``env.json`` (the card, driver, torch, CPU
-count, commit), each stage's ``.json`` (the example's ``.txt``: what it printed) and
-``.log``, ``example/`` (the PNG, the
-example's ``summary.json``) and ``summary.json`` (every row, the example's figures,
-each stage's status and seconds); a table is printed last. Without a GPU (and without
+
+The output folder gets three files, rewritten after each stage (`Outputs`; the device
+tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU and commit;
+every row; the example's figures; each stage's status and seconds), ``gpu_check.log``
+(each stage's output) and ``navier_stokes_validation.png``; a table is printed last.
+The stages import `melissa_trainer` from this checkout (the repository on PYTHONPATH)
+and the packages it needs are checked first: pyzmq is not in the device machines'
+image, so carry its wheel (docs/measured.md says how). Without a GPU (and without
 ``--smoke``) it says so and exits 0, as `gpu.py` does.
 """
 
@@ -32,8 +35,10 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # report.py
 from report import print_rows  # noqa: E402
 
@@ -108,7 +114,12 @@ def environment(smoke: bool) -> dict[str, Any]:
 
 
 def run_stage(
-    name: str, cmd: list[str], out: Path, timeout: float, stdout_suffix: str = ".json"
+    name: str,
+    cmd: list[str],
+    out: Path,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    stdout_suffix: str = ".json",
 ) -> dict[str, Any]:
     """Run `cmd` in a process group of its own, stdout to ``NAME.json`` (or another
     `stdout_suffix`), stderr to ``NAME.log``; stopped at `timeout` s (SIGTERM to the
@@ -119,7 +130,7 @@ def run_stage(
         open(out / f"{name}{stdout_suffix}", "w") as stdout,
         open(out / f"{name}.log", "w") as stderr,
     ):
-        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, start_new_session=True)
         timed_out = False
         try:
             rc = proc.wait(timeout=max(timeout, 1.0))
@@ -153,6 +164,51 @@ def stage_rows(out: Path, name: str) -> list[dict[str, Any]]:
     return rows
 
 
+class Outputs:
+    """What the check hands back, under `out`, rewritten after every stage (a command
+    killed from outside keeps what was done): ``summary.json``, ``gpu_check.log`` (every
+    stage's output, in order) and the example's PNG: 3 files (the device tool brings back
+    8 at most). The stages work in `work`, a scratch folder."""
+
+    def __init__(self, out: Path, work: Path, env: dict[str, Any]) -> None:
+        self.out, self.work = out, work
+        self.summary: dict[str, Any] = {"env": env, "stages": [], "rows": [], "example": None}
+        self.save()
+
+    def add(self, stage: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+        self.summary["stages"].append(stage)
+        self.summary["rows"] += rows
+        name = stage["stage"]
+        with open(self.out / "gpu_check.log", "a") as log:
+            for path in sorted(self.work.glob(f"{name}.*")):
+                log.write(f"===== {path.name} =====\n")
+                log.write(path.read_text(errors="replace"))
+                log.write("\n")
+        example = self.work / "example" / "summary.json"
+        if name == "example" and example.exists():
+            self.summary["example"] = json.loads(example.read_text())
+            png = self.work / "example" / "navier_stokes_validation.png"
+            if png.exists():
+                shutil.copy(png, self.out / png.name)
+                self.summary["example"]["plot"] = str(self.out / png.name)
+        self.save()
+
+    def save(self) -> None:
+        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=1))
+
+
+def preflight(child_env: dict[str, str]) -> str | None:
+    """What the stages need and cannot find (None: all there), checked in a child
+    process with the stages' environment, before any time is spent."""
+    code = "import zmq, accelerate, safetensors, scipy, melissa_trainer"
+    got = subprocess.run(
+        [sys.executable, "-c", code], env=child_env, capture_output=True, text=True, timeout=120
+    )
+    if got.returncode == 0:
+        return None
+    return got.stderr.strip().splitlines()[-1] if got.stderr.strip() else f"exit {got.returncode}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--out", default=None, help="output folder (default $OUT, else a temp dir)")
@@ -175,39 +231,63 @@ def main(argv: list[str] | None = None) -> int:
     if not opts.smoke and not torch.cuda.is_available():
         print("no GPU is present: benchmarks/gpu_check.py measures nothing here", file=sys.stderr)
         return 0
+    # the stages import melissa_trainer from this checkout, installed or not
+    child_env = dict(os.environ)
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p
+    )
+    missing = preflight(child_env)
+    if missing is not None:
+        print(
+            f"gpu_check: a package the stages need is missing ({missing}): install it, or on "
+            "a machine without network carry its wheel (pyzmq is not in the device image: "
+            "docs/measured.md, 'The FNO cases and the prepared check')",
+            file=sys.stderr,
+        )
+        return 2
     out = Path(opts.out or os.environ.get("OUT") or tempfile.mkdtemp(prefix="mt-gpu-check-"))
     out.mkdir(parents=True, exist_ok=True)
-    env = environment(opts.smoke)
-    (out / "env.json").write_text(json.dumps(env, indent=1))
+    (out / "gpu_check.log").write_text("")
+    work = Path(tempfile.mkdtemp(prefix="mt-gpu-check-work-"))
+    outputs = Outputs(out, work, environment(opts.smoke))
     gpu = [sys.executable, str(HERE / "gpu.py"), "--json", "--keep_going"]
     gpu += ["--smoke"] if opts.smoke else []
     example_need = opts.example_seconds + (30.0 if opts.smoke else EXAMPLE_OVERHEAD_S)
-    stages, rows = [], []
     new = [c for c in NEW_CASES if c in chosen]
     if new:
         timeout = deadline - time.perf_counter() - example_need
-        stages.append(run_stage("gpu_new", [*gpu, "--cases", ",".join(new)], out, timeout))
-        rows += stage_rows(out, "gpu_new")
-    example_dir = out / "example"
+        cmd = [*gpu, "--cases", ",".join(new)]
+        outputs.add(
+            run_stage("gpu_new", cmd, work, timeout, child_env), stage_rows(work, "gpu_new")
+        )
+    example_dir = work / "example"
+    example_dir.mkdir()
+    flags = example_flags(opts.smoke, example_dir)
+    if importlib.util.find_spec("matplotlib") is None:
+        flags.append("--no_plot")  # the example's PNG needs it; its figures do not
     worker = [sys.executable, str(HERE / "gpu_fno.py"), "--example-worker",
               str(example_dir / "summary.json"), "--seconds", str(opts.example_seconds), "--",
-              *example_flags(opts.smoke, example_dir)]  # fmt: skip
-    example_dir.mkdir(exist_ok=True)
-    stages.append(run_stage("example", worker, out, deadline - time.perf_counter(), ".txt"))
+              *flags]  # fmt: skip
+    left = deadline - time.perf_counter()
+    outputs.add(run_stage("example", worker, work, left, child_env, ".txt"), [])
     old = [c for c in OLD_CASES if c in chosen]
     left = deadline - time.perf_counter()
     if old and left >= MIN_STAGE_S:
         cmd = [*gpu, "--cases", ",".join(old), "--rounds", "1" if opts.smoke else "3"]
-        stages.append(run_stage("gpu_old", cmd, out, left))
-        rows += stage_rows(out, "gpu_old")
+        stage = run_stage("gpu_old", cmd, work, left, child_env)
+        outputs.add(stage, stage_rows(work, "gpu_old"))
     elif old:
-        stages.append({"stage": "gpu_old", "skipped": f"{left:.0f} s left of the budget"})
-    example = None
-    if (example_dir / "summary.json").exists():
-        example = json.loads((example_dir / "summary.json").read_text())
-    summary = {"env": env, "stages": stages, "rows": rows, "example": example}
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    print_rows(rows, f"benchmarks/gpu.py on {env['device']} ({env['nvidia_smi']})", 62)
+        outputs.add({"stage": "gpu_old", "skipped": f"{left:.0f} s left of the budget"}, [])
+    shutil.rmtree(work, ignore_errors=True)
+    report(outputs.summary, out)
+    stages = outputs.summary["stages"]
+    return 0 if all(s.get("rc") == 0 for s in stages if "rc" in s) else 1
+
+
+def report(summary: dict[str, Any], out: Path) -> None:
+    """The table of rows, the example's figures and each stage's status."""
+    env, example = summary["env"], summary["example"]
+    print_rows(summary["rows"], f"benchmarks/gpu.py on {env['device']} ({env['nvidia_smi']})", 62)
     if example is not None:
         window = example["window"]
         print(
@@ -219,11 +299,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{window['busy']}); plot {example['plot']}"
         )
     else:
-        print("\nexample: no summary (see example.log and example.txt)")
-    for stage in stages:
+        print("\nexample: no summary (see gpu_check.log)")
+    for stage in summary["stages"]:
         print(f"stage {stage}")
     print(f"everything is under {out}")
-    return 0 if all(s.get("rc") == 0 for s in stages if "rc" in s) else 1
 
 
 if __name__ == "__main__":

@@ -236,6 +236,24 @@ def test_the_check_without_a_gpu_says_so_and_exits_0(
     assert not (tmp_path / "out").exists()
 
 
+def test_the_check_refuses_to_start_without_a_package_the_stages_need(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Before any time is spent: the stages' imports checked in a child process (all
+    there in this environment), and a missing one named with the fix, exit status 2."""
+    gpu_check = _check_module()
+    assert gpu_check.preflight(dict(os.environ)) is None
+    no_zmq = tmp_path / "no_zmq"
+    no_zmq.mkdir()
+    (no_zmq / "zmq.py").write_text("raise ModuleNotFoundError(\"No module named 'zmq'\")\n")
+    env = {**os.environ, "PYTHONPATH": str(no_zmq)}
+    assert gpu_check.preflight(env) == "ModuleNotFoundError: No module named 'zmq'"
+    monkeypatch.setenv("PYTHONPATH", str(no_zmq))
+    assert gpu_check.main(["--smoke", "--out", str(tmp_path / "out")]) == 2
+    assert "a package the stages need is missing" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.timeout(60)
 def test_a_stage_out_of_time_is_stopped_and_its_rows_so_far_kept(tmp_path: Path) -> None:
     """A gpu.py cut by the budget: its process group is stopped (a child it started
@@ -275,8 +293,9 @@ def test_a_stage_out_of_time_is_stopped_and_its_rows_so_far_kept(tmp_path: Path)
 @pytest.mark.timeout(400)
 def test_the_check_runs_its_stages_on_cpu_under_smoke(tmp_path: Path) -> None:
     """gpu_check --smoke: the gpu.py stages and the example (16^2, stopped after 3 s of
-    training, then validated against its baselines and plotted), under the folder given;
-    summary.json holds every row and the example's figures."""
+    training, then validated against its baselines and plotted); the folder given gets
+    three files (the device tool brings back 8 at most): summary.json with every row and
+    the example's figures, the stages' log, the PNG."""
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, str(CHECK), "--smoke", "--cases", "fno,stop_flag",
@@ -296,6 +315,11 @@ def test_the_check_runs_its_stages_on_cpu_under_smoke(tmp_path: Path) -> None:
     assert example["window"]["seconds"] >= 3 or not example["window"]["complete"]
     for key in ("val_mse", "mean_field_mse", "persistence_mse"):
         assert math.isfinite(example[key])
-    assert Path(example["plot"]).is_file() and Path(example["plot"]).parent == out / "example"
-    assert json.loads((out / "env.json").read_text())["smoke"] is True
+    assert Path(example["plot"]).is_file() and Path(example["plot"]).parent == out
+    assert summary["env"]["smoke"] is True
+    assert sorted(p.name for p in out.iterdir()) == [
+        "gpu_check.log", "navier_stokes_validation.png", "summary.json",
+    ]  # fmt: skip
+    log = (out / "gpu_check.log").read_text()
+    assert "===== gpu_new.log =====" in log and "===== example.txt =====" in log
     assert "validation MSE" in proc.stdout and f"everything is under {out}" in proc.stdout

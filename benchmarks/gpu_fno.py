@@ -291,6 +291,20 @@ def run_example(
                 )  # fmt: skip
                 control.should_stop = True
 
+        def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
+            super().on_loop_end(trainer, state, control)
+            if "end" in window:
+                return
+            # training ended first (the stream ran out): the window is what there was,
+            # the whole of training if it never opened
+            synchronize(trainer.accelerator.device)
+            if "start" not in window:
+                window.update(start=window["train_start"], start_step=0, start_put=0, full=False)
+            window.update(
+                end=time.perf_counter(), end_step=state.global_step,
+                end_put=trainer.buffer.stats().put, complete=False,
+            )  # fmt: skip
+
     previous = ns.StepTimer
     ns.StepTimer = Windowed
     try:
@@ -300,13 +314,6 @@ def run_example(
         ns.StepTimer = previous
         if sampler is not None:
             sampler.stop()
-    if "end" not in window:  # training ended first: the stream ran out
-        window.setdefault("start", window.get("train_start", time.perf_counter()))
-        window.setdefault("start_step", 0)
-        window.setdefault("start_put", 0)
-        window.setdefault("full", False)
-        window.update(end=time.perf_counter(), end_step=summary["steps"], complete=False)
-        window["end_put"] = summary["samples_received"]
     seconds = max(window["end"] - window["start"], 1e-9)
     summary["window"] = {
         "complete": window.get("complete", True),

@@ -50,6 +50,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # report.py
+from gpu_common import usable_cores  # noqa: E402
 from report import print_rows  # noqa: E402
 
 #: gpu.py's cases, never measured on a GPU first, then those measured on an H100 before
@@ -72,7 +73,7 @@ def example_flags(smoke: bool, output_dir: Path) -> list[str]:
     else:
         sizes = ["--grid_size", "256", "--dt", "0.00625", "--width", "32", "--batch_size",
                  "16", "--num_simulations", "512", "--buffer_size", "5120", "--watermark",
-                 "256", "--job_limit", str(max(1, (os.cpu_count() or 1) - 4))]  # fmt: skip
+                 "256", "--job_limit", str(max(1, usable_cores() - 4))]  # fmt: skip
     return [
         *sizes, "--mixed_precision", "bf16", "--buffer_device", "accelerator",
         "--num_validation", "2", "--save_at_end", "false", "--report_to", "none",
@@ -90,6 +91,7 @@ def environment(smoke: bool) -> dict[str, Any]:
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cpu_count": os.cpu_count(),
+        "usable_cores": usable_cores(),
         "smoke": smoke,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
     }

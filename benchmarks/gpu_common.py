@@ -8,12 +8,14 @@ imports this one, never `gpu` (which runs as ``__main__``).
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,6 +87,20 @@ def row(case: str, ours: float, base: float, unit: str, target: float) -> dict[s
         "ratio": round(ours / base, 3),
         "target": target,
     }
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota
+    (a container may see the host's cores in `os.cpu_count()`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = cores or os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota readable: the affinity stands
+    return cores
 
 
 def reset_accelerate() -> None:

@@ -24,7 +24,7 @@ What makes the window steady (`stream_flags`): a reservoir without rate limit
 reservoir holds while the simulations replace it); the window opens once the reservoir
 is full (1,024 samples) and training has run `WARMUP_S` seconds (at the latest
 `MAX_WARMUP_S`), and it must close while the simulations still stream (else the case
-fails, saying so): 2,000 simulations, ``job_limit`` = the cores less 4 (the trainer's
+fails, saying so): 2,000 simulations, ``job_limit`` = `usable_cores` less 4 (the trainer's
 main thread, its receiver, the launcher, the meter), 24 fields each. The fields come
 every 0.125 time units (20 solver steps of dt 0.00625: 4x the example's default rate,
 so that the receiver has work). `benchmarks/fno_feed.py` measured the solver at ~8 ms of
@@ -52,7 +52,6 @@ import contextlib
 import importlib.util
 import io
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -65,7 +64,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from gpu_common import Bench, Sampler, reset_accelerate, row, utilisation_meter
+from gpu_common import Bench, Sampler, reset_accelerate, row, usable_cores, utilisation_meter
 from gpu_compile import WarmClock
 from trainer_overhead import Prefilled, synchronize
 
@@ -361,7 +360,7 @@ def busy_worker(result: str, smoke: bool) -> None:
     `result` gets both as JSON."""
     device = torch.device("cuda" if torch.cuda.is_available() and not smoke else "cpu")
     meter = utilisation_meter(device)
-    job_limit = 2 if smoke else max(1, (os.cpu_count() or 1) - 4)
+    job_limit = 2 if smoke else max(1, usable_cores() - 4)
     timing = (0.5, 2.0, 2.0) if smoke else (WARMUP_S, WINDOW_S, MAX_WARMUP_S)
     with tempfile.TemporaryDirectory(prefix="mt-gpu-fno-busy-") as out:
         flags = [*stream_flags(smoke, job_limit), "--output_dir", out]

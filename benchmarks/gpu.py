@@ -27,7 +27,7 @@ is better, ``target``: the least ratio the issue asks for):
 * ``FNO 256^2 batch 16 bf16: trainer vs hand-written loop`` (case ``fno``) and ``GPU
   busy while simulations stream 256^2 into the FNO`` (case ``fno_busy``, two rows: ours
   alone, target 0.9, and ours against a hand loop's on device-resident data, target
-  0.95): the Navier–Stokes example's FNO, `gpu_fno` says how.
+  0.95): the Navier–Stokes example's FNO, `gpu_fno` and `gpu_fno_busy` say how.
 * ``torch_compile + CUDA graphs + fused Adam vs eager``, in the trainer and in a hand
   loop (cases ``compile``, ``compile_hand``; `gpu_compile`): the heat example's MLP,
   steps/s after the compilation's warm-up steps; target 3.0.
@@ -89,7 +89,8 @@ from gpu_common import (  # noqa: E402
     utilisation_meter,
 )
 from gpu_compile import case_compile, case_compile_hand  # noqa: E402
-from gpu_fno import case_fno, case_fno_busy  # noqa: E402
+from gpu_fno import case_fno  # noqa: E402
+from gpu_fno_busy import case_fno_busy  # noqa: E402
 from report import print_rows  # noqa: E402
 from trainer_overhead import Clock, Prefilled, synchronize  # noqa: E402
 

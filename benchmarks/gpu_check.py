@@ -10,7 +10,7 @@ of ``--budget`` seconds (default 540) less what the later stages need at least:
 
 1. ``gpu.py --json --cases fno,fno_busy,compile,compile_hand`` (5 rounds);
 2. the example (`examples/navier_stokes/train.py`'s ``main``, through
-   ``gpu_fno.py --example-worker``) at 256^2 with its GPU flags
+   ``gpu_fno_busy.py --example-worker``) at 256^2 with its GPU flags
    (docs/how-to/neural-operator.md), training stopped after ``--example_seconds``
    (120), then its usual end: validation MSE against the mean field and persistence,
    the PNG, its summary, and the GPU's busy fraction over its training;
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = example_flags(opts.smoke, example_dir)
     if importlib.util.find_spec("matplotlib") is None:
         flags.append("--no_plot")  # the example's PNG needs it; its figures do not
-    worker = [sys.executable, str(HERE / "gpu_fno.py"), "--example-worker",
+    worker = [sys.executable, str(HERE / "gpu_fno_busy.py"), "--example-worker",
               str(example_dir / "summary.json"), "--seconds", str(opts.example_seconds), "--",
               *flags]  # fmt: skip
     left = deadline - time.perf_counter()

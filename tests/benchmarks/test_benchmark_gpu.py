@@ -172,11 +172,11 @@ def test_busy_is_the_mean_utilisation_inside_the_window() -> None:
 
 def test_the_fno_busy_rows_hold_ours_alone_and_ours_against_the_hand_loop() -> None:
     _gpu_module()
-    import gpu_fno
+    import gpu_fno_busy
 
     window = {"busy": 0.93, "seconds": 60.1, "steps": 6000, "samples_put": 4000}
     got = {"streaming": {"window": window}, "hand": {"busy": 0.98, "steps_per_s": 101.0}}
-    alone, against = gpu_fno.busy_rows(got, 256)
+    alone, against = gpu_fno_busy.busy_rows(got, 256)
     assert alone["case"] == "GPU busy while simulations stream 256^2 into the FNO (vs always)"
     assert (alone["ours"], alone["baseline"], alone["ratio"], alone["target"]) == (
         0.93, 1.0, 0.93, 0.9,
@@ -185,7 +185,7 @@ def test_the_fno_busy_rows_hold_ours_alone_and_ours_against_the_hand_loop() -> N
     assert (against["ours"], against["baseline"], against["target"]) == (0.93, 0.98, 0.95)
     assert against["ratio"] == pytest.approx(0.93 / 0.98, abs=1e-3)
     got["hand"]["busy"] = None  # no meter: no row
-    assert gpu_fno.busy_rows(got, 256) == []
+    assert gpu_fno_busy.busy_rows(got, 256) == []
 
 
 def test_the_fno_hand_loop_trains_the_examples_model_on_device_batches() -> None:

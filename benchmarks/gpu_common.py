@@ -8,7 +8,14 @@ imports this one, never `gpu` (which runs as ``__main__``).
 
 from __future__ import annotations
 
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -82,9 +89,74 @@ def row(case: str, ours: float, base: float, unit: str, target: float) -> dict[s
     }
 
 
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota
+    (a container may see the host's cores in `os.cpu_count()`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = cores or os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota readable: the affinity stands
+    return cores
+
+
 def reset_accelerate() -> None:
     """Forget Accelerate's process-wide state: each trainer of a run starts afresh."""
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()
+
+
+# -- the GPU's busy fraction -----------------------------------------------------------
+
+
+def utilisation_meter(device: torch.device) -> Any | None:
+    """A function giving the GPU's utilisation in percent now, or None without one
+    (NVML through torch, else nvidia-smi)."""
+    if device.type != "cuda":
+        return None
+    try:
+        torch.cuda.utilization(device)
+        return lambda: float(torch.cuda.utilization(device))
+    except Exception as exc:  # no pynvml: try nvidia-smi
+        print(f"torch.cuda.utilization unavailable ({exc}); trying nvidia-smi", file=sys.stderr)
+    cmd = ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"]
+    try:
+        subprocess.run(cmd, check=True, capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"nvidia-smi unavailable ({exc})", file=sys.stderr)
+        return None
+    index = torch.cuda.current_device()
+
+    def smi() -> float:
+        lines = subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=10)
+        return float(lines.stdout.split()[index if len(lines.stdout.split()) > index else 0])
+
+    return smi
+
+
+class Sampler:
+    """Samples `meter` every 0.1 s in a thread, with timestamps."""
+
+    def __init__(self, meter: Any) -> None:
+        self.meter = meter
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.samples.append((time.perf_counter(), self.meter()))
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def busy(self, start: float, end: float) -> float | None:
+        inside = [u for t, u in self.samples if start <= t <= end]
+        return statistics.mean(inside) / 100 if inside else None

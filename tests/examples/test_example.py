@@ -28,15 +28,18 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 def load_example(example: str) -> ModuleType:
     """``examples/EXAMPLE/train.py`` imported under a name of its own: the examples'
-    modules are all ``train`` and two import a ``solver`` of their own, so this
-    process's ``sys.path`` and ``solver`` module are restored after the import."""
+    modules are all ``train`` and three import a ``solver`` of their own, so this
+    process's ``sys.path`` and ``solver`` (and ``models``) modules are restored after
+    the import."""
     name = f"_example_{example}_train"
     if name in sys.modules:
         return sys.modules[name]
     spec = importlib.util.spec_from_file_location(name, EXAMPLES / example / "train.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    path, solver = list(sys.path), sys.modules.pop("solver", None)
+    # the examples' own modules: heat_pde and lorenz import a `solver`, navier_stokes a
+    # `solver` and a `models`
+    path, own = list(sys.path), {m: sys.modules.pop(m, None) for m in ("solver", "models")}
     sys.modules[name] = module  # its dataclasses' annotations resolve in its namespace
     try:
         spec.loader.exec_module(module)
@@ -45,9 +48,10 @@ def load_example(example: str) -> ModuleType:
         raise
     finally:
         sys.path[:] = path
-        sys.modules.pop("solver", None)
-        if solver is not None:
-            sys.modules["solver"] = solver
+        for m, previous in own.items():
+            sys.modules.pop(m, None)
+            if previous is not None:
+                sys.modules[m] = previous
     return module
 
 
@@ -78,6 +82,10 @@ def run_main(
                     "sample_to_insert_ratio": "4.0", "batch_size": "128"}),
         ("oscillators", {"buffer": "firo", "buffer_size": "2048", "watermark": "512",
                          "batch_size": "64"}),
+        ("navier_stokes", {"buffer": "reservoir", "buffer_size": "480", "watermark": "64",
+                           "sample_to_insert_ratio": "16.0", "batch_size": "16",
+                           "output_dir": "outputs/navier_stokes", "grid_size": "64",
+                           "model": "fno"}),
     ],
 )  # fmt: skip
 def test_help_shows_the_defaults_the_example_runs_with(

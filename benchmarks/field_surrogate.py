@@ -1,0 +1,362 @@
+"""A field-sized surrogate on CPU: the Navier–Stokes example's FNO trained by OnlineTrainer
+versus a hand-written torch loop of the same model on the same data.
+
+Row "fno_trainer_vs_hand_loop": the example's FNO (`examples/navier_stokes/models.py`,
+its default width 16, 12 modes, 4 Fourier layers) on GRID^2 fields (64 by default),
+batch 16, Adam, one torch thread. The data: `N_SAMPLES` samples shaped like the
+example's stream (omega(0) from the solver's random initial field, omega(t), parameters,
+time step), precomputed here and put into the trainer's reservoir by an in-process
+source; both sides map samples to batches with the example's `process_sample` and draw
+`batch_size` random samples per step. OnlineTrainer runs with its default hooks. The
+two alternate (A B A B ...), each round a fresh model of the same seed, and the medians
+of the steps per second are compared; target: ours >= 0.97x the hand loop (a step here is
+~0.2 s of compute, so the framework's per-step cost should vanish in it).
+
+Row "ingest_share_256": the same trainer and FNO on 256^2 fields (batch 4: a CPU step is
+then ~0.6 s), its steps per second while a client process streams the example's two
+256^2 fields (512 KB a message) over ZeroMQ on loopback at `--rate` messages per second
+(25 by default: 12.5 MB/s) into its receiver, against the same trainer fed by an in-process source of
+the same samples (the step alone); the first 3 steps of each run are not timed (start-up,
+the first fill). Interleaved, medians; target: >= 0.93 (what the receive path costs the
+step). The client and the trainer share the machine's cores, as on a node.
+
+    python benchmarks/field_surrogate.py            # 64^2 and 256^2, about 5 minutes
+    python benchmarks/field_surrogate.py --quick    # 32^2 and 64^2, a few seconds a round
+    python benchmarks/field_surrogate.py --json     # {"rows": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # report.py, trainer_overhead.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"))
+from models import make_model  # noqa: E402
+from report import print_rows  # noqa: E402
+from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, initial_vorticity  # noqa: E402
+from trainer_overhead import Clock, Prefilled  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    TrainingArguments,
+)
+from melissa_trainer.json_output import to_json  # noqa: E402
+
+TARGET = 0.97
+INGEST_TARGET = 0.93
+N_SAMPLES = 256
+BATCH = 16
+TIME_STEPS = 10
+#: the example's default model: width, modes, layers
+WIDTH, MODES, LAYERS = 16, 12, 4
+CHANNELS = 4
+
+
+def example_mapping() -> Any:
+    """The example's `make_process_sample` (imported from its train.py)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes" / "train.py"
+    spec = importlib.util.spec_from_file_location("_navier_stokes_train", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module.make_process_sample(TIME_STEPS)
+
+
+def make_samples(n_samples: int, grid: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """Samples shaped like the example's stream: omega(0) the solver's initial field of
+    a seed, omega(t) another (the values do not change a step's cost)."""
+    rng = np.random.default_rng(seed)
+    fields = [initial_vorticity(grid, s).astype(np.float32) for s in range(32)]
+    samples = []
+    for i in range(n_samples):
+        vector = np.array([rng.uniform(*PARAMETER_BOUNDS[p]) for p in PARAMETER_NAMES])
+        samples.append(
+            {
+                "vorticity": fields[(i + 1) % len(fields)],
+                "initial": fields[i % len(fields)],
+                "time_step": np.array(i % TIME_STEPS, np.int64),
+                "parameters": vector,
+            }
+        )
+    return samples
+
+
+def model(seed: int, modes: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    return make_model("fno", CHANNELS, WIDTH, modes, LAYERS)
+
+
+def run_ours(samples: list, mapping: Any, steps: int, out: str, seed: int, modes: int) -> float:
+    """OnlineTrainer's steps/s over `steps` steps."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    args = TrainingArguments(
+        output_dir=out,
+        batch_size=BATCH,
+        buffer="reservoir",
+        sample_to_insert_ratio=0,  # every sample is in the buffer: no rate limit
+        buffer_size=len(samples),
+        watermark=BATCH,
+        max_steps=steps,
+        save_at_end=False,
+        seed=seed,
+    )
+    net = model(seed, modes)
+    clock = Clock()
+    trainer = OnlineTrainer(
+        net,
+        args,
+        torch.optim.Adam(net.parameters(), lr=1e-3),
+        train_source=Prefilled(samples),
+        process_sample=mapping,
+        hooks=[clock],
+    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.train()
+    return steps / clock.seconds
+
+
+def run_hand(samples: list, mapping: Any, steps: int, seed: int, modes: int) -> float:
+    """The same model, data, mapping and batch size in a plain torch loop: steps/s."""
+    net = model(seed, modes)
+    optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
+    rng = random.Random(seed)
+    start = time.perf_counter()
+    for _ in range(steps):
+        examples = [mapping(s) for s in rng.choices(samples, k=BATCH)]
+        x = torch.stack([e[0] for e in examples])
+        y = torch.stack([e[1] for e in examples])
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return steps / (time.perf_counter() - start)
+
+
+def measure(rounds: int, steps: int, grid: int) -> tuple[float, float]:
+    """Medians (ours, hand loop) in steps/s over `rounds` interleaved rounds."""
+    samples = make_samples(N_SAMPLES, grid)
+    mapping = example_mapping()
+    modes = min(MODES, grid // 2)
+    out = tempfile.mkdtemp(prefix="mt-field-")
+    ours, hand = [], []
+    try:
+        run_hand(samples, mapping, 3, 0, modes)  # warm-up
+        for r in range(rounds):
+            ours.append(run_ours(samples, mapping, steps, out, seed=r, modes=modes))
+            hand.append(run_hand(samples, mapping, steps, seed=r, modes=modes))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(ours), statistics.median(hand)
+
+
+EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
+#: the ingest row's batch and untimed first steps
+INGEST_BATCH, WARMUP = 4, 3
+STREAM_CLIENT = r"""
+import sys, time
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from solver import initial_vorticity
+from melissa_trainer.client import Client, fetch_endpoints
+where, grid, rate = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+fields = [initial_vorticity(grid, s).astype(np.float32) for s in range(8)]
+schema = {"vorticity": ((grid, grid), "float32"), "initial": ((grid, grid), "float32")}
+parameters = {"nu": 0.02, "amplitude": 0.1, "wavenumber": 3.0}
+# array_reuse never: the arrays are never modified, so no send waits for ZeroMQ
+c = Client(schema, parameters, 1, fetch_endpoints(where, 60), array_reuse="never")
+start, t = time.perf_counter(), 0
+while True:  # paced, until killed
+    due = int((time.perf_counter() - start) * rate) + 1
+    while t < due:
+        c.send(t, vorticity=fields[(t + 1) % 8], initial=fields[t % 8])
+        t += 1
+    time.sleep(0.001)
+"""
+
+
+class StepClock(Hook):
+    """Wall time of the steps after the first `warmup` (start-up and the first fill
+    excluded)."""
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup, self.start, self.steps, self.seconds = warmup, 0.0, 0, 0.0
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step == self.warmup:
+            self.start = time.perf_counter()
+
+    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.steps = state.global_step - self.warmup
+        self.seconds = time.perf_counter() - self.start
+
+
+def train_timed(source: Any, mapping: Any, steps: int, out: str, seed: int, modes: int) -> float:
+    """The FNO trained by OnlineTrainer on what `source` puts in its reservoir, batch
+    `INGEST_BATCH`, no progress bar; steps/s over `steps` steps after `WARMUP`."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
+    GradientState._reset_state()
+    args = TrainingArguments(
+        output_dir=out,
+        batch_size=INGEST_BATCH,
+        buffer="reservoir",
+        sample_to_insert_ratio=0,  # training never waits for the stream
+        buffer_size=64,
+        watermark=INGEST_BATCH,
+        max_steps=WARMUP + steps,
+        save_at_end=False,
+        seed=seed,
+        disable_progress_bar=True,
+        logging_steps=10_000,
+    )
+    net = model(seed, modes)
+    clock = StepClock(WARMUP)
+    trainer = OnlineTrainer(
+        net,
+        args,
+        torch.optim.Adam(net.parameters(), lr=1e-3),
+        train_source=source,
+        process_sample=mapping,
+        hooks=[clock],
+    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        trainer.train()
+    if clock.steps != steps:
+        raise RuntimeError(f"the run stopped after {clock.steps} of {steps} timed steps")
+    return clock.steps / clock.seconds
+
+
+def train_streamed(
+    grid: int, rate: float, mapping: Any, steps: int, out: str, seed: int, modes: int
+) -> float:
+    """`train_timed` on what a client process streams at `rate` messages/s of two
+    `grid`^2 fields; the client is killed after."""
+    rendezvous = Path(out) / f"rendezvous-{seed}"
+    shutil.rmtree(rendezvous, ignore_errors=True)
+    code_args = [str(EXAMPLE_DIR), str(rendezvous), str(grid), str(rate)]
+    proc = subprocess.Popen([sys.executable, "-c", STREAM_CLIENT, *code_args])
+    schema = {"vorticity": ((grid, grid), "float32"), "initial": ((grid, grid), "float32")}
+    source = StreamSource(ReceiverConfig(rendezvous_dir=rendezvous, fields=schema))
+
+    def end_stream_if_client_dies() -> None:  # it streams until killed: else it failed
+        proc.wait()
+        source.finish(wait=False)
+
+    threading.Thread(target=end_stream_if_client_dies, daemon=True).start()
+    try:
+        rate_streamed = train_timed(source, mapping, steps, out, seed, modes)
+        if proc.poll() is not None:
+            raise RuntimeError(f"the streaming client exited early ({proc.returncode})")
+    finally:
+        proc.kill()
+        proc.wait()
+    return rate_streamed
+
+
+def measure_ingest(rounds: int, steps: int, grid: int, rate: float) -> tuple[float, float]:
+    """Medians (streamed, alone) in steps/s over `rounds` interleaved rounds."""
+    samples = make_samples(64, grid)
+    mapping = example_mapping()
+    modes = min(MODES, grid // 2)
+    out = tempfile.mkdtemp(prefix="mt-field-ingest-")
+    streamed, alone = [], []
+    try:
+        train_timed(Prefilled(samples), mapping, 2, out, 0, modes)  # warm-up
+        for r in range(rounds):
+            alone.append(train_timed(Prefilled(samples), mapping, steps, out, r, modes))
+            streamed.append(train_streamed(grid, rate, mapping, steps, out, r, modes))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(streamed), statistics.median(alone)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--quick", action="store_true", help="32^2, fewer, shorter rounds")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--grid", type=int, default=None, help="grid side (default 64)")
+    parser.add_argument(
+        "--ingest_grid", type=int, default=None, help="the streamed fields' side (default 256)"
+    )
+    parser.add_argument(
+        "--ingest_steps", type=int, default=None, help="timed steps of each ingest run"
+    )
+    parser.add_argument("--rate", type=float, default=25.0, help="messages/s the client sends")
+    parser.add_argument(
+        "--cases", default="hand,ingest", help="rows to run: hand, ingest (comma-separated)"
+    )
+    opts = parser.parse_args(argv)
+    rounds = opts.rounds or (3 if opts.quick else 5)
+    steps = opts.steps or (15 if opts.quick else 40)
+    grid = opts.grid or (32 if opts.quick else 64)
+    ingest_grid = opts.ingest_grid or (64 if opts.quick else 256)
+    ingest_steps = opts.ingest_steps or (10 if opts.quick else 20)
+    cases = set(opts.cases.split(","))
+    if not cases <= {"hand", "ingest"}:
+        parser.error(f"--cases {opts.cases}: each case is hand or ingest")
+    torch.set_num_threads(1)
+    rows, titles = [], []
+    if "hand" in cases:
+        ours, hand = measure(rounds, steps, grid)
+        rows.append(row("fno_trainer_vs_hand_loop", ours, hand, TARGET))
+        titles.append(
+            f"fno_trainer_vs_hand_loop: {grid}^2, batch {BATCH}, {rounds} rounds of {steps} steps"
+        )
+    if "ingest" in cases:
+        streamed, alone = measure_ingest(rounds, ingest_steps, ingest_grid, opts.rate)
+        rows.append(row("ingest_share_256", streamed, alone, INGEST_TARGET))
+        titles.append(
+            f"ingest_share_256: {ingest_grid}^2 fields at {opts.rate:g} msgs/s, batch "
+            f"{INGEST_BATCH}, {rounds} rounds of {ingest_steps} steps"
+        )
+    if opts.json:
+        print(to_json({"rows": rows}))
+        return
+    print_rows(
+        rows,
+        f"FNO width {WIDTH}, {LAYERS} layers, Adam, 1 thread, CPU; medians of interleaved "
+        "rounds; " + "; ".join(titles),
+        width=26,
+    )
+
+
+def row(case: str, ours: float, base: float, target: float) -> dict[str, Any]:
+    return {
+        "case": case,
+        "ours": round(ours, 3),
+        "baseline": round(base, 3),
+        "unit": "steps/s",
+        "ratio": round(ours / base, 3),
+        "target": target,
+    }
+
+
+if __name__ == "__main__":
+    main()

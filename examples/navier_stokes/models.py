@@ -1,0 +1,163 @@
+"""The Navier–Stokes example's surrogates: a compact Fourier neural operator (the
+default), a small periodic U-Net, and `neuraloperator`'s FNO when that package is
+installed (``pip install "melissa-trainer[neuralop]"``).
+
+Every model maps a batch of input fields (batch, channels, n, n) to one output field
+(batch, 1, n, n), for any even n (the FNO's weights do not depend on the grid: a model
+trained at 64^2 runs at 256^2). They are plain `torch.nn.Module`s, nothing specific to
+this library.
+
+Why an in-repo FNO beside `neuraloperator`: `neuraloperator` 2.0.0 installs cleanly
+beside torch 2.13 (CPU) and its FNO trains here, but it requires 24 more packages
+(`wandb` and its OpenTelemetry exporters, `h5py`, `pytest-mock`, `configmypy`,
+`zencfg`, `tensorly`: 138 MB) and imports `wandb` on ``import neuralop``; the test suite
+and a first run should not need them. The FNO below is the same architecture (Li et
+al., ICLR 2021: lifting, Fourier layers of a truncated spectral convolution plus a
+pointwise linear path, projection) in ~60 lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+#: the models ``--model`` selects
+MODELS = ("fno", "unet", "neuralop")
+
+
+class SpectralConv2d(nn.Module):
+    """A convolution done in Fourier space, truncated to the `modes` lowest frequencies
+    in each direction: rfft2, a learned complex linear map of the channels per kept
+    mode, inverse rfft2. Kept modes: ky in [0, modes) and [-modes, 0), kx in [0, modes).
+
+    The FFTs run in float32 even under bf16 autocast (torch's FFTs take no bf16 on most
+    devices, and low-precision spectra lose the small scales); the output is float32.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, modes: int) -> None:
+        super().__init__()
+        self.modes = modes
+        scale = 1.0 / (in_channels * out_channels)
+        shape = (2, in_channels, out_channels, modes, modes)  # [0]: ky >= 0, [1]: ky < 0
+        self.weight = nn.Parameter(scale * torch.randn(*shape, dtype=torch.cfloat))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n_y, n_x = x.shape[-2:]
+        m = self.modes
+        if 2 * m > n_y or m > n_x // 2 + 1:
+            raise ValueError(
+                f"{m} Fourier modes need a grid of at least {2 * m}^2, got {n_y}x{n_x}"
+            )
+        with torch.autocast(x.device.type, enabled=False):
+            spectrum = torch.fft.rfft2(x.float())
+            out = torch.zeros(
+                x.shape[0], self.weight.shape[2], n_y, n_x // 2 + 1,
+                dtype=torch.cfloat, device=x.device,
+            )  # fmt: skip
+            mix = "bixy,ioxy->boxy"
+            out[:, :, :m, :m] = torch.einsum(mix, spectrum[:, :, :m, :m], self.weight[0])
+            out[:, :, -m:, :m] = torch.einsum(mix, spectrum[:, :, -m:, :m], self.weight[1])
+            return torch.fft.irfft2(out, s=(n_y, n_x))
+
+
+class FNO(nn.Module):
+    """Fourier neural operator: a pointwise lift to `width` channels, `layers` Fourier
+    layers (spectral convolution + pointwise linear, GELU between), a pointwise
+    projection to one channel."""
+
+    def __init__(self, in_channels: int, width: int = 32, modes: int = 12, layers: int = 4) -> None:
+        super().__init__()
+        self.lift = nn.Conv2d(in_channels, width, 1)
+        self.spectral = nn.ModuleList(SpectralConv2d(width, width, modes) for _ in range(layers))
+        self.pointwise = nn.ModuleList(nn.Conv2d(width, width, 1) for _ in range(layers))
+        self.project = nn.Sequential(
+            nn.Conv2d(width, 4 * width, 1), nn.GELU(), nn.Conv2d(4 * width, 1, 1)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.lift(x)
+        for i, (spectral, pointwise) in enumerate(zip(self.spectral, self.pointwise, strict=True)):
+            h = spectral(h) + pointwise(h)
+            if i < len(self.spectral) - 1:
+                h = nn.functional.gelu(h)
+        return self.project(h)
+
+
+def _block(in_channels: int, out_channels: int) -> nn.Sequential:
+    """Two 3x3 convolutions with periodic padding (the domain is periodic), GELU."""
+    conv = {"kernel_size": 3, "padding": 1, "padding_mode": "circular"}
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, **conv), nn.GELU(),
+        nn.Conv2d(out_channels, out_channels, **conv), nn.GELU(),
+    )  # fmt: skip
+
+
+class UNet(nn.Module):
+    """A small U-Net: two 2x downsamplings (average pooling) and upsamplings, skip
+    connections, `width`, 2 `width`, 4 `width` channels; the grid side must be a
+    multiple of 4."""
+
+    def __init__(self, in_channels: int, width: int = 32) -> None:
+        super().__init__()
+        self.down0 = _block(in_channels, width)
+        self.down1 = _block(width, 2 * width)
+        self.bottom = _block(2 * width, 4 * width)
+        self.up1 = nn.ConvTranspose2d(4 * width, 2 * width, 2, stride=2)
+        self.dec1 = _block(4 * width, 2 * width)
+        self.up0 = nn.ConvTranspose2d(2 * width, width, 2, stride=2)
+        self.dec0 = _block(2 * width, width)
+        self.out = nn.Conv2d(width, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s0 = self.down0(x)
+        s1 = self.down1(nn.functional.avg_pool2d(s0, 2))
+        h = self.bottom(nn.functional.avg_pool2d(s1, 2))
+        h = self.dec1(torch.cat([self.up1(h), s1], 1))
+        h = self.dec0(torch.cat([self.up0(h), s0], 1))
+        return self.out(h)
+
+
+class TensorsOnly(nn.Module):
+    """`model` whose state dict holds tensors only: `neuraloperator`'s models add a
+    ``_metadata`` dict (their constructor's arguments) to theirs, which a safetensors
+    checkpoint cannot hold (the trainer's save failed on it). Loading needs no change:
+    those models accept a state dict without it."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        state = super().state_dict(*args, **kwargs)
+        state.pop("_metadata", None)
+        return state
+
+
+def make_model(name: str, in_channels: int, width: int, modes: int, layers: int) -> nn.Module:
+    """The model ``--model NAME`` selects (see `MODELS`); ValueError naming the fix if
+    it is unknown or its package is missing."""
+    if name == "fno":
+        return FNO(in_channels, width, modes, layers)
+    if name == "unet":
+        return UNet(in_channels, width)
+    if name == "neuralop":
+        try:
+            from neuralop.models import FNO as NeuralOpFNO
+        except ImportError as exc:
+            raise ValueError(
+                f"--model neuralop needs the neuraloperator package ({exc}): "
+                'pip install "melissa-trainer[neuralop]", or --model fno (the same '
+                "architecture, in this example)"
+            ) from exc
+        return TensorsOnly(
+            NeuralOpFNO(
+                n_modes=(modes, modes), hidden_channels=width, in_channels=in_channels,
+                out_channels=1, n_layers=layers,
+            )
+        )  # fmt: skip
+    raise ValueError(f"model={name!r} is not one of {MODELS}")

@@ -1,0 +1,266 @@
+"""The simulation of the Navier–Stokes example: 2-D incompressible flow in vorticity form,
+pseudo-spectral, streaming its vorticity field.
+
+It solves, on the periodic square [0, 2 pi)^2 discretised by an n x n grid,
+
+    d(omega)/dt + u . grad(omega) = nu * laplacian(omega) + f,
+    u = (d(psi)/dy, -d(psi)/dx),   laplacian(psi) = -omega,
+
+with a Kolmogorov forcing on the vorticity, f(x, y) = amplitude * cos(k y), k = floor of
+the parameter `wavenumber` (an integer, so that f is periodic). Space is spectral (numpy
+FFT), the nonlinear term computed on the grid and dealiased by the 2/3 rule; time is
+Crank–Nicolson for the viscous term and Heun (explicit RK2) for the advection and the
+forcing, the scheme of Li et al.'s FNO data set, with a fixed step `dt`. The mean
+vorticity is zero and stays zero (a periodic domain has no net circulation).
+
+Its parameters: `nu` (viscosity), `amplitude` and `wavenumber` (the forcing); the
+initial vorticity is a Gaussian random field drawn from the simulation's seed (by default
+its simulation id): a power spectrum ~ (|k|^2 + 9)^-2.5 with its low modes, normalised to
+a unit standard deviation, so that every simulation starts from a different, smooth,
+turbulent-looking field.
+
+After every `interval` time units it sends two fields, ``vorticity`` (the field at
+t = (k + 1) * interval for time step k) and ``initial`` (the field at t = 0), both float32
+of shape (n, n), row index = y, column index = x. Each message carries the initial field
+so that a sample is self-contained: a surrogate of omega(t) given omega(0) needs both,
+and the trainer's buffer may have evicted a simulation's first message long before it
+draws the later ones.
+
+Under the launcher it reads its simulation id, parameters and the trainer's rendezvous
+directory from the environment (``MELISSA_TRAINER_SIMULATION_ID``,
+``MELISSA_TRAINER_PARAMETERS``, ``MELISSA_TRAINER_RENDEZVOUS``); started by hand, from
+flags:
+
+    python examples/navier_stokes/solver.py --simulation_id 0 \\
+        --rendezvous outputs/navier_stokes/rendezvous \\
+        --parameters '{"nu": 0.02, "amplitude": 0.5, "wavenumber": 3}'
+
+This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
+imports `solve` from it to compute its validation simulations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: The parameters, in the order the trainer's samples carry them.
+PARAMETER_NAMES = ("nu", "amplitude", "wavenumber")
+#: The ranges a study draws them from (`wavenumber` is floored: k in {2, 3, 4}).
+PARAMETER_BOUNDS = {"nu": (0.01, 0.05), "amplitude": (0.05, 0.2), "wavenumber": (2.0, 5.0)}
+
+ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
+ENV_PARAMETERS = "MELISSA_TRAINER_PARAMETERS"
+ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """The discretisation, shared by every simulation of a study.
+
+    Attributes:
+        grid_size: points per side (the field has grid_size**2 values; even).
+        time_steps: fields sent, one every `interval` time units.
+        interval: time units between two fields sent.
+        dt: the solver's time step; `interval` is rounded to a whole number of them.
+            The default keeps the advective CFL number below about 0.3 at 64^2 for the
+            study's parameter ranges; a finer grid wants a proportionally smaller dt.
+    """
+
+    grid_size: int = 64
+    time_steps: int = 10
+    interval: float = 0.5
+    dt: float = 0.025
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.grid_size < 8 or self.grid_size % 2:
+            problems.append(f"grid_size={self.grid_size} must be even and >= 8")
+        if self.time_steps < 1:
+            problems.append(f"time_steps={self.time_steps} must be >= 1")
+        if not self.interval > 0:
+            problems.append(f"interval={self.interval} must be > 0")
+        if not 0 < self.dt <= self.interval:
+            problems.append(f"dt={self.dt} must be > 0 and <= interval={self.interval}")
+        if problems:
+            raise ValueError("invalid Navier-Stokes configuration: " + "; ".join(problems))
+
+    @property
+    def substeps(self) -> int:
+        """Solver steps per field sent."""
+        return max(1, round(self.interval / self.dt))
+
+    def argv(self) -> list[str]:
+        """These settings as flags of this script (what the launcher passes)."""
+        return ["--grid_size", str(self.grid_size), "--time_steps", str(self.time_steps),
+                "--interval", repr(self.interval), "--dt", repr(self.dt)]  # fmt: skip
+
+
+def check_parameters(parameters: Mapping[str, float]) -> dict[str, float]:
+    """`parameters` as floats in `PARAMETER_NAMES` order; ValueError if one is missing,
+    unknown, or out of what the solver can run (nu > 0, wavenumber >= 1)."""
+    missing = [n for n in PARAMETER_NAMES if n not in parameters]
+    extra = sorted(set(parameters) - set(PARAMETER_NAMES))
+    if missing or extra:
+        raise ValueError(
+            f"the Navier-Stokes solver takes the parameters {list(PARAMETER_NAMES)}; "
+            f"missing {missing}, unknown {extra}"
+        )
+    p = {n: float(parameters[n]) for n in PARAMETER_NAMES}
+    if not p["nu"] > 0:
+        raise ValueError(f"nu={p['nu']} must be > 0")
+    if not p["wavenumber"] >= 1:
+        raise ValueError(f"wavenumber={p['wavenumber']} must be >= 1")
+    return p
+
+
+def wavenumbers(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(kx, ky) on the rfft2 grid of an n x n field on [0, 2 pi)^2: shapes (1, n//2+1)
+    and (n, 1), integers."""
+    return np.fft.rfftfreq(n, 1.0 / n)[None, :], np.fft.fftfreq(n, 1.0 / n)[:, None]
+
+
+def initial_vorticity(n: int, seed: int) -> np.ndarray:
+    """A Gaussian random field of zero mean and unit standard deviation, power spectrum
+    ~ (|k|^2 + 9)^-2.5, drawn from `seed` (float64, shape (n, n)). The same seed gives the
+    same large scales on any grid (the modes are drawn on a fixed 32 x 32 set of low
+    wavenumbers, the rest being negligible)."""
+    rng = np.random.default_rng(seed)
+    m = 32  # modes drawn: |kx|, |ky| < 16, whatever n
+    low = rng.standard_normal((m, m)) + 1j * rng.standard_normal((m, m))
+    kx, ky = np.meshgrid(np.fft.fftfreq(m, 1.0 / m), np.fft.fftfreq(m, 1.0 / m))
+    low *= (kx**2 + ky**2 + 9.0) ** -1.25  # amplitude: sqrt of the power spectrum
+    low[0, 0] = 0.0
+    half = min(m, n) // 2  # the modes both grids hold: the first and last `half` indices
+    to = np.r_[0:half, n - half : n]
+    full = np.zeros((n, n), complex)
+    full[np.ix_(to, to)] = low[np.ix_(np.r_[0:half, m - half : m], np.r_[0:half, m - half : m])]
+    omega = np.fft.ifft2(full).real  # the real part: a real field with that spectrum
+    return omega / omega.std()
+
+
+def forcing(n: int, amplitude: float, wavenumber: float) -> np.ndarray:
+    """The forcing on the vorticity, amplitude * cos(floor(wavenumber) * y), shape (n, n)."""
+    y = 2 * np.pi * np.arange(n) / n
+    return np.repeat((amplitude * np.cos(np.floor(wavenumber) * y))[:, None], n, axis=1)
+
+
+def step_fields(
+    omega0: np.ndarray, nu: float, force: np.ndarray, dt: float, steps: Sequence[int]
+) -> Iterator[np.ndarray]:
+    """Integrate from `omega0` (n x n, float64) with viscosity `nu` and forcing `force`
+    (n x n), yielding the field (a new float64 array) after each count of solver steps in
+    `steps` (cumulative: [40, 40] yields after 40 and after 80 steps)."""
+    n = omega0.shape[0]
+    kx, ky = wavenumbers(n)
+    k2 = kx**2 + ky**2
+    inverse_laplacian = np.where(k2 > 0, 1.0 / np.where(k2 > 0, k2, 1.0), 0.0)
+    dealias = (np.abs(kx) < n / 3) & (np.abs(ky) < n / 3)  # the 2/3 rule
+    viscous = 0.5 * dt * nu * k2  # Crank–Nicolson: (1 - a) / (1 + a) on each mode
+    lhs = 1.0 / (1.0 + viscous)
+    f_hat = np.fft.rfft2(force)
+
+    def tendency(w_hat: np.ndarray) -> np.ndarray:
+        """-u . grad(omega) + f in Fourier space (dealiased)."""
+        psi_hat = w_hat * inverse_laplacian
+        u = np.fft.irfft2(1j * ky * psi_hat, s=(n, n))
+        v = np.fft.irfft2(-1j * kx * psi_hat, s=(n, n))
+        wx = np.fft.irfft2(1j * kx * w_hat, s=(n, n))
+        wy = np.fft.irfft2(1j * ky * w_hat, s=(n, n))
+        return f_hat - dealias * np.fft.rfft2(u * wx + v * wy)
+
+    w_hat = np.fft.rfft2(omega0)
+    w_hat[0, 0] = 0.0
+    for count in steps:
+        for _ in range(count):
+            explicit = tendency(w_hat)
+            predictor = ((1.0 - viscous) * w_hat + dt * explicit) * lhs
+            w_hat = ((1.0 - viscous) * w_hat + 0.5 * dt * (explicit + tendency(predictor))) * lhs
+        yield np.fft.irfft2(w_hat, s=(n, n))
+
+
+def solve(parameters: Mapping[str, float], config: FlowConfig, seed: int) -> Iterator[np.ndarray]:
+    """Integrate one simulation from the initial field of `seed`; yield the vorticity
+    after each interval, a new float32 array of shape (grid_size, grid_size).
+    Deterministic: the same parameters, configuration and seed give the same fields."""
+    p = check_parameters(parameters)
+    n = config.grid_size
+    omega0 = initial_vorticity(n, seed)
+    force = forcing(n, p["amplitude"], p["wavenumber"])
+    steps = [config.substeps] * config.time_steps
+    for omega in step_fields(omega0, p["nu"], force, config.interval / config.substeps, steps):
+        yield omega.astype(np.float32)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    defaults = FlowConfig()
+    parser.add_argument("--grid_size", type=int, default=defaults.grid_size)
+    parser.add_argument("--time_steps", type=int, default=defaults.time_steps)
+    parser.add_argument("--interval", type=float, default=defaults.interval)
+    parser.add_argument("--dt", type=float, default=defaults.dt)
+    parser.add_argument(
+        "--simulation_id", type=int, default=None, help=f"default: ${ENV_SIMULATION_ID}"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the initial field's seed; default: the simulation id",
+    )
+    parser.add_argument(
+        "--parameters",
+        default=None,
+        help=f"JSON object of the {len(PARAMETER_NAMES)} parameters; default: ${ENV_PARAMETERS}",
+    )
+    parser.add_argument(
+        "--rendezvous",
+        default=None,
+        help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one simulation and stream it; returns the exit status."""
+    opts = _parse(argv)
+    try:
+        config = FlowConfig(opts.grid_size, opts.time_steps, opts.interval, opts.dt)
+        text = opts.parameters if opts.parameters is not None else os.environ.get(ENV_PARAMETERS)
+        if text is None:
+            raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
+        parameters = check_parameters(json.loads(text))
+        simulation_id = opts.simulation_id
+        if simulation_id is None and ENV_SIMULATION_ID in os.environ:
+            simulation_id = int(os.environ[ENV_SIMULATION_ID])
+        seed = opts.seed if opts.seed is not None else simulation_id
+        if seed is None:
+            raise ValueError(f"no seed: pass --seed, --simulation_id or set {ENV_SIMULATION_ID}")
+    except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
+        print(f"solver.py: {exc}", file=sys.stderr)
+        return 2
+    from melissa_trainer.client import Client, fetch_endpoints
+
+    endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None
+    n = config.grid_size
+    initial = initial_vorticity(n, seed).astype(np.float32)
+    with Client(
+        fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
+        parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
+        simulation_id=simulation_id,
+        endpoints=endpoints,
+        array_reuse="never",  # solve yields a new array every step; `initial` never changes
+    ) as client:
+        for step, vorticity in enumerate(solve(parameters, config, seed)):
+            client.send(step, vorticity=vorticity, initial=initial)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

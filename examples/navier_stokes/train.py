@@ -1,0 +1,371 @@
+"""Online training of a neural operator on 2-D Navier–Stokes flows from an ensemble of solvers.
+
+The launcher runs `solver.py` (a pseudo-spectral vorticity solver on the periodic square,
+see its docstring) for `--num_simulations` parameter sets (viscosity, forcing amplitude
+and wavenumber) drawn by a seeded Latin hypercube, at most `--job_limit` at once; each
+starts from its own random vorticity field and streams the field every `--interval` time
+units. A Fourier neural operator (`--model fno`, the default; `unet` a small U-Net;
+`neuralop` the `neuraloperator` package's FNO, an extra) learns, online, from a
+reservoir buffer, the map
+
+    (initial vorticity omega(0), forcing, viscosity, t)  ->  omega(t)
+
+for the `--time_steps` times t = interval, 2 interval, ...: a direct map rather than an
+autoregressive rollout, so that one sample is one training example (no error compounds
+over a rollout) and the data the stream delivers are used as they come. Its inputs are
+four channels on the grid: omega(0), the forcing field, log(nu) and t (each constant
+channel mapped onto [-1, 1]). Validation uses a few held-out simulations (initial fields
+from seeds no study simulation has) computed once in this process with the same solver.
+At the end it prints the validation error next to two baselines: predicting the mean
+field (the validation fields' average at each grid point) and persistence (predicting
+omega(0), the field the model is given), writes a PNG comparing prediction and truth;
+TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
+from `../study_common.py`, shared with the other study examples.
+
+    python examples/navier_stokes/train.py                    # 64^2, about 2 minutes on 2 cores
+    accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py
+    python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
+        --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\
+        --buffer_device accelerator --buffer_size 5120      # on a GPU
+    python examples/navier_stokes/train.py --model unet       # the U-Net instead
+    python examples/navier_stokes/train.py --json             # last line: a JSON summary
+
+Errors are mean squared errors of the vorticity, over every grid point of every time
+step of the validation simulations.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py, models.py
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
+from models import MODELS, make_model  # noqa: E402
+from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, FlowConfig, initial_vorticity, solve  # noqa: E402
+from study_common import (  # noqa: E402
+    StepTimer,
+    StudyArgs,
+    buffer_defaults,
+    check_matplotlib,
+    final_eval_loss,
+    leave_cores_to_simulations,
+    prepare_rendezvous,
+    print_overlap,
+    print_refused,
+    refusals_end_the_program,
+    run_summary,
+    study_source,
+)
+
+from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
+
+SOLVER = Path(__file__).resolve().parent / "solver.py"
+#: input channels: omega(0), forcing, log(nu), t
+CHANNELS = 4
+#: validation simulations' seeds start here: no study simulation's id (its seed) reaches it
+VALIDATION_SEED = 1_000_000
+_LOG_NU = tuple(math.log(v) for v in PARAMETER_BOUNDS["nu"])
+_AMPLITUDE_MAX = PARAMETER_BOUNDS["amplitude"][1]
+
+
+@dataclass
+class FlowArgs(StudyArgs):
+    num_simulations: int = field(default=48, metadata={"help": "simulations in the study"})
+    grid_size: int = field(default=64, metadata={"help": "grid points per side (256 on a GPU)"})
+    time_steps: int = field(default=10, metadata={"help": "fields sent per simulation"})
+    interval: float = field(default=0.5, metadata={"help": "time units between fields sent"})
+    dt: float = field(
+        default=0.025, metadata={"help": "solver time step (scale it with 64 / grid_size)"}
+    )
+    num_validation: int = field(default=4, metadata={"help": "held-out simulations"})
+    model: str = field(default="fno", metadata={"help": "surrogate", "choices": MODELS})
+    width: int = field(default=16, metadata={"help": "channels of the model's hidden layers"})
+    modes: int = field(default=12, metadata={"help": "FNO: Fourier modes kept per direction"})
+    layers: int = field(default=4, metadata={"help": "FNO: Fourier layers"})
+    learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
+    plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
+
+    def problems(self) -> list[str]:
+        problems = super().problems() + [
+            f"{name}={getattr(self, name)} must be >= 1"
+            for name in ("num_validation", "width", "modes", "layers")
+            if getattr(self, name) < 1
+        ]
+        if not self.learning_rate > 0:
+            problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        if self.model in ("fno", "neuralop") and 2 * self.modes > self.grid_size:
+            problems.append(
+                f"modes={self.modes} needs grid_size >= {2 * self.modes}: lower --modes"
+            )
+        if self.model == "unet" and self.grid_size % 4:
+            problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
+        try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
+            _ = self.config
+        except ValueError as e:
+            problems.append(str(e))
+        return problems
+
+    @property
+    def config(self) -> FlowConfig:
+        return FlowConfig(self.grid_size, self.time_steps, self.interval, self.dt)
+
+
+def features(
+    parameters: torch.Tensor, time_step: torch.Tensor, initial: torch.Tensor, time_steps: int
+) -> torch.Tensor:
+    """The model's inputs for a batch: (batch, CHANNELS, n, n) float32 on `initial`'s
+    device, from parameters (batch, 3) in `PARAMETER_NAMES` order, time steps (batch,)
+    and initial fields (batch, n, n). Channels: omega(0); the forcing field
+    (amplitude / its maximum) * cos(k y), k = floor(wavenumber), as the solver applies
+    it; log(nu) and t = (time step + 1) / time_steps, each mapped onto [-1, 1]."""
+    initial = initial.to(torch.float32)
+    device, (b, n) = initial.device, initial.shape[:2]
+    p = parameters.to(device=device, dtype=torch.float32)
+    y = torch.arange(n, device=device, dtype=torch.float32) * (2 * math.pi / n)
+    force = (p[:, 1:2] / _AMPLITUDE_MAX) * torch.cos(torch.floor(p[:, 2:3]) * y[None, :])
+    low, high = _LOG_NU
+    log_nu = 2 * (torch.log(p[:, 0]) - low) / (high - low) - 1
+    t = 2 * (time_step.to(device=device, dtype=torch.float32) + 1) / time_steps - 1
+    return torch.stack(
+        [
+            initial,
+            force[:, :, None].expand(b, n, n),
+            log_nu[:, None, None].expand(b, n, n),
+            t[:, None, None].expand(b, n, n),
+        ],
+        1,
+    )
+
+
+def make_process_batch(time_steps: int) -> Callable[[Any], tuple[torch.Tensor, torch.Tensor]]:
+    """block -> (inputs, targets) for a whole batch (a `SampleBlock` of arrays, or with
+    ``--buffer_device accelerator`` a `DeviceBlock` of tensors on the device, where it
+    runs): targets (batch, 1, n, n), omega(t)."""
+
+    def process_batch(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        f = block.fields
+        initial = torch.as_tensor(f["initial"])
+        inputs = features(
+            torch.as_tensor(f["parameters"]), torch.as_tensor(f["time_step"]), initial, time_steps
+        )
+        target = torch.as_tensor(f["vorticity"], device=initial.device).to(torch.float32)
+        return inputs, target[:, None]
+
+    return process_batch
+
+
+def make_process_sample(time_steps: int) -> Callable[[Mapping[str, Any]], Any]:
+    """sample -> (inputs (CHANNELS, n, n), target (1, n, n)): `make_process_batch`'s
+    mapping for one sample."""
+
+    def process_sample(sample: Mapping[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = features(
+            torch.as_tensor(np.asarray(sample["parameters"]))[None],
+            torch.as_tensor(np.asarray(sample["time_step"]))[None],
+            torch.from_numpy(np.asarray(sample["initial"]))[None],
+            time_steps,
+        )
+        return inputs[0], torch.from_numpy(np.asarray(sample["vorticity"]))[None].float()
+
+    return process_sample
+
+
+def validation_set(opts: FlowArgs, seed: int) -> list[dict[str, np.ndarray]]:
+    """Held-out simulations, solved here once, as samples shaped like the stream's: the
+    parameters from a uniform draw of `seed`, the initial fields from seeds
+    VALIDATION_SEED + i (no study simulation has them)."""
+    rng = np.random.default_rng(seed)
+    samples = []
+    for i in range(opts.num_validation):
+        vector = np.array([rng.uniform(*PARAMETER_BOUNDS[n]) for n in PARAMETER_NAMES])
+        parameters = dict(zip(PARAMETER_NAMES, vector.tolist(), strict=True))
+        initial = initial_vorticity(opts.grid_size, VALIDATION_SEED + i).astype(np.float32)
+        for step, vorticity in enumerate(solve(parameters, opts.config, VALIDATION_SEED + i)):
+            samples.append(
+                {
+                    "vorticity": vorticity,
+                    "initial": initial,
+                    "time_step": np.array(step, np.int64),
+                    "parameters": vector,
+                    "simulation_id": np.array(-1 - i, np.int64),  # not a study id
+                }
+            )
+    return samples
+
+
+def baselines(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
+    """The errors to beat on `samples`: the mean field (each grid point's average over
+    the samples) and persistence (omega(t) predicted as omega(0))."""
+    truth = np.stack([s["vorticity"] for s in samples]).astype(np.float64)
+    initial = np.stack([s["initial"] for s in samples]).astype(np.float64)
+    return {
+        "mean_field_mse": float(((truth - truth.mean(axis=0)) ** 2).mean()),
+        "persistence_mse": float(((truth - initial) ** 2).mean()),
+    }
+
+
+def predict(
+    trainer: OnlineTrainer, samples: Sequence[Mapping[str, Any]], time_steps: int
+) -> np.ndarray:
+    """The model's fields for `samples`, (len, n, n) float32 numpy."""
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    mapping = make_process_sample(time_steps)
+    inputs = torch.stack([mapping(s)[0] for s in samples])
+    with torch.no_grad():
+        device = next(model.parameters()).device
+        return model(inputs.to(device)).float().cpu().numpy()[:, 0]
+
+
+def plot_comparison(
+    trainer: OnlineTrainer, samples: Sequence[dict[str, np.ndarray]], opts: FlowArgs, path: Path
+) -> None:
+    """PNG of the initial field, then truth, prediction and error of one validation
+    simulation at 4 times."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps = sorted({0, opts.time_steps // 3, 2 * opts.time_steps // 3, opts.time_steps - 1})
+    chosen = [samples[s] for s in steps]  # the first validation simulation
+    truth = np.stack([s["vorticity"] for s in chosen])
+    prediction = predict(trainer, chosen, opts.time_steps)
+    error = prediction - truth
+    fig, axes = plt.subplots(
+        3, len(steps) + 1, figsize=(3 * len(steps) + 4, 8), squeeze=False, layout="constrained"
+    )
+    bound = float(np.abs(truth).max())
+    axes[0][0].imshow(chosen[0]["initial"], origin="lower", cmap="RdBu_r", vmin=-bound, vmax=bound)
+    axes[0][0].set_title("t = 0 (input)")
+    for ax in axes[:, 0]:
+        ax.axis("off")
+    rows = [("truth", truth, bound), ("prediction", prediction, bound),
+            ("error", error, max(float(np.abs(error).max()), 1e-6))]  # fmt: skip
+    for r, (label, images, vmax) in enumerate(rows):
+        for c, step in enumerate(steps):
+            ax = axes[r][c + 1]
+            im = ax.imshow(images[c], origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if r == 0:
+                ax.set_title(f"t = {(step + 1) * opts.interval:.3g}")
+            if c == 0:
+                ax.set_ylabel(f"{label} (vorticity)")
+        fig.colorbar(im, ax=list(axes[r][1:]), shrink=0.9)
+    nu, amplitude, wavenumber = chosen[0]["parameters"]
+    fig.suptitle(
+        f"held-out simulation (nu {nu:.3g}, forcing {amplitude:.2g} cos({int(wavenumber)} y), "
+        f"{opts.grid_size}^2, model {opts.model})"
+    )
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+
+
+#: what this example runs with unless told otherwise (shown by --help)
+DEFAULTS: dict[str, Any] = {
+    "output_dir": "outputs/navier_stokes",
+    "buffer": "reservoir",
+    "buffer_size": 480,
+    "watermark": 64,
+    "sample_to_insert_ratio": 16.0,
+    "batch_size": 16,
+    "logging_steps": 50,
+    "eval_steps": 200,
+}
+
+
+def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
+    """The command line `argv`: TrainingArguments and FlowArgs, with this example's
+    defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
+    return ArgumentParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args, opts = parser(argv).parse_args_into_dataclasses(argv)
+    check_matplotlib(opts.plot)
+    try:  # the model first: a missing package is a usage error, before anything starts
+        torch.manual_seed(args.seed)
+        model = make_model(opts.model, CHANNELS, opts.width, opts.modes, opts.layers)
+    except ValueError as exc:  # a usage error, as a bad flag is (exit status 2)
+        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    output_dir = Path(args.output_dir)
+    rendezvous = output_dir / "rendezvous"
+    solver_command = [str(SOLVER), *opts.config.argv()]
+    n = opts.grid_size
+    launcher, source = study_source(
+        opts,
+        solver_command,
+        PARAMETER_BOUNDS,
+        seed=args.seed,
+        rendezvous=rendezvous,
+        # what solver.py declares
+        fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
+    )
+
+    leave_cores_to_simulations(opts)
+    optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+    validation = validation_set(opts, seed=args.seed + 1)
+    timer = StepTimer()
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        # per sample on the host; per batch where batches are gathered on the device
+        **(
+            {"process_batch": make_process_batch(opts.time_steps)}
+            if args.buffer_device == "accelerator"
+            else {"process_sample": make_process_sample(opts.time_steps)}
+        ),
+        eval_dataset=validation,
+        hooks=[timer],
+    )
+    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
+
+    start = time.perf_counter()
+    state = trainer.train()
+    wall = time.perf_counter() - start
+    val_mse = final_eval_loss(trainer)
+    summary: dict[str, Any] = {
+        "val_mse": val_mse,
+        **baselines(validation),
+        "model": opts.model,
+        "grid_size": n,
+        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
+    }
+    if not trainer.is_main_process:
+        return summary
+    if opts.plot:
+        png = output_dir / "navier_stokes_validation.png"
+        plot_comparison(trainer, validation, opts, png)
+        summary["plot"] = str(png)
+    mean_field, persistence = summary["mean_field_mse"], summary["persistence_mse"]
+    print(
+        f"validation MSE {val_mse:.4g} ({opts.model}, {n}^2) vs predicting the mean field "
+        f"{mean_field:.4g} ({mean_field / max(val_mse, 1e-12):.1f}x better) and persistence "
+        f"{persistence:.4g} ({persistence / max(val_mse, 1e-12):.1f}x better), after "
+        f"{state.global_step} steps on {state.total_samples_seen} samples"
+    )
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
+    print_refused(summary)
+    if summary["plot"]:
+        print(f"prediction vs truth: {summary['plot']}")
+    if opts.json:
+        print(to_json(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    with refusals_end_the_program():
+        main()

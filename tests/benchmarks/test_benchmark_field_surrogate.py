@@ -1,0 +1,75 @@
+"""benchmarks/field_surrogate.py in quick mode: both sides of each row train the
+example's FNO and the rows come out well formed. No ratio is asserted:
+the figures are for people to read (the machine's load moves them)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "field_surrogate.py"
+
+
+def load_benchmark() -> ModuleType:
+    """benchmarks/field_surrogate.py as a module; it puts the example's folder on the
+    path to import the example's `solver` and `models`: this process's path and any
+    other example's modules of those names are restored after."""
+    if "field_surrogate" in sys.modules:
+        return sys.modules["field_surrogate"]
+    path = list(sys.path)
+    own = {m: sys.modules.pop(m, None) for m in ("solver", "models")}
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import field_surrogate
+    finally:
+        sys.path[:] = path
+        for m, previous in own.items():
+            sys.modules.pop(m, None)
+            if previous is not None:
+                sys.modules[m] = previous
+    return field_surrogate
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_quick_run_prints_both_rows() -> None:
+    """Both rows, tiny: the hand loop and the trainer; the trainer fed by a client
+    process over ZeroMQ (it must keep streaming through the timed steps: the benchmark
+    raises if it exits early) and by an in-process source."""
+    argv = [sys.executable, str(SCRIPT), "--quick", "--rounds", "2", "--steps", "5",
+            "--ingest_steps", "3", "--json"]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=230)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])["rows"]
+    assert [r["case"] for r in rows] == ["fno_trainer_vs_hand_loop", "ingest_share_256"]
+    for row in rows:
+        assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
+        assert row["unit"] == "steps/s" and row["ours"] > 0 and row["baseline"] > 0
+        assert math.isfinite(row["ratio"])
+        assert row["ratio"] == pytest.approx(row["ours"] / row["baseline"], rel=5e-3)
+    assert [r["target"] for r in rows] == [0.97, 0.93]
+
+
+def test_an_unknown_case_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        load_benchmark().main(["--cases", "hand,gpu"])
+    assert info.value.code == 2
+    assert "--cases hand,gpu: each case is hand or ingest" in capsys.readouterr().err
+
+
+def test_the_benchmark_trains_the_examples_model_on_the_examples_mapping() -> None:
+    """What both sides train: the example's FNO (its default size) on batches its
+    `process_sample` makes from samples shaped like its stream."""
+    bench = load_benchmark()
+    samples = bench.make_samples(8, 16)
+    inputs, target = bench.example_mapping()(samples[0])
+    assert inputs.shape == (4, 16, 16) and target.shape == (1, 16, 16)
+    model = bench.model(0, modes=4)
+    assert type(model).__name__ == "FNO"
+    assert model(inputs[None]).shape == (1, 1, 16, 16)

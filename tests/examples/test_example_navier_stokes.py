@@ -1,0 +1,327 @@
+"""The Navier–Stokes example: its solver against analytic solutions and invariants (the
+oracles: a Fourier mode decaying as exp(-nu |k|^2 t), the forced laminar Kolmogorov flow,
+energy and enstrophy conserved without viscosity), its models on any grid, and the
+example end to end in subprocesses, tiny: launched solvers stream to the trainer under
+`python` and under `accelerate launch` with two processes (gloo on CPU), and the model
+beats the mean field and persistence on held-out simulations."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+import torch
+from helpers import processes_with, run_group
+
+EXAMPLE_DIR = Path(__file__).parents[2] / "examples" / "navier_stokes"
+EXAMPLE = EXAMPLE_DIR / "train.py"
+
+
+def load(name: str) -> ModuleType:
+    """``examples/navier_stokes/NAME.py`` under a name of its own: other examples have a
+    ``solver`` module too, so this process's ``sys.path`` and its ``solver`` and ``models``
+    modules are restored after the import (train.py imports the example's own)."""
+    key = f"_navier_stokes_{name}"
+    if key in sys.modules:
+        return sys.modules[key]
+    spec = importlib.util.spec_from_file_location(key, EXAMPLE_DIR / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    path = list(sys.path)
+    saved = {m: sys.modules.pop(m, None) for m in ("solver", "models")}
+    sys.modules[key] = module  # its dataclasses' annotations resolve in its namespace
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[key]
+        raise
+    finally:
+        sys.path[:] = path
+        for m, previous in saved.items():
+            sys.modules.pop(m, None)
+            if previous is not None:
+                sys.modules[m] = previous
+    return module
+
+
+def grid(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = 2 * np.pi * np.arange(n) / n
+    return np.meshgrid(x, x)  # X varies along columns, Y along rows: the solver's layout
+
+
+# -- the solver ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kx", "ky", "nu"), [(3, 2, 0.05), (1, 0, 0.01), (0, 5, 0.02)])
+def test_a_single_fourier_mode_decays_as_exp_minus_nu_k2_t(kx: int, ky: int, nu: float) -> None:
+    """Without forcing, omega = cos(k . x) is an exact solution (its advection term
+    vanishes: the stream function is parallel to it) decaying as exp(-nu |k|^2 t)."""
+    solver = load("solver")
+    n, dt = 32, 0.01
+    x, y = grid(n)
+    omega0 = np.cos(kx * x + ky * y)
+    fields = list(solver.step_fields(omega0, nu, np.zeros((n, n)), dt, [100, 100, 100]))
+    for i, omega in enumerate(fields):
+        exact = omega0 * np.exp(-nu * (kx**2 + ky**2) * dt * 100 * (i + 1))
+        np.testing.assert_allclose(omega, exact, atol=1e-5)
+
+
+def test_the_forced_kolmogorov_flow_from_rest_follows_its_analytic_solution() -> None:
+    """From rest, f = A cos(k y): omega(t) = A / (nu k^2) (1 - exp(-nu k^2 t)) cos(k y)."""
+    solver = load("solver")
+    n, nu, amplitude, k, dt = 32, 0.03, 0.15, 3, 0.02
+    _, y = grid(n)
+    force = solver.forcing(n, amplitude, k + 0.7)  # the wavenumber is floored
+    for i, omega in enumerate(solver.step_fields(np.zeros((n, n)), nu, force, dt, [50] * 4)):
+        t = dt * 50 * (i + 1)
+        exact = amplitude / (nu * k * k) * (1 - np.exp(-nu * k * k * t)) * np.cos(k * y)
+        np.testing.assert_allclose(omega, exact, atol=1e-5)
+
+
+def test_the_advection_term_of_two_modes_is_the_analytic_jacobian() -> None:
+    """omega = cos x + cos 2y: psi = cos x + cos(2y) / 4 (laplacian psi = -omega),
+    u = d(psi)/dy = -sin(2y) / 2, v = -d(psi)/dx = sin x, so without viscosity
+    d(omega)/dt = -(u d(omega)/dx + v d(omega)/dy) = 1.5 sin x sin 2y at t = 0 (the sign
+    of the velocity and of the advection checked, which the invariants below are not)."""
+    solver = load("solver")
+    n, dt = 32, 1e-4
+    x, y = grid(n)
+    omega0 = np.cos(x) + np.cos(2 * y)
+    (omega,) = solver.step_fields(omega0, 0.0, np.zeros((n, n)), dt, [1])
+    np.testing.assert_allclose((omega - omega0) / dt, 1.5 * np.sin(x) * np.sin(2 * y), atol=1e-3)
+
+
+def test_without_viscosity_energy_and_enstrophy_are_conserved() -> None:
+    """nu = 0, no forcing, a random field inside the dealiased band (|kx|, |ky| < n/3):
+    the spectral advection conserves kinetic energy and enstrophy exactly, so what
+    drifts is the time step's error, which falls 8x when dt halves (Heun, third order
+    per unit time in the invariants); and the field changes (advection is not zero)."""
+    solver = load("solver")
+    n = 32
+    k = np.fft.fftfreq(n, 1.0 / n)
+    k2 = k[:, None] ** 2 + k[None, :] ** 2
+    spectrum0 = np.fft.fft2(solver.initial_vorticity(n, seed=3))
+    spectrum0[(np.abs(k[:, None]) >= n / 3) | (np.abs(k[None, :]) >= n / 3)] = 0
+    omega0 = np.fft.ifft2(spectrum0).real
+
+    def invariants(omega: np.ndarray) -> np.ndarray:
+        power = np.abs(np.fft.fft2(omega)) ** 2
+        return np.array([(power / np.where(k2 > 0, k2, 1.0)).sum(), power.sum()])
+
+    drifts = []
+    for dt, steps in ((0.01, 300), (0.005, 600)):
+        (omega,) = solver.step_fields(omega0, 0.0, np.zeros((n, n)), dt, [steps])
+        drifts.append(np.abs(invariants(omega) / invariants(omega0) - 1))
+        assert np.abs(omega - omega0).max() > 1.0  # it moved: t = 3, velocities ~ 1
+    assert (drifts[0] < 1e-4).all() and (drifts[1] < 1e-5).all(), drifts
+    assert (drifts[1] < drifts[0] / 4).all(), drifts  # the time step's error, not the scheme's
+
+
+def test_the_initial_field_is_a_unit_variance_zero_mean_field_fixed_by_its_seed() -> None:
+    solver = load("solver")
+    a, b = solver.initial_vorticity(64, 7), solver.initial_vorticity(64, 8)
+    assert abs(a.mean()) < 1e-12 and a.std() == pytest.approx(1.0)
+    np.testing.assert_array_equal(a, solver.initial_vorticity(64, 7))
+    assert abs(np.corrcoef(a.ravel(), b.ravel())[0, 1]) < 0.5  # another seed, another field
+    # the same large scales on a finer grid: the 64^2 field is the 128^2 one subsampled
+    fine = solver.initial_vorticity(128, 7)
+    np.testing.assert_allclose(fine[::2, ::2] / fine[::2, ::2].std(), a, atol=1e-6)
+
+
+def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
+    solver = load("solver")
+    with pytest.raises(ValueError, match=r"missing \['wavenumber'\], unknown \['k'\]"):
+        solver.check_parameters({"nu": 0.1, "amplitude": 0.1, "k": 2})
+    with pytest.raises(ValueError, match="nu=0.0 must be > 0"):
+        solver.check_parameters({"nu": 0.0, "amplitude": 0.1, "wavenumber": 2})
+    with pytest.raises(ValueError, match="grid_size=31 must be even and >= 8"):
+        solver.FlowConfig(grid_size=31)
+    with pytest.raises(ValueError, match=r"dt=2.0 must be > 0 and <= interval=1.0"):
+        solver.FlowConfig(interval=1.0, dt=2.0)
+
+
+# -- the models ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["fno", "unet"])
+def test_each_model_maps_input_fields_to_one_field_on_any_grid(name: str) -> None:
+    """A model built for the example's inputs takes any grid (the FNO: any side >= 2
+    modes; the U-Net: multiples of 4) and returns one field of that grid; under bf16
+    autocast too (the FNO's FFTs run in float32)."""
+    models = load("models")
+    torch.manual_seed(0)
+    model = models.make_model(name, 4, 8, 4, 2)
+    for n in (16, 24):
+        x = torch.randn(3, 4, n, n)
+        assert model(x).shape == (3, 1, n, n)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = model(x)
+        assert out.shape == (3, 1, n, n) and torch.isfinite(out).all()
+
+
+def test_the_fno_is_translation_equivariant() -> None:
+    """Spectral convolutions and pointwise layers commute with periodic shifts: the
+    model's output of a shifted input is its output shifted (what lets it learn a
+    periodic flow from few simulations)."""
+    models = load("models")
+    torch.manual_seed(0)
+    model = models.make_model("fno", 4, 8, 4, 2)
+    x = torch.randn(2, 4, 16, 16)
+    shifted = model(torch.roll(x, (3, 5), (2, 3)))
+    torch.testing.assert_close(shifted, torch.roll(model(x), (3, 5), (2, 3)), atol=1e-5, rtol=1e-4)
+
+
+def test_an_unknown_model_or_a_missing_package_is_an_error_naming_the_fix() -> None:
+    models = load("models")
+    with pytest.raises(
+        ValueError, match=r"model='mlp' is not one of \('fno', 'unet', 'neuralop'\)"
+    ):
+        models.make_model("mlp", 4, 8, 4, 2)
+    try:
+        import neuralop  # noqa: F401
+    except ImportError:
+        with pytest.raises(ValueError, match=r'pip install "melissa-trainer\[neuralop\]"'):
+            models.make_model("neuralop", 4, 8, 4, 2)
+
+
+def test_the_batch_mapping_equals_the_sample_mapping() -> None:
+    """`make_process_batch` (what --buffer_device accelerator trains with) gives what
+    `make_process_sample`, stacked, gives; and the forcing channel is the solver's."""
+    from melissa_trainer.buffers import SampleBlock
+
+    train = load("train")
+    solver = load("solver")
+    rng = np.random.default_rng(0)
+    samples = [
+        {"parameters": np.array([0.02, 0.1 + 0.02 * i, 2.5 + i]),
+         "time_step": np.array(i, np.int64),
+         "initial": rng.standard_normal((8, 8)).astype(np.float32),
+         "vorticity": rng.standard_normal((8, 8)).astype(np.float32)}
+        for i in range(3)
+    ]  # fmt: skip
+    one, batch = train.make_process_sample(10), train.make_process_batch(10)
+    expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
+    got = batch(SampleBlock.from_samples(samples))
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == torch.float32 and g.shape == e.shape
+        torch.testing.assert_close(g, e)
+    inputs = expected[0]
+    assert inputs.shape == (3, 4, 8, 8)
+    for i, s in enumerate(samples):
+        np.testing.assert_array_equal(inputs[i, 0].numpy(), s["initial"])
+        force = solver.forcing(8, *s["parameters"][1:]) / solver.PARAMETER_BOUNDS["amplitude"][1]
+        np.testing.assert_allclose(inputs[i, 1].numpy(), force, atol=1e-6)
+        assert inputs[i, 3].unique().tolist() == [pytest.approx(2 * (i + 1) / 10 - 1)]
+
+
+# -- the example, end to end -------------------------------------------------------------------
+
+SIMULATIONS, STEPS = 16, 5
+TINY = [
+    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "32",
+    "--dt", "0.05", "--width", "12", "--modes", "8", "--layers", "3", "--num_validation", "2",
+    "--buffer_size", "80", "--watermark", "16", "--batch_size", "8",
+    "--sample_to_insert_ratio", "20", "--eval_steps", "none", "--logging_steps", "100",
+    "--job_limit", "2", "--disable_progress_bar", "--json",
+]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def summary_of(proc: subprocess.CompletedProcess[str]) -> dict:
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    return json.loads(last)
+
+
+def check_run(summary: dict, out: Path) -> None:
+    """The stream delivered every (simulation, step) once, and the model learned: it
+    beats predicting the mean field and persistence on held-out simulations, whose
+    baselines are recomputed here from the solver (independent of the trainer)."""
+    study = summary["study"]
+    assert study["finished"] == SIMULATIONS and study["failed"] == 0 and study["running"] == 0
+    assert summary["samples_received"] == SIMULATIONS * STEPS
+    assert summary["steps"] > 0 and summary["model"] == "fno" and summary["grid_size"] == 32
+    assert summary["val_mse"] < 0.7 * summary["mean_field_mse"]
+    assert summary["val_mse"] < summary["persistence_mse"]
+    assert (out / "navier_stokes_validation.png").stat().st_size > 10_000
+    assert processes_with(str(out / "rendezvous")) == []  # no solver outlived the trainer
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_example_streams_from_launched_solvers_and_beats_both_baselines(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=220, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)
+    assert "persistence" in proc.stdout and "overlap:" in proc.stdout
+    # the baselines, recomputed from the solver: the validation set of seed 42 + 1
+    train = load("train")
+    opts = train.FlowArgs(grid_size=32, time_steps=STEPS, dt=0.05, num_validation=2)
+    expected = train.baselines(train.validation_set(opts, seed=43))
+    assert summary["mean_field_mse"] == pytest.approx(expected["mean_field_mse"])
+    assert summary["persistence_mse"] == pytest.approx(expected["persistence_mse"])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_the_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    out = tmp_path / "out"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
+           str(EXAMPLE), *TINY, "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    proc = run_group(cmd, timeout=220, cwd=tmp_path, env=env)
+    check_run(summary_of(proc), out)  # samples_received: summed over the two ranks
+
+
+def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    train = load("train")
+    with pytest.raises(SystemExit) as info:
+        train.main(["--grid_size", "16", "--modes", "12"])
+    assert info.value.code == 2
+    assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    try:
+        import neuralop  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        pytest.skip("neuraloperator is installed: --model neuralop trains")
+    monkeypatch.chdir(tmp_path)
+    train = load("train")
+    with pytest.raises(SystemExit) as info:
+        train.main(["--model", "neuralop"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--model neuralop needs the neuraloperator package" in err
+    assert 'pip install "melissa-trainer[neuralop]", or --model fno' in err
+    assert not (tmp_path / "outputs").exists()

@@ -10,15 +10,20 @@ source; both sides map samples to batches with the example's `process_sample` an
 `batch_size` random samples per step. OnlineTrainer runs with its default hooks. The
 two alternate (A B A B ...), each round a fresh model of the same seed, and the medians
 of the steps per second are compared; target: ours >= 0.97x the hand loop (a step here is
-~0.2 s of compute, so the framework's per-step cost should vanish in it).
+~0.2 s of compute, so the framework's per-step cost should vanish in it). Row
+"fno_trainer_vs_hand_loop_cpu": the same runs in steps per CPU-second of the process
+(all its threads): on a machine shared with other jobs, where the wall-clock row
+measures mostly the load's changes between runs, the CPU time is the steadier figure.
 
 Row "ingest_share_256": the same trainer and FNO on 256^2 fields (batch 4: a CPU step is
 then ~0.6 s), its steps per second while a client process streams the example's two
 256^2 fields (512 KB a message) over ZeroMQ on loopback at `--rate` messages per second
-(25 by default: 12.5 MB/s) into its receiver, against the same trainer fed by an in-process source of
-the same samples (the step alone); the first 3 steps of each run are not timed (start-up,
-the first fill). Interleaved, medians; target: >= 0.93 (what the receive path costs the
-step). The client and the trainer share the machine's cores, as on a node.
+(25 by default: 12.5 MB/s) into its receiver, against the same trainer fed by an
+in-process source of the same samples (the step alone); the first 3 steps of each run
+are not timed (start-up, the first fill). Interleaved, medians; target: >= 0.93 (what
+the receive path costs the step). The client and the trainer share the machine's cores,
+as on a node. Row "ingest_share_256_cpu": the same runs in steps per CPU-second of the
+trainer's process, its receiver thread included: what receiving costs in CPU.
 
     python benchmarks/field_surrogate.py            # 64^2 and 256^2, about 5 minutes
     python benchmarks/field_surrogate.py --quick    # 32^2 and 64^2, a few seconds a round
@@ -107,8 +112,22 @@ def model(seed: int, modes: int) -> torch.nn.Module:
     return make_model("fno", CHANNELS, WIDTH, modes, LAYERS)
 
 
-def run_ours(samples: list, mapping: Any, steps: int, out: str, seed: int, modes: int) -> float:
-    """OnlineTrainer's steps/s over `steps` steps."""
+class CpuClock(Clock):
+    """`Clock`, and the CPU time of this process (all its threads) over the same span."""
+
+    def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+        super().on_train_start(trainer, state, control)
+        self.cpu_start = time.process_time()
+
+    def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
+        super().on_loop_end(trainer, state, control)
+        self.cpu_seconds = time.process_time() - self.cpu_start
+
+
+def run_ours(
+    samples: list, mapping: Any, steps: int, out: str, seed: int, modes: int
+) -> tuple[float, float]:
+    """OnlineTrainer over `steps` steps: (steps per second, steps per CPU-second)."""
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -125,7 +144,7 @@ def run_ours(samples: list, mapping: Any, steps: int, out: str, seed: int, modes
         seed=seed,
     )
     net = model(seed, modes)
-    clock = Clock()
+    clock = CpuClock()
     trainer = OnlineTrainer(
         net,
         args,
@@ -136,15 +155,16 @@ def run_ours(samples: list, mapping: Any, steps: int, out: str, seed: int, modes
     )
     with contextlib.redirect_stdout(io.StringIO()):
         trainer.train()
-    return steps / clock.seconds
+    return steps / clock.seconds, steps / clock.cpu_seconds
 
 
-def run_hand(samples: list, mapping: Any, steps: int, seed: int, modes: int) -> float:
-    """The same model, data, mapping and batch size in a plain torch loop: steps/s."""
+def run_hand(samples: list, mapping: Any, steps: int, seed: int, modes: int) -> tuple[float, float]:
+    """The same model, data, mapping and batch size in a plain torch loop: (steps per
+    second, steps per CPU-second)."""
     net = model(seed, modes)
     optimizer = torch.optim.Adam(net.parameters(), lr=1e-3)
     rng = random.Random(seed)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(steps):
         examples = [mapping(s) for s in rng.choices(samples, k=BATCH)]
         x = torch.stack([e[0] for e in examples])
@@ -153,16 +173,17 @@ def run_hand(samples: list, mapping: Any, steps: int, seed: int, modes: int) -> 
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    return steps / (time.perf_counter() - start)
+    return steps / (time.perf_counter() - start), steps / (time.process_time() - cpu_start)
 
 
-def measure(rounds: int, steps: int, grid: int) -> tuple[float, float]:
-    """Medians (ours, hand loop) in steps/s over `rounds` interleaved rounds."""
+def measure(rounds: int, steps: int, grid: int) -> tuple[float, float, float, float]:
+    """Medians over `rounds` interleaved rounds: (ours, hand loop) in steps/s, then in
+    steps per CPU-second."""
     samples = make_samples(N_SAMPLES, grid)
     mapping = example_mapping()
     modes = min(MODES, grid // 2)
     out = tempfile.mkdtemp(prefix="mt-field-")
-    ours, hand = [], []
+    ours, hand = [], []  # (steps/s, steps/CPU-s) of each round
     try:
         run_hand(samples, mapping, 3, 0, modes)  # warm-up
         for r in range(rounds):
@@ -170,7 +191,12 @@ def measure(rounds: int, steps: int, grid: int) -> tuple[float, float]:
             hand.append(run_hand(samples, mapping, steps, seed=r, modes=modes))
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    return statistics.median(ours), statistics.median(hand)
+    return (
+        statistics.median(o[0] for o in ours),
+        statistics.median(h[0] for h in hand),
+        statistics.median(o[1] for o in ours),
+        statistics.median(h[1] for h in hand),
+    )
 
 
 EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
@@ -199,24 +225,29 @@ while True:  # paced, until killed
 
 
 class StepClock(Hook):
-    """Wall time of the steps after the first `warmup` (start-up and the first fill
-    excluded)."""
+    """Wall time and this process's CPU time (all its threads) of the steps after the
+    first `warmup` (start-up and the first fill excluded)."""
 
     def __init__(self, warmup: int) -> None:
         self.warmup, self.start, self.steps, self.seconds = warmup, 0.0, 0, 0.0
+        self.cpu_start, self.cpu_seconds = 0.0, 0.0
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         if state.global_step == self.warmup:
-            self.start = time.perf_counter()
+            self.start, self.cpu_start = time.perf_counter(), time.process_time()
 
     def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
         self.steps = state.global_step - self.warmup
         self.seconds = time.perf_counter() - self.start
+        self.cpu_seconds = time.process_time() - self.cpu_start
 
 
-def train_timed(source: Any, mapping: Any, steps: int, out: str, seed: int, modes: int) -> float:
+def train_timed(
+    source: Any, mapping: Any, steps: int, out: str, seed: int, modes: int
+) -> tuple[float, float]:
     """The FNO trained by OnlineTrainer on what `source` puts in its reservoir, batch
-    `INGEST_BATCH`, no progress bar; steps/s over `steps` steps after `WARMUP`."""
+    `INGEST_BATCH`, no progress bar; (steps per second, steps per CPU-second) over
+    `steps` steps after `WARMUP`."""
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(reset_partial_state=False)
@@ -248,12 +279,12 @@ def train_timed(source: Any, mapping: Any, steps: int, out: str, seed: int, mode
         trainer.train()
     if clock.steps != steps:
         raise RuntimeError(f"the run stopped after {clock.steps} of {steps} timed steps")
-    return clock.steps / clock.seconds
+    return clock.steps / clock.seconds, clock.steps / clock.cpu_seconds
 
 
 def train_streamed(
     grid: int, rate: float, mapping: Any, steps: int, out: str, seed: int, modes: int
-) -> float:
+) -> tuple[float, float]:
     """`train_timed` on what a client process streams at `rate` messages/s of two
     `grid`^2 fields; the client is killed after."""
     rendezvous = Path(out) / f"rendezvous-{seed}"
@@ -278,8 +309,11 @@ def train_streamed(
     return rate_streamed
 
 
-def measure_ingest(rounds: int, steps: int, grid: int, rate: float) -> tuple[float, float]:
-    """Medians (streamed, alone) in steps/s over `rounds` interleaved rounds."""
+def measure_ingest(
+    rounds: int, steps: int, grid: int, rate: float
+) -> tuple[float, float, float, float]:
+    """Medians over `rounds` interleaved rounds: (streamed, alone) in steps/s, then in
+    steps per CPU-second."""
     samples = make_samples(64, grid)
     mapping = example_mapping()
     modes = min(MODES, grid // 2)
@@ -292,7 +326,12 @@ def measure_ingest(rounds: int, steps: int, grid: int, rate: float) -> tuple[flo
             streamed.append(train_streamed(grid, rate, mapping, steps, out, r, modes))
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    return statistics.median(streamed), statistics.median(alone)
+    return (
+        statistics.median(x[0] for x in streamed),
+        statistics.median(x[0] for x in alone),
+        statistics.median(x[1] for x in streamed),
+        statistics.median(x[1] for x in alone),
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -324,14 +363,20 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     rows, titles = [], []
     if "hand" in cases:
-        ours, hand = measure(rounds, steps, grid)
+        ours, hand, ours_cpu, hand_cpu = measure(rounds, steps, grid)
         rows.append(row("fno_trainer_vs_hand_loop", ours, hand, TARGET))
+        rows.append(row("fno_trainer_vs_hand_loop_cpu", ours_cpu, hand_cpu, TARGET, "steps/CPU-s"))
         titles.append(
             f"fno_trainer_vs_hand_loop: {grid}^2, batch {BATCH}, {rounds} rounds of {steps} steps"
         )
     if "ingest" in cases:
-        streamed, alone = measure_ingest(rounds, ingest_steps, ingest_grid, opts.rate)
+        streamed, alone, streamed_cpu, alone_cpu = measure_ingest(
+            rounds, ingest_steps, ingest_grid, opts.rate
+        )
         rows.append(row("ingest_share_256", streamed, alone, INGEST_TARGET))
+        rows.append(
+            row("ingest_share_256_cpu", streamed_cpu, alone_cpu, INGEST_TARGET, "steps/CPU-s")
+        )
         titles.append(
             f"ingest_share_256: {ingest_grid}^2 fields at {opts.rate:g} msgs/s, batch "
             f"{INGEST_BATCH}, {rounds} rounds of {ingest_steps} steps"
@@ -347,12 +392,14 @@ def main(argv: list[str] | None = None) -> None:
     )
 
 
-def row(case: str, ours: float, base: float, target: float) -> dict[str, Any]:
+def row(
+    case: str, ours: float, base: float, target: float, unit: str = "steps/s"
+) -> dict[str, Any]:
     return {
         "case": case,
         "ours": round(ours, 3),
         "baseline": round(base, 3),
-        "unit": "steps/s",
+        "unit": unit,
         "ratio": round(ours / base, 3),
         "target": target,
     }

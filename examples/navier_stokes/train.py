@@ -72,7 +72,8 @@ from melissa_trainer.json_output import to_json  # noqa: E402
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: input channels: omega(0), forcing, log(nu), t
 CHANNELS = 4
-#: validation simulations' seeds start here: no study simulation's id (its seed) reaches it
+#: validation simulations' seeds start here: held out from any study of fewer simulations
+#: (a study simulation's seed is its id, from 0)
 VALIDATION_SEED = 1_000_000
 _LOG_NU = tuple(math.log(v) for v in PARAMETER_BOUNDS["nu"])
 _AMPLITUDE_MAX = PARAMETER_BOUNDS["amplitude"][1]

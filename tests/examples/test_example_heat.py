@@ -315,3 +315,51 @@ def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) 
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("train.py: error: output_dir") and "in use by another trainer" in last
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Path) -> None:
+    """Issue 43, item 1: the lock file of a running trainer truncated (`> trainer.lock`),
+    or another program holding its flock with a record that is not JSON, once let a second
+    run of the example in (it resumed and rewrote the rendezvous under the first one). The
+    flock is the truth: the second run is refused, one line, exit status 2, the holder's
+    pid named from /proc/locks, and nothing written in the directory but the lock file."""
+    held, go = tmp_path / "held", tmp_path / "go"
+    script = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
+    holder = subprocess.Popen(
+        [sys.executable, str(script), str(held), "running", str(go)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    foreign = "\n".join([
+        "import fcntl, os, sys, time",
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)",
+        "fcntl.flock(fd, fcntl.LOCK_EX)",
+        "os.ftruncate(fd, 0); os.write(fd, b'backup in progress')",
+        "print('held', flush=True); time.sleep(200)",
+    ])  # fmt: skip
+    other = tmp_path / "other"
+    other.mkdir()
+    intruder = subprocess.Popen(
+        [sys.executable, "-c", foreign, str(other / "trainer.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        assert intruder.stdout is not None and intruder.stdout.readline().strip() == "held"
+        os.truncate(held / "trainer.lock", 0)
+        for out, pid in ((held, holder.pid), (other, intruder.pid)):
+            cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150)
+            assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+            last = proc.stderr.strip().splitlines()[-1]
+            assert last.startswith("train.py: error: output_dir") and "in use" in last, last
+            assert f"held by pid {pid} on this host" in last, last
+            assert "Traceback" not in proc.stderr
+            assert sorted(p.name for p in out.iterdir()) == ["trainer.lock"]
+    finally:
+        go.touch()
+        intruder.kill()
+        for proc_ in (holder, intruder):
+            proc_.wait(30)
+            assert proc_.stdout is not None
+            proc_.stdout.close()

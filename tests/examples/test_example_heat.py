@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import processes_with, run_group
+from helpers import permission_bits_bite, processes_with, run_group
 
 pytestmark = [
     pytest.mark.slow,
@@ -363,3 +363,37 @@ def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Pat
             proc_.wait(30)
             assert proc_.stdout is not None
             proc_.stdout.close()
+
+
+@pytest.mark.timeout(300)
+def test_an_unreadable_latest_checkpoint_is_skipped_and_named_like_a_corrupt_one(
+    tmp_path: Path,
+) -> None:
+    """Issue 43, item 4: the newest checkpoint's folder made unreadable (`chmod 000`)
+    once crashed the resume with a PermissionError traceback. It is skipped with one
+    warning naming it and why, and the run resumes from the one before it and ends.
+    The resumed run meets the permission bits as a user would (`permission_bits_bite`:
+    root's capabilities to bypass them dropped)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--save_steps", "150"]
+    summary_of(subprocess.run(cmd, capture_output=True, text=True, timeout=120))
+    found = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name[11:]))
+    assert len(found) >= 2, found
+    latest, before = found[-1], found[-2]
+    latest.chmod(0)
+    try:
+        proc = subprocess.run(
+            [*cmd, "--resume_from_checkpoint", "latest"],
+            capture_output=True, text=True, timeout=150, preexec_fn=permission_bits_bite,
+        )  # fmt: skip
+    finally:
+        latest.chmod(0o755)  # (so that pytest can remove it)
+    summary = summary_of(proc)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    log = proc.stdout + proc.stderr
+    assert (
+        f"checkpoint {latest} does not verify: {latest / 'manifest.json'}: unreadable manifest "
+        "(Permission denied): skipped"
+    ) in log, log[-3000:]
+    assert summary["resumed_from"] == str(before)
+    assert summary["study"]["finished"] == SIMULATIONS

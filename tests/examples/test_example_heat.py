@@ -397,3 +397,29 @@ def test_an_unreadable_latest_checkpoint_is_skipped_and_named_like_a_corrupt_one
     ) in log, log[-3000:]
     assert summary["resumed_from"] == str(before)
     assert summary["study"]["finished"] == SIMULATIONS
+
+
+@pytest.mark.timeout(300)
+def test_a_refusal_to_resume_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
+    """Issue 43, item 8: a resume that changes the study (`StudyChanged`) and one from a
+    checkpoint that does not verify (`CheckpointError`) once ended in a traceback with
+    exit status 1; like the refusals to start, they are one line naming the fix, exit
+    status 2, and nothing is trained."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--output_dir", str(out), "--save_steps", "150"]
+    summary_of(subprocess.run(cmd, capture_output=True, text=True, timeout=120))
+    found = sorted((out / "checkpoints").glob("checkpoint-*"), key=lambda p: int(p.name[11:]))
+    os.truncate(found[0] / "model.safetensors", 10)
+    cases = [
+        (["--resume_from_checkpoint", "latest", "--sampler", "uniform"],
+         "the study's sampler changed from 'lhs' to 'uniform'", "--sampler lhs"),
+        (["--resume_from_checkpoint", str(found[0])],
+         f"checkpoint {found[0]} does not verify", str(found[-1])),
+    ]  # fmt: skip
+    for flags, what, fix in cases:
+        proc = subprocess.run([*cmd, *flags], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+        last = proc.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"train.py: error: {what}") and fix in last, last
+        assert sorted((out / "checkpoints").iterdir()) == sorted(found)  # nothing trained

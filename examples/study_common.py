@@ -307,13 +307,16 @@ def run_summary(
     }
 
 
-def print_refused(summary: Mapping[str, Any]) -> None:
-    """Say how many samples the receivers refused for NaN or Inf (nothing if none)."""
+def print_refused(summary: Mapping[str, Any], nonfinite: str) -> None:
+    """Say how many samples the receivers refused for NaN or Inf (nothing if none), under
+    the `nonfinite` policy in effect ("refuse" drops them, "fail" also fails their
+    simulations)."""
     refused = summary.get("samples_refused_nonfinite") or 0
     if refused:
+        what = "and failed the simulations that sent them " if nonfinite == "fail" else ""
         print(
-            f"refused {refused} samples holding NaN or Inf (--nonfinite refuse); the "
-            "receiver's log names their simulations and time steps"
+            f"refused {refused} samples holding NaN or Inf {what}(--nonfinite {nonfinite}); "
+            "the receiver's log names their simulations and time steps"
         )
 
 

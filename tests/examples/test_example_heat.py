@@ -423,3 +423,28 @@ def test_a_refusal_to_resume_is_one_error_line_and_exit_status_2(tmp_path: Path)
         last = proc.stderr.strip().splitlines()[-1]
         assert last.startswith(f"train.py: error: {what}") and fix in last, last
         assert sorted((out / "checkpoints").iterdir()) == sorted(found)  # nothing trained
+
+
+@pytest.mark.timeout(240)
+def test_nonfinite_fail_names_the_nan_and_its_flag(tmp_path: Path) -> None:
+    """Issue 43, item 6: under --nonfinite fail, a solver that sends NaN in its last step
+    and exits 0 before the launcher hears of it was failed as "data incomplete ... must
+    send every step", and the summary named --nonfinite refuse. Each attempt fails for
+    its NaN ("refused", the field and step named), and the summary names the flag in
+    effect. The NaN comes from tests/scripts/tampered_solvers (SOLVER_NAN)."""
+    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
+    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "SOLVER_NAN": f"1:{STEPS - 1}", "PYTHONPATH": path}
+    proc = subprocess.run(
+        [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "4", "--nonfinite", "fail",
+         "--output_dir", str(tmp_path / "out"), "--no_plot"],
+        capture_output=True, text=True, timeout=200, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    summary = summary_of(proc)
+    log = proc.stdout + proc.stderr
+    assert "data did not all arrive" not in log and "data incomplete" not in log, log[-4000:]
+    assert "simulation 1 failed 3 times (exit codes ['refused', 'refused', 'refused']" in log
+    assert f"simulation 1 time step {STEPS - 1}: field 'temperature' holds NaN or Inf" in log
+    assert (summary["study"]["failed"], summary["study"]["finished"]) == (1, 4)
+    assert summary["samples_refused_nonfinite"] == 3  # the NaN step of each attempt
+    assert "(--nonfinite fail)" in proc.stdout and "--nonfinite refuse" not in log

@@ -17,10 +17,11 @@ data path), which simulation's client rank sends on which connection (ZeroMQ's
 ``SRCFD``, the descriptor of the connection a message came on). A connection that
 closes after a HELLO and before that rank's BYE is counted (telemetry
 ``connections_lost``) and logged with the simulation, the rank and both causes: the
-process died (killed, crashed: the launcher sees that too), or it sent a frame over
-the bound. Either way what it had queued on that connection is lost; a restart of the
-simulation re-sends it (exactly once holds). A sender that connects without a HELLO
-cannot be named: its closes are not counted.
+process ended without its BYE (killed, crashed, or exited without closing its client:
+the launcher sees those too), or it sent a frame over the bound. Either way what it
+had queued on that connection is lost; a restart of the simulation re-sends it
+(exactly once holds). A sender that connects without a HELLO cannot be named: its
+closes are not counted.
 
 Each simulation is logged once (the first of its connections lost), at WARNING, or at
 INFO once the receiver has ended or is stopping (it then hears of the simulations the
@@ -108,8 +109,8 @@ class ConnectionWatch:
             if owner is None:
                 continue
             sid, rank = owner
-            self._count()
             if sid in self._logged:
+                self._count()
                 continue
             self._logged.add(sid)
             # a receiver that has ended or is stopping hears its simulations being
@@ -117,7 +118,8 @@ class ConnectionWatch:
             logger.log(
                 logging.INFO if self._quiet() else logging.WARNING,
                 "simulation %d client rank %d: its connection closed before its BYE: the "
-                "process died (killed, crashed), or it sent a message over %d bytes (the "
+                "process ended without it (killed, crashed, or exited without closing its "
+                "client), or it sent a message over %d bytes (the "
                 "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
                 "the connection and what was queued behind it; that data is lost until a "
                 "restart re-sends it",
@@ -125,3 +127,4 @@ class ConnectionWatch:
                 rank,
                 self._frame_bound,
             )
+            self._count()  # after the log: a reader of the count finds the line written

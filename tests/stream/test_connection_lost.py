@@ -48,14 +48,14 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served(
             big.send(hello(3))
             big.send(data(3, 0))
             big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
+            deadline = 200  # (the watch's thread reads the event: up to 10 s)
+            while rec.telemetry()["connections_lost"] < 1 and deadline:
+                zmq.Poller().poll(50)
+                deadline -= 1
             good.connect(rec.endpoint)
             for frame in [hello(4), *(data(4, t) for t in range(5)), R.encode_bye(4, 0, 1, 5)]:
                 good.send(frame)
             samples = drain(buffer)  # simulation 4 ends the stream
-            deadline = 200
-            while rec.telemetry()["connections_lost"] < 1 and deadline:
-                zmq.Poller().poll(50)  # (the watch's thread reads the event)
-                deadline -= 1
             telemetry = rec.telemetry()
     finally:
         big.close(linger=0)

@@ -24,6 +24,9 @@ is better, ``target``: the least ratio the issue asks for):
   the stream), against the same model trained by a hand loop on a batch already on
   the device; target 0.9 (the issue asks ours >= 0.9 itself: the row shows both).
 
+* ``torch_compile + CUDA graphs + fused Adam vs eager``, in the trainer and in a hand
+  loop (cases ``compile``, ``compile_hand``; `gpu_compile`): the heat example's MLP,
+  steps/s after the compilation's warm-up steps; target 3.0.
 * ``device-resident buffer vs host buffer (1 KB samples)``: OnlineTrainer with
   ``buffer_device="accelerator"`` (the reservoir mirrored on the GPU, batches gathered
   there, `melissa_trainer.buffers.device`) against the host reservoir, both making
@@ -31,12 +34,18 @@ is better, ``target``: the least ratio the issue asks for):
   step time <= 0.8x).
 
 Without a GPU it says so on stderr and exits 0 with no rows. ``--smoke`` runs every
-case for a few steps on the CPU instead (bf16 autocast, gloo), for the tests: its
-figures mean nothing, and the busy row is left out (no utilisation meter on a CPU).
+case for a few steps on the CPU instead (bf16 autocast, gloo; compilation with
+``aot_eager``), for the tests: its figures mean nothing, and the busy row is left out
+(no utilisation meter on a CPU). ``--cpu --cases compile,compile_hand`` runs those at
+full size on the CPU (inductor, no CUDA graphs): a figure of the CPU, not the GPU's.
+
+A case is a function of `gpu_common.Bench` returning a row (or None), in a module of its
+own that imports `gpu_common`, named in ``CASES`` below.
 
     python benchmarks/gpu.py            # on a GPU machine, about 3 to 5 minutes
     python benchmarks/gpu.py --json     # {"rows": [...]}
     python benchmarks/gpu.py --smoke    # every code path, a few steps, on CPU
+    python benchmarks/gpu.py --cpu --cases compile,compile_hand   # compile on the CPU
 """
 
 from __future__ import annotations
@@ -53,13 +62,25 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # report, trainer_overhead
+from gpu_common import (  # noqa: E402
+    BATCH,
+    SYNC_WINDOW,
+    Bench,
+    as_batch,
+    make_model,
+    make_samples,
+    process_sample,
+    reset_accelerate,
+    row,
+)
+from gpu_compile import case_compile, case_compile_hand  # noqa: E402
 from report import print_rows  # noqa: E402
 from trainer_overhead import Clock, Prefilled, synchronize  # noqa: E402
 
@@ -67,42 +88,6 @@ from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.json_output import to_json  # noqa: E402
 
 HEAT = Path(__file__).resolve().parents[1] / "examples" / "heat_pde"
-BATCH = 64
-SYNC_WINDOW = 8  # TrainingArguments.stop_sync_steps' default
-
-
-def make_samples(n: int, field: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [
-        {
-            "params": rng.standard_normal(6).astype(np.float32),
-            "field": rng.standard_normal(field).astype(np.float32),
-        }
-        for _ in range(n)
-    ]
-
-
-def process_sample(s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    return torch.from_numpy(s["params"]), torch.from_numpy(s["field"])
-
-
-def make_model(field: int, seed: int = 0) -> torch.nn.Module:
-    """The heat example's MLP shape: 6 -> 256 -> 256 -> 256 -> field."""
-    torch.manual_seed(seed)
-    return torch.nn.Sequential(
-        torch.nn.Linear(6, 256),
-        torch.nn.SiLU(),
-        torch.nn.Linear(256, 256),
-        torch.nn.SiLU(),
-        torch.nn.Linear(256, 256),
-        torch.nn.SiLU(),
-        torch.nn.Linear(256, field),
-    )
-
-
-def as_batch(block: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """`process_batch`: a host block's arrays or a device block's tensors, as tensors."""
-    return torch.as_tensor(block.fields["params"]), torch.as_tensor(block.fields["field"])
 
 
 def run_trainer(
@@ -117,10 +102,7 @@ def run_trainer(
 ) -> float:
     """OnlineTrainer's steps/s from TRAIN_START to LOOP_END (device synchronised);
     `buffer_device` given: batches made from blocks (`as_batch`), the buffer there."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(reset_partial_state=False)
-    GradientState._reset_state()
+    reset_accelerate()
     args = TrainingArguments(
         output_dir=out,
         batch_size=BATCH,
@@ -174,17 +156,6 @@ def run_hand_loop(samples: list, field: int, steps: int, seed: int, device: torc
         optimizer.zero_grad(set_to_none=True)
     synchronize(device)
     return steps / (time.perf_counter() - start)
-
-
-def row(case: str, ours: float, base: float, unit: str, target: float) -> dict[str, Any]:
-    return {
-        "case": case,
-        "ours": round(ours, 3),
-        "baseline": round(base, 3),
-        "unit": unit,
-        "ratio": round(ours / base, 3),
-        "target": target,
-    }
 
 
 def case_trainer_vs_hand(
@@ -422,15 +393,36 @@ def case_heat_busy(smoke: bool) -> dict[str, Any] | None:
     )
 
 
+#: every case by its --cases name, in the order they run: a function (Bench) -> row or
+#: None (nothing to measure here). A new case: a function in a module of its own that
+#: imports gpu_common, and a line here.
+CASES: dict[str, Callable[[Bench], dict[str, Any] | None]] = {
+    "hand": lambda b: case_trainer_vs_hand(b.device, b.rounds, b.steps, **b.field),
+    "staging": lambda b: case_staging(b.rounds, b.steps, **b.field),
+    "device_buffer": lambda b: case_device_buffer(b.rounds, b.steps, **b.field),
+    "stop_flag": lambda b: case_stop_flag(
+        b.device, b.rounds, b.steps if b.smoke else 10 * b.steps, **b.field
+    ),
+    "compile": case_compile,
+    "compile_hand": case_compile_hand,
+    "busy": lambda b: case_heat_busy(b.smoke),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
     parser.add_argument("--smoke", action="store_true", help="every case, a few steps, on CPU")
+    parser.add_argument(
+        "--cpu",
+        action="store_true",
+        help="the cases that can, at full size on the CPU (compile: inductor, no CUDA graphs)",
+    )
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument(
         "--cases",
         default=None,
-        help="comma-separated: hand, staging, device_buffer, stop_flag, busy (default: all); "
+        help=f"comma-separated: {', '.join(CASES)} (default: all); "
         "e.g. to A/B two versions of the package in alternating processes",
     )
     parser.add_argument("--heat-worker", default=None, help=argparse.SUPPRESS)
@@ -438,33 +430,27 @@ def main(argv: list[str] | None = None) -> int:
     if opts.heat_worker:
         heat_worker(opts.heat_worker, opts.smoke)
         return 0
-    if not opts.smoke and not torch.cuda.is_available():
+    if not (opts.smoke or opts.cpu) and not torch.cuda.is_available():
         print("no GPU is present: benchmarks/gpu.py measures nothing here", file=sys.stderr)
         if opts.json:
             print(to_json({"rows": []}))
         return 0
-    device = torch.device("cpu") if opts.smoke else torch.device("cuda", 0)
-    rounds = opts.rounds or (1 if opts.smoke else 5)
-    steps = 4 if opts.smoke else 300
-    if opts.smoke:
+    bench = Bench(
+        device=torch.device("cpu") if opts.smoke or opts.cpu else torch.device("cuda", 0),
+        rounds=opts.rounds or (1 if opts.smoke else 5),
+        steps=4 if opts.smoke else 300,
+        smoke=opts.smoke,
+    )
+    if opts.smoke or opts.cpu:
         os.environ["CUDA_VISIBLE_DEVICES"] = ""  # Accelerate's device: the CPU
-    field: dict[str, int] = {"field": 16} if opts.smoke else {}  # small: seconds
-    cases = {
-        "hand": lambda: case_trainer_vs_hand(device, rounds, steps, **field),
-        "staging": lambda: case_staging(rounds, steps, **field),
-        "device_buffer": lambda: case_device_buffer(rounds, steps, **field),
-        "stop_flag": lambda: case_stop_flag(
-            device, rounds, steps if opts.smoke else 10 * steps, **field
-        ),
-        "busy": lambda: case_heat_busy(opts.smoke),
-    }
+    cases = CASES
     chosen = opts.cases.split(",") if opts.cases else list(cases)
     unknown = sorted(set(chosen) - set(cases))
     if unknown:
         parser.error(f"--cases: unknown {', '.join(unknown)}; choose among {', '.join(cases)}")
     rows = []
     for name in chosen:
-        got = cases[name]()
+        got = cases[name](bench)
         if got is not None:
             # on stderr as it comes: a device lease that ends mid-run keeps the rows so far
             print("row:", to_json(got), file=sys.stderr, flush=True)
@@ -472,8 +458,14 @@ def main(argv: list[str] | None = None) -> int:
     if opts.json:
         print(to_json({"rows": rows}))
         return 0
-    name = "CPU (smoke: figures mean nothing)" if opts.smoke else torch.cuda.get_device_name(0)
-    print_rows(rows, f"the GPU path on {name}; medians of {rounds} interleaved rounds", 62)
+    name = (
+        "CPU (smoke: figures mean nothing)"
+        if opts.smoke
+        else "CPU"
+        if opts.cpu
+        else torch.cuda.get_device_name(0)
+    )
+    print_rows(rows, f"the GPU path on {name}; medians of {bench.rounds} interleaved rounds", 62)
     return 0
 
 

@@ -67,6 +67,18 @@ class StudyArgs:
             "(default: derived from the study, LauncherTuning's 'auto')"
         },
     )
+    silence_floor: float = field(
+        default=LauncherTuning.silence_floor,
+        metadata={"help": "with the derived timeout: seconds a solver that has sent a message "
+                  "may stay silent before it is killed as hung (at least; 10 x the longest "
+                  "silence between two messages seen, if more). Raise it for solvers whose "
+                  "steps take longer"},
+    )  # fmt: skip
+    startup_timeout: float = field(
+        default=600.0,
+        metadata={"help": "with the derived timeout: seconds a solver may take to send its "
+                  "first message (imports, set-up, first step) before it is killed as hung"},
+    )  # fmt: skip
     bind: str = field(
         default="tcp://127.0.0.1:*",
         metadata={"help": "receiver endpoint (loopback; e.g. tcp://*:* for simulations on "
@@ -90,6 +102,10 @@ class StudyArgs:
             f"{name}={getattr(self, name)} must be >= 1"
             for name in ("num_simulations", "job_limit")
             if getattr(self, name) < 1
+        ] + [
+            f"{name}={getattr(self, name)} must be > 0 (seconds)"
+            for name in ("silence_floor", "startup_timeout")
+            if not getattr(self, name) > 0
         ]
 
     def __post_init__(self) -> None:
@@ -187,7 +203,11 @@ def study_source(
         n_simulations=opts.num_simulations,
         job_limit=opts.job_limit,
         backend=opts.backend,
-        tuning=LauncherTuning(simulation_timeout=opts.simulation_timeout or "auto"),
+        tuning=LauncherTuning(
+            simulation_timeout=opts.simulation_timeout or "auto",
+            silence_floor=opts.silence_floor,
+            startup_timeout=opts.startup_timeout,
+        ),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )

@@ -23,6 +23,11 @@ micro-batch, `update` per optimizer step):
 Both do the same arithmetic (the loss divided by `gradient_accumulation_steps` before
 backward, as `Accelerator.backward` does), so they give bitwise-identical weights;
 tests/trainer/test_trainer.py checks it.
+
+With `TrainingArguments.torch_compile`, either step runs its loss on the prepared model
+compiled (`compiled.compile_model`; the `forward` below), while Accelerate's
+`accumulate` (DDP's ``no_sync``) and everything outside the step (checkpoints,
+validation, hooks) keep the eager prepared model: see `melissa_trainer.compiled`.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from typing import Any, Protocol
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, parse_flag_from_env
+
+from melissa_trainer.compiled import CompileOptions, compile_model, device_problem, warn_if_compiled
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
@@ -91,7 +98,8 @@ class TrainStep(Protocol):
 
 
 class PlainStep:
-    """Plain PyTorch calls on the model Accelerate prepared and the optimizer it wraps."""
+    """Plain PyTorch calls on the model Accelerate prepared (or that model compiled) and
+    the optimizer it wraps."""
 
     def __init__(
         self,
@@ -101,8 +109,11 @@ class PlainStep:
         compute_loss: ComputeLoss,
         gradient_accumulation_steps: int = 1,
         autocast: Callable[[], AbstractContextManager[Any]] | None = None,
+        step_begin: Callable[[], None] | None = None,
     ) -> None:
         self.model = model
+        #: called before each forward: a new CUDA-graph generation (`compiled`), or None
+        self.step_begin = step_begin
         self.optimizer = optimizer  # the unwrapped one
         self.lr_scheduler = lr_scheduler
         self.compute_loss = compute_loss
@@ -111,6 +122,8 @@ class PlainStep:
         self.autocast = autocast
 
     def backward(self, batch: Any) -> torch.Tensor:
+        if self.step_begin is not None:
+            self.step_begin()
         if self.autocast is None:
             loss = self.compute_loss(self.model, batch)
         else:
@@ -136,9 +149,14 @@ class AcceleratedStep:
         optimizer: Any,
         lr_scheduler: Any | None,
         compute_loss: ComputeLoss,
+        forward: torch.nn.Module | None = None,
+        step_begin: Callable[[], None] | None = None,
     ) -> None:
         self.accelerator = accelerator
-        self.model = model
+        self.step_begin = step_begin  # as PlainStep's
+        self.model = model  # Accelerate's `accumulate` syncs (or not) this one's gradients
+        #: what the loss runs: `model`, or `model` compiled
+        self.forward = model if forward is None else forward
         self.lr_scheduler = lr_scheduler
         self.compute_loss = compute_loss
         self._wrapped = optimizer
@@ -148,9 +166,11 @@ class AcceleratedStep:
 
     def backward(self, batch: Any) -> torch.Tensor:
         acc = self.accelerator
+        if self.step_begin is not None:
+            self.step_begin()
         with acc.accumulate(self.model):
             with acc.autocast():
-                loss = self.compute_loss(self.model, batch)
+                loss = self.compute_loss(self.forward, batch)
             acc.backward(loss)
         return loss.detach()
 
@@ -177,11 +197,30 @@ def make_train_step(
     optimizer: Any,
     lr_scheduler: Any | None,
     compute_loss: ComputeLoss,
+    compile: CompileOptions | None = None,
 ) -> TrainStep:
     """The `TrainStep` for this run: `PlainStep` where Accelerate adds nothing (see the
     module docstring), else `AcceleratedStep`. `model` and `optimizer` are the ones
-    `accelerator.prepare` returned."""
+    `accelerator.prepare` returned; `compile` (`TrainingArguments.compile_options`):
+    the step's loss runs on `model` compiled with them (at its first call).
+
+    Raises ValueError, before anything runs, when `compile` captures CUDA graphs and
+    the accelerator is not a CUDA device, or when `model` is already compiled."""
     acc = accelerator
+    forward = model
+    step_begin = None
+    if compile is not None:
+        problem = device_problem(compile, acc.device)
+        if problem is not None:
+            raise ValueError(problem)
+        forward = compile_model(model, compile)
+        if compile.cuda_graphs:
+            # Each micro-batch a new generation of CUDA-graph trees, said rather than
+            # inferred: the previous one's outputs (in graph-owned memory, reused by the
+            # next replay) are no longer needed; the loss is computed outside the graph.
+            step_begin = torch.compiler.cudagraph_mark_step_begin
+    else:
+        warn_if_compiled(model)
     accumulation = acc.gradient_accumulation_steps
     plain = (
         acc.scaler is None
@@ -192,6 +231,7 @@ def make_train_step(
     if plain:
         autocast = acc.autocast if acc.mixed_precision == "bf16" else None
         return PlainStep(
-            model, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast
-        )
-    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss)
+            forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
+            step_begin,
+        )  # fmt: skip
+    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin)

@@ -13,7 +13,7 @@ the wrong type is a `ConfigError` naming the field. Reading files and converting
 `ArgumentParser`; its public names are re-exported here. The buffer's rules are
 `BufferConfig`'s (`buffers/config.py`), reported here under this class's field names.
 
-About 430 lines: a third is the field documentation of `TrainingArguments` (one entry
+About 500 lines: a third is the field documentation of `TrainingArguments` (one entry
 per option, the user's reference), which belongs next to the fields.
 """
 
@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from melissa_trainer import compiled
 from melissa_trainer.buffers.config import (
     BUFFER_KINDS,
     DEFAULT_BUFFER,
@@ -188,6 +189,18 @@ class TrainingArguments:
             overlaps the step before (`melissa_trainer.staging`); the same batches and
             losses either way. False: each batch is collated and sent with Accelerate's
             ``send_to_device`` when its step starts. Default True.
+        torch_compile: compile the model the training step runs with `torch.compile`
+            (as in `transformers`): the first steps compile (seconds to minutes), later
+            ones run the compiled code. ``trainer.model``, validation and checkpoints stay
+            eager: a checkpoint loads with or without compilation (see
+            `melissa_trainer.compiled`). Default False.
+        torch_compile_backend: a backend of `torch.compile` (``"inductor"``,
+            ``"cudagraphs"`` for CUDA graphs alone, ``"aot_eager"``...); setting it sets
+            `torch_compile`. None: ``"inductor"`` when compiling. Default None.
+        torch_compile_mode: inductor's mode: ``"default"``, ``"reduce-overhead"`` (CUDA
+            graphs: a small model's step becomes a few launches), ``"max-autotune"``
+            (kernel search, and CUDA graphs), ``"max-autotune-no-cudagraphs"``; setting
+            it sets `torch_compile`. CUDA graphs are refused off CUDA. Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
             larger values cost less but stop up to this many steps later. Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
@@ -270,6 +283,14 @@ class TrainingArguments:
     stage_batches: bool = _f(
         True, "Collate the next batch a step ahead; on CUDA copy it on a side stream."
     )
+    torch_compile: bool = _f(False, "Compile the training step's model with torch.compile.")
+    torch_compile_backend: str | None = _f(
+        None, "torch.compile backend; sets torch_compile (default: inductor)."
+    )
+    torch_compile_mode: str | None = _f(
+        None,
+        "torch.compile mode of inductor (reduce-overhead: CUDA graphs); sets torch_compile.",
+    )
     stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
     simulation_loss_steps: int | None = _f(
         None,
@@ -313,6 +334,8 @@ class TrainingArguments:
             if name not in bad:
                 setattr(self, name, getattr(self, name).strip().lower())
         problems.extend(self._problems(bad))
+        if not bad.intersection(("torch_compile", "torch_compile_backend", "torch_compile_mode")):
+            problems.extend(self._compile_problems())
         if problems:
             raise ConfigError(problems, context=type(self).__name__)
 
@@ -393,6 +416,28 @@ class TrainingArguments:
             )
         )
         return p
+
+    def _compile_problems(self) -> list[str]:
+        """`compiled.resolve_options`' rules (those of `transformers`), applied here."""
+        on, backend, mode, problems = compiled.resolve_options(
+            self.torch_compile, self.torch_compile_backend, self.torch_compile_mode
+        )
+        self.torch_compile, self.torch_compile_backend, self.torch_compile_mode = on, backend, mode
+        options = self.compile_options()
+        accumulation = self.gradient_accumulation_steps
+        if options is not None and not problems and isinstance(accumulation, int):
+            problem = compiled.accumulation_problem(options, accumulation)
+            problems.extend([problem] if problem is not None else [])
+        return problems
+
+    def compile_options(self) -> compiled.CompileOptions | None:
+        """What `torch.compile` is given for the training step; None without
+        `torch_compile`."""
+        if not self.torch_compile:
+            return None
+        return compiled.CompileOptions(
+            self.torch_compile_backend or compiled.DEFAULT_BACKEND, self.torch_compile_mode
+        )
 
     # ------------------------------------------------------------------ resolved values
 

@@ -39,7 +39,7 @@ from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import simulation_loss
 from melissa_trainer.checkpoint_errors import naming_file
 from melissa_trainer.checkpoint_migrations import trainer_rank_of, upgrade
-from melissa_trainer.checkpoint_reshard import Reshard
+from melissa_trainer.checkpoint_reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.hooks.simulation_losses import SimulationLossTracker
 from melissa_trainer.simulation_loss import SimulationLosses
 
@@ -345,6 +345,8 @@ def load(trainer: OnlineTrainer, path: Path) -> None:
                 old,
                 trainer.num_processes,
             )
+    else:  # another buffer_size is taken on another number of ranks only: say so first
+        check_same_ranks_buffer(path, trainer)
     for part in registered:
         per_rank = part.scope is Scope.PER_RANK
         if resharding and part.reshard is not None:

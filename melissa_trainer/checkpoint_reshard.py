@@ -11,7 +11,9 @@ share through its owner's pure function:
 * buffer: `melissa_trainer.buffers.reshard.share` of every old rank's snapshot and
   pending batches (the pending batches are folded into the buffers: after a resize no
   rank has a pending batch, so the first stop-sync window is a whole one,
-  `trainer_checkpoint.window_left` being 0);
+  `trainer_checkpoint.window_left` being 0), fit to this run's buffer_size, which may
+  differ from the checkpoint's (a resume on fewer ranks may need a larger one: the
+  refusal names it, the same on every rank);
 * source: `Source.reshard_state`, given the put count of this rank's buffer share;
 * ``trainer_rank``: `state.share_samples_seen` and `metrics.LogFigures.reshard_state`
   (the sums over ranks kept);
@@ -40,9 +42,10 @@ from safetensors.numpy import load_file
 from melissa_trainer import checkpoint as ckpt
 from melissa_trainer import simulation_loss
 from melissa_trainer.buffers import read_snapshot
-from melissa_trainer.buffers.reshard import share
+from melissa_trainer.buffers.reshard import ShareTooSmall, share
 from melissa_trainer.checkpoint_errors import naming_file
 from melissa_trainer.checkpoint_migrations import trainer_rank_of
+from melissa_trainer.config_reading import ConfigError
 from melissa_trainer.dataset import read_pending
 from melissa_trainer.metrics import LogFigures
 from melissa_trainer.simulation_loss import SimulationLosses
@@ -51,7 +54,13 @@ from melissa_trainer.state import share_samples_seen
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer import OnlineTrainer
 
-__all__ = ["RESHARD_SEED_TAG", "Reshard", "reshard_seed", "seed_everything"]
+__all__ = [
+    "RESHARD_SEED_TAG",
+    "Reshard",
+    "check_same_ranks_buffer",
+    "reshard_seed",
+    "seed_everything",
+]
 
 #: what `reshard_seed` hashes first (so that its seeds are no other hash's)
 RESHARD_SEED_TAG = b"melissa-trainer/reshard-seed/1"
@@ -110,11 +119,14 @@ class Reshard:
 
     def buffer_share(self, path: Path, old: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """This rank's share of the old ranks' buffers and pending batches (computed
-        once per checkpoint), checked to fit this rank's buffer.
+        once per checkpoint), fit to this run's buffer_size (any: a resume on fewer
+        ranks may need a larger one, `buffers.reshard.share`).
 
         Raises:
-            ValueError: the share is of another buffer kind, capacity, or disagrees on
-                a rate limiter (the message says what the checkpoint has and the run).
+            ConfigError: the checkpoint's buffers are of another kind, or disagree on a
+                rate limiter, or a new rank's share holds more never-drawn reservoir
+                samples than this run's buffer_size (the same on every rank: the
+                message names the --buffer_size that fits every rank's).
         """
         if self._share is None or self._share[0] != path:
             snapshots, pending = [], []
@@ -123,9 +135,16 @@ class Reshard:
                     snapshots.append(read_snapshot(ckpt.rank_path(path, r)))
                     pending.append(read_pending(ckpt.rank_path(path, r)))
             self._old_puts = [int(meta["put"]) for _, meta in snapshots]
-            shared = share(snapshots, pending, self.rank, self.world_size)
+            _check_fits(snapshots[0][1], self.trainer)
+            capacity = self.trainer.buffer.capacity
+            try:
+                shared = share(snapshots, pending, self.rank, self.world_size, capacity)
+            except ShareTooSmall as exc:
+                raise ConfigError(
+                    f"{exc.problem}; resume with --buffer_size {exc.needed} or more (per "
+                    f"rank; this run's is {capacity}), or on more ranks than {self.world_size}"
+                ) from exc
             del snapshots, pending  # (their arrays are the share's, or freed)
-            _check_fits(shared[1], self.trainer)
             self._share = (path, shared)
         return self._share[1]
 
@@ -217,24 +236,47 @@ class Reshard:
 
 
 def _check_fits(meta: dict[str, Any], trainer: OnlineTrainer) -> None:
-    """Refuse a buffer share that this rank's buffer cannot load, before anything is
-    loaded (the buffer's own check would come after the source and the model)."""
+    """Refuse the old ranks' buffers (old rank 0's snapshot `meta`: every old rank's
+    buffer is alike) when this run's buffer cannot take their share, before anything
+    is loaded (the buffer's own check would come after the source and the model).
+    Another buffer_size is taken (`buffers.reshard.share` fits the share to it)."""
     buffer, args = trainer.buffer, trainer.args
     if meta.get("kind") != buffer.kind:
-        raise ValueError(
+        raise ConfigError(
             f"the checkpoint's buffers are {meta.get('kind')!r}, this run's {buffer.kind!r} "
             f"(--buffer {args.buffer}): a buffer's samples and statistics are its kind's; "
             f"resume with --buffer {meta.get('kind')}"
         )
-    if meta.get("capacity") != buffer.capacity:
-        raise ValueError(
-            f"the checkpoint's buffers hold {meta.get('capacity')} samples per rank, this "
-            f"run's {buffer.capacity}: resume with the same --buffer_size"
-        )
     if (meta.get("rate_limiter") is None) != (buffer.rate_limiter is None):
         has = "has" if meta.get("rate_limiter") is not None else "has no"
-        raise ValueError(
+        raise ConfigError(
             f"the checkpoint {has} sample-to-insert ratio, this run "
             f"{'has' if buffer.rate_limiter is not None else 'has none'}: resume with the "
             "same --sample_to_insert_ratio"
+        )
+
+
+def check_same_ranks_buffer(path: Path, trainer: OnlineTrainer) -> None:
+    """On the same number of ranks, refuse before anything is loaded a checkpoint whose
+    buffers are of another kind or size than this run's, naming the flag and the value
+    that resume it (each rank loads its own buffer as it was: its size is the
+    checkpoint's; another size is taken on another number of ranks only). A buffer
+    file that does not read is left to the buffer's own load, which names it."""
+    try:
+        meta = ckpt.read_json(ckpt.rank_path(path, trainer.process_index) / "buffer.json")
+        kind, capacity = meta["kind"], int(meta["capacity"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    buffer, args = trainer.buffer, trainer.args
+    if kind != buffer.kind:
+        raise ConfigError(
+            f"the checkpoint's buffers are {kind!r}, this run's {buffer.kind!r} (--buffer "
+            f"{args.buffer}): a buffer's samples and statistics are its kind's; resume "
+            f"with --buffer {kind}"
+        )
+    if capacity != buffer.capacity:
+        raise ConfigError(
+            f"the checkpoint's buffers hold {capacity} samples per rank, this run's "
+            f"{buffer.capacity}: on the same number of ranks ({trainer.num_processes}) each "
+            f"rank loads its buffer as it was; resume with --buffer_size {capacity}"
         )

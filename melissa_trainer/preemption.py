@@ -14,6 +14,22 @@ the first signal is taken for the same request, not a second one: Slurm signals 
 process of a job step, and ``accelerate launch`` (torchrun) forwards the signal it gets
 to its ranks as well, so one stop often reaches a rank twice at once.
 
+**A rank whose launcher died stops as if preempted.** `accelerate launch` with several
+processes (torch elastic, as torchrun) starts each rank in a session of its own, so a
+``kill -9`` of the launcher (or of its process group) does not reach the ranks: they
+would train on, holding the output directory (its lock), keeping their simulations
+running, until the study ends. While `train()` runs under such a launcher (the rank's
+parent is torch elastic's agent: ``TORCHELASTIC_RUN_ID`` in its environment; or the
+parent's command line is ``accelerate launch``), a thread checks every `PARENT_POLL` s
+(1 s) that the parent is still the one it started with (``os.getppid()``: an orphan is
+adopted by init or a subreaper); when it is not, the rank asks to stop as a SIGTERM
+does: every rank stops at the next stop synchronisation, writes a checkpoint, stops
+its simulations, releases the output directory and exits (`Preempted`, 143). A rank
+still alive `ORPHAN_GRACE` s (10 minutes) after its launcher died (a collective that
+hangs, another rank gone) exits as a second signal makes it: simulations killed, no
+checkpoint. A plain ``python train.py`` is never watched: its parent is a shell, which
+may go (``nohup``, a closed terminal) without the training going with it.
+
 How it works: the handler is installed in the main thread (Python runs signal handlers
 there only). Its Python-level handler does nothing; the signal's number reaches a
 watcher thread through `signal.set_wakeup_fd`, which Python's C-level handler writes
@@ -36,7 +52,16 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["FORCE_STOP_TIMEOUT", "REPEAT_WINDOW", "Preempted", "PreemptionHandler", "exit_code"]
+__all__ = [
+    "FORCE_STOP_TIMEOUT",
+    "ORPHAN_GRACE",
+    "PARENT_POLL",
+    "REPEAT_WINDOW",
+    "Preempted",
+    "PreemptionHandler",
+    "exit_code",
+    "launcher_parent",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +71,31 @@ REPEAT_WINDOW = 2.0
 FORCE_STOP_TIMEOUT = 5.0
 #: The signals that preempt training.
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+#: Seconds between two checks that the launcher that started this rank is alive.
+PARENT_POLL = 1.0
+#: Seconds a rank whose launcher died has to stop with a checkpoint before it exits
+#: without one (its simulations killed), as a second signal makes it.
+ORPHAN_GRACE = 600.0
+
+
+def launcher_parent() -> int | None:
+    """The pid of the launcher whose death stops this process (its parent), when it runs
+    under one: torch elastic's agent (``accelerate launch`` with several processes,
+    torchrun: ``TORCHELASTIC_RUN_ID`` is in the environment it gives its workers), or
+    ``accelerate launch``'s single-process launcher (the parent's command line, read
+    from ``/proc``); None otherwise, and when the parent is gone already (init's pid 1)."""
+    parent = os.getppid()
+    if parent <= 1:
+        return None
+    if os.environ.get("TORCHELASTIC_RUN_ID") is not None:
+        return parent
+    try:
+        with open(f"/proc/{parent}/cmdline", "rb") as f:
+            argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
+    except OSError:  # not Linux, or gone
+        return None
+    names = [os.path.basename(a) for a in argv[:3]]
+    return parent if "accelerate" in names and "launch" in argv[1:4] else None
 
 
 def exit_code(signum: int) -> int:
@@ -104,12 +154,18 @@ class PreemptionHandler:
         signals: the signals to catch (SIGTERM and SIGINT).
         repeat_window: see `REPEAT_WINDOW` (its value at construction by default).
         exit: how the forced exit happens (`os._exit`; a test passes a recorder).
+        parent: the launcher whose death requests a stop (module docstring): its pid,
+            which must be this process's parent; ``"auto"`` (default):
+            `launcher_parent()` at `install`; None: none watched.
+        parent_poll: see `PARENT_POLL` (its value at construction by default).
+        orphan_grace: see `ORPHAN_GRACE` (its value at construction by default).
 
     `signum` and `requested` may be read from any thread at any time. `install` and
     `restore` are called from the thread that trains; outside the main thread (where
-    Python cannot install handlers) they do nothing, with a warning: the signals keep
-    their previous disposition. `restore` puts back the previous handlers and wakeup
-    fd; it is idempotent. Not reentrant: install once.
+    Python cannot install handlers) the signals keep their previous disposition, with a
+    warning (the launcher is watched all the same). `restore` puts back the previous
+    handlers and wakeup fd and stops watching the launcher; it is idempotent. Not
+    reentrant: install once.
     """
 
     def __init__(
@@ -118,11 +174,23 @@ class PreemptionHandler:
         signals: Iterable[signal.Signals] = SIGNALS,
         repeat_window: float | None = None,
         exit: Callable[[int], Any] = os._exit,
+        parent: int | str | None = "auto",
+        parent_poll: float | None = None,
+        orphan_grace: float | None = None,
     ) -> None:
         self.on_force = on_force
         self.signals = tuple(signals)
         self.repeat_window = REPEAT_WINDOW if repeat_window is None else float(repeat_window)
         self._exit = exit
+        self._parent = parent
+        self.parent_poll = PARENT_POLL if parent_poll is None else float(parent_poll)
+        self.orphan_grace = ORPHAN_GRACE if orphan_grace is None else float(orphan_grace)
+        self._watching: threading.Thread | None = None
+        self._unwatch = threading.Event()
+        self._request_lock = threading.Lock()  # (the signal watcher and the parent's)
+        #: why training was asked to stop ("" until it is): a signal's name, or the
+        #: launcher's death
+        self.reason = ""
         self._signum = 0
         self._first_at = 0.0
         self._previous: dict[signal.Signals, Any] = {}
@@ -153,8 +221,9 @@ class PreemptionHandler:
 
     def install(self) -> PreemptionHandler:
         """Catch the signals from now on (main thread only); returns self."""
-        if self._writer is not None:
+        if self._writer is not None or self._watching is not None:
             raise RuntimeError("PreemptionHandler.install() was called twice")
+        self._watch_parent()
         if threading.current_thread() is not threading.main_thread():
             logger.warning(
                 "train() runs outside the main thread: SIGTERM/SIGINT keep their handlers "
@@ -171,7 +240,13 @@ class PreemptionHandler:
         return self
 
     def restore(self) -> None:
-        """Give the signals back their previous handlers; idempotent."""
+        """Give the signals back their previous handlers, stop watching the launcher;
+        idempotent."""
+        if self._watching is not None:
+            self._unwatch.set()
+            if self._watching is not threading.current_thread():
+                self._watching.join()
+            self._watching = None
         if self._writer is None:
             return
         for sig, previous in self._previous.items():
@@ -202,10 +277,17 @@ class PreemptionHandler:
                 if signum in self.signals:
                     self._on_signal(signum)
 
+    def _first_request(self, signum: int, reason: str) -> bool:
+        """Record the first stop request (True), or say that one came before (False)."""
+        with self._request_lock:
+            if self._signum:
+                return False
+            self._signum, self._first_at, self.reason = signum, time.monotonic(), reason
+            return True
+
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        if not self._signum:
-            self._signum, self._first_at = signum, time.monotonic()
+        if self._first_request(signum, name):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
                 "checkpoint (send it again to exit at once, without one)",
@@ -216,6 +298,10 @@ class PreemptionHandler:
             logger.info("%s again right after the first signal: the same stop request", name)
             return
         logger.critical("%s again: exiting now, without a checkpoint", name)
+        self._force_exit(signum)
+
+    def _force_exit(self, signum: int) -> None:
+        """Kill the simulations (`on_force`, up to `FORCE_STOP_TIMEOUT` s), exit."""
         if self.on_force is not None:
             helper = threading.Thread(target=self._force, name="melissa-force-stop", daemon=True)
             helper.start()
@@ -231,3 +317,50 @@ class PreemptionHandler:
             self.on_force()
         except BaseException:  # exiting anyway: say why the kill may be incomplete
             logger.exception("stopping the simulations before the forced exit failed")
+
+    # -- the launcher -------------------------------------------------------------------
+
+    def _watch_parent(self) -> None:
+        """Start the thread that watches the launcher, if there is one to watch."""
+        parent = launcher_parent() if self._parent == "auto" else self._parent
+        if parent is None:
+            return
+        if not isinstance(parent, int) or parent != os.getppid():
+            raise ValueError(
+                f"PreemptionHandler(parent={parent!r}): the launcher watched must be this "
+                f"process's parent ({os.getppid()}), or 'auto' or None"
+            )
+        self._unwatch.clear()
+        self._watching = threading.Thread(
+            target=self._parent_watch, args=(parent,), name="melissa-launcher-watch", daemon=True
+        )
+        self._watching.start()
+
+    def _parent_watch(self, parent: int) -> None:
+        """Every `parent_poll` s: is `parent` still this process's parent? When it is
+        not (it died: init or a subreaper adopted this process), request a stop as a
+        SIGTERM does; then, after `orphan_grace` s still alive, exit as a second signal
+        does."""
+        while not self._unwatch.wait(self.parent_poll):
+            if os.getppid() != parent:
+                break
+        else:
+            return
+        reason = f"its launcher (pid {parent}) is gone"
+        if self._first_request(signal.SIGTERM, reason):
+            logger.warning(
+                "the launcher that started this rank (pid %d) is gone: stopping as if "
+                "preempted, at the next stop synchronisation, with a checkpoint (exiting "
+                "without one if not done in %.0f s)",
+                parent,
+                self.orphan_grace,
+            )
+        if self._unwatch.wait(self.orphan_grace):
+            return  # training ended (restore) in time
+        logger.critical(
+            "still running %.0f s after the launcher (pid %d) died: exiting now, without a "
+            "checkpoint",
+            self.orphan_grace,
+            parent,
+        )
+        self._force_exit(signal.SIGTERM)

@@ -168,7 +168,12 @@ class OnlineTrainer:
         self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
         # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
         self._step = make_train_step(
-            acc, self.model, self.optimizer, lr_scheduler, self.compute_loss
+            acc,
+            self.model,
+            self.optimizer,
+            lr_scheduler,
+            self.compute_loss,
+            compile=args.compile_options(),  # the step's model compiled (`compiled`)
         )
         #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
         self._sample_losses: torch.Tensor | None = None

@@ -5,8 +5,10 @@ its draw count); its arrays are read from the snapshot only when asked for (a
 `_state.LazyArrays` reads them from the file then), so a new rank reads the samples of
 its own share and not the others'. An `Index` finds the held entry of a sample taken
 into a pending batch, by content: the values of the small fields narrow, then a full
-comparison decides. `put_back` holds again a reservoir's pending samples that its
-buffer no longer holds; `evict_to` cuts a reservoir share to its capacity.
+comparison decides. `put_back` undoes a reservoir's pending batches (their draws given
+back, the pending samples its buffer no longer holds held again); `evict_to` cuts a
+reservoir share to its capacity, after `check_undrawn` (`ShareTooSmall`) made sure that its
+never-drawn samples fit.
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ import numpy as np
 from . import _state
 from ._common import Sample
 
-__all__ = ["Entry", "Index", "Items", "evict_to", "field_names", "put_back"]
+__all__ = [
+    "Entry",
+    "Index",
+    "Items",
+    "ShareTooSmall",
+    "check_undrawn",
+    "evict_to",
+    "field_names",
+    "put_back",
+]
 
 #: fields of at most this many bytes are part of a sample's key
 SMALL = 64
@@ -180,15 +191,20 @@ class Index:
 def put_back(
     held: Items, counters: dict[str, int], hist: dict[int, int], batches: Sequence[Sequence[Sample]]
 ) -> None:
-    """Hold again, undrawn, each pending sample of a reservoir that its buffer no
-    longer holds (evicted, or removed at ``max_sample_reuse``, after its draw): once
-    per content, in batch and position order, at the end of `held`, aged as the
-    rank's oldest held sample (its insert id left with it). Its departure is undone:
-    ``evicted`` less one, and one less in the lowest histogram bucket of at least its
-    draws in the pending batches (the bucket it left in was not kept: exact when it
-    had no draw before them). Whether a content is held is decided by `Index`: the
-    small fields of the rank's drawn samples (then, for a content not among them, of
-    all its held samples), then the candidates whole.
+    """Undo a reservoir rank's pending batches on its own samples: each draw a pending
+    batch took is given back to the held sample it drew (its draw count less one,
+    undrawn again at zero), and each pending sample that the buffer no longer holds
+    (evicted, or removed at ``max_sample_reuse``, after its draw) is held again,
+    undrawn: once per content, in batch and position order, at the end of `held`, aged
+    as the rank's oldest held sample (its insert id left with it). Its departure is
+    undone: ``evicted`` less one, and one less in the lowest histogram bucket of at
+    least its draws in the pending batches (the bucket it left in was not kept: exact
+    when it had no draw before them). Which held sample a pending one is, is decided by
+    `Index`: the small fields of the rank's drawn samples (then, for a content not
+    among them, of all its held samples), then the candidates whole. A pending sample
+    was drawn from its own rank's buffer, so it is looked for there only: the draw
+    counts are final before the samples are dealt (what `share` counts to refuse, on
+    every new rank alike, a share of more never-drawn samples than the capacity).
 
     Raises:
         ValueError: a pending sample neither held nor counted as having left.
@@ -200,18 +216,26 @@ def put_back(
     # A pending sample still held was drawn (its draw is pending): look among the drawn
     # first, a fraction of a full reservoir's samples (the 1 GB resize benchmark's
     # load time doubled when every held sample was indexed); then, for one not found
-    # there, among them all (a rewind resets draw counts).
-    drawn = Index([e for e in entries if e.draws > 0], taken)
+    # there, among them all (a rewind resets draw counts: held, nothing to give back).
+    drawn_at = [j for j, e in enumerate(entries) if e.draws > 0]
+    drawn = Index([entries[j] for j in drawn_at], taken)
     every: Index | None = None
     gone: dict[tuple[Any, ...], tuple[Sample, int]] = {}  # content -> (sample, draws)
     for sample in taken:
         key = _content_key(sample)
         if key in gone:
             gone[key] = (gone[key][0], gone[key][1] + 1)
-        elif drawn.find(sample) is None:
-            every = every or Index(entries, taken)
-            if every.find(sample) is None:
-                gone[key] = (sample, 1)
+            continue
+        i = drawn.find(sample)
+        if i is not None:  # held: its draw given back (undrawn again at zero)
+            j = drawn_at[i]
+            held.draws[j] -= 1
+            if held.draws[j] == 0:
+                drawn.remove(sample, i)
+            continue
+        every = every or Index(entries, taken)
+        if every.find(sample) is None:
+            gone[key] = (sample, 1)
     if not gone:
         return
     if counters["evicted"] < len(gone):
@@ -238,18 +262,46 @@ def put_back(
         held.draws.append(0)
 
 
+class ShareTooSmall(ValueError):
+    """A reservoir share of more never-drawn samples than the new capacity: none may be
+    dropped (each is owed a draw). `needed`: the least capacity that holds every new
+    rank's (the same on every new rank); `undrawn`: each new rank's count."""
+
+    def __init__(
+        self, undrawn: Sequence[int], capacity: int, old_capacity: int, old_ranks: int
+    ) -> None:
+        self.undrawn, self.capacity, self.needed = list(undrawn), capacity, max(undrawn)
+        worst = self.undrawn.index(self.needed)
+        m = len(self.undrawn)
+        counts = f" (each new rank's: {self.undrawn})" if m > 1 else ""
+        #: what is wrong, without the advice (a caller words the advice its own way)
+        self.problem = (
+            f"resharding the reservoirs of {old_ranks} ranks (buffer_size {old_capacity} "
+            f"each) over {m} gives rank {worst} {self.needed} never-drawn samples{counts}, "
+            f"more than its buffer_size {capacity}: none may be dropped (each is owed a draw)"
+        )
+        super().__init__(
+            f"{self.problem}; resume with buffer_size {self.needed} or more, or on more ranks"
+        )
+
+
+def check_undrawn(undrawn: Sequence[int], capacity: int, old_capacity: int, k: int) -> None:
+    """Raise `ShareTooSmall` if a new rank's never-drawn samples exceed `capacity`."""
+    if max(undrawn, default=0) > capacity:
+        raise ShareTooSmall(undrawn, capacity, old_capacity, k)
+
+
 def evict_to(
     held: list[Entry], capacity: int, counters: dict[str, int], hist: dict[int, int]
 ) -> list[Entry]:
-    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first."""
+    """A reservoir share cut to `capacity` by evicting drawn samples, oldest first (its
+    never-drawn samples must fit: `share` refuses a share where they do not)."""
     excess = len(held) - capacity
     drawn = sorted((j for j, e in enumerate(held) if e.draws > 0), key=lambda j: -held[j].age)
-    if len(drawn) < excess:
-        undrawn = len(held) - len(drawn)
+    if len(drawn) < excess:  # (`share` checked it for every new rank)
         raise ValueError(
-            f"resharding gives this rank {undrawn} never-drawn reservoir samples, more than "
-            f"its buffer_size {capacity}: none may be dropped (each is owed a draw); resume "
-            f"on more ranks, or raise buffer_size to at least {undrawn}"
+            f"a reservoir share of {len(held) - len(drawn)} never-drawn samples does not fit "
+            f"its capacity {capacity}"
         )
     gone = set(drawn[:excess])
     for j in gone:

@@ -17,12 +17,13 @@ What holds exactly (``k != m``):
 * **Pending batches** (taken by the dataset, not trained; the new ranks have none) are
   undone, as if they had never been taken: FIFO/FIRO put their samples back at the
   head of their rank's queue (they were served before everything still held) and
-  drop them from the retained list (a retained copy would be served twice); a
-  reservoir gives each draw back to its sample (its draw count minus one; undrawn
-  again at zero, so a drain after close serves it). Each new rank matches every
-  pending sample by content against its own share (the rank holding it finds it); a
-  content held twice, every field equal, which a stream's dedup rules out, is matched
-  once per share holding a copy.
+  drop them from the retained list (a retained copy would be served twice; each new
+  rank matches every pending sample by content against its own share, the rank
+  holding it finds it; a content held twice, every field equal, which a stream's
+  dedup rules out, is matched once per share holding a copy); a reservoir gives each
+  draw back to its sample (its draw count minus one; undrawn again at zero, so a
+  drain after close serves it), matched by content among its own old rank's samples,
+  before the dealing (so that every new rank knows every share's never-drawn count).
 * **A reservoir's pending sample no longer held** (evicted, or removed at
   ``max_sample_reuse``, after its draw: taken, never trained) is held again, undrawn
   (draw count 0: its draws before the pending batch left with it, so it is owed one
@@ -76,12 +77,15 @@ a reservoir with pending batches also has the small fields of every held sample 
 and each still-held pending sample whole (without a small field to narrow on, every
 held sample tried, whole).
 
-Capacity: a FIFO/FIRO share larger than ``buffer_size`` is held whole, overfilling the
-buffer as a `Buffer.rewind` may (``put`` waits until it is below capacity again). A
-reservoir share larger than its capacity evicts drawn samples, oldest first (a full
-reservoir evicts drawn samples to make room); if its undrawn samples alone exceed the
-capacity, `share` raises ValueError naming ``buffer_size`` and the fixes (a pending
-sample held again counts as undrawn: never evicted here).
+Capacity: the new ranks' ``buffer_size`` (`share`'s `capacity`), the checkpoint's or
+any other: a resume on fewer ranks may need a larger one. A FIFO/FIRO share larger than
+it is held whole, overfilling the buffer as a `Buffer.rewind` may (``put`` waits until
+it is below capacity again). A reservoir share larger than it evicts drawn samples,
+oldest first (a full reservoir evicts drawn samples to make room); if a new rank's
+never-drawn samples alone exceed it, `share` raises `ShareTooSmall` on every new rank
+alike (their counts come from the draw counts and ages, no sample read), naming the
+least ``buffer_size`` that holds every rank's: none is dropped (each is owed a draw; a
+pending sample held again counts as never drawn), and resuming with that size works.
 """
 
 from __future__ import annotations
@@ -96,9 +100,18 @@ import numpy as np
 
 from . import _state
 from ._common import Sample
-from ._entries import Entry, Index, Items, evict_to, field_names, put_back
+from ._entries import (
+    Entry,
+    Index,
+    Items,
+    ShareTooSmall,
+    check_undrawn,
+    evict_to,
+    field_names,
+    put_back,
+)
 
-__all__ = ["read_snapshot", "share"]
+__all__ = ["ShareTooSmall", "read_snapshot", "share"]
 
 #: a snapshot as `share` reads it: `Buffer.state_dict()`, or `read_snapshot` (lazy arrays)
 Snapshot = tuple[Mapping[str, np.ndarray], dict[str, Any]]
@@ -140,18 +153,24 @@ def share(
     pending: Sequence[Batches],
     rank: int,
     world_size: int,
+    capacity: int | None = None,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """The snapshot new rank `rank` of `world_size` loads (see the module docstring).
 
     Args:
         snapshots: old rank r's `Buffer.state_dict()` at index r.
         pending: old rank r's pending batches (lists of samples) at index r.
+        capacity: the new ranks' buffer capacity (``buffer_size``); None: the
+            checkpoint's. Any capacity: a reservoir share over it evicts drawn
+            samples, a FIFO/FIRO share is held whole (module docstring, "Capacity").
 
     Raises:
+        ShareTooSmall: a reservoir share, on any new rank, of more never-drawn samples
+            than `capacity` (raised alike on every new rank, naming the least capacity
+            that fits them all).
         ValueError: no snapshot, a pending list per old rank missing, `rank` out of
             range, snapshots of different buffers (kind, capacity, retain, rate
-            limiter, ``max_sample_reuse``), a malformed snapshot, or a reservoir share
-            whose undrawn samples exceed the capacity.
+            limiter, ``max_sample_reuse``), a malformed snapshot.
     """
     k = len(snapshots)
     if k == 0:
@@ -162,17 +181,30 @@ def share(
         raise ValueError(f"rank {rank!r} of world size {world_size!r} is out of range")
     first = snapshots[0][1]
     _check_same(snapshots)
-    if k == world_size and not any(len(p) for p in pending[rank : rank + 1]):
+    old_capacity = int(first["capacity"])
+    if capacity is None:
+        capacity = old_capacity
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise ValueError(f"capacity must be an integer >= 1, not {capacity!r}")
+    if (
+        k == world_size
+        and capacity == old_capacity
+        and not any(len(p) for p in pending[rank : rank + 1])
+    ):
         arrays, meta = snapshots[rank]  # nothing moves: bitwise
         return (arrays if isinstance(arrays, dict) else dict(arrays)), meta
     kind = str(first["kind"])
     if k == world_size:
         old = _decode(snapshots[rank], pending[rank])
+        if kind == "reservoir":
+            check_undrawn([old.held.draws.count(0)], capacity, old_capacity, k)
         taken = [dict(s) for batch in pending[rank] for s in batch]
         held = old.held.entries()
         retained = _match(kind, held, old.retained.entries(), taken)
-        return _encode(first, kind, held, retained, old, old.rng)
+        return _encode(first, kind, held, retained, old, old.rng, capacity)
     olds = [_decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
+    if kind == "reservoir":
+        check_undrawn(_undrawn_per_rank(olds, world_size), capacity, old_capacity, k)
     held = _deal(olds, "held", rank, world_size)
     taken = [dict(s) for batches in pending for batch in batches for s in batch]
     retained = _match(kind, held, _deal(olds, "retained", rank, world_size), taken)
@@ -199,7 +231,17 @@ def share(
         lim["samples"] = _part(samples, rank, world_size)
         totals.limiter = lim
     rng = _derived_rng([o.rng for o in olds], k, rank, world_size)
-    return _encode(first, kind, held, retained, totals, rng)
+    return _encode(first, kind, held, retained, totals, rng, capacity)
+
+
+def _undrawn_per_rank(olds: list[_Rank], world_size: int) -> list[int]:
+    """Each new rank's never-drawn samples once dealt (their pending draws given back
+    by `_decode`): from the draw counts and ages alone, no sample read."""
+    order = _deal_order([o.held for o in olds])
+    if order is None:
+        return [0] * world_size
+    undrawn = np.concatenate([np.asarray(o.held.draws, np.int64) for o in olds]) == 0
+    return [int(undrawn[order[r::world_size]].sum()) for r in range(world_size)]
 
 
 # -- decoding, undoing pending batches ---------------------------------------------------
@@ -282,24 +324,14 @@ def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
 
 
 def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Sample]) -> list[Entry]:
-    """Undo, within this rank's share, what the taken samples left behind: a reservoir
-    gives each draw back to its sample; a FIFO/FIRO drops the retained copy of each
-    taken sample (it is held again, and would be served twice). Each rank matches the
-    taken samples of every old rank against its own share (the rank holding a sample
-    finds it; a content held twice, every field equal, is matched once per share that
-    holds it: the stream's dedup rules that out). Returns the retained entries left."""
-    if not taken:
-        return retained
-    if kind == "reservoir":
-        index = Index(held, taken, drawn_only=True)
-        for sample in taken:
-            j = index.find(sample)
-            if j is not None:
-                held[j].draws -= 1
-                if held[j].draws == 0:
-                    index.remove(sample, j)
-        return retained
-    if not retained:
+    """Undo, within this rank's share, what the taken samples left behind: a FIFO/FIRO
+    drops the retained copy of each taken sample (it is held again, and would be served
+    twice). Each rank matches the taken samples of every old rank against its own share
+    (the rank holding a sample finds it; a content held twice, every field equal, is
+    matched once per share that holds it: the stream's dedup rules that out). Returns
+    the retained entries left. (A reservoir's draws were given back by `_decode`, on
+    each old rank's own samples, before the dealing.)"""
+    if not taken or kind == "reservoir" or not retained:
         return retained
     index = Index(retained, taken)
     drop = {j for s in taken if (j := index.pop(s)) is not None}
@@ -309,17 +341,29 @@ def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Samp
 # -- dealing, encoding -------------------------------------------------------------------
 
 
-def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
-    """New rank `rank`'s entries: all old ranks' entries, oldest first (ties: old rank,
-    then position), every `world_size`-th from the `rank`-th. Only those are made."""
-    items: list[Items] = [getattr(o, which) for o in olds]
+def _deal_order(items: list[Items]) -> np.ndarray | None:
+    """The order the old ranks' entries are dealt in (indices into their concatenation):
+    oldest first, ties by old rank, then position; None when there is none."""
     sizes = [len(i.items) for i in items]
     if not sum(sizes):
-        return []
+        return None
     ages = np.concatenate([np.asarray(i.ages, np.int64) for i in items])
     ranks = np.repeat(np.arange(len(items)), sizes)
     positions = np.concatenate([np.arange(n) for n in sizes])
-    mine = np.lexsort((positions, ranks, -ages))[rank::world_size]
+    return np.lexsort((positions, ranks, -ages))
+
+
+def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
+    """New rank `rank`'s entries: all old ranks' entries in `_deal_order`, every
+    `world_size`-th from the `rank`-th. Only those are made."""
+    items: list[Items] = [getattr(o, which) for o in olds]
+    order = _deal_order(items)
+    if order is None:
+        return []
+    sizes = [len(i.items) for i in items]
+    ranks = np.repeat(np.arange(len(items)), sizes)
+    positions = np.concatenate([np.arange(n) for n in sizes])
+    mine = order[rank::world_size]
     return [
         items[r].entry(j)
         for r, j in zip(ranks[mine].tolist(), positions[mine].tolist(), strict=True)
@@ -346,9 +390,10 @@ def _encode(
     retained: list[Entry],
     stats: _Stats,
     rng: dict[str, Any],
+    capacity: int,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The snapshot of a buffer holding `held` (and `retained`) with `stats`' counters."""
-    capacity = int(first["capacity"])
+    """The snapshot of a buffer of `capacity` holding `held` (and `retained`) with
+    `stats`' counters."""
     counters, hist = dict(stats.counters), dict(stats.hist)
     if kind == "reservoir" and len(held) > capacity:
         held = evict_to(held, capacity, counters, hist)

@@ -21,12 +21,18 @@ How long is too long (`LauncherTuning.simulation_timeout`):
 * a number: that many seconds of silence, from the attempt's start (start-up
   included) and between two messages;
 * ``"auto"`` (the default, with a receiver's heartbeat): derived from what the study
-  has seen. Between two messages, ``max(silence_floor, silence_factor x`` the longest
-  silence between two messages of any simulation so far``)``; until the study has
-  seen one, and before an attempt's first message, ``max(startup_timeout,
-  silence_factor x`` the longest start-up seen``)``. A simulation that hangs after
-  its steps came every second is killed after `silence_floor` seconds (2 minutes),
-  named with its parameters, attempt and log; one whose steps take a minute gets ten;
+  has seen. Once an attempt has sent its first message, ``max(silence_floor,
+  silence_factor x`` the longest silence between two messages of any simulation so
+  far``)``, which is `silence_floor` until such a silence is seen (a study whose
+  simulations send all their steps within one tick never sees one: the start-up
+  bound there would let a hang mid-stream last 10 minutes per attempt). Before an
+  attempt's first message, ``max(startup_timeout, silence_factor x`` the longest
+  start-up seen``)``. A simulation that hangs after its steps came every second is
+  killed after `silence_floor` seconds (2 minutes), named with its parameters, attempt
+  and log; one whose steps take a minute gets ten. A solver whose first silence
+  between two messages is longer than `silence_floor` (a step of more than 2 minutes)
+  is killed at its first such silence: raise `silence_floor` (the kill's warning
+  says so);
 * None: never.
 
 Used by the launcher's thread only (no lock).
@@ -121,21 +127,24 @@ class SilenceClock:
             return None
         if timeout != AUTO:
             return float(timeout), f"simulation_timeout={timeout}"
-        if sending and self._gap_seen:
+        if sending:
+            # between two messages: what the study has seen of them, at least the floor
+            # (none seen yet: the floor, never the start-up bound)
             value = max(self.floor, self.factor * self.longest_gap)
+            seen = f"{self.longest_gap:.1f} s" if self._gap_seen else "none yet"
             return value, (
                 f"simulation_timeout='auto': max(silence_floor={self.floor}, "
                 f"silence_factor={self.factor} x the longest silence between two messages "
-                f"seen, {self.longest_gap:.1f} s)"
+                f"seen, {seen}); a solver silent longer between two messages needs a "
+                f"higher silence_floor"
             )
         if self.startup is None:
             return None
         value = max(self.startup, self.factor * self.longest_startup)
-        what = "before its first message" if not sending else "no silence between messages seen yet"
         return value, (
-            f"simulation_timeout='auto', {what}: max(startup_timeout={self.startup}, "
-            f"silence_factor={self.factor} x the longest start-up seen, "
-            f"{self.longest_startup:.1f} s)"
+            f"simulation_timeout='auto', before its first message: "
+            f"max(startup_timeout={self.startup}, silence_factor={self.factor} x the "
+            f"longest start-up seen, {self.longest_startup:.1f} s)"
         )
 
     def judge(self, silent: float, sending: bool) -> Verdict | None:

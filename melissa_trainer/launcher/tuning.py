@@ -41,12 +41,15 @@ class LauncherTuning:
             parameters, attempt and log, and counts as a failed attempt. Only its own
             silence counts: not the time the trainer was paused or not reading (its
             buffer full); see `melissa_trainer.launcher.silence`. ``"auto"`` (default):
-            derived from what the study has seen, ``max(silence_floor, silence_factor x
-            the longest silence between two messages seen)``, and before a simulation's
-            first message (or any silence seen) ``max(startup_timeout, silence_factor x
-            the longest start-up seen)``; never without a heartbeat (a launcher outside
-            a `Study`). None: never.
+            derived from what the study has seen: once a simulation has sent a
+            message, ``max(silence_floor, silence_factor x the longest silence between
+            two messages seen)`` (`silence_floor` while none is seen: a hang mid-stream
+            is found in 2 minutes by default), and before its first message
+            ``max(startup_timeout, silence_factor x the longest start-up seen)``; never
+            without a heartbeat (a launcher outside a `Study`). None: never.
         silence_floor: the least ``"auto"`` timeout between two messages; default 120 s.
+            A solver whose messages come further apart (a step of more than 2 minutes)
+            needs a higher floor: its first such silence is taken for a hang.
         silence_factor: how many times the longest silence seen ``"auto"`` allows;
             default 10.
         startup_timeout: ``"auto"``'s least allowance before a simulation's first

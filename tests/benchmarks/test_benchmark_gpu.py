@@ -73,6 +73,8 @@ def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:
         "staging+prefetch vs plain send_to_device",
         "device-resident buffer vs host buffer (1 KB samples)",
         "stop flag all-reduce every 8 steps vs none (gloo)",
+        "torch_compile + CUDA graphs + fused Adam vs eager (trainer)",
+        "torch.compile + CUDA graphs + fused Adam vs eager (hand loop)",
     ]
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
@@ -81,6 +83,34 @@ def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:
     # the heat example's worker ran (it trained: else the script fails) and, with no
     # utilisation meter on a CPU, its row is left out
     assert "no GPU utilisation meter" in proc.stderr
+
+
+@pytest.mark.timeout(240)
+def test_the_compile_cases_compile_the_step_under_smoke(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--smoke: ours compiles (aot_eager, the CPU's stand-in for CUDA graphs), the
+    baseline does not; both rows come out well formed."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    gpu = _gpu_module()
+    import gpu_compile
+
+    made: list[dict] = []
+    run_trainer = gpu_compile.run_trainer
+
+    def recording(*args, **kw):  # the compile options each trainer was given
+        made.append(args[-1])
+        return run_trainer(*args, **kw)
+
+    monkeypatch.setattr(gpu_compile, "run_trainer", recording)
+    assert gpu.main(["--smoke", "--json", "--cases", "compile,compile_hand"]) == 0
+    rows = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["rows"]
+    assert [r["case"].split(" vs ")[1] for r in rows] == [
+        "eager (trainer)",
+        "eager (hand loop)",
+    ]
+    assert made == [{"torch_compile_backend": "aot_eager"}, None]  # ours, then the baseline
+    assert all(r["ours"] > 0 and r["baseline"] > 0 and r["target"] == 3.0 for r in rows)
 
 
 def test_busy_is_the_mean_utilisation_inside_the_window() -> None:

@@ -26,7 +26,7 @@ from melissa_trainer.buffers import (
     read_snapshot,
 )
 from melissa_trainer.buffers._state import LazyArrays, write_files
-from melissa_trainer.buffers.reshard import share
+from melissa_trainer.buffers.reshard import ShareTooSmall, share
 from melissa_trainer.dataset import StreamDataset, read_pending
 
 pytestmark = pytest.mark.timeout(120)
@@ -243,10 +243,48 @@ def test_a_reservoir_share_over_capacity_evicts_drawn_samples_oldest_first() -> 
     buf.load_state_dict(arrays, meta)
 
 
-def test_a_reservoir_share_of_too_many_undrawn_samples_is_refused() -> None:
+def test_a_reservoir_share_of_too_many_undrawn_samples_is_refused_naming_a_size_that_fits() -> None:
     olds = [old_rank("reservoir", r, n=30, trained=0, pending=0, capacity=SMALL) for r in range(2)]
-    with pytest.raises(ValueError, match="buffer_size 40.*more ranks.*at least 60"):
-        share([s for s, _ in olds], [[], []], 0, 1)
+    snaps = [s for s, _ in olds]
+    refused = "60 never-drawn samples, more than its buffer_size 40.*resume with buffer_size 60 "
+    with pytest.raises(ShareTooSmall, match=refused + "or more, or on more ranks") as info:
+        share(snaps, [[], []], 0, 1)
+    assert info.value.needed == 60
+    # the advice works: every sample held, none dropped
+    arrays, meta = share(snaps, [[], []], 0, 1, capacity=info.value.needed)
+    assert sorted(uids(arrays)) == sorted(u for a, _ in snaps for u in uids(a))
+    buf = make("reservoir", capacity=60)
+    buf.load_state_dict(arrays, meta)
+    assert len(buf) == 60
+
+
+def test_the_refusal_of_a_share_is_the_same_on_every_new_rank() -> None:
+    """3 -> 2: every new rank refuses alike, naming the size the fullest share needs
+    (so that the advice works for all), counting the draws that pending batches took
+    as given back (a sample drawn only by a pending batch is owed its draw again)."""
+    olds = [old_rank("reservoir", r, n=35, trained=1, pending=2, capacity=SMALL) for r in range(3)]
+    snaps, pend = [s for s, _ in olds], [p for _, p in olds]
+    errors = []
+    for j in range(2):
+        with pytest.raises(ShareTooSmall) as info:
+            share(snaps, pend, j, 2)
+        errors.append((str(info.value), info.value.needed, info.value.undrawn))
+    assert errors[0] == errors[1]
+    # the oracle: never drawn, or drawn by the pending batches alone (their draws undone)
+    pending_draws = Counter(int(s["uid"]) for _, p in olds for b in p for s in b)
+    owed = 0
+    for arrays, meta in snaps:
+        for uid, draws in reservoir_draws(meta, arrays).items():
+            owed += draws - pending_draws.get(uid, 0) == 0
+    gone = set(pending_draws) - {u for a, _ in snaps for u in uids(a)}  # held again, undrawn
+    assert sum(errors[0][2]) == owed + len(gone)
+    needed = errors[0][1]
+    shares = [share(snaps, pend, j, 2, capacity=needed) for j in range(2)]
+    got = Counter(u for arrays, _ in shares for u in uids(arrays))
+    assert max(got.values()) == 1
+    for arrays, meta in shares:
+        buf = make("reservoir", capacity=needed)
+        buf.load_state_dict(arrays, meta)
 
 
 def test_snapshots_of_different_buffers_are_refused() -> None:

@@ -80,5 +80,9 @@ def test_a_pending_sample_evicted_before_the_checkpoint_is_held_after_a_resize(
 
 def test_the_same_ranks_refuse_an_overfull_reservoir_naming_buffer_size() -> None:
     snapshot, pending, _ = evicting_rank()
-    with pytest.raises(ValueError, match="buffer_size 4.*at least 6"):
+    with pytest.raises(ValueError, match="buffer_size 4: .*resume with buffer_size 6 or more"):
         share([snapshot], [pending], 0, 1)  # 4 held undrawn + 2 restored in 4 places
+    arrays, meta = share([snapshot], [pending], 0, 1, capacity=6)  # the advice works
+    buf = ReservoirBuffer(6, watermark=1, seed=9)
+    buf.load_state_dict(arrays, meta)
+    assert len(buf) == 6

@@ -288,14 +288,38 @@ def test_another_buffer_kind_is_refused_before_anything_is_loaded(
     nothing_loaded(trainer, before)
 
 
-def test_another_buffer_size_is_refused_before_anything_is_loaded(
+def test_another_buffer_size_is_taken_on_another_number_of_ranks(
     two_ranks: Path, tmp_path: Path
 ) -> None:
-    trainer = make(tmp_path, 0, buffer_size=24)
+    """2 -> 1 with --buffer_size 40 (the checkpoint's 16): the one buffer holds every
+    sample of both ranks' buffers and pending batches, under this run's size."""
+    trainer = make(tmp_path, 0, buffer_size=40)
+    trainer.load_checkpoint(two_ranks)
+    expected: list[int] = []
+    for r in (0, 1):
+        for name in ("buffer", "pending"):
+            expected += held(load_file(str(two_ranks / f"rank_{r}" / f"{name}.safetensors")))
+    arrays, meta = trainer.buffer.state_dict()
+    assert sorted(held(arrays)) == sorted(expected) and meta["capacity"] == 40
+
+
+def test_another_buffer_size_on_the_same_number_of_ranks_is_refused_naming_the_fix(
+    two_ranks: Path, tmp_path: Path
+) -> None:
+    """One rank's checkpoint on one rank with another --buffer_size: refused before
+    anything is loaded, naming the flag and the value that resume it; that value does."""
+    from melissa_trainer import ConfigError
+
+    one_rank = two_ranks.parents[1] / "a" / "checkpoints" / "checkpoint-5"  # (the fixture's)
+    trainer = make(tmp_path / "refused", 0, buffer_size=24)
     before = parameters(trainer)
-    with pytest.raises(ValueError, match="hold 16 samples per rank, this run's 24"):
-        trainer.load_checkpoint(two_ranks)
+    with pytest.raises(ConfigError, match="hold 16 samples per rank, this run's 24.*"
+                       r"resume with --buffer_size 16$"):  # fmt: skip
+        trainer.load_checkpoint(one_rank)
     nothing_loaded(trainer, before)
+    trainer = make(tmp_path / "advised", 0, buffer_size=16)
+    trainer.load_checkpoint(one_rank)
+    assert trainer.state.global_step == 5
 
 
 def test_a_per_rank_part_without_reshard_is_refused_naming_it(

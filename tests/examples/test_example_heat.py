@@ -5,6 +5,7 @@ launched solver processes stream to the trainer under `python` and under
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import permission_bits_bite, processes_with, run_group
+from helpers import live, permission_bits_bite, processes_with, run_group
 
 pytestmark = [
     pytest.mark.slow,
@@ -448,3 +449,66 @@ def test_nonfinite_fail_names_the_nan_and_its_flag(tmp_path: Path) -> None:
     assert (summary["study"]["failed"], summary["study"]["finished"]) == (1, 4)
     assert summary["samples_refused_nonfinite"] == 3  # the NaN step of each attempt
     assert "(--nonfinite fail)" in proc.stdout and "--nonfinite refuse" not in log
+
+
+@pytest.mark.timeout(240)
+def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
+    tmp_path: Path,
+) -> None:
+    """A solver that sent its first message and then hangs (alive, silent) is killed
+    once silent for `--silence_floor` seconds, the derived timeout's bound between two
+    messages, not the start-up bound (`--startup_timeout`, 600 s by default: a user's
+    report, a hang mid-stream found after 10 minutes per attempt); it is named, restarted,
+    and the study completes with each (simulation, step) once.
+
+    Oracle: the hang's start, written by the solver itself (the system-wide monotonic
+    clock), and the death of its process, seen here: at most the floor plus a generous
+    slack apart (a bound on an ordering of events, not a speed). With one job at a time
+    and the hang after the first message, no silence between two messages can have been
+    seen when it hangs (the case where the start-up bound applied)."""
+    out, hang = tmp_path / "out", tmp_path / "hang.json"
+    floor, slack = 3.0, 45.0  # (slack: a busy 2-core machine; the start-up bound is 600 s)
+    tampered = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
+    path = os.pathsep.join(filter(None, [str(tampered), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path,
+           "SOLVER_HANG": f"0:1:{hang}"}  # fmt: skip
+    n = 3
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", str(n), "--job_limit", "1",
+           "--silence_floor", str(floor), "--no_plot", "--output_dir", str(out)]  # fmt: skip
+    with open(tmp_path / "stdout", "w+") as stdout, open(tmp_path / "stderr", "w+") as stderr:
+        proc = subprocess.Popen(
+            cmd, cwd=tmp_path, env=env, stdout=stdout, stderr=stderr, start_new_session=True
+        )
+        try:
+            deadline = time.monotonic() + 150
+            while not hang.exists():
+                assert proc.poll() is None and time.monotonic() < deadline, "no hang"
+                time.sleep(0.05)
+            began = json.loads(hang.read_text())
+            limit = began["monotonic"] + floor + slack
+            while live(began["pid"]) and time.monotonic() < limit:
+                time.sleep(0.05)
+            killed = time.monotonic()
+            assert not live(began["pid"]), (
+                f"the hung solver still runs {killed - began['monotonic']:.0f} s after its "
+                f"hang began (silence_floor {floor} s)"
+            )
+            assert killed - began["monotonic"] <= floor + slack
+            assert proc.wait(150) == 0
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            with contextlib.suppress(NameError, ProcessLookupError):
+                os.kill(began["pid"], signal.SIGKILL)
+        stdout.seek(0)
+        stderr.seek(0)
+        result = subprocess.CompletedProcess(cmd, 0, stdout.read(), stderr.read())
+    summary = summary_of(result)
+    study = summary["study"]
+    assert study["finished"] == n and study["restarts"] == 1 and study["redraws"] == 0, study
+    assert summary["samples_received"] == n * STEPS  # each (simulation, step) once
+    (line,) = [x for x in result.stderr.splitlines() if "silent for" in x]
+    assert "simulation 0 (attempt 0, parameters {" in line, line
+    assert f"since its last message; simulation_timeout='auto': max(silence_floor={floor}" in line
+    assert processes_with(str(out / "rendezvous")) == []

@@ -89,6 +89,8 @@ def main() -> None:
         "eval_loss": [h["eval_loss"] for h in state.log_history if "eval_loss" in h],
         "losses": [h["loss"] for h in state.log_history if "loss" in h],
         "error_step": None if error is None else error.step,
+        # what the step ran: the prepared (DDP) model compiled, with --torch_compile
+        "compiled_step": type(getattr(trainer._step, "forward", trainer._step.model)).__name__,
     }
     out = Path(args.output_dir) / f"rank_{trainer.process_index}.json"
     out.write_text(json.dumps(result))

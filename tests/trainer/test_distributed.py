@@ -93,6 +93,32 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     ).is_file()
 
 
+def test_compiled_ddp_trains_as_eager_ddp(tmp_path: Path) -> None:
+    """`torch_compile` under DDP: the step compiles the DDP-wrapped model (dynamo's DDP
+    support splits the graph at the gradient buckets); with aot_eager (ATen's kernels)
+    the run is the eager one bit for bit, on both ranks: losses, weights, validation."""
+    flags = ["--short", "12", "--long", "12", "--stop_sync_steps", "4", "--save_steps", "6"]
+    eager = launch(tmp_path / "eager", *flags)
+    compiled = launch(tmp_path / "compiled", *flags, "--torch_compile_backend", "aot_eager")
+    assert [r["compiled_step"] for r in eager] == ["DistributedDataParallel"] * 2
+    assert [r["compiled_step"] for r in compiled] == ["OptimizedModule"] * 2
+    assert [r["global_step"] for r in compiled] == [12, 12]
+    for got, want in zip(compiled, eager, strict=True):
+        assert got["losses"] == want["losses"] and len(got["losses"]) == 4
+        assert got["param_sum"] == want["param_sum"]
+        assert got["eval_loss"] == want["eval_loss"]
+    # the checkpoint names the weights as an eager run does (DDP's prefix stripped or
+    # not, the same as eager's): no "_orig_mod."
+    from safetensors import safe_open
+
+    names = []
+    for run in ("eager", "compiled"):
+        path = tmp_path / run / "out" / "checkpoints" / "checkpoint-12" / "model.safetensors"
+        with safe_open(str(path), "pt") as f:
+            names.append(sorted(f.keys()))
+    assert names[0] == names[1] and not any("_orig_mod" in n for n in names[1])
+
+
 def test_a_stop_requested_on_one_rank_stops_both(tmp_path: Path) -> None:
     results = launch(
         tmp_path, "--short", "100", "--long", "100", "--stop_sync_steps", "4", "--stop_at", "5"

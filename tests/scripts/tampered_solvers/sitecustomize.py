@@ -6,7 +6,9 @@ started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched so
 * with ``SOLVER_BROKEN=1`` fails at start-up like a solver whose environment lacks a
   module (a virtual environment not activated): a message on stderr, exit code 1;
 * with ``SOLVER_NAN=SID:STEP`` diverges: simulation SID sends NaN in every float field
-  from time step STEP on (then goes on and exits 0, as a solver that does not notice).
+  from time step STEP on (then goes on and exits 0, as a solver that does not notice);
+* with ``SOLVER_HANG=SID:STEP:PATH``, simulation SID's first attempt hangs mid-stream
+  (alive and silent) where it would send STEP, and says when in PATH.
 """
 
 import os
@@ -46,3 +48,30 @@ if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_NA
         return _send_finite(self, time_step, arrays, **kwargs)
 
     Client.send = _nan_send  # type: ignore[method-assign]
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_HANG"):
+    import json
+    import time
+
+    from melissa_trainer.client import Client
+
+    # "SID:STEP:PATH": simulation SID's first attempt hangs (alive, silent) instead of
+    # sending STEP, after writing {"pid", "monotonic"} to PATH: when the hang began, on
+    # the system-wide monotonic clock the test reads too
+    _sid, _step, _path = os.environ["SOLVER_HANG"].split(":", 2)
+    _hung_send = Client.send
+
+    def _hanging_send(self, step, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if (
+            step == int(_step)
+            and os.environ["MELISSA_TRAINER_SIMULATION_ID"] == _sid
+            and os.environ.get("MELISSA_TRAINER_ATTEMPT", "0") == "0"
+        ):
+            record = json.dumps({"pid": os.getpid(), "monotonic": time.monotonic()})
+            with open(_path + ".partial", "w") as f:
+                f.write(record)
+            os.replace(_path + ".partial", _path)
+            time.sleep(3600)
+        return _hung_send(self, step, *args, **kwargs)
+
+    Client.send = _hanging_send  # type: ignore[method-assign]

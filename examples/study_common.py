@@ -21,9 +21,18 @@ from typing import Any
 
 import torch
 
-from melissa_trainer import Hook, OnlineTrainer, ReceiverConfig, Source, StreamSource, Study
+from melissa_trainer import (
+    CheckpointError,
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    Source,
+    StreamSource,
+    Study,
+)
 from melissa_trainer.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
+from melissa_trainer.launcher.study_change import StudyChanged
 from melissa_trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
@@ -141,16 +150,24 @@ def check_matplotlib(plot: bool) -> None:
             )
 
 
+#: what refuses to start a run, each naming the fix: a `ConfigError` (such as an earlier
+#: run's checkpoints in `output_dir`), `OutputDirLocked` (another trainer using it),
+#: `StudyChanged` (a resume with other study settings: sampler, bounds, a number of
+#: simulations the design cannot take) and `CheckpointError` (no checkpoint to resume from
+#: verifies or loads)
+REFUSALS = (ConfigError, OutputDirLocked, StudyChanged, CheckpointError)
+
+
 @contextlib.contextmanager
 def refusals_end_the_program() -> Iterator[None]:
-    """Around an example's `main()`: a refusal to start (a `ConfigError`, such as an
-    earlier run's checkpoints in `output_dir`; `OutputDirLocked`, another trainer using
-    it) ends the program with its message on one line and exit status 2, as a bad option
-    does, instead of a traceback (on each rank that raised it). Anything else propagates."""
+    """Around an example's `main()`: a refusal to start (`REFUSALS`) ends the program
+    with its message on one line and exit status 2, as a bad option does, instead of a
+    traceback (on each rank that raised it). Anything else propagates."""
     try:
         yield
-    except (ConfigError, OutputDirLocked) as exc:
-        print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
+    except REFUSALS as exc:
+        message = " ".join(str(exc).split("\n"))
+        print(f"{Path(sys.argv[0]).name}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
 
@@ -310,13 +327,16 @@ def run_summary(
     }
 
 
-def print_refused(summary: Mapping[str, Any]) -> None:
-    """Say how many samples the receivers refused for NaN or Inf (nothing if none)."""
+def print_refused(summary: Mapping[str, Any], nonfinite: str) -> None:
+    """Say how many samples the receivers refused for NaN or Inf (nothing if none), under
+    the `nonfinite` policy in effect ("refuse" drops them, "fail" also fails their
+    simulations)."""
     refused = summary.get("samples_refused_nonfinite") or 0
     if refused:
+        what = "and failed the simulations that sent them " if nonfinite == "fail" else ""
         print(
-            f"refused {refused} samples holding NaN or Inf (--nonfinite refuse); the "
-            "receiver's log names their simulations and time steps"
+            f"refused {refused} samples holding NaN or Inf {what}(--nonfinite {nonfinite}); "
+            "the receiver's log names their simulations and time steps"
         )
 
 

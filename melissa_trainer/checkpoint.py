@@ -169,14 +169,23 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
     """Rename the finished `staging` directory to `final` atomically. Main rank only.
 
     An existing `final` (a checkpoint of the same step written before a restart) is
-    replaced: it is first moved aside, so a crash in between leaves one of the two.
+    replaced: it is first moved aside (``checkpoint-STEP.old``), so a crash in between
+    leaves one of the two, then removed. One that cannot be removed (its permissions: a
+    checkpoint that did not verify for that reason and was skipped on resume) is left
+    aside with a warning, under a name no resume looks at: the save has succeeded.
     """
     staging, final = Path(staging), Path(final)
     old = None
     if final.exists():
         old = final.with_name(final.name + ".old")
-        if old.exists():
-            shutil.rmtree(old)
+        n = 0
+        while old.exists():
+            try:
+                shutil.rmtree(old)
+            except OSError as exc:  # left from an earlier save: put the new one beside it
+                n += 1
+                logger.warning("could not remove %s (%s): leaving it", old, exc)
+                old = final.with_name(f"{final.name}.old-{n}")
         os.replace(final, old)
     os.replace(staging, final)
     # the rename is durable once the directory holding the entry is on disk; the root
@@ -184,7 +193,16 @@ def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Pa
     fsync_dir(final.parent)
     fsync_dir(final.parent.parent)
     if old is not None:
-        shutil.rmtree(old)
+        try:
+            shutil.rmtree(old)
+        except OSError as exc:  # the new checkpoint is in place: the save succeeded
+            logger.warning(
+                "saved %s, but could not remove the checkpoint it replaced, now %s (%s): "
+                "remove it by hand",
+                final,
+                old,
+                exc,
+            )
     return final
 
 

@@ -128,13 +128,17 @@ def write(staging: str | os.PathLike[str], entries: Mapping[str, Entry], step: i
 
 def read(checkpoint: str | os.PathLike[str]) -> dict[str, Entry] | None:
     """The entries of `checkpoint`'s manifest, or None when it has none (written by an
-    earlier version). Raises `ValueError` naming the manifest when it is unreadable,
-    malformed or of a newer format."""
+    earlier version). Raises `ValueError` naming the manifest when it is unreadable
+    (its permissions, or its checkpoint directory's, a directory in its place...),
+    malformed or of a newer format: the checkpoint is then a corrupt one."""
     path = Path(checkpoint) / MANIFEST
     try:
         text = path.read_text()
     except FileNotFoundError:
         return None
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"{path}: unreadable manifest ({why})") from exc
     try:
         body = json.loads(text)
         if not isinstance(body, dict) or not isinstance(body.get("files"), dict):
@@ -164,13 +168,19 @@ def owned_by(entries: Mapping[str, Entry], rank: int, world_size: int) -> dict[s
 
 
 def check_sizes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry]) -> list[Problem]:
-    """Missing files and size mismatches among `entries`: one stat per file."""
+    """Missing files, files that cannot be looked at (in a folder that cannot be
+    searched, say) and size mismatches among `entries`: one stat per file (a file that
+    cannot be read is found by `check_hashes`)."""
     problems = []
     for rel, entry in entries.items():
+        path = Path(checkpoint) / rel
         try:
-            size = (Path(checkpoint) / rel).stat().st_size
+            size = path.stat().st_size
         except FileNotFoundError:
             problems.append(Problem(rel, "missing"))
+            continue
+        except OSError as exc:
+            problems.append(Problem(rel, _unreadable(exc)))
             continue
         if size != entry["size"]:
             problems.append(
@@ -186,7 +196,7 @@ def check_hashes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry
         try:
             _, digest = hash_file(Path(checkpoint) / rel)
         except OSError as exc:
-            problems.append(Problem(rel, f"unreadable ({exc.strerror or exc})"))
+            problems.append(Problem(rel, _unreadable(exc)))
             continue
         if digest != entry[HASH]:
             problems.append(Problem(rel, "hash mismatch: its bytes changed after it was written"))
@@ -194,16 +204,26 @@ def check_hashes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry
 
 
 def unexpected(checkpoint: str | os.PathLike[str], entries: Iterable[str]) -> list[Problem]:
-    """Files under `checkpoint` that no rank wrote (not in the manifest, nor it)."""
+    """Files under `checkpoint` that no rank wrote (not in the manifest, nor it), and
+    folders that cannot be listed (what they hold cannot be checked)."""
     root = Path(checkpoint)
     known = set(entries) | {MANIFEST}
     found = []
-    for top, _, names in os.walk(root):
+
+    def unlisted(exc: OSError) -> None:  # os.walk would skip the folder silently
+        where = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
+        found.append(Problem(where, f"folder {_unreadable(exc)}"))
+
+    for top, _, names in os.walk(root, onerror=unlisted):
         for name in names:
             rel = (Path(top) / name).relative_to(root).as_posix()
             if rel not in known:
                 found.append(Problem(rel, "unexpected: not in the manifest"))
     return sorted(found, key=lambda p: p.file)
+
+
+def _unreadable(exc: OSError) -> str:
+    return f"unreadable ({exc.strerror or exc})"
 
 
 def total_size(checkpoint: str | os.PathLike[str]) -> int:

@@ -15,7 +15,12 @@ What the lock relies on:
   system's lock manager), so a dead holder never blocks a requeue: the file may still
   name it, but nobody holds its lock, and the next trainer takes it at once. The file
   itself is never deleted (deleting a lock file lets two processes lock two different
-  files of one name).
+  files of one name); a taker whose file was replaced between its open and its flock
+  tries again on the new one.
+* The flock is the truth, the record only describes the holder: a held flock whose
+  record cannot be read (the file truncated while its trainer runs, or a program other
+  than a trainer holding it with a record of its own) is refused like any holder, at
+  once, with the pids that this host's ``/proc/locks`` names as holding it.
 * On NFS (Linux clients), ``flock`` is emulated with POSIX byte-range locks and goes
   through the server's lock manager (NLM for NFSv3, the protocol itself for NFSv4), so
   it holds across nodes; a holder whose node died is released once the server's lease
@@ -43,6 +48,7 @@ Thread-safety: an `OutputDirLock` is used by the thread that made it (the traine
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -114,13 +120,33 @@ class OutputDirLocked(RuntimeError):
 
     Attributes:
         output_dir: the directory.
-        holder: the holder's record (None if it could not be read).
+        holder: the holder's record (None if it could not be read: the lock is held all
+            the same, and refused).
+        lockers: with no record, the pids that hold the file's flock as this host's
+            ``/proc/locks`` says (empty when the holder is on another node, or unknown).
     """
 
-    def __init__(self, output_dir: str, holder: Holder | None, waited: float = 0.0) -> None:
-        who = holder.describe() if holder is not None else "holder unknown (unreadable record)"
+    def __init__(
+        self,
+        output_dir: str,
+        holder: Holder | None,
+        waited: float = 0.0,
+        lockers: tuple[int, ...] = (),
+    ) -> None:
+        if holder is not None:
+            who = holder.describe()
+            kill = f"kill {holder.pid} on {holder.host}"
+        else:
+            # the flock is held but the record is not ours to read (truncated, or a
+            # program other than a trainer holds the lock): the kernel's table names it
+            pids = ", ".join(str(pid) for pid in lockers)
+            seen = f"; /proc/locks: held by pid {pids} on this host" if lockers else ""
+            who = (
+                f"holder unknown: {Path(output_dir) / LOCK_FILE} is locked but its record "
+                f"is unreadable{seen}; 'fuser -v' on that file names the holder on its node"
+            )
+            kill = f"kill {pids}" if lockers else "stop it"
         waited_text = f" (waited {waited:.0f} s for it to stop)" if waited > 0 else ""
-        kill = f"kill {holder.pid} on {holder.host}" if holder is not None else "stop it"
         super().__init__(
             f"output_dir {output_dir!r} is in use by another trainer ({who}){waited_text}: "
             f"two trainers on one output_dir would mix their simulations' data, "
@@ -128,7 +154,7 @@ class OutputDirLocked(RuntimeError):
             f"trainer to end ({kill} if it should not run); a dead holder's lock is "
             f"released by the kernel, so a requeue after it died starts at once"
         )
-        self.output_dir, self.holder = output_dir, holder
+        self.output_dir, self.holder, self.lockers = output_dir, holder, lockers
 
 
 class OutputDirLock:
@@ -172,10 +198,14 @@ class OutputDirLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         started, warned = time.monotonic(), False
         while True:
-            holder = self._try()
-            if holder is None:
+            taken, holder = self._try()
+            if taken:
                 return
             waited = time.monotonic() - started
+            # an unreadable record (truncated, or another program's) is a held lock whose
+            # state is unknown: refused at once, never taken (the flock is the truth)
+            if holder is None:
+                raise OutputDirLocked(self.output_dir, None, lockers=self._lockers())
             if holder.state != "stopping" or waited >= stopping_wait:
                 raise OutputDirLocked(self.output_dir, holder, waited)
             if not warned:
@@ -189,8 +219,9 @@ class OutputDirLock:
                 )
             time.sleep(_POLL)
 
-    def _try(self) -> Holder | None:
-        """One try: None once the lock is ours, else the holder's record."""
+    def _try(self) -> tuple[bool, Holder | None]:
+        """One try: ``(True, None)`` once the lock is ours, else ``(False, the holder's
+        record)``, the record None when it cannot be read (the lock is held all the same)."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
@@ -200,7 +231,7 @@ class OutputDirLock:
                 other = _held.get((st.st_dev, st.st_ino))
             if other is not None and other is not self:  # another trainer of this process
                 if other.active:
-                    return other.record()
+                    return False, other.record()
                 other.superseded = True  # built, not training: superseded (docstring)
                 other.release()
                 logger.info(
@@ -219,7 +250,12 @@ class OutputDirLock:
                     raise _unsupported(self.output_dir, exc) from exc
                 holder = _read_holder(fd)
                 os.close(fd)
-                return holder
+                return False, holder
+            if not _same_file(self.path, key):
+                # the file was replaced (deleted and made again) between our open and our
+                # flock: we hold the lock of a file nobody else will look at; try again
+                os.close(fd)
+                return self._try()
         except BaseException:
             _close_quietly(fd)
             raise
@@ -228,7 +264,28 @@ class OutputDirLock:
         self._fd, self._key = fd, key
         self._since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._write("running")
-        return None
+        return True, None
+
+    def _lockers(self) -> tuple[int, ...]:
+        """The pids holding a flock on the lock file, from this host's ``/proc/locks``
+        (empty off Linux, or when the holder is another node's)."""
+        try:
+            st = os.stat(self.path)
+            with open("/proc/locks", encoding="ascii") as table:
+                lines = table.read().splitlines()
+        except OSError:
+            return ()
+        # "1: FLOCK  ADVISORY  WRITE 8356 fe:00:2153736 0 EOF": device in hex, inode decimal
+        wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        pids = []
+        for line in lines:
+            fields = line.split()
+            if "->" in fields:  # a waiter, not a holder
+                continue
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
+                with contextlib.suppress(ValueError):
+                    pids.append(int(fields[4]))
+        return tuple(sorted(set(pids)))
 
     def stopping(self) -> None:
         """Say in the file that this holder is shutting down (a trainer that finds it so
@@ -286,6 +343,15 @@ def _read_holder(fd: int) -> Holder | None:
             if time.monotonic() >= deadline:
                 return None
             time.sleep(0.02)
+
+
+def _same_file(path: Path, key: tuple[int, int]) -> bool:
+    """Whether `path` still names the file whose (st_dev, st_ino) is `key`."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (st.st_dev, st.st_ino) == key
 
 
 def _unsupported(output_dir: str, exc: OSError) -> OSError:

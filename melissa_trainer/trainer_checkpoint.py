@@ -317,8 +317,9 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
         except ValueError as exc:
             read = (None, str(exc))
     entries, unreadable = _from_main(trainer, read)
-    if unreadable is not None:
-        return [manifest.Problem(manifest.MANIFEST, unreadable)]
+    if unreadable is not None:  # (its message names the file: the Problem does)
+        what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
+        return [manifest.Problem(manifest.MANIFEST, what)]
     if entries is None:
         if trainer.is_main_process:
             logger.warning(

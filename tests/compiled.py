@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from filelock import FileLock
 from helpers import find_mpiexec
+from tooling import missing_tool
 
 REPO = Path(__file__).resolve().parent.parent
 C_SOURCE = REPO / "clients" / "c"
@@ -93,7 +94,7 @@ class CClient:
         compiler's output on failure."""
         compiler = find_mpicc() if mpi else shutil.which("gcc") or "cc"
         if compiler is None:
-            pytest.skip("needs mpicc next to mpiexec (pip install mpich)")
+            missing_tool("needs mpicc next to mpiexec (pip install mpich)")
         flags = list(self.cflags)
         if self.sanitize:
             flags += [f"-fsanitize={self.sanitize}", "-fno-omit-frame-pointer"]
@@ -129,7 +130,7 @@ def build_c_client(
     """Configure, build and install clients/c under `root` (skips without the tools)."""
     reason = c_toolchain_missing()
     if reason is not None:
-        pytest.skip(reason)
+        missing_tool(reason)
     build, prefix = root / "build", root / "prefix"
     configure = [
         "cmake",
@@ -217,7 +218,7 @@ def c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CClient]:
     """The C client, built and installed once per run (skips without the tools)."""
     reason = c_toolchain_missing()
     if reason is not None:
-        pytest.skip(reason)
+        missing_tool(reason)
     yield shared_build(tmp_path_factory, "c_client")
 
 
@@ -226,7 +227,7 @@ def sanitized_c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CCl
     """The C client built with -fsanitize=address,undefined, and its CTest unit tests."""
     reason = c_toolchain_missing() or sanitizer_missing()
     if reason is not None:
-        pytest.skip(reason)
+        missing_tool(reason)
     yield shared_build(
         tmp_path_factory, "c_client_asan", sanitize=SANITIZE, tests=True, build_type="Debug"
     )

@@ -304,3 +304,25 @@ class Keys:
     def __call__(self, s: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
         self.seen.append((int(s["simulation_id"]), int(s["time_step"])))
         return torch.from_numpy(s["x"]), torch.from_numpy(s["y"])
+
+
+#: capabilities that let root ignore permission bits: CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+_DAC_CAPABILITIES = (1, 2)
+_PR_CAPBSET_DROP = 24
+
+
+def permission_bits_bite() -> None:
+    """A `preexec_fn` for a subprocess that must meet permission bits as a user would:
+    as root, the two capabilities that bypass them are dropped from the bounding set,
+    so the program `exec`'d has them neither permitted nor effective (its files, owned
+    by root, stay its own). Does nothing for another user, whom the bits bind anyway.
+    Raises OSError where the drop is refused (no CAP_SETPCAP: a restricted container)."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    for cap in _DAC_CAPABILITIES:
+        if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            errno_ = ctypes.get_errno()
+            raise OSError(errno_, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(errno_)}")

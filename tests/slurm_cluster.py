@@ -40,6 +40,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tooling import missing_tool
 
 SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 DAEMONS = ("munged", "slurmctld", "slurmd")
@@ -58,6 +59,12 @@ def skip_reason() -> str | None:
     """Why a cluster cannot be started here, or None if it can."""
     if os.geteuid() != 0:
         return "the Slurm test cluster needs root (slurmd runs jobs as root, munged as munge)"
+    return tools_missing()
+
+
+def tools_missing() -> str | None:
+    """Which of Slurm's and munge's programs (or the munge user) are missing, or None:
+    what CI installs (`tooling.missing_tool`: a failure there, not a skip)."""
     missing = [name for name in (*DAEMONS, *CLIENTS) if _which(name) is None]
     if missing:
         return (
@@ -345,6 +352,8 @@ def one_node_cluster() -> Iterator[SlurmCluster]:
     `skip_reason`). The tests that use one are in the xdist group "slurm" (one worker:
     never two clusters at once)."""
     reason = skip_reason()
+    if reason is not None and reason == tools_missing():
+        missing_tool(reason)  # (CI installs them: a failure under CI=true)
     if reason is not None:
         pytest.skip(reason)
     cluster = SlurmCluster()

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
-    print_refused(summary)
+    print_refused(summary, opts.nonfinite)
     if summary["sampler"]:
         draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order
         print(

@@ -258,12 +258,14 @@ class StudyRecord:
             return False
         return True
 
-    def incomplete(self, sid: int, why: str) -> str:
-        """An exited simulation whose data never completed: a failed attempt."""
+    def incomplete(self, sid: int, why: str, code: str = "incomplete") -> str:
+        """An exited simulation whose data never completed (`code` "incomplete"), or
+        that the receivers refused after it exited ("refused": its NaN under
+        ``nonfinite="fail"``): a failed attempt."""
         record = self.records[sid]
         if record.status != "exited":
             raise RuntimeError(f"simulation {sid} is {record.status}, not exited")
-        record.exit_codes[-1] = "incomplete"
+        record.exit_codes[-1] = code
         record.exited_at, record.reason = None, why
         return self.attempt_failed(sid)
 

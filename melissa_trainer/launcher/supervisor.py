@@ -223,14 +223,16 @@ class Supervisor:
         fresh = data.refused(self._seen_refused)
         self._seen_refused += len(fresh)
         for sid, why in fresh:
-            for name, job in list(self.jobs.items()):
-                if job.simulation_id == sid:
-                    logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
-                    with self.lock:
-                        self.study.records[sid].reason = why
-                    self.backend.kill(job.handle, self.settings.tuning.kill_grace)
-                    del self.jobs[name]
-                    self.job_killed(job, time.monotonic(), "refused")
+            running = [(n, job) for n, job in self.jobs.items() if job.simulation_id == sid]
+            for name, job in running:
+                logger.error("simulation %d refused by the receiver: %s; killing it", sid, why)
+                with self.lock:
+                    self.study.records[sid].reason = why
+                self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+                del self.jobs[name]
+                self.job_killed(job, time.monotonic(), "refused")
+            if not running:
+                self.refused_after_exit(sid, why)
         with self.lock:
             exited = sorted(self.study.ids("exited"))  # O(exited), not O(study)
         if not exited or data.idle_seconds() < IDLE_GRACE:
@@ -249,6 +251,19 @@ class Supervisor:
             with self.lock:
                 outcome = self.study.incomplete(sid, why)
             self.apply_policy(sid, outcome, "exit 0, data incomplete", self.log_of(sid))
+
+    def refused_after_exit(self, sid: int, why: str) -> None:
+        """A refusal of a simulation whose process had already exited 0 (a solver that
+        sent NaN in its last steps, under ``nonfinite="fail"``, and ended before the
+        launcher heard of it): the attempt fails for that reason, not later as "data
+        incomplete" (its refused steps never arrive). Nothing for one that is no longer
+        waiting for its data (restarted, or given up)."""
+        with self.lock:
+            if self.study.records[sid].status != "exited":
+                return
+            outcome = self.study.incomplete(sid, why, "refused")
+        logger.error("simulation %d refused by the receiver after it exited: %s", sid, why)
+        self.apply_policy(sid, outcome, "refused after exit 0", self.log_of(sid))
 
     def _awaiting_data(self) -> int:
         with self.lock:

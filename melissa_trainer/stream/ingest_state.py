@@ -51,6 +51,7 @@ TAIL_COUNTERS = (
     "incomplete_dropped",
     "ignored_after_end",
     "nonfinite_refused",
+    "connections_lost",
 )
 
 
@@ -140,6 +141,9 @@ class IngestState:
         self.log = LogSummary(logger, f"receiver of rank {rank}", log_interval)
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
         self.simulations_finished = self.incomplete_dropped = self.ignored_after_end = 0
+        #: connections closed between a HELLO and its BYE (`connections.ConnectionWatch`:
+        #: incremented by its thread, the only writer)
+        self.connections_lost = 0
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
         #: the check of samples for NaN and Inf (its counter: `nonfinite_refused`)
         self.nonfinite = NonFiniteGuard(nonfinite, self.log, self.refused)
@@ -324,6 +328,7 @@ class IngestState:
         )
         self.incomplete_dropped = counters.get("incomplete_dropped", 0)
         self.ignored_after_end = counters.get("ignored_after_end", 0)
+        self.connections_lost = counters.get("connections_lost", 0)  # (absent before)
         self.nonfinite.refused = counters.get("nonfinite_refused", 0)  # (absent before)
         self.rejected.update({r: counters.get(f"rejected_{r}", 0) for r in REJECT_REASONS})
         self.abandoned = {int(s) for s in state.get("abandoned", [])}

@@ -87,6 +87,7 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint_migrations import upgrade
 from melissa_trainer.stream import heap, protocol
+from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest_loop import IngestLoop
@@ -189,6 +190,7 @@ class Receiver(IngestLoop):
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
+        self._watch: ConnectionWatch | None = None
 
     # -- control (any thread) ------------------------------------------------------------
 
@@ -238,6 +240,12 @@ class Receiver(IngestLoop):
             if isinstance(exc, zmq.ZMQError):
                 raise OSError(exc.errno, bind_error(self._bind, self._rank, exc)) from exc
             raise
+        self._watch = ConnectionWatch(
+            sock,
+            self._max_bytes + HEADER_ALLOWANCE,
+            self._lost,
+            lambda: self._ended or self._stopping,
+        )
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
         self._thread = threading.Thread(
@@ -340,6 +348,8 @@ class Receiver(IngestLoop):
         nothing is, first waits up to `wait` seconds for a message.
         """
         sock, ing, feeder = self._socket, self.ingest, self._feeder
+        watch = self._watch
+        assert watch is not None
         assert sock is not None
         if feeder.overflow and not feeder.flush(block=not pump):
             return
@@ -410,10 +420,12 @@ class Receiver(IngestLoop):
                 ing.batch(msg)
             elif type(msg) is Hello:
                 ing.hello(msg)
+                watch.hello(head, msg)  # (which connection is whose: see `connections`)
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)
             elif type(msg) is Bye:
                 ing.bye(msg)
+                watch.bye(head, msg)
             else:
                 assert type(msg) is Abandon
                 ing.abandon(msg)
@@ -434,7 +446,14 @@ class Receiver(IngestLoop):
         if not heap.recycle_frames(largest, held * sim.sample_nbytes):
             self._recycle = False  # not glibc, or frames too large for its heap: once
 
+    def _lost(self) -> None:
+        """A connection closed before its BYE (the watch's thread, the only writer)."""
+        self.ingest.connections_lost += 1
+
     def _close_socket(self) -> None:
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         if self._socket is not None:
             self._socket.close(linger=0)
             self._socket = None

@@ -27,6 +27,7 @@ from c_driver import (  # noqa: F401 (fixtures)
 )
 from compiled import C_SOURCE, SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
 from helpers import drain, running
+from tooling import missing_tool
 
 from melissa_trainer.buffers import FIFOBuffer
 
@@ -147,7 +148,7 @@ def test_pip_users_build_and_consume_the_installed_library(tmp_path: Path) -> No
 
     reason = c_toolchain_missing()
     if reason is not None:
-        pytest.skip(reason)
+        missing_tool(reason)
     source = subprocess.run(
         [sys.executable, "-m", "melissa_trainer.build_c_client", "--c-source"],
         capture_output=True,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from helpers import permission_bits_bite
 
 from melissa_trainer import checkpoint as ckpt
 
@@ -163,3 +166,46 @@ def test_each_rank_fsyncs_what_it_wrote(tmp_path: Path, monkeypatch: pytest.Monk
         "model.safetensors", "trainer_state.json", "random_states_0.pkl",
         "rank_0/buffer.json", "rank_0", ".",
     }  # fmt: skip
+
+
+COMMIT = """
+import sys
+from melissa_trainer import checkpoint as ckpt
+root, step = sys.argv[1], int(sys.argv[2])
+staging = ckpt.begin(root, step)
+(staging / "trainer_state.json").write_text(sys.argv[3])
+ckpt.commit(staging, ckpt.checkpoint_path(root, step))
+"""
+
+
+def test_commit_over_a_checkpoint_it_cannot_remove_succeeds_and_leaves_it_aside(
+    tmp_path: Path,
+) -> None:
+    """A resumed run saving the step of a checkpoint it skipped as unreadable (a folder
+    of it `chmod 000`): the new one takes its place, the old one is left aside under a
+    name no resume looks at, with a warning; a second save of that step too. Once, the
+    save failed (and stopped training) on removing the old one. In a subprocess that
+    meets permission bits as a user does (`permission_bits_bite`)."""
+    old = make(tmp_path, 5)
+    (old / "rank_0").mkdir()
+    (old / "rank_0" / "buffer.json").write_text("{}")
+    (old / "rank_0").chmod(0)
+    try:
+        for n, aside in ((1, "checkpoint-5.old"), (2, "checkpoint-5.old-1")):
+            proc = subprocess.run(
+                [sys.executable, "-c", COMMIT, str(tmp_path), "5", f'{{"new": {n}}}'],
+                capture_output=True, text=True, timeout=60, preexec_fn=permission_bits_bite,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            assert f'"new": {n}' in (tmp_path / "checkpoint-5" / "trainer_state.json").read_text()
+            assert f"could not remove the checkpoint it replaced, now {tmp_path / aside}" in (
+                proc.stderr
+            ), proc.stderr
+            if n == 1:
+                (tmp_path / "checkpoint-5" / "rank_0").mkdir()  # unremovable again
+                (tmp_path / "checkpoint-5" / "rank_0" / "x").write_text("x")
+                (tmp_path / "checkpoint-5" / "rank_0").chmod(0)
+        assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["checkpoint-5"]
+    finally:
+        for folder in tmp_path.glob("checkpoint-5*/rank_0"):
+            folder.chmod(0o755)

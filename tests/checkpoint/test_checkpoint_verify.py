@@ -60,8 +60,33 @@ def _checkpoint_warning(record: logging.LogRecord) -> str | None:
     return None
 
 
+def a_directory(path: Path) -> None:
+    """The file replaced by a folder: unreadable, even to root (whom permission bits do
+    not stop; tests/examples/test_example_heat.py has them bite)."""
+    path.unlink()
+    path.mkdir()
+
+
+def a_symlink_loop(path: Path) -> None:
+    """The file replaced by a link to itself: its stat fails (ELOOP), even for root."""
+    path.unlink()
+    path.symlink_to(path.name)
+
+
 #: corruption -> (the file, what the warning says about it)
 CORRUPTIONS: dict[str, tuple[str, Callable[[Path], None], str]] = {
+    "unreadable-manifest": (
+        manifest.MANIFEST,
+        a_directory,
+        "unreadable manifest (Is a directory)",
+    ),
+    "unreadable-buffer": (
+        "rank_0/buffer.safetensors",
+        a_symlink_loop,
+        "unreadable (Too many levels of symbolic links)",
+    ),
+    # a file no rank wrote (the stray-file check: a resume, not the manifest's own function)
+    "stray-file": ("rank_0/stray.bin", lambda p: p.write_bytes(b"x"), "unexpected: not in"),
     "truncated-model": ("model.safetensors", truncate, "size mismatch"),
     "truncated-buffer": ("rank_0/buffer.safetensors", truncate, "size mismatch"),
     "empty-optimizer": ("optimizer.bin", lambda p: truncate(p, 0), "size mismatch: 0 bytes"),

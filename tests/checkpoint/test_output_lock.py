@@ -93,6 +93,55 @@ def test_a_second_taker_is_refused_at_once_naming_the_holder(
     lock.release()
 
 
+FOREIGN = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, b"locked by a backup tool, not JSON")
+print("held", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_held_lock_whose_record_is_unreadable_is_refused(
+    tmp_path: Path, holders: list[Holder]
+) -> None:
+    """The flock is the truth: a holder whose record was truncated, and a foreign
+    program holding the flock with a record that is not JSON, both refuse a taker (who
+    once took an unreadable record for a free lock), naming the pid from /proc/locks."""
+    out = tmp_path / "out"
+    holder = Holder(tmp_path, out)
+    holders.append(holder)
+    os.truncate(out / LOCK_FILE, 0)  # a user's `> trainer.lock` while the trainer runs
+    lock = OutputDirLock(out, "second")
+    with pytest.raises(OutputDirLocked) as refused:
+        lock.acquire(stopping_wait=60.0)  # unknown state: refused at once, not waited for
+    assert not lock.held and refused.value.holder is None
+    assert f"held by pid {holder.proc.pid}" in str(refused.value)
+    assert f"kill {holder.proc.pid}" in str(refused.value)
+    holder.go()
+
+    foreign = subprocess.Popen(
+        [sys.executable, "-c", FOREIGN, str(out / LOCK_FILE)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert foreign.stdout is not None and foreign.stdout.readline().strip() == "held"
+        with pytest.raises(OutputDirLocked, match=f"held by pid {foreign.pid} on this host"):
+            OutputDirLock(out, "third").acquire()
+        assert (out / LOCK_FILE).read_bytes().startswith(b"locked by a backup tool")
+    finally:
+        foreign.kill()
+        foreign.wait(30)
+        assert foreign.stdout is not None
+        foreign.stdout.close()
+    lock = OutputDirLock(out, "fourth")  # its death released the flock
+    lock.acquire(stopping_wait=0.0)
+    assert lock.held
+    lock.release()
+
+
 @pytest.mark.timeout(60)
 def test_a_sigkilled_holder_does_not_block_the_next_run(
     tmp_path: Path, holders: list[Holder]

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from compiled import CClient, c_client, find_mpicc  # noqa: F401 (c_client: a fixture)
 from helpers import NO_MPI, find_mpiexec, read_source, running
+from tooling import missing_tool
 
 from melissa_trainer import ReceiverConfig, StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
@@ -70,7 +71,7 @@ def mpiexec() -> str:
     """The tests' mpiexec (the mpich wheel's: its mpicc builds heat_c); skips without."""
     found = find_mpiexec()
     if found is None:
-        pytest.skip(NO_MPI)
+        missing_tool(NO_MPI)
     return found
 
 
@@ -82,7 +83,7 @@ class Built:
     def solver(self, language: str) -> Path:
         path = self.bin / ("heat_c" if language == "c" else "heat_fortran")
         if not path.exists():
-            pytest.skip("heat_fortran was not built: needs gfortran and an MPI Fortran (mpi_f08)")
+            missing_tool("heat_fortran was not built: needs gfortran and an MPI Fortran (mpi_f08)")
         return path
 
 
@@ -99,7 +100,7 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     mpiexec()
     mpicc = find_mpicc()
     if mpicc is None:
-        pytest.skip("needs mpicc next to mpiexec (pip install mpich)")
+        missing_tool("needs mpicc next to mpiexec (pip install mpich)")
     examples = tmp_path_factory.mktemp("heat_c")
     run(["cmake", "-S", str(EXAMPLE), "-B", str(examples), f"-DCMAKE_PREFIX_PATH={client.prefix}",
          f"-DMPI_C_COMPILER={mpicc}", "-DCMAKE_BUILD_TYPE=Release"])  # fmt: skip
@@ -219,15 +220,15 @@ def compile_fortran(prefix: Path, source: str, out: Path, compiler: str = "gfort
     """`source` compiled against the module installed in `prefix` (skips without
     `compiler`, or if the library was built without its Fortran modules)."""
     if shutil.which(compiler) is None:
-        pytest.skip(f"needs {compiler}")
+        missing_tool(f"needs {compiler}")
     modules, lib = prefix / "include" / "fortran", prefix / "lib"
     if not (modules / "melissa_trainer.mod").exists():
-        pytest.skip("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
+        missing_tool("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
     (out / "prog.f90").write_text(source)
     libraries = ["-lmelissa_trainer_fortran", "-lmelissa_trainer_client"]
     if "melissa_trainer_mpi" in source:
         if not (modules / "melissa_trainer_mpi.mod").exists():
-            pytest.skip("melissa_trainer_mpi was not built: no MPI Fortran with mpi_f08")
+            missing_tool("melissa_trainer_mpi was not built: no MPI Fortran with mpi_f08")
         libraries.insert(0, "-lmelissa_trainer_fortran_mpi")
     binary = out / "prog"
     run([compiler, "-std=f2018", "-Wall", "-Werror", f"-I{modules}", str(out / "prog.f90"),
@@ -370,10 +371,10 @@ def test_a_fortran_only_cmake_project_finds_and_links_the_package(
     """`project(x Fortran)`: the package's Threads dependency must not need C (FindThreads
     does: it failed with "FindThreads only works if either C or CXX language is enabled")."""
     if shutil.which("gfortran") is None:
-        pytest.skip("needs gfortran")
+        missing_tool("needs gfortran")
     client: CClient = request.getfixturevalue("c_client")
     if not (client.prefix / "include" / "fortran" / "melissa_trainer.mod").exists():
-        pytest.skip("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
+        missing_tool("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
     (tmp_path / "CMakeLists.txt").write_text(FORTRAN_ONLY_PROJECT)
     (tmp_path / "prog.f90").write_text(
         "program prog\n  use melissa_trainer\n  print '(a)', mt_version()\nend program\n"

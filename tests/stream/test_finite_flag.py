@@ -206,6 +206,29 @@ def test_a_flagged_batch_is_not_checked_an_unflagged_one_is(checks: list[int]) -
     assert feed.ingest.nonfinite_refused == 1
 
 
+@pytest.mark.parametrize("policy", ["refuse", "fail"])
+def test_a_single_field_batch_holding_nan_is_refused_per_step_as_the_policy_says(
+    policy: str,
+) -> None:
+    """A BATCH of a single-field simulation (what the Python client sends for small
+    fields) with Inf in one step: that step alone is dropped and counted, the others put.
+    "refuse" marks it received (a re-send is a duplicate); "fail" does not (a re-send is
+    checked again and, finite, put) and reports the simulation to the launcher once."""
+    feed = Feed(policy)
+    feed.ingest.nonfinite.launcher = True  # a study's rank 0: "fail" reports, not raises
+    feed.hello([U])
+    rows = np.arange(48.0).reshape(4, 12)
+    rows[2, 5] = np.inf
+    feed.send(batch(U, [0, 1, 2, 3], rows, False))
+    assert feed.steps() == [0, 1, 3] and feed.ingest.nonfinite_refused == 1
+    feed.send(batch(U, [2], np.arange(12.0).reshape(1, 12), False))  # a restart re-sends it
+    resent = [0, 1, 3] if policy == "refuse" else [0, 1, 3, 2]
+    assert feed.steps() == resent
+    assert feed.ingest.duplicates == (1 if policy == "refuse" else 0)
+    refused = [(sid, why.split(":")[0]) for sid, why in feed.ingest.refused]
+    assert refused == ([] if policy == "refuse" else [(SID, f"simulation {SID} time step 2")])
+
+
 # -- end to end: client processes and a real receiver ---------------------------------------
 
 CLIENT = r"""

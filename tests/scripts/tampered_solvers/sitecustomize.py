@@ -5,6 +5,8 @@ started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched so
   simulations are still running when a test needs them to be);
 * with ``SOLVER_BROKEN=1`` fails at start-up like a solver whose environment lacks a
   module (a virtual environment not activated): a message on stderr, exit code 1;
+* with ``SOLVER_NAN=SID:STEP`` diverges: simulation SID sends NaN in every float field
+  from time step STEP on (then goes on and exits 0, as a solver that does not notice);
 * with ``SOLVER_HANG=SID:STEP:PATH``, simulation SID's first attempt hangs mid-stream
   (alive and silent) where it would send STEP, and says when in PATH.
 """
@@ -30,6 +32,22 @@ if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_ST
         return _send(self, *args, **kwargs)
 
     Client.send = _slow_send  # type: ignore[method-assign]
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_NAN"):
+    import numpy as np
+
+    from melissa_trainer.client import Client
+
+    _sid, _from = (int(v) for v in os.environ["SOLVER_NAN"].split(":"))
+    _send_finite = Client.send
+
+    def _nan_send(self, time_step, arrays=None, /, **kwargs):  # type: ignore[no-untyped-def]
+        if int(os.environ["MELISSA_TRAINER_SIMULATION_ID"]) == _sid and time_step >= _from:
+            fields = {**(arrays or {}), **kwargs}
+            arrays, kwargs = {k: np.full_like(v, np.nan) for k, v in fields.items()}, {}
+        return _send_finite(self, time_step, arrays, **kwargs)
+
+    Client.send = _nan_send  # type: ignore[method-assign]
 
 if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_HANG"):
     import json

@@ -1,0 +1,130 @@
+"""Connections that close before their BYE: counted and logged, naming the simulation.
+
+ZeroMQ closes a connection itself, in its I/O thread, when a frame announces more than
+the socket's ``ZMQ_MAXMSGSIZE`` (the receiver's ``max_message_bytes`` +
+`liveness.HEADER_ALLOWANCE`: the bound on what one frame may make the receiver
+allocate). The message never reaches the receiver, nor do the messages the peer had
+queued behind it on that connection; the peer reconnects and goes on. No error, and
+the only trace is the socket monitor's ``DISCONNECTED`` event, the same one a peer's
+own close gives (measured with libzmq 4.3.5: no event tells the two apart). So a
+message of 2 GiB to a receiver of the default 1 GiB bound vanished without a trace,
+where one of 1 GiB (under the frame bound, over the field bound) is decoded, rejected
+(``too_large``) and logged.
+
+`ConnectionWatch` reads the monitor's ``DISCONNECTED`` events in a thread of its own.
+The receiver tells it, from each HELLO and BYE (rare messages: nothing is added to the
+data path), which simulation's client rank sends on which connection (ZeroMQ's
+``SRCFD``, the descriptor of the connection a message came on). A connection that
+closes after a HELLO and before that rank's BYE is counted (telemetry
+``connections_lost``) and logged with the simulation, the rank and both causes: the
+process ended without its BYE (killed, crashed, or exited without closing its client:
+the launcher sees those too), or it sent a frame over the bound. Either way what it
+had queued on that connection is lost; a restart of the simulation re-sends it
+(exactly once holds). A sender that connects without a HELLO cannot be named: its
+closes are not counted.
+
+Each simulation is logged once (the first of its connections lost), at WARNING, or at
+INFO once the receiver has ended or is stopping (it then hears of the simulations the
+study stops).
+
+Thread-safety: `hello` and `bye` are called by the receiver's thread, the events read
+by the watch's own thread; the map of connections is a dict whose single operations
+are atomic. A descriptor reused by a new connection before the old one's event is read
+is named after the new one's HELLO (the event of the old one is matched by number):
+rare, and only the log line's name is then wrong, never a count of data.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Callable
+
+import zmq
+
+from melissa_trainer.stream.protocol import Bye, Hello
+
+__all__ = ["ConnectionWatch"]
+
+logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
+
+_EVENT = struct.Struct("=HI")  # a monitor event's first frame: event id, value (the fd)
+_POLL_MS = 100  # how often the watch looks at its stop flag
+
+
+class ConnectionWatch:
+    """Counts and logs the connections of `socket` that close between a client rank's
+    HELLO and its BYE (module docstring). `count` is called with each one (from the
+    watch's thread); `frame_bound` is the socket's ``ZMQ_MAXMSGSIZE``, for the log."""
+
+    def __init__(
+        self,
+        socket: zmq.Socket,
+        frame_bound: int,
+        count: Callable[[], None],
+        quiet: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._socket, self._frame_bound = socket, frame_bound
+        self._count, self._quiet = count, quiet
+        self._logged: set[int] = set()  # simulations already named (once each)
+        self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
+        self._stop = threading.Event()
+        self._monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        self._thread = threading.Thread(
+            target=self._run, name="melissa-receiver-connections", daemon=True
+        )
+        self._thread.start()
+
+    def hello(self, frame: zmq.Frame, msg: Hello) -> None:
+        """A HELLO came on `frame`'s connection (receiver thread)."""
+        self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
+
+    def bye(self, frame: zmq.Frame, msg: Bye) -> None:
+        """A BYE came on `frame`'s connection: its close is the client's own."""
+        self._owners.pop(frame.get(zmq.SRCFD), None)
+
+    def close(self) -> None:
+        """Stop the thread and the monitor (before the socket is closed). Idempotent."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._socket.disable_monitor()
+        except zmq.ZMQError as exc:  # the socket is being closed anyway
+            logger.debug("disabling the receiver's monitor: %s", exc)
+        self._monitor.close(linger=0)
+
+    def _run(self) -> None:
+        monitor = self._monitor
+        while not self._stop.is_set():
+            if not monitor.poll(_POLL_MS):
+                continue
+            frames = monitor.recv_multipart()
+            event, fd = _EVENT.unpack_from(frames[0])
+            if event != zmq.EVENT_DISCONNECTED:
+                continue
+            owner = self._owners.pop(fd, None)
+            if owner is None:
+                continue
+            sid, rank = owner
+            if sid in self._logged:
+                self._count()
+                continue
+            self._logged.add(sid)
+            # a receiver that has ended or is stopping hears its simulations being
+            # stopped (the study's end, a preemption): said, not warned of
+            logger.log(
+                logging.INFO if self._quiet() else logging.WARNING,
+                "simulation %d client rank %d: its connection closed before its BYE: the "
+                "process ended without it (killed, crashed, or exited without closing its "
+                "client), or it sent a message over %d bytes (the "
+                "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
+                "the connection and what was queued behind it; that data is lost until a "
+                "restart re-sends it",
+                sid,
+                rank,
+                self._frame_bound,
+            )
+            self._count()  # after the log: a reader of the count finds the line written

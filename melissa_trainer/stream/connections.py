@@ -37,11 +37,11 @@ rare, and only the log line's name is then wrong, never a count of data.
 from __future__ import annotations
 
 import logging
-import struct
 import threading
 from collections.abc import Callable
 
 import zmq
+from zmq.utils.monitor import parse_monitor_message
 
 from melissa_trainer.stream.protocol import Bye, Hello
 
@@ -49,7 +49,6 @@ __all__ = ["ConnectionWatch"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-_EVENT = struct.Struct("=HI")  # a monitor event's first frame: event id, value (the fd)
 _POLL_MS = 100  # how often the watch looks at its stop flag
 
 
@@ -101,9 +100,9 @@ class ConnectionWatch:
         while not self._stop.is_set():
             if not monitor.poll(_POLL_MS):
                 continue
-            frames = monitor.recv_multipart()
-            event, fd = _EVENT.unpack_from(frames[0])
-            if event != zmq.EVENT_DISCONNECTED:
+            event = parse_monitor_message(monitor.recv_multipart())  # (ZeroMQ's, not ours)
+            fd = int(event["value"])  # a DISCONNECTED event's value is the descriptor
+            if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
             owner = self._owners.pop(fd, None)
             if owner is None:

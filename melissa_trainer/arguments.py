@@ -189,7 +189,10 @@ class TrainingArguments:
             losses either way. False: each batch is collated and sent with Accelerate's
             ``send_to_device`` when its step starts. Default True.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
-            larger values cost less but stop up to this many steps later. Default 8.
+            larger values cost less but stop later: a stop takes effect at the end of
+            its window with one process, of the next window under several ranks (the
+            agreement is read a window after it starts, so the host never waits for
+            the device). Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
             every this many steps (`OnlineTrainer.simulation_losses`; an adaptive
             sampler steers the study with them). None: every
@@ -270,7 +273,11 @@ class TrainingArguments:
     stage_batches: bool = _f(
         True, "Collate the next batch a step ahead; on CUDA copy it on a side stream."
     )
-    stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
+    stop_sync_steps: int = _f(
+        8,
+        "Steps between all-reduces of the stop flag across ranks; under several ranks a "
+        "stop takes effect at the end of the next window.",
+    )
     simulation_loss_steps: int | None = _f(
         None,
         "Reduce per-simulation training losses every this many steps (0: off; default: "

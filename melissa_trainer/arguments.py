@@ -202,7 +202,10 @@ class TrainingArguments:
             (kernel search, and CUDA graphs), ``"max-autotune-no-cudagraphs"``; setting
             it sets `torch_compile`. CUDA graphs are refused off CUDA. Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
-            larger values cost less but stop up to this many steps later. Default 8.
+            larger values cost less but stop later: a stop takes effect at the end of
+            its window with one process, of the next window under several ranks (the
+            agreement is read a window after it starts, so the host never waits for
+            the device). Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
             every this many steps (`OnlineTrainer.simulation_losses`; an adaptive
             sampler steers the study with them). None: every
@@ -291,7 +294,11 @@ class TrainingArguments:
         None,
         "torch.compile mode of inductor (reduce-overhead: CUDA graphs); sets torch_compile.",
     )
-    stop_sync_steps: int = _f(8, "Steps between all-reduces of the stop flag across ranks.")
+    stop_sync_steps: int = _f(
+        8,
+        "Steps between all-reduces of the stop flag across ranks; under several ranks a "
+        "stop takes effect at the end of the next window.",
+    )
     simulation_loss_steps: int | None = _f(
         None,
         "Reduce per-simulation training losses every this many steps (0: off; default: "

@@ -8,8 +8,11 @@ and the simulations of its batch, and checks them at points where the host waits
 the device anyway or where it must:
 
 * at each stop synchronisation (every `stop_sync_steps` steps) under several ranks:
-  the index of the first non-finite loss rides in the stop flag's all-reduce
-  (`StopSync.agree`), so every rank learns it at once, at no extra collective or sync;
+  the index of the first non-finite loss recorded so far rides in the stop flag's
+  all-reduce (`StopSync.start`), so every rank learns it at once, at no extra
+  collective or sync, when the trainer reads that agreement: one window later (a
+  non-finite loss of window k raises at the end of window k+1, unless a log, a
+  validation or a checkpoint checked first);
 * before a log, a validation or a checkpoint (`OnlineTrainer._perform_requested_actions`),
   at the end of the loop, and in every `save_checkpoint` (which also checks the
   weights: an update from a non-finite gradient leaves the last loss finite), one
@@ -76,6 +79,9 @@ class LossGuard:
         self._steps: list[int] = []  # the step of each recorded loss
         self._sims: list[np.ndarray | None] = []  # the simulations of its batch
         self._with_ids = True  # samples carry simulation ids (until one batch has none)
+        # what the last `window_code` covered: (losses recorded then, `_checks` then)
+        self._coded: tuple[int, int] | None = None
+        self._checks = 0  # `check`s so far: one forgets every loss, coded or not
 
     def record(self, loss: torch.Tensor, step: int, samples: Any) -> None:
         """Keep `loss` (a 0-d tensor, on the device) of a micro-batch of optimizer step
@@ -95,20 +101,29 @@ class LossGuard:
 
     def window_code(self) -> torch.Tensor | None:
         """For the stop flag's all-reduce (MAX) under several ranks: ``limit - i`` for
-        the first non-finite loss recorded, at index i, else 0; None in a single
-        process (nothing rides on a collective then: see `check`)."""
+        the first non-finite loss recorded so far, at index i, else 0 (a device scalar:
+        no sync); None in a single process (nothing rides on a collective then: see
+        `check`). The losses recorded from now on are not covered: `settle` forgets
+        only these."""
         if not self.distributed:
             return None
+        self._coded = (len(self._steps), self._checks)
         return self.limit - self._first_bad()
 
     def settle(self, code: int | None) -> None:
-        """Act on `window_code` reduced over ranks: raise if it names a non-finite
-        loss, else forget what was checked. None (a single process): nothing."""
-        if code is None:
+        """Act on the last `window_code` reduced over ranks (it may be read one window
+        later; losses recorded since are kept): raise if it names a non-finite loss,
+        else forget the losses it covered. None (a single process): nothing. A `check`
+        in between checked (and forgot) them already: nothing then either."""
+        coded, self._coded = self._coded, None
+        if code is None or coded is None:
+            return
+        count, checks = coded
+        if checks != self._checks:  # a check read them since (and found them finite)
             return
         if code:
             self._raise(self.limit - code, None)
-        self._forget()
+        self._forget(count)
 
     def check(self, weights: Iterable[torch.Tensor] = ()) -> None:
         """Raise `NonFiniteLossError` if a loss recorded since the last check, or one
@@ -128,6 +143,7 @@ class LossGuard:
         if code:
             self._raise(self.limit - int(code), int(local))
         self._forget()
+        self._checks += 1
         if weights_bad:
             raise NonFiniteLossError(
                 "a weight of the model is NaN or infinite after an update, although every "
@@ -150,9 +166,16 @@ class LossGuard:
         bad = ~torch.isfinite(self._losses[:n])
         return torch.where(bad, self._index[:n], self._none).min()
 
-    def _forget(self) -> None:
-        self._steps.clear()
-        self._sims.clear()
+    def _forget(self, count: int | None = None) -> None:
+        """Forget the first `count` losses recorded (None: all); the later ones move to
+        the front (a device-to-device copy: no sync)."""
+        n = len(self._steps)
+        count = n if count is None else min(count, n)
+        if count < n:
+            left = n - count
+            self._losses[:left].copy_(self._losses[count:n].clone())
+        del self._steps[:count]
+        del self._sims[:count]
 
     def _raise(self, index: int, local: int | None) -> None:
         """Raise for the first non-finite loss, at `index` on some rank; `local` is

@@ -96,10 +96,9 @@ class LogFigures:
         values = figures.tolist()
         loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
         elapsed_mean = max(elapsed_sum / num_processes, 1e-9)
-        source_figures = {
-            **dict(zip(names, values[9:], strict=True)),
-            **dict(zip(study_names, maxima.tolist(), strict=True)),
-        }
+        source_figures = dict(zip(names, values[9:], strict=True))
+        if study_names:  # (a read of the device: only when there is something to read)
+            source_figures.update(zip(study_names, maxima.tolist(), strict=True))
         logs = {
             "loss": loss_sum / loss_count if loss_count else float("nan"),
             "learning_rate": lr,

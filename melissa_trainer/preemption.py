@@ -3,7 +3,8 @@
 A scheduler stops a job with SIGTERM (Slurm: before a preemption, at ``--signal``'s
 lead time, at the time limit, on ``scancel``; Kubernetes and systemd alike), a user
 with Ctrl-C (SIGINT). While `OnlineTrainer.train()` runs, `PreemptionHandler` turns
-either into a request that the trainer honours at its next stop synchronisation: every
+either into a request that the trainer honours at its next stop synchronisation (under
+several ranks, the one whose agreement starts after the signal: a window later): every
 rank stops at the same step, writes a checkpoint, stops the simulations, fires the end
 hooks, and `train()` raises `Preempted` (exit code 128 + the signal number).
 

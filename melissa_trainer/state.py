@@ -169,6 +169,8 @@ class TrainerControl:
       `on_train_end`, or in the events of the final log, validation or save) cannot be
       honoured: the trainer logs a warning naming it.
     * `should_stop`: at the next stop synchronisation (every `stop_sync_steps` steps;
+      under several ranks the one after it, whose agreement starts after the flag is
+      set: `OnlineTrainer.train`;
       every rank stops at the same step, and it may be set on one rank only). Never
       cleared: training ends.
     * `should_rewind`: at the next end of stream (END_OF_STREAM), where it is

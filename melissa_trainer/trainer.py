@@ -231,7 +231,9 @@ class OnlineTrainer:
         Raises:
             Preempted: SIGTERM or SIGINT reached a rank (main thread only; the previous
                 handlers are back when this returns or raises). Every rank stops at the
-                next stop synchronisation (within `stop_sync_steps` steps; a rank
+                next stop synchronisation (within `stop_sync_steps` steps with one
+                process, within twice that under several ranks, whose agreement is
+                read a window after it starts: see the loop below; a rank
                 waiting for data looks at the signal every `poll_interval` s at most),
                 writes a checkpoint of that step, stops the source and fires the end
                 hooks; a second signal exits at once (see `melissa_trainer.preemption`).
@@ -243,10 +245,8 @@ class OnlineTrainer:
         self._hold_output_dir()
         try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
             resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
-            first_window = 0  # steps of the first stop-sync window, if not stop_sync_steps
             if resume is not None:
                 self.load_checkpoint(resume)
-                first_window = trainer_checkpoint.window_left(self)
                 hooks.fire(Event.LOAD, self, state, control, str(resume))
             self.source.start(self.buffer, self.process_index, self.num_processes)
         except BaseException:
@@ -263,26 +263,42 @@ class OnlineTrainer:
             self.log_figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
             micro = args.gradient_accumulation_steps
+            sync, guard = self.stop_sync, self._loss_guard
+            sync.abandon()  # (an earlier train() that raised may have left one started)
+            # Under several ranks, the agreement on window k+1 is started before window
+            # k's steps are queued and read after them (`StopSync.start`): the host
+            # never waits for the device to run what it queued. A stop or a signal
+            # raised in window k then takes effect at the end of window k+1.
+            ahead = sync.distributed
             signum = 0
             while True:
-                window, first_window = first_window or args.stop_sync_steps, 0
-                if state.max_steps is not None:
-                    window = min(window, state.max_steps - state.global_step)
+                window = self._window(state.global_step)
                 if window <= 0:
                     break
-                # Take the window's batches first: the ranks then agree on what all can do.
-                available = self.dataset.prefetch(window * micro, preemption.requested)
-                guard = self._loss_guard
-                stop, available, signum = self.stop_sync.agree(
-                    control.should_stop, available, preemption.signum, guard.window_code()
-                )
-                guard.settle(self.stop_sync.extra)  # a non-finite loss: raises on every rank
+                if not sync.started:  # nothing agreed ahead: agree now (the host waits)
+                    # Take the window's batches first: the ranks then agree on what all can do.
+                    available = self.dataset.prefetch(window * micro, preemption.requested)
+                    code = guard.window_code()
+                    sync.start(control.should_stop, available, preemption.signum, code)
+                stop, available, signum = sync.result()
+                guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     break
                 steps = available // micro
+                following = self._window(state.global_step + steps)
+                if ahead and steps == window and following > 0:
+                    # Take the next window's batches now (they stay pending, in order,
+                    # behind this window's) and start the ranks' agreement on them.
+                    held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
+                    sync.start(
+                        control.should_stop,
+                        held - steps * micro,
+                        preemption.signum,
+                        guard.window_code(),
+                    )
                 for i in range(steps):
                     self._training_step(stage_next=i + 1 < steps)
-                if available // micro < window:  # the data ran out on some rank
+                if steps < window:  # the data ran out on some rank
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
@@ -307,6 +323,17 @@ class OnlineTrainer:
                 preemption.restore()
                 self._release_output_dir()  # the run is over: output_dir is free
         return state
+
+    def _window(self, step: int) -> int:
+        """The steps of the stop-sync window that starts at `step`: up to the next
+        multiple of `stop_sync_steps` (windows are aligned on them, so that a resume
+        knows where the window of its checkpoint ends, whatever batches were taken
+        ahead), fewer if `max_steps` is nearer; <= 0: no more steps."""
+        every = self.args.stop_sync_steps
+        window = every - step % every
+        if self.state.max_steps is not None:
+            window = min(window, self.state.max_steps - step)
+        return window
 
     def _hold_output_dir(self) -> None:
         """Hold `output_dir` for this `train()` (again after an earlier one released

@@ -358,20 +358,3 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     if errors:
         raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)
-
-
-def window_left(trainer: OnlineTrainer) -> int:
-    """The steps left in the stop-sync window that a restored checkpoint was written
-    in: the fewest whole steps pending on any rank (every rank took the window's
-    batches when it began, the agreed number of steps being the fewest). Resuming
-    with them keeps the windows, hence the data taken from the buffer at each step
-    and the logged buffer figures, where they were without the restart. 0 after a
-    resume on another number of ranks (no rank has a pending batch: the checkpoint's
-    are in the buffers' shares), so the first window is a whole one. Collective.
-    """
-    steps = trainer.dataset.num_pending // trainer.args.gradient_accumulation_steps
-    if trainer.stop_sync.distributed:
-        fewest = torch.tensor([steps], dtype=torch.int64, device=trainer.accelerator.device)
-        torch.distributed.all_reduce(fewest, op=torch.distributed.ReduceOp.MIN)
-        steps = int(fewest.item())
-    return steps

@@ -145,10 +145,19 @@ class DeviceReservoirBuffer(ReservoirBuffer):
                 )
                 for k, (shape, dtype) in self._layout.items()
             }
-        index = torch.tensor([h.slot for h in held], dtype=torch.long).to(self.device)
+        index = self._to_device(torch.tensor([h.slot for h in held], dtype=torch.long))
         for k, rows in self._rows.items():
             block = torch.from_numpy(np.stack([np.asarray(h[k]) for h in held]))
-            rows.index_copy_(0, index, block.to(self.device, non_blocking=False))
+            rows.index_copy_(0, index, self._to_device(block))
+
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        """A host tensor copied to the device. On CUDA through pinned memory, without
+        blocking the host (a copy from pageable memory waits for the stream's queue:
+        the training steps queued); the caching host allocator keeps the pinned copy
+        until the transfer has run."""
+        if self.device.type == "cuda":
+            return tensor.pin_memory().to(self.device, non_blocking=True)
+        return tensor.to(self.device)
 
     def put(self, sample: Sample, timeout: float | None = None) -> None:
         with self._lock:
@@ -182,7 +191,7 @@ class DeviceReservoirBuffer(ReservoirBuffer):
             self._write_rows()  # a draw before the putter's copy: copied now
             slots = [h.slot for h in items if isinstance(h, _Held)]
             assert len(slots) == len(items)  # every held sample is a _Held
-            index = torch.tensor(slots, dtype=torch.long).to(self.device)
+            index = self._to_device(torch.tensor(slots, dtype=torch.long))
             tensors = {k: rows.index_select(0, index) for k, rows in self._rows.items()}
         return DeviceBlock(items, tensors)
 

@@ -37,11 +37,18 @@ class Event(str, Enum):
         SOURCE_STARTED                            # a study starts its simulations
         TRAIN_START
         while True:
-            window = stop_sync_steps steps, fewer if max_steps is nearer; none: stop
-            take the window's batches             # a rank waiting for data also looks
+            window = up to the next multiple of stop_sync_steps, fewer if max_steps is
+                     nearer; none: stop
+            if nothing was agreed ahead on this window:
+                take the window's batches         # a rank waiting for data also looks
                                                   # for a signal, and stops waiting
-            all-reduce (should_stop, batches available, signal caught)  # one collective
+                all-reduce (should_stop, batches available, signal caught)  # one collective
+            read the agreement (the ranks' should_stop, fewest batches, signal)
             if any rank caught a signal or set control.should_stop: stop
+            under several ranks, if this window is whole and another follows:
+                take the next window's batches and start its all-reduce (async: read at
+                the next window's top; a stop raised in this window rides in the one
+                started at its end, so it takes effect one window later)
             for each step of the window:
                 STEP_START
                 for each micro-batch of the step:
@@ -82,7 +89,8 @@ class Event(str, Enum):
         if control.should_save:     write checkpoint; SAVE
 
     each flag cleared as its action starts. A flag set in any event is honoured at the
-    next ACT (`should_stop` at the next stop synchronisation, `should_rewind` at the
+    next ACT (`should_stop` at the next stop synchronisation, one window later under
+    several ranks, `should_rewind` at the
     next END_OF_STREAM); none is dropped (one set in PREEMPTED or TRAIN_END, after the
     last ACT, is warned about).
 

@@ -46,7 +46,9 @@ def test_the_first_script_runs_as_printed_and_its_hook_stops_it(tmp_path: Path) 
     # stopped by the hook: at the first log whose loss is below its threshold, the stop
     # takes effect at the next stop synchronisation (every 8 steps by default)...
     first = next(step for step, loss in logs if loss < 1e-3 and step % 20 == 0)
-    assert first <= state["global_step"] < first + 8
+    # under several ranks a stop takes effect at the end of the window after the one
+    # it was asked in (docs/concepts/loop.md): within two windows of 8 steps
+    assert first <= state["global_step"] <= first + 2 * 8
     # ...long before the stream's end (5,000 samples: ~2,500 steps)
     assert not state["stream_ended"] and state["global_step"] < 1000
 
@@ -86,7 +88,9 @@ def test_the_accelerate_line_runs_as_printed_and_its_hook_stops_every_rank(tmp_p
     assert not state["stream_ended"]  # stopped by the hook, not by the stream's end
     logs = [(h["step"], h["loss"]) for h in state["log_history"] if "loss" in h]
     first = next(step for step, loss in logs if loss < 1e-3 and step % 20 == 0)
-    assert first <= state["global_step"] < first + 8
+    # under several ranks a stop takes effect at the end of the window after the one
+    # it was asked in (docs/concepts/loop.md): within two windows of 8 steps
+    assert first <= state["global_step"] <= first + 2 * 8
     assert len(list(checkpoint.glob("rank_*"))) == 4  # one folder per rank: four ranks
 
 

@@ -1,0 +1,79 @@
+"""The loss check and the stop flag's agreement, read one window after they start.
+
+The trainer starts the agreement on window k+1 (with the loss check's code of the
+losses recorded so far) before window k's steps, and reads it after them: the losses
+recorded in between must survive the read, and be checked by the next one. A single
+rank is the reduction of itself, so the codes are fed back as the all-reduce would.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from melissa_trainer.loss_guard import LossGuard, NonFiniteLossError
+from melissa_trainer.sync import StopSync
+
+CPU = torch.device("cpu")
+
+
+def test_a_nan_recorded_while_an_agreement_runs_is_caught_by_the_next_one() -> None:
+    guard = LossGuard(CPU, distributed=True, limit=16)
+    for step in (1, 2, 3):
+        guard.record(torch.tensor(0.5), step, ())
+    code = guard.window_code()  # started with the agreement on the next window
+    assert code is not None
+    guard.record(torch.tensor(float("nan")), 4, ())  # this window's steps run meanwhile
+    guard.record(torch.tensor(0.25), 5, ())
+    guard.settle(int(code))  # read at the window's end: steps 1-3 were finite
+    later = guard.window_code()
+    assert later is not None
+    with pytest.raises(NonFiniteLossError, match="at step 4") as caught:
+        guard.settle(int(later))
+    assert caught.value.step == 4
+
+
+def test_a_nan_within_the_coded_losses_raises_at_the_read_naming_its_step() -> None:
+    guard = LossGuard(CPU, distributed=True, limit=16)
+    guard.record(torch.tensor(1.0), 7, ())
+    guard.record(torch.tensor(float("inf")), 8, ())
+    code = guard.window_code()
+    assert code is not None
+    guard.record(torch.tensor(1.0), 9, ())
+    with pytest.raises(NonFiniteLossError, match="at step 8"):
+        guard.settle(int(code))
+
+
+def test_a_check_between_start_and_read_leaves_nothing_for_the_read_to_forget() -> None:
+    """A log or a checkpoint in the window checks (and forgets) every loss: the read of
+    the code started before then forgets none of the losses recorded after the check."""
+    guard = LossGuard(CPU, distributed=True, limit=16)
+    guard.record(torch.tensor(1.0), 1, ())
+    code = guard.window_code()
+    assert code is not None
+    guard.distributed = False  # (check's all-reduce: one rank is its own reduction)
+    guard.check()
+    guard.distributed = True
+    guard.record(torch.tensor(float("nan")), 2, ())
+    guard.settle(int(code))  # must not forget step 2's loss
+    later = guard.window_code()
+    assert later is not None
+    with pytest.raises(NonFiniteLossError, match="at step 2"):
+        guard.settle(int(later))
+
+
+def test_stop_sync_without_a_process_group_returns_what_was_started() -> None:
+    sync = StopSync(CPU, num_processes=1)
+    assert not sync.distributed and not sync.started
+    sync.start(True, 6, 15)
+    assert sync.started
+    assert sync.result() == (True, 6, 15)
+    assert sync.agree(False, 3) == (False, 3, 0)
+    with pytest.raises(RuntimeError, match="no agreement was started"):
+        sync.result()
+    sync.start(False, 1)
+    with pytest.raises(RuntimeError, match="not read"):
+        sync.start(False, 1)
+    sync.abandon()
+    assert not sync.started
+    assert sync.collectives == 0

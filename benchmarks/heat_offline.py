@@ -60,9 +60,9 @@ def simulate_offline(
         design(setup, n_simulations),
         n_simulations,
         job_limit=setup.sim_jobs,
-        env={"OMP_NUM_THREADS": "1"},
         # a killed run at the deadline is no failure
         tuning=LauncherTuning(poll_interval=POLL, min_finished_fraction=1e-9),
+        **setup.launcher_options(),
     )
     t0_wall, t0 = time.time(), time.perf_counter()
     launcher.start(workdir / "rendezvous", study_dir=workdir)

@@ -60,7 +60,13 @@ from melissa_trainer import (  # noqa: E402
     TrainingArguments,
 )
 from melissa_trainer.buffers import BufferConfig, SampleBlock, make_buffer  # noqa: E402
-from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
+from melissa_trainer.launcher import (  # noqa: E402
+    Launcher,
+    LauncherTuning,
+    LocalBackend,
+    Placement,
+    make_sampler,
+)
 
 SOLVER = EXAMPLE / "solver.py"
 NAMES = (*PARAMETER_NAMES, "log2_alpha")
@@ -97,6 +103,24 @@ class Setup:
     #: node splits them); `cores` picks which: (training, simulations)
     pin: bool = False
     cores: tuple[int, int] = (0, 1)
+    #: how the launcher starts the simulations beside the trainer: "default" (the local
+    #: backend's default `Placement`: niceness +10 in the trainer's session, one
+    #: BLAS/OpenMP thread) or "none" (``LocalBackend(placement=None)``: a session of its
+    #: own each, nothing changed, ``OMP_NUM_THREADS=1`` set by this benchmark: the
+    #: launcher before placements existed)
+    placement: str = "default"
+    #: with placement "default": the simulations' niceness (None: the library's, 10)
+    sim_nice: int | None = None
+
+    def launcher_options(self) -> dict[str, Any]:
+        """The `Launcher` arguments that `placement` decides (backend, env)."""
+        if self.placement == "default":
+            if self.sim_nice is None:
+                return {"backend": LocalBackend()}
+            return {"backend": LocalBackend(Placement(nice=self.sim_nice))}
+        if self.placement == "none":
+            return {"backend": LocalBackend(placement=None), "env": {"OMP_NUM_THREADS": "1"}}
+        raise ValueError(f"placement must be 'default' or 'none', not {self.placement!r}")
 
     @property
     def config(self) -> HeatConfig:
@@ -267,6 +291,7 @@ class _Online(Hook):
     ) -> None:
         self.setup, self.tracker, self.progress, self.budget = setup, tracker, progress, budget
         self.loop_end = math.nan
+        self.first_step = math.nan  # when the first step ended (s since train())
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         lr = learning_rate(self.setup, self.progress(state))
@@ -274,6 +299,8 @@ class _Online(Hook):
             group["lr"] = lr
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step == 1:
+            self.first_step = self.tracker.elapsed()
         self.tracker.maybe(trainer.model)
         if self.budget is not None and self.tracker.elapsed() >= self.budget:
             control.should_stop = True
@@ -327,6 +354,10 @@ def _train(
     tracker.t0 = time.perf_counter()
     state = trainer.train()
     run = new_run("", steps=state.global_step, samples_seen=state.samples_seen)
+    # the training rate once it runs: steps after the first over the time after it
+    # (online's first step waits for the watermark's samples)
+    after = hook.loop_end - hook.first_step
+    run["steps_per_s"] = round((state.global_step - 1) / after, 2) if after > 0 else math.nan
     return hook.loop_end, run
 
 
@@ -338,8 +369,8 @@ def _stream(setup: Setup, workdir: Path, n_simulations: int) -> tuple[Launcher, 
         design(setup, n_simulations),
         n_simulations,
         job_limit=setup.sim_jobs,
-        env={"OMP_NUM_THREADS": "1"},
         tuning=LauncherTuning(poll_interval=POLL),
+        **setup.launcher_options(),
     )
     stream = StreamSource(
         ReceiverConfig(
@@ -416,6 +447,7 @@ def run_online(
     study = launcher.summary()
     run.update(
         pipeline="online",
+        placement=setup.placement,
         simulations=int(study.get("finished", 0)),
         simulation_seconds=round(study.get("simulation_seconds", 0.0), 3),
         samples_received=received,

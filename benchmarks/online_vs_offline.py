@@ -26,6 +26,15 @@ Three comparisons, each measured in this run:
    bytes online streamed in case 2; it simulates until its disk is full and trains for
    the rest of the same budget. Target: offline error / online error >= 1.43.
 
+And the trainer's share of the machine: online's training rate in case 2 while its
+simulations run beside it (steps per second after its first step), against the same
+training alone (case 1's `train_from_memory`). Target: >= 0.9. The simulations are
+started the way the library starts them by default (`--placement default`: the local
+backend's `Placement`, niceness +10 in the trainer's session, one BLAS/OpenMP thread);
+``--placement none`` starts them as the launcher did before placements existed (a
+session of their own, OMP_NUM_THREADS=1 set here), and ``--placement_ab`` runs case 2's
+online pipeline both ways, alternately, in the same run, with rows for each.
+
 Every pipeline runs in its own process (clean peak RSS, threads and allocator), forked
 from a server that imported torch once (`isolated.py`: 9 fresh interpreters cost ~35 s
 of imports on 2 cores). Errors
@@ -34,6 +43,7 @@ are mean squared errors in kelvin squared over every point of every held-out ste
     python benchmarks/online_vs_offline.py           # about 10 minutes on 2 cores
     python benchmarks/online_vs_offline.py --quick   # under a minute: checks the pipelines
     python benchmarks/online_vs_offline.py --json    # last line {"rows": [...]}
+    python benchmarks/online_vs_offline.py --placement_ab  # + online with placement=None
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ import argparse
 import json
 import math
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -61,6 +72,8 @@ from melissa_trainer.json_output import to_json  # noqa: E402
 
 TARGET_OVERLAP = 0.87
 TARGET_ERROR_RATIO = 1.43
+#: online's training rate while its simulations run / the same training alone
+TARGET_SHARE = 0.9
 Run = dict[str, Any]
 #: what the pipelines' processes import, once, in the fork server (`isolated.py`)
 PRELOAD = ("heat_offline", "heat_pipelines")
@@ -142,19 +155,39 @@ def equal_data(setup: dict[str, Any], work: Path, n: int, ratio: float) -> dict[
             "streamed": streamed}  # fmt: skip
 
 
-def equal_budget(
-    setup: dict[str, Any], work: Path, budget: float, splits: list[float], fraction: float,
-    eval_every: float, seconds_per_simulation: float,
-) -> dict[str, Any]:  # fmt: skip
-    # A study larger than the budget allows (twice what case 1's pace would run): the
-    # budget ends it. Not much larger: the launcher keeps a record per simulation.
-    cap = 2 * math.ceil(budget / seconds_per_simulation) + 16
+def study_cap(budget: float, seconds_per_simulation: float) -> int:
+    """A study larger than `budget` allows (twice what case 1's pace would run): the
+    budget ends it. Not much larger: the launcher keeps a record per simulation."""
+    return 2 * math.ceil(budget / seconds_per_simulation) + 16
+
+
+def online_budget(
+    setup: dict[str, Any], work: Path, budget: float, eval_every: float,
+    seconds_per_simulation: float,
+) -> Run:  # fmt: skip
+    """Case 2's online pipeline: simulations streamed into the trainer for `budget` s."""
+    cap = study_cap(budget, seconds_per_simulation)
     online = child(
-        "run_online", setup, work / "online", n_simulations=cap, budget=budget,
-        eval_every=eval_every,
-    )  # fmt: skip
+        "run_online", setup, work, n_simulations=cap, budget=budget, eval_every=eval_every
+    )
     if online["simulations"] >= cap or online["wall"] < budget:
         raise RuntimeError(f"online ran out of simulations ({cap}) before the budget ended")
+    return online
+
+
+def equal_budget(
+    setup: dict[str, Any], work: Path, budget: float, splits: list[float], fraction: float,
+    eval_every: float, seconds_per_simulation: float, ab: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Cases 2 and 3; with `ab`, case 2's online pipeline also with ``placement="none"``
+    (run before ours, and ours first on the other side of offline's runs: A B ... B A)."""
+    others: list[Run] = []
+    if ab:
+        old = {**setup, "placement": "none"}
+        others.append(online_budget(old, work / "online-none-1", budget, eval_every,
+                                    seconds_per_simulation))  # fmt: skip
+    online = online_budget(setup, work / "online", budget, eval_every, seconds_per_simulation)
+    cap = study_cap(budget, seconds_per_simulation)
     simulated = child(
         "simulate_offline", setup, work / "offline", n_simulations=cap,
         duration=max(splits) * budget,
@@ -185,7 +218,14 @@ def equal_budget(
         eval_every=eval_every,
     )  # fmt: skip
     stored.update(bytes_on_disk=used, storage_budget=storage)
-    return {"online": online, "offline": offline, "storage": stored, "simulate": simulated}
+    out = {"online": online, "offline": offline, "storage": stored, "simulate": simulated}
+    if ab:
+        out["online_ab"] = [online, online_budget(setup, work / "online-2", budget, eval_every,
+                                                  seconds_per_simulation)]  # fmt: skip
+        others.append(online_budget(old, work / "online-none-2", budget, eval_every,
+                                    seconds_per_simulation))  # fmt: skip
+        out["online_none"] = others
+    return out
 
 
 #: the horizon every sweep point simulates (time_steps x dt), the default's
@@ -295,7 +335,34 @@ def rows(data: dict[str, Run], budget: dict[str, Any], opts: argparse.Namespace)
             on_b["val_mse"], best["val_mse"], "K^2", TARGET_ERROR_RATIO),
         row(f"equal storage ({opts.storage_fraction:g} of streamed): val MSE, offline / online",
             on_b["val_mse"], stored["val_mse"], "K^2", TARGET_ERROR_RATIO),
-    ]  # fmt: skip
+        share_row(f"training while simulations run (placement {opts.placement}): "
+                  "steps/s, online's / the same training alone", on_b, alone, TARGET_SHARE),
+    ] + ab_rows(budget, alone, best, best_f)  # fmt: skip
+
+
+def share_row(case: str, online: Run, alone: Run, target: float | None) -> dict:
+    """Online's training rate while its simulations ran / the training alone's (higher
+    is better: ratio = ours / baseline)."""
+    ours, base = online["steps_per_s"], alone["steps_per_s"]
+    return {"case": case, "ours": round(ours, 2), "baseline": round(base, 2),
+            "unit": "steps/s", "ratio": round(ours / base, 3), "target": target}  # fmt: skip
+
+
+def ab_rows(budget: dict[str, Any], alone: Run, best: Run, best_f: float) -> list[dict]:
+    """With `--placement_ab`: the medians of the alternate online runs, each placement."""
+    if "online_none" not in budget:
+        return []
+    out = []
+    for name, runs in (("default", budget["online_ab"]), ("none", budget["online_none"])):
+        rate = statistics.median(r["steps_per_s"] for r in runs)
+        mse = statistics.median(r["val_mse"] for r in runs)
+        out.append(share_row(f"A/B placement {name} ({len(runs)} runs, medians): steps/s, "
+                             "online's / alone", {"steps_per_s": rate}, alone, None))  # fmt: skip
+        case = f"A/B placement {name}: val MSE, offline (best: {best_f:.0%}) / online"
+        base = best["val_mse"]
+        out.append({"case": case, "ours": round(mse, 4), "baseline": round(base, 4),
+                    "unit": "K^2", "ratio": round(base / mse, 3), "target": None})  # fmt: skip
+    return out
 
 
 def plot(budget: dict[str, Any], path: Path, opts: argparse.Namespace) -> None:
@@ -334,6 +401,15 @@ def main() -> None:
     p.add_argument("--sim_jobs", type=int, default=1)
     p.add_argument("--torch_threads", type=int, default=1)
     p.add_argument("--loader_workers", type=int, default=0, help="offline DataLoader's")
+    p.add_argument("--placement", choices=("default", "none"), default="default", help=(
+        "how the launcher starts the simulations: the library's default Placement, or "
+        "placement=None (as before placements existed)"))  # fmt: skip
+    p.add_argument("--sim_nice", type=int, help=(
+        "with --placement default: the simulations' niceness (default: the library's 10)"),
+    )  # fmt: skip
+    p.add_argument("--placement_ab", action="store_true", help=(
+        "also run case 2's online pipeline with --placement none, alternately with ours "
+        "(4 more online runs), and print a row for each"))  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_dir", default="outputs/online_vs_offline")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
@@ -352,7 +428,8 @@ def main() -> None:
     opts.budget = opts.budget or quick.get("budget", 120.0)
     splits = [float(s) for s in opts.splits.split(",")]
     setup = {"sim_jobs": opts.sim_jobs, "torch_threads": opts.torch_threads,
-             "loader_workers": opts.loader_workers, "seed": opts.seed}  # fmt: skip
+             "loader_workers": opts.loader_workers, "seed": opts.seed,
+             "placement": opts.placement, "sim_nice": opts.sim_nice}  # fmt: skip
     if opts.quick:
         setup.update(buffer_size=400, watermark=100, n_validation=2)
     out = Path(opts.output_dir)
@@ -364,7 +441,7 @@ def main() -> None:
         pace = data["streamed"]["wall"] / opts.simulations
         budget = equal_budget(
             setup, work / "budget", opts.budget, splits, opts.storage_fraction,
-            opts.budget / 12, pace,
+            opts.budget / 12, pace, ab=opts.placement_ab,
         )  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)

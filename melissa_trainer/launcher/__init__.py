@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.launcher.backends import make_backend
     from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
     from melissa_trainer.launcher.backends.local import LocalBackend
+    from melissa_trainer.launcher.backends.placement import Placement
     from melissa_trainer.launcher.breed import BreedSampler
     from melissa_trainer.launcher.launcher import Launcher, LauncherError
     from melissa_trainer.launcher.samplers import (
@@ -46,6 +47,7 @@ __all__ = [
     "ListSampler",
     "LocalBackend",
     "Observation",
+    "Placement",
     "Sampler",
     "SamplerExhausted",
     "SobolSampler",
@@ -63,6 +65,7 @@ _WHERE = {
     "Job": "backends.base",
     "LaunchError": "backends.base",
     "LocalBackend": "backends.local",
+    "Placement": "backends.placement",
     "Launcher": "launcher",
     "LauncherError": "launcher",
     "LauncherTuning": "tuning",

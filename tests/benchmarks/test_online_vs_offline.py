@@ -4,6 +4,7 @@ time budget that stops both), and the command itself end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -101,7 +102,11 @@ def test_a_time_budget_stops_each_pipeline(tmp_path, validation):
     assert times == sorted(times) and len(times) >= 2 and times[-1] >= online["wall"]
     assert all(t >= 1.0 for t in times[:-1])
 
-    simulated = off.simulate_offline(SETUP, tmp_path / "offline", 10_000, duration=2.0)
+    # two simulations must be complete within 2 s: started as before placements (a
+    # session each, the trainer's priority), since niced ones beside another test's
+    # trainer in this session may not finish two on a loaded machine
+    alone = dataclasses.replace(SETUP, placement="none")
+    simulated = off.simulate_offline(alone, tmp_path / "offline", 10_000, duration=2.0)
     assert 0 < simulated["simulations"] < 10_000
     assert not list((tmp_path / "offline" / "data").glob("*.partial"))
     assert all(done <= simulated["wall"] + 0.5 for _, done in simulated["files"])
@@ -128,19 +133,30 @@ def test_the_command_prints_its_rows(tmp_path):
          "--budget", "3", "--simulations", "4",
          # half, not a tenth, of what online streams in 3 s (8 simulations on a loaded
          # machine): a tenth held no simulation and offline's storage run had no data
-         "--storage_fraction", "0.5",
+         "--storage_fraction", "0.5", "--placement_ab",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 6
+    assert len(rows) == 7 + 4  # --placement_ab: two rows per placement
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert row["ours"] > 0 and row["baseline"] > 0
-        assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2)
+        # steps/s: higher is better (ours / baseline); seconds and errors: lower
+        higher = row["unit"] == "steps/s"
+        expected = row["ours"] / row["baseline"] if higher else row["baseline"] / row["ours"]
+        assert row["ratio"] == pytest.approx(expected, rel=1e-2)
+    share = [row for row in rows if row["unit"] == "steps/s"]
+    assert len(share) == 3 and share[0]["target"] == bench.TARGET_SHARE
+    assert "placement default" in share[1]["case"] and "placement none" in share[2]["case"]
     results = json.loads((tmp_path / "results.json").read_text())
     data, budget = results["data"], results["budget"]
+    # the A/B: our online runs and the old placement's, each with its rate
+    assert [r["placement"] for r in budget["online_ab"]] == ["default", "default"]
+    assert [r["placement"] for r in budget["online_none"]] == ["none", "none"]
+    assert share[0]["ours"] == budget["online"]["steps_per_s"]
+    assert share[0]["baseline"] == data["alone"]["steps_per_s"]
     n = data["simulate"]["simulations"]
     assert data["online"]["samples_received"] == n * hp.Setup().time_steps
     stored = budget["storage"]

@@ -10,6 +10,7 @@ from typing import Any
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.launcher.backends.mpiexec import MpiexecBackend
+from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.slurm import SlurmBackend
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "LaunchError",
     "LocalBackend",
     "MpiexecBackend",
+    "Placement",
     "SlurmBackend",
     "make_backend",
 ]

@@ -1,9 +1,19 @@
 """Jobs as local processes: the default backend, needs nothing.
 
-Each job is a `subprocess.Popen` of its argv (no shell) in a new session, so that it and
-every process it starts share one process group, and `kill` signals the whole group:
-SIGTERM, then SIGKILL after the grace period. When a job's main process ends, what it
-left running in its group is killed too (an ended job leaves nothing behind).
+Each job is a `subprocess.Popen` of its argv (no shell) in a process group of its own,
+so that it and every process it starts share one process group, and `kill` signals the
+whole group: SIGTERM, then SIGKILL after the grace period. When a job's main process
+ends, what it left running in its group is killed too (an ended job leaves nothing
+behind).
+
+**Beside the trainer.** A `Placement` (the default one unless told otherwise) starts
+jobs at a lower priority than the trainer (``nice -n 10`` in front of the command), in
+the trainer's session (so that the priority counts on kernels with autogroup
+scheduling), with one BLAS/OpenMP thread each unless their environment says otherwise,
+and optionally on given cores: see `placement` for what each does and why.
+``placement=None`` starts each job in a new session of its own with nothing changed
+(the behaviour before placements; also what a Python older than 3.11 gets for the
+session, as its `subprocess` cannot make a process group without ``preexec_fn``).
 
 **No fork of the trainer.** The `Popen` has no ``preexec_fn`` (nor user or group
 change), so CPython starts the child with ``vfork``: the child borrows the trainer's
@@ -52,6 +62,7 @@ Used from one thread (see `Backend`).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import logging
@@ -65,8 +76,15 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.placement import Placement
 
-__all__ = ["LocalBackend", "LocalHandle"]
+__all__ = ["DEFAULT_PLACEMENT", "LocalBackend", "LocalHandle"]
+
+#: what `LocalBackend` uses unless told otherwise
+DEFAULT_PLACEMENT = Placement()
+#: `subprocess.Popen(process_group=...)` (Python 3.11): a group of its own without a
+#: ``preexec_fn`` (which would fork the trainer) nor a new session
+_HAVE_PROCESS_GROUP = sys.version_info >= (3, 11)
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -170,12 +188,25 @@ class LocalHandle(Handle):
 
 
 class LocalBackend(Backend):
-    """Jobs as local processes in their own process groups (see the module docstring)."""
+    """Jobs as local processes in their own process groups (see the module docstring).
+
+    Args:
+        placement: priority, threads and cores of the jobs (`Placement`); default
+            `DEFAULT_PLACEMENT` (niceness +10, one BLAS/OpenMP thread, any core, the
+            trainer's session); None: a new session per job and nothing changed.
+    """
 
     name = "local"
 
-    def __init__(self) -> None:
+    def __init__(self, placement: Placement | None = DEFAULT_PLACEMENT) -> None:
+        if placement is not None and not isinstance(placement, Placement):
+            raise ValueError(
+                f"placement must be a melissa_trainer.launcher.Placement, or None for a new "
+                f"session per job and nothing changed, not {placement!r}"
+            )
+        self.placement = placement
         self._handles: list[LocalHandle] = []
+        self._nice = _nice_program() if placement is not None and placement.nice else None
         self._wrapper = pdeathsig_wrapper()
         if self._wrapper is None:
             logger.debug("local jobs start with no parent-death signal (Linux only)")
@@ -198,24 +229,35 @@ class LocalBackend(Backend):
             )
         if not job.argv:
             raise LaunchError(f"job {job.name}: empty command")
-        env = job.full_env()
+        placement = self.placement
+        env = job.full_env() if placement is None else placement.env(job.full_env())
+        argv = list(job.argv)
+        if self._nice is not None:  # exec'd in place: the job's pid, argv and status
+            argv = [self._nice, "-n", str(placement.nice), *argv]  # type: ignore[union-attr]
+        group = placement is not None and _HAVE_PROCESS_GROUP
+        # a group of its own in our session, or (without a placement, or a Python without
+        # `process_group`) a session of its own
+        session: dict[str, Any] = {"process_group": 0} if group else {"start_new_session": True}
         log = job.open_log()
         try:
-            if self._wrapper is not None:  # else Popen's exec reports it
+            if self._wrapper is not None or self._nice is not None:  # else Popen's exec
                 check_executable(job.argv[0], env, job.cwd)
-            process = subprocess.Popen(
-                wrapped_argv(list(job.argv), env, self._wrapper),
-                env=env,
-                cwd=job.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT if log is not None else None,
-                start_new_session=True,
-            )
+            with contextlib.nullcontext() if placement is None else placement.affinity():
+                process = subprocess.Popen(
+                    wrapped_argv(argv, env, self._wrapper),
+                    env=env,
+                    cwd=job.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT if log is not None else None,
+                    **session,
+                )
         except (OSError, subprocess.SubprocessError) as exc:
             if log is not None:
                 log.close()
             raise LaunchError(f"cannot start job {job.name} ({list(job.argv)}): {exc}") from exc
+        if placement is not None and placement.nice and self._nice is None:
+            _renice_group(process.pid, placement.nice)
         handle = LocalHandle(job, process, log)
         self._handles.append(handle)
         return handle
@@ -272,7 +314,33 @@ class LocalBackend(Backend):
         return handle
 
     def __repr__(self) -> str:
-        return f"LocalBackend({len(self._handles)} running)"
+        return f"LocalBackend({len(self._handles)} running, placement={self.placement})"
+
+
+def _nice_program() -> str | None:
+    """The ``nice`` program (coreutils, BSD), or None."""
+    path = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/bin", "/bin"])
+    return shutil.which("nice", path=path)
+
+
+def _renice_group(pgid: int, nice: int) -> None:
+    """Without a ``nice`` program: lower the priority of process group `pgid` (every
+    thread of every process in it) by `nice`, just after its start. What the job did
+    before this call (a thread, a child in a session of its own) may keep the trainer's
+    priority; logged once."""
+    if not _renice_warned:
+        _renice_warned.append(True)
+        logger.warning(
+            "no `nice` program on PATH: jobs are reniced just after their start (what "
+            "a job starts in its first milliseconds may keep the trainer's priority)"
+        )
+    try:
+        os.setpriority(os.PRIO_PGRP, pgid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    except OSError as exc:  # the job already ended: nothing to renice
+        logger.debug("renice of job %d: %s", pgid, exc)
+
+
+_renice_warned: list[bool] = []
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

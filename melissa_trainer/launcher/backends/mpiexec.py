@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.local import LocalBackend, LocalHandle
+from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
+from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
 
@@ -60,6 +61,13 @@ class MpiexecBackend(Backend):
             a path.
         extra_args: options inserted after ``-n RANKS``, e.g. ``["-bind-to", "none"]``
             or ``["-hosts", "node1,node2"]``.
+        placement: the local backend's (`Placement`), for the mpiexec process and so
+            for the ranks it starts on this machine: their priority, BLAS/OpenMP
+            threads (mpiexec passes the environment on to every rank) and cores. Hydra
+            starts its ranks in sessions of their own, where on an autogroup kernel
+            the niceness no longer counts against the trainer: ``cpus`` still does
+            (an MPI binding option such as ``-bind-to`` replaces it). None: nothing
+            changed.
 
     Raises LaunchError at construction if `mpiexec` cannot be found (the message names
     the fix). Used from one thread (Backend contract).
@@ -67,7 +75,12 @@ class MpiexecBackend(Backend):
 
     name = "mpiexec"
 
-    def __init__(self, mpiexec: str = "mpiexec", extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        mpiexec: str = "mpiexec",
+        extra_args: Sequence[str] = (),
+        placement: Placement | None = DEFAULT_PLACEMENT,
+    ) -> None:
         if isinstance(extra_args, str | bytes):
             raise TypeError(
                 f"extra_args must be a sequence of arguments, e.g. ['-bind-to', 'none'], "
@@ -82,7 +95,7 @@ class MpiexecBackend(Backend):
                 "as MpiexecBackend(mpiexec=...)"
             )
         self.mpiexec = found
-        self._local = LocalBackend()
+        self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
 
     def launch(self, job: Job) -> Handle:

@@ -2,8 +2,8 @@
 the trainer's memory is neither copied nor write-protected), and still with
 PR_SET_PDEATHSIG, set by the wrapper in front of the argv (setpriv, or the Python
 wrapper where there is none). Through either wrapper a job is the same as a direct exec
-of its command: its pid, session, exit status, signal death, log, environment and
-launch errors."""
+of its command: its pid, process group, exit status, signal death, log, environment
+(with the default `Placement`'s thread variables) and launch errors."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import pytest
 from helpers import cmdline
 
 from melissa_trainer.launcher.backends import Job, LaunchError, LocalBackend, local
+from melissa_trainer.launcher.backends.placement import THREAD_VARIABLES
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="vfork, PR_SET_PDEATHSIG, /proc")
 
@@ -137,7 +138,7 @@ print(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0)
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", WRAPPERS)
-def test_the_job_is_its_command_in_its_own_session_with_the_parent_death_signal(
+def test_the_job_is_its_command_in_its_own_group_with_the_parent_death_signal(
     tmp_path: Path, wrapper: str
 ) -> None:
     backend = backend_with(wrapper)
@@ -147,7 +148,8 @@ def test_the_job_is_its_command_in_its_own_session_with_the_parent_death_signal(
     assert backend.describe(handle) == f"report (pid {handle.pid})"
     assert finish(backend, handle) == 0
     seen = json.loads(log.read_text())
-    assert seen["pid"] == seen["pgid"] == seen["sid"] == handle.pid  # exec'd in place
+    assert seen["pid"] == seen["pgid"] == handle.pid  # exec'd in place (nice, wrapper)
+    assert seen["sid"] == os.getsid(0)  # the default placement: in the trainer's session
     assert seen["ppid"] == os.getpid()
     assert seen["pdeathsig"] == signal.SIGTERM
     assert seen["argv"] == argv  # the wrapper is gone from the command line
@@ -161,7 +163,7 @@ def test_the_job_gets_exactly_its_environment(
 ) -> None:
     """In a C locale the Python wrapper's interpreter coerces LC_CTYPE in its own
     environment; the job gets the one it was given."""
-    for name in ("LC_ALL", "LC_CTYPE", "LANG"):
+    for name in ("LC_ALL", "LC_CTYPE", "LANG", *THREAD_VARIABLES):
         monkeypatch.delenv(name, raising=False)
     env = {"MARK": "a value with spaces", "EMPTY": ""}
     if lc_ctype is not None:
@@ -172,7 +174,8 @@ def test_the_job_gets_exactly_its_environment(
     assert finish(backend, backend.launch(job)) == 0
     entries = (tmp_path / "env.log").read_bytes().split(b"\0")[:-1]
     seen = dict(entry.decode().split("=", 1) for entry in entries)
-    assert seen == job.full_env()
+    # and the default placement's one BLAS/OpenMP thread (the environment set none)
+    assert seen == {**job.full_env(), **dict.fromkeys(THREAD_VARIABLES, "1")}
 
 
 @pytest.mark.timeout(60)

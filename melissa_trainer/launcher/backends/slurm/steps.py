@@ -63,7 +63,9 @@ class SrunSteps:
     ) -> None:
         self._commands, self._allocation = commands, allocation
         self._time_limit, self._srun_args = time_limit, tuple(srun_args)
-        self._local = LocalBackend()
+        # srun passes its environment on to the step's tasks, on nodes where the trainer
+        # is not: the srun process is started as the trainer is, nothing changed
+        self._local = LocalBackend(placement=None)
         self._running: list[SrunHandle] = []  # steps not known ended
 
     def launch(self, job: Job, step_name: str) -> SrunHandle:

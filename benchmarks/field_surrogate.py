@@ -76,15 +76,31 @@ CHANNELS = 4
 
 
 def example_mapping() -> Any:
-    """The example's `make_process_sample` (imported from its train.py)."""
+    """The example's `make_process_sample` (imported from its train.py, once per
+    process). train.py imports its folder's `solver` and `models` under those names:
+    modules of those names (another example's, in a test process) are set aside for
+    the import and restored after, and a failed import leaves nothing behind."""
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes" / "train.py"
-    spec = importlib.util.spec_from_file_location("_navier_stokes_train", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    name = "_navier_stokes_train"
+    module = sys.modules.get(name)
+    if module is None:
+        path = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes" / "train.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        own = {m: sys.modules.pop(m, None) for m in ("solver", "models")}
+        sys.modules[name] = module  # its dataclasses' annotations resolve in its namespace
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        finally:
+            for m, previous in own.items():
+                sys.modules.pop(m, None)
+                if previous is not None:
+                    sys.modules[m] = previous
     return module.make_process_sample(TIME_STEPS)
 
 

@@ -50,8 +50,11 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # report.py
+sys.path.insert(1, str(REPO))  # melissa_trainer, where the checkout is not installed
 from gpu_common import usable_cores  # noqa: E402
 from report import print_rows  # noqa: E402
+
+from melissa_trainer.json_output import to_json  # noqa: E402
 
 #: gpu.py's cases, never measured on a GPU first, then those measured on an H100 before
 NEW_CASES = ("fno", "fno_busy", "compile", "compile_hand")
@@ -196,7 +199,7 @@ class Outputs:
         self.save()
 
     def save(self) -> None:
-        (self.out / "summary.json").write_text(json.dumps(self.summary, indent=1))
+        (self.out / "summary.json").write_text(to_json(self.summary, indent=1))
 
 
 def preflight(child_env: dict[str, str]) -> str | None:

@@ -76,7 +76,11 @@ def load_example() -> ModuleType:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]  # a failed import leaves nothing half-loaded behind
+            raise
     finally:
         sys.path[:] = path
         for m, previous in own.items():

@@ -359,7 +359,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
-    print_refused(summary)
+    print_refused(summary, opts.nonfinite)
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")
     if opts.json:

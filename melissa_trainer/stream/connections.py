@@ -21,7 +21,11 @@ process ended without its BYE (killed, crashed, or exited without closing its cl
 the launcher sees those too), or it sent a frame over the bound. Either way what it
 had queued on that connection is lost; a restart of the simulation re-sends it
 (exactly once holds). A sender that connects without a HELLO cannot be named: its
-closes are not counted.
+closes are not counted; nor are those of a connection that closes before the receiver
+has read its HELLO (an oversized frame right behind the HELLO, read by ZeroMQ's I/O
+thread while the receiver is busy): the simulation's data is then still in the
+socket's queue or lost with the connection, and the launcher's record of its exit
+is what tells.
 
 Each simulation is logged once (the first of its connections lost), at WARNING, or at
 INFO once the receiver has ended or is stopping (it then hears of the simulations the

@@ -58,3 +58,6 @@ def test_under_ci_a_missing_tool_fails_saying_what_is_missing(tmp_path: Path) ->
         "CI=true, and needs frobnicate to build the frob client: .ci/run installs it"
     ) in proc.stdout
     assert "the frob cluster needs root" in proc.stdout  # still a skip
+    # the summary still names what failed (a bare -rs in addopts replaced pytest's
+    # default -rfE: 10 failures of a suite run went unnamed in its summary)
+    assert "FAILED test_probe.py::test_needs_a_tool" in proc.stdout, proc.stdout

@@ -61,6 +61,12 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
             big.connect(rec.endpoint)
             big.send(hello(3))
             big.send(data(3, 0))
+            # the HELLO read first (its sample put): a connection that closes before its
+            # HELLO is read is nobody's to name (see `stream.connections`)
+            deadline = time.monotonic() + 30
+            while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert rec.telemetry()["samples_put"] == 1, "simulation 3's sample was not put"
             big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
             # the watch's thread reads the event: wait for its count (up to 30 s), before
             # the stream can end (a line logged after the end is INFO, not a warning)

@@ -26,8 +26,10 @@ Two ways to agree:
   uses it for a window that nothing was agreed ahead for (the first one, the one after
   an end of stream).
 * `start`, then `result` one window later: the all-reduce is issued without waiting
-  (``async_op=True``; gloo and NCCL both take it) and, on CUDA, its result copied into
-  pinned host memory behind a CUDA event; `result` waits for that event only. The
+  (``async_op=True``) and, on CUDA, its result copied into pinned host memory behind
+  a CUDA event; `result` waits for that event only (off CUDA, gloo's all-reduce is
+  waited for in `start`: no device queue to keep full there, and no work left in
+  flight). The
   trainer starts the agreement on window k+1 before it queues window k's steps, and
   reads it after: by then the device has long run the all-reduce, and the host never
   waits for the steps it queued (the GPU queue stays full). See `OnlineTrainer.train`.
@@ -129,7 +131,13 @@ class StopSync:
             event.record()
             self._work, self._event = None, event
         else:
-            self._work = work
+            # Off CUDA there is no device queue for the host to keep full: wait here, so
+            # that no asynchronous gloo work is ever left in flight (an unread one at
+            # exit may abort the process: "terminate called without an active
+            # exception", seen on a 2-rank gloo run). `result` stays a window late.
+            work.wait()
+            self._recv.copy_(self._flag)
+            self._work = None
 
     def result(self) -> Agreement:
         """The agreement `start`-ed last, as `agree` returns it; sets `extra`.
@@ -149,8 +157,7 @@ class StopSync:
         if self._event is not None:
             self._event.synchronize()
             self._event = None
-        else:  # gloo on CPU (the wait is for the other ranks), or another device
-            assert self._work is not None
+        elif self._work is not None:  # (not left by `start` today: see there)
             self._work.wait()
             self._work = None
             self._recv.copy_(self._flag)

@@ -134,6 +134,9 @@ def test_the_command_prints_its_rows(tmp_path):
          # half, not a tenth, of what online streams in 3 s (8 simulations on a loaded
          # machine): a tenth held no simulation and offline's storage run had no data
          "--storage_fraction", "0.5", "--placement_ab",
+         # simulations at the trainer's priority: niced under a loaded suite, 4 of them
+         # streamed too little in 3 s for offline's disk to hold one simulation
+         "--sim_nice", "0",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=280, check=False,
     )  # fmt: skip

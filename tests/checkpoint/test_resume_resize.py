@@ -59,11 +59,12 @@ pytestmark = [
 DRIVER = Path(__file__).parents[1] / "scripts" / "heat_resize.py"
 TAMPERED_SOLVERS = Path(__file__).parents[1] / "scripts" / "tampered_solvers"  # a sitecustomize.py
 SIMULATIONS, STEPS, BATCH, SAVE_STEPS = 6, 12, 4, 3
+BUFFER_SIZE = 16  # per rank, FLAGS'
 EXPECTED = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
 FLAGS = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "6",
     "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
-    "--buffer_size", "16", "--watermark", "1", "--batch_size", str(BATCH),
+    "--buffer_size", str(BUFFER_SIZE), "--watermark", "1", "--batch_size", str(BATCH),
     "--save_steps", str(SAVE_STEPS), "--logging_steps", "5", "--eval_steps", "none",
     "--disable_progress_bar", "--stop_sync_steps", "2", "--json",
 ]  # fmt: skip
@@ -329,9 +330,13 @@ def check_resumed(
 ) -> None:
     """The oracle of the module docstring, from the records of `first` (interrupted
     after its checkpoint `resumed_from`, of step `saved`) and `second` (resumed from it,
-    run to its end). `capacity`: the resumed run's --buffer_size, smaller than the
-    reservoir samples of the checkpoint: those it loads fill it, and those it does not
-    were all trained before the checkpoint (a full reservoir evicts only those)."""
+    run to its end). `capacity`: the resumed run's --buffer_size (FLAGS' by default).
+    Where the reservoir samples of the checkpoint do not fit the resumed ranks' buffers
+    (3 ranks' onto 2 of the same size), those it loads fill them, and those it does not
+    were all trained before the checkpoint (a full reservoir evicts only those, its
+    never-drawn samples kept: `buffers.reshard`)."""
+    if capacity is None:
+        capacity = BUFFER_SIZE
     # said once, by the main rank, with no logging set up by the example
     said = f"was written by {case.before} training ranks, this run has {case.after}: each rank"
     times = 1 if case.before != case.after else 0  # (nothing resharded on as many ranks)
@@ -362,7 +367,7 @@ def check_resumed(
     in_checkpoint = collections.Counter(k for d in written for k in held(d))
     after_load = collections.Counter(k for d in loaded for k in held(d))
     dropped = set(in_checkpoint) - set(after_load)
-    if capacity is not None and case.reservoir and dropped:
+    if case.reservoir and dropped:
         assert sum(after_load.values()) == capacity * case.after, (capacity, after_load)
         # only samples trained before the checkpoint (the first run's lineage): not its
         # pending batches' draws, which the resize gives back

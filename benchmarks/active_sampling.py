@@ -106,7 +106,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from melissa_trainer.buffers import Buffer, BufferConfig, Sample, make_buffer
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 
 def stack_samples(

@@ -54,7 +54,7 @@ from bench_programs import MissingTool, Programs, build  # noqa: E402
 from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 
 def samples(n: int, dim: int):  # type: ignore[no-untyped-def]

@@ -35,7 +35,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer.client import Client, ClientTuning, finite_check
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.finite import all_finite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

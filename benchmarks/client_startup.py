@@ -64,8 +64,8 @@ import zmq
 from report import print_rows
 
 import melissa_trainer
-from melissa_trainer.json_output import to_json
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 TARGET = 0.8

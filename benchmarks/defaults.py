@@ -76,7 +76,7 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 TARGET = 10.0

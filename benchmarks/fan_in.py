@@ -74,7 +74,7 @@ from fan_in_procs import (  # noqa: E402
 from reader import INLINE_MAX  # noqa: E402
 from report import print_rows  # noqa: E402
 
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 LABELS = {KB: "1 KB", MB: "1 MB"}
 RATES = {KB: 2000.0, MB: 200.0}  # aggregate samples/s, the same at every N

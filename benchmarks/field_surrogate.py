@@ -63,7 +63,7 @@ from melissa_trainer import (  # noqa: E402
     StreamSource,
     TrainingArguments,
 )
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 TARGET = 0.97
 INGEST_TARGET = 0.93

@@ -43,7 +43,7 @@ sys.path.insert(0, str(EXAMPLE))
 from models import FNO  # noqa: E402
 from solver import forcing, initial_vorticity, step_fields  # noqa: E402
 
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 #: HBM bandwidth, bytes/s
 GPUS = {"H100 SXM": 3.35e12, "H200": 4.8e12}

@@ -10,7 +10,7 @@ is better, ``target``: the least ratio the issue asks for):
   ``.to(device, non_blocking=True)``), in steps/s; target 0.97.
 * ``staging+prefetch vs plain send_to_device``: OnlineTrainer with ``stage_batches``
   (the next batch collated and copied through pinned memory on a side stream a step
-  ahead, `melissa_trainer.staging`) against ``stage_batches=False`` (Accelerate's
+  ahead, `melissa_trainer.core.staging`) against ``stage_batches=False`` (Accelerate's
   ``send_to_device`` from pageable memory when the step starts), on 64 KB samples
   (a 128 x 128 float32 field), in steps/s; target 1.11 (a step time <= 0.9x).
 * ``stop flag all-reduce every 8 steps vs none``: a loop of training steps on a
@@ -34,7 +34,7 @@ is better, ``target``: the least ratio the issue asks for):
   steps/s after the compilation's warm-up steps; target 3.0.
 * ``device-resident buffer vs host buffer (1 KB samples)``: OnlineTrainer with
   ``buffer_device="accelerator"`` (the reservoir mirrored on the GPU, batches gathered
-  there, `melissa_trainer.buffers.device`) against the host reservoir, both making
+  there, `melissa_trainer.core.device_buffer`) against the host reservoir, both making
   batches from blocks (``process_batch``), batches staged; in steps/s; target 1.25 (a
   step time <= 0.8x).
 
@@ -96,7 +96,7 @@ from report import print_rows  # noqa: E402
 from trainer_overhead import Clock, Prefilled, synchronize  # noqa: E402
 
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 HEAT = Path(__file__).resolve().parents[1] / "examples" / "heat_pde"
 
@@ -257,7 +257,7 @@ def case_stop_flag(
 ) -> dict[str, Any]:
     import torch.distributed as dist
 
-    from melissa_trainer.sync import StopSync
+    from melissa_trainer.core.stop_sync import StopSync
 
     backend = "nccl" if device.type == "cuda" else "gloo"
     if device.type == "cuda":

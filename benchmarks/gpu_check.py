@@ -54,7 +54,7 @@ sys.path.insert(1, str(REPO))  # melissa_trainer, where the checkout is not inst
 from gpu_common import usable_cores  # noqa: E402
 from report import print_rows  # noqa: E402
 
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 #: gpu.py's cases, never measured on a GPU first, then those measured on an H100 before
 NEW_CASES = ("fno", "fno_busy", "compile", "compile_hand")

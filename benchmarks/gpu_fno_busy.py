@@ -54,7 +54,7 @@ from gpu_common import Bench, Sampler, row, usable_cores, utilisation_meter
 from gpu_fno import HandLoop, Size, load_example, make_samples, size_of
 from trainer_overhead import synchronize
 
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 #: the busy window: seconds of steady state measured, warm-up before it (and its cap)
 WINDOW_S, WARMUP_S, MAX_WARMUP_S = 60.0, 10.0, 45.0

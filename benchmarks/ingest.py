@@ -78,9 +78,9 @@ import torch
 import zmq
 
 from melissa_trainer import Hook, OnlineTrainer, StreamSource, TrainingArguments
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.json_output import to_json
-from melissa_trainer.stream import protocol as P
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.heap import keep_freed_memory, recycle_frames
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 

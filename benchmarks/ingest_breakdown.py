@@ -27,7 +27,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402

@@ -62,7 +62,7 @@ import torch  # noqa: E402
 from report import print_rows  # noqa: E402
 from trainer_overhead import BATCH, make_model  # noqa: E402
 
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher.backends import Job, LocalBackend  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalHandle, pdeathsig_wrapper  # noqa: E402
 

@@ -68,7 +68,7 @@ import regime  # noqa: E402
 from isolated import run_isolated  # noqa: E402
 from report import print_rows  # noqa: E402
 
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 TARGET_OVERLAP = 0.87
 TARGET_ERROR_RATIO = 1.43

@@ -55,8 +55,8 @@ from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer, read_snapshot  # noqa: E402
 from melissa_trainer.buffers.reshard import share  # noqa: E402
-from melissa_trainer.dataset import StreamDataset, read_pending  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+from melissa_trainer.core.dataset import StreamDataset, read_pending  # noqa: E402
 
 OLD, NEW = 2, 3  # ranks that wrote the checkpoint, ranks of the resumed run
 FIELD = 1024  # float32 per sample (32x32)
@@ -65,7 +65,8 @@ TARGET = round(1 / 1.5, 3)
 #: what the ranks' processes import, once, in the fork server (`isolated.py`): each
 #: fresh interpreter spent seconds importing torch (through `dataset`) before its load
 PRELOAD = ("numpy", "melissa_trainer.buffers", "melissa_trainer.buffers.reshard",
-           "melissa_trainer.dataset", "melissa_trainer.json_output", "report")  # fmt: skip
+           "melissa_trainer.core.dataset", "melissa_trainer.common.json_output",
+           "report")  # fmt: skip
 
 
 def sample_bytes() -> int:

@@ -28,8 +28,8 @@ from report import print_rows
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.dataset import StreamDataset
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
+from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stream_source import StreamSource
 

@@ -58,13 +58,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
-from melissa_trainer.checkpoint import fsync_tree  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.checkpoint.paths import fsync_tree  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
 from melissa_trainer.launcher.study_record import StudyRecord  # noqa: E402
 from melissa_trainer.stream.ingest import Ingest  # noqa: E402
-from melissa_trainer.stream.protocol import Bye, Data, FieldSpec, Hello  # noqa: E402
+from melissa_trainer.wire import Bye, Data, FieldSpec, Hello  # noqa: E402
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (4,))
 RECENT = 4096 + 16  # a 4096-sample buffer's recent list

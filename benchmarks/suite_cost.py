@@ -44,7 +44,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

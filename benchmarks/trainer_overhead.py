@@ -17,7 +17,7 @@ carry a `simulation_id` (256 simulations of 16 samples), interleaved; target: tr
 costs at most 3% of a step (ratio >= 0.97).
 
 `--step-paths` also times the trainer's two step functions against each other
-(`melissa_trainer.accelerated`: `PlainStep`, the fast path this configuration picks,
+(`melissa_trainer.core.accelerated`: `PlainStep`, the fast path this configuration picks,
 and `AcceleratedStep`), `backward` + `update` on one batch, in rounds of 100 steps
 interleaved, on this model and on a tiny one (3 -> 16 -> 16) where the framework's
 cost weighs most; in CPU time of the process, which other processes on a loaded
@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import Buffer, Hook, OnlineTrainer, Source, TrainingArguments
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 TARGET = 0.97
 N_SAMPLES = 4096
@@ -229,7 +229,7 @@ def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState, GradientState
 
-    from melissa_trainer.accelerated import AcceleratedStep, PlainStep, make_train_step
+    from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep, make_train_step
 
     AcceleratorState._reset_state(reset_partial_state=False)
     GradientState._reset_state()

@@ -30,10 +30,10 @@ from melissa_trainer import (
     StreamSource,
     Study,
 )
-from melissa_trainer.arguments import ConfigError, load_config_file
+from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.study_change import StudyChanged
-from melissa_trainer.output_lock import OutputDirLocked
+from melissa_trainer.trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
 #: default, exploration 1.0, explores only: docs/measured.md, "Active sampling"), so that

@@ -12,9 +12,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer import _moved
+
+_moved.install()  # the modules' old paths, for one release (`_moved.MOVED`)
+
 if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
-    from melissa_trainer.argparser import ArgumentParser
-    from melissa_trainer.arguments import ConfigError, TrainingArguments
     from melissa_trainer.buffers import (
         Buffer,
         BufferClosedError,
@@ -28,8 +30,13 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         SampleBlock,
         make_buffer,
     )
-    from melissa_trainer.checkpoint_errors import CheckpointError, CheckpointSaveError
-    from melissa_trainer.dataset import StreamDataset, fast_collate, to_tensors
+    from melissa_trainer.checkpoint.errors import CheckpointError, CheckpointSaveError
+    from melissa_trainer.config.arguments import ConfigError, TrainingArguments
+    from melissa_trainer.config.parser import ArgumentParser
+    from melissa_trainer.core.dataset import StreamDataset, fast_collate, to_tensors
+    from melissa_trainer.core.loss_guard import NonFiniteLossError
+    from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
+    from melissa_trainer.core.state import TrainerControl, TrainerState
     from melissa_trainer.hooks import (
         EarlyStoppingHook,
         Event,
@@ -60,15 +67,12 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         make_sampler,
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
-    from melissa_trainer.loss_guard import NonFiniteLossError
-    from melissa_trainer.preemption import Preempted, PreemptionHandler
-    from melissa_trainer.simulation_loss import SimulationLoss, SimulationLosses
-    from melissa_trainer.sources import IterableSource, Source, SourceError
-    from melissa_trainer.state import TrainerControl, TrainerState
+    from melissa_trainer.sources.source import IterableSource, Source, SourceError
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
     from melissa_trainer.stream.stream_source import StreamSource
-    from melissa_trainer.study import Study
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.study.study import Study
+    from melissa_trainer.trainer.loop import OnlineTrainer
+    from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
 
 __version__ = "0.1.0"
 
@@ -137,9 +141,9 @@ __all__ = [
 ]
 
 _MODULES = {
-    "ArgumentParser": "argparser",
-    "ConfigError": "arguments",
-    "TrainingArguments": "arguments",
+    "ArgumentParser": "config.parser",
+    "ConfigError": "config.arguments",
+    "TrainingArguments": "config.arguments",
     "Buffer": "buffers",
     "BufferClosedError": "buffers",
     "BufferConfig": "buffers",
@@ -151,9 +155,9 @@ _MODULES = {
     "Sample": "buffers",
     "SampleBlock": "buffers",
     "make_buffer": "buffers",
-    "StreamDataset": "dataset",
-    "fast_collate": "dataset",
-    "to_tensors": "dataset",
+    "StreamDataset": "core.dataset",
+    "fast_collate": "core.dataset",
+    "to_tensors": "core.dataset",
     "EarlyStoppingHook": "hooks",
     "Event": "hooks",
     "FlowHook": "hooks",
@@ -167,17 +171,17 @@ _MODULES = {
     "IterableSource": "sources",
     "Source": "sources",
     "SourceError": "sources",
-    "SimulationLoss": "simulation_loss",
-    "SimulationLosses": "simulation_loss",
-    "NonFiniteLossError": "loss_guard",
-    "CheckpointError": "checkpoint_errors",
-    "CheckpointSaveError": "checkpoint_errors",
-    "Preempted": "preemption",
-    "PreemptionHandler": "preemption",
-    "TrainerControl": "state",
-    "TrainerState": "state",
+    "SimulationLoss": "core.loss_per_simulation",
+    "SimulationLosses": "core.loss_per_simulation",
+    "NonFiniteLossError": "core.loss_guard",
+    "CheckpointError": "checkpoint.errors",
+    "CheckpointSaveError": "checkpoint.errors",
+    "Preempted": "trainer.preemption",
+    "PreemptionHandler": "trainer.preemption",
+    "TrainerControl": "core.state",
+    "TrainerState": "core.state",
     "StreamSource": "stream.stream_source",
-    "Study": "study",
+    "Study": "study.study",
     "ReceiverConfig": "stream.receiver_config",
     "ReceiverTuning": "stream.receiver_config",
     **dict.fromkeys(
@@ -202,11 +206,14 @@ _MODULES = {
     ),
     "MpiexecBackend": "launcher.backends",
     "SlurmBackend": "launcher.backends",
-    "OnlineTrainer": "trainer",
+    "OnlineTrainer": "trainer.loop",
 }
 
 
 def __getattr__(name: str) -> Any:
+    moved = _moved.MOVED.get(f"melissa_trainer.{name}")
+    if moved is not None:  # ``melissa_trainer.arguments`` and the like, by attribute
+        return importlib.import_module(f"melissa_trainer.{name}")
     module = _MODULES.get(name)
     if module is None:
         raise AttributeError(f"module 'melissa_trainer' has no attribute {name!r}")

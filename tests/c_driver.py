@@ -24,8 +24,8 @@ import zmq
 from compiled import C_SOURCE, CClient, c_client  # noqa: F401
 from helpers import NO_MPI, find_mpiexec
 
+from melissa_trainer import wire as P
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.stream import protocol as P
 
 SCRIPT_SOURCE = C_SOURCE / "tests" / "mt_script.c"
 Frames = list[bytes]

@@ -4,7 +4,7 @@
 this module (the decoder) and `reference_receiver` (the receiver's rules) what the
 document says must happen to each: accepted (and which samples reach the buffer, with
 which bytes) or rejected (and for which reason). They were written without reading
-`melissa_trainer/stream/protocol/` or the receiver's code, so that a message the
+`melissa_trainer/wire/` or the receiver's code, so that a message the
 library accepts wrongly (or decodes into other values) can be caught. Where the
 document turned out silent or wrong, the document was made precise first, then this.
 

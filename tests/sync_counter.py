@@ -16,7 +16,7 @@ earlier), not for the device to run what was queued: those are counted apart
 A call that blocks for nothing on CPU counts all the same: the count says where the
 loop *would* wait on an accelerator. One exception is what a GPU does not wait for
 either: `StopSync.result` reads the agreement's host copy (`StopSync._recv`) after
-waiting for work started one window earlier (a CUDA event), which `melissa_trainer.sync`
+waiting for work started one window earlier (a CUDA event), which `melissa_trainer.core.stop_sync`
 explains; reads of that tensor are counted as `StopSync` reads (`stop_reads`), apart.
 
 `StepSyncs` (a hook) snapshots the count at each STEP_START and STEP_END: `inside[s]`

@@ -58,7 +58,7 @@ from study_common import (  # noqa: E402
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import BreedSampler, Launcher, make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"

@@ -67,7 +67,7 @@ from study_common import (  # noqa: E402
 )
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.json_output import to_json  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: input channels: omega(0), forcing, log(nu), t

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
-from melissa_trainer.json_output import to_json
+from melissa_trainer.common.json_output import to_json
 
 
 @dataclass

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from melissa_trainer.validation import as_count
+from melissa_trainer.common.checks import as_count
 
 from ._common import Sample
 from .config import size_problem

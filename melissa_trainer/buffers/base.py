@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from melissa_trainer.validation import as_count
+from melissa_trainer.common.checks import as_count
 
 from ._common import BufferClosedError, BufferStats, Sample
 from ._snapshot import SnapshotMixin

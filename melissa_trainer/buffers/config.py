@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from melissa_trainer.validation import count_problem
+from melissa_trainer.common.checks import count_problem
 
 __all__ = [
     "BUFFER_KINDS",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from melissa_trainer.validation import as_count
+from melissa_trainer.common.checks import as_count
 
 __all__ = ["RateLimiter"]
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.validation import as_count
+from melissa_trainer.common.checks import as_count
 
 from . import _state
 from ._common import Sample

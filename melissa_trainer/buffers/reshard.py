@@ -2,7 +2,7 @@
 
 `share(snapshots, pending, rank, world_size)` is a pure function: each new rank calls
 it on the same files (every old rank's `Buffer.state_dict` and its dataset's pending
-batches, `read_snapshot` and `melissa_trainer.dataset.read_pending`) and gets the
+batches, `read_snapshot` and `melissa_trainer.core.dataset.read_pending`) and gets the
 snapshot it loads with its ordinary `Buffer.load_state_dict`; no communication, and the
 same inputs give the same shares on every rank (iteration in old-rank and slot order,
 no hashing of Python objects, RNG derived from the snapshots only).

@@ -10,7 +10,7 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
 
 Torch-free and independent of the receiving side (`melissa_trainer.stream`'s receiver):
 it shares only the wire format (`stream.protocol`), the rendezvous
-(`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.validation`,
+(`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client is
 told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
 ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
@@ -44,7 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.stream.endpoints import fetch_endpoints
-    from melissa_trainer.stream.protocol import RESERVED_NAMES, FieldSpec
+    from melissa_trainer.wire import RESERVED_NAMES, FieldSpec
 
 __all__ = [
     "ARRAY_REUSE_MODES",
@@ -86,8 +86,8 @@ _WHERE = {
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
     "HELD_BYTES_MAX": "melissa_trainer.client.held",
     "fetch_endpoints": "melissa_trainer.stream.endpoints",
-    "RESERVED_NAMES": "melissa_trainer.stream.protocol",
-    "FieldSpec": "melissa_trainer.stream.protocol",
+    "RESERVED_NAMES": "melissa_trainer.wire",
+    "FieldSpec": "melissa_trainer.wire",
 }
 
 

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, SupportsIndex
 import numpy as np
 import zmq
 
+from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import (
     ClientTuning,
     check_field_sizes,
@@ -59,10 +60,9 @@ from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.patience import CloseWait
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 from melissa_trainer.client.sockets import arm, connect, deadline_after
-from melissa_trainer.stream import protocol
-from melissa_trainer.stream.protocol import FieldSpec, field_specs
+from melissa_trainer.common.checks import check_seconds
 from melissa_trainer.stream.step_set import StepSet
-from melissa_trainer.validation import check_seconds
+from melissa_trainer.wire import FieldSpec, field_specs
 
 #: seconds a client closed after a failure (``close(bye=False)``, an exception in its
 #: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway

@@ -14,10 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
+from melissa_trainer.common.checks import check_non_negative_int, check_seconds
 from melissa_trainer.stream.endpoints import fetch_rendezvous
-from melissa_trainer.stream.protocol import FieldSpec
-from melissa_trainer.validation import check_non_negative_int, check_seconds
+from melissa_trainer.wire import FieldSpec
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",

@@ -35,8 +35,8 @@ from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.stream.protocol import U64, U64_LIMIT
 from melissa_trainer.stream.step_set import StepSet
+from melissa_trainer.wire import U64, U64_LIMIT
 
 __all__ = ["FastSend", "SendClock", "fast_large_sender", "fast_sender"]
 

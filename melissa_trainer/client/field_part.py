@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from melissa_trainer import wire as protocol
 from melissa_trainer.client.finite_check import checked_dtype
-from melissa_trainer.stream import protocol
-from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.wire import FieldSpec
 
 __all__ = ["INLINE_MAX_BYTES", "FieldPart", "c_strides"]
 

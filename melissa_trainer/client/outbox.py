@@ -30,11 +30,11 @@ from functools import partial
 import numpy as np
 import zmq
 
+from melissa_trainer import wire as protocol
 from melissa_trainer.client.finite_check import FiniteCheck, checked_dtype
 from melissa_trainer.client.sockets import arm
-from melissa_trainer.stream import protocol
 from melissa_trainer.stream.finite import all_finite
-from melissa_trainer.stream.protocol import FLAG_FINITE, FLAGS_AT, NAME_LEN_AT, U64
+from melissa_trainer.wire import FLAG_FINITE, FLAGS_AT, NAME_LEN_AT, U64
 
 _pack_count_into = U64.pack_into  # the record count, at protocol.RECORDS_AT
 _unpack_u64 = U64.unpack_from

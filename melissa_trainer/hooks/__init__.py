@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from melissa_trainer.arguments import TrainingArguments
+from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.hooks.base import Event, Hook, HookList
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
 from melissa_trainer.hooks.flow import FlowHook
+from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
-from melissa_trainer.hooks.simulation_losses import SimulationLossTracker
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 
 __all__ = [

@@ -13,14 +13,14 @@ from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from melissa_trainer.state import TrainerControl, TrainerState
+from melissa_trainer.core.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     import numpy as np
     import torch
 
-    from melissa_trainer.simulation_loss import SimulationLoss
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.loss_per_simulation import SimulationLoss
+    from melissa_trainer.core.view import TrainerView
 
 
 class Event(str, Enum):
@@ -156,50 +156,50 @@ class Hook:
         """Release resources (files, bars); called once when `train()` returns or raises."""
 
     def on_load(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
         """After a checkpoint at `path` was restored (before TRAIN_START)."""
 
     def on_source_started(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """Every rank's source has started (a barrier in between: e.g. every receiver
         has published its endpoint), before TRAIN_START; a `Study` starts its
         simulations here (a collective on resume)."""
 
     def on_train_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """Once, before the first step (after a resume, with the restored state)."""
 
     def on_end_of_stream(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """The data ran out on some rank; set `control.should_rewind` to replay the buffer."""
 
     def on_pseudo_epoch_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """A replay of the retained samples begins (`state.pseudo_epoch` already advanced)."""
 
     def on_pseudo_epoch_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """The live stream, or a replay of the buffer, has been consumed."""
 
     def on_step_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """Before the first micro-batch of step `state.global_step + 1`."""
 
     def on_batch_ready(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, batch: Any
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, batch: Any
     ) -> None:
         """A collated micro-batch is on the device, before the forward pass."""
 
     def on_sample_losses(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         losses: torch.Tensor,
@@ -213,13 +213,13 @@ class Hook:
         (`OnlineTrainer.compute_sample_losses`)."""
 
     def on_after_backward(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, loss: Any
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, loss: Any
     ) -> None:
         """After backward of one micro-batch; `loss` is the detached loss tensor."""
 
     def on_simulation_losses(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         updated: dict[int, SimulationLoss],
@@ -231,14 +231,14 @@ class Hook:
         hooks' when the trainer or the source installed it (first)."""
 
     def on_step_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """After the optimizer step; `state.global_step` counts it already. The actions
         requested by now are performed right after."""
 
     def on_log(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         logs: dict[str, float],
@@ -246,13 +246,13 @@ class Hook:
         """Training logs (identical on all ranks): loss, lr, samples/s, buffer figures."""
 
     def on_validation_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """Before the validation loop."""
 
     def on_validation_end(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         metrics: dict[str, float],
@@ -262,19 +262,19 @@ class Hook:
         `state.validations_since_best` already."""
 
     def on_save(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
         """A checkpoint is complete at `path` (already renamed into place)."""
 
     def on_loop_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """After the last step (every rank at the same step), before the final actions:
         set `control.should_log`, `should_validate` or `should_save` here to have them
         done at the end. `trainer.preempted_by` tells a preemption (None otherwise)."""
 
     def on_preempted(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """The run is preempted (`trainer.preempted_by`: the signal), its checkpoint
         written, on every rank; next the source is stopped (a study then kills its
@@ -282,7 +282,7 @@ class Hook:
         made here are ignored, with a warning."""
 
     def on_train_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         """Last: after the final log, validation and save, with the source stopped (the
         simulations gone); also before `Preempted` is raised. Requests made here are

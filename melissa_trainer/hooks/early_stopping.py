@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.view import TrainerView
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class EarlyStoppingHook(Hook):
 
     def on_validation_end(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         metrics: dict[str, float],

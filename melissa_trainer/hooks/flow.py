@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.view import TrainerView
 
 
 class FlowHook(Hook):
@@ -54,7 +54,7 @@ class FlowHook(Hook):
         self.save_at_end = save_at_end
 
     def on_step_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         step = state.global_step
         if step % self.logging_steps == 0:
@@ -65,7 +65,7 @@ class FlowHook(Hook):
             control.should_save = True
 
     def on_loop_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         step = state.global_step
         if step > state.last_log_step:

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
+from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.reuse import reuse_report
-from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.view import TrainerView
 
 logger = logging.getLogger("melissa_trainer")
 
@@ -67,7 +67,7 @@ class ProgressHook(Hook):
             logger.debug(line)
 
     def on_load(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
         # A resumed run looks like a fresh one but for the bar's first count, and the
         # trainer's own "resumed from" line is INFO, which Python's default logging hides.
@@ -75,7 +75,7 @@ class ProgressHook(Hook):
             self._print(f"step {state.global_step} | resumed from {path}")
 
     def on_train_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if trainer.is_main_process and not self.disable_bar:
             self._bar = tqdm(
@@ -87,14 +87,14 @@ class ProgressHook(Hook):
             )
 
     def on_step_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if self._bar is not None:
             self._bar.update()
 
     def on_log(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         logs: dict[str, float],
@@ -112,7 +112,7 @@ class ProgressHook(Hook):
 
     def on_validation_end(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         metrics: dict[str, float],
@@ -121,7 +121,7 @@ class ProgressHook(Hook):
             self._print(format_logs(state.global_step, metrics))
 
     def on_end_of_stream(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if trainer.is_main_process:
             self._print(
@@ -129,13 +129,13 @@ class ProgressHook(Hook):
             )
 
     def on_save(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl, path: str
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
         if trainer.is_main_process:
             self._print(f"step {state.global_step} | checkpoint {path}")
 
     def on_train_end(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         signal, args = trainer.preempted_by, trainer.args
         # (after a preemption the trainer's own next line says how to resume)

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.view import TrainerView
 
 
 class PseudoEpochHook(Hook):
@@ -27,7 +27,7 @@ class PseudoEpochHook(Hook):
         self.pseudo_epochs = pseudo_epochs
 
     def on_end_of_stream(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if state.pseudo_epoch + 1 < self.pseudo_epochs:
             control.should_rewind = True

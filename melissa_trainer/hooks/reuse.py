@@ -10,7 +10,7 @@ sample. `ProgressHook` shows both; this module only composes them.
 
 from __future__ import annotations
 
-from melissa_trainer.state import TrainerState
+from melissa_trainer.core.state import TrainerState
 
 __all__ = ["REUSE_WARNING_BELOW", "reuse_report"]
 

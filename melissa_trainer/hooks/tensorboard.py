@@ -6,13 +6,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch.utils.tensorboard import SummaryWriter
 
-    from melissa_trainer.trainer import OnlineTrainer
+    from melissa_trainer.core.view import TrainerView
 
 
 class TensorBoardHook(Hook):
@@ -32,7 +32,7 @@ class TensorBoardHook(Hook):
         self.writer: SummaryWriter | None = None
 
     def on_train_start(
-        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         if trainer.is_main_process and self.writer is None:
             from torch.utils.tensorboard import SummaryWriter  # heavy import: only when used
@@ -41,7 +41,7 @@ class TensorBoardHook(Hook):
 
     def on_log(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         logs: dict[str, float],
@@ -65,7 +65,7 @@ class TensorBoardHook(Hook):
 
     def on_validation_end(
         self,
-        trainer: OnlineTrainer,
+        trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
         metrics: dict[str, float],

@@ -1,6 +1,6 @@
 """Adaptive samplers: the next parameters depend on how badly the surrogate does where
 the earlier simulations ran (a `Study` feeds them each simulation's training loss, see
-`melissa_trainer.simulation_loss`).
+`melissa_trainer.core.loss_per_simulation`).
 
 `AdaptiveSampler` is the protocol (its docstring is the guide to writing your own);
 `melissa_trainer.launcher.breed.BreedSampler` the one implemented.
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.checks import check_non_negative_int, check_positive_int
 from melissa_trainer.launcher.sampler_base import Bounds, BoxSampler, parameter_values
-from melissa_trainer.validation import check_non_negative_int, check_positive_int
 
 __all__ = ["AdaptiveSampler", "Observation"]
 

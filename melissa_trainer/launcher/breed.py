@@ -9,7 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.checkpoint_migrations import upgrade
+from melissa_trainer.common.checks import check_positive_int
+from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import (
     AUTO_SEQUENCE_DIMS,
@@ -18,7 +19,6 @@ from melissa_trainer.launcher.exploration import (
     engine_for,
 )
 from melissa_trainer.launcher.sampler_base import Bounds
-from melissa_trainer.validation import check_positive_int
 
 __all__ = ["BreedSampler"]
 

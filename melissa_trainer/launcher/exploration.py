@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.sampler_base import qmc_engine
-from melissa_trainer.validation import check_positive_int
 
 __all__ = [
     "AUTO_SEQUENCE_DIMS",

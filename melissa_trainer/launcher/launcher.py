@@ -17,8 +17,9 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   `n_simulations` successful simulations, with at most `job_limit` jobs alive at once.
 * Each job gets ``MELISSA_TRAINER_SIMULATION_ID``, ``MELISSA_TRAINER_PARAMETERS`` (JSON),
   ``MELISSA_TRAINER_RENDEZVOUS``, ``MELISSA_TRAINER_ATTEMPT`` and, under a trainer,
-  ``MELISSA_TRAINER_RUN_ID`` (its run id: see `melissa_trainer.output_lock`), plus `env`, so that
-  `melissa_trainer.client.Client(fields)` needs no argument; a command template may also
+  ``MELISSA_TRAINER_RUN_ID`` (its run id: see `melissa_trainer.trainer.output_lock`), plus
+  `env`, so that `melissa_trainer.client.Client(fields)` needs no argument; a command
+  template may also
   use placeholders (`templates`). A Python callable runs in a subprocess (cloudpickle).
 * Success is a simulation whose data all reached the receivers and whose process
   ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A
@@ -54,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.client import ENV_RUN_ID
+from melissa_trainer.common.checks import check_count
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
@@ -67,7 +69,6 @@ from melissa_trainer.launcher.worker_mode import (
     WorkerSupervisor,
     check_worker_bind,
 )
-from melissa_trainer.validation import check_count
 
 __all__ = ["Launcher", "LauncherError", "LauncherTuning"]
 

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from melissa_trainer.validation import check_non_negative_int
+from melissa_trainer.common.checks import check_non_negative_int
 
 __all__ = [
     "BoxSampler",

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.sampler_base import (
     Bounds,
@@ -30,7 +31,6 @@ from melissa_trainer.launcher.sampler_base import (
     parameter_values,
     qmc_engine,
 )
-from melissa_trainer.validation import check_positive_int
 
 __all__ = [
     "CallableSampler",

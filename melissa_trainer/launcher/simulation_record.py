@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from melissa_trainer.checkpoint_migrations import upgrade
+from melissa_trainer.common.migrations import upgrade
 
 __all__ = ["STATUSES", "SimulationRecord", "columns", "records_from", "records_of"]
 

@@ -59,7 +59,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from melissa_trainer.checkpoint_migrations import CURRENT, upgrade
+from melissa_trainer.common.migrations import CURRENT, upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (

@@ -24,9 +24,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from melissa_trainer.common.checks import check_count
 from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.launcher.study_record import ON_FAILURE
-from melissa_trainer.validation import check_count
 
 __all__ = ["LauncherTuning"]
 

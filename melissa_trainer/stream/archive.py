@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.stream.assembly import StepLedger
-from melissa_trainer.stream.protocol import Hello
+from melissa_trainer.wire import Hello
 
 __all__ = ["Archive"]
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.buffers import SampleBlock
-from melissa_trainer.stream.protocol import RESERVED_NAMES, Data, FieldSpec, Hello
+from melissa_trainer.wire import RESERVED_NAMES, Data, FieldSpec, Hello
 
 #: Reasons a message is rejected (protocol's, then the receiver's own), a fixed set so
 #: telemetry has the same keys on every rank. Unknown protocol reasons count as "other".

@@ -47,7 +47,7 @@ from collections.abc import Callable
 import zmq
 from zmq.utils.monitor import parse_monitor_message
 
-from melissa_trainer.stream.protocol import Bye, Hello
+from melissa_trainer.wire import Bye, Hello
 
 __all__ = ["ConnectionWatch"]
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import zmq
 
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
 
 
 def send_abandon(

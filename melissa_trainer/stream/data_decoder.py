@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from melissa_trainer.stream import protocol
-from melissa_trainer.stream.protocol import (
+from melissa_trainer import wire as protocol
+from melissa_trainer.wire import (
     AFTER_TIME_STEP_AT,
     DATA,
     DATA_HEADER_BYTES,

@@ -12,7 +12,7 @@ from typing import Any
 
 import zmq
 
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
 
 RENDEZVOUS_VERSION = 1
 _RANK_FILE = re.compile(r"rank_(\d+)\.json")

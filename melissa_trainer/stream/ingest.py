@@ -29,7 +29,7 @@ from melissa_trainer.stream.assembly import (
 from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
 from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
-from melissa_trainer.stream.protocol import Abandon, Batch, Bye, Data, Hello
+from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 

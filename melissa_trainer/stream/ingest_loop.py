@@ -30,7 +30,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.sources import SourceError
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.nonfinite import NonFiniteDataError

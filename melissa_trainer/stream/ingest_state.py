@@ -28,13 +28,13 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.buffers import Sample
-from melissa_trainer.checkpoint_migrations import CURRENT
+from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
-from melissa_trainer.stream.protocol import FieldSpec
 from melissa_trainer.stream.schema import StudySchema
+from melissa_trainer.wire import FieldSpec
 
 __all__ = ["COUNTERS", "STATE_VERSION", "TAIL_COUNTERS", "IngestState", "telemetry_keys"]
 

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import zmq
 
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
 
 __all__ = [
     "HANDSHAKE_TIMEOUT",

@@ -14,7 +14,7 @@ hold NaN: never checked) and applies `ReceiverConfig.nonfinite`:
   checkpoint record (``marked``, ``recent``) stay in step (see `ingest_state`).
 * ``"accept"``: no check (for data that legitimately holds NaN, such as masks handled
   by the user's loss); the trainer's loss check still stops a run whose loss is not
-  finite (`melissa_trainer.loss_guard`).
+  finite (`melissa_trainer.core.loss_guard`).
 * ``"fail"``: the sample is dropped and counted, its step is *not* marked (a restarted
   simulation sends it again, and it is checked again), and the simulation fails: it is
   listed in `Ingest.refused` (once per attempt: until its next HELLO), which rank 0's
@@ -30,7 +30,7 @@ and sets the flag when it passed (the C client likewise), so the receiver skips 
 check of a field whose every part carries it (a sample assembled from several ranks'
 parts is checked if one part came without it), and of a BATCH carrying it. The flag is
 the sender's word: a sender that sets it on NaN breaks the protocol, and such a sample
-is put (the loss check, `melissa_trainer.loss_guard`, is the backstop). A message
+is put (the loss check, `melissa_trainer.core.loss_guard`, is the backstop). A message
 without it (an older client, a non-finite field, a sender that does not check) is
 checked here as before: one check (`all_finite`, in `finite`: a BLAS dot product of
 the field with itself, then ``np.isfinite(arr).all()`` only if that is not finite) per

@@ -53,7 +53,7 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   The client cannot be told over PUSH/PULL: its DATA are then dropped as ``no_hello``
   (the protocol's DATA carry no run id: a simulation id that this run uses too is not
   told apart; the client's own check against the rendezvous and the output_dir lock
-  are what keep other runs away, see `melissa_trainer.output_lock`).
+  are what keep other runs away, see `melissa_trainer.trainer.output_lock`).
 * Samples holding NaN or Inf in a float field are refused (counted, logged, their
   step recorded as received), trained on, or fail their simulation, per
   `ReceiverConfig.nonfinite` (:mod:`.nonfinite`); a field whose every part came with
@@ -84,16 +84,19 @@ from typing import Any
 
 import zmq
 
+from melissa_trainer import wire as protocol
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.checkpoint_migrations import upgrade
-from melissa_trainer.stream import heap, protocol
+from melissa_trainer.common.migrations import upgrade
+from melissa_trainer.stream import heap
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
 from melissa_trainer.stream.ingest_loop import IngestLoop
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
-from melissa_trainer.stream.protocol import (
+from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.watchdog import StallError
+from melissa_trainer.wire import (
     DATA,
     FLAG_INLINE,
     Abandon,
@@ -103,8 +106,6 @@ from melissa_trainer.stream.protocol import (
     Hello,
     ProtocolError,
 )
-from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
-from melissa_trainer.stream.watchdog import StallError
 
 __all__ = [
     "DEFAULT_BIND",

@@ -14,12 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
+from melissa_trainer.common.checks import as_count
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.nonfinite import check_policy
-from melissa_trainer.stream.protocol import FieldSpec, field_specs
 from melissa_trainer.stream.watchdog import check_stall_timeout
-from melissa_trainer.validation import as_count
+from melissa_trainer.wire import FieldSpec, field_specs
 
 __all__ = ["DEFAULT_BIND", "STALL_TIMEOUT", "ReceiverConfig", "ReceiverTuning"]
 

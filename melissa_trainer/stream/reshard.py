@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.checkpoint_migrations import upgrade
+from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.ingest import Ingest

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from melissa_trainer.stream.protocol import FieldSpec
+from melissa_trainer.wire import FieldSpec
 
 __all__ = ["StudySchema", "parameters_difference", "schema_difference"]
 

@@ -10,7 +10,7 @@ unless `ReceiverConfig.bind` says otherwise; simulations find the endpoints in
 `endpoint` of every rank (``MELISSA_TRAINER_ENDPOINTS``).
 
 Simulations started by a `melissa_trainer.Launcher` go through a
-:class:`~melissa_trainer.study.Study`, which composes this source with the launcher
+:class:`~melissa_trainer.study.study.Study`, which composes this source with the launcher
 (it starts, supervises and stops the simulations from rank 0, and fills in
 `expected_simulations` and `rendezvous_dir`). Here ("external mode") the user starts the
 simulations and says how many to expect; on resume, the dedup drops what the buffer
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.sources import Source, SourceError
+from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning

@@ -16,7 +16,7 @@ import pytest
 import zmq
 from compiled import c_toolchain_missing
 
-from melissa_trainer.stream import protocol as P
+from melissa_trainer import wire as P
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS / "c"))

@@ -25,7 +25,7 @@ from melissa_trainer.buffers import (
     make_buffer,
 )
 from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
-from melissa_trainer.dataset import StreamDataset, to_tensors
+from melissa_trainer.core.dataset import StreamDataset, to_tensors
 
 MODEL = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

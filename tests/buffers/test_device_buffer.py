@@ -16,7 +16,11 @@ from helpers import linear_samples, small_model
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import BufferConfig, ReservoirBuffer, SampleBlock, make_buffer
-from melissa_trainer.buffers.device import DeviceBlock, DeviceReservoirBuffer, make_device_buffer
+from melissa_trainer.core.device_buffer import (
+    DeviceBlock,
+    DeviceReservoirBuffer,
+    make_device_buffer,
+)
 
 pytestmark = pytest.mark.timeout(120)
 

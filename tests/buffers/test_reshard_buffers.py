@@ -27,7 +27,7 @@ from melissa_trainer.buffers import (
 )
 from melissa_trainer.buffers._state import LazyArrays, write_files
 from melissa_trainer.buffers.reshard import ShareTooSmall, share
-from melissa_trainer.dataset import StreamDataset, read_pending
+from melissa_trainer.core.dataset import StreamDataset, read_pending
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -449,7 +449,7 @@ def test_fewer_ranks_owe_no_draws_the_old_ones_did_not(k: int, m: int) -> None:
 
 
 def test_a_device_reservoir_loads_its_share() -> None:
-    from melissa_trainer.buffers.device import DeviceReservoirBuffer
+    from melissa_trainer.core.device_buffer import DeviceReservoirBuffer
 
     olds = [old_rank("reservoir", r) for r in range(2)]
     arrays, meta = share([s for s, _ in olds], [p for _, p in olds], 2, 3)

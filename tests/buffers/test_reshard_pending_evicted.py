@@ -18,7 +18,7 @@ import pytest
 
 from melissa_trainer.buffers import ReservoirBuffer
 from melissa_trainer.buffers.reshard import share
-from melissa_trainer.dataset import StreamDataset
+from melissa_trainer.core.dataset import StreamDataset
 
 pytestmark = pytest.mark.timeout(60)
 

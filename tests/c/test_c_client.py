@@ -41,8 +41,8 @@ from helpers import drain, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from helpers import permission_bits_bite
 
-from melissa_trainer import checkpoint as ckpt
+from melissa_trainer.checkpoint import paths as ckpt
 
 
 def make(root: Path, step: int) -> Path:
@@ -170,7 +170,7 @@ def test_each_rank_fsyncs_what_it_wrote(tmp_path: Path, monkeypatch: pytest.Monk
 
 COMMIT = """
 import sys
-from melissa_trainer import checkpoint as ckpt
+from melissa_trainer.checkpoint import paths as ckpt
 root, step = sys.argv[1], int(sys.argv[2])
 staging = ckpt.begin(root, step)
 (staging / "trainer_state.json").write_text(sys.argv[3])

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from melissa_trainer.checkpoint_migrations import (
+from melissa_trainer.common.migrations import (
     CURRENT,
     MIGRATIONS,
     trainer_rank_of,

@@ -14,9 +14,9 @@ import torch
 from helpers import Keys, linear_samples, small_model, xy
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments
-from melissa_trainer import checkpoint_registry as registry
-from melissa_trainer.checkpoint import latest_checkpoint
-from melissa_trainer.checkpoint_manifest import MANIFEST
+from melissa_trainer.checkpoint import registry
+from melissa_trainer.checkpoint.manifest import MANIFEST
+from melissa_trainer.checkpoint.paths import latest_checkpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from make_old_checkpoint import build_trainer  # noqa: E402

@@ -25,7 +25,7 @@ import pytest
 from helpers import run_group
 from resume_scenario import run
 
-from melissa_trainer import checkpoint as ckpt
+from melissa_trainer.checkpoint import paths as ckpt
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -23,8 +23,8 @@ import pytest
 from resume_scenario import run
 
 from melissa_trainer import CheckpointError
-from melissa_trainer import checkpoint as ckpt
-from melissa_trainer import checkpoint_manifest as manifest
+from melissa_trainer.checkpoint import manifest
+from melissa_trainer.checkpoint import paths as ckpt
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from helpers import processes_with, sigkill_between_launches, simulation_of
 
-from melissa_trainer.checkpoint import latest_checkpoint
+from melissa_trainer.checkpoint.paths import latest_checkpoint
 from melissa_trainer.launcher import LauncherTuning
 
 pytestmark = [

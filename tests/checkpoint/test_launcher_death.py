@@ -1,4 +1,4 @@
-"""A rank whose launcher died stops as if preempted (`melissa_trainer.preemption`): the
+"""A rank whose launcher died stops as if preempted (`melissa_trainer.trainer.preemption`): the
 handler in a real child process whose parent, standing for the launcher, is killed -9.
 The whole path through `accelerate launch` and the heat example is in
 `test_resume_resize.py` (the launcher killed -9, then a resume).
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.preemption import PreemptionHandler, launcher_parent
+from melissa_trainer.trainer.preemption import PreemptionHandler, launcher_parent
 
 pytestmark = [
     pytest.mark.timeout(60),

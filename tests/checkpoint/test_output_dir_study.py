@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from test_crash_resume import SIMULATIONS, STEPS, Run, checkpoints, solvers_alive
 
-from melissa_trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
 
 pytestmark = [
     pytest.mark.slow,

@@ -1,4 +1,4 @@
-"""One trainer per output directory (`melissa_trainer.output_lock`), with real processes.
+"""One trainer per output directory (`melissa_trainer.trainer.output_lock`), with real processes.
 
 A holder process (tests/scripts/hold_output_lock.py) takes the lock as a trainer's rank
 0 does; the tests check that another taker is refused at once with the holder named,
@@ -27,7 +27,7 @@ from helpers import linear_samples, small_model, xy
 from test_crash_resume import Run
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
-from melissa_trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
+from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
 
 HOLDER = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
 

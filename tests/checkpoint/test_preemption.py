@@ -39,8 +39,8 @@ from melissa_trainer import (
     preemption,
 )
 from melissa_trainer.buffers import Buffer
-from melissa_trainer.checkpoint import list_checkpoints
-from melissa_trainer.sources import Source
+from melissa_trainer.checkpoint.paths import list_checkpoints
+from melissa_trainer.sources.source import Source
 
 LINUX = Path("/proc/self/environ").exists()
 HEAT = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"
@@ -87,7 +87,7 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_t
 ) -> None:
     exits: list[int] = []
     forced: list[bool] = []
-    caplog.set_level(logging.INFO, logger="melissa_trainer.preemption")
+    caplog.set_level(logging.INFO, logger="melissa_trainer.trainer.preemption")
     # within the window (Slurm and the launcher both signal a rank): no exit
     with PreemptionHandler(on_force=lambda: forced.append(True), exit=exits.append) as handler:
         os.kill(os.getpid(), signal.SIGTERM)

@@ -18,12 +18,12 @@ import torch
 from safetensors.numpy import load_file
 
 from melissa_trainer import Source
-from melissa_trainer.checkpoint_manifest import HASH, MANIFEST, hash_file, owned_by
-from melissa_trainer.checkpoint_manifest import write as write_manifest
-from melissa_trainer.checkpoint_reshard import RESHARD_SEED_TAG, reshard_seed, seed_everything
-from melissa_trainer.metrics import LogFigures
-from melissa_trainer.simulation_loss import SimulationLosses
-from melissa_trainer.state import share_samples_seen
+from melissa_trainer.checkpoint.manifest import HASH, MANIFEST, hash_file, owned_by
+from melissa_trainer.checkpoint.manifest import write as write_manifest
+from melissa_trainer.checkpoint.reshard import RESHARD_SEED_TAG, reshard_seed, seed_everything
+from melissa_trainer.core.figures import LogFigures
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.state import share_samples_seen
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -327,7 +327,7 @@ def test_a_per_rank_part_without_reshard_is_refused_naming_it(
 ) -> None:
     import dataclasses
 
-    from melissa_trainer import checkpoint_registry as registry
+    from melissa_trainer.checkpoint import registry
 
     listed = registry.parts
 

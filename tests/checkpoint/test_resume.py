@@ -12,7 +12,7 @@ import torch
 from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.checkpoint import latest_checkpoint, list_checkpoints
+from melissa_trainer.checkpoint.paths import latest_checkpoint, list_checkpoints
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from resume_scenario import run
 
-from melissa_trainer.checkpoint import latest_checkpoint
+from melissa_trainer.checkpoint.paths import latest_checkpoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -21,7 +21,7 @@ it to its end. The oracle is built from the records of both runs
   samples already drawn, and serves every undrawn one after its close), and the resumed
   run trains only samples it loaded or was put. On several ranks, but for those left
   untrained at the end: the ranks stop together when the first runs out of data
-  (`melissa_trainer.sync`), so what the others still hold then (a batch or so: their
+  (`melissa_trainer.core.stop_sync`), so what the others still hold then (a batch or so: their
   totals differ after a resize) is never trained. Those are read from each rank's
   buffer and pending batches after `train()` returned, and the test prints them;
 * the summary's ``samples_received`` counts each sample once, and the study finished
@@ -49,7 +49,7 @@ import pytest
 from helpers import live, processes_with, sigkill_between_launches
 from safetensors.numpy import load_file
 
-from melissa_trainer.checkpoint import latest_checkpoint
+from melissa_trainer.checkpoint.paths import latest_checkpoint
 
 pytestmark = [
     pytest.mark.slow,

@@ -21,6 +21,7 @@ from helpers import NO_MPI, find_mpiexec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from melissa_trainer import wire as p
 from melissa_trainer.client import (
     ENV_ENDPOINTS,
     ENV_PARAMETERS,
@@ -33,7 +34,6 @@ from melissa_trainer.client import (
 )
 from melissa_trainer.client import held as held_module
 from melissa_trainer.client.config import check_parameters
-from melissa_trainer.stream import protocol as p
 from melissa_trainer.stream.endpoints import write_rendezvous
 from melissa_trainer.stream.step_set import StepSet
 
@@ -910,9 +910,9 @@ def test_close_reports_undelivered_messages() -> None:
 CLIENT_SIDE_ONLY = """
 import sys
 import melissa_trainer.client
-shared = {"melissa_trainer.stream", "melissa_trainer.stream.protocol",
+shared = {"melissa_trainer.stream", "melissa_trainer.wire",
           "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set",
-          "melissa_trainer.validation"}
+          "melissa_trainer.common.checks"}
 loaded = sorted(
     m for m in sys.modules
     if m in ("torch", "accelerate") or m.startswith("melissa_trainer.") and m not in shared

@@ -31,9 +31,9 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
+from melissa_trainer.core.loss_per_simulation import REFERENCE_PERIODS
 from melissa_trainer.launcher import Launcher, make_sampler
-from melissa_trainer.simulation_loss import REFERENCE_PERIODS
-from melissa_trainer.study_hooks import AdaptiveFeed, StudyEvents
+from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
 
 W = np.array([1.0, -2.0, 0.5], np.float32)
 

@@ -36,7 +36,7 @@ DRIVER = Path(__file__).parents[1] / "scripts" / "paused_study.py"
 #: a receiver in a process of its own: reads until the BYE, then prints the time steps
 PEER = r"""
 import json, sys, zmq
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
 ctx = zmq.Context()
 sock = ctx.socket(zmq.PULL)
 sock.setsockopt(zmq.RCVHWM, 2)

@@ -9,6 +9,9 @@
   ``setattr`` with such a name, ``from module import _name``, and a private module
   (``pkg._mod``) imported from outside its package.
 * The packages that promise no torch import with torch blocked.
+* The layers (`LAYERS`): each package imports only its own layer and those below it,
+  type-only imports (``if TYPE_CHECKING:``) included; no module at the package root but
+  the public API (``__init__``), the old import paths (``_moved``) and the entry points.
 
 Each checker is also run on a small package written for the purpose that breaks its
 rule, so that a checker that cannot fail is caught.
@@ -38,12 +41,38 @@ PACKAGE = "melissa_trainer"
 # so the list only shrinks).
 ALLOWED_PRIVATE: set[tuple[str, str]] = set()
 
+#: the package's layers, lowest first: a module of one imports only modules of its own
+#: layer or of a lower one (type-only imports included); every layer below `core` is
+#: torch-free (each promises it in `NO_IMPORT_PROMISES`). docs/concepts/architecture.md
+#: draws this table.
+LAYERS: tuple[str, ...] = (
+    "common",  # argument checks, JSON output, record migrations
+    "wire",  # the protocol shared by client and receiver
+    "buffers",  # where samples wait to be trained on
+    "config",  # TrainingArguments, its parser, configuration files
+    "sources",  # what fills a buffer (the Source interface)
+    "stream",  # the receiver side: sockets, ingest, rendezvous
+    "client",  # the simulation side
+    "launcher",  # simulation ensembles: samplers, backends, supervision
+    "core",  # one training step: state, dataset, staging, stop flag, loss guard
+    "hooks",  # the loop's events and the hooks that act on them
+    "checkpoint",  # checkpoint directories, manifest, registry of parts, reshard
+    "study",  # a launcher's simulations as the trainer's source
+    "trainer",  # OnlineTrainer: the loop, its checkpoints, reports, preemption
+)
+#: the modules at the package root (above every layer: they may import any)
+ROOT_MODULES = {"melissa_trainer", "melissa_trainer._moved", "melissa_trainer.build_c_client"}
+
+
 #: which packages (or modules) promise not to load which top-level packages
 #: (`melissa_trainer.stream` and `.client`: their `__init__` docstrings and the README;
 #: `client.worker`: its module docstring and the client's `__init__`, standard library
 #: and pyzmq)
 NO_IMPORT_PROMISES: dict[str, tuple[str, ...]] = {
-    "melissa_trainer.stream": ("torch", "accelerate"),
+    **{
+        f"melissa_trainer.{layer}": ("torch", "accelerate")
+        for layer in LAYERS[: LAYERS.index("core")]
+    },
     "melissa_trainer.client": ("torch", "accelerate"),
     "melissa_trainer.client.worker": ("torch", "accelerate", "numpy", "scipy"),
     # scipy.stats (~1 s of CPU) only when a quasi-random engine is built (`qmc_engine`):
@@ -127,6 +156,56 @@ def imports(module: Module, known: dict[str, Module]) -> dict[str, int]:
                     found.setdefault(target, node.lineno)
     found.pop(module.name, None)
     return found
+
+
+def all_imports(module: Module, known: dict[str, Module]) -> dict[str, int]:
+    """The package's modules that `module` names in any import, run or not (``if
+    TYPE_CHECKING:`` included): name -> first line. Same resolution as `imports`."""
+    found: dict[str, int] = {}
+    for node in ast.walk(ast.parse(module.path.read_text(), str(module.path))):
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(module, node)
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                targets.append(sub if sub in known else source)
+        for target in targets:
+            if target in known and target != module.name:
+                found.setdefault(target, node.lineno)
+    return found
+
+
+def layer_of(module: Module, package: str, layers: tuple[str, ...]) -> int | None:
+    """The index of the layer `module` belongs to (`len(layers)` for the package itself
+    and the modules at its root); None for a module in no layer (a package outside
+    `layers`, or a module in one)."""
+    parts = module.name.split(".")
+    if len(parts) > 1 and parts[1] in layers:
+        return layers.index(parts[1])
+    if len(parts) == 1 or (len(parts) == 2 and not module.is_package):
+        return len(layers)
+    return None
+
+
+def back_edges(
+    known: dict[str, Module], package: str, layers: tuple[str, ...]
+) -> tuple[list[str], list[str]]:
+    """(each import of a higher layer, as "importer:line -> imported"; each module in no
+    layer)."""
+    edges, homeless = [], []
+    for name, module in sorted(known.items()):
+        here = layer_of(module, package, layers)
+        if here is None:
+            homeless.append(name)
+            continue
+        for target, line in sorted(all_imports(module, known).items()):
+            there = layer_of(known[target], package, layers)
+            if there is not None and there > here:
+                above = layers[there] if there < len(layers) else "the root"
+                edges.append(f"{name}:{line} -> {target} ({layers[here]} below {above})")
+    return edges, homeless
 
 
 def import_cycles(known: dict[str, Module]) -> list[list[str]]:
@@ -335,6 +414,16 @@ def test_import_graph_has_no_cycle() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(describe_cycle(c, known) for c in cycles)
 
 
+@pytest.mark.timeout(60)
+def test_no_layer_imports_a_higher_one() -> None:
+    known = modules(PACKAGE_DIR, PACKAGE)
+    edges, homeless = back_edges(known, PACKAGE, LAYERS)
+    assert not homeless, f"modules in no layer (add them to LAYERS or move them): {homeless}"
+    assert not edges, "imports of a higher layer:\n" + "\n".join(edges)
+    at_root = {n for n, m in known.items() if layer_of(m, PACKAGE, LAYERS) == len(LAYERS)}
+    assert at_root == ROOT_MODULES, "the package root holds only the API and entry points"
+
+
 @pytest.mark.timeout(180)
 def test_every_module_imports_alone() -> None:
     """Each module imported first (the package forgotten before each): an import cycle
@@ -430,6 +519,27 @@ def test_checkers_find_what_they_look_for(tmp_path: Path) -> None:
 
     found = {(rel, name) for rel, name, _, _ in private_reaches(known, package)}
     assert found == {("p.py", "_y"), ("p.py", "_hidden"), ("p.py", "_secret"), ("p.py", "_count")}
+
+    # layers: `sub` below `low`... here `c` (root) may import anything, `sub` nothing above
+    edges, homeless = back_edges(known, "fake", ("sub",))
+    assert homeless == [] and edges == []
+    layered = write_package(
+        tmp_path / "layered",
+        {
+            "low/__init__.py": "",
+            "low/a.py": """
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:  # a type-only back-edge still counts
+                    from fake.high.b import B
+            """,
+            "high/__init__.py": "",
+            "high/b.py": "from fake.low import a\nB = 1\n",
+            "other/__init__.py": "",
+        },
+    )
+    edges, homeless = back_edges(modules(layered, "fake"), "fake", ("low", "high"))
+    assert homeless == ["fake.other"]
+    assert edges == ["fake.low.a:4 -> fake.high.b (low below high)"]
 
     blocked = import_each_first(["fake.t", "fake.e"], "fake", ("torch",), path=tmp_path)
     assert list(blocked) == ["fake.t"] and "torch is blocked" in blocked["fake.t"]

@@ -21,8 +21,8 @@ import time
 import numpy as np
 import zmq
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 

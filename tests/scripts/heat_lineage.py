@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from melissa_trainer.trainer import OnlineTrainer
+from melissa_trainer.trainer.loop import OnlineTrainer
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heat_pde" / "train.py"
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.stream import feeder
-from melissa_trainer.trainer import OnlineTrainer
+from melissa_trainer.trainer.loop import OnlineTrainer
 
 LINEAGE = Path(__file__).resolve().parent / "heat_lineage.py"
 rank = int(os.environ.get("RANK", "0"))  # `accelerate launch` sets it; one process: 0

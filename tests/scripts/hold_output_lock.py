@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from melissa_trainer.output_lock import OutputDirLock
+from melissa_trainer.trainer.output_lock import OutputDirLock
 
 output_dir, state, go = sys.argv[1], sys.argv[2], Path(sys.argv[3])
 lock = OutputDirLock(output_dir, "holder")

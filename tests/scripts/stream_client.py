@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from melissa_trainer.stream import protocol as P
+from melissa_trainer import wire as P
 
 INLINE_MAX_BYTES = 65536
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.protocol import Bye, Data, FieldSpec, Hello
+from melissa_trainer.wire import Bye, Data, FieldSpec, Hello
 
 FIELD = FieldSpec("u", np.dtype("<f4"), (2,))
 RECENT = 8  # the ingest's recent list: a finished ledger is archived 8 puts later

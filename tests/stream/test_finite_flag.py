@@ -29,7 +29,7 @@ from melissa_trainer.stream import ingest as ingest_module
 from melissa_trainer.stream import nonfinite as nonfinite_module
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.protocol import Batch, Data, Hello
+from melissa_trainer.wire import Batch, Data, Hello
 
 SID = 5
 

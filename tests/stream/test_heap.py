@@ -128,7 +128,7 @@ def test_receiver_recycles_frames_once_a_simulation_declares_large_fields(
 ) -> None:
     import zmq
 
-    from melissa_trainer.stream import protocol as P
+    from melissa_trainer import wire as P
     from melissa_trainer.stream import receiver as receiver_module
     from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from melissa_trainer.stream import protocol as p
+from melissa_trainer import wire as p
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "docs" / "protocol.md"

@@ -24,10 +24,10 @@ from helpers import drain, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
 from melissa_trainer.buffers.block import SHARED_ROWS, SMALL_ROW_BYTES
-from melissa_trainer.sources import SourceError
-from melissa_trainer.stream import protocol as P
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.ingest import Ingest
@@ -1148,7 +1148,7 @@ def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
 def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
     """The dataset waits in short slices and pumps between them: what arrives while the
     training thread waits is ingested by that thread at once, not after `takeover`."""
-    from melissa_trainer.dataset import StreamDataset
+    from melissa_trainer.core.dataset import StreamDataset
     from melissa_trainer.stream.stream_source import StreamSource
 
     buf = ThreadRecordingFIFO(100)

@@ -34,10 +34,10 @@ import zmq
 from helpers import drain, running
 from zmtp_peer import closed_by_peer, rss
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream import liveness
-from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, ReceiverConfig
@@ -526,7 +526,7 @@ import multiprocessing as mp, resource, sys, time
 import zmq
 sys.path.insert(0, sys.argv[1])
 from helpers import running
-from melissa_trainer.stream import protocol
+from melissa_trainer import wire as protocol
 
 PEERS, PER_PEER = 4, 250
 

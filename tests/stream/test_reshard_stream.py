@@ -18,13 +18,13 @@ import numpy as np
 import pytest
 
 from melissa_trainer import Launcher
-from melissa_trainer.sources import IterableSource, Source
+from melissa_trainer.sources.source import IterableSource, Source
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.protocol import Abandon, Bye, Data, FieldSpec, Hello
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.stream_source import StreamSource
-from melissa_trainer.study import Study
+from melissa_trainer.study.study import Study
+from melissa_trainer.wire import Abandon, Bye, Data, FieldSpec, Hello
 
 pytestmark = pytest.mark.timeout(120)
 

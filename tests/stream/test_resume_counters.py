@@ -21,8 +21,8 @@ import pytest
 import zmq
 from helpers import drain
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
 
 U = P.FieldSpec("u", np.dtype("<f4"), (3,))

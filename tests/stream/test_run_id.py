@@ -19,9 +19,9 @@ from c_driver import capture, lines_of, run_script, script_exe  # noqa: F401 (fi
 from compiled import c_client  # noqa: F401
 from helpers import drain, running
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
-from melissa_trainer.stream import protocol as P
 from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
 
 FIELDS = {"u": ((3,), "float32")}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from melissa_trainer.stream.protocol import FieldSpec
 from melissa_trainer.stream.schema import StudySchema
+from melissa_trainer.wire import FieldSpec
 
 T32 = FieldSpec("temperature", np.dtype("<f4"), (32, 32))
 T16 = FieldSpec("temperature", np.dtype("<f4"), (16, 16))

@@ -18,9 +18,9 @@ import torch
 import zmq
 from helpers import NO_MPI, drain, find_mpiexec
 
+from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample
-from melissa_trainer.sources import SourceError
-from melissa_trainer.stream import protocol as P
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import ReceiverConfig, ReceiverTuning, telemetry_keys
 from melissa_trainer.stream.stream_source import StreamSource, _rank_bind
 

@@ -15,11 +15,11 @@ from typing import Literal, Optional
 
 import pytest
 
-import melissa_trainer.arguments as arguments_module
-from melissa_trainer.argparser import ArgumentParser
-from melissa_trainer.arguments import ConfigError, TrainingArguments, load_config_file
+import melissa_trainer.config.arguments as arguments_module
 from melissa_trainer.buffers import BufferConfig
 from melissa_trainer.buffers.config import DEFAULT_SAMPLE_TO_INSERT_RATIO as DEFAULT_RATIO
+from melissa_trainer.config.arguments import ConfigError, TrainingArguments, load_config_file
+from melissa_trainer.config.parser import ArgumentParser
 
 
 def config_error(**kwargs: object) -> ConfigError:
@@ -545,8 +545,8 @@ def test_subprocess_command_line(tmp_path: Path) -> None:
         package = types.ModuleType("melissa_trainer")
         package.__path__ = [{str(package_dir)!r}]
         sys.modules["melissa_trainer"] = package
-        from melissa_trainer.argparser import ArgumentParser
-        from melissa_trainer.arguments import TrainingArguments
+        from melissa_trainer.config.parser import ArgumentParser
+        from melissa_trainer.config.arguments import TrainingArguments
 
         @dataclasses.dataclass
         class MyArgs:

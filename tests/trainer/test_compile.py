@@ -1,4 +1,4 @@
-"""`torch_compile`, `torch_compile_backend`, `torch_compile_mode` (`melissa_trainer.compiled`).
+"""`torch_compile`, `torch_compile_backend`, `torch_compile_mode` (`melissa_trainer.core.compiled`).
 
 The oracle is the eager run of the same seed and samples. With the ``aot_eager`` backend
 (dynamo and AOTAutograd, then ATen's own kernels; it compiles in seconds) a compiled run
@@ -22,9 +22,9 @@ from helpers import Recorder, linear_samples, small_model, xy
 from safetensors import safe_open
 
 from melissa_trainer import ArgumentParser, ConfigError, OnlineTrainer, TrainingArguments
-from melissa_trainer.accelerated import AcceleratedStep, PlainStep
-from melissa_trainer.checkpoint import latest_checkpoint
-from melissa_trainer.compiled import CompileOptions
+from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep
+from melissa_trainer.core.compiled import CompileOptions
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -209,7 +209,7 @@ def test_a_model_compiled_beforehand(tmp_path: Path, caplog: pytest.LogCaptureFi
 
     with pytest.raises(ValueError, match="already compiled .* pass the eager model"):
         make(torch_compile_backend="aot_eager")
-    with caplog.at_level(logging.WARNING, logger="melissa_trainer.compiled"):
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.core.compiled"):
         make()
     assert "give the eager model and set torch_compile=True instead" in caplog.text
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from melissa_trainer import ConfigError, OnlineTrainer, TrainingArguments
-from melissa_trainer import checkpoint as ckpt
+from melissa_trainer.checkpoint import paths as ckpt
 
 pytestmark = pytest.mark.timeout(300)
 

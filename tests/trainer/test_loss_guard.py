@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from melissa_trainer.loss_guard import LossGuard, NonFiniteLossError
-from melissa_trainer.sync import StopSync
+from melissa_trainer.core.loss_guard import LossGuard, NonFiniteLossError
+from melissa_trainer.core.stop_sync import StopSync
 
 CPU = torch.device("cpu")
 

@@ -12,7 +12,7 @@ import torch
 from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
-from melissa_trainer.accelerated import PlainStep
+from melissa_trainer.core.accelerated import PlainStep
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -26,7 +26,7 @@ import netns
 import pytest
 import zmq
 
-from melissa_trainer.checkpoint import count_ranks, latest_checkpoint
+from melissa_trainer.checkpoint.paths import count_ranks, latest_checkpoint
 
 pytestmark = [pytest.mark.slow]
 

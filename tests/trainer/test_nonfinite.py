@@ -266,7 +266,7 @@ def test_json_output_is_valid_json_when_a_figure_is_nan() -> None:
     trainer state go through `to_json`: NaN and Inf become null (on main the heat
     example printed ``"val_mse": NaN``, which no JSON parser but Python's reads)."""
     from melissa_trainer import TrainerState
-    from melissa_trainer.json_output import to_json
+    from melissa_trainer.common.json_output import to_json
 
     summary = {"val_mse": float("nan"), "study": {"x": np.float32("inf")}, "rows": [-np.inf, 1]}
     assert _strict(to_json(summary)) == {"val_mse": None, "study": {"x": None}, "rows": [None, 1]}

@@ -1,4 +1,4 @@
-"""Per-simulation training losses (`melissa_trainer.simulation_loss`) and the adaptive
+"""Per-simulation training losses (`melissa_trainer.core.loss_per_simulation`) and the adaptive
 study they steer: the statistic itself, the trainer's tracking (exact against the
 model's own losses, resumed bit for bit, errors that name the fix), and a Breed study
 in worker mode on two real training ranks."""
@@ -31,8 +31,11 @@ from melissa_trainer import (
     Study,
     TrainingArguments,
 )
+from melissa_trainer.core.loss_per_simulation import (
+    DEFAULT_SIMULATION_LOSS_STEPS,
+    REFERENCE_PERIODS,
+)
 from melissa_trainer.launcher import Launcher, make_sampler
-from melissa_trainer.simulation_loss import DEFAULT_SIMULATION_LOSS_STEPS, REFERENCE_PERIODS
 
 CPU = torch.device("cpu")
 

@@ -1,4 +1,4 @@
-"""Per-simulation losses (`melissa_trainer.simulation_loss`) at their edges: non-finite
+"""Per-simulation losses (`melissa_trainer.core.loss_per_simulation`) at their edges: non-finite
 and negative losses, one simulation per reduction period, a trainer that overrides
 `compute_sample_losses` alone, a `process_batch` that drops samples. Each was a defect
 found by trying the adaptive study as a user would; each test failed on the code it was

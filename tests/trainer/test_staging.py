@@ -1,4 +1,4 @@
-"""Batches staged one step ahead (`melissa_trainer.staging`) train what unstaged ones do.
+"""Batches staged one step ahead (`melissa_trainer.core.staging`) train what unstaged ones do.
 
 The oracle is the run with ``stage_batches=False`` (today's path: collate and send when
 the step starts) and, independently, the FIFO order: micro-batch j holds samples
@@ -18,9 +18,9 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import SampleBlock, make_buffer
-from melissa_trainer.checkpoint import latest_checkpoint
-from melissa_trainer.dataset import StreamDataset
-from melissa_trainer.staging import BatchStager
+from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.core.dataset import StreamDataset
+from melissa_trainer.core.staging import BatchStager
 
 pytestmark = pytest.mark.timeout(120)
 

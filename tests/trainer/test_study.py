@@ -17,7 +17,7 @@ import pytest
 import torch
 from helpers import Keys
 
-import melissa_trainer.study
+import melissa_trainer.study.study
 from melissa_trainer import (
     OnlineTrainer,
     ReceiverConfig,
@@ -294,7 +294,7 @@ def test_a_stream_waiting_after_every_simulation_ended_stops_with_an_error(
     have ended and nothing arrives, rank 0 says so instead of waiting forever."""
     # ENDED_GRACE: how long the receiver must be silent after the study's end (5 s);
     # 1 s here: the three simulations' data has all arrived by then
-    monkeypatch.setattr(melissa_trainer.study, "ENDED_GRACE", 1.0)
+    monkeypatch.setattr(melissa_trainer.study.study, "ENDED_GRACE", 1.0)
     launcher = study(tmp_path, 3, {"steps": 4})
     keys = Keys()
     t = trainer(tmp_path, launcher, keys, source={"expected_simulations": 5})

@@ -96,7 +96,7 @@ def test_one_process_waits_for_nothing_but_its_logs(tmp_path: Path, stage_batche
 def test_the_counter_counts_the_package_s_reads_only() -> None:
     """The oracle of the tests here: a read made by melissa_trainer's code counts, one
     made elsewhere (this test, torch) does not."""
-    from melissa_trainer.loss_guard import LossGuard
+    from melissa_trainer.core.loss_guard import LossGuard
 
     guard = LossGuard(torch.device("cpu"), distributed=False)
     guard.record(torch.tensor(1.0), 1, ())

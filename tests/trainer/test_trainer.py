@@ -19,8 +19,8 @@ from melissa_trainer import (
     TrainerState,
     TrainingArguments,
 )
-from melissa_trainer.accelerated import AcceleratedStep, PlainStep, cpu_only_launch
-from melissa_trainer.sources import IterableSource
+from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep, cpu_only_launch
+from melissa_trainer.sources.source import IterableSource
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -1,4 +1,4 @@
-"""`melissa_trainer.validation`: the shared checks of counts and durations."""
+"""`melissa_trainer.common.checks`: the shared checks of counts and durations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from melissa_trainer.validation import (
+from melissa_trainer.common.checks import (
     as_count,
     as_int,
     check_count,

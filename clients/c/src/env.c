@@ -21,7 +21,7 @@
 #define MAX_RUN_ID_CHARS 64
 
 /* A run id: 1 to 64 ASCII letters, digits, '-' or '_', at least one alphanumeric
- * (melissa_trainer/stream/protocol/checks.py check_run_id). */
+ * (melissa_trainer/wire/checks.py check_run_id). */
 static bool valid_run_id(const char *s) {
     size_t n = strlen(s);
     bool alnum = false;

@@ -1,0 +1,17 @@
+"""Checkpoints: directories and their atomic commit (`paths`), the manifest of files and
+hashes (`manifest`), the errors that name a checkpoint and its file (`errors`), the
+registry of named parts a checkpoint holds (`registry`) and the resharding of per-rank
+parts onto another number of ranks (`reshard`).
+
+What a checkpoint saves is given as parts (`registry.Checkpointable`), never the trainer.
+"""
+
+from melissa_trainer.checkpoint.paths import (
+    PREFIX,
+    checkpoint_path,
+    latest_checkpoint,
+    list_checkpoints,
+    resolve_resume,
+)
+
+__all__ = ["PREFIX", "checkpoint_path", "latest_checkpoint", "list_checkpoints", "resolve_resume"]

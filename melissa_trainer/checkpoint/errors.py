@@ -1,0 +1,164 @@
+"""Errors of checkpoints, each naming the checkpoint, the file and what to do.
+
+* `CheckpointError`: a checkpoint cannot be resumed from: it does not verify against
+  its manifest, or a file fails to load (`naming_file` turns the loaders' bare errors,
+  `SafetensorError: incomplete metadata`, `EOFError`, `JSONDecodeError`,
+  `UnpicklingError`..., into one that names the file and lists the checkpoints to
+  resume from instead).
+* `CheckpointSaveError`: a save failed (`describe_save_failure` says why; for a full
+  disk, "No space left on device", the bytes needed and the bytes free).
+
+Pure functions and context managers; no collective, no state.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import zipfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from melissa_trainer.checkpoint import manifest
+from melissa_trainer.checkpoint import paths as ckpt
+
+#: space errors a save may meet, and how they are named
+_SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}
+#: a failed write with less free space than this is taken for a full disk, whatever the
+#: error says (torch's zip writer reports one as "unexpected pos" or "iostream error")
+_LOW_FREE = 1 << 20
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be resumed from. `path` is the checkpoint, `file` the
+    file at fault (relative to it; None: the checkpoint as a whole)."""
+
+    def __init__(self, message: str, path: Path, file: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.file = file
+
+
+class CheckpointSaveError(RuntimeError):
+    """A checkpoint could not be written; its staging directory was removed and the
+    checkpoints before it are intact. Raised on every rank (see `on_save_error`)."""
+
+
+def others(path: Path) -> str:
+    """The other checkpoints beside `path`, newest first, as a hint to resume from."""
+    found = [str(p) for p in reversed(ckpt.list_checkpoints(path.parent)) if p != path]
+    if not found:
+        return "there is no other checkpoint under " + str(path.parent)
+    return "resume from an older one with --resume_from_checkpoint PATH: " + ", ".join(found)
+
+
+@contextmanager
+def naming_file(path: Path, files: Sequence[str]) -> Iterator[None]:
+    """Re-raise any error of the block, which loads `files` (relative to checkpoint
+    `path`, in the order it reads them), as a `CheckpointError` naming the file at
+    fault: the first whose structure does not read (`probe`), else all of them (their
+    bytes read, so their content does not fit this run: another model, say).
+    The original error is chained, never swallowed."""
+    try:
+        yield
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        bad = next(((f, why) for f in files if (why := probe(path / f)) is not None), None)
+        file: str | None
+        if bad is not None:
+            file, why = bad
+            message = f"cannot load {path / file}: {why}"
+        else:
+            file = None if len(files) != 1 else files[0]
+            names = ", ".join(str(path / f) for f in files)
+            message = (
+                f"cannot load checkpoint {path} ({names}): "
+                f"{type(exc).__name__}: {exc}; the files read, but do not fit this run "
+                "(another model, optimizer or version?)"
+            )
+        raise CheckpointError(f"{message}; {others(path)}", path, file) from exc
+
+
+def probe(file: Path) -> str | None:
+    """Why `file` does not read as its kind (by its suffix), or None if it does.
+    Reads the structure only where that is cheap: a safetensors header, a JSON text,
+    a torch file's zip directory and CRCs."""
+    if not file.is_file():
+        return "missing"
+    if file.stat().st_size == 0:
+        return "empty (0 bytes)"
+    try:
+        if file.suffix == ".json":
+            json.loads(file.read_text())
+        elif file.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(file), framework="numpy"):
+                pass
+        elif file.suffix in (".bin", ".pkl", ".pt"):  # torch.save's zip format
+            with zipfile.ZipFile(file) as z:
+                if (broken := z.testzip()) is not None:
+                    return f"corrupt (bad CRC in {broken})"
+    except Exception as exc:  # the reason is the answer, not an error here
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def describe_verification(path: Path, problems: Sequence[manifest.Problem]) -> str:
+    """One line: what is wrong with checkpoint `path`, file by file."""
+    return f"checkpoint {path} does not verify: " + "; ".join(
+        f"{path / p.file}: {p.what}" for p in problems
+    )
+
+
+def is_full_disk(exc: BaseException, free: int, needed: int) -> str | None:
+    """The name of the space error behind `exc` ("No space left on device"), or None.
+
+    By errno anywhere in the chain of causes; else by the message (safetensors says
+    "os error 28"); else by the free space left: torch's writer loses the errno
+    ("iostream error", "unexpected pos"), so a write that failed with less than
+    `needed` bytes (at least 1 MiB) free is taken for a full disk.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _SPACE:
+            return _SPACE[seen.errno]
+        text = str(seen)
+        for code, name in _SPACE.items():
+            if name in text or f"os error {code})" in text:
+                return name
+        seen = seen.__cause__ or seen.__context__
+    if isinstance(exc, OSError | RuntimeError) and free < max(needed, _LOW_FREE):
+        return _SPACE[errno.ENOSPC]
+    return None
+
+
+def describe_save_failure(
+    exc: BaseException, staging: Path, final: Path, previous: Path | None, rank: int
+) -> str:
+    """One line on rank `rank`'s failure to write `staging` (to become `final`): for a
+    full disk, "No space left on device", the bytes the checkpoint needs (the size of
+    `previous`, the checkpoint before it, or what was written so far when larger) and
+    the bytes free when it failed (its partial files included); for any other error,
+    the error. Call before removing `staging`."""
+    written = manifest.total_size(staging)
+    needed = max(manifest.total_size(previous) if previous is not None else 0, written)
+    where = staging if staging.exists() else staging.parent
+    free = shutil.disk_usage(where).free if where.exists() else 0
+    space = is_full_disk(exc, free, needed - written)
+    if space is None:
+        return f"rank {rank}: {type(exc).__name__}: {exc}"
+    estimate = f"the size of {previous.name}" if previous is not None else "written so far"
+    return (
+        f"rank {rank}: {space} writing {final.name} to {os.path.dirname(final)}: the "
+        f"checkpoint needs about {needed} bytes ({_human(needed)}, {estimate}); {free} "
+        f"bytes ({_human(free)}) were free when it failed"
+    )
+
+
+def _human(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e6 else f"{n / 1e3:.1f} kB"

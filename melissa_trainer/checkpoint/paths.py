@@ -1,0 +1,327 @@
+"""Checkpoint directories: naming, atomic commit, rotation, resolution of "latest",
+an earlier run's folder moved aside.
+
+Small pure functions on paths; what goes inside is `checkpoint_registry`'s (its named
+parts, each written and read by its owner).
+
+Atomicity contract: a checkpoint is written into a staging directory
+(`.tmp-checkpoint-STEP`) and renamed to `checkpoint-STEP` only once every rank has
+finished writing. A directory named `checkpoint-STEP` is therefore always complete; a
+crash leaves at most a staging directory, which the next save at that step removes and
+`list_checkpoints` ignores. Rotation deletes old checkpoints only after the new one is
+in place, so there is always at least one complete checkpoint on disk; it never
+deletes the checkpoint just written (`rotate`'s `keep`), even when checkpoints of later
+steps exist (a run resumed from an older checkpoint, the newer ones being corrupt).
+
+Verification: each checkpoint holds `manifest.json`, every file's size and hash,
+written last (`melissa_trainer.checkpoint.manifest`); `trainer_checkpoint.resolve_resume`
+resumes from the newest checkpoint that verifies.
+
+Durability contract: before the rename, every file of the staging directory and the
+directories themselves are fsynced (`fsync_tree`, by each rank for what it wrote);
+after it, the parent directories are fsynced (`commit`). A power loss or a node crash
+after `commit` returns therefore cannot leave a `checkpoint-STEP` whose files are
+empty or short (the rename reaching the disk before the data is what a journaling
+file system may otherwise do).
+
+Layout of one checkpoint::
+
+    checkpoint-STEP/
+      model.safetensors, optimizer.bin, scheduler/scaler/RNG files  (Accelerate's save_state)
+      trainer_state.json        TrainerState
+      hooks.json                state of the stateful hooks, by hook name
+      training_args.json        the arguments of the run that wrote it (for reference)
+      format.json               the format version, and each part's name and scope
+      manifest.json             every other file's size, SHA-256 and writing rank
+      rank_R/                   one per training rank
+        buffer.safetensors, buffer.json       buffer contents, counters, RNG, rate limiter
+        pending.safetensors, pending.json     batches taken from the buffer, not yet trained
+        source.json                           the source's state (e.g. the receiver's record)
+        trainer_rank.json                     this rank's samples_seen and loss since the log
+        simulation_losses.safetensors         per-simulation losses, this rank's unreduced
+
+A checkpoint of k ranks resumes on any number of ranks: `count_ranks` says k, and each
+`rank_R` part is then resharded (`checkpoint_registry`, `checkpoint_reshard`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+PREFIX = "checkpoint-"
+STAGING_PREFIX = ".tmp-checkpoint-"
+_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+
+logger = logging.getLogger(__name__)
+
+
+def checkpoint_path(root: str | os.PathLike[str], step: int) -> Path:
+    """Where the checkpoint of `step` lives under `root`."""
+    return Path(root) / f"{PREFIX}{step}"
+
+
+def staging_path(root: str | os.PathLike[str], step: int) -> Path:
+    """Where the checkpoint of `step` is written before it is committed."""
+    return Path(root) / f"{STAGING_PREFIX}{step}"
+
+
+def rank_path(checkpoint: str | os.PathLike[str], rank: int) -> Path:
+    """The per-rank part of a checkpoint."""
+    return Path(checkpoint) / f"rank_{rank}"
+
+
+def count_ranks(checkpoint: str | os.PathLike[str]) -> int:
+    """How many training ranks wrote `checkpoint`."""
+    return sum(1 for p in Path(checkpoint).glob("rank_*") if p.is_dir())
+
+
+def list_checkpoints(root: str | os.PathLike[str]) -> list[Path]:
+    """Complete checkpoints under `root`, oldest (lowest step) first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    found = []
+    for p in root.iterdir():
+        m = _NAME.match(p.name)
+        if m and p.is_dir():
+            found.append((int(m.group(1)), p))
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
+    """The newest complete checkpoint under `root`, or None."""
+    found = list_checkpoints(root)
+    return found[-1] if found else None
+
+
+def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[str]) -> Path | None:
+    """Turn `TrainingArguments.resume_from_checkpoint` into a directory.
+
+    "latest" gives the newest checkpoint under `root`, or None, with a warning, when
+    there is none yet (a job script can always pass "latest", also on its first run).
+    A path must exist.
+    """
+    if resume_from_checkpoint is None:
+        return None
+    if resume_from_checkpoint == "latest":
+        latest = latest_checkpoint(root)
+        if latest is None:
+            logger.warning(
+                "resume_from_checkpoint='latest': no checkpoint under %s, starting afresh", root
+            )
+        return latest
+    path = Path(resume_from_checkpoint)
+    if not path.is_dir() or not (path / "trainer_state.json").is_file():
+        raise FileNotFoundError(
+            f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint directory "
+            f"(no trainer_state.json); use 'latest' or one of: "
+            f"{[str(p) for p in list_checkpoints(root)] or 'none yet'}"
+        )
+    return path
+
+
+def move_aside(root: str | os.PathLike[str], now: float | None = None) -> Path:
+    """Rename the checkpoint folder `root` to a free sibling
+    ``{root}-previous-YYYYmmddTHHMMSSZ`` (``-2``, ``-3``... when taken) and return it.
+    Main rank only. One rename (atomic on one file system), made durable; nothing in
+    it is read, changed or deleted."""
+    root = Path(root)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+    target = root.with_name(f"{root.name}-previous-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = root.with_name(f"{root.name}-previous-{stamp}-{n}")
+    os.rename(root, target)
+    fsync_dir(target.parent)
+    return target
+
+
+def begin(root: str | os.PathLike[str], step: int) -> Path:
+    """Create an empty staging directory for `step`, removing a stale one. Main rank only."""
+    staging = staging_path(root, step)
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    return staging
+
+
+def remove_staging(staging: str | os.PathLike[str]) -> None:
+    """Remove the staging directory of a failed save. Main rank only, once no rank
+    writes into it. A failure to remove it is logged, not raised (the save's own error
+    is the one to report); the next save of that step removes it, and it is never
+    resumed from."""
+    try:
+        shutil.rmtree(staging)
+    except OSError as exc:
+        logger.warning("could not remove the partial checkpoint %s: %s", staging, exc)
+
+
+def commit(staging: str | os.PathLike[str], final: str | os.PathLike[str]) -> Path:
+    """Rename the finished `staging` directory to `final` atomically. Main rank only.
+
+    An existing `final` (a checkpoint of the same step written before a restart) is
+    replaced: it is first moved aside (``checkpoint-STEP.old``), so a crash in between
+    leaves one of the two, then removed. One that cannot be removed (its permissions: a
+    checkpoint that did not verify for that reason and was skipped on resume) is left
+    aside with a warning, under a name no resume looks at: the save has succeeded.
+    """
+    staging, final = Path(staging), Path(final)
+    old = None
+    if final.exists():
+        old = final.with_name(final.name + ".old")
+        n = 0
+        while old.exists():
+            try:
+                shutil.rmtree(old)
+            except OSError as exc:  # left from an earlier save: put the new one beside it
+                n += 1
+                logger.warning("could not remove %s (%s): leaving it", old, exc)
+                old = final.with_name(f"{final.name}.old-{n}")
+        os.replace(final, old)
+    os.replace(staging, final)
+    # the rename is durable once the directory holding the entry is on disk; the root
+    # itself may have been created by this save (`begin`): its entry too
+    fsync_dir(final.parent)
+    fsync_dir(final.parent.parent)
+    if old is not None:
+        try:
+            shutil.rmtree(old)
+        except OSError as exc:  # the new checkpoint is in place: the save succeeded
+            logger.warning(
+                "saved %s, but could not remove the checkpoint it replaced, now %s (%s): "
+                "remove it by hand",
+                final,
+                old,
+                exc,
+            )
+    return final
+
+
+def rotate(
+    root: str | os.PathLike[str], max_to_keep: int, keep: str | os.PathLike[str] | None = None
+) -> list[Path]:
+    """Delete all but `max_to_keep` checkpoints, the lowest steps first; returns the
+    deleted paths.
+
+    `keep` (the checkpoint just written) is never deleted and counts as one of those
+    kept. Why: after a resume from an older checkpoint (the newer ones did not verify),
+    checkpoints of higher steps than the new one are still there; by step alone, the
+    new one, the one checkpoint known to be intact, would be deleted first.
+    """
+    if max_to_keep < 1:
+        raise ValueError(f"max_to_keep must be >= 1, got {max_to_keep}")
+    found = list_checkpoints(root)
+    protected = [p for p in found if keep is not None and p == Path(keep)]
+    others = [p for p in found if p not in protected]
+    old = others[: max(0, len(found) - max_to_keep)]
+    for path in old:
+        shutil.rmtree(path)
+    return old
+
+
+def fsync_rank_files(
+    staging: str | os.PathLike[str],
+    rank: int,
+    world_size: int,
+    visit: Callable[[Path], None] | None = None,
+) -> int:
+    """fsync what training rank `rank` wrote into the `staging` checkpoint; returns the
+    number of files. Every rank calls it once all ranks have written, before the commit.
+    `visit(path)` is called for each file just before its fsync (the manifest's hasher:
+    the file is still in the page cache then).
+
+    Rank 0 syncs the shared files (model, optimizer, trainer state...) and its `rank_0`;
+    another rank its `rank_R` and its RNG file (`random_states_R.pkl`, Accelerate's):
+    on a shared file system only the node that wrote a file can flush it.
+    """
+    staging = Path(staging)
+    if rank == 0:
+        others = {rank_path(staging, r).name for r in range(1, world_size)}
+        others |= {rng_file(r) for r in range(1, world_size)}
+        return fsync_tree(staging, skip=others, visit=visit)
+    files = fsync_tree(rank_path(staging, rank), visit=visit)
+    rng = staging / rng_file(rank)
+    if rng.is_file():
+        if visit is not None:
+            visit(rng)
+        fsync_file(rng)
+        files += 1
+    return files
+
+
+def rng_file(rank: int) -> str:
+    """The RNG file of training rank `rank` in a checkpoint (as Accelerate's save_state
+    names it)."""
+    return f"random_states_{rank}.pkl"
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Write `obj` as JSON (not fsynced: `fsync_tree` does that before the commit)."""
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2, sort_keys=True)
+
+
+def read_json(path: str | os.PathLike[str]) -> Any:
+    with open(path) as f:
+        return json.load(f)
+
+
+def fsync_file(path: str | os.PathLike[str]) -> None:
+    """Flush one regular file's data and metadata to the storage device. Blocks."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """Flush a directory's entries (creations, renames) to the storage device. Blocks."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(
+    root: str | os.PathLike[str],
+    skip: Collection[str] = (),
+    visit: Callable[[Path], None] | None = None,
+) -> int:
+    """fsync every regular file under `root`, then every directory, deepest first,
+    `root` last; returns the number of files. Blocks for the device's write-back.
+    `visit(path)`, if given, is called for each file before its fsync.
+
+    `skip` names entries directly under `root` that are left alone (another rank's
+    `rank_R` directory: on a shared file system, only the node that wrote a file can
+    flush it, so each rank syncs its own). Symbolic links are not followed.
+    """
+    root = Path(root)
+    files = 0
+    dirs: list[Path] = []
+    for top, subdirs, names in os.walk(root):
+        here = Path(top)
+        if here == root:
+            subdirs[:] = [d for d in subdirs if d not in skip]
+            names = [n for n in names if n not in skip]
+        dirs.append(here)
+        for name in names:
+            path = here / name
+            if path.is_file() and not path.is_symlink():
+                if visit is not None:
+                    visit(path)
+                fsync_file(path)
+                files += 1
+    for directory in reversed(dirs):  # os.walk is top-down: children before parents
+        fsync_dir(directory)
+    return files

@@ -1,0 +1,407 @@
+"""A checkpoint as a registry of named parts: the one list of what a checkpoint holds.
+
+Each stateful part of a run owns its state (``state_dict`` / ``load_state_dict``, or
+``save`` / ``load`` for the parts kept as arrays); this module names the parts
+(`parts`), says for each where its files are and whether its state is global or per
+rank (`Scope`), writes them (`write`, into the staging directory of
+`trainer_checkpoint.save_checkpoint`: the atomic commit and the manifest are theirs)
+and reads them back in order (`load`). It writes the format version of the whole
+checkpoint (`FORMAT_FILE`); the migrations of every record are in
+`checkpoint_migrations`.
+
+Format versions: 1, every checkpoint without `FORMAT_FILE` (written before the
+registry); 2, `FORMAT_FILE` present, and `TrainerState`'s ``samples_seen`` kept by the
+per-rank ``trainer_rank`` part alone (it was also in ``trainer_state.json``).
+
+Scope, and resuming on another number of ranks: a `Scope.GLOBAL` part is one copy,
+identical on every rank, so it is read as it is on any number of ranks; a
+`Scope.PER_RANK` part is each rank's own. A checkpoint written by ``k`` ranks loads on
+``m != k`` ranks part by part in the same order, each per-rank part through its
+``reshard`` (`Part`), which reads every old rank's files and takes this rank's share
+through its owner's pure function (`checkpoint_reshard`: the buffers' samples and
+pending batches dealt out, the source's records split, the sums of the per-rank
+figures kept, the RNG seeded afresh); a per-rank part without one is refused before
+anything is loaded (`load`). The parts and their scope are recorded in `FORMAT_FILE`.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from safetensors.numpy import load_file, save_file
+
+from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint.errors import naming_file
+from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
+from melissa_trainer.common.migrations import trainer_rank_of, upgrade
+from melissa_trainer.core import loss_per_simulation as simulation_loss
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
+
+__all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "Part", "Scope", "format_of", "load",
+           "parts", "write"]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+#: the format version of a whole checkpoint, and the parts in it (main rank, at the root)
+FORMAT_FILE = "format.json"
+FORMAT_VERSION = 2
+#: per-rank trainer figures: this rank's `samples_seen` and its loss since the last log
+RANK_STATE = "trainer_rank.json"
+#: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
+#: logging at INFO level only, when it does not load: see `_check_rng`)
+_RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
+
+
+class Scope(enum.Enum):
+    """Whose state a part is (see the module docstring)."""
+
+    #: one copy in the checkpoint, the same on every rank; written by the main rank
+    GLOBAL = "global"
+    #: each rank's own; written by each rank, under ``rank_R/`` (Accelerate's RNG file
+    #: at the root, as Accelerate names it)
+    PER_RANK = "per_rank"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One named part of a checkpoint.
+
+    Attributes:
+        name: the part's name (in `FORMAT_FILE`).
+        scope: `Scope.GLOBAL` or `Scope.PER_RANK`.
+        files: ``files(path, rank)``: the files the part reads of rank `rank`'s (this
+            rank's when loading on the same number of ranks, every old rank's when
+            resharding), relative to the checkpoint, in the order it reads them (a load
+            error names the one at fault); a function of the checkpoint directory
+            (Accelerate's depend on the optimizers).
+        save: writes the part into the checkpoint (staging) directory given; None: the
+            files are written by another part (the RNG files by Accelerate's).
+        load: restores the part from the checkpoint directory given, of the format
+            version given.
+        collective: `save` runs on every rank, also for a `Scope.GLOBAL` part
+            (Accelerate's `save_state`, which writes each rank's RNG file).
+        names_file: `load` runs inside `naming_file` (its errors become a
+            `CheckpointError` naming the file); False for a part whose own errors are
+            meant as they are (the source's refusal of a changed study).
+        reshard: restores this rank's share from a checkpoint written by another
+            number of ranks: ``reshard(path, old_world_size, format_version)``, reading
+            every old rank's files (`checkpoint_reshard`). Required of a
+            `Scope.PER_RANK` part (a checkpoint of another world size is refused,
+            naming the parts without one); for a `Scope.GLOBAL` part None means `load`
+            as it is.
+    """
+
+    name: str
+    scope: Scope
+    files: Callable[[Path, int], list[str]]
+    save: Callable[[Path], object] | None
+    load: Callable[[Path, int], None]
+    collective: bool = False
+    names_file: bool = True
+    reshard: Callable[[Path, int, int], None] | None = None
+
+
+def parts(trainer: TrainerView) -> list[Part]:
+    """The parts of `trainer`'s checkpoints, in the order they are loaded: the source
+    first (a study resumed with settings it cannot follow is refused before anything
+    else is loaded, docs/resume.md), the RNG file checked before Accelerate loads it,
+    the trainer state before the hooks, the buffer before the pending batches. When
+    resharding, the source's step computes the buffer's share first (the source's
+    share needs its put count), and Accelerate's load keeps the fresh RNG states."""
+    rank = trainer.process_index
+    mine = ckpt.rank_path(Path("."), rank).as_posix()  # "rank_R"
+    acc, state = trainer.accelerator, trainer.state
+    reshard = Reshard(trainer)
+
+    def own(*names: str) -> Callable[[Path, int], list[str]]:
+        return lambda path, r: [f"rank_{r}/{name}" for name in names]
+
+    def root(*names: str) -> Callable[[Path, int], list[str]]:
+        return lambda path, r: list(names)
+
+    def rank_dir(path: Path) -> Path:
+        return ckpt.rank_path(path, rank)
+
+    def load_source(path: Path, version: int) -> None:
+        with naming_file(path, [f"{mine}/source.json"]):
+            source_state = ckpt.read_json(rank_dir(path) / "source.json")
+        trainer.source.load_state_dict(source_state)  # its own errors, as they are
+
+    def load_trainer_state(path: Path, version: int) -> None:
+        saved = ckpt.read_json(path / "trainer_state.json")
+        # (its version is the format's)
+        state.load_state_dict(upgrade("trainer_state", saved, version))
+        state.max_steps = trainer.args.max_steps  # the new run's limit wins
+
+    def save_rank(path: Path) -> None:
+        figures = {"samples_seen": state.samples_seen, **trainer.log_figures.state_dict()}
+        ckpt.write_json(rank_dir(path) / RANK_STATE, figures)
+
+    def load_rank(path: Path, version: int) -> None:
+        file = rank_dir(path) / RANK_STATE
+        if file.is_file():
+            figures = ckpt.read_json(file)
+        else:  # a checkpoint of a version before it: rank 0's count, in the trainer state
+            figures = trainer_rank_of(ckpt.read_json(path / "trainer_state.json"))
+        state.samples_seen = int(figures["samples_seen"])
+        trainer.log_figures.load_state_dict(figures)
+
+    # The per-simulation losses are the `SimulationLossTracker` hook's (when the run has
+    # one). A run without one writes an empty record all the same: every checkpoint has
+    # the same files, and one of an untracked run resumes with tracking turned on.
+    tracker = trainer.hooks.get(SimulationLossTracker)
+
+    def save_losses(path: Path) -> None:
+        losses = tracker.losses if tracker is not None else SimulationLosses(acc.device, False)
+        save_file(losses.state_dict(), str(rank_dir(path) / simulation_loss.STATE_FILE))
+
+    def load_losses(path: Path, version: int) -> None:
+        file = rank_dir(path) / simulation_loss.STATE_FILE
+        if tracker is None:  # not tracked in this run: the statistics are not carried on
+            return
+        if file.is_file():
+            tracker.losses.load_state_dict(load_file(str(file)))
+        else:  # a checkpoint of an earlier version
+            logger.warning(
+                "%s has no per-simulation losses (written by an earlier version): the "
+                "simulations trained on before it are not observed by the sampler",
+                path,
+            )
+
+    def reshard_losses(path: Path, old: int, version: int) -> None:
+        files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
+        if tracker is None:  # as in `load_losses`
+            return
+        if all(file.is_file() for file in files):
+            reshard.simulation_losses(path, old, version, tracker.losses)
+        else:  # a checkpoint of an earlier version
+            logger.warning(
+                "%s has no per-simulation losses (written by an earlier version): the "
+                "simulations trained on before it are not observed by the sampler",
+                path,
+            )
+
+    def skip(path: Path, version: int) -> None:
+        """For reference only: the resumed run's arguments win."""
+
+    return [
+        # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
+        # state inside a per-rank part, which `Study.reshard_state` gives new rank 0)
+        Part(
+            "source",
+            Scope.PER_RANK,
+            own("source.json"),
+            lambda path: ckpt.write_json(
+                rank_dir(path) / "source.json", trainer.source.state_dict()
+            ),
+            load_source,
+            names_file=False,
+            reshard=reshard.source,
+        ),
+        Part(
+            "rng",
+            Scope.PER_RANK,
+            lambda path, r: [ckpt.rng_file(r)],
+            None,
+            lambda path, version: _check_rng(path / ckpt.rng_file(rank)),
+            reshard=reshard.rng,
+        ),
+        Part(
+            "accelerate",
+            Scope.GLOBAL,
+            _accelerate_files,
+            lambda path: acc.save_state(str(path), safe_serialization=True),
+            lambda path, version: acc.load_state(str(path)),
+            collective=True,
+            reshard=reshard.accelerate,
+        ),
+        Part(
+            "trainer_state",
+            Scope.GLOBAL,
+            root("trainer_state.json"),
+            lambda path: (path / "trainer_state.json").write_text(state.to_json()),
+            load_trainer_state,
+        ),
+        Part(
+            "hooks",
+            Scope.GLOBAL,
+            root("hooks.json"),
+            lambda path: ckpt.write_json(path / "hooks.json", trainer.hooks.state_dict()),
+            lambda path, version: trainer.hooks.load_state_dict(
+                ckpt.read_json(path / "hooks.json")
+            ),
+        ),
+        Part(
+            "buffer",
+            Scope.PER_RANK,
+            own("buffer.safetensors", "buffer.json"),
+            lambda path: trainer.buffer.save(rank_dir(path)),
+            lambda path, version: trainer.buffer.load(rank_dir(path)),
+            reshard=reshard.buffer,
+        ),
+        Part(
+            "pending",
+            Scope.PER_RANK,
+            own("pending.json", "pending.safetensors"),
+            lambda path: trainer.dataset.save(rank_dir(path)),
+            lambda path, version: trainer.dataset.load(rank_dir(path)),
+            reshard=reshard.pending,
+        ),
+        Part(
+            "trainer_rank",
+            Scope.PER_RANK,
+            own(RANK_STATE),
+            save_rank,
+            load_rank,
+            reshard=reshard.trainer_rank,
+        ),
+        Part(
+            "simulation_losses",
+            Scope.PER_RANK,
+            own(simulation_loss.STATE_FILE),
+            save_losses,
+            load_losses,
+            reshard=reshard_losses,
+        ),
+        Part(
+            "training_args",
+            Scope.GLOBAL,
+            root("training_args.json"),
+            lambda path: ckpt.write_json(path / "training_args.json", trainer.args.to_dict()),
+            skip,
+        ),
+    ]
+
+
+def write(trainer: TrainerView, staging: Path) -> None:
+    """Write this rank's parts of the checkpoint into `staging` (not synced), and on the
+    main rank `FORMAT_FILE`: the format version and each part's scope."""
+    main = trainer.is_main_process
+    ckpt.rank_path(staging, trainer.process_index).mkdir(parents=True, exist_ok=True)
+    registered = parts(trainer)
+    for part in registered:
+        if part.save is None:
+            continue
+        if part.scope is Scope.PER_RANK or part.collective or main:
+            part.save(staging)
+    if main:
+        described = {part.name: part.scope.value for part in registered}
+        ckpt.write_json(
+            staging / FORMAT_FILE, {"format_version": FORMAT_VERSION, "parts": described}
+        )
+
+
+def format_of(path: Path) -> int:
+    """The format version of checkpoint `path` (1: written before `FORMAT_FILE`).
+
+    Raises:
+        ValueError: a format newer than this code reads (or an unreadable file).
+    """
+    file = path / FORMAT_FILE
+    if not file.is_file():
+        return 1
+    with naming_file(path, [FORMAT_FILE]):
+        version = ckpt.read_json(file)["format_version"]
+        if not isinstance(version, int) or not 2 <= version <= FORMAT_VERSION:
+            raise ValueError(
+                f"checkpoint format {version!r}: this version of melissa-trainer reads "
+                f"formats 1 to {FORMAT_VERSION}"
+            )
+    return int(version)
+
+
+def load(trainer: TrainerView, path: Path) -> None:
+    """Restore every part from checkpoint `path`, in order; each part's error names its
+    file (`naming_file`), but the source's own refusal, raised as it is.
+
+    A checkpoint of another number of ranks (``rank_R`` directories) loads each
+    per-rank part through its ``reshard`` (see the module docstring).
+
+    Raises:
+        ValueError: a checkpoint of another number of ranks, and a per-rank part
+            without a ``reshard`` (before anything is loaded).
+    """
+    version = format_of(path)
+    old, rank = ckpt.count_ranks(path), trainer.process_index
+    registered = parts(trainer)
+    resharding = old != trainer.num_processes
+    if resharding:
+        _check_reshardable(path, registered, old, trainer.num_processes)
+        if trainer.is_main_process:  # a warning: shown with no logging set up (a user's
+            # script rarely sets any up), since the run's RNG streams change with it
+            logger.warning(
+                "%s was written by %d training ranks, this run has %d: each rank takes its "
+                "share of every per-rank part (docs/how-to/resize.md)",
+                path,
+                old,
+                trainer.num_processes,
+            )
+    else:  # another buffer_size is taken on another number of ranks only: say so first
+        check_same_ranks_buffer(path, trainer)
+    for part in registered:
+        per_rank = part.scope is Scope.PER_RANK
+        if resharding and part.reshard is not None:
+            files = [f for r in range(old if per_rank else 1) for f in part.files(path, r)]
+
+            def action(part: Part = part) -> None:
+                assert part.reshard is not None
+                part.reshard(path, old, version)
+
+        else:
+            files = part.files(path, rank)
+
+            def action(part: Part = part) -> None:
+                part.load(path, version)
+
+        if not part.names_file:
+            action()
+            continue
+        with naming_file(path, files):
+            action()
+
+
+def _check_reshardable(path: Path, registered: list[Part], old: int, world_size: int) -> None:
+    """Refuse, before anything is loaded, a checkpoint of `old` ranks on `world_size`
+    when a per-rank part cannot be resharded (it has no ``reshard``)."""
+    if old < 1:
+        raise ValueError(f"checkpoint {path} has no rank_R directory: it is not a checkpoint")
+    missing = [p.name for p in registered if p.scope is Scope.PER_RANK and p.reshard is None]
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} was written by {old} training ranks but this run has "
+            f"{world_size}, and the per-rank parts {missing} cannot be split or merged "
+            f"over another number of ranks: resume with --num_processes {old}"
+        )
+
+
+def _accelerate_files(path: Path, rank: int) -> list[str]:
+    """The files `Accelerator.load_state` reads on rank `rank`, in its order (the
+    candidates `naming_file` names one of)."""
+    names = ["model.safetensors"]
+    for pattern in ("model_*.safetensors", "optimizer*.bin", "scheduler*.bin", "scaler.pt"):
+        names += sorted(p.name for p in path.glob(pattern))
+    names += sorted(p.name for p in path.glob("custom_checkpoint_*.pkl"))
+    return [*dict.fromkeys(names), ckpt.rng_file(rank)]
+
+
+def _check_rng(file: Path) -> None:
+    """Load Accelerate's RNG file as its `load_state` does, and check it holds the
+    states it restores. Why: `accelerate.checkpointing.load_accelerator_state` wraps
+    this load in ``except Exception: logger.info("Could not load random states")``, so
+    a damaged file would be ignored without a word and the run would go on with other
+    random numbers (dropout, ...) than the run it resumes."""
+    from accelerate.utils import load as accelerate_load
+
+    states: Any = accelerate_load(file)
+    missing = [key for key in _RNG_KEYS if not isinstance(states, dict) or key not in states]
+    if missing:
+        raise ValueError(f"{file.name} lacks the RNG states {missing}")

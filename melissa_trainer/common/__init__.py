@@ -1,0 +1,9 @@
+"""The bottom layer: what every other layer may use and which uses nothing of the package.
+
+* `checks`: checks of counts, durations and directories given to the library (argument
+  checks, one message per problem naming the field);
+* `json_output`: JSON that people and tools read (a non-finite number as ``null``);
+* `migrations`: every migration of a persisted record, keyed by record and version.
+
+Standard library and numpy only: no torch, no pyzmq.
+"""

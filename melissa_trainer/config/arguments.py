@@ -1,0 +1,512 @@
+"""`TrainingArguments`: every option of an online training run, validated in one go.
+
+The names follow Hugging Face `transformers` / `accelerate` (`output_dir`, `batch_size`,
+`gradient_accumulation_steps`, `mixed_precision`, `save_steps`, ...) and Melissa
+(`buffer`, `buffer_size`, `watermark`, `pseudo_epochs`). Every problem in a configuration
+is collected and reported together in one `ConfigError`, one problem per line, each naming
+the field, its value and the fix.
+
+Values read from JSON / YAML files are checked for type: numeric strings such as
+``"64"`` or ``"1e-3"`` (YAML reads ``1e-3`` as a string) are converted, anything else of
+the wrong type is a `ConfigError` naming the field. Reading files and converting values
+(`load_config_file`, `convert_value`, `ConfigError`) is `config_reading`'s, shared with
+`ArgumentParser`; its public names are re-exported here. The buffer's rules are
+`BufferConfig`'s (`buffers/config.py`), reported here under this class's field names.
+
+About 500 lines: a third is the field documentation of `TrainingArguments` (one entry
+per option, the user's reference), which belongs next to the fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from melissa_trainer.buffers.config import (
+    BUFFER_KINDS,
+    DEFAULT_BUFFER,
+    DEFAULT_BUFFER_SIZE,
+    DEFAULT_SAMPLE_TO_INSERT_RATIO,
+    DEFAULT_WATERMARK,
+    BufferConfig,
+    config_problems,
+    resolve_sample_to_insert_ratio,
+)
+from melissa_trainer.common.checks import count_problem, directory_problem
+from melissa_trainer.config import compile_options as compiled
+from melissa_trainer.config.reading import (
+    FALSE_WORDS,
+    NONE_WORDS,
+    TRUE_WORDS,
+    ConfigError,
+    ConversionError,
+    UnknownArgumentError,
+    convert_value,
+    load_config_file,
+    unknown_key_problems,
+    unwrap_optional,
+)
+
+__all__ = [
+    "BUFFER_CHOICES",
+    "MIXED_PRECISION_CHOICES",
+    "REPORT_TO_CHOICES",
+    "FALSE_WORDS",
+    "NONE_WORDS",
+    "TRUE_WORDS",
+    "ConfigError",
+    "ConversionError",
+    "TrainingArguments",
+    "UnknownArgumentError",
+    "convert_value",
+    "load_config_file",
+    "unknown_key_problems",
+    "unwrap_optional",
+]
+
+BUFFER_CHOICES = BUFFER_KINDS
+MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
+REPORT_TO_CHOICES = ("tensorboard", "none")
+ON_SAVE_ERROR_CHOICES = ("stop", "continue")
+BUFFER_DEVICE_CHOICES = ("host", "accelerator")
+
+_SEED_MAX = 2**32 - 1  # numpy's limit
+#: BufferConfig field -> the TrainingArguments field that sets it
+_BUFFER_NAMES = {
+    "kind": "buffer",
+    "capacity": "buffer_size",
+    "watermark": "watermark",
+    "seed": "seed",
+    "max_sample_reuse": "max_sample_reuse",
+    "sample_to_insert_ratio": "sample_to_insert_ratio",
+    "sample_to_insert_tolerance": "sample_to_insert_tolerance",
+    "batch_size": "batch_size",
+    "batches_per_step": "gradient_accumulation_steps",
+}
+
+
+def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
+    """A dataclass field with a CLI help text (and choices, shown by --help)."""
+    metadata: dict[str, Any] = {"help": help}
+    if choices is not None:
+        metadata.update(help=f"{help} One of: {', '.join(choices)}.", choices=choices)
+    return field(default=default, metadata=metadata)
+
+
+@dataclass
+class TrainingArguments:
+    """Options of an online training run (like `transformers.TrainingArguments`).
+
+    Steps are optimizer steps: one step spans `gradient_accumulation_steps` batches.
+
+    Attributes:
+        output_dir: directory for checkpoints and logs. Default ``"outputs"``.
+        logging_dir: TensorBoard directory; None means ``{output_dir}/runs`` (see
+            `resolved_logging_dir`). Default None.
+        seed: random seed of the buffers' draws, the data order and everything random
+            during training (`OnlineTrainer` seeds every rank with it when it is made),
+            in [0, 2**32 - 1]. The model's initial weights come from the state of the
+            random generators when you build it, before the trainer exists: seed them
+            yourself first (``torch.manual_seed(args.seed)``) for the same weights in
+            every run. Default 42.
+        batch_size: samples per batch on each device (per-device batch size). Must be
+            <= `buffer_size`, otherwise a batch could never be read while streaming.
+            Default 32.
+        gradient_accumulation_steps: batches accumulated per optimizer step. Default 1.
+        mixed_precision: ``"no"``, ``"fp16"`` or ``"bf16"`` (passed to Accelerate).
+            Default ``"no"``.
+        max_steps: stop after this many optimizer steps; None lets the stream (and
+            `pseudo_epochs`) decide when training ends. Default None.
+        logging_steps: log the training loss every this many steps. Default 50.
+        eval_steps: validate every this many steps; None validates only at the end
+            (when an eval dataset is given). Default None.
+        save_steps: save a checkpoint every this many steps; None saves only at the end
+            (see `save_at_end`). Default None.
+        save_at_end: save a checkpoint when training ends. Default True.
+        max_to_keep: number of newest checkpoints kept in `output_dir` (>= 1). Default 3.
+        on_save_error: what a failed save (a full disk, say) does, on every rank:
+            ``"stop"`` raises `CheckpointSaveError` (training ends, non-zero exit), or
+            ``"continue"`` logs the error and trains on without that checkpoint.
+            Either way the partial checkpoint is removed. Default ``"stop"``.
+        resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
+            the newest checkpoint in `output_dir`. Default None (start afresh: refused
+            when `output_dir` holds checkpoints of an earlier run, see
+            `overwrite_output_dir`).
+        overwrite_output_dir: start afresh in an `output_dir` whose ``checkpoints``
+            folder holds an earlier run's checkpoints: `train` moves that folder to
+            ``checkpoints-previous-TIME`` beside it (nothing is deleted) before anything
+            starts, and the default TensorBoard folder ``runs`` to ``runs-previous-TIME``
+            (not a `logging_dir` given). Without it such a start is refused (a later
+            ``"latest"`` would pick the newest step of either run). Not with
+            `resume_from_checkpoint`.
+            Default False.
+        buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
+            sample used once), ``"firo"`` (first in, random out; each sample used once)
+            or ``"reservoir"`` (random subset; samples may be drawn several times).
+            Default ``"reservoir"`` (with the default ratio: each sample trained on
+            about 16 times; docs/concepts/buffers.md says why).
+        buffer_size: maximum number of samples held in memory per rank. Default 10000.
+        buffer_device: ``"host"`` (the buffer's samples in host memory; each batch is
+            copied to the device) or ``"accelerator"`` (a reservoir whose samples are
+            also held on the training device, copied there once as they arrive; batches
+            are gathered there: `melissa_trainer.core.device_buffer`). ``"accelerator"``
+            needs ``buffer="reservoir"`` and batches made from whole blocks (neither
+            `process_sample` nor `collate_fn`; a `process_batch` then receives a
+            `DeviceBlock` whose ``fields`` are tensors on the device). Default
+            ``"host"``.
+        watermark: the fewest samples the buffer must hold for a batch to be drawn, in
+            [1, `buffer_size`]: every read waits while it holds fewer (not only the
+            first), until the stream ends, when the buffer drains. Default 1.
+        pseudo_epochs: passes over the data (>= 1): values > 1 replay the samples still
+            in the buffer after the stream ends, `pseudo_epochs - 1` more times. Works
+            with every buffer, including ``"reservoir"`` (it replays its retained
+            subset). Default 1.
+        max_sample_reuse: reservoir only: the most times one sample may be drawn
+            (>= 1, and >= `sample_to_insert_ratio` when both are set); None means
+            unbounded. Default None.
+        sample_to_insert_ratio: reservoir only: target number of samples drawn per
+            sample inserted (>= 0); training waits for data when it runs ahead of the
+            stream by more than `sample_to_insert_tolerance` samples, and the stream
+            waits (back-pressure) when training lags further behind. 0 disables this
+            rate limit (the reservoir then draws as fast as training runs). None (unset)
+            means ``DEFAULT_SAMPLE_TO_INSERT_RATIO`` (16, capped at `max_sample_reuse`)
+            with a reservoir and no limit with FIFO / FIRO (see
+            `resolve_sample_to_insert_ratio`). Default None.
+        sample_to_insert_tolerance: reservoir only, with `sample_to_insert_ratio`: how
+            far (in samples drawn) training may run ahead of ``ratio * inserted``. Must be
+            >= ``ratio + batch_size`` and >= ``ratio * (batch_size - watermark)``. None
+            means ``max(4 * batch_size * gradient_accumulation_steps, ratio * watermark +
+            batch_size, ratio * (batch_size - watermark))`` (see
+            `BufferConfig.resolved_tolerance`). Default None.
+        stage_batches: collate the next batch one step ahead and, on a CUDA device,
+            copy it through reused pinned host memory on a side stream, so that the copy
+            overlaps the step before (`melissa_trainer.core.staging`); the same batches and
+            losses either way. False: each batch is collated and sent with Accelerate's
+            ``send_to_device`` when its step starts. Default True.
+        torch_compile: compile the model the training step runs with `torch.compile`
+            (as in `transformers`): the first steps compile (seconds to minutes), later
+            ones run the compiled code. ``trainer.model``, validation and checkpoints stay
+            eager: a checkpoint loads with or without compilation (see
+            `melissa_trainer.core.compiled`). Default False.
+        torch_compile_backend: a backend of `torch.compile` (``"inductor"``,
+            ``"cudagraphs"`` for CUDA graphs alone, ``"aot_eager"``...); setting it sets
+            `torch_compile`. None: ``"inductor"`` when compiling. Default None.
+        torch_compile_mode: inductor's mode: ``"default"``, ``"reduce-overhead"`` (CUDA
+            graphs: a small model's step becomes a few launches), ``"max-autotune"``
+            (kernel search, and CUDA graphs), ``"max-autotune-no-cudagraphs"``; setting
+            it sets `torch_compile`. CUDA graphs are refused off CUDA. Default None.
+        stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
+            larger values cost less but stop later: a stop takes effect at the end of
+            its window with one process, of the next window under several ranks (the
+            agreement is read a window after it starts, so the host never waits for
+            the device). Default 8.
+        simulation_loss_steps: reduce the per-simulation training losses over ranks
+            every this many steps (`OnlineTrainer.simulation_losses`; an adaptive
+            sampler steers the study with them). None: every
+            ``DEFAULT_SIMULATION_LOSS_STEPS`` steps when the source asks for them (a
+            `Study` whose sampler is adaptive), else off; 0: off. Default None.
+        report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
+        disable_progress_bar: hide the progress bar. Default False.
+        early_stopping_patience: stop after this many validations in a row without
+            improvement of `metric_for_best_model` (>= 1); None disables early
+            stopping. Has no effect without an eval dataset. Default None.
+        metric_for_best_model: validation metric that decides the best model and early
+            stopping. Default ``"eval_loss"``.
+        greater_is_better: whether a larger `metric_for_best_model` is better.
+            Default False.
+    """
+
+    output_dir: str = _f("outputs", "Directory for checkpoints and logs.")
+    logging_dir: str | None = _f(None, "TensorBoard log directory (default: OUTPUT_DIR/runs).")
+    seed: int = _f(42, "Random seed, in [0, 2**32 - 1].")
+    batch_size: int = _f(32, "Samples per batch on each device.")
+    gradient_accumulation_steps: int = _f(1, "Batches accumulated per optimizer step.")
+    mixed_precision: str = _f("no", "Mixed precision mode.", MIXED_PRECISION_CHOICES)
+    max_steps: int | None = _f(None, "Stop after this many steps (default: when the stream ends).")
+    logging_steps: int = _f(50, "Log every this many optimizer steps.")
+    eval_steps: int | None = _f(None, "Validate every this many steps (default: only at the end).")
+    save_steps: int | None = _f(
+        None, "Checkpoint every this many steps (default: only at the end)."
+    )
+    save_at_end: bool = _f(True, "Save a checkpoint when training ends.")
+    max_to_keep: int = _f(3, "Number of newest checkpoints kept.")
+    on_save_error: str = _f(
+        "stop", "What a failed save does: stop training, or continue without it.",
+        ON_SAVE_ERROR_CHOICES,
+    )  # fmt: skip
+    resume_from_checkpoint: str | None = _f(
+        None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
+    )
+    overwrite_output_dir: bool = _f(
+        False,
+        "Start afresh although OUTPUT_DIR holds an earlier run's checkpoints: they are "
+        "moved to OUTPUT_DIR/checkpoints-previous-TIME, its TensorBoard runs/ to "
+        "runs-previous-TIME (nothing is deleted).",
+    )
+    buffer: str = _f(
+        DEFAULT_BUFFER,
+        "Buffer policy (default: reservoir, each sample drawn sample_to_insert_ratio times).",
+        BUFFER_CHOICES,
+    )
+    buffer_size: int = _f(
+        DEFAULT_BUFFER_SIZE, "Maximum number of samples in the buffer (per rank)."
+    )
+    buffer_device: str = _f(
+        "host",
+        "Where the buffer's samples live: host, or accelerator (a reservoir mirrored on "
+        "the training device; batches gathered there).",
+        BUFFER_DEVICE_CHOICES,
+    )
+    watermark: int = _f(
+        DEFAULT_WATERMARK,
+        "Fewest samples the buffer must hold for a batch to be drawn: every read waits "
+        "while it holds fewer, until the stream ends.",
+    )
+    pseudo_epochs: int = _f(1, "Passes over the data; > 1 replays the buffer after the stream.")
+    max_sample_reuse: int | None = _f(
+        None, "Reservoir only: most times one sample may be drawn (default: unbounded)."
+    )
+    sample_to_insert_ratio: float | None = _f(
+        None,
+        "Reservoir only: target samples drawn per sample inserted; 0: no rate limit "
+        f"(default: {DEFAULT_SAMPLE_TO_INSERT_RATIO:g} with a reservoir).",
+    )
+    sample_to_insert_tolerance: float | None = _f(
+        None,
+        "Reservoir only: how far (in samples) training may run ahead of ratio * inserted "
+        "(default: max(4 * batch_size * gradient_accumulation_steps, "
+        "ratio * watermark + batch_size, ratio * (batch_size - watermark))).",
+    )
+    stage_batches: bool = _f(
+        True, "Collate the next batch a step ahead; on CUDA copy it on a side stream."
+    )
+    torch_compile: bool = _f(False, "Compile the training step's model with torch.compile.")
+    torch_compile_backend: str | None = _f(
+        None, "torch.compile backend; sets torch_compile (default: inductor)."
+    )
+    torch_compile_mode: str | None = _f(
+        None,
+        "torch.compile mode of inductor (reduce-overhead: CUDA graphs); sets torch_compile.",
+    )
+    stop_sync_steps: int = _f(
+        8,
+        "Steps between all-reduces of the stop flag across ranks; under several ranks a "
+        "stop takes effect at the end of the next window.",
+    )
+    simulation_loss_steps: int | None = _f(
+        None,
+        "Reduce per-simulation training losses every this many steps (0: off; default: "
+        "every 20 steps when the study's sampler is adaptive, else off).",
+    )
+    report_to: str = _f("tensorboard", "Where to report metrics.", REPORT_TO_CHOICES)
+    disable_progress_bar: bool = _f(False, "Hide the progress bar.")
+    early_stopping_patience: int | None = _f(
+        None, "Stop after this many validations without improvement (default: never)."
+    )
+    metric_for_best_model: str = _f("eval_loss", "Validation metric deciding the best model.")
+    greater_is_better: bool = _f(False, "Whether a larger metric_for_best_model is better.")
+
+    # ------------------------------------------------------------------ validation
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> TrainingArguments:
+        # Checked here, before the dataclass's __init__ would raise a bare TypeError
+        # ("unexpected keyword argument 'watermak'"); `fields(cls)` also covers a
+        # user's dataclass subclass that adds its own fields.
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = [key for key in kwargs if key not in names]
+        if unknown:
+            problems = unknown_key_problems(unknown, names, what="argument")
+            raise UnknownArgumentError(problems, context=cls.__name__)
+        return super().__new__(cls)
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        bad: set[str] = set()
+        if self.mixed_precision is False:  # YAML 1.1 reads a bare `no` as false
+            self.mixed_precision = "no"
+        for name, annotation in _field_types().items():
+            value = getattr(self, name)
+            try:
+                setattr(self, name, convert_value(value, annotation))
+            except ConversionError as exc:
+                problems.append(f"{name}={value!r} {exc}")
+                bad.add(name)
+        for name in ("mixed_precision", "buffer", "buffer_device", "report_to", "on_save_error"):
+            if name not in bad:
+                setattr(self, name, getattr(self, name).strip().lower())
+        problems.extend(self._problems(bad))
+        if not bad.intersection(("torch_compile", "torch_compile_backend", "torch_compile_mode")):
+            problems.extend(self._compile_problems())
+        if problems:
+            raise ConfigError(problems, context=type(self).__name__)
+
+    def _problems(self, bad: set[str]) -> list[str]:
+        p: list[str] = []
+
+        def ok(*names: str) -> bool:
+            return not bad.intersection(names)
+
+        def at_least_one(name: str, optional_meaning: str | None = None) -> None:
+            value = getattr(self, name)
+            if not ok(name) or value is None:  # None: typed Optional, or not allowed above
+                return
+            problem = count_problem(name, value, 1, optional_meaning)
+            if problem is not None:
+                p.append(problem)
+
+        for name in ("output_dir", "metric_for_best_model"):
+            if ok(name) and not getattr(self, name).strip():
+                p.append(f"{name}={getattr(self, name)!r} is empty: give a non-empty string")
+        for name in ("logging_dir", "resume_from_checkpoint"):
+            value = getattr(self, name)
+            if ok(name) and value is not None and not value.strip():
+                p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
+        for name in ("output_dir", "logging_dir"):  # else a bare OSError when first written
+            value = getattr(self, name)
+            problem = directory_problem(name, value) if ok(name) and value else None
+            if problem is not None:
+                p.append(problem)
+        if self.overwrite_output_dir is True and self.resume_from_checkpoint is not None:
+            p.append(
+                f"overwrite_output_dir=True with resume_from_checkpoint="
+                f"{self.resume_from_checkpoint!r}: choose one (resume that run, or start "
+                "afresh with the earlier checkpoints moved aside)"
+            )
+        if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
+            p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
+        for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):
+            at_least_one(name)
+        at_least_one("max_steps", "let the stream decide when training ends")
+        at_least_one("eval_steps", "validate only at the end")
+        at_least_one("save_steps", "save only at the end")
+        at_least_one("early_stopping_patience", "disable early stopping")
+        losses = self.simulation_loss_steps
+        if ok("simulation_loss_steps") and losses is not None and losses < 0:
+            p.append(
+                f"simulation_loss_steps={losses!r} must be >= 0: set a number of steps, 0 to "
+                "turn per-simulation losses off, or leave it unset (None) for the default"
+            )
+
+        for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
+                              ("report_to", REPORT_TO_CHOICES),
+                              ("buffer_device", BUFFER_DEVICE_CHOICES),
+                              ("on_save_error", ON_SAVE_ERROR_CHOICES)):  # fmt: skip
+            value = getattr(self, name)
+            if ok(name) and value not in choices:
+                p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
+
+        device_buffer = ok("buffer_device", "buffer") and self.buffer_device == "accelerator"
+        if device_buffer and self.buffer != "reservoir" and self.buffer in BUFFER_CHOICES:
+            p.append(
+                f"buffer_device='accelerator' holds a reservoir on the device, not "
+                f"buffer={self.buffer!r}: set buffer='reservoir', or buffer_device='host'"
+            )
+        ratio = self.sample_to_insert_ratio
+        if ok("sample_to_insert_ratio") and ratio is not None and ratio < 0:
+            p.append(
+                f"sample_to_insert_ratio={ratio!r} must be >= 0: give a positive ratio, 0 "
+                "for no rate limit, or leave it unset (None) for the buffer's default"
+            )
+            bad = bad | {"sample_to_insert_ratio"}
+        # the buffer's rules, stated once in BufferConfig, under this class's names
+        p.extend(
+            config_problems(
+                self._buffer_values(),
+                _BUFFER_NAMES,
+                skip={"seed"} | {key for key, name in _BUFFER_NAMES.items() if name in bad},
+            )
+        )
+        return p
+
+    def _compile_problems(self) -> list[str]:
+        """`compiled.resolve_options`' rules (those of `transformers`), applied here."""
+        on, backend, mode, problems = compiled.resolve_options(
+            self.torch_compile, self.torch_compile_backend, self.torch_compile_mode
+        )
+        self.torch_compile, self.torch_compile_backend, self.torch_compile_mode = on, backend, mode
+        options = self.compile_options()
+        accumulation = self.gradient_accumulation_steps
+        if options is not None and not problems and isinstance(accumulation, int):
+            problem = compiled.accumulation_problem(options, accumulation)
+            problems.extend([problem] if problem is not None else [])
+        return problems
+
+    def compile_options(self) -> compiled.CompileOptions | None:
+        """What `torch.compile` is given for the training step; None without
+        `torch_compile`."""
+        if not self.torch_compile:
+            return None
+        return compiled.CompileOptions(
+            self.torch_compile_backend or compiled.DEFAULT_BACKEND, self.torch_compile_mode
+        )
+
+    # ------------------------------------------------------------------ resolved values
+
+    @property
+    def resolved_logging_dir(self) -> str:
+        """`logging_dir`, or ``{output_dir}/runs`` when it is None."""
+        if self.logging_dir is not None:
+            return self.logging_dir
+        return os.path.join(self.output_dir, "runs")
+
+    def buffer_config(self, process_index: int = 0) -> BufferConfig:
+        """The configuration of the buffer of training rank `process_index` (each rank
+        seeds its buffer with ``seed + process_index``); `make_buffer` builds it.
+
+        Its `BufferConfig.resolved_tolerance` is the sample-to-insert tolerance in use.
+        """
+        values = self._buffer_values()
+        values["seed"] = self.seed + process_index
+        return BufferConfig(**values)
+
+    def _buffer_values(self) -> dict[str, Any]:
+        """`BufferConfig` field -> value of the corresponding field here."""
+        values = {key: getattr(self, name) for key, name in _BUFFER_NAMES.items()}
+        values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
+        # unset: the buffer's default ratio; 0: none (BufferConfig's None)
+        values["sample_to_insert_ratio"] = resolve_sample_to_insert_ratio(
+            values["kind"], values["sample_to_insert_ratio"], values["max_sample_reuse"]
+        )
+        return values
+
+    # ------------------------------------------------------------------ (de)serialisation
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as a JSON-serialisable dict (what `from_dict` reads back)."""
+        return dataclasses.asdict(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """`to_dict()` as JSON text."""
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TrainingArguments:
+        """Build from a mapping of field names to values; unknown keys are a ConfigError."""
+        if not isinstance(d, Mapping):
+            raise ConfigError(
+                f"expected a mapping of option names to values, got {type(d).__name__}",
+                context=cls.__name__,
+            )
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        unknown = [k for k in d if k not in names]
+        if unknown:
+            raise ConfigError(unknown_key_problems(unknown, names), context=cls.__name__)
+        return cls(**d)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> TrainingArguments:
+        """Build from a .json, .yaml or .yml file holding a flat mapping of options."""
+        return cls.from_dict(load_config_file(path))
+
+
+@functools.cache
+def _field_types() -> dict[str, Any]:
+    """Resolved annotations of TrainingArguments' own fields."""
+    hints = typing.get_type_hints(TrainingArguments)
+    return {f.name: hints[f.name] for f in dataclasses.fields(TrainingArguments)}

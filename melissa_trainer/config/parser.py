@@ -1,0 +1,392 @@
+"""Command-line parsing of dataclasses, like `transformers.HfArgumentParser`.
+
+    parser = ArgumentParser(TrainingArguments, MyOwnArgs)
+    training_args, my_args = parser.parse_args_into_dataclasses()
+
+Every dataclass field becomes a ``--field_name`` flag (``--field-name`` works too), typed
+from its annotation, with the help text of ``metadata={"help": ...}``:
+
+- ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `config_reading.convert_value`
+  (the conversion of values from files too: ``1e3`` is an int, ``0.5`` a float);
+- ``X | None`` / ``Optional[X]``: the value ``none`` (or ``null``) gives None;
+- ``bool``: ``--flag`` (true), ``--flag true|false|yes|no|1|0``, and ``--no_flag`` for
+  fields whose default is True;
+- ``Literal[...]``, ``Enum`` subclasses and ``metadata={"choices": (...)}``: one of the
+  choices (matched case-insensitively);
+- ``list[X]``: one or more values (``--sizes 1 2 3``).
+
+``ArgumentParser(..., defaults={"buffer": "reservoir"})`` replaces dataclass defaults
+(an example's own settings): ``--help`` shows them. ``--config path.{json,yaml,yml}``
+loads values from a file; the file overrides the defaults, flags override the file.
+
+Every bad value on the command line is an argparse error (exit status 2, no
+traceback) naming where it came from: an unknown flag, a value of the wrong type or
+not among the choices (``argument --batch_size: 'abc' is not an integer ...``), a value
+the dataclass rejects (``argument --watermark: watermark=10 is larger than
+buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of any
+dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file (``in
+--config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
+these problems as a `ConfigError` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import enum
+import os
+import pathlib
+import re
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.reading import (
+    NONE_WORDS,
+    ConfigError,
+    ConversionError,
+    convert_value,
+    load_config_file,
+    unknown_key_problems,
+    unwrap_optional,
+)
+
+__all__ = ["ArgumentParser", "str_to_bool"]
+
+_CONFIG_DEST = "_config_file_"
+
+
+def _named(func: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    func.__name__ = name  # argparse says "invalid <name> value: 'x'"
+    return func
+
+
+def _scalar(base: type) -> Callable[[str], Any]:
+    """Command-line strings -> `base` through `convert_value` (one conversion for files
+    and flags); a bad string is an argparse error (``argument --flag: 'x' is not ...``)."""
+
+    def convert(text: str) -> Any:
+        try:
+            return convert_value(text, base)
+        except ConversionError as exc:
+            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
+
+    return _named(convert, base.__name__)
+
+
+_to_bool = _scalar(bool)
+
+
+def str_to_bool(text: str) -> bool:
+    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive; `arguments.TRUE_WORDS`).
+
+    Raises:
+        argparse.ArgumentTypeError: any other word.
+    """
+    result: bool = _to_bool(text)
+    return result
+
+
+def _choice_converter(lookup: Mapping[str, Any], shown: Iterable[Any]) -> Callable[[str], Any]:
+    """Map a string onto `lookup[text.lower()]`; other strings are an argparse error."""
+    listed = ", ".join(str(c) for c in shown)
+
+    def convert(text: str) -> Any:
+        try:
+            return lookup[text.strip().lower()]
+        except KeyError:
+            message = f"invalid choice: {text!r} (choose from {listed})"
+            raise argparse.ArgumentTypeError(message) from None
+
+    return convert
+
+
+def _optional(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def convert_or_none(text: str) -> Any:
+        return None if text.strip().lower() in NONE_WORDS else convert(text)
+
+    return _named(convert_or_none, getattr(convert, "__name__", "value"))
+
+
+class _FieldSpec:
+    """How one dataclass field is read from strings."""
+
+    def __init__(self, owner: type, f: dataclasses.Field[Any], annotation: Any) -> None:
+        self.owner, self.name = owner, f.name
+        self.optional, base = unwrap_optional(annotation)
+        self.is_bool = base is bool
+        self.nargs: str | None = None
+        self.metavar: str | None = None
+        self.coerce_files = True  # convert strings read from files with `convert`
+        choices = f.metadata.get("choices")
+        if typing.get_origin(base) in (list, typing.List):  # noqa: UP006
+            (base,) = typing.get_args(base) or (str,)
+            self.nargs = "+"
+        convert: Callable[[str], Any]
+        if typing.get_origin(base) is Literal:
+            choices = typing.get_args(base)
+        if isinstance(base, type) and issubclass(base, enum.Enum):
+            choices = [m.value for m in base]
+            lookup = {str(m.value).lower(): m for m in base}
+            convert = _choice_converter({m.name.lower(): m for m in base} | lookup, choices)
+        elif choices:
+            convert = _choice_converter({str(c).lower(): c for c in choices}, choices)
+            self.coerce_files = self.nargs is None
+        elif base in (bool, int, float, str, pathlib.Path):
+            convert = _scalar(base)
+            self.coerce_files = base is not str and self.nargs is None
+        else:
+            raise TypeError(
+                f"{owner.__name__}.{f.name}: annotation {annotation!r} is not supported by "
+                "ArgumentParser (use int, float, str, bool, Path, Literal, Enum, list[X], "
+                "or one of them | None)"
+            )
+        if choices:
+            self.metavar = "{" + ",".join(str(c) for c in choices) + "}"
+        self.convert = _optional(convert) if self.optional else convert
+        self.default: Any = dataclasses.MISSING
+        if f.default is not dataclasses.MISSING:
+            self.default = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            self.default = f.default_factory()
+        self.help = str(f.metadata.get("help", "")).replace("%", "%%")
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """An `argparse.ArgumentParser` whose flags come from dataclass fields.
+
+    Args:
+        *dataclass_types: the dataclass types to fill (or one list of them); a field name
+            may belong to only one of them.
+        config_flag: name of the flag that loads a JSON/YAML file (None: no such flag).
+        defaults: field name -> value replacing the dataclass default, e.g. what an
+            example runs with: ``--help`` shows it, and values from a file, a dict or
+            the command line override it (in that order of precedence, lowest first).
+        **kwargs: passed to `argparse.ArgumentParser` (``allow_abbrev`` defaults to
+            False: flags must be spelled out).
+    """
+
+    def __init__(
+        self,
+        *dataclass_types: Any,
+        config_flag: str | None = "config",
+        defaults: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if len(dataclass_types) == 1 and isinstance(dataclass_types[0], (list, tuple)):
+            dataclass_types = tuple(dataclass_types[0])
+        if not dataclass_types:
+            raise TypeError("ArgumentParser needs at least one dataclass type")
+        for dtype in dataclass_types:
+            if not (isinstance(dtype, type) and dataclasses.is_dataclass(dtype)):
+                raise TypeError(f"{dtype!r} is not a dataclass type")
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(**kwargs)
+        self.dataclass_types: tuple[type, ...] = tuple(dataclass_types)
+        self.config_flag = config_flag
+        self._specs: dict[str, _FieldSpec] = {}
+        self._field_defaults: dict[str, Any] = dict(defaults or {})
+        if config_flag is not None:
+            self.add_argument(
+                f"--{config_flag}",
+                dest=_CONFIG_DEST,
+                metavar="PATH",
+                default=argparse.SUPPRESS,
+                help="JSON or YAML file of option values; command-line flags override it.",
+            )
+        for dtype in self.dataclass_types:
+            self._add_dataclass_arguments(dtype)
+        unknown = [name for name in self._field_defaults if name not in self._specs]
+        if unknown:
+            problems = unknown_key_problems(unknown, self._specs)
+            raise ValueError(f"ArgumentParser(defaults=...): {'; '.join(problems)}")
+
+    def _add_dataclass_arguments(self, dtype: type) -> None:
+        hints = typing.get_type_hints(dtype)
+        group = self.add_argument_group(dtype.__name__)
+        for f in dataclasses.fields(dtype):
+            if not f.init:
+                continue
+            if f.name in self._specs:
+                other = self._specs[f.name].owner.__name__
+                raise ValueError(
+                    f"field {f.name!r} is defined by both {other} and {dtype.__name__}"
+                )
+            if f.name == self.config_flag:
+                raise ValueError(
+                    f"field {dtype.__name__}.{f.name} clashes with the --{self.config_flag} "
+                    "flag: pass config_flag=<another name> (or None) to ArgumentParser"
+                )
+            spec = _FieldSpec(dtype, f, hints[f.name])
+            self._specs[f.name] = spec
+            overridden = f.name in self._field_defaults
+            if overridden:
+                spec.default = self._field_defaults[f.name]
+            default = spec.default
+            if isinstance(default, enum.Enum):
+                default = default.value
+            if default is dataclasses.MISSING:
+                help_text = f"{spec.help} (required)".strip()
+            elif "(default" in spec.help and not overridden:
+                help_text = spec.help  # the field's own words for its default
+            else:
+                # an overridden default replaces the field's words for its own
+                text = _DEFAULT_NOTE.sub("", spec.help)
+                help_text = f"{text} (default: {default})".strip()
+            kwargs: dict[str, Any] = dict(dest=f.name, default=argparse.SUPPRESS)
+            if spec.is_bool:
+                kwargs.update(nargs="?", const=True, type=spec.convert, metavar="{true,false}")
+            else:
+                kwargs.update(type=spec.convert, nargs=spec.nargs, metavar=spec.metavar)
+            _add_with_alias(group, f.name, help=help_text, **kwargs)
+            if spec.is_bool and spec.default is True:
+                _add_with_alias(
+                    group,
+                    f"no_{f.name}",
+                    help=f"Set {f.name} to false.",
+                    dest=f.name,
+                    action="store_false",
+                    default=argparse.SUPPRESS,
+                )
+
+    # ------------------------------------------------------------------ parsing
+
+    def parse_args_into_dataclasses(
+        self, args: Sequence[str] | None = None, return_remaining_strings: bool = False
+    ) -> tuple[Any, ...]:
+        """Parse `args` (default: ``sys.argv[1:]``) into one instance per dataclass type.
+
+        With `return_remaining_strings`, unknown flags are returned as a last element (a
+        list of strings) instead of being an error.
+        """
+        namespace, remaining = self.parse_known_args(args)
+        if remaining and not return_remaining_strings:
+            self.error(self._unrecognized_message(remaining))
+        values = vars(namespace)
+        config_path = values.pop(_CONFIG_DEST, None)
+        from_file: dict[str, Any] = {}
+        if config_path:
+            try:
+                from_file = load_config_file(config_path)
+            except ConfigError as exc:
+                self.error(f"argument --{self.config_flag}: {exc}")
+        merged = {**from_file, **values}
+        missing = [
+            name
+            for name, spec in self._specs.items()
+            if spec.default is dataclasses.MISSING and name not in merged
+        ]
+        if missing:
+            flags = ", ".join(f"--{name}" for name in missing)
+            self.error(f"the following arguments are required: {flags}")
+        try:
+            outputs = self.parse_dict(merged)
+        except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
+            self.error(self._invalid_message(exc, values, from_file, config_path))
+        return (*outputs, remaining) if return_remaining_strings else outputs
+
+    def parse_dict(self, d: Mapping[str, Any], allow_extra_keys: bool = False) -> tuple[Any, ...]:
+        """One instance per dataclass type from a flat mapping of field names to values.
+
+        Keys belonging to none of the dataclasses are a `ConfigError` (with the closest
+        valid name suggested) unless `allow_extra_keys`. Strings are converted to the
+        field's type where it is numeric, boolean, a Path, an Enum or has choices. The
+        parser's `defaults` fill the keys `d` lacks.
+        """
+        if not isinstance(d, Mapping):
+            raise ConfigError(f"expected a mapping of option names to values, got {d!r}")
+        unknown = [key for key in d if key not in self._specs]
+        if unknown and not allow_extra_keys:
+            raise ConfigError(unknown_key_problems(unknown, self._specs), context="configuration")
+        d = {**self._field_defaults, **d}
+        problems: list[str] = []
+        kwargs_per_type: dict[type, dict[str, Any]] = {t: {} for t in self.dataclass_types}
+        for key, value in d.items():
+            spec = self._specs.get(key)
+            if spec is None:
+                continue
+            if isinstance(value, str) and spec.coerce_files and not _self_validated(spec):
+                try:
+                    value = spec.convert(value)
+                except (argparse.ArgumentTypeError, ValueError) as exc:
+                    problems.append(f"{key}={value!r} is invalid: {exc}")
+            kwargs_per_type[spec.owner][key] = value
+        missing = [
+            n for n, s in self._specs.items() if s.default is dataclasses.MISSING and n not in d
+        ]
+        problems += [f"{n} is required: give it a value" for n in missing]
+        if problems:
+            raise ConfigError(problems, context="configuration")
+        return tuple(dtype(**kwargs_per_type[dtype]) for dtype in self.dataclass_types)
+
+    def parse_json_file(
+        self, path: str | os.PathLike[str], allow_extra_keys: bool = False
+    ) -> tuple[Any, ...]:
+        """`parse_dict` of a JSON file."""
+        return self.parse_dict(load_config_file(path, fmt="json"), allow_extra_keys)
+
+    def parse_yaml_file(
+        self, path: str | os.PathLike[str], allow_extra_keys: bool = False
+    ) -> tuple[Any, ...]:
+        """`parse_dict` of a YAML file."""
+        return self.parse_dict(load_config_file(path, fmt="yaml"), allow_extra_keys)
+
+    # ------------------------------------------------------------------ errors
+
+    def _invalid_message(
+        self,
+        exc: ValueError,
+        cli: Mapping[str, Any],
+        from_file: Mapping[str, Any],
+        config_path: str | None,
+    ) -> str:
+        """`exc`'s problems, each naming the flag (``argument --name: ...``) or the file
+        and key it came from; problems that name no option are left as they are."""
+        problems = exc.problems if isinstance(exc, ConfigError) else [str(exc)]
+        lines = []
+        for problem in problems:
+            match = _PROBLEM_KEY.match(problem)
+            key = match and (match.group(1) or match.group(2))
+            if key in cli:
+                lines.append(f"argument --{key}: {problem}")
+            elif key in from_file:
+                lines.append(f"in --{self.config_flag} {config_path}, key {key!r}: {problem}")
+            else:
+                lines.append(problem)
+        return lines[0] if len(lines) == 1 else "\n  " + "\n  ".join(lines)
+
+    def _unrecognized_message(self, remaining: Iterable[str]) -> str:
+        known = [s for action in self._actions for s in action.option_strings]
+        hints = []
+        for token in remaining:
+            if token.startswith("-"):
+                flag = token.split("=", 1)[0]
+                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+                if close:
+                    hints.append(f"{flag} (did you mean {close[0]}?)")
+        message = f"unrecognized arguments: {' '.join(remaining)}"
+        return message + ("; " + "; ".join(hints) if hints else "")
+
+
+def _add_with_alias(group: Any, name: str, help: str, **kwargs: Any) -> None:
+    """Add ``--name``, and ``--name-with-hyphens`` as an alias hidden from --help."""
+    group.add_argument(f"--{name}", help=help, **kwargs)
+    hyphen = name.replace("_", "-")
+    if hyphen != name:
+        group.add_argument(f"--{hyphen}", help=argparse.SUPPRESS, **kwargs)
+
+
+#: the option a problem line is about: ``name=value ...`` or ``unknown key 'name' ...``
+_PROBLEM_KEY = re.compile(r"(?:([A-Za-z_]\w*)=|unknown key '([^']*)')")
+#: a field's own "(default: ...)" note in its help text (one level of parentheses inside)
+_DEFAULT_NOTE = re.compile(r"\s*\(default[: ][^()]*(?:\([^()]*\)[^()]*)*\)")
+
+
+def _self_validated(spec: _FieldSpec) -> bool:
+    """TrainingArguments converts and checks its own fields, collecting every problem."""
+    return issubclass(spec.owner, TrainingArguments) and spec.name in _TRAINING_FIELDS
+
+
+_TRAINING_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainingArguments))

@@ -1,0 +1,242 @@
+"""The trainer's use of Accelerate: how the process group is formed, and the training
+step's arithmetic, chosen once at construction.
+
+`make_train_step` returns one of two `TrainStep`s behind one API (`backward` per
+micro-batch, `update` per optimizer step):
+
+* `PlainStep`, where Accelerate's wrappers add nothing but cost: no grad scaler (no
+  mixed precision, or bf16, which needs none), and one process or plain DDP, without
+  gradient accumulation under DDP (which needs Accelerate's `no_sync`). Accelerate's
+  `accumulate`, `autocast` and `backward` cost 70 to 150 us a step on one CPU thread
+  here: `PlainStep` makes 1.05x the steps of `AcceleratedStep` on trainer_overhead's
+  MLP and 1.2x on a 3-16-16 one (`python benchmarks/trainer_overhead.py --quick
+  --no-ddp --step-paths`). On a GPU `Accelerator.backward` also divides the loss by
+  the accumulation steps even when they are 1: two more kernels a step (the division
+  and its gradient), which a small model's CPU-bound step pays in full. Under bf16,
+  `PlainStep` runs the loss under the same `Accelerator.autocast()` context.
+* `AcceleratedStep` otherwise: Accelerate's `accumulate`, `autocast` and `backward`
+  (loss scaling, `no_sync` between micro-batches), and its optimizer wrapper when it
+  does something (a grad scaler, or a backend other than DDP): without a scaler, under
+  DDP or one process, the wrapper only forwards `step()` after probing installed
+  packages (about 0.3 ms), so the optimizer it wraps is stepped directly.
+
+Both do the same arithmetic (the loss divided by `gradient_accumulation_steps` before
+backward, as `Accelerator.backward` does), so they give bitwise-identical weights;
+tests/trainer/test_trainer.py checks it.
+
+With `TrainingArguments.torch_compile`, either step runs its loss on the prepared model
+compiled (`compiled.compile_model`; the `forward` below), while Accelerate's
+`accumulate` (DDP's ``no_sync``) and everything outside the step (checkpoints,
+validation, hooks) keep the eager prepared model: see `melissa_trainer.core.compiled`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import DistributedType, parse_flag_from_env
+
+from melissa_trainer.core.compiled import (
+    CompileOptions,
+    compile_model,
+    device_problem,
+    warn_if_compiled,
+)
+
+# Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
+_PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
+
+#: `compute_loss(model, batch)`: the loss tensor of one micro-batch
+ComputeLoss = Callable[[torch.nn.Module, Any], torch.Tensor]
+
+
+def cpu_only_launch() -> bool:
+    """True for a multi-process launch on a machine without (visible) GPUs.
+
+    `accelerate launch --multi_gpu` there starts the processes, but Accelerate only
+    forms a (gloo) process group when told to run on CPU; otherwise every rank would
+    train alone and the stop flag would not be shared. ``CUDA_VISIBLE_DEVICES=''``
+    makes a GPU machine one of these (as does ACCELERATE_USE_CPU).
+
+    Raises RuntimeError, before the trainer's Accelerator is made, when this node runs
+    more processes (LOCAL_WORLD_SIZE, as torchrun sets it; 1 when unset) than it has
+    visible GPUs: Accelerate would put two ranks on one GPU, which NCCL refuses at the
+    first collective ("Duplicate GPU detected"). No silent fallback to CPU there (nor
+    in Accelerate): a run that asked for GPUs would train on CPU unnoticed.
+    """
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return False
+    if not torch.cuda.is_available() or parse_flag_from_env("ACCELERATE_USE_CPU"):
+        return True  # the latter: Accelerate runs on CPU whatever it is told
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    gpus = torch.cuda.device_count()
+    if local > gpus:
+        raise RuntimeError(
+            f"{local} processes on this node but {gpus} visible GPU(s), and NCCL cannot "
+            f"share a GPU between ranks: launch at most {gpus} per node (--num_processes "
+            f"{gpus} on one machine), or train on CPU (gloo) with CUDA_VISIBLE_DEVICES=''"
+        )
+    return False
+
+
+class TrainStep(Protocol):
+    """The arithmetic of one optimizer step; the trainer calls `backward` once per
+    micro-batch, then `update` once. Not thread-safe: the training thread only."""
+
+    #: the loss of one micro-batch; the trainer may swap it between runs (`train()`)
+    compute_loss: ComputeLoss
+
+    def backward(self, batch: Any) -> torch.Tensor:
+        """Forward, loss and backward of one micro-batch; returns the loss, detached
+        and not divided by the accumulation steps (what hooks and logs see)."""
+        ...
+
+    def update(self) -> None:
+        """Optimizer step, scheduler step (not when a grad scaler skipped the optimizer
+        step), gradients zeroed (set to None)."""
+        ...
+
+
+class PlainStep:
+    """Plain PyTorch calls on the model Accelerate prepared (or that model compiled) and
+    the optimizer it wraps."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        lr_scheduler: Any | None,
+        compute_loss: ComputeLoss,
+        gradient_accumulation_steps: int = 1,
+        autocast: Callable[[], AbstractContextManager[Any]] | None = None,
+        step_begin: Callable[[], None] | None = None,
+    ) -> None:
+        self.model = model
+        #: called before each forward: a new CUDA-graph generation (`compiled`), or None
+        self.step_begin = step_begin
+        self.optimizer = optimizer  # the unwrapped one
+        self.lr_scheduler = lr_scheduler
+        self.compute_loss = compute_loss
+        self.accumulation = gradient_accumulation_steps
+        #: a new mixed-precision context per micro-batch (`Accelerator.autocast`), or None
+        self.autocast = autocast
+
+    def backward(self, batch: Any) -> torch.Tensor:
+        if self.step_begin is not None:
+            self.step_begin()
+        if self.autocast is None:
+            loss = self.compute_loss(self.model, batch)
+        else:
+            with self.autocast():
+                loss = self.compute_loss(self.model, batch)
+        (loss / self.accumulation if self.accumulation > 1 else loss).backward()
+        return loss.detach()
+
+    def update(self) -> None:
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.step()
+
+
+class AcceleratedStep:
+    """Accelerate's accumulation, mixed precision and loss scaling."""
+
+    def __init__(
+        self,
+        accelerator: Accelerator,
+        model: torch.nn.Module,
+        optimizer: Any,
+        lr_scheduler: Any | None,
+        compute_loss: ComputeLoss,
+        forward: torch.nn.Module | None = None,
+        step_begin: Callable[[], None] | None = None,
+    ) -> None:
+        self.accelerator = accelerator
+        self.step_begin = step_begin  # as PlainStep's
+        self.model = model  # Accelerate's `accumulate` syncs (or not) this one's gradients
+        #: what the loss runs: `model`, or `model` compiled
+        self.forward = model if forward is None else forward
+        self.lr_scheduler = lr_scheduler
+        self.compute_loss = compute_loss
+        self._wrapped = optimizer
+        # Without a scaler, the wrapper only forwards `step()` (after probing packages)
+        plain = accelerator.scaler is None and accelerator.distributed_type in _PLAIN_OPTIMIZER_STEP
+        self._raw = optimizer.optimizer if plain else None
+
+    def backward(self, batch: Any) -> torch.Tensor:
+        acc = self.accelerator
+        if self.step_begin is not None:
+            self.step_begin()
+        with acc.accumulate(self.model):
+            with acc.autocast():
+                loss = self.compute_loss(self.forward, batch)
+            acc.backward(loss)
+        return loss.detach()
+
+    def update(self) -> None:
+        # Accelerate counts micro-batches and syncs at every `gradient_accumulation_steps`
+        # one, which the trainer's steps are made of: the last backward synced.
+        if not self.accelerator.sync_gradients:
+            raise RuntimeError("optimizer step before Accelerate synced the gradients")
+        if self._raw is not None:
+            self._raw.step()
+            self._raw.zero_grad(set_to_none=True)
+            stepped = True
+        else:
+            self._wrapped.step()
+            self._wrapped.zero_grad(set_to_none=True)
+            stepped = not self.accelerator.optimizer_step_was_skipped
+        if self.lr_scheduler is not None and stepped:
+            self.lr_scheduler.step()
+
+
+def make_train_step(
+    accelerator: Accelerator,
+    model: torch.nn.Module,
+    optimizer: Any,
+    lr_scheduler: Any | None,
+    compute_loss: ComputeLoss,
+    compile: CompileOptions | None = None,
+) -> TrainStep:
+    """The `TrainStep` for this run: `PlainStep` where Accelerate adds nothing (see the
+    module docstring), else `AcceleratedStep`. `model` and `optimizer` are the ones
+    `accelerator.prepare` returned; `compile` (`TrainingArguments.compile_options`):
+    the step's loss runs on `model` compiled with them (at its first call).
+
+    Raises ValueError, before anything runs, when `compile` captures CUDA graphs and
+    the accelerator is not a CUDA device, or when `model` is already compiled."""
+    acc = accelerator
+    forward = model
+    step_begin = None
+    if compile is not None:
+        problem = device_problem(compile, acc.device)
+        if problem is not None:
+            raise ValueError(problem)
+        forward = compile_model(model, compile)
+        if compile.cuda_graphs:
+            # Each micro-batch a new generation of CUDA-graph trees, said rather than
+            # inferred: the previous one's outputs (in graph-owned memory, reused by the
+            # next replay) are no longer needed; the loss is computed outside the graph.
+            step_begin = torch.compiler.cudagraph_mark_step_begin
+    else:
+        warn_if_compiled(model)
+    accumulation = acc.gradient_accumulation_steps
+    plain = (
+        acc.scaler is None
+        and acc.mixed_precision in ("no", "bf16")
+        and acc.distributed_type in _PLAIN_OPTIMIZER_STEP
+        and (accumulation == 1 or acc.distributed_type == DistributedType.NO)
+    )
+    if plain:
+        autocast = acc.autocast if acc.mixed_precision == "bf16" else None
+        return PlainStep(
+            forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
+            step_begin,
+        )  # fmt: skip
+    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin)

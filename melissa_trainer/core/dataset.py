@@ -1,0 +1,326 @@
+"""The stream dataset: buffer samples -> `process_sample` -> collated batches.
+
+It tells "no data yet" (wait, while the source works and says if it failed) from "no data
+ever again" (the buffer is closed and drained). The trainer uses it through
+`prefetch` / `next_batch`: raw samples for the next window of steps are taken from the
+buffer first, so that every rank knows how many steps it can run before the ranks
+agree on when to stop; they are processed and collated one batch at a time. Batches
+taken but not yet trained on are part of the checkpoint (`save` / `load`), so a resume
+loses nothing.
+
+Used alone, `StreamDataset` is a `torch.utils.data.IterableDataset` yielding collated
+batches until the end of the stream (do not wrap it in a multi-worker DataLoader: the
+buffer lives in this process).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.numpy import load_file, save_file
+from torch.utils.data import IterableDataset, default_collate
+
+from melissa_trainer.buffers import Buffer, Sample, SampleBlock
+from melissa_trainer.core.device_buffer import DeviceBlock
+from melissa_trainer.sources.source import Source
+
+ProcessSample = Callable[[Sample], Any]
+Collate = Callable[[list[Any]], Any]
+ProcessBatch = Callable[[SampleBlock], Any]
+
+
+def _contiguous(array: np.ndarray) -> np.ndarray:
+    # Not np.ascontiguousarray: it turns 0-d arrays into 1-d ones.
+    return array if array.flags.c_contiguous else array.copy(order="C")
+
+
+def to_tensors(sample: Sample) -> dict[str, torch.Tensor]:
+    """Default `process_sample`: each field as a tensor sharing the array's memory."""
+    return {k: torch.from_numpy(_contiguous(v)) for k, v in sample.items()}
+
+
+def fast_collate(examples: list[Any]) -> Any:
+    """Stack a list of examples into a batch.
+
+    Tensors, tuples/lists of tensors and dicts of tensors are stacked with one
+    `torch.stack` per field (no per-element checks); anything else falls back to
+    `torch.utils.data.default_collate`.
+    """
+    first = examples[0]
+    if isinstance(first, torch.Tensor):
+        return torch.stack(examples)
+    if isinstance(first, tuple | list) and all(isinstance(x, torch.Tensor) for x in first):
+        return type(first)(torch.stack(col) for col in zip(*examples, strict=True))
+    if isinstance(first, Mapping) and all(isinstance(x, torch.Tensor) for x in first.values()):
+        return {k: torch.stack([e[k] for e in examples]) for k in first}
+    return default_collate(examples)
+
+
+def check_batch_options(
+    process_sample: ProcessSample | None,
+    collate_fn: Collate | None,
+    process_batch: ProcessBatch | None,
+) -> None:
+    """Raise ValueError if `process_batch` comes with `process_sample` or `collate_fn`."""
+    if process_batch is not None and (process_sample is not None or collate_fn is not None):
+        pairs = (("process_sample", process_sample), ("collate_fn", collate_fn))
+        given = [name for name, value in pairs if value is not None]
+        raise ValueError(
+            f"process_batch makes whole batches, so it replaces process_sample and "
+            f"collate_fn; got it with {' and '.join(given)}: pass either process_batch, or "
+            f"process_sample and/or collate_fn"
+        )
+
+
+def check_device_buffer(process_sample: ProcessSample | None, collate_fn: Collate | None) -> None:
+    """Raise ValueError if `process_sample` or `collate_fn` comes with a buffer on the
+    device, whose batches are gathered there as blocks (not per sample)."""
+    given = [n for n, v in (("process_sample", process_sample), ("collate_fn", collate_fn)) if v]
+    if given:
+        raise ValueError(
+            f"buffer_device='accelerator' gathers whole batches on the device, so it takes "
+            f"no {' or '.join(given)}: pass process_batch (it receives a DeviceBlock whose "
+            f"fields are device tensors) or nothing, or use buffer_device='host'"
+        )
+
+
+def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
+    """The ``simulation_id`` of each sample (int64, in order), which the receiver adds
+    to every sample it puts.
+
+    Raises:
+        ValueError: a sample has no ``simulation_id`` (a source other than the stream's).
+    """
+    try:
+        if isinstance(samples, SampleBlock) and not isinstance(samples, DeviceBlock):
+            return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
+        return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
+    except KeyError:
+        raise ValueError(
+            "per-simulation losses need a 'simulation_id' field in every sample, which the "
+            "stream's receiver adds and this source's samples lack: add it, or set "
+            "simulation_loss_steps=0"
+        ) from None
+
+
+def simulation_ids_or_none(samples: Sequence[Sample]) -> np.ndarray | None:
+    """`simulation_ids(samples)`, or None when a sample has no ``simulation_id``."""
+    try:
+        return simulation_ids(samples)
+    except ValueError:  # (simulation_ids' only ValueError: a sample without the field)
+        return None
+
+
+class StreamDataset(IterableDataset):
+    """Batches from a buffer.
+
+    Args:
+        buffer: the buffer that a source fills.
+        batch_size: samples per batch; the last batch of a stream may be smaller.
+        process_sample: turns one sample (a dict of numpy arrays) into one training
+            example, e.g. an `(inputs, targets)` tuple of tensors.
+        collate_fn: stacks examples into a batch (default `fast_collate`).
+        source: what fills `buffer`: its `Source.wait_for` is called before each read
+            of the buffer (an `IterableSource` fills the buffer there, a `StreamSource`
+            ingests what has arrived) and while no data arrives, so a failed producer
+            raises `SourceError` here.
+        poll_interval: seconds between two looks at `interrupted` (see `prefetch`)
+            while no data arrives (at most 0.02 s with a source).
+        process_batch: instead of `process_sample` and `collate_fn`: turns a whole
+            batch, a `SampleBlock` (one array per field, the samples along axis 0),
+            into a training batch, e.g. ``lambda b: (torch.from_numpy(b.fields["x"]),
+            torch.from_numpy(b.fields["y"]))``: vectorized, with no per-sample call.
+            The block's arrays are the batch's own (fresh, writable).
+
+    Raises:
+        ValueError: `process_batch` given with `process_sample` or `collate_fn`.
+
+    With neither `process_sample` nor `collate_fn` (a batch is then the dict of stacked
+    fields as tensors, or what `process_batch` makes), batches are taken as blocks
+    (`Buffer.get_block`) and never go through a per-sample object: the same batches,
+    for less work per sample (a FIFO serves the blocks a receiver put as they are).
+
+    Not thread-safe: one consumer (the training thread).
+    """
+
+    def __init__(
+        self,
+        buffer: Buffer,
+        batch_size: int,
+        process_sample: ProcessSample | None = None,
+        collate_fn: Collate | None = None,
+        source: Source | None = None,
+        poll_interval: float = 0.5,
+        process_batch: ProcessBatch | None = None,
+    ) -> None:
+        super().__init__()
+        check_batch_options(process_sample, collate_fn, process_batch)
+        self.buffer = buffer
+        self.batch_size = batch_size
+        self.process_batch = process_batch
+        self._columnar = process_sample is None and collate_fn is None
+        self.process_sample = process_sample or to_tensors
+        self.collate_fn = collate_fn or fast_collate
+        self.source = source
+        self.poll_interval = poll_interval
+        self._pending: deque[Sequence[Sample]] = deque()
+        #: set `next_batch`'s `last_simulation_ids` (the trainer does, when a hook asks
+        #: for the per-sample losses: SAMPLE_LOSSES carries them)
+        self.track_simulation_ids = False
+        self.last_simulation_ids: np.ndarray | None = np.zeros(0, np.int64)
+        #: the raw samples of the last `next_batch` (the trainer's loss check names
+        #: their simulations; one batch held, no copy)
+        self.last_samples: Sequence[Sample] = ()
+
+    # -- raw samples ---------------------------------------------------------------
+
+    def _take(self, interrupted: Callable[[], bool] | None = None) -> Sequence[Sample] | None:
+        """The next batch of raw samples; blocks for data; [] at the end of the stream;
+        None if `interrupted()` turned True while it waited."""
+        # With a source, the source does its producer's work before each read and,
+        # after a read that found no data, waits in short slices (`wait_for`), so that
+        # data arriving while this thread waits is ingested at once by whoever ingests;
+        # the read itself then never waits. Without one, wait on the buffer.
+        source, n = self.source, self.batch_size
+        timeout = self.poll_interval if source is None else 0.0
+        wait = 0.0  # what the source may wait before the next read: none while data flows
+        while True:
+            if source is not None:
+                source.wait_for(n, wait)
+            try:
+                samples: Sequence[Sample]
+                if self._columnar:
+                    samples = self.buffer.get_block(n, timeout=timeout)
+                else:
+                    samples = self.buffer.get_batch(n, timeout=timeout)
+            except TimeoutError:
+                if interrupted is not None and interrupted():
+                    return None
+                wait = min(self.poll_interval, 0.02)
+                continue
+            if len(samples) < n and source is not None:
+                source.wait_for(n, 0.0)  # a short batch means the end: was it a failure?
+            return samples
+
+    def prefetch(self, n: int, interrupted: Callable[[], bool] | None = None) -> int:
+        """Make `n` batches pending, blocking until they exist or the stream has ended.
+
+        Returns the number of pending batches: `n`, or fewer only when the stream has
+        ended (no data ever again on this rank) or, with `interrupted`, when it returned
+        True while this waited for data (looked at every `poll_interval` s at most; the
+        trainer passes its preemption request, so a starved rank notices a signal).
+        """
+        while len(self._pending) < n:
+            samples = self._take(interrupted)
+            if not samples:  # an empty read: the end of the stream (or None: interrupted)
+                break
+            self._pending.append(samples)
+        return min(n, len(self._pending))
+
+    @property
+    def num_pending(self) -> int:
+        return len(self._pending)
+
+    # -- batches -------------------------------------------------------------------
+
+    def next_batch(self) -> tuple[Any, int]:
+        """Collate the next pending batch; returns `(batch, number_of_samples)`.
+
+        With `track_simulation_ids` set, `last_simulation_ids` is then the batch's
+        samples' ``simulation_id`` values, in the batch's order (None when a sample has
+        none: a source other than the stream's).
+
+        Raises:
+            IndexError: nothing is pending (call `prefetch` first).
+        """
+        samples = self.take_pending()
+        return self.collate_samples(samples), len(samples)
+
+    def peek_pending(self) -> Sequence[Sample] | None:
+        """The raw samples of the next pending batch, left pending (None: none is); what
+        `melissa_trainer.core.staging` collates one step ahead, so a checkpoint still holds it."""
+        return self._pending[0] if self._pending else None
+
+    def take_pending(self) -> Sequence[Sample]:
+        """Take the next pending batch's raw samples, uncollated, as `next_batch` does
+        (`last_samples` and `last_simulation_ids` then refer to them).
+
+        Raises IndexError when nothing is pending.
+        """
+        samples = self.last_samples = self._pending.popleft()
+        if self.track_simulation_ids:
+            self.last_simulation_ids = simulation_ids_or_none(samples)
+        return samples
+
+    def collate_samples(self, samples: Sequence[Sample]) -> Any:
+        """Process and collate `samples` (e.g. a validation batch) like training batches."""
+        if isinstance(samples, DeviceBlock):  # gathered on the device: its tensors
+            if self.process_batch is not None:
+                return self.process_batch(samples)
+            return dict(samples.fields)
+        if self._columnar:  # as one block (samples restored from a checkpoint too)
+            block = (
+                samples if isinstance(samples, SampleBlock) else SampleBlock.from_samples(samples)
+            )
+            if self.process_batch is not None:
+                return self.process_batch(block)
+            # what to_tensors + fast_collate give, without the per-sample tensors
+            return {k: torch.from_numpy(_contiguous(v)) for k, v in block.fields.items()}
+        process = self.process_sample
+        return self.collate_fn([process(s) for s in samples])
+
+    def __iter__(self) -> Iterator[Any]:
+        while self.prefetch(1):
+            yield self.next_batch()[0]
+
+    def rewind(self) -> int:
+        """Replay the samples the buffer retained (pseudo-epochs); returns their number."""
+        return self.buffer.rewind()
+
+    # -- checkpoint ----------------------------------------------------------------
+
+    def save(self, directory: str | os.PathLike[str]) -> None:
+        """Write the pending (taken, untrained) batches to `directory`."""
+        path = Path(directory)
+        path.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {}
+        for b, samples in enumerate(self._pending):
+            for s, sample in enumerate(samples):
+                for field, value in sample.items():
+                    arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
+        # each sample's fields in their order: a resumed batch is the same dict, order included
+        fields = [[list(sample) for sample in samples] for samples in self._pending]
+        save_file(arrays, str(path / "pending.safetensors"))
+        (path / "pending.json").write_text(json.dumps({"fields": fields}))
+
+    def clear_pending(self) -> None:
+        """Forget the pending batches (a resume on another number of ranks: the
+        checkpoint's are in the buffers' shares)."""
+        self._pending.clear()
+
+    def load(self, directory: str | os.PathLike[str]) -> None:
+        """Restore the pending batches written by `save` (replacing any pending now)."""
+        batches = read_pending(directory)
+        self._pending.clear()
+        self._pending.extend(batches)
+
+
+def read_pending(directory: str | os.PathLike[str]) -> list[list[Sample]]:
+    """The pending batches `StreamDataset.save` wrote into `directory`: a list of
+    batches, each a list of samples (each sample's fields in their saved order).
+    Pure: reads the files, touches no dataset (what resharding reads for every old rank).
+    """
+    path = Path(directory)
+    meta = json.loads((path / "pending.json").read_text())
+    arrays = load_file(str(path / "pending.safetensors"))
+    return [
+        [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
+        for b, batch_fields in enumerate(meta["fields"])
+    ]

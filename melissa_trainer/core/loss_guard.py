@@ -1,0 +1,203 @@
+"""A non-finite training loss stops training before it reaches a checkpoint.
+
+One NaN (a sample that holds one, a learning rate too high, a division by zero in a
+loss) makes every later loss and weight NaN, and every later checkpoint worthless: a
+resume could not recover. `LossGuard` keeps each micro-batch's loss on the device (one
+copy into a preallocated tensor: no host sync per step) with, on the host, its step
+and the simulations of its batch, and checks them at points where the host waits for
+the device anyway or where it must:
+
+* at each stop synchronisation (every `stop_sync_steps` steps) under several ranks:
+  the index of the first non-finite loss recorded so far rides in the stop flag's
+  all-reduce (`StopSync.start`), so every rank learns it at once, at no extra
+  collective or sync, when the trainer reads that agreement: one window later (a
+  non-finite loss of window k raises at the end of window k+1, unless a log, a
+  validation or a checkpoint checked first);
+* before a log, a validation or a checkpoint (`OnlineTrainer._perform_requested_actions`),
+  at the end of the loop, and in every `save_checkpoint` (which also checks the
+  weights: an update from a non-finite gradient leaves the last loss finite), one
+  small all-reduce under several ranks and one device-to-host copy;
+* when `limit` micro-batches are unchecked (single process with rare logs), so that
+  the host record stays bounded.
+
+A non-finite value raises `NonFiniteLossError` on every rank at the same point (each
+check is collective and agrees on the earliest step), naming the step and the
+simulations of the batch (when samples carry ``simulation_id``, as the stream's do).
+No checkpoint is written from then on, so the newest on disk holds finite weights.
+
+Not thread-safe: the training thread, every rank in lockstep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from melissa_trainer.core.dataset import simulation_ids
+
+__all__ = ["LIMIT", "LossGuard", "NonFiniteLossError"]
+
+#: micro-batches recorded before a check is forced (bounds the host record: a step
+#: number and a batch's simulation ids each)
+LIMIT = 1024
+#: simulations named in the error
+_NAMED = 16
+
+
+class NonFiniteLossError(RuntimeError):
+    """The training loss (or, after an update, a weight) is NaN or infinite.
+
+    Attributes:
+        step: the optimizer step whose loss (or update) was the first non-finite one.
+        simulations: the simulations of this rank's batch at that step (empty when it
+            was another rank's batch, or samples carry no ``simulation_id``).
+    """
+
+    def __init__(self, message: str, step: int, simulations: Sequence[int]) -> None:
+        super().__init__(message)
+        self.step, self.simulations = step, list(simulations)
+
+
+class LossGuard:
+    """Records micro-batch losses on the device and checks them (module docstring).
+
+    Args:
+        device: the training device.
+        distributed: a process group is up (checks are then collectives).
+        limit: micro-batches recorded at most between two checks.
+    """
+
+    def __init__(self, device: torch.device, distributed: bool, limit: int = LIMIT) -> None:
+        self.distributed, self.limit = distributed, limit
+        self._losses = torch.zeros(limit, dtype=torch.float32, device=device)
+        self._index = torch.arange(limit, dtype=torch.int64, device=device)
+        self._none = torch.full((), limit, dtype=torch.int64, device=device)
+        self._steps: list[int] = []  # the step of each recorded loss
+        self._sims: list[np.ndarray | None] = []  # the simulations of its batch
+        self._with_ids = True  # samples carry simulation ids (until one batch has none)
+        # what the last `window_code` covered: (losses recorded then, `_checks` then)
+        self._coded: tuple[int, int] | None = None
+        self._checks = 0  # `check`s so far: one forgets every loss, coded or not
+
+    def record(self, loss: torch.Tensor, step: int, samples: Any) -> None:
+        """Keep `loss` (a 0-d tensor, on the device) of a micro-batch of optimizer step
+        `step`, whose raw samples were `samples`. No host sync; past `limit`
+        unchecked losses, a `check` (collective: every rank records in lockstep)."""
+        if len(self._steps) == self.limit:
+            self.check()
+        self._losses[len(self._steps)].copy_(loss.detach(), non_blocking=True)
+        self._steps.append(step)
+        ids = None
+        if self._with_ids:
+            try:
+                ids = simulation_ids(samples)
+            except (ValueError, TypeError):  # not the stream's samples: no ids to name
+                self._with_ids = False
+        self._sims.append(ids)
+
+    def window_code(self) -> torch.Tensor | None:
+        """For the stop flag's all-reduce (MAX) under several ranks: ``limit - i`` for
+        the first non-finite loss recorded so far, at index i, else 0 (a device scalar:
+        no sync); None in a single process (nothing rides on a collective then: see
+        `check`). The losses recorded from now on are not covered: `settle` forgets
+        only these."""
+        if not self.distributed:
+            return None
+        self._coded = (len(self._steps), self._checks)
+        return self.limit - self._first_bad()
+
+    def settle(self, code: int | None) -> None:
+        """Act on the last `window_code` reduced over ranks (it may be read one window
+        later; losses recorded since are kept): raise if it names a non-finite loss,
+        else forget the losses it covered. None (a single process): nothing. A `check`
+        in between checked (and forgot) them already: nothing then either."""
+        coded, self._coded = self._coded, None
+        if code is None or coded is None:
+            return
+        count, checks = coded
+        if checks != self._checks:  # a check read them since (and found them finite)
+            return
+        if code:
+            self._raise(self.limit - code, None)
+        self._forget(count)
+
+    def check(self, weights: Iterable[torch.Tensor] = ()) -> None:
+        """Raise `NonFiniteLossError` if a loss recorded since the last check, or one
+        of `weights`, is not finite; forget the losses checked. Collective under
+        several ranks (one all-reduce of two integers); one device-to-host copy."""
+        local = self._first_bad()
+        tensors = [w.detach() for w in weights]
+        if tensors:
+            finite = torch.stack([torch.isfinite(w).all() for w in tensors]).all()
+            bad_weights = (~finite).to(torch.int64)
+        else:
+            bad_weights = torch.zeros_like(local)
+        flags = torch.stack([self.limit - local, bad_weights])
+        if self.distributed:
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        code, weights_bad = flags.tolist()
+        if code:
+            self._raise(self.limit - int(code), int(local))
+        self._forget()
+        self._checks += 1
+        if weights_bad:
+            raise NonFiniteLossError(
+                "a weight of the model is NaN or infinite after an update, although every "
+                "training loss was finite (a non-finite gradient): training stopped on "
+                "every rank, and this state is not saved (the last checkpoint on disk "
+                "holds finite weights). Lower the learning rate, clip gradients, or look "
+                "for a loss whose gradient divides by zero",
+                -1,
+                [],
+            )
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _first_bad(self) -> torch.Tensor:
+        """The index of the first non-finite loss recorded, else `limit` (a device
+        scalar: no sync)."""
+        n = len(self._steps)
+        if not n:
+            return self._none
+        bad = ~torch.isfinite(self._losses[:n])
+        return torch.where(bad, self._index[:n], self._none).min()
+
+    def _forget(self, count: int | None = None) -> None:
+        """Forget the first `count` losses recorded (None: all); the later ones move to
+        the front (a device-to-device copy: no sync)."""
+        n = len(self._steps)
+        count = n if count is None else min(count, n)
+        if count < n:
+            left = n - count
+            self._losses[:left].copy_(self._losses[count:n].clone())
+        del self._steps[:count]
+        del self._sims[:count]
+
+    def _raise(self, index: int, local: int | None) -> None:
+        """Raise for the first non-finite loss, at `index` on some rank; `local` is
+        this rank's own first index (None: unknown, read now)."""
+        if local is None:
+            local = int(self._first_bad())  # (the error path: a sync is fine)
+        step = self._steps[index]
+        ids = self._sims[index] if local == index else None
+        sims = sorted({int(s) for s in ids}) if ids is not None else []
+        if sims:
+            more = ", ..." if len(sims) > _NAMED else ""
+            where = f" (this rank's batch holds samples of simulations {sims[:_NAMED]}{more})"
+        elif local != index:
+            where = " (on another rank's batch)"
+        else:
+            where = ""
+        raise NonFiniteLossError(
+            f"the training loss is NaN or infinite at step {step}{where}: training "
+            "stopped on every rank, and no checkpoint is written from this step on (the "
+            "last one on disk holds finite weights). Look for samples holding NaN or Inf "
+            "(the receiver refuses them unless nonfinite='accept'), a learning rate too "
+            "high, or a loss that divides by zero",
+            step,
+            sims,
+        )

@@ -1,0 +1,369 @@
+"""Per-simulation training loss: how badly the surrogate does on each simulation's data.
+
+The trainer computes the per-sample losses of every batch it trains on anyway (their mean
+is the step's loss: no extra forward pass) when a hook asks for them (SAMPLE_LOSSES); the
+`SimulationLossTracker` hook (`melissa_trainer.hooks.loss_tracker`) asks, and keeps
+them in a `SimulationLosses`, with the samples' simulation ids, *on the training device*
+until the next reduction, then, every `simulation_loss_steps` steps (on every rank at the
+same step: a collective), moves them
+to the host once, sums them per simulation, gathers every rank's sums and folds them into
+one statistic per simulation, identical on every rank:
+
+* ``draws``: how many of its samples were trained on (a sample drawn twice counts twice);
+* ``mean``: the mean training loss of those samples, each taken when it was drawn;
+* ``relative``: the same, each sample's loss ``l`` taken relative to the *reference*
+  ``r`` of its reduction period, as ``1 + (l - r) / |r|`` (``l / r`` for positive
+  losses). The reference is the mean loss of every finite sample drawn, on every rank,
+  in that period and the `REFERENCE_PERIODS - 1` before it. The plain mean falls as the
+  model trains, so a simulation trained on early looks worse than one trained on late;
+  the relative loss does not drift: above 1, the surrogate does worse there than on the
+  data trained on at about the same time. Several periods, not one: when a period holds
+  one simulation (one runs at a time, or it spans the period), it is still compared with
+  the ones before. A loss below zero (a log-likelihood) keeps its order.
+
+A non-finite sample loss makes its simulation's `mean` and `relative` non-finite for good
+(a diverged simulation is not hidden, and `Launcher.observe` skips it); it is left out of
+the reference. A reference of 0 (every loss 0) makes every relative loss 1.
+
+Cost per step: one detached tensor and one small id array appended to a list. Per
+reduction: one device-to-host copy, three small all-gathers (lengths, ids and counts,
+sums; tensors, never pickles) and a `numpy.unique` over the period's samples.
+
+A reduction's period boundaries belong to the statistic (the reference is made of
+periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
+resumed run reduces at the same steps, over the same samples, as one never stopped.
+
+Memory: the unreduced samples (ids and losses of `simulation_loss_steps` steps of
+batches) and five numbers per simulation ever trained on.
+
+Not thread-safe: the training thread only (hooks read it there).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "DEFAULT_SIMULATION_LOSS_STEPS",
+    "REFERENCE_PERIODS",
+    "SimulationLoss",
+    "SimulationLosses",
+    "resolve_loss_steps",
+]
+
+#: `simulation_loss_steps` when left None and the source asks for the losses
+DEFAULT_SIMULATION_LOSS_STEPS = 20
+#: reduction periods whose mean loss is the reference of the relative loss
+REFERENCE_PERIODS = 4
+#: the file of a checkpoint's rank_R/ that holds `SimulationLosses.state_dict()`
+STATE_FILE = "simulation_losses.safetensors"
+
+
+def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
+    """The reduction cadence in use: `steps` (`simulation_loss_steps`), or with None the
+    default when the source asks for the losses (`wanted`: an adaptive study), else 0
+    (off).
+
+    Raises:
+        ValueError: the source asks for them and `steps` is 0.
+    """
+    if steps is None:
+        return DEFAULT_SIMULATION_LOSS_STEPS if wanted else 0
+    if steps == 0 and wanted:
+        raise ValueError(
+            "simulation_loss_steps=0 turns per-simulation losses off, but the study's "
+            "sampler is adaptive and is steered by them: set simulation_loss_steps > 0, "
+            "leave it unset, or use a fixed design (make_sampler('lhs', ...))"
+        )
+    return int(steps)
+
+
+@dataclass(frozen=True)
+class SimulationLoss:
+    """One simulation's statistic (see the module docstring).
+
+    Attributes:
+        simulation_id: the simulation.
+        draws: samples of it trained on, over every rank (redraws included).
+        mean: their mean training loss, each when it was drawn.
+        relative: their mean loss relative to the reference of their reduction periods.
+        step: the `global_step` of the last reduction that had samples of it.
+    """
+
+    simulation_id: int
+    draws: int
+    mean: float
+    relative: float
+    step: int
+
+
+class SimulationLosses(Mapping[int, SimulationLoss]):
+    """The per-simulation statistics of one trainer (module docstring).
+
+    A read-only mapping from simulation id to its `SimulationLoss`, holding the
+    simulations whose samples were reduced (``losses[7]``, ``losses.get(7)``,
+    ``losses.items()``; iteration gives the ids in increasing order). Read it between
+    steps, from the training thread (hooks): a reduction updates it in place.
+
+    Args:
+        device: where the step's losses live until a reduction (the training device).
+        distributed: reduce over the process group (every rank must then call `reduce`
+            at the same steps).
+    """
+
+    def __init__(self, device: torch.device, distributed: bool) -> None:
+        self.device = device
+        self.distributed = distributed
+        self._ids: list[np.ndarray] = []  # per micro-batch, int64, on the host
+        self._losses: list[torch.Tensor] = []  # per micro-batch, detached, on the device
+        # simulation id -> [draws, loss sum, relative sum, step] (float64 sums)
+        self._stats: dict[int, list[Any]] = {}
+        # (sum, count) of the finite losses of the last REFERENCE_PERIODS periods
+        self._recent: deque[tuple[float, int]] = deque(maxlen=REFERENCE_PERIODS)
+        self.reductions = 0  # how many reductions ran (for tests and telemetry)
+
+    # -- the step -------------------------------------------------------------------------
+
+    def place(self, device: torch.device, distributed: bool) -> None:
+        """Keep the losses on `device` from now on (the unreduced ones held are moved
+        there: restored from a checkpoint, they are on the device this was created
+        with), and reduce over the process group if `distributed`."""
+        self.device, self.distributed = device, distributed
+        self._losses = [x.to(device) for x in self._losses]
+
+    def record(self, simulation_ids: np.ndarray, losses: torch.Tensor) -> None:
+        """Keep one micro-batch's per-sample `losses` (shape ``[n]``) of the samples of
+        `simulation_ids` (``[n]``), until the next `reduce`. No host sync.
+
+        Raises:
+            ValueError: the shapes differ (a `process_batch` or `compute_sample_losses`
+                that does not keep one row per sample, in order).
+        """
+        if losses.dim() != 1 or losses.shape[0] != len(simulation_ids):
+            raise ValueError(
+                f"compute_sample_losses returned a tensor of shape {tuple(losses.shape)} for "
+                f"a batch of {len(simulation_ids)} samples: it must return one loss per "
+                f"sample, in the batch's order (shape [{len(simulation_ids)}]), and so must "
+                f"process_batch or collate_fn keep one row per sample, in order"
+            )
+        self._ids.append(np.asarray(simulation_ids, dtype=np.int64))
+        self._losses.append(losses.detach())
+
+    @property
+    def unreduced(self) -> int:
+        """Samples recorded since the last reduction, on this rank."""
+        return sum(len(ids) for ids in self._ids)
+
+    def reduce(self, step: int) -> dict[int, SimulationLoss]:
+        """Fold every rank's recorded samples into the statistics; returns those of the
+        simulations that had samples in this period (the same on every rank).
+
+        Collective when `distributed`: every rank calls it at the same `step`. Blocks
+        for one device-to-host copy of this period's losses.
+        """
+        ids, sums, counts = self._local_period()
+        if self.distributed:
+            ids, sums, counts = _gather(ids, sums, counts, self.device)
+            if len(ids):  # the same id on several ranks: one entry
+                ids, where = np.unique(ids, return_inverse=True)
+                sums = np.bincount(where, weights=sums, minlength=len(ids))
+                counts = np.bincount(where, weights=counts, minlength=len(ids)).astype(np.int64)
+        self.reductions += 1
+        if int(counts.sum()) == 0:
+            return {}
+        finite = np.isfinite(sums)
+        self._recent.append((float(sums[finite].sum()), int(counts[finite].sum())))
+        kept = sum(n for _, n in self._recent)
+        reference = sum(total for total, _ in self._recent) / kept if kept else math.nan
+        # per sample 1 + (l - r) / |r|, summed per simulation; r = 0: every loss is 0
+        if reference != 0:
+            relative = counts + (sums - counts * reference) / abs(reference)
+        else:
+            relative = counts.astype(np.float64)
+        updated: dict[int, SimulationLoss] = {}
+        for sid, loss_sum, rel_sum, count in zip(
+            ids.tolist(), sums.tolist(), relative.tolist(), counts.tolist(), strict=True
+        ):
+            entry = self._stats.get(sid)
+            if entry is None:
+                entry = self._stats[sid] = [0, 0.0, 0.0, step]
+            entry[0] += count
+            entry[1] += loss_sum
+            entry[2] += rel_sum
+            entry[3] = step
+            updated[sid] = _loss(sid, entry)
+        return updated
+
+    def _local_period(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's samples since the last reduction, summed per simulation (ids
+        sorted), and forgotten."""
+        if not self._ids:
+            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+        ids = np.concatenate(self._ids)
+        losses = torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
+        self._ids.clear()
+        self._losses.clear()
+        unique, where = np.unique(ids, return_inverse=True)
+        sums = np.bincount(where, weights=losses, minlength=len(unique))
+        counts = np.bincount(where, minlength=len(unique)).astype(np.int64)
+        return unique, sums, counts
+
+    # -- reading --------------------------------------------------------------------------
+
+    def __getitem__(self, simulation_id: int) -> SimulationLoss:
+        """The statistic of `simulation_id`; KeyError if none of its samples was reduced
+        (`get` gives None instead)."""
+        entry = self._stats.get(int(simulation_id))
+        if entry is None:
+            raise KeyError(simulation_id)
+        return _loss(int(simulation_id), entry)
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def __iter__(self) -> Iterator[int]:
+        """The ids of the simulations with a statistic, in increasing order."""
+        return iter(sorted(self._stats))
+
+    # -- checkpoint -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """The statistics (the same on every rank) and this rank's unreduced samples, as
+        arrays (written with safetensors)."""
+        sids = sorted(self._stats)
+        entries = [self._stats[s] for s in sids]
+        unreduced = (
+            torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
+            if self._losses
+            else np.zeros(0, np.float64)
+        )
+        return {
+            "ids": np.array(sids, dtype=np.int64),
+            "draws": np.array([e[0] for e in entries], dtype=np.int64),
+            "loss_sum": np.array([e[1] for e in entries], dtype=np.float64),
+            "relative_sum": np.array([e[2] for e in entries], dtype=np.float64),
+            "step": np.array([e[3] for e in entries], dtype=np.int64),
+            "reference_sums": np.array([t for t, _ in self._recent], dtype=np.float64),
+            "reference_counts": np.array([n for _, n in self._recent], dtype=np.int64),
+            "unreduced_ids": np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64),
+            "unreduced_losses": unreduced,
+        }
+
+    def load_state_dict(self, state: dict[str, np.ndarray]) -> None:
+        """Restore `state_dict()` (replacing everything).
+
+        Raises:
+            ValueError: arrays missing, of different lengths, an id twice, negative draws.
+        """
+        names = ("ids", "draws", "loss_sum", "relative_sum", "step")
+        others = ("unreduced_ids", "unreduced_losses", "reference_sums", "reference_counts")
+        missing = [n for n in (*names, *others) if n not in state]
+        if missing:
+            raise ValueError(f"simulation losses in the checkpoint lack {missing}")
+        columns = [np.asarray(state[n]) for n in names]
+        if len({len(c) for c in columns}) != 1 or any(c.ndim != 1 for c in columns):
+            raise ValueError("simulation losses in the checkpoint: columns of different lengths")
+        ids = columns[0].astype(np.int64)
+        if len(np.unique(ids)) != len(ids) or (columns[1] < 0).any():
+            raise ValueError("simulation losses in the checkpoint: an id twice or negative draws")
+        unreduced_ids = np.asarray(state["unreduced_ids"], dtype=np.int64)
+        unreduced = np.asarray(state["unreduced_losses"], dtype=np.float64)
+        if unreduced_ids.shape != unreduced.shape or unreduced.ndim != 1:
+            raise ValueError("simulation losses in the checkpoint: unreduced ids and losses differ")
+        self._stats = {
+            int(sid): [int(d), float(s), float(r), int(t)]
+            for sid, d, s, r, t in zip(*(c.tolist() for c in columns), strict=True)
+        }
+        ref_sums = np.asarray(state["reference_sums"], dtype=np.float64)
+        ref_counts = np.asarray(state["reference_counts"], dtype=np.int64)
+        if ref_sums.shape != ref_counts.shape or len(ref_sums) > REFERENCE_PERIODS:
+            raise ValueError("simulation losses in the checkpoint: malformed reference periods")
+        self._recent = deque(
+            zip(ref_sums.tolist(), ref_counts.tolist(), strict=True), maxlen=REFERENCE_PERIODS
+        )
+        self._ids = [unreduced_ids] if len(unreduced_ids) else []
+        self._losses = (
+            [torch.from_numpy(unreduced.copy()).to(self.device)] if len(unreduced) else []
+        )
+
+    @staticmethod
+    def reshard_state(
+        states: Sequence[Mapping[str, np.ndarray]], rank: int, world_size: int
+    ) -> dict[str, np.ndarray]:
+        """Rank `rank`'s `state_dict()` after a resume on `world_size` ranks from a
+        checkpoint of ``len(states)`` ranks (`states`, in old rank order). Pure.
+
+        The statistics and reference periods are the same on every old rank: old rank
+        0's are taken as they are. The unreduced samples are each old rank's own: old
+        rank ``r``'s go whole to new rank ``r % world_size`` (in old rank order), so
+        every one is reduced once at the next reduction, none lost, none twice (a
+        reduction sums every rank's, whichever holds them).
+
+        Raises:
+            ValueError: no state, or old ranks whose statistics differ (the checkpoint's
+                ranks did not reduce together: it cannot be resharded).
+        """
+        if not states:
+            raise ValueError("no simulation losses to reshard")
+        first = states[0]
+        for old, state in enumerate(states[1:], start=1):
+            for name in _SHARED:
+                if not np.array_equal(np.asarray(state[name]), np.asarray(first[name])):
+                    raise ValueError(
+                        f"simulation losses of old ranks 0 and {old} differ in {name!r}: "
+                        "the statistics must be the same on every rank"
+                    )
+        mine = [s for old, s in enumerate(states) if old % world_size == rank]
+        out = {name: np.asarray(first[name]) for name in _SHARED}
+        for name, dtype in (("unreduced_ids", np.int64), ("unreduced_losses", np.float64)):
+            out[name] = np.concatenate([np.zeros(0, dtype), *(s[name] for s in mine)]).astype(dtype)
+        return out
+
+
+#: the arrays of `SimulationLosses.state_dict` that are the same on every rank
+_SHARED = ("ids", "draws", "loss_sum", "relative_sum", "step", "reference_sums",
+           "reference_counts")  # fmt: skip
+
+
+def _loss(simulation_id: int, entry: list[Any]) -> SimulationLoss:
+    draws, loss_sum, relative_sum, step = entry
+    return SimulationLoss(simulation_id, draws, loss_sum / draws, relative_sum / draws, step)
+
+
+def _gather(
+    ids: np.ndarray, sums: np.ndarray, counts: np.ndarray, device: torch.device
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every rank's `(ids, sums, counts)`, concatenated in rank order. Collective: three
+    all-gathers of tensors on `device` (NCCL needs them there), padded to the longest."""
+    world = dist.get_world_size()
+    length = torch.tensor([len(ids)], dtype=torch.int64, device=device)
+    lengths = [torch.zeros_like(length) for _ in range(world)]
+    dist.all_gather(lengths, length)
+    sizes = [int(n.item()) for n in lengths]
+    longest = max(sizes)
+    if longest == 0:
+        return ids, sums, counts
+    mine_int = torch.zeros((2, longest), dtype=torch.int64)
+    mine_int[0, : len(ids)] = torch.from_numpy(ids)
+    mine_int[1, : len(ids)] = torch.from_numpy(counts)
+    mine_float = torch.zeros(longest, dtype=torch.float64)
+    mine_float[: len(ids)] = torch.from_numpy(sums)
+    ints = [torch.zeros((2, longest), dtype=torch.int64, device=device) for _ in range(world)]
+    floats = [torch.zeros(longest, dtype=torch.float64, device=device) for _ in range(world)]
+    dist.all_gather(ints, mine_int.to(device))
+    dist.all_gather(floats, mine_float.to(device))
+    int_parts = [t.cpu().numpy()[:, :n] for t, n in zip(ints, sizes, strict=True)]
+    float_parts = [t.cpu().numpy()[:n] for t, n in zip(floats, sizes, strict=True)]
+    return (
+        np.concatenate([p[0] for p in int_parts]),
+        np.concatenate(float_parts),
+        np.concatenate([p[1] for p in int_parts]),
+    )

@@ -1,0 +1,198 @@
+"""The trainer's progress (`TrainerState`) and the hooks' requests (`TrainerControl`).
+
+`TrainerState` is the single serializable record of where training stands. Only the
+trainer advances it; hooks read it. It is saved as JSON in every checkpoint and
+restored on resume. Every counter that the built-in hooks decide *when* from (logging,
+validation, saving, early stopping, pseudo-epochs) lives here: the steps of the last
+log, validation and checkpoint, the best metric and the validations since it; those
+hooks keep no counter of their own, so their cadence survives a resume. A user hook
+that keeps its own counter saves it through `Hook.state_dict`.
+
+`TrainerControl` is how hooks ask for actions. A hook sets a flag; the trainer performs
+the action at the next action point and clears the flag there (see `TrainerControl`).
+The flags are policy ("please save now"); the mechanism (how a checkpoint is written,
+how the validation loss is reduced) belongs to the trainer.
+
+Rank consistency: `TrainerState` is identical on every rank except `samples_seen`
+(this rank's count). `should_log`, `should_validate` and `should_save` start collective
+operations, so hooks must request them identically on every rank: decide from
+`TrainerState`, never from rank-local data. `should_stop` may be requested by a single
+rank: the trainer all-reduces it so that every rank stops at the same step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from melissa_trainer.common.json_output import to_json
+
+
+@dataclass
+class TrainerState:
+    """Progress counters of one training run.
+
+    Attributes:
+        global_step: optimizer steps taken (a step spans `gradient_accumulation_steps`
+            micro-batches).
+        samples_seen: samples consumed by *this rank* (including re-draws); exact, also
+            after a resume (each rank's count is in its part of the checkpoint); after
+            a resume on another number of ranks, the old ranks' sum dealt out evenly
+            (`share_samples_seen`).
+        total_samples_seen: samples consumed by all ranks (the sum of `samples_seen`),
+            brought up to date at each log and each checkpoint (a collective then):
+            between them it lags behind. Exact after a resume.
+        pseudo_epoch: 0 while the stream is live; incremented at each replay of the
+            buffer after the stream has ended.
+        stream_ended: the stream has ended on at least one rank (its data is exhausted).
+        best_metric: best finite value of `metric_for_best_model` so far (lowest, or
+            highest with `greater_is_better`); None before the first validation. The one
+            best metric of a run: `EarlyStoppingHook` reads it, nothing else keeps one.
+        best_step: `global_step` at which `best_metric` was reached.
+        validations_since_best: validations since the one that set `best_metric`, or
+            since the start while there is none (0: the last validation set it; a
+            non-finite value never does). `EarlyStoppingHook`'s patience counts these.
+        last_log_step: `global_step` of the last log (0: none yet).
+        last_eval_step: `global_step` of the last validation (None: none yet).
+        last_save_step: `global_step` of the last checkpoint (None: none yet); a
+            checkpoint records its own step here.
+        max_steps: the step limit, or None when the stream decides.
+        last_loss: training loss (mean over ranks) at the last log step.
+        log_history: the most recent logged dictionaries (bounded, newest last).
+    """
+
+    global_step: int = 0
+    samples_seen: int = 0
+    total_samples_seen: int = 0
+    pseudo_epoch: int = 0
+    stream_ended: bool = False
+    best_metric: float | None = None
+    best_step: int | None = None
+    validations_since_best: int = 0
+    last_log_step: int = 0
+    last_eval_step: int | None = None
+    last_save_step: int | None = None
+    max_steps: int | None = None
+    last_loss: float | None = None
+    log_history: list[dict[str, float]] = field(default_factory=list)
+
+    #: How many entries of `log_history` are kept (the state stays small).
+    LOG_HISTORY_LEN = 100
+
+    def append_log(self, logs: dict[str, float]) -> None:
+        """Record `logs` (with the current step) in the bounded history."""
+        self.log_history.append({"step": float(self.global_step), **logs})
+        del self.log_history[: -self.LOG_HISTORY_LEN]
+
+    def record_metric(self, metrics: dict[str, float], name: str, greater_is_better: bool) -> bool:
+        """Record a validation's `metrics[name]` (`name`: `metric_for_best_model`); True
+        if it is the new best.
+
+        Called by the trainer once per validation. A NaN or infinite value never becomes
+        the best (it would then never be beaten) and counts as no improvement. Raises
+        KeyError, naming the metrics there are, when `name` is not among them.
+        """
+        if name not in metrics:
+            raise KeyError(
+                f"metric_for_best_model is {name!r} but validation returned "
+                f"{sorted(metrics)}: set it to one of them"
+            )
+        value, best = metrics[name], self.best_metric
+        improved = math.isfinite(value) and (
+            best is None or (value > best if greater_is_better else value < best)
+        )
+        if improved:
+            self.best_metric, self.best_step = value, self.global_step
+            self.validations_since_best = 0
+        else:
+            self.validations_since_best += 1
+        return improved
+
+    def state_dict(self) -> dict[str, Any]:
+        """A JSON-serializable copy of every field but `samples_seen`: the state of all
+        ranks (`samples_seen` is each rank's own, kept by the checkpoint's per-rank
+        ``trainer_rank`` part, `checkpoint_registry`)."""
+        state = dataclasses.asdict(self)
+        del state["samples_seen"]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the fields from `state_dict()`; unknown keys are an error, missing
+        ones (from checkpoints of earlier versions) keep their defaults."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(state) - names
+        if unknown:
+            raise ValueError(f"unknown TrainerState fields in checkpoint: {sorted(unknown)}")
+        for key, value in state.items():
+            setattr(self, key, value)
+
+    def to_json(self) -> str:
+        """The state as indented JSON (non-finite floats become null)."""
+        return to_json(self.state_dict(), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> TrainerState:
+        state = cls()
+        state.load_state_dict(json.loads(text))
+        return state
+
+
+def share_samples_seen(counts: Sequence[int], rank: int, world_size: int) -> int:
+    """Rank `rank`'s `samples_seen` after a resume on `world_size` ranks from a
+    checkpoint whose ranks had seen `counts` (one per old rank): their sum dealt out
+    evenly, the lower ranks taking one more while the remainder lasts. The sum over
+    the new ranks is the old sum (`total_samples_seen` stays the sum of `samples_seen`);
+    which rank counts a sample seen before the resize means nothing any more. Pure."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} is not one of {world_size} ranks")
+    whole, left = divmod(sum(int(n) for n in counts), world_size)
+    return whole + (1 if rank < left else 0)
+
+
+@dataclass
+class TrainerControl:
+    """Actions requested by hooks, performed and cleared by the trainer.
+
+    A flag may be set in any event; it stays set until the trainer performs its action
+    at the next *action point*, and is cleared there, once, as that action starts (a
+    request made by the action's own events is kept for the following action point).
+    The action points (see `hooks.Event` for the whole loop):
+
+    * `should_log`, `should_validate`, `should_save`: after every STEP_END; after
+      PSEUDO_EPOCH_END (before the buffer is replayed); after LOOP_END. Performed in
+      that order (log, validate, save), so a save requested in `on_validation_end` is
+      written at the same point. A request left after the last action point (made in
+      `on_train_end`, or in the events of the final log, validation or save) cannot be
+      honoured: the trainer logs a warning naming it.
+    * `should_stop`: at the next stop synchronisation (every `stop_sync_steps` steps;
+      under several ranks the one after it, whose agreement starts after the flag is
+      set: `OnlineTrainer.train`;
+      every rank stops at the same step, and it may be set on one rank only). Never
+      cleared: training ends.
+    * `should_rewind`: at the next end of stream (END_OF_STREAM), where it is
+      cleared and the buffer replayed as a new pseudo-epoch instead of stopping. One
+      still set when training ends is reported like the other requests.
+
+    Attributes:
+        should_stop: end training at the next stop synchronisation.
+        should_save: write a checkpoint (all ranks alike: a collective).
+        should_validate: run validation (all ranks alike: a collective).
+        should_log: compute and emit the training logs (all ranks alike: a collective).
+        should_rewind: at end of stream, replay the samples retained in the buffer
+            (all ranks alike).
+    """
+
+    should_stop: bool = False
+    should_save: bool = False
+    should_validate: bool = False
+    should_log: bool = False
+    should_rewind: bool = False
+
+    def pending(self) -> list[str]:
+        """The names of the set flags that ask for an action (all but `should_stop`)."""
+        names = ("should_log", "should_validate", "should_save", "should_rewind")
+        return [name for name in names if getattr(self, name)]

@@ -1,0 +1,167 @@
+"""Agreement between training ranks on when to stop.
+
+Ranks receive different data, so one rank's stream may end long before another's,
+and a hook may ask to stop on one rank only. DDP needs every rank to run the same
+number of steps (each backward is a collective), so the ranks agree, once per window
+of `stop_sync_steps` steps, on three numbers:
+
+* whether any rank asked to stop,
+* how many steps the window may run: the smallest number of batches any rank has in
+  hand (every rank takes its window's batches from its buffer *before* agreeing, so a
+  rank whose stream has ended reports fewer, and every rank runs exactly that many),
+* whether any rank caught a preemption signal (`melissa_trainer.trainer.preemption`), as the
+  signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2).
+
+All three travel in one small integer tensor on the accelerator device, all-reduced
+with MAX (the count negated), so the cost is one collective per window rather than per
+step. A fourth number rides along when the caller gives one (a device scalar, reduced
+with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
+extra collective or sync. Every rank calls `agree` / `start` at the same windows, so no
+rank ever runs a collective that another skips.
+
+Two ways to agree:
+
+* `agree`: issue the all-reduce and wait for its result (the host blocks until the
+  device has run everything queued before it: on a GPU, the queue drains). The trainer
+  uses it for a window that nothing was agreed ahead for (the first one, the one after
+  an end of stream).
+* `start`, then `result` one window later: the all-reduce is issued without waiting
+  (``async_op=True``) and, on CUDA, its result copied into pinned host memory behind
+  a CUDA event; `result` waits for that event only (off CUDA, gloo's all-reduce is
+  waited for in `start`: no device queue to keep full there, and no work left in
+  flight). The
+  trainer starts the agreement on window k+1 before it queues window k's steps, and
+  reads it after: by then the device has long run the all-reduce, and the host never
+  waits for the steps it queued (the GPU queue stays full). See `OnlineTrainer.train`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+#: what `agree` and `result` return: (any rank asked to stop, fewest batches, signal)
+Agreement = tuple[bool, int, int]
+
+
+class StopSync:
+    """One all-reduce per window; a no-op without a process group.
+
+    Not thread-safe: call from the training thread, on every rank, in lockstep.
+    """
+
+    def __init__(self, device: torch.device, num_processes: int) -> None:
+        self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
+        self._flag = torch.zeros(4, dtype=torch.int64, device=device)
+        self._cuda = device.type == "cuda"
+        # Host sides of the flag on CUDA: pinned, so that both copies are asynchronous
+        # (from pageable memory, a "non-blocking" upload may wait for the stream).
+        pin = self._cuda and torch.cuda.is_available()
+        self._send = torch.zeros(3, dtype=torch.int64, pin_memory=pin)
+        self._recv = torch.zeros(4, dtype=torch.int64, pin_memory=pin)
+        self._work: Any | None = None  # the started all-reduce (`start`), until `result`
+        self._event: Any | None = None  # CUDA: recorded after the copy into `_recv`
+        self._pending: tuple[bool, int, int, bool] | None = None  # `start`'s, undistributed
+        self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
+        #: the maximum over ranks of the last agreement's `extra` (None: none given)
+        self.extra: int | None = None
+
+    @property
+    def started(self) -> bool:
+        """An agreement was `start`-ed and its `result` not read yet."""
+        return self._pending is not None
+
+    def abandon(self) -> None:
+        """Forget a `start`-ed agreement left unread (a `train()` that raised between
+        the two). Its collective was issued on every rank alike, so the ranks' sequences
+        of collectives still match."""
+        self._pending = self._work = self._event = None
+
+    def agree(
+        self,
+        stop_requested: bool,
+        batches_available: int,
+        signum: int = 0,
+        extra: torch.Tensor | None = None,
+    ) -> Agreement:
+        """Return `(any rank asked to stop, fewest batches available on any rank, signal)`.
+
+        `signum` is the preemption signal this rank caught (0: none); the returned one
+        is the largest over ranks, 0 if no rank caught one. `extra`, an int64 device
+        scalar, is reduced with MAX into `self.extra` (None without a process group).
+        Blocks until every rank has called it (a collective) and the result is on the
+        host. Raises RuntimeError while a `start`-ed agreement is unread.
+        """
+        self.start(stop_requested, batches_available, signum, extra)
+        return self.result()
+
+    def start(
+        self,
+        stop_requested: bool,
+        batches_available: int,
+        signum: int = 0,
+        extra: torch.Tensor | None = None,
+    ) -> None:
+        """Issue `agree`'s all-reduce without waiting for it; `result` returns it.
+
+        No host sync: on CUDA the flag goes up from pinned memory, is all-reduced on
+        NCCL's stream, and comes back into pinned memory, all queued behind the work
+        queued so far. Raises RuntimeError while an earlier `start` is unread.
+        """
+        if self._pending is not None:
+            raise RuntimeError("StopSync.start: the previous agreement was not read (result)")
+        self._pending = (bool(stop_requested), int(batches_available), int(signum), extra is None)
+        if not self.distributed:
+            return
+        send = self._send
+        send[0], send[1], send[2] = int(stop_requested), -int(batches_available), int(signum)
+        self._flag[:3].copy_(send, non_blocking=True)
+        if extra is None:
+            self._flag[3:].zero_()
+        else:
+            self._flag[3:].copy_(extra.reshape(1))  # device to device: no sync
+        work = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, async_op=True)
+        self.collectives += 1
+        if self._cuda:
+            work.wait()  # NCCL: the current stream waits for the collective, not the host
+            self._recv.copy_(self._flag, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record()
+            self._work, self._event = None, event
+        else:
+            # Off CUDA there is no device queue for the host to keep full: wait here, so
+            # that no asynchronous gloo work is ever left in flight (an unread one at
+            # exit may abort the process: "terminate called without an active
+            # exception", seen on a 2-rank gloo run). `result` stays a window late.
+            work.wait()
+            self._recv.copy_(self._flag)
+            self._work = None
+
+    def result(self) -> Agreement:
+        """The agreement `start`-ed last, as `agree` returns it; sets `extra`.
+
+        Blocks until every rank has started it (a collective), and on CUDA until the
+        device has run what was queued before it (not what was queued after: the steps
+        of the window in between). The one host wait of a window. Raises RuntimeError
+        when nothing was started.
+        """
+        if self._pending is None:
+            raise RuntimeError("StopSync.result: no agreement was started")
+        stop, available, signum, no_extra = self._pending
+        self._pending = None
+        self.extra = None
+        if not self.distributed:
+            return stop, available, signum
+        if self._event is not None:
+            self._event.synchronize()
+            self._event = None
+        elif self._work is not None:  # (not left by `start` today: see there)
+            self._work.wait()
+            self._work = None
+            self._recv.copy_(self._flag)
+        values = self._recv.tolist()  # host memory: no device sync
+        any_stop, neg_available, any_signum = values[:3]
+        self.extra = None if no_extra else int(values[3])
+        return bool(any_stop), -int(neg_available), int(any_signum)

@@ -1,0 +1,110 @@
+"""`SimulationLossTracker`: the per-simulation training losses, as a hook.
+
+The trainer knows nothing of simulations: when a hook overrides `on_sample_losses`, it
+fires SAMPLE_LOSSES after each micro-batch's backward with the per-sample losses
+(detached, on the device) and the samples' ``simulation_id``. This hook keeps them in
+a `SimulationLosses` (still on the device: no host sync per step) and, every `steps`
+steps, in its STEP_END (fired on every rank at the same step), reduces them over ranks
+(a collective) and fires SIMULATION_LOSSES with the simulations that changed, which
+every hook sees (a `Study` with an adaptive sampler feeds them to its launcher).
+
+It is installed by `hooks.trainer_hooks` when ``simulation_loss_steps > 0``, or given
+by the source (an adaptive `Study`), first among the hooks: SIMULATION_LOSSES then
+comes before every other hook's `on_step_end`, and its reduction before the actions
+(a checkpoint of that step holds the reduced statistics).
+
+Its state is arrays, not JSON: the checkpoint's ``simulation_losses`` part
+(`checkpoint_registry`) writes `losses.state_dict()` to ``rank_R/`` and loads it back,
+also on another number of ranks (`SimulationLosses.reshard_state`); `state_dict`
+(``hooks.json``) is empty.
+
+Not thread-safe: the training thread only (as every hook).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.hooks.base import Event, Hook
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
+
+__all__ = ["SimulationLossTracker"]
+
+
+class SimulationLossTracker(Hook):
+    """Tracks each simulation's training loss (`SimulationLosses`), reduced over ranks
+    every `steps` steps (module docstring).
+
+    Args:
+        steps: the reduction cadence, in optimizer steps (``simulation_loss_steps``).
+
+    Raises:
+        ValueError: `steps` < 1.
+    """
+
+    def __init__(self, steps: int) -> None:
+        if steps < 1:
+            raise ValueError(f"SimulationLossTracker(steps={steps!r}): a cadence >= 1")
+        self.steps = int(steps)
+        #: the statistics (the same on every rank once reduced); on the CPU until
+        #: training starts, then on the training device
+        self.losses = SimulationLosses(torch.device("cpu"), distributed=False)
+
+    def _place(self, trainer: TrainerView) -> None:
+        self.losses.place(trainer.accelerator.device, trainer.stop_sync.distributed)
+
+    def on_load(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        """The restored unreduced losses go to the training device."""
+        self._place(trainer)
+
+    def on_train_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self._place(trainer)
+
+    def on_sample_losses(
+        self,
+        trainer: TrainerView,
+        state: TrainerState,
+        control: TrainerControl,
+        losses: torch.Tensor,
+        simulation_ids: np.ndarray | None,
+    ) -> None:
+        """Keep the micro-batch's losses until the next reduction (no host sync).
+
+        Raises:
+            ValueError: the samples carry no ``simulation_id``, or the losses are not
+                one per sample (`SimulationLosses.record`).
+        """
+        if simulation_ids is None:
+            raise ValueError(
+                "per-simulation losses need a 'simulation_id' field in every sample, which "
+                "the stream's receiver adds and this source's samples lack: add it, or set "
+                "simulation_loss_steps=0"
+            )
+        self.losses.record(simulation_ids, losses)
+
+    def on_step_end(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Every `steps` steps: reduce (a collective, on every rank at this step) and
+        fire SIMULATION_LOSSES with the simulations that changed, if any."""
+        if state.global_step % self.steps:
+            return
+        updated = self.losses.reduce(state.global_step)
+        if updated:
+            trainer.hooks.fire(Event.SIMULATION_LOSSES, trainer, state, control, updated)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Empty: the statistics are arrays, a checkpoint part of their own (module
+        docstring)."""
+        return {}

@@ -1,0 +1,16 @@
+"""Sources: what fills a rank's buffer while the trainer reads it (`Source`, and
+`IterableSource` for in-process data). The stream's `StreamSource` is one.
+
+Torch-free; imports `buffers` only.
+"""
+
+from melissa_trainer.sources.source import (
+    IterableSource,
+    SampleFactory,
+    Source,
+    SourceError,
+    as_sample,
+    as_source,
+)
+
+__all__ = ["IterableSource", "SampleFactory", "Source", "SourceError", "as_sample", "as_source"]

@@ -1,0 +1,290 @@
+"""Sources: what fills a rank's buffer while the trainer reads it.
+
+A `Source` owns a producer (the network receiver, or a Python iterable) that puts
+samples into the buffer and closes it when no data will ever come again. The reader
+(the stream dataset, in the training thread) sees the buffer, and knows one call of the
+source: `wait_for(n_samples, timeout)`, made before each read of the buffer and while
+it waits for data. How the producer shares the process with training (in that call,
+in a thread, or both) is the source's own business; a dead producer surfaces from that
+call as `SourceError` instead of a hang. The trainer starts the source and stops it at
+the end; everything else a source hears of the run comes through the hooks it gives
+the trainer (`Source.hooks`), as events every hook sees.
+
+`IterableSource` is the in-process source: a Python iterable (or a factory of one per
+rank) advanced in the training thread by a rule that makes runs reproducible bit for
+bit (see its docstring and docs/resume.md). It is useful for tests and for
+simulators written in Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+
+if TYPE_CHECKING:  # types only: the stream (which builds on this module) promises
+    # numpy and pyzmq only
+    from melissa_trainer.config.arguments import TrainingArguments
+
+
+class SourceError(RuntimeError):
+    """The producer of a source failed; the original exception is the `__cause__`."""
+
+
+class Source(ABC):
+    """Fills one rank's buffer. Methods are called from the training thread."""
+
+    def configure(self, output_dir: str) -> None:  # noqa: B027 - optional, no-op
+        """Called once by the trainer, before anything else, with its `output_dir`
+        (where a source may put files: rendezvous, logs). No-op by default."""
+
+    def set_run_id(self, run_id: str) -> None:  # noqa: B027 - optional, no-op
+        """Called once by the trainer, after `configure` and before `start`, with this
+        run's identity (16 hex digits, new at each trainer, the same on every rank): a
+        source that hears from the outside uses it to refuse what another run sends
+        (a `StreamSource`'s receivers publish it and refuse HELLOs of another run).
+        No-op by default."""
+
+    @abstractmethod
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        """Begin filling `buffer`, in the background or through `wait_for` (returns at once).
+
+        `buffer` may already hold restored contents and counters: a resumed source
+        continues after what the buffer has already received.
+        """
+
+    @abstractmethod
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        """Do the producer's work that a read of `n_samples` needs; called by the reader
+        (the training thread) only.
+
+        The reader calls it before each read of the buffer with `timeout` 0: a source
+        whose producer works in this thread does that work here, between training
+        steps, rather than in a thread that competes with training for the GIL, and
+        must not wait for input that may not come. After a read the buffer could not
+        serve, the reader calls it with `timeout` > 0 (seconds) and reads again once it
+        returns: it returns when the buffer may serve `n_samples` (to the source's
+        knowledge: the buffer's watermark and rate limiter have the last word), when the
+        stream has ended, or after at most about `timeout` seconds, doing the producer's
+        work meanwhile if that is how this source ingests (a source whose producer is a
+        thread waits for it). A source that ingests in this thread may block for as long
+        as its producer takes, whatever `timeout`.
+
+        Raises:
+            SourceError: the producer failed (at any call from then on), or, with
+                `timeout` > 0, the buffer can neither serve the read nor be filled.
+        """
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Stop the producer and release its resources; idempotent, blocks until done."""
+
+    def hooks(self, args: TrainingArguments) -> list[Any]:
+        """The hooks this source needs, which the trainer installs first (called once,
+        at its construction, with the run's arguments): how a source hears of the
+        trainer's lifecycle (SOURCE_STARTED, END_OF_STREAM, PREEMPTED: `Event`) and
+        of what training computes (SIMULATION_LOSSES), as any hook does. A `Study`
+        gives one that starts its simulations once every rank's source has started and
+        tells it of the end of the stream and of a preemption; an adaptive one also a
+        `SimulationLossTracker` and a feed of its statistics to the sampler. None by
+        default. Each is a `melissa_trainer.hooks.Hook` (typed `Any`: the hooks are a
+        layer above this one; the trainer's `HookList` checks each).
+
+        Raises:
+            ValueError: `args` asks for what this source cannot follow.
+        """
+        return []
+
+    #: Keys of `telemetry()` that are figures of the whole study, which every rank counts
+    #: in full (e.g. simulations finished, when each receiver sees every simulation
+    #: end): the trainer reduces them over ranks with MAX, not SUM, so that a study of
+    #: 16 simulations logs 16 on any number of ranks. Empty by default.
+    study_keys: ClassVar[frozenset[str]] = frozenset()
+
+    def telemetry(self) -> dict[str, float]:
+        """Cumulative figures for the logs (messages, bytes, rejected…); empty by default.
+
+        The same keys on every rank: the trainer sums them over ranks at each log,
+        except `study_keys`, whose maximum over ranks is logged.
+        """
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serializable state saved with this rank's checkpoint (e.g. which
+        (simulation, time step) pairs were received); empty by default."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()`; called before `start`."""
+        if state:
+            raise ValueError(f"{type(self).__name__} has no state but the checkpoint holds some")
+
+    def reshard_state(
+        self,
+        states: Sequence[dict[str, Any]],
+        buffer_puts: Sequence[int],
+        rank: int,
+        world_size: int,
+        buffer_put: int,
+    ) -> dict[str, Any]:
+        """The state new rank `rank` of `world_size` loads (with `load_state_dict`) when
+        a checkpoint of ``len(states)`` ranks resumes on another number of ranks.
+
+        A pure function of its arguments (each new rank calls it on the same files, no
+        communication). `states[r]` is old rank r's `state_dict()`, `buffer_puts[r]` its
+        buffer's put count (its snapshot's ``put``), `buffer_put` the new rank's once its
+        share of the buffers is loaded (`melissa_trainer.buffers.reshard.share`).
+
+        The default: a source without state resumes on any number of ranks (``{}``);
+        one with state is refused. A source with per-rank state overrides this to merge
+        and re-split it (`StreamSource`, `Study`).
+
+        Raises:
+            ValueError: some old rank has state and this source cannot reshard it.
+        """
+        if any(states):
+            raise ValueError(
+                f"{type(self).__name__} cannot be resumed on another number of ranks "
+                f"({len(states)} -> {world_size}): its checkpoint holds per-rank state "
+                "that it does not know how to merge and re-split (override "
+                "Source.reshard_state to make it resumable on any number of ranks), "
+                f"or resume on {len(states)} ranks"
+            )
+        return {}
+
+
+SampleFactory = Callable[[int, int], Iterable[Mapping[str, Any]]]
+
+
+def as_sample(item: Any) -> Sample:
+    """Convert one produced item to a `Sample` (a dict of numpy arrays), or raise TypeError."""
+    if not isinstance(item, Mapping):
+        raise TypeError(
+            f"a source must produce mappings of field name -> array, got {type(item).__name__}"
+        )
+    return {str(k): np.asarray(v) for k, v in item.items()}
+
+
+class IterableSource(Source):
+    """Feeds the buffer from an iterable of samples, in the reader's thread.
+
+    Args:
+        data: an iterable of mappings (field name -> array-like), or a factory
+            `data(rank, world_size)` returning one, so that each rank gets its own share.
+
+    Determinism: the iterable is advanced only by `wait_for`, which the stream dataset
+    calls before each read of the buffer, and `wait_for` fills the buffer by a rule that
+    depends on nothing but the buffer's state (not on `n_samples` nor `timeout`): it
+    inserts until the buffer would make a `put` wait (full; for a reservoir, once every
+    held sample is undrawn; or the rate limiter holds inserts back), or the iterable is
+    exhausted (the buffer is then closed). The buffer's contents at each random draw
+    therefore do not depend on thread timing, and a run is reproducible bit for bit
+    with any buffer (same seed, same iterable). The iterable is consumed on demand: no
+    further than the buffer needs, and a slow iterable (a simulation step in Python)
+    slows training by what it takes; for a concurrent producer, stream from
+    simulations (`StreamSource`).
+
+    Resume contract: when the buffer passed to `start` has already received `k`
+    samples (restored from a checkpoint), the first `k` items of the iterable are
+    skipped (iterated, then dropped: a generator recomputes them), so a deterministic
+    iterable continues exactly where it stopped.
+
+    If iterating raises (or an item is not a mapping), the buffer is closed and
+    `wait_for` raises `SourceError` from it, now and at every later call.
+
+    Not thread-safe: `start`, `wait_for`, `stop` from one thread (the reader's).
+    """
+
+    def __init__(self, data: Iterable[Mapping[str, Any]] | SampleFactory) -> None:
+        self._data = data
+        self._buffer: Buffer | None = None
+        self._items: Iterator[Mapping[str, Any]] | None = None
+        self._skip = 0
+        self._held: Sample | None = None  # taken from the iterable, refused by the buffer
+        self._done = False
+        self._error: BaseException | None = None
+
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        """Bind the iterable of this rank; nothing is produced before the first `wait_for`."""
+        if self._buffer is not None:
+            raise RuntimeError("IterableSource.start() was called twice")
+        data = self._data(rank, world_size) if callable(self._data) else self._data
+        self._items = iter(data)
+        self._skip = buffer.stats().put
+        self._buffer = buffer
+
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        """Put samples into the buffer until it would make a `put` wait, or close it at
+        the end of the iterable, whatever `n_samples` (see the determinism rule).
+
+        Blocks for as long as the iterable takes to produce them, whatever `timeout`.
+        With `timeout` > 0 (the reader found no servable read after the previous fill),
+        a fill that puts nothing means that the reader and this producer wait for each
+        other (a rate limiter whose tolerance is too small): `SourceError` says so
+        rather than the reader waiting forever.
+
+        Raises:
+            SourceError: the iterable failed, produced something other than a mapping,
+                or the buffer can neither be read nor filled (see above).
+        """
+        buffer, items = self._buffer, self._items
+        if self._error is not None:
+            raise self._failure() from self._error
+        if buffer is None or items is None or self._done:
+            return
+        put = 0
+        try:
+            if self._skip:
+                next(itertools.islice(items, self._skip, self._skip), None)
+                self._skip = 0
+            while True:
+                if self._held is None:
+                    self._held = as_sample(next(items))
+                if not buffer.try_put(self._held):
+                    break
+                self._held = None
+                put += 1
+        except StopIteration:
+            self._done = True
+            buffer.close()
+            return
+        except BufferClosedError:  # closed by the trainer: nothing more is wanted
+            self._done = True
+            return
+        except Exception as exc:
+            self._error = exc
+            self._done = True
+            buffer.close()
+            raise self._failure() from exc
+        if timeout > 0 and put == 0:
+            raise SourceError(
+                f"the buffer ({buffer!r}, {buffer.rate_limiter!r}) can neither serve the "
+                "next read nor take a sample, and nothing else fills it: with a rate "
+                "limiter, raise sample_to_insert_tolerance to at least "
+                "sample_to_insert_ratio + batch_size (or leave it unset)"
+            )
+
+    def _failure(self) -> SourceError:
+        return SourceError(f"the sample source failed: {self._error!r}")
+
+    def stop(self) -> None:
+        """Stop producing (idempotent; there is no thread to wait for)."""
+        self._done = True
+        self._held = None
+
+
+def as_source(obj: Source | Iterable[Mapping[str, Any]] | SampleFactory) -> Source:
+    """Accept a `Source`, an iterable of samples or a per-rank factory of one."""
+    if isinstance(obj, Source):
+        return obj
+    if callable(obj) or isinstance(obj, Iterable):
+        return IterableSource(obj)
+    raise TypeError(
+        "train_source must be a melissa_trainer Source, an iterable of samples, or a "
+        f"callable (rank, world_size) -> iterable; got {type(obj).__name__}"
+    )

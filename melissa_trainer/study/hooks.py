@@ -1,0 +1,71 @@
+"""The hooks a `Study` gives its trainer (`Study.hooks`): how it hears of the run.
+
+A study acts at three points of the trainer's lifecycle, and an adaptive one on what
+training computes; each is an event every hook sees (`Event`), which these hooks turn
+into calls of the study's public methods:
+
+* `StudyEvents`: SOURCE_STARTED -> `Study.on_all_ranks_started` (rank 0 starts the
+  simulations; on resume a collective), END_OF_STREAM -> `Study.on_end_of_stream` and
+  PREEMPTED -> `Study.on_preempted` (how long `Study.stop` waits for the last
+  simulations);
+* `AdaptiveFeed`: SIMULATION_LOSSES (fired by the study's `SimulationLossTracker`) ->
+  `Study.observe_simulation_losses` (rank 0 feeds each changed simulation's relative
+  loss to the launcher's `observe`).
+
+They hold no state of their own (the study's is the source's checkpoint part). Training
+thread only, as every hook.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.hooks.base import Hook
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.loss_per_simulation import SimulationLoss
+    from melissa_trainer.core.view import TrainerView
+    from melissa_trainer.study.study import Study
+
+__all__ = ["AdaptiveFeed", "StudyEvents"]
+
+
+class StudyEvents(Hook):
+    """Tells `study` of the run's lifecycle (module docstring)."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+
+    def on_source_started(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self.study.on_all_ranks_started()
+
+    def on_end_of_stream(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self.study.on_end_of_stream()
+
+    def on_preempted(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self.study.on_preempted()
+
+
+class AdaptiveFeed(Hook):
+    """Feeds each reduction of the per-simulation losses to `study`'s sampler (module
+    docstring)."""
+
+    def __init__(self, study: Study) -> None:
+        self.study = study
+
+    def on_simulation_losses(
+        self,
+        trainer: TrainerView,
+        state: TrainerState,
+        control: TrainerControl,
+        updated: Mapping[int, SimulationLoss],
+    ) -> None:
+        self.study.observe_simulation_losses(updated)

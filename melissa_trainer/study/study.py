@@ -1,0 +1,362 @@
+"""`Study`: a launcher's simulations streamed into the trainer, as its `train_source`.
+
+    launcher = Launcher("python heat.py {parameters}", sampler, n_simulations=500, job_limit=8)
+    trainer = OnlineTrainer(model, args, optimizer, train_source=Study(launcher))
+    # the stream's settings: Study(launcher, StreamSource(ReceiverConfig(bind="tcp://*:*")))
+
+A study composes two parts that know nothing of each other: a `StreamSource` (each
+rank's receiver filling its buffer: the data) and a `Launcher` (rank 0's supervisor of
+the simulations: the processes). The study owns what joins them:
+
+* **When the simulations start.** Rank 0 starts the launcher in `on_all_ranks_started`,
+  which the study's hook (`hooks`) calls at SOURCE_STARTED, fired by the trainer after a
+  barrier once every rank's `start` has returned: every receiver has published its
+  endpoint, so no simulation reads a rendezvous file left by an earlier run. Outside a
+  trainer, call it yourself after `start`.
+* **What the study hears of the run** comes through the hooks it gives the trainer
+  (`hooks`, `melissa_trainer.study.hooks`): the start above, the end of the stream and
+  a preemption (which decide how long `stop` waits) and, with an adaptive sampler, a
+  `SimulationLossTracker` whose statistics rank 0 feeds to the launcher's `observe`.
+* **What "finished" means.** Rank 0's receiver reports to the launcher (its heartbeat
+  is the receiver's per-simulation message count; a simulation is finished once its data
+  is complete, not when its process exits 0; a HELLO refused for other fields, or
+  non-finite data under ``ReceiverConfig(nonfinite="fail")``, fails that simulation).
+  A simulation given up is ABANDONed at every receiver, so that no rank waits for it
+  (a redrawn one's replacement is waited for instead).
+* **Failure surfaces as `SourceError`** from `wait_for`: the study failed (see
+  `Launcher`), every launched simulation has ended and the stream still waits (rank 0,
+  after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
+  failures (exit codes, log tails) appended.
+* **Stop.** `stop` ends the simulations first (none outlives the trainer; at the end of
+  the stream, on any rank, the last ones get `STOP_WAIT` s to exit and their data to
+  arrive, so that they are recorded as finished, unless `wait_for` raised; a run stopped
+  with data still to come, by `max_steps` or a hook, kills them at once), then the
+  receivers.
+* **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
+  ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
+  collective: the ranks gather the simulations their checkpointed receivers all have
+  complete; those are finished, and any other that had run runs again (the receivers'
+  dedup drops what they already have). What runs twice after a restart: the
+  simulations that were running or whose data the checkpoint lacks, nothing else.
+
+Without a launcher ("external mode") there is no study: give the trainer a
+`StreamSource(ReceiverConfig(expected_simulations=N))` and start the simulations
+yourself.
+
+Threading: as `StreamSource`, methods are called from the training thread
+(`telemetry` and `state_dict` may be called from any thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.buffers import Buffer
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core.loss_per_simulation import SimulationLoss, resolve_loss_steps
+from melissa_trainer.hooks import Hook, SimulationLossTracker
+from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.sources.source import Source, SourceError
+from melissa_trainer.stream.control import send_abandon
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
+
+__all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
+
+#: seconds simulations get to exit by themselves once the stream has ended
+STOP_WAIT = 10.0
+#: seconds the receiver must have been idle, every simulation having ended, before
+#: rank 0 says the stream waits for data that will never come
+ENDED_GRACE = 5.0
+#: launcher figures added to the telemetry (rank 0's; zeros elsewhere, so sums are exact)
+LAUNCHER_KEYS = ("running", "exited", "finished", "failed", "abandoned", "restarts", "redraws")
+
+
+class Study(Source):
+    """Runs `launcher`'s simulations and trains on what they stream (module docstring).
+
+    Args:
+        launcher: the simulations: what runs, how many, where, the failure policy. Its
+            per-job logs go to ``{output_dir}/study/logs`` unless it says otherwise.
+        stream: each rank's receiver (default ``StreamSource()``). Two of its
+            `ReceiverConfig` fields are filled in when left None: `expected_simulations`
+            is the launcher's `n_simulations`, and `rendezvous_dir` is
+            ``{output_dir}/rendezvous`` under a trainer (outside one, give it).
+
+    Raises:
+        TypeError: `launcher` is not a `Launcher` or `stream` not a `StreamSource`.
+    """
+
+    study_keys = StreamSource.study_keys
+
+    def __init__(self, launcher: Launcher, stream: StreamSource | None = None) -> None:
+        if not isinstance(launcher, Launcher):
+            raise TypeError(
+                f"Study(launcher, ...) takes a melissa_trainer.Launcher, "
+                f"not {type(launcher).__name__}"
+            )
+        stream = StreamSource() if stream is None else stream
+        if not isinstance(stream, StreamSource):
+            raise TypeError(
+                f"Study(launcher, stream) takes a melissa_trainer.StreamSource as stream, "
+                f"not {type(stream).__name__}"
+            )
+        stream.fill_in(
+            expected_simulations=launcher.n_simulations, parameters=launcher.sampler.names
+        )
+        self.launcher, self.stream = launcher, stream
+        self._output_dir: Path | None = None
+        self._rank = 0
+        self._resumed = False
+        self._launcher_state: dict[str, Any] | None = None
+        self._started = False  # the launcher runs (rank 0 only)
+        self._failed = False  # wait_for raised: training stops with an error
+        self._preempted = False  # on_preempted: stop need not wait either
+        self._stream_over = False  # on_end_of_stream: the last simulations are closing
+
+    def configure(self, output_dir: str) -> None:
+        self._output_dir = Path(output_dir)
+        self.stream.configure(output_dir)
+        self.stream.fill_in(rendezvous_dir=self._output_dir / "rendezvous")
+
+    def set_run_id(self, run_id: str) -> None:
+        """The trainer's run id: the receivers publish it and refuse other runs'
+        HELLOs; the launcher passes it to every job (``MELISSA_TRAINER_RUN_ID``), whose
+        client refuses a rendezvous of another run."""
+        self.stream.set_run_id(run_id)
+
+    def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
+        """Start this rank's receiver (the simulations start in `on_all_ranks_started`).
+
+        Raises:
+            ValueError: no `rendezvous_dir` outside an `OnlineTrainer`.
+            OSError: the receiver cannot bind its endpoint.
+        """
+        if self.stream.config.rendezvous_dir is None:
+            raise ValueError(
+                "a Study needs StreamSource(ReceiverConfig(rendezvous_dir=...)) outside an "
+                "OnlineTrainer (the trainer uses {output_dir}/rendezvous)"
+            )
+        self.stream.start(buffer, rank, world_size)
+        self._rank = rank
+
+    def on_all_ranks_started(self) -> None:
+        """Rank 0 starts the simulations (on resume, a collective: every rank calls it)."""
+        receiver = self.stream.receiver
+        if self._started:
+            return
+        if receiver is None:
+            raise RuntimeError("Study.on_all_ranks_started() before start()")
+        complete = _complete_on_every_rank(receiver.completed()) if self._resumed else None
+        if self._rank == 0:
+            self._start_launcher(receiver, complete)
+
+    def _start_launcher(self, receiver: Receiver, complete: set[int] | None) -> None:
+        launcher = self.launcher
+        if self._launcher_state:
+            launcher.load_state_dict(self._launcher_state)
+            launcher.reconcile(complete or set())
+        assert self.stream.config.rendezvous_dir is not None  # (checked at start)
+        rendezvous = Path(self.stream.config.rendezvous_dir)
+
+        def tell(simulation_id: int, replaced: bool) -> None:
+            # each rank's own endpoint and CURVE key (the nodes may use different ones)
+            entries = fetch_rendezvous(rendezvous, timeout=60.0)
+            endpoints = [str(e["endpoint"]) for e in entries]
+            keys = [e.get("curve_public_key") for e in entries]
+            send_abandon(endpoints, simulation_id, curve_public_key=keys, replaced=replaced)
+
+        def abandon(simulation_id: int) -> None:
+            tell(simulation_id, replaced=False)
+
+        def redrawn(simulation_id: int) -> None:
+            tell(simulation_id, replaced=True)
+
+        receiver.report_refusals_to_launcher()  # (before any simulation runs)
+        launcher.start(
+            rendezvous,
+            heartbeat=receiver.activity,
+            abandon=abandon,
+            redrawn=redrawn,
+            data=receiver,
+            study_dir=(self._output_dir or rendezvous.parent) / "study",
+            run_id=self.stream.config.run_id,
+        )
+        self._started = True
+
+    def wait_for(self, n_samples: int, timeout: float) -> None:
+        """The stream's `wait_for`, between two checks of the study (cheap at `timeout`
+        0: one attribute read; the "every simulation ended" check runs only when the
+        reader waits). Raises `SourceError` (module docstring)."""
+        try:
+            self._check_launcher()
+            try:
+                self.stream.wait_for(n_samples, timeout)
+            except SourceError as exc:
+                if not self._started:
+                    raise
+                failures = self.launcher.failures()
+                raise SourceError(f"{exc}\n{failures}") from exc.__cause__ or exc
+            self._check_launcher()
+            if timeout > 0:
+                self._check_not_waiting_forever()
+        except SourceError:
+            self._failed = True  # (stop need not wait for the last simulations' data)
+            raise
+
+    def _check_launcher(self) -> None:
+        if not self._started:
+            return
+        try:
+            self.launcher.check()
+        except Exception as exc:
+            # (`from None`: the launcher's error is this one's message; chained, its
+            # report would print twice. It stays reachable as __context__.)
+            raise SourceError(f"the simulation study failed: {exc}") from None
+
+    def _check_not_waiting_forever(self) -> None:
+        """Rank 0: every simulation of the study has ended, yet the stream waits."""
+        receiver = self.stream.receiver
+        if (
+            not self._started
+            or receiver is None
+            or receiver.ended
+            or receiver.idle_seconds() <= ENDED_GRACE  # (cheap first: done reads the study)
+            or not self.launcher.done
+        ):
+            return
+        waiting = receiver.waiting_for()
+        described = "; ".join(
+            f"{self.launcher.describe(s)}, {receiver.describe(s)}" for s in waiting[:8]
+        )
+        figures = receiver.telemetry()
+        raise SourceError(
+            f"every simulation of the study has ended, but the stream of rank "
+            f"{self._rank} still waits ({figures['simulations_finished']:.0f} of "
+            f"{self.stream.config.expected_simulations} expected simulations finished, "
+            f"{figures['simulations_abandoned']:.0f} abandoned): "
+            f"{described or 'no simulation it knows is unfinished'}"
+        )
+
+    def stop(self) -> None:
+        """End the simulations (none outlives the trainer), then the receivers."""
+        try:
+            if self._started:
+                # At the end of the stream (here, or on another rank) the simulations
+                # running are the study's last and are closing: let them exit and their
+                # data arrive (recorded as finished, not run again after a resume).
+                # Stopped with data still to come (max_steps, a hook), after an error or
+                # a preemption, nothing more will be trained on and the simulations may
+                # be blocked on a full buffer: no wait (those whose data is complete are
+                # recorded as finished all the same).
+                receiver = self.stream.receiver
+                ended = self._stream_over or (receiver is not None and receiver.ended)
+                hurry = self._failed or self._preempted
+                self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
+        finally:
+            self.stream.stop()
+
+    def on_end_of_stream(self) -> None:
+        """The stream has ended on some rank (END_OF_STREAM): `stop` gives the last simulations
+        `STOP_WAIT` s to exit and their data to arrive."""
+        self._stream_over = True
+
+    def on_preempted(self) -> None:
+        """The run is preempted (PREEMPTED; its checkpoint written): `stop` kills the simulations at
+        once, without the `STOP_WAIT` for the last ones' data (measured: a SIGTERM with
+        every simulation launched exited after 11.4 s, the checkpoint written at 0.1 s)."""
+        self._preempted = True
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the launcher's sampler is steered by the per-simulation training
+        losses (an `AdaptiveSampler`)."""
+        return isinstance(self.launcher.sampler, AdaptiveSampler)
+
+    def hooks(self, args: TrainingArguments) -> list[Hook]:
+        """`StudyEvents` (the run's lifecycle, told to this study); with an adaptive
+        sampler, first a `SimulationLossTracker` (every ``simulation_loss_steps`` steps,
+        `DEFAULT_SIMULATION_LOSS_STEPS` when unset) and an `AdaptiveFeed` after it.
+
+        Raises:
+            ValueError: the sampler is adaptive and ``simulation_loss_steps`` is 0.
+        """
+        if not self.adaptive:
+            return [StudyEvents(self)]
+        steps = resolve_loss_steps(args.simulation_loss_steps, wanted=True)
+        return [SimulationLossTracker(steps), AdaptiveFeed(self), StudyEvents(self)]
+
+    def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:
+        """Rank 0 steers the sampler with each updated simulation's `relative` loss (the
+        launcher takes its lock; the next draw, here or by a worker, sees them)."""
+        if self._rank != 0 or not self._started or not self.adaptive:
+            return
+        self.launcher.observe({sid: loss.relative for sid, loss in updated.items()})
+
+    def telemetry(self) -> dict[str, float]:
+        """The stream's figures and the launcher's (``launcher_running``, …; rank 0's,
+        zeros on the other ranks, so that sums over ranks are exact)."""
+        out = self.stream.telemetry()
+        summary = self.launcher.summary() if self._started else {}
+        out.update({f"launcher_{k}": float(summary.get(k, 0.0)) for k in LAUNCHER_KEYS})
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The stream's record, and on rank 0 the launcher's under ``"launcher"``."""
+        state = self.stream.state_dict()
+        if self._started:
+            return dict(state, launcher=self.launcher.state_dict())
+        if self._launcher_state:  # loaded, not started yet: keep it
+            return dict(state, launcher=self._launcher_state)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore `state_dict()` (before `start`); the launcher's record is applied
+        when rank 0 starts it, but checked now (the trainer loads the source's state
+        first): a study resumed with settings it cannot follow (another sampler, seed
+        or ranges; a Latin hypercube's size changed...) is refused before anything of
+        the checkpoint is loaded (`Launcher.check_resume`, a ValueError)."""
+        state = dict(state or {})
+        launcher_state = state.pop("launcher", None)
+        if launcher_state:
+            self.launcher.check_resume(launcher_state)
+        self.stream.load_state_dict(state)
+        self._launcher_state = launcher_state or None
+        self._resumed = True
+
+    def reshard_state(
+        self,
+        states: Sequence[dict[str, Any]],
+        buffer_puts: Sequence[int],
+        rank: int,
+        world_size: int,
+        buffer_put: int,
+    ) -> dict[str, Any]:
+        """The stream's records resharded (`StreamSource.reshard_state`); the launcher's
+        record, which only old rank 0 holds, goes to new rank 0 alone, unchanged."""
+        stream = [{k: v for k, v in (s or {}).items() if k != "launcher"} for s in states]
+        state = self.stream.reshard_state(stream, buffer_puts, rank, world_size, buffer_put)
+        launcher = states[0].get("launcher") if states and states[0] else None
+        if rank == 0 and launcher:
+            state = dict(state, launcher=launcher)
+        return state
+
+
+def _complete_on_every_rank(mine: Sequence[int]) -> set[int]:
+    """The simulations complete on every training rank (a collective when a process
+    group is up: all ranks call it), from each rank's list."""
+    import torch.distributed as dist  # the trainer's process group, if any
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return set(mine)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, sorted(mine))
+    complete = set(gathered[0])
+    for other in gathered[1:]:
+        complete &= set(other)
+    return complete

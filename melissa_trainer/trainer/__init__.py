@@ -1,0 +1,8 @@
+"""The top layer: `OnlineTrainer`, its loop (`loop`), its checkpoints written and read
+on every rank (`checkpointing`), its logs and evaluation (`reporting`), preemption
+(`preemption`) and the lock of its output directory (`output_lock`).
+"""
+
+from melissa_trainer.trainer.loop import OnlineTrainer
+
+__all__ = ["OnlineTrainer"]

@@ -1,0 +1,359 @@
+"""An `OnlineTrainer` checkpoint written, verified and read on every rank.
+
+The part of `OnlineTrainer` that `save_checkpoint`, `load_checkpoint` and the choice of
+the checkpoint to resume from delegate to (split out of trainer.py for its size). What
+a checkpoint holds is `checkpoint_registry`'s (its named parts, each written and read
+by its owner, the format version, the migrations in `checkpoint_migrations`); the
+directory mechanics (staging, fsync, atomic rename, rotation) are
+`melissa_trainer.checkpoint.paths`'s, the manifest `checkpoint_manifest`'s, the errors
+`checkpoint_errors`'; the layout is in `checkpoint`'s module docstring.
+
+No rank ever waits in a collective that another rank skipped: where a step may fail on
+one rank (a write, a load), every rank reports its outcome in one all-gather
+(`_agree`) instead of a barrier, and all go on, or all raise, together.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import torch
+
+from melissa_trainer.checkpoint import manifest, registry
+from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint.errors import (
+    CheckpointError,
+    CheckpointSaveError,
+    describe_save_failure,
+    describe_verification,
+    others,
+)
+from melissa_trainer.config.reading import ConfigError
+from melissa_trainer.hooks import Event
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
+    """See `OnlineTrainer.save_checkpoint`. Collective.
+
+    Steps, each ended by every rank reporting its outcome (`_agree`): the main rank
+    creates the staging directory; every rank writes its files; every rank hashes and
+    fsyncs what it wrote (the entries gathered on every rank); the main rank writes the
+    manifest, renames the directory and rotates. A failure at any step on any rank
+    (a full disk: `describe_save_failure`) stops every rank there: the main rank
+    removes the staging directory (no rank writes into it any more), `last_save_step`
+    is restored, and `CheckpointSaveError` is raised on every rank, or, with
+    ``on_save_error="continue"``, logged by the main rank and None returned.
+    """
+    acc, state = trainer.accelerator, trainer.state
+    # every sample trained on up to this step, counted over ranks (otherwise at the next log)
+    counts = torch.tensor(
+        [trainer.log_figures.take_untotaled()], dtype=torch.float64, device=acc.device
+    )
+    if trainer.stop_sync.distributed:
+        torch.distributed.all_reduce(counts)
+    state.total_samples_seen += int(counts.item())
+    last_save = state.last_save_step
+    state.last_save_step = state.global_step  # the checkpoint records its own step
+    root, step, rank = trainer.checkpoint_root, state.global_step, acc.process_index
+    staging, final = ckpt.staging_path(root, step), ckpt.checkpoint_path(root, step)
+    previous = ckpt.latest_checkpoint(root)  # the estimate of a full disk's bytes needed
+    hasher = manifest.Hasher(staging, rank)
+
+    def fail(exc: BaseException) -> str:
+        return describe_save_failure(exc, staging, final, previous, rank)
+
+    failure: BaseException | None = None
+    errors: list[str] = []
+    steps = (
+        (lambda: ckpt.begin(root, step)) if acc.is_main_process else None,
+        lambda: registry.write(trainer, staging),
+        lambda: _sync_and_hash(staging, rank, acc.num_processes, hasher),
+        (lambda: _commit(trainer, staging, final, hasher.entries)) if acc.is_main_process else None,
+    )
+    for index, action in enumerate(steps):
+        failure = _attempt(action)
+        hashed = hasher.entries if index == 2 else {}  # this rank's files, once
+        reports = _agree(trainer, (fail(failure) if failure else None, hashed))
+        errors = [error for error, _ in reports if error]
+        if errors:
+            break
+        for _, entries in reports:  # every rank's files, for the manifest
+            hasher.entries.update(entries)
+    if errors:
+        state.last_save_step = last_save
+        _save_failed(trainer, staging, final, previous, errors, failure)
+        return None
+    if acc.is_main_process:
+        try:
+            removed = ckpt.rotate(root, trainer.args.max_to_keep, keep=final)
+        except OSError as exc:  # the new checkpoint is in place: the save succeeded
+            logger.warning("saved %s, but could not remove old checkpoints: %s", final, exc)
+        else:
+            logger.info("saved %s (removed %s)", final, [p.name for p in removed])
+    trainer.hooks.fire(Event.SAVE, trainer, state, trainer.control, str(final))
+    return final
+
+
+def _sync_and_hash(staging: Path, rank: int, world_size: int, hasher: manifest.Hasher) -> None:
+    """fsync this rank's files of `staging`, hashing each (in threads) as it goes."""
+    try:
+        ckpt.fsync_rank_files(staging, rank, world_size, visit=hasher)
+    finally:
+        hasher.finish()  # also after a failed fsync: no hashing thread outlives the save
+
+
+def _commit(
+    trainer: OnlineTrainer, staging: Path, final: Path, entries: dict[str, manifest.Entry]
+) -> None:
+    """Main rank: the manifest of every rank's files, last, then the atomic rename."""
+    manifest.write(staging, entries, trainer.state.global_step)
+    ckpt.commit(staging, final)
+
+
+def _save_failed(
+    trainer: OnlineTrainer,
+    staging: Path,
+    final: Path,
+    previous: Path | None,
+    errors: list[str],
+    failure: BaseException | None,
+) -> None:
+    """Every rank, after a failed save: the main rank removes the staging directory;
+    then raise `CheckpointSaveError` (``on_save_error="stop"``) or log and go on."""
+    if trainer.is_main_process and staging.exists():
+        ckpt.remove_staging(staging)
+    intact = f"{previous} is intact" if previous is not None else "there is no earlier checkpoint"
+    stop = trainer.args.on_save_error == "stop"
+    message = (
+        f"could not save checkpoint {final}: {'; '.join(errors)}. The partial checkpoint "
+        f"was removed; {intact}. "
+        + (
+            "Training stops (on_save_error='stop'): make room and resume with "
+            "--resume_from_checkpoint latest, or set --on_save_error continue to train "
+            "on without the checkpoints that fail"
+            if stop
+            else "Training goes on without this checkpoint (on_save_error='continue')"
+        )
+    )
+    if stop:
+        raise CheckpointSaveError(message) from failure
+    if trainer.is_main_process:
+        logger.error("%s", message)
+    if failure is not None:  # this rank's own error, with its traceback
+        logger.error("rank %d's save error", trainer.process_index, exc_info=failure)
+
+
+def _attempt(action: Callable[[], object] | None) -> BaseException | None:
+    """Run `action` (None: nothing to do on this rank); its exception, or None."""
+    try:
+        if action is not None:
+            action()
+    except Exception as exc:  # reported to every rank by the caller, then raised or logged
+        return exc
+    return None
+
+
+def _agree(trainer: OnlineTrainer, report: T) -> list[T]:
+    """Every rank's `report`, in rank order, on every rank (one all-gather; a barrier)."""
+    if not trainer.stop_sync.distributed:
+        return [report]
+    reports: list[Any] = [None] * trainer.num_processes
+    torch.distributed.all_gather_object(reports, report)
+    return reports
+
+
+def _from_main(trainer: OnlineTrainer, value: T) -> T:
+    """The main rank's `value`, on every rank (one broadcast)."""
+    if not trainer.stop_sync.distributed:
+        return value
+    box = [value]
+    torch.distributed.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+# -- choosing the checkpoint to resume from ----------------------------------------------
+
+
+def resolve_resume(trainer: OnlineTrainer) -> Path | None:
+    """The checkpoint `args.resume_from_checkpoint` names, verified; the same on every
+    rank (the main rank lists the checkpoints; every rank verifies its share; the
+    problems are gathered). Collective.
+
+    "latest": the newest checkpoint that verifies; each one that does not is skipped
+    with one warning naming its files and what is wrong with them; a checkpoint without
+    a manifest (an earlier version's) is taken with a warning that it is unverified;
+    None (start afresh, with a warning) when there is no checkpoint; `CheckpointError`
+    when there are some but none verifies (starting afresh would silently discard them).
+    A path: `CheckpointError` naming the files when it does not verify.
+    """
+    arg, root = trainer.args.resume_from_checkpoint, trainer.checkpoint_root
+    if arg is None:
+        _start_afresh(trainer)
+        return None
+    if arg != "latest":
+        path = ckpt.resolve_resume(arg, root)
+        assert path is not None
+        problems = verify(trainer, path)
+        if problems:
+            raise CheckpointError(
+                f"{describe_verification(path, problems)}; {others(path)}", path, problems[0].file
+            )
+        if trainer.is_main_process:
+            _warn_of_newer(path, root)
+        return path
+    found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
+    if not found:
+        return ckpt.resolve_resume(arg, root)  # None, with its warning
+    for candidate in reversed(found):
+        path = Path(candidate)
+        problems = verify(trainer, path)
+        if not problems:
+            return path
+        if trainer.is_main_process:
+            logger.warning("%s: skipped", describe_verification(path, problems))
+    raise CheckpointError(
+        f"resume_from_checkpoint='latest': no checkpoint under {root} verifies (see the "
+        "warnings above); move them aside to start afresh",
+        Path(root),
+    )
+
+
+def _start_afresh(trainer: OnlineTrainer) -> None:
+    """Start afresh (`resume_from_checkpoint` None) only where no earlier run's
+    checkpoints would be mixed with this run's. Collective: the main rank looks and acts,
+    every rank gets its verdict (one broadcast) and all go on, or all raise, together.
+
+    A trainer past step 0 (it called `load_checkpoint` by hand) continues that run:
+    nothing to check. Otherwise complete checkpoints under `checkpoint_root` are refused
+    (`ConfigError` naming the three ways on), or, with `overwrite_output_dir`, their
+    folder is moved aside (`checkpoint.move_aside`) before anything starts: a later
+    ``"latest"`` would otherwise take the newest step of either run, and a save of a
+    step both wrote would replace the earlier run's. With `overwrite_output_dir` the
+    default TensorBoard folder (``{output_dir}/runs``, no `logging_dir` given) is moved
+    aside too, when not empty: TensorBoard would draw both runs as one series, the new
+    run's steps after the old one's end. A `logging_dir` of the user's is left alone.
+    """
+    if trainer.state.global_step > 0:
+        return
+    args, root = trainer.args, trainer.checkpoint_root
+    verdict: tuple[str, str] = ("fresh", "")
+    if trainer.is_main_process:
+        found = [p.name for p in ckpt.list_checkpoints(root)]
+        if found and not args.overwrite_output_dir:
+            verdict = ("refused", ", ".join(found))
+        elif args.overwrite_output_dir:
+            runs = Path(args.resolved_logging_dir) if args.logging_dir is None else None
+            now = time.time()  # one stamp for both folders
+            try:
+                moved = [str(ckpt.move_aside(root, now))] if found else []
+                if runs is not None and runs.is_dir() and any(runs.iterdir()):
+                    moved.append(str(ckpt.move_aside(runs, now)))
+                verdict = ("moved", " and ".join(moved)) if moved else verdict
+            except OSError as exc:
+                verdict = ("failed", f"{type(exc).__name__}: {exc}")
+    kind, detail = _from_main(trainer, verdict)
+    if kind == "refused":
+        out = args.output_dir
+        raise ConfigError(
+            f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
+            "resume_from_checkpoint is not set: continue that run with "
+            "--resume_from_checkpoint latest, start afresh in another --output_dir, or "
+            f"pass --overwrite_output_dir to move them to {root.name}-previous-TIME beside "
+            "them (nothing is deleted)",
+            context="start",
+        )
+    if kind == "failed":
+        raise RuntimeError(f"overwrite_output_dir: could not move the earlier run aside ({detail})")
+    if kind == "moved" and trainer.is_main_process:
+        logger.warning(
+            "overwrite_output_dir: the earlier run's files are now in %s; this run starts afresh",
+            detail,
+        )
+
+
+def _warn_of_newer(path: Path, root: Path) -> None:
+    """Warn when `root` holds checkpoints of later steps than `path`, the one named to
+    resume from: they are of the run this one does not continue, the checkpoints of this
+    run are written beside them (one of the same step replaces theirs), and a later
+    ``latest`` takes the newest by step, whichever run wrote it."""
+    found = ckpt.list_checkpoints(root)  # by step
+    resolved = [p.resolve() for p in found]
+    if path.resolve() not in resolved:  # a checkpoint of another directory
+        return
+    newer = [p.name for p in found[resolved.index(path.resolve()) + 1 :]]
+    if newer:
+        logger.warning(
+            "resuming from %s, but %s holds later checkpoints of the run this one does "
+            "not continue (%s): this run's checkpoints go beside them, one of the same "
+            "step replacing theirs, and --resume_from_checkpoint latest would take the "
+            "newest by step; move them aside to keep them apart",
+            path.name,
+            root,
+            ", ".join(newer),
+        )
+
+
+def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
+    """The problems of checkpoint `path` against its manifest, the same on every rank:
+    sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
+    or has no manifest (an earlier version's: the main rank warns that it is
+    unverified). Collective."""
+    read: tuple[dict[str, manifest.Entry] | None, str | None] = (None, None)
+    if trainer.is_main_process:  # the main rank's reading decides, for every rank
+        try:
+            read = (manifest.read(path), None)
+        except ValueError as exc:
+            read = (None, str(exc))
+    entries, unreadable = _from_main(trainer, read)
+    if unreadable is not None:  # (its message names the file: the Problem does)
+        what = unreadable.removeprefix(f"{path / manifest.MANIFEST}: ")
+        return [manifest.Problem(manifest.MANIFEST, what)]
+    if entries is None:
+        if trainer.is_main_process:
+            logger.warning(
+                "%s has no %s (written by a version before checkpoint manifests): "
+                "resuming from it unverified",
+                path,
+                manifest.MANIFEST,
+            )
+        return []
+    mine = manifest.owned_by(entries, trainer.process_index, trainer.num_processes)
+    local = manifest.check_sizes(path, mine)
+    if trainer.is_main_process:
+        local += manifest.unexpected(path, entries)
+    problems = [p for found in _agree(trainer, local) for p in found]
+    if not problems:  # the sizes are right: read every file
+        hashes = manifest.check_hashes(path, mine)
+        problems = [p for found in _agree(trainer, hashes) for p in found]
+    return sorted(problems, key=lambda p: p.file)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
+    """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
+    raised on every rank (`CheckpointError`, naming the file), never a hang. A
+    checkpoint of another number of ranks is resharded (`checkpoint_registry.load`)."""
+    failure: Exception | None = None
+    try:
+        registry.load(trainer, path)
+    except Exception as exc:  # (also a study's refusal: every rank must hear of it)
+        failure = exc
+    errors = [e for e in _agree(trainer, str(failure) if failure else None) if e]
+    if failure is not None:
+        raise failure
+    if errors:
+        raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
+    logger.info("resumed from %s at step %d", path, trainer.state.global_step)

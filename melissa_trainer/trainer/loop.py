@@ -1,0 +1,587 @@
+"""`OnlineTrainer`: the training loop, hook dispatch and stop synchronisation.
+
+Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
+The data path is one-directional: source -> buffer -> dataset -> this loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+import weakref
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import send_to_device, set_seed
+
+from melissa_trainer.buffers import Buffer, Sample, make_buffer
+from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core.accelerated import cpu_only_launch, make_train_step
+from melissa_trainer.core.dataset import (
+    Collate,
+    ProcessBatch,
+    ProcessSample,
+    StreamDataset,
+    check_batch_options,
+    check_device_buffer,
+)
+from melissa_trainer.core.device_buffer import make_device_buffer
+from melissa_trainer.core.figures import LogFigures
+from melissa_trainer.core.loss_guard import LossGuard
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.sample_losses import check_loss_overrides, per_sample_losses
+from melissa_trainer.core.staging import BatchStager
+from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.core.stop_sync import StopSync
+from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker, trainer_hooks
+from melissa_trainer.sources.source import Source, as_source
+from melissa_trainer.trainer import checkpointing as trainer_checkpoint
+from melissa_trainer.trainer import reporting as metrics
+from melissa_trainer.trainer.output_lock import OutputDirLock, lock_output_dir
+from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+
+logger = logging.getLogger(__name__)
+
+LossFn = Callable[[Any, Any], torch.Tensor]
+
+
+class OnlineTrainer:
+    """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
+
+    Args:
+        model: the network; prepared by Accelerate (device placement, DDP, mixed precision).
+        args: the run's `TrainingArguments`.
+        optimizer: an optimizer over `model`'s parameters.
+        lr_scheduler: optional; stepped once per optimizer step (not per rank), saved in
+            checkpoints.
+        train_source: what fills this rank's buffer: a `Source`, an iterable of samples
+            (mappings of field name -> array) or a factory `(rank, world_size) -> iterable`.
+        process_sample: turns one sample into one example; by default each field becomes
+            a tensor. The default `compute_loss` expects `(inputs, targets)` examples.
+        collate_fn: stacks examples into a batch (default: one `torch.stack` per field).
+        process_batch: instead of both: turns a `SampleBlock` (a batch of samples, one
+            array per field) into a batch at once (see `StreamDataset`).
+        loss_fn: `loss_fn(model(inputs), targets)`, mean squared error by default.
+        eval_dataset: a sequence of samples (like the stream's) for validation; each rank
+            evaluates its share and the mean loss is reduced over ranks.
+        hooks: user hooks, called after the source's and the built-in ones (see
+            `hooks.trainer_hooks`).
+        use_default_hooks: install the built-in hooks that `args` asks for
+            (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
+            ``simulation_loss_steps`` is installed either way).
+
+    Override `compute_loss(model, batch)` for any other loss or batch layout, and then
+    `compute_sample_losses` too if a hook asks for the per-sample losses (overrides
+    `Hook.on_sample_losses`: the per-simulation losses, `simulation_losses`, which an
+    adaptive sampler's study turns on).
+
+    Rank 0 locks `args.output_dir` at construction, until `train()` returns or raises
+    (see `melissa_trainer.trainer.output_lock`): a second trainer on the same directory is refused
+    with `OutputDirLocked`, on every rank, naming the holder.
+
+    Raises RuntimeError at construction under a launch with more processes on a node
+    than it has visible GPUs (the message names the fixes), `OutputDirLocked` when
+    another trainer uses `args.output_dir`, TypeError when a hook asks for the
+    per-sample losses and the class overrides `compute_loss` alone
+    (`sample_losses.check_loss_overrides`), ValueError when the source refuses
+    `args` (`Source.hooks`: an adaptive study with ``simulation_loss_steps=0``).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        args: TrainingArguments,
+        optimizer: torch.optim.Optimizer,
+        lr_scheduler: Any | None = None,
+        *,
+        train_source: Source | Iterable[Any] | Callable[[int, int], Iterable[Any]],
+        process_sample: ProcessSample | None = None,
+        collate_fn: Collate | None = None,
+        process_batch: ProcessBatch | None = None,
+        loss_fn: LossFn | None = None,
+        eval_dataset: Sequence[Sample] | None = None,
+        hooks: Iterable[Hook] = (),
+        use_default_hooks: bool = True,
+    ) -> None:
+        check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
+        self.args = args
+        self.accelerator = Accelerator(
+            cpu=cpu_only_launch(),
+            mixed_precision=args.mixed_precision,
+            gradient_accumulation_steps=args.gradient_accumulation_steps,
+            step_scheduler_with_optimizer=False,
+        )
+        acc = self.accelerator
+        set_seed(args.seed)
+        self.model, self.optimizer = acc.prepare(model, optimizer)
+        # Not prepared: Accelerate would step it once per rank at every step.
+        self.lr_scheduler = lr_scheduler
+        if lr_scheduler is not None:
+            acc.register_for_checkpointing(lr_scheduler)
+        self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
+        if eval_dataset is not None and len(eval_dataset) == 0:
+            raise ValueError("eval_dataset is empty: pass None to skip validation")
+        self.eval_dataset = eval_dataset
+
+        buffer_config = args.buffer_config(process_index=acc.process_index)
+        self.buffer: Buffer
+        if args.buffer_device == "accelerator":
+            check_device_buffer(process_sample, collate_fn)
+            self.buffer = make_device_buffer(buffer_config, acc.device)
+        else:
+            self.buffer = make_buffer(buffer_config)
+        if args.pseudo_epochs > 1 and args.buffer != "reservoir":
+            logger.warning(
+                "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "
+                "to replay it; use buffer='reservoir' to bound memory",
+                args.pseudo_epochs,
+                args.buffer,
+            )
+        self.source = as_source(train_source)  # (configured last, once output_dir is locked)
+        self.dataset = StreamDataset(
+            self.buffer,
+            args.batch_size,
+            process_sample,
+            collate_fn,
+            source=self.source,
+            process_batch=process_batch,
+        )
+        self.state = TrainerState(max_steps=args.max_steps)
+        self.control = TrainerControl()
+        self.hooks = HookList(
+            trainer_hooks(
+                args,
+                has_eval=eval_dataset is not None,
+                source_hooks=self.source.hooks(args),
+                user_hooks=hooks,
+                use_default_hooks=use_default_hooks,
+            )
+        )
+        self.stop_sync = StopSync(acc.device, acc.num_processes)
+        #: stops training at a non-finite loss, before any checkpoint holds it
+        self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)
+        self._move_batches = acc.device.type != "cpu"
+        #: the next batch collated and copied to the device a step ahead (`staging`)
+        self._stager = BatchStager(self.dataset, acc.device) if args.stage_batches else None
+        # the step's arithmetic, plain or Accelerate's, chosen once (see `accelerated`)
+        self._step = make_train_step(
+            acc,
+            self.model,
+            self.optimizer,
+            lr_scheduler,
+            self.compute_loss,
+            compile=args.compile_options(),  # the step's model compiled (`compiled`)
+        )
+        #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
+        self._sample_losses: torch.Tensor | None = None
+        self._choose_loss()  # (again at each train(): a hook may have been added since)
+        #: the figures counted since the last log (the loss sum is part of a checkpoint)
+        self.log_figures = LogFigures(acc.device)
+        #: The signal that preempted the last `train()` (None: not preempted); the same
+        #: on every rank, set before LOOP_END, so hooks may read it from there on.
+        self.preempted_by: signal.Signals | None = None
+        # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
+        # is written there (a source's `configure` may write), until `train()` ends.
+        self._output_lock: OutputDirLock | None
+        self._output_lock, run_id = lock_output_dir(
+            args.output_dir, acc.process_index, acc.num_processes, acc.device
+        )
+        #: This run's identity (the same on every rank, new at each trainer): the stream's
+        #: receivers refuse simulations of another run (see `Source.set_run_id`).
+        self.run_id = run_id
+        try:
+            self.source.configure(args.output_dir)
+            self.source.set_run_id(run_id)
+        except BaseException:
+            if self._output_lock is not None:
+                self._output_lock.release()
+            raise
+        if self._output_lock is not None:  # a trainer dropped untrained lets it go
+            weakref.finalize(self, self._output_lock.release)
+
+    # -- public properties ------------------------------------------------------------
+
+    @property
+    def is_main_process(self) -> bool:
+        return self.accelerator.is_main_process
+
+    @property
+    def process_index(self) -> int:
+        return self.accelerator.process_index
+
+    @property
+    def num_processes(self) -> int:
+        return self.accelerator.num_processes
+
+    @property
+    def checkpoint_root(self) -> Path:
+        return Path(self.args.output_dir) / "checkpoints"
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def train(self) -> TrainerState:
+        """Train until the stream ends, `max_steps`, or a hook's stop; returns the state.
+
+        Every rank returns at the same `global_step`. The source is stopped on return,
+        also when an exception propagates.
+
+        Raises:
+            Preempted: SIGTERM or SIGINT reached a rank (main thread only; the previous
+                handlers are back when this returns or raises). Every rank stops at the
+                next stop synchronisation (within `stop_sync_steps` steps with one
+                process, within twice that under several ranks, whose agreement is
+                read a window after it starts: see the loop below; a rank
+                waiting for data looks at the signal every `poll_interval` s at most),
+                writes a checkpoint of that step, stops the source and fires the end
+                hooks; a second signal exits at once (see `melissa_trainer.trainer.preemption`).
+                A signal after the last stop synchronisation lets training end as it
+                was about to (no Preempted). The order of events is `Event`'s docstring.
+        """
+        args, state, control, hooks = self.args, self.state, self.control, self.hooks
+        self._choose_loss()
+        self._hold_output_dir()
+        try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
+            resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
+            if resume is not None:
+                self.load_checkpoint(resume)
+                hooks.fire(Event.LOAD, self, state, control, str(resume))
+            self.source.start(self.buffer, self.process_index, self.num_processes)
+        except BaseException:
+            self._release_output_dir()  # ...leaves output_dir free for the next try
+            raise
+        # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
+        preemption = PreemptionHandler(on_force=self.source.stop).install()
+        self.preempted_by = None
+        try:
+            if self.num_processes > 1:
+                self.accelerator.wait_for_everyone()  # every rank's source has started
+            hooks.fire(Event.SOURCE_STARTED, self, state, control)
+            self.model.train()
+            self.log_figures.started = time.perf_counter()
+            hooks.fire(Event.TRAIN_START, self, state, control)
+            micro = args.gradient_accumulation_steps
+            sync, guard = self.stop_sync, self._loss_guard
+            sync.abandon()  # (an earlier train() that raised may have left one started)
+            # Under several ranks, the agreement on window k+1 is started before window
+            # k's steps are queued and read after them (`StopSync.start`): the host
+            # never waits for the device to run what it queued. A stop or a signal
+            # raised in window k then takes effect at the end of window k+1.
+            ahead = sync.distributed
+            signum = 0
+            while True:
+                window = self._window(state.global_step)
+                if window <= 0:
+                    break
+                if not sync.started:  # nothing agreed ahead: agree now (the host waits)
+                    # Take the window's batches first: the ranks then agree on what all can do.
+                    available = self.dataset.prefetch(window * micro, preemption.requested)
+                    code = guard.window_code()
+                    sync.start(control.should_stop, available, preemption.signum, code)
+                stop, available, signum = sync.result()
+                guard.settle(sync.extra)  # a non-finite loss: raises on every rank
+                if stop or signum:
+                    break
+                steps = available // micro
+                following = self._window(state.global_step + steps)
+                if ahead and steps == window and following > 0:
+                    # Take the next window's batches now (they stay pending, in order,
+                    # behind this window's) and start the ranks' agreement on them.
+                    held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
+                    sync.start(
+                        control.should_stop,
+                        held - steps * micro,
+                        preemption.signum,
+                        guard.window_code(),
+                    )
+                for i in range(steps):
+                    self._training_step(stage_next=i + 1 < steps)
+                if steps < window:  # the data ran out on some rank
+                    state.stream_ended = True
+                    hooks.fire(Event.END_OF_STREAM, self, state, control)
+                    if not control.should_rewind:
+                        break
+                    control.should_rewind = False
+                    hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
+                    self._perform_requested_actions()  # before the replay changes the buffer
+                    replayed = self.dataset.rewind()
+                    state.pseudo_epoch += 1
+                    logger.info(
+                        "pseudo-epoch %d: replaying %d samples", state.pseudo_epoch, replayed
+                    )
+                    hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
+            self._say_stopping()
+            self._end_training(signum)
+        finally:
+            self._say_stopping()
+            try:
+                self.source.stop()
+                self.hooks.close()
+            finally:
+                preemption.restore()
+                self._release_output_dir()  # the run is over: output_dir is free
+        return state
+
+    def _window(self, step: int) -> int:
+        """The steps of the stop-sync window that starts at `step`: up to the next
+        multiple of `stop_sync_steps` (windows are aligned on them, so that a resume
+        knows where the window of its checkpoint ends, whatever batches were taken
+        ahead), fewer if `max_steps` is nearer; <= 0: no more steps."""
+        every = self.args.stop_sync_steps
+        window = every - step % every
+        if self.state.max_steps is not None:
+            window = min(window, self.state.max_steps - step)
+        return window
+
+    def _hold_output_dir(self) -> None:
+        """Hold `output_dir` for this `train()` (again after an earlier one released
+        it); refused if a newer trainer of this process took it over."""
+        lock = self._output_lock
+        if lock is None:
+            return
+        if lock.superseded:
+            raise RuntimeError(
+                f"a newer OnlineTrainer of this process took output_dir {self.args.output_dir!r} "
+                "over while this one was not training: train the newer one, or build a new one"
+            )
+        lock.acquire()
+        lock.active = True
+
+    def _release_output_dir(self) -> None:
+        """Let `output_dir` go: at the end of `train`, or when it raises before its loop."""
+        if self._output_lock is not None:
+            self._output_lock.active = False
+            self._output_lock.release()
+
+    def _say_stopping(self) -> None:
+        """The loop is over: a trainer started on this output_dir now waits for this one
+        to exit rather than failing (see `output_lock`)."""
+        if self._output_lock is not None:
+            self._output_lock.stopping()
+
+    def _end_training(self, signum: int) -> None:
+        """After the loop, on every rank at the same step: LOOP_END, the final log,
+        validation and save that hooks request there, the source stopped, TRAIN_END.
+
+        `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint
+        of this step is then written whatever the hooks asked, and `Preempted` raised
+        after TRAIN_END.
+        """
+        state, control, hooks = self.state, self.control, self.hooks
+        self._loss_guard.check()  # the last window's losses (collective)
+        if signum:
+            self.preempted_by = signal.Signals(signum)
+            logger.warning(
+                "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
+                self.preempted_by.name,
+                self.process_index,
+                state.global_step,
+            )
+        hooks.fire(Event.LOOP_END, self, state, control)
+        self._perform_requested_actions()
+        if signum and state.last_save_step != state.global_step:
+            self.save_checkpoint()  # collective: every rank agreed on signum
+        if signum:
+            hooks.fire(Event.PREEMPTED, self, state, control)
+        self.source.stop()  # before the end hooks: no simulation runs while they do
+        hooks.fire(Event.TRAIN_END, self, state, control)
+        requested = control.pending()
+        if requested:  # no action point is left to honour them: say so, never drop silently
+            logger.warning(
+                "a hook set %s after the last action point (in on_preempted or "
+                "on_train_end, or in the events of the final log, validation or save): "
+                "ignored; request them in on_loop_end",
+                " and ".join(requested),
+            )
+        if signum:
+            path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
+            preempted = Preempted(signum, state.global_step, str(path))
+            if self.is_main_process:
+                logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
+            raise preempted
+
+    def _training_step(self, stage_next: bool = False) -> None:
+        """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
+        with `stage_next` (the window holds another step), the next step's first batch
+        is staged at the end (after the actions: a checkpoint there saves it raw)."""
+        state, control, hooks = self.state, self.control, self.hooks
+        step, figures, stager = self._step, self.log_figures, self._stager
+        hooks.fire(Event.STEP_START, self, state, control)
+        micro = self.args.gradient_accumulation_steps
+        for k in range(micro):
+            batch, n = self._next_batch()
+            state.samples_seen += n
+            figures.samples += n
+            hooks.fire(Event.BATCH_READY, self, state, control, batch)
+            loss = step.backward(batch)
+            self._loss_guard.record(loss, state.global_step + 1, self.dataset.last_samples)
+            figures.loss_sum += loss  # stays on the device: no sync per step
+            figures.loss_count += 1
+            sample_losses = self._sample_losses
+            if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
+                self._sample_losses = None
+                ids = self.dataset.last_simulation_ids
+                hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
+            hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
+            if stager is not None and k + 1 < micro:
+                stager.stage()  # this step's next micro-batch, while the GPU runs this one
+        step.update()
+        state.global_step += 1
+        figures.steps += 1
+        hooks.fire(Event.STEP_END, self, state, control)
+        self._perform_requested_actions()
+        if stager is not None and stage_next:
+            stager.stage()
+
+    def _next_batch(self) -> tuple[Any, int]:
+        """The next pending batch on the device and its number of samples: the staged
+        one with `stage_batches`, else collated and sent now (`send_to_device`)."""
+        if self._stager is not None:
+            return self._stager.next_batch()
+        batch, n = self.dataset.next_batch()
+        if self._move_batches:
+            batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
+        return batch, n
+
+    def _perform_requested_actions(self) -> None:
+        """An action point: the log, validation and save requested since the last one.
+
+        The one place where these flags are cleared, each as its action starts: a
+        request made by the action's own events (a save asked for in
+        `on_validation_end`, say) is then performed here too when its action comes
+        later, or at the next action point otherwise; never dropped.
+        """
+        control = self.control
+        if control.should_log or control.should_validate or control.should_save:
+            self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
+        if control.should_log:
+            control.should_log = False
+            self.log()
+        if control.should_validate:
+            control.should_validate = False
+            self.evaluate()
+        if control.should_save:
+            control.should_save = False
+            self.save_checkpoint()
+
+    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
+        mean of `compute_sample_losses` where a subclass overrides that alone (one loss,
+        whether per-simulation losses are tracked or not, and in validation)."""
+        if type(self).compute_sample_losses is not OnlineTrainer.compute_sample_losses:
+            return self.compute_sample_losses(model, batch).mean()
+        inputs, targets = _inputs_targets(batch, "compute_loss")
+        return self.loss_fn(model(inputs), targets)
+
+    def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
+        their mean is the step's loss when a hook asks for them (SAMPLE_LOSSES: the
+        per-simulation losses are tracked; instead of `compute_loss`: one forward
+        pass). By default ``loss_fn(model(inputs), targets, reduction="none")``
+        averaged over all but the first dimension. A `process_batch`
+        or `collate_fn` must then keep one row per sample, in order: the losses are
+        matched to the samples' simulations by position."""
+        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+        return per_sample_losses(self.loss_fn, model(inputs), targets)
+
+    def _choose_loss(self) -> None:
+        """The step's loss: the mean of `compute_sample_losses`, kept for SAMPLE_LOSSES,
+        when some hook listens to that event (it then also needs the batches'
+        simulation ids), else `compute_loss`. Raises TypeError as
+        `check_loss_overrides`."""
+        wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
+        if wanted:
+            check_loss_overrides(type(self), OnlineTrainer)
+        self.dataset.track_simulation_ids = wanted
+        self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
+
+    def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The step's loss when a hook listens to SAMPLE_LOSSES: the mean of the
+        per-sample losses, which are kept (detached, on the device) for the event."""
+        losses = self.compute_sample_losses(model, batch)
+        self._sample_losses = losses.detach()
+        return losses.mean()
+
+    @property
+    def simulation_losses(self) -> SimulationLosses:
+        """Each simulation's training loss, the same on every rank: the statistics of
+        the `SimulationLossTracker` among the hooks (installed by
+        ``simulation_loss_steps`` or an adaptive study), empty when there is none. A
+        read-only mapping simulation id -> `SimulationLoss`; read it between steps."""
+        tracker = self.hooks.get(SimulationLossTracker)
+        if tracker is None:
+            return SimulationLosses(self.accelerator.device, distributed=False)
+        return tracker.losses
+
+    # -- actions requested by hooks --------------------------------------------------------
+
+    def log(self) -> dict[str, float]:
+        """Reduce the figures since the last log over ranks and fire LOG. Collective.
+
+        `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
+        also across a resume), `state.last_log_step` is this step. The source's
+        telemetry is summed over ranks, but for its `study_keys` (figures every rank
+        counts in full), whose maximum is logged (see `LogFigures.reduce`).
+        """
+        return metrics.log(self)
+
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;
+        fires VALIDATION_START and VALIDATION_END. Collective.
+
+        Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
+        `validations_since_best`: see `TrainerState.record_metric`) and the step in
+        `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
+        `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
+        """
+        return metrics.evaluate(self)
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def save_checkpoint(self) -> Path | None:
+        """Write a checkpoint of this step on every rank; returns its path. Collective.
+
+        A failure on any rank (a full disk) removes the partial checkpoint and raises
+        `CheckpointSaveError` on every rank, or, with ``on_save_error="continue"``, is
+        logged and returns None. The checkpoint holds a manifest of its files' hashes,
+        written last (see `melissa_trainer.checkpoint.manifest`).
+
+        Idempotent: saving twice at one step rewrites the same checkpoint. Durable: every
+        file is fsynced before the atomic rename, and the directories after it (see
+        `checkpoint`'s module docstring); a save blocks training for that long.
+        `state.total_samples_seen` is made exact first (one small all-reduce), so the
+        checkpoint records every sample trained on up to this step; `state.last_save_step`
+        is this step. Fires SAVE once the checkpoint is in place.
+
+        Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
+        loss since the last check, or a weight, is NaN or infinite.
+        """
+        self._loss_guard.check(self.model.parameters())
+        return trainer_checkpoint.save_checkpoint(self)
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
+
+        See docs/resume.md for what is restored exactly and what user code sees again.
+        A checkpoint written by another number of ranks is resharded: each rank takes
+        its share of every per-rank part (`checkpoint_reshard`). Raises ValueError when
+        it cannot be (a source that cannot reshard, another buffer kind: before
+        anything is loaded), `CheckpointError` naming the file when one does not load
+        (on every rank). Collective. It does not verify the manifest: `train()` does,
+        when it resumes.
+        """
+        trainer_checkpoint.load_checkpoint(self, Path(path))
+
+
+def _inputs_targets(batch: Any, method: str) -> tuple[Any, Any]:
+    """`batch` as `(inputs, targets)`, else a TypeError naming the default `method`."""
+    if not (isinstance(batch, tuple | list) and len(batch) == 2):
+        raise TypeError(
+            f"the default {method} expects batches of (inputs, targets): return a "
+            f"2-tuple from process_sample, or override OnlineTrainer.{method}"
+        )
+    return batch[0], batch[1]

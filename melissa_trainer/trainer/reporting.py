@@ -1,0 +1,76 @@
+"""What the trainer reports: its training logs (`log`, which `OnlineTrainer.log`
+delegates to; the figures are `core.figures.LogFigures`) and validation (`evaluate`,
+which `OnlineTrainer.evaluate` delegates to), each reduced over ranks so that every rank
+holds the same.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+from accelerate.utils import send_to_device
+
+from melissa_trainer.hooks import Event
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+
+def log(trainer: OnlineTrainer) -> dict[str, float]:
+    """See `OnlineTrainer.log`: the figures since the last log reduced over ranks, into
+    the state's history, and LOG fired. Collective."""
+    state = trainer.state
+    if trainer.lr_scheduler is not None:
+        lr = float(trainer.lr_scheduler.get_last_lr()[0])
+    else:
+        lr = float(trainer.optimizer.param_groups[0]["lr"])
+    logs, new_total, losses = trainer.log_figures.reduce(
+        trainer.buffer,
+        trainer.source,
+        trainer.num_processes,
+        trainer.stop_sync.distributed,
+        lr,
+    )
+    state.total_samples_seen += new_total
+    state.last_log_step = state.global_step
+    if losses:
+        state.last_loss = logs["loss"]
+    state.append_log(logs)
+    trainer.hooks.fire(Event.LOG, trainer, state, trainer.control, logs)
+    return logs
+
+
+def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
+    """See `OnlineTrainer.evaluate`: each rank evaluates every `num_processes`-th sample
+    of `eval_dataset` from its index (eval mode, no gradients, the accelerator's
+    autocast), and the sums are all-reduced. Collective."""
+    if trainer.eval_dataset is None:
+        raise ValueError("evaluate() needs an eval_dataset")
+    acc, state, control, args = trainer.accelerator, trainer.state, trainer.control, trainer.args
+    trainer.hooks.fire(Event.VALIDATION_START, trainer, state, control)
+    mine = range(acc.process_index, len(trainer.eval_dataset), acc.num_processes)
+    sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
+    move = acc.device.type != "cpu"
+    trainer.model.eval()
+    with torch.no_grad():
+        for start in range(0, len(mine), args.batch_size):
+            samples = [trainer.eval_dataset[i] for i in mine[start : start + args.batch_size]]
+            batch = trainer.dataset.collate_samples(samples)
+            if move:
+                batch = send_to_device(batch, acc.device)
+            with acc.autocast():
+                loss = trainer.compute_loss(trainer.model, batch)
+            sums[0] += loss.double() * len(samples)
+            sums[1] += len(samples)
+    trainer.model.train()
+    if trainer.stop_sync.distributed:
+        dist.all_reduce(sums)
+    total, count = sums.tolist()
+    metrics = {"eval_loss": total / count}
+    state.record_metric(metrics, args.metric_for_best_model, args.greater_is_better)
+    state.last_eval_step = state.global_step
+    state.append_log(metrics)
+    trainer.hooks.fire(Event.VALIDATION_END, trainer, state, control, metrics)
+    return metrics

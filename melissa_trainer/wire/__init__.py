@@ -1,0 +1,178 @@
+"""The wire protocol between simulations and the trainer (version 2).
+
+Language-neutral and pickle-free: fixed-layout little-endian binary headers (Python
+`struct`), JSON only for the once-per-simulation HELLO, raw array bytes. The full
+specification, precise enough to write a C or Fortran client, is `docs/protocol.md`;
+this package is its reference implementation. It imports only the standard library and
+numpy, so that simulations can use it without torch.
+
+Message kinds:
+
+* HELLO (one per client rank, before its data): the fields it will send (name, dtype,
+  global shape), the simulation's parameters, its rank and rank count, and optionally
+  the run id it belongs to (a receiver of another run refuses it; absent: unchecked,
+  as older clients send it).
+* DATA (one per field, time step and client rank): this rank's contiguous part of the
+  field, as a flat element range `[offset, offset + count)` of the C-ordered global
+  array. The bytes follow the header in the same ZeroMQ frame (INLINE flag, cheap for
+  small messages) or come as a second frame (received without a copy, for large ones).
+  The FINITE flag (DATA and BATCH) says that the sender checked every value finite,
+  so that the receiver need not read the payload to check it again.
+* BYE (one per client rank and receiver, after its data): how many time steps it sent
+  to that receiver (version 2; version 1 counted them over all receivers, which tied
+  the end of a simulation to steps numbered 0, 1, 2... with several receivers).
+* BATCH (one frame): several time steps of one field of one client rank, each an
+  8-byte time step followed by the payload; what DATA carries, with the header paid
+  once. The client coalesces small messages into batches (a receiver then handles a
+  batch of whole single-field samples as arrays, not message by message).
+* ABANDON (from the launcher, to every receiver): a simulation will send nothing more
+  and must not be waited for (it failed for good); what it sent stays.
+
+`decode` validates everything that can be checked from one message (magic, version,
+kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
+machine-readable `reason`; the receiver checks the rest against the HELLO.
+
+Modules, each importable alone; every public name is re-exported here, and callers use
+this package (``from melissa_trainer import wire``):
+
+* `layout`: the bytes: constants, limits, dtypes, header `Struct`s, the `*_AT` offsets
+  (the wire layout's one home: no other module of `stream` or `client` packs bytes);
+* `messages`: the decoded messages, `FieldSpec`, `ProtocolError`;
+* `encoding`: the frames and prebuilt headers a sender writes;
+* `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
+* `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
+"""
+
+from __future__ import annotations
+
+from melissa_trainer.wire.checks import (
+    check_run_id,
+    dtype_code,
+    field_specs,
+)
+from melissa_trainer.wire.decoding import (
+    decode,
+    peek_simulation_id,
+)
+from melissa_trainer.wire.encoding import (
+    batch_header_of,
+    encode_abandon,
+    encode_batch_header,
+    encode_bye,
+    encode_data_header,
+    encode_hello,
+    split_at_time_step,
+    with_finite_flag,
+)
+from melissa_trainer.wire.layout import (
+    ABANDON,
+    AFTER_TIME_STEP_AT,
+    BATCH,
+    BYE,
+    BYE_FIXED,
+    DATA,
+    DATA_FIXED,
+    DATA_HEADER_BYTES,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    DIM_BYTES,
+    DIMS,
+    DTYPE_CODES,
+    DTYPES,
+    FLAG_FINITE,
+    FLAG_INLINE,
+    FLAG_REPLACED,
+    FLAGS_AT,
+    HELLO,
+    HELLO_DTYPES,
+    HELLO_FIXED,
+    KIND_AT,
+    KIND_NAMES,
+    MAGIC,
+    MAX_CLIENT_RANKS,
+    MAX_HELLO_BYTES,
+    MAX_NAME_BYTES,
+    MAX_NDIM,
+    MAX_RUN_ID_CHARS,
+    NAME_LEN_AT,
+    NDIM_AT,
+    PREFIX,
+    RECORDS_AT,
+    RESERVED_NAMES,
+    SIMULATION_ID_AT,
+    TIME_STEP_AT,
+    U64,
+    U64_LIMIT,
+    VERSION,
+)
+from melissa_trainer.wire.messages import (
+    Abandon,
+    Batch,
+    Bye,
+    Data,
+    FieldSpec,
+    Hello,
+    Message,
+    ProtocolError,
+)
+
+__all__ = [
+    "ABANDON",
+    "AFTER_TIME_STEP_AT",
+    "Abandon",
+    "BATCH",
+    "BYE",
+    "BYE_FIXED",
+    "Batch",
+    "Bye",
+    "DATA",
+    "DATA_FIXED",
+    "DATA_HEADER_BYTES",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "DIMS",
+    "DIM_BYTES",
+    "DTYPES",
+    "DTYPE_CODES",
+    "Data",
+    "FLAGS_AT",
+    "FLAG_FINITE",
+    "FLAG_INLINE",
+    "FLAG_REPLACED",
+    "FieldSpec",
+    "HELLO",
+    "HELLO_DTYPES",
+    "HELLO_FIXED",
+    "Hello",
+    "KIND_AT",
+    "KIND_NAMES",
+    "MAGIC",
+    "MAX_CLIENT_RANKS",
+    "MAX_HELLO_BYTES",
+    "MAX_NAME_BYTES",
+    "MAX_NDIM",
+    "MAX_RUN_ID_CHARS",
+    "Message",
+    "NAME_LEN_AT",
+    "NDIM_AT",
+    "PREFIX",
+    "ProtocolError",
+    "RECORDS_AT",
+    "RESERVED_NAMES",
+    "SIMULATION_ID_AT",
+    "TIME_STEP_AT",
+    "U64",
+    "U64_LIMIT",
+    "VERSION",
+    "batch_header_of",
+    "check_run_id",
+    "decode",
+    "dtype_code",
+    "encode_abandon",
+    "encode_batch_header",
+    "encode_bye",
+    "encode_data_header",
+    "encode_hello",
+    "field_specs",
+    "peek_simulation_id",
+    "split_at_time_step",
+    "with_finite_flag",
+]

@@ -212,7 +212,7 @@ _MODULES = {
 
 def __getattr__(name: str) -> Any:
     moved = _moved.MOVED.get(f"melissa_trainer.{name}")
-    if moved is not None:  # ``melissa_trainer.arguments`` and the like, by attribute
+    if moved is not None:  # a moved module reached as an attribute of the package
         return importlib.import_module(f"melissa_trainer.{name}")
     module = _MODULES.get(name)
     if module is None:

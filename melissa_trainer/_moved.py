@@ -2,7 +2,7 @@
 for one release: importing an old path warns (`DeprecationWarning`, attributed to the
 importing line) and gives the module at its new path, the same object.
 
-Installed once, by the package's ``__init__``, as a finder at the end of `sys.meta_path`
+Installed once, by the package's ``__init__``, as the first finder of `sys.meta_path`
 (it answers only for the names in `MOVED`, none of which exists as a file any more).
 """
 
@@ -57,17 +57,20 @@ MOVED: dict[str, str] = {
 
 
 def _stacklevel() -> int:
-    """The `warnings.warn` stack level of the first frame outside the import system
-    and this module: the line that imported the old path."""
+    """The `warnings.warn` stack level, from `warn_moved`, of the first frame outside this
+    module: the line that imported the old path. The import system's own frames are not
+    counted (`warnings` skips them, as it skips any ``importlib._bootstrap`` frame)."""
     frame = inspect.currentframe()
-    frame = frame.f_back if frame is not None else None
+    frame = frame.f_back if frame is not None else None  # warn_moved's
     level = 1
-    while frame is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib")
-        or frame.f_code.co_filename == __file__
-    ):
+    while frame is not None:
+        name = frame.f_code.co_filename
+        internal = "importlib" in name and "_bootstrap" in name
+        if not internal and name != __file__:
+            return level
+        if not internal:
+            level += 1
         frame = frame.f_back
-        level += 1
     return level
 
 
@@ -75,7 +78,7 @@ def warn_moved(old: str, new: str) -> None:
     warnings.warn(
         f"{old} moved to {new}: import it from there (the old path works until the next release)",
         DeprecationWarning,
-        stacklevel=_stacklevel() + 1,
+        stacklevel=_stacklevel(),
     )
 
 
@@ -110,4 +113,4 @@ def install() -> None:
     """Adds the finder to `sys.meta_path` once (idempotent: a reloaded package does not
     add a second)."""
     if not any(isinstance(finder, MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(MovedFinder())
+        sys.meta_path.insert(0, MovedFinder())  # before a stale file of an old install

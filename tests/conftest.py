@@ -42,3 +42,65 @@ def _fresh_accelerate_state():
 @pytest.fixture(autouse=True, scope="session")
 def _one_thread():
     torch.set_num_threads(1)
+
+
+# -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------
+
+#: the processes started during the current test: (what started it, its command)
+_STARTED: list[tuple[str, str]] = []
+
+
+def _record(kind: str, args: object) -> None:
+    _STARTED.append((kind, " ".join(map(str, args))[:200] if isinstance(args, list | tuple) else str(args)[:200]))
+
+
+def _watch_process_starts() -> None:
+    """Wrap every way this interpreter starts a process (subprocess's and
+    multiprocessing's fork_exec, posix_spawn, fork) to record it in `_STARTED`."""
+    import _posixsubprocess
+
+    real_fork_exec = _posixsubprocess.fork_exec
+
+    def fork_exec(args, executable_list, *rest):  # type: ignore[no-untyped-def]
+        _record("exec", args)
+        return real_fork_exec(args, executable_list, *rest)
+
+    _posixsubprocess.fork_exec = fork_exec
+    for name in ("posix_spawn", "posix_spawnp"):
+        real = getattr(os, name, None)
+        if real is not None:
+
+            def spawn(path, argv, *a, _real=real, **k):  # type: ignore[no-untyped-def]
+                _record("spawn", argv)
+                return _real(path, argv, *a, **k)
+
+            setattr(os, name, spawn)
+    real_fork = os.fork
+
+    def fork() -> int:
+        _record("fork", "os.fork()")
+        return real_fork()
+
+    os.fork = fork
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "e2e: starts a process (a torch interpreter, accelerate launch, Slurm, a compiler, "
+        "a simulation, a network namespace); `pytest -m 'not e2e'` is the inner tier",
+    )
+    _watch_process_starts()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    _STARTED.clear()
+    yield
+    started = list(_STARTED)
+    log = os.environ.get("MELISSA_TEST_STARTS_LOG")
+    if log and started:
+        import json
+
+        with open(log, "a") as f:
+            f.write(json.dumps({"test": item.nodeid, "started": started[:3], "n": len(started)}) + "\n")

@@ -51,7 +51,8 @@ _STARTED: list[tuple[str, str]] = []
 
 
 def _record(kind: str, args: object) -> None:
-    _STARTED.append((kind, " ".join(map(str, args))[:200] if isinstance(args, list | tuple) else str(args)[:200]))
+    command = " ".join(map(str, args)) if isinstance(args, list | tuple) else str(args)
+    _STARTED.append((kind, command[:200]))
 
 
 def _watch_process_starts() -> None:
@@ -103,4 +104,5 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
         import json
 
         with open(log, "a") as f:
-            f.write(json.dumps({"test": item.nodeid, "started": started[:3], "n": len(started)}) + "\n")
+            record = {"test": item.nodeid, "started": started[:3], "n": len(started)}
+            f.write(json.dumps(record) + "\n")

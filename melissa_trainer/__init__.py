@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.core.loss_guard import NonFiniteLossError
     from melissa_trainer.core.loss_per_simulation import SimulationLoss, SimulationLosses
     from melissa_trainer.core.state import TrainerControl, TrainerState
+    from melissa_trainer.core.view import TrainerView
     from melissa_trainer.hooks import (
         EarlyStoppingHook,
         Event,
@@ -130,6 +131,7 @@ __all__ = [
     "TensorBoardHook",
     "TrainerControl",
     "TrainerState",
+    "TrainerView",
     "TrainingArguments",
     "UniformSampler",
     "default_hooks",
@@ -180,6 +182,7 @@ _MODULES = {
     "PreemptionHandler": "trainer.preemption",
     "TrainerControl": "core.state",
     "TrainerState": "core.state",
+    "TrainerView": "core.view",
     "StreamSource": "stream.stream_source",
     "Study": "study.study",
     "ReceiverConfig": "stream.receiver_config",

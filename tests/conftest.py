@@ -8,7 +8,9 @@ slurm_cluster.py, ...) import by name from every folder."""
 
 from __future__ import annotations
 
+import json
 import os
+import threading
 
 import pytest
 import torch
@@ -18,6 +20,8 @@ import torch
 #: its tests' timeouts were set for one test at a time (two workers per core timed four
 #: of them out on a 2-core machine that other work kept busy)
 WORKERS_PER_CORE = 1
+#: whether a test that starts a process without the e2e marker fails (see below)
+ENFORCE_TIERS = False
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -45,12 +49,23 @@ def _one_thread():
 
 
 # -- the tiers: a test that starts a process is end-to-end (marker ``e2e``) -------------
+#
+# ``pytest -m "not e2e"`` is the inner tier: it starts no process (no torch interpreter,
+# accelerate launch, Slurm, compiler, simulation or network namespace) and answers in
+# about 3 minutes on 2 cores (docs/concepts/architecture.md, "Tests"). The rule is
+# checked, not hoped: every way this interpreter starts a process is watched, and a test
+# without the marker that starts one fails at teardown, naming what it started.
 
-#: the processes started during the current test: (what started it, its command)
+#: the processes started during the current test: (how, its command)
 _STARTED: list[tuple[str, str]] = []
+#: threads alive before the current test began (a late start of one of them, left by an
+#: earlier test, is not this test's)
+_EARLIER_THREADS: set[int] = set()
 
 
 def _record(kind: str, args: object) -> None:
+    if threading.get_ident() in _EARLIER_THREADS:
+        return
     command = " ".join(map(str, args)) if isinstance(args, list | tuple) else str(args)
     _STARTED.append((kind, command[:200]))
 
@@ -59,6 +74,7 @@ def _watch_process_starts() -> None:
     """Wrap every way this interpreter starts a process (subprocess's and
     multiprocessing's fork_exec, posix_spawn, fork) to record it in `_STARTED`."""
     import _posixsubprocess
+    import subprocess
 
     real_fork_exec = _posixsubprocess.fork_exec
 
@@ -66,7 +82,8 @@ def _watch_process_starts() -> None:
         _record("exec", args)
         return real_fork_exec(args, executable_list, *rest)
 
-    _posixsubprocess.fork_exec = fork_exec
+    _posixsubprocess.fork_exec = fork_exec  # multiprocessing's spawn calls it so
+    subprocess._fork_exec = fork_exec  # type: ignore[attr-defined]  # bound at its import
     for name in ("posix_spawn", "posix_spawnp"):
         real = getattr(os, name, None)
         if real is not None:
@@ -89,20 +106,36 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "e2e: starts a process (a torch interpreter, accelerate launch, Slurm, a compiler, "
-        "a simulation, a network namespace); `pytest -m 'not e2e'` is the inner tier",
+        "a simulation, a network namespace); pytest -m 'not e2e' is the inner tier",
     )
     _watch_process_starts()
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_setup(item: pytest.Item):  # type: ignore[no-untyped-def]
     _STARTED.clear()
+    _EARLIER_THREADS.clear()
+    _EARLIER_THREADS.update(
+        t.ident for t in threading.enumerate() if t is not threading.main_thread() and t.ident
+    )
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _inner_tier_starts_no_process(request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """Fails a test that starts a process without the ``e2e`` marker (at teardown: the
+    last fixture torn down, so what other fixtures start counts too)."""
     yield
     started = list(_STARTED)
-    log = os.environ.get("MELISSA_TEST_STARTS_LOG")
+    log = os.environ.get("MELISSA_TEST_STARTS_LOG")  # benchmarks/suite_cost.py, tiers
     if log and started:
-        import json
-
         with open(log, "a") as f:
-            record = {"test": item.nodeid, "started": started[:3], "n": len(started)}
+            record = {"test": request.node.nodeid, "started": started[:3], "n": len(started)}
             f.write(json.dumps(record) + "\n")
+    if started and request.node.get_closest_marker("e2e") is None and ENFORCE_TIERS:
+        pytest.fail(
+            f"this test started {len(started)} process(es) without the e2e marker, e.g. "
+            f"{started[0][1]!r}: mark it @pytest.mark.e2e (the inner tier, -m 'not e2e', "
+            "starts none)",
+            pytrace=False,
+        )

@@ -23,6 +23,7 @@ snapshots of k ranks over m (resuming on another number of ranks).
 from __future__ import annotations
 
 from ._common import BufferClosedError, BufferStats, Sample
+from ._state import ARRAYS_FILE, META_FILE
 from .base import Buffer
 from .block import SampleBlock
 from .config import BUFFER_KINDS, BufferConfig
@@ -31,7 +32,13 @@ from .rate_limiter import RateLimiter
 from .reservoir import ReservoirBuffer
 from .reshard import read_snapshot
 
+#: the files a buffer's `save` writes into its directory, in the order `load` reads them
+STATE_FILES = (ARRAYS_FILE, META_FILE)
+
 __all__ = [
+    "ARRAYS_FILE",
+    "META_FILE",
+    "STATE_FILES",
     "BUFFER_CLASSES",
     "BUFFER_KINDS",
     "Buffer",

@@ -56,6 +56,8 @@ from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
+
 PREFIX = "checkpoint-"
 STAGING_PREFIX = ".tmp-checkpoint-"
 _NAME = re.compile(rf"^{PREFIX}(\d+)$")
@@ -119,10 +121,10 @@ def resolve_resume(resume_from_checkpoint: str | None, root: str | os.PathLike[s
             )
         return latest
     path = Path(resume_from_checkpoint)
-    if not path.is_dir() or not (path / "trainer_state.json").is_file():
+    if not path.is_dir() or not (path / TRAINER_STATE_FILE).is_file():
         raise FileNotFoundError(
             f"resume_from_checkpoint={resume_from_checkpoint!r} is not a checkpoint directory "
-            f"(no trainer_state.json); use 'latest' or one of: "
+            f"(no {TRAINER_STATE_FILE}); use 'latest' or one of: "
             f"{[str(p) for p in list_checkpoints(root)] or 'none yet'}"
         )
     return path

@@ -35,13 +35,20 @@ from typing import TYPE_CHECKING, Any
 
 from safetensors.numpy import load_file, save_file
 
+from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
+from melissa_trainer.config.arguments import ARGS_FILE
 from melissa_trainer.core import loss_per_simulation as simulation_loss
+from melissa_trainer.core.dataset import PENDING_FILES
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.state import RANK_STATE_FILE
+from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
+from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
 from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
+from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -55,7 +62,7 @@ logger = logging.getLogger(__name__)
 FORMAT_FILE = "format.json"
 FORMAT_VERSION = 2
 #: per-rank trainer figures: this rank's `samples_seen` and its loss since the last log
-RANK_STATE = "trainer_rank.json"
+RANK_STATE = RANK_STATE_FILE
 #: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
 #: logging at INFO level only, when it does not load: see `_check_rng`)
 _RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
@@ -132,12 +139,12 @@ def parts(trainer: TrainerView) -> list[Part]:
         return ckpt.rank_path(path, rank)
 
     def load_source(path: Path, version: int) -> None:
-        with naming_file(path, [f"{mine}/source.json"]):
-            source_state = ckpt.read_json(rank_dir(path) / "source.json")
+        with naming_file(path, [f"{mine}/{SOURCE_FILE}"]):
+            source_state = ckpt.read_json(rank_dir(path) / SOURCE_FILE)
         trainer.source.load_state_dict(source_state)  # its own errors, as they are
 
     def load_trainer_state(path: Path, version: int) -> None:
-        saved = ckpt.read_json(path / "trainer_state.json")
+        saved = ckpt.read_json(path / TRAINER_STATE_FILE)
         # (its version is the format's)
         state.load_state_dict(upgrade("trainer_state", saved, version))
         state.max_steps = trainer.args.max_steps  # the new run's limit wins
@@ -151,7 +158,7 @@ def parts(trainer: TrainerView) -> list[Part]:
         if file.is_file():
             figures = ckpt.read_json(file)
         else:  # a checkpoint of a version before it: rank 0's count, in the trainer state
-            figures = trainer_rank_of(ckpt.read_json(path / "trainer_state.json"))
+            figures = trainer_rank_of(ckpt.read_json(path / TRAINER_STATE_FILE))
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
@@ -199,10 +206,8 @@ def parts(trainer: TrainerView) -> list[Part]:
         Part(
             "source",
             Scope.PER_RANK,
-            own("source.json"),
-            lambda path: ckpt.write_json(
-                rank_dir(path) / "source.json", trainer.source.state_dict()
-            ),
+            own(SOURCE_FILE),
+            lambda path: ckpt.write_json(rank_dir(path) / SOURCE_FILE, trainer.source.state_dict()),
             load_source,
             names_file=False,
             reshard=reshard.source,
@@ -227,23 +232,21 @@ def parts(trainer: TrainerView) -> list[Part]:
         Part(
             "trainer_state",
             Scope.GLOBAL,
-            root("trainer_state.json"),
-            lambda path: (path / "trainer_state.json").write_text(state.to_json()),
+            root(TRAINER_STATE_FILE),
+            lambda path: (path / TRAINER_STATE_FILE).write_text(state.to_json()),
             load_trainer_state,
         ),
         Part(
             "hooks",
             Scope.GLOBAL,
-            root("hooks.json"),
-            lambda path: ckpt.write_json(path / "hooks.json", trainer.hooks.state_dict()),
-            lambda path, version: trainer.hooks.load_state_dict(
-                ckpt.read_json(path / "hooks.json")
-            ),
+            root(HOOKS_FILE),
+            lambda path: ckpt.write_json(path / HOOKS_FILE, trainer.hooks.state_dict()),
+            lambda path, version: trainer.hooks.load_state_dict(ckpt.read_json(path / HOOKS_FILE)),
         ),
         Part(
             "buffer",
             Scope.PER_RANK,
-            own("buffer.safetensors", "buffer.json"),
+            own(*BUFFER_FILES),
             lambda path: trainer.buffer.save(rank_dir(path)),
             lambda path, version: trainer.buffer.load(rank_dir(path)),
             reshard=reshard.buffer,
@@ -251,7 +254,7 @@ def parts(trainer: TrainerView) -> list[Part]:
         Part(
             "pending",
             Scope.PER_RANK,
-            own("pending.json", "pending.safetensors"),
+            own(*PENDING_FILES),
             lambda path: trainer.dataset.save(rank_dir(path)),
             lambda path, version: trainer.dataset.load(rank_dir(path)),
             reshard=reshard.pending,
@@ -275,8 +278,8 @@ def parts(trainer: TrainerView) -> list[Part]:
         Part(
             "training_args",
             Scope.GLOBAL,
-            root("training_args.json"),
-            lambda path: ckpt.write_json(path / "training_args.json", trainer.args.to_dict()),
+            root(ARGS_FILE),
+            lambda path: ckpt.write_json(path / ARGS_FILE, trainer.args.to_dict()),
             skip,
         ),
     ]

@@ -39,6 +39,8 @@ import numpy as np
 import torch
 from safetensors.numpy import load_file
 
+from melissa_trainer.buffers import META_FILE as BUFFER_META
+from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.buffers import read_snapshot
 from melissa_trainer.buffers.reshard import ShareTooSmall, share
 from melissa_trainer.checkpoint import paths as ckpt
@@ -46,10 +48,12 @@ from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.common.migrations import trainer_rank_of
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core import loss_per_simulation as simulation_loss
-from melissa_trainer.core.dataset import read_pending
+from melissa_trainer.core.dataset import PENDING_FILES, read_pending
 from melissa_trainer.core.figures import LogFigures
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
-from melissa_trainer.core.state import share_samples_seen
+from melissa_trainer.core.state import RANK_STATE_FILE, share_samples_seen
+from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
+from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -64,11 +68,8 @@ __all__ = [
 
 #: what `reshard_seed` hashes first (so that its seeds are no other hash's)
 RESHARD_SEED_TAG = b"melissa-trainer/reshard-seed/1"
-#: the file name of each per-rank record, under ``rank_R/``
-_SOURCE = "source.json"
-_RANK_STATE = "trainer_rank.json"
-#: what a buffer's share reads of each old rank, in that order
-_BUFFER_FILES = ("buffer.safetensors", "buffer.json", "pending.json", "pending.safetensors")
+#: what a buffer's share reads of each old rank, in that order (each part's own names)
+_BUFFER_FILES = (*BUFFER_FILES, *PENDING_FILES)
 
 
 def reshard_seed(torch_rng_state: bytes, world_size: int, rank: int) -> int:
@@ -153,8 +154,8 @@ class Reshard:
         put count), loaded: its refusal comes first, as it is."""
         states = []
         for r in range(old):
-            with naming_file(path, [f"rank_{r}/{_SOURCE}"]):
-                states.append(ckpt.read_json(ckpt.rank_path(path, r) / _SOURCE))
+            with naming_file(path, [f"rank_{r}/{SOURCE_FILE}"]):
+                states.append(ckpt.read_json(ckpt.rank_path(path, r) / SOURCE_FILE))
         _, meta = self.buffer_share(path, old)
         puts, put = self._old_puts, int(meta["put"])
         source = self.trainer.source
@@ -178,11 +179,11 @@ class Reshard:
         out (`share_samples_seen`, `LogFigures.reshard_state`)."""
         records = []
         for r in range(old):
-            file = ckpt.rank_path(path, r) / _RANK_STATE
+            file = ckpt.rank_path(path, r) / RANK_STATE_FILE
             if file.is_file():
                 records.append(ckpt.read_json(file))
             else:  # an earlier version's: rank 0's count, which every rank resumed with
-                records.append(trainer_rank_of(ckpt.read_json(path / "trainer_state.json")))
+                records.append(trainer_rank_of(ckpt.read_json(path / TRAINER_STATE_FILE)))
         trainer = self.trainer
         counts = [int(record["samples_seen"]) for record in records]
         trainer.state.samples_seen = share_samples_seen(counts, self.rank, self.world_size)
@@ -263,7 +264,7 @@ def check_same_ranks_buffer(path: Path, trainer: TrainerView) -> None:
     checkpoint's; another size is taken on another number of ranks only). A buffer
     file that does not read is left to the buffer's own load, which names it."""
     try:
-        meta = ckpt.read_json(ckpt.rank_path(path, trainer.process_index) / "buffer.json")
+        meta = ckpt.read_json(ckpt.rank_path(path, trainer.process_index) / BUFFER_META)
         kind, capacity = meta["kind"], int(meta["capacity"])
     except (OSError, ValueError, KeyError, TypeError):
         return

@@ -99,6 +99,11 @@ def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     return field(default=default, metadata=metadata)
 
 
+#: the file of a checkpoint that holds the run's `TrainingArguments.to_dict` (for
+#: reference: a resumed run's own arguments win)
+ARGS_FILE = "training_args.json"
+
+
 @dataclass
 class TrainingArguments:
     """Options of an online training run (like `transformers.TrainingArguments`).

@@ -31,6 +31,11 @@ from melissa_trainer.buffers import Buffer, Sample, SampleBlock
 from melissa_trainer.core.device_buffer import DeviceBlock
 from melissa_trainer.sources.source import Source
 
+#: the files `StreamDataset.save` writes (the pending batches), in the order a share reads
+PENDING_META = "pending.json"
+PENDING_ARRAYS = "pending.safetensors"
+PENDING_FILES = (PENDING_META, PENDING_ARRAYS)
+
 ProcessSample = Callable[[Sample], Any]
 Collate = Callable[[list[Any]], Any]
 ProcessBatch = Callable[[SampleBlock], Any]
@@ -297,8 +302,8 @@ class StreamDataset(IterableDataset):
                     arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
         # each sample's fields in their order: a resumed batch is the same dict, order included
         fields = [[list(sample) for sample in samples] for samples in self._pending]
-        save_file(arrays, str(path / "pending.safetensors"))
-        (path / "pending.json").write_text(json.dumps({"fields": fields}))
+        save_file(arrays, str(path / PENDING_ARRAYS))
+        (path / PENDING_META).write_text(json.dumps({"fields": fields}))
 
     def clear_pending(self) -> None:
         """Forget the pending batches (a resume on another number of ranks: the
@@ -318,8 +323,8 @@ def read_pending(directory: str | os.PathLike[str]) -> list[list[Sample]]:
     Pure: reads the files, touches no dataset (what resharding reads for every old rank).
     """
     path = Path(directory)
-    meta = json.loads((path / "pending.json").read_text())
-    arrays = load_file(str(path / "pending.safetensors"))
+    meta = json.loads((path / PENDING_META).read_text())
+    arrays = load_file(str(path / PENDING_ARRAYS))
     return [
         [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
         for b, batch_fields in enumerate(meta["fields"])

@@ -31,6 +31,12 @@ from typing import Any
 
 from melissa_trainer.common.json_output import to_json
 
+#: the file of a checkpoint that holds `TrainerState` (and marks a directory as one)
+STATE_FILE = "trainer_state.json"
+#: each rank's own trainer figures (its `samples_seen`, its loss since the last log),
+#: under ``rank_R/``
+RANK_STATE_FILE = "trainer_rank.json"
+
 
 @dataclass
 class TrainerState:

@@ -324,6 +324,10 @@ def _check_methods(hook: Hook) -> None:
             ) from None
 
 
+#: the file of a checkpoint that holds `HookList.state_dict` (every stateful hook's)
+STATE_FILE = "hooks.json"
+
+
 class HookList:
     """Calls hooks in order; per event, only the hooks that override its method.
 

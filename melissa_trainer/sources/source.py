@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # types only: the stream (which builds on this module) promis
     from melissa_trainer.config.arguments import TrainingArguments
 
 
+#: the file of a checkpoint, under ``rank_R/``, that holds a rank's `Source.state_dict`
+STATE_FILE = "source.json"
+
+
 class SourceError(RuntimeError):
     """The producer of a source failed; the original exception is the `__cause__`."""
 

@@ -84,6 +84,27 @@ def test_every_file_belongs_to_one_part(written: Path, tmp_path: Path) -> None:
     assert set(owned) == on_disk - {MANIFEST, registry.FORMAT_FILE}
 
 
+def test_each_file_name_is_declared_once_in_the_package(written: Path) -> None:
+    """A checkpoint's file names (every file of a real checkpoint, the RNG's and
+    Accelerate's aside: theirs) are each written as a literal in one place of the
+    package: their owner's, which the registry and the reshard import."""
+    import ast
+
+    import melissa_trainer
+
+    package = Path(melissa_trainer.__file__).parent
+    literals: dict[str, list[str]] = {}
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                literals.setdefault(node.value, []).append(path.relative_to(package).as_posix())
+    names = {p.name for p in written.rglob("*") if p.is_file()}
+    ours = {n for n in names if not n.startswith(("random_states_", "model", "optimizer"))}
+    assert {"trainer_state.json", "hooks.json", "source.json", "buffer.json"} <= ours
+    declared = {n: literals.get(n, []) for n in ours}
+    assert all(len(where) == 1 for where in declared.values()), declared
+
+
 def test_samples_seen_has_one_owner_the_rank_part(written: Path) -> None:
     state = json.loads((written / "trainer_state.json").read_text())
     assert "samples_seen" not in state

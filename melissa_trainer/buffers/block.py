@@ -36,7 +36,8 @@ def _dicts(keys: list[str], columns: list[list[Any]]) -> list[Sample]:
     """One dict per row of `columns` (one column per key, >= 1 key), keyed by `keys`.
 
     Materializing a block is the per-sample path of the FIRO and reservoir buffers: a
-    dict display is about 3x faster than ``dict(zip(keys, row))``, so up to four fields
+    dict display is faster than ``dict(zip(keys, row))`` (docs/measured.md, "Design
+    choices, measured"), so up to four fields
     (a receiver's block has four: the field, ``simulation_id``, ``time_step``,
     ``parameters``) are one display per row; further fields are stored column by
     column, which costs one store per value.

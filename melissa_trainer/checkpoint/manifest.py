@@ -21,10 +21,10 @@ Contract (see `trainer_checkpoint.save_checkpoint`, which does the collective pa
 
 All functions here are pure or touch only the files they are given; none is a
 collective. The hash is SHA-256 (OpenSSL's, through hashlib, which releases the GIL
-while it hashes), streamed in 1 MiB chunks: on CPUs with SHA extensions (x86 since
-AMD Zen and Intel Ice Lake, ARMv8) it runs 2 to 3 times faster than BLAKE2b (measured
-here: 295 against 119 MB/s on a loaded shared core); a checkpoint is not an adversary,
-any strong hash detects accidental damage.
+while it hashes), streamed in 1 MiB chunks: CPUs with SHA extensions (x86 since AMD
+Zen and Intel Ice Lake, ARMv8) run it in hardware; a checkpoint is not an adversary,
+any strong hash detects accidental damage (its speed against BLAKE2b: docs/measured.md,
+"Design choices, measured").
 """
 
 from __future__ import annotations

@@ -47,7 +47,6 @@ from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.state import RANK_STATE_FILE
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
-from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -162,21 +161,21 @@ def parts(trainer: TrainerView) -> list[Part]:
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
-    # The per-simulation losses are the `SimulationLossTracker` hook's (when the run has
-    # one). A run without one writes an empty record all the same: every checkpoint has
-    # the same files, and one of an untracked run resumes with tracking turned on.
-    tracker = trainer.hooks.get(SimulationLossTracker)
+    # The per-simulation losses, when the run tracks them (`TrainerView.tracked_losses`).
+    # A run without them writes an empty record all the same: every checkpoint has the
+    # same files, and one of an untracked run resumes with tracking turned on.
+    tracked = trainer.tracked_losses
 
     def save_losses(path: Path) -> None:
-        losses = tracker.losses if tracker is not None else SimulationLosses(acc.device, False)
+        losses = tracked if tracked is not None else SimulationLosses(acc.device, False)
         save_file(losses.state_dict(), str(rank_dir(path) / simulation_loss.STATE_FILE))
 
     def load_losses(path: Path, version: int) -> None:
         file = rank_dir(path) / simulation_loss.STATE_FILE
-        if tracker is None:  # not tracked in this run: the statistics are not carried on
+        if tracked is None:  # not tracked in this run: the statistics are not carried on
             return
         if file.is_file():
-            tracker.losses.load_state_dict(load_file(str(file)))
+            tracked.load_state_dict(load_file(str(file)))
         else:  # a checkpoint of an earlier version
             logger.warning(
                 "%s has no per-simulation losses (written by an earlier version): the "
@@ -186,10 +185,10 @@ def parts(trainer: TrainerView) -> list[Part]:
 
     def reshard_losses(path: Path, old: int, version: int) -> None:
         files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
-        if tracker is None:  # as in `load_losses`
+        if tracked is None:  # as in `load_losses`
             return
         if all(file.is_file() for file in files):
-            reshard.simulation_losses(path, old, version, tracker.losses)
+            reshard.simulation_losses(path, old, version, tracked)
         else:  # a checkpoint of an earlier version
             logger.warning(
                 "%s has no per-simulation losses (written by an earlier version): the "

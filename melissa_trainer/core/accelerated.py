@@ -6,19 +6,18 @@ micro-batch, `update` per optimizer step):
 
 * `PlainStep`, where Accelerate's wrappers add nothing but cost: no grad scaler (no
   mixed precision, or bf16, which needs none), and one process or plain DDP, without
-  gradient accumulation under DDP (which needs Accelerate's `no_sync`). Accelerate's
-  `accumulate`, `autocast` and `backward` cost 70 to 150 us a step on one CPU thread
-  here: `PlainStep` makes 1.05x the steps of `AcceleratedStep` on trainer_overhead's
-  MLP and 1.2x on a 3-16-16 one (`python benchmarks/trainer_overhead.py --quick
-  --no-ddp --step-paths`). On a GPU `Accelerator.backward` also divides the loss by
-  the accumulation steps even when they are 1: two more kernels a step (the division
-  and its gradient), which a small model's CPU-bound step pays in full. Under bf16,
+  gradient accumulation under DDP (which needs Accelerate's `no_sync`): Accelerate's
+  `accumulate`, `autocast` and `backward` cost a small model's step measurably
+  (docs/measured.md, "Design choices, measured"). On a GPU `Accelerator.backward`
+  also divides the loss by the accumulation steps even when they are 1: two more
+  kernels a step (the division and its gradient), which a small model's CPU-bound
+  step pays in full. Under bf16,
   `PlainStep` runs the loss under the same `Accelerator.autocast()` context.
 * `AcceleratedStep` otherwise: Accelerate's `accumulate`, `autocast` and `backward`
   (loss scaling, `no_sync` between micro-batches), and its optimizer wrapper when it
   does something (a grad scaler, or a backend other than DDP): without a scaler, under
   DDP or one process, the wrapper only forwards `step()` after probing installed
-  packages (about 0.3 ms), so the optimizer it wraps is stepped directly.
+  packages at every step, so the optimizer it wraps is stepped directly.
 
 Both do the same arithmetic (the loss divided by `gradient_accumulation_steps` before
 backward, as `Accelerator.backward` does), so they give bitwise-identical weights;

@@ -512,10 +512,17 @@ class OnlineTrainer:
         the `SimulationLossTracker` among the hooks (installed by
         ``simulation_loss_steps`` or an adaptive study), empty when there is none. A
         read-only mapping simulation id -> `SimulationLoss`; read it between steps."""
-        tracker = self.hooks.get(SimulationLossTracker)
-        if tracker is None:
+        tracked = self.tracked_losses
+        if tracked is None:
             return SimulationLosses(self.accelerator.device, distributed=False)
-        return tracker.losses
+        return tracked
+
+    @property
+    def tracked_losses(self) -> SimulationLosses | None:
+        """The `SimulationLossTracker` hook's statistics, which it updates (and a
+        checkpoint saves and loads in place); None when the run tracks none."""
+        tracker = self.hooks.get(SimulationLossTracker)
+        return None if tracker is None else tracker.losses
 
     # -- actions requested by hooks --------------------------------------------------------
 

@@ -105,6 +105,23 @@ def test_each_file_name_is_declared_once_in_the_package(written: Path) -> None:
     assert all(len(where) == 1 for where in declared.values()), declared
 
 
+def test_the_checkpoint_knows_no_particular_hook() -> None:
+    """The checkpoint layer imports nothing of the hooks but the file name of their
+    state: what it saves of a hook comes through the trainer's view
+    (`TrainerView.tracked_losses`, `hooks.state_dict`)."""
+    import ast
+
+    import melissa_trainer.checkpoint
+
+    for path in Path(melissa_trainer.checkpoint.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "melissa_trainer.hooks"
+            ):
+                assert node.module == "melissa_trainer.hooks.base", (path.name, node.module)
+                assert [a.name for a in node.names] == ["STATE_FILE"], path.name
+
+
 def test_samples_seen_has_one_owner_the_rank_part(written: Path) -> None:
     state = json.loads((written / "trainer_state.json").read_text())
     assert "samples_seen" not in state

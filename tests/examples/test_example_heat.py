@@ -109,11 +109,14 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGINT])
 def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
-    """SIGTERM (a scheduler's stop) or Ctrl-C of the trainer in the middle of a study:
-    a preemption (exit code 128 + the signal, see `melissa_trainer.Preempted`); every
-    solver it launched is gone soon after, none is left behind."""
+    """Ctrl-C of the trainer as soon as its first solvers run: a preemption (exit code
+    128 + the signal, see `melissa_trainer.Preempted`); every solver it launched is gone
+    soon after, none is left behind. (SIGTERM, and SIGINT again, mid-training with the
+    same checks, a checkpoint and a resume: tests/checkpoint/test_preemption.py,
+    `test_heat_example_preempted_checkpoints_stops_the_solvers_and_resumes`; both
+    signals take the same path, `PreemptionHandler`.)"""
     out = tmp_path / "out"
     slow = ["--num_simulations", "40", "--time_steps", "1000", "--grid_size", "10",
             "--num_validation", "1",
@@ -192,36 +195,20 @@ def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> 
     assert summary["study"]["finished"] == 4 and summary["study"]["failed"] == 0
 
 
-def test_heat_example_trains_under_bf16_autocast(tmp_path: Path) -> None:
-    """`--mixed_precision bf16` (a TrainingArguments flag the example parses): the run
-    trains under Accelerate's bf16 autocast, on CPU too, to a finite error."""
-    out = tmp_path / "out"
-    flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
-             "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
-             "--buffer_size", "64", "--watermark", "8", "--batch_size", "8",
-             "--mixed_precision", "bf16", "--eval_steps", "none", "--disable_progress_bar",
-             "--json"]  # fmt: skip
-    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
-    summary = summary_of(proc)
-    assert summary["samples_received"] == 4 * 10
-    assert summary["steps"] > 0 and 0 < summary["val_mse"] < float("inf")
-    (saved,) = (out / "checkpoints").glob("checkpoint-*/training_args.json")  # at the end
-    assert json.loads(saved.read_text())["mixed_precision"] == "bf16"
-
-
-@pytest.mark.timeout(120)
-def test_heat_example_trains_with_its_buffer_on_the_accelerator(tmp_path: Path) -> None:
-    """`--buffer_device accelerator` (a flag its --help lists): the example trains with
+def test_heat_example_trains_under_bf16_with_its_buffer_on_the_accelerator(
+    tmp_path: Path,
+) -> None:
+    """Two flags the example parses, in one run (they were two runs of the same study):
+    `--mixed_precision bf16` trains under Accelerate's bf16 autocast, on CPU too, to a
+    finite error; `--buffer_device accelerator` (a flag its --help lists) trains with
     batches gathered where the buffer is, through its `process_batch` (a user's report:
     it raised, the example passing a per-sample function); on CPU, the CPU."""
     out = tmp_path / "out"
     flags = ["--num_simulations", "4", "--time_steps", "10", "--grid_size", "6",
              "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
              "--buffer_size", "64", "--watermark", "8", "--batch_size", "8",
-             "--buffer_device", "accelerator", "--eval_steps", "none",
-             "--disable_progress_bar", "--json"]  # fmt: skip
+             "--mixed_precision", "bf16", "--buffer_device", "accelerator",
+             "--eval_steps", "none", "--disable_progress_bar", "--json"]  # fmt: skip
     cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = run_group(cmd, timeout=100, cwd=tmp_path, env=env)
@@ -229,7 +216,9 @@ def test_heat_example_trains_with_its_buffer_on_the_accelerator(tmp_path: Path) 
     assert summary["samples_received"] == 4 * 10
     assert summary["steps"] > 0 and 0 < summary["val_mse"] < float("inf")
     (saved,) = (out / "checkpoints").glob("checkpoint-*/training_args.json")  # at the end
-    assert json.loads(saved.read_text())["buffer_device"] == "accelerator"
+    saved_args = json.loads(saved.read_text())
+    assert saved_args["mixed_precision"] == "bf16"
+    assert saved_args["buffer_device"] == "accelerator"
 
 
 def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(

@@ -36,11 +36,11 @@ from melissa_trainer import (
     TrainerControl,
     TrainerState,
     TrainingArguments,
-    preemption,
 )
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.checkpoint.paths import list_checkpoints
 from melissa_trainer.sources.source import Source
+from melissa_trainer.trainer import preemption
 
 LINUX = Path("/proc/self/environ").exists()
 HEAT = Path(__file__).parents[2] / "examples" / "heat_pde" / "train.py"

@@ -126,7 +126,7 @@ class Supervisor:
             poll_interval=tuning.poll_interval,
             heartbeat=heartbeat is not None,
         )
-        self.systematic = SystematicFailure(tuning.systematic_failures)
+        self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -416,12 +416,13 @@ class Supervisor:
             return None
         with self.lock:
             counts = self.study.counts()
+            reason = self.study.records[sid].reason
         if counts["finished"] + counts["complete"] > 0 or (
             self.heartbeat is not None and any(n > 0 for n in self.heartbeat().values())
         ):
             self.systematic.data_seen()  # (read while the check is on: few simulations)
             return None
-        return self.systematic.failed(sid, code, log_path)
+        return self.systematic.failed(sid, code, log_path, reason)
 
     def failures(self) -> str:
         """The study's failures for its error (`reports.failure_report`), then the

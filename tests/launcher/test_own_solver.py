@@ -1,0 +1,161 @@
+"""A user's own solver, told plainly (issue 44): real studies on a `LocalBackend`, with
+solvers that fail, hang or start slowly on purpose (a sleep at start-up stands in for a
+JIT), and what the launcher says of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import drain
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning, make_sampler
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
+
+FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
+
+#: a solver with options: which parameters it reads, the shape it sends, a start-up
+#: sleep, a hang on some ids
+SOLVER = r"""
+import json, os, sys, time
+import numpy as np
+from melissa_trainer.client import Client
+
+options = json.loads(sys.argv[1])
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
+time.sleep(options.get("startup", 0.0))  # (a JIT's compile time)
+shape = tuple(options.get("shape", [4]))
+client = Client({"u": ((shape), "float32")})
+values = [client.parameters[name] for name in options.get("reads", ["x"])]
+if sid in options.get("hang", []):
+    time.sleep(600)
+for t in range(options.get("steps", 3)):
+    client.send(t, u=np.full(shape, sum(values) + t, np.float32))
+client.close()
+"""
+
+
+def solver(tmp_path: Path, **options: Any) -> list[str]:
+    path = tmp_path / "solver.py"
+    path.write_text(textwrap.dedent(SOLVER))
+    escaped = json.dumps(options).replace("{", "{{").replace("}", "}}")
+    return [sys.executable, str(path), escaped]
+
+
+def study(
+    tmp_path: Path,
+    sim: list[str],
+    n: int,
+    bounds: dict[str, tuple[float, float]],
+    *,
+    fields: Any = "first",
+    tuning: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> tuple[Launcher, Receiver, FIFOBuffer]:
+    """A launcher and rank 0's receiver, started as a `Study` starts them."""
+    buffer = FIFOBuffer(1000)
+    config = ReceiverConfig(
+        expected_simulations=n, rendezvous_dir=tmp_path / "rendezvous", fields=fields
+    )
+    receiver = Receiver(buffer, config=config)
+    receiver.start()
+    receiver.report_refusals_to_launcher()
+    launch = Launcher(
+        sim,
+        make_sampler("uniform", bounds, seed=0),
+        n,
+        backend=LocalBackend(),
+        tuning=dataclasses.replace(FAST, **(tuning or {})),
+        **kwargs,
+    )
+    launch.start(
+        tmp_path / "rendezvous",
+        heartbeat=receiver.activity,
+        abandon=lambda sid: None,
+        data=receiver,
+        study_dir=tmp_path / "study",
+    )
+    return launch, receiver, buffer
+
+
+def failure(launch: Launcher, timeout: float = 60.0) -> LauncherError:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            launch.check()
+        except LauncherError as exc:
+            return exc
+        time.sleep(0.02)
+    raise AssertionError("the study did not fail")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
+        time.sleep(0.02)
+
+
+# -- failures that are not the solver's ---------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_parameter_the_sampler_does_not_draw_blames_the_sampler(tmp_path: Path) -> None:
+    sim = solver(tmp_path, reads=["D", "k"])  # the solver reads k; the bounds lack it
+    launch, receiver, _ = study(tmp_path, sim, 8, {"D": (0.1, 1.0), "F": (0.0, 0.1)}, job_limit=2)
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    headline = message.splitlines()[0]
+    assert "the sampler is at fault, not the solver" in headline.lower()
+    assert "asked for parameter 'k'" in headline and "['D', 'F']" in headline
+    assert "The solver or its environment is at fault" not in message
+
+
+@pytest.mark.timeout(90)
+def test_a_key_error_of_a_drawn_parameter_is_not_blamed_on_the_sampler(tmp_path: Path) -> None:
+    # the solver's own KeyError (here of a name the sampler draws: its dict, not ours)
+    path = tmp_path / "solver.py"
+    path.write_text("import sys\nraise KeyError('x')\n")
+    launch, receiver, _ = study(tmp_path, [sys.executable, str(path)], 8, {"x": (0, 1)})
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert "The solver or its environment is at fault" in message
+    assert "sampler is at fault" not in message
+
+
+@pytest.mark.timeout(90)
+def test_a_study_whose_every_simulation_is_refused_says_why_in_its_headline(
+    tmp_path: Path,
+) -> None:
+    sim = solver(tmp_path, shape=[47, 48])
+    launch, receiver, _ = study(
+        tmp_path, sim, 8, {"x": (0, 1)}, fields={"u": ((48, 48), "float32")}, job_limit=2
+    )
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    headline = message.splitlines()[0]
+    assert "the study stopped" in headline
+    assert "(47, 48)" in headline and "(48, 48)" in headline  # the receiver's reason
+    assert "an empty log" not in message and "ReceiverConfig(fields=...)" in headline

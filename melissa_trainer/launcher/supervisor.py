@@ -45,6 +45,7 @@ from melissa_trainer.launcher.reports import (
     LauncherError,
     RunningSimulation,
     failure_report,
+    repeated_failures,
     running_report,
     study_counts,
 )
@@ -127,6 +128,7 @@ class Supervisor:
             heartbeat=heartbeat is not None,
         )
         self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
+        self._advised = False  # `advise_deterministic` has spoken
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -395,6 +397,8 @@ class Supervisor:
                 study.max_restarts,
                 log_path,
             )
+        self.advise_deterministic(sid, codes)
+        if outcome == "restart":
             return
         history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
         failed = f"simulation {sid} failed {len(codes)} times ({history})"
@@ -424,6 +428,26 @@ class Supervisor:
             return None
         return self.systematic.failed(sid, code, log_path, reason)
 
+    def advise_deterministic(self, sid: int, codes: list[int | str]) -> None:
+        """Once per study: a restart failed as the attempt before it did (the same exit
+        code, or both killed for silence). A deterministic solver fails the same way
+        with the same parameters, each restart costing as long again (a hang: a whole
+        timeout): say that `max_restarts=0` gives up at the first failure and redraws."""
+        if self._advised or len(codes) < 2 or codes[-1] != codes[-2]:
+            return
+        self._advised = True
+        what = "hung" if codes[-1] == "timeout" else f"failed ({codes[-1]})"
+        logger.warning(
+            "simulation %d %s again on its restart, as on its previous attempt (exit codes "
+            "%s): if the solver is deterministic, the same parameters fail the same way and "
+            "every restart costs as long again; LauncherTuning(max_restarts=0) gives such a "
+            "simulation up at its first failure and draws new parameters in its place "
+            "(on_failure='redraw', the default). Said once per study.",
+            sid,
+            what,
+            codes,
+        )
+
     def failures(self) -> str:
         """The study's failures for its error (`reports.failure_report`), then the
         simulations running now. Any thread."""
@@ -437,6 +461,7 @@ class Supervisor:
             attempts = sum(len(r.exit_codes) for r in self.study.records.values())
         lines = [study_counts(counts, self.study.n_simulations, attempts)]
         lines += failure_report(failed, self.log_of, self.settings.log_dir)
+        lines += repeated_failures(failed)
         return "\n".join(lines + self.running())
 
     def attempt_of(self, sid: int) -> str:

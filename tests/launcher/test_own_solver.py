@@ -159,3 +159,52 @@ def test_a_study_whose_every_simulation_is_refused_says_why_in_its_headline(
     assert "the study stopped" in headline
     assert "(47, 48)" in headline and "(48, 48)" in headline  # the receiver's reason
     assert "an empty log" not in message and "ReceiverConfig(fields=...)" in headline
+
+
+# -- deterministic failures ---------------------------------------------------------------
+
+
+def advice(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "max_restarts=0" in r.getMessage()]
+
+
+@pytest.mark.timeout(90)
+def test_a_deterministic_hang_is_told_once_that_restarts_only_repeat_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    sim = solver(tmp_path, hang=[1, 2])  # these ids hang whenever they run
+    tuning = {"simulation_timeout": 1.0, "max_restarts": 2, "on_failure": "raise"}
+    launch, receiver, _ = study(tmp_path, sim, 4, {"x": (0, 1)}, tuning=tuning, job_limit=4)
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    told = advice(caplog)
+    assert len(told) == 1, told  # once per study, not once per restart
+    assert "hung again on its restart" in told[0] and "['timeout', 'timeout']" in told[0]
+    # the failed study's error says it too
+    assert "failed the same way on every attempt" in message
+    assert "LauncherTuning(max_restarts=0)" in message
+
+
+@pytest.mark.timeout(90)
+def test_max_restarts_0_redraws_a_deterministic_hang_at_its_first_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    sim = solver(tmp_path, hang=[1])  # id 1 hangs; its redraw (id 4) does not
+    tuning = {"simulation_timeout": 1.0, "max_restarts": 0}
+    launch, receiver, buffer = study(tmp_path, sim, 4, {"x": (0, 1)}, tuning=tuning, job_limit=4)
+    try:
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        launch.stop()
+        receiver.stop()
+    ids = sorted({int(s["simulation_id"]) for s in samples})
+    assert ids == [0, 2, 3, 4]  # 1 given up after one attempt, 4 in its place
+    summary = launch.summary()
+    assert summary["restarts"] == 0 and summary["redraws"] == 1
+    assert advice(caplog) == []  # nothing failed twice: nothing to advise

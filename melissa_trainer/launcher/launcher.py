@@ -318,9 +318,14 @@ class Launcher:
     def summary(self) -> dict[str, float]:
         """Counts: finished, running (a process alive), exited (exit 0, data still due),
         pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
-        simulation_seconds, the wall time of all jobs so far."""
+        simulation_seconds, the wall time of all jobs so far, of which startup_seconds
+        from the attempts' launch to their first message (with a heartbeat; this run's
+        attempts only, not saved in a checkpoint)."""
+        supervisor = self._supervisor
         with self._lock:
-            return self._study.summary(time.monotonic())
+            summary = self._study.summary(time.monotonic())
+        summary["startup_seconds"] = 0.0 if supervisor is None else supervisor.startup_seconds
+        return summary
 
     def failures(self) -> str:
         """The study's failures as text: each failed simulation, its exit codes and the

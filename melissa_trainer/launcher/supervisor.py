@@ -56,7 +56,15 @@ from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning
 
-__all__ = ["DRAIN_GRACE", "IDLE_GRACE", "RunningJob", "Settings", "Supervisor"]
+__all__ = [
+    "DRAIN_GRACE",
+    "IDLE_GRACE",
+    "STARTUP_FLOOR",
+    "STARTUP_SHARE",
+    "RunningJob",
+    "Settings",
+    "Supervisor",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -64,6 +72,11 @@ logger = logging.getLogger("melissa_trainer.launcher")
 #: receiver must also have been idle, its socket empty, for `IDLE_GRACE` s)
 DRAIN_GRACE = 2.0
 IDLE_GRACE = 1.0
+#: a simulation whose launch-to-first-message took at least `STARTUP_FLOOR` s and
+#: `STARTUP_SHARE` of its wall time is dominated by its start-up (imports, JIT, set-up):
+#: the launcher says so once, with the fix (worker mode)
+STARTUP_FLOOR = 2.0
+STARTUP_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -89,14 +102,25 @@ class RunningJob:
     beat: int = 0  # heartbeat value at the last progress seen
     silent: float = 0.0  # its own silence since then, in seconds (`silence.SilenceClock`)
     sending: bool = False  # a message of this attempt came
+    startup: float | None = None  # wall seconds from `since` to its first message
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
-        self.silent, self.sending = 0.0, False
+        self.silent, self.sending, self.startup = 0.0, False, None
 
 
 class Supervisor:
-    """Runs one simulation per job (see the module docstring)."""
+    """Runs one simulation per job (see the module docstring).
+
+    Start-up: the wall time from an attempt's launch to its first message (with a
+    heartbeat) is summed in `startup_seconds` (`Launcher.summary`'s split of
+    ``simulation_seconds``); the first simulation that ends with its start-up at least
+    `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one WARNING naming the
+    fix, worker mode, which pays the start-up once per job.
+    """
+
+    #: whether a start-up that dominates calls for worker mode (not already in it)
+    startup_advice = True
 
     def __init__(
         self,
@@ -129,6 +153,10 @@ class Supervisor:
         )
         self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
         self._advised = False  # `advise_deterministic` has spoken
+        #: launch-to-first-message seconds of the attempts that sent one (ended or not)
+        self.startup_seconds = 0.0
+        self._startups: dict[int, float] = {}  # of the attempts running, by id
+        self._startup_told = False
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -180,9 +208,12 @@ class Supervisor:
         silence counts, not the trainer's pauses nor its back-pressure)."""
         reading = self.data is None or not self.data.backpressured()
         elapsed = self.silence.tick(now, reading)
-        if not self.silence.enabled:
+        if not self.silence.enabled and self.heartbeat is None:
             return
         beats = self.refresh_beats()
+        self.note_startups(now, beats)
+        if not self.silence.enabled:
+            return
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
             if sid is None:
@@ -210,6 +241,42 @@ class Supervisor:
             self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
             self.job_killed(job, time.monotonic())
+
+    def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
+        """Time the start-up of the attempts whose first message came since the last
+        tick (to within a poll interval)."""
+        for job in self.jobs.values():
+            sid = job.simulation_id
+            if sid is not None and job.startup is None and beats.get(sid, 0) != job.beat:
+                job.startup = now - job.since
+                self._startups[sid] = job.startup
+                self.startup_seconds += job.startup
+
+    def advise_startup(self, sid: int, wall: float) -> None:
+        """Once per study: a simulation ended (exit 0) whose start-up took most of its
+        wall time."""
+        startup = self._startups.pop(sid, None)
+        if (
+            startup is None
+            or self._startup_told
+            or not self.startup_advice
+            or startup < STARTUP_FLOOR
+            or startup < STARTUP_SHARE * wall
+        ):
+            return
+        self._startup_told = True
+        logger.warning(
+            "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
+            "(imports, JIT compilation, set-up) dominates its wall time, and every "
+            "simulation pays it again. Worker mode pays it once per job: "
+            "Launcher(..., worker=True), the solver looping on "
+            "melissa_trainer.client.worker.next_simulation() (see the guide's "
+            "'Your own solver' page); Launcher.summary()['startup_seconds'] has the "
+            "study's total. Said once per study.",
+            sid,
+            startup,
+            wall,
+        )
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
@@ -367,6 +434,10 @@ class Supervisor:
             outcome = self.study.process_ended(sid, now, code)
         ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
         wall = now - started if started is not None else 0.0
+        if code == 0:
+            self.advise_startup(sid, wall)
+        else:
+            self._startups.pop(sid, None)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
         if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
             self.log_paths.pop(sid, None)

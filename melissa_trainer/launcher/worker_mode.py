@@ -71,6 +71,8 @@ class WorkerSupervisor(Supervisor):
     used by the launcher's thread only.
     """
 
+    startup_advice = False  # (worker mode already pays start-up once per job)
+
     def __init__(
         self,
         *args: Any,

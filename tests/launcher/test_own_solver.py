@@ -208,3 +208,75 @@ def test_max_restarts_0_redraws_a_deterministic_hang_at_its_first_failure(
     summary = launch.summary()
     assert summary["restarts"] == 0 and summary["redraws"] == 1
     assert advice(caplog) == []  # nothing failed twice: nothing to advise
+
+
+# -- start-up -----------------------------------------------------------------------------
+
+WORKER = r"""
+import json, sys, time
+import numpy as np
+from melissa_trainer.client import Client
+from melissa_trainer.client.worker import next_simulation
+
+time.sleep(json.loads(sys.argv[1])["startup"])  # once per job
+while (work := next_simulation(timeout=30)) is not None:
+    sid, parameters = work
+    client = Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters)
+    for t in range(3):
+        client.send(t, u=np.full(4, parameters["x"] + t, np.float32))
+    client.close()
+"""
+
+
+def startup_advice(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "worker=True" in r.getMessage()]
+
+
+def run_to_end(launch: Launcher, receiver: Receiver, buffer: FIFOBuffer) -> int:
+    """Take the study's samples until its end; stop it. The count of samples."""
+    try:
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        launch.stop()
+        receiver.stop()
+    return len(samples)
+
+
+@pytest.mark.timeout(90)
+def test_a_start_up_that_dominates_is_told_once_with_worker_mode_as_the_fix(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    startup = 3.0  # (a JIT's compile time), then 3 steps sent at once
+    sim = solver(tmp_path, startup=startup)
+    launch, receiver, buffer = study(tmp_path, sim, 3, {"x": (0, 1)}, job_limit=3)
+    assert run_to_end(launch, receiver, buffer) == 9
+    told = startup_advice(caplog)
+    assert len(told) == 1, told  # once per study, not once per simulation
+    assert "before its first message" in told[0] and "Launcher(..., worker=True)" in told[0]
+    summary = launch.summary()  # the split: start-up within the simulations' wall time
+    assert 3 * startup <= summary["startup_seconds"] <= summary["simulation_seconds"]
+
+
+@pytest.mark.timeout(90)
+def test_no_start_up_advice_for_a_quick_start_nor_in_worker_mode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    launch, receiver, buffer = study(tmp_path, solver(tmp_path), 2, {"x": (0, 1)}, job_limit=2)
+    assert run_to_end(launch, receiver, buffer) == 6
+    assert startup_advice(caplog) == []
+    assert launch.summary()["startup_seconds"] > 0  # measured all the same
+    # worker mode: the same slow start-up, paid once per job: nothing to advise
+    (tmp_path / "w").mkdir()
+    path = tmp_path / "w" / "worker.py"
+    path.write_text(textwrap.dedent(WORKER))
+    argv = [
+        sys.executable,
+        str(path),
+        json.dumps({"startup": 3.0}).replace("{", "{{").replace("}", "}}"),
+    ]
+    launch, receiver, buffer = study(tmp_path / "w", argv, 4, {"x": (0, 1)}, worker=True)
+    assert run_to_end(launch, receiver, buffer) == 12
+    assert startup_advice(caplog) == []

@@ -57,6 +57,7 @@ from melissa_trainer.arguments import TrainingArguments
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.account import log_account
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.simulation_loss import SimulationLoss, resolve_loss_steps
 from melissa_trainer.sources import Source, SourceError
@@ -258,6 +259,10 @@ class Study(Source):
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
+                # which simulations contributed nothing, and why (`launcher.account`)
+                log_account(
+                    self.launcher.outcomes(), receiver.ingest.samples_of() if receiver else {}
+                )
         finally:
             self.stream.stop()
 

@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.client import ENV_RUN_ID
+from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
@@ -332,6 +333,15 @@ class Launcher:
         last lines of its log ("" before `start`)."""
         supervisor = self._supervisor
         return "" if supervisor is None else supervisor.failures()
+
+    def outcomes(self) -> list[SimulationOutcome]:
+        """Every simulation drawn, in id order: its status, exit codes, the reason it
+        was refused or failed, its parameters (`account`). Any thread."""
+        with self._lock:
+            return [
+                SimulationOutcome(sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters))
+                for sid, r in sorted(self._study.records.items())
+            ]
 
     def describe(self, simulation_id: int) -> str:
         """One line on a simulation: its state, exit codes, parameters."""

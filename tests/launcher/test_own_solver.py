@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from helpers import drain
 
+from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning, make_sampler
 from melissa_trainer.launcher.backends.local import LocalBackend
@@ -37,13 +38,16 @@ options = json.loads(sys.argv[1])
 sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
 attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
 time.sleep(options.get("startup", 0.0))  # (a JIT's compile time)
-shape = tuple(options.get("shape", [4]))
+if sid in options.get("fail", []):
+    sys.exit("diverged before its first step")
+shape = tuple(options.get("wrong_shape" if sid in options.get("wrong", []) else "shape", [4]))
 client = Client({"u": ((shape), "float32")})
 values = [client.parameters[name] for name in options.get("reads", ["x"])]
 if sid in options.get("hang", []):
     time.sleep(600)
+blown = sid in options.get("nan", [])  # blows up from its first step
 for t in range(options.get("steps", 3)):
-    client.send(t, u=np.full(shape, sum(values) + t, np.float32))
+    client.send(t, u=np.full(shape, np.nan if blown else sum(values) + t, np.float32))
 client.close()
 """
 
@@ -280,3 +284,80 @@ def test_no_start_up_advice_for_a_quick_start_nor_in_worker_mode(
     launch, receiver, buffer = study(tmp_path / "w", argv, 4, {"x": (0, 1)}, worker=True)
     assert run_to_end(launch, receiver, buffer) == 12
     assert startup_advice(caplog) == []
+
+
+# -- the end-of-run account ---------------------------------------------------------------
+
+
+def account(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "study account" in r.getMessage()]
+
+
+@pytest.mark.timeout(90)
+def test_the_end_of_a_study_says_which_simulations_contributed_nothing_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    options = {"nan": [1, 2], "fail": [3], "wrong": [4], "wrong_shape": [5]}
+    tuning = dataclasses.replace(FAST, max_restarts=0, on_failure="abandon")
+    launch = Launcher(
+        solver(tmp_path, **options),
+        make_sampler("uniform", {"x": (0, 1)}, seed=0),
+        8,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=tuning,
+    )
+    config = ReceiverConfig(rendezvous_dir=tmp_path / "rendezvous", fields={"u": ((4,), "float32")})
+    source = Study(launch, StreamSource(config))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        source.stop()
+    # an oracle of its own: the samples the buffer got, by simulation
+    contributed = sorted({int(s["simulation_id"]) for s in samples})
+    assert contributed == [0, 5, 6, 7]
+    (text,) = account(caplog)
+    lines = text.splitlines()
+    assert lines[0] == (
+        "study account: 8 simulations ended, 4 contributed samples; 4 (50% of the study) "
+        "contributed none:"
+    )
+    assert "2 sent only NaN or Inf" in lines[1] and "simulations 1, 2;" in lines[1]
+    assert "1 refused by the receiver: simulations 4:" in lines[2] and "(5,)" in lines[2]
+    assert "1 failed with no sample received: simulations 3;" in lines[3]
+    warned = [r for r in caplog.records if "study account" in r.getMessage()]
+    assert warned[0].levelno == logging.WARNING
+
+
+@pytest.mark.timeout(60)
+def test_a_study_whose_every_simulation_contributed_says_so_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    launch = Launcher(
+        solver(tmp_path),
+        make_sampler("uniform", {"x": (0, 1)}, seed=0),
+        3,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=FAST,
+    )
+    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        assert len(drain(buffer, timeout=60)) == 9
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        source.stop()
+    records = [r for r in caplog.records if "study account" in r.getMessage()]
+    assert [r.getMessage() for r in records] == [
+        "study account: 3 simulations ended, 3 contributed samples; every one contributed."
+    ]
+    assert records[0].levelno == logging.INFO

@@ -1,0 +1,119 @@
+"""A study's end-of-run account: which simulations contributed no sample, and why.
+
+A study can end "successfully" (exit 0, every simulation finished) with a third of its
+simulations having contributed nothing: a solver that blows up to NaN sends samples the
+receiver refuses (``nonfinite="refuse"``, the default), and the simulation still
+finishes. `study_account` tells it at the end, in a few lines:
+
+    study account: 16 simulations drawn, 11 contributed samples; 5 (31% of the study)
+    contributed none:
+      5 sent only NaN or Inf (all their samples refused, nonfinite='refuse'):
+        simulations 3, 5, 9, 12, 14; e.g. simulation 3, parameters {...}
+      ...
+
+The reasons, in order: every sample non-finite (finished, all refused); every HELLO
+refused (the fields were not the study's: the receiver's reason quoted); failed or
+abandoned with no sample received (exit codes). A simulation that failed after sending
+some samples contributed those (the receivers keep them): it is not listed.
+
+What a receiver saw is rank 0's (in a multi-rank run, a simulation's steps are shared
+among the ranks: one whose rank-0 share was all refused is counted); the non-finite
+counts are this run's (not saved in a checkpoint). Pure formatting: `Study.stop` feeds
+it the launcher's records and rank 0's receiver's counts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+__all__ = ["SimulationOutcome", "log_account", "study_account"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+#: ids listed per reason
+_SHOWN = 10
+
+
+class SimulationOutcome(NamedTuple):
+    """A simulation of the study, as the account needs it (from its launcher record)."""
+
+    simulation_id: int
+    status: str  # `simulation_record.STATUSES`
+    exit_codes: Sequence[int | str]
+    reason: str
+    parameters: Mapping[str, float]
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ", ".join(map(str, ids[:_SHOWN])) + (", ..." if len(ids) > _SHOWN else "")
+
+
+def study_account(
+    outcomes: Sequence[SimulationOutcome], samples: Mapping[int, tuple[int, int]]
+) -> tuple[list[str], bool]:
+    """The account's lines, and whether some simulation contributed no sample (then
+    the caller logs it as a WARNING).
+
+    Args:
+        outcomes: every simulation drawn in the study, ended or not (those pending or
+            running are left out of the account).
+        samples: id -> (steps received, of which refused for NaN or Inf), as rank 0's
+            receiver has them (`IngestState.samples_of`).
+    """
+    ended = [o for o in outcomes if o.status in ("finished", "failed", "abandoned")]
+    nonfinite: list[SimulationOutcome] = []
+    refused: list[SimulationOutcome] = []
+    failed: list[SimulationOutcome] = []
+    for o in ended:
+        steps, bad = samples.get(o.simulation_id, (0, 0))
+        if steps - bad > 0:
+            continue  # contributed
+        if bad > 0:
+            nonfinite.append(o)
+        elif o.status == "finished":
+            continue  # (no step here: its share went to other ranks, or it sent none)
+        elif o.exit_codes and all(c == "refused" for c in o.exit_codes):
+            refused.append(o)
+        else:
+            failed.append(o)
+    none = len(nonfinite) + len(refused) + len(failed)
+    contributed = len(ended) - none
+    head = f"study account: {len(ended)} simulations ended, {contributed} contributed samples"
+    if not none:
+        return [f"{head}; every one contributed."], False
+    share = none / len(ended)
+    lines = [f"{head}; {none} ({share:.0%} of the study) contributed none:"]
+    if nonfinite:
+        first = nonfinite[0]
+        lines.append(
+            f"  {len(nonfinite)} sent only NaN or Inf (all their samples refused, "
+            f"nonfinite='refuse'): simulations {_ids([o.simulation_id for o in nonfinite])}; "
+            f"e.g. simulation {first.simulation_id}, parameters {dict(first.parameters)}. "
+            f"The solver blows up there: check its time step or stability for these "
+            f"parameters, or narrow the sampler's bounds"
+        )
+    if refused:
+        lines.append(
+            f"  {len(refused)} refused by the receiver: simulations "
+            f"{_ids([o.simulation_id for o in refused])}: {refused[0].reason or 'see the log'}"
+        )
+    if failed:
+        first = failed[0]
+        lines.append(
+            f"  {len(failed)} failed with no sample received: simulations "
+            f"{_ids([o.simulation_id for o in failed])}; e.g. simulation "
+            f"{first.simulation_id}, exit codes {list(first.exit_codes)}"
+            + (f" ({first.reason})" if first.reason else "")
+        )
+    return lines, True
+
+
+def log_account(
+    outcomes: Sequence[SimulationOutcome], samples: Mapping[int, tuple[int, int]]
+) -> None:
+    """Log `study_account`: a WARNING (shown by Python's default logging) when some
+    simulation contributed no sample, else INFO."""
+    lines, some_none = study_account(outcomes, samples)
+    logger.log(logging.WARNING if some_none else logging.INFO, "%s", "\n".join(lines))

@@ -42,7 +42,9 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
 
 class ProgressHook(Hook):
     """Shows the training logs, validation metrics, checkpoints written and the one
-    resumed from, on the main process.
+    resumed from, on the main process; after a resume, at SOURCE_STARTED, the source's
+    `resume_report` lines if it has any (a `Study`: which simulations are done, which
+    run again).
 
     With the bar enabled, a tqdm bar advances every step (total = `max_steps`, or open
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
@@ -73,6 +75,15 @@ class ProgressHook(Hook):
         # trainer's own "resumed from" line is INFO, which Python's default logging hides.
         if trainer.is_main_process:
             self._print(f"step {state.global_step} | resumed from {path}")
+
+    def on_source_started(
+        self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
+    ) -> None:
+        # A resumed study says which simulations are done and which run again (a source
+        # that has such a report: `Study.resume_report`, rank 0's).
+        if trainer.is_main_process:
+            for line in getattr(trainer.source, "resume_report", ()):
+                self._print(f"step {state.global_step} | {line}")
 
     def on_train_start(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["SimulationOutcome", "log_account", "study_account"]
+__all__ = ["SimulationOutcome", "id_ranges", "log_account", "resume_lines", "study_account"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -44,6 +44,47 @@ class SimulationOutcome(NamedTuple):
     exit_codes: Sequence[int | str]
     reason: str
     parameters: Mapping[str, float]
+    attempts: int = 0  # launches so far
+
+
+def id_ranges(ids: Sequence[int], groups: int = 12) -> str:
+    """Sorted ids as ranges: "0-11, 14, 16-18" (at most `groups` of them, then "...")."""
+    out: list[str] = []
+    ids = sorted(ids)
+    i = 0
+    while i < len(ids) and len(out) < groups:
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ", ".join(out) + (", ..." if i < len(ids) else "")
+
+
+def resume_lines(outcomes: Sequence[SimulationOutcome], n_simulations: int) -> list[str]:
+    """What a resumed study does with its simulations (after `Launcher.reconcile`):
+    those done (finished: their data is in the checkpoint), those that run again
+    (running at the checkpoint, or their data not all in it), those given up, those
+    not started yet."""
+    done = [o.simulation_id for o in outcomes if o.status == "finished"]
+    again = [o.simulation_id for o in outcomes if o.status == "pending" and o.attempts > 0]
+    queued = [o for o in outcomes if o.status == "pending" and o.attempts == 0]
+    given_up = [o.simulation_id for o in outcomes if o.status in ("failed", "abandoned")]
+    active = sum(o.status != "failed" for o in outcomes)
+    not_started = len(queued) + max(0, n_simulations - active)
+    line = (
+        f"study resumed: {len(done)} of its {n_simulations} simulations are done and do "
+        f"not run again" + (f" ({id_ranges(done)})" if done else "")
+    )
+    line += f"; {len(again)} run again" + (
+        f" ({id_ranges(again)}: running at the checkpoint, or their data not all in it)"
+        if again
+        else ""
+    )
+    line += f"; {not_started} not started yet"
+    if given_up:
+        line += f"; {len(given_up)} given up before ({id_ranges(given_up)})"
+    return [line]
 
 
 def _ids(ids: Sequence[int]) -> str:

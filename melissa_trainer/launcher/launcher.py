@@ -339,7 +339,9 @@ class Launcher:
         was refused or failed, its parameters (`account`). Any thread."""
         with self._lock:
             return [
-                SimulationOutcome(sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters))
+                SimulationOutcome(
+                    sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters), r.attempts
+                )
                 for sid, r in sorted(self._study.records.items())
             ]
 

@@ -40,7 +40,8 @@ the simulations: the processes). The study owns what joins them:
   simulations that were running or whose data the checkpoint lacks, nothing else;
   `resume_report` says which (printed by `ProgressHook` after "resumed from").
 * **The end-of-run account.** `stop` logs which simulations contributed no sample and
-  why (`launcher.account`): a WARNING when some did not.
+  why, and what an adaptive sampler drew (`launcher.account`): a WARNING when some
+  contributed none; otherwise `account_report`, which `ProgressHook` prints.
 
 Without a launcher ("external mode") there is no study: give the trainer a
 `StreamSource(ReceiverConfig(expected_simulations=N))` and start the simulations
@@ -125,6 +126,9 @@ class Study(Source):
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`
         #: prints it after its "resumed from" line)
         self.resume_report: list[str] = []
+        #: rank 0, after `stop`: the end-of-run account when it was not a WARNING
+        #: (`ProgressHook` prints it at the end of training)
+        self.account_report: list[str] = []
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -267,9 +271,11 @@ class Study(Source):
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
                 # which simulations contributed nothing, and why (`launcher.account`)
-                log_account(
-                    self.launcher.outcomes(), receiver.ingest.samples_of() if receiver else {}
+                samples = receiver.ingest.samples_of() if receiver else {}
+                lines, warned = log_account(
+                    self.launcher.outcomes(), samples, self.launcher.sampler
                 )
+                self.account_report = [] if warned else lines
         finally:
             self.stream.stop()
 

@@ -51,6 +51,9 @@ class ProgressHook(Hook):
     above it. With `disable_bar`, log lines go to the `melissa_trainer` logger and to
     standard output.
 
+    At the end of training it prints the source's `account_report` lines if it has any (a
+    `Study`: what its simulations contributed, what an adaptive sampler drew).
+
     At the end of training (`on_train_end`, after the final log) it shows how often each
     sample was trained on, on average over all ranks, and logs a WARNING naming the
     options to change when a run ended with its stream after about one use per sample
@@ -168,6 +171,8 @@ class ProgressHook(Hook):
             return
         line, warning = report
         self.close()  # the bar is done: the summary goes below it
+        for account in getattr(trainer.source, "account_report", ()):
+            self._print(account)
         self._print(line)
         if warning is not None:
             logger.warning("%s", warning)

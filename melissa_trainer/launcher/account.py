@@ -28,7 +28,17 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-__all__ = ["SimulationOutcome", "id_ranges", "log_account", "resume_lines", "study_account"]
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.samplers import Sampler
+
+__all__ = [
+    "SimulationOutcome",
+    "id_ranges",
+    "log_account",
+    "resume_lines",
+    "sampler_line",
+    "study_account",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -151,10 +161,37 @@ def study_account(
     return lines, True
 
 
+def sampler_line(sampler: Sampler) -> str | None:
+    """What an adaptive sampler did: its draws, how many explored and how many bred
+    (a `BreedSampler`), how many simulations' losses it holds; None for a fixed
+    design, or before any draw."""
+    if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
+        return None
+    draws, observed = sampler.position, len(sampler.observations)
+    explored = getattr(sampler, "explored", None)  # (a BreedSampler's)
+    what = (
+        f"{draws} draws"
+        if explored is None
+        else f"of {draws} draws, {explored} explored, {draws - explored} bred from the "
+        f"worst-trained simulations"
+    )
+    window = "" if sampler.window is None else f" (the last {sampler.window} kept)"
+    return (
+        f"adaptive sampler: {what}; the training losses of {observed} simulations observed{window}"
+    )
+
+
 def log_account(
-    outcomes: Sequence[SimulationOutcome], samples: Mapping[int, tuple[int, int]]
-) -> None:
-    """Log `study_account`: a WARNING (shown by Python's default logging) when some
-    simulation contributed no sample, else INFO."""
+    outcomes: Sequence[SimulationOutcome],
+    samples: Mapping[int, tuple[int, int]],
+    sampler: Sampler | None = None,
+) -> tuple[list[str], bool]:
+    """Log `study_account` (and `sampler_line`): a WARNING (shown by Python's default
+    logging) when some simulation contributed no sample, else INFO. Returns the lines
+    and whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples)
+    extra = None if sampler is None else sampler_line(sampler)
+    if extra is not None:
+        lines.append(extra)
     logger.log(logging.WARNING if some_none else logging.INFO, "%s", "\n".join(lines))
+    return lines, some_none

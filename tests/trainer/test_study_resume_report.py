@@ -117,3 +117,7 @@ def test_a_resumed_study_says_first_which_simulations_are_done_and_which_run_aga
     assert int(match[1]) == len(done) and int(match[3]) == len(again)
     assert int(match[5]) == sum(attempt == 0 for attempt in second.values())
     assert done and again, "the checkpoint was taken with no simulation done, or in flight"
+    # and at its end, the account (printed: not a warning)
+    assert (
+        "study account: 6 simulations ended, 6 contributed samples; every one contributed." in out
+    )

@@ -103,10 +103,11 @@ class RunningJob:
     silent: float = 0.0  # its own silence since then, in seconds (`silence.SilenceClock`)
     sending: bool = False  # a message of this attempt came
     startup: float | None = None  # wall seconds from `since` to its first message
+    quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
-        self.silent, self.sending, self.startup = 0.0, False, None
+        self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
 
 
 class Supervisor:
@@ -201,7 +202,13 @@ class Supervisor:
 
     def job_ended(self, job: RunningJob, code: int, now: float) -> None:
         assert job.simulation_id is not None
-        self.end_simulation(job.simulation_id, code, now, job.log_path)
+        sid = job.simulation_id
+        # a solver that sends all its steps within one poll after its start-up, then
+        # exits: its first message was never seen at a tick (its start-up still counts)
+        untimed = self.heartbeat is not None and job.startup is None
+        if untimed and self.refresh_beats().get(sid, 0) != job.beat:
+            self.started_sending(job, sid)
+        self.end_simulation(sid, code, now, job.log_path)
 
     def check_timeouts(self, now: float) -> None:
         """Kill the simulations silent past their bound (`silence`: only their own
@@ -244,13 +251,21 @@ class Supervisor:
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
         """Time the start-up of the attempts whose first message came since the last
-        tick (to within a poll interval)."""
+        tick: from their launch to the last tick that found none (a lower bound, to
+        within a poll interval)."""
         for job in self.jobs.values():
             sid = job.simulation_id
-            if sid is not None and job.startup is None and beats.get(sid, 0) != job.beat:
-                job.startup = now - job.since
-                self._startups[sid] = job.startup
-                self.startup_seconds += job.startup
+            if sid is None or job.startup is not None:
+                continue
+            if beats.get(sid, 0) == job.beat:
+                job.quiet_at = now
+            else:
+                self.started_sending(job, sid)
+
+    def started_sending(self, job: RunningJob, sid: int) -> None:
+        job.startup = job.quiet_at - job.since
+        self._startups[sid] = job.startup
+        self.startup_seconds += job.startup
 
     def advise_startup(self, sid: int, wall: float) -> None:
         """Once per study: a simulation ended (exit 0) whose start-up took most of its

@@ -30,7 +30,6 @@ report (a WARNING) also names.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import statistics
 import sys
@@ -45,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import print_rows  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
+from melissa_trainer.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalBackend  # noqa: E402
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             }
         )
     if opts.json:
-        print(json.dumps({"rows": rows, "medians": med, "setup": vars(opts)}))
+        print(to_json({"rows": rows, "medians": med, "setup": vars(opts)}))
         return rows
     for mode, m in med.items():
         print(

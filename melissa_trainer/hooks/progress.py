@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.hooks.reuse import reuse_report
+from melissa_trainer.hooks.reuse import data_limited, reuse_report
 from melissa_trainer.state import TrainerControl, TrainerState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +57,9 @@ class ProgressHook(Hook):
     At the end of training (`on_train_end`, after the final log) it shows how often each
     sample was trained on, on average over all ranks, and logs a WARNING naming the
     options to change when a run ended with its stream after about one use per sample
-    (see `hooks.reuse.reuse_report`).
+    (see `hooks.reuse.reuse_report`), or "more simulations, not more reuse" when its
+    validation stopped improving while the training loss kept falling
+    (`hooks.reuse.data_limited`).
     """
 
     def __init__(self, disable_bar: bool = False) -> None:
@@ -176,6 +178,9 @@ class ProgressHook(Hook):
         self._print(line)
         if warning is not None:
             logger.warning("%s", warning)
+        diagnosis = data_limited(state)
+        if diagnosis is not None:
+            logger.warning("%s", diagnosis)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -325,7 +325,9 @@ class Launcher:
         supervisor = self._supervisor
         with self._lock:
             summary = self._study.summary(time.monotonic())
-        summary["startup_seconds"] = 0.0 if supervisor is None else supervisor.startup_seconds
+        summary["startup_seconds"] = (
+            0.0 if supervisor is None else supervisor.advice.startup_seconds
+        )
         return summary
 
     def failures(self) -> str:

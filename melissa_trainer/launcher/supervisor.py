@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -56,15 +57,7 @@ from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
 from melissa_trainer.launcher.tuning import LauncherTuning
 
-__all__ = [
-    "DRAIN_GRACE",
-    "IDLE_GRACE",
-    "STARTUP_FLOOR",
-    "STARTUP_SHARE",
-    "RunningJob",
-    "Settings",
-    "Supervisor",
-]
+__all__ = ["DRAIN_GRACE", "IDLE_GRACE", "RunningJob", "Settings", "Supervisor"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -72,11 +65,6 @@ logger = logging.getLogger("melissa_trainer.launcher")
 #: receiver must also have been idle, its socket empty, for `IDLE_GRACE` s)
 DRAIN_GRACE = 2.0
 IDLE_GRACE = 1.0
-#: a simulation whose launch-to-first-message took at least `STARTUP_FLOOR` s and
-#: `STARTUP_SHARE` of its wall time is dominated by its start-up (imports, JIT, set-up):
-#: the launcher says so once, with the fix (worker mode)
-STARTUP_FLOOR = 2.0
-STARTUP_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -111,17 +99,11 @@ class RunningJob:
 
 
 class Supervisor:
-    """Runs one simulation per job (see the module docstring).
+    """Runs one simulation per job (see the module docstring). It times each attempt's
+    launch-to-first-message (with a heartbeat) for `advice`, which says once per study
+    when start-up dominates, or when a restart failed as the attempt before it."""
 
-    Start-up: the wall time from an attempt's launch to its first message (with a
-    heartbeat) is summed in `startup_seconds` (`Launcher.summary`'s split of
-    ``simulation_seconds``); the first simulation that ends with its start-up at least
-    `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one WARNING naming the
-    fix, worker mode, which pays the start-up once per job.
-    """
-
-    #: whether a start-up that dominates calls for worker mode (not already in it)
-    startup_advice = True
+    worker_mode = False
 
     def __init__(
         self,
@@ -153,11 +135,7 @@ class Supervisor:
             heartbeat=heartbeat is not None,
         )
         self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
-        self._advised = False  # `advise_deterministic` has spoken
-        #: launch-to-first-message seconds of the attempts that sent one (ended or not)
-        self.startup_seconds = 0.0
-        self._startups: dict[int, float] = {}  # of the attempts running, by id
-        self._startup_told = False
+        self.advice = Advice(self.worker_mode)
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -264,34 +242,7 @@ class Supervisor:
 
     def started_sending(self, job: RunningJob, sid: int) -> None:
         job.startup = job.quiet_at - job.since
-        self._startups[sid] = job.startup
-        self.startup_seconds += job.startup
-
-    def advise_startup(self, sid: int, wall: float) -> None:
-        """Once per study: a simulation ended (exit 0) whose start-up took most of its
-        wall time."""
-        startup = self._startups.pop(sid, None)
-        if (
-            startup is None
-            or self._startup_told
-            or not self.startup_advice
-            or startup < STARTUP_FLOOR
-            or startup < STARTUP_SHARE * wall
-        ):
-            return
-        self._startup_told = True
-        logger.warning(
-            "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
-            "(imports, JIT compilation, set-up) dominates its wall time, and every "
-            "simulation pays it again. Worker mode pays it once per job: "
-            "Launcher(..., worker=True), the solver looping on "
-            "melissa_trainer.client.worker.next_simulation() (see the guide's "
-            "'Your own solver' page); Launcher.summary()['startup_seconds'] has the "
-            "study's total. Said once per study.",
-            sid,
-            startup,
-            wall,
-        )
+        self.advice.first_message(sid, job.startup)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
@@ -449,10 +400,7 @@ class Supervisor:
             outcome = self.study.process_ended(sid, now, code)
         ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
         wall = now - started if started is not None else 0.0
-        if code == 0:
-            self.advise_startup(sid, wall)
-        else:
-            self._startups.pop(sid, None)
+        self.advice.ended(sid, code, wall)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
         if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
             self.log_paths.pop(sid, None)
@@ -483,7 +431,7 @@ class Supervisor:
                 study.max_restarts,
                 log_path,
             )
-        self.advise_deterministic(sid, codes)
+        self.advice.failed(sid, codes)
         if outcome == "restart":
             return
         history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
@@ -513,26 +461,6 @@ class Supervisor:
             self.systematic.data_seen()  # (read while the check is on: few simulations)
             return None
         return self.systematic.failed(sid, code, log_path, reason)
-
-    def advise_deterministic(self, sid: int, codes: list[int | str]) -> None:
-        """Once per study: a restart failed as the attempt before it did (the same exit
-        code, or both killed for silence). A deterministic solver fails the same way
-        with the same parameters, each restart costing as long again (a hang: a whole
-        timeout): say that `max_restarts=0` gives up at the first failure and redraws."""
-        if self._advised or len(codes) < 2 or codes[-1] != codes[-2]:
-            return
-        self._advised = True
-        what = "hung" if codes[-1] == "timeout" else f"failed ({codes[-1]})"
-        logger.warning(
-            "simulation %d %s again on its restart, as on its previous attempt (exit codes "
-            "%s): if the solver is deterministic, the same parameters fail the same way and "
-            "every restart costs as long again; LauncherTuning(max_restarts=0) gives such a "
-            "simulation up at its first failure and draws new parameters in its place "
-            "(on_failure='redraw', the default). Said once per study.",
-            sid,
-            what,
-            codes,
-        )
 
     def failures(self) -> str:
         """The study's failures for its error (`reports.failure_report`), then the

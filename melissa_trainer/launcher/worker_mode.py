@@ -71,7 +71,7 @@ class WorkerSupervisor(Supervisor):
     used by the launcher's thread only.
     """
 
-    startup_advice = False  # (worker mode already pays start-up once per job)
+    worker_mode = True  # (start-up is paid once per job already: `advice`)
 
     def __init__(
         self,

@@ -15,7 +15,7 @@ from tqdm.auto import tqdm
 from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
-from melissa_trainer.hooks.reuse import reuse_report
+from melissa_trainer.hooks.reuse import data_limited, reuse_report
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -42,17 +42,24 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
 
 class ProgressHook(Hook):
     """Shows the training logs, validation metrics, checkpoints written and the one
-    resumed from, on the main process.
+    resumed from, on the main process; after a resume, at SOURCE_STARTED, the source's
+    `resume_report` lines if it has any (a `Study`: which simulations are done, which
+    run again).
 
     With the bar enabled, a tqdm bar advances every step (total = `max_steps`, or open
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
     above it. With `disable_bar`, log lines go to the `melissa_trainer` logger and to
     standard output.
 
+    At the end of training it prints the source's `account_report` lines if it has any (a
+    `Study`: what its simulations contributed, what an adaptive sampler drew).
+
     At the end of training (`on_train_end`, after the final log) it shows how often each
     sample was trained on, on average over all ranks, and logs a WARNING naming the
     options to change when a run ended with its stream after about one use per sample
-    (see `hooks.reuse.reuse_report`).
+    (see `hooks.reuse.reuse_report`), or "more simulations, not more reuse" when its
+    validation stopped improving while the training loss kept falling
+    (`hooks.reuse.data_limited`).
     """
 
     def __init__(self, disable_bar: bool = False) -> None:
@@ -73,6 +80,15 @@ class ProgressHook(Hook):
         # trainer's own "resumed from" line is INFO, which Python's default logging hides.
         if trainer.is_main_process:
             self._print(f"step {state.global_step} | resumed from {path}")
+
+    def on_source_started(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        # A resumed study says which simulations are done and which run again (a source
+        # that has such a report: `Study.resume_report`, rank 0's).
+        if trainer.is_main_process:
+            for line in getattr(trainer.source, "resume_report", ()):
+                self._print(f"step {state.global_step} | {line}")
 
     def on_train_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -157,9 +173,14 @@ class ProgressHook(Hook):
             return
         line, warning = report
         self.close()  # the bar is done: the summary goes below it
+        for account in getattr(trainer.source, "account_report", ()):
+            self._print(account)
         self._print(line)
         if warning is not None:
             logger.warning("%s", warning)
+        diagnosis = data_limited(state)
+        if diagnosis is not None:
+            logger.warning("%s", diagnosis)
 
     def close(self) -> None:
         if self._bar is not None:

@@ -6,16 +6,62 @@ loss curve says so, so the end of every run says how often each sample was train
 (draws / samples inserted, all ranks: the final log's buffer counters), and warns, naming
 the options that change it, when a run ended with its stream after about one use per
 sample. `ProgressHook` shows both; this module only composes them.
+
+The opposite case has its own diagnosis (`data_limited`): validation stopped improving
+while the training loss kept falling. The model is then fitting the samples it has, and
+more reuse (a higher ratio, more pseudo-epochs) makes it worse; the study is limited by
+its data, and the advice is more simulations, not more reuse.
 """
 
 from __future__ import annotations
 
 from melissa_trainer.core.state import TrainerState
 
-__all__ = ["REUSE_WARNING_BELOW", "reuse_report"]
+__all__ = ["DATA_LIMITED_DROP", "DATA_LIMITED_VALIDATIONS", "data_limited", "reuse_report"]
 
 #: a run that ends with its stream below this mean reuse is warned about
 REUSE_WARNING_BELOW = 1.5
+#: `data_limited`: validations after the best one, none better...
+DATA_LIMITED_VALIDATIONS = 2
+#: ... while the training loss fell below this share of its value at the best one
+DATA_LIMITED_DROP = 0.8
+
+
+def data_limited(state: TrainerState) -> str | None:
+    """The warning for a run whose validation stopped improving while its training
+    loss kept falling, else None; from `state.log_history` (``eval_loss`` entries and
+    training logs' ``loss``).
+
+    Given when the best ``eval_loss`` was followed by at least
+    `DATA_LIMITED_VALIDATIONS` validations, none better, and the last training loss
+    logged is below `DATA_LIMITED_DROP` times the last one logged at or before the best
+    validation's step. (The history keeps the last `TrainerState.LOG_HISTORY_LEN`
+    entries: a long run is judged on its end.)
+    """
+    history = state.log_history
+    evals = [(e["step"], e["eval_loss"]) for e in history if "eval_loss" in e]
+    losses = [(e["step"], e["loss"]) for e in history if "loss" in e and "eval_loss" not in e]
+    if len(evals) < DATA_LIMITED_VALIDATIONS + 1 or not losses:
+        return None
+    best = min(range(len(evals)), key=lambda i: evals[i][1])
+    after = len(evals) - 1 - best
+    if after < DATA_LIMITED_VALIDATIONS:
+        return None
+    best_step, best_eval = evals[best]
+    before = [loss for step, loss in losses if step <= best_step]
+    if not before:
+        return None
+    then, last = before[-1], losses[-1][1]
+    if not last < DATA_LIMITED_DROP * then:
+        return None
+    return (
+        f"validation stopped improving at step {best_step:.0f} (eval_loss {best_eval:.4g}, "
+        f"none better in the {after} validations since) while the training loss kept "
+        f"falling ({then:.4g} -> {last:.4g}): the model is fitting the samples it has. "
+        f"The study is limited by its data: more simulations (the launcher's "
+        f"n_simulations), not more reuse (a higher --sample_to_insert_ratio or more "
+        f"--pseudo_epochs fit the same samples harder)"
+    )
 
 
 def reuse_report(

@@ -56,6 +56,7 @@ from typing import Any
 
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.common.checks import check_count
+from melissa_trainer.launcher.account import SimulationOutcome
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
@@ -319,15 +320,33 @@ class Launcher:
     def summary(self) -> dict[str, float]:
         """Counts: finished, running (a process alive), exited (exit 0, data still due),
         pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
-        simulation_seconds, the wall time of all jobs so far."""
+        simulation_seconds, the wall time of all jobs so far, of which startup_seconds
+        from the attempts' launch to their first message (with a heartbeat; this run's
+        attempts only, not saved in a checkpoint)."""
+        supervisor = self._supervisor
         with self._lock:
-            return self._study.summary(time.monotonic())
+            summary = self._study.summary(time.monotonic())
+        summary["startup_seconds"] = (
+            0.0 if supervisor is None else supervisor.advice.startup_seconds
+        )
+        return summary
 
     def failures(self) -> str:
         """The study's failures as text: each failed simulation, its exit codes and the
         last lines of its log ("" before `start`)."""
         supervisor = self._supervisor
         return "" if supervisor is None else supervisor.failures()
+
+    def outcomes(self) -> list[SimulationOutcome]:
+        """Every simulation drawn, in id order: its status, exit codes, the reason it
+        was refused or failed, its parameters (`account`). Any thread."""
+        with self._lock:
+            return [
+                SimulationOutcome(
+                    sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters), r.attempts
+                )
+                for sid, r in sorted(self._study.records.items())
+            ]
 
     def describe(self, simulation_id: int) -> str:
         """One line on a simulation: its state, exit codes, parameters."""

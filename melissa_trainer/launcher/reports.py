@@ -24,6 +24,7 @@ __all__ = [
     "RunningSimulation",
     "failure_report",
     "log_tail",
+    "repeated_failures",
     "running_report",
     "study_counts",
 ]
@@ -129,6 +130,26 @@ def failure_report(
     if len(kinds) > MAX_SHOWN:
         lines.append(f"  ... and other failures (see {log_dir})")
     return lines
+
+
+def repeated_failures(failed: Sequence[tuple[int, str, tuple[int | str, ...]]]) -> list[str]:
+    """A line for a study's error when some simulations failed alike on every attempt
+    (two or more, the same exit code or all killed for silence): restarts did not help,
+    as with a deterministic solver; `failed` as in `failure_report`."""
+    ids = [
+        sid
+        for sid, _, codes in failed
+        if len(codes) >= 2 and 0 not in codes and len(set(codes)) == 1
+    ]
+    if not ids:
+        return []
+    shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
+    return [
+        f"  {len(ids)} simulation(s) ({shown}) failed the same way on every attempt: "
+        f"restarts did not help. For a deterministic solver, "
+        f"LauncherTuning(max_restarts=0) gives a simulation up at its first failure and "
+        f"draws new parameters in its place (on_failure='redraw')"
+    ]
 
 
 class RunningSimulation(NamedTuple):

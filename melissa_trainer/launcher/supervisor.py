@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -45,6 +46,7 @@ from melissa_trainer.launcher.reports import (
     LauncherError,
     RunningSimulation,
     failure_report,
+    repeated_failures,
     running_report,
     study_counts,
 )
@@ -88,14 +90,20 @@ class RunningJob:
     beat: int = 0  # heartbeat value at the last progress seen
     silent: float = 0.0  # its own silence since then, in seconds (`silence.SilenceClock`)
     sending: bool = False  # a message of this attempt came
+    startup: float | None = None  # wall seconds from `since` to its first message
+    quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
-        self.silent, self.sending = 0.0, False
+        self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
 
 
 class Supervisor:
-    """Runs one simulation per job (see the module docstring)."""
+    """Runs one simulation per job (see the module docstring). It times each attempt's
+    launch-to-first-message (with a heartbeat) for `advice`, which says once per study
+    when start-up dominates, or when a restart failed as the attempt before it."""
+
+    worker_mode = False
 
     def __init__(
         self,
@@ -126,7 +134,8 @@ class Supervisor:
             poll_interval=tuning.poll_interval,
             heartbeat=heartbeat is not None,
         )
-        self.systematic = SystematicFailure(tuning.systematic_failures)
+        self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
+        self.advice = Advice(self.worker_mode)
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -171,16 +180,25 @@ class Supervisor:
 
     def job_ended(self, job: RunningJob, code: int, now: float) -> None:
         assert job.simulation_id is not None
-        self.end_simulation(job.simulation_id, code, now, job.log_path)
+        sid = job.simulation_id
+        # a solver that sends all its steps within one poll after its start-up, then
+        # exits: its first message was never seen at a tick (its start-up still counts)
+        untimed = self.heartbeat is not None and job.startup is None
+        if untimed and self.refresh_beats().get(sid, 0) != job.beat:
+            self.started_sending(job, sid)
+        self.end_simulation(sid, code, now, job.log_path)
 
     def check_timeouts(self, now: float) -> None:
         """Kill the simulations silent past their bound (`silence`: only their own
         silence counts, not the trainer's pauses nor its back-pressure)."""
         reading = self.data is None or not self.data.backpressured()
         elapsed = self.silence.tick(now, reading)
-        if not self.silence.enabled:
+        if not self.silence.enabled and self.heartbeat is None:
             return
         beats = self.refresh_beats()
+        self.note_startups(now, beats)
+        if not self.silence.enabled:
+            return
         for name, job in list(self.jobs.items()):
             sid = job.simulation_id
             if sid is None:
@@ -208,6 +226,23 @@ class Supervisor:
             self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
             self.job_killed(job, time.monotonic())
+
+    def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
+        """Time the start-up of the attempts whose first message came since the last
+        tick: from their launch to the last tick that found none (a lower bound, to
+        within a poll interval)."""
+        for job in self.jobs.values():
+            sid = job.simulation_id
+            if sid is None or job.startup is not None:
+                continue
+            if beats.get(sid, 0) == job.beat:
+                job.quiet_at = now
+            else:
+                self.started_sending(job, sid)
+
+    def started_sending(self, job: RunningJob, sid: int) -> None:
+        job.startup = job.quiet_at - job.since
+        self.advice.first_message(sid, job.startup)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None
@@ -365,6 +400,7 @@ class Supervisor:
             outcome = self.study.process_ended(sid, now, code)
         ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
         wall = now - started if started is not None else 0.0
+        self.advice.ended(sid, code, wall)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
         if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
             self.log_paths.pop(sid, None)
@@ -395,6 +431,8 @@ class Supervisor:
                 study.max_restarts,
                 log_path,
             )
+        self.advice.failed(sid, codes)
+        if outcome == "restart":
             return
         history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
         failed = f"simulation {sid} failed {len(codes)} times ({history})"
@@ -416,12 +454,13 @@ class Supervisor:
             return None
         with self.lock:
             counts = self.study.counts()
+            reason = self.study.records[sid].reason
         if counts["finished"] + counts["complete"] > 0 or (
             self.heartbeat is not None and any(n > 0 for n in self.heartbeat().values())
         ):
             self.systematic.data_seen()  # (read while the check is on: few simulations)
             return None
-        return self.systematic.failed(sid, code, log_path)
+        return self.systematic.failed(sid, code, log_path, reason)
 
     def failures(self) -> str:
         """The study's failures for its error (`reports.failure_report`), then the
@@ -436,6 +475,7 @@ class Supervisor:
             attempts = sum(len(r.exit_codes) for r in self.study.records.values())
         lines = [study_counts(counts, self.study.n_simulations, attempts)]
         lines += failure_report(failed, self.log_of, self.settings.log_dir)
+        lines += repeated_failures(failed)
         return "\n".join(lines + self.running())
 
     def attempt_of(self, sid: int) -> str:

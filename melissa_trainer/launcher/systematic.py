@@ -11,7 +11,16 @@ report many times over. `SystematicFailure` notices it after a handful:
     before any simulation of the study sent any data
 
 and the study then fails at once with one report (`LauncherTuning.systematic_failures`
-sets `attempts`; None turns the check off). Once any simulation has sent data, or one
+sets `attempts`; None turns the check off). The report blames what is at fault:
+
+* the sampler, when the last line is a ``KeyError`` for a name the sampler does not
+  draw (the solver reads a parameter the study's bounds lack): the report names the
+  key and the sampler's parameters (`missing_parameter`);
+* the solver's fields, when every attempt was refused by the receiver (its HELLO
+  declared fields other than the study's): the report quotes the receiver's reason
+  (``field 'u' is float32 (47, 48) where the study's is float32 (48, 48)``), not the
+  log of a process that was killed before it wrote anything;
+* otherwise the solver or its environment. Once any simulation has sent data, or one
 attempt failed differently, the solver demonstrably can run: the check is off for the
 rest of the study, and the ordinary failure policy decides.
 
@@ -20,10 +29,12 @@ Used by the launcher's thread only (no lock).
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["SystematicFailure", "last_log_line"]
+__all__ = ["SystematicFailure", "last_log_line", "missing_parameter"]
 
 #: bytes read from the end of a log to find its last line
 _TAIL_BYTES = 4096
@@ -42,6 +53,24 @@ def last_log_line(path: Path) -> str:
     return lines[-1] if lines else ""
 
 
+#: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read
+#: from ``MELISSA_TRAINER_PARAMETERS``), or the client's ``UnknownParameterError: this
+#: simulation has no parameter 'k': ...`` (`Client.parameters`)
+_KEY_ERROR = re.compile(
+    r"""\bKeyError: (['"])(?P<key>[^'"]*)\1\s*$"""
+    r"""|\bUnknownParameterError: this simulation has no parameter (['"])(?P<named>[^'"]*)\3"""
+)
+
+
+def missing_parameter(last_line: str, names: Sequence[str]) -> str | None:
+    """The key of a ``KeyError: 'key'`` last log line when `key` is not one of the
+    sampler's parameter `names` (a solver reading a parameter the study does not
+    draw), else None."""
+    match = _KEY_ERROR.search(last_line)
+    key = None if match is None else match["key"] if match["key"] is not None else match["named"]
+    return None if key is None or key in names else key
+
+
 @dataclass(frozen=True)
 class _Attempt:
     simulation_id: int
@@ -55,10 +84,13 @@ class SystematicFailure:
     Args:
         attempts: failed attempts after which identical failures stop the study
             (>= 2), or None: never.
+        parameters: the names the sampler draws (to tell a solver that reads one it
+            does not draw, `missing_parameter`).
     """
 
-    def __init__(self, attempts: int | None) -> None:
+    def __init__(self, attempts: int | None, parameters: Sequence[str] = ()) -> None:
         self.attempts = attempts
+        self.parameters = tuple(parameters)
         self._seen: list[_Attempt] = []
         self.off = attempts is None
 
@@ -67,12 +99,16 @@ class SystematicFailure:
         self.off = True
         self._seen.clear()
 
-    def failed(self, simulation_id: int, code: int | str, log: Path) -> str | None:
+    def failed(
+        self, simulation_id: int, code: int | str, log: Path, reason: str = ""
+    ) -> str | None:
         """A failed attempt ended; returns why the study should stop now (the cause, to
-        head the study's report), or None."""
+        head the study's report), or None. `reason`: the receiver's, for an attempt it
+        refused (code "refused"), which stands for the log's last line."""
         if self.off:
             return None
-        attempt = _Attempt(simulation_id, code, last_log_line(log))
+        line = reason if code == "refused" and reason else last_log_line(log)
+        attempt = _Attempt(simulation_id, code, line)
         if self._seen and (attempt.code, attempt.last_line) != (
             self._seen[0].code,
             self._seen[0].last_line,
@@ -85,12 +121,30 @@ class SystematicFailure:
         ids = sorted({a.simulation_id for a in self._seen})
         if len(self._seen) < self.attempts or len(ids) < 2:
             return None
-        line = attempt.last_line or "(an empty log)"
-        return (
+        head = (
             f"every one of the study's first {len(self._seen)} attempts (simulations "
             f"{ids}, different parameters) failed the same way before any simulation sent "
-            f"data: exit code {attempt.code}, last log line {line!r}. The solver or its "
+            f"data: "
+        )
+        check = f"(LauncherTuning.systematic_failures={self.attempts}; None turns this check off)"
+        if attempt.code == "refused" and reason:
+            return (
+                f"{head}the receiver refused each: {reason}. The solver's fields are not "
+                f"the study's: fix the shapes or dtypes it sends, or the study's schema "
+                f"(ReceiverConfig(fields=...)), and start again {check}"
+            )
+        key = missing_parameter(attempt.last_line, self.parameters)
+        if key is not None:
+            return (
+                f"{head}exit code {attempt.code}, last log line {attempt.last_line!r}. The "
+                f"sampler is at fault, not the solver: the solver asked for parameter "
+                f"{key!r}, which the sampler does not draw (its parameters: "
+                f"{list(self.parameters)}); add {key!r} to the sampler's bounds, or give "
+                f"the solver a value for it, and start again {check}"
+            )
+        line = attempt.last_line or "(an empty log)"
+        return (
+            f"{head}exit code {attempt.code}, last log line {line!r}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "
-            f"hand, fix it and start again (LauncherTuning.systematic_failures="
-            f"{self.attempts}; None turns this check off)"
+            f"hand, fix it and start again {check}"
         )

@@ -71,6 +71,8 @@ class WorkerSupervisor(Supervisor):
     used by the launcher's thread only.
     """
 
+    worker_mode = True  # (start-up is paid once per job already: `advice`)
+
     def __init__(
         self,
         *args: Any,

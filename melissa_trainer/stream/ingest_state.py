@@ -172,6 +172,15 @@ class IngestState:
         Safe to call from another thread: the dict is copied in one C-level step."""
         return {sid: rec.messages for sid, rec in list(self.sims.items())}
 
+    def samples_of(self) -> dict[int, tuple[int, int]]:
+        """Simulation id -> (its steps received here, of which refused for NaN or Inf
+        in this run), for each simulation that said HELLO here: what each contributed
+        (the study's end-of-run account). A best-effort read from any thread."""
+        refused = dict(self.nonfinite.by_simulation)
+        steps = dict(self.archive.steps)
+        steps.update({sid: rec.completed for sid, rec in list(self.sims.items())})
+        return {sid: (n, refused.get(sid, 0)) for sid, n in steps.items()}
+
     # -- finishing ------------------------------------------------------------------------
 
     def drop_pending(self, keys: Iterable[tuple[int, int]], lost: bool = False) -> None:

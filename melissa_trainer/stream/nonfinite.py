@@ -104,6 +104,9 @@ class NonFiniteGuard:
         self.launcher = False
         #: samples dropped for non-finite values (the telemetry's ``nonfinite_refused``)
         self.refused = 0
+        #: those dropped under "refuse" (their steps marked), per simulation id (this
+        #: run's, not saved: for the study's end-of-run account)
+        self.by_simulation: dict[int, int] = {}
         #: (simulation id, time step, why) of each simulation failed under "fail", in
         #: order (append-only: read from other threads)
         self.failures: list[tuple[int, int, str]] = []
@@ -132,6 +135,7 @@ class NonFiniteGuard:
         self.refused += 1
         what = f"simulation {sid} time step {t}: field {name!r} holds NaN or Inf"
         if self.policy == "refuse":
+            self.by_simulation[sid] = self.by_simulation.get(sid, 0) + 1  # (marked: counted)
             sim.mark(local)  # received: a re-send is a duplicate (module docstring)
             self._log.event(
                 NONFINITE, name, sid, f"refused a sample of {what} (nonfinite='refuse')"

@@ -37,7 +37,11 @@ the simulations: the processes). The study owns what joins them:
   collective: the ranks gather the simulations their checkpointed receivers all have
   complete; those are finished, and any other that had run runs again (the receivers'
   dedup drops what they already have). What runs twice after a restart: the
-  simulations that were running or whose data the checkpoint lacks, nothing else.
+  simulations that were running or whose data the checkpoint lacks, nothing else;
+  `resume_report` says which (printed by `ProgressHook` after "resumed from").
+* **The end-of-run account.** `stop` logs which simulations contributed no sample and
+  why, and what an adaptive sampler drew (`launcher.account`): a WARNING when some
+  contributed none; otherwise `account_report`, which `ProgressHook` prints.
 
 Without a launcher ("external mode") there is no study: give the trainer a
 `StreamSource(ReceiverConfig(expected_simulations=N))` and start the simulations
@@ -58,6 +62,7 @@ from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core.loss_per_simulation import SimulationLoss, resolve_loss_steps
 from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.account import log_account, resume_lines
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
@@ -118,6 +123,12 @@ class Study(Source):
         self._failed = False  # wait_for raised: training stops with an error
         self._preempted = False  # on_preempted: stop need not wait either
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
+        #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`
+        #: prints it after its "resumed from" line)
+        self.resume_report: list[str] = []
+        #: rank 0, after `stop`: the end-of-run account when it was not a WARNING
+        #: (`ProgressHook` prints it at the end of training)
+        self.account_report: list[str] = []
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -161,6 +172,7 @@ class Study(Source):
         if self._launcher_state:
             launcher.load_state_dict(self._launcher_state)
             launcher.reconcile(complete or set())
+            self.resume_report = resume_lines(launcher.outcomes(), launcher.n_simulations)
         assert self.stream.config.rendezvous_dir is not None  # (checked at start)
         rendezvous = Path(self.stream.config.rendezvous_dir)
 
@@ -258,6 +270,12 @@ class Study(Source):
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
+                # which simulations contributed nothing, and why (`launcher.account`)
+                samples = receiver.ingest.samples_of() if receiver else {}
+                lines, warned = log_account(
+                    self.launcher.outcomes(), samples, self.launcher.sampler
+                )
+                self.account_report = [] if warned else lines
         finally:
             self.stream.stop()
 

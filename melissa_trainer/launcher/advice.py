@@ -1,0 +1,94 @@
+"""What the launcher says once per study about the solver, with the fix:
+
+* **Start-up dominates.** Each attempt's launch-to-first-message is timed (by the
+  supervisor, to within a poll) and summed in `startup_seconds` (`Launcher.summary`'s
+  split of ``simulation_seconds``). The first simulation that ends (exit 0) with its
+  start-up at least `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one
+  WARNING naming worker mode, which pays the start-up once per job (never said in
+  worker mode).
+* **A deterministic failure.** The first restart that fails as the attempt before it
+  did (the same exit code, or both killed for silence) gets one WARNING: a
+  deterministic solver fails the same way with the same parameters, every restart
+  costing as long again (a hang: a whole timeout), and ``max_restarts=0`` gives up at
+  the first failure and redraws.
+
+Used by the launcher's thread only (no lock; `startup_seconds` is read from any thread:
+a float, best effort).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+__all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+#: a simulation whose launch-to-first-message took at least `STARTUP_FLOOR` s and
+#: `STARTUP_SHARE` of its wall time is dominated by its start-up (imports, JIT, set-up)
+STARTUP_FLOOR = 2.0
+STARTUP_SHARE = 0.5
+
+
+class Advice:
+    """The once-per-study advice of the module docstring.
+
+    Args:
+        worker_mode: the study runs workers (start-up is already paid once per job).
+    """
+
+    def __init__(self, worker_mode: bool) -> None:
+        self.worker_mode = worker_mode
+        #: launch-to-first-message seconds of the attempts that sent one (this run's)
+        self.startup_seconds = 0.0
+        self._startups: dict[int, float] = {}  # of the attempts not ended yet, by id
+        self._startup_told = self._failure_told = False
+
+    def first_message(self, simulation_id: int, startup: float) -> None:
+        """An attempt's first message came `startup` seconds after its launch."""
+        self._startups[simulation_id] = startup
+        self.startup_seconds += startup
+
+    def ended(self, simulation_id: int, code: int | str, wall: float) -> None:
+        """An attempt's process ended after `wall` seconds with `code`."""
+        startup = self._startups.pop(simulation_id, None)
+        if (
+            code != 0
+            or startup is None
+            or self._startup_told
+            or self.worker_mode
+            or startup < STARTUP_FLOOR
+            or startup < STARTUP_SHARE * wall
+        ):
+            return
+        self._startup_told = True
+        logger.warning(
+            "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
+            "(imports, JIT compilation, set-up) dominates its wall time, and every "
+            "simulation pays it again. Worker mode pays it once per job: "
+            "Launcher(..., worker=True), the solver looping on "
+            "melissa_trainer.client.worker.next_simulation() (see the guide's "
+            "'Your own solver' page); Launcher.summary()['startup_seconds'] has the "
+            "study's total. Said once per study.",
+            simulation_id,
+            startup,
+            wall,
+        )
+
+    def failed(self, simulation_id: int, codes: Sequence[int | str]) -> None:
+        """An attempt failed; `codes`: the exit codes of the simulation's attempts."""
+        if self._failure_told or len(codes) < 2 or codes[-1] != codes[-2]:
+            return
+        self._failure_told = True
+        what = "hung" if codes[-1] == "timeout" else f"failed ({codes[-1]})"
+        logger.warning(
+            "simulation %d %s again on its restart, as on its previous attempt (exit codes "
+            "%s): if the solver is deterministic, the same parameters fail the same way and "
+            "every restart costs as long again; LauncherTuning(max_restarts=0) gives such a "
+            "simulation up at its first failure and draws new parameters in its place "
+            "(on_failure='redraw', the default). Said once per study.",
+            simulation_id,
+            what,
+            list(codes),
+        )

@@ -1,0 +1,399 @@
+"""A user's own solver, told plainly (issue 44): real studies on a `LocalBackend`, with
+solvers that fail, hang or start slowly on purpose (a sleep at start-up stands in for a
+JIT), and what the launcher says of them."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+import textwrap
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import drain
+
+from melissa_trainer import StreamSource, Study
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning, make_sampler
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
+
+FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
+
+#: a solver with options: which parameters it reads, the shape it sends, a start-up
+#: sleep, a hang on some ids
+SOLVER = r"""
+import json, os, sys, time
+import numpy as np
+from melissa_trainer.client import Client
+
+options = json.loads(sys.argv[1])
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+attempt = int(os.environ["MELISSA_TRAINER_ATTEMPT"])
+time.sleep(options.get("startup", 0.0))  # (a JIT's compile time)
+if sid in options.get("fail", []):
+    sys.exit("diverged before its first step")
+shape = tuple(options.get("wrong_shape" if sid in options.get("wrong", []) else "shape", [4]))
+client = Client({"u": ((shape), "float32")})
+values = [client.parameters[name] for name in options.get("reads", ["x"])]
+blown = sid in options.get("nan", [])  # blows up from its first step
+for t in range(options.get("steps", 3)):
+    client.send(t, u=np.full(shape, np.nan if blown else sum(values) + t, np.float32))
+    if sid in options.get("hang", []):
+        time.sleep(600)  # stalls after its first step, whenever it runs
+client.close()
+"""
+
+
+def solver(tmp_path: Path, **options: Any) -> list[str]:
+    path = tmp_path / "solver.py"
+    path.write_text(textwrap.dedent(SOLVER))
+    escaped = json.dumps(options).replace("{", "{{").replace("}", "}}")
+    return [sys.executable, str(path), escaped]
+
+
+def study(
+    tmp_path: Path,
+    sim: list[str],
+    n: int,
+    bounds: dict[str, tuple[float, float]],
+    *,
+    fields: Any = "first",
+    tuning: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> tuple[Launcher, Receiver, FIFOBuffer]:
+    """A launcher and rank 0's receiver, started as a `Study` starts them."""
+    buffer = FIFOBuffer(1000)
+    config = ReceiverConfig(
+        expected_simulations=n, rendezvous_dir=tmp_path / "rendezvous", fields=fields
+    )
+    receiver = Receiver(buffer, config=config)
+    receiver.start()
+    receiver.report_refusals_to_launcher()
+    launch = Launcher(
+        sim,
+        make_sampler("uniform", bounds, seed=0),
+        n,
+        backend=LocalBackend(),
+        tuning=dataclasses.replace(FAST, **(tuning or {})),
+        **kwargs,
+    )
+    launch.start(
+        tmp_path / "rendezvous",
+        heartbeat=receiver.activity,
+        abandon=lambda sid: None,
+        data=receiver,
+        study_dir=tmp_path / "study",
+    )
+    return launch, receiver, buffer
+
+
+def failure(launch: Launcher, timeout: float = 60.0) -> LauncherError:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            launch.check()
+        except LauncherError as exc:
+            return exc
+        time.sleep(0.02)
+    raise AssertionError("the study did not fail")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
+        time.sleep(0.02)
+
+
+# -- failures that are not the solver's ---------------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_parameter_the_sampler_does_not_draw_blames_the_sampler(tmp_path: Path) -> None:
+    sim = solver(tmp_path, reads=["D", "k"])  # the solver reads k; the bounds lack it
+    launch, receiver, _ = study(tmp_path, sim, 8, {"D": (0.1, 1.0), "F": (0.0, 0.1)}, job_limit=2)
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    headline = message.splitlines()[0]
+    assert "the sampler is at fault, not the solver" in headline.lower()
+    assert "asked for parameter 'k'" in headline and "['D', 'F']" in headline
+    assert "The solver or its environment is at fault" not in message
+
+
+@pytest.mark.timeout(90)
+def test_a_key_error_of_a_drawn_parameter_is_not_blamed_on_the_sampler(tmp_path: Path) -> None:
+    # the solver's own KeyError (here of a name the sampler draws: its dict, not ours)
+    path = tmp_path / "solver.py"
+    path.write_text("import sys\nraise KeyError('x')\n")
+    launch, receiver, _ = study(tmp_path, [sys.executable, str(path)], 8, {"x": (0, 1)})
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    assert "The solver or its environment is at fault" in message
+    assert "sampler is at fault" not in message
+
+
+@pytest.mark.timeout(90)
+def test_a_study_whose_every_simulation_is_refused_says_why_in_its_headline(
+    tmp_path: Path,
+) -> None:
+    sim = solver(tmp_path, shape=[47, 48])
+    launch, receiver, _ = study(
+        tmp_path, sim, 8, {"x": (0, 1)}, fields={"u": ((48, 48), "float32")}, job_limit=2
+    )
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    headline = message.splitlines()[0]
+    assert "the study stopped" in headline
+    assert "(47, 48)" in headline and "(48, 48)" in headline  # the receiver's reason
+    assert "an empty log" not in message and "ReceiverConfig(fields=...)" in headline
+
+
+# -- deterministic failures ---------------------------------------------------------------
+
+
+def advice(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "max_restarts=0" in r.getMessage()]
+
+
+@pytest.mark.timeout(90)
+def test_a_deterministic_hang_is_told_once_that_restarts_only_repeat_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    sim = solver(tmp_path, hang=[1, 2])  # these ids hang whenever they run
+    # (a hang after the first message is killed after silence_floor; the start-up bound,
+    # 600 s, leaves a slow start on a loaded machine alone)
+    tuning = {"silence_floor": 1.0, "max_restarts": 2, "on_failure": "raise"}
+    launch, receiver, _ = study(tmp_path, sim, 4, {"x": (0, 1)}, tuning=tuning, job_limit=4)
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+        receiver.stop()
+    told = advice(caplog)
+    assert len(told) == 1, told  # once per study, not once per restart
+    assert "hung again on its restart" in told[0] and "['timeout', 'timeout']" in told[0]
+    # the failed study's error says it too
+    assert "failed the same way on every attempt" in message
+    assert "LauncherTuning(max_restarts=0)" in message
+
+
+@pytest.mark.timeout(90)
+def test_max_restarts_0_redraws_a_deterministic_hang_at_its_first_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    sim = solver(tmp_path, hang=[1])  # id 1 hangs; its redraw (id 4) does not
+    tuning = {"silence_floor": 1.0, "max_restarts": 0}
+    launch, receiver, buffer = study(tmp_path, sim, 4, {"x": (0, 1)}, tuning=tuning, job_limit=4)
+    try:
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        launch.stop()
+        receiver.stop()
+    complete = Counter(int(s["simulation_id"]) for s in samples)
+    assert {sid for sid, n in complete.items() if n == 3} == {0, 2, 3, 4}  # 4 replaced 1
+    assert complete[1] == 1  # its first step, then given up after one attempt
+    summary = launch.summary()
+    assert summary["restarts"] == 0 and summary["redraws"] == 1
+    assert advice(caplog) == []  # nothing failed twice: nothing to advise
+
+
+# -- start-up -----------------------------------------------------------------------------
+
+WORKER = r"""
+import json, sys, time
+import numpy as np
+from melissa_trainer.client import Client
+from melissa_trainer.client.worker import next_simulation
+
+time.sleep(json.loads(sys.argv[1])["startup"])  # once per job
+while (work := next_simulation(timeout=30)) is not None:
+    sid, parameters = work
+    client = Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters)
+    for t in range(3):
+        client.send(t, u=np.full(4, parameters["x"] + t, np.float32))
+    client.close()
+"""
+
+
+def startup_advice(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "worker=True" in r.getMessage()]
+
+
+def run_to_end(launch: Launcher, receiver: Receiver, buffer: FIFOBuffer) -> int:
+    """Take the study's samples until its end; stop it. The count of samples."""
+    try:
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        launch.stop()
+        receiver.stop()
+    return len(samples)
+
+
+@pytest.mark.timeout(90)
+def test_a_start_up_that_dominates_is_told_once_with_worker_mode_as_the_fix(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    startup = 3.0  # (a JIT's compile time), then 3 steps sent at once
+    sim = solver(tmp_path, startup=startup)
+    launch, receiver, buffer = study(tmp_path, sim, 3, {"x": (0, 1)}, job_limit=3)
+    assert run_to_end(launch, receiver, buffer) == 9
+    told = startup_advice(caplog)
+    assert len(told) == 1, told  # once per study, not once per simulation
+    assert "before its first message" in told[0] and "Launcher(..., worker=True)" in told[0]
+    summary = launch.summary()  # the split: start-up within the simulations' wall time
+    assert 0 < summary["startup_seconds"] <= summary["simulation_seconds"]
+
+
+@pytest.mark.timeout(90)
+def test_no_start_up_advice_for_a_quick_start_nor_in_worker_mode(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    launch, receiver, buffer = study(tmp_path, solver(tmp_path), 2, {"x": (0, 1)}, job_limit=2)
+    assert run_to_end(launch, receiver, buffer) == 6
+    assert startup_advice(caplog) == []
+    assert launch.summary()["startup_seconds"] > 0  # measured all the same
+    # worker mode: the same slow start-up, paid once per job: nothing to advise
+    (tmp_path / "w").mkdir()
+    path = tmp_path / "w" / "worker.py"
+    path.write_text(textwrap.dedent(WORKER))
+    argv = [
+        sys.executable,
+        str(path),
+        json.dumps({"startup": 3.0}).replace("{", "{{").replace("}", "}}"),
+    ]
+    launch, receiver, buffer = study(tmp_path / "w", argv, 4, {"x": (0, 1)}, worker=True)
+    assert run_to_end(launch, receiver, buffer) == 12
+    assert startup_advice(caplog) == []
+
+
+# -- the end-of-run account ---------------------------------------------------------------
+
+
+def account(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "study account" in r.getMessage()]
+
+
+@pytest.mark.timeout(90)
+def test_the_end_of_a_study_says_which_simulations_contributed_nothing_and_why(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    options = {"nan": [1, 2], "fail": [3], "wrong": [4], "wrong_shape": [5]}
+    tuning = dataclasses.replace(FAST, max_restarts=0, on_failure="abandon")
+    launch = Launcher(
+        solver(tmp_path, **options),
+        make_sampler("uniform", {"x": (0, 1)}, seed=0),
+        8,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=tuning,
+    )
+    config = ReceiverConfig(rendezvous_dir=tmp_path / "rendezvous", fields={"u": ((4,), "float32")})
+    source = Study(launch, StreamSource(config))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        samples = drain(buffer, timeout=60)
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        source.stop()
+    # an oracle of its own: the samples the buffer got, by simulation
+    contributed = sorted({int(s["simulation_id"]) for s in samples})
+    assert contributed == [0, 5, 6, 7]
+    (text,) = account(caplog)
+    lines = text.splitlines()
+    assert lines[0] == (
+        "study account: 8 simulations ended, 4 contributed samples; 4 (50% of the study) "
+        "contributed none:"
+    )
+    assert "2 sent only NaN or Inf" in lines[1] and "simulations 1, 2;" in lines[1]
+    assert "1 refused by the receiver: simulations 4:" in lines[2] and "(5,)" in lines[2]
+    assert "1 failed with no sample received: simulations 3;" in lines[3]
+    warned = [r for r in caplog.records if "study account" in r.getMessage()]
+    assert warned[0].levelno == logging.WARNING
+
+
+@pytest.mark.timeout(60)
+def test_a_study_whose_every_simulation_contributed_says_so_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    launch = Launcher(
+        solver(tmp_path),
+        make_sampler("uniform", {"x": (0, 1)}, seed=0),
+        3,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=FAST,
+    )
+    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        assert len(drain(buffer, timeout=60)) == 9
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    finally:
+        source.stop()
+    records = [r for r in caplog.records if "study account" in r.getMessage()]
+    assert [r.getMessage() for r in records] == [
+        "study account: 3 simulations ended, 3 contributed samples; every one contributed."
+    ]
+    assert records[0].levelno == logging.INFO
+
+
+@pytest.mark.timeout(60)
+def test_the_account_says_what_an_adaptive_sampler_drew_and_observed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    launch = Launcher(
+        solver(tmp_path),
+        make_sampler("breed", {"x": (0, 1)}, seed=0),
+        4,
+        job_limit=2,
+        backend=LocalBackend(),
+        tuning=FAST,
+    )
+    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
+    buffer = FIFOBuffer(1000)
+    source.start(buffer, 0, 1)
+    try:
+        source.on_all_ranks_started()
+        assert len(drain(buffer, timeout=60)) == 12
+        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        # (a trainer's tracker would feed these: two simulations' losses, after every
+        # draw was made, so that each draw explored)
+        assert launch.observe({0: 0.5, 1: 0.7}) == 2
+    finally:
+        source.stop()
+    assert source.account_report == [
+        "study account: 4 simulations ended, 4 contributed samples; every one contributed.",
+        "adaptive sampler: of 4 draws, 4 explored, 0 bred from the worst-trained "
+        "simulations; the training losses of 2 simulations observed (the last 100 kept)",
+    ]

@@ -10,6 +10,7 @@ from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
 from melissa_trainer.hooks.flow import FlowHook
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
+from melissa_trainer.hooks.serving import ServingHook
 from melissa_trainer.hooks.simulation_losses import SimulationLossTracker
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 
@@ -21,6 +22,7 @@ __all__ = [
     "HookList",
     "ProgressHook",
     "PseudoEpochHook",
+    "ServingHook",
     "SimulationLossTracker",
     "TensorBoardHook",
     "default_hooks",

@@ -58,13 +58,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
-from accelerate.utils import send_to_device
 
-from melissa_trainer.dataset import fast_collate
 from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.inference import Inference
+from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.state import TrainerControl, TrainerState
 from melissa_trainer.stream.endpoints import curve_keys
-from melissa_trainer.stream.protocol import DTYPE_CODES
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 from melissa_trainer.stream.stream_source import StreamSource
@@ -72,16 +71,10 @@ from melissa_trainer.stream.stream_source import StreamSource
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer import OnlineTrainer
 
-__all__ = ["BURST_STEPS", "InProcessPrediction", "ServingHook", "ServingRefused"]
+__all__ = ["InProcessPrediction", "ServingHook", "ServingRefused"]
 
 logger = logging.getLogger(__name__)
 
-#: the most steps' worth of serving credit kept (an idle spell does not buy a long pause)
-BURST_STEPS = 10
-#: training counts as idle after this many typical step times without a step...
-IDLE_STEPS = 3.0
-#: ...and at least this many seconds
-IDLE_MIN = 0.02
 _LATENCIES = 10_000  # latencies kept for the percentiles (the most recent)
 
 
@@ -126,33 +119,22 @@ class ServingHook(Hook):
         # (the server checks `inputs` and `max_queue`; built here so bad ones fail now)
         self._server = PredictServer(inputs, max_queue=max_queue)
         self.inputs = self._server.inputs
-        if process_inputs is None and len(self.inputs) != 1:
-            raise ValueError(
-                f"ServingHook: with {len(self.inputs)} inputs, give process_inputs (a "
-                "request's arrays -> the model's input)"
-            )
-        if not isinstance(share, int | float) or not 0 < share <= 1:
-            raise ValueError(f"ServingHook.share must be in (0, 1], not {share!r}")
+        self._inference = Inference(self.inputs, process_inputs, process_outputs)
+        self.budget = ServingBudget(share)
         if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
             raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
-        self._process_inputs = process_inputs or _single_input(self.inputs[0].name)
-        self._process_outputs = process_outputs or _default_outputs
-        self.share, self.max_batch, self.max_queue = float(share), max_batch, max_queue
+        self.max_batch, self.max_queue = max_batch, max_queue
         self._bind, self._rendezvous = bind, rendezvous_dir
         self._trainer: OnlineTrainer | None = None
         self._thread: int | None = None  # the training thread
-        self._credit = 0.0
-        self._last_end: float | None = None
+        self._last_end: float | None = None  # (perf_counter seconds)
         self._served = 0.0  # seconds serving since `_last_end`
-        self.serving_seconds = 0.0  # in all
-        self.training_seconds = 0.0
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
         self._failures_logged = False
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
-        self._step_time = 0.0  # an average of recent steps' training seconds
         self._stop = threading.Event()
         self._idle: threading.Thread | None = None
 
@@ -212,7 +194,7 @@ class ServingHook(Hook):
     ) -> None:
         started = time.perf_counter()
         self._model.acquire()
-        self._credit -= time.perf_counter() - started  # a batch served while idle ran over
+        self.budget.spend(time.perf_counter() - started)  # an idle batch ran over
 
     def on_validation_start(
         self, trainer: OnlineTrainer, state: TrainerState, control: TrainerControl
@@ -234,20 +216,16 @@ class ServingHook(Hook):
         now = time.perf_counter()
         server = self._server
         server.version = state.global_step
+        budget = self.budget
         if self._last_end is not None:
-            train = max(now - self._last_end - self._served, 0.0)
-            self.training_seconds += train
-            self._step_time = train if not self._step_time else 0.9 * self._step_time + 0.1 * train
-            cap = self.share * BURST_STEPS * max(train, 1e-6)
-            self._credit = min(self._credit + self.share * train, cap)
+            budget.earn(now - self._last_end - self._served)
         self._served = 0.0
-        while self._credit > 0 and server.pending():
+        while budget.allows() and server.pending():
             started = time.perf_counter()
             self._serve(server.take(self.max_batch), state.global_step)
             spent = time.perf_counter() - started
-            self._credit -= spent
+            budget.spend(spent)
             self._served += spent
-        self.serving_seconds += self._served
         self._last_end = time.perf_counter()
         self._release_model()
 
@@ -297,13 +275,15 @@ class ServingHook(Hook):
         thread): `outputs` is a list, one dict per sample, in order."""
         arrays = [{k: np.asarray(v) for k, v in s.items()} for s in samples]
         if threading.get_ident() == self._thread and self._trainer is not None:
+            if not self._server.serving:
+                raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")
             for a in arrays:
                 problem = check_inputs(a, self.inputs)
                 if problem is not None:
                     raise ValueError(problem)
             with self._model:  # (the idle thread's batch ends first)
                 version = self._trainer.state.global_step
-                return InProcessPrediction(self._infer(arrays), version)
+                return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
         return self._queued(arrays, timeout)
 
     def telemetry(self) -> dict[str, float]:
@@ -311,8 +291,7 @@ class ServingHook(Hook):
         the serving share of training time and latency percentiles (steps, ms) of the
         most recent answers."""
         out: dict[str, float] = dict(self._server.telemetry())
-        total = self.training_seconds
-        out["serving_share"] = self.serving_seconds / total if total > 0 else 0.0
+        out["serving_share"] = self.budget.used_share
         for name, values in (("steps", self._latency_steps), ("ms", self._latency_ms)):
             if values:
                 p50, p99 = np.percentile(np.fromiter(values, float), [50, 99])
@@ -331,7 +310,7 @@ class ServingHook(Hook):
             if not server.wait_pending(0.1):
                 continue
             last = self._last_end
-            wait = max(IDLE_MIN, IDLE_STEPS * self._step_time)
+            wait = self.budget.idle_after()
             if last is None or time.perf_counter() - last < wait:
                 self._stop.wait(wait / 4)
                 continue
@@ -383,7 +362,7 @@ class ServingHook(Hook):
             return
         server = self._server
         try:
-            outputs = self._infer([p.request.arrays for p in batch])
+            outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
         except Exception as exc:  # the user's functions or model on these inputs
             detail = f"{type(exc).__name__}: {exc}"
             if not self._failures_logged:  # the first in full; `failed` counts them all
@@ -397,56 +376,6 @@ class ServingHook(Hook):
             server.answer(pending, arrays, version)
             self._latency_steps.append(version - pending.version)
             self._latency_ms.append((now - pending.received) * 1000)
-
-    def _infer(self, samples: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
-        """The inference path: one batch through the model, split per sample."""
-        trainer = self._trainer
-        if trainer is None:
-            raise RuntimeError("ServingHook: the trainer has not started")
-        acc = trainer.accelerator
-        model = acc.unwrap_model(trainer.model)
-        batch = send_to_device(fast_collate([self._process_inputs(s) for s in samples]), acc.device)
-        was_training = model.training
-        model.eval()
-        try:
-            with torch.no_grad(), acc.autocast():
-                raw = model(batch)
-            named = self._process_outputs(raw)
-        finally:
-            model.train(was_training)
-        out: list[dict[str, np.ndarray]] = [{} for _ in samples]
-        for name, tensor in named.items():
-            if (
-                not isinstance(tensor, torch.Tensor)
-                or tensor.ndim < 1
-                or len(tensor) != len(samples)
-            ):
-                raise ValueError(
-                    f"process_outputs: {name!r} must be a tensor of first dimension "
-                    f"{len(samples)} (the batch), not {type(tensor).__name__} "
-                    f"{getattr(tensor, 'shape', '')}"
-                )
-            if tensor.dtype in (torch.bfloat16,):
-                tensor = tensor.float()  # (no bfloat16 on the wire)
-            array = tensor.detach().cpu().numpy()
-            if array.dtype not in DTYPE_CODES:
-                raise ValueError(f"process_outputs: {name!r} is {array.dtype}, not a wire dtype")
-            for i in range(len(samples)):
-                out[i][name] = array[i]
-        return out
-
-
-def _single_input(name: str) -> Callable[[Mapping[str, np.ndarray]], torch.Tensor]:
-    def process(arrays: Mapping[str, np.ndarray]) -> torch.Tensor:
-        return torch.from_numpy(np.array(arrays[name]))  # (a copy: frames are read-only)
-
-    return process
-
-
-def _default_outputs(output: Any) -> Mapping[str, torch.Tensor]:
-    if isinstance(output, Mapping):
-        return output
-    return {"prediction": output}
 
 
 def _beside(receiver: str, rank: int) -> str:

@@ -1,6 +1,8 @@
 """The surrogate served back to running simulations through a real trainer (issue 47):
 a study of simulation processes that stream samples and, every few steps, ask the
-trainer's current model for a prediction (`Client.predict`), with the `ServingHook`.
+trainer's current model for a prediction (`Client.predict`), with the `ServingHook`;
+on one rank, and on two under `accelerate launch` (each rank serves the simulations
+``id % 2`` routed to it).
 
 Oracle, independent of the serving path: a hook records the model's weights at every
 step end (and before the first step); each answer must be the linear model of the
@@ -11,6 +13,9 @@ same oracle, from a hook (the training thread) and from another thread.
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -19,6 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from helpers import run_group
 
 from melissa_trainer import (
     Hook,
@@ -180,3 +186,54 @@ def test_simulations_get_the_model_of_the_version_they_are_told(tmp_path: Path) 
     counts = serving.telemetry()
     assert counts["answered"] == SIMULATIONS * (STEPS // ASK_EVERY) + 1  # + the thread's
     assert not (tmp_path / "out" / "rendezvous" / "serve_0.json").exists()
+
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "serving_study.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(240)
+def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
+    """Two ranks (gloo on CPU): both publish a serve file; simulation `id` is answered
+    by rank ``id % 2`` (its counters), with the model of the version it names (the
+    ranks' replicas are equal at every version)."""
+    n = 4
+    script = tmp_path / "sim.py"
+    script.write_text(SIMULATION)
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
+           str(SCRIPT), str(tmp_path), str(script), str(n)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[2])
+    proc = run_group(cmd, timeout=220, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    for r in ranks:
+        files = {f["rank"]: f for f in r["serve_files"]}
+        assert sorted(files) == [0, 1] and {f["world_size"] for f in files.values()} == {2}
+        assert files[0]["endpoint"] != files[1]["endpoint"]
+    weights = [
+        {int(v): (np.array(w[0], np.float32).reshape(1, 3), np.array(w[1], np.float32))
+         for v, w in r["weights"].items()}
+        for r in ranks
+    ]  # fmt: skip
+    for version in set(weights[0]) & set(weights[1]):
+        np.testing.assert_array_equal(weights[0][version][0], weights[1][version][0])
+    answered = [0, 0]
+    for sid in range(n):
+        record = json.loads((tmp_path / f"sim{sid}.json").read_text())
+        assert len(record["answers"]) == STEPS // ASK_EVERY
+        assert set(record["refusals"]) <= {"not_serving"}
+        for answer in record["answers"]:
+            expected = linear(weights[sid % 2][answer["version"]], np.array(answer["x"]))
+            np.testing.assert_allclose(answer["y"], expected, rtol=1e-5, atol=1e-6)
+        answered[sid % 2] += len(record["answers"])
+    assert [r["telemetry"]["answered"] for r in ranks] == answered

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq
 from helpers import run_group
 
 from melissa_trainer.client import Predictor, PredictRefused, PredictTimeout
@@ -360,3 +361,78 @@ def test_protocol_round_trip_and_rules() -> None:
     reply = protocol.decode_reply([protocol.encode_refused(7, 3, 9, "busy", "full", 100)], 10)
     assert isinstance(reply, protocol.Refusal)
     assert (reply.reason, reply.retry_after_ms, reply.version) == ("busy", 100, 9)
+
+
+SLOW = """
+import os, sys
+import numpy as np
+import zmq
+from melissa_trainer.stream import protocol
+
+ctx = zmq.Context()
+sock = ctx.socket(zmq.DEALER)
+sock.setsockopt(zmq.RCVHWM, 1)
+sock.setsockopt(zmq.RCVBUF, 4096)
+sock.connect(os.environ["ENDPOINT"])
+for i in range(int(os.environ["N"])):
+    sock.send_multipart(protocol.encode_predict(1, i, 0, None, {"u": np.ones(4, np.float32)}))
+print("sent", flush=True)
+sys.stdin.read()  # reads no reply, until the test is done
+"""
+
+
+def test_a_client_that_reads_no_reply_blocks_nobody(server: PredictServer, tmp_path: Path) -> None:
+    """A peer that sends requests and never reads the answers: its replies are dropped
+    by the ROUTER when its queue is full; the server goes on answering another client."""
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    script = tmp_path / "slow.py"
+    script.write_text(SLOW)
+    env = {**os.environ, "N": "3000", "ENDPOINT": server.endpoint or ""}
+    slow = subprocess.Popen(
+        [sys.executable, str(script)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        assert slow.stdout is not None and slow.stdout.readline().strip() == "sent"
+        while server.telemetry().get("requests", 0) < 3000:  # all read by the server
+            assert slow.poll() is None
+            threading.Event().wait(0.01)
+        out = run_client(
+            PREDICTING,
+            tmp_path,
+            SIM="2",
+            N="3",
+            TIMEOUT="20",
+            MELISSA_TRAINER_SERVE_ENDPOINTS=server.endpoint or "",
+        )
+    finally:
+        stop.set()
+        thread.join()
+        slow.kill()
+        slow.wait()
+    assert out["caught"] == [] and len(out["results"]) == 3
+    counts = server.telemetry()
+    assert counts["requests"] == 3003
+    assert counts["answered"] + counts.get("refused_busy", 0) == 3003
+
+
+def test_a_request_older_than_its_timeout_is_dropped_unanswered(server: PredictServer) -> None:
+    server.serving = True
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    try:
+        sock.connect(server.endpoint or "")
+        u = np.ones(4, np.float32)
+        sock.send_multipart(protocol.encode_predict(1, 1, 1, None, {"u": u}))  # 1 ms
+        sock.send_multipart(protocol.encode_predict(1, 2, 0, None, {"u": u}))  # no timeout
+        while server.pending() < 2:
+            server.wait_pending(0.05)
+        threading.Event().wait(0.01)  # the first is now older than its 1 ms
+        (kept,) = server.take(8)
+        assert kept.request.request_id == 2
+        assert server.telemetry()["expired"] == 1
+    finally:
+        sock.close(linger=0)
+        ctx.term()

@@ -25,7 +25,7 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   the client logs one warning naming the step and the field.
 * A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
 
-About 450 lines, over the project's ~400: a third is the docstrings of `Client` and
+About 550 lines, over the project's ~400: a third is the docstrings of `Client` and
 `Client.send`, the reference of the API a simulation calls, kept next to the code.
 """
 

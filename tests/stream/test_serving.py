@@ -436,3 +436,30 @@ def test_a_request_older_than_its_timeout_is_dropped_unanswered(server: PredictS
     finally:
         sock.close(linger=0)
         ctx.term()
+
+
+def test_mutated_requests_raise_only_protocol_errors() -> None:
+    """5,000 mutations of a valid request (a byte changed, a frame cut, dropped or
+    added): each decodes or raises `ProtocolError`, nothing else escapes."""
+    rng = np.random.default_rng(0)
+    arrays = {"u": np.ones(4, np.float32), "v": np.zeros((2, 3), np.int64)}
+    base = [bytes(f) for f in protocol.encode_predict(3, 9, 100, "run-x", arrays)]
+    outcomes = set()
+    for _ in range(5000):
+        frames = [bytearray(f) for f in base]
+        which = int(rng.integers(len(frames)))
+        kind = int(rng.integers(4))
+        if kind == 0:
+            frames[which][int(rng.integers(len(frames[which])))] = int(rng.integers(256))
+        elif kind == 1:
+            del frames[which][int(rng.integers(len(frames[which]) + 1)) :]
+        elif kind == 2:
+            frames.pop(which)
+        else:
+            frames.append(bytearray(rng.bytes(int(rng.integers(40)))))
+        try:
+            protocol.decode_predict([bytes(f) for f in frames], 1 << 20)
+            outcomes.add("ok")
+        except protocol.ProtocolError as exc:
+            outcomes.add(exc.reason)
+    assert {"ok", "bad_size", "missing_frame", "unexpected_frame", "truncated"} <= outcomes

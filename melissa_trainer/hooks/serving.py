@@ -22,23 +22,23 @@ autocast; `process_outputs` turns its output into named tensors (default
 ``{"prediction": output}``), each split per request along its first dimension and sent
 back as numpy arrays.
 
-Cost bound: serving spends at most `share` of the training time (default 5%), as a
-token bucket: each step earns `share` x its training seconds (up to `BURST_STEPS`
-steps' worth), each batch spends what it took; a batch starts only with credit left,
-so the excess is at most one batch, repaid by the next steps. Requests that arrive
-faster than the budget serves them fill the queue, beyond which they are refused
-``busy`` (the client's `PredictRefused`): no unbounded queue, and a request waits at
-most ``max_queue / max_batch`` drains.
+Cost bound: serving spends at most `share` of the training time (default 5%), as a token
+bucket (`serving_budget.ServingBudget`): each step earns `share` x its seconds between
+step ends less serving (up to `serving_budget.BURST_STEPS` steps' worth), each batch
+spends what it took; a batch starts only with credit left, so the excess is at most one
+batch, repaid by the next steps. Requests that arrive faster than the budget serves them
+fill the queue, beyond which they are refused ``busy`` (the client's `PredictRefused`):
+no unbounded queue, and a request waits at most ``max_queue / max_batch`` drains.
 
-Idle serving: while no training step runs for longer than ``IDLE_STEPS`` typical steps
-(at least `IDLE_MIN` seconds) after the last one ended, training is waiting (for data,
-for the other ranks, on a checkpoint), and a thread of the hook serves the queue in
-that idle time, free of the budget: a simulation that waits for its prediction before
-sending the data training waits for is answered, not timed out. The model is held by
-one side at a time (a lock taken from STEP_START to STEP_END and over validation, and
-by the thread for one batch): a step that starts while the thread runs a batch waits
-for that batch, and the wait is charged to the budget. Before TRAIN_START and after
-LOOP_END requests are refused ``not_serving``.
+Idle serving: while no training step runs for longer than `serving_budget.IDLE_STEPS`
+typical steps (at least `serving_budget.IDLE_MIN` seconds) after the last one ended,
+training is waiting (for data, for the other ranks, on a checkpoint), and a thread of
+the hook serves the queue in that idle time, free of the budget: a simulation that waits
+for its prediction before sending the data training waits for is answered, not timed
+out. The model is held by one side at a time (a lock taken from STEP_START to STEP_END
+and over validation, and by the thread for one batch): a step that starts while the
+thread runs a batch waits for that batch, and the wait is charged to the budget. Before
+TRAIN_START and after LOOP_END requests are refused ``not_serving``.
 
 In process: `predict` and `predict_batch` from the training thread (a hook) run at
 once; from another thread (an adaptive sampler's) they are queued like a simulation's

@@ -43,6 +43,16 @@ class Inference:
             )
         self._process_inputs = process_inputs or _single_input(inputs[0].name)
         self._process_outputs = process_outputs or _default_outputs
+        self._model: tuple[Any, torch.nn.Module] | None = None  # (prepared, unwrapped)
+
+    def _unwrapped(self, trainer: Any) -> torch.nn.Module:
+        """The trainer's model without its wrappers (not DDP's forward: no collective),
+        found once per prepared model (`unwrap_model` looks for packages at each call:
+        half of a small batch's serving time)."""
+        prepared = trainer.model
+        if self._model is None or self._model[0] is not prepared:
+            self._model = (prepared, trainer.accelerator.unwrap_model(prepared))
+        return self._model[1]
 
     def run(
         self, trainer: Any, samples: Sequence[Mapping[str, np.ndarray]]
@@ -54,7 +64,7 @@ class Inference:
         wire dtype (bfloat16 is sent as float32).
         """
         acc = trainer.accelerator
-        model = acc.unwrap_model(trainer.model)  # (not DDP's forward: no collective)
+        model = self._unwrapped(trainer)
         examples = [self._process_inputs(s) for s in samples]
         batch = send_to_device(fast_collate(examples), acc.device)
         was_training = model.training

@@ -163,6 +163,7 @@ def main() -> None:
     rounds = opts.rounds or (1 if opts.quick else 5)
     torch.set_num_threads(1)
     served, plain, latencies, step_lat, failures = [], [], [], [], {}
+    shares: list[float] = []  # the hook's serving time / training time, per serving run
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         for i in range(rounds):
@@ -175,6 +176,7 @@ def main() -> None:
                     for key, n in result["client"]["failures"].items():
                         failures[key] = failures.get(key, 0) + n
                     t = result["telemetry"]
+                    shares.append(t.get("serving_share", 0.0))
                     step_lat.append(
                         (t.get("latency_steps_p50", 0.0), t.get("latency_steps_p99", 0.0))
                     )
@@ -203,6 +205,7 @@ def main() -> None:
         return
     print_rows(rows, f"closed loop: {rounds} A/B rounds of {steps} steps, {len(latencies)} answers")
     print(f"answers {len(latencies)}, not answered {failures or 0}")
+    print(f"serving share of training time (the hook's budget: 0.05): {shares}")
     print(
         f"step rates, serving: {[round(v, 1) for v in served]}; not: {[round(v, 1) for v in plain]}"
     )

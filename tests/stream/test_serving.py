@@ -463,3 +463,27 @@ def test_mutated_requests_raise_only_protocol_errors() -> None:
         except protocol.ProtocolError as exc:
             outcomes.add(exc.reason)
     assert {"ok", "bad_size", "missing_frame", "unexpected_frame", "truncated"} <= outcomes
+
+
+@pytest.mark.skipif(not zmq.has("curve"), reason="this libzmq was built without CURVE")
+def test_curve_keys_of_the_stream_protect_the_serving_socket(tmp_path: Path) -> None:
+    """With the receiver's CURVE keys, the serve file carries the public key: a client
+    reading it is answered; one without the key gets no answer (a timeout, caught)."""
+    public, secret = zmq.curve_keypair()
+    srv = PredictServer(INPUTS, rendezvous_dir=tmp_path, curve=(secret, public))
+    srv.start()
+    srv.serving = True
+    stop = threading.Event()
+    thread = drain(srv, stop)
+    try:
+        entry, _ = read_serving(tmp_path, 0, None)
+        assert entry is not None and entry["curve_public_key"] == public.decode()
+        with Predictor(0, rendezvous_dir=tmp_path) as p:
+            assert p.predict({"u": np.ones(4, np.float32)}, timeout=20).version == VERSION
+        with Predictor(0, endpoint=srv.endpoint) as p, pytest.raises(PredictTimeout):
+            p.predict({"u": np.ones(4, np.float32)}, timeout=0.5)
+    finally:
+        stop.set()
+        thread.join()
+        srv.stop()
+    assert srv.telemetry() == {"requests": 1, "answered": 1}

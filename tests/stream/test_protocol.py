@@ -376,6 +376,20 @@ def test_spec_hex_dumps_are_encoder_output() -> None:
     assert spec_dump("bye") == p.encode_bye(7, 1, 2, 10)
 
 
+def test_spec_serving_hex_dumps_are_encoder_output() -> None:
+    """Section 16's worked example: PREDICT, PREDICTION and REFUSED as encoded."""
+    u = np.array([1.5, -2.0], "<f4")
+    predict = p.encode_predict(7, 5, 500, None, {"u": u})
+    assert spec_dump("predict") == predict[0] and bytes(predict[1]).hex() == "0000c03f000000c0"
+    request = p.decode_predict([spec_dump("predict"), u.tobytes()], 1 << 20)
+    assert (request.simulation_id, request.request_id, request.timeout_ms) == (7, 5, 500)
+    y = np.array([0.75], "<f4")
+    prediction = p.encode_prediction(7, 5, 120, {"prediction": y})
+    assert spec_dump("prediction") == prediction[0] and bytes(prediction[1]).hex() == "0000403f"
+    refused = p.encode_refused(7, 5, 120, "busy", "64 requests wait already", 100)
+    assert spec_dump("refused") == refused
+
+
 def test_spec_dtype_table() -> None:
     spec = SPEC.read_text().replace("\\|", "|")  # markdown escapes | in table cells
     rows = re.findall(r"^\| (\d+) \| `(.+?)` \| (\w+) \| (\d+) \|", spec, re.MULTILINE)

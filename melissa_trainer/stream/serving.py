@@ -62,6 +62,7 @@ DEFAULT_MAX_QUEUE = 64
 #: seconds `stop` waits for the I/O thread
 STOP_TIMEOUT = 10.0
 _POLL_MS = 100
+_LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
 _BURST = 256  # requests read in a row before the answers are forwarded again
 _ids = itertools.count()
 
@@ -152,7 +153,7 @@ class PredictServer:
         ctx = self._context = zmq.Context()
         router = self._router = ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_request_bytes + HEADER_ALLOWANCE)
-        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.LINGER, _LINGER_MS)  # (the last refusals leave on `stop`)
         router.setsockopt(zmq.SNDHWM, 1000)  # replies to a peer that reads none: dropped
         if self._curve is not None:
             router.curve_server = True
@@ -214,7 +215,9 @@ class PredictServer:
         self._close()
 
     def _close(self) -> None:
-        for sock in (self._router, self._replies_in, self._replies_out):
+        if self._router is not None:
+            self._router.close(linger=_LINGER_MS)  # (to a peer gone: dropped at once)
+        for sock in (self._replies_in, self._replies_out):
             if sock is not None:
                 sock.close(linger=0)
         self._router = self._replies_in = self._replies_out = None
@@ -343,12 +346,7 @@ class PredictServer:
         while not self._stop.is_set():
             ready = dict(poller.poll(_POLL_MS))
             if replies in ready:
-                while True:
-                    try:
-                        frames = replies.recv_multipart(zmq.NOBLOCK, copy=False)
-                    except zmq.Again:
-                        break
-                    router.send_multipart(frames, copy=False)  # (identity first)
+                self._forward(replies, router)
             if router in ready:
                 for _ in range(_BURST):  # (then the answers again: a flood delays none)
                     try:
@@ -357,6 +355,17 @@ class PredictServer:
                         break
                     self._handle(router, frames)
             self._summary.tick()
+        self._forward(replies, router)  # the last answers (`stop`'s refusals) go out too
+
+    @staticmethod
+    def _forward(replies: zmq.Socket, router: zmq.Socket) -> None:
+        """Send the answers the other threads handed over (identity first)."""
+        while True:
+            try:
+                frames = replies.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            router.send_multipart(frames, copy=False)
 
     def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         identity, parts = frames[0].bytes, [f.buffer for f in frames[1:]]

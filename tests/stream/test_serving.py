@@ -487,3 +487,26 @@ def test_curve_keys_of_the_stream_protect_the_serving_socket(tmp_path: Path) -> 
         thread.join()
         srv.stop()
     assert srv.telemetry() == {"requests": 1, "answered": 1}
+
+
+def test_requests_queued_when_serving_stops_are_refused_not_serving(tmp_path: Path) -> None:
+    """A request waiting in the queue when the trainer stops gets ``not_serving`` at
+    once (its client falls back now, not at its timeout)."""
+    srv = PredictServer(INPUTS, rendezvous_dir=tmp_path)
+    srv.start()
+    srv.serving = True
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    try:
+        sock.connect(srv.endpoint or "")
+        sock.send_multipart(protocol.encode_predict(4, 8, 0, None, {"u": np.ones(4, np.float32)}))
+        while srv.pending() < 1:
+            srv.wait_pending(0.05)
+        srv.stop()  # nobody drained it
+        assert sock.poll(20_000), "no answer after stop"
+        reply = protocol.decode_reply([f.buffer for f in sock.recv_multipart(copy=False)], 100)
+        assert isinstance(reply, protocol.Refusal)
+        assert (reply.request_id, reply.reason) == (8, "not_serving")
+    finally:
+        sock.close(linger=0)
+        ctx.term()

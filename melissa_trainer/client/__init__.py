@@ -15,7 +15,8 @@ standard library only) with it. Modules: `client` (`Client`), `config` (what a c
 told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
 ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
 messages), `held` (large arrays sent without a copy, `array_reuse`), `fast_send` (the
-usual send, specialized), `worker` (the job side of the launcher's worker mode:
+usual send, specialized), `predict` (`Client.predict`, `Predictor`: the trainer's
+current model asked for a prediction), `worker` (the job side of the launcher's worker mode:
 `worker.next_simulation`).
 
 Names are imported on first use (PEP 562): a worker that imports
@@ -43,6 +44,14 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     )
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
+    from melissa_trainer.client.predict import (
+        ENV_SERVE_ENDPOINTS,
+        Predicted,
+        PredictionUnavailable,
+        Predictor,
+        PredictRefused,
+        PredictTimeout,
+    )
     from melissa_trainer.stream.endpoints import fetch_endpoints
     from melissa_trainer.wire import RESERVED_NAMES, FieldSpec
 
@@ -55,6 +64,7 @@ __all__ = [
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
     "ENV_RUN_ID",
+    "ENV_SERVE_ENDPOINTS",
     "ENV_SIMULATION_ID",
     "HELD_BYTES_MAX",
     "INLINE_MAX_BYTES",
@@ -62,6 +72,11 @@ __all__ = [
     "Client",
     "ClientTuning",
     "FieldSpec",
+    "PredictRefused",
+    "PredictTimeout",
+    "Predicted",
+    "PredictionUnavailable",
+    "Predictor",
     "fetch_endpoints",
 ]
 
@@ -85,6 +100,17 @@ _WHERE = {
     "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
     "HELD_BYTES_MAX": "melissa_trainer.client.held",
+    **dict.fromkeys(
+        [
+            "ENV_SERVE_ENDPOINTS",
+            "Predicted",
+            "PredictionUnavailable",
+            "Predictor",
+            "PredictRefused",
+            "PredictTimeout",
+        ],
+        "melissa_trainer.client.predict",
+    ),
     "fetch_endpoints": "melissa_trainer.stream.endpoints",
     "RESERVED_NAMES": "melissa_trainer.wire",
     "FieldSpec": "melissa_trainer.wire",

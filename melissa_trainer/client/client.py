@@ -25,7 +25,7 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   the client logs one warning naming the step and the field.
 * A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
 
-About 450 lines, over the project's ~400: a third is the docstrings of `Client` and
+About 550 lines, over the project's ~400: a third is the docstrings of `Client` and
 `Client.send`, the reference of the API a simulation calls, kept next to the code.
 """
 
@@ -58,6 +58,7 @@ from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.predict import Predicted, Predictor
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.common.checks import check_seconds
@@ -206,6 +207,7 @@ class Client:
 
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
+        self._predictor: Predictor | None = None  # (the first `predict` makes it)
         self._sockets: list[zmq.Socket] = []
         try:
             self._sockets = connect(self._context, self.endpoints, tuning, curve_keys)
@@ -507,7 +509,23 @@ class Client:
             sock.copy_threshold = threshold
         self._held.add(Released(view), len(frame))
 
+    def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
+        """The trainer's current prediction for `inputs` and the model's version
+        (``outputs, version = client.predict({"u": u}, timeout=0.5)``); see
+        `melissa_trainer.client.predict` for where it asks and what it raises
+        (`PredictionUnavailable`: `PredictTimeout` or `PredictRefused`, to fall back
+        from). Not collective: with MPI, each rank asking sends whole inputs."""
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        if self._predictor is None:
+            self._predictor = Predictor(
+                self.simulation_id, run_id=self.run_id, context=self._context
+            )
+        return self._predictor.predict(inputs, timeout)
+
     def _release(self, linger_ms: int) -> None:
+        if self._predictor is not None:
+            self._predictor.close()
         for sock in self._sockets:
             sock.close(linger=linger_ms)
         self._sockets = []

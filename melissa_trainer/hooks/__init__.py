@@ -11,6 +11,7 @@ from melissa_trainer.hooks.flow import FlowHook
 from melissa_trainer.hooks.loss_tracker import SimulationLossTracker
 from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
+from melissa_trainer.hooks.serving import ServingHook
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "HookList",
     "ProgressHook",
     "PseudoEpochHook",
+    "ServingHook",
     "SimulationLossTracker",
     "TensorBoardHook",
     "default_hooks",

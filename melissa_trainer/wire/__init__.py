@@ -25,6 +25,9 @@ Message kinds:
   8-byte time step followed by the payload; what DATA carries, with the header paid
   once. The client coalesces small messages into batches (a receiver then handles a
   batch of whole single-field samples as arrays, not message by message).
+* PREDICT, PREDICTION, REFUSED (the serving channel, on the trainer's serving socket,
+  not the stream's: section 16): a request for the current model's prediction on named
+  arrays, the answer with the model's version, or a refusal (back-pressure, not serving).
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -40,6 +43,7 @@ this package (``from melissa_trainer import wire``):
 * `messages`: the decoded messages, `FieldSpec`, `ProtocolError`;
 * `encoding`: the frames and prebuilt headers a sender writes;
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
+* `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 """
 
@@ -67,6 +71,7 @@ from melissa_trainer.wire.encoding import (
 from melissa_trainer.wire.layout import (
     ABANDON,
     AFTER_TIME_STEP_AT,
+    ARRAY_FIXED,
     BATCH,
     BYE,
     BYE_FIXED,
@@ -92,11 +97,18 @@ from melissa_trainer.wire.layout import (
     MAX_HELLO_BYTES,
     MAX_NAME_BYTES,
     MAX_NDIM,
+    MAX_PREDICT_ARRAYS,
     MAX_RUN_ID_CHARS,
     NAME_LEN_AT,
     NDIM_AT,
+    PREDICT,
+    PREDICT_FIXED,
+    PREDICTION,
+    PREDICTION_FIXED,
     PREFIX,
     RECORDS_AT,
+    REFUSED,
+    REFUSED_FIXED,
     RESERVED_NAMES,
     SIMULATION_ID_AT,
     TIME_STEP_AT,
@@ -114,8 +126,40 @@ from melissa_trainer.wire.messages import (
     Message,
     ProtocolError,
 )
+from melissa_trainer.wire.predict import (
+    REFUSAL_CODES,
+    REFUSAL_REASONS,
+    Prediction,
+    PredictRequest,
+    Refusal,
+    decode_predict,
+    decode_reply,
+    encode_predict,
+    encode_prediction,
+    encode_refused,
+    peek_request_id,
+)
 
 __all__ = [
+    "ARRAY_FIXED",
+    "MAX_PREDICT_ARRAYS",
+    "PREDICT",
+    "PREDICTION",
+    "PREDICTION_FIXED",
+    "PREDICT_FIXED",
+    "PredictRequest",
+    "Prediction",
+    "REFUSAL_CODES",
+    "REFUSAL_REASONS",
+    "REFUSED",
+    "REFUSED_FIXED",
+    "Refusal",
+    "decode_predict",
+    "decode_reply",
+    "encode_predict",
+    "encode_prediction",
+    "encode_refused",
+    "peek_request_id",
     "ABANDON",
     "AFTER_TIME_STEP_AT",
     "Abandon",

@@ -18,6 +18,10 @@ VERSION = 2
 
 HELLO, DATA, BYE, ABANDON, BATCH = 1, 2, 3, 4, 5
 KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATCH: "BATCH"}
+#: The serving channel's kinds (docs/protocol.md, section 16): on the trainer's serving
+#: socket (ZeroMQ DEALER -> ROUTER), never on the stream's PULL socket (whose receiver
+#: rejects them as ``bad_kind``).
+PREDICT, PREDICTION, REFUSED = 6, 7, 8
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -71,6 +75,17 @@ DATA_HEADER_BYTES = PREFIX.size + DATA_FIXED.size  # 48; then ndim x u64 shape, 
 HELLO_FIXED = struct.Struct("<HHI")
 # client rank, client count, steps sent
 BYE_FIXED = struct.Struct("<HHQ")
+# request id, timeout in ms (0: none), array count, run id length
+PREDICT_FIXED = struct.Struct("<QIBB")
+# request id, model version (the global step), array count, reserved
+PREDICTION_FIXED = struct.Struct("<QQBB")
+# request id, model version, reason code, reserved, retry after (ms), detail length
+REFUSED_FIXED = struct.Struct("<QQBBIH")
+# one array of a PREDICT or PREDICTION: dtype code, ndim, name length, reserved; then
+# ndim x u64 dims (`DIMS`), then the name
+ARRAY_FIXED = struct.Struct("<BBBB")
+#: The most arrays one PREDICT or PREDICTION carries (u8 count).
+MAX_PREDICT_ARRAYS = 255
 #: ``DIMS[n]``: the n u64 dimensions of a DATA or BATCH header (after its fixed part)
 DIMS = [struct.Struct(f"<{n}Q") for n in range(MAX_NDIM + 1)]
 #: A u64: DATA's time step, BATCH's record count (in the same slot), each BATCH

@@ -319,10 +319,33 @@ def test_every_reason_is_covered_and_documented() -> None:
         "bad_name",
         "missing_frame",
         "bad_hello",
+        "bad_request",  # the serving channel's (section 16)
     }
     assert reasons <= tested
     spec = SPEC.read_text()
     assert not [r for r in reasons if f"`{r}`" not in spec]
+
+
+def test_predict_header_rules() -> None:
+    """The serving channel's own rule (section 16): `bad_request`, for a PREDICT without
+    arrays, with a malformed run id, or naming an array twice."""
+    good = p.encode_predict(1, 2, 0, "run", {"u": np.ones(2, np.float32)})
+    count_at = p.PREFIX.size + 12  # request id (8), timeout (4), then the array count
+    no_arrays = bytearray(good[0])
+    no_arrays[count_at] = 0
+    bad_run = bytearray(good[0])
+    bad_run[p.PREFIX.size + p.PREDICT_FIXED.size] = ord("!")
+    twice = p.encode_predict(1, 2, 0, None, {"u": np.ones(2, np.float32)})
+    head = bytearray(twice[0])
+    head[count_at] = 2
+    head += bytes(head[p.PREFIX.size + p.PREDICT_FIXED.size :])  # the same array again
+    for frames in ([bytes(no_arrays)], [bytes(bad_run), good[1]], [bytes(head)] + twice[1:] * 2):
+        try:
+            p.decode_predict(frames, 1 << 20)
+        except p.ProtocolError as exc:
+            assert exc.reason == "bad_request"
+        else:
+            raise AssertionError("accepted")
 
 
 # -- the specification's worked examples ----------------------------------------------
@@ -351,6 +374,20 @@ def test_spec_hex_dumps_are_encoder_output() -> None:
     hello = p.encode_hello(7, 1, 2, [p.FieldSpec("u", np.dtype("<f4"), (2, 2))], {"t0": 300.0})
     assert spec_dump("hello") == hello
     assert spec_dump("bye") == p.encode_bye(7, 1, 2, 10)
+
+
+def test_spec_serving_hex_dumps_are_encoder_output() -> None:
+    """Section 16's worked example: PREDICT, PREDICTION and REFUSED as encoded."""
+    u = np.array([1.5, -2.0], "<f4")
+    predict = p.encode_predict(7, 5, 500, None, {"u": u})
+    assert spec_dump("predict") == predict[0] and bytes(predict[1]).hex() == "0000c03f000000c0"
+    request = p.decode_predict([spec_dump("predict"), u.tobytes()], 1 << 20)
+    assert (request.simulation_id, request.request_id, request.timeout_ms) == (7, 5, 500)
+    y = np.array([0.75], "<f4")
+    prediction = p.encode_prediction(7, 5, 120, {"prediction": y})
+    assert spec_dump("prediction") == prediction[0] and bytes(prediction[1]).hex() == "0000403f"
+    refused = p.encode_refused(7, 5, 120, "busy", "64 requests wait already", 100)
+    assert spec_dump("refused") == refused
 
 
 def test_spec_dtype_table() -> None:

@@ -1,0 +1,262 @@
+"""Predictions from the trainer's current model, asked by a running simulation
+(docs/protocol.md, section 16): `Predictor`, behind `Client.predict`.
+
+```python
+try:
+    outputs, version = client.predict({"u": u}, timeout=0.5)
+    guess = outputs["u_next"]          # the model of training step `version`
+except PredictionUnavailable:          # busy, not serving yet, restarting, gone
+    guess = u                          # the simulation's own fallback
+```
+
+* Where: the serving socket of training rank ``simulation_id % W``, published in
+  ``serve_{rank}.json`` of the rendezvous directory (`$MELISSA_TRAINER_RENDEZVOUS`,
+  with the inputs it takes, the run's id and its CURVE key), or
+  `$MELISSA_TRAINER_SERVE_ENDPOINTS` (comma-separated, in rank order). Looked up at the
+  first request, and again after a failure (a restarted trainer publishes another
+  endpoint); until it is published a request waits, up to its timeout.
+* Failures a simulation falls back from, all `PredictionUnavailable`:
+  `PredictTimeout` (also a `TimeoutError`: no answer in time; the trainer is busy
+  beyond the timeout, restarting or gone) and `PredictRefused` (the trainer said no:
+  `reason` ``busy`` when requests outpace the model, ``not_serving`` before its first
+  step or after its last, ``wrong_run``, ``bad_request``, ``failed``). A request is never
+  left queued behind a dead trainer: the socket sends only over a live connection
+  (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped).
+* Inputs that are not the published ones (names, dtypes, shapes) raise ValueError
+  before anything is sent.
+
+Not thread-safe (one per thread, like `Client`). Imports the standard library, numpy,
+pyzmq and the shared `stream` modules only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.stream.serving_rendezvous import check_inputs, read_serving
+from melissa_trainer.wire import FieldSpec, Prediction, ProtocolError
+
+__all__ = [
+    "ENV_SERVE_ENDPOINTS",
+    "PredictRefused",
+    "PredictTimeout",
+    "Predicted",
+    "PredictionUnavailable",
+    "Predictor",
+]
+
+#: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
+ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#: Default seconds a `predict` waits for its answer.
+DEFAULT_PREDICT_TIMEOUT = 10.0
+_MAX_REPLY_BYTES = 1 << 30
+
+
+class PredictionUnavailable(Exception):
+    """No prediction this time: the simulation goes on without one (its fallback)."""
+
+
+class PredictTimeout(PredictionUnavailable, TimeoutError):
+    """No answer within the timeout: the trainer is not serving there (not started,
+    restarting, gone) or was too busy. The next request looks its endpoint up again."""
+
+
+class PredictRefused(PredictionUnavailable):
+    """The trainer refused the request.
+
+    Attributes:
+        reason: ``busy`` (back-pressure: try again after `retry_after` seconds),
+            ``not_serving`` (starting or stopping), ``wrong_run``, ``bad_request``,
+            ``failed`` (its inference function raised; `detail` says what).
+        retry_after: seconds the trainer suggests waiting (0: no suggestion).
+        version: the model version (global step) at the refusal.
+    """
+
+    def __init__(self, reason: str, detail: str, retry_after: float, version: int) -> None:
+        super().__init__(f"the trainer refused the prediction ({reason}): {detail}")
+        self.reason, self.detail = reason, detail
+        self.retry_after, self.version = retry_after, version
+
+
+class Predicted(NamedTuple):
+    """A prediction: the output arrays (read-only) and the model version (global step)."""
+
+    outputs: dict[str, np.ndarray]
+    version: int
+
+
+class Predictor:
+    """Asks the trainer's serving socket for predictions (module docstring).
+
+    Args:
+        simulation_id: sent with each request; it chooses the rank (``id % W``).
+        endpoint: the serving endpoint to use; default: `$MELISSA_TRAINER_SERVE_ENDPOINTS`,
+            else the rendezvous directory.
+        rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
+        run_id: sent with each request (a trainer of another run refuses it), and serve
+            files of another run are ignored.
+        curve_server_key: the Z85 CURVE key of `endpoint` (a rendezvous gives its own).
+        context: a ZeroMQ context to use (default: one of its own, ended by `close`).
+    """
+
+    def __init__(
+        self,
+        simulation_id: int,
+        *,
+        endpoint: str | None = None,
+        rendezvous_dir: str | os.PathLike[str] | None = None,
+        run_id: str | None = None,
+        curve_server_key: str | None = None,
+        context: zmq.Context | None = None,
+    ) -> None:
+        self.simulation_id = simulation_id
+        self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
+        self._endpoint, self._key = endpoint, curve_server_key
+        self._rendezvous = rendezvous_dir
+        self._own_context = context is None
+        self._context = zmq.Context() if context is None else context
+        self._socket: zmq.Socket | None = None
+        self._inputs: list[FieldSpec] | None = None
+        self._ids = itertools.count(1)
+        self._closed = False
+
+    def predict(
+        self, inputs: Mapping[str, Any], timeout: float = DEFAULT_PREDICT_TIMEOUT
+    ) -> Predicted:
+        """The trainer's prediction for `inputs` (`{name: array}`, the declared inputs).
+
+        Blocks up to `timeout` seconds in all (the lookup of the endpoint included).
+
+        Raises:
+            PredictTimeout, PredictRefused: no prediction (both `PredictionUnavailable`).
+            ValueError: inputs that are not the published ones, or a bad timeout.
+            RuntimeError: the predictor is closed.
+        """
+        if self._closed:
+            raise RuntimeError("the predictor is closed")
+        if not isinstance(timeout, int | float) or not timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
+        deadline = time.monotonic() + timeout
+        sock = self._connect(deadline)
+        arrays = self._arrays(inputs)
+        request_id = next(self._ids)
+        frames = protocol.encode_predict(
+            self.simulation_id, request_id, max(1, round(timeout * 1000)), self.run_id, arrays
+        )
+        sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+        try:
+            sock.send_multipart(frames, copy=False)
+        except zmq.Again:
+            self._reset()
+            raise PredictTimeout(
+                f"no connection to the trainer's serving endpoint within {timeout} s "
+                "(the trainer is gone or restarting)"
+            ) from None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not sock.poll(max(1, int(left * 1000))):
+                self._reset()
+                raise PredictTimeout(f"no prediction within {timeout} s (the trainer busy or gone)")
+            reply = sock.recv_multipart(copy=False)
+            try:
+                message = protocol.decode_reply([f.buffer for f in reply], _MAX_REPLY_BYTES)
+            except ProtocolError as exc:
+                self._reset()
+                raise PredictionUnavailable(f"a malformed reply from the trainer: {exc}") from None
+            if message.request_id != request_id:
+                continue  # the late answer of an earlier request
+            if isinstance(message, Prediction):
+                return Predicted(message.arrays, message.version)
+            raise PredictRefused(
+                message.reason, message.detail, message.retry_after_ms / 1000, message.version
+            )
+
+    def close(self) -> None:
+        """Close the socket (and the context, if its own). Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._reset()
+        if self._own_context:
+            self._context.term()
+
+    def __enter__(self) -> Predictor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------
+
+    def _reset(self) -> None:
+        if self._socket is not None:
+            self._socket.close(linger=0)
+            self._socket = None
+
+    def _connect(self, deadline: float) -> zmq.Socket:
+        if self._socket is not None:
+            return self._socket
+        endpoint, key = self._resolve(deadline)
+        sock = self._context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
+        if key is not None:
+            sock.curve_serverkey = key.encode("ascii")
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as exc:
+            sock.close(linger=0)
+            raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
+        self._socket = sock
+        return sock
+
+    def _resolve(self, deadline: float) -> tuple[str, str | None]:
+        """The endpoint of the rank that serves this simulation, and its CURVE key."""
+        if self._endpoint is not None:
+            return self._endpoint, self._key
+        listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
+        if listed:
+            endpoints = [e.strip() for e in listed.split(",")]
+            return endpoints[self.simulation_id % len(endpoints)], self._key
+        directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
+        if not directory:
+            raise ValueError(
+                f"no serving endpoint: set {ENV_RENDEZVOUS} (the trainer's rendezvous "
+                f"directory) or {ENV_SERVE_ENDPOINTS}, or pass endpoint="
+            )
+        pause = 0.01
+        while True:
+            entry, why = read_serving(directory, self.simulation_id, self.run_id)
+            if entry is not None:
+                self._inputs = entry["inputs"]
+                return entry["endpoint"], entry.get("curve_public_key")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise PredictTimeout(f"no serving endpoint in {str(directory)!r}: {why}")
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)
+
+    def _arrays(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """`inputs` as C-contiguous little-endian arrays, checked against the published
+        inputs when known (the trainer checks them anyway)."""
+        out = {}
+        for name, value in inputs.items():
+            arr = np.asarray(value)
+            if arr.dtype.byteorder == ">":
+                arr = arr.astype(arr.dtype.newbyteorder("<"))
+            out[str(name)] = np.ascontiguousarray(arr) if arr.ndim else arr
+        if self._inputs is not None:
+            problem = check_inputs(out, self._inputs)
+            if problem is not None:
+                raise ValueError(f"predict(): {problem}")
+        return out

@@ -1,0 +1,388 @@
+"""`ServingHook`: the model served to the running simulations while it trains, and to
+in-process callers (a hook, an adaptive sampler), through one inference path.
+
+    serving = ServingHook(
+        inputs={"u": ((64,), "float32")},
+        process_inputs=lambda s: torch.from_numpy(s["u"].copy()),
+        process_outputs=lambda y: {"u_next": y},
+    )
+    trainer = OnlineTrainer(model, args, opt, train_source=study, hooks=[serving])
+    # a simulation: outputs, version = client.predict({"u": u}, timeout=0.5)
+    # in process:   outputs, version = serving.predict({"u": u})
+
+Each rank binds a serving socket beside its receiver (same interface, CURVE keys and
+run id; ``serve_{rank}.json`` in the stream's rendezvous directory) and serves the
+simulations ``id % W == rank`` with its own replica (`melissa_trainer.stream.serving`).
+Between training steps (STEP_END, after the optimizer step: the model version is the
+global step), it drains that rank's bounded queue, in batches of at most `max_batch`:
+`process_inputs` turns each request's arrays into model inputs (the inference
+counterpart of `process_sample`), they are stacked (`fast_collate`), moved to the
+device, and the model runs under ``torch.no_grad()``, in eval mode and the trainer's
+autocast; `process_outputs` turns its output into named tensors (default
+``{"prediction": output}``), each split per request along its first dimension and sent
+back as numpy arrays.
+
+Cost bound: serving spends at most `share` of the training time (default 5%), as a token
+bucket (`serving_budget.ServingBudget`): each step earns `share` x its seconds between
+step ends less serving (up to `serving_budget.BURST_STEPS` steps' worth), each batch
+spends what it took; a batch starts only with credit left, so the excess is at most one
+batch, repaid by the next steps. Requests that arrive faster than the budget serves them
+fill the queue, beyond which they are refused ``busy`` (the client's `PredictRefused`):
+no unbounded queue, and a request waits at most ``max_queue / max_batch`` drains.
+
+Idle serving: while no training step runs for longer than `serving_budget.IDLE_STEPS`
+typical steps (at least `serving_budget.IDLE_MIN` seconds) after the last one ended,
+training is waiting (for data, for the other ranks, on a checkpoint), and a thread of
+the hook serves the queue in that idle time, free of the budget: a simulation that waits
+for its prediction before sending the data training waits for is answered, not timed
+out. The model is held by one side at a time (a lock taken from STEP_START to STEP_END
+and over validation, and by the thread for one batch): a step that starts while the
+thread runs a batch waits for that batch, and the wait is charged to the budget. Before
+TRAIN_START and after LOOP_END requests are refused ``not_serving``.
+
+In process: `predict` and `predict_batch` from the training thread (a hook) run at
+once; from another thread (an adaptive sampler's) they are queued like a simulation's
+request and answered at the next step's end (blocking up to `timeout`).
+
+Not checkpointed: serving holds no state worth a restart (clients time out and ask again).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+import torch
+
+from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.inference import Inference
+from melissa_trainer.hooks.serving_budget import ServingBudget
+from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
+from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.stream.stream_source import StreamSource
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
+
+__all__ = ["InProcessPrediction", "ServingHook", "ServingRefused"]
+
+logger = logging.getLogger(__name__)
+
+_LATENCIES = 10_000  # latencies kept for the percentiles (the most recent)
+
+
+class InProcessPrediction(NamedTuple):
+    """Outputs (numpy arrays, by name) and the model version (global step)."""
+
+    outputs: Any
+    version: int
+
+
+class ServingHook(Hook):
+    """Serves the training model's predictions between steps (module docstring).
+
+    Args:
+        inputs: the arrays a request carries, ``{name: (shape, dtype)}`` as a client
+            declares fields (one request, no batch dimension).
+        process_inputs: one request's arrays (read-only numpy) -> the model's input for
+            it (tensors, tuples or dicts of tensors, stacked into a batch). Default: the
+            single input as a tensor (required with several inputs).
+        process_outputs: the model's output for a batch -> ``{name: tensor [batch, ...]}``.
+            Default ``{"prediction": output}``.
+        share: the largest share of training time spent serving, in (0, 1] (default 0.05).
+        max_batch: requests run together at most.
+        max_queue: requests waiting at most per rank; more are refused ``busy``.
+        bind: the serving endpoint to bind; default: the receiver's interface, a
+            random port (no stream source: no socket, in-process only).
+        rendezvous_dir: where ``serve_{rank}.json`` goes; default the stream's.
+    """
+
+    def __init__(
+        self,
+        inputs: Mapping[str, tuple[Any, Any]],
+        process_inputs: Callable[[Mapping[str, np.ndarray]], Any] | None = None,
+        process_outputs: Callable[[Any], Mapping[str, torch.Tensor]] | None = None,
+        *,
+        share: float = 0.05,
+        max_batch: int = 32,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+        bind: str | None = None,
+        rendezvous_dir: str | None = None,
+    ) -> None:
+        # (the server checks `inputs` and `max_queue`; built here so bad ones fail now)
+        self._server = PredictServer(inputs, max_queue=max_queue)
+        self.inputs = self._server.inputs
+        self._inference = Inference(self.inputs, process_inputs, process_outputs)
+        self.budget = ServingBudget(share)
+        if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
+            raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
+        self.max_batch, self.max_queue = max_batch, max_queue
+        self._bind, self._rendezvous = bind, rendezvous_dir
+        self._trainer: TrainerView | None = None
+        self._thread: int | None = None  # the training thread
+        self._last_end: float | None = None  # (perf_counter seconds)
+        self._served = 0.0  # seconds serving since `_last_end`
+        self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
+        self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
+        self._failures_logged = False
+        # the model, held by the training thread (a step, a validation: reentrant) or by
+        # the idle thread (one batch)
+        self._model = threading.RLock()
+        self._stop = threading.Event()
+        self._idle: threading.Thread | None = None
+
+    # -- events ----------------------------------------------------------------------
+
+    def on_source_started(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self._trainer, self._thread = trainer, threading.get_ident()
+        source = trainer.source
+        stream = source if isinstance(source, StreamSource) else getattr(source, "stream", None)
+        network = self._bind is not None or isinstance(stream, StreamSource)
+        if not network:
+            return  # in-process serving only (`predict` from another thread still queues)
+        kwargs: dict[str, Any] = {}
+        bind: str | None
+        if isinstance(stream, StreamSource):
+            config = stream.config
+            kwargs.update(
+                advertise_host=config.advertise_host,
+                curve=curve_keys(config.curve_secret_key, config.curve_public_key),
+                rendezvous_dir=self._rendezvous or config.rendezvous_dir,
+            )
+            bind = self._bind or _beside(config.bind, trainer.process_index)
+        else:
+            bind = self._bind
+            kwargs.update(rendezvous_dir=self._rendezvous)
+        assert bind is not None  # (network: a bind given, or a stream's)
+        self._server = PredictServer(
+            self.inputs,
+            rank=trainer.process_index,
+            world_size=trainer.num_processes,
+            bind=bind,
+            run_id=trainer.run_id,
+            max_queue=self.max_queue,
+            **kwargs,
+        )
+        self._server.start()
+        logger.info("rank %d serves predictions at %s", trainer.process_index, self.endpoint)
+
+    def on_train_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self._trainer, self._thread = trainer, threading.get_ident()
+        self._server.version = state.global_step
+        self._server.serving = True
+        self._last_end, self._served = time.perf_counter(), 0.0
+        if self._idle is None:
+            self._stop.clear()
+            self._idle = threading.Thread(
+                target=self._serve_idle, name="melissa-serving-idle", daemon=True
+            )
+            self._idle.start()
+
+    def on_step_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        started = time.perf_counter()
+        self._model.acquire()
+        self.budget.spend(time.perf_counter() - started)  # an idle batch ran over
+
+    def on_validation_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self._model.acquire()
+
+    def on_validation_end(
+        self,
+        trainer: TrainerView,
+        state: TrainerState,
+        control: TrainerControl,
+        metrics: dict[str, float],
+    ) -> None:
+        self._release_model()
+
+    def on_step_end(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        now = time.perf_counter()
+        server = self._server
+        server.version = state.global_step
+        budget = self.budget
+        if self._last_end is not None:
+            budget.earn(now - self._last_end - self._served)
+        self._served = 0.0
+        while budget.allows() and server.pending():
+            started = time.perf_counter()
+            self._serve(server.take(self.max_batch), state.global_step)
+            spent = time.perf_counter() - started
+            budget.spend(spent)
+            self._served += spent
+        self._last_end = time.perf_counter()
+        self._release_model()
+
+    def on_loop_end(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self._stop_serving()
+
+    def close(self) -> None:
+        self._stop_serving()
+        self._stop.set()
+        if self._idle is not None:
+            self._idle.join()
+            self._idle = None
+        self._server.stop()
+        if self._trainer is not None and self.telemetry().get("requests"):
+            logger.info("serving of rank %d: %s", self._trainer.process_index, self.telemetry())
+
+    # -- in process ------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str | None:
+        """This rank's serving endpoint (None: not bound, in-process only)."""
+        return self._server.endpoint
+
+    def predict(
+        self, inputs: Mapping[str, Any], timeout: float | None = 60.0
+    ) -> InProcessPrediction:
+        """The current model's outputs for one request's `inputs` (the declared arrays),
+        and its version. On the training thread (from a hook) it runs now; from another
+        thread it is queued and answered at the next step's end, waiting up to `timeout`
+        seconds (None: no bound).
+
+        Raises:
+            ValueError: inputs that are not the declared ones.
+            ServingRefused: not serving (before TRAIN_START, after LOOP_END) or the
+                queue is full (``reason``).
+            TimeoutError: no step ended within `timeout` (training waits for data).
+        """
+        outputs, version = self.predict_batch([inputs], timeout)
+        return InProcessPrediction(outputs[0], version)
+
+    def predict_batch(
+        self, samples: Sequence[Mapping[str, Any]], timeout: float | None = 60.0
+    ) -> InProcessPrediction:
+        """`predict` for several requests at once (run as one batch on the training
+        thread): `outputs` is a list, one dict per sample, in order."""
+        arrays = [{k: np.asarray(v) for k, v in s.items()} for s in samples]
+        if threading.get_ident() == self._thread and self._trainer is not None:
+            if not self._server.serving:
+                raise ServingRefused("not_serving", "before TRAIN_START or after LOOP_END")
+            for a in arrays:
+                problem = check_inputs(a, self.inputs)
+                if problem is not None:
+                    raise ValueError(problem)
+            with self._model:  # (the idle thread's batch ends first)
+                version = self._trainer.state.global_step
+                return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
+        return self._queued(arrays, timeout)
+
+    def telemetry(self) -> dict[str, float]:
+        """The server's counters (requests, answered, refused_*, rejected_*, expired),
+        the serving share of training time and latency percentiles (steps, ms) of the
+        most recent answers."""
+        out: dict[str, float] = dict(self._server.telemetry())
+        out["serving_share"] = self.budget.used_share
+        for name, values in (("steps", self._latency_steps), ("ms", self._latency_ms)):
+            if values:
+                p50, p99 = np.percentile(np.fromiter(values, float), [50, 99])
+                out[f"latency_{name}_p50"], out[f"latency_{name}_p99"] = float(p50), float(p99)
+        return out
+
+    # -- internals -------------------------------------------------------------------
+
+    def _release_model(self) -> None:
+        self._model.release()  # (taken by the same thread at STEP_START or VALIDATION_START)
+
+    def _serve_idle(self) -> None:
+        """The idle thread: serve while no step has run for a while (module docstring)."""
+        server = self._server
+        while not self._stop.is_set():
+            if not server.wait_pending(0.1):
+                continue
+            last = self._last_end
+            wait = self.budget.idle_after()
+            if last is None or time.perf_counter() - last < wait:
+                self._stop.wait(wait / 4)
+                continue
+            if not self._model.acquire(timeout=0.1):
+                continue  # a step or a validation runs
+            try:
+                if self._last_end == last:  # (no step ran in between)
+                    self._serve(server.take(self.max_batch), server.version)
+            finally:
+                self._model.release()
+
+    def _stop_serving(self) -> None:
+        server = self._server
+        server.serving = False
+        for pending in server.take(server.max_queue):
+            server.refuse(pending, "not_serving", "the trainer stopped serving")
+
+    def _queued(
+        self, arrays: list[dict[str, np.ndarray]], timeout: float | None
+    ) -> InProcessPrediction:
+        done = [threading.Event() for _ in arrays]
+        results: list[Any] = [None] * len(arrays)
+
+        def deliver(i: int) -> Callable[[Any, int, str], None]:
+            def put(outputs: Any, version: int, error: str) -> None:
+                results[i] = (outputs, version, error)
+                done[i].set()
+
+            return put
+
+        timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
+        for i, a in enumerate(arrays):
+            self._server.submit(a, deliver(i), timeout_ms)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for event in done:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            if not event.wait(left):
+                raise TimeoutError(
+                    f"no training step ended within {timeout} s to serve the request"
+                )
+        errors = [r[2] for r in results if r[2]]
+        if errors:
+            reason, _, detail = errors[0].partition(": ")
+            raise ServingRefused(reason, detail)
+        return InProcessPrediction([r[0] for r in results], max(r[1] for r in results))
+
+    def _serve(self, batch: list[Pending], version: int) -> None:
+        if not batch:
+            return
+        server = self._server
+        try:
+            outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
+        except Exception as exc:  # the user's functions or model on these inputs
+            detail = f"{type(exc).__name__}: {exc}"
+            if not self._failures_logged:  # the first in full; `failed` counts them all
+                self._failures_logged = True
+                logger.exception("serving: the inference of %d requests failed", len(batch))
+            for pending in batch:
+                server.refuse(pending, "failed", detail)
+            return
+        now = time.monotonic()
+        for pending, arrays in zip(batch, outputs, strict=True):
+            server.answer(pending, arrays, version)
+            self._latency_steps.append(version - pending.version)
+            self._latency_ms.append((now - pending.received) * 1000)
+
+
+def _beside(receiver: str, rank: int) -> str:
+    """A serving bind on the receiver's interface (its configured bind, before the
+    rank's port offset): same host, a random port; an ipc path gets a suffix."""
+    if receiver.startswith("tcp://"):
+        return f"{receiver.rpartition(':')[0]}:*"
+    if receiver.startswith("ipc://"):
+        return f"{receiver}.serve{rank}"
+    return "tcp://127.0.0.1:*"

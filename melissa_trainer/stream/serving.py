@@ -1,0 +1,404 @@
+"""`PredictServer`: one training rank's serving socket, its I/O thread and its bounded
+queue of prediction requests (docs/protocol.md, section 16). Torch-free: the model is
+run by whoever drains the queue (`melissa_trainer.hooks.serving.ServingHook`, between
+training steps).
+
+The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
+
+* decodes it (`protocol.decode_predict`: nothing unpickled, every size checked before
+  an array is built) and checks its arrays against the declared inputs; a malformed
+  request is rejected, counted (``rejected_<reason>``) and logged (the first of each
+  reason in full, then one summary line at most every 30 s: `LogSummary`), and
+  refused (``bad_request``) when its request id is readable, so that its client
+  fails at once instead of at its timeout;
+* refuses a request naming another run (``wrong_run``), one that comes while nothing
+  is served (``not_serving``: before the trainer's first step, after its last), and one
+  that finds the queue full (``busy``: back-pressure; the queue never grows past
+  `max_queue`);
+* queues the others, stamped with the time and the model version they arrived at.
+
+The training thread drains the queue (`take`), runs the model, and answers (`answer`,
+`refuse`): replies are handed to the I/O thread through an inproc socket (ZeroMQ
+sockets belong to one thread). A request older than its client's timeout is dropped
+unanswered (counted ``expired``): its client has given up and fallen back.
+
+A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
+a peer whose queue is full or which is gone. A frame over the bound (the declared
+inputs' size + `HEADER_ALLOWANCE`) closes its connection in ZeroMQ's I/O thread.
+
+Thread-safety: `start` and `stop` from one thread; `take`, `answer`, `refuse`,
+`submit`, `telemetry`, `serving` and `version` from any thread. Nothing blocks but
+`stop` (up to `STOP_TIMEOUT` seconds).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.stream.endpoints import advertised
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
+from melissa_trainer.stream.log_summary import REJECTED, LogSummary
+from melissa_trainer.stream.receiver_config import DEFAULT_BIND
+from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
+from melissa_trainer.wire import PredictRequest, ProtocolError
+
+__all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "check_inputs"]
+
+logger = logging.getLogger(__name__)
+
+#: default bound on the requests waiting for the model, per rank
+DEFAULT_MAX_QUEUE = 64
+#: seconds `stop` waits for the I/O thread
+STOP_TIMEOUT = 10.0
+_POLL_MS = 100
+_LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
+_BURST = 256  # requests read in a row before the answers are forwarded again
+_ids = itertools.count()
+
+
+class ServingRefused(RuntimeError):
+    """An in-process request refused (`reason`: ``busy`` or ``not_serving``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass
+class Pending:
+    """A request waiting for the model: from a peer (`identity`) or in process (`deliver`)."""
+
+    request: PredictRequest
+    received: float  #: time.monotonic() at arrival
+    version: int  #: the model version (global step) at arrival
+    identity: bytes | None = None
+    deliver: Callable[[dict[str, np.ndarray] | None, int, str], None] | None = field(
+        default=None, repr=False
+    )
+
+    def expired(self, now: float) -> bool:
+        timeout = self.request.timeout_ms
+        return timeout > 0 and (now - self.received) * 1000 > timeout
+
+
+class PredictServer:
+    """One rank's serving socket and queue (module docstring).
+
+    Args:
+        inputs: the arrays every request carries (`protocol.field_specs` form).
+        rank, world_size: this training rank; it serves simulations ``id % W == rank``.
+        bind: the endpoint to bind (default loopback, a random port).
+        advertise_host: host published instead of a wildcard bind address.
+        curve: the (secret, public) Z85 CURVE server keys (`endpoints.curve_keys`), or None.
+        run_id: requests naming another run are refused (``wrong_run``).
+        rendezvous_dir: where ``serve_{rank}.json`` is published (None: nowhere; give
+            the clients `endpoint`).
+        max_queue: requests waiting at most; more are refused ``busy``.
+    """
+
+    def __init__(
+        self,
+        inputs: Any,
+        *,
+        rank: int = 0,
+        world_size: int = 1,
+        bind: str = DEFAULT_BIND,
+        advertise_host: str | None = None,
+        curve: tuple[bytes, bytes] | None = None,
+        run_id: str | None = None,
+        rendezvous_dir: Any = None,
+        max_queue: int = DEFAULT_MAX_QUEUE,
+    ) -> None:
+        if not isinstance(max_queue, int) or isinstance(max_queue, bool) or max_queue < 1:
+            raise ValueError(f"max_queue must be an integer >= 1, not {max_queue!r}")
+        self.inputs = protocol.field_specs(inputs)
+        self.rank, self.world_size = rank, world_size
+        self.max_queue = max_queue
+        self._bind, self._advertise, self._curve = bind, advertise_host, curve
+        self._run_id, self._rendezvous = run_id, rendezvous_dir
+        self.max_request_bytes = sum(f.size * f.dtype.itemsize for f in self.inputs)
+        #: the model version answers carry (the trainer's global step; set by the drainer)
+        self.version = 0
+        self._serving = False
+        self._queue: collections.deque[Pending] = collections.deque()
+        self._lock = threading.Lock()  # the queue, the counters, the reply socket
+        self._arrived = threading.Condition(self._lock)  # a request was queued
+        self._counts: collections.Counter[str] = collections.Counter()
+        self._summary = LogSummary(logger, f"serving of rank {rank}")
+        self._context: zmq.Context | None = None
+        self._router: zmq.Socket | None = None
+        self._replies_in: zmq.Socket | None = None
+        self._replies_out: zmq.Socket | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self.endpoint: str | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind, start the I/O thread, publish ``serve_{rank}.json``. Returns at once."""
+        if self._context is not None:
+            raise RuntimeError("PredictServer.start() was called twice")
+        ctx = self._context = zmq.Context()
+        router = self._router = ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.MAXMSGSIZE, self.max_request_bytes + HEADER_ALLOWANCE)
+        router.setsockopt(zmq.LINGER, _LINGER_MS)  # (the last refusals leave on `stop`)
+        router.setsockopt(zmq.SNDHWM, 1000)  # replies to a peer that reads none: dropped
+        if self._curve is not None:
+            router.curve_server = True
+            router.curve_secretkey, router.curve_publickey = self._curve
+        inproc = f"inproc://melissa-serving-{next(_ids)}"
+        self._replies_in = ctx.socket(zmq.PULL)
+        self._replies_in.bind(inproc)
+        self._replies_out = ctx.socket(zmq.PUSH)
+        self._replies_out.setsockopt(zmq.LINGER, 0)
+        self._replies_out.setsockopt(zmq.SNDHWM, 0)  # answers: at most max_queue per drain
+        self._replies_out.connect(inproc)
+        try:
+            router.bind(self._bind)
+            self.endpoint = advertised(router.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
+            if self._rendezvous is not None:
+                public = None if self._curve is None else self._curve[1].decode("ascii")
+                write_serving(
+                    self._rendezvous,
+                    self.rank,
+                    self.world_size,
+                    self.endpoint,
+                    self.inputs,
+                    self._run_id,
+                    public,
+                )
+        except BaseException:
+            self._close()
+            raise
+        self._thread = threading.Thread(
+            target=self._run, name=f"melissa-serving-{self.rank}", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def serving(self) -> bool:
+        """Whether requests are queued (True) or refused ``not_serving`` (False)."""
+        return self._serving
+
+    @serving.setter
+    def serving(self, value: bool) -> None:
+        self._serving = bool(value)
+
+    def stop(self) -> None:
+        """Refuse the queued requests (``not_serving``), stop the thread, close the
+        sockets, remove the published file. Idempotent."""
+        self._serving = False
+        for pending in self._drain():
+            self.refuse(pending, "not_serving", "the trainer stopped serving")
+        if self._rendezvous is not None and self.endpoint is not None:
+            remove_serving(self._rendezvous, self.rank, self.endpoint)
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_TIMEOUT)
+            if self._thread.is_alive():
+                logger.warning("serving thread of rank %d did not stop", self.rank)
+                return
+            self._thread = None
+        self._summary.flush()
+        self._close()
+
+    def _close(self) -> None:
+        if self._router is not None:
+            self._router.close(linger=_LINGER_MS)  # (to a peer gone: dropped at once)
+        for sock in (self._replies_in, self._replies_out):
+            if sock is not None:
+                sock.close(linger=0)
+        self._router = self._replies_in = self._replies_out = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None
+
+    # -- the training thread's side --------------------------------------------------
+
+    def pending(self) -> int:
+        """Requests waiting now."""
+        return len(self._queue)
+
+    def wait_pending(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a request to wait; True if one does."""
+        with self._arrived:
+            if not self._queue:
+                self._arrived.wait(timeout)
+            return bool(self._queue)
+
+    def take(self, n: int) -> list[Pending]:
+        """Up to `n` requests, oldest first; those older than their client's timeout
+        are dropped on the way (counted ``expired``, unanswered)."""
+        now = time.monotonic()
+        out: list[Pending] = []
+        with self._lock:
+            while self._queue and len(out) < n:
+                pending = self._queue.popleft()
+                if pending.expired(now):
+                    self._counts["expired"] += 1
+                    continue
+                out.append(pending)
+        return out
+
+    def answer(self, pending: Pending, arrays: dict[str, np.ndarray], version: int) -> None:
+        """Send `pending` its prediction, made by model `version`."""
+        self._count("answered")
+        if pending.deliver is not None:
+            pending.deliver(arrays, version, "")
+            return
+        req = pending.request
+        frames = protocol.encode_prediction(req.simulation_id, req.request_id, version, arrays)
+        self._reply(pending.identity, frames)
+
+    def refuse(self, pending: Pending, reason: str, detail: str, retry_after_ms: int = 0) -> None:
+        """Send `pending` a REFUSED (`reason`: a name of `protocol.REFUSAL_REASONS`)."""
+        self._count(f"refused_{reason}")
+        if pending.deliver is not None:
+            pending.deliver(None, self.version, f"{reason}: {detail}")
+            return
+        req = pending.request
+        frame = protocol.encode_refused(
+            req.simulation_id, req.request_id, self.version, reason, detail, retry_after_ms
+        )
+        self._reply(pending.identity, [frame])
+
+    def submit(
+        self,
+        arrays: dict[str, np.ndarray],
+        deliver: Callable[[dict[str, np.ndarray] | None, int, str], None],
+        timeout_ms: int = 0,
+    ) -> None:
+        """Queue an in-process request (`deliver(outputs, version, error)` is called
+        with its answer, by the thread that drains the queue).
+
+        Raises:
+            ServingRefused: not serving, or the queue is full.
+            ValueError: `arrays` are not the declared inputs.
+        """
+        problem = check_inputs(arrays, self.inputs)
+        if problem is not None:
+            raise ValueError(problem)
+        request = PredictRequest(0, 0, timeout_ms, None, arrays)
+        self._queue_or_refuse(Pending(request, time.monotonic(), self.version, None, deliver))
+
+    def telemetry(self) -> dict[str, int]:
+        """Counters: requests, answered, expired, refused_<reason>, rejected_<reason>."""
+        with self._lock:
+            return dict(self._counts)
+
+    def _count(self, key: str) -> None:
+        with self._lock:
+            self._counts[key] += 1
+
+    def _drain(self) -> list[Pending]:
+        with self._lock:
+            out = list(self._queue)
+            self._queue.clear()
+        return out
+
+    def _reply(self, identity: bytes | None, frames: list[Any]) -> None:
+        if threading.current_thread() is self._thread:  # the I/O thread owns the ROUTER
+            assert self._router is not None
+            self._router.send_multipart([identity or b"", *frames], copy=False)
+            return
+        with self._lock:  # (the PUSH socket is shared by the threads that answer)
+            out = self._replies_out
+            if out is not None:
+                out.send_multipart([identity or b"", *frames], copy=False)
+
+    def _queue_or_refuse(self, pending: Pending) -> None:
+        """Queue `pending`, or refuse it (not serving, queue full)."""
+        with self._lock:
+            self._counts["requests"] += 1
+            if self._serving and len(self._queue) < self.max_queue:
+                self._queue.append(pending)
+                self._arrived.notify()
+                return
+        if not self._serving:
+            reason, detail = "not_serving", "the trainer serves no model now (starting or stopping)"
+        else:
+            reason, detail = "busy", f"{self.max_queue} requests wait already"
+        if pending.deliver is not None:
+            self._count(f"refused_{reason}")
+            raise ServingRefused(reason, detail)
+        self.refuse(pending, reason, detail, retry_after_ms=100)
+
+    # -- the I/O thread --------------------------------------------------------------
+
+    def _run(self) -> None:
+        router, replies = self._router, self._replies_in
+        assert router is not None and replies is not None
+        poller = zmq.Poller()
+        poller.register(router, zmq.POLLIN)
+        poller.register(replies, zmq.POLLIN)
+        while not self._stop.is_set():
+            ready = dict(poller.poll(_POLL_MS))
+            if replies in ready:
+                self._forward(replies, router)
+            if router in ready:
+                for _ in range(_BURST):  # (then the answers again: a flood delays none)
+                    try:
+                        frames = router.recv_multipart(zmq.NOBLOCK, copy=False)
+                    except zmq.Again:
+                        break
+                    self._handle(router, frames)
+            self._summary.tick()
+        self._forward(replies, router)  # the last answers (`stop`'s refusals) go out too
+
+    @staticmethod
+    def _forward(replies: zmq.Socket, router: zmq.Socket) -> None:
+        """Send the answers the other threads handed over (identity first)."""
+        while True:
+            try:
+                frames = replies.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            router.send_multipart(frames, copy=False)
+
+    def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
+        identity, parts = frames[0].bytes, [f.buffer for f in frames[1:]]
+        try:
+            request = protocol.decode_predict(parts, self.max_request_bytes)
+            problem = check_inputs(request.arrays, self.inputs)
+            if problem is not None:
+                raise ProtocolError("bad_inputs", problem)
+        except ProtocolError as exc:
+            self._reject(router, identity, parts, exc)
+            return
+        if (
+            request.run_id is not None
+            and self._run_id is not None
+            and request.run_id != self._run_id
+        ):
+            pending = Pending(request, time.monotonic(), self.version, identity)
+            self._count("requests")
+            self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")
+            return
+        self._queue_or_refuse(Pending(request, time.monotonic(), self.version, identity))
+
+    def _reject(
+        self, router: zmq.Socket, identity: bytes, parts: list[Any], exc: ProtocolError
+    ) -> None:
+        """Count and log a malformed request; refuse it if it can be named."""
+        head = parts[0] if parts else b""
+        sim = protocol.peek_simulation_id(head)
+        self._count(f"rejected_{exc.reason}")
+        self._summary.event(
+            REJECTED, exc.reason, sim, f"serving of rank {self.rank}: rejected a request: {exc}"
+        )
+        request_id = protocol.peek_request_id(head)
+        if request_id is not None and sim is not None:
+            frame = protocol.encode_refused(sim, request_id, self.version, "bad_request", str(exc))
+            router.send_multipart([identity, frame])

@@ -1,0 +1,158 @@
+"""Where a rank's serving socket can be reached: ``serve_{rank}.json`` in the stream's
+rendezvous directory, beside the receivers' ``rank_{rank}.json`` (docs/protocol.md,
+section 16). Written by the trainer once its serving socket is bound (to a temporary
+file, then renamed: never read half-written), removed when it stops serving; read by a
+client at its first prediction request and again after a failure (a restarted trainer
+publishes a new endpoint). Standard library and the protocol's checks only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.wire import FieldSpec
+
+__all__ = [
+    "SERVE_VERSION",
+    "check_inputs",
+    "read_serving",
+    "remove_serving",
+    "serve_file",
+    "write_serving",
+]
+
+SERVE_VERSION = 1
+_SERVE_FILE = re.compile(r"serve_(\d+)\.json")
+
+
+def serve_file(directory: str | os.PathLike[str], rank: int) -> Path:
+    return Path(directory) / f"serve_{rank}.json"
+
+
+def write_serving(
+    directory: str | os.PathLike[str],
+    rank: int,
+    world_size: int,
+    endpoint: str,
+    inputs: list[FieldSpec],
+    run_id: str | None,
+    curve_public_key: str | None,
+) -> Path:
+    """Publish rank `rank`'s serving endpoint, the inputs it takes and the run's id."""
+    path = Path(directory)
+    path.mkdir(parents=True, exist_ok=True)
+    info: dict[str, Any] = {
+        "version": SERVE_VERSION,
+        "rank": rank,
+        "world_size": world_size,
+        "endpoint": endpoint,
+        "inputs": [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in inputs],
+    }
+    if curve_public_key is not None:
+        info["curve_public_key"] = curve_public_key
+    if run_id is not None:
+        info["run_id"] = run_id
+    fd, tmp = tempfile.mkstemp(prefix=f".serve_{rank}.", suffix=".tmp", dir=path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(info, f)
+        final = serve_file(path, rank)
+        os.replace(tmp, final)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    for other in path.iterdir():  # files of ranks a run on more ranks left behind
+        match = _SERVE_FILE.fullmatch(other.name)
+        if match is not None and int(match.group(1)) >= world_size:
+            other.unlink(missing_ok=True)
+    return final
+
+
+def remove_serving(directory: str | os.PathLike[str], rank: int, endpoint: str) -> None:
+    """Remove rank `rank`'s file if it still names `endpoint` (not a newer trainer's)."""
+    path = serve_file(directory, rank)
+    try:
+        if json.loads(path.read_text()).get("endpoint") == endpoint:
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError):
+        return
+
+
+def read_serving(
+    directory: str | os.PathLike[str], simulation_id: int, run_id: str | None
+) -> tuple[dict[str, Any] | None, str]:
+    """The entry of the rank that serves `simulation_id` (``simulation_id % W``), or
+    None and why not (no file yet, files of another run or of several world sizes).
+    Files of another run than `run_id` (when given) are ignored."""
+    directory = Path(directory)
+    try:
+        names = [p.name for p in directory.iterdir()]
+    except OSError as exc:
+        return None, f"cannot list {str(directory)!r}: {exc.strerror or exc}"
+    entries: dict[int, dict[str, Any]] = {}
+    other_runs = set()
+    for name in names:
+        match = _SERVE_FILE.fullmatch(name)
+        if match is None:
+            continue
+        try:
+            entry = json.loads((directory / name).read_text())
+            ok = (
+                entry["version"] == SERVE_VERSION
+                and entry["rank"] == int(match.group(1))
+                and isinstance(entry["world_size"], int)
+                and 0 <= entry["rank"] < entry["world_size"]
+                and isinstance(entry["endpoint"], str)
+                and isinstance(entry["inputs"], list)
+            )
+            specs = protocol.field_specs(
+                {str(f["name"]): (tuple(f["shape"]), f["dtype"]) for f in entry["inputs"]}
+            )
+            published = entry.get("run_id")
+            if published is not None:
+                protocol.check_run_id(published, "run_id")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # being replaced, or not ours: looked at again at the next try
+        if not ok:
+            continue
+        if run_id is not None and published is not None and published != run_id:
+            other_runs.add(published)
+            continue
+        entry["inputs"] = specs
+        entries[entry["rank"]] = entry
+    sizes = {e["world_size"] for e in entries.values()}
+    if len(sizes) == 1:
+        (world,) = sizes
+        entry = entries.get(simulation_id % world)
+        if entry is not None:
+            return entry, ""
+        return None, f"rank {simulation_id % world} of {world} does not serve (yet)"
+    if len(sizes) > 1:
+        return None, f"serve files disagree on world_size: {sorted(sizes)}"
+    if other_runs:
+        return None, f"the trainer serving there belongs to another run ({sorted(other_runs)})"
+    return None, "no trainer serves predictions there (yet)"
+
+
+def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) -> str | None:
+    """Why `arrays` are not the declared `inputs` (names, dtypes, shapes), or None."""
+    names = [f.name for f in inputs]
+    if set(arrays) != set(names):
+        return f"arrays {sorted(arrays)}, the trainer serves inputs {sorted(names)}"
+    for spec in inputs:
+        arr = arrays[spec.name]
+        if arr.dtype != spec.dtype or arr.shape != spec.shape:
+            return (
+                f"input {spec.name!r} is {arr.dtype.str} {arr.shape}, declared "
+                f"{spec.dtype.str} {spec.shape}"
+            )
+    return None

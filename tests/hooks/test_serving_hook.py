@@ -1,0 +1,176 @@
+"""`ServingHook` in process (issue 47): its budget's arithmetic, its checks, and its
+in-process API on a trainer without a network source (no socket is bound then).
+
+Oracle for predictions: the model's own forward, computed by the test at the version
+the answer names (the weights are recorded by a hook at every step end).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
+from melissa_trainer.hooks.serving_budget import BURST_STEPS, ServingBudget
+from melissa_trainer.stream.serving import ServingRefused
+
+INPUTS = {"x": ((3,), "float32")}
+
+
+def test_budget_bounds_serving_to_its_share_plus_one_batch() -> None:
+    """A flood that would take every step: serving gets `share` of the training time,
+    exceeded by one batch at most, at every step (not only on average)."""
+    budget = ServingBudget(0.05)
+    step, batch = 0.010, 0.003  # seconds
+    for _ in range(1000):
+        budget.earn(step)
+        while budget.allows():
+            budget.spend(batch)
+        assert budget.serving_seconds <= 0.05 * budget.training_seconds + batch + 1e-12
+    assert budget.used_share == pytest.approx(0.05, abs=batch / budget.training_seconds)
+
+
+def test_budget_credit_is_capped_after_idle_steps() -> None:
+    budget = ServingBudget(0.05)
+    for _ in range(1000):
+        budget.earn(0.01)  # nothing to serve
+    assert budget.credit == pytest.approx(0.05 * BURST_STEPS * 0.01)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(inputs={"a": ((1,), "float32"), "b": ((1,), "float32")}), "give process_inputs"),
+        (dict(inputs=INPUTS, share=0), "share must be in"),
+        (dict(inputs=INPUTS, share=1.5), "share must be in"),
+        (dict(inputs=INPUTS, max_batch=0), "max_batch"),
+        (dict(inputs=INPUTS, max_queue=0), "max_queue"),
+        (dict(inputs={"x": ((3,), "complex64")}), "cannot be streamed"),
+        (dict(inputs={"x": ((0,), "float32")}), "positive dimensions"),
+    ],
+)
+def test_bad_configuration_is_refused_at_construction(kwargs: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ServingHook(**kwargs)
+
+
+class Asker(Hook):
+    """Asks from the training thread (step 3) and from another thread (step 4); records
+    the weights at each step; tries before training starts."""
+
+    def __init__(self, serving: ServingHook) -> None:
+        self.serving = serving
+        self.weights: dict[int, dict[str, torch.Tensor]] = {}
+        self.before: Exception | None = None
+        self.answers: list[tuple[np.ndarray, Any]] = []
+        self.threaded: list[Any] = []
+        self.thread: threading.Thread | None = None
+        self.bad_inputs: Exception | None = None
+
+    def on_source_started(self, trainer: Any, state: Any, control: Any) -> None:
+        try:
+            self.serving.predict({"x": np.zeros(3, np.float32)}, timeout=5)
+        except ServingRefused as exc:
+            self.before = exc
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        self.weights[state.global_step] = {k: v.clone() for k, v in model.state_dict().items()}
+        xs = [np.full(3, i, np.float32) for i in range(3)]
+        if state.global_step == 3:
+            self.answers.append((xs, self.serving.predict_batch([{"x": x} for x in xs])))
+            try:
+                self.serving.predict({"x": np.zeros(4, np.float32)})
+            except ValueError as exc:
+                self.bad_inputs = exc
+        if state.global_step == 4:
+
+            def ask() -> None:
+                self.threaded.append(self.serving.predict({"x": xs[1]}, timeout=60))
+
+            self.thread = threading.Thread(target=ask)
+            self.thread.start()
+
+
+def test_in_process_predictions_from_a_hook_and_a_thread(tmp_path: Path) -> None:
+    serving = ServingHook(INPUTS, process_inputs=lambda s: torch.from_numpy(s["x"].copy()))
+    asker = Asker(serving)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(160)),
+        process_sample=xy,
+        hooks=[serving, asker],
+    )
+    trainer.train()
+    assert asker.thread is not None
+    asker.thread.join(60)
+    assert serving.endpoint is None  # no stream source: nothing bound
+    assert isinstance(asker.before, ServingRefused) and asker.before.reason == "not_serving"
+    assert asker.bad_inputs is not None and "declared <f4 (3,)" in str(asker.bad_inputs)
+
+    oracle = small_model()
+
+    def expected(version: int, x: np.ndarray) -> np.ndarray:
+        oracle.load_state_dict(asker.weights[version])
+        with torch.no_grad():
+            return oracle(torch.from_numpy(x)).numpy()
+
+    ((xs, (outputs, version)),) = asker.answers
+    assert version == 3 and len(outputs) == 3
+    for x, out in zip(xs, outputs, strict=True):
+        np.testing.assert_allclose(out["prediction"], expected(3, x), rtol=1e-5)
+    ((out, version),) = asker.threaded
+    assert version >= 4
+    np.testing.assert_allclose(out["prediction"], expected(version, np.ones(3, np.float32)))
+
+
+def test_a_failing_inference_refuses_failed(tmp_path: Path) -> None:
+    """process_outputs raising: the queued request gets ``failed``, training goes on."""
+
+    def broken(output: Any) -> Any:
+        raise RuntimeError("the user's bug")
+
+    serving = ServingHook(INPUTS, process_outputs=broken)
+    caught: list[Exception] = []
+
+    class Ask(Hook):
+        thread: threading.Thread | None = None
+
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            if state.global_step == 2:
+
+                def ask() -> None:
+                    try:
+                        serving.predict({"x": np.ones(3, np.float32)}, timeout=60)
+                    except ServingRefused as exc:
+                        caught.append(exc)
+
+                self.thread = threading.Thread(target=ask)
+                self.thread.start()
+
+    ask = Ask()
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(160)),
+        process_sample=xy,
+        hooks=[serving, ask],
+    )
+    state = trainer.train()
+    assert ask.thread is not None
+    ask.thread.join(60)
+    assert state.global_step == 20
+    (exc,) = caught
+    assert exc.reason == "failed" and "the user's bug" in str(exc)
+    assert serving.telemetry()["refused_failed"] == 1

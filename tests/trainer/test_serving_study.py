@@ -1,0 +1,239 @@
+"""The surrogate served back to running simulations through a real trainer (issue 47):
+a study of simulation processes that stream samples and, every few steps, ask the
+trainer's current model for a prediction (`Client.predict`), with the `ServingHook`;
+on one rank, and on two under `accelerate launch` (each rank serves the simulations
+``id % 2`` routed to it).
+
+Oracle, independent of the serving path: a hook records the model's weights at every
+step end (and before the first step); each answer must be the linear model of the
+version it names applied to the request's inputs. The in-process API is held to the
+same oracle, from a hook (the training thread) and from another thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from helpers import run_group
+
+from melissa_trainer import (
+    Hook,
+    OnlineTrainer,
+    ServingHook,
+    StreamSource,
+    Study,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+]
+
+SIMULATIONS, STEPS, ASK_EVERY = 2, 60, 10
+
+SIMULATION = r"""
+import json, os, sys, time
+import numpy as np
+from melissa_trainer.client import Client, PredictRefused
+
+sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
+params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
+answers, refusals = [], []
+with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
+    for t in range(STEPS):
+        x = np.array([params["a"], params["b"], t / 100], np.float32)
+        client.send(t, x=x, y=np.array([x.sum()], np.float32))
+        if t % ASK_EVERY == ASK_EVERY - 1:
+            client.flush()  # (the trainer waits for these to train)
+            for attempt in range(400):
+                try:
+                    out, version = client.predict({"x": x}, timeout=30)
+                except PredictRefused as exc:  # before training starts: not_serving
+                    refusals.append(exc.reason)
+                    time.sleep(0.05)
+                    continue
+                answers.append({"x": x.tolist(), "y": out["y"].tolist(), "version": version})
+                break
+with open(os.path.join(os.environ["OUT"], f"sim{sid}.json"), "w") as f:
+    json.dump({"answers": answers, "refusals": refusals}, f)
+""".replace("STEPS", str(STEPS)).replace("ASK_EVERY", str(ASK_EVERY))
+
+
+class Weights(Hook):
+    """The model's weights at each version (global step), read after the optimizer step."""
+
+    def __init__(self) -> None:
+        self.by_version: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def _record(self, trainer: Any, state: TrainerState) -> None:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        self.by_version[state.global_step] = (
+            model.weight.detach().numpy().copy(),
+            model.bias.detach().numpy().copy(),
+        )
+
+    def on_train_start(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self._record(trainer, state)
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self._record(trainer, state)
+
+
+class InProcess(Hook):
+    """Asks the serving hook from a hook (training thread) and from a thread of its own."""
+
+    def __init__(self, serving: ServingHook) -> None:
+        self.serving = serving
+        self.from_hook: list[tuple[np.ndarray, Any]] = []
+        self.from_thread: list[tuple[np.ndarray, Any]] = []
+        self.thread: threading.Thread | None = None
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if state.global_step == 5:
+            x = np.array([0.5, -0.5, 1.0], np.float32)
+            self.from_hook.append((x, self.serving.predict({"x": x})))
+
+            def ask() -> None:
+                x2 = np.array([1.0, 2.0, 3.0], np.float32)
+                self.from_thread.append((x2, self.serving.predict({"x": x2}, timeout=60)))
+
+            self.thread = threading.Thread(target=ask)
+            self.thread.start()
+
+
+def linear(weights: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
+    w, b = weights
+    return (w.astype(np.float64) @ x.astype(np.float64) + b).astype(np.float32)
+
+
+def test_simulations_get_the_model_of_the_version_they_are_told(tmp_path: Path) -> None:
+    script = tmp_path / "sim.py"
+    script.write_text(SIMULATION)
+    launcher = Launcher(
+        [sys.executable, str(script)],
+        UniformSampler({"a": (0.0, 1.0), "b": (-1.0, 1.0)}, seed=3),
+        SIMULATIONS,
+        job_limit=SIMULATIONS,
+        backend=LocalBackend(),
+        env={"OUT": str(tmp_path)},
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
+    )
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    serving = ServingHook(
+        {"x": ((3,), "float32")},
+        process_inputs=lambda s: torch.from_numpy(s["x"].copy()),
+        process_outputs=lambda out: {"y": out},
+    )
+    weights, in_process = Weights(), InProcess(serving)
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(tmp_path / "out"),
+            batch_size=1,
+            buffer="fifo",
+            buffer_size=64,
+            watermark=1,
+            logging_steps=1000,
+            disable_progress_bar=True,
+            report_to="none",
+            stop_sync_steps=1,
+        ),
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=Study(launcher, StreamSource()),
+        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
+        hooks=[weights, serving, in_process],
+    )
+    state = trainer.train()
+    assert in_process.thread is not None
+    in_process.thread.join(timeout=60)
+    assert state.global_step == SIMULATIONS * STEPS  # every sample trained on once
+
+    versions_seen = []
+    for sid in range(SIMULATIONS):
+        record = json.loads((tmp_path / f"sim{sid}.json").read_text())
+        assert len(record["answers"]) == STEPS // ASK_EVERY
+        assert set(record["refusals"]) <= {"not_serving"}
+        versions = [a["version"] for a in record["answers"]]
+        assert versions == sorted(versions)  # a simulation never sees an older model
+        for answer in record["answers"]:
+            expected = linear(weights.by_version[answer["version"]], np.array(answer["x"]))
+            np.testing.assert_allclose(answer["y"], expected, rtol=1e-5, atol=1e-6)
+        versions_seen += versions
+    assert max(versions_seen) > 0  # trained models were served, not only the initial one
+
+    ((x, (outputs, version)),) = in_process.from_hook
+    assert version == 5
+    np.testing.assert_allclose(outputs["y"], linear(weights.by_version[5], x), rtol=1e-5)
+    ((x2, (outputs2, version2)),) = in_process.from_thread
+    assert version2 >= 5
+    np.testing.assert_allclose(outputs2["y"], linear(weights.by_version[version2], x2), rtol=1e-5)
+
+    counts = serving.telemetry()
+    assert counts["answered"] == SIMULATIONS * (STEPS // ASK_EVERY) + 1  # + the thread's
+    assert not (tmp_path / "out" / "rendezvous" / "serve_0.json").exists()
+
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "serving_study.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(240)
+def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
+    """Two ranks (gloo on CPU): both publish a serve file; simulation `id` is answered
+    by rank ``id % 2`` (its counters), with the model of the version it names (the
+    ranks' replicas are equal at every version)."""
+    n = 4
+    script = tmp_path / "sim.py"
+    script.write_text(SIMULATION)
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no",
+           "--main_process_port", str(free_port()),
+           str(SCRIPT), str(tmp_path), str(script), str(n)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[2])
+    proc = run_group(cmd, timeout=220, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["world_size"] for r in ranks] == [2, 2]
+    for r in ranks:
+        files = {f["rank"]: f for f in r["serve_files"]}
+        assert sorted(files) == [0, 1] and {f["world_size"] for f in files.values()} == {2}
+        assert files[0]["endpoint"] != files[1]["endpoint"]
+    weights = [
+        {int(v): (np.array(w[0], np.float32).reshape(1, 3), np.array(w[1], np.float32))
+         for v, w in r["weights"].items()}
+        for r in ranks
+    ]  # fmt: skip
+    for version in set(weights[0]) & set(weights[1]):
+        np.testing.assert_array_equal(weights[0][version][0], weights[1][version][0])
+    answered = [0, 0]
+    for sid in range(n):
+        record = json.loads((tmp_path / f"sim{sid}.json").read_text())
+        assert len(record["answers"]) == STEPS // ASK_EVERY
+        assert set(record["refusals"]) <= {"not_serving"}
+        for answer in record["answers"]:
+            expected = linear(weights[sid % 2][answer["version"]], np.array(answer["x"]))
+            np.testing.assert_allclose(answer["y"], expected, rtol=1e-5, atol=1e-6)
+        answered[sid % 2] += len(record["answers"])
+    assert [r["telemetry"]["answered"] for r in ranks] == answered

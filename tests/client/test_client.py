@@ -912,7 +912,8 @@ import sys
 import melissa_trainer.client
 shared = {"melissa_trainer.stream", "melissa_trainer.wire",
           "melissa_trainer.stream.endpoints", "melissa_trainer.stream.step_set",
-          "melissa_trainer.common.checks"}
+          "melissa_trainer.common", "melissa_trainer.common.checks",
+          "melissa_trainer._moved"}  # (the old import paths: standard library only)
 loaded = sorted(
     m for m in sys.modules
     if m in ("torch", "accelerate") or m.startswith("melissa_trainer.") and m not in shared

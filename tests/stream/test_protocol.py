@@ -298,9 +298,9 @@ def test_hello_overflows_are_protocol_errors(raw: bytes) -> None:
 
 
 def test_every_reason_is_covered_and_documented() -> None:
-    """The reasons the tests above reach are all of the protocol package's, each in the
+    """The reasons the tests above reach are all of the wire package's, each in the
     spec."""
-    package = ROOT / "melissa_trainer" / "stream" / "protocol"
+    package = ROOT / "melissa_trainer" / "wire"
     source = "".join(path.read_text() for path in sorted(package.glob("*.py")))
     reasons = set(re.findall(r'ProtocolError\(\s*"(\w+)"', source))
     tested = set(re.findall(r'== "(\w+)"', Path(__file__).read_text()))

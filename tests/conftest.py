@@ -21,7 +21,7 @@ import torch
 #: of them out on a 2-core machine that other work kept busy)
 WORKERS_PER_CORE = 1
 #: whether a test that starts a process without the e2e marker fails (see below)
-ENFORCE_TIERS = False
+ENFORCE_TIERS = True
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
@@ -109,6 +109,19 @@ def pytest_configure(config: pytest.Config) -> None:
         "a simulation, a network namespace); pytest -m 'not e2e' is the inner tier",
     )
     _watch_process_starts()
+
+
+#: fixtures that start processes once for many tests (a compiler, a Slurm cluster): every
+#: test that uses one is end-to-end, whichever test happens to start it first
+E2E_FIXTURES = frozenset(
+    {"c_client", "sanitized_c_client", "script_exe", "mpi_script_exe", "slurm_cluster"}
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.e2e)
 
 
 @pytest.hookimpl(hookwrapper=True)

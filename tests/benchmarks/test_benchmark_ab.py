@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "stream_latency.py --rounds 1 --steps 30 --period 0.001"  # ~2 s a run
 

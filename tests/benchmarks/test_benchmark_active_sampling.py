@@ -135,6 +135,7 @@ def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_ful
     assert recorded == {walls}
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)  # three invocations; minutes on a loaded machine
 def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(

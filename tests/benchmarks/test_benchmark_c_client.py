@@ -22,6 +22,8 @@ BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS / "c"))
 from bench_programs import MissingTool, compile_program  # noqa: E402
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SKIP_EXIT = 77  # c_client.py: a tool is missing
 CPU_CASES = {"c_send_1KB_cpu", "c_send_1KB_thread_cpu", "c_send_1MB_cpu", "c_send_1MB_thread_cpu"}
 E2E_CASES = {"c_e2e_1KB_x1", "c_e2e_1KB_x4", "c_e2e_1MB_x1", "c_e2e_1MB_x4"}

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "client_finite_check.py"
 CASES = [
     "sender CPU per send (0.25 MiB float32): check / no check",

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "client_startup.py"
 CASES = {
     "start-up to first sent step (4 KiB): bare numpy+zmq / ours": 0.8,

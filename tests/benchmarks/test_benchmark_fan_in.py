@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "fan_in.py"
 CPU_CASES = {
     f"{size} fields, N=4 clients: receiver CPU per {what}"

@@ -36,6 +36,7 @@ def load_benchmark() -> ModuleType:
     return field_surrogate
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_quick_run_prints_both_rows() -> None:

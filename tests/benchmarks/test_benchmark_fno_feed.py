@@ -14,6 +14,7 @@ import pytest
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "fno_feed.py"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_the_estimate_is_consistent() -> None:
     proc = subprocess.run(

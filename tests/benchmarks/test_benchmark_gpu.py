@@ -86,6 +86,7 @@ def test_keep_going_runs_the_cases_after_one_that_fails(
         gpu.main(argv)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_smoke_runs_every_case_on_cpu(tmp_path: Path) -> None:
@@ -236,6 +237,7 @@ def test_the_check_without_a_gpu_says_so_and_exits_0(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.e2e
 def test_the_check_refuses_to_start_without_a_package_the_stages_need(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
@@ -254,6 +256,7 @@ def test_the_check_refuses_to_start_without_a_package_the_stages_need(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_stage_out_of_time_is_stopped_and_its_rows_so_far_kept(tmp_path: Path) -> None:
     """A gpu.py cut by the budget: its process group is stopped (a child it started
@@ -289,6 +292,7 @@ def test_a_stage_out_of_time_is_stopped_and_its_rows_so_far_kept(tmp_path: Path)
     assert stopped.is_set(), f"the stage's child {child} outlived it"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_the_check_runs_its_stages_on_cpu_under_smoke(tmp_path: Path) -> None:

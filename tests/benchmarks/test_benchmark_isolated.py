@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 
 DRIVER = """

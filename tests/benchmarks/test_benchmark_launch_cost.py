@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "launch_cost.py"
 TARGETS = {
     "trainer steps/s while the launcher starts 10 short simulations per second / steps/s "

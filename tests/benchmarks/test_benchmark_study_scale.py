@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SCRIPT = Path(__file__).parents[2] / "benchmarks" / "study_scale.py"
 
 

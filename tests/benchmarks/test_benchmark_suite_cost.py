@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "suite_cost.py"
 
 TINY_SUITE = """

@@ -27,6 +27,7 @@ from solver import check_parameters, solve  # noqa: E402  (heat_pipelines put it
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+    pytest.mark.e2e,
 ]
 
 SETUP = hp.Setup(grid_size=8, time_steps=10, hidden=32, buffer_size=100, watermark=20,

@@ -45,6 +45,8 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.endpoints import write_rendezvous
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -31,6 +31,8 @@ from tooling import missing_tool
 
 from melissa_trainer.buffers import FIFOBuffer
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 
 @pytest.mark.timeout(90)
 def test_two_mpi_ranks_send_their_parts_reassembled_bit_for_bit(

@@ -178,6 +178,7 @@ ckpt.commit(staging, ckpt.checkpoint_path(root, step))
 """
 
 
+@pytest.mark.e2e
 def test_commit_over_a_checkpoint_it_cannot_remove_succeeds_and_leaves_it_aside(
     tmp_path: Path,
 ) -> None:

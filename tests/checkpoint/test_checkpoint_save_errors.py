@@ -27,7 +27,7 @@ from resume_scenario import run
 
 from melissa_trainer.checkpoint import paths as ckpt
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.e2e]
 
 SCRIPT = Path(__file__).parents[1] / "resume_scenario.py"
 BASE: dict[str, Any] = {"buffer": "fifo", "n_samples": 400, "save_steps": 10}

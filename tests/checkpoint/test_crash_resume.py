@@ -33,6 +33,7 @@ from melissa_trainer.launcher import LauncherTuning
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+    pytest.mark.e2e,
 ]
 
 DRIVER = Path(__file__).parents[1] / "scripts" / "heat_lineage.py"

@@ -56,6 +56,7 @@ def finish(shell: subprocess.Popen[str], child: int) -> list[str]:
             os.kill(child, signal.SIGKILL)
 
 
+@pytest.mark.e2e
 def test_a_rank_whose_launcher_dies_is_asked_to_stop_as_by_sigterm() -> None:
     """Under torch elastic (TORCHELASTIC_RUN_ID): the launcher killed -9, the handler
     requests a stop, as a SIGTERM would (signum 15), naming the launcher; the child
@@ -66,6 +67,7 @@ def test_a_rank_whose_launcher_dies_is_asked_to_stop_as_by_sigterm() -> None:
     assert "exit 0" in lines, lines
 
 
+@pytest.mark.e2e
 def test_a_rank_that_does_not_stop_after_its_launcher_died_exits_without_a_checkpoint() -> None:
     """A rank that never ends training (a hung collective) exits `orphan_grace` s after
     its launcher died, as a second signal makes it: `on_force` (the simulations killed),
@@ -75,6 +77,7 @@ def test_a_rank_that_does_not_stop_after_its_launcher_died_exits_without_a_check
     assert "on_force" in lines and "forced 143" in lines, lines
 
 
+@pytest.mark.e2e
 def test_a_plain_process_has_no_launcher_watched() -> None:
     """Without torch elastic, and a parent that is not `accelerate launch` (a shell):
     nothing is watched (a shell may go, nohup, without the training going with it)."""

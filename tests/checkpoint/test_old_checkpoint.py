@@ -70,6 +70,7 @@ def test_old_checkpoint_loads_step_counts_and_weights(old_checkpoint: Path, tmp_
         assert torch.equal(torch.as_tensor(value), saved_losses[name]), name
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_old_checkpoint_resumes_and_finishes_the_study(

@@ -20,6 +20,7 @@ from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, Output
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+    pytest.mark.e2e,
 ]
 
 

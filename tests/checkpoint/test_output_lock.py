@@ -29,6 +29,8 @@ from test_crash_resume import Run
 from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 HOLDER = Path(__file__).parents[1] / "scripts" / "hold_output_lock.py"
 
 

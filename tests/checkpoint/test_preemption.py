@@ -380,6 +380,7 @@ def finish(proc: subprocess.Popen[bytes], timeout: float = 30) -> str:
     return err.decode(errors="replace")
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_second_sigterm_during_a_slow_save_exits_at_once(tmp_path: Path) -> None:
@@ -401,6 +402,7 @@ def test_a_second_sigterm_during_a_slow_save_exits_at_once(tmp_path: Path) -> No
     assert "again: exiting now" in err and not (out / "train_end").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_two_sigterms_at_once_are_one_clean_preemption(tmp_path: Path) -> None:
@@ -513,6 +515,7 @@ def resume_completes(out: Path, step: int, launch: list[str] | None = None) -> N
     assert f"overlap: not measured for a run resumed from {resumed_from}" in lines.text
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
@@ -553,6 +556,7 @@ def rank_of(pid: int) -> int | None:
     return ranks[0] if ranks else None
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 @pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
@@ -647,6 +651,7 @@ def requeued_on_a_test_cluster(
     return step, summary, text()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.xdist_group("slurm")

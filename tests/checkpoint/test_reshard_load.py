@@ -432,6 +432,7 @@ def check_share(checkpoint: Path, loaded: list[dict[str, Any]]) -> None:
             assert d["cuda_rng"] == cuda, f"rank {r}'s CUDA RNG"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_real_ranks_resume_on_another_number_of_ranks(tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from test_preemption import (
     requeued_on_a_test_cluster,
 )
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "resize.md"
 
 

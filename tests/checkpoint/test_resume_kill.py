@@ -21,7 +21,7 @@ from resume_scenario import run
 
 from melissa_trainer.checkpoint.paths import latest_checkpoint
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]
 
 SCRIPT = Path(__file__).parents[1] / "resume_scenario.py"
 

@@ -54,6 +54,7 @@ from melissa_trainer.checkpoint.paths import latest_checkpoint
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+    pytest.mark.e2e,
 ]
 
 DRIVER = Path(__file__).parents[1] / "scripts" / "heat_resize.py"

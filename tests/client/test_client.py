@@ -923,6 +923,7 @@ print(loaded)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_client_package_loads_no_receiving_side() -> None:
     """`import melissa_trainer.client` loads the client package and the modules both
@@ -949,6 +950,7 @@ assert not loaded, loaded
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_client_imports_no_torch(receiver: Receiver) -> None:
     """A simulation imports the client without torch or accelerate (a fresh process)."""
@@ -982,6 +984,7 @@ print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_client_import_adds_no_heavy_module_to_numpy_and_zmq() -> None:
     result = subprocess.run(
@@ -1052,6 +1055,7 @@ def _run_mpi(receiver: Receiver, *args: str) -> tuple[list[p.Message], str]:
     return messages, output
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_mpi_ranks_send_parts_reassembled_bit_for_bit(receiver: Receiver) -> None:
     script = _mpi_script()
@@ -1083,6 +1087,7 @@ def test_mpi_ranks_send_parts_reassembled_bit_for_bit(receiver: Receiver) -> Non
         assert raw.tobytes() == expected.tobytes(), (step, name)  # bit for bit
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_mpi_bad_first_send_raises_on_every_rank(receiver: Receiver) -> None:
     messages, output = _run_mpi(receiver, receiver.endpoint, "mistakes")

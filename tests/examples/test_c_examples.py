@@ -58,6 +58,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.xdist_group("c_examples"),
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux"),
+    pytest.mark.e2e,
 ]
 
 NX, NY, STEPS = 7, 5, 12  # NY odd: the two ranks own 3 and 2 rows (uneven parts)

@@ -110,6 +110,7 @@ def test_help_shows_the_defaults_the_example_runs_with(
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_oscillator_example_beats_the_mean_field(tmp_path: Path) -> None:

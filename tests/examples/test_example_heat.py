@@ -74,6 +74,7 @@ def check_run(summary: dict, out: Path) -> None:
 
 # hang guards, not time limits: ~30 s alone, >100 s beside another xdist worker on a busy
 # 2-core machine (test_stopping_the_trainer_... waits as long for its solvers, likewise)
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
     tmp_path: Path,
@@ -89,6 +90,7 @@ def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
     assert len(list((out / "study" / "logs").glob("*.log"))) >= SIMULATIONS  # one per job
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
@@ -108,6 +110,7 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
     assert breed["observed"] > 0 and "breed:" in proc.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig", [signal.SIGINT])
 def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
@@ -151,6 +154,7 @@ def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: 
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
     tmp_path: Path,
@@ -177,6 +181,7 @@ def test_a_study_whose_every_solver_fails_exits_non_zero_with_the_failures(
     assert processes_with(str(out / "rendezvous")) == []
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> None:
     """`--buffer fifo` alone: the example's rate limit (`sample_to_insert_ratio` 8, a
@@ -195,6 +200,7 @@ def test_heat_example_runs_with_a_fifo_buffer_out_of_the_box(tmp_path: Path) -> 
     assert summary["study"]["finished"] == 4 and summary["study"]["failed"] == 0
 
 
+@pytest.mark.e2e
 def test_heat_example_trains_under_bf16_with_its_buffer_on_the_accelerator(
     tmp_path: Path,
 ) -> None:
@@ -270,6 +276,7 @@ def test_a_bad_solver_option_is_a_usage_error_naming_it(
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(200)
 def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
     """The two refusals at start, as a user running the example sees them: an earlier
@@ -307,6 +314,7 @@ def test_a_refusal_to_start_is_one_error_line_and_exit_status_2(tmp_path: Path) 
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Path) -> None:
     """Issue 43, item 1: the lock file of a running trainer truncated (`> trainer.lock`),
@@ -355,6 +363,7 @@ def test_a_held_lock_with_an_unreadable_record_refuses_the_example(tmp_path: Pat
             proc_.stdout.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_an_unreadable_latest_checkpoint_is_skipped_and_named_like_a_corrupt_one(
     tmp_path: Path,
@@ -389,6 +398,7 @@ def test_an_unreadable_latest_checkpoint_is_skipped_and_named_like_a_corrupt_one
     assert summary["study"]["finished"] == SIMULATIONS
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_a_refusal_to_resume_is_one_error_line_and_exit_status_2(tmp_path: Path) -> None:
     """Issue 43, item 8: a resume that changes the study (`StudyChanged`) and one from a
@@ -415,6 +425,7 @@ def test_a_refusal_to_resume_is_one_error_line_and_exit_status_2(tmp_path: Path)
         assert sorted((out / "checkpoints").iterdir()) == sorted(found)  # nothing trained
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_nonfinite_fail_names_the_nan_and_its_flag(tmp_path: Path) -> None:
     """Issue 43, item 6: under --nonfinite fail, a solver that sends NaN in its last step
@@ -440,6 +451,7 @@ def test_nonfinite_fail_names_the_nan_and_its_flag(tmp_path: Path) -> None:
     assert "(--nonfinite fail)" in proc.stdout and "--nonfinite refuse" not in log
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(240)
 def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
     tmp_path: Path,

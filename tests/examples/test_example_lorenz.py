@@ -17,6 +17,7 @@ from helpers import processes_with
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+    pytest.mark.e2e,
 ]
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "lorenz"

@@ -261,6 +261,7 @@ def check_run(summary: dict, out: Path) -> None:
     assert processes_with(str(out / "rendezvous")) == []  # no solver outlived the trainer
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_example_streams_from_launched_solvers_and_beats_both_baselines(
@@ -281,6 +282,7 @@ def test_the_example_streams_from_launched_solvers_and_beats_both_baselines(
     assert summary["persistence_mse"] == pytest.approx(expected["persistence_mse"])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_the_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from melissa_trainer.launcher.study_record import records_of
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+    pytest.mark.e2e,
 ]
 
 SIMULATION = r"""

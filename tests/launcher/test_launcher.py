@@ -329,6 +329,7 @@ def test_an_unpicklable_callable_is_refused_at_construction() -> None:
         Launcher(lambda sid, p: lock.acquire(), [{"x": 0.0}], 1)
 
 
+@pytest.mark.e2e
 def test_a_worker_imports_only_the_standard_library_and_pyzmq() -> None:
     code = (
         "import sys, melissa_trainer.client.worker\n"
@@ -348,6 +349,7 @@ def test_an_empty_study_is_done_at_once(tmp_path: Path) -> None:
 # -- scheduling ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_job_limit_is_never_exceeded_and_is_reached(tmp_path: Path) -> None:
     launch = launcher(command(tmp_path, "overlap", sleep=0.4), 7, job_limit=3, backend="local")
@@ -372,6 +374,7 @@ def test_job_limit_is_never_exceeded_and_is_reached(tmp_path: Path) -> None:
     assert logs == [f"sim-{i}.log" for i in range(7)]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
     tmp_path: Path,
@@ -396,6 +399,7 @@ def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
     assert launch.summary()["restarts"] == 1
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
     tmp_path: Path,
@@ -420,6 +424,7 @@ def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
     assert not alive(stalled_pid)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_without_heartbeat_the_timeout_is_wall_time(tmp_path: Path) -> None:
     # (3 s: a restarted Python on a loaded machine may need more than 0.5 s to exit)
@@ -458,6 +463,7 @@ class QueuedBackend(LocalBackend):
         return started
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_time_in_a_schedulers_queue_is_not_silence(tmp_path: Path) -> None:
     backend = QueuedBackend()
@@ -476,6 +482,7 @@ def test_time_in_a_schedulers_queue_is_not_silence(tmp_path: Path) -> None:
 # -- failure policies ---------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_after_max_restarts_the_parameters_are_redrawn_under_a_new_id(tmp_path: Path) -> None:
     abandoned: list[int] = []
@@ -499,6 +506,7 @@ def test_after_max_restarts_the_parameters_are_redrawn_under_a_new_id(tmp_path: 
     assert (summary["finished"], summary["failed"], summary["redraws"]) == (3, 1, 1)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("policy", ["raise", "redraw"])
 def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
@@ -523,6 +531,7 @@ def test_a_failure_beyond_the_policy_raises_a_clear_error_from_check(
         launch.check()  # still reported
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_solver_that_cannot_run_stops_the_study_after_a_few_launches_with_one_report(
     tmp_path: Path,
@@ -547,6 +556,7 @@ def test_a_solver_that_cannot_run_stops_the_study_after_a_few_launches_with_one_
     assert sum("failed alike" in line for line in report) == 1  # one block, not one each
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_failures_that_differ_or_follow_data_are_left_to_the_failure_policy(
     tmp_path: Path,
@@ -573,6 +583,7 @@ def test_failures_that_differ_or_follow_data_are_left_to_the_failure_policy(
     assert "failed 2 times" in message and "the study stopped" not in message
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_abandon_gives_up_the_simulation_and_goes_on(tmp_path: Path) -> None:
     abandoned: list[int] = []
@@ -602,6 +613,7 @@ def test_a_job_that_cannot_start_fails_the_study(tmp_path: Path) -> None:
 # -- callables and workers ----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("worker", [False, True])
 def test_a_callable_simulation_runs_in_a_subprocess_via_cloudpickle(
@@ -627,6 +639,7 @@ def test_a_callable_simulation_runs_in_a_subprocess_via_cloudpickle(
     assert (tmp_path / "simulation.pkl").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     tmp_path: Path,
@@ -645,6 +658,7 @@ def test_workers_run_several_simulations_and_a_dead_workers_one_is_reassigned(
     assert all(p.name.startswith("worker-") for p in (tmp_path / "logs").iterdir())
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_workers_reach_the_launcher_on_the_endpoint_it_advertises(tmp_path: Path) -> None:
     """worker_bind on every interface, the address given to workers advertised: the
@@ -711,6 +725,7 @@ def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:
 # -- state --------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> None:
     def make() -> Launcher:
@@ -750,6 +765,7 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
 # -- no orphans ---------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
     tmp_path: Path,
@@ -790,6 +806,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:

@@ -94,6 +94,7 @@ def queue_steps(client: Client, first: int, n: int) -> None:
         client.send(t, u=np.full(FIELDS["u"][0], t, np.float32))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_close_waits_for_a_stopped_receiver_past_the_bound_on_a_gone_one() -> None:
     """The receiver is stopped for 3x `disconnected_timeout` while the client closes
@@ -123,6 +124,7 @@ def test_close_waits_for_a_stopped_receiver_past_the_bound_on_a_gone_one() -> No
     assert json.loads(out.splitlines()[-1]) == {"steps": list(range(20)), "bye": 20}
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_close_gives_up_on_a_dead_receiver_within_the_disconnected_timeout() -> None:
     """A receiver killed (its kernel closes the connection, reconnections are refused):
@@ -149,6 +151,7 @@ def test_close_gives_up_on_a_dead_receiver_within_the_disconnected_timeout() -> 
     assert "simulation 2 rank 0: " in message and "disconnected_timeout=1.0 s" in message
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_an_error_in_a_solver_without_a_trainer_ends_it_at_once(tmp_path: Path) -> None:
     """A solver started by hand, no trainer listening, fails in its `with Client` block
@@ -214,6 +217,7 @@ def test_the_derived_timeout_follows_the_longest_silence_seen() -> None:
 SIMULATIONS, STEPS = 4, 12
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize(

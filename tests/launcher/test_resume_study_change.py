@@ -166,6 +166,7 @@ def final_records(t: OnlineTrainer) -> dict[int, dict[str, Any]]:
     return records_of(t.source.launcher.state_dict())  # type: ignore[attr-defined]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("kind", ["uniform", "halton", "sobol", "lhs-batch", "list", "callable"])
 def test_more_simulations_continue_the_study_exactly(checkpointed: Any, kind: str) -> None:
@@ -189,6 +190,7 @@ def test_more_simulations_continue_the_study_exactly(checkpointed: Any, kind: st
             assert list(records[i]["parameters"].values()) == list(low + unit * (high - low))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("kind", ["uniform", "lhs-batch"])
 def test_fewer_simulations_cancel_the_unfinished_ones_past_the_new_end(
@@ -225,6 +227,7 @@ def refused(out: Path, kind: str, n: int, caplog: pytest.LogCaptureFixture, **kw
     return str(info.value)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("n", [6, 2])
 def test_a_latin_hypercube_sized_by_the_study_refuses_another_size(
@@ -236,6 +239,7 @@ def test_a_latin_hypercube_sized_by_the_study_refuses_another_size(
     assert "resume with --num_simulations 4" in message and "new output_dir" in message
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_a_decaying_breed_refuses_another_size_a_fixed_one_grows(
     checkpointed: Any, caplog: pytest.LogCaptureFixture
@@ -276,6 +280,7 @@ def test_another_seed_or_other_ranges_are_refused(
     assert words in message and "new output_dir" in message
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_a_study_that_had_ended_cannot_grow(
     tmp_path: Path, caplog: pytest.LogCaptureFixture

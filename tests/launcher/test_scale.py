@@ -35,6 +35,8 @@ from melissa_trainer import (
 from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.study_record import records_of
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 N = int(os.environ.get("MT_SCALE_SIMULATIONS", "5000"))
 STEPS, WORKERS, CAPACITY = 3, 4, 4096
 

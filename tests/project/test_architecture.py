@@ -424,6 +424,7 @@ def test_no_layer_imports_a_higher_one() -> None:
     assert at_root == ROOT_MODULES, "the package root holds only the API and entry points"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_every_module_imports_alone() -> None:
     """Each module imported first (the package forgotten before each): an import cycle
@@ -445,6 +446,7 @@ def test_no_module_reaches_private_attributes_of_another() -> None:
     assert not stale, f"no longer reached, remove from ALLOWED_PRIVATE: {sorted(stale)}"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("promise", sorted(NO_IMPORT_PROMISES))
 def test_packages_that_promise_no_torch_import_without_it(promise: str) -> None:
@@ -472,6 +474,7 @@ def write_package(root: Path, files: dict[str, str]) -> Path:
     return package
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_checkers_find_what_they_look_for(tmp_path: Path) -> None:
     package = write_package(

@@ -72,6 +72,7 @@ def test_the_tox_docs_env_installs_the_docs_extra() -> None:
     assert deps == extras["docs"]
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
@@ -90,6 +91,7 @@ def test_mkdocs_build_strict_passes(tmp_path: Path) -> None:
     assert (tmp_path / "site" / "reference" / "api" / "trainer" / "index.html").is_file()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_no_file_the_guide_needs_is_git_ignored() -> None:
     """A figure on disk but ignored by git builds here and breaks a clean clone's build."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from helpers import run_group
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -40,6 +40,7 @@ def test_an_old_path_gives_the_new_module_with_a_warning(old: str) -> None:
     assert any(f"{old} moved to {new}" in m for m in messages), messages
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_the_warning_points_at_the_importing_line(tmp_path: Path) -> None:
     """Shown by Python's default filters in a user's script (attributed to __main__)."""
@@ -78,6 +79,7 @@ def old_names_imported(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_nothing_of_ours_uses_an_old_path() -> None:
     pattern = re.compile("|".join(rf"\b{re.escape(old)}\b" for old in MOVED))

@@ -270,6 +270,7 @@ def stream() -> Iterator[tuple[Any, FIFOBuffer]]:
         yield rec, buffer
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("fields", "timeout"), CLIENTS)
 def test_a_finite_field_from_the_client_arrives_flagged_and_is_never_checked(
@@ -286,6 +287,7 @@ def test_a_finite_field_from_the_client_arrives_flagged_and_is_never_checked(
     assert "NaN" not in proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize(("fields", "timeout"), CLIENTS)
 def test_a_nan_from_the_client_is_refused_and_the_simulation_log_says_so_once(
@@ -324,6 +326,7 @@ comm.Barrier()
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_an_mpi_sliced_field_with_one_unflagged_part_is_checked(
     checks: list[int], stream: tuple[Any, FIFOBuffer]

@@ -121,6 +121,7 @@ def wait_for(condition: Callable[[], bool], what: Callable[[], object], timeout:
         time.sleep(0.02)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(TIME_LIMIT)
 def test_fuzz_receiver_agrees_with_the_reference() -> None:

@@ -41,6 +41,7 @@ def _faults(mode: str) -> int:
     return int(out.stdout)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
 def test_freed_frames_memory_is_kept_instead_of_faulted_in_again() -> None:
@@ -81,6 +82,7 @@ RECYCLE = FAULTS.replace(
 )
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc malloc only")
 def test_recycle_frames_keeps_freed_frames_up_to_its_bound() -> None:

@@ -22,6 +22,8 @@ from melissa_trainer.buffers import ReservoirBuffer
 from melissa_trainer.stream.heap import keep_freed_memory
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
 SAMPLES = int(os.environ.get("MELISSA_MEMORY_SAMPLES", "1000000"))
 SENDERS = 2
 WARMUP = SAMPLES // 10

@@ -192,6 +192,7 @@ def reap(*procs: subprocess.Popen, timeout: float = 10.0) -> None:
 # -- exactly once, reassembly ----------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_client_processes_arrive_exactly_once_bit_exact() -> None:
     fields = ["u:<f4:8,4", "big:<f8:9000", "flags:|b1:5", "n:<i8:"]
@@ -241,6 +242,7 @@ with Client({"u": (spec.shape, "float32")}, {"a": 1.0}, sim, [endpoint]) as c:
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_batched_small_fields_taken_as_blocks_arrive_exactly_once_bit_exact() -> None:
     """The receiver puts the batches of `Client` processes into the FIFO as blocks; a
@@ -314,6 +316,7 @@ def test_partial_fields_from_two_ranks_are_reassembled_bit_for_bit() -> None:
     check_stream(samples, {9: (range(7), specs, {"k": 1.0})})
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_killed_client_restarted_resends_everything_and_each_step_arrives_once() -> None:
     fields = ["u:<f4:64", "v:<i4:3,3"]
@@ -337,6 +340,7 @@ def test_killed_client_restarted_resends_everything_and_each_step_arrives_once()
     check_stream(samples, {5: (range(40), specs, {})})
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_two_receivers_share_the_steps_round_robin() -> None:
     fields = ["u:<f4:6"]

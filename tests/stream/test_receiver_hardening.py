@@ -226,6 +226,7 @@ def check_one_simulation(samples: list[dict[str, np.ndarray]], steps: int) -> No
     assert all(np.array_equal(s["u"], np.full(8, s["time_step"], np.float32)) for s in samples)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_peer_killed_mid_frame_frees_its_memory_and_others_are_served() -> None:
@@ -327,6 +328,7 @@ def network_namespace_available() -> bool:
         return False
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", ["keepalive", "control"])
@@ -399,6 +401,7 @@ print(json.dumps({"received": len(got), "errors": errors, "finished": rec.finish
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("mode", ["default", "heartbeat"])
@@ -574,6 +577,7 @@ if __name__ == "__main__":
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_a_thousand_simulations_connecting_at_once_are_all_accepted(tmp_path: Path) -> None:

@@ -148,6 +148,7 @@ def test_hello_run_id_is_optional_and_checked() -> None:
         P.encode_hello(1, 0, 1, spec, run_id="x" * 65)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_the_c_client_sends_the_run_id_and_refuses_another_runs_rendezvous(
     script_exe: Path,  # noqa: F811

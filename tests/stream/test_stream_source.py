@@ -41,6 +41,7 @@ def xy(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(sample["x"]), torch.from_numpy(sample["y"])
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_trainer_trains_from_two_client_processes_to_the_end_of_the_stream(
     tmp_path: Path,
@@ -178,6 +179,7 @@ def _mpiexec() -> str:
     return mpiexec
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(90)
 def test_mpi_simulation_decomposed_field_is_reassembled_bit_for_bit() -> None:
     import mpi_stream_sim as sim
@@ -298,6 +300,7 @@ with Client(fields, simulation_id=sim, endpoints=[endpoint], tuning=tuning) as c
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_batched_fields_of_interleaved_simulations_complete_without_drops() -> None:

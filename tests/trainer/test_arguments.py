@@ -534,6 +534,7 @@ def test_help_mentions_fields(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Learning rate. (default: 0.001)" in out and "--config" in out
 
 
+@pytest.mark.e2e
 def test_subprocess_command_line(tmp_path: Path) -> None:
     """A script reads sys.argv, as under `accelerate launch train.py --batch_size 64 ...`."""
     package_dir = Path(arguments_module.__file__).parent

@@ -274,6 +274,7 @@ def test_a_checkpoint_resumes_with_or_without_compilation(
     assert all(torch.equal(got[k], want[k]) for k in want)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_inductor_stays_within_tolerance_of_eager(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from helpers import run_group
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "uneven_streams.py"
 

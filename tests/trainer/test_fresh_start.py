@@ -174,6 +174,7 @@ def test_move_aside_takes_a_free_name_and_keeps_everything(tmp_path: Path) -> No
     assert names == [suffix, f"{suffix}-2", f"{suffix}-3"]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_two_ranks_refuse_together(tmp_path: Path) -> None:
     """Real ranks (gloo): the main rank's verdict reaches rank 1 (no rank waits in a

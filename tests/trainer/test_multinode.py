@@ -28,7 +28,7 @@ import zmq
 
 from melissa_trainer.checkpoint.paths import count_ranks, latest_checkpoint
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "multinode_train.py"
 ROOT = Path(__file__).parents[2]

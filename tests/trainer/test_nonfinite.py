@@ -122,6 +122,7 @@ def assert_all_finite(weights: dict[int, dict[str, np.ndarray]]) -> None:
             assert np.isfinite(value).all(), f"checkpoint-{step} {name} holds NaN or Inf"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_refuse_drops_counts_and_logs_nan_samples_once_even_when_resent(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
@@ -161,6 +162,7 @@ def test_refuse_drops_counts_and_logs_nan_samples_once_even_when_resent(
     assert_all_finite(checkpoint_weights(tmp_path / "out"))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_fail_fails_the_simulation_through_the_launcher_and_the_study_raises(
     tmp_path: Path,
@@ -180,6 +182,7 @@ def test_fail_fails_the_simulation_through_the_launcher_and_the_study_raises(
     assert_all_finite(checkpoint_weights(tmp_path / "out"))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_accept_lets_nan_reach_the_loss_which_stops_training_at_its_step(
     tmp_path: Path,

@@ -40,6 +40,7 @@ def results(out: Path, prefix: str = "") -> list[dict]:
     return found
 
 
+@pytest.mark.e2e
 def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
     tmp_path: Path,
 ) -> None:

@@ -318,6 +318,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 @pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")

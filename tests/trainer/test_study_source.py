@@ -138,6 +138,7 @@ def test_a_loaded_launcher_record_survives_a_checkpoint_before_start(tmp_path: P
     assert "launcher" not in study.stream.state_dict()  # the stream keeps its own part
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
     tmp_path: Path,
@@ -159,6 +160,7 @@ def test_a_study_outside_a_trainer_delivers_every_step_once_and_stops_clean(
     assert (tmp_path / "out" / "study" / "logs").is_dir()  # the launcher's logs
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_failed_study_names_its_failures_in_the_error(tmp_path: Path) -> None:
     """Every simulation fails: the error says the study failed and shows the log's tail."""
@@ -187,6 +189,7 @@ with Client({"x": ((2,), "float32")}) as client:
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
     """Simulation 0 fails for good (abandoned), 1 hangs: the stream's stall error says
@@ -205,6 +208,7 @@ def test_a_stream_error_carries_the_studys_failures(tmp_path: Path) -> None:
     assert "no module named mysolver" in message
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("events", "wait"),
@@ -245,6 +249,7 @@ def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
     assert waits == [wait]
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_a_checkpoint_at_the_end_of_the_stream_records_every_complete_simulation(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -145,6 +145,7 @@ def test_on_a_gpu_cuda_counts_no_sync_per_step(tmp_path: Path) -> None:
     assert all(hook.between[s] == 0 for s in quiet), hook.between
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_two_ranks_wait_once_a_window_for_an_agreement_started_a_window_earlier(

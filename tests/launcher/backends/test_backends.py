@@ -120,6 +120,7 @@ comm.Barrier()
 """
 
 
+@pytest.mark.e2e
 @needs_mpi
 @pytest.mark.timeout(60)
 def test_mpiexec_runs_two_ranks(tmp_path: Path) -> None:
@@ -158,6 +159,7 @@ comm.Barrier()
 """
 
 
+@pytest.mark.e2e
 @needs_mpi
 @pytest.mark.timeout(90)
 def test_mpiexec_job_streams_a_decomposed_field_to_a_receiver(tmp_path: Path) -> None:
@@ -215,6 +217,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.e2e
 @needs_mpi
 @pytest.mark.timeout(60)
 def test_mpiexec_kill_leaves_no_rank(tmp_path: Path) -> None:
@@ -242,6 +245,7 @@ def test_mpiexec_kill_leaves_no_rank(tmp_path: Path) -> None:
     assert not pgrep(marker)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> None:
     """A launcher that ignores SIGTERM and starts its "ranks" with setsid (as hydra
@@ -268,6 +272,7 @@ def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> Non
         backend.close()
 
 
+@pytest.mark.e2e
 def test_process_tree_lists_descendants() -> None:
     child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
     try:
@@ -359,6 +364,7 @@ def test_batch_script_refuses_what_it_cannot_write() -> None:
         script(ranks=0)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_batch_script_runs_under_bash_and_writes_its_exit_code(tmp_path: Path) -> None:
     """The script outside Slurm (#SBATCH lines are comments): the variables, quoted,
@@ -553,6 +559,7 @@ def test_slurm_backend_configuration_errors(
         SlurmBackend()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     fake_slurm: Path, tmp_path: Path
@@ -588,6 +595,7 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     assert not (fake_slurm / "scancel.calls").exists()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_slurm_backend_without_exit_file_uses_the_state(fake_slurm: Path, tmp_path: Path) -> None:
     """A job killed before its command ended writes no exit file; without sacct and
@@ -606,6 +614,7 @@ def test_slurm_backend_without_exit_file_uses_the_state(fake_slurm: Path, tmp_pa
     assert (fake_slurm / "scancel.calls").read_text().splitlines() == calls
 
 
+@pytest.mark.e2e
 def test_slurm_backend_reports_sbatch_errors(fake_slurm: Path, tmp_path: Path) -> None:
     backend = SlurmBackend(partition="nope")
     (fake_slurm / "refuse").touch()
@@ -617,6 +626,7 @@ def test_slurm_backend_reports_sbatch_errors(fake_slurm: Path, tmp_path: Path) -
         backend.launch(Job("sim-4", ["/bin/true"], env={"1X": "y"}, cwd=tmp_path))
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_slurm_srun_mode_runs_steps_as_local_processes(
     fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -660,6 +670,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_a_killed_srun_step_never_reports_success_though_srun_exits_0(
     fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -687,6 +698,7 @@ def test_a_killed_srun_step_never_reports_success_though_srun_exits_0(
         backend.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(30)
 def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     fake_slurm: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -794,6 +806,7 @@ def run_script(tmp_path: Path, script: Path) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 def test_batch_script_lease_ends_the_job_once_the_trainer_stops_renewing(tmp_path: Path) -> None:

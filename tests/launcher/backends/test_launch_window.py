@@ -27,7 +27,10 @@ from helpers import cmdline, jobs_being_launched, live, sigkill_between_launches
 
 from melissa_trainer.launcher.backends import local
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG, /proc")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="PR_SET_PDEATHSIG, /proc"),
+    pytest.mark.e2e,
+]
 
 SETPRIV = local.pdeathsig_wrapper() if local.pdeathsig_wrapper() != "python" else None
 NO_SETPRIV = "no setpriv with --pdeathsig (util-linux >= 2.33) here"

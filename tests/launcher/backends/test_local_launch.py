@@ -56,6 +56,7 @@ def finish(backend: LocalBackend, handle: local.LocalHandle, timeout: float = 30
 # -- no fork ------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_launching_neither_copies_nor_write_protects_the_trainers_memory() -> None:
     """After a fork the parent's private pages are copy-on-write: each page it writes
@@ -100,6 +101,7 @@ print(handle.pid)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_the_job_is_started_with_vfork_as_strace_sees_it(tmp_path: Path) -> None:
     strace = shutil.which("strace")
@@ -136,6 +138,7 @@ print(json.dumps({"pid": os.getpid(), "pgid": os.getpgid(0), "sid": os.getsid(0)
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", WRAPPERS)
 def test_the_job_is_its_command_in_its_own_group_with_the_parent_death_signal(
@@ -155,6 +158,7 @@ def test_the_job_is_its_command_in_its_own_group_with_the_parent_death_signal(
     assert seen["argv"] == argv  # the wrapper is gone from the command line
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("lc_ctype", [None, "C"])
 @pytest.mark.parametrize("wrapper", [None, *WRAPPERS])
@@ -178,6 +182,7 @@ def test_the_job_gets_exactly_its_environment(
     assert seen == {**job.full_env(), **dict.fromkeys(THREAD_VARIABLES, "1")}
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", [None, *WRAPPERS])
 def test_exit_codes_signal_deaths_and_the_log(tmp_path: Path, wrapper: str | None) -> None:
@@ -194,6 +199,7 @@ def test_exit_codes_signal_deaths_and_the_log(tmp_path: Path, wrapper: str | Non
     assert backend.poll(handle) == -signal.SIGTERM
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", [None, *WRAPPERS])
 def test_a_command_that_cannot_run_is_a_launch_error(tmp_path: Path, wrapper: str | None) -> None:
@@ -223,6 +229,7 @@ def test_a_command_that_cannot_run_is_a_launch_error(tmp_path: Path, wrapper: st
     assert (tmp_path / "1").read_text() == (tmp_path / "2").read_text() == "hello\n"
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("wrapper", WRAPPERS)
 def test_the_job_is_terminated_when_the_thread_that_launched_it_ends(wrapper: str) -> None:
@@ -250,6 +257,7 @@ def test_the_job_is_terminated_when_the_thread_that_launched_it_ends(wrapper: st
         backend.close()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_the_python_wrapper_ends_the_job_when_the_trainer_died_before_its_prctl(
     tmp_path: Path,
@@ -288,6 +296,7 @@ def test_the_debug_log_names_the_wrapper(caplog: pytest.LogCaptureFixture) -> No
     assert f"local jobs start with vfork, PR_SET_PDEATHSIG set by {expected}" in caplog.text
 
 
+@pytest.mark.e2e
 def test_without_a_setpriv_that_has_pdeathsig_the_python_wrapper_is_used(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -79,6 +79,7 @@ def clean_thread_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_by_default_a_job_is_niced_in_our_session_with_one_thread(tmp_path: Path) -> None:
     if own_nice() > 19 - 10:
@@ -92,6 +93,7 @@ def test_by_default_a_job_is_niced_in_our_session_with_one_thread(tmp_path: Path
         assert seen["autogroup"] == own_autogroup()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_placement_none_is_the_old_behaviour(tmp_path: Path) -> None:
     """A session of its own, the trainer's niceness, the environment untouched; on an
@@ -104,6 +106,7 @@ def test_placement_none_is_the_old_behaviour(tmp_path: Path) -> None:
         assert seen["autogroup"] != own_autogroup()
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_the_users_thread_setting_wins_and_threads_none_leaves_the_env(tmp_path: Path) -> None:
     seen = run_report(LocalBackend(), tmp_path, env={"OMP_NUM_THREADS": "4"})
@@ -115,6 +118,7 @@ def test_the_users_thread_setting_wins_and_threads_none_leaves_the_env(tmp_path:
     assert seen["nice"] == seen["thread_nice"] == min(own_nice() + 2, 19)
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_cpus_bind_the_job_and_the_launching_thread_gets_its_own_back(tmp_path: Path) -> None:
     ours = sorted(os.sched_getaffinity(0))
@@ -124,6 +128,7 @@ def test_cpus_bind_the_job_and_the_launching_thread_gets_its_own_back(tmp_path: 
     assert sorted(os.sched_getaffinity(0)) == ours  # restored after the launch
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_without_a_nice_program_the_group_is_reniced_after_the_start(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -23,7 +23,7 @@ from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 #: pytest-xdist: this module's tests on one worker, which starts the module's one cluster
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 
 PYTHON = sys.executable
 POLL = 0.2  # squeue at most every 0.2 s: fast tests on a private cluster

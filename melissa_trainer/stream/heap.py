@@ -36,7 +36,6 @@ A stream of small fields (batched, copied out of their frames) leaves malloc as 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import logging
 import sys
 import threading
@@ -130,8 +129,10 @@ def _libc_mallopt() -> Any:
 def _find_mallopt() -> Any:
     if not sys.platform.startswith("linux"):
         return None
+    # The process's own symbols (dlopen(NULL): the C library Python runs on), not
+    # `ctypes.util.find_library`, which starts ``ldconfig -p`` (or a compiler) to look.
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
         libc.gnu_get_libc_version  # noqa: B018 - only glibc has it (musl has mallopt too)
     except (OSError, AttributeError):

@@ -24,7 +24,10 @@ from melissa_trainer.launcher import Launcher, LauncherError, LauncherTuning, ma
 from melissa_trainer.launcher.backends.local import LocalBackend
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
-pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG")
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),
+    pytest.mark.e2e,
+]
 
 FAST = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
 
@@ -47,6 +50,7 @@ values = [client.parameters[name] for name in options.get("reads", ["x"])]
 blown = sid in options.get("nan", [])  # blows up from its first step
 for t in range(options.get("steps", 3)):
     client.send(t, u=np.full(shape, np.nan if blown else sum(values) + t, np.float32))
+    time.sleep(options.get("step_time", 0.0))  # (a solver's time step)
     if sid in options.get("hang", []):
         time.sleep(600)  # stalls after its first step, whenever it runs
 client.close()
@@ -272,7 +276,10 @@ def test_no_start_up_advice_for_a_quick_start_nor_in_worker_mode(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
-    launch, receiver, buffer = study(tmp_path, solver(tmp_path), 2, {"x": (0, 1)}, job_limit=2)
+    # (time steps of 1.5 s: a start-up slowed by a loaded machine, its imports taking
+    # seconds, is still not most of the run)
+    quick = solver(tmp_path, step_time=1.5)
+    launch, receiver, buffer = study(tmp_path, quick, 2, {"x": (0, 1)}, job_limit=2)
     assert run_to_end(launch, receiver, buffer) == 6
     assert startup_advice(caplog) == []
     assert launch.summary()["startup_seconds"] > 0  # measured all the same

@@ -40,6 +40,7 @@ from melissa_trainer.launcher.study_record import records_of
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+    pytest.mark.e2e,
 ]
 
 STEPS, FIRST_N, SEED = 6, 4, 5

@@ -34,6 +34,8 @@ from melissa_trainer.client import Predictor, PredictRefused, PredictTimeout
 from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
+pytestmark = pytest.mark.e2e  # its tests start processes (simulations, clients)
+
 INPUTS = {"u": ((4,), "float32")}
 VERSION = 17
 

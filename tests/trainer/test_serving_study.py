@@ -41,6 +41,7 @@ from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, Uni
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+    pytest.mark.e2e,
 ]
 
 SIMULATIONS, STEPS, ASK_EVERY = 2, 60, 10

@@ -18,6 +18,7 @@ from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, Uni
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc"),
+    pytest.mark.e2e,
 ]
 
 SOLVER = r"""

@@ -47,10 +47,12 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py, models.py
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
-from models import MODELS, make_model  # noqa: E402
-from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, FlowConfig, initial_vorticity, solve  # noqa: E402
+# examples/ on the path: study_common.py, and this folder as the package `navier_stokes`,
+# so that its modules are `navier_stokes.solver` and `navier_stokes.models`, never a bare
+# `solver` that another example's module of that name (heat_pde, lorenz) would clash with
+# in a process that imports both (a test, a benchmark)
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
@@ -68,6 +70,14 @@ from study_common import (  # noqa: E402
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.json_output import to_json  # noqa: E402
+from navier_stokes.models import MODELS, make_model  # noqa: E402
+from navier_stokes.solver import (  # noqa: E402
+    PARAMETER_BOUNDS,
+    PARAMETER_NAMES,
+    FlowConfig,
+    initial_vorticity,
+    solve,
+)
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: input channels: omega(0), forcing, log(nu), t

@@ -117,6 +117,27 @@ def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
         solver.FlowConfig(interval=1.0, dt=2.0)
 
 
+def test_save_npy_writes_the_run_instead_of_streaming_it(tmp_path: Path) -> None:
+    """``--save_npy`` (the offline pipeline's storage): the initial field, then the field
+    after each interval as `solve` yields it, and the parameters and seed beside them;
+    each file written aside and renamed (no partial file left)."""
+    parameters = {"nu": 0.03, "amplitude": 0.15, "wavenumber": 2.0}
+    argv = [sys.executable, str(EXAMPLE_DIR / "solver.py"), "--grid_size", "16",
+            "--time_steps", "3", "--dt", "0.1", "--simulation_id", "5",
+            "--parameters", json.dumps(parameters),
+            "--save_npy", str(tmp_path / "sim-{simulation_id:06d}.npy")]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = solver.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
+    expected = [solver.initial_vorticity(16, 5), *solver.solve(parameters, config, seed=5)]
+    fields = np.load(tmp_path / "sim-000005.npy")
+    assert fields.dtype == np.float32 and fields.shape == (4, 16, 16)
+    np.testing.assert_array_equal(fields, np.stack(expected).astype(np.float32))
+    record = json.loads((tmp_path / "sim-000005.npy.json").read_text())
+    assert record == {"parameters": parameters, "seed": 5}
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["sim-000005.npy", "sim-000005.npy.json"]
+
+
 # -- the models ----------------------------------------------------------------------------
 
 

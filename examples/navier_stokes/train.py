@@ -22,7 +22,7 @@ omega(0), the field the model is given), writes a PNG comparing prediction and t
 TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
-    python examples/navier_stokes/train.py                    # 64^2, about 2 minutes on 2 cores
+    python examples/navier_stokes/train.py                    # 64^2: ~100 CPU-s, 2.5 min on 2 cores
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
         --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\

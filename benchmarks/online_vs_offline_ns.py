@@ -43,7 +43,7 @@ than offline could store); printed beside the ratios for reference, not a target
 medians over `--rounds`; the mean-field and persistence baselines of the validation set
 are printed too.
 
-    python benchmarks/online_vs_offline_ns.py            # 3 rounds, ~2 min each on 2 cores
+    python benchmarks/online_vs_offline_ns.py            # 3 rounds (48 min at load 20, 2 cores)
     python benchmarks/online_vs_offline_ns.py --quick    # tiny, checks the pipelines
     python benchmarks/online_vs_offline.py --example navier_stokes --json   # the same
 """
@@ -70,7 +70,7 @@ sys.path.insert(0, str(HERE))  # report.py
 from report import print_rows  # noqa: E402
 
 #: the ICML 2023 paper's FNO: offline error / online error (Meyer et al., "Training Deep
-#: Surrogate Models with Large Scale Online Learning", Table 2: +16% online)
+#: Surrogate Models with Large Scale Online Learning": +16% online, as issue 42 quotes it)
 ICML_2023_FNO = 1.16
 #: the example's flags both arms share (FlowArgs and TrainingArguments names)
 CONFIG: dict[str, Any] = {

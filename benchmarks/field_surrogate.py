@@ -50,10 +50,12 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # report.py, trainer_overhead.py
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"))
-from models import make_model  # noqa: E402
+# examples/: the example's modules as the package `navier_stokes` (never a bare `solver`)
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "examples"))
+from navier_stokes.models import make_model  # noqa: E402
+from navier_stokes.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, initial_vorticity  # noqa: E402
+from navier_stokes.train import make_process_sample  # noqa: E402
 from report import print_rows  # noqa: E402
-from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, initial_vorticity  # noqa: E402
 from trainer_overhead import Clock, Prefilled  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
@@ -76,32 +78,8 @@ CHANNELS = 4
 
 
 def example_mapping() -> Any:
-    """The example's `make_process_sample` (imported from its train.py, once per
-    process). train.py imports its folder's `solver` and `models` under those names:
-    modules of those names (another example's, in a test process) are set aside for
-    the import and restored after, and a failed import leaves nothing behind."""
-    import importlib.util
-
-    name = "_navier_stokes_train"
-    module = sys.modules.get(name)
-    if module is None:
-        path = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes" / "train.py"
-        spec = importlib.util.spec_from_file_location(name, path)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        own = {m: sys.modules.pop(m, None) for m in ("solver", "models")}
-        sys.modules[name] = module  # its dataclasses' annotations resolve in its namespace
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        finally:
-            for m, previous in own.items():
-                sys.modules.pop(m, None)
-                if previous is not None:
-                    sys.modules[m] = previous
-    return module.make_process_sample(TIME_STEPS)
+    """The example's `make_process_sample` (its train.py's), for TIME_STEPS time steps."""
+    return make_process_sample(TIME_STEPS)
 
 
 def make_samples(n_samples: int, grid: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
@@ -215,14 +193,15 @@ def measure(rounds: int, steps: int, grid: int) -> tuple[float, float, float, fl
     )
 
 
-EXAMPLE_DIR = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
+#: examples/, where the client imports the example's solver from (`navier_stokes.solver`)
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: the ingest row's batch and untimed first steps
 INGEST_BATCH, WARMUP = 4, 3
 STREAM_CLIENT = r"""
 import sys, time
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from solver import initial_vorticity
+from navier_stokes.solver import initial_vorticity
 from melissa_trainer.client import Client, fetch_endpoints
 where, grid, rate = sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
 fields = [initial_vorticity(grid, s).astype(np.float32) for s in range(8)]
@@ -305,7 +284,7 @@ def train_streamed(
     `grid`^2 fields; the client is killed after."""
     rendezvous = Path(out) / f"rendezvous-{seed}"
     shutil.rmtree(rendezvous, ignore_errors=True)
-    code_args = [str(EXAMPLE_DIR), str(rendezvous), str(grid), str(rate)]
+    code_args = [str(EXAMPLES), str(rendezvous), str(grid), str(rate)]
     proc = subprocess.Popen([sys.executable, "-c", STREAM_CLIENT, *code_args])
     schema = {"vorticity": ((grid, grid), "float32"), "initial": ((grid, grid), "float32")}
     source = StreamSource(ReceiverConfig(rendezvous_dir=rendezvous, fields=schema))

@@ -38,10 +38,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
-sys.path.insert(0, str(EXAMPLE))
-from models import FNO  # noqa: E402
-from solver import forcing, initial_vorticity, step_fields  # noqa: E402
+# examples/: the example's modules as the package `navier_stokes` (never a bare `solver`)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+from navier_stokes.models import FNO  # noqa: E402
+from navier_stokes.solver import forcing, initial_vorticity, step_fields  # noqa: E402
 
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 

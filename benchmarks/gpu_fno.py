@@ -19,7 +19,7 @@ Under ``--smoke`` (CPU, for the tests): 16^2, width 8, batch 4, a few steps.
 from __future__ import annotations
 
 import contextlib
-import importlib.util
+import importlib
 import io
 import statistics
 import sys
@@ -38,7 +38,7 @@ from trainer_overhead import Prefilled, synchronize
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "navier_stokes"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: the example's time steps per simulation in `fno` (its feature t = step / time steps)
 TIME_STEPS = 10
 LEARNING_RATE = 1e-3
@@ -64,30 +64,12 @@ def size_of(bench_smoke: bool) -> Size:
 
 
 def load_example() -> ModuleType:
-    """`examples/navier_stokes/train.py` as a module (once per process). Its folder's
-    `models`, `solver` and `study_common` are imported by it under those names: this
-    process's `sys.path` and any modules of those names are restored after."""
-    name = "_navier_stokes_train"
-    if name in sys.modules:
-        return sys.modules[name]
-    path, own = list(sys.path), {m: sys.modules.pop(m, None) for m in ("models", "solver")}
-    try:
-        spec = importlib.util.spec_from_file_location(name, EXAMPLE / "train.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]  # a failed import leaves nothing half-loaded behind
-            raise
-    finally:
-        sys.path[:] = path
-        for m, previous in own.items():
-            sys.modules.pop(m, None)
-            if previous is not None:
-                sys.modules[m] = previous
-    return module
+    """`examples/navier_stokes/train.py`, imported as `navier_stokes.train` (examples/ on
+    ``sys.path``): its own modules are `navier_stokes.solver` and `navier_stokes.models`,
+    which no other example's module of the same bare name can shadow."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(1, str(EXAMPLES))
+    return importlib.import_module("navier_stokes.train")
 
 
 def make_samples(size: Size, seed: int = 0) -> list[dict[str, np.ndarray]]:

@@ -44,6 +44,8 @@ are mean squared errors in kelvin squared over every point of every held-out ste
     python benchmarks/online_vs_offline.py --quick   # under a minute: checks the pipelines
     python benchmarks/online_vs_offline.py --json    # last line {"rows": [...]}
     python benchmarks/online_vs_offline.py --placement_ab  # + online with placement=None
+    python benchmarks/online_vs_offline.py --example navier_stokes  # the FNO: its own file,
+                                                 # online_vs_offline_ns.py (issue 42 item 7)
 """
 
 from __future__ import annotations
@@ -392,7 +394,17 @@ def plot(budget: dict[str, Any], path: Path, opts: argparse.Namespace) -> None:
 
 
 def main() -> None:
+    example = argparse.ArgumentParser(add_help=False)
+    example.add_argument("--example", choices=("heat_pde", "navier_stokes"), default="heat_pde")
+    known, rest = example.parse_known_args()
+    if known.example == "navier_stokes":  # its own options: online_vs_offline_ns.py --help
+        import online_vs_offline_ns
+
+        return online_vs_offline_ns.main(rest)
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--example", choices=("heat_pde", "navier_stokes"), default="heat_pde", help=(
+        "navier_stokes: the Navier-Stokes example's FNO instead, online_vs_offline_ns.py "
+        "(its options: online_vs_offline_ns.py --help)"))  # fmt: skip
     p.add_argument("--simulations", type=int, help="equal-data case (default 128)")
     p.add_argument("--ratio", type=float, default=8, help="samples drawn per sample (epochs)")
     p.add_argument("--budget", type=float, help="seconds, cases 2 and 3 (default 120)")

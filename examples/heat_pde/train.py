@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
-from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
+# examples/ on the path: study_common.py, and this folder as the package `heat_pde`, whose
+# solver is `heat_pde.solver`: never a bare `solver`, which other examples have too
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
@@ -57,6 +58,7 @@ from study_common import (  # noqa: E402
     study_source,
 )
 
+from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import BreedSampler, Launcher, make_sampler  # noqa: E402

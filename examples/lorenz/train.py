@@ -33,9 +33,10 @@ from typing import Any
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # solver.py
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # study_common.py
-from solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
+# examples/ on the path: study_common.py, and this folder as the package `lorenz`, whose
+# solver is `lorenz.solver`: never a bare `solver`, which other examples have too
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
@@ -51,6 +52,7 @@ from study_common import (  # noqa: E402
     study_source,
 )
 
+from lorenz.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402

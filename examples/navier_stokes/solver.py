@@ -35,6 +35,12 @@ flags:
         --rendezvous outputs/navier_stokes/rendezvous \\
         --parameters '{"nu": 0.02, "amplitude": 0.5, "wavenumber": 3}'
 
+With ``--save_npy PATH`` it streams nothing and writes the whole run to PATH instead, the
+classic simulate-then-train pipeline's storage (`benchmarks/online_vs_offline_ns.py`):
+one float32 array of shape (time_steps + 1, n, n), the initial field first, then the field
+after each interval, and ``{"parameters": {...}, "seed": s}`` to PATH.json (each written
+aside and renamed, the .npy last: a file at PATH is complete).
+
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `solve` from it to compute its validation simulations.
 """
@@ -198,6 +204,19 @@ def solve(parameters: Mapping[str, float], config: FlowConfig, seed: int) -> Ite
         yield omega.astype(np.float32)
 
 
+def save_npy(path: str, fields: np.ndarray, record: Mapping[str, object]) -> None:
+    """Write `fields` to `path` (.npy) and `record` to ``{path}.json``; each aside then
+    renamed, the .npy last: a file at `path` is complete and has its record."""
+    for target, write in (
+        (f"{path}.json", lambda f: f.write(json.dumps(record).encode())),
+        (path, lambda f: np.save(f, fields)),
+    ):
+        partial = f"{target}.partial"
+        with open(partial, "wb") as f:
+            write(f)
+        os.replace(partial, target)
+
+
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     defaults = FlowConfig()
@@ -224,6 +243,12 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
     )
+    parser.add_argument(
+        "--save_npy",
+        default=None,
+        metavar="PATH",
+        help="write the run to PATH (.npy; {simulation_id} is replaced) instead of streaming",
+    )
     return parser.parse_args(argv)
 
 
@@ -245,6 +270,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
+    if opts.save_npy is not None:
+        n = config.grid_size
+        fields = np.empty((config.time_steps + 1, n, n), np.float32)
+        fields[0] = initial_vorticity(n, seed)
+        for step, vorticity in enumerate(solve(parameters, config, seed)):
+            fields[step + 1] = vorticity
+        path = opts.save_npy.format(simulation_id=simulation_id)
+        save_npy(path, fields, {"parameters": parameters, "seed": seed})
+        return 0
     from melissa_trainer.client import Client, fetch_endpoints
 
     endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None

@@ -232,11 +232,8 @@ def test_a_reservoir_option_given_with_a_fifo_names_the_flag_that_unsets_it(
 ) -> None:
     """Given explicitly, the rate limit is still refused with a FIFO: the error says
     how to unset it on the command line."""
-    sys.path.insert(0, str(EXAMPLE.parent))
-    try:
-        from train import parser  # the example's
-    finally:
-        sys.path.remove(str(EXAMPLE.parent))
+    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
+
     argv = ["--buffer", "fifo", "--sample_to_insert_ratio", "8"]
     with pytest.raises(SystemExit) as info:
         parser(argv).parse_args_into_dataclasses(argv)
@@ -264,11 +261,8 @@ def test_a_bad_solver_option_is_a_usage_error_naming_it(
 ) -> None:
     """The solver's own options are refused by the parser (exit 2, the field named),
     not by a traceback from `main` once the trainer's setup has begun."""
-    sys.path.insert(0, str(EXAMPLE.parent))
-    try:
-        from train import parser  # the example's
-    finally:
-        sys.path.remove(str(EXAMPLE.parent))
+    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
+
     argv = [flag, value]
     with pytest.raises(SystemExit) as info:
         parser(argv).parse_args_into_dataclasses(argv)

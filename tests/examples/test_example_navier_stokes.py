@@ -7,7 +7,6 @@ beats the mean field and persistence on held-out simulations."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import shutil
@@ -15,42 +14,17 @@ import socket
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
 import torch
 from helpers import processes_with, run_group
 
+# examples/ is on the tests' sys.path (pyproject): the example's modules by package name
+from navier_stokes import models, solver, train
+
 EXAMPLE_DIR = Path(__file__).parents[2] / "examples" / "navier_stokes"
 EXAMPLE = EXAMPLE_DIR / "train.py"
-
-
-def load(name: str) -> ModuleType:
-    """``examples/navier_stokes/NAME.py`` under a name of its own: other examples have a
-    ``solver`` module too, so this process's ``sys.path`` and its ``solver`` and ``models``
-    modules are restored after the import (train.py imports the example's own)."""
-    key = f"_navier_stokes_{name}"
-    if key in sys.modules:
-        return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, EXAMPLE_DIR / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    path = list(sys.path)
-    saved = {m: sys.modules.pop(m, None) for m in ("solver", "models")}
-    sys.modules[key] = module  # its dataclasses' annotations resolve in its namespace
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[key]
-        raise
-    finally:
-        sys.path[:] = path
-        for m, previous in saved.items():
-            sys.modules.pop(m, None)
-            if previous is not None:
-                sys.modules[m] = previous
-    return module
 
 
 def grid(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +39,6 @@ def grid(n: int) -> tuple[np.ndarray, np.ndarray]:
 def test_a_single_fourier_mode_decays_as_exp_minus_nu_k2_t(kx: int, ky: int, nu: float) -> None:
     """Without forcing, omega = cos(k . x) is an exact solution (its advection term
     vanishes: the stream function is parallel to it) decaying as exp(-nu |k|^2 t)."""
-    solver = load("solver")
     n, dt = 32, 0.01
     x, y = grid(n)
     omega0 = np.cos(kx * x + ky * y)
@@ -77,7 +50,6 @@ def test_a_single_fourier_mode_decays_as_exp_minus_nu_k2_t(kx: int, ky: int, nu:
 
 def test_the_forced_kolmogorov_flow_from_rest_follows_its_analytic_solution() -> None:
     """From rest, f = A cos(k y): omega(t) = A / (nu k^2) (1 - exp(-nu k^2 t)) cos(k y)."""
-    solver = load("solver")
     n, nu, amplitude, k, dt = 32, 0.03, 0.15, 3, 0.02
     _, y = grid(n)
     force = solver.forcing(n, amplitude, k + 0.7)  # the wavenumber is floored
@@ -92,7 +64,6 @@ def test_the_advection_term_of_two_modes_is_the_analytic_jacobian() -> None:
     u = d(psi)/dy = -sin(2y) / 2, v = -d(psi)/dx = sin x, so without viscosity
     d(omega)/dt = -(u d(omega)/dx + v d(omega)/dy) = 1.5 sin x sin 2y at t = 0 (the sign
     of the velocity and of the advection checked, which the invariants below are not)."""
-    solver = load("solver")
     n, dt = 32, 1e-4
     x, y = grid(n)
     omega0 = np.cos(x) + np.cos(2 * y)
@@ -105,7 +76,6 @@ def test_without_viscosity_energy_and_enstrophy_are_conserved() -> None:
     the spectral advection conserves kinetic energy and enstrophy exactly, so what
     drifts is the time step's error, which falls 8x when dt halves (Heun, third order
     per unit time in the invariants); and the field changes (advection is not zero)."""
-    solver = load("solver")
     n = 32
     k = np.fft.fftfreq(n, 1.0 / n)
     k2 = k[:, None] ** 2 + k[None, :] ** 2
@@ -127,7 +97,6 @@ def test_without_viscosity_energy_and_enstrophy_are_conserved() -> None:
 
 
 def test_the_initial_field_is_a_unit_variance_zero_mean_field_fixed_by_its_seed() -> None:
-    solver = load("solver")
     a, b = solver.initial_vorticity(64, 7), solver.initial_vorticity(64, 8)
     assert abs(a.mean()) < 1e-12 and a.std() == pytest.approx(1.0)
     np.testing.assert_array_equal(a, solver.initial_vorticity(64, 7))
@@ -138,7 +107,6 @@ def test_the_initial_field_is_a_unit_variance_zero_mean_field_fixed_by_its_seed(
 
 
 def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
-    solver = load("solver")
     with pytest.raises(ValueError, match=r"missing \['wavenumber'\], unknown \['k'\]"):
         solver.check_parameters({"nu": 0.1, "amplitude": 0.1, "k": 2})
     with pytest.raises(ValueError, match="nu=0.0 must be > 0"):
@@ -149,6 +117,27 @@ def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
         solver.FlowConfig(interval=1.0, dt=2.0)
 
 
+def test_save_npy_writes_the_run_instead_of_streaming_it(tmp_path: Path) -> None:
+    """``--save_npy`` (the offline pipeline's storage): the initial field, then the field
+    after each interval as `solve` yields it, and the parameters and seed beside them;
+    each file written aside and renamed (no partial file left)."""
+    parameters = {"nu": 0.03, "amplitude": 0.15, "wavenumber": 2.0}
+    argv = [sys.executable, str(EXAMPLE_DIR / "solver.py"), "--grid_size", "16",
+            "--time_steps", "3", "--dt", "0.1", "--simulation_id", "5",
+            "--parameters", json.dumps(parameters),
+            "--save_npy", str(tmp_path / "sim-{simulation_id:06d}.npy")]  # fmt: skip
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = solver.FlowConfig(grid_size=16, time_steps=3, dt=0.1)
+    expected = [solver.initial_vorticity(16, 5), *solver.solve(parameters, config, seed=5)]
+    fields = np.load(tmp_path / "sim-000005.npy")
+    assert fields.dtype == np.float32 and fields.shape == (4, 16, 16)
+    np.testing.assert_array_equal(fields, np.stack(expected).astype(np.float32))
+    record = json.loads((tmp_path / "sim-000005.npy.json").read_text())
+    assert record == {"parameters": parameters, "seed": 5}
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["sim-000005.npy", "sim-000005.npy.json"]
+
+
 # -- the models ----------------------------------------------------------------------------
 
 
@@ -157,7 +146,6 @@ def test_each_model_maps_input_fields_to_one_field_on_any_grid(name: str) -> Non
     """A model built for the example's inputs takes any grid (the FNO: any side >= 2
     modes; the U-Net: multiples of 4) and returns one field of that grid; under bf16
     autocast too (the FNO's FFTs run in float32)."""
-    models = load("models")
     torch.manual_seed(0)
     model = models.make_model(name, 4, 8, 4, 2)
     for n in (16, 24):
@@ -172,7 +160,6 @@ def test_the_fno_is_translation_equivariant() -> None:
     """Spectral convolutions and pointwise layers commute with periodic shifts: the
     model's output of a shifted input is its output shifted (what lets it learn a
     periodic flow from few simulations)."""
-    models = load("models")
     torch.manual_seed(0)
     model = models.make_model("fno", 4, 8, 4, 2)
     x = torch.randn(2, 4, 16, 16)
@@ -181,7 +168,6 @@ def test_the_fno_is_translation_equivariant() -> None:
 
 
 def test_an_unknown_model_or_a_missing_package_is_an_error_naming_the_fix() -> None:
-    models = load("models")
     with pytest.raises(
         ValueError, match=r"model='mlp' is not one of \('fno', 'unet', 'neuralop'\)"
     ):
@@ -198,8 +184,6 @@ def test_the_batch_mapping_equals_the_sample_mapping() -> None:
     `make_process_sample`, stacked, gives; and the forcing channel is the solver's."""
     from melissa_trainer.buffers import SampleBlock
 
-    train = load("train")
-    solver = load("solver")
     rng = np.random.default_rng(0)
     samples = [
         {"parameters": np.array([0.02, 0.1 + 0.02 * i, 2.5 + i]),
@@ -275,7 +259,6 @@ def test_the_example_streams_from_launched_solvers_and_beats_both_baselines(
     check_run(summary, out)
     assert "persistence" in proc.stdout and "overlap:" in proc.stdout
     # the baselines, recomputed from the solver: the validation set of seed 42 + 1
-    train = load("train")
     opts = train.FlowArgs(grid_size=32, time_steps=STEPS, dt=0.05, num_validation=2)
     expected = train.baselines(train.validation_set(opts, seed=43))
     assert summary["mean_field_mse"] == pytest.approx(expected["mean_field_mse"])
@@ -301,7 +284,6 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    train = load("train")
     with pytest.raises(SystemExit) as info:
         train.main(["--grid_size", "16", "--modes", "12"])
     assert info.value.code == 2
@@ -319,7 +301,6 @@ def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
     else:
         pytest.skip("neuraloperator is installed: --model neuralop trains")
     monkeypatch.chdir(tmp_path)
-    train = load("train")
     with pytest.raises(SystemExit) as info:
         train.main(["--model", "neuralop"])
     assert info.value.code == 2

@@ -69,6 +69,8 @@ EXAMPLE = ROOT / "examples" / "navier_stokes"
 sys.path.insert(0, str(HERE))  # report.py
 from report import print_rows  # noqa: E402
 
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+
 #: the ICML 2023 paper's FNO: offline error / online error (Meyer et al., "Training Deep
 #: Surrogate Models with Large Scale Online Learning": +16% online, as issue 42 quotes it)
 ICML_2023_FNO = 1.16
@@ -339,7 +341,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--offline_child", metavar="SPEC", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.offline_child:
-        print(json.dumps(offline_child(json.loads(opts.offline_child))))
+        print(to_json(offline_child(json.loads(opts.offline_child))))
         return
     # the defaults of the mode (`or` would take an explicit 0 for unset)
     for name, quick, full in (
@@ -387,9 +389,9 @@ def main(argv: list[str] | None = None) -> None:
     print_rows(table, f"Navier-Stokes, online vs offline (ours = online), medians of "
                f"{opts.rounds} interleaved rounds", width=96)  # fmt: skip
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
-    (out / "results.json").write_text(json.dumps({"online": online, "offline": offline}))
+    (out / "results.json").write_text(to_json({"online": online, "offline": offline}))
     if opts.json:
-        print(json.dumps({"rows": table}))
+        print(to_json({"rows": table}))
 
 
 if __name__ == "__main__":

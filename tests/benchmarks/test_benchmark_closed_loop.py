@@ -15,6 +15,7 @@ import pytest
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "closed_loop.py"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_quick_json_gives_every_row_well_formed() -> None:

@@ -14,6 +14,7 @@ import pytest
 BENCHMARK = Path(__file__).parents[2] / "benchmarks" / "startup_cost.py"
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")

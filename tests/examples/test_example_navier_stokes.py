@@ -117,6 +117,7 @@ def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
         solver.FlowConfig(interval=1.0, dt=2.0)
 
 
+@pytest.mark.e2e
 def test_save_npy_writes_the_run_instead_of_streaming_it(tmp_path: Path) -> None:
     """``--save_npy`` (the offline pipeline's storage): the initial field, then the field
     after each interval as `solve` yields it, and the parameters and seed beside them;

@@ -76,7 +76,10 @@ class LossPredictor:
             coefficients = np.linalg.lstsq(design, y, rcond=None)[0]
             y = y - coefficients[1] * design[:, 1]
         spread = float(y.std())
-        self._y = (y - y.mean()) / spread if spread > 0 else np.zeros_like(y)
+        # a spread of rounding errors (equal losses, or a trend alone) is no signal:
+        # standardised, it would be noise blown up to unit variance
+        flat = spread <= 1e-9 * max(1.0, float(np.abs(y).max(initial=0.0)))
+        self._y = np.zeros_like(y) if flat else (y - y.mean()) / spread
         self.noise = noise
         distances = _distances(points, points)
         upper = distances[np.triu_indices(len(points), k=1)]

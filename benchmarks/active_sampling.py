@@ -11,7 +11,9 @@ initial state to the steady one within the first few steps: an LHS-trained surro
 errs 4-10x more there than at the lowest diffusivities (measured, and the region fixed,
 before this benchmark was written). ``--space walls`` (default) varies the left and
 right wall temperatures (100-500 K; the others 300 K) and ``log2_alpha``; ``--space
-full`` all five temperatures and ``log2_alpha``.
+full`` all five temperatures and ``log2_alpha``; ``--space wide`` 12 parameters (issue
+46): the solver's segments, every wall in two halves and the initial temperature in
+three bands (`WIDE_NAMES`), and ``log2_alpha``.
 
 Each run is a real study: the `Launcher` runs the solver processes (one at a time), a
 `Study` streams them into `OnlineTrainer`: an MLP (parameters, sqrt(t) -> field; 3
@@ -34,7 +36,20 @@ explorer "auto", candidates None; `BREED`). "auto" explores the walls space (3
 parameters) with the gap-filling Sobol' sequence (16 candidates) and the full space (6)
 with the optimised Latin hypercube of the 48 draws in its order: there the draws of
 the "LHS, optimised" arm, the same points in the same order (numpy seeds them alike).
-`--arms` runs (or reports) some of them.
+`--arms` runs (or reports) some of them. **Surrogate** (issue 46, ``--ours
+surrogate``; `--surrogate`, JSON of `SurrogateSampler`'s options, none named by default:
+exploration 0.5, kappa 1, pool 1024, noise 0.1, chosen before any run, not tuned): half
+its draws gap-filling Sobol', half where a Gaussian-process predictor of the observed
+relative losses, their launch-order trend removed, puts the highest upper confidence
+bound. With ``--ours surrogate`` the default arms are the three fixed designs and the
+surrogate, and the tables are issue 46's: per arm the uniform set's mean, p99 and max of
+the per-simulation MSE (each test simulation's MSE over its points and steps) and the
+hard set's mean, each paired per seed as baseline / surrogate with its interval
+(`active_sampling_stats.tail_rows`, which names the targets: optimised LHS / surrogate
+>= 1.3 on p99 and max at 6 and 12 parameters with the interval above 1.0, >= 0.97 on the
+mean; LHS / surrogate >= 1.5 on the walls' mean). A run recorded without the tails
+(before issue 46) is run again. The surrogate's runs also record ``sampler_seconds``,
+the time its draws and observations took inside the study.
 
 **Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
 evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
@@ -67,6 +82,8 @@ draws: a tie), Sobol' 1.69 [1.17, 2.92], 10/10 / 2.01.
     python benchmarks/active_sampling.py --first_seed 0 --seeds 5   # the tuning seeds
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
+    python benchmarks/active_sampling.py --ours surrogate --space wide --steps 4000 \
+        --arms lhs_opt surrogate          # issue 46's evaluation (docs/measured.md)
 """
 
 from __future__ import annotations

@@ -298,3 +298,21 @@ def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     assert surrogate["observed"] > 0 and surrogate["reductions"] > 0
     assert surrogate["explored"] < surrogate["simulations"]  # some draws were acquired
     assert surrogate["sampler_seconds"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:
+    """benchmarks/surrogate_cost.py --quick: one on / off pair (the off study replays
+    the on study's draws), its rows well formed; no rate is asserted."""
+    command = [sys.executable, str(BENCHMARKS / "surrogate_cost.py"), "--quick", "--json"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=560, check=True,
+                         cwd=tmp_path).stdout  # fmt: skip
+    assert "pair 0: on " in out
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert [r["target"] for r in rows] == [0.97, None]
+    assert [r["unit"] for r in rows] == ["steps/cpu-s", "steps/s"]
+    for row in rows:
+        assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
+        assert row["ours"] > 0 and row["baseline"] > 0
+    assert rows[0]["ratio"] == pytest.approx(rows[0]["ours"] / rows[0]["baseline"], rel=1e-2)

@@ -11,7 +11,9 @@ initial state to the steady one within the first few steps: an LHS-trained surro
 errs 4-10x more there than at the lowest diffusivities (measured, and the region fixed,
 before this benchmark was written). ``--space walls`` (default) varies the left and
 right wall temperatures (100-500 K; the others 300 K) and ``log2_alpha``; ``--space
-full`` all five temperatures and ``log2_alpha``.
+full`` all five temperatures and ``log2_alpha``; ``--space wide`` 12 parameters (issue
+46): the solver's segments, every wall in two halves and the initial temperature in
+three bands (`WIDE_NAMES`), and ``log2_alpha``.
 
 Each run is a real study: the `Launcher` runs the solver processes (one at a time), a
 `Study` streams them into `OnlineTrainer`: an MLP (parameters, sqrt(t) -> field; 3
@@ -34,7 +36,20 @@ explorer "auto", candidates None; `BREED`). "auto" explores the walls space (3
 parameters) with the gap-filling Sobol' sequence (16 candidates) and the full space (6)
 with the optimised Latin hypercube of the 48 draws in its order: there the draws of
 the "LHS, optimised" arm, the same points in the same order (numpy seeds them alike).
-`--arms` runs (or reports) some of them.
+`--arms` runs (or reports) some of them. **Surrogate** (issue 46, ``--ours
+surrogate``; `--surrogate`, JSON of `SurrogateSampler`'s options, none named by default:
+exploration 0.5, kappa 1, pool 1024, noise 0.1, chosen before any run, not tuned): half
+its draws gap-filling Sobol', half where a Gaussian-process predictor of the observed
+relative losses, their launch-order trend removed, puts the highest upper confidence
+bound. With ``--ours surrogate`` the default arms are the three fixed designs and the
+surrogate, and the tables are issue 46's: per arm the uniform set's mean, p99 and max of
+the per-simulation MSE (each test simulation's MSE over its points and steps) and the
+hard set's mean, each paired per seed as baseline / surrogate with its interval
+(`active_sampling_stats.tail_rows`, which names the targets: optimised LHS / surrogate
+>= 1.3 on p99 and max at 6 and 12 parameters with the interval above 1.0, >= 0.97 on the
+mean; LHS / surrogate >= 1.5 on the walls' mean). A run recorded without the tails
+(before issue 46) is run again. The surrogate's runs also record ``sampler_seconds``,
+the time its draws and observations took inside the study.
 
 **Seeds.** Seeds from `EVALUATION_FIRST_SEED` (1000, the default `--first_seed`) are
 evaluation seeds, never used to choose anything, with their own test sets (seeds 20000,
@@ -67,6 +82,8 @@ draws: a tie), Sobol' 1.69 [1.17, 2.92], 10/10 / 2.01.
     python benchmarks/active_sampling.py --first_seed 0 --seeds 5   # the tuning seeds
     python benchmarks/active_sampling.py --plot where.png --json   # PNG; last line {"rows": [...]}
     python benchmarks/active_sampling.py --quick         # tiny: checks the pipeline, no figures
+    python benchmarks/active_sampling.py --ours surrogate --space wide --steps 4000 \
+        --arms lhs_opt surrogate          # issue 46's evaluation (docs/measured.md)
 """
 
 from __future__ import annotations
@@ -97,7 +114,7 @@ import active_sampling_stats as stats  # noqa: E402
 import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
 from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
 from report import print_rows  # noqa: E402
-from solver import PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
+from solver import OPTIONAL_PARAMETERS, PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
     OnlineTrainer,
@@ -113,6 +130,8 @@ from melissa_trainer.launcher.exploration import candidates_for, engine_for  # n
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
 NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
+#: the 12-parameter space's: the solver's segments after log2_alpha (its order)
+WIDE_NAMES = (*PARAMETER_NAMES, *OPTIONAL_PARAMETERS)
 LOG2_ALPHA = (-6.0, 1.0)
 #: the hard region: fast diffusion, log2_alpha >= HARD_FROM
 HARD_FROM = 0.0
@@ -121,7 +140,12 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
     "walls": {"t_initial": (300.0, 300.0), "t_left": WALLS, "t_right": WALLS,
               "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
     "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
+    # 12: every wall in two halves, the initial temperature in three bands (issue 46)
+    "wide": {**dict.fromkeys(WIDE_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
 }  # fmt: skip
+#: the surrogate acquisition's options (`SurrogateSampler`'s defaults when empty; chosen
+#: before any run, not tuned: exploration 0.5, kappa 1, pool 1024, noise 0.1)
+SURROGATE: dict[str, Any] = {}
 #: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
 #: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
 #: optimised Latin hypercube in its order in the full one)
@@ -157,15 +181,21 @@ class Setup:
     # held, which the rate limiter (counting from the watermark) would otherwise never let in
     watermark: int = 100
     breed: dict[str, Any] = field(default_factory=lambda: dict(BREED))
+    surrogate: dict[str, Any] = field(default_factory=lambda: dict(SURROGATE))
 
     @property
     def bounds(self) -> dict[str, tuple[float, float]]:
         return SPACES[self.space]
 
     @property
+    def names(self) -> tuple[str, ...]:
+        """The solver's parameters in its order (that of the samples' vector)."""
+        return WIDE_NAMES if self.space == "wide" else NAMES
+
+    @property
     def varying(self) -> list[int]:
-        """Indices (in `NAMES`) of the parameters that vary: the model's inputs."""
-        return [i for i, n in enumerate(NAMES) if self.bounds[n][1] > self.bounds[n][0]]
+        """Indices (in `names`) of the parameters that vary: the model's inputs."""
+        return [i for i, n in enumerate(self.names) if self.bounds[n][1] > self.bounds[n][0]]
 
     @property
     def config(self) -> HeatConfig:
@@ -184,8 +214,8 @@ def hard_bounds(setup: Setup) -> dict[str, tuple[float, float]]:
 
 def features(setup: Setup, parameters: np.ndarray, step: int) -> np.ndarray:
     """Model inputs: each varying parameter mapped onto [-1, 1], and sqrt(t / t_end)."""
-    low = np.array([setup.bounds[n][0] for n in NAMES])
-    high = np.array([setup.bounds[n][1] for n in NAMES])
+    low = np.array([setup.bounds[n][0] for n in setup.names])
+    high = np.array([setup.bounds[n][1] for n in setup.names])
     idx = setup.varying
     x = np.empty(len(idx) + 1, dtype=np.float32)
     x[:-1] = 2.0 * (parameters[idx] - low[idx]) / (high[idx] - low[idx]) - 1.0
@@ -205,7 +235,7 @@ def test_set(
     xs, ys = [], []
     for _ in range(n):
         p = sampler.draw()
-        vector = np.array([p[name] for name in NAMES])
+        vector = np.array([p[name] for name in setup.names])
         for step, field_ in enumerate(solve(p, setup.config)):
             xs.append(features(setup, vector, step))
             ys.append(target(field_))
@@ -243,8 +273,8 @@ def fixed_design(setup: Setup, kind: str, seed: int) -> list[dict[str, float]]:
     for point in unit:
         values = {n: lo for n, (lo, _) in setup.bounds.items()}
         for i, u in zip(idx, point, strict=True):
-            low, high = setup.bounds[NAMES[i]]
-            values[NAMES[i]] = float(low + u * (high - low))
+            low, high = setup.bounds[setup.names[i]]
+            values[setup.names[i]] = float(low + u * (high - low))
         designs.append(values)
     return designs
 
@@ -255,6 +285,8 @@ def make_arm(setup: Setup, kind: str, seed: int) -> Any:
         return make_sampler("lhs", setup.bounds, seed=seed)
     if kind in ("lhs_opt", "sobol"):
         return ListSampler(fixed_design(setup, kind, seed))
+    if kind == "surrogate":
+        return make_sampler("surrogate", setup.bounds, seed=seed, **setup.surrogate)
     options = dict(setup.breed)
     if kind == "explore":  # every draw explores (a decaying share would breed again)
         options.update(exploration=1.0, exploration_final=None)
@@ -300,6 +332,8 @@ def run_study(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) ->
         model, args, optimizer, cosine,
         train_source=Study(launcher, stream), process_sample=process_sample,
     )  # fmt: skip
+    adaptive = kind in ("explore", "breed", "surrogate")
+    spent = _time_sampler(sampler) if adaptive else [0.0]
     start = time.perf_counter()
     state = trainer.train()
     wall = time.perf_counter() - start
@@ -321,19 +355,48 @@ def run_study(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) ->
         "wall": round(wall, 2),
         "simulations": int(summary["finished"]),
         "hard_share": round(sum(hard) / len(hard), 4),
-        **{
-            f"{name}_mse": hp.validation_mse(
-                model, torch.from_numpy(data[f"{name}_x"]), torch.from_numpy(data[f"{name}_y"])
-            )
-            for name in ("uniform", "hard")
-        },
+        **tails(model, data, setup.time_steps),
         "parameters": parameters,
     }
-    if kind in ("explore", "breed"):  # both are fed the losses (the control ignores them)
+    if adaptive:  # all are fed the losses (the control ignores them)
         run["explored"] = sampler.explored  # type: ignore[attr-defined]
         run["observed"] = len(sampler.observations)  # type: ignore[attr-defined]
         run["reductions"] = trainer.simulation_losses.reductions
+        run["sampler_seconds"] = round(spent[0], 4)  # draws and observations, in the study
     return run
+
+
+def tails(model: torch.nn.Module, data: Any, time_steps: int) -> dict[str, float]:
+    """The test sets' errors (K^2): each set's MSE over every point of every step
+    (``uniform_mse``, ``hard_mse``) and, per simulation of the uniform set (its
+    `time_steps` consecutive rows), the 99th percentile and the largest of the
+    simulations' MSEs (``uniform_p99``, ``uniform_max``; numpy's linear percentile)."""
+    out = {}
+    for name in ("uniform", "hard"):
+        x, y = torch.from_numpy(data[f"{name}_x"]), torch.from_numpy(data[f"{name}_y"])
+        per_simulation = hp.per_simulation_mse(model, x, y, time_steps)
+        out[f"{name}_mse"] = float(per_simulation.mean())  # equal sizes: the set's MSE
+        if name == "uniform":
+            out["uniform_p99"] = float(np.percentile(per_simulation, 99))
+            out["uniform_max"] = float(per_simulation.max())
+    return out
+
+
+def _time_sampler(sampler: Any) -> list[float]:
+    """Wrap `sampler`'s draw and observe to add their seconds to the returned cell."""
+    spent = [0.0]
+    for name in ("draw", "observe"):
+        method = getattr(sampler, name)
+
+        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+            begin = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - begin
+
+        setattr(sampler, name, timed)
+    return spent
 
 
 def child(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) -> Run:
@@ -373,14 +436,16 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
     "sobol", as the runs recorded before the option existed left it, and
     ``candidates`` as the count it resolves to (unnamed: 16 for a sequence, 1 for
     "lhs"): the same draws, the same key."""
-    breed = dict(RECORDED_BREED) if kind in FIXED else dict(setup.breed)
-    if kind not in FIXED:
+    breed = dict(RECORDED_BREED) if kind in FIXED + ("surrogate",) else dict(setup.breed)
+    if kind not in FIXED + ("surrogate",):
         engine = engine_for(breed.pop("explorer", DEFAULT_EXPLORER), len(setup.varying))
         breed["candidates"] = candidates_for(engine, breed.get("candidates"))
         breed.update({} if engine == "sobol" else {"explorer": engine})
-    text = json.dumps({"setup": asdict(replace(setup, breed=breed)), "test": n_test,
-                       "test_hard": n_hard, "test_seeds": TEST_SEEDS},
-                      sort_keys=True)  # fmt: skip
+    keyed = asdict(replace(setup, breed=breed))
+    if kind != "surrogate":  # the runs recorded before the option existed: their keys
+        keyed.pop("surrogate")
+    text = json.dumps({"setup": keyed, "test": n_test, "test_hard": n_hard,
+                       "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -409,6 +474,7 @@ def measure(
     inline: bool = False,
     report_only: bool = False,
     arms: tuple[str, ...] = ARMS,
+    need_tails: bool = False,
 ) -> list[Run]:
     """The studies, the `ARMS` in turn for each seed, each in a child process (`inline`:
     in this one, as --quick does, to save the start of processes that import torch: no
@@ -417,9 +483,12 @@ def measure(
     cut run resumes; parallel invocations on other seeds, each with its own file, are
     read together). `report_only`: no study runs, the recorded ones are returned. `arms`:
     only these run (or are reported), in `ARMS` order. The test sets of each phase are
-    solved once, here, from that phase's seeds."""
+    solved once, here, from that phase's seeds. `need_tails`: a recorded run without
+    the per-simulation tails (recorded before issue 46) is run again."""
     keys = {kind: fingerprint(setup, n_test, n_hard, kind) for kind in ARMS}
     done = recorded(results, keys)
+    if need_tails:
+        done = {key: run for key, run in done.items() if "uniform_p99" in run}
     hard_volume = (LOG2_ALPHA[1] - HARD_FROM) / (LOG2_ALPHA[1] - LOG2_ALPHA[0])
     print(f"hard region: log2_alpha >= {HARD_FROM:g}, {hard_volume:.0%} of the space; "
           f"{setup.simulations} simulations, {setup.steps} steps per study; "
@@ -516,6 +585,11 @@ def main() -> None:
     p.add_argument("--test", type=int, default=200, help="uniform test simulations")
     p.add_argument("--test_hard", type=int, default=100, help="hard-region test simulations")
     p.add_argument("--breed", default=json.dumps(BREED), help="JSON of Breed's options")
+    p.add_argument("--surrogate", default=json.dumps(SURROGATE),
+                   help="JSON of the surrogate acquisition's options")  # fmt: skip
+    p.add_argument("--ours", choices=sorted(stats.OURS), default="breed",
+                   help="the arm the others are compared with: breed (issues 20 and 31) "
+                        "or surrogate (issue 46: the per-simulation tails)")  # fmt: skip
     p.add_argument("--output_dir", default="outputs/active_sampling")
     p.add_argument(
         "--results",
@@ -527,9 +601,10 @@ def main() -> None:
     p.add_argument("--report", action="store_true",
                    help="run nothing: the tables of the recorded runs, over the seeds on "
                         "which every arm ran")  # fmt: skip
-    p.add_argument("--arms", nargs="+", choices=ARMS, default=list(ARMS),
-                   help="run (or report) only these arms; the tables need Breed's "
-                        "(default: all five)")  # fmt: skip
+    p.add_argument("--arms", nargs="+", choices=ARMS, default=None,
+                   help="run (or report) only these arms; the tables need ours (default: "
+                        "with --ours breed the fixed designs, exploration alone and Breed; "
+                        "with --ours surrogate the fixed designs and the surrogate)")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
@@ -537,7 +612,9 @@ def main() -> None:
     opts = p.parse_args()
     if opts.child:
         return run_child(opts.child)
-    setup = Setup(space=opts.space, breed=json.loads(opts.breed))
+    setup = Setup(space=opts.space, breed=json.loads(opts.breed),
+                  surrogate=json.loads(opts.surrogate))  # fmt: skip
+    opts.arms = opts.arms or list(stats.OURS[opts.ours])
     n_seeds = opts.seeds or (1 if opts.quick else 10)
     seeds = list(range(opts.first_seed, opts.first_seed + n_seeds))
     if len({phase(s) for s in seeds}) > 1:
@@ -559,10 +636,11 @@ def main() -> None:
     start = time.perf_counter()
     try:
         runs = measure(setup, seeds, opts.test, opts.test_hard, work, results, opts.quick,
-                       report_only=opts.report, arms=tuple(opts.arms))  # fmt: skip
+                       report_only=opts.report, arms=tuple(opts.arms),
+                       need_tails=opts.ours == "surrogate")  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    if "breed" not in opts.arms:  # nothing to pair the baselines with: their runs only
+    if opts.ours not in opts.arms:  # nothing to pair the baselines with: their runs only
         stats.print_seeds(runs)
         print(f"\ntotal {time.perf_counter() - start:.0f} s")
         return
@@ -573,10 +651,15 @@ def main() -> None:
             p.error("no seed on which every arm ran is recorded")
         seeds = sorted(complete)
     stats.print_seeds(runs)
-    stats.print_paired(runs)
-    table = stats.rows(runs, opts.space)
+    if opts.ours == "breed":
+        stats.print_paired(runs)
+        table = stats.rows(runs, opts.space)
+    else:
+        stats.print_tails(runs, opts.ours)
+        table = stats.tail_rows(runs, opts.space, opts.ours)
     print_rows(table, f"active sampling, {opts.space} space, {phase(seeds[0])} seeds "
-                      f"(ours = Breed; {len(seeds)} seeds)", width=80)  # fmt: skip
+                      f"(ours = {stats.LABELS[opts.ours]}; {len(seeds)} seeds)",
+               width=80)  # fmt: skip
     print(
         f"\ntotal {time.perf_counter() - start:.0f} s (studies: "
         f"{sum(r['wall'] for r in runs):.0f} s of training, reused runs included)"

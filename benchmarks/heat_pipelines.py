@@ -228,6 +228,26 @@ def validation_mse(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> 
     return total / y.numel() * SCALE**2
 
 
+@torch.no_grad()
+def per_simulation_mse(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, time_steps: int
+) -> np.ndarray:
+    """Each held-out simulation's MSE in kelvin squared, over its points and steps: the
+    rows of `x` and `y` are the simulations' `time_steps` steps one after the other."""
+    if len(x) % time_steps:
+        raise ValueError(f"{len(x)} rows are not whole simulations of {time_steps} steps")
+    was_training = model.training
+    model.eval()
+    sums = []
+    for start in range(0, len(x), 800):
+        diff = model(x[start : start + 800]) - y[start : start + 800]
+        sums.append(diff.double().pow(2).sum(dim=1))
+    model.train(was_training)
+    rows = torch.cat(sums).reshape(-1, time_steps).sum(dim=1) / (time_steps * y.shape[1])
+    out: np.ndarray = rows.numpy() * SCALE**2
+    return out
+
+
 class Tracker:
     """Validation at fixed wall-clock times since `t0` (and at the end): the curve.
 

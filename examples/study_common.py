@@ -284,6 +284,18 @@ def final_eval_loss(trainer: OnlineTrainer) -> float:
     return float(trainer.evaluate()["eval_loss"])
 
 
+def final_eval_tails(trainer: OnlineTrainer, scale: float = 1.0) -> dict[str, float]:
+    """The last validation's per-simulation tails, times `scale`: ``p99`` and ``max`` of
+    the held-out simulations' mean losses (`melissa_trainer.trainer.simulation_errors`:
+    the validation samples carry their simulation id); empty when it has none."""
+    for logs in reversed(trainer.state.log_history):
+        if "eval_loss" in logs:
+            if "eval_loss_max" not in logs:
+                return {}
+            return {"p99": logs["eval_loss_p99"] * scale, "max": logs["eval_loss_max"] * scale}
+    return {}
+
+
 def received_samples(trainer: OnlineTrainer, key: str = "samples_put") -> int:
     """Samples the receivers put into the buffers (or another of their counters),
     summed over ranks (the last log's)."""

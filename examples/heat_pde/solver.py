@@ -12,7 +12,13 @@ temperatures `t_left`, `t_right`, `t_bottom`, `t_top`. A sixth, optional one,
 `log2_alpha`, sets the diffusivity of that simulation (alpha = 2 ** log2_alpha,
 overriding `--alpha`): the field is linear in the temperatures but not in alpha, so a
 study varying it needs more simulations to generalise (`benchmarks/online_vs_offline.py`
-varies it over [-2, 2], alpha from 1/4 to 4). After each step it sends the
+varies it over [-2, 2], alpha from 1/4 to 4). Six more optional ones split the
+conditions into segments (`SEGMENT_PARAMETERS`): ``t_left_2`` / ``t_right_2`` the upper
+half of the left / right wall, ``t_bottom_2`` / ``t_top_2`` the right half of the bottom
+/ top wall (the named wall temperature then holds on the other half), ``t_initial_2`` /
+``t_initial_3`` the initial temperature of the middle / right third of the square
+(`t_initial` the left third): all eleven with `log2_alpha` make the 12-parameter space
+of `benchmarks/active_sampling.py`. After each step it sends the
 field ``temperature`` (float32, shape (n, n), row index = y from the bottom, column
 index = x from the left) as time step 0, 1, ... (time step k holds the solution at
 t = (k + 1) * dt).
@@ -52,7 +58,10 @@ PARAMETER_NAMES = ("t_initial", "t_left", "t_right", "t_bottom", "t_top")
 TEMPERATURE_RANGE = (100.0, 500.0)
 PARAMETER_BOUNDS = dict.fromkeys(PARAMETER_NAMES, TEMPERATURE_RANGE)
 #: Optional parameters, after `PARAMETER_NAMES` in the order given here when present.
-OPTIONAL_PARAMETERS = ("log2_alpha",)
+#: the segments' temperatures (module docstring): each splits a condition in two or three
+SEGMENT_PARAMETERS = ("t_left_2", "t_right_2", "t_bottom_2", "t_top_2", "t_initial_2",
+                      "t_initial_3")  # fmt: skip
+OPTIONAL_PARAMETERS = ("log2_alpha", *SEGMENT_PARAMETERS)
 #: Range of `log2_alpha`: alpha from 1/4 to 4 (the solver accepts any value).
 LOG2_ALPHA_RANGE = (-2.0, 2.0)
 
@@ -146,12 +155,20 @@ def solve(parameters: Mapping[str, float], config: HeatConfig) -> Iterator[np.nd
     # Backward Euler: (I - r L) u_new = u + r b, diagonal in the sine basis.
     inverse = 1.0 / (1.0 + 4.0 * r * (s2[:, None] + s2[None, :]))
     # b: the boundary values that the 5-point stencil of the edge points reaches.
-    b = np.zeros((n, n))
-    b[:, 0] += p["t_left"]
-    b[:, -1] += p["t_right"]
-    b[0, :] += p["t_bottom"]
-    b[-1, :] += p["t_top"]
+    # (rows: y from the bottom; a segment's second half from the middle point on)
+    half, b = n // 2, np.zeros((n, n))
+    b[:half, 0] += p["t_left"]
+    b[half:, 0] += p.get("t_left_2", p["t_left"])
+    b[:half, -1] += p["t_right"]
+    b[half:, -1] += p.get("t_right_2", p["t_right"])
+    b[0, :half] += p["t_bottom"]
+    b[0, half:] += p.get("t_bottom_2", p["t_bottom"])
+    b[-1, :half] += p["t_top"]
+    b[-1, half:] += p.get("t_top_2", p["t_top"])
     u = np.full((n, n), p["t_initial"])
+    third = n // 3
+    u[:, third : n - third] = p.get("t_initial_2", p["t_initial"])
+    u[:, n - third :] = p.get("t_initial_3", p["t_initial"])
     for _ in range(config.time_steps):
         for _ in range(config.substeps):
             spectral = sine @ (u + r * b) @ sine

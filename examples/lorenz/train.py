@@ -43,6 +43,7 @@ from study_common import (  # noqa: E402
     buffer_defaults,
     check_matplotlib,
     final_eval_loss,
+    final_eval_tails,
     leave_cores_to_simulations,
     prepare_rendezvous,
     print_overlap,
@@ -288,6 +289,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "horizon": opts.horizon,
         "one_step_val_loss": final_eval_loss(trainer),  # normalised rates, all ranks
+        # its tails over the held-out trajectories (each one's mean loss)
+        **{f"one_step_val_loss_{k}": v for k, v in final_eval_tails(trainer).items()},
         **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
     }
     if not trainer.is_main_process:

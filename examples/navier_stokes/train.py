@@ -59,6 +59,7 @@ from study_common import (  # noqa: E402
     buffer_defaults,
     check_matplotlib,
     final_eval_loss,
+    final_eval_tails,
     leave_cores_to_simulations,
     prepare_rendezvous,
     print_overlap,
@@ -348,8 +349,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     state = trainer.train()
     wall = time.perf_counter() - start
     val_mse = final_eval_loss(trainer)
+    tails = final_eval_tails(trainer)  # the held-out simulations' worst
     summary: dict[str, Any] = {
         "val_mse": val_mse,
+        "val_mse_p99": tails.get("p99"),
+        "val_mse_max": tails.get("max"),
         **baselines(validation),
         "model": opts.model,
         "grid_size": n,
@@ -368,6 +372,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         f"{persistence:.4g} ({persistence / max(val_mse, 1e-12):.1f}x better), after "
         f"{state.global_step} steps on {state.total_samples_seen} samples"
     )
+    if tails:
+        print(
+            f"per held-out simulation ({opts.num_validation}): 99th percentile "
+            f"{tails['p99']:.4g}, worst {tails['max']:.4g}"
+        )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
     print_refused(summary, opts.nonfinite)
     if summary["plot"]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         UniformSampler,
         make_sampler,
     )
+    from melissa_trainer.launcher.surrogate import SurrogateSampler
     from melissa_trainer.launcher.tuning import LauncherTuning
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "Sampler",
     "SamplerExhausted",
     "SobolSampler",
+    "SurrogateSampler",
     "UniformSampler",
     "make_backend",
     "make_sampler",
@@ -59,6 +61,7 @@ __all__ = [
 _WHERE = {
     **dict.fromkeys(["AdaptiveSampler", "Observation"], "adaptive"),
     "BreedSampler": "breed",
+    "SurrogateSampler": "surrogate",
     "make_backend": "backends",
     "Backend": "backends.base",
     "Handle": "backends.base",

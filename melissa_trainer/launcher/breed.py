@@ -18,7 +18,7 @@ from melissa_trainer.launcher.exploration import (
     candidates_for,
     engine_for,
 )
-from melissa_trainer.launcher.sampler_base import Bounds
+from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
 __all__ = ["BreedSampler"]
 
@@ -116,9 +116,9 @@ class BreedSampler(AdaptiveSampler):
         memory: int | None = 1000,
     ) -> None:
         super().__init__(bounds, seed, window)
-        self.exploration = _number("exploration", exploration, 0.0, 1.0)
+        self.exploration = bounded_number("exploration", exploration, 0.0, 1.0)
         final = exploration_final
-        final = None if final is None else _number("exploration_final", final, 0.0, 1.0)
+        final = None if final is None else bounded_number("exploration_final", final, 0.0, 1.0)
         self.exploration_final = final
         if decay_draws is not None:
             check_positive_int("decay_draws", decay_draws)
@@ -130,9 +130,9 @@ class BreedSampler(AdaptiveSampler):
                 f"window={window}: lower min_observations or widen the window"
             )
         self.min_observations = min_observations
-        self.sigma = _number("sigma", sigma, 0.0, math.inf, low_open=True)
-        self.power = _number("power", power, 0.0, math.inf, low_open=True)
-        self.floor = _number("floor", floor, 0.0, math.inf, low_open=True)
+        self.sigma = bounded_number("sigma", sigma, 0.0, math.inf, low_open=True)
+        self.power = bounded_number("power", power, 0.0, math.inf, low_open=True)
+        self.floor = bounded_number("floor", floor, 0.0, math.inf, low_open=True)
         self.explorer, self.memory = explorer, memory
         #: the explorer's engine: `explorer`, or the one "auto" picks for this box
         self.engine = engine_for(explorer, int((self._span > 0).sum()))
@@ -257,15 +257,3 @@ class BreedSampler(AdaptiveSampler):
         if saved is not None:
             self.decay_draws = int(saved)
         self.last_parent = None
-
-
-def _number(name: str, value: Any, low: float, high: float, *, low_open: bool = False) -> float:
-    """`value` as a float in [low, high] (or (low, high]), else a ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise ValueError(f"{name} must be a number, not {value!r}")
-    out = float(value)
-    inside = (low < out if low_open else low <= out) and out <= high and math.isfinite(out)
-    if not inside:
-        interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
-        raise ValueError(f"{name} must be finite and in {interval}, not {value!r}")
-    return out

@@ -23,6 +23,7 @@ __all__ = [
     "Bounds",
     "Sampler",
     "SamplerExhausted",
+    "bounded_number",
     "parameter_values",
     "qmc_engine",
 ]
@@ -186,3 +187,17 @@ def qmc_engine(name: str, d: int, seed: Any, **options: Any) -> Any:
         return cls(d, rng=rng, **options)
     except TypeError:  # scipy < 1.15
         return cls(d, seed=rng, **options)
+
+
+def bounded_number(
+    name: str, value: Any, low: float, high: float, *, low_open: bool = False
+) -> float:
+    """`value` as a float in [low, high] (or (low, high]), else a ValueError naming it."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{name} must be a number, not {value!r}")
+    out = float(value)
+    inside = (low < out if low_open else low <= out) and out <= high and math.isfinite(out)
+    if not inside:
+        interval = f"{'(' if low_open else '['}{low}, {high}{']' if math.isfinite(high) else ')'}"
+        raise ValueError(f"{name} must be finite and in {interval}, not {value!r}")
+    return out

@@ -31,6 +31,7 @@ from melissa_trainer.launcher.sampler_base import (
     parameter_values,
     qmc_engine,
 )
+from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 __all__ = [
     "CallableSampler",
@@ -234,17 +235,16 @@ _KINDS: dict[str, type[BoxSampler]] = {
 
 
 def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sampler:
-    """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol" or
-    "breed" (adaptive: `launcher.breed.BreedSampler`).
+    """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol",
+    "breed" or "surrogate" (adaptive: `launcher.breed.BreedSampler`,
+    `launcher.surrogate.SurrogateSampler`).
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """
-    if kind == "breed":
-        cls: type[BoxSampler] = BreedSampler
-    elif kind in _KINDS:
-        cls = _KINDS[kind]
-    else:
-        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted([*_KINDS, 'breed'])}")
+    adaptive: dict[str, type[BoxSampler]] = {"breed": BreedSampler, "surrogate": SurrogateSampler}
+    cls = adaptive.get(kind) or _KINDS.get(kind)
+    if cls is None:
+        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted([*_KINDS, *adaptive])}")
     try:
         return cls(bounds, seed, **options)
     except TypeError as exc:

@@ -13,6 +13,7 @@ import torch.distributed as dist
 from accelerate.utils import send_to_device
 
 from melissa_trainer.hooks import Event
+from melissa_trainer.trainer.simulation_errors import SimulationErrors, per_sample_losses_available
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -50,18 +51,28 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
         raise ValueError("evaluate() needs an eval_dataset")
     acc, state, control, args = trainer.accelerator, trainer.state, trainer.control, trainer.args
     trainer.hooks.fire(Event.VALIDATION_START, trainer, state, control)
+    # per-simulation tails when the samples carry simulation ids (`trainer.simulation_errors`)
+    tails = SimulationErrors.of(trainer.eval_dataset, acc.device)
+    if tails is not None and not per_sample_losses_available(trainer):
+        tails = None
     mine = range(acc.process_index, len(trainer.eval_dataset), acc.num_processes)
     sums = torch.zeros(2, dtype=torch.float64, device=acc.device)
     move = acc.device.type != "cpu"
     trainer.model.eval()
     with torch.no_grad():
         for start in range(0, len(mine), args.batch_size):
-            samples = [trainer.eval_dataset[i] for i in mine[start : start + args.batch_size]]
+            positions = mine[start : start + args.batch_size]
+            samples = [trainer.eval_dataset[i] for i in positions]
             batch = trainer.dataset.collate_samples(samples)
             if move:
                 batch = send_to_device(batch, acc.device)
             with acc.autocast():
-                loss = trainer.compute_loss(trainer.model, batch)
+                if tails is None:
+                    loss = trainer.compute_loss(trainer.model, batch)
+                else:  # the same forward pass; the mean is the batch's loss
+                    losses = trainer.compute_sample_losses(trainer.model, batch)
+                    tails.add(positions, losses)
+                    loss = losses.mean()
             sums[0] += loss.double() * len(samples)
             sums[1] += len(samples)
     trainer.model.train()
@@ -69,6 +80,8 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
         dist.all_reduce(sums)
     total, count = sums.tolist()
     metrics = {"eval_loss": total / count}
+    if tails is not None:
+        metrics.update(tails.metrics(trainer.stop_sync.distributed))
     state.record_metric(metrics, args.metric_for_best_model, args.greater_is_better)
     state.last_eval_step = state.global_step
     state.append_log(metrics)

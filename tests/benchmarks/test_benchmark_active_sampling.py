@@ -230,3 +230,90 @@ def test_mixed_seeds_and_a_report_of_nothing_are_refused(
     )
     assert code == 2 and "no seed on which every arm ran" in err
     assert not (tmp_path / "runs.jsonl").exists()
+
+
+def _tails(seed: int, arm: str, mean: float, p99: float, top: float) -> dict[str, object]:
+    return {**_run(seed, arm, mean, 1.0), "uniform_p99": p99, "uniform_max": top}
+
+
+def test_tail_rows_pair_each_statistic_with_the_issue_s_targets() -> None:
+    stats = _stats()
+    runs = []
+    for s in range(3):  # the surrogate: mean 1.0, p99 2.0, max 4.0 on every seed
+        runs.append(_tails(s, "surrogate", 1.0, 2.0, 4.0))
+        runs.append(_tails(s, "lhs_opt", 0.9, 3.0 + s, 6.0))
+        runs.append(_tails(s, "lhs", 2.0, 4.0, 8.0))
+    rows = {r["case"]: r for r in stats.tail_rows(runs, "wide")}
+    assert len(rows) == 4 * 2 * 2 + 1  # 4 statistics x 2 baselines x (medians, per seed)
+    name = "wide, p99 per-simulation MSE: LHS, optimised / surrogate acquisition"
+    medians, per_seed = rows[f"{name}, medians"], rows[f"{name}, per seed (median, 95% interval)"]
+    assert medians["ratio"] == 2.0 and medians["target"] == 1.3  # median 4.0 / 2.0
+    assert per_seed["ratio"] == 2.0 and per_seed["target"] == 1.0
+    assert 1.5 <= per_seed["ours"] <= 2.0 <= per_seed["baseline"] <= 2.5  # the interval
+    mean = rows["wide, mean per-simulation MSE: LHS, optimised / surrogate acquisition, medians"]
+    assert mean["ratio"] == 0.9 and mean["target"] == 0.97  # worse on the mean: shown
+    top = rows["wide, max per-simulation MSE: LHS / surrogate acquisition, medians"]
+    assert top["ratio"] == 2.0 and top["target"] is None  # plain LHS: no target at 12
+    walls = {r["case"]: r for r in stats.tail_rows(runs, "walls")}
+    lhs = walls["walls, mean per-simulation MSE: LHS / surrogate acquisition, medians"]
+    assert lhs["ratio"] == 2.0 and lhs["target"] == 1.5
+    assert walls["walls, p99 per-simulation MSE: LHS, optimised / surrogate acquisition, "
+                 "medians"]["target"] is None  # fmt: skip
+
+
+def test_per_simulation_mse_is_each_simulation_s_own() -> None:
+    bench = _bench()
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 3)
+    x, y = torch.randn(12, 2), torch.randn(12, 3)  # 4 simulations of 3 steps
+    got = bench.hp.per_simulation_mse(model, x, y, 3)
+    with torch.no_grad():
+        errors = ((model(x) - y) ** 2).numpy().reshape(4, 9)
+    scale = bench.hp.SCALE**2
+    assert np.allclose(got, errors.mean(axis=1) * scale, rtol=1e-6)
+    with pytest.raises(ValueError, match="whole simulations"):
+        bench.hp.per_simulation_mse(model, x, y, 5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
+    argv = ["--quick", "--json", "--ours", "surrogate", "--space", "wide", "--simulations", "12",
+            "--steps", "400", "--output_dir", str(tmp_path)]  # fmt: skip
+    command = [sys.executable, str(SCRIPT), *argv]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert len(rows) == 4 * 3 * 2 + 1  # mean, p99, max, hard mean x 3 fixed designs
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["sampler"] for r in runs] == ["lhs", "lhs_opt", "sobol", "surrogate"]
+    names = set(_bench().WIDE_NAMES)
+    for run in runs:
+        assert run["uniform_mse"] <= run["uniform_p99"] <= run["uniform_max"]
+        assert len(names) == 12 and all(set(p) == names for p in run["parameters"])
+        varying = [len({p[k] for p in run["parameters"]}) > 1 for k in sorted(names)]
+        assert all(varying)  # every one of the 12 varies
+    surrogate = runs[-1]
+    assert surrogate["observed"] > 0 and surrogate["reductions"] > 0
+    assert surrogate["explored"] < surrogate["simulations"]  # some draws were acquired
+    assert surrogate["sampler_seconds"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:
+    """benchmarks/surrogate_cost.py --quick: one on / off pair (the off study replays
+    the on study's draws), its rows well formed; no rate is asserted."""
+    command = [sys.executable, str(BENCHMARKS / "surrogate_cost.py"), "--quick", "--json"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=560, check=True,
+                         cwd=tmp_path).stdout  # fmt: skip
+    assert "pair 0: on " in out
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert [r["target"] for r in rows] == [0.97, None]
+    assert [r["unit"] for r in rows] == ["steps/cpu-s", "steps/s"]
+    for row in rows:
+        assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
+        assert row["ours"] > 0 and row["baseline"] > 0
+    assert rows[0]["ratio"] == pytest.approx(rows[0]["ours"] / rows[0]["baseline"], rel=1e-2)

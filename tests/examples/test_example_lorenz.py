@@ -28,7 +28,8 @@ TINY = [
     "--batch_size", "64", "--sample_to_insert_ratio", "16", "--eval_steps", "none",
     "--logging_steps", "100", "--disable_progress_bar", "--json",
 ]  # fmt: skip
-KEYS = {"horizon", "rollout_mse", "persistence_mse", "one_step_val_loss", "wall_seconds",
+KEYS = {"horizon", "rollout_mse", "persistence_mse", "one_step_val_loss",
+        "one_step_val_loss_p99", "one_step_val_loss_max", "wall_seconds",
         "simulation_seconds", "training_seconds", "sequential_seconds", "samples_seen",
         "samples_received", "steps", "study", "plot"}  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +48,18 @@ class StopOnRank1(Hook):
             control.should_stop = True
 
 
+def simulation_mse(model: torch.nn.Module, samples: list[dict[str, Any]]) -> list[float]:
+    """Each simulation's mean squared error, in id order, computed here (not by the
+    trainer): the oracle of its eval_loss_p99 and eval_loss_max."""
+    errors: dict[int, list[float]] = {}
+    with torch.no_grad():
+        for sample in samples:
+            x, y = xy(sample)
+            error = float(((model(x[None]) - y[None]) ** 2).mean())
+            errors.setdefault(int(sample["simulation_id"]), []).append(error)
+    return [float(np.mean(errors[k])) for k in sorted(errors)]
+
+
 def main() -> None:
     args, opts = ArgumentParser(TrainingArguments, ScriptArgs).parse_args_into_dataclasses()
     torch.set_num_threads(1)
@@ -61,6 +74,10 @@ def main() -> None:
             yield sample
 
     hooks = [StopOnRank1(opts.stop_at)] if opts.stop_at else []
+    # 3 held-out simulations: rank 0 evaluates positions 0, 2, 4.., rank 1 the others,
+    # so each simulation's sum is split over the ranks (the tails' reduction)
+    validation = [{**s, "simulation_id": np.array(i % 3)} for i, s in
+                  enumerate(linear_samples(10, seed=7))]  # fmt: skip
     trainer = OnlineTrainer(
         model,
         args,
@@ -68,7 +85,7 @@ def main() -> None:
         train_source=source,
         process_sample=xy,
         hooks=hooks,
-        eval_dataset=list(linear_samples(10, seed=7)),
+        eval_dataset=validation,
     )
     error: NonFiniteLossError | None = None
     try:
@@ -88,6 +105,15 @@ def main() -> None:
         "param_sum": float(params.double().sum()),
         "eval_loss": [h["eval_loss"] for h in state.log_history if "eval_loss" in h],
         "losses": [h["loss"] for h in state.log_history if "loss" in h],
+        "eval_tails": [
+            [h["eval_loss_p99"], h["eval_loss_max"], h["eval_simulations"]]
+            for h in state.log_history
+            if "eval_loss" in h
+        ],  # fmt: skip
+        # the oracle: each held-out simulation's MSE by the model itself, on this rank
+        "simulation_mse": simulation_mse(
+            trainer.accelerator.unwrap_model(trainer.model), validation
+        ),  # fmt: skip
         "error_step": None if error is None else error.step,
         # what the step ran: the prepared (DDP) model compiled, with --torch_compile
         "compiled_step": type(getattr(trainer._step, "forward", trainer._step.model)).__name__,

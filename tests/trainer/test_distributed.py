@@ -86,6 +86,15 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     # DDP kept the replicas identical; reduced figures are identical on both ranks
     assert results[0]["param_sum"] == results[1]["param_sum"]
     assert results[0]["eval_loss"] == results[1]["eval_loss"] and results[0]["eval_loss"]
+    # the per-simulation tails: reduced over both ranks (each held part of every
+    # simulation), identical on both, and those of the model's own per-simulation MSEs
+    assert results[0]["eval_tails"] == results[1]["eval_tails"]
+    p99, largest, simulations = results[0]["eval_tails"][-1]
+    oracle = results[0]["simulation_mse"]
+    assert simulations == len(oracle) == 3
+    assert largest == pytest.approx(max(oracle), rel=1e-5)
+    assert p99 == pytest.approx(float(np.percentile(oracle, 99)), rel=1e-5)
+    assert sorted(oracle)[1] < p99 < largest
     assert results[0]["losses"] == results[1]["losses"]
     ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-10"
     assert (ckpt / "rank_0" / "buffer.json").is_file() and (

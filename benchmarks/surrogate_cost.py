@@ -1,0 +1,179 @@
+"""The surrogate acquisition's cost on the trainer (issue 46): the trainer's step rate
+with `SurrogateSampler` steering the study (on) against the same study without it
+(off), measured interleaved in one run (on, off, on, off ...), medians.
+
+**On**: a study of `active_sampling.py`'s heat problem (its ``--space``, 12 parameters
+by default) drawn by the surrogate acquisition: the trainer computes per-sample losses
+and reduces them per simulation every 20 steps, rank 0 feeds them to the sampler, whose
+draws (a Gaussian-process fit and 1024 candidates scored per acquisition) run on the
+launcher's thread. **Off**: the very same simulations, in the same order (the on run's
+draws replayed by a `ListSampler`): no loss tracking, no acquisition. Nothing paces
+the trainer to the simulations (no sample-to-insert ratio): it trains as fast as it
+can on the reservoir while the simulations stream, so its step rate is what the
+sampler's work slows. Two rates: steps per second of wall time from the first step to
+the last, and steps per CPU-second of the trainer's process over the same span (its
+training thread, the launcher's thread that draws, the receivers; not the simulations,
+other processes): on a machine shared with other work the wall rate follows the load,
+the CPU rate what each step costs. Each study in its own process. Target: on / off >=
+0.97.
+
+    python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
+    python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
+    python benchmarks/surrogate_cost.py --quick     # tiny: checks the pipeline, no figure
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import active_sampling as bench  # noqa: E402
+import heat_pipelines as hp  # noqa: E402
+from report import print_rows  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    Hook,
+    OnlineTrainer,
+    ReceiverConfig,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler  # noqa: E402
+
+TARGET = 0.97
+
+
+class StepClock(Hook):
+    """Seconds from the first step's start to the last step's end, and the steps."""
+
+    def __init__(self) -> None:
+        self.first: float | None = None
+        self.last = self.first_cpu = self.last_cpu = 0.0
+        self.steps = 0
+
+    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
+        if self.first is None:
+            self.first, self.first_cpu = time.perf_counter(), time.process_time()
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        self.last, self.last_cpu = time.perf_counter(), time.process_time()
+        self.steps += 1
+
+
+def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path):
+    """One study: the surrogate's (`draws` None) or the replay of `draws`; returns its
+    steps per second and the parameters it ran, in launch order."""
+    torch.set_num_threads(1)  # the other core runs the simulations
+    sampler = bench.make_arm(setup, "surrogate", seed) if draws is None else ListSampler(draws)
+    n = setup.grid_size
+    launcher = Launcher([sys.executable, str(hp.SOLVER), *setup.config.argv()], sampler,
+                        setup.simulations, env={"OMP_NUM_THREADS": "1"},
+                        tuning=LauncherTuning(poll_interval=hp.POLL))  # fmt: skip
+    stream = StreamSource(ReceiverConfig(rendezvous_dir=work / "rendezvous",
+                                         fields={"temperature": ((n, n), "float32")}))  # fmt: skip
+    args = TrainingArguments(
+        output_dir=str(work / "trainer"), seed=seed, batch_size=setup.batch_size,
+        logging_steps=10**9, report_to="none", disable_progress_bar=True, save_at_end=False,
+        buffer="reservoir", watermark=setup.watermark,
+        buffer_size=setup.simulations * setup.time_steps, max_steps=setup.steps,
+        pseudo_epochs=10**6,
+    )  # fmt: skip
+    model = bench.make_model(setup, seed)
+    clock = StepClock()
+
+    def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        x = bench.features(setup, sample["parameters"], int(sample["time_step"]))
+        return torch.from_numpy(x), torch.from_numpy(bench.target(sample["temperature"]))
+
+    trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
+                            train_source=Study(launcher, stream),
+                            process_sample=process_sample, hooks=[clock])  # fmt: skip
+    trainer.train()
+    if clock.first is None or clock.steps != setup.steps:
+        raise RuntimeError(f"{clock.steps} of {setup.steps} steps ran")
+    records = launcher.state_dict()
+    from melissa_trainer.launcher.simulation_record import records_of
+
+    table = records_of(records)
+    parameters = [table[sid]["parameters"] for sid in sorted(table)]
+    return {"steps_per_second": clock.steps / (clock.last - clock.first),
+            "steps_per_cpu_second": clock.steps / (clock.last_cpu - clock.first_cpu),
+            "draws": parameters}  # fmt: skip
+
+
+def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path):
+    spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work)}
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    if out.returncode != 0:
+        raise RuntimeError(f"study failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--space", choices=sorted(bench.SPACES), default="wide")
+    p.add_argument("--pairs", type=int, default=None, help="on/off pairs (default 5; quick 1)")
+    p.add_argument("--steps", type=int, default=3000)
+    p.add_argument("--simulations", type=int, default=48)
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figure")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    opts = p.parse_args()
+    if opts.child:
+        spec = json.loads(opts.child)
+        run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]))
+        print(json.dumps(run))
+        return
+    setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
+    if opts.quick:  # 10 simulations of 5 steps: the acquisition draws a few
+        setup = replace(setup, grid_size=6, time_steps=5, hidden=16, simulations=10, steps=200,
+                        batch_size=8, watermark=8)  # fmt: skip
+    pairs = opts.pairs or (1 if opts.quick else 5)
+    work = Path(tempfile.mkdtemp(prefix="h46-cost-"))
+    on, off, on_cpu, off_cpu = [], [], [], []
+    print(f"{opts.space} space, {setup.simulations} simulations, {setup.steps} steps per "
+          f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip
+    try:
+        for i in range(pairs):
+            first = child(setup, 2000 + i, None, work / f"on-{i}")
+            second = child(setup, 2000 + i, first["draws"], work / f"off-{i}")
+            on.append(first["steps_per_second"])
+            off.append(second["steps_per_second"])
+            on_cpu.append(first["steps_per_cpu_second"])
+            off_cpu.append(second["steps_per_cpu_second"])
+            print(f"pair {i}: on {on[-1]:.1f} steps/s, off {off[-1]:.1f} steps/s, "
+                  f"on / off {on[-1] / off[-1]:.3f}; per CPU-second on {on_cpu[-1]:.1f}, "
+                  f"off {off_cpu[-1]:.1f}, on / off {on_cpu[-1] / off_cpu[-1]:.3f}",
+                  flush=True)  # fmt: skip
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    rows = []
+    for what, unit, a, b, target in (("per CPU-second", "steps/cpu-s", on_cpu, off_cpu, TARGET),
+                                     ("per wall second", "steps/s", on, off, None)):  # fmt: skip
+        ours, base = statistics.median(a), statistics.median(b)
+        rows.append({"case": f"{opts.space}, trainer steps {what}, surrogate on / off "
+                             f"(medians of {pairs} interleaved pairs)",
+                     "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
+                     "ratio": round(ours / base, 3), "target": target})  # fmt: skip
+    print_rows(rows, "surrogate acquisition: its cost on the trainer", width=60)
+    if opts.json:
+        print(to_json({"rows": rows}))
+
+
+if __name__ == "__main__":
+    main()

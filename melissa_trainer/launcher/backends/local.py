@@ -110,6 +110,10 @@ except OSError as exc:
 """
 
 
+#: `LocalBackend._wrapper` before its first launch looks for one
+_UNRESOLVED = object()
+
+
 @functools.cache
 def pdeathsig_wrapper() -> str | None:
     """How this process's local jobs get their parent-death signal: the path of a
@@ -207,19 +211,28 @@ class LocalBackend(Backend):
         self.placement = placement
         self._handles: list[LocalHandle] = []
         self._nice = _nice_program() if placement is not None and placement.nice else None
-        self._wrapper = pdeathsig_wrapper()
-        if self._wrapper is None:
-            logger.debug("local jobs start with no parent-death signal (Linux only)")
-        elif self._wrapper == "python":
-            logger.debug(
-                "local jobs start with vfork, PR_SET_PDEATHSIG set by the Python wrapper "
-                "(no setpriv with --pdeathsig found: about 20 ms more per launch)"
-            )
-        else:
-            logger.debug(
-                "local jobs start with vfork, PR_SET_PDEATHSIG set by %s --pdeathsig TERM",
-                self._wrapper,
-            )
+        #: the parent-death wrapper (`pdeathsig_wrapper`), looked for at the first launch:
+        #: looking starts a process (``setpriv --version``), which a backend that never
+        #: launches (a study resumed complete, a test of the launcher's bookkeeping)
+        #: should not
+        self._wrapper: str | None | object = _UNRESOLVED
+
+    def _resolve_wrapper(self) -> str | None:
+        if self._wrapper is _UNRESOLVED:
+            self._wrapper = wrapper = pdeathsig_wrapper()
+            if wrapper is None:
+                logger.debug("local jobs start with no parent-death signal (Linux only)")
+            elif wrapper == "python":
+                logger.debug(
+                    "local jobs start with vfork, PR_SET_PDEATHSIG set by the Python wrapper "
+                    "(no setpriv with --pdeathsig found: about 20 ms more per launch)"
+                )
+            else:
+                logger.debug(
+                    "local jobs start with vfork, PR_SET_PDEATHSIG set by %s --pdeathsig TERM",
+                    wrapper,
+                )
+        return self._wrapper  # type: ignore[return-value]
 
     def launch(self, job: Job) -> LocalHandle:
         if job.ranks != 1:
@@ -238,13 +251,14 @@ class LocalBackend(Backend):
         # a group of its own in our session, or (without a placement, or a Python without
         # `process_group`) a session of its own
         session: dict[str, Any] = {"process_group": 0} if group else {"start_new_session": True}
+        wrapper = self._resolve_wrapper()
         log = job.open_log()
         try:
-            if self._wrapper is not None or self._nice is not None:  # else Popen's exec
+            if wrapper is not None or self._nice is not None:  # else Popen's exec
                 check_executable(job.argv[0], env, job.cwd)
             with contextlib.nullcontext() if placement is None else placement.affinity():
                 process = subprocess.Popen(
-                    wrapped_argv(argv, env, self._wrapper),
+                    wrapped_argv(argv, env, wrapper),
                     env=env,
                     cwd=job.cwd,
                     stdin=subprocess.DEVNULL,

@@ -289,9 +289,10 @@ def fresh_choice():  # type: ignore[no-untyped-def]
     local.pdeathsig_wrapper.cache_clear()
 
 
+@pytest.mark.e2e  # (setpriv --version, when another test cleared the choice)
 def test_the_debug_log_names_the_wrapper(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="melissa_trainer.launcher"):
-        LocalBackend()
+        LocalBackend()._resolve_wrapper()  # at the first launch
     expected = "the Python wrapper" if SETPRIV is None else f"{SETPRIV} --pdeathsig TERM"
     assert f"local jobs start with vfork, PR_SET_PDEATHSIG set by {expected}" in caplog.text
 
@@ -315,8 +316,24 @@ def test_without_a_setpriv_that_has_pdeathsig_the_python_wrapper_is_used(
     fresh_choice.cache_clear()
     monkeypatch.setattr(local.shutil, "which", lambda name, path=None: None)
     with caplog.at_level(logging.DEBUG, logger="melissa_trainer.launcher"):
-        assert LocalBackend()._wrapper == "python"
+        assert LocalBackend()._resolve_wrapper() == "python"
     assert "PR_SET_PDEATHSIG set by the Python wrapper (no setpriv" in caplog.text
     fresh_choice.cache_clear()
     monkeypatch.setattr(local.sys, "platform", "darwin")
     assert fresh_choice() is None
+
+
+@pytest.mark.timeout(60)
+def test_a_backend_starts_nothing_until_its_first_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Looking for the parent-death wrapper runs ``setpriv --version``: at the first
+    launch, not when the backend is built (a launcher that never launches, a resumed
+    study with nothing left to run, starts no process)."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("looked for the wrapper before a launch")
+
+    monkeypatch.setattr(local, "pdeathsig_wrapper", refuse)
+    backend = LocalBackend()
+    backend.close()
+    with pytest.raises(AssertionError, match="before a launch"):  # and looks at launch
+        backend.launch(Job("x", [sys.executable, "-c", "pass"]))

@@ -137,7 +137,7 @@ def main() -> None:
     if opts.child:
         spec = json.loads(opts.child)
         run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]))
-        print(json.dumps(run))
+        print(to_json(run))
         return
     setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
     if opts.quick:  # 10 simulations of 5 steps: the acquisition draws a few

@@ -278,6 +278,7 @@ def test_per_simulation_mse_is_each_simulation_s_own() -> None:
         bench.hp.per_simulation_mse(model, x, y, 5)
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
@@ -301,6 +302,7 @@ def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     assert surrogate["sampler_seconds"] > 0
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:

@@ -95,12 +95,18 @@ class StudyArgs:
                   "choices": ("refuse", "accept", "fail")},
     )  # fmt: skip
     json: bool = field(default=False, metadata={"help": "print a JSON summary as the last line"})
+    seeds: int = field(
+        default=1,
+        metadata={"help": "run the whole study this many times, with seeds SEED, SEED+1, ... "
+                  "(each in OUTPUT_DIR/seed-S, one after the other), and report the spread "
+                  "of the validation error: what one run's figure is worth"},
+    )  # fmt: skip
 
     def problems(self) -> list[str]:
         """What is wrong with these values (a subclass adds its own checks)."""
         return [
             f"{name}={getattr(self, name)} must be >= 1"
-            for name in ("num_simulations", "job_limit")
+            for name in ("num_simulations", "job_limit", "seeds")
             if getattr(self, name) < 1
         ] + [
             f"{name}={getattr(self, name)} must be > 0 (seconds)"
@@ -137,6 +143,68 @@ def buffer_defaults(defaults: Mapping[str, Any], argv: Sequence[str] | None) -> 
     if buffer.strip().lower() == "reservoir":
         return dict(defaults)
     return {k: v for k, v in defaults.items() if k not in RESERVOIR_ONLY}
+
+
+#: flags a run of `run_seeds` sets for each seed itself (with their value, if any)
+_PER_SEED_FLAGS = {"--seeds": True, "--seed": True, "--output_dir": True, "--json": False,
+                   "--plot": False, "--no_plot": False}  # fmt: skip
+
+
+def _without_per_seed_flags(argv: Sequence[str]) -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _PER_SEED_FLAGS:
+            skip = _PER_SEED_FLAGS[name] and "=" not in arg
+            continue
+        kept.append(arg)
+    return kept
+
+
+def run_seeds(
+    script: Path, argv: Sequence[str], seeds: int, first_seed: int, output_dir: Path,
+    metric: str = "val_mse",
+) -> dict[str, Any]:  # fmt: skip
+    """The study `script` run once per seed (``--seeds``), each in its own process and
+    ``output_dir/seed-S``, one after the other; prints each seed's `metric` and its
+    spread, and returns ``{"seeds": [...], "median", "min", "max", "spread"}`` (spread:
+    max / min). A failed seed ends the program with its exit status."""
+    import statistics
+    import subprocess
+
+    common = _without_per_seed_flags(argv)
+    runs = []
+    for seed in range(first_seed, first_seed + seeds):
+        out = output_dir / f"seed-{seed}"
+        command = [sys.executable, str(script), *common, "--seed", str(seed),
+                   "--output_dir", str(out), "--json", "--no_plot"]  # fmt: skip
+        print(f"seed {seed}: {out}", flush=True)
+        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.stdout.write(done.stdout)
+            raise SystemExit(f"seed {seed} failed (exit status {done.returncode}): {out}")
+        summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
+        runs.append({"seed": seed, metric: summary[metric], "output_dir": str(out)})
+        print(f"seed {seed}: {metric} {summary[metric]:.4g}", flush=True)
+    values = [run[metric] for run in runs]
+    report = {
+        "seeds": runs,
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "spread": max(values) / min(values) if min(values) > 0 else float("inf"),
+    }
+    print(
+        f"{metric} over {seeds} seeds ({first_seed}..{first_seed + seeds - 1}): median "
+        f"{report['median']:.4g}, min {report['min']:.4g}, max {report['max']:.4g} "
+        f"(max/min {report['spread']:.2f}): compare two settings by their seeds' spread, "
+        "not by one run each"
+    )
+    return report
 
 
 def check_matplotlib(plot: bool) -> None:

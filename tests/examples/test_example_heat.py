@@ -510,3 +510,31 @@ def test_a_solver_that_hangs_mid_stream_is_killed_after_the_silence_floor(
     assert "simulation 0 (attempt 0, parameters {" in line, line
     assert f"since its last message; simulation_timeout='auto': max(silence_floor={floor}" in line
     assert processes_with(str(out / "rendezvous")) == []
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_seeds_runs_the_study_once_per_seed_and_reports_the_spread(tmp_path: Path) -> None:
+    """`--seeds 2` (issue 44: two seeds of the default run differed 2x): the study run
+    with seeds 3 and 4, each in its own output directory, each seed's error printed and
+    the spread of the two; the numbers are each run's own summary's."""
+    out = tmp_path / "out"
+    flags = ["--num_simulations", "3", "--time_steps", "6", "--grid_size", "6",
+             "--job_limit", "2", "--num_validation", "1", "--hidden", "8", "--no_plot",
+             "--buffer_size", "32", "--watermark", "4", "--batch_size", "4",
+             "--eval_steps", "none", "--disable_progress_bar", "--seed", "3", "--seeds", "2",
+             "--json"]  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *flags, "--output_dir", str(out)]
+    proc = run_group(cmd, timeout=200, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert [run["seed"] for run in report["seeds"]] == [3, 4]
+    values = [run["val_mse"] for run in report["seeds"]]
+    for run in report["seeds"]:  # each seed's own run, in its own directory
+        saved = json.loads(next((out / f"seed-{run['seed']}" / "checkpoints").glob(
+            "checkpoint-*/training_args.json")).read_text())  # fmt: skip
+        assert saved["seed"] == run["seed"]
+    assert report["min"] == min(values) and report["max"] == max(values)
+    assert report["spread"] == pytest.approx(max(values) / min(values))
+    assert "over 2 seeds (3..4)" in proc.stdout and "max/min" in proc.stdout

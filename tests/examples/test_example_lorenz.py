@@ -117,3 +117,19 @@ def test_lorenz_example_in_external_mode_trains_on_solvers_started_by_hand(
     summary = summary_of(trainer.returncode, stdout, stderr)
     assert summary["study"] == {} and summary["simulation_seconds"] is None
     assert "waiting for 6 simulations" in stdout
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_lorenz_seeds_reports_each_seeds_rollout_error_and_the_spread(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLES / "train.py"), *TINY, "--seeds", "2", "--seed", "7",
+           "--output_dir", str(out)]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=tmp_path, env=ENV)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads([line for line in proc.stdout.splitlines() if line.startswith("{")][-1])
+    assert [run["seed"] for run in report["seeds"]] == [7, 8]
+    values = [run["rollout_mse"] for run in report["seeds"]]
+    assert report["spread"] == pytest.approx(max(values) / min(values))
+    assert (out / "seed-7").is_dir() and (out / "seed-8").is_dir()
+    assert "rollout_mse over 2 seeds (7..8)" in proc.stdout

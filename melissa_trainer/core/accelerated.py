@@ -31,8 +31,6 @@ validation, hooks) keep the eager prepared model: see `melissa_trainer.core.comp
 
 from __future__ import annotations
 
-import atexit
-import logging
 import os
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -54,37 +52,6 @@ _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, Distribu
 
 #: `compute_loss(model, batch)`: the loss tensor of one micro-batch
 ComputeLoss = Callable[[torch.nn.Module, Any], torch.Tensor]
-
-
-def destroy_gloo_group_at_exit() -> None:
-    """Have this process destroy its gloo process group when the interpreter exits
-    (atexit, once per process; a no-op when there is none, or it is another backend).
-
-    Left to the interpreter's teardown, the group is destructed with whatever threads
-    it still holds: a 2-rank CPU run's rank 0 aborted at exit, after its last checkpoint,
-    with "terminate called without an active exception" (SIGABRT: a failed launch),
-    three times in this project's full test suites (never reproduced on demand, so this
-    is the likely cause removed, not a proven one). Destroying the group is what
-    Accelerate's `end_training` and torch's own warning ask for; it is local (no
-    collective): a rank that exits first waits for no other. NCCL groups are left as
-    they are (untested here)."""
-    global _DESTROY_REGISTERED
-    if not _DESTROY_REGISTERED:
-        atexit.register(_destroy_gloo_group)
-        _DESTROY_REGISTERED = True
-
-
-_DESTROY_REGISTERED = False
-
-
-def _destroy_gloo_group() -> None:
-    import torch.distributed as dist
-
-    try:
-        if dist.is_available() and dist.is_initialized() and dist.get_backend() == "gloo":
-            dist.destroy_process_group()
-    except Exception as exc:  # at exit: say so, never replace the exit status
-        logging.getLogger(__name__).warning("could not destroy the process group: %s", exc)
 
 
 def cpu_only_launch() -> bool:

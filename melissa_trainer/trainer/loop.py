@@ -21,11 +21,7 @@ from accelerate.utils import send_to_device, set_seed
 from melissa_trainer.buffers import Buffer, Sample, make_buffer
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.core.accelerated import (
-    cpu_only_launch,
-    destroy_gloo_group_at_exit,
-    make_train_step,
-)
+from melissa_trainer.core.accelerated import cpu_only_launch, make_train_step
 from melissa_trainer.core.dataset import (
     Collate,
     ProcessBatch,
@@ -120,7 +116,6 @@ class OnlineTrainer:
             gradient_accumulation_steps=args.gradient_accumulation_steps,
             step_scheduler_with_optimizer=False,
         )
-        destroy_gloo_group_at_exit()
         acc = self.accelerator
         set_seed(args.seed)
         self.model, self.optimizer = acc.prepare(model, optimizer)

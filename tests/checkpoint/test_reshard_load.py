@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -377,7 +378,20 @@ def launch(out: Path, ranks: int, tag: str, *flags: str) -> None:
     if ranks > 1:  # gloo on CPU on any machine; one rank takes a GPU where there is one
         env["CUDA_VISIBLE_DEVICES"] = ""
     proc = run_group(cmd, timeout=240, env=env)
+    ended = all((out / f"{tag}end_rank_{r}.json").is_file() for r in range(ranks))
+    if proc.returncode != 0 and ended and TEARDOWN_ABORT in proc.stderr and ranks > 1:
+        # A known, open bug (issue 42's notes): after a complete run (every rank wrote
+        # its end record, after `train()` returned), rank 0 of a gloo run sometimes
+        # aborts in the interpreter's teardown. Said loudly, not failed here: this test
+        # checks the resize chain, which the records then let it check in full.
+        warnings.warn(f"stage {tag}: {TEARDOWN_ABORT!r} after a complete run", stacklevel=2)
+        return
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+#: the teardown abort of a gloo rank (std::terminate of a joinable thread) that
+#: `launch` tells apart from a failed run
+TEARDOWN_ABORT = "terminate called without an active exception"
 
 
 def digest_file(path: Path) -> str:

@@ -4,6 +4,7 @@ JIT), and what the launcher says of them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -11,7 +12,7 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -345,15 +346,14 @@ def test_the_end_of_a_study_says_which_simulations_contributed_nothing_and_why(
     assert warned[0].levelno == logging.WARNING
 
 
-@pytest.mark.timeout(60)
-def test_a_study_whose_every_simulation_contributed_says_so_quietly(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+@contextlib.contextmanager
+def whole_study(tmp_path: Path, sampler: str, n: int) -> Iterator[tuple[Launcher, Study]]:
+    """A `Study` of `n` quick simulations drawn by `sampler`, run to its end (every
+    sample drained) before the body, stopped after it."""
     launch = Launcher(
         solver(tmp_path),
-        make_sampler("uniform", {"x": (0, 1)}, seed=0),
-        3,
+        make_sampler(sampler, {"x": (0, 1)}, seed=0),
+        n,
         job_limit=2,
         backend=LocalBackend(),
         tuning=FAST,
@@ -363,10 +363,20 @@ def test_a_study_whose_every_simulation_contributed_says_so_quietly(
     source.start(buffer, 0, 1)
     try:
         source.on_all_ranks_started()
-        assert len(drain(buffer, timeout=60)) == 9
+        assert len(drain(buffer, timeout=60)) == 3 * n
         wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        yield launch, source
     finally:
         source.stop()
+
+
+@pytest.mark.timeout(60)
+def test_a_study_whose_every_simulation_contributed_says_so_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    with whole_study(tmp_path, "uniform", 3):
+        pass
     records = [r for r in caplog.records if "study account" in r.getMessage()]
     assert [r.getMessage() for r in records] == [
         "study account: 3 simulations ended, 3 contributed samples; every one contributed."
@@ -379,26 +389,10 @@ def test_the_account_says_what_an_adaptive_sampler_drew_and_observed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
-    launch = Launcher(
-        solver(tmp_path),
-        make_sampler("breed", {"x": (0, 1)}, seed=0),
-        4,
-        job_limit=2,
-        backend=LocalBackend(),
-        tuning=FAST,
-    )
-    source = Study(launch, StreamSource(ReceiverConfig(rendezvous_dir=tmp_path / "rdv")))
-    buffer = FIFOBuffer(1000)
-    source.start(buffer, 0, 1)
-    try:
-        source.on_all_ranks_started()
-        assert len(drain(buffer, timeout=60)) == 12
-        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+    with whole_study(tmp_path, "breed", 4) as (launch, source):
         # (a trainer's tracker would feed these: two simulations' losses, after every
         # draw was made, so that each draw explored)
         assert launch.observe({0: 0.5, 1: 0.7}) == 2
-    finally:
-        source.stop()
     assert source.account_report == [
         "study account: 4 simulations ended, 4 contributed samples; every one contributed.",
         "adaptive sampler: of 4 draws, 4 explored, 0 bred from the worst-trained "

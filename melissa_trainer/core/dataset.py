@@ -6,7 +6,8 @@ ever again" (the buffer is closed and drained). The trainer uses it through
 buffer first, so that every rank knows how many steps it can run before the ranks
 agree on when to stop; they are processed and collated one batch at a time. Batches
 taken but not yet trained on are part of the checkpoint (`save` / `load`), so a resume
-loses nothing.
+loses nothing. A rank whose data ran out before another's re-serves its last batches
+(`pad`) until every rank's has; those are in the checkpoint too, so a resume pads alike.
 
 Used alone, `StreamDataset` is a `torch.utils.data.IterableDataset` yielding collated
 batches until the end of the stream (do not wrap it in a multi-worker DataLoader: the
@@ -34,7 +35,10 @@ from melissa_trainer.sources.source import Source
 #: the files `StreamDataset.save` writes (the pending batches), in the order a share reads
 PENDING_META = "pending.json"
 PENDING_ARRAYS = "pending.safetensors"
-PENDING_FILES = (PENDING_META, PENDING_ARRAYS)
+RECENT_ARRAYS = "recent.safetensors"  # the last batches taken, which `pad` re-serves
+PENDING_FILES = (PENDING_META, PENDING_ARRAYS, RECENT_ARRAYS)
+#: how many of the last batches taken a rank whose data ran out first re-serves (`pad`)
+PAD_BATCHES = 8
 
 ProcessSample = Callable[[Sample], Any]
 Collate = Callable[[list[Any]], Any]
@@ -142,7 +146,9 @@ class StreamDataset(IterableDataset):
             batch, a `SampleBlock` (one array per field, the samples along axis 0),
             into a training batch, e.g. ``lambda b: (torch.from_numpy(b.fields["x"]),
             torch.from_numpy(b.fields["y"]))``: vectorized, with no per-sample call.
-            The block's arrays are the batch's own (fresh, writable).
+            The block's arrays are the batch's own (fresh, writable; but a batch served
+            again at an uneven end, `pad`, is a copy of the block as it left the
+            step: a change made in place would be made twice).
 
     Raises:
         ValueError: `process_batch` given with `process_sample` or `collate_fn`.
@@ -176,6 +182,8 @@ class StreamDataset(IterableDataset):
         self.source = source
         self.poll_interval = poll_interval
         self._pending: deque[Sequence[Sample]] = deque()
+        #: the last `PAD_BATCHES` batches taken, which `pad` re-serves (module docstring)
+        self._recent: deque[Sequence[Sample]] = deque(maxlen=PAD_BATCHES)
         #: set `next_batch`'s `last_simulation_ids` (the trainer does, when a hook asks
         #: for the per-sample losses: SAMPLE_LOSSES carries them)
         self.track_simulation_ids = False
@@ -233,6 +241,26 @@ class StreamDataset(IterableDataset):
     def num_pending(self) -> int:
         return len(self._pending)
 
+    @property
+    def can_pad(self) -> bool:
+        """`pad` has batches to re-serve (a batch was taken since the start or resume)."""
+        return bool(self._recent)
+
+    def pad(self, n: int) -> int:
+        """Make `n` batches pending by re-serving the last batches taken (oldest first,
+        each a fresh copy), when the stream has ended here while another rank still has
+        data; returns how many were added (0 without any batch taken: `can_pad`).
+
+        Every rank of a run must run the same number of steps: a rank whose data ran
+        out first trains on its last `PAD_BATCHES` batches again, in turn, until the
+        other ranks' data has run out too, as Accelerate's ``even_batches`` repeats
+        samples so that every rank gets as many batches (see `OnlineTrainer.train`).
+        """
+        recent = list(self._recent)  # oldest first; each copy rejoins it when taken
+        added = max(0, n - len(self._pending)) if recent else 0
+        self._pending.extend(_copy_of(recent[i % len(recent)]) for i in range(added))
+        return added
+
     # -- batches -------------------------------------------------------------------
 
     def next_batch(self) -> tuple[Any, int]:
@@ -260,6 +288,8 @@ class StreamDataset(IterableDataset):
         Raises IndexError when nothing is pending.
         """
         samples = self.last_samples = self._pending.popleft()
+        # (a device block's host samples: its device tensors are not held for padding)
+        self._recent.append(samples.samples() if isinstance(samples, DeviceBlock) else samples)
         if self.track_simulation_ids:
             self.last_simulation_ids = simulation_ids_or_none(samples)
         return samples
@@ -292,40 +322,63 @@ class StreamDataset(IterableDataset):
     # -- checkpoint ----------------------------------------------------------------
 
     def save(self, directory: str | os.PathLike[str]) -> None:
-        """Write the pending (taken, untrained) batches to `directory`."""
+        """Write the pending (taken, untrained) batches to `directory`, and the last
+        batches taken (what `pad` would re-serve: a resume pads as the run would)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        arrays: dict[str, np.ndarray] = {}
-        for b, samples in enumerate(self._pending):
-            for s, sample in enumerate(samples):
-                for field, value in sample.items():
-                    arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
-        # each sample's fields in their order: a resumed batch is the same dict, order included
-        fields = [[list(sample) for sample in samples] for samples in self._pending]
-        save_file(arrays, str(path / PENDING_ARRAYS))
-        (path / PENDING_META).write_text(json.dumps({"fields": fields}))
+        meta: dict[str, Any] = {}
+        for key, file, batches in (
+            ("fields", PENDING_ARRAYS, self._pending),
+            ("recent", RECENT_ARRAYS, self._recent),
+        ):
+            arrays: dict[str, np.ndarray] = {}
+            for b, samples in enumerate(batches):
+                for s, sample in enumerate(samples):
+                    for field, value in sample.items():
+                        arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
+            save_file(arrays, str(path / file))
+            # each sample's fields in their order: a resumed batch is the same dict,
+            # order included
+            meta[key] = [[list(sample) for sample in samples] for samples in batches]
+        (path / PENDING_META).write_text(json.dumps(meta))
 
     def clear_pending(self) -> None:
-        """Forget the pending batches (a resume on another number of ranks: the
-        checkpoint's are in the buffers' shares)."""
+        """Forget the pending batches and those `pad` would re-serve (a resume on
+        another number of ranks: the checkpoint's pending batches are in the buffers'
+        shares; the new ranks pad from what they take)."""
         self._pending.clear()
+        self._recent.clear()
 
     def load(self, directory: str | os.PathLike[str]) -> None:
-        """Restore the pending batches written by `save` (replacing any pending now)."""
-        batches = read_pending(directory)
+        """Restore the pending batches and the last batches taken, written by `save`
+        (replacing any now; a checkpoint written before the latter were kept has none)."""
         self._pending.clear()
-        self._pending.extend(batches)
+        self._pending.extend(read_pending(directory))
+        self._recent.clear()
+        self._recent.extend(read_pending(directory, "recent"))
 
 
-def read_pending(directory: str | os.PathLike[str]) -> list[list[Sample]]:
-    """The pending batches `StreamDataset.save` wrote into `directory`: a list of
-    batches, each a list of samples (each sample's fields in their saved order).
-    Pure: reads the files, touches no dataset (what resharding reads for every old rank).
+def read_pending(directory: str | os.PathLike[str], which: str = "fields") -> list[list[Sample]]:
+    """The pending batches `StreamDataset.save` wrote into `directory` (with `which`
+    ``"recent"``: the last batches taken, [] if it wrote none): a list of batches, each a
+    list of samples (each sample's fields in their saved order). Pure: reads the files,
+    touches no dataset (what resharding reads for every old rank).
     """
     path = Path(directory)
     meta = json.loads((path / PENDING_META).read_text())
-    arrays = load_file(str(path / PENDING_ARRAYS))
+    if which not in meta:  # (a checkpoint written before the last batches were kept)
+        return []
+    arrays = load_file(str(path / (PENDING_ARRAYS if which == "fields" else RECENT_ARRAYS)))
     return [
-        [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch_fields)]
-        for b, batch_fields in enumerate(meta["fields"])
+        [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch)]
+        for b, batch in enumerate(meta[which])
     ]
+
+
+def _copy_of(batch: Sequence[Sample]) -> Sequence[Sample]:
+    """A batch to serve again: fresh arrays where a step may have been handed the
+    batch's own (a block, which `process_batch` may change in place); a list of samples
+    as a buffer serves them (the same samples, as a reservoir serves them again)."""
+    if isinstance(batch, SampleBlock):
+        return SampleBlock({k: np.array(v, copy=True) for k, v in batch.fields.items()})
+    return list(batch)

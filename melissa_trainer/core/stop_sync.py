@@ -6,14 +6,18 @@ number of steps (each backward is a collective), so the ranks agree, once per wi
 of `stop_sync_steps` steps, on three numbers:
 
 * whether any rank asked to stop,
-* how many steps the window may run: the smallest number of batches any rank has in
-  hand (every rank takes its window's batches from its buffer *before* agreeing, so a
-  rank whose stream has ended reports fewer, and every rank runs exactly that many),
+* how many steps the window may run: every rank takes its window's batches from its
+  buffer *before* agreeing, so a rank whose stream has ended reports fewer. The window
+  runs as many as the rank with the most has (`most`), so that no rank's data is left
+  untrained while another's has run out; a rank with fewer pads its window with its
+  last batches (`StreamDataset.pad`) and reports what it can run with them
+  (``capacity``): the window is bounded by the smallest capacity (a rank that took no
+  batch yet cannot pad),
 * whether any rank caught a preemption signal (`melissa_trainer.trainer.preemption`), as the
   signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2).
 
-All three travel in one small integer tensor on the accelerator device, all-reduced
-with MAX (the count negated), so the cost is one collective per window rather than per
+All travel in one small integer tensor on the accelerator device, all-reduced
+with MAX (the capacity negated), so the cost is one collective per window rather than per
 step. A fourth number rides along when the caller gives one (a device scalar, reduced
 with MAX into `extra`): the trainer's loss check (`melissa_trainer.core.loss_guard`), at no
 extra collective or sync. Every rank calls `agree` / `start` at the same windows, so no
@@ -42,7 +46,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-#: what `agree` and `result` return: (any rank asked to stop, fewest batches, signal)
+#: what `agree` and `result` return: (any rank asked to stop, the smallest capacity,
+#: signal); the largest number of batches in hand is `StopSync.most`
 Agreement = tuple[bool, int, int]
 
 
@@ -54,19 +59,23 @@ class StopSync:
 
     def __init__(self, device: torch.device, num_processes: int) -> None:
         self.distributed = num_processes > 1 and dist.is_available() and dist.is_initialized()
-        self._flag = torch.zeros(4, dtype=torch.int64, device=device)
+        self._flag = torch.zeros(5, dtype=torch.int64, device=device)
         self._cuda = device.type == "cuda"
         # Host sides of the flag on CUDA: pinned, so that both copies are asynchronous
         # (from pageable memory, a "non-blocking" upload may wait for the stream).
         pin = self._cuda and torch.cuda.is_available()
-        self._send = torch.zeros(3, dtype=torch.int64, pin_memory=pin)
-        self._recv = torch.zeros(4, dtype=torch.int64, pin_memory=pin)
+        self._send = torch.zeros(4, dtype=torch.int64, pin_memory=pin)
+        self._recv = torch.zeros(5, dtype=torch.int64, pin_memory=pin)
         self._work: Any | None = None  # the started all-reduce (`start`), until `result`
         self._event: Any | None = None  # CUDA: recorded after the copy into `_recv`
-        self._pending: tuple[bool, int, int, bool] | None = None  # `start`'s, undistributed
+        #: `start`'s arguments (what `result` returns undistributed), until `result`
+        self._pending: tuple[bool, int, int, bool, int] | None = None
         self.collectives = 0  # how many all-reduces were run (for tests and telemetry)
         #: the maximum over ranks of the last agreement's `extra` (None: none given)
         self.extra: int | None = None
+        #: the largest number of batches any rank had in hand at the last agreement
+        #: (its `batches_in_hand`): the window runs that many where every capacity allows
+        self.most = 0
 
     @property
     def started(self) -> bool:
@@ -85,16 +94,20 @@ class StopSync:
         batches_available: int,
         signum: int = 0,
         extra: torch.Tensor | None = None,
+        batches_in_hand: int | None = None,
     ) -> Agreement:
-        """Return `(any rank asked to stop, fewest batches available on any rank, signal)`.
+        """Return `(any rank asked to stop, smallest capacity over ranks, signal)`.
 
-        `signum` is the preemption signal this rank caught (0: none); the returned one
-        is the largest over ranks, 0 if no rank caught one. `extra`, an int64 device
-        scalar, is reduced with MAX into `self.extra` (None without a process group).
-        Blocks until every rank has called it (a collective) and the result is on the
-        host. Raises RuntimeError while a `start`-ed agreement is unread.
+        `batches_available` is this rank's capacity: the batches it can run this window
+        (its batches in hand, or more if it can pad). `batches_in_hand` (default: the
+        capacity) is what it has of its own data; the largest over ranks is set as
+        `most`. `signum` is the preemption signal this rank caught (0: none); the
+        returned one is the largest over ranks, 0 if no rank caught one. `extra`, an
+        int64 device scalar, is reduced with MAX into `self.extra` (None without a
+        process group). Blocks until every rank has called it (a collective) and the
+        result is on the host. Raises RuntimeError while a `start`-ed agreement is unread.
         """
-        self.start(stop_requested, batches_available, signum, extra)
+        self.start(stop_requested, batches_available, signum, extra, batches_in_hand)
         return self.result()
 
     def start(
@@ -103,6 +116,7 @@ class StopSync:
         batches_available: int,
         signum: int = 0,
         extra: torch.Tensor | None = None,
+        batches_in_hand: int | None = None,
     ) -> None:
         """Issue `agree`'s all-reduce without waiting for it; `result` returns it.
 
@@ -112,16 +126,24 @@ class StopSync:
         """
         if self._pending is not None:
             raise RuntimeError("StopSync.start: the previous agreement was not read (result)")
-        self._pending = (bool(stop_requested), int(batches_available), int(signum), extra is None)
+        in_hand = int(batches_available if batches_in_hand is None else batches_in_hand)
+        self._pending = (
+            bool(stop_requested),
+            int(batches_available),
+            int(signum),
+            extra is None,
+            in_hand,
+        )
         if not self.distributed:
             return
         send = self._send
-        send[0], send[1], send[2] = int(stop_requested), -int(batches_available), int(signum)
-        self._flag[:3].copy_(send, non_blocking=True)
+        send[0], send[1] = int(stop_requested), -int(batches_available)
+        send[2], send[3] = int(signum), in_hand
+        self._flag[:4].copy_(send, non_blocking=True)
         if extra is None:
-            self._flag[3:].zero_()
+            self._flag[4:].zero_()
         else:
-            self._flag[3:].copy_(extra.reshape(1))  # device to device: no sync
+            self._flag[4:].copy_(extra.reshape(1))  # device to device: no sync
         work = dist.all_reduce(self._flag, op=dist.ReduceOp.MAX, async_op=True)
         self.collectives += 1
         if self._cuda:
@@ -149,10 +171,11 @@ class StopSync:
         """
         if self._pending is None:
             raise RuntimeError("StopSync.result: no agreement was started")
-        stop, available, signum, no_extra = self._pending
+        stop, available, signum, no_extra, in_hand = self._pending
         self._pending = None
         self.extra = None
         if not self.distributed:
+            self.most = in_hand
             return stop, available, signum
         if self._event is not None:
             self._event.synchronize()
@@ -162,6 +185,7 @@ class StopSync:
             self._work = None
             self._recv.copy_(self._flag)
         values = self._recv.tolist()  # host memory: no device sync
-        any_stop, neg_available, any_signum = values[:3]
-        self.extra = None if no_extra else int(values[3])
+        any_stop, neg_available, any_signum, most = values[:4]
+        self.most = int(most)
+        self.extra = None if no_extra else int(values[4])
         return bool(any_stop), -int(neg_available), int(any_signum)

@@ -42,8 +42,10 @@ class Event(str, Enum):
             if nothing was agreed ahead on this window:
                 take the window's batches         # a rank waiting for data also looks
                                                   # for a signal, and stops waiting
-                all-reduce (should_stop, batches available, signal caught)  # one collective
-            read the agreement (the ranks' should_stop, fewest batches, signal)
+                all-reduce (should_stop, batches in hand, signal caught)  # one collective
+            read the agreement (the ranks' should_stop, most batches in hand, signal)
+            a rank with fewer batches than the most pads its window with its last
+                batches again                     # no rank's data is left untrained
             if any rank caught a signal or set control.should_stop: stop
             under several ranks, if this window is whole and another follows:
                 take the next window's batches and start its all-reduce (async: read at
@@ -66,7 +68,7 @@ class Event(str, Enum):
                 ACT
                 stage the window's next batch     # stage_batches: collated, its copy to
                                                   # the device started (still pending)
-            if the data ran out on some rank:
+            if the data ran out on every rank:
                 END_OF_STREAM                     # a hook may ask for a rewind
                 if control.should_rewind:
                     PSEUDO_EPOCH_END; ACT; replay buffer; PSEUDO_EPOCH_START
@@ -103,7 +105,8 @@ class Event(str, Enum):
     the step's loss is then the mean of `compute_sample_losses` (one forward pass).
 
     Every rank fires the same events at the same steps (END_OF_STREAM too, when the
-    data ran out on any rank). On preemption (`trainer.preempted_by` is then the
+    data ran out on every rank: until then, a rank whose data ran out first trains on
+    its last batches again, `StreamDataset.pad`). On preemption (`trainer.preempted_by` is then the
     signal, from LOOP_END on) the built-in `FlowHook` skips its final validation, to
     spend the time before the job is killed on the checkpoint.
     """
@@ -175,7 +178,7 @@ class Hook:
     def on_end_of_stream(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        """The data ran out on some rank; set `control.should_rewind` to replay the buffer."""
+        """The data ran out on every rank; set `control.should_rewind` to replay the buffer."""
 
     def on_pseudo_epoch_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

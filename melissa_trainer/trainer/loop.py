@@ -279,28 +279,26 @@ class OnlineTrainer:
                     break
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
-                    available = self.dataset.prefetch(window * micro, preemption.requested)
-                    code = guard.window_code()
-                    sync.start(control.should_stop, available, preemption.signum, code)
-                stop, available, signum = sync.result()
+                    in_hand = self.dataset.prefetch(window * micro, preemption.requested)
+                    self._start_agreement(window * micro, in_hand, preemption)
+                stop, capacity, signum = sync.result()
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
                     break
-                steps = available // micro
+                # As many steps as the rank with the most data has: a rank whose data
+                # ran out first trains on its last batches again meanwhile (`pad`), so
+                # no rank's data is left untrained (every rank runs the same steps).
+                steps = min(capacity, sync.most) // micro
+                self.dataset.pad(steps * micro)
                 following = self._window(state.global_step + steps)
                 if ahead and steps == window and following > 0:
                     # Take the next window's batches now (they stay pending, in order,
                     # behind this window's) and start the ranks' agreement on them.
                     held = self.dataset.prefetch((steps + following) * micro, preemption.requested)
-                    sync.start(
-                        control.should_stop,
-                        held - steps * micro,
-                        preemption.signum,
-                        guard.window_code(),
-                    )
+                    self._start_agreement(following * micro, held - steps * micro, preemption)
                 for i in range(steps):
                     self._training_step(stage_next=i + 1 < steps)
-                if steps < window:  # the data ran out on some rank
+                if steps < window:  # the data ran out on every rank (or one cannot pad)
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
@@ -325,6 +323,18 @@ class OnlineTrainer:
                 preemption.restore()
                 self._release_output_dir()  # the run is over: output_dir is free
         return state
+
+    def _start_agreement(self, wanted: int, in_hand: int, preemption: PreemptionHandler) -> None:
+        """Start the ranks' agreement on a window of `wanted` batches, of which this rank
+        has `in_hand` of its own: it can run them all if it can pad (`StreamDataset.pad`)."""
+        capacity = wanted if in_hand < wanted and self.dataset.can_pad else in_hand
+        self.stop_sync.start(
+            self.control.should_stop,
+            capacity,
+            preemption.signum,
+            self._loss_guard.window_code(),
+            batches_in_hand=in_hand,
+        )
 
     def _window(self, step: int) -> int:
         """The steps of the stop-sync window that starts at `step`: up to the next

@@ -81,4 +81,6 @@ def test_the_resize_job_script_requeued_on_another_number_of_ranks_completes(
     assert ranks_of[f"checkpoint-{step}"] == ["rank_0", "rank_1"], ranks_of
     assert ranks_of[f"checkpoint-{summary['steps']}"] == ["rank_0", "rank_1", "rank_2"]
     # each (simulation, step) once
-    assert summary["samples_received"] == HEAT_SIMULATIONS * HEAT_STEPS, summary
+    # (every rank trains until the last rank's data ran out: a rank whose receiver was
+    # behind at the end lost its last samples before ranks padded, 186 and 194 of 200)
+    assert summary["samples_received"] == HEAT_SIMULATIONS * HEAT_STEPS, (summary, text[-6000:])

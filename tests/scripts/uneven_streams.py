@@ -48,6 +48,20 @@ class StopOnRank1(Hook):
             control.should_stop = True
 
 
+class SeenIndices(Hook):
+    """How many times each sample (its "index") was trained on, on this rank."""
+
+    def __init__(self) -> None:
+        self.times: dict[int, int] = {}
+
+    def on_batch_ready(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, batch: Any
+    ) -> None:
+        for sample in trainer.dataset.last_samples:
+            i = int(sample["index"])
+            self.times[i] = self.times.get(i, 0) + 1
+
+
 def simulation_mse(model: torch.nn.Module, samples: list[dict[str, Any]]) -> list[float]:
     """Each simulation's mean squared error, in id order, computed here (not by the
     trainer): the oracle of its eval_loss_p99 and eval_loss_max."""
@@ -73,7 +87,8 @@ def main() -> None:
                 sample["x"][0] = float("nan")
             yield sample
 
-    hooks = [StopOnRank1(opts.stop_at)] if opts.stop_at else []
+    seen = SeenIndices()
+    hooks = [seen, *([StopOnRank1(opts.stop_at)] if opts.stop_at else [])]
     # 3 held-out simulations: rank 0 evaluates positions 0, 2, 4.., rank 1 the others,
     # so each simulation's sum is split over the ranks (the tails' reduction)
     validation = [{**s, "simulation_id": np.array(i % 3)} for i, s in
@@ -101,6 +116,8 @@ def main() -> None:
         "global_step": state.global_step,
         "samples_seen": state.samples_seen,
         "stream_ended": state.stream_ended,
+        "distinct_seen": len(seen.times),
+        "seen_again": sorted(i for i, n in seen.times.items() if n > 1),
         "collectives": trainer.stop_sync.collectives,
         "param_sum": float(params.double().sum()),
         "eval_loss": [h["eval_loss"] for h in state.log_history if "eval_loss" in h],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,3 +121,64 @@ def test_scalar_fields_keep_their_shape(tmp_path: Path) -> None:
     restored.load(tmp_path)
     assert restored.next_batch()[0]["y"].shape == (1,)
     assert to_tensors(sample(3))["y"].shape == ()
+
+
+def _ys(dataset: StreamDataset, n: int) -> list[list[float]]:
+    return [dataset.next_batch()[0]["y"].tolist() for _ in range(n)]
+
+
+@pytest.mark.parametrize("columnar", [True, False])
+def test_pad_reserves_the_last_batches_in_turn_and_a_resume_pads_alike(
+    tmp_path: Path, columnar: bool
+) -> None:
+    """A rank whose data ran out re-serves its last PAD_BATCHES batches taken, oldest
+    first, in turn; a checkpoint keeps them, so a resumed rank pads as the run would."""
+    from melissa_trainer.core.dataset import PAD_BATCHES
+
+    buffer = FIFOBuffer(capacity=64)
+    for i in range(40):
+        buffer.put(sample(i))
+    buffer.close()
+    process = None if columnar else to_tensors
+    dataset = StreamDataset(buffer, batch_size=4, process_sample=process)
+    assert not dataset.can_pad and dataset.pad(3) == 0  # nothing taken yet
+    assert dataset.prefetch(10) == 10
+    first = _ys(dataset, 10)
+    assert dataset.prefetch(3) == 0 and dataset.can_pad  # the data ran out here
+    dataset.save(tmp_path)  # the pool of the last batches is part of the checkpoint
+    assert dataset.pad(3) == 3
+    last = first[-PAD_BATCHES:]
+    assert _ys(dataset, 3) == last[:3]
+    assert dataset.pad(PAD_BATCHES) == PAD_BATCHES  # the rotation goes on, in turn
+    assert _ys(dataset, PAD_BATCHES) == last[3:] + last[:3]
+
+    restored = StreamDataset(FIFOBuffer(capacity=4), batch_size=4, process_sample=process)
+    restored.load(tmp_path)
+    assert restored.num_pending == 0 and restored.pad(3 + PAD_BATCHES) == 3 + PAD_BATCHES
+    assert _ys(restored, 3 + PAD_BATCHES) == last[:3] + last[3:] + last[:3]
+    restored.clear_pending()  # a resume on another number of ranks: nothing to pad yet
+    assert not restored.can_pad
+
+
+def test_a_padded_block_is_a_copy() -> None:
+    """A `process_batch` given a block may change it in place: the same batch served
+    again is a copy of it, not the block already changed twice."""
+    buffer = FIFOBuffer(capacity=8)
+    for i in range(4):
+        buffer.put(sample(i))
+    buffer.close()
+
+    def double_in_place(block: Any) -> Any:
+        block.fields["y"] *= 2
+        return torch.from_numpy(block.fields["y"].copy())
+
+    dataset = StreamDataset(buffer, batch_size=4, process_batch=double_in_place)
+    dataset.prefetch(1)
+    assert dataset.next_batch()[0].tolist() == [0.0, 2.0, 4.0, 6.0]
+    dataset.pad(1)  # the block as it left its step, doubled once more (not twice)
+    assert dataset.next_batch()[0].tolist() == [0.0, 4.0, 8.0, 12.0]
+    dataset.pad(2)  # in turn: the first block again (as it left), then its copy
+    assert [dataset.next_batch()[0].tolist() for _ in range(2)] == [
+        [0.0, 4.0, 8.0, 12.0],
+        [0.0, 8.0, 16.0, 24.0],
+    ]

@@ -78,11 +78,17 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
         tmp_path, "--short", "10", "--long", "60", "--stop_sync_steps", "4", "--save_steps", "4"
     )
     steps = {r["global_step"] for r in results}
-    assert steps == {10}  # rank 0's 10 batches bound both ranks
+    # rank 1's 60 batches bound both ranks: none of its data is left untrained; rank 0,
+    # whose 10 ran out first, trained on its last 8 batches again for the other 50
+    assert steps == {60}
     assert all(r["stream_ended"] for r in results)
-    assert results[0]["samples_seen"] == results[1]["samples_seen"] == 80
-    # one stop all-reduce per window of 4 steps: 3 windows, never one per step
-    assert results[0]["collectives"] == results[1]["collectives"] == 3
+    assert results[0]["samples_seen"] == results[1]["samples_seen"] == 60 * 8
+    assert results[1]["distinct_seen"] == 60 * 8  # each of rank 1's samples once
+    assert results[0]["distinct_seen"] == 10 * 8  # rank 0: its own, some several times
+    assert len(results[0]["seen_again"]) == 8 * 8  # its last 8 batches, in turn
+    # one stop all-reduce per window of 4 steps: 15 windows and the one that finds no
+    # data left on any rank, never one per step
+    assert results[0]["collectives"] == results[1]["collectives"] == 16
     # DDP kept the replicas identical; reduced figures are identical on both ranks
     assert results[0]["param_sum"] == results[1]["param_sum"]
     assert results[0]["eval_loss"] == results[1]["eval_loss"] and results[0]["eval_loss"]
@@ -96,7 +102,7 @@ def test_uneven_streams_end_every_rank_at_the_same_step(tmp_path: Path) -> None:
     assert p99 == pytest.approx(float(np.percentile(oracle, 99)), rel=1e-5)
     assert sorted(oracle)[1] < p99 < largest
     assert results[0]["losses"] == results[1]["losses"]
-    ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-10"
+    ckpt = tmp_path / "out" / "checkpoints" / "checkpoint-60"
     assert (ckpt / "rank_0" / "buffer.json").is_file() and (
         ckpt / "rank_1" / "buffer.json"
     ).is_file()

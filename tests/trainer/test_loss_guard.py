@@ -67,8 +67,9 @@ def test_stop_sync_without_a_process_group_returns_what_was_started() -> None:
     assert not sync.distributed and not sync.started
     sync.start(True, 6, 15)
     assert sync.started
-    assert sync.result() == (True, 6, 15)
+    assert sync.result() == (True, 6, 15) and sync.most == 6
     assert sync.agree(False, 3) == (False, 3, 0)
+    assert sync.agree(False, 8, batches_in_hand=2) == (False, 8, 0) and sync.most == 2
     with pytest.raises(RuntimeError, match="no agreement was started"):
         sync.result()
     sync.start(False, 1)

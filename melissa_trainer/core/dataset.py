@@ -243,20 +243,24 @@ class StreamDataset(IterableDataset):
 
     @property
     def can_pad(self) -> bool:
-        """`pad` has batches to re-serve (a batch was taken since the start or resume)."""
-        return bool(self._recent)
+        """`pad` has batches to re-serve: a batch was taken since the start or resume,
+        or one is pending."""
+        return bool(self._recent or self._pending)
 
     def pad(self, n: int) -> int:
         """Make `n` batches pending by re-serving the last batches taken (oldest first,
         each a fresh copy), when the stream has ended here while another rank still has
-        data; returns how many were added (0 without any batch taken: `can_pad`).
+        data; returns how many were added (0 when nothing was taken or is pending:
+        `can_pad`).
 
         Every rank of a run must run the same number of steps: a rank whose data ran
         out first trains on its last `PAD_BATCHES` batches again, in turn, until the
         other ranks' data has run out too, as Accelerate's ``even_batches`` repeats
         samples so that every rank gets as many batches (see `OnlineTrainer.train`).
         """
-        recent = list(self._recent)  # oldest first; each copy rejoins it when taken
+        # oldest first; each copy rejoins them when taken (before any batch was taken:
+        # the pending ones, which the window trains on first)
+        recent = list(self._recent) or list(self._pending)
         added = max(0, n - len(self._pending)) if recent else 0
         self._pending.extend(_copy_of(recent[i % len(recent)]) for i in range(added))
         return added

@@ -160,6 +160,20 @@ def test_pad_reserves_the_last_batches_in_turn_and_a_resume_pads_alike(
     assert not restored.can_pad
 
 
+def test_before_any_batch_was_taken_pad_reserves_the_pending_ones() -> None:
+    """A rank whose stream ended before its first step (fewer batches than a window)
+    pads with the batches it has, so the other ranks' data is trained all the same."""
+    buffer = FIFOBuffer(capacity=8)
+    for i in range(6):
+        buffer.put(sample(i))
+    buffer.close()
+    dataset = StreamDataset(buffer, batch_size=4)
+    assert not dataset.can_pad
+    assert dataset.prefetch(4) == 2 and dataset.can_pad
+    assert dataset.pad(4) == 2
+    assert _ys(dataset, 4) == [[0, 1, 2, 3], [4, 5], [0, 1, 2, 3], [4, 5]]
+
+
 def test_a_padded_block_is_a_copy() -> None:
     """A `process_batch` given a block may change it in place: the same batch served
     again is a copy of it, not the block already changed twice."""

@@ -129,7 +129,7 @@ class StudyRecord:
         # The ids in each status, and the totals `summary` reports, kept up to date by
         # `_move` (every status change goes through it): the launcher asks `done` every
         # tick and `summary` at every log, and a scan of every record would make a tick
-        # O(simulations drawn) under the lock (2 ms at 10^4, quadratic over a study).
+        # O(simulations drawn) under the lock (quadratic over a study; docs/measured.md).
         self._ids: dict[str, set[int]] = {status: set() for status in STATUSES}
         self._restarts = 0  # sum of the records' restarts
         self._seconds = 0.0  # sum of the records' seconds (ended attempts)

@@ -86,36 +86,34 @@ never-drawn samples alone exceed it, `share` raises `ShareTooSmall` on every new
 alike (their counts come from the draw counts and ages, no sample read), naming the
 least ``buffer_size`` that holds every rank's: none is dropped (each is owed a draw; a
 pending sample held again counts as never drawn), and resuming with that size works.
+
+Here: `share` and the dealing of entries over the new ranks; `_shares` decodes a
+snapshot (undoing its pending batches) and encodes a share back.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from . import _state
-from ._common import Sample
-from ._entries import (
-    Entry,
-    Index,
-    Items,
-    ShareTooSmall,
-    check_undrawn,
-    evict_to,
-    field_names,
-    put_back,
+from ._entries import Entry, Items, ShareTooSmall, check_undrawn
+from ._shares import (
+    Batches,
+    RankSnapshot,
+    Snapshot,
+    Stats,
+    check_same,
+    decode,
+    encode,
+    match_retained,
 )
 
 __all__ = ["ShareTooSmall", "read_snapshot", "share"]
-
-#: a snapshot as `share` reads it: `Buffer.state_dict()`, or `read_snapshot` (lazy arrays)
-Snapshot = tuple[Mapping[str, np.ndarray], dict[str, Any]]
-Batches = Sequence[Sequence[Sample]]
 
 
 def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
@@ -127,25 +125,6 @@ def read_snapshot(directory: str | os.PathLike[str]) -> Snapshot:
     with open(os.path.join(directory, _state.META_FILE), encoding="utf-8") as fh:
         meta = json.load(fh)
     return arrays, meta
-
-
-@dataclass
-class _Stats:
-    """A buffer's counters, closed flag and RNG state (what `_encode` writes)."""
-
-    counters: dict[str, int]  # put, got, evicted, age_sum
-    hist: dict[int, int]
-    limiter: dict[str, Any] | None
-    closed: bool
-    rng: dict[str, Any]
-
-
-@dataclass
-class _Rank(_Stats):
-    """One old rank's snapshot, decoded, its pending batches undone."""
-
-    held: Items
-    retained: Items
 
 
 def share(
@@ -180,7 +159,7 @@ def share(
     if not (isinstance(world_size, int) and world_size >= 1 and 0 <= rank < world_size):
         raise ValueError(f"rank {rank!r} of world size {world_size!r} is out of range")
     first = snapshots[0][1]
-    _check_same(snapshots)
+    check_same(snapshots)
     old_capacity = int(first["capacity"])
     if capacity is None:
         capacity = old_capacity
@@ -195,20 +174,20 @@ def share(
         return (arrays if isinstance(arrays, dict) else dict(arrays)), meta
     kind = str(first["kind"])
     if k == world_size:
-        old = _decode(snapshots[rank], pending[rank])
+        old = decode(snapshots[rank], pending[rank])
         if kind == "reservoir":
             check_undrawn([old.held.draws.count(0)], capacity, old_capacity, k)
         taken = [dict(s) for batch in pending[rank] for s in batch]
         held = old.held.entries()
-        retained = _match(kind, held, old.retained.entries(), taken)
-        return _encode(first, kind, held, retained, old, old.rng, capacity)
-    olds = [_decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
+        retained = match_retained(kind, held, old.retained.entries(), taken)
+        return encode(first, kind, held, retained, old, old.rng, capacity)
+    olds = [decode(s, p) for s, p in zip(snapshots, pending, strict=True)]
     if kind == "reservoir":
         check_undrawn(_undrawn_per_rank(olds, world_size), capacity, old_capacity, k)
     held = _deal(olds, "held", rank, world_size)
     taken = [dict(s) for batches in pending for batch in batches for s in batch]
-    retained = _match(kind, held, _deal(olds, "retained", rank, world_size), taken)
-    totals = _Stats({}, {}, None, all(o.closed for o in olds), {})
+    retained = match_retained(kind, held, _deal(olds, "retained", rank, world_size), taken)
+    totals = Stats({}, {}, None, all(o.closed for o in olds), {})
     for key in ("put", "got", "evicted", "age_sum"):
         totals.counters[key] = _part(sum(o.counters[key] for o in olds), rank, world_size)
     buckets = sorted({b for o in olds for b in o.hist})
@@ -231,12 +210,12 @@ def share(
         lim["samples"] = _part(samples, rank, world_size)
         totals.limiter = lim
     rng = _derived_rng([o.rng for o in olds], k, rank, world_size)
-    return _encode(first, kind, held, retained, totals, rng, capacity)
+    return encode(first, kind, held, retained, totals, rng, capacity)
 
 
-def _undrawn_per_rank(olds: list[_Rank], world_size: int) -> list[int]:
+def _undrawn_per_rank(olds: list[RankSnapshot], world_size: int) -> list[int]:
     """Each new rank's never-drawn samples once dealt (their pending draws given back
-    by `_decode`): from the draw counts and ages alone, no sample read."""
+    by `_shares.decode`): from the draw counts and ages alone, no sample read."""
     order = _deal_order([o.held for o in olds])
     if order is None:
         return [0] * world_size
@@ -244,101 +223,7 @@ def _undrawn_per_rank(olds: list[_Rank], world_size: int) -> list[int]:
     return [int(undrawn[order[r::world_size]].sum()) for r in range(world_size)]
 
 
-# -- decoding, undoing pending batches ---------------------------------------------------
-
-
-def _check_same(snapshots: Sequence[Snapshot]) -> None:
-    first = snapshots[0][1]
-    if not isinstance(first, dict) or first.get("kind") not in ("fifo", "firo", "reservoir"):
-        raise ValueError(f"not a buffer snapshot of a known kind: {first.get('kind')!r}")
-
-    def describe(meta: dict[str, Any]) -> tuple[Any, ...]:
-        lim = meta.get("rate_limiter")
-        params = None
-        if lim is not None:
-            params = (lim["samples_per_insert"], lim["tolerance"], lim["min_size_to_sample"])
-        reuse = meta.get("contents", {}).get("max_sample_reuse")
-        return (meta.get("kind"), meta.get("capacity"), meta.get("retain"), params, reuse)
-
-    want = describe(first)
-    for r, (_, meta) in enumerate(snapshots):
-        if meta.get("format_version") != _state.FORMAT_VERSION:
-            raise ValueError(
-                f"buffer snapshot of old rank {r}: unsupported format "
-                f"{meta.get('format_version')!r}"
-            )
-        if describe(meta) != want:
-            raise ValueError(
-                "the old ranks' buffers differ (kind, capacity, retain, rate limiter, "
-                f"max_sample_reuse): rank 0 {want}, rank {r} {describe(meta)}"
-            )
-
-
-def _decode(snapshot: Snapshot, batches: Batches) -> _Rank:
-    """One old rank's samples with their ages and draw counts, its pending undone."""
-    arrays, meta = snapshot
-    try:
-        names = field_names(arrays, meta.get("field_order"))
-        contents = meta["contents"]
-        put = int(meta["put"])
-        counters = {k: int(meta[k]) for k in ("put", "got", "evicted", "age_sum")}
-        hist = {int(b): int(n) for b, n in meta["reuse_histogram"].items()}
-        held, kept = Items(arrays, names), Items(arrays, names)
-        closed = bool(meta["closed"])
-        old = _Rank(counters, hist, meta.get("rate_limiter"), closed, meta["rng"], held, kept)
-        if old.limiter is not None:
-            old.limiter = dict(old.limiter)
-        if meta["kind"] == "reservoir":
-            draws = _state.int_list("draws", contents["draws"])
-            ins = _state.int_list("insert_ids", contents["insert_ids"])
-            slots = [*contents["undrawn"], *contents["drawn"]]
-            held.items = [f"s{slot}" for slot in slots]
-            held.ages = [put - 1 - ins[slot] for slot in slots]
-            held.draws = [draws[slot] for slot in slots]
-        else:
-            ids = _state.int_list("insert_ids", contents["insert_ids"])
-            kept_ids = _state.int_list("retained_insert_ids", contents["retained_insert_ids"])
-            held.items = [f"s{i}" for i in range(len(ids))]
-            held.ages = [put - 1 - x for x in ids]
-            held.draws = [0] * len(ids)
-            kept.items = [f"r{i}" for i in range(len(kept_ids))]
-            kept.ages = [put - 1 - x for x in kept_ids]
-            kept.draws = [0] * len(kept_ids)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
-        raise ValueError(f"malformed buffer snapshot: {exc!r}") from exc
-    if meta["kind"] == "reservoir":
-        put_back(old.held, old.counters, old.hist, batches)
-    n = sum(len(batch) for batch in batches)  # the serves or draws undone
-    old.counters["got"] = max(0, old.counters["got"] - n)
-    if old.limiter is not None:
-        old.limiter["samples"] = max(0, int(old.limiter["samples"]) - n)
-    if n and meta["kind"] != "reservoir":  # back at the head of the queue, un-served
-        age = max(held.ages, default=0)
-        held.items[:0] = [dict(s) for batch in batches for s in batch]
-        held.ages[:0] = [age] * n
-        held.draws[:0] = [0] * n
-        old.hist[1] = max(0, old.hist.get(1, 0) - n)
-        if not old.hist[1]:
-            del old.hist[1]
-    return old
-
-
-def _match(kind: str, held: list[Entry], retained: list[Entry], taken: list[Sample]) -> list[Entry]:
-    """Undo, within this rank's share, what the taken samples left behind: a FIFO/FIRO
-    drops the retained copy of each taken sample (it is held again, and would be served
-    twice). Each rank matches the taken samples of every old rank against its own share
-    (the rank holding a sample finds it; a content held twice, every field equal, is
-    matched once per share that holds it: the stream's dedup rules that out). Returns
-    the retained entries left. (A reservoir's draws were given back by `_decode`, on
-    each old rank's own samples, before the dealing.)"""
-    if not taken or kind == "reservoir" or not retained:
-        return retained
-    index = Index(retained, taken)
-    drop = {j for s in taken if (j := index.pop(s)) is not None}
-    return [e for j, e in enumerate(retained) if j not in drop]
-
-
-# -- dealing, encoding -------------------------------------------------------------------
+# -- dealing ------------------------------------------------------------------------------
 
 
 def _deal_order(items: list[Items]) -> np.ndarray | None:
@@ -353,7 +238,7 @@ def _deal_order(items: list[Items]) -> np.ndarray | None:
     return np.lexsort((positions, ranks, -ages))
 
 
-def _deal(olds: list[_Rank], which: str, rank: int, world_size: int) -> list[Entry]:
+def _deal(olds: list[RankSnapshot], which: str, rank: int, world_size: int) -> list[Entry]:
     """New rank `rank`'s entries: all old ranks' entries in `_deal_order`, every
     `world_size`-th from the `rank`-th. Only those are made."""
     items: list[Items] = [getattr(o, which) for o in olds]
@@ -381,60 +266,3 @@ def _derived_rng(
     entropy = [int(s[key]) for s in states for key in ("state", "inc")]
     seq = np.random.SeedSequence(entropy=[*entropy, k, world_size], spawn_key=(rank,))
     return _state.rng_state(np.random.Generator(np.random.PCG64(seq)))
-
-
-def _encode(
-    first: dict[str, Any],
-    kind: str,
-    held: list[Entry],
-    retained: list[Entry],
-    stats: _Stats,
-    rng: dict[str, Any],
-    capacity: int,
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """The snapshot of a buffer of `capacity` holding `held` (and `retained`) with
-    `stats`' counters."""
-    counters, hist = dict(stats.counters), dict(stats.hist)
-    if kind == "reservoir" and len(held) > capacity:
-        held = evict_to(held, capacity, counters, hist)
-    put = counters["put"]
-    arrays: dict[str, np.ndarray] = {}
-    contents: dict[str, Any]
-    if kind == "reservoir":
-        undrawn = [j for j, e in enumerate(held) if e.draws == 0]
-        drawn = [j for j, e in enumerate(held) if e.draws > 0]
-        for slot, e in enumerate(held):
-            e.encode(arrays, f"s{slot}")
-        contents = {
-            "max_sample_reuse": first["contents"].get("max_sample_reuse"),
-            "n_slots": len(held),
-            "draws": [e.draws for e in held],
-            "insert_ids": [put - 1 - e.age for e in held],
-            "undrawn": undrawn,
-            "drawn": drawn,
-            "free": [],
-        }
-    else:
-        for i, e in enumerate(held):
-            e.encode(arrays, f"s{i}")
-        for i, e in enumerate(retained):
-            e.encode(arrays, f"r{i}")
-        contents = {
-            "insert_ids": [put - 1 - e.age for e in held],
-            "retained_insert_ids": [put - 1 - e.age for e in retained],
-        }
-    meta: dict[str, Any] = {
-        "kind": kind,
-        "format_version": _state.FORMAT_VERSION,
-        "capacity": capacity,
-        "watermark": first.get("watermark"),
-        "retain": first.get("retain"),
-        "closed": stats.closed,
-        **counters,
-        "reuse_histogram": {str(b): n for b, n in sorted(hist.items())},
-        "rng": rng,
-        "rate_limiter": stats.limiter,
-        "contents": contents,
-        "field_order": _state.field_order(arrays),
-    }
-    return arrays, meta

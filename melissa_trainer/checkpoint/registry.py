@@ -50,7 +50,7 @@ from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.core.view import TrainerView
+    from melissa_trainer.core.view import CheckpointParts
 
 __all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "Part", "Scope", "format_of", "load",
            "parts", "write"]  # fmt: skip
@@ -116,7 +116,7 @@ class Part:
     reshard: Callable[[Path, int, int], None] | None = None
 
 
-def parts(trainer: TrainerView) -> list[Part]:
+def parts(trainer: CheckpointParts) -> list[Part]:
     """The parts of `trainer`'s checkpoints, in the order they are loaded: the source
     first (a study resumed with settings it cannot follow is refused before anything
     else is loaded, docs/resume.md), the RNG file checked before Accelerate loads it,
@@ -161,7 +161,7 @@ def parts(trainer: TrainerView) -> list[Part]:
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
-    # The per-simulation losses, when the run tracks them (`TrainerView.tracked_losses`).
+    # The per-simulation losses, when the run tracks them (`CheckpointParts.tracked_losses`).
     # A run without them writes an empty record all the same: every checkpoint has the
     # same files, and one of an untracked run resumes with tracking turned on.
     tracked = trainer.tracked_losses
@@ -284,7 +284,7 @@ def parts(trainer: TrainerView) -> list[Part]:
     ]
 
 
-def write(trainer: TrainerView, staging: Path) -> None:
+def write(trainer: CheckpointParts, staging: Path) -> None:
     """Write this rank's parts of the checkpoint into `staging` (not synced), and on the
     main rank `FORMAT_FILE`: the format version and each part's scope."""
     main = trainer.is_main_process
@@ -321,7 +321,7 @@ def format_of(path: Path) -> int:
     return int(version)
 
 
-def load(trainer: TrainerView, path: Path) -> None:
+def load(trainer: CheckpointParts, path: Path) -> None:
     """Restore every part from checkpoint `path`, in order; each part's error names its
     file (`naming_file`), but the source's own refusal, raised as it is.
 

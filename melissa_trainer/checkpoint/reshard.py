@@ -56,7 +56,7 @@ from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.core.view import TrainerView
+    from melissa_trainer.core.view import CheckpointParts
 
 __all__ = [
     "RESHARD_SEED_TAG",
@@ -102,7 +102,7 @@ class Reshard:
     (by the source's step, which needs its put count) and kept until the buffer's step
     loads it. Training thread only."""
 
-    def __init__(self, trainer: TrainerView) -> None:
+    def __init__(self, trainer: CheckpointParts) -> None:
         self.trainer = trainer
         self._share: tuple[Path, tuple[dict[str, np.ndarray], dict[str, Any]]] | None = None
         self._old_puts: list[int] = []  # each old rank's buffer put count
@@ -236,7 +236,7 @@ class Reshard:
             acc.step = self._step
 
 
-def _check_fits(meta: dict[str, Any], trainer: TrainerView) -> None:
+def _check_fits(meta: dict[str, Any], trainer: CheckpointParts) -> None:
     """Refuse the old ranks' buffers (old rank 0's snapshot `meta`: every old rank's
     buffer is alike) when this run's buffer cannot take their share, before anything
     is loaded (the buffer's own check would come after the source and the model).
@@ -257,7 +257,7 @@ def _check_fits(meta: dict[str, Any], trainer: TrainerView) -> None:
         )
 
 
-def check_same_ranks_buffer(path: Path, trainer: TrainerView) -> None:
+def check_same_ranks_buffer(path: Path, trainer: CheckpointParts) -> None:
     """On the same number of ranks, refuse before anything is loaded a checkpoint whose
     buffers are of another kind or size than this run's, naming the flag and the value
     that resume it (each rank loads its own buffer as it was: its size is the

@@ -77,8 +77,9 @@ __all__ = ["Client"]
 
 def _logger() -> logging.Logger:
     """This module's logger. `logging` (with `traceback`, `string`...) is imported here,
-    on the rare path that logs, not with the client: it is ~6 ms of every simulation's
-    start-up otherwise (`benchmarks/client_startup.py`)."""
+    on the rare path that logs, not with the client, whose every simulation's start-up
+    it would otherwise lengthen (`benchmarks/client_startup.py`; docs/measured.md,
+    "Simulation start-up")."""
     import logging
 
     return logging.getLogger(__name__)

@@ -10,8 +10,9 @@ as declared (no cast, no copy into C order), every field batched, sends less tha
 the client takes its general path, which checks everything and says what is wrong.
 What is sent, and every decision taken, is exactly what the general path would do.
 `fast_large_sender` does the same for a client whose fields all leave without a copy
-(more than `INLINE_MAX_BYTES` each): a 1 MiB field's send took 17-19 us of the client's
-thread through the general path, against 7 us for the two raw pyzmq sends it makes.
+(more than `INLINE_MAX_BYTES` each), whose general path cost the client's thread more
+than twice the two raw pyzmq sends it makes (docs/measured.md, "Design choices,
+measured").
 
 Only the checks and the argument handling are specialized here (the check for NaN
 and Inf too: `finite_check`, batches checked when they leave): records get into

@@ -35,8 +35,8 @@ def checked_dtype(dtype: np.dtype) -> bool:
 
 
 def _logger() -> logging.Logger:
-    """The client's logger, imported on the rare path that warns (`logging` is ~6 ms of
-    a simulation's start-up otherwise: see `melissa_trainer.client.client`)."""
+    """The client's logger, imported on the rare path that warns (`logging` would
+    lengthen every simulation's start-up otherwise: see `melissa_trainer.client.client`)."""
     import logging
 
     return logging.getLogger("melissa_trainer.client.client")

@@ -25,8 +25,9 @@ Trackers: `Released` rather than pyzmq's ``send(track=True)``. pyzmq keeps a ref
 to the object sent without a copy until ZeroMQ frees the message, then drops it in its
 garbage-collector thread; a weak reference to that object (a fresh memoryview of the
 array) dies at that moment, and its callback releases a lock. That is the same event
-``track=True`` reports, for about 1 us per send instead of 4-6 (a `threading.Event`
-and a `MessageTracker` per frame, and an `Event.set` in the collector thread).
+``track=True`` reports, for a fraction of its cost per send (it makes a
+`threading.Event` and a `MessageTracker` per frame, and an `Event.set` in the collector
+thread; figures: docs/measured.md, "Design choices, measured").
 """
 
 from __future__ import annotations

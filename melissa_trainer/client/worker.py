@@ -17,7 +17,7 @@ For solvers whose start-up is expensive, a `Launcher(..., worker=True)` starts l
                 client.send(t, u=u)
 
 One context for every `Client` spares each simulation the making and ending of its own
-(0.35 of the 0.9 ms a tiny simulation's client costs, measured); `close` still waits
+(its cost: docs/measured.md, "Design choices, measured"); `close` still waits
 until ZeroMQ has sent the simulation's BYE, so a simulation reported finished has left.
 
 Each call reports the previous simulation as finished and asks for the next one; None

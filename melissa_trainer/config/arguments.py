@@ -11,10 +11,12 @@ Values read from JSON / YAML files are checked for type: numeric strings such as
 the wrong type is a `ConfigError` naming the field. Reading files and converting values
 (`load_config_file`, `convert_value`, `ConfigError`) is `config_reading`'s, shared with
 `ArgumentParser`; its public names are re-exported here. The buffer's rules are
-`BufferConfig`'s (`buffers/config.py`), reported here under this class's field names.
+`BufferConfig`'s (`buffers/config.py`), reported under this class's field names by
+`argument_checks`, which holds every rule of the fields (and the choices they allow,
+re-exported here).
 
-About 500 lines: a third is the field documentation of `TrainingArguments` (one entry
-per option, the user's reference), which belongs next to the fields.
+A third of this module is the field documentation of `TrainingArguments` (one entry per
+option, the user's reference), which belongs next to the fields.
 """
 
 from __future__ import annotations
@@ -29,17 +31,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from melissa_trainer.buffers.config import (
-    BUFFER_KINDS,
     DEFAULT_BUFFER,
     DEFAULT_BUFFER_SIZE,
     DEFAULT_SAMPLE_TO_INSERT_RATIO,
     DEFAULT_WATERMARK,
     BufferConfig,
-    config_problems,
     resolve_sample_to_insert_ratio,
 )
-from melissa_trainer.common.checks import count_problem, directory_problem
 from melissa_trainer.config import compile_options as compiled
+from melissa_trainer.config.argument_checks import (
+    BUFFER_CHOICES,
+    BUFFER_DEVICE_CHOICES,
+    BUFFER_FIELDS,
+    MIXED_PRECISION_CHOICES,
+    ON_SAVE_ERROR_CHOICES,
+    REPORT_TO_CHOICES,
+    argument_problems,
+)
 from melissa_trainer.config.reading import (
     FALSE_WORDS,
     NONE_WORDS,
@@ -69,26 +77,6 @@ __all__ = [
     "unknown_key_problems",
     "unwrap_optional",
 ]
-
-BUFFER_CHOICES = BUFFER_KINDS
-MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
-REPORT_TO_CHOICES = ("tensorboard", "none")
-ON_SAVE_ERROR_CHOICES = ("stop", "continue")
-BUFFER_DEVICE_CHOICES = ("host", "accelerator")
-
-_SEED_MAX = 2**32 - 1  # numpy's limit
-#: BufferConfig field -> the TrainingArguments field that sets it
-_BUFFER_NAMES = {
-    "kind": "buffer",
-    "capacity": "buffer_size",
-    "watermark": "watermark",
-    "seed": "seed",
-    "max_sample_reuse": "max_sample_reuse",
-    "sample_to_insert_ratio": "sample_to_insert_ratio",
-    "sample_to_insert_tolerance": "sample_to_insert_tolerance",
-    "batch_size": "batch_size",
-    "batches_per_step": "gradient_accumulation_steps",
-}
 
 
 def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
@@ -345,89 +333,11 @@ class TrainingArguments:
         for name in ("mixed_precision", "buffer", "buffer_device", "report_to", "on_save_error"):
             if name not in bad:
                 setattr(self, name, getattr(self, name).strip().lower())
-        problems.extend(self._problems(bad))
+        problems.extend(argument_problems(vars(self), bad, self._buffer_values()))
         if not bad.intersection(("torch_compile", "torch_compile_backend", "torch_compile_mode")):
             problems.extend(self._compile_problems())
         if problems:
             raise ConfigError(problems, context=type(self).__name__)
-
-    def _problems(self, bad: set[str]) -> list[str]:
-        p: list[str] = []
-
-        def ok(*names: str) -> bool:
-            return not bad.intersection(names)
-
-        def at_least_one(name: str, optional_meaning: str | None = None) -> None:
-            value = getattr(self, name)
-            if not ok(name) or value is None:  # None: typed Optional, or not allowed above
-                return
-            problem = count_problem(name, value, 1, optional_meaning)
-            if problem is not None:
-                p.append(problem)
-
-        for name in ("output_dir", "metric_for_best_model"):
-            if ok(name) and not getattr(self, name).strip():
-                p.append(f"{name}={getattr(self, name)!r} is empty: give a non-empty string")
-        for name in ("logging_dir", "resume_from_checkpoint"):
-            value = getattr(self, name)
-            if ok(name) and value is not None and not value.strip():
-                p.append(f"{name}={value!r} is empty: give a path or leave it unset (None)")
-        for name in ("output_dir", "logging_dir"):  # else a bare OSError when first written
-            value = getattr(self, name)
-            problem = directory_problem(name, value) if ok(name) and value else None
-            if problem is not None:
-                p.append(problem)
-        if self.overwrite_output_dir is True and self.resume_from_checkpoint is not None:
-            p.append(
-                f"overwrite_output_dir=True with resume_from_checkpoint="
-                f"{self.resume_from_checkpoint!r}: choose one (resume that run, or start "
-                "afresh with the earlier checkpoints moved aside)"
-            )
-        if ok("seed") and not 0 <= self.seed <= _SEED_MAX:
-            p.append(f"seed={self.seed!r} is out of range: use a value in [0, 2**32 - 1]")
-        for name in ("logging_steps", "stop_sync_steps", "max_to_keep", "pseudo_epochs"):
-            at_least_one(name)
-        at_least_one("max_steps", "let the stream decide when training ends")
-        at_least_one("eval_steps", "validate only at the end")
-        at_least_one("save_steps", "save only at the end")
-        at_least_one("early_stopping_patience", "disable early stopping")
-        losses = self.simulation_loss_steps
-        if ok("simulation_loss_steps") and losses is not None and losses < 0:
-            p.append(
-                f"simulation_loss_steps={losses!r} must be >= 0: set a number of steps, 0 to "
-                "turn per-simulation losses off, or leave it unset (None) for the default"
-            )
-
-        for name, choices in (("mixed_precision", MIXED_PRECISION_CHOICES),
-                              ("report_to", REPORT_TO_CHOICES),
-                              ("buffer_device", BUFFER_DEVICE_CHOICES),
-                              ("on_save_error", ON_SAVE_ERROR_CHOICES)):  # fmt: skip
-            value = getattr(self, name)
-            if ok(name) and value not in choices:
-                p.append(f"{name}={value!r} is not supported: choose one of {', '.join(choices)}")
-
-        device_buffer = ok("buffer_device", "buffer") and self.buffer_device == "accelerator"
-        if device_buffer and self.buffer != "reservoir" and self.buffer in BUFFER_CHOICES:
-            p.append(
-                f"buffer_device='accelerator' holds a reservoir on the device, not "
-                f"buffer={self.buffer!r}: set buffer='reservoir', or buffer_device='host'"
-            )
-        ratio = self.sample_to_insert_ratio
-        if ok("sample_to_insert_ratio") and ratio is not None and ratio < 0:
-            p.append(
-                f"sample_to_insert_ratio={ratio!r} must be >= 0: give a positive ratio, 0 "
-                "for no rate limit, or leave it unset (None) for the buffer's default"
-            )
-            bad = bad | {"sample_to_insert_ratio"}
-        # the buffer's rules, stated once in BufferConfig, under this class's names
-        p.extend(
-            config_problems(
-                self._buffer_values(),
-                _BUFFER_NAMES,
-                skip={"seed"} | {key for key, name in _BUFFER_NAMES.items() if name in bad},
-            )
-        )
-        return p
 
     def _compile_problems(self) -> list[str]:
         """`compiled.resolve_options`' rules (those of `transformers`), applied here."""
@@ -472,7 +382,7 @@ class TrainingArguments:
 
     def _buffer_values(self) -> dict[str, Any]:
         """`BufferConfig` field -> value of the corresponding field here."""
-        values = {key: getattr(self, name) for key, name in _BUFFER_NAMES.items()}
+        values = {key: getattr(self, name) for key, name in BUFFER_FIELDS.items()}
         values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
         # unset: the buffer's default ratio; 0: none (BufferConfig's None)
         values["sample_to_insert_ratio"] = resolve_sample_to_insert_ratio(

@@ -189,3 +189,14 @@ class StopSync:
         self.most = int(most)
         self.extra = None if no_extra else int(values[4])
         return bool(any_stop), -int(neg_available), int(any_signum)
+
+
+def window_steps(step: int, every: int, max_steps: int | None) -> int:
+    """The steps of the stop-sync window that starts at `step`: up to the next multiple
+    of `every` (``stop_sync_steps``: windows are aligned on them, so that a resume knows
+    where the window of its checkpoint ends, whatever batches were taken ahead), fewer
+    if `max_steps` is nearer; <= 0: no more steps."""
+    window = every - step % every
+    if max_steps is not None:
+        window = min(window, max_steps - step)
+    return window

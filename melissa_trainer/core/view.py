@@ -1,10 +1,14 @@
-"""`TrainerView`: what the layers below the trainer may read of a running trainer.
+"""`TrainerView`: what the layers below the trainer may read of a running trainer;
+`CheckpointParts`: the part of it a checkpoint reads (its parts, not the owner).
 
 Hooks (every ``on_*`` method), a study's hooks and the checkpoint's parts are given the
 trainer typed as this protocol, never as `OnlineTrainer`: the hooks, the study and the
 checkpoint sit below the trainer and never import it (not even for types), and the
 protocol is the list of what they may touch. `OnlineTrainer` satisfies it structurally
-(mypy checks it wherever the trainer passes itself down).
+(mypy checks it wherever the trainer passes itself down). The checkpoint's registry and
+its reshard read a narrower protocol, `CheckpointParts`, the stateful parts they save and
+load and the rank they run on (as Accelerate's `save_accelerator_state` takes the model,
+optimizers, schedulers and scaler, not the `Accelerator`); `TrainerView` extends it.
 
 Contract: a reader may call methods and read attributes from the training thread only
 (the trainer is not thread-safe); it may change ``model``/``optimizer`` state only in
@@ -44,24 +48,17 @@ class HookDispatch(Protocol):
     def load_state_dict(self, states: Mapping[str, Mapping[str, Any]]) -> None: ...
 
 
-class TrainerView(Protocol):
-    """A running trainer's parts and figures (the attributes of `OnlineTrainer`), read-only
-    here: a reader uses the parts, it does not replace them."""
+class CheckpointParts(Protocol):
+    """What a checkpoint saves and loads (`checkpoint.registry.parts`, `checkpoint.reshard`),
+    read-only: each part saves and loads itself in place. No model or optimizer: they
+    are Accelerate's to save (through `accelerator`), nor anything of the loop's flow
+    (the control flags, the stop sync, the hooks' events)."""
 
     @property
     def args(self) -> TrainingArguments: ...
 
     @property
     def accelerator(self) -> Accelerator: ...
-
-    @property
-    def model(self) -> torch.nn.Module: ...
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer: ...
-
-    @property
-    def lr_scheduler(self) -> Any | None: ...
 
     @property
     def buffer(self) -> Buffer: ...
@@ -73,28 +70,16 @@ class TrainerView(Protocol):
     def dataset(self) -> StreamDataset: ...
 
     @property
-    def eval_dataset(self) -> Any | None: ...
-
-    @property
     def state(self) -> TrainerState: ...
-
-    @property
-    def control(self) -> TrainerControl: ...
 
     @property
     def hooks(self) -> HookDispatch: ...
 
     @property
-    def stop_sync(self) -> StopSync: ...
-
-    @property
     def log_figures(self) -> LogFigures: ...
 
     @property
-    def preempted_by(self) -> signal.Signals | None: ...
-
-    @property
-    def run_id(self) -> str | None: ...
+    def tracked_losses(self) -> SimulationLosses | None: ...
 
     @property
     def is_main_process(self) -> bool: ...
@@ -105,14 +90,41 @@ class TrainerView(Protocol):
     @property
     def num_processes(self) -> int: ...
 
+
+class TrainerView(CheckpointParts, Protocol):
+    """A running trainer's parts and figures (the attributes of `OnlineTrainer`), read-only
+    here: a reader uses the parts, it does not replace them. Its checkpoint's parts
+    (`CheckpointParts`), and what hooks read besides."""
+
+    @property
+    def model(self) -> torch.nn.Module: ...
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer: ...
+
+    @property
+    def lr_scheduler(self) -> Any | None: ...
+
+    @property
+    def eval_dataset(self) -> Any | None: ...
+
+    @property
+    def control(self) -> TrainerControl: ...
+
+    @property
+    def stop_sync(self) -> StopSync: ...
+
+    @property
+    def preempted_by(self) -> signal.Signals | None: ...
+
+    @property
+    def run_id(self) -> str | None: ...
+
     @property
     def checkpoint_root(self) -> Path: ...
 
     @property
     def simulation_losses(self) -> SimulationLosses: ...
-
-    @property
-    def tracked_losses(self) -> SimulationLosses | None: ...
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor: ...
 

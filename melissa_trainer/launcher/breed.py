@@ -61,13 +61,12 @@ class BreedSampler(AdaptiveSampler):
     hypercube of the study's size in its order (the very design of the benchmark's
     "LHS, optimised" arm, seeded alike). On the evaluation seeds of
     `benchmarks/active_sampling.py` (10 seeds never used to choose anything;
-    docs/measured.md, "Active sampling") with 3 parameters it erred 1.90x less than a
-    plain Latin hypercube on a uniform test set and 1.37x less than an optimised one
-    (medians of the per-seed ratios; 2.79x and 1.98x in the hard region); with 6 it
-    ties the optimised Latin hypercube (the same draws: 1.00, interval 0.98-1.00) and
-    erred 1.58x less than a plain one and 1.69x less than scrambled Sobol'.
+    docs/measured.md, "Active sampling", for the figures) with 3 parameters it erred
+    less than a plain Latin hypercube and than an optimised one, on a uniform test set
+    and more so in the hard region; with 6 it ties the optimised Latin hypercube (the
+    same draws) and erred less than a plain one and than scrambled Sobol'.
     Set `exploration` below 1 to breed (0.7 with sigma 0.15, floor 0.5,
-    min_observations 8 were its tuned settings): on that benchmark breeding 30% of the
+    min_observations 8 were its tuned settings): on that benchmark breeding part of the
     draws erred more than exploring alone. The other defaults: sigma 0.15, floor 0.5
     (the worst parent weighs 3x the best), min_observations 8, memory 1000.
 

@@ -61,7 +61,7 @@ from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
 from melissa_trainer.launcher.study_change import check_resume
-from melissa_trainer.launcher.study_record import StudyRecord
+from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
@@ -390,16 +390,17 @@ class Launcher:
         with self._lock:
             return self._study.state_dict()
 
-    def check_resume(self, state: Mapping[str, Any]) -> None:
+    def check_resume(self, state: Mapping[str, Any]) -> SavedStudy:
         """Raise if this launcher cannot resume the study of `state` (a `state_dict`);
         changes nothing. What may change on resume (more or fewer simulations) and what
-        may not (the sampler, its ranges, its seed...) is `study_change`'s.
+        may not (the sampler, its ranges, its seed...) is `study_change`'s. Returns the
+        state as read (migrated, its records built: once), for `resume`.
 
         Raises:
             StudyChanged: a ValueError naming the setting that changed and the fix.
         """
         with self._lock:
-            check_resume(state, self._study)
+            return check_resume(state, self._study)
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Resume a study (before `start`): finished and given-up simulations are not run
@@ -415,9 +416,19 @@ class Launcher:
         """
         if self._thread is not None:
             raise RuntimeError("Launcher.load_state_dict() must be called before start()")
-        self.check_resume(state)
+        self.resume(self.check_resume(state))
+
+    def resume(self, saved: SavedStudy) -> None:
+        """`load_state_dict` of a state that `check_resume` read and returned: applied
+        without reading (migrating, building its records) again. Once per `saved`.
+
+        Raises:
+            RuntimeError: after `start`, or `saved` applied already.
+        """
+        if self._thread is not None:
+            raise RuntimeError("Launcher.resume() must be called before start()")
         with self._lock:
-            self._study.load_state_dict(state)
+            self._study.load_saved(saved)
 
     def reconcile(self, complete: Iterable[int]) -> list[int]:
         """After `load_state_dict`, before `start`: `complete` are the ids whose data

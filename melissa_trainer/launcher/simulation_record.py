@@ -1,9 +1,11 @@
 """One simulation's record (`SimulationRecord`) and the forms a study's records take in
 a checkpoint: one JSON object per simulation (launcher state versions 1 and 2), or one
 list per attribute (version 3: `columns`, 10^5 simulations saved and loaded in a
-fraction of a second). `records_from` reads any version (the earlier ones upgraded by
-`checkpoint_migrations`); `records_of` gives one object per simulation whatever the
-version, to read a checkpoint by hand.
+fraction of a second). `read_saved` reads a launcher state of any version once (the
+earlier ones upgraded by `checkpoint_migrations`): a resume migrates it and builds its
+records there, and nowhere again (`SavedStudy`). `records_from` reads the records of any
+version; `records_of` gives one object per simulation whatever the version, to read a
+checkpoint by hand.
 
 The states and their transitions are `study_record.StudyRecord`'s; this module only holds
 and converts.
@@ -21,7 +23,15 @@ from typing import Any
 
 from melissa_trainer.common.migrations import upgrade
 
-__all__ = ["STATUSES", "SimulationRecord", "columns", "records_from", "records_of"]
+__all__ = [
+    "STATUSES",
+    "SavedStudy",
+    "SimulationRecord",
+    "columns",
+    "read_saved",
+    "records_from",
+    "records_of",
+]
 
 STATUSES = ("pending", "running", "complete", "exited", "finished", "failed", "abandoned")
 
@@ -110,11 +120,55 @@ def records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, Si
             `names`.
     """
     with _no_collection():
-        return _records_from(state, names)
+        return _records_from(upgrade("launcher", state), names)
+
+
+@dataclass
+class SavedStudy:
+    """A launcher state read once (`read_saved`): migrated to the current version, its
+    records built and checked. A resume applies it once (`StudyRecord.load_saved`: the
+    records become the study's, changed in place), after `study_change.check_resume`
+    has checked it; nothing reads the state again.
+
+    Attributes:
+        records: simulation id -> record, as saved (the statuses of the checkpoint).
+        next_id: the id of the next draw.
+        redraws: how many failed simulations were replaced.
+        sampler: the sampler's own state (its owner's to load and check).
+        applied: set once a study has taken the records (a second apply is refused).
+    """
+
+    records: dict[int, SimulationRecord]
+    next_id: int
+    redraws: int
+    sampler: Mapping[str, Any]
+    applied: bool = False
+
+
+def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
+    """A launcher state (`StudyRecord.state_dict`, any version) read: migrated once, its
+    records built once, their parameters in the order of `names`.
+
+    Raises:
+        ValueError: an unknown version, malformed records, records whose parameters are
+            not `names`, or a record whose id is not below ``next_id``.
+    """
+    try:  # (earlier versions: `checkpoint_migrations`)
+        state = upgrade("launcher", state)
+        with _no_collection():
+            records = _records_from(state, names)
+        next_id, redraws = int(state["next_id"]), int(state["redraws"])
+        sampler = state["sampler"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"invalid launcher state: {exc!r}") from exc
+    if records and max(records) >= next_id:
+        raise ValueError(f"simulation {max(records)} in the launcher state is >= next_id {next_id}")
+    return SavedStudy(records, next_id, redraws, sampler)
 
 
 def _records_from(state: Mapping[str, Any], names: Sequence[str]) -> dict[int, SimulationRecord]:
-    sims = upgrade("launcher", state)["simulations"]
+    """The records of a launcher state of the current version (`records_from`)."""
+    sims = state["simulations"]
     columns = sims["parameters"]
     if set(columns) != set(names):
         raise ValueError(
@@ -163,14 +217,16 @@ def records_of(state: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
     state of any version: to read a checkpoint's study by hand or in a test."""
     state = upgrade("launcher", state)
     names = list(state["simulations"]["parameters"])
-    records = records_from(state, names)
+    with _no_collection():
+        records = _records_from(state, names)
     return {sid: record.to_json() for sid, record in records.items()}
 
 
 @contextmanager
 def _no_collection() -> Iterator[None]:
     """No cyclic garbage collection while 10^5 records are built: each collection of the
-    young generation would scan them again (measured: 0.8 s -> 0.45 s to load 10^5). The
+    young generation would scan them again (docs/measured.md, "Design choices,
+    measured"). The
     records hold no cycles; collection resumes (if it was on) on the way out."""
     enabled = gc.isenabled()
     gc.disable()

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.launcher.samplers import Sampler
-from melissa_trainer.launcher.simulation_record import records_of
+from melissa_trainer.launcher.simulation_record import SavedStudy, read_saved
 
 if TYPE_CHECKING:  # records imports this module
     from melissa_trainer.launcher.study_record import StudyRecord
@@ -63,21 +63,23 @@ def settings_of(sampler: Sampler, n_simulations: int) -> dict[str, Any]:
     return {"n_simulations": int(n_simulations), "bounds": box}
 
 
-def check_resume(state: Mapping[str, Any], study: StudyRecord) -> None:
+def check_resume(state: Mapping[str, Any], study: StudyRecord) -> SavedStudy:
     """Raise `StudyChanged` if the launcher state `state` cannot be resumed by `study`
     (not started: its sampler as built for this run, planned, and its `n_simulations`;
     see the module docstring). States saved before the settings were recorded are
-    checked for what they hold. Changes nothing: the state is loaded into a copy.
+    checked for what they hold. Changes nothing: the sampler's state is loaded into a
+    copy. Returns the state read (`read_saved`: migrated, its records built), which
+    `StudyRecord.load_saved` applies without reading it again.
     """
-    trial = copy.deepcopy(study)
-    n_simulations = trial.n_simulations
-    before = _check_settings(state, trial.sampler, n_simulations)
+    n_simulations = study.n_simulations
+    before = _check_settings(state, study.sampler, n_simulations)
     try:  # (the settings first: their messages name what changed)
-        trial.load_state_dict(state)
+        saved = read_saved(state, study.sampler.names)
+        copy.deepcopy(study.sampler).load_state_dict(saved.sampler)
     except ValueError as exc:
         raise StudyChanged(f"cannot resume the study's launcher state: {exc}") from None
     if before is not None and n_simulations > before:  # (the records are valid now)
-        ended = sum(1 for r in records_of(state).values() if r.get("status") in _ENDED)
+        ended = sum(1 for r in saved.records.values() if r.status in _ENDED)
         if ended >= before:
             raise StudyChanged(
                 f"num_simulations changed from {before} to {n_simulations}, but the study "
@@ -86,6 +88,7 @@ def check_resume(state: Mapping[str, Any], study: StudyRecord) -> None:
                 f"with --num_simulations {before} (Launcher n_simulations={before}), "
                 f"{_NEW_STUDY}"
             )
+    return saved
 
 
 def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: int) -> int | None:

@@ -59,13 +59,15 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from melissa_trainer.common.migrations import CURRENT, upgrade
+from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
     STATUSES,
+    SavedStudy,
     SimulationRecord,
     columns,
+    read_saved,
     records_from,
     records_of,
 )
@@ -127,7 +129,7 @@ class StudyRecord:
         # The ids in each status, and the totals `summary` reports, kept up to date by
         # `_move` (every status change goes through it): the launcher asks `done` every
         # tick and `summary` at every log, and a scan of every record would make a tick
-        # O(simulations drawn) under the lock (2 ms at 10^4, quadratic over a study).
+        # O(simulations drawn) under the lock (quadratic over a study; docs/measured.md).
         self._ids: dict[str, set[int]] = {status: set() for status in STATUSES}
         self._restarts = 0  # sum of the records' restarts
         self._seconds = 0.0  # sum of the records' seconds (ended attempts)
@@ -351,19 +353,22 @@ class StudyRecord:
         Raises:
             ValueError: an unknown version, or records that do not fit this sampler.
         """
-        try:  # (earlier versions: `checkpoint_migrations`)
-            state = upgrade("launcher", state)
-            records = records_from(state, self.sampler.names)
-            next_id, redraws = int(state["next_id"]), int(state["redraws"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ValueError(f"invalid launcher state: {exc!r}") from exc
-        if records and max(records) >= next_id:
-            raise ValueError(
-                f"simulation {max(records)} in the launcher state is >= next_id {next_id}"
-            )
-        self.sampler.load_state_dict(state["sampler"])
-        self.records, self.next_id, self.redraws = records, next_id, redraws
-        for record in records.values():
+        self.load_saved(read_saved(state, self.sampler.names))
+
+    def load_saved(self, saved: SavedStudy) -> None:
+        """`load_state_dict` of a state already read (`read_saved`: a resume reads it
+        once, checks it, then applies it here); its records become this study's.
+
+        Raises:
+            ValueError: the sampler refuses its state.
+            RuntimeError: `saved` was applied already (its records are a study's now).
+        """
+        if saved.applied:
+            raise RuntimeError("this launcher state was applied already: read it again")
+        self.sampler.load_state_dict(saved.sampler)
+        saved.applied = True
+        self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
+        for record in self.records.values():
             if record.status in _ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"
         self._reindex()

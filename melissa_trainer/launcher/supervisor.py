@@ -27,6 +27,10 @@ counts from launch, and without a heartbeat callable it is the time since launch
 Everything here runs on the launcher's thread; the `StudyRecord` is touched only under the
 shared lock, so that the launcher's other methods can read it from any thread. The
 backend calls (which may block up to `kill_grace`) are made outside the lock.
+
+The policy itself (an ended attempt's outcome, acted on) and the reports naming the
+failures are `failure_policy.FailurePolicy`'s, a base class of `Supervisor`; `Settings`
+and `RunningJob` are `jobs`' (re-exported here).
 """
 
 from __future__ import annotations
@@ -35,27 +39,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.reports import (
-    MAX_SHOWN,
-    DataReport,
-    LauncherError,
-    RunningSimulation,
-    failure_report,
-    repeated_failures,
-    running_report,
-    study_counts,
-)
+from melissa_trainer.launcher.failure_policy import FailurePolicy
+from melissa_trainer.launcher.jobs import RunningJob, Settings
+from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
-from melissa_trainer.launcher.tuning import LauncherTuning
 
 __all__ = ["DRAIN_GRACE", "IDLE_GRACE", "RunningJob", "Settings", "Supervisor"]
 
@@ -67,38 +62,7 @@ DRAIN_GRACE = 2.0
 IDLE_GRACE = 1.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The launcher's configuration, as the supervisor needs it (checked by `Launcher`)."""
-
-    job_limit: int
-    ranks: int
-    tuning: LauncherTuning  # timeouts and poll interval; the failure policy: StudyRecord
-    env: Mapping[str, str]
-    log_dir: Path
-    rendezvous_dir: str
-
-
-@dataclass
-class RunningJob:
-    """A job alive in the backend, and the simulation it runs (None: a worker between two)."""
-
-    handle: Handle
-    simulation_id: int | None
-    log_path: Path
-    since: float = 0.0  # when the current simulation started
-    beat: int = 0  # heartbeat value at the last progress seen
-    silent: float = 0.0  # its own silence since then, in seconds (`silence.SilenceClock`)
-    sending: bool = False  # a message of this attempt came
-    startup: float | None = None  # wall seconds from `since` to its first message
-    quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
-
-    def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
-        self.simulation_id, self.since, self.beat = simulation_id, now, beat
-        self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
-
-
-class Supervisor:
+class Supervisor(FailurePolicy):
     """Runs one simulation per job (see the module docstring). It times each attempt's
     launch-to-first-message (with a heartbeat) for `advice`, which says once per study
     when start-up dominates, or when a restart failed as the attempt before it."""
@@ -318,9 +282,6 @@ class Supervisor:
                 if changed and self.study.records[sid].status == "finished":
                     self.log_paths.pop(sid, None)  # (kept for failures only)
 
-    def log_of(self, sid: int) -> Path:
-        return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
-
     def launch_jobs(self, now: float) -> None:
         """Start jobs while fewer than `job_limit` run and at most `job_limit` ended
         simulations await their data.
@@ -391,125 +352,3 @@ class Supervisor:
         if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
             return 0
         return self.refresh_beats().get(sid, 0)
-
-    def end_simulation(self, sid: int, code: int | str, now: float, log_path: Path) -> None:
-        """Record the end of an attempt's process and apply the failure policy."""
-        self.log_paths[sid] = log_path
-        with self.lock:
-            started = self.study.records[sid].started
-            outcome = self.study.process_ended(sid, now, code)
-        ended = "exit 0" if code == 0 else f"exit {code}" if isinstance(code, int) else code
-        wall = now - started if started is not None else 0.0
-        self.advice.ended(sid, code, wall)
-        self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
-        if outcome == "finished":  # its log is quoted only if it fails: O(failures) kept
-            self.log_paths.pop(sid, None)
-
-    def apply_policy(self, sid: int, outcome: str, how: str, log_path: Path) -> None:
-        """Log an attempt's outcome and act on it (tell the receivers, or raise)."""
-        with self.lock:
-            record = self.study.records[sid]
-            codes, restarts = list(record.exit_codes), record.restarts
-            parameters, redraws = dict(record.parameters), self.study.redraws
-        study = self.study  # its limits and policy are fixed: read without the lock
-        attempt = f"simulation {sid} attempt {len(codes) - 1}"
-        if outcome == "finished":
-            logger.info("%s finished (%s)", attempt, how)
-            return
-        if outcome == "exited":
-            logger.info("%s exited (%s); waiting for the rest of its data", attempt, how)
-            return
-        why = self.systematic_cause(sid, codes[-1], log_path)
-        if why is not None:
-            raise LauncherError(f"the study stopped: {why}\n{self.failures()}")
-        if outcome == "restart":
-            logger.warning(
-                "%s failed (%s): restart %d of %d; log: %s",
-                attempt,
-                how,
-                restarts,
-                study.max_restarts,
-                log_path,
-            )
-        self.advice.failed(sid, codes)
-        if outcome == "restart":
-            return
-        history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
-        failed = f"simulation {sid} failed {len(codes)} times ({history})"
-        if outcome == "redraw":
-            logger.warning(
-                "%s: redraw %d of %d, new parameters", failed, redraws, study.max_redraws
-            )
-            self.give_up(sid, redraw=True)
-        elif outcome == "abandon":
-            logger.error("%s: abandoned (LauncherTuning.on_failure='abandon')", failed)
-            self.give_up(sid, redraw=False)
-        else:
-            raise LauncherError(f"{failed}, {study.failure}\n{self.failures()}")
-
-    def systematic_cause(self, sid: int, code: int | str, log_path: Path) -> str | None:
-        """Why the study must stop now because every attempt so far failed alike before
-        any data (`systematic`), or None."""
-        if self.systematic.off:
-            return None
-        with self.lock:
-            counts = self.study.counts()
-            reason = self.study.records[sid].reason
-        if counts["finished"] + counts["complete"] > 0 or (
-            self.heartbeat is not None and any(n > 0 for n in self.heartbeat().values())
-        ):
-            self.systematic.data_seen()  # (read while the check is on: few simulations)
-            return None
-        return self.systematic.failed(sid, code, log_path, reason)
-
-    def failures(self) -> str:
-        """The study's failures for its error (`reports.failure_report`), then the
-        simulations running now. Any thread."""
-        with self.lock:
-            failed = [
-                (sid, self.study.describe(sid), tuple(r.exit_codes))
-                for sid, r in sorted(self.study.records.items())
-                if r.status in ("failed", "abandoned") or any(c != 0 for c in r.exit_codes)
-            ]
-            counts = self.study.summary(time.monotonic())
-            attempts = sum(len(r.exit_codes) for r in self.study.records.values())
-        lines = [study_counts(counts, self.study.n_simulations, attempts)]
-        lines += failure_report(failed, self.log_of, self.settings.log_dir)
-        lines += repeated_failures(failed)
-        return "\n".join(lines + self.running())
-
-    def attempt_of(self, sid: int) -> str:
-        """ "attempt N, parameters {...}" of a simulation, for messages (any thread)."""
-        with self.lock:
-            record = self.study.records[sid]
-            return f"attempt {record.attempts - 1}, parameters {dict(record.parameters)}"
-
-    def running(self) -> list[str]:
-        """The simulations running now (`reports.running_report`). Any thread (a
-        best-effort read)."""
-        running = [
-            (job.simulation_id, job)
-            for job in list(self.jobs.values())
-            if job.simulation_id is not None
-        ]
-        running.sort(key=lambda pair: pair[0])  # (by id only: jobs do not compare)
-        shown = [
-            RunningSimulation(sid, self.attempt_of(sid), job.sending, job.silent, job.log_path)
-            for sid, job in running[:MAX_SHOWN]
-        ]
-        return running_report(shown, len(running), self.settings.log_dir)
-
-    def give_up(self, sid: int, redraw: bool) -> None:
-        """Tell the receivers: `redraw`, a replacement comes (they wait for it instead);
-        otherwise the study goes on without this simulation."""
-        callback = self.redrawn if redraw else self.abandon
-        if callback is None:
-            callback = self.abandon  # (a caller that knows only abandon)
-        if callback is None:
-            logger.warning(
-                "simulation %d given up, but no abandon callback tells the "
-                "receivers to stop waiting for it",
-                sid,
-            )
-        else:
-            callback(sid)

@@ -72,7 +72,7 @@ def payload_array(msg: Data, inline: bool) -> np.ndarray:
     A separate payload frame becomes the sample's memory (no copy: the array's base
     keeps the ZeroMQ frame alive); it is copied only if misaligned for its dtype. An
     INLINE payload is copied out of the received bytes (into a bytearray: the
-    cheapest copy measured, under 1 us for 1 KB): the array is then aligned and
+    cheapest copy, docs/measured.md, "Design choices, measured"): the array is then aligned and
     writable (a view of the bytes would be read-only, which torch warns about, and
     misaligned after the header), and the header is freed with the bytes object.
     """

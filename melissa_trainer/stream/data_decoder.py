@@ -31,7 +31,8 @@ class DataDecoder:
 
     A client sends the same DATA header at every time step but for the step itself
     (`TIME_STEP_AT`), so the header's other bytes key the decoded fields: a hit costs a
-    slice and a dict lookup instead of a full decode (about 2-4 us less per message).
+    slice and a dict lookup instead of a full decode (docs/measured.md, "Design
+    choices, measured").
     Only headers that `decode` accepted are memoized (their flags byte is part of the
     key, so an INLINE header and a two-frame one, or a FINITE one and one without,
     never share an entry), and the payload

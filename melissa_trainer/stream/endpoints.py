@@ -85,7 +85,7 @@ def advertised(endpoint: str, host: str | None) -> str:
         return endpoint
     if not host:
         # (imported here: a client imports this module, and `socket` with `selectors`
-        # is ~7 ms of a simulation's start-up; only a receiver advertises)
+        # would lengthen every simulation's start-up; only a receiver advertises)
         import socket
 
         host = socket.gethostname()

@@ -26,8 +26,8 @@ def all_finite(arr: np.ndarray) -> bool:
     Exactly ``np.isfinite(arr).all()``, in one pass over the bytes for finite data.
     Thread-safe (reads `arr` only); a non-contiguous `arr` is copied first."""
     # x . x is finite only if every x is (NaN and Inf propagate; squares cannot cancel),
-    # and BLAS computes it in one pass without `isfinite`'s temporary array: 2 us instead
-    # of 11 for 64 KB, 0.9 ms instead of 2.5 for 8 MB. An overflow of finite values
+    # and BLAS computes it in one pass without `isfinite`'s temporary array (figures:
+    # docs/measured.md, "Design choices, measured"). An overflow of finite values
     # (|x| above 1.8e19 in float32) also gives Inf: the exact check decides then.
     flat = arr if arr.ndim == 1 else arr.reshape(-1)
     if math.isfinite(abs(_vdot(flat, flat))):

@@ -4,12 +4,10 @@ A payload of more than 64 KiB stays in the ZeroMQ frame it arrived in, allocated
 ZeroMQ's I/O thread and freed when the buffer drops the sample. With glibc's default
 settings, blocks of that size are mapped and unmapped one at a time, or trimmed off
 the heap as soon as they are freed: each new frame then takes a page fault per 4 KiB
-and each free a TLB shootdown that interrupts the training thread too. Training on a
-stream of 1 MiB fields at 200 MB/s measured 0.83-0.86x the steps/s of the same
-training without ingest this way, and 0.95-0.97x with both thresholds raised (through
-glibc's MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_ environment variables; 2 runs
-each, medians of 5 interleaved rounds of `benchmarks/ingest.py`'s training workload;
-raising only one of them gave 0.82 and 0.88).
+and each free a TLB shootdown that interrupts the training thread too. Raising both
+thresholds (glibc's MALLOC_MMAP_THRESHOLD_ and MALLOC_TRIM_THRESHOLD_) won back most
+of the steps a stream of large fields cost training; raising only one did not (figures:
+docs/measured.md, "Design choices, measured").
 
 `keep_freed_memory` sets them: blocks up to `MMAP_THRESHOLD` come from malloc's heap,
 and freed memory goes back to the system only beyond `TRIM_THRESHOLD` at the heap's

@@ -92,8 +92,7 @@ KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_COUNT = 60, 10, 6
 #: pending TCP connections the kernel queues for the socket (ZMQ_BACKLOG; capped by the
 #: kernel's net.core.somaxconn). libzmq's default, 100, is too few when a study starts
 #: hundreds of simulations at once: the kernel drops the other attempts and they retry
-#: after 1 s, 3 s, ... (measured: 1,000 peers connecting at once were all in after
-#: 1.3-2.7 s with 100, 0.13-0.17 s with 4,096; with real clients, up to 30 s).
+#: after 1 s, 3 s, ... (figures: docs/measured.md, "Design choices, measured").
 LISTEN_BACKLOG = 4096
 
 

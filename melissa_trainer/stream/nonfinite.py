@@ -35,9 +35,8 @@ without it (an older client, a non-finite field, a sender that does not check) i
 checked here as before: one check (`all_finite`, in `finite`: a BLAS dot product of
 the field with itself, then ``np.isfinite(arr).all()`` only if that is not finite) per
 float field of a sample, or per batch of steps of one field (a batch that fails it
-goes record by record): one pass over the bytes, without a temporary array, about
-60 us per MB on the trainer's core (figures: docs/measured.md, issue 28;
-docs/concepts/stream.md).
+goes record by record): one pass over the bytes, without a temporary array, on the
+trainer's core (its cost: docs/measured.md, issue 28; docs/concepts/stream.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The receiver: one per training rank, from a ZeroMQ PULL socket to the buffer.
 
 Who ingests (the reader's pumps, or the receiver's thread when they stop) and how
-requests from other threads reach the ingester: :mod:`.ingest_loop`, the base class.
+requests from other threads reach the ingester: :mod:`.ingest_loop`, the base class. The
+socket, its options, its bind and its rendezvous file: :mod:`.receiver_socket`.
 
 Data path per message: ``recv(copy=False)`` of the first frame, read as bytes (its
 ``more`` flag comes with it: `Socket.get(RCVMORE)` would cost an enum lookup in pyzmq
@@ -75,7 +76,6 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import threading
@@ -90,11 +90,13 @@ from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
-from melissa_trainer.stream.endpoints import advertised, curve_keys, is_loopback, write_rendezvous
+from melissa_trainer.stream.endpoints import curve_keys, is_loopback
 from melissa_trainer.stream.ingest_loop import IngestLoop
 from melissa_trainer.stream.ingest_state import telemetry_keys
-from melissa_trainer.stream.liveness import HEADER_ALLOWANCE, socket_options
+from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
+from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
 from melissa_trainer.stream.watchdog import StallError
 from melissa_trainer.wire import (
     DATA,
@@ -120,26 +122,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 _POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
-
-
-def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
-    """What went wrong binding `bind` (rank `rank`'s endpoint) and what to do about it."""
-    message = f"receiver of rank {rank} cannot bind {bind}: {exc}"
-    if exc.errno == errno.EADDRINUSE and bind.startswith("tcp://"):
-        port = bind.rpartition(":")[2]
-        message += (
-            f": another program (or another trainer) listens on port {port}; find it with "
-            f"`ss -ltnp 'sport = :{port}'`, or choose a free port in ReceiverConfig(bind=...) "
-            "(an explicit port is offset by the rank: rank r binds port + r), or use port * "
-            "(a random free port, published in the rendezvous directory)"
-        )
-    elif exc.errno == errno.EADDRNOTAVAIL:
-        message += (
-            ": this host has no such address; bind tcp://*:* (every interface) or one of "
-            "this node's addresses, and set ReceiverConfig(advertise_host=...) if the name "
-            "the simulations must use differs"
-        )
-    return message
 
 
 class Receiver(IngestLoop):
@@ -217,29 +199,20 @@ class Receiver(IngestLoop):
         if self._loaded is not None:
             self.ingest.load_state_dict(self._loaded, self._buffer.stats().put)
         self._context = zmq.Context()
-        sock = self._socket = self._context.socket(zmq.PULL)
-        sock.setsockopt(zmq.RCVHWM, self._rcvhwm)
-        for option, value in socket_options(self._max_bytes).items():
-            sock.setsockopt(option, value)
-        sock.setsockopt(zmq.RCVTIMEO, max(1, int(self._poll * 1000)))
-        sock.setsockopt(zmq.LINGER, 0)
+        sock = self._socket = pull_socket(
+            self._context, self._rcvhwm, self._max_bytes, self._poll, self._curve
+        )
+        extra: dict[str, Any] = {}
         if self._curve is not None:
-            sock.curve_server = True
-            sock.curve_secretkey, sock.curve_publickey = self._curve
-        try:
-            sock.bind(self._bind)
-            self._endpoint = advertised(sock.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
-            if self._rendezvous is not None:
-                extra: dict[str, Any] = {}
-                if self._curve is not None:
-                    extra["curve_public_key"] = self.curve_public_key
-                if self.config.run_id is not None:
-                    extra["run_id"] = self.config.run_id
-                write_rendezvous(self._rendezvous, self._rank, self._world, self._endpoint, extra)
-        except BaseException as exc:
+            extra["curve_public_key"] = self.curve_public_key
+        if self.config.run_id is not None:
+            extra["run_id"] = self.config.run_id
+        try:  # (an OSError naming what to do: `receiver_socket.bind_error`)
+            self._endpoint = bind_and_publish(
+                sock, self._bind, self._advertise, self._rank, self._world, self._rendezvous, extra
+            )
+        except BaseException:
             self._close_socket()
-            if isinstance(exc, zmq.ZMQError):
-                raise OSError(exc.errno, bind_error(self._bind, self._rank, exc)) from exc
             raise
         self._watch = ConnectionWatch(
             sock,

@@ -50,8 +50,8 @@ class StreamSource(Source):
             ``5555 + r``), so that ranks on one host do not clash.
         keep_freed_memory: opt-in, on glibc: let malloc recycle the memory of received
             frames in this process instead of mapping and unmapping it frame by frame
-            (see `melissa_trainer.stream.heap` for the figures: 0.83-0.86x -> 0.95-0.97x
-            the steps/s of training without ingest, on a stream of 1 MiB fields). It
+            (see `melissa_trainer.stream.heap`; its figures: docs/measured.md, "Design
+            choices, measured"). It
             changes malloc for the whole process, for good: the process then keeps the
             memory of its largest burst. Set at `start`; default False. (The bounded
             form, `ReceiverConfig.recycle_frames`, is on by default.)

@@ -64,6 +64,7 @@ from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import log_account, resume_lines
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -119,6 +120,9 @@ class Study(Source):
         self._rank = 0
         self._resumed = False
         self._launcher_state: dict[str, Any] | None = None
+        #: rank 0, resumed: the launcher's record as read and checked at load (migrated,
+        #: its records built: once), applied when the launcher starts
+        self._launcher_saved: SavedStudy | None = None
         self._started = False  # the launcher runs (rank 0 only)
         self._failed = False  # wait_for raised: training stops with an error
         self._preempted = False  # on_preempted: stop need not wait either
@@ -170,7 +174,8 @@ class Study(Source):
     def _start_launcher(self, receiver: Receiver, complete: set[int] | None) -> None:
         launcher = self.launcher
         if self._launcher_state:
-            launcher.load_state_dict(self._launcher_state)
+            assert self._launcher_saved is not None  # (read with it, by load_state_dict)
+            launcher.resume(self._launcher_saved)  # (not read again)
             launcher.reconcile(complete or set())
             self.resume_report = resume_lines(launcher.outcomes(), launcher.n_simulations)
         assert self.stream.config.rendezvous_dir is not None  # (checked at start)
@@ -338,13 +343,15 @@ class Study(Source):
         when rank 0 starts it, but checked now (the trainer loads the source's state
         first): a study resumed with settings it cannot follow (another sampler, seed
         or ranges; a Latin hypercube's size changed...) is refused before anything of
-        the checkpoint is loaded (`Launcher.check_resume`, a ValueError)."""
+        the checkpoint is loaded (`Launcher.check_resume`, a ValueError). The record is
+        read once, here (migrated, its simulations' records built), and applied at
+        start without reading it again (`Launcher.resume`)."""
         state = dict(state or {})
         launcher_state = state.pop("launcher", None)
-        if launcher_state:
-            self.launcher.check_resume(launcher_state)
+        saved = self.launcher.check_resume(launcher_state) if launcher_state else None
         self.stream.load_state_dict(state)
         self._launcher_state = launcher_state or None
+        self._launcher_saved = saved  # read once here; applied at start
         self._resumed = True
 
     def reshard_state(

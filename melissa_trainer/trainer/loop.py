@@ -15,42 +15,36 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate import Accelerator
 from accelerate.utils import send_to_device, set_seed
 
-from melissa_trainer.buffers import Buffer, Sample, make_buffer
-from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.core.accelerated import cpu_only_launch, make_train_step
+from melissa_trainer.core.accelerated import make_train_step
 from melissa_trainer.core.dataset import (
     Collate,
     ProcessBatch,
     ProcessSample,
     StreamDataset,
     check_batch_options,
-    check_device_buffer,
 )
-from melissa_trainer.core.device_buffer import make_device_buffer
 from melissa_trainer.core.figures import LogFigures
 from melissa_trainer.core.loss_guard import LossGuard
-from melissa_trainer.core.loss_per_simulation import SimulationLosses
-from melissa_trainer.core.sample_losses import check_loss_overrides, per_sample_losses
 from melissa_trainer.core.staging import BatchStager
 from melissa_trainer.core.state import TrainerControl, TrainerState
-from melissa_trainer.core.stop_sync import StopSync
-from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker, trainer_hooks
+from melissa_trainer.core.stop_sync import StopSync, window_steps
+from melissa_trainer.hooks import Event, Hook, HookList, trainer_hooks
 from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer import checkpointing as trainer_checkpoint
 from melissa_trainer.trainer import reporting as metrics
-from melissa_trainer.trainer.output_lock import OutputDirLock, lock_output_dir
-from melissa_trainer.trainer.preemption import Preempted, PreemptionHandler
+from melissa_trainer.trainer.ending import end_training
+from melissa_trainer.trainer.losses import LossFn, TrainerLosses
+from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 
 logger = logging.getLogger(__name__)
 
-LossFn = Callable[[Any, Any], torch.Tensor]
 
-
-class OnlineTrainer:
+class OnlineTrainer(TrainerLosses):
     """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
 
     Args:
@@ -110,13 +104,7 @@ class OnlineTrainer:
     ) -> None:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
         self.args = args
-        self.accelerator = Accelerator(
-            cpu=cpu_only_launch(),
-            mixed_precision=args.mixed_precision,
-            gradient_accumulation_steps=args.gradient_accumulation_steps,
-            step_scheduler_with_optimizer=False,
-        )
-        acc = self.accelerator
+        self.accelerator = acc = make_accelerator(args)
         set_seed(args.seed)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         # Not prepared: Accelerate would step it once per rank at every step.
@@ -128,20 +116,7 @@ class OnlineTrainer:
             raise ValueError("eval_dataset is empty: pass None to skip validation")
         self.eval_dataset = eval_dataset
 
-        buffer_config = args.buffer_config(process_index=acc.process_index)
-        self.buffer: Buffer
-        if args.buffer_device == "accelerator":
-            check_device_buffer(process_sample, collate_fn)
-            self.buffer = make_device_buffer(buffer_config, acc.device)
-        else:
-            self.buffer = make_buffer(buffer_config)
-        if args.pseudo_epochs > 1 and args.buffer != "reservoir":
-            logger.warning(
-                "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "
-                "to replay it; use buffer='reservoir' to bound memory",
-                args.pseudo_epochs,
-                args.buffer,
-            )
+        self.buffer: Buffer = make_rank_buffer(args, acc, process_sample, collate_fn)
         self.source = as_source(train_source)  # (configured last, once output_dir is locked)
         self.dataset = StreamDataset(
             self.buffer,
@@ -177,8 +152,7 @@ class OnlineTrainer:
             self.compute_loss,
             compile=args.compile_options(),  # the step's model compiled (`compiled`)
         )
-        #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
-        self._sample_losses: torch.Tensor | None = None
+        self._sample_losses = None  # (`TrainerLosses`)
         self._choose_loss()  # (again at each train(): a hook may have been added since)
         #: the figures counted since the last log (the loss sum is part of a checkpoint)
         self.log_figures = LogFigures(acc.device)
@@ -187,22 +161,11 @@ class OnlineTrainer:
         self.preempted_by: signal.Signals | None = None
         # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
         # is written there (a source's `configure` may write), until `train()` ends.
-        self._output_lock: OutputDirLock | None
-        self._output_lock, run_id = lock_output_dir(
-            args.output_dir, acc.process_index, acc.num_processes, acc.device
-        )
         #: This run's identity (the same on every rank, new at each trainer): the stream's
         #: receivers refuse simulations of another run (see `Source.set_run_id`).
-        self.run_id = run_id
-        try:
-            self.source.configure(args.output_dir)
-            self.source.set_run_id(run_id)
-        except BaseException:
-            if self._output_lock is not None:
-                self._output_lock.release()
-            raise
-        if self._output_lock is not None:  # a trainer dropped untrained lets it go
-            weakref.finalize(self, self._output_lock.release)
+        self.run_id: str
+        self._output_hold, self.run_id = claim_output_dir(args.output_dir, acc, self.source)
+        weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
 
     # -- public properties ------------------------------------------------------------
 
@@ -244,7 +207,7 @@ class OnlineTrainer:
         """
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
-        self._hold_output_dir()
+        self._output_hold.hold()
         try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
             resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
             if resume is not None:
@@ -252,7 +215,7 @@ class OnlineTrainer:
                 hooks.fire(Event.LOAD, self, state, control, str(resume))
             self.source.start(self.buffer, self.process_index, self.num_processes)
         except BaseException:
-            self._release_output_dir()  # ...leaves output_dir free for the next try
+            self._output_hold.release()  # ...leaves output_dir free for the next try
             raise
         # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
         preemption = PreemptionHandler(on_force=self.source.stop).install()
@@ -264,7 +227,7 @@ class OnlineTrainer:
             self.model.train()
             self.log_figures.started = time.perf_counter()
             hooks.fire(Event.TRAIN_START, self, state, control)
-            micro = args.gradient_accumulation_steps
+            micro, every = args.gradient_accumulation_steps, args.stop_sync_steps
             sync, guard = self.stop_sync, self._loss_guard
             sync.abandon()  # (an earlier train() that raised may have left one started)
             # Under several ranks, the agreement on window k+1 is started before window
@@ -274,7 +237,7 @@ class OnlineTrainer:
             ahead = sync.distributed
             signum = 0
             while True:
-                window = self._window(state.global_step)
+                window = window_steps(state.global_step, every, state.max_steps)
                 if window <= 0:
                     break
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
@@ -290,7 +253,7 @@ class OnlineTrainer:
                 # no rank's data is left untrained (every rank runs the same steps).
                 steps = min(capacity, sync.most) // micro
                 self.dataset.pad(steps * micro)
-                following = self._window(state.global_step + steps)
+                following = window_steps(state.global_step + steps, every, state.max_steps)
                 if ahead and steps == window and following > 0:
                     # Take the next window's batches now (they stay pending, in order,
                     # behind this window's) and start the ranks' agreement on them.
@@ -312,16 +275,19 @@ class OnlineTrainer:
                         "pseudo-epoch %d: replaying %d samples", state.pseudo_epoch, replayed
                     )
                     hooks.fire(Event.PSEUDO_EPOCH_START, self, state, control)
-            self._say_stopping()
-            self._end_training(signum)
+            self._output_hold.stopping()
+            self._loss_guard.check()  # the last window's losses (collective)
+            if signum:  # (hooks may read it from LOOP_END on)
+                self.preempted_by = signal.Signals(signum)
+            end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         finally:
-            self._say_stopping()
+            self._output_hold.stopping()
             try:
                 self.source.stop()
                 self.hooks.close()
             finally:
                 preemption.restore()
-                self._release_output_dir()  # the run is over: output_dir is free
+                self._output_hold.release()  # the run is over: output_dir is free
         return state
 
     def _start_agreement(self, wanted: int, in_hand: int, preemption: PreemptionHandler) -> None:
@@ -335,84 +301,6 @@ class OnlineTrainer:
             self._loss_guard.window_code(),
             batches_in_hand=in_hand,
         )
-
-    def _window(self, step: int) -> int:
-        """The steps of the stop-sync window that starts at `step`: up to the next
-        multiple of `stop_sync_steps` (windows are aligned on them, so that a resume
-        knows where the window of its checkpoint ends, whatever batches were taken
-        ahead), fewer if `max_steps` is nearer; <= 0: no more steps."""
-        every = self.args.stop_sync_steps
-        window = every - step % every
-        if self.state.max_steps is not None:
-            window = min(window, self.state.max_steps - step)
-        return window
-
-    def _hold_output_dir(self) -> None:
-        """Hold `output_dir` for this `train()` (again after an earlier one released
-        it); refused if a newer trainer of this process took it over."""
-        lock = self._output_lock
-        if lock is None:
-            return
-        if lock.superseded:
-            raise RuntimeError(
-                f"a newer OnlineTrainer of this process took output_dir {self.args.output_dir!r} "
-                "over while this one was not training: train the newer one, or build a new one"
-            )
-        lock.acquire()
-        lock.active = True
-
-    def _release_output_dir(self) -> None:
-        """Let `output_dir` go: at the end of `train`, or when it raises before its loop."""
-        if self._output_lock is not None:
-            self._output_lock.active = False
-            self._output_lock.release()
-
-    def _say_stopping(self) -> None:
-        """The loop is over: a trainer started on this output_dir now waits for this one
-        to exit rather than failing (see `output_lock`)."""
-        if self._output_lock is not None:
-            self._output_lock.stopping()
-
-    def _end_training(self, signum: int) -> None:
-        """After the loop, on every rank at the same step: LOOP_END, the final log,
-        validation and save that hooks request there, the source stopped, TRAIN_END.
-
-        `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint
-        of this step is then written whatever the hooks asked, and `Preempted` raised
-        after TRAIN_END.
-        """
-        state, control, hooks = self.state, self.control, self.hooks
-        self._loss_guard.check()  # the last window's losses (collective)
-        if signum:
-            self.preempted_by = signal.Signals(signum)
-            logger.warning(
-                "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
-                self.preempted_by.name,
-                self.process_index,
-                state.global_step,
-            )
-        hooks.fire(Event.LOOP_END, self, state, control)
-        self._perform_requested_actions()
-        if signum and state.last_save_step != state.global_step:
-            self.save_checkpoint()  # collective: every rank agreed on signum
-        if signum:
-            hooks.fire(Event.PREEMPTED, self, state, control)
-        self.source.stop()  # before the end hooks: no simulation runs while they do
-        hooks.fire(Event.TRAIN_END, self, state, control)
-        requested = control.pending()
-        if requested:  # no action point is left to honour them: say so, never drop silently
-            logger.warning(
-                "a hook set %s after the last action point (in on_preempted or "
-                "on_train_end, or in the events of the final log, validation or save): "
-                "ignored; request them in on_loop_end",
-                " and ".join(requested),
-            )
-        if signum:
-            path = ckpt.checkpoint_path(self.checkpoint_root, state.global_step)
-            preempted = Preempted(signum, state.global_step, str(path))
-            if self.is_main_process:
-                logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
-            raise preempted
 
     def _training_step(self, stage_next: bool = False) -> None:
         """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
@@ -478,62 +366,6 @@ class OnlineTrainer:
             control.should_save = False
             self.save_checkpoint()
 
-    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
-        mean of `compute_sample_losses` where a subclass overrides that alone (one loss,
-        whether per-simulation losses are tracked or not, and in validation)."""
-        if type(self).compute_sample_losses is not OnlineTrainer.compute_sample_losses:
-            return self.compute_sample_losses(model, batch).mean()
-        inputs, targets = _inputs_targets(batch, "compute_loss")
-        return self.loss_fn(model(inputs), targets)
-
-    def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
-        their mean is the step's loss when a hook asks for them (SAMPLE_LOSSES: the
-        per-simulation losses are tracked; instead of `compute_loss`: one forward
-        pass). By default ``loss_fn(model(inputs), targets, reduction="none")``
-        averaged over all but the first dimension. A `process_batch`
-        or `collate_fn` must then keep one row per sample, in order: the losses are
-        matched to the samples' simulations by position."""
-        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
-        return per_sample_losses(self.loss_fn, model(inputs), targets)
-
-    def _choose_loss(self) -> None:
-        """The step's loss: the mean of `compute_sample_losses`, kept for SAMPLE_LOSSES,
-        when some hook listens to that event (it then also needs the batches'
-        simulation ids), else `compute_loss`. Raises TypeError as
-        `check_loss_overrides`."""
-        wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
-        if wanted:
-            check_loss_overrides(type(self), OnlineTrainer)
-        self.dataset.track_simulation_ids = wanted
-        self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
-
-    def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The step's loss when a hook listens to SAMPLE_LOSSES: the mean of the
-        per-sample losses, which are kept (detached, on the device) for the event."""
-        losses = self.compute_sample_losses(model, batch)
-        self._sample_losses = losses.detach()
-        return losses.mean()
-
-    @property
-    def simulation_losses(self) -> SimulationLosses:
-        """Each simulation's training loss, the same on every rank: the statistics of
-        the `SimulationLossTracker` among the hooks (installed by
-        ``simulation_loss_steps`` or an adaptive study), empty when there is none. A
-        read-only mapping simulation id -> `SimulationLoss`; read it between steps."""
-        tracked = self.tracked_losses
-        if tracked is None:
-            return SimulationLosses(self.accelerator.device, distributed=False)
-        return tracked
-
-    @property
-    def tracked_losses(self) -> SimulationLosses | None:
-        """The `SimulationLossTracker` hook's statistics, which it updates (and a
-        checkpoint saves and loads in place); None when the run tracks none."""
-        tracker = self.hooks.get(SimulationLossTracker)
-        return None if tracker is None else tracker.losses
-
     # -- actions requested by hooks --------------------------------------------------------
 
     def log(self) -> dict[str, float]:
@@ -592,13 +424,3 @@ class OnlineTrainer:
         when it resumes.
         """
         trainer_checkpoint.load_checkpoint(self, Path(path))
-
-
-def _inputs_targets(batch: Any, method: str) -> tuple[Any, Any]:
-    """`batch` as `(inputs, targets)`, else a TypeError naming the default `method`."""
-    if not (isinstance(batch, tuple | list) and len(batch) == 2):
-        raise TypeError(
-            f"the default {method} expects batches of (inputs, targets): return a "
-            f"2-tuple from process_sample, or override OnlineTrainer.{method}"
-        )
-    return batch[0], batch[1]

@@ -44,28 +44,39 @@ its preemption checkpoint then resumes from that checkpoint. A running holder re
 at once.
 
 Thread-safety: an `OutputDirLock` is used by the thread that made it (the trainer's).
+
+The holder's record, its reading and the refusal naming the holder are `lock_holder`'s
+(`Holder`, `OutputDirLocked` and `LOCK_FILE` re-exported here).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
 import secrets
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from melissa_trainer.trainer.lock_holder import (
+    LOCK_FILE,
+    Holder,
+    OutputDirLocked,
+    encode,
+    flock_holders,
+    peek_holder,
+    read_holder,
+)
 
 __all__ = [
     "ENV_OUTPUT_LOCK",
     "LOCK_FILE",
     "STOPPING_WAIT",
+    "OutputDirHold",
     "OutputDirLock",
     "Holder",
     "OutputDirLocked",
@@ -75,15 +86,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: the lock file's name, in `output_dir`
-LOCK_FILE = "trainer.lock"
 #: ``off`` runs without the lock (file systems that refuse locks)
 ENV_OUTPUT_LOCK = "MELISSA_TRAINER_OUTPUT_LOCK"
 #: seconds a new trainer waits for a holder that says it is stopping
 STOPPING_WAIT = 120.0
-#: the record is padded to this many bytes and written in one `pwrite` at offset 0, so a
-#: reader sees the old record or the new one, never a truncated file (but the very first)
-_RECORD_BYTES = 1024
 _POLL = 0.05  # seconds between two tries while waiting for a stopping holder
 
 # (st_dev, st_ino) of the lock files this process holds, and their holder: flock
@@ -97,64 +103,6 @@ _held_lock = threading.Lock()
 def new_run_id() -> str:
     """A fresh run identity: 16 hex digits (64 random bits)."""
     return f"{secrets.randbits(64):016x}"
-
-
-@dataclass(frozen=True)
-class Holder:
-    """Who holds (or last held) an output directory's lock, as its file says."""
-
-    host: str
-    pid: int
-    since: str  # local time, ISO 8601
-    run_id: str
-    state: str  # "running" or "stopping"
-
-    def describe(self) -> str:
-        return (
-            f"host {self.host}, pid {self.pid}, since {self.since}, run {self.run_id}, {self.state}"
-        )
-
-
-class OutputDirLocked(RuntimeError):
-    """Another trainer holds the output directory's lock.
-
-    Attributes:
-        output_dir: the directory.
-        holder: the holder's record (None if it could not be read: the lock is held all
-            the same, and refused).
-        lockers: with no record, the pids that hold the file's flock as this host's
-            ``/proc/locks`` says (empty when the holder is on another node, or unknown).
-    """
-
-    def __init__(
-        self,
-        output_dir: str,
-        holder: Holder | None,
-        waited: float = 0.0,
-        lockers: tuple[int, ...] = (),
-    ) -> None:
-        if holder is not None:
-            who = holder.describe()
-            kill = f"kill {holder.pid} on {holder.host}"
-        else:
-            # the flock is held but the record is not ours to read (truncated, or a
-            # program other than a trainer holds the lock): the kernel's table names it
-            pids = ", ".join(str(pid) for pid in lockers)
-            seen = f"; /proc/locks: held by pid {pids} on this host" if lockers else ""
-            who = (
-                f"holder unknown: {Path(output_dir) / LOCK_FILE} is locked but its record "
-                f"is unreadable{seen}; 'fuser -v' on that file names the holder on its node"
-            )
-            kill = f"kill {pids}" if lockers else "stop it"
-        waited_text = f" (waited {waited:.0f} s for it to stop)" if waited > 0 else ""
-        super().__init__(
-            f"output_dir {output_dir!r} is in use by another trainer ({who}){waited_text}: "
-            f"two trainers on one output_dir would mix their simulations' data, "
-            f"checkpoints and logs. Give this run another --output_dir, or wait for that "
-            f"trainer to end ({kill} if it should not run); a dead holder's lock is "
-            f"released by the kernel, so a requeue after it died starts at once"
-        )
-        self.output_dir, self.holder, self.lockers = output_dir, holder, lockers
 
 
 class OutputDirLock:
@@ -205,7 +153,7 @@ class OutputDirLock:
             # an unreadable record (truncated, or another program's) is a held lock whose
             # state is unknown: refused at once, never taken (the flock is the truth)
             if holder is None:
-                raise OutputDirLocked(self.output_dir, None, lockers=self._lockers())
+                raise OutputDirLocked(self.output_dir, None, lockers=flock_holders(self.path))
             if holder.state != "stopping" or waited >= stopping_wait:
                 raise OutputDirLocked(self.output_dir, holder, waited)
             if not warned:
@@ -248,7 +196,7 @@ class OutputDirLock:
             except OSError as exc:
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise _unsupported(self.output_dir, exc) from exc
-                holder = _read_holder(fd)
+                holder = read_holder(fd)
                 os.close(fd)
                 return False, holder
             if not _same_file(self.path, key):
@@ -265,27 +213,6 @@ class OutputDirLock:
         self._since = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._write("running")
         return True, None
-
-    def _lockers(self) -> tuple[int, ...]:
-        """The pids holding a flock on the lock file, from this host's ``/proc/locks``
-        (empty off Linux, or when the holder is another node's)."""
-        try:
-            st = os.stat(self.path)
-            with open("/proc/locks", encoding="ascii") as table:
-                lines = table.read().splitlines()
-        except OSError:
-            return ()
-        # "1: FLOCK  ADVISORY  WRITE 8356 fe:00:2153736 0 EOF": device in hex, inode decimal
-        wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-        pids = []
-        for line in lines:
-            fields = line.split()
-            if "->" in fields:  # a waiter, not a holder
-                continue
-            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
-                with contextlib.suppress(ValueError):
-                    pids.append(int(fields[4]))
-        return tuple(sorted(set(pids)))
 
     def stopping(self) -> None:
         """Say in the file that this holder is shutting down (a trainer that finds it so
@@ -313,36 +240,51 @@ class OutputDirLock:
     def _write(self, state: str) -> None:
         assert self._fd is not None
         self._state = state
-        record = {
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "since": self._since,
-            "run_id": self.run_id,
-            "state": state,
-        }
-        data = json.dumps(record).encode()[: _RECORD_BYTES - 1].ljust(_RECORD_BYTES - 1) + b"\n"
-        os.pwrite(self._fd, data, 0)
+        os.pwrite(self._fd, encode(self.record()), 0)
 
 
-def _read_holder(fd: int) -> Holder | None:
-    """The holder's record, read through `fd`; None when unreadable. A holder that has
-    just taken the lock may not have written it yet: retried for up to 1 s."""
-    deadline = time.monotonic() + 1.0
-    while True:
-        try:
-            raw = os.pread(fd, _RECORD_BYTES, 0)
-            entry: Any = json.loads(raw.decode())
-            return Holder(
-                str(entry["host"]),
-                int(entry["pid"]),
-                str(entry["since"]),
-                str(entry["run_id"]),
-                str(entry["state"]),
+class OutputDirHold:
+    """A trainer's hold on its `output_dir` across its `train()` calls: rank 0's
+    `OutputDirLock` (`lock`: None on the other ranks and with the lock off), taken at
+    construction, held while a `train()` runs, given back when it returns or raises.
+
+    Every method is a no-op without a lock. The training thread only.
+    """
+
+    def __init__(self, lock: OutputDirLock | None, output_dir: str) -> None:
+        self.lock = lock
+        self.output_dir = output_dir
+
+    def hold(self) -> None:
+        """Hold `output_dir` for a `train()` (again after an earlier one released it).
+
+        Raises:
+            RuntimeError: a newer trainer of this process took it over meanwhile.
+            OutputDirLocked: another trainer took it since the last `train()`.
+        """
+        lock = self.lock
+        if lock is None:
+            return
+        if lock.superseded:
+            raise RuntimeError(
+                f"a newer OnlineTrainer of this process took output_dir {self.output_dir!r} "
+                "over while this one was not training: train the newer one, or build a new one"
             )
-        except (OSError, ValueError, KeyError, TypeError):
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.02)
+        lock.acquire()
+        lock.active = True
+
+    def release(self) -> None:
+        """Let `output_dir` go: at the end of `train`, when it raises before its loop, or
+        when the trainer's construction fails. Idempotent."""
+        if self.lock is not None:
+            self.lock.active = False
+            self.lock.release()
+
+    def stopping(self) -> None:
+        """The loop is over: a trainer started on this output_dir now waits for this one
+        to exit rather than failing (`OutputDirLock.stopping`)."""
+        if self.lock is not None:
+            self.lock.stopping()
 
 
 def _same_file(path: Path, key: tuple[int, int]) -> bool:
@@ -422,7 +364,7 @@ def lock_output_dir(
     if error is not None:
         raise error
     if status == _REFUSED:
-        raise OutputDirLocked(output_dir, _peek_holder(Path(output_dir) / LOCK_FILE))
+        raise OutputDirLocked(output_dir, peek_holder(Path(output_dir) / LOCK_FILE))
     if status == _FAILED:
         raise RuntimeError(f"rank 0 could not lock output_dir {output_dir!r}: see rank 0's error")
     return lock, run_id
@@ -442,16 +384,3 @@ def _share(status: int, run_id: str, device: Any) -> tuple[int, str]:
     dist.broadcast(shared, src=0)
     status, signed = (int(v) for v in shared.tolist())
     return status, f"{signed % (1 << 64):016x}"
-
-
-def _peek_holder(path: Path) -> Holder | None:
-    """The holder's record as another rank reads it (None: unreadable, or another node's
-    file system)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        return _read_holder(fd)
-    finally:
-        os.close(fd)

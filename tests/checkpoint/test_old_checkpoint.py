@@ -16,11 +16,16 @@ import shutil
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 from helpers import Keys
 from safetensors.torch import load_file
+
+from melissa_trainer.common import migrations
+from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.simulation_record import SimulationRecord
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from make_old_checkpoint import SIMULATIONS, STEPS, build_trainer  # noqa: E402
@@ -70,15 +75,55 @@ def test_old_checkpoint_loads_step_counts_and_weights(old_checkpoint: Path, tmp_
         assert torch.equal(torch.as_tensor(value), saved_losses[name]), name
 
 
+class ReadCounts:
+    """How often a resume migrates the launcher's record (`migrations.upgrade` of
+    "launcher", wherever a module bound it) and builds its simulations' records
+    (`SimulationRecord`s made), as they stand when the launcher starts (before it draws
+    any new simulation)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.migrations = self.records = 0
+        self.at_start: tuple[int, int] | None = None
+        original = migrations.upgrade
+
+        def upgrade(record: str, *args: Any, **kwargs: Any) -> Any:
+            self.migrations += record == "launcher"
+            return original(record, *args, **kwargs)
+
+        for module in list(sys.modules.values()):
+            name = getattr(module, "__name__", "")
+            if name.startswith("melissa_trainer") and getattr(module, "upgrade", None) is original:
+                monkeypatch.setattr(module, "upgrade", upgrade)
+        init = SimulationRecord.__init__
+
+        def made(record: SimulationRecord, *args: Any, **kwargs: Any) -> None:
+            self.records += 1
+            init(record, *args, **kwargs)
+
+        monkeypatch.setattr(SimulationRecord, "__init__", made)
+        start = Launcher.start
+
+        def started(launcher: Launcher, *args: Any, **kwargs: Any) -> None:
+            self.at_start = (self.migrations, self.records)
+            start(launcher, *args, **kwargs)
+
+        monkeypatch.setattr(Launcher, "start", started)
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_old_checkpoint_resumes_and_finishes_the_study(
-    old_checkpoint: Path, tmp_path: Path
+    old_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     keys = Keys()
     trainer = build_trainer(tmp_path, keys, resume_from_checkpoint=str(old_checkpoint))
+    counts = ReadCounts(monkeypatch)
     trainer.train()
+    # the launcher's record was migrated once and its 3 simulations built once (checked
+    # when the trainer loaded the checkpoint, applied when the study started)
+    saved = json.loads((FIXTURE / "rank_0" / "source.json").read_text())["launcher"]
+    assert counts.at_start == (1, len(saved["simulations"]["ids"])) == (1, 3)
     # each step of each simulation trained on exactly once, over the two runs
     lineage = Counter(FIRST_KEYS + keys.seen)
     assert lineage == Counter({(s, t): 1 for s in range(SIMULATIONS) for t in range(STEPS)})

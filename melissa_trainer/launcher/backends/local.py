@@ -22,8 +22,8 @@ copied. A ``preexec_fn`` (Python code run in the child before its exec) makes CP
 ``fork`` the whole trainer instead: the page tables of its hundreds of MB are copied
 and write-protected, and each page the trainer writes afterwards takes a copy-on-write
 fault. ``benchmarks/launch_cost.py`` measures both (docs/measured.md, "Launching
-simulations"): launching 10 simulations per second, a 480 MB trainer keeps 0.99 of
-its training steps (within noise), against 0.65 with the fork.
+simulations"): launching costs the trainer's steps nothing measurable, where the fork
+cost a third of them.
 
 **Dying with the trainer.** On Linux a job gets ``PR_SET_PDEATHSIG = SIGTERM``, so that
 it is terminated if the launcher dies without a chance to clean up (SIGKILL, OOM kill).
@@ -36,14 +36,14 @@ command in place: same pid, so the handle's pid is still the job's main process 
 process group leader, and its exit status (or killing signal) is the command's.
 
 * ``setpriv --pdeathsig TERM -- ARGV`` (util-linux; tried once per process, since a
-  setpriv older than util-linux 2.33 lacks the option): about 1 ms more per launch,
-  spent in the job's own start, not in the trainer.
-* Without a usable setpriv: ``python -I -S -c WRAPPER ARGV``, the same in Python,
-  about 20 ms more per launch (the debug log says which of the two is used).
+  setpriv older than util-linux 2.33 lacks the option): setpriv's own start, spent in
+  the job's start, not in the trainer (docs/measured.md, "Launching simulations").
+* Without a usable setpriv: ``python -I -S -c WRAPPER ARGV``, the same in Python, an
+  interpreter's start more per launch (the debug log says which of the two is used).
 * Off Linux: the command as it is (no parent-death signal there).
 
-What a wrapper changes: its ``prctl`` comes after `launch` has returned (about 1 ms
-later with setpriv), where ``preexec_fn`` ran it before. If the launching thread ends
+What a wrapper changes: its ``prctl`` comes after `launch` has returned (once setpriv
+has started), where ``preexec_fn`` ran it before. If the launching thread ends
 in between, the job is the child of another thread of the trainer when it asks, and
 is signalled when the trainer process dies rather than when that thread ends. If the
 whole trainer dies in between, nobody will signal the job: the Python wrapper then

@@ -1,0 +1,92 @@
+"""The receiver's socket: a ZeroMQ PULL socket set up for the stream (`pull_socket`: the
+high-water mark, the size bound and the peers' liveness options of `liveness`, the poll
+timeout, CURVE), bound and published for the simulations (`bind_and_publish`: its
+endpoint as they must dial it, in the rendezvous directory), and the error that says
+what to do when binding fails (`bind_error`).
+
+Called once per receiver, from the thread that starts it; the socket is then the
+ingester's alone (`ingest_loop`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Any
+
+import zmq
+
+from melissa_trainer.stream.endpoints import advertised, write_rendezvous
+from melissa_trainer.stream.liveness import socket_options
+
+__all__ = ["bind_and_publish", "bind_error", "pull_socket"]
+
+
+def pull_socket(
+    context: zmq.Context,
+    rcvhwm: int,
+    max_bytes: int,
+    poll: float,
+    curve: tuple[bytes, bytes] | None,
+) -> zmq.Socket:
+    """A PULL socket of `context`, not bound: at most `rcvhwm` messages queued per
+    connection, messages over `max_bytes` (plus the header allowance) refused with their
+    connection, `liveness`' options for its peers, a receive timeout of `poll` s (at
+    least 1 ms), no linger, and a CURVE server with `curve` (secret, public key)."""
+    sock = context.socket(zmq.PULL)
+    sock.setsockopt(zmq.RCVHWM, rcvhwm)
+    for option, value in socket_options(max_bytes).items():
+        sock.setsockopt(option, value)
+    sock.setsockopt(zmq.RCVTIMEO, max(1, int(poll * 1000)))
+    sock.setsockopt(zmq.LINGER, 0)
+    if curve is not None:
+        sock.curve_server = True
+        sock.curve_secretkey, sock.curve_publickey = curve
+    return sock
+
+
+def bind_and_publish(
+    sock: zmq.Socket,
+    bind: str,
+    advertise: str | None,
+    rank: int,
+    world_size: int,
+    rendezvous: str | os.PathLike[str] | None,
+    extra: dict[str, Any],
+) -> str:
+    """Bind `sock` to `bind` and return the endpoint simulations dial (`advertised`: a
+    wildcard address, or any given `advertise`, replaced by a host name), written with `extra`
+    into `rendezvous` (when given) as rank `rank` of `world_size`'s.
+
+    Raises:
+        OSError: the bind failed (its errno; the message is `bind_error`'s), or the
+            rendezvous file cannot be written. The socket is left to the caller to close.
+    """
+    try:
+        sock.bind(bind)
+        endpoint = advertised(sock.getsockopt_string(zmq.LAST_ENDPOINT), advertise)
+        if rendezvous is not None:
+            write_rendezvous(rendezvous, rank, world_size, endpoint, extra)
+    except zmq.ZMQError as exc:
+        raise OSError(exc.errno, bind_error(bind, rank, exc)) from exc
+    return endpoint
+
+
+def bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
+    """What went wrong binding `bind` (rank `rank`'s endpoint) and what to do about it."""
+    message = f"receiver of rank {rank} cannot bind {bind}: {exc}"
+    if exc.errno == errno.EADDRINUSE and bind.startswith("tcp://"):
+        port = bind.rpartition(":")[2]
+        message += (
+            f": another program (or another trainer) listens on port {port}; find it with "
+            f"`ss -ltnp 'sport = :{port}'`, or choose a free port in ReceiverConfig(bind=...) "
+            "(an explicit port is offset by the rank: rank r binds port + r), or use port * "
+            "(a random free port, published in the rendezvous directory)"
+        )
+    elif exc.errno == errno.EADDRNOTAVAIL:
+        message += (
+            ": this host has no such address; bind tcp://*:* (every interface) or one of "
+            "this node's addresses, and set ReceiverConfig(advertise_host=...) if the name "
+            "the simulations must use differs"
+        )
+    return message

@@ -1,0 +1,72 @@
+"""The end of `OnlineTrainer.train()`: what every rank does, at the same step, once the
+loop is over (`Event`'s docstring: LOOP_END, the last action point, PREEMPTED,
+TRAIN_END), and the `Preempted` raised after it when a signal stopped the run.
+
+Runs on the training thread, once per `train()`; collective (the actions and the
+preemption checkpoint are).
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.core.view import TrainerView
+from melissa_trainer.hooks import Event
+from melissa_trainer.trainer.preemption import Preempted
+
+__all__ = ["EndingTrainer", "end_training"]
+
+logger = logging.getLogger(__name__)
+
+
+class EndingTrainer(TrainerView, Protocol):
+    """What the end of training uses of the trainer: its view, and its save."""
+
+    def save_checkpoint(self) -> Path | None: ...
+
+
+def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[[], None]) -> None:
+    """After the loop (the last window's losses checked, `preempted_by` set): LOOP_END,
+    the final log, validation and save that hooks request there (`perform_actions`, the
+    trainer's action point), the source stopped, TRAIN_END.
+
+    `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint of
+    this step is then written whatever the hooks asked, and `Preempted` raised after
+    TRAIN_END. A request made after the last action point is logged, never dropped
+    silently.
+    """
+    state, control, hooks = trainer.state, trainer.control, trainer.hooks
+    if signum:
+        logger.warning(
+            "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
+            signal.Signals(signum).name,
+            trainer.process_index,
+            state.global_step,
+        )
+    hooks.fire(Event.LOOP_END, trainer, state, control)
+    perform_actions()
+    if signum and state.last_save_step != state.global_step:
+        trainer.save_checkpoint()  # collective: every rank agreed on signum
+    if signum:
+        hooks.fire(Event.PREEMPTED, trainer, state, control)
+    trainer.source.stop()  # before the end hooks: no simulation runs while they do
+    hooks.fire(Event.TRAIN_END, trainer, state, control)
+    requested = control.pending()
+    if requested:  # no action point is left to honour them: say so, never drop silently
+        logger.warning(
+            "a hook set %s after the last action point (in on_preempted or "
+            "on_train_end, or in the events of the final log, validation or save): "
+            "ignored; request them in on_loop_end",
+            " and ".join(requested),
+        )
+    if signum:
+        path = ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step)
+        preempted = Preempted(signum, state.global_step, str(path))
+        if trainer.is_main_process:
+            logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
+        raise preempted

@@ -1,0 +1,106 @@
+"""`TrainerLosses`: the loss a training step minimises, a base class of `OnlineTrainer`.
+
+`compute_loss` and `compute_sample_losses` are the override points (a subclass of
+`OnlineTrainer` replaces them); `_choose_loss` picks which one the step calls, at
+construction and again at each `train()` (a hook listening to SAMPLE_LOSSES may have been
+added since). `simulation_losses` and `tracked_losses` read the per-simulation losses that
+the `SimulationLossTracker` hook sums from them.
+
+Thread-safety: the training thread only, as the trainer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+
+from melissa_trainer.core.accelerated import TrainStep
+from melissa_trainer.core.dataset import StreamDataset
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.sample_losses import check_loss_overrides, per_sample_losses
+from melissa_trainer.hooks import Event, HookList, SimulationLossTracker
+
+__all__ = ["LossFn", "TrainerLosses"]
+
+LossFn = Callable[[Any, Any], torch.Tensor]
+
+
+class TrainerLosses:
+    """The losses of `OnlineTrainer` (which sets the attributes declared here)."""
+
+    accelerator: Accelerator
+    dataset: StreamDataset
+    hooks: HookList
+    loss_fn: LossFn
+    _step: TrainStep
+    #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
+    _sample_losses: torch.Tensor | None
+
+    def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
+        mean of `compute_sample_losses` where a subclass overrides that alone (one loss,
+        whether per-simulation losses are tracked or not, and in validation)."""
+        if type(self).compute_sample_losses is not TrainerLosses.compute_sample_losses:
+            return self.compute_sample_losses(model, batch).mean()
+        inputs, targets = _inputs_targets(batch, "compute_loss")
+        return self.loss_fn(model(inputs), targets)
+
+    def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
+        their mean is the step's loss when a hook asks for them (SAMPLE_LOSSES: the
+        per-simulation losses are tracked; instead of `compute_loss`: one forward
+        pass). By default ``loss_fn(model(inputs), targets, reduction="none")``
+        averaged over all but the first dimension. A `process_batch`
+        or `collate_fn` must then keep one row per sample, in order: the losses are
+        matched to the samples' simulations by position."""
+        inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+        return per_sample_losses(self.loss_fn, model(inputs), targets)
+
+    def _choose_loss(self) -> None:
+        """The step's loss: the mean of `compute_sample_losses`, kept for SAMPLE_LOSSES,
+        when some hook listens to that event (it then also needs the batches'
+        simulation ids), else `compute_loss`. Raises TypeError as
+        `check_loss_overrides`."""
+        wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
+        if wanted:
+            check_loss_overrides(type(self), TrainerLosses)
+        self.dataset.track_simulation_ids = wanted
+        self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
+
+    def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        """The step's loss when a hook listens to SAMPLE_LOSSES: the mean of the
+        per-sample losses, which are kept (detached, on the device) for the event."""
+        losses = self.compute_sample_losses(model, batch)
+        self._sample_losses = losses.detach()
+        return losses.mean()
+
+    @property
+    def simulation_losses(self) -> SimulationLosses:
+        """Each simulation's training loss, the same on every rank: the statistics of
+        the `SimulationLossTracker` among the hooks (installed by
+        ``simulation_loss_steps`` or an adaptive study), empty when there is none. A
+        read-only mapping simulation id -> `SimulationLoss`; read it between steps."""
+        tracked = self.tracked_losses
+        if tracked is None:
+            return SimulationLosses(self.accelerator.device, distributed=False)
+        return tracked
+
+    @property
+    def tracked_losses(self) -> SimulationLosses | None:
+        """The `SimulationLossTracker` hook's statistics, which it updates (and a
+        checkpoint saves and loads in place); None when the run tracks none."""
+        tracker = self.hooks.get(SimulationLossTracker)
+        return None if tracker is None else tracker.losses
+
+
+def _inputs_targets(batch: Any, method: str) -> tuple[Any, Any]:
+    """`batch` as `(inputs, targets)`, else a TypeError naming the default `method`."""
+    if not (isinstance(batch, tuple | list) and len(batch) == 2):
+        raise TypeError(
+            f"the default {method} expects batches of (inputs, targets): return a "
+            f"2-tuple from process_sample, or override OnlineTrainer.{method}"
+        )
+    return batch[0], batch[1]

@@ -1,0 +1,97 @@
+"""What `OnlineTrainer.__init__` builds from its arguments before any loop: the
+`Accelerator`, this rank's buffer, and the claim on `output_dir` (its lock and the run
+id, with the source configured under it).
+
+Each function runs once per trainer, on every rank, in the constructor's order; none is
+thread-safe (the training thread builds the trainer).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from accelerate import Accelerator
+
+from melissa_trainer.buffers import Buffer, make_buffer
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core.accelerated import cpu_only_launch
+from melissa_trainer.core.dataset import Collate, ProcessSample, check_device_buffer
+from melissa_trainer.core.device_buffer import make_device_buffer
+from melissa_trainer.sources.source import Source
+from melissa_trainer.trainer.output_lock import OutputDirHold, lock_output_dir
+
+__all__ = ["claim_output_dir", "make_accelerator", "make_rank_buffer"]
+
+logger = logging.getLogger(__name__)
+
+
+def make_accelerator(args: TrainingArguments) -> Accelerator:
+    """The run's `Accelerator` (CPU only when the launch asks for it: `cpu_only_launch`).
+
+    The scheduler is stepped by the trainer, once per optimizer step, never by
+    Accelerate (``step_scheduler_with_optimizer=False``).
+
+    Raises:
+        RuntimeError: a launch with more processes on a node than it has visible GPUs.
+    """
+    return Accelerator(
+        cpu=cpu_only_launch(),
+        mixed_precision=args.mixed_precision,
+        gradient_accumulation_steps=args.gradient_accumulation_steps,
+        step_scheduler_with_optimizer=False,
+    )
+
+
+def make_rank_buffer(
+    args: TrainingArguments,
+    accelerator: Accelerator,
+    process_sample: ProcessSample | None,
+    collate_fn: Collate | None,
+) -> Buffer:
+    """This rank's buffer, as `args` asks: on the host, or mirrored on the training
+    device (``buffer_device="accelerator"``). Warns when pseudo-epochs keep every sample.
+
+    Raises:
+        ValueError: a device buffer with a `process_sample` or `collate_fn`
+            (`check_device_buffer`).
+    """
+    config = args.buffer_config(process_index=accelerator.process_index)
+    buffer: Buffer
+    if args.buffer_device == "accelerator":
+        check_device_buffer(process_sample, collate_fn)
+        buffer = make_device_buffer(config, accelerator.device)
+    else:
+        buffer = make_buffer(config)
+    if args.pseudo_epochs > 1 and args.buffer != "reservoir":
+        logger.warning(
+            "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "
+            "to replay it; use buffer='reservoir' to bound memory",
+            args.pseudo_epochs,
+            args.buffer,
+        )
+    return buffer
+
+
+def claim_output_dir(
+    output_dir: str, accelerator: Accelerator, source: Source
+) -> tuple[OutputDirHold, str]:
+    """Lock `output_dir` (rank 0; see `output_lock`) before anything is written there,
+    then configure `source` in it (a source's `configure` may write) and give it the
+    run's identity; returns the hold and the run id (the same on every rank, new at each
+    trainer). A collective.
+
+    Raises:
+        OutputDirLocked: another trainer uses `output_dir` (on every rank).
+        Whatever `source.configure` or `set_run_id` raises, the lock given back first.
+    """
+    lock, run_id = lock_output_dir(
+        output_dir, accelerator.process_index, accelerator.num_processes, accelerator.device
+    )
+    hold = OutputDirHold(lock, output_dir)
+    try:
+        source.configure(output_dir)
+        source.set_run_id(run_id)
+    except BaseException:
+        hold.release()
+        raise
+    return hold, run_id

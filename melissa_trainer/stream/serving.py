@@ -26,7 +26,7 @@ A peer that does not read its replies cannot block anyone: the ROUTER drops repl
 a peer whose queue is full or which is gone. A frame over the bound (the declared
 inputs' size + `HEADER_ALLOWANCE`) closes its connection in ZeroMQ's I/O thread.
 
-Thread-safety: `start` and `stop` from one thread; `take`, `answer`, `refuse`,
+Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `answer`, `refuse`,
 `submit`, `telemetry`, `serving` and `version` from any thread. Nothing blocks but
 `stop` (up to `STOP_TIMEOUT` seconds).
 """
@@ -231,6 +231,12 @@ class PredictServer:
         """Requests waiting now."""
         return len(self._queue)
 
+    def oldest_version(self) -> int | None:
+        """The model version at which the oldest waiting request arrived (None: none
+        waits). Requests are queued in arrival order, so it is the smallest."""
+        with self._lock:
+            return self._queue[0].version if self._queue else None
+
     def wait_pending(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request to wait; True if one does."""
         with self._arrived:
@@ -324,7 +330,7 @@ class PredictServer:
             self._counts["requests"] += 1
             if self._serving and len(self._queue) < self.max_queue:
                 self._queue.append(pending)
-                self._arrived.notify()
+                self._arrived.notify_all()  # (every waiter: the idle thread is one)
                 return
         if not self._serving:
             reason, detail = "not_serving", "the trainer serves no model now (starting or stopping)"

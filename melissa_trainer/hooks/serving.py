@@ -73,6 +73,7 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_budget import ServingBudget
+from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
 from melissa_trainer.stream.serving_rendezvous import check_inputs
@@ -158,6 +159,7 @@ class ServingHook(Hook):
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
         self._failures_logged = False
+        self._batches = 0  # model runs that served requests
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
@@ -268,7 +270,7 @@ class ServingHook(Hook):
             self._idle = None
         self._server.stop()
         if self._trainer is not None and self.telemetry().get("requests"):
-            logger.info("serving of rank %d: %s", self._trainer.process_index, self.telemetry())
+            logger.info("%s", summary(self._trainer.process_index, self.telemetry()))
 
     # -- in process ------------------------------------------------------------------
 
@@ -312,11 +314,18 @@ class ServingHook(Hook):
                 return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
         return self._queued(arrays, timeout)
 
+    log_maxima = LOG_MAXIMA
+
+    def log_figures(self, trainer: TrainerView) -> dict[str, float]:
+        """The serving figures of the training logs (`serving_report`)."""
+        return log_figures(self.telemetry())
+
     def telemetry(self) -> dict[str, float]:
         """The server's counters (requests, answered, refused_*, rejected_*, expired),
-        the serving share of training time and latency percentiles (steps, ms) of the
-        most recent answers."""
+        the batches run, the serving share of training time and latency percentiles
+        (steps, ms) of the most recent answers."""
         out: dict[str, float] = dict(self._server.telemetry())
+        out["batches"] = self._batches
         out["serving_share"] = self.budget.used_share
         for name, values in (("steps", self._latency_steps), ("ms", self._latency_ms)):
             if values:
@@ -395,6 +404,7 @@ class ServingHook(Hook):
         if not batch:
             return
         server = self._server
+        self._batches += 1
         try:
             outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
         except Exception as exc:  # the user's functions or model on these inputs

@@ -214,11 +214,12 @@ def test_a_request_is_answered_within_max_latency_steps(
     tmp_path: Path, endpoint: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A budget that serves nothing (share 1e-9: each step's start charges it the wait
-    for the model's lock, more than a step earns), and no idle serving (the test holds the training thread while a request
-    reaches the queue): the requests are answered by the latency bound
-    alone, by the model exactly `max_latency_steps` versions after the one they arrived
-    at (the version in the reply: counted in steps, not in seconds). Without the bound
-    they would wait until the run ends and be refused ``not_serving``."""
+    for the model's lock, more than a step earns), and no idle serving (the test holds
+    the training thread while a request reaches the queue): the requests are answered
+    by the latency bound alone, by the model exactly `max_latency_steps` versions after
+    the one they arrived at (the version in the reply: counted in steps, not in
+    seconds). Without the bound they would wait until the run ends and be refused
+    ``not_serving``."""
     bound = 3
     serving = ServingHook(
         INPUTS,

@@ -128,8 +128,7 @@ class PredictServer:
         self._bind, self._advertise, self._curve = bind, advertise_host, curve
         self._run_id, self._rendezvous = run_id, rendezvous_dir
         self.max_request_bytes = sum(f.size * f.dtype.itemsize for f in self.inputs)
-        #: the model version answers carry (the trainer's global step; set by the drainer)
-        self.version = 0
+        self._version = 0
         self._serving = False
         self._queue: collections.deque[Pending] = collections.deque()
         self._lock = threading.Lock()  # the queue, the counters, the reply socket
@@ -186,6 +185,19 @@ class PredictServer:
             target=self._run, name=f"melissa-serving-{self.rank}", daemon=True
         )
         self._thread.start()
+
+    @property
+    def version(self) -> int:
+        """The model version now (the trainer's global step; set by the drainer, under
+        the queue's lock: a request is stamped and queued under it too, so one stamped
+        at version v is in the queue before the version becomes v + 1, and a drainer
+        that sets the version and then looks at the queue sees it)."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        with self._lock:
+            self._version = int(value)
 
     @property
     def serving(self) -> bool:
@@ -329,6 +341,9 @@ class PredictServer:
         with self._lock:
             self._counts["requests"] += 1
             if self._serving and len(self._queue) < self.max_queue:
+                # (stamped here, not when it was read: a thread descheduled in between
+                # would queue it with an older version than the drainer's, past the bound)
+                pending.version = self._version
                 self._queue.append(pending)
                 self._arrived.notify_all()  # (every waiter: the idle thread is one)
                 return

@@ -76,7 +76,7 @@ from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
-from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.stream.serving_rendezvous import check_inputs, serving_bind
 from melissa_trainer.stream.stream_source import StreamSource
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -186,7 +186,7 @@ class ServingHook(Hook):
                 curve=curve_keys(config.curve_secret_key, config.curve_public_key),
                 rendezvous_dir=self._rendezvous or config.rendezvous_dir,
             )
-            bind = self._bind or _beside(config.bind, trainer.process_index)
+            bind = self._bind or serving_bind(config.bind, trainer.process_index)
         else:
             bind = self._bind
             kwargs.update(rendezvous_dir=self._rendezvous)
@@ -420,13 +420,3 @@ class ServingHook(Hook):
             server.answer(pending, arrays, version)
             self._latency_steps.append(version - pending.version)
             self._latency_ms.append((now - pending.received) * 1000)
-
-
-def _beside(receiver: str, rank: int) -> str:
-    """A serving bind on the receiver's interface (its configured bind, before the
-    rank's port offset): same host, a random port; an ipc path gets a suffix."""
-    if receiver.startswith("tcp://"):
-        return f"{receiver.rpartition(':')[0]}:*"
-    if receiver.startswith("ipc://"):
-        return f"{receiver}.serve{rank}"
-    return "tcp://127.0.0.1:*"

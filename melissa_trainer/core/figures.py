@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -54,7 +54,14 @@ class LogFigures:
         return untotaled
 
     def reduce(
-        self, buffer: Buffer, source: Source, num_processes: int, distributed: bool, lr: float
+        self,
+        buffer: Buffer,
+        source: Source,
+        num_processes: int,
+        distributed: bool,
+        lr: float,
+        extra: Mapping[str, float] | None = None,
+        extra_maxima: Collection[str] = (),
     ) -> tuple[dict[str, float], int, int]:
         """The logs of these figures over all ranks, the samples of every rank not yet in
         `total_samples_seen`, and the micro-batches of every rank whose loss is in the
@@ -66,30 +73,41 @@ class LogFigures:
         `buffer_fill` is `buffer_samples` over the ranks' total capacity; rates are per
         second of the mean rank's wall time. The source's telemetry is summed over
         ranks, but for its `study_keys` (figures every rank counts in full), whose
-        maximum is logged.
+        maximum is logged. `extra` (the hooks' `log_figures`, the same keys on every
+        rank) is summed likewise, but for its `extra_maxima`, and logged under its own
+        names, after the trainer's.
         """
         stats = buffer.stats()
         elapsed = time.perf_counter() - self.started
         telemetry = source.telemetry()  # cumulative counters, the same keys on every rank
         names = sorted(k for k in telemetry if k not in source.study_keys)
         study_names = sorted(k for k in telemetry if k in source.study_keys)
+        extra = extra or {}
+        summed = sorted(k for k in extra if k not in extra_maxima)
+        highest = sorted(k for k in extra if k in extra_maxima)
         local = [0.0, self.loss_count, self.samples, self.take_untotaled(), len(buffer)]
         local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
+        local += [float(extra[k]) for k in summed]
         figures = torch.tensor(local, dtype=torch.float64, device=self.device)
         figures[0] = self.loss_sum
         maxima = torch.tensor(
-            [telemetry[k] for k in study_names], dtype=torch.float64, device=self.device
+            [*(telemetry[k] for k in study_names), *(float(extra[k]) for k in highest)],
+            dtype=torch.float64,
+            device=self.device,
         )
         if distributed:
             dist.all_reduce(figures)
-            if study_names:
+            if study_names or highest:
                 dist.all_reduce(maxima, op=dist.ReduceOp.MAX)
         values = figures.tolist()
         loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
         elapsed_mean = max(elapsed_sum / num_processes, 1e-9)
-        source_figures = dict(zip(names, values[9:], strict=True))
-        if study_names:  # (a read of the device: only when there is something to read)
-            source_figures.update(zip(study_names, maxima.tolist(), strict=True))
+        source_figures = dict(zip(names, values[9 : 9 + len(names)], strict=True))
+        hook_figures = dict(zip(summed, values[9 + len(names) :], strict=True))
+        if study_names or highest:  # (a read of the device: only when there is one to read)
+            top = maxima.tolist()
+            source_figures.update(zip(study_names, top[: len(study_names)], strict=True))
+            hook_figures.update(zip(highest, top[len(study_names) :], strict=True))
         logs = {
             "loss": loss_sum / loss_count if loss_count else float("nan"),
             "learning_rate": lr,
@@ -104,6 +122,10 @@ class LogFigures:
             "buffer_evicted": evicted,
             **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
         }
+        for key in sorted(hook_figures):
+            if key in logs:
+                raise ValueError(f"a hook's log figure {key!r} is one of the trainer's own")
+            logs[key] = hook_figures[key]
         self.restart()
         return logs, int(new_total), int(loss_count)
 

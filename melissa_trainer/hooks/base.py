@@ -158,6 +158,17 @@ class Hook:
     def close(self) -> None:
         """Release resources (files, bars); called once when `train()` returns or raises."""
 
+    #: keys of `log_figures` whose maximum over ranks is logged (the others: the sum)
+    log_maxima: frozenset[str] = frozenset()
+
+    def log_figures(self, trainer: TrainerView) -> dict[str, float]:
+        """This rank's figures for the training logs (console, TensorBoard,
+        ``state.log_history``), added to every log, reduced over ranks: summed, but for
+        the keys in `log_maxima` (their maximum). Every rank gives the same keys, which
+        must not be the trainer's own. Called on the training thread before each LOG (a
+        collective follows). Default: none."""
+        return {}
+
     def on_load(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
@@ -341,6 +352,7 @@ class HookList:
     def __init__(self, hooks: Iterable[Hook] = ()) -> None:
         self.hooks: list[Hook] = []
         self._listeners: dict[Event, list[Any]] = {e: [] for e in Event}
+        self._figures: list[Hook] = []  # the hooks that give log figures
         for hook in hooks:
             self.add(hook)
 
@@ -354,6 +366,8 @@ class HookList:
             )
         _check_methods(hook)
         self.hooks.append(hook)
+        if type(hook).log_figures is not Hook.log_figures:
+            self._figures.append(hook)
         for event in Event:
             if getattr(type(hook), event.value) is not getattr(Hook, event.value):
                 self._listeners[event].append(getattr(hook, event.value))
@@ -361,6 +375,20 @@ class HookList:
     def get(self, cls: type) -> Any:
         """The first hook that is an instance of `cls`, or None."""
         return next((h for h in self.hooks if isinstance(h, cls)), None)
+
+    def log_figures(self, trainer: TrainerView) -> tuple[dict[str, float], frozenset[str]]:
+        """Every hook's `Hook.log_figures` (the hooks that override it), and the keys
+        reduced by their maximum. Raises ValueError when two hooks give one key."""
+        figures: dict[str, float] = {}
+        maxima: set[str] = set()
+        for hook in self._figures:
+            theirs = hook.log_figures(trainer)
+            twice = sorted(set(theirs) & set(figures))
+            if twice:
+                raise ValueError(f"hook {hook.name} logs figures another hook logs: {twice}")
+            figures.update(theirs)
+            maxima |= set(hook.log_maxima) & set(theirs)
+        return figures, frozenset(maxima)
 
     def listens(self, event: Event) -> bool:
         return bool(self._listeners[event])

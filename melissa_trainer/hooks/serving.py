@@ -28,7 +28,17 @@ step ends less serving (up to `serving_budget.BURST_STEPS` steps' worth), each b
 spends what it took; a batch starts only with credit left, so the excess is at most one
 batch, repaid by the next steps. Requests that arrive faster than the budget serves them
 fill the queue, beyond which they are refused ``busy`` (the client's `PredictRefused`):
-no unbounded queue, and a request waits at most ``max_queue / max_batch`` drains.
+no unbounded queue.
+
+Latency bound, in steps: a request queued while the model is at version ``v`` (the
+global step) is answered by a model of version ``v + max_latency_steps`` at the latest
+(default 16; 0: at the next step's end), while training steps run: at each step's end,
+a batch whose oldest request is due is served whatever the budget (charged to it, so
+the next batches wait until the steps have repaid it). The bound wins over the share:
+serving exceeds its share only while requests come faster than the share serves them
+within the bound (`max_latency_steps=None`: the share alone, no bound). A request can
+still end unanswered: refused ``busy`` at arrival, past its client's timeout (dropped),
+or when training ends (refused ``not_serving``).
 
 Idle serving: while no training step runs for longer than `serving_budget.IDLE_STEPS`
 typical steps (at least `serving_budget.IDLE_MIN` seconds) after the last one ended,
@@ -63,19 +73,22 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_budget import ServingBudget
+from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
-from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.stream.serving_rendezvous import check_inputs, serving_bind
 from melissa_trainer.stream.stream_source import StreamSource
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
 
-__all__ = ["InProcessPrediction", "ServingHook", "ServingRefused"]
+__all__ = ["DEFAULT_MAX_LATENCY_STEPS", "InProcessPrediction", "ServingHook", "ServingRefused"]
 
 logger = logging.getLogger(__name__)
 
 _LATENCIES = 10_000  # latencies kept for the percentiles (the most recent)
+#: default `ServingHook.max_latency_steps`
+DEFAULT_MAX_LATENCY_STEPS = 16
 
 
 class InProcessPrediction(NamedTuple):
@@ -99,6 +112,9 @@ class ServingHook(Hook):
         share: the largest share of training time spent serving, in (0, 1] (default 0.05).
         max_batch: requests run together at most.
         max_queue: requests waiting at most per rank; more are refused ``busy``.
+        max_latency_steps: a request is answered by the model at most this many versions
+            (training steps) after the one it arrived at, whatever the budget (module
+            docstring); None: no bound but the budget's. Default 16.
         bind: the serving endpoint to bind; default: the receiver's interface, a
             random port (no stream source: no socket, in-process only).
         rendezvous_dir: where ``serve_{rank}.json`` goes; default the stream's.
@@ -113,6 +129,7 @@ class ServingHook(Hook):
         share: float = 0.05,
         max_batch: int = 32,
         max_queue: int = DEFAULT_MAX_QUEUE,
+        max_latency_steps: int | None = DEFAULT_MAX_LATENCY_STEPS,
         bind: str | None = None,
         rendezvous_dir: str | None = None,
     ) -> None:
@@ -124,6 +141,16 @@ class ServingHook(Hook):
         if not isinstance(max_batch, int) or isinstance(max_batch, bool) or max_batch < 1:
             raise ValueError(f"ServingHook.max_batch must be an integer >= 1, not {max_batch!r}")
         self.max_batch, self.max_queue = max_batch, max_queue
+        if max_latency_steps is not None and (
+            not isinstance(max_latency_steps, int)
+            or isinstance(max_latency_steps, bool)
+            or max_latency_steps < 0
+        ):
+            raise ValueError(
+                "ServingHook.max_latency_steps must be an integer >= 0 (steps a request may "
+                f"wait) or None (no bound but the budget), not {max_latency_steps!r}"
+            )
+        self.max_latency_steps = max_latency_steps
         self._bind, self._rendezvous = bind, rendezvous_dir
         self._trainer: TrainerView | None = None
         self._thread: int | None = None  # the training thread
@@ -132,6 +159,7 @@ class ServingHook(Hook):
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
         self._failures_logged = False
+        self._batches = 0  # model runs that served requests
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
         self._model = threading.RLock()
@@ -158,7 +186,7 @@ class ServingHook(Hook):
                 curve=curve_keys(config.curve_secret_key, config.curve_public_key),
                 rendezvous_dir=self._rendezvous or config.rendezvous_dir,
             )
-            bind = self._bind or _beside(config.bind, trainer.process_index)
+            bind = self._bind or serving_bind(config.bind, trainer.process_index)
         else:
             bind = self._bind
             kwargs.update(rendezvous_dir=self._rendezvous)
@@ -220,7 +248,7 @@ class ServingHook(Hook):
         if self._last_end is not None:
             budget.earn(now - self._last_end - self._served)
         self._served = 0.0
-        while budget.allows() and server.pending():
+        while server.pending() and (budget.allows() or self._due(server, state.global_step)):
             started = time.perf_counter()
             self._serve(server.take(self.max_batch), state.global_step)
             spent = time.perf_counter() - started
@@ -242,7 +270,7 @@ class ServingHook(Hook):
             self._idle = None
         self._server.stop()
         if self._trainer is not None and self.telemetry().get("requests"):
-            logger.info("serving of rank %d: %s", self._trainer.process_index, self.telemetry())
+            logger.info("%s", summary(self._trainer.process_index, self.telemetry()))
 
     # -- in process ------------------------------------------------------------------
 
@@ -286,11 +314,18 @@ class ServingHook(Hook):
                 return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
         return self._queued(arrays, timeout)
 
+    log_maxima = LOG_MAXIMA
+
+    def log_figures(self, trainer: TrainerView) -> dict[str, float]:
+        """The serving figures of the training logs (`serving_report`)."""
+        return log_figures(self.telemetry())
+
     def telemetry(self) -> dict[str, float]:
         """The server's counters (requests, answered, refused_*, rejected_*, expired),
-        the serving share of training time and latency percentiles (steps, ms) of the
-        most recent answers."""
+        the batches run, the serving share of training time and latency percentiles
+        (steps, ms) of the most recent answers."""
         out: dict[str, float] = dict(self._server.telemetry())
+        out["batches"] = self._batches
         out["serving_share"] = self.budget.used_share
         for name, values in (("steps", self._latency_steps), ("ms", self._latency_ms)):
             if values:
@@ -299,6 +334,14 @@ class ServingHook(Hook):
         return out
 
     # -- internals -------------------------------------------------------------------
+
+    def _due(self, server: PredictServer, version: int) -> bool:
+        """Whether the oldest waiting request must be served now (the latency bound)."""
+        bound = self.max_latency_steps
+        if bound is None:
+            return False
+        oldest = server.oldest_version()
+        return oldest is not None and version - oldest >= bound
 
     def _release_model(self) -> None:
         self._model.release()  # (taken by the same thread at STEP_START or VALIDATION_START)
@@ -361,6 +404,7 @@ class ServingHook(Hook):
         if not batch:
             return
         server = self._server
+        self._batches += 1
         try:
             outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
         except Exception as exc:  # the user's functions or model on these inputs
@@ -376,13 +420,3 @@ class ServingHook(Hook):
             server.answer(pending, arrays, version)
             self._latency_steps.append(version - pending.version)
             self._latency_ms.append((now - pending.received) * 1000)
-
-
-def _beside(receiver: str, rank: int) -> str:
-    """A serving bind on the receiver's interface (its configured bind, before the
-    rank's port offset): same host, a random port; an ipc path gets a suffix."""
-    if receiver.startswith("tcp://"):
-        return f"{receiver.rpartition(':')[0]}:*"
-    if receiver.startswith("ipc://"):
-        return f"{receiver}.serve{rank}"
-    return "tcp://127.0.0.1:*"

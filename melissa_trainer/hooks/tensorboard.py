@@ -51,7 +51,7 @@ class TensorBoardHook(Hook):
         step = state.global_step
         for key, value in logs.items():
             group, _, name = key.partition("_")
-            if group not in ("buffer", "source"):
+            if group not in ("buffer", "source", "serving"):
                 group, name = "train", key
             self.writer.add_scalar(f"{group}/{name}", value, step)
         histogram = trainer.buffer.stats().reuse_histogram

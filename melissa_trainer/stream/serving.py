@@ -26,7 +26,7 @@ A peer that does not read its replies cannot block anyone: the ROUTER drops repl
 a peer whose queue is full or which is gone. A frame over the bound (the declared
 inputs' size + `HEADER_ALLOWANCE`) closes its connection in ZeroMQ's I/O thread.
 
-Thread-safety: `start` and `stop` from one thread; `take`, `answer`, `refuse`,
+Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `answer`, `refuse`,
 `submit`, `telemetry`, `serving` and `version` from any thread. Nothing blocks but
 `stop` (up to `STOP_TIMEOUT` seconds).
 """
@@ -128,8 +128,7 @@ class PredictServer:
         self._bind, self._advertise, self._curve = bind, advertise_host, curve
         self._run_id, self._rendezvous = run_id, rendezvous_dir
         self.max_request_bytes = sum(f.size * f.dtype.itemsize for f in self.inputs)
-        #: the model version answers carry (the trainer's global step; set by the drainer)
-        self.version = 0
+        self._version = 0
         self._serving = False
         self._queue: collections.deque[Pending] = collections.deque()
         self._lock = threading.Lock()  # the queue, the counters, the reply socket
@@ -188,6 +187,19 @@ class PredictServer:
         self._thread.start()
 
     @property
+    def version(self) -> int:
+        """The model version now (the trainer's global step; set by the drainer, under
+        the queue's lock: a request is stamped and queued under it too, so one stamped
+        at version v is in the queue before the version becomes v + 1, and a drainer
+        that sets the version and then looks at the queue sees it)."""
+        return self._version
+
+    @version.setter
+    def version(self, value: int) -> None:
+        with self._lock:
+            self._version = int(value)
+
+    @property
     def serving(self) -> bool:
         """Whether requests are queued (True) or refused ``not_serving`` (False)."""
         return self._serving
@@ -230,6 +242,12 @@ class PredictServer:
     def pending(self) -> int:
         """Requests waiting now."""
         return len(self._queue)
+
+    def oldest_version(self) -> int | None:
+        """The model version at which the oldest waiting request arrived (None: none
+        waits). Requests are queued in arrival order, so it is the smallest."""
+        with self._lock:
+            return self._queue[0].version if self._queue else None
 
     def wait_pending(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request to wait; True if one does."""
@@ -323,8 +341,11 @@ class PredictServer:
         with self._lock:
             self._counts["requests"] += 1
             if self._serving and len(self._queue) < self.max_queue:
+                # (stamped here, not when it was read: a thread descheduled in between
+                # would queue it with an older version than the drainer's, past the bound)
+                pending.version = self._version
                 self._queue.append(pending)
-                self._arrived.notify()
+                self._arrived.notify_all()  # (every waiter: the idle thread is one)
                 return
         if not self._serving:
             reason, detail = "not_serving", "the trainer serves no model now (starting or stopping)"

@@ -27,6 +27,7 @@ __all__ = [
     "read_serving",
     "remove_serving",
     "serve_file",
+    "serving_bind",
     "write_serving",
 ]
 
@@ -156,3 +157,14 @@ def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) 
                 f"{spec.dtype.str} {spec.shape}"
             )
     return None
+
+
+def serving_bind(receiver: str, rank: int) -> str:
+    """A serving bind on the receiver's interface (`receiver`: its configured bind,
+    before the rank's port offset): the same host, a random port; an ipc path gets a
+    suffix (``.serve{rank}``); anything else: loopback, a random port."""
+    if receiver.startswith("tcp://"):
+        return f"{receiver.rpartition(':')[0]}:*"
+    if receiver.startswith("ipc://"):
+        return f"{receiver}.serve{rank}"
+    return "tcp://127.0.0.1:*"

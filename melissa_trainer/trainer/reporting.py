@@ -27,12 +27,15 @@ def log(trainer: OnlineTrainer) -> dict[str, float]:
         lr = float(trainer.lr_scheduler.get_last_lr()[0])
     else:
         lr = float(trainer.optimizer.param_groups[0]["lr"])
+    extra, extra_maxima = trainer.hooks.log_figures(trainer)
     logs, new_total, losses = trainer.log_figures.reduce(
         trainer.buffer,
         trainer.source,
         trainer.num_processes,
         trainer.stop_sync.distributed,
         lr,
+        extra,
+        extra_maxima,
     )
     state.total_samples_seen += new_total
     state.last_log_step = state.global_step

@@ -17,6 +17,7 @@ import torch
 from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
+from melissa_trainer.client import Predictor
 from melissa_trainer.hooks.serving_budget import BURST_STEPS, ServingBudget
 from melissa_trainer.stream.serving import ServingRefused
 
@@ -174,3 +175,86 @@ def test_a_failing_inference_refuses_failed(tmp_path: Path) -> None:
     (exc,) = caught
     assert exc.reason == "failed" and "the user's bug" in str(exc)
     assert serving.telemetry()["refused_failed"] == 1
+
+
+class LateAsker(Hook):
+    """Listed after the serving hook: at the end of each step in `at`, starts a thread
+    that asks (in process, or through `endpoint` over a real socket) and holds the
+    training thread until the request waits in the queue, queued at model version
+    `step` (the serving hook set it at this step's end and has drained already)."""
+
+    def __init__(self, serving: ServingHook, at: tuple[int, ...], endpoint: bool) -> None:
+        self.serving, self.at, self.endpoint = serving, at, endpoint
+        self.answers: dict[int, Any] = {}
+        self.threads: list[threading.Thread] = []
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        step = state.global_step
+        if step not in self.at:
+            return
+        x = np.full(3, float(step), np.float32)
+
+        def ask() -> None:
+            try:
+                if self.endpoint:
+                    with Predictor(0, endpoint=self.serving.endpoint) as predictor:
+                        self.answers[step] = predictor.predict({"x": x}, timeout=60).version
+                else:
+                    self.answers[step] = self.serving.predict({"x": x}, timeout=60).version
+            except Exception as exc:  # (recorded: the test names it)
+                self.answers[step] = exc
+
+        self.threads.append(threading.Thread(target=ask))
+        self.threads[-1].start()
+        assert self.serving._server.wait_pending(30), "the request never reached the queue"
+
+
+@pytest.mark.parametrize("endpoint", [False, True], ids=["in-process", "socket"])
+def test_a_request_is_answered_within_max_latency_steps(
+    tmp_path: Path, endpoint: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A budget that serves nothing (share 1e-9: each step's start charges it the wait
+    for the model's lock, more than a step earns), and no idle serving (the test holds
+    the training thread while a request reaches the queue): the requests are answered
+    by the latency bound alone, by the model exactly `max_latency_steps` versions after
+    the one they arrived at (the version in the reply: counted in steps, not in
+    seconds). Without the bound they would wait until the run ends and be refused
+    ``not_serving``."""
+    bound = 3
+    serving = ServingHook(
+        INPUTS,
+        process_inputs=lambda s: torch.from_numpy(s["x"].copy()),
+        share=1e-9,
+        max_latency_steps=bound,
+        bind="tcp://127.0.0.1:*" if endpoint else None,
+    )
+    monkeypatch.setattr(serving.budget, "idle_after", lambda: 3600.0)  # never idle
+    at = (2, 5, 12)
+    asker = LateAsker(serving, at, endpoint)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(160)),
+        process_sample=xy,
+        hooks=[serving, asker],
+    )
+    state = trainer.train()
+    for thread in asker.threads:
+        thread.join(60)
+    assert state.global_step == 20
+    assert serving.budget.credit < 0  # (no budget was left for the requests)
+    versions = {}
+    for step in at:
+        versions[step] = asker.answers[step]
+        assert isinstance(versions[step], int), f"the request of step {step}: {versions[step]!r}"
+    assert versions == {step: step + bound for step in at}
+    assert serving.telemetry()["latency_steps_p99"] <= bound
+
+
+def test_max_latency_steps_is_checked() -> None:
+    for bad in (-1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="max_latency_steps must be an integer >= 0"):
+            ServingHook(INPUTS, max_latency_steps=bad)  # type: ignore[arg-type]
+    assert ServingHook(INPUTS, max_latency_steps=None).max_latency_steps is None

@@ -2,8 +2,8 @@
 tests/trainer/test_serving_study.py: a study of simulations that ask the trainer for
 predictions (its SIMULATION script, given as argv[2]), served by a `ServingHook` on
 each rank. Each rank writes OUT/rank_R.json: the model's weights at every version, its
-serving counters, and the serve files it saw published (at TRAIN_START, after a
-barrier: both ranks have bound)."""
+serving counters, the serving figures of its last log, and the serve files it saw
+published (at TRAIN_START, after a barrier: both ranks have bound)."""
 
 from __future__ import annotations
 
@@ -95,6 +95,12 @@ def main() -> None:
         "weights": record.weights,
         "serve_files": record.serve_files,
         "telemetry": serving.telemetry(),
+        # the last log's serving figures (reduced over the ranks by the trainer)
+        "logged": next(
+            {k: v for k, v in entry.items() if k.startswith("serving_")}
+            for entry in reversed(state.log_history)
+            if "serving_requests" in entry
+        ),
     }
     (out / f"rank_{rank}.json").write_text(json.dumps(result))
 

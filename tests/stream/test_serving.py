@@ -512,3 +512,23 @@ def test_requests_queued_when_serving_stops_are_refused_not_serving(tmp_path: Pa
     finally:
         sock.close(linger=0)
         ctx.term()
+
+
+def test_a_request_is_stamped_with_the_version_it_is_queued_at() -> None:
+    """The I/O thread reads a request, then may be descheduled before it queues it
+    while the trainer steps on: the request must carry the version at which it entered
+    the queue (the latency bound counts from there), not the one when it was read. The
+    delay is played here by queueing a request built at version 3 once the version is
+    9 (the I/O thread's own call, `_queue_or_refuse`)."""
+    from melissa_trainer.stream.serving import Pending
+
+    srv = PredictServer(INPUTS)
+    srv.serving = True
+    srv.version = 3
+    request = protocol.PredictRequest(0, 1, 0, None, {"u": np.ones(4, np.float32)})
+    late = Pending(request, 0.0, srv.version, b"peer")
+    srv.version = 9
+    srv._queue_or_refuse(late)
+    assert srv.oldest_version() == 9
+    (taken,) = srv.take(1)
+    assert taken.version == 9

@@ -238,3 +238,12 @@ def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
             np.testing.assert_allclose(answer["y"], expected, rtol=1e-5, atol=1e-6)
         answered[sid % 2] += len(record["answers"])
     assert [r["telemetry"]["answered"] for r in ranks] == answered
+    # the logs carry the serving counters summed over the ranks, the same on both
+    assert ranks[0]["logged"] == ranks[1]["logged"]
+    logged = ranks[0]["logged"]
+    assert logged["serving_answered"] == sum(answered)
+    assert logged["serving_requests"] == sum(r["telemetry"]["requests"] for r in ranks)
+    assert logged["serving_batches"] == sum(r["telemetry"]["batches"] for r in ranks)
+    assert logged["serving_latency_steps_p99"] == max(
+        r["telemetry"]["latency_steps_p99"] for r in ranks
+    )

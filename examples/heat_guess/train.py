@@ -1,0 +1,275 @@
+"""The surrogate served back to the running simulations while it trains (issue 47): a
+study of implicit heat solvers that ask the trainer for the initial guess of each
+step's iterative solve (`solver.py`), and the trainer that learns that guess from
+their own stream while answering them (`ServingHook`).
+
+The surrogate: ``increment = K * residual``, one convolution (`OddConv`, kernel 11 by
+default, no bias) of the step's initial residual ``f - A u``, with the Dirichlet
+conditions as odd (antisymmetric) padding. The exact increment is ``A^-1 (f - A u)``,
+and ``A^-1`` acts, away from nothing but its own decay, as such a convolution: the
+architecture can learn it, and from every grid point of every sample. Training pairs
+are normalised per sample by the residual's RMS (the map is linear: the same map).
+
+The first simulations start before training: they get nothing (refused or no answer)
+and solve from their previous state; the later ones get a trained model. The example
+prints, per simulation, the solver's work per step (products by A, the guess's check
+included) with the surrogate's guesses, next to the work of the same simulation solved
+from its previous state (computed here in the same process: it does not depend on the
+trainer), and the surrogate's final error on held-out simulations.
+
+    python examples/heat_guess/train.py                   # 6 simulations, ~20 s on 2 cores
+    python examples/heat_guess/train.py --method cg       # conjugate gradient instead
+    python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
+    python examples/heat_guess/train.py --json            # last line: a JSON summary
+
+`benchmarks/closed_loop.py` runs this study with and without the surrogate, alternated,
+and reports the work saved over the second half of the study.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+if str(Path(__file__).resolve().parents[1]) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from heat_guess.solver import METHODS, PARAMETER_BOUNDS, GuessConfig, Work, steps  # noqa: E402
+from melissa_trainer import (  # noqa: E402
+    OnlineTrainer,
+    ServingHook,
+    StreamSource,
+    Study,
+    TrainingArguments,
+)
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+from melissa_trainer.launcher import Launcher, LauncherTuning, UniformSampler  # noqa: E402
+
+SOLVER = Path(__file__).resolve().parent / "solver.py"
+#: seeds of the held-out simulations (the study's draws use `seed`)
+HELD_OUT_SEED = 10_000
+
+
+class OddConv(torch.nn.Module):
+    """A bias-free convolution of a (batch, 1, n, n) field padded by odd reflection
+    about the zero Dirichlet ghost points (``[..., -x1, -x0, 0, x0, x1, ...]``): the
+    padding under which ``A^-1`` of the discrete problem is a convolution."""
+
+    def __init__(self, kernel: int = 11) -> None:
+        super().__init__()
+        if kernel < 3 or kernel % 2 == 0:
+            raise ValueError(f"kernel must be odd and >= 3, not {kernel}")
+        self.half = kernel // 2
+        self.conv = torch.nn.Conv2d(1, 1, kernel, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        k = self.half
+        for dim in (-2, -1):
+            zero = torch.zeros_like(x.narrow(dim, 0, 1))
+            low = -x.narrow(dim, 0, k - 1).flip(dim)
+            high = -x.narrow(dim, x.shape[dim] - (k - 1), k - 1).flip(dim)
+            x = torch.cat([low, zero, x, zero, high], dim)
+        return self.conv(x)
+
+
+def process_sample(sample: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(residual, increment), both divided by the residual's RMS, as (1, n, n)."""
+    residual = sample["residual"].astype(np.float32)
+    scale = max(float(np.sqrt(np.mean(residual.astype(np.float64) ** 2))), 1e-30)
+    x = torch.from_numpy(residual / scale)[None]
+    y = torch.from_numpy(sample["increment"].astype(np.float32) / scale)[None]
+    return x, y
+
+
+def held_out(config: GuessConfig, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Validation pairs of `count` simulations drawn apart from the study's, solved to
+    a tight tolerance: (residuals, increments), each (N, 1, n, n)."""
+    sampler = UniformSampler(PARAMETER_BOUNDS, seed=HELD_OUT_SEED)
+    tight = GuessConfig(config.grid_size, config.time_steps, config.dt, 1e-10, "cg")
+    pairs = [pair for _ in range(count) for pair in steps(sampler.draw(), tight)]
+    xs = torch.tensor(np.stack([p[0] for p in pairs]), dtype=torch.float32)[:, None]
+    ys = torch.tensor(np.stack([p[1] for p in pairs]), dtype=torch.float32)[:, None]
+    return xs, ys
+
+
+def relative_error(model: torch.nn.Module, xs: torch.Tensor, ys: torch.Tensor) -> float:
+    """``||model(x) - y|| / ||y||`` over all the pairs (relative L2, pooled)."""
+    with torch.no_grad():
+        return float(torch.linalg.norm(model(xs) - ys) / torch.linalg.norm(ys))
+
+
+def baseline_work(parameters: dict[str, float], config: GuessConfig) -> list[int]:
+    """The products by A per step of one simulation solved from its previous state."""
+    work = Work()
+    for _ in steps(parameters, config, None, work):
+        pass
+    return work.products
+
+
+def run_study(
+    output_dir: str | Path,
+    config: GuessConfig | None = None,
+    *,
+    surrogate: bool = True,
+    num_simulations: int = 6,
+    job_limit: int = 2,
+    seed: int = 0,
+    kernel: int = 11,
+    lr: float = 3e-3,
+    batch_size: int = 16,
+    share: float = 0.05,
+    held_out_simulations: int = 2,
+) -> dict[str, Any]:
+    """One study: `num_simulations` solvers (at most `job_limit` at once), asking for
+    their guesses unless not `surrogate`, and the trainer serving them. Returns the
+    simulations' records (`solver.Work` fields, by id order), the trainer's global step,
+    the surrogate's final relative error on held-out simulations, and the serving
+    counters."""
+    config = config or GuessConfig()
+    out = Path(output_dir)
+    records = out / "records"
+    records.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, str(SOLVER), *config.argv(), "--record", str(records)]
+    if not surrogate:
+        command.append("--no_surrogate")
+    launcher = Launcher(
+        command,
+        UniformSampler(PARAMETER_BOUNDS, seed=seed),
+        num_simulations,
+        job_limit=job_limit,
+        backend="local",
+        tuning=LauncherTuning(poll_interval=0.05),
+    )
+    torch.manual_seed(seed)
+    model = OddConv(kernel)
+    n = config.grid_size
+    serving = ServingHook(
+        {"residual": ((n, n), "float32")},
+        process_inputs=lambda r: torch.from_numpy(r["residual"].copy())[None],
+        process_outputs=lambda y: {"increment": y[:, 0]},
+        share=share,
+    )
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(
+            output_dir=str(out / "run"),
+            batch_size=batch_size,
+            buffer="reservoir",
+            buffer_size=4 * config.time_steps * job_limit,
+            watermark=batch_size,
+            logging_steps=10**9,
+            save_at_end=False,
+            disable_progress_bar=True,
+            report_to="none",
+        ),
+        torch.optim.Adam(model.parameters(), lr=lr),
+        train_source=Study(launcher, StreamSource()),
+        process_sample=process_sample,
+        hooks=[serving],
+    )
+    state = trainer.train()
+    sims = [json.loads(p.read_text()) for p in sorted(records.glob("sim*.json"))]
+    sims.sort(key=lambda r: r["simulation_id"])
+    xs, ys = held_out(config, held_out_simulations)
+    model.eval()
+    return {
+        "simulations": sims,
+        "global_step": state.global_step,
+        "final_error": relative_error(model, xs, ys),
+        "serving": serving.telemetry(),
+    }
+
+
+def second_half(simulations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The simulations of the study's second half (by id: the launch order)."""
+    return simulations[len(simulations) // 2 :]
+
+
+def work_per_step(simulations: list[dict[str, Any]]) -> float:
+    """Mean products by A per time step over `simulations`."""
+    products = [p for s in simulations for p in s["products"]]
+    return float(np.mean(products)) if products else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    d = GuessConfig()
+    parser.add_argument("--num_simulations", type=int, default=6)
+    parser.add_argument("--job_limit", type=int, default=2)
+    parser.add_argument("--grid_size", type=int, default=d.grid_size)
+    parser.add_argument("--time_steps", type=int, default=d.time_steps)
+    parser.add_argument("--dt", type=float, default=d.dt)
+    parser.add_argument("--tol", type=float, default=d.tol)
+    parser.add_argument("--method", choices=METHODS, default=d.method)
+    parser.add_argument("--kernel", type=int, default=11, help="the convolution's width (odd)")
+    parser.add_argument("--no_surrogate", action="store_true", help="the simulations never ask")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output_dir", default=None, help="default: a temporary directory")
+    parser.add_argument("--json", action="store_true", help="last line: a JSON summary")
+    opts = parser.parse_args(argv)
+    try:
+        config = GuessConfig(opts.grid_size, opts.time_steps, opts.dt, opts.tol, opts.method)
+        for name in ("num_simulations", "job_limit"):
+            if getattr(opts, name) < 1:
+                raise ValueError(f"--{name} must be >= 1, not {getattr(opts, name)}")
+        OddConv(opts.kernel)
+    except ValueError as exc:
+        parser.error(str(exc))
+    torch.set_num_threads(1)  # the cores are the simulations'
+    with tempfile.TemporaryDirectory() as tmp:
+        result = run_study(
+            opts.output_dir or tmp, config, surrogate=not opts.no_surrogate,
+            num_simulations=opts.num_simulations, job_limit=opts.job_limit, seed=opts.seed,
+            kernel=opts.kernel,
+        )  # fmt: skip
+    sims = result["simulations"]
+    rows = []
+    for s in sims:
+        without = baseline_work(s["parameters"], config)
+        rows.append({
+            "simulation": s["simulation_id"],
+            "work_per_step": float(np.mean(s["products"])),
+            "without_surrogate": float(np.mean(without)),
+            "guesses_used": int(sum(s["used"])),
+            "first_version": next((v for v in s["versions"] if v >= 0), None),
+        })  # fmt: skip
+    half = second_half(rows)
+    ours = statistics.fmean(r["work_per_step"] for r in half)
+    base = statistics.fmean(r["without_surrogate"] for r in half)
+    summary = {
+        "method": config.method,
+        "simulations": rows,
+        "second_half_work_per_step": ours,
+        "second_half_without_surrogate": base,
+        "work_saved": base / ours,
+        "final_error": result["final_error"],
+        "global_step": result["global_step"],
+        "serving": result["serving"],
+    }
+    print(f"{config.method}: products by A per time step (the guess's check included)")
+    print(" sim  with surrogate  from previous state  guesses used  first model version")
+    for r in rows:
+        used = f"{r['guesses_used']:8d}/{config.time_steps:<4d}"
+        print(f"{r['simulation']:4d}  {r['work_per_step']:14.1f}  {r['without_surrogate']:19.1f}"
+              f"  {used}  {r['first_version']}")  # fmt: skip
+    print(f"second half of the study: {ours:.1f} vs {base:.1f} products per step "
+          f"({base / ours:.2f}x less work); surrogate error on held-out simulations "
+          f"{result['final_error']:.2e} after {result['global_step']} steps")  # fmt: skip
+    t = result["serving"]
+    print(f"serving: {t.get('answered', 0)} answered of {t.get('requests', 0)} requests, "
+          f"latency p50 {t.get('latency_steps_p50', float('nan')):.0f} steps "
+          f"({t.get('latency_ms_p50', float('nan')):.0f} ms), {t}")  # fmt: skip
+    if opts.json:
+        print(to_json(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

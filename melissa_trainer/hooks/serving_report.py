@@ -1,0 +1,70 @@
+"""What `ServingHook` reports: its figures in the training logs (`log_figures`, reduced
+over ranks by the trainer: console, TensorBoard ``serving/*``, ``state.log_history``)
+and its end-of-run line (`summary`). Pure functions of `ServingHook.telemetry()`.
+
+The figures, cumulative since the trainer started (not checkpointed: a resumed run
+counts afresh): ``serving_requests``, ``serving_answered``, ``serving_refused`` (every
+reason: busy, not_serving, wrong_run, failed), ``serving_malformed`` (requests rejected
+before they could be read as one: bad frames, bad inputs), ``serving_expired``
+(dropped past their client's timeout), ``serving_batches`` (model runs), summed over
+ranks; and the latency of the recent answers, ``serving_latency_steps_p50`` and
+``_p99`` (in steps: model versions between arrival and answer) and
+``serving_latency_ms_p50`` / ``_p99``, with ``serving_share`` (of training time), the
+largest of the ranks'. The in-process calls made on the training thread (from a hook)
+run at once, outside the queue, and are not counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+__all__ = ["LOG_MAXIMA", "log_figures", "summary"]
+
+#: the figures whose maximum over ranks is logged
+LOG_MAXIMA = frozenset(
+    {
+        "serving_latency_steps_p50",
+        "serving_latency_steps_p99",
+        "serving_latency_ms_p50",
+        "serving_latency_ms_p99",
+        "serving_share",
+    }
+)
+
+
+def log_figures(telemetry: Mapping[str, float]) -> dict[str, float]:
+    """The log figures (module docstring) of one rank's telemetry: always every key
+    (0 for what did not happen yet), as the reduction over ranks needs."""
+    out = {
+        "serving_requests": float(telemetry.get("requests", 0)),
+        "serving_answered": float(telemetry.get("answered", 0)),
+        "serving_refused": float(sum(v for k, v in telemetry.items() if k.startswith("refused_"))),
+        "serving_malformed": float(
+            sum(v for k, v in telemetry.items() if k.startswith("rejected_"))
+        ),
+        "serving_expired": float(telemetry.get("expired", 0)),
+        "serving_batches": float(telemetry.get("batches", 0)),
+    }
+    for key in sorted(LOG_MAXIMA):
+        out[key] = float(telemetry.get(key.removeprefix("serving_"), 0.0))
+    return out
+
+
+def summary(rank: int, telemetry: Mapping[str, float]) -> str:
+    """One line for people: what rank `rank` served over the run."""
+    f = log_figures(telemetry)
+    reasons = ", ".join(
+        f"{k.removeprefix('refused_')} {int(v)}"
+        for k, v in sorted(telemetry.items())
+        if k.startswith("refused_") and v
+    )
+    return (
+        f"serving of rank {rank}: {int(f['serving_requests'])} requests, "
+        f"{int(f['serving_answered'])} answered in {int(f['serving_batches'])} batches, "
+        f"{int(f['serving_refused'])} refused{f' ({reasons})' if reasons else ''}, "
+        f"{int(f['serving_malformed'])} malformed, {int(f['serving_expired'])} expired; "
+        f"latency p50/p99 {f['serving_latency_steps_p50']:.0f}/"
+        f"{f['serving_latency_steps_p99']:.0f} steps "
+        f"({f['serving_latency_ms_p50']:.1f}/{f['serving_latency_ms_p99']:.1f} ms); "
+        f"{100 * f['serving_share']:.1f}% of training time"
+    )

@@ -1,0 +1,144 @@
+"""The heat_guess example (issue 47): an implicit heat solver that asks the trainer's
+surrogate for the initial guess of each step's iterative solve.
+
+In process (numpy, torch): the solver against a dense backward-Euler solve (the
+oracle), its work with no guess, an exact guess and a bad one; the Dirichlet padding of
+`OddConv` against the odd extension written out. End to end (e2e: the trainer and
+solver processes): the study with and without the surrogate, its records checked
+against the same simulations solved here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from helpers import run_group
+
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
+from heat_guess.solver import GuessConfig, Operator, Work, boundary, steps  # noqa: E402
+from heat_guess.train import OddConv, baseline_work  # noqa: E402
+
+EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_guess" / "train.py"
+PARAMS = {"t_initial": 300.0, "t_left": 100.0, "t_right": 500.0, "t_bottom": 200.0,
+          "t_top": 450.0}  # fmt: skip
+
+
+def dense_steps(parameters: dict[str, float], config: GuessConfig) -> list[np.ndarray]:
+    """Backward Euler by a dense solve (independent of the iterative code)."""
+    n, r = config.grid_size, config.r
+    lap1 = np.diag(-2.0 * np.ones(n)) + np.diag(np.ones(n - 1), 1) + np.diag(np.ones(n - 1), -1)
+    eye = np.eye(n)
+    lap = np.kron(eye, lap1) + np.kron(lap1, eye)  # (row-major (y, x) flattening)
+    a = np.eye(n * n) - r * lap
+    b = r * boundary(parameters, n).ravel()
+    u, out = np.full(n * n, parameters["t_initial"]), []
+    for _ in range(config.time_steps):
+        u = np.linalg.solve(a, u + b)
+        out.append(u.reshape(n, n))
+    return out
+
+
+@pytest.mark.parametrize("method", ["jacobi", "cg"])
+def test_the_iterative_steps_reach_the_dense_solution(method: str) -> None:
+    config = GuessConfig(grid_size=8, time_steps=5, dt=2e-3, tol=1e-10, method=method)
+    u = np.full((8, 8), PARAMS["t_initial"])
+    for (residual, increment), expected in zip(
+        steps(PARAMS, config), dense_steps(PARAMS, config), strict=True
+    ):
+        assert np.abs(residual).max() > 0
+        u = u + increment
+        np.testing.assert_allclose(u, expected, rtol=0, atol=1e-6)
+
+
+def test_an_exact_guess_costs_two_products_a_bad_one_one_more_than_none() -> None:
+    config = GuessConfig(grid_size=8, time_steps=6, dt=2e-3, tol=1e-6)
+    exact = dense_steps(PARAMS, config)
+    base = baseline_work(PARAMS, config)
+    assert all(p > 3 for p in base)  # (the previous state is not already converged)
+
+    state = {"t": 0, "u": np.full((8, 8), PARAMS["t_initial"])}
+
+    def perfect(residual: np.ndarray) -> tuple[np.ndarray, int]:
+        increment = exact[state["t"]] - state["u"]
+        state["u"], state["t"] = exact[state["t"]], state["t"] + 1
+        return increment, 7
+
+    work = Work()
+    list(steps(PARAMS, config, perfect, work))
+    # the initial residual and the guess's check; no iteration
+    assert work.products == [2] * config.time_steps
+    assert work.used == [True] * config.time_steps and work.versions == [7] * 6
+
+    rng = np.random.default_rng(0)
+    bad, none = Work(), Work()
+    list(steps(PARAMS, config, lambda r: (rng.normal(0, 1e4, r.shape), 3), bad))
+    list(steps(PARAMS, config, lambda r: None, none))
+    assert bad.used == [False] * 6 and bad.products == [p + 1 for p in base]
+    assert none.products == base and none.versions == [-1] * 6
+
+
+def test_odd_conv_pads_with_the_odd_extension_about_the_ghost_points() -> None:
+    x = torch.arange(1.0, 1.0 + 36).reshape(1, 1, 6, 6)
+    conv = OddConv(5)
+    with torch.no_grad():
+        conv.conv.weight.zero_()
+        conv.conv.weight[0, 0, 2, 0] = 1.0  # output (i, j) reads input (i, j - 2)
+    with torch.no_grad():
+        out = conv(x)[0, 0]
+    # odd extension: x[:, -1] = 0 (the ghost), x[:, -2] = -x[:, 0]
+    np.testing.assert_array_equal(out[:, 0].numpy(), -x[0, 0, :, 0].numpy())
+    np.testing.assert_array_equal(out[:, 1].numpy(), np.zeros(6))
+    np.testing.assert_array_equal(out[:, 2:].numpy(), x[0, 0, :, :4].numpy())
+    with pytest.raises(ValueError, match="odd"):
+        OddConv(4)
+
+
+def test_a_bad_configuration_is_refused_naming_the_field() -> None:
+    with pytest.raises(ValueError, match="method='gmres'"):
+        GuessConfig(method="gmres")
+    with pytest.raises(ValueError, match="tol=2"):
+        GuessConfig(tol=2)
+    assert Operator(1.0).products == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("surrogate", [True, False])
+def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, surrogate: bool) -> None:
+    steps_, sims = 12, 3
+    cmd = [sys.executable, str(EXAMPLE), "--num_simulations", str(sims), "--time_steps",
+           str(steps_), "--grid_size", "16", "--output_dir", str(tmp_path), "--json"]  # fmt: skip
+    if not surrogate:
+        cmd.append("--no_surrogate")
+    proc = run_group(cmd, timeout=220)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads(proc.stdout.splitlines()[-1])
+    config = GuessConfig(grid_size=16, time_steps=steps_)
+    records = sorted(tmp_path.glob("records/sim*.json"))
+    assert len(records) == sims and len(summary["simulations"]) == sims
+    answered = 0
+    for path in records:
+        record = json.loads(path.read_text())
+        base = baseline_work(record["parameters"], config)
+        asked = [v >= 0 for v in record["versions"]]
+        answered += sum(asked)
+        # without a prediction a step costs what it costs solved alone (computed here);
+        # a prediction that is not used costs one product more (its check)
+        for products, used, got, alone in zip(
+            record["products"], record["used"], asked, base, strict=True
+        ):
+            if not used:
+                assert products == alone + got
+        versions = [v for v in record["versions"] if v >= 0]
+        assert versions == sorted(versions)  # a simulation never sees an older model
+        assert all(v <= summary["global_step"] for v in versions)
+    if surrogate:
+        assert answered > 0 and summary["serving"]["answered"] == answered
+    else:
+        assert answered == 0 and summary["work_saved"] == pytest.approx(1.0)
+        assert summary["serving"].get("requests", 0) == 0

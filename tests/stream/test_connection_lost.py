@@ -154,3 +154,43 @@ def test_a_bye_still_queued_when_the_close_is_seen_counts() -> None:
     assert finished == [5]
     assert telemetry["connections_lost"] == 0, "a simulation that said BYE counted as lost"
     assert not [w for w in seen.warnings if "closed before its BYE" in w], seen.warnings
+
+
+@pytest.mark.timeout(60)
+def test_a_close_without_bye_behind_a_full_buffer_still_counts_once_read() -> None:
+    """The other side of the race: the same order, without the BYE (a killed solver
+    whose data is queued). The close awaits until the receiver has read what came
+    before it; then it counts, once, with its warning, while the stream runs."""
+    receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
+    seen, level = Seen(), receiver_log.level
+    receiver_log.addHandler(seen)
+    receiver_log.setLevel(logging.DEBUG)
+    buffer = FIFOBuffer(1)
+    ctx = zmq.Context()
+    try:
+        with running(buffer, expected_simulations=1) as rec:
+            push = ctx.socket(zmq.PUSH)
+            push.connect(rec.endpoint)
+            for frame in [hello(6), data(6, 0), data(6, 1)]:
+                push.send(frame)
+            deadline = time.monotonic() + 30
+            while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            push.close(linger=-1)
+            ctx.term()
+            assert seen.closed.wait(30), "the receiver never heard of the close"
+            assert rec.telemetry()["connections_lost"] == 0  # step 1 not read yet
+            got = [buffer.get_batch(1, timeout=30)[0] for _ in range(2)]  # room: step 1
+            deadline = time.monotonic() + 30  # then an empty poll judges the close
+            while rec.telemetry()["connections_lost"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            telemetry = rec.telemetry()
+            ended = rec.ended
+    finally:
+        ctx.term()
+        receiver_log.removeHandler(seen)
+        receiver_log.setLevel(level)
+    assert sorted(int(s["time_step"]) for s in got) == [0, 1]
+    assert telemetry["connections_lost"] == 1 and not ended
+    lost = [w for w in seen.warnings if "closed before its BYE" in w]
+    assert len(lost) == 1 and lost[0].startswith("simulation 6 client rank 0"), seen.warnings

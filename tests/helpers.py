@@ -11,7 +11,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -326,3 +326,27 @@ def permission_bits_bite() -> None:
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
             errno_ = ctypes.get_errno()
             raise OSError(errno_, f"prctl(PR_CAPBSET_DROP, {cap}): {os.strerror(errno_)}")
+
+
+class HeldIdleClock:
+    """The receivers' idle clock (`melissa_trainer.stream.watchdog`'s ``time``) held
+    still until `ready()` is first found true, then running at the real clock's pace:
+    a stall test's `stall_timeout` counts from the moment the study can stall, not from
+    the receiver's start. Without it, the start-up of the simulations (Python, numpy,
+    ZeroMQ: 1 s on an idle machine, 30 s at load 19) was itself a stall of a few
+    seconds, and the error named what was not yet there. Install with
+    ``monkeypatch.setattr(watchdog, "time", HeldIdleClock(...))``. `ready` is called
+    from the receiver's ingester at each empty poll until true: cheap, thread-safe."""
+
+    def __init__(self, ready: Callable[[], bool]) -> None:
+        self._ready = ready
+        self._held = time.monotonic()  # what the clock says while held
+        self._released: float | None = None  # the real time of the release
+
+    def monotonic(self) -> float:
+        now = time.monotonic()
+        if self._released is None:
+            if not self._ready():
+                return self._held
+            self._released = now
+        return self._held + (now - self._released)

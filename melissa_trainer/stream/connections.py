@@ -27,15 +27,32 @@ thread while the receiver is busy): the simulation's data is then still in the
 socket's queue or lost with the connection, and the launcher's record of its exit
 is what tells.
 
+A close is judged only once the receiver has read what came before it. ZeroMQ's I/O
+thread reads a connection ahead of the receiver: a simulation that said BYE and
+exited normally has its close seen while its BYE (and the data before it) may still
+wait in the socket's queue, for as long as the receiver is busy or waits for room in
+the buffer. Judged at once, as it was, that close counted as lost and was warned of.
+The messages a connection delivered are in the socket's queue before its
+``DISCONNECTED`` event is emitted (libzmq flushes what it decoded before reading
+further; the queue keeps them after the close, up to its end marker). So a close
+awaits (`pending`, logged at DEBUG) until the receiver finds its socket empty
+(`settle`, from its idle path: no cost per message): by then every message that
+connection sent has been read, and a BYE read in between (matched by simulation and
+rank, `bye`) settles it as the client's own. Under a stream that never leaves the
+socket empty, a loss is counted late, at the first empty poll (the receiver keeps
+reading after the end of the stream, until `stop`), or at `close`.
+
 Each simulation is logged once (the first of its connections lost), at WARNING, or at
 INFO once the receiver has ended or is stopping (it then hears of the simulations the
 study stops).
 
-Thread-safety: `hello` and `bye` are called by the receiver's thread, the events read
-by the watch's own thread; the map of connections is a dict whose single operations
-are atomic. A descriptor reused by a new connection before the old one's event is read
-is named after the new one's HELLO (the event of the old one is matched by number):
-rare, and only the log line's name is then wrong, never a count of data.
+Thread-safety: `hello`, `bye` and `settle` are called by the receiver's ingester
+(whoever holds its lock), the events read by the watch's own thread; the map of
+connections and the closes awaiting judgment are shared under a lock of their own
+(taken per HELLO, BYE and close: rare). A descriptor reused by a new connection before
+the old one's event is read is named after the new one's HELLO (the event of the old
+one is matched by number): rare, and only the log line's name is then wrong, never a
+count of data.
 """
 
 from __future__ import annotations
@@ -59,7 +76,8 @@ _POLL_MS = 100  # how often the watch looks at its stop flag
 class ConnectionWatch:
     """Counts and logs the connections of `socket` that close between a client rank's
     HELLO and its BYE (module docstring). `count` is called with each one (from the
-    watch's thread); `frame_bound` is the socket's ``ZMQ_MAXMSGSIZE``, for the log."""
+    ingester, in `settle`); `frame_bound` is the socket's ``ZMQ_MAXMSGSIZE``, for the
+    log."""
 
     def __init__(
         self,
@@ -71,7 +89,11 @@ class ConnectionWatch:
         self._socket, self._frame_bound = socket, frame_bound
         self._count, self._quiet = count, quiet
         self._logged: set[int] = set()  # simulations already named (once each)
+        self._lock = threading.Lock()  # _owners and _closed: HELLO, BYE, close (rare)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
+        # (simulation, client rank) of the connections seen closed whose BYE was not read
+        # yet, in the order of their events: judged by `settle`
+        self._closed: list[tuple[int, int]] = []
         self._stop = threading.Event()
         self._monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         self._thread = threading.Thread(
@@ -79,16 +101,45 @@ class ConnectionWatch:
         )
         self._thread.start()
 
+    @property
+    def pending(self) -> int:
+        """Closes seen whose BYE was not read yet, awaiting `settle` (any thread)."""
+        return len(self._closed)
+
     def hello(self, frame: zmq.Frame, msg: Hello) -> None:
-        """A HELLO came on `frame`'s connection (receiver thread)."""
-        self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
+        """A HELLO came on `frame`'s connection (the ingester)."""
+        with self._lock:
+            self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
 
     def bye(self, frame: zmq.Frame, msg: Bye) -> None:
-        """A BYE came on `frame`'s connection: its close is the client's own."""
-        self._owners.pop(frame.get(zmq.SRCFD), None)
+        """A BYE came on `frame`'s connection: its close is the client's own (the
+        ingester). Matched by simulation and rank, not by descriptor alone: the BYE of
+        a connection already seen closed may come after its descriptor was reused."""
+        owner, fd = (msg.simulation_id, msg.client_rank), frame.get(zmq.SRCFD)
+        with self._lock:
+            if self._owners.get(fd) == owner:
+                del self._owners[fd]
+            elif owner in self._closed:
+                self._closed.remove(owner)  # (the first: the oldest such close)
 
-    def close(self) -> None:
-        """Stop the thread and the monitor (before the socket is closed). Idempotent."""
+    def settle(self, empty: Callable[[], bool]) -> None:
+        """Judge the closes seen so far, if `empty()` (called after they are taken)
+        says the socket holds no message: every message their connections sent was
+        then read, BYE included; those without one are counted and logged. Called by
+        the ingester after an empty poll; nothing to do (a length read) without a
+        close pending. Blocks for a `zmq_poll` of 0 ms at most."""
+        n = len(self._closed)
+        if not n or not empty():  # (the closes taken before the socket is found empty)
+            return
+        with self._lock:
+            lost, self._closed[:n] = self._closed[:n], []
+        for sid, rank in lost:
+            self._judged_lost(sid, rank)
+
+    def close(self, empty: Callable[[], bool] | None = None) -> None:
+        """Stop the thread and the monitor (before the socket is closed), then settle
+        what is pending if `empty` is given (`settle`; the caller must own the socket
+        then: the receiver's thread has ended). Idempotent."""
         if self._stop.is_set():
             return
         self._stop.set()
@@ -98,6 +149,8 @@ class ConnectionWatch:
         except zmq.ZMQError as exc:  # the socket is being closed anyway
             logger.debug("disabling the receiver's monitor: %s", exc)
         self._monitor.close(linger=0)
+        if empty is not None:
+            self.settle(empty)
 
     def _run(self) -> None:
         monitor = self._monitor
@@ -108,26 +161,34 @@ class ConnectionWatch:
             fd = int(event["value"])  # a DISCONNECTED event's value is the descriptor
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
-            owner = self._owners.pop(fd, None)
-            if owner is None:
-                continue
-            sid, rank = owner
-            if sid in self._logged:
-                self._count()
-                continue
-            self._logged.add(sid)
-            # a receiver that has ended or is stopping hears its simulations being
-            # stopped (the study's end, a preemption): said, not warned of
-            logger.log(
-                logging.INFO if self._quiet() else logging.WARNING,
-                "simulation %d client rank %d: its connection closed before its BYE: the "
-                "process ended without it (killed, crashed, or exited without closing its "
-                "client), or it sent a message over %d bytes (the "
-                "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
-                "the connection and what was queued behind it; that data is lost until a "
-                "restart re-sends it",
-                sid,
-                rank,
-                self._frame_bound,
-            )
-            self._count()  # after the log: a reader of the count finds the line written
+            with self._lock:
+                owner = self._owners.pop(fd, None)
+                if owner is not None:
+                    self._closed.append(owner)
+            if owner is not None:
+                logger.debug(
+                    "simulation %d client rank %d: connection closed; lost unless its BYE "
+                    "is still queued (judged once the socket is found empty)",
+                    *owner,
+                )
+
+    def _judged_lost(self, sid: int, rank: int) -> None:
+        if sid in self._logged:
+            self._count()
+            return
+        self._logged.add(sid)
+        # a receiver that has ended or is stopping hears its simulations being
+        # stopped (the study's end, a preemption): said, not warned of
+        logger.log(
+            logging.INFO if self._quiet() else logging.WARNING,
+            "simulation %d client rank %d: its connection closed before its BYE: the "
+            "process ended without it (killed, crashed, or exited without closing its "
+            "client), or it sent a message over %d bytes (the "
+            "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
+            "the connection and what was queued behind it; that data is lost until a "
+            "restart re-sends it",
+            sid,
+            rank,
+            self._frame_bound,
+        )
+        self._count()  # after the log: a reader of the count finds the line written

@@ -420,13 +420,28 @@ class Receiver(IngestLoop):
         if not heap.recycle_frames(largest, held * sim.sample_nbytes):
             self._recycle = False  # not glibc, or frames too large for its heap: once
 
+    def _on_idle(self) -> None:
+        # the socket was found empty: the closes seen so far can be judged (what their
+        # connections sent, BYE included, has been read: `connections`), before the
+        # base may end the stream (a loss seen while it ran is warned of)
+        watch = self._watch
+        if watch is not None and watch.pending:
+            watch.settle(self._socket_empty)
+        super()._on_idle()
+
+    def _socket_empty(self) -> bool:
+        """No message waits in the socket (the ingester, or `stop` after the thread)."""
+        return self._socket is None or not zmq.zmq_poll([(self._socket, _POLLIN)], 0)
+
     def _lost(self) -> None:
-        """A connection closed before its BYE (the watch's thread, the only writer)."""
+        """A connection closed before its BYE (the ingester, in `ConnectionWatch.settle`,
+        or `stop`'s thread after the receiver's: one writer at a time)."""
         self.ingest.connections_lost += 1
 
     def _close_socket(self) -> None:
         if self._watch is not None:
-            self._watch.close()
+            # the receiver's thread has ended (or never started): `stop` owns the socket
+            self._watch.close(self._socket_empty)
             self._watch = None
         if self._socket is not None:
             self._socket.close(linger=0)

@@ -289,13 +289,18 @@ def test_overlapped_sends_give_an_array_back_at_the_next_send(zctx: zmq.Context)
         with pytest.raises(TimeoutError, match="time step 0"):
             plain.send(0, u=arrays[0])  # waits for the array: nobody takes it
         plain.close(bye=False)  # (its messages are dropped)
-    with Client(spec, None, 3, endpoint, send_timeout=0.3, array_reuse="next_send") as c:
+    # 2 s, not 0.3: once the receiver is there, each send waits for ZeroMQ to be done
+    # with the array of the step before, a wait that took over 0.3 s on a loaded machine
+    with Client(spec, None, 3, endpoint, send_timeout=2.0, array_reuse="next_send") as c:
         c.send(0, u=arrays[0])  # returns: the array is only queued
         with pytest.raises(TimeoutError, match="a message"):
             c.flush()  # ... and still ZeroMQ's
         receiver = Receiver(zctx)
         receiver.sock.unbind(receiver.endpoint)
         receiver.sock.bind(f"tcp://127.0.0.1:{port}")
+        # the client reconnected (its backoff) and its first message came: what follows
+        # waits only for transfers on a live connection
+        assert receiver.sock.poll(30_000), "the client never reached the receiver"
         for step in range(1, 8):
             arrays[step % 2].fill(step)  # the array of step - 2: the caller's again
             c.send(step, u=arrays[step % 2])

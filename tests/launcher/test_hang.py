@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import Keys
+from helpers import HeldIdleClock, Keys
 
 from melissa_trainer import (
     OnlineTrainer,
@@ -31,6 +31,7 @@ from melissa_trainer import (
 )
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.stream import watchdog
 
 pytestmark = [
     pytest.mark.slow,
@@ -133,11 +134,22 @@ def test_a_hung_simulation_is_found_by_the_derived_timeout_killed_named_and_redr
 
 
 @pytest.mark.timeout(120)
-def test_a_simulation_that_never_said_hello_is_named_with_its_log(tmp_path: Path) -> None:
+def test_a_simulation_that_never_said_hello_is_named_with_its_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Simulation 1 starts and never connects; the stream stalls once 0 and 2 are done:
     the error names it, its attempt and its log (not only 'simulations that never said
-    HELLO')."""
+    HELLO'). The idle clock counts from then (`HeldIdleClock`): counted from the
+    receiver's start, the start-up of 0, or of 2 after 0 (2 jobs at a time), on a
+    loaded machine was a stall of its own, before 0 and 2 had sent their steps."""
     launcher, trainer, keys = run(tmp_path, 3, {"steps": 4, "no_hello": [1]}, stall_timeout=2.0)
+    study = trainer.source
+
+    def can_stall() -> bool:  # 0 and 2 finished: only 1 is awaited
+        receiver = study.stream.receiver  # type: ignore[attr-defined]
+        return receiver is not None and len(receiver.completed()) == 2
+
+    monkeypatch.setattr(watchdog, "time", HeldIdleClock(can_stall))
     with pytest.raises(SourceError) as info:
         trainer.train()
     message = str(info.value)

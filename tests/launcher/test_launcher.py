@@ -80,6 +80,8 @@ elif mode == "stream":
     from melissa_trainer.client import Client
 
     client = Client({"u": ((4,), "float32")})  # id, parameters, endpoints: from the launcher
+    if options.get("ready"):  # its start-up done (see `ReadyBackend`)
+        open(os.path.join(out, f"{sid}-{attempt}.ready"), "w").close()
     for t in range(options["steps"]):
         if first and sid in options.get("crash", []) and t == options["at"]:
             client.close(bye=False)  # deliver what was sent, then die
@@ -159,14 +161,16 @@ def stream_study(
     receiver: Receiver,
     buffer: FIFOBuffer,
     after_start: Callable[[], None] = lambda: None,
+    timeout: float = 40.0,
 ) -> list[dict[str, np.ndarray]]:
     """Start the study into `receiver`, take every sample it streams, wait for it to
-    complete (`after_start` runs in between); stop both. The samples, in order."""
+    complete (`after_start` runs in between); stop both. The samples, in order.
+    `timeout`: seconds, a bound on the stream and on the study's end, each."""
     try:
         launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity)
         after_start()
-        samples = drain(buffer, timeout=40)
-        run_study(launch)
+        samples = drain(buffer, timeout=timeout)
+        run_study(launch, timeout)
     finally:
         launch.stop()
         receiver.stop()
@@ -399,27 +403,50 @@ def test_a_crashed_simulation_is_restarted_and_its_data_arrives_exactly_once(
     assert launch.summary()["restarts"] == 1
 
 
+class ReadyBackend(LocalBackend):
+    """A job counts as started once its process has imported its modules and made its
+    client (the ready file the simulation writes, option ``ready``), as a job a
+    scheduler still queues is not started (`Backend.started`): the start-up of a Python
+    importing numpy and ZeroMQ, 1 to 5 s on this machine under load (measured), is then
+    not silence, and a test's timeout can be about the silences it is about."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__()
+        self.out = out
+
+    def started(self, handle: Any) -> bool:
+        env = handle.job.env
+        ready = f"{env['MELISSA_TRAINER_SIMULATION_ID']}-{env['MELISSA_TRAINER_ATTEMPT']}.ready"
+        return (self.out / ready).exists()
+
+
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(400)  # (a bound: about 15 s, and 2 minutes at load 19)
 def test_a_silent_simulation_is_killed_after_the_timeout_but_a_slow_one_is_not(
     tmp_path: Path,
 ) -> None:
-    """Simulation 0 stalls after 2 steps; 1 sends a step every 0.25 s for longer than the
-    timeout (its heartbeat keeps it alive); 2 is quick."""
+    """Simulation 0 stalls after 2 steps; 1 sends a step every second for longer than
+    the 6 s timeout (its heartbeat keeps it alive); 2 is quick. The clock of each attempt
+    starts once its start-up is done (`ReadyBackend`): the start-up of a Python took
+    longer than a timeout of 1.5 s on a loaded machine (load 18: 3 of 3 runs failed),
+    which killed them all; the end of an attempt (BYE, close, exit: seconds there too)
+    still counts, hence 6 s."""
     receiver, buffer = receive(tmp_path, expected=3)
-    sim = command(tmp_path, "stream", steps=10, stall=[0], at=2, period={"1": 0.25})
+    sim = command(tmp_path, "stream", steps=10, stall=[0], at=2, period={"1": 1.0}, ready=True)
     launch = launcher(
         sim,
         3,
         ListSampler([{"x": 0.0}, {"x": 1.0}, {"x": 2.0}]),
         job_limit=3,
-        tuning={"simulation_timeout": 1.5, "max_restarts": 3},
+        tuning={"simulation_timeout": 6.0, "max_restarts": 3},
+        backend=ReadyBackend(tmp_path),
     )
-    samples = stream_study(launch, tmp_path, receiver, buffer)
+    # (the bounds: a start-up took 30 s at load 19)
+    samples = stream_study(launch, tmp_path, receiver, buffer, timeout=180)
     assert keys(samples) == Counter({(s, t): 1 for s in range(3) for t in range(10)})
     record = records_of(launch.state_dict())
     assert record[0]["exit_codes"] == ["timeout", 0]
-    assert record[1]["exit_codes"] == [0]  # 2.5 s of work, never silent for 1.5 s
+    assert record[1]["exit_codes"] == [0]  # 10 s of work, never silent for 6 s
     stalled_pid = next(pid for sid, attempt, pid in runs(tmp_path) if (sid, attempt) == (0, 0))
     assert not alive(stalled_pid)
 

@@ -21,7 +21,8 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "heat_pde" / "train
 
 log = open(os.environ["LINEAGE_LOG"], "a", buffering=1)  # noqa: SIM115 - the process's life
 pause = float(os.environ.get("STEP_SLEEP", "0"))
-hold = os.environ.get("LINEAGE_HOLD")
+hold = os.environ.get("LINEAGE_HOLD")  # a file: no step is trained while it exists
+hold_seconds = float(os.environ.get("LINEAGE_HOLD_SECONDS", "120"))  # ... at most that long
 plain_step = OnlineTrainer._training_step
 
 
@@ -34,7 +35,7 @@ def recorded_step(self: OnlineTrainer, *, stage_next: bool = False) -> None:
         for s in samples
     )
     log.write(f"{self.state.global_step + 1} {keys}\n")
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + hold_seconds
     while hold and os.path.exists(hold) and time.monotonic() < deadline:
         time.sleep(0.02)
     if pause:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import Keys
+from helpers import HeldIdleClock, Keys
 
 import melissa_trainer.study.study
 from melissa_trainer import (
@@ -34,6 +34,7 @@ from melissa_trainer.launcher import (
     supervisor,
 )
 from melissa_trainer.launcher.study_record import records_of
+from melissa_trainer.stream import watchdog
 
 pytestmark = [
     pytest.mark.slow,
@@ -247,11 +248,25 @@ def test_a_simulation_without_its_parameters_is_refused_at_hello_naming_the_fix(
 
 @pytest.mark.timeout(120)
 def test_a_silent_simulation_without_timeout_stops_training_with_the_watchdogs_error(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Simulation 1 sends 2 steps and hangs: once 0 and 2 have finished, the stream is
+    silent for `stall_timeout` (2 s) and the error names 1 and what it has. The idle
+    clock counts from that moment (`HeldIdleClock`): counted from the receiver's start,
+    the simulations' start-up on a loaded machine was a stall of its own."""
     launcher = study(tmp_path, 3, {"steps": 6, "hang": [1]}, max_restarts=0)
     keys = Keys()
     t = trainer(tmp_path, launcher, keys, source={"stall_timeout": 2.0})
+
+    def can_stall() -> bool:  # 0 and 2 finished, 1's two steps in: only 1 is awaited
+        receiver = t.source.stream.receiver  # type: ignore[attr-defined]
+        return (
+            receiver is not None
+            and len(receiver.completed()) == 2
+            and receiver.activity().get(1, 0) >= 2
+        )
+
+    monkeypatch.setattr(watchdog, "time", HeldIdleClock(can_stall))
     with pytest.raises(SourceError) as info:
         t.train()
     message = str(info.value)

@@ -30,7 +30,7 @@ class Requests(Hook):
     """Refused before training (from a thread: calls from the training thread run at
     once and are not counted); at step 3, a malformed request (waits for its
     ``bad_request`` reply) and an in-process one from a thread; at step 4, one over a
-    socket from a thread."""
+    socket from a thread; at step 5, training waits until both are answered."""
 
     def __init__(self, serving: ServingHook) -> None:
         self.serving = serving
@@ -76,6 +76,12 @@ class Requests(Hook):
             self.threads.append(threading.Thread(target=remote))
         if state.global_step in (3, 4):
             self.threads[-1].start()
+        if state.global_step == 5:
+            # Training waits here for both answers (the idle thread serves them: no step
+            # runs): without it, a loaded machine's threads asked after the last step
+            # and were refused (1 answer of 2).
+            for thread in self.threads:
+                thread.join(60)
 
 
 def test_the_serving_counters_are_in_the_logs_and_tensorboard(

@@ -48,9 +48,13 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
     out.mkdir()
     launch(out)
     first = results(out)
-    assert [r["global_step"] for r in first] == [11, 11]
-    assert [r["samples_seen"] for r in first] == [83, 88]
-    assert [r["total_samples_seen"] for r in first] == [171, 171]
+    # rank 1's 160 samples (20 batches of 8) bound both ranks; rank 0's 83 ran out in
+    # its 11th batch (3 samples), in the window of steps 9-12: it then re-serves its last
+    # 8 batches in turn (b0 at step 12; b4-b7 in 13-16; b8, b9, b10 and b0 in 17-20)
+    seen = [83 + 8 + 4 * 8 + (8 + 8 + 3 + 8), 160]
+    assert [r["global_step"] for r in first] == [20, 20]
+    assert [r["samples_seen"] for r in first] == seen
+    assert [r["total_samples_seen"] for r in first] == [sum(seen)] * 2
     for r in first:
         assert r["logs"], "no log"
         assert {log["source_messages"] for log in r["logs"]} == {201.0}  # 100 + 101
@@ -60,24 +64,27 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
             assert log["buffer_fill"] == pytest.approx(log["buffer_samples"] / 32)
             assert 0 <= log["buffer_samples"] <= 32
 
-    # from the checkpoint at the end (step 11): nothing left to train, counters per rank
+    # from the checkpoint at the end (step 20): nothing left to train, counters per rank
     checkpoints = out / "checkpoints"
-    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-11"), "--tag", "end_")
+    launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-20"), "--tag", "end_")
     resumed = results(out, "end_")
-    assert [r["global_step"] for r in resumed] == [11, 11]
-    assert [r["samples_seen"] for r in resumed] == [83, 88]
-    assert [r["total_samples_seen"] for r in resumed] == [171, 171]
+    assert [r["global_step"] for r in resumed] == [20, 20]
+    assert [r["samples_seen"] for r in resumed] == seen
+    assert [r["total_samples_seen"] for r in resumed] == [sum(seen)] * 2
 
-    # from step 10, inside the window of steps 9-12 (whose 3 steps both ranks agreed:
-    # rank 0's stream ended), rank 0 with 1 step pending, rank 1 with 2: both resume with
-    # the rest of that window (windows end at multiples of stop_sync_steps), agree on its
-    # 1 step there, and end with the stream at step 11, as without the restart
+    # from step 10, inside the window of steps 9-12 (rank 0's stream ended; it padded
+    # with b0), rank 0 with b10 and b0's copy pending, rank 1 with 2 batches: both resume
+    # with the rest of that window (windows end at multiples of stop_sync_steps), rank 0
+    # pads from the last batches the checkpoint kept, and both end at step 20, as
+    # without the restart
     launch(out, "--resume_from_checkpoint", str(checkpoints / "checkpoint-10"), "--tag", "mid_")
     resumed = results(out, "mid_")
-    assert [r["global_step"] for r in resumed] == [11, 11]
-    assert [r["samples_seen"] for r in resumed] == [83, 88]
-    assert [r["total_samples_seen"] for r in resumed] == [171, 171]
-    assert [r["collectives"] for r in resumed] == [1, 1]  # the rest of the window: its end
+    assert [r["global_step"] for r in resumed] == [20, 20]
+    assert [r["samples_seen"] for r in resumed] == seen
+    assert [r["total_samples_seen"] for r in resumed] == [sum(seen)] * 2
+    # the rest of the window (agreed at once), then one agreement started ahead per
+    # window: 13-16, 17-20, and 21-24, which finds no data left on any rank
+    assert [r["collectives"] for r in resumed] == [4, 4]
 
 
 @pytest.mark.timeout(30)

@@ -20,6 +20,7 @@ the CPU rate what each step costs. Each study in its own process. Target: on / o
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
     python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
     python benchmarks/surrogate_cost.py --quick     # tiny: checks the pipeline, no figure
+    python benchmarks/surrogate_cost.py --sampler density   # DensitySampler instead
 """
 
 from __future__ import annotations

@@ -11,24 +11,30 @@ the worst case; this sampler keeps the coverage of a Latin hypercube and only ch
 how densely each parameter's range is covered:
 
 - the **design**: the optimised Latin hypercube of the planned budget, in its order
-  (`exploration.Exploration`, ``"lhs"``; `plan` sets its size, as the `Launcher` does):
-  with ``share=0`` the draws are exactly that design's points;
+  (`exploration.Exploration`, ``"lhs"``; `plan` sets its size and computes it, as the
+  `Launcher` does when built), each varying coordinate mapped through the quantiles of
+  Beta(`edge`, `edge`) (default 0.7: more points near the bounds, where a surrogate
+  extrapolates and its worst held-out errors are; 1: uniform, the design itself);
 - the **high-loss density** (as OGAS trains a density model on high-loss parameters):
   the observations whose relative training loss is in the top `quantile` (the log
   loss, its linear trend in the simulation's id removed first: a simulation launched
   late has been trained on less, wherever it ran), and per varying parameter a
   Gaussian kernel density of their positions (unit range, bandwidth `bandwidth`,
-  reflected at the bounds). A product of one-dimensional densities: with tens of
-  observations a joint density over 12 dimensions would be noise;
+  reflected at the bounds), or with `tilt` ``exp(tilt x`` a kernel regression of the
+  standardised losses ``)``. A product of one-dimensional densities: with tens of
+  observations a joint density over 12 dimensions would be noise; and only on the
+  parameters with `evidence` that the loss depends on them (a rank correlation of
+  ``evidence / sqrt(n - 1)`` or more), the others keep the design's marginal;
 - each draw takes the design's next point ``u`` and maps every varying coordinate
-  through the inverse distribution function of ``(1 - share) + share x density``: a
-  monotone warp per parameter, so the draws stay stratified (one per stratum of the
-  warped distribution) and no region gets less than ``1 - share`` of its uniform share.
-  Below `min_observations` observations there is no density and the point is unwarped.
+  through the inverse distribution function of ``(1 - share) x design marginal + share
+  x density``: a monotone warp per parameter, so the draws stay stratified (one per
+  stratum of the warped distribution) and no region gets less than ``1 - share`` of
+  its design share. Below `min_observations` observations there is no density.
 
 Cost per draw: O(observations x grid) for the densities (a 256-point grid per
-parameter): tens of microseconds to a millisecond, beside O(size^2) per pass of the
-design's optimisation once per `size` draws. Deterministic (draw `i` depends on the
+parameter): tens of microseconds to a millisecond; the design's optimisation (O(size^2)
+per pass, seconds for 48 points in 12 dimensions) runs in `plan`, before the study, and
+again every `size` draws for a longer study. Deterministic (draw `i` depends on the
 seed, `i` and the observations made before it) and resumable: the state holds the
 observations and the design's position. Not thread-safe (the launcher's lock).
 """

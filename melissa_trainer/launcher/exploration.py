@@ -322,9 +322,13 @@ class Exploration:
         valid = isinstance(used, list) and all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in used
         )
-        if not valid or len(set(used)) != len(used) or len(used) != explored % size:  # type: ignore[arg-type]
+        # a design whose every point was drawn keeps them all until the next draw starts
+        # the next design (saved then, its state must load: a study checkpointed after
+        # its whole planned budget was drawn)
+        taken = explored % size or (size if explored else 0)
+        if not valid or len(set(used)) != len(used) or len(used) != taken:  # type: ignore[arg-type]
             raise ValueError(
-                f"exploration state has design points used {used!r}: not {explored % size} "
+                f"exploration state has design points used {used!r}: not {taken} "
                 f"distinct points of a design of {size}"
             )
         assert isinstance(used, list)  # for mypy

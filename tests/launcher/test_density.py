@@ -157,3 +157,41 @@ def test_edge_puts_more_of_the_design_near_the_bounds() -> None:
     design.plan(50)
     expected = np.array([design.draw() for _ in range(50)])
     np.testing.assert_allclose(beta.cdf(draws, 0.6, 0.6), expected, atol=0.01)
+
+
+def test_the_design_is_computed_at_plan_not_on_a_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    block = Exploration._block
+
+    def counted(self: Exploration, number: int) -> np.ndarray:
+        calls.append(number)
+        return block(self, number)
+
+    monkeypatch.setattr(Exploration, "_block", counted)
+    sampler = DensitySampler(BOX, seed=1)
+    sampler.plan(10)
+    assert calls == [0]  # the launcher's construction pays it
+    run(sampler, 10)
+    assert calls == [0]  # no draw of the first design computes it again
+    sampler.draw()
+    assert calls == [0, 1]  # a longer study: the next design, on its first draw
+
+
+def test_candidates_pick_the_design_s_points_farthest_from_the_draws() -> None:
+    sampler = DensitySampler(BOX, seed=5, share=0.0, edge=1.0, candidates=30)
+    sampler.plan(30)
+    draws = np.array([[p[k] for k in BOX] for p in run(sampler, 30)]) / 10.0
+    design = Exploration("lhs", 6, 5, np.ones(6, bool))
+    design.plan(30)
+    points = np.array([design.draw() for _ in range(30)])
+    # the whole design, in another order (each pick the farthest unused point)
+    np.testing.assert_allclose(np.sort(draws, axis=0), np.sort(points, axis=0), atol=1e-12)
+    assert not np.allclose(draws, points)
+    warped = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
+    warped.plan(30)
+    for p in run(warped, 30):
+        assert all(0.0 <= p[k] <= 10.0 for k in BOX)
+    state = json.loads(json.dumps(warped.state_dict()))
+    again = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
+    again.load_state_dict(state)
+    assert again.draw() == warped.draw()

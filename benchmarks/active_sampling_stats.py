@@ -21,14 +21,15 @@ import numpy as np
 Run = dict[str, Any]
 #: the arms, in the order they run for each seed: the fixed designs, the control (Breed's
 #: settings with exploration 1.0: its gap-filling design alone, no bred draw), Breed
-ARMS = ("lhs", "lhs_opt", "sobol", "explore", "breed", "surrogate")
+ARMS = ("lhs", "lhs_opt", "sobol", "explore", "breed", "surrogate", "density")
 FIXED = ("lhs", "lhs_opt", "sobol")
 #: the arms "ours" can be (`--ours`), each with the arms it runs against by default
 OURS = {"breed": ("lhs", "lhs_opt", "sobol", "explore", "breed"),
-        "surrogate": ("lhs", "lhs_opt", "sobol", "surrogate")}  # fmt: skip
+        "surrogate": ("lhs", "lhs_opt", "sobol", "surrogate"),
+        "density": ("lhs", "lhs_opt", "sobol", "density")}  # fmt: skip
 LABELS = {"lhs": "LHS", "lhs_opt": "LHS, optimised", "sobol": "scrambled Sobol'",
           "explore": "exploration alone", "breed": "Breed",
-          "surrogate": "surrogate acquisition"}  # fmt: skip
+          "surrogate": "surrogate acquisition", "density": "high-loss density"}  # fmt: skip
 #: the surrogate's statistics (issue 46), each a run's key: the uniform set's mean, p99 and
 #: max of the per-simulation MSE, the hard set's mean
 TAILS = {"mean": "uniform_mse", "p99": "uniform_p99", "max": "uniform_max",

@@ -20,6 +20,7 @@ the CPU rate what each step costs. Each study in its own process. Target: on / o
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
     python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
     python benchmarks/surrogate_cost.py --quick     # tiny: checks the pipeline, no figure
+    python benchmarks/surrogate_cost.py --sampler density   # DensitySampler instead
 """
 
 from __future__ import annotations
@@ -74,11 +75,12 @@ class StepClock(Hook):
         self.steps += 1
 
 
-def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path):
-    """One study: the surrogate's (`draws` None) or the replay of `draws`; returns its
-    steps per second and the parameters it ran, in launch order."""
+def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
+          kind: str = "surrogate"):  # fmt: skip
+    """One study: the adaptive sampler `kind`'s (`draws` None) or the replay of `draws`;
+    returns its steps per second and the parameters it ran, in launch order."""
     torch.set_num_threads(1)  # the other core runs the simulations
-    sampler = bench.make_arm(setup, "surrogate", seed) if draws is None else ListSampler(draws)
+    sampler = bench.make_arm(setup, kind, seed) if draws is None else ListSampler(draws)
     n = setup.grid_size
     launcher = Launcher([sys.executable, str(hp.SOLVER), *setup.config.argv()], sampler,
                         setup.simulations, env={"OMP_NUM_THREADS": "1"},
@@ -115,8 +117,10 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "draws": parameters}  # fmt: skip
 
 
-def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path):
-    spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work)}
+def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
+          kind: str = "surrogate"):  # fmt: skip
+    spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
+            "kind": kind}  # fmt: skip
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     if out.returncode != 0:
@@ -130,13 +134,17 @@ def main() -> None:
     p.add_argument("--pairs", type=int, default=None, help="on/off pairs (default 5; quick 1)")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--simulations", type=int, default=48)
+    p.add_argument("--sampler", choices=("surrogate", "density"), default="surrogate",
+                   help="the adaptive sampler measured: the Gaussian-process acquisition "
+                        "or the high-loss density (DensitySampler)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figure")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
         spec = json.loads(opts.child)
-        run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]))
+        run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]),
+                    spec["kind"])  # fmt: skip
         print(to_json(run))
         return
     setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
@@ -150,7 +158,7 @@ def main() -> None:
           f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip
     try:
         for i in range(pairs):
-            first = child(setup, 2000 + i, None, work / f"on-{i}")
+            first = child(setup, 2000 + i, None, work / f"on-{i}", opts.sampler)
             second = child(setup, 2000 + i, first["draws"], work / f"off-{i}")
             on.append(first["steps_per_second"])
             off.append(second["steps_per_second"])
@@ -166,11 +174,11 @@ def main() -> None:
     for what, unit, a, b, target in (("per CPU-second", "steps/cpu-s", on_cpu, off_cpu, TARGET),
                                      ("per wall second", "steps/s", on, off, None)):  # fmt: skip
         ours, base = statistics.median(a), statistics.median(b)
-        rows.append({"case": f"{opts.space}, trainer steps {what}, surrogate on / off "
+        rows.append({"case": f"{opts.space}, trainer steps {what}, {opts.sampler} on / off "
                              f"(medians of {pairs} interleaved pairs)",
                      "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
                      "ratio": round(ours / base, 3), "target": target})  # fmt: skip
-    print_rows(rows, "surrogate acquisition: its cost on the trainer", width=60)
+    print_rows(rows, f"{opts.sampler} sampler: its cost on the trainer", width=60)
     if opts.json:
         print(to_json({"rows": rows}))
 

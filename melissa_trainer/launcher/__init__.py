@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.launcher.backends.local import LocalBackend
     from melissa_trainer.launcher.backends.placement import Placement
     from melissa_trainer.launcher.breed import BreedSampler
+    from melissa_trainer.launcher.density import DensitySampler
     from melissa_trainer.launcher.launcher import Launcher, LauncherError
     from melissa_trainer.launcher.samplers import (
         CallableSampler,
@@ -37,6 +38,7 @@ __all__ = [
     "Backend",
     "BreedSampler",
     "CallableSampler",
+    "DensitySampler",
     "HaltonSampler",
     "Handle",
     "Job",
@@ -61,6 +63,7 @@ __all__ = [
 _WHERE = {
     **dict.fromkeys(["AdaptiveSampler", "Observation"], "adaptive"),
     "BreedSampler": "breed",
+    "DensitySampler": "density",
     "SurrogateSampler": "surrogate",
     "make_backend": "backends",
     "Backend": "backends.base",

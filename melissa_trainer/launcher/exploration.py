@@ -137,6 +137,7 @@ class Exploration:
         self.size: int | None = None
         self._used: list[int] = []  # "lhs": the current design's points used, in order
         self._design: np.ndarray | None = None  # "lhs": the current design (varying dims)
+        self._design_block = -1  # "lhs": the block `_design` is
         self._forget()
         self._sequence = None if engine == "lhs" else self._new_sequence()
 
@@ -186,11 +187,21 @@ class Exploration:
             return candidates[0]
         return candidates[int(np.argmax(self.gaps(candidates)))]
 
+    def prepare(self) -> None:
+        """For "lhs": compute the design the next draw takes its point from now (its
+        optimisation costs O(size^2) per pass: seconds for a few hundred points), so
+        that the draw does not; a no-op for the sequences."""
+        if self.engine == "lhs":
+            size = self.size = self.size or LHS_BLOCK
+            block = self.explored // size
+            if self._design is None or self._design_block != block:
+                self._design, self._design_block = self._block(block), block
+
     def _draw_design(self) -> np.ndarray:
         size = self.size = self.size or LHS_BLOCK
         block, taken = divmod(self.explored, size)
-        if self._design is None or taken == 0:  # a resumed one, or the next block
-            self._design = self._block(block)
+        self.prepare()  # a resumed one, or the next block
+        assert self._design is not None  # for mypy: prepared
         if taken == 0:
             self._used = []
         used = set(self._used)
@@ -232,6 +243,14 @@ class Exploration:
         A no-op with ``candidates=1``, which picks nothing."""
         if self.candidates > 1:
             self._append(np.clip(np.asarray(unit, dtype=np.float64)[self._varying], 0.0, 1.0))
+
+    def remember_only(self, points: np.ndarray) -> None:
+        """Replace the remembered points with `points` (rows over the varying
+        dimensions, clipped into the unit cube; the newest `memory` kept): for a sampler
+        whose metric moves, as `DensitySampler`'s warp does."""
+        self._forget()
+        for point in np.asarray(points, dtype=np.float64).reshape(-1, int(self._varying.sum())):
+            self._append(np.clip(point, 0.0, 1.0))
 
     def _append(self, point: np.ndarray) -> None:
         size = len(self._ring)
@@ -303,9 +322,13 @@ class Exploration:
         valid = isinstance(used, list) and all(
             isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in used
         )
-        if not valid or len(set(used)) != len(used) or len(used) != explored % size:  # type: ignore[arg-type]
+        # a design whose every point was drawn keeps them all until the next draw starts
+        # the next design (saved then, its state must load: a study checkpointed after
+        # its whole planned budget was drawn)
+        taken = explored % size or (size if explored else 0)
+        if not valid or len(set(used)) != len(used) or len(used) != taken:  # type: ignore[arg-type]
             raise ValueError(
-                f"exploration state has design points used {used!r}: not {explored % size} "
+                f"exploration state has design points used {used!r}: not {taken} "
                 f"distinct points of a design of {size}"
             )
         assert isinstance(used, list)  # for mypy

@@ -23,6 +23,7 @@ import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.breed import BreedSampler
+from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.sampler_base import (
     Bounds,
     BoxSampler,
@@ -236,12 +237,16 @@ _KINDS: dict[str, type[BoxSampler]] = {
 
 def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sampler:
     """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol",
-    "breed" or "surrogate" (adaptive: `launcher.breed.BreedSampler`,
-    `launcher.surrogate.SurrogateSampler`).
+    "breed", "surrogate" or "density" (adaptive: `launcher.breed.BreedSampler`,
+    `launcher.surrogate.SurrogateSampler`, `launcher.density.DensitySampler`).
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """
-    adaptive: dict[str, type[BoxSampler]] = {"breed": BreedSampler, "surrogate": SurrogateSampler}
+    adaptive: dict[str, type[BoxSampler]] = {
+        "breed": BreedSampler,
+        "surrogate": SurrogateSampler,
+        "density": DensitySampler,
+    }
     cls = adaptive.get(kind) or _KINDS.get(kind)
     if cls is None:
         raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted([*_KINDS, *adaptive])}")

@@ -305,6 +305,28 @@ def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(600)
+def test_the_density_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
+    """--ours density: the high-loss density arm runs its budget, is fed losses, and
+    its tail rows name it; the fixed designs' rows as for the surrogate."""
+    argv = ["--quick", "--json", "--ours", "density", "--space", "wide", "--simulations", "12",
+            "--steps", "400", "--arms", "lhs_opt", "density",
+            "--output_dir", str(tmp_path)]  # fmt: skip
+    command = [sys.executable, str(SCRIPT), *argv]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
+    rows = json.loads(out.strip().splitlines()[-1])["rows"]
+    assert len(rows) == 4 * 2  # mean, p99, max, hard mean x the optimised LHS
+    assert all(r["case"].split(": ")[1].startswith("LHS, optimised / high-loss density")
+               for r in rows)  # fmt: skip
+    runs = json.loads((tmp_path / "results.json").read_text())["runs"]
+    assert [r["sampler"] for r in runs] == ["lhs_opt", "density"]
+    density = runs[-1]
+    assert density["simulations"] == 12 and density["observed"] > 0
+    assert density["reductions"] > 0 and density["sampler_seconds"] > 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:
     """benchmarks/surrogate_cost.py --quick: one on / off pair (the off study replays
     the on study's draws), its rows well formed; no rate is asserted."""

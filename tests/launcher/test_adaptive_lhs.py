@@ -117,6 +117,25 @@ def test_a_resumed_sampler_makes_the_draws_of_the_uninterrupted_one(plan: int, c
     assert any(d != w for d, w in zip(run(lhs(seed=10), 0, 48), whole, strict=True))
 
 
+@pytest.mark.parametrize("cut", [10, 20])
+def test_a_state_saved_when_its_whole_design_was_drawn_resumes(cut: int) -> None:
+    """Exploring alone, a study that drew its whole planned design (the usual checkpoint
+    after the last simulation started) resumes: its state was refused before (its
+    `used` holds the whole design, ``explored % size`` is 0)."""
+
+    def fresh() -> BreedSampler:
+        sampler = lhs(seed=4, exploration=1.0)
+        sampler.plan(10)
+        return sampler
+
+    whole = run(fresh(), 0, 30)
+    first = fresh()
+    before = run(first, 0, cut)
+    resumed = fresh()
+    resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    assert before + run(resumed, cut, 30) == whole
+
+
 @pytest.mark.parametrize(
     ("change", "match"),
     [

@@ -1,0 +1,197 @@
+"""`DensitySampler` (issue 46): unwarped it is the optimised Latin hypercube of the
+budget (the "lhs" explorer's draws); warped, its draws lean to where the observed
+losses are high on the parameter they depend on and stay flat on the others, the
+launch-order trend is not a region, no region gets less than ``1 - share`` of its
+uniform share; deterministic and resumable; bad options and states refused by name."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+
+from melissa_trainer.launcher import DensitySampler, Launcher, make_sampler
+from melissa_trainer.launcher.density import detrended_log_losses, high_loss_warp
+from melissa_trainer.launcher.exploration import Exploration
+
+BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
+
+
+def loss_of(parameters: dict[str, float]) -> float:
+    """High only where p0 > 8 (a fifth of the range): the hard region."""
+    return 10.0 if parameters["p0"] > 8.0 else 1.0
+
+
+def run(sampler: DensitySampler, n: int, start: int = 0) -> list[dict[str, float]]:
+    draws = []
+    for i in range(start, start + n):
+        p = sampler.draw()
+        sampler.observe(i, p, loss_of(p))
+        draws.append(p)
+    return draws
+
+
+@pytest.mark.parametrize("tilt", [None, 2.0])
+def test_share_zero_is_the_optimised_latin_hypercube_of_the_budget(tilt: float | None) -> None:
+    sampler = DensitySampler(BOX, seed=7, share=0.0, tilt=tilt, edge=1.0)
+    sampler.plan(40)
+    draws = np.array([[p[k] for k in BOX] for p in run(sampler, 40)]) / 10.0
+    design = Exploration("lhs", 6, 7, np.ones(6, bool))
+    design.plan(40)
+    expected = np.array([design.draw() for _ in range(40)])
+    np.testing.assert_allclose(draws, expected, atol=1e-12)
+    assert sampler.warped == 0 and sampler.explored == 40
+    # one point in each of the 40 strata of every parameter: a Latin hypercube
+    assert all(len(set((draws[:, j] * 40).astype(int))) == 40 for j in range(6))
+
+
+@pytest.mark.parametrize("tilt", [None, 2.0])
+def test_warped_draws_lean_to_the_high_losses_on_their_parameter_only(tilt: float | None) -> None:
+    shares, flat = [], []
+    for seed in range(3):
+        sampler = DensitySampler(BOX, seed=seed, share=0.7, tilt=tilt)
+        sampler.plan(60)
+        draws = run(sampler, 60)[sampler.min_observations :]
+        assert sampler.warped == 60 - sampler.min_observations
+        shares.append(np.mean([p["p0"] > 8.0 for p in draws]))
+        flat.append(np.mean([p["p3"] > 8.0 for p in draws]))
+        for p in draws:
+            assert all(0.0 <= p[k] <= 10.0 for k in BOX)
+    assert np.mean(shares) > 0.35  # the design's: 0.2
+    assert 0.1 < np.mean(flat) < 0.3  # a parameter the loss ignores: about its 0.2
+
+
+def test_no_region_gets_less_than_its_floor() -> None:
+    rng = np.random.default_rng(0)
+    points = rng.random((50, 2))
+    scores = np.where(points[:, 0] > 0.8, 3.0, 0.0)
+    (cdf, grid), _ = high_loss_warp(points, scores, 0.25, 0.05, share=0.6)
+    # the probability of [0, 0.5]: at least (1 - share) x 0.5, nowhere below the floor
+    assert np.interp(0.5, grid, cdf) >= 0.4 * 0.5 - 1e-9
+    density = np.diff(cdf) / np.diff(grid)
+    assert density.min() >= 0.4 - 1e-6
+
+
+def test_the_launch_order_trend_is_not_a_region() -> None:
+    ages = np.arange(30.0)
+    grown = np.exp(0.2 * ages)
+    np.testing.assert_allclose(np.ptp(detrended_log_losses(grown, ages)), 0.0, atol=1e-9)
+
+
+def test_same_seed_same_draws_and_a_resume_continues_them() -> None:
+    first, second = DensitySampler(BOX, seed=4), DensitySampler(BOX, seed=4)
+    first.plan(48)
+    second.plan(48)
+    assert run(first, 30) == run(second, 30)
+    state = json.loads(json.dumps(first.state_dict()))  # JSON, as a checkpoint holds it
+    resumed = DensitySampler(BOX, seed=4)
+    resumed.load_state_dict(state)
+    assert resumed.warped == first.warped
+    assert run(resumed, 18, start=30) == run(first, 18, start=30)
+
+
+def test_a_launcher_plans_its_design() -> None:
+    sampler = make_sampler("density", BOX, seed=3)
+    assert isinstance(sampler, DensitySampler)
+    Launcher(["true"], sampler, 12)
+    run(sampler, 12)
+    assert sampler._design.size == 12  # the budget, planned by the launcher
+
+
+@pytest.mark.parametrize(
+    ("options", "match"),
+    [
+        ({"share": 1.5}, "share"),
+        ({"quantile": 0.0}, "quantile"),
+        ({"bandwidth": 0.0}, "bandwidth"),
+        ({"tilt": -1.0}, "tilt"),
+        ({"min_observations": 20, "window": 10}, "min_observations"),
+        ({"kappa": 1.0}, "bad option for the 'density' sampler"),
+    ],
+)
+def test_bad_options_are_refused_naming_them(options: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        make_sampler("density", BOX, seed=0, **options)
+
+
+def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
+    sampler = DensitySampler(BOX, seed=0)
+    sampler.plan(20)
+    run(sampler, 15)
+    state = sampler.state_dict()
+    with pytest.raises(ValueError, match="share"):
+        DensitySampler(BOX, seed=0, share=0.2).load_state_dict(state)
+    with pytest.raises(ValueError, match="warped"):
+        DensitySampler(BOX, seed=0).load_state_dict({**state, "warped": 99})
+    fresh = DensitySampler(BOX, seed=0)
+    with pytest.raises(ValueError):
+        fresh.load_state_dict({**state, "warped": -1})
+    assert fresh.position == 0 and not fresh.observations  # nothing changed
+
+
+def test_evidence_leaves_a_parameter_the_loss_ignores_on_the_design() -> None:
+    warped = DensitySampler(BOX, seed=2, share=0.7, evidence=3.0)
+    plain = DensitySampler(BOX, seed=2, share=0.0)
+    warped.plan(60)
+    plain.plan(60)
+    a, b = run(warped, 60), run(plain, 60)
+    # p1..p5 do not move the loss: their coordinates are the design's, draw for draw
+    assert all(x[k] == y[k] for x, y in zip(a, b, strict=True) for k in BOX if k != "p0")
+    assert sum(x["p0"] != y["p0"] for x, y in zip(a, b, strict=True)) > 20  # p0 is warped
+    assert np.mean([p["p0"] > 8.0 for p in a]) > np.mean([p["p0"] > 8.0 for p in b])
+
+
+def test_edge_puts_more_of_the_design_near_the_bounds() -> None:
+    sampler = DensitySampler(BOX, seed=0, share=0.0, edge=0.6)
+    sampler.plan(50)
+    draws = np.array([[p[k] for k in BOX] for p in run(sampler, 50)]) / 10.0
+    near = np.mean((draws < 0.1) | (draws > 0.9))
+    assert near > 0.26  # a Latin hypercube: 0.2; Beta(0.6, 0.6): 0.29
+    # the design's points mapped through Beta(0.6, 0.6)'s quantiles: its distribution
+    # function gives the design back (up to the tabulation), one point per stratum
+    from scipy.stats import beta
+
+    design = Exploration("lhs", 6, 0, np.ones(6, bool))
+    design.plan(50)
+    expected = np.array([design.draw() for _ in range(50)])
+    np.testing.assert_allclose(beta.cdf(draws, 0.6, 0.6), expected, atol=0.01)
+
+
+def test_the_design_is_computed_at_plan_not_on_a_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    block = Exploration._block
+
+    def counted(self: Exploration, number: int) -> np.ndarray:
+        calls.append(number)
+        return block(self, number)
+
+    monkeypatch.setattr(Exploration, "_block", counted)
+    sampler = DensitySampler(BOX, seed=1)
+    sampler.plan(10)
+    assert calls == [0]  # the launcher's construction pays it
+    run(sampler, 10)
+    assert calls == [0]  # no draw of the first design computes it again
+    sampler.draw()
+    assert calls == [0, 1]  # a longer study: the next design, on its first draw
+
+
+def test_candidates_pick_the_design_s_points_farthest_from_the_draws() -> None:
+    sampler = DensitySampler(BOX, seed=5, share=0.0, edge=1.0, candidates=30)
+    sampler.plan(30)
+    draws = np.array([[p[k] for k in BOX] for p in run(sampler, 30)]) / 10.0
+    design = Exploration("lhs", 6, 5, np.ones(6, bool))
+    design.plan(30)
+    points = np.array([design.draw() for _ in range(30)])
+    # the whole design, in another order (each pick the farthest unused point)
+    np.testing.assert_allclose(np.sort(draws, axis=0), np.sort(points, axis=0), atol=1e-12)
+    assert not np.allclose(draws, points)
+    warped = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
+    warped.plan(30)
+    for p in run(warped, 30):
+        assert all(0.0 <= p[k] <= 10.0 for k in BOX)
+    state = json.loads(json.dumps(warped.state_dict()))
+    again = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
+    again.load_state_dict(state)
+    assert again.draw() == warped.draw()

@@ -49,8 +49,12 @@ def test_a_second_trainer_on_the_same_output_dir_is_refused(
     hold = tmp_path / "hold"  # the first waits at its first step while this exists
     hold.touch()
     monkeypatch.setenv("LINEAGE_HOLD", str(hold))
+    # until the test lets it go: its default 120 s ran out on a loaded machine while the
+    # second trainer started, and the first finished before the second was refused
+    monkeypatch.setenv("LINEAGE_HOLD_SECONDS", "600")
     first = Run(tmp_path, "first")
     monkeypatch.delenv("LINEAGE_HOLD")
+    monkeypatch.delenv("LINEAGE_HOLD_SECONDS")
     out = first.out
     second: Run | None = None
     try:

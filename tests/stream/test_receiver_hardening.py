@@ -278,7 +278,7 @@ from zmtp_peer import closed_by_peer, rss
 from test_receiver_hardening import check_one_simulation, stream_one_simulation
 from zmtp_peer import closed_by_peer, rss, stall_mid_frame, zmtp_push_peer
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream import liveness, receiver
+from melissa_trainer.stream import liveness, receiver_socket  # (where the socket is set up)
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 subprocess.run("ip link set lo up".split(), check=True)
@@ -288,7 +288,7 @@ if sys.argv[1] == "keepalive":  # as set, but probing after 1 s, twice, 1 s apar
     liveness.KEEPALIVE_IDLE, liveness.KEEPALIVE_INTERVAL, liveness.KEEPALIVE_COUNT = 1, 1, 2
 else:  # the control: the socket options without keepalive
     options = liveness.socket_options
-    receiver.socket_options = lambda n: {
+    receiver_socket.socket_options = lambda n: {
         k: v for k, v in options(n).items() if k != zmq.TCP_KEEPALIVE
     }
 buffer, steps, errors = FIFOBuffer(1000), 600, []
@@ -360,12 +360,12 @@ import numpy as np
 import zmq
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.stream import liveness, receiver
+from melissa_trainer.stream import liveness, receiver_socket  # (where the socket is set up)
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
 if sys.argv[1] == "heartbeat":  # what the receiver would set for a 1 s heartbeat
     options = liveness.socket_options
-    receiver.socket_options = lambda n: {
+    receiver_socket.socket_options = lambda n: {
         **options(n), zmq.HEARTBEAT_IVL: 250, zmq.HEARTBEAT_TIMEOUT: 1000
     }
 steps, buffer, errors = 400, FIFOBuffer(10), []

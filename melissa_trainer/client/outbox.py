@@ -7,8 +7,9 @@ batch; the batches bound for one receiver are sent together, as the frames of on
 ZeroMQ message (so the fields of a time step arrive together and the receiver
 completes its samples at once), when one of them holds `batch_bytes`, when the
 oldest record is `batch_delay` seconds old, or on `flush`/`close`. A client that
-sends rarely (less often than every `batch_delay`) sends plain DATA at once, and a
-background thread sends batches that got old while the simulation computes, so no
+sends rarely (less often than every `batch_delay`) sends plain DATA at once (after
+what its batches for that receiver still hold: a client's steps arrive in the order
+sent), and a background thread sends batches that got old while the simulation computes, so no
 record waits much longer than `batch_delay`. A batch of float payloads is checked
 for NaN and Inf as a whole when it leaves, and carries FLAG_FINITE if it passed
 (`finite_check`; one record that fails leaves the whole batch unflagged: the

@@ -1226,6 +1226,53 @@ def test_sends_further_apart_than_the_delay_are_not_batched(receiver: Receiver) 
     assert len(receiver.until_bye()) == 6 and receiver.batches == 0
 
 
+class _Clock:
+    """`time` for the client's modules, whose `monotonic` the test moves forward: a
+    pause of the simulation without a sleep (the flusher, on the real clock, sleeps
+    `batch_delay / 2` of real time between its rounds)."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("send_timeout", [None, 10.0])  # the fast path, the general one
+def test_a_send_after_a_pause_leaves_after_the_batched_steps_before_it(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch, send_timeout: float | None
+) -> None:
+    """A send after a pause longer than `batch_delay` goes at once, as plain DATA; the
+    records of earlier steps still in a batch (the flusher had not sent them: a busy
+    machine) leave before it, so that the receiver gets one client's steps in the order
+    sent (the batch used to leave after it: a FIFO buffer got steps 0, 20, 10, 30)."""
+    from melissa_trainer.client import client as client_module
+    from melissa_trainer.client import fast_send
+
+    clock = _Clock()
+    monkeypatch.setattr(client_module, "time", clock)
+    monkeypatch.setattr(fast_send, "time", clock)  # (read when the client is made)
+    with Client(
+        GOOD,
+        simulation_id=4,
+        endpoints=receiver.endpoint,
+        send_timeout=send_timeout,
+        tuning=ClientTuning(close_timeout=10, batch_delay=3600),  # the flusher sleeps
+    ) as c:
+        c.send(0, u=np.full((2, 3), 0, np.float32))  # the first: at once
+        c.send(1, u=np.full((2, 3), 1, np.float32))  # soon after: into a batch
+        clock.offset += 7200  # a pause: the next send is "rare"
+        c.send(2, u=np.full((2, 3), 2, np.float32))
+    got = receiver.until_bye()
+    assert [type(m) for m in got] == [p.Hello, p.Data, p.Data, p.Data, p.Bye]
+    assert [m.time_step for m in got[1:4]] == [0, 1, 2]  # type: ignore[union-attr]
+    assert [m.payload.tolist() for m in got[1:4]] == [  # type: ignore[union-attr]
+        [t] * 6 for t in range(3)
+    ]
+    assert receiver.batches == 1 and got[-1] == p.Bye(4, 0, 1, 3)
+
+
 @pytest.mark.parametrize(
     ("options", "match"),
     [

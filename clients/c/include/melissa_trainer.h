@@ -69,7 +69,9 @@ typedef enum mt_status {
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
     MT_ENOMEM = 10,     /* out of memory */
-    MT_EMPI = 11        /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
+    MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
+    MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
+    MT_EREPLY = 13      /* mt_predict: the trainer's reply broke the protocol */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -210,6 +212,86 @@ uint64_t mt_field_size(const mt_client *c, size_t index);
 int mt_field_part_count(const mt_client *c, size_t index, uint64_t *count);
 mt_status mt_set_part_offset(mt_client *c, size_t index, uint64_t offset);
 mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message);
+
+/* -- predictions from the trainer's current model (docs/protocol.md, section 16) ------- */
+
+/* While it trains, a trainer with a ServingHook answers prediction requests: named input
+ * arrays in, the model's output arrays and its version (the global step) out. The same
+ * call as the Python client's Client.predict:
+ *
+ *     uint64_t n = 64, version;
+ *     mt_input in = {"u", u, &n, MT_FLOAT32, 1};
+ *     mt_output out = {"prediction", guess, 64, MT_FLOAT32};
+ *     mt_status st = mt_predict(c, &in, 1, &out, 1, 0.5, &version);
+ *     if (st == MT_ETIMEDOUT || st == MT_EREFUSED || st == MT_EREPLY)
+ *         memcpy(guess, u, sizeof guess); // the simulation's own fallback
+ *
+ * Where: the serving socket of training rank simulation_id % W, read from serve_{r}.json
+ * in the rendezvous directory (mt_set_rendezvous, else MELISSA_TRAINER_RENDEZVOUS; with
+ * the inputs it takes, the run's id and its CURVE key), or from
+ * mt_set_serve_endpoints / MELISSA_TRAINER_SERVE_ENDPOINTS (comma-separated, in rank
+ * order). Looked up at the first request and again after a failure (a restarted
+ * trainer publishes a new endpoint); until it is published a request waits, up to its
+ * timeout. The request names the client's run id (a trainer of another run refuses it).
+ * Not collective: with MPI, each rank that asks sends whole inputs. */
+
+/* An input array: its name, values (C order), shape (C order; NULL for ndim 0), dtype. */
+typedef struct mt_input {
+    const char *name;
+    const void *data;
+    const uint64_t *shape;
+    mt_dtype dtype;
+    int ndim;
+} mt_input;
+
+/* An output array: the caller names it, gives its buffer (`capacity` elements of
+ * `dtype`); mt_predict writes the values, their shape (C order) and element count. */
+typedef struct mt_output {
+    const char *name;
+    void *data;
+    uint64_t capacity;
+    mt_dtype dtype;
+    int ndim;           /* out */
+    uint64_t shape[8];  /* out */
+    uint64_t count;     /* out: elements written */
+} mt_output;
+
+/* Refusal reasons (REFUSED's codes): what mt_predict_refusal returns. */
+typedef enum mt_refusal {
+    MT_REFUSAL_NONE = 0,        /* the last mt_predict was not refused */
+    MT_REFUSAL_BUSY = 1,        /* requests outpace the model: retry after retry_after_s */
+    MT_REFUSAL_NOT_SERVING = 2, /* no model served: before training starts, after it ends */
+    MT_REFUSAL_WRONG_RUN = 3,   /* the request names another run than the trainer's */
+    MT_REFUSAL_BAD_REQUEST = 4, /* the inputs are not the ones the trainer serves */
+    MT_REFUSAL_FAILED = 5       /* the trainer's inference function raised on it */
+} mt_refusal;
+
+/* Ask the trainer's current model for a prediction of `inputs` (each declared input
+ * once, of its dtype and shape; one sample: no batch dimension) and copy the outputs
+ * named in `outputs` into their buffers; *version (may be NULL) is the model's global
+ * step. Blocks at most `timeout_s` seconds (> 0) in all, the lookup included; after
+ * mt_client_start. Returns, without changing the client's streaming state:
+ *   MT_ETIMEDOUT   no answer in time (the trainer not serving yet, busy, restarting or
+ *                  gone); the next call looks the endpoint up again.
+ *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
+ *                  wait it suggests, mt_client_error the trainer's detail.
+ *   MT_EREPLY      a reply that breaks the protocol (nothing written).
+ *   MT_EFIELD / MT_EDTYPE / MT_ESHAPE / MT_EINVAL   inputs that are not the published
+ *                  ones (checked before anything is sent, when the serve file gave them)
+ *                  or bad arguments; for outputs: one not in the reply, of another
+ *                  dtype, or bigger than its capacity (nothing written, *version set).
+ * The first three are the ones to fall back from: the simulation keeps running. A
+ * failed exchange closes the socket (a late answer is dropped; ZMQ_IMMEDIATE: a request
+ * is never queued for a trainer that is not connected). */
+mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
+                     mt_output *outputs, size_t n_outputs, double timeout_s,
+                     uint64_t *version);
+/* Why the last mt_predict was refused (MT_REFUSAL_NONE if it was not), and the seconds
+ * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
+mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
+/* Serving endpoints (comma-separated, in training-rank order), instead of
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. */
+mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus
 }

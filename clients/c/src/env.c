@@ -22,7 +22,7 @@
 
 /* A run id: 1 to 64 ASCII letters, digits, '-' or '_', at least one alphanumeric
  * (melissa_trainer/wire/checks.py check_run_id). */
-static bool valid_run_id(const char *s) {
+bool mt_valid_run_id(const char *s) {
     size_t n = strlen(s);
     bool alnum = false;
     if (n < 1 || n > MAX_RUN_ID_CHARS) return false;
@@ -176,7 +176,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         bool bad_run = false;
         for (size_t k = 0; k < n; ++k) {
             if (strcmp(m[k].key, "run_id") == 0) {
-                if (m[k].kind == MT_JSON_STRING && valid_run_id(m[k].string)) run_id = m[k].string;
+                if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
                 else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
             }
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
@@ -306,7 +306,7 @@ static mt_status resolve_run_id(mt_client *c, const char *rendezvous) {
     char *s = strip(value, strlen(value));
     if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     mt_status st = MT_OK;
-    if (!valid_run_id(s)) {
+    if (!mt_valid_run_id(s)) {
         st = mt_fail(c, MT_EENV,
                      ENV_RUN_ID " must be 1 to 64 ASCII letters, digits, '-' or '_', not '%s'", s);
     } else if (c->run_id != NULL && strcmp(c->run_id, s) != 0) {

@@ -22,6 +22,8 @@ const char *mt_strerror(int status) {
     case MT_EZMQ: return "MT_EZMQ: ZeroMQ call failed";
     case MT_ENOMEM: return "MT_ENOMEM: out of memory";
     case MT_EMPI: return "MT_EMPI: MPI call failed or ranks disagree";
+    case MT_EREFUSED: return "MT_EREFUSED: the trainer refused the prediction";
+    case MT_EREPLY: return "MT_EREPLY: malformed reply from the trainer";
     default: return "unknown melissa_trainer status";
     }
 }

@@ -132,6 +132,14 @@ struct mt_client {
     pthread_cond_t held_cv;
     bool held_init;
     uint64_t pending;
+    /* predictions (predict.c): the client's thread only */
+    char *serve_endpoints_arg; /* mt_set_serve_endpoints */
+    void *predict_socket;      /* DEALER; NULL until the first request, after a failure */
+    struct mt_spec *serve_inputs; /* the inputs the serve file declared (NULL: unknown) */
+    size_t n_serve_inputs;
+    uint64_t request_id;       /* the last one sent */
+    mt_refusal refusal;
+    double refusal_retry;
 };
 
 /* errors.c */
@@ -182,8 +190,27 @@ void mt_json_free(mt_json_member *members, size_t n);
 /* True if `text` is one valid JSON value (of any kind). */
 bool mt_json_valid(const char *text);
 
+/* An array's name, dtype and shape (C order), as a serve file declares an input. */
+typedef struct mt_spec {
+    char *name;
+    mt_dtype dtype;
+    int ndim;
+    uint64_t shape[MT_MAX_NDIM];
+} mt_spec;
+
+/* Split `text`, one JSON array, into the raw texts of its items (each NUL-terminated). */
+bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);
+void mt_json_array_free(char **items, size_t n);
+
+/* predict.c: close the prediction socket (before the context ends), free what
+ * mt_set_serve_endpoints and the serve file left. */
+void mt_predict_release(mt_client *c);
+void mt_predict_free(mt_client *c);
+
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
+/* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
+bool mt_valid_run_id(const char *s);
 
 /* outbox.c */
 mt_status mt_outbox_init(mt_client *c);

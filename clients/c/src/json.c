@@ -341,3 +341,69 @@ bool mt_json_valid(const char *text) {
     skip_ws(&p);
     return text[p.i] == '\0';
 }
+
+bool mt_json_array(const char *text, char ***items, size_t *count, char *err, size_t err_size) {
+    parser p = {text, 0, err, err_size};
+    char **out = NULL;
+    size_t n = 0, cap = 0;
+    bool ok = true;
+    *items = NULL;
+    *count = 0;
+    skip_ws(&p);
+    if (text[p.i] != '[') return fail(&p, "not a JSON array");
+    ++p.i;
+    skip_ws(&p);
+    if (text[p.i] == ']') {
+        ++p.i;
+    } else {
+        for (;;) {
+            skip_ws(&p);
+            size_t start = p.i;
+            if (!(ok = skip_value(&p, 2))) break;
+            if (n == cap) {
+                cap = cap ? 2 * cap : 8;
+                char **grown = realloc(out, cap * sizeof *out);
+                if (grown == NULL) {
+                    ok = fail(&p, "out of memory");
+                    break;
+                }
+                out = grown;
+            }
+            out[n] = malloc(p.i - start + 1);
+            if (out[n] == NULL) {
+                ok = fail(&p, "out of memory");
+                break;
+            }
+            memcpy(out[n], text + start, p.i - start);
+            out[n][p.i - start] = '\0';
+            ++n;
+            skip_ws(&p);
+            if (text[p.i] == ',') {
+                ++p.i;
+                continue;
+            }
+            if (text[p.i] == ']') {
+                ++p.i;
+                break;
+            }
+            ok = fail(&p, "expected ',' or ']'");
+            break;
+        }
+    }
+    if (ok) {
+        skip_ws(&p);
+        if (text[p.i] != '\0') ok = fail(&p, "extra data after the array");
+    }
+    if (!ok) {
+        mt_json_array_free(out, n);
+        return false;
+    }
+    *items = out;
+    *count = n;
+    return true;
+}
+
+void mt_json_array_free(char **items, size_t n) {
+    for (size_t i = 0; i < n; ++i) free(items[i]);
+    free(items);
+}

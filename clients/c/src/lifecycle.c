@@ -53,6 +53,7 @@ static void release_runtime(mt_client *c, int linger_ms) {
     }
     free(c->sockets);
     c->sockets = NULL;
+    mt_predict_release(c); /* (a socket left open would hold zmq_ctx_term forever) */
     if (c->zctx != NULL) {
         while (zmq_ctx_term(c->zctx) != 0 && errno == EINTR) continue;
         c->zctx = NULL; /* every zero-copy message has been freed by now */
@@ -171,6 +172,7 @@ static void endpoint_list(const mt_client *c, char *out, size_t size) {
 
 static void free_client(mt_client *c) {
     release_runtime(c, 0);
+    mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
     free(c->run_id);

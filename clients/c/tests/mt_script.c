@@ -9,6 +9,13 @@
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
  *
+ * Predictions (mt_predict): "serve E" sets the serving endpoints; "input NAME DTYPE NDIM
+ * D0 .. : V0 V1 .." stages an input (values read as doubles, stored as DTYPE: float32,
+ * float64, int32, int64 or uint8); "output NAME DTYPE CAPACITY" stages an output buffer;
+ * "predict TIMEOUT" asks with what is staged and prints, besides its status line, on
+ * success "<line> version V" and per output "<line> out NAME NDIM D0 .. : V0 V1 ..", on
+ * a refusal "<line> refusal CODE RETRY_AFTER"; "unstage" forgets what is staged.
+ *
  * Built with -DMT_SCRIPT_MPI, "RANK" in the script's path is replaced by the MPI rank.
  *
  * After each mt_send returns, the array is overwritten (MT_REUSE_IMMEDIATE), or after
@@ -24,6 +31,35 @@
 #ifdef MT_SCRIPT_MPI
 #include "melissa_trainer_mpi.h"
 #endif
+
+#define MAX_STAGED 8
+
+typedef struct staged {
+    char name[256];
+    int dtype, ndim;
+    uint64_t shape[16], count;
+    unsigned char *data;
+} staged;
+
+static void store(unsigned char *p, int dtype, double v) {
+    switch (dtype) {
+    case MT_FLOAT32: { float f = (float)v; memcpy(p, &f, 4); break; }
+    case MT_FLOAT64: memcpy(p, &v, 8); break;
+    case MT_INT32: { int32_t i = (int32_t)v; memcpy(p, &i, 4); break; }
+    case MT_INT64: { int64_t i = (int64_t)v; memcpy(p, &i, 8); break; }
+    default: *p = (unsigned char)v; break;
+    }
+}
+
+static double load(const unsigned char *p, int dtype) {
+    switch (dtype) {
+    case MT_FLOAT32: { float f; memcpy(&f, p, 4); return f; }
+    case MT_FLOAT64: { double d; memcpy(&d, p, 8); return d; }
+    case MT_INT32: { int32_t i; memcpy(&i, p, 4); return i; }
+    case MT_INT64: { int64_t i; memcpy(&i, p, 8); return (double)i; }
+    default: return *p;
+    }
+}
 
 static size_t itemsize(int dtype) {
     static const size_t sizes[] = {0, 4, 8, 2, 1, 2, 4, 8, 1, 2, 4, 8, 1};
@@ -57,6 +93,8 @@ int main(int argc, char **argv) {
     unsigned char *held = NULL; /* MT_REUSE_NEXT_SEND: the previous call's array */
     size_t held_bytes = 0;
     int next_send = 0, line_no = 0;
+    staged ins[MAX_STAGED], outs[MAX_STAGED];
+    size_t n_ins = 0, n_outs = 0;
     char line[4096];
     while (fgets(line, sizeof line, in) != NULL) {
         ++line_no;
@@ -146,6 +184,79 @@ int main(int argc, char **argv) {
                 memset(data, 0x5A, nbytes);
                 free(data);
             }
+        } else if (strcmp(cmd, "serve") == 0) {
+            st = mt_set_serve_endpoints(c, rest);
+        } else if (strcmp(cmd, "input") == 0 || strcmp(cmd, "output") == 0) {
+            int out = cmd[0] == 'o';
+            staged *x = out ? &outs[n_outs] : &ins[n_ins];
+            if ((out ? n_outs : n_ins) == MAX_STAGED) return 6;
+            memset(x, 0, sizeof *x);
+            int used = 0;
+            unsigned long long cap = 0;
+            if (out) {
+                sscanf(rest, "%255s %d %llu", x->name, &x->dtype, &cap);
+                x->count = cap;
+            } else {
+                sscanf(rest, "%255s %d %d%n", x->name, &x->dtype, &x->ndim, &used);
+            }
+            const char *p = rest + used;
+            x->count = out ? x->count : 1;
+            for (int d = 0; !out && d < x->ndim && d < 16; ++d) {
+                char *end;
+                x->shape[d] = strtoull(p, &end, 10);
+                x->count *= x->shape[d];
+                p = end;
+            }
+            x->data = calloc(x->count ? x->count : 1, itemsize(x->dtype));
+            if (x->data == NULL) return 4;
+            const char *colon = strchr(p, ':');
+            for (uint64_t k = 0; !out && colon != NULL && k < x->count; ++k) {
+                char *end;
+                double v = strtod(colon + 1, &end);
+                if (end == colon + 1) break;
+                store(x->data + k * itemsize(x->dtype), x->dtype, v);
+                colon = end - 1;
+            }
+            if (out) ++n_outs;
+            else ++n_ins;
+        } else if (strcmp(cmd, "unstage") == 0) {
+            for (size_t k = 0; k < n_ins; ++k) free(ins[k].data);
+            for (size_t k = 0; k < n_outs; ++k) free(outs[k].data);
+            n_ins = n_outs = 0;
+        } else if (strcmp(cmd, "predict") == 0) {
+            mt_input in[MAX_STAGED];
+            mt_output out[MAX_STAGED];
+            for (size_t k = 0; k < n_ins; ++k) {
+                mt_input i = {ins[k].name, ins[k].data, ins[k].shape, (mt_dtype)ins[k].dtype,
+                              ins[k].ndim};
+                in[k] = i;
+            }
+            memset(out, 0, sizeof out);
+            for (size_t k = 0; k < n_outs; ++k) {
+                out[k].name = outs[k].name;
+                out[k].data = outs[k].data;
+                out[k].capacity = outs[k].count;
+                out[k].dtype = (mt_dtype)outs[k].dtype;
+            }
+            uint64_t version = 0;
+            st = mt_predict(c, in, n_ins, out, n_outs, strtod(rest, NULL), &version);
+            if (st == MT_OK) {
+                printf("%d version %llu\n", line_no, (unsigned long long)version);
+                for (size_t k = 0; k < n_outs; ++k) {
+                    printf("%d out %s %d", line_no, out[k].name, out[k].ndim);
+                    for (int d = 0; d < out[k].ndim; ++d)
+                        printf(" %llu", (unsigned long long)out[k].shape[d]);
+                    printf(" :");
+                    for (uint64_t j = 0; j < out[k].count; ++j)
+                        printf(" %.17g", load(outs[k].data + j * itemsize(outs[k].dtype),
+                                              outs[k].dtype));
+                    printf("\n");
+                }
+            } else if (st == MT_EREFUSED) {
+                double retry = 0;
+                int code = (int)mt_predict_refusal(c, &retry);
+                printf("%d refusal %d %.17g\n", line_no, code, retry);
+            }
         } else if (strcmp(cmd, "flush") == 0) {
             st = mt_flush(c);
         } else if (strcmp(cmd, "get") == 0) {
@@ -176,6 +287,8 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     if (c != NULL) mt_client_abort(c);
+    for (size_t k = 0; k < n_ins; ++k) free(ins[k].data);
+    for (size_t k = 0; k < n_outs; ++k) free(outs[k].data);
     free(held);
     if (in != stdin) fclose(in);
 #ifdef MT_SCRIPT_MPI

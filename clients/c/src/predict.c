@@ -1,0 +1,478 @@
+/* predict.c: mt_predict, a prediction asked of the trainer's current model
+ * (docs/protocol.md, section 16; melissa_trainer/client/predict.py Predictor, whose
+ * behaviour this follows: the same bytes, the same failures). PREDICT out on a DEALER
+ * (ZMQ_IMMEDIATE: never queued for a trainer not connected), PREDICTION or REFUSED
+ * back, matched by request id (a late answer to an earlier request is dropped); the
+ * socket is closed after a failure, and the endpoint looked up again at the next call.
+ * Every reply is validated before a byte reaches the caller's buffers. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+#include "serve.h"
+
+#define KIND_PREDICT 6
+#define KIND_PREDICTION 7
+#define KIND_REFUSED 8
+#define PREDICT_FIXED 30u     /* prefix + request id, timeout, count, run id length */
+#define PREDICTION_FIXED 34u  /* prefix + request id, version, count, reserved */
+#define REFUSED_FIXED 40u     /* prefix + request id, version, reason, reserved, retry, D */
+#define MAX_FRAMES 257        /* a header and 255 payloads, and one more to say "too many" */
+#define MAX_REPLY_BYTES ((uint64_t)1 << 30)
+
+static const char *const reasons[] = {"", "busy", "not_serving", "wrong_run", "bad_request",
+                                      "failed"};
+
+void mt_predict_release(mt_client *c) {
+    if (c->predict_socket != NULL) {
+        int zero = 0;
+        zmq_setsockopt(c->predict_socket, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(c->predict_socket);
+        c->predict_socket = NULL;
+    }
+}
+
+void mt_predict_free(mt_client *c) {
+    mt_predict_release(c);
+    mt_specs_free(c->serve_inputs, c->n_serve_inputs);
+    c->serve_inputs = NULL;
+    c->n_serve_inputs = 0;
+    free(c->serve_endpoints_arg);
+    c->serve_endpoints_arg = NULL;
+}
+
+mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    if (endpoints == NULL || strstr(endpoints, "://") == NULL)
+        return mt_fail(c, MT_EINVAL, "serving endpoints must be like tcp://HOST:PORT, got '%s'",
+                       endpoints == NULL ? "(null)" : endpoints);
+    char *copy = strdup(endpoints);
+    if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    free(c->serve_endpoints_arg);
+    c->serve_endpoints_arg = copy;
+    mt_predict_release(c); /* the next request goes there, unchecked (no serve file) */
+    mt_specs_free(c->serve_inputs, c->n_serve_inputs);
+    c->serve_inputs = NULL;
+    c->n_serve_inputs = 0;
+    return MT_OK;
+}
+
+mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s) {
+    if (retry_after_s != NULL) *retry_after_s = c == NULL ? 0.0 : c->refusal_retry;
+    return c == NULL ? MT_REFUSAL_NONE : c->refusal;
+}
+
+static uint64_t elements(int ndim, const uint64_t *shape) {
+    uint64_t n = 1;
+    for (int d = 0; d < ndim; ++d) n = shape[d] != 0 && n > UINT64_MAX / shape[d] ? 0 : n * shape[d];
+    return n;
+}
+
+static void shape_text(int ndim, const uint64_t *shape, char *out, size_t size) {
+    size_t used = (size_t)snprintf(out, size, "(");
+    for (int d = 0; d < ndim && used < size; ++d)
+        used += (size_t)snprintf(out + used, size - used, "%s%llu", d ? ", " : "",
+                                 (unsigned long long)shape[d]);
+    if (used < size) snprintf(out + used, size - used, ndim == 1 ? ",)" : ")");
+}
+
+/* The arguments' own rules (before any I/O). */
+static mt_status check_arguments(mt_client *c, const mt_input *in, size_t n_in,
+                                 const mt_output *out, size_t n_out, double timeout) {
+    if (!c->started) return mt_fail(c, MT_ESTATE, "mt_predict: start the client first");
+    if (!(timeout > 0) || isinf(timeout))
+        return mt_fail(c, MT_EINVAL, "mt_predict: timeout must be > 0 seconds, not %g", timeout);
+    if (n_in < 1 || n_in > 255 || in == NULL || n_out > 255 || (n_out > 0 && out == NULL))
+        return mt_fail(c, MT_EINVAL, "mt_predict: 1 to 255 inputs, and at most 255 outputs");
+    for (size_t i = 0; i < n_in; ++i) {
+        const mt_input *a = &in[i];
+        size_t len = a->name == NULL ? 0 : strlen(a->name);
+        if (len < 1 || len > MT_MAX_NAME_BYTES || !mt_utf8_valid(a->name, len))
+            return mt_fail(c, MT_EINVAL, "mt_predict: input %zu: a name of 1 to 255 UTF-8 bytes",
+                           i);
+        if (mt_itemsize(a->dtype) == 0)
+            return mt_fail(c, MT_EDTYPE, "mt_predict: input '%s': dtype code %d (codes 1 to 12)",
+                           a->name, (int)a->dtype);
+        if (a->ndim < 0 || a->ndim > MT_MAX_NDIM || (a->ndim > 0 && a->shape == NULL) ||
+            a->data == NULL)
+            return mt_fail(c, MT_EINVAL, "mt_predict: input '%s': ndim 0 to 8, with a shape and "
+                                         "data", a->name);
+        if (elements(a->ndim, a->shape) == 0)
+            return mt_fail(c, MT_ESHAPE, "mt_predict: input '%s': dimensions must be >= 1",
+                           a->name);
+        for (size_t j = 0; j < i; ++j)
+            if (strcmp(in[j].name, a->name) == 0)
+                return mt_fail(c, MT_EFIELD, "mt_predict: input '%s' given twice", a->name);
+    }
+    for (size_t i = 0; i < n_out; ++i) {
+        if (out[i].name == NULL || !*out[i].name || (out[i].data == NULL && out[i].capacity))
+            return mt_fail(c, MT_EINVAL, "mt_predict: output %zu: a name and a buffer", i);
+        for (size_t j = 0; j < i; ++j)
+            if (strcmp(out[j].name, out[i].name) == 0)
+                return mt_fail(c, MT_EFIELD, "mt_predict: output '%s' asked twice", out[i].name);
+    }
+    return MT_OK;
+}
+
+/* The inputs against those the serve file declared (check_inputs' rules and message). */
+static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
+    bool same = n_in == c->n_serve_inputs;
+    for (size_t i = 0; same && i < n_in; ++i) {
+        bool found = false;
+        for (size_t k = 0; k < c->n_serve_inputs && !found; ++k)
+            found = strcmp(in[i].name, c->serve_inputs[k].name) == 0;
+        same = found;
+    }
+    if (!same) {
+        char given[512] = "", served[512] = "";
+        size_t u = 0, v = 0;
+        for (size_t i = 0; i < n_in && u < sizeof given; ++i)
+            u += (size_t)snprintf(given + u, sizeof given - u, "%s'%s'", i ? ", " : "",
+                                  in[i].name);
+        for (size_t k = 0; k < c->n_serve_inputs && v < sizeof served; ++k)
+            v += (size_t)snprintf(served + v, sizeof served - v, "%s'%s'", k ? ", " : "",
+                                  c->serve_inputs[k].name);
+        return mt_fail(c, MT_EFIELD, "mt_predict: arrays [%s], the trainer serves inputs [%s]",
+                       given, served);
+    }
+    for (size_t i = 0; i < n_in; ++i) {
+        const mt_spec *s = NULL;
+        for (size_t k = 0; k < c->n_serve_inputs; ++k)
+            if (strcmp(in[i].name, c->serve_inputs[k].name) == 0) s = &c->serve_inputs[k];
+        bool shape = s->ndim == in[i].ndim;
+        for (int d = 0; shape && d < s->ndim; ++d) shape = s->shape[d] == in[i].shape[d];
+        if (s->dtype != in[i].dtype || !shape) {
+            char got[200], want[200];
+            shape_text(in[i].ndim, in[i].shape, got, sizeof got);
+            shape_text(s->ndim, s->shape, want, sizeof want);
+            return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
+                           "mt_predict: input '%s' is %s %s, declared %s %s", in[i].name,
+                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want);
+        }
+    }
+    return MT_OK;
+}
+
+/* The socket to the serving rank (looked up and connected if there is none). */
+static mt_status connect_serving(mt_client *c, double deadline, double timeout) {
+    if (c->predict_socket != NULL) return MT_OK;
+    mt_serve_entry e;
+    mt_status st = mt_serve_resolve(c, deadline, timeout, &e);
+    if (st != MT_OK) return st;
+    void *s = zmq_socket(c->zctx, ZMQ_DEALER);
+    int zero = 0, one = 1;
+    if (s == NULL) {
+        st = mt_fail(c, MT_EZMQ, "zmq_socket: %s", zmq_strerror(errno));
+    } else if (zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+               zmq_setsockopt(s, ZMQ_IMMEDIATE, &one, sizeof one) != 0) {
+        st = mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
+    } else if (e.curve_key != NULL) {
+        char public_key[41], secret_key[41];
+        if (!zmq_has("curve"))
+            st = mt_fail(c, MT_EZMQ, "the serving endpoint '%s' needs CURVE, which this libzmq "
+                                     "was built without", e.endpoint);
+        else if (strlen(e.curve_key) != 40 || zmq_curve_keypair(public_key, secret_key) != 0 ||
+                 zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, e.curve_key, 40) != 0 ||
+                 zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_key, 40) != 0 ||
+                 zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0)
+            st = mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", e.endpoint, zmq_strerror(errno));
+    }
+    if (st == MT_OK && zmq_connect(s, e.endpoint) != 0)
+        st = mt_fail(c, MT_EINVAL, "cannot connect to serving endpoint '%s': %s", e.endpoint,
+                     zmq_strerror(errno));
+    if (st != MT_OK) {
+        if (s != NULL) zmq_close(s);
+        mt_serve_entry_free(&e);
+        return st;
+    }
+    c->predict_socket = s;
+    if (e.inputs != NULL) { /* (endpoints given directly publish none: the trainer checks) */
+        mt_specs_free(c->serve_inputs, c->n_serve_inputs);
+        c->serve_inputs = e.inputs;
+        c->n_serve_inputs = e.n_inputs;
+        e.inputs = NULL;
+    }
+    mt_serve_entry_free(&e);
+    return MT_OK;
+}
+
+/* Send the PREDICT: its header, then each input's bytes. 0 or the errno. */
+static int send_request(mt_client *c, const mt_input *in, size_t n_in, double timeout,
+                        double deadline) {
+    mt_buf b = {0};
+    uint8_t fixed[PREDICT_FIXED];
+    size_t run_len = c->run_id != NULL ? strlen(c->run_id) : 0;
+    double ms = round(timeout * 1000);
+    mt_put_prefix(fixed, KIND_PREDICT, 0, c->simulation_id);
+    mt_put_u64(fixed + 16, ++c->request_id);
+    mt_put_u32(fixed + 24, ms < 1 ? 1u : ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);
+    fixed[28] = (uint8_t)n_in;
+    fixed[29] = (uint8_t)run_len;
+    mt_buf_put(&b, fixed, sizeof fixed);
+    if (run_len) mt_buf_put(&b, c->run_id, run_len);
+    for (size_t i = 0; i < n_in; ++i) {
+        size_t len = strlen(in[i].name);
+        uint8_t desc[4 + 8 * MT_MAX_NDIM];
+        desc[0] = (uint8_t)in[i].dtype;
+        desc[1] = (uint8_t)in[i].ndim;
+        desc[2] = (uint8_t)len;
+        desc[3] = 0;
+        for (int d = 0; d < in[i].ndim; ++d) mt_put_u64(desc + 4 + 8 * d, in[i].shape[d]);
+        mt_buf_put(&b, desc, 4 + 8 * (size_t)in[i].ndim);
+        mt_buf_put(&b, in[i].name, len);
+    }
+    if (b.oom) {
+        free(b.data);
+        return ENOMEM;
+    }
+    double left = deadline - mt_now();
+    int wait = left > 0 ? (int)(left * 1000) : 0;
+    int err = 0;
+    if (zmq_setsockopt(c->predict_socket, ZMQ_SNDTIMEO, &wait, sizeof wait) != 0) err = errno;
+    /* the first frame waits for a connection (ZMQ_IMMEDIATE); the rest go with it */
+    for (size_t i = 0; err == 0 && i <= n_in; ++i) {
+        const void *p = i == 0 ? (const void *)b.data : in[i - 1].data;
+        size_t n = i == 0 ? b.len
+                          : (size_t)(elements(in[i - 1].ndim, in[i - 1].shape) *
+                                     mt_itemsize(in[i - 1].dtype));
+        int rc;
+        while ((rc = zmq_send(c->predict_socket, p, n, i < n_in ? ZMQ_SNDMORE : 0)) < 0 &&
+               errno == EINTR)
+            continue;
+        if (rc < 0) err = errno;
+    }
+    free(b.data);
+    return err;
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; --k) v = v << 8 | p[k];
+    return v;
+}
+
+/* A decoded reply (frames[0] the header). */
+typedef struct reply {
+    zmq_msg_t frames[MAX_FRAMES];
+    size_t n;   /* frames kept */
+    size_t all; /* frames received */
+} reply;
+
+static void reply_close(reply *r) {
+    for (size_t i = 0; i < r->n; ++i) zmq_msg_close(&r->frames[i]);
+    r->n = r->all = 0;
+}
+
+/* Receive one whole message. 0 or the errno. */
+static int receive(void *s, reply *r) {
+    r->n = r->all = 0;
+    int more = 1;
+    while (more) {
+        zmq_msg_t tmp, *m = r->n < MAX_FRAMES ? &r->frames[r->n] : &tmp;
+        zmq_msg_init(m);
+        int rc;
+        while ((rc = zmq_msg_recv(m, s, 0)) < 0 && errno == EINTR) continue;
+        if (rc < 0) {
+            int err = errno;
+            zmq_msg_close(m);
+            reply_close(r);
+            return err;
+        }
+        more = zmq_msg_more(m);
+        ++r->all;
+        if (m == &tmp) zmq_msg_close(m);
+        else ++r->n;
+    }
+    return 0;
+}
+
+/* A PREDICTION's arrays checked (decode_reply's rules, in its order) and matched to the
+ * caller's outputs; nothing is written unless everything holds. */
+static mt_status take_prediction(mt_client *c, reply *r, mt_output *out, size_t n_out) {
+    const uint8_t *h = zmq_msg_data(&r->frames[0]);
+    size_t size = zmq_msg_size(&r->frames[0]), at = PREDICTION_FIXED;
+    size_t count = h[32];
+    struct { size_t name_at, name_len; int dtype, ndim; uint64_t shape[MT_MAX_NDIM]; } a[255];
+    uint64_t total = 0;
+    if (count == 0) return mt_fail(c, MT_EREPLY, "a PREDICTION carries at least one array");
+    for (size_t i = 0; i < count; ++i) {
+        if (size < at + 4) return mt_fail(c, MT_EREPLY, "array description cut at byte %zu", size);
+        a[i].dtype = h[at];
+        a[i].ndim = h[at + 1];
+        a[i].name_len = h[at + 2];
+        at += 4;
+        if (mt_itemsize((mt_dtype)a[i].dtype) == 0)
+            return mt_fail(c, MT_EREPLY, "dtype code %d is not in the allow-list", a[i].dtype);
+        if (a[i].ndim > MT_MAX_NDIM)
+            return mt_fail(c, MT_EREPLY, "%d dimensions, at most %d", a[i].ndim, MT_MAX_NDIM);
+        size_t end = at + 8 * (size_t)a[i].ndim + a[i].name_len;
+        if (size < end) return mt_fail(c, MT_EREPLY, "array description needs %zu bytes", end);
+        for (int d = 0; d < a[i].ndim; ++d) a[i].shape[d] = get_u64(h + at + 8 * d);
+        uint64_t n = elements(a[i].ndim, a[i].shape);
+        a[i].name_at = at + 8 * (size_t)a[i].ndim;
+        if (n == 0) return mt_fail(c, MT_EREPLY, "an array's dimensions must be >= 1");
+        if (a[i].name_len == 0 || !mt_utf8_valid((const char *)h + a[i].name_at, a[i].name_len))
+            return mt_fail(c, MT_EREPLY, "an array name is empty or not UTF-8");
+        for (size_t j = 0; j < i; ++j)
+            if (a[j].name_len == a[i].name_len &&
+                memcmp(h + a[j].name_at, h + a[i].name_at, a[i].name_len) == 0)
+                return mt_fail(c, MT_EREPLY, "an array given twice");
+        uint64_t bytes = n > MAX_REPLY_BYTES ? MAX_REPLY_BYTES + 1 : n * mt_itemsize(a[i].dtype);
+        total += bytes;
+        if (total > MAX_REPLY_BYTES)
+            return mt_fail(c, MT_EREPLY, "arrays of more than %llu bytes",
+                           (unsigned long long)MAX_REPLY_BYTES);
+        at = end;
+    }
+    if (at != size) return mt_fail(c, MT_EREPLY, "%zu bytes after the array descriptions",
+                                   size - at);
+    if (r->all - 1 != count)
+        return mt_fail(c, MT_EREPLY, "%zu arrays, %zu payload frames", count, r->all - 1);
+    for (size_t i = 0; i < count; ++i) {
+        uint64_t want = elements(a[i].ndim, a[i].shape) * mt_itemsize(a[i].dtype);
+        if (zmq_msg_size(&r->frames[i + 1]) != want)
+            return mt_fail(c, MT_EREPLY, "array %zu: %zu bytes, expected %llu", i,
+                           zmq_msg_size(&r->frames[i + 1]), (unsigned long long)want);
+    }
+    /* the reply is valid: now the caller's outputs against it */
+    size_t match[256];
+    for (size_t o = 0; o < n_out; ++o) {
+        size_t len = strlen(out[o].name);
+        match[o] = count;
+        for (size_t i = 0; i < count && match[o] == count; ++i)
+            if (a[i].name_len == len && memcmp(h + a[i].name_at, out[o].name, len) == 0)
+                match[o] = i;
+        if (match[o] == count) {
+            char names[600] = "";
+            size_t u = 0;
+            for (size_t i = 0; i < count && u < sizeof names; ++i)
+                u += (size_t)snprintf(names + u, sizeof names - u, "%s'%.*s'", i ? ", " : "",
+                                      (int)a[i].name_len, (const char *)h + a[i].name_at);
+            return mt_fail(c, MT_EFIELD, "mt_predict: output '%s' is not in the prediction, "
+                                         "whose outputs are [%s]", out[o].name, names);
+        }
+        size_t i = match[o];
+        uint64_t n = elements(a[i].ndim, a[i].shape);
+        char shape[200];
+        shape_text(a[i].ndim, a[i].shape, shape, sizeof shape);
+        if ((int)out[o].dtype != a[i].dtype)
+            return mt_fail(c, MT_EDTYPE, "mt_predict: output '%s' is %s %s, the buffer is for %s",
+                           out[o].name, mt_dtype_name((mt_dtype)a[i].dtype), shape,
+                           mt_dtype_name(out[o].dtype));
+        if (n > out[o].capacity)
+            return mt_fail(c, MT_ESHAPE, "mt_predict: output '%s' is %s %s: %llu elements, the "
+                                         "buffer holds %llu", out[o].name,
+                           mt_dtype_name((mt_dtype)a[i].dtype), shape, (unsigned long long)n,
+                           (unsigned long long)out[o].capacity);
+    }
+    for (size_t o = 0; o < n_out; ++o) {
+        size_t i = match[o];
+        memcpy(out[o].data, zmq_msg_data(&r->frames[i + 1]), zmq_msg_size(&r->frames[i + 1]));
+        out[o].ndim = a[i].ndim;
+        memset(out[o].shape, 0, sizeof out[o].shape);
+        memcpy(out[o].shape, a[i].shape, sizeof(uint64_t) * (size_t)a[i].ndim);
+        out[o].count = elements(a[i].ndim, a[i].shape);
+    }
+    return MT_OK;
+}
+
+/* A reply to this request: MT_OK (a prediction, outputs written), MT_EREFUSED, an
+ * output mismatch, or MT_EREPLY. *mine: whether it answers this request. */
+static mt_status take_reply(mt_client *c, reply *r, mt_output *out, size_t n_out,
+                            uint64_t *version, bool *mine) {
+    const uint8_t *h = zmq_msg_data(&r->frames[0]);
+    size_t size = zmq_msg_size(&r->frames[0]);
+    *mine = true;
+    if (size < MT_PREFIX_BYTES) return mt_fail(c, MT_EREPLY, "a reply of %zu bytes", size);
+    if (memcmp(h, "MTRN", 4) != 0) return mt_fail(c, MT_EREPLY, "a reply without the magic");
+    if (h[4] != MT_PROTOCOL_VERSION)
+        return mt_fail(c, MT_EREPLY, "a reply of protocol version %d, this side speaks %d", h[4],
+                       MT_PROTOCOL_VERSION);
+    int kind = h[MT_KIND_AT];
+    if (kind != KIND_PREDICTION && kind != KIND_REFUSED)
+        return mt_fail(c, MT_EREPLY, "message kind %d on the serving channel", kind);
+    size_t fixed = kind == KIND_REFUSED ? REFUSED_FIXED : PREDICTION_FIXED;
+    if (size < fixed) return mt_fail(c, MT_EREPLY, "a reply of %zu bytes", size);
+    if (get_u64(h + 16) != c->request_id) {
+        *mine = false; /* the late answer of an earlier request */
+        return MT_OK;
+    }
+    if (version != NULL) *version = get_u64(h + 24);
+    if (kind == KIND_PREDICTION) return take_prediction(c, r, out, n_out);
+    size_t length = (size_t)h[38] | (size_t)h[39] << 8;
+    if (size != REFUSED_FIXED + length)
+        return mt_fail(c, MT_EREPLY, "REFUSED of %zu bytes, detail of %zu", size, length);
+    if (r->all > 1) return mt_fail(c, MT_EREPLY, "REFUSED has one frame");
+    if (h[32] < 1 || h[32] > 5) return mt_fail(c, MT_EREPLY, "unknown refusal code %d", h[32]);
+    uint32_t retry = (uint32_t)h[34] | (uint32_t)h[35] << 8 | (uint32_t)h[36] << 16 |
+                     (uint32_t)h[37] << 24;
+    c->refusal = (mt_refusal)h[32];
+    c->refusal_retry = retry / 1000.0;
+    char detail[1100];
+    size_t n = length < sizeof detail - 1 ? length : sizeof detail - 1;
+    memcpy(detail, h + REFUSED_FIXED, n);
+    detail[n] = '\0';
+    return mt_fail(c, MT_EREFUSED, "the trainer refused the prediction (%s): %s",
+                   reasons[h[32]], detail);
+}
+
+mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
+                     mt_output *outputs, size_t n_outputs, double timeout_s,
+                     uint64_t *version) {
+    if (c == NULL) return MT_EINVAL;
+    mt_clear_error(c);
+    c->refusal = MT_REFUSAL_NONE;
+    c->refusal_retry = 0;
+    mt_status st = check_arguments(c, inputs, n_inputs, outputs, n_outputs, timeout_s);
+    if (st != MT_OK) return st;
+    double deadline = mt_now() + timeout_s;
+    char t[32];
+    mt_format_double(timeout_s, t);
+    st = connect_serving(c, deadline, timeout_s);
+    if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
+    if (st != MT_OK) return st;
+    int err = send_request(c, inputs, n_inputs, timeout_s, deadline);
+    if (err != 0) {
+        mt_predict_release(c);
+        if (err == EAGAIN)
+            return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "
+                                            "within %s s (the trainer is gone or restarting)", t);
+        return mt_fail(c, err == ENOMEM ? MT_ENOMEM : MT_EZMQ, "sending the request: %s",
+                       zmq_strerror(err));
+    }
+    reply *r = malloc(sizeof *r);
+    if (r == NULL) {
+        mt_predict_release(c);
+        return mt_fail(c, MT_ENOMEM, "out of memory");
+    }
+    for (;;) {
+        double left = deadline - mt_now();
+        zmq_pollitem_t item = {c->predict_socket, 0, ZMQ_POLLIN, 0};
+        int ready = 0;
+        if (left > 0) {
+            long ms = (long)(left * 1000);
+            while ((ready = zmq_poll(&item, 1, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
+        }
+        if (ready < 0 || (err = ready > 0 ? receive(c->predict_socket, r) : EAGAIN) != 0) {
+            if (ready < 0) err = errno;
+            st = err == EAGAIN ? mt_fail(c, MT_ETIMEDOUT, "no prediction within %s s (the trainer "
+                                                         "busy or gone)", t)
+                               : mt_fail(c, MT_EZMQ, "receiving the reply: %s", zmq_strerror(err));
+            mt_predict_release(c);
+            break;
+        }
+        bool mine;
+        st = take_reply(c, r, outputs, n_outputs, version, &mine);
+        reply_close(r);
+        if (st == MT_EREPLY) mt_predict_release(c);
+        if (st != MT_OK || mine) break;
+    }
+    free(r);
+    return st;
+}

@@ -1,0 +1,365 @@
+"""The C client's `mt_predict` (docs/protocol.md, section 16) against the Python side.
+
+* The wire, with the Python codec as the oracle: a PREDICT the C client sends, read at
+  a plain ROUTER socket, decodes with `decode_predict` to the arrays, ids, timeout and
+  run id it was given, and its header is byte for byte `encode_predict`'s; replies
+  made by `encode_prediction` and `encode_refused` come out of the C client as those
+  arrays, that version, that reason. A late answer to an earlier request is dropped; a
+  malformed reply is `MT_EREPLY`, and the next request reconnects.
+* Against the real `PredictServer` (the trainer's serving socket): a round trip, a
+  request before serving (no serve file: `MT_ETIMEDOUT`; bound but not serving:
+  refused `not_serving`), another run (`wrong_run`), inputs that are not the published
+  ones (refused before anything is sent), outputs that do not fit their buffers.
+* Under AddressSanitizer: the same scripts leak nothing and read nothing out of bounds.
+
+The C side is `clients/c/tests/mt_script.c` (its ``input``, ``output``, ``predict``
+commands). The simulations of a real trainer (C and Fortran) are in
+tests/c/test_c_predict_study.py.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
+
+from melissa_trainer import wire as P
+from melissa_trainer.stream.serving import PredictServer
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
+INPUTS = {"u": ((4,), "float32")}
+VERSION = 17
+
+
+class Script:
+    """An mt_script process fed line by line (so a test can answer in between)."""
+
+    def __init__(self, exe: Path, env: dict[str, str] | None = None) -> None:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+        self.proc = subprocess.Popen(
+            [str(exe)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean, **(env or {})},
+        )
+        self.line = 0
+
+    def send(self, *lines: str) -> int:
+        """Write `lines`; the number of the last."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(f"{line}\n" for line in lines))
+        self.proc.stdin.flush()
+        self.line += len(lines)
+        return self.line
+
+    def finish(self, timeout: float = 60) -> tuple[dict[int, list[str]], str]:
+        """Close stdin and wait: each line's outputs (status line first), stderr."""
+        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode == 0, err
+        lines: dict[int, list[str]] = {}
+        for text in out.splitlines():
+            number, rest = text.split(" ", 1)
+            lines.setdefault(int(number), []).append(rest)
+        return lines, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def sink(zctx: zmq.Context) -> str:
+    """A PULL endpoint for the stream the client must start (nothing is sent there)."""
+    pull = zctx.socket(zmq.PULL)
+    pull.bind("tcp://127.0.0.1:*")
+    return str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
+
+
+def start_lines(sink: str, sim: int = 7) -> list[str]:
+    return [f"id {sim}", f"endpoints {sink}", "field x 1 1 3", "start"]
+
+
+def status(lines: dict[int, list[str]], n: int) -> tuple[int, str]:
+    """The status and message of line `n` (its last output line)."""
+    code, _, message = lines[n][-1].partition(" ")
+    return int(code), message.strip()
+
+
+def outputs_of(lines: dict[int, list[str]], n: int) -> tuple[int, dict[str, np.ndarray]]:
+    version, outs = -1, {}
+    for text in lines[n]:
+        if text.startswith("version "):
+            version = int(text.split()[1])
+        elif text.startswith("out "):
+            head, values = text[4:].split(" :")
+            name, ndim, *dims = head.split()
+            assert len(dims) == int(ndim)
+            outs[name] = np.array([float(v) for v in values.split()]).reshape(
+                tuple(map(int, dims))
+            )
+    return version, outs
+
+
+def recv_request(router: zmq.Socket) -> tuple[bytes, list[bytes]]:
+    assert router.poll(30_000), "no request from the C client"
+    identity, *frames = router.recv_multipart()
+    return identity, frames
+
+
+def test_request_and_replies_through_the_python_codec(
+    script_exe: Path,  # noqa: F811
+    zctx: zmq.Context,
+    sink: str,
+) -> None:
+    router = zctx.socket(zmq.ROUTER)
+    router.setsockopt(zmq.LINGER, 0)
+    router.bind("tcp://127.0.0.1:*")
+    serve = router.getsockopt_string(zmq.LAST_ENDPOINT)
+    script = Script(script_exe, {"MELISSA_TRAINER_RUN_ID": "run-7"})
+    try:
+        script.send(*start_lines(sink, sim=7), f"serve {serve}")
+        u = np.array([1.5, -2.0, 0.25, 3.0], np.float32)
+        k = np.array([[1, 2, 3], [4, 5, 6]], np.int64)
+        ask = script.send(
+            "input u 1 1 4 : 1.5 -2 0.25 3",
+            "input k 7 2 2 3 : 1 2 3 4 5 6",
+            "output y 2 8",
+            "output n 6 1",
+            "predict 2.5",
+        )
+        identity, frames = recv_request(router)
+        request = P.decode_predict(frames, 1 << 20)
+        assert (request.simulation_id, request.request_id) == (7, 1)
+        assert (request.timeout_ms, request.run_id) == (2500, "run-7")
+        assert list(request.arrays) == ["u", "k"]
+        np.testing.assert_array_equal(request.arrays["u"], u)
+        np.testing.assert_array_equal(request.arrays["k"], k)
+        assert request.arrays["k"].dtype == np.int64
+        want = P.encode_predict(7, 1, 2500, "run-7", {"u": u, "k": k})
+        assert frames == [bytes(f) for f in want]  # byte for byte
+        y = np.arange(6, dtype=np.float64).reshape(3, 2) / 8
+        n = np.array([42], np.int32)
+        router.send_multipart([identity, *P.encode_prediction(7, 1, 120, {"y": y, "n": n})])
+
+        refused = script.send("predict 2.5")
+        identity, frames = recv_request(router)
+        assert P.decode_predict(frames, 1 << 20).request_id == 2
+        detail = "64 requests wait already"
+        router.send_multipart([identity, P.encode_refused(7, 2, 121, "busy", detail, 250)])
+
+        late = script.send("predict 2.5")
+        identity, frames = recv_request(router)
+        assert P.decode_predict(frames, 1 << 20).request_id == 3
+        stale = P.encode_prediction(7, 2, 122, {"y": np.zeros((3, 2)), "n": n})  # request 2's
+        router.send_multipart([identity, *stale])
+        router.send_multipart([identity, *P.encode_prediction(7, 3, 123, {"y": -y, "n": n})])
+
+        broken = script.send("predict 2.5")
+        identity, frames = recv_request(router)
+        bad = bytearray(P.encode_refused(7, 4, 124, "busy"))
+        bad[0:4] = b"XXXX"
+        router.send_multipart([identity, bytes(bad)])
+
+        again = script.send("predict 2.5")  # a new socket: a new identity at the ROUTER
+        identity2, frames = recv_request(router)
+        assert identity2 != identity and P.decode_predict(frames, 1 << 20).request_id == 5
+        router.send_multipart([identity2, *P.encode_prediction(7, 5, 125, {"y": y, "n": n})])
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+    assert status(lines, ask) == (0, "")
+    version, outs = outputs_of(lines, ask)
+    assert version == 120
+    np.testing.assert_array_equal(outs["y"], y)
+    np.testing.assert_array_equal(outs["n"], n)
+    assert lines[refused][0] == "refusal 1 0.25"
+    code, message = status(lines, refused)
+    assert code == MT_EREFUSED and f"(busy): {detail}" in message
+    version, outs = outputs_of(lines, late)
+    assert version == 123 and status(lines, late)[0] == 0
+    np.testing.assert_array_equal(outs["y"], -y)
+    code, message = status(lines, broken)
+    assert code == MT_EREPLY and "magic" in message
+    assert outputs_of(lines, again)[0] == 125
+
+
+def drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
+    """Answer every queued request with ``y = 2 u + VERSION`` (the model stand-in)."""
+
+    def run() -> None:
+        while not stop.is_set():
+            if server.wait_pending(0.05):
+                for pending in server.take(8):
+                    u = pending.request.arrays["u"]
+                    server.answer(pending, {"y": (2 * u + VERSION).astype(np.float32)}, VERSION)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path) -> None:  # noqa: F811
+    """Round trips through the rendezvous; bad inputs and outputs refused before
+    anything is sent (the server counts only the good requests)."""
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path / "rv", run_id="run-a", max_queue=4)
+    server.start()
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    env = {"MELISSA_TRAINER_RUN_ID": "run-a", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
+    script = Script(script_exe, env)
+    try:
+        script.send(*start_lines(sink, sim=3))
+        good = script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        shape = script.send("unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20")
+        dtype = script.send("unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        name = script.send("unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        extra = script.send("input u 1 1 4 : 1 2 3 4", "predict 20")
+        small = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 1 2", "predict 20")
+        other = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output z 1 4", "predict 20")
+        kind = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 2 4", "predict 20")
+        last = script.send("unstage", "input u 1 1 4 : 0 0 0 1", "output y 1 4", "predict 20")
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+        stop.set()
+        thread.join()
+        server.stop()
+    version, outs = outputs_of(lines, good)
+    assert version == VERSION and status(lines, good) == (0, "")
+    np.testing.assert_array_equal(outs["y"], [19, 21, 23, 25])
+    assert status(lines, shape) == (MT_ESHAPE, "mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)")
+    assert status(lines, dtype) == (MT_EDTYPE, "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)")
+    assert status(lines, name) == (MT_EFIELD, "mt_predict: arrays ['v'], the trainer serves inputs ['u']")
+    assert status(lines, extra)[0] == MT_EFIELD
+    # outputs are checked against the answer (sent, answered, then not written)
+    assert status(lines, small) == (
+        MT_ESHAPE, "mt_predict: output 'y' is float32 (4,): 4 elements, the buffer holds 2"
+    )  # fmt: skip
+    assert status(lines, other) == (
+        MT_EFIELD, "mt_predict: output 'z' is not in the prediction, whose outputs are ['y']"
+    )  # fmt: skip
+    assert status(lines, kind)[0] == MT_EDTYPE
+    np.testing.assert_array_equal(outputs_of(lines, last)[1]["y"], [17, 17, 17, 19])
+    assert server.telemetry() == {"requests": 5, "answered": 5}
+
+
+def test_before_serving_a_timeout_then_not_serving(
+    script_exe: Path,  # noqa: F811
+    sink: str,
+    tmp_path: Path,
+) -> None:
+    """No serve file yet: MT_ETIMEDOUT (the simulation falls back); a socket bound but
+    not serving: refused ``not_serving``. Neither blocks past its timeout."""
+    env = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
+    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    script = Script(script_exe, env)
+    try:
+        script.send(*start_lines(sink, sim=0), *ask)
+        early = script.send("predict 0.3")
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+    code, message = status(lines, early)
+    assert code == MT_ETIMEDOUT
+    assert message.endswith("within 0.3 s: no trainer serves predictions there (yet)")
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path)
+    server.start()
+    script = Script(script_exe, env)
+    try:
+        script.send(*start_lines(sink, sim=0), *ask)
+        refused = script.send("predict 20")
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+        server.stop()
+    assert lines[refused][0].startswith("refusal 2 ")
+    code, message = status(lines, refused)
+    assert code == MT_EREFUSED and "(not_serving)" in message
+
+
+def test_another_runs_trainer_refuses_or_is_ignored(
+    script_exe: Path,  # noqa: F811
+    sink: str,
+    tmp_path: Path,
+) -> None:
+    """A simulation of run-b: told the endpoint, the trainer of run-a refuses it
+    ``wrong_run``; through the rendezvous, run-a's serve file is ignored (a timeout
+    that says so)."""
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path, run_id="run-a")
+    server.start()
+    server.serving = True
+    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    try:
+        env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
+        script = Script(script_exe, env)
+        script.send(*start_lines(sink), *ask)
+        told = script.send("predict 20")
+        lines, _ = script.finish()
+        script.kill()
+        env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)}
+        script = Script(script_exe, env)
+        script.send(*start_lines(sink), *ask)
+        looked = script.send("predict 0.3")
+        lines2, _ = script.finish()
+        script.kill()
+    finally:
+        server.stop()
+    assert lines[told][0].startswith("refusal 3 ")
+    assert status(lines, told)[0] == MT_EREFUSED
+    code, message = status(lines2, looked)
+    assert code == MT_ETIMEDOUT and "belongs to another run (['run-a'])" in message
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_predict_paths_under_sanitizers(
+    sanitized_c_client: CClient,  # noqa: F811
+    sink: str,
+    tmp_path: Path,
+) -> None:
+    """Every path of mt_predict (answer, refusals, bad inputs and outputs, timeouts)
+    under AddressSanitizer and UBSan: no leak, no error."""
+    exe = sanitized_c_client.build_dir / "tests" / "mt_script"
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path / "rv")
+    server.start()
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    env = {**SANITIZER_ENV, "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
+    script = Script(exe, env)
+    try:
+        script.send(*start_lines(sink))
+        script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+        script.send("unstage", "input u 1 1 3 : 1 2 3", "predict 20")
+        script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 1", "predict 20")
+        script.send("serve tcp://127.0.0.1:1", "predict 0.2")  # nobody there: a timeout
+        lines, err = script.finish(timeout=120)
+    finally:
+        script.kill()
+        stop.set()
+        thread.join()
+        server.stop()
+    assert "ERROR" not in err and "runtime error" not in err, err
+    codes = [status(lines, n)[0] for n in sorted(lines) if lines[n][-1][0].isdigit()]
+    assert MT_ESHAPE in codes and MT_ETIMEDOUT in codes

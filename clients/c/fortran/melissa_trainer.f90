@@ -30,9 +30,10 @@
 !> caller's back (a copy would break mt_set_reuse's MT_REUSE_NEXT_SEND). A default
 !> `logical` array (4 bytes) matches no specific procedure: use logical(c_bool).
 !>
-!> The module re-exports melissa_trainer_core (constants, the type, errors) and
-!> melissa_trainer_setup (create, set, declare, start); melissa_trainer_mpi (a separate
-!> library, with MPI) adds mt_start_mpi.
+!> The module re-exports melissa_trainer_core (constants, the type, errors),
+!> melissa_trainer_setup (create, set, declare, start) and melissa_trainer_predict
+!> (mt_predict: the trainer's current model asked for a prediction);
+!> melissa_trainer_mpi (a separate library, with MPI) adds mt_start_mpi.
 !>
 !> Errors: every subroutine that can fail (all but mt_abort) has an optional last
 !> argument `ierr` (integer), set to the
@@ -45,11 +46,15 @@ module melissa_trainer
   use melissa_trainer_c
   use melissa_trainer_core
   use melissa_trainer_setup
+  use melissa_trainer_predict
   implicit none
   private
 
   public :: MT_OK, MT_EINVAL, MT_EFIELD, MT_EDTYPE, MT_ESHAPE, MT_ESTATE, MT_EENV, &
-            MT_ERENDEZVOUS, MT_ETIMEDOUT, MT_EZMQ, MT_ENOMEM, MT_EMPI
+            MT_ERENDEZVOUS, MT_ETIMEDOUT, MT_EZMQ, MT_ENOMEM, MT_EMPI, MT_EREFUSED, MT_EREPLY
+  public :: MT_REFUSAL_NONE, MT_REFUSAL_BUSY, MT_REFUSAL_NOT_SERVING, MT_REFUSAL_WRONG_RUN, &
+            MT_REFUSAL_BAD_REQUEST, MT_REFUSAL_FAILED
+  public :: mt_predict, mt_predict_refusal, mt_set_serve_endpoints
   public :: MT_FLOAT32, MT_FLOAT64, MT_FLOAT16, MT_INT8, MT_INT16, MT_INT32, MT_INT64, &
             MT_UINT8, MT_UINT16, MT_UINT32, MT_UINT64, MT_BOOL
   public :: MT_REUSE_IMMEDIATE, MT_REUSE_NEXT_SEND

@@ -3,7 +3,8 @@
 ! program uses the module melissa_trainer (melissa_trainer.f90), which wraps these.
 module melissa_trainer_c
   use, intrinsic :: iso_c_binding, only: c_ptr, c_char, c_int, c_int64_t, c_double, &
-                                         c_size_t, c_null_char, c_associated, c_f_pointer
+                                         c_size_t, c_null_char, c_associated, c_f_pointer, &
+                                         c_null_ptr
   implicit none
   private
   public :: c_string, f_string
@@ -15,7 +16,21 @@ module melissa_trainer_c
             mt_declare_part_count_c, mt_client_start_c, mt_send_c, mt_flush_c, &
             mt_client_close_c, mt_client_abort_c, mt_client_simulation_id_c, &
             mt_client_receivers_c, mt_client_parameter_c, mt_field_count_c, &
-            mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c
+            mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
+            mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c
+
+  !> mt_input and mt_output of melissa_trainer.h (mt_predict's arrays).
+  type, bind(C), public :: mt_input_c
+    type(c_ptr) :: name = c_null_ptr, data = c_null_ptr, shape = c_null_ptr
+    integer(c_int) :: dtype = 0, ndim = 0
+  end type
+  type, bind(C), public :: mt_output_c
+    type(c_ptr) :: name = c_null_ptr, data = c_null_ptr
+    integer(c_int64_t) :: capacity = 0
+    integer(c_int) :: dtype = 0, ndim = 0
+    integer(c_int64_t) :: shape(8) = 0
+    integer(c_int64_t) :: count = 0
+  end type
 
   ! Enumerations are passed as int (C11: an enum's type is compatible with an integer
   ! type that holds its values; gcc and clang use int for these small ones). uint64_t
@@ -212,6 +227,32 @@ module melissa_trainer_c
       type(c_ptr), value :: c
       integer(c_size_t), value :: index
       integer(c_int64_t), value :: offset
+      integer(c_int) :: status
+    end function
+    function mt_predict_c(c, inputs, n_inputs, outputs, n_outputs, timeout_s, version) &
+        bind(C, name="mt_predict") result(status)
+      import :: c_ptr, c_int, c_size_t, c_double, c_int64_t, mt_input_c, mt_output_c
+      type(c_ptr), value :: c
+      type(mt_input_c), intent(in) :: inputs(*)
+      integer(c_size_t), value :: n_inputs
+      type(mt_output_c), intent(inout) :: outputs(*)
+      integer(c_size_t), value :: n_outputs
+      real(c_double), value :: timeout_s
+      integer(c_int64_t), intent(out) :: version
+      integer(c_int) :: status
+    end function
+    function mt_predict_refusal_c(c, retry_after_s) bind(C, name="mt_predict_refusal") &
+        result(code)
+      import :: c_ptr, c_int, c_double
+      type(c_ptr), value :: c
+      real(c_double), intent(out) :: retry_after_s
+      integer(c_int) :: code
+    end function
+    function mt_set_serve_endpoints_c(c, endpoints) bind(C, name="mt_set_serve_endpoints") &
+        result(status)
+      import :: c_ptr, c_int, c_char
+      type(c_ptr), value :: c
+      character(kind=c_char), intent(in) :: endpoints(*)
       integer(c_int) :: status
     end function
     function c_strlen(s) bind(C, name="strlen") result(n)

@@ -114,9 +114,7 @@ def outputs_of(lines: dict[int, list[str]], n: int) -> tuple[int, dict[str, np.n
             head, values = text[4:].split(" :")
             name, ndim, *dims = head.split()
             assert len(dims) == int(ndim)
-            outs[name] = np.array([float(v) for v in values.split()]).reshape(
-                tuple(map(int, dims))
-            )
+            outs[name] = np.array([float(v) for v in values.split()]).reshape(tuple(map(int, dims)))
     return version, outs
 
 
@@ -248,9 +246,18 @@ def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path)
     version, outs = outputs_of(lines, good)
     assert version == VERSION and status(lines, good) == (0, "")
     np.testing.assert_array_equal(outs["y"], [19, 21, 23, 25])
-    assert status(lines, shape) == (MT_ESHAPE, "mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)")
-    assert status(lines, dtype) == (MT_EDTYPE, "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)")
-    assert status(lines, name) == (MT_EFIELD, "mt_predict: arrays ['v'], the trainer serves inputs ['u']")
+    assert status(lines, shape) == (
+        MT_ESHAPE,
+        "mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)",
+    )
+    assert status(lines, dtype) == (
+        MT_EDTYPE,
+        "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)",
+    )
+    assert status(lines, name) == (
+        MT_EFIELD,
+        "mt_predict: arrays ['v'], the trainer serves inputs ['u']",
+    )
     assert status(lines, extra)[0] == MT_EFIELD
     # outputs are checked against the answer (sent, answered, then not written)
     assert status(lines, small) == (
@@ -311,7 +318,10 @@ def test_another_runs_trainer_refuses_or_is_ignored(
     server.serving = True
     ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
     try:
-        env = {"MELISSA_TRAINER_RUN_ID": "run-b", "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
+        env = {
+            "MELISSA_TRAINER_RUN_ID": "run-b",
+            "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or "",
+        }
         script = Script(script_exe, env)
         script.send(*start_lines(sink), *ask)
         told = script.send("predict 20")

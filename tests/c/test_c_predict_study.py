@@ -181,8 +181,8 @@ def simulations(client: CClient, tmp_path: Path) -> tuple[Path, bool]:
         f_sim = tmp_path / "sim_fortran"
         lib = client.lib_dir
         subprocess.run(
-            ["gfortran", "-std=f2018", "-Wall", "-Werror", f"-I{modules}", str(tmp_path / "sim.f90"),
-             "-o", str(f_sim), f"-L{lib}", "-lmelissa_trainer_fortran",
+            ["gfortran", "-std=f2018", "-Wall", "-Werror", f"-I{modules}",
+             str(tmp_path / "sim.f90"), "-o", str(f_sim), f"-L{lib}", "-lmelissa_trainer_fortran",
              "-lmelissa_trainer_client", f"-Wl,-rpath,{lib}"],
             check=True, capture_output=True, timeout=120,
         )  # fmt: skip

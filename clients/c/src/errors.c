@@ -71,10 +71,21 @@ const char *mt_dtype_name(mt_dtype dtype) {
 }
 const char *mt_dtype_str(mt_dtype dtype) { return mt_itemsize(dtype) ? dtypes[dtype].str : "?"; }
 
+#ifdef MT_TESTING
+/* Tests only (the library the unit tests link, never installed): seconds added to the
+ * clock, to make a pause without waiting for it. */
+static _Atomic long long clock_offset_ns = 0; /* (an integer: lock-free, no libatomic) */
+void mt_testing_advance_clock(double seconds) { clock_offset_ns += (long long)(seconds * 1e9); }
+#endif
+
 double mt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+#ifdef MT_TESTING
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (double)clock_offset_ns * 1e-9;
+#else
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#endif
 }
 
 void mt_format_double(double v, char out[32]) {

@@ -149,7 +149,10 @@ void mt_clear_error(mt_client *c);
 size_t mt_itemsize(mt_dtype dtype);
 const char *mt_dtype_name(mt_dtype dtype);
 const char *mt_dtype_str(mt_dtype dtype);
-double mt_now(void);
+double mt_now(void); /* monotonic seconds */
+#ifdef MT_TESTING
+void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
+#endif
 /* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);

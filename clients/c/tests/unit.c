@@ -1,6 +1,7 @@
 /* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the check
- * behind the FINITE flag, the state rules, and a client streaming into a PULL socket of this process (HELLO, DATA in one
- * and two frames, BATCH sent by the flusher thread, BYE). Exits non-zero on failure. */
+ * behind the FINITE flag, the state rules, a client streaming into a PULL socket of this process (HELLO, DATA in one
+ * and two frames, BATCH sent by the flusher thread, BYE), and the order of steps after a pause (with the
+ * clock of the MT_TESTING build, moved). Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -261,6 +262,59 @@ static void test_stream(void) {
     zmq_ctx_term(ctx);
 }
 
+/* A send after a pause (longer than the batch delay) goes at once as DATA; steps batched
+ * before it, which the flusher has not sent yet (a loaded machine: here, a batch delay
+ * of 1000 s and a clock moved past it), must leave first: a receiver gets one client's
+ * steps in the order sent (docs/protocol.md, section 11). Got 0, 2, 1 before the fix. */
+static void test_send_after_a_pause_keeps_step_order(void) {
+    void *ctx = zmq_ctx_new();
+    void *pull = zmq_socket(ctx, ZMQ_PULL);
+    int timeout = 10000;
+    zmq_setsockopt(pull, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+    CHECK(zmq_bind(pull, "tcp://127.0.0.1:*") == 0);
+    char endpoint[256];
+    size_t len = sizeof endpoint;
+    zmq_getsockopt(pull, ZMQ_LAST_ENDPOINT, endpoint, &len);
+    mt_client *c;
+    uint64_t shape[1] = {4};
+    int32_t s[4] = {1, 2, 3, 4};
+    CHECK(mt_client_create(&c) == MT_OK);
+    CHECK(mt_set_simulation_id(c, 5) == MT_OK);
+    CHECK(mt_set_endpoints(c, endpoint) == MT_OK);
+    CHECK(mt_set_batching(c, 65536, 1000.0) == MT_OK); /* the flusher sends nothing here */
+    CHECK(mt_declare_field(c, "s", MT_INT32, 1, shape) == MT_OK);
+    CHECK(mt_client_start(c) == MT_OK);
+    CHECK(mt_send(c, 0, "s", MT_INT32, s, 4) == MT_OK); /* DATA: no earlier send */
+    CHECK(mt_send(c, 1, "s", MT_INT32, s, 4) == MT_OK); /* batched, held */
+    mt_testing_advance_clock(2000.0);                   /* a pause longer than the delay */
+    CHECK(mt_send(c, 2, "s", MT_INT32, s, 4) == MT_OK); /* DATA at once */
+    CHECK(mt_client_close(c) == MT_OK);
+    static unsigned char frames[8][200000];
+    size_t sizes[8];
+    uint64_t order[8];
+    size_t steps = 0;
+    for (int msgs = 0; msgs < 10; ++msgs) {
+        size_t n = recv_message(pull, frames, sizes);
+        CHECK(n > 0);
+        if (n == 0) break;
+        int kind = frames[0][5];
+        if (kind == MT_KIND_BYE) break;
+        if (kind == MT_KIND_DATA && steps < 8) memcpy(&order[steps++], frames[0] + 16, 8);
+        if (kind == MT_KIND_BATCH) { /* the records' steps: one record of 's' here */
+            CHECK(frames[0][16] == 1);
+            if (steps < 8) memcpy(&order[steps++], frames[0] + sizes[0] - 16 - 8, 8);
+        }
+    }
+    CHECK(steps == 3);
+    if (steps == 3) {
+        fprintf(stderr, "steps arrived: %llu %llu %llu\n", (unsigned long long)order[0],
+                (unsigned long long)order[1], (unsigned long long)order[2]);
+        CHECK(order[0] == 0 && order[1] == 1 && order[2] == 2);
+    }
+    zmq_close(pull);
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
     test_format_double();
     test_json();
@@ -269,6 +323,7 @@ int main(void) {
     test_all_finite();
     test_state_rules();
     test_stream();
+    test_send_after_a_pause_keeps_step_order();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("all unit tests passed\n");
     return failures ? 1 : 0;

@@ -182,6 +182,15 @@ def test_request_and_replies_through_the_python_codec(
         identity2, frames = recv_request(router)
         assert identity2 != identity and P.decode_predict(frames, 1 << 20).request_id == 5
         router.send_multipart([identity2, *P.encode_prediction(7, 5, 125, {"y": y, "n": n})])
+
+        unanswered = script.send("predict 0.3")  # read, never answered: a timeout
+        identity3, frames = recv_request(router)
+        assert P.decode_predict(frames, 1 << 20).request_id == 6
+        after = script.send("predict 2.5")  # asked again on a new socket
+        identity4, frames = recv_request(router)
+        assert identity4 != identity3 and P.decode_predict(frames, 1 << 20).request_id == 7
+        router.send_multipart([identity3, *P.encode_prediction(7, 6, 126, {"y": y, "n": n})])
+        router.send_multipart([identity4, *P.encode_prediction(7, 7, 127, {"y": y, "n": n})])
         lines, _ = script.finish()
     finally:
         script.kill()
@@ -199,6 +208,11 @@ def test_request_and_replies_through_the_python_codec(
     code, message = status(lines, broken)
     assert code == MT_EREPLY and "magic" in message
     assert outputs_of(lines, again)[0] == 125
+    code, message = status(lines, unanswered)
+    assert (
+        code == MT_ETIMEDOUT and message == "no prediction within 0.3 s (the trainer busy or gone)"
+    )
+    assert outputs_of(lines, after)[0] == 127  # (the late answer went to the closed socket)
 
 
 def drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
@@ -339,6 +353,46 @@ def test_another_runs_trainer_refuses_or_is_ignored(
     assert status(lines, told)[0] == MT_EREFUSED
     code, message = status(lines2, looked)
     assert code == MT_ETIMEDOUT and "belongs to another run (['run-a'])" in message
+
+
+def test_curve_key_of_the_serve_file_is_used(
+    script_exe: Path,  # noqa: F811
+    sink: str,
+    tmp_path: Path,
+) -> None:
+    """A serving socket with CURVE keys: the C client that reads the serve file (its
+    public key) is answered; one given the endpoint without the key gets no answer (a
+    timeout: the handshake fails), and never a reply it cannot trust."""
+    if not zmq.has("curve"):
+        pytest.skip("pyzmq's libzmq was built without CURVE")
+    public, secret = zmq.curve_keypair()
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path, curve=(secret, public))
+    server.start()
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+    try:
+        script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)})
+        script.send(*start_lines(sink), *ask)
+        keyed = script.send("predict 20")
+        lines, _ = script.finish()
+        script.kill()
+        script = Script(script_exe, {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""})
+        script.send(*start_lines(sink), *ask)
+        plain = script.send("predict 0.5")
+        lines2, _ = script.finish()
+        script.kill()
+    finally:
+        stop.set()
+        thread.join()
+        server.stop()
+    code, message = status(lines, keyed)
+    if code != 0 and "built without" in message:
+        pytest.skip(f"the C client's libzmq: {message}")
+    assert code == 0 and outputs_of(lines, keyed)[0] == VERSION
+    assert status(lines2, plain)[0] == MT_ETIMEDOUT
+    assert server.telemetry() == {"requests": 1, "answered": 1}
 
 
 @pytest.mark.slow

@@ -115,6 +115,23 @@ class CClient:
         return Path(output)
 
 
+def compile_fortran_program(client: CClient, source: str, out_dir: Path, name: str) -> Path:
+    """The Fortran program `source` built against `client`'s installed module (gfortran,
+    -std=f2018 -Wall -Werror) into out_dir/name; skips without gfortran or the module."""
+    modules, lib = client.prefix / "include" / "fortran", client.lib_dir
+    if shutil.which("gfortran") is None:
+        missing_tool("needs gfortran")
+    if not (modules / "melissa_trainer.mod").exists():
+        missing_tool("the Fortran module was not built (MT_FORTRAN off: no Fortran compiler)")
+    path = out_dir / f"{name}.f90"
+    path.write_text(source)
+    binary = out_dir / name
+    _run(["gfortran", "-std=f2018", "-Wall", "-Werror", f"-I{modules}", path, "-o", binary,
+          f"-L{lib}", "-lmelissa_trainer_fortran", "-lmelissa_trainer_client",
+          f"-Wl,-rpath,{lib}"], f"compiling {path}")  # fmt: skip
+    return binary
+
+
 def find_mpicc() -> str | None:
     """The MPI C compiler wrapper of the tests' mpiexec (the mpich wheel's), or None."""
     mpiexec = find_mpiexec()

@@ -12,7 +12,6 @@ the version it names applied to the inputs the simulation sent.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-from compiled import CClient, c_client  # noqa: F401 (a fixture)
+from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
 
 from melissa_trainer import (
     Hook,
@@ -177,15 +176,7 @@ def simulations(client: CClient, tmp_path: Path) -> tuple[Path, bool]:
     f_sim, fortran = c_sim, False
     modules = client.prefix / "include" / "fortran"
     if shutil.which("gfortran") and (modules / "melissa_trainer_predict.mod").exists():
-        (tmp_path / "sim.f90").write_text(FORTRAN_SIMULATION)
-        f_sim = tmp_path / "sim_fortran"
-        lib = client.lib_dir
-        subprocess.run(
-            ["gfortran", "-std=f2018", "-Wall", "-Werror", f"-I{modules}",
-             str(tmp_path / "sim.f90"), "-o", str(f_sim), f"-L{lib}", "-lmelissa_trainer_fortran",
-             "-lmelissa_trainer_client", f"-Wl,-rpath,{lib}"],
-            check=True, capture_output=True, timeout=120,
-        )  # fmt: skip
+        f_sim = compile_fortran_program(client, FORTRAN_SIMULATION, tmp_path, "sim_fortran")
         fortran = True
     wrapper = tmp_path / "sim.sh"
     wrapper.write_text(

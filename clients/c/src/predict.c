@@ -17,16 +17,7 @@
 #include "serve.h"
 
 #define KIND_PREDICT 6
-#define KIND_PREDICTION 7
-#define KIND_REFUSED 8
-#define PREDICT_FIXED 30u     /* prefix + request id, timeout, count, run id length */
-#define PREDICTION_FIXED 34u  /* prefix + request id, version, count, reserved */
-#define REFUSED_FIXED 40u     /* prefix + request id, version, reason, reserved, retry, D */
-#define MAX_FRAMES 257        /* a header and 255 payloads, and one more to say "too many" */
-#define MAX_REPLY_BYTES ((uint64_t)1 << 30)
-
-static const char *const reasons[] = {"", "busy", "not_serving", "wrong_run", "bad_request",
-                                      "failed"};
+#define PREDICT_FIXED 30u /* prefix + request id, timeout, count, run id length */
 
 void mt_predict_release(mt_client *c) {
     if (c->predict_socket != NULL) {
@@ -68,20 +59,6 @@ mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s) {
     return c == NULL ? MT_REFUSAL_NONE : c->refusal;
 }
 
-static uint64_t elements(int ndim, const uint64_t *shape) {
-    uint64_t n = 1;
-    for (int d = 0; d < ndim; ++d) n = shape[d] != 0 && n > UINT64_MAX / shape[d] ? 0 : n * shape[d];
-    return n;
-}
-
-static void shape_text(int ndim, const uint64_t *shape, char *out, size_t size) {
-    size_t used = (size_t)snprintf(out, size, "(");
-    for (int d = 0; d < ndim && used < size; ++d)
-        used += (size_t)snprintf(out + used, size - used, "%s%llu", d ? ", " : "",
-                                 (unsigned long long)shape[d]);
-    if (used < size) snprintf(out + used, size - used, ndim == 1 ? ",)" : ")");
-}
-
 /* The arguments' own rules (before any I/O). */
 static mt_status check_arguments(mt_client *c, const mt_input *in, size_t n_in,
                                  const mt_output *out, size_t n_out, double timeout) {
@@ -103,7 +80,7 @@ static mt_status check_arguments(mt_client *c, const mt_input *in, size_t n_in,
             a->data == NULL)
             return mt_fail(c, MT_EINVAL, "mt_predict: input '%s': ndim 0 to 8, with a shape and "
                                          "data", a->name);
-        if (elements(a->ndim, a->shape) == 0)
+        if (mt_elements(a->ndim, a->shape) == 0)
             return mt_fail(c, MT_ESHAPE, "mt_predict: input '%s': dimensions must be >= 1",
                            a->name);
         for (size_t j = 0; j < i; ++j)
@@ -149,8 +126,8 @@ static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
         for (int d = 0; shape && d < s->ndim; ++d) shape = s->shape[d] == in[i].shape[d];
         if (s->dtype != in[i].dtype || !shape) {
             char got[200], want[200];
-            shape_text(in[i].ndim, in[i].shape, got, sizeof got);
-            shape_text(s->ndim, s->shape, want, sizeof want);
+            mt_shape_text(in[i].ndim, in[i].shape, got, sizeof got);
+            mt_shape_text(s->ndim, s->shape, want, sizeof want);
             return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
                            "mt_predict: input '%s' is %s %s, declared %s %s", in[i].name,
                            mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want);
@@ -239,7 +216,7 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
     for (size_t i = 0; err == 0 && i <= n_in; ++i) {
         const void *p = i == 0 ? (const void *)b.data : in[i - 1].data;
         size_t n = i == 0 ? b.len
-                          : (size_t)(elements(in[i - 1].ndim, in[i - 1].shape) *
+                          : (size_t)(mt_elements(in[i - 1].ndim, in[i - 1].shape) *
                                      mt_itemsize(in[i - 1].dtype));
         int rc;
         while ((rc = zmq_send(c->predict_socket, p, n, i < n_in ? ZMQ_SNDMORE : 0)) < 0 &&
@@ -249,177 +226,6 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
     }
     free(b.data);
     return err;
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int k = 7; k >= 0; --k) v = v << 8 | p[k];
-    return v;
-}
-
-/* A decoded reply (frames[0] the header). */
-typedef struct reply {
-    zmq_msg_t frames[MAX_FRAMES];
-    size_t n;   /* frames kept */
-    size_t all; /* frames received */
-} reply;
-
-static void reply_close(reply *r) {
-    for (size_t i = 0; i < r->n; ++i) zmq_msg_close(&r->frames[i]);
-    r->n = r->all = 0;
-}
-
-/* Receive one whole message. 0 or the errno. */
-static int receive(void *s, reply *r) {
-    r->n = r->all = 0;
-    int more = 1;
-    while (more) {
-        zmq_msg_t tmp, *m = r->n < MAX_FRAMES ? &r->frames[r->n] : &tmp;
-        zmq_msg_init(m);
-        int rc;
-        while ((rc = zmq_msg_recv(m, s, 0)) < 0 && errno == EINTR) continue;
-        if (rc < 0) {
-            int err = errno;
-            zmq_msg_close(m);
-            reply_close(r);
-            return err;
-        }
-        more = zmq_msg_more(m);
-        ++r->all;
-        if (m == &tmp) zmq_msg_close(m);
-        else ++r->n;
-    }
-    return 0;
-}
-
-/* A PREDICTION's arrays checked (decode_reply's rules, in its order) and matched to the
- * caller's outputs; nothing is written unless everything holds. */
-static mt_status take_prediction(mt_client *c, reply *r, mt_output *out, size_t n_out) {
-    const uint8_t *h = zmq_msg_data(&r->frames[0]);
-    size_t size = zmq_msg_size(&r->frames[0]), at = PREDICTION_FIXED;
-    size_t count = h[32];
-    struct { size_t name_at, name_len; int dtype, ndim; uint64_t shape[MT_MAX_NDIM]; } a[255];
-    uint64_t total = 0;
-    if (count == 0) return mt_fail(c, MT_EREPLY, "a PREDICTION carries at least one array");
-    for (size_t i = 0; i < count; ++i) {
-        if (size < at + 4) return mt_fail(c, MT_EREPLY, "array description cut at byte %zu", size);
-        a[i].dtype = h[at];
-        a[i].ndim = h[at + 1];
-        a[i].name_len = h[at + 2];
-        at += 4;
-        if (mt_itemsize((mt_dtype)a[i].dtype) == 0)
-            return mt_fail(c, MT_EREPLY, "dtype code %d is not in the allow-list", a[i].dtype);
-        if (a[i].ndim > MT_MAX_NDIM)
-            return mt_fail(c, MT_EREPLY, "%d dimensions, at most %d", a[i].ndim, MT_MAX_NDIM);
-        size_t end = at + 8 * (size_t)a[i].ndim + a[i].name_len;
-        if (size < end) return mt_fail(c, MT_EREPLY, "array description needs %zu bytes", end);
-        for (int d = 0; d < a[i].ndim; ++d) a[i].shape[d] = get_u64(h + at + 8 * d);
-        uint64_t n = elements(a[i].ndim, a[i].shape);
-        a[i].name_at = at + 8 * (size_t)a[i].ndim;
-        if (n == 0) return mt_fail(c, MT_EREPLY, "an array's dimensions must be >= 1");
-        if (a[i].name_len == 0 || !mt_utf8_valid((const char *)h + a[i].name_at, a[i].name_len))
-            return mt_fail(c, MT_EREPLY, "an array name is empty or not UTF-8");
-        for (size_t j = 0; j < i; ++j)
-            if (a[j].name_len == a[i].name_len &&
-                memcmp(h + a[j].name_at, h + a[i].name_at, a[i].name_len) == 0)
-                return mt_fail(c, MT_EREPLY, "an array given twice");
-        uint64_t bytes = n > MAX_REPLY_BYTES ? MAX_REPLY_BYTES + 1 : n * mt_itemsize(a[i].dtype);
-        total += bytes;
-        if (total > MAX_REPLY_BYTES)
-            return mt_fail(c, MT_EREPLY, "arrays of more than %llu bytes",
-                           (unsigned long long)MAX_REPLY_BYTES);
-        at = end;
-    }
-    if (at != size) return mt_fail(c, MT_EREPLY, "%zu bytes after the array descriptions",
-                                   size - at);
-    if (r->all - 1 != count)
-        return mt_fail(c, MT_EREPLY, "%zu arrays, %zu payload frames", count, r->all - 1);
-    for (size_t i = 0; i < count; ++i) {
-        uint64_t want = elements(a[i].ndim, a[i].shape) * mt_itemsize(a[i].dtype);
-        if (zmq_msg_size(&r->frames[i + 1]) != want)
-            return mt_fail(c, MT_EREPLY, "array %zu: %zu bytes, expected %llu", i,
-                           zmq_msg_size(&r->frames[i + 1]), (unsigned long long)want);
-    }
-    /* the reply is valid: now the caller's outputs against it */
-    size_t match[256];
-    for (size_t o = 0; o < n_out; ++o) {
-        size_t len = strlen(out[o].name);
-        match[o] = count;
-        for (size_t i = 0; i < count && match[o] == count; ++i)
-            if (a[i].name_len == len && memcmp(h + a[i].name_at, out[o].name, len) == 0)
-                match[o] = i;
-        if (match[o] == count) {
-            char names[600] = "";
-            size_t u = 0;
-            for (size_t i = 0; i < count && u < sizeof names; ++i)
-                u += (size_t)snprintf(names + u, sizeof names - u, "%s'%.*s'", i ? ", " : "",
-                                      (int)a[i].name_len, (const char *)h + a[i].name_at);
-            return mt_fail(c, MT_EFIELD, "mt_predict: output '%s' is not in the prediction, "
-                                         "whose outputs are [%s]", out[o].name, names);
-        }
-        size_t i = match[o];
-        uint64_t n = elements(a[i].ndim, a[i].shape);
-        char shape[200];
-        shape_text(a[i].ndim, a[i].shape, shape, sizeof shape);
-        if ((int)out[o].dtype != a[i].dtype)
-            return mt_fail(c, MT_EDTYPE, "mt_predict: output '%s' is %s %s, the buffer is for %s",
-                           out[o].name, mt_dtype_name((mt_dtype)a[i].dtype), shape,
-                           mt_dtype_name(out[o].dtype));
-        if (n > out[o].capacity)
-            return mt_fail(c, MT_ESHAPE, "mt_predict: output '%s' is %s %s: %llu elements, the "
-                                         "buffer holds %llu", out[o].name,
-                           mt_dtype_name((mt_dtype)a[i].dtype), shape, (unsigned long long)n,
-                           (unsigned long long)out[o].capacity);
-    }
-    for (size_t o = 0; o < n_out; ++o) {
-        size_t i = match[o];
-        memcpy(out[o].data, zmq_msg_data(&r->frames[i + 1]), zmq_msg_size(&r->frames[i + 1]));
-        out[o].ndim = a[i].ndim;
-        memset(out[o].shape, 0, sizeof out[o].shape);
-        memcpy(out[o].shape, a[i].shape, sizeof(uint64_t) * (size_t)a[i].ndim);
-        out[o].count = elements(a[i].ndim, a[i].shape);
-    }
-    return MT_OK;
-}
-
-/* A reply to this request: MT_OK (a prediction, outputs written), MT_EREFUSED, an
- * output mismatch, or MT_EREPLY. *mine: whether it answers this request. */
-static mt_status take_reply(mt_client *c, reply *r, mt_output *out, size_t n_out,
-                            uint64_t *version, bool *mine) {
-    const uint8_t *h = zmq_msg_data(&r->frames[0]);
-    size_t size = zmq_msg_size(&r->frames[0]);
-    *mine = true;
-    if (size < MT_PREFIX_BYTES) return mt_fail(c, MT_EREPLY, "a reply of %zu bytes", size);
-    if (memcmp(h, "MTRN", 4) != 0) return mt_fail(c, MT_EREPLY, "a reply without the magic");
-    if (h[4] != MT_PROTOCOL_VERSION)
-        return mt_fail(c, MT_EREPLY, "a reply of protocol version %d, this side speaks %d", h[4],
-                       MT_PROTOCOL_VERSION);
-    int kind = h[MT_KIND_AT];
-    if (kind != KIND_PREDICTION && kind != KIND_REFUSED)
-        return mt_fail(c, MT_EREPLY, "message kind %d on the serving channel", kind);
-    size_t fixed = kind == KIND_REFUSED ? REFUSED_FIXED : PREDICTION_FIXED;
-    if (size < fixed) return mt_fail(c, MT_EREPLY, "a reply of %zu bytes", size);
-    if (get_u64(h + 16) != c->request_id) {
-        *mine = false; /* the late answer of an earlier request */
-        return MT_OK;
-    }
-    if (version != NULL) *version = get_u64(h + 24);
-    if (kind == KIND_PREDICTION) return take_prediction(c, r, out, n_out);
-    size_t length = (size_t)h[38] | (size_t)h[39] << 8;
-    if (size != REFUSED_FIXED + length)
-        return mt_fail(c, MT_EREPLY, "REFUSED of %zu bytes, detail of %zu", size, length);
-    if (r->all > 1) return mt_fail(c, MT_EREPLY, "REFUSED has one frame");
-    if (h[32] < 1 || h[32] > 5) return mt_fail(c, MT_EREPLY, "unknown refusal code %d", h[32]);
-    uint32_t retry = (uint32_t)h[34] | (uint32_t)h[35] << 8 | (uint32_t)h[36] << 16 |
-                     (uint32_t)h[37] << 24;
-    c->refusal = (mt_refusal)h[32];
-    c->refusal_retry = retry / 1000.0;
-    char detail[1100];
-    size_t n = length < sizeof detail - 1 ? length : sizeof detail - 1;
-    memcpy(detail, h + REFUSED_FIXED, n);
-    detail[n] = '\0';
-    return mt_fail(c, MT_EREFUSED, "the trainer refused the prediction (%s): %s",
-                   reasons[h[32]], detail);
 }
 
 mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
@@ -446,7 +252,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         return mt_fail(c, err == ENOMEM ? MT_ENOMEM : MT_EZMQ, "sending the request: %s",
                        zmq_strerror(err));
     }
-    reply *r = malloc(sizeof *r);
+    mt_reply *r = malloc(sizeof *r);
     if (r == NULL) {
         mt_predict_release(c);
         return mt_fail(c, MT_ENOMEM, "out of memory");
@@ -459,7 +265,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             long ms = (long)(left * 1000);
             while ((ready = zmq_poll(&item, 1, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
         }
-        if (ready < 0 || (err = ready > 0 ? receive(c->predict_socket, r) : EAGAIN) != 0) {
+        if (ready < 0 || (err = ready > 0 ? mt_reply_receive(c->predict_socket, r) : EAGAIN) != 0) {
             if (ready < 0) err = errno;
             st = err == EAGAIN ? mt_fail(c, MT_ETIMEDOUT, "no prediction within %s s (the trainer "
                                                          "busy or gone)", t)
@@ -468,8 +274,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
             break;
         }
         bool mine;
-        st = take_reply(c, r, outputs, n_outputs, version, &mine);
-        reply_close(r);
+        st = mt_reply_take(c, r, outputs, n_outputs, version, &mine);
+        mt_reply_close(r);
         if (st == MT_EREPLY) mt_predict_release(c);
         if (st != MT_OK || mine) break;
     }

@@ -1,6 +1,9 @@
-/* serve.h: the serving endpoint lookup shared by serve.c and predict.c (not installed). */
+/* serve.h: the serving channel's internals shared by serve.c, reply.c and predict.c (not
+ * installed). */
 #ifndef MT_SERVE_H
 #define MT_SERVE_H
+
+#include <zmq.h>
 
 #include "internal.h"
 
@@ -20,5 +23,27 @@ typedef struct mt_serve_entry {
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
 void mt_serve_entry_free(mt_serve_entry *e);
 void mt_specs_free(mt_spec *specs, size_t n);
+
+/* reply.c: one reply of the serving channel, received whole (frames[0] its header;
+ * frames past MAX_FRAMES are counted in `all`, not kept). */
+#define MT_REPLY_FRAMES 257 /* a header and 255 payloads, and one more to say "too many" */
+typedef struct mt_reply {
+    zmq_msg_t frames[MT_REPLY_FRAMES];
+    size_t n;   /* frames kept */
+    size_t all; /* frames received */
+} mt_reply;
+
+/* Receive one whole message on `s`: 0 or the errno (nothing kept then). */
+int mt_reply_receive(void *s, mt_reply *r);
+void mt_reply_close(mt_reply *r);
+/* Deliver `r` if it answers c's current request (*mine; else MT_OK, nothing done): MT_OK
+ * (a prediction, outputs written), MT_EREFUSED, an output mismatch (MT_EFIELD,
+ * MT_EDTYPE, MT_ESHAPE) or MT_EREPLY (it breaks the protocol). */
+mt_status mt_reply_take(mt_client *c, mt_reply *r, mt_output *out, size_t n_out,
+                        uint64_t *version, bool *mine);
+/* Elements of a shape (0 if a dimension is 0 or the count overflows 64 bits), and the
+ * shape as Python writes a tuple ("(4,)"). */
+uint64_t mt_elements(int ndim, const uint64_t *shape);
+void mt_shape_text(int ndim, const uint64_t *shape, char *out, size_t size);
 
 #endif

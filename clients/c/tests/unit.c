@@ -1,7 +1,8 @@
 /* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the check
- * behind the FINITE flag, the state rules, a client streaming into a PULL socket of this process (HELLO, DATA in one
- * and two frames, BATCH sent by the flusher thread, BYE), and the order of steps after a pause (with the
- * clock of the MT_TESTING build, moved). Exits non-zero on failure. */
+ * behind the FINITE flag, the state rules, a client streaming into a PULL socket of this
+ * process (HELLO, DATA in one and two frames, BATCH sent by the flusher thread, BYE),
+ * and the order of steps after a pause (with the clock of the MT_TESTING build, moved).
+ * Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +70,27 @@ static void test_json(void) {
         }
     }
     CHECK(mt_json_valid("[1, 2]") && !mt_json_valid("[1, 2"));
+}
+
+static void test_json_array(void) {
+    char **items;
+    size_t n;
+    char err[128];
+    CHECK(mt_json_array(" [ {\"name\": \"u\", \"shape\": [4, 2]}, 7 , \"s\"] ", &items, &n, err,
+                        sizeof err));
+    CHECK(n == 3);
+    if (n == 3) {
+        CHECK(strcmp(items[0], "{\"name\": \"u\", \"shape\": [4, 2]}") == 0);
+        CHECK(strcmp(items[1], "7") == 0 && strcmp(items[2], "\"s\"") == 0);
+    }
+    mt_json_array_free(items, n);
+    CHECK(mt_json_array("[]", &items, &n, err, sizeof err) && n == 0);
+    mt_json_array_free(items, n);
+    const char *bad[] = {"", "[", "[1,]", "[1] x", "{}", "[1 2]"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        CHECK(!mt_json_array(bad[i], &items, &n, err, sizeof err));
+        CHECK(items == NULL && n == 0);
+    }
 }
 
 static void test_utf8_and_escape(void) {
@@ -318,6 +340,7 @@ static void test_send_after_a_pause_keeps_step_order(void) {
 int main(void) {
     test_format_double();
     test_json();
+    test_json_array();
     test_utf8_and_escape();
     test_stepset();
     test_all_finite();

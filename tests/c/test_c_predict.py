@@ -10,6 +10,7 @@
   request before serving (no serve file: `MT_ETIMEDOUT`; bound but not serving:
   refused `not_serving`), another run (`wrong_run`), inputs that are not the published
   ones (refused before anything is sent), outputs that do not fit their buffers.
+* The Fortran module's `mt_predict`: an answer, its input and output checks, a timeout.
 * Under AddressSanitizer: the same scripts leak nothing and read nothing out of bounds.
 
 The C side is `clients/c/tests/mt_script.c` (its ``input``, ``output``, ``predict``

@@ -224,7 +224,7 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  *     mt_output out = {"prediction", guess, 64, MT_FLOAT32};
  *     mt_status st = mt_predict(c, &in, 1, &out, 1, 0.5, &version);
  *     if (st == MT_ETIMEDOUT || st == MT_EREFUSED || st == MT_EREPLY)
- *         memcpy(guess, u, sizeof guess); // the simulation's own fallback
+ *         memcpy(guess, u, n * sizeof(float)); // the simulation's own fallback
  *
  * Where: the serving socket of training rank simulation_id % W, read from serve_{r}.json
  * in the rendezvous directory (mt_set_rendezvous, else MELISSA_TRAINER_RENDEZVOUS; with

@@ -9,10 +9,12 @@ script ended right after its last collective), the worker's attempt to take the 
 makes CPython end the thread (`PyThread_exit_thread`), whose forced unwinding through
 torch's ``noexcept`` work destructor calls ``std::terminate``: "terminate called without
 an active exception", SIGABRT, a complete run that exits -6 (a core's backtrace, on the
-worker: ``~AsyncAllgatherWork`` <- ``ProcessGroupGloo::runLoop``, ``decref_pyobject``,
+worker: ``~AsyncAllreduceWork`` (a trainer run's) or ``~AsyncAllgatherWork``
+(``all_gather_object``'s) <- ``ProcessGroupGloo::runLoop``, ``decref_pyobject``,
 ``gil_scoped_acquire``, ``take_gil``, ``PyThread_exit_thread``, ``__pthread_unwind``,
 ``std::terminate``; the main thread in ``Py_FinalizeEx``). A torch bug, open
-(pytorch/pytorch#190489; the atexit destroy proposed there, #179291, was abandoned).
+(pytorch/pytorch#190489; an atexit destroy in torch itself, pytorch/pytorch#179291,
+was abandoned).
 
 The fix is an order: at exit (`atexit`, which runs before finalization, while other
 threads may still take the GIL), the group is destroyed *and its last reference
@@ -23,7 +25,8 @@ free the group while something else holds it, so the teardown first releases the
 holders a trainer run leaves:
 
 * the trainer's DDP wrapper (its ``process_group``, its C++ ``reducer`` and the
-  ``logger`` holding that reducer), registered by `release_at_exit`;
+  ``logger`` holding that reducer), registered by `release_at_exit`, and the copies of
+  these attributes in torch.compile's ``functools.wraps`` of it (`torch_compile`);
 * `torch.distributed.nn.functional`, whose functions take ``group=group.WORLD`` as a
   default evaluated at import: imported after the group formed (DDP imports it), they
   hold it for good. `prepare` imports it before the group forms (its defaults are then
@@ -136,11 +139,20 @@ def teardown() -> None:
 
 def _release(model: torch.nn.parallel.DistributedDataParallel) -> None:
     """Drop the references `model` holds to its process group: the C++ reducer (and the
-    logger that holds it) and the group itself."""
-    for name in ("logger", "reducer"):
-        if hasattr(model, name):
-            delattr(model, name)
-    vars(model)["process_group"] = None  # (typed a ProcessGroup: never None in use)
+    logger that holds it) and the group itself, from its attributes and from the copies
+    of them that `functools.wraps(model)` made (torch.compile's wrappers of the DDP
+    module: `functools.update_wrapper` copies the wrapped object's ``__dict__``)."""
+    own = vars(model)
+    held = {name: own[name] for name in ("logger", "reducer", "process_group") if name in own}
+    reducer = held.get("reducer")
+    copies = [] if reducer is None else gc.get_referrers(reducer)
+    for attrs in [own, *copies]:
+        if attrs is held or not isinstance(attrs, dict) or attrs.get("reducer") is not reducer:
+            continue  # (`own` without a reducer: only its process_group, below)
+        for name, value in held.items():
+            if attrs.get(name) is value:
+                del attrs[name]
+    own["process_group"] = None  # (typed a ProcessGroup: never None in use)
 
 
 def gloo_worker_threads() -> int:

@@ -154,9 +154,9 @@ class StopSync:
             self._work, self._event = None, event
         else:
             # Off CUDA there is no device queue for the host to keep full: wait here, so
-            # that no asynchronous gloo work is ever left in flight (an unread one at
-            # exit may abort the process: "terminate called without an active
-            # exception", seen on a 2-rank gloo run). `result` stays a window late.
+            # that no asynchronous gloo work is ever left in flight (one left at exit
+            # holds the exit's teardown until every rank has run it: see
+            # `melissa_trainer.core.process_group`). `result` stays a window late.
             work.wait()
             self._recv.copy_(self._flag)
             self._work = None

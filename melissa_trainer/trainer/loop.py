@@ -19,6 +19,7 @@ from accelerate.utils import send_to_device, set_seed
 
 from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import make_train_step
 from melissa_trainer.core.dataset import (
     Collate,
@@ -107,6 +108,7 @@ class OnlineTrainer(TrainerLosses):
         self.accelerator = acc = make_accelerator(args)
         set_seed(args.seed)
         self.model, self.optimizer = acc.prepare(model, optimizer)
+        process_group.release_at_exit(self.model)  # its DDP's hold on the group, at exit
         # Not prepared: Accelerate would step it once per rank at every step.
         self.lr_scheduler = lr_scheduler
         if lr_scheduler is not None:

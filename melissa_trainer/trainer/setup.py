@@ -9,11 +9,13 @@ thread-safe (the training thread builds the trainer).
 from __future__ import annotations
 
 import logging
+import os
 
 from accelerate import Accelerator
 
 from melissa_trainer.buffers import Buffer, make_buffer
 from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import cpu_only_launch
 from melissa_trainer.core.dataset import Collate, ProcessSample, check_device_buffer
 from melissa_trainer.core.device_buffer import make_device_buffer
@@ -31,11 +33,18 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
     The scheduler is stepped by the trainer, once per optimizer step, never by
     Accelerate (``step_scheduler_with_optimizer=False``).
 
+    Under several processes, the process group it forms is torn down at the
+    interpreter's exit, its gloo threads joined (`process_group`: a complete run's
+    exit could otherwise abort).
+
     Raises:
         RuntimeError: a launch with more processes on a node than it has visible GPUs.
     """
+    cpu = cpu_only_launch()
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        process_group.prepare()  # before Accelerate forms the group
     return Accelerator(
-        cpu=cpu_only_launch(),
+        cpu=cpu,
         mixed_precision=args.mixed_precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         step_scheduler_with_optimizer=False,

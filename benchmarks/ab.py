@@ -12,6 +12,11 @@ run's value; ``change`` = head / base (higher is better, as ratios are).
     python benchmarks/ab.py --base 99d62f5 --rounds 3 \\
         "trainer_overhead.py --quick" "buffers.py --quick" "stream_latency.py"
     python benchmarks/ab.py --base main --json "fan_in.py --quick"   # {"rows": [...]}
+    python benchmarks/ab.py --base main --head_scripts "trainer_overhead.py --quick"
+
+With `--head_scripts`, both versions run this tree's benchmark scripts (``PYTHONPATH``
+still picks the package): the package's change alone, measured by rows that the base's
+script may lack.
 
 The runs' raw JSON lines are kept under `--keep` (a folder) when given. Run it on an
 idle machine: it measures whatever else the machine does too.
@@ -36,10 +41,13 @@ from melissa_trainer.common.json_output import to_json
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(tree: Path, bench: str, timeout: float) -> list[dict[str, Any]]:
-    """One run of `bench` ("script.py --flags") in `tree` with ``--json``; its rows."""
+def run(
+    tree: Path, bench: str, timeout: float, scripts: Path | None = None
+) -> list[dict[str, Any]]:
+    """One run of `bench` ("script.py --flags") in `tree` with ``--json``; its rows.
+    `scripts`: the tree whose benchmark script runs (default `tree`'s own)."""
     script, *flags = shlex.split(bench)
-    cmd = [sys.executable, str(tree / "benchmarks" / script), *flags, "--json"]
+    cmd = [sys.executable, str((scripts or tree) / "benchmarks" / script), *flags, "--json"]
     env = {**os.environ, "PYTHONPATH": str(tree)}
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
@@ -60,15 +68,17 @@ def median(values: list[float]) -> float:
 
 
 def compare(
-    base: Path, head: Path, benches: list[str], rounds: int, timeout: float, keep: Path | None
-) -> list[dict[str, Any]]:
-    """Every bench under both trees, alternately; the table's rows."""
+    base: Path, head: Path, benches: list[str], rounds: int, timeout: float, keep: Path | None,
+    head_scripts: bool = False,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every bench under both trees, alternately; the table's rows. `head_scripts`: both
+    versions of the package run this tree's benchmark scripts (rows the base's lack)."""
     runs: dict[tuple[str, str], dict[str, list[float]]] = {}
     for r in range(rounds):
         for bench in benches:
             order = [("base", base), ("head", head)]
             for name, tree in order if r % 2 == 0 else order[::-1]:
-                rows = run(tree, bench, timeout)
+                rows = run(tree, bench, timeout, head if head_scripts else None)
                 if keep is not None:
                     tag = shlex.split(bench)[0].removesuffix(".py")
                     (keep / f"{tag}.{name}.{r + 1}.json").write_text(to_json({"rows": rows}))
@@ -95,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per run")
     parser.add_argument("--keep", type=Path, help="folder for every run's rows")
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]} last')
+    parser.add_argument("--head_scripts", action="store_true", help=(
+        "run this tree's benchmark scripts under both versions of the package (a row the "
+        "base's script lacks; the package's change alone)"))  # fmt: skip
     args = parser.parse_args(argv)
     if args.keep is not None:
         args.keep.mkdir(parents=True, exist_ok=True)
@@ -105,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
             check=True, capture_output=True,
         )  # fmt: skip
         try:
-            table = compare(base, ROOT, args.benches, args.rounds, args.timeout, args.keep)
+            table = compare(base, ROOT, args.benches, args.rounds, args.timeout, args.keep,
+                            args.head_scripts)  # fmt: skip
         finally:
             subprocess.run(
                 ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(base)],

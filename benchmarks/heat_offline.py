@@ -185,6 +185,8 @@ def train_offline(
         raise ValueError(f"loader={loader!r}: 'memory' or 'mmap'")
     total_steps = (epochs or 0) * len(batches)
     steps = epoch = 0
+    # after the first step (as online's rates): the wall clock and the process's CPU time
+    first_wall = first_cpu = math.nan
     while epochs is None or epoch < epochs:
         for x, y in batches:
             spent = time.perf_counter() - t0
@@ -198,12 +200,15 @@ def train_offline(
             loss.backward()
             optimizer.step()
             steps += 1
+            if steps == 1:
+                first_wall, first_cpu = time.perf_counter(), time.process_time()
             tracker.maybe(model)
         else:
             epoch += 1
             continue
         break  # the time budget ran out within the epoch
     train_seconds = time.perf_counter() - t0
+    after, cpu = time.perf_counter() - first_wall, time.process_time() - first_cpu
     run = new_run(
         "offline train",
         steps=steps,
@@ -212,5 +217,8 @@ def train_offline(
         samples_seen=steps * setup.batch_size,
         simulations=len(files),
         train_seconds=round(train_seconds, 3),
+        # steps after the first over the time after it, as online's `steps_per_s`
+        steps_per_s=round((steps - 1) / after, 2) if after > 0 else math.nan,
+        cpu_steps_per_s=round((steps - 1) / cpu, 2) if cpu > 0 else math.nan,
     )
     return finish(run, tracker, model, start_time + train_seconds)

@@ -312,6 +312,9 @@ class _Online(Hook):
         self.setup, self.tracker, self.progress, self.budget = setup, tracker, progress, budget
         self.loop_end = math.nan
         self.first_step = math.nan  # when the first step ended (s since train())
+        # the process's CPU time then and at the loop's end (s): a rate that other
+        # processes on a busy machine disturb less than the wall clock's
+        self.cpu_first = self.cpu_end = math.nan
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         lr = learning_rate(self.setup, self.progress(state))
@@ -321,12 +324,14 @@ class _Online(Hook):
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         if state.global_step == 1:
             self.first_step = self.tracker.elapsed()
+            self.cpu_first = time.process_time()
         self.tracker.maybe(trainer.model)
         if self.budget is not None and self.tracker.elapsed() >= self.budget:
             control.should_stop = True
 
     def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
         self.loop_end = self.tracker.elapsed()
+        self.cpu_end = time.process_time()
 
 
 def _trainer(setup: Setup, workdir: Path, source: Any, **overrides: Any) -> OnlineTrainer:
@@ -378,6 +383,8 @@ def _train(
     # (online's first step waits for the watermark's samples)
     after = hook.loop_end - hook.first_step
     run["steps_per_s"] = round((state.global_step - 1) / after, 2) if after > 0 else math.nan
+    cpu = hook.cpu_end - hook.cpu_first  # (the process's: a receiver's work included)
+    run["cpu_steps_per_s"] = round((state.global_step - 1) / cpu, 2) if cpu > 0 else math.nan
     return hook.loop_end, run
 
 

@@ -16,6 +16,13 @@ reduced every 20 steps; what an adaptive study turns on) against off, on samples
 carry a `simulation_id` (256 simulations of 16 samples), interleaved; target: tracking
 costs at most 3% of a step (ratio >= 0.97).
 
+The row "heat workload" times `online_vs_offline.py`'s training alone (`measure_heat`):
+OnlineTrainer as that benchmark builds it (reservoir, vectorized `process_batch`, the
+heat MLP, batch 32) against offline's loop on the same samples' features already in
+memory, in steps per CPU-second of the process (steadier than wall time on a busy
+machine), interleaved; no target: the trainer also computes each batch's features
+from its raw samples, which offline did once, before its loop (`--no-heat` skips it).
+
 `--step-paths` also times the trainer's two step functions against each other
 (`melissa_trainer.core.accelerated`: `PlainStep`, the fast path this configuration picks,
 and `AcceleratedStep`), `backward` + `update` on one batch, in rounds of 100 steps
@@ -260,7 +267,84 @@ def measure_step_paths(rounds: int, width: int | None) -> tuple[float, float]:
     return statistics.median(rates["plain"]), statistics.median(rates["accelerate"])
 
 
-def row(case: str, ours: float, base: float, target: float = TARGET) -> dict[str, Any]:
+def measure_heat(rounds: int, steps: int) -> tuple[float, float]:
+    """Medians (OnlineTrainer, offline's loop) in steps per CPU-second of the process, on
+    `online_vs_offline.py`'s workload (`heat_pipelines`): the heat MLP 7-256-256-256-1024,
+    batch 32, Adam, a reservoir of 10,000 samples (100 simulations of 100 steps, random
+    fields) read by the benchmark's vectorized `process_batch`, against offline's loop on
+    the same samples' features in memory (`heat_offline.MemoryBatches`: one index of two
+    tensors a batch). Interleaved rounds of `steps` steps; the learning rate is constant
+    in both."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import heat_offline
+    import heat_pipelines as hp
+    from accelerate.state import AcceleratorState, GradientState
+
+    setup = hp.Setup()
+    rng = np.random.default_rng(0)
+    n = setup.grid_size
+    samples = []
+    for sim in range(setup.buffer_size // setup.time_steps):
+        parameters = rng.uniform(0.0, 1.0, len(hp.NAMES))
+        for t in range(setup.time_steps):
+            samples.append({
+                "temperature": rng.uniform(300.0, 400.0, (n, n)).astype(np.float32),
+                "time_step": np.array(t), "parameters": parameters,
+                "simulation_id": np.array(sim, np.int64),
+            })  # fmt: skip
+    x, y = hp.batch_features(
+        np.array([s["parameters"] for s in samples]), np.array([s["time_step"] for s in samples]),
+        np.array([s["temperature"] for s in samples]), setup.time_steps,
+    )  # fmt: skip
+
+    class CpuClock(Hook):
+        def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+            self.start = time.process_time()
+
+        def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
+            self.seconds = time.process_time() - self.start
+
+    def ours(out: str) -> float:
+        AcceleratorState._reset_state(reset_partial_state=False)
+        GradientState._reset_state()
+        trainer = hp._trainer(setup, Path(out), Prefilled(samples), max_steps=steps,
+                              sample_to_insert_ratio=0)  # fmt: skip
+        clock = CpuClock()
+        trainer.hooks.add(clock)
+        with contextlib.redirect_stdout(io.StringIO()):
+            trainer.train()
+        return steps / clock.seconds
+
+    def offline(seed: int) -> float:
+        model = hp.make_model(setup)
+        optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+        generator = torch.Generator().manual_seed(seed)
+        batches = heat_offline.MemoryBatches(x, y, setup.batch_size, generator)
+        start, done = time.process_time(), 0
+        while done < steps:
+            for xb, yb in batches:
+                loss = torch.nn.functional.mse_loss(model(xb), yb)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                done += 1
+                if done == steps:
+                    break
+        return steps / (time.process_time() - start)
+
+    out = tempfile.mkdtemp(prefix="mt-overhead-heat-")
+    rates: tuple[list[float], list[float]] = ([], [])
+    try:
+        offline(0)  # warm-up
+        for r in range(rounds):
+            rates[0].append(ours(out))
+            rates[1].append(offline(r))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return statistics.median(rates[0]), statistics.median(rates[1])
+
+
+def row(case: str, ours: float, base: float, target: float | None = TARGET) -> dict[str, Any]:
     return {
         "case": case,
         "ours": round(ours, 1),
@@ -329,6 +413,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process case")
     parser.add_argument(
+        "--no-heat", action="store_true", help="skip the heat workload (online_vs_offline's)"
+    )
+    parser.add_argument(
         "--step-paths", action="store_true", help="also: plain step vs Accelerate's step"
     )
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -346,6 +433,11 @@ def main() -> None:
     rows = [row(case, ours, base)]
     tracked, untracked = measure_simulation_losses(rounds, steps)
     rows.append(row("per-simulation losses on vs off", tracked, untracked))
+    if not opts.no_heat:
+        heat = row("heat workload (online_vs_offline's) vs offline's loop, per CPU-s",
+                   *measure_heat(rounds, steps), None)  # fmt: skip
+        heat["unit"] = "steps/CPU-s"
+        rows.append(heat)
     if opts.step_paths:
         for width, name in ((None, "this MLP"), (16, "MLP 3-16-16")):
             plain, accelerate = measure_step_paths(10 * rounds, width)
@@ -363,7 +455,7 @@ def main() -> None:
     for r in rows:
         print(
             f"{r['case']:<44} {r['ours']:>10.1f} {r['baseline']:>10.1f} "
-            f"{r['ratio']:>7.3f} {r['target']:>7}"
+            f"{r['ratio']:>7.3f} {str(r['target'] or '-'):>7}"
         )
 
 

@@ -16,7 +16,7 @@ policy hooks), ``_waiting.py`` (the slow paths of a ``put`` or a read that waits
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from melissa_trainer.common.checks import as_count
 
@@ -253,15 +253,24 @@ class Buffer(WaitingMixin, SnapshotMixin):
                 (they have left the buffer, as they would have with a failed collate).
             TimeoutError: as :meth:`get_batch`.
         """
+        blocks = self._stores_blocks
         with self._lock:
             n = self._wait_to_get(n, timeout)
             items = self._take_items_closed(n) if self._closed else self._take_items(n)
             if items:
-                self._count_got(_count(items))
-        return SampleBlock.join(items) if items else SampleBlock.empty()
+                self._count_got(_count(items) if blocks else len(items))
+        if not items:
+            return SampleBlock.empty()
+        # samples only (a policy that stores samples): stacked at once, as `join` would
+        return SampleBlock.join(items) if blocks else SampleBlock.from_samples(items)
+
+    #: whether a SampleBlock put is stored as one item (a FIFO's), which `_take_items`
+    #: then returns; else as its samples, and `_take_items` returns samples only
+    _stores_blocks: ClassVar[bool] = False
 
     def _take_items(self, n: int) -> list[Any]:
-        """`_take`, as items (samples, or blocks of the buffer's own memory)."""
+        """`_take`, as items (samples, or blocks of the buffer's own memory: then
+        `_stores_blocks` is True)."""
         return self._take(n)
 
     def _take_items_closed(self, n: int) -> list[Any]:

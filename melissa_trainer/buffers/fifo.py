@@ -49,8 +49,6 @@ class _ServeOnceBuffer(Buffer):
     _ids: MutableSequence[int]
     #: the type of `_samples` and `_ids`, chosen by each policy
     _container: ClassVar[type[MutableSequence[Any]]]
-    #: whether a SampleBlock is stored as one item (else as its samples)
-    _stores_blocks: ClassVar[bool] = False
 
     def _size(self) -> int:
         return self._held

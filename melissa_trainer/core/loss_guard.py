@@ -2,10 +2,11 @@
 
 One NaN (a sample that holds one, a learning rate too high, a division by zero in a
 loss) makes every later loss and weight NaN, and every later checkpoint worthless: a
-resume could not recover. `LossGuard` keeps each micro-batch's loss on the device (one
-copy into a preallocated tensor: no host sync per step) with, on the host, its step
-and the simulations of its batch, and checks them at points where the host waits for
-the device anyway or where it must:
+resume could not recover. `LossGuard` keeps each micro-batch's loss tensor, on the
+device, by reference (no device operation and no host sync per step: the losses are
+stacked into one tensor only when they are checked) with, on the host, its step and
+the simulations of its batch, and checks them at points where the host waits for the
+device anyway or where it must:
 
 * at each stop synchronisation (every `stop_sync_steps` steps) under several ranks:
   the index of the first non-finite loss recorded so far rides in the stop flag's
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from melissa_trainer.buffers import SampleBlock
 from melissa_trainer.core.dataset import simulation_ids
 
 __all__ = ["LIMIT", "LossGuard", "NonFiniteLossError"]
@@ -73,11 +75,13 @@ class LossGuard:
 
     def __init__(self, device: torch.device, distributed: bool, limit: int = LIMIT) -> None:
         self.distributed, self.limit = distributed, limit
-        self._losses = torch.zeros(limit, dtype=torch.float32, device=device)
+        #: the recorded losses (0-d device tensors, by reference: stacked when checked)
+        self._losses: list[torch.Tensor] = []
         self._index = torch.arange(limit, dtype=torch.int64, device=device)
         self._none = torch.full((), limit, dtype=torch.int64, device=device)
         self._steps: list[int] = []  # the step of each recorded loss
-        self._sims: list[np.ndarray | None] = []  # the simulations of its batch
+        #: the simulations of its batch (a block's ``simulation_id`` column, by reference)
+        self._sims: list[np.ndarray | None] = []
         self._with_ids = True  # samples carry simulation ids (until one batch has none)
         # what the last `window_code` covered: (losses recorded then, `_checks` then)
         self._coded: tuple[int, int] | None = None
@@ -85,14 +89,20 @@ class LossGuard:
 
     def record(self, loss: torch.Tensor, step: int, samples: Any) -> None:
         """Keep `loss` (a 0-d tensor, on the device) of a micro-batch of optimizer step
-        `step`, whose raw samples were `samples`. No host sync; past `limit`
-        unchecked losses, a `check` (collective: every rank records in lockstep)."""
+        `step`, whose raw samples were `samples`. No device operation and no host sync:
+        the tensor is kept by reference until it is checked, so it must not be changed
+        in place meanwhile (the trainer's losses are fresh tensors, which hooks read
+        only: `Hook.on_after_backward`). Past `limit` unchecked losses, a `check`
+        (collective: every rank records in lockstep)."""
         if len(self._steps) == self.limit:
             self.check()
-        self._losses[len(self._steps)].copy_(loss.detach(), non_blocking=True)
+        loss = loss.detach()
+        self._losses.append(loss if loss.dim() == 0 else loss.reshape(()))
         self._steps.append(step)
         ids = None
-        if self._with_ids:
+        if type(samples) is SampleBlock:  # its column, by reference (a block never changes)
+            ids = samples.fields.get("simulation_id")
+        elif self._with_ids:
             try:
                 ids = simulation_ids(samples)
             except (ValueError, TypeError):  # not the stream's samples: no ids to name
@@ -163,17 +173,14 @@ class LossGuard:
         n = len(self._steps)
         if not n:
             return self._none
-        bad = ~torch.isfinite(self._losses[:n])
+        bad = ~torch.isfinite(torch.stack(self._losses))  # (dtypes promoted to a common one)
         return torch.where(bad, self._index[:n], self._none).min()
 
     def _forget(self, count: int | None = None) -> None:
-        """Forget the first `count` losses recorded (None: all); the later ones move to
-        the front (a device-to-device copy: no sync)."""
+        """Forget the first `count` losses recorded (None: all)."""
         n = len(self._steps)
         count = n if count is None else min(count, n)
-        if count < n:
-            left = n - count
-            self._losses[:left].copy_(self._losses[count:n].clone())
+        del self._losses[:count]
         del self._steps[:count]
         del self._sims[:count]
 
@@ -184,7 +191,7 @@ class LossGuard:
             local = int(self._first_bad())  # (the error path: a sync is fine)
         step = self._steps[index]
         ids = self._sims[index] if local == index else None
-        sims = sorted({int(s) for s in ids}) if ids is not None else []
+        sims = sorted({int(s) for s in np.asarray(ids).reshape(-1)}) if ids is not None else []
         if sims:
             more = ", ..." if len(sims) > _NAMED else ""
             where = f" (this rank's batch holds samples of simulations {sims[:_NAMED]}{more})"

@@ -162,12 +162,12 @@ def test_the_command_prints_its_rows(tmp_path):
     )  # fmt: skip
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 7 + 4  # --placement_ab: two rows per placement
+    assert len(rows) == 9 + 4  # --placement_ab: two rows per placement
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert row["ours"] > 0 and row["baseline"] > 0
         # steps/s: higher is better (ours / baseline); seconds and errors: lower
-        higher = row["unit"] == "steps/s"
+        higher = row["unit"] in ("steps/s", "steps/CPU-s")
         expected = row["ours"] / row["baseline"] if higher else row["baseline"] / row["ours"]
         assert row["ratio"] == pytest.approx(expected, rel=1e-2)
     share = [row for row in rows if row["unit"] == "steps/s"]
@@ -180,6 +180,14 @@ def test_the_command_prints_its_rows(tmp_path):
     assert [r["placement"] for r in budget["online_none"]] == ["none", "none"]
     assert share[0]["ours"] == budget["online"]["steps_per_s"]
     assert share[0]["baseline"] == data["alone"]["steps_per_s"]
+    # the training rates per CPU-second: online's trainer alone vs offline's loop (equal
+    # data), and both pipelines at equal wall time (offline's best split)
+    cpu = [row for row in rows if row["unit"] == "steps/CPU-s"]
+    assert len(cpu) == 2 and all(row["target"] is None for row in cpu)
+    assert cpu[0]["ours"] == data["alone"]["cpu_steps_per_s"]
+    assert cpu[0]["baseline"] == data["offline"]["cpu_steps_per_s"]
+    assert cpu[1]["ours"] == budget["online"]["cpu_steps_per_s"]
+    assert cpu[1]["baseline"] in [r["cpu_steps_per_s"] for r in budget["offline"].values()]
     n = data["simulate"]["simulations"]
     assert data["online"]["samples_received"] == n * hp.Setup().time_steps
     stored = budget["storage"]

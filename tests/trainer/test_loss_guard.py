@@ -78,3 +78,38 @@ def test_stop_sync_without_a_process_group_returns_what_was_started() -> None:
     sync.abandon()
     assert not sync.started
     assert sync.collectives == 0
+
+
+@pytest.mark.parametrize("with_ids", [True, False])
+def test_a_block_names_the_simulations_its_samples_as_a_list_would(with_ids: bool) -> None:
+    """A columnar batch's simulations are read from its column by reference (the fast
+    path): the error names what the same samples, as a list of dicts, name."""
+    import numpy as np
+
+    from melissa_trainer.buffers import SampleBlock
+
+    fields = {"x": np.arange(4, dtype=np.float32)}
+    if with_ids:
+        fields["simulation_id"] = np.array([7, 3, 7, 12], dtype=np.int64)
+    block = SampleBlock(fields)
+    named = []
+    for batch in (block, list(block)):
+        guard = LossGuard(CPU, distributed=False, limit=16)
+        guard.record(torch.tensor(0.5), 1, batch)
+        guard.record(torch.tensor(float("nan")), 2, batch)
+        with pytest.raises(NonFiniteLossError, match="at step 2") as caught:
+            guard.check()
+        named.append(caught.value.simulations)
+    assert named[0] == named[1] == ([3, 7, 12] if with_ids else [])
+
+
+def test_losses_of_other_dtypes_and_shapes_are_checked_together() -> None:
+    """Losses are kept by reference and stacked when checked: a bf16 loss, a float64
+    one and a one-element vector are checked like float32 scalars."""
+    guard = LossGuard(CPU, distributed=False, limit=16)
+    guard.record(torch.tensor(0.5, dtype=torch.bfloat16), 1, ())
+    guard.record(torch.tensor([0.25]), 2, ())
+    guard.check()  # finite: nothing raised, all forgotten
+    guard.record(torch.tensor(float("inf"), dtype=torch.float64), 3, ())
+    with pytest.raises(NonFiniteLossError, match="at step 3"):
+        guard.check()

@@ -185,7 +185,8 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
     mt_buf b = {0};
     uint8_t fixed[PREDICT_FIXED];
     size_t run_len = c->run_id != NULL ? strlen(c->run_id) : 0;
-    double ms = round(timeout * 1000);
+    /* rounded half up (timeout > 0), without libm's round(): a static link needs no -lm */
+    double ms = timeout * 1000 + 0.5;
     mt_put_prefix(fixed, KIND_PREDICT, 0, c->simulation_id);
     mt_put_u64(fixed + 16, ++c->request_id);
     mt_put_u32(fixed + 24, ms < 1 ? 1u : ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms);

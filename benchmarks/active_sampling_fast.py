@@ -17,6 +17,10 @@ settings can be compared on tuning seeds; the winner is then evaluated once with
         --seeds 0 1 2 --steps 4000
     python benchmarks/active_sampling_fast.py --space wide --arms lhs_opt density \
         --density '{"exploration": 0.3}' --diagnose
+    python benchmarks/active_sampling_fast.py --space wide --arms warp \
+        --options '{"corners": 0.25}' --label corners25 --seeds 0 1 2 3 4   # issue 46, 3rd round
+    python benchmarks/active_sampling_fast.py --space wide --arms lhs_opt density \
+        --simulations 96 --label budget96 --seeds 0 1 2 3 4   # every arm's budget 96
 """
 
 from __future__ import annotations
@@ -58,7 +62,11 @@ def tests(setup: bench.Setup, n: int, n_hard: int, cache: Path) -> dict[str, np.
 def warped_design(setup: bench.Setup, seed: int, options: dict[str, Any]) -> Any:
     """The optimised Latin hypercube with static marginals (a bound on what a density
     can buy): ``alpha_top``: the hard region's density relative to the rest; ``edge``:
-    the temperatures' marginal a Beta(edge, edge) (below 1: more near the bounds)."""
+    the temperatures' marginal a Beta(edge, edge) (below 1: more near the bounds);
+    ``corners``: the share of the points, those of the highest ``log2_alpha``, whose
+    temperatures are moved to the nearest bound (a vertex of the temperatures' cube:
+    the largest contrasts, where the worst held-out simulations are; each temperature
+    keeps its side of the middle, so half of them go low and half high)."""
     from scipy.stats import beta
 
     from melissa_trainer.launcher import ListSampler
@@ -83,6 +91,14 @@ def warped_design(setup: bench.Setup, seed: int, options: dict[str, Any]) -> Any
             if name != "log2_alpha" and hi > lo and edge != 1.0:
                 q[name] = lo + float(beta.ppf((p[name] - lo) / (hi - lo), edge, edge)) * (hi - lo)
         out.append(q)
+    share = float(options.get("corners", 0.0))
+    if share > 0:
+        fastest = sorted(range(len(out)), key=lambda i: -out[i]["log2_alpha"])
+        for i in fastest[: round(share * len(out))]:
+            for name in setup.names:
+                lo, hi = setup.bounds[name]
+                if name != "log2_alpha" and hi > lo:
+                    out[i][name] = lo if out[i][name] < 0.5 * (lo + hi) else hi
     return ListSampler(out)
 
 
@@ -162,7 +178,8 @@ def study(setup: bench.Setup, kind: str, seed: int, options: dict[str, Any],
                     sampler.observe(int(sid), drawn[sid], entry[1] / entry[0])
                     sampler_seconds += time.perf_counter() - begin
     out: dict[str, Any] = {"sampler": kind, "seed": seed, "space": setup.space,
-                           "options": options, "steps": setup.steps}  # fmt: skip
+                           "options": options, "steps": setup.steps,
+                           "simulations": setup.simulations}  # fmt: skip
     for name in ("uniform", "hard"):
         x, y = torch.from_numpy(data[f"{name}_x"]), torch.from_numpy(data[f"{name}_y"])
         errors = hp.per_simulation_mse(model, x, y, setup.time_steps)
@@ -231,17 +248,21 @@ def compare(path: Path) -> None:
     ratio optimised LHS / arm (the same seed's "lhs_opt" run; > 1: the arm better) of
     the uniform set's mean, p99 and max per-simulation MSE and the hard set's mean."""
     runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    base = {(r["space"], r["seed"]): r for r in runs if r["sampler"] == "lhs_opt"}
+
+    def budget(r: dict[str, Any]) -> int:
+        return int(r.get("simulations", 48))
+
+    base = {(r["space"], r["seed"], budget(r)): r for r in runs if r["sampler"] == "lhs_opt"}
     groups: dict[tuple[str, str, str], dict[int, dict[str, Any]]] = {}
     for r in runs:
-        if r["sampler"] != "lhs_opt" and (r["space"], r["seed"]) in base:
+        if r["sampler"] != "lhs_opt" and (r["space"], r["seed"], budget(r)) in base:
             key = (r["space"], r["sampler"], r.get("label", ""))
             groups.setdefault(key, {})[r["seed"]] = r
     print("optimised LHS / arm, medians over the seeds: mean, p99, max, hard mean")
     for (space, kind, label), chosen in sorted(groups.items()):
         cells = []
         for key in ("uniform_mse", "uniform_p99", "uniform_max", "hard_mse"):
-            ratios = [base[space, s][key] / r[key] for s, r in chosen.items()]
+            ratios = [base[space, s, budget(r)][key] / r[key] for s, r in chosen.items()]
             cells.append(f"{statistics.median(ratios):5.2f}")
         share = statistics.median(r["hard_share"] for r in chosen.values())
         print(f"  {space:<5} {kind:<10} {label:<12} seeds {sorted(chosen)}: "
@@ -256,6 +277,7 @@ def main() -> None:
     p.add_argument("--label", default="", help="a name for this setting in the results")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=4000)
+    p.add_argument("--simulations", type=int, default=48, help="the budget of every arm")
     p.add_argument("--test", type=int, default=200)
     p.add_argument("--test_hard", type=int, default=100)
     p.add_argument("--results", default="outputs/active_sampling_fast.jsonl",
@@ -270,7 +292,7 @@ def main() -> None:
         return
     if any(s >= bench.EVALUATION_FIRST_SEED for s in opts.seeds):
         p.error("tuning seeds only (below the evaluation seeds)")
-    setup = replace(bench.Setup(space=opts.space), steps=opts.steps)
+    setup = replace(bench.Setup(space=opts.space), steps=opts.steps, simulations=opts.simulations)
     data = tests(setup, opts.test, opts.test_hard, Path("/tmp"))
     options = json.loads(opts.options)
     table: dict[str, list[dict[str, Any]]] = {}

@@ -1,5 +1,5 @@
 """The per-sample losses of a micro-batch: how the trainer computes them when a hook
-asks (the SAMPLE_LOSSES event; their mean is then the step's loss, one forward pass),
+asks (the SAMPLE_LOSSES event; from the step's own outputs, one forward pass),
 and the refusal of a trainer class whose own loss would be bypassed.
 
 Nothing here knows what the losses are for: the `SimulationLossTracker` hook sums them

@@ -300,6 +300,8 @@ class Launcher:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        with self._lock:  # the losses reported since the last draw: the sampler's state
+            self._study.apply_observations()
         atexit.unregister(self.stop)
 
     def check(self) -> None:
@@ -355,18 +357,23 @@ class Launcher:
 
     @property
     def sampler(self) -> Sampler:
-        """Where the parameters come from (draw from it only through the launcher)."""
+        """Where the parameters come from (draw from it only through the launcher). An
+        adaptive sampler is given the losses `observe` took before its next draw, in
+        `state_dict` and at `stop` (not at once: `StudyRecord.observe`)."""
         return self._study.sampler
 
     def observe(self, losses: Mapping[int, float]) -> int:
         """Steer an adaptive sampler: `losses` maps simulation ids to how badly the
         surrogate does on their data (a `Study` passes each simulation's relative
         training loss). Thread-safe: under the lock the next draw is made under, so a
-        worker asking for its next simulation gets a draw that saw these. Returns how
-        many were observed; non-finite losses and unknown ids are skipped and logged.
+        worker asking for its next simulation gets a draw that saw these. Cheap: the
+        losses are noted, and the sampler observes them on the launcher's thread before
+        its next draw (`StudyRecord.observe`). Returns how many were noted; non-finite
+        losses and unknown ids are skipped and logged.
 
         Raises:
             TypeError: the sampler is not an `AdaptiveSampler`.
+            ValueError: a loss that is not a number.
         """
         with self._lock:
             observed, skipped = self._study.observe(losses)

@@ -55,6 +55,7 @@ spread over modules, a new transition could forget the index.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -138,6 +139,9 @@ class StudyRecord:
         self.redraws = 0
         #: why the last outcome "raise" was returned: the policy or the budget used up
         self.failure = ""
+        #: losses noted by `observe`, not yet given to the sampler (id -> loss, in the
+        #: order of their newest report)
+        self._unapplied: dict[int, float] = {}
 
     # -- decisions ----------------------------------------------------------------------
 
@@ -150,28 +154,51 @@ class StudyRecord:
         return list(self._ids[status])
 
     def observe(self, losses: Mapping[int, float]) -> tuple[int, list[int]]:
-        """Give the adaptive sampler each simulation's loss with its parameters; returns
-        how many it observed and the ids skipped: a non-finite loss (a diverged
-        simulation steers nothing) or an id this study never drew.
+        """Note each simulation's loss for the adaptive sampler; returns how many were
+        noted and the ids skipped: a non-finite loss (a diverged simulation steers
+        nothing) or an id this study never drew.
+
+        The sampler is given them later, with their parameters (`apply_observations`):
+        before its next draw, in `state_dict`, and when the launcher stops. A study's
+        trainer reports every simulation's loss every few steps, hundreds of times per
+        draw; only the newest of each matters to the next draw, so the sampler observes
+        each simulation once per draw instead of once per report (issue 46: its cost on
+        the training thread). The sampler's state is the same as if each had been
+        observed at once: its observations keep the newest loss of each simulation, in
+        the order of their newest report (`AdaptiveSampler.observe`).
 
         Raises:
             TypeError: the sampler is not an `AdaptiveSampler`.
+            ValueError: a loss that is not a number (nothing is noted then).
         """
-        sampler = self.sampler
-        if not isinstance(sampler, AdaptiveSampler):
+        if not isinstance(self.sampler, AdaptiveSampler):
             raise TypeError(
-                f"the study's sampler ({type(sampler).__name__}) is not adaptive: it observes "
-                "no losses (make_sampler('breed', ...) is)"
+                f"the study's sampler ({type(self.sampler).__name__}) is not adaptive: it "
+                "observes no losses (make_sampler('breed', ...) is)"
             )
+        for sid, loss in losses.items():
+            if isinstance(loss, bool) or not isinstance(loss, numbers.Real):
+                raise ValueError(f"the loss of simulation {sid} is not a number: {loss!r}")
         observed, skipped = 0, []
         for sid, loss in losses.items():
-            record = self.records.get(sid)
-            if record is None or not math.isfinite(loss):
+            if sid not in self.records or not math.isfinite(loss):
                 skipped.append(sid)
                 continue
-            sampler.observe(sid, record.parameters, loss)
+            self._unapplied.pop(sid, None)  # reported again: the newest again
+            self._unapplied[sid] = float(loss)
             observed += 1
         return observed, skipped
+
+    def apply_observations(self) -> None:
+        """Give the adaptive sampler the losses `observe` noted since the last call, in
+        the order they were noted (a no-op for a fixed design)."""
+        if not self._unapplied:
+            return
+        sampler = self.sampler
+        assert isinstance(sampler, AdaptiveSampler)  # (`observe` checked it)
+        for sid, loss in self._unapplied.items():
+            sampler.observe(sid, self.records[sid].parameters, loss)
+        self._unapplied.clear()
 
     def awaiting_data(self) -> int:
         """Simulations whose process ended with their data not all in yet ("exited"):
@@ -198,6 +225,7 @@ class StudyRecord:
         if self.queue:
             sid = self.queue.popleft()
         elif self.work_left() > 0:
+            self.apply_observations()  # the draw sees every loss reported so far
             parameters = self.sampler.draw()
             sid, self.next_id = self.next_id, self.next_id + 1
             self.records[sid] = SimulationRecord(parameters)
@@ -336,7 +364,9 @@ class StudyRecord:
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;
-        `records_of` reads any version back as one object per simulation)."""
+        `records_of` reads any version back as one object per simulation). The losses
+        `observe` noted are applied first: the sampler's state holds them."""
+        self.apply_observations()
         return {
             "version": STATE_VERSION,
             "sampler": self.sampler.state_dict(),
@@ -367,6 +397,7 @@ class StudyRecord:
             raise RuntimeError("this launcher state was applied already: read it again")
         self.sampler.load_state_dict(saved.sampler)
         saved.applied = True
+        self._unapplied.clear()  # losses of the records replaced
         self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
         for record in self.records.values():
             if record.status in _ALIVE:  # interrupted: run it again (not a failure)

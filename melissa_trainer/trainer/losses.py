@@ -49,13 +49,13 @@ class TrainerLosses:
         return self.loss_fn(model(inputs), targets)
 
     def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order;
-        their mean is the step's loss when a hook asks for them (SAMPLE_LOSSES: the
-        per-simulation losses are tracked; instead of `compute_loss`: one forward
-        pass). By default ``loss_fn(model(inputs), targets, reduction="none")``
-        averaged over all but the first dimension. A `process_batch`
-        or `collate_fn` must then keep one row per sample, in order: the losses are
-        matched to the samples' simulations by position."""
+        """The loss of each sample of one batch, shape ``[batch]``, in the batch's order.
+        By default ``loss_fn(model(inputs), targets, reduction="none")`` averaged over all
+        but the first dimension (validation's tails use it). Overridden, it is also what
+        the per-simulation losses are made of, and its mean is the step's loss, when a
+        hook asks for them (SAMPLE_LOSSES; instead of `compute_loss`: one forward pass).
+        A `process_batch` or `collate_fn` must then keep one row per sample, in order:
+        the losses are matched to the samples' simulations by position."""
         inputs, targets = _inputs_targets(batch, "compute_sample_losses")
         return per_sample_losses(self.loss_fn, model(inputs), targets)
 
@@ -71,8 +71,22 @@ class TrainerLosses:
         self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
 
     def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
-        """The step's loss when a hook listens to SAMPLE_LOSSES: the mean of the
-        per-sample losses, which are kept (detached, on the device) for the event."""
+        """The step's loss when a hook listens to SAMPLE_LOSSES, the per-sample losses
+        kept (detached, on the device) for the event. Where neither loss is overridden:
+        the step's loss is `loss_fn(outputs, targets)`, as without the event (the same
+        training, bit for bit), and the per-sample losses come from the same outputs
+        without autograd (no backward node: issue 46, their cost on the step); else the
+        mean of `compute_sample_losses`."""
+        cls = type(self)
+        if (
+            cls.compute_sample_losses is TrainerLosses.compute_sample_losses
+            and cls.compute_loss is TrainerLosses.compute_loss
+        ):
+            inputs, targets = _inputs_targets(batch, "compute_sample_losses")
+            outputs = model(inputs)
+            with torch.no_grad():
+                self._sample_losses = per_sample_losses(self.loss_fn, outputs.detach(), targets)
+            return self.loss_fn(outputs, targets)
         losses = self.compute_sample_losses(model, batch)
         self._sample_losses = losses.detach()
         return losses.mean()

@@ -8,10 +8,11 @@ import threading
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from melissa_trainer.launcher import LauncherTuning, UniformSampler
+from melissa_trainer.launcher import LauncherTuning, UniformSampler, make_sampler
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job
 from melissa_trainer.launcher.study_record import STATUSES, StudyRecord, records_of
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
@@ -410,3 +411,47 @@ def test_a_worker_waits_while_ended_simulations_await_their_data(tmp_path: Path)
         assert "worker-0" not in supervisor.told_none
     finally:
         supervisor.close_socket()
+
+
+def test_losses_reported_between_draws_reach_the_sampler_once_each_as_if_at_once() -> None:
+    # issue 46: a study's trainer reports every simulation's loss every few steps,
+    # hundreds of times per draw; the record notes them and the sampler observes each
+    # simulation's newest loss once before the next draw, in the order of the newest
+    # reports (window 5 < simulations: the order decides which are kept), so that its
+    # state and draws are those of a sampler fed every report at once
+    def sampler() -> Any:
+        return make_sampler("breed", {"a": (0.0, 1.0), "b": (0.0, 1.0)}, seed=4,
+                            exploration=0.3, min_observations=3, window=5)  # fmt: skip
+
+    study = StudyRecord(sampler(), 14, max_restarts=0, on_failure="raise", max_redraws=0,
+                        first_simulation_id=0)  # fmt: skip
+    calls = Counter[int]()
+    observe = study.sampler.observe
+
+    def counted(sid: int, parameters: Any, loss: float) -> None:
+        calls[sid] += 1
+        observe(sid, parameters, loss)
+
+    study.sampler.observe = counted  # type: ignore[method-assign]
+    direct = sampler()  # fed every report at once
+    rng = random.Random(7)
+    for draw in range(14):
+        sid = study.take(0.0)
+        assert sid is not None
+        parameters = study.records[sid].parameters
+        assert parameters == direct.draw()
+        study.process_ended(sid, 0.0, 0)
+        for _ in range(30):  # reports of random subsets of the simulations drawn so far
+            ids = rng.sample(range(draw + 1), rng.randint(1, draw + 1))
+            report = {s: rng.random() for s in ids}
+            assert study.observe(report) == (len(report), [])
+            for s, loss in report.items():
+                direct.observe(s, study.records[s].parameters, loss)
+        assert sum(calls.values()) <= draw + 1  # at most once each before the next draw
+        calls.clear()
+        if draw == 9:  # a checkpoint holds every report, applied
+            assert study.state_dict()["sampler"] == direct.state_dict()
+    assert study.observe({99: 1.0, 0: float("nan")}) == (0, [99, 0])
+    with pytest.raises(ValueError, match="simulation 0 is not a number"):
+        study.observe({0: "high"})  # type: ignore[dict-item]
+    assert study.state_dict()["sampler"] == direct.state_dict()

@@ -229,6 +229,45 @@ def test_tracking_trains_as_the_plain_loss_does(tmp_path: Path) -> None:
         torch.testing.assert_close(a, b)  # the same loss, summed in another order
 
 
+def test_tracking_trains_bit_for_bit_as_without_it(tmp_path: Path) -> None:
+    # issue 46: the per-sample losses come from the step's outputs without autograd, and
+    # the step trains on loss_fn(outputs, targets) as it does untracked: the same weights
+    # bit for bit (the mean of per-sample means summed the loss in another order, and
+    # each step added backward nodes for it)
+    rng = np.random.default_rng(3)
+    data = [
+        {"x": rng.standard_normal(5).astype(np.float32),
+         "y": rng.standard_normal(37).astype(np.float32),
+         "simulation_id": np.array(i % 6, np.int64)}
+        for i in range(96)
+    ]  # fmt: skip
+
+    def summed(outputs: torch.Tensor, targets: torch.Tensor, reduction: str = "sum") -> Any:
+        return torch.nn.functional.mse_loss(outputs, targets, reduction=reduction)
+
+    def trained(where: Path, steps: int, loss_fn: Any = None) -> list[torch.Tensor]:
+        torch.manual_seed(0)
+        layers = (torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 37))
+        model = torch.nn.Sequential(*layers)
+        args = TrainingArguments(output_dir=str(where), batch_size=8, buffer="fifo",
+                                 buffer_size=32, report_to="none", disable_progress_bar=True,
+                                 simulation_loss_steps=steps, save_at_end=False)  # fmt: skip
+        trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=0.01),
+                                train_source=iter(data), process_sample=xy,
+                                **({"loss_fn": loss_fn} if loss_fn else {}))  # fmt: skip
+        trainer.train()
+        assert len(trainer.simulation_losses) == (6 if steps else 0)
+        return [p.detach().clone() for p in model.parameters()]
+
+    for a, b in zip(trained(tmp_path / "a", 0), trained(tmp_path / "b", 2), strict=True):
+        assert torch.equal(a, b)
+    # a loss_fn that sums: tracked, the step still trains on the sum (it trained on the
+    # mean of the per-sample means)
+    for a, b in zip(trained(tmp_path / "c", 0, summed), trained(tmp_path / "d", 2, summed),
+                    strict=True):  # fmt: skip
+        assert torch.equal(a, b)
+
+
 def test_a_resumed_run_reduces_the_same_losses_as_one_never_stopped(tmp_path: Path) -> None:
     # stopped at step 7, between reductions (every 3 steps): the unreduced samples of
     # step 7 are in the checkpoint and the resumed run's period 7-9 includes them

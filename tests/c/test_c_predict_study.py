@@ -14,24 +14,11 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
-
-from melissa_trainer import (
-    Hook,
-    OnlineTrainer,
-    ServingHook,
-    StreamSource,
-    Study,
-    TrainerControl,
-    TrainerState,
-    TrainingArguments,
-)
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
+from serving_parts import Weights, linear, serving_hook, serving_study
 
 pytestmark = [
     pytest.mark.slow,
@@ -148,26 +135,6 @@ end program
 """.replace("ASK_EVERY", str(ASK_EVERY)).replace("STEPS", str(STEPS))
 
 
-class Weights(Hook):
-    """The model's weights at each version (global step), read after the optimizer step."""
-
-    def __init__(self) -> None:
-        self.by_version: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _record(self, trainer: Any, state: TrainerState) -> None:
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        self.by_version[state.global_step] = (
-            model.weight.detach().numpy().copy(),
-            model.bias.detach().numpy().copy(),
-        )
-
-    def on_train_start(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
-        self._record(trainer, state)
-
-    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
-        self._record(trainer, state)
-
-
 def simulations(client: CClient, tmp_path: Path) -> tuple[Path, bool]:
     """A launcher command: the C simulation for even ids, the Fortran one for odd ids
     (the C one for both, and False, where the Fortran module was not built)."""
@@ -188,52 +155,14 @@ def simulations(client: CClient, tmp_path: Path) -> tuple[Path, bool]:
     return wrapper, fortran
 
 
-def linear(weights: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
-    w, b = weights
-    return (w.astype(np.float64) @ x.astype(np.float64) + b).astype(np.float32)
-
-
 @pytest.mark.timeout(240)
 def test_c_and_fortran_simulations_get_the_model_of_the_version_they_are_told(
     c_client: CClient,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     command, fortran = simulations(c_client, tmp_path)
-    launcher = Launcher(
-        [str(command)],
-        UniformSampler({"a": (0.0, 1.0), "b": (-1.0, 1.0)}, seed=3),
-        SIMULATIONS,
-        job_limit=SIMULATIONS,
-        backend=LocalBackend(),
-        env={"OUT": str(tmp_path)},
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
-    )
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    serving = ServingHook(
-        {"x": ((3,), "float32")},
-        process_inputs=lambda s: torch.from_numpy(s["x"].copy()),
-        process_outputs=lambda out: {"y": out},
-    )
-    weights = Weights()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=64,
-            watermark=1,
-            logging_steps=1000,
-            disable_progress_bar=True,
-            report_to="none",
-            stop_sync_steps=1,
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=Study(launcher, StreamSource()),
-        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
-        hooks=[weights, serving],
-    )
+    serving, weights = serving_hook(), Weights()
+    trainer, launcher = serving_study(tmp_path, [str(command)], SIMULATIONS, [weights, serving])
     state = trainer.train()
     assert state.global_step == SIMULATIONS * STEPS  # every sample trained on once
     summary = launcher.summary()

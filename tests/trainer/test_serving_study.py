@@ -23,20 +23,15 @@ from typing import Any
 
 import numpy as np
 import pytest
-import torch
 from helpers import run_group
+from serving_parts import Weights, linear, python_simulation, serving_hook, serving_study
 
 from melissa_trainer import (
     Hook,
-    OnlineTrainer,
     ServingHook,
-    StreamSource,
-    Study,
     TrainerControl,
     TrainerState,
-    TrainingArguments,
 )
-from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend, UniformSampler
 
 pytestmark = [
     pytest.mark.slow,
@@ -45,53 +40,6 @@ pytestmark = [
 ]
 
 SIMULATIONS, STEPS, ASK_EVERY = 2, 60, 10
-
-SIMULATION = r"""
-import json, os, sys, time
-import numpy as np
-from melissa_trainer.client import Client, PredictRefused
-
-sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
-params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
-answers, refusals = [], []
-with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
-    for t in range(STEPS):
-        x = np.array([params["a"], params["b"], t / 100], np.float32)
-        client.send(t, x=x, y=np.array([x.sum()], np.float32))
-        if t % ASK_EVERY == ASK_EVERY - 1:
-            client.flush()  # (the trainer waits for these to train)
-            for attempt in range(400):
-                try:
-                    out, version = client.predict({"x": x}, timeout=30)
-                except PredictRefused as exc:  # before training starts: not_serving
-                    refusals.append(exc.reason)
-                    time.sleep(0.05)
-                    continue
-                answers.append({"x": x.tolist(), "y": out["y"].tolist(), "version": version})
-                break
-with open(os.path.join(os.environ["OUT"], f"sim{sid}.json"), "w") as f:
-    json.dump({"answers": answers, "refusals": refusals}, f)
-""".replace("STEPS", str(STEPS)).replace("ASK_EVERY", str(ASK_EVERY))
-
-
-class Weights(Hook):
-    """The model's weights at each version (global step), read after the optimizer step."""
-
-    def __init__(self) -> None:
-        self.by_version: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-    def _record(self, trainer: Any, state: TrainerState) -> None:
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        self.by_version[state.global_step] = (
-            model.weight.detach().numpy().copy(),
-            model.bias.detach().numpy().copy(),
-        )
-
-    def on_train_start(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
-        self._record(trainer, state)
-
-    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
-        self._record(trainer, state)
 
 
 class InProcess(Hook):
@@ -116,49 +64,11 @@ class InProcess(Hook):
             self.thread.start()
 
 
-def linear(weights: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarray:
-    w, b = weights
-    return (w.astype(np.float64) @ x.astype(np.float64) + b).astype(np.float32)
-
-
 def test_simulations_get_the_model_of_the_version_they_are_told(tmp_path: Path) -> None:
-    script = tmp_path / "sim.py"
-    script.write_text(SIMULATION)
-    launcher = Launcher(
-        [sys.executable, str(script)],
-        UniformSampler({"a": (0.0, 1.0), "b": (-1.0, 1.0)}, seed=3),
-        SIMULATIONS,
-        job_limit=SIMULATIONS,
-        backend=LocalBackend(),
-        env={"OUT": str(tmp_path)},
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
-    )
-    torch.manual_seed(0)
-    model = torch.nn.Linear(3, 1)
-    serving = ServingHook(
-        {"x": ((3,), "float32")},
-        process_inputs=lambda s: torch.from_numpy(s["x"].copy()),
-        process_outputs=lambda out: {"y": out},
-    )
+    command = python_simulation(tmp_path / "sim.py", STEPS, ASK_EVERY)
+    serving = serving_hook()
     weights, in_process = Weights(), InProcess(serving)
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(
-            output_dir=str(tmp_path / "out"),
-            batch_size=1,
-            buffer="fifo",
-            buffer_size=64,
-            watermark=1,
-            logging_steps=1000,
-            disable_progress_bar=True,
-            report_to="none",
-            stop_sync_steps=1,
-        ),
-        torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=Study(launcher, StreamSource()),
-        process_sample=lambda s: (torch.from_numpy(s["x"]), torch.from_numpy(s["y"])),
-        hooks=[weights, serving, in_process],
-    )
+    trainer, _ = serving_study(tmp_path, command, SIMULATIONS, [weights, serving, in_process])
     state = trainer.train()
     assert in_process.thread is not None
     in_process.thread.join(timeout=60)
@@ -204,8 +114,7 @@ def test_each_rank_serves_its_simulations(tmp_path: Path) -> None:
     by rank ``id % 2`` (its counters), with the model of the version it names (the
     ranks' replicas are equal at every version)."""
     n = 4
-    script = tmp_path / "sim.py"
-    script.write_text(SIMULATION)
+    script = Path(python_simulation(tmp_path / "sim.py", STEPS, ASK_EVERY)[1])
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
            "--mixed_precision", "no", "--dynamo_backend", "no",

@@ -38,7 +38,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from melissa_trainer.buffers import SampleBlock
 from melissa_trainer.core.dataset import simulation_ids
 
 __all__ = ["LIMIT", "LossGuard", "NonFiniteLossError"]
@@ -100,10 +99,8 @@ class LossGuard:
         self._losses.append(loss if loss.dim() == 0 else loss.reshape(()))
         self._steps.append(step)
         ids = None
-        if type(samples) is SampleBlock:  # its column, by reference (a block never changes)
-            ids = samples.fields.get("simulation_id")
-        elif self._with_ids:
-            try:
+        if self._with_ids:
+            try:  # (a host block's column comes back by reference: a block never changes)
                 ids = simulation_ids(samples)
             except (ValueError, TypeError):  # not the stream's samples: no ids to name
                 self._with_ids = False

@@ -97,7 +97,10 @@ def buffer_values(values: Mapping[str, Any]) -> dict[str, Any]:
     """`BufferConfig` field -> the value of the corresponding field of `values`
     (`BUFFER_FIELDS`), the sample-to-insert ratio resolved."""
     out = {key: values[name] for key, name in BUFFER_FIELDS.items()}
-    out["retain"] = values["pseudo_epochs"] > 1  # replayed, hence kept
+    epochs = values["pseudo_epochs"]
+    # replayed, hence kept (a value that did not convert is reported by the conversion;
+    # compared with 1 it was a bare TypeError)
+    out["retain"] = isinstance(epochs, int) and epochs > 1
     # unset: the buffer's default ratio; 0: none (BufferConfig's None)
     out["sample_to_insert_ratio"] = resolve_sample_to_insert_ratio(
         out["kind"], out["sample_to_insert_ratio"], out["max_sample_reuse"]

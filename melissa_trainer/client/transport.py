@@ -76,8 +76,9 @@ class Transport:
     """One client's sockets to its receivers and what they carry (module docstring).
 
     Connects when made (the context and sockets are released again if that fails);
-    `open` then sends the HELLO. Its attributes are read by the client (`steps`,
-    `context`, `held`) and by the send specialized in `fast_send`.
+    `open` then sends the HELLO. The client reads `steps` and `context`; `fast_path`
+    hands the sockets, the lock, the outbox and the rest to the send specialized in
+    `fast_send`.
 
     Args:
         endpoints: the receivers' endpoints, in training-rank order.

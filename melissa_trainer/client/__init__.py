@@ -11,13 +11,14 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
 Torch-free and independent of the receiving side (`melissa_trainer.stream`'s receiver):
 it shares only the wire format (`stream.protocol`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
-standard library only) with it. Modules: `client` (`Client`), `config` (what a client is
-told, `ClientTuning`), `send_arrays` (a send's arrays, checked and placed over MPI
-ranks), `field_part` (prebuilt headers), `outbox` (small payloads coalesced into BATCH
-messages), `held` (large arrays sent without a copy, `array_reuse`), `fast_send` (the
-usual send, specialized), `predict` (`Client.predict`, `Predictor`: the trainer's
-current model asked for a prediction), `worker` (the job side of the launcher's worker mode:
-`worker.next_simulation`).
+standard library only) with it. Modules: `client` (`Client`), `config` (what a client
+is told, `ClientTuning`), `transport` (how its messages reach the receivers: the
+sockets, a step's send, `flush`, the BYE and `close`'s waits), `send_arrays` (a send's
+arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
+(small payloads coalesced into BATCH messages), `held` (large arrays sent without a
+copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
+(`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
+`worker` (the job side of the launcher's worker mode: `worker.next_simulation`).
 
 Names are imported on first use (PEP 562): a worker that imports
 `melissa_trainer.client.worker` loads only the standard library and pyzmq, and gets

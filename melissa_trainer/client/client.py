@@ -25,19 +25,15 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   the client logs one warning naming the step and the field.
 * A client object belongs to one thread (ZeroMQ sockets are not thread-safe).
 
-About 550 lines, over the project's ~400: a third is the docstrings of `Client` and
-`Client.send`, the reference of the API a simulation calls, kept next to the code.
+How the messages reach the receivers (the sockets, batches, large arrays held, the
+BYE and what `close` waits for) is `transport`'s; this module is the API and its
+checks.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from functools import partial
-from typing import TYPE_CHECKING, Any, SupportsIndex
+from collections.abc import Mapping, Sequence
+from typing import Any, SupportsIndex
 
 import numpy as np
 import zmq
@@ -52,49 +48,19 @@ from melissa_trainer.client.config import (
     resolve_receivers,
     resolve_run_id,
 )
-from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
-from melissa_trainer.client.held import HeldArrays, Released
-from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
-from melissa_trainer.client.sockets import arm, connect, deadline_after
+from melissa_trainer.client.transport import (
+    FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
+)
+from melissa_trainer.client.transport import Transport, client_logger
 from melissa_trainer.common.checks import check_seconds
-from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import FieldSpec, field_specs
 
-#: seconds a client closed after a failure (``close(bye=False)``, an exception in its
-#: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway
-FAILED_CLOSE_TIMEOUT = 10.0
-
-if TYPE_CHECKING:  # pragma: no cover
-    import logging
-
 __all__ = ["Client"]
-
-
-def _logger() -> logging.Logger:
-    """This module's logger. `logging` (with `traceback`, `string`...) is imported here,
-    on the rare path that logs, not with the client, whose every simulation's start-up
-    it would otherwise lengthen (`benchmarks/client_startup.py`; docs/measured.md,
-    "Simulation start-up")."""
-    import logging
-
-    return logging.getLogger(__name__)
-
-
-_pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
-
-
-@contextmanager
-def _closing(outbox: Outbox) -> Iterator[None]:
-    """The sockets' lock of a batching client, its flusher stopped first (it would
-    otherwise wait for the lock, and the closing thread sends what it held)."""
-    outbox.close()
-    with outbox.lock:
-        yield
 
 
 class Client:
@@ -201,39 +167,27 @@ class Client:
             for f in self._fields.values():
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
-        self._steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
-        self._held = held  # the large arrays ZeroMQ may still read
-        #: the check of float fields before they leave with FLAG_FINITE, and its warning
-        self._finite = FiniteCheck(self.simulation_id, self.rank)
-
-        self._own_context = context is None
-        self._context = zmq.Context() if context is None else context
         self._predictor: Predictor | None = None  # (the first `predict` makes it)
-        self._sockets: list[zmq.Socket] = []
-        try:
-            self._sockets = connect(self._context, self.endpoints, tuning, curve_keys)
-        except BaseException:
-            self._release(0)
-            raise
-        self._lock = threading.Lock()  # the sockets' user: this thread or the flusher
-        self._outbox: Outbox | None = None
-        if tuning.batch_bytes > 0:
-            self._outbox = Outbox(
-                self._sockets, tuning.batch_bytes, tuning.batch_delay, self._finite
-            )
-            self._lock = self._outbox.lock
-        self._batch_delay = tuning.batch_delay
-        self._batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
-        self._clock = SendClock()  # when the last send was (both paths)
-        self._fast = self._fast_path()
+        #: the sockets and what they carry; the check of float fields before they leave
+        #: with FLAG_FINITE, and its warning, goes with them
+        self._transport = Transport(
+            self.endpoints,
+            tuning,
+            curve_keys,
+            context,
+            held,
+            FiniteCheck(self.simulation_id, self.rank),
+            self._send_timeout,
+            self.simulation_id,
+            self.rank,
+            self.ranks,
+        )
+        self._fast = self._transport.fast_path(list(self._fields.values()), comm)
         self._closed = False
         try:
-            deadline = deadline_after(self._send_timeout)
-            for sock in self._sockets:
-                self._push(sock, hello, deadline)
+            self._transport.open(hello)
         except BaseException:
             self._closed = True
-            self._release(0)
             raise
 
     # -- sending ----------------------------------------------------------------------
@@ -242,7 +196,7 @@ class Client:
     def steps_sent(self) -> int:
         """How many distinct time steps this client has sent (to all receivers; the BYE
         to each receiver carries the number sent to it)."""
-        return sum(steps.count for steps in self._steps)
+        return sum(steps.count for steps in self._transport.steps)
 
     def send(
         self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None = None, /, **kwargs: Any
@@ -293,65 +247,7 @@ class Client:
             step = time_step
         else:
             step = check_time_step(time_step)
-        index = step % len(self._sockets)
-        sock = self._sockets[index]
-        step_bytes = _pack_step(step)
-        deadline = deadline_after(self._send_timeout)
-        now = time.monotonic()
-        outbox = None if now - self._clock.last >= self._batch_delay else self._outbox
-        self._clock.last = now
-        queued = 0  # large arrays
-        batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
-        batched: list[np.ndarray] = []
-        check = self._finite.passes
-        if not self._lock.acquire(timeout=-1 if self._send_timeout is None else self._send_timeout):
-            raise self._timeout(step)
-        # (only a bounded send can fail and need its records taken back)
-        mark = None if outbox is None or deadline is None else outbox.mark(index)
-        try:
-            if outbox is None and self._outbox is not None:
-                # A send after a pause goes at once, unbatched. Records of earlier steps
-                # for this receiver that the flusher has not sent yet (a busy machine)
-                # leave first: a socket's messages arrive in order, and so, then, do the
-                # client's steps (the batch used to follow: 0, 20, 10, 30 at a FIFO).
-                self._outbox.send(index, deadline)
-            for f, arr in prepared:
-                if f.local_size == 0:
-                    continue
-                if f.inline and outbox is not None and f.nbytes <= self._batch_record_max:
-                    batch_heads.append(f.batch_head)  # coalesced (checked with its batch)
-                    batched.append(arr)
-                    continue
-                # a float field that passes the check goes with FLAG_FINITE (`finite_check`)
-                head = f.head_finite if f.checked and check(f.spec.name, step, arr) else f.head
-                if not f.inline:
-                    arm(sock, deadline)
-                    try:
-                        self._held.send(sock, head + step_bytes + f.tail, arr)
-                    except zmq.Again:
-                        raise TimeoutError from None
-                    queued += 1
-                elif deadline is None:
-                    sock.send(b"".join((head, step_bytes, f.tail, arr.data)))
-                else:
-                    self._push(sock, b"".join((head, step_bytes, f.tail, arr.data)), deadline)
-            if outbox is not None and (
-                outbox.append_step(batch_heads, index, step_bytes, batched, now)
-                if batched
-                else outbox.due(index, now)
-            ):
-                outbox.send(index, deadline)
-        except TimeoutError:
-            if outbox is not None and mark is not None:
-                outbox.rollback(index, mark)  # this step's small fields were not queued
-            raise self._timeout(step) from None  # (its large arrays queued stay held)
-        finally:
-            self._lock.release()
-        try:
-            self._held.after_send(queued, deadline)  # as array_reuse says
-        except zmq.NotDone:
-            raise self._timeout(step) from None
-        self._steps[index].add(step)
+        self._transport.send_step(step, prepared)
 
     def flush(self) -> None:
         """Send the payloads waiting in batches now (see `batch_bytes`), and wait until
@@ -359,45 +255,7 @@ class Client:
         back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        deadline = deadline_after(self._send_timeout)
-        if self._outbox is not None:
-            timeout = -1 if self._send_timeout is None else self._send_timeout
-            if not self._lock.acquire(timeout=timeout):
-                raise self._timeout(None)
-            try:
-                self._outbox.flush(deadline)
-            except TimeoutError:
-                raise self._timeout(None) from None
-            finally:
-                self._lock.release()
-        try:
-            self._held.release_all(deadline)
-        except zmq.NotDone:
-            raise self._timeout(None) from None
-
-    def _fast_path(self) -> FastSend | None:
-        """The specialized usual send (see `fast_send`), or None if sends cannot take
-        it: with a communicator (parts of any shape), a send timeout (a deadline and a
-        rollback), or fields that are neither all batched nor all sent without a copy."""
-        outbox = self._outbox
-        if self._comm is not None or self._send_timeout is not None or not self._fields:
-            return None
-        fields = list(self._fields.values())
-        if all(not f.inline for f in fields):
-            return fast_large_sender(
-                fields,
-                self._sockets,
-                self._lock,
-                self._held,
-                self._steps,
-                self._clock,
-                self._finite,
-            )
-        if outbox is None or not all(
-            f.inline and 0 < f.nbytes <= self._batch_record_max for f in fields
-        ):
-            return None
-        return fast_sender(fields, outbox, self._steps, self._clock, self._batch_delay)
+        self._transport.flush()
 
     def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
         return prepare_arrays(self._fields, given, None if self._comm is None else self.rank)
@@ -410,22 +268,6 @@ class Client:
         )
         self._placed = True
         return prepared
-
-    # -- ZeroMQ -----------------------------------------------------------------------
-
-    def _push(self, sock: zmq.Socket, frame: bytes | bytearray, deadline: float | None) -> None:
-        arm(sock, deadline)
-        try:
-            sock.send(frame)
-        except zmq.Again:
-            raise self._timeout(None) from None
-
-    def _timeout(self, step: int | None) -> TimeoutError:
-        what = "a message" if step is None else f"time step {step}"
-        return TimeoutError(
-            f"simulation {self.simulation_id} rank {self.rank}: could not send {what} within "
-            f"send_timeout={self._send_timeout} s: the trainer is not receiving (back-pressure)"
-        )
 
     # -- closing ----------------------------------------------------------------------
 
@@ -455,66 +297,9 @@ class Client:
         if self._closed:
             return
         self._closed = True
-        tuning = self.tuning
-        close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
-        if not bye:
-            close_timeout = min(close_timeout or math.inf, FAILED_CLOSE_TIMEOUT)
-            disconnected = 0.0
-        wait = CloseWait(self._sockets, self.endpoints, close_timeout, disconnected)
-        failure = why = None
-        with self._lock if self._outbox is None else _closing(self._outbox):
-            if self._outbox is not None:
-                why = wait.until_done(self._outbox.flush, TimeoutError)
-                failure = None if why is None else "batched data"
-            if bye and failure is None:
-                for sock, steps in zip(self._sockets, self._steps, strict=True):
-                    bye_frame = protocol.encode_bye(
-                        self.simulation_id, self.rank, self.ranks, steps.count
-                    )
-                    why = wait.until_done(partial(self._send_tracked, sock, bye_frame), zmq.Again)
-                    if why is not None:
-                        failure = "BYE"
-                        break
-            if failure is None:  # (the BYE's release says that all before it left)
-                why = wait.until_done(self._held.release_all, zmq.NotDone)
-                failure = None if why is None else "queued messages"
-            wait.close()
-        linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
-        started = time.monotonic()
-        self._release(linger)
-        # ZeroMQ drops what the linger period did not deliver, and says nothing; a
-        # termination that took the whole period is the sign of it.
-        elapsed = time.monotonic() - started
-        if failure is None and self._own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
-            failure = "queued messages"
-            why = f"within close_timeout={tuning.close_timeout} s to {self.endpoints}"
-        if failure is not None:
-            message_text = (
-                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"
-            )
-            if bye:
-                raise TimeoutError(message_text)
-            _logger().warning(message_text)
-
-    def _send_tracked(self, sock: zmq.Socket, frame: bytes, deadline: float) -> None:
-        """Send `frame` without a copy, by `deadline` (else `zmq.Again`, nothing sent),
-        and hold it until ZeroMQ has sent it on.
-
-        The BYE's release is the one sign that the connection took everything before
-        it (a socket's messages leave in order): `close` waits for it with the arrays
-        held, in slices, while the receiver is there, and only then closes the sockets
-        (with the caller's context, closing returns at once and ZeroMQ lingers in the
-        background, dropping what it could not deliver without a word).
-        """
-        view = memoryview(frame)  # (a fresh object: its death is the release)
-        threshold = sock.copy_threshold
-        sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
-        arm(sock, deadline)
-        try:
-            sock.send(view, copy=False)
-        finally:
-            sock.copy_threshold = threshold
-        self._held.add(Released(view), len(frame))
+        if self._predictor is not None:
+            self._predictor.close()  # (its own socket, linger 0: nothing to deliver)
+        self._transport.close(bye)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version
@@ -526,18 +311,9 @@ class Client:
             raise RuntimeError("the client is closed")
         if self._predictor is None:
             self._predictor = Predictor(
-                self.simulation_id, run_id=self.run_id, context=self._context
+                self.simulation_id, run_id=self.run_id, context=self._transport.context
             )
         return self._predictor.predict(inputs, timeout)
-
-    def _release(self, linger_ms: int) -> None:
-        if self._predictor is not None:
-            self._predictor.close()
-        for sock in self._sockets:
-            sock.close(linger=linger_ms)
-        self._sockets = []
-        if self._own_context:
-            self._context.term()
 
     def __enter__(self) -> Client:
         return self
@@ -551,7 +327,7 @@ class Client:
             try:
                 self.close(bye=False)
             except Exception:  # pragma: no cover - close(bye=False) only logs
-                _logger().exception("closing the client after an error failed")
+                client_logger().exception("closing the client after an error failed")
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"{self.steps_sent} steps sent"

@@ -1,6 +1,7 @@
 """The checks of `TrainingArguments`: every rule its fields obey, each problem named
-with the field, its value and the fix (`TrainingArguments.__post_init__` collects them
-into one `ConfigError`), and the choices each field allows.
+with the field, its value and the fix (`argument_values.checked_values` collects them,
+`TrainingArguments.__post_init__` raises them as one `ConfigError`), and the choices
+each field allows.
 
 Pure functions of the fields' converted values: no I/O but `directory_problem`'s look at
 the file system, no state. The buffer's own rules are `BufferConfig`'s
@@ -55,7 +56,7 @@ def argument_problems(
 
     `bad` names the fields whose conversion already failed (reported once, by the
     conversion: their rules are skipped here); `buffer_values` is the `BufferConfig`
-    those fields make (`TrainingArguments._buffer_values`), whose rules are reported
+    those fields make (`argument_values.buffer_values`), whose rules are reported
     under `BUFFER_FIELDS`' names. The compile options are `compile_options`' to check.
     """
     p: list[str] = []

@@ -9,13 +9,15 @@ the field, its value and the fix.
 Values read from JSON / YAML files are checked for type: numeric strings such as
 ``"64"`` or ``"1e-3"`` (YAML reads ``1e-3`` as a string) are converted, anything else of
 the wrong type is a `ConfigError` naming the field. Reading files and converting values
-(`load_config_file`, `convert_value`, `ConfigError`) is `config_reading`'s, shared with
-`ArgumentParser`; its public names are re-exported here. The buffer's rules are
-`BufferConfig`'s (`buffers/config.py`), reported under this class's field names by
-`argument_checks`, which holds every rule of the fields (and the choices they allow,
-re-exported here).
+(`load_config_file`, `convert_value`, `ConfigError`) is `reading`'s, shared with
+`ArgumentParser`; its public names are re-exported here. What the values become when
+`TrainingArguments` is made (converted, normalised, resolved, checked) and what they
+make for the buffer and `torch.compile` is `argument_values`'; every rule of the fields
+is `argument_checks`' (and the choices they allow, re-exported here), the buffer's
+stated once by `BufferConfig` (`buffers/config.py`) and reported under this class's
+field names.
 
-A third of this module is the field documentation of `TrainingArguments` (one entry per
+Most of this module is the field documentation of `TrainingArguments` (one entry per
 option, the user's reference), which belongs next to the fields.
 """
 
@@ -36,18 +38,16 @@ from melissa_trainer.buffers.config import (
     DEFAULT_SAMPLE_TO_INSERT_RATIO,
     DEFAULT_WATERMARK,
     BufferConfig,
-    resolve_sample_to_insert_ratio,
 )
 from melissa_trainer.config import compile_options as compiled
 from melissa_trainer.config.argument_checks import (
     BUFFER_CHOICES,
     BUFFER_DEVICE_CHOICES,
-    BUFFER_FIELDS,
     MIXED_PRECISION_CHOICES,
     ON_SAVE_ERROR_CHOICES,
     REPORT_TO_CHOICES,
-    argument_problems,
 )
+from melissa_trainer.config.argument_values import buffer_values, checked_values, compile_options_of
 from melissa_trainer.config.reading import (
     FALSE_WORDS,
     NONE_WORDS,
@@ -319,47 +319,17 @@ class TrainingArguments:
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
-        bad: set[str] = set()
-        if self.mixed_precision is False:  # YAML 1.1 reads a bare `no` as false
-            self.mixed_precision = "no"
-        for name, annotation in _field_types().items():
-            value = getattr(self, name)
-            try:
-                setattr(self, name, convert_value(value, annotation))
-            except ConversionError as exc:
-                problems.append(f"{name}={value!r} {exc}")
-                bad.add(name)
-        for name in ("mixed_precision", "buffer", "buffer_device", "report_to", "on_save_error"):
-            if name not in bad:
-                setattr(self, name, getattr(self, name).strip().lower())
-        problems.extend(argument_problems(vars(self), bad, self._buffer_values()))
-        if not bad.intersection(("torch_compile", "torch_compile_backend", "torch_compile_mode")):
-            problems.extend(self._compile_problems())
+        # (`argument_values.checked_values` says what is converted, resolved, checked)
+        values, problems = checked_values(vars(self), _field_types())
+        for name in _field_types():
+            setattr(self, name, values[name])
         if problems:
             raise ConfigError(problems, context=type(self).__name__)
-
-    def _compile_problems(self) -> list[str]:
-        """`compiled.resolve_options`' rules (those of `transformers`), applied here."""
-        on, backend, mode, problems = compiled.resolve_options(
-            self.torch_compile, self.torch_compile_backend, self.torch_compile_mode
-        )
-        self.torch_compile, self.torch_compile_backend, self.torch_compile_mode = on, backend, mode
-        options = self.compile_options()
-        accumulation = self.gradient_accumulation_steps
-        if options is not None and not problems and isinstance(accumulation, int):
-            problem = compiled.accumulation_problem(options, accumulation)
-            problems.extend([problem] if problem is not None else [])
-        return problems
 
     def compile_options(self) -> compiled.CompileOptions | None:
         """What `torch.compile` is given for the training step; None without
         `torch_compile`."""
-        if not self.torch_compile:
-            return None
-        return compiled.CompileOptions(
-            self.torch_compile_backend or compiled.DEFAULT_BACKEND, self.torch_compile_mode
-        )
+        return compile_options_of(vars(self))
 
     # ------------------------------------------------------------------ resolved values
 
@@ -376,19 +346,9 @@ class TrainingArguments:
 
         Its `BufferConfig.resolved_tolerance` is the sample-to-insert tolerance in use.
         """
-        values = self._buffer_values()
+        values = buffer_values(vars(self))
         values["seed"] = self.seed + process_index
         return BufferConfig(**values)
-
-    def _buffer_values(self) -> dict[str, Any]:
-        """`BufferConfig` field -> value of the corresponding field here."""
-        values = {key: getattr(self, name) for key, name in BUFFER_FIELDS.items()}
-        values["retain"] = self.pseudo_epochs > 1  # replayed, hence kept
-        # unset: the buffer's default ratio; 0: none (BufferConfig's None)
-        values["sample_to_insert_ratio"] = resolve_sample_to_insert_ratio(
-            values["kind"], values["sample_to_insert_ratio"], values["max_sample_reuse"]
-        )
-        return values
 
     # ------------------------------------------------------------------ (de)serialisation
 

@@ -11,8 +11,9 @@ in-process callers (a hook, an adaptive sampler), through one inference path.
     # in process:   outputs, version = serving.predict({"u": u})
 
 Each rank binds a serving socket beside its receiver (same interface, CURVE keys and
-run id; ``serve_{rank}.json`` in the stream's rendezvous directory) and serves the
-simulations ``id % W == rank`` with its own replica (`melissa_trainer.stream.serving`).
+run id; ``serve_{rank}.json`` in the stream's rendezvous directory: `serving_socket`)
+and serves the simulations ``id % W == rank`` with its own replica
+(`melissa_trainer.stream.serving`).
 Between training steps (STEP_END, after the optimizer step: the model version is the
 global step), it drains that rank's bounded queue, in batches of at most `max_batch`:
 `process_inputs` turns each request's arrays into model inputs (the inference
@@ -52,7 +53,8 @@ TRAIN_START and after LOOP_END requests are refused ``not_serving``.
 
 In process: `predict` and `predict_batch` from the training thread (a hook) run at
 once; from another thread (an adaptive sampler's) they are queued like a simulation's
-request and answered at the next step's end (blocking up to `timeout`).
+request and answered at the next step's end (blocking up to `timeout`:
+`serving_in_process`).
 
 Not checkpointed: serving holds no state worth a restart (clients time out and ask again).
 """
@@ -64,7 +66,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -73,11 +75,11 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.inference import Inference
 from melissa_trainer.hooks.serving_budget import ServingBudget
+from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
-from melissa_trainer.stream.endpoints import curve_keys
+from melissa_trainer.hooks.serving_socket import rank_server
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
-from melissa_trainer.stream.serving_rendezvous import check_inputs, serving_bind
-from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.stream.serving_rendezvous import check_inputs
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -89,13 +91,6 @@ logger = logging.getLogger(__name__)
 _LATENCIES = 10_000  # latencies kept for the percentiles (the most recent)
 #: default `ServingHook.max_latency_steps`
 DEFAULT_MAX_LATENCY_STEPS = 16
-
-
-class InProcessPrediction(NamedTuple):
-    """Outputs (numpy arrays, by name) and the model version (global step)."""
-
-    outputs: Any
-    version: int
 
 
 class ServingHook(Hook):
@@ -172,34 +167,10 @@ class ServingHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self._trainer, self._thread = trainer, threading.get_ident()
-        source = trainer.source
-        stream = source if isinstance(source, StreamSource) else getattr(source, "stream", None)
-        network = self._bind is not None or isinstance(stream, StreamSource)
-        if not network:
+        server = rank_server(self.inputs, trainer, self._bind, self._rendezvous, self.max_queue)
+        if server is None:
             return  # in-process serving only (`predict` from another thread still queues)
-        kwargs: dict[str, Any] = {}
-        bind: str | None
-        if isinstance(stream, StreamSource):
-            config = stream.config
-            kwargs.update(
-                advertise_host=config.advertise_host,
-                curve=curve_keys(config.curve_secret_key, config.curve_public_key),
-                rendezvous_dir=self._rendezvous or config.rendezvous_dir,
-            )
-            bind = self._bind or serving_bind(config.bind, trainer.process_index)
-        else:
-            bind = self._bind
-            kwargs.update(rendezvous_dir=self._rendezvous)
-        assert bind is not None  # (network: a bind given, or a stream's)
-        self._server = PredictServer(
-            self.inputs,
-            rank=trainer.process_index,
-            world_size=trainer.num_processes,
-            bind=bind,
-            run_id=trainer.run_id,
-            max_queue=self.max_queue,
-            **kwargs,
-        )
+        self._server = server
         self._server.start()
         logger.info("rank %d serves predictions at %s", trainer.process_index, self.endpoint)
 
@@ -312,7 +283,7 @@ class ServingHook(Hook):
             with self._model:  # (the idle thread's batch ends first)
                 version = self._trainer.state.global_step
                 return InProcessPrediction(self._inference.run(self._trainer, arrays), version)
-        return self._queued(arrays, timeout)
+        return queued(self._server, arrays, timeout)
 
     log_maxima = LOG_MAXIMA
 
@@ -370,35 +341,6 @@ class ServingHook(Hook):
         server.serving = False
         for pending in server.take(server.max_queue):
             server.refuse(pending, "not_serving", "the trainer stopped serving")
-
-    def _queued(
-        self, arrays: list[dict[str, np.ndarray]], timeout: float | None
-    ) -> InProcessPrediction:
-        done = [threading.Event() for _ in arrays]
-        results: list[Any] = [None] * len(arrays)
-
-        def deliver(i: int) -> Callable[[Any, int, str], None]:
-            def put(outputs: Any, version: int, error: str) -> None:
-                results[i] = (outputs, version, error)
-                done[i].set()
-
-            return put
-
-        timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
-        for i, a in enumerate(arrays):
-            self._server.submit(a, deliver(i), timeout_ms)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for event in done:
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            if not event.wait(left):
-                raise TimeoutError(
-                    f"no training step ended within {timeout} s to serve the request"
-                )
-        errors = [r[2] for r in results if r[2]]
-        if errors:
-            reason, _, detail = errors[0].partition(": ")
-            raise ServingRefused(reason, detail)
-        return InProcessPrediction([r[0] for r in results], max(r[1] for r in results))
 
     def _serve(self, batch: list[Pending], version: int) -> None:
         if not batch:

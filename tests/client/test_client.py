@@ -729,7 +729,7 @@ def test_large_sends_take_a_short_path_that_sends_what_the_general_one_does(
         ]
         assert all(np.all(m.payload == min(m.time_step, 6)) for m in data)
         assert receiver.frames[1:-1] == [2] * 10  # header + payload, one message each
-        assert c._held.nbytes == 0 and len(c._held) == 0
+        assert c._transport.held.nbytes == 0 and len(c._transport.held) == 0
         sent.append(receiver.raw)
     assert sent[0] == sent[1]
 
@@ -1247,11 +1247,10 @@ def test_a_send_after_a_pause_leaves_after_the_batched_steps_before_it(
     records of earlier steps still in a batch (the flusher had not sent them: a busy
     machine) leave before it, so that the receiver gets one client's steps in the order
     sent (the batch used to leave after it: a FIFO buffer got steps 0, 20, 10, 30)."""
-    from melissa_trainer.client import client as client_module
-    from melissa_trainer.client import fast_send
+    from melissa_trainer.client import fast_send, transport
 
     clock = _Clock()
-    monkeypatch.setattr(client_module, "time", clock)
+    monkeypatch.setattr(transport, "time", clock)
     monkeypatch.setattr(fast_send, "time", clock)  # (read when the client is made)
     with Client(
         GOOD,

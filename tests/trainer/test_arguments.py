@@ -241,6 +241,31 @@ def test_wrong_types_name_the_field(name: str, value: object, message: str) -> N
     assert f"{name}={value!r} {message}" in str(err)
 
 
+@pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(TrainingArguments)])
+def test_every_field_of_the_wrong_type_is_a_config_error_naming_it(field: str) -> None:
+    """A value no field can take (a list) is one problem naming the field, whichever
+    field: never a bare error from a rule that reads it (``pseudo_epochs=[2]`` was a
+    TypeError from comparing a list with 1, made into the buffer's ``retain``)."""
+    err = config_error(**{field: [2]})
+    assert len(err.problems) == 1, err.problems
+    assert err.problems[0].startswith(f"{field}=[2] is not {_KIND[field]}"), err.problems
+
+
+#: what the conversion of a list to each field's type says it is not
+_KIND = {
+    f.name: (
+        "a boolean"
+        if "bool" in str(f.type)
+        else "an integer"
+        if "int" in str(f.type)
+        else "a number"
+        if "float" in str(f.type)
+        else "a string"
+    )
+    for f in dataclasses.fields(TrainingArguments)
+}
+
+
 def test_values_from_files_are_converted() -> None:
     args = TrainingArguments.from_dict(
         {"batch_size": "64", "buffer_size": 1e4, "save_at_end": "false",

@@ -1,0 +1,352 @@
+"""`Transport`: how a `Client`'s messages reach its receivers, from the HELLO to the BYE.
+
+The client (`melissa_trainer.client.client`) decides what is sent: the declared fields
+of a time step, checked and placed. The transport holds what carries them: the ZeroMQ
+context and the PUSH sockets (one per receiver, `sockets.connect`), the lock of their
+user (the client's thread, or the outbox's flusher), the `Outbox` of small payloads
+coalesced into BATCH messages, the large arrays ZeroMQ may still read (`HeldArrays`),
+and what each receiver was sent (its BYE carries the count). It sends one step (the
+general path; the usual send is specialized by `fast_send`, chosen here, once), flushes,
+and closes: the BYE, and what is queued delivered, as long as the trainer is there
+(`patience`).
+
+Every send is bounded by the client's `send_timeout` (a `TimeoutError` naming the
+simulation, the rank and the step) or, without one, waits as long as back-pressure
+lasts. Not thread-safe: one client's thread uses it; the lock guards the sockets and
+the batches against the flusher thread.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING
+
+import numpy as np
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
+from melissa_trainer.client.field_part import FieldPart
+from melissa_trainer.client.finite_check import FiniteCheck
+from melissa_trainer.client.held import HeldArrays, Released
+from melissa_trainer.client.outbox import Outbox
+from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.sockets import arm, connect, deadline_after
+from melissa_trainer.stream.step_set import StepSet
+
+if TYPE_CHECKING:  # pragma: no cover
+    import logging
+
+__all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
+
+#: seconds a client closed after a failure (``close(bye=False)``, an exception in its
+#: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway
+FAILED_CLOSE_TIMEOUT = 10.0
+
+_pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
+
+
+def client_logger() -> logging.Logger:
+    """The client's logger, ``melissa_trainer.client.client`` (`finite_check` warns
+    there too). `logging` (with `traceback`, `string`...) is imported here, on the rare
+    path that logs, not with the client, whose every simulation's start-up it would
+    otherwise lengthen (`benchmarks/client_startup.py`; docs/measured.md, "Simulation
+    start-up")."""
+    import logging
+
+    return logging.getLogger("melissa_trainer.client.client")
+
+
+@contextmanager
+def _closing(outbox: Outbox) -> Iterator[None]:
+    """The sockets' lock of a batching client, its flusher stopped first (it would
+    otherwise wait for the lock, and the closing thread sends what it held)."""
+    outbox.close()
+    with outbox.lock:
+        yield
+
+
+class Transport:
+    """One client's sockets to its receivers and what they carry (module docstring).
+
+    Connects when made (the context and sockets are released again if that fails);
+    `open` then sends the HELLO. The client reads `steps` and `context`; `fast_path`
+    hands the sockets, the lock, the outbox and the rest to the send specialized in
+    `fast_send`.
+
+    Args:
+        endpoints: the receivers' endpoints, in training-rank order.
+        tuning: how to send (`ClientTuning`).
+        curve_keys: the receivers' CURVE public keys, or None.
+        context: a ZeroMQ context to use; None: the transport's own, terminated by
+            `release`.
+        held: the large arrays sent without a copy (the client's `array_reuse`).
+        finite: the client's check of float fields before they leave.
+        send_timeout: the longest one send may block on back-pressure (None: no bound).
+        simulation_id, rank, ranks: whose messages these are (BYE, error messages).
+    """
+
+    def __init__(
+        self,
+        endpoints: Sequence[str],
+        tuning: ClientTuning,
+        curve_keys: Sequence[str | None] | None,
+        context: zmq.Context | None,
+        held: HeldArrays,
+        finite: FiniteCheck,
+        send_timeout: float | None,
+        simulation_id: int,
+        rank: int,
+        ranks: int,
+    ) -> None:
+        self.endpoints, self.tuning = endpoints, tuning
+        self.simulation_id, self.rank, self.ranks = simulation_id, rank, ranks
+        self.send_timeout = send_timeout
+        self.steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
+        self.held = held  # the large arrays ZeroMQ may still read
+        self.finite = finite
+        self.own_context = context is None
+        self.context = zmq.Context() if context is None else context
+        self.sockets: list[zmq.Socket] = []
+        try:
+            self.sockets = connect(self.context, self.endpoints, tuning, curve_keys)
+        except BaseException:
+            self.release(0)
+            raise
+        self.lock = threading.Lock()  # the sockets' user: this thread or the flusher
+        self.outbox: Outbox | None = None
+        if tuning.batch_bytes > 0:
+            self.outbox = Outbox(self.sockets, tuning.batch_bytes, tuning.batch_delay, finite)
+            self.lock = self.outbox.lock
+        self.batch_delay = tuning.batch_delay
+        self.batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
+        self.clock = SendClock()  # when the last send was (both paths)
+
+    def open(self, hello: bytes) -> None:
+        """Send `hello` to every receiver (bounded by `send_timeout`); released if it
+        fails."""
+        try:
+            deadline = deadline_after(self.send_timeout)
+            for sock in self.sockets:
+                self._push(sock, hello, deadline)
+        except BaseException:
+            self.release(0)
+            raise
+
+    # -- sending ----------------------------------------------------------------------
+
+    def fast_path(self, fields: list[FieldPart], comm: object) -> FastSend | None:
+        """The specialized usual send (see `fast_send`), or None if sends cannot take
+        it: with a communicator (parts of any shape), a send timeout (a deadline and a
+        rollback), or fields that are neither all batched nor all sent without a copy."""
+        outbox = self.outbox
+        if comm is not None or self.send_timeout is not None or not fields:
+            return None
+        if all(not f.inline for f in fields):
+            return fast_large_sender(
+                fields,
+                self.sockets,
+                self.lock,
+                self.held,
+                self.steps,
+                self.clock,
+                self.finite,
+            )
+        if outbox is None or not all(
+            f.inline and 0 < f.nbytes <= self.batch_record_max for f in fields
+        ):
+            return None
+        return fast_sender(fields, outbox, self.steps, self.clock, self.batch_delay)
+
+    def send_step(self, step: int, prepared: Sequence[tuple[FieldPart, np.ndarray]]) -> None:
+        """Send one time step's fields (checked and placed: `prepared`) to receiver
+        ``step % len(sockets)``: the general path, which every send may take.
+
+        Small payloads of sends less than `batch_delay` apart go into batches; a send
+        after a pause goes at once, after the records still batched for its receiver.
+        Large arrays leave without a copy and are then waited for as `held` says.
+
+        Raises:
+            TimeoutError: back-pressure outlasted `send_timeout`; this step's batched
+                records are taken back, its large arrays queued stay held.
+        """
+        index = step % len(self.sockets)
+        sock = self.sockets[index]
+        step_bytes = _pack_step(step)
+        deadline = deadline_after(self.send_timeout)
+        now = time.monotonic()
+        outbox = None if now - self.clock.last >= self.batch_delay else self.outbox
+        self.clock.last = now
+        queued = 0  # large arrays
+        batch_heads: list[bytes] = []  # and the payloads of the step that go in batches
+        batched: list[np.ndarray] = []
+        check = self.finite.passes
+        if not self.lock.acquire(timeout=-1 if self.send_timeout is None else self.send_timeout):
+            raise self.timeout(step)
+        # (only a bounded send can fail and need its records taken back)
+        mark = None if outbox is None or deadline is None else outbox.mark(index)
+        try:
+            if outbox is None and self.outbox is not None:
+                # A send after a pause goes at once, unbatched. Records of earlier steps
+                # for this receiver that the flusher has not sent yet (a busy machine)
+                # leave first: a socket's messages arrive in order, and so, then, do the
+                # client's steps (the batch used to follow: 0, 20, 10, 30 at a FIFO).
+                self.outbox.send(index, deadline)
+            for f, arr in prepared:
+                if f.local_size == 0:
+                    continue
+                if f.inline and outbox is not None and f.nbytes <= self.batch_record_max:
+                    batch_heads.append(f.batch_head)  # coalesced (checked with its batch)
+                    batched.append(arr)
+                    continue
+                # a float field that passes the check goes with FLAG_FINITE (`finite_check`)
+                head = f.head_finite if f.checked and check(f.spec.name, step, arr) else f.head
+                if not f.inline:
+                    arm(sock, deadline)
+                    try:
+                        self.held.send(sock, head + step_bytes + f.tail, arr)
+                    except zmq.Again:
+                        raise TimeoutError from None
+                    queued += 1
+                elif deadline is None:
+                    sock.send(b"".join((head, step_bytes, f.tail, arr.data)))
+                else:
+                    self._push(sock, b"".join((head, step_bytes, f.tail, arr.data)), deadline)
+            if outbox is not None and (
+                outbox.append_step(batch_heads, index, step_bytes, batched, now)
+                if batched
+                else outbox.due(index, now)
+            ):
+                outbox.send(index, deadline)
+        except TimeoutError:
+            if outbox is not None and mark is not None:
+                outbox.rollback(index, mark)  # this step's small fields were not queued
+            raise self.timeout(step) from None  # (its large arrays queued stay held)
+        finally:
+            self.lock.release()
+        try:
+            self.held.after_send(queued, deadline)  # as array_reuse says
+        except zmq.NotDone:
+            raise self.timeout(step) from None
+        self.steps[index].add(step)
+
+    def flush(self) -> None:
+        """Send the batched payloads now and wait until ZeroMQ is done with every large
+        array sent; bounded by `send_timeout` (`TimeoutError`)."""
+        deadline = deadline_after(self.send_timeout)
+        if self.outbox is not None:
+            timeout = -1 if self.send_timeout is None else self.send_timeout
+            if not self.lock.acquire(timeout=timeout):
+                raise self.timeout(None)
+            try:
+                self.outbox.flush(deadline)
+            except TimeoutError:
+                raise self.timeout(None) from None
+            finally:
+                self.lock.release()
+        try:
+            self.held.release_all(deadline)
+        except zmq.NotDone:
+            raise self.timeout(None) from None
+
+    def timeout(self, step: int | None) -> TimeoutError:
+        """The error of a send (of `step`, or of a message) that `send_timeout` ended."""
+        what = "a message" if step is None else f"time step {step}"
+        return TimeoutError(
+            f"simulation {self.simulation_id} rank {self.rank}: could not send {what} within "
+            f"send_timeout={self.send_timeout} s: the trainer is not receiving (back-pressure)"
+        )
+
+    def _push(self, sock: zmq.Socket, frame: bytes | bytearray, deadline: float | None) -> None:
+        arm(sock, deadline)
+        try:
+            sock.send(frame)
+        except zmq.Again:
+            raise self.timeout(None) from None
+
+    # -- closing ----------------------------------------------------------------------
+
+    def close(self, bye: bool) -> None:
+        """Deliver what is queued, say BYE (if `bye`), and release the sockets (and the
+        context, if the transport's own): `Client.close`, whose docstring states the
+        waits; once only.
+
+        Raises:
+            TimeoutError: with `bye`, what could not be delivered (dropped; everything
+                is released all the same). Without `bye` it is logged instead.
+        """
+        tuning = self.tuning
+        close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
+        if not bye:
+            close_timeout = min(close_timeout or math.inf, FAILED_CLOSE_TIMEOUT)
+            disconnected = 0.0
+        wait = CloseWait(self.sockets, self.endpoints, close_timeout, disconnected)
+        failure = why = None
+        with self.lock if self.outbox is None else _closing(self.outbox):
+            if self.outbox is not None:
+                why = wait.until_done(self.outbox.flush, TimeoutError)
+                failure = None if why is None else "batched data"
+            if bye and failure is None:
+                for sock, steps in zip(self.sockets, self.steps, strict=True):
+                    bye_frame = protocol.encode_bye(
+                        self.simulation_id, self.rank, self.ranks, steps.count
+                    )
+                    why = wait.until_done(partial(self._send_tracked, sock, bye_frame), zmq.Again)
+                    if why is not None:
+                        failure = "BYE"
+                        break
+            if failure is None:  # (the BYE's release says that all before it left)
+                why = wait.until_done(self.held.release_all, zmq.NotDone)
+                failure = None if why is None else "queued messages"
+            wait.close()
+        linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
+        started = time.monotonic()
+        self.release(linger)
+        # ZeroMQ drops what the linger period did not deliver, and says nothing; a
+        # termination that took the whole period is the sign of it.
+        elapsed = time.monotonic() - started
+        if failure is None and self.own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
+            failure = "queued messages"
+            why = f"within close_timeout={tuning.close_timeout} s to {self.endpoints}"
+        if failure is not None:
+            message_text = (
+                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"
+            )
+            if bye:
+                raise TimeoutError(message_text)
+            client_logger().warning(message_text)
+
+    def _send_tracked(self, sock: zmq.Socket, frame: bytes, deadline: float) -> None:
+        """Send `frame` without a copy, by `deadline` (else `zmq.Again`, nothing sent),
+        and hold it until ZeroMQ has sent it on.
+
+        The BYE's release is the one sign that the connection took everything before
+        it (a socket's messages leave in order): `close` waits for it with the arrays
+        held, in slices, while the receiver is there, and only then closes the sockets
+        (with the caller's context, closing returns at once and ZeroMQ lingers in the
+        background, dropping what it could not deliver without a word).
+        """
+        view = memoryview(frame)  # (a fresh object: its death is the release)
+        threshold = sock.copy_threshold
+        sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
+        arm(sock, deadline)
+        try:
+            sock.send(view, copy=False)
+        finally:
+            sock.copy_threshold = threshold
+        self.held.add(Released(view), len(frame))
+
+    def release(self, linger_ms: int) -> None:
+        """Close the sockets, ZeroMQ delivering for at most `linger_ms` ms, and terminate
+        the context if it is the transport's own (which waits for that delivery)."""
+        for sock in self.sockets:
+            sock.close(linger=linger_ms)
+        self.sockets = []
+        if self.own_context:
+            self.context.term()

@@ -1,0 +1,66 @@
+"""What a `ServingHook` answers the callers in the trainer's own process (a hook, an
+adaptive sampler): `InProcessPrediction`, and `queued`, a request from a thread other
+than the training thread, queued like a simulation's and waited for.
+
+On the training thread the hook runs the model at once (`ServingHook.predict_batch`);
+from another thread the model is not its to run (a step may be running), so the
+request joins the rank's queue, counted as a simulation's is, and is answered at the
+next step's end, or by the idle thread while training waits.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from melissa_trainer.stream.serving import PredictServer, ServingRefused
+
+__all__ = ["InProcessPrediction", "queued"]
+
+
+class InProcessPrediction(NamedTuple):
+    """Outputs (numpy arrays, by name) and the model version (global step)."""
+
+    outputs: Any
+    version: int
+
+
+def queued(
+    server: PredictServer, arrays: list[dict[str, np.ndarray]], timeout: float | None
+) -> InProcessPrediction:
+    """Queue one request per element of `arrays` on `server` and wait, blocking up to
+    `timeout` seconds in all (None: no bound), for every answer: the outputs in order,
+    and the newest model version that answered.
+
+    Raises:
+        ValueError, ServingRefused: from `server.submit` (inputs not the declared ones,
+            a full queue, not serving), or the first refusal of an answer.
+        TimeoutError: not every request was answered within `timeout`.
+    """
+    done = [threading.Event() for _ in arrays]
+    results: list[Any] = [None] * len(arrays)
+
+    def deliver(i: int) -> Callable[[Any, int, str], None]:
+        def put(outputs: Any, version: int, error: str) -> None:
+            results[i] = (outputs, version, error)
+            done[i].set()
+
+        return put
+
+    timeout_ms = 0 if timeout is None else max(1, round(timeout * 1000))
+    for i, a in enumerate(arrays):
+        server.submit(a, deliver(i), timeout_ms)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    for event in done:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if not event.wait(left):
+            raise TimeoutError(f"no training step ended within {timeout} s to serve the request")
+    errors = [r[2] for r in results if r[2]]
+    if errors:
+        reason, _, detail = errors[0].partition(": ")
+        raise ServingRefused(reason, detail)
+    return InProcessPrediction([r[0] for r in results], max(r[1] for r in results))

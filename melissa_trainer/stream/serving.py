@@ -17,10 +17,13 @@ The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
   `max_queue`);
 * queues the others, stamped with the time and the model version they arrived at.
 
-The training thread drains the queue (`take`), runs the model, and answers (`answer`,
-`refuse`): replies are handed to the I/O thread through an inproc socket (ZeroMQ
-sockets belong to one thread). A request older than its client's timeout is dropped
-unanswered (counted ``expired``): its client has given up and fallen back.
+The queue, its bound, its version stamps, its expiry and the counters are a
+`RequestQueue` (`melissa_trainer.stream.serving_queue`; `Pending`, `ServingRefused` and
+`DEFAULT_MAX_QUEUE` still import from here). The training thread drains the queue
+(`take`), runs the model, and answers (`answer`, `refuse`): replies are handed to the
+I/O thread through an inproc socket (ZeroMQ sockets belong to one thread). A request
+older than its client's timeout is dropped unanswered (counted ``expired``): its client
+has given up and fallen back.
 
 A peer that does not read its replies cannot block anyone: the ROUTER drops replies to
 a peer whose queue is full or which is gone. A frame over the bound (the declared
@@ -33,13 +36,11 @@ Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `an
 
 from __future__ import annotations
 
-import collections
 import itertools
 import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,12 @@ from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND
+from melissa_trainer.stream.serving_queue import (
+    DEFAULT_MAX_QUEUE,
+    Pending,
+    RequestQueue,
+    ServingRefused,
+)
 from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
 from melissa_trainer.wire import PredictRequest, ProtocolError
 
@@ -57,39 +64,12 @@ __all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "c
 
 logger = logging.getLogger(__name__)
 
-#: default bound on the requests waiting for the model, per rank
-DEFAULT_MAX_QUEUE = 64
 #: seconds `stop` waits for the I/O thread
 STOP_TIMEOUT = 10.0
 _POLL_MS = 100
 _LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
 _BURST = 256  # requests read in a row before the answers are forwarded again
 _ids = itertools.count()
-
-
-class ServingRefused(RuntimeError):
-    """An in-process request refused (`reason`: ``busy`` or ``not_serving``)."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-
-
-@dataclass
-class Pending:
-    """A request waiting for the model: from a peer (`identity`) or in process (`deliver`)."""
-
-    request: PredictRequest
-    received: float  #: time.monotonic() at arrival
-    version: int  #: the model version (global step) at arrival
-    identity: bytes | None = None
-    deliver: Callable[[dict[str, np.ndarray] | None, int, str], None] | None = field(
-        default=None, repr=False
-    )
-
-    def expired(self, now: float) -> bool:
-        timeout = self.request.timeout_ms
-        return timeout > 0 and (now - self.received) * 1000 > timeout
 
 
 class PredictServer:
@@ -128,12 +108,8 @@ class PredictServer:
         self._bind, self._advertise, self._curve = bind, advertise_host, curve
         self._run_id, self._rendezvous = run_id, rendezvous_dir
         self.max_request_bytes = sum(f.size * f.dtype.itemsize for f in self.inputs)
-        self._version = 0
-        self._serving = False
-        self._queue: collections.deque[Pending] = collections.deque()
-        self._lock = threading.Lock()  # the queue, the counters, the reply socket
-        self._arrived = threading.Condition(self._lock)  # a request was queued
-        self._counts: collections.Counter[str] = collections.Counter()
+        self._requests = RequestQueue(max_queue)
+        self._send_lock = threading.Lock()  # the PUSH socket, shared by the answering threads
         self._summary = LogSummary(logger, f"serving of rank {rank}")
         self._context: zmq.Context | None = None
         self._router: zmq.Socket | None = None
@@ -188,31 +164,28 @@ class PredictServer:
 
     @property
     def version(self) -> int:
-        """The model version now (the trainer's global step; set by the drainer, under
-        the queue's lock: a request is stamped and queued under it too, so one stamped
-        at version v is in the queue before the version becomes v + 1, and a drainer
-        that sets the version and then looks at the queue sees it)."""
-        return self._version
+        """The model version now (the trainer's global step; set by the drainer:
+        `RequestQueue.version` says how it orders with the requests stamped)."""
+        return self._requests.version
 
     @version.setter
     def version(self, value: int) -> None:
-        with self._lock:
-            self._version = int(value)
+        self._requests.version = value
 
     @property
     def serving(self) -> bool:
         """Whether requests are queued (True) or refused ``not_serving`` (False)."""
-        return self._serving
+        return self._requests.serving
 
     @serving.setter
     def serving(self, value: bool) -> None:
-        self._serving = bool(value)
+        self._requests.serving = value
 
     def stop(self) -> None:
         """Refuse the queued requests (``not_serving``), stop the thread, close the
         sockets, remove the published file. Idempotent."""
-        self._serving = False
-        for pending in self._drain():
+        self._requests.serving = False
+        for pending in self._requests.drain():
             self.refuse(pending, "not_serving", "the trainer stopped serving")
         if self._rendezvous is not None and self.endpoint is not None:
             remove_serving(self._rendezvous, self.rank, self.endpoint)
@@ -241,38 +214,25 @@ class PredictServer:
 
     def pending(self) -> int:
         """Requests waiting now."""
-        return len(self._queue)
+        return self._requests.pending()
 
     def oldest_version(self) -> int | None:
         """The model version at which the oldest waiting request arrived (None: none
         waits). Requests are queued in arrival order, so it is the smallest."""
-        with self._lock:
-            return self._queue[0].version if self._queue else None
+        return self._requests.oldest_version()
 
     def wait_pending(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request to wait; True if one does."""
-        with self._arrived:
-            if not self._queue:
-                self._arrived.wait(timeout)
-            return bool(self._queue)
+        return self._requests.wait_pending(timeout)
 
     def take(self, n: int) -> list[Pending]:
         """Up to `n` requests, oldest first; those older than their client's timeout
         are dropped on the way (counted ``expired``, unanswered)."""
-        now = time.monotonic()
-        out: list[Pending] = []
-        with self._lock:
-            while self._queue and len(out) < n:
-                pending = self._queue.popleft()
-                if pending.expired(now):
-                    self._counts["expired"] += 1
-                    continue
-                out.append(pending)
-        return out
+        return self._requests.take(n)
 
     def answer(self, pending: Pending, arrays: dict[str, np.ndarray], version: int) -> None:
         """Send `pending` its prediction, made by model `version`."""
-        self._count("answered")
+        self._requests.count("answered")
         if pending.deliver is not None:
             pending.deliver(arrays, version, "")
             return
@@ -282,7 +242,7 @@ class PredictServer:
 
     def refuse(self, pending: Pending, reason: str, detail: str, retry_after_ms: int = 0) -> None:
         """Send `pending` a REFUSED (`reason`: a name of `protocol.REFUSAL_REASONS`)."""
-        self._count(f"refused_{reason}")
+        self._requests.count(f"refused_{reason}")
         if pending.deliver is not None:
             pending.deliver(None, self.version, f"{reason}: {detail}")
             return
@@ -313,46 +273,26 @@ class PredictServer:
 
     def telemetry(self) -> dict[str, int]:
         """Counters: requests, answered, expired, refused_<reason>, rejected_<reason>."""
-        with self._lock:
-            return dict(self._counts)
-
-    def _count(self, key: str) -> None:
-        with self._lock:
-            self._counts[key] += 1
-
-    def _drain(self) -> list[Pending]:
-        with self._lock:
-            out = list(self._queue)
-            self._queue.clear()
-        return out
+        return self._requests.telemetry()
 
     def _reply(self, identity: bytes | None, frames: list[Any]) -> None:
         if threading.current_thread() is self._thread:  # the I/O thread owns the ROUTER
             assert self._router is not None
             self._router.send_multipart([identity or b"", *frames], copy=False)
             return
-        with self._lock:  # (the PUSH socket is shared by the threads that answer)
+        with self._send_lock:  # (the PUSH socket is shared by the threads that answer)
             out = self._replies_out
             if out is not None:
                 out.send_multipart([identity or b"", *frames], copy=False)
 
     def _queue_or_refuse(self, pending: Pending) -> None:
-        """Queue `pending`, or refuse it (not serving, queue full)."""
-        with self._lock:
-            self._counts["requests"] += 1
-            if self._serving and len(self._queue) < self.max_queue:
-                # (stamped here, not when it was read: a thread descheduled in between
-                # would queue it with an older version than the drainer's, past the bound)
-                pending.version = self._version
-                self._queue.append(pending)
-                self._arrived.notify_all()  # (every waiter: the idle thread is one)
-                return
-        if not self._serving:
-            reason, detail = "not_serving", "the trainer serves no model now (starting or stopping)"
-        else:
-            reason, detail = "busy", f"{self.max_queue} requests wait already"
+        """Queue `pending` (`RequestQueue.offer`), or refuse it (not serving, queue full)."""
+        refusal = self._requests.offer(pending)
+        if refusal is None:
+            return
+        reason, detail = refusal
         if pending.deliver is not None:
-            self._count(f"refused_{reason}")
+            self._requests.count(f"refused_{reason}")
             raise ServingRefused(reason, detail)
         self.refuse(pending, reason, detail, retry_after_ms=100)
 
@@ -404,7 +344,7 @@ class PredictServer:
             and request.run_id != self._run_id
         ):
             pending = Pending(request, time.monotonic(), self.version, identity)
-            self._count("requests")
+            self._requests.count("requests")
             self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")
             return
         self._queue_or_refuse(Pending(request, time.monotonic(), self.version, identity))
@@ -415,7 +355,7 @@ class PredictServer:
         """Count and log a malformed request; refuse it if it can be named."""
         head = parts[0] if parts else b""
         sim = protocol.peek_simulation_id(head)
-        self._count(f"rejected_{exc.reason}")
+        self._requests.count(f"rejected_{exc.reason}")
         self._summary.event(
             REJECTED, exc.reason, sim, f"serving of rank {self.rank}: rejected a request: {exc}"
         )

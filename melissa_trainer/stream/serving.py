@@ -122,9 +122,14 @@ class PredictServer:
     # -- lifecycle -------------------------------------------------------------------
 
     def start(self) -> None:
-        """Bind, start the I/O thread, publish ``serve_{rank}.json``. Returns at once."""
+        """Bind, start the I/O thread, publish ``serve_{rank}.json``. Returns at once.
+        A server starts once: RuntimeError when it runs, or ran and was stopped."""
         if self._context is not None:
             raise RuntimeError("PredictServer.start() was called twice")
+        if self._stop.is_set():  # (its I/O thread would leave at once: nobody would read)
+            raise RuntimeError(
+                "PredictServer.start() after stop(): a server starts once; make a new PredictServer"
+            )
         ctx = self._context = zmq.Context()
         router = self._router = ctx.socket(zmq.ROUTER)
         router.setsockopt(zmq.MAXMSGSIZE, self.max_request_bytes + HEADER_ALLOWANCE)

@@ -532,3 +532,21 @@ def test_a_request_is_stamped_with_the_version_it_is_queued_at() -> None:
     assert srv.oldest_version() == 9
     (taken,) = srv.take(1)
     assert taken.version == 9
+
+
+def test_a_stopped_server_refuses_to_start_again(tmp_path: Path) -> None:
+    """After `stop` the I/O thread's stop flag stays set: a second `start` would bind
+    and publish a socket that no thread reads (its clients waiting for their timeout).
+    It must refuse instead, publishing nothing; a server that runs refuses too."""
+    srv = PredictServer(INPUTS, rendezvous_dir=tmp_path)
+    srv.start()
+    try:
+        with pytest.raises(RuntimeError, match="twice"):
+            srv.start()
+    finally:
+        srv.stop()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(RuntimeError, match="make a new PredictServer"):
+        srv.start()
+    assert list(tmp_path.iterdir()) == []
+    srv.stop()  # (still idempotent)

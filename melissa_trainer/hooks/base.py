@@ -306,7 +306,10 @@ class HookList:
             raise error
 
     def state_dict(self) -> dict[str, dict[str, Any]]:
-        return {h.name: h.state_dict() for h in self.hooks if h.state_dict()}
+        # Each hook's state is taken once: a state_dict may be costly (a serving
+        # hook's counters under its lock) and need not return the same twice.
+        states = ((h.name, h.state_dict()) for h in self.hooks)
+        return {name: state for name, state in states if state}
 
     def load_state_dict(self, states: Mapping[str, Mapping[str, Any]]) -> None:
         by_name = {h.name: h for h in self.hooks}

@@ -202,6 +202,22 @@ def test_checkpoint_with_unknown_hook_state_is_refused() -> None:
         HookList([]).load_state_dict({"Mystery": {"x": 1}})
 
 
+def test_a_checkpoint_takes_each_hooks_state_once() -> None:
+    class Counted(Hook):
+        calls = 0
+
+        def state_dict(self) -> dict[str, Any]:
+            Counted.calls += 1
+            return {"calls": Counted.calls}
+
+    class Stateless(Hook):
+        pass
+
+    states = HookList([Counted(), Stateless()]).state_dict()
+    assert Counted.calls == 1
+    assert states == {"Counted": {"calls": 1}}
+
+
 def test_log_lines_show_only_the_source_counters_that_are_not_zero() -> None:
     from melissa_trainer.hooks.progress import format_logs
 

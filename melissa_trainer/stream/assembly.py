@@ -339,9 +339,10 @@ class Assembly:
         return ADDED
 
 
-def block_of(name: str, rows: np.ndarray, sim: StepLedger, steps: list[int]) -> SampleBlock:
+def block_of(name: str, rows: np.ndarray, sim: StepLedger, steps: np.ndarray) -> SampleBlock:
     """The samples of `rows` (the field, one row per step of `steps`) as one block.
 
+    `steps`: the time steps, int64, an array the block may keep (not a view of a frame).
     The field is copied once for the whole block (a sample owns its memory: a view
     would pin the whole received frame while the sample stays in the buffer), and
     `simulation_id`, `time_step` and `parameters` are one array each: four arrays for
@@ -349,11 +350,13 @@ def block_of(name: str, rows: np.ndarray, sim: StepLedger, steps: list[int]) -> 
     block as it is; other policies hold its samples (see `SampleBlock.samples`).
     """
     n = len(steps)
+    ids = np.empty(n, np.int64)
+    ids.fill(sim.id_array)  # (np.full's Python wrapper costs more than the fill)
     return SampleBlock(
         {
             name: rows.copy(),
-            "simulation_id": np.full(n, int(sim.id_array), np.int64),
-            "time_step": np.array(steps, np.int64),
+            "simulation_id": ids,
+            "time_step": steps,
             "parameters": np.repeat(sim.param_array[None], n, axis=0),
         }
     )

@@ -10,6 +10,12 @@ order they were ingested, whoever ingests. `overflow` is needed as long as the r
 thread ingests: a message is decoded whole (a BATCH is many samples), so what does not
 fit must wait somewhere, and the socket cannot take it back.
 
+What a pump could not put of a `SampleBlock` (a BATCH's samples) waits as one block,
+not as per-sample dicts: a reservoir builds those when it takes them (`flush`), and a
+FIFO takes the rest of the block as one item, so the usual steady state of a full
+buffer (each pump puts part of a batch, the next one the rest) costs no Python per
+sample here (issue 42).
+
 Thread-safety: used by one thread at a time (the receiver's ingest lock).
 """
 
@@ -17,8 +23,9 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
+from itertools import takewhile
 
-from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+from melissa_trainer.buffers import Buffer, BufferClosedError, Sample, SampleBlock
 
 __all__ = ["Feeder"]
 
@@ -46,30 +53,62 @@ class Feeder:
     ) -> None:
         self._buffer, self._put_timeout = buffer, put_timeout
         self._serve_requests, self._closed = serve_requests, closed
-        self.overflow: deque[Sample] = deque()  # ingested by a pump, not yet in the buffer
+        #: ingested by a pump, not yet in the buffer: samples, and blocks kept whole
+        self.overflow: deque[Sample | SampleBlock] = deque()
         self.pumping = False
         #: a put waits for room (read by other threads: `Receiver.backpressured`)
         self.waiting = False
 
     def flush(self, block: bool) -> bool:
-        """Put the samples a pump could not (blocking for room if `block`); True once
-        none is left."""
+        """Put the samples a pump could not, in order (blocking for room if `block`);
+        True once none is left."""
         overflow = self.overflow
-        if not overflow:
-            return True
-        try:
-            n = self._buffer.put_available(list(overflow))
-        except BufferClosedError:
-            overflow.clear()
-            return self._closed()
-        for _ in range(n):
-            overflow.popleft()
-        while overflow and block:
-            if not self._put_blocking(overflow[0]):
+        while overflow:
+            head = overflow[0]
+            # a kept block goes in as one (`Buffer.put_available`), loose samples as a run
+            run = head if type(head) is SampleBlock else self._loose_run()
+            try:
+                n = self._buffer.put_available(run)
+            except BufferClosedError:
                 overflow.clear()
-                return False
+                return self._closed()
+            self._drop_front(run, n)
+            if n < len(run):  # full
+                if not block:
+                    return False
+                if not self._put_blocking(self._pop_one()):
+                    overflow.clear()
+                    return False
+        return True
+
+    def _loose_run(self) -> list[Sample]:
+        """The samples at the front of `overflow`, up to its first block."""
+        loose = takewhile(lambda item: type(item) is not SampleBlock, self.overflow)
+        return list(loose)  # type: ignore[arg-type]
+
+    def _drop_front(self, run: Sequence[Sample], n: int) -> None:
+        """Remove the first `n` samples of `run` (the front of `overflow`) from it."""
+        overflow = self.overflow
+        if type(run) is SampleBlock:
+            if n == len(run):
+                overflow.popleft()
+            elif n:
+                overflow[0] = run[n:]  # (views of the same block)
+        else:
+            for _ in range(n):
+                overflow.popleft()
+
+    def _pop_one(self) -> Sample:
+        """Take the first sample out of `overflow` (not empty)."""
+        overflow = self.overflow
+        head = overflow[0]
+        if type(head) is not SampleBlock:
+            return overflow.popleft()  # type: ignore[return-value]
+        if len(head) == 1:
             overflow.popleft()
-        return not overflow
+        else:
+            overflow[0] = head[1:]
+        return head[0]
 
     def put(self, sample: Sample) -> bool:
         """Put one sample; False if the buffer is closed. Blocks while the buffer is
@@ -100,7 +139,11 @@ class Feeder:
                 self._closed()
                 return 0
         if self.pumping:  # the buffer is full: what is left waits, in order
-            self.overflow.extend(samples[n:])
+            if type(samples) is SampleBlock:
+                if n < len(samples):
+                    self.overflow.append(samples[n:])  # one item, not a dict per sample
+            else:
+                self.overflow.extend(samples[n:])
             return len(samples)
         for sample in samples[n:]:
             if not self.put(sample):

@@ -182,7 +182,8 @@ class Ingest(IngestState):
             self.recent.extend(zip(repeat(sid), st))
             self.marked += k
             self.in_flight = k
-            self.samples_put += self._put_many(block_of(name, rows, sim, st))
+            block = block_of(name, rows, sim, msg.steps.astype(np.int64))
+            self.samples_put += self._put_many(block)
             self.in_flight = 0
         else:
             self._batch_any(msg, sim, rows)
@@ -223,7 +224,8 @@ class Ingest(IngestState):
         self.recent.extend(zip(repeat(sid), new_steps))
         self.marked += len(new_steps)
         self.in_flight = len(new_steps)
-        self.samples_put += self._put_many(block_of(msg.name, rows[new], sim, new_steps))
+        block = block_of(msg.name, rows[new], sim, steps[new])
+        self.samples_put += self._put_many(block)
         self.in_flight = 0
 
     def hello(self, hello: Hello) -> None:

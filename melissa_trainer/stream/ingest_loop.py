@@ -14,8 +14,9 @@ ingester reads between messages: one `_attention` flag per message, so the data 
 pays one attribute read for all of them. A snapshot is taken by the ingester itself
 (`snapshot`), consistent without a lock on the data path.
 
-`IngestLoop` is the base of `Receiver`, which binds the socket and runs the per-message
-data path (`_serve`); the split is by concept, the object is one.
+`IngestLoop` is the base of `data_path.DataPath` (the per-message data path, `_serve`),
+itself the base of `Receiver`, which binds the socket; the split is by concept, the
+object is one.
 """
 
 from __future__ import annotations

@@ -4,19 +4,7 @@ Who ingests (the reader's pumps, or the receiver's thread when they stop) and ho
 requests from other threads reach the ingester: :mod:`.ingest_loop`, the base class. The
 socket, its options, its bind and its rendezvous file: :mod:`.receiver_socket`.
 
-Data path per message: ``recv(copy=False)`` of the first frame, read as bytes (its
-``more`` flag comes with it: `Socket.get(RCVMORE)` would cost an enum lookup in pyzmq
-per message); only a DATA header without the INLINE flag makes it look for a second
-frame, received with ``copy=False``; ``protocol.decode`` (memoized for DATA headers,
-which differ only by their time step: `data_decoder.DataDecoder`); validation against
-the simulation's HELLO; dedup against the simulation's completed-step bits; reassembly if
-the step comes in parts; ``buffer.put`` of each complete sample, exactly once per
-(simulation, time step).
-
-Memory: a field sent whole in a payload frame keeps that ZeroMQ frame as its memory (no
-copy); an INLINE payload is copied once out of the received bytes (aligned, writable;
-see `assembly.payload_array`); a field split over client ranks is copied once from
-each part into an array allocated for it.
+The data path per message, from the socket to `Ingest`: :mod:`.data_path`.
 
 Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
 
@@ -79,35 +67,22 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Any
 
 import zmq
 
-from melissa_trainer import wire as protocol
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.migrations import upgrade
-from melissa_trainer.stream import heap
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
+from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, is_loopback
-from melissa_trainer.stream.ingest_loop import IngestLoop
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
 from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
 from melissa_trainer.stream.watchdog import StallError
-from melissa_trainer.wire import (
-    DATA,
-    FLAG_INLINE,
-    Abandon,
-    Batch,
-    Bye,
-    Data,
-    Hello,
-    ProtocolError,
-)
 
 __all__ = [
     "DEFAULT_BIND",
@@ -121,10 +96,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_POLLIN, _NOBLOCK = int(zmq.POLLIN), int(zmq.NOBLOCK)
 
-
-class Receiver(IngestLoop):
+class Receiver(DataPath):
     """Receives one training rank's share of the stream into `buffer` (see module doc).
 
     Args:
@@ -312,127 +285,6 @@ class Receiver(IngestLoop):
             )
         self._loaded = json.loads(json.dumps(state))  # a private copy, and JSON-checked
 
-    # -- the data path (run by the ingester, see IngestLoop) -------------------------------
-
-    def _serve(self, pump: bool, wait: float = 0.0) -> None:
-        """Receive and ingest messages, holding `_lock`.
-
-        In the thread (`pump` False): blocking, until the training thread pumps again.
-        In `pump`: what is waiting, within the budget, while the buffer has room; if
-        nothing is, first waits up to `wait` seconds for a message.
-        """
-        sock, ing, feeder = self._socket, self.ingest, self._feeder
-        watch = self._watch
-        assert watch is not None
-        assert sock is not None
-        if feeder.overflow and not feeder.flush(block=not pump):
-            return
-        # A pump asks `zmq_poll` (the backend's, not `Socket.poll`, which builds a Poller
-        # per call) whether a message waits: a third of the cost of a failed recv (an
-        # Again exception), and most pumps of large messages find the socket empty.
-        recv, decode = sock.recv, self._decode
-        poll, polled = zmq.zmq_poll, [(sock, _POLLIN)]
-        on_data, received = ing.data, ing.received
-        monotonic, takeover = time.monotonic, self._takeover
-        deadline = monotonic() + self._pump_budget
-        wait_ms = max(1, round(wait * 1000)) if wait > 0 else 0
-        served = False  # a message was ingested by this call
-        while True:
-            if pump:
-                if feeder.overflow or monotonic() > deadline:
-                    return
-                if wait_ms:
-                    # A pump that may wait asks once, waiting (a waiting message answers at
-                    # once): one `zmq_poll` per message where the reader waits for each,
-                    # not an empty one before the wait. The idle clock, logs and `finish`
-                    # then hear of the empty socket after the wait (up to `wait` later).
-                    ready = not self._ended and poll(polled, wait_ms)
-                    wait_ms = 0  # once per pump: the reader looks at its buffer next
-                    if not ready:
-                        self._on_idle()
-                        return
-                    deadline = monotonic() + self._pump_budget
-                elif not poll(polled, 0):
-                    # The idle clock, logs and `finish` need one empty poll per pump: the
-                    # one before any message (a pump that ingested returns; the reader's
-                    # next pump finds the socket empty first, if it is).
-                    if not served:
-                        self._on_idle()
-                    return
-                served = True
-                try:
-                    head = recv(_NOBLOCK, copy=False)  # (a whole message waits: poll said so)
-                except zmq.Again:  # pragma: no cover - only if the poll was stale
-                    return
-            else:
-                if self._attention:
-                    self._on_request()
-                if monotonic() - self._last_pump < takeover:
-                    return  # the training thread took over
-                try:
-                    head = recv(copy=False)  # blocks up to RCVTIMEO
-                except zmq.Again:
-                    self._on_idle()
-                    continue
-            frame: bytes = head.bytes
-            size, part = len(frame), None
-            # Only a DATA header without INLINE has a payload frame; other extra frames
-            # are not looked for (they would be read, and rejected, as messages).
-            if size > 7 and frame[5] == DATA and not frame[6] & FLAG_INLINE and head.more:
-                part = recv(copy=False)
-                size += len(part)
-            if not received(size, self._ended):
-                continue
-            try:
-                msg = decode(frame) if part is None else decode(frame, part.buffer)
-            except ProtocolError as exc:
-                ing.reject(exc.reason, _simulation_of(frame), str(exc))
-                continue
-            if type(msg) is Data:
-                on_data(msg, part is None)
-            elif type(msg) is Batch:
-                ing.batch(msg)
-            elif type(msg) is Hello:
-                ing.hello(msg)
-                watch.hello(head, msg)  # (which connection is whose: see `connections`)
-                if self._recycle:
-                    self._recycle_frames_of(msg.simulation_id)
-            elif type(msg) is Bye:
-                ing.bye(msg)
-                watch.bye(head, msg)
-            else:
-                assert type(msg) is Abandon
-                ing.abandon(msg)
-
-    def _recycle_frames_of(self, simulation_id: int) -> None:
-        """After a HELLO: if its simulation is known here (the HELLO accepted, now or
-        before), let malloc recycle the frames of its large fields
-        (`ReceiverConfig.recycle_frames`), sized by the fields it declared and by what
-        may be held of them at once: the buffer's samples and the socket's queue
-        (``rcvhwm`` + 2 messages). Idempotent: a HELLO is rare, the call cheap."""
-        sim = self.ingest.sims.get(simulation_id)
-        if sim is None:
-            return
-        largest = max(f.size * f.dtype.itemsize for f in sim.fields)
-        if largest <= heap.FRAME_MIN_BYTES:
-            return
-        held = self._buffer.capacity + self._rcvhwm + 2
-        if not heap.recycle_frames(largest, held * sim.sample_nbytes):
-            self._recycle = False  # not glibc, or frames too large for its heap: once
-
-    def _on_idle(self) -> None:
-        # the socket was found empty: the closes seen so far can be judged (what their
-        # connections sent, BYE included, has been read: `connections`), before the
-        # base may end the stream (a loss seen while it ran is warned of)
-        watch = self._watch
-        if watch is not None and watch.pending:
-            watch.settle(self._socket_empty)
-        super()._on_idle()
-
-    def _socket_empty(self) -> bool:
-        """No message waits in the socket (the ingester, or `stop` after the thread)."""
-        return self._socket is None or not zmq.zmq_poll([(self._socket, _POLLIN)], 0)
-
     def _lost(self) -> None:
         """A connection closed before its BYE (the ingester, in `ConnectionWatch.settle`,
         or `stop`'s thread after the receiver's: one writer at a time)."""
@@ -449,8 +301,3 @@ class Receiver(IngestLoop):
         if self._context is not None:
             self._context.term()
             self._context = None
-
-
-def _simulation_of(frame: bytes) -> int | None:
-    """The simulation id of a message that failed to decode, if its prefix is readable."""
-    return protocol.peek_simulation_id(frame)

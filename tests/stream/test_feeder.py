@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from melissa_trainer.buffers import FIFOBuffer, Sample
+from melissa_trainer.buffers import Buffer, FIFOBuffer, ReservoirBuffer, Sample, SampleBlock
 from melissa_trainer.stream.feeder import Feeder
 
 
@@ -79,3 +79,62 @@ def test_a_closed_buffer_ends_the_puts() -> None:
     assert feeder.flush(block=False) is False and not feeder.overflow
     assert feeder.put(sample(3)) is False and feeder.put_many([sample(4)]) == 0
     assert calls.closed == 3
+
+
+def block(first: int, n: int) -> SampleBlock:
+    """`n` samples whose ``x`` is first, first + 1, ... (and a 1 KB row each)."""
+    xs = np.arange(first, first + n)
+    return SampleBlock({"x": xs, "row": np.repeat(xs[:, None], 256, axis=1).astype(np.float32)})
+
+
+def read_all(buf: Buffer, draws: int) -> list[int]:
+    return [int(s["x"]) for s in buf.get_batch(draws, timeout=0)]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "reservoir"])
+def test_a_pump_keeps_the_rest_of_a_block_whole_and_feeds_what_per_sample_puts_feed(
+    kind: str,
+) -> None:
+    """A block that does not fit waits as one item (no dict per sample), and the buffer
+    then holds and serves exactly what the same samples, put one list at a time, give
+    (the plain path: the block's samples as dicts)."""
+
+    def run(as_block: bool) -> list[list[int]]:
+        buf: Buffer = FIFOBuffer(10) if kind == "fifo" else ReservoirBuffer(10, seed=3)
+        feeder = Feeder(buf, 0.01, Calls().serve, Calls().close)
+        feeder.pumping = True
+        served, nxt = [], 0
+        for _ in range(6):  # each round: a batch of 7 in, 5 out
+            b = block(nxt, 7)
+            nxt += 7
+            feeder.flush(block=False)  # what is kept goes first
+            assert feeder.put_many(b if as_block else list(b)) == 7
+            if as_block:
+                assert all(type(x) is SampleBlock for x in feeder.overflow)
+                assert len(feeder.overflow) <= 2
+            served.append(read_all(buf, 5))
+        while feeder.overflow:
+            feeder.flush(block=False)
+            served.append(read_all(buf, 5))
+        served.append(read_all(buf, len(buf)))
+        return served
+
+    plain, blocks = run(False), run(True)
+    assert blocks == plain
+    if kind == "fifo":  # in order, each exactly once
+        assert [x for s in blocks for x in s] == list(range(42))
+
+
+def test_a_blocked_flush_takes_the_rest_of_a_block_sample_by_sample_in_order() -> None:
+    buf, calls = FIFOBuffer(3), Calls()
+    feeder = Feeder(buf, 0.01, calls.serve, calls.close)
+    feeder.pumping = True
+    assert feeder.put_many(block(0, 5)) == 5  # 3 in, a block of 2 kept
+    assert len(feeder.overflow) == 1 and len(feeder.overflow[0]) == 2
+    feeder.put(sample(5))  # behind it
+    feeder.pumping = False
+    reader = threading.Timer(0.2, lambda: buf.get_batch(3))
+    reader.start()
+    assert feeder.flush(block=True) is True  # waited for the reader
+    reader.join()
+    assert steps(buf.get_batch(3)) == [3, 4, 5] and not feeder.overflow

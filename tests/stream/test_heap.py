@@ -131,7 +131,7 @@ def test_receiver_recycles_frames_once_a_simulation_declares_large_fields(
     import zmq
 
     from melissa_trainer import wire as P
-    from melissa_trainer.stream import receiver as receiver_module
+    from melissa_trainer.stream import data_path as receiver_module  # (the data path's)
     from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
     calls: list[tuple[int, int]] = []

@@ -1330,3 +1330,33 @@ def test_a_port_in_use_names_the_fix() -> None:
     assert info.value.errno == errno.EADDRINUSE
     assert f"cannot bind tcp://127.0.0.1:{port}" in text and f"sport = :{port}" in text
     assert "choose a free port in ReceiverConfig(bind=...)" in text and "port *" in text
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("in_place", [True, False])
+def test_a_large_batch_read_in_its_frame_gives_what_a_copy_gives(
+    in_place: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A BATCH of at least `data_path._VIEW_MIN` bytes is read in the frame's memory, not
+    copied into bytes first: the same samples (owning their memory), the same verdicts
+    on malformed ones (rejected, counted, named by their simulation), either way."""
+    from melissa_trainer.stream import data_path
+
+    monkeypatch.setattr(data_path, "_VIEW_MIN", 64 if in_place else 1 << 40)
+    big = batch(1, list(range(200)), U)[0]  # 200 x (8 + 48) bytes: above 4096
+    assert len(big) >= 4096
+    buf = FIFOBuffer(1000)
+    with running(buf, expected_simulations=1) as rec, pushes(rec.endpoint) as (s,):
+        send(s, [P.encode_hello(1, 0, 1, [U], {"a": 2.0})])
+        send(s, [big[:-1]])  # truncated: rejected, never decoded as records
+        send(s, [batch(1, list(range(200, 300)), U, records=101)[0]])  # one record short
+        send(s, [big])
+        send(s, batch(1, list(range(150, 300)), U))  # a restart re-sends 150..199
+        send(s, [P.encode_bye(1, 0, 1, 300)])
+        samples = drain(buf)
+    check_stream(samples, {1: (range(300), [U], {"a": 2.0})})
+    assert tel(rec, "rejected_bad_size") == 2 and tel(rec, "rejected") == 2
+    assert tel(rec, "duplicates") == 50 and tel(rec, "samples_put") == 300
+    for s_ in samples:  # each sample owns its memory: not a view of a frame
+        assert s_["u"].flags.writeable and s_["u"].flags.aligned
+        assert s_["u"].base is None or s_["u"].base.nbytes == s_["u"].nbytes

@@ -137,6 +137,7 @@ from melissa_trainer import (  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
+from melissa_trainer.launcher.density import DensitySampler  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
@@ -162,6 +163,20 @@ SURROGATE: dict[str, Any] = {}
 #: tuning seeds 0-4 with `active_sampling_fast.py` (docs/measured.md, issue 46's second
 #: round)
 DENSITY: dict[str, Any] = {}
+#: DensitySampler's defaults now (its keyword options)
+DENSITY_DEFAULTS: dict[str, Any] = {
+    name: parameter.default
+    for name, parameter in inspect.signature(DensitySampler).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+}
+#: its defaults when the density runs of issue 46's second and third rounds were recorded
+#: (their key held the --density options as given, none): a density run's key holds the
+#: options it resolves to that differ from these, so that those runs stay valid and a run
+#: under other defaults gets another key
+RECORDED_DENSITY: dict[str, Any] = {
+    "share": 0.5, "quantile": 0.25, "bandwidth": 0.1, "window": 100, "min_observations": 8,
+    "tilt": None, "candidates": 1, "evidence": 3.0, "edge": 0.7, "contrast": None,
+}  # fmt: skip
 #: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
 #: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
 #: optimised Latin hypercube in its order in the full one)
@@ -465,6 +480,13 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
         keyed.pop("surrogate")
     if kind != "density":
         keyed.pop("density")
+    else:  # the options the sampler resolves to that differ from the first runs' ones
+        resolved = {**DENSITY_DEFAULTS, **keyed["density"]}
+        keyed["density"] = {
+            k: v
+            for k, v in resolved.items()
+            if k not in RECORDED_DENSITY or RECORDED_DENSITY[k] != v
+        }
     text = json.dumps({"setup": keyed, "test": n_test, "test_hard": n_hard,
                        "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]

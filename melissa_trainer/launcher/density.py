@@ -185,6 +185,7 @@ class DensitySampler(AdaptiveSampler):
         candidates: int = 1,
         evidence: float = 3.0,
         edge: float = 0.7,
+        contrast: float | None = None,
     ) -> None:
         super().__init__(bounds, seed, window)
         self.share = bounded_number("share", share, 0.0, 1.0)
@@ -201,6 +202,14 @@ class DensitySampler(AdaptiveSampler):
         self.candidates = check_positive_int("candidates", candidates)
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
+        self.contrast = (
+            None
+            if contrast is None
+            else bounded_number("contrast", contrast, 0.0, 10.0, low_open=True)
+        )
+        #: per varying parameter, the pure high-loss density on the grid where the warp
+        #: bends it (the parameters with the evidence), else None (`warp` sets it)
+        self._hard: list[np.ndarray | None] = []
         self._varying = self._span > 0
         self._design = self._new_design()
         #: every draw so far, over the varying parameters, in the unit cube
@@ -238,6 +247,7 @@ class DensitySampler(AdaptiveSampler):
         width = int(self._varying.sum())
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
+        self._hard = [None] * width
         if self.share > 0.0 and len(self._observed) >= self.min_observations:
             kept = list(self._observed.values())
             points = np.stack([self._unit(o.parameters)[self._varying] for o in kept])
@@ -252,10 +262,44 @@ class DensitySampler(AdaptiveSampler):
             shares[:] = self.share
             if self.evidence > 0:  # without evidence of a trend: the design's marginal
                 shares[trend_evidence(points, scores) < self.evidence] = 0.0
+            self._hard = [
+                np.gradient(cdf, grid) if w > 0 else None
+                for w, cdf in zip(shares, losses_cdf, strict=True)
+            ]
         if self.edge == 1.0 and not shares.any():
             return None
         pairs = zip(shares, losses_cdf, strict=True)
         return [((1.0 - w) * base + w * cdf, grid) for w, cdf in pairs]
+
+    def hardness(self, unit: np.ndarray) -> float:
+        """How deep `unit` (a point of the unit cube over every parameter) lies in the
+        high-loss region of the current warp: over the warped parameters, the least of
+        the high-loss density at its coordinate over that density's peak, in [0, 1]
+        (0 where no parameter is warped). Valid after `warp`."""
+        columns = np.flatnonzero(self._varying)
+        levels = [
+            float(np.interp(unit[c], np.linspace(0.0, 1.0, GRID), d) / d.max())
+            for c, d in zip(columns, self._hard, strict=True)
+            if d is not None and d.max() > 0
+        ]
+        return min(levels) if levels else 0.0
+
+    def _sharpen(self, unit: np.ndarray, latent: np.ndarray) -> None:
+        """`contrast`: the parameters the loss warp leaves alone, of a draw inside the
+        high-loss region (`hardness` h), through Beta(e, e) with ``e = edge^(1 - h) x
+        contrast^h`` instead of Beta(edge, edge): where the loss is high, the draws go
+        nearer the bounds of the other parameters (the largest contrasts between them,
+        where a surrogate extrapolates), elsewhere the design's marginal is kept."""
+        from scipy.stats import beta
+
+        assert self.contrast is not None
+        h = self.hardness(unit)
+        if h <= 0.0:
+            return
+        e = self.edge ** (1.0 - h) * self.contrast**h
+        columns = np.flatnonzero(self._varying)
+        free = np.array([d is None for d in self._hard])
+        unit[columns[free]] = beta.ppf(latent[free], e, e)
 
     def _loss_warped(self) -> bool:
         return self.share > 0.0 and len(self._observed) >= self.min_observations
@@ -273,8 +317,11 @@ class DensitySampler(AdaptiveSampler):
             self._design.remember_only(latent)
         unit = self._design.draw()
         if warps is not None:
+            latent = unit[columns].copy()
             for column, (cdf, grid) in zip(columns, warps, strict=True):
                 unit[column] = float(np.interp(unit[column], cdf, grid))
+            if self.contrast is not None:
+                self._sharpen(unit, latent)
         if self._loss_warped():
             self.warped += 1
         self._drawn.append([float(v) for v in unit[columns]])
@@ -291,6 +338,7 @@ class DensitySampler(AdaptiveSampler):
             "tilt",
             "candidates",
             "evidence",
+            "contrast",
         )
         return {name: getattr(self, name) for name in names}
 

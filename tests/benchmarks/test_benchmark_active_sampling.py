@@ -114,6 +114,25 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
     assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
 
 
+def test_a_density_run_s_key_holds_the_options_it_resolves_to() -> None:
+    bench = _bench()
+
+    def key(**density: object) -> str:
+        setup = bench.Setup(space="wide", steps=4000, simulations=96, density=density)
+        return bench.fingerprint(setup, 200, 100, "density")
+
+    # the third round's evaluation runs (benchmarks/results), recorded with no option named
+    lines = (RESULTS / "active_sampling_density_wide96_a.jsonl").read_text().splitlines()
+    third = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
+    old = {**bench.RECORDED_DENSITY, **{"contrast": None}}
+    assert key(**old) == key(share=0.5, contrast=None) == third.pop() and not third
+    # a default changed since: the key of no option named changes with what it resolves to
+    changed = {k: v for k, v in bench.DENSITY_DEFAULTS.items() if bench.RECORDED_DENSITY[k] != v}
+    assert (key() == key(**old)) == (not changed)
+    assert key(contrast=0.4) != key(**old)
+    assert key(contrast=0.4) == key(**{**bench.DENSITY_DEFAULTS, "contrast": 0.4})
+
+
 def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_full_space() -> None:
     bench = _bench()
 

@@ -24,11 +24,13 @@ def loss_of(parameters: dict[str, float]) -> float:
     return 10.0 if parameters["p0"] > 8.0 else 1.0
 
 
-def run(sampler: DensitySampler, n: int, start: int = 0) -> list[dict[str, float]]:
+def run(
+    sampler: DensitySampler, n: int, start: int = 0, loss: Any = loss_of
+) -> list[dict[str, float]]:
     draws = []
     for i in range(start, start + n):
         p = sampler.draw()
-        sampler.observe(i, p, loss_of(p))
+        sampler.observe(i, p, loss(p))
         draws.append(p)
     return draws
 
@@ -195,3 +197,47 @@ def test_candidates_pick_the_design_s_points_farthest_from_the_draws() -> None:
     again = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
     again.load_state_dict(state)
     assert again.draw() == warped.draw()
+
+
+def ramp(parameters: dict[str, float]) -> float:
+    """Rising with p0 only: from about 10 observations on, the evidence warps p0 alone."""
+    return float(np.exp(parameters["p0"]))
+
+
+def test_contrast_pushes_only_the_high_loss_draws_to_the_other_bounds() -> None:
+    plain = DensitySampler(BOX, seed=6, share=0.7)
+    sharp = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
+    plain.plan(60)
+    sharp.plan(60)
+    a, b = run(plain, 60, loss=ramp), run(sharp, 60, loss=ramp)
+    others = [k for k in BOX if k != "p0"]
+    hard = 0
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert x["p0"] == y["p0"]  # the warped parameter: the same draws
+        if i <= 10:  # p0 not warped yet (too few observations for the evidence)
+            assert x == y
+        elif y["p0"] < 4.0:  # far from the high losses (the top quarter of p0): the
+            # design's marginal, up to the 256-point tabulation of the plain warp
+            assert all(abs(x[k] - y[k]) < 0.02 for k in others)
+        elif y["p0"] > 8.5:  # deep in them: every other parameter nearer its bounds
+            hard += 1
+            assert all(abs(y[k] - 5.0) >= abs(x[k] - 5.0) - 1e-9 for k in others)
+            assert sum(abs(y[k] - 5.0) > abs(x[k] - 5.0) + 0.05 for k in others) >= 3
+    assert hard >= 10
+    state = json.loads(json.dumps(sharp.state_dict()))
+    with pytest.raises(ValueError, match="contrast"):
+        DensitySampler(BOX, seed=6, share=0.7).load_state_dict(state)
+    again = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
+    again.load_state_dict(state)
+    assert again.draw() == sharp.draw()
+
+
+def test_contrast_changes_nothing_before_the_loss_warp() -> None:
+    plain = DensitySampler(BOX, seed=8)
+    sharp = DensitySampler(BOX, seed=8, contrast=0.3)
+    plain.plan(20)
+    sharp.plan(20)
+    n = plain.min_observations
+    assert run(plain, n) == run(sharp, n)  # no observation yet on the first draws
+    with pytest.raises(ValueError, match="contrast"):
+        DensitySampler(BOX, seed=0, contrast=0.0)

@@ -164,6 +164,12 @@ class DensitySampler(AdaptiveSampler):
             observations the density of a parameter the loss ignores is noise.
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
             number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
+        contrast: None: every draw's unwarped parameters follow Beta(`edge`, `edge`); a
+            number in (0, 10]: in a draw inside the high-loss region (`hardness` h,
+            from 0 outside to 1 at the density's peak) they follow Beta(e, e), ``e =
+            edge^(1 - h) x contrast^h`` (below `edge`: nearer their bounds, the largest
+            contrasts between them, where the worst held-out simulations were in
+            `benchmarks/active_sampling.py`), elsewhere the design's marginal.
 
     Raises:
         ValueError: an option out of range (the message names it).

@@ -137,7 +137,7 @@ from melissa_trainer import (  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
-from melissa_trainer.launcher.density import DensitySampler  # noqa: E402
+from melissa_trainer.launcher.density import DensitySampler, contrast_for  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
@@ -482,6 +482,7 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
         keyed.pop("density")
     else:  # the options the sampler resolves to that differ from the first runs' ones
         resolved = {**DENSITY_DEFAULTS, **keyed["density"]}
+        resolved["contrast"] = contrast_for(resolved["contrast"], len(setup.varying))
         keyed["density"] = {
             k: v
             for k, v in resolved.items()

@@ -30,6 +30,14 @@ how densely each parameter's range is covered:
   x density``: a monotone warp per parameter, so the draws stay stratified (one per
   stratum of the warped distribution) and no region gets less than ``1 - share`` of
   its design share. Below `min_observations` observations there is no density.
+- `contrast` (issue 46, fourth round; default "auto": 0.25 above 6 varying parameters,
+  none up to 6, where it was not measured): a draw that the warp puts inside
+  the high-loss region (its `hardness`) takes the parameters the warp leaves alone
+  through Beta(e, e), ``e`` from `edge` outside the region to `contrast` at its peak:
+  there the draws go to the largest contrasts between those parameters (at 12
+  parameters the worst held-out simulations were at extreme temperature contrasts
+  with fast diffusion), elsewhere the design's marginal is kept. This one departs
+  from one point per stratum (a draw's marginal depends on its hardness).
 
 Cost per draw: O(observations x grid) for the densities (a 256-point grid per
 parameter): tens of microseconds to a millisecond; the design's optimisation (O(size^2)
@@ -51,10 +59,30 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
-__all__ = ["GRID", "DensitySampler", "high_loss_warp"]
+__all__ = ["CONTRAST", "CONTRAST_FROM", "GRID", "DensitySampler", "contrast_for", "high_loss_warp"]
 
 #: points of the grid each parameter's density and distribution are tabulated on
 GRID = 256
+#: `contrast` "auto": this value from `CONTRAST_FROM` varying parameters on (chosen on the
+#: 12-parameter study's tuning seeds, docs/measured.md, issue 46's fourth round); below,
+#: none (at 6 parameters it was not measured: the second round's default stays)
+CONTRAST, CONTRAST_FROM = 0.25, 7
+
+
+def contrast_for(option: float | str | None, varying: int) -> float | None:
+    """The `contrast` a `DensitySampler` with `varying` varying parameters uses for
+    `option` ("auto", None or a number in (0, 10]).
+
+    Raises:
+        ValueError: another string, or a number out of range (the message names it).
+    """
+    if option == "auto":
+        return CONTRAST if varying >= CONTRAST_FROM else None
+    if option is None:
+        return None
+    if isinstance(option, str):
+        raise ValueError(f"contrast={option!r}: use 'auto', None or a number in (0, 10]")
+    return bounded_number("contrast", option, 0.0, 10.0, low_open=True)
 
 
 def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
@@ -164,7 +192,9 @@ class DensitySampler(AdaptiveSampler):
             observations the density of a parameter the loss ignores is noise.
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
             number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
-        contrast: None: every draw's unwarped parameters follow Beta(`edge`, `edge`); a
+        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters, else
+            None (`contrast_for`). None: every draw's unwarped parameters follow
+            Beta(`edge`, `edge`); a
             number in (0, 10]: in a draw inside the high-loss region (`hardness` h,
             from 0 outside to 1 at the density's peak) they follow Beta(e, e), ``e =
             edge^(1 - h) x contrast^h`` (below `edge`: nearer their bounds, the largest
@@ -191,7 +221,7 @@ class DensitySampler(AdaptiveSampler):
         candidates: int = 1,
         evidence: float = 3.0,
         edge: float = 0.7,
-        contrast: float | None = None,
+        contrast: float | str | None = "auto",
     ) -> None:
         super().__init__(bounds, seed, window)
         self.share = bounded_number("share", share, 0.0, 1.0)
@@ -208,15 +238,11 @@ class DensitySampler(AdaptiveSampler):
         self.candidates = check_positive_int("candidates", candidates)
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
-        self.contrast = (
-            None
-            if contrast is None
-            else bounded_number("contrast", contrast, 0.0, 10.0, low_open=True)
-        )
+        self._varying = self._span > 0
+        self.contrast = contrast_for(contrast, int(self._varying.sum()))
         #: per varying parameter, the pure high-loss density on the grid where the warp
         #: bends it (the parameters with the evidence), else None (`warp` sets it)
         self._hard: list[np.ndarray | None] = []
-        self._varying = self._span > 0
         self._design = self._new_design()
         #: every draw so far, over the varying parameters, in the unit cube
         self._drawn: list[list[float]] = []

@@ -15,6 +15,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -126,11 +127,17 @@ def test_a_density_run_s_key_holds_the_options_it_resolves_to() -> None:
     third = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
     old = {**bench.RECORDED_DENSITY, **{"contrast": None}}
     assert key(**old) == key(share=0.5, contrast=None) == third.pop() and not third
-    # a default changed since: the key of no option named changes with what it resolves to
-    changed = {k: v for k, v in bench.DENSITY_DEFAULTS.items() if bench.RECORDED_DENSITY[k] != v}
-    assert (key() == key(**old)) == (not changed)
-    assert key(contrast=0.4) != key(**old)
+    # the default's contrast "auto" is 0.25 with 12 parameters: the fourth round's key
+    assert key() == key(contrast=0.25) != key(**old)
     assert key(contrast=0.4) == key(**{**bench.DENSITY_DEFAULTS, "contrast": 0.4})
+    # with 6 it is none: the second round's runs keep their key
+    full = bench.Setup(space="full", steps=4000)
+    assert bench.fingerprint(full, 200, 100, "density") == bench.fingerprint(
+        replace(full, density={"contrast": None}), 200, 100, "density"
+    )
+    lines = (RESULTS / "active_sampling_density_full_a.jsonl").read_text().splitlines()
+    recorded = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
+    assert recorded == {bench.fingerprint(full, 200, 100, "density")}
 
 
 def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_full_space() -> None:

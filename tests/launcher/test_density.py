@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import DensitySampler, Launcher, make_sampler
-from melissa_trainer.launcher.density import detrended_log_losses, high_loss_warp
+from melissa_trainer.launcher.density import CONTRAST, detrended_log_losses, high_loss_warp
 from melissa_trainer.launcher.exploration import Exploration
 
 BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
@@ -53,7 +53,7 @@ def test_share_zero_is_the_optimised_latin_hypercube_of_the_budget(tilt: float |
 def test_warped_draws_lean_to_the_high_losses_on_their_parameter_only(tilt: float | None) -> None:
     shares, flat = [], []
     for seed in range(3):
-        sampler = DensitySampler(BOX, seed=seed, share=0.7, tilt=tilt)
+        sampler = DensitySampler(BOX, seed=seed, share=0.7, tilt=tilt, contrast=None)
         sampler.plan(60)
         draws = run(sampler, 60)[sampler.min_observations :]
         assert sampler.warped == 60 - sampler.min_observations
@@ -134,7 +134,7 @@ def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
 
 
 def test_evidence_leaves_a_parameter_the_loss_ignores_on_the_design() -> None:
-    warped = DensitySampler(BOX, seed=2, share=0.7, evidence=3.0)
+    warped = DensitySampler(BOX, seed=2, share=0.7, evidence=3.0, contrast=None)
     plain = DensitySampler(BOX, seed=2, share=0.0)
     warped.plan(60)
     plain.plan(60)
@@ -205,7 +205,7 @@ def ramp(parameters: dict[str, float]) -> float:
 
 
 def test_contrast_pushes_only_the_high_loss_draws_to_the_other_bounds() -> None:
-    plain = DensitySampler(BOX, seed=6, share=0.7)
+    plain = DensitySampler(BOX, seed=6, share=0.7, contrast=None)
     sharp = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
     plain.plan(60)
     sharp.plan(60)
@@ -226,14 +226,14 @@ def test_contrast_pushes_only_the_high_loss_draws_to_the_other_bounds() -> None:
     assert hard >= 10
     state = json.loads(json.dumps(sharp.state_dict()))
     with pytest.raises(ValueError, match="contrast"):
-        DensitySampler(BOX, seed=6, share=0.7).load_state_dict(state)
+        DensitySampler(BOX, seed=6, share=0.7, contrast=None).load_state_dict(state)
     again = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
     again.load_state_dict(state)
     assert again.draw() == sharp.draw()
 
 
 def test_contrast_changes_nothing_before_the_loss_warp() -> None:
-    plain = DensitySampler(BOX, seed=8)
+    plain = DensitySampler(BOX, seed=8, contrast=None)
     sharp = DensitySampler(BOX, seed=8, contrast=0.3)
     plain.plan(20)
     sharp.plan(20)
@@ -241,3 +241,12 @@ def test_contrast_changes_nothing_before_the_loss_warp() -> None:
     assert run(plain, n) == run(sharp, n)  # no observation yet on the first draws
     with pytest.raises(ValueError, match="contrast"):
         DensitySampler(BOX, seed=0, contrast=0.0)
+
+
+def test_contrast_auto_is_on_above_six_varying_parameters_only() -> None:
+    assert DensitySampler(BOX).contrast is None  # six: the second round's default
+    wider = {**BOX, "p6": (0.0, 1.0), "fixed": (2.0, 2.0)}
+    assert DensitySampler(wider).contrast == CONTRAST == 0.25  # seven varying
+    assert DensitySampler(wider, contrast=None).contrast is None
+    with pytest.raises(ValueError, match="contrast='sharp'"):
+        DensitySampler(BOX, contrast="sharp")

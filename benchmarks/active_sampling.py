@@ -55,7 +55,9 @@ the time its draws and observations took inside the study.
 of `DensitySampler`'s options, none named by default: its defaults, chosen on tuning
 seeds 0-4 with `active_sampling_fast.py`): the optimised Latin hypercube of the budget,
 each parameter's marginal Beta(0.7, 0.7), warped towards the top quarter of the observed
-losses on the parameters whose rank correlation with the loss is strong. Measured (10
+losses on the parameters whose rank correlation with the loss is strong; from 7 varying
+parameters (the wide space), a draw inside that region takes the other parameters
+nearer their bounds (``contrast`` "auto": 0.25; issue 46's fourth round). Measured (10
 evaluation seeds, 4,000 steps; docs/measured.md), optimised LHS / density: full, mean
 1.04 [1.00, 1.17], p99 1.43 [1.33, 1.63], max 1.22 [1.04, 1.93]; wide, mean 0.91 [0.86,
 0.99], p99 0.92 [0.84, 1.07], max 1.02 [0.89, 1.19].
@@ -159,9 +161,9 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
 #: before any run, not tuned: exploration 0.5, kappa 1, pool 1024, noise 0.1)
 SURROGATE: dict[str, Any] = {}
 #: the high-loss density arm's options: none named, `DensitySampler`'s defaults (share
-#: 0.5, quantile 0.25, bandwidth 0.1, evidence 3, edge 0.7, candidates 1), chosen on
-#: tuning seeds 0-4 with `active_sampling_fast.py` (docs/measured.md, issue 46's second
-#: round)
+#: 0.5, quantile 0.25, bandwidth 0.1, evidence 3, edge 0.7, candidates 1: issue 46's
+#: second round; contrast "auto", 0.25 in the wide space: its fourth), chosen on tuning
+#: seeds 0-4 with `active_sampling_fast.py` (docs/measured.md)
 DENSITY: dict[str, Any] = {}
 #: DensitySampler's defaults now (its keyword options)
 DENSITY_DEFAULTS: dict[str, Any] = {

@@ -31,9 +31,9 @@ how densely each parameter's range is covered:
   stratum of the warped distribution) and no region gets less than ``1 - share`` of
   its design share. Below `min_observations` observations there is no density.
 - `contrast` (issue 46, fourth round; default "auto": 0.25 above 6 varying parameters,
-  none up to 6, where it was not measured): a draw that the warp puts inside
-  the high-loss region (its `hardness`) takes the parameters the warp leaves alone
-  through Beta(e, e), ``e`` from `edge` outside the region to `contrast` at its peak:
+  none up to 6, where on tuning seeds it cost the mean 13%): a draw that the warp puts
+  inside the high-loss region (its `hardness`) takes the parameters the warp leaves
+  alone through Beta(e, e), ``e`` from `edge` outside the region to `contrast` at its peak:
   there the draws go to the largest contrasts between those parameters (at 12
   parameters the worst held-out simulations were at extreme temperature contrasts
   with fast diffusion), elsewhere the design's marginal is kept. This one departs
@@ -65,7 +65,7 @@ __all__ = ["CONTRAST", "CONTRAST_FROM", "GRID", "DensitySampler", "contrast_for"
 GRID = 256
 #: `contrast` "auto": this value from `CONTRAST_FROM` varying parameters on (chosen on the
 #: 12-parameter study's tuning seeds, docs/measured.md, issue 46's fourth round); below,
-#: none (at 6 parameters it was not measured: the second round's default stays)
+#: none (at 6 parameters, tuning seeds, it cost the mean and did not move the max)
 CONTRAST, CONTRAST_FROM = 0.25, 7
 
 

@@ -55,7 +55,9 @@ the time its draws and observations took inside the study.
 of `DensitySampler`'s options, none named by default: its defaults, chosen on tuning
 seeds 0-4 with `active_sampling_fast.py`): the optimised Latin hypercube of the budget,
 each parameter's marginal Beta(0.7, 0.7), warped towards the top quarter of the observed
-losses on the parameters whose rank correlation with the loss is strong. Measured (10
+losses on the parameters whose rank correlation with the loss is strong; from 7 varying
+parameters (the wide space), a draw inside that region takes the other parameters
+nearer their bounds (``contrast`` "auto": 0.25; issue 46's fourth round). Measured (10
 evaluation seeds, 4,000 steps; docs/measured.md), optimised LHS / density: full, mean
 1.04 [1.00, 1.17], p99 1.43 [1.33, 1.63], max 1.22 [1.04, 1.93]; wide, mean 0.91 [0.86,
 0.99], p99 0.92 [0.84, 1.07], max 1.02 [0.89, 1.19].
@@ -137,6 +139,7 @@ from melissa_trainer import (  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
+from melissa_trainer.launcher.density import DensitySampler, contrast_for  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
@@ -158,10 +161,24 @@ SPACES: dict[str, dict[str, tuple[float, float]]] = {
 #: before any run, not tuned: exploration 0.5, kappa 1, pool 1024, noise 0.1)
 SURROGATE: dict[str, Any] = {}
 #: the high-loss density arm's options: none named, `DensitySampler`'s defaults (share
-#: 0.5, quantile 0.25, bandwidth 0.1, evidence 3, edge 0.7, candidates 1), chosen on
-#: tuning seeds 0-4 with `active_sampling_fast.py` (docs/measured.md, issue 46's second
-#: round)
+#: 0.5, quantile 0.25, bandwidth 0.1, evidence 3, edge 0.7, candidates 1: issue 46's
+#: second round; contrast "auto", 0.25 in the wide space: its fourth), chosen on tuning
+#: seeds 0-4 with `active_sampling_fast.py` (docs/measured.md)
 DENSITY: dict[str, Any] = {}
+#: DensitySampler's defaults now (its keyword options)
+DENSITY_DEFAULTS: dict[str, Any] = {
+    name: parameter.default
+    for name, parameter in inspect.signature(DensitySampler).parameters.items()
+    if parameter.kind is inspect.Parameter.KEYWORD_ONLY
+}
+#: its defaults when the density runs of issue 46's second and third rounds were recorded
+#: (their key held the --density options as given, none): a density run's key holds the
+#: options it resolves to that differ from these, so that those runs stay valid and a run
+#: under other defaults gets another key
+RECORDED_DENSITY: dict[str, Any] = {
+    "share": 0.5, "quantile": 0.25, "bandwidth": 0.1, "window": 100, "min_observations": 8,
+    "tilt": None, "candidates": 1, "evidence": 3.0, "edge": 0.7, "contrast": None,
+}  # fmt: skip
 #: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
 #: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
 #: optimised Latin hypercube in its order in the full one)
@@ -465,6 +482,14 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
         keyed.pop("surrogate")
     if kind != "density":
         keyed.pop("density")
+    else:  # the options the sampler resolves to that differ from the first runs' ones
+        resolved = {**DENSITY_DEFAULTS, **keyed["density"]}
+        resolved["contrast"] = contrast_for(resolved["contrast"], len(setup.varying))
+        keyed["density"] = {
+            k: v
+            for k, v in resolved.items()
+            if k not in RECORDED_DENSITY or RECORDED_DENSITY[k] != v
+        }
     text = json.dumps({"setup": keyed, "test": n_test, "test_hard": n_hard,
                        "test_seeds": TEST_SEEDS}, sort_keys=True)  # fmt: skip
     return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -21,6 +21,8 @@ settings can be compared on tuning seeds; the winner is then evaluated once with
         --options '{"corners": 0.25}' --label corners25 --seeds 0 1 2 3 4   # issue 46, 3rd round
     python benchmarks/active_sampling_fast.py --space wide --arms lhs_opt density \
         --simulations 96 --label budget96 --seeds 0 1 2 3 4   # every arm's budget 96
+    python benchmarks/active_sampling_fast.py --space wide --arms density --simulations 96 \
+        --options '{"contrast": 0.25}' --label contrast25 --seeds 0 1 2 3 4   # 4th round
 """
 
 from __future__ import annotations

@@ -30,6 +30,14 @@ how densely each parameter's range is covered:
   x density``: a monotone warp per parameter, so the draws stay stratified (one per
   stratum of the warped distribution) and no region gets less than ``1 - share`` of
   its design share. Below `min_observations` observations there is no density.
+- `contrast` (issue 46, fourth round; default "auto": 0.25 above 6 varying parameters,
+  none up to 6, where on tuning seeds it cost the mean 13%): a draw that the warp puts
+  inside the high-loss region (its `hardness`) takes the parameters the warp leaves
+  alone through Beta(e, e), ``e`` from `edge` outside the region to `contrast` at its peak:
+  there the draws go to the largest contrasts between those parameters (at 12
+  parameters the worst held-out simulations were at extreme temperature contrasts
+  with fast diffusion), elsewhere the design's marginal is kept. This one departs
+  from one point per stratum (a draw's marginal depends on its hardness).
 
 Cost per draw: O(observations x grid) for the densities (a 256-point grid per
 parameter): tens of microseconds to a millisecond; the design's optimisation (O(size^2)
@@ -51,10 +59,30 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
-__all__ = ["GRID", "DensitySampler", "high_loss_warp"]
+__all__ = ["CONTRAST", "CONTRAST_FROM", "GRID", "DensitySampler", "contrast_for", "high_loss_warp"]
 
 #: points of the grid each parameter's density and distribution are tabulated on
 GRID = 256
+#: `contrast` "auto": this value from `CONTRAST_FROM` varying parameters on (chosen on the
+#: 12-parameter study's tuning seeds, docs/measured.md, issue 46's fourth round); below,
+#: none (at 6 parameters, tuning seeds, it cost the mean and did not move the max)
+CONTRAST, CONTRAST_FROM = 0.25, 7
+
+
+def contrast_for(option: float | str | None, varying: int) -> float | None:
+    """The `contrast` a `DensitySampler` with `varying` varying parameters uses for
+    `option` ("auto", None or a number in (0, 10]).
+
+    Raises:
+        ValueError: another string, or a number out of range (the message names it).
+    """
+    if option == "auto":
+        return CONTRAST if varying >= CONTRAST_FROM else None
+    if option is None:
+        return None
+    if isinstance(option, str):
+        raise ValueError(f"contrast={option!r}: use 'auto', None or a number in (0, 10]")
+    return bounded_number("contrast", option, 0.0, 10.0, low_open=True)
 
 
 def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
@@ -164,6 +192,14 @@ class DensitySampler(AdaptiveSampler):
             observations the density of a parameter the loss ignores is noise.
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
             number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
+        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters, else
+            None (`contrast_for`). None: every draw's unwarped parameters follow
+            Beta(`edge`, `edge`); a
+            number in (0, 10]: in a draw inside the high-loss region (`hardness` h,
+            from 0 outside to 1 at the density's peak) they follow Beta(e, e), ``e =
+            edge^(1 - h) x contrast^h`` (below `edge`: nearer their bounds, the largest
+            contrasts between them, where the worst held-out simulations were in
+            `benchmarks/active_sampling.py`), elsewhere the design's marginal.
 
     Raises:
         ValueError: an option out of range (the message names it).
@@ -185,6 +221,7 @@ class DensitySampler(AdaptiveSampler):
         candidates: int = 1,
         evidence: float = 3.0,
         edge: float = 0.7,
+        contrast: float | str | None = "auto",
     ) -> None:
         super().__init__(bounds, seed, window)
         self.share = bounded_number("share", share, 0.0, 1.0)
@@ -202,6 +239,10 @@ class DensitySampler(AdaptiveSampler):
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
         self._varying = self._span > 0
+        self.contrast = contrast_for(contrast, int(self._varying.sum()))
+        #: per varying parameter, the pure high-loss density on the grid where the warp
+        #: bends it (the parameters with the evidence), else None (`warp` sets it)
+        self._hard: list[np.ndarray | None] = []
         self._design = self._new_design()
         #: every draw so far, over the varying parameters, in the unit cube
         self._drawn: list[list[float]] = []
@@ -238,6 +279,7 @@ class DensitySampler(AdaptiveSampler):
         width = int(self._varying.sum())
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
+        self._hard = [None] * width
         if self.share > 0.0 and len(self._observed) >= self.min_observations:
             kept = list(self._observed.values())
             points = np.stack([self._unit(o.parameters)[self._varying] for o in kept])
@@ -252,10 +294,44 @@ class DensitySampler(AdaptiveSampler):
             shares[:] = self.share
             if self.evidence > 0:  # without evidence of a trend: the design's marginal
                 shares[trend_evidence(points, scores) < self.evidence] = 0.0
+            self._hard = [
+                np.gradient(cdf, grid) if w > 0 else None
+                for w, cdf in zip(shares, losses_cdf, strict=True)
+            ]
         if self.edge == 1.0 and not shares.any():
             return None
         pairs = zip(shares, losses_cdf, strict=True)
         return [((1.0 - w) * base + w * cdf, grid) for w, cdf in pairs]
+
+    def hardness(self, unit: np.ndarray) -> float:
+        """How deep `unit` (a point of the unit cube over every parameter) lies in the
+        high-loss region of the current warp: over the warped parameters, the least of
+        the high-loss density at its coordinate over that density's peak, in [0, 1]
+        (0 where no parameter is warped). Valid after `warp`."""
+        columns = np.flatnonzero(self._varying)
+        levels = [
+            float(np.interp(unit[c], np.linspace(0.0, 1.0, GRID), d) / d.max())
+            for c, d in zip(columns, self._hard, strict=True)
+            if d is not None and d.max() > 0
+        ]
+        return min(levels) if levels else 0.0
+
+    def _sharpen(self, unit: np.ndarray, latent: np.ndarray) -> None:
+        """`contrast`: the parameters the loss warp leaves alone, of a draw inside the
+        high-loss region (`hardness` h), through Beta(e, e) with ``e = edge^(1 - h) x
+        contrast^h`` instead of Beta(edge, edge): where the loss is high, the draws go
+        nearer the bounds of the other parameters (the largest contrasts between them,
+        where a surrogate extrapolates), elsewhere the design's marginal is kept."""
+        from scipy.stats import beta
+
+        assert self.contrast is not None
+        h = self.hardness(unit)
+        if h <= 0.0:
+            return
+        e = self.edge ** (1.0 - h) * self.contrast**h
+        columns = np.flatnonzero(self._varying)
+        free = np.array([d is None for d in self._hard])
+        unit[columns[free]] = beta.ppf(latent[free], e, e)
 
     def _loss_warped(self) -> bool:
         return self.share > 0.0 and len(self._observed) >= self.min_observations
@@ -273,8 +349,11 @@ class DensitySampler(AdaptiveSampler):
             self._design.remember_only(latent)
         unit = self._design.draw()
         if warps is not None:
+            latent = unit[columns].copy()
             for column, (cdf, grid) in zip(columns, warps, strict=True):
                 unit[column] = float(np.interp(unit[column], cdf, grid))
+            if self.contrast is not None:
+                self._sharpen(unit, latent)
         if self._loss_warped():
             self.warped += 1
         self._drawn.append([float(v) for v in unit[columns]])
@@ -291,6 +370,7 @@ class DensitySampler(AdaptiveSampler):
             "tilt",
             "candidates",
             "evidence",
+            "contrast",
         )
         return {name: getattr(self, name) for name in names}
 

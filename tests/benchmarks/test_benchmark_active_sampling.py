@@ -15,6 +15,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,31 @@ def test_a_run_s_key_holds_the_explorer_it_resolves_to_and_not_breed_for_fixed_d
     assert key("full", "breed", **main_breed) == key("full", "breed", **main_breed, explorer="lhs")
     # the fixed designs: whatever Breed's options, the key of the first runs
     assert key("full", "sobol", explorer="lhs", exploration=1.0) == key("full", "sobol")
+
+
+def test_a_density_run_s_key_holds_the_options_it_resolves_to() -> None:
+    bench = _bench()
+
+    def key(**density: object) -> str:
+        setup = bench.Setup(space="wide", steps=4000, simulations=96, density=density)
+        return bench.fingerprint(setup, 200, 100, "density")
+
+    # the third round's evaluation runs (benchmarks/results), recorded with no option named
+    lines = (RESULTS / "active_sampling_density_wide96_a.jsonl").read_text().splitlines()
+    third = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
+    old = {**bench.RECORDED_DENSITY, **{"contrast": None}}
+    assert key(**old) == key(share=0.5, contrast=None) == third.pop() and not third
+    # the default's contrast "auto" is 0.25 with 12 parameters: the fourth round's key
+    assert key() == key(contrast=0.25) != key(**old)
+    assert key(contrast=0.4) == key(**{**bench.DENSITY_DEFAULTS, "contrast": 0.4})
+    # with 6 it is none: the second round's runs keep their key
+    full = bench.Setup(space="full", steps=4000)
+    assert bench.fingerprint(full, 200, 100, "density") == bench.fingerprint(
+        replace(full, density={"contrast": None}), 200, 100, "density"
+    )
+    lines = (RESULTS / "active_sampling_density_full_a.jsonl").read_text().splitlines()
+    recorded = {json.loads(line)["fingerprint"] for line in lines if '"density"' in line}
+    assert recorded == {bench.fingerprint(full, 200, 100, "density")}
 
 
 def test_breed_s_default_keeps_the_walls_runs_and_is_the_lhs_explorer_in_the_full_space() -> None:

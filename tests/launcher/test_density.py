@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import DensitySampler, Launcher, make_sampler
-from melissa_trainer.launcher.density import detrended_log_losses, high_loss_warp
+from melissa_trainer.launcher.density import CONTRAST, detrended_log_losses, high_loss_warp
 from melissa_trainer.launcher.exploration import Exploration
 
 BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
@@ -24,11 +24,13 @@ def loss_of(parameters: dict[str, float]) -> float:
     return 10.0 if parameters["p0"] > 8.0 else 1.0
 
 
-def run(sampler: DensitySampler, n: int, start: int = 0) -> list[dict[str, float]]:
+def run(
+    sampler: DensitySampler, n: int, start: int = 0, loss: Any = loss_of
+) -> list[dict[str, float]]:
     draws = []
     for i in range(start, start + n):
         p = sampler.draw()
-        sampler.observe(i, p, loss_of(p))
+        sampler.observe(i, p, loss(p))
         draws.append(p)
     return draws
 
@@ -51,7 +53,7 @@ def test_share_zero_is_the_optimised_latin_hypercube_of_the_budget(tilt: float |
 def test_warped_draws_lean_to_the_high_losses_on_their_parameter_only(tilt: float | None) -> None:
     shares, flat = [], []
     for seed in range(3):
-        sampler = DensitySampler(BOX, seed=seed, share=0.7, tilt=tilt)
+        sampler = DensitySampler(BOX, seed=seed, share=0.7, tilt=tilt, contrast=None)
         sampler.plan(60)
         draws = run(sampler, 60)[sampler.min_observations :]
         assert sampler.warped == 60 - sampler.min_observations
@@ -132,7 +134,7 @@ def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
 
 
 def test_evidence_leaves_a_parameter_the_loss_ignores_on_the_design() -> None:
-    warped = DensitySampler(BOX, seed=2, share=0.7, evidence=3.0)
+    warped = DensitySampler(BOX, seed=2, share=0.7, evidence=3.0, contrast=None)
     plain = DensitySampler(BOX, seed=2, share=0.0)
     warped.plan(60)
     plain.plan(60)
@@ -195,3 +197,56 @@ def test_candidates_pick_the_design_s_points_farthest_from_the_draws() -> None:
     again = DensitySampler(BOX, seed=5, share=0.7, candidates=30)
     again.load_state_dict(state)
     assert again.draw() == warped.draw()
+
+
+def ramp(parameters: dict[str, float]) -> float:
+    """Rising with p0 only: from about 10 observations on, the evidence warps p0 alone."""
+    return float(np.exp(parameters["p0"]))
+
+
+def test_contrast_pushes_only_the_high_loss_draws_to_the_other_bounds() -> None:
+    plain = DensitySampler(BOX, seed=6, share=0.7, contrast=None)
+    sharp = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
+    plain.plan(60)
+    sharp.plan(60)
+    a, b = run(plain, 60, loss=ramp), run(sharp, 60, loss=ramp)
+    others = [k for k in BOX if k != "p0"]
+    hard = 0
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        assert x["p0"] == y["p0"]  # the warped parameter: the same draws
+        if i <= 10:  # p0 not warped yet (too few observations for the evidence)
+            assert x == y
+        elif y["p0"] < 4.0:  # far from the high losses (the top quarter of p0): the
+            # design's marginal, up to the 256-point tabulation of the plain warp
+            assert all(abs(x[k] - y[k]) < 0.02 for k in others)
+        elif y["p0"] > 8.5:  # deep in them: every other parameter nearer its bounds
+            hard += 1
+            assert all(abs(y[k] - 5.0) >= abs(x[k] - 5.0) - 1e-9 for k in others)
+            assert sum(abs(y[k] - 5.0) > abs(x[k] - 5.0) + 0.05 for k in others) >= 3
+    assert hard >= 10
+    state = json.loads(json.dumps(sharp.state_dict()))
+    with pytest.raises(ValueError, match="contrast"):
+        DensitySampler(BOX, seed=6, share=0.7, contrast=None).load_state_dict(state)
+    again = DensitySampler(BOX, seed=6, share=0.7, contrast=0.3)
+    again.load_state_dict(state)
+    assert again.draw() == sharp.draw()
+
+
+def test_contrast_changes_nothing_before_the_loss_warp() -> None:
+    plain = DensitySampler(BOX, seed=8, contrast=None)
+    sharp = DensitySampler(BOX, seed=8, contrast=0.3)
+    plain.plan(20)
+    sharp.plan(20)
+    n = plain.min_observations
+    assert run(plain, n) == run(sharp, n)  # no observation yet on the first draws
+    with pytest.raises(ValueError, match="contrast"):
+        DensitySampler(BOX, seed=0, contrast=0.0)
+
+
+def test_contrast_auto_is_on_above_six_varying_parameters_only() -> None:
+    assert DensitySampler(BOX).contrast is None  # six: the second round's default
+    wider = {**BOX, "p6": (0.0, 1.0), "fixed": (2.0, 2.0)}
+    assert DensitySampler(wider).contrast == CONTRAST == 0.25  # seven varying
+    assert DensitySampler(wider, contrast=None).contrast is None
+    with pytest.raises(ValueError, match="contrast='sharp'"):
+        DensitySampler(BOX, contrast="sharp")

@@ -41,6 +41,9 @@ from .reservoir import ReservoirBuffer
 
 __all__ = ["ColumnarReservoirBuffer"]
 
+#: how the columns are allocated (a name of this module's, so that a test can refuse it)
+_empty = np.empty
+
 #: the placeholder `ReservoirBuffer`'s bookkeeping stores while a block's rows are
 #: being written (never seen outside the lock)
 _PENDING: Sample = {}
@@ -93,8 +96,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
             first = self._layout_of(sample)
             if first is None:
                 return False
-            self._allocate(first)
-            return True
+            return self._allocate(first)
         if not isinstance(sample, dict) or len(sample) != len(layout):
             return False
         for (name, shape, dtype), (key, value) in zip(layout, sample.items(), strict=True):
@@ -110,15 +112,21 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
     def _fits_block(self, fields: dict[str, np.ndarray]) -> bool:
         """Whether a block's rows have the columns' layout (allocating them first)."""
         layout = tuple((k, v.shape[1:], v.dtype) for k, v in fields.items())
-        if self._layout is None:
-            self._allocate(layout)
+        if self._layout is None and not self._allocate(layout):
+            return False
         return layout == self._layout
 
-    def _allocate(self, layout: Layout) -> None:
-        """The columns (``numpy.empty``: pages are touched as rows are written)."""
-        self._layout = layout
-        self._columns = {n: np.empty((self._capacity, *s), d) for n, s, d in layout}
+    def _allocate(self, layout: Layout) -> bool:
+        """The columns (``numpy.empty``: pages are touched as rows are written); False
+        when the system refuses `capacity` rows at once (an overcommit limit), where the
+        plain store, which grows sample by sample, may still do."""
+        try:
+            columns = {n: _empty((self._capacity, *s), d) for n, s, d in layout}
+        except MemoryError:
+            return False
+        self._layout, self._columns = layout, columns
         self._row_views = [None] * self._capacity
+        return True
 
     def _row(self, slot: int) -> _Row:
         row = self._row_views[slot]

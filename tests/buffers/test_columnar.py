@@ -290,6 +290,29 @@ def test_a_block_goes_in_without_per_sample_objects(monkeypatch: pytest.MonkeyPa
     _same_state(plain, col)
 
 
+@pytest.mark.parametrize("as_block", [False, True])
+def test_columns_refused_by_the_system_leave_it_plain(
+    monkeypatch: pytest.MonkeyPatch, as_block: bool
+) -> None:
+    """`capacity` rows allocated at once may be refused (overcommit) where samples one
+    by one fit: the buffer then stays plain and takes every sample."""
+    import melissa_trainer.buffers.columnar as columnar
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise MemoryError("refused")
+
+    monkeypatch.setattr(columnar, "_empty", refuse)
+    plain, col = _pair()
+    rng = np.random.default_rng(0)
+    batch = [_sample(rng, i) for i in range(20)]
+    items = SampleBlock.from_samples(batch) if as_block else batch
+    assert plain.put_available(items) == col.put_available(items) == 20
+    assert not col.columnar
+    monkeypatch.undo()
+    _drive(plain, col, 9, n_ops=100)
+    assert not col.columnar
+
+
 def test_make_buffer_builds_it_for_a_reservoir_only() -> None:
     assert (
         type(make_buffer(BufferConfig("reservoir", 10, 1), columnar=True))

@@ -24,7 +24,9 @@ shapes and dtypes): ``numpy.empty``, so memory is touched only as rows are fille
 later sample that differs (another field, shape or dtype, or a value that is not a
 numpy array) turns the buffer into a plain reservoir for good: every held row becomes
 a dict of copies, and the buffer carries on exactly as `ReservoirBuffer` (nothing is
-refused). Thread-safety, blocking and closing: `Buffer`'s contract.
+refused). So does an allocation of the columns that the system refuses (``MemoryError``:
+`capacity` rows at once beyond an overcommit limit), where the plain store, which grows
+sample by sample, may still do. Thread-safety, blocking and closing: `Buffer`'s contract.
 """
 
 from __future__ import annotations

@@ -502,7 +502,11 @@ def train_from_memory(
     for f in files:
         vector = load_parameters(f)
         for step, field in enumerate(np.load(f)):
-            samples.append({"temperature": field, "time_step": step, "parameters": vector})
+            # every field an array, as the receiver delivers them (the trainer's
+            # reservoir then stores them by column, as it does the stream's)
+            samples.append(
+                {"temperature": field, "time_step": np.array(step), "parameters": vector}
+            )
     trainer = _trainer(setup, workdir, samples, max_steps=steps, sample_to_insert_ratio=ratio)
     expected_steps = ratio * len(samples) / setup.batch_size
     tracker = Tracker(*validation, None)

@@ -26,6 +26,7 @@ from ._common import BufferClosedError, BufferStats, Sample
 from ._state import ARRAYS_FILE, META_FILE
 from .base import Buffer
 from .block import SampleBlock
+from .columnar import ColumnarReservoirBuffer
 from .config import BUFFER_KINDS, BufferConfig
 from .fifo import FIFOBuffer, FIROBuffer
 from .rate_limiter import RateLimiter
@@ -45,6 +46,7 @@ __all__ = [
     "BufferConfig",
     "BufferClosedError",
     "BufferStats",
+    "ColumnarReservoirBuffer",
     "FIFOBuffer",
     "FIROBuffer",
     "RateLimiter",
@@ -63,8 +65,11 @@ BUFFER_CLASSES: dict[str, type[Buffer]] = {
 }
 
 
-def make_buffer(config: BufferConfig) -> Buffer:
+def make_buffer(config: BufferConfig, *, columnar: bool = False) -> Buffer:
     """Build the buffer `config` describes (already validated by `BufferConfig`).
+
+    `columnar`: a reservoir stores its samples by column (`ColumnarReservoirBuffer`:
+    the same draws, cheaper `get_block`, dearer `get_batch`); ignored by FIFO/FIRO.
 
     Raises:
         TypeError: `config` is not a `BufferConfig` (e.g. the former
@@ -87,7 +92,7 @@ def make_buffer(config: BufferConfig) -> Buffer:
         limiter = RateLimiter(
             config.sample_to_insert_ratio, tolerance, min_size_to_sample=config.watermark
         )
-    return ReservoirBuffer(
+    return (ColumnarReservoirBuffer if columnar else ReservoirBuffer)(
         config.capacity,
         config.watermark,
         seed=config.seed,

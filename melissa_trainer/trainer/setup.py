@@ -58,7 +58,9 @@ def make_rank_buffer(
     collate_fn: Collate | None,
 ) -> Buffer:
     """This rank's buffer, as `args` asks: on the host, or mirrored on the training
-    device (``buffer_device="accelerator"``). Warns when pseudo-epochs keep every sample.
+    device (``buffer_device="accelerator"``); a host reservoir stores its samples by
+    column (`ColumnarReservoirBuffer`) when batches are read as blocks (neither
+    `process_sample` nor `collate_fn`). Warns when pseudo-epochs keep every sample.
 
     Raises:
         ValueError: a device buffer with a `process_sample` or `collate_fn`
@@ -70,7 +72,9 @@ def make_rank_buffer(
         check_device_buffer(process_sample, collate_fn)
         buffer = make_device_buffer(config, accelerator.device)
     else:
-        buffer = make_buffer(config)
+        # batches read as blocks (no per-sample function): a reservoir stores its
+        # samples by column, so a batch is one gather per field, as offline's index
+        buffer = make_buffer(config, columnar=process_sample is None and collate_fn is None)
     if args.pseudo_epochs > 1 and args.buffer != "reservoir":
         logger.warning(
             "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "

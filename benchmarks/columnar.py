@@ -1,0 +1,153 @@
+"""The columnar reservoir against the plain one, on `online_vs_offline.py`'s samples.
+
+`ColumnarReservoirBuffer` (what `OnlineTrainer` builds when batches are read as blocks)
+against `ReservoirBuffer` (the baseline: the same policy, samples held as dicts), both
+full of 10,000 heat samples (a 32 x 32 float32 field, ``time_step``,
+``simulation_id``, six parameters), in CPU seconds, interleaved (A B A B ...), medians:
+
+* block read: ``get_block(32)``, the trainer's batch (plain: draws, then stacks the 32
+  dicts field by field; columnar: the same draws, one gather per field);
+* block put: a receiver's 100-sample `SampleBlock` into the full reservoir, with a
+  ``get_block(32)`` between puts so that drawn samples can be evicted (plain: the block
+  split into per-sample dicts; columnar: one scatter per field), per sample put;
+* single put: ``put`` of one sample at a time into an empty buffer until full (an
+  `IterableSource`'s path; plain: stores a reference; columnar: copies into the row;
+  the cost the columnar store pays). Target None: a figure to read.
+
+    python benchmarks/columnar.py [--quick] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from melissa_trainer.buffers import (
+    Buffer,
+    ColumnarReservoirBuffer,
+    ReservoirBuffer,
+    SampleBlock,
+)
+from melissa_trainer.common.json_output import to_json
+
+CAPACITY = 10_000
+BATCH = 32
+BLOCK = 100
+
+
+def heat_samples(n: int, seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """`n` samples shaped like the heat example's (100 steps per simulation)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        out.append({
+            "temperature": rng.uniform(300.0, 400.0, (32, 32)).astype(np.float32),
+            "simulation_id": np.array(i // 100, np.int64),
+            "time_step": np.array(i % 100, np.int64),
+            "parameters": rng.uniform(0.0, 1.0, 6),
+        })  # fmt: skip
+    return out
+
+
+def filled(cls: type[ReservoirBuffer], blocks: list[SampleBlock]) -> Buffer:
+    buffer = cls(CAPACITY, 1000, seed=0)
+    for block in blocks[: CAPACITY // BLOCK]:
+        assert buffer.put_available(block) == BLOCK
+    return buffer
+
+
+def read_seconds(buffer: Buffer, reads: int) -> float:
+    """CPU seconds per `get_block(BATCH)`."""
+    start = time.process_time()
+    for _ in range(reads):
+        buffer.get_block(BATCH)
+    return (time.process_time() - start) / reads
+
+
+def block_put_seconds(buffer: Buffer, blocks: list[SampleBlock]) -> float:
+    """CPU seconds per sample put by blocks into the full `buffer` (reads between)."""
+    spent, put = 0.0, 0
+    for block in blocks:
+        start = time.process_time()
+        put += buffer.put_available(block)
+        spent += time.process_time() - start
+        buffer.get_block(BATCH)
+    return spent / max(put, 1)
+
+
+def single_put_seconds(cls: type[ReservoirBuffer], samples: list[dict[str, np.ndarray]]) -> float:
+    """CPU seconds per `put` of one sample into a buffer with room."""
+    buffer = cls(CAPACITY, 1000, seed=0)
+    start = time.process_time()
+    for sample in samples:
+        buffer.put(sample)
+    return (time.process_time() - start) / len(samples)
+
+
+def interleaved(rounds: int, fn: Callable[[type[ReservoirBuffer]], float]) -> tuple[float, float]:
+    """Medians of `fn(columnar)` and `fn(plain)`, alternating which goes first."""
+    ours: list[float] = []
+    base: list[float] = []
+    for r in range(rounds):
+        order = (ColumnarReservoirBuffer, ReservoirBuffer)
+        for cls in order if r % 2 == 0 else order[::-1]:
+            (ours if cls is ColumnarReservoirBuffer else base).append(fn(cls))
+    return statistics.median(ours), statistics.median(base)
+
+
+def row(case: str, ours_s: float, base_s: float, target: float | None) -> dict:
+    """Times in microseconds; the ratio is baseline / ours (higher is better)."""
+    return {
+        "case": case,
+        "ours": round(ours_s * 1e6, 2),
+        "baseline": round(base_s * 1e6, 2),
+        "unit": "us",
+        "ratio": round(base_s / ours_s, 3),
+        "target": target,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds and reads")
+    parser.add_argument("--json", action="store_true", help='print {"rows": [...]}')
+    parser.add_argument("--rounds", type=int, default=None)
+    opts = parser.parse_args(argv)
+    rounds = opts.rounds or (3 if opts.quick else 7)
+    reads = 300 if opts.quick else 3000
+    samples = heat_samples(CAPACITY + (20 if opts.quick else 60) * BLOCK)
+    blocks = [
+        SampleBlock.from_samples(samples[i : i + BLOCK]) for i in range(0, len(samples), BLOCK)
+    ]
+    extra = blocks[CAPACITY // BLOCK :]
+    rows = [
+        row(
+            f"get_block({BATCH}) of a full reservoir: columnar vs plain",
+            *interleaved(rounds, lambda cls: read_seconds(filled(cls, blocks), reads)),
+            1.0,
+        ),
+        row(
+            f"put of {BLOCK}-sample blocks into a full reservoir, per sample",
+            *interleaved(rounds, lambda cls: block_put_seconds(filled(cls, blocks), extra)),
+            1.0,
+        ),
+        row(
+            "single-sample put into an empty reservoir, per sample",
+            *interleaved(rounds, lambda cls: single_put_seconds(cls, samples[:CAPACITY])),
+            None,
+        ),
+    ]
+    if opts.json:
+        print(to_json({"rows": rows}))
+    else:
+        for r in rows:
+            print(f"{r['case']:<66} {r['ours']:>8} us  plain {r['baseline']:>8} us  {r['ratio']}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

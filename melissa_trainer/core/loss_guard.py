@@ -86,9 +86,13 @@ class LossGuard:
         self._coded: tuple[int, int] | None = None
         self._checks = 0  # `check`s so far: one forgets every loss, coded or not
 
-    def record(self, loss: torch.Tensor, step: int, samples: Any) -> None:
+    def record(
+        self, loss: torch.Tensor, step: int, samples: Any, ids: np.ndarray | None = None
+    ) -> None:
         """Keep `loss` (a 0-d tensor, on the device) of a micro-batch of optimizer step
-        `step`, whose raw samples were `samples`. No device operation and no host sync:
+        `step`, whose raw samples were `samples` (`ids`: their simulation ids, when the
+        caller has them already: the dataset's, when per-sample losses are tracked; not
+        computed again). No device operation and no host sync:
         the tensor is kept by reference until it is checked, so it must not be changed
         in place meanwhile (the trainer's losses are fresh tensors, which hooks read
         only: `Hook.on_after_backward`). Past `limit` unchecked losses, a `check`
@@ -98,8 +102,7 @@ class LossGuard:
         loss = loss.detach()
         self._losses.append(loss if loss.dim() == 0 else loss.reshape(()))
         self._steps.append(step)
-        ids = None
-        if self._with_ids:
+        if ids is None and self._with_ids:
             try:  # (a host block's column comes back by reference: a block never changes)
                 ids = simulation_ids(samples)
             except (ValueError, TypeError):  # not the stream's samples: no ids to name

@@ -208,7 +208,9 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         if not self._ids:
             return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
         ids = np.concatenate(self._ids)
-        losses = torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
+        # one concatenation, then one conversion (exact: float64 holds every float
+        # dtype's values), not one per micro-batch
+        losses = torch.cat(self._losses).to(torch.float64).cpu().numpy()
         self._ids.clear()
         self._losses.clear()
         unique, where = np.unique(ids, return_inverse=True)

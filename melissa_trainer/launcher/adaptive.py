@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,7 +152,15 @@ class AdaptiveSampler(BoxSampler):
 
     def _unit(self, parameters: Mapping[str, float]) -> np.ndarray:
         """`parameters` as a point of the unit cube (0 for a fixed parameter)."""
-        values = np.array([parameters[name] for name in self.names], dtype=np.float64)
+        return self._units([parameters])[0]
+
+    def _units(self, parameter_sets: Sequence[Mapping[str, float]]) -> np.ndarray:
+        """`_unit` of each of `parameter_sets`, one row each (elementwise: the same
+        values as one at a time, at a fraction of the cost for many)."""
+        values = np.array(
+            [[parameters[name] for name in self.names] for parameters in parameter_sets],
+            dtype=np.float64,
+        ).reshape(len(parameter_sets), len(self.names))
         span = np.where(self._span > 0, self._span, 1.0)
         return np.clip((values - self._low) / span, 0.0, 1.0)
 

@@ -318,13 +318,14 @@ class OnlineTrainer(TrainerLosses):
             figures.samples += n
             hooks.fire(Event.BATCH_READY, self, state, control, batch)
             loss = step.backward(batch)
-            self._loss_guard.record(loss, state.global_step + 1, self.dataset.last_samples)
+            dataset = self.dataset  # (the batch's ids, once: the tracked losses' too)
+            ids = dataset.last_simulation_ids if dataset.track_simulation_ids else None
+            self._loss_guard.record(loss, state.global_step + 1, dataset.last_samples, ids)
             figures.loss_sum += loss  # stays on the device: no sync per step
             figures.loss_count += 1
             sample_losses = self._sample_losses
             if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
                 self._sample_losses = None
-                ids = self.dataset.last_simulation_ids
                 hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
             if stager is not None and k + 1 < micro:

@@ -250,3 +250,53 @@ def test_contrast_auto_is_on_above_six_varying_parameters_only() -> None:
     assert DensitySampler(wider, contrast=None).contrast is None
     with pytest.raises(ValueError, match="contrast='sharp'"):
         DensitySampler(BOX, contrast="sharp")
+
+
+@pytest.mark.parametrize("tilt", [None, 2.0])
+@pytest.mark.parametrize("evidence", [3.0, 0.0])
+def test_the_warp_is_every_parameter_s_mixture_computed_in_full(
+    tilt: float | None, evidence: float
+) -> None:
+    """The warp computes the high-loss density of the warped parameters only (issue 46:
+    the draw's cost): it must equal, bit for bit, the mixture of every parameter's
+    density with its share (0 without evidence), spelled out here from the parts."""
+    from scipy.stats import beta
+
+    from melissa_trainer.launcher.density import GRID, loss_tilt_warp, trend_evidence
+
+    rng = np.random.default_rng(3)
+    sampler = DensitySampler(BOX, seed=3, share=0.6, tilt=tilt, evidence=evidence, edge=0.7)
+    sampler.plan(40)
+    for i in range(30):  # the loss depends on p0 and p4, not on the others
+        p = sampler.draw()
+        sampler.observe(i, p, float(np.exp(p["p0"] / 3 - p["p4"] / 4 + rng.normal(0, 0.1))))
+    kept = sampler.observations
+    points = np.array([[o.parameters[k] / 10.0 for k in BOX] for o in kept])
+    ages = np.array([o.simulation_id for o in kept], dtype=np.float64)
+    scores = detrended_log_losses(np.array([o.loss for o in kept]), ages)
+    if tilt is None:
+        full = high_loss_warp(points, scores, sampler.quantile, sampler.bandwidth, 1.0)
+    else:
+        full = loss_tilt_warp(points, scores, sampler.bandwidth, tilt, 1.0)
+    shares = np.where(trend_evidence(points, scores) < evidence, 0.0, 0.6)
+    assert 0 < np.count_nonzero(shares) < (6 if evidence else 7)  # some warped, some not
+    grid = np.linspace(0.0, 1.0, GRID)
+    base = beta.cdf(grid, 0.7, 0.7)
+    warps = sampler.warp()
+    assert warps is not None and len(warps) == 6
+    for (cdf, g), (density_cdf, _), w in zip(warps, full, shares, strict=True):
+        assert np.array_equal(g, grid)
+        assert np.array_equal(cdf, (1.0 - w) * base + w * density_cdf)
+
+
+def test_units_are_each_parameter_set_s_unit_point() -> None:
+    sampler = DensitySampler({**BOX, "fixed": (2.0, 2.0)}, seed=0)
+    rng = np.random.default_rng(0)
+    sets = [{**{k: float(v) for k, v in zip(BOX, rng.uniform(0, 10, 6), strict=True)},
+             "fixed": 2.0} for _ in range(9)]  # fmt: skip
+    rows = sampler._units(sets)
+    assert rows.shape == (9, 7)
+    for row, parameters in zip(rows, sets, strict=True):
+        expected = [parameters[k] / 10.0 for k in BOX] + [0.0]
+        assert np.array_equal(row, np.array(expected))  # exact: (v - 0) / 10 either way
+    assert sampler._units([]).shape == (0, 7)

@@ -400,3 +400,32 @@ def test_a_breed_study_in_worker_mode_on_two_ranks_observes_both_ranks_losses(
     # and bred some simulations from them (the others explored: a Sobol' sequence)
     assert rank0["position"] == simulations and rank0["explored"] < simulations
     assert rank0["summary"]["finished"] == simulations
+
+
+@pytest.mark.parametrize("steps", [0, 3])
+def test_a_nan_batch_is_named_by_its_simulations_tracked_or_not_ids_read_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: int
+) -> None:
+    """The loss guard names the simulations of the batch whose loss is NaN, tracked or
+    not; tracked, it takes the batch's ids the dataset read for the per-sample losses
+    (issue 46: one read per batch, not two)."""
+    import melissa_trainer.core.loss_guard as guard_module
+    from melissa_trainer import NonFiniteLossError
+
+    reads: list[int] = []
+    read = guard_module.simulation_ids
+
+    def counted(batch: Any) -> np.ndarray:
+        reads.append(len(batch))
+        return read(batch)
+
+    monkeypatch.setattr(guard_module, "simulation_ids", counted)
+    data = list(samples(40, simulations=5))
+    data[22]["y"] = np.array([np.nan], np.float32)  # step 6's batch: samples 20-23 (fifo)
+    trainer = make_trainer(tmp_path, iter(data), simulation_loss_steps=steps)
+    with pytest.raises(NonFiniteLossError) as caught:
+        trainer.train()
+    assert caught.value.step == 6
+    assert caught.value.simulations == sorted({i % 5 for i in range(20, 24)})
+    # untracked: the guard reads each batch's ids itself (every step trained, to the check)
+    assert reads == ([] if steps else [4] * 10)

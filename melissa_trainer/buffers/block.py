@@ -178,7 +178,9 @@ class SampleBlock(Sequence[Sample]):
         i = index.__index__()
         if not -self._n <= i < self._n:
             raise IndexError(f"sample {index} of a SampleBlock of {self._n}")
-        return {k: v[i].copy() for k, v in self.fields.items()}
+        # ``v[i, ...]``: a 1-D column's element as a 0-d array, as `samples` gives it (a
+        # numpy scalar is not an array: a buffer's snapshot refuses it)
+        return {k: v[i, ...].copy() for k, v in self.fields.items()}
 
     def __iter__(self) -> Iterator[Sample]:
         return iter(self.samples())

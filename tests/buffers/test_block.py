@@ -343,3 +343,20 @@ def test_a_trainer_with_process_batch_trains_and_evaluates_as_with_process_sampl
         assert state.global_step == 11
         losses.append((rec.losses, trainer.evaluate()))
     assert losses[0] == losses[1]
+
+
+def test_a_sample_taken_by_index_is_the_one_samples_gives_arrays_and_all() -> None:
+    """A 1-D column's element is a 0-d array, not a numpy scalar (a buffer's snapshot
+    refused the scalar: a study's checkpoint failed after a pump's leftover block was
+    put sample by sample)."""
+    block = SampleBlock(
+        {"simulation_id": np.arange(4, dtype=np.int64), "u": np.arange(8.0).reshape(4, 2)}
+    )
+    for i in range(-4, 4):
+        taken, listed = block[i], block.samples()[i]
+        assert taken.keys() == listed.keys()
+        for name, value in taken.items():
+            assert type(value) is np.ndarray, (name, type(value))
+            assert value.shape == listed[name].shape and value.dtype == listed[name].dtype
+            assert np.array_equal(value, listed[name])
+            assert not np.shares_memory(value, block.fields[name])

@@ -31,6 +31,7 @@ sample by sample, may still do. Thread-safety, blocking and closing: `Buffer`'s 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,8 @@ from .block import SampleBlock
 from .reservoir import ReservoirBuffer
 
 __all__ = ["ColumnarReservoirBuffer"]
+
+logger = logging.getLogger(__name__)
 
 #: how the columns are allocated (a name of this module's, so that a test can refuse it)
 _empty = np.empty
@@ -71,6 +74,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         self._columns: dict[str, np.ndarray] = {}
         self._row_views: list[_Row | None] = []  # per slot, made at its first store
         self._plain = False  # a sample that did not fit: a plain reservoir from then on
+        self._why_plain: str | None = None  # why the columns were refused, for the log
 
     @property
     def columnar(self) -> bool:
@@ -124,7 +128,8 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         plain store, which grows sample by sample, may still do."""
         try:
             columns = {n: _empty((self._capacity, *s), d) for n, s, d in layout}
-        except MemoryError:
+        except MemoryError as exc:
+            self._why_plain = f"the system refused {self._capacity} rows at once ({exc})"
             return False
         self._layout, self._columns = layout, columns
         self._row_views = [None] * self._capacity
@@ -169,8 +174,13 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         self._slots[slot] = row
 
     def _to_plain(self) -> None:
-        """Every held row as a dict of copies; no columns from now on (lock held)."""
+        """Every held row as a dict of copies; no columns from now on (lock held). Said
+        once in the log: the store goes on, slower per batch, and the user should know."""
         self._plain = True
+        logger.info(
+            "reservoir: samples kept one by one from now on, not by column (%s)",
+            self._why_plain or "a sample whose fields differ from the first one's",
+        )
         for slot, sample in enumerate(self._slots):
             if type(sample) is _Row:
                 self._slots[slot] = {k: v.copy() for k, v in sample.items()}

@@ -176,7 +176,8 @@ def test_rows_handed_out_never_change() -> None:
     _equal(block.fields, block_copy)
 
 
-def test_a_sample_that_does_not_fit_turns_it_plain() -> None:
+def test_a_sample_that_does_not_fit_turns_it_plain(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="melissa_trainer.buffers.columnar")
     plain, col = _pair()
     rng = np.random.default_rng(0)
     _drive(plain, col, 3, n_ops=100)
@@ -184,6 +185,8 @@ def test_a_sample_that_does_not_fit_turns_it_plain() -> None:
     for b in (plain, col):
         b.put(odd)
     assert not col.columnar
+    said = [r.getMessage() for r in caplog.records if "not by column" in r.getMessage()]
+    assert len(said) == 1 and "differ from the first" in said[0], said
     drawn = [(plain.get_batch(8), col.get_batch(8)) for _ in range(30)]
     for xs, ys in drawn:
         for x, y in zip(xs, ys, strict=True):
@@ -292,7 +295,7 @@ def test_a_block_goes_in_without_per_sample_objects(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize("as_block", [False, True])
 def test_columns_refused_by_the_system_leave_it_plain(
-    monkeypatch: pytest.MonkeyPatch, as_block: bool
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, as_block: bool
 ) -> None:
     """`capacity` rows allocated at once may be refused (overcommit) where samples one
     by one fit: the buffer then stays plain and takes every sample."""
@@ -302,12 +305,15 @@ def test_columns_refused_by_the_system_leave_it_plain(
         raise MemoryError("refused")
 
     monkeypatch.setattr(columnar, "_empty", refuse)
+    caplog.set_level("INFO", logger="melissa_trainer.buffers.columnar")
     plain, col = _pair()
     rng = np.random.default_rng(0)
     batch = [_sample(rng, i) for i in range(20)]
     items = SampleBlock.from_samples(batch) if as_block else batch
     assert plain.put_available(items) == col.put_available(items) == 20
     assert not col.columnar
+    said = [r.getMessage() for r in caplog.records if "not by column" in r.getMessage()]
+    assert len(said) == 1 and "refused" in said[0], said
     monkeypatch.undo()
     _drive(plain, col, 9, n_ops=100)
     assert not col.columnar

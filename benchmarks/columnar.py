@@ -13,6 +13,10 @@ full of 10,000 heat samples (a 32 x 32 float32 field, ``time_step``,
 * single put: ``put`` of one sample at a time into an empty buffer until full (an
   `IterableSource`'s path; plain: stores a reference; columnar: copies into the row;
   the cost the columnar store pays). Target None: a figure to read.
+* heat batch: the heat example's whole host path to a batch (`examples/heat_pde`):
+  columnar ``get_block(32)`` and its `make_process_batch` (what it trains with) against
+  the plain reservoir's ``get_batch(32)``, 32 calls of `make_process_sample` and the
+  trainer's collate (what it trained with before); the same batch, bit for bit.
 
     python benchmarks/columnar.py [--quick] [--json]
 """
@@ -20,11 +24,15 @@ full of 10,000 heat samples (a 32 x 32 float32 field, ``time_step``,
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
+import torch
 
 from melissa_trainer.buffers import (
     Buffer,
@@ -33,6 +41,9 @@ from melissa_trainer.buffers import (
     SampleBlock,
 )
 from melissa_trainer.common.json_output import to_json
+from melissa_trainer.core.dataset import fast_collate
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 CAPACITY = 10_000
 BATCH = 32
@@ -88,6 +99,28 @@ def single_put_seconds(cls: type[ReservoirBuffer], samples: list[dict[str, np.nd
     return (time.process_time() - start) / len(samples)
 
 
+def heat_batch_seconds(
+    buffer: Buffer, heat: object, reads: int, parameters: int
+) -> tuple[float, torch.Tensor]:
+    """CPU seconds per heat batch read and mapped (columnar: block and `process_batch`;
+    plain: samples, `process_sample` each, collate), and the last batch's inputs."""
+    columnar = isinstance(buffer, ColumnarReservoirBuffer)
+    one = heat.make_process_sample(100)  # type: ignore[attr-defined]
+    whole = heat.make_process_batch(100)  # type: ignore[attr-defined]
+
+    def trim(fields: dict) -> dict:  # the heat example's parameter count
+        return {**fields, "parameters": fields["parameters"][..., :parameters]}
+
+    start = time.process_time()
+    for _ in range(reads):
+        if columnar:
+            block = buffer.get_block(BATCH)
+            batch = whole(SampleBlock(trim(dict(block.fields))))
+        else:
+            batch = fast_collate([one(trim(s)) for s in buffer.get_batch(BATCH)])
+    return (time.process_time() - start) / reads, batch[0]
+
+
 def interleaved(rounds: int, fn: Callable[[type[ReservoirBuffer]], float]) -> tuple[float, float]:
     """Medians of `fn(columnar)` and `fn(plain)`, alternating which goes first."""
     ours: list[float] = []
@@ -141,6 +174,25 @@ def main(argv: list[str] | None = None) -> int:
             None,
         ),
     ]
+    sys.path.insert(0, str(EXAMPLES))
+    heat = importlib.import_module("heat_pde.train")
+    width = len(heat.PARAMETER_NAMES)
+    firsts: dict[bool, torch.Tensor] = {}
+
+    def heat_path(cls: type[ReservoirBuffer]) -> float:
+        seconds, inputs = heat_batch_seconds(filled(cls, blocks), heat, reads // 3, width)
+        firsts.setdefault(cls is ColumnarReservoirBuffer, inputs)
+        return seconds
+
+    rows.append(row(
+        f"heat example's batch of {BATCH} read and mapped on the host: "
+        "columnar + process_batch vs plain + process_sample + collate",
+        *interleaved(rounds, heat_path),
+        1.0,
+    ))  # fmt: skip
+    # same seed, same draws: the first round's last batch must be the same bits
+    if not torch.equal(firsts[True], firsts[False]):
+        raise SystemExit("heat batch: the two paths gave different batches")
     if opts.json:
         print(to_json({"rows": rows}))
     else:

@@ -172,3 +172,30 @@ def test_each_examples_batch_mapping_equals_its_sample_mapping(example: str) -> 
         for g, e in zip(got, expected, strict=True):
             assert g.dtype == e.dtype == torch.float32 and g.shape == e.shape
             torch.testing.assert_close(g, e, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_heat_examples_batch_mapping_is_its_sample_mapping_bit_for_bit(dtype: type) -> None:
+    """The heat example trains with `make_process_batch` on the host too (batches read
+    from the reservoir stored by column), so it must give `make_process_sample`'s bits,
+    not only close values: then a run trains exactly as it did with the per-sample
+    mapping. The parameters come as the launcher streams them (float64) or as float32."""
+    from melissa_trainer.buffers import SampleBlock
+
+    module = load_example("heat_pde")
+    rng = np.random.default_rng(11)
+    names = module.PARAMETER_NAMES
+    samples = [
+        {
+            "parameters": rng.uniform(200.0, 400.0, len(names)).astype(dtype),
+            "time_step": np.array(t, np.int64),
+            "temperature": rng.uniform(200.0, 400.0, (8, 8)).astype(np.float32),
+        }
+        for t in rng.integers(0, 100, 64)
+    ]
+    one, batch = module.make_process_sample(100), module.make_process_batch(100)
+    expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
+    got = batch(SampleBlock.from_samples(samples))
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype == torch.float32 and g.shape == e.shape
+        assert torch.equal(g, e), (g - e).abs().max()

@@ -390,6 +390,7 @@ class StudyRecord:
         _, cancelled = past_the_end(pending, counted, self.n_simulations)
         for sid in cancelled:
             self._index.forget(sid, self.records.pop(sid))
+        self._losses.discard(cancelled)  # (noted since the load: no record to observe)
         if cancelled:
             self.queue = deque(sid for sid in self.queue if sid in self.records)
         return cancelled

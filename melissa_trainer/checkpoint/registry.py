@@ -3,33 +3,25 @@
 Each stateful part of a run owns its state (``state_dict`` / ``load_state_dict``, or
 ``save`` / ``load`` for the parts kept as arrays); this module names the parts
 (`parts`), says for each where its files are and whether its state is global or per
-rank (`Scope`), writes them (`write`, into the staging directory of
-`trainer_checkpoint.save_checkpoint`: the atomic commit and the manifest are theirs)
-and reads them back in order (`load`). It writes the format version of the whole
-checkpoint (`FORMAT_FILE`); the migrations of every record are in
-`checkpoint_migrations`.
+rank (a `format.Part`), writes them (`write`, into the staging directory of
+`trainer.checkpointing.save_checkpoint`: the atomic commit and the manifest are theirs)
+and reads them back in order (`load`). What a part is, its `Scope`, and the format
+version of the whole checkpoint (`FORMAT_FILE`) are `format`'s (re-exported here); the
+migrations of every record are in `common.migrations`.
 
-Format versions: 1, every checkpoint without `FORMAT_FILE` (written before the
-registry); 2, `FORMAT_FILE` present, and `TrainerState`'s ``samples_seen`` kept by the
-per-rank ``trainer_rank`` part alone (it was also in ``trainer_state.json``).
-
-Scope, and resuming on another number of ranks: a `Scope.GLOBAL` part is one copy,
-identical on every rank, so it is read as it is on any number of ranks; a
-`Scope.PER_RANK` part is each rank's own. A checkpoint written by ``k`` ranks loads on
+Resuming on another number of ranks: a checkpoint written by ``k`` ranks loads on
 ``m != k`` ranks part by part in the same order, each per-rank part through its
 ``reshard`` (`Part`), which reads every old rank's files and takes this rank's share
-through its owner's pure function (`checkpoint_reshard`: the buffers' samples and
+through its owner's pure function (`checkpoint.reshard`: the buffers' samples and
 pending batches dealt out, the source's records split, the sums of the per-rank
 figures kept, the RNG seeded afresh); a per-rank part without one is refused before
-anything is loaded (`load`). The parts and their scope are recorded in `FORMAT_FILE`.
+anything is loaded (`load`).
 """
 
 from __future__ import annotations
 
-import enum
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +30,14 @@ from safetensors.numpy import load_file, save_file
 from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file
+from melissa_trainer.checkpoint.format import (
+    FORMAT_FILE,
+    FORMAT_VERSION,
+    Part,
+    Scope,
+    format_of,
+    write_format,
+)
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
@@ -57,63 +57,11 @@ __all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "Part", "Scope", "form
 
 logger = logging.getLogger(__name__)
 
-#: the format version of a whole checkpoint, and the parts in it (main rank, at the root)
-FORMAT_FILE = "format.json"
-FORMAT_VERSION = 2
 #: per-rank trainer figures: this rank's `samples_seen` and its loss since the last log
 RANK_STATE = RANK_STATE_FILE
 #: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
 #: logging at INFO level only, when it does not load: see `_check_rng`)
 _RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
-
-
-class Scope(enum.Enum):
-    """Whose state a part is (see the module docstring)."""
-
-    #: one copy in the checkpoint, the same on every rank; written by the main rank
-    GLOBAL = "global"
-    #: each rank's own; written by each rank, under ``rank_R/`` (Accelerate's RNG file
-    #: at the root, as Accelerate names it)
-    PER_RANK = "per_rank"
-
-
-@dataclass(frozen=True)
-class Part:
-    """One named part of a checkpoint.
-
-    Attributes:
-        name: the part's name (in `FORMAT_FILE`).
-        scope: `Scope.GLOBAL` or `Scope.PER_RANK`.
-        files: ``files(path, rank)``: the files the part reads of rank `rank`'s (this
-            rank's when loading on the same number of ranks, every old rank's when
-            resharding), relative to the checkpoint, in the order it reads them (a load
-            error names the one at fault); a function of the checkpoint directory
-            (Accelerate's depend on the optimizers).
-        save: writes the part into the checkpoint (staging) directory given; None: the
-            files are written by another part (the RNG files by Accelerate's).
-        load: restores the part from the checkpoint directory given, of the format
-            version given.
-        collective: `save` runs on every rank, also for a `Scope.GLOBAL` part
-            (Accelerate's `save_state`, which writes each rank's RNG file).
-        names_file: `load` runs inside `naming_file` (its errors become a
-            `CheckpointError` naming the file); False for a part whose own errors are
-            meant as they are (the source's refusal of a changed study).
-        reshard: restores this rank's share from a checkpoint written by another
-            number of ranks: ``reshard(path, old_world_size, format_version)``, reading
-            every old rank's files (`checkpoint_reshard`). Required of a
-            `Scope.PER_RANK` part (a checkpoint of another world size is refused,
-            naming the parts without one); for a `Scope.GLOBAL` part None means `load`
-            as it is.
-    """
-
-    name: str
-    scope: Scope
-    files: Callable[[Path, int], list[str]]
-    save: Callable[[Path], object] | None
-    load: Callable[[Path, int], None]
-    collective: bool = False
-    names_file: bool = True
-    reshard: Callable[[Path, int, int], None] | None = None
 
 
 def parts(trainer: CheckpointParts) -> list[Part]:
@@ -296,29 +244,7 @@ def write(trainer: CheckpointParts, staging: Path) -> None:
         if part.scope is Scope.PER_RANK or part.collective or main:
             part.save(staging)
     if main:
-        described = {part.name: part.scope.value for part in registered}
-        ckpt.write_json(
-            staging / FORMAT_FILE, {"format_version": FORMAT_VERSION, "parts": described}
-        )
-
-
-def format_of(path: Path) -> int:
-    """The format version of checkpoint `path` (1: written before `FORMAT_FILE`).
-
-    Raises:
-        ValueError: a format newer than this code reads (or an unreadable file).
-    """
-    file = path / FORMAT_FILE
-    if not file.is_file():
-        return 1
-    with naming_file(path, [FORMAT_FILE]):
-        version = ckpt.read_json(file)["format_version"]
-        if not isinstance(version, int) or not 2 <= version <= FORMAT_VERSION:
-            raise ValueError(
-                f"checkpoint format {version!r}: this version of melissa-trainer reads "
-                f"formats 1 to {FORMAT_VERSION}"
-            )
-    return int(version)
+        write_format(staging, registered)
 
 
 def load(trainer: CheckpointParts, path: Path) -> None:

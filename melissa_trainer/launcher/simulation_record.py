@@ -65,6 +65,15 @@ class SimulationRecord:
     exited_at: float | None = None
     reason: str = ""
 
+    def describe(self, sid: int) -> str:
+        """One line on this record, simulation `sid`, for error messages: its state, exit
+        codes, parameters and the reason it failed or was refused."""
+        text = (
+            f"simulation {sid}: {self.status}, exit codes {self.exit_codes}, "
+            f"parameters {self.parameters}"
+        )
+        return f"{text} ({self.reason})" if self.reason else text
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "parameters": dict(self.parameters),

@@ -43,25 +43,22 @@ study fail (`StudyFailed`), so a study where every simulation fails stops after 
 bounded number of tries with an error, never with "success" and an untrained model.
 
 On resume (`load_state_dict` then `reconcile`), a simulation is finished only if every
-receiver's checkpointed record has all its data; every other one that was running,
-complete, exited or finished runs again (the receivers' exactly-once dedup drops what
-they already have).
+receiver's checkpointed record has all its data; every other one that had run runs
+again (the receivers' exactly-once dedup drops what they already have).
 
-The module is over 400 lines on purpose: the transitions, the index of ids by status
-that each must update (`_move`) and the checkpoint that rebuilds it are one invariant;
-spread over modules, a new transition could forget the index.
+Every status change goes through `StatusIndex.move` (the ids by status, which `done` and
+`summary` read in O(1)); the losses for an adaptive sampler wait in `PendingLosses`.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from melissa_trainer.common.migrations import CURRENT
-from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
     STATUSES,
@@ -72,6 +69,7 @@ from melissa_trainer.launcher.simulation_record import (
     records_from,
     records_of,
 )
+from melissa_trainer.launcher.status_index import StatusIndex
 from melissa_trainer.launcher.study_change import past_the_end, settings_of
 
 __all__ = [
@@ -88,7 +86,7 @@ __all__ = [
 #: 3: the records as columns (one list per attribute: 10^5 simulations save and load
 #: in a fraction of a second, where one JSON object each took seconds); 2: the states
 #: "complete" and "exited" (version 1 recorded "finished" on exit 0). The migrations of
-#: earlier versions: `checkpoint_migrations` ("launcher").
+#: earlier versions: `common.migrations` ("launcher").
 STATE_VERSION = CURRENT["launcher"]
 #: What happens to a simulation that failed `max_restarts` + 1 times.
 ON_FAILURE = ("redraw", "abandon", "raise")
@@ -127,94 +125,57 @@ class StudyRecord:
         #: True when receivers report data ("exited" until then); False: exit 0 finishes
         self.data_reported = False
         self.records: dict[int, SimulationRecord] = {}
-        # The ids in each status, and the totals `summary` reports, kept up to date by
-        # `_move` (every status change goes through it): the launcher asks `done` every
-        # tick and `summary` at every log, and a scan of every record would make a tick
-        # O(simulations drawn) under the lock (quadratic over a study; docs/measured.md).
-        self._ids: dict[str, set[int]] = {status: set() for status in STATUSES}
-        self._restarts = 0  # sum of the records' restarts
-        self._seconds = 0.0  # sum of the records' seconds (ended attempts)
+        # every status change goes through it (`_move`): `done` and `summary` read it
+        self._index = StatusIndex()
         self.queue: deque[int] = deque()  # pending ids, in launch order
         self.next_id = first_simulation_id
         self.redraws = 0
         #: why the last outcome "raise" was returned: the policy or the budget used up
         self.failure = ""
-        #: losses noted by `observe`, not yet given to the sampler (id -> loss, in the
-        #: order of their newest report)
-        self._unapplied: dict[int, float] = {}
+        #: losses noted by `observe`, not yet given to the sampler
+        self._losses = PendingLosses()
 
-    # -- decisions ----------------------------------------------------------------------
+    # -- queries and transitions --------------------------------------------------------
 
     def counts(self) -> Counter[str]:
         """Simulations drawn, per status (O(1): see `_move`)."""
-        return Counter({status: len(ids) for status, ids in self._ids.items()})
+        return self._index.counts()
 
     def ids(self, status: str) -> list[int]:
         """The ids in `status`, in no particular order (O(their number))."""
-        return list(self._ids[status])
+        return self._index.ids(status)
 
     def observe(self, losses: Mapping[int, float]) -> tuple[int, list[int]]:
-        """Note each simulation's loss for the adaptive sampler; returns how many were
-        noted and the ids skipped: a non-finite loss (a diverged simulation steers
-        nothing) or an id this study never drew.
-
-        The sampler is given them later, with their parameters (`apply_observations`):
-        before its next draw, in `state_dict`, and when the launcher stops. A study's
-        trainer reports every simulation's loss every few steps, hundreds of times per
-        draw; only the newest of each matters to the next draw, so the sampler observes
-        each simulation once per draw instead of once per report (issue 46: its cost on
-        the training thread). The sampler's state is the same as if each had been
-        observed at once: its observations keep the newest loss of each simulation, in
-        the order of their newest report (`AdaptiveSampler.observe`).
+        """Note each simulation's loss for the adaptive sampler (`PendingLosses.note`);
+        returns how many were noted and the ids skipped (a non-finite loss, an id never
+        drawn). The sampler is given them later (`apply_observations`): before its next
+        draw, in `state_dict`, and when the launcher stops.
 
         Raises:
             TypeError: the sampler is not an `AdaptiveSampler`.
             ValueError: a loss that is not a number (nothing is noted then).
         """
-        if not isinstance(self.sampler, AdaptiveSampler):
-            raise TypeError(
-                f"the study's sampler ({type(self.sampler).__name__}) is not adaptive: it "
-                "observes no losses (make_sampler('breed', ...) is)"
-            )
-        for sid, loss in losses.items():
-            if isinstance(loss, bool) or not isinstance(loss, numbers.Real):
-                raise ValueError(f"the loss of simulation {sid} is not a number: {loss!r}")
-        observed, skipped = 0, []
-        for sid, loss in losses.items():
-            if sid not in self.records or not math.isfinite(loss):
-                skipped.append(sid)
-                continue
-            self._unapplied.pop(sid, None)  # reported again: the newest again
-            self._unapplied[sid] = float(loss)
-            observed += 1
-        return observed, skipped
+        return self._losses.note(self.sampler, self.records, losses)
 
     def apply_observations(self) -> None:
         """Give the adaptive sampler the losses `observe` noted since the last call, in
         the order they were noted (a no-op for a fixed design)."""
-        if not self._unapplied:
-            return
-        sampler = self.sampler
-        assert isinstance(sampler, AdaptiveSampler)  # (`observe` checked it)
-        for sid, loss in self._unapplied.items():
-            sampler.observe(sid, self.records[sid].parameters, loss)
-        self._unapplied.clear()
+        self._losses.apply(self.sampler, self.records)
 
     def awaiting_data(self) -> int:
         """Simulations whose process ended with their data not all in yet ("exited"):
         they hold a job slot (see `Supervisor.launch_jobs`). O(1)."""
-        return len(self._ids["exited"])
+        return self._index.count("exited")
 
     def work_left(self) -> int:
         """Simulations still to start: queued ones plus those not drawn yet."""
-        counts = self.counts()
-        undrawn = self.n_simulations - sum(counts[s] for s in _ACTIVE)
+        undrawn = self.n_simulations - self._index.count(*_ACTIVE)
         return len(self.queue) + max(0, undrawn)
 
     @property
     def done(self) -> bool:
         """Nothing runs, nothing waits for its data and nothing is left to start."""
-        return self.work_left() == 0 and not any(self._ids[status] for status in _WAITED)
+        return self.work_left() == 0 and self._index.count(*_WAITED) == 0
 
     def take(self, now: float) -> int | None:
         """The simulation to launch now (marked running), or None if there is none.
@@ -229,7 +190,7 @@ class StudyRecord:
             parameters = self.sampler.draw()
             sid, self.next_id = self.next_id, self.next_id + 1
             self.records[sid] = SimulationRecord(parameters)
-            self._ids["pending"].add(sid)
+            self._index.add(sid, self.records[sid])
         else:
             return None
         record = self.records[sid]
@@ -245,7 +206,7 @@ class StudyRecord:
         record = self.records[sid]
         if record.status not in _ALIVE:
             raise RuntimeError(f"simulation {sid} is {record.status}, not running")
-        self._stopwatch(record, now)
+        self._index.stopwatch(record, now)
         record.exit_codes.append(code)
         if record.status == "complete":  # its data is all there, whatever the exit code
             self._move(sid, "finished")
@@ -265,7 +226,7 @@ class StudyRecord:
         record = self.records[sid]
         if record.status not in _ALIVE:
             return
-        self._stopwatch(record, now)
+        self._index.stopwatch(record, now)
         if record.status == "complete":
             self._move(sid, "finished")
         else:
@@ -305,12 +266,11 @@ class StudyRecord:
         "raise" (the study fails: `failure` says why)."""
         record = self.records[sid]
         if record.restarts < self.max_restarts:
-            record.restarts += 1
-            self._restarts += 1
+            self._index.restarted(record)
             self._move(sid, "pending")
             self.queue.appendleft(sid)  # before new draws: its data is partly there
             return "restart"
-        given_up = len(self._ids["failed"]) + len(self._ids["abandoned"])
+        given_up = self._index.count("failed", "abandoned")
         self._move(sid, "failed")
         if self.on_failure == "raise":
             self.failure = "with LauncherTuning.on_failure='raise'"
@@ -336,9 +296,9 @@ class StudyRecord:
 
     def summary(self, now: float) -> dict[str, float]:
         counts = self.counts()
-        alive = (self.records[sid] for status in _ALIVE for sid in self._ids[status])
+        alive = (self.records[sid] for status in _ALIVE for sid in self._index.ids(status))
         running_time = sum(now - r.started for r in alive if r.started is not None)
-        undrawn = max(0, self.n_simulations - sum(counts[s] for s in _ACTIVE))
+        undrawn = max(0, self.n_simulations - self._index.count(*_ACTIVE))
         return {
             "finished": counts["finished"],
             "running": counts["running"] + counts["complete"],
@@ -346,9 +306,9 @@ class StudyRecord:
             "pending": counts["pending"] + undrawn,
             "failed": counts["failed"],
             "abandoned": counts["abandoned"],
-            "restarts": self._restarts,
+            "restarts": self._index.restarts,
             "redraws": self.redraws,
-            "simulation_seconds": self._seconds + running_time,
+            "simulation_seconds": self._index.seconds + running_time,
         }
 
     def describe(self, sid: int) -> str:
@@ -356,11 +316,7 @@ class StudyRecord:
         record = self.records.get(sid)
         if record is None:
             return f"simulation {sid}: not launched by this study"
-        text = (
-            f"simulation {sid}: {record.status}, exit codes {record.exit_codes}, "
-            f"parameters {record.parameters}"
-        )
-        return f"{text} ({record.reason})" if record.reason else text
+        return record.describe(sid)
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;
@@ -397,13 +353,13 @@ class StudyRecord:
             raise RuntimeError("this launcher state was applied already: read it again")
         self.sampler.load_state_dict(saved.sampler)
         saved.applied = True
-        self._unapplied.clear()  # losses of the records replaced
+        self._losses.clear()  # losses of the records replaced
         self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
         for record in self.records.values():
             if record.status in _ALIVE:  # interrupted: run it again (not a failure)
                 record.status = "pending"
-        self._reindex()
-        self.queue = deque(sorted(self._ids["pending"]))
+        self._index.rebuild(self.records)
+        self.queue = deque(sorted(self._index.ids("pending")))
 
     def reconcile(self, complete: Iterable[int]) -> list[int]:
         """After `load_state_dict`: `complete` are the ids whose data every receiver has
@@ -429,39 +385,16 @@ class StudyRecord:
         """A resumed study with fewer simulations than its record (`study_change`):
         cancel the pending ones past the new end (forgotten: not launched, not counted
         as failed, their ids not reused). Returns their ids; none in a study that fits."""
-        pending = sorted(self._ids["pending"])
-        counted = sum(len(self._ids[s]) for s in _ACTIVE) - len(pending)
+        pending = sorted(self._index.ids("pending"))
+        counted = self._index.count(*_ACTIVE) - len(pending)
         _, cancelled = past_the_end(pending, counted, self.n_simulations)
         for sid in cancelled:
-            self._ids["pending"].discard(sid)
-            self._restarts -= self.records[sid].restarts
-            self._seconds -= self.records[sid].seconds
-            del self.records[sid]
+            self._index.forget(sid, self.records.pop(sid))
+        self._losses.discard(cancelled)  # (noted since the load: no record to observe)
         if cancelled:
             self.queue = deque(sid for sid in self.queue if sid in self.records)
         return cancelled
 
-    # -- the index ----------------------------------------------------------------------
-
     def _move(self, sid: int, status: str) -> None:
         """Set the status of `sid` (drawn), keeping the index by status."""
-        record = self.records[sid]
-        self._ids[record.status].discard(sid)
-        self._ids[status].add(sid)
-        record.status = status
-
-    def _stopwatch(self, record: SimulationRecord, now: float) -> None:
-        """An attempt's process ended: add its wall time to the record and the total."""
-        if record.started is not None:
-            elapsed = max(0.0, now - record.started)
-            record.seconds += elapsed
-            self._seconds += elapsed
-        record.started = None
-
-    def _reindex(self) -> None:
-        """Rebuild the index and totals from the records (after a load)."""
-        self._ids = {status: set() for status in STATUSES}
-        for sid, record in self.records.items():
-            self._ids[record.status].add(sid)
-        self._restarts = sum(r.restarts for r in self.records.values())
-        self._seconds = sum(r.seconds for r in self.records.values())
+        self._index.move(sid, self.records[sid], status)

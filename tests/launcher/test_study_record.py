@@ -455,3 +455,26 @@ def test_losses_reported_between_draws_reach_the_sampler_once_each_as_if_at_once
     with pytest.raises(ValueError, match="simulation 0 is not a number"):
         study.observe({0: "high"})  # type: ignore[dict-item]
     assert study.state_dict()["sampler"] == direct.state_dict()
+
+
+def test_losses_noted_for_simulations_a_shrunk_resume_cancels_are_forgotten() -> None:
+    # a loss noted (Launcher.observe) between a resume and its start, for a simulation
+    # that the start then cancels (fewer simulations than the record): its record is
+    # gone, so the sampler's next draw (or checkpoint) must not look it up (it raised
+    # KeyError), and the losses of the simulations kept still reach the sampler
+    def sampler() -> Any:
+        return make_sampler("breed", {"a": (0.0, 1.0)}, seed=3, min_observations=1)
+
+    def record(n: int) -> StudyRecord:
+        return StudyRecord(sampler(), n, max_restarts=0, on_failure="raise", max_redraws=0,
+                           first_simulation_id=0)  # fmt: skip
+
+    study = record(4)
+    for _ in range(3):
+        study.take(0.0)  # 0, 1, 2 running: pending again after the resume
+    resumed = record(1)
+    resumed.load_state_dict(json.loads(json.dumps(study.state_dict())))
+    assert resumed.observe({0: 0.5, 2: 0.25}) == (2, [])
+    assert resumed.cancel_past_the_end() == [1, 2]
+    state = resumed.state_dict()  # the noted losses applied
+    assert [o["simulation_id"] for o in state["sampler"]["observations"]] == [0]

@@ -1,0 +1,193 @@
+"""`LauncherRecord`: the study's record as a `Launcher` shows it, a base class of
+`Launcher`.
+
+What any thread may read of a running study (`done`, `summary`, `failures`, `outcomes`,
+`describe`), the losses that steer an adaptive sampler (`observe`), and the launcher's
+part of a checkpoint: its record saved (`state_dict`), and a saved one checked and
+applied before the study starts (`check_resume`, `load_state_dict` / `resume`,
+`reconcile`). Each reads or changes the `StudyRecord` under the launcher's lock, the
+one the supervisor holds for its bookkeeping (never while it waits on a job); none
+starts, waits on or kills a job.
+
+`launcher.Launcher` sets the attributes declared here and runs the supervisor's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from melissa_trainer.launcher.account import SimulationOutcome
+from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.study_change import check_resume
+from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.launcher.supervisor import Supervisor
+
+__all__ = ["LauncherRecord"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+
+class LauncherRecord:
+    """The study's record under the launcher's lock (see the module docstring);
+    `Launcher` sets the attributes declared here."""
+
+    _lock: threading.Lock
+    _study: StudyRecord
+    #: the running supervisor (None before `start`)
+    _supervisor: Supervisor | None
+    #: the supervisor's thread (None before `start`)
+    _thread: threading.Thread | None
+    #: why the study or the launcher's thread failed (None while it has not)
+    _error: BaseException | None
+
+    # -- what any thread may read -----------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        """Every simulation finished or was given up (False once the study failed)."""
+        with self._lock:
+            return self._error is None and self._study.done
+
+    def summary(self) -> dict[str, float]:
+        """Counts: finished, running (a process alive), exited (exit 0, data still due),
+        pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
+        simulation_seconds, the wall time of all jobs so far, of which startup_seconds
+        from the attempts' launch to their first message (with a heartbeat; this run's
+        attempts only, not saved in a checkpoint)."""
+        supervisor = self._supervisor
+        with self._lock:
+            summary = self._study.summary(time.monotonic())
+        summary["startup_seconds"] = (
+            0.0 if supervisor is None else supervisor.advice.startup_seconds
+        )
+        return summary
+
+    def failures(self) -> str:
+        """The study's failures as text: each failed simulation, its exit codes and the
+        last lines of its log ("" before `start`)."""
+        supervisor = self._supervisor
+        return "" if supervisor is None else supervisor.failures()
+
+    def outcomes(self) -> list[SimulationOutcome]:
+        """Every simulation drawn, in id order: its status, exit codes, the reason it
+        was refused or failed, its parameters (`account`). Any thread."""
+        with self._lock:
+            return [
+                SimulationOutcome(
+                    sid, r.status, list(r.exit_codes), r.reason, dict(r.parameters), r.attempts
+                )
+                for sid, r in sorted(self._study.records.items())
+            ]
+
+    def describe(self, simulation_id: int) -> str:
+        """One line on a simulation: its state, exit codes, parameters."""
+        with self._lock:
+            return self._study.describe(simulation_id)
+
+    # -- steering -------------------------------------------------------------------------
+
+    @property
+    def sampler(self) -> Sampler:
+        """Where the parameters come from (draw from it only through the launcher). An
+        adaptive sampler is given the losses `observe` took before its next draw, in
+        `state_dict` and at `stop` (not at once: `StudyRecord.observe`)."""
+        return self._study.sampler
+
+    def observe(self, losses: Mapping[int, float]) -> int:
+        """Steer an adaptive sampler: `losses` maps simulation ids to how badly the
+        surrogate does on their data (a `Study` passes each simulation's relative
+        training loss). Thread-safe: under the lock the next draw is made under, so a
+        worker asking for its next simulation gets a draw that saw these. Cheap: the
+        losses are noted, and the sampler observes them on the launcher's thread before
+        its next draw (`StudyRecord.observe`). Returns how many were noted; non-finite
+        losses and unknown ids are skipped and logged.
+
+        Raises:
+            TypeError: the sampler is not an `AdaptiveSampler`.
+            ValueError: a loss that is not a number.
+        """
+        with self._lock:
+            observed, skipped = self._study.observe(losses)
+        if skipped:
+            logger.info("%d loss(es) not observed (non-finite, or unknown ids): %s",
+                        len(skipped), skipped[:8])  # fmt: skip
+        return observed
+
+    # -- checkpoint -----------------------------------------------------------------------
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serializable: the sampler's position, the next id, every simulation's
+        record (parameters, status, restarts, exit codes, seconds) and the redraw count.
+
+        The receivers' reports of complete data not yet applied by the launcher's
+        thread (it does so every `poll_interval`) are applied first: a simulation whose
+        data the checkpointed buffer holds is recorded as finished, not as exited."""
+        supervisor = self._supervisor
+        if supervisor is not None:
+            supervisor.take_completed()
+        with self._lock:
+            return self._study.state_dict()
+
+    def check_resume(self, state: Mapping[str, Any]) -> SavedStudy:
+        """Raise if this launcher cannot resume the study of `state` (a `state_dict`);
+        changes nothing. What may change on resume (more or fewer simulations) and what
+        may not (the sampler, its ranges, its seed...) is `study_change`'s. Returns the
+        state as read (migrated, its records built: once), for `resume`.
+
+        Raises:
+            StudyChanged: a ValueError naming the setting that changed and the fix.
+        """
+        with self._lock:
+            return check_resume(state, self._study)
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Resume a study (before `start`): finished and given-up simulations are not run
+        again; those that were running are relaunched (``MELISSA_TRAINER_ATTEMPT``
+        continues their count, and the receivers' dedup drops what they already have).
+        With fewer `n_simulations` than the saved study, `start` cancels the unfinished
+        ones past the new end (`study_change`).
+
+        Raises:
+            RuntimeError: after `start`.
+            ValueError: a state of another version or parameter space, or settings
+                changed in a way the study cannot follow (`check_resume`).
+        """
+        if self._thread is not None:
+            raise RuntimeError("Launcher.load_state_dict() must be called before start()")
+        self.resume(self.check_resume(state))
+
+    def resume(self, saved: SavedStudy) -> None:
+        """`load_state_dict` of a state that `check_resume` read and returned: applied
+        without reading (migrating, building its records) again. Once per `saved`.
+
+        Raises:
+            RuntimeError: after `start`, or `saved` applied already.
+        """
+        if self._thread is not None:
+            raise RuntimeError("Launcher.resume() must be called before start()")
+        with self._lock:
+            self._study.load_saved(saved)
+
+    def reconcile(self, complete: Iterable[int]) -> list[int]:
+        """After `load_state_dict`, before `start`: `complete` are the ids whose data
+        every receiver has in its checkpointed record. They are finished; every other
+        simulation that had run (exited, or "finished" by an exit 0 whose data the
+        checkpoint does not hold) runs again. Returns the ids that run again."""
+        if self._thread is not None:
+            raise RuntimeError("Launcher.reconcile() must be called before start()")
+        with self._lock:
+            rerun = self._study.reconcile(complete)
+        if rerun:
+            logger.info(
+                "resume: %d simulation(s) had exited but the checkpoint lacks some of their "
+                "data; they run again: %s",
+                len(rerun),
+                rerun,
+            )
+        return rerun

@@ -8,6 +8,7 @@ sample was trained on (`hooks.reuse`).
 from __future__ import annotations
 
 import logging
+import sys
 from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
@@ -40,6 +41,22 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
     return " | ".join(parts)
 
 
+class _AboveTheBar(logging.Handler):
+    """Writes the `melissa_trainer` logger's WARNINGs above the bar (`tqdm.write`), as
+    Python's last-resort handler would have written them to standard error: without
+    it, a warning (a slow start-up, a simulation killed) was glued to the end of the
+    bar's line. Installed only where no handler was configured (`ProgressHook`)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)  # the last resort's level
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            tqdm.write(self.format(record), file=sys.stderr)
+        except Exception:  # logging's contract: report, never raise into the caller
+            self.handleError(record)
+
+
 class ProgressHook(Hook):
     """Shows the training logs, validation metrics, checkpoints written and the one
     resumed from, on the main process; after a resume, at SOURCE_STARTED, the source's
@@ -48,8 +65,10 @@ class ProgressHook(Hook):
 
     With the bar enabled, a tqdm bar advances every step (total = `max_steps`, or open
     ended) and shows the latest loss, samples/s and buffer fill; log lines are written
-    above it. With `disable_bar`, log lines go to the `melissa_trainer` logger and to
-    standard output.
+    above it, and so are the `melissa_trainer` logger's warnings while no logging
+    handler is configured (Python's default then prints them to standard error, which
+    would end the bar's line with them). With `disable_bar`, log lines go to the
+    `melissa_trainer` logger and to standard output.
 
     At the end of training it prints the source's `account_report` lines if it has any (a
     `Study`: what its simulations contributed, what an adaptive sampler drew).
@@ -65,6 +84,7 @@ class ProgressHook(Hook):
     def __init__(self, disable_bar: bool = False) -> None:
         self.disable_bar = disable_bar
         self._bar: tqdm | None = None
+        self._handler: _AboveTheBar | None = None
 
     def _print(self, line: str) -> None:
         if self._bar is not None:
@@ -101,6 +121,9 @@ class ProgressHook(Hook):
                 dynamic_ncols=True,
                 desc="training",
             )
+            if not logger.hasHandlers():  # (a user's configuration is left as it is)
+                self._handler = _AboveTheBar()
+                logger.addHandler(self._handler)
 
     def on_step_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -183,6 +206,9 @@ class ProgressHook(Hook):
             logger.warning("%s", diagnosis)
 
     def close(self) -> None:
+        if self._handler is not None:
+            logger.removeHandler(self._handler)
+            self._handler = None
         if self._bar is not None:
             self._bar.close()
             self._bar = None

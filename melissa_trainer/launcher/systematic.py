@@ -20,6 +20,9 @@ sets `attempts`; None turns the check off). The report blames what is at fault:
   declared fields other than the study's): the report quotes the receiver's reason
   (``field 'u' is float32 (47, 48) where the study's is float32 (48, 48)``), not the
   log of a process that was killed before it wrote anything;
+* a hang or a slow start-up, when every attempt was killed for its silence (code
+  ``"timeout"``, typically before its first message): the report names
+  `LauncherTuning.startup_timeout` beside running the command by hand;
 * otherwise the solver or its environment. Once any simulation has sent data, or one
 attempt failed differently, the solver demonstrably can run: the check is off for the
 rest of the study, and the ordinary failure policy decides.
@@ -143,6 +146,16 @@ class SystematicFailure:
                 f"the solver a value for it, and start again {check}"
             )
         line = attempt.last_line or "(an empty log)"
+        if attempt.code == "timeout":
+            return (
+                f"{head}each was killed as hung, silent past its timeout (exit code "
+                f"timeout), last log line {line!r}. The solver hangs, or its start-up is "
+                f"slower than the launcher allows before a first message: run one "
+                f"simulation's command by hand and time it to its first send; a slow "
+                f"start-up needs a larger LauncherTuning(startup_timeout=...) (600 s by "
+                f"default; simulation_timeout when it is a number), or worker mode "
+                f"(Launcher(..., worker=True)), and start again {check}"
+            )
         return (
             f"{head}exit code {attempt.code}, last log line {line!r}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "

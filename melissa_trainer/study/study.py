@@ -70,6 +70,7 @@ from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
@@ -133,6 +134,8 @@ class Study(Source):
         #: rank 0, after `stop`: the end-of-run account when it was not a WARNING
         #: (`ProgressHook` prints it at the end of training)
         self.account_report: list[str] = []
+        #: rank 0: says once when training has waited long for the first data
+        self.first_data = FirstDataNotice()
 
     def configure(self, output_dir: str) -> None:
         self._output_dir = Path(output_dir)
@@ -195,15 +198,17 @@ class Study(Source):
             tell(simulation_id, replaced=True)
 
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
+        study_dir = (self._output_dir or rendezvous.parent) / "study"
         launcher.start(
             rendezvous,
             heartbeat=receiver.activity,
             abandon=abandon,
             redrawn=redrawn,
             data=receiver,
-            study_dir=(self._output_dir or rendezvous.parent) / "study",
+            study_dir=study_dir,
             run_id=self.stream.config.run_id,
         )
+        self.first_data.started(receiver.ingest.samples_put, study_dir)
         self._started = True
 
     def wait_for(self, n_samples: int, timeout: float) -> None:
@@ -222,6 +227,9 @@ class Study(Source):
             self._check_launcher()
             if timeout > 0:
                 self._check_not_waiting_forever()
+                receiver = self.stream.receiver
+                if self._started and receiver is not None:
+                    self.first_data.check(receiver.ingest.samples_put, self.launcher)
         except SourceError:
             self._failed = True  # (stop need not wait for the last simulations' data)
             raise

@@ -4,6 +4,7 @@ the fill-ins, the checkpoint layout, the errors."""
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -270,3 +271,57 @@ def test_a_checkpoint_at_the_end_of_the_stream_records_every_complete_simulation
     finally:
         study.stop()
     assert {r["status"] for r in records.values()} <= {"complete", "finished"}, records
+
+
+SLOW_START = r"""
+import json, os, time
+from pathlib import Path
+import numpy as np
+from melissa_trainer.client import Client
+
+a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
+go = Path(GO_PATH)
+while not go.exists():  # a slow start-up (a JIT compilation): sends nothing meanwhile
+    time.sleep(0.02)
+with Client({"x": ((2,), "float32")}) as client:
+    for t in range(int(os.environ["SIM_STEPS"])):
+        client.send(t, x=np.array([a, t], np.float32))
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_training_that_waits_for_a_slow_start_up_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Solvers with a slow start-up send nothing for a while: the progress bar stays at
+    ``0step`` and the run looked hung, without a word. Rank 0 now says once that it
+    waits, how many simulations run and how long one may stay silent before it is
+    killed as hung (the solvers here wait for a file the test writes once the line is
+    seen)."""
+    go = tmp_path / "go"
+    study = Study(
+        launcher(tmp_path, 2, steps=3, script=SLOW_START.replace("GO_PATH", repr(str(go))))
+    )
+    study.first_data.after = 0.2
+    buffer = FIFOBuffer(64)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.study")
+    try:
+        study.on_all_ranks_started()
+        deadline = time.monotonic() + 30
+        while "no data yet" not in caplog.text:  # as the trainer's reader waits
+            assert time.monotonic() < deadline, "no notice while waiting for the first data"
+            study.wait_for(8, 0.05)
+        go.touch()
+        seen = keys(read_source(study, buffer))
+    finally:
+        study.stop()
+    assert sorted(seen) == [(s, t) for s in range(2) for t in range(3)]
+    notices = [r.getMessage() for r in caplog.records if "no data yet" in r.getMessage()]
+    assert len(notices) == 1, notices  # once per study
+    (notice,) = notices
+    assert "2 running" in notice and "training waits for their first samples" in notice
+    assert "sends nothing for 600 s is killed as hung" in notice
+    assert "startup_timeout" in notice and str(tmp_path / "out" / "study" / "logs") in notice

@@ -4,8 +4,8 @@ and the refusal of a trainer class whose own loss would be bypassed.
 
 Cost (issue 46: they are computed on every step of an adaptive study): for the default
 loss (`torch.nn.functional.mse_loss`, outputs and targets of one shape) the elementwise
-loss is the very kernel `mse_loss` calls, without its Python checks and without a
-`torch.no_grad` block (nothing there requires a gradient): about half the CPU of the
+loss is the very ATen operator `mse_loss` calls, without its Python checks and without
+a `torch.no_grad` block (nothing there requires a gradient): about half the CPU of the
 generic path on a small MLP's step (docs/measured.md), the same values bit for bit.
 
 Nothing here knows what the losses are for: the `SimulationLossTracker` hook sums them
@@ -20,15 +20,11 @@ import torch
 
 __all__ = ["check_loss_overrides", "per_sample_losses", "step_sample_losses"]
 
-#: the kernel `torch.nn.functional.mse_loss` ends in, and its code of reduction="none"
-#: (None where this torch lacks them: the generic path then)
-try:
-    from torch.nn._reduction import get_enum as _reduction_code
-
-    _MSE_KERNEL: Any = torch._C._nn.mse_loss
-    _NO_REDUCTION: int = _reduction_code("none")
-except (AttributeError, ImportError, ValueError):  # pragma: no cover - another torch
-    _MSE_KERNEL, _NO_REDUCTION = None, 0
+#: the ATen operator `torch.nn.functional.mse_loss` ends in (after checks that cannot fail
+#: for plain tensors of one shape), and ATen's code of reduction="none" (Reduction::None;
+#: a test checks the operator gives the functional's values)
+_MSE_OPERATOR: Any = getattr(getattr(torch.ops.aten, "mse_loss", None), "default", None)
+_NO_REDUCTION = 0
 
 
 def check_loss_overrides(trainer_type: type, base: type) -> None:
@@ -78,8 +74,8 @@ def step_sample_losses(loss_fn: Any, outputs: torch.Tensor, targets: Any) -> tor
     as values only: detached, no backward node, the step's own loss untouched.
 
     For ``torch.nn.functional.mse_loss`` on plain tensors of one shape, targets without
-    a gradient (the default loss and batches): its kernel directly (what it calls after
-    its checks, which cannot fail then), with no ``torch.no_grad`` block (no input
+    a gradient (the default loss and batches): its ATen operator directly (what it calls
+    after its checks, which cannot fail then), with no ``torch.no_grad`` block (no input
     requires a gradient: no graph is recorded). Otherwise `per_sample_losses` under
     ``torch.no_grad`` (a `loss_fn` with parameters records nothing either). The same
     values either way, bit for bit (a test compares them).
@@ -90,13 +86,13 @@ def step_sample_losses(loss_fn: Any, outputs: torch.Tensor, targets: Any) -> tor
     detached = outputs.detach()
     if (
         loss_fn is torch.nn.functional.mse_loss
-        and _MSE_KERNEL is not None
+        and _MSE_OPERATOR is not None
         and type(detached) is torch.Tensor
         and type(targets) is torch.Tensor
         and not targets.requires_grad
         and detached.shape == targets.shape
     ):
-        return _per_sample_means(_MSE_KERNEL(detached, targets, _NO_REDUCTION))
+        return _per_sample_means(_MSE_OPERATOR(detached, targets, _NO_REDUCTION))
     with torch.no_grad():
         return per_sample_losses(loss_fn, detached, targets)
 

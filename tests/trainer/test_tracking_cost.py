@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from melissa_trainer.core import loss_per_simulation
+from melissa_trainer.core import loss_per_simulation, sample_losses
 from melissa_trainer.core.loss_per_simulation import SimulationLosses, _sum_per_id
 from melissa_trainer.core.sample_losses import per_sample_losses, step_sample_losses
 
@@ -33,7 +33,13 @@ def plain(loss_fn: Any, outputs: torch.Tensor, targets: torch.Tensor) -> torch.T
 
 @pytest.mark.parametrize("shape", [(32, 256), (7, 3, 5), (9,), (4, 1)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_the_default_losses_shortcut_equals_the_loss_per_sample(shape: Any, dtype: Any) -> None:
+def test_the_default_losses_shortcut_equals_the_loss_per_sample(
+    shape: Any, dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def generic(*args: Any) -> None:
+        raise AssertionError("the default loss took the generic path")
+
+    monkeypatch.setattr(sample_losses, "per_sample_losses", generic)  # the shortcut's taken
     torch.manual_seed(0)
     weights = torch.randn(shape[-1], shape[-1], dtype=dtype, requires_grad=True)
     outputs = torch.randn(shape, dtype=dtype) @ weights  # carries a graph, as a step's

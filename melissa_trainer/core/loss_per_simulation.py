@@ -357,15 +357,11 @@ def _sum_per_id(
         present, size = slice(None), len(unique)
         seen = np.bincount(where, minlength=size)
     sums = np.bincount(where, weights=values, minlength=size)[present]
-    if counts is None:
-        number = seen[present]
-    else:
-        number = np.bincount(where, weights=counts, minlength=size)[present]
-    return unique, sums, number.astype(np.int64)
+    number = seen if counts is None else np.bincount(where, weights=counts, minlength=size)
+    return unique, sums, number[present].astype(np.int64)
 
 
-#: `_sum_per_id` counts in a table when the ids' range is at most this many times the
-#: samples (a period of 20 steps of 32 samples: ids within 2,560 of each other)
+#: `_sum_per_id` uses a table while the ids' range is at most this many times the entries
 _TABLE_SPAN = 4
 
 

@@ -50,6 +50,17 @@ def test_the_default_losses_shortcut_equals_the_loss_per_sample(
     assert got.grad_fn is None and not got.requires_grad  # no backward node
 
 
+def test_the_shortcut_follows_mixed_dtypes_and_autocast_as_the_loss_does() -> None:
+    torch.manual_seed(2)
+    outputs = torch.randn(8, 5, dtype=torch.bfloat16, requires_grad=True) * 3
+    targets = torch.randn(8, 5)  # float32 targets of bfloat16 outputs: promoted
+    got = step_sample_losses(F.mse_loss, outputs, targets)
+    assert got.dtype == torch.float32 and torch.equal(got, plain(F.mse_loss, outputs, targets))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # mixed_precision="bf16"
+        got = step_sample_losses(F.mse_loss, outputs, targets)
+        assert torch.equal(got, plain(F.mse_loss, outputs, targets))
+
+
 def test_other_losses_and_shapes_take_the_generic_path_unchanged() -> None:
     torch.manual_seed(1)
     outputs = torch.randn(6, 4, requires_grad=True) * 2

@@ -89,6 +89,11 @@ def statistics_of(updated: dict[int, Any]) -> list[tuple[Any, ...]]:
 
 def run(baseline: Path, steps: int, seed: int) -> dict[str, dict[str, list[int]]]:
     """One tracked run; per code ("ours", "baseline") and part, the CPU of each call (ns)."""
+    with tempfile.TemporaryDirectory(prefix="h46-parts-") as work:  # (the trainer's output)
+        return _run(baseline, steps, seed, Path(work))
+
+
+def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[str, list[int]]]:
     torch.set_num_threads(1)
     codes = {
         "ours": (losses_of(sample_losses), loss_per_simulation.SimulationLosses),
@@ -143,7 +148,7 @@ def run(baseline: Path, steps: int, seed: int) -> dict[str, dict[str, list[int]]
             for i in range(n)]  # fmt: skip
     model = bench.make_model(setup, seed)
     args = TrainingArguments(
-        output_dir=tempfile.mkdtemp(prefix="h46-parts-"), seed=seed, batch_size=setup.batch_size,
+        output_dir=str(work), seed=seed, batch_size=setup.batch_size,
         buffer="reservoir", buffer_size=n, watermark=n, max_steps=steps, pseudo_epochs=10**6,
         report_to="none", disable_progress_bar=True, save_at_end=False, logging_steps=10**9,
         simulation_loss_steps=EVERY,

@@ -12,11 +12,13 @@ the trainer to the simulations (no sample-to-insert ratio): it trains as fast as
 can on the reservoir while the simulations stream, so its step rate is what the
 sampler's work slows. Three rates over the span from the first step to the last:
 steps per CPU-second of **the training thread and the sampler** (the thread's CPU, plus
-the CPU of every draw and observation of the sampler, on whichever thread it ran: the
-target's row); steps per CPU-second of the trainer's **process** (also its receivers'
-and launcher's polling threads, whose CPU grows with the wall time, so with the
-machine's load: noisy on a shared machine); steps per **wall** second (follows the
-load). Each study in its own process. Target: on / off >= 0.97 on the first.
+the CPU of every draw and observation of the sampler made in the same span, on
+whichever thread it ran: the target's row; its draws before the first step and its
+observations at the launcher's stop are printed apart, not counted); steps per
+CPU-second of the trainer's **process** (also its receivers' and launcher's polling
+threads, whose CPU grows with the wall time, so with the machine's load: noisy on a
+shared machine); steps per **wall** second (follows the load). Each study in its own
+process. Target: on / off >= 0.97 on the first.
 
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
     python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
@@ -61,28 +63,34 @@ TARGET = 0.97
 
 class StepClock(Hook):
     """Seconds from the first step's start to the last step's end (wall, the process's
-    CPU, the training thread's CPU: hooks run on it), and the steps."""
+    CPU, the training thread's CPU: hooks run on it), the sampler's CPU-seconds in that
+    span (`SamplerClock`'s count read at both ends: its draws before the first step, made
+    while no step runs, and its observations at the launcher's stop, after the last,
+    are not the steps' cost), and the steps."""
 
-    def __init__(self) -> None:
+    def __init__(self, sampler: SamplerClock) -> None:
+        self.sampler = sampler
         self.first: float | None = None
         self.last = self.first_cpu = self.last_cpu = self.first_thread = self.last_thread = 0.0
+        self.first_sampler = self.last_sampler = 0.0
         self.steps = 0
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         if self.first is None:
             self.first, self.first_cpu = time.perf_counter(), time.process_time()
-            self.first_thread = time.thread_time()
+            self.first_thread, self.first_sampler = time.thread_time(), self.sampler.seconds
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
         self.last, self.last_cpu = time.perf_counter(), time.process_time()
-        self.last_thread = time.thread_time()
+        self.last_thread, self.last_sampler = time.thread_time(), self.sampler.seconds
         self.steps += 1
 
 
 class SamplerClock:
     """The CPU-seconds of the sampler's draws and observations, on whichever thread
     makes them (the launcher's, the training thread's): its `draw` and `observe`
-    wrapped (`time.thread_time` around each call)."""
+    wrapped (`time.thread_time` around each call; `seconds` is updated when a call
+    ends, under the launcher's lock, and read by the training thread: a float, whole)."""
 
     def __init__(self, sampler: Any) -> None:
         self.seconds = 0.0
@@ -123,7 +131,7 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         pseudo_epochs=10**6,
     )  # fmt: skip
     model = bench.make_model(setup, seed)
-    clock = StepClock()
+    clock = StepClock(sampler_clock)
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         x = bench.features(setup, sample["parameters"], int(sample["time_step"]))
@@ -142,12 +150,15 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
     parameters = [table[sid]["parameters"] for sid in sorted(table)]
     return {"steps_per_second": clock.steps / (clock.last - clock.first),
             "steps_per_cpu_second": clock.steps / (clock.last_cpu - clock.first_cpu),
-            # the training thread's CPU and the sampler's (wherever it ran): what the
-            # acquisition adds to a step, without the process's pollers, whose CPU
-            # follows the wall time (and so the machine's load)
+            # the training thread's CPU and the sampler's in the same span (wherever it
+            # ran): what the acquisition adds to the steps, without the process's
+            # pollers, whose CPU follows the wall time (and so the machine's load)
             "steps_per_step_cpu_second": clock.steps / (clock.last_thread - clock.first_thread
-                                                        + sampler_clock.seconds),
-            "sampler_cpu_seconds": sampler_clock.seconds,
+                                                        + clock.last_sampler
+                                                        - clock.first_sampler),
+            "sampler_cpu_seconds": clock.last_sampler - clock.first_sampler,
+            "sampler_cpu_seconds_outside": sampler_clock.seconds - clock.last_sampler
+                                           + clock.first_sampler,
             "draws": parameters}  # fmt: skip
 
 
@@ -205,7 +216,9 @@ def main() -> None:
                   f"off {off_cpu[-1]:.1f}, on / off {on_cpu[-1] / off_cpu[-1]:.3f}; per "
                   f"CPU-second of the step and the sampler on {on_step[-1]:.1f}, off "
                   f"{off_step[-1]:.1f}, on / off {on_step[-1] / off_step[-1]:.3f} (the "
-                  f"sampler {first['sampler_cpu_seconds']:.2f} s)", flush=True)  # fmt: skip
+                  f"sampler {first['sampler_cpu_seconds']:.3f} s while the steps ran, "
+                  f"{first['sampler_cpu_seconds_outside']:.3f} s before and after)",
+                  flush=True)  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
     rows = []

@@ -25,9 +25,10 @@ A non-finite sample loss makes its simulation's `mean` and `relative` non-finite
 (a diverged simulation is not hidden, and `Launcher.observe` skips it); it is left out of
 the reference. A reference of 0 (every loss 0) makes every relative loss 1.
 
-Cost per step: one detached tensor and one small id array appended to a list. Per
-reduction: one device-to-host copy, three small all-gathers (lengths, ids and counts,
-sums; tensors, never pickles) and a `numpy.unique` over the period's samples.
+Cost per step: one tensor and one small id array appended to a list (no device
+operation). Per reduction: one device-to-host copy, three small all-gathers (lengths,
+ids and counts, sums; tensors, never pickles) and the period's samples counted per id
+(`_sum_per_id`: a table over the ids' range, no sort, where it is narrow).
 
 A reduction's period boundaries belong to the statistic (the reference is made of
 periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
@@ -155,7 +156,8 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
                 f"process_batch or collate_fn keep one row per sample, in order"
             )
         self._ids.append(np.asarray(simulation_ids, dtype=np.int64))
-        self._losses.append(losses.detach())
+        # (the trainer's are detached already: a detach is an op per step for nothing)
+        self._losses.append(losses.detach() if losses.requires_grad else losses)
 
     @property
     def unreduced(self) -> int:
@@ -172,10 +174,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         ids, sums, counts = self._local_period()
         if self.distributed:
             ids, sums, counts = _gather(ids, sums, counts, self.device)
-            if len(ids):  # the same id on several ranks: one entry
-                ids, where = np.unique(ids, return_inverse=True)
-                sums = np.bincount(where, weights=sums, minlength=len(ids))
-                counts = np.bincount(where, weights=counts, minlength=len(ids)).astype(np.int64)
+            ids, sums, counts = _sum_per_id(ids, sums, counts)  # an id on several ranks: one
         self.reductions += 1
         if int(counts.sum()) == 0:
             return {}
@@ -213,10 +212,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         losses = torch.cat(self._losses).to(torch.float64).cpu().numpy()
         self._ids.clear()
         self._losses.clear()
-        unique, where = np.unique(ids, return_inverse=True)
-        sums = np.bincount(where, weights=losses, minlength=len(unique))
-        counts = np.bincount(where, minlength=len(unique)).astype(np.int64)
-        return unique, sums, counts
+        return _sum_per_id(ids, losses)
 
     # -- reading --------------------------------------------------------------------------
 
@@ -333,6 +329,40 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
 #: the arrays of `SimulationLosses.state_dict` that are the same on every rank
 _SHARED = ("ids", "draws", "loss_sum", "relative_sum", "step", "reference_sums",
            "reference_counts")  # fmt: skip
+
+
+def _sum_per_id(
+    ids: np.ndarray, values: np.ndarray, counts: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct `ids` (sorted), the sum of their `values`, and their number (the
+    sum of their `counts` if given: every rank's sums folded into one).
+
+    Each sum adds its id's values in the order they come (`numpy.bincount`), whichever
+    way the ids are numbered: the same bits. A period's ids usually lie in a narrow
+    range (the simulations streaming now and those the buffer still holds), so they
+    are counted in a table over that range, offset by the least (no sort); a range
+    wider than `_TABLE_SPAN` times the entries is sorted (`numpy.unique`) instead, so
+    that the table stays O(entries)."""
+    if len(ids) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
+    low = int(ids.min())
+    span = int(ids.max()) - low + 1
+    if span <= _TABLE_SPAN * len(ids):
+        where = ids - low
+        seen = np.bincount(where, minlength=span)
+        present: Any = np.flatnonzero(seen)
+        unique, size = present + low, span
+    else:
+        unique, where = np.unique(ids, return_inverse=True)
+        present, size = slice(None), len(unique)
+        seen = np.bincount(where, minlength=size)
+    sums = np.bincount(where, weights=values, minlength=size)[present]
+    number = seen if counts is None else np.bincount(where, weights=counts, minlength=size)
+    return unique, sums, number[present].astype(np.int64)
+
+
+#: `_sum_per_id` uses a table while the ids' range is at most this many times the entries
+_TABLE_SPAN = 4
 
 
 def _loss(simulation_id: int, entry: list[Any]) -> SimulationLoss:

@@ -2,6 +2,12 @@
 asks (the SAMPLE_LOSSES event; from the step's own outputs, one forward pass),
 and the refusal of a trainer class whose own loss would be bypassed.
 
+Cost (issue 46: they are computed on every step of an adaptive study): for the default
+loss (`torch.nn.functional.mse_loss`, outputs and targets of one shape) the elementwise
+loss is the very ATen operator `mse_loss` calls, without its Python checks and without
+a `torch.no_grad` block (nothing there requires a gradient): about half the CPU of the
+generic path on a small MLP's step (docs/measured.md), the same values bit for bit.
+
 Nothing here knows what the losses are for: the `SimulationLossTracker` hook sums them
 per simulation (`melissa_trainer.core.loss_per_simulation`), a user hook may do anything else.
 """
@@ -12,7 +18,13 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_loss_overrides", "per_sample_losses"]
+__all__ = ["check_loss_overrides", "per_sample_losses", "step_sample_losses"]
+
+#: the ATen operator `torch.nn.functional.mse_loss` ends in (after checks that cannot fail
+#: for plain tensors of one shape), and ATen's code of reduction="none" (Reduction::None;
+#: a test checks the operator gives the functional's values)
+_MSE_OPERATOR: Any = getattr(getattr(torch.ops.aten, "mse_loss", None), "default", None)
+_NO_REDUCTION = 0
 
 
 def check_loss_overrides(trainer_type: type, base: type) -> None:
@@ -54,6 +66,39 @@ def per_sample_losses(loss_fn: Any, outputs: Any, targets: Any) -> torch.Tensor:
             f"{name} does not take ({exc}): pass a loss_fn that does (torch.nn.functional's "
             f"losses do), or override OnlineTrainer.compute_sample_losses"
         ) from exc
+    return _per_sample_means(losses)
+
+
+def step_sample_losses(loss_fn: Any, outputs: torch.Tensor, targets: Any) -> torch.Tensor:
+    """`per_sample_losses` of a step's `outputs` (which carry the step's autograd graph)
+    as values only: detached, no backward node, the step's own loss untouched.
+
+    For ``torch.nn.functional.mse_loss`` on plain tensors of one shape, targets without
+    a gradient (the default loss and batches): its ATen operator directly (what it calls
+    after its checks, which cannot fail then), with no ``torch.no_grad`` block (no input
+    requires a gradient: no graph is recorded). Otherwise `per_sample_losses` under
+    ``torch.no_grad`` (a `loss_fn` with parameters records nothing either). The same
+    values either way, bit for bit (a test compares them).
+
+    Raises:
+        TypeError: as `per_sample_losses`.
+    """
+    detached = outputs.detach()
+    if (
+        loss_fn is torch.nn.functional.mse_loss
+        and _MSE_OPERATOR is not None
+        and type(detached) is torch.Tensor
+        and type(targets) is torch.Tensor
+        and not targets.requires_grad
+        and detached.shape == targets.shape
+    ):
+        return _per_sample_means(_MSE_OPERATOR(detached, targets, _NO_REDUCTION))
+    with torch.no_grad():
+        return per_sample_losses(loss_fn, detached, targets)
+
+
+def _per_sample_means(losses: torch.Tensor) -> torch.Tensor:
+    """`losses` (elementwise, first dimension the samples) averaged per sample."""
     dims = losses.dim()
     if dims == 2:  # (the reshape below would be the identity: one op fewer per step)
         return losses.mean(dim=1)

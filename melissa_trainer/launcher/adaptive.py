@@ -101,12 +101,23 @@ class AdaptiveSampler(BoxSampler):
                 or outside the bounds, a non-finite loss, or other parameters than those
                 this simulation was observed with before.
         """
-        self._observed_add(self._observation(simulation_id, parameters, loss))
+        earlier = self._observed.get(simulation_id) if type(simulation_id) is int else None
+        self._observed_add(self._observation(simulation_id, parameters, loss, earlier))
 
-    def _observation(self, simulation_id: Any, parameters: Any, loss: Any) -> Observation:
+    def _observation(
+        self, simulation_id: Any, parameters: Any, loss: Any, earlier: Observation | None = None
+    ) -> Observation:
+        """The checked observation; `earlier` (the one kept of this simulation, if any):
+        parameters equal to its own are its own, checked when it was made (a study
+        reports each simulation every few steps with the same parameters: issue 46,
+        the checks were most of the sampler's CPU)."""
         check_non_negative_int("simulation_id", simulation_id, numpy=True)
-        what = f"the parameters observed for simulation {simulation_id}"
-        values = self._inside(parameters, what)
+        if earlier is not None and parameters == earlier.parameters:
+            values = earlier.parameters
+        else:
+            values = self._inside(
+                parameters, f"the parameters observed for simulation {simulation_id}"
+            )
         if isinstance(loss, bool) or not isinstance(loss, int | float | np.integer | np.floating):
             raise ValueError(f"the loss of simulation {simulation_id} is not a number: {loss!r}")
         if not math.isfinite(float(loss)):

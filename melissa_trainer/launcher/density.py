@@ -15,16 +15,13 @@ how densely each parameter's range is covered:
   `Launcher` does when built), each varying coordinate mapped through the quantiles of
   Beta(`edge`, `edge`) (default 0.7: more points near the bounds, where a surrogate
   extrapolates and its worst held-out errors are; 1: uniform, the design itself);
-- the **high-loss density** (as OGAS trains a density model on high-loss parameters):
-  the observations whose relative training loss is in the top `quantile` (the log
-  loss, its linear trend in the simulation's id removed first: a simulation launched
-  late has been trained on less, wherever it ran), and per varying parameter a
-  Gaussian kernel density of their positions (unit range, bandwidth `bandwidth`,
-  reflected at the bounds), or with `tilt` ``exp(tilt x`` a kernel regression of the
-  standardised losses ``)``. A product of one-dimensional densities: with tens of
-  observations a joint density over 12 dimensions would be noise; and only on the
-  parameters with `evidence` that the loss depends on them (a rank correlation of
-  ``evidence / sqrt(n - 1)`` or more), the others keep the design's marginal;
+- the **high-loss density** (as OGAS trains a density model on high-loss parameters;
+  `melissa_trainer.launcher.density_warp`): per varying parameter, a kernel density of
+  the positions of the observations in the top `quantile` of the detrended log loss
+  (or with `tilt` a kernel regression of all of them), on the parameters with
+  `evidence` that the loss depends on them only (the others keep the design's
+  marginal): a product of one-dimensional densities, as with tens of observations a
+  joint density over 12 dimensions would be noise;
 - each draw takes the design's next point ``u`` and maps every varying coordinate
   through the inverse distribution function of ``(1 - share) x design marginal + share
   x density``: a monotone warp per parameter, so the draws stay stratified (one per
@@ -40,31 +37,52 @@ how densely each parameter's range is covered:
   from one point per stratum (a draw's marginal depends on its hardness).
 
 Cost per draw: O(observations x grid) for the densities of the warped parameters only
-(a 256-point grid each; a parameter without `evidence` weighs 0 and is not computed):
-about 0.3 ms at 48 observations in 12 dimensions; the design's optimisation (O(size^2)
-per pass, seconds for 48 points in 12 dimensions) runs in `plan`, before the study, and
-again every `size` draws for a longer study. Deterministic (draw `i` depends on the
-seed, `i` and the observations made before it) and resumable: the state holds the
-observations and the design's position. Not thread-safe (the launcher's lock).
+(a parameter without `evidence` weighs 0 and is not computed; docs/measured.md, issue
+46); the design's optimisation (O(size^2) per pass, seconds for 48 points in 12
+dimensions) runs in `plan`, before the study, and again every `size` draws for a
+longer study. Deterministic (draw `i` depends on the seed, `i` and the observations
+made before it) and resumable: the state holds the observations and the design's
+position. Not thread-safe (the launcher's lock).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
-from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.adaptive import AdaptiveSampler, Observation
+from melissa_trainer.launcher.density_warp import (
+    GRID,
+    UNIT_GRID,
+    beta_cdf,
+    detrended_log_losses,
+    high_loss_warp,
+    loss_tilt_warp,
+    trend_evidence,
+)
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
-__all__ = ["CONTRAST", "CONTRAST_FROM", "GRID", "DensitySampler", "contrast_for", "high_loss_warp"]
+# (the density functions are `density_warp`'s; named here too, their import path before)
+__all__ = [
+    "CONTRAST",
+    "CONTRAST_FROM",
+    "EDGE_BEFORE_CHECKED",
+    "GRID",
+    "DensitySampler",
+    "contrast_for",
+    "detrended_log_losses",
+    "high_loss_warp",
+    "loss_tilt_warp",
+    "trend_evidence",
+]
 
-#: points of the grid each parameter's density and distribution are tabulated on
-GRID = 256
+#: the `edge` of a state saved before `edge` was checked on load (states without it):
+#: the default it has had since the sampler was written (`DensitySampler._refuse_other`)
+EDGE_BEFORE_CHECKED = 0.7
 #: `contrast` "auto": this value from `CONTRAST_FROM` varying parameters on (chosen on the
 #: 12-parameter study's tuning seeds, docs/measured.md, issue 46's fourth round); below,
 #: none (at 6 parameters, tuning seeds, it cost the mean and did not move the max)
@@ -85,91 +103,6 @@ def contrast_for(option: float | str | None, varying: int) -> float | None:
     if isinstance(option, str):
         raise ValueError(f"contrast={option!r}: use 'auto', None or a number in (0, 10]")
     return bounded_number("contrast", option, 0.0, 10.0, low_open=True)
-
-
-def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
-    """The log losses (the losses themselves when one is <= 0) minus their least-squares
-    linear trend in `ages` (the simulations' launch order)."""
-    y = np.log(losses) if np.all(losses > 0) else np.asarray(losses, dtype=np.float64)
-    if np.ptp(ages) > 0:
-        design = np.stack([np.ones(len(ages)), np.asarray(ages, dtype=np.float64)], 1)
-        y = y - np.linalg.lstsq(design, y, rcond=None)[0][1] * design[:, 1]
-    return y
-
-
-@functools.lru_cache(maxsize=8)
-def _beta_cdf(edge: float) -> np.ndarray:
-    """The distribution function of Beta(edge, edge) on the `GRID` points of [0, 1]
-    (scipy's; read-only, computed once per `edge`: a scipy call costs about 80
-    microseconds, and every draw needs it)."""
-    from scipy.stats import beta  # scipy: already the samplers' (qmc)
-
-    out: np.ndarray = beta.cdf(np.linspace(0.0, 1.0, GRID), edge, edge)
-    out.flags.writeable = False
-    return out
-
-
-def trend_evidence(points: np.ndarray, scores: np.ndarray) -> np.ndarray:
-    """Per column of `points`, |Spearman's rank correlation with `scores`| x sqrt(n - 1):
-    about a standard normal's magnitude where the scores do not depend on the column."""
-    n = len(scores)
-    if n < 3 or np.ptp(scores) == 0:
-        return np.zeros(points.shape[1])
-    ranks = np.argsort(np.argsort(points, axis=0), axis=0).astype(np.float64)
-    score_ranks = np.argsort(np.argsort(scores)).astype(np.float64)
-    a = ranks - ranks.mean(axis=0)
-    b = score_ranks - score_ranks.mean()
-    rho = (a * b[:, None]).sum(axis=0) / np.sqrt((a * a).sum(axis=0) * (b * b).sum())
-    out: np.ndarray = np.abs(rho) * np.sqrt(n - 1)
-    return out
-
-
-def high_loss_warp(
-    points: np.ndarray, scores: np.ndarray, quantile: float, bandwidth: float, share: float
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per column of `points` (observed positions in [0, 1]), the tabulated inverse
-    distribution ``(cdf, grid)`` of ``(1 - share) + share x`` the kernel density of the
-    positions whose `scores` are in the top `quantile` (at least two of them): map a
-    unit coordinate ``u`` with ``np.interp(u, cdf, grid)``."""
-    count = max(2, int(np.ceil(quantile * len(scores))))
-    top = points[np.argsort(-scores, kind="stable")[:count]]
-    grid = np.linspace(0.0, 1.0, GRID)
-    warps = []
-    for column in top.T:
-        # the kernels reflected at 0 and 1, so that no mass leaves the range
-        centres = np.concatenate([column, -column, 2.0 - column])
-        z = (grid[:, None] - centres[None, :]) / bandwidth
-        density = np.exp(-0.5 * z * z).sum(axis=1)
-        density /= np.trapezoid(density, grid)
-        warps.append(_inverse(grid, (1.0 - share) + share * density))
-    return warps
-
-
-def loss_tilt_warp(
-    points: np.ndarray, scores: np.ndarray, bandwidth: float, tilt: float, share: float
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Like `high_loss_warp`, with the density of each column ``exp(tilt x z(x))``
-    (normalised), ``z`` the kernel regression (Nadaraya-Watson, bandwidth `bandwidth`)
-    of the standardised `scores` on the column: every observation weighs, and a
-    parameter the loss does not depend on gets a nearly flat density."""
-    spread = float(scores.std())
-    z_scores = (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
-    grid = np.linspace(0.0, 1.0, GRID)
-    warps = []
-    for column in points.T:
-        z = (grid[:, None] - column[None, :]) / bandwidth
-        weights = np.exp(-0.5 * z * z) + 1e-12
-        profile = weights @ z_scores / weights.sum(axis=1)
-        density = np.exp(tilt * (profile - profile.max()))
-        density /= np.trapezoid(density, grid)
-        warps.append(_inverse(grid, (1.0 - share) + share * density))
-    return warps
-
-
-def _inverse(grid: np.ndarray, density: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    steps = 0.5 * (density[1:] + density[:-1]) * np.diff(grid)
-    cdf = np.concatenate([[0.0], np.cumsum(steps)])
-    return cdf / cdf[-1], grid
 
 
 class DensitySampler(AdaptiveSampler):
@@ -252,6 +185,9 @@ class DensitySampler(AdaptiveSampler):
         self._design = self._new_design()
         #: every draw so far, over the varying parameters, in the unit cube
         self._drawn: list[list[float]] = []
+        #: simulation id -> its observation's varying coordinates in the unit cube
+        #: (`_points`), for the observations kept
+        self._unit_rows: dict[int, np.ndarray] = {}
         #: draws made with a warp (the others are the design's points as they are)
         self.warped = 0
 
@@ -280,15 +216,15 @@ class DensitySampler(AdaptiveSampler):
         marginal (uniform, or Beta(`edge`, `edge`)) mixed with the high-loss density
         (weight `share`, from `min_observations` observations on, on the parameters
         with the `evidence`); None when that is the identity."""
-        grid = np.linspace(0.0, 1.0, GRID)
-        base = grid if self.edge == 1.0 else _beta_cdf(self.edge)
+        grid = UNIT_GRID
+        base = grid if self.edge == 1.0 else beta_cdf(self.edge)
         width = int(self._varying.sum())
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
         self._hard = [None] * width
         if self.share > 0.0 and len(self._observed) >= self.min_observations:
             kept = list(self._observed.values())
-            points = self._units([o.parameters for o in kept])[:, self._varying]
+            points = self._points(kept)
             losses = np.array([o.loss for o in kept], dtype=np.float64)
             ages = np.array([o.simulation_id for o in kept], dtype=np.float64)
             scores = detrended_log_losses(losses, ages)
@@ -311,7 +247,26 @@ class DensitySampler(AdaptiveSampler):
         if self.edge == 1.0 and not shares.any():
             return None
         pairs = zip(shares, losses_cdf, strict=True)
-        return [((1.0 - w) * base + w * cdf, grid) for w, cdf in pairs]
+        # a parameter not warped (w = 0) keeps the design's marginal: 1 x base + 0 x cdf
+        # is base, bit for bit (finite, >= 0), so it is given as it is (read-only)
+        return [((1.0 - w) * base + w * cdf if w > 0 else base, grid) for w, cdf in pairs]
+
+    def _points(self, kept: list[Observation]) -> np.ndarray:
+        """The varying coordinates of the observations `kept` in the unit cube, one row
+        each. A simulation's parameters never change (`AdaptiveSampler.observe` refuses
+        it), so its row is computed once and kept (`_units` is elementwise: the same
+        values as computed with the others), for the observations still kept only."""
+        rows = self._unit_rows
+        new = [o for o in kept if o.simulation_id not in rows]
+        if new:
+            for o, row in zip(new, self._units([o.parameters for o in new]), strict=True):
+                rows[o.simulation_id] = row[self._varying]
+        if len(rows) > len(kept):  # some left the window
+            ids = {o.simulation_id for o in kept}
+            self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in ids}
+        return np.array([rows[o.simulation_id] for o in kept], dtype=np.float64).reshape(
+            len(kept), int(self._varying.sum())
+        )
 
     def hardness(self, unit: np.ndarray) -> float:
         """How deep `unit` (a point of the unit cube over every parameter) lies in the
@@ -319,11 +274,10 @@ class DensitySampler(AdaptiveSampler):
         the high-loss density at its coordinate over that density's peak, in [0, 1]
         (0 where no parameter is warped). Valid after `warp`."""
         columns = np.flatnonzero(self._varying)
-        levels = [
-            float(np.interp(unit[c], np.linspace(0.0, 1.0, GRID), d) / d.max())
-            for c, d in zip(columns, self._hard, strict=True)
-            if d is not None and d.max() > 0
-        ]
+        levels = []
+        for c, d in zip(columns, self._hard, strict=True):
+            if d is not None and (peak := d.max()) > 0:
+                levels.append(float(np.interp(unit[c], UNIT_GRID, d) / peak))
         return min(levels) if levels else 0.0
 
     def _sharpen(self, unit: np.ndarray, latent: np.ndarray) -> None:
@@ -332,7 +286,10 @@ class DensitySampler(AdaptiveSampler):
         contrast^h`` instead of Beta(edge, edge): where the loss is high, the draws go
         nearer the bounds of the other parameters (the largest contrasts between them,
         where a surrogate extrapolates), elsewhere the design's marginal is kept."""
-        from scipy.stats import beta
+        # Beta(e, e)'s inverse distribution function, scipy's `betaincinv`: the same
+        # values as `scipy.stats.beta.ppf` (both Boost's ibeta_inv; a test compares them)
+        # without its argument checks, which cost about 0.2 ms a draw (issue 46)
+        from scipy.special import betaincinv  # scipy: already the samplers' (qmc)
 
         assert self.contrast is not None
         h = self.hardness(unit)
@@ -341,7 +298,7 @@ class DensitySampler(AdaptiveSampler):
         e = self.edge ** (1.0 - h) * self.contrast**h
         columns = np.flatnonzero(self._varying)
         free = np.array([d is None for d in self._hard])
-        unit[columns[free]] = beta.ppf(latent[free], e, e)
+        unit[columns[free]] = betaincinv(e, e, latent[free])
 
     def _loss_warped(self) -> bool:
         return self.share > 0.0 and len(self._observed) >= self.min_observations
@@ -372,17 +329,21 @@ class DensitySampler(AdaptiveSampler):
         return self._scale(unit)
 
     def _options(self) -> dict[str, Any]:
-        names = (
-            "share",
-            "quantile",
-            "bandwidth",
-            "min_observations",
-            "tilt",
-            "candidates",
-            "evidence",
-            "contrast",
-        )
+        names = ("share", "quantile", "bandwidth", "min_observations", "tilt", "candidates",
+                 "evidence", "edge", "contrast")  # fmt: skip
         return {name: getattr(self, name) for name in names}
+
+    def _refuse_other(self, state: Mapping[str, Any]) -> None:
+        """As `AdaptiveSampler._refuse_other`, `edge` included. A state saved before
+        `edge` was among the checked options (it was not written in the state then) is
+        read as saved with `EDGE_BEFORE_CHECKED`, the default `edge` has had since the
+        sampler exists: it resumes under that default, and is refused under another
+        (its draws would change after the resume). A run saved then with another
+        `edge` cannot be told apart: it is refused, or must be resumed with the
+        default."""
+        if "edge" not in state:
+            state = {**state, "edge": EDGE_BEFORE_CHECKED}
+        super()._refuse_other(state)
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -427,4 +388,5 @@ class DensitySampler(AdaptiveSampler):
             raise ValueError(f"sampler state has malformed drawn points: {str(drawn)[:80]}")
         super().load_state_dict(state)
         self._design, self.warped = design, warped
+        self._unit_rows = {}
         self._drawn = [[float(v) for v in p] for p in drawn]

@@ -20,7 +20,11 @@ from accelerate import Accelerator
 from melissa_trainer.core.accelerated import TrainStep
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
-from melissa_trainer.core.sample_losses import check_loss_overrides, per_sample_losses
+from melissa_trainer.core.sample_losses import (
+    check_loss_overrides,
+    per_sample_losses,
+    step_sample_losses,
+)
 from melissa_trainer.hooks import Event, HookList, SimulationLossTracker
 
 __all__ = ["LossFn", "TrainerLosses"]
@@ -84,8 +88,7 @@ class TrainerLosses:
         ):
             inputs, targets = _inputs_targets(batch, "compute_sample_losses")
             outputs = model(inputs)
-            with torch.no_grad():
-                self._sample_losses = per_sample_losses(self.loss_fn, outputs.detach(), targets)
+            self._sample_losses = step_sample_losses(self.loss_fn, outputs, targets)
             return self.loss_fn(outputs, targets)
         losses = self.compute_sample_losses(model, batch)
         self._sample_losses = losses.detach()

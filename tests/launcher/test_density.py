@@ -13,7 +13,12 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import DensitySampler, Launcher, make_sampler
-from melissa_trainer.launcher.density import CONTRAST, detrended_log_losses, high_loss_warp
+from melissa_trainer.launcher.density import (
+    CONTRAST,
+    EDGE_BEFORE_CHECKED,
+    detrended_log_losses,
+    high_loss_warp,
+)
 from melissa_trainer.launcher.exploration import Exploration
 
 BOX = {f"p{i}": (0.0, 10.0) for i in range(6)}
@@ -131,6 +136,33 @@ def test_a_state_of_other_options_or_a_bad_count_is_refused() -> None:
     with pytest.raises(ValueError):
         fresh.load_state_dict({**state, "warped": -1})
     assert fresh.position == 0 and not fresh.observations  # nothing changed
+
+
+def test_a_state_of_another_edge_is_refused_one_saved_before_edge_was_checked_is_not() -> None:
+    sampler = DensitySampler(BOX, seed=4, edge=0.5)
+    sampler.plan(20)
+    run(sampler, 12)
+    state = json.loads(json.dumps(sampler.state_dict()))  # JSON, as a checkpoint holds it
+    assert state["edge"] == 0.5
+    fresh = DensitySampler(BOX, seed=4)  # the default edge, 0.7
+    with pytest.raises(ValueError, match=r"edge=0\.5 but this sampler has edge=0\.7"):
+        fresh.load_state_dict(state)
+    assert fresh.position == 0 and not fresh.observations  # nothing changed
+    again = DensitySampler(BOX, seed=4, edge=0.5)
+    again.load_state_dict(state)
+    assert again.draw() == sampler.draw()
+    # a state written before edge was among the checked options has no "edge": it was
+    # saved with the default (EDGE_BEFORE_CHECKED, 0.7), and resumes under it only
+    default = DensitySampler(BOX, seed=4)
+    default.plan(20)
+    run(default, 12)
+    old = {k: v for k, v in json.loads(json.dumps(default.state_dict())).items() if k != "edge"}
+    assert EDGE_BEFORE_CHECKED == 0.7 == DensitySampler(BOX).edge
+    resumed = DensitySampler(BOX, seed=4)
+    resumed.load_state_dict(old)
+    assert resumed.draw() == default.draw()
+    with pytest.raises(ValueError, match=r"edge=0\.7 but this sampler has edge=1\.0"):
+        DensitySampler(BOX, seed=4, edge=1.0).load_state_dict(old)
 
 
 def test_evidence_leaves_a_parameter_the_loss_ignores_on_the_design() -> None:

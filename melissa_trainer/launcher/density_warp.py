@@ -1,0 +1,134 @@
+"""The high-loss density of a `DensitySampler` (issue 46): from the observed
+simulations' positions in the unit cube and their losses, one monotone warp per
+parameter, tabulated on a grid of `GRID` points of [0, 1].
+
+- `detrended_log_losses`: the scores (log losses, the linear trend in launch order
+  removed: a simulation launched late has been trained on less, wherever it ran);
+- `trend_evidence`: per parameter, whether the scores depend on it (a rank
+  correlation, about a standard normal's magnitude where they do not);
+- `high_loss_warp`: the Gaussian kernel density of the top scores' positions
+  (reflected at the bounds), or `loss_tilt_warp`: ``exp(tilt x`` a kernel regression
+  of the scores ``)``; each mixed with the uniform and given as its tabulated
+  distribution function ``(cdf, grid)``;
+- `beta_cdf`: the design's marginal Beta(edge, edge), tabulated once per `edge`.
+
+Pure functions of their arguments (numpy, and scipy for Beta's distribution); thread-
+safe. Cost: O(observations x `GRID`) per warped parameter (docs/measured.md, issue 46).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+__all__ = [
+    "GRID",
+    "UNIT_GRID",
+    "beta_cdf",
+    "detrended_log_losses",
+    "high_loss_warp",
+    "loss_tilt_warp",
+    "trend_evidence",
+]
+
+#: points of the grid each parameter's density and distribution are tabulated on
+GRID = 256
+#: the grid itself, [0, 1] (read-only: every warp and draw reads it)
+UNIT_GRID = np.linspace(0.0, 1.0, GRID)
+UNIT_GRID.flags.writeable = False
+
+
+def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
+    """The log losses (the losses themselves when one is <= 0) minus their least-squares
+    linear trend in `ages` (the simulations' launch order)."""
+    y = np.log(losses) if np.all(losses > 0) else np.asarray(losses, dtype=np.float64)
+    if np.ptp(ages) > 0:
+        design = np.stack([np.ones(len(ages)), np.asarray(ages, dtype=np.float64)], 1)
+        y = y - np.linalg.lstsq(design, y, rcond=None)[0][1] * design[:, 1]
+    return y
+
+
+@functools.lru_cache(maxsize=8)
+def beta_cdf(edge: float) -> np.ndarray:
+    """The distribution function of Beta(edge, edge) on the `GRID` points of [0, 1]
+    (scipy's; read-only, computed once per `edge`: a scipy call costs about 80
+    microseconds, and every draw needs it)."""
+    from scipy.stats import beta  # scipy: already the samplers' (qmc)
+
+    out: np.ndarray = beta.cdf(UNIT_GRID, edge, edge)
+    out.flags.writeable = False
+    return out
+
+
+def trend_evidence(points: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """Per column of `points`, |Spearman's rank correlation with `scores`| x sqrt(n - 1):
+    about a standard normal's magnitude where the scores do not depend on the column."""
+    n = len(scores)
+    if n < 3 or np.ptp(scores) == 0:
+        return np.zeros(points.shape[1])
+    ranks = _ranks(points)
+    score_ranks = _ranks(scores[:, None])[:, 0]
+    a = ranks - ranks.mean(axis=0)
+    b = score_ranks - score_ranks.mean()
+    rho = (a * b[:, None]).sum(axis=0) / np.sqrt((a * a).sum(axis=0) * (b * b).sum())
+    out: np.ndarray = np.abs(rho) * np.sqrt(n - 1)
+    return out
+
+
+def _ranks(columns: np.ndarray) -> np.ndarray:
+    """Each entry's rank in its column (0 the least; ties in order), as float64: the
+    inverse of the sorting permutation, by one sort and a scatter (what
+    ``argsort(argsort(x))`` gives, with one sort fewer)."""
+    order = np.argsort(columns, axis=0)
+    ranks = np.empty(columns.shape, dtype=np.float64)
+    np.put_along_axis(ranks, order, np.arange(len(columns), dtype=np.float64)[:, None], axis=0)
+    return ranks
+
+
+def high_loss_warp(
+    points: np.ndarray, scores: np.ndarray, quantile: float, bandwidth: float, share: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per column of `points` (observed positions in [0, 1]), the tabulated inverse
+    distribution ``(cdf, grid)`` of ``(1 - share) + share x`` the kernel density of the
+    positions whose `scores` are in the top `quantile` (at least two of them): map a
+    unit coordinate ``u`` with ``np.interp(u, cdf, grid)``."""
+    count = max(2, int(np.ceil(quantile * len(scores))))
+    top = points[np.argsort(-scores, kind="stable")[:count]]
+    grid = UNIT_GRID
+    warps = []
+    for column in top.T:
+        # the kernels reflected at 0 and 1, so that no mass leaves the range
+        centres = np.concatenate([column, -column, 2.0 - column])
+        z = (grid[:, None] - centres[None, :]) / bandwidth
+        density = np.exp(-0.5 * z * z).sum(axis=1)
+        density /= np.trapezoid(density, grid)
+        warps.append(_inverse(grid, (1.0 - share) + share * density))
+    return warps
+
+
+def loss_tilt_warp(
+    points: np.ndarray, scores: np.ndarray, bandwidth: float, tilt: float, share: float
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Like `high_loss_warp`, with the density of each column ``exp(tilt x z(x))``
+    (normalised), ``z`` the kernel regression (Nadaraya-Watson, bandwidth `bandwidth`)
+    of the standardised `scores` on the column: every observation weighs, and a
+    parameter the loss does not depend on gets a nearly flat density."""
+    spread = float(scores.std())
+    z_scores = (scores - scores.mean()) / spread if spread > 0 else np.zeros_like(scores)
+    grid = UNIT_GRID
+    warps = []
+    for column in points.T:
+        z = (grid[:, None] - column[None, :]) / bandwidth
+        weights = np.exp(-0.5 * z * z) + 1e-12
+        profile = weights @ z_scores / weights.sum(axis=1)
+        density = np.exp(tilt * (profile - profile.max()))
+        density /= np.trapezoid(density, grid)
+        warps.append(_inverse(grid, (1.0 - share) + share * density))
+    return warps
+
+
+def _inverse(grid: np.ndarray, density: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    steps = 0.5 * (density[1:] + density[:-1]) * np.diff(grid)
+    cdf = np.concatenate([[0.0], np.cumsum(steps)])
+    return cdf / cdf[-1], grid

@@ -1,0 +1,145 @@
+"""The shortcuts that make per-simulation losses cheap on every step (issue 46, the
+acquisition's cost) give the same values as the plain computations they replace:
+
+* `step_sample_losses`: the default loss's kernel called directly, no `no_grad` block,
+  against ``loss_fn(outputs, targets, reduction="none")`` averaged per sample;
+* `_sum_per_id`: a period's per-simulation sums counted in a table over the ids'
+  range, against a sum written here in the samples' order (and the sorted path).
+
+Bit for bit: the sampler is steered by these numbers, and a run must not depend on
+which path computed them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from melissa_trainer.core import loss_per_simulation, sample_losses
+from melissa_trainer.core.loss_per_simulation import SimulationLosses, _sum_per_id
+from melissa_trainer.core.sample_losses import per_sample_losses, step_sample_losses
+
+
+def plain(loss_fn: Any, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The per-sample losses as the module docstring of `sample_losses` defines them."""
+    losses = loss_fn(outputs.detach(), targets, reduction="none")
+    return losses.reshape(losses.shape[0], -1).mean(dim=1) if losses.dim() > 1 else losses
+
+
+@pytest.mark.parametrize("shape", [(32, 256), (7, 3, 5), (9,), (4, 1)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_the_default_losses_shortcut_equals_the_loss_per_sample(
+    shape: Any, dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def generic(*args: Any) -> None:
+        raise AssertionError("the default loss took the generic path")
+
+    monkeypatch.setattr(sample_losses, "per_sample_losses", generic)  # the shortcut's taken
+    torch.manual_seed(0)
+    weights = torch.randn(shape[-1], shape[-1], dtype=dtype, requires_grad=True)
+    outputs = torch.randn(shape, dtype=dtype) @ weights  # carries a graph, as a step's
+    targets = torch.randn(shape, dtype=dtype)
+    got = step_sample_losses(F.mse_loss, outputs, targets)
+    assert torch.equal(got, plain(F.mse_loss, outputs, targets))
+    assert got.dtype == dtype and got.shape == (shape[0],)
+    assert got.grad_fn is None and not got.requires_grad  # no backward node
+
+
+def test_the_shortcut_follows_mixed_dtypes_and_autocast_as_the_loss_does() -> None:
+    torch.manual_seed(2)
+    outputs = torch.randn(8, 5, dtype=torch.bfloat16, requires_grad=True) * 3
+    targets = torch.randn(8, 5)  # float32 targets of bfloat16 outputs: promoted
+    got = step_sample_losses(F.mse_loss, outputs, targets)
+    assert got.dtype == torch.float32 and torch.equal(got, plain(F.mse_loss, outputs, targets))
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # mixed_precision="bf16"
+        got = step_sample_losses(F.mse_loss, outputs, targets)
+        assert torch.equal(got, plain(F.mse_loss, outputs, targets))
+
+
+def test_other_losses_and_shapes_take_the_generic_path_unchanged() -> None:
+    torch.manual_seed(1)
+    outputs = torch.randn(6, 4, requires_grad=True) * 2
+    targets = torch.randn(6, 4)
+    for loss_fn in (F.l1_loss, F.smooth_l1_loss):
+        got = step_sample_losses(loss_fn, outputs, targets)
+        assert torch.equal(got, plain(loss_fn, outputs, targets)) and got.grad_fn is None
+    # targets that broadcast (mse_loss warns of it): the generic path, which warns too
+    wide = torch.randn(6, 1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = step_sample_losses(F.mse_loss, outputs, wide)
+    assert any("broadcasting" in str(w.message) for w in caught)
+    assert torch.equal(got, plain(F.mse_loss, outputs, wide.expand(6, 4)))
+    # targets that require a gradient, and a loss with parameters: nothing recorded
+    scale = torch.tensor(2.0, requires_grad=True)
+
+    def scaled(a: torch.Tensor, b: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+        return F.mse_loss(a * scale, b, reduction=reduction)
+
+    for loss_fn, target in ((F.mse_loss, targets.clone().requires_grad_()), (scaled, targets)):
+        got = step_sample_losses(loss_fn, outputs, target)
+        assert got.grad_fn is None
+        assert torch.equal(got, per_sample_losses(loss_fn, outputs.detach(), target).detach())
+
+
+def oracle(ids: np.ndarray, values: np.ndarray) -> dict[int, tuple[float, int]]:
+    """Per id: its values summed in their order (float64), and how many."""
+    out: dict[int, tuple[float, int]] = {}
+    for sid, value in zip(ids.tolist(), values.tolist(), strict=True):
+        total, count = out.get(sid, (0.0, 0))
+        out[sid] = (total + value, count + 1)
+    return out
+
+
+@pytest.mark.parametrize("spread", [1, 40, 10**6])  # the table, then the sort (wide)
+def test_a_periods_sums_per_simulation_are_its_losses_in_their_order(spread: int) -> None:
+    rng = np.random.default_rng(spread)
+    ids = rng.integers(0, spread, 640) + 5_000  # offset: the table starts at the least
+    values = rng.standard_normal(640) * 10.0 ** rng.integers(-8, 8, 640)  # rounding shows
+    values[3] = np.nan
+    unique, sums, counts = _sum_per_id(ids, values)
+    expected = oracle(ids, values)
+    assert unique.tolist() == sorted(expected) and counts.dtype == np.int64
+    for sid, total, count in zip(unique.tolist(), sums.tolist(), counts.tolist(), strict=True):
+        want = expected[sid]
+        assert count == want[1]
+        assert total == want[0] or (np.isnan(total) and np.isnan(want[0]))
+
+
+def test_the_table_and_the_sort_fold_ranks_sums_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    # every rank's (id, sum, count), concatenated in rank order: the same id on two ranks
+    rng = np.random.default_rng(4)
+    ids = np.concatenate([np.arange(10, 30), np.arange(20, 45)])
+    sums, counts = rng.standard_normal(len(ids)), rng.integers(1, 9, len(ids))
+    table = _sum_per_id(ids, sums, counts)
+    monkeypatch.setattr(loss_per_simulation, "_TABLE_SPAN", 0)  # always sorted
+    sort = _sum_per_id(ids, sums, counts)
+    for a, b in zip(table, sort, strict=True):
+        assert np.array_equal(a, b) and a.dtype == b.dtype
+    expected = oracle(ids, sums)
+    assert table[1].tolist() == [expected[s][0] for s in table[0].tolist()]
+    assert table[2].tolist() == [int(counts[ids == s].sum()) for s in table[0].tolist()]
+
+
+def test_a_reduction_is_the_same_through_the_table_or_the_sort(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def run() -> list[Any]:
+        rng = np.random.default_rng(7)
+        losses = SimulationLosses(torch.device("cpu"), distributed=False)
+        out = []
+        for step in range(1, 61):
+            batch = torch.from_numpy(rng.random(32).astype(np.float32))
+            losses.record(rng.integers(step, step + 30, 32), batch)
+            if step % 20 == 0:
+                out.append(sorted(losses.reduce(step).items()))
+        return out
+
+    table = run()
+    monkeypatch.setattr(loss_per_simulation, "_TABLE_SPAN", 0)
+    assert run() == table and len(table[-1]) > 20

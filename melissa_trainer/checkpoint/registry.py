@@ -52,20 +52,24 @@ from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import CheckpointParts
 
-__all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "Part", "Scope", "format_of", "load",
-           "parts", "write"]  # fmt: skip
+__all__ = ["FORMAT_FILE", "FORMAT_VERSION", "RANK_STATE", "SAVE_FIRST", "Part", "Scope",
+           "format_of", "load", "parts", "write"]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 #: per-rank trainer figures: this rank's `samples_seen` and its loss since the last log
 RANK_STATE = RANK_STATE_FILE
+#: the parts `write` saves first, in this order (the rest in `parts` order): the buffer's
+#: snapshot before the source's record (see `write`)
+SAVE_FIRST = ("buffer", "source")
 #: the keys of Accelerate's RNG file that its `load_state` restores (it ignores the file,
 #: logging at INFO level only, when it does not load: see `_check_rng`)
 _RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
 
 
 def parts(trainer: CheckpointParts) -> list[Part]:
-    """The parts of `trainer`'s checkpoints, in the order they are loaded: the source
+    """The parts of `trainer`'s checkpoints, in the order they are loaded (and written,
+    but for `SAVE_FIRST`, which `write` saves before the others): the source
     first (a study resumed with settings it cannot follow is refused before anything
     else is loaded, docs/resume.md), the RNG file checked before Accelerate loads it,
     the trainer state before the hooks, the buffer before the pending batches. When
@@ -234,11 +238,19 @@ def parts(trainer: CheckpointParts) -> list[Part]:
 
 def write(trainer: CheckpointParts, staging: Path) -> None:
     """Write this rank's parts of the checkpoint into `staging` (not synced), and on the
-    main rank `FORMAT_FILE`: the format version and each part's scope."""
+    main rank `FORMAT_FILE`: the format version and each part's scope.
+
+    The buffer's snapshot is taken first and the source's record right after it
+    (`SAVE_FIRST`), then the other parts in `parts` order: a source's receiver puts on
+    while a checkpoint is written, and its record forgets at load the samples it
+    recorded after the buffer's snapshot (`IngestState.load_state_dict`), so that they
+    are accepted again when re-sent. A record taken before the buffer's snapshot lacked
+    the samples put in between, which the buffer held: put twice after a resume."""
     main = trainer.is_main_process
     ckpt.rank_path(staging, trainer.process_index).mkdir(parents=True, exist_ok=True)
     registered = parts(trainer)
-    for part in registered:
+    first = [part for name in SAVE_FIRST for part in registered if part.name == name]
+    for part in [*first, *(part for part in registered if part.name not in SAVE_FIRST)]:
         if part.save is None:
             continue
         if part.scope is Scope.PER_RANK or part.collective or main:

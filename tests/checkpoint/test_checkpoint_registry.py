@@ -6,17 +6,25 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
-from helpers import Keys, linear_samples, small_model, xy
+import zmq
+from helpers import Keys, drain, linear_samples, small_model, xy
 
-from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments
+from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments, wire
+from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.checkpoint import registry
 from melissa_trainer.checkpoint.manifest import MANIFEST
 from melissa_trainer.checkpoint.paths import latest_checkpoint
+from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.stream.stream_source import StreamSource
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))
 from make_old_checkpoint import build_trainer  # noqa: E402
@@ -155,3 +163,84 @@ def test_a_newer_format_is_refused_naming_it(written: Path, tmp_path: Path) -> N
     trainer = make(tmp_path / "out")
     with pytest.raises(CheckpointError, match="checkpoint format 3.*formats 1 to 2"):
         trainer.load_checkpoint(newer)
+
+
+U = wire.FieldSpec("u", np.dtype("<f4"), (3,))
+STREAM_STEPS, BEFORE = 8, 5
+
+
+def step_message(t: int) -> list[bytes]:
+    head = wire.encode_data_header(1, t, 0, 1, b"u", wire.dtype_code(U.dtype), U.shape, 0, 3, True)
+    return [head + np.full(3, t, np.float32).tobytes()]
+
+
+def send(endpoint: str, frames: list[list[bytes]]) -> None:
+    """Deliver `frames` to `endpoint` (one PUSH socket, lingering until they are out)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(endpoint)
+    for message in frames:
+        sock.send_multipart(message)
+    sock.close(linger=-1)
+    ctx.term()
+
+
+def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_a_sample_put_while_a_checkpoint_is_written_is_put_once_across_the_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The receiver's thread puts on while a checkpoint is written (the training thread
+    no longer pumps: a preempted save waits for the other ranks, Accelerate writes the
+    model): here it puts one sample right after its record is taken. The checkpoint must
+    take the buffer's snapshot before the source's record, which at load forgets what it
+    recorded after that snapshot (the sample is accepted again when re-sent). Written the
+    other way round (a registry that wrote the source first), that sample was in the
+    buffer and not in the record: put twice after the resume (seen once under load in
+    test_resume_resize's 3to2 reservoir SIGTERM case, as (simulation 3, step 11) put
+    twice). The oracle: the simulation's `STREAM_STEPS` steps, each read once from the
+    resumed buffer."""
+    stream = StreamSource(ReceiverConfig(expected_simulations=1))
+    args = TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=4, buffer="fifo",
+                             buffer_size=16, watermark=1, report_to="none",
+                             disable_progress_bar=True)  # fmt: skip
+    model = small_model(0)
+    trainer = OnlineTrainer(model, args, torch.optim.SGD(model.parameters(), lr=1e-2),
+                            train_source=stream, process_sample=xy)  # fmt: skip
+    staging = tmp_path / "staging"
+    stream.start(trainer.buffer, 0, 1)
+    try:
+        receiver, endpoint = stream.receiver, stream.endpoint
+        assert receiver is not None and endpoint is not None
+        send(endpoint, [[wire.encode_hello(1, 0, 1, [U])], *map(step_message, range(BEFORE))])
+        wait_until(lambda: len(trainer.buffer) == BEFORE, "the first steps in the buffer")
+        record = receiver.state_dict
+
+        def record_then_put() -> dict[str, Any]:
+            state = record()
+            send(endpoint, [step_message(BEFORE)])  # the thread puts on, after its record
+            wait_until(lambda: len(trainer.buffer) == BEFORE + 1, "the put after the record")
+            return state
+
+        monkeypatch.setattr(receiver, "state_dict", record_then_put)
+        registry.write(trainer, staging)
+    finally:
+        stream.stop()
+
+    restored = FIFOBuffer(16)
+    restored.load(staging / "rank_0")
+    resumed = Receiver(restored, config=ReceiverConfig(expected_simulations=1))
+    resumed.load_state_dict(json.loads((staging / "rank_0" / SOURCE_FILE).read_text()))
+    resumed.start()
+    try:  # the simulation runs again: all of it
+        steps = [[wire.encode_hello(1, 0, 1, [U])], *map(step_message, range(STREAM_STEPS))]
+        send(resumed.endpoint, [*steps, [wire.encode_bye(1, 0, 1, STREAM_STEPS)]])
+        read = sorted(int(s["time_step"]) for s in drain(restored))
+    finally:
+        resumed.stop()
+    assert read == list(range(STREAM_STEPS))

@@ -28,6 +28,7 @@ of the last 100 streamed), from a draw of as many samples as the buffer holds af
 the last step.
 
     python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
+    python benchmarks/heat_equal_steps.py --seeds 1  # one seed (a process per seed: side by side)
     python benchmarks/heat_equal_steps.py --quick    # seconds: checks the pipelines
     python benchmarks/heat_equal_steps.py --json     # last line {"rows": [...]}
 """

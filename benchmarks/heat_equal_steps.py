@@ -151,7 +151,9 @@ def online(
             "share_of_last_100": float(np.mean(drawn >= last - 100))}  # fmt: skip
 
 
-def rows(results: list[dict[str, Any]], opts: argparse.Namespace) -> list[dict[str, Any]]:
+def rows(
+    results: list[dict[str, Any]], opts: argparse.Namespace, setup: hp.Setup
+) -> list[dict[str, Any]]:
     on = statistics.median(r["online"]["val_mse"] for r in results)
     off = statistics.median(r["offline"]["val_mse"] for r in results)
     ratios = [r["offline"]["val_mse"] / r["online"]["val_mse"] for r in results]
@@ -159,7 +161,8 @@ def rows(results: list[dict[str, Any]], opts: argparse.Namespace) -> list[dict[s
     n = len(results)
     return [
         {"case": f"equal steps ({opts.steps:,}): val MSE, offline ({opts.offline_simulations} "
-                 f"simulations, epochs) / online ({opts.online_simulations}, reservoir), "
+                 f"simulations, epochs) / online ({opts.online_simulations}, reservoir of "
+                 f"{setup.buffer_size:,}), "
                  f"median of {n} seeds", "ours": round(on, 4), "baseline": round(off, 4),
          "unit": "K^2", "ratio": round(off / on, 3), "target": None},
         {"case": f"equal steps: the per-seed ratio's lowest / highest ({n} seeds)",
@@ -177,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1,2", help="training seeds, comma-separated")
     p.add_argument("--offline_simulations", type=int, default=231)
     p.add_argument("--online_simulations", type=int, default=607)
+    p.add_argument("--buffer_size", type=int, help=(
+        "online's reservoir, samples (default 10000, online_vs_offline.py's; one that "
+        "holds the whole stream, 60700, keeps no window)"))  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
@@ -187,6 +193,8 @@ def main(argv: list[str] | None = None) -> None:
                          n_validation=2)  # fmt: skip
         opts.offline_simulations, opts.online_simulations = 3, 8
     opts.steps = opts.steps or (40 if opts.quick else 36_000)
+    if opts.buffer_size is not None:
+        setup = hp.Setup(**{**setup.__dict__, "buffer_size": opts.buffer_size})
     if opts.offline_simulations > opts.online_simulations:
         p.error("--offline_simulations must be at most --online_simulations (a prefix of them)")
     samples = simulate(setup, opts.online_simulations)
@@ -204,7 +212,7 @@ def main(argv: list[str] | None = None) -> None:
                   f"{on['distinct_simulations_drawn']} simulations, "
                   f"{on['share_of_last_100']:.0%} from the last 100): offline / online "
                   f"{off['val_mse'] / on['val_mse']:.3f}", flush=True)  # fmt: skip
-    table = rows(results, opts)
+    table = rows(results, opts, setup)
     print_rows(table, "online vs offline at equal steps (ours = online)", width=100)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
     if opts.json:

@@ -1,0 +1,223 @@
+"""Online's training against offline's at equal steps, off the clock, over several seeds.
+
+`online_vs_offline.py`'s equal-wall-time row mixes three things: how many steps each
+pipeline gets in its budget, how many simulations it trains on, and how well its
+training uses a step. This script holds the first two fixed to isolate the third, and
+measures how much one run's result moves with the seed. Everything is
+`online_vs_offline.py`'s (`heat_pipelines`: the solver, the Halton design, the MLP,
+Adam, the cosine decay, batch 32, the 16 held-out simulations), in one process, one
+torch thread, with no simulations running and no wall-clock budget:
+
+* **offline** (the baseline): the first ``--offline_simulations`` simulations of the
+  design (default 231: offline's best split in the quiet run of 2026-11-29), read into
+  memory and drawn in shuffled epochs (`heat_offline.MemoryBatches`, as `train_offline`);
+* **online** (ours): ``--online_simulations`` (default 607: online's in that run), put
+  in order, evenly over the steps, into the buffer `OnlineTrainer` builds for these
+  arguments (a reservoir of 10,000 samples, watermark 1,000, stored by column), each
+  batch drawn with `get_block` and made by the benchmark's `process_batch`: the
+  trainer's data path without the stream's clock;
+
+both for ``--steps`` optimizer steps (default 36,000: the two pipelines' 35,336 and
+37,048 in that run), the learning rate decayed over the steps. Each ``--seeds`` value
+seeds the model's initial weights, offline's shuffles and online's buffer (the data and
+the held-out set stay seed 0's, `online_vs_offline.py`'s default); the two pipelines
+alternate, seed by seed. Rows: the median over seeds of each pipeline's validation
+MSE (ratio offline / online, higher is better for online), and the per-seed ratios'
+spread. Also printed: what online's last draws came from (distinct simulations, share
+of the last 100 streamed), from a draw of as many samples as the buffer holds after
+the last step.
+
+    python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
+    python benchmarks/heat_equal_steps.py --seeds 1  # one seed (a process per seed: side by side)
+    python benchmarks/heat_equal_steps.py --quick    # seconds: checks the pipelines
+    python benchmarks/heat_equal_steps.py --json     # last line {"rows": [...]}
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import heat_offline  # noqa: E402
+import heat_pipelines as hp  # noqa: E402
+from report import print_rows  # noqa: E402
+
+from melissa_trainer import TrainingArguments  # noqa: E402
+from melissa_trainer.buffers import make_buffer  # noqa: E402
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+
+
+def simulate(setup: hp.Setup, n: int) -> list[dict[str, np.ndarray]]:
+    """The first `n` simulations of the design, in order, as the receiver delivers
+    their samples (one dict per time step, every field an array) with a
+    ``simulation`` field (its index in the design) to account for the buffer."""
+    samples = []
+    for k, parameters in enumerate(hp.design(setup, n)):
+        vector = np.array([parameters[name] for name in hp.NAMES])
+        for step, field in enumerate(hp.solve(parameters, setup.config)):
+            samples.append({"temperature": np.asarray(field, dtype=np.float32),
+                            "time_step": np.array(step), "parameters": vector,
+                            "simulation": np.array(k)})  # fmt: skip
+    return samples
+
+
+def train(
+    setup: hp.Setup, steps: int, batches: Any, validation: tuple[torch.Tensor, torch.Tensor]
+) -> tuple[torch.nn.Module, float]:
+    """`steps` Adam steps of `setup`'s model on `batches(step) -> (x, y)`, the learning
+    rate decayed over the steps (`heat_pipelines.learning_rate`); the model and its
+    validation MSE (K^2)."""
+    torch.manual_seed(setup.seed)  # (make_model seeds it too: the same initial weights)
+    model = hp.make_model(setup)
+    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
+    for step in range(steps):
+        for group in optimizer.param_groups:
+            group["lr"] = hp.learning_rate(setup, step / steps)
+        x, y = batches(step)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return model, hp.validation_mse(model, *validation)
+
+
+def offline(
+    setup: hp.Setup, samples: list[dict[str, np.ndarray]], n_simulations: int, steps: int,
+    validation: tuple[torch.Tensor, torch.Tensor],
+) -> dict[str, Any]:  # fmt: skip
+    """Epochs over the first `n_simulations`' samples in memory (`MemoryBatches`)."""
+    kept = samples[: n_simulations * setup.time_steps]
+    x, y = hp.batch_features(
+        np.stack([s["parameters"] for s in kept]),
+        np.array([int(s["time_step"]) for s in kept]),
+        np.stack([s["temperature"] for s in kept]),
+        setup.time_steps,
+    )
+    generator = torch.Generator().manual_seed(setup.seed)
+    epochs = iter(())
+
+    def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal epochs
+        batch = next(epochs, None)
+        if batch is None:  # a new epoch, a new permutation
+            epochs = iter(heat_offline.MemoryBatches(x, y, setup.batch_size, generator))
+            batch = next(epochs)
+        return batch
+
+    start = time.perf_counter()
+    _, mse = train(setup, steps, batches, validation)
+    return {"val_mse": mse, "simulations": n_simulations, "seconds": time.perf_counter() - start}
+
+
+def online(
+    setup: hp.Setup, samples: list[dict[str, np.ndarray]], steps: int,
+    validation: tuple[torch.Tensor, torch.Tensor], workdir: str,
+) -> dict[str, Any]:  # fmt: skip
+    """`samples` put in order, evenly over the steps (the watermark's, or a batch's,
+    first), into the buffer `OnlineTrainer` builds (`TrainingArguments.buffer_config`,
+    columnar as for a `process_batch`); each batch one `get_block` made by the
+    benchmark's `process_batch`."""
+    args = TrainingArguments(output_dir=workdir, seed=setup.seed, batch_size=setup.batch_size,
+                             buffer="reservoir", buffer_size=setup.buffer_size,
+                             watermark=setup.watermark, sample_to_insert_ratio=0)  # fmt: skip
+    buffer = make_buffer(args.buffer_config(), columnar=True)
+    process_batch = hp._process_batch(setup.time_steps)
+    put = 0
+
+    def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        nonlocal put
+        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // steps)
+        while put < min(due, len(samples)):  # (a full buffer takes what it can)
+            put += buffer.put_available(samples[put:due])
+        return process_batch(buffer.get_block(setup.batch_size))
+
+    start = time.perf_counter()
+    _, mse = train(setup, steps, batches, validation)
+    seconds = time.perf_counter() - start
+    # what the last draws came from: a large draw from the buffer as it ends
+    drawn = buffer.get_block(len(buffer)).fields["simulation"]
+    last = int(samples[-1]["simulation"]) + 1
+    return {"val_mse": mse, "simulations": last, "seconds": seconds,
+            "distinct_simulations_drawn": len(np.unique(drawn)),
+            "share_of_last_100": float(np.mean(drawn >= last - 100))}  # fmt: skip
+
+
+def rows(
+    results: list[dict[str, Any]], opts: argparse.Namespace, setup: hp.Setup
+) -> list[dict[str, Any]]:
+    on = statistics.median(r["online"]["val_mse"] for r in results)
+    off = statistics.median(r["offline"]["val_mse"] for r in results)
+    ratios = [r["offline"]["val_mse"] / r["online"]["val_mse"] for r in results]
+    offs = [r["offline"]["val_mse"] for r in results]
+    n = len(results)
+    return [
+        {"case": f"equal steps ({opts.steps:,}): val MSE, offline ({opts.offline_simulations} "
+                 f"simulations, epochs) / online ({opts.online_simulations}, reservoir of "
+                 f"{setup.buffer_size:,}), "
+                 f"median of {n} seeds", "ours": round(on, 4), "baseline": round(off, 4),
+         "unit": "K^2", "ratio": round(off / on, 3), "target": None},
+        {"case": f"equal steps: the per-seed ratio's lowest / highest ({n} seeds)",
+         "ours": round(max(ratios), 4), "baseline": round(min(ratios), 4), "unit": "ratio",
+         "ratio": round(min(ratios) / max(ratios), 3), "target": None},
+        {"case": f"seed noise: offline's val MSE, lowest / highest of {n} seeds",
+         "ours": round(max(offs), 4), "baseline": round(min(offs), 4), "unit": "K^2",
+         "ratio": round(min(offs) / max(offs), 3), "target": None},
+    ]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--steps", type=int, help="optimizer steps of each run (default 36000)")
+    p.add_argument("--seeds", default="0,1,2", help="training seeds, comma-separated")
+    p.add_argument("--offline_simulations", type=int, default=231)
+    p.add_argument("--online_simulations", type=int, default=607)
+    p.add_argument("--buffer_size", type=int, help=(
+        "online's reservoir, samples (default 10000, online_vs_offline.py's; one that "
+        "holds the whole stream, 60700, keeps no window)"))  # fmt: skip
+    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
+    p.add_argument("--json", action="store_true")
+    opts = p.parse_args(argv)
+    torch.set_num_threads(1)
+    setup = hp.Setup()
+    if opts.quick:
+        setup = hp.Setup(grid_size=8, time_steps=10, hidden=32, buffer_size=100, watermark=20,
+                         n_validation=2)  # fmt: skip
+        opts.offline_simulations, opts.online_simulations = 3, 8
+    opts.steps = opts.steps or (40 if opts.quick else 36_000)
+    if opts.buffer_size is not None:
+        setup = hp.Setup(**{**setup.__dict__, "buffer_size": opts.buffer_size})
+    if opts.offline_simulations > opts.online_simulations:
+        p.error("--offline_simulations must be at most --online_simulations (a prefix of them)")
+    samples = simulate(setup, opts.online_simulations)
+    validation = hp.validation_set(setup)
+    results = []
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="heat-equal-steps-") as workdir:
+        for seed in (int(s) for s in opts.seeds.split(",")):
+            seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
+            off = offline(seeded, samples, opts.offline_simulations, opts.steps, validation)
+            on = online(seeded, samples, opts.steps, validation, workdir)
+            results.append({"seed": seed, "offline": off, "online": on})
+            print(f"seed {seed}: offline {off['val_mse']:.4g} K^2 ({off['seconds']:.0f} s), "
+                  f"online {on['val_mse']:.4g} K^2 ({on['seconds']:.0f} s; its last draws from "
+                  f"{on['distinct_simulations_drawn']} simulations, "
+                  f"{on['share_of_last_100']:.0%} from the last 100): offline / online "
+                  f"{off['val_mse'] / on['val_mse']:.3f}", flush=True)  # fmt: skip
+    table = rows(results, opts, setup)
+    print_rows(table, "online vs offline at equal steps (ours = online)", width=100)
+    print(f"\ntotal {time.perf_counter() - start:.0f} s")
+    if opts.json:
+        print(to_json({"rows": table}))
+
+
+if __name__ == "__main__":
+    main()

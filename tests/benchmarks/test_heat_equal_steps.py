@@ -1,0 +1,81 @@
+"""benchmarks/heat_equal_steps.py: its offline arm is `online_vs_offline.py`'s offline
+training (the same batches, bit for bit), its online arm puts every sample once into
+the trainer's buffer, and the command prints its rows well formed. No figure is
+asserted: they are for people to read."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import heat_equal_steps as bench  # noqa: E402
+import heat_offline as off  # noqa: E402
+import heat_pipelines as hp  # noqa: E402
+
+SETUP = hp.Setup(grid_size=8, time_steps=10, hidden=32, buffer_size=100, watermark=20,
+                 n_validation=2)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def validation():
+    return hp.validation_set(SETUP)
+
+
+@pytest.mark.timeout(60)
+def test_the_offline_arm_is_train_offline_at_a_step_count(tmp_path, validation) -> None:
+    samples = bench.simulate(SETUP, 3)
+    # the files the solver's --save_npy writes for these simulations (a .npy of the
+    # fields, a .json of the parameters), read by the benchmark's offline pipeline
+    files = []
+    for k, parameters in enumerate(hp.design(SETUP, 3)):
+        path = tmp_path / f"sim-{k}.npy"
+        np.save(path, np.stack([s["temperature"] for s in samples if s["simulation"] == k]))
+        Path(f"{path}.json").write_text(json.dumps(parameters))
+        files.append(str(path))
+    reference = off.train_offline(SETUP, files, validation, epochs=2)
+    steps = 2 * math.ceil(3 * SETUP.time_steps / SETUP.batch_size)
+    assert reference["steps"] == steps
+    ours = bench.offline(SETUP, samples, 3, steps, validation)
+    assert ours["val_mse"] == reference["val_mse"]  # the same batches, rates and weights
+    # a prefix of the simulations: not the same data, not the same result
+    assert bench.offline(SETUP, samples, 2, steps, validation)["val_mse"] != ours["val_mse"]
+
+
+@pytest.mark.timeout(60)
+def test_the_online_arm_streams_every_sample_into_the_trainers_buffer(tmp_path, validation) -> None:
+    samples = bench.simulate(SETUP, 8)
+    run = bench.online(SETUP, samples, 40, validation, str(tmp_path))
+    assert run["simulations"] == 8 and math.isfinite(run["val_mse"])
+    # 80 samples in a buffer of 100: nothing evicted, so the last draw (as many as it
+    # holds, with replacement) comes from the 8 simulations, all within the last 100
+    assert 1 <= run["distinct_simulations_drawn"] <= 8 and run["share_of_last_100"] == 1.0
+    # a buffer smaller than the stream keeps a window of it: the oldest simulations
+    # are evicted first on average, never the ones not yet drawn
+    small = hp.Setup(**{**SETUP.__dict__, "buffer_size": 40})
+    many = bench.simulate(small, 30)
+    windowed = bench.online(small, many, 200, validation, str(tmp_path / "small"))
+    assert windowed["distinct_simulations_drawn"] < 30
+
+
+@pytest.mark.e2e  # starts a process
+@pytest.mark.timeout(120)
+def test_quick_json_gives_its_rows_well_formed() -> None:
+    command = [sys.executable, str(BENCHMARKS / "heat_equal_steps.py"), "--quick", "--json",
+               "--seeds", "0,1"]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=110, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = json.loads(done.stdout.strip().splitlines()[-1])["rows"]
+    assert len(rows) == 3
+    for r in rows:
+        assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}, r
+        assert r["ours"] > 0 and r["baseline"] > 0 and r["target"] is None
+        assert r["ratio"] == pytest.approx(r["baseline"] / r["ours"], rel=1e-2), r
+    assert "2 seeds" in rows[0]["case"] and rows[1]["ratio"] <= 1 and rows[2]["ratio"] <= 1

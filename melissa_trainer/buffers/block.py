@@ -213,6 +213,18 @@ class SampleBlock(Sequence[Sample]):
             out += _dicts(keys, columns)
         return out
 
+    def views(self) -> list[Sample]:
+        """The samples as dicts of views of the block's arrays: no copy, and one dict
+        and one view per field and sample, against `samples`' copies. Every sample keeps
+        the whole block alive: for a block read whole, such as a batch gathered for its
+        reader (`ColumnarReservoirBuffer.get_batch`); `samples` gives samples that own
+        their memory. A 1-D column's element is a 0-d array, as in `samples`."""
+        n = self._n
+        columns = [
+            list(v) if v.ndim > 1 else [v[i, ...] for i in range(n)] for v in self.fields.values()
+        ]
+        return _dicts(list(self.fields), columns) if n else []
+
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}: {v.dtype}{list(v.shape[1:])}" for k, v in self.fields.items())
         return f"SampleBlock({self._n} samples; {shapes})"

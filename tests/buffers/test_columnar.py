@@ -319,10 +319,52 @@ def test_columns_refused_by_the_system_leave_it_plain(
     assert not col.columnar
 
 
+@pytest.mark.parametrize("as_block", [False, True])
+def test_rows_above_max_row_bytes_are_held_plain_from_the_first(
+    caplog: pytest.LogCaptureFixture, as_block: bool
+) -> None:
+    """A first sample larger than `max_row_bytes` keeps the buffer plain (a choice:
+    said at debug level only), which then serves as the plain reservoir does; one of
+    exactly that size is stored by column."""
+    caplog.set_level("DEBUG", logger="melissa_trainer.buffers.columnar")
+    row = 3 * 4 * 4 + 8 + 8 + 3 * 8  # `_sample`'s bytes: field, two ids, parameters
+    rng = np.random.default_rng(0)
+    batch = [_sample(rng, i) for i in range(20)]
+    items = SampleBlock.from_samples(batch) if as_block else batch
+    fits = ColumnarReservoirBuffer(50, 8, seed=7, max_row_bytes=row)
+    assert fits.put_available(items) == 20 and fits.columnar
+    plain = ReservoirBuffer(50, 8, seed=7)
+    col = ColumnarReservoirBuffer(50, 8, seed=7, max_row_bytes=row - 1)
+    assert plain.put_available(items) == col.put_available(items) == 20
+    assert not col.columnar
+    said = [r for r in caplog.records if "not by column" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "DEBUG", said
+    assert f"above max_row_bytes={row - 1}" in said[0].getMessage()
+    _drive(plain, col, 4, n_ops=150)
+    assert not col.columnar
+    with pytest.raises(ValueError, match="max_row_bytes"):
+        ColumnarReservoirBuffer(50, 8, max_row_bytes=0)
+
+
+def test_get_batch_hands_out_views_of_one_gathered_batch() -> None:
+    """A read's samples are views of arrays gathered for it (one per field), never of
+    the buffer's columns."""
+    col = ColumnarReservoirBuffer(50, 8, seed=0)
+    rng = np.random.default_rng(0)
+    col.put_available([_sample(rng, i) for i in range(20)])
+    batch = col.get_batch(6)
+    for name in batch[0]:
+        base = batch[0][name].base
+        assert base is not None and all(s[name].base is base for s in batch)
+        assert not np.shares_memory(base, col._columns[name])
+
+
 def test_make_buffer_builds_it_for_a_reservoir_only() -> None:
     assert (
         type(make_buffer(BufferConfig("reservoir", 10, 1), columnar=True))
         is ColumnarReservoirBuffer
     )
     assert type(make_buffer(BufferConfig("reservoir", 10, 1))) is ReservoirBuffer
+    bounded = make_buffer(BufferConfig("reservoir", 10, 1), columnar=True, max_row_bytes=8)
+    assert bounded._max_row_bytes == 8  # type: ignore[attr-defined]
     assert type(make_buffer(BufferConfig("fifo", 10, 1), columnar=True)).__name__ == "FIFOBuffer"

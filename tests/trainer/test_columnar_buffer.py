@@ -1,12 +1,13 @@
-"""`OnlineTrainer` stores a host reservoir by column when it reads batches as blocks,
-and trains exactly as on the plain reservoir (the oracle: the same run with
-`make_buffer`'s plain store)."""
+"""`OnlineTrainer` stores a host reservoir by column (when it reads batches as blocks,
+and when it reads samples of small rows), and trains exactly as on the plain reservoir
+(the oracle: the same run with `make_buffer`'s plain store)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from helpers import linear_samples, small_model, xy
@@ -14,6 +15,7 @@ from helpers import linear_samples, small_model, xy
 import melissa_trainer.trainer.setup as trainer_setup
 from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer, make_buffer
+from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,9 +53,7 @@ def test_blocks_read_a_columnar_reservoir_that_trains_as_the_plain_one(
 ) -> None:
     columnar = _train(tmp_path / "a", process_batch=_batch)
     assert type(columnar.buffer) is ColumnarReservoirBuffer and columnar.buffer.columnar
-    monkeypatch.setattr(
-        trainer_setup, "make_buffer", lambda config, columnar=False: make_buffer(config)
-    )
+    _plain_store(monkeypatch)
     plain = _train(tmp_path / "b", process_batch=_batch)
     assert type(plain.buffer) is ReservoirBuffer
     assert columnar.state.global_step == plain.state.global_step == 60
@@ -62,6 +62,35 @@ def test_blocks_read_a_columnar_reservoir_that_trains_as_the_plain_one(
     assert columnar.buffer.stats() == plain.buffer.stats()
 
 
-def test_a_per_sample_function_keeps_the_plain_reservoir(tmp_path: Path) -> None:
-    trainer = _train(tmp_path, process_sample=xy)
-    assert type(trainer.buffer) is ReservoirBuffer
+def _plain_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trainer's buffer built by `make_buffer` without columns (the oracle)."""
+    monkeypatch.setattr(trainer_setup, "make_buffer", lambda config, **_: make_buffer(config))
+
+
+def test_a_per_sample_function_reads_small_rows_from_columns_as_the_plain_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    columnar = _train(tmp_path / "a", process_sample=xy)
+    assert type(columnar.buffer) is ColumnarReservoirBuffer and columnar.buffer.columnar
+    _plain_store(monkeypatch)
+    plain = _train(tmp_path / "b", process_sample=xy)
+    assert type(plain.buffer) is ReservoirBuffer
+    assert columnar.state.global_step == plain.state.global_step == 60
+    for a, b in zip(columnar.model.parameters(), plain.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert columnar.buffer.stats() == plain.buffer.stats()
+
+
+def test_a_per_sample_function_keeps_large_rows_plain(tmp_path: Path) -> None:
+    def wide(n: int) -> Any:  # rows above SAMPLE_READS_MAX_ROW_BYTES: held plain
+        for s in linear_samples(n):
+            yield {**s, "pad": np.zeros(SAMPLE_READS_MAX_ROW_BYTES // 4 + 1, np.float32)}
+
+    model = small_model(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    trainer = OnlineTrainer(
+        model, _args(tmp_path), optimizer, train_source=wide(400), process_sample=xy
+    )
+    trainer.train()
+    assert trainer.state.global_step == 60
+    assert not trainer.buffer.columnar  # type: ignore[attr-defined]

@@ -229,9 +229,10 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
 
     def put_available(self, samples: Sequence[Sample]) -> int:
         """`Buffer.put_available`; a `SampleBlock` whose fields fit the columns goes in
-        with one scatter per field (the same slots, draws and counters as its samples
-        one by one)."""
-        if type(samples) is not SampleBlock or self._limiter is not None or not len(samples):
+        with one scatter per field (the same slots, draws and counters, the rate
+        limiter's too, as its samples one by one; and no per-sample object, even for
+        the part a limiter holds back)."""
+        if type(samples) is not SampleBlock or not len(samples):
             return super().put_available(samples)
         fields = samples.fields
         with self._lock:
@@ -242,6 +243,13 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                     )
                 room = self._capacity - self._size()  # inserts without an eviction
                 n = min(len(samples), room + len(self._drawn))
+                lim = self._limiter
+                if lim is not None:  # as `Buffer.put_available` asks it, sample by sample
+                    allowed = 0
+                    while allowed < n and (self._n_size_blocked or lim.can_insert()):
+                        lim.inserts += 1
+                        allowed += 1
+                    n = allowed
                 for _ in range(min(n, room)):  # the bookkeeping only: rows come after
                     ReservoirBuffer._insert(self, _PENDING, self._n_put)
                     self._n_put += 1
@@ -252,9 +260,9 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                     index = np.asarray(slots, dtype=np.intp)
                     for name, column in self._columns.items():
                         column[index] = fields[name][:n]
-                    held = self._slots
-                    for slot in slots:
-                        held[slot] = self._row(slot)
+                    held, views = self._slots, self._row_views
+                    for slot in slots:  # (a slot's views are made once, then reused)
+                        held[slot] = views[slot] or self._row(slot)
                     if self._size() >= self._wake_len:
                         self._readable.notify_all()
                 return n

@@ -111,6 +111,52 @@ def test_same_with_a_rate_limiter() -> None:
     _same_state(plain, col)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_blocks_under_a_rate_limiter_go_in_as_the_plain_ones(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a rate limiter too, a block goes in by column (no per-sample object, even
+    for the part the limiter holds back) and gives what the plain reservoir gives."""
+
+    def pair() -> tuple[ReservoirBuffer, ColumnarReservoirBuffer]:
+        return ReservoirBuffer(
+            50, 8, seed=3, rate_limiter=RateLimiter(2.0, 40.0, min_size_to_sample=8)
+        ), ColumnarReservoirBuffer(
+            50, 8, seed=3, rate_limiter=RateLimiter(2.0, 40.0, min_size_to_sample=8)
+        )
+
+    plain, col = pair()
+    rng = np.random.default_rng(seed)
+    blocks = [
+        SampleBlock.from_samples(
+            [_sample(rng, 30 * b + i) for i in range(int(rng.integers(1, 30)))]
+        )
+        for b in range(60)
+    ]
+    reads = rng.integers(1, 9, size=len(blocks)).tolist()
+    first = col.put_available(blocks[0])  # the columns exist: no sample from now on
+    assert first == plain.put_available(blocks[0]) and col.columnar
+    monkeypatch.setattr(SampleBlock, "samples", lambda self: pytest.fail("materialized"))
+    monkeypatch.setattr(SampleBlock, "__getitem__", lambda self, i: pytest.fail("indexed"))
+    for block, k in zip(blocks[1:], reads, strict=False):
+        n = col.put_available(block)
+        monkeypatch.undo()
+        assert plain.put_available(block) == n
+        try:
+            a = plain.get_block(k, timeout=0)
+        except TimeoutError:
+            with pytest.raises(TimeoutError):
+                col.get_block(k, timeout=0)
+        else:
+            _equal(a.fields, col.get_block(k, timeout=0).fields)
+        monkeypatch.setattr(SampleBlock, "samples", lambda self: pytest.fail("materialized"))
+        monkeypatch.setattr(SampleBlock, "__getitem__", lambda self, i: pytest.fail("indexed"))
+    monkeypatch.undo()
+    assert plain.rate_limiter.inserts == col.rate_limiter.inserts > 0  # type: ignore[union-attr]
+    assert plain.rate_limiter.samples == col.rate_limiter.samples > 0  # type: ignore[union-attr]
+    _same_state(plain, col)
+
+
 def test_close_drain_and_rewind_as_plain() -> None:
     plain, col = _pair()
     _drive(plain, col, 11, n_ops=200)

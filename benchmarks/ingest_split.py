@@ -58,6 +58,7 @@ TIMED = (
     (ReservoirBuffer, "put_available", "put"),
     (ColumnarReservoirBuffer, "put_available", "put"),
     (ReservoirBuffer, "get_batch", "draws"),
+    (ColumnarReservoirBuffer, "get_batch", "draws"),
 )
 
 

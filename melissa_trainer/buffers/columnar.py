@@ -289,6 +289,22 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
             return [_own(s) for s in rows]
         return self._gather(rows).views()
 
+    def get_batch(self, n: int, timeout: float | None = None) -> list[Sample]:
+        """`Buffer.get_batch`: the same draws, gathered from the columns under the lock
+        (one ``take`` per field), handed out as per-sample views of that gather, made
+        outside the lock (a put waiting on it waits for the gather only)."""
+        with self._lock:
+            n = self._wait_to_get(n, timeout)
+            take = ReservoirBuffer._take_closed if self._closed else ReservoirBuffer._take
+            rows = take(self, n)
+            if not rows:
+                return []
+            self._count_got(len(rows))
+            if self._plain:
+                return [_own(s) for s in rows]
+            block = self._gather(rows)
+        return block.views()
+
     def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """`Buffer.get_block`: the same draws, gathered from the columns under the lock
         (one ``take`` per field) into arrays the caller owns."""

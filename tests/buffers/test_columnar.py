@@ -405,6 +405,27 @@ def test_get_batch_hands_out_views_of_one_gathered_batch() -> None:
         assert not np.shares_memory(base, col._columns[name])
 
 
+def test_get_batch_makes_its_views_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the gather holds the buffer's lock: the per-sample views of a read are made
+    after it is released (a put waiting on the lock waits for the gather only)."""
+    col = ColumnarReservoirBuffer(50, 8, seed=0)
+    rng = np.random.default_rng(0)
+    col.put_available([_sample(rng, i) for i in range(20)])
+    held: list[bool] = []
+    views = SampleBlock.views
+
+    def watched(block: SampleBlock) -> list:
+        free = col._lock.acquire(blocking=False)
+        if free:
+            col._lock.release()
+        held.append(not free)
+        return views(block)
+
+    monkeypatch.setattr(SampleBlock, "views", watched)
+    assert len(col.get_batch(6)) == 6
+    assert held == [False]
+
+
 def test_make_buffer_builds_it_for_a_reservoir_only() -> None:
     assert (
         type(make_buffer(BufferConfig("reservoir", 10, 1), columnar=True))

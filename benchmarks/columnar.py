@@ -10,6 +10,11 @@ full of 10,000 heat samples (a 32 x 32 float32 field, ``time_step``,
 * block put: a receiver's 100-sample `SampleBlock` into the full reservoir, with a
   ``get_block(32)`` between puts so that drawn samples can be evicted (plain: the block
   split into per-sample dicts; columnar: one scatter per field), per sample put;
+* sample read: ``get_batch(32)``, the trainer's batch when it has a `process_sample`
+  (plain: the draws, handing out the held dicts; columnar: the same draws, one gather
+  per field and a dict of views per sample: the cost the columnar store pays on a
+  read, against the per-sample objects a plain put builds and an eviction frees).
+  Target None: a figure to read;
 * single put: ``put`` of one sample at a time into an empty buffer until full (an
   `IterableSource`'s path; plain: stores a reference; columnar: copies into the row;
   the cost the columnar store pays). Target None: a figure to read.
@@ -76,6 +81,14 @@ def read_seconds(buffer: Buffer, reads: int) -> float:
     start = time.process_time()
     for _ in range(reads):
         buffer.get_block(BATCH)
+    return (time.process_time() - start) / reads
+
+
+def sample_read_seconds(buffer: Buffer, reads: int) -> float:
+    """CPU seconds per `get_batch(BATCH)`."""
+    start = time.process_time()
+    for _ in range(reads):
+        buffer.get_batch(BATCH)
     return (time.process_time() - start) / reads
 
 
@@ -167,6 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             f"put of {BLOCK}-sample blocks into a full reservoir, per sample",
             *interleaved(rounds, lambda cls: block_put_seconds(filled(cls, blocks), extra)),
             1.0,
+        ),
+        row(
+            f"get_batch({BATCH}) of a full reservoir (a reader of samples)",
+            *interleaved(rounds, lambda cls: sample_read_seconds(filled(cls, blocks), reads)),
+            None,
         ),
         row(
             "single-sample put into an empty reservoir, per sample",

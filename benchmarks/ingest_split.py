@@ -5,13 +5,15 @@ The pinned row of `benchmarks/ingest.py` (this process on one core, a client str
 says how much slower a step is beside the stream than alone; this says where the
 training thread's CPU goes in it: the pumps of the receiver (`IngestLoop.pump`: the
 receive, decode, dedup, the block of samples, and the buffer's puts), the buffer's puts
-inside them (`put_available`: a reservoir builds its per-sample dicts and evicts
-there), the receiver's own share (the pumps less the puts), the buffer's draws, and
-what is left of the difference with the same workload alone (pre-filled): outside the
-pumps and draws (freeing the evicted samples, the collate of samples fresh from the
-network, the scheduler's and ZeroMQ's work on this core). Thread CPU time
-(`time.thread_time`) of the training thread only, summed over every step of the run
-(50 warm-up steps included); alone and streamed alternate, medians.
+inside them (`put_available`: the trainer's reservoir, by column for these 1 KB rows,
+scatters a block's rows there; a plain one builds per-sample dicts and frees the
+evicted ones), the receiver's own share (the pumps less the puts), the buffer's draws
+(a gather and per-sample views by column), and what is left of the difference with
+the same workload alone (pre-filled, the same buffer): outside the pumps and draws (the
+collate of samples fresh from the network, the scheduler's and ZeroMQ's work on this
+core). Thread CPU time
+(`time.thread_time`) of the training thread only, summed over the timed steps (after 50
+warm-up steps; not the set-up); alone and streamed alternate, medians.
 
 Rows: the total thread CPU per step, ours (streamed) against alone (ratio: alone /
 ours); then each part, in microseconds per step, against the step alone (ratio: the
@@ -39,7 +41,7 @@ from typing import Any
 
 import torch
 
-from melissa_trainer.buffers import ReservoirBuffer
+from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.ingest_loop import IngestLoop
 
@@ -48,11 +50,15 @@ import ingest as bench  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
 from report import print_rows  # noqa: E402
 
-#: (owner, method, part) timed in the training thread
+#: (owner, method, part) timed in the training thread (the trainer's reservoir is
+#: columnar for this workload's 1 KB rows, the plain one's methods are timed too: a
+#: part is timed once however its calls nest)
 TIMED = (
     (IngestLoop, "pump", "pump"),
     (ReservoirBuffer, "put_available", "put"),
+    (ColumnarReservoirBuffer, "put_available", "put"),
     (ReservoirBuffer, "get_batch", "draws"),
+    (ColumnarReservoirBuffer, "get_batch", "draws"),
 )
 
 
@@ -62,16 +68,19 @@ def timed(seconds: collections.Counter[str]) -> Iterator[None]:
     when called from this thread (the training thread); restored on exit."""
     me = threading.get_ident()
     saved = [(owner, name, owner.__dict__.get(name)) for owner, name, _ in TIMED]
+    depth: collections.Counter[str] = collections.Counter()  # calls of a part under way
 
     def wrap(method: Any, part: str) -> Any:
         def timed_method(*args: Any, **kwargs: Any) -> Any:
-            if threading.get_ident() != me:
+            if threading.get_ident() != me or depth[part]:
                 return method(*args, **kwargs)
+            depth[part] += 1
             t0 = time.thread_time()
             try:
                 return method(*args, **kwargs)
             finally:
                 seconds[part] += time.thread_time() - t0
+                depth[part] -= 1
 
         return timed_method
 
@@ -88,19 +97,39 @@ def timed(seconds: collections.Counter[str]) -> Iterator[None]:
 
 
 def one_run(streamed: bool, steps: int, out: str, r: int, core: int | None) -> dict[str, float]:
-    """Microseconds of the training thread's CPU per step: in all, and per part."""
+    """Microseconds of the training thread's CPU per timed step (after the 50 warm-up
+    steps, as `ingest.StepClock` times them: not the trainer's set-up, nor the filling
+    of the pre-filled run's buffer, whose cost differs with the buffer's store): in
+    all, and per part."""
     samples = [{"u": u} for u in bench.distinct_fields(bench.KB, overhead.N_SAMPLES)]
     seconds: collections.Counter[str] = collections.Counter()
-    with timed(seconds):
-        t0 = time.thread_time()
-        if streamed:
-            bench.run_streamed(bench.KB, 20_000.0, steps, out, r, overhead.N_SAMPLES, False, core)
-        else:
-            source = overhead.Prefilled(samples)
-            bench.run_training(source, steps, out, r, bench.streamed_sample, overhead.N_SAMPLES)
-        total = time.thread_time() - t0
-    n = steps + 50  # (the warm-up steps ran too)
-    return {"total": total / n * 1e6, **{k: v / n * 1e6 for k, v in seconds.items()}}
+    marks: dict[str, Any] = {}
+
+    class Clock(bench.StepClock):  # the training thread's CPU and parts, from the warm-up
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            super().on_step_end(trainer, state, control)
+            if state.global_step == self.warmup:
+                marks["start"] = (time.thread_time(), collections.Counter(seconds))
+
+        def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+            super().on_train_end(trainer, state, control)
+            marks["end"] = (time.thread_time(), collections.Counter(seconds), self.steps)
+
+    clock_class, bench.StepClock = bench.StepClock, Clock  # (what run_training builds)
+    try:
+        with timed(seconds):
+            if streamed:
+                bench.run_streamed(
+                    bench.KB, 20_000.0, steps, out, r, overhead.N_SAMPLES, False, core
+                )
+            else:
+                source = overhead.Prefilled(samples)
+                bench.run_training(source, steps, out, r, bench.streamed_sample, overhead.N_SAMPLES)
+    finally:
+        bench.StepClock = clock_class
+    (t0, parts0), (t1, parts1, n) = marks["start"], marks["end"]
+    parts1.subtract(parts0)
+    return {"total": (t1 - t0) / n * 1e6, **{k: v / n * 1e6 for k, v in parts1.items()}}
 
 
 def rows_of(runs: dict[str, list[dict[str, float]]]) -> list[dict[str, Any]]:

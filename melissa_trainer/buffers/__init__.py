@@ -22,6 +22,8 @@ snapshots of k ranks over m (resuming on another number of ranks).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._common import BufferClosedError, BufferStats, Sample
 from ._state import ARRAYS_FILE, META_FILE
 from .base import Buffer
@@ -65,11 +67,15 @@ BUFFER_CLASSES: dict[str, type[Buffer]] = {
 }
 
 
-def make_buffer(config: BufferConfig, *, columnar: bool = False) -> Buffer:
+def make_buffer(
+    config: BufferConfig, *, columnar: bool = False, max_row_bytes: int | None = None
+) -> Buffer:
     """Build the buffer `config` describes (already validated by `BufferConfig`).
 
     `columnar`: a reservoir stores its samples by column (`ColumnarReservoirBuffer`:
-    the same draws, cheaper `get_block`, dearer `get_batch`); ignored by FIFO/FIRO.
+    the same draws, no per-sample object held, one gather per read); ignored by
+    FIFO/FIRO. `max_row_bytes`: the columnar reservoir's bound on a row (larger samples
+    are held plain, see `ColumnarReservoirBuffer`); None: no bound.
 
     Raises:
         TypeError: `config` is not a `BufferConfig` (e.g. the former
@@ -92,6 +98,7 @@ def make_buffer(config: BufferConfig, *, columnar: bool = False) -> Buffer:
         limiter = RateLimiter(
             config.sample_to_insert_ratio, tolerance, min_size_to_sample=config.watermark
         )
+    kwargs: dict[str, Any] = {"max_row_bytes": max_row_bytes} if columnar else {}
     return (ColumnarReservoirBuffer if columnar else ReservoirBuffer)(
         config.capacity,
         config.watermark,
@@ -99,4 +106,5 @@ def make_buffer(config: BufferConfig, *, columnar: bool = False) -> Buffer:
         rate_limiter=limiter,
         retain=config.retain,
         max_sample_reuse=config.max_sample_reuse,
+        **kwargs,
     )

@@ -32,6 +32,20 @@ SHARED_ROWS = 64
 SMALL_ROW_BYTES = 64
 
 
+#: ``(i, ...)`` for i in 0, 1, ...: the index of a 1-D column's element as a 0-d array,
+#: made once (replaced whole, never changed: a reader in another thread sees a prefix)
+_AT: tuple[tuple[int, Any], ...] = ()
+
+
+def _elements(column: np.ndarray, n: int) -> list[np.ndarray]:
+    """The first `n` elements of the 1-D `column` as 0-d views: one ``__getitem__`` per
+    element from C (`map`), a third cheaper than ``[column[i, ...] for i in ...]``."""
+    global _AT
+    if len(_AT) < n:
+        _AT = tuple((i, ...) for i in range(max(n, 2 * len(_AT), 64)))
+    return list(map(column.__getitem__, _AT[:n]))
+
+
 def _dicts(keys: list[str], columns: list[list[Any]]) -> list[Sample]:
     """One dict per row of `columns` (one column per key, >= 1 key), keyed by `keys`.
 
@@ -206,12 +220,21 @@ class SampleBlock(Sequence[Sample]):
                 if k not in small:
                     columns.append([row.copy() for row in rows])
                 elif rows.ndim == 1:  # 0-d views
-                    shared = rows.copy()
-                    columns.append([shared[j, ...] for j in range(hi - lo)])
+                    columns.append(_elements(rows.copy(), hi - lo))
                 else:
                     columns.append(list(rows.copy()))
             out += _dicts(keys, columns)
         return out
+
+    def views(self) -> list[Sample]:
+        """The samples as dicts of views of the block's arrays: no copy, and one dict
+        and one view per field and sample, against `samples`' copies. Every sample keeps
+        the whole block alive: for a block read whole, such as a batch gathered for its
+        reader (`ColumnarReservoirBuffer.get_batch`); `samples` gives samples that own
+        their memory. A 1-D column's element is a 0-d array, as in `samples`."""
+        n = self._n
+        columns = [list(v) if v.ndim > 1 else _elements(v, n) for v in self.fields.values()]
+        return _dicts(list(self.fields), columns) if n else []
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}: {v.dtype}{list(v.shape[1:])}" for k, v in self.fields.items())

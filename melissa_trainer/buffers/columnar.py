@@ -13,11 +13,15 @@ its data set:
   scatter per field for the whole block, no per-sample dict);
 * `get_block(n)` is one gather per field (``take`` of the drawn rows), under the lock
   (a later put may overwrite a row once its sample is evicted);
-* `get_batch(n)` returns copies of the drawn rows (the caller owns them; a row is
-  overwritten when its sample leaves), so the per-sample path costs one copy per
-  field more than the plain reservoir's: use this buffer where batches are read as
-  blocks (the trainer does so when it has neither `process_sample` nor
-  `collate_fn`).
+* `get_batch(n)` gathers the drawn rows as `get_block` does and returns per-sample
+  dicts of views of that batch (`SampleBlock.views`: the caller owns the batch's
+  arrays; a held row is overwritten when its sample leaves, a batch never is). A
+  sample of a batch keeps its whole batch alive. Against the plain reservoir, a put
+  builds no per-sample objects and an eviction frees none (the plain store frees a
+  dict and four arrays there, long out of the caches), and a read hands out samples
+  fresh in the caches, for one copy of the rows more per read: it pays for rows of a
+  few KiB (issue 42: a 1 KB field streamed beside training), not for large ones,
+  whose copy is the cost (`max_row_bytes` keeps those plain).
 
 The columns are allocated at the first sample, from its fields (names, in order,
 shapes and dtypes): ``numpy.empty``, so memory is touched only as rows are filled. A
@@ -26,7 +30,9 @@ numpy array) turns the buffer into a plain reservoir for good: every held row be
 a dict of copies, and the buffer carries on exactly as `ReservoirBuffer` (nothing is
 refused). So does an allocation of the columns that the system refuses (``MemoryError``:
 `capacity` rows at once beyond an overcommit limit), where the plain store, which grows
-sample by sample, may still do. Thread-safety, blocking and closing: `Buffer`'s contract.
+sample by sample, may still do, and a first sample whose row (all its fields) holds
+more than `max_row_bytes` (said at debug level only: a choice, not a fallback).
+Thread-safety, blocking and closing: `Buffer`'s contract.
 """
 
 from __future__ import annotations
@@ -37,17 +43,25 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.checks import as_count
+
 from ._common import Sample
 from .base import BufferClosedError
 from .block import SampleBlock
 from .reservoir import ReservoirBuffer
 
-__all__ = ["ColumnarReservoirBuffer"]
+__all__ = ["SAMPLE_READS_MAX_ROW_BYTES", "ColumnarReservoirBuffer"]
 
 logger = logging.getLogger(__name__)
 
 #: how the columns are allocated (a name of this module's, so that a test can refuse it)
 _empty = np.empty
+
+#: `max_row_bytes` for a reader of samples (`get_batch`): below it, a read's gather and
+#: views cost less than the per-sample objects of the plain store (the put's dict and
+#: arrays, the eviction's frees, the reader's misses on them); above it the copy of the
+#: rows is the cost, and a plain store hands its samples out without one
+SAMPLE_READS_MAX_ROW_BYTES = 64 << 10
 
 #: the placeholder `ReservoirBuffer`'s bookkeeping stores while a block's rows are
 #: being written (never seen outside the lock)
@@ -66,15 +80,24 @@ Layout = tuple[tuple[str, tuple[int, ...], np.dtype], ...]
 
 class ColumnarReservoirBuffer(ReservoirBuffer):
     """`ReservoirBuffer` with its samples stored by column (see the module docstring);
-    the same constructor and contract, the same draws for the same seed and puts."""
+    the same constructor and contract, the same draws for the same seed and puts.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    Args:
+        max_row_bytes: keyword only: a first sample whose fields hold more bytes than
+            this makes the buffer plain from the start (None: no bound).
+    """
+
+    def __init__(self, *args: Any, max_row_bytes: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self._max_row_bytes = (
+            None if max_row_bytes is None else as_count("max_row_bytes", max_row_bytes, 1)
+        )
         self._layout: Layout | None = None  # (name, shape, dtype) per field, in order
         self._columns: dict[str, np.ndarray] = {}
         self._row_views: list[_Row | None] = []  # per slot, made at its first store
         self._plain = False  # a sample that did not fit: a plain reservoir from then on
         self._why_plain: str | None = None  # why the columns were refused, for the log
+        self._chosen_plain = False  # refused by `max_row_bytes`: a choice, logged at debug
 
     @property
     def columnar(self) -> bool:
@@ -125,7 +148,14 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
     def _allocate(self, layout: Layout) -> bool:
         """The columns (``numpy.empty``: pages are touched as rows are written); False
         when the system refuses `capacity` rows at once (an overcommit limit), where the
-        plain store, which grows sample by sample, may still do."""
+        plain store, which grows sample by sample, may still do, or when a row holds
+        more than `max_row_bytes`."""
+        row_bytes = sum(int(np.prod(s)) * d.itemsize for _, s, d in layout)
+        bound = self._max_row_bytes
+        if bound is not None and row_bytes > bound:
+            self._why_plain = f"rows of {row_bytes} bytes, above max_row_bytes={bound}"
+            self._chosen_plain = True
+            return False
         try:
             columns = {n: _empty((self._capacity, *s), d) for n, s, d in layout}
         except MemoryError as exc:
@@ -177,7 +207,8 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         """Every held row as a dict of copies; no columns from now on (lock held). Said
         once in the log: the store goes on, slower per batch, and the user should know."""
         self._plain = True
-        logger.info(
+        logger.log(
+            logging.DEBUG if self._chosen_plain else logging.INFO,
             "reservoir: samples kept one by one from now on, not by column (%s)",
             self._why_plain or "a sample whose fields differ from the first one's",
         )
@@ -198,9 +229,10 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
 
     def put_available(self, samples: Sequence[Sample]) -> int:
         """`Buffer.put_available`; a `SampleBlock` whose fields fit the columns goes in
-        with one scatter per field (the same slots, draws and counters as its samples
-        one by one)."""
-        if type(samples) is not SampleBlock or self._limiter is not None or not len(samples):
+        with one scatter per field (the same slots, draws and counters, the rate
+        limiter's too, as its samples one by one; and no per-sample object, even for
+        the part a limiter holds back)."""
+        if type(samples) is not SampleBlock or not len(samples):
             return super().put_available(samples)
         fields = samples.fields
         with self._lock:
@@ -211,6 +243,13 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                     )
                 room = self._capacity - self._size()  # inserts without an eviction
                 n = min(len(samples), room + len(self._drawn))
+                lim = self._limiter
+                if lim is not None:  # as `Buffer.put_available` asks it, sample by sample
+                    allowed = 0
+                    while allowed < n and (self._n_size_blocked or lim.can_insert()):
+                        lim.inserts += 1
+                        allowed += 1
+                    n = allowed
                 for _ in range(min(n, room)):  # the bookkeeping only: rows come after
                     ReservoirBuffer._insert(self, _PENDING, self._n_put)
                     self._n_put += 1
@@ -221,9 +260,9 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                     index = np.asarray(slots, dtype=np.intp)
                     for name, column in self._columns.items():
                         column[index] = fields[name][:n]
-                    held = self._slots
-                    for slot in slots:
-                        held[slot] = self._row(slot)
+                    held, views = self._slots, self._row_views
+                    for slot in slots:  # (a slot's views are made once, then reused)
+                        held[slot] = views[slot] or self._row(slot)
                     if self._size() >= self._wake_len:
                         self._readable.notify_all()
                 return n
@@ -232,10 +271,39 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
 
     # ------------------------------------------------------------------ reading rows
     def _take(self, n: int) -> list[Sample]:
-        return [_own(s) for s in super()._take(n)]
+        return self._handed_out(super()._take(n))
 
     def _take_closed(self, n: int) -> list[Sample]:
-        return [_own(s) for s in super()._take_closed(n)]
+        return self._handed_out(super()._take_closed(n))
+
+    def _gather(self, rows: list[Sample]) -> SampleBlock:
+        """The drawn `rows` (held `_Row`s, not empty) as one block of fresh arrays:
+        one ``take`` per column (lock held: a later put may overwrite a row)."""
+        index = np.fromiter((r.slot for r in rows), np.intp, len(rows))  # type: ignore[attr-defined]
+        return SampleBlock({k: c.take(index, axis=0) for k, c in self._columns.items()})
+
+    def _handed_out(self, rows: list[Sample]) -> list[Sample]:
+        """What `get_batch` returns of the drawn `rows`: views of their gathered block
+        (samples in columns), or the held dicts (plain: they are never modified)."""
+        if self._plain or not rows:
+            return [_own(s) for s in rows]
+        return self._gather(rows).views()
+
+    def get_batch(self, n: int, timeout: float | None = None) -> list[Sample]:
+        """`Buffer.get_batch`: the same draws, gathered from the columns under the lock
+        (one ``take`` per field), handed out as per-sample views of that gather, made
+        outside the lock (a put waiting on it waits for the gather only)."""
+        with self._lock:
+            n = self._wait_to_get(n, timeout)
+            take = ReservoirBuffer._take_closed if self._closed else ReservoirBuffer._take
+            rows = take(self, n)
+            if not rows:
+                return []
+            self._count_got(len(rows))
+            if self._plain:
+                return [_own(s) for s in rows]
+            block = self._gather(rows)
+        return block.views()
 
     def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """`Buffer.get_block`: the same draws, gathered from the columns under the lock
@@ -248,8 +316,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                 return SampleBlock.empty()
             self._count_got(len(rows))
             if not self._plain:
-                index = np.fromiter((r.slot for r in rows), np.intp, len(rows))  # type: ignore[attr-defined]
-                return SampleBlock({k: c.take(index, axis=0) for k, c in self._columns.items()})
+                return self._gather(rows)
         # plain: the held dicts are never modified, so they stack outside the lock
         return SampleBlock.from_samples(rows)
 
@@ -265,6 +332,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
     def _load_contents(self, samples: dict[str, Sample], meta: dict[str, Any]) -> None:
         super()._load_contents(samples, meta)
         self._layout, self._columns, self._row_views, self._plain = None, {}, [], False
+        self._why_plain, self._chosen_plain = None, False
         for slot in sorted(self._undrawn + self._drawn):
             sample = self._slots[slot]
             assert sample is not None

@@ -63,6 +63,8 @@ class StreamSource(Source):
     `finished_simulations` may be called from any thread).
     """
 
+    puts_blocks = True  # its receivers' pumps put `SampleBlock`s
+
     #: every rank's receiver sees each simulation end: logged once, not summed over ranks
     study_keys = frozenset({"simulations_finished", "simulations_abandoned"})
 

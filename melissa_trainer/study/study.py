@@ -99,6 +99,8 @@ class Study(Source):
         TypeError: `launcher` is not a `Launcher` or `stream` not a `StreamSource`.
     """
 
+    puts_blocks = True  # through its `StreamSource`
+
     study_keys = StreamSource.study_keys
 
     def __init__(self, launcher: Launcher, stream: StreamSource | None = None) -> None:

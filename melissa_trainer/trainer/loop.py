@@ -118,8 +118,10 @@ class OnlineTrainer(TrainerLosses):
             raise ValueError("eval_dataset is empty: pass None to skip validation")
         self.eval_dataset = eval_dataset
 
-        self.buffer: Buffer = make_rank_buffer(args, acc, process_sample, collate_fn)
         self.source = as_source(train_source)  # (configured last, once output_dir is locked)
+        self.buffer: Buffer = make_rank_buffer(
+            args, acc, process_sample, collate_fn, self.source.puts_blocks
+        )
         self.dataset = StreamDataset(
             self.buffer,
             args.batch_size,

@@ -14,6 +14,7 @@ import os
 from accelerate import Accelerator
 
 from melissa_trainer.buffers import Buffer, make_buffer
+from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import cpu_only_launch
@@ -56,11 +57,14 @@ def make_rank_buffer(
     accelerator: Accelerator,
     process_sample: ProcessSample | None,
     collate_fn: Collate | None,
+    puts_blocks: bool = True,
 ) -> Buffer:
     """This rank's buffer, as `args` asks: on the host, or mirrored on the training
     device (``buffer_device="accelerator"``); a host reservoir stores its samples by
-    column (`ColumnarReservoirBuffer`) when batches are read as blocks (neither
-    `process_sample` nor `collate_fn`). Warns when pseudo-epochs keep every sample.
+    column (`ColumnarReservoirBuffer`) when batches are read as blocks, and for a
+    reader of samples (a `process_sample` or `collate_fn`) when the source
+    `puts_blocks` (a receiver's) and rows are at most `SAMPLE_READS_MAX_ROW_BYTES`.
+    Warns when pseudo-epochs keep every sample.
 
     Raises:
         ValueError: a device buffer with a `process_sample` or `collate_fn`
@@ -72,9 +76,15 @@ def make_rank_buffer(
         check_device_buffer(process_sample, collate_fn)
         buffer = make_device_buffer(config, accelerator.device)
     else:
-        # batches read as blocks (no per-sample function): a reservoir stores its
-        # samples by column, so a batch is one gather per field, as offline's index
-        buffer = make_buffer(config, columnar=process_sample is None and collate_fn is None)
+        # a reservoir stores its samples by column: batches read as blocks (no
+        # per-sample function) are one gather per field, as offline's index; read as
+        # samples, views of that gather, for rows small enough that the copy costs less
+        # than the plain store's per-sample objects (issue 42), when samples come in
+        # blocks: one at a time (an in-process source), a put would copy each into its
+        # row where the plain store keeps a reference, and the reads cost more
+        blocks = process_sample is None and collate_fn is None
+        max_row = None if blocks else SAMPLE_READS_MAX_ROW_BYTES
+        buffer = make_buffer(config, columnar=blocks or puts_blocks, max_row_bytes=max_row)
     if args.pseudo_epochs > 1 and args.buffer != "reservoir":
         logger.warning(
             "pseudo_epochs=%d with buffer=%s keeps every streamed sample in memory "

@@ -80,6 +80,26 @@ def test_a_block_is_a_sequence_of_samples_that_own_their_memory() -> None:
         block[::2]
 
 
+@pytest.mark.parametrize("n_fields", [1, 2, 3, 4, 5])
+def test_views_are_the_samples_without_a_copy(n_fields: int) -> None:
+    """`views` gives what `samples` gives (fields, order, dtypes, shapes, values; a 1-D
+    column's element as a 0-d array), as views of the block's own arrays."""
+    block = block_of(5, 70)
+    fields = dict(list(block.fields.items())[:n_fields] if n_fields <= 3 else block.fields)
+    for i in range(3, n_fields):
+        fields[f"extra{i}"] = np.arange(70 * 2).reshape(70, 2) + i
+    block = SampleBlock(fields)
+    views, samples = block.views(), block.samples()
+    assert len(views) == len(samples) == 70
+    for v, s in zip(views, samples, strict=True):
+        assert same_sample(v, s)
+        for name, value in v.items():
+            assert np.shares_memory(value, block.fields[name])
+    full = block_of(5, 70).views()
+    assert int(full[3]["id"]) == 8 and full[3]["id"].shape == ()
+    assert SampleBlock.empty().views() == []
+
+
 @pytest.mark.parametrize("n_fields", [1, 2, 3, 4, 5, 7])
 def test_samples_hold_every_field_whatever_their_number(n_fields: int) -> None:
     fields = {

@@ -111,6 +111,52 @@ def test_same_with_a_rate_limiter() -> None:
     _same_state(plain, col)
 
 
+@pytest.mark.parametrize("seed", [0, 1])
+def test_blocks_under_a_rate_limiter_go_in_as_the_plain_ones(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a rate limiter too, a block goes in by column (no per-sample object, even
+    for the part the limiter holds back) and gives what the plain reservoir gives."""
+
+    def pair() -> tuple[ReservoirBuffer, ColumnarReservoirBuffer]:
+        return ReservoirBuffer(
+            50, 8, seed=3, rate_limiter=RateLimiter(2.0, 40.0, min_size_to_sample=8)
+        ), ColumnarReservoirBuffer(
+            50, 8, seed=3, rate_limiter=RateLimiter(2.0, 40.0, min_size_to_sample=8)
+        )
+
+    plain, col = pair()
+    rng = np.random.default_rng(seed)
+    blocks = [
+        SampleBlock.from_samples(
+            [_sample(rng, 30 * b + i) for i in range(int(rng.integers(1, 30)))]
+        )
+        for b in range(60)
+    ]
+    reads = rng.integers(1, 9, size=len(blocks)).tolist()
+    first = col.put_available(blocks[0])  # the columns exist: no sample from now on
+    assert first == plain.put_available(blocks[0]) and col.columnar
+    monkeypatch.setattr(SampleBlock, "samples", lambda self: pytest.fail("materialized"))
+    monkeypatch.setattr(SampleBlock, "__getitem__", lambda self, i: pytest.fail("indexed"))
+    for block, k in zip(blocks[1:], reads, strict=False):
+        n = col.put_available(block)
+        monkeypatch.undo()
+        assert plain.put_available(block) == n
+        try:
+            a = plain.get_block(k, timeout=0)
+        except TimeoutError:
+            with pytest.raises(TimeoutError):
+                col.get_block(k, timeout=0)
+        else:
+            _equal(a.fields, col.get_block(k, timeout=0).fields)
+        monkeypatch.setattr(SampleBlock, "samples", lambda self: pytest.fail("materialized"))
+        monkeypatch.setattr(SampleBlock, "__getitem__", lambda self, i: pytest.fail("indexed"))
+    monkeypatch.undo()
+    assert plain.rate_limiter.inserts == col.rate_limiter.inserts > 0  # type: ignore[union-attr]
+    assert plain.rate_limiter.samples == col.rate_limiter.samples > 0  # type: ignore[union-attr]
+    _same_state(plain, col)
+
+
 def test_close_drain_and_rewind_as_plain() -> None:
     plain, col = _pair()
     _drive(plain, col, 11, n_ops=200)
@@ -319,10 +365,73 @@ def test_columns_refused_by_the_system_leave_it_plain(
     assert not col.columnar
 
 
+@pytest.mark.parametrize("as_block", [False, True])
+def test_rows_above_max_row_bytes_are_held_plain_from_the_first(
+    caplog: pytest.LogCaptureFixture, as_block: bool
+) -> None:
+    """A first sample larger than `max_row_bytes` keeps the buffer plain (a choice:
+    said at debug level only), which then serves as the plain reservoir does; one of
+    exactly that size is stored by column."""
+    caplog.set_level("DEBUG", logger="melissa_trainer.buffers.columnar")
+    row = 3 * 4 * 4 + 8 + 8 + 3 * 8  # `_sample`'s bytes: field, two ids, parameters
+    rng = np.random.default_rng(0)
+    batch = [_sample(rng, i) for i in range(20)]
+    items = SampleBlock.from_samples(batch) if as_block else batch
+    fits = ColumnarReservoirBuffer(50, 8, seed=7, max_row_bytes=row)
+    assert fits.put_available(items) == 20 and fits.columnar
+    plain = ReservoirBuffer(50, 8, seed=7)
+    col = ColumnarReservoirBuffer(50, 8, seed=7, max_row_bytes=row - 1)
+    assert plain.put_available(items) == col.put_available(items) == 20
+    assert not col.columnar
+    said = [r for r in caplog.records if "not by column" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "DEBUG", said
+    assert f"above max_row_bytes={row - 1}" in said[0].getMessage()
+    _drive(plain, col, 4, n_ops=150)
+    assert not col.columnar
+    with pytest.raises(ValueError, match="max_row_bytes"):
+        ColumnarReservoirBuffer(50, 8, max_row_bytes=0)
+
+
+def test_get_batch_hands_out_views_of_one_gathered_batch() -> None:
+    """A read's samples are views of arrays gathered for it (one per field), never of
+    the buffer's columns."""
+    col = ColumnarReservoirBuffer(50, 8, seed=0)
+    rng = np.random.default_rng(0)
+    col.put_available([_sample(rng, i) for i in range(20)])
+    batch = col.get_batch(6)
+    for name in batch[0]:
+        base = batch[0][name].base
+        assert base is not None and all(s[name].base is base for s in batch)
+        assert not np.shares_memory(base, col._columns[name])
+
+
+def test_get_batch_makes_its_views_outside_the_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the gather holds the buffer's lock: the per-sample views of a read are made
+    after it is released (a put waiting on the lock waits for the gather only)."""
+    col = ColumnarReservoirBuffer(50, 8, seed=0)
+    rng = np.random.default_rng(0)
+    col.put_available([_sample(rng, i) for i in range(20)])
+    held: list[bool] = []
+    views = SampleBlock.views
+
+    def watched(block: SampleBlock) -> list:
+        free = col._lock.acquire(blocking=False)
+        if free:
+            col._lock.release()
+        held.append(not free)
+        return views(block)
+
+    monkeypatch.setattr(SampleBlock, "views", watched)
+    assert len(col.get_batch(6)) == 6
+    assert held == [False]
+
+
 def test_make_buffer_builds_it_for_a_reservoir_only() -> None:
     assert (
         type(make_buffer(BufferConfig("reservoir", 10, 1), columnar=True))
         is ColumnarReservoirBuffer
     )
     assert type(make_buffer(BufferConfig("reservoir", 10, 1))) is ReservoirBuffer
+    bounded = make_buffer(BufferConfig("reservoir", 10, 1), columnar=True, max_row_bytes=8)
+    assert bounded._max_row_bytes == 8  # type: ignore[attr-defined]
     assert type(make_buffer(BufferConfig("fifo", 10, 1), columnar=True)).__name__ == "FIFOBuffer"

@@ -58,36 +58,27 @@ def _train(out: Path, blocks: bool = True, **kwargs: Any) -> OnlineTrainer:
     return trainer
 
 
-def test_blocks_read_a_columnar_reservoir_that_trains_as_the_plain_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    columnar = _train(tmp_path / "a", process_batch=_batch)
-    assert type(columnar.buffer) is ColumnarReservoirBuffer and columnar.buffer.columnar
-    _plain_store(monkeypatch)
-    plain = _train(tmp_path / "b", process_batch=_batch)
-    assert type(plain.buffer) is ReservoirBuffer
-    assert columnar.state.global_step == plain.state.global_step == 60
-    for a, b in zip(columnar.model.parameters(), plain.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
-    assert columnar.buffer.stats() == plain.buffer.stats()
-
-
 def _plain_store(monkeypatch: pytest.MonkeyPatch) -> None:
     """The trainer's buffer built by `make_buffer` without columns (the oracle)."""
     monkeypatch.setattr(trainer_setup, "make_buffer", lambda config, **_: make_buffer(config))
 
 
-def test_a_per_sample_function_reads_small_rows_from_columns_as_the_plain_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("reader", ["process_batch", "process_sample"])
+def test_a_columnar_reservoir_trains_as_the_plain_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reader: str
 ) -> None:
-    columnar = _train(tmp_path / "a", process_sample=xy)
+    """Batches read as blocks (a `process_batch`), or samples of small rows read one by
+    one (a `process_sample`) from a source that puts blocks: stored by column, and the
+    same training, bit for bit, as on the plain store."""
+    kwargs: dict[str, Any] = {reader: _batch if reader == "process_batch" else xy}
+    columnar = _train(tmp_path / "a", **kwargs)
     assert type(columnar.buffer) is ColumnarReservoirBuffer and columnar.buffer.columnar
     _plain_store(monkeypatch)
-    plain = _train(tmp_path / "b", process_sample=xy)
+    plain = _train(tmp_path / "b", **kwargs)
     assert type(plain.buffer) is ReservoirBuffer
     assert columnar.state.global_step == plain.state.global_step == 60
-    for a, b in zip(columnar.model.parameters(), plain.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    for x, y in zip(columnar.model.parameters(), plain.model.parameters(), strict=True):
+        torch.testing.assert_close(x, y, rtol=0, atol=0)
     assert columnar.buffer.stats() == plain.buffer.stats()
 
 

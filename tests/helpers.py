@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import zmq
 
 from melissa_trainer import Buffer, Hook, Source, TrainerControl, TrainerState
 from melissa_trainer.launcher.backends.mpiexec import _next_to_python
@@ -106,6 +107,19 @@ def read_source(source: Source, buffer: Buffer) -> list[dict[str, np.ndarray]]:
         if not batch:
             return out
         out.extend(batch)
+
+
+def send_all(endpoint: str, frames: list[list[bytes]]) -> zmq.Context:
+    """Queue every message to `endpoint` on one PUSH socket (ZeroMQ sends in the
+    background, the socket lingering until they are out); the context is the caller's
+    to close (`ctx.term()` waits for the sends)."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.connect(endpoint)
+    for message in frames:
+        sock.send_multipart(message)
+    sock.close(linger=-1)
+    return ctx
 
 
 def run_group(cmd: list[str], *, timeout: float, **kwargs: Any) -> subprocess.CompletedProcess[str]:

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
-import zmq
-from helpers import Keys, drain, linear_samples, small_model, xy
+from helpers import Keys, drain, linear_samples, send_all, small_model, xy
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments, wire
 from melissa_trainer.buffers import FIFOBuffer
@@ -176,13 +175,7 @@ def step_message(t: int) -> list[bytes]:
 
 def send(endpoint: str, frames: list[list[bytes]]) -> None:
     """Deliver `frames` to `endpoint` (one PUSH socket, lingering until they are out)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(endpoint)
-    for message in frames:
-        sock.send_multipart(message)
-    sock.close(linger=-1)
-    ctx.term()
+    send_all(endpoint, frames).term()
 
 
 def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

@@ -18,8 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
-from helpers import drain
+from helpers import drain, send_all
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -52,18 +51,6 @@ def messages(kind: str) -> list[list[bytes]]:
             out.append([head + body])
     out.append([P.encode_bye(1, 0, 1, STEPS)])
     return out
-
-
-def send_all(endpoint: str, frames: list[list[bytes]]) -> zmq.Context:
-    """Queue every message to `endpoint` (ZeroMQ sends in the background; the context
-    is the caller's to close)."""
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.connect(endpoint)
-    for message in frames:
-        sock.send_multipart(message)
-    sock.close(linger=-1)
-    return ctx
 
 
 def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:

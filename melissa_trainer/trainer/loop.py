@@ -1,7 +1,9 @@
 """`OnlineTrainer`: the training loop, hook dispatch and stop synchronisation.
 
 Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
-The data path is one-directional: source -> buffer -> dataset -> this loop.
+The data path is one-directional: source -> buffer -> dataset -> this loop. What the
+loop does at its action points (`_perform_requested_actions`: log, validate, save) is
+`actions`'; the loss a step minimises, `losses`'.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.core.stop_sync import StopSync, window_steps
 from melissa_trainer.hooks import Event, Hook, HookList, trainer_hooks
 from melissa_trainer.sources.source import Source, as_source
-from melissa_trainer.trainer import checkpointing as trainer_checkpoint
-from melissa_trainer.trainer import reporting as metrics
+from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.ending import end_training
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
@@ -45,7 +47,7 @@ from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, ma
 logger = logging.getLogger(__name__)
 
 
-class OnlineTrainer(TrainerLosses):
+class OnlineTrainer(TrainerActions, TrainerLosses):
     """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
 
     Args:
@@ -69,6 +71,9 @@ class OnlineTrainer(TrainerLosses):
         use_default_hooks: install the built-in hooks that `args` asks for
             (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
             ``simulation_loss_steps`` is installed either way).
+
+    The actions hooks request (`log`, `evaluate`, `save_checkpoint`, `load_checkpoint`)
+    are `TrainerActions`'; the losses, `TrainerLosses`'.
 
     Override `compute_loss(model, batch)` for any other loss or batch layout, and then
     `compute_sample_losses` too if a hook asks for the per-sample losses (overrides
@@ -213,7 +218,7 @@ class OnlineTrainer(TrainerLosses):
         self._choose_loss()
         self._output_hold.hold()
         try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
-            resume = trainer_checkpoint.resolve_resume(self)  # verified, the same on every rank
+            resume = checkpointing.resolve_resume(self)  # verified, the same on every rank
             if resume is not None:
                 self.load_checkpoint(resume)
                 hooks.fire(Event.LOAD, self, state, control, str(resume))
@@ -349,83 +354,3 @@ class OnlineTrainer(TrainerLosses):
         if self._move_batches:
             batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
         return batch, n
-
-    def _perform_requested_actions(self) -> None:
-        """An action point: the log, validation and save requested since the last one.
-
-        The one place where these flags are cleared, each as its action starts: a
-        request made by the action's own events (a save asked for in
-        `on_validation_end`, say) is then performed here too when its action comes
-        later, or at the next action point otherwise; never dropped.
-        """
-        control = self.control
-        if control.should_log or control.should_validate or control.should_save:
-            self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
-        if control.should_log:
-            control.should_log = False
-            self.log()
-        if control.should_validate:
-            control.should_validate = False
-            self.evaluate()
-        if control.should_save:
-            control.should_save = False
-            self.save_checkpoint()
-
-    # -- actions requested by hooks --------------------------------------------------------
-
-    def log(self) -> dict[str, float]:
-        """Reduce the figures since the last log over ranks and fire LOG. Collective.
-
-        `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
-        also across a resume), `state.last_log_step` is this step. The source's
-        telemetry is summed over ranks, but for its `study_keys` (figures every rank
-        counts in full), whose maximum is logged (see `LogFigures.reduce`).
-        """
-        return metrics.log(self)
-
-    def evaluate(self) -> dict[str, float]:
-        """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;
-        fires VALIDATION_START and VALIDATION_END. Collective.
-
-        Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
-        `validations_since_best`: see `TrainerState.record_metric`) and the step in
-        `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
-        `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
-        """
-        return metrics.evaluate(self)
-
-    # -- checkpoints --------------------------------------------------------------------------
-
-    def save_checkpoint(self) -> Path | None:
-        """Write a checkpoint of this step on every rank; returns its path. Collective.
-
-        A failure on any rank (a full disk) removes the partial checkpoint and raises
-        `CheckpointSaveError` on every rank, or, with ``on_save_error="continue"``, is
-        logged and returns None. The checkpoint holds a manifest of its files' hashes,
-        written last (see `melissa_trainer.checkpoint.manifest`).
-
-        Idempotent: saving twice at one step rewrites the same checkpoint. Durable: every
-        file is fsynced before the atomic rename, and the directories after it (see
-        `checkpoint`'s module docstring); a save blocks training for that long.
-        `state.total_samples_seen` is made exact first (one small all-reduce), so the
-        checkpoint records every sample trained on up to this step; `state.last_save_step`
-        is this step. Fires SAVE once the checkpoint is in place.
-
-        Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
-        loss since the last check, or a weight, is NaN or infinite.
-        """
-        self._loss_guard.check(self.model.parameters())
-        return trainer_checkpoint.save_checkpoint(self)
-
-    def load_checkpoint(self, path: str | Path) -> None:
-        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
-
-        See docs/resume.md for what is restored exactly and what user code sees again.
-        A checkpoint written by another number of ranks is resharded: each rank takes
-        its share of every per-rank part (`checkpoint_reshard`). Raises ValueError when
-        it cannot be (a source that cannot reshard, another buffer kind: before
-        anything is loaded), `CheckpointError` naming the file when one does not load
-        (on every rank). Collective. It does not verify the manifest: `train()` does,
-        when it resumes.
-        """
-        trainer_checkpoint.load_checkpoint(self, Path(path))

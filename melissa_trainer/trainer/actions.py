@@ -1,0 +1,117 @@
+"""`TrainerActions`: what hooks ask `OnlineTrainer` to do, a base class of it.
+
+A hook requests a log, a validation or a save by setting `TrainerControl`'s flags; the
+loop performs them at its action points (`_perform_requested_actions`: after each step,
+before a pseudo-epoch's replay, at the end). `log`, `evaluate`, `save_checkpoint` and
+`load_checkpoint` are also public: user code may call them between steps. Each is
+collective (every rank calls it at the same step) and delegates to its module:
+`reporting` for the logs and validation, `checkpointing` for the checkpoints.
+
+Thread-safety: the training thread only, as the trainer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+import torch
+
+from melissa_trainer.core.loss_guard import LossGuard
+from melissa_trainer.core.state import TrainerControl
+from melissa_trainer.trainer import checkpointing, reporting
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+__all__ = ["TrainerActions"]
+
+
+class TrainerActions:
+    """The actions of `OnlineTrainer` (which sets the attributes declared here)."""
+
+    control: TrainerControl
+    model: torch.nn.Module
+    #: stops training at a non-finite loss, before any checkpoint holds it
+    _loss_guard: LossGuard
+
+    def _as_trainer(self) -> OnlineTrainer:
+        """This object as the `OnlineTrainer` it is (the one class built on this one),
+        which `reporting` and `checkpointing` read."""
+        return cast("OnlineTrainer", self)
+
+    def _perform_requested_actions(self) -> None:
+        """An action point: the log, validation and save requested since the last one.
+
+        The one place where these flags are cleared, each as its action starts: a
+        request made by the action's own events (a save asked for in
+        `on_validation_end`, say) is then performed here too when its action comes
+        later, or at the next action point otherwise; never dropped.
+        """
+        control = self.control
+        if control.should_log or control.should_validate or control.should_save:
+            self._loss_guard.check()  # nothing logged, validated or saved past a NaN loss
+        if control.should_log:
+            control.should_log = False
+            self.log()
+        if control.should_validate:
+            control.should_validate = False
+            self.evaluate()
+        if control.should_save:
+            control.should_save = False
+            self.save_checkpoint()
+
+    def log(self) -> dict[str, float]:
+        """Reduce the figures since the last log over ranks and fire LOG. Collective.
+
+        `state.total_samples_seen` is exact afterwards (the sum of every rank's samples,
+        also across a resume), `state.last_log_step` is this step. The source's
+        telemetry is summed over ranks, but for its `study_keys` (figures every rank
+        counts in full), whose maximum is logged (see `LogFigures.reduce`).
+        """
+        return reporting.log(self._as_trainer())
+
+    def evaluate(self) -> dict[str, float]:
+        """Mean loss over `eval_dataset` (`eval_loss`), each rank on its share, reduced;
+        fires VALIDATION_START and VALIDATION_END. Collective.
+
+        Records `metric_for_best_model` in the state (`best_metric`, `best_step`,
+        `validations_since_best`: see `TrainerState.record_metric`) and the step in
+        `state.last_eval_step`, before VALIDATION_END. Raises ValueError without an
+        `eval_dataset`, KeyError when the metrics lack `metric_for_best_model`.
+        """
+        return reporting.evaluate(self._as_trainer())
+
+    def save_checkpoint(self) -> Path | None:
+        """Write a checkpoint of this step on every rank; returns its path. Collective.
+
+        A failure on any rank (a full disk) removes the partial checkpoint and raises
+        `CheckpointSaveError` on every rank, or, with ``on_save_error="continue"``, is
+        logged and returns None. The checkpoint holds a manifest of its files' hashes,
+        written last (see `melissa_trainer.checkpoint.manifest`).
+
+        Idempotent: saving twice at one step rewrites the same checkpoint. Durable: every
+        file is fsynced before the atomic rename, and the directories after it (see
+        `checkpoint`'s module docstring); a save blocks training for that long.
+        `state.total_samples_seen` is made exact first (one small all-reduce), so the
+        checkpoint records every sample trained on up to this step; `state.last_save_step`
+        is this step. Fires SAVE once the checkpoint is in place.
+
+        Raises `NonFiniteLossError` (on every rank, writing nothing) when a training
+        loss since the last check, or a weight, is NaN or infinite.
+        """
+        self._loss_guard.check(self.model.parameters())
+        return checkpointing.save_checkpoint(self._as_trainer())
+
+    def load_checkpoint(self, path: str | Path) -> None:
+        """Restore model, optimizer, scheduler, scaler, RNG, state, hooks, buffer, pending.
+
+        See docs/resume.md for what is restored exactly and what user code sees again.
+        A checkpoint written by another number of ranks is resharded: each rank takes
+        its share of every per-rank part (`melissa_trainer.checkpoint.reshard`). Raises
+        ValueError when it cannot be (a source that cannot reshard, another buffer kind:
+        before anything is loaded), `CheckpointError` naming the file when one does not
+        load (on every rank). Collective. It does not verify the manifest: `train()`
+        does, when it resumes.
+        """
+        checkpointing.load_checkpoint(self._as_trainer(), Path(path))

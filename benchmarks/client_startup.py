@@ -17,7 +17,7 @@ to a loopback TCP port and published in a rendezvous directory (`write_rendezvou
 the trainer's receivers do). Its clock (`time.monotonic`, one clock for every process
 on Linux) runs from just before `subprocess.Popen` to the arrival of the first step:
 ours, the DATA of time step 0 after the HELLO (both decoded and checked with
-`stream.protocol`; the payload compared); the baseline, its one message. The arms
+`melissa_trainer.wire`; the payload compared); the baseline, its one message. The arms
 alternate (ours, baseline, ours ...) after a warm-up launch of each; medians over the
 launches.
 

@@ -110,7 +110,7 @@ def run_hand(
         if i == warmup:
             synchronize(device)
             start = time.perf_counter()
-        if graphs:  # as the trainer's step does (`accelerated.make_train_step`)
+        if graphs:  # as the trainer's step does (`core.accelerated.make_train_step`)
             torch.compiler.cudagraph_mark_step_begin()
         loss = torch.nn.functional.mse_loss(forward(x), y)
         loss.backward()

@@ -12,9 +12,9 @@ rank, as in a checkpoint taken inside a stop-sync window. Then each rank of the 
 that resumes loads its buffer, in a fresh process (one per simulated rank, forked from
 a server that imported the library once: `isolated.py`):
 
-* baseline, on 2 ranks: what `checkpoint_registry` runs on the same number of ranks,
+* baseline, on 2 ranks: what `checkpoint.registry` runs on the same number of ranks,
   `Buffer.load` then `StreamDataset.load` of the rank's own directory;
-* ours, on 3 ranks: what `checkpoint_reshard.Reshard` runs for the buffer and pending
+* ours, on 3 ranks: what `checkpoint.reshard.Reshard` runs for the buffer and pending
   parts on another number of ranks: `read_snapshot` and `read_pending` of every old
   rank, `buffers.reshard.share`, `Buffer.load_state_dict`, and the dataset's
   `clear_pending`.

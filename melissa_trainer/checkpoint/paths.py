@@ -1,7 +1,7 @@
 """Checkpoint directories: naming, atomic commit, rotation, resolution of "latest",
 an earlier run's folder moved aside.
 
-Small pure functions on paths; what goes inside is `checkpoint_registry`'s (its named
+Small pure functions on paths; what goes inside is `checkpoint.registry`'s (its named
 parts, each written and read by its owner).
 
 Atomicity contract: a checkpoint is written into a staging directory
@@ -14,7 +14,7 @@ deletes the checkpoint just written (`rotate`'s `keep`), even when checkpoints o
 steps exist (a run resumed from an older checkpoint, the newer ones being corrupt).
 
 Verification: each checkpoint holds `manifest.json`, every file's size and hash,
-written last (`melissa_trainer.checkpoint.manifest`); `trainer_checkpoint.resolve_resume`
+written last (`melissa_trainer.checkpoint.manifest`); `trainer.checkpointing.resolve_resume`
 resumes from the newest checkpoint that verifies.
 
 Durability contract: before the rename, every file of the staging directory and the
@@ -41,7 +41,7 @@ Layout of one checkpoint::
         simulation_losses.safetensors         per-simulation losses, this rank's unreduced
 
 A checkpoint of k ranks resumes on any number of ranks: `count_ranks` says k, and each
-`rank_R` part is then resharded (`checkpoint_registry`, `checkpoint_reshard`).
+`rank_R` part is then resharded (`checkpoint.registry`, `checkpoint.reshard`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Resuming on another number of ranks: this rank's share of each per-rank part of a
 checkpoint written by ``k`` ranks, on a run of ``m != k`` ranks.
 
-`checkpoint_registry` loads such a checkpoint part by part, in its usual order: each
+`checkpoint.registry` loads such a checkpoint part by part, in its usual order: each
 `Scope.GLOBAL` part as it is (model, optimizer and scheduler through Accelerate, which
 reads one copy on any number of ranks; `TrainerState`; the hooks), each
 `Scope.PER_RANK` part through its ``reshard``, the methods of `Reshard` below. Each
@@ -10,12 +10,11 @@ share through its owner's pure function:
 
 * buffer: `melissa_trainer.buffers.reshard.share` of every old rank's snapshot and
   pending batches (the pending batches are folded into the buffers: after a resize no
-  rank has a pending batch, so the first stop-sync window is a whole one,
-  `trainer_checkpoint.window_left` being 0), fit to this run's buffer_size, which may
+  rank has a pending batch), fit to this run's buffer_size, which may
   differ from the checkpoint's (a resume on fewer ranks may need a larger one: the
   refusal names it, the same on every rank);
 * source: `Source.reshard_state`, given the put count of this rank's buffer share;
-* ``trainer_rank``: `state.share_samples_seen` and `metrics.LogFigures.reshard_state`
+* ``trainer_rank``: `state.share_samples_seen` and `core.figures.LogFigures.reshard_state`
   (the sums over ranks kept);
 * per-simulation losses: `SimulationLosses.reshard_state` (the statistics as they are,
   each old rank's unreduced samples held by one new rank);
@@ -98,7 +97,7 @@ def seed_everything(seed: int) -> None:
 class Reshard:
     """The resharding load of one checkpoint on this rank: the ``reshard`` of each
     per-rank part (see the module docstring), and Accelerate's load with the fresh RNG
-    kept. One per `checkpoint_registry.parts` call; the buffer's share is computed once
+    kept. One per `checkpoint.registry.parts` call; the buffer's share is computed once
     (by the source's step, which needs its put count) and kept until the buffer's step
     loads it. Training thread only."""
 
@@ -198,7 +197,7 @@ class Reshard:
         earlier version, which has none."""
         files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
         if not all(file.is_file() for file in files):
-            return  # (an earlier version's: `checkpoint_registry` warns as on one rank)
+            return  # (an earlier version's: `checkpoint.registry` warns as on one rank)
         states = [load_file(str(file)) for file in files]
         shared = SimulationLosses.reshard_state(states, self.rank, self.world_size)
         losses.load_state_dict(shared)

@@ -9,7 +9,7 @@ with Client(fields={"temperature": ((64, 64), "float32")}, parameters={"t0": 300
 ```
 
 Torch-free and independent of the receiving side (`melissa_trainer.stream`'s receiver):
-it shares only the wire format (`stream.protocol`), the rendezvous
+it shares only the wire format (`melissa_trainer.wire`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client
 is told, `ClientTuning`), `transport` (how its messages reach the receivers: the

@@ -1,7 +1,7 @@
 """Every migration of a checkpoint's records, keyed by record and version.
 
-A record is the state one part of a checkpoint keeps (`checkpoint_registry` lists the
-parts); it changes format now and then, and a checkpoint written before the change must
+A record is the state one part of a checkpoint keeps (`checkpoint.registry` lists
+the parts); it changes format now and then, and a checkpoint written before the change must
 still resume. Each change is a pure function here, taking a record of version ``v`` to
 ``v + 1`` (`MIGRATIONS`); `upgrade` chains them up to `CURRENT`. The owners of the
 records call `upgrade` in their ``load_state_dict`` (a record of the current version
@@ -137,7 +137,7 @@ def _breed_1(state: State, *, candidates: int, memory: int) -> State:
 def _trainer_state_1(state: State) -> State:
     """``samples_seen`` left out: each rank's is in its ``trainer_rank`` part (format 1
     kept rank 0's here too; a checkpoint of a version before ``trainer_rank.json``
-    existed gives it to that part instead: `checkpoint_registry`)."""
+    existed gives it to that part instead: `checkpoint.registry`)."""
     return {k: v for k, v in state.items() if k != "samples_seen"}
 
 

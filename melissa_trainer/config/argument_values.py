@@ -68,7 +68,7 @@ def checked_values(
 
 
 def _compile_problems(values: dict[str, Any]) -> list[str]:
-    """`compiled.resolve_options`' rules (those of `transformers`), applied to `values`
+    """`compile_options.resolve_options`' rules (those of `transformers`), applied to `values`
     (the three compile fields resolved in place), and CUDA graphs' refusal of gradient
     accumulation."""
     on, backend, mode, problems = compiled.resolve_options(

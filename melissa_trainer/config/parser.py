@@ -6,7 +6,7 @@
 Every dataclass field becomes a ``--field_name`` flag (``--field-name`` works too), typed
 from its annotation, with the help text of ``metadata={"help": ...}``:
 
-- ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `config_reading.convert_value`
+- ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `reading.convert_value`
   (the conversion of values from files too: ``1e3`` is an int, ``0.5`` a float);
 - ``X | None`` / ``Optional[X]``: the value ``none`` (or ``null``) gives None;
 - ``bool``: ``--flag`` (true), ``--flag true|false|yes|no|1|0``, and ``--no_flag`` for

@@ -17,7 +17,7 @@ checks them and this module compiles the model the step runs. The choices it mak
   or without compilation and load either way (tests/trainer/test_compile.py), and the
   compiled wrapper shares its parameters, so the optimizer, the grad scaler and a
   resume see one set of weights.
-* **Validation runs eager** (`metrics.evaluate` calls ``trainer.model``): it runs under
+* **Validation runs eager** (`trainer.reporting.evaluate` calls ``trainer.model``): it runs under
   ``no_grad`` in eval mode on another batch size, each a recompilation, for a few
   batches every `eval_steps`.
 * **CUDA graphs come through** ``torch_compile_mode="reduce-overhead"`` (inductor's

@@ -121,7 +121,7 @@ class TrainerState:
     def state_dict(self) -> dict[str, Any]:
         """A JSON-serializable copy of every field but `samples_seen`: the state of all
         ranks (`samples_seen` is each rank's own, kept by the checkpoint's per-rank
-        ``trainer_rank`` part, `checkpoint_registry`)."""
+        ``trainer_rank`` part, `checkpoint.registry`)."""
         state = dataclasses.asdict(self)
         del state["samples_seen"]
         return state

@@ -14,7 +14,7 @@ comes before every other hook's `on_step_end`, and its reduction before the acti
 (a checkpoint of that step holds the reduced statistics).
 
 Its state is arrays, not JSON: the checkpoint's ``simulation_losses`` part
-(`checkpoint_registry`) writes `losses.state_dict()` to ``rank_R/`` and loads it back,
+(`checkpoint.registry`) writes `losses.state_dict()` to ``rank_R/`` and loads it back,
 also on another number of ranks (`SimulationLosses.reshard_state`); `state_dict`
 (``hooks.json``) is empty.
 

@@ -236,7 +236,7 @@ class BreedSampler(AdaptiveSampler):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Also a state saved before gap-filling, with ``candidates=1`` (see
-        `checkpoint_migrations`, "breed_sampler")."""
+        `common.migrations`, "breed_sampler")."""
         state = upgrade("breed_sampler", state, candidates=self.candidates, memory=self.memory)
         self._refuse_other(state)  # first: its messages name the option that differs
         saved = state.get("decay_draws")

@@ -5,7 +5,7 @@ sequence or of an optimised Latin hypercube of the planned budget, optionally
 Kept apart from `breed.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
 the sampler's `state_dict` (a Breed state saved before gap-filling existed is upgraded
-by `checkpoint_migrations`, "breed_sampler").
+by `common.migrations`, "breed_sampler").
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 a checkpoint: one JSON object per simulation (launcher state versions 1 and 2), or one
 list per attribute (version 3: `columns`, 10^5 simulations saved and loaded in a
 fraction of a second). `read_saved` reads a launcher state of any version once (the
-earlier ones upgraded by `checkpoint_migrations`): a resume migrates it and builds its
+earlier ones upgraded by `common.migrations`): a resume migrates it and builds its
 records there, and nowhere again (`SavedStudy`). `records_from` reads the records of any
 version; `records_of` gives one object per simulation whatever the version, to read a
 checkpoint by hand.
@@ -162,7 +162,7 @@ def read_saved(state: Mapping[str, Any], names: Sequence[str]) -> SavedStudy:
         ValueError: an unknown version, malformed records, records whose parameters are
             not `names`, or a record whose id is not below ``next_id``.
     """
-    try:  # (earlier versions: `checkpoint_migrations`)
+    try:  # (earlier versions: `common.migrations`)
         state = upgrade("launcher", state)
         with _no_collection():
             records = _records_from(state, names)

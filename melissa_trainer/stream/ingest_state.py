@@ -14,7 +14,7 @@ The record is per rank: each receiver records the time steps sent to it (t with
 t % world_size == rank), so resuming on another number of ranks merges the k old
 records and re-splits them by step for the new routing: `melissa_trainer.stream.reshard`.
 Its version is `STATE_VERSION`; the upgrade of earlier versions is
-`checkpoint_migrations`' ("receiver").
+`common.migrations`' ("receiver").
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """An `OnlineTrainer` checkpoint written, verified and read on every rank.
 
 The part of `OnlineTrainer` that `save_checkpoint`, `load_checkpoint` and the choice of
-the checkpoint to resume from delegate to (split out of trainer.py for its size). What
-a checkpoint holds is `checkpoint_registry`'s (its named parts, each written and read
-by its owner, the format version, the migrations in `checkpoint_migrations`); the
-directory mechanics (staging, fsync, atomic rename, rotation) are
-`melissa_trainer.checkpoint.paths`'s, the manifest `checkpoint_manifest`'s, the errors
-`checkpoint_errors`'; the layout is in `checkpoint`'s module docstring.
+the checkpoint to resume from delegate to (through `actions`). What a checkpoint holds
+is `checkpoint.registry`'s (its named parts, each written and read by its owner, the
+format version, the migrations in `common.migrations`); the directory mechanics
+(staging, fsync, atomic rename, rotation) are `melissa_trainer.checkpoint.paths`'s, the
+manifest `checkpoint.manifest`'s, the errors `checkpoint.errors`'; the layout is in
+`checkpoint`'s module docstring.
 
 No rank ever waits in a collective that another rank skipped: where a step may fail on
 one rank (a write, a load), every rank reports its outcome in one all-gather
@@ -345,7 +345,7 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank (`CheckpointError`, naming the file), never a hang. A
-    checkpoint of another number of ranks is resharded (`checkpoint_registry.load`)."""
+    checkpoint of another number of ranks is resharded (`checkpoint.registry.load`)."""
     failure: Exception | None = None
     try:
         registry.load(trainer, path)

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import ast
 import importlib
+import io
 import re
 import subprocess
 import sys
+import tokenize
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -97,3 +100,113 @@ def test_nothing_of_ours_uses_an_old_path() -> None:
         if rel.endswith(".py"):  # ``from melissa_trainer import (..., moved, ...)``
             found += [f"{rel}:{n}: imports {old}" for n, old in old_names_imported(ast.parse(text))]
     assert not found, "old import paths still used:\n" + "\n".join(found)
+
+
+# -- the old names in what people read: docstrings, comments, docs -----------------------
+
+#: the package's modules now, relative dotted names (``core.state``, ``wire``)
+CURRENT = {
+    ".".join(path.relative_to(REPO / "melissa_trainer").with_suffix("").parts).removesuffix(
+        ".__init__"
+    )
+    for path in (REPO / "melissa_trainer").rglob("*.py")
+}
+
+
+def _current(name: str) -> bool:
+    """Whether `name` still names a module, whole or as the tail of one (``state``:
+    `core.state`), so that a mention of it may be the new module's."""
+    return any(module == name or module.endswith(f".{name}") for module in CURRENT)
+
+
+#: old path (relative) -> new, for the moved modules whose old name can mean nothing
+#: else: compound (``checkpoint_registry``, ``stream.protocol``) and no module's name now
+COMPOUND = {
+    old.removeprefix("melissa_trainer."): new.removeprefix("melissa_trainer.")
+    for old, new in MOVED.items()
+    if not _current(short := old.removeprefix("melissa_trainer."))
+    and ("_" in short or "." in short)
+}
+#: the other moved modules that no module's name is now (``metrics``, ``sync``): plain
+#: words, an old module only as ``metrics.evaluate``, a name the new module defines
+WORDS = {
+    old.removeprefix("melissa_trainer."): new
+    for old, new in MOVED.items()
+    if not _current(short := old.removeprefix("melissa_trainer.")) and short not in COMPOUND
+}
+_COMPOUND_RE = re.compile(
+    "|".join(rf"(?<![\w.])(?:melissa_trainer\.)?{re.escape(old)}(?!\w)" for old in COMPOUND)
+)
+_WORDS_RE = re.compile("|".join(rf"(?<![\w.])({re.escape(old)})\.(\w+)" for old in WORDS))
+
+
+def old_module_names(text: str) -> list[tuple[int, str]]:
+    """(offset, name) of each old module name in `text` (prose: a docstring, a comment,
+    a page), in order: each compound one, and each plain word followed by a name its new
+    module defines."""
+    found = [(match.start(), match.group(0)) for match in _COMPOUND_RE.finditer(text)]
+    for match in _WORDS_RE.finditer(text):
+        old, name = next(g for g in match.groups() if g), match.group(match.lastindex or 0)
+        if not name.startswith("_") and hasattr(importlib.import_module(WORDS[old]), name):
+            found.append((match.start(), f"{old}.{name}"))
+    return sorted(found)
+
+
+def prose(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, text) of what people read in `path`: a Python file's comments and strings
+    (docstrings among them), a page's paragraphs but those that name `DeprecationWarning`
+    (the list of the moves, which names the old paths on purpose)."""
+    text = path.read_text()
+    if path.suffix == ".py":
+        kinds = {tokenize.COMMENT, tokenize.STRING}
+        if sys.version_info >= (3, 12):
+            kinds.add(tokenize.FSTRING_MIDDLE)
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type in kinds:
+                yield token.start[0], token.string
+        return
+    start = 1
+    for paragraph in re.split(r"(\n\s*\n)", text):
+        if "DeprecationWarning" not in paragraph:
+            yield start, paragraph
+        start += paragraph.count("\n")
+
+
+def test_the_checker_of_old_names_finds_them_and_only_them() -> None:
+    assert {"checkpoint_registry", "trainer_checkpoint", "stream.protocol"} <= set(COMPOUND)
+    assert {"metrics", "sync"} <= set(WORDS) and "state" not in WORDS | COMPOUND
+    planted = (
+        "loaded by `checkpoint_registry.load` (see melissa_trainer.checkpoint_reshard), "
+        "``trainer_checkpoint``, the wire format (stream.protocol); `metrics.evaluate`"
+    )
+    assert [name for _, name in old_module_names(planted)] == [
+        "checkpoint_registry",
+        "melissa_trainer.checkpoint_reshard",
+        "trainer_checkpoint",
+        "stream.protocol",
+        "metrics.evaluate",
+    ]
+    benign = (
+        "`checkpoint.registry.load`, `trainer.checkpointing`, `melissa_trainer.wire`, "
+        "the `metrics` dict, `metrics.get(name)`, `sync.result()`, `core.state`, "
+        "simulation_loss_steps, `OnlineTrainer.simulation_losses`, `core.loss_guard`"
+    )
+    assert old_module_names(benign) == []
+
+
+def test_no_old_module_name_in_docstrings_comments_or_docs() -> None:
+    """Docstrings, comments and pages name the modules by their new paths (the moves:
+    `MOVED`); only the shims' table and docs/concepts/architecture.md's list of the
+    moves name the old ones."""
+    roots = ["melissa_trainer", "docs", "examples", "benchmarks"]
+    files = [REPO / "README.md"] + [
+        path for root in roots for path in (REPO / root).rglob("*") if path.suffix in {".py", ".md"}
+    ]
+    found = [
+        f"{path.relative_to(REPO)}:{line + text[:offset].count(chr(10))}: {name}"
+        for path in files
+        if path != REPO / "melissa_trainer" / "_moved.py"
+        for line, text in prose(path)
+        for offset, name in old_module_names(text)
+    ]
+    assert not found, "old module names (see melissa_trainer/_moved.py):\n" + "\n".join(found)

@@ -1,5 +1,6 @@
 """Sources: what fills a rank's buffer while the trainer reads it (`Source`, and
-`IterableSource` for in-process data). The stream's `StreamSource` is one.
+`IterableSource` for in-process data). The stream's `StreamSource` is one. When a source
+says that training waits for its first data: `first_data`.
 
 Torch-free; imports `buffers` only.
 """

@@ -19,11 +19,15 @@ already has of a simulation that runs again.
 No silent hang, no false success: `wait_for` (through `check()`) raises `SourceError`,
 so that training stops with the error, when no message arrived for `stall_timeout`
 seconds while simulations are expected, and when the stream ended with no finished
-simulation.
+simulation. Before that, in external mode, rank 0 says once when training has waited
+`FIRST_DATA_NOTICE` s with no sample since its receiver started: the address it listens
+on, what has arrived (nothing, or messages but no sample), how the simulations find it
+(`no_data_notice`; when: `melissa_trainer.sources.first_data`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,11 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.sources.first_data import FirstDataWait
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
+
+logger = logging.getLogger(__name__)
 
 
 class StreamSource(Source):
@@ -78,11 +85,15 @@ class StreamSource(Source):
         self.config = ReceiverConfig() if config is None else config
         self.tuning = tuning
         self._keep_freed_memory = bool(keep_freed_memory)
-        self._rank = 0
+        self._rank, self._world = 0, 1
         self._receiver: Receiver | None = None
         self._buffer: Buffer | None = None
         self._state: dict[str, Any] | None = None
         self._finish: bool | None = None
+        #: rank 0: when to say that training waits for the first data (module
+        #: docstring); None: never (a `Study` says its own, `study.first_data`)
+        self.first_data: FirstDataWait | None = FirstDataWait()
+        self._messages_then = 0  # rank 0's messages when its receiver started
 
     @property
     def receiver(self) -> Receiver | None:
@@ -142,7 +153,10 @@ class StreamSource(Source):
         self._receiver, self._buffer = receiver, buffer
         if self._finish is not None:
             receiver.finish(self._finish)
-        self._rank = rank
+        self._rank, self._world = rank, world_size
+        if rank == 0 and self.first_data is not None:
+            self.first_data.started(receiver.ingest.samples_put)
+            self._messages_then = receiver.ingest.messages
 
     def finish(self, wait: bool = True) -> None:
         """No more simulations will come: end the stream once the known ones have
@@ -172,6 +186,7 @@ class StreamSource(Source):
                 self.check()
             return
         self.check()
+        self._notice_no_data(receiver)
         deadline = time.monotonic() + timeout
         need = max(n_samples, buffer.watermark)
         while receiver.pump(timeout) and not buffer.closed and len(buffer) < need:
@@ -179,6 +194,15 @@ class StreamSource(Source):
             if timeout <= 0:
                 return
         self.check()
+
+    def _notice_no_data(self, receiver: Receiver) -> None:
+        """Rank 0, while training waits: log `no_data_notice` once it is due."""
+        wait = self.first_data
+        waited = None if wait is None else wait.due(receiver.ingest.samples_put)
+        if waited is not None:
+            messages = receiver.ingest.messages - self._messages_then
+            notice = no_data_notice(waited, receiver.endpoint, self._world, self.config, messages)
+            logger.warning("%s", notice)
 
     def check(self) -> None:
         """Raise `SourceError` if the receiver failed (or stalled), or if the stream
@@ -243,6 +267,42 @@ class StreamSource(Source):
                 "resume it with Study(launcher, StreamSource(...)), not a StreamSource alone"
             )
         return reshard_states(states, buffer_puts, rank, world_size, buffer_put)
+
+
+def no_data_notice(
+    waited: float, endpoint: str | None, world: int, config: ReceiverConfig, messages: int
+) -> str:
+    """What rank 0 says when training has waited `waited` s for its first sample in
+    external mode: the `endpoint` its receiver listens on (one of `world` ranks'), what
+    came (`messages` since it started), how the simulations find it (`config`), and when
+    the wait ends in an error."""
+    ranks = f" (rank 0 of {world}: each rank listens on its own)" if world > 1 else ""
+    if messages == 0:
+        came = "no simulation has connected and sent anything"
+    else:
+        came = (
+            f"{messages} message{'s' if messages != 1 else ''} came, no complete sample "
+            f"(the receiver's warnings say which were refused, and why)"
+        )
+    if config.rendezvous_dir is not None:
+        find = f"MELISSA_TRAINER_RENDEZVOUS={config.rendezvous_dir}"
+    else:
+        find = f"MELISSA_TRAINER_ENDPOINTS={endpoint}" + (",..." if world > 1 else "")
+    stall = config.stall_timeout
+    ends = (
+        "it waits forever (stall_timeout=None)"
+        if stall is None
+        else f"with no message for {stall:g} s it stops with an error "
+        f"(ReceiverConfig.stall_timeout)"
+    )
+    return (
+        f"no data yet, {waited:.0f} s after the receiver started listening on "
+        f"{endpoint}{ranks}: {came}. Training waits for the simulations you start "
+        f"(external mode): start each with {find} and a distinct "
+        f"MELISSA_TRAINER_SIMULATION_ID; from another host, bind an address it reaches "
+        f"(ReceiverConfig.bind, advertise_host). Training goes on when data comes; {ends}. "
+        f"Said once."
+    )
 
 
 def _rank_bind(bind: str, rank: int) -> str:

@@ -6,7 +6,9 @@ no step to show: the progress bar stays at ``0step`` and the run looks hung. Aft
 `FIRST_DATA_NOTICE` seconds of waiting with no sample received since the simulations
 were started, rank 0 says once (a WARNING, which Python prints without any logging set
 up) that it waits, how many simulations run, and how long a simulation may stay silent
-before the launcher kills it as hung (`LauncherTuning.startup_timeout`).
+before the launcher kills it as hung (`LauncherTuning.startup_timeout`). When the notice
+is due is `melissa_trainer.sources.first_data`'s (`FirstDataWait`, which a `StreamSource`
+in external mode uses for its own notice; a study turns that one off).
 
 Used from the training thread only (no lock).
 """
@@ -15,18 +17,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.silence import AUTO
+from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
 
 __all__ = ["FIRST_DATA_NOTICE", "FirstDataNotice"]
 
 logger = logging.getLogger("melissa_trainer.study")
-
-#: seconds of waiting with no sample received since the simulations started before
-#: rank 0 says that it waits for their first data
-FIRST_DATA_NOTICE = 15.0
 
 
 def startup_allowance(launcher: Launcher) -> str:
@@ -55,33 +55,37 @@ class FirstDataNotice:
     Args:
         after: seconds of waiting before the notice (`FIRST_DATA_NOTICE` by default,
             its value at construction).
+        clock: seconds, monotonic (`time.monotonic` by default; a test gives its own).
     """
 
-    def __init__(self, after: float | None = None) -> None:
-        self.after = FIRST_DATA_NOTICE if after is None else float(after)
-        self._since: float | None = None  # when the simulations were started
-        self._samples_then = 0  # the receiver's samples at that time (a resume has some)
-        self._done = False
+    def __init__(
+        self, after: float | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        #: when the notice is due (`sources.first_data`, shared with `StreamSource`'s)
+        self.wait = FirstDataWait(after, clock)
         self._logs = Path("logs")
+
+    @property
+    def after(self) -> float:
+        """Seconds of waiting before the notice."""
+        return self.wait.after
+
+    @after.setter
+    def after(self, seconds: float) -> None:
+        self.wait.after = float(seconds)
 
     def started(self, samples: int, study_dir: Path) -> None:
         """The launcher has just started the simulations; `samples` is the receiver's
         count of samples put so far, `study_dir` the launcher's study directory."""
-        self._since, self._samples_then = time.monotonic(), samples
+        self.wait.started(samples)
         self._logs = study_dir / "logs"
 
     def check(self, samples: int, launcher: Launcher) -> bool:
         """Called while training waits for data, with the receiver's count of samples
         put so far; logs the notice once it is due (True when it did, now)."""
-        if self._done or self._since is None:
+        waited = self.wait.due(samples)
+        if waited is None:
             return False
-        if samples > self._samples_then:
-            self._done = True  # data came: nothing to say, ever
-            return False
-        waited = time.monotonic() - self._since
-        if waited < self.after:
-            return False
-        self._done = True
         summary = launcher.summary()
         worker = " (worker mode)" if launcher.worker else ""
         logger.warning(

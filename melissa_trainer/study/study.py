@@ -119,6 +119,7 @@ class Study(Source):
             expected_simulations=launcher.n_simulations, parameters=launcher.sampler.names
         )
         self.launcher, self.stream = launcher, stream
+        stream.first_data = None  # (the study says its own, `self.first_data`)
         self._output_dir: Path | None = None
         self._rank = 0
         self._resumed = False

@@ -1,0 +1,150 @@
+"""External mode says when training waits for its first data: a `StreamSource` whose
+simulations the user starts said nothing while none came (a wrong rendezvous directory,
+a simulation not started), so the run looked hung until `stall_timeout` (600 s). Rank 0
+now says once, after `FIRST_DATA_NOTICE` s, where it listens and what came; never when
+data came in time, nor under a `Study` (which says its own). Real receivers and sockets;
+the notice's clock is the test's (`FirstDataWait(clock=...)`), so no test sleeps."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import Launcher, LocalBackend
+from melissa_trainer.sources.first_data import FIRST_DATA_NOTICE, FirstDataWait
+from melissa_trainer.stream.receiver import ReceiverConfig
+from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study.study import Study
+
+
+class Clock:
+    """Seconds that pass when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def external(tmp_path: Path, clock: Clock) -> StreamSource:
+    source = StreamSource(ReceiverConfig(expected_simulations=1, rendezvous_dir=tmp_path))
+    source.first_data = FirstDataWait(clock=clock)
+    return source
+
+
+def notices(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().startswith("no data yet")]
+
+
+def test_the_wait_is_due_once_after_its_seconds_with_no_sample() -> None:
+    clock = Clock()
+    wait = FirstDataWait(after=10, clock=clock)
+    assert wait.due(0) is None  # not started
+    wait.started(samples=3)  # (a resume's samples are not new data)
+    clock.now += 9.5
+    assert wait.due(3) is None
+    clock.now += 1
+    assert wait.due(3) == pytest.approx(10.5)
+    clock.now += 100
+    assert wait.due(3) is None  # once
+    quiet = FirstDataWait(after=10, clock=clock)
+    quiet.started(samples=0)
+    assert quiet.due(1) is None  # a sample came in time...
+    clock.now += 100
+    assert quiet.due(1) is None  # ...nothing to say, ever
+    assert FirstDataWait().after == FIRST_DATA_NOTICE == 15.0
+
+
+@pytest.mark.timeout(30)
+def test_no_data_is_said_once_naming_where_it_listens(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    clock = Clock()
+    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    source.start(buffer, 0, 1)
+    try:
+        clock.now += FIRST_DATA_NOTICE - 0.1
+        source.wait_for(1, 0.01)  # as the trainer's reader waits
+        assert notices(caplog) == []
+        clock.now += 0.2
+        source.wait_for(1, 0.01)
+        clock.now += 1000
+        source.wait_for(1, 0.01)
+    finally:
+        source.stop()
+    (notice,) = notices(caplog)
+    assert f"15 s after the receiver started listening on {source.endpoint}:" in notice
+    assert "no simulation has connected and sent anything" in notice
+    assert f"MELISSA_TRAINER_RENDEZVOUS={tmp_path}" in notice
+    assert "MELISSA_TRAINER_SIMULATION_ID" in notice and "600 s" in notice
+
+
+@pytest.mark.timeout(30)
+def test_messages_without_a_sample_are_counted_in_the_notice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client of another protocol (or refused at its HELLO): messages, no sample."""
+    clock = Clock()
+    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    source.start(buffer, 0, 1)
+    assert source.receiver is not None and source.endpoint is not None
+    context = zmq.Context()
+    push = context.socket(zmq.PUSH)
+    try:
+        push.connect(source.endpoint)
+        push.send(b"not a melissa-trainer message")
+        while source.receiver.ingest.messages < 1:  # ingested by the reader's waits
+            source.wait_for(1, 0.05)
+        assert notices(caplog) == []
+        clock.now += FIRST_DATA_NOTICE
+        source.wait_for(1, 0.01)
+    finally:
+        push.close(linger=0)
+        context.term()
+        source.stop()
+    (notice,) = notices(caplog)
+    assert "1 message came, no complete sample" in notice
+    assert f"listening on {source.endpoint}" in notice
+
+
+@pytest.mark.timeout(30)
+def test_data_in_time_silences_the_notice(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from melissa_trainer.client import Client
+
+    clock = Clock()
+    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
+    monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
+    monkeypatch.setenv("MELISSA_TRAINER_SIMULATION_ID", "3")
+    source.start(buffer, 0, 1)
+    try:
+        with Client({"u": ((2,), "float32")}) as client:
+            client.send(0, u=np.zeros(2, np.float32))
+            while len(buffer) < 1:
+                source.wait_for(1, 0.05)
+            clock.now += 10 * FIRST_DATA_NOTICE  # long after: the sample came first
+            source.wait_for(2, 0.01)
+    finally:
+        source.stop()
+    assert notices(caplog) == []
+
+
+def test_a_study_turns_the_stream_notice_off(tmp_path: Path) -> None:
+    """A study says its own notice (`study.first_data`), with the launcher's counts."""
+    launcher = Launcher([sys.executable, "-c", "pass"], [{"a": 0.0}], 1, backend=LocalBackend())
+    stream = StreamSource()
+    assert stream.first_data is not None  # on by default: external mode
+    study = Study(launcher, stream)
+    assert stream.first_data is None and study.first_data.after == FIRST_DATA_NOTICE

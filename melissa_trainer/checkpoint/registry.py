@@ -39,6 +39,7 @@ from melissa_trainer.checkpoint.format import (
     write_format,
 )
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
+from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
 from melissa_trainer.core import loss_per_simulation as simulation_loss
@@ -113,6 +114,12 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
 
+    def load_args(path: Path, version: int) -> None:
+        # for reference, not restored: the changes of this run's are named (main rank)
+        file = path / ARGS_FILE
+        if trainer.is_main_process and file.is_file():
+            warn_changed_settings(path, ckpt.read_json(file), trainer.args.to_dict())
+
     # The per-simulation losses, when the run tracks them (`CheckpointParts.tracked_losses`).
     # A run without them writes an empty record all the same: every checkpoint has the
     # same files, and one of an untracked run resumes with tracking turned on.
@@ -147,9 +154,6 @@ def parts(trainer: CheckpointParts) -> list[Part]:
                 "simulations trained on before it are not observed by the sampler",
                 path,
             )
-
-    def skip(path: Path, version: int) -> None:
-        """For reference only: the resumed run's arguments win."""
 
     return [
         # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
@@ -231,7 +235,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             Scope.GLOBAL,
             root(ARGS_FILE),
             lambda path: ckpt.write_json(path / ARGS_FILE, trainer.args.to_dict()),
-            skip,
+            load_args,
         ),
     ]
 

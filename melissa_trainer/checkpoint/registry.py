@@ -100,6 +100,15 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         # (its version is the format's)
         state.load_state_dict(upgrade("trainer_state", saved, version))
         state.max_steps = trainer.args.max_steps  # the new run's limit wins
+        limit = state.max_steps
+        if trainer.is_main_process and limit is not None and state.global_step >= limit:
+            logger.warning(  # (a run that trains nothing: say why)
+                "%s is at step %d, at or past max_steps=%d: nothing is left to train; "
+                "resume with a larger --max_steps (or none: until the stream ends)",
+                path,
+                state.global_step,
+                limit,
+            )
 
     def save_rank(path: Path) -> None:
         figures = {"samples_seen": state.samples_seen, **trainer.log_figures.state_dict()}

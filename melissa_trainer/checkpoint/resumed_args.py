@@ -22,9 +22,12 @@ __all__ = ["IGNORED", "changed_settings", "warn_changed_settings"]
 logger = logging.getLogger(__name__)
 
 #: settings that say where a run writes and how it shows itself, or how it starts:
-#: not what it trains, so a change of theirs is no change of the run
+#: not what it trains, so a change of theirs is no change of the run; and `max_steps`,
+#: which a resume is made to change (train longer: the documented way to go on; a
+#: checkpoint at or past the new limit has its own warning, `registry`)
 IGNORED = frozenset(
     {
+        "max_steps",
         "output_dir",
         "logging_dir",
         "resume_from_checkpoint",

@@ -68,8 +68,8 @@ def test_a_resume_with_changed_settings_names_each_change(
     assert "checkpoint-10" in message
     assert "batch_size 8 -> 4" in message
     assert "gradient_accumulation_steps 1 -> 2" in message
-    assert "max_steps 10 -> 20" in message
-    for quiet in ("resume_from_checkpoint", "disable_progress_bar", "output_dir"):
+    # max_steps: the documented way to train longer, not named
+    for quiet in ("max_steps", "resume_from_checkpoint", "disable_progress_bar", "output_dir"):
         assert quiet not in message
 
 
@@ -124,3 +124,21 @@ def test_a_checkpoint_of_another_model_shape_is_refused_with_the_fix(tmp_path: P
     assert "--output_dir" in message and "--overwrite_output_dir" in message
     assert "checkpoint-5" not in message and "--resume_from_checkpoint" not in message
     assert trainer.state.global_step == 0
+
+
+def test_a_resume_at_or_past_max_steps_says_nothing_is_left_to_train(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A user resuming a run that stopped at max_steps 10 with --max_steps 8 (or 10) got
+    a run that ended at once, the checkpoint's step, without a word of why."""
+    run(tmp_path / "out", max_steps=10)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        trainer = run(tmp_path / "out", max_steps=8, resume_from_checkpoint="latest")
+    assert trainer.state.global_step == 10
+    (message,) = [r.getMessage() for r in caplog.records if "nothing is left" in r.getMessage()]
+    assert "is at step 10, at or past max_steps=8" in message and "--max_steps" in message
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        run(tmp_path / "out", max_steps=12, resume_from_checkpoint="latest")  # 2 more steps
+    assert not [r for r in caplog.records if "nothing is left" in r.getMessage()]

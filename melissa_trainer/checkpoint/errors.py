@@ -4,7 +4,8 @@
   its manifest, or a file fails to load (`naming_file` turns the loaders' bare errors,
   `SafetensorError: incomplete metadata`, `EOFError`, `JSONDecodeError`,
   `UnpicklingError`..., into one that names the file and lists the checkpoints to
-  resume from instead).
+  resume from instead; files that read but do not fit this run, another model's, into
+  one that says how to build the run alike or start afresh).
 * `CheckpointSaveError`: a save failed (`describe_save_failure` says why; for a full
   disk, "No space left on device", the bytes needed and the bytes free).
 
@@ -24,6 +25,7 @@ from pathlib import Path
 
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.config.arguments import ARGS_FILE
 
 #: space errors a save may meet, and how they are named
 _SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}
@@ -52,7 +54,20 @@ def others(path: Path) -> str:
     found = [str(p) for p in reversed(ckpt.list_checkpoints(path.parent)) if p != path]
     if not found:
         return "there is no other checkpoint under " + str(path.parent)
-    return "resume from an older one with --resume_from_checkpoint PATH: " + ", ".join(found)
+    return "resume from another one with --resume_from_checkpoint PATH: " + ", ".join(found)
+
+
+def not_this_run(path: Path) -> str:
+    """The hint for a checkpoint whose files read but do not fit this run: its model,
+    optimizer or scheduler is built otherwise. The other checkpoints of the run that
+    wrote it would not fit either, so none is offered; what is: build them as that run
+    did, or start afresh."""
+    return (
+        "build the model, optimizer and scheduler as the run that wrote it did (its "
+        f"settings: {path / ARGS_FILE}; a model's own options, its width or layers, are "
+        "your script's), or start afresh: another --output_dir, or --overwrite_output_dir "
+        "(which moves these checkpoints aside)"
+    )
 
 
 @contextmanager
@@ -78,8 +93,9 @@ def naming_file(path: Path, files: Sequence[str]) -> Iterator[None]:
             message = (
                 f"cannot load checkpoint {path} ({names}): "
                 f"{type(exc).__name__}: {exc}; the files read, but do not fit this run "
-                "(another model, optimizer or version?)"
+                f"(another model, optimizer or version?): {not_this_run(path)}"
             )
+            raise CheckpointError(message, path, file) from exc
         raise CheckpointError(f"{message}; {others(path)}", path, file) from exc
 
 

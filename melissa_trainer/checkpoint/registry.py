@@ -39,6 +39,7 @@ from melissa_trainer.checkpoint.format import (
     write_format,
 )
 from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
+from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
 from melissa_trainer.core import loss_per_simulation as simulation_loss
@@ -99,6 +100,15 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         # (its version is the format's)
         state.load_state_dict(upgrade("trainer_state", saved, version))
         state.max_steps = trainer.args.max_steps  # the new run's limit wins
+        limit = state.max_steps
+        if trainer.is_main_process and limit is not None and state.global_step >= limit:
+            logger.warning(  # (a run that trains nothing: say why)
+                "%s is at step %d, at or past max_steps=%d: nothing is left to train; "
+                "resume with a larger --max_steps (or none: until the stream ends)",
+                path,
+                state.global_step,
+                limit,
+            )
 
     def save_rank(path: Path) -> None:
         figures = {"samples_seen": state.samples_seen, **trainer.log_figures.state_dict()}
@@ -112,6 +122,12 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             figures = trainer_rank_of(ckpt.read_json(path / TRAINER_STATE_FILE))
         state.samples_seen = int(figures["samples_seen"])
         trainer.log_figures.load_state_dict(figures)
+
+    def load_args(path: Path, version: int) -> None:
+        # for reference, not restored: the changes of this run's are named (main rank)
+        file = path / ARGS_FILE
+        if trainer.is_main_process and file.is_file():
+            warn_changed_settings(path, ckpt.read_json(file), trainer.args.to_dict())
 
     # The per-simulation losses, when the run tracks them (`CheckpointParts.tracked_losses`).
     # A run without them writes an empty record all the same: every checkpoint has the
@@ -147,9 +163,6 @@ def parts(trainer: CheckpointParts) -> list[Part]:
                 "simulations trained on before it are not observed by the sampler",
                 path,
             )
-
-    def skip(path: Path, version: int) -> None:
-        """For reference only: the resumed run's arguments win."""
 
     return [
         # (a `Study`'s source state holds, on rank 0 only, the launcher's record: global
@@ -231,7 +244,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             Scope.GLOBAL,
             root(ARGS_FILE),
             lambda path: ckpt.write_json(path / ARGS_FILE, trainer.args.to_dict()),
-            skip,
+            load_args,
         ),
     ]
 

@@ -63,7 +63,28 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
     main process, unless `disable_progress_bar`); TensorBoard when
     `report_to="tensorboard"`; early stopping when `early_stopping_patience` is set;
     pseudo-epochs when `pseudo_epochs > 1`.
+
+    Raises:
+        ValueError: `eval_steps` or `early_stopping_patience` set without an eval
+            dataset (`has_eval` false): they would do nothing, silently (a user's
+            ``--eval_steps 5`` trained without one validation), so the trainer refuses
+            before anything starts, as Hugging Face's does for its evaluation strategy.
     """
+    if not has_eval:
+        asked = [
+            f"{name}={value}"
+            for name, value in (
+                ("eval_steps", args.eval_steps),
+                ("early_stopping_patience", args.early_stopping_patience),
+            )
+            if value is not None
+        ]
+        if asked:
+            raise ValueError(
+                f"{' and '.join(asked)} asks for validation, but the trainer has no "
+                "eval_dataset: pass OnlineTrainer(..., eval_dataset=...), or leave "
+                f"{' and '.join(a.split('=')[0] for a in asked)} unset (--eval_steps none)"
+            )
     hooks: list[Hook] = [
         FlowHook(
             args.logging_steps,

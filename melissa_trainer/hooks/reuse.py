@@ -3,7 +3,8 @@
 Online training that uses each sample once ends with a model fitted by one pass over
 the data: a study of 20 short simulations then takes a few dozen steps. Nothing in the
 loss curve says so, so the end of every run says how often each sample was trained on
-(draws / samples inserted, all ranks: the final log's buffer counters), and warns, naming
+(samples trained on / samples inserted, all ranks: the trainer's count and the final
+log's buffer counter), and warns, naming
 the options that change it, when a run ended with its stream after about one use per
 sample. `ProgressHook` shows both; this module only composes them.
 
@@ -84,8 +85,14 @@ def reuse_report(
     training waited for the watermark through most of a stream that ended soon after
     (the watermark is then a large share of each rank's stream), and that is named.
 
-    The mean reuse is ``buffer_got / buffer_put`` of the last log (samples drawn /
-    samples inserted, summed over ranks, replays of pseudo-epochs included). The
+    The mean reuse is ``state.total_samples_seen / buffer_put`` of the last log
+    (samples trained on / samples inserted, summed over ranks, replays of pseudo-epochs
+    included). The samples trained on are not always the draws (``buffer_got``):
+    under several ranks, a rank whose data ran out first trains on its last batches
+    again until every rank's has (`StreamDataset.pad`: trained on, not drawn), and the
+    batches drawn ahead of a stop are not trained on; the line then gives both, and why
+    (a two-rank run once said "after 130 steps on 4146 samples" in one line and "4130
+    draws" in the next, unexplained). The
     warning is given when it is below `REUSE_WARNING_BELOW` and the run ended because
     the data ran out (`state.stream_ended`), not at `max_steps`, by a hook's stop or by
     preemption: those runs chose their length. `ended` says how the run ended, at the
@@ -94,12 +101,19 @@ def reuse_report(
     last = next((logs for logs in reversed(state.log_history) if "buffer_put" in logs), None)
     if last is None or last["buffer_put"] <= 0:
         return None
-    put, got = last["buffer_put"], last["buffer_got"]
-    reuse = got / put
+    put, got, trained = last["buffer_put"], last["buffer_got"], state.total_samples_seen
+    reuse = trained / put
     line = (
         f"step {state.global_step} | {ended}: each sample trained on {reuse:.1f} "
-        f"times on average ({got:.0f} draws of {put:.0f} samples inserted, all ranks)"
+        f"times on average ({trained} samples trained on, of {put:.0f} inserted, all ranks"
     )
+    if trained != round(got):
+        line += (
+            f"; {got:.0f} drawn from the buffers: a rank whose data ran out first trains "
+            "on its last batches again until every rank's has, and batches drawn ahead "
+            "of a stop are not trained on"
+        )
+    line += ")"
     if not state.stream_ended or reuse >= REUSE_WARNING_BELOW:
         return line, None
     warning = (

@@ -341,3 +341,46 @@ def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Pa
     expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
     assert set(lineage) == expected and set(lineage.values()) == {1}, saved
     one_parameter_vector_per_simulation(first, second)
+
+
+@pytest.mark.timeout(300)
+def test_sigterm_to_accelerate_launch_while_a_checkpoint_is_written_resumes_exactly_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a user's Ctrl-C or a scheduler's SIGTERM does to `accelerate launch` (two
+    ranks) while a checkpoint is being written (its staging directory there, held open
+    by `heat_lineage.py`'s $LINEAGE_SLOW_SAVE): the save completes, every rank stops at
+    one step with a checkpoint of it, no solver is left, and the resume from `latest`
+    trains on every (simulation, step) exactly once."""
+    monkeypatch.setenv("LINEAGE_SLOW_SAVE", "3")  # (Run passes the environment on)
+    first = Run(tmp_path, "first", ranks=2)
+    monkeypatch.delenv("LINEAGE_SLOW_SAVE")  # the resume saves at full speed
+    root = first.out / "checkpoints"
+    deadline = time.monotonic() + 180
+    try:
+        while not (checkpoints(first.out) and list(root.glob(".tmp-*"))):
+            assert first.proc.poll() is None, first.output()
+            assert time.monotonic() < deadline, first.output()
+            time.sleep(0.02)
+        writing = sorted(p.name for p in root.glob(".tmp-*"))
+        first.proc.send_signal(signal.SIGTERM)  # the launcher: it signals both ranks
+        code = first.proc.wait(120)
+    finally:
+        first.wait(30)
+    assert code != 0, first.output()  # accelerate reports its ranks' preemption as a failure
+    written = checkpoints(first.out)
+    being_written = int(writing[0].split("-")[-1])
+    assert being_written in written, (writing, written)  # the save completed
+    saved = written[-1]
+    assert saved >= being_written and not list(root.glob(".tmp-*")), written
+    assert f"preempted by SIGTERM at step {saved}" in first.output()
+    deadline = time.monotonic() + 15
+    while solvers_alive(first.out):
+        assert time.monotonic() < deadline, "a solver outlived the preempted trainer"
+        time.sleep(0.1)
+    second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", ranks=2, paced=False)
+    assert second.wait(180) == 0, second.output()
+    lineage = lineage_of(first, second, saved)
+    expected = {(s, t) for s in range(SIMULATIONS) for t in range(STEPS)}
+    assert set(lineage) == expected and set(lineage.values()) == {1}, saved
+    one_parameter_vector_per_simulation(first, second)

@@ -472,3 +472,22 @@ def test_a_wrong_hook_fails_before_training_starts(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="did you mean on_log"):
         train(tmp_path, hooks=[Typo()], max_steps=2)
     assert not (tmp_path / "out" / "checkpoints").exists()  # nothing ran
+
+
+@pytest.mark.parametrize(
+    ("overrides", "named"),
+    [
+        ({"eval_steps": 5}, "eval_steps=5 asks for validation"),
+        ({"early_stopping_patience": 2}, "early_stopping_patience=2 asks for validation"),
+    ],
+)
+def test_validation_asked_for_without_an_eval_dataset_is_refused_before_training(
+    tmp_path: Path, overrides: dict[str, Any], named: str
+) -> None:
+    """A user's script passed --eval_steps 5 and no eval_dataset: the run trained 65
+    steps without one validation and without a word (early stopping alike: it never
+    stops). Refused when the trainer is made, naming the setting and the fix."""
+    with pytest.raises(ValueError, match=named) as caught:
+        train(tmp_path, **overrides)
+    assert "eval_dataset=" in str(caught.value)
+    assert not (tmp_path / "out" / "checkpoints").exists()

@@ -14,7 +14,8 @@ import pytest
 import torch
 from helpers import linear_samples, small_model, xy
 
-from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer import OnlineTrainer, TrainerState, TrainingArguments
+from melissa_trainer.hooks.reuse import reuse_report
 
 pytestmark = pytest.mark.timeout(120)
 N = 80  # samples streamed
@@ -34,15 +35,16 @@ def run(tmp_path: Path, **overrides: Any) -> tuple[OnlineTrainer, Any]:
 
 
 def end_line(out: str) -> tuple[float, int, int]:
-    """(mean reuse, draws, inserts) of the end-of-run line in `out`."""
+    """(mean reuse, samples trained on, inserts) of the end-of-run line in `out` (one
+    rank: the samples trained on are the draws, and the line names no draws apart)."""
     found = re.findall(
         r"end of training: each sample trained on ([\d.]+) times on average "
-        r"\((\d+) draws of (\d+) samples inserted, all ranks\)",
+        r"\((\d+) samples trained on, of (\d+) inserted, all ranks\)",
         out,
     )
     assert len(found) == 1, out
-    reuse, draws, inserts = found[0]
-    return float(reuse), int(draws), int(inserts)
+    reuse, trained, inserts = found[0]
+    return float(reuse), int(trained), int(inserts)
 
 
 def reuse_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -139,3 +141,23 @@ def test_a_ratio_that_could_not_act_is_not_advised_again(
     assert "reservoir drawing each sample up to 16 times was in effect" in warning
     assert f"--watermark {watermark} samples, 50% of the {N} each rank received" in warning
     assert "--sample_to_insert_ratio N" not in warning  # advice that would change nothing
+
+
+def test_the_line_counts_the_samples_trained_on_and_names_other_draws() -> None:
+    """Two ranks: a rank whose data ran out first trains on its last batches again (not
+    drawn), and batches drawn ahead of a stop are not trained on; the line's mean reuse
+    is of the samples trained on, the state's count, and the draws are named apart (a
+    two-rank run printed "130 steps on 4146 samples" and "4130 draws" unexplained)."""
+    state = TrainerState(global_step=130, total_samples_seen=4146, stream_ended=True)
+    state.append_log({"buffer_put": 1000.0, "buffer_got": 4130.0})
+    report = reuse_report(state, watermark=10, num_processes=2)
+    assert report is not None
+    line, warning = report
+    assert line.startswith(
+        "step 130 | end of training: each sample trained on 4.1 times on average "
+        "(4146 samples trained on, of 1000 inserted, all ranks; 4130 drawn from the buffers"
+    )
+    assert warning is None
+    state.total_samples_seen = 4130  # as many trained on as drawn: nothing to explain
+    line, _ = reuse_report(state) or ("", None)
+    assert line.endswith("(4130 samples trained on, of 1000 inserted, all ranks)")

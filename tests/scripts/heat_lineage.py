@@ -44,5 +44,24 @@ def recorded_step(self: OnlineTrainer, *, stage_next: bool = False) -> None:
 
 
 OnlineTrainer._training_step = recorded_step  # type: ignore[method-assign]
+
+# $LINEAGE_SLOW_SAVE seconds: every save after the first lingers that long once its parts
+# are written into the staging directory, before the commit, so that a test can signal
+# the run while a checkpoint is being written (the staging directory is there meanwhile)
+slow_save = float(os.environ.get("LINEAGE_SLOW_SAVE", "0"))
+if slow_save:
+    from melissa_trainer.checkpoint import registry
+
+    plain_write = registry.write
+    saves = 0
+
+    def slow_write(trainer: object, staging: Path) -> None:
+        global saves
+        plain_write(trainer, staging)  # type: ignore[arg-type]
+        saves += 1
+        if saves > 1:
+            time.sleep(slow_save)
+
+    registry.write = slow_write  # type: ignore[assignment]
 sys.argv = [str(EXAMPLE), *sys.argv[1:]]
 runpy.run_path(str(EXAMPLE), run_name="__main__")

@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 SCRIPT = Path(__file__).parents[1] / "scripts" / "rank_counters.py"
 
 
-def launch(out: Path, *flags: str) -> None:
+def launch(out: Path, *flags: str) -> str:
+    """Run the script on two ranks; returns its output (stdout and stderr)."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
@@ -32,6 +33,7 @@ def launch(out: Path, *flags: str) -> None:
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
     proc = run_group(cmd, timeout=240, env=env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout + proc.stderr
 
 
 def results(out: Path, prefix: str = "") -> list[dict]:
@@ -46,7 +48,7 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
 ) -> None:
     out = tmp_path / "out"
     out.mkdir()
-    launch(out)
+    output = launch(out)
     first = results(out)
     # rank 1's 160 samples (20 batches of 8) bound both ranks; rank 0's 83 ran out in
     # its 11th batch (3 samples), in the window of steps 9-12: it then re-serves its last
@@ -55,6 +57,14 @@ def test_study_telemetry_is_counted_once_and_rank_counters_survive_a_resume(
     assert [r["global_step"] for r in first] == [20, 20]
     assert [r["samples_seen"] for r in first] == seen
     assert [r["total_samples_seen"] for r in first] == [sum(seen)] * 2
+    # the end-of-run line counts the samples trained on (rank 0's re-served ones too), as
+    # the state does, and names the draws apart: it once said "243 draws of 243 samples
+    # inserted", each sample trained on 1.0 times, beside a state of 310 samples trained on
+    assert (
+        f"each sample trained on {sum(seen) / 243:.1f} times on average ({sum(seen)} "
+        "samples trained on, of 243 inserted, all ranks; 243 drawn from the buffers: a rank "
+        "whose data ran out first trains on its last batches again"
+    ) in output, output[-3000:]
     for r in first:
         assert r["logs"], "no log"
         assert {log["source_messages"] for log in r["logs"]} == {201.0}  # 100 + 101

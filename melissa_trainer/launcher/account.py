@@ -131,7 +131,8 @@ def study_account(
             failed.append(o)
     none = len(nonfinite) + len(refused) + len(failed)
     contributed = len(ended) - none
-    head = f"study account: {len(ended)} simulations ended, {contributed} contributed samples"
+    noun = "simulation" if len(ended) == 1 else "simulations"
+    head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
     if not none:
         return [f"{head}; every one contributed."], False
     share = none / len(ended)

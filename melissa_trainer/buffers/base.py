@@ -99,6 +99,13 @@ class Buffer(WaitingMixin, SnapshotMixin):
         with self._lock:
             return self._n_put_waiting, len(self._get_needs)
 
+    def room(self) -> int | None:
+        """How many samples `put_available` would take now, where the policy can say so
+        cheaply; None where it cannot (this base, a rate limiter). A hint for a caller
+        that would rather keep a block whole than split it (the receiver's pump): a
+        snapshot, which a read or a put may change at once. Any thread."""
+        return None
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(capacity={self._capacity}, watermark={self._watermark}, "

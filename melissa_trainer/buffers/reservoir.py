@@ -114,6 +114,17 @@ class ReservoirBuffer(Buffer):
         self._pos[slot] = len(self._undrawn)
         self._undrawn.append(slot)
 
+    def room(self) -> int | None:
+        """`Buffer.room`: the free slots and the drawn samples (each may be evicted), as
+        `put_available` counts them; None with a rate limiter, or once closed (a put
+        then says so)."""
+        if self._limiter is not None:
+            return None
+        with self._lock:
+            if self._closed:
+                return None
+            return max(0, self._capacity - self._size() + len(self._drawn))
+
     def put_available(self, samples: Sequence[Sample]) -> int:
         """Same contract as :meth:`Buffer.put_available`. Without a rate limiter, the
         evictions of a burst draw their uniforms in one call and are done inline: the

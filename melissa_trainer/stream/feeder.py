@@ -14,7 +14,11 @@ What a pump could not put of a `SampleBlock` (a BATCH's samples) waits as one bl
 not as per-sample dicts: a reservoir builds those when it takes them (`flush`), and a
 FIFO takes the rest of the block as one item, so the usual steady state of a full
 buffer (each pump puts part of a batch, the next one the rest) costs no Python per
-sample here (issue 42).
+sample here (issue 42). And a block that a pump receives while the buffer has room for
+only part of it waits whole, untried, when the buffer can say so (`Buffer.room`: a
+reservoir): the next pump's `flush` puts it, with one call where a put of what fits and
+one of the rest would cost two (each `put_available` of a block has a fixed cost in the
+buffer: the lock, the layout check, one scatter per field).
 
 Thread-safety: used by one thread at a time (the receiver's ingest lock).
 """
@@ -132,6 +136,19 @@ class Feeder:
         like `put`; a `SampleBlock` goes in as one, see `Buffer.put_available`);
         returns how many were put or kept for later (fewer once the buffer closed)."""
         n = 0
+        if self.pumping and not self.overflow:
+            # What does not fit whole waits whole: the next pump's `flush` puts it with one
+            # call, where a put of what fits now and one of the rest then would cost the
+            # buffer two (the steady state under back-pressure: each pump puts about one
+            # BATCH, which the reader's draws rarely free room for exactly). A list waits
+            # too, so that a block and its samples as a list reach the buffer alike.
+            room = self._buffer.room()
+            if room is not None and room < len(samples):
+                if type(samples) is SampleBlock:
+                    self.overflow.append(samples)
+                else:
+                    self.overflow.extend(samples)
+                return len(samples)
         if not self.overflow:
             try:
                 n = self._buffer.put_available(samples)

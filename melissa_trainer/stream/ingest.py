@@ -12,7 +12,6 @@ per simulation is in `assembly`, its finished simulations in `archive`.
 from __future__ import annotations
 
 import logging
-from itertools import repeat
 
 import numpy as np
 
@@ -179,7 +178,7 @@ class Ingest(IngestState):
             sim.messages += 1
             # Recorded before the puts, in put order (see `data`), all at once.
             sim.mark_range(first // w, first // w + k)
-            self.recent.extend(zip(repeat(sid), st))
+            self.recent.extend_steps(sid, st)
             self.marked += k
             self.in_flight = k
             block = block_of(name, rows, sim, msg.steps.astype(np.int64))
@@ -221,7 +220,7 @@ class Ingest(IngestState):
         # Recorded before the puts, in put order (see `data`), all at once.
         sim.mark_many(local[new])
         new_steps = steps[new].tolist()
-        self.recent.extend(zip(repeat(sid), new_steps))
+        self.recent.extend_steps(sid, new_steps)
         self.marked += len(new_steps)
         self.in_flight = len(new_steps)
         block = block_of(msg.name, rows[new], sim, steps[new])

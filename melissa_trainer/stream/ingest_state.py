@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -33,6 +32,7 @@ from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
+from melissa_trainer.stream.recent_keys import RecentKeys
 from melissa_trainer.stream.schema import StudySchema
 from melissa_trainer.wire import FieldSpec
 
@@ -123,7 +123,7 @@ class IngestState:
         self.archive = Archive(recent_size)  # finished simulations, a few bytes each
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
-        self.recent: deque[tuple[int, int]] = deque(maxlen=recent_size)
+        self.recent = RecentKeys(recent_size)  # the keys of the last samples recorded
         self.marked = 0  # samples recorded as done (the buffer's put count + one in flight)
         #: samples recorded (marked) whose put has not returned yet: counted in
         #: `samples_put` only once it does, but a snapshot taken while it blocks (on a

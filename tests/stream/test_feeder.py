@@ -111,7 +111,8 @@ def test_a_pump_keeps_the_rest_of_a_block_whole_and_feeds_what_per_sample_puts_f
             assert feeder.put_many(b if as_block else list(b)) == 7
             if as_block:
                 assert all(type(x) is SampleBlock for x in feeder.overflow)
-                assert len(feeder.overflow) <= 2
+                # the rest of a block, a block that waited whole for room, the new one
+                assert len(feeder.overflow) <= 3
             served.append(read_all(buf, 5))
         while feeder.overflow:
             feeder.flush(block=False)
@@ -138,3 +139,60 @@ def test_a_blocked_flush_takes_the_rest_of_a_block_sample_by_sample_in_order() -
     assert feeder.flush(block=True) is True  # waited for the reader
     reader.join()
     assert steps(buf.get_batch(3)) == [3, 4, 5] and not feeder.overflow
+
+
+class CountingReservoir(ReservoirBuffer):
+    """A reservoir that records its `put_available` calls: (samples given, put)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.calls: list[tuple[int, int]] = []
+
+    def put_available(self, samples):  # type: ignore[no-untyped-def]
+        n = super().put_available(samples)
+        self.calls.append((len(samples), n))
+        return n
+
+
+def test_a_pump_keeps_a_block_that_does_not_fit_whole_and_puts_it_in_one_call() -> None:
+    """Under back-pressure (the reader draws 8, a BATCH brings 7), a block that does not
+    fit whole waits whole for the next pump's flush, instead of a put of what fits and
+    one of the rest (issue 42's pinned row); no sample is lost."""
+    buf = CountingReservoir(16, seed=1)
+    feeder = Feeder(buf, 0.01, Calls().serve, Calls().close)
+    feeder.pumping = True
+    assert feeder.put_many(block(0, 16)) == 16  # fills it: room for all, put at once
+    assert buf.calls == [(16, 16)] and not feeder.overflow
+    nxt, waited = 16, 0
+    for _ in range(30):
+        read_all(buf, 8)  # the reader's step: 8 draws (each drawn sample may be evicted)
+        feeder.flush(block=False)  # the pump: what waits goes first ...
+        b = block(nxt, 7)
+        calls = len(buf.calls)
+        assert feeder.put_many(b) == 7  # ... then one BATCH
+        nxt += 7
+        if len(buf.calls) == calls:  # not tried: it waits, whole (not the rest of a split)
+            assert feeder.overflow[-1] is b
+            waited += 1
+        else:
+            assert buf.calls[-1] == (7, 7)  # tried only when it fits whole
+    assert waited > 0  # the case did arise
+    # split only by a flush that found less room than the block holds (each pump then
+    # makes one call where it made two: the rest, and the new BATCH split again)
+    assert buf.stats().put + sum(len(b) for b in feeder.overflow) == nxt  # none lost
+
+
+def test_room_says_what_put_available_would_take() -> None:
+    buf = ReservoirBuffer(4, seed=0)
+    assert buf.room() == 4
+    buf.put_available([sample(i) for i in range(3)])
+    assert buf.room() == 1
+    buf.put(sample(3))
+    assert buf.room() == 0  # full, nothing drawn
+    buf.get_batch(3)  # each drawn sample may be evicted (the draws may repeat one)
+    room = buf.room()
+    assert room is not None and 1 <= room <= 3
+    assert buf.put_available([sample(10 + i) for i in range(4)]) == room
+    assert FIFOBuffer(4).room() is None  # a policy that does not say
+    buf.close()
+    assert buf.room() is None  # a put says it is closed

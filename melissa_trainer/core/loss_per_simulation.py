@@ -178,7 +178,8 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         Collective when `distributed`: every rank calls it at the same `step`. Blocks
         for one device-to-host copy of this period's losses.
         """
-        ids, sums, counts = self._local_period()
+        # this rank's period, summed per simulation (ids sorted), and forgotten
+        ids, sums, counts = _sum_per_id(*self._period.take())
         if self.distributed:
             ids, sums, counts = _gather(ids, sums, counts, self.device)
             ids, sums, counts = _sum_per_id(ids, sums, counts)  # an id on several ranks: one
@@ -207,11 +208,6 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
             entry[3] = step
             updated[sid] = _loss(sid, entry)
         return updated
-
-    def _local_period(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This rank's samples since the last reduction, summed per simulation (ids
-        sorted), and forgotten."""
-        return _sum_per_id(*self._period.take())
 
     # -- reading --------------------------------------------------------------------------
 

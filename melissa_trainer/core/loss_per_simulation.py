@@ -157,13 +157,14 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         """
         n = len(simulation_ids)
         if isinstance(losses, DeferredSampleLosses):
-            if losses.rows != n:
+            if losses.elementwise.shape[0] != n:
                 _refuse((losses.rows,), n)
-        else:
-            if losses.dim() != 1 or losses.shape[0] != n:
-                _refuse(tuple(losses.shape), n)
-            if losses.requires_grad:  # (the trainer's are detached already)
-                losses = losses.detach()
+            self._period.defer(np.asarray(simulation_ids, dtype=np.int64), losses)
+            return
+        if losses.dim() != 1 or losses.shape[0] != n:
+            _refuse(tuple(losses.shape), n)
+        if losses.requires_grad:  # (the trainer's are detached already)
+            losses = losses.detach()
         self._period.record(np.asarray(simulation_ids, dtype=np.int64), losses)
 
     @property

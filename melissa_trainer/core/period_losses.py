@@ -54,21 +54,23 @@ class PeriodLosses:
         self.device = device
         self._losses = [x.to(device) for x in self._losses]
 
-    def record(self, ids: np.ndarray, losses: torch.Tensor | DeferredSampleLosses) -> None:
+    def record(self, ids: np.ndarray, losses: torch.Tensor) -> None:
         """Keep one micro-batch's simulation `ids` (int64, ``[n]``) and its per-sample
-        `losses` (``[n]``, detached, or deferred). No host sync; no operation for a
-        deferred one (unless more than `DEFERRED_BYTES` are held: then they are
-        averaged)."""
-        self._ids.append(ids)
-        if isinstance(losses, DeferredSampleLosses):
-            self._deferred.append(losses)
-            self._deferred_bytes += losses.nbytes
-            if self._deferred_bytes > DEFERRED_BYTES:
-                self._settle()
-            return
+        `losses` (``[n]``, detached). No host sync (the deferred ones before it are
+        averaged first: the losses stay in the ids' order)."""
         if self._deferred:
-            self._settle()  # (the losses stay in the ids' order)
+            self._settle()
+        self._ids.append(ids)
         self._losses.append(losses)
+
+    def defer(self, ids: np.ndarray, losses: DeferredSampleLosses) -> None:
+        """`record`, its losses deferred: no operation (unless more than
+        `DEFERRED_BYTES` are held then: they are averaged)."""
+        self._ids.append(ids)
+        self._deferred.append(losses)
+        self._deferred_bytes += losses.elementwise.nbytes
+        if self._deferred_bytes > DEFERRED_BYTES:
+            self._settle()
 
     def take(self) -> tuple[np.ndarray, np.ndarray]:
         """The period's ids (int64) and losses (float64, on the host: one device-to-host

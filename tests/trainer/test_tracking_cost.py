@@ -238,8 +238,10 @@ def test_a_period_keeps_computed_and_deferred_losses_in_order(
     for i, (o, t) in enumerate(steps):
         losses = step_sample_losses(F.mse_loss, o, t)
         want.append(losses)
-        given = losses if i in (4, 5) else deferred_sample_losses(F.mse_loss, o, t)
-        period.record(np.full(3, i, np.int64), given)
+        if i in (4, 5):
+            period.record(np.full(3, i, np.int64), losses)
+        else:
+            period.defer(np.full(3, i, np.int64), deferred_sample_losses(F.mse_loss, o, t))  # type: ignore[arg-type]
         assert len(period._deferred) <= 2  # bounded
     assert len(period) == 27
     ids, kept = period.arrays()
@@ -258,13 +260,16 @@ def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
     from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 
     recorded: list[type] = []
-    original = PeriodLosses.record
 
-    def spy(self: Any, ids: Any, losses: Any) -> None:
-        recorded.append(type(losses))
-        original(self, ids, losses)
+    def spying(original: Any) -> Any:
+        def spy(self: Any, ids: Any, losses: Any) -> None:
+            recorded.append(type(losses))
+            original(self, ids, losses)
 
-    monkeypatch.setattr(PeriodLosses, "record", spy)
+        return spy
+
+    monkeypatch.setattr(PeriodLosses, "record", spying(PeriodLosses.record))
+    monkeypatch.setattr(PeriodLosses, "defer", spying(PeriodLosses.defer))
 
     class Listener(Hook):
         def on_sample_losses(self, trainer: Any, state: Any, control: Any, losses: Any,

@@ -75,6 +75,30 @@ def load(package: Path, name: str) -> ModuleType:
     return module
 
 
+def load_baseline(package: Path) -> dict[str, ModuleType]:
+    """The baseline's `sample_losses`, `period_losses` (where it has one) and
+    `loss_per_simulation`, each bound to the others (their imports of
+    ``melissa_trainer.core.<name>`` are pointed at the baseline's while they load: a
+    deferred loss of one code is not the other's class)."""
+    saved: dict[str, Any] = {}
+    modules: dict[str, ModuleType] = {}
+    try:
+        for name in ("sample_losses", "period_losses", "loss_per_simulation"):
+            if not (package / "core" / f"{name}.py").exists():
+                continue
+            modules[name] = load(package, name)
+            full = f"melissa_trainer.core.{name}"
+            saved.setdefault(full, sys.modules.get(full))
+            sys.modules[full] = modules[name]
+    finally:
+        for full, module in saved.items():
+            if module is None:
+                sys.modules.pop(full, None)
+            else:
+                sys.modules[full] = module
+    return modules
+
+
 def losses_of(module: ModuleType) -> Any:
     """A code's per-sample losses of a step's (outputs, targets), as its trainer's step
     gives them to a tracker listening alone."""
@@ -102,11 +126,12 @@ def run(baseline: Path, steps: int, seed: int) -> dict[str, dict[str, list[int]]
 
 def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[str, list[int]]]:
     torch.set_num_threads(1)
+    base = load_baseline(baseline)
     codes = {
         "ours": (losses_of(sample_losses), loss_per_simulation.SimulationLosses),
         "baseline": (
-            losses_of(load(baseline, "sample_losses")),
-            load(baseline, "loss_per_simulation").SimulationLosses,
+            losses_of(base["sample_losses"]),
+            base["loss_per_simulation"].SimulationLosses,
         ),
     }
     cpu = torch.device("cpu")

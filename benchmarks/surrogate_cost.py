@@ -10,7 +10,12 @@ launcher's thread. **Off**: the very same simulations, in the same order (the on
 draws replayed by a `ListSampler`): no loss tracking, no acquisition. Nothing paces
 the trainer to the simulations (no sample-to-insert ratio): it trains as fast as it
 can on the reservoir while the simulations stream, so its step rate is what the
-sampler's work slows. Three rates over the span from the first step to the last:
+sampler's work slows. The pairs alternate which arm runs first (order effects on a
+machine whose load drifts cancel): an even pair runs on (its draws free), then off
+replaying them; an odd pair runs off first, replaying the previous pair's draws, then on,
+whose sampler draws and observes as ever (its CPU counted) while its study launches
+those same replayed parameters (`force_draws`). Both arms of a pair run the same
+simulations either way. Three rates over the span from the first step to the last:
 steps per CPU-second of **the training thread and the sampler** (the thread's CPU, plus
 the CPU of every draw and observation of the sampler made in the same span, on
 whichever thread it ran: the target's row; its draws before the first step and its
@@ -110,12 +115,29 @@ class SamplerClock:
         return timed
 
 
+def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
+    """`sampler` draws as ever (its work, its state), but each of its draws is replaced
+    by the next of `draws`: the study launches those, and the sampler observes their
+    losses (an on arm running the very simulations of an off arm run before it)."""
+    replay = iter(draws)
+    original = sampler.draw
+
+    def draw() -> dict[str, float]:
+        original()
+        return dict(next(replay))
+
+    sampler.draw = draw
+
+
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate"):  # fmt: skip
-    """One study: the adaptive sampler `kind`'s (`draws` None) or the replay of `draws`;
-    returns its steps per second and the parameters it ran, in launch order."""
+          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
+    """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
+    `forced` if given) or the replay of `draws`; returns its steps per second and the
+    parameters it ran, in launch order."""
     torch.set_num_threads(1)  # the other core runs the simulations
     sampler = bench.make_arm(setup, kind, seed) if draws is None else ListSampler(draws)
+    if forced is not None:
+        force_draws(sampler, forced)
     sampler_clock = SamplerClock(sampler)
     n = setup.grid_size
     launcher = Launcher([sys.executable, str(hp.SOLVER), *setup.config.argv()], sampler,
@@ -163,9 +185,9 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
 
 
 def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate"):  # fmt: skip
+          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
     spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
-            "kind": kind}  # fmt: skip
+            "kind": kind, "forced": forced}  # fmt: skip
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     if out.returncode != 0:
@@ -189,7 +211,7 @@ def main() -> None:
     if opts.child:
         spec = json.loads(opts.child)
         run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]),
-                    spec["kind"])  # fmt: skip
+                    spec["kind"], spec["forced"])  # fmt: skip
         print(to_json(run))
         return
     setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
@@ -202,16 +224,26 @@ def main() -> None:
     print(f"{opts.space} space, {setup.simulations} simulations, {setup.steps} steps per "
           f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip
     try:
+        replayed: list[dict[str, float]] = []
         for i in range(pairs):
-            first = child(setup, 2000 + i, None, work / f"on-{i}", opts.sampler)
-            second = child(setup, 2000 + i, first["draws"], work / f"off-{i}")
+            seed, on_first = 2000 + i, i % 2 == 0
+            if on_first:  # on draws freely; off replays its draws
+                first = child(setup, seed, None, work / f"on-{i}", opts.sampler)
+                replayed = first["draws"]
+                second = child(setup, seed, replayed, work / f"off-{i}")
+            else:  # off replays the last draws; on's sampler works, its study runs them
+                second = child(setup, seed, replayed, work / f"off-{i}")
+                first = child(setup, seed, None, work / f"on-{i}", opts.sampler, replayed)
+            if first["draws"] != second["draws"]:
+                raise RuntimeError(f"pair {i}: the arms ran different simulations")
             on.append(first["steps_per_second"])
             off.append(second["steps_per_second"])
             on_cpu.append(first["steps_per_cpu_second"])
             off_cpu.append(second["steps_per_cpu_second"])
             on_step.append(first["steps_per_step_cpu_second"])
             off_step.append(second["steps_per_step_cpu_second"])
-            print(f"pair {i}: on {on[-1]:.1f} steps/s, off {off[-1]:.1f} steps/s, "
+            print(f"pair {i} ({'on, off' if on_first else 'off, on'}): on {on[-1]:.1f} "
+                  f"steps/s, off {off[-1]:.1f} steps/s, "
                   f"on / off {on[-1] / off[-1]:.3f}; per CPU-second on {on_cpu[-1]:.1f}, "
                   f"off {off_cpu[-1]:.1f}, on / off {on_cpu[-1] / off_cpu[-1]:.3f}; per "
                   f"CPU-second of the step and the sampler on {on_step[-1]:.1f}, off "
@@ -229,7 +261,7 @@ def main() -> None:
     ):
         ours, base = statistics.median(a), statistics.median(b)
         rows.append({"case": f"{opts.space}, trainer steps {what}, {opts.sampler} on / off "
-                             f"(medians of {pairs} interleaved pairs)",
+                             f"(medians of {pairs} pairs, alternate orders)",
                      "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
                      "ratio": round(ours / base, 3), "target": target})  # fmt: skip
     print_rows(rows, f"{opts.sampler} sampler: its cost on the trainer", width=60)

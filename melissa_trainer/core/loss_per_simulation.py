@@ -25,9 +25,10 @@ A non-finite sample loss makes its simulation's `mean` and `relative` non-finite
 (a diverged simulation is not hidden, and `Launcher.observe` skips it); it is left out of
 the reference. A reference of 0 (every loss 0) makes every relative loss 1.
 
-Cost per step: one tensor and one small id array appended to a list (no device
-operation). Per reduction: one device-to-host copy, three small all-gathers (lengths,
-ids and counts, sums; tensors, never pickles) and the period's samples counted per id
+Cost per step: one tensor (or the step's deferred outputs and targets) and one small id
+array appended to a list (no device operation; `melissa_trainer.core.period_losses`).
+Per reduction: one device-to-host copy, three small all-gathers (lengths, ids and
+counts, sums; tensors, never pickles) and the period's samples counted per id
 (`_sum_per_id`: a table over the ids' range, no sort, where it is narrow).
 
 A reduction's period boundaries belong to the statistic (the reference is made of
@@ -35,7 +36,8 @@ periods), so the unreduced samples and the recent periods are part of a checkpoi
 resumed run reduces at the same steps, over the same samples, as one never stopped.
 
 Memory: the unreduced samples (ids and losses of `simulation_loss_steps` steps of
-batches) and five numbers per simulation ever trained on.
+batches; deferred outputs and targets up to `period_losses.DEFERRED_BYTES`) and five
+numbers per simulation ever trained on.
 
 Not thread-safe: the training thread only (hooks read it there).
 """
@@ -46,11 +48,14 @@ import math
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import torch
 import torch.distributed as dist
+
+from melissa_trainer.core.period_losses import PeriodLosses
+from melissa_trainer.core.sample_losses import DeferredSampleLosses
 
 __all__ = [
     "DEFAULT_SIMULATION_LOSS_STEPS",
@@ -123,8 +128,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
     def __init__(self, device: torch.device, distributed: bool) -> None:
         self.device = device
         self.distributed = distributed
-        self._ids: list[np.ndarray] = []  # per micro-batch, int64, on the host
-        self._losses: list[torch.Tensor] = []  # per micro-batch, detached, on the device
+        self._period = PeriodLosses(device)  # the unreduced samples
         # simulation id -> [draws, loss sum, relative sum, step] (float64 sums)
         self._stats: dict[int, list[Any]] = {}
         # (sum, count) of the finite losses of the last REFERENCE_PERIODS periods
@@ -138,31 +142,35 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         there: restored from a checkpoint, they are on the device this was created
         with), and reduce over the process group if `distributed`."""
         self.device, self.distributed = device, distributed
-        self._losses = [x.to(device) for x in self._losses]
+        self._period.place(device)
 
-    def record(self, simulation_ids: np.ndarray, losses: torch.Tensor) -> None:
-        """Keep one micro-batch's per-sample `losses` (shape ``[n]``) of the samples of
-        `simulation_ids` (``[n]``), until the next `reduce`. No host sync.
+    def record(
+        self, simulation_ids: np.ndarray, losses: torch.Tensor | DeferredSampleLosses
+    ) -> None:
+        """Keep one micro-batch's per-sample `losses` (shape ``[n]``, or deferred: computed
+        later, `melissa_trainer.core.period_losses`) of the samples of `simulation_ids`
+        (``[n]``), until the next `reduce`. No host sync.
 
         Raises:
             ValueError: the shapes differ (a `process_batch` or `compute_sample_losses`
                 that does not keep one row per sample, in order).
         """
-        if losses.dim() != 1 or losses.shape[0] != len(simulation_ids):
-            raise ValueError(
-                f"compute_sample_losses returned a tensor of shape {tuple(losses.shape)} for "
-                f"a batch of {len(simulation_ids)} samples: it must return one loss per "
-                f"sample, in the batch's order (shape [{len(simulation_ids)}]), and so must "
-                f"process_batch or collate_fn keep one row per sample, in order"
-            )
-        self._ids.append(np.asarray(simulation_ids, dtype=np.int64))
-        # (the trainer's are detached already: a detach is an op per step for nothing)
-        self._losses.append(losses.detach() if losses.requires_grad else losses)
+        n = len(simulation_ids)
+        if isinstance(losses, DeferredSampleLosses):
+            if losses.elementwise.shape[0] != n:
+                _refuse((losses.rows,), n)
+            self._period.defer(np.asarray(simulation_ids, dtype=np.int64), losses)
+            return
+        if losses.dim() != 1 or losses.shape[0] != n:
+            _refuse(tuple(losses.shape), n)
+        if losses.requires_grad:  # (the trainer's are detached already)
+            losses = losses.detach()
+        self._period.record(np.asarray(simulation_ids, dtype=np.int64), losses)
 
     @property
     def unreduced(self) -> int:
         """Samples recorded since the last reduction, on this rank."""
-        return sum(len(ids) for ids in self._ids)
+        return len(self._period)
 
     def reduce(self, step: int) -> dict[int, SimulationLoss]:
         """Fold every rank's recorded samples into the statistics; returns those of the
@@ -171,7 +179,8 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         Collective when `distributed`: every rank calls it at the same `step`. Blocks
         for one device-to-host copy of this period's losses.
         """
-        ids, sums, counts = self._local_period()
+        # this rank's period, summed per simulation (ids sorted), and forgotten
+        ids, sums, counts = _sum_per_id(*self._period.take())
         if self.distributed:
             ids, sums, counts = _gather(ids, sums, counts, self.device)
             ids, sums, counts = _sum_per_id(ids, sums, counts)  # an id on several ranks: one
@@ -201,19 +210,6 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
             updated[sid] = _loss(sid, entry)
         return updated
 
-    def _local_period(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """This rank's samples since the last reduction, summed per simulation (ids
-        sorted), and forgotten."""
-        if not self._ids:
-            return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
-        ids = np.concatenate(self._ids)
-        # one concatenation, then one conversion (exact: float64 holds every float
-        # dtype's values), not one per micro-batch
-        losses = torch.cat(self._losses).to(torch.float64).cpu().numpy()
-        self._ids.clear()
-        self._losses.clear()
-        return _sum_per_id(ids, losses)
-
     # -- reading --------------------------------------------------------------------------
 
     def __getitem__(self, simulation_id: int) -> SimulationLoss:
@@ -238,11 +234,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         arrays (written with safetensors)."""
         sids = sorted(self._stats)
         entries = [self._stats[s] for s in sids]
-        unreduced = (
-            torch.cat([x.to(torch.float64) for x in self._losses]).cpu().numpy()
-            if self._losses
-            else np.zeros(0, np.float64)
-        )
+        unreduced_ids, unreduced = self._period.arrays()
         return {
             "ids": np.array(sids, dtype=np.int64),
             "draws": np.array([e[0] for e in entries], dtype=np.int64),
@@ -251,7 +243,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
             "step": np.array([e[3] for e in entries], dtype=np.int64),
             "reference_sums": np.array([t for t, _ in self._recent], dtype=np.float64),
             "reference_counts": np.array([n for _, n in self._recent], dtype=np.int64),
-            "unreduced_ids": np.concatenate(self._ids) if self._ids else np.zeros(0, np.int64),
+            "unreduced_ids": unreduced_ids,
             "unreduced_losses": unreduced,
         }
 
@@ -287,10 +279,7 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         self._recent = deque(
             zip(ref_sums.tolist(), ref_counts.tolist(), strict=True), maxlen=REFERENCE_PERIODS
         )
-        self._ids = [unreduced_ids] if len(unreduced_ids) else []
-        self._losses = (
-            [torch.from_numpy(unreduced.copy()).to(self.device)] if len(unreduced) else []
-        )
+        self._period.load(unreduced_ids, unreduced)
 
     @staticmethod
     def reshard_state(
@@ -363,6 +352,14 @@ def _sum_per_id(
 
 #: `_sum_per_id` uses a table while the ids' range is at most this many times the entries
 _TABLE_SPAN = 4
+
+
+def _refuse(shape: tuple[int, ...], n: int) -> NoReturn:
+    raise ValueError(
+        f"compute_sample_losses returned a tensor of shape {shape} for a batch of {n} "
+        f"samples: it must return one loss per sample, in the batch's order (shape [{n}]), "
+        f"and so must process_batch or collate_fn keep one row per sample, in order"
+    )
 
 
 def _loss(simulation_id: int, entry: list[Any]) -> SimulationLoss:

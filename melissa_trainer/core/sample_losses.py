@@ -8,17 +8,36 @@ loss is the very ATen operator `mse_loss` calls, without its Python checks and w
 a `torch.no_grad` block (nothing there requires a gradient): about half the CPU of the
 generic path on a small MLP's step (docs/measured.md), the same values bit for bit.
 
+Deferred (`DeferredSampleLosses`, `deferred_sample_losses`): on the CPU, the mean per
+sample of the default loss's elementwise losses need not be taken at each step. The step
+computes the elementwise losses (one operator, while its outputs are in cache) and keeps
+them; `losses_of` averages those of many steps at once, one concatenation and one mean
+over all their rows: the same values bit for bit (each row's mean is the same reduction
+whatever the rows around it; tested, several dtypes and thread counts; contiguous
+results only). On a busy CPU the mean (a sum and a division) was most of the per-sample
+losses' cost, paid in cold caches at every step (issue 46, docs/measured.md's sixth
+round). Not on other devices: a GPU's reduction kernels may split rows differently by
+the number of rows (not tested bit for bit there: the mean is taken per step).
+
 Nothing here knows what the losses are for: the `SimulationLossTracker` hook sums them
 per simulation (`melissa_trainer.core.loss_per_simulation`), a user hook may do anything else.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-__all__ = ["check_loss_overrides", "per_sample_losses", "step_sample_losses"]
+__all__ = [
+    "DeferredSampleLosses",
+    "check_loss_overrides",
+    "deferred_sample_losses",
+    "losses_of",
+    "per_sample_losses",
+    "step_sample_losses",
+]
 
 #: the ATen operator `torch.nn.functional.mse_loss` ends in (after checks that cannot fail
 #: for plain tensors of one shape), and ATen's code of reduction="none" (Reduction::None;
@@ -84,17 +103,91 @@ def step_sample_losses(loss_fn: Any, outputs: torch.Tensor, targets: Any) -> tor
         TypeError: as `per_sample_losses`.
     """
     detached = outputs.detach()
-    if (
+    if _is_plain_mse(loss_fn, detached, targets):
+        return _per_sample_means(_MSE_OPERATOR(detached, targets, _NO_REDUCTION))
+    with torch.no_grad():
+        return per_sample_losses(loss_fn, detached, targets)
+
+
+def _is_plain_mse(loss_fn: Any, detached: torch.Tensor, targets: Any) -> bool:
+    """`step_sample_losses`' shortcut applies: the default loss on plain tensors of one
+    shape, targets without a gradient."""
+    return (
         loss_fn is torch.nn.functional.mse_loss
         and _MSE_OPERATOR is not None
         and type(detached) is torch.Tensor
         and type(targets) is torch.Tensor
         and not targets.requires_grad
         and detached.shape == targets.shape
-    ):
-        return _per_sample_means(_MSE_OPERATOR(detached, targets, _NO_REDUCTION))
-    with torch.no_grad():
-        return per_sample_losses(loss_fn, detached, targets)
+    )
+
+
+class DeferredSampleLosses:
+    """One micro-batch's per-sample losses under the default loss, their mean per sample
+    not taken yet: the elementwise losses (``[n, ...]``, contiguous, on the CPU: a
+    tensor of their own, which nothing else holds), which `losses_of` averages per
+    sample with those of other micro-batches.
+
+    Attributes:
+        elementwise: the elementwise losses.
+    """
+
+    __slots__ = ("elementwise",)
+
+    def __init__(self, elementwise: torch.Tensor) -> None:
+        self.elementwise = elementwise
+
+    @property
+    def rows(self) -> int:
+        """The number of samples."""
+        return int(self.elementwise.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """The bytes held."""
+        return int(self.elementwise.nbytes)
+
+
+def deferred_sample_losses(
+    loss_fn: Any, outputs: torch.Tensor, targets: Any
+) -> torch.Tensor | DeferredSampleLosses:
+    """`step_sample_losses`, with the mean per sample deferred (`DeferredSampleLosses`)
+    where `losses_of` gives the same values bit for bit: the default loss's shortcut, on
+    the CPU, samples of at least one value each, a contiguous result; computed now
+    otherwise.
+
+    Raises:
+        TypeError: as `per_sample_losses`.
+    """
+    detached = outputs.detach()
+    if not _is_plain_mse(loss_fn, detached, targets):
+        with torch.no_grad():
+            return per_sample_losses(loss_fn, detached, targets)
+    elementwise = _MSE_OPERATOR(detached, targets, _NO_REDUCTION)
+    # (one row a sample already: nothing to average; a strided layout, which the mean
+    # might reduce in another order, or another device: the mean now)
+    if elementwise.dim() > 1 and elementwise.is_cpu and elementwise.is_contiguous():
+        return DeferredSampleLosses(elementwise)
+    return _per_sample_means(elementwise)
+
+
+def losses_of(deferred: Sequence[DeferredSampleLosses]) -> torch.Tensor:
+    """The per-sample losses of `deferred` micro-batches, concatenated in their order:
+    those of `step_sample_losses` on each, bit for bit. One concatenation and one mean
+    per run of micro-batches of one dtype and sample shape (usually one run)."""
+    if not deferred:
+        return torch.zeros(0)
+    keys = [(d.elementwise.dtype, d.elementwise.shape[1:]) for d in deferred]
+    parts: list[torch.Tensor] = []
+    start = 0
+    for end in range(1, len(deferred) + 1):
+        if end < len(deferred) and keys[end] == keys[start]:
+            continue
+        run = deferred[start:end]
+        losses = run[0].elementwise if len(run) == 1 else torch.cat([d.elementwise for d in run])
+        parts.append(_per_sample_means(losses))
+        start = end
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _per_sample_means(losses: torch.Tensor) -> torch.Tensor:

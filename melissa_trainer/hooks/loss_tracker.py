@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.sample_losses import DeferredSampleLosses
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Event, Hook
 
@@ -76,10 +77,14 @@ class SimulationLossTracker(Hook):
         trainer: TrainerView,
         state: TrainerState,
         control: TrainerControl,
-        losses: torch.Tensor,
+        losses: torch.Tensor | DeferredSampleLosses,
         simulation_ids: np.ndarray | None,
     ) -> None:
-        """Keep the micro-batch's losses until the next reduction (no host sync).
+        """Keep the micro-batch's losses until the next reduction (no host sync). The
+        trainer passes them deferred (its outputs and targets, computed at the
+        reduction: the same values) when every hook listening to SAMPLE_LOSSES is a
+        tracker whose `on_sample_losses` is this one (a subclass overriding it gets
+        tensors).
 
         Raises:
             ValueError: the samples carry no ``simulation_id``, or the losses are not

@@ -21,11 +21,13 @@ from melissa_trainer.core.accelerated import TrainStep
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.sample_losses import (
+    DeferredSampleLosses,
     check_loss_overrides,
+    deferred_sample_losses,
     per_sample_losses,
     step_sample_losses,
 )
-from melissa_trainer.hooks import Event, HookList, SimulationLossTracker
+from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker
 
 __all__ = ["LossFn", "TrainerLosses"]
 
@@ -40,8 +42,10 @@ class TrainerLosses:
     hooks: HookList
     loss_fn: LossFn
     _step: TrainStep
-    #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`)
-    _sample_losses: torch.Tensor | None
+    #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`);
+    #: deferred when only the library's trackers listen (`_defer_sample_losses`)
+    _sample_losses: torch.Tensor | DeferredSampleLosses | None
+    _defer_sample_losses: bool = False
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
@@ -71,6 +75,13 @@ class TrainerLosses:
         wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
         if wanted:
             check_loss_overrides(type(self), TrainerLosses)
+        # every listener a `SimulationLossTracker` as the library wrote it: it takes the
+        # losses deferred (computed with the period's others, the same values)
+        self._defer_sample_losses = wanted and all(
+            type(h).on_sample_losses is SimulationLossTracker.on_sample_losses
+            for h in self.hooks.hooks
+            if type(h).on_sample_losses is not Hook.on_sample_losses
+        )
         self.dataset.track_simulation_ids = wanted
         self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
 
@@ -79,8 +90,9 @@ class TrainerLosses:
         kept (detached, on the device) for the event. Where neither loss is overridden:
         the step's loss is `loss_fn(outputs, targets)`, as without the event (the same
         training, bit for bit), and the per-sample losses come from the same outputs
-        without autograd (no backward node: issue 46, their cost on the step); else the
-        mean of `compute_sample_losses`."""
+        without autograd (no backward node: issue 46, their cost on the step), deferred
+        where only trackers listen (`deferred_sample_losses`); else the mean of
+        `compute_sample_losses`."""
         cls = type(self)
         if (
             cls.compute_sample_losses is TrainerLosses.compute_sample_losses
@@ -88,7 +100,11 @@ class TrainerLosses:
         ):
             inputs, targets = _inputs_targets(batch, "compute_sample_losses")
             outputs = model(inputs)
-            self._sample_losses = step_sample_losses(self.loss_fn, outputs, targets)
+            self._sample_losses = (
+                deferred_sample_losses(self.loss_fn, outputs, targets)
+                if self._defer_sample_losses
+                else step_sample_losses(self.loss_fn, outputs, targets)
+            )
             return self.loss_fn(outputs, targets)
         losses = self.compute_sample_losses(model, batch)
         self._sample_losses = losses.detach()

@@ -13,6 +13,7 @@ which path computed them.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,9 +21,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from melissa_trainer.core import loss_per_simulation, sample_losses
+from melissa_trainer.core import loss_per_simulation, period_losses, sample_losses
 from melissa_trainer.core.loss_per_simulation import SimulationLosses, _sum_per_id
-from melissa_trainer.core.sample_losses import per_sample_losses, step_sample_losses
+from melissa_trainer.core.period_losses import PeriodLosses
+from melissa_trainer.core.sample_losses import (
+    DeferredSampleLosses,
+    deferred_sample_losses,
+    losses_of,
+    per_sample_losses,
+    step_sample_losses,
+)
 
 
 def plain(loss_fn: Any, outputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -143,3 +151,159 @@ def test_a_reduction_is_the_same_through_the_table_or_the_sort(
     table = run()
     monkeypatch.setattr(loss_per_simulation, "_TABLE_SPAN", 0)
     assert run() == table and len(table[-1]) > 20
+
+
+# -- deferred per-sample losses (issue 46, sixth round) ---------------------------------------
+
+
+def micro_batches(shape: tuple[int, ...], dtype: Any, rows: list[int]) -> list[Any]:
+    """Steps' (outputs with a graph, targets) of `rows` samples each, sample `shape`."""
+    torch.manual_seed(len(rows))
+    out = []
+    for n in rows:
+        inputs = torch.randn((n, *shape), dtype=dtype) * 10.0
+        if shape:
+            outputs = inputs @ torch.randn(shape[-1], shape[-1], dtype=dtype, requires_grad=True)
+        else:
+            outputs = inputs * torch.randn((), dtype=dtype, requires_grad=True)
+        out.append((outputs, torch.randn((n, *shape), dtype=dtype)))
+    return out
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape", [(256,), (3, 5), (), (1,)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_deferred_losses_of_many_steps_are_each_steps_bit_for_bit(
+    threads: int, shape: Any, dtype: Any
+) -> None:
+    # one mean over every row of 20 steps' elementwise losses (a last one smaller):
+    # each row's mean the same bits as its step's own `step_sample_losses`
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        steps = micro_batches(shape, dtype, [32] * 19 + [7])
+        deferred: Any = [deferred_sample_losses(F.mse_loss, o, t) for o, t in steps]
+        # (one value a sample: nothing to average, the losses come computed)
+        kind = DeferredSampleLosses if shape else torch.Tensor
+        assert all(type(d) is kind for d in deferred)
+        got = losses_of(deferred) if shape else torch.cat(deferred)
+        want = torch.cat([step_sample_losses(F.mse_loss, o, t) for o, t in steps])
+    finally:
+        torch.set_num_threads(before)
+    assert got.dtype == want.dtype and got.shape == want.shape == (32 * 19 + 7,)
+    assert torch.equal(got, want) and got.grad_fn is None
+
+
+def test_deferred_runs_of_other_shapes_and_dtypes_stay_in_order() -> None:
+    # micro-batches that cannot be concatenated (another sample shape, another dtype:
+    # torch.cat would promote) are computed in runs, in the order recorded
+    steps = [
+        *micro_batches((4,), torch.float32, [3, 5]),
+        *micro_batches((6,), torch.float32, [2]),
+        *micro_batches((6,), torch.float64, [4, 1]),
+        *micro_batches((4,), torch.float32, [3]),
+    ]
+    deferred: Any = [deferred_sample_losses(F.mse_loss, o, t) for o, t in steps]
+    want = torch.cat([step_sample_losses(F.mse_loss, o, t).double() for o, t in steps])
+    assert torch.equal(losses_of(deferred).double(), want)
+    assert torch.equal(losses_of(deferred[:1]), step_sample_losses(F.mse_loss, *steps[0]))
+
+
+def test_only_what_is_averaged_alike_is_deferred() -> None:
+    outputs = torch.randn(6, 4, requires_grad=True) * 2
+    targets = torch.randn(6, 4)
+    for loss_fn, o, t in (
+        (F.l1_loss, outputs, targets),  # another loss
+        (F.mse_loss, outputs.t(), targets.t()),  # a strided result
+        (F.mse_loss, outputs, torch.randn(6, 1)),  # broadcast (mse warns)
+        (F.mse_loss, outputs[:, 0], targets[:, 0]),  # one value a sample: no mean
+        (F.mse_loss, outputs[0, 0], targets[0, 0]),  # 0-d
+    ):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = deferred_sample_losses(loss_fn, o, t)
+            assert isinstance(got, torch.Tensor) and got.grad_fn is None
+            assert torch.equal(got, step_sample_losses(loss_fn, o, t))
+
+
+def test_a_period_keeps_computed_and_deferred_losses_in_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # deferred batches are computed when a computed one follows them, when the period is
+    # read, and once they hold more than DEFERRED_BYTES (here: about two batches)
+    monkeypatch.setattr(period_losses, "DEFERRED_BYTES", 2 * 3 * 4 * 4)
+    steps = micro_batches((4,), torch.float32, [3] * 9)
+    period = PeriodLosses(torch.device("cpu"))
+    want = []
+    for i, (o, t) in enumerate(steps):
+        losses = step_sample_losses(F.mse_loss, o, t)
+        want.append(losses)
+        if i in (4, 5):
+            period.record(np.full(3, i, np.int64), losses)
+        else:
+            period.defer(np.full(3, i, np.int64), deferred_sample_losses(F.mse_loss, o, t))  # type: ignore[arg-type]
+        assert len(period._deferred) <= 2  # bounded
+    assert len(period) == 27
+    ids, kept = period.arrays()
+    assert ids.tolist() == np.repeat(np.arange(9), 3).tolist()
+    assert kept.tolist() == torch.cat(want).double().tolist()
+    taken_ids, taken = period.take()
+    assert taken_ids.tolist() == ids.tolist() and taken.tolist() == kept.tolist()
+    assert len(period) == 0 and period.take()[0].size == 0
+
+
+def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the same run, the tracker alone (deferred) and with a user hook listening too (the
+    # tensors, computed each step): every statistic and the checkpoint's state the same bits
+    from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
+
+    recorded: list[type] = []
+
+    def spying(original: Any) -> Any:
+        def spy(self: Any, ids: Any, losses: Any) -> None:
+            recorded.append(type(losses))
+            original(self, ids, losses)
+
+        return spy
+
+    monkeypatch.setattr(PeriodLosses, "record", spying(PeriodLosses.record))
+    monkeypatch.setattr(PeriodLosses, "defer", spying(PeriodLosses.defer))
+
+    class Listener(Hook):
+        def on_sample_losses(self, trainer: Any, state: Any, control: Any, losses: Any,
+                             simulation_ids: Any) -> None:  # fmt: skip
+            assert isinstance(losses, torch.Tensor)
+
+    rng = np.random.default_rng(5)
+    data = [{"x": rng.standard_normal(5).astype(np.float32),
+             "y": rng.standard_normal(37).astype(np.float32),
+             "simulation_id": np.array(i % 7, np.int64)} for i in range(90)]  # fmt: skip
+
+    def run(where: Path, hooks: list[Any]) -> tuple[Any, Any]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(),
+                                    torch.nn.Linear(16, 37))  # fmt: skip
+        args = TrainingArguments(output_dir=str(where), batch_size=8, buffer="fifo",
+                                 buffer_size=32, report_to="none", disable_progress_bar=True,
+                                 simulation_loss_steps=5, save_at_end=False)  # fmt: skip
+        trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=0.01),
+                                train_source=iter(data), hooks=hooks,
+                                process_sample=lambda s: (torch.from_numpy(s["x"]),
+                                                          torch.from_numpy(s["y"])))  # fmt: skip
+        trainer.train()
+        losses = trainer.simulation_losses
+        stats = [(k, v.draws, v.mean.hex(), v.relative.hex(), v.step) for k, v in losses.items()]
+        return stats, losses.state_dict()
+
+    deferred_stats, deferred_state = run(tmp_path / "a", [])
+    assert set(recorded) == {DeferredSampleLosses}
+    recorded.clear()
+    computed_stats, computed_state = run(tmp_path / "b", [Listener()])
+    assert set(recorded) == {torch.Tensor}
+    assert deferred_stats == computed_stats and len(deferred_stats) == 7
+    assert deferred_state.keys() == computed_state.keys()
+    assert deferred_state["unreduced_ids"].size > 0  # the run ends between reductions
+    for name, array in deferred_state.items():
+        assert np.array_equal(array, computed_state[name]), name

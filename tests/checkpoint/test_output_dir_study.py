@@ -43,18 +43,16 @@ def _exactly_once(runs: list[tuple[Run, int | None]]) -> collections.Counter[tup
 
 
 @pytest.mark.timeout(240)
-def test_a_second_trainer_on_the_same_output_dir_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    hold = tmp_path / "hold"  # the first waits at its first step while this exists
+def test_a_second_trainer_on_the_same_output_dir_is_refused(tmp_path: Path) -> None:
+    # The first waits at its first step while its hold file exists (`Run.hold`, up to
+    # 10 minutes), until the test lets it go: unheld, it finished on a loaded machine
+    # while the second trainer started, and the second then met its checkpoints, not
+    # its lock. (The hold must be `Run`'s own: `Run` sets $LINEAGE_HOLD to it, so a
+    # hold of the test's own in the environment was overridden and never held.)
+    hold = tmp_path / "first.hold"
     hold.touch()
-    monkeypatch.setenv("LINEAGE_HOLD", str(hold))
-    # until the test lets it go: its default 120 s ran out on a loaded machine while the
-    # second trainer started, and the first finished before the second was refused
-    monkeypatch.setenv("LINEAGE_HOLD_SECONDS", "600")
     first = Run(tmp_path, "first")
-    monkeypatch.delenv("LINEAGE_HOLD")
-    monkeypatch.delenv("LINEAGE_HOLD_SECONDS")
+    assert first.hold == hold
     out = first.out
     second: Run | None = None
     try:
@@ -80,6 +78,9 @@ def test_a_second_trainer_on_the_same_output_dir_is_refused(
         assert json.loads((out / "rendezvous" / "rank_0.json").read_text()) == published
         assert not second.steps()
         assert _holder(out)["pid"] == first.proc.pid
+        # the first was held at its first step all along (its lock, not its finish, was
+        # what the second met)
+        assert [step for step, _ in first.steps()] == [1], first.steps()[-1:]
         hold.unlink()
         assert first.wait(180) == 0, first.output()
     finally:

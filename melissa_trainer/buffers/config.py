@@ -70,6 +70,10 @@ class BufferConfig:
             the default tolerance uses it.
         retain: FIFO/FIRO: keep served samples for `Buffer.rewind` (pseudo-epochs;
             memory grows with the data served).
+        draw_choices: reservoir only: each draw takes the least-drawn of this many
+            uniformly random held samples (>= 1; 1: uniform draws). See `ReservoirBuffer`.
+        evict_choices: reservoir only: each eviction takes the most-drawn of this many
+            uniformly random drawn samples (>= 1; 1: a uniformly random drawn one).
 
     Raises:
         ValueError: every problem found, one per line, each naming the field and the fix.
@@ -85,6 +89,8 @@ class BufferConfig:
     batch_size: int = 1
     batches_per_step: int = 1
     retain: bool = False
+    draw_choices: int = 1
+    evict_choices: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.kind, str):
@@ -203,6 +209,9 @@ def config_problems(
     sizes = [count_ok(key) for key in ("capacity", "watermark", "batch_size")]
     count_ok("batches_per_step")
     count_ok("seed", minimum=0)
+    for key in ("draw_choices", "evict_choices"):
+        if key in values:
+            count_ok(key)
     reuse_ok = count_ok("max_sample_reuse", optional_meaning="allow unbounded reuse")
     capacity = values["capacity"]
     if sizes[0] and sizes[1]:
@@ -217,6 +226,13 @@ def config_problems(
         )
 
     if kind_ok and kind != "reservoir":
+        for key in ("draw_choices", "evict_choices"):
+            if ok(key) and values.get(key, 1) != 1:
+                p.append(
+                    f"{n[key]}={values[key]!r} only applies to {n['kind']}='reservoir' "
+                    f"({n['kind']}={kind!r}; FIFO and FIRO serve each sample exactly once): "
+                    f"set {n['kind']}='reservoir', or {n[key]}=1"
+                )
         for key in _RESERVOIR_ONLY:
             if ok(key) and values[key] is not None:
                 p.append(

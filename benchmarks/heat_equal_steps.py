@@ -27,7 +27,18 @@ spread. Also printed: what online's last draws came from (distinct simulations, 
 of the last 100 streamed), from a draw of as many samples as the buffer holds after
 the last step.
 
+Online's reservoir policy (`ReservoirBuffer`'s ``draw_choices`` / ``evict_choices``)
+is an arm: ``--policies 1/1,4/1`` trains online once per policy and seed (the first,
+by default ``1/1``, uniform draws and evictions, is the rows' online; each other gets
+a row against it); ``--skip_offline`` leaves offline out (its figure is the same in
+every run: no clock), so that policies can run a process each. ``--draws_only``
+trains nothing: it runs each policy's puts and draws alone (seconds) and prints the
+learning-rate-weighted draws of each tenth of the simulations, in stream order, as a
+share of the mean (offline's epochs give every simulation 1.0).
+
     python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
+    python benchmarks/heat_equal_steps.py --seeds 1 --policies 4/1 --skip_offline
+    python benchmarks/heat_equal_steps.py --draws_only --policies 1/1,2/1,4/1 --seeds 0
     python benchmarks/heat_equal_steps.py --seeds 1  # one seed (a process per seed: side by side)
     python benchmarks/heat_equal_steps.py --quick    # seconds: checks the pipelines
     python benchmarks/heat_equal_steps.py --json     # last line {"rows": [...]}
@@ -155,6 +166,37 @@ def online(
             "share_of_last_100": float(np.mean(drawn >= last - 100))}  # fmt: skip
 
 
+def draw_shares(
+    setup: hp.Setup, n_simulations: int, steps: int, draw_choices: int, evict_choices: int
+) -> tuple[list[float], float]:
+    """Online's draws without the training: the same buffer, puts and `get_block` calls
+    as `online` (samples reduced to their simulation index: the draws do not depend on
+    the content), each drawn sample weighted by the step's learning rate (relative to
+    the first). Returns the rate-weighted draws of each tenth of the simulations, in
+    stream order, as a share of the mean over all of them (1.0: its share, what
+    offline's epochs give every simulation), and the seconds taken."""
+    args = TrainingArguments(output_dir=".", seed=setup.seed, batch_size=setup.batch_size,
+                             buffer="reservoir", buffer_size=setup.buffer_size,
+                             watermark=setup.watermark, sample_to_insert_ratio=0)  # fmt: skip
+    config = dataclasses.replace(args.buffer_config(), draw_choices=draw_choices,
+                                 evict_choices=evict_choices)  # fmt: skip
+    buffer = make_buffer(config, columnar=True)
+    samples = [{"simulation": np.array(k)} for k in range(n_simulations)
+               for _ in range(setup.time_steps)]  # fmt: skip
+    weight = np.zeros(n_simulations)
+    put = 0
+    start = time.perf_counter()
+    for step in range(steps):
+        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // steps)
+        while put < min(due, len(samples)):
+            put += buffer.put_available(samples[put:due])
+        drawn = buffer.get_block(setup.batch_size).fields["simulation"]
+        np.add.at(weight, drawn, hp.learning_rate(setup, step / steps) / setup.learning_rate)
+    share = weight / weight.mean()
+    tenths = [float(part.mean()) for part in np.array_split(share, 10)]
+    return tenths, time.perf_counter() - start
+
+
 def _arm(draw_choices: int, evict_choices: int) -> str:
     """The result key of online's arm with this policy (the default's: ``online``)."""
     if (draw_choices, evict_choices) == (1, 1):
@@ -236,6 +278,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--skip_offline", action="store_true", help=(
         "online's arms only (a policy against another, per seed; offline's figure is the "
         "same in every run: no clock)"))  # fmt: skip
+    p.add_argument(
+        "--draws_only",
+        action="store_true",
+        help=("no training: each policy's rate-weighted draws per simulation (seconds)"),
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
@@ -251,6 +298,20 @@ def main(argv: list[str] | None = None) -> None:
     if opts.offline_simulations > opts.online_simulations:
         p.error("--offline_simulations must be at most --online_simulations (a prefix of them)")
     policies = parse_policies(p, opts.policies)
+    if opts.draws_only:
+        seeds = [int(x) for x in opts.seeds.split(",")]
+        print(f"rate-weighted draws of each tenth of the simulations, in stream order, as "
+              f"a share of the mean ({opts.steps:,} steps, {opts.online_simulations} "
+              f"simulations, reservoir of {setup.buffer_size:,}; offline's epochs: 1.0 "
+              "each):")  # fmt: skip
+        for d, e in policies:
+            for seed in seeds:
+                seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
+                tenths, seconds = draw_shares(seeded, opts.online_simulations, opts.steps, d, e)
+                print(f"  {_arm(d, e)}, seed {seed}: "
+                      f"{' '.join(f'{t:.2f}' for t in tenths)} ({seconds:.0f} s)",
+                      flush=True)  # fmt: skip
+        return
     samples = simulate(setup, opts.online_simulations)
     validation = hp.validation_set(setup)
     results = []

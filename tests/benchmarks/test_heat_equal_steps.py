@@ -75,6 +75,18 @@ def test_a_draw_policy_is_an_arm_of_its_own(tmp_path, validation) -> None:
     assert fewest["val_mse"] != uniform["val_mse"]  # other draws, other weights
 
 
+def test_draw_shares_weigh_each_tenth_of_the_stream() -> None:
+    small = hp.Setup(**{**SETUP.__dict__, "buffer_size": 40})
+    uniform, _ = bench.draw_shares(small, 30, 300, 1, 1)
+    fewest, _ = bench.draw_shares(small, 30, 300, 4, 1)
+    # shares of the mean, 3 simulations a tenth: they average to 1
+    assert len(uniform) == 10 and np.mean(uniform) == pytest.approx(1.0)
+    # early simulations are drawn while the rate is high, late ones when it is low
+    assert uniform == sorted(uniform, reverse=True)
+    # the least drawn of 4: the first tenth nearer its share, the middle ones too
+    assert 1 < fewest[0] < uniform[0] and fewest[4] > uniform[4]
+
+
 def test_policies_are_parsed_and_checked() -> None:
     parser = bench.argparse.ArgumentParser()
     assert bench.parse_policies(parser, "1/1, 2/1,4") == [(1, 1), (2, 1), (4, 1)]

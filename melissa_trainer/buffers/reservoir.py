@@ -12,6 +12,7 @@ from melissa_trainer.common.checks import as_count
 from . import _state
 from ._common import Sample
 from .base import Buffer, BufferClosedError
+from .config import choices_problem
 from .rate_limiter import RateLimiter
 
 __all__ = ["ReservoirBuffer"]
@@ -71,6 +72,9 @@ class ReservoirBuffer(Buffer):
         )
         self._draw_choices = as_count("draw_choices", draw_choices, 1)
         self._evict_choices = as_count("evict_choices", evict_choices, 1)
+        for name, value in (("draw_choices", draw_choices), ("evict_choices", evict_choices)):
+            for problem in choices_problem(name, value):
+                raise ValueError(problem)
         # per slot (slots are reused; len(_slots) <= capacity)
         self._slots: list[Sample | None] = []
         self._draws: list[int] = []

@@ -93,6 +93,12 @@ def test_choices_are_validated_with_their_names() -> None:
         BufferConfig("fifo", 4, draw_choices=2)
     with pytest.raises(ValueError, match="evict_choices=0 must be"):
         BufferConfig("reservoir", 4, evict_choices=0)
+    # a bound: each read draws batch * choices uniforms at once
+    with pytest.raises(ValueError, match="draw_choices=1025 is above 1024.*set draw_choices <="):
+        BufferConfig("reservoir", 4, draw_choices=1025)
+    with pytest.raises(ValueError, match="evict_choices=10000000000 is above 1024"):
+        ReservoirBuffer(4, evict_choices=10**10)
+    assert ReservoirBuffer(4, draw_choices=1024).draw_choices == 1024
 
 
 def test_a_snapshot_keeps_its_choices() -> None:

@@ -30,7 +30,7 @@ class ReservoirBuffer(Buffer):
       ``draw_choices=d > 1``, each draw is the least drawn of ``d`` uniformly random
       held samples, the first on a tie: a sample's chance falls with its draw count,
       so the draws spread more evenly over a stream, late samples nearer their share
-      of them; ``d`` uniforms per draw, at the same O(d) cost). A
+      of them; ``d`` uniforms and up to ``d`` draw-count looks per draw). A
       sample that reaches ``max_sample_reuse`` draws leaves the buffer (it counts as
       evicted and in ``reuse_histogram``); no sample is ever drawn more often, not
       even twice within one batch.
@@ -40,8 +40,8 @@ class ReservoirBuffer(Buffer):
       and a drain, this serves the whole reservoir once more (a pseudo-epoch). The
       ``retain`` flag is accepted for uniformity and has no effect.
 
-    Every put and every drawn sample costs O(1): slots are kept in two index lists
-    (never drawn / drawn at least once) with swap-remove. See
+    Every put and every drawn sample costs O(1) (O(e), O(d) with choices): slots are
+    kept in two index lists (never drawn / drawn at least once) with swap-remove. See
     :class:`~melissa_trainer.buffers.Buffer` for the blocking and closing contract.
 
     Args:

@@ -164,9 +164,10 @@ class TrainingArguments:
             (>= 1, and >= `sample_to_insert_ratio` when both are set); None means
             unbounded. Default None.
         draw_choices: reservoir only: each draw takes the least-drawn of this many
-            uniformly random held samples (>= 1): 1 draws uniformly; 2 or more spread
-            the draws more evenly over the stream, so that samples streamed late get
-            nearer their share (docs/when-online-pays.md). Default 1.
+            uniformly random held samples (1 to 1024): 1 draws uniformly; more spread
+            the draws more evenly over the stream, towards the samples streamed last
+            (a recency bias: on the heat benchmark the model came out worse,
+            docs/when-online-pays.md). Default 1.
         sample_to_insert_ratio: reservoir only: target number of samples drawn per
             sample inserted (>= 0); training waits for data when it runs ahead of the
             stream by more than `sample_to_insert_tolerance` samples, and the stream

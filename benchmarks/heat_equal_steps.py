@@ -27,7 +27,18 @@ spread. Also printed: what online's last draws came from (distinct simulations, 
 of the last 100 streamed), from a draw of as many samples as the buffer holds after
 the last step.
 
+Online's reservoir policy (`ReservoirBuffer`'s ``draw_choices`` / ``evict_choices``)
+is an arm: ``--policies 1/1,4/1`` trains online once per policy and seed (the first,
+by default ``1/1``, uniform draws and evictions, is the rows' online; each other gets
+a row against it); ``--skip_offline`` leaves offline out (its figure is the same in
+every run: no clock), so that policies can run a process each. ``--draws_only``
+trains nothing: it runs each policy's puts and draws alone (seconds) and prints the
+learning-rate-weighted draws of each tenth of the simulations, in stream order, as a
+share of the mean (offline's epochs give every simulation 1.0).
+
     python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
+    python benchmarks/heat_equal_steps.py --seeds 1 --policies 4/1 --skip_offline
+    python benchmarks/heat_equal_steps.py --draws_only --policies 1/1,2/1,4/1 --seeds 0
     python benchmarks/heat_equal_steps.py --seeds 1  # one seed (a process per seed: side by side)
     python benchmarks/heat_equal_steps.py --quick    # seconds: checks the pipelines
     python benchmarks/heat_equal_steps.py --json     # last line {"rows": [...]}
@@ -36,6 +47,7 @@ the last step.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -121,6 +133,7 @@ def offline(
 def online(
     setup: hp.Setup, samples: list[dict[str, np.ndarray]], steps: int,
     validation: tuple[torch.Tensor, torch.Tensor], workdir: str,
+    draw_choices: int = 1, evict_choices: int = 1,
 ) -> dict[str, Any]:  # fmt: skip
     """`samples` put in order, evenly over the steps (the watermark's, or a batch's,
     first), into the buffer `OnlineTrainer` builds (`TrainingArguments.buffer_config`,
@@ -129,7 +142,9 @@ def online(
     args = TrainingArguments(output_dir=workdir, seed=setup.seed, batch_size=setup.batch_size,
                              buffer="reservoir", buffer_size=setup.buffer_size,
                              watermark=setup.watermark, sample_to_insert_ratio=0)  # fmt: skip
-    buffer = make_buffer(args.buffer_config(), columnar=True)
+    config = dataclasses.replace(args.buffer_config(), draw_choices=draw_choices,
+                                 evict_choices=evict_choices)  # fmt: skip
+    buffer = make_buffer(config, columnar=True)
     process_batch = hp._process_batch(setup.time_steps)
     put = 0
 
@@ -151,12 +166,83 @@ def online(
             "share_of_last_100": float(np.mean(drawn >= last - 100))}  # fmt: skip
 
 
+def draw_shares(
+    setup: hp.Setup, n_simulations: int, steps: int, draw_choices: int, evict_choices: int
+) -> tuple[list[float], float]:
+    """Online's draws without the training: the same buffer, puts and `get_block` calls
+    as `online` (samples reduced to their simulation index: the draws do not depend on
+    the content), each drawn sample weighted by the step's learning rate (relative to
+    the first). Returns the rate-weighted draws of each tenth of the simulations, in
+    stream order, as a share of the mean over all of them (1.0: its share, what
+    offline's epochs give every simulation), and the seconds taken."""
+    args = TrainingArguments(output_dir=".", seed=setup.seed, batch_size=setup.batch_size,
+                             buffer="reservoir", buffer_size=setup.buffer_size,
+                             watermark=setup.watermark, sample_to_insert_ratio=0)  # fmt: skip
+    config = dataclasses.replace(args.buffer_config(), draw_choices=draw_choices,
+                                 evict_choices=evict_choices)  # fmt: skip
+    buffer = make_buffer(config, columnar=True)
+    samples = [{"simulation": np.array(k)} for k in range(n_simulations)
+               for _ in range(setup.time_steps)]  # fmt: skip
+    weight = np.zeros(n_simulations)
+    put = 0
+    start = time.perf_counter()
+    for step in range(steps):
+        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // steps)
+        while put < min(due, len(samples)):
+            put += buffer.put_available(samples[put:due])
+        drawn = buffer.get_block(setup.batch_size).fields["simulation"]
+        np.add.at(weight, drawn, hp.learning_rate(setup, step / steps) / setup.learning_rate)
+    share = weight / weight.mean()
+    tenths = [float(part.mean()) for part in np.array_split(share, 10)]
+    return tenths, time.perf_counter() - start
+
+
+def _arm(draw_choices: int, evict_choices: int) -> str:
+    """The result key of online's arm with this policy (the default's: ``online``)."""
+    if (draw_choices, evict_choices) == (1, 1):
+        return "online"
+    return f"online draw_choices={draw_choices} evict_choices={evict_choices}"
+
+
+def parse_policies(p: argparse.ArgumentParser, text: str) -> list[tuple[int, int]]:
+    out = []
+    for item in text.split(","):
+        draw, _, evict = item.strip().partition("/")
+        try:
+            pair = (int(draw), int(evict or 1))
+        except ValueError:
+            p.error(f"--policies: {item!r} is not DRAW/EVICT (two counts >= 1, e.g. 2/1)")
+        if min(pair) < 1:
+            p.error(f"--policies: {item!r}: both counts must be >= 1")
+        out.append(pair)
+    if len(set(out)) != len(out):
+        p.error(f"--policies {text!r} names a policy twice")
+    return out
+
+
+def policy_row(results: list[dict[str, Any]], arm: str, base: str) -> dict[str, Any]:
+    """One policy's online against the first policy's: medians over seeds (ratio
+    first / this: higher is better for this policy), the worst seed in the case."""
+    ours = statistics.median(r[arm]["val_mse"] for r in results)
+    baseline = statistics.median(r[base]["val_mse"] for r in results)
+    worst = min(r[base]["val_mse"] / r[arm]["val_mse"] for r in results)
+    vs = ""
+    if "offline" in results[0]:
+        off = statistics.median(r["offline"]["val_mse"] for r in results)
+        vs = f"; offline / this {off / ours:.3f}"
+    return {"case": f"equal steps: {arm} / {base}, median of {len(results)} seeds (lowest "
+                    f"per-seed ratio {worst:.3f}{vs})",
+            "ours": round(ours, 4), "baseline": round(baseline, 4), "unit": "K^2",
+            "ratio": round(baseline / ours, 3), "target": None}  # fmt: skip
+
+
 def rows(
     results: list[dict[str, Any]], opts: argparse.Namespace, setup: hp.Setup
 ) -> list[dict[str, Any]]:
-    on = statistics.median(r["online"]["val_mse"] for r in results)
+    first = next(k for k in results[0] if k.startswith("online"))
+    on = statistics.median(r[first]["val_mse"] for r in results)
     off = statistics.median(r["offline"]["val_mse"] for r in results)
-    ratios = [r["offline"]["val_mse"] / r["online"]["val_mse"] for r in results]
+    ratios = [r["offline"]["val_mse"] / r[first]["val_mse"] for r in results]
     offs = [r["offline"]["val_mse"] for r in results]
     n = len(results)
     return [
@@ -183,6 +269,20 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--buffer_size", type=int, help=(
         "online's reservoir, samples (default 10000, online_vs_offline.py's; one that "
         "holds the whole stream, 60700, keeps no window)"))  # fmt: skip
+    p.add_argument("--policies", default="1/1", help=(
+        "online's reservoir draw / eviction policies, comma-separated DRAW/EVICT pairs: "
+        "DRAW the buffer's draw_choices (each draw the least drawn of DRAW random "
+        "samples; 1: uniform), EVICT its evict_choices (each eviction the most drawn of "
+        "EVICT random drawn samples; 1: uniform); the first is the rows' online, each "
+        "other gets a row against it"))  # fmt: skip
+    p.add_argument("--skip_offline", action="store_true", help=(
+        "online's arms only (a policy against another, per seed; offline's figure is the "
+        "same in every run: no clock)"))  # fmt: skip
+    p.add_argument(
+        "--draws_only",
+        action="store_true",
+        help=("no training: each policy's rate-weighted draws per simulation (seconds)"),
+    )
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
     p.add_argument("--json", action="store_true")
     opts = p.parse_args(argv)
@@ -197,6 +297,21 @@ def main(argv: list[str] | None = None) -> None:
         setup = hp.Setup(**{**setup.__dict__, "buffer_size": opts.buffer_size})
     if opts.offline_simulations > opts.online_simulations:
         p.error("--offline_simulations must be at most --online_simulations (a prefix of them)")
+    policies = parse_policies(p, opts.policies)
+    if opts.draws_only:
+        seeds = [int(x) for x in opts.seeds.split(",")]
+        print(f"rate-weighted draws of each tenth of the simulations, in stream order, as "
+              f"a share of the mean ({opts.steps:,} steps, {opts.online_simulations} "
+              f"simulations, reservoir of {setup.buffer_size:,}; offline's epochs: 1.0 "
+              "each):")  # fmt: skip
+        for d, e in policies:
+            for seed in seeds:
+                seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
+                tenths, seconds = draw_shares(seeded, opts.online_simulations, opts.steps, d, e)
+                print(f"  {_arm(d, e)}, seed {seed}: "
+                      f"{' '.join(f'{t:.2f}' for t in tenths)} ({seconds:.0f} s)",
+                      flush=True)  # fmt: skip
+        return
     samples = simulate(setup, opts.online_simulations)
     validation = hp.validation_set(setup)
     results = []
@@ -204,15 +319,26 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="heat-equal-steps-") as workdir:
         for seed in (int(s) for s in opts.seeds.split(",")):
             seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
-            off = offline(seeded, samples, opts.offline_simulations, opts.steps, validation)
-            on = online(seeded, samples, opts.steps, validation, workdir)
-            results.append({"seed": seed, "offline": off, "online": on})
-            print(f"seed {seed}: offline {off['val_mse']:.4g} K^2 ({off['seconds']:.0f} s), "
-                  f"online {on['val_mse']:.4g} K^2 ({on['seconds']:.0f} s; its last draws from "
-                  f"{on['distinct_simulations_drawn']} simulations, "
-                  f"{on['share_of_last_100']:.0%} from the last 100): offline / online "
-                  f"{off['val_mse'] / on['val_mse']:.3f}", flush=True)  # fmt: skip
-    table = rows(results, opts, setup)
+            result: dict[str, Any] = {"seed": seed}
+            if not opts.skip_offline:
+                off = offline(seeded, samples, opts.offline_simulations, opts.steps, validation)
+                result["offline"] = off
+                print(f"seed {seed}: offline {off['val_mse']:.4g} K^2 ({off['seconds']:.0f} s)",
+                      flush=True)  # fmt: skip
+            for d, e in policies:
+                on = online(seeded, samples, opts.steps, validation, workdir, d, e)
+                result[_arm(d, e)] = on
+                vs = ""
+                if "offline" in result:
+                    vs = f": offline / online {result['offline']['val_mse'] / on['val_mse']:.3f}"
+                print(f"seed {seed}: {_arm(d, e)} {on['val_mse']:.4g} K^2 ({on['seconds']:.0f} s; "
+                      f"its last draws from {on['distinct_simulations_drawn']} simulations, "
+                      f"{on['share_of_last_100']:.0%} from the last 100){vs}",
+                      flush=True)  # fmt: skip
+            results.append(result)
+    table = [] if opts.skip_offline else rows(results, opts, setup)
+    for d, e in policies[1:]:
+        table.append(policy_row(results, _arm(d, e), _arm(*policies[0])))
     print_rows(table, "online vs offline at equal steps (ours = online)", width=100)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
     if opts.json:

@@ -106,5 +106,7 @@ def make_buffer(
         rate_limiter=limiter,
         retain=config.retain,
         max_sample_reuse=config.max_sample_reuse,
+        draw_choices=config.draw_choices,
+        evict_choices=config.evict_choices,
         **kwargs,
     )

@@ -64,8 +64,10 @@ def check_same(snapshots: Sequence[Snapshot]) -> None:
         params = None
         if lim is not None:
             params = (lim["samples_per_insert"], lim["tolerance"], lim["min_size_to_sample"])
-        reuse = meta.get("contents", {}).get("max_sample_reuse")
-        return (meta.get("kind"), meta.get("capacity"), meta.get("retain"), params, reuse)
+        contents = meta.get("contents", {})
+        reuse = contents.get("max_sample_reuse")
+        choices = (contents.get("draw_choices", 1), contents.get("evict_choices", 1))
+        return (meta.get("kind"), meta.get("capacity"), meta.get("retain"), params, reuse, choices)
 
     want = describe(first)
     for r, (_, meta) in enumerate(snapshots):
@@ -77,7 +79,8 @@ def check_same(snapshots: Sequence[Snapshot]) -> None:
         if describe(meta) != want:
             raise ValueError(
                 "the old ranks' buffers differ (kind, capacity, retain, rate limiter, "
-                f"max_sample_reuse): rank 0 {want}, rank {r} {describe(meta)}"
+                "max_sample_reuse, (draw_choices, evict_choices)): "
+                f"rank 0 {want}, rank {r} {describe(meta)}"
             )
 
 
@@ -173,6 +176,8 @@ def encode(
             e.encode(arrays, f"s{slot}")
         contents = {
             "max_sample_reuse": first["contents"].get("max_sample_reuse"),
+            "draw_choices": first["contents"].get("draw_choices", 1),
+            "evict_choices": first["contents"].get("evict_choices", 1),
             "n_slots": len(held),
             "draws": [e.draws for e in held],
             "insert_ids": [put - 1 - e.age for e in held],

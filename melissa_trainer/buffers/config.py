@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_BUFFER_SIZE",
     "DEFAULT_SAMPLE_TO_INSERT_RATIO",
     "DEFAULT_WATERMARK",
+    "MAX_CHOICES",
     "BufferConfig",
     "config_problems",
     "resolve_sample_to_insert_ratio",
@@ -43,6 +44,10 @@ DEFAULT_WATERMARK = 1
 #: samples drawn per sample inserted that `TrainingArguments` gives a reservoir when
 #: its `sample_to_insert_ratio` is unset (see `resolve_sample_to_insert_ratio`)
 DEFAULT_SAMPLE_TO_INSERT_RATIO = 16.0
+#: the most candidates a reservoir's draw or eviction may look at: each read draws
+#: ``batch * choices`` uniforms at once, and 4 already does most of what more do
+#: (docs/when-online-pays.md)
+MAX_CHOICES = 1024
 _RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
 
 
@@ -70,6 +75,10 @@ class BufferConfig:
             the default tolerance uses it.
         retain: FIFO/FIRO: keep served samples for `Buffer.rewind` (pseudo-epochs;
             memory grows with the data served).
+        draw_choices: reservoir only: each draw takes the least-drawn of this many
+            uniformly random held samples (>= 1; 1: uniform draws). See `ReservoirBuffer`.
+        evict_choices: reservoir only: each eviction takes the most-drawn of this many
+            uniformly random drawn samples (>= 1; 1: a uniformly random drawn one).
 
     Raises:
         ValueError: every problem found, one per line, each naming the field and the fix.
@@ -85,6 +94,8 @@ class BufferConfig:
     batch_size: int = 1
     batches_per_step: int = 1
     retain: bool = False
+    draw_choices: int = 1
+    evict_choices: int = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.kind, str):
@@ -156,6 +167,18 @@ def resolve_sample_to_insert_ratio(
     return ratio
 
 
+def choices_problem(name: str, value: int) -> list[str]:
+    """The problem with `value` (a count) as a reservoir's `name` (``draw_choices``,
+    ``evict_choices``) beyond `MAX_CHOICES`, as a one-line list, or an empty one."""
+    if value <= MAX_CHOICES:
+        return []
+    return [
+        f"{name}={value!r} is above {MAX_CHOICES}: each draw or eviction looks at that "
+        f"many samples (time and memory grow with it; 4 already spreads the draws): set "
+        f"{name} <= {MAX_CHOICES}"
+    ]
+
+
 def size_problem(
     capacity: int, watermark: int, names: Mapping[str, str] | None = None
 ) -> str | None:
@@ -203,6 +226,9 @@ def config_problems(
     sizes = [count_ok(key) for key in ("capacity", "watermark", "batch_size")]
     count_ok("batches_per_step")
     count_ok("seed", minimum=0)
+    for key in ("draw_choices", "evict_choices"):
+        if key in values and count_ok(key):
+            p.extend(choices_problem(n[key], values[key]) or ())
     reuse_ok = count_ok("max_sample_reuse", optional_meaning="allow unbounded reuse")
     capacity = values["capacity"]
     if sizes[0] and sizes[1]:
@@ -217,6 +243,13 @@ def config_problems(
         )
 
     if kind_ok and kind != "reservoir":
+        for key in ("draw_choices", "evict_choices"):
+            if ok(key) and values.get(key, 1) != 1:
+                p.append(
+                    f"{n[key]}={values[key]!r} only applies to {n['kind']}='reservoir' "
+                    f"({n['kind']}={kind!r}; FIFO and FIRO serve each sample exactly once): "
+                    f"set {n['kind']}='reservoir', or {n[key]}=1"
+                )
         for key in _RESERVOIR_ONLY:
             if ok(key) and values[key] is not None:
                 p.append(

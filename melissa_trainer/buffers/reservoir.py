@@ -12,6 +12,7 @@ from melissa_trainer.common.checks import as_count
 from . import _state
 from ._common import Sample
 from .base import Buffer, BufferClosedError
+from .config import choices_problem
 from .rate_limiter import RateLimiter
 
 __all__ = ["ReservoirBuffer"]
@@ -21,10 +22,15 @@ class ReservoirBuffer(Buffer):
     """Samples may be drawn several times; an incoming sample evicts one already drawn.
 
     * ``put`` when full evicts a uniformly random sample among those drawn at least
-      once; it blocks only while no held sample has ever been drawn, so an unseen
-      sample is never lost (back-pressure instead).
+      once (with ``evict_choices=e > 1``: the most drawn of ``e`` such samples, each
+      uniformly random, the first on a tie); it blocks only while no held sample has
+      ever been drawn, so an unseen sample is never lost (back-pressure instead).
     * ``get_batch(n)`` draws ``n`` samples uniformly at random *with replacement* among
-      those held (the buffer's seeded ``numpy.random.Generator``, checkpointed). A
+      those held (the buffer's seeded ``numpy.random.Generator``, checkpointed; with
+      ``draw_choices=d > 1``, each draw is the least drawn of ``d`` uniformly random
+      held samples, the first on a tie: a sample's chance falls with its draw count,
+      so the draws spread more evenly over a stream, late samples nearer their share
+      of them; ``d`` uniforms and up to ``d`` draw-count looks per draw). A
       sample that reaches ``max_sample_reuse`` draws leaves the buffer (it counts as
       evicted and in ``reuse_histogram``); no sample is ever drawn more often, not
       even twice within one batch.
@@ -34,12 +40,16 @@ class ReservoirBuffer(Buffer):
       and a drain, this serves the whole reservoir once more (a pseudo-epoch). The
       ``retain`` flag is accepted for uniformity and has no effect.
 
-    Every put and every drawn sample costs O(1): slots are kept in two index lists
-    (never drawn / drawn at least once) with swap-remove. See
+    Every put and every drawn sample costs O(1) (O(e), O(d) with choices): slots are
+    kept in two index lists (never drawn / drawn at least once) with swap-remove. See
     :class:`~melissa_trainer.buffers.Buffer` for the blocking and closing contract.
 
     Args:
         max_sample_reuse: maximum number of draws of one sample (``None``: no limit).
+        draw_choices: candidates per draw (>= 1; 1: uniform draws, the default).
+        evict_choices: candidates per eviction (>= 1; 1: uniform among the drawn).
+            Both are part of the checkpoint: a snapshot loads only into a buffer with
+            the same (one from before these options: 1 and 1).
     """
 
     kind = "reservoir"
@@ -53,11 +63,18 @@ class ReservoirBuffer(Buffer):
         rate_limiter: RateLimiter | None = None,
         retain: bool = False,
         max_sample_reuse: int | None = None,
+        draw_choices: int = 1,
+        evict_choices: int = 1,
     ) -> None:
         super().__init__(capacity, watermark, seed=seed, rate_limiter=rate_limiter, retain=retain)
         self._max_reuse = (
             None if max_sample_reuse is None else as_count("max_sample_reuse", max_sample_reuse, 1)
         )
+        self._draw_choices = as_count("draw_choices", draw_choices, 1)
+        self._evict_choices = as_count("evict_choices", evict_choices, 1)
+        for name, value in (("draw_choices", draw_choices), ("evict_choices", evict_choices)):
+            for problem in choices_problem(name, value):
+                raise ValueError(problem)
         # per slot (slots are reused; len(_slots) <= capacity)
         self._slots: list[Sample | None] = []
         self._draws: list[int] = []
@@ -71,6 +88,14 @@ class ReservoirBuffer(Buffer):
     @property
     def max_sample_reuse(self) -> int | None:
         return self._max_reuse
+
+    @property
+    def draw_choices(self) -> int:
+        return self._draw_choices
+
+    @property
+    def evict_choices(self) -> int:
+        return self._evict_choices
 
     # ------------------------------------------------------------------ policy hooks
     def _size(self) -> int:
@@ -103,9 +128,12 @@ class ReservoirBuffer(Buffer):
             self._draws.append(0)
             self._ins.append(0)
             self._pos.append(0)
-        else:  # full: evict a uniformly random drawn sample (_has_room guarantees one)
+        else:  # full: evict a drawn sample (_has_room guarantees one)
             k = len(self._drawn)
-            slot = self._drawn[min(int(self._rng.random() * k), k - 1)]
+            if self._evict_choices == 1:  # uniformly random
+                slot = self._drawn[min(int(self._rng.random() * k), k - 1)]
+            else:
+                slot = self._drawn[self._most_drawn(self._rng.random(self._evict_choices), k)]
             self._drop(slot)
             self._free.pop()
         self._slots[slot] = sample
@@ -146,17 +174,36 @@ class ReservoirBuffer(Buffer):
                 self._readable.notify_all()
             return n
 
+    def _most_drawn(self, uniforms: Any, k: int) -> int:
+        """The position in `_drawn` (of length `k`) of the most-drawn of the candidates
+        the `uniforms` pick (the first of them on a tie)."""
+        drawn, draws = self._drawn, self._draws
+        best, most = 0, -1
+        for u in uniforms:
+            j = int(u * k)
+            if j >= k:  # float rounding guard
+                j = k - 1
+            count = draws[drawn[j]]
+            if count > most:
+                best, most = j, count
+        return best
+
     def _evict_for(self, samples: Sequence[Sample]) -> None:
         """`_insert` of each sample into a full buffer holding at least
         `len(samples)` drawn samples, inlined."""
         slots, draws, ins, pos = self._slots, self._draws, self._ins, self._pos
         undrawn, drawn, hist = self._undrawn, self._drawn, self._reuse_hist
         insert_id = self._n_put
-        for sample, u in zip(samples, self._rng.random(len(samples)).tolist(), strict=True):
+        e = self._evict_choices
+        uniforms = self._rng.random(len(samples) * e).tolist()
+        for i, sample in enumerate(samples):
             k = len(drawn)
-            j = int(u * k)
-            if j >= k:  # float rounding guard, as in `_insert`
-                j = k - 1
+            if e == 1:
+                j = int(uniforms[i] * k)
+                if j >= k:  # float rounding guard, as in `_insert`
+                    j = k - 1
+            else:
+                j = self._most_drawn(uniforms[i * e : (i + 1) * e], k)
             slot = drawn[j]
             last = drawn.pop()  # swap-remove the victim from `drawn`
             if j < k - 1:
@@ -173,8 +220,10 @@ class ReservoirBuffer(Buffer):
         self._n_evicted += len(samples)
         self._n_put = insert_id
 
-    def _draw(self, uniforms: list[float], undrawn_only: bool) -> list[Sample]:
-        """One draw per uniform in [0, 1): among all held samples, or the undrawn only."""
+    def _draw(self, uniforms: list[float], undrawn_only: bool, choices: int = 1) -> list[Sample]:
+        """One draw per `choices` uniforms in [0, 1): among all held samples, or the
+        undrawn only; of `choices` candidates, the least drawn (the first on a tie: an
+        undrawn candidate, as soon as one comes)."""
         undrawn, drawn, pos = self._undrawn, self._drawn, self._pos
         draws, ins, slots = self._draws, self._ins, self._slots
         max_reuse = self._max_reuse
@@ -182,11 +231,33 @@ class ReservoirBuffer(Buffer):
         ins_sum = 0
         out: list[Any] = []
         add = out.append
-        for u in uniforms:
+        it = iter(uniforms)
+        for u in it:
             k = ku if undrawn_only else ku + kd
             j = int(u * k)
             if j >= k:  # float rounding guard
                 j = k - 1
+            if choices == 2:  # (the common choice, inlined: no inner loop)
+                u = next(it)
+                if j >= ku:  # a drawn first candidate: the second if it has fewer
+                    c = int(u * k)
+                    if c >= k:
+                        c = k - 1
+                    if c < ku or draws[drawn[c - ku]] < draws[drawn[j - ku]]:
+                        j = c
+            elif choices > 1:  # the least drawn of `choices` candidates: d - 1 more
+                fewest = draws[drawn[j - ku]] if j >= ku else 0  # (drawn: >= 1)
+                for _ in range(choices - 1):
+                    u = next(it)
+                    if not fewest:  # an undrawn candidate: the fewest draws there are
+                        continue
+                    c = int(u * k)
+                    if c >= k:
+                        c = k - 1
+                    if c < ku:
+                        j, fewest = c, 0
+                    elif draws[drawn[c - ku]] < fewest:
+                        j, fewest = c, draws[drawn[c - ku]]
             if j >= ku:  # already drawn (the steady state)
                 slot = drawn[j - ku]
             else:  # first draw: swap-remove from undrawn, append to drawn
@@ -210,7 +281,8 @@ class ReservoirBuffer(Buffer):
         return out
 
     def _take(self, n: int) -> list[Sample]:
-        return self._draw(self._rng.random(n).tolist(), undrawn_only=False)
+        d = self._draw_choices
+        return self._draw(self._rng.random(n * d).tolist(), undrawn_only=False, choices=d)
 
     def _take_closed(self, n: int) -> list[Sample]:
         k = min(n, len(self._undrawn))
@@ -225,6 +297,11 @@ class ReservoirBuffer(Buffer):
         return len(self._undrawn)
 
     # ------------------------------------------------------------------ checkpoints
+    def _policy_meta(self) -> dict[str, int]:
+        """The draw and eviction policy, as a snapshot records it (a resume with
+        another would not draw as the saved run did)."""
+        return {"draw_choices": self._draw_choices, "evict_choices": self._evict_choices}
+
     def _contents_state(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
         for slot in self._undrawn + self._drawn:
             sample = self._slots[slot]
@@ -232,6 +309,7 @@ class ReservoirBuffer(Buffer):
             _state.encode_sample(arrays, f"s{slot}", sample)
         return {
             "max_sample_reuse": self._max_reuse,
+            **self._policy_meta(),
             "n_slots": len(self._slots),
             "draws": list(self._draws),
             "insert_ids": list(self._ins),
@@ -246,6 +324,13 @@ class ReservoirBuffer(Buffer):
                 f"buffer state has max_sample_reuse={meta.get('max_sample_reuse')!r}, "
                 f"this buffer {self._max_reuse!r}"
             )
+        for key, value in self._policy_meta().items():
+            # (a snapshot from before these options drew and evicted uniformly: 1)
+            if meta.get(key, 1) != value:
+                raise ValueError(
+                    f"buffer state has {key}={meta.get(key, 1)!r}, this buffer {value!r}: "
+                    f"resume with {key}={meta.get(key, 1)!r} (the same draws as the run saved)"
+                )
         n_slots = meta.get("n_slots")
         if not isinstance(n_slots, int) or not 0 <= n_slots <= self._capacity:
             raise ValueError(f"malformed buffer state: n_slots={n_slots!r}")

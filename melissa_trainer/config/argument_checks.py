@@ -41,6 +41,7 @@ BUFFER_FIELDS = {
     "watermark": "watermark",
     "seed": "seed",
     "max_sample_reuse": "max_sample_reuse",
+    "draw_choices": "draw_choices",
     "sample_to_insert_ratio": "sample_to_insert_ratio",
     "sample_to_insert_tolerance": "sample_to_insert_tolerance",
     "batch_size": "batch_size",

@@ -163,6 +163,11 @@ class TrainingArguments:
         max_sample_reuse: reservoir only: the most times one sample may be drawn
             (>= 1, and >= `sample_to_insert_ratio` when both are set); None means
             unbounded. Default None.
+        draw_choices: reservoir only: each draw takes the least-drawn of this many
+            uniformly random held samples (1 to 1024): 1 draws uniformly; more spread
+            the draws more evenly over the stream, towards the samples streamed last
+            (a recency bias: on the heat benchmark the model came out worse,
+            docs/when-online-pays.md). Default 1.
         sample_to_insert_ratio: reservoir only: target number of samples drawn per
             sample inserted (>= 0); training waits for data when it runs ahead of the
             stream by more than `sample_to_insert_tolerance` samples, and the stream
@@ -264,6 +269,9 @@ class TrainingArguments:
     pseudo_epochs: int = _f(1, "Passes over the data; > 1 replays the buffer after the stream.")
     max_sample_reuse: int | None = _f(
         None, "Reservoir only: most times one sample may be drawn (default: unbounded)."
+    )
+    draw_choices: int = _f(
+        1, "Reservoir only: each draw takes the least-drawn of this many random samples."
     )
     sample_to_insert_ratio: float | None = _f(
         None,

@@ -231,5 +231,7 @@ def make_device_buffer(config: Any, device: torch.device | str) -> DeviceReservo
         rate_limiter=host.rate_limiter,
         retain=config.retain,
         max_sample_reuse=config.max_sample_reuse,
+        draw_choices=config.draw_choices,
+        evict_choices=config.evict_choices,
         device=device,
     )

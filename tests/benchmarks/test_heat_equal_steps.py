@@ -65,6 +65,36 @@ def test_the_online_arm_streams_every_sample_into_the_trainers_buffer(tmp_path, 
     assert windowed["distinct_simulations_drawn"] < 30
 
 
+@pytest.mark.timeout(60)
+def test_a_draw_policy_is_an_arm_of_its_own(tmp_path, validation) -> None:
+    samples = bench.simulate(SETUP, 8)
+    uniform = bench.online(SETUP, samples, 40, validation, str(tmp_path / "a"))
+    again = bench.online(SETUP, samples, 40, validation, str(tmp_path / "b"), 1, 1)
+    assert again == {**uniform, "seconds": again["seconds"]}  # the default: the same run
+    fewest = bench.online(SETUP, samples, 40, validation, str(tmp_path / "c"), 4, 1)
+    assert fewest["val_mse"] != uniform["val_mse"]  # other draws, other weights
+
+
+def test_draw_shares_weigh_each_tenth_of_the_stream() -> None:
+    small = hp.Setup(**{**SETUP.__dict__, "buffer_size": 40})
+    uniform, _ = bench.draw_shares(small, 30, 300, 1, 1)
+    fewest, _ = bench.draw_shares(small, 30, 300, 4, 1)
+    # shares of the mean, 3 simulations a tenth: they average to 1
+    assert len(uniform) == 10 and np.mean(uniform) == pytest.approx(1.0)
+    # early simulations are drawn while the rate is high, late ones when it is low
+    assert uniform == sorted(uniform, reverse=True)
+    # the least drawn of 4: the first tenth nearer its share, the middle ones too
+    assert 1 < fewest[0] < uniform[0] and fewest[4] > uniform[4]
+
+
+def test_policies_are_parsed_and_checked() -> None:
+    parser = bench.argparse.ArgumentParser()
+    assert bench.parse_policies(parser, "1/1, 2/1,4") == [(1, 1), (2, 1), (4, 1)]
+    for bad in ("2/x", "0/1", "2/1,2/1"):
+        with pytest.raises(SystemExit):
+            bench.parse_policies(parser, bad)
+
+
 @pytest.mark.e2e  # starts a process
 @pytest.mark.timeout(120)
 def test_quick_json_gives_its_rows_well_formed() -> None:

@@ -109,11 +109,18 @@ def test_rewind_serves_every_retained_sample_once_more(kind, capacity, data):
     capacity=st.integers(1, 10),
     max_reuse=st.one_of(st.none(), st.integers(1, 4)),
     seed=st.integers(0, 5),
+    choices=st.tuples(st.integers(1, 4), st.integers(1, 4)),
     data=st.data(),
 )
-def test_reservoir_never_evicts_an_undrawn_sample(capacity, max_reuse, seed, data):
+def test_reservoir_never_evicts_an_undrawn_sample(capacity, max_reuse, seed, choices, data):
     ops = data.draw(ops_strategy(capacity))
-    buf = ReservoirBuffer(capacity, seed=seed, max_sample_reuse=max_reuse)
+    buf = ReservoirBuffer(
+        capacity,
+        seed=seed,
+        max_sample_reuse=max_reuse,
+        draw_choices=choices[0],
+        evict_choices=choices[1],
+    )
     counts: dict[int, int] = {}
 
     def check(batch: list[int]) -> None:
@@ -149,7 +156,10 @@ def test_state_dict_round_trip_any_point(kind, data):
     capacity = data.draw(st.integers(1, 8))
     ops = data.draw(ops_strategy(capacity))
     split = data.draw(st.integers(0, len(ops)))
-    kw = {"retain": True} if kind != "reservoir" else {"max_sample_reuse": 3}
+    kw: dict = {"retain": True}
+    if kind == "reservoir":
+        kw = {"max_sample_reuse": 3, "draw_choices": data.draw(st.integers(1, 3)),
+              "evict_choices": data.draw(st.integers(1, 3))}  # fmt: skip
     a = make_buffer(BufferConfig(kind, capacity, seed=1, **kw))
     run_ops(a, ops[:split])
     b = make_buffer(BufferConfig(kind, capacity, seed=99, **kw))

@@ -83,8 +83,11 @@ def _drive(
 
 @pytest.mark.parametrize("reuse", [None, 2, 5])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_same_draws_puts_and_state_as_plain(reuse: int | None, seed: int) -> None:
-    plain, col = _pair(max_sample_reuse=reuse)
+@pytest.mark.parametrize("choices", [(1, 1), (2, 1), (3, 4)])
+def test_same_draws_puts_and_state_as_plain(
+    reuse: int | None, seed: int, choices: tuple[int, int]
+) -> None:
+    plain, col = _pair(max_sample_reuse=reuse, draw_choices=choices[0], evict_choices=choices[1])
     _drive(plain, col, seed)
     assert col.columnar
 
@@ -175,16 +178,17 @@ def test_close_drain_and_rewind_as_plain() -> None:
 
 @pytest.mark.parametrize("source_cls", [ReservoirBuffer, ColumnarReservoirBuffer])
 @pytest.mark.parametrize("target_cls", [ReservoirBuffer, ColumnarReservoirBuffer])
+@pytest.mark.parametrize("choices", [{}, {"draw_choices": 2, "evict_choices": 3}])
 def test_snapshot_resume_is_exact_across_kinds(
-    source_cls: type, target_cls: type, tmp_path
+    source_cls: type, target_cls: type, choices: dict, tmp_path
 ) -> None:
     """A snapshot of either store restores into either and continues as the oracle,
     which never stopped."""
-    oracle = ReservoirBuffer(50, 8, seed=7)
-    first = source_cls(50, 8, seed=7)
+    oracle = ReservoirBuffer(50, 8, seed=7, **choices)
+    first = source_cls(50, 8, seed=7, **choices)
     _drive(oracle, first, 4, n_ops=150)
     first.save(tmp_path)
-    resumed = target_cls(50, 8, seed=123)  # the seed is the snapshot's RNG state
+    resumed = target_cls(50, 8, seed=123, **choices)  # the seed is the snapshot's RNG state
     resumed.load(tmp_path)
     _same_state(oracle, resumed)
     _drive(oracle, resumed, 5, n_ops=150)

@@ -40,9 +40,11 @@ def config(**over: Any) -> BufferConfig:
     return BufferConfig(**base)
 
 
-def test_draws_are_the_host_reservoirs_gathered_on_the_device() -> None:
-    host = make_buffer(config())
-    device = make_device_buffer(config(), CPU)
+@pytest.mark.parametrize("choices", [{}, {"draw_choices": 2, "evict_choices": 3}])
+def test_draws_are_the_host_reservoirs_gathered_on_the_device(choices: dict) -> None:
+    host = make_buffer(config(**choices))
+    device = make_device_buffer(config(**choices), CPU)
+    assert (device.draw_choices, device.evict_choices) == (host.draw_choices, host.evict_choices)
     assert isinstance(device, DeviceReservoirBuffer) and isinstance(host, ReservoirBuffer)
     data = samples(200)
     for lo in range(0, 200, 25):  # blocks, as a receiver puts them; the reservoir evicts

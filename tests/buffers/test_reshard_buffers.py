@@ -44,6 +44,7 @@ KINDS: dict[str, tuple[type[Buffer], dict[str, Any], bool]] = {
     "firo-retain": (FIROBuffer, {"retain": True}, False),
     "reservoir-limited": (ReservoirBuffer, {}, True),
     "reservoir-max-reuse": (ReservoirBuffer, {"max_sample_reuse": 3}, False),
+    "reservoir-choices": (ReservoirBuffer, {"draw_choices": 2, "evict_choices": 3}, False),
     "fifo-limited": (FIFOBuffer, {}, True),
 }
 

@@ -46,6 +46,10 @@ SCENARIOS = {
         "buffer": "reservoir", "buffer_size": 64, "pseudo_epochs": 3, "n_samples": 120,
         "save_steps": 5, "kill": {"pseudo_epoch": 1, "from_step": 0},
     },
+    # the least-drawn of 2 candidates, from the columnar reservoir (blocks pending)
+    "reservoir-draw-choices": {
+        "buffer": "reservoir", "draw_choices": 2, "columnar": True, **STREAMING,
+    },
     # FIRO replays the samples it retained (in the checkpoint too)
     "firo-pseudo-epoch": {
         "buffer": "firo", "pseudo_epochs": 2, "n_samples": 120, "save_steps": 5,

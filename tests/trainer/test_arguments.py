@@ -609,3 +609,12 @@ def test_on_save_error_is_checked_early() -> None:
         ConfigError, match="on_save_error='ignore' is not supported: choose one of stop, continue"
     ):
         TrainingArguments(on_save_error="ignore")
+
+
+def test_draw_choices_reach_the_buffer_and_are_checked() -> None:
+    assert TrainingArguments().buffer_config().draw_choices == 1  # uniform draws
+    assert TrainingArguments(draw_choices=2).buffer_config().draw_choices == 2
+    assert "draw_choices=0 must be a positive integer" in str(config_error(draw_choices=0))
+    err = config_error(buffer="fifo", draw_choices=2)
+    assert "draw_choices=2 only applies to buffer='reservoir'" in str(err)
+    assert "or draw_choices=1" in str(err)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,22 @@ def external(tmp_path: Path, clock: Clock) -> StreamSource:
     return source
 
 
+@pytest.fixture
+def started(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> Iterator[tuple[StreamSource, FIFOBuffer, Clock]]:
+    """An external source started on a FIFO of 8, its notice on the test's clock, its
+    WARNINGs captured; stopped after the test."""
+    clock = Clock()
+    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    source.start(buffer, 0, 1)
+    try:
+        yield source, buffer, clock
+    finally:
+        source.stop()
+
+
 def notices(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.getMessage().startswith("no data yet")]
 
@@ -64,22 +81,18 @@ def test_the_wait_is_due_once_after_its_seconds_with_no_sample() -> None:
 
 @pytest.mark.timeout(30)
 def test_no_data_is_said_once_naming_where_it_listens(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    started: tuple[StreamSource, FIFOBuffer, Clock],
 ) -> None:
-    clock = Clock()
-    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
-    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
-    source.start(buffer, 0, 1)
-    try:
-        clock.now += FIRST_DATA_NOTICE - 0.1
-        source.wait_for(1, 0.01)  # as the trainer's reader waits
-        assert notices(caplog) == []
-        clock.now += 0.2
-        source.wait_for(1, 0.01)
-        clock.now += 1000
-        source.wait_for(1, 0.01)
-    finally:
-        source.stop()
+    source, _, clock = started
+    clock.now += FIRST_DATA_NOTICE - 0.1
+    source.wait_for(1, 0.01)  # as the trainer's reader waits
+    assert notices(caplog) == []
+    clock.now += 0.2
+    source.wait_for(1, 0.01)
+    clock.now += 1000
+    source.wait_for(1, 0.01)
     (notice,) = notices(caplog)
     assert f"15 s after the receiver started listening on {source.endpoint}:" in notice
     assert "no simulation has connected and sent anything" in notice
@@ -89,13 +102,10 @@ def test_no_data_is_said_once_naming_where_it_listens(
 
 @pytest.mark.timeout(30)
 def test_messages_without_a_sample_are_counted_in_the_notice(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture, started: tuple[StreamSource, FIFOBuffer, Clock]
 ) -> None:
     """A client of another protocol (or refused at its HELLO): messages, no sample."""
-    clock = Clock()
-    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
-    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
-    source.start(buffer, 0, 1)
+    source, _, clock = started
     assert source.receiver is not None and source.endpoint is not None
     context = zmq.Context()
     push = context.socket(zmq.PUSH)
@@ -110,7 +120,6 @@ def test_messages_without_a_sample_are_counted_in_the_notice(
     finally:
         push.close(linger=0)
         context.term()
-        source.stop()
     (notice,) = notices(caplog)
     assert "1 message came, no complete sample" in notice
     assert f"listening on {source.endpoint}" in notice
@@ -118,26 +127,23 @@ def test_messages_without_a_sample_are_counted_in_the_notice(
 
 @pytest.mark.timeout(30)
 def test_data_in_time_silences_the_notice(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    started: tuple[StreamSource, FIFOBuffer, Clock],
 ) -> None:
     from melissa_trainer.client import Client
 
-    clock = Clock()
-    source, buffer = external(tmp_path, clock), FIFOBuffer(8)
-    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    source, buffer, clock = started
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
     monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
     monkeypatch.setenv("MELISSA_TRAINER_SIMULATION_ID", "3")
-    source.start(buffer, 0, 1)
-    try:
-        with Client({"u": ((2,), "float32")}) as client:
-            client.send(0, u=np.zeros(2, np.float32))
-            while len(buffer) < 1:
-                source.wait_for(1, 0.05)
-            clock.now += 10 * FIRST_DATA_NOTICE  # long after: the sample came first
-            source.wait_for(2, 0.01)
-    finally:
-        source.stop()
+    with Client({"u": ((2,), "float32")}) as client:
+        client.send(0, u=np.zeros(2, np.float32))
+        while len(buffer) < 1:
+            source.wait_for(1, 0.05)
+        clock.now += 10 * FIRST_DATA_NOTICE  # long after: the sample came first
+        source.wait_for(2, 0.01)
     assert notices(caplog) == []
 
 

@@ -204,19 +204,23 @@ def _arm(draw_choices: int, evict_choices: int) -> str:
     return f"online draw_choices={draw_choices} evict_choices={evict_choices}"
 
 
-def parse_policies(p: argparse.ArgumentParser, text: str) -> list[tuple[int, int]]:
+def parse_policies(
+    p: argparse.ArgumentParser, text: str, flag: str = "--policies"
+) -> list[tuple[int, int]]:
+    """Comma-separated DRAW/EVICT choice counts (EVICT 1 when left out); `flag` names the
+    option in the errors."""
     out = []
     for item in text.split(","):
         draw, _, evict = item.strip().partition("/")
         try:
             pair = (int(draw), int(evict or 1))
         except ValueError:
-            p.error(f"--policies: {item!r} is not DRAW/EVICT (two counts >= 1, e.g. 2/1)")
+            p.error(f"{flag}: {item!r} is not DRAW/EVICT (two counts >= 1, e.g. 2/1)")
         if min(pair) < 1:
-            p.error(f"--policies: {item!r}: both counts must be >= 1")
+            p.error(f"{flag}: {item!r}: both counts must be >= 1")
         out.append(pair)
     if len(set(out)) != len(out):
-        p.error(f"--policies {text!r} names a policy twice")
+        p.error(f"{flag} {text!r} names a policy twice")
     return out
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import columnar as col  # noqa: E402
+from heat_equal_steps import parse_policies  # noqa: E402
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, SampleBlock  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
@@ -70,13 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help='print {"rows": [...]}')
     parser.add_argument("--rounds", type=int, default=None)
     opts = parser.parse_args(argv)
-    draw, _, evict = opts.choices.partition("/")
-    try:
-        ours = (int(draw), int(evict or 1))
-    except ValueError:
-        parser.error(f"--choices {opts.choices!r} is not DRAW/EVICT (two counts >= 1, e.g. 2/1)")
-    if min(ours) < 1 or ours == (1, 1):
-        parser.error(f"--choices {opts.choices!r}: counts >= 1, not the baseline's 1/1")
+    # (the policies' syntax is heat_equal_steps.py's: one parser for both)
+    policies = parse_policies(parser, opts.choices, "--choices")
+    if len(policies) != 1 or policies[0] == (1, 1):
+        parser.error(f"--choices {opts.choices!r}: one DRAW/EVICT, not the baseline's 1/1")
+    ours = policies[0]
     rounds = opts.rounds or (3 if opts.quick else 9)
     reads = 300 if opts.quick else 3000
     samples = col.heat_samples(col.CAPACITY + (20 if opts.quick else 60) * col.BLOCK)

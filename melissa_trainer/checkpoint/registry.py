@@ -42,7 +42,7 @@ from melissa_trainer.checkpoint.reshard import Reshard, check_same_ranks_buffer
 from melissa_trainer.checkpoint.resumed_args import warn_changed_settings
 from melissa_trainer.common.migrations import trainer_rank_of, upgrade
 from melissa_trainer.config.arguments import ARGS_FILE
-from melissa_trainer.core import loss_per_simulation as simulation_loss
+from melissa_trainer.core import loss_per_simulation
 from melissa_trainer.core.dataset import PENDING_FILES
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.state import RANK_STATE_FILE
@@ -136,10 +136,10 @@ def parts(trainer: CheckpointParts) -> list[Part]:
 
     def save_losses(path: Path) -> None:
         losses = tracked if tracked is not None else SimulationLosses(acc.device, False)
-        save_file(losses.state_dict(), str(rank_dir(path) / simulation_loss.STATE_FILE))
+        save_file(losses.state_dict(), str(rank_dir(path) / loss_per_simulation.STATE_FILE))
 
     def load_losses(path: Path, version: int) -> None:
-        file = rank_dir(path) / simulation_loss.STATE_FILE
+        file = rank_dir(path) / loss_per_simulation.STATE_FILE
         if tracked is None:  # not tracked in this run: the statistics are not carried on
             return
         if file.is_file():
@@ -152,7 +152,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             )
 
     def reshard_losses(path: Path, old: int, version: int) -> None:
-        files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
+        files = [ckpt.rank_path(path, r) / loss_per_simulation.STATE_FILE for r in range(old)]
         if tracked is None:  # as in `load_losses`
             return
         if all(file.is_file() for file in files):
@@ -234,7 +234,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         Part(
             "simulation_losses",
             Scope.PER_RANK,
-            own(simulation_loss.STATE_FILE),
+            own(loss_per_simulation.STATE_FILE),
             save_losses,
             load_losses,
             reshard=reshard_losses,

@@ -46,7 +46,7 @@ from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.common.migrations import trainer_rank_of
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.core import loss_per_simulation as simulation_loss
+from melissa_trainer.core import loss_per_simulation
 from melissa_trainer.core.dataset import PENDING_FILES, read_pending
 from melissa_trainer.core.figures import LogFigures
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
@@ -195,7 +195,7 @@ class Reshard:
         statistics as they are, and this rank's share of the old ranks' unreduced
         samples (`SimulationLosses.reshard_state`); none from a checkpoint of an
         earlier version, which has none."""
-        files = [ckpt.rank_path(path, r) / simulation_loss.STATE_FILE for r in range(old)]
+        files = [ckpt.rank_path(path, r) / loss_per_simulation.STATE_FILE for r in range(old)]
         if not all(file.is_file() for file in files):
             return  # (an earlier version's: `checkpoint.registry` warns as on one rank)
         states = [load_file(str(file)) for file in files]

@@ -155,9 +155,10 @@ class ReservoirBuffer(Buffer):
 
     def put_available(self, samples: Sequence[Sample]) -> int:
         """Same contract as :meth:`Buffer.put_available`. Without a rate limiter, the
-        evictions of a burst draw their uniforms in one call and are done inline: the
-        same random numbers, victims and state as one `put` per sample, at a fraction
-        of the cost (this is the receiver's path for small samples)."""
+        evictions of a burst draw their uniforms in one call and their bookkeeping is
+        one loop for the burst (`_evict_slots`): the same random numbers, victims and
+        state as one `put` per sample, at a fraction of the cost (this is the
+        receiver's path for small samples; `tests/buffers/test_reservoir_bursts.py`)."""
         if self._limiter is not None:
             return super().put_available(samples)
         with self._lock:

@@ -8,8 +8,8 @@ left after the previous eviction: the choice is sequential (each victim's positi
 depends on the swap-removals before it), and the rest of the bookkeeping is a few list
 stores per victim. Measured at issue 42's pinned 1 KB row (a block of 63, about 90
 drawn slots), numpy does not pay at these sizes: the victims' 63 positions alone (three
-numpy calls, before any replay of the swap-removals) took about half the time of this
-whole loop, and storing into a list through ``map(list.__setitem__, ...)`` cost more
+numpy calls, before any replay of the swap-removals) took a third of the time of the
+whole eviction, and storing into a list through ``map(list.__setitem__, ...)`` cost more
 than a Python loop (Python 3.11). So
 `evict_drawn` is one loop of plain list operations per victim, with nothing else in it
 (no per-victim sample, no checks that hold for the whole burst).

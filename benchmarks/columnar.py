@@ -15,6 +15,12 @@ full of 10,000 heat samples (a 32 x 32 float32 field, ``time_step``,
   per field and a dict of views per sample: the cost the columnar store pays on a
   read, against the per-sample objects a plain put builds and an eviction frees).
   Target None: a figure to read;
+* receiver put: issue 42's pinned 1 KB row's put, as its receiver makes it: blocks of
+  63 samples (a 64 KiB BATCH of 1 KB rows, with the receiver's ``simulation_id``,
+  ``time_step`` and empty ``parameters``) into a full reservoir of 4,096, a
+  ``get_block(64)`` between puts (the trainer's draw), in CPU microseconds per block
+  (the put's lock is held for about all of it). Target None: a figure to read (the
+  plain reservoir splits the block into per-sample dicts);
 * single put: ``put`` of one sample at a time into an empty buffer until full (an
   `IterableSource`'s path; plain: stores a reference; columnar: copies into the row;
   the cost the columnar store pays). Target None: a figure to read.
@@ -103,6 +109,42 @@ def block_put_seconds(buffer: Buffer, blocks: list[SampleBlock]) -> float:
     return spent / max(put, 1)
 
 
+RECEIVER_CAPACITY, RECEIVER_BLOCK, RECEIVER_DRAW = 4096, 63, 64
+
+
+def receiver_blocks(n: int, seed: int = 0) -> list[SampleBlock]:
+    """`n` blocks as the pinned row's receiver makes them (1 KB rows and three fields)."""
+    rng = np.random.default_rng(seed)
+    k = RECEIVER_BLOCK
+    return [
+        SampleBlock(
+            {
+                "u": rng.random((k, 256), dtype=np.float32),
+                "simulation_id": np.full(k, b % 16, np.int64),
+                "time_step": np.arange(b * k, (b + 1) * k, dtype=np.int64),
+                "parameters": np.zeros((k, 0), np.float64),
+            }
+        )  # fmt: skip
+        for b in range(n)
+    ]
+
+
+def receiver_put_seconds(cls: type[ReservoirBuffer], blocks: list[SampleBlock], puts: int) -> float:
+    """CPU seconds per block put into the full reservoir, a draw between puts."""
+    buffer = cls(RECEIVER_CAPACITY, 1, seed=0)
+    i = 0
+    while len(buffer) < RECEIVER_CAPACITY:
+        buffer.put_available(blocks[i % len(blocks)])
+        i += 1
+    spent = 0.0
+    for i in range(puts):
+        buffer.get_block(RECEIVER_DRAW)
+        start = time.process_time()
+        buffer.put_available(blocks[i % len(blocks)])
+        spent += time.process_time() - start
+    return spent / puts
+
+
 def single_put_seconds(cls: type[ReservoirBuffer], samples: list[dict[str, np.ndarray]]) -> float:
     """CPU seconds per `put` of one sample into a buffer with room."""
     buffer = cls(CAPACITY, 1000, seed=0)
@@ -170,6 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         SampleBlock.from_samples(samples[i : i + BLOCK]) for i in range(0, len(samples), BLOCK)
     ]
     extra = blocks[CAPACITY // BLOCK :]
+    receiver = receiver_blocks(100)
     rows = [
         row(
             f"get_block({BATCH}) of a full reservoir: columnar vs plain",
@@ -184,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
         row(
             f"get_batch({BATCH}) of a full reservoir (a reader of samples)",
             *interleaved(rounds, lambda cls: sample_read_seconds(filled(cls, blocks), reads)),
+            None,
+        ),
+        row(
+            f"receiver put: {RECEIVER_BLOCK} x 1 KB rows into a full reservoir of "
+            f"{RECEIVER_CAPACITY}, a get_block({RECEIVER_DRAW}) between, per block",
+            *interleaved(rounds, lambda cls: receiver_put_seconds(cls, receiver, reads)),
             None,
         ),
         row(

@@ -63,10 +63,6 @@ _empty = np.empty
 #: rows is the cost, and a plain store hands its samples out without one
 SAMPLE_READS_MAX_ROW_BYTES = 64 << 10
 
-#: the placeholder `ReservoirBuffer`'s bookkeeping stores while a block's rows are
-#: being written (never seen outside the lock)
-_PENDING: Sample = {}
-
 
 class _Row(dict[str, np.ndarray]):
     """A held sample: views of its slot's row in each column (never handed out)."""
@@ -94,6 +90,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         )
         self._layout: Layout | None = None  # (name, shape, dtype) per field, in order
         self._columns: dict[str, np.ndarray] = {}
+        self._filled: list[tuple[str, np.ndarray]] = []  # the columns a put copies into
         self._row_views: list[_Row | None] = []  # per slot, made at its first store
         self._plain = False  # a sample that did not fit: a plain reservoir from then on
         self._why_plain: str | None = None  # why the columns were refused, for the log
@@ -138,9 +135,9 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                 return False
         return True
 
-    def _fits_block(self, fields: dict[str, np.ndarray]) -> bool:
-        """Whether a block's rows have the columns' layout (allocating them first)."""
-        layout = tuple((k, v.shape[1:], v.dtype) for k, v in fields.items())
+    def _fits_block(self, layout: Layout) -> bool:
+        """Whether a block's rows, of `layout` (`_block_layout`), have the columns'
+        (allocating them first)."""
         if self._layout is None and not self._allocate(layout):
             return False
         return layout == self._layout
@@ -162,6 +159,9 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
             self._why_plain = f"the system refused {self._capacity} rows at once ({exc})"
             return False
         self._layout, self._columns = layout, columns
+        # a put copies into the columns that hold bytes (a field of no elements, such
+        # as a client's empty parameters, costs a call and copies nothing)
+        self._filled = [(n, c) for n, c in columns.items() if c.size]
         self._row_views = [None] * self._capacity
         return True
 
@@ -215,7 +215,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         for slot, sample in enumerate(self._slots):
             if type(sample) is _Row:
                 self._slots[slot] = {k: v.copy() for k, v in sample.items()}
-        self._columns, self._row_views = {}, []
+        self._columns, self._filled, self._row_views = {}, [], []
 
     def _insert(self, sample: Sample, insert_id: int) -> None:
         super()._insert(sample, insert_id)
@@ -235,8 +235,9 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         if type(samples) is not SampleBlock or not len(samples):
             return super().put_available(samples)
         fields = samples.fields
+        layout = _block_layout(fields)  # (outside the lock: the block is the caller's)
         with self._lock:
-            if not self._plain and self._fits_block(fields):
+            if not self._plain and self._fits_block(layout):
                 if self._closed:
                     raise BufferClosedError(
                         "put_available() on a closed buffer (reception has ended)"
@@ -250,18 +251,16 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
                         lim.inserts += 1
                         allowed += 1
                     n = allowed
-                for _ in range(min(n, room)):  # the bookkeeping only: rows come after
-                    ReservoirBuffer._insert(self, _PENDING, self._n_put)
-                    self._n_put += 1
-                if n > room:
-                    ReservoirBuffer._evict_for(self, [_PENDING] * (n - room))
+                fill = min(n, room)
+                slots = self._insert_slots(fill)  # the bookkeeping only: rows come after
+                if n > fill:  # (a victim's `_slots` entry stays its slot's row: the same)
+                    slots += self._evict_slots(n - fill)
                 if n:
-                    slots = self._undrawn[-n:]  # each insert appended its slot, in order
                     index = np.asarray(slots, dtype=np.intp)
-                    for name, column in self._columns.items():
+                    for name, column in self._filled:
                         column[index] = fields[name][:n]
                     held, views = self._slots, self._row_views
-                    for slot in slots:  # (a slot's views are made once, then reused)
+                    for slot in slots[:fill]:  # (a slot's views are made once, then reused)
                         held[slot] = views[slot] or self._row(slot)
                     if self._size() >= self._wake_len:
                         self._readable.notify_all()
@@ -332,11 +331,17 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
     def _load_contents(self, samples: dict[str, Sample], meta: dict[str, Any]) -> None:
         super()._load_contents(samples, meta)
         self._layout, self._columns, self._row_views, self._plain = None, {}, [], False
+        self._filled = []
         self._why_plain, self._chosen_plain = None, False
         for slot in sorted(self._undrawn + self._drawn):
             sample = self._slots[slot]
             assert sample is not None
             self._store(slot, sample)
+
+
+def _block_layout(fields: dict[str, np.ndarray]) -> Layout:
+    """The layout of a block's rows: (name, row shape, dtype) per field, in order."""
+    return tuple((k, v.shape[1:], v.dtype) for k, v in fields.items())
 
 
 def _own(sample: Sample) -> Sample:

@@ -9,7 +9,7 @@ import numpy as np
 
 from melissa_trainer.common.checks import as_count
 
-from . import _state
+from . import _slots, _state
 from ._common import Sample
 from .base import Buffer, BufferClosedError
 from .config import choices_problem
@@ -155,9 +155,10 @@ class ReservoirBuffer(Buffer):
 
     def put_available(self, samples: Sequence[Sample]) -> int:
         """Same contract as :meth:`Buffer.put_available`. Without a rate limiter, the
-        evictions of a burst draw their uniforms in one call and are done inline: the
-        same random numbers, victims and state as one `put` per sample, at a fraction
-        of the cost (this is the receiver's path for small samples)."""
+        evictions of a burst draw their uniforms in one call and their bookkeeping is
+        one loop for the burst (`_evict_slots`): the same random numbers, victims and
+        state as one `put` per sample, at a fraction of the cost (this is the
+        receiver's path for small samples; `tests/buffers/test_reservoir_bursts.py`)."""
         if self._limiter is not None:
             return super().put_available(samples)
         with self._lock:
@@ -190,35 +191,62 @@ class ReservoirBuffer(Buffer):
 
     def _evict_for(self, samples: Sequence[Sample]) -> None:
         """`_insert` of each sample into a full buffer holding at least
-        `len(samples)` drawn samples, inlined."""
-        slots, draws, ins, pos = self._slots, self._draws, self._ins, self._pos
-        undrawn, drawn, hist = self._undrawn, self._drawn, self._reuse_hist
-        insert_id = self._n_put
-        e = self._evict_choices
-        uniforms = self._rng.random(len(samples) * e).tolist()
-        for i, sample in enumerate(samples):
-            k = len(drawn)
-            if e == 1:
-                j = int(uniforms[i] * k)
-                if j >= k:  # float rounding guard, as in `_insert`
-                    j = k - 1
-            else:
-                j = self._most_drawn(uniforms[i * e : (i + 1) * e], k)
-            slot = drawn[j]
-            last = drawn.pop()  # swap-remove the victim from `drawn`
-            if j < k - 1:
-                drawn[j] = last
-                pos[last] = j
-            count = draws[slot]
-            hist[count] = hist.get(count, 0) + 1
-            slots[slot] = sample
+        `len(samples)` drawn samples, for the whole burst (`_evict_slots`)."""
+        held = self._slots
+        for slot, sample in zip(self._evict_slots(len(samples)), samples, strict=True):
+            held[slot] = sample
+
+    def _evict_slots(self, n: int) -> list[int]:
+        """The index bookkeeping of `n` inserts into a full buffer holding at least `n`
+        drawn samples; returns the victims' slots, in order (so appended to `_undrawn`,
+        with insert ids from `_n_put` on). The same uniforms (one call for the burst),
+        victims, lists and counters as `n` calls of `_insert`; `_slots` of the victims
+        still hold the evicted samples: the caller stores the new ones there."""
+        undrawn, e = self._undrawn, self._evict_choices
+        victims = _slots.evict_drawn(
+            self._drawn,
+            self._pos,
+            self._draws,
+            self._ins,
+            self._reuse_hist,
+            self._rng.random(n * e).tolist(),
+            e,
+            self._n_put,
+            len(undrawn),
+        )
+        undrawn.extend(victims)
+        self._n_evicted += n
+        self._n_put += n
+        return victims
+
+    def _insert_slots(self, n: int) -> list[int]:
+        """The index bookkeeping of `n` inserts that need no eviction (at most the free
+        and never used slots); returns their slots, in order, as `_evict_slots` does:
+        the free slots first, the last freed first, then new ones (as `n` calls of
+        `_insert`). `_slots` of these hold None: the caller stores the samples."""
+        free, slots, undrawn = self._free, self._slots, self._undrawn
+        reused = min(n, len(free))
+        got = free[len(free) - reused :]
+        del free[len(free) - reused :]
+        got.reverse()  # `_insert` pops the last freed first
+        if n > reused:
+            first, grow = len(slots), [0] * (n - reused)
+            got.extend(range(first, first + n - reused))
+            slots.extend([None] * (n - reused))
+            self._draws.extend(grow)
+            self._ins.extend(grow)
+            self._pos.extend(grow)
+        draws, ins, pos = self._draws, self._ins, self._pos
+        i, p = self._n_put, len(undrawn)
+        for slot in got:
             draws[slot] = 0
-            ins[slot] = insert_id
-            insert_id += 1
-            pos[slot] = len(undrawn)
-            undrawn.append(slot)
-        self._n_evicted += len(samples)
-        self._n_put = insert_id
+            ins[slot] = i
+            i += 1
+            pos[slot] = p
+            p += 1
+        undrawn.extend(got)
+        self._n_put = i
+        return got
 
     def _draw(self, uniforms: list[float], undrawn_only: bool, choices: int = 1) -> list[Sample]:
         """One draw per `choices` uniforms in [0, 1): among all held samples, or the

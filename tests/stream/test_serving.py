@@ -550,3 +550,19 @@ def test_a_stopped_server_refuses_to_start_again(tmp_path: Path) -> None:
         srv.start()
     assert list(tmp_path.iterdir()) == []
     srv.stop()  # (still idempotent)
+
+
+def test_a_request_larger_than_the_inputs_is_refused_naming_the_array(
+    server: PredictServer,
+) -> None:
+    """numpy's default float64 for a float32 input (the commonest mistake of a client
+    that does not know the inputs: one given `endpoint=` or
+    `$MELISSA_TRAINER_SERVE_ENDPOINTS`) is larger than the declared inputs: the
+    refusal names the array, its dtype and shape, and what the trainer serves (it said
+    only "arrays of more than 16 bytes")."""
+    server.serving = True
+    with Predictor(0, endpoint=server.endpoint) as p, pytest.raises(PredictRefused) as refused:
+        p.predict({"u": np.ones(4)}, timeout=20)
+    assert refused.value.reason == "bad_request"
+    assert "array 'u' is <f8 (4,)" in refused.value.detail
+    assert "the trainer serves 'u' <f4 (4,)" in refused.value.detail

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import sys
@@ -405,6 +406,17 @@ def run_summary(
         "resumed_from": resumed_from,  # a checkpoint: the study's figures span both runs
         "plot": None,
     }
+
+
+def compared(baseline: float, ours: float) -> str:
+    """How an error `ours` compares with a baseline's: ``"3.7x better"`` when lower,
+    ``"21.4x worse"`` when higher (a ratio below 1 printed as "better" read as a win:
+    "0.0x better" for a model 20 times worse than the mean field)."""
+    if not (math.isfinite(ours) and math.isfinite(baseline)):
+        return "not comparable: an error is not finite"
+    if ours <= baseline:
+        return f"{baseline / ours:.1f}x better" if ours > 0 else "exact"
+    return f"{ours / baseline:.1f}x worse" if baseline > 0 else "worse than an exact baseline"
 
 
 def print_refused(summary: Mapping[str, Any], nonfinite: str) -> None:

@@ -49,6 +49,7 @@ from study_common import (  # noqa: E402
     StudyArgs,
     buffer_defaults,
     check_matplotlib,
+    compared,
     final_eval_loss,
     final_eval_tails,
     leave_cores_to_simulations,
@@ -321,8 +322,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["plot"] = str(png)
     print(
         f"validation MSE {val_mse:.4g} K^2 (RMSE {val_mse**0.5:.3g} K) vs predicting the "
-        f"mean field {mean_field_mse:.4g} K^2: {mean_field_mse / max(val_mse, 1e-12):.1f}x "
-        f"better, after {state.global_step} steps on {state.total_samples_seen} samples"
+        f"mean field {mean_field_mse:.4g} K^2: {compared(mean_field_mse, val_mse)}, "
+        f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     if tails:
         print(

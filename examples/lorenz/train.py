@@ -42,6 +42,7 @@ from study_common import (  # noqa: E402
     StudyArgs,
     buffer_defaults,
     check_matplotlib,
+    compared,
     final_eval_loss,
     final_eval_tails,
     leave_cores_to_simulations,
@@ -315,7 +316,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["plot"] = str(png)
     print(
         f"{opts.horizon}-step rollout MSE {rollout_mse:.4g} vs persistence "
-        f"{persistence_mse:.4g}: {persistence_mse / max(rollout_mse, 1e-12):.1f}x better, "
+        f"{persistence_mse:.4g}: {compared(persistence_mse, rollout_mse)}, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)

@@ -58,6 +58,7 @@ from study_common import (  # noqa: E402
     StudyArgs,
     buffer_defaults,
     check_matplotlib,
+    compared,
     final_eval_loss,
     final_eval_tails,
     leave_cores_to_simulations,
@@ -368,8 +369,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     mean_field, persistence = summary["mean_field_mse"], summary["persistence_mse"]
     print(
         f"validation MSE {val_mse:.4g} ({opts.model}, {n}^2) vs predicting the mean field "
-        f"{mean_field:.4g} ({mean_field / max(val_mse, 1e-12):.1f}x better) and persistence "
-        f"{persistence:.4g} ({persistence / max(val_mse, 1e-12):.1f}x better), after "
+        f"{mean_field:.4g} ({compared(mean_field, val_mse)}) and persistence "
+        f"{persistence:.4g} ({compared(persistence, val_mse)}), after "
         f"{state.global_step} steps on {state.total_samples_seen} samples"
     )
     if tails:

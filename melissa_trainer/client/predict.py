@@ -23,7 +23,9 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   left queued behind a dead trainer: the socket sends only over a live connection
   (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped).
 * Inputs that are not the published ones (names, dtypes, shapes) raise ValueError
-  before anything is sent.
+  before anything is sent; without a rendezvous (`endpoint=`,
+  `$MELISSA_TRAINER_SERVE_ENDPOINTS`: the inputs are not known here), once the trainer
+  refuses them (its detail names them): a mistake to fix, not a fallback.
 
 Not thread-safe (one per thread, like `Client`). Imports the standard library, numpy,
 pyzmq and the shared `stream` modules only.
@@ -59,6 +61,8 @@ ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
 _MAX_REPLY_BYTES = 1 << 30
+#: the details of a `bad_request` refusal for inputs that are not the declared ones
+_NOT_THE_INPUTS = ("bad_inputs:", "too_large:")
 
 
 class PredictionUnavailable(Exception):
@@ -138,7 +142,8 @@ class Predictor:
 
         Raises:
             PredictTimeout, PredictRefused: no prediction (both `PredictionUnavailable`).
-            ValueError: inputs that are not the published ones, or a bad timeout.
+            ValueError: inputs that are not the published ones (or, without a
+                rendezvous, that the trainer refused as not its inputs), or a bad timeout.
             RuntimeError: the predictor is closed.
         """
         if self._closed:
@@ -176,6 +181,11 @@ class Predictor:
                 continue  # the late answer of an earlier request
             if isinstance(message, Prediction):
                 return Predicted(message.arrays, message.version)
+            if message.reason == "bad_request" and message.detail.startswith(_NOT_THE_INPUTS):
+                # The error a published rendezvous gives before sending: a simulation
+                # that falls back on `PredictionUnavailable` would otherwise fall back
+                # on every request, silently, for a mistake in its own code.
+                raise ValueError(f"predict(): the trainer refused the inputs: {message.detail}")
             raise PredictRefused(
                 message.reason, message.detail, message.retry_after_ms / 1000, message.version
             )

@@ -46,7 +46,10 @@ def log_figures(telemetry: Mapping[str, float]) -> dict[str, float]:
         "serving_batches": float(telemetry.get("batches", 0)),
     }
     for key in sorted(LOG_MAXIMA):
-        out[key] = float(telemetry.get(key.removeprefix("serving_"), 0.0))
+        # (`telemetry()` names the share `serving_share` and the latencies `latency_*`:
+        # reading only the unprefixed name logged a share of 0 whatever was spent)
+        name = key if key in telemetry else key.removeprefix("serving_")
+        out[key] = float(telemetry.get(name, 0.0))
     return out
 
 

@@ -69,7 +69,8 @@ class Advice:
             "simulation pays it again. Worker mode pays it once per job: "
             "Launcher(..., worker=True), the solver looping on "
             "melissa_trainer.client.worker.next_simulation() (see the guide's "
-            "'Your own solver' page); Launcher.summary()['startup_seconds'] has the "
+            "'Stream from your own solver' page, docs/how-to/own-solver.md); "
+            "Launcher.summary()['startup_seconds'] has the "
             "study's total. Said once per study.",
             simulation_id,
             startup,

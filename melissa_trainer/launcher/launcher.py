@@ -34,8 +34,12 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG);
   Slurm jobs end themselves when the trainer stops renewing their lease, and a
   restarted study cancels the jobs of the run before it (`Backend.begin_study`).
-* Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``);
-  the ``melissa_trainer.launcher`` logger has a line per start, end, restart and failure.
+* Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``),
+  appended to by its restarts; a study that starts afresh (not resumed) first moves the
+  job logs an earlier run left there to ``{log_dir}/previous-TIME/``, so that what a
+  failure report quotes of a log (its last lines, which blame the solver or the
+  sampler) is this run's. The ``melissa_trainer.launcher`` logger has a line per start,
+  end, restart and failure.
 
 Threading: `start` runs a supervisor thread, which alone starts, polls and kills jobs.
 `check`, `done`, `summary`, `state_dict` and `stop` may be called from any thread (they
@@ -60,7 +64,7 @@ from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
-from melissa_trainer.launcher.study_record import StudyRecord
+from melissa_trainer.launcher.study_record import SavedStudy, StudyRecord
 from melissa_trainer.launcher.supervisor import Settings, Supervisor
 from melissa_trainer.launcher.templates import SimulationProgram
 from melissa_trainer.launcher.tuning import LauncherTuning
@@ -174,6 +178,7 @@ class Launcher(LauncherRecord):
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
         self._log_dir = None if log_dir is None else Path(log_dir)
         self._env = dict(env or {})
+        self._resumed = False  # (`resume`: the logs in log_dir are this study's)
         self._study = StudyRecord(
             sampler,
             n_simulations,
@@ -243,6 +248,10 @@ class Launcher(LauncherRecord):
             rendezvous_dir=str(rendezvous),
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
+        if not self._resumed:
+            earlier = set_aside_earlier_logs(settings.log_dir)
+            if earlier is not None:
+                logger.info("the job logs of an earlier run were moved to %s", earlier)
         self.backend.begin_study(study_id(study))  # before the first launch
         command, worker_argv = self._program.commands(study, settings.rendezvous_dir)
         with self._lock:
@@ -277,6 +286,10 @@ class Launcher(LauncherRecord):
             self.backend.name,
             settings.log_dir,
         )
+
+    def resume(self, saved: SavedStudy) -> None:
+        super().resume(saved)
+        self._resumed = True
 
     def stop(self, wait: float = 0.0) -> None:
         """Kill every job (no orphans) and join the thread. Idempotent; any thread.
@@ -362,3 +375,24 @@ def _backend(backend: Backend | str) -> Backend:
     from melissa_trainer.launcher.backends import make_backend
 
     return make_backend(backend)
+
+
+def set_aside_earlier_logs(log_dir: Path) -> Path | None:
+    """Move the job logs (``sim-*.log``, ``worker-*.log``) in `log_dir` to a new
+    ``previous-YYYYmmddTHHMMSSZ`` folder in it (nothing is deleted), and return it;
+    None if there are none. Without it a fresh run's jobs append to an earlier run's
+    logs, and a report quoting a log's last lines quotes that run's when the new
+    attempt printed nothing (a killed or silent solver): another run's error, blamed on
+    this one."""
+    earlier = sorted([*log_dir.glob("sim-*.log"), *log_dir.glob("worker-*.log")])
+    if not earlier:
+        return None
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target, n = log_dir / f"previous-{stamp}", 1
+    while target.exists():
+        n += 1
+        target = log_dir / f"previous-{stamp}-{n}"
+    target.mkdir()
+    for path in earlier:
+        path.rename(target / path.name)
+    return target

@@ -58,10 +58,13 @@ def last_log_line(path: Path) -> str:
 
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read
 #: from ``MELISSA_TRAINER_PARAMETERS``), or the client's ``UnknownParameterError: this
-#: simulation has no parameter 'k': ...`` (`Client.parameters`)
+#: simulation has no parameter 'k': ...`` (`Client.parameters`), or the C client's
+#: ``no parameter 'k'; the known parameters are [...]`` (`mt_client_error` after
+#: `mt_client_parameter`, which a solver prints, prefixed as it likes)
 _KEY_ERROR = re.compile(
     r"""\bKeyError: (['"])(?P<key>[^'"]*)\1\s*$"""
     r"""|\bUnknownParameterError: this simulation has no parameter (['"])(?P<named>[^'"]*)\3"""
+    r"""|\bno parameter '(?P<c>[^']*)'; the known parameters are \["""
 )
 
 
@@ -70,7 +73,7 @@ def missing_parameter(last_line: str, names: Sequence[str]) -> str | None:
     sampler's parameter `names` (a solver reading a parameter the study does not
     draw), else None."""
     match = _KEY_ERROR.search(last_line)
-    key = None if match is None else match["key"] if match["key"] is not None else match["named"]
+    key = None if match is None else match["key"] or match["named"] or match["c"]
     return None if key is None or key in names else key
 
 

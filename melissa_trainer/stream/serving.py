@@ -341,6 +341,10 @@ class PredictServer:
             if problem is not None:
                 raise ProtocolError("bad_inputs", problem)
         except ProtocolError as exc:
+            if exc.reason == "too_large":  # (most often a float64 array for a float32 input)
+                declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in self.inputs)
+                detail = str(exc).removeprefix("too_large: ")
+                exc = ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
             self._reject(router, identity, parts, exc)
             return
         if (

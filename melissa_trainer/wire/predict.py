@@ -239,7 +239,11 @@ def _arrays(frames: Sequence[Any], at: int, count: int, max_bytes: int) -> dict[
             raise ProtocolError("bad_request", f"array {name!r} given twice")
         total += math.prod(shape) * dtype.itemsize
         if total > max_bytes:
-            raise ProtocolError("too_large", f"arrays of more than {max_bytes} bytes")
+            raise ProtocolError(
+                "too_large",
+                f"arrays of more than {max_bytes} bytes (array {name!r} is "
+                f"{dtype.str} {tuple(shape)})",
+            )
         specs.append((name, dtype, shape))
         at = end
     if at != size:

@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
@@ -361,3 +362,38 @@ def test_rendezvous_timeout_says_what_is_missing(script_exe: Path, tmp_path: Pat
         f"rendezvous directory '{missing}' incomplete after 0.05 s: the directory does not "
         "exist (is the trainer running, with this output directory?)",
     )
+
+
+def test_a_c_solver_asking_for_a_parameter_the_sampler_lacks_blames_the_sampler(
+    c_library: ctypes.CDLL, tmp_path: Path
+) -> None:
+    """The C client's message for a missing parameter (`mt_client_parameter`, read back
+    through ctypes), printed as a solver's last line, is read by the launcher's check as
+    a Python solver's `UnknownParameterError` is: the sampler is blamed, naming the key
+    (it blamed "the solver or its environment": the check knew only Python's words)."""
+    lib = c_library
+    lib.mt_client_create.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+    lib.mt_set_parameter.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_double]
+    lib.mt_client_parameter.argtypes = [
+        ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_double)
+    ]  # fmt: skip
+    lib.mt_client_error.argtypes, lib.mt_client_error.restype = [ctypes.c_void_p], ctypes.c_char_p
+    lib.mt_client_abort.argtypes = [ctypes.c_void_p]
+    client = ctypes.c_void_p()
+    assert lib.mt_client_create(ctypes.byref(client)) == 0
+    try:
+        assert lib.mt_set_parameter(client, b"t_init", 0.5) == 0
+        value = ctypes.c_double()
+        assert lib.mt_client_parameter(client, b"t_initial", ctypes.byref(value)) != 0
+        message = lib.mt_client_error(client).decode()
+    finally:
+        lib.mt_client_abort(client)
+    check = SystematicFailure(4, parameters=("t_init",))
+    verdicts = []
+    for attempt, sid in enumerate((0, 1, 0, 1)):
+        log = tmp_path / f"sim-{sid}-{attempt}.log"
+        log.write_text(f"starting\nmy_solver: {message}\n")
+        verdicts.append(check.failed(sid, 1, log))
+    assert verdicts[:3] == [None, None, None] and verdicts[3] is not None
+    assert "The sampler is at fault" in verdicts[3], verdicts[3]
+    assert "parameter 't_initial'" in verdicts[3] and "['t_init']" in verdicts[3]

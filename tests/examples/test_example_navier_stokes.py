@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -309,3 +310,32 @@ def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
     assert "--model neuralop needs the neuraloperator package" in err
     assert 'pip install "melissa-trainer[neuralop]", or --model fno' in err
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
+def test_a_model_worse_than_a_baseline_is_printed_worse(tmp_path: Path) -> None:
+    """After one step the model is far worse than the mean field: the line says "Nx
+    worse", with N the ratio of the printed errors (it said "0.0x better"). The oracle
+    is the printed MSEs themselves, whichever way they compare."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), "--grid_size", "16", "--dt", "0.1", "--width", "4",
+           "--modes", "4", "--layers", "1", "--num_simulations", "2", "--time_steps", "2",
+           "--num_validation", "1", "--max_steps", "1", "--watermark", "1",
+           "--batch_size", "2", "--eval_steps", "none", "--job_limit", "2", "--no_plot",
+           "--disable_progress_bar", "--output_dir", str(out)]  # fmt: skip
+    proc = run_group(cmd, timeout=160, cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("validation MSE "))
+    found = re.search(
+        r"validation MSE (\S+) .* mean field (\S+) \((\S+)x (better|worse)\) and "
+        r"persistence (\S+) \((\S+)x (better|worse)\)",
+        line,
+    )
+    assert found, line
+    ours = float(found[1])
+    for baseline, ratio, word in ((found[2], found[3], found[4]), (found[5], found[6], found[7])):
+        base = float(baseline)
+        assert word == ("better" if ours <= base else "worse"), line
+        assert float(ratio) == pytest.approx(max(base, ours) / min(base, ours), abs=0.051)
+    assert float(found[2]) < ours, f"the test wants a model worse than the mean field: {line}"

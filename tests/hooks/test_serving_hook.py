@@ -258,3 +258,43 @@ def test_max_latency_steps_is_checked() -> None:
         with pytest.raises(ValueError, match="max_latency_steps must be an integer >= 0"):
             ServingHook(INPUTS, max_latency_steps=bad)  # type: ignore[arg-type]
     assert ServingHook(INPUTS, max_latency_steps=None).max_latency_steps is None
+
+
+def test_before_the_first_step_requests_are_answered_by_the_initial_model(tmp_path: Path) -> None:
+    """Serving starts with training (TRAIN_START), before the first step: a request that
+    comes while training waits (here: held in a hook's `on_train_start`) is answered, over
+    the socket, by the model as built, version 0 (serve-while-training.md says so). The
+    oracle: a copy of the initial weights, evaluated here."""
+    serving = ServingHook(
+        INPUTS, process_inputs=lambda s: torch.from_numpy(s["x"].copy()), bind="tcp://127.0.0.1:*"
+    )
+    x = np.array([0.5, -1.0, 2.0], np.float32)
+    got: dict[str, Any] = {}
+
+    class AskFirst(Hook):
+        def on_train_start(self, trainer: Any, state: Any, control: Any) -> None:
+            def ask() -> None:
+                with Predictor(0, endpoint=serving.endpoint) as predictor:
+                    got["answer"] = predictor.predict({"x": x}, timeout=60)
+
+            thread = threading.Thread(target=ask)
+            thread.start()
+            thread.join(90)  # (training waits here: the hook's idle thread answers)
+
+    model = small_model()
+    initial = small_model()  # the same seed: the same initial weights
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path), batch_size=8, buffer="fifo",
+                          disable_progress_bar=True, report_to="none"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(64)),
+        process_sample=xy,
+        hooks=[serving, AskFirst()],
+    )  # fmt: skip
+    state = trainer.train()
+    outputs, version = got["answer"]
+    assert version == 0 and state.global_step == 8
+    with torch.no_grad():
+        expected = initial(torch.from_numpy(x)[None])[0].numpy()
+    np.testing.assert_allclose(outputs["prediction"], expected, rtol=1e-6)

@@ -19,7 +19,7 @@ from helpers import linear_samples, small_model, xy
 from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import Predictor
-from melissa_trainer.hooks.serving_report import summary
+from melissa_trainer.hooks.serving_report import log_figures, summary
 from melissa_trainer.stream.serving import ServingRefused
 
 INPUTS = {"x": ((3,), "float32")}
@@ -168,3 +168,15 @@ def test_two_hooks_may_not_log_one_figure(tmp_path: Path) -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match=r"hook b logs figures another hook logs.*requests"):
         trainer.train()
+
+
+def test_the_logged_serving_share_is_the_hooks_own() -> None:
+    """The share of training time spent serving, as `telemetry()` gives it, is the one
+    logged and the one the end-of-run line prints (it was logged as 0 whatever was
+    spent: the log read a key `telemetry()` does not have)."""
+    serving = ServingHook(INPUTS, process_inputs=lambda s: torch.from_numpy(s["x"].copy()))
+    serving.budget.earn(2.0)  # two seconds of training...
+    serving.budget.spend(0.125)  # ...and 0.125 s of serving charged to them
+    assert serving.telemetry()["serving_share"] == 0.0625
+    assert log_figures(serving.telemetry())["serving_share"] == 0.0625
+    assert summary(0, serving.telemetry()).endswith("; 6.2% of training time")

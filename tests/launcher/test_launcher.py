@@ -854,3 +854,30 @@ def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int)
         driver.kill()
         driver.wait()
         kill_all(pids)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_fresh_study_does_not_quote_an_earlier_runs_logs(tmp_path: Path) -> None:
+    """A first run whose solver read a parameter the sampler lacks, then a fresh run in
+    the same study directory whose solver fails without a word (the sampler now
+    right): its report quoted the first run's last log line and blamed the sampler for
+    a parameter the new one draws. The first run's logs are moved aside, kept."""
+    first = command(tmp_path, "exit", fail=list(range(200)), say="KeyError: 'k'")
+    launch = launcher(first, 8, job_limit=2)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        assert "the solver asked for parameter 'k'" in str(failure(launch))
+    finally:
+        launch.stop()
+    silent = command(tmp_path, "exit", fail=list(range(200)), say="")
+    launch = launcher(silent, 8, make_sampler("uniform", {"k": (0, 1)}), job_limit=2)
+    launch.start(tmp_path / "rendezvous")
+    try:
+        message = str(failure(launch))
+    finally:
+        launch.stop()
+    assert "KeyError" not in message and "sampler" not in message, message
+    assert "last log line '(an empty log)'" in message.splitlines()[0], message
+    (kept,) = (tmp_path / "logs").glob("previous-*")
+    assert "KeyError: 'k'" in (kept / "sim-0.log").read_text()

@@ -550,3 +550,43 @@ def test_a_stopped_server_refuses_to_start_again(tmp_path: Path) -> None:
         srv.start()
     assert list(tmp_path.iterdir()) == []
     srv.stop()  # (still idempotent)
+
+
+def test_a_request_larger_than_the_inputs_is_refused_naming_the_array(
+    server: PredictServer,
+) -> None:
+    """numpy's default float64 for a float32 input (the commonest mistake of a client
+    that does not know the inputs: one given `endpoint=` or
+    `$MELISSA_TRAINER_SERVE_ENDPOINTS`) is larger than the declared inputs: the
+    refusal names the array, its dtype and shape, and what the trainer serves (it said
+    only "arrays of more than 16 bytes")."""
+    server.serving = True
+    with (
+        Predictor(0, endpoint=server.endpoint) as p,
+        pytest.raises(ValueError, match="the trainer refused the inputs") as refused,
+    ):
+        p.predict({"u": np.ones(4)}, timeout=20)
+    assert "array 'u' is <f8 (4,)" in str(refused.value)
+    assert "the trainer serves 'u' <f4 (4,)" in str(refused.value)
+
+
+@pytest.mark.parametrize("inputs", [{"u": np.ones(3, np.float32)}, {"v": np.ones(4, np.float32)}])
+def test_inputs_the_trainer_refuses_are_a_value_error_without_a_rendezvous(
+    server: PredictServer, inputs: dict[str, np.ndarray]
+) -> None:
+    """Without a rendezvous the client cannot check the inputs; the trainer's refusal
+    is the `ValueError` a rendezvous gives before sending, not a `PredictRefused` that a
+    simulation falling back on `PredictionUnavailable` would swallow on every request
+    (it fell back silently, forever, for a wrong shape or name)."""
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    try:
+        with Predictor(0, endpoint=server.endpoint) as p:
+            with pytest.raises(ValueError, match="the trainer refused the inputs: bad_inputs:"):
+                p.predict(inputs, timeout=20)
+            out, version = p.predict({"u": np.ones(4, np.float32)}, timeout=20)  # then as usual
+    finally:
+        stop.set()
+        thread.join(10)
+    assert version == VERSION and out["y"].tolist() == [2.0 + VERSION] * 4

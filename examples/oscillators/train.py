@@ -160,11 +160,19 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     if trainer.is_main_process:
         print(
             f"validation MSE {val_mse:.4g} vs predicting the mean state {mean_field_mse:.4g} "
-            f"({mean_field_mse / max(val_mse, 1e-12):.1f}x better) after {state.global_step} steps"
+            f"({_compared(mean_field_mse, val_mse)}) after {state.global_step} steps"
         )
         if opts.json:
             print(to_json(summary))
     return summary
+
+
+def _compared(baseline: float, ours: float) -> str:
+    """How error `ours` compares with `baseline`: "3.7x better" when lower, "21.4x worse"
+    when higher (a ratio below 1 printed as "better" reads as a win)."""
+    if ours <= baseline:
+        return f"{baseline / max(ours, 1e-12):.1f}x better"
+    return f"{ours / max(baseline, 1e-12):.1f}x worse"
 
 
 if __name__ == "__main__":

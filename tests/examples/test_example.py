@@ -199,3 +199,11 @@ def test_heat_examples_batch_mapping_is_its_sample_mapping_bit_for_bit(dtype: ty
     for g, e in zip(got, expected, strict=True):
         assert g.dtype == e.dtype == torch.float32 and g.shape == e.shape
         assert torch.equal(g, e), (g - e).abs().max()
+
+
+def test_the_oscillator_says_worse_when_its_model_is_worse_than_the_mean_state() -> None:
+    """A model 40 times worse than predicting the mean state was printed "0.0x better"
+    (the baseline / model ratio, always called better)."""
+    compared = load_example("oscillators")._compared
+    assert compared(1.0, 0.25) == "4.0x better"
+    assert compared(0.025, 1.0) == "40.0x worse"

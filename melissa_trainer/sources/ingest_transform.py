@@ -110,7 +110,10 @@ class IngestTransform:
 
     def many(self, samples: Sequence[Sample]) -> Sequence[Sample]:
         """`samples` as a source puts them (a `SampleBlock` or a list of samples),
-        transformed: a block stays a block, a list a list."""
+        transformed: a block stays a block, a list a list. No sample (a receiver's BATCH
+        whose steps were all duplicates): returned as it is, the function not called."""
+        if not len(samples):
+            return samples
         if isinstance(samples, SampleBlock):
             return self.block(samples)
         return [self.sample(s) for s in samples]
@@ -146,12 +149,15 @@ class IngestTransform:
         return out
 
     def block(self, block: SampleBlock) -> SampleBlock:
-        """A block of samples, transformed (same number of samples, in order).
+        """A block of samples, transformed (same number of samples, in order; an empty
+        block as it is).
 
         Raises:
             IngestTransformError: as `sample`, or the result's fields do not all hold
                 ``len(block)`` samples along axis 0.
         """
+        if not len(block):  # (nothing to transform: the function is not called)
+            return block
         if self._block_fn is not None:
             return self._call_block(block)
         try:

@@ -107,6 +107,20 @@ def test_each_form_takes_a_sample_or_a_block_with_the_same_bits() -> None:
         assert transform.many(samples[:3])[2]["y"] == expected[2]["y"]  # a list stays a list
 
 
+def test_no_sample_is_passed_through_without_calling_the_function() -> None:
+    """A receiver may put a block of none (a BATCH whose steps were all received
+    before: a simulation re-sending after a resume); a function that reshapes by the
+    block's length raised on it (the heat example's resume test found it)."""
+
+    def refuse(item: Any) -> Any:
+        raise AssertionError("called on no sample")
+
+    empty = SampleBlock({"x": np.zeros((0, 3), np.float32), "time_step": np.zeros(0, np.int64)})
+    for transform in (IngestTransform(refuse), IngestTransform(ingest_block=refuse)):
+        assert transform.many(empty) is empty and transform.block(empty) is empty
+        assert transform.many([]) == []
+
+
 def test_simulation_id_and_time_step_are_kept_and_may_not_change() -> None:
     sample = {
         "u": np.ones(4, np.float32),

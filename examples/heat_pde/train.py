@@ -155,11 +155,12 @@ def make_ingest_block(time_steps: int) -> Callable[[Any], dict[str, np.ndarray]]
     """`make_process_sample`'s features for a block of streamed samples, bit for bit,
     computed once per sample as the receiver puts it (`OnlineTrainer(ingest_block=...)`):
     ``inputs`` (the parameters mapped onto [-1, 1] and sqrt(t / t_end), float32) and
-    ``target`` (the flattened field mapped onto [-1, 1], float32). The reservoir holds
-    these, not the raw field (the trainer keeps ``simulation_id`` and ``time_step``),
-    and a step only gathers them (`gather_batch`): a reservoir draws each sample about
-    `sample_to_insert_ratio` times, and a per-draw `make_process_batch` computes the
-    features that often. A pure function of each row, as the trainer requires."""
+    ``target`` (the flattened field mapped onto [-1, 1], float32), and the streamed
+    ``parameters``. The reservoir holds these, not the raw field (the trainer keeps
+    ``simulation_id`` and ``time_step``), and a step only gathers them
+    (`gather_batch`): a reservoir draws each sample about `sample_to_insert_ratio`
+    times, and a per-draw `make_process_batch` computes the features that often. A
+    pure function of each row, as the trainer requires."""
 
     def ingest_block(block: Any) -> dict[str, np.ndarray]:
         fields = block.fields
@@ -170,7 +171,9 @@ def make_ingest_block(time_steps: int) -> Callable[[Any], dict[str, np.ndarray]]
         inputs[:, -1] = np.sqrt((t + 1) / time_steps)
         field = fields["temperature"]
         target = (field.reshape(len(t), -1) - np.float32(CENTER)) / np.float32(SCALE)
-        return {"inputs": inputs, "target": target}
+        # the parameters too (40 bytes a sample): what a hook reading the batch's
+        # samples finds there, as in the streamed ones
+        return {"inputs": inputs, "target": target, "parameters": fields["parameters"]}
 
     return ingest_block
 

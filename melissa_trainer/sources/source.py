@@ -64,9 +64,9 @@ class Source(ABC):
 
     def set_ingest_transform(self, transform: IngestTransform) -> None:
         """Apply `transform` to every sample this source puts into the buffer, once,
-        before it is put (`ingest_transform`: the trainer's ``ingest_sample`` or
-        ``ingest_block``); called once by the trainer, before `start`, and only when it
-        was given one.
+        before it is put (the trainer's ``ingest_sample`` or ``ingest_block``: see
+        `melissa_trainer.sources.ingest_transform`); called once by the trainer, before
+        `start`, and only when it was given one.
 
         The samples that the buffer holds at `start` (restored from a checkpoint) are
         not transformed again. A source applies it where it puts, in the thread that

@@ -206,7 +206,8 @@ def test_heat_examples_features_at_ingest_are_its_sample_mapping_bit_for_bit(dty
     """The heat example computes its features once per sample, at ingest
     (`make_ingest_block`), and a step gathers them (`gather_batch`): the batches must be
     `make_process_sample`'s bits, so that it trains exactly as with the per-draw mapping.
-    The trainer keeps ``simulation_id`` and ``time_step``; the raw fields are gone."""
+    The trainer keeps ``simulation_id`` and ``time_step``, the example the parameters; the
+    raw field is gone."""
     from melissa_trainer.buffers import SampleBlock
     from melissa_trainer.sources.ingest_transform import IngestTransform
 
@@ -226,7 +227,7 @@ def test_heat_examples_features_at_ingest_are_its_sample_mapping_bit_for_bit(dty
     expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
     transform = IngestTransform(ingest_block=module.make_ingest_block(100))
     stored = transform.block(SampleBlock.from_samples(samples))
-    assert set(stored.fields) == {"inputs", "target", "simulation_id", "time_step"}
+    assert set(stored.fields) == {"inputs", "target", "parameters", "simulation_id", "time_step"}
     # drawn from the buffer in another order, in another block: the same rows
     order = rng.permutation(64)
     drawn = SampleBlock({k: v[order] for k, v in stored.fields.items()})

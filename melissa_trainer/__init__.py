@@ -69,6 +69,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         make_sampler,
     )
     from melissa_trainer.launcher.backends import MpiexecBackend, SlurmBackend
+    from melissa_trainer.sources.ingest_transform import IngestTransformError
     from melissa_trainer.sources.source import IterableSource, Source, SourceError
     from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
     from melissa_trainer.stream.stream_source import StreamSource
@@ -98,6 +99,7 @@ __all__ = [
     "HaltonSampler",
     "Hook",
     "HookList",
+    "IngestTransformError",
     "IterableSource",
     "LatinHypercubeSampler",
     "Launcher",
@@ -173,6 +175,7 @@ _MODULES = {
     "SimulationLossTracker": "hooks",
     "TensorBoardHook": "hooks",
     "default_hooks": "hooks",
+    "IngestTransformError": "sources",
     "IterableSource": "sources",
     "Source": "sources",
     "SourceError": "sources",

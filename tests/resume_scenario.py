@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -101,6 +102,19 @@ def xy_block(block: SampleBlock) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
 
 
+def features(sample: dict[str, Any]) -> dict[str, Any]:
+    """The ``"ingest": "sample"`` transform: not idempotent (x -> 2x + 1, x^2; y -> y - 1),
+    so a sample transformed twice (a resume that transforms its buffer again) shows."""
+    x = sample["x"]
+    return {"x": np.concatenate([x[:2] * 2 + 1, x[2:] ** 2]), "y": sample["y"] - 1}
+
+
+def features_block(block: SampleBlock) -> dict[str, Any]:
+    """`features` for a block at once (``"ingest": "block"``)."""
+    x = block.fields["x"]
+    return {"x": np.concatenate([x[:, :2] * 2 + 1, x[:, 2:] ** 2], 1), "y": block.fields["y"] - 1}
+
+
 def run(config: dict[str, Any]) -> dict[str, Any]:
     """Train as `config` says; returns what the tests compare (JSON-serializable)."""
     args = TrainingArguments(
@@ -133,6 +147,11 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     batching: dict[str, Any] = (
         {"process_batch": xy_block} if config.get("columnar") else {"process_sample": xy}
     )
+    # features at ingest: the buffer and the checkpoint hold transformed samples
+    if config.get("ingest") == "sample":
+        batching["ingest_sample"] = features
+    elif config.get("ingest") == "block":
+        batching["ingest_block"] = features_block
     model = small_model(0, dropout=0.2)  # dropout: the torch RNG state matters
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)

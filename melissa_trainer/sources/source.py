@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample
+from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
 
 if TYPE_CHECKING:  # types only: the stream (which builds on this module) promises
     # numpy and pyzmq only
@@ -60,6 +61,27 @@ class Source(ABC):
         source that hears from the outside uses it to refuse what another run sends
         (a `StreamSource`'s receivers publish it and refuse HELLOs of another run).
         No-op by default."""
+
+    def set_ingest_transform(self, transform: IngestTransform) -> None:
+        """Apply `transform` to every sample this source puts into the buffer, once,
+        before it is put (the trainer's ``ingest_sample`` or ``ingest_block``: see
+        `melissa_trainer.sources.ingest_transform`); called once by the trainer, before
+        `start`, and only when it was given one.
+
+        The samples that the buffer holds at `start` (restored from a checkpoint) are
+        not transformed again. A source applies it where it puts, in the thread that
+        puts, and lets an `IngestTransformError` fail the source as any failure of its
+        producer does (`SourceError` from `wait_for`).
+
+        Raises:
+            ValueError: this source cannot apply one (the default: a source of your own
+                applies `transform.sample` or `transform.many` to what it puts).
+        """
+        raise ValueError(
+            f"{type(self).__name__} does not apply an ingest transform (ingest_sample / "
+            "ingest_block): override Source.set_ingest_transform to apply it where it puts "
+            "samples, or compute the features in process_sample / process_batch"
+        )
 
     @abstractmethod
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
@@ -205,8 +227,13 @@ class IterableSource(Source):
     skipped (iterated, then dropped: a generator recomputes them), so a deterministic
     iterable continues exactly where it stopped.
 
-    If iterating raises (or an item is not a mapping), the buffer is closed and
-    `wait_for` raises `SourceError` from it, now and at every later call.
+    If iterating raises (or an item is not a mapping, or the ingest transform raises),
+    the buffer is closed and `wait_for` raises `SourceError` from it, now and at every
+    later call.
+
+    An ingest transform (`set_ingest_transform`) is applied to each item as it is taken
+    from the iterable, in this thread (the reader's), once: the resume's skipped items
+    are not transformed, and an item the buffer refused waits transformed.
 
     Not thread-safe: `start`, `wait_for`, `stop` from one thread (the reader's).
     """
@@ -219,6 +246,13 @@ class IterableSource(Source):
         self._held: Sample | None = None  # taken from the iterable, refused by the buffer
         self._done = False
         self._error: BaseException | None = None
+        self._transform: IngestTransform | None = None
+
+    def set_ingest_transform(self, transform: IngestTransform) -> None:
+        """Transform each item once, as it is taken from the iterable (class docstring)."""
+        if self._buffer is not None:
+            raise RuntimeError("IterableSource.set_ingest_transform() after start()")
+        self._transform = transform
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         """Bind the iterable of this rank; nothing is produced before the first `wait_for`."""
@@ -248,14 +282,15 @@ class IterableSource(Source):
             raise self._failure() from self._error
         if buffer is None or items is None or self._done:
             return
-        put = 0
+        put, transform = 0, self._transform
         try:
             if self._skip:
                 next(itertools.islice(items, self._skip, self._skip), None)
                 self._skip = 0
             while True:
                 if self._held is None:
-                    self._held = as_sample(next(items))
+                    sample = as_sample(next(items))
+                    self._held = sample if transform is None else transform.sample(sample)
                 if not buffer.try_put(self._held):
                     break
                 self._held = None
@@ -281,7 +316,9 @@ class IterableSource(Source):
             )
 
     def _failure(self) -> SourceError:
-        return SourceError(f"the sample source failed: {self._error!r}")
+        error = self._error
+        why = str(error) if isinstance(error, IngestTransformError) else repr(error)
+        return SourceError(f"the sample source failed: {why}")
 
     def stop(self) -> None:
         """Stop producing (idempotent; there is no thread to wait for)."""

@@ -20,6 +20,10 @@ reservoir): the next pump's `flush` puts it, with one call where a put of what f
 one of the rest would cost two (each `put_available` of a block has a fixed cost in the
 buffer: the lock, the layout check, one scatter per field).
 
+With an ingest transform (`IngestTransform`: the trainer's ``ingest_sample`` or
+``ingest_block``), `put` and `put_many` transform what they are given first, once: what
+waits in `overflow` is transformed already, and so is what reaches the buffer.
+
 Thread-safety: used by one thread at a time (the receiver's ingest lock).
 """
 
@@ -30,6 +34,7 @@ from collections.abc import Callable, Sequence
 from itertools import takewhile
 
 from melissa_trainer.buffers import Buffer, BufferClosedError, Sample, SampleBlock
+from melissa_trainer.sources.ingest_transform import IngestTransform
 
 __all__ = ["Feeder"]
 
@@ -44,6 +49,9 @@ class Feeder:
             snapshot requests there; it may raise to abandon the put).
         closed: called when the buffer turns out closed (the reader ended the stream);
             its result (False) is what the put returns.
+        transform: applied once to each sample or block given to `put` / `put_many`,
+            before anything else (its `IngestTransformError` propagates: the receiver
+            fails with it).
 
     `pumping` is set by the receiver while a pump ingests: puts then never block.
     """
@@ -54,8 +62,10 @@ class Feeder:
         put_timeout: float,
         serve_requests: Callable[[], None],
         closed: Callable[[], bool],
+        transform: IngestTransform | None = None,
     ) -> None:
         self._buffer, self._put_timeout = buffer, put_timeout
+        self._transform = transform
         self._serve_requests, self._closed = serve_requests, closed
         #: ingested by a pump, not yet in the buffer: samples, and blocks kept whole
         self.overflow: deque[Sample | SampleBlock] = deque()
@@ -115,8 +125,13 @@ class Feeder:
         return head[0]
 
     def put(self, sample: Sample) -> bool:
-        """Put one sample; False if the buffer is closed. Blocks while the buffer is
-        full (serving requests), except during a pump, which keeps what does not fit."""
+        """Put one sample (transformed first); False if the buffer is closed. Blocks
+        while the buffer is full (serving requests), except during a pump, which keeps
+        what does not fit."""
+        transform = self._transform
+        return self._put(sample if transform is None else transform.sample(sample))
+
+    def _put(self, sample: Sample) -> bool:
         if self.overflow:  # keep the order: they go first
             self.overflow.append(sample)
             return True
@@ -132,9 +147,13 @@ class Feeder:
         return self._put_blocking(sample)
 
     def put_many(self, samples: Sequence[Sample]) -> int:
-        """Put `samples` in order (those that fit at once under one lock, the others
-        like `put`; a `SampleBlock` goes in as one, see `Buffer.put_available`);
-        returns how many were put or kept for later (fewer once the buffer closed)."""
+        """Put `samples` in order, transformed first (those that fit at once under one
+        lock, the others like `put`; a `SampleBlock` goes in as one, see
+        `Buffer.put_available`); returns how many were put or kept for later (fewer once
+        the buffer closed)."""
+        transform = self._transform
+        if transform is not None:
+            samples = transform.many(samples)
         n = 0
         if self.pumping and not self.overflow:
             # What does not fit whole waits whole: the next pump's `flush` puts it with one
@@ -163,7 +182,7 @@ class Feeder:
                 self.overflow.extend(samples[n:])
             return len(samples)
         for sample in samples[n:]:
-            if not self.put(sample):
+            if not self._put(sample):
                 break
             n += 1
         return n

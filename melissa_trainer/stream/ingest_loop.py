@@ -31,6 +31,7 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import Buffer
+from melissa_trainer.sources.ingest_transform import IngestTransform, IngestTransformError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
@@ -65,13 +66,18 @@ class IngestLoop(ABC):
         world_size: int,
         config: ReceiverConfig,
         tuning: ReceiverTuning,
+        ingest_transform: IngestTransform | None = None,
     ) -> None:
         self._buffer, self._rank, self._world = buffer, rank, world_size
         self._idle = IdleClock(config.stall_timeout)
         self._poll, self._stop_timeout = tuning.poll_interval, tuning.stop_timeout
         self._takeover, self._pump_budget = tuning.takeover, tuning.pump_budget
         self._feeder = Feeder(
-            buffer, tuning.put_timeout, self._serve_requests, self._closed_under_us
+            buffer,
+            tuning.put_timeout,
+            self._serve_requests,
+            self._closed_under_us,
+            ingest_transform,  # (applied by the ingester, once per sample: `Feeder`)
         )
         self.ingest = Ingest(
             rank,
@@ -288,6 +294,7 @@ class IngestLoop(ABC):
 
 
 def _why(error: BaseException) -> str:
-    """An error for a message: a stall's or non-finite data's own words, anything else
-    as its repr."""
-    return str(error) if isinstance(error, StallError | NonFiniteDataError) else repr(error)
+    """An error for a message: a stall's, non-finite data's or the ingest transform's
+    own words (each names what failed), anything else as its repr."""
+    own = StallError | NonFiniteDataError | IngestTransformError
+    return str(error) if isinstance(error, own) else repr(error)

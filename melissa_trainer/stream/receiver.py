@@ -73,6 +73,7 @@ import zmq
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.migrations import upgrade
+from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
@@ -107,6 +108,9 @@ class Receiver(DataPath):
         config: what the user sets (`ReceiverConfig`: expected simulations, endpoint,
             schema, bounds, CURVE keys); default ``ReceiverConfig()``.
         tuning: timing (`ReceiverTuning`); default ``ReceiverTuning()``.
+        ingest_transform: applied once to each sample (or BATCH's block) before it is
+            put, by whichever thread ingests (see `Feeder`); its failure fails the
+            receiver (`check` and `pump` raise `SourceError` naming it).
 
     Peers (:mod:`.liveness`): a connection that does not complete the ZMTP handshake
     in 30 s is dropped, and one whose host stops answering (crash, partition) in about
@@ -130,12 +134,13 @@ class Receiver(DataPath):
         world_size: int = 1,
         config: ReceiverConfig | None = None,
         tuning: ReceiverTuning | None = None,
+        ingest_transform: IngestTransform | None = None,
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} out of range for world_size {world_size}")
         config = ReceiverConfig() if config is None else config
         tuning = ReceiverTuning() if tuning is None else tuning
-        super().__init__(buffer, rank, world_size, config, tuning)
+        super().__init__(buffer, rank, world_size, config, tuning, ingest_transform)
         self.config, self.tuning = config, tuning
         self._bind, self._rendezvous = config.bind, config.rendezvous_dir
         self._max_bytes, self._rcvhwm = config.max_message_bytes, config.rcvhwm

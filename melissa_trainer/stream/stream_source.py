@@ -36,6 +36,7 @@ from typing import Any
 
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.sources.first_data import FirstDataWait
+from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
@@ -94,6 +95,7 @@ class StreamSource(Source):
         #: docstring); None: never (a `Study` says its own, `study.first_data`)
         self.first_data: FirstDataWait | None = FirstDataWait()
         self._messages_then = 0  # rank 0's messages when its receiver started
+        self._transform: IngestTransform | None = None
 
     @property
     def receiver(self) -> Receiver | None:
@@ -140,13 +142,20 @@ class StreamSource(Source):
         another run (unless `config.run_id` was given)."""
         self.fill_in(run_id=run_id)
 
+    def set_ingest_transform(self, transform: IngestTransform) -> None:
+        """This rank's receiver applies `transform` to each sample (a BATCH's block at
+        once) before it puts it, in whichever thread ingests (`Receiver`); before `start`."""
+        if self._receiver is not None:
+            raise RuntimeError("StreamSource.set_ingest_transform() must be called before start()")
+        self._transform = transform
+
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         if self._receiver is not None:
             raise RuntimeError("StreamSource.start() was called twice")
         if self._keep_freed_memory:
             heap.keep_freed_memory()
         config = replace(self.config, bind=_rank_bind(self.config.bind, rank))
-        receiver = Receiver(buffer, rank, world_size, config, self.tuning)
+        receiver = Receiver(buffer, rank, world_size, config, self.tuning, self._transform)
         if self._state:
             receiver.load_state_dict(self._state)
         receiver.start()

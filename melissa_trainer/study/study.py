@@ -65,6 +65,7 @@ from melissa_trainer.launcher import Launcher
 from melissa_trainer.launcher.account import log_account, resume_lines
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
+from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -150,6 +151,10 @@ class Study(Source):
         HELLOs; the launcher passes it to every job (``MELISSA_TRAINER_RUN_ID``), whose
         client refuses a rendezvous of another run."""
         self.stream.set_run_id(run_id)
+
+    def set_ingest_transform(self, transform: IngestTransform) -> None:
+        """Each rank's receiver applies `transform` (see `StreamSource.set_ingest_transform`)."""
+        self.stream.set_ingest_transform(transform)
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         """Start this rank's receiver (the simulations start in `on_all_ranks_started`).

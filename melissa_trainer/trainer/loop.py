@@ -36,6 +36,11 @@ from melissa_trainer.core.staging import BatchStager
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.core.stop_sync import StopSync, window_steps
 from melissa_trainer.hooks import Event, Hook, HookList, trainer_hooks
+from melissa_trainer.sources.ingest_transform import (
+    BlockTransform,
+    IngestTransform,
+    SampleTransform,
+)
 from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.actions import TrainerActions
@@ -63,9 +68,21 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         collate_fn: stacks examples into a batch (default: one `torch.stack` per field).
         process_batch: instead of both: turns a `SampleBlock` (a batch of samples, one
             array per field) into a batch at once (see `StreamDataset`).
+        ingest_sample: turns each sample, once, as the source puts it into the buffer,
+            into the sample the buffer stores (a mapping of field name -> array): what
+            depends on the sample alone is computed once, not at each draw (a reservoir
+            draws a sample 10-20 times). `process_sample` / `process_batch` then see its
+            result. A pure function; it may run in the receiver's thread;
+            ``simulation_id`` and ``time_step`` are kept
+            (`melissa_trainer.sources.ingest_transform`).
+        ingest_block: instead: the same for a `SampleBlock` at once (a receiver puts a
+            BATCH's steps as one block; an in-process source's samples come as blocks
+            of one): a mapping of field name -> array with one row per sample.
         loss_fn: `loss_fn(model(inputs), targets)`, mean squared error by default.
         eval_dataset: a sequence of samples (like the stream's) for validation; each rank
-            evaluates its share and the mean loss is reduced over ranks.
+            evaluates its share and the mean loss is reduced over ranks. With an
+            `ingest_sample` or `ingest_block`, given as the stream's samples before it:
+            each is transformed once, here (`eval_dataset` then holds the results).
         hooks: user hooks, called after the source's and the built-in ones (see
             `hooks.trainer_hooks`).
         use_default_hooks: install the built-in hooks that `args` asks for
@@ -103,12 +120,20 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         process_sample: ProcessSample | None = None,
         collate_fn: Collate | None = None,
         process_batch: ProcessBatch | None = None,
+        ingest_sample: SampleTransform | None = None,
+        ingest_block: BlockTransform | None = None,
         loss_fn: LossFn | None = None,
         eval_dataset: Sequence[Sample] | None = None,
         hooks: Iterable[Hook] = (),
         use_default_hooks: bool = True,
     ) -> None:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
+        #: what the source applies to each sample before it puts it (None: nothing)
+        self.ingest_transform = (
+            None
+            if ingest_sample is None and ingest_block is None
+            else IngestTransform(ingest_sample, ingest_block)
+        )
         self.args = args
         self.accelerator = acc = make_accelerator(args)
         set_seed(args.seed)
@@ -121,9 +146,14 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         self.loss_fn: LossFn = loss_fn or torch.nn.functional.mse_loss
         if eval_dataset is not None and len(eval_dataset) == 0:
             raise ValueError("eval_dataset is empty: pass None to skip validation")
+        transform = self.ingest_transform
+        if transform is not None and eval_dataset is not None:
+            eval_dataset = transform.dataset(eval_dataset)  # once, as the stream's samples
         self.eval_dataset = eval_dataset
 
         self.source = as_source(train_source)  # (configured last, once output_dir is locked)
+        if transform is not None:
+            self.source.set_ingest_transform(transform)  # (before it starts: at train())
         self.buffer: Buffer = make_rank_buffer(
             args, acc, process_sample, collate_fn, self.source.puts_blocks
         )

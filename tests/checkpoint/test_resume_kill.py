@@ -50,6 +50,12 @@ SCENARIOS = {
     "reservoir-draw-choices": {
         "buffer": "reservoir", "draw_choices": 2, "columnar": True, **STREAMING,
     },
+    # features at ingest (issue 42): the buffer and the pending batches hold transformed
+    # samples, which the resume must not transform again (the transform is not idempotent)
+    "reservoir-ingest-sample": {"buffer": "reservoir", "ingest": "sample", **STREAMING},
+    "reservoir-ingest-block-columnar": {
+        "buffer": "reservoir", "ingest": "block", "columnar": True, **STREAMING,
+    },
     # FIRO replays the samples it retained (in the checkpoint too)
     "firo-pseudo-epoch": {
         "buffer": "firo", "pseudo_epochs": 2, "n_samples": 120, "save_steps": 5,

@@ -201,6 +201,45 @@ def test_heat_examples_batch_mapping_is_its_sample_mapping_bit_for_bit(dtype: ty
         assert torch.equal(g, e), (g - e).abs().max()
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_heat_examples_features_at_ingest_are_its_sample_mapping_bit_for_bit(dtype: type) -> None:
+    """The heat example computes its features once per sample, at ingest
+    (`make_ingest_block`), and a step gathers them (`gather_batch`): the batches must be
+    `make_process_sample`'s bits, so that it trains exactly as with the per-draw mapping.
+    The trainer keeps ``simulation_id`` and ``time_step``, the example the parameters; the
+    raw field is gone."""
+    from melissa_trainer.buffers import SampleBlock
+    from melissa_trainer.sources.ingest_transform import IngestTransform
+
+    module = load_example("heat_pde")
+    rng = np.random.default_rng(12)
+    names = module.PARAMETER_NAMES
+    samples = [
+        {
+            "parameters": rng.uniform(200.0, 400.0, len(names)).astype(dtype),
+            "time_step": np.array(t, np.int64),
+            "temperature": rng.uniform(200.0, 400.0, (8, 8)).astype(np.float32),
+            "simulation_id": np.array(i // 10, np.int64),
+        }
+        for i, t in enumerate(rng.integers(0, 100, 64))
+    ]
+    one = module.make_process_sample(100)
+    expected = [torch.stack(part) for part in zip(*(one(s) for s in samples), strict=True)]
+    transform = IngestTransform(ingest_block=module.make_ingest_block(100))
+    stored = transform.block(SampleBlock.from_samples(samples))
+    assert set(stored.fields) == {"inputs", "target", "parameters", "simulation_id", "time_step"}
+    # drawn from the buffer in another order, in another block: the same rows
+    order = rng.permutation(64)
+    drawn = SampleBlock({k: v[order] for k, v in stored.fields.items()})
+    got = module.gather_batch(drawn)
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype == torch.float32 and g.shape == e.shape
+        assert torch.equal(g, e[torch.from_numpy(order)]), (g - e[order]).abs().max()
+    # a sample alone (a block of one) gives its row of the block
+    alone = transform.sample(samples[5])
+    assert alone["inputs"].tobytes() == stored.fields["inputs"][5].tobytes()
+
+
 def test_the_oscillator_says_worse_when_its_model_is_worse_than_the_mean_state() -> None:
     """A model 40 times worse than predicting the mean state was printed "0.0x better"
     (the baseline / model ratio, always called better)."""

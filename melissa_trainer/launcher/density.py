@@ -59,6 +59,7 @@ from melissa_trainer.launcher.density_warp import (
     UNIT_GRID,
     beta_cdf,
     detrended_log_losses,
+    grid_gradient,
     high_loss_warp,
     loss_tilt_warp,
     trend_evidence,
@@ -217,7 +218,7 @@ class DensitySampler(AdaptiveSampler):
         (weight `share`, from `min_observations` observations on, on the parameters
         with the `evidence`); None when that is the identity."""
         grid = UNIT_GRID
-        base = grid if self.edge == 1.0 else beta_cdf(self.edge)
+        base = self._marginal()
         width = int(self._varying.sum())
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
@@ -240,8 +241,9 @@ class DensitySampler(AdaptiveSampler):
                 pure = high_loss_warp(points[:, warped], scores, self.quantile, self.bandwidth, 1.0)
             for j, (cdf, _) in zip(warped, pure, strict=True):
                 losses_cdf[j] = cdf
+            # (`grid_gradient`: numpy.gradient's values, its coefficients computed once)
             self._hard = [
-                np.gradient(cdf, grid) if w > 0 else None
+                grid_gradient(cdf) if w > 0 else None
                 for w, cdf in zip(shares, losses_cdf, strict=True)
             ]
         if self.edge == 1.0 and not shares.any():
@@ -250,6 +252,11 @@ class DensitySampler(AdaptiveSampler):
         # a parameter not warped (w = 0) keeps the design's marginal: 1 x base + 0 x cdf
         # is base, bit for bit (finite, >= 0), so it is given as it is (read-only)
         return [((1.0 - w) * base + w * cdf if w > 0 else base, grid) for w, cdf in pairs]
+
+    def _marginal(self) -> np.ndarray:
+        """The design's marginal distribution function on `UNIT_GRID` (read-only, one
+        array per `edge`: `warp` gives it as it is to every parameter it leaves alone)."""
+        return UNIT_GRID if self.edge == 1.0 else beta_cdf(self.edge)
 
     def _points(self, kept: list[Observation]) -> np.ndarray:
         """The varying coordinates of the observations `kept` in the unit cube, one row
@@ -317,8 +324,16 @@ class DensitySampler(AdaptiveSampler):
         unit = self._design.draw()
         if warps is not None:
             latent = unit[columns].copy()
-            for column, (cdf, grid) in zip(columns, warps, strict=True):
-                unit[column] = float(np.interp(unit[column], cdf, grid))
+            # the columns the loss warp leaves alone all map through the design's
+            # marginal (one array, `warp`'s): one `interp` for them, the same values as
+            # one call each (issue 46's seventh round: 12 calls a draw before)
+            marginal = self._marginal()
+            plain = [cdf is marginal for cdf, _ in warps]
+            at = columns[plain]
+            unit[at] = np.interp(unit[at], marginal, UNIT_GRID)
+            for column, (cdf, grid), done in zip(columns, warps, plain, strict=True):
+                if not done:
+                    unit[column] = float(np.interp(unit[column], cdf, grid))
             if self.contrast is not None:
                 self._sharpen(unit, latent)
         if self._loss_warped():

@@ -179,7 +179,10 @@ class DensitySampler(AdaptiveSampler):
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
         self._varying = self._span > 0
-        self.contrast = contrast_for(contrast, int(self._varying.sum()))
+        #: the varying parameters' columns (read-only; every draw reads them)
+        self._columns = np.flatnonzero(self._varying)
+        self._columns.flags.writeable = False
+        self.contrast = contrast_for(contrast, len(self._columns))
         #: per varying parameter, the pure high-loss density on the grid where the warp
         #: bends it (the parameters with the evidence), else None (`warp` sets it)
         self._hard: list[np.ndarray | None] = []
@@ -219,7 +222,7 @@ class DensitySampler(AdaptiveSampler):
         with the `evidence`); None when that is the identity."""
         grid = UNIT_GRID
         base = self._marginal()
-        width = int(self._varying.sum())
+        width = len(self._columns)
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
         self._hard = [None] * width
@@ -272,7 +275,7 @@ class DensitySampler(AdaptiveSampler):
             ids = {o.simulation_id for o in kept}
             self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in ids}
         return np.array([rows[o.simulation_id] for o in kept], dtype=np.float64).reshape(
-            len(kept), int(self._varying.sum())
+            len(kept), len(self._columns)
         )
 
     def hardness(self, unit: np.ndarray) -> float:
@@ -280,7 +283,7 @@ class DensitySampler(AdaptiveSampler):
         high-loss region of the current warp: over the warped parameters, the least of
         the high-loss density at its coordinate over that density's peak, in [0, 1]
         (0 where no parameter is warped). Valid after `warp`."""
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         levels = []
         for c, d in zip(columns, self._hard, strict=True):
             if d is not None and (peak := d.max()) > 0:
@@ -303,7 +306,7 @@ class DensitySampler(AdaptiveSampler):
         if h <= 0.0:
             return
         e = self.edge ** (1.0 - h) * self.contrast**h
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         free = np.array([d is None for d in self._hard])
         unit[columns[free]] = betaincinv(e, e, latent[free])
 
@@ -312,7 +315,7 @@ class DensitySampler(AdaptiveSampler):
 
     def _propose(self, index: int) -> dict[str, float]:
         warps = self.warp()
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         if warps is not None and self.candidates > 1 and self._drawn:
             # the draws so far where the current warp puts them in the design's cube: the
             # design's next point is the unused one farthest from them
@@ -338,7 +341,7 @@ class DensitySampler(AdaptiveSampler):
                 self._sharpen(unit, latent)
         if self._loss_warped():
             self.warped += 1
-        self._drawn.append([float(v) for v in unit[columns]])
+        self._drawn.append(unit[columns].tolist())  # (float64 -> float: the same values)
         if self.candidates > 1:
             self._design.remember(unit)
         return self._scale(unit)

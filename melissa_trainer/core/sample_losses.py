@@ -40,11 +40,9 @@ __all__ = [
 ]
 
 #: the ATen operator `torch.nn.functional.mse_loss` ends in (after checks that cannot fail
-#: for plain tensors of one shape), through the very binding it calls (``torch._C._nn``:
-#: about 1.5 us a call less than the boxed ``torch.ops.aten.mse_loss``, issue 46's seventh
-#: round), and ATen's code of reduction="none" (Reduction::None; a test checks the
-#: operator gives the functional's values)
-_MSE_OPERATOR: Any = getattr(getattr(torch._C, "_nn", None), "mse_loss", None)
+#: for plain tensors of one shape), and ATen's code of reduction="none" (Reduction::None;
+#: a test checks the operator gives the functional's values)
+_MSE_OPERATOR: Any = getattr(getattr(torch.ops.aten, "mse_loss", None), "default", None)
 _NO_REDUCTION = 0
 
 

@@ -15,13 +15,18 @@ step makes, the first tenth of the run left out; the mean printed beside):
   ``per_sample_losses`` of the detached outputs under ``torch.no_grad``;
 - **record**: `SimulationLosses.record` of those losses and the batch's ids;
 - **reduce**: `SimulationLosses.reduce`, every 20 steps (per step: its CPU / 20), which
-  computes the deferred losses of its period first.
+  computes the deferred losses of its period first;
+- **feed**: what a `Study` does with a reduction's statistics on the training thread
+  (`Study.observe_simulation_losses`: each simulation's relative loss, noted for the
+  sampler by `PendingLosses.note` under the launcher's lock, lock left out), every 20
+  steps (per step: its CPU / 20); a code without `launcher/pending_losses.py` is
+  refused.
 
 Their results are compared bit for bit (the losses where both codes computed them at
 the step, every reduction's statistics as `float.hex`): a difference stops the run.
 Both codes share one process, so a busy machine slows both
 alike; the first of the two calls of a step finds colder caches, hence the random
-order. Figures: each part's CPU per step and the three together, medians over the
+order. Figures: each part's CPU per step and the four together, medians over the
 runs. Not measured here: the sampler (`surrogate_cost.py` prints
 its CPU per study) and the hook dispatch (the same code in both).
 
@@ -56,19 +61,21 @@ import melissa_trainer  # noqa: E402
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.core import loss_per_simulation, sample_losses  # noqa: E402
+from melissa_trainer.launcher import DensitySampler  # noqa: E402
+from melissa_trainer.launcher.pending_losses import PendingLosses  # noqa: E402
 from melissa_trainer.trainer.losses import TrainerLosses, _inputs_targets  # noqa: E402
 
-PARTS = ("losses", "record", "reduce")
+PARTS = ("losses", "record", "reduce", "feed")
 EVERY = 20  # steps between reductions (the default `simulation_loss_steps`)
 
 
-def load(package: Path, name: str) -> ModuleType:
-    """`package`/core/`name`.py as a module of its own (the baseline's)."""
+def load(package: Path, name: str, layer: str = "core") -> ModuleType:
+    """`package`/`layer`/`name`.py as a module of its own (the baseline's)."""
     spec = importlib.util.spec_from_file_location(
-        f"baseline_{name}", package / "core" / f"{name}.py"
+        f"baseline_{name}", package / layer / f"{name}.py"
     )
     if spec is None or spec.loader is None:
-        raise SystemExit(f"no {name}.py under {package}/core")
+        raise SystemExit(f"no {name}.py under {package}/{layer}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # (dataclasses look their module up)
     spec.loader.exec_module(module)
@@ -96,6 +103,8 @@ def load_baseline(package: Path) -> dict[str, ModuleType]:
                 sys.modules.pop(full, None)
             else:
                 sys.modules[full] = module
+    # (its imports, the adaptive sampler's class, are this checkout's: the same sampler)
+    modules["pending_losses"] = load(package, "pending_losses", "launcher")
     return modules
 
 
@@ -134,6 +143,11 @@ def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[st
             base["loss_per_simulation"].SimulationLosses,
         ),
     }
+    # the feed's: each code's pending losses, of one adaptive sampler and the records of
+    # the 48 simulations (`note` reads their ids only)
+    pending = {"ours": PendingLosses(), "baseline": base["pending_losses"].PendingLosses()}
+    sampler = DensitySampler({"a": (0.0, 1.0)}, seed=0)
+    records: dict[int, Any] = dict.fromkeys(range(48))
     cpu = torch.device("cpu")
     tracked = {code: cls(cpu, False) for code, (_, cls) in codes.items()}
     times: dict[str, dict[str, list[int]]] = {c: {p: [] for p in PARTS} for c in codes}
@@ -168,6 +182,19 @@ def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[st
                 times[code]["reduce"].append(clock() - start)
             if statistics_of(reduced["ours"]) != statistics_of(reduced["baseline"]):
                 raise SystemExit(f"the reductions of step {done[0]} differ between the codes")
+            noted: dict[str, Any] = {}
+            for code in names:
+                start = clock()
+                # (`Study.observe_simulation_losses`, then `StudyRecord.observe`'s note)
+                relative = {sid: loss.relative for sid, loss in reduced[code].items()}
+                noted[code] = pending[code].note(sampler, records, relative)
+                times[code]["feed"].append(clock() - start)
+            if noted["ours"] != noted["baseline"] or (
+                pending["ours"]._losses != pending["baseline"]._losses
+            ):
+                raise SystemExit(f"the losses noted at step {done[0]} differ between the codes")
+            for code in names:
+                pending[code].clear()  # (the sampler's next draw takes them: not timed)
         self._sample_losses = got["ours"]  # (the run's own tracker: the same in both)
         return self.loss_fn(outputs, targets)
 
@@ -226,7 +253,7 @@ def main() -> None:
                 calls = calls[len(calls) // 10 :]  # the first tenth: warming up
                 # per step: the median call (robust to the machine's preemptions) times
                 # the calls a step makes; the mean beside
-                per = 1.0 / EVERY if part == "reduce" else 1.0
+                per = 1.0 / EVERY if part in ("reduce", "feed") else 1.0
                 median = statistics.median(calls) * per / 1e3  # microseconds per step
                 mean = statistics.mean(calls) * per / 1e3
                 per_step[code][part].append(median)

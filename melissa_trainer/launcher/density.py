@@ -59,6 +59,7 @@ from melissa_trainer.launcher.density_warp import (
     UNIT_GRID,
     beta_cdf,
     detrended_log_losses,
+    grid_gradient,
     high_loss_warp,
     loss_tilt_warp,
     trend_evidence,
@@ -178,7 +179,10 @@ class DensitySampler(AdaptiveSampler):
         self.evidence = bounded_number("evidence", evidence, 0.0, 100.0)
         self.edge = bounded_number("edge", edge, 0.0, 10.0, low_open=True)
         self._varying = self._span > 0
-        self.contrast = contrast_for(contrast, int(self._varying.sum()))
+        #: the varying parameters' columns (read-only; every draw reads them)
+        self._columns = np.flatnonzero(self._varying)
+        self._columns.flags.writeable = False
+        self.contrast = contrast_for(contrast, len(self._columns))
         #: per varying parameter, the pure high-loss density on the grid where the warp
         #: bends it (the parameters with the evidence), else None (`warp` sets it)
         self._hard: list[np.ndarray | None] = []
@@ -217,8 +221,8 @@ class DensitySampler(AdaptiveSampler):
         (weight `share`, from `min_observations` observations on, on the parameters
         with the `evidence`); None when that is the identity."""
         grid = UNIT_GRID
-        base = grid if self.edge == 1.0 else beta_cdf(self.edge)
-        width = int(self._varying.sum())
+        base = self._marginal()
+        width = len(self._columns)
         shares = np.zeros(width)
         losses_cdf: list[np.ndarray] = [grid] * width
         self._hard = [None] * width
@@ -240,8 +244,9 @@ class DensitySampler(AdaptiveSampler):
                 pure = high_loss_warp(points[:, warped], scores, self.quantile, self.bandwidth, 1.0)
             for j, (cdf, _) in zip(warped, pure, strict=True):
                 losses_cdf[j] = cdf
+            # (`grid_gradient`: numpy.gradient's values, its coefficients computed once)
             self._hard = [
-                np.gradient(cdf, grid) if w > 0 else None
+                grid_gradient(cdf) if w > 0 else None
                 for w, cdf in zip(shares, losses_cdf, strict=True)
             ]
         if self.edge == 1.0 and not shares.any():
@@ -250,6 +255,11 @@ class DensitySampler(AdaptiveSampler):
         # a parameter not warped (w = 0) keeps the design's marginal: 1 x base + 0 x cdf
         # is base, bit for bit (finite, >= 0), so it is given as it is (read-only)
         return [((1.0 - w) * base + w * cdf if w > 0 else base, grid) for w, cdf in pairs]
+
+    def _marginal(self) -> np.ndarray:
+        """The design's marginal distribution function on `UNIT_GRID` (read-only, one
+        array per `edge`: `warp` gives it as it is to every parameter it leaves alone)."""
+        return UNIT_GRID if self.edge == 1.0 else beta_cdf(self.edge)
 
     def _points(self, kept: list[Observation]) -> np.ndarray:
         """The varying coordinates of the observations `kept` in the unit cube, one row
@@ -265,7 +275,7 @@ class DensitySampler(AdaptiveSampler):
             ids = {o.simulation_id for o in kept}
             self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in ids}
         return np.array([rows[o.simulation_id] for o in kept], dtype=np.float64).reshape(
-            len(kept), int(self._varying.sum())
+            len(kept), len(self._columns)
         )
 
     def hardness(self, unit: np.ndarray) -> float:
@@ -273,7 +283,7 @@ class DensitySampler(AdaptiveSampler):
         high-loss region of the current warp: over the warped parameters, the least of
         the high-loss density at its coordinate over that density's peak, in [0, 1]
         (0 where no parameter is warped). Valid after `warp`."""
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         levels = []
         for c, d in zip(columns, self._hard, strict=True):
             if d is not None and (peak := d.max()) > 0:
@@ -296,7 +306,7 @@ class DensitySampler(AdaptiveSampler):
         if h <= 0.0:
             return
         e = self.edge ** (1.0 - h) * self.contrast**h
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         free = np.array([d is None for d in self._hard])
         unit[columns[free]] = betaincinv(e, e, latent[free])
 
@@ -305,7 +315,7 @@ class DensitySampler(AdaptiveSampler):
 
     def _propose(self, index: int) -> dict[str, float]:
         warps = self.warp()
-        columns = np.flatnonzero(self._varying)
+        columns = self._columns
         if warps is not None and self.candidates > 1 and self._drawn:
             # the draws so far where the current warp puts them in the design's cube: the
             # design's next point is the unused one farthest from them
@@ -317,13 +327,21 @@ class DensitySampler(AdaptiveSampler):
         unit = self._design.draw()
         if warps is not None:
             latent = unit[columns].copy()
-            for column, (cdf, grid) in zip(columns, warps, strict=True):
-                unit[column] = float(np.interp(unit[column], cdf, grid))
+            # the columns the loss warp leaves alone all map through the design's
+            # marginal (one array, `warp`'s): one `interp` for them, the same values as
+            # one call each (issue 46's seventh round: 12 calls a draw before)
+            marginal = self._marginal()
+            plain = [cdf is marginal for cdf, _ in warps]
+            at = columns[plain]
+            unit[at] = np.interp(unit[at], marginal, UNIT_GRID)
+            for column, (cdf, grid), done in zip(columns, warps, plain, strict=True):
+                if not done:
+                    unit[column] = float(np.interp(unit[column], cdf, grid))
             if self.contrast is not None:
                 self._sharpen(unit, latent)
         if self._loss_warped():
             self.warped += 1
-        self._drawn.append([float(v) for v in unit[columns]])
+        self._drawn.append(unit[columns].tolist())  # (float64 -> float: the same values)
         if self.candidates > 1:
             self._design.remember(unit)
         return self._scale(unit)

@@ -14,6 +14,11 @@ parameter, tabulated on a grid of `GRID` points of [0, 1].
 
 Pure functions of their arguments (numpy, and scipy for Beta's distribution); thread-
 safe. Cost: O(observations x `GRID`) per warped parameter (docs/measured.md, issue 46).
+A draw calls them once each, on tens of observations: their cost is numpy's per-call
+overhead more than arithmetic, so what depends on the grid alone (its steps, the
+coefficients of `numpy.gradient` on it) is computed once, and the ranks' means and
+spreads, exact in floating point, are not summed (issue 46's seventh round: the same
+values bit for bit, `tests/launcher/test_density_replay.py`).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ __all__ = [
     "UNIT_GRID",
     "beta_cdf",
     "detrended_log_losses",
+    "grid_gradient",
     "high_loss_warp",
     "loss_tilt_warp",
     "trend_evidence",
@@ -39,11 +45,29 @@ UNIT_GRID = np.linspace(0.0, 1.0, GRID)
 UNIT_GRID.flags.writeable = False
 
 
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+#: the grid as a column (the kernels' rows) and its steps (`numpy.diff`: not all equal
+#: in floating point)
+_GRID_COLUMN = _frozen(UNIT_GRID[:, None].copy())
+_STEPS = _frozen(np.diff(UNIT_GRID))
+_UNIFORM = bool((np.diff(_STEPS) == 0).all())
+#: `numpy.gradient(f, UNIT_GRID)`'s interior coefficients (its non-uniform spacing's
+#: formula, ``a f[:-2] + b f[1:-1] + c f[2:]``), computed as it computes them
+_DX1, _DX2 = _STEPS[:-1], _STEPS[1:]
+_GRAD_A = _frozen(-(_DX2) / (_DX1 * (_DX1 + _DX2)))
+_GRAD_B = _frozen((_DX2 - _DX1) / (_DX1 * _DX2))
+_GRAD_C = _frozen(_DX1 / (_DX2 * (_DX1 + _DX2)))
+
+
 def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
     """The log losses (the losses themselves when one is <= 0) minus their least-squares
     linear trend in `ages` (the simulations' launch order)."""
-    y = np.log(losses) if np.all(losses > 0) else np.asarray(losses, dtype=np.float64)
-    if np.ptp(ages) > 0:
+    y = np.log(losses) if (losses > 0).all() else np.asarray(losses, dtype=np.float64)
+    if ages.max() > ages.min():  # (ptp > 0, without its wrappers)
         design = np.stack([np.ones(len(ages)), np.asarray(ages, dtype=np.float64)], 1)
         y = y - np.linalg.lstsq(design, y, rcond=None)[0][1] * design[:, 1]
     return y
@@ -65,13 +89,18 @@ def trend_evidence(points: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Per column of `points`, |Spearman's rank correlation with `scores`| x sqrt(n - 1):
     about a standard normal's magnitude where the scores do not depend on the column."""
     n = len(scores)
-    if n < 3 or np.ptp(scores) == 0:
+    if n < 3 or not scores.max() > scores.min():  # (ptp == 0)
         return np.zeros(points.shape[1])
-    ranks = _ranks(points)
-    score_ranks = _ranks(scores[:, None])[:, 0]
-    a = ranks - ranks.mean(axis=0)
-    b = score_ranks - score_ranks.mean()
-    rho = (a * b[:, None]).sum(axis=0) / np.sqrt((a * a).sum(axis=0) * (b * b).sum())
+    # Every column of ranks is a permutation of 0 .. n-1 (ties in order), so its mean is
+    # (n - 1) / 2 and its sum of squared deviations the same for every column, exactly:
+    # the deviations are multiples of 1/2, their squares and products multiples of 1/4,
+    # far below 2^52, so every sum of them is exact whatever its order (the same values
+    # as summing them, issue 46's seventh round; `_ranks` makes them exact integers).
+    centre = (n - 1) / 2.0
+    a = _ranks(points) - centre
+    b = _ranks(scores[:, None])[:, 0] - centre
+    spread = float(b @ b)
+    rho = (b @ a) / np.sqrt(spread * spread)
     out: np.ndarray = np.abs(rho) * np.sqrt(n - 1)
     return out
 
@@ -82,7 +111,8 @@ def _ranks(columns: np.ndarray) -> np.ndarray:
     ``argsort(argsort(x))`` gives, with one sort fewer)."""
     order = np.argsort(columns, axis=0)
     ranks = np.empty(columns.shape, dtype=np.float64)
-    np.put_along_axis(ranks, order, np.arange(len(columns), dtype=np.float64)[:, None], axis=0)
+    # (`put_along_axis`'s scatter, without its index building)
+    ranks[order, np.arange(columns.shape[1])] = np.arange(len(columns), dtype=np.float64)[:, None]
     return ranks
 
 
@@ -95,15 +125,14 @@ def high_loss_warp(
     unit coordinate ``u`` with ``np.interp(u, cdf, grid)``."""
     count = max(2, int(np.ceil(quantile * len(scores))))
     top = points[np.argsort(-scores, kind="stable")[:count]]
-    grid = UNIT_GRID
     warps = []
     for column in top.T:
         # the kernels reflected at 0 and 1, so that no mass leaves the range
         centres = np.concatenate([column, -column, 2.0 - column])
-        z = (grid[:, None] - centres[None, :]) / bandwidth
+        z = (_GRID_COLUMN - centres) / bandwidth
         density = np.exp(-0.5 * z * z).sum(axis=1)
-        density /= np.trapezoid(density, grid)
-        warps.append(_inverse(grid, (1.0 - share) + share * density))
+        density /= _trapezoid(density)
+        warps.append(_inverse(UNIT_GRID, (1.0 - share) + share * density))
     return warps
 
 
@@ -123,12 +152,36 @@ def loss_tilt_warp(
         weights = np.exp(-0.5 * z * z) + 1e-12
         profile = weights @ z_scores / weights.sum(axis=1)
         density = np.exp(tilt * (profile - profile.max()))
-        density /= np.trapezoid(density, grid)
+        density /= _trapezoid(density)
         warps.append(_inverse(grid, (1.0 - share) + share * density))
     return warps
 
 
+def _trapezoid(density: np.ndarray) -> float:
+    """``numpy.trapezoid(density, UNIT_GRID)``: its very operations, the grid's steps
+    computed once."""
+    total: float = (_STEPS * (density[1:] + density[:-1]) / 2.0).sum()
+    return total
+
+
 def _inverse(grid: np.ndarray, density: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    steps = 0.5 * (density[1:] + density[:-1]) * np.diff(grid)
-    cdf = np.concatenate([[0.0], np.cumsum(steps)])
+    """The distribution function of `density` on `grid` (`UNIT_GRID`), normalised."""
+    steps = 0.5 * (density[1:] + density[:-1]) * _STEPS
+    cdf = np.empty(len(grid))
+    cdf[0] = 0.0
+    np.cumsum(steps, out=cdf[1:])
     return cdf / cdf[-1], grid
+
+
+def grid_gradient(values: np.ndarray) -> np.ndarray:
+    """``numpy.gradient(values, UNIT_GRID)`` (the derivative of a function tabulated on
+    the grid: second order inside, first at the ends), by its very operations, its
+    coefficients computed once."""
+    out = np.empty_like(values)
+    if _UNIFORM:  # (not the case of the 256 points' linspace: kept for another GRID)
+        out[1:-1] = (values[2:] - values[:-2]) / (2.0 * _STEPS[0])
+    else:
+        out[1:-1] = _GRAD_A * values[:-2] + _GRAD_B * values[1:-1] + _GRAD_C * values[2:]
+    out[0] = (values[1] - values[0]) / _STEPS[0]
+    out[-1] = (values[-1] - values[-2]) / _STEPS[-1]
+    return out

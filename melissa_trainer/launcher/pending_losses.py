@@ -53,15 +53,20 @@ class PendingLosses:
                 "observes no losses (make_sampler('breed', ...) is)"
             )
         for sid, loss in losses.items():
-            if isinstance(loss, bool) or not isinstance(loss, numbers.Real):
+            # (a float first: a study's every loss; the ABC's check is the slow one, and
+            # this runs on the training thread at every reduction: issue 46's seventh round)
+            if type(loss) is not float and (
+                isinstance(loss, bool) or not isinstance(loss, numbers.Real)
+            ):
                 raise ValueError(f"the loss of simulation {sid} is not a number: {loss!r}")
         observed, skipped = 0, []
+        pending, isfinite = self._losses, math.isfinite
         for sid, loss in losses.items():
-            if sid not in records or not math.isfinite(loss):
+            if sid not in records or not isfinite(loss):
                 skipped.append(sid)
                 continue
-            self._losses.pop(sid, None)  # reported again: the newest again
-            self._losses[sid] = float(loss)
+            pending.pop(sid, None)  # reported again: the newest again
+            pending[sid] = float(loss)
             observed += 1
         return observed, skipped
 

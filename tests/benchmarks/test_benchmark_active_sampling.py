@@ -361,8 +361,9 @@ def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:
                          cwd=tmp_path).stdout  # fmt: skip
     assert "pair 0 (on, off): on " in out
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert [r["target"] for r in rows] == [0.97, None, None]
-    assert [r["unit"] for r in rows] == ["steps/cpu-s", "steps/cpu-s", "steps/s"]
+    assert [r["target"] for r in rows] == [0.97, None, None, None]
+    assert [r["unit"] for r in rows] == ["steps/cpu-s", "steps/cpu-s", "steps/s", "ratio"]
+    assert "per pair" in rows[3]["case"] and rows[3]["ratio"] == rows[3]["ours"]
     assert "the step and the sampler" in rows[0]["case"] and "process" in rows[1]["case"]
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}

@@ -23,7 +23,7 @@ def test_the_tracking_parts_benchmark_compares_two_codes(tmp_path: Path) -> None
     out = subprocess.run(command, capture_output=True, text=True, timeout=280, check=True,
                          cwd=tmp_path).stdout  # fmt: skip
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert [r["case"].split()[1] for r in rows] == ["losses", "record", "reduce", "total"]
+    assert [r["case"].split()[1] for r in rows] == ["losses", "record", "reduce", "feed", "total"]
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert row["ours"] > 0 and row["baseline"] > 0 and row["unit"] == "us/step"
@@ -32,6 +32,8 @@ def test_the_tracking_parts_benchmark_compares_two_codes(tmp_path: Path) -> None
     (base / "core").mkdir(parents=True)
     for name in ("loss_per_simulation.py", "period_losses.py"):
         shutil.copy(PACKAGE / "core" / name, base / "core")
+    (base / "launcher").mkdir()  # (the feed's part: the baseline's pending losses)
+    shutil.copy(PACKAGE / "launcher" / "pending_losses.py", base / "launcher")
     source = (PACKAGE / "core" / "sample_losses.py").read_text()
     marker = "        return losses.mean(dim=1)"  # (`_per_sample_means`: deferred or not)
     assert marker in source

@@ -73,3 +73,31 @@ def test_a_re_observation_is_checked_as_a_first_one() -> None:
     with pytest.raises(ValueError, match="simulation_id"):
         sampler.observe(-3, first, 1.0)
     assert sampler.observations == (kept,)
+
+
+def test_a_re_observation_s_shortcut_keeps_what_the_checked_path_keeps() -> None:
+    # a study's re-observations (kept simulation, its parameters, a float loss) skip the
+    # checks made at its first observation: the same observations, order and window as
+    # every observation made through the checks
+    fast = DensitySampler(BOX, seed=0, window=5, min_observations=2)
+    checked = DensitySampler(BOX, seed=0, window=5, min_observations=2)
+    rng = np.random.default_rng(3)
+    drawn: dict[int, dict[str, float]] = {}
+    for i in range(40):
+        sid = int(rng.integers(0, 8))
+        if sid not in drawn:
+            drawn[sid] = {k: float(v) for k, v in zip(BOX, rng.random(6), strict=True)}
+        parameters = drawn[sid]
+        loss = float(rng.random()) if i % 5 else np.float64(rng.random())  # numpy: checked
+        fast.observe(sid, dict(parameters), loss)
+        earlier = checked._observed.get(sid)
+        checked._observed_add(checked._observation(sid, dict(parameters), loss, earlier))
+        assert fast.observations == checked.observations
+        assert all(type(o.loss) is float for o in fast.observations)
+    assert len(fast.observations) == 5
+    kept = fast.observations[-1]
+    with pytest.raises(ValueError, match="only finite losses"):
+        fast.observe(kept.simulation_id, dict(kept.parameters), float("inf"))
+    with pytest.raises(ValueError, match="one simulation runs with one parameter set"):
+        fast.observe(kept.simulation_id, {**kept.parameters, "p0": 11.0 / 3}, 1.0)
+    assert fast.observations == checked.observations

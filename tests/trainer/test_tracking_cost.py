@@ -307,3 +307,87 @@ def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
     assert deferred_state["unreduced_ids"].size > 0  # the run ends between reductions
     for name, array in deferred_state.items():
         assert np.array_equal(array, computed_state[name]), name
+
+
+def rows_oracle(periods: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[int, tuple]]:
+    """Each reduction's statistics as the code before issue 46's seventh round computed
+    them: one Python row per simulation, updated in a loop (its reference periods the
+    library's, which this test does not change)."""
+    from collections import deque
+
+    stats: dict[int, list[Any]] = {}
+    recent: deque[tuple[float, int]] = deque(maxlen=loss_per_simulation.REFERENCE_PERIODS)
+    out = []
+    for step, (ids, values) in enumerate(periods, start=1):
+        uids, sums, counts = _sum_per_id(ids, values)
+        finite = np.isfinite(sums)
+        recent.append((float(sums[finite].sum()), int(counts[finite].sum())))
+        kept = sum(n for _, n in recent)
+        ref = sum(t for t, _ in recent) / kept
+        relative = counts + (sums - counts * ref) / abs(ref)
+        updated = {}
+        for sid, s, r, c in zip(uids.tolist(), sums.tolist(), relative.tolist(),
+                                counts.tolist(), strict=True):  # fmt: skip
+            entry = stats.setdefault(sid, [0, 0.0, 0.0, step])
+            entry[0] += c
+            entry[1] += s
+            entry[2] += r
+            entry[3] = step
+            updated[sid] = (entry[0], (entry[1] / entry[0]).hex(), (entry[2] / entry[0]).hex(),
+                            step)  # fmt: skip
+        out.append(updated)
+    return out
+
+
+def test_the_statistics_columns_reduce_as_one_row_per_simulation_did() -> None:
+    # new simulations appear below, between and above the known ones; one diverges
+    rng = np.random.default_rng(11)
+    periods = []
+    for k in range(30):
+        ids = rng.integers(max(0, 3 * k - 20), 3 * k + 5, 64).astype(np.int64)
+        values = rng.random(64) * (1 + k)
+        if k == 7:
+            values[ids == ids[0]] = np.inf
+        periods.append((ids, values))
+    periods.insert(12, (np.array([0, 1000], np.int64), np.array([2.0, 3.0])))
+    expected = rows_oracle(periods)
+    losses = SimulationLosses(torch.device("cpu"), distributed=False)
+    for step, ((ids, values), want) in enumerate(zip(periods, expected, strict=True), 1):
+        losses.record(ids, torch.from_numpy(values))
+        got = losses.reduce(step)
+        assert {k: (v.draws, v.mean.hex(), v.relative.hex(), v.step)
+                for k, v in got.items()} == want  # fmt: skip
+        assert all(type(v.draws) is int and type(v.mean) is float for v in got.values())
+    last: dict[int, tuple] = {}
+    for want in expected:
+        last.update(want)
+    assert list(losses) == sorted(last) and len(losses) == len(last)
+    for sid, row in last.items():
+        v = losses[sid]
+        assert (v.draws, v.mean.hex(), v.relative.hex(), v.step) == row
+    with pytest.raises(KeyError):
+        losses[999]
+    # a state whose ids are not in order (written by hand): read as the same statistics
+    state = losses.state_dict()
+    order = rng.permutation(len(state["ids"]))
+    shuffled = {k: (v[order] if k in loss_per_simulation._SHARED[:5] else v)
+                for k, v in state.items()}  # fmt: skip
+    restored = SimulationLosses(torch.device("cpu"), distributed=False)
+    restored.load_state_dict(shuffled)
+    assert list(restored) == list(losses)
+    assert all(restored[k] == losses[k] for k in losses)
+    for name, array in restored.state_dict().items():
+        assert np.array_equal(array, state[name]), name
+
+
+def test_a_reductions_statistics_are_the_dataclass_s_own_instances() -> None:
+    import dataclasses
+
+    made = loss_per_simulation._made(4, 7, 0.25, 1.5, 40)
+    plain_one = loss_per_simulation.SimulationLoss(4, 7, 0.25, 1.5, 40)
+    assert type(made) is loss_per_simulation.SimulationLoss
+    assert made == plain_one and hash(made) == hash(plain_one) and repr(made) == repr(plain_one)
+    assert dataclasses.asdict(made) == dataclasses.asdict(plain_one)
+    assert dataclasses.replace(made, draws=8) == dataclasses.replace(plain_one, draws=8)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.draws = 3  # type: ignore[misc]

@@ -1,0 +1,102 @@
+"""`DensitySampler`'s draws, bit for bit, as the code before issue 46's seventh round
+(commit adbd5be) made them: its cuts of the draw's CPU (the density's tabulations on
+a grid computed once, ranks' sums in closed form, the warp's parts computed once per
+draw) change no value.
+
+The oracle is `tests/data/density_replay_adbd5be.json`, written by this file's
+`record()` with the code of adbd5be (``python tests/launcher/test_density_replay.py``
+there): for several option sets and seeds, every draw of a replayed study (each draw
+preceded by the observations a study makes: the simulations so far, their losses
+drifting, the oldest re-observed) and the final `state_dict()`, floats as
+``float.hex``, kept as the SHA-256 of their JSON (the first draw that differs is
+found by running the recorder at both commits)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from melissa_trainer.launcher import DensitySampler
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "density_replay_adbd5be.json"
+#: 11 varying parameters and a fixed one (the issue's wide space has 12 varying)
+SPACE = {**{f"p{i}": (0.0, 10.0) for i in range(11)}, "fixed": (3.0, 3.0)}
+DRAWS = 24
+#: option sets: the defaults (contrast "auto" is on at 11 varying parameters), the
+#: kernel regression, no evidence, candidates, a narrow window, a uniform edge, contrast off
+CASES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "tilt": {"tilt": 2.0, "evidence": 0.0},
+    "evidence0": {"evidence": 0.0, "quantile": 0.5, "bandwidth": 0.05},
+    "candidates": {"candidates": 4},
+    "window": {"window": 9, "min_observations": 8, "contrast": 0.5},
+    "edge1": {"edge": 1.0, "contrast": None},
+}
+SEEDS = (0, 1)
+
+
+def loss_of(parameters: dict[str, float], age: int) -> float:
+    """High where p0 and p1 are high, with a contrast effect on p2 - p3; drifting with
+    the age of the report (as a study's relative losses do)."""
+    p = parameters
+    hard = math.exp(0.4 * p["p0"]) * (1.0 + 0.1 * p["p1"]) + abs(p["p2"] - p["p3"])
+    return hard * (1.0 + 0.01 * age)
+
+
+def encode(value: Any) -> Any:
+    """`value` with every float as its hex (JSON keeps the bits)."""
+    if isinstance(value, float):
+        return value.hex()
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encode(v) for v in value]
+    return value
+
+
+def replay(options: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A study's draws and observations, replayed: before each draw, every simulation
+    drawn so far observed (its loss drifting with the draw's number), the oldest kept
+    again last (a re-observation: the newest)."""
+    sampler = DensitySampler(SPACE, seed=seed, **options)
+    sampler.plan(DRAWS)
+    draws: list[dict[str, float]] = []
+    for i in range(DRAWS):
+        for sid, parameters in enumerate(draws):
+            sampler.observe(sid, parameters, loss_of(parameters, i))
+        if sampler.observations:
+            oldest = sampler.observations[0]
+            sampler.observe(oldest.simulation_id, oldest.parameters, oldest.loss * 1.5)
+        draws.append(sampler.draw())
+    return {"draws": digest(encode(draws)), "state": digest(encode(sampler.state_dict())),
+            "warped": sampler.warped}  # fmt: skip
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def record() -> dict[str, Any]:
+    return {f"{name}/{seed}": replay(options, seed) for name, options in CASES.items()
+            for seed in SEEDS}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_the_draws_are_those_of_the_code_before_bit_for_bit(name: str) -> None:
+    golden = json.loads(GOLDEN.read_text())
+    for seed in SEEDS:
+        expected = golden[f"{name}/{seed}"]
+        got = replay(CASES[name], seed)
+        assert got["draws"] == expected["draws"], f"{name}, seed {seed}: the draws differ"
+        assert got == expected, f"{name}, seed {seed}: the state differs"
+        assert got["warped"] > 0 or CASES[name].get("share") == 0.0
+
+
+if __name__ == "__main__":  # the oracle, with the code of the commit it is named after
+    GOLDEN.write_text(json.dumps(record(), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {GOLDEN}")

@@ -29,7 +29,7 @@ Cost per step: one tensor (or the step's deferred outputs and targets) and one s
 array appended to a list (no device operation; `melissa_trainer.core.period_losses`).
 Per reduction: one device-to-host copy, three small all-gathers (lengths, ids and
 counts, sums; tensors, never pickles) and the period's samples counted per id
-(`_sum_per_id`: a table over the ids' range, no sort, where it is narrow).
+(`loss_sums.sum_per_id`: a table over the ids' range, no sort, where it is narrow).
 
 A reduction's period boundaries belong to the statistic (the reference is made of
 periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
@@ -52,8 +52,8 @@ from typing import Any, NoReturn
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
+from melissa_trainer.core.loss_sums import gather_sums, sum_per_id
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
 
@@ -187,10 +187,10 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         for one device-to-host copy of this period's losses.
         """
         # this rank's period, summed per simulation (ids sorted), and forgotten
-        ids, sums, counts = _sum_per_id(*self._period.take())
+        ids, sums, counts = sum_per_id(*self._period.take())
         if self.distributed:
-            ids, sums, counts = _gather(ids, sums, counts, self.device)
-            ids, sums, counts = _sum_per_id(ids, sums, counts)  # an id on several ranks: one
+            ids, sums, counts = gather_sums(ids, sums, counts, self.device)
+            ids, sums, counts = sum_per_id(ids, sums, counts)  # an id on several ranks: one
         self.reductions += 1
         if int(counts.sum()) == 0:
             return {}
@@ -349,40 +349,6 @@ _SHARED = ("ids", "draws", "loss_sum", "relative_sum", "step", "reference_sums",
            "reference_counts")  # fmt: skip
 
 
-def _sum_per_id(
-    ids: np.ndarray, values: np.ndarray, counts: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The distinct `ids` (sorted), the sum of their `values`, and their number (the
-    sum of their `counts` if given: every rank's sums folded into one).
-
-    Each sum adds its id's values in the order they come (`numpy.bincount`), whichever
-    way the ids are numbered: the same bits. A period's ids usually lie in a narrow
-    range (the simulations streaming now and those the buffer still holds), so they
-    are counted in a table over that range, offset by the least (no sort); a range
-    wider than `_TABLE_SPAN` times the entries is sorted (`numpy.unique`) instead, so
-    that the table stays O(entries)."""
-    if len(ids) == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.float64), np.zeros(0, np.int64)
-    low = int(ids.min())
-    span = int(ids.max()) - low + 1
-    if span <= _TABLE_SPAN * len(ids):
-        where = ids - low
-        seen = np.bincount(where, minlength=span)
-        present: Any = np.flatnonzero(seen)
-        unique, size = present + low, span
-    else:
-        unique, where = np.unique(ids, return_inverse=True)
-        present, size = slice(None), len(unique)
-        seen = np.bincount(where, minlength=size)
-    sums = np.bincount(where, weights=values, minlength=size)[present]
-    number = seen if counts is None else np.bincount(where, weights=counts, minlength=size)
-    return unique, sums, number[present].astype(np.int64)
-
-
-#: `_sum_per_id` uses a table while the ids' range is at most this many times the entries
-_TABLE_SPAN = 4
-
-
 def _refuse(shape: tuple[int, ...], n: int) -> NoReturn:
     raise ValueError(
         f"compute_sample_losses returned a tensor of shape {shape} for a batch of {n} "
@@ -410,34 +376,3 @@ def _made(simulation_id: int, draws: int, mean: float, relative: float, step: in
     made.__dict__.update(simulation_id=simulation_id, draws=draws, mean=mean,
                          relative=relative, step=step)  # fmt: skip
     return made
-
-
-def _gather(
-    ids: np.ndarray, sums: np.ndarray, counts: np.ndarray, device: torch.device
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every rank's `(ids, sums, counts)`, concatenated in rank order. Collective: three
-    all-gathers of tensors on `device` (NCCL needs them there), padded to the longest."""
-    world = dist.get_world_size()
-    length = torch.tensor([len(ids)], dtype=torch.int64, device=device)
-    lengths = [torch.zeros_like(length) for _ in range(world)]
-    dist.all_gather(lengths, length)
-    sizes = [int(n.item()) for n in lengths]
-    longest = max(sizes)
-    if longest == 0:
-        return ids, sums, counts
-    mine_int = torch.zeros((2, longest), dtype=torch.int64)
-    mine_int[0, : len(ids)] = torch.from_numpy(ids)
-    mine_int[1, : len(ids)] = torch.from_numpy(counts)
-    mine_float = torch.zeros(longest, dtype=torch.float64)
-    mine_float[: len(ids)] = torch.from_numpy(sums)
-    ints = [torch.zeros((2, longest), dtype=torch.int64, device=device) for _ in range(world)]
-    floats = [torch.zeros(longest, dtype=torch.float64, device=device) for _ in range(world)]
-    dist.all_gather(ints, mine_int.to(device))
-    dist.all_gather(floats, mine_float.to(device))
-    int_parts = [t.cpu().numpy()[:, :n] for t, n in zip(ints, sizes, strict=True)]
-    float_parts = [t.cpu().numpy()[:n] for t, n in zip(floats, sizes, strict=True)]
-    return (
-        np.concatenate([p[0] for p in int_parts]),
-        np.concatenate(float_parts),
-        np.concatenate([p[1] for p in int_parts]),
-    )

@@ -3,7 +3,7 @@ acquisition's cost) give the same values as the plain computations they replace:
 
 * `step_sample_losses`: the default loss's kernel called directly, no `no_grad` block,
   against ``loss_fn(outputs, targets, reduction="none")`` averaged per sample;
-* `_sum_per_id`: a period's per-simulation sums counted in a table over the ids'
+* `sum_per_id`: a period's per-simulation sums counted in a table over the ids'
   range, against a sum written here in the samples' order (and the sorted path).
 
 Bit for bit: the sampler is steered by these numbers, and a run must not depend on
@@ -21,8 +21,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from melissa_trainer.core import loss_per_simulation, period_losses, sample_losses
-from melissa_trainer.core.loss_per_simulation import SimulationLosses, _sum_per_id
+from melissa_trainer.core import loss_per_simulation, loss_sums, period_losses, sample_losses
+from melissa_trainer.core.loss_per_simulation import SimulationLosses
+from melissa_trainer.core.loss_sums import sum_per_id
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import (
     DeferredSampleLosses,
@@ -110,7 +111,7 @@ def test_a_periods_sums_per_simulation_are_its_losses_in_their_order(spread: int
     ids = rng.integers(0, spread, 640) + 5_000  # offset: the table starts at the least
     values = rng.standard_normal(640) * 10.0 ** rng.integers(-8, 8, 640)  # rounding shows
     values[3] = np.nan
-    unique, sums, counts = _sum_per_id(ids, values)
+    unique, sums, counts = sum_per_id(ids, values)
     expected = oracle(ids, values)
     assert unique.tolist() == sorted(expected) and counts.dtype == np.int64
     for sid, total, count in zip(unique.tolist(), sums.tolist(), counts.tolist(), strict=True):
@@ -124,9 +125,9 @@ def test_the_table_and_the_sort_fold_ranks_sums_alike(monkeypatch: pytest.Monkey
     rng = np.random.default_rng(4)
     ids = np.concatenate([np.arange(10, 30), np.arange(20, 45)])
     sums, counts = rng.standard_normal(len(ids)), rng.integers(1, 9, len(ids))
-    table = _sum_per_id(ids, sums, counts)
-    monkeypatch.setattr(loss_per_simulation, "_TABLE_SPAN", 0)  # always sorted
-    sort = _sum_per_id(ids, sums, counts)
+    table = sum_per_id(ids, sums, counts)
+    monkeypatch.setattr(loss_sums, "TABLE_SPAN", 0)  # always sorted
+    sort = sum_per_id(ids, sums, counts)
     for a, b in zip(table, sort, strict=True):
         assert np.array_equal(a, b) and a.dtype == b.dtype
     expected = oracle(ids, sums)
@@ -149,7 +150,7 @@ def test_a_reduction_is_the_same_through_the_table_or_the_sort(
         return out
 
     table = run()
-    monkeypatch.setattr(loss_per_simulation, "_TABLE_SPAN", 0)
+    monkeypatch.setattr(loss_sums, "TABLE_SPAN", 0)
     assert run() == table and len(table[-1]) > 20
 
 
@@ -319,7 +320,7 @@ def rows_oracle(periods: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[int, 
     recent: deque[tuple[float, int]] = deque(maxlen=loss_per_simulation.REFERENCE_PERIODS)
     out = []
     for step, (ids, values) in enumerate(periods, start=1):
-        uids, sums, counts = _sum_per_id(ids, values)
+        uids, sums, counts = sum_per_id(ids, values)
         finite = np.isfinite(sums)
         recent.append((float(sums[finite].sum()), int(counts[finite].sum())))
         kept = sum(n for _, n in recent)

@@ -142,7 +142,9 @@ def main() -> None:
 
     print_rows(rows, "the density sampler's CPU per study", width=70)
     if opts.json:
-        print(json.dumps({"rows": rows}))
+        from melissa_trainer.common.json_output import to_json
+
+        print(to_json({"rows": rows}))
 
 
 if __name__ == "__main__":

@@ -36,6 +36,15 @@ trains nothing: it runs each policy's puts and draws alone (seconds) and prints 
 learning-rate-weighted draws of each tenth of the simulations, in stream order, as a
 share of the mean (offline's epochs give every simulation 1.0).
 
+The schedule is an arm too: ``--stream_fraction F`` ends online's stream at F of the
+steps (its samples put evenly over them; the rest replays the buffer as it ends), and
+``--decay_from D`` (online) and ``--offline_decay_from D`` (offline) hold the learning
+rate until D of the steps, then decay it along a half cosine to 0 (the library's
+`budget_factor`; 0, the default: the cosine over all the steps). ``--skip_online``
+leaves online out.
+
+    python benchmarks/heat_equal_steps.py --skip_offline --stream_fraction 0.8 --decay_from 0.8
+    python benchmarks/heat_equal_steps.py --seeds 0 --skip_online --offline_decay_from 0.6
     python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
     python benchmarks/heat_equal_steps.py --seeds 1 --policies 4/1 --skip_offline
     python benchmarks/heat_equal_steps.py --draws_only --policies 1/1,2/1,4/1 --seeds 0

@@ -36,6 +36,15 @@ trains nothing: it runs each policy's puts and draws alone (seconds) and prints 
 learning-rate-weighted draws of each tenth of the simulations, in stream order, as a
 share of the mean (offline's epochs give every simulation 1.0).
 
+The schedule is an arm too: ``--stream_fraction F`` ends online's stream at F of the
+steps (its samples put evenly over them; the rest replays the buffer as it ends), and
+``--decay_from D`` (online) and ``--offline_decay_from D`` (offline) hold the learning
+rate until D of the steps, then decay it along a half cosine to 0 (the library's
+`budget_factor`; 0, the default: the cosine over all the steps). ``--skip_online``
+leaves online out.
+
+    python benchmarks/heat_equal_steps.py --skip_offline --stream_fraction 0.8 --decay_from 0.8
+    python benchmarks/heat_equal_steps.py --seeds 0 --skip_online --offline_decay_from 0.6
     python benchmarks/heat_equal_steps.py            # 3 seeds: ~12 min on a quiet core
     python benchmarks/heat_equal_steps.py --seeds 1 --policies 4/1 --skip_offline
     python benchmarks/heat_equal_steps.py --draws_only --policies 1/1,2/1,4/1 --seeds 0
@@ -83,17 +92,18 @@ def simulate(setup: hp.Setup, n: int) -> list[dict[str, np.ndarray]]:
 
 
 def train(
-    setup: hp.Setup, steps: int, batches: Any, validation: tuple[torch.Tensor, torch.Tensor]
-) -> tuple[torch.nn.Module, float]:
+    setup: hp.Setup, steps: int, batches: Any, validation: tuple[torch.Tensor, torch.Tensor],
+    decay_from: float = 0.0,
+) -> tuple[torch.nn.Module, float]:  # fmt: skip
     """`steps` Adam steps of `setup`'s model on `batches(step) -> (x, y)`, the learning
-    rate decayed over the steps (`heat_pipelines.learning_rate`); the model and its
-    validation MSE (K^2)."""
+    rate held to `decay_from` of the steps, then decayed (`heat_pipelines.learning_rate`);
+    the model and its validation MSE (K^2)."""
     torch.manual_seed(setup.seed)  # (make_model seeds it too: the same initial weights)
     model = hp.make_model(setup)
     optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
     for step in range(steps):
         for group in optimizer.param_groups:
-            group["lr"] = hp.learning_rate(setup, step / steps)
+            group["lr"] = hp.learning_rate(setup, step / steps, decay_from)
         x, y = batches(step)
         loss = torch.nn.functional.mse_loss(model(x), y)
         optimizer.zero_grad(set_to_none=True)
@@ -104,9 +114,10 @@ def train(
 
 def offline(
     setup: hp.Setup, samples: list[dict[str, np.ndarray]], n_simulations: int, steps: int,
-    validation: tuple[torch.Tensor, torch.Tensor],
+    validation: tuple[torch.Tensor, torch.Tensor], decay_from: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """Epochs over the first `n_simulations`' samples in memory (`MemoryBatches`)."""
+    """Epochs over the first `n_simulations`' samples in memory (`MemoryBatches`), the
+    rate held to `decay_from` of the steps, then decayed."""
     kept = samples[: n_simulations * setup.time_steps]
     x, y = hp.batch_features(
         np.stack([s["parameters"] for s in kept]),
@@ -126,19 +137,22 @@ def offline(
         return batch
 
     start = time.perf_counter()
-    _, mse = train(setup, steps, batches, validation)
+    _, mse = train(setup, steps, batches, validation, decay_from)
     return {"val_mse": mse, "simulations": n_simulations, "seconds": time.perf_counter() - start}
 
 
 def online(
     setup: hp.Setup, samples: list[dict[str, np.ndarray]], steps: int,
     validation: tuple[torch.Tensor, torch.Tensor], workdir: str,
-    draw_choices: int = 1, evict_choices: int = 1,
+    draw_choices: int = 1, evict_choices: int = 1, stream_fraction: float = 1.0,
+    decay_from: float = 0.0,
 ) -> dict[str, Any]:  # fmt: skip
-    """`samples` put in order, evenly over the steps (the watermark's, or a batch's,
-    first), into the buffer `OnlineTrainer` builds (`TrainingArguments.buffer_config`,
-    columnar as for a `process_batch`); each batch one `get_block` made by the
-    benchmark's `process_batch`."""
+    """`samples` put in order, evenly over the first `stream_fraction` of the steps (the
+    watermark's, or a batch's, first), into the buffer `OnlineTrainer` builds
+    (`TrainingArguments.buffer_config`, columnar as for a `process_batch`); each batch
+    one `get_block` made by the benchmark's `process_batch` (after the stream, the
+    buffer as it ends, replayed); the rate held to `decay_from` of the steps, then
+    decayed."""
     args = TrainingArguments(output_dir=workdir, seed=setup.seed, batch_size=setup.batch_size,
                              buffer="reservoir", buffer_size=setup.buffer_size,
                              watermark=setup.watermark, sample_to_insert_ratio=0)  # fmt: skip
@@ -147,16 +161,17 @@ def online(
     buffer = make_buffer(config, columnar=True)
     process_batch = hp._process_batch(setup.time_steps)
     put = 0
+    streamed = max(1, round(stream_fraction * steps))  # the steps the stream lasts
 
     def batches(step: int) -> tuple[torch.Tensor, torch.Tensor]:
         nonlocal put
-        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // steps)
+        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // streamed)
         while put < min(due, len(samples)):  # (a full buffer takes what it can)
             put += buffer.put_available(samples[put:due])
         return process_batch(buffer.get_block(setup.batch_size))
 
     start = time.perf_counter()
-    _, mse = train(setup, steps, batches, validation)
+    _, mse = train(setup, steps, batches, validation, decay_from)
     seconds = time.perf_counter() - start
     # what the last draws came from: a large draw from the buffer as it ends
     drawn = buffer.get_block(len(buffer)).fields["simulation"]
@@ -167,8 +182,9 @@ def online(
 
 
 def draw_shares(
-    setup: hp.Setup, n_simulations: int, steps: int, draw_choices: int, evict_choices: int
-) -> tuple[list[float], float]:
+    setup: hp.Setup, n_simulations: int, steps: int, draw_choices: int, evict_choices: int,
+    stream_fraction: float = 1.0, decay_from: float = 0.0,
+) -> tuple[list[float], float]:  # fmt: skip
     """Online's draws without the training: the same buffer, puts and `get_block` calls
     as `online` (samples reduced to their simulation index: the draws do not depend on
     the content), each drawn sample weighted by the step's learning rate (relative to
@@ -185,13 +201,15 @@ def draw_shares(
                for _ in range(setup.time_steps)]  # fmt: skip
     weight = np.zeros(n_simulations)
     put = 0
+    streamed = max(1, round(stream_fraction * steps))
     start = time.perf_counter()
     for step in range(steps):
-        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // steps)
+        due = max(setup.watermark, setup.batch_size, len(samples) * (step + 1) // streamed)
         while put < min(due, len(samples)):
             put += buffer.put_available(samples[put:due])
         drawn = buffer.get_block(setup.batch_size).fields["simulation"]
-        np.add.at(weight, drawn, hp.learning_rate(setup, step / steps) / setup.learning_rate)
+        rate = hp.learning_rate(setup, step / steps, decay_from) / setup.learning_rate
+        np.add.at(weight, drawn, rate)
     share = weight / weight.mean()
     tenths = [float(part.mean()) for part in np.array_split(share, 10)]
     return tenths, time.perf_counter() - start
@@ -279,6 +297,15 @@ def main(argv: list[str] | None = None) -> None:
         "samples; 1: uniform), EVICT its evict_choices (each eviction the most drawn of "
         "EVICT random drawn samples; 1: uniform); the first is the rows' online, each "
         "other gets a row against it"))  # fmt: skip
+    p.add_argument("--stream_fraction", type=float, default=1.0, help=(
+        "online: the stream ends at this fraction of the steps, the rest replays the "
+        "buffer as it ends (default 1: the stream lasts the whole run)"))  # fmt: skip
+    p.add_argument("--decay_from", type=float, default=0.0, help=(
+        "online: the learning rate held to this fraction of the steps, then a cosine "
+        "decay to 0 (default 0: the cosine decay over the whole run)"))  # fmt: skip
+    p.add_argument("--offline_decay_from", type=float, default=0.0, help=(
+        "offline: the same, for offline's rate"))  # fmt: skip
+    p.add_argument("--skip_online", action="store_true", help="offline's arm only")
     p.add_argument("--skip_offline", action="store_true", help=(
         "online's arms only (a policy against another, per seed; offline's figure is the "
         "same in every run: no clock)"))  # fmt: skip
@@ -302,6 +329,13 @@ def main(argv: list[str] | None = None) -> None:
     if opts.offline_simulations > opts.online_simulations:
         p.error("--offline_simulations must be at most --online_simulations (a prefix of them)")
     policies = parse_policies(p, opts.policies)
+    if not 0 < opts.stream_fraction <= 1:
+        p.error(f"--stream_fraction must be in (0, 1], not {opts.stream_fraction}")
+    for flag in ("decay_from", "offline_decay_from"):
+        if not 0 <= getattr(opts, flag) < 1:
+            p.error(f"--{flag} must be in [0, 1), not {getattr(opts, flag)}")
+    if opts.skip_online and opts.skip_offline:
+        p.error("--skip_online and --skip_offline leave nothing to run")
     if opts.draws_only:
         seeds = [int(x) for x in opts.seeds.split(",")]
         print(f"rate-weighted draws of each tenth of the simulations, in stream order, as "
@@ -311,12 +345,16 @@ def main(argv: list[str] | None = None) -> None:
         for d, e in policies:
             for seed in seeds:
                 seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
-                tenths, seconds = draw_shares(seeded, opts.online_simulations, opts.steps, d, e)
+                tenths, seconds = draw_shares(seeded, opts.online_simulations, opts.steps, d, e,
+                                              opts.stream_fraction, opts.decay_from)  # fmt: skip
                 print(f"  {_arm(d, e)}, seed {seed}: "
                       f"{' '.join(f'{t:.2f}' for t in tenths)} ({seconds:.0f} s)",
                       flush=True)  # fmt: skip
         return
-    samples = simulate(setup, opts.online_simulations)
+    # (offline's arm alone needs its prefix only)
+    samples = simulate(
+        setup, opts.offline_simulations if opts.skip_online else opts.online_simulations
+    )
     validation = hp.validation_set(setup)
     results = []
     start = time.perf_counter()
@@ -325,12 +363,14 @@ def main(argv: list[str] | None = None) -> None:
             seeded = hp.Setup(**{**setup.__dict__, "seed": seed})
             result: dict[str, Any] = {"seed": seed}
             if not opts.skip_offline:
-                off = offline(seeded, samples, opts.offline_simulations, opts.steps, validation)
+                off = offline(seeded, samples, opts.offline_simulations, opts.steps, validation,
+                              opts.offline_decay_from)  # fmt: skip
                 result["offline"] = off
                 print(f"seed {seed}: offline {off['val_mse']:.4g} K^2 ({off['seconds']:.0f} s)",
                       flush=True)  # fmt: skip
-            for d, e in policies:
-                on = online(seeded, samples, opts.steps, validation, workdir, d, e)
+            for d, e in [] if opts.skip_online else policies:
+                on = online(seeded, samples, opts.steps, validation, workdir, d, e,
+                            opts.stream_fraction, opts.decay_from)  # fmt: skip
                 result[_arm(d, e)] = on
                 vs = ""
                 if "offline" in result:
@@ -340,8 +380,8 @@ def main(argv: list[str] | None = None) -> None:
                       f"{on['share_of_last_100']:.0%} from the last 100){vs}",
                       flush=True)  # fmt: skip
             results.append(result)
-    table = [] if opts.skip_offline else rows(results, opts, setup)
-    for d, e in policies[1:]:
+    table = [] if opts.skip_offline or opts.skip_online else rows(results, opts, setup)
+    for d, e in [] if opts.skip_online else policies[1:]:
         table.append(policy_row(results, _arm(d, e), _arm(*policies[0])))
     print_rows(table, "online vs offline at equal steps (ours = online)", width=100)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")

@@ -60,6 +60,7 @@ from melissa_trainer import (  # noqa: E402
     TrainingArguments,
 )
 from melissa_trainer.buffers import BufferConfig, SampleBlock, make_buffer  # noqa: E402
+from melissa_trainer.hooks import budget_factor  # noqa: E402
 from melissa_trainer.launcher import (  # noqa: E402
     Launcher,
     LauncherTuning,
@@ -210,9 +211,11 @@ def make_model(setup: Setup) -> torch.nn.Module:
     )
 
 
-def learning_rate(setup: Setup, progress: float) -> float:
-    """Cosine decay from `learning_rate` to 0 over progress 0 -> 1."""
-    return setup.learning_rate * 0.5 * (1.0 + math.cos(math.pi * min(max(progress, 0.0), 1.0)))
+def learning_rate(setup: Setup, progress: float, decay_from: float = 0.0) -> float:
+    """`learning_rate` held until progress `decay_from`, then a cosine decay to 0 at
+    progress 1 (the library's `budget_factor`: warmup-stable-decay without a warmup);
+    `decay_from` 0: the cosine decay over the whole budget."""
+    return setup.learning_rate * budget_factor(progress, decay_from)
 
 
 @torch.no_grad()

@@ -13,6 +13,7 @@ from melissa_trainer.hooks.progress import ProgressHook
 from melissa_trainer.hooks.pseudo_epochs import PseudoEpochHook
 from melissa_trainer.hooks.serving import ServingHook
 from melissa_trainer.hooks.tensorboard import TensorBoardHook
+from melissa_trainer.hooks.wall_clock import WallClockBudget, budget_factor
 
 __all__ = [
     "EarlyStoppingHook",
@@ -25,6 +26,8 @@ __all__ = [
     "ServingHook",
     "SimulationLossTracker",
     "TensorBoardHook",
+    "WallClockBudget",
+    "budget_factor",
     "default_hooks",
     "trainer_hooks",
 ]

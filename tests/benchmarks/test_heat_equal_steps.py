@@ -109,3 +109,31 @@ def test_quick_json_gives_its_rows_well_formed() -> None:
         assert r["ours"] > 0 and r["baseline"] > 0 and r["target"] is None
         assert r["ratio"] == pytest.approx(r["baseline"] / r["ours"], rel=1e-2), r
     assert "2 seeds" in rows[0]["case"] and rows[1]["ratio"] <= 1 and rows[2]["ratio"] <= 1
+
+
+def test_a_stream_that_ends_early_and_a_held_rate_give_the_late_simulations_their_draws() -> None:
+    small = hp.Setup(**{**SETUP.__dict__, "buffer_size": 40})
+    cosine, _ = bench.draw_shares(small, 30, 300, 1, 1)
+    # the stream over by half the steps, the rate held until then: the last tenth is
+    # drawn at a high rate while it is new, and replayed after
+    held, _ = bench.draw_shares(small, 30, 300, 1, 1, stream_fraction=0.5, decay_from=0.5)
+    assert np.mean(held) == pytest.approx(1.0)
+    assert held[-1] > 5 * cosine[-1] and held[0] < cosine[0]
+
+
+def test_the_rate_is_held_until_decay_from_then_decays_to_zero() -> None:
+    lr = SETUP.learning_rate
+    assert hp.learning_rate(SETUP, 0.0) == lr and hp.learning_rate(SETUP, 1.0) == pytest.approx(0)
+    assert hp.learning_rate(SETUP, 0.5, 0.6) == lr  # held
+    assert hp.learning_rate(SETUP, 0.8, 0.6) == pytest.approx(lr / 2)  # halfway down
+    assert hp.learning_rate(SETUP, 0.5) == pytest.approx(lr / 2)  # the plain cosine
+
+
+@pytest.mark.timeout(60)
+def test_the_online_arm_puts_every_sample_by_the_stream_fraction(tmp_path, validation) -> None:
+    samples = bench.simulate(SETUP, 8)
+    early = bench.online(SETUP, samples, 40, validation, str(tmp_path / "a"),
+                         stream_fraction=0.5, decay_from=0.5)  # fmt: skip
+    assert early["simulations"] == 8 and math.isfinite(early["val_mse"])
+    whole = bench.online(SETUP, samples, 40, validation, str(tmp_path / "b"))
+    assert early["val_mse"] != whole["val_mse"]  # other batches, other rates

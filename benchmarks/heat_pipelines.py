@@ -355,19 +355,45 @@ def _trainer(setup: Setup, workdir: Path, source: Any, **overrides: Any) -> Onli
     model = make_model(setup)
     optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
     return OnlineTrainer(
-        model, args, optimizer, train_source=source, process_batch=_process_batch(setup.time_steps)
+        model,
+        args,
+        optimizer,
+        train_source=source,
+        ingest_block=_ingest_features(setup.time_steps),
+        process_batch=_gather_features,
     )
 
 
+def _ingest_features(steps: int) -> Callable[[SampleBlock], dict[str, np.ndarray]]:
+    """A block of streamed samples -> their features, once per sample where the source
+    puts them (`OnlineTrainer(ingest_block=...)`), as offline computes its features once,
+    before its loop: the reservoir stores them and a step only gathers
+    (`_gather_features`). Each row is the per-batch mapping's own row (elementwise
+    arithmetic), so the batches are the same bits as computing them at every draw."""
+
+    def ingest_block(block: SampleBlock) -> dict[str, np.ndarray]:
+        f = block.fields
+        x, y = batch_features(f["parameters"], f["time_step"], f["temperature"], steps)
+        return {"x": x.numpy(), "y": y.numpy()}
+
+    return ingest_block
+
+
 def _process_batch(steps: int) -> Callable[[SampleBlock], tuple]:
-    """A batch of samples (one array a field) -> (inputs, targets), vectorized: the
-    library's fast path, as offline's batches are one index of in-memory tensors."""
+    """A drawn batch of raw samples -> (inputs, targets), mapped at the draw: the same
+    rows as `_ingest_features` then `_gather_features` (the equal-steps script,
+    `heat_equal_steps.py`, puts the raw samples and maps each batch with it)."""
 
     def process_batch(block: SampleBlock) -> tuple:
         f = block.fields
         return batch_features(f["parameters"], f["time_step"], f["temperature"], steps)
 
     return process_batch
+
+
+def _gather_features(block: SampleBlock) -> tuple:
+    """A drawn batch of stored features -> (inputs, targets): two gathered arrays."""
+    return torch.from_numpy(block.fields["x"]), torch.from_numpy(block.fields["y"])
 
 
 def _train(

@@ -291,6 +291,27 @@ def test_offline_in_memory_holds_what_the_features_make_and_shuffles_each_row_on
         assert math.isfinite(run["val_mse"])
 
 
+def test_the_online_arms_features_at_ingest_are_the_per_draw_batches_bit_for_bit():
+    """The online arm computes its features once per sample, at ingest, and a step
+    gathers them: a batch drawn from the stored features must be the per-draw mapping's
+    batch of the same samples, bit for bit (else the two ways train differently)."""
+    from melissa_trainer.buffers import SampleBlock
+
+    rng = np.random.default_rng(7)
+    n = 64
+    raw = {
+        "parameters": rng.uniform(100.0, 500.0, (n, 6)),
+        "time_step": rng.integers(0, 100, n),
+        "temperature": rng.uniform(100.0, 500.0, (n, 32, 32)).astype(np.float32),
+    }
+    stored = hp._ingest_features(100)(SampleBlock(raw))
+    assert set(stored) == {"x", "y"}
+    drawn = rng.permutation(n)[:32]
+    x, y = hp._process_batch(100)(SampleBlock({k: v[drawn] for k, v in raw.items()}))
+    gx, gy = hp._gather_features(SampleBlock({k: v[drawn] for k, v in stored.items()}))
+    assert torch.equal(gx, x) and torch.equal(gy, y)
+
+
 def test_the_crossover_is_interpolated_in_log_r_and_log_ratio():
     import regime
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.common.setting import setting
 from melissa_trainer.config.arguments import ARGS_FILE
 
 #: space errors a save may meet, and how they are named
@@ -54,7 +55,8 @@ def others(path: Path) -> str:
     found = [str(p) for p in reversed(ckpt.list_checkpoints(path.parent)) if p != path]
     if not found:
         return "there is no other checkpoint under " + str(path.parent)
-    return "resume from another one with --resume_from_checkpoint PATH: " + ", ".join(found)
+    hint = setting("resume_from_checkpoint", "PATH", placeholder=True)
+    return f"resume from another one with {hint}: " + ", ".join(found)
 
 
 def not_this_run(path: Path) -> str:

@@ -32,6 +32,7 @@ from melissa_trainer.checkpoint.errors import (
     describe_verification,
     others,
 )
+from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event
 
@@ -140,8 +141,9 @@ def _save_failed(
         f"was removed; {intact}. "
         + (
             "Training stops (on_save_error='stop'): make room and resume with "
-            "--resume_from_checkpoint latest, or set --on_save_error continue to train "
-            "on without the checkpoints that fail"
+            f"{setting('resume_from_checkpoint', 'latest')}, or set "
+            f"{setting('on_save_error', 'continue')} to train on without the "
+            "checkpoints that fail"
             if stop
             else "Training goes on without this checkpoint (on_save_error='continue')"
         )
@@ -268,9 +270,10 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
         raise ConfigError(
             f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
             "resume_from_checkpoint is not set: continue that run with "
-            "--resume_from_checkpoint latest, start afresh in another --output_dir, or "
-            f"pass --overwrite_output_dir to move them to {root.name}-previous-TIME beside "
-            "them (nothing is deleted)",
+            f"{setting('resume_from_checkpoint', 'latest')}, start afresh in another "
+            "output_dir (--output_dir on the command line), or pass "
+            f"{setting('overwrite_output_dir', True)} to move them to "
+            f"{root.name}-previous-TIME beside them (nothing is deleted)",
             context="start",
         )
     if kind == "failed":
@@ -296,11 +299,12 @@ def _warn_of_newer(path: Path, root: Path) -> None:
         logger.warning(
             "resuming from %s, but %s holds later checkpoints of the run this one does "
             "not continue (%s): this run's checkpoints go beside them, one of the same "
-            "step replacing theirs, and --resume_from_checkpoint latest would take the "
-            "newest by step; move them aside to keep them apart",
+            "step replacing theirs, and %s would take the newest by step; move them "
+            "aside to keep them apart",
             path.name,
             root,
             ", ".join(newer),
+            setting("resume_from_checkpoint", "latest"),
         )
 
 

@@ -53,6 +53,8 @@ from collections.abc import Callable, Iterable
 from types import FrameType, TracebackType
 from typing import Any
 
+from melissa_trainer.common.setting import setting
+
 __all__ = [
     "FORCE_STOP_TIMEOUT",
     "ORPHAN_GRACE",
@@ -109,7 +111,8 @@ class Preempted(SystemExit):
 
     Raised on every rank, after the ranks stopped at the same step, wrote a checkpoint
     of that step (whatever `save_steps` says), stopped the simulations and fired the
-    end hooks. Resume with ``--resume_from_checkpoint latest``.
+    end hooks. Resume with ``resume_from_checkpoint='latest'`` (``--resume_from_checkpoint
+    latest`` on the command line).
 
     A `SystemExit`, so that uncaught it ends the program without a traceback, with
     exit code ``128 + signum`` (143 for SIGTERM, 130 for SIGINT): what a process killed
@@ -137,7 +140,7 @@ class Preempted(SystemExit):
     def __str__(self) -> str:
         return (
             f"preempted by {signal.Signals(self.signum).name} at step {self.step}; checkpoint "
-            f"{self.checkpoint}; resume with --resume_from_checkpoint latest"
+            f"{self.checkpoint}; resume with {setting('resume_from_checkpoint', 'latest')}"
         )
 
 

@@ -198,7 +198,10 @@ def test_every_load_error_of_an_unverified_checkpoint_names_the_file(
     message = str(caught.value)
     assert message.startswith(f"cannot load {root / 'checkpoint-20' / file}: "), message
     assert says in message
-    assert f"--resume_from_checkpoint PATH: {root / 'checkpoint-10'}" in message
+    assert (
+        "resume_from_checkpoint=PATH (--resume_from_checkpoint PATH on the command line)" in message
+    )
+    assert f"command line): {root / 'checkpoint-10'}" in message
     assert caught.value.file == file
 
 

@@ -145,6 +145,9 @@ def test_preempted_is_a_system_exit_with_128_plus_the_signal() -> None:
     assert isinstance(exc, SystemExit) and not isinstance(exc, Exception)
     assert exc.code == 143 and exc.step == 12
     assert "SIGTERM at step 12" in str(exc) and "--resume_from_checkpoint latest" in str(exc)
+    # a script that builds TrainingArguments in Python has no flag to pass: the hint
+    # names the keyword too
+    assert "resume_from_checkpoint='latest'" in str(exc)
     assert Preempted(signal.SIGINT, 0, "c").code == 130
 
 

@@ -83,8 +83,11 @@ def test_a_fresh_start_beside_an_earlier_runs_checkpoints_is_refused_before_anyt
     with pytest.raises(ConfigError) as caught:
         trainer.train()
     message = str(caught.value)
-    for names_a_way_on in ("--resume_from_checkpoint latest", "another --output_dir",
-                           "--overwrite_output_dir", "checkpoint-10"):  # fmt: skip
+    for names_a_way_on in ("--resume_from_checkpoint latest", "another output_dir",
+                           "--overwrite_output_dir", "checkpoint-10",
+                           # the keywords too: this script builds TrainingArguments itself
+                           "resume_from_checkpoint='latest'", "overwrite_output_dir=True",
+                           ):  # fmt: skip
         assert names_a_way_on in message
     assert not source.started  # nothing started
     assert tree(root) == before  # nothing written, moved or deleted

@@ -49,6 +49,15 @@ class Record(Hook):
     def __init__(self) -> None:
         self.losses: list[tuple[int, float]] = []
         self.logs: list[dict[str, float]] = []
+        self.samples_per_step: list[int] = []  # each step's samples (this rank's)
+        self._seen: int | None = None
+
+    def on_step_start(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        self._seen = state.samples_seen
+
+    def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+        if self._seen is not None:
+            self.samples_per_step.append(state.samples_seen - self._seen)
 
     def on_after_backward(
         self, trainer: Any, state: TrainerState, control: TrainerControl, loss: Any
@@ -119,7 +128,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     """Train as `config` says; returns what the tests compare (JSON-serializable)."""
     args = TrainingArguments(
         output_dir=config["output_dir"],
-        batch_size=8,
+        batch_size=config.get("batch_size", 8),
         buffer=config["buffer"],
         buffer_size=config.get("buffer_size", 32),
         watermark=16,
@@ -176,6 +185,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         "total_samples_seen": state.total_samples_seen,
         "pseudo_epoch": state.pseudo_epoch,
         "buffer": [stats.put, stats.got, stats.evicted, stats.size],
+        "samples_per_step": record.samples_per_step,
     }
 
 

@@ -182,6 +182,9 @@ class StreamDataset(IterableDataset):
         self.source = source
         self.poll_interval = poll_interval
         self._pending: deque[Sequence[Sample]] = deque()
+        #: samples restored pending that did not fill a batch of `batch_size` (a resume
+        #: with another batch size): the next batch taken is topped up from them
+        self._carry: list[Sample] = []
         #: the last `PAD_BATCHES` batches taken, which `pad` re-serves (module docstring)
         self._recent: deque[Sequence[Sample]] = deque(maxlen=PAD_BATCHES)
         #: set `next_batch`'s `last_simulation_ids` (the trainer does, when a hook asks
@@ -194,14 +197,16 @@ class StreamDataset(IterableDataset):
 
     # -- raw samples ---------------------------------------------------------------
 
-    def _take(self, interrupted: Callable[[], bool] | None = None) -> Sequence[Sample] | None:
-        """The next batch of raw samples; blocks for data; [] at the end of the stream;
-        None if `interrupted()` turned True while it waited."""
+    def _take(
+        self, interrupted: Callable[[], bool] | None = None, n: int | None = None
+    ) -> Sequence[Sample] | None:
+        """The next batch of raw samples (`n`, default `batch_size`); blocks for data; []
+        at the end of the stream; None if `interrupted()` turned True while it waited."""
         # With a source, the source does its producer's work before each read and,
         # after a read that found no data, waits in short slices (`wait_for`), so that
         # data arriving while this thread waits is ingested at once by whoever ingests;
         # the read itself then never waits. Without one, wait on the buffer.
-        source, n = self.source, self.batch_size
+        source, n = self.source, self.batch_size if n is None else n
         timeout = self.poll_interval if source is None else 0.0
         wait = 0.0  # what the source may wait before the next read: none while data flows
         while True:
@@ -231,7 +236,9 @@ class StreamDataset(IterableDataset):
         trainer passes its preemption request, so a starved rank notices a signal).
         """
         while len(self._pending) < n:
-            samples = self._take(interrupted)
+            samples = self._take(interrupted, self.batch_size - len(self._carry))
+            if self._carry and samples is not None:  # first the samples carried over
+                samples, self._carry = [*self._carry, *_host(samples)], []
             if not samples:  # an empty read: the end of the stream (or None: interrupted)
                 break
             self._pending.append(samples)
@@ -293,7 +300,7 @@ class StreamDataset(IterableDataset):
         """
         samples = self.last_samples = self._pending.popleft()
         # (a device block's host samples: its device tensors are not held for padding)
-        self._recent.append(samples.samples() if isinstance(samples, DeviceBlock) else samples)
+        self._recent.append(_host(samples))
         if self.track_simulation_ids:
             self.last_simulation_ids = simulation_ids_or_none(samples)
         return samples
@@ -330,9 +337,10 @@ class StreamDataset(IterableDataset):
         batches taken (what `pad` would re-serve: a resume pads as the run would)."""
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {}
+        meta: dict[str, Any] = {"batch_size": self.batch_size}
+        carried = [self._carry] if self._carry else []  # (after the pending ones, in order)
         for key, file, batches in (
-            ("fields", PENDING_ARRAYS, self._pending),
+            ("fields", PENDING_ARRAYS, [*self._pending, *carried]),
             ("recent", RECENT_ARRAYS, self._recent),
         ):
             arrays: dict[str, np.ndarray] = {}
@@ -352,14 +360,34 @@ class StreamDataset(IterableDataset):
         shares; the new ranks pad from what they take)."""
         self._pending.clear()
         self._recent.clear()
+        self._carry = []
 
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the pending batches and the last batches taken, written by `save`
-        (replacing any now; a checkpoint written before the latter were kept has none)."""
+        (replacing any now; a checkpoint written before the latter were kept has none).
+
+        A checkpoint of another batch size (the resumed run's `batch_size` applies):
+        its samples are regrouped in their order into batches of `batch_size`, and those
+        that fill no whole batch are topped up by the next batch taken; of the last
+        batches taken, the newest whole batches are kept."""
+        pending, recent = read_pending(directory), read_pending(directory, "recent")
         self._pending.clear()
-        self._pending.extend(read_pending(directory))
         self._recent.clear()
-        self._recent.extend(read_pending(directory, "recent"))
+        self._carry = []
+        meta = json.loads((Path(directory) / PENDING_META).read_text())
+        # (a checkpoint that does not say: its batches' size, the largest of them)
+        saved = meta.get("batch_size") or max(map(len, pending + recent), default=0)
+        n = self.batch_size
+        if saved in (0, n):  # as they were: a short batch of an uneven end stays one
+            self._pending.extend(pending)
+            self._recent.extend(recent)
+            return
+        flat = [s for batch in pending for s in batch]
+        whole = len(flat) - len(flat) % n
+        self._pending.extend(_batches(flat[:whole], n))
+        self._carry = flat[whole:]
+        flat = [s for batch in recent for s in batch]
+        self._recent.extend(_batches(flat[len(flat) % n if len(flat) > n else 0 :], n))
 
 
 def read_pending(directory: str | os.PathLike[str], which: str = "fields") -> list[list[Sample]]:
@@ -377,6 +405,14 @@ def read_pending(directory: str | os.PathLike[str], which: str = "fields") -> li
         [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch)]
         for b, batch in enumerate(meta[which])
     ]
+
+
+def _batches(samples: list[Sample], n: int) -> list[list[Sample]]:
+    return [samples[i : i + n] for i in range(0, len(samples), n)]
+
+
+def _host(samples: Sequence[Sample]) -> Sequence[Sample]:
+    return samples.samples() if isinstance(samples, DeviceBlock) else samples
 
 
 def _copy_of(batch: Sequence[Sample]) -> Sequence[Sample]:

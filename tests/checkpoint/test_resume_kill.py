@@ -121,3 +121,30 @@ def test_sigkill_and_resume_equals_an_uninterrupted_run(name: str, tmp_path: Pat
     assert resumed["logs"] == [log for log in full["logs"] if log["step"] > saved_at]
     for key in ("global_step", "samples_seen", "total_samples_seen", "pseudo_epoch", "buffer"):
         assert resumed[key] == full[key], key
+
+
+@pytest.mark.parametrize("columnar", [False, True], ids=["samples", "blocks"])
+@pytest.mark.parametrize("new_size", [4, 5, 12])
+def test_a_resume_with_another_batch_size_trains_every_batch_at_the_new_size(
+    tmp_path: Path, new_size: int, columnar: bool
+) -> None:
+    """A trainer SIGKILLed with batches of 8 pending in its checkpoint, resumed with
+    another ``batch_size``: each step trains ``new_size`` samples (the last may be short,
+    the stream's end), and each of the stream's samples is trained on once, none lost or
+    repeated with the pending batches regrouped (the oracle: the FIFO's count of the
+    samples put, each used once)."""
+    # saved at step 25, inside a window of stop_sync_steps=4: batches pending
+    kill = {"pseudo_epoch": 0, "from_step": 21}
+    config = {"buffer": "fifo", "columnar": columnar, **STREAMING, "save_steps": 5, "kill": kill}
+    out = str(tmp_path / "killed")
+    killed_run(dict(config, output_dir=out), tmp_path)
+    checkpoint = latest_checkpoint(Path(out) / "checkpoints")
+    assert checkpoint is not None
+    pending = json.loads((checkpoint / "rank_0" / "pending.json").read_text())["fields"]
+    assert pending and {len(batch) for batch in pending} == {8}  # batches of the old size
+
+    base = {k: v for k, v in config.items() if k != "kill"}
+    resumed = run(dict(base, output_dir=out, batch_size=new_size, resume_from_checkpoint="latest"))
+    sizes = resumed["samples_per_step"]
+    assert sizes and set(sizes[:-1]) == {new_size} and 0 < sizes[-1] <= new_size, sizes
+    assert resumed["samples_seen"] == resumed["buffer"][0] == STREAMING["n_samples"]

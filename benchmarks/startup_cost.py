@@ -17,8 +17,9 @@ Rounds alternate the two (A B A B ...), medians. Ratio = baseline / ours (higher
 better); the target, ``simulations / job_limit / 2``, is half the ideal (start-up paid
 once per worker instead of once per simulation).
 
-Each run also prints the launcher's own split (`Launcher.summary()`:
-``startup_seconds`` of ``simulation_seconds``), which the per-simulation run's start-up
+Each run also prints the launcher's own figures (`Launcher.summary()`:
+``startup_seconds``, part of ``simulation_seconds`` one process per simulation, the
+workers' start-ups beside it in worker mode), which the per-simulation run's start-up
 report (a WARNING) also names.
 
     python benchmarks/startup_cost.py                    # 16 simulations, 2 s start-up: ~1 min
@@ -173,8 +174,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         return rows
     for mode, m in med.items():
         print(
-            f"{mode:>8}: {what}: study {m['wall']:.1f} s; start-up {m['startup_seconds']:.1f} s "
-            f"of {m['simulation_seconds']:.1f} s of simulation time (medians of {len(runs[mode])})"
+            f"{mode:>8}: {what}: study {m['wall']:.1f} s; start-up {m['startup_seconds']:.1f} s, "
+            f"simulation time {m['simulation_seconds']:.1f} s (medians of {len(runs[mode])})"
         )
     if rows:
         print_rows(rows, "worker mode against one process per simulation", width=60)

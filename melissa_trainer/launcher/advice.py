@@ -2,7 +2,10 @@
 
 * **Start-up dominates.** Each attempt's launch-to-first-message is timed (by the
   supervisor, to within a poll) and summed in `startup_seconds` (`Launcher.summary`'s
-  split of ``simulation_seconds``). The first simulation that ends (exit 0) with its
+  split of ``simulation_seconds``). In worker mode a simulation's process is its
+  worker's, started once: each worker's launch-to-first-request (its start-up, imports
+  and JIT, timed as the request comes) is summed there too, beside each simulation's
+  time from its assignment to its first message. The first simulation that ends (exit 0) with its
   start-up at least `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one
   WARNING naming worker mode, which pays the start-up once per job (never said in
   worker mode).
@@ -40,7 +43,8 @@ class Advice:
 
     def __init__(self, worker_mode: bool) -> None:
         self.worker_mode = worker_mode
-        #: launch-to-first-message seconds of the attempts that sent one (this run's)
+        #: launch-to-first-message seconds of the attempts that sent one, and in worker
+        #: mode launch-to-first-request seconds of the workers that asked (this run's)
         self.startup_seconds = 0.0
         self._startups: dict[int, float] = {}  # of the attempts not ended yet, by id
         self._startup_told = self._failure_told = False
@@ -48,6 +52,11 @@ class Advice:
     def first_message(self, simulation_id: int, startup: float) -> None:
         """An attempt's first message came `startup` seconds after its launch."""
         self._startups[simulation_id] = startup
+        self.startup_seconds += startup
+
+    def worker_started(self, startup: float) -> None:
+        """A worker's first request came `startup` seconds after its launch (worker
+        mode: the start-up it pays once for all its simulations)."""
         self.startup_seconds += startup
 
     def ended(self, simulation_id: int, code: int | str, wall: float) -> None:

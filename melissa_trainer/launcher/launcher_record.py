@@ -59,7 +59,10 @@ class LauncherRecord:
         pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
         simulation_seconds, the wall time of all jobs so far, of which startup_seconds
         from the attempts' launch to their first message (with a heartbeat; this run's
-        attempts only, not saved in a checkpoint)."""
+        attempts only, not saved in a checkpoint). In worker mode, simulation_seconds
+        counts each simulation from its assignment to a worker, and startup_seconds adds
+        each worker's launch-to-first-request, the start-up it pays once (outside
+        simulation_seconds, then)."""
         supervisor = self._supervisor
         with self._lock:
             summary = self._study.summary(time.monotonic())

@@ -87,6 +87,9 @@ class WorkerSupervisor(Supervisor):
         self.launches = [0] * self.settings.job_limit
         self.idle_exits: list[list[int]] = [[] for _ in range(self.settings.job_limit)]
         self.told_none: set[str] = set()  # workers answered "nothing left"
+        #: when each worker not heard from yet was launched: its start-up (imports, JIT,
+        #: set-up), paid once per job, is timed from there to its first request
+        self.launched_at: dict[str, float] = {}
         self.done_since: float | None = None
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
@@ -169,6 +172,9 @@ class WorkerSupervisor(Supervisor):
         if job is None:  # e.g. a worker killed for a timeout while its request was queued
             return _reply(error=f"{name} is not a live worker of this launcher")
         now = time.monotonic()
+        launched = self.launched_at.pop(name, None)
+        if launched is not None:  # its first request: its start-up is over
+            self.advice.worker_started(now - launched)
         if finished != job.simulation_id:
             return _reply(
                 error=f"{name} reports simulation {finished} finished, but it runs "
@@ -220,11 +226,13 @@ class WorkerSupervisor(Supervisor):
             handle = self.start_job(Job(name, self.argv, env, None, log_path, self.settings.ranks))
             self.slots[slot], self.launches[slot] = name, n + 1
             self.jobs[name] = RunningJob(handle, None, log_path)
+            self.launched_at[name] = time.monotonic()
             idle += 1
             logger.info("worker started: %s", self.backend.describe(handle))
 
     def job_ended(self, job: RunningJob, code: int, now: float) -> None:
         name = job.handle.job.name
+        self.launched_at.pop(name, None)  # (one that never asked: no start-up to count)
         told_none = name in self.told_none
         self.told_none.discard(name)
         if job.simulation_id is not None:  # exit 0 after its simulation is a success

@@ -398,3 +398,38 @@ def test_the_account_says_what_an_adaptive_sampler_drew_and_observed(
         "adaptive sampler: of 4 draws, 4 explored, 0 bred from the worst-trained "
         "simulations; the training losses of 2 simulations observed (the last 100 kept)",
     ]
+
+
+WORKER_MARKING = r"""
+import os, sys, time
+from pathlib import Path
+from melissa_trainer.client.worker import next_simulation
+from melissa_trainer.client import Client
+import numpy as np
+
+time.sleep(float(sys.argv[1]))  # the start-up, once per job
+Path(sys.argv[2], os.environ["MELISSA_TRAINER_WORKER"]).write_text("")  # (asks next)
+while (work := next_simulation(timeout=30)) is not None:
+    sid, parameters = work
+    with Client({"u": ((4,), "float32")}, simulation_id=sid, parameters=parameters) as client:
+        for t in range(3):
+            client.send(t, u=np.full(4, parameters["x"] + t, np.float32))
+"""
+
+
+@pytest.mark.timeout(90)
+def test_worker_mode_counts_each_workers_start_up(tmp_path: Path) -> None:
+    """In worker mode the start-up is the worker's, paid once: `startup_seconds` holds
+    each worker's launch-to-first-request (it was 0.0 however slow the solver's start).
+    The oracle: every worker that asked slept `startup` s first (a marker file each)."""
+    startup = 2.0
+    path, marks = tmp_path / "worker.py", tmp_path / "marks"
+    path.write_text(textwrap.dedent(WORKER_MARKING))
+    marks.mkdir()
+    argv = [sys.executable, str(path), str(startup), str(marks)]
+    launch, receiver, buffer = study(tmp_path, argv, 4, {"x": (0, 1)}, worker=True, job_limit=2)
+    assert run_to_end(launch, receiver, buffer) == 12
+    workers = len(list(marks.iterdir()))
+    assert workers >= 1
+    summary = launch.summary()
+    assert summary["startup_seconds"] >= startup * workers, summary

@@ -47,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.client.predict import (
         ENV_SERVE_ENDPOINTS,
+        ENV_SERVE_KEY,
         Predicted,
         PredictionUnavailable,
         Predictor,
@@ -66,6 +67,7 @@ __all__ = [
     "ENV_RENDEZVOUS",
     "ENV_RUN_ID",
     "ENV_SERVE_ENDPOINTS",
+    "ENV_SERVE_KEY",
     "ENV_SIMULATION_ID",
     "HELD_BYTES_MAX",
     "INLINE_MAX_BYTES",
@@ -104,6 +106,7 @@ _WHERE = {
     **dict.fromkeys(
         [
             "ENV_SERVE_ENDPOINTS",
+            "ENV_SERVE_KEY",
             "Predicted",
             "PredictionUnavailable",
             "Predictor",

@@ -12,7 +12,9 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
 * Where: the serving socket of training rank ``simulation_id % W``, published in
   ``serve_{rank}.json`` of the rendezvous directory (`$MELISSA_TRAINER_RENDEZVOUS`,
   with the inputs it takes, the run's id and its CURVE key), or
-  `$MELISSA_TRAINER_SERVE_ENDPOINTS` (comma-separated, in rank order). Looked up at the
+  `$MELISSA_TRAINER_SERVE_ENDPOINTS` (comma-separated, in rank order) with the servers'
+  CURVE public key in `$MELISSA_TRAINER_SERVE_KEY` when they use CURVE (the stream's
+  ``ReceiverConfig.curve_public_key``: every rank serves with it). Looked up at the
   first request, and again after a failure (a restarted trainer publishes another
   endpoint); until it is published a request waits, up to its timeout.
 * Failures a simulation falls back from, all `PredictionUnavailable`:
@@ -22,6 +24,9 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   step or after its last, ``wrong_run``, ``bad_request``, ``failed``). A request is never
   left queued behind a dead trainer: the socket sends only over a live connection
   (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped).
+* A server that refuses this client's handshake (it takes CURVE connections only and
+  the key is missing, or is not its key) raises ValueError naming the endpoint and the
+  fix, as soon as the handshake fails: a mistake to fix, not a fallback.
 * Inputs that are not the published ones (names, dtypes, shapes) raise ValueError
   before anything is sent; without a rendezvous (`endpoint=`,
   `$MELISSA_TRAINER_SERVE_ENDPOINTS`: the inputs are not known here), once the trainer
@@ -35,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import struct
 import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple
@@ -49,6 +55,7 @@ from melissa_trainer.wire import FieldSpec, Prediction, ProtocolError
 
 __all__ = [
     "ENV_SERVE_ENDPOINTS",
+    "ENV_SERVE_KEY",
     "PredictRefused",
     "PredictTimeout",
     "Predicted",
@@ -58,6 +65,14 @@ __all__ = [
 
 #: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
 ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#: The serving sockets' CURVE public key (Z85) for endpoints not read from a rendezvous.
+ENV_SERVE_KEY = "MELISSA_TRAINER_SERVE_KEY"
+#: the monitor events of a handshake the server refused (a missing or wrong CURVE key)
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
 _MAX_REPLY_BYTES = 1 << 30
@@ -108,7 +123,9 @@ class Predictor:
         rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
         run_id: sent with each request (a trainer of another run refuses it), and serve
             files of another run are ignored.
-        curve_server_key: the Z85 CURVE key of `endpoint` (a rendezvous gives its own).
+        curve_server_key: the Z85 CURVE key of `endpoint` and of the endpoints of
+            `$MELISSA_TRAINER_SERVE_ENDPOINTS`; default `$MELISSA_TRAINER_SERVE_KEY` (a
+            rendezvous gives its own).
         context: a ZeroMQ context to use (default: one of its own, ended by `close`).
     """
 
@@ -129,6 +146,9 @@ class Predictor:
         self._own_context = context is None
         self._context = zmq.Context() if context is None else context
         self._socket: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None  # the socket's handshake failures
+        self._connected: tuple[str, str | None] = ("", None)  # its endpoint and key
+        self._key_given = False  # that key was given (argument, environment), not read
         self._inputs: list[FieldSpec] | None = None
         self._ids = itertools.count(1)
         self._closed = False
@@ -157,15 +177,12 @@ class Predictor:
         frames = protocol.encode_predict(
             self.simulation_id, request_id, max(1, round(timeout * 1000)), self.run_id, arrays
         )
-        sock.setsockopt(zmq.SNDTIMEO, max(0, int((deadline - time.monotonic()) * 1000)))
+        self._wait_connected(sock, deadline, timeout)
         try:
-            sock.send_multipart(frames, copy=False)
-        except zmq.Again:
+            sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
+        except zmq.Again:  # (the connection went since the poll)
             self._reset()
-            raise PredictTimeout(
-                f"no connection to the trainer's serving endpoint within {timeout} s "
-                "(the trainer is gone or restarting)"
-            ) from None
+            raise PredictTimeout("the connection to the trainer's serving endpoint went") from None
         while True:
             left = deadline - time.monotonic()
             if left <= 0 or not sock.poll(max(1, int(left * 1000))):
@@ -209,35 +226,104 @@ class Predictor:
 
     def _reset(self) -> None:
         if self._socket is not None:
+            if self._monitor is not None:
+                self._socket.disable_monitor()
+                self._monitor.close(linger=0)
+                self._monitor = None
             self._socket.close(linger=0)
             self._socket = None
+
+    def _wait_connected(self, sock: zmq.Socket, deadline: float, timeout: float) -> None:
+        """Block until `sock` has a connection to send on (``ZMQ_IMMEDIATE``), up to
+        `deadline`; a handshake the server refused raises ValueError at once."""
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLOUT)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
+        undetailed = 0
+        while True:
+            left = deadline - time.monotonic()
+            ready = dict(poller.poll(max(1, int(left * 1000)))) if left > 0 else {}
+            if self._monitor is not None and self._monitor in ready:
+                # (parsed here: zmq.utils.monitor imports asyncio into a solver)
+                event = struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0]
+                # A mechanism mismatch (CURVE on one side only) is certain at once. A
+                # failure without detail is also a connection lost mid-handshake (a
+                # trainer stopping): a key given here, refused twice in a row, is not the
+                # server's; one read from the rendezvous may be stale (a restarted
+                # trainer's new key), which the lookup after a timeout reads again.
+                undetailed += event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                if event != zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL or (
+                    undetailed >= 2 and self._key_given
+                ):
+                    raise self._refused_handshake()
+            if sock in ready:
+                return
+            if left <= 0:
+                self._reset()
+                raise PredictTimeout(
+                    f"no connection to the trainer's serving endpoint within {timeout} s "
+                    "(the trainer is gone or restarting)"
+                )
+
+    def _refused_handshake(self) -> ValueError:
+        endpoint, key = self._connected
+        self._reset()
+        fix = (
+            f"read it from the rendezvous directory ({ENV_RENDEZVOUS}: the serve files "
+            f"carry it), or pass curve_server_key= (or set {ENV_SERVE_KEY}) to the "
+            "stream's ReceiverConfig.curve_public_key"
+        )
+        if key is None:
+            return ValueError(
+                f"the serving endpoint {endpoint} refused this client's handshake: it "
+                f"takes CURVE (encrypted) connections only, and no CURVE key is known for "
+                f"it here: {fix}"
+            )
+        return ValueError(
+            f"the serving endpoint {endpoint} refused this client's CURVE handshake: the "
+            f"key given (curve_server_key or {ENV_SERVE_KEY}) is not its public key, or it "
+            f"takes no CURVE: {fix}"
+        )
 
     def _connect(self, deadline: float) -> zmq.Socket:
         if self._socket is not None:
             return self._socket
-        endpoint, key = self._resolve(deadline)
+        endpoint, key, given = self._resolve(deadline)
         sock = self._context.socket(zmq.DEALER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
         if key is not None:
+            if len(key) != 40:
+                sock.close(linger=0)
+                raise ValueError(
+                    f"the serving endpoint's CURVE key (curve_server_key or {ENV_SERVE_KEY}) "
+                    f"must be the 40-character Z85 public key, not {key!r}"
+                )
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED)
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:
+            sock.disable_monitor()
+            monitor.close(linger=0)
             sock.close(linger=0)
             raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
-        self._socket = sock
+        self._socket, self._monitor, self._connected = sock, monitor, (endpoint, key)
+        self._key_given = key is not None and given
         return sock
 
-    def _resolve(self, deadline: float) -> tuple[str, str | None]:
-        """The endpoint of the rank that serves this simulation, and its CURVE key."""
+    def _resolve(self, deadline: float) -> tuple[str, str | None, bool]:
+        """The endpoint of the rank that serves this simulation, its CURVE key, and
+        whether that key was given (an argument, the environment; else the rendezvous)."""
+        key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
         if self._endpoint is not None:
-            return self._endpoint, self._key
+            return self._endpoint, key, True
         listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
         if listed:
             endpoints = [e.strip() for e in listed.split(",")]
-            return endpoints[self.simulation_id % len(endpoints)], self._key
+            return endpoints[self.simulation_id % len(endpoints)], key, True
         directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
         if not directory:
             raise ValueError(
@@ -249,7 +335,7 @@ class Predictor:
             entry, why = read_serving(directory, self.simulation_id, self.run_id)
             if entry is not None:
                 self._inputs = entry["inputs"]
-                return entry["endpoint"], entry.get("curve_public_key")
+                return entry["endpoint"], entry.get("curve_public_key"), False
             left = deadline - time.monotonic()
             if left <= 0:
                 raise PredictTimeout(f"no serving endpoint in {str(directory)!r}: {why}")

@@ -563,8 +563,9 @@ def rank_of(pid: int) -> int | None:
 @pytest.mark.slow
 @pytest.mark.timeout(420)
 @pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
+@pytest.mark.parametrize("signalled", [1, 0], ids=["rank1", "rank0"])
 def test_sigterm_to_one_of_two_ranks_stops_both_at_one_step_with_one_checkpoint(
-    tmp_path: Path,
+    tmp_path: Path, signalled: int
 ) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
 
@@ -580,8 +581,9 @@ def test_sigterm_to_one_of_two_ranks_stops_both_at_one_step_with_one_checkpoint(
         lines.wait_for(r"^step \d+ \| loss", proc, timeout=180)
         ranks = {rank_of(pid): pid for pid in children(proc.pid)}
         assert set(ranks) >= {0, 1}, ranks
-        # rank 1: not the one that runs the launcher, which learns it from the all-reduce
-        os.kill(ranks[1], signal.SIGTERM)
+        # rank 1: not the one that runs the launcher, which learns it from the all-reduce;
+        # rank 0: the one that runs it, whose notice rank 1 learns from the all-reduce
+        os.kill(ranks[signalled], signal.SIGTERM)
         # accelerate launch reports a failed rank with exit status 1, whatever its code
         assert proc.wait(120) == 1, lines.text[-3000:]
         step = check_preempted_run(out, lines, signal.SIGTERM, ranks=2)

@@ -47,35 +47,39 @@ receiver's checkpointed record has all its data; every other one that had run ru
 again (the receivers' exactly-once dedup drops what they already have).
 
 Every status change goes through `StatusIndex.move` (the ids by status, which `done` and
-`summary` read in O(1)); the losses for an adaptive sampler wait in `PendingLosses`.
+`summary` read in O(1)); the losses for an adaptive sampler wait in `PendingLosses`. The
+record's checkpoint (save, load, reconcile on resume): its base, `StudyRecordState`
+(`study_record_state`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Mapping
 
-from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.launcher.pending_losses import PendingLosses
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.simulation_record import (
     STATUSES,
     SavedStudy,
     SimulationRecord,
-    columns,
-    read_saved,
     records_from,
     records_of,
 )
 from melissa_trainer.launcher.status_index import StatusIndex
-from melissa_trainer.launcher.study_change import past_the_end, settings_of
+from melissa_trainer.launcher.study_record_state import (
+    ACTIVE,
+    ALIVE,
+    STATE_VERSION,
+    StudyRecordState,
+)
 
 __all__ = [
     "ON_FAILURE",
     "STATE_VERSION",
     "STATUSES",
+    "SavedStudy",
     "SimulationRecord",
     "StudyRecord",
     "StudyFailed",
@@ -83,15 +87,8 @@ __all__ = [
     "records_of",
 ]
 
-#: 3: the records as columns (one list per attribute: 10^5 simulations save and load
-#: in a fraction of a second, where one JSON object each took seconds); 2: the states
-#: "complete" and "exited" (version 1 recorded "finished" on exit 0). The migrations of
-#: earlier versions: `common.migrations` ("launcher").
-STATE_VERSION = CURRENT["launcher"]
 #: What happens to a simulation that failed `max_restarts` + 1 times.
 ON_FAILURE = ("redraw", "abandon", "raise")
-_ACTIVE = ("pending", "running", "complete", "exited", "finished", "abandoned")
-_ALIVE = ("running", "complete")  # a process exists
 _WAITED = ("pending", "running", "complete", "exited")  # the study waits for these
 
 
@@ -99,7 +96,7 @@ class StudyFailed(RuntimeError):
     """The study cannot reach its goal (the message says why and lists the failures)."""
 
 
-class StudyRecord:
+class StudyRecord(StudyRecordState):
     """The records of a study and its failure policy (see the module docstring).
 
     Not thread-safe: the launcher serializes every call with its lock.
@@ -157,11 +154,6 @@ class StudyRecord:
         """
         return self._losses.note(self.sampler, self.records, losses)
 
-    def apply_observations(self) -> None:
-        """Give the adaptive sampler the losses `observe` noted since the last call, in
-        the order they were noted (a no-op for a fixed design)."""
-        self._losses.apply(self.sampler, self.records)
-
     def awaiting_data(self) -> int:
         """Simulations whose process ended with their data not all in yet ("exited"):
         they hold a job slot (see `Supervisor.launch_jobs`). O(1)."""
@@ -169,7 +161,7 @@ class StudyRecord:
 
     def work_left(self) -> int:
         """Simulations still to start: queued ones plus those not drawn yet."""
-        undrawn = self.n_simulations - self._index.count(*_ACTIVE)
+        undrawn = self.n_simulations - self._index.count(*ACTIVE)
         return len(self.queue) + max(0, undrawn)
 
     @property
@@ -204,7 +196,7 @@ class StudyRecord:
         "exited" (exit 0, waiting for its data), or the failure policy's outcome (see
         `attempt_failed`)."""
         record = self.records[sid]
-        if record.status not in _ALIVE:
+        if record.status not in ALIVE:
             raise RuntimeError(f"simulation {sid} is {record.status}, not running")
         self._index.stopwatch(record, now)
         record.exit_codes.append(code)
@@ -224,7 +216,7 @@ class StudyRecord:
         """Its process was killed by the launcher's stop (not a failure): pending again,
         or finished if its data was complete."""
         record = self.records[sid]
-        if record.status not in _ALIVE:
+        if record.status not in ALIVE:
             return
         self._index.stopwatch(record, now)
         if record.status == "complete":
@@ -296,9 +288,9 @@ class StudyRecord:
 
     def summary(self, now: float) -> dict[str, float]:
         counts = self.counts()
-        alive = (self.records[sid] for status in _ALIVE for sid in self._index.ids(status))
+        alive = (self.records[sid] for status in ALIVE for sid in self._index.ids(status))
         running_time = sum(now - r.started for r in alive if r.started is not None)
-        undrawn = max(0, self.n_simulations - self._index.count(*_ACTIVE))
+        undrawn = max(0, self.n_simulations - self._index.count(*ACTIVE))
         return {
             "finished": counts["finished"],
             "running": counts["running"] + counts["complete"],
@@ -317,84 +309,3 @@ class StudyRecord:
         if record is None:
             return f"simulation {sid}: not launched by this study"
         return record.describe(sid)
-
-    def state_dict(self) -> dict[str, Any]:
-        """JSON-serializable; the records as columns in id order (see `STATE_VERSION`;
-        `records_of` reads any version back as one object per simulation). The losses
-        `observe` noted are applied first: the sampler's state holds them."""
-        self.apply_observations()
-        return {
-            "version": STATE_VERSION,
-            "sampler": self.sampler.state_dict(),
-            "next_id": self.next_id,
-            "simulations": columns(self.records, self.sampler.names),
-            "redraws": self.redraws,
-            "settings": settings_of(self.sampler, self.n_simulations),  # study_change's
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore; simulations that were running (or complete) are queued to run again;
-        exited and finished ones stay so until `reconcile` says which data is complete.
-
-        Raises:
-            ValueError: an unknown version, or records that do not fit this sampler.
-        """
-        self.load_saved(read_saved(state, self.sampler.names))
-
-    def load_saved(self, saved: SavedStudy) -> None:
-        """`load_state_dict` of a state already read (`read_saved`: a resume reads it
-        once, checks it, then applies it here); its records become this study's.
-
-        Raises:
-            ValueError: the sampler refuses its state.
-            RuntimeError: `saved` was applied already (its records are a study's now).
-        """
-        if saved.applied:
-            raise RuntimeError("this launcher state was applied already: read it again")
-        self.sampler.load_state_dict(saved.sampler)
-        saved.applied = True
-        self._losses.clear()  # losses of the records replaced
-        self.records, self.next_id, self.redraws = saved.records, saved.next_id, saved.redraws
-        for record in self.records.values():
-            if record.status in _ALIVE:  # interrupted: run it again (not a failure)
-                record.status = "pending"
-        self._index.rebuild(self.records)
-        self.queue = deque(sorted(self._index.ids("pending")))
-
-    def reconcile(self, complete: Iterable[int]) -> list[int]:
-        """After `load_state_dict`: `complete` are the ids whose data every receiver has
-        (from their checkpointed records). Those become finished; every other exited or
-        finished simulation is queued to run again. Returns the ids queued again."""
-        complete = set(complete)
-        rerun = []
-        requeued = False
-        for sid, record in self.records.items():
-            status = record.status
-            if sid in complete and status in ("pending", "exited"):
-                requeued |= status == "pending"
-                self._move(sid, "finished")
-            elif sid not in complete and status in ("exited", "finished"):
-                self._move(sid, "pending")
-                rerun.append(sid)
-        if requeued:  # some queued ones are finished after all
-            self.queue = deque(sid for sid in self.queue if self.records[sid].status == "pending")
-        self.queue = deque(sorted([*self.queue, *rerun]))
-        return sorted(rerun)
-
-    def cancel_past_the_end(self) -> list[int]:
-        """A resumed study with fewer simulations than its record (`study_change`):
-        cancel the pending ones past the new end (forgotten: not launched, not counted
-        as failed, their ids not reused). Returns their ids; none in a study that fits."""
-        pending = sorted(self._index.ids("pending"))
-        counted = self._index.count(*_ACTIVE) - len(pending)
-        _, cancelled = past_the_end(pending, counted, self.n_simulations)
-        for sid in cancelled:
-            self._index.forget(sid, self.records.pop(sid))
-        self._losses.discard(cancelled)  # (noted since the load: no record to observe)
-        if cancelled:
-            self.queue = deque(sid for sid in self.queue if sid in self.records)
-        return cancelled
-
-    def _move(self, sid: int, status: str) -> None:
-        """Set the status of `sid` (drawn), keeping the index by status."""
-        self._index.move(sid, self.records[sid], status)

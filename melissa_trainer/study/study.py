@@ -67,12 +67,11 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
-from melissa_trainer.stream.control import send_abandon
-from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
+from melissa_trainer.study.launch import complete_on_every_rank, receiver_notices
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
@@ -178,7 +177,7 @@ class Study(Source):
             return
         if receiver is None:
             raise RuntimeError("Study.on_all_ranks_started() before start()")
-        complete = _complete_on_every_rank(receiver.completed()) if self._resumed else None
+        complete = complete_on_every_rank(receiver.completed()) if self._resumed else None
         if self._rank == 0:
             self._start_launcher(receiver, complete)
 
@@ -191,20 +190,7 @@ class Study(Source):
             self.resume_report = resume_lines(launcher.outcomes(), launcher.n_simulations)
         assert self.stream.config.rendezvous_dir is not None  # (checked at start)
         rendezvous = Path(self.stream.config.rendezvous_dir)
-
-        def tell(simulation_id: int, replaced: bool) -> None:
-            # each rank's own endpoint and CURVE key (the nodes may use different ones)
-            entries = fetch_rendezvous(rendezvous, timeout=60.0)
-            endpoints = [str(e["endpoint"]) for e in entries]
-            keys = [e.get("curve_public_key") for e in entries]
-            send_abandon(endpoints, simulation_id, curve_public_key=keys, replaced=replaced)
-
-        def abandon(simulation_id: int) -> None:
-            tell(simulation_id, replaced=False)
-
-        def redrawn(simulation_id: int) -> None:
-            tell(simulation_id, replaced=True)
-
+        abandon, redrawn = receiver_notices(rendezvous)
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
         launcher.start(
@@ -386,18 +372,3 @@ class Study(Source):
         if rank == 0 and launcher:
             state = dict(state, launcher=launcher)
         return state
-
-
-def _complete_on_every_rank(mine: Sequence[int]) -> set[int]:
-    """The simulations complete on every training rank (a collective when a process
-    group is up: all ranks call it), from each rank's list."""
-    import torch.distributed as dist  # the trainer's process group, if any
-
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return set(mine)
-    gathered: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(gathered, sorted(mine))
-    complete = set(gathered[0])
-    for other in gathered[1:]:
-        complete &= set(other)
-    return complete

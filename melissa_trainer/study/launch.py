@@ -1,0 +1,56 @@
+"""What a study's start joins between its launcher and its receivers, on rank 0 (and,
+on resume, on every rank): the simulations complete on every training rank
+(`complete_on_every_rank`, a collective), and the notices that tell every rank's
+receiver of a simulation given up or redrawn (`receiver_notices`), so that no rank
+waits for it. `Study.on_all_ranks_started` calls both; each is called once per start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from melissa_trainer.stream.control import send_abandon
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+__all__ = ["complete_on_every_rank", "receiver_notices"]
+
+
+def complete_on_every_rank(mine: Sequence[int]) -> set[int]:
+    """The simulations complete on every training rank (a collective when a process
+    group is up: all ranks call it), from each rank's list."""
+    import torch.distributed as dist  # the trainer's process group, if any
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return set(mine)
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, sorted(mine))
+    complete = set(gathered[0])
+    for other in gathered[1:]:
+        complete &= set(other)
+    return complete
+
+
+def receiver_notices(
+    rendezvous: Path,
+) -> tuple[Callable[[int], None], Callable[[int], None]]:
+    """The launcher's `abandon` and `redrawn` callbacks: each sends an ABANDON of the
+    simulation to every rank's receiver (``replaced`` for one redrawn: its replacement
+    is waited for instead), at the endpoints and with the CURVE keys the rendezvous
+    publishes (the nodes may use different ones). Called from the launcher's thread;
+    blocks up to 60 s for the rendezvous."""
+
+    def tell(simulation_id: int, replaced: bool) -> None:
+        entries = fetch_rendezvous(rendezvous, timeout=60.0)
+        endpoints = [str(e["endpoint"]) for e in entries]
+        keys = [e.get("curve_public_key") for e in entries]
+        send_abandon(endpoints, simulation_id, curve_public_key=keys, replaced=replaced)
+
+    def abandon(simulation_id: int) -> None:
+        tell(simulation_id, replaced=False)
+
+    def redrawn(simulation_id: int) -> None:
+        tell(simulation_id, replaced=True)
+
+    return abandon, redrawn

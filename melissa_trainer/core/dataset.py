@@ -16,27 +16,27 @@ buffer lives in this process).
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.numpy import load_file, save_file
 from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
 from melissa_trainer.core.device_buffer import DeviceBlock
+
+# (the pending file's names, imported from here before it was a module of its own)
+from melissa_trainer.core.pending_file import PENDING_ARRAYS as PENDING_ARRAYS
+from melissa_trainer.core.pending_file import PENDING_FILES as PENDING_FILES
+from melissa_trainer.core.pending_file import PENDING_META as PENDING_META
+from melissa_trainer.core.pending_file import RECENT_ARRAYS as RECENT_ARRAYS
+from melissa_trainer.core.pending_file import read_pending as read_pending
+from melissa_trainer.core.pending_file import restore_pending, write_pending
 from melissa_trainer.sources.source import Source
 
-#: the files `StreamDataset.save` writes (the pending batches), in the order a share reads
-PENDING_META = "pending.json"
-PENDING_ARRAYS = "pending.safetensors"
-RECENT_ARRAYS = "recent.safetensors"  # the last batches taken, which `pad` re-serves
-PENDING_FILES = (PENDING_META, PENDING_ARRAYS, RECENT_ARRAYS)
 #: how many of the last batches taken a rank whose data ran out first re-serves (`pad`)
 PAD_BATCHES = 8
 
@@ -335,24 +335,8 @@ class StreamDataset(IterableDataset):
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the pending (taken, untrained) batches to `directory`, and the last
         batches taken (what `pad` would re-serve: a resume pads as the run would)."""
-        path = Path(directory)
-        path.mkdir(parents=True, exist_ok=True)
-        meta: dict[str, Any] = {"batch_size": self.batch_size}
         carried = [self._carry] if self._carry else []  # (after the pending ones, in order)
-        for key, file, batches in (
-            ("fields", PENDING_ARRAYS, [*self._pending, *carried]),
-            ("recent", RECENT_ARRAYS, self._recent),
-        ):
-            arrays: dict[str, np.ndarray] = {}
-            for b, samples in enumerate(batches):
-                for s, sample in enumerate(samples):
-                    for field, value in sample.items():
-                        arrays[f"b{b}/s{s}/{field}"] = _contiguous(value)
-            save_file(arrays, str(path / file))
-            # each sample's fields in their order: a resumed batch is the same dict,
-            # order included
-            meta[key] = [[list(sample) for sample in samples] for samples in batches]
-        (path / PENDING_META).write_text(json.dumps(meta))
+        write_pending(directory, self.batch_size, [*self._pending, *carried], self._recent)
 
     def clear_pending(self) -> None:
         """Forget the pending batches and those `pad` would re-serve (a resume on
@@ -365,50 +349,13 @@ class StreamDataset(IterableDataset):
     def load(self, directory: str | os.PathLike[str]) -> None:
         """Restore the pending batches and the last batches taken, written by `save`
         (replacing any now; a checkpoint written before the latter were kept has none).
-
-        A checkpoint of another batch size (the resumed run's `batch_size` applies):
-        its samples are regrouped in their order into batches of `batch_size`, and those
-        that fill no whole batch are topped up by the next batch taken; of the last
-        batches taken, the newest whole batches are kept."""
-        pending, recent = read_pending(directory), read_pending(directory, "recent")
+        A checkpoint of another batch size: its batches regrouped into batches of
+        `batch_size`, the rest topped up by the next batch taken (`restore_pending`)."""
+        pending, self._carry, recent = restore_pending(directory, self.batch_size)
         self._pending.clear()
+        self._pending.extend(pending)
         self._recent.clear()
-        self._carry = []
-        meta = json.loads((Path(directory) / PENDING_META).read_text())
-        # (a checkpoint that does not say: its batches' size, the largest of them)
-        saved = meta.get("batch_size") or max(map(len, pending + recent), default=0)
-        n = self.batch_size
-        if saved in (0, n):  # as they were: a short batch of an uneven end stays one
-            self._pending.extend(pending)
-            self._recent.extend(recent)
-            return
-        flat = [s for batch in pending for s in batch]
-        whole = len(flat) - len(flat) % n
-        self._pending.extend(_batches(flat[:whole], n))
-        self._carry = flat[whole:]
-        flat = [s for batch in recent for s in batch]
-        self._recent.extend(_batches(flat[len(flat) % n if len(flat) > n else 0 :], n))
-
-
-def read_pending(directory: str | os.PathLike[str], which: str = "fields") -> list[list[Sample]]:
-    """The pending batches `StreamDataset.save` wrote into `directory` (with `which`
-    ``"recent"``: the last batches taken, [] if it wrote none): a list of batches, each a
-    list of samples (each sample's fields in their saved order). Pure: reads the files,
-    touches no dataset (what resharding reads for every old rank).
-    """
-    path = Path(directory)
-    meta = json.loads((path / PENDING_META).read_text())
-    if which not in meta:  # (a checkpoint written before the last batches were kept)
-        return []
-    arrays = load_file(str(path / (PENDING_ARRAYS if which == "fields" else RECENT_ARRAYS)))
-    return [
-        [{f: arrays[f"b{b}/s{s}/{f}"] for f in names} for s, names in enumerate(batch)]
-        for b, batch in enumerate(meta[which])
-    ]
-
-
-def _batches(samples: list[Sample], n: int) -> list[list[Sample]]:
-    return [samples[i : i + n] for i in range(0, len(samples), n)]
+        self._recent.extend(recent)
 
 
 def _host(samples: Sequence[Sample]) -> Sequence[Sample]:

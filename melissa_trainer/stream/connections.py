@@ -161,9 +161,11 @@ class ConnectionWatch:
 
     def _run(self) -> None:
         monitor = self._monitor
-        polled = [(monitor, zmq.POLLIN), (self._wake_r, zmq.POLLIN)]
+        poller = zmq.Poller()  # (made once: this thread's only)
+        poller.register(monitor, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         while not self._stop.is_set():
-            ready = dict(zmq.zmq_poll(polled, _POLL_MS))
+            ready = dict(poller.poll(_POLL_MS))
             if not ready.get(monitor):
                 continue  # the wait's bound, or `close` woke it (the loop then ends)
             event = parse_monitor_message(monitor.recv_multipart())  # (ZeroMQ's, not ours)

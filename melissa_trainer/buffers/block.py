@@ -24,7 +24,7 @@ import numpy as np
 
 from ._common import Sample
 
-__all__ = ["SampleBlock"]
+__all__ = ["BlockViews", "SampleBlock"]
 
 #: at most this many materialized samples share the copy of a block's small rows
 SHARED_ROWS = 64
@@ -71,6 +71,26 @@ def _dicts(keys: list[str], columns: list[list[Any]]) -> list[Sample]:
         for sample, value in zip(out, column, strict=True):
             sample[key] = value
     return out
+
+
+class BlockViews(list[Sample]):
+    """The per-sample views of one block (`SampleBlock.views`), with that `block`: a
+    reader that wants a column of the batch (the trainer's simulation ids, each step)
+    takes it from the block instead of from each sample. `block` is the list's as it was
+    made; a caller that changes the list (it is a plain list otherwise) must not use
+    `block` for it (`column` checks the length only)."""
+
+    __slots__ = ("block",)
+    block: SampleBlock
+
+    def column(self, name: str) -> np.ndarray | None:
+        """The block's array of field `name` (one row per sample, in order: the samples'
+        values, not a copy), or None when the list no longer has the block's length or
+        the block has no such field."""
+        block = self.block
+        if len(self) != len(block):
+            return None
+        return block.fields.get(name)
 
 
 class SampleBlock(Sequence[Sample]):
@@ -226,15 +246,20 @@ class SampleBlock(Sequence[Sample]):
             out += _dicts(keys, columns)
         return out
 
-    def views(self) -> list[Sample]:
+    def views(self) -> BlockViews:
         """The samples as dicts of views of the block's arrays: no copy, and one dict
         and one view per field and sample, against `samples`' copies. Every sample keeps
         the whole block alive: for a block read whole, such as a batch gathered for its
         reader (`ColumnarReservoirBuffer.get_batch`); `samples` gives samples that own
-        their memory. A 1-D column's element is a 0-d array, as in `samples`."""
+        their memory. A 1-D column's element is a 0-d array, as in `samples`. The list
+        keeps this block (`BlockViews.block`)."""
         n = self._n
-        columns = [list(v) if v.ndim > 1 else _elements(v, n) for v in self.fields.values()]
-        return _dicts(list(self.fields), columns) if n else []
+        out = BlockViews()
+        out.block = self
+        if n:
+            columns = [list(v) if v.ndim > 1 else _elements(v, n) for v in self.fields.values()]
+            out += _dicts(list(self.fields), columns)
+        return out
 
     def __repr__(self) -> str:
         shapes = ", ".join(f"{k}: {v.dtype}{list(v.shape[1:])}" for k, v in self.fields.items())

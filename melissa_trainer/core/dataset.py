@@ -26,6 +26,7 @@ import torch
 from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
+from melissa_trainer.buffers.block import BlockViews
 from melissa_trainer.core.device_buffer import DeviceBlock
 
 # (the pending file's names, imported from here before it was a module of its own)
@@ -110,6 +111,11 @@ def simulation_ids(samples: Sequence[Sample]) -> np.ndarray:
     try:
         if isinstance(samples, SampleBlock) and not isinstance(samples, DeviceBlock):
             return np.asarray(samples.fields["simulation_id"], dtype=np.int64).reshape(-1)
+        if type(samples) is BlockViews:  # views of one gathered batch: its column (issue 42:
+            # the trainer reads the ids of every batch; per sample, 64 reads of 0-d arrays)
+            column = samples.column("simulation_id")
+            if column is not None:
+                return np.asarray(column, dtype=np.int64).reshape(-1)
         return np.array([int(s["simulation_id"]) for s in samples], dtype=np.int64)
     except KeyError:
         raise ValueError(

@@ -58,6 +58,7 @@ count of data.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 
@@ -70,7 +71,7 @@ __all__ = ["ConnectionWatch"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-_POLL_MS = 100  # how often the watch looks at its stop flag
+_POLL_MS = 1000  # a bound on the watch's wait (`close` wakes it at once: `_wake_r`)
 
 
 class ConnectionWatch:
@@ -96,6 +97,9 @@ class ConnectionWatch:
         self._closed: list[tuple[int, int]] = []
         self._stop = threading.Event()
         self._monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+        # `close` writes a byte here to wake the thread's poll at once: the wait would
+        # otherwise hold `close` (and the receiver's `stop`) up to `_POLL_MS`
+        self._wake_r, self._wake_w = os.pipe()
         self._thread = threading.Thread(
             target=self._run, name="melissa-receiver-connections", daemon=True
         )
@@ -143,7 +147,10 @@ class ConnectionWatch:
         if self._stop.is_set():
             return
         self._stop.set()
+        os.write(self._wake_w, b"x")
         self._thread.join()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
         try:
             self._socket.disable_monitor()
         except zmq.ZMQError as exc:  # the socket is being closed anyway
@@ -154,9 +161,13 @@ class ConnectionWatch:
 
     def _run(self) -> None:
         monitor = self._monitor
+        poller = zmq.Poller()  # (made once: this thread's only)
+        poller.register(monitor, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
         while not self._stop.is_set():
-            if not monitor.poll(_POLL_MS):
-                continue
+            ready = dict(poller.poll(_POLL_MS))
+            if not ready.get(monitor):
+                continue  # the wait's bound, or `close` woke it (the loop then ends)
             event = parse_monitor_message(monitor.recv_multipart())  # (ZeroMQ's, not ours)
             fd = int(event["value"])  # a DISCONNECTED event's value is the descriptor
             if event["event"] != zmq.EVENT_DISCONNECTED:

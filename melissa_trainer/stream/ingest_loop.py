@@ -106,6 +106,9 @@ class IngestLoop(ABC):
         # Requests from other threads, read by the ingester between messages:
         self._attention = False  # any request pending (the one flag read per message)
         self._stopping = False
+        #: set by `_request_stop`: the thread, idle while pumps come, waits on it rather
+        #: than sleeping, so that `stop` does not wait out its nap (up to `poll_interval`)
+        self._wake = threading.Event()
         self._finish: str | None = None  # "wait" or "now"
         self._snapshot_wanted = False
         self._snapshot: dict[str, Any] | None = None
@@ -170,7 +173,9 @@ class IngestLoop(ABC):
                     with self._lock:
                         self._on_request()
                 if time.monotonic() - self._last_pump < self._takeover:
-                    time.sleep(min(self._takeover / 4, self._poll))  # pumps do the work
+                    # pumps do the work; `stop` wakes this wait (a sleep would hold `stop`
+                    # up to `poll_interval`, at the end of every training run)
+                    self._wake.wait(min(self._takeover / 4, self._poll))
                     continue
                 with self._lock:
                     self._serve(pump=False)
@@ -228,7 +233,7 @@ class IngestLoop(ABC):
         except BaseException as exc:
             logger.error("receiver of rank %d failed: %r", self._rank, exc)
             self._error = exc
-            self._stopping = self._attention = True
+            self._request_stop()
             self._buffer.close()
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(exc)}"
@@ -237,6 +242,12 @@ class IngestLoop(ABC):
             self._feeder.pumping = False
             self._lock.release()
         return True
+
+    def _request_stop(self) -> None:
+        """Ask the ingester to stop (any thread): read between messages, and wakes the
+        thread's idle wait at once."""
+        self._stopping = self._attention = True
+        self._wake.set()
 
     def _closed_under_us(self) -> bool:
         if not self._ended:

@@ -211,7 +211,7 @@ class Receiver(DataPath):
         The rendezvous file is left in place (the next run overwrites it, and a next
         run on fewer ranks removes those of the ranks it lacks: `write_rendezvous`).
         """
-        self._stopping = self._attention = True
+        self._request_stop()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(self._stop_timeout)
             if self._thread.is_alive():

@@ -439,3 +439,26 @@ def test_make_buffer_builds_it_for_a_reservoir_only() -> None:
     bounded = make_buffer(BufferConfig("reservoir", 10, 1), columnar=True, max_row_bytes=8)
     assert bounded._max_row_bytes == 8  # type: ignore[attr-defined]
     assert type(make_buffer(BufferConfig("fifo", 10, 1), columnar=True)).__name__ == "FIFOBuffer"
+
+
+def test_a_batch_s_simulation_ids_from_its_block_equal_the_samples_ids() -> None:
+    """The trainer reads each batch's simulation ids (the loss guard names them): from
+    a columnar read, by the column of the gathered batch (`BlockViews`), not sample by
+    sample. The same ids as sample by sample, in order, batch after batch while puts
+    evict; once the list is changed, read sample by sample again."""
+    from melissa_trainer.buffers.block import BlockViews
+    from melissa_trainer.core.dataset import simulation_ids
+
+    col = ColumnarReservoirBuffer(40, 8, seed=3)
+    rng = np.random.default_rng(3)
+    for r in range(30):
+        col.put_available([_sample(rng, 100 * r + i) for i in range(int(rng.integers(1, 12)))])
+        batch = col.get_batch(int(rng.integers(1, 9)))
+        assert type(batch) is BlockViews
+        per_sample = [int(s["simulation_id"]) for s in batch]
+        assert simulation_ids(batch).tolist() == per_sample
+        assert simulation_ids(list(batch)).tolist() == per_sample  # the plain path
+    batch = col.get_batch(6)
+    ids = [int(s["simulation_id"]) for s in batch]
+    batch.pop(2)  # no longer the block's rows: per sample
+    assert simulation_ids(batch).tolist() == ids[:2] + ids[3:]

@@ -194,3 +194,23 @@ def test_a_close_without_bye_behind_a_full_buffer_still_counts_once_read() -> No
     assert telemetry["connections_lost"] == 1 and not ended
     lost = [w for w in seen.warnings if "closed before its BYE" in w]
     assert len(lost) == 1 and lost[0].startswith("simulation 6 client rank 0"), seen.warnings
+
+
+@pytest.mark.timeout(60)
+def test_close_wakes_the_watch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`close` wakes the watch's thread, which waits on the monitor with a bound
+    (`_POLL_MS`): it waited that bound out before (0.1 s at each receiver's `stop`).
+    With a bound of 10 minutes, a close that does not wake it does not return."""
+    from melissa_trainer.stream import connections
+
+    monkeypatch.setattr(connections, "_POLL_MS", 600_000)
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.bind_to_random_port("tcp://127.0.0.1")
+    watch = connections.ConnectionWatch(sock, LIMIT, lambda: None)
+    closer = threading.Thread(target=watch.close, daemon=True)
+    closer.start()
+    closer.join(30)
+    assert not closer.is_alive()
+    sock.close(linger=0)
+    ctx.term()

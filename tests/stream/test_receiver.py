@@ -1128,6 +1128,27 @@ def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it
     assert [int(x["time_step"]) for x in samples] == list(range(300))
 
 
+@pytest.mark.timeout(60)
+def test_stop_wakes_the_thread_that_naps_while_pumps_come() -> None:
+    """While the reader pumps, the receiver's thread naps between two looks at the
+    pumps (up to `poll_interval`); `stop` wakes it. It slept its nap out before, so
+    `stop` waited up to `poll_interval` (0.1 s by default) at the end of every training
+    run, inside the timed window of issue 42's pinned row. Here the nap (30 s) outlasts
+    `stop`'s bounded wait (5 s): a thread that does not wake is still alive after `stop`."""
+    tuning = ReceiverTuning(poll_interval=30.0, takeover=600.0, stop_timeout=5.0)
+    rec = Receiver(FIFOBuffer(100), tuning=tuning)
+    rec.start()
+    try:
+        with pushes(rec.endpoint) as (s,):
+            rec.pump()  # a pump came: the thread hands the socket over after a message
+            send(s, [P.encode_hello(1, 0, 1, [U])])
+            assert rec.pump(20.0)  # handed over (the lock is free): the thread naps
+    finally:
+        rec.stop()
+    assert rec._thread is not None and not rec._thread.is_alive()
+    assert tel(rec, "messages") == 1
+
+
 @pytest.mark.timeout(30)
 def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
     buf = FIFOBuffer(8)

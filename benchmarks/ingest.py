@@ -61,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import inspect
 import io
 import json
@@ -528,6 +529,11 @@ def run_training(
         process_sample=process,
         hooks=[clock],
     )
+    # every arm starts from a collected heap: the set-up garbage of the runs before
+    # otherwise leaves a full collection due (150-190 ms over ~320k objects), which
+    # lands in whichever timed window allocates fastest (a streamed one: issue 42's
+    # pinned row, docs/measured.md "Fifth round")
+    gc.collect()
     with contextlib.redirect_stdout(io.StringIO()):
         trainer.train()
     if clock.steps != steps:

@@ -215,8 +215,10 @@ def main() -> None:
     opts = p.parse_args()
     if opts.child:
         logging.disable(logging.WARNING)  # (the trainers' end-of-stream lines)
+        from melissa_trainer.common.json_output import to_json
+
         spec = json.loads(opts.child)
-        print(json.dumps(duel(spec["steps"], spec["seed"])))
+        print(to_json(duel(spec["steps"], spec["seed"])))
         return
     rounds, steps = (1, 4 * PERIOD) if opts.quick else (opts.rounds, opts.steps)
     baseline = opts.baseline.resolve() if opts.baseline else None

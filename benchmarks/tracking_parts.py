@@ -10,9 +10,13 @@ step makes, the first tenth of the run left out; the mean printed beside):
 
 - **losses**: the per-sample losses of the step's outputs, as the trainer's step makes
   them when only the tracker listens: a code with `deferred_sample_losses` defers them
-  (keeps the outputs and targets; they are computed in the reduction), one with
-  `step_sample_losses` only computes them, a baseline without either computes
-  ``per_sample_losses`` of the detached outputs under ``torch.no_grad``;
+  (keeps the elementwise losses; their mean per sample is taken in the reduction), one
+  with `step_sample_losses` only computes them, a baseline without either computes
+  ``per_sample_losses`` of the detached outputs under ``torch.no_grad``. A code with
+  `fused_mse_loss` (issue 46's eighth round) computes them with the step's own loss, one
+  elementwise operator for both, whose cost is the difference of two losses and their
+  backward passes, not a call of its own: `tracking_step.py` measures it in the whole
+  step; here such a code's `deferred_sample_losses` is timed, as before it;
 - **record**: `SimulationLosses.record` of those losses and the batch's ids;
 - **reduce**: `SimulationLosses.reduce`, every 20 steps (per step: its CPU / 20), which
   computes the deferred losses of its period first;
@@ -28,7 +32,8 @@ Both codes share one process, so a busy machine slows both
 alike; the first of the two calls of a step finds colder caches, hence the random
 order. Figures: each part's CPU per step and the four together, medians over the
 runs. Not measured here: the sampler (`surrogate_cost.py` prints
-its CPU per study) and the hook dispatch (the same code in both).
+its CPU per study) and the hand-over of the losses to the tracker (the hook dispatch;
+`tracking_step.py` measures the whole tracked step).
 
     # the baseline: another checkout's package, e.g. main's
     git archive main melissa_trainer | tar -x -C /tmp/base

@@ -195,6 +195,20 @@ class AcceleratedStep:
             self.lr_scheduler.step()
 
 
+def unit_loss_gradient(accelerator: Accelerator) -> bool:
+    """Whether the step's backward seeds each micro-batch's loss with a gradient of
+    exactly 1, whichever `TrainStep` runs: no gradient accumulation (both steps divide
+    the loss by its steps, Accelerate even by 1, which is exact), no grad scaler (it
+    multiplies the loss), not DeepSpeed (which scales the loss its own way). What a
+    loss computed another way needs to give the same gradient bits
+    (`sample_losses.fused_mse_loss`)."""
+    return (
+        accelerator.gradient_accumulation_steps == 1
+        and accelerator.scaler is None
+        and accelerator.distributed_type != DistributedType.DEEPSPEED
+    )
+
+
 def make_train_step(
     accelerator: Accelerator,
     model: torch.nn.Module,

@@ -152,16 +152,23 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         self._period.place(device)
 
     def record(
-        self, simulation_ids: np.ndarray, losses: torch.Tensor | DeferredSampleLosses
+        self, simulation_ids: np.ndarray | None, losses: torch.Tensor | DeferredSampleLosses
     ) -> None:
         """Keep one micro-batch's per-sample `losses` (shape ``[n]``, or deferred: computed
         later, `melissa_trainer.core.period_losses`) of the samples of `simulation_ids`
         (``[n]``), until the next `reduce`. No host sync.
 
         Raises:
-            ValueError: the shapes differ (a `process_batch` or `compute_sample_losses`
-                that does not keep one row per sample, in order).
+            ValueError: no ids (the samples carry no ``simulation_id``: None), or the
+                shapes differ (a `process_batch` or `compute_sample_losses` that does
+                not keep one row per sample, in order).
         """
+        if simulation_ids is None:
+            raise ValueError(
+                "per-simulation losses need a 'simulation_id' field in every sample, which "
+                "the stream's receiver adds and this source's samples lack: add it, or set "
+                "simulation_loss_steps=0"
+            )
         n = len(simulation_ids)
         if isinstance(losses, DeferredSampleLosses):
             if losses.elementwise.shape[0] != n:

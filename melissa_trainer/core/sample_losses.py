@@ -19,6 +19,18 @@ losses' cost, paid in cold caches at every step (issue 46, docs/measured.md's si
 round). Not on other devices: a GPU's reduction kernels may split rows differently by
 the number of rows (not tested bit for bit there: the mean is taken per step).
 
+Fused (`fused_mse_loss`, issue 46's eighth round): where the step's backward seeds its
+loss with a gradient of exactly 1 (no accumulation division, no loss scaling: the trainer
+says so), the default loss's step computes the elementwise losses once, with autograd, and
+derives both from them: the step's loss is their sum divided by their number, which is what
+``mse_loss(outputs, targets)`` computes (ATen's ``mse_loss`` with reduction mean: the same
+elementwise operator into a temporary, then ``mean``, on the CPU a sum and a division), and
+its gradient is the same bits too (mean's backward multiplies by ``2 / n``, rounded from
+float64; here ``2 * d`` times float's ``1 / n``: the same value for every n up to 2**24,
+checked exhaustively by a test, and float64's alike); the per-sample losses are their
+detached rows. One elementwise operator a step instead of two. On the CPU, for float32 and
+float64 outputs and targets of one shape; elsewhere the paths above.
+
 Nothing here knows what the losses are for: the `SimulationLossTracker` hook sums them
 per simulation (`melissa_trainer.core.loss_per_simulation`), a user hook may do anything else.
 """
@@ -34,8 +46,10 @@ __all__ = [
     "DeferredSampleLosses",
     "check_loss_overrides",
     "deferred_sample_losses",
+    "fused_mse_loss",
     "losses_of",
     "per_sample_losses",
+    "sample_losses_of",
     "step_sample_losses",
 ]
 
@@ -44,6 +58,10 @@ __all__ = [
 #: a test checks the operator gives the functional's values)
 _MSE_OPERATOR: Any = getattr(getattr(torch.ops.aten, "mse_loss", None), "default", None)
 _NO_REDUCTION = 0
+#: the most elements of a micro-batch's outputs `fused_mse_loss` takes: the range where its
+#: gradient is checked equal to mean's (module docstring), and where float32 holds the count
+FUSED_MAX_ELEMENTS = 2**24
+_FUSED_DTYPES = (torch.float32, torch.float64)
 
 
 def check_loss_overrides(trainer_type: type, base: type) -> None:
@@ -163,12 +181,56 @@ def deferred_sample_losses(
     if not _is_plain_mse(loss_fn, detached, targets):
         with torch.no_grad():
             return per_sample_losses(loss_fn, detached, targets)
-    elementwise = _MSE_OPERATOR(detached, targets, _NO_REDUCTION)
+    return sample_losses_of(_MSE_OPERATOR(detached, targets, _NO_REDUCTION), defer=True)
+
+
+def sample_losses_of(elementwise: torch.Tensor, defer: bool) -> torch.Tensor | DeferredSampleLosses:
+    """The per-sample losses of the default loss's `elementwise` losses (detached; first
+    dimension the samples): their mean per sample, or with `defer` that mean deferred
+    (`DeferredSampleLosses`) where `losses_of` gives the same bits: on the CPU, samples of
+    at least one value each, a contiguous tensor."""
     # (one row a sample already: nothing to average; a strided layout, which the mean
     # might reduce in another order, or another device: the mean now)
-    if elementwise.dim() > 1 and elementwise.is_cpu and elementwise.is_contiguous():
+    if defer and elementwise.dim() > 1 and elementwise.is_cpu and elementwise.is_contiguous():
         return DeferredSampleLosses(elementwise)
     return _per_sample_means(elementwise)
+
+
+def fused_mse_loss(
+    loss_fn: Any, outputs: torch.Tensor, targets: Any
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A step's loss ``loss_fn(outputs, targets)`` and its elementwise losses (detached)
+    from one elementwise operator (module docstring), or None where that is not
+    established: a loss other than the default one, other tensors than plain CPU ones of
+    one shape and one dtype (float32 or float64), targets that require a gradient, no
+    elements or more than `FUSED_MAX_ELEMENTS`.
+
+    The loss is the same bits as ``loss_fn(outputs, targets)``, and so is its gradient
+    when its backward is seeded with exactly 1 (``loss.backward()``; not divided for
+    gradient accumulation, not scaled): the caller's condition (the trainer's
+    `TrainerLosses._choose_loss`). Outputs and targets equal in magnitude beyond float's
+    range aside (a difference above 2**127, whose squared loss is infinite already).
+    """
+    if (
+        loss_fn is not torch.nn.functional.mse_loss
+        or _MSE_OPERATOR is None
+        or type(outputs) is not torch.Tensor
+        or type(targets) is not torch.Tensor
+        or targets.requires_grad
+        or outputs.dtype not in _FUSED_DTYPES
+        or targets.dtype != outputs.dtype
+        or not outputs.is_cpu
+        or not targets.is_cpu
+        or outputs.shape != targets.shape
+    ):
+        return None
+    n = outputs.numel()
+    if n == 0 or n > FUSED_MAX_ELEMENTS:
+        return None
+    elementwise = _MSE_OPERATOR(outputs, targets, _NO_REDUCTION)
+    # (sum, then a division by the count as mean_out does on the CPU; not `mean()`, whose
+    # backward would make a full tensor of 1 / n: this one's stays a broadcast scalar)
+    return elementwise.sum() / n, elementwise.detach()
 
 
 def losses_of(deferred: Sequence[DeferredSampleLosses]) -> torch.Tensor:

@@ -3,7 +3,9 @@
 The trainer knows nothing of simulations: when a hook overrides `on_sample_losses`, it
 fires SAMPLE_LOSSES after each micro-batch's backward with the per-sample losses
 (detached, on the device) and the samples' ``simulation_id``. This hook keeps them in
-a `SimulationLosses` (still on the device: no host sync per step) and, every `steps`
+a `SimulationLosses` (still on the device: no host sync per step; when trackers alone
+listen, the trainer calls their `SimulationLosses.record` itself, all this hook's
+`on_sample_losses` does, without the event) and, every `steps`
 steps, in its STEP_END (fired on every rank at the same step), reduces them over ranks
 (a collective) and fires SIMULATION_LOSSES with the simulations that changed, which
 every hook sees (a `Study` with an adaptive sampler feeds them to its launcher).
@@ -84,18 +86,13 @@ class SimulationLossTracker(Hook):
         trainer passes them deferred (its outputs and targets, computed at the
         reduction: the same values) when every hook listening to SAMPLE_LOSSES is a
         tracker whose `on_sample_losses` is this one (a subclass overriding it gets
-        tensors).
+        tensors); the trainer then calls `self.losses.record` itself, all this does
+        (`TrainerLosses._choose_loss`), without the event.
 
         Raises:
             ValueError: the samples carry no ``simulation_id``, or the losses are not
                 one per sample (`SimulationLosses.record`).
         """
-        if simulation_ids is None:
-            raise ValueError(
-                "per-simulation losses need a 'simulation_id' field in every sample, which "
-                "the stream's receiver adds and this source's samples lack: add it, or set "
-                "simulation_loss_steps=0"
-            )
         self.losses.record(simulation_ids, losses)
 
     def on_step_end(

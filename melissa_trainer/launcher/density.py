@@ -35,6 +35,7 @@ how densely each parameter's range is covered:
   parameters the worst held-out simulations were at extreme temperature contrasts
   with fast diffusion), elsewhere the design's marginal is kept. This one departs
   from one point per stratum (a draw's marginal depends on its hardness).
+  `melissa_trainer.launcher.density_contrast` holds it.
 
 Cost per draw: O(observations x grid) for the densities of the warped parameters only
 (a parameter without `evidence` weighs 0 and is not computed; docs/measured.md, issue
@@ -54,6 +55,13 @@ import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.launcher.adaptive import AdaptiveSampler, Observation
+from melissa_trainer.launcher.density_contrast import (
+    CONTRAST,
+    CONTRAST_FROM,
+    contrast_for,
+    hardness,
+    sharpen,
+)
 from melissa_trainer.launcher.density_warp import (
     GRID,
     UNIT_GRID,
@@ -67,7 +75,8 @@ from melissa_trainer.launcher.density_warp import (
 from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.sampler_base import Bounds, bounded_number
 
-# (the density functions are `density_warp`'s; named here too, their import path before)
+# (the density functions are `density_warp`'s, the contrast's `density_contrast`'s; named
+# here too, their import path before)
 __all__ = [
     "CONTRAST",
     "CONTRAST_FROM",
@@ -84,26 +93,6 @@ __all__ = [
 #: the `edge` of a state saved before `edge` was checked on load (states without it):
 #: the default it has had since the sampler was written (`DensitySampler._refuse_other`)
 EDGE_BEFORE_CHECKED = 0.7
-#: `contrast` "auto": this value from `CONTRAST_FROM` varying parameters on (chosen on the
-#: 12-parameter study's tuning seeds, docs/measured.md, issue 46's fourth round); below,
-#: none (at 6 parameters, tuning seeds, it cost the mean and did not move the max)
-CONTRAST, CONTRAST_FROM = 0.25, 7
-
-
-def contrast_for(option: float | str | None, varying: int) -> float | None:
-    """The `contrast` a `DensitySampler` with `varying` varying parameters uses for
-    `option` ("auto", None or a number in (0, 10]).
-
-    Raises:
-        ValueError: another string, or a number out of range (the message names it).
-    """
-    if option == "auto":
-        return CONTRAST if varying >= CONTRAST_FROM else None
-    if option is None:
-        return None
-    if isinstance(option, str):
-        raise ValueError(f"contrast={option!r}: use 'auto', None or a number in (0, 10]")
-    return bounded_number("contrast", option, 0.0, 10.0, low_open=True)
 
 
 class DensitySampler(AdaptiveSampler):
@@ -280,35 +269,9 @@ class DensitySampler(AdaptiveSampler):
 
     def hardness(self, unit: np.ndarray) -> float:
         """How deep `unit` (a point of the unit cube over every parameter) lies in the
-        high-loss region of the current warp: over the warped parameters, the least of
-        the high-loss density at its coordinate over that density's peak, in [0, 1]
-        (0 where no parameter is warped). Valid after `warp`."""
-        columns = self._columns
-        levels = []
-        for c, d in zip(columns, self._hard, strict=True):
-            if d is not None and (peak := d.max()) > 0:
-                levels.append(float(np.interp(unit[c], UNIT_GRID, d) / peak))
-        return min(levels) if levels else 0.0
-
-    def _sharpen(self, unit: np.ndarray, latent: np.ndarray) -> None:
-        """`contrast`: the parameters the loss warp leaves alone, of a draw inside the
-        high-loss region (`hardness` h), through Beta(e, e) with ``e = edge^(1 - h) x
-        contrast^h`` instead of Beta(edge, edge): where the loss is high, the draws go
-        nearer the bounds of the other parameters (the largest contrasts between them,
-        where a surrogate extrapolates), elsewhere the design's marginal is kept."""
-        # Beta(e, e)'s inverse distribution function, scipy's `betaincinv`: the same
-        # values as `scipy.stats.beta.ppf` (both Boost's ibeta_inv; a test compares them)
-        # without its argument checks, which cost about 0.2 ms a draw (issue 46)
-        from scipy.special import betaincinv  # scipy: already the samplers' (qmc)
-
-        assert self.contrast is not None
-        h = self.hardness(unit)
-        if h <= 0.0:
-            return
-        e = self.edge ** (1.0 - h) * self.contrast**h
-        columns = self._columns
-        free = np.array([d is None for d in self._hard])
-        unit[columns[free]] = betaincinv(e, e, latent[free])
+        high-loss region of the current warp (`density_contrast.hardness`). Valid after
+        `warp`."""
+        return hardness(unit, self._columns, self._hard)
 
     def _loss_warped(self) -> bool:
         return self.share > 0.0 and len(self._observed) >= self.min_observations
@@ -338,7 +301,7 @@ class DensitySampler(AdaptiveSampler):
                 if not done:
                     unit[column] = float(np.interp(unit[column], cdf, grid))
             if self.contrast is not None:
-                self._sharpen(unit, latent)
+                sharpen(unit, latent, self._columns, self._hard, self.edge, self.contrast)
         if self._loss_warped():
             self.warped += 1
         self._drawn.append(unit[columns].tolist())  # (float64 -> float: the same values)

@@ -363,7 +363,12 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             sample_losses = self._sample_losses
             if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
                 self._sample_losses = None
-                hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
+                sinks = self._sample_loss_sinks
+                if sinks is None:
+                    hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
+                else:  # only the library's trackers listen: what they would do (`_choose_loss`)
+                    for record in sinks:
+                        record(ids, sample_losses)
             hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
             if stager is not None and k + 1 < micro:
                 stager.stage()  # this step's next micro-batch, while the GPU runs this one

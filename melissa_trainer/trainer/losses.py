@@ -17,14 +17,16 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 
-from melissa_trainer.core.accelerated import TrainStep
+from melissa_trainer.core.accelerated import TrainStep, unit_loss_gradient
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.sample_losses import (
     DeferredSampleLosses,
     check_loss_overrides,
     deferred_sample_losses,
+    fused_mse_loss,
     per_sample_losses,
+    sample_losses_of,
     step_sample_losses,
 )
 from melissa_trainer.hooks import Event, Hook, HookList, SimulationLossTracker
@@ -46,6 +48,13 @@ class TrainerLosses:
     #: deferred when only the library's trackers listen (`_defer_sample_losses`)
     _sample_losses: torch.Tensor | DeferredSampleLosses | None
     _defer_sample_losses: bool = False
+    #: neither loss overridden: the default loss's paths (`_sample_loss_mean`)
+    _default_losses: bool = True
+    #: the step's backward seeds the loss with exactly 1 (`fused_mse_loss`'s condition)
+    _fuse_losses: bool = False
+    #: where SAMPLE_LOSSES goes when only the library's trackers listen: each one's
+    #: `SimulationLosses.record`, called by the loop instead of the event (None: the event)
+    _sample_loss_sinks: list[Callable[[Any, Any], None]] | None = None
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
@@ -71,17 +80,34 @@ class TrainerLosses:
         """The step's loss: the mean of `compute_sample_losses`, kept for SAMPLE_LOSSES,
         when some hook listens to that event (it then also needs the batches'
         simulation ids), else `compute_loss`. Raises TypeError as
-        `check_loss_overrides`."""
+        `check_loss_overrides`.
+
+        When every listener is a `SimulationLossTracker` as the library wrote it, the
+        losses go deferred (computed with the period's others, the same values) straight
+        to each one's `SimulationLosses.record`, which is all its `on_sample_losses` does
+        (the loop calls them instead of firing the event: issue 46, the cost on the
+        step). Chosen at each `train()`, as the listeners."""
         wanted = self.hooks.listens(Event.SAMPLE_LOSSES)
         if wanted:
             check_loss_overrides(type(self), TrainerLosses)
-        # every listener a `SimulationLossTracker` as the library wrote it: it takes the
-        # losses deferred (computed with the period's others, the same values)
-        self._defer_sample_losses = wanted and all(
-            type(h).on_sample_losses is SimulationLossTracker.on_sample_losses
-            for h in self.hooks.hooks
-            if type(h).on_sample_losses is not Hook.on_sample_losses
+        listeners = [
+            h for h in self.hooks.hooks if type(h).on_sample_losses is not Hook.on_sample_losses
+        ]
+        trackers = [
+            h
+            for h in listeners
+            if isinstance(h, SimulationLossTracker)
+            and type(h).on_sample_losses is SimulationLossTracker.on_sample_losses
+        ]
+        trackers_only = wanted and len(trackers) == len(listeners)
+        self._defer_sample_losses = trackers_only
+        self._sample_loss_sinks = [t.losses.record for t in trackers] if trackers_only else None
+        cls = type(self)
+        self._default_losses = (
+            cls.compute_sample_losses is TrainerLosses.compute_sample_losses
+            and cls.compute_loss is TrainerLosses.compute_loss
         )
+        self._fuse_losses = unit_loss_gradient(self.accelerator)
         self.dataset.track_simulation_ids = wanted
         self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
 
@@ -91,15 +117,18 @@ class TrainerLosses:
         the step's loss is `loss_fn(outputs, targets)`, as without the event (the same
         training, bit for bit), and the per-sample losses come from the same outputs
         without autograd (no backward node: issue 46, their cost on the step), deferred
-        where only trackers listen (`deferred_sample_losses`); else the mean of
+        where only trackers listen (`deferred_sample_losses`); for the default loss on
+        the CPU with a backward seeded with 1, both from one elementwise operator
+        (`fused_mse_loss`: the same loss and gradient bits). Else the mean of
         `compute_sample_losses`."""
-        cls = type(self)
-        if (
-            cls.compute_sample_losses is TrainerLosses.compute_sample_losses
-            and cls.compute_loss is TrainerLosses.compute_loss
-        ):
+        if self._default_losses:
             inputs, targets = _inputs_targets(batch, "compute_sample_losses")
             outputs = model(inputs)
+            if self._fuse_losses:
+                fused = fused_mse_loss(self.loss_fn, outputs, targets)
+                if fused is not None:
+                    self._sample_losses = sample_losses_of(fused[1], self._defer_sample_losses)
+                    return fused[0]
             self._sample_losses = (
                 deferred_sample_losses(self.loss_fn, outputs, targets)
                 if self._defer_sample_losses

@@ -293,6 +293,22 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--resume_from_checkpoint lates` is a usage error (exit status 2, one line naming
+    the field and 'latest'), before the validation set is solved or anything is written:
+    it was a FileNotFoundError traceback from `train()` (the user trial)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--resume_from_checkpoint", "lates"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "resume_from_checkpoint='lates' is not a directory (did you mean 'latest'?)" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "outputs").exists()
+
+
 def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -47,7 +47,7 @@ def startup_allowance(launcher: Launcher) -> str:
     return (
         f"a simulation that sends nothing for {tuning.startup_timeout:g} s is killed as "
         f"hung and restarted: raise LauncherTuning(startup_timeout=...) for a slower "
-        f"start-up"
+        f"start-up, and the stream's ReceiverConfig(stall_timeout=...) with it"
     )
 
 
@@ -94,9 +94,11 @@ class FirstDataNotice:
                 "no data yet, %.0f s after the first workers were started (worker mode): "
                 "%d workers started, %d simulations taken and running, %d restarted so far; "
                 "training waits for their first samples. A worker's start-up (imports, JIT "
-                "compilation, reading a mesh) counts here and is not timed: the launcher "
-                "times a simulation once a worker has taken it (next_simulation()). Their "
-                "output: the launcher's log_dir (%s by default). Said once per study.",
+                "compilation, reading a mesh) counts here and the launcher does not time it "
+                "(it times a simulation once a worker has taken it, next_simulation()); "
+                "the stream's ReceiverConfig(stall_timeout=...) bounds a wait with no "
+                "message at all. Their output: the launcher's log_dir (%s by default). "
+                "Said once per study.",
                 waited,
                 launcher.jobs_alive(),
                 summary["running"],

@@ -329,6 +329,30 @@ def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(
     assert not (tmp_path / "outputs").exists()
 
 
+def test_a_longer_startup_timeout_raises_the_streams_stall_timeout_too(tmp_path: Path) -> None:
+    """`--startup_timeout 1800` (the how-to's fix for a slow start-up) was useless past
+    600 s: with no message from any simulation for the stream's stall_timeout (600 s
+    by default), the receiver stops the study with a StallError before the launcher's
+    allowance runs out (the user trial, scaled down: startup_timeout 60, stall_timeout
+    8, a 20 s start-up stopped at 8 s). The examples now give the stream at least the
+    launcher's allowance; the default stays 600."""
+    import study_common
+
+    from melissa_trainer.stream.receiver_config import STALL_TIMEOUT
+
+    def stall(**flags: float) -> float | None:
+        opts = train.FlowArgs(**flags)  # type: ignore[arg-type]
+        _, source = study_common.study_source(
+            opts, ["solver.py"], solver.PARAMETER_BOUNDS, seed=0,
+            rendezvous=tmp_path / "rendezvous", fields={"x": ((2,), "float32")},
+        )  # fmt: skip
+        return source.stream.config.stall_timeout  # type: ignore[attr-defined,no-any-return]
+
+    assert stall() == STALL_TIMEOUT == 600.0
+    assert stall(startup_timeout=1800.0) == 1800.0
+    assert stall(startup_timeout=60.0) == STALL_TIMEOUT  # never lower than the default
+
+
 def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -325,6 +325,7 @@ def test_training_that_waits_for_a_slow_start_up_says_so_once(
     assert "2 running" in notice and "training waits for their first samples" in notice
     assert "sends nothing for 600 s is killed as hung" in notice
     assert "startup_timeout" in notice and str(tmp_path / "out" / "study" / "logs") in notice
+    assert "ReceiverConfig(stall_timeout=...) with it" in notice  # both bound a start-up
 
 
 SLOW_WORKER = r"""
@@ -392,6 +393,7 @@ def test_the_notice_in_worker_mode_counts_workers_and_does_not_promise_a_timeout
     assert sorted(seen) == [(s, t) for s in range(3) for t in range(3)]
     (notice,) = [r.getMessage() for r in caplog.records if "no data yet" in r.getMessage()]
     assert "(worker mode): 2 workers started, 0 simulations taken and running" in notice, notice
-    assert "not timed" in notice and "killed as hung" not in notice, notice
+    assert "the launcher does not time it" in notice and "killed as hung" not in notice
+    assert "stall_timeout" in notice, notice
     assert "startup_timeout" not in notice, notice
     assert str(tmp_path / "out" / "study" / "logs") in notice

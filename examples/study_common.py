@@ -34,6 +34,7 @@ from melissa_trainer import (
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.study_change import StudyChanged
+from melissa_trainer.stream.receiver_config import STALL_TIMEOUT
 from melissa_trainer.trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
@@ -78,7 +79,8 @@ class StudyArgs:
     startup_timeout: float = field(
         default=600.0,
         metadata={"help": "with the derived timeout: seconds a solver may take to send its "
-                  "first message (imports, set-up, first step) before it is killed as hung"},
+                  "first message (imports, set-up, first step) before it is killed as hung "
+                  "(the stream waits at least as long for a first message)"},
     )  # fmt: skip
     bind: str = field(
         default="tcp://127.0.0.1:*",
@@ -281,7 +283,13 @@ def study_source(
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
     )
     config = ReceiverConfig(
-        rendezvous_dir=rendezvous, bind=opts.bind, fields=fields, nonfinite=opts.nonfinite
+        rendezvous_dir=rendezvous,
+        bind=opts.bind,
+        fields=fields,
+        nonfinite=opts.nonfinite,
+        # the receiver stops a study that sent nothing for stall_timeout s: never before
+        # the launcher's allowance for a start-up (--startup_timeout would not help else)
+        stall_timeout=max(STALL_TIMEOUT, opts.startup_timeout),
     )
     stream = StreamSource(config)
     return launcher, Study(launcher, stream)

@@ -23,12 +23,14 @@ TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timing
 from `../study_common.py`, shared with the other study examples.
 
     python examples/navier_stokes/train.py                    # 64^2: ~100 CPU-s, 2.5 min on 2 cores
-    accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py
+    accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py \\
+        --output_dir outputs/navier_stokes_2ranks             # each run its own folder
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
         --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\
-        --buffer_device accelerator --buffer_size 5120      # on a GPU
-    python examples/navier_stokes/train.py --model unet       # the U-Net instead
-    python examples/navier_stokes/train.py --json             # last line: a JSON summary
+        --buffer_device accelerator --buffer_size 5120 --watermark 256 \\
+        --output_dir outputs/navier_stokes_256                # on a GPU
+    python examples/navier_stokes/train.py --model unet --output_dir outputs/ns_unet
+    python examples/navier_stokes/train.py --json --output_dir outputs/ns_json
 
 Errors are mean squared errors of the vorticity, over every grid point of every time
 step of the validation simulations.

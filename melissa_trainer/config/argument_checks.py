@@ -3,13 +3,15 @@ with the field, its value and the fix (`argument_values.checked_values` collects
 `TrainingArguments.__post_init__` raises them as one `ConfigError`), and the choices
 each field allows.
 
-Pure functions of the fields' converted values: no I/O but `directory_problem`'s look at
-the file system, no state. The buffer's own rules are `BufferConfig`'s
+Pure functions of the fields' converted values: no I/O but `directory_problem`'s and
+`resume_problem`'s looks at the file system, no state. The buffer's own rules are `BufferConfig`'s
 (`buffers.config.config_problems`), applied here under `TrainingArguments`' names.
 """
 
 from __future__ import annotations
 
+import difflib
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -85,6 +87,10 @@ def argument_problems(
         problem = directory_problem(name, value) if ok(name) and value else None
         if problem is not None:
             p.append(problem)
+    if ok("resume_from_checkpoint", "output_dir"):
+        problem = resume_problem(values["resume_from_checkpoint"], values["output_dir"])
+        if problem is not None:
+            p.append(problem)
     if values["overwrite_output_dir"] is True and values["resume_from_checkpoint"] is not None:
         p.append(
             f"overwrite_output_dir=True with resume_from_checkpoint="
@@ -136,3 +142,20 @@ def argument_problems(
         )
     )
     return p
+
+
+def resume_problem(resume: str | None, output_dir: str) -> str | None:
+    """None unless `resume` (`resume_from_checkpoint`) is a path that is not a directory:
+    a typo ('lates', a step that was never saved) is then named with the fix when the
+    arguments are made, before a model, a validation set or a trainer is built (the
+    trainer's own check, that the directory is a checkpoint, comes at `train()`).
+    ``"latest"`` and an empty value (refused above) are no path. Reads the file system."""
+    if resume is None or not resume.strip() or resume == "latest" or os.path.isdir(resume):
+        return None
+    hint = " (did you mean 'latest'?)" if difflib.get_close_matches(resume, ["latest"]) else ""
+    checkpoints = os.path.join(output_dir, "checkpoints")
+    return (
+        f"resume_from_checkpoint={resume!r} is not a directory{hint}: give 'latest' (the "
+        f"newest checkpoint under {checkpoints}, or a fresh start when there is none) or "
+        f"a checkpoint's directory ({os.path.join(checkpoints, 'checkpoint-STEP')})"
+    )

@@ -1,13 +1,14 @@
 """`LauncherRecord`: the study's record as a `Launcher` shows it, a base class of
 `Launcher`.
 
-What any thread may read of a running study (`done`, `summary`, `failures`, `outcomes`,
-`describe`), the losses that steer an adaptive sampler (`observe`), and the launcher's
-part of a checkpoint: its record saved (`state_dict`), and a saved one checked and
-applied before the study starts (`check_resume`, `load_state_dict` / `resume`,
-`reconcile`). Each reads or changes the `StudyRecord` under the launcher's lock, the
-one the supervisor holds for its bookkeeping (never while it waits on a job); none
-starts, waits on or kills a job.
+What any thread may read of a running study (`done`, `summary`, `jobs_alive`,
+`failures`, `outcomes`, `describe`), the losses that steer an adaptive sampler
+(`observe`), and the launcher's part of a checkpoint: its record saved (`state_dict`),
+and a saved one checked and applied before the study starts (`check_resume`,
+`load_state_dict` / `resume`, `reconcile`). Each reads or changes the `StudyRecord`
+under the launcher's lock, the one the supervisor holds for its bookkeeping (never while
+it waits on a job; `jobs_alive` counts the supervisor's jobs without it); none starts,
+waits on or kills a job.
 
 `launcher.Launcher` sets the attributes declared here and runs the supervisor's thread.
 """
@@ -70,6 +71,13 @@ class LauncherRecord:
             0.0 if supervisor is None else supervisor.advice.startup_seconds
         )
         return summary
+
+    def jobs_alive(self) -> int:
+        """The jobs started and not yet seen to end: simulations, or in worker mode the
+        workers, whether or not they have taken a simulation (0 before `start`). Any
+        thread: read without the lock, a moment's figure for messages."""
+        supervisor = self._supervisor
+        return 0 if supervisor is None else len(supervisor.jobs)
 
     def failures(self) -> str:
         """The study's failures as text: each failed simulation, its exit codes and the

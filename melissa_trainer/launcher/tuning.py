@@ -55,7 +55,9 @@ class LauncherTuning:
         startup_timeout: ``"auto"``'s least allowance before a simulation's first
             message (imports, set-up, its first step); default 600 s, the stream's
             `stall_timeout`. None: no bound before the first message (jobs that wait in
-            a batch queue: raise it or use None).
+            a batch queue: raise it or use None). Under a `Study`, raise the stream's
+            `ReceiverConfig.stall_timeout` with it: while no simulation has sent
+            anything, the receiver stops the study after `stall_timeout` seconds.
         max_restarts: restarts of one simulation id (same parameters) before
             `on_failure` applies; default 2.
         on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:

@@ -6,7 +6,9 @@ no step to show: the progress bar stays at ``0step`` and the run looks hung. Aft
 `FIRST_DATA_NOTICE` seconds of waiting with no sample received since the simulations
 were started, rank 0 says once (a WARNING, which Python prints without any logging set
 up) that it waits, how many simulations run, and how long a simulation may stay silent
-before the launcher kills it as hung (`LauncherTuning.startup_timeout`). When the notice
+before the launcher kills it as hung (`LauncherTuning.startup_timeout`); in worker mode,
+how many workers were started and that their start-up is not timed (the launcher times
+a worker's simulation once taken: `melissa_trainer.launcher.worker_mode`). When the notice
 is due is `melissa_trainer.sources.first_data`'s (`FirstDataWait`, which a `StreamSource`
 in external mode uses for its own notice; a study turns that one off).
 
@@ -45,7 +47,7 @@ def startup_allowance(launcher: Launcher) -> str:
     return (
         f"a simulation that sends nothing for {tuning.startup_timeout:g} s is killed as "
         f"hung and restarted: raise LauncherTuning(startup_timeout=...) for a slower "
-        f"start-up"
+        f"start-up, and the stream's ReceiverConfig(stall_timeout=...) with it"
     )
 
 
@@ -87,14 +89,29 @@ class FirstDataNotice:
         if waited is None:
             return False
         summary = launcher.summary()
-        worker = " (worker mode)" if launcher.worker else ""
+        if launcher.worker:  # workers pay their start-up before they take a simulation
+            logger.warning(
+                "no data yet, %.0f s after the first workers were started (worker mode): "
+                "%d workers started, %d simulations taken and running, %d restarted so far; "
+                "training waits for their first samples. A worker's start-up (imports, JIT "
+                "compilation, reading a mesh) counts here and the launcher does not time it "
+                "(it times a simulation once a worker has taken it, next_simulation()); "
+                "the stream's ReceiverConfig(stall_timeout=...) bounds a wait with no "
+                "message at all. Their output: the launcher's log_dir (%s by default). "
+                "Said once per study.",
+                waited,
+                launcher.jobs_alive(),
+                summary["running"],
+                summary["restarts"],
+                self._logs,
+            )
+            return True
         logger.warning(
-            "no data yet, %.0f s after the first simulations were started%s: %d running, "
+            "no data yet, %.0f s after the first simulations were started: %d running, "
             "%d restarted so far; training waits for their first samples. A "
             "solver's start-up (imports, JIT compilation, reading a mesh) counts here; %s. "
             "Their output: the launcher's log_dir (%s by default). Said once per study.",
             waited,
-            worker,
             summary["running"],
             summary["restarts"],
             startup_allowance(launcher),

@@ -13,6 +13,7 @@ from helpers import Recorder, linear_samples, small_model, xy
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.checkpoint.paths import latest_checkpoint, list_checkpoints
+from melissa_trainer.config.arguments import ConfigError
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -129,8 +130,13 @@ def test_loaded_checkpoint_restores_state_buffer_optimizer_rng(tmp_path: Path) -
 
 
 def test_resume_from_missing_path_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+    # a path that does not exist: refused with the arguments (test_arguments.py)
+    with pytest.raises(ConfigError, match="is not a directory: give 'latest'"):
         run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "nope"))
+    # a directory that is not a checkpoint: refused by train()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a checkpoint directory"):
+        run(tmp_path, "fifo", max_steps=3, resume_from_checkpoint=str(tmp_path / "empty"))
 
 
 def test_resuming_an_older_checkpoint_warns_of_the_later_ones(

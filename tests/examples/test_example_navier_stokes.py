@@ -107,6 +107,26 @@ def test_the_initial_field_is_a_unit_variance_zero_mean_field_fixed_by_its_seed(
     np.testing.assert_allclose(fine[::2, ::2] / fine[::2, ::2].std(), a, atol=1e-6)
 
 
+def test_the_default_dt_needs_no_scaling_at_128() -> None:
+    """The how-to's claim (docs/how-to/neural-operator.md, --grid_size): at 128^2 the
+    default dt 0.025 gives, for the least viscous and most strongly forced parameters
+    of the study's ranges, the fields of dt 0.0125 (the CFL-scaled step) to 0.5% in
+    relative L2 over the 10 fields: finite, and far below the surrogate's error."""
+    parameters = {
+        "nu": solver.PARAMETER_BOUNDS["nu"][0],
+        "amplitude": solver.PARAMETER_BOUNDS["amplitude"][1],
+        "wavenumber": 4.99,
+    }  # wavenumber: k = 4, the highest
+    fields = {
+        dt: np.stack(list(solver.solve(parameters, solver.FlowConfig(128, 10, 0.5, dt), 7)))
+        for dt in (0.025, 0.0125)
+    }
+    coarse, fine = fields[0.025], fields[0.0125]
+    assert np.isfinite(coarse).all()
+    relative = np.sqrt(((coarse - fine) ** 2).mean() / (fine**2).mean())
+    assert relative < 5e-3, relative
+
+
 def test_the_solver_refuses_bad_parameters_and_configurations() -> None:
     with pytest.raises(ValueError, match=r"missing \['wavenumber'\], unknown \['k'\]"):
         solver.check_parameters({"nu": 0.1, "amplitude": 0.1, "k": 2})
@@ -291,6 +311,46 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     assert info.value.code == 2
     assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
     assert not (tmp_path / "outputs").exists()
+
+
+def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--resume_from_checkpoint lates` is a usage error (exit status 2, one line naming
+    the field and 'latest'), before the validation set is solved or anything is written:
+    it was a FileNotFoundError traceback from `train()` (the user trial)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as info:
+        train.main(["--resume_from_checkpoint", "lates"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "resume_from_checkpoint='lates' is not a directory (did you mean 'latest'?)" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_longer_startup_timeout_raises_the_streams_stall_timeout_too(tmp_path: Path) -> None:
+    """`--startup_timeout 1800` (the how-to's fix for a slow start-up) was useless past
+    600 s: with no message from any simulation for the stream's stall_timeout (600 s
+    by default), the receiver stops the study with a StallError before the launcher's
+    allowance runs out (the user trial, scaled down: startup_timeout 60, stall_timeout
+    8, a 20 s start-up stopped at 8 s). The examples now give the stream at least the
+    launcher's allowance; the default stays 600."""
+    import study_common
+
+    from melissa_trainer.stream.receiver_config import STALL_TIMEOUT
+
+    def stall(**flags: float) -> float | None:
+        opts = train.FlowArgs(**flags)  # type: ignore[arg-type]
+        _, source = study_common.study_source(
+            opts, ["solver.py"], solver.PARAMETER_BOUNDS, seed=0,
+            rendezvous=tmp_path / "rendezvous", fields={"x": ((2,), "float32")},
+        )  # fmt: skip
+        return source.stream.config.stall_timeout  # type: ignore[attr-defined,no-any-return]
+
+    assert stall() == STALL_TIMEOUT == 600.0
+    assert stall(startup_timeout=1800.0) == 1800.0
+    assert stall(startup_timeout=60.0) == STALL_TIMEOUT  # never lower than the default
 
 
 def test_the_neuralop_model_without_its_package_is_refused_naming_the_extra(

@@ -325,3 +325,75 @@ def test_training_that_waits_for_a_slow_start_up_says_so_once(
     assert "2 running" in notice and "training waits for their first samples" in notice
     assert "sends nothing for 600 s is killed as hung" in notice
     assert "startup_timeout" in notice and str(tmp_path / "out" / "study" / "logs") in notice
+    assert "ReceiverConfig(stall_timeout=...) with it" in notice  # both bound a start-up
+
+
+SLOW_WORKER = r"""
+import os, time
+from pathlib import Path
+import numpy as np
+from melissa_trainer.client import Client
+from melissa_trainer.client.worker import next_simulation
+
+go = Path(GO_PATH)
+while not go.exists():  # a slow start-up, paid once per worker, before any request
+    time.sleep(0.02)
+while (work := next_simulation()) is not None:
+    simulation_id, parameters = work
+    with Client({"x": ((2,), "float32")}, simulation_id=simulation_id,
+                parameters=parameters) as client:
+        for t in range(int(os.environ["SIM_STEPS"])):
+            client.send(t, x=np.array([parameters["a"], t], np.float32))
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_the_notice_in_worker_mode_counts_workers_and_does_not_promise_a_timeout(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In worker mode the workers' start-up comes before they take a simulation, and the
+    launcher times simulations only once taken (`worker_mode`'s contract): the notice
+    said "0 running" while 2 workers started, and that a silent simulation is killed
+    after 600 s, raise startup_timeout, which does nothing for a worker's start-up (the
+    user trial of the own-solver how-to's worker). It now counts the workers started
+    and says that their start-up is not timed."""
+    go = tmp_path / "go"
+    path = tmp_path / "worker.py"
+    path.write_text(SLOW_WORKER.replace("GO_PATH", repr(str(go))))
+    launcher = Launcher(
+        [sys.executable, str(path)],
+        [{"a": float(i)} for i in range(3)],
+        3,
+        job_limit=2,
+        backend=LocalBackend(),
+        env={"SIM_STEPS": "3"},
+        worker=True,
+        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
+    )
+    study = Study(launcher)
+    study.first_data.after = 0.2
+    buffer = FIFOBuffer(64)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.study")
+    try:
+        study.on_all_ranks_started()
+        deadline = time.monotonic() + 30
+        while launcher.jobs_alive() < 2:  # both workers started (they wait for `go`)
+            assert time.monotonic() < deadline, "the workers were not started"
+            time.sleep(0.02)
+        while "no data yet" not in caplog.text:  # as the trainer's reader waits
+            assert time.monotonic() < deadline, "no notice while waiting for the first data"
+            study.wait_for(8, 0.05)
+        go.touch()
+        seen = keys(read_source(study, buffer))
+    finally:
+        study.stop()
+    assert sorted(seen) == [(s, t) for s in range(3) for t in range(3)]
+    (notice,) = [r.getMessage() for r in caplog.records if "no data yet" in r.getMessage()]
+    assert "(worker mode): 2 workers started, 0 simulations taken and running" in notice, notice
+    assert "the launcher does not time it" in notice and "killed as hung" not in notice
+    assert "stall_timeout" in notice, notice
+    assert "startup_timeout" not in notice, notice
+    assert str(tmp_path / "out" / "study" / "logs") in notice

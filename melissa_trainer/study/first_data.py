@@ -7,8 +7,9 @@ no step to show: the progress bar stays at ``0step`` and the run looks hung. Aft
 were started, rank 0 says once (a WARNING, which Python prints without any logging set
 up) that it waits, how many simulations run, and how long a simulation may stay silent
 before the launcher kills it as hung (`LauncherTuning.startup_timeout`); in worker mode,
-how many workers were started and that their start-up is not timed (the launcher times
-a worker's simulation once taken: `melissa_trainer.launcher.worker_mode`). When the notice
+how many workers were started and that no timeout bounds their start-up (the launcher's
+timeouts start once a worker has taken a simulation: `melissa_trainer.launcher.worker_mode`;
+the start-up is measured, `Launcher.summary()['startup_seconds']`). When the notice
 is due is `melissa_trainer.sources.first_data`'s (`FirstDataWait`, which a `StreamSource`
 in external mode uses for its own notice; a study turns that one off).
 
@@ -94,8 +95,9 @@ class FirstDataNotice:
                 "no data yet, %.0f s after the first workers were started (worker mode): "
                 "%d workers started, %d simulations taken and running, %d restarted so far; "
                 "training waits for their first samples. A worker's start-up (imports, JIT "
-                "compilation, reading a mesh) counts here and the launcher does not time it "
-                "(it times a simulation once a worker has taken it, next_simulation()); "
+                "compilation, reading a mesh) counts here and no timeout of the "
+                "launcher bounds it (they start once a worker has taken a simulation, "
+                "next_simulation()); "
                 "the stream's ReceiverConfig(stall_timeout=...) bounds a wait with no "
                 "message at all. Their output: the launcher's log_dir (%s by default). "
                 "Said once per study.",

@@ -357,7 +357,7 @@ def test_the_notice_in_worker_mode_counts_workers_and_does_not_promise_a_timeout
     said "0 running" while 2 workers started, and that a silent simulation is killed
     after 600 s, raise startup_timeout, which does nothing for a worker's start-up (the
     user trial of the own-solver how-to's worker). It now counts the workers started
-    and says that their start-up is not timed."""
+    and says that no timeout bounds their start-up."""
     go = tmp_path / "go"
     path = tmp_path / "worker.py"
     path.write_text(SLOW_WORKER.replace("GO_PATH", repr(str(go))))
@@ -393,7 +393,7 @@ def test_the_notice_in_worker_mode_counts_workers_and_does_not_promise_a_timeout
     assert sorted(seen) == [(s, t) for s in range(3) for t in range(3)]
     (notice,) = [r.getMessage() for r in caplog.records if "no data yet" in r.getMessage()]
     assert "(worker mode): 2 workers started, 0 simulations taken and running" in notice, notice
-    assert "the launcher does not time it" in notice and "killed as hung" not in notice
+    assert "no timeout of the launcher bounds it" in notice and "killed as hung" not in notice
     assert "stall_timeout" in notice, notice
     assert "startup_timeout" not in notice, notice
     assert str(tmp_path / "out" / "study" / "logs") in notice

@@ -355,7 +355,9 @@ def test_the_sweep_maps_two_costs_pinned(tmp_path):
     # below 1: a wall-clock comparison, which tests must not assert)
     assert all(math.isfinite(p["sim_ms_per_sample"]) and p["sim_ms_per_sample"] > 0 for p in points)
     for row in rows:
-        assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2)
+        # the row's ratio is rounded to 3 decimals: up to 5e-4 off, which is more than 1%
+        # of a small ratio (0.024 against 0.0244 once, at --quick sizes)
+        assert row["ratio"] == pytest.approx(row["baseline"] / row["ours"], rel=1e-2, abs=1e-3)
     assert "equal wall time:" in out.stdout and not list(tmp_path.glob("work-*"))
 
 

@@ -245,6 +245,21 @@ class Buffer(WaitingMixin, SnapshotMixin):
                 self._count_got(len(batch))
             return batch
 
+    def get_batch_or_block(
+        self, n: int, timeout: float | None = None
+    ) -> list[Sample] | SampleBlock:
+        """:meth:`get_batch`'s read (the same draws, counters and end of the stream),
+        for a reader that makes each sample only when it uses it: either `get_batch`'s
+        list, or a :class:`SampleBlock` whose `SampleBlock.views` are exactly the
+        samples `get_batch` would have returned (a buffer that stores by column: its
+        batch is gathered anyway, and the per-sample dicts and views, made later by the
+        reader and freed by it, are never kept with the batch). This one: `get_batch`.
+
+        Raises:
+            As :meth:`get_batch`.
+        """
+        return self.get_batch(n, timeout)
+
     def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """Like :meth:`get_batch`, but the `n` samples come as one :class:`SampleBlock`
         (one array per field, the samples along axis 0) that the caller owns. The end of

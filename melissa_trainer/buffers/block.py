@@ -252,12 +252,17 @@ class SampleBlock(Sequence[Sample]):
         the whole block alive: for a block read whole, such as a batch gathered for its
         reader (`ColumnarReservoirBuffer.get_batch`); `samples` gives samples that own
         their memory. A 1-D column's element is a 0-d array, as in `samples`. The list
-        keeps this block (`BlockViews.block`)."""
+        keeps this block (`BlockViews.block`). A field of no elements (a receiver's empty
+        ``parameters``) is one view of its first row, shared by every sample: it holds
+        no value to differ or to write, and 64 arrays fewer a batch of 64."""
         n = self._n
         out = BlockViews()
         out.block = self
         if n:
-            columns = [list(v) if v.ndim > 1 else _elements(v, n) for v in self.fields.values()]
+            columns = [
+                _elements(v, n) if v.ndim == 1 else [v[0]] * n if not v.size else list(v)
+                for v in self.fields.values()
+            ]
             out += _dicts(list(self.fields), columns)
         return out
 

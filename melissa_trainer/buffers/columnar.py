@@ -292,6 +292,15 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
         """`Buffer.get_batch`: the same draws, gathered from the columns under the lock
         (one ``take`` per field), handed out as per-sample views of that gather, made
         outside the lock (a put waiting on it waits for the gather only)."""
+        got = self.get_batch_or_block(n, timeout)
+        return got.views() if isinstance(got, SampleBlock) else got
+
+    def get_batch_or_block(
+        self, n: int, timeout: float | None = None
+    ) -> list[Sample] | SampleBlock:
+        """`Buffer.get_batch_or_block`: while the samples are stored by column, the
+        gathered block whose `SampleBlock.views` `get_batch` hands out; plain, the
+        held dicts (as `get_batch`)."""
         with self._lock:
             n = self._wait_to_get(n, timeout)
             take = ReservoirBuffer._take_closed if self._closed else ReservoirBuffer._take
@@ -301,8 +310,7 @@ class ColumnarReservoirBuffer(ReservoirBuffer):
             self._count_got(len(rows))
             if self._plain:
                 return [_own(s) for s in rows]
-            block = self._gather(rows)
-        return block.views()
+            return self._gather(rows)
 
     def get_block(self, n: int, timeout: float | None = None) -> SampleBlock:
         """`Buffer.get_block`: the same draws, gathered from the columns under the lock

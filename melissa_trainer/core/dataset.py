@@ -222,8 +222,8 @@ class StreamDataset(IterableDataset):
                 samples: Sequence[Sample]
                 if self._columnar:
                     samples = self.buffer.get_block(n, timeout=timeout)
-                else:
-                    samples = self.buffer.get_batch(n, timeout=timeout)
+                else:  # (a columnar reservoir's gather: viewed per sample when used)
+                    samples = self.buffer.get_batch_or_block(n, timeout=timeout)
             except TimeoutError:
                 if interrupted is not None and interrupted():
                     return None
@@ -325,6 +325,11 @@ class StreamDataset(IterableDataset):
                 return self.process_batch(block)
             # what to_tensors + fast_collate give, without the per-sample tensors
             return {k: torch.from_numpy(_contiguous(v)) for k, v in block.fields.items()}
+        if type(samples) is SampleBlock:  # a block read for `process_sample`
+            # (`Buffer.get_batch_or_block`, a re-served copy of one: `_copy_of`): its
+            # views are the samples `get_batch` gives, made and freed here, while warm
+            # in the caches, instead of kept with the batch (issue 42)
+            samples = samples.views()
         process = self.process_sample
         return self.collate_fn([process(s) for s in samples])
 

@@ -1,6 +1,6 @@
-"""benchmarks/columnar.py and benchmarks/reservoir_choices.py (the columnar reservoir's
-costs) --quick: they run and give their rows well formed. No speed is asserted: the
-figures are for people to read."""
+"""benchmarks/columnar.py, benchmarks/reservoir_choices.py and benchmarks/sample_reads.py
+(the columnar reservoir's costs) --quick: they run and give their rows well formed. No
+speed is asserted: the figures are for people to read."""
 
 from __future__ import annotations
 
@@ -43,3 +43,11 @@ def test_reservoir_choices_quick_json_gives_both_rows_well_formed() -> None:
     rows = _quick_rows("reservoir_choices.py")
     assert len(rows) == 2 and all("draw_choices=2, evict_choices=1" in r["case"] for r in rows)
     assert [r["target"] for r in rows] == [0.97, 0.97]
+
+
+@pytest.mark.timeout(180)
+def test_sample_reads_quick_json_gives_its_three_rows_well_formed() -> None:
+    """(The script itself exits non-zero if the two reservoirs' batches differ.)"""
+    rows = _quick_rows("sample_reads.py")
+    assert len(rows) == 3 and [r["target"] for r in rows] == [None, None, None]
+    assert "get_batch(64)" in rows[0]["case"] and "cold" in rows[2]["case"]

@@ -100,6 +100,25 @@ def test_views_are_the_samples_without_a_copy(n_fields: int) -> None:
     assert SampleBlock.empty().views() == []
 
 
+def test_views_of_a_field_of_no_elements_are_the_samples_too() -> None:
+    """A field of no elements (a receiver's empty ``parameters``) is one view shared by
+    every sample of `views`: the same dtype, shape and (no) values as `samples` gives,
+    a view of the block's array, beside per-sample views of the other fields."""
+    n = 9
+    block = SampleBlock({
+        "u": np.arange(n * 4, dtype=np.float32).reshape(n, 4),
+        "parameters": np.zeros((n, 0)),
+        "odd": np.zeros((n, 0, 3), np.int16),
+        "time_step": np.arange(n),
+    })  # fmt: skip
+    views, samples = block.views(), block.samples()
+    for v, s in zip(views, samples, strict=True):
+        assert same_sample(v, s)
+        assert v["parameters"].base is block.fields["parameters"]
+        assert v["odd"].shape == (0, 3) and v["odd"].dtype == np.int16
+    assert len({id(v["u"]) for v in views}) == n  # (fields with elements: one view each)
+
+
 @pytest.mark.parametrize("n_fields", [1, 2, 3, 4, 5, 7])
 def test_samples_hold_every_field_whatever_their_number(n_fields: int) -> None:
     fields = {

@@ -462,3 +462,46 @@ def test_a_batch_s_simulation_ids_from_its_block_equal_the_samples_ids() -> None
     ids = [int(s["simulation_id"]) for s in batch]
     batch.pop(2)  # no longer the block's rows: per sample
     assert simulation_ids(batch).tolist() == ids[:2] + ids[3:]
+
+
+def test_get_batch_or_block_reads_what_get_batch_reads() -> None:
+    """`get_batch_or_block` (the trainer's read when it has a `process_sample`) draws as
+    `get_batch` does: twin buffers, fed alike, one read by each, give the same samples
+    (the block's views, field order, 0-d ids and all), counters and state, while the
+    samples are stored by column (a block) and once plain (the held dicts, a list),
+    down to the end of the stream ([])."""
+    a, b = ColumnarReservoirBuffer(40, 8, seed=5), ColumnarReservoirBuffer(40, 8, seed=5)
+    rng = np.random.default_rng(5)
+    for r in range(40):
+        samples = [_sample(rng, 100 * r + i) for i in range(int(rng.integers(1, 12)))]
+        if r == 30:  # a sample of another layout: plain from here on
+            samples.insert(0, {"other": np.zeros(2)})
+        assert a.put_available(samples) == b.put_available(samples)
+        k = int(rng.integers(1, 9))
+        got = b.get_batch_or_block(k, timeout=0)
+        assert (type(got) is SampleBlock) == (r < 30) == a.columnar == b.columnar
+        views = got.views() if isinstance(got, SampleBlock) else got
+        expected = a.get_batch(k, timeout=0)
+        assert len(views) == len(expected) == k
+        for x, y in zip(expected, views, strict=True):
+            _equal(x, y)
+    assert not b.columnar
+    _same_state(a, b)
+    for buffer in (a, b):
+        buffer.close()
+    while a.get_batch(8):
+        assert b.get_batch_or_block(8)
+    assert b.get_batch_or_block(8) == []
+    _same_state(a, b)
+
+
+def test_a_plain_buffer_s_get_batch_or_block_is_its_get_batch() -> None:
+    plain, twin = ReservoirBuffer(20, 4, seed=1), ReservoirBuffer(20, 4, seed=1)
+    rng = np.random.default_rng(1)
+    samples = [_sample(rng, i) for i in range(10)]
+    plain.put_available(samples)
+    twin.put_available(samples)
+    got = plain.get_batch_or_block(5)
+    assert type(got) is list
+    for x, y in zip(twin.get_batch(5), got, strict=True):
+        assert x is y

@@ -196,3 +196,70 @@ def test_a_padded_block_is_a_copy() -> None:
         [0.0, 4.0, 8.0, 12.0],
         [0.0, 8.0, 16.0, 24.0],
     ]
+
+
+def test_a_columnar_reservoir_s_samples_reach_process_sample_as_the_plain_one_s(
+    tmp_path: Path,
+) -> None:
+    """With a `process_sample`, a columnar reservoir's batch is kept as its gathered
+    block and viewed per sample when collated (issue 42). The plain reservoir, seeded
+    and fed alike, is the oracle: `process_sample` receives the same dicts (fields in
+    order, dtypes, shapes, values, 0-d ids), batch after batch, with the same
+    simulation ids, pending checkpoint and re-served (`pad`) batches."""
+    from safetensors.numpy import load_file
+
+    from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer, SampleBlock
+    from melissa_trainer.core.pending_file import PENDING_ARRAYS, PENDING_META, RECENT_ARRAYS
+
+    rng = np.random.default_rng(4)
+    blocks = [
+        SampleBlock(
+            {
+                "u": rng.random((7, 5), dtype=np.float32),
+                "simulation_id": np.full(7, b % 3, np.int64),
+                "time_step": np.arange(7 * b, 7 * b + 7),
+                "parameters": np.zeros((7, 0)),
+            }
+        )
+        for b in range(12)
+    ]
+    seen: dict[str, list[dict[str, Any]]] = {"plain": [], "columnar": []}
+    datasets = {}
+    for name, cls in (("plain", ReservoirBuffer), ("columnar", ColumnarReservoirBuffer)):
+        buffer = cls(40, 1, seed=9)
+        for block in blocks[:6]:
+            buffer.put_available(block)
+
+        def process(s: dict[str, np.ndarray], name: str = name) -> Any:
+            assert type(s) is dict
+            seen[name].append({k: (type(v), v.dtype, v.shape, v.copy()) for k, v in s.items()})
+            return to_tensors(s)
+
+        dataset = datasets[name] = StreamDataset(buffer, 8, process_sample=process)
+        dataset.track_simulation_ids = True
+        dataset.prefetch(3)
+    assert type(datasets["columnar"].peek_pending()) is SampleBlock  # the block path
+    for step in range(9):  # (the last two: batches re-served by `pad`)
+        batches = {}
+        for name, dataset in datasets.items():
+            dataset.buffer.put_available(blocks[6 + step % 6])
+            dataset.prefetch(3)
+            batches[name] = dataset.next_batch()[0]
+            if step == 3:
+                dataset.save(tmp_path / name)
+            if step == 4:
+                assert dataset.pad(5) == 3  # (2 pending: 3 re-served after them)
+        assert all(torch.equal(v, batches["columnar"][k]) for k, v in batches["plain"].items())
+        assert np.array_equal(
+            datasets["plain"].last_simulation_ids, datasets["columnar"].last_simulation_ids
+        )
+    assert len(seen["plain"]) == len(seen["columnar"]) == 9 * 8
+    for a, b in zip(seen["plain"], seen["columnar"], strict=True):
+        assert list(a) == list(b)
+        for (ta, da, sa, va), (tb, db, sb, vb) in zip(a.values(), b.values(), strict=True):
+            assert (ta, da, sa) == (tb, db, sb) and np.array_equal(va, vb)
+    plain, columnar = tmp_path / "plain", tmp_path / "columnar"
+    assert (plain / PENDING_META).read_text() == (columnar / PENDING_META).read_text()
+    for file in (PENDING_ARRAYS, RECENT_ARRAYS):
+        x, y = load_file(str(plain / file)), load_file(str(columnar / file))
+        assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x)

@@ -34,7 +34,6 @@ from melissa_trainer import (
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.study_change import StudyChanged
-from melissa_trainer.stream.receiver_config import STALL_TIMEOUT
 from melissa_trainer.trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
@@ -287,9 +286,8 @@ def study_source(
         bind=opts.bind,
         fields=fields,
         nonfinite=opts.nonfinite,
-        # the receiver stops a study that sent nothing for stall_timeout s: never before
-        # the launcher's allowance for a start-up (--startup_timeout would not help else)
-        stall_timeout=max(STALL_TIMEOUT, opts.startup_timeout),
+        # (no stall_timeout to raise with --startup_timeout: the study's stall watchdog
+        # excuses a silence while the launcher's simulations are within that allowance)
     )
     stream = StreamSource(config)
     return launcher, Study(launcher, stream)

@@ -46,6 +46,8 @@ class LauncherRecord:
     _thread: threading.Thread | None
     #: why the study or the launcher's thread failed (None while it has not)
     _error: BaseException | None
+    #: `stop` was called
+    _stopped: bool
 
     # -- what any thread may read -----------------------------------------------------------
 
@@ -78,6 +80,18 @@ class LauncherRecord:
         thread: read without the lock, a moment's figure for messages."""
         supervisor = self._supervisor
         return 0 if supervisor is None else len(supervisor.jobs)
+
+    def silence_explained(self, idle: float = 0.0) -> str | None:
+        """What the stream's silence waits for, when the launcher knows
+        (`melissa_trainer.launcher.expected_silence`: every job alive is queued, or
+        within its start-up allowance), else None; None too before `start`, after
+        `stop` and once the launcher's thread ended. A `Study` gives it to the
+        receiver's stall watchdog (`StreamSource.excuse_silence`); `idle` (the
+        stream's idle seconds) is not needed here. Any thread; an attribute read."""
+        supervisor, thread = self._supervisor, self._thread
+        if supervisor is None or thread is None or not thread.is_alive() or self._stopped:
+            return None
+        return supervisor.silence_explained
 
     def failures(self) -> str:
         """The study's failures as text: each failed simulation, its exit codes and the

@@ -43,6 +43,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.expected_silence import explain_silence
 from melissa_trainer.launcher.failure_policy import FailurePolicy
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -100,6 +101,11 @@ class Supervisor(FailurePolicy):
         )
         self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
         self.advice = Advice(self.worker_mode)
+        #: what the stream's silence waits for, or None (`expected_silence`): set at
+        #: each tick by the launcher's thread, read from any thread
+        self.silence_explained: str | None = None
+        #: worker mode: the launch times of the workers not heard from yet
+        self.launched_at: dict[str, float] = {}
 
     # -- the loop (called by the launcher's thread) ---------------------------------------
 
@@ -110,6 +116,14 @@ class Supervisor(FailurePolicy):
         self.check_data(now)
         self.check_timeouts(now)
         self.launch_jobs(now)
+        self.explain_silence(now)
+
+    def explain_silence(self, now: float) -> None:
+        """Say what the stream's silence waits for, if the jobs explain it (at the
+        end of each tick: the jobs killed or started by it are counted)."""
+        self.silence_explained = explain_silence(
+            self.jobs, self.silence, self.backend.started, self.launched_at, now
+        )
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until the next tick (or `stop`)."""

@@ -54,10 +54,12 @@ class LauncherTuning:
             default 10.
         startup_timeout: ``"auto"``'s least allowance before a simulation's first
             message (imports, set-up, its first step); default 600 s, the stream's
-            `stall_timeout`. None: no bound before the first message (jobs that wait in
-            a batch queue: raise it or use None). Under a `Study`, raise the stream's
-            `ReceiverConfig.stall_timeout` with it: while no simulation has sent
-            anything, the receiver stops the study after `stall_timeout` seconds.
+            `stall_timeout`. None: no bound before the first message. Under a `Study`
+            the stream's `ReceiverConfig.stall_timeout` needs no raising with it: the
+            stall watchdog waits while every job is within this allowance or queued
+            (`melissa_trainer.launcher.expected_silence`). With None, a start-up
+            has no bound but the stream's `stall_timeout`. (A job queued by a
+            scheduler is never timed: neither bound counts its wait.)
         max_restarts: restarts of one simulation id (same parameters) before
             `on_failure` applies; default 2.
         on_failure: what happens to a simulation that failed ``max_restarts + 1`` times:

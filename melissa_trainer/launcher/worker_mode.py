@@ -87,9 +87,9 @@ class WorkerSupervisor(Supervisor):
         self.launches = [0] * self.settings.job_limit
         self.idle_exits: list[list[int]] = [[] for _ in range(self.settings.job_limit)]
         self.told_none: set[str] = set()  # workers answered "nothing left"
-        #: when each worker not heard from yet was launched: its start-up (imports, JIT,
-        #: set-up), paid once per job, is timed from there to its first request
-        self.launched_at: dict[str, float] = {}
+        # (`launched_at`, the base class's: when each worker not heard from yet was
+        # launched; its start-up, paid once per job, is timed from there to its first
+        # request)
         self.done_since: float | None = None
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
@@ -126,6 +126,7 @@ class WorkerSupervisor(Supervisor):
         self.check_timeouts(now)
         self.launch_jobs(now)
         self.retire(now)
+        self.explain_silence(now)
 
     def wait(self, stop: threading.Event) -> None:
         # Requests are answered as they come, not once per poll interval.

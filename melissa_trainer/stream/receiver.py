@@ -49,7 +49,9 @@ Decisions (the logic is in :mod:`.ingest`, reassembly in :mod:`.assembly`):
   the protocol's FINITE flag was checked by its sender, and is not checked again.
 * No silent hang: with `stall_timeout`, a receiver whose socket stayed empty that long
   while the stream has not ended fails (`check` raises, naming the simulations it
-  waits for). Time blocked on a full buffer is not idle time.
+  waits for), unless `excuse_silence`'s callable explains the silence (a `Study`'s
+  launcher: its simulations are still starting up). Time blocked on a full buffer is
+  not idle time.
 * Logging: the first rejected message and the first dropped incomplete sample of
   each reason are logged in full, the others in one summary line at most every 30 s
   and at the end of the stream or `stop` (:mod:`.log_summary`); telemetry counts
@@ -83,7 +85,7 @@ from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
 from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
-from melissa_trainer.stream.watchdog import StallError
+from melissa_trainer.stream.watchdog import SilenceExcuse, StallError
 
 __all__ = [
     "DEFAULT_BIND",
@@ -246,6 +248,12 @@ class Receiver(DataPath):
         while messages flow, and while the receiver waits for room in the buffer (no
         empty poll then). Any thread."""
         return self._idle.idle_seconds(self.ingest.messages)
+
+    def excuse_silence(self, excuse: SilenceExcuse | None) -> None:
+        """What may explain a silence past `stall_timeout` (None: nothing, a stall;
+        see `melissa_trainer.stream.watchdog`). Any thread; takes effect at the next
+        empty poll."""
+        self._idle.excuse = excuse
 
     def backpressured(self) -> bool:
         """True while the receiver waits for room in the buffer (what it took in waits

@@ -42,6 +42,7 @@ from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
+from melissa_trainer.stream.watchdog import SilenceExcuse
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ class StreamSource(Source):
         self.first_data: FirstDataWait | None = FirstDataWait()
         self._messages_then = 0  # rank 0's messages when its receiver started
         self._transform: IngestTransform | None = None
+        self._excuse: SilenceExcuse | None = None
 
     @property
     def receiver(self) -> Receiver | None:
@@ -149,6 +151,16 @@ class StreamSource(Source):
             raise RuntimeError("StreamSource.set_ingest_transform() must be called before start()")
         self._transform = transform
 
+    def excuse_silence(self, excuse: SilenceExcuse | None) -> None:
+        """What may explain a silence past `stall_timeout`, before or after `start`:
+        given the idle seconds, what the silence waits for in words, or None (a
+        stall). A `Study` sets it from its launcher (`melissa_trainer.stream.watchdog`
+        has the contract); None (the default, external mode): every silence past
+        `stall_timeout` is a stall."""
+        self._excuse = excuse
+        if self._receiver is not None:
+            self._receiver.excuse_silence(excuse)
+
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
         if self._receiver is not None:
             raise RuntimeError("StreamSource.start() was called twice")
@@ -158,6 +170,7 @@ class StreamSource(Source):
         receiver = Receiver(buffer, rank, world_size, config, self.tuning, self._transform)
         if self._state:
             receiver.load_state_dict(self._state)
+        receiver.excuse_silence(self._excuse)
         receiver.start()
         self._receiver, self._buffer = receiver, buffer
         if self._finish is not None:

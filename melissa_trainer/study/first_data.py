@@ -9,7 +9,9 @@ up) that it waits, how many simulations run, and how long a simulation may stay 
 before the launcher kills it as hung (`LauncherTuning.startup_timeout`); in worker mode,
 how many workers were started and that no timeout bounds their start-up (the launcher's
 timeouts start once a worker has taken a simulation: `melissa_trainer.launcher.worker_mode`;
-the start-up is measured, `Launcher.summary()['startup_seconds']`). When the notice
+the start-up is measured, `Launcher.summary()['startup_seconds']`). Neither needs the
+stream's `stall_timeout` raised with it: the study's stall watchdog waits while the
+launcher explains the silence (`melissa_trainer.launcher.expected_silence`). When the notice
 is due is `melissa_trainer.sources.first_data`'s (`FirstDataWait`, which a `StreamSource`
 in external mode uses for its own notice; a study turns that one off).
 
@@ -48,7 +50,7 @@ def startup_allowance(launcher: Launcher) -> str:
     return (
         f"a simulation that sends nothing for {tuning.startup_timeout:g} s is killed as "
         f"hung and restarted: raise LauncherTuning(startup_timeout=...) for a slower "
-        f"start-up, and the stream's ReceiverConfig(stall_timeout=...) with it"
+        f"start-up (the stream's stall_timeout waits as long)"
     )
 
 
@@ -98,8 +100,10 @@ class FirstDataNotice:
                 "compilation, reading a mesh) counts here and no timeout of the "
                 "launcher bounds it (they start once a worker has taken a simulation, "
                 "next_simulation()); "
-                "the stream's ReceiverConfig(stall_timeout=...) bounds a wait with no "
-                "message at all. Their output: the launcher's log_dir (%s by default). "
+                "with no message at all, the stream stops the study after "
+                "ReceiverConfig(stall_timeout=...) or LauncherTuning(startup_timeout=...) "
+                "s from a worker's start, whichever is longer. Their output: the "
+                "launcher's log_dir (%s by default). "
                 "Said once per study.",
                 waited,
                 launcher.jobs_alive(),

@@ -3,6 +3,8 @@ on resume, on every rank): the simulations complete on every training rank
 (`complete_on_every_rank`, a collective), and the notices that tell every rank's
 receiver of a simulation given up or redrawn (`receiver_notices`), so that no rank
 waits for it. `Study.on_all_ranks_started` calls both; each is called once per start.
+And what the other ranks' stall watchdogs excuse, having no launcher to ask
+(`other_rank_excuse`, set by `Study.start`).
 """
 
 from __future__ import annotations
@@ -11,10 +13,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.launcher.silence import AUTO
+from melissa_trainer.launcher.tuning import LauncherTuning
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.watchdog import SilenceExcuse
 
-__all__ = ["complete_on_every_rank", "receiver_notices"]
+__all__ = ["complete_on_every_rank", "other_rank_excuse", "receiver_notices"]
 
 
 def complete_on_every_rank(mine: Sequence[int]) -> set[int]:
@@ -54,3 +59,26 @@ def receiver_notices(
         tell(simulation_id, replaced=True)
 
     return abandon, redrawn
+
+
+def other_rank_excuse(tuning: LauncherTuning) -> SilenceExcuse | None:
+    """A rank other than 0's answer to its stall watchdog: a silence of at most the
+    launcher's start-up allowance (``startup_timeout`` under ``simulation_timeout=
+    "auto"``, else a numeric ``simulation_timeout``) is explained, since rank 0's
+    launcher kills a solver silent that long; None when the allowance is unbounded
+    (the watchdog applies as before: rank 0 alone knows of queued jobs)."""
+    timeout = tuning.simulation_timeout
+    allowance = tuning.startup_timeout if timeout == AUTO else timeout
+    if allowance is None:
+        return None
+    seconds = float(allowance)
+
+    def excuse(idle: float) -> str | None:
+        if idle > seconds:
+            return None
+        return (
+            f"the simulations may still be starting up: rank 0's launcher allows "
+            f"{seconds:g} s before a first message (LauncherTuning)"
+        )
+
+    return excuse

@@ -27,6 +27,17 @@ the simulations: the processes). The study owns what joins them:
   `Launcher`), every launched simulation has ended and the stream still waits (rank 0,
   after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
   failures (exit codes, log tails) appended.
+* **A silence the launcher explains is not a stall.** The stream's stall watchdog
+  (`ReceiverConfig.stall_timeout`) asks the launcher before it fails a silent stream
+  (`StreamSource.excuse_silence`): on rank 0, while every job is queued by its
+  scheduler or within its start-up allowance (`Launcher.silence_explained`,
+  `melissa_trainer.launcher.expected_silence`), the silence is logged once and
+  waited for; so a `LauncherTuning(startup_timeout=...)` past `stall_timeout` needs
+  no change of `stall_timeout`. The other ranks have no launcher: they excuse a
+  silence up to the launcher's numeric start-up allowance (`other_rank_excuse`), past
+  which rank 0's launcher has killed a hung solver (they know nothing of a scheduler's
+  queue: a queue longer than that still needs `stall_timeout` raised). A silence not explained (no job
+  alive, a simulation silent mid-stream, a start-up with no bound) fails as before.
 * **Stop.** `stop` ends the simulations first (none outlives the trainer; at the end of
   the stream, on any rank, the last ones get `STOP_WAIT` s to exit and their data to
   arrive, so that they are recorded as finished, unless `wait_for` raised; a run stopped
@@ -71,7 +82,11 @@ from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
-from melissa_trainer.study.launch import complete_on_every_rank, receiver_notices
+from melissa_trainer.study.launch import (
+    complete_on_every_rank,
+    other_rank_excuse,
+    receiver_notices,
+)
 
 __all__ = ["ENDED_GRACE", "STOP_WAIT", "Study"]
 
@@ -167,6 +182,8 @@ class Study(Source):
                 "a Study needs StreamSource(ReceiverConfig(rendezvous_dir=...)) outside an "
                 "OnlineTrainer (the trainer uses {output_dir}/rendezvous)"
             )
+        if rank != 0:  # (rank 0's launcher answers for itself: `_start_launcher`)
+            self.stream.excuse_silence(other_rank_excuse(self.launcher.tuning))
         self.stream.start(buffer, rank, world_size)
         self._rank = rank
 
@@ -203,6 +220,8 @@ class Study(Source):
             run_id=self.stream.config.run_id,
         )
         self.first_data.started(receiver.ingest.samples_put, study_dir)
+        # the stall watchdog asks the launcher before it fails a silent stream
+        self.stream.excuse_silence(self.launcher.silence_explained)
         self._started = True
 
     def wait_for(self, n_samples: int, timeout: float) -> None:

@@ -141,8 +141,13 @@ def test_a_simulation_that_never_said_hello_is_named_with_its_log(
     the error names it, its attempt and its log (not only 'simulations that never said
     HELLO'). The idle clock counts from then (`HeldIdleClock`): counted from the
     receiver's start, the start-up of 0, or of 2 after 0 (2 jobs at a time), on a
-    loaded machine was a stall of its own, before 0 and 2 had sent their steps."""
-    launcher, trainer, keys = run(tmp_path, 3, {"steps": 4, "no_hello": [1]}, stall_timeout=2.0)
+    loaded machine was a stall of its own, before 0 and 2 had sent their steps.
+    `startup_timeout=None`: a start-up with no bound is not a silence the launcher
+    explains (with the default 600 s, the watchdog would wait for it:
+    `tests/trainer/test_study_silence.py`)."""
+    launcher, trainer, keys = run(
+        tmp_path, 3, {"steps": 4, "no_hello": [1]}, stall_timeout=2.0, startup_timeout=None
+    )
     study = trainer.source
 
     def can_stall() -> bool:  # 0 and 2 finished: only 1 is awaited

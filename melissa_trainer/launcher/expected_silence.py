@@ -1,0 +1,84 @@
+"""When the launcher knows why the stream is silent: its jobs have not started sending yet.
+
+The receiver's stall watchdog (`ReceiverConfig.stall_timeout`) fails a study whose
+stream stayed silent that long. Before the simulations' first messages that silence is
+often expected, and the launcher knows it: `explain_silence`, computed by the
+supervisor's thread at each tick, says what the stream waits for when **every** job
+alive is one of
+
+* a simulation not started by its scheduler yet (queued: Slurm's ``PENDING``), which
+  the scheduler bounds (it starts the job, or ends it and the launcher sees the exit);
+* a simulation started and silent since its launch, within its start-up allowance
+  (`SilenceClock.bound` before a first message: ``max(startup_timeout, ...)`` or a
+  numeric `simulation_timeout`), which the launcher enforces: past it the job is killed
+  as hung, and a restart gets a new allowance within `max_restarts`;
+* in worker mode, a worker that has not asked for a simulation yet, within that same
+  allowance from its launch (no kill enforces it: past it the excuse ends and the
+  stall watchdog applies again).
+
+Anything else is not explained, and the watchdog applies as before: no job alive, a job
+that has sent and is silent again (mid-stream silence: `simulation_timeout` kills
+it sooner by default), a start-up with no bound (``startup_timeout=None`` or
+``simulation_timeout=None``: nothing else would end that silence), a start-up past its
+allowance, a worker between two simulations. So no silence is excused forever, except
+a job that its scheduler keeps queued forever (the log line says "queued").
+
+Used by the supervisor's thread at the end of each tick; the answer is a plain string,
+read from any thread (`Launcher.silence_explained`), as of the last tick: late by a
+tick at most, or by the time a tick spends killing a job (`kill_grace`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from melissa_trainer.launcher.backends.base import Handle
+from melissa_trainer.launcher.jobs import RunningJob
+from melissa_trainer.launcher.silence import SilenceClock
+
+__all__ = ["explain_silence"]
+
+
+def explain_silence(
+    jobs: Mapping[str, RunningJob],
+    silence: SilenceClock,
+    started: Callable[[Handle], bool],
+    launched_at: Mapping[str, float],
+    now: float,
+) -> str | None:
+    """What the stream waits for, in words, if every job in `jobs` is queued or within
+    its start-up allowance (module docstring); None otherwise. `started`: the
+    backend's `started`; `launched_at`: worker mode's launch times of the workers not
+    heard from yet (empty otherwise); `now`: `time.monotonic()`."""
+    if not jobs:
+        return None
+    bound = silence.bound(sending=False)
+    queued = starting = workers = 0
+    for name, job in jobs.items():
+        if job.simulation_id is None:  # worker mode: a worker, no simulation taken
+            since = launched_at.get(name)
+            if since is None or bound is None or now - since > bound[0]:
+                return None
+            workers += 1
+        elif job.sending:
+            return None
+        elif not started(job.handle):
+            queued += 1
+        elif bound is None or job.silent > bound[0]:
+            return None
+        else:
+            starting += 1
+    parts = []
+    if starting or workers:
+        assert bound is not None  # (else not explained, above)
+        seconds, rule = bound
+        if starting:
+            parts.append(
+                f"{starting} simulation(s) before their first message, within their "
+                f"start-up allowance ({seconds:g} s, {rule}; killed as hung past it)"
+            )
+        if workers:
+            parts.append(f"{workers} worker(s) starting up (allowed {seconds:g} s each)")
+    if queued:
+        parts.append(f"{queued} job(s) queued by the scheduler (not started yet)")
+    return "the launcher waits for " + "; ".join(parts)

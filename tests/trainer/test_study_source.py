@@ -289,6 +289,27 @@ with Client({"x": ((2,), "float32")}) as client:
 """
 
 
+def start_with_a_quick_notice(
+    study: Study, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> FIFOBuffer:
+    """Start `study` on rank 0 of 1 into a new buffer (returned), its first-data notice
+    due after 0.2 s and the study's warnings captured."""
+    study.first_data.after = 0.2
+    buffer = FIFOBuffer(64)
+    study.configure(str(tmp_path / "out"))
+    study.start(buffer, 0, 1)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.study")
+    return buffer
+
+
+def wait_for_the_notice(study: Study, caplog: pytest.LogCaptureFixture, deadline: float) -> None:
+    """Wait for data as the trainer's reader does until the first-data notice is logged
+    (fails past `deadline`, a `time.monotonic()`)."""
+    while "no data yet" not in caplog.text:
+        assert time.monotonic() < deadline, "no notice while waiting for the first data"
+        study.wait_for(8, 0.05)
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
 def test_training_that_waits_for_a_slow_start_up_says_so_once(
@@ -303,17 +324,11 @@ def test_training_that_waits_for_a_slow_start_up_says_so_once(
     study = Study(
         launcher(tmp_path, 2, steps=3, script=SLOW_START.replace("GO_PATH", repr(str(go))))
     )
-    study.first_data.after = 0.2
-    buffer = FIFOBuffer(64)
-    study.configure(str(tmp_path / "out"))
-    study.start(buffer, 0, 1)
-    caplog.set_level(logging.WARNING, logger="melissa_trainer.study")
+    buffer = start_with_a_quick_notice(study, tmp_path, caplog)
     try:
         study.on_all_ranks_started()
         deadline = time.monotonic() + 30
-        while "no data yet" not in caplog.text:  # as the trainer's reader waits
-            assert time.monotonic() < deadline, "no notice while waiting for the first data"
-            study.wait_for(8, 0.05)
+        wait_for_the_notice(study, caplog, deadline)
         go.touch()
         seen = keys(read_source(study, buffer))
     finally:
@@ -372,20 +387,14 @@ def test_the_notice_in_worker_mode_counts_workers_and_does_not_promise_a_timeout
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
     study = Study(launcher)
-    study.first_data.after = 0.2
-    buffer = FIFOBuffer(64)
-    study.configure(str(tmp_path / "out"))
-    study.start(buffer, 0, 1)
-    caplog.set_level(logging.WARNING, logger="melissa_trainer.study")
+    buffer = start_with_a_quick_notice(study, tmp_path, caplog)
     try:
         study.on_all_ranks_started()
         deadline = time.monotonic() + 30
         while launcher.jobs_alive() < 2:  # both workers started (they wait for `go`)
             assert time.monotonic() < deadline, "the workers were not started"
             time.sleep(0.02)
-        while "no data yet" not in caplog.text:  # as the trainer's reader waits
-            assert time.monotonic() < deadline, "no notice while waiting for the first data"
-            study.wait_for(8, 0.05)
+        wait_for_the_notice(study, caplog, deadline)
         go.touch()
         seen = keys(read_source(study, buffer))
     finally:

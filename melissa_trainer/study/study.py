@@ -36,8 +36,9 @@ the simulations: the processes). The study owns what joins them:
   no change of `stall_timeout`. The other ranks have no launcher: they excuse a
   silence up to the launcher's numeric start-up allowance (`other_rank_excuse`), past
   which rank 0's launcher has killed a hung solver (they know nothing of a scheduler's
-  queue: a queue longer than that still needs `stall_timeout` raised). A silence not explained (no job
-  alive, a simulation silent mid-stream, a start-up with no bound) fails as before.
+  queue: a queue longer than that still needs `stall_timeout` raised). A silence not
+  explained (no job alive, a simulation silent mid-stream, a start-up with no bound)
+  fails as before.
 * **Stop.** `stop` ends the simulations first (none outlives the trainer; at the end of
   the stream, on any rank, the last ones get `STOP_WAIT` s to exit and their data to
   arrive, so that they are recorded as finished, unless `wait_for` raised; a run stopped

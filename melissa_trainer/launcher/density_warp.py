@@ -68,8 +68,14 @@ def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
     linear trend in `ages` (the simulations' launch order)."""
     y = np.log(losses) if (losses > 0).all() else np.asarray(losses, dtype=np.float64)
     if ages.max() > ages.min():  # (ptp > 0, without its wrappers)
-        design = np.stack([np.ones(len(ages)), np.asarray(ages, dtype=np.float64)], 1)
-        y = y - np.linalg.lstsq(design, y, rcond=None)[0][1] * design[:, 1]
+        # the least-squares slope in closed form, by numpy's own reductions: LAPACK's
+        # `lstsq` (and BLAS's dot products) sum in an order that depends on the kernel
+        # OpenBLAS picks for the CPU, so the same study's scores, and its draws with
+        # `tilt`, differed from one machine to another in the last bits
+        x = np.asarray(ages, dtype=np.float64)
+        dx = x - x.mean()
+        slope = (dx * (y - y.mean())).sum() / (dx * dx).sum()
+        y = y - slope * x
     return y
 
 
@@ -150,7 +156,11 @@ def loss_tilt_warp(
     for column in points.T:
         z = (grid[:, None] - column[None, :]) / bandwidth
         weights = np.exp(-0.5 * z * z) + 1e-12
-        profile = weights @ z_scores / weights.sum(axis=1)
+        # numpy's own reduction, not `weights @ z_scores`: a matrix-vector product is
+        # BLAS's, whose summation order depends on the kernel OpenBLAS picks for the CPU
+        # (three different draws on one machine under OPENBLAS_CORETYPE): the same
+        # study would draw differently on another machine
+        profile = (weights * z_scores).sum(axis=1) / weights.sum(axis=1)
         density = np.exp(tilt * (profile - profile.max()))
         density /= _trapezoid(density)
         warps.append(_inverse(grid, (1.0 - share) + share * density))

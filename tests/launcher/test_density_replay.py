@@ -9,13 +9,22 @@ there): for several option sets and seeds, every draw of a replayed study (each 
 preceded by the observations a study makes: the simulations so far, their losses
 drifting, the oldest re-observed) and the final `state_dict()`, floats as
 ``float.hex``, kept as the SHA-256 of their JSON (the first draw that differs is
-found by running the recorder at both commits)."""
+found by running the recorder at both commits). Except the `tilt` entries: re-recorded
+when the scores' linear trend and the kernel regression stopped going through
+BLAS/LAPACK (`lstsq`, a matrix-vector product), whose summation order depends on the
+kernel OpenBLAS picks for the CPU: adbd5be's `tilt` draws were that machine's
+(OpenBLAS's SkylakeX kernels), and three kernels gave three studies on one machine.
+`test_the_draws_do_not_depend_on_the_blas_kernel` holds that."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import math
+import os
+import platform
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +104,31 @@ def test_the_draws_are_those_of_the_code_before_bit_for_bit(name: str) -> None:
         assert got["draws"] == expected["draws"], f"{name}, seed {seed}: the draws differ"
         assert got == expected, f"{name}, seed {seed}: the state differs"
         assert got["warped"] > 0 or CASES[name].get("share") == 0.0
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"),
+    reason="OPENBLAS_CORETYPE names x86-64 kernels (Prescott's runs on any)",
+)
+def test_the_draws_do_not_depend_on_the_blas_kernel() -> None:
+    """Every case's draws and state the same under the kernel OpenBLAS picks for this CPU
+    and under its oldest x86-64 one (Prescott), each in its own interpreter (OpenBLAS
+    reads OPENBLAS_CORETYPE once, at load): before, `tilt`'s differed (its scores' trend
+    by `lstsq`, its kernel regression by a matrix-vector product)."""
+    script = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+              "import test_density_replay as t; print(json.dumps(t.record()))")  # fmt: skip
+    results = []
+    for coretype in (None, "Prescott"):
+        env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+        if coretype is not None:
+            env["OPENBLAS_CORETYPE"] = coretype
+        out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=100, check=True)  # fmt: skip
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    for key in results[0]:
+        assert results[0][key] == results[1][key], f"{key}: the draws depend on the BLAS kernel"
 
 
 if __name__ == "__main__":  # the oracle, with the code of the commit it is named after

@@ -185,7 +185,8 @@ void mt_client_abort(mt_client *c);
 uint64_t mt_client_simulation_id(const mt_client *c);
 int mt_client_receivers(const mt_client *c); /* W */
 /* The parameter `name` given by the launcher (MELISSA_TRAINER_PARAMETERS) or set;
- * MT_EINVAL with a message listing the known names if there is none. */
+ * MT_EINVAL with a message listing the known names if there is none, or, when there are
+ * no parameters at all (no MELISSA_TRAINER_PARAMETERS: started by hand), naming the fix. */
 mt_status mt_client_parameter(const mt_client *c, const char *name, double *value);
 
 /* -- additions (after the original API) --------------------------------------------- */

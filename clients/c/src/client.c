@@ -308,6 +308,14 @@ mt_status mt_client_parameter(const mt_client *c, const char *name, double *valu
             return MT_OK;
         }
     }
+    if (c->n_params == 0) /* started by hand: name the fix, as the Python client does */
+        return mt_fail(w, MT_EINVAL,
+                       "no parameter '%s': this simulation has none: no "
+                       "MELISSA_TRAINER_PARAMETERS in its environment (a simulation started by "
+                       "hand?); start it through the trainer's launcher, or give them: "
+                       "MELISSA_TRAINER_PARAMETERS='{\"%s\": 0.5}' or "
+                       "mt_set_parameter(c, \"%s\", 0.5) before mt_client_start",
+                       name, name, name);
     size_t used = (size_t)snprintf(w->error, sizeof w->error,
                                    "no parameter '%s'; the known parameters are [", name);
     for (size_t i = 0; i < c->n_params && used < sizeof w->error; ++i)

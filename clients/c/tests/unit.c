@@ -190,7 +190,12 @@ static void test_state_rules(void) {
     CHECK(mt_client_start(c) == MT_ESTATE);
     double v;
     CHECK(mt_client_parameter(c, "nope", &v) == MT_EINVAL);
-    CHECK(strcmp(mt_client_error(c), "no parameter 'nope'; the known parameters are []") == 0);
+    /* none at all (no MELISSA_TRAINER_PARAMETERS: started by hand): the fix is named */
+    CHECK(strcmp(mt_client_error(c),
+                 "no parameter 'nope': this simulation has none: no MELISSA_TRAINER_PARAMETERS "
+                 "in its environment (a simulation started by hand?); start it through the "
+                 "trainer's launcher, or give them: MELISSA_TRAINER_PARAMETERS='{\"nope\": 0.5}' "
+                 "or mt_set_parameter(c, \"nope\", 0.5) before mt_client_start") == 0);
     mt_client_abort(c);
     mt_client_abort(NULL);
     mt_client *s;
@@ -234,6 +239,9 @@ static void test_stream(void) {
     CHECK(mt_declare_field(c, "s", MT_INT32, 1, small) == MT_OK);
     CHECK(mt_declare_field(c, "b", MT_FLOAT64, 1, big) == MT_OK);
     CHECK(mt_client_start(c) == MT_OK);
+    double missing;
+    CHECK(mt_client_parameter(c, "k", &missing) == MT_EINVAL); /* some, not this one */
+    CHECK(strcmp(mt_client_error(c), "no parameter 'k'; the known parameters are ['a']") == 0);
     int32_t s[4] = {1, 2, 3, 4};
     double *b = malloc(20000 * sizeof *b);
     CHECK(b != NULL);

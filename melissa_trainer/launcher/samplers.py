@@ -15,6 +15,8 @@ Samplers are not thread-safe; the launcher draws under its lock.
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -247,10 +249,40 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
         "surrogate": SurrogateSampler,
         "density": DensitySampler,
     }
-    cls = adaptive.get(kind) or _KINDS.get(kind)
+    kinds = {**_KINDS, **adaptive}
+    cls = kinds.get(kind)
     if cls is None:
-        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted([*_KINDS, *adaptive])}")
+        raise ValueError(f"unknown sampler {kind!r}; choose one of {sorted(kinds)}")
+    unknown = [name for name in options if name not in _options(cls)]
+    if unknown:
+        raise ValueError(
+            f"bad option for the {kind!r} sampler: {_unknown_option(kind, unknown[0], kinds)}"
+        )
     try:
         return cls(bounds, seed, **options)
     except TypeError as exc:
         raise ValueError(f"bad option for the {kind!r} sampler: {exc}") from None
+
+
+def _options(cls: type[BoxSampler]) -> list[str]:
+    """The options `make_sampler` passes on to `cls`: its constructor's keyword
+    parameters after the bounds and the seed, in their order."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return [
+        p.name for p in parameters if p.kind in kinds and p.name not in ("self", "bounds", "seed")
+    ]
+
+
+def _unknown_option(kind: str, name: str, kinds: Mapping[str, type[BoxSampler]]) -> str:
+    """Why `name` is refused for the sampler `kind`, and the fix: the option it is likely a
+    misspelling of, the options `kind` takes, and which other samplers take `name` (a
+    newcomer passing Breed's `exploration` to "lhs" learns where it belongs)."""
+    accepted = _options(kinds[kind])
+    close = difflib.get_close_matches(name, accepted, n=1)
+    message = f"no option {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
+    message += f"; its options are {', '.join(accepted)}" if accepted else "; it takes none"
+    elsewhere = [other for other, cls in kinds.items() if other != kind and name in _options(cls)]
+    if elsewhere:
+        message += f" ({name!r} is an option of {' and '.join(repr(o) for o in sorted(elsewhere))})"
+    return message

@@ -175,6 +175,49 @@ def test_bad_configuration_is_refused_with_a_clear_message(call: Any, match: str
         call()
 
 
+@pytest.mark.parametrize(
+    ("kind", "options", "expected"),
+    [
+        # a misspelling: the option meant, then every option the sampler takes
+        (
+            "density",
+            {"shares": 0.5},
+            "bad option for the 'density' sampler: no option 'shares' (did you mean 'share'?); "
+            "its options are share, quantile, bandwidth, window, min_observations, tilt, "
+            "candidates, evidence, edge, contrast",
+        ),
+        (
+            "breed",
+            {"sigmaa": 0.1},
+            "bad option for the 'breed' sampler: no option 'sigmaa' (did you mean 'sigma'?); "
+            "its options are exploration, exploration_final, decay_draws, window, "
+            "min_observations, sigma, power, floor, explorer, candidates, memory",
+        ),
+        # another sampler's option: where it belongs
+        (
+            "lhs",
+            {"exploration": 0.7},
+            "bad option for the 'lhs' sampler: no option 'exploration'; its options are batch "
+            "('exploration' is an option of 'breed' and 'surrogate')",
+        ),
+        (
+            "uniform",
+            {"batch": 3},
+            "bad option for the 'uniform' sampler: no option 'batch'; "
+            "it takes none ('batch' is an option of 'lhs')",
+        ),
+    ],
+)
+def test_an_unknown_option_names_the_option_meant_and_the_options_taken(
+    kind: str, options: dict[str, Any], expected: str
+) -> None:
+    """Not Python's `__init__() got an unexpected keyword argument`: the sampler's own
+    options (listed here by hand, from the page's tables), and the likely fix."""
+    with pytest.raises(ValueError) as raised:
+        make_sampler(kind, BOUNDS, seed=0, **options)
+    assert str(raised.value) == expected
+
+
 def test_a_fixed_parameter_is_allowed() -> None:
     sampler = make_sampler("sobol", {"a": (2.0, 2.0), "b": (0, 1)})
     assert {d["a"] for d in draws(sampler, 4)} == {2.0}

@@ -163,10 +163,28 @@ def test_two_task_mpi_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None: 
 
 @pytest.mark.timeout(120)
 def test_sbatch_refusal_is_a_launch_error(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:  # noqa: F811
+    """A partition this cluster lacks (the guide's "cpu" copied as is): sbatch's words,
+    then the partitions there are (the cluster's own, its default starred) and the fix."""
     backend = SlurmBackend(partition="no-such-partition", script_dir=tmp_path)
-    with pytest.raises(LaunchError, match="sbatch refused job x.*invalid partition"):
+    with pytest.raises(LaunchError, match="sbatch refused job x.*invalid partition") as raised:
         backend.launch(Job("x", ["/bin/true"], cwd=tmp_path))
     backend.close()
+    assert str(raised.value).endswith(
+        f"\nthis cluster's partitions (sinfo; * marks the default): {slurm_cluster.partition}*: "
+        "name one with SlurmBackend(partition=...), or leave partition=None for the default"
+    )
+
+
+@pytest.mark.timeout(120)
+def test_another_sbatch_refusal_gets_no_partition_hint(
+    slurm_cluster: SlurmCluster,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    backend = SlurmBackend(extra_args=["--mem=100000G"], script_dir=tmp_path)
+    with pytest.raises(LaunchError, match="sbatch refused job x") as raised:
+        backend.launch(Job("x", ["/bin/true"], cwd=tmp_path))
+    backend.close()
+    assert "partitions" not in str(raised.value)
 
 
 SRUN_DRIVER = """

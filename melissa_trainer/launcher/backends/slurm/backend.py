@@ -117,7 +117,7 @@ class SlurmBackend(Backend):
         self.poll_every = float(poll_every)
         self._commands = SlurmCommands(
             ("sbatch" if mode == "sbatch" else "srun", "squeue", "scancel"),
-            ("sacct", "scontrol"),
+            ("sacct", "scontrol", "sinfo"),
             f"SlurmBackend(mode={mode!r})",
         )
         allocation = os.environ.get("SLURM_JOB_ID", "").strip()

@@ -196,7 +196,9 @@ class BatchJobs:
         )
         why = failure(result)
         if why is not None or isinstance(result, str):
-            raise LaunchError(f"sbatch refused job {job.name} (script {script}): {why}")
+            raise LaunchError(
+                f"sbatch refused job {job.name} (script {script}): {why}{self._partition_hint(why)}"
+            )
         try:
             job_id = ss.parse_sbatch(result.stdout)
         except ValueError as exc:
@@ -205,6 +207,20 @@ class BatchJobs:
         self._live[job_id] = handle
         logger.debug("submitted %s", self.describe(handle))
         return handle
+
+    def _partition_hint(self, why: str | None) -> str:
+        """For sbatch's "invalid partition": the partitions this cluster has and the option
+        that names one (a partition name copied from another site's guide is the usual
+        cause); empty for any other refusal, or when sinfo cannot say."""
+        if why is None or "invalid partition" not in why.lower():
+            return ""
+        partitions = self._commands.partitions()
+        if not partitions:
+            return ""
+        return (
+            f"\nthis cluster's partitions (sinfo; * marks the default): {', '.join(partitions)}: "
+            "name one with SlurmBackend(partition=...), or leave partition=None for the default"
+        )
 
     def _refresh(self, force: bool = False) -> None:
         """Ask squeue for the state of every live job, unless it answered less than

@@ -109,6 +109,18 @@ class SlurmCommands:
             return why or "squeue failed"
         return ss.parse_own_jobs(result.stdout)
 
+    def partitions(self) -> list[str] | None:
+        """The partitions `sinfo` lists, the default one marked with Slurm's ``*``, in
+        its order; None if sinfo is missing or failed (only a hint depends on it)."""
+        if not self.has("sinfo"):
+            return None
+        result = self.run([self.path("sinfo"), "-h", "-o", "%P"])
+        if failure(result) is not None or isinstance(result, str):
+            return None
+        return list(
+            dict.fromkeys(line.strip() for line in result.stdout.splitlines() if line.strip())
+        )
+
     def record(self, job_id: str) -> tuple[str, str] | None:
         """(state, "code:signal") from sacct, else scontrol; None if neither knows."""
         for name, command, parse in (

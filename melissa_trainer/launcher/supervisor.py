@@ -213,6 +213,11 @@ class Supervisor(FailurePolicy):
             sid = job.simulation_id
             if sid is None or job.startup is not None:
                 continue
+            if not job.sending and not self.backend.started(job.handle):
+                # queued by a scheduler: its start-up begins when it runs (a batch job
+                # held in the queue is not a slow solver, nor a case for worker mode)
+                job.since = job.quiet_at = now
+                continue
             if beats.get(sid, 0) == job.beat:
                 job.quiet_at = now
             else:

@@ -1,0 +1,95 @@
+"""A job that a scheduler holds in its queue has not started: its wait is not the
+solver's start-up. Seen on a real Slurm cluster: two jobs held 20 s (``--begin=now+20``)
+by a quick solver were reported "spent 29.9 s of its 41.4 s before its first
+message: start-up ... dominates", with worker mode as the fix, and ``startup_seconds``
+held the queue's time. Here a backend holds each job's process at a gate and says it
+is not started until it opens the gate (as `SlurmBackend.started` says while squeue
+lists the job PENDING)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_own_solver import FAST, run_to_end, solver, startup_advice
+
+from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.launcher import Launcher, make_sampler
+from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+
+pytestmark = [
+    pytest.mark.skipif(sys.platform != "linux", reason="uses /proc and PDEATHSIG"),
+    pytest.mark.e2e,
+]
+
+QUEUED = 4.0  # seconds at least in the "queue"
+
+
+class HeldBackend(LocalBackend):
+    """A scheduler's queue: each job's process waits for its gate file before running
+    the solver, and `started` says False for at least `QUEUED` s and until the
+    launcher has asked once (so that it sees the job queued however late its thread
+    runs on a loaded machine); the first True opens the gate, as a job leaves the
+    queue."""
+
+    def __init__(self, gates: Path) -> None:
+        super().__init__()
+        self.gates = gates
+        self.launched: dict[str, float] = {}
+        self.asked_while_queued = 0
+
+    def launch(self, job: Any) -> Any:
+        gate = self.gates / job.name
+        wait = f'while [ ! -e "{gate}" ]; do sleep 0.05; done; exec "$@"'
+        held = dataclasses.replace(job, argv=["sh", "-c", wait, "sh", *job.argv])
+        self.launched[job.name] = time.monotonic()
+        return super().launch(held)
+
+    def started(self, handle: Any) -> bool:
+        gate = self.gates / handle.job.name
+        if gate.exists():
+            return True
+        if self.asked_while_queued and time.monotonic() - self.launched[handle.job.name] >= QUEUED:
+            gate.touch()
+            return True
+        self.asked_while_queued += 1
+        return False
+
+
+@pytest.mark.timeout(90)
+def test_time_in_a_schedulers_queue_is_not_start_up(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    buffer = FIFOBuffer(100)
+    config = ReceiverConfig(expected_simulations=1, rendezvous_dir=tmp_path / "rendezvous")
+    receiver = Receiver(buffer, config=config)
+    receiver.start()
+    backend = HeldBackend(tmp_path)
+    launch = Launcher(
+        solver(tmp_path),  # no start-up of its own; 3 steps at once
+        make_sampler("uniform", {"x": (0, 1)}, seed=0),
+        1,
+        backend=backend,
+        tuning=FAST,
+    )
+    launch.start(
+        tmp_path / "rendezvous",
+        heartbeat=receiver.activity,
+        abandon=lambda sid: None,
+        data=receiver,
+        study_dir=tmp_path / "study",
+    )
+    assert run_to_end(launch, receiver, buffer) == 3
+    summary = launch.summary()
+    assert backend.asked_while_queued > 0
+    # its wall time holds the queue's wait (at least QUEUED s); its start-up does not
+    # (before: launch to first message, QUEUED s and more)
+    assert 0 < summary["startup_seconds"] <= summary["simulation_seconds"] - QUEUED, summary
+    assert startup_advice(caplog) == []  # nor is worker mode advised for it

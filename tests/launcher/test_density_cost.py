@@ -47,7 +47,7 @@ def test_the_points_kept_per_simulation_are_the_observations_unit_points() -> No
             oldest = sampler.observations[0]
             sampler.observe(oldest.simulation_id, oldest.parameters, 2.0)
         kept = list(sampler.observations)
-        points = sampler._points(kept)
+        points = sampler._points([o.simulation_id for o in kept])
         expected = sampler._units([o.parameters for o in kept])[:, varying]
         assert np.array_equal(points, expected)
         assert len(sampler._unit_rows) <= 6  # only the observations kept
@@ -90,8 +90,7 @@ def test_a_re_observation_s_shortcut_keeps_what_the_checked_path_keeps() -> None
         parameters = drawn[sid]
         loss = float(rng.random()) if i % 5 else np.float64(rng.random())  # numpy: checked
         fast.observe(sid, dict(parameters), loss)
-        earlier = checked._observed.get(sid)
-        checked._observed_add(checked._observation(sid, dict(parameters), loss, earlier))
+        checked._observed_add(checked._observation(sid, dict(parameters), loss))
         assert fast.observations == checked.observations
         assert all(type(o.loss) is float for o in fast.observations)
     assert len(fast.observations) == 5

@@ -7,9 +7,11 @@ optimisation, before the first step in a study, is not counted); before each dra
 every simulation drawn so far observed with its loss (drifting with the draw's
 number: a study's relative losses change between draws), as a study's reservoir,
 holding every simulation, reports them. Timed with the thread's CPU clock: the 48
-draws together, the observations together. Each code runs in its own interpreter (the
-baseline's package first on ``PYTHONPATH``), in alternating order (ours, baseline;
-baseline, ours; ...), several studies (seeds) each; figures: medians over the studies.
+draws together, the observations together (the replay's own losses computed outside
+the clock: until issue 46's ninth round they were counted in the observations'). Each
+code runs in its own interpreter (the baseline's package first on ``PYTHONPATH``), in
+alternating order (ours, baseline; baseline, ours; ...), several studies (seeds) each;
+figures: medians over the studies.
 The draws of both codes are compared (their ``float.hex``): a difference stops the run.
 
     git archive <commit> melissa_trainer | tar -x -C /tmp/base
@@ -36,14 +38,20 @@ ROOT = HERE.parent
 PARTS = ("draw", "observe")
 
 
-def loss_of(parameters: dict[str, float], age: int) -> float:
-    """High where the diffusivity is high, with a wall contrast; drifting with `age`."""
+def loss_of(parameters: dict[str, float], age: int, loss: str = "contrast") -> float:
+    """Drifting with `age`. "contrast": high where the diffusivity is high, with a wall
+    contrast that dominates it (no parameter's rank correlation reaches the `evidence`:
+    the draws are the design's, their warp never computed); "diffusivity": the
+    diffusivity dominates (its parameter is warped, the contrast's `sharpen` works)."""
     values = list(parameters.values())
-    hard = math.exp(parameters["log2_alpha"]) + 0.01 * abs(values[0] - values[1])
+    if loss == "diffusivity":
+        hard = math.exp(parameters["log2_alpha"]) * (1.0 + 0.002 * abs(values[0] - values[1]))
+    else:
+        hard = math.exp(parameters["log2_alpha"]) + 0.01 * abs(values[0] - values[1])
     return hard * (1.0 + 0.01 * age)
 
 
-def replay(seed: int, draws: int) -> dict[str, Any]:
+def replay(seed: int, draws: int, loss: str = "contrast") -> dict[str, Any]:
     """One replayed study (module docstring): CPU-seconds of its draws and of its
     observations, and the SHA-256 of its draws' ``float.hex``."""
     sys.path.insert(0, str(HERE))
@@ -55,24 +63,29 @@ def replay(seed: int, draws: int) -> dict[str, Any]:
     clock = time.thread_time
     drawn: list[dict[str, float]] = []
     spent = dict.fromkeys(PARTS, 0.0)
+    bent = 0  # draws with a parameter warped by the losses
     for i in range(draws):
+        losses = [loss_of(parameters, i, loss) for parameters in drawn]  # (the study's, not timed)
         start = clock()
-        for sid, parameters in enumerate(drawn):
-            sampler.observe(sid, parameters, loss_of(parameters, i))
+        for sid, (parameters, value) in enumerate(zip(drawn, losses, strict=True)):
+            sampler.observe(sid, parameters, value)
         middle = clock()
         drawn.append(sampler.draw())
         spent["observe"] += middle - start
         spent["draw"] += clock() - middle
+        bent += any(h is not None for h in sampler._hard)  # a parameter warped
     hexes = json.dumps([[float(v).hex() for v in p.values()] for p in drawn])
-    return {**spent, "digest": hashlib.sha256(hexes.encode()).hexdigest(),
+    return {**spent, "bent": bent, "digest": hashlib.sha256(hexes.encode()).hexdigest(),
             "module": sys.modules[type(sampler).__module__].__file__}  # fmt: skip
 
 
-def child(package_parent: Path | None, seeds: list[int], draws: int) -> list[dict[str, Any]]:
+def child(
+    package_parent: Path | None, seeds: list[int], draws: int, loss: str
+) -> list[dict[str, Any]]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     if package_parent is not None:  # the baseline's package before this checkout's
         env["PYTHONPATH"] = os.pathsep.join([str(package_parent), env.get("PYTHONPATH", "")])
-    spec = json.dumps({"seeds": seeds, "draws": draws})
+    spec = json.dumps({"seeds": seeds, "draws": draws, "loss": loss})
     out = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True,
                          text=True, env=env, check=False, cwd=ROOT)  # fmt: skip
     if out.returncode != 0:
@@ -89,13 +102,16 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=6, help="rounds of both codes (default 6)")
     p.add_argument("--studies", type=int, default=3, help="replayed studies a code per round")
     p.add_argument("--draws", type=int, default=48)
+    p.add_argument("--loss", choices=("contrast", "diffusivity"), default="contrast",
+                   help="the replayed losses (`loss_of`; default contrast: no parameter "
+                        "warped, as until issue 46's ninth round)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny: checks the pipeline, no figure")
     p.add_argument("--json", action="store_true")
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
         spec = json.loads(opts.child)
-        print(json.dumps([replay(seed, spec["draws"]) for seed in spec["seeds"]]))
+        print(json.dumps([replay(seed, spec["draws"], spec["loss"]) for seed in spec["seeds"]]))
         return
     rounds, studies, draws = (1, 1, 12) if opts.quick else (opts.rounds, opts.studies, opts.draws)
     baseline = opts.baseline.resolve() if opts.baseline else None
@@ -108,7 +124,8 @@ def main() -> None:
     for r in range(rounds):
         seeds = list(range(r * studies, (r + 1) * studies))
         order = ["ours", "baseline"] if r % 2 == 0 else ["baseline", "ours"]
-        got = {code: child(None if code == "ours" else baseline, seeds, draws) for code in order}
+        got = {code: child(None if code == "ours" else baseline, seeds, draws, opts.loss)
+               for code in order}  # fmt: skip
         for a, b in zip(got["ours"], got["baseline"], strict=True):
             if a["digest"] != b["digest"]:
                 raise SystemExit(f"round {r}: the codes' draws differ ({a['module']} against "
@@ -122,7 +139,8 @@ def main() -> None:
               + "; ".join(f"{code} draws {statistics.median(x['draw'][-studies:]):.1f} ms, "
                           f"observations {statistics.median(x['observe'][-studies:]):.1f} ms"
                           for code, x in spent.items())
-              + f" (modules {got['ours'][0]['module']} / {got['baseline'][0]['module']})",
+              + f" (draws with a parameter warped: {[run['bent'] for run in got['ours']]}; "
+              f"modules {got['ours'][0]['module']} / {got['baseline'][0]['module']})",
               flush=True)  # fmt: skip
     rows = []
     for part in (*PARTS, "total"):
@@ -130,7 +148,7 @@ def main() -> None:
             statistics.median(spent["ours"][part]),
             statistics.median(spent["baseline"][part]),
         )
-        what = {"draw": f"its {draws} draws", "observe": "its observations",
+        what = {"draw": f"its {draws} draws ({opts.loss} losses)", "observe": "its observations",
                 "total": "draws and observations"}[part]  # fmt: skip
         rows.append({"case": f"density sampler, {what}, CPU per replayed study (median of "
                              f"{len(spent['ours'][part])})",

@@ -89,7 +89,28 @@ class AdaptiveSampler(BoxSampler):
             check_positive_int("window", window)
         self.window = window
         self._high = np.array([high for _, high in self.bounds.values()], dtype=np.float64)
-        self._observed: OrderedDict[int, Observation] = OrderedDict()
+        # The observations kept, as two dicts rather than `Observation`s: a study
+        # re-observes every simulation kept before each draw (tens a draw), and making
+        # an `Observation` was most of a re-observation's CPU (issue 46's ninth round);
+        # they are made when read (`_observed`), once per change at most.
+        #: simulation id -> its newest loss, oldest observation first (the order of
+        #: `observations`)
+        self._losses: dict[int, float] = {}
+        #: simulation id -> the parameters it was observed with (checked; the same ids)
+        self._parameters: dict[int, dict[str, float]] = {}
+        self._view: OrderedDict[int, Observation] | None = None
+
+    @property
+    def _observed(self) -> OrderedDict[int, Observation]:
+        """The observations kept by simulation id, oldest first (read-only: made from
+        `_losses` and `_parameters` when read after a change)."""
+        view = self._view
+        if view is None:
+            parameters = self._parameters
+            view = self._view = OrderedDict(
+                (sid, Observation(sid, parameters[sid], loss)) for sid, loss in self._losses.items()
+            )
+        return view
 
     @property
     def observations(self) -> tuple[Observation, ...]:
@@ -104,31 +125,38 @@ class AdaptiveSampler(BoxSampler):
                 or outside the bounds, a non-finite loss, or other parameters than those
                 this simulation was observed with before.
         """
-        earlier = self._observed.get(simulation_id) if type(simulation_id) is int else None
+        earlier = self._parameters.get(simulation_id) if type(simulation_id) is int else None
         if (
             earlier is not None
             and type(loss) is float
             and math.isfinite(loss)
-            and parameters == earlier.parameters
+            and parameters == earlier
         ):
             # a study's usual call: a simulation kept, reported again with its parameters
             # and a new float loss; every check `_observation` makes passed when it was
-            # first observed (issue 46's seventh round: half the CPU of an observation)
-            self._observed.pop(simulation_id)  # the newest again
-            self._observed[simulation_id] = Observation(simulation_id, earlier.parameters, loss)
+            # first observed (issue 46's seventh round: half the CPU of an observation),
+            # and its `Observation` is made when read (the ninth round)
+            losses = self._losses
+            del losses[simulation_id]  # the newest again
+            losses[simulation_id] = loss
+            self._view = None
             return
         self._observed_add(self._observation(simulation_id, parameters, loss, earlier))
 
     def _observation(
-        self, simulation_id: Any, parameters: Any, loss: Any, earlier: Observation | None = None
+        self,
+        simulation_id: Any,
+        parameters: Any,
+        loss: Any,
+        earlier: dict[str, float] | None = None,
     ) -> Observation:
-        """The checked observation; `earlier` (the one kept of this simulation, if any):
-        parameters equal to its own are its own, checked when it was made (a study
-        reports each simulation every few steps with the same parameters: issue 46,
-        the checks were most of the sampler's CPU)."""
+        """The checked observation; `earlier` (the parameters kept of this simulation,
+        if any): parameters equal to them are them, checked when they were first
+        observed (a study reports each simulation every few steps with the same
+        parameters: issue 46, the checks were most of the sampler's CPU)."""
         check_non_negative_int("simulation_id", simulation_id, numpy=True)
-        if earlier is not None and parameters == earlier.parameters:
-            values = earlier.parameters
+        if earlier is not None and parameters == earlier:
+            values = earlier
         else:
             values = self._inside(
                 parameters, f"the parameters observed for simulation {simulation_id}"
@@ -144,16 +172,20 @@ class AdaptiveSampler(BoxSampler):
 
     def _observed_add(self, observation: Observation) -> None:
         sid = observation.simulation_id
-        earlier = self._observed.get(sid)
-        if earlier is not None and earlier.parameters != observation.parameters:
+        earlier = self._parameters.get(sid)
+        if earlier is not None and earlier != observation.parameters:
             raise ValueError(
-                f"simulation {sid} was observed with {earlier.parameters}, now with "
+                f"simulation {sid} was observed with {earlier}, now with "
                 f"{observation.parameters}: one simulation runs with one parameter set"
             )
-        self._observed.pop(sid, None)  # re-observed: the newest again
-        self._observed[sid] = observation
-        while self.window is not None and len(self._observed) > self.window:
-            self._observed.popitem(last=False)
+        losses, parameters = self._losses, self._parameters
+        losses.pop(sid, None)  # re-observed: the newest again
+        losses[sid] = observation.loss
+        parameters[sid] = observation.parameters
+        while self.window is not None and len(losses) > self.window:
+            oldest = next(iter(losses))
+            del losses[oldest], parameters[oldest]
+        self._view = None
 
     def _draw(self, index: int) -> dict[str, float]:
         proposed = self._propose(index)
@@ -217,9 +249,10 @@ class AdaptiveSampler(BoxSampler):
         return ""
 
     def state_dict(self) -> dict[str, Any]:
+        parameters = self._parameters
         observations = [
-            {"simulation_id": o.simulation_id, "parameters": dict(o.parameters), "loss": o.loss}
-            for o in self._observed.values()
+            {"simulation_id": sid, "parameters": dict(parameters[sid]), "loss": loss}
+            for sid, loss in self._losses.items()
         ]
         return {
             **super().state_dict(),
@@ -249,4 +282,6 @@ class AdaptiveSampler(BoxSampler):
         if self.window is not None and len(observed) > self.window:
             raise ValueError(f"sampler state has {len(observed)} observations, over the window")
         super().load_state_dict(state)
-        self._observed = observed
+        self._losses = {sid: o.loss for sid, o in observed.items()}
+        self._parameters = {sid: o.parameters for sid, o in observed.items()}
+        self._view = None

@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
-from melissa_trainer.launcher.adaptive import AdaptiveSampler, Observation
+from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.density_contrast import (
     CONTRAST,
     CONTRAST_FROM,
@@ -212,59 +212,58 @@ class DensitySampler(AdaptiveSampler):
         grid = UNIT_GRID
         base = self._marginal()
         width = len(self._columns)
-        shares = np.zeros(width)
-        losses_cdf: list[np.ndarray] = [grid] * width
         self._hard = [None] * width
-        if self.share > 0.0 and len(self._observed) >= self.min_observations:
-            kept = list(self._observed.values())
-            points = self._points(kept)
-            losses = np.array([o.loss for o in kept], dtype=np.float64)
-            ages = np.array([o.simulation_id for o in kept], dtype=np.float64)
+        #: the varying parameters warped (their indices among `_columns`), in order
+        warped: list[int] = []
+        if self.share > 0.0 and len(self._losses) >= self.min_observations:
+            ids = list(self._losses)  # oldest observation first
+            points = self._points(ids)
+            losses = np.array(list(self._losses.values()), dtype=np.float64)
+            ages = np.array(ids, dtype=np.float64)
             scores = detrended_log_losses(losses, ages)
-            shares[:] = self.share
             if self.evidence > 0:  # without evidence of a trend: the design's marginal
-                shares[trend_evidence(points, scores) < self.evidence] = 0.0
-            # the densities of the warped parameters only: the others' weigh 0, and
-            # each column's is its own (issue 46: most of a draw's CPU, 12 columns)
-            warped = np.flatnonzero(shares)
-            if self.tilt is not None:
-                pure = loss_tilt_warp(points[:, warped], scores, self.bandwidth, self.tilt, 1.0)
+                warped = np.flatnonzero(~(trend_evidence(points, scores) < self.evidence)).tolist()
             else:
-                pure = high_loss_warp(points[:, warped], scores, self.quantile, self.bandwidth, 1.0)
-            for j, (cdf, _) in zip(warped, pure, strict=True):
-                losses_cdf[j] = cdf
+                warped = list(range(width))
+        if not warped:
+            return None if self.edge == 1.0 else [(base, grid)] * width
+        # the densities of the warped parameters only: the others' weigh 0, and each
+        # column's is its own (issue 46: most of a draw's CPU, 12 columns)
+        if self.tilt is not None:
+            pure = loss_tilt_warp(points[:, warped], scores, self.bandwidth, self.tilt, 1.0)
+        else:
+            pure = high_loss_warp(points[:, warped], scores, self.quantile, self.bandwidth, 1.0)
+        # a parameter not warped keeps the design's marginal as it is (read-only: the
+        # same bits as 1 x base + 0 x density); a warped one mixes them with `share`
+        share = self.share
+        out: list[tuple[np.ndarray, np.ndarray]] = [(base, grid)] * width
+        for j, (cdf, _) in zip(warped, pure, strict=True):
             # (`grid_gradient`: numpy.gradient's values, its coefficients computed once)
-            self._hard = [
-                grid_gradient(cdf) if w > 0 else None
-                for w, cdf in zip(shares, losses_cdf, strict=True)
-            ]
-        if self.edge == 1.0 and not shares.any():
-            return None
-        pairs = zip(shares, losses_cdf, strict=True)
-        # a parameter not warped (w = 0) keeps the design's marginal: 1 x base + 0 x cdf
-        # is base, bit for bit (finite, >= 0), so it is given as it is (read-only)
-        return [((1.0 - w) * base + w * cdf if w > 0 else base, grid) for w, cdf in pairs]
+            self._hard[j] = grid_gradient(cdf)
+            out[j] = ((1.0 - share) * base + share * cdf, grid)
+        return out
 
     def _marginal(self) -> np.ndarray:
         """The design's marginal distribution function on `UNIT_GRID` (read-only, one
         array per `edge`: `warp` gives it as it is to every parameter it leaves alone)."""
         return UNIT_GRID if self.edge == 1.0 else beta_cdf(self.edge)
 
-    def _points(self, kept: list[Observation]) -> np.ndarray:
-        """The varying coordinates of the observations `kept` in the unit cube, one row
-        each. A simulation's parameters never change (`AdaptiveSampler.observe` refuses
-        it), so its row is computed once and kept (`_units` is elementwise: the same
-        values as computed with the others), for the observations still kept only."""
+    def _points(self, ids: list[int]) -> np.ndarray:
+        """The varying coordinates of the observations of `ids` (kept) in the unit cube,
+        one row each. A simulation's parameters never change (`AdaptiveSampler.observe`
+        refuses it), so its row is computed once and kept (`_units` is elementwise: the
+        same values as computed with the others), for the observations still kept only."""
         rows = self._unit_rows
-        new = [o for o in kept if o.simulation_id not in rows]
+        new = [sid for sid in ids if sid not in rows]
         if new:
-            for o, row in zip(new, self._units([o.parameters for o in new]), strict=True):
-                rows[o.simulation_id] = row[self._varying]
-        if len(rows) > len(kept):  # some left the window
-            ids = {o.simulation_id for o in kept}
-            self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in ids}
-        return np.array([rows[o.simulation_id] for o in kept], dtype=np.float64).reshape(
-            len(kept), len(self._columns)
+            parameters = self._parameters
+            for sid, row in zip(new, self._units([parameters[sid] for sid in new]), strict=True):
+                rows[sid] = row[self._varying]
+        if len(rows) > len(ids):  # some left the window
+            kept = set(ids)
+            self._unit_rows = rows = {sid: row for sid, row in rows.items() if sid in kept}
+        return np.array([rows[sid] for sid in ids], dtype=np.float64).reshape(
+            len(ids), len(self._columns)
         )
 
     def hardness(self, unit: np.ndarray) -> float:
@@ -274,7 +273,7 @@ class DensitySampler(AdaptiveSampler):
         return hardness(unit, self._columns, self._hard)
 
     def _loss_warped(self) -> bool:
-        return self.share > 0.0 and len(self._observed) >= self.min_observations
+        return self.share > 0.0 and len(self._losses) >= self.min_observations
 
     def _propose(self, index: int) -> dict[str, float]:
         warps = self.warp()

@@ -63,18 +63,27 @@ _GRAD_B = _frozen((_DX2 - _DX1) / (_DX1 * _DX2))
 _GRAD_C = _frozen(_DX1 / (_DX2 * (_DX1 + _DX2)))
 
 
+#: the reductions of 1-D arrays that the methods `all`, `max`, `min` and `sum` make
+_ALL, _MAX, _MIN, _SUM = np.logical_and.reduce, np.maximum.reduce, np.minimum.reduce, np.add.reduce
+
+
 def detrended_log_losses(losses: np.ndarray, ages: np.ndarray) -> np.ndarray:
     """The log losses (the losses themselves when one is <= 0) minus their least-squares
     linear trend in `ages` (the simulations' launch order)."""
-    y = np.log(losses) if (losses > 0).all() else np.asarray(losses, dtype=np.float64)
-    if ages.max() > ages.min():  # (ptp > 0, without its wrappers)
+    # (the ufuncs' reductions called directly: what the methods `all`, `max`, `min`,
+    # `sum` and `mean` call, without their Python wrappers, a draw's main cost here;
+    # a mean is the sum divided by the count, as `mean` computes it: issue 46's ninth
+    # round, tested against the methods)
+    y = np.log(losses) if _ALL(losses > 0) else np.asarray(losses, dtype=np.float64)
+    if _MAX(ages) > _MIN(ages):  # (ptp > 0)
         # the least-squares slope in closed form, by numpy's own reductions: LAPACK's
         # `lstsq` (and BLAS's dot products) sum in an order that depends on the kernel
         # OpenBLAS picks for the CPU, so the same study's scores, and its draws with
         # `tilt`, differed from one machine to another in the last bits
         x = np.asarray(ages, dtype=np.float64)
-        dx = x - x.mean()
-        slope = (dx * (y - y.mean())).sum() / (dx * dx).sum()
+        n = len(x)
+        dx = x - _SUM(x) / n
+        slope = _SUM(dx * (y - _SUM(y) / n)) / _SUM(dx * dx)
         y = y - slope * x
     return y
 
@@ -95,7 +104,7 @@ def trend_evidence(points: np.ndarray, scores: np.ndarray) -> np.ndarray:
     """Per column of `points`, |Spearman's rank correlation with `scores`| x sqrt(n - 1):
     about a standard normal's magnitude where the scores do not depend on the column."""
     n = len(scores)
-    if n < 3 or not scores.max() > scores.min():  # (ptp == 0)
+    if n < 3 or not _MAX(scores) > _MIN(scores):  # (ptp == 0)
         return np.zeros(points.shape[1])
     # Every column of ranks is a permutation of 0 .. n-1 (ties in order), so its mean is
     # (n - 1) / 2 and its sum of squared deviations the same for every column, exactly:

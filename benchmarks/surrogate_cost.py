@@ -37,11 +37,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -66,6 +69,7 @@ from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler  # noqa: E402
 
 TARGET = 0.97
+TRACE_EVERY = 25
 
 
 class StepClock(Hook):
@@ -81,9 +85,21 @@ class StepClock(Hook):
         self.last = self.first_cpu = self.last_cpu = self.first_thread = self.last_thread = 0.0
         self.first_sampler = self.last_sampler = 0.0
         self.steps = 0
+        self.trace: list[list[float]] | None = None
+        self.launcher: Any = None
+        self.stream_end: list[float] | None = None  # steps, thread CPU, sampler CPU
+        self.pin: int | None = None  # the core the training thread moves to
+
+    def on_end_of_stream(self, trainer: Any, state: Any, control: Any) -> None:
+        if self.first is not None and self.stream_end is None:
+            self.stream_end = [self.steps, time.thread_time() - self.first_thread,
+                               self.sampler.seconds - self.first_sampler,
+                               time.perf_counter() - self.first]  # fmt: skip
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         if self.first is None:
+            if self.pin is not None:  # this thread alone; what it started stays put
+                os.sched_setaffinity(0, {self.pin})
             self.first, self.first_cpu = time.perf_counter(), time.process_time()
             self.first_thread, self.first_sampler = time.thread_time(), self.sampler.seconds
 
@@ -91,6 +107,13 @@ class StepClock(Hook):
         self.last, self.last_cpu = time.perf_counter(), time.process_time()
         self.last_thread, self.last_sampler = time.thread_time(), self.sampler.seconds
         self.steps += 1
+        if self.trace is not None and self.steps % TRACE_EVERY == 0:
+            finished = self.launcher.summary()["finished"] if self.launcher else -1
+            self.trace.append([self.steps, self.last - (self.first or 0.0),
+                               self.last_thread - self.first_thread,
+                               self.last_sampler - self.first_sampler,
+                               self.last_cpu - self.first_cpu, len(trainer.buffer),
+                               finished])  # fmt: skip
 
 
 class SamplerClock:
@@ -132,11 +155,15 @@ def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
 
 
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
+          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
+          pin: bool = False, ratio: float | None = None):  # fmt: skip
     """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
     `forced` if given) or the replay of `draws`; returns its steps per second and the
     parameters it ran, in launch order."""
     torch.set_num_threads(1)  # the other core runs the simulations
+    if pin:  # every thread and process started from here on: the last core
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[-1]})
     sampler = bench.make_arm(setup, kind, seed) if draws is None else ListSampler(draws)
     if forced is not None:
         force_draws(sampler, forced)
@@ -152,19 +179,30 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         logging_steps=10**9, report_to="none", disable_progress_bar=True, save_at_end=False,
         buffer="reservoir", watermark=setup.watermark,
         buffer_size=setup.simulations * setup.time_steps, max_steps=setup.steps,
-        pseudo_epochs=10**6,
+        pseudo_epochs=10**6, sample_to_insert_ratio=ratio,
     )  # fmt: skip
     model = bench.make_model(setup, seed)
     clock = StepClock(sampler_clock)
+    clock.trace, clock.launcher = [], launcher
+    if pin:
+        clock.pin = cores[0]
+    data = {"calls": 0, "cpu": 0.0, "threads": set()}
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        start = time.thread_time()
         x = bench.features(setup, sample["parameters"], int(sample["time_step"]))
-        return torch.from_numpy(x), torch.from_numpy(bench.target(sample["temperature"]))
+        out = torch.from_numpy(x), torch.from_numpy(bench.target(sample["temperature"]))
+        data["calls"] += 1
+        data["cpu"] += time.thread_time() - start
+        data["threads"].add(threading.get_ident())
+        return out
 
     trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
                             train_source=Study(launcher, stream),
                             process_sample=process_sample, hooks=[clock])  # fmt: skip
+    load0, wall0 = os.getloadavg()[0], time.perf_counter()
     trainer.train()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     if clock.first is None or clock.steps != setup.steps:
         raise RuntimeError(f"{clock.steps} of {setup.steps} steps ran")
     records = launcher.state_dict()
@@ -183,18 +221,59 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "sampler_cpu_seconds": clock.last_sampler - clock.first_sampler,
             "sampler_cpu_seconds_outside": sampler_clock.seconds - clock.last_sampler
                                            + clock.first_sampler,
-            "draws": parameters}  # fmt: skip
+            "draws": parameters,
+            "steps": clock.steps, "trace": clock.trace, "data_calls": data["calls"],
+            "data_cpu": data["cpu"],
+            "data_threads": len(data["threads"]),
+            "children_cpu": children.ru_utime + children.ru_stime,
+            "load": [load0, os.getloadavg()[0]],
+            "study_wall": time.perf_counter() - wall0,
+            "span_wall": clock.last - clock.first,
+            "span_thread": clock.last_thread - clock.first_thread,
+            "stream_end": clock.stream_end,
+            }  # fmt: skip
 
 
-def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
-    spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
-            "kind": kind, "forced": forced}  # fmt: skip
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+def steps_and_cpu(run: dict[str, Any]) -> tuple[int, float]:
+    """A study's steps and the CPU-seconds of its training thread and sampler over them."""
+    return run["steps"], run["span_thread"] + run["sampler_cpu_seconds"]
+
+
+def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float]]:
+    """`setup.simulations` draws of a fresh `kind` sampler that observes nothing: the
+    simulations both arms of an A/A pair run."""
+    sampler = bench.make_arm(setup, kind, seed)
+    return [dict(sampler.draw()) for _ in range(setup.simulations)]
+
+
+def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
+         kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
+         pin: bool = False, ratio: float | None = None) -> dict[str, Any]:  # fmt: skip
+    """`study`'s arguments as JSON (for `children`)."""
+    return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
+            "kind": kind, "forced": forced, "pin": pin, "ratio": ratio}  # fmt: skip
+
+
+def children(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The studies of `specs` (`spec`'s), one after the other in one fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(specs)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"study failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    runs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert isinstance(runs, list)
+    return runs
+
+
+def child(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One study (`spec`'s arguments) in its own process."""
+    return children([spec(*args, **kwargs)])[0]
+
+
+def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`children`'s side: each study of `specs` in turn, in this process."""
+    return [study(bench.Setup(**s["setup"]), s["seed"], s["draws"], Path(s["work"]), s["kind"],
+                  s["forced"], s["pin"], s["ratio"]) for s in specs]  # fmt: skip
 
 
 def main() -> None:
@@ -208,13 +287,14 @@ def main() -> None:
                         "or the high-loss density (DensitySampler)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figure")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--aa", choices=("off", "on"), default=None,
+                   help="A/A pairs instead (both arms the same code): their spread")
+    p.add_argument("--designs", default="old",
+                   help="with --aa: cost_spread.DESIGNS' keys, comma-separated")
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
-        spec = json.loads(opts.child)
-        run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]),
-                    spec["kind"], spec["forced"])  # fmt: skip
-        print(to_json(run))
+        print(to_json(run_specs(json.loads(opts.child))))
         return
     setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
     if opts.quick:  # 10 simulations of 5 steps: the acquisition draws a few
@@ -222,6 +302,24 @@ def main() -> None:
                         batch_size=8, watermark=8)  # fmt: skip
     pairs = opts.pairs or (1 if opts.quick else 5)
     work = Path(tempfile.mkdtemp(prefix="h46-cost-"))
+    if opts.aa:
+        import cost_spread
+
+        print(f"A/A {opts.aa}: {setup.simulations} simulations, {setup.steps} steps, {pairs} "
+              f"pair(s) per design, designs interleaved (the machine may be busy)", flush=True)
+        try:
+            result = cost_spread.aa(setup, opts.aa, opts.designs.split(","), pairs, work,
+                                    opts.sampler, log=lambda line: print(line, flush=True))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        for design, found in result.items():
+            for name, s in found["spread"].items():
+                print(f"A/A {opts.aa} {design:>8} {name:>16}: MAD {s['mad']:.2f}%, 5-95% "
+                      f"{s['p5']:+.2f}..{s['p95']:+.2f}%, median {s['median']:+.2f}%; "
+                      f"row sd {s['row_sd']:.2f}%, per-pair median sd {s['pair_sd']:.2f}%")
+        if opts.json:
+            print(to_json({"rows": cost_spread.spread_rows(result, opts.aa)}))
+        return
     on, off, on_cpu, off_cpu, on_step, off_step = [], [], [], [], [], []
     print(f"{opts.space} space, {setup.simulations} simulations, {setup.steps} steps per "
           f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip

@@ -37,7 +37,41 @@ DESIGNS: dict[str, dict[str, Any]] = {
     # processes, e.g. their memory's layout, weighs on both arms alike)
     "inproc": {"pin": False, "inprocess": True},
     "inproc-pinned": {"pin": True, "inprocess": True},
+    # the same, with a reference step every 10 steps (`step_reference`)
+    "ref": {"reference": 10},
+    "ref-pinned": {"pin": True, "reference": 10},
+    "ref-inproc": {"reference": 10, "inprocess": True},
 }
+
+
+def run_pair(setup: Any, i: int, replayed: list[dict[str, float]], work: Path, kind: str,
+             design: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:  # fmt: skip
+    """On / off pair `i` of `design` (`DESIGNS`' value): (on, off) studies. An even pair
+    runs on (its draws free), then off replaying them; an odd pair runs off first,
+    replaying `replayed` (the previous pair's draws), then on, whose sampler draws and
+    observes as ever while its study launches those same parameters. Both arms run the
+    same simulations either way (checked)."""
+    options = dict(design)
+    together = options.pop("inprocess", False)
+    seed = 2000 + i
+    if i % 2 == 0:  # on draws freely; off replays its draws
+        specs = [sc.spec(setup, seed, None, work / "on", kind, **options),
+                 sc.spec(setup, seed, sc.PREVIOUS, work / "off", **options)]  # fmt: skip
+    else:  # off replays the last draws; on's sampler works, its study runs them
+        specs = [sc.spec(setup, seed, replayed, work / "off", **options),
+                 sc.spec(setup, seed, None, work / "on", kind, replayed, **options)]  # fmt: skip
+    if together:
+        runs = sc.children(specs)
+    else:
+        runs = []
+        for spec in specs:
+            if spec["draws"] == sc.PREVIOUS:
+                spec["draws"] = runs[-1]["draws"]
+            runs.append(sc.children([spec])[0])
+    on, off = runs if i % 2 == 0 else runs[::-1]
+    if on["draws"] != off["draws"]:
+        raise RuntimeError(f"pair {i}: the arms ran different simulations")
+    return on, off
 
 
 def _phase(run: dict[str, Any]) -> tuple[int, float, int, float]:
@@ -60,7 +94,15 @@ RATES: dict[str, Callable[[dict[str, Any]], float]] = {
     "streaming": lambda r: _phase(r)[0] / max(_phase(r)[1], 1e-9),
     "after the stream": lambda r: _phase(r)[2] / max(_phase(r)[3], 1e-9),
     "process": lambda r: r["steps_per_cpu_second"],
+    # the span's rate over its reference's (studies without one: the span's)
+    "span / reference": lambda r: r["steps_per_step_cpu_second"] / (r["reference_rate"] or 1.0),
 }
+
+
+#: the target's row: the rate, and the median of the pairs' on / off ratios of it (decided
+#: on A/A pairs before any on / off run of this design: docs/measured.md, ninth round)
+TARGET_RATE = "span / reference"
+DEFAULT_DESIGN = "ref"
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -153,4 +195,68 @@ def spread_rows(result: dict[str, dict[str, Any]], mode: str) -> list[dict[str, 
                                  f"{s['pair_sd']:.1f}%; {s['pairs']} pairs)",
                          "ours": round(s["mad"], 2), "baseline": None, "unit": "%",
                          "ratio": None, "target": None})  # fmt: skip
+    return rows
+
+
+def main_aa(setup: Any, mode: str, designs: Sequence[str], pairs: int, work: Path, kind: str,
+            json_rows: bool) -> None:  # fmt: skip
+    """`surrogate_cost.py --aa`: run `aa`, print each pair, each design's spreads and,
+    with `json_rows`, the last line ``{"rows": [...]}`` (`spread_rows`)."""
+    print(f"A/A {mode}: {setup.simulations} simulations, {setup.steps} steps, {pairs} "
+          f"pair(s) per design, designs interleaved (the machine may be busy)", flush=True)
+    result = aa(setup, mode, designs, pairs, work, kind, log=lambda line: print(line, flush=True))
+    for design, found in result.items():
+        for name, s in found["spread"].items():
+            print(f"A/A {mode} {design:>8} {name:>16}: MAD {s['mad']:.2f}%, 5-95% "
+                  f"{s['p5']:+.2f}..{s['p95']:+.2f}%, median {s['median']:+.2f}%; "
+                  f"row sd {s['row_sd']:.2f}%, per-pair median sd {s['pair_sd']:.2f}%")
+    if json_rows:
+        print(sc.to_json({"rows": spread_rows(result, mode)}))
+
+
+def pair_line(i: int, on: dict[str, Any], off: dict[str, Any]) -> str:
+    """One on / off pair's line: the rates of both arms and their ratios."""
+    order = "on, off" if i % 2 == 0 else "off, on"
+    parts = []
+    for name in ("span", "span / reference", "process"):
+        a, b = RATES[name](on), RATES[name](off)
+        parts.append(f"{name} on {a:.4g} off {b:.4g} on / off {a / b:.3f}")
+    return (f"pair {i} ({order}): " + "; ".join(parts)
+            + f"; wall on / off {on['steps_per_second'] / off['steps_per_second']:.3f} (the "
+            f"sampler {on['sampler_cpu_seconds']:.3f} s while the steps ran, "
+            f"{on['sampler_cpu_seconds_outside']:.3f} s before and after)\n"
+            f"  on: {describe(on)}\n  off: {describe(off)}")  # fmt: skip
+
+
+def on_off_rows(ons: list[dict[str, Any]], offs: list[dict[str, Any]], case: str,
+                sampler: str) -> list[dict[str, Any]]:  # fmt: skip
+    """The on / off table: first the target's row (`TARGET_RATE` by `TARGET_ESTIMATOR`),
+    then the eighth round's rows (the ratio of the arms' medians of the span's rate, the
+    process's and the wall's; the median of the pairs' ratios of the span's rate)."""
+    n = len(ons)
+    rows = []
+    a, b = [RATES[TARGET_RATE](r) for r in ons], [RATES[TARGET_RATE](r) for r in offs]
+    ratio = statistics.median(x / y for x, y in zip(a, b, strict=True))
+    rows.append({"case": f"{case} per CPU-second of the step and the sampler, over the "
+                         f"reference's, {sampler} on / off per pair (median of {n} pairs' "
+                         "ratios; the target's row)",
+                 "ours": round(ratio, 3), "baseline": 1.0, "unit": "ratio",
+                 "ratio": round(ratio, 3), "target": sc.TARGET})  # fmt: skip
+    for what, unit, rate in (
+        ("per CPU-second of the step and the sampler", "steps/cpu-s", RATES["span"]),
+        ("per CPU-second of the process", "steps/cpu-s", RATES["process"]),
+        ("per wall second", "steps/s", lambda r: r["steps_per_second"]),
+    ):
+        ours = statistics.median(rate(r) for r in ons)
+        base = statistics.median(rate(r) for r in offs)
+        rows.append({"case": f"{case} {what}, {sampler} on / off (medians of {n} pairs, "
+                             "alternate orders)",
+                     "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
+                     "ratio": round(ours / base, 3), "target": None})  # fmt: skip
+    per_pair = statistics.median(RATES["span"](x) / RATES["span"](y)
+                                 for x, y in zip(ons, offs, strict=True))  # fmt: skip
+    rows.append({"case": f"{case} per CPU-second of the step and the sampler, {sampler} "
+                         f"on / off per pair (median of {n} pairs' ratios)",
+                 "ours": round(per_pair, 3), "baseline": 1.0, "unit": "ratio",
+                 "ratio": round(per_pair, 3), "target": None})  # fmt: skip
     return rows

@@ -40,7 +40,6 @@ import json
 import os
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 from report import print_rows  # noqa: E402
+from step_reference import StepReference  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
     Hook,
@@ -70,6 +70,8 @@ from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler  # no
 
 TARGET = 0.97
 TRACE_EVERY = 25
+#: a study spec's draws: replay those of the study run just before it
+PREVIOUS = "previous"
 
 
 class StepClock(Hook):
@@ -89,10 +91,20 @@ class StepClock(Hook):
         self.launcher: Any = None
         self.stream_end: list[float] | None = None  # steps, thread CPU, sampler CPU
         self.pin: int | None = None  # the core the training thread moves to
+        self.reference: StepReference | None = None  # run every `every` steps
+        self.every = 0
+
+    def _process(self) -> float:
+        """The process's CPU-seconds, less those of the reference's steps."""
+        return time.process_time() - (self.reference.seconds if self.reference else 0.0)
+
+    def _thread(self) -> float:
+        """The training thread's CPU-seconds, less those of the reference's steps."""
+        return time.thread_time() - (self.reference.seconds if self.reference else 0.0)
 
     def on_end_of_stream(self, trainer: Any, state: Any, control: Any) -> None:
         if self.first is not None and self.stream_end is None:
-            self.stream_end = [self.steps, time.thread_time() - self.first_thread,
+            self.stream_end = [self.steps, self._thread() - self.first_thread,
                                self.sampler.seconds - self.first_sampler,
                                time.perf_counter() - self.first]  # fmt: skip
 
@@ -100,12 +112,12 @@ class StepClock(Hook):
         if self.first is None:
             if self.pin is not None:  # this thread alone; what it started stays put
                 os.sched_setaffinity(0, {self.pin})
-            self.first, self.first_cpu = time.perf_counter(), time.process_time()
-            self.first_thread, self.first_sampler = time.thread_time(), self.sampler.seconds
+            self.first, self.first_cpu = time.perf_counter(), self._process()
+            self.first_thread, self.first_sampler = self._thread(), self.sampler.seconds
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.last, self.last_cpu = time.perf_counter(), time.process_time()
-        self.last_thread, self.last_sampler = time.thread_time(), self.sampler.seconds
+        self.last, self.last_cpu = time.perf_counter(), self._process()
+        self.last_thread, self.last_sampler = self._thread(), self.sampler.seconds
         self.steps += 1
         if self.trace is not None and self.steps % TRACE_EVERY == 0:
             finished = self.launcher.summary()["finished"] if self.launcher else -1
@@ -114,6 +126,8 @@ class StepClock(Hook):
                                self.last_sampler - self.first_sampler,
                                self.last_cpu - self.first_cpu, len(trainer.buffer),
                                finished])  # fmt: skip
+        if self.reference is not None and self.every and self.steps % self.every == 0:
+            self.reference.run()
 
 
 class SamplerClock:
@@ -156,7 +170,7 @@ def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
 
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
           kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
-          pin: bool = False, ratio: float | None = None):  # fmt: skip
+          pin: bool = False, ratio: float | None = None, reference: int = 0):  # fmt: skip
     """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
     `forced` if given) or the replay of `draws`; returns its steps per second and the
     parameters it ran, in launch order."""
@@ -186,6 +200,8 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
     clock.trace, clock.launcher = [], launcher
     if pin:
         clock.pin = cores[0]
+    if reference:
+        clock.reference, clock.every = StepReference(model, setup.batch_size), reference
     data = {"calls": 0, "cpu": 0.0, "threads": set()}
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -231,6 +247,7 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "span_wall": clock.last - clock.first,
             "span_thread": clock.last_thread - clock.first_thread,
             "stream_end": clock.stream_end,
+            "reference_rate": clock.reference.rate if clock.reference else None,
             }  # fmt: skip
 
 
@@ -248,10 +265,12 @@ def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float
 
 def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
-         pin: bool = False, ratio: float | None = None) -> dict[str, Any]:  # fmt: skip
+         pin: bool = False, ratio: float | None = None, reference: int = 0,
+         ) -> dict[str, Any]:  # fmt: skip
     """`study`'s arguments as JSON (for `children`)."""
     return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
-            "kind": kind, "forced": forced, "pin": pin, "ratio": ratio}  # fmt: skip
+            "kind": kind, "forced": forced, "pin": pin, "ratio": ratio,
+            "reference": reference}  # fmt: skip
 
 
 def children(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -271,12 +290,20 @@ def child(*args: Any, **kwargs: Any) -> dict[str, Any]:
 
 
 def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`children`'s side: each study of `specs` in turn, in this process."""
-    return [study(bench.Setup(**s["setup"]), s["seed"], s["draws"], Path(s["work"]), s["kind"],
-                  s["forced"], s["pin"], s["ratio"]) for s in specs]  # fmt: skip
+    """`children`'s side: each study of `specs` in turn, in this process (draws
+    `PREVIOUS`: the previous study's)."""
+    runs: list[dict[str, Any]] = []
+    for s in specs:
+        draws = runs[-1]["draws"] if s["draws"] == PREVIOUS else s["draws"]
+        setup = bench.Setup(**s["setup"])
+        runs.append(study(setup, s["seed"], draws, Path(s["work"]), s["kind"], s["forced"],
+                          s["pin"], s["ratio"], s["reference"]))  # fmt: skip
+    return runs
 
 
 def main() -> None:
+    import cost_spread  # (here, not above: it imports this module)
+
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--space", choices=sorted(bench.SPACES), default="wide")
     p.add_argument("--pairs", type=int, default=None, help="on/off pairs (default 5; quick 1)")
@@ -291,6 +318,9 @@ def main() -> None:
                    help="A/A pairs instead (both arms the same code): their spread")
     p.add_argument("--designs", default="old",
                    help="with --aa: cost_spread.DESIGNS' keys, comma-separated")
+    p.add_argument("--design", default=cost_spread.DEFAULT_DESIGN,
+                   help="cost_spread.DESIGNS' key of the on / off pairs (default: the one "
+                        "chosen on A/A pairs)")  # fmt: skip
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
@@ -303,81 +333,31 @@ def main() -> None:
     pairs = opts.pairs or (1 if opts.quick else 5)
     work = Path(tempfile.mkdtemp(prefix="h46-cost-"))
     if opts.aa:
-        import cost_spread
-
-        print(f"A/A {opts.aa}: {setup.simulations} simulations, {setup.steps} steps, {pairs} "
-              f"pair(s) per design, designs interleaved (the machine may be busy)", flush=True)
         try:
-            result = cost_spread.aa(setup, opts.aa, opts.designs.split(","), pairs, work,
-                                    opts.sampler, log=lambda line: print(line, flush=True))
+            cost_spread.main_aa(setup, opts.aa, opts.designs.split(","), pairs, work,
+                                opts.sampler, opts.json)  # fmt: skip
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        for design, found in result.items():
-            for name, s in found["spread"].items():
-                print(f"A/A {opts.aa} {design:>8} {name:>16}: MAD {s['mad']:.2f}%, 5-95% "
-                      f"{s['p5']:+.2f}..{s['p95']:+.2f}%, median {s['median']:+.2f}%; "
-                      f"row sd {s['row_sd']:.2f}%, per-pair median sd {s['pair_sd']:.2f}%")
-        if opts.json:
-            print(to_json({"rows": cost_spread.spread_rows(result, opts.aa)}))
         return
-    on, off, on_cpu, off_cpu, on_step, off_step = [], [], [], [], [], []
     print(f"{opts.space} space, {setup.simulations} simulations, {setup.steps} steps per "
-          f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip
+          f"study, {pairs} pair(s) on / off interleaved, design {opts.design!r} (the machine "
+          "may be busy)")  # fmt: skip
+    ons, offs = [], []
     try:
         replayed: list[dict[str, float]] = []
         for i in range(pairs):
-            seed, on_first = 2000 + i, i % 2 == 0
-            if on_first:  # on draws freely; off replays its draws
-                first = child(setup, seed, None, work / f"on-{i}", opts.sampler)
-                replayed = first["draws"]
-                second = child(setup, seed, replayed, work / f"off-{i}")
-            else:  # off replays the last draws; on's sampler works, its study runs them
-                second = child(setup, seed, replayed, work / f"off-{i}")
-                first = child(setup, seed, None, work / f"on-{i}", opts.sampler, replayed)
-            if first["draws"] != second["draws"]:
-                raise RuntimeError(f"pair {i}: the arms ran different simulations")
-            on.append(first["steps_per_second"])
-            off.append(second["steps_per_second"])
-            on_cpu.append(first["steps_per_cpu_second"])
-            off_cpu.append(second["steps_per_cpu_second"])
-            on_step.append(first["steps_per_step_cpu_second"])
-            off_step.append(second["steps_per_step_cpu_second"])
-            print(f"pair {i} ({'on, off' if on_first else 'off, on'}): on {on[-1]:.1f} "
-                  f"steps/s, off {off[-1]:.1f} steps/s, "
-                  f"on / off {on[-1] / off[-1]:.3f}; per CPU-second on {on_cpu[-1]:.1f}, "
-                  f"off {off_cpu[-1]:.1f}, on / off {on_cpu[-1] / off_cpu[-1]:.3f}; per "
-                  f"CPU-second of the step and the sampler on {on_step[-1]:.1f}, off "
-                  f"{off_step[-1]:.1f}, on / off {on_step[-1] / off_step[-1]:.3f} (the "
-                  f"sampler {first['sampler_cpu_seconds']:.3f} s while the steps ran, "
-                  f"{first['sampler_cpu_seconds_outside']:.3f} s before and after)",
-                  flush=True)  # fmt: skip
+            on, off = cost_spread.run_pair(setup, i, replayed, work / str(i), opts.sampler,
+                                           cost_spread.DESIGNS[opts.design])  # fmt: skip
+            replayed = on["draws"]
+            ons.append(on)
+            offs.append(off)
+            print(cost_spread.pair_line(i, on, off), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = []
-    for what, unit, a, b, target in (
-        ("per CPU-second of the step and the sampler", "steps/cpu-s", on_step, off_step, TARGET),
-        ("per CPU-second of the process", "steps/cpu-s", on_cpu, off_cpu, None),
-        ("per wall second", "steps/s", on, off, None),
-    ):
-        ours, base = statistics.median(a), statistics.median(b)
-        rows.append({"case": f"{opts.space}, trainer steps {what}, {opts.sampler} on / off "
-                             f"(medians of {pairs} pairs, alternate orders)",
-                     "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
-                     "ratio": round(ours / base, 3), "target": target})  # fmt: skip
-    # the target's measure pair by pair (each on study against its own off study, run
-    # next to it): the median of those ratios, beside the ratio of the arms' medians
-    # above (the row of the target); they differ when the pairs spread (issue 46,
-    # seventh round: 0.975-0.981 against 0.960-0.972 on a quiet machine)
-    per_pair = statistics.median(a / b for a, b in zip(on_step, off_step, strict=True))
-    rows.append({"case": f"{opts.space}, trainer steps per CPU-second of the step and the "
-                         f"sampler, {opts.sampler} on / off per pair (median of {pairs} "
-                         "pairs' ratios)",
-                 "ours": round(per_pair, 3), "baseline": 1.0, "unit": "ratio",
-                 "ratio": round(per_pair, 3), "target": None})  # fmt: skip
+    rows = cost_spread.on_off_rows(ons, offs, f"{opts.space}, trainer steps", opts.sampler)
     print_rows(rows, f"{opts.sampler} sampler: its cost on the trainer", width=60)
     if opts.json:
         print(to_json({"rows": rows}))
-
 
 if __name__ == "__main__":
     main()

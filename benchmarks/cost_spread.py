@@ -173,7 +173,8 @@ def aa(setup: Any, mode: str, designs: Sequence[str], pairs: int, work: Path,
             found = sc.children(specs) if together else [sc.children([s])[0] for s in specs]
             a, b = (run for _, run in sorted(zip(order, found, strict=True), key=lambda x: x[0]))
             runs[design].append((a, b))
-            log(f"A/A {mode} pair {i}, {design}: a / b {RATES['span'](a) / RATES['span'](b):.3f}"
+            ratios = ", ".join(f"{name} {rate(a) / rate(b):.3f}" for name, rate in RATES.items())
+            log(f"A/A {mode} pair {i}, {design}: a / b {ratios}"
                 f"\n  a: {describe(a)}\n  b: {describe(b)}")  # fmt: skip
     out: dict[str, dict[str, Any]] = {}
     for design, both in runs.items():
@@ -202,14 +203,19 @@ def main_aa(setup: Any, mode: str, designs: Sequence[str], pairs: int, work: Pat
             json_rows: bool) -> None:  # fmt: skip
     """`surrogate_cost.py --aa`: run `aa`, print each pair, each design's spreads and,
     with `json_rows`, the last line ``{"rows": [...]}`` (`spread_rows`)."""
-    print(f"A/A {mode}: {setup.simulations} simulations, {setup.steps} steps, {pairs} "
-          f"pair(s) per design, designs interleaved (the machine may be busy)", flush=True)
+    print(
+        f"A/A {mode}: {setup.simulations} simulations, {setup.steps} steps, {pairs} "
+        f"pair(s) per design, designs interleaved (the machine may be busy)",
+        flush=True,
+    )
     result = aa(setup, mode, designs, pairs, work, kind, log=lambda line: print(line, flush=True))
     for design, found in result.items():
         for name, s in found["spread"].items():
-            print(f"A/A {mode} {design:>8} {name:>16}: MAD {s['mad']:.2f}%, 5-95% "
-                  f"{s['p5']:+.2f}..{s['p95']:+.2f}%, median {s['median']:+.2f}%; "
-                  f"row sd {s['row_sd']:.2f}%, per-pair median sd {s['pair_sd']:.2f}%")
+            print(
+                f"A/A {mode} {design:>8} {name:>16}: MAD {s['mad']:.2f}%, 5-95% "
+                f"{s['p5']:+.2f}..{s['p95']:+.2f}%, median {s['median']:+.2f}%; "
+                f"row sd {s['row_sd']:.2f}%, per-pair median sd {s['pair_sd']:.2f}%"
+            )
     if json_rows:
         print(sc.to_json({"rows": spread_rows(result, mode)}))
 
@@ -230,9 +236,11 @@ def pair_line(i: int, on: dict[str, Any], off: dict[str, Any]) -> str:
 
 def on_off_rows(ons: list[dict[str, Any]], offs: list[dict[str, Any]], case: str,
                 sampler: str) -> list[dict[str, Any]]:  # fmt: skip
-    """The on / off table: first the target's row (`TARGET_RATE` by `TARGET_ESTIMATOR`),
-    then the eighth round's rows (the ratio of the arms' medians of the span's rate, the
-    process's and the wall's; the median of the pairs' ratios of the span's rate)."""
+    """The on / off table: first the target's row (the median of the pairs' on / off
+    ratios of `TARGET_RATE`), then the eighth round's rows (the ratio of the arms'
+    medians of the span's rate, the process's and the wall's; the median of the pairs'
+    ratios of the span's rate), then, with a reference, the reference's own rate on / off
+    (the control variate is sound only if the arms' work leaves it alone: near 1)."""
     n = len(ons)
     rows = []
     a, b = [RATES[TARGET_RATE](r) for r in ons], [RATES[TARGET_RATE](r) for r in offs]
@@ -259,4 +267,12 @@ def on_off_rows(ons: list[dict[str, Any]], offs: list[dict[str, Any]], case: str
                          f"on / off per pair (median of {n} pairs' ratios)",
                  "ours": round(per_pair, 3), "baseline": 1.0, "unit": "ratio",
                  "ratio": round(per_pair, 3), "target": None})  # fmt: skip
+    if all(r["reference_rate"] for r in ons + offs):  # the control variate's own shift
+        ours = statistics.median(r["reference_rate"] for r in ons)
+        base = statistics.median(r["reference_rate"] for r in offs)
+        rows.append({"case": f"{case[: case.find(',')]}, reference steps per CPU-second of "
+                             f"the training thread, {sampler} on / off (medians of {n} pairs; "
+                             "1 if the arms' work leaves the reference alone)",
+                     "ours": round(ours, 2), "baseline": round(base, 2), "unit": "steps/cpu-s",
+                     "ratio": round(ours / base, 3), "target": None})  # fmt: skip
     return rows

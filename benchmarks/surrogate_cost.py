@@ -1,36 +1,49 @@
 """The surrogate acquisition's cost on the trainer (issue 46): the trainer's step rate
 with `SurrogateSampler` steering the study (on) against the same study without it
-(off), measured interleaved in one run (on, off, on, off ...), medians.
+(off), measured interleaved in one run (on, off, on, off ...), per pair.
 
 **On**: a study of `active_sampling.py`'s heat problem (its ``--space``, 12 parameters
 by default) drawn by the surrogate acquisition: the trainer computes per-sample losses
 and reduces them per simulation every 20 steps, rank 0 feeds them to the sampler, whose
 draws (a Gaussian-process fit and 1024 candidates scored per acquisition) run on the
 launcher's thread. **Off**: the very same simulations, in the same order (the on run's
-draws replayed by a `ListSampler`): no loss tracking, no acquisition. Nothing paces
-the trainer to the simulations (no sample-to-insert ratio): it trains as fast as it
-can on the reservoir while the simulations stream, so its step rate is what the
-sampler's work slows. The pairs alternate which arm runs first (order effects on a
-machine whose load drifts cancel): an even pair runs on (its draws free), then off
-replaying them; an odd pair runs off first, replaying the previous pair's draws, then on,
-whose sampler draws and observes as ever (its CPU counted) while its study launches
-those same replayed parameters (`force_draws`). Both arms of a pair run the same
-simulations either way. Three rates over the span from the first step to the last:
-steps per CPU-second of **the training thread and the sampler** (the thread's CPU, plus
-the CPU of every draw and observation of the sampler made in the same span, on
-whichever thread it ran: the target's row; its draws before the first step and its
-observations at the launcher's stop are printed apart, not counted); steps per
-CPU-second of the trainer's **process** (also its receivers' and launcher's polling
-threads, whose CPU grows with the wall time, so with the machine's load: noisy on a
-shared machine); steps per **wall** second (follows the load). Each study in its own
-process. Target: on / off >= 0.97 on the first (the ratio of the two arms' medians); a
-fourth row gives the median of the pairs' own ratios of the first rate (no target: how
-far the pairs spread shows in how it differs).
+draws replayed by a `ListSampler`): no loss tracking, no acquisition. The trainer is
+paced to the simulations only by the reservoir's default sample-to-insert ratio (16):
+about the first 480 of 1500 steps run while the simulations stream, the rest replay
+the reservoir. The pairs alternate which arm runs first (order effects on a machine
+whose load drifts cancel): an even pair runs on (its draws free), then off replaying
+them; an odd pair runs off first, replaying the previous pair's draws, then on, whose
+sampler draws and observes as ever (its CPU counted) while its study launches those
+same replayed parameters (`force_draws`). Both arms of a pair run the same simulations
+either way. Each study in its own process (`cost_spread.DESIGNS` has the others).
+
+Rates over the span from the first step to the last: steps per CPU-second of **the
+training thread and the sampler** (the thread's CPU, plus the CPU of every draw and
+observation of the sampler made in the same span, on whichever thread it ran; its draws
+before the first step and its observations at the launcher's stop are printed apart,
+not counted); steps per CPU-second of the trainer's **process** (also its receivers'
+and launcher's polling threads, whose CPU grows with the wall time, so with the
+machine's load); steps per **wall** second (follows the load).
+
+**The target's row** (issue 46, ninth round; the rule fixed on A/A pairs, both arms the
+same code, before any on / off run of this design: docs/measured.md): every 10 steps the
+training thread also runs one **reference step** (`step_reference.StepReference`: a
+plain training step of a copy of the model on a fixed batch; its CPU is taken out of
+the span's), so each study measures the machine's speed at the moments its steps ran.
+A study's rate is its steps per CPU-second of the training thread and the sampler
+divided by its reference's steps per CPU-second; the row is **the median over the pairs
+of on / off of that normalised rate**. Target: >= 0.97. Printed apart, no target: the
+eighth round's rows (the ratio of the arms' medians of the raw rate, the process's and
+the wall's rates; the median of the pairs' ratios of the raw rate) and the reference's
+own rate on / off (the control variate is sound only if the arms' work leaves it alone:
+near 1). `--aa off|on` runs A/A pairs instead and prints their spread per design and
+rate (`cost_spread`).
 
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
     python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
     python benchmarks/surrogate_cost.py --quick     # tiny: checks the pipeline, no figure
     python benchmarks/surrogate_cost.py --sampler density   # DensitySampler instead
+    python benchmarks/surrogate_cost.py --aa off --designs old,ref --pairs 5  # A/A spread
 """
 
 from __future__ import annotations
@@ -202,7 +215,7 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         clock.pin = cores[0]
     if reference:
         clock.reference, clock.every = StepReference(model, setup.batch_size), reference
-    data = {"calls": 0, "cpu": 0.0, "threads": set()}
+    data: dict[str, Any] = {"calls": 0, "cpu": 0.0, "threads": set()}
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
         start = time.thread_time()
@@ -263,11 +276,11 @@ def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float
     return [dict(sampler.draw()) for _ in range(setup.simulations)]
 
 
-def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
+def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | str | None, work: Path,
          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
          pin: bool = False, ratio: float | None = None, reference: int = 0,
          ) -> dict[str, Any]:  # fmt: skip
-    """`study`'s arguments as JSON (for `children`)."""
+    """`study`'s arguments as JSON (for `children`); `draws` may be `PREVIOUS`."""
     return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
             "kind": kind, "forced": forced, "pin": pin, "ratio": ratio,
             "reference": reference}  # fmt: skip
@@ -314,10 +327,15 @@ def main() -> None:
                         "or the high-loss density (DensitySampler)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figure")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--aa", choices=("off", "on"), default=None,
-                   help="A/A pairs instead (both arms the same code): their spread")
-    p.add_argument("--designs", default="old",
-                   help="with --aa: cost_spread.DESIGNS' keys, comma-separated")
+    p.add_argument(
+        "--aa",
+        choices=("off", "on"),
+        default=None,
+        help="A/A pairs instead (both arms the same code): their spread",
+    )
+    p.add_argument(
+        "--designs", default="old", help="with --aa: cost_spread.DESIGNS' keys, comma-separated"
+    )
     p.add_argument("--design", default=cost_spread.DEFAULT_DESIGN,
                    help="cost_spread.DESIGNS' key of the on / off pairs (default: the one "
                         "chosen on A/A pairs)")  # fmt: skip
@@ -358,6 +376,7 @@ def main() -> None:
     print_rows(rows, f"{opts.sampler} sampler: its cost on the trainer", width=60)
     if opts.json:
         print(to_json({"rows": rows}))
+
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,10 @@ and the spread of the row itself over `pairs` pairs, for both estimators: the ra
 the arms' medians and the median of the pairs' own ratios (the standard deviation of
 the estimator's log over 2000 bootstrap resamples of the pairs).
 
-    python benchmarks/cost_spread.py --designs old,pinned --pairs 6 --json
+    python benchmarks/surrogate_cost.py --aa off --designs ref,ref-inproc --pairs 5
+
+The on / off pairs of the benchmark itself (`run_pair`, `pair_line`, `on_off_rows`) are
+here too: one design, one place.
 """
 
 from __future__ import annotations
@@ -99,10 +102,11 @@ RATES: dict[str, Callable[[dict[str, Any]], float]] = {
 }
 
 
-#: the target's row: the rate, and the median of the pairs' on / off ratios of it (decided
-#: on A/A pairs before any on / off run of this design: docs/measured.md, ninth round)
+#: the target's row: the median of the pairs' on / off ratios of this rate, in the studies
+#: of this design; decided on A/A pairs before any on / off run of it (the smallest A/A
+#: spread of the candidates: docs/measured.md, issue 46's ninth round)
 TARGET_RATE = "span / reference"
-DEFAULT_DESIGN = "ref"
+DEFAULT_DESIGN = "ref-inproc"
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -148,6 +152,7 @@ def describe(run: dict[str, Any]) -> str:
             f"{per(s_cpu, s_steps):.3f} ms each, after {p_steps} steps "
             f"{per(p_cpu, p_steps):.3f} ms; data path {run['data_cpu']:.2f} s "
             f"({run['data_calls']} samples), sampler {run['sampler_cpu_seconds']:.3f} s; "
+            f"reference {run['reference_rate'] or 0:.1f} steps/cpu-s; "
             f"span {run['span_wall']:.1f} s wall; solvers {run['children_cpu']:.1f} cpu-s; "
             f"load {run['load'][0]:.1f}-{run['load'][1]:.1f}")  # fmt: skip
 

@@ -15,7 +15,9 @@ whose load drifts cancel): an even pair runs on (its draws free), then off repla
 them; an odd pair runs off first, replaying the previous pair's draws, then on, whose
 sampler draws and observes as ever (its CPU counted) while its study launches those
 same replayed parameters (`force_draws`). Both arms of a pair run the same simulations
-either way. Each study in its own process (`cost_spread.DESIGNS` has the others).
+either way. A pair's two studies run one after the other in one fresh process (what
+differs between processes, their memory's layout among others, then weighs on both
+arms; `--design`: `cost_spread.DESIGNS`, "ref" one process per study as before).
 
 Rates over the span from the first step to the last: steps per CPU-second of **the
 training thread and the sampler** (the thread's CPU, plus the CPU of every draw and

@@ -1,47 +1,64 @@
 """The surrogate acquisition's cost on the trainer (issue 46): the trainer's step rate
 with `SurrogateSampler` steering the study (on) against the same study without it
-(off), measured interleaved in one run (on, off, on, off ...), medians.
+(off), measured interleaved in one run (on, off, on, off ...), per pair.
 
 **On**: a study of `active_sampling.py`'s heat problem (its ``--space``, 12 parameters
 by default) drawn by the surrogate acquisition: the trainer computes per-sample losses
 and reduces them per simulation every 20 steps, rank 0 feeds them to the sampler, whose
 draws (a Gaussian-process fit and 1024 candidates scored per acquisition) run on the
 launcher's thread. **Off**: the very same simulations, in the same order (the on run's
-draws replayed by a `ListSampler`): no loss tracking, no acquisition. Nothing paces
-the trainer to the simulations (no sample-to-insert ratio): it trains as fast as it
-can on the reservoir while the simulations stream, so its step rate is what the
-sampler's work slows. The pairs alternate which arm runs first (order effects on a
-machine whose load drifts cancel): an even pair runs on (its draws free), then off
-replaying them; an odd pair runs off first, replaying the previous pair's draws, then on,
-whose sampler draws and observes as ever (its CPU counted) while its study launches
-those same replayed parameters (`force_draws`). Both arms of a pair run the same
-simulations either way. Three rates over the span from the first step to the last:
-steps per CPU-second of **the training thread and the sampler** (the thread's CPU, plus
-the CPU of every draw and observation of the sampler made in the same span, on
-whichever thread it ran: the target's row; its draws before the first step and its
-observations at the launcher's stop are printed apart, not counted); steps per
-CPU-second of the trainer's **process** (also its receivers' and launcher's polling
-threads, whose CPU grows with the wall time, so with the machine's load: noisy on a
-shared machine); steps per **wall** second (follows the load). Each study in its own
-process. Target: on / off >= 0.97 on the first (the ratio of the two arms' medians); a
-fourth row gives the median of the pairs' own ratios of the first rate (no target: how
-far the pairs spread shows in how it differs).
+draws replayed by a `ListSampler`): no loss tracking, no acquisition. The trainer is
+paced to the simulations only by the reservoir's default sample-to-insert ratio (16):
+about the first 480 of 1500 steps run while the simulations stream, the rest replay
+the reservoir. The pairs alternate which arm runs first (order effects on a machine
+whose load drifts cancel): an even pair runs on (its draws free), then off replaying
+them; an odd pair runs off first, replaying the previous pair's draws, then on, whose
+sampler draws and observes as ever (its CPU counted) while its study launches those
+same replayed parameters (`force_draws`). Both arms of a pair run the same simulations
+either way. A pair's two studies run one after the other in one fresh process (what
+differs between processes, their memory's layout among others, then weighs on both
+arms; `--design`: `cost_spread.DESIGNS`, "ref" one process per study as before).
+
+Rates over the span from the first step to the last: steps per CPU-second of **the
+training thread and the sampler** (the thread's CPU, plus the CPU of every draw and
+observation of the sampler made in the same span, on whichever thread it ran; its draws
+before the first step and its observations at the launcher's stop are printed apart,
+not counted); steps per CPU-second of the trainer's **process** (also its receivers'
+and launcher's polling threads, whose CPU grows with the wall time, so with the
+machine's load); steps per **wall** second (follows the load).
+
+**The target's row** (issue 46, ninth round; the rule fixed on A/A pairs, both arms the
+same code, before any on / off run of this design: docs/measured.md): every 10 steps the
+training thread also runs one **reference step** (`step_reference.StepReference`: a
+plain training step of a copy of the model on a fixed batch; its CPU is taken out of
+the span's), so each study measures the machine's speed at the moments its steps ran.
+A study's rate is its steps per CPU-second of the training thread and the sampler
+divided by its reference's steps per CPU-second; the row is **the median over the pairs
+of on / off of that normalised rate**. Target: >= 0.97. Printed apart, no target: the
+eighth round's rows (the ratio of the arms' medians of the raw rate, the process's and
+the wall's rates; the median of the pairs' ratios of the raw rate) and the reference's
+own rate on / off (the control variate is sound only if the arms' work leaves it alone:
+near 1). `--aa off|on` runs A/A pairs instead and prints their spread per design and
+rate (`cost_spread`).
 
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps
     python benchmarks/surrogate_cost.py --json      # last line {"rows": [...]}
     python benchmarks/surrogate_cost.py --quick     # tiny: checks the pipeline, no figure
     python benchmarks/surrogate_cost.py --sampler density   # DensitySampler instead
+    python benchmarks/surrogate_cost.py --aa off --designs old,ref --pairs 5  # A/A spread
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -53,6 +70,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 from report import print_rows  # noqa: E402
+from step_reference import StepReference  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
     Hook,
@@ -66,6 +84,9 @@ from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler  # noqa: E402
 
 TARGET = 0.97
+TRACE_EVERY = 25
+#: a study spec's draws: replay those of the study run just before it
+PREVIOUS = "previous"
 
 
 class StepClock(Hook):
@@ -81,16 +102,47 @@ class StepClock(Hook):
         self.last = self.first_cpu = self.last_cpu = self.first_thread = self.last_thread = 0.0
         self.first_sampler = self.last_sampler = 0.0
         self.steps = 0
+        self.trace: list[list[float]] | None = None
+        self.launcher: Any = None
+        self.stream_end: list[float] | None = None  # steps, thread CPU, sampler CPU
+        self.pin: int | None = None  # the core the training thread moves to
+        self.reference: StepReference | None = None  # run every `every` steps
+        self.every = 0
+
+    def _process(self) -> float:
+        """The process's CPU-seconds, less those of the reference's steps."""
+        return time.process_time() - (self.reference.seconds if self.reference else 0.0)
+
+    def _thread(self) -> float:
+        """The training thread's CPU-seconds, less those of the reference's steps."""
+        return time.thread_time() - (self.reference.seconds if self.reference else 0.0)
+
+    def on_end_of_stream(self, trainer: Any, state: Any, control: Any) -> None:
+        if self.first is not None and self.stream_end is None:
+            self.stream_end = [self.steps, self._thread() - self.first_thread,
+                               self.sampler.seconds - self.first_sampler,
+                               time.perf_counter() - self.first]  # fmt: skip
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
         if self.first is None:
-            self.first, self.first_cpu = time.perf_counter(), time.process_time()
-            self.first_thread, self.first_sampler = time.thread_time(), self.sampler.seconds
+            if self.pin is not None:  # this thread alone; what it started stays put
+                os.sched_setaffinity(0, {self.pin})
+            self.first, self.first_cpu = time.perf_counter(), self._process()
+            self.first_thread, self.first_sampler = self._thread(), self.sampler.seconds
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.last, self.last_cpu = time.perf_counter(), time.process_time()
-        self.last_thread, self.last_sampler = time.thread_time(), self.sampler.seconds
+        self.last, self.last_cpu = time.perf_counter(), self._process()
+        self.last_thread, self.last_sampler = self._thread(), self.sampler.seconds
         self.steps += 1
+        if self.trace is not None and self.steps % TRACE_EVERY == 0:
+            finished = self.launcher.summary()["finished"] if self.launcher else -1
+            self.trace.append([self.steps, self.last - (self.first or 0.0),
+                               self.last_thread - self.first_thread,
+                               self.last_sampler - self.first_sampler,
+                               self.last_cpu - self.first_cpu, len(trainer.buffer),
+                               finished])  # fmt: skip
+        if self.reference is not None and self.every and self.steps % self.every == 0:
+            self.reference.run()
 
 
 class SamplerClock:
@@ -132,11 +184,15 @@ def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
 
 
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
+          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
+          pin: bool = False, ratio: float | None = None, reference: int = 0):  # fmt: skip
     """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
     `forced` if given) or the replay of `draws`; returns its steps per second and the
     parameters it ran, in launch order."""
     torch.set_num_threads(1)  # the other core runs the simulations
+    if pin:  # every thread and process started from here on: the last core
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[-1]})
     sampler = bench.make_arm(setup, kind, seed) if draws is None else ListSampler(draws)
     if forced is not None:
         force_draws(sampler, forced)
@@ -152,19 +208,32 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         logging_steps=10**9, report_to="none", disable_progress_bar=True, save_at_end=False,
         buffer="reservoir", watermark=setup.watermark,
         buffer_size=setup.simulations * setup.time_steps, max_steps=setup.steps,
-        pseudo_epochs=10**6,
+        pseudo_epochs=10**6, sample_to_insert_ratio=ratio,
     )  # fmt: skip
     model = bench.make_model(setup, seed)
     clock = StepClock(sampler_clock)
+    clock.trace, clock.launcher = [], launcher
+    if pin:
+        clock.pin = cores[0]
+    if reference:
+        clock.reference, clock.every = StepReference(model, setup.batch_size), reference
+    data: dict[str, Any] = {"calls": 0, "cpu": 0.0, "threads": set()}
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        start = time.thread_time()
         x = bench.features(setup, sample["parameters"], int(sample["time_step"]))
-        return torch.from_numpy(x), torch.from_numpy(bench.target(sample["temperature"]))
+        out = torch.from_numpy(x), torch.from_numpy(bench.target(sample["temperature"]))
+        data["calls"] += 1
+        data["cpu"] += time.thread_time() - start
+        data["threads"].add(threading.get_ident())
+        return out
 
     trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
                             train_source=Study(launcher, stream),
                             process_sample=process_sample, hooks=[clock])  # fmt: skip
+    load0, wall0 = os.getloadavg()[0], time.perf_counter()
     trainer.train()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     if clock.first is None or clock.steps != setup.steps:
         raise RuntimeError(f"{clock.steps} of {setup.steps} steps ran")
     records = launcher.state_dict()
@@ -183,21 +252,73 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "sampler_cpu_seconds": clock.last_sampler - clock.first_sampler,
             "sampler_cpu_seconds_outside": sampler_clock.seconds - clock.last_sampler
                                            + clock.first_sampler,
-            "draws": parameters}  # fmt: skip
+            "draws": parameters,
+            "steps": clock.steps, "trace": clock.trace, "data_calls": data["calls"],
+            "data_cpu": data["cpu"],
+            "data_threads": len(data["threads"]),
+            "children_cpu": children.ru_utime + children.ru_stime,
+            "load": [load0, os.getloadavg()[0]],
+            "study_wall": time.perf_counter() - wall0,
+            "span_wall": clock.last - clock.first,
+            "span_thread": clock.last_thread - clock.first_thread,
+            "stream_end": clock.stream_end,
+            "reference_rate": clock.reference.rate if clock.reference else None,
+            }  # fmt: skip
 
 
-def child(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
-          kind: str = "surrogate", forced: list[dict[str, float]] | None = None):  # fmt: skip
-    spec = {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
-            "kind": kind, "forced": forced}  # fmt: skip
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+def steps_and_cpu(run: dict[str, Any]) -> tuple[int, float]:
+    """A study's steps and the CPU-seconds of its training thread and sampler over them."""
+    return run["steps"], run["span_thread"] + run["sampler_cpu_seconds"]
+
+
+def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float]]:
+    """`setup.simulations` draws of a fresh `kind` sampler that observes nothing: the
+    simulations both arms of an A/A pair run."""
+    sampler = bench.make_arm(setup, kind, seed)
+    return [dict(sampler.draw()) for _ in range(setup.simulations)]
+
+
+def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | str | None, work: Path,
+         kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
+         pin: bool = False, ratio: float | None = None, reference: int = 0,
+         ) -> dict[str, Any]:  # fmt: skip
+    """`study`'s arguments as JSON (for `children`); `draws` may be `PREVIOUS`."""
+    return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
+            "kind": kind, "forced": forced, "pin": pin, "ratio": ratio,
+            "reference": reference}  # fmt: skip
+
+
+def children(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The studies of `specs` (`spec`'s), one after the other in one fresh process."""
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(specs)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     if out.returncode != 0:
         raise RuntimeError(f"study failed (exit {out.returncode}):\n{out.stderr[-4000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    runs = json.loads(out.stdout.strip().splitlines()[-1])
+    assert isinstance(runs, list)
+    return runs
+
+
+def child(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """One study (`spec`'s arguments) in its own process."""
+    return children([spec(*args, **kwargs)])[0]
+
+
+def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`children`'s side: each study of `specs` in turn, in this process (draws
+    `PREVIOUS`: the previous study's)."""
+    runs: list[dict[str, Any]] = []
+    for s in specs:
+        draws = runs[-1]["draws"] if s["draws"] == PREVIOUS else s["draws"]
+        setup = bench.Setup(**s["setup"])
+        runs.append(study(setup, s["seed"], draws, Path(s["work"]), s["kind"], s["forced"],
+                          s["pin"], s["ratio"], s["reference"]))  # fmt: skip
+    return runs
 
 
 def main() -> None:
+    import cost_spread  # (here, not above: it imports this module)
+
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--space", choices=sorted(bench.SPACES), default="wide")
     p.add_argument("--pairs", type=int, default=None, help="on/off pairs (default 5; quick 1)")
@@ -208,13 +329,22 @@ def main() -> None:
                         "or the high-loss density (DensitySampler)")  # fmt: skip
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figure")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--aa",
+        choices=("off", "on"),
+        default=None,
+        help="A/A pairs instead (both arms the same code): their spread",
+    )
+    p.add_argument(
+        "--designs", default="old", help="with --aa: cost_spread.DESIGNS' keys, comma-separated"
+    )
+    p.add_argument("--design", default=cost_spread.DEFAULT_DESIGN,
+                   help="cost_spread.DESIGNS' key of the on / off pairs (default: the one "
+                        "chosen on A/A pairs)")  # fmt: skip
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
-        spec = json.loads(opts.child)
-        run = study(bench.Setup(**spec["setup"]), spec["seed"], spec["draws"], Path(spec["work"]),
-                    spec["kind"], spec["forced"])  # fmt: skip
-        print(to_json(run))
+        print(to_json(run_specs(json.loads(opts.child))))
         return
     setup = bench.Setup(space=opts.space, steps=opts.steps, simulations=opts.simulations)
     if opts.quick:  # 10 simulations of 5 steps: the acquisition draws a few
@@ -222,60 +352,29 @@ def main() -> None:
                         batch_size=8, watermark=8)  # fmt: skip
     pairs = opts.pairs or (1 if opts.quick else 5)
     work = Path(tempfile.mkdtemp(prefix="h46-cost-"))
-    on, off, on_cpu, off_cpu, on_step, off_step = [], [], [], [], [], []
+    if opts.aa:
+        try:
+            cost_spread.main_aa(setup, opts.aa, opts.designs.split(","), pairs, work,
+                                opts.sampler, opts.json)  # fmt: skip
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     print(f"{opts.space} space, {setup.simulations} simulations, {setup.steps} steps per "
-          f"study, {pairs} pair(s) on / off interleaved (the machine may be busy)")  # fmt: skip
+          f"study, {pairs} pair(s) on / off interleaved, design {opts.design!r} (the machine "
+          "may be busy)")  # fmt: skip
+    ons, offs = [], []
     try:
         replayed: list[dict[str, float]] = []
         for i in range(pairs):
-            seed, on_first = 2000 + i, i % 2 == 0
-            if on_first:  # on draws freely; off replays its draws
-                first = child(setup, seed, None, work / f"on-{i}", opts.sampler)
-                replayed = first["draws"]
-                second = child(setup, seed, replayed, work / f"off-{i}")
-            else:  # off replays the last draws; on's sampler works, its study runs them
-                second = child(setup, seed, replayed, work / f"off-{i}")
-                first = child(setup, seed, None, work / f"on-{i}", opts.sampler, replayed)
-            if first["draws"] != second["draws"]:
-                raise RuntimeError(f"pair {i}: the arms ran different simulations")
-            on.append(first["steps_per_second"])
-            off.append(second["steps_per_second"])
-            on_cpu.append(first["steps_per_cpu_second"])
-            off_cpu.append(second["steps_per_cpu_second"])
-            on_step.append(first["steps_per_step_cpu_second"])
-            off_step.append(second["steps_per_step_cpu_second"])
-            print(f"pair {i} ({'on, off' if on_first else 'off, on'}): on {on[-1]:.1f} "
-                  f"steps/s, off {off[-1]:.1f} steps/s, "
-                  f"on / off {on[-1] / off[-1]:.3f}; per CPU-second on {on_cpu[-1]:.1f}, "
-                  f"off {off_cpu[-1]:.1f}, on / off {on_cpu[-1] / off_cpu[-1]:.3f}; per "
-                  f"CPU-second of the step and the sampler on {on_step[-1]:.1f}, off "
-                  f"{off_step[-1]:.1f}, on / off {on_step[-1] / off_step[-1]:.3f} (the "
-                  f"sampler {first['sampler_cpu_seconds']:.3f} s while the steps ran, "
-                  f"{first['sampler_cpu_seconds_outside']:.3f} s before and after)",
-                  flush=True)  # fmt: skip
+            on, off = cost_spread.run_pair(setup, i, replayed, work / str(i), opts.sampler,
+                                           cost_spread.DESIGNS[opts.design])  # fmt: skip
+            replayed = on["draws"]
+            ons.append(on)
+            offs.append(off)
+            print(cost_spread.pair_line(i, on, off), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    rows = []
-    for what, unit, a, b, target in (
-        ("per CPU-second of the step and the sampler", "steps/cpu-s", on_step, off_step, TARGET),
-        ("per CPU-second of the process", "steps/cpu-s", on_cpu, off_cpu, None),
-        ("per wall second", "steps/s", on, off, None),
-    ):
-        ours, base = statistics.median(a), statistics.median(b)
-        rows.append({"case": f"{opts.space}, trainer steps {what}, {opts.sampler} on / off "
-                             f"(medians of {pairs} pairs, alternate orders)",
-                     "ours": round(ours, 2), "baseline": round(base, 2), "unit": unit,
-                     "ratio": round(ours / base, 3), "target": target})  # fmt: skip
-    # the target's measure pair by pair (each on study against its own off study, run
-    # next to it): the median of those ratios, beside the ratio of the arms' medians
-    # above (the row of the target); they differ when the pairs spread (issue 46,
-    # seventh round: 0.975-0.981 against 0.960-0.972 on a quiet machine)
-    per_pair = statistics.median(a / b for a, b in zip(on_step, off_step, strict=True))
-    rows.append({"case": f"{opts.space}, trainer steps per CPU-second of the step and the "
-                         f"sampler, {opts.sampler} on / off per pair (median of {pairs} "
-                         "pairs' ratios)",
-                 "ours": round(per_pair, 3), "baseline": 1.0, "unit": "ratio",
-                 "ratio": round(per_pair, 3), "target": None})  # fmt: skip
+    rows = cost_spread.on_off_rows(ons, offs, f"{opts.space}, trainer steps", opts.sampler)
     print_rows(rows, f"{opts.sampler} sampler: its cost on the trainer", width=60)
     if opts.json:
         print(to_json({"rows": rows}))

@@ -355,20 +355,26 @@ def test_the_density_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
 @pytest.mark.timeout(600)
 def test_the_surrogate_s_cost_benchmark_runs_a_pair(tmp_path: Path) -> None:
     """benchmarks/surrogate_cost.py --quick: one on / off pair (the off study replays
-    the on study's draws), its rows well formed; no rate is asserted."""
+    the on study's draws), its rows well formed: first the target's (the median of the
+    pairs' ratios of the reference-normalised rate), then the eighth round's four, then
+    the reference's own rate on / off; no rate is asserted."""
     command = [sys.executable, str(BENCHMARKS / "surrogate_cost.py"), "--quick", "--json"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=560, check=True,
                          cwd=tmp_path).stdout  # fmt: skip
-    assert "pair 0 (on, off): on " in out
+    assert "pair 0 (on, off): span on " in out
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert [r["target"] for r in rows] == [0.97, None, None, None]
-    assert [r["unit"] for r in rows] == ["steps/cpu-s", "steps/cpu-s", "steps/s", "ratio"]
-    assert "per pair" in rows[3]["case"] and rows[3]["ratio"] == rows[3]["ours"]
-    assert "the step and the sampler" in rows[0]["case"] and "process" in rows[1]["case"]
+    assert [r["target"] for r in rows] == [0.97, None, None, None, None, None]
+    assert [r["unit"] for r in rows] == ["ratio", "steps/cpu-s", "steps/cpu-s", "steps/s",
+                                         "ratio", "steps/cpu-s"]  # fmt: skip
+    assert "reference steps" in rows[5]["case"]
+    assert "the target's row" in rows[0]["case"] and "reference" in rows[0]["case"]
+    assert rows[0]["ratio"] == rows[0]["ours"] and rows[0]["baseline"] == 1.0
+    assert "per pair" in rows[4]["case"] and rows[4]["ratio"] == rows[4]["ours"]
+    assert "the step and the sampler" in rows[1]["case"] and "process" in rows[2]["case"]
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert row["ours"] > 0 and row["baseline"] > 0
-    assert rows[0]["ratio"] == pytest.approx(rows[0]["ours"] / rows[0]["baseline"], rel=1e-2)
+    assert rows[1]["ratio"] == pytest.approx(rows[1]["ours"] / rows[1]["baseline"], rel=1e-2)
 
 
 def test_an_on_arm_run_second_runs_the_replayed_draws_while_its_sampler_works() -> None:

@@ -66,7 +66,6 @@ from pathlib import Path
 
 import torch
 
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.heap import recycle_frames
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -99,7 +98,7 @@ from ingest_training import (  # noqa: E402
     streamed_sample,
     training_rows,
 )
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 #: the names the other ingest benchmarks (``import ingest as bench``), the tests and the
 #: raw receiver's process (`ingest_arms.RAW_RUN`: reader, recycle_frames, _hwm,
@@ -116,8 +115,7 @@ __all__ = [
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    add_flags(parser, quick="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--no-training", action="store_true", help="skip training rows")
     parser.add_argument("--no-ingest", action="store_true", help="only the training rows")
@@ -160,12 +158,8 @@ def main() -> None:
         pinned, more = pinned_rows(rounds, opts.quick)
         rows += pinned
         notes += more
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
-    print_rows(rows, f"medians of {rounds} interleaved rounds; ratio = ours / baseline", 64)
-    for note in notes:
-        print(note)
+    title = f"medians of {rounds} interleaved rounds; ratio = ours / baseline"
+    finish(rows, title, 64, as_json=opts.json, notes=notes)
 
 
 if __name__ == "__main__":

@@ -42,13 +42,12 @@ from typing import Any
 import torch
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.ingest_loop import IngestLoop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 #: (owner, method, part) timed in the training thread (the trainer's reservoir is
 #: columnar for this workload's 1 KB rows, the plain one's methods are timed too: a
@@ -173,9 +172,8 @@ def rows_of(runs: dict[str, list[dict[str, float]]]) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200 steps, 1 round")
+    add_flags(parser, quick="200 steps, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     opts = parser.parse_args()
     rounds = opts.rounds or (1 if opts.quick else 3)
     steps = 200 if opts.quick else 800
@@ -199,11 +197,8 @@ def main() -> None:
             bench.pin_process(set(cores))
         shutil.rmtree(out, ignore_errors=True)
     rows = rows_of(runs)
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
     where = "pinned" if pinned else "NOT pinned (fewer than 2 cores)"
-    print_rows(rows, f"medians of {rounds} interleaved rounds, {where}", 96)
+    finish(rows, f"medians of {rounds} interleaved rounds, {where}", 96, as_json=opts.json)
 
 
 if __name__ == "__main__":

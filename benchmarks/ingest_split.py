@@ -46,6 +46,7 @@ from melissa_trainer.stream.ingest_loop import IngestLoop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
+import ingest_training as training  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
 from report import add_flags, finish  # noqa: E402
 
@@ -114,7 +115,8 @@ def one_run(streamed: bool, steps: int, out: str, r: int, core: int | None) -> d
             super().on_train_end(trainer, state, control)
             marks["end"] = (time.thread_time(), collections.Counter(seconds), self.steps)
 
-    clock_class, bench.StepClock = bench.StepClock, Clock  # (what run_training builds)
+    # the clock run_training builds: the name in ingest_training, where it is read
+    clock_class, training.StepClock = training.StepClock, Clock
     try:
         with timed(seconds):
             if streamed:
@@ -125,7 +127,7 @@ def one_run(streamed: bool, steps: int, out: str, r: int, core: int | None) -> d
                 source = overhead.Prefilled(samples)
                 bench.run_training(source, steps, out, r, bench.streamed_sample, overhead.N_SAMPLES)
     finally:
-        bench.StepClock = clock_class
+        training.StepClock = clock_class
     (t0, parts0), (t1, parts1, n) = marks["start"], marks["end"]
     parts1.subtract(parts0)
     return {"total": (t1 - t0) / n * 1e6, **{k: v / n * 1e6 for k, v in parts1.items()}}

@@ -46,6 +46,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
+import ingest_training as training  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
 from report import add_flags, finish, print_json  # noqa: E402
 
@@ -116,7 +117,8 @@ def one_run(arm: str, steps: int, out: str, r: int, sim_core: int) -> dict[str, 
             marks["stopped"] = time.perf_counter()
 
     samples = [{"u": u} for u in bench.distinct_fields(bench.KB, overhead.N_SAMPLES)]
-    clock_class, bench.StepClock = bench.StepClock, Clock  # (what run_training builds)
+    # the clock run_training builds: the name in ingest_training, where it is read
+    clock_class, training.StepClock = training.StepClock, Clock
     try:
         if arm == "ours":
             bench.run_streamed(
@@ -137,7 +139,7 @@ def one_run(arm: str, steps: int, out: str, r: int, sim_core: int) -> dict[str, 
             source = overhead.Prefilled(samples)
             bench.run_training(source, steps, out, r, bench.streamed_sample, len(samples))
     finally:
-        bench.StepClock = clock_class
+        training.StepClock = clock_class
     return split(marks["start"], marks["end"], marks["stopped"], marks["steps"])
 
 

@@ -55,6 +55,11 @@ its samples into the same (columnar) reservoir, blocking for room
     python benchmarks/ingest.py --keep-freed-memory   # malloc keeps freed frames
     python benchmarks/ingest.py --only-pinned          # the pinned rows only
     python benchmarks/ingest.py --sizes 1MB --clients 1 --no-training --no-pinned
+
+The code, one module a part: `ingest_arms` (ours and the raw receiver, their senders),
+`ingest_throughput` (the throughput rows), `ingest_training` (the training rows, and the
+streaming client and timed run the pinned rows share), `ingest_pinned` (the pinned
+rows); this one, the command line, re-exports their names (`__all__`).
 """
 
 from __future__ import annotations

@@ -126,7 +126,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling_stats as stats  # noqa: E402
 import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
 from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 from solver import OPTIONAL_PARAMETERS, PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
@@ -654,8 +654,7 @@ def main() -> None:
                         "with --ours breed the fixed designs, exploration alone and Breed; "
                         "with --ours surrogate the fixed designs and the surrogate)")  # fmt: skip
     p.add_argument("--plot", metavar="PATH", help="write a PNG of where each put its simulations")
-    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, quick="tiny sizes: checks, no figures")
     p.add_argument("--child", help=argparse.SUPPRESS)
     opts = p.parse_args()
     if opts.child:
@@ -718,7 +717,7 @@ def main() -> None:
         plot(runs, Path(opts.plot))
         print(f"plot: {opts.plot}")
     if opts.json:
-        print(to_json({"rows": table}))
+        print_json(table)
 
 
 if __name__ == "__main__":

@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from report import add_flags, print_json
 
 from melissa_trainer.buffers import Buffer, BufferConfig, Sample, make_buffer
-from melissa_trainer.common.json_output import to_json
 
 
 def stack_samples(
@@ -365,8 +365,7 @@ def print_table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a few-second run")
-    parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
+    add_flags(parser, quick="a few-second run")
     parser.add_argument(
         "--malloc-reuse",
         action="store_true",
@@ -384,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     rows = run(cfg, log, notes)
     if args.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
     else:
         print(
             f"\nbuffers benchmark ({'quick' if args.quick else 'full'}, {cfg.rounds} rounds, "

@@ -51,10 +51,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE / "c")]
 import reader  # noqa: E402
 from bench_programs import MissingTool, Programs, build  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
 
 KB, MB = 1 << 10, 1 << 20
@@ -244,8 +243,7 @@ def _checkout_key() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    add_flags(parser, quick="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--no-e2e", action="store_true", help="only the CPU-per-send rows")
     parser.add_argument("--no-cpu", action="store_true", help="only the end-to-end rows")
@@ -269,16 +267,11 @@ def main() -> None:
         rows, notes = cpu_rows(programs, rounds, opts.quick)
     if not opts.no_e2e:
         rows += e2e_rows(programs, rounds, opts.quick)
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
     title = (
         f"medians of {rounds} interleaved rounds; CPU rows: ratio = baseline / ours, "
         f"samples/s rows: ratio = ours / baseline"
     )
-    print_rows(rows, title, width=32)
-    for note in notes:
-        print(note)
+    finish(rows, title, 32, as_json=opts.json, notes=notes)
 
 
 if __name__ == "__main__":

@@ -35,11 +35,10 @@ import numpy as np
 import zmq
 
 from melissa_trainer.client import Client, ClientTuning, finite_check
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.finite import all_finite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 SINK = r"""
 import sys, zmq
@@ -86,7 +85,7 @@ def row(case: str, ours: list[float], base: list[float]) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
+    add_flags(parser)
     parser.add_argument("--rounds", type=int, default=7, help="of each arm, alternating")
     parser.add_argument("--messages", type=int, default=300, help="sends per round")
     parser.add_argument("--bytes", type=int, default=1 << 20, help="the field's size")
@@ -127,13 +126,13 @@ def main() -> None:
         },
     ]
     title = f"{opts.rounds} rounds of {opts.messages} sends per arm, interleaved; medians"
-    print_rows(rows, title, width=52)
     added = statistics.median(runs[True]) - statistics.median(runs[False])
-    print(f"the check adds {added:.1f} us of the sender's CPU per send")
-    print("rounds (us/send): check " + ", ".join(f"{x:.1f}" for x in runs[True]))
-    print("               no check " + ", ".join(f"{x:.1f}" for x in runs[False]))
-    if opts.json:
-        print(to_json({"rows": rows}))
+    notes = [
+        f"the check adds {added:.1f} us of the sender's CPU per send",
+        "rounds (us/send): check " + ", ".join(f"{x:.1f}" for x in runs[True]),
+        "               no check " + ", ".join(f"{x:.1f}" for x in runs[False]),
+    ]
+    finish(rows, title, 52, as_json=opts.json, notes=notes, table_too=True)
 
 
 if __name__ == "__main__":

@@ -61,11 +61,10 @@ from typing import Any
 
 import numpy as np
 import zmq
-from report import print_rows
+from report import add_flags, finish
 
 import melissa_trainer
 from melissa_trainer import wire as protocol
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 TARGET = 0.8
@@ -263,8 +262,7 @@ def measure(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object last")
-    parser.add_argument("--quick", action="store_true", help="5 launches of each arm")
+    add_flags(parser, quick="5 launches of each arm")
     parser.add_argument("--launches", type=int, default=None, help="of each arm (20)")
     parser.add_argument("--bytes", type=int, default=1 << 20, help="the field's size (1 MiB)")
     parser.add_argument(
@@ -277,15 +275,15 @@ def main() -> None:
         parser.error("--launches must be >= 1 and --bytes >= 4")
     rows, runs = measure(launches, opts.bytes, opts.pycache)
     title = f"{launches} launches of each arm, interleaved; medians; ratio = baseline / ours"
-    print_rows(rows, title, width=52)
     start = [(r.import_start - r.start) * 1e3 for r in runs["ours"] + runs["baseline"]]
-    print(f"interpreter start (both arms, before the imports): {statistics.median(start):.1f} ms")
     own = statistics.median(r.own_ms for r in runs["ours"])
     own_cpu = statistics.median(r.own_cpu_ms for r in runs["ours"])
-    print(f"the client's own import, after numpy and zmq: {own:.1f} ms ({own_cpu:.1f} ms CPU)")
-    print(f"library measured: {LIBRARY}")
-    if opts.json:
-        print(to_json({"rows": rows}))
+    notes = [
+        f"interpreter start (both arms, before the imports): {statistics.median(start):.1f} ms",
+        f"the client's own import, after numpy and zmq: {own:.1f} ms ({own_cpu:.1f} ms CPU)",
+        f"library measured: {LIBRARY}",
+    ]
+    finish(rows, title, 52, as_json=opts.json, notes=notes, table_too=True)
 
 
 if __name__ == "__main__":

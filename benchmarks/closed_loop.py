@@ -48,13 +48,12 @@ import numpy as np
 import torch
 
 from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
-from melissa_trainer.common.json_output import to_json
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 from heat_guess.solver import GuessConfig  # noqa: E402
 from heat_guess.train import run_study, second_half, work_per_step  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 WIDTH = 64
 WARMUP = 20
@@ -209,8 +208,7 @@ def study_rows(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    add_flags(parser, quick="fewer, shorter rounds")
     parser.add_argument("--rate", type=float, default=50.0, help="requests per second")
     parser.add_argument("--steps", type=int, default=None, help="steps per run")
     parser.add_argument("--rounds", type=int, default=None, help="A B rounds")
@@ -268,7 +266,7 @@ def main() -> None:
         )
     rows += more
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
         return
     print("\n".join(lines))
     print_rows(rows, f"closed loop: {rounds} A/B rounds of {steps} steps, {len(latencies)} answers")

@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from report import add_flags, print_json
 
 from melissa_trainer.buffers import (
     Buffer,
@@ -51,7 +52,6 @@ from melissa_trainer.buffers import (
     ReservoirBuffer,
     SampleBlock,
 )
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.core.dataset import fast_collate
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -201,8 +201,7 @@ def row(case: str, ours_s: float, base_s: float, target: float | None) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and reads")
-    parser.add_argument("--json", action="store_true", help='print {"rows": [...]}')
+    add_flags(parser, quick="fewer rounds and reads")
     parser.add_argument("--rounds", type=int, default=None)
     opts = parser.parse_args(argv)
     rounds = opts.rounds or (3 if opts.quick else 7)
@@ -261,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.equal(firsts[True], firsts[False]):
         raise SystemExit("heat batch: the two paths gave different batches")
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
     else:
         for r in rows:
             print(f"{r['case']:<66} {r['ours']:>8} us  plain {r['baseline']:>8} us  {r['ratio']}x")

@@ -67,7 +67,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import burgers_solver as burgers  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
     OnlineTrainer,
@@ -76,7 +76,6 @@ from melissa_trainer import (  # noqa: E402
     Study,
     TrainingArguments,
 )
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 
 TARGET = 10.0
@@ -263,8 +262,7 @@ def main() -> None:
     p.add_argument("--sweep", action="store_true", help="the candidates on the tuning seeds")
     p.add_argument("--candidate", action="append", default=[], metavar="JSON",
                    help="TrainingArguments overrides tried by --sweep (repeatable)")  # fmt: skip
-    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, quick="tiny sizes: checks, no figures")
     opts = p.parse_args()
     setup = Setup()
     seeds = seed_list(opts.seeds or ("0-2" if opts.sweep else "10-19"))
@@ -294,9 +292,9 @@ def main() -> None:
                   f"{m['reuse']:>7.1f}{m['wall']:>8.1f}")  # fmt: skip
         return
     table = rows(runs)
-    print_rows(table, f"medians over seeds {seeds[0]}-{seeds[-1]}", width=50)
-    if opts.json:
-        print(to_json({"rows": table}))
+    finish(
+        table, f"medians over seeds {seeds[0]}-{seeds[-1]}", 50, as_json=opts.json, table_too=True
+    )
 
 
 if __name__ == "__main__":

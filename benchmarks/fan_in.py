@@ -72,9 +72,7 @@ from fan_in_procs import (  # noqa: E402
     send_json,
 )
 from reader import INLINE_MAX  # noqa: E402
-from report import print_rows  # noqa: E402
-
-from melissa_trainer.common.json_output import to_json  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 LABELS = {KB: "1 KB", MB: "1 MB"}
 RATES = {KB: 2000.0, MB: 200.0}  # aggregate samples/s, the same at every N
@@ -287,8 +285,7 @@ def memory_rows(clients: Pool, n: int) -> tuple[list[dict[str, Any]], list[str]]
 def main() -> None:
     global SETTLE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds; N <= 64")
+    add_flags(parser, quick="fewer, shorter rounds; N <= 64")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--seconds", type=float, default=None, help="length of a stream")
     parser.add_argument("--sizes", default="1KB,1MB", help="field sizes: 1KB,1MB")
@@ -322,16 +319,11 @@ def main() -> None:
     finally:
         receiver.close()
         clients.close()
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
     title = (
         f"medians of {rounds} interleaved rounds of ~{seconds:g} s; CPU rows: ratio = "
         f"cost at N=1 / cost at N; memory rows: ratio = baseline / ours"
     )
-    print_rows(rows, title, width=64)
-    for note in notes:
-        print(note)
+    finish(rows, title, 64, as_json=opts.json, notes=notes)
 
 
 if __name__ == "__main__":

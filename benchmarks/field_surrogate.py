@@ -55,7 +55,7 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "examples"))
 from navier_stokes.models import make_model  # noqa: E402
 from navier_stokes.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, initial_vorticity  # noqa: E402
 from navier_stokes.train import make_process_sample  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 from trainer_overhead import Clock, Prefilled  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
@@ -65,7 +65,6 @@ from melissa_trainer import (  # noqa: E402
     StreamSource,
     TrainingArguments,
 )
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 TARGET = 0.97
 INGEST_TARGET = 0.93
@@ -331,8 +330,7 @@ def measure_ingest(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="32^2, fewer, shorter rounds")
+    add_flags(parser, quick="32^2, fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--grid", type=int, default=None, help="grid side (default 64)")
@@ -376,15 +374,11 @@ def main(argv: list[str] | None = None) -> None:
             f"ingest_share_256: {ingest_grid}^2 fields at {opts.rate:g} msgs/s, batch "
             f"{INGEST_BATCH}, {rounds} rounds of {ingest_steps} steps"
         )
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
-    print_rows(
-        rows,
+    title = (
         f"FNO width {WIDTH}, {LAYERS} layers, Adam, 1 thread, CPU; medians of interleaved "
-        "rounds; " + "; ".join(titles),
-        width=26,
+        "rounds; " + "; ".join(titles)
     )
+    finish(rows, title, 26, as_json=opts.json)
 
 
 def row(

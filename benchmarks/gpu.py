@@ -92,7 +92,7 @@ from gpu_common import (  # noqa: E402
 from gpu_compile import case_compile, case_compile_hand  # noqa: E402
 from gpu_fno import case_fno  # noqa: E402
 from gpu_fno_busy import case_fno_busy  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 from trainer_overhead import Clock, Prefilled, synchronize  # noqa: E402
 
 from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
@@ -381,7 +381,7 @@ CASES: dict[str, Callable[[Bench], dict[str, Any] | list[dict[str, Any]] | None]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--json", action="store_true", help='print {"rows": [...]} only')
+    add_flags(parser)
     parser.add_argument("--smoke", action="store_true", help="every case, a few steps, on CPU")
     parser.add_argument(
         "--cpu",
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (opts.smoke or opts.cpu) and not torch.cuda.is_available():
         print("no GPU is present: benchmarks/gpu.py measures nothing here", file=sys.stderr)
         if opts.json:
-            print(to_json({"rows": []}))
+            print_json([])
         return 0
     bench = Bench(
         device=torch.device("cpu") if opts.smoke or opts.cpu else torch.device("cuda", 0),
@@ -440,7 +440,7 @@ def main(argv: list[str] | None = None) -> int:
             print("row:", to_json(one), file=sys.stderr, flush=True)
             rows.append(one)
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
         return 1 if failed else 0
     name = (
         "CPU (smoke: figures mean nothing)"

@@ -70,11 +70,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import heat_offline  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer import TrainingArguments  # noqa: E402
 from melissa_trainer.buffers import make_buffer  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 
 def simulate(setup: hp.Setup, n: int) -> list[dict[str, np.ndarray]]:
@@ -314,8 +313,7 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help=("no training: each policy's rate-weighted draws per simulation (seconds)"),
     )
-    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, quick="tiny sizes: checks, no figures")
     opts = p.parse_args(argv)
     torch.set_num_threads(1)
     setup = hp.Setup()
@@ -386,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
     print_rows(table, "online vs offline at equal steps (ours = online)", width=100)
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
     if opts.json:
-        print(to_json({"rows": table}))
+        print_json(table)
 
 
 if __name__ == "__main__":

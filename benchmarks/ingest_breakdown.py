@@ -27,12 +27,11 @@ from typing import Any
 import zmq
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig, ReceiverTuning
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 
 def ours(nbytes: int, count: int, nonfinite: str) -> float:
@@ -124,16 +123,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="1024,128", help="KiB per field, e.g. 1024,128")
     parser.add_argument("--count", type=int, default=200, help="messages per run (1 MiB)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_flags(parser)
     opts = parser.parse_args()
     rows = []
     for kib in (int(s) for s in opts.sizes.split(",")):
         count = max(opts.count, opts.count * 1024 // kib // 4)  # same time, more messages
         rows += rows_of(kib, count, opts.rounds)
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
-    print_rows(rows, f"medians of {opts.rounds} interleaved rounds; baseline: raw pyzmq", 64)
+    title = f"medians of {opts.rounds} interleaved rounds; baseline: raw pyzmq"
+    finish(rows, title, 64, as_json=opts.json)
 
 
 if __name__ == "__main__":

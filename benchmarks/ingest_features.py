@@ -45,9 +45,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from report import add_flags, print_json
 
 from melissa_trainer import Buffer, Hook, OnlineTrainer, SampleBlock, Source, TrainingArguments
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.sources.ingest_transform import IngestTransform
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "heat_pde" / "train.py"
@@ -215,8 +215,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--warm", type=int, default=50, help="steps not timed (first)")
     parser.add_argument("--hidden", type=int, default=256, help="the heat MLP's width")
-    parser.add_argument("--quick", action="store_true", help="60 steps a round, 2 rounds")
-    parser.add_argument("--json", action="store_true")
+    add_flags(parser, quick="60 steps a round, 2 rounds")
     opts = parser.parse_args(argv)
     if opts.quick:
         opts.steps, opts.warm = 60, 20
@@ -225,7 +224,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = [measure(h, opts.rounds, opts.steps, opts.warm) for h in (opts.hidden, 16)]
     rows[1]["case"] = rows[1]["case"].replace("(MLP hidden 16", "(tiny MLP: hidden 16")
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
         return
     for row in rows:
         print(

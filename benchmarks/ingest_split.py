@@ -42,13 +42,13 @@ from typing import Any
 import torch
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.ingest_loop import IngestLoop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
+import ingest_training as training  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish  # noqa: E402
 
 #: (owner, method, part) timed in the training thread (the trainer's reservoir is
 #: columnar for this workload's 1 KB rows, the plain one's methods are timed too: a
@@ -115,7 +115,8 @@ def one_run(streamed: bool, steps: int, out: str, r: int, core: int | None) -> d
             super().on_train_end(trainer, state, control)
             marks["end"] = (time.thread_time(), collections.Counter(seconds), self.steps)
 
-    clock_class, bench.StepClock = bench.StepClock, Clock  # (what run_training builds)
+    # the clock run_training builds: the name in ingest_training, where it is read
+    clock_class, training.StepClock = training.StepClock, Clock
     try:
         with timed(seconds):
             if streamed:
@@ -126,7 +127,7 @@ def one_run(streamed: bool, steps: int, out: str, r: int, core: int | None) -> d
                 source = overhead.Prefilled(samples)
                 bench.run_training(source, steps, out, r, bench.streamed_sample, overhead.N_SAMPLES)
     finally:
-        bench.StepClock = clock_class
+        training.StepClock = clock_class
     (t0, parts0), (t1, parts1, n) = marks["start"], marks["end"]
     parts1.subtract(parts0)
     return {"total": (t1 - t0) / n * 1e6, **{k: v / n * 1e6 for k, v in parts1.items()}}
@@ -173,9 +174,8 @@ def rows_of(runs: dict[str, list[dict[str, float]]]) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200 steps, 1 round")
+    add_flags(parser, quick="200 steps, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     opts = parser.parse_args()
     rounds = opts.rounds or (1 if opts.quick else 3)
     steps = 200 if opts.quick else 800
@@ -199,11 +199,8 @@ def main() -> None:
             bench.pin_process(set(cores))
         shutil.rmtree(out, ignore_errors=True)
     rows = rows_of(runs)
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
     where = "pinned" if pinned else "NOT pinned (fewer than 2 cores)"
-    print_rows(rows, f"medians of {rounds} interleaved rounds, {where}", 96)
+    finish(rows, f"medians of {rounds} interleaved rounds, {where}", 96, as_json=opts.json)
 
 
 if __name__ == "__main__":

@@ -44,12 +44,11 @@ from typing import Any
 
 import torch
 
-from melissa_trainer.common.json_output import to_json
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ingest as bench  # noqa: E402
+import ingest_training as training  # noqa: E402
 import trainer_overhead as overhead  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, finish, print_json  # noqa: E402
 
 #: the parts, in the rows' order: (key, what)
 PARTS = (
@@ -118,7 +117,8 @@ def one_run(arm: str, steps: int, out: str, r: int, sim_core: int) -> dict[str, 
             marks["stopped"] = time.perf_counter()
 
     samples = [{"u": u} for u in bench.distinct_fields(bench.KB, overhead.N_SAMPLES)]
-    clock_class, bench.StepClock = bench.StepClock, Clock  # (what run_training builds)
+    # the clock run_training builds: the name in ingest_training, where it is read
+    clock_class, training.StepClock = training.StepClock, Clock
     try:
         if arm == "ours":
             bench.run_streamed(
@@ -139,7 +139,7 @@ def one_run(arm: str, steps: int, out: str, r: int, sim_core: int) -> dict[str, 
             source = overhead.Prefilled(samples)
             bench.run_training(source, steps, out, r, bench.streamed_sample, len(samples))
     finally:
-        bench.StepClock = clock_class
+        training.StepClock = clock_class
     return split(marks["start"], marks["end"], marks["stopped"], marks["steps"])
 
 
@@ -179,9 +179,8 @@ def rows_of(runs: dict[str, list[dict[str, float]]]) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="200 steps, 1 round")
+    add_flags(parser, quick="200 steps, 1 round")
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
     opts = parser.parse_args()
     rounds = opts.rounds or (1 if opts.quick else 3)
     steps = 200 if opts.quick else 800
@@ -190,7 +189,7 @@ def main() -> None:
     if len(cores) < 2 or not os.path.exists("/proc/self/task"):
         print("skipped: needs Linux and 2 cores (a pinned training core and a client's)")
         if opts.json:
-            print(to_json({"rows": []}))
+            print_json([])
         return
     out = tempfile.mkdtemp(prefix="mt-ingest-threads-")
     runs: dict[str, list[dict[str, float]]] = {"alone": [], "ours": [], "raw": []}
@@ -207,10 +206,8 @@ def main() -> None:
         bench.pin_process(set(cores))
         shutil.rmtree(out, ignore_errors=True)
     rows = rows_of(runs)
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
-    print_rows(rows, f"medians of {rounds} interleaved rounds, pinned to core {cores[0]}", 110)
+    title = f"medians of {rounds} interleaved rounds, pinned to core {cores[0]}"
+    finish(rows, title, 110, as_json=opts.json)
 
 
 if __name__ == "__main__":

@@ -59,10 +59,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 from trainer_overhead import BATCH, make_model  # noqa: E402
 
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher.backends import Job, LocalBackend  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalHandle, pdeathsig_wrapper  # noqa: E402
 
@@ -344,8 +343,7 @@ def rss_mb() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    add_flags(parser, quick="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of each mode")
     parser.add_argument("--seconds", type=float, default=None, help="training per round")
     parser.add_argument("--launches", type=int, default=None, help="latency: launches of each")
@@ -405,7 +403,7 @@ def main() -> None:
         "cpus": len(os.sched_getaffinity(0)),
     }
     if opts.json:
-        print(to_json({"rows": rows, "setup": setup}))
+        print_json(rows, setup=setup)
         return
     print(
         f"\ntrainer: {rss:.0f} MB RSS, MLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; "

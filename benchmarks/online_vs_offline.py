@@ -68,7 +68,7 @@ import heat_offline  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
 import regime  # noqa: E402
 from isolated import run_isolated  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 
@@ -439,9 +439,8 @@ def main() -> None:
         "(4 more online runs), and print a row for each"))  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_dir", default="outputs/online_vs_offline")
-    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
+    add_flags(p, quick="tiny sizes: checks, no figures")
     p.add_argument("--no_plot", action="store_true")
-    p.add_argument("--json", action="store_true")
     p.add_argument("--sweep", metavar="POINTS", help=(
         "map the regime instead: cases 2 and 3 at each point, 'S' (100 time steps of S "
         "solver sub-steps) or 'TxS' (T time steps over the same horizon), e.g. "
@@ -482,7 +481,7 @@ def main() -> None:
         print(f"plot: {png}")
     (out / "results.json").write_text(to_json({"data": data, "budget": budget}, default=str))
     if opts.json:
-        print(to_json({"rows": table}))
+        print_json(table)
 
 
 def main_sweep(opts: argparse.Namespace) -> None:
@@ -509,7 +508,7 @@ def main_sweep(opts: argparse.Namespace) -> None:
         print(f"plot: {png}")
     (out / "regime.json").write_text(to_json(points, default=str))
     if opts.json:
-        print(to_json({"rows": table}))
+        print_json(table)
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 EXAMPLE = ROOT / "examples" / "navier_stokes"
 sys.path.insert(0, str(HERE))  # report.py
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 
@@ -336,8 +336,7 @@ def main(argv: list[str] | None = None) -> None:
         "(default 0.1; --quick 0.34)"))  # fmt: skip
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--output_dir", default="outputs/online_vs_offline_ns")
-    p.add_argument("--quick", action="store_true", help="tiny sizes: checks, no figures")
-    p.add_argument("--json", action="store_true")
+    add_flags(p, quick="tiny sizes: checks, no figures")
     p.add_argument("--offline_child", metavar="SPEC", help=argparse.SUPPRESS)
     opts = p.parse_args(argv)
     if opts.offline_child:
@@ -391,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\ntotal {time.perf_counter() - start:.0f} s")
     (out / "results.json").write_text(to_json({"online": online, "offline": offline}))
     if opts.json:
-        print(to_json({"rows": table}))
+        print_json(table)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import columnar as col  # noqa: E402
 from heat_equal_steps import parse_policies  # noqa: E402
+from report import add_flags, print_json  # noqa: E402
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, SampleBlock  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 
 Choices = tuple[int, int]
 
@@ -67,8 +67,7 @@ def row(case: str, ours_s: float, base_s: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--choices", default="2/1", help="ours: DRAW/EVICT choices (>= 1)")
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and reads")
-    parser.add_argument("--json", action="store_true", help='print {"rows": [...]}')
+    add_flags(parser, quick="fewer rounds and reads")
     parser.add_argument("--rounds", type=int, default=None)
     opts = parser.parse_args(argv)
     # (the policies' syntax is heat_equal_steps.py's: one parser for both)
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{name}", *interleaved(rounds, ours, put)),
     ]  # fmt: skip
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
     else:
         for r in rows:
             print(f"{r['case']:<90} {r['ours']:>8} us  uniform {r['baseline']:>8} us  "

@@ -51,11 +51,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from isolated import run_isolated  # noqa: E402
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer, read_snapshot  # noqa: E402
 from melissa_trainer.buffers.reshard import share  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.core.dataset import StreamDataset, read_pending  # noqa: E402
 
 OLD, NEW = 2, 3  # ranks that wrote the checkpoint, ranks of the resumed run
@@ -152,8 +151,7 @@ def row(case: str, ours: float, baseline: float, target: float | None) -> dict[s
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="16 MB, 1 round (a smoke test)")
+    add_flags(parser, quick="16 MB, 1 round (a smoke test)")
     parser.add_argument("--mb", type=int, default=None, help="the buffers' size in all (1024)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of each (5)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
@@ -189,7 +187,7 @@ def main() -> None:
         "sum_s": {str(w): [round(s, 4) for _, s in r] for w, r in runs.items()},
     }
     if opts.json:
-        print(to_json({"rows": rows, "setup": setup}))
+        print_json(rows, setup=setup)
         return
     print(
         f"\n{mb_written:.0f} MB checkpoint (2 reservoirs of {capacity} samples of "

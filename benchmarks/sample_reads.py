@@ -33,9 +33,9 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from report import add_flags, print_json
 
 from melissa_trainer.buffers import ColumnarReservoirBuffer, ReservoirBuffer, SampleBlock
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.core.dataset import StreamDataset
 
 CAPACITY, BLOCK, BATCH = 4096, 63, 64
@@ -139,8 +139,7 @@ def same_batches(blocks: list[SampleBlock]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer rounds and reads")
-    parser.add_argument("--json", action="store_true", help='print {"rows": [...]}')
+    add_flags(parser, quick="fewer rounds and reads")
     parser.add_argument("--rounds", type=int, default=None)
     opts = parser.parse_args(argv)
     rounds = opts.rounds or (3 if opts.quick else 7)
@@ -170,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         ),
     ]
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
     else:
         for r in rows:
             print(f"{r['case']:<100} {r['ours']:>8} us  plain {r['baseline']:>8} us  {r['ratio']}x")

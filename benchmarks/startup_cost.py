@@ -42,10 +42,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
 from melissa_trainer.launcher.backends.local import LocalBackend  # noqa: E402
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig  # noqa: E402
@@ -139,8 +138,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", choices=["worker", "process"], help="run one mode alone")
-    parser.add_argument("--quick", action="store_true", help="4 simulations, 0.5 s, 1 round")
-    parser.add_argument("--json", action="store_true")
+    add_flags(parser, quick="4 simulations, 0.5 s, 1 round")
     opts = parser.parse_args(argv)
     if opts.quick:
         opts.simulations, opts.startup, opts.rounds = 4, 0.5, 1
@@ -170,7 +168,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             }
         )
     if opts.json:
-        print(to_json({"rows": rows, "medians": med, "setup": vars(opts)}))
+        print_json(rows, medians=med, setup=vars(opts))
         return rows
     for mode, m in med.items():
         print(

@@ -24,11 +24,10 @@ from collections.abc import Callable
 
 import numpy as np
 import zmq
-from report import print_rows
+from report import add_flags, finish
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
-from melissa_trainer.common.json_output import to_json
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.stream.stream_source import StreamSource
@@ -101,7 +100,7 @@ def run_raw(n: int, period: float) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_flags(parser)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300, help="steps per round")
     parser.add_argument("--period", type=float, default=0.005, help="seconds between sends")
@@ -120,12 +119,9 @@ def main() -> None:
             {"case": case, "ours": round(a, 3), "baseline": round(b, 3), "unit": "ms",
              "ratio": round(b / a, 3), "target": None}
         )  # fmt: skip
-    if opts.json:
-        print(to_json({"rows": rows}))
-        return
     title = f"{opts.rounds} interleaved rounds of {opts.steps} steps; ratio = baseline / ours"
-    print_rows(rows, title, width=48)
-    print(f"mean of ours: {statistics.fmean(ours) * 1e3:.3f} ms over {len(ours)} samples")
+    mean = f"mean of ours: {statistics.fmean(ours) * 1e3:.3f} ms over {len(ours)} samples"
+    finish(rows, title, 48, as_json=opts.json, notes=[mean])
 
 
 if __name__ == "__main__":

@@ -55,11 +55,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from report import print_rows  # noqa: E402
+from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer  # noqa: E402
 from melissa_trainer.checkpoint.paths import fsync_tree  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 from melissa_trainer.launcher.simulation_record import records_from  # noqa: E402
 from melissa_trainer.launcher.study_record import StudyRecord  # noqa: E402
@@ -331,8 +330,7 @@ def row(case: str, ours: float, baseline: float, unit: str, target: float | None
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="10^2 .. 10^4 simulations")
+    add_flags(parser, quick="10^2 .. 10^4 simulations")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None, help="steps per simulation")
     parser.add_argument("--buffer-mb", type=int, default=None, help="buffer checkpoint size")
@@ -343,7 +341,7 @@ def main() -> None:
     rows = rows_at(sizes[-1], sizes[0], steps, rounds)
     rows += buffer_rows(opts.buffer_mb or (32 if opts.quick else 256), rounds)
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
         return
     print_rows(rows, f"medians of {rounds} interleaved rounds; ratio = baseline / ours", 52)
     head = ["simulations", "receiver B/sim", "receiver ckpt", "save / load", "launcher B/sim"]

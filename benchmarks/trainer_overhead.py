@@ -61,9 +61,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from report import add_flags, print_json
 
 from melissa_trainer import Buffer, Hook, OnlineTrainer, Source, TrainingArguments
-from melissa_trainer.common.json_output import to_json
 
 TARGET = 0.97
 N_SAMPLES = 4096
@@ -407,8 +407,7 @@ def two_processes(rounds: int, steps: int) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    add_flags(parser, quick="fewer, shorter rounds")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--no-ddp", action="store_true", help="skip the 2-process case")
@@ -445,7 +444,7 @@ def main() -> None:
     if not opts.no_ddp:
         rows.append(two_processes(rounds, steps))
     if opts.json:
-        print(to_json({"rows": rows}))
+        print_json(rows)
         return
     print(
         f"\nMLP 3-256-256-1024, batch {BATCH}, Adam, 1 thread; medians of {rounds} "

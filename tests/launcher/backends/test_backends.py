@@ -31,6 +31,7 @@ from melissa_trainer.launcher.backends import (
 from melissa_trainer.launcher.backends.base import study_id
 from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.mpiexec import mpiexec_command, process_tree
+from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
 
@@ -391,24 +392,24 @@ def test_batch_script_runs_under_bash_and_writes_its_exit_code(tmp_path: Path) -
 
 
 def test_command_lines_and_parsers() -> None:
-    assert ss.sbatch_command("/s/x.sbatch", "/bin/sbatch") == [
+    assert sq.sbatch_command("/s/x.sbatch", "/bin/sbatch") == [
         "/bin/sbatch",
         "--parsable",
         "--export=ALL",
         "/s/x.sbatch",
     ]
-    assert ss.own_jobs_command("squeue", uid=1000) == [
+    assert sq.own_jobs_command("squeue", uid=1000) == [
         "squeue", "-h", "-u", "1000", "-o", "%i|%T|%j"
     ]  # fmt: skip
-    assert ss.parse_own_jobs("7|RUNNING|mt-ab12-sim-1\n8|PENDING|a|b\n\nbad\n") == [
+    assert sq.parse_own_jobs("7|RUNNING|mt-ab12-sim-1\n8|PENDING|a|b\n\nbad\n") == [
         ("7", "RUNNING", "mt-ab12-sim-1"),
         ("8", "PENDING", "a|b"),
     ]
-    assert ss.parse_sbatch("1234\n") == "1234"
-    assert ss.parse_sbatch("1234;cluster\n") == "1234"
+    assert sq.parse_sbatch("1234\n") == "1234"
+    assert sq.parse_sbatch("1234;cluster\n") == "1234"
     with pytest.raises(ValueError, match="no job id"):
-        ss.parse_sbatch("Submitted batch job 12\n")
-    assert ss.squeue_command(["1", "2"]) == [
+        sq.parse_sbatch("Submitted batch job 12\n")
+    assert sq.squeue_command(["1", "2"]) == [
         "squeue",
         "-h",
         "-t",
@@ -418,16 +419,16 @@ def test_command_lines_and_parsers() -> None:
         "-o",
         "%i|%T",
     ]
-    assert ss.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
-    assert ss.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
-    assert ss.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
-    assert ss.parse_sacct("") is None
-    assert ss.scontrol_command("5") == ["scontrol", "show", "job", "-o", "5"]
+    assert sq.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
+    assert sq.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
+    assert sq.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
+    assert sq.parse_sacct("") is None
+    assert sq.scontrol_command("5") == ["scontrol", "show", "job", "-o", "5"]
     record = "JobId=5 JobName=sim-1 JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 X=a=b"
-    assert ss.parse_scontrol(record) == ("FAILED", "3:0")
-    assert ss.parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
-    assert ss.scancel_command(["5", "6"]) == ["scancel", "5", "6"]
-    assert ss.scancel_command(["5"], signal="KILL") == ["scancel", "--full", "--signal=KILL", "5"]
+    assert sq.parse_scontrol(record) == ("FAILED", "3:0")
+    assert sq.parse_scontrol("slurm_load_jobs error: Invalid job id specified") is None
+    assert sq.scancel_command(["5", "6"]) == ["scancel", "5", "6"]
+    assert sq.scancel_command(["5"], signal="KILL") == ["scancel", "--full", "--signal=KILL", "5"]
     srun = ss.srun_command(name="sim-1", argv=["a"], ranks=2, time_limit="5", srun_args=["-v"])
     assert srun == [
         "srun", "--ntasks=2", "--exclusive", "--job-name=sim-1", "--kill-on-bad-exit=1",
@@ -484,7 +485,7 @@ def test_submission_env_leaves_out_the_enclosing_allocation() -> None:
     ],
 )
 def test_exit_code_from_state(state: str, code: str, expected: int) -> None:
-    assert ss.exit_code(state, code) == expected
+    assert sq.exit_code(state, code) == expected
 
 
 # -- SlurmBackend against stand-in commands ------------------------------------------------

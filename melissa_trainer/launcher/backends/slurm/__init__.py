@@ -5,7 +5,9 @@
   kill);
 * `steps`: ``mode="srun"``, each job a step of the current allocation;
 * `commands`: running Slurm's commands (timeouts, failures);
-* `script`: the pure part: batch scripts, command lines and the parsing of their output.
+* `script`: the batch scripts and job steps, pure functions;
+* `queries`: what Slurm is asked of a job, pure functions: the ``sbatch``, ``squeue``,
+  ``sacct``, ``scontrol`` and ``scancel`` command lines, their parsers, the job states.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, check_lease_timeout
+from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.batch import (
     CLOSE_GRACE,
@@ -175,7 +176,7 @@ class SlurmBackend(Backend):
         (`STARTED_STATES`): not while it is queued, nor before squeue has listed it; an
         srun step counts as started at once."""
         if isinstance(handle, SlurmHandle):
-            return handle.state in ss.STARTED_STATES
+            return handle.state in sq.STARTED_STATES
         return True
 
     def kill(self, handle: Handle, grace: float = 5.0) -> None:

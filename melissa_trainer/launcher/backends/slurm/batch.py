@@ -38,6 +38,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.lease import Lease
+from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 
@@ -138,7 +139,7 @@ class BatchJobs:
             SlurmHandle(job=Job(name, ()), job_id=job_id, exit_stem="", state=state, stale=True)
             for job_id, state, name in jobs
             if name.startswith(prefix)
-            and state not in ss.TERMINAL_STATES
+            and state not in sq.TERMINAL_STATES
             and job_id not in self._live
         ]
         if not stale:
@@ -190,7 +191,7 @@ class BatchJobs:
         except (ValueError, OSError) as exc:
             raise LaunchError(f"cannot write the batch script of job {job.name}: {exc}") from exc
         result = self._commands.run(
-            ss.sbatch_command(str(script), self._commands.path("sbatch")),
+            sq.sbatch_command(str(script), self._commands.path("sbatch")),
             cwd=cwd,
             env=ss.submission_env(os.environ),
         )
@@ -200,7 +201,7 @@ class BatchJobs:
                 f"sbatch refused job {job.name} (script {script}): {why}{self._partition_hint(why)}"
             )
         try:
-            job_id = ss.parse_sbatch(result.stdout)
+            job_id = sq.parse_sbatch(result.stdout)
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
         handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(stem))
@@ -227,7 +228,7 @@ class BatchJobs:
         `poll_every` s ago. A failing squeue leaves the states as they were."""
         if not self._live or (not force and time.monotonic() - self._refreshed < self.poll_every):
             return
-        result = self._commands.run(ss.squeue_command(self._live, self._commands.path("squeue")))
+        result = self._commands.run(sq.squeue_command(self._live, self._commands.path("squeue")))
         why = failure(result)
         if why is not None or isinstance(result, str):
             if not self._squeue_failing:  # once per streak of failures
@@ -237,14 +238,14 @@ class BatchJobs:
             return
         self._squeue_failing = False
         self._refreshed = time.monotonic()
-        states = ss.parse_squeue(result.stdout)
+        states = sq.parse_squeue(result.stdout)
         for job_id, handle in self._live.items():
             handle.state, handle.queried = states.get(job_id), True
 
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""
         if not handle.queried or (
-            handle.state is not None and handle.state not in ss.TERMINAL_STATES
+            handle.state is not None and handle.state not in sq.TERMINAL_STATES
         ):
             return
         handle.code = self._final_code(handle)
@@ -272,9 +273,9 @@ class BatchJobs:
                 logger.warning("%s holds %r, not an exit code", path, text)
         record = self._commands.record(handle.job_id)
         if record is not None:
-            return ss.exit_code(*record)
+            return sq.exit_code(*record)
         if handle.state is not None:
-            return ss.exit_code(handle.state)
+            return sq.exit_code(handle.state)
         logger.warning(
             "%s left the queue without an exit code (purged, or lost by the controller); "
             "counted as failed",

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Iterable, Sequence
 
 from melissa_trainer.launcher.backends.base import LaunchError
-from melissa_trainer.launcher.backends.slurm import script as ss
+from melissa_trainer.launcher.backends.slurm import queries as sq
 
 __all__ = ["COMMAND_TIMEOUT", "Result", "SlurmCommands", "failure"]
 
@@ -95,7 +95,7 @@ class SlurmCommands:
         job_ids = list(job_ids)
         if not job_ids:
             return
-        command = ss.scancel_command(job_ids, signal=signal, scancel=self.path("scancel"))
+        command = sq.scancel_command(job_ids, signal=signal, scancel=self.path("scancel"))
         why = failure(self.run(command))
         if why is not None:
             logger.debug("%s: %s", " ".join(command), why)
@@ -103,11 +103,11 @@ class SlurmCommands:
     def own_jobs(self) -> list[tuple[str, str, str]] | str:
         """This user's jobs still known to squeue as (id, state, name), or why squeue
         failed."""
-        result = self.run(ss.own_jobs_command(self.path("squeue")))
+        result = self.run(sq.own_jobs_command(self.path("squeue")))
         why = failure(result)
         if why is not None or isinstance(result, str):
             return why or "squeue failed"
-        return ss.parse_own_jobs(result.stdout)
+        return sq.parse_own_jobs(result.stdout)
 
     def partitions(self) -> list[str] | None:
         """The partitions `sinfo` lists, the default one marked with Slurm's ``*``, in
@@ -124,14 +124,14 @@ class SlurmCommands:
     def record(self, job_id: str) -> tuple[str, str] | None:
         """(state, "code:signal") from sacct, else scontrol; None if neither knows."""
         for name, command, parse in (
-            ("sacct", ss.sacct_command, ss.parse_sacct),
-            ("scontrol", ss.scontrol_command, ss.parse_scontrol),
+            ("sacct", sq.sacct_command, sq.parse_sacct),
+            ("scontrol", sq.scontrol_command, sq.parse_scontrol),
         ):
             if not self.has(name):
                 continue
             result = self.run(command(job_id, self.path(name)))
             if not isinstance(result, str) and result.returncode == 0:
                 record = parse(result.stdout)
-                if record is not None and record[0] in ss.TERMINAL_STATES:
+                if record is not None and record[0] in sq.TERMINAL_STATES:
                     return record
         return None

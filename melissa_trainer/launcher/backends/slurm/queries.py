@@ -2,7 +2,7 @@
 ``squeue``, ``sacct``, ``scontrol`` and ``scancel`` command lines, the parsers of their
 output, the job states that mean ended or started, and the exit code a final state
 stands for. Nothing here runs a process. `SlurmBackend` runs them (`commands`); the
-batch script a job runs is `script`'s, which re-exports these names.
+batch script a job runs is `script`'s.
 """
 
 from __future__ import annotations

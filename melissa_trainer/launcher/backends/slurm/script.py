@@ -3,8 +3,8 @@
 The job `SlurmBackend` submits is built here: its name, its batch script, its
 environment, an ``srun`` step inside an allocation. What Slurm is asked about a job (the
 ``sbatch``, ``squeue``, ``sacct``, ``scontrol`` and ``scancel`` command lines, the
-parsers of their output, the job states, the exit codes) is `queries`', re-exported
-here. Nothing here runs a process or touches the file system.
+parsers of their output, the job states, the exit codes) is `queries`'. Nothing here
+runs a process or touches the file system.
 
 Choices made for the batch script (see `batch_script`):
 
@@ -40,44 +40,14 @@ import shlex
 from collections.abc import Mapping, Sequence
 
 from melissa_trainer.launcher.backends.lease import DEFAULT_TIMEOUT, lease_lines
-from melissa_trainer.launcher.backends.slurm.queries import (
-    STARTED_STATES,
-    TERMINAL_STATES,
-    exit_code,
-    own_jobs_command,
-    parse_own_jobs,
-    parse_sacct,
-    parse_sbatch,
-    parse_scontrol,
-    parse_squeue,
-    sacct_command,
-    sbatch_command,
-    scancel_command,
-    scontrol_command,
-    squeue_command,
-)
 
 __all__ = [
     "JOB_PREFIX",
-    "STARTED_STATES",
-    "TERMINAL_STATES",
     "batch_script",
     "check_extra_args",
-    "exit_code",
     "exit_file",
     "job_name",
     "normalize_time_limit",
-    "own_jobs_command",
-    "parse_own_jobs",
-    "parse_sacct",
-    "parse_sbatch",
-    "parse_scontrol",
-    "parse_squeue",
-    "sacct_command",
-    "sbatch_command",
-    "scancel_command",
-    "scontrol_command",
-    "squeue_command",
     "srun_command",
     "study_prefix",
     "submission_env",

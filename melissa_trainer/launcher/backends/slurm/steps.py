@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from melissa_trainer.launcher.backends.base import Handle, Job
 from melissa_trainer.launcher.backends.local import LocalBackend
+from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
 
@@ -122,7 +123,7 @@ class SrunSteps:
             return
         steps = [
             step_id
-            for step_id, name in ss.parse_squeue(result.stdout).items()
+            for step_id, name in sq.parse_squeue(result.stdout).items()
             if match(name) and "." in step_id
         ]
         if steps:

@@ -102,13 +102,21 @@ def make_model(seed: int = 0) -> torch.nn.Module:
 
 
 class Prefilled(Source):
-    """Puts the samples into the buffer at start and never closes it."""
+    """Puts the samples into the buffer at start and never closes it; with the trainer's
+    ingest transform (the heat case's features, `heat_pipelines._trainer`), each sample
+    transformed as it is put, at start: before the timed loop, as offline computes its
+    features before its own."""
 
     def __init__(self, samples: list[dict[str, np.ndarray]]) -> None:
         self.samples = samples
+        self.transform: Any = None
+
+    def set_ingest_transform(self, transform: Any) -> None:
+        self.transform = transform
 
     def start(self, buffer: Buffer, rank: int, world_size: int) -> None:
-        for s in self.samples:
+        samples = self.samples if self.transform is None else self.transform.many(self.samples)
+        for s in samples:
             buffer.put(s)
 
     def wait_for(self, n_samples: int, timeout: float) -> None:

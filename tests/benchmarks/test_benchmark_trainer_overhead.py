@@ -1,0 +1,34 @@
+"""benchmarks/trainer_overhead.py --quick: every case runs, the heat workload's included
+(it failed from the day `heat_pipelines._trainer` gained an ingest transform, which the
+benchmark's own prefilled source refused), and prints its rows (the figures are
+timings, not asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e  # it starts a process
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "trainer_overhead.py"
+
+
+@pytest.mark.timeout(600)
+def test_trainer_overhead_quick_runs_every_single_process_case() -> None:
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--no-ddp", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=580,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr[-4000:]
+    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    assert any("heat" in r["case"] for r in rows), [r["case"] for r in rows]
+    for r in rows:
+        assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}
+        assert r["ours"] > 0 and r["baseline"] > 0

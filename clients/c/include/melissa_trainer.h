@@ -230,7 +230,9 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  * in the rendezvous directory (mt_set_rendezvous, else MELISSA_TRAINER_RENDEZVOUS; with
  * the inputs it takes, the run's id and its CURVE key), or from
  * mt_set_serve_endpoints / MELISSA_TRAINER_SERVE_ENDPOINTS (comma-separated, in rank
- * order). Looked up at the first request and again after a failure (a restarted
+ * order), with the servers' CURVE public key in MELISSA_TRAINER_SERVE_KEY when they use
+ * CURVE (as the Python client: ignored with a serve file, which has its own; a key that
+ * is not 40 Z85 characters is MT_EENV, at the request). Looked up at the first request and again after a failure (a restarted
  * trainer publishes a new endpoint); until it is published a request waits, up to its
  * timeout. The request names the client's run id (a trainer of another run refuses it).
  * Not collective: with MPI, each rank that asks sends whole inputs. */
@@ -290,7 +292,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
  * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
 /* Serving endpoints (comma-separated, in training-rank order), instead of
- * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. */
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. Their CURVE
+ * key, if any: MELISSA_TRAINER_SERVE_KEY. */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

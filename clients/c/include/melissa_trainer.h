@@ -8,7 +8,10 @@
  * client), BYE. A simulation started by the trainer's Launcher needs no configuration:
  * its id, parameters and the receivers' endpoints come from the environment
  * (MELISSA_TRAINER_SIMULATION_ID, MELISSA_TRAINER_PARAMETERS,
- * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS).
+ * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS). Receivers with CURVE keys:
+ * their public key in MELISSA_TRAINER_KEY, with MELISSA_TRAINER_ENDPOINTS or
+ * mt_set_endpoints (a key not 40 characters long: MT_EENV at mt_client_start; the
+ * rendezvous files' keys are not read by this client).
  *
  *     mt_client *c;
  *     uint64_t shape[2] = {64, 64};
@@ -115,7 +118,8 @@ mt_status mt_client_create(mt_client **out);
 
 /* Optional settings, before mt_client_start (each overrides the environment). */
 mt_status mt_set_simulation_id(mt_client *c, uint64_t simulation_id);
-mt_status mt_set_endpoints(mt_client *c, const char *endpoints); /* comma-separated */
+/* comma-separated; with CURVE, the receivers' key in MELISSA_TRAINER_KEY */
+mt_status mt_set_endpoints(mt_client *c, const char *endpoints);
 mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
 mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
 /* Seconds an mt_send may block on back-pressure (< 0: forever, the default). */

@@ -83,7 +83,9 @@ class Client:
         endpoints: receiver endpoints in training-rank order (a list, or one
             comma-separated string); default `$MELISSA_TRAINER_ENDPOINTS`, else the
             directory `$MELISSA_TRAINER_RENDEZVOUS` (see `fetch_rendezvous`), whose
-            CURVE keys the client then uses.
+            CURVE keys the client then uses. Endpoints given here or by
+            `$MELISSA_TRAINER_ENDPOINTS` take the receivers' CURVE public key from
+            `$MELISSA_TRAINER_KEY` (unset: no CURVE; not 40 characters: ValueError).
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure

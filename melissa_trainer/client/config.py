@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_DISCONNECTED_TIMEOUT",
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
+    "ENV_KEY",
     "ENV_PARAMETERS",
     "ENV_RENDEZVOUS",
     "ENV_RUN_ID",
@@ -45,6 +46,10 @@ __all__ = [
 ENV_SIMULATION_ID = "MELISSA_TRAINER_SIMULATION_ID"
 #: Comma-separated receiver endpoints, in training-rank order.
 ENV_ENDPOINTS = "MELISSA_TRAINER_ENDPOINTS"
+#: The receivers' CURVE public key (Z85, 40 characters; every rank binds with the stream's
+#: one), for endpoints given by `ENV_ENDPOINTS` or ``endpoints=`` (a rendezvous
+#: publishes its own): as `predict.ENV_SERVE_KEY` is for the serving endpoints.
+ENV_KEY = "MELISSA_TRAINER_KEY"
 #: A directory holding one `rank_{r}.json` per receiver (used when ENDPOINTS is unset).
 ENV_RENDEZVOUS = "MELISSA_TRAINER_RENDEZVOUS"
 #: The simulation's parameters, a JSON object of name -> number (set by the launcher).
@@ -150,10 +155,16 @@ def resolve_receivers(
     """The receiver endpoints, the CURVE server key of each (None: no CURVE) and the
     run id they published (None: not read from a rendezvous, or an older trainer):
     `endpoints` (a list, or one comma-separated string), else
-    `$MELISSA_TRAINER_ENDPOINTS` (no key: set CURVE options through
-    `ClientTuning.socket_options`), else those published in
-    `$MELISSA_TRAINER_RENDEZVOUS` with their keys and run id (waiting up to
-    `rendezvous_timeout` seconds for them)."""
+    `$MELISSA_TRAINER_ENDPOINTS`, both with the key in `$MELISSA_TRAINER_KEY` (unset or
+    blank: no CURVE), else those published in `$MELISSA_TRAINER_RENDEZVOUS` with their
+    keys and run id (waiting up to `rendezvous_timeout` seconds for them;
+    `$MELISSA_TRAINER_KEY` is not read then).
+
+    Raises:
+        ValueError: no endpoint, one not like ``tcp://HOST:PORT``, or a key in
+            `$MELISSA_TRAINER_KEY` that is not 40 characters (a Z85 key): said before
+            anything is sent, as the serving key's (`predict`).
+    """
     if endpoints is None:
         value = os.environ.get(ENV_ENDPOINTS, "").strip()
         if value:
@@ -172,7 +183,13 @@ def resolve_receivers(
     out = [str(e).strip() for e in items]
     if not out or any("://" not in e for e in out):
         raise ValueError(f"endpoints must be like tcp://HOST:PORT, got {endpoints!r}")
-    return out, [None] * len(out), None
+    key = os.environ.get(ENV_KEY, "").strip() or None
+    if key is not None and len(key) != 40:
+        raise ValueError(
+            f"the receivers' CURVE key ({ENV_KEY}) must be the 40-character Z85 public "
+            f"key, not {key!r}"
+        )
+    return out, [key] * len(out), None
 
 
 def resolve_run_id(run_id: str | None, published: str | None) -> str | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
+from contextvars import ContextVar
 from typing import Any
 
 from melissa_trainer.buffers.config import BUFFER_KINDS, config_problems
@@ -22,6 +23,7 @@ __all__ = [
     "BUFFER_CHOICES",
     "BUFFER_DEVICE_CHOICES",
     "BUFFER_FIELDS",
+    "CHECK_RESUME_PATH",
     "MIXED_PRECISION_CHOICES",
     "ON_SAVE_ERROR_CHOICES",
     "REPORT_TO_CHOICES",
@@ -30,6 +32,14 @@ __all__ = [
 ]
 
 BUFFER_CHOICES = BUFFER_KINDS
+#: Whether `resume_problem` looks for the `resume_from_checkpoint` path (True: arguments
+#: made by the constructor or the command line, a typo named early). False while saved
+#: arguments are read back (`TrainingArguments.from_dict` / `from_file`): an old run's
+#: ``training_args.json`` names a checkpoint that rotation may since have deleted, and
+#: reading it to inspect or reproduce the run must not fail for that; `train()` checks
+#: the path all the same (`checkpoint.paths.resolve_resume`). A context variable: the
+#: threads that build arguments meanwhile are not affected.
+CHECK_RESUME_PATH: ContextVar[bool] = ContextVar("check_resume_path", default=True)
 MIXED_PRECISION_CHOICES = ("no", "fp16", "bf16")
 REPORT_TO_CHOICES = ("tensorboard", "none")
 ON_SAVE_ERROR_CHOICES = ("stop", "continue")
@@ -87,7 +97,7 @@ def argument_problems(
         problem = directory_problem(name, value) if ok(name) and value else None
         if problem is not None:
             p.append(problem)
-    if ok("resume_from_checkpoint", "output_dir"):
+    if ok("resume_from_checkpoint", "output_dir") and CHECK_RESUME_PATH.get():
         problem = resume_problem(values["resume_from_checkpoint"], values["output_dir"])
         if problem is not None:
             p.append(problem)

@@ -43,6 +43,7 @@ from melissa_trainer.config import compile_options as compiled
 from melissa_trainer.config.argument_checks import (
     BUFFER_CHOICES,
     BUFFER_DEVICE_CHOICES,
+    CHECK_RESUME_PATH,
     MIXED_PRECISION_CHOICES,
     ON_SAVE_ERROR_CHOICES,
     REPORT_TO_CHOICES,
@@ -370,7 +371,11 @@ class TrainingArguments:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TrainingArguments:
-        """Build from a mapping of field names to values; unknown keys are a ConfigError."""
+        """Build from a mapping of field names to values (what `to_dict` wrote); unknown
+        keys are a ConfigError. Every rule is checked but one: that a
+        `resume_from_checkpoint` path exists (saved arguments name the checkpoint their
+        run resumed from, which rotation may have deleted since; `train()` checks it:
+        `argument_checks.CHECK_RESUME_PATH`)."""
         if not isinstance(d, Mapping):
             raise ConfigError(
                 f"expected a mapping of option names to values, got {type(d).__name__}",
@@ -380,11 +385,17 @@ class TrainingArguments:
         unknown = [k for k in d if k not in names]
         if unknown:
             raise ConfigError(unknown_key_problems(unknown, names), context=cls.__name__)
-        return cls(**d)
+        token = CHECK_RESUME_PATH.set(False)
+        try:
+            return cls(**d)
+        finally:
+            CHECK_RESUME_PATH.reset(token)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> TrainingArguments:
-        """Build from a .json, .yaml or .yml file holding a flat mapping of options."""
+        """Build from a .json, .yaml or .yml file holding a flat mapping of options
+        (a checkpoint's ``training_args.json``, a configuration file): `from_dict`'s
+        checks, the `resume_from_checkpoint` path's existence left to `train()`."""
         return cls.from_dict(load_config_file(path))
 
 

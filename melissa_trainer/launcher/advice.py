@@ -1,7 +1,7 @@
 """What the launcher says once per study about the solver, with the fix:
 
-* **Start-up dominates.** Each attempt's launch-to-first-message is timed (by the
-  supervisor, to within a poll) and summed in `startup_seconds` (`Launcher.summary`'s
+* **Start-up dominates.** Each attempt's launch-to-first-message is timed and summed
+  in `startup_seconds` (`Launcher.summary`'s
   split of ``simulation_seconds``). In worker mode a simulation's process is its
   worker's, started once: each worker's launch-to-first-request (its start-up, imports
   and JIT, timed as the request comes) is summed there too, beside each simulation's
@@ -14,6 +14,12 @@
   deterministic solver fails the same way with the same parameters, every restart
   costing as long again (a hang: a whole timeout), and ``max_restarts=0`` gives up at
   the first failure and redraws.
+
+A start-up ends at the arrival of the simulation's first DATA message as the receiver
+timed it (`DataReport.first_message_at`): exact, however late the launcher's thread
+comes on a loaded machine. Where the receiver's first message is not this attempt's (a
+restart, the simulation having sent before) or no receiver reports, it ends at the last
+tick of the supervisor that found no message (a lower bound, to within a poll).
 
 Used by the launcher's thread only (no lock; `startup_seconds` is read from any thread:
 a float, best effort).

@@ -62,7 +62,10 @@ class LauncherRecord:
         pending (queued or not drawn yet), failed, abandoned, restarts, redraws; and
         simulation_seconds, the wall time of all jobs so far, of which startup_seconds
         from the attempts' launch to their first message (with a heartbeat; this run's
-        attempts only, not saved in a checkpoint). In worker mode, simulation_seconds
+        attempts only, not saved in a checkpoint): to the first DATA message's arrival
+        as the receiver timed it (`DataReport.first_message_at`, exact under load), or
+        for a restart, whose simulation sent before, to the launcher's last tick that
+        found no message of it (to within a poll). In worker mode, simulation_seconds
         counts each simulation from its assignment to a worker, and startup_seconds adds
         each worker's launch-to-first-request, the start-up it pays once (outside
         simulation_seconds, then)."""

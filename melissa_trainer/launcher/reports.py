@@ -62,6 +62,10 @@ class DataReport(Protocol):
     def describe(self, simulation_id: int) -> str:
         """What the receiver has of a simulation, for error messages."""
 
+    def first_message_at(self, simulation_id: int) -> float | None:
+        """`time.monotonic()` when the simulation's first message arrived (None: not
+        yet, or not known): its first attempt's start-up, exact (`advice`)."""
+
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none."""

@@ -207,8 +207,7 @@ class Supervisor(FailurePolicy):
 
     def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
         """Time the start-up of the attempts whose first message came since the last
-        tick: from their launch to the last tick that found none (a lower bound, to
-        within a poll interval)."""
+        tick (`started_sending`)."""
         for job in self.jobs.values():
             sid = job.simulation_id
             if sid is None or job.startup is not None:
@@ -224,7 +223,17 @@ class Supervisor(FailurePolicy):
                 self.started_sending(job, sid)
 
     def started_sending(self, job: RunningJob, sid: int) -> None:
-        job.startup = job.quiet_at - job.since
+        """Time the attempt's start-up: from its launch (in worker mode, its assignment)
+        to its first message, as the receiver timed that message's arrival when the
+        message is this attempt's (a simulation's first attempt: exact however late
+        this thread's tick comes, on a loaded machine); else (a restart, whose
+        simulation's first message was its previous attempt's, or no receiver's report)
+        to the last tick that found no message of it (a lower bound, to within a poll
+        interval, longer when the launcher's thread is held up)."""
+        first = None if self.data is None else self.data.first_message_at(sid)
+        if first is None or first < job.since:  # (not this attempt's message)
+            first = job.quiet_at
+        job.startup = first - job.since
         self.advice.first_message(sid, job.startup)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:

@@ -118,6 +118,7 @@ class StepLedger:
         "finished",
         "lost",
         "messages",
+        "first_data_at",
         "frontier",
     )
 
@@ -151,6 +152,10 @@ class StepLedger:
         self.lost: set[int] = set()
         #: DATA messages received (duplicates and rejects included): the heartbeat
         self.messages = 0
+        #: `time.monotonic()` when the first of them arrived (None before, and for a
+        #: ledger loaded from a checkpoint: another process's clock); the launcher's exact
+        #: start-up of a simulation's first attempt (`Receiver.first_message_at`)
+        self.first_data_at: float | None = None
 
     @classmethod
     def from_hello(cls, hello: Hello) -> StepLedger:

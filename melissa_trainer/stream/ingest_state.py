@@ -172,6 +172,13 @@ class IngestState:
         Safe to call from another thread: the dict is copied in one C-level step."""
         return {sid: rec.messages for sid, rec in list(self.sims.items())}
 
+    def first_message_at(self, simulation_id: int) -> float | None:
+        """`time.monotonic()` when the simulation's first DATA message arrived here in
+        this process (None: none yet, or a ledger loaded from a checkpoint). Any thread:
+        one attribute read."""
+        sim = self.sims.get(simulation_id)
+        return None if sim is None else sim.first_data_at
+
     def samples_of(self) -> dict[int, tuple[int, int]]:
         """Simulation id -> (its steps received here, of which refused for NaN or Inf
         in this run), for each simulation that said HELLO here: what each contributed

@@ -233,6 +233,12 @@ class Receiver(DataPath):
         """Simulation id -> DATA messages received so far: the launcher's heartbeat."""
         return self.ingest.activity()
 
+    def first_message_at(self, simulation_id: int) -> float | None:
+        """`time.monotonic()` when the simulation's first DATA message arrived here (None
+        before it, or for a simulation known from a checkpoint only): the launcher's
+        exact start-up of its first attempt. Any thread."""
+        return self.ingest.first_message_at(simulation_id)
+
     def completed(self, start: int = 0) -> list[int]:
         """Ids of the simulations whose every step reached the buffer here, in the
         order they did, from the `start`-th on (`finished_simulations`; any thread)."""

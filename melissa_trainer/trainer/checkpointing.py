@@ -35,6 +35,7 @@ from melissa_trainer.checkpoint.errors import (
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event
+from melissa_trainer.trainer.refusal import elsewhere
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -265,19 +266,25 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
             except OSError as exc:
                 verdict = ("failed", f"{type(exc).__name__}: {exc}")
     kind, detail = _from_main(trainer, verdict)
-    if kind == "refused":
+    if kind == "refused":  # (said by rank 0 only: `refusal`)
         out = args.output_dir
-        raise ConfigError(
-            f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
-            "resume_from_checkpoint is not set: continue that run with "
-            f"{setting('resume_from_checkpoint', 'latest')}, start afresh in another "
-            "output_dir (--output_dir on the command line), or pass "
-            f"{setting('overwrite_output_dir', True)} to move them to "
-            f"{root.name}-previous-TIME beside them (nothing is deleted)",
-            context="start",
+        raise elsewhere(
+            ConfigError(
+                f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
+                "resume_from_checkpoint is not set: continue that run with "
+                f"{setting('resume_from_checkpoint', 'latest')}, start afresh in another "
+                "output_dir (--output_dir on the command line), or pass "
+                f"{setting('overwrite_output_dir', True)} to move them to "
+                f"{root.name}-previous-TIME beside them (nothing is deleted)",
+                context="start",
+            ),
+            trainer.process_index,
         )
     if kind == "failed":
-        raise RuntimeError(f"overwrite_output_dir: could not move the earlier run aside ({detail})")
+        failed = RuntimeError(
+            f"overwrite_output_dir: could not move the earlier run aside ({detail})"
+        )
+        raise elsewhere(failed, trainer.process_index)
     if kind == "moved" and trainer.is_main_process:
         logger.warning(
             "overwrite_output_dir: the earlier run's files are now in %s; this run starts afresh",

@@ -71,6 +71,7 @@ from melissa_trainer.trainer.lock_holder import (
     peek_holder,
     read_holder,
 )
+from melissa_trainer.trainer.refusal import elsewhere
 
 __all__ = [
     "ENV_OUTPUT_LOCK",
@@ -335,9 +336,10 @@ def lock_output_dir(
     the other ranks, and with ``MELISSA_TRAINER_OUTPUT_LOCK=off``) and the run id.
 
     Raises:
-        OutputDirLocked: another trainer holds the directory (on every rank).
+        OutputDirLocked: another trainer holds the directory (on every rank; on ranks
+            other than 0 a silent copy, `refusal.elsewhere`: rank 0 prints it).
         OSError: rank 0 cannot lock (the file system refuses locks); the other ranks
-            raise RuntimeError pointing at rank 0's error.
+            raise RuntimeError pointing at rank 0's error (silent, as above).
     """
     lock: OutputDirLock | None = None
     run_id = new_run_id()
@@ -363,10 +365,15 @@ def lock_output_dir(
         status, run_id = _share(status, run_id, device)
     if error is not None:
         raise error
+    # (the other ranks' errors are said by rank 0's alone: `refusal`)
     if status == _REFUSED:
-        raise OutputDirLocked(output_dir, peek_holder(Path(output_dir) / LOCK_FILE))
+        locked = OutputDirLocked(output_dir, peek_holder(Path(output_dir) / LOCK_FILE))
+        raise elsewhere(locked, rank)
     if status == _FAILED:
-        raise RuntimeError(f"rank 0 could not lock output_dir {output_dir!r}: see rank 0's error")
+        failed = RuntimeError(
+            f"rank 0 could not lock output_dir {output_dir!r}: see rank 0's error"
+        )
+        raise elsewhere(failed, rank)
     return lock, run_id
 
 

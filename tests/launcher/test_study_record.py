@@ -311,6 +311,9 @@ class Quiet:
     def describe(self, simulation_id: int) -> str:
         return ""
 
+    def first_message_at(self, simulation_id: int) -> float | None:
+        return None
+
 
 class Ending(Silent):
     """Jobs that end at their first poll: simulation 3 with exit code 1, others 0."""

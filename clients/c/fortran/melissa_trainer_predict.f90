@@ -35,7 +35,8 @@ module melissa_trainer_predict
 contains
 
   !> Serving endpoints (comma-separated, in training-rank order), instead of
-  !> MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory.
+  !> MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; their CURVE key, if
+  !> they use CURVE, from MELISSA_TRAINER_SERVE_KEY (as for SERVE_ENDPOINTS).
   subroutine mt_set_serve_endpoints(client, endpoints, ierr)
     type(mt_client_t), intent(inout) :: client
     character(len=*), intent(in) :: endpoints

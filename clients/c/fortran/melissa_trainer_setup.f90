@@ -41,7 +41,8 @@ contains
                    'mt_set_simulation_id', ierr)
   end subroutine
 
-  !> Comma-separated receiver endpoints (overrides MELISSA_TRAINER_ENDPOINTS).
+  !> Comma-separated receiver endpoints (overrides MELISSA_TRAINER_ENDPOINTS); with
+  !> CURVE, the receivers' public key in MELISSA_TRAINER_KEY.
   subroutine mt_set_endpoints(client, endpoints, ierr)
     type(mt_client_t), intent(inout) :: client
     character(len=*), intent(in) :: endpoints

@@ -8,7 +8,10 @@
  * client), BYE. A simulation started by the trainer's Launcher needs no configuration:
  * its id, parameters and the receivers' endpoints come from the environment
  * (MELISSA_TRAINER_SIMULATION_ID, MELISSA_TRAINER_PARAMETERS,
- * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS).
+ * MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS). Receivers with CURVE keys:
+ * their public key in MELISSA_TRAINER_KEY, with MELISSA_TRAINER_ENDPOINTS or
+ * mt_set_endpoints (a key not 40 characters long: MT_EENV at mt_client_start; the
+ * rendezvous files' keys are not read by this client).
  *
  *     mt_client *c;
  *     uint64_t shape[2] = {64, 64};
@@ -115,7 +118,8 @@ mt_status mt_client_create(mt_client **out);
 
 /* Optional settings, before mt_client_start (each overrides the environment). */
 mt_status mt_set_simulation_id(mt_client *c, uint64_t simulation_id);
-mt_status mt_set_endpoints(mt_client *c, const char *endpoints); /* comma-separated */
+/* comma-separated; with CURVE, the receivers' key in MELISSA_TRAINER_KEY */
+mt_status mt_set_endpoints(mt_client *c, const char *endpoints);
 mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
 mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
 /* Seconds an mt_send may block on back-pressure (< 0: forever, the default). */
@@ -231,7 +235,9 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  * in the rendezvous directory (mt_set_rendezvous, else MELISSA_TRAINER_RENDEZVOUS; with
  * the inputs it takes, the run's id and its CURVE key), or from
  * mt_set_serve_endpoints / MELISSA_TRAINER_SERVE_ENDPOINTS (comma-separated, in rank
- * order). Looked up at the first request and again after a failure (a restarted
+ * order), with the servers' CURVE public key in MELISSA_TRAINER_SERVE_KEY when they use
+ * CURVE (as the Python client: ignored with a serve file, which has its own; a key that
+ * is not 40 Z85 characters is MT_EENV, at the request). Looked up at the first request and again after a failure (a restarted
  * trainer publishes a new endpoint); until it is published a request waits, up to its
  * timeout. The request names the client's run id (a trainer of another run refuses it).
  * Not collective: with MPI, each rank that asks sends whole inputs. */
@@ -291,7 +297,8 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
  * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
 /* Serving endpoints (comma-separated, in training-rank order), instead of
- * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. */
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. Their CURVE
+ * key, if any: MELISSA_TRAINER_SERVE_KEY. */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

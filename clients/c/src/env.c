@@ -15,6 +15,7 @@
 
 #define ENV_ID "MELISSA_TRAINER_SIMULATION_ID"
 #define ENV_ENDPOINTS "MELISSA_TRAINER_ENDPOINTS"
+#define ENV_KEY "MELISSA_TRAINER_KEY"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define ENV_PARAMETERS "MELISSA_TRAINER_PARAMETERS"
 #define ENV_RUN_ID "MELISSA_TRAINER_RUN_ID"
@@ -340,10 +341,33 @@ mt_status mt_resolve_config(mt_client *c) {
     return st == MT_OK ? resolve_run_id(c, rendezvous) : st;
 }
 
-/* The endpoints (and, from a rendezvous directory, the run id it published). */
+/* $MELISSA_TRAINER_KEY, stripped, into c->curve_key (unset or blank: none), for
+ * endpoints given without a rendezvous (melissa_trainer/client/config.py
+ * resolve_receivers: the same rule and message); MT_EENV unless 40 characters long. */
+static mt_status receivers_key(mt_client *c) {
+    const char *v = getenv(ENV_KEY);
+    if (blank(v)) return MT_OK;
+    char *key = strip(v, strlen(v));
+    if (key == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (strlen(key) != 40) {
+        mt_status st = mt_fail(c, MT_EENV, "the receivers' CURVE key (" ENV_KEY ") must be the "
+                                           "40-character Z85 public key, not '%s'", key);
+        free(key);
+        return st;
+    }
+    free(c->curve_key);
+    c->curve_key = key;
+    return MT_OK;
+}
+
+/* The endpoints (and, from a rendezvous directory, the run id it published); given
+ * endpoints take the CURVE key of $MELISSA_TRAINER_KEY. */
 static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     mt_status st;
-    if (c->endpoints_arg != NULL) return split_endpoints(c, c->endpoints_arg, MT_EINVAL);
+    if (c->endpoints_arg != NULL) {
+        st = split_endpoints(c, c->endpoints_arg, MT_EINVAL);
+        return st == MT_OK ? receivers_key(c) : st;
+    }
     if (c->rendezvous_dir != NULL) {
         *rendezvous = c->rendezvous_dir;
         return fetch_endpoints(c, c->rendezvous_dir, c->rendezvous_timeout);
@@ -357,7 +381,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
             mt_fail(c, MT_EENV, ENV_ENDPOINTS ": endpoints must be like tcp://HOST:PORT, got '%s'",
                     s);
         free(s);
-        return st;
+        return st == MT_OK ? receivers_key(c) : st;
     }
     value = getenv(ENV_RENDEZVOUS);
     if (!blank(value)) {

@@ -106,6 +106,7 @@ struct mt_client {
     bool started, failed;
     char **endpoints;
     size_t n_endpoints;
+    char *curve_key; /* the receivers' CURVE public key (MELISSA_TRAINER_KEY; NULL: none) */
     void *zctx;
     void **sockets;
     uint64_t *steps_per_receiver;

@@ -109,6 +109,14 @@ static mt_status connect_all(mt_client *c) {
     c->sockets = calloc(c->n_endpoints, sizeof *c->sockets);
     if (c->sockets == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     int minus1 = -1;
+    char public_key[41], secret_key[41]; /* the client's own pair, one for all sockets */
+    if (c->curve_key != NULL) {
+        if (!zmq_has("curve"))
+            return mt_fail(c, MT_EZMQ, "the receivers need CURVE (MELISSA_TRAINER_KEY is set), "
+                                       "which this libzmq was built without");
+        if (zmq_curve_keypair(public_key, secret_key) != 0)
+            return mt_fail(c, MT_EZMQ, "zmq_curve_keypair: %s", zmq_strerror(errno));
+    }
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         void *s = c->sockets[i] = zmq_socket(c->zctx, ZMQ_PUSH);
         if (s == NULL) return mt_fail(c, MT_EZMQ, "zmq_socket: %s", zmq_strerror(errno));
@@ -116,6 +124,12 @@ static mt_status connect_all(mt_client *c) {
             zmq_setsockopt(s, ZMQ_LINGER, &minus1, sizeof minus1) != 0 ||
             zmq_setsockopt(s, ZMQ_SNDTIMEO, &minus1, sizeof minus1) != 0)
             return mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
+        if (c->curve_key != NULL &&
+            (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_key, 40) != 0 ||
+             zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_key, 40) != 0 ||
+             zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0))
+            return mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", c->endpoints[i],
+                           zmq_strerror(errno));
         if (zmq_connect(s, c->endpoints[i]) != 0)
             return mt_fail(c, MT_EZMQ, "cannot connect to endpoint '%s': %s", c->endpoints[i],
                            zmq_strerror(errno));
@@ -176,6 +190,7 @@ static void free_client(mt_client *c) {
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
     free(c->run_id);
+    free(c->curve_key);
     for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);
     free(c->params);
     for (size_t i = 0; i < c->n_fields; ++i) free(c->fields[i].name);

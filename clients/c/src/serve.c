@@ -1,7 +1,7 @@
 /* serve.c: where a prediction request goes (docs/protocol.md, section 16): the serving
  * endpoint of training rank simulation_id % W and the inputs it takes, from
- * mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS, or serve_{r}.json in the
- * rendezvous directory (melissa_trainer/stream/serving_rendezvous.py read_serving and
+ * mt_set_serve_endpoints, $MELISSA_TRAINER_SERVE_ENDPOINTS (with the servers' CURVE key
+ * in $MELISSA_TRAINER_SERVE_KEY), or serve_{r}.json in the rendezvous directory (melissa_trainer/stream/serving_rendezvous.py read_serving and
  * melissa_trainer/client/predict.py Predictor._resolve: the same rules, the same
  * messages). */
 #define _POSIX_C_SOURCE 200809L
@@ -17,6 +17,7 @@
 #include "serve.h"
 
 #define ENV_SERVE "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#define ENV_SERVE_KEY "MELISSA_TRAINER_SERVE_KEY"
 #define ENV_RENDEZVOUS "MELISSA_TRAINER_RENDEZVOUS"
 #define MAX_SERVE_FILE 65536
 
@@ -244,6 +245,21 @@ static char *pick(const char *list, uint64_t sim) {
     return out;
 }
 
+/* $MELISSA_TRAINER_SERVE_KEY, stripped, into e->curve_key (unset or blank: none), for
+ * endpoints given without a serve file; MT_EENV unless it is a 40-character Z85 key. */
+static mt_status serve_key(mt_client *c, mt_serve_entry *e) {
+    const char *v = getenv(ENV_SERVE_KEY);
+    if (blank(v)) return MT_OK;
+    while (isspace((unsigned char)*v)) ++v;
+    size_t n = strlen(v);
+    while (n > 0 && isspace((unsigned char)v[n - 1])) --n;
+    if (n != 40)
+        return mt_fail(c, MT_EENV, "the serving endpoint's CURVE key (" ENV_SERVE_KEY ") must be "
+                                   "the 40-character Z85 public key, not '%.*s'", (int)n, v);
+    e->curve_key = strndup(v, n);
+    return e->curve_key != NULL ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
+}
+
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out) {
     memset(out, 0, sizeof *out);
     const char *listed = c->serve_endpoints_arg;
@@ -257,7 +273,9 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
             mt_serve_entry_free(out);
             return st;
         }
-        return MT_OK;
+        mt_status st = serve_key(c, out);
+        if (st != MT_OK) mt_serve_entry_free(out);
+        return st;
     }
     const char *dir = c->rendezvous_dir;
     char *stripped = NULL;

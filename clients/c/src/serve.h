@@ -17,7 +17,9 @@ typedef struct mt_serve_entry {
 } mt_serve_entry;
 
 /* The entry of the rank serving c's simulation: from mt_set_serve_endpoints, else
- * $MELISSA_TRAINER_SERVE_ENDPOINTS, else the rendezvous directory, polled until
+ * $MELISSA_TRAINER_SERVE_ENDPOINTS (both with the CURVE key of
+ * $MELISSA_TRAINER_SERVE_KEY, if set: MT_EENV when it is not a 40-character key), else
+ * the rendezvous directory (its serve file's key), polled until
  * `deadline` (monotonic seconds; `timeout` for the message). MT_ETIMEDOUT when none was
  * published in time, MT_EENV when nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);

@@ -1,0 +1,97 @@
+"""The C client's `MELISSA_TRAINER_SERVE_KEY`, as the Python client's
+(`melissa_trainer.client.predict`): the serving sockets' CURVE key for the endpoints of
+`MELISSA_TRAINER_SERVE_ENDPOINTS` (a serve file brings its own key, and the variable is
+ignored then); a key that is not 40 Z85 characters is an error naming the variable
+(`MT_EENV`), as the Python client's `ValueError` is, not a timeout. The oracle: the
+real `PredictServer` with CURVE keys answers only a client that has its public key."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from test_c_predict import (  # noqa: F401 (fixtures)
+    INPUTS,
+    VERSION,
+    Script,
+    drain,
+    outputs_of,
+    sink,
+    start_lines,
+    status,
+    zctx,
+)
+
+from melissa_trainer.client.predict import Predictor
+from melissa_trainer.stream.serving import PredictServer
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+MT_EENV = 6
+ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
+
+
+def ask(exe: Path, sink: str, env: dict[str, str], timeout: float) -> tuple[int, str, int]:  # noqa: F811
+    """One prediction by an mt_script with `env`: its status, message and version."""
+    script = Script(exe, env)
+    try:
+        script.send(*start_lines(sink), *ASK)
+        line = script.send(f"predict {timeout}")
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+    code, message = status(lines, line)
+    return code, message, outputs_of(lines, line)[0]
+
+
+@pytest.mark.timeout(180)
+def test_serve_key_from_the_environment_as_the_python_client(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not zmq.has("curve"):
+        pytest.skip("pyzmq's libzmq was built without CURVE")
+    public, secret = zmq.curve_keypair()
+    server = PredictServer(INPUTS, rendezvous_dir=tmp_path, curve=(secret, public))
+    server.start()
+    server.serving = True
+    stop = threading.Event()
+    thread = drain(server, stop)
+    listed = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
+    try:
+        keyed = ask(
+            script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": f" {public.decode()} "}, 20
+        )
+        bad = ask(script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}, 0.5)
+        # a serve file has its own key: the variable is not read then (even a bad one)
+        filed = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path), "MELISSA_TRAINER_SERVE_KEY": "x"}
+        from_file = ask(script_exe, sink, filed, 20)
+        # the Python client's error, the oracle of the C client's
+        for name, value in {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}.items():
+            monkeypatch.setenv(name, value)
+        predictor = Predictor(simulation_id=7)
+        try:
+            with pytest.raises(ValueError) as python_error:
+                predictor.predict({"u": np.arange(4, dtype=np.float32)}, timeout=0.5)
+        finally:
+            predictor.close()
+    finally:
+        stop.set()
+        thread.join()
+        server.stop()
+    if keyed[0] != 0 and "built without" in keyed[1]:
+        pytest.skip(f"the C client's libzmq: {keyed[1]}")
+    assert keyed[0] == 0 and keyed[2] == VERSION, keyed
+    assert bad[0] == MT_EENV, bad
+    said = "must be the 40-character Z85 public key, not 'not-a-key'"
+    assert said in bad[1] and "MELISSA_TRAINER_SERVE_KEY" in bad[1], bad
+    assert said in str(python_error.value)
+    assert from_file[0] == 0 and from_file[2] == VERSION, from_file
+    assert server.telemetry() == {"requests": 2, "answered": 2}

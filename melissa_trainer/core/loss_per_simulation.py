@@ -29,7 +29,9 @@ Cost per step: one tensor (or the step's deferred outputs and targets) and one s
 array appended to a list (no device operation; `melissa_trainer.core.period_losses`).
 Per reduction: one device-to-host copy, three small all-gathers (lengths, ids and
 counts, sums; tensors, never pickles) and the period's samples counted per id
-(`loss_sums.sum_per_id`: a table over the ids' range, no sort, where it is narrow).
+(`loss_sums.sum_per_id`: a table over the ids' range, no sort, where it is narrow; in a
+single process, straight into the statistics' rows when they hold a range of ids and
+the period's lie in it, `loss_sums.sum_per_row`: the same bits in fewer numpy calls).
 
 A reduction's period boundaries belong to the statistic (the reference is made of
 periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
@@ -53,6 +55,7 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 
+from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS, resolve_loss_steps
 from melissa_trainer.core.loss_sums import gather_sums, sum_per_id, sum_per_row
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
@@ -65,31 +68,10 @@ __all__ = [
     "resolve_loss_steps",
 ]
 
-#: `simulation_loss_steps` when left None and the source asks for the losses
-DEFAULT_SIMULATION_LOSS_STEPS = 20
 #: reduction periods whose mean loss is the reference of the relative loss
 REFERENCE_PERIODS = 4
 #: the file of a checkpoint's rank_R/ that holds `SimulationLosses.state_dict()`
 STATE_FILE = "simulation_losses.safetensors"
-
-
-def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
-    """The reduction cadence in use: `steps` (`simulation_loss_steps`), or with None the
-    default when the source asks for the losses (`wanted`: an adaptive study), else 0
-    (off).
-
-    Raises:
-        ValueError: the source asks for them and `steps` is 0.
-    """
-    if steps is None:
-        return DEFAULT_SIMULATION_LOSS_STEPS if wanted else 0
-    if steps == 0 and wanted:
-        raise ValueError(
-            "simulation_loss_steps=0 turns per-simulation losses off, but the study's "
-            "sampler is adaptive and is steered by them: set simulation_loss_steps > 0, "
-            "leave it unset, or use a fixed design (make_sampler('lhs', ...))"
-        )
-    return int(steps)
 
 
 @dataclass(frozen=True)

@@ -61,9 +61,7 @@ def random_case(rng: np.random.Generator, k: int) -> tuple[np.ndarray, np.ndarra
         ids = rng.permutation(np.arange(low, low + count))
     ids = ids.astype(np.int64)
     dtype = np.float32 if k % 2 else np.float64
-    values = (rng.standard_normal(len(ids)) * 10.0 ** rng.integers(-12, 12, len(ids))).astype(
-        dtype
-    )
+    values = (rng.standard_normal(len(ids)) * 10.0 ** rng.integers(-12, 12, len(ids))).astype(dtype)
     if k % 7 == 0:
         values[int(rng.integers(0, len(ids)))] = rng.choice([np.nan, np.inf, -np.inf])
     if k % 11 == 0:

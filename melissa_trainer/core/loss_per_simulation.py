@@ -194,13 +194,21 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         else:
             relative = counts.astype(np.float64)
         # each row's sums: one float64 addition each, as a Python float's (the same bits)
-        self._draws[rows] += counts
-        self._loss_sum[rows] += sums
-        self._relative_sum[rows] += relative
-        self._step[rows] = step
-        draws = self._draws[rows]
-        means = self._loss_sum[rows] / draws  # (float64 / int64: IEEE's, as `_loss`'s)
-        relatives = self._relative_sum[rows] / draws
+        if rows is _ALL:  # (every row: the columns in place, one numpy call each)
+            self._draws += counts
+            self._loss_sum += sums
+            self._relative_sum += relative
+            self._step.fill(step)
+            draws, loss_sums, relative_sums = self._draws, self._loss_sum, self._relative_sum
+        else:
+            self._draws[rows] += counts
+            self._loss_sum[rows] += sums
+            self._relative_sum[rows] += relative
+            self._step[rows] = step
+            draws = self._draws[rows]
+            loss_sums, relative_sums = self._loss_sum[rows], self._relative_sum[rows]
+        means = loss_sums / draws  # (float64 / int64: IEEE's, as `_loss`'s)
+        relatives = relative_sums / draws
         return {
             sid: _made(sid, n, mean, rel, step)
             for sid, n, mean, rel in zip(
@@ -382,13 +390,11 @@ _ALL = slice(None)
 
 def _made(simulation_id: int, draws: int, mean: float, relative: float, step: int) -> Any:
     """``SimulationLoss(simulation_id, draws, mean, relative, step)``, its fields set in
-    its ``__dict__``: the same frozen instance (equal, hashed and printed alike;
-    a test compares them) for less than half the CPU of the frozen dataclass's
-    ``__init__``, one ``object.__setattr__`` a field (issue 46's seventh round: a
-    reduction makes one per simulation of its period, on the training thread)."""
+    its ``__dict__`` one by one, in ``__init__``'s order: the same frozen instance (equal,
+    hashed and printed alike; a test compares them) for less than half the CPU of the
+    frozen dataclass's ``__init__`` (issue 46's seventh and ninth rounds: a reduction
+    makes one per simulation of its period, on the training thread)."""
     made = _new(SimulationLoss)
-    # (item by item: a third less CPU than ``update`` with keywords, issue 46's ninth round;
-    # in the fields' order, as ``__init__`` sets them)
     fields = made.__dict__
     fields["simulation_id"] = simulation_id
     fields["draws"] = draws

@@ -88,14 +88,14 @@ def load(package: Path, name: str, layer: str = "core") -> ModuleType:
 
 
 def load_baseline(package: Path) -> dict[str, ModuleType]:
-    """The baseline's `sample_losses`, `period_losses` (where it has one) and
-    `loss_per_simulation`, each bound to the others (their imports of
+    """The baseline's `sample_losses`, `period_losses` and `loss_sums` (where it has
+    them) and `loss_per_simulation`, each bound to the others (their imports of
     ``melissa_trainer.core.<name>`` are pointed at the baseline's while they load: a
     deferred loss of one code is not the other's class)."""
     saved: dict[str, Any] = {}
     modules: dict[str, ModuleType] = {}
     try:
-        for name in ("sample_losses", "period_losses", "loss_per_simulation"):
+        for name in ("sample_losses", "period_losses", "loss_sums", "loss_per_simulation"):
             if not (package / "core" / f"{name}.py").exists():
                 continue
             modules[name] = load(package, name)

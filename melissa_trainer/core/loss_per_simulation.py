@@ -29,7 +29,9 @@ Cost per step: one tensor (or the step's deferred outputs and targets) and one s
 array appended to a list (no device operation; `melissa_trainer.core.period_losses`).
 Per reduction: one device-to-host copy, three small all-gathers (lengths, ids and
 counts, sums; tensors, never pickles) and the period's samples counted per id
-(`loss_sums.sum_per_id`: a table over the ids' range, no sort, where it is narrow).
+(`loss_sums.sum_per_id`: a table over the ids' range, no sort, where it is narrow; in a
+single process, straight into the statistics' rows when they hold a range of ids and
+the period's lie in it, `loss_sums.sum_per_row`: the same bits in fewer numpy calls).
 
 A reduction's period boundaries belong to the statistic (the reference is made of
 periods), so the unreduced samples and the recent periods are part of a checkpoint (`state_dict`): a
@@ -53,7 +55,8 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 
-from melissa_trainer.core.loss_sums import gather_sums, sum_per_id
+from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS, resolve_loss_steps
+from melissa_trainer.core.loss_sums import gather_sums, sum_per_id, sum_per_row
 from melissa_trainer.core.period_losses import PeriodLosses
 from melissa_trainer.core.sample_losses import DeferredSampleLosses
 
@@ -65,31 +68,10 @@ __all__ = [
     "resolve_loss_steps",
 ]
 
-#: `simulation_loss_steps` when left None and the source asks for the losses
-DEFAULT_SIMULATION_LOSS_STEPS = 20
 #: reduction periods whose mean loss is the reference of the relative loss
 REFERENCE_PERIODS = 4
 #: the file of a checkpoint's rank_R/ that holds `SimulationLosses.state_dict()`
 STATE_FILE = "simulation_losses.safetensors"
-
-
-def resolve_loss_steps(steps: int | None, wanted: bool) -> int:
-    """The reduction cadence in use: `steps` (`simulation_loss_steps`), or with None the
-    default when the source asks for the losses (`wanted`: an adaptive study), else 0
-    (off).
-
-    Raises:
-        ValueError: the source asks for them and `steps` is 0.
-    """
-    if steps is None:
-        return DEFAULT_SIMULATION_LOSS_STEPS if wanted else 0
-    if steps == 0 and wanted:
-        raise ValueError(
-            "simulation_loss_steps=0 turns per-simulation losses off, but the study's "
-            "sampler is adaptive and is steered by them: set simulation_loss_steps > 0, "
-            "leave it unset, or use a fixed design (make_sampler('lhs', ...))"
-        )
-    return int(steps)
 
 
 @dataclass(frozen=True)
@@ -193,16 +175,17 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
         Collective when `distributed`: every rank calls it at the same `step`. Blocks
         for one device-to-host copy of this period's losses.
         """
-        # this rank's period, summed per simulation (ids sorted), and forgotten
-        ids, sums, counts = sum_per_id(*self._period.take())
-        if self.distributed:
-            ids, sums, counts = gather_sums(ids, sums, counts, self.device)
-            ids, sums, counts = sum_per_id(ids, sums, counts)  # an id on several ranks: one
+        # this rank's period (forgotten), summed per simulation, ids increasing
+        ids, rows, sums, counts = self._fold(*self._period.take())
         self.reductions += 1
-        if int(counts.sum()) == 0:
+        number = int(counts.sum())
+        if number == 0:
             return {}
-        finite = np.isfinite(sums)
-        self._recent.append((float(sums[finite].sum()), int(counts[finite].sum())))
+        total = float(sums.sum())
+        if not math.isfinite(total):  # (a finite total: every sum is finite)
+            finite = np.isfinite(sums)
+            total, number = float(sums[finite].sum()), int(counts[finite].sum())
+        self._recent.append((total, number))
         kept = sum(n for _, n in self._recent)
         reference = sum(total for total, _ in self._recent) / kept if kept else math.nan
         # per sample 1 + (l - r) / |r|, summed per simulation; r = 0: every loss is 0
@@ -210,21 +193,51 @@ class SimulationLosses(Mapping[int, SimulationLoss]):
             relative = counts + (sums - counts * reference) / abs(reference)
         else:
             relative = counts.astype(np.float64)
-        rows = self._rows_of(ids)
         # each row's sums: one float64 addition each, as a Python float's (the same bits)
-        self._draws[rows] += counts
-        self._loss_sum[rows] += sums
-        self._relative_sum[rows] += relative
-        self._step[rows] = step
-        draws = self._draws[rows]
-        means = self._loss_sum[rows] / draws  # (float64 / int64: IEEE's, as `_loss`'s)
-        relatives = self._relative_sum[rows] / draws
+        if rows is _ALL:  # (every row: the columns in place, one numpy call each)
+            self._draws += counts
+            self._loss_sum += sums
+            self._relative_sum += relative
+            self._step.fill(step)
+            draws, loss_sums, relative_sums = self._draws, self._loss_sum, self._relative_sum
+        else:
+            self._draws[rows] += counts
+            self._loss_sum[rows] += sums
+            self._relative_sum[rows] += relative
+            self._step[rows] = step
+            draws = self._draws[rows]
+            loss_sums, relative_sums = self._loss_sum[rows], self._relative_sum[rows]
+        means = loss_sums / draws  # (float64 / int64: IEEE's, as `_loss`'s)
+        relatives = relative_sums / draws
         return {
             sid: _made(sid, n, mean, rel, step)
             for sid, n, mean, rel in zip(
                 ids.tolist(), draws.tolist(), means.tolist(), relatives.tolist(), strict=True
             )
         }
+
+    def _fold(
+        self, ids: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, Any, np.ndarray, np.ndarray]:
+        """A period's samples (`ids`, their `values`) summed per simulation over every
+        rank: the distinct ids (increasing), their rows in the statistics (rows added
+        for new ids; an index array or a slice), their sums and their numbers."""
+        if not self.distributed and len(self._ids):
+            # (the statistics hold a range of ids and the period's lie in it: the usual
+            # case, in fewer numpy calls than the general path; the same bits, tested)
+            low, count = int(self._ids[0]), len(self._ids)
+            if int(self._ids[-1]) - low + 1 == count:
+                folded = sum_per_row(ids, values, low, count)
+                if folded is not None:
+                    rows, sums, counts = folded
+                    if rows is None:
+                        return self._ids, _ALL, sums, counts
+                    return rows + low, rows, sums, counts
+        ids, sums, counts = sum_per_id(ids, values)
+        if self.distributed:
+            ids, sums, counts = gather_sums(ids, sums, counts, self.device)
+            ids, sums, counts = sum_per_id(ids, sums, counts)  # an id on several ranks: one
+        return ids, self._rows_of(ids), sums, counts
 
     def _rows_of(self, ids: np.ndarray) -> np.ndarray:
         """The rows of the statistics of `ids` (distinct, increasing), rows of zeros
@@ -371,15 +384,21 @@ def _loss(
 
 
 _new = object.__new__
+#: every row of the statistics (`reduce`'s usual case)
+_ALL = slice(None)
 
 
 def _made(simulation_id: int, draws: int, mean: float, relative: float, step: int) -> Any:
     """``SimulationLoss(simulation_id, draws, mean, relative, step)``, its fields set in
-    its ``__dict__`` at once: the same frozen instance (equal, hashed and printed alike;
-    a test compares them) for less than half the CPU of the frozen dataclass's
-    ``__init__``, one ``object.__setattr__`` a field (issue 46's seventh round: a
-    reduction makes one per simulation of its period, on the training thread)."""
+    its ``__dict__`` one by one, in ``__init__``'s order: the same frozen instance (equal,
+    hashed and printed alike; a test compares them) for less than half the CPU of the
+    frozen dataclass's ``__init__`` (issue 46's seventh and ninth rounds: a reduction
+    makes one per simulation of its period, on the training thread)."""
     made = _new(SimulationLoss)
-    made.__dict__.update(simulation_id=simulation_id, draws=draws, mean=mean,
-                         relative=relative, step=step)  # fmt: skip
+    fields = made.__dict__
+    fields["simulation_id"] = simulation_id
+    fields["draws"] = draws
+    fields["mean"] = mean
+    fields["relative"] = relative
+    fields["step"] = step
     return made

@@ -28,6 +28,8 @@ __all__ = ["DEFERRED_BYTES", "PeriodLosses"]
 
 #: the most bytes of deferred outputs and targets held before they are computed
 DEFERRED_BYTES = 4 * 2**20
+#: the dtypes `PeriodLosses.take` hands over as they are (numpy has them)
+_HOST_DTYPES = (torch.float32, torch.float64)
 
 
 class PeriodLosses:
@@ -73,18 +75,24 @@ class PeriodLosses:
             self._settle()
 
     def take(self) -> tuple[np.ndarray, np.ndarray]:
-        """The period's ids (int64) and losses (float64, on the host: one device-to-host
-        copy), in the order recorded; the period is forgotten."""
+        """The period's ids (int64) and losses (float32 or float64, on the host: one
+        device-to-host copy; other dtypes as float64, exactly), in the order recorded;
+        the period is forgotten."""
         if not self._ids:
             return np.zeros(0, np.int64), np.zeros(0, np.float64)
         self._settle()
-        ids = np.concatenate(self._ids)
-        # one concatenation, then one conversion (exact: float64 holds every float
-        # dtype's values), not one per micro-batch
-        losses = torch.cat(self._losses).to(torch.float64).cpu().numpy()
+        ids = np.concatenate(self._ids) if len(self._ids) > 1 else self._ids[0]
+        # one concatenation (exact: cat promotes to a dtype holding every part's values),
+        # then one copy to the host, not one per micro-batch; no float64 conversion of
+        # float32 (what it adds is done as exactly by the sums' `numpy.bincount`, in
+        # float64: issue 46's ninth round, a torch call less on the training thread)
+        losses = self._losses[0] if len(self._losses) == 1 else torch.cat(self._losses)
+        if losses.dtype not in _HOST_DTYPES:
+            losses = losses.to(torch.float64)
+        values = (losses if losses.is_cpu else losses.cpu()).numpy()
         self._ids.clear()
         self._losses.clear()
-        return ids, losses
+        return ids, values
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """The period's ids and losses as `take` gives them, kept (a checkpoint's)."""
@@ -106,5 +114,6 @@ class PeriodLosses:
     def _settle(self) -> None:
         """Average the deferred losses per sample (in one call: `losses_of`)."""
         if self._deferred:
-            self._losses.append(losses_of(self._deferred).to(self.device))
+            losses = losses_of(self._deferred)  # (on the CPU)
+            self._losses.append(losses if self.device.type == "cpu" else losses.to(self.device))
             self._deferred, self._deferred_bytes = [], 0

@@ -82,3 +82,30 @@ def test_an_a_a_pair_in_one_process_runs_and_reports_its_spread(tmp_path: Path) 
     for row, name in zip(rows, rates, strict=True):
         assert row["case"].startswith(f"A/A off, ref-inproc, {name}: ")
         assert row["unit"] == "%" and row["ours"] == 0.0  # one pair: no deviation
+
+
+def _study(rate: float, reference: float) -> dict[str, float]:
+    return {"steps_per_step_cpu_second": rate, "reference_rate": reference,
+            "steps_per_cpu_second": rate, "steps_per_second": rate}  # fmt: skip
+
+
+def test_the_target_row_is_void_when_the_on_arm_moves_the_reference() -> None:
+    """The control variate is read only while the reference's own rate stays within
+    `REFERENCE_TOLERANCE` on / off; beyond it (the quiet machine's 0.920 and 0.878) the
+    normalised row carries no ratio and no target, and the target falls back to the
+    ratio of the arms' medians of the uncorrected rate (hand-worked: 705 / 725)."""
+    cs = _module("cost_spread")
+    offs = [_study(720.0, 1450.0), _study(730.0, 1460.0)]
+    moved = cs.on_off_rows([_study(700.0, 1300.0), _study(710.0, 1320.0)], offs, "w, t", "d")
+    assert moved[0]["ratio"] is None and moved[0]["target"] is None
+    assert "VOID" in moved[0]["case"] and "0.900" in moved[0]["case"]
+    assert moved[1]["target"] == 0.97 and moved[1]["ratio"] == round(705.0 / 725.0, 3)
+    assert [r["target"] for r in moved[2:]] == [None] * 4
+    still = cs.on_off_rows([_study(700.0, 1440.0), _study(710.0, 1450.0)], offs, "w, t", "d")
+    # (700/1440)/(720/1450) and (710/1450)/(730/1460): their median, the target's row
+    expected = ((700 / 1440) / (720 / 1450) + (710 / 1450) / (730 / 1460)) / 2
+    assert still[0]["ratio"] == round(expected, 3) and still[0]["target"] == 0.97
+    assert "VOID" not in still[0]["case"]
+    assert [r["target"] for r in still[1:]] == [None] * 5
+    none = cs.on_off_rows([_study(700.0, 0.0)], [_study(720.0, 0.0)], "w, t", "d")
+    assert none[0]["target"] is None and none[1]["target"] == 0.97

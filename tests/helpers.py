@@ -373,3 +373,20 @@ class HeldIdleClock:
                 return self._held
             self._released = now
         return self._held + (now - self._released)
+
+
+@contextmanager
+def curve_pull_server() -> Iterator[tuple[zmq.Socket, str, str]]:
+    """A CURVE PULL server on loopback: the socket, its endpoint and its public key (z85);
+    its context destroyed on exit."""
+    public, secret = zmq.curve_keypair()
+    ctx = zmq.Context()
+    try:
+        sock = ctx.socket(zmq.PULL)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.curve_server = True
+        sock.curve_secretkey = secret
+        port = sock.bind_to_random_port("tcp://127.0.0.1")
+        yield sock, f"tcp://127.0.0.1:{port}", public.decode()
+    finally:
+        ctx.destroy(linger=0)

@@ -14,6 +14,7 @@ import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
+from helpers import curve_pull_server
 from test_c_predict import Script, status
 
 from melissa_trainer import wire as p
@@ -30,15 +31,8 @@ MT_EENV = 6
 @pytest.fixture
 def server() -> Iterator[tuple[zmq.Socket, str, str]]:
     """A CURVE PULL server on loopback: the socket, its endpoint and its public key."""
-    public, secret = zmq.curve_keypair()
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PULL)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.curve_server = True
-    sock.curve_secretkey = secret
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    yield sock, f"tcp://127.0.0.1:{port}", public.decode()
-    ctx.destroy(linger=0)
+    with curve_pull_server() as server:
+        yield server
 
 
 def run(exe: Path, env: dict[str, str], *lines: str) -> tuple[dict[int, list[str]], list[int]]:

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zmq
+from helpers import curve_pull_server
 
 from melissa_trainer import wire as p
 from melissa_trainer.client import ENV_ENDPOINTS, ENV_KEY, ENV_RENDEZVOUS, Client, ClientTuning
@@ -26,15 +27,8 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[zmq.Socket, str, s
     """A CURVE PULL server on loopback: the socket, its endpoint and its public key."""
     for name in (ENV_ENDPOINTS, ENV_KEY, ENV_RENDEZVOUS, "MELISSA_TRAINER_RUN_ID"):
         monkeypatch.delenv(name, raising=False)
-    public, secret = zmq.curve_keypair()
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PULL)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.curve_server = True
-    sock.curve_secretkey = secret
-    port = sock.bind_to_random_port("tcp://127.0.0.1")
-    yield sock, f"tcp://127.0.0.1:{port}", public.decode()
-    ctx.destroy(linger=0)
+    with curve_pull_server() as server:
+        yield server
 
 
 def first_message(sock: zmq.Socket, timeout: float = 10.0) -> p.Message:

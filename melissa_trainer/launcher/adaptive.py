@@ -99,6 +99,9 @@ class AdaptiveSampler(BoxSampler):
         #: simulation id -> the parameters it was observed with (checked; the same ids)
         self._parameters: dict[int, dict[str, float]] = {}
         self._view: OrderedDict[int, Observation] | None = None
+        #: how many times the observations kept changed (a new one, a re-observation, a
+        #: loaded state): what a subclass computes from them alone is valid while it stays
+        self._changes = 0
 
     @property
     def _observed(self) -> OrderedDict[int, Observation]:
@@ -140,6 +143,7 @@ class AdaptiveSampler(BoxSampler):
             del losses[simulation_id]  # the newest again
             losses[simulation_id] = loss
             self._view = None
+            self._changes += 1
             return
         self._observed_add(self._observation(simulation_id, parameters, loss, earlier))
 
@@ -186,6 +190,7 @@ class AdaptiveSampler(BoxSampler):
             oldest = next(iter(losses))
             del losses[oldest], parameters[oldest]
         self._view = None
+        self._changes += 1
 
     def _draw(self, index: int) -> dict[str, float]:
         proposed = self._propose(index)
@@ -285,3 +290,4 @@ class AdaptiveSampler(BoxSampler):
         self._losses = {sid: o.loss for sid, o in observed.items()}
         self._parameters = {sid: o.parameters for sid, o in observed.items()}
         self._view = None
+        self._changes += 1

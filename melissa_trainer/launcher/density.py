@@ -183,6 +183,8 @@ class DensitySampler(AdaptiveSampler):
         self._unit_rows: dict[int, np.ndarray] = {}
         #: draws made with a warp (the others are the design's points as they are)
         self.warped = 0
+        #: `warp`'s last result: (what it depends on, its warps, `_hard`)
+        self._warp_memo: tuple[Any, Any, tuple[np.ndarray | None, ...]] | None = None
 
     def _new_design(self) -> Exploration:
         memory = None if self.candidates > 1 else 1000
@@ -208,7 +210,25 @@ class DensitySampler(AdaptiveSampler):
         """The current warp ``(cdf, grid)`` of each varying parameter: the design's
         marginal (uniform, or Beta(`edge`, `edge`)) mixed with the high-loss density
         (weight `share`, from `min_observations` observations on, on the parameters
-        with the `evidence`); None when that is the identity."""
+        with the `evidence`); None when that is the identity. Its arrays are read-only.
+
+        Computed again only when the observations or the options changed since the
+        last call (`_computed_warp`, the plain path; the same arrays otherwise): a
+        study draws about every other time with no loss observed in between (issue
+        46's tenth round: half the draws of `surrogate_cost.py`'s study, half the
+        sampler's CPU)."""
+        key = (self._changes, self.share, self.quantile, self.bandwidth,
+               self.min_observations, self.tilt, self.evidence, self.edge)  # fmt: skip
+        memo = self._warp_memo
+        if memo is None or memo[0] != key:
+            warps = self._computed_warp()
+            memo = self._warp_memo = (key, None if warps is None else tuple(warps),
+                                      tuple(self._hard))  # fmt: skip
+        self._hard = list(memo[2])
+        return None if memo[1] is None else list(memo[1])
+
+    def _computed_warp(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
+        """`warp` computed from the observations kept (and `_hard` set)."""
         grid = UNIT_GRID
         base = self._marginal()
         width = len(self._columns)
@@ -239,8 +259,10 @@ class DensitySampler(AdaptiveSampler):
         out: list[tuple[np.ndarray, np.ndarray]] = [(base, grid)] * width
         for j, (cdf, _) in zip(warped, pure, strict=True):
             # (`grid_gradient`: numpy.gradient's values, its coefficients computed once)
-            self._hard[j] = grid_gradient(cdf)
-            out[j] = ((1.0 - share) * base + share * cdf, grid)
+            hard = self._hard[j] = grid_gradient(cdf)
+            mixed = (1.0 - share) * base + share * cdf
+            hard.flags.writeable = mixed.flags.writeable = False  # (`warp` hands them again)
+            out[j] = (mixed, grid)
         return out
 
     def _marginal(self) -> np.ndarray:

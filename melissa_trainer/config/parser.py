@@ -28,12 +28,10 @@ dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file 
 --config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
 these problems as a `ConfigError` instead.
 
-Under a launcher of several ranks (``accelerate launch --num_processes N``), an error of
-the command line's syntax (an unknown flag, a value of the wrong type or not among the
-choices, a missing flag) is printed by rank 0 only and every rank exits with status 2
-(`common.refusal`: each rank parses the same ``sys.argv``, so each meets it). What is
-checked against files (the ``--config`` file, the dataclasses' checks, some of which
-look at the file system) may differ between nodes: every rank says its own.
+Under ``accelerate launch --num_processes N``, an error of the command line's syntax
+(an unknown flag, a wrong type or choice, a missing flag: every rank parses the same
+``sys.argv``) is printed by rank 0 only, every rank exiting 2 (`common.refusal`); what
+is checked against files (``--config``, the dataclasses' checks) is said by every rank.
 """
 
 from __future__ import annotations

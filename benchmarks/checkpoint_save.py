@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from report import WORK_DIR_HELP, work_dir
 
 from melissa_trainer import OnlineTrainer, TrainingArguments
 from melissa_trainer.common.json_output import to_json
@@ -42,7 +43,7 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=1024, help="MLP width")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--label", default="")
-    parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--dir", type=work_dir, default=None, help=WORK_DIR_HELP)
     opts = parser.parse_args()
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory(dir=opts.dir) as tmp:

@@ -1,18 +1,50 @@
 """What every benchmark's command line shares: the ``--json`` and ``--quick`` flags
-(`add_flags`), the aligned table of its rows (`print_rows`) and, with ``--json``, its
-rows as one strict JSON line, ``{"rows": [...]}``, printed last (`print_json`); `finish`
-is the usual tail (the JSON line alone, or the table and the notes under it). Each row:
-case, ours, baseline, unit, ratio, target."""
+(`add_flags`), the type of a ``--dir`` to write in (`work_dir`), the aligned table of
+its rows (`print_rows`) and, with ``--json``, its rows as one strict JSON line,
+``{"rows": [...]}``, printed last (`print_json`); `finish` is the usual tail (the JSON
+line alone, or the table and the notes under it). Each row: case, ours, baseline, unit,
+ratio, target."""
 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from melissa_trainer.common.json_output import to_json
 
-__all__ = ["add_flags", "finish", "print_json", "print_rows"]
+__all__ = ["WORK_DIR_HELP", "add_flags", "finish", "print_json", "print_rows", "work_dir"]
+
+#: the help of a benchmark's ``--dir`` of type `work_dir`
+WORK_DIR_HELP = (
+    "where to write (created, with its parents, if missing; default: the system's temp "
+    "dir): a temporary directory inside it, removed at the end"
+)
+
+
+def work_dir(value: str) -> Path:
+    """The argparse type of a ``--dir`` a benchmark writes its files in: the directory,
+    created with its parents if missing, as `WORK_DIR_HELP` promises. A path that cannot
+    be one (a file in the way, no permission) is an argparse error naming the flag
+    (``argument --dir: ...``) and the fix, not a traceback from `tempfile`."""
+    path = Path(value).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # (exist_ok: only a non-directory in the way)
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is a file, not a directory: give a directory (created if missing)"
+        ) from None
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(
+            f"cannot create {value!r}: {exc.strerror}: give a directory you can write to"
+        ) from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not writable: give a directory you can write to"
+        )
+    return path
 
 
 def add_flags(

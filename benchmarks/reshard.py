@@ -51,7 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 from isolated import run_isolated  # noqa: E402
-from report import add_flags, print_json, print_rows  # noqa: E402
+from report import WORK_DIR_HELP, add_flags, print_json, print_rows, work_dir  # noqa: E402
 
 from melissa_trainer.buffers import ReservoirBuffer, read_snapshot  # noqa: E402
 from melissa_trainer.buffers.reshard import share  # noqa: E402
@@ -154,7 +154,7 @@ def main() -> None:
     add_flags(parser, quick="16 MB, 1 round (a smoke test)")
     parser.add_argument("--mb", type=int, default=None, help="the buffers' size in all (1024)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds of each (5)")
-    parser.add_argument("--dir", default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--dir", type=work_dir, default=None, help=WORK_DIR_HELP)
     opts = parser.parse_args()
     mb = opts.mb or (16 if opts.quick else 1024)
     rounds = opts.rounds or (1 if opts.quick else 5)

@@ -52,6 +52,7 @@ MOVED: dict[str, str] = {
         "stream.protocol.encoding": "wire.encoding",
         "stream.protocol.layout": "wire.layout",
         "stream.protocol.messages": "wire.messages",
+        "trainer.refusal": "common.refusal",  # (the parser, in config/, says errors once too)
     }.items()
 }
 

@@ -281,9 +281,11 @@ class Client:
         up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
         `melissa_trainer.client.patience`). Idempotent.
 
-        After a failure (``bye=False``) the wait is short: at most `FAILED_CLOSE_TIMEOUT`
-        seconds, and none for a receiver that is not connected (a solver started by
-        hand without a trainer ends with its own error at once, not after a timeout).
+        After a failure (``bye=False``) the wait is short: at most
+        `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
+        `close_timeout` if lower), and none for a receiver that is not connected (a
+        solver started by hand without a trainer ends with its own error at once, not
+        after a timeout); what gives up is logged, naming that setting.
         Nothing is lost: the launcher restarts the simulation, which sends its steps
         again, and the receivers keep one copy of each.
 
@@ -294,7 +296,9 @@ class Client:
         Raises:
             TimeoutError: the BYE or queued messages could not be delivered (they are
                 dropped; the sockets and context are released all the same): the message
-                says why (`close_timeout`, or which receiver is unreachable).
+                says why: the setting that bounded the wait (`close_timeout`, or
+                `failed_close_timeout` after a failure) and how to change it, or which
+                receiver is unreachable.
         """
         if self._closed:
             return

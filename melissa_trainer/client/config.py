@@ -24,6 +24,7 @@ __all__ = [
     "DEFAULT_BATCH_DELAY",
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_DISCONNECTED_TIMEOUT",
+    "DEFAULT_FAILED_CLOSE_TIMEOUT",
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
     "ENV_KEY",
@@ -68,6 +69,9 @@ DEFAULT_BATCH_DELAY = 0.02
 DEFAULT_CLOSE_TIMEOUT = 1800.0
 #: Default seconds a closing client waits for a receiver whose connection is lost.
 DEFAULT_DISCONNECTED_TIMEOUT = 60.0
+#: Default bound, in seconds, on `Client.close` after a failure (``close(bye=False)``, an
+#: exception in the client's ``with`` block): the simulation is restarted anyway.
+DEFAULT_FAILED_CLOSE_TIMEOUT = 10.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,12 @@ class ClientTuning:
             without a new connection (the trainer died, or its node) before `close`
             gives up (default 60); `None`: only `close_timeout` bounds the wait. A
             paused trainer keeps its connections: see `melissa_trainer.client.patience`.
+        failed_close_timeout: on a `close` after a failure (``close(bye=False)``, an
+            exception in the client's ``with`` block), the longest wait in seconds for
+            what is queued (default 10: the launcher restarts the simulation, which
+            sends its steps again); the lower of it and `close_timeout` bounds that
+            wait, and a disconnected receiver is not waited for. `None`: only
+            `close_timeout` bounds it.
     """
 
     sndhwm: int = DEFAULT_SNDHWM
@@ -109,6 +119,7 @@ class ClientTuning:
     rendezvous_timeout: float = 60.0
     close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT
     disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT
+    failed_close_timeout: float | None = DEFAULT_FAILED_CLOSE_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in ("sndhwm", "batch_bytes", "max_message_bytes"):
@@ -131,6 +142,7 @@ class ClientTuning:
         check_seconds("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
         check_seconds("ClientTuning.close_timeout", self.close_timeout)
         check_seconds("ClientTuning.disconnected_timeout", self.disconnected_timeout)
+        check_seconds("ClientTuning.failed_close_timeout", self.failed_close_timeout)
 
 
 def _is_number(value: Any) -> bool:

@@ -41,6 +41,20 @@ __all__ = ["SLICE", "CloseWait", "PeerWatch"]
 #: seconds of one blocking wait of a closing client between two looks at its receivers
 SLICE = 0.5
 
+#: how to change each bound a closing client names when it gives up (`CloseWait.timed_out`)
+_HOW = {
+    "close_timeout": (
+        "ClientTuning(close_timeout=...) sets it; None waits as long as the receivers are connected"
+    ),
+    "failed_close_timeout": (
+        "the bound of a close after a failure, close(bye=False) or an exception in the "
+        "client's with block, not close_timeout: ClientTuning(failed_close_timeout=...) sets "
+        "it; None leaves only close_timeout"
+    ),
+}
+#: what bounds the wait for a disconnected receiver in a close after a failure
+_NO_WAIT = "a close after a failure does not wait for a disconnected receiver"
+
 #: events that say a connection is up, and that it is down (or not up yet)
 _UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
 _DOWN = (
@@ -88,18 +102,20 @@ class PeerWatch:
                 elif self.down_since[index] is None:
                     self.down_since[index] = now
 
-    def gone(self, after: float) -> str | None:
+    def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
         without a new connection: "to ENDPOINT: ..."), or None while every one may
-        still be reading."""
+        still be reading. `bound`: what set `after`, as the message says it (default:
+        ``disconnected_timeout=AFTER s``, the setting a user changes)."""
         self.poll()
         now = time.monotonic()
+        said = f"disconnected_timeout={after} s" if bound is None else bound
         for endpoint, since in zip(self._endpoints, self.down_since, strict=True):
             if since is not None and now - since > after:
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
-                    f"{now - since:.0f} s without a new connection (disconnected_timeout="
-                    f"{after} s; the trainer died, or its node)"
+                    f"{now - since:.0f} s without a new connection ({said}; the trainer "
+                    f"died, or its node)"
                 )
         return None
 
@@ -119,6 +135,11 @@ class CloseWait:
         sockets, endpoints: the client's sockets and their receivers' endpoints.
         close_timeout: seconds in all (None: no bound while the receivers are there).
         disconnected_timeout: seconds a receiver may stay disconnected (None: no bound).
+        setting: the `ClientTuning` field whose value `close_timeout` is (``close_timeout``,
+            or ``failed_close_timeout`` for a close after a failure): a message that
+            gives up names it and how to change it, so that a user changes the right one.
+        after_failure: a close after a failure (its messages say that it does not wait
+            for a disconnected receiver, rather than name a `disconnected_timeout` of 0).
     """
 
     def __init__(
@@ -127,11 +148,23 @@ class CloseWait:
         endpoints: Sequence[str],
         close_timeout: float | None,
         disconnected_timeout: float | None,
+        *,
+        setting: str = "close_timeout",
+        after_failure: bool = False,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
         self.deadline = deadline_after(close_timeout)
+        self._setting, self._after_failure = setting, after_failure
         self._watch: PeerWatch | None = None
+
+    def timed_out(self) -> str:
+        """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
+        "within SETTING=... s to [...] (how to change it)"."""
+        return (
+            f"within {self._setting}={self.close_timeout} s to {list(self._endpoints)} "
+            f"({_HOW[self._setting]})"
+        )
 
     def until_done(
         self, attempt: Callable[[float], None], *timed_out: type[BaseException]
@@ -153,11 +186,12 @@ class CloseWait:
             except timed_out:
                 pass
             if self.deadline is not None and time.monotonic() >= self.deadline:
-                return f"within close_timeout={self.close_timeout} s to {list(self._endpoints)}"
+                return self.timed_out()
             if self._disconnected is not None:
                 if self._watch is None:
                     self._watch = PeerWatch(self._sockets, self._endpoints)
-                why = self._watch.gone(self._disconnected)
+                bound = _NO_WAIT if self._after_failure else None
+                why = self._watch.gone(self._disconnected, bound)
                 if why is not None:
                     return why
 

@@ -18,7 +18,6 @@ the batches against the flusher thread.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -30,7 +29,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.config import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
@@ -45,9 +44,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
 
-#: seconds a client closed after a failure (``close(bye=False)``, an exception in its
-#: ``with`` block) waits at most to deliver what is queued: its run is restarted anyway
-FAILED_CLOSE_TIMEOUT = 10.0
+#: the default of `ClientTuning.failed_close_timeout`: seconds a client closed after a
+#: failure (``close(bye=False)``, an exception in its ``with`` block) waits at most to
+#: deliver what is queued (its run is restarted anyway)
+FAILED_CLOSE_TIMEOUT = DEFAULT_FAILED_CLOSE_TIMEOUT
 
 _pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
 
@@ -283,10 +283,21 @@ class Transport:
         """
         tuning = self.tuning
         close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
+        setting = "close_timeout"
+        failed = tuning.failed_close_timeout
         if not bye:
-            close_timeout = min(close_timeout or math.inf, FAILED_CLOSE_TIMEOUT)
             disconnected = 0.0
-        wait = CloseWait(self.sockets, self.endpoints, close_timeout, disconnected)
+            # the lower bound is the one that ends the wait: the one a message names
+            if failed is not None and (close_timeout is None or failed < close_timeout):
+                close_timeout, setting = failed, "failed_close_timeout"
+        wait = CloseWait(
+            self.sockets,
+            self.endpoints,
+            close_timeout,
+            disconnected,
+            setting=setting,
+            after_failure=not bye,
+        )
         failure = why = None
         with self.lock if self.outbox is None else _closing(self.outbox):
             if self.outbox is not None:
@@ -313,7 +324,7 @@ class Transport:
         elapsed = time.monotonic() - started
         if failure is None and self.own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
             failure = "queued messages"
-            why = f"within close_timeout={tuning.close_timeout} s to {self.endpoints}"
+            why = wait.timed_out()
         if failure is not None:
             message_text = (
                 f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"

@@ -27,6 +27,11 @@ buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of
 dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file (``in
 --config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
 these problems as a `ConfigError` instead.
+
+Under ``accelerate launch --num_processes N``, an error of the command line's syntax
+(an unknown flag, a wrong type or choice, a missing flag: every rank parses the same
+``sys.argv``) is printed by rank 0 only, every rank exiting 2 (`common.refusal`); what
+is checked against files (``--config``, the dataclasses' checks) is said by every rank.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
+from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.reading import (
     NONE_WORDS,
@@ -271,7 +277,7 @@ class ArgumentParser(argparse.ArgumentParser):
             try:
                 from_file = load_config_file(config_path)
             except ConfigError as exc:
-                self.error(f"argument --{self.config_flag}: {exc}")
+                self._error_on_every_rank(f"argument --{self.config_flag}: {exc}")
         merged = {**from_file, **values}
         missing = [
             name
@@ -280,11 +286,12 @@ class ArgumentParser(argparse.ArgumentParser):
         ]
         if missing:
             flags = ", ".join(f"--{name}" for name in missing)
-            self.error(f"the following arguments are required: {flags}")
+            say = self._error_on_every_rank if config_path else self.error
+            say(f"the following arguments are required: {flags}")
         try:
             outputs = self.parse_dict(merged)
         except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
-            self.error(self._invalid_message(exc, values, from_file, config_path))
+            self._error_on_every_rank(self._invalid_message(exc, values, from_file, config_path))
         return (*outputs, remaining) if return_remaining_strings else outputs
 
     def parse_dict(self, d: Mapping[str, Any], allow_extra_keys: bool = False) -> tuple[Any, ...]:
@@ -334,6 +341,20 @@ class ArgumentParser(argparse.ArgumentParser):
         return self.parse_dict(load_config_file(path, fmt="yaml"), allow_extra_keys)
 
     # ------------------------------------------------------------------ errors
+
+    def error(self, message: str) -> typing.NoReturn:
+        """argparse's error (usage and `message` on stderr, exit status 2) for what every
+        rank of a launch meets alike, the command line's syntax: said by rank 0 only,
+        every other rank exiting with status 2 silently (`common.refusal`)."""
+        rank = launch_rank()
+        if rank != 0:
+            raise elsewhere(SystemExit(2), rank)
+        super().error(message)
+
+    def _error_on_every_rank(self, message: str) -> typing.NoReturn:
+        """argparse's error on every rank: for what was checked against files (which may
+        differ between nodes), so that no rank's own problem goes unsaid."""
+        super().error(message)
 
     def _invalid_message(
         self,

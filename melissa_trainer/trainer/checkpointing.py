@@ -32,10 +32,10 @@ from melissa_trainer.checkpoint.errors import (
     describe_verification,
     others,
 )
+from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event
-from melissa_trainer.trainer.refusal import elsewhere
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer

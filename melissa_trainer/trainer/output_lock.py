@@ -62,6 +62,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.trainer.lock_holder import (
     LOCK_FILE,
     Holder,
@@ -71,7 +72,6 @@ from melissa_trainer.trainer.lock_holder import (
     peek_holder,
     read_holder,
 )
-from melissa_trainer.trainer.refusal import elsewhere
 
 __all__ = [
     "ENV_OUTPUT_LOCK",

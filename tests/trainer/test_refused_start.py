@@ -1,6 +1,6 @@
 """A refused start under two real ranks (`accelerate launch --multi_gpu
 --num_processes 2`, gloo on CPU) is said once: rank 0 prints the error, rank 1 exits
-non-zero without printing it again (`melissa_trainer.trainer.refusal`). The oracle: the
+non-zero without printing it again (`melissa_trainer.common.refusal`). The oracle: the
 error's text counted in the launch's whole output (two before the fix, one per rank),
 and each rank's own record that it caught the refusal as a `ConfigError`."""
 

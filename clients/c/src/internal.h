@@ -106,7 +106,9 @@ struct mt_client {
     bool started, failed;
     char **endpoints;
     size_t n_endpoints;
-    char *curve_key; /* the receivers' CURVE public key (MELISSA_TRAINER_KEY; NULL: none) */
+    /* per endpoint, its receiver's CURVE public key (NULL: none): MELISSA_TRAINER_KEY for
+     * endpoints given, or the one a rendezvous file published; freed with endpoints */
+    char **curve_keys;
     void *zctx;
     void **sockets;
     uint64_t *steps_per_receiver;
@@ -213,6 +215,9 @@ void mt_predict_free(mt_client *c);
 
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
+/* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
+ * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
+mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
 /* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
 bool mt_valid_run_id(const char *s);
 

@@ -60,8 +60,11 @@ static void release_runtime(mt_client *c, int linger_ms) {
     }
     mt_outbox_free(c);
     for (size_t i = 0; c->endpoints != NULL && i < c->n_endpoints; ++i) free(c->endpoints[i]);
+    for (size_t i = 0; c->curve_keys != NULL && i < c->n_endpoints; ++i) free(c->curve_keys[i]);
     free(c->endpoints);
+    free(c->curve_keys);
     c->endpoints = NULL;
+    c->curve_keys = NULL;
     c->n_endpoints = 0;
     free(c->steps_per_receiver);
     c->steps_per_receiver = NULL;
@@ -110,10 +113,13 @@ static mt_status connect_all(mt_client *c) {
     if (c->sockets == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     int minus1 = -1;
     char public_key[41], secret_key[41]; /* the client's own pair, one for all sockets */
-    if (c->curve_key != NULL) {
+    bool curve = false;
+    for (size_t i = 0; i < c->n_endpoints; ++i) curve = curve || c->curve_keys[i] != NULL;
+    if (curve) {
         if (!zmq_has("curve"))
-            return mt_fail(c, MT_EZMQ, "the receivers need CURVE (MELISSA_TRAINER_KEY is set), "
-                                       "which this libzmq was built without");
+            return mt_fail(c, MT_EZMQ, "the receivers need CURVE (MELISSA_TRAINER_KEY is set, "
+                                       "or the rendezvous published a key), which this libzmq "
+                                       "was built without");
         if (zmq_curve_keypair(public_key, secret_key) != 0)
             return mt_fail(c, MT_EZMQ, "zmq_curve_keypair: %s", zmq_strerror(errno));
     }
@@ -124,8 +130,8 @@ static mt_status connect_all(mt_client *c) {
             zmq_setsockopt(s, ZMQ_LINGER, &minus1, sizeof minus1) != 0 ||
             zmq_setsockopt(s, ZMQ_SNDTIMEO, &minus1, sizeof minus1) != 0)
             return mt_fail(c, MT_EZMQ, "zmq_setsockopt: %s", zmq_strerror(errno));
-        if (c->curve_key != NULL &&
-            (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_key, 40) != 0 ||
+        if (c->curve_keys[i] != NULL &&
+            (zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, c->curve_keys[i], 40) != 0 ||
              zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_key, 40) != 0 ||
              zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0))
             return mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", c->endpoints[i],
@@ -190,7 +196,6 @@ static void free_client(mt_client *c) {
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
     free(c->run_id);
-    free(c->curve_key);
     for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);
     free(c->params);
     for (size_t i = 0; i < c->n_fields; ++i) free(c->fields[i].name);

@@ -1,0 +1,196 @@
+/* rendezvous.c: the receivers a trainer published in its rendezvous directory
+ * (melissa_trainer/stream/endpoints.py fetch_rendezvous: one rank_{r}.json file per
+ * receiver, polled until complete and consistent): their endpoints, in rank order, the
+ * CURVE public key of each (a trainer with CURVE publishes it there: a solver needs no
+ * MELISSA_TRAINER_KEY, as a Python solver does not) and the run id they name. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+typedef struct {
+    char *endpoint;
+    long long world;
+    char *run_id; /* NULL: the file has none (an older trainer) */
+    char *key;    /* the receiver's CURVE public key; NULL: the file has none (no CURVE) */
+} rank_entry;
+
+/* One look at the directory: MT_OK with c->endpoints and c->curve_keys set if complete, else
+ * MT_ERENDEZVOUS with what is wrong in `problem`. */
+static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, size_t size) {
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        snprintf(problem, size, "%s", errno == ENOTDIR ? "it is not a directory"
+                                                      : "the directory does not exist");
+        return MT_ERENDEZVOUS;
+    }
+    rank_entry *entries = NULL;
+    size_t cap = 0;
+    mt_status st = MT_OK;
+    size_t used = 0;
+    problem[0] = '\0';
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && st == MT_OK) {
+        const char *name = e->d_name;
+        size_t len = strlen(name);
+        if (len < 11 || strncmp(name, "rank_", 5) != 0 || strcmp(name + len - 5, ".json") != 0)
+            continue;
+        bool digits = true;
+        for (size_t k = 5; k < len - 5; ++k) digits = digits && isdigit((unsigned char)name[k]);
+        if (!digits || len - 10 > 9) continue;
+        long long rank = atoll(name + 5);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, name);
+        FILE *f = fopen(path, "rb");
+        char text[8192];
+        size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f) fclose(f);
+        text[got] = '\0';
+        mt_json_member *m = NULL;
+        size_t n = 0;
+        char err[160];
+        const char *why = NULL;
+        if (f == NULL) why = "cannot be opened";
+        else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
+        long long version = -1, r = -1, world = -1;
+        const char *endpoint = NULL, *run_id = NULL, *key = NULL;
+        bool bad_run = false, bad_key = false;
+        for (size_t k = 0; k < n; ++k) {
+            if (strcmp(m[k].key, "run_id") == 0) {
+                if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
+                else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
+            }
+            if (strcmp(m[k].key, "curve_public_key") == 0) { /* (endpoints.py _is_key) */
+                if (m[k].kind == MT_JSON_STRING && strlen(m[k].string) == 40) key = m[k].string;
+                else bad_key = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
+            }
+            bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
+            if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
+            if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
+            if (strcmp(m[k].key, "world_size") == 0 && num) world = (long long)m[k].number;
+            if (strcmp(m[k].key, "endpoint") == 0 && m[k].kind == MT_JSON_STRING)
+                endpoint = m[k].string;
+        }
+        if (why != NULL) {
+            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
+                                     "%s%s unreadable (%s)", used ? "; " : "", name, why);
+        } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
+                   bad_run || bad_key) {
+            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
+                                     "%s%s invalid (%s)", used ? "; " : "", name, text);
+        } else {
+            if ((size_t)rank >= cap) {
+                size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;
+                rank_entry *grown = realloc(entries, ncap * sizeof *entries);
+                if (grown == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
+                else {
+                    memset(grown + cap, 0, (ncap - cap) * sizeof *grown);
+                    entries = grown;
+                    cap = ncap;
+                }
+            }
+            if (st == MT_OK) {
+                rank_entry *en = &entries[rank];
+                free(en->endpoint), free(en->run_id), free(en->key);
+                en->endpoint = strdup(endpoint);
+                en->world = world;
+                en->run_id = run_id != NULL ? strdup(run_id) : NULL;
+                en->key = key != NULL ? strdup(key) : NULL;
+                if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
+                    (key != NULL && !en->key))
+                    st = mt_fail(c, MT_ENOMEM, "out of memory");
+            }
+        }
+        mt_json_free(m, n);
+        if (used >= size) used = size - 1;
+    }
+    closedir(d);
+    if (st != MT_OK) goto done;
+    long long world = -1, other = -1;
+    const char *run = NULL, *other_run = NULL; /* "None" stands for a file without one */
+    for (size_t r = 0; r < cap; ++r) {
+        if (entries[r].endpoint == NULL) continue;
+        const char *this_run = entries[r].run_id != NULL ? entries[r].run_id : "None";
+        if (world < 0) world = entries[r].world, run = this_run;
+        else if (entries[r].world != world) other = entries[r].world;
+        else if (strcmp(this_run, run) != 0) other_run = this_run;
+    }
+    char tail[320] = "";
+    if (world < 0) {
+        snprintf(tail, sizeof tail, "no rank_<r>.json file yet (rank_0.json ...)");
+    } else if (other >= 0) {
+        snprintf(tail, sizeof tail, "files disagree on world_size: [%lld, %lld]",
+                 world < other ? world : other, world < other ? other : world);
+    } else if (other_run != NULL) {
+        snprintf(tail, sizeof tail, "files of different runs: run_id ['%s', '%s']",
+                 strcmp(run, other_run) < 0 ? run : other_run,
+                 strcmp(run, other_run) < 0 ? other_run : run);
+    } else {
+        char list[200] = "";
+        size_t tl = 0;
+        for (long long r = 0; r < world; ++r) {
+            if ((size_t)r < cap && entries[r].endpoint != NULL) continue;
+            tl += (size_t)snprintf(list + tl, tl < sizeof list ? sizeof list - tl : 0, "%s%lld",
+                                   tl ? ", " : "", r);
+            if (tl >= sizeof list) tl = sizeof list - 1;
+        }
+        if (tl) {
+            snprintf(tail, sizeof tail, "world_size %lld, ranks [%s] missing", world, list);
+        } else if (used == 0) { /* complete and consistent */
+            c->endpoints = calloc((size_t)world, sizeof *c->endpoints);
+            c->curve_keys = calloc((size_t)world, sizeof *c->curve_keys);
+            if (c->endpoints == NULL || c->curve_keys == NULL) {
+                free(c->endpoints), free(c->curve_keys);
+                c->endpoints = NULL, c->curve_keys = NULL;
+                st = mt_fail(c, MT_ENOMEM, "out of memory");
+                goto done;
+            }
+            for (long long r = 0; r < world; ++r) { /* (moved: the entries lose them) */
+                c->endpoints[r] = entries[r].endpoint;
+                c->curve_keys[r] = entries[r].key;
+                entries[r].endpoint = NULL, entries[r].key = NULL;
+            }
+            c->n_endpoints = (size_t)world;
+            free(c->run_id); /* the published run id, checked by resolve_run_id */
+            c->run_id = entries[0].run_id;
+            entries[0].run_id = NULL;
+            goto done;
+        }
+    }
+    if (tail[0])
+        snprintf(problem + used, used < size ? size - used : 0, "%s%s", used ? "; " : "", tail);
+    st = MT_ERENDEZVOUS;
+done:
+    for (size_t r = 0; r < cap; ++r)
+        free(entries[r].endpoint), free(entries[r].run_id), free(entries[r].key);
+    free(entries);
+    return st;
+}
+
+mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
+    double deadline = mt_now() + timeout, pause = 0.01;
+    char problem[768];
+    for (;;) {
+        mt_status st = read_rendezvous(c, dir, problem, sizeof problem);
+        if (st != MT_ERENDEZVOUS) return st;
+        double left = deadline - mt_now();
+        if (left <= 0) {
+            char t[32];
+            mt_format_double(timeout, t);
+            return mt_fail(c, MT_ERENDEZVOUS,
+                           "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
+                           "running, with this output directory?)",
+                           dir, t, problem);
+        }
+        double nap = pause < left ? pause : left;
+        struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < 0.25 ? pause * 2 : 0.25;
+    }
+}

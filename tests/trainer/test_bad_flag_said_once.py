@@ -1,0 +1,89 @@
+"""A bad command-line flag under two real ranks (`accelerate launch --multi_gpu
+--num_processes 2`, gloo on CPU) is said once: rank 0 prints argparse's error, rank 1
+exits with the same status 2 without printing it again (`config.parser.ArgumentParser.
+error`, through `common.refusal`, the mechanism of a refused start). The oracle: the
+error's text counted in the launch's whole output (two before the fix, one per rank),
+and each rank's own record of the `SystemExit` it caught and its code.
+
+What is checked against files (a ``--config`` file) may differ between nodes: every
+rank still says its own (in-process tests, the launcher's rank in the environment)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import run_group
+from test_distributed import free_port
+
+from melissa_trainer import ArgumentParser, TrainingArguments
+from melissa_trainer.common.refusal import SaidOnRankZero
+
+SCRIPT = Path(__file__).parents[1] / "scripts" / "bad_flag.py"
+SAID = "unrecognized arguments: --batch_sizee 4"
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_a_bad_flag_on_two_ranks_is_said_once_and_both_exit_2(tmp_path: Path) -> None:
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    cmd = [
+        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--main_process_port", str(free_port()),
+        str(SCRIPT), "--output_dir", str(tmp_path / "out"), "--batch_sizee", "4",
+    ]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    env["BAD_FLAG_DIR"] = str(tmp_path)
+    proc = run_group(cmd, timeout=240, env=env)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-3000:]
+    # every rank met the error and ends with argparse's status ...
+    caught = [json.loads((tmp_path / f"caught_{r}.json").read_text()) for r in range(2)]
+    assert caught == [{"class": "SystemExit", "code": 2}] * 2, caught
+    # ... and it is printed once, by rank 0, with its usage line and its hint
+    assert output.count(SAID) == 1, output[-6000:]
+    assert output.count("usage: bad_flag.py") == 1, output[-6000:]
+    assert "did you mean --batch_size?" in output
+
+
+def test_a_rank_other_than_0_exits_2_silently(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as raised:
+        ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--batch_sizee", "4"])
+    assert raised.value.code == 2 and isinstance(raised.value, SaidOnRankZero)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("rank", ["0", ""])
+def test_rank_0_or_no_launcher_says_the_error(
+    rank: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in ("RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    if rank:
+        monkeypatch.setenv("RANK", rank)
+    with pytest.raises(SystemExit) as raised:
+        ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--batch_sizee", "4"])
+    assert raised.value.code == 2 and not isinstance(raised.value, SaidOnRankZero)
+    assert SAID in capsys.readouterr().err
+
+
+def test_a_config_file_error_is_said_by_every_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file may differ between nodes (or be missing on one): no rank keeps silent."""
+    monkeypatch.setenv("RANK", "1")
+    missing = tmp_path / "run.yaml"
+    parser = ArgumentParser(TrainingArguments)
+    with pytest.raises(SystemExit) as raised:
+        parser.parse_args_into_dataclasses(["--output_dir", "o", "--config", str(missing)])
+    assert raised.value.code == 2 and not isinstance(raised.value, SaidOnRankZero)
+    assert "argument --config" in capsys.readouterr().err

@@ -751,6 +751,40 @@ def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     assert not lease.exists()
 
 
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_slurm_backend_removes_the_exit_files_an_earlier_run_of_the_study_left(
+    fake_slurm: Path, tmp_path: Path
+) -> None:
+    """The exit files nobody will consume (an earlier run's jobs, cancelled or ended
+    unwatched) go at the run's first launch into their directory; another study's, and
+    files of no study, stay (tests/launcher/backends/test_slurm.py runs the real case)."""
+    (fake_slurm / "own").write_text("")  # no job of the earlier run left in the queue
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    earlier = [scripts / "mt-ab12-sim-0.11.exit", scripts / "mt-ab12-worker-1.12.exit.tmp"]
+    kept = [
+        scripts / "mt-ab123-sim-0.13.exit",  # another study, whose id starts alike
+        scripts / "sim-0.14.exit",  # no study's
+        scripts / "mt-ab12-sim-0.exits",  # not an exit file
+    ]
+    for path in (*earlier, *kept):
+        path.write_text("143\n")
+    backend = SlurmBackend(poll_every=0, script_dir=scripts, lease_timeout=None)
+    backend.begin_study("ab12")
+    (fake_slurm / "state").write_text("4242|RUNNING\n")
+    handle = backend.launch(Job("sim-3", ["/bin/true"], cwd=tmp_path))
+    assert [p for p in earlier if p.exists()] == [] and all(p.exists() for p in kept)
+    assert '/mt-ab12-sim-3."$SLURM_JOB_ID".exit' in (fake_slurm / "submitted.sbatch").read_text()
+    assert (scripts / "sim-3.sbatch").exists()  # the script keeps the job's own name
+    # this run's job ends: its exit file (named after the study) is consumed
+    (scripts / "mt-ab12-sim-3.4242.exit").write_text("5\n")
+    (fake_slurm / "state").write_text("4242|FAILED\n")
+    assert backend.poll(handle) == 5
+    assert not (scripts / "mt-ab12-sim-3.4242.exit").exists()
+    backend.close()
+
+
 @pytest.mark.timeout(30)
 def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     lease = Lease(timeout=0.6)  # renewed every 0.1 s

@@ -234,7 +234,8 @@ class Supervisor(FailurePolicy):
         if first is None or first < job.since:  # (not this attempt's message)
             first = job.quiet_at
         job.startup = first - job.since
-        self.advice.first_message(sid, job.startup)
+        client = None if self.data is None else self.data.client_of(sid)
+        self.advice.first_message(sid, job.startup, client)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None

@@ -417,9 +417,17 @@ def test_command_lines_and_parsers() -> None:
         "-j",
         "1,2",
         "-o",
-        "%i|%T",
+        "%i|%T|%r",
     ]
     assert sq.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
+    out = "1|RUNNING|None\n2|PENDING|BeginTime\n3|PENDING|None\n4|COMPLETED|None\n"
+    assert sq.parse_squeue(out) == {
+        "1": "RUNNING",
+        "2": "PENDING",
+        "3": "PENDING",
+        "4": "COMPLETED",
+    }
+    assert sq.parse_squeue_reasons(out) == {"2": "BeginTime"}
     assert sq.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
     assert sq.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
     assert sq.parse_sacct("") is None
@@ -581,7 +589,9 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     assert (tmp_path / "logs" / "sim-1.sbatch").exists()  # default script_dir: the log's
     for _ in range(20):  # polls in a burst: squeue runs once
         assert backend.poll(handle) is None
-    assert (fake_slurm / "squeue.calls").read_text().splitlines() == ["-h -t all -j 4242 -o %i|%T"]
+    assert (fake_slurm / "squeue.calls").read_text().splitlines() == [
+        "-h -t all -j 4242 -o %i|%T|%r"
+    ]
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
     (fake_slurm / "state").write_text("4242|FAILED\n")

@@ -75,6 +75,7 @@ class SlurmHandle(Handle):
     job_id: str
     exit_stem: str
     state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
+    reason: str | None = None  # why squeue said it was PENDING (``%r``), if it said
     queried: bool = False  # squeue has answered at least once since the submission
     code: int | None = None  # exit code once the job has ended
     stale: bool = False  # a job of an earlier run of the study (see begin_study)
@@ -257,8 +258,10 @@ class BatchJobs:
         self._squeue_failing = False
         self._refreshed = time.monotonic()
         states = sq.parse_squeue(result.stdout)
+        reasons = sq.parse_squeue_reasons(result.stdout)
         for job_id, handle in self._live.items():
             handle.state, handle.queried = states.get(job_id), True
+            handle.reason = reasons.get(job_id)
 
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""

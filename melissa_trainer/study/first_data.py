@@ -124,7 +124,7 @@ class FirstDataNotice:
                 "launcher's log_dir (%s by default). "
                 "Said once per study.",
                 waited,
-                launcher.jobs_alive() - queued,
+                max(0, launcher.jobs_alive() - queued),  # (two moments: never below 0)
                 in_queue(queued, reasons, "workers"),
                 summary["running"],
                 summary["restarts"],

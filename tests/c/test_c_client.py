@@ -27,6 +27,7 @@ from c_driver import (  # noqa: F401 (fixtures)
     OTHER_COUNTS,
     SCENARIOS,
     Scenario,
+    as_c_client,
     both,
     c_script,
     capture,
@@ -49,16 +50,6 @@ from melissa_trainer.stream.endpoints import write_rendezvous
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 
-def hello_as_c(frame: bytes) -> bytes:
-    """The Python client's HELLO `frame` as the C client writes it: ``"client": "c"``
-    where the Python client writes ``"python"`` (docs/protocol.md, section 6)."""
-    h = P.decode(frame)
-    assert isinstance(h, P.Hello) and h.client == "python"
-    return P.encode_hello(
-        h.simulation_id, h.client_rank, h.client_count, h.fields, h.parameters, h.run_id, "c"
-    )
-
-
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("name", list(SCENARIOS))
 def test_frames_equal_the_python_clients_byte_for_byte(
@@ -68,11 +59,10 @@ def test_frames_equal_the_python_clients_byte_for_byte(
     tmp_path: Path,  # noqa: F811
 ) -> None:
     want, got = both(script_exe, SCENARIOS[name], capture, tmp_path, OTHER_COUNTS.get(name, ()))
+    want = as_c_client(want)  # the same bytes but for the client the HELLO names
     for receiver, (w, g) in enumerate(zip(want, got, strict=True)):
         assert [len(m) for m in g] == [len(m) for m in w], f"receiver {receiver}: frame counts"
         for i, (wm, gm) in enumerate(zip(w, g, strict=True)):
-            if wm[0][P.KIND_AT] == P.HELLO:  # the same but for the client it names
-                wm = [hello_as_c(wm[0])]
             assert gm == wm, f"receiver {receiver}, message {i} ({P.KIND_NAMES[wm[0][5]]})"
     kinds = {m[0][P.KIND_AT] for r in want for m in r}
     if name == "batched_two_receivers":

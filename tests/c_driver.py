@@ -31,6 +31,22 @@ SCRIPT_SOURCE = C_SOURCE / "tests" / "mt_script.c"
 Frames = list[bytes]
 
 
+def as_c_client(captured: list[list[Frames]]) -> list[list[Frames]]:
+    """The Python client's messages (`Capture.until_bye`) as the C client writes them:
+    the same bytes, but for the HELLO's ``"client": "c"`` where the Python client writes
+    ``"python"`` (docs/protocol.md, section 6)."""
+
+    def as_c(message: Frames) -> Frames:
+        if message[0][P.KIND_AT] != P.HELLO:
+            return message
+        h = P.decode(message[0])
+        assert isinstance(h, P.Hello) and h.client == "python"
+        fields, ranks = h.fields, (h.client_rank, h.client_count)
+        return [P.encode_hello(h.simulation_id, *ranks, fields, h.parameters, h.run_id, "c")]
+
+    return [[as_c(message) for message in socket] for socket in captured]
+
+
 # -- the two clients ----------------------------------------------------------------------
 
 

@@ -156,8 +156,8 @@ class Client:
         )
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
         self.run_id = resolve_run_id(run_id, published)
-        hello = protocol.encode_hello(
-            self.simulation_id, self.rank, self.ranks, specs, self.parameters, self.run_id
+        hello = protocol.encode_hello(  # "python": worker mode is this client's (advice)
+            self.simulation_id, self.rank, self.ranks, specs, self.parameters, self.run_id, "python"
         )
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")

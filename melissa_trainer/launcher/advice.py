@@ -7,8 +7,13 @@
   and JIT, timed as the request comes) is summed there too, beside each simulation's
   time from its assignment to its first message. The first simulation that ends (exit 0) with its
   start-up at least `STARTUP_FLOOR` s and `STARTUP_SHARE` of its wall time gets one
-  WARNING naming worker mode, which pays the start-up once per job (never said in
-  worker mode).
+  WARNING (never said in worker mode), whose fix depends on the client library the
+  simulation's HELLO named (`DataReport.client_of`): worker mode, which pays the
+  start-up once per job, for the Python client (its ``next_simulation()`` is worker
+  mode's job side); for the C client (and the Fortran bindings on it), which has no
+  worker mode, what the guide says helps a compiled solver: longer simulations (more
+  time steps per process) and ``startup_timeout`` sized to the start-up; for a client
+  that did not say (an older one), worker mode as the fix of a Python solver only.
 * **A deterministic failure.** The first restart that fails as the attempt before it
   did (the same exit code, or both killed for silence) gets one WARNING: a
   deterministic solver fails the same way with the same parameters, every restart
@@ -39,6 +44,30 @@ logger = logging.getLogger("melissa_trainer.launcher")
 STARTUP_FLOOR = 2.0
 STARTUP_SHARE = 0.5
 
+_PYTHON_STARTUP = "(imports, JIT compilation, set-up)"
+_WORKER_MODE = (
+    "Launcher(..., worker=True), the solver looping on "
+    "melissa_trainer.client.worker.next_simulation() (see the guide's 'Stream from your "
+    "own solver' page, docs/how-to/own-solver.md)"
+)
+#: the fix said, by the client library the simulation's HELLO named (None: unknown)
+_FIX = {
+    "python": f"Worker mode pays it once per job: {_WORKER_MODE};",
+    # worker mode needs next_simulation(), which the C and Fortran clients lack
+    # (docs/how-to/compiled-solver.md, 'A slow start-up'): say what helps them instead
+    "c": (
+        "The C and Fortran clients have no worker mode (it needs the Python client's "
+        "next_simulation()): each simulation's process pays it, so fewer, longer "
+        "simulations (more time steps each) pay it less often, and a start-up longer "
+        "than LauncherTuning(startup_timeout=...) is killed as hung (see the guide's "
+        "'Stream from a C, C++ or Fortran solver' page, docs/how-to/compiled-solver.md);"
+    ),
+    None: (
+        "If the solver uses the Python client, worker mode pays it once per job: "
+        f"{_WORKER_MODE}; the C and Fortran clients have no worker mode;"
+    ),
+}
+
 
 class Advice:
     """The once-per-study advice of the module docstring.
@@ -52,12 +81,14 @@ class Advice:
         #: launch-to-first-message seconds of the attempts that sent one, and in worker
         #: mode launch-to-first-request seconds of the workers that asked (this run's)
         self.startup_seconds = 0.0
-        self._startups: dict[int, float] = {}  # of the attempts not ended yet, by id
+        # of the attempts not ended yet, by id: (start-up, client library or None)
+        self._startups: dict[int, tuple[float, str | None]] = {}
         self._startup_told = self._failure_told = False
 
-    def first_message(self, simulation_id: int, startup: float) -> None:
-        """An attempt's first message came `startup` seconds after its launch."""
-        self._startups[simulation_id] = startup
+    def first_message(self, simulation_id: int, startup: float, client: str | None = None) -> None:
+        """An attempt's first message came `startup` seconds after its launch; `client`:
+        the client library its HELLO named (`wire.CLIENT_KINDS`), None if unknown."""
+        self._startups[simulation_id] = (startup, client)
         self.startup_seconds += startup
 
     def worker_started(self, startup: float) -> None:
@@ -67,7 +98,7 @@ class Advice:
 
     def ended(self, simulation_id: int, code: int | str, wall: float) -> None:
         """An attempt's process ended after `wall` seconds with `code`."""
-        startup = self._startups.pop(simulation_id, None)
+        startup, client = self._startups.pop(simulation_id, (None, None))
         if (
             code != 0
             or startup is None
@@ -80,16 +111,14 @@ class Advice:
         self._startup_told = True
         logger.warning(
             "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
-            "(imports, JIT compilation, set-up) dominates its wall time, and every "
-            "simulation pays it again. Worker mode pays it once per job: "
-            "Launcher(..., worker=True), the solver looping on "
-            "melissa_trainer.client.worker.next_simulation() (see the guide's "
-            "'Stream from your own solver' page, docs/how-to/own-solver.md); "
-            "Launcher.summary()['startup_seconds'] has the "
-            "study's total. Said once per study.",
+            "%s dominates its wall time, and every simulation pays it again. %s "
+            "Launcher.summary()['startup_seconds'] has the study's total. Said once per "
+            "study.",
             simulation_id,
             startup,
             wall,
+            "(MPI_Init, reading a mesh, set-up)" if client == "c" else _PYTHON_STARTUP,
+            _FIX.get(client, _FIX[None]),
         )
 
     def failed(self, simulation_id: int, codes: Sequence[int | str]) -> None:

@@ -30,13 +30,14 @@ tick at most, or by the time a tick spends killing a job (`kill_grace`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from melissa_trainer.launcher.backends.base import Handle
 from melissa_trainer.launcher.jobs import RunningJob
 from melissa_trainer.launcher.silence import SilenceClock
 
-__all__ = ["explain_silence"]
+__all__ = ["explain_silence", "queued_jobs"]
 
 
 def explain_silence(
@@ -82,3 +83,22 @@ def explain_silence(
     if queued:
         parts.append(f"{queued} job(s) queued by the scheduler (not started yet)")
     return "the launcher waits for " + "; ".join(parts)
+
+
+def queued_jobs(
+    jobs: Mapping[str, RunningJob],
+    started: Callable[[Handle], bool],
+    reason: Callable[[Handle], str | None],
+) -> tuple[int, dict[str, int]]:
+    """How many of `jobs` their scheduler still queues (not `started`: the backend's
+    `started`), and how many of those for each reason it gave (the backend's
+    `queue_reason`; the jobs it gave none for are only in the count). What the
+    first-data notice says instead of calling a queued simulation running."""
+    queued, reasons = 0, Counter[str]()
+    for job in jobs.values():
+        if not started(job.handle):
+            queued += 1
+            why = reason(job.handle)
+            if why:
+                reasons[why] += 1
+    return queued, dict(reasons)

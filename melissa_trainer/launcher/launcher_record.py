@@ -84,6 +84,16 @@ class LauncherRecord:
         supervisor = self._supervisor
         return 0 if supervisor is None else len(supervisor.jobs)
 
+    def queued(self) -> tuple[int, dict[str, int]]:
+        """The jobs alive that their scheduler still queues (not started: Slurm's
+        PENDING), as of the launcher's last tick, and their count by the reason the
+        scheduler gave (Slurm's ``squeue %r``: ``Resources``, ``BeginTime``...; a job
+        it gave none for is in the total only). Their simulations count as "running"
+        in `summary` (launched, alive). (0, {}) before `start`. Any thread: an
+        attribute read, as of the last tick."""
+        supervisor = self._supervisor
+        return (0, {}) if supervisor is None else supervisor.queued
+
     def silence_explained(self, idle: float = 0.0) -> str | None:
         """What the stream's silence waits for, when the launcher knows
         (`melissa_trainer.launcher.expected_silence`: every job alive is queued, or

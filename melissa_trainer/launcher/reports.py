@@ -66,6 +66,11 @@ class DataReport(Protocol):
         """`time.monotonic()` when the simulation's first message arrived (None: not
         yet, or not known): its first attempt's start-up, exact (`advice`)."""
 
+    def client_of(self, simulation_id: int) -> str | None:
+        """The client library the simulation's HELLO named ("python", "c": the C client
+        or the Fortran bindings on it), None when unknown (`advice`: worker mode is
+        advised to Python solvers only)."""
+
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
     """The last `lines` lines of a job's log, indented, or a note if there is none."""

@@ -43,7 +43,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.expected_silence import explain_silence
+from melissa_trainer.launcher.expected_silence import explain_silence, queued_jobs
 from melissa_trainer.launcher.failure_policy import FailurePolicy
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -104,6 +104,9 @@ class Supervisor(FailurePolicy):
         #: what the stream's silence waits for, or None (`expected_silence`): set at
         #: each tick by the launcher's thread, read from any thread
         self.silence_explained: str | None = None
+        #: the jobs their scheduler still queues and their count by its reason
+        #: (`expected_silence.queued_jobs`): set at each tick, read from any thread
+        self.queued: tuple[int, dict[str, int]] = (0, {})
         #: worker mode: the launch times of the workers not heard from yet
         self.launched_at: dict[str, float] = {}
 
@@ -124,6 +127,7 @@ class Supervisor(FailurePolicy):
         self.silence_explained = explain_silence(
             self.jobs, self.silence, self.backend.started, self.launched_at, now
         )
+        self.queued = queued_jobs(self.jobs, self.backend.started, self.backend.queue_reason)
 
     def wait(self, stop: threading.Event) -> None:
         """Sleep until the next tick (or `stop`)."""
@@ -234,7 +238,8 @@ class Supervisor(FailurePolicy):
         if first is None or first < job.since:  # (not this attempt's message)
             first = job.quiet_at
         job.startup = first - job.since
-        self.advice.first_message(sid, job.startup)
+        client = None if self.data is None else self.data.client_of(sid)
+        self.advice.first_message(sid, job.startup, client)
 
     def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
         assert job.simulation_id is not None

@@ -119,6 +119,7 @@ class StepLedger:
         "lost",
         "messages",
         "first_data_at",
+        "client",
         "frontier",
     )
 
@@ -156,10 +157,15 @@ class StepLedger:
         #: ledger loaded from a checkpoint: another process's clock); the launcher's exact
         #: start-up of a simulation's first attempt (`Receiver.first_message_at`)
         self.first_data_at: float | None = None
+        #: the client library its first HELLO named (`Hello.client`; None: it did not say,
+        #: or a ledger loaded from a checkpoint): the launcher's advice (`Receiver.client_of`)
+        self.client: str | None = None
 
     @classmethod
     def from_hello(cls, hello: Hello) -> StepLedger:
-        return cls(hello.simulation_id, hello.client_count, hello.fields, dict(hello.parameters))
+        ledger = cls(hello.simulation_id, hello.client_count, hello.fields, dict(hello.parameters))
+        ledger.client = hello.client
+        return ledger
 
     def same_declaration(self, hello: Hello) -> bool:
         return (

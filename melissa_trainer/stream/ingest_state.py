@@ -179,6 +179,13 @@ class IngestState:
         sim = self.sims.get(simulation_id)
         return None if sim is None else sim.first_data_at
 
+    def client_of(self, simulation_id: int) -> str | None:
+        """The client library the simulation's HELLO named here (`Hello.client`: "python",
+        "c"), None when unknown (no HELLO yet, it did not say, a ledger loaded from a
+        checkpoint). Any thread: one attribute read."""
+        sim = self.sims.get(simulation_id)
+        return None if sim is None else sim.client
+
     def samples_of(self) -> dict[int, tuple[int, int]]:
         """Simulation id -> (its steps received here, of which refused for NaN or Inf
         in this run), for each simulation that said HELLO here: what each contributed

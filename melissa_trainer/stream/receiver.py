@@ -239,6 +239,11 @@ class Receiver(DataPath):
         exact start-up of its first attempt. Any thread."""
         return self.ingest.first_message_at(simulation_id)
 
+    def client_of(self, simulation_id: int) -> str | None:
+        """The client library the simulation's HELLO named ("python", "c": C or Fortran),
+        None when unknown: what the launcher's start-up advice depends on. Any thread."""
+        return self.ingest.client_of(simulation_id)
+
     def completed(self, start: int = 0) -> list[int]:
         """Ids of the simulations whose every step reached the buffer here, in the
         order they did, from the `start`-th on (`finished_simulations`; any thread)."""

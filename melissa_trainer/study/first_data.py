@@ -5,7 +5,8 @@ wait for) sends nothing for a while, and until its first sample arrives the trai
 no step to show: the progress bar stays at ``0step`` and the run looks hung. After
 `FIRST_DATA_NOTICE` seconds of waiting with no sample received since the simulations
 were started, rank 0 says once (a WARNING, which Python prints without any logging set
-up) that it waits, how many simulations run, and how long a simulation may stay silent
+up) that it waits, how many simulations run and how many their scheduler still queues
+(Slurm's PENDING, with its reason: `Launcher.queued`), and how long a simulation may stay silent
 before the launcher kills it as hung (`LauncherTuning.startup_timeout`); in worker mode,
 how many workers were started and that no timeout bounds their start-up (the launcher's
 timeouts start once a worker has taken a simulation: `melissa_trainer.launcher.worker_mode`;
@@ -54,6 +55,21 @@ def startup_allowance(launcher: Launcher) -> str:
     )
 
 
+def in_queue(queued: int, reasons: dict[str, int], what: str) -> str:
+    """ ", N queued by the scheduler (...)" for the notice, or "" when none is queued:
+    `queued` jobs not started by their scheduler, `reasons` its reasons with their
+    counts (`Launcher.queued`), `what` the jobs' kind ("simulations", "workers")."""
+    if not queued:
+        return ""
+    why = ", ".join(f"{reason} x{n}" if n > 1 else reason for reason, n in sorted(reasons.items()))
+    text = f", {queued} {what} queued by the scheduler, not started yet"
+    if why:
+        text += f" (the scheduler's reason: {why})"
+    if what == "simulations":  # (`supervisor.note_startups`: queued is not silent)
+        text += " and not timed: their start-up allowance begins when they run"
+    return text
+
+
 class FirstDataNotice:
     """Says once that training waits for the study's first data (module docstring).
 
@@ -92,11 +108,13 @@ class FirstDataNotice:
         if waited is None:
             return False
         summary = launcher.summary()
+        # a job its scheduler still queues is launched, not running: say which is which
+        queued, reasons = launcher.queued()
         if launcher.worker:  # workers pay their start-up before they take a simulation
             logger.warning(
-                "no data yet, %.0f s after the first workers were started (worker mode): "
-                "%d workers started, %d simulations taken and running, %d restarted so far; "
-                "training waits for their first samples. A worker's start-up (imports, JIT "
+                "no data yet, %.0f s after the first workers were launched (worker mode): "
+                "%d workers started%s, %d simulations taken and running, %d restarted so "
+                "far; training waits for their first samples. A worker's start-up (imports, JIT "
                 "compilation, reading a mesh) counts here and no timeout of the "
                 "launcher bounds it (they start once a worker has taken a simulation, "
                 "next_simulation()); "
@@ -106,19 +124,21 @@ class FirstDataNotice:
                 "launcher's log_dir (%s by default). "
                 "Said once per study.",
                 waited,
-                launcher.jobs_alive(),
+                max(0, launcher.jobs_alive() - queued),  # (two moments: never below 0)
+                in_queue(queued, reasons, "workers"),
                 summary["running"],
                 summary["restarts"],
                 self._logs,
             )
             return True
         logger.warning(
-            "no data yet, %.0f s after the first simulations were started: %d running, "
+            "no data yet, %.0f s after the first simulations were launched: %d running%s, "
             "%d restarted so far; training waits for their first samples. A "
             "solver's start-up (imports, JIT compilation, reading a mesh) counts here; %s. "
             "Their output: the launcher's log_dir (%s by default). Said once per study.",
             waited,
-            summary["running"],
+            max(0, int(summary["running"]) - queued),  # (a queued job's simulation is "running")
+            in_queue(queued, reasons, "simulations"),
             summary["restarts"],
             startup_allowance(launcher),
             self._logs,

@@ -19,6 +19,7 @@ from melissa_trainer.wire.layout import (
     BATCH,
     BYE,
     BYE_FIXED,
+    CLIENT_KINDS,
     DATA,
     DATA_HEADER_BYTES,
     DEFAULT_MAX_MESSAGE_BYTES,
@@ -221,13 +222,17 @@ def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
         run_id = body.get("run_id")
         if run_id is not None:
             check_run_id(run_id, "HELLO run_id")
+        # informational (what the launcher's advice says depends on it): an unknown or
+        # unreadable value is "did not say", never a reason to refuse the HELLO
+        client = body.get("client")
+        client = client if client in CLIENT_KINDS else None
     except Exception as exc:  # untrusted input: json and numpy raise ValueError, TypeError,
         # KeyError, AttributeError, OverflowError ([Infinity], 1e400 as an integer),
         # RecursionError (deep nesting), even SyntaxError (np.dtype("|,)61"))
         raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc!r}"[:300]) from None
     if not specs or len({s.name for s in specs}) != len(specs):
         raise ProtocolError("bad_hello", "HELLO must declare at least one field, names unique")
-    return Hello(sim, rank, ranks, specs, parameters, run_id)
+    return Hello(sim, rank, ranks, specs, parameters, run_id, client)
 
 
 def _field_spec(entry: dict[str, Any]) -> FieldSpec:

@@ -15,6 +15,7 @@ from melissa_trainer.wire.layout import (
     BATCH,
     BYE,
     BYE_FIXED,
+    CLIENT_KINDS,
     DATA,
     DATA_FIXED,
     DIMS,
@@ -41,15 +42,21 @@ def encode_hello(
     fields: list[FieldSpec] | tuple[FieldSpec, ...],
     parameters: dict[str, float] | None = None,
     run_id: str | None = None,
+    client: str | None = None,
 ) -> bytes:
-    """The HELLO frame; `run_id` (checked by `check_run_id`) goes last in the body,
-    only when given (a body without it is byte for byte what older clients send)."""
+    """The HELLO frame; `run_id` (checked by `check_run_id`) then `client` (one of
+    `CLIENT_KINDS`: which client library sends it) go last in the body, each only when
+    given (a body without them is byte for byte what older clients send)."""
     content: dict[str, Any] = {
         "fields": [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in fields],
         "parameters": {str(k): float(v) for k, v in (parameters or {}).items()},
     }
     if run_id is not None:
         content["run_id"] = check_run_id(run_id, "run_id")
+    if client is not None:
+        if client not in CLIENT_KINDS:
+            raise ValueError(f"client must be one of {CLIENT_KINDS}, not {client!r}")
+        content["client"] = client
     body = json.dumps(content).encode()
     return (
         PREFIX.pack(MAGIC, VERSION, HELLO, 0, simulation_id)

@@ -42,6 +42,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 30
 MAX_HELLO_BYTES = 1 << 20
 #: Client rank counts are u16 on the wire.
 MAX_CLIENT_RANKS = (1 << 16) - 1
+#: What HELLO's optional ``client`` key names: the Python client, or the C client (which
+#: the Fortran bindings call); a receiver keeps another value as None (unknown).
+CLIENT_KINDS = ("python", "c")
 #: Longest run id (HELLO's optional ``run_id``); letters, digits, ``-`` and ``_`` only.
 MAX_RUN_ID_CHARS = 64
 #: Names a field may not have: the receiver adds these entries to every sample.

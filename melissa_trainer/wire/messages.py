@@ -42,6 +42,10 @@ class Hello:
     parameters: dict[str, float] = field(default_factory=dict)
     #: the run the client belongs to (None: it did not say, as older clients)
     run_id: str | None = None
+    #: the client library that sent it, `CLIENT_KINDS` ("python", "c": the C client and
+    #: the Fortran bindings built on it); None: it did not say (older clients) or said
+    #: something unreadable (informational: never a reason to refuse the HELLO)
+    client: str | None = None
 
 
 class Data(NamedTuple):

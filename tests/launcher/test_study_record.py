@@ -314,6 +314,9 @@ class Quiet:
     def first_message_at(self, simulation_id: int) -> float | None:
         return None
 
+    def client_of(self, simulation_id: int) -> str | None:
+        return None
+
 
 class Ending(Silent):
     """Jobs that end at their first poll: simulation 3 with exit code 1, others 0."""

@@ -74,6 +74,29 @@ def test_hello_round_trip() -> None:
     assert msg.fields[-2].size == 1
 
 
+def test_hello_names_its_client_optionally_and_is_never_refused_for_it() -> None:
+    """HELLO's "client" key (docs/protocol.md section 6) says which client library sent
+    it: what the launcher's start-up advice depends on (worker mode is the Python
+    client's). Informational: absent, or a value the receiver does not know, reads as
+    None and never refuses the HELLO."""
+    u = [p.FieldSpec("u", np.dtype("<f4"), (2,))]
+    plain = p.encode_hello(1, 0, 1, u)
+    assert b"client" not in plain and p.decode(plain).client is None  # type: ignore[union-attr]
+    for kind in p.CLIENT_KINDS:
+        tagged = p.encode_hello(1, 0, 1, u, run_id="r1", client=kind)
+        assert tagged.endswith(f', "run_id": "r1", "client": "{kind}"}}'.encode())
+        assert p.decode(tagged).client == kind  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="client must be one of"):
+        p.encode_hello(1, 0, 1, u, client="rust")
+    body = json.loads(plain[p.PREFIX.size + p.HELLO_FIXED.size :])
+    for odd in ("rust", "", 3, ["c"], {"c": 1}, None, "C"):
+        frame = p.encode_hello(1, 0, 1, u)[: p.PREFIX.size]
+        text = json.dumps({**body, "client": odd}).encode()
+        frame += p.HELLO_FIXED.pack(0, 1, len(text)) + text
+        msg = p.decode(frame)
+        assert isinstance(msg, p.Hello) and msg.client is None and msg.fields == tuple(u)
+
+
 @pytest.mark.parametrize("code", sorted(p.DTYPES))
 @pytest.mark.parametrize("inline", [True, False])
 def test_data_round_trip_every_dtype(code: int, inline: bool) -> None:
@@ -371,7 +394,8 @@ def test_spec_hex_dumps_are_encoder_output() -> None:
     assert spec_dump("data") == data
     msg = p.decode(data)
     assert isinstance(msg, p.Data) and msg.offset == 2 and msg.elements == 2 and msg.finite
-    hello = p.encode_hello(7, 1, 2, [p.FieldSpec("u", np.dtype("<f4"), (2, 2))], {"t0": 300.0})
+    u = [p.FieldSpec("u", np.dtype("<f4"), (2, 2))]
+    hello = p.encode_hello(7, 1, 2, u, {"t0": 300.0}, client="python")  # as the client sends
     assert spec_dump("hello") == hello
     assert spec_dump("bye") == p.encode_bye(7, 1, 2, 10)
 

@@ -175,5 +175,6 @@ def test_the_c_client_sends_the_run_id_and_refuses_another_runs_rendezvous(
     (c_messages,) = cap.until_bye()
     hello = P.decode(c_messages[0][0])
     assert isinstance(hello, P.Hello) and hello.run_id == "runB"
-    python_hello = P.encode_hello(5, 0, 1, hello.fields, run_id="runB")
+    assert hello.client == "c"  # which client sent it (the launcher's advice)
+    python_hello = P.encode_hello(5, 0, 1, hello.fields, run_id="runB", client="c")
     assert bytes(c_messages[0][0]) == python_hello

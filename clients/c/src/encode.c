@@ -174,7 +174,9 @@ mt_status mt_encode_hello(mt_client *c, mt_buf *out) {
         mt_buf_puts(out, ", \"run_id\": ");
         mt_buf_json_string(out, c->run_id, strlen(c->run_id));
     }
-    mt_buf_puts(out, "}");
+    /* which client sends: the launcher's advice for a slow start-up depends on it (worker
+       mode is the Python client's); docs/protocol.md 6 */
+    mt_buf_puts(out, ", \"client\": \"c\"}");
     if (out->oom) return mt_fail(c, MT_ENOMEM, "out of memory encoding the HELLO");
     size_t body = out->len - sizeof fixed;
     if (body > MT_MAX_HELLO_BODY)

@@ -125,6 +125,13 @@ class Backend(ABC):
         at once (a process) is started; so says this default."""
         return True
 
+    def queue_reason(self, handle: Handle) -> str | None:
+        """Why the scheduler keeps a job that is not `started` in its queue, in its own
+        word (Slurm's ``Resources``, ``BeginTime``...), for messages; None when it did
+        not say, or the job is not queued. This default: None (no queue)."""
+        del handle
+        return None
+
     def describe(self, handle: Handle) -> str:
         """A short human-readable id of the job for logs (pid, Slurm job id...)."""
         return handle.job.name

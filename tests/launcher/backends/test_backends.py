@@ -417,9 +417,17 @@ def test_command_lines_and_parsers() -> None:
         "-j",
         "1,2",
         "-o",
-        "%i|%T",
+        "%i|%T|%r",
     ]
     assert sq.parse_squeue("1|RUNNING\n2|CANCELLED\n\n") == {"1": "RUNNING", "2": "CANCELLED"}
+    out = "1|RUNNING|None\n2|PENDING|BeginTime\n3|PENDING|None\n4|COMPLETED|None\n"
+    assert sq.parse_squeue(out) == {
+        "1": "RUNNING",
+        "2": "PENDING",
+        "3": "PENDING",
+        "4": "COMPLETED",
+    }
+    assert sq.parse_squeue_reasons(out) == {"2": "BeginTime"}
     assert sq.sacct_command("5") == ["sacct", "-j", "5", "-n", "-X", "-P", "-o", "State,ExitCode"]
     assert sq.parse_sacct("CANCELLED by 0|0:15\n") == ("CANCELLED", "0:15")
     assert sq.parse_sacct("") is None
@@ -581,7 +589,9 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     assert (tmp_path / "logs" / "sim-1.sbatch").exists()  # default script_dir: the log's
     for _ in range(20):  # polls in a burst: squeue runs once
         assert backend.poll(handle) is None
-    assert (fake_slurm / "squeue.calls").read_text().splitlines() == ["-h -t all -j 4242 -o %i|%T"]
+    assert (fake_slurm / "squeue.calls").read_text().splitlines() == [
+        "-h -t all -j 4242 -o %i|%T|%r"
+    ]
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
     (fake_slurm / "state").write_text("4242|FAILED\n")
@@ -749,6 +759,40 @@ def test_slurm_backend_begin_study_cancels_the_earlier_run_and_names_jobs(
     backend.close()
     assert backend.poll(handle) is not None
     assert not lease.exists()
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(30)
+def test_slurm_backend_removes_the_exit_files_an_earlier_run_of_the_study_left(
+    fake_slurm: Path, tmp_path: Path
+) -> None:
+    """The exit files nobody will consume (an earlier run's jobs, cancelled or ended
+    unwatched) go at the run's first launch into their directory; another study's, and
+    files of no study, stay (tests/launcher/backends/test_slurm.py runs the real case)."""
+    (fake_slurm / "own").write_text("")  # no job of the earlier run left in the queue
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    earlier = [scripts / "mt-ab12-sim-0.11.exit", scripts / "mt-ab12-worker-1.12.exit.tmp"]
+    kept = [
+        scripts / "mt-ab123-sim-0.13.exit",  # another study, whose id starts alike
+        scripts / "sim-0.14.exit",  # no study's
+        scripts / "mt-ab12-sim-0.exits",  # not an exit file
+    ]
+    for path in (*earlier, *kept):
+        path.write_text("143\n")
+    backend = SlurmBackend(poll_every=0, script_dir=scripts, lease_timeout=None)
+    backend.begin_study("ab12")
+    (fake_slurm / "state").write_text("4242|RUNNING\n")
+    handle = backend.launch(Job("sim-3", ["/bin/true"], cwd=tmp_path))
+    assert [p for p in earlier if p.exists()] == [] and all(p.exists() for p in kept)
+    assert '/mt-ab12-sim-3."$SLURM_JOB_ID".exit' in (fake_slurm / "submitted.sbatch").read_text()
+    assert (scripts / "sim-3.sbatch").exists()  # the script keeps the job's own name
+    # this run's job ends: its exit file (named after the study) is consumed
+    (scripts / "mt-ab12-sim-3.4242.exit").write_text("5\n")
+    (fake_slurm / "state").write_text("4242|FAILED\n")
+    assert backend.poll(handle) == 5
+    assert not (scripts / "mt-ab12-sim-3.4242.exit").exists()
+    backend.close()
 
 
 @pytest.mark.timeout(30)

@@ -562,3 +562,6 @@ def test_a_restarted_study_cancels_the_jobs_of_its_sigkilled_run(
     keys = json.loads(out.strip().splitlines()[-1])
     assert keys == [[sim, step] for sim in range(3) for step in range(4)]
     assert not study_jobs(prefix)
+    # the exit files of the jobs cancelled at the restart are consumed, as any other job's
+    left_behind = sorted(p.name for p in (tmp_path / "out").rglob("*.exit"))
+    assert not left_behind, left_behind

@@ -179,6 +179,14 @@ class SlurmBackend(Backend):
             return handle.state in sq.STARTED_STATES
         return True
 
+    def queue_reason(self, handle: Handle) -> str | None:
+        """Why Slurm keeps a batch job PENDING, as squeue's last answer gave it
+        (``Resources``, ``Priority``, ``BeginTime``, ``JobHeldUser``...); None for a job
+        not pending, or pending for no reason given, and for an srun step."""
+        if isinstance(handle, SlurmHandle) and handle.state == "PENDING":
+            return handle.reason
+        return None
+
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
         """SIGTERM to every process of the job (a queued job is just cancelled), wait up
         to `grace` s, then ``scancel --signal=KILL`` (a cancellation: Slurm SIGKILLs what

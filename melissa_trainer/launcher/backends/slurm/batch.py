@@ -21,6 +21,17 @@ Batch jobs outlive a trainer killed with SIGKILL: `begin_study` cancels the jobs
 earlier run of the study, and a lease (`lease`) makes the jobs of a trainer that died
 cancel themselves (see `slurm` for the whole story).
 
+Exit-code files: the run that polls a job to its end consumes its file (reads it, then
+removes it). A job that ends with no poller (cancelled by `begin_study` or by its lease,
+killed while the trainer that had cancelled it died, ended while none ran) leaves its
+file behind, and nothing would ever read it. So, within a study, a job's exit file is
+named after its Slurm name (``mt-<study>-sim-3.<job id>.exit``, beside ``sim-3.sbatch``),
+and the first launch of a run into a directory removes the study's exit files there
+whose job is not one of this run's (`_drop_old_exit_files`): by then `begin_study` has
+ended the earlier run's jobs, whose files nobody else reads (another study's files,
+named after it, are left alone), so no later run of the study meets, or misreads, an
+earlier run's file.
+
 Used from the backend's one thread; every method may block for the Slurm commands it
 runs (bounded by `COMMAND_TIMEOUT` each).
 """
@@ -64,6 +75,7 @@ class SlurmHandle(Handle):
     job_id: str
     exit_stem: str
     state: str | None = None  # last state squeue gave; None: not listed (yet, or any more)
+    reason: str | None = None  # why squeue said it was PENDING (``%r``), if it said
     queried: bool = False  # squeue has answered at least once since the submission
     code: int | None = None  # exit code once the job has ended
     stale: bool = False  # a job of an earlier run of the study (see begin_study)
@@ -97,6 +109,7 @@ class BatchJobs:
         # of a killed run must not be kept alive by the restarted run's renewals.
         self._run_token = f"{os.getpid()}{secrets.token_hex(4)}"
         self._lease_name = f"{ss.JOB_PREFIX}{self._run_token}.lease"
+        self._swept: set[Path] = set()  # directories rid of earlier runs' exit files
 
     def poll(self, handle: SlurmHandle) -> int | None:
         """None while the job is queued or running, else its exit code. Runs squeue
@@ -164,9 +177,15 @@ class BatchJobs:
         directory = self.script_dir or (log.parent if log is not None else cwd)
         stem = directory / _FILE_NAME.sub("_", job.name)
         script = stem.with_name(stem.name + ".sbatch")
+        # within a study the exit file carries the study's name: its leftovers are found
+        # and removed by the study's next run, never another study's (module docstring)
+        exit_stem = stem if self._prefix is None else directory / _FILE_NAME.sub("_", name)
         lease = None if self._lease is None else directory / self._lease_name
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            if self._prefix is not None and directory not in self._swept:
+                self._drop_old_exit_files(directory, self._prefix)
+                self._swept.add(directory)
             if lease is not None and self._lease is not None and lease not in self._lease.paths:
                 self._drop_old_leases(lease)
                 self._lease.add(lease)  # before the job can look for it
@@ -175,7 +194,7 @@ class BatchJobs:
                 argv=job.argv,
                 ranks=job.ranks,
                 cwd=str(cwd),
-                exit_stem=str(stem),
+                exit_stem=str(exit_stem),
                 env=job.env,
                 log_path=None if log is None else str(log),
                 partition=self.partition,
@@ -204,7 +223,7 @@ class BatchJobs:
             job_id = sq.parse_sbatch(result.stdout)
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
-        handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(stem))
+        handle = SlurmHandle(job=job, job_id=job_id, exit_stem=str(exit_stem))
         self._live[job_id] = handle
         logger.debug("submitted %s", self.describe(handle))
         return handle
@@ -239,8 +258,10 @@ class BatchJobs:
         self._squeue_failing = False
         self._refreshed = time.monotonic()
         states = sq.parse_squeue(result.stdout)
+        reasons = sq.parse_squeue_reasons(result.stdout)
         for job_id, handle in self._live.items():
             handle.state, handle.queried = states.get(job_id), True
+            handle.reason = reasons.get(job_id)
 
     def _settle(self, handle: SlurmHandle) -> None:
         """Set the exit code of a job that squeue reports ended (or no longer lists)."""
@@ -314,6 +335,23 @@ class BatchJobs:
         for handle in handles:
             if handle.code is None:
                 logger.warning("%s is still %s after scancel", self.describe(handle), handle.state)
+
+    def _drop_old_exit_files(self, directory: Path, prefix: str) -> None:
+        """Remove the exit files (and half-written ``.tmp`` ones) of the study's jobs in
+        `directory` that are not this run's: an earlier run's, which no one consumes
+        (module docstring). A file that cannot be removed is logged and left."""
+        for old in directory.glob(f"{prefix}*{ss.EXIT_SUFFIX}*"):
+            name = old.name.removesuffix(".tmp")
+            if not name.endswith(ss.EXIT_SUFFIX):
+                continue  # (a name that only contains ".exit")
+            job_id = name.removesuffix(ss.EXIT_SUFFIX).rpartition(".")[2]
+            if job_id in self._live:
+                continue  # this run's (a stale job begin_study could not end yet)
+            logger.debug("removing the exit file of an earlier run's job: %s", old)
+            try:
+                old.unlink(missing_ok=True)
+            except OSError as exc:
+                logger.warning("cannot remove %s, an earlier run's exit file: %s", old, exc)
 
     def _drop_old_leases(self, lease: Path) -> None:
         """Remove the lease files of earlier runs of the study beside `lease`: jobs of

@@ -21,6 +21,7 @@ __all__ = [
     "parse_sbatch",
     "parse_scontrol",
     "parse_squeue",
+    "parse_squeue_reasons",
     "sacct_command",
     "sbatch_command",
     "scancel_command",
@@ -71,8 +72,9 @@ def parse_sbatch(stdout: str) -> str:
 
 def squeue_command(job_ids: Iterable[str], squeue: str = "squeue") -> list[str]:
     """States of the given jobs, finished ones included while Slurm remembers them
-    (``MinJobAge``); unknown ids are left out of the output (no error)."""
-    return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T"]
+    (``MinJobAge``), with the reason a pending one waits (``%r``: Resources, Priority,
+    BeginTime, JobHeldUser...); unknown ids are left out of the output (no error)."""
+    return [squeue, "-h", "-t", "all", "-j", ",".join(job_ids), "-o", "%i|%T|%r"]
 
 
 def own_jobs_command(squeue: str = "squeue", uid: int | None = None) -> list[str]:
@@ -92,13 +94,27 @@ def parse_own_jobs(stdout: str) -> list[tuple[str, str, str]]:
 
 
 def parse_squeue(stdout: str) -> dict[str, str]:
-    """Job id -> state from `squeue_command` output (array tasks keep their ``ID_N``)."""
+    """Job id -> state from `squeue_command` output (array tasks keep their ``ID_N``);
+    also reads ``ID|VALUE`` lines (a step's name, for one)."""
     states: dict[str, str] = {}
     for line in stdout.splitlines():
-        job_id, sep, state = line.strip().partition("|")
+        job_id, sep, rest = line.strip().partition("|")
+        state = rest.partition("|")[0].strip()
         if sep and job_id:
-            states[job_id] = state.strip().split()[0] if state.strip() else ""
+            states[job_id] = state.split()[0] if state else ""
     return states
+
+
+def parse_squeue_reasons(stdout: str) -> dict[str, str]:
+    """Job id -> why Slurm keeps it pending, from `squeue_command` output: its ``%r``
+    when the job is PENDING and Slurm gives one (not ``None``), else left out."""
+    reasons: dict[str, str] = {}
+    for line in stdout.splitlines():
+        job_id, _, rest = line.strip().partition("|")
+        state, _, reason = rest.partition("|")
+        if job_id and state.strip() == "PENDING" and reason.strip() not in ("", "None"):
+            reasons[job_id] = reason.strip()
+    return reasons
 
 
 def sacct_command(job_id: str, sacct: str = "sacct") -> list[str]:

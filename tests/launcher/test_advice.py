@@ -1,0 +1,50 @@
+"""`Advice`'s start-up warning names a fix the solver can use: worker mode for a Python
+solver only (it needs the Python client's ``next_simulation()``), what helps a compiled
+one for the C client (and the Fortran bindings on it), worker mode conditionally for a
+client that did not say. The launcher's real path (a C solver's HELLO to this message)
+is tests/launcher/test_compiled_advice.py's."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from melissa_trainer.launcher.advice import Advice
+
+
+def advice_for(client: str | None, caplog: pytest.LogCaptureFixture) -> list[str]:
+    caplog.clear()
+    advice = Advice(worker_mode=False)
+    advice.first_message(3, 6.0, client)
+    advice.ended(3, 0, 7.0)  # a start-up of 6 s in 7 s: dominates
+    advice.first_message(4, 6.0, client)
+    advice.ended(4, 0, 7.0)
+    return [r.getMessage() for r in caplog.records if "dominates" in r.getMessage()]
+
+
+def test_the_start_up_fix_depends_on_the_client_the_hello_named(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    (python,) = advice_for("python", caplog)  # once per study
+    assert "simulation 3 spent 6.0 s of its 7.0 s" in python
+    assert "Worker mode pays it once per job: Launcher(..., worker=True)" in python
+    (c,) = advice_for("c", caplog)
+    assert "worker=True" not in c and "C and Fortran clients have no worker mode" in c
+    assert "fewer, longer simulations" in c and "startup_timeout" in c
+    assert "docs/how-to/compiled-solver.md" in c
+    (unknown,) = advice_for(None, caplog)
+    assert unknown.count("If the solver uses the Python client, worker mode") == 1
+    assert "the C and Fortran clients have no worker mode" in unknown
+
+
+def test_no_start_up_advice_in_worker_mode_whatever_the_client(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    for client in ("python", "c", None):
+        advice = Advice(worker_mode=True)
+        advice.first_message(1, 6.0, client)
+        advice.ended(1, 0, 7.0)
+    assert not [r for r in caplog.records if "dominates" in r.getMessage()]

@@ -39,6 +39,7 @@ pyzmq and the shared `stream` modules only.
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import struct
 import time
@@ -76,8 +77,16 @@ _HANDSHAKE_FAILED = (
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
 _MAX_REPLY_BYTES = 1 << 30
+_MAX_TIMEOUT_MS = 2**32 - 1  # (PREDICT's timeout field, docs/protocol.md section 16)
 #: the details of a `bad_request` refusal for inputs that are not the declared ones
 _NOT_THE_INPUTS = ("bad_inputs:", "too_large:")
+
+
+def _poll_ms(left: float) -> int:
+    """Milliseconds for one ZeroMQ poll of a wait of `left` seconds: at least 1, at
+    most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
+    again until their deadline)."""
+    return max(1, min(int(left * 1000), 3_600_000))
 
 
 class PredictionUnavailable(Exception):
@@ -163,19 +172,24 @@ class Predictor:
         Raises:
             PredictTimeout, PredictRefused: no prediction (both `PredictionUnavailable`).
             ValueError: inputs that are not the published ones (or, without a
-                rendezvous, that the trainer refused as not its inputs), or a bad timeout.
+                rendezvous, that the trainer refused as not its inputs), or a timeout
+                that is not a finite number of seconds > 0.
             RuntimeError: the predictor is closed.
         """
         if self._closed:
             raise RuntimeError("the predictor is closed")
-        if not isinstance(timeout, int | float) or not timeout > 0:
-            raise ValueError(f"timeout must be > 0 seconds, not {timeout!r}")
+        if not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
+            raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
         deadline = time.monotonic() + timeout
         sock = self._connect(deadline)
         arrays = self._arrays(inputs)
         request_id = next(self._ids)
+        # (the wire's timeout is a u32 of milliseconds: a longer wait is sent as its
+        # largest, 49.7 days, as the C client does; the trainer drops a request only
+        # once it is older than that)
+        timeout_ms = min(max(1, round(timeout * 1000)), _MAX_TIMEOUT_MS)
         frames = protocol.encode_predict(
-            self.simulation_id, request_id, max(1, round(timeout * 1000)), self.run_id, arrays
+            self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )
         self._wait_connected(sock, deadline, timeout)
         try:
@@ -185,9 +199,11 @@ class Predictor:
             raise PredictTimeout("the connection to the trainer's serving endpoint went") from None
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not sock.poll(max(1, int(left * 1000))):
+            if left <= 0:
                 self._reset()
                 raise PredictTimeout(f"no prediction within {timeout} s (the trainer busy or gone)")
+            if not sock.poll(_poll_ms(left)):
+                continue  # (a long wait, polled in parts: `_poll_ms`)
             reply = sock.recv_multipart(copy=False)
             try:
                 message = protocol.decode_reply([f.buffer for f in reply], _MAX_REPLY_BYTES)
@@ -243,7 +259,7 @@ class Predictor:
         undetailed = 0
         while True:
             left = deadline - time.monotonic()
-            ready = dict(poller.poll(max(1, int(left * 1000)))) if left > 0 else {}
+            ready = dict(poller.poll(_poll_ms(left))) if left > 0 else {}
             if self._monitor is not None and self._monitor in ready:
                 # (parsed here: zmq.utils.monitor imports asyncio into a solver)
                 event = struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0]

@@ -17,7 +17,7 @@ import torch
 from accelerate.utils import send_to_device
 
 from melissa_trainer.core.dataset import fast_collate
-from melissa_trainer.wire import DTYPE_CODES, FieldSpec
+from melissa_trainer.wire import DTYPE_CODES, FieldSpec, encode_prediction
 
 __all__ = ["Inference"]
 
@@ -60,8 +60,11 @@ class Inference:
         """One batch of `samples` through `trainer`'s model: one dict of arrays each.
 
         Raises whatever the user's functions or the model raise, and ValueError for
-        outputs that are not tensors of first dimension ``len(samples)`` or not of a
-        wire dtype (bfloat16 is sent as float32).
+        outputs that a PREDICTION cannot carry: not tensors of first dimension
+        ``len(samples)``, not of a wire dtype (bfloat16 is sent as float32), a name not
+        of 1 to 255 bytes, more than `MAX_NDIM` dimensions per request, more than
+        `MAX_PREDICT_ARRAYS` outputs. Strided outputs (a slice, a transpose) are
+        copied into C order: each request's row is contiguous, as the wire needs.
         """
         acc = trainer.accelerator
         model = self._unwrapped(trainer)
@@ -88,11 +91,23 @@ class Inference:
                 )
             if tensor.dtype == torch.bfloat16:
                 tensor = tensor.float()  # (no bfloat16 on the wire)
-            array = tensor.detach().cpu().numpy()  # (waits for the device: timed whole)
+            # (waits for the device: timed whole.) C order: a strided output, e.g.
+            # `out[:, ::2]`, has rows the wire cannot send without a copy; one copy of
+            # the batch here instead of an error at the answer.
+            array = np.ascontiguousarray(tensor.detach().cpu().numpy())
             if array.dtype not in DTYPE_CODES:
                 raise ValueError(f"process_outputs: {name!r} is {array.dtype}, not a wire dtype")
             for i in range(len(samples)):
                 out[i][name] = array[i]
+        # The wire's own checks (names, dimensions, count), on one row: an output the
+        # PREDICTION cannot carry fails here, where the caller refuses the batch
+        # `failed`, not in the answer, which would raise in the training thread (ending
+        # the run) or in the idle thread (ending idle serving).
+        if out:
+            try:
+                encode_prediction(0, 0, 0, out[0])
+            except ValueError as exc:
+                raise ValueError(f"process_outputs: the outputs cannot be sent: {exc}") from None
         return out
 
 

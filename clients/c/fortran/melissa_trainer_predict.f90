@@ -6,7 +6,11 @@
 !>     integer(c_int64_t) :: version
 !>     integer :: ierr
 !>     call mt_predict(client, 'u', u, 'prediction', guess, version, 0.5_c_double, ierr)
-!>     if (ierr /= MT_OK) guess = u     ! MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY: fall back
+!>     if (ierr == MT_ETIMEDOUT .or. ierr == MT_EREFUSED .or. ierr == MT_EREPLY) then
+!>       guess = u                      ! fall back
+!>     else if (ierr /= MT_OK) then     ! inputs or outputs that are not the trainer's
+!>       error stop 'mt_predict'
+!>     end if
 !>
 !> One input and one output, both real(c_float) or both real(c_double), arrays of any
 !> rank (contiguous). The input is sent as the trainer declared it, in C order: a

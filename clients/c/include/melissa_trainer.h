@@ -285,8 +285,9 @@ typedef enum mt_refusal {
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).
  *   MT_EFIELD / MT_EDTYPE / MT_ESHAPE / MT_EINVAL   inputs that are not the published
- *                  ones (checked before anything is sent, when the serve file gave them)
- *                  or bad arguments; for outputs: one not in the reply, of another
+ *                  ones (checked before anything is sent, when the serve file gave them;
+ *                  without one, MT_EINVAL once the trainer refused them, its detail in
+ *                  mt_client_error) or bad arguments; for outputs: one not in the reply, of another
  *                  dtype, or bigger than its capacity (nothing written, *version set).
  * The first three are the ones to fall back from: the simulation keeps running. A
  * failed exchange closes the socket (a late answer is dropped; ZMQ_IMMEDIATE: a request

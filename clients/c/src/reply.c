@@ -196,6 +196,13 @@ mt_status mt_reply_take(mt_client *c, mt_reply *r, mt_output *out, size_t n_out,
     size_t n = length < sizeof detail - 1 ? length : sizeof detail - 1;
     memcpy(detail, h + REFUSED_FIXED, n);
     detail[n] = '\0';
+    /* Inputs that are not the trainer's, which a serve file would have let us check
+     * before sending (endpoints given directly publish none): a mistake to fix, as the
+     * Python client's ValueError, not MT_EREFUSED, which a simulation falls back from,
+     * silently, on every request. */
+    if (c->refusal == MT_REFUSAL_BAD_REQUEST &&
+        (strncmp(detail, "bad_inputs:", 11) == 0 || strncmp(detail, "too_large:", 10) == 0))
+        return mt_fail(c, MT_EINVAL, "mt_predict: the trainer refused the inputs: %s", detail);
     return mt_fail(c, MT_EREFUSED, "the trainer refused the prediction (%s): %s",
                    reasons[h[32]], detail);
 }

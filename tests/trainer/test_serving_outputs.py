@@ -1,0 +1,155 @@
+"""A training `ServingHook` whose `process_outputs` gives what the wire cannot carry as
+it is: a real trainer process serving a client (the test) over its serving socket.
+
+* A strided output (``out[:, ::2]``: each request's row is not contiguous) used to
+  raise ``array 'y' is not C-contiguous`` in the answer, outside the hook's handling of
+  the user's failures: in the idle thread (which died: no more idle serving) and at the
+  next STEP_END (the run ended with the traceback). The client timed out. It is now
+  answered: the row, copied into C order.
+* An output the PREDICTION cannot carry at all (a name over 255 bytes) ended the run
+  the same way; it is now refused ``failed`` (the detail names the output), every
+  time, while training goes on and ends normally.
+
+Oracle: the model is built from a seed and trained with a learning rate of 0, so the
+test evaluates the same weights itself. The test waits on events (the serve file, the
+answers, the trainer's exit), never on sleeps.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from melissa_trainer.client import Predictor, PredictRefused
+
+pytestmark = [pytest.mark.e2e]
+
+ROOT = Path(__file__).parents[2]
+
+TRAINER = r"""
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
+
+out_dir, rendezvous, mode = sys.argv[1:4]
+OUTPUTS = {
+    "strided": lambda out: {"y": out[:, ::2]},  # rows of stride 2: not contiguous
+    "long_name": lambda out: {"y" * 256: out},  # a name the wire cannot carry
+}
+
+
+class StopOnFile(Hook):
+    # training runs until the test says stop (a file), then ends normally
+    def on_step_end(self, trainer, state, control):
+        if Path(out_dir, "stop").exists():
+            control.should_stop = True
+
+
+def samples():
+    rng = np.random.default_rng(0)
+    for _ in range(1_000_000):
+        yield {"x": rng.standard_normal(3).astype(np.float32)}
+
+
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = torch.nn.Linear(3, 8)
+serving = ServingHook(
+    {"x": ((3,), "float32")},
+    process_outputs=OUTPUTS[mode],
+    bind="tcp://127.0.0.1:*",
+    rendezvous_dir=rendezvous,
+)
+args = TrainingArguments(
+    output_dir=out_dir, batch_size=4, buffer="fifo", report_to="none",
+    disable_progress_bar=True, save_at_end=False, stop_sync_steps=1,
+)
+trainer = OnlineTrainer(
+    model, args, torch.optim.SGD(model.parameters(), lr=0.0),  # the weights stay the seed's
+    train_source=samples(),
+    process_sample=lambda s: (torch.from_numpy(s["x"]), torch.zeros(8)),
+    hooks=[serving, StopOnFile()],
+)
+state = trainer.train()
+print("trained", state.global_step, "steps;", serving.telemetry(), flush=True)
+"""
+
+
+def start_trainer(tmp_path: Path, mode: str) -> subprocess.Popen[str]:
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen(
+        [sys.executable, str(script), str(tmp_path / "out"), str(tmp_path / "rv"), mode],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+    )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str], tmp_path: Path) -> str:
+    """Ask the trainer to stop, and return its output once it exited (killed if it
+    does not within the bound: the test then fails on its output)."""
+    (tmp_path / "out" / "stop").touch()
+    try:
+        out, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+    return out
+
+
+def expected(x: np.ndarray) -> np.ndarray:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 8)
+    with torch.no_grad():
+        return model(torch.from_numpy(x)[None])[0].numpy()
+
+
+@pytest.mark.timeout(300)
+def test_a_strided_output_is_answered_and_training_goes_on(tmp_path: Path) -> None:
+    trainer = start_trainer(tmp_path, "strided")
+    answers = []
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            for i in range(5):  # (the idle thread and the step ends answer alike)
+                x = np.array([i, -1.0, 0.5], np.float32)
+                answers.append((x, client.predict({"x": x}, timeout=60)))
+    finally:
+        out = finish(trainer, tmp_path)
+    assert trainer.returncode == 0, out
+    assert "not C-contiguous" not in out
+    for x, (outputs, _version) in answers:
+        np.testing.assert_allclose(outputs["y"], expected(x)[::2], rtol=1e-6)
+
+
+@pytest.mark.timeout(300)
+def test_an_output_the_wire_cannot_carry_is_refused_failed_and_training_goes_on(
+    tmp_path: Path,
+) -> None:
+    trainer = start_trainer(tmp_path, "long_name")
+    refusals = []
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            for _ in range(3):
+                with pytest.raises(PredictRefused) as refused:
+                    client.predict({"x": np.ones(3, np.float32)}, timeout=60)
+                refusals.append(refused.value)
+    finally:
+        out = finish(trainer, tmp_path)
+    assert trainer.returncode == 0, out
+    for exc in refusals:
+        assert exc.reason == "failed"
+        assert "process_outputs: the outputs cannot be sent" in exc.detail
+        assert "name of 1 to 255 bytes" in exc.detail
+    assert "'refused_failed': 3" in out
+    # the first failure is logged in full, once
+    assert out.count("serving: the inference of") == 1

@@ -35,13 +35,18 @@ backend's `Placement`, niceness +10 in the trainer's session, one BLAS/OpenMP th
 session of their own, OMP_NUM_THREADS=1 set here), and ``--placement_ab`` runs case 2's
 online pipeline both ways, alternately, in the same run, with rows for each.
 
+``--quick`` checks the pipelines, no figure: 6 simulations, offline's one share 0.5, a
+disk of half what online streamed, and a budget of 6 s or 5 simulations' time (at case
+1's online pace: `quick_budget`), whichever is longer, so that offline's share and disk
+hold a simulation on a loaded machine too; an option given on the command line wins.
+
 Every pipeline runs in its own process (clean peak RSS, threads and allocator), forked
 from a server that imported torch once (`isolated.py`: 9 fresh interpreters cost ~35 s
 of imports on 2 cores). Errors
 are mean squared errors in kelvin squared over every point of every held-out step.
 
     python benchmarks/online_vs_offline.py           # about 10 minutes on 2 cores
-    python benchmarks/online_vs_offline.py --quick   # under a minute: checks the pipelines
+    python benchmarks/online_vs_offline.py --quick   # about a minute: checks the pipelines
     python benchmarks/online_vs_offline.py --json    # last line {"rows": [...]}
     python benchmarks/online_vs_offline.py --placement_ab  # + online with placement=None
     python benchmarks/online_vs_offline.py --example navier_stokes  # the FNO: its own file,
@@ -79,6 +84,29 @@ TARGET_SHARE = 0.9
 Run = dict[str, Any]
 #: what the pipelines' processes import, once, in the fork server (`isolated.py`)
 PRELOAD = ("heat_offline", "heat_pipelines")
+#: the options that default otherwise under ``--quick`` (theirs: `QUICK`, `quick_budget`)
+FULL = {"simulations": 128, "budget": 120.0, "splits": "0.25,0.5,0.75", "storage_fraction": 0.1}
+QUICK = {"simulations": 6, "splits": "0.5", "storage_fraction": 0.5}
+#: ``--quick``'s budget: at least this many seconds, and this many simulations' time
+QUICK_BUDGET, QUICK_BUDGET_SIMULATIONS = 6.0, 5
+
+
+def fill_defaults(opts: argparse.Namespace) -> None:
+    """Set each option of `FULL` left unset on the command line: ``--quick``'s tiny
+    value (`QUICK`; its budget comes later, `quick_budget`) or the full run's."""
+    for name, full in FULL.items():
+        if getattr(opts, name) is None and not (opts.quick and name == "budget"):
+            setattr(opts, name, QUICK.get(name, full) if opts.quick else full)
+
+
+def quick_budget(seconds_per_simulation: float) -> float:
+    """``--quick``'s budget for cases 2 and 3: `QUICK_BUDGET` s, or the time of
+    `QUICK_BUDGET_SIMULATIONS` simulations at `seconds_per_simulation` (case 1's online
+    wall time per simulation, its training included: an upper bound) if longer. A fixed
+    budget left offline's share or disk without a complete simulation on a loaded
+    machine, where a solver's start-up takes seconds: the script then stopped with an
+    error naming the option to raise."""
+    return max(QUICK_BUDGET, QUICK_BUDGET_SIMULATIONS * seconds_per_simulation)
 
 
 def child(fn: str, setup: dict[str, Any], workdir: Path, **kwargs: Any) -> Run:
@@ -420,11 +448,16 @@ def main() -> None:
     p.add_argument("--example", choices=("heat_pde", "navier_stokes"), default="heat_pde", help=(
         "navier_stokes: the Navier-Stokes example's FNO instead, online_vs_offline_ns.py "
         "(its options: online_vs_offline_ns.py --help)"))  # fmt: skip
-    p.add_argument("--simulations", type=int, help="equal-data case (default 128)")
+    p.add_argument("--simulations", type=int, help="equal-data case (default 128; --quick 6)")
     p.add_argument("--ratio", type=float, default=8, help="samples drawn per sample (epochs)")
-    p.add_argument("--budget", type=float, help="seconds, cases 2 and 3 (default 120)")
-    p.add_argument("--splits", default="0.25,0.5,0.75", help="offline's shares simulating")
-    p.add_argument("--storage_fraction", type=float, default=0.1)
+    p.add_argument("--budget", type=float, help=(
+        "seconds, cases 2 and 3 (default 120; --quick: 6, or 5 simulations' time at case "
+        "1's online pace if longer; --sweep: 60, --quick 6)"))  # fmt: skip
+    p.add_argument("--splits", help=(
+        "offline's shares simulating (default 0.25,0.5,0.75; --quick 0.5)"))  # fmt: skip
+    p.add_argument("--storage_fraction", type=float, help=(
+        "case 3: offline's disk, a fraction of what online streamed (default 0.1; --quick "
+        "0.5)"))  # fmt: skip
     p.add_argument("--sim_jobs", type=int, default=1)
     p.add_argument("--torch_threads", type=int, default=1)
     p.add_argument("--loader_workers", type=int, default=0, help="offline DataLoader's")
@@ -439,7 +472,7 @@ def main() -> None:
         "(4 more online runs), and print a row for each"))  # fmt: skip
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--output_dir", default="outputs/online_vs_offline")
-    add_flags(p, quick="tiny sizes: checks, no figures")
+    add_flags(p, quick="tiny sizes: checks the pipelines, no figures (see the docstring)")
     p.add_argument("--no_plot", action="store_true")
     p.add_argument("--sweep", metavar="POINTS", help=(
         "map the regime instead: cases 2 and 3 at each point, 'S' (100 time steps of S "
@@ -449,9 +482,7 @@ def main() -> None:
     opts = p.parse_args()
     if opts.sweep:
         return main_sweep(opts)
-    quick = {"simulations": 6, "budget": 6.0} if opts.quick else {}
-    opts.simulations = opts.simulations or quick.get("simulations", 128)
-    opts.budget = opts.budget or quick.get("budget", 120.0)
+    fill_defaults(opts)
     splits = [float(s) for s in opts.splits.split(",")]
     setup = {"sim_jobs": opts.sim_jobs, "torch_threads": opts.torch_threads,
              "loader_workers": opts.loader_workers, "seed": opts.seed,
@@ -465,6 +496,8 @@ def main() -> None:
     try:
         data = equal_data(setup, work / "data", opts.simulations, opts.ratio)
         pace = data["streamed"]["wall"] / opts.simulations
+        if opts.budget is None:  # --quick's: at online's pace in case 1, its trainer beside
+            opts.budget = quick_budget(data["online"]["wall"] / opts.simulations)
         budget = equal_budget(
             setup, work / "budget", opts.budget, splits, opts.storage_fraction,
             opts.budget / 12, pace, ab=opts.placement_ab,
@@ -487,6 +520,7 @@ def main() -> None:
 def main_sweep(opts: argparse.Namespace) -> None:
     """`--sweep`: the regime map (table, rows, plot)."""
     opts.budget = opts.budget or (6.0 if opts.quick else 60.0)
+    fill_defaults(opts)
     setup: dict[str, Any] = {"sim_jobs": 1, "torch_threads": 1, "seed": opts.seed}
     if opts.quick:
         setup.update(buffer_size=400, n_validation=2)

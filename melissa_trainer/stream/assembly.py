@@ -24,6 +24,7 @@ from __future__ import annotations
 import base64
 import bisect
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -151,7 +152,8 @@ class StepLedger:
         #: local steps whose partial assembly was dropped (pending bound exceeded);
         #: they count as done for finishing, and are accepted if re-sent.
         self.lost: set[int] = set()
-        #: DATA messages received (duplicates and rejects included): the heartbeat
+        #: DATA and BATCH messages received (duplicates and rejects included): the
+        #: heartbeat; counted by `count_message` only
         self.messages = 0
         #: `time.monotonic()` when the first of them arrived (None before, and for a
         #: ledger loaded from a checkpoint: another process's clock); the launcher's exact
@@ -173,6 +175,15 @@ class StepLedger:
             and hello.fields == self.fields
             and hello.parameters == self.parameters
         )
+
+    def count_message(self) -> None:
+        """Count one DATA or BATCH message of this simulation (duplicates and rejects
+        included: the heartbeat); the first one counted also sets `first_data_at` to
+        `time.monotonic()`. The one place either is changed (the ingest hot path: one
+        test per message, the clock read once per ledger)."""
+        if not self.messages:
+            self.first_data_at = time.monotonic()
+        self.messages += 1
 
     def order_parameters_as(self, parameters: dict[str, float]) -> None:
         """Take the parameter order of a HELLO declaring the same parameters (a record

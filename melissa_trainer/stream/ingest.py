@@ -12,7 +12,6 @@ per simulation is in `assembly`, its finished simulations in `archive`.
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 
@@ -54,9 +53,7 @@ class Ingest(IngestState):
                 self.duplicates += 1
                 return None
             return self.reject("no_hello", sid, f"DATA of step {t} before HELLO")
-        if not sim.messages:  # (one test per message; the clock read once)
-            sim.first_data_at = time.monotonic()
-        sim.messages += 1
+        sim.count_message()
         if t >= self._max_time_step:
             return self.reject("bad_step", sid, f"time step {t} >= {self._max_time_step}")
         i = t
@@ -178,9 +175,7 @@ class Ingest(IngestState):
             and st == list(range(first, first + k * w, w))
             and not (self.pending and any((sid, t) in self.pending for t in st))
         ):
-            if not sim.messages:  # (one test per message; the clock read once)
-                sim.first_data_at = time.monotonic()
-            sim.messages += 1
+            sim.count_message()
             # Recorded before the puts, in put order (see `data`), all at once.
             sim.mark_range(first // w, first // w + k)
             self.recent.extend_steps(sid, st)
@@ -213,9 +208,7 @@ class Ingest(IngestState):
             for i in range(msg.records):
                 self.data(msg.record(i), True)
             return
-        if not sim.messages:  # (one test per message; the clock read once)
-            sim.first_data_at = time.monotonic()
-        sim.messages += 1
+        sim.count_message()
         done = np.frombuffer(sim.done, np.uint8)
         byte = local >> 3
         seen = np.zeros(steps.size, bool)

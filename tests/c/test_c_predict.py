@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +36,7 @@ from compiled import (  # noqa: F401 (fixtures)
     compile_fortran_program,
     sanitized_c_client,
 )
+from predict_server import INPUTS, VERSION, answering_server
 
 from melissa_trainer import wire as P
 from melissa_trainer.stream.serving import PredictServer
@@ -44,8 +44,6 @@ from melissa_trainer.stream.serving import PredictServer
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
 MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
-INPUTS = {"u": ((4,), "float32")}
-VERSION = 17
 
 
 class Script:
@@ -222,48 +220,26 @@ def test_request_and_replies_through_the_python_codec(
     assert outputs_of(lines, after)[0] == 127  # (the late answer went to the closed socket)
 
 
-def drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
-    """Answer every queued request with ``y = 2 u + VERSION`` (the model stand-in)."""
-
-    def run() -> None:
-        while not stop.is_set():
-            if server.wait_pending(0.05):
-                for pending in server.take(8):
-                    u = pending.request.arrays["u"]
-                    server.answer(pending, {"y": (2 * u + VERSION).astype(np.float32)}, VERSION)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
-
-
 def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path) -> None:  # noqa: F811
     """Round trips through the rendezvous; bad inputs and outputs refused before
     anything is sent (the server counts only the good requests)."""
-    server = PredictServer(INPUTS, rendezvous_dir=tmp_path / "rv", run_id="run-a", max_queue=4)
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
     env = {"MELISSA_TRAINER_RUN_ID": "run-a", "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
-    script = Script(script_exe, env)
-    try:
-        script.send(*start_lines(sink, sim=3))
-        good = script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-        shape = script.send("unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20")
-        dtype = script.send("unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-        name = script.send("unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-        extra = script.send("input u 1 1 4 : 1 2 3 4", "predict 20")
-        small = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 1 2", "predict 20")
-        other = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output z 1 4", "predict 20")
-        kind = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 2 4", "predict 20")
-        last = script.send("unstage", "input u 1 1 4 : 0 0 0 1", "output y 1 4", "predict 20")
-        lines, _ = script.finish()
-    finally:
-        script.kill()
-        stop.set()
-        thread.join()
-        server.stop()
+    with answering_server(tmp_path / "rv", run_id="run-a", max_queue=4) as (server, _):
+        script = Script(script_exe, env)
+        try:
+            script.send(*start_lines(sink, sim=3))
+            good = script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+            shape = script.send("unstage", "input u 1 1 3 : 1 2 3", "output y 1 4", "predict 20")
+            dtype = script.send("unstage", "input u 2 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+            name = script.send("unstage", "input v 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+            extra = script.send("input u 1 1 4 : 1 2 3 4", "predict 20")
+            small = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 1 2", "predict 20")
+            other = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output z 1 4", "predict 20")
+            kind = script.send("unstage", "input u 1 1 4 : 5 6 7 8", "output y 2 4", "predict 20")
+            last = script.send("unstage", "input u 1 1 4 : 0 0 0 1", "output y 1 4", "predict 20")
+            lines, _ = script.finish()
+        finally:
+            script.kill()
     version, outs = outputs_of(lines, good)
     assert version == VERSION and status(lines, good) == (0, "")
     np.testing.assert_array_equal(outs["y"], [19, 21, 23, 25])
@@ -370,30 +346,22 @@ def test_curve_key_of_the_serve_file_is_used(
     """A serving socket with CURVE keys: the C client that reads the serve file (its
     public key) is answered; one given the endpoint without the key gets no answer (a
     timeout: the handshake fails), and never a reply it cannot trust."""
-    if not zmq.has("curve"):
-        pytest.skip("pyzmq's libzmq was built without CURVE")
-    public, secret = zmq.curve_keypair()
-    server = PredictServer(INPUTS, rendezvous_dir=tmp_path, curve=(secret, public))
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
     ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
-    try:
+    with answering_server(tmp_path, curve=True) as (server, _):
         script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)})
-        script.send(*start_lines(sink), *ask)
-        keyed = script.send("predict 20")
-        lines, _ = script.finish()
-        script.kill()
+        try:
+            script.send(*start_lines(sink), *ask)
+            keyed = script.send("predict 20")
+            lines, _ = script.finish()
+        finally:
+            script.kill()
         script = Script(script_exe, {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""})
-        script.send(*start_lines(sink), *ask)
-        plain = script.send("predict 0.5")
-        lines2, _ = script.finish()
-        script.kill()
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
+        try:
+            script.send(*start_lines(sink), *ask)
+            plain = script.send("predict 0.5")
+            lines2, _ = script.finish()
+        finally:
+            script.kill()
     code, message = status(lines, keyed)
     if code != 0 and "built without" in message:
         pytest.skip(f"the C client's libzmq: {message}")
@@ -448,21 +416,12 @@ def test_fortran_predict_answers_and_errors(
     size), an input of another shape or type refused before sending, an output array
     of another size (MT_ESHAPE), a non-contiguous section (MT_EINVAL), a timeout."""
     binary = compile_fortran_program(c_client, FORTRAN, tmp_path, "predict")
-    server = PredictServer(INPUTS, rendezvous_dir=tmp_path / "rv")
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
-    try:
-        env = {**os.environ, "SINK": sink, "MELISSA_TRAINER_SIMULATION_ID": "0"}
-        env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
+    env = {**os.environ, "SINK": sink, "MELISSA_TRAINER_SIMULATION_ID": "0"}
+    env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
+    with answering_server(tmp_path / "rv") as (server, _):
         proc = subprocess.run(
             [str(binary)], capture_output=True, text=True, timeout=60, env=env, check=False
         )
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["0", str(VERSION), "19.0", "21.0", "23.0", "25.0"]
@@ -485,25 +444,18 @@ def test_predict_paths_under_sanitizers(
     """Every path of mt_predict (answer, refusals, bad inputs and outputs, timeouts)
     under AddressSanitizer and UBSan: no leak, no error."""
     exe = sanitized_c_client.build_dir / "tests" / "mt_script"
-    server = PredictServer(INPUTS, rendezvous_dir=tmp_path / "rv")
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
     env = {**SANITIZER_ENV, "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
-    script = Script(exe, env)
-    try:
-        script.send(*start_lines(sink))
-        script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-        script.send("unstage", "input u 1 1 3 : 1 2 3", "predict 20")
-        script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 1", "predict 20")
-        script.send("serve tcp://127.0.0.1:1", "predict 0.2")  # nobody there: a timeout
-        lines, err = script.finish(timeout=120)
-    finally:
-        script.kill()
-        stop.set()
-        thread.join()
-        server.stop()
+    with answering_server(tmp_path / "rv"):
+        script = Script(exe, env)
+        try:
+            script.send(*start_lines(sink))
+            script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
+            script.send("unstage", "input u 1 1 3 : 1 2 3", "predict 20")
+            script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 1", "predict 20")
+            script.send("serve tcp://127.0.0.1:1", "predict 0.2")  # nobody there: a timeout
+            lines, err = script.finish(timeout=120)
+        finally:
+            script.kill()
     assert "ERROR" not in err and "runtime error" not in err, err
     codes = [status(lines, n)[0] for n in sorted(lines) if lines[n][-1][0].isdigit()]
     assert MT_ESHAPE in codes and MT_ETIMEDOUT in codes

@@ -7,19 +7,15 @@ real `PredictServer` with CURVE keys answers only a client that has its public k
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
-import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
+from predict_server import VERSION, answering_server
 from test_c_predict import (  # noqa: F401 (fixtures)
-    INPUTS,
-    VERSION,
     Script,
-    drain,
     outputs_of,
     sink,
     start_lines,
@@ -28,7 +24,6 @@ from test_c_predict import (  # noqa: F401 (fixtures)
 )
 
 from melissa_trainer.client.predict import Predictor
-from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -56,19 +51,9 @@ def test_serve_key_from_the_environment_as_the_python_client(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    if not zmq.has("curve"):
-        pytest.skip("pyzmq's libzmq was built without CURVE")
-    public, secret = zmq.curve_keypair()
-    server = PredictServer(INPUTS, rendezvous_dir=tmp_path, curve=(secret, public))
-    server.start()
-    server.serving = True
-    stop = threading.Event()
-    thread = drain(server, stop)
-    listed = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
-    try:
-        keyed = ask(
-            script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": f" {public.decode()} "}, 20
-        )
+    with answering_server(tmp_path, curve=True) as (server, public):
+        listed = {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""}
+        keyed = ask(script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": f" {public} "}, 20)
         bad = ask(script_exe, sink, {**listed, "MELISSA_TRAINER_SERVE_KEY": "not-a-key"}, 0.5)
         # a serve file has its own key: the variable is not read then (even a bad one)
         filed = {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path), "MELISSA_TRAINER_SERVE_KEY": "x"}
@@ -82,10 +67,6 @@ def test_serve_key_from_the_environment_as_the_python_client(
                 predictor.predict({"u": np.arange(4, dtype=np.float32)}, timeout=0.5)
         finally:
             predictor.close()
-    finally:
-        stop.set()
-        thread.join()
-        server.stop()
     if keyed[0] != 0 and "built without" in keyed[1]:
         pytest.skip(f"the C client's libzmq: {keyed[1]}")
     assert keyed[0] == 0 and keyed[2] == VERSION, keyed

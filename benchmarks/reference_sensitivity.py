@@ -37,6 +37,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from report import add_flags, finish  # noqa: E402
 
+from melissa_trainer.common.json_output import to_json  # noqa: E402
+
 EVERY = 10  # steps between two reference steps, as surrogate_cost's design
 
 
@@ -117,7 +119,7 @@ def main() -> None:
     opts = p.parse_args()
     if opts.child:
         spec = json.loads(opts.child)
-        print(json.dumps(study(spec["on"], spec["seed"], spec["steps"])))
+        print(to_json(study(spec["on"], spec["seed"], spec["steps"])))
         return
     pairs, steps = (1, 60) if opts.quick else (opts.pairs, opts.steps)
     print(f"{pairs} on / off pair(s) of {steps} steps, fresh interpreters, alternate "

@@ -67,8 +67,9 @@ class SendWait:
         self._sockets, self._endpoints = sockets, endpoints
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose = whose
-        #: the monitor of the receivers, set up by the first send that blocked a slice
-        #: (`close` goes on with it: what it saw stays known)
+        #: the monitor of the receivers, set up when a send has blocked a slice, closed
+        #: when it is through; left by a send that gave up (`close` goes on with it:
+        #: the receiver found gone is not waited for again)
         self.watch: PeerWatch | None = None
 
     def retry(
@@ -99,14 +100,21 @@ class SendWait:
         started = time.monotonic() - SLICE  # (the first slice ran out just now)
         while True:
             if deadline is not None and time.monotonic() >= deadline:
+                self.close()  # (as below: the next wait starts afresh)
                 raise self.timeout(step) from None
             self._check(started, step)
             if index is not None:
                 arm_slice(self._sockets[index], deadline)
             try:
-                return attempt()
+                done = attempt()
             except type(first):
-                pass
+                continue
+            # The monitor goes with the wait that needed it: one left on would queue
+            # every later event unread, up to its high-water mark, past which ZeroMQ
+            # drops them (a reconnection among them: a live trainer taken for gone by
+            # the next wait). A fresh one counts the connection up until told otherwise.
+            self.close()
+            return done
 
     def timeout(self, step: int | None) -> TimeoutError:
         """The error of a send (of `step`, or of a message) that `send_timeout` ended."""

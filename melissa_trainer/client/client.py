@@ -11,8 +11,10 @@ Semantics worth knowing (details in the docstrings of `Client` and `Client.send`
   `MELISSA_TRAINER_SIMULATION_ID` and `MELISSA_TRAINER_ENDPOINTS` (or
   `MELISSA_TRAINER_RENDEZVOUS`, a directory the trainer's receivers publish to), the
   run id to `MELISSA_TRAINER_RUN_ID` (a rendezvous of another run is refused).
-* Back-pressure: a send blocks while the trainer is slow (never drops); `send_timeout`
-  bounds how long, after which `TimeoutError` is raised.
+* Back-pressure: a send blocks while the trainer is slow or paused (never drops);
+  `send_timeout` bounds how long, after which `TimeoutError` is raised. A trainer that
+  is gone is not waited for: `TimeoutError` after `ClientTuning.disconnected_timeout`
+  (`send_wait`).
 * Tuning (buffering, batching, timeouts of the rendezvous and of `close`): one
   `ClientTuning`, whose defaults rarely need a change.
 * Arrays above `INLINE_MAX_BYTES` are sent without a copy, and by default `send`
@@ -89,7 +91,9 @@ class Client:
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
-            before raising `TimeoutError`; `None` waits for as long as it takes.
+            before raising `TimeoutError`; `None` waits for as long as it takes while
+            the receivers are connected (a receiver disconnected for
+            `ClientTuning.disconnected_timeout` ends the wait, whatever this is).
         array_reuse: when the caller writes again into an array of more than
             `INLINE_MAX_BYTES` that it sent (such arrays leave without a copy):
             ``"immediate"`` (default): `send` returns once ZeroMQ is done with them.
@@ -225,7 +229,10 @@ class Client:
         Raises:
             ValueError: a missing or unknown field, a wrong shape or size, a bad time step.
             TypeError: an array of the wrong dtype.
-            TimeoutError: back-pressure lasted longer than `send_timeout`. Fields already
+            TimeoutError: back-pressure lasted longer than `send_timeout`, or a receiver
+                stayed disconnected for `ClientTuning.disconnected_timeout` while the
+                send was blocked (the trainer is gone; the message names the endpoint
+                and both settings; `send_wait.ReceiverGone`). Fields already
                 queued stay queued (they will be delivered if the trainer resumes), and
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
                 queued message: do not modify it before `flush` returns (it waits until

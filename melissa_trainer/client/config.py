@@ -99,10 +99,12 @@ class ClientTuning:
             messages and the BYE to be delivered (default 1800: a trainer paused or busy
             that long, its connections open, is waited for); `None` waits for as long as
             the receivers are there.
-        disconnected_timeout: on `close`, seconds a receiver may stay disconnected
-            without a new connection (the trainer died, or its node) before `close`
-            gives up (default 60); `None`: only `close_timeout` bounds the wait. A
-            paused trainer keeps its connections: see `melissa_trainer.client.patience`.
+        disconnected_timeout: seconds a receiver may stay disconnected without a new
+            connection (the trainer died, or its node) before `close`, or a `send`
+            blocked on a full queue, gives up (default 60; a send raises
+            `TimeoutError`); `None`: only `close_timeout`, or `send_timeout`, bounds
+            the wait. A paused trainer keeps its connections and is waited for: see
+            `melissa_trainer.client.patience` and `melissa_trainer.client.send_wait`.
         failed_close_timeout: on a `close` after a failure (``close(bye=False)``, an
             exception in the client's ``with`` block), the longest wait in seconds for
             what is queued (default 10: the launcher restarts the simulation, which

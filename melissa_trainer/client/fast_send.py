@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,13 +40,19 @@ from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import U64, U64_LIMIT
 
-__all__ = ["FastSend", "SendClock", "fast_large_sender", "fast_sender"]
+__all__ = ["FastSend", "Retry", "SendClock", "fast_large_sender", "fast_sender"]
 
 _pack_step = U64.pack  # the time step, between a field's prebuilt header parts
 
 #: ``fast(time_step, fields) -> bool``: True if the step was queued, False if the
 #: caller must take the general path (nothing was done).
 FastSend = Callable[[Any, Mapping[str, Any]], bool]
+
+#: ``retry(attempt, first, step, index)``: the transport's wait of a call that ran out
+#: of its slice (raised `first`), retried while the trainer is there (`send_wait`);
+#: `index` is the socket the call sends on (None: a wait for arrays). Raises
+#: `ReceiverGone` once a receiver is gone.
+Retry = Callable[..., object]  # (`SendWait.retry`)
 
 
 class SendClock:
@@ -89,10 +96,13 @@ def fast_sender(
     steps: Sequence[StepSet],
     clock: SendClock,
     batch_delay: float,
+    retry: Retry,
 ) -> FastSend:
     """The usual send of a client whose `fields` are all batched (see module doc).
 
     `steps[i]` records the steps sent to receiver i (step t goes to t % len(steps)).
+    A send of a batch blocked past a slice goes on through `retry` (no cost otherwise:
+    the ``try`` of Python 3.11 costs nothing until it catches).
     """
     checks = _checks(fields)
     headers = tuple(f.batch_head for f in fields)
@@ -113,7 +123,10 @@ def fast_sender(
         index = time_step % n_receivers
         with lock:
             if append(index, _pack_step(time_step), payloads, now):
-                send_group(index, None)
+                try:
+                    send_group(index, None)
+                except TimeoutError as exc:  # a slice ran out: on while the trainer is there
+                    retry(partial(send_group, index, None), exc, time_step, index)
         steps[index].add(time_step)
         return True
 
@@ -128,11 +141,13 @@ def fast_large_sender(
     steps: Sequence[StepSet],
     clock: SendClock,
     finite: FiniteCheck,
+    retry: Retry,
 ) -> FastSend:
     """The usual send of a client whose `fields` all leave without a copy (module doc):
     per field a DATA header and the array's own memory (`HeldArrays.send`), waited for
     as `held.mode` says; `lock` is the sockets' (the client's). A float field that
-    passes `finite`'s check goes with FLAG_FINITE, as on the general path."""
+    passes `finite`'s check goes with FLAG_FINITE, as on the general path. A send or
+    wait blocked past a slice goes on through `retry`."""
     checks = _checks(fields)
     frames = tuple((f.head, f.head_finite, f.tail, f.checked, f.spec.name) for f in fields)
     passes = finite.passes
@@ -152,8 +167,15 @@ def fast_large_sender(
             for (head, head_finite, tail, checked, name), array in zip(frames, arrays, strict=True):
                 if checked and passes(name, time_step, array):
                     head = head_finite
-                send(sock, head + step + tail, array)
-        after_send(n_fields, None)
+                frame = head + step + tail
+                try:
+                    send(sock, frame, array)
+                except zmq.Again as exc:  # a slice ran out: on while the trainer is there
+                    retry(partial(send, sock, frame, array), exc, time_step, index)
+        try:
+            after_send(n_fields, None)
+        except zmq.NotDone as exc:
+            retry(partial(after_send, n_fields, None), exc, time_step, None)
         steps[index].add(time_step)
         return True
 

@@ -18,8 +18,9 @@ the client's `array_reuse` mode says:
 
 Everything here runs in the client's thread (not thread-safe), except the `Released`
 callback (pyzmq's garbage-collector thread). Waits are bounded by a deadline
-(`time.monotonic()` seconds, `None` for none) and raise `zmq.NotDone` when it passes;
-the arrays waited for then stay held, and the next wait takes them up again.
+(`time.monotonic()` seconds, `None` for none) and by `SLICE`, and raise `zmq.NotDone`
+when either passes; the arrays waited for then stay held, and the next wait takes them
+up again (the client's `send_wait` retries a wait whose slice ran out).
 
 Trackers: `Released` rather than pyzmq's ``send(track=True)``. pyzmq keeps a reference
 to the object sent without a copy until ZeroMQ frees the message, then drops it in its
@@ -38,6 +39,8 @@ from _thread import allocate_lock
 from typing import TYPE_CHECKING, Any, Protocol
 
 import zmq
+
+from melissa_trainer.client.sockets import SLICE
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -189,11 +192,15 @@ class HeldArrays:
 
     def _wait(self, count: int, deadline: float | None) -> None:
         """Wait for the `count` oldest arrays, then drop them and the sent ones after."""
+        # In slices (`SLICE`, as a socket's SNDTIMEO): a wait that runs out of one
+        # raises zmq.NotDone, and the client looks whether its receivers are still
+        # there before it waits again (`send_wait`). A tracker already done (the usual
+        # send) returns at once whatever the bound.
         for tracker, _ in self._held[:count]:
             if deadline is None:
-                tracker.wait()
+                tracker.wait(SLICE)
             else:
-                tracker.wait(max(deadline - time.monotonic(), 0.0))
+                tracker.wait(min(max(deadline - time.monotonic(), 0.0), SLICE))
         for _, nbytes in self._held[:count]:
             self._bytes -= nbytes
         del self._held[:count]

@@ -34,12 +34,9 @@ from collections.abc import Callable, Sequence
 
 import zmq
 
-from melissa_trainer.client.sockets import deadline_after
+from melissa_trainer.client.sockets import SLICE, deadline_after
 
 __all__ = ["SLICE", "CloseWait", "PeerWatch"]
-
-#: seconds of one blocking wait of a closing client between two looks at its receivers
-SLICE = 0.5
 
 #: how to change each bound a closing client names when it gives up (`CloseWait.timed_out`)
 _HOW = {
@@ -140,6 +137,9 @@ class CloseWait:
             gives up names it and how to change it, so that a user changes the right one.
         after_failure: a close after a failure (its messages say that it does not wait
             for a disconnected receiver, rather than name a `disconnected_timeout` of 0).
+        watch: the monitor a blocked send set up (`send_wait`), if any: what it saw of
+            the receivers stays known (a receiver found gone is not waited for again);
+            its owner closes it.
     """
 
     def __init__(
@@ -151,12 +151,13 @@ class CloseWait:
         *,
         setting: str = "close_timeout",
         after_failure: bool = False,
+        watch: PeerWatch | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
         self.deadline = deadline_after(close_timeout)
         self._setting, self._after_failure = setting, after_failure
-        self._watch: PeerWatch | None = None
+        self._watch, self._own_watch = watch, watch is None
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -202,7 +203,7 @@ class CloseWait:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
 
     def close(self) -> None:
-        """Stop the monitors, if any (before the sockets are closed)."""
-        if self._watch is not None:
+        """Stop the monitors, if any and its own (before the sockets are closed)."""
+        if self._watch is not None and self._own_watch:
             self._watch.close()
-            self._watch = None
+        self._watch = None

@@ -1,10 +1,12 @@
 """The client's PUSH sockets: connected as its tuning says, sends bounded by deadlines.
 
 A deadline is a `time.monotonic()` instant, or None for no bound. ZeroMQ's SNDTIMEO
-bounds one call; `arm` sets it to what is left of a deadline that bounds several (a
-client's `send_timeout` bounds a whole `send`). A deadline of None leaves SNDTIMEO as
-it is (-1 from `connect`): no system call on unbounded sends. Not thread-safe: the
-sockets are used under the client's lock.
+bounds one call, and never more than `SLICE`: a blocked call then returns (``zmq.Again``)
+and its caller looks whether the receivers are still there before it tries again
+(`send_wait`, `patience`). `arm` sets it to what is left of a deadline that bounds
+several calls (a client's `send_timeout` bounds a whole `send`), at most `SLICE`. A
+deadline of None leaves SNDTIMEO as it is (`SLICE`, from `connect`): no system call on
+the usual send. Not thread-safe: the sockets are used under the client's lock.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ import zmq
 
 from melissa_trainer.client.config import ClientTuning
 
-__all__ = ["arm", "connect", "deadline_after", "ms_left"]
+__all__ = ["SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left"]
+
+#: seconds of one blocking call of a client's socket (or wait for a tracker) between
+#: two looks at its receivers; ZeroMQ's SNDTIMEO is at most this
+SLICE = 0.5
+_SLICE_MS = int(SLICE * 1000)
 
 
 def deadline_after(timeout: float | None) -> float | None:
@@ -30,9 +37,17 @@ def ms_left(deadline: float) -> int:
 
 
 def arm(sock: zmq.Socket, deadline: float | None) -> None:
-    """Bound the next blocking send of `sock` by `deadline` (None: leave it as it is)."""
+    """Bound the next blocking send of `sock` by `deadline` and `SLICE` (None: leave it
+    as it is, `SLICE` since `connect`)."""
     if deadline is not None:
-        sock.setsockopt(zmq.SNDTIMEO, ms_left(deadline))
+        sock.setsockopt(zmq.SNDTIMEO, min(ms_left(deadline), _SLICE_MS))
+
+
+def arm_slice(sock: zmq.Socket, deadline: float | None) -> None:
+    """Bound the next blocking send of `sock` by `SLICE` and `deadline` (None: `SLICE`
+    alone), whatever it was: a send retried after a slice (`send_wait`)."""
+    left = _SLICE_MS if deadline is None else min(ms_left(deadline), _SLICE_MS)
+    sock.setsockopt(zmq.SNDTIMEO, left)
 
 
 def connect(
@@ -42,7 +57,8 @@ def connect(
     curve_keys: Sequence[str | None] | None = None,
 ) -> list[zmq.Socket]:
     """One PUSH socket per endpoint, in order, with the tuning's high-water mark and
-    socket options, unbounded sends and linger (`close` bounds them). On failure the
+    socket options, sends blocking `SLICE` at most (their callers wait on in slices)
+    and unbounded linger (`close` bounds it). On failure the
     sockets opened are closed.
 
     `curve_keys`: per endpoint, the receiver's CURVE server public key (Z85), or None
@@ -61,7 +77,7 @@ def connect(
             sockets.append(sock)
             sock.setsockopt(zmq.SNDHWM, tuning.sndhwm)
             sock.setsockopt(zmq.LINGER, -1)
-            sock.setsockopt(zmq.SNDTIMEO, -1)
+            sock.setsockopt(zmq.SNDTIMEO, _SLICE_MS)
             if key is not None and own is not None:  # (own is set when any key is)
                 sock.curve_serverkey = key.encode("ascii")
                 sock.curve_publickey, sock.curve_secretkey = own

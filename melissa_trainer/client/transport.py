@@ -12,8 +12,10 @@ and closes: the BYE, and what is queued delivered, as long as the trainer is the
 
 Every send is bounded by the client's `send_timeout` (a `TimeoutError` naming the
 simulation, the rank and the step) or, without one, waits as long as back-pressure
-lasts. Not thread-safe: one client's thread uses it; the lock guards the sockets and
-the batches against the flusher thread.
+lasts: as long as the trainer is there, not for a dead one (`send_wait`: a call blocked
+past a slice is retried, until a receiver has been disconnected for
+`disconnected_timeout`, `ReceiverGone`). Not thread-safe: one client's thread uses it;
+the lock guards the sockets and the batches against the flusher thread.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.send_wait import ReceiverGone, SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.stream.step_set import StepSet
 
@@ -127,14 +130,22 @@ class Transport:
         self.batch_delay = tuning.batch_delay
         self.batch_record_max = tuning.batch_bytes // 2  # a bigger payload gains nothing
         self.clock = SendClock()  # when the last send was (both paths)
+        #: how a call blocked past a slice waits on (`send_wait`)
+        self.wait = SendWait(
+            self.sockets,
+            self.endpoints,
+            tuning.disconnected_timeout,
+            send_timeout,
+            f"simulation {simulation_id} rank {rank}",
+        )
 
     def open(self, hello: bytes) -> None:
         """Send `hello` to every receiver (bounded by `send_timeout`); released if it
         fails."""
         try:
             deadline = deadline_after(self.send_timeout)
-            for sock in self.sockets:
-                self._push(sock, hello, deadline)
+            for index, sock in enumerate(self.sockets):
+                self._push(sock, hello, deadline, None, index)
         except BaseException:
             self.release(0)
             raise
@@ -157,12 +168,15 @@ class Transport:
                 self.steps,
                 self.clock,
                 self.finite,
+                self.wait.retry,
             )
         if outbox is None or not all(
             f.inline and 0 < f.nbytes <= self.batch_record_max for f in fields
         ):
             return None
-        return fast_sender(fields, outbox, self.steps, self.clock, self.batch_delay)
+        return fast_sender(
+            fields, outbox, self.steps, self.clock, self.batch_delay, self.wait.retry
+        )
 
     def send_step(self, step: int, prepared: Sequence[tuple[FieldPart, np.ndarray]]) -> None:
         """Send one time step's fields (checked and placed: `prepared`) to receiver
@@ -197,7 +211,7 @@ class Transport:
                 # for this receiver that the flusher has not sent yet (a busy machine)
                 # leave first: a socket's messages arrive in order, and so, then, do the
                 # client's steps (the batch used to follow: 0, 20, 10, 30 at a FIFO).
-                self.outbox.send(index, deadline)
+                self._send_group(index, deadline, step)
             for f, arr in prepared:
                 if f.local_size == 0:
                     continue
@@ -209,21 +223,27 @@ class Transport:
                 head = f.head_finite if f.checked and check(f.spec.name, step, arr) else f.head
                 if not f.inline:
                     arm(sock, deadline)
+                    frame = head + step_bytes + f.tail
                     try:
-                        self.held.send(sock, head + step_bytes + f.tail, arr)
-                    except zmq.Again:
-                        raise TimeoutError from None
+                        self.held.send(sock, frame, arr)
+                    except zmq.Again as exc:  # a slice ran out: on while the trainer is there
+                        self.wait.retry(
+                            partial(self.held.send, sock, frame, arr), exc, step, index, deadline
+                        )
                     queued += 1
-                elif deadline is None:
-                    sock.send(b"".join((head, step_bytes, f.tail, arr.data)))
                 else:
-                    self._push(sock, b"".join((head, step_bytes, f.tail, arr.data)), deadline)
+                    frame = b"".join((head, step_bytes, f.tail, arr.data))
+                    self._push(sock, frame, deadline, step, index)
             if outbox is not None and (
                 outbox.append_step(batch_heads, index, step_bytes, batched, now)
                 if batched
                 else outbox.due(index, now)
             ):
-                outbox.send(index, deadline)
+                self._send_group(index, deadline, step)
+        except ReceiverGone:
+            if outbox is not None and mark is not None:
+                outbox.rollback(index, mark)
+            raise
         except TimeoutError:
             if outbox is not None and mark is not None:
                 outbox.rollback(index, mark)  # this step's small fields were not queued
@@ -232,8 +252,10 @@ class Transport:
             self.lock.release()
         try:
             self.held.after_send(queued, deadline)  # as array_reuse says
-        except zmq.NotDone:
-            raise self.timeout(step) from None
+        except zmq.NotDone as exc:
+            self.wait.retry(
+                partial(self.held.after_send, queued, deadline), exc, step, None, deadline
+            )
         self.steps[index].add(step)
 
     def flush(self) -> None:
@@ -246,29 +268,40 @@ class Transport:
                 raise self.timeout(None)
             try:
                 self.outbox.flush(deadline)
-            except TimeoutError:
-                raise self.timeout(None) from None
+            except TimeoutError as exc:
+                self.wait.retry(partial(self.outbox.flush, deadline), exc, None, None, deadline)
             finally:
                 self.lock.release()
         try:
             self.held.release_all(deadline)
-        except zmq.NotDone:
-            raise self.timeout(None) from None
+        except zmq.NotDone as exc:
+            self.wait.retry(partial(self.held.release_all, deadline), exc, None, None, deadline)
 
     def timeout(self, step: int | None) -> TimeoutError:
         """The error of a send (of `step`, or of a message) that `send_timeout` ended."""
-        what = "a message" if step is None else f"time step {step}"
-        return TimeoutError(
-            f"simulation {self.simulation_id} rank {self.rank}: could not send {what} within "
-            f"send_timeout={self.send_timeout} s: the trainer is not receiving (back-pressure)"
-        )
+        return self.wait.timeout(step)
 
-    def _push(self, sock: zmq.Socket, frame: bytes | bytearray, deadline: float | None) -> None:
+    def _send_group(self, index: int, deadline: float | None, step: int | None) -> None:
+        """Send the batches bound for receiver `index` (`Outbox.send`), waiting on."""
+        assert self.outbox is not None
+        try:
+            self.outbox.send(index, deadline)
+        except TimeoutError as exc:
+            self.wait.retry(partial(self.outbox.send, index, deadline), exc, step, index, deadline)
+
+    def _push(
+        self,
+        sock: zmq.Socket,
+        frame: bytes | bytearray,
+        deadline: float | None,
+        step: int | None,
+        index: int,
+    ) -> None:
         arm(sock, deadline)
         try:
             sock.send(frame)
-        except zmq.Again:
-            raise self.timeout(None) from None
+        except zmq.Again as exc:
+            self.wait.retry(partial(sock.send, frame), exc, step, index, deadline)
 
     # -- closing ----------------------------------------------------------------------
 
@@ -297,6 +330,7 @@ class Transport:
             disconnected,
             setting=setting,
             after_failure=not bye,
+            watch=self.wait.watch,  # (what a blocked send saw of the receivers)
         )
         failure = why = None
         with self.lock if self.outbox is None else _closing(self.outbox):
@@ -356,6 +390,8 @@ class Transport:
     def release(self, linger_ms: int) -> None:
         """Close the sockets, ZeroMQ delivering for at most `linger_ms` ms, and terminate
         the context if it is the transport's own (which waits for that delivery)."""
+        if hasattr(self, "wait"):  # (not yet made when connecting failed)
+            self.wait.close()
         for sock in self.sockets:
             sock.close(linger=linger_ms)
         self.sockets = []

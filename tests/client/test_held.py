@@ -8,10 +8,15 @@ import zmq
 
 from melissa_trainer.client import held as held_module
 from melissa_trainer.client.held import HeldArrays, Released
+from melissa_trainer.client.sockets import SLICE
 
 
 class FakeTracker:
-    """A tracker that ZeroMQ releases when the test says so (`wait` records calls)."""
+    """A tracker that ZeroMQ releases when the test says so (`wait` records calls).
+
+    A wait without a deadline waits in slices (`SLICE`, `send_wait`): a wait of a whole
+    slice stands for one that ZeroMQ's release ends within it; a shorter one (a deadline
+    that passed) raises `zmq.NotDone` as a real tracker's would."""
 
     def __init__(self, name: str, log: list[str], done: bool = False) -> None:
         self.name, self.log, self.done = name, log, done
@@ -19,9 +24,9 @@ class FakeTracker:
     def wait(self, timeout: float = -1) -> None:
         self.log.append(self.name)
         if not self.done:
-            if timeout >= 0:
+            if 0 <= timeout < SLICE:
                 raise zmq.NotDone
-            self.done = True  # (a wait without a deadline returns once released)
+            self.done = True  # (released within the slice)
 
 
 def _send(held: HeldArrays, log: list[str], names: str, nbytes: int = 10) -> list[FakeTracker]:

@@ -222,6 +222,36 @@ def test_quick_fills_only_the_options_not_given() -> None:
     assert bench.quick_budget(3.0) == 5 * 3.0  # five simulations at that pace
 
 
+def test_each_ab_arm_sizes_its_study_from_its_own_pace(monkeypatch, tmp_path) -> None:
+    """`--placement_ab`'s un-niced arm runs faster than case 1's niced simulations on a
+    loaded machine: its study is sized at up to the ratio of their CPU weights (the
+    kernel's table: 1024 for nice 0, 110 for nice 10), where case 1's pace ran it out of
+    simulations. An arm niced as much as case 1 keeps case 1's pace."""
+    niced, plain = {"placement": "default", "sim_nice": None}, {"placement": "none"}
+    assert bench.arm_pace(2.0, niced, plain) == pytest.approx(2.0 / (1024 / 110), rel=0.01)
+    assert bench.arm_pace(2.0, {**niced, "sim_nice": 5}, plain) == pytest.approx(
+        2.0 / (1024 / 335), rel=0.01
+    )
+    for measured, arm in [(niced, niced), ({**niced, "sim_nice": 0}, plain), (plain, niced)]:
+        assert bench.arm_pace(2.0, measured, arm) == 2.0  # never a smaller study
+    assert bench.study_cap(6.0, bench.arm_pace(2.0, niced, plain)) >= 9 * 6 / 2
+
+    # equal_budget hands the un-niced arm (run first) its own pace, not case 1's
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def online_budget(setup, work, budget, eval_every, seconds_per_simulation):
+        calls.append((setup["placement"], seconds_per_simulation))
+        raise Stop
+
+    monkeypatch.setattr(bench, "online_budget", online_budget)
+    with pytest.raises(Stop):
+        bench.equal_budget(niced, tmp_path, 6.0, [0.5], 0.5, 1.0, 2.0, ab=True)
+    assert calls == [("none", pytest.approx(2.0 / (1024 / 110), rel=0.01))]
+
+
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("empty", ["share", "storage"])
 def test_an_offline_case_without_a_simulation_is_named_not_crashed(

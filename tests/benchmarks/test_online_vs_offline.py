@@ -156,9 +156,9 @@ def test_the_command_prints_its_rows(tmp_path):
     or with a target: they are wall-clock times and rates, which load moves anywhere."""
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--placement_ab",
-         # simulations at the trainer's priority: the A/B's runs with placement none are
-         # not niced, and their study's size is set by case 1's pace, niced: beside a
-         # loaded suite they ran out of simulations before the budget ended
+         # simulations at the trainer's priority, as both A/B arms: the arms' studies
+         # sized alike (when case 1's niced pace sized the un-niced arm's study, beside a
+         # loaded suite it ran out of simulations; `arm_pace` now sizes it from its own)
          "--sim_nice", "0",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=560, check=False,

@@ -33,7 +33,9 @@ started the way the library starts them by default (`--placement default`: the l
 backend's `Placement`, niceness +10 in the trainer's session, one BLAS/OpenMP thread);
 ``--placement none`` starts them as the launcher did before placements existed (a
 session of their own, OMP_NUM_THREADS=1 set here), and ``--placement_ab`` runs case 2's
-online pipeline both ways, alternately, in the same run, with rows for each.
+online pipeline both ways, alternately, in the same run, with rows for each (each arm's
+study sized from its own pace: case 1's, divided for the un-niced arm by the ratio of
+CPU weights its niceness gains, `arm_pace`).
 
 ``--quick`` checks the pipelines, no figure: 6 simulations, offline's one share 0.5, a
 disk of half what online streamed, and a budget of 6 s or 5 simulations' time (at case
@@ -76,6 +78,7 @@ from isolated import run_isolated  # noqa: E402
 from report import add_flags, print_json, print_rows  # noqa: E402
 
 from melissa_trainer.common.json_output import to_json  # noqa: E402
+from melissa_trainer.launcher.backends.placement import Placement  # noqa: E402
 
 TARGET_OVERLAP = 0.87
 TARGET_ERROR_RATIO = 1.43
@@ -191,6 +194,36 @@ def study_cap(budget: float, seconds_per_simulation: float) -> int:
     return 2 * math.ceil(budget / seconds_per_simulation) + 16
 
 
+#: the kernel's CPU weight of niceness n is 1024 / 1.25**n (CFS's table, to within 1%)
+NICE_WEIGHT_STEP = 1.25
+
+
+def simulation_nice(setup: dict[str, Any]) -> int:
+    """The niceness relative to the trainer's that `setup`'s placement gives the
+    simulations: ``sim_nice`` (None: the library's `Placement` default) with
+    placement "default"; 0 with "none" (a session of their own, not niced)."""
+    if setup.get("placement", "default") != "default":
+        return 0
+    nice = setup.get("sim_nice")
+    return Placement().nice if nice is None else nice
+
+
+def arm_pace(seconds_per_simulation: float, measured: dict[str, Any], arm: dict[str, Any]) -> float:
+    """The seconds per simulation to size `arm`'s study with, from the pace
+    `seconds_per_simulation` measured with setup `measured` (case 1's).
+
+    An arm whose simulations are niced less than the measured ones can run faster: as
+    much as the ratio of their CPU weights when the machine is loaded (an un-niced
+    simulation against a +10 one: 1.25**10 = 9.3 times the share), not more while the
+    load stays the same (on an idle machine, the same pace: then the study is larger than
+    needed, which costs records, not time). So the pace is divided by that ratio: sized
+    from case 1's niced pace, ``--placement_ab``'s un-niced arm ran out of simulations
+    beside a loaded suite. An arm niced as much or more keeps the measured pace (never a
+    smaller study than before)."""
+    faster = NICE_WEIGHT_STEP ** max(0, simulation_nice(measured) - simulation_nice(arm))
+    return seconds_per_simulation / faster
+
+
 def online_budget(
     setup: dict[str, Any], work: Path, budget: float, eval_every: float,
     seconds_per_simulation: float,
@@ -214,8 +247,10 @@ def equal_budget(
     others: list[Run] = []
     if ab:
         old = {**setup, "placement": "none"}
+        # (its study sized from its own pace, not ours: `arm_pace`)
+        old_pace = arm_pace(seconds_per_simulation, setup, old)
         others.append(online_budget(old, work / "online-none-1", budget, eval_every,
-                                    seconds_per_simulation))  # fmt: skip
+                                    old_pace))  # fmt: skip
     online = online_budget(setup, work / "online", budget, eval_every, seconds_per_simulation)
     cap = study_cap(budget, seconds_per_simulation)
     simulated = child(
@@ -253,7 +288,7 @@ def equal_budget(
         out["online_ab"] = [online, online_budget(setup, work / "online-2", budget, eval_every,
                                                   seconds_per_simulation)]  # fmt: skip
         others.append(online_budget(old, work / "online-none-2", budget, eval_every,
-                                    seconds_per_simulation))  # fmt: skip
+                                    old_pace))  # fmt: skip
         out["online_none"] = others
     return out
 

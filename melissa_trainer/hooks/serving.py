@@ -78,6 +78,7 @@ from melissa_trainer.hooks.serving_budget import ServingBudget
 from melissa_trainer.hooks.serving_in_process import InProcessPrediction, queued
 from melissa_trainer.hooks.serving_report import LOG_MAXIMA, log_figures, summary
 from melissa_trainer.hooks.serving_socket import rank_server
+from melissa_trainer.stream.log_summary import FAILED, LogSummary
 from melissa_trainer.stream.serving import DEFAULT_MAX_QUEUE, Pending, PredictServer, ServingRefused
 from melissa_trainer.stream.serving_rendezvous import check_inputs
 
@@ -153,7 +154,12 @@ class ServingHook(Hook):
         self._served = 0.0  # seconds serving since `_last_end`
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
-        self._failures_logged = False
+        # failed inferences: the first of each exception type in full, then a summary at
+        # most every 30 s, as the server's rejected requests (`LogSummary`; its calls
+        # serialised by `_failures_lock`: the training and the idle thread serve)
+        self._failures_clock: Callable[[], float] = time.monotonic  # (tests inject one)
+        self._failures = LogSummary(logger, "serving", clock=self._failures_clock)
+        self._failures_lock = threading.Lock()
         self._batches = 0  # model runs that served requests
         # the model, held by the training thread (a step, a validation: reentrant) or by
         # the idle thread (one batch)
@@ -167,6 +173,9 @@ class ServingHook(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self._trainer, self._thread = trainer, threading.get_ident()
+        with self._failures_lock:
+            who = f"serving of rank {trainer.process_index}"
+            self._failures = LogSummary(logger, who, clock=self._failures_clock)
         server = rank_server(self.inputs, trainer, self._bind, self._rendezvous, self.max_queue)
         if server is None:
             return  # in-process serving only (`predict` from another thread still queues)
@@ -227,6 +236,7 @@ class ServingHook(Hook):
             self._served += spent
         self._last_end = time.perf_counter()
         self._release_model()
+        self._tick_failures()
 
     def on_loop_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -239,6 +249,8 @@ class ServingHook(Hook):
         if self._idle is not None:
             self._idle.join()
             self._idle = None
+        with self._failures_lock:
+            self._failures.flush()  # (the failures not logged in full, counted)
         self._server.stop()
         if self._trainer is not None and self.telemetry().get("requests"):
             logger.info("%s", summary(self._trainer.process_index, self.telemetry()))
@@ -321,6 +333,7 @@ class ServingHook(Hook):
         """The idle thread: serve while no step has run for a while (module docstring)."""
         server = self._server
         while not self._stop.is_set():
+            self._tick_failures()  # (a summary due while training waits is not held back)
             if not server.wait_pending(0.1):
                 continue
             last = self._last_end
@@ -335,6 +348,10 @@ class ServingHook(Hook):
                     self._serve(server.take(self.max_batch), server.version)
             finally:
                 self._model.release()
+
+    def _tick_failures(self) -> None:
+        with self._failures_lock:
+            self._failures.tick()
 
     def _stop_serving(self) -> None:
         server = self._server
@@ -351,9 +368,14 @@ class ServingHook(Hook):
             outputs = self._inference.run(self._trainer, [p.request.arrays for p in batch])
         except Exception as exc:  # the user's functions or model on these inputs
             detail = f"{type(exc).__name__}: {exc}"
-            if not self._failures_logged:  # the first in full; `failed` counts them all
-                self._failures_logged = True
-                logger.exception("serving: the inference of %d requests failed", len(batch))
+            with self._failures_lock:  # (`refused_failed` counts them all)
+                self._failures.event(
+                    FAILED,
+                    type(exc).__name__,
+                    None,
+                    f"serving: the inference of {len(batch)} requests failed",
+                    exc_info=True,
+                )
             for pending in batch:
                 server.refuse(pending, "failed", detail)
             return

@@ -11,12 +11,15 @@ seconds (and when `flush` is called: at end of stream, at stop), e.g.::
     refused 57 samples holding NaN or Inf (temperature: 57) from 1 simulation (7)
 
 (the simulations that sent non-finite samples are named, up to `NAMED`: a user looks
-for them in their logs).
+for them in their logs). The serving side uses it too: its I/O thread for the malformed
+requests it rejects (REJECTED), `ServingHook` for the inferences that failed (FAILED, by
+exception type: ``failed 12 inferences (RuntimeError: 12)``).
 
 It only logs: the exact counters are the caller's (the receiver's telemetry).
 
-Thread-safety: none; one thread (the receiver's ingester) calls it. `interval` and the
-clock are in seconds.
+Thread-safety: none; one thread calls it (the receiver's ingester, the serving I/O
+thread), or its callers serialise their calls (`ServingHook`: a lock). `interval` and
+the clock are in seconds.
 """
 
 from __future__ import annotations
@@ -26,15 +29,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["INCOMPLETE", "LogSummary", "NONFINITE", "REJECTED"]
+__all__ = ["FAILED", "INCOMPLETE", "LogSummary", "NONFINITE", "REJECTED"]
 
 #: the kinds of event: a sample dropped incomplete, a message rejected, a sample
-#: refused for NaN or Inf (see `melissa_trainer.stream.nonfinite`)
-INCOMPLETE, REJECTED, NONFINITE = "incomplete", "rejected", "nonfinite"
+#: refused for NaN or Inf (see `melissa_trainer.stream.nonfinite`), a serving
+#: inference that failed (`melissa_trainer.hooks.serving`; its reason: the exception's type)
+INCOMPLETE, REJECTED, NONFINITE, FAILED = "incomplete", "rejected", "nonfinite", "failed"
 _KINDS = (
     (INCOMPLETE, "dropped {} incomplete samples"),
     (REJECTED, "rejected {} messages"),
     (NONFINITE, "refused {} samples holding NaN or Inf"),
+    (FAILED, "failed {} inferences"),
 )
 #: simulations named in a summary of non-finite samples
 NAMED = 8
@@ -83,10 +88,20 @@ class LogSummary:
         #: True while some events were not logged in full: a summary is due
         self.pending = False
 
-    def event(self, kind: str, reason: str, simulation: int | None, detail: str) -> None:
-        """Record one event of `kind` (INCOMPLETE, REJECTED or NONFINITE): logged in full (`detail`
-        is the line) if it is the first of its reason in this period, else counted for
-        the period's summary. A period older than `interval` ends first (see `flush`)."""
+    def event(
+        self,
+        kind: str,
+        reason: str,
+        simulation: int | None,
+        detail: str,
+        *,
+        exc_info: bool = False,
+    ) -> None:
+        """Record one event of `kind` (INCOMPLETE, REJECTED, NONFINITE or FAILED): logged
+        in full (`detail` is the line; with `exc_info`, the exception being handled and
+        its traceback too) if it is the first of its reason in this period, else counted
+        for the period's summary. A period older than `interval` ends first (see
+        `flush`). A FAILED summary names no simulations (an inference serves a batch)."""
         if self._clock() - self._since >= self._interval:
             self.flush()  # the period is over: its summary (if due), then a new one
         period = self._periods[kind]
@@ -97,7 +112,7 @@ class LogSummary:
             self.pending = True
         else:
             self._shown.add((kind, reason))
-            self._logger.warning("%s", detail)
+            self._logger.warning("%s", detail, exc_info=exc_info)
 
     def tick(self) -> None:
         """Log the summary if one is due and `interval` has passed since the last (or
@@ -125,7 +140,8 @@ class LogSummary:
             if kind != INCOMPLETE:  # by reason (the field, for NONFINITE)
                 reasons = sorted(period.counts.items(), key=lambda item: (-item[1], item[0]))
                 text += " (" + ", ".join(f"{r}: {n:,}" for r, n in reasons) + ")"
-            text += f" from {_simulations(period.simulations)}"
+            if kind != FAILED:
+                text += f" from {_simulations(period.simulations)}"
             if kind == NONFINITE:
                 named = sorted(s for s in period.simulations if s is not None)
                 more = ", ..." if len(named) > NAMED else ""

@@ -156,9 +156,9 @@ def test_the_command_prints_its_rows(tmp_path):
     or with a target: they are wall-clock times and rates, which load moves anywhere."""
     out = subprocess.run(
         [sys.executable, str(BENCHMARKS / "online_vs_offline.py"), "--quick", "--placement_ab",
-         # simulations at the trainer's priority: the A/B's runs with placement none are
-         # not niced, and their study's size is set by case 1's pace, niced: beside a
-         # loaded suite they ran out of simulations before the budget ended
+         # simulations at the trainer's priority, as both A/B arms: the arms' studies
+         # sized alike (when case 1's niced pace sized the un-niced arm's study, beside a
+         # loaded suite it ran out of simulations; `arm_pace` now sizes it from its own)
          "--sim_nice", "0",
          "--no_plot", "--json", "--output_dir", str(tmp_path)],
         capture_output=True, text=True, timeout=560, check=False,
@@ -220,6 +220,36 @@ def test_quick_fills_only_the_options_not_given() -> None:
                            "storage_fraction": 0.5}  # fmt: skip
     assert bench.quick_budget(0.1) == bench.QUICK_BUDGET == 6.0
     assert bench.quick_budget(3.0) == 5 * 3.0  # five simulations at that pace
+
+
+def test_each_ab_arm_sizes_its_study_from_its_own_pace(monkeypatch, tmp_path) -> None:
+    """`--placement_ab`'s un-niced arm runs faster than case 1's niced simulations on a
+    loaded machine: its study is sized at up to the ratio of their CPU weights (the
+    kernel's table: 1024 for nice 0, 110 for nice 10), where case 1's pace ran it out of
+    simulations. An arm niced as much as case 1 keeps case 1's pace."""
+    niced, plain = {"placement": "default", "sim_nice": None}, {"placement": "none"}
+    assert bench.arm_pace(2.0, niced, plain) == pytest.approx(2.0 / (1024 / 110), rel=0.01)
+    assert bench.arm_pace(2.0, {**niced, "sim_nice": 5}, plain) == pytest.approx(
+        2.0 / (1024 / 335), rel=0.01
+    )
+    for measured, arm in [(niced, niced), ({**niced, "sim_nice": 0}, plain), (plain, niced)]:
+        assert bench.arm_pace(2.0, measured, arm) == 2.0  # never a smaller study
+    assert bench.study_cap(6.0, bench.arm_pace(2.0, niced, plain)) >= 9 * 6 / 2
+
+    # equal_budget hands the un-niced arm (run first) its own pace, not case 1's
+    calls = []
+
+    class Stop(Exception):
+        pass
+
+    def online_budget(setup, work, budget, eval_every, seconds_per_simulation):
+        calls.append((setup["placement"], seconds_per_simulation))
+        raise Stop
+
+    monkeypatch.setattr(bench, "online_budget", online_budget)
+    with pytest.raises(Stop):
+        bench.equal_budget(niced, tmp_path, 6.0, [0.5], 0.5, 1.0, 2.0, ab=True)
+    assert calls == [("none", pytest.approx(2.0 / (1024 / 110), rel=0.01))]
 
 
 @pytest.mark.timeout(30)

@@ -298,3 +298,54 @@ def test_before_the_first_step_requests_are_answered_by_the_initial_model(tmp_pa
     with torch.no_grad():
         expected = initial(torch.from_numpy(x)[None])[0].numpy()
     np.testing.assert_allclose(outputs["prediction"], expected, rtol=1e-6)
+
+
+def test_failed_inferences_are_summarised_as_rejected_requests_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """process_outputs raising on every call, one request asked at the end of steps 2
+    to 5 (each served at the next step's end: max_latency_steps=0), the summary's clock
+    injected and moved past its 30 s at step 5's end (after 3 failures): the first failure
+    is logged in full with its traceback, the next two only counted, and one summary line
+    says the period's three (the first included, as for rejected requests); the failure
+    after it, in a new period, is in full again."""
+
+    def broken(output: Any) -> Any:
+        raise RuntimeError("the user's bug")
+
+    serving = ServingHook(INPUTS, process_outputs=broken, max_latency_steps=0)
+    monkeypatch.setattr(serving.budget, "idle_after", lambda: 3600.0)  # never idle
+    now = [0.0]
+    serving._failures_clock = lambda: now[0]
+
+    class Clock(Hook):  # (after the serving hook, before the asker: between two failures)
+        def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+            if state.global_step == 5:
+                now[0] = 100.0
+
+    asker = LateAsker(serving, (2, 3, 4, 5), endpoint=False)
+    model = small_model()
+    trainer = OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(160)),
+        process_sample=xy,
+        hooks=[serving, Clock(), asker],
+    )
+    with caplog.at_level("WARNING", logger="melissa_trainer.hooks.serving"):
+        state = trainer.train()
+    for thread in asker.threads:
+        thread.join(60)
+    assert state.global_step == 20
+    for step in (2, 3, 4, 5):
+        refused = asker.answers[step]
+        assert isinstance(refused, ServingRefused) and refused.reason == "failed", refused
+    assert serving.telemetry()["refused_failed"] == 4
+    records = [r for r in caplog.records if r.name == "melissa_trainer.hooks.serving"]
+    lines = [r.getMessage() for r in records]
+    full = "serving: the inference of 1 requests failed"
+    assert lines == [full, "serving of rank 0: in the last 100 s, failed 3 inferences "
+                     "(RuntimeError: 3)", full]  # fmt: skip
+    for record in (records[0], records[2]):  # in full: with the user's traceback
+        assert record.exc_info is not None and "the user's bug" in str(record.exc_info[1])

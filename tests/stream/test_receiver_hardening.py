@@ -39,7 +39,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
 from melissa_trainer.stream import liveness
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED, LogSummary
+from melissa_trainer.stream.log_summary import FAILED, INCOMPLETE, REJECTED, LogSummary
 from melissa_trainer.stream.receiver import HEADER_ALLOWANCE, ReceiverConfig
 
 RECEIVER_LOGGER = "melissa_trainer.stream.receiver"
@@ -95,6 +95,32 @@ def test_log_summary_logs_first_of_each_reason_then_one_summary_per_period(
     log.event(REJECTED, "no_hello", 7, "no hello again")  # a new period: in full again
     log.flush()  # all logged in full: no summary
     assert messages(caplog)[4:] == ["no hello again"]
+
+
+def test_log_summary_of_failed_inferences_by_type_with_the_first_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The serving hook's kind: by exception type, the first of each with the exception
+    being handled (`exc_info`), a summary without simulations (an inference is a batch)."""
+    caplog.set_level(logging.INFO, "summary")
+    clock = FakeClock()
+    log = LogSummary(logging.getLogger("summary"), "serving of rank 1", 30.0, clock)
+    for error in (RuntimeError, RuntimeError, RuntimeError, KeyError):
+        try:
+            raise error("the user's bug")
+        except Exception as exc:
+            log.event(FAILED, type(exc).__name__, None, f"failed: {type(exc).__name__}",
+                      exc_info=True)  # fmt: skip
+    clock.now += 30
+    log.tick()
+    assert messages(caplog) == [
+        "failed: RuntimeError", "failed: KeyError",
+        "serving of rank 1: in the last 30 s, failed 4 inferences (RuntimeError: 3, KeyError: 1)",
+    ]  # fmt: skip
+    first, second, summary = (r for r in caplog.records if r.name == "summary")
+    assert first.exc_info is not None and first.exc_info[0] is RuntimeError
+    assert second.exc_info is not None and second.exc_info[0] is KeyError
+    assert not summary.exc_info
 
 
 def test_log_summary_flood_at_a_steady_pace_logs_once_per_interval(

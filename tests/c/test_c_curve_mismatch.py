@@ -3,7 +3,8 @@ loss: with a CURVE key the receiver does not hold (another receiver's, a stale
 rendezvous file's), with a key for a receiver without CURVE, or with none for one with
 it, ZeroMQ delivers nothing and says so only to a socket monitor; `mt_client_close`
 used to return MT_OK (or MT_ETIMEDOUT a minute later, naming no cause). It is now
-MT_EENV at close, with a message naming the endpoint and the fix.
+MT_EENV, with a message naming the endpoint and the fix: at the first send after ZeroMQ
+reported the refusal, else at the close, which waits for every handshake.
 
 The oracle: a real receiver (`Receiver`, CURVE on or off), whose buffer shows what
 arrived; with the right key it takes every time step, bit for bit."""
@@ -53,7 +54,7 @@ def stream(exe: Path, tmp_path: Path, endpoint: str, key: str | None) -> dict:
     ],
     ids=["wrong_key", "key_for_plain_receiver", "no_key_for_curve_receiver"],
 )
-def test_a_refused_handshake_is_an_error_at_close_naming_the_key(
+def test_a_refused_handshake_is_an_error_naming_the_key(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
     server_curve: bool,
@@ -66,10 +67,13 @@ def test_a_refused_handshake_is_an_error_at_close_naming_the_key(
         assert receiver.endpoint is not None
         key = zmq.curve_keypair()[0].decode() if client_key else None
         result = stream(script_exe, tmp_path, receiver.endpoint, key)
-        close = result[max(result)]
-        assert close[0] == MT_EENV, result
-        assert said in close[1] and receiver.endpoint in close[1], close
-        assert "nothing sent to it was delivered" in close[1], close
+        # the first call that fails (a send, if ZeroMQ reported the refusal by then; else
+        # the close, which waits for it) says why; the close fails in either case
+        failed = [(code, text) for _, (code, text) in sorted(result.items()) if code]
+        code, text = failed[0]
+        assert code == MT_EENV and said in text and receiver.endpoint in text, result
+        assert "nothing sent to it was delivered" in text, text
+        assert result[max(result)][0] != 0, result
         assert len(buffer) == 0  # (the oracle: nothing arrived, as the message says)
 
 
@@ -87,3 +91,36 @@ def test_the_right_key_still_delivers_every_step(
     assert sorted(int(s["time_step"]) for s in got) == list(range(STEPS))
     for s in got:
         assert s["u"].tobytes() == payload(FLOAT32, 4, int(s["time_step"])).tobytes()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("server_curve", [True, False], ids=["wrong_key", "key_for_plain"])
+def test_a_refused_handshake_fails_the_sends_not_back_pressure(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+    server_curve: bool,
+) -> None:
+    """A run longer than the queue (sndhwm 10): a send fails with MT_EENV and the key's
+    message, at the first step after ZeroMQ reported the refusal or, if a send blocked
+    first, when send_timeout ends it: not MT_ETIMEDOUT blaming back-pressure (nor, with
+    no send_timeout, a wait for ever)."""
+    buffer = FIFOBuffer(100)
+    secret = zmq.curve_keypair()[1] if server_curve else None
+    with running(buffer, curve_secret_key=secret, expected_simulations=1) as receiver:
+        assert receiver.endpoint is not None
+        sends = "".join(f"send {t} u {FLOAT32} 4 {t}\n" for t in range(200))
+        script = (
+            f"send_timeout 10\nsndhwm 10\nbatching 0 1\nfield u {FLOAT32} 1 4\nstart\n"
+            f"{sends}close\n"
+        )
+        env = {
+            "MELISSA_TRAINER_ENDPOINTS": receiver.endpoint,
+            "MELISSA_TRAINER_SIMULATION_ID": "7",
+            "MELISSA_TRAINER_KEY": zmq.curve_keypair()[0].decode(),
+        }
+        result = run_script(script_exe, script, tmp_path, env, timeout=60)
+        failed = [(line, code, said) for line, (code, said) in sorted(result.items()) if code]
+        line, code, said = failed[0]
+        assert 6 <= line < 206 and code == MT_EENV, failed  # (a send: lines 6 to 205)
+        assert MISMATCH in said and receiver.endpoint in said, said
+        assert len(buffer) == 0

@@ -299,6 +299,10 @@ class Client:
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
                 receiver is unreachable.
+            ValueError: a receiver refused the handshake (a CURVE key it does not hold,
+                a key for a receiver without CURVE, none for one with it: nothing sent
+                to it was delivered); the message names its endpoint and the fix. Said
+                as soon as ZeroMQ reports it, not when the close's timeout ends.
         """
         if self._closed:
             return

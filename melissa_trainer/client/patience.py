@@ -28,12 +28,12 @@ Not thread-safe: used by the closing thread, holding the client's socket lock.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 
 import zmq
 
+from melissa_trainer.client.handshake import UP, Handshakes
 from melissa_trainer.client.sockets import deadline_after
 
 __all__ = ["SLICE", "CloseWait", "PeerWatch"]
@@ -55,52 +55,36 @@ _HOW = {
 #: what bounds the wait for a disconnected receiver in a close after a failure
 _NO_WAIT = "a close after a failure does not wait for a disconnected receiver"
 
-#: events that say a connection is up, and that it is down (or not up yet)
-_UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
-_DOWN = (
-    zmq.EVENT_DISCONNECTED,
-    zmq.EVENT_CONNECT_RETRIED,
-    zmq.EVENT_CLOSED,
-    zmq.EVENT_CONNECT_DELAYED,
-)
-
 
 class PeerWatch:
-    """Whether each socket's receiver is connected, from a ZeroMQ monitor of the socket.
+    """Whether each socket's receiver is connected, from the events of the sockets'
+    monitors (`Handshakes`: ZeroMQ allows one monitor per socket) read from now on.
 
-    A monitor set up on an established connection reports nothing until it changes, so
-    a socket counts as connected until an event says otherwise.
+    A socket counts as connected until an event read after the watch began says
+    otherwise (as a monitor set up on an established connection reports nothing until
+    it changes).
 
     Args:
-        sockets: the client's sockets, in receiver order.
+        handshakes: the monitors of the client's sockets, in receiver order.
         endpoints: their endpoints (for messages).
     """
 
-    def __init__(self, sockets: Sequence[zmq.Socket], endpoints: Sequence[str]) -> None:
+    def __init__(self, handshakes: Handshakes, endpoints: Sequence[str]) -> None:
         self._endpoints = list(endpoints)
-        self._sockets = list(sockets)
+        self._handshakes = handshakes
+        self.down_since: list[float | None] = [None] * len(self._endpoints)
+        handshakes.read()  # (what came before the watch is not its business)
+        handshakes.listener = self._event
 
-        mask = 0
-        for event in _UP + _DOWN:
-            mask |= event
-        self._monitors = [sock.get_monitor_socket(mask) for sock in self._sockets]
-        self.down_since: list[float | None] = [None] * len(self._sockets)
+    def _event(self, index: int, event: int) -> None:
+        if event in UP:
+            self.down_since[index] = None
+        elif self.down_since[index] is None:
+            self.down_since[index] = time.monotonic()
 
     def poll(self) -> None:
         """Read the events that came (never blocks)."""
-        # (imported here: zmq.utils.monitor brings asyncio, tens of ms of a simulation's
-        # start-up; only a close that has to wait watches its receivers)
-        from zmq.utils.monitor import parse_monitor_message
-
-        now = time.monotonic()
-        for index, monitor in enumerate(self._monitors):
-            while monitor.poll(0):
-                frames = monitor.recv_multipart()
-                event = parse_monitor_message(frames)["event"]
-                if event in _UP:
-                    self.down_since[index] = None
-                elif self.down_since[index] is None:
-                    self.down_since[index] = now
+        self._handshakes.read()
 
     def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
@@ -120,12 +104,8 @@ class PeerWatch:
         return None
 
     def close(self) -> None:
-        """Stop monitoring and close the monitors' sockets."""
-        for sock, monitor in zip(self._sockets, self._monitors, strict=True):
-            with contextlib.suppress(zmq.ZMQError):  # (a socket closed already)
-                sock.disable_monitor()
-            monitor.close(linger=0)
-        self._monitors = []
+        """Stop watching (the monitors are `Handshakes`'s, closed with the sockets)."""
+        self._handshakes.listener = None
 
 
 class CloseWait:
@@ -140,6 +120,9 @@ class CloseWait:
             gives up names it and how to change it, so that a user changes the right one.
         after_failure: a close after a failure (its messages say that it does not wait
             for a disconnected receiver, rather than name a `disconnected_timeout` of 0).
+        handshakes: the sockets' monitors: a receiver that refused the handshake never
+            reads, so a wait ends at once (`refusal` says why); `PeerWatch` reads them.
+            None: neither (a socket without a monitor).
     """
 
     def __init__(
@@ -151,12 +134,15 @@ class CloseWait:
         *,
         setting: str = "close_timeout",
         after_failure: bool = False,
+        handshakes: Handshakes | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
         self.deadline = deadline_after(close_timeout)
         self._setting, self._after_failure = setting, after_failure
         self._watch: PeerWatch | None = None
+        self._handshakes = handshakes
+        self.refusal: str | None = None  # why a wait ended on a refused handshake
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -185,11 +171,15 @@ class CloseWait:
                 return None
             except timed_out:
                 pass
+            handshakes = self._handshakes
+            if handshakes is not None and (why := handshakes.refused(self._endpoints)):
+                self.refusal = why
+                return why
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
-            if self._disconnected is not None:
+            if self._disconnected is not None and handshakes is not None:
                 if self._watch is None:
-                    self._watch = PeerWatch(self._sockets, self._endpoints)
+                    self._watch = PeerWatch(handshakes, self._endpoints)
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)
                 if why is not None:

@@ -122,6 +122,7 @@ struct mt_client {
     void *zctx;
     void **sockets;
     mt_handshake *handshakes; /* one per socket (NULL until the first monitor) */
+    double handshake_checked; /* when mt_send last read their monitors (-inf: never) */
     uint64_t *steps_per_receiver;
     mt_stepset steps;
     /* the open time step */

@@ -259,9 +259,16 @@ class Transport:
         except zmq.NotDone:
             raise self.timeout(None) from None
 
-    def timeout(self, step: int | None) -> TimeoutError:
-        """The error of a send (of `step`, or of a message) that `send_timeout` ended."""
+    def timeout(self, step: int | None) -> TimeoutError | ValueError:
+        """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
+        ValueError naming the key if a receiver refused the handshake (it never reads:
+        not back-pressure), as the C client's MT_EENV."""
         what = "a message" if step is None else f"time step {step}"
+        refused = self.handshakes.refused(self.endpoints)
+        if refused is not None:
+            return ValueError(
+                f"simulation {self.simulation_id} rank {self.rank}: could not send {what} {refused}"
+            )
         return TimeoutError(
             f"simulation {self.simulation_id} rank {self.rank}: could not send {what} within "
             f"send_timeout={self.send_timeout} s: the trainer is not receiving (back-pressure)"

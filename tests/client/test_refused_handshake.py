@@ -83,3 +83,35 @@ def test_the_right_key_still_delivers_every_step(monkeypatch: pytest.MonkeyPatch
     assert sorted(int(s["time_step"]) for s in got) == list(range(STEPS))
     for s in got:
         assert s["u"].tolist() == [float(s["time_step"])] * 4
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("server_curve", [True, False], ids=["wrong_key", "key_for_plain"])
+def test_a_send_that_send_timeout_ends_names_the_refused_key_not_back_pressure(
+    monkeypatch: pytest.MonkeyPatch, server_curve: bool
+) -> None:
+    """A run longer than the queue (sndhwm 10, no batches): the send that blocks, ended
+    by send_timeout, says the receiver refused the key (a ValueError, as the C client's
+    MT_EENV), not "the trainer is not receiving (back-pressure)"."""
+    buffer = FIFOBuffer(100)
+    secret = zmq.curve_keypair()[1] if server_curve else None
+    with running(buffer, curve_secret_key=secret, expected_simulations=1) as receiver:
+        assert receiver.endpoint is not None
+        monkeypatch.setenv(ENV_KEY, zmq.curve_keypair()[0].decode())
+        tuning = ClientTuning(sndhwm=10, batch_bytes=0, failed_close_timeout=0.1)
+        client = Client(
+            {"u": ((4,), "float32")},
+            simulation_id=7,
+            endpoints=receiver.endpoint,
+            send_timeout=2,
+            tuning=tuning,
+        )
+        try:
+            with pytest.raises(ValueError) as error:
+                for t in range(200):
+                    client.send(t, {"u": np.full(4, t, np.float32)})
+        finally:
+            client.close(bye=False)
+        text = str(error.value)
+        assert MISMATCH in text and receiver.endpoint in text and "could not send" in text
+        assert len(buffer) == 0

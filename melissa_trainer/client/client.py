@@ -223,7 +223,9 @@ class Client:
         DATA of time step t goes to receiver `t % len(endpoints)`.
 
         Raises:
-            ValueError: a missing or unknown field, a wrong shape or size, a bad time step.
+            ValueError: a missing or unknown field, a wrong shape or size, a bad time step;
+                or, where `send_timeout` ended a send, a receiver that refused the
+                handshake (a CURVE key it does not hold), not back-pressure.
             TypeError: an array of the wrong dtype.
             TimeoutError: back-pressure lasted longer than `send_timeout`. Fields already
                 queued stay queued (they will be delivered if the trainer resumes), and

@@ -115,3 +115,35 @@ def test_a_send_that_send_timeout_ends_names_the_refused_key_not_back_pressure(
         text = str(error.value)
         assert MISMATCH in text and receiver.endpoint in text and "could not send" in text
         assert len(buffer) == 0
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("server_curve", [True, False], ids=["wrong_key", "key_for_plain"])
+def test_a_blocked_send_without_send_timeout_names_the_refused_key(
+    monkeypatch: pytest.MonkeyPatch, server_curve: bool
+) -> None:
+    """No send_timeout and no disconnected_timeout: the send that blocks on the full
+    queue (sndhwm 10, no batches) raises the refused key's ValueError between its slices
+    (`send_wait`, reading the one monitor `Handshakes` set up at connect), instead of
+    blocking for ever (the test's timeout, before)."""
+    buffer = FIFOBuffer(100)
+    secret = zmq.curve_keypair()[1] if server_curve else None
+    with running(buffer, curve_secret_key=secret, expected_simulations=1) as receiver:
+        assert receiver.endpoint is not None
+        monkeypatch.setenv(ENV_KEY, zmq.curve_keypair()[0].decode())
+        tuning = ClientTuning(
+            sndhwm=10, batch_bytes=0, disconnected_timeout=None, failed_close_timeout=0.1
+        )
+        client = Client(
+            {"u": ((4,), "float32")}, simulation_id=7, endpoints=receiver.endpoint, tuning=tuning
+        )
+        try:
+            with pytest.raises(ValueError) as error:
+                for t in range(200):  # (more than the queue holds: one send blocks)
+                    client.send(t, {"u": np.full(4, t, np.float32)})
+        finally:
+            client.close(bye=False)
+        text = str(error.value)
+        assert text.startswith("simulation 7 rank 0: could not send time step "), text
+        assert MISMATCH in text and receiver.endpoint in text, text
+        assert len(buffer) == 0

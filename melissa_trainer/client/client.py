@@ -228,8 +228,9 @@ class Client:
 
         Raises:
             ValueError: a missing or unknown field, a wrong shape or size, a bad time step;
-                or, where `send_timeout` ended a send, a receiver that refused the
-                handshake (a CURVE key it does not hold), not back-pressure.
+                or, where the send blocked (its queue full), a receiver that refused the
+                handshake (a CURVE key it does not hold: it never reads), said within a
+                slice of `send_wait` (half a second), with or without `send_timeout`.
             TypeError: an array of the wrong dtype.
             TimeoutError: back-pressure lasted longer than `send_timeout`, or a receiver
                 stayed disconnected for `ClientTuning.disconnected_timeout` while the

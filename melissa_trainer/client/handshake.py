@@ -19,7 +19,8 @@ the waits of a blocked send (`send_wait`) and of a close (`patience.PeerWatch`) 
 an event read by one is thus known to all. It is read only by a wait that ran out of a
 slice, never on the usual send.
 
-Not thread-safe: used by the thread that holds the client's socket lock.
+Not thread-safe: used by the client's thread only (its sends' waits and its close;
+the outbox's flusher thread never reads it).
 """
 
 from __future__ import annotations

@@ -72,7 +72,17 @@ class Handshakes:
 
     def watch(self, sock: zmq.Socket, keyed: bool) -> None:
         """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
-        self._monitors.append(sock.get_monitor_socket(_WATCHED))
+        # A monitor's queue full blocks libzmq's I/O thread (its reconnections, every
+        # socket of the context: tests/client/test_monitor_unread.py), and only a wait
+        # reads this one; unbounded instead (RCVHWM 0 before connecting: the inproc
+        # pipe then has no bound): the events of a receiver down while nothing reads,
+        # a few per reconnection (every 100 ms by default), hundreds of bytes each.
+        address = f"inproc://melissa-trainer.handshake.{id(self)}.{len(self._monitors)}"
+        sock.monitor(address, _WATCHED)
+        monitor = sock.context.socket(zmq.PAIR)
+        monitor.rcvhwm = 0
+        monitor.connect(address)
+        self._monitors.append(monitor)
         self._sockets.append(sock)
         self._keyed.append(keyed)
         self._accepted.append(False)

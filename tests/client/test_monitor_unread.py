@@ -26,7 +26,7 @@ from melissa_trainer.client.sockets import connect
 ATTEMPTS = 3000
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(120, method="thread")  # (a hang inside libzmq ignores signals)
 def test_reconnections_go_on_while_nothing_reads_the_monitor() -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     listener.settimeout(0.5)

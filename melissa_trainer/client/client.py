@@ -227,7 +227,10 @@ class Client:
         DATA of time step t goes to receiver `t % len(endpoints)`.
 
         Raises:
-            ValueError: a missing or unknown field, a wrong shape or size, a bad time step.
+            ValueError: a missing or unknown field, a wrong shape or size, a bad time step;
+                or, where the send blocked (its queue full), a receiver that refused the
+                handshake (a CURVE key it does not hold: it never reads), said within a
+                slice of `send_wait` (half a second), with or without `send_timeout`.
             TypeError: an array of the wrong dtype.
             TimeoutError: back-pressure lasted longer than `send_timeout`, or a receiver
                 stayed disconnected for `ClientTuning.disconnected_timeout` while the
@@ -306,6 +309,10 @@ class Client:
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
                 receiver is unreachable.
+            ValueError: a receiver refused the handshake (a CURVE key it does not hold,
+                a key for a receiver without CURVE, none for one with it: nothing sent
+                to it was delivered); the message names its endpoint and the fix. Said
+                as soon as ZeroMQ reports it, not when the close's timeout ends.
         """
         if self._closed:
             return

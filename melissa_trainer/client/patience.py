@@ -18,8 +18,9 @@ What the client sees of the trainer's process, through its TCP connections:
   as for a dead trainer, the new connections timing out instead of being refused.
 
 So `CloseWait` waits in slices of `SLICE` seconds and, between two, reads the events of
-a monitor of each socket (set up at the first slice that did not finish, so that a
-close that does not wait costs nothing more): it gives up when a receiver has been
+each socket's monitor (the one `handshake.Handshakes` set up when the socket connected:
+ZeroMQ allows one per socket; read only by a close that has to wait): it gives up when
+a receiver refused the handshake (at once: it never reads), when one has been
 disconnected, without a new connection, for `ClientTuning.disconnected_timeout`
 seconds, or when `ClientTuning.close_timeout` has passed in all; otherwise it waits.
 
@@ -28,12 +29,12 @@ Not thread-safe: used by the closing thread, holding the client's socket lock.
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 
 import zmq
 
+from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.sockets import SLICE, deadline_after
 
 __all__ = ["SLICE", "CloseWait", "PeerWatch"]
@@ -52,52 +53,28 @@ _HOW = {
 #: what bounds the wait for a disconnected receiver in a close after a failure
 _NO_WAIT = "a close after a failure does not wait for a disconnected receiver"
 
-#: events that say a connection is up, and that it is down (or not up yet)
-_UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
-_DOWN = (
-    zmq.EVENT_DISCONNECTED,
-    zmq.EVENT_CONNECT_RETRIED,
-    zmq.EVENT_CLOSED,
-    zmq.EVENT_CONNECT_DELAYED,
-)
-
 
 class PeerWatch:
-    """Whether each socket's receiver is connected, from a ZeroMQ monitor of the socket.
+    """Whether each socket's receiver is connected, as the sockets' monitors say
+    (`Handshakes`, the one reader of each: ZeroMQ allows one monitor per socket).
 
-    A monitor set up on an established connection reports nothing until it changes, so
-    a socket counts as connected until an event says otherwise.
+    A receiver's disconnection counts from when the watch began at the earliest: a wait
+    gives a receiver `disconnected_timeout` seconds from its start (a trainer starting
+    late, a reconnection under way), as a monitor set up then would.
 
     Args:
-        sockets: the client's sockets, in receiver order.
+        handshakes: the monitors of the client's sockets, in receiver order.
         endpoints: their endpoints (for messages).
     """
 
-    def __init__(self, sockets: Sequence[zmq.Socket], endpoints: Sequence[str]) -> None:
+    def __init__(self, handshakes: Handshakes, endpoints: Sequence[str]) -> None:
         self._endpoints = list(endpoints)
-        self._sockets = list(sockets)
-
-        mask = 0
-        for event in _UP + _DOWN:
-            mask |= event
-        self._monitors = [sock.get_monitor_socket(mask) for sock in self._sockets]
-        self.down_since: list[float | None] = [None] * len(self._sockets)
+        self._handshakes = handshakes
+        self._started = time.monotonic()
 
     def poll(self) -> None:
         """Read the events that came (never blocks)."""
-        # (imported here: zmq.utils.monitor brings asyncio, tens of ms of a simulation's
-        # start-up; only a close that has to wait watches its receivers)
-        from zmq.utils.monitor import parse_monitor_message
-
-        now = time.monotonic()
-        for index, monitor in enumerate(self._monitors):
-            while monitor.poll(0):
-                frames = monitor.recv_multipart()
-                event = parse_monitor_message(frames)["event"]
-                if event in _UP:
-                    self.down_since[index] = None
-                elif self.down_since[index] is None:
-                    self.down_since[index] = now
+        self._handshakes.read()
 
     def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
@@ -107,22 +84,15 @@ class PeerWatch:
         self.poll()
         now = time.monotonic()
         said = f"disconnected_timeout={after} s" if bound is None else bound
-        for endpoint, since in zip(self._endpoints, self.down_since, strict=True):
-            if since is not None and now - since > after:
+        down = self._handshakes.down_since
+        for endpoint, since in zip(self._endpoints, down, strict=True):
+            if since is not None and now - max(since, self._started) > after:
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
                     f"{now - since:.0f} s without a new connection ({said}; the trainer "
                     f"died, or its node)"
                 )
         return None
-
-    def close(self) -> None:
-        """Stop monitoring and close the monitors' sockets."""
-        for sock, monitor in zip(self._sockets, self._monitors, strict=True):
-            with contextlib.suppress(zmq.ZMQError):  # (a socket closed already)
-                sock.disable_monitor()
-            monitor.close(linger=0)
-        self._monitors = []
 
 
 class CloseWait:
@@ -137,9 +107,11 @@ class CloseWait:
             gives up names it and how to change it, so that a user changes the right one.
         after_failure: a close after a failure (its messages say that it does not wait
             for a disconnected receiver, rather than name a `disconnected_timeout` of 0).
-        watch: the monitor a blocked send set up (`send_wait`), if any: what it saw of
-            the receivers stays known (a receiver found gone is not waited for again);
-            its owner closes it.
+        handshakes: the sockets' monitors: a receiver that refused the handshake never
+            reads, so a wait ends at once (`refusal` says why); `PeerWatch` reads them.
+            None: neither (a socket without a monitor).
+        watch: the watch of a blocked send that gave up (`send_wait`), if any: a
+            receiver it found gone is not waited for again.
     """
 
     def __init__(
@@ -151,13 +123,15 @@ class CloseWait:
         *,
         setting: str = "close_timeout",
         after_failure: bool = False,
+        handshakes: Handshakes | None = None,
         watch: PeerWatch | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
         self.deadline = deadline_after(close_timeout)
         self._setting, self._after_failure = setting, after_failure
-        self._watch, self._own_watch = watch, watch is None
+        self._watch, self._handshakes = watch, handshakes
+        self.refusal: str | None = None  # why a wait ended on a refused handshake
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -186,11 +160,15 @@ class CloseWait:
                 return None
             except timed_out:
                 pass
+            handshakes = self._handshakes
+            if handshakes is not None and (why := handshakes.refused(self._endpoints)):
+                self.refusal = why
+                return why
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
-            if self._disconnected is not None:
+            if self._disconnected is not None and handshakes is not None:
                 if self._watch is None:
-                    self._watch = PeerWatch(self._sockets, self._endpoints)
+                    self._watch = PeerWatch(handshakes, self._endpoints)
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)
                 if why is not None:
@@ -203,7 +181,5 @@ class CloseWait:
         return max(0, int((self.deadline - time.monotonic()) * 1000))
 
     def close(self) -> None:
-        """Stop the monitors, if any and its own (before the sockets are closed)."""
-        if self._watch is not None and self._own_watch:
-            self._watch.close()
+        """Forget the watch (the monitors are `Handshakes`'s, closed with the sockets)."""
         self._watch = None

@@ -13,24 +13,29 @@ So every blocking call of a send is bounded by `SLICE` (SNDTIMEO, or a tracker's
 wait): on the usual send, queue not full, that bound is never reached and costs
 nothing (no extra call: SNDTIMEO is set once, when the socket is made). Only a call
 that ran out of its slice comes here (`SendWait.retry`), which retries it in slices,
-and between two reads a monitor of the sockets (`patience.PeerWatch`, set up then):
-once a receiver has been disconnected, without a new connection, for
-`ClientTuning.disconnected_timeout` seconds, the send raises `ReceiverGone` (a
-`TimeoutError`, the type `send` documents) naming the endpoint, how long it blocked,
-and the settings that bound the wait.
+and between two reads the sockets' monitors (`handshake.Handshakes`, set up when they
+connected: ZeroMQ allows one monitor per socket, which the close reads too):
+
+* a receiver that refused the handshake (a CURVE key it does not hold) never reads:
+  the send raises the `ValueError` naming its endpoint and the key to check, as a close
+  does, rather than block for ever (or until `send_timeout`, blaming back-pressure);
+* once a receiver has been disconnected, without a new connection, for
+  `ClientTuning.disconnected_timeout` seconds (`patience.PeerWatch`), the send raises
+  `ReceiverGone` (a `TimeoutError`, the type `send` documents) naming the endpoint, how
+  long it blocked, and the settings that bound the wait.
 
 Not thread-safe: used by the client's thread, holding its socket lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import zmq
 
+from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.patience import SLICE, PeerWatch
 from melissa_trainer.client.sockets import arm_slice
 
@@ -49,6 +54,7 @@ class SendWait:
 
     Args:
         sockets, endpoints: the client's sockets and their receivers' endpoints.
+        handshakes: the sockets' monitors (their one reader).
         disconnected_timeout: seconds a receiver may stay disconnected while a send is
             blocked (None: a blocked send waits whatever happens, bounded by
             `send_timeout` only).
@@ -60,14 +66,15 @@ class SendWait:
         self,
         sockets: Sequence[zmq.Socket],
         endpoints: Sequence[str],
+        handshakes: Handshakes,
         disconnected_timeout: float | None,
         send_timeout: float | None,
         whose: str,
     ) -> None:
-        self._sockets, self._endpoints = sockets, endpoints
+        self._sockets, self._endpoints, self._handshakes = sockets, endpoints, handshakes
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose = whose
-        #: the monitor of the receivers, set up when a send has blocked a slice, closed
+        #: the watch of the receivers, begun when a send has blocked a slice, ended
         #: when it is through; left by a send that gave up (`close` goes on with it:
         #: the receiver found gone is not waited for again)
         self.watch: PeerWatch | None = None
@@ -94,6 +101,7 @@ class SendWait:
             what the attempt returned.
 
         Raises:
+            ValueError: a receiver refused the handshake (`Handshakes.refused`).
             ReceiverGone: a receiver has been disconnected for `disconnected_timeout`.
             TimeoutError: `deadline` passed (`timeout`).
         """
@@ -109,26 +117,33 @@ class SendWait:
                 done = attempt()
             except type(first):
                 continue
-            # The monitor goes with the wait that needed it: one left on would queue
-            # every later event unread, up to its high-water mark, past which ZeroMQ
-            # drops them (a reconnection among them: a live trainer taken for gone by
-            # the next wait). A fresh one counts the connection up until told otherwise.
+            # The watch goes with the wait that needed it: the next wait gives a
+            # receiver down then its `disconnected_timeout` afresh.
             self.close()
             return done
 
-    def timeout(self, step: int | None) -> TimeoutError:
-        """The error of a send (of `step`, or of a message) that `send_timeout` ended."""
+    def timeout(self, step: int | None) -> TimeoutError | ValueError:
+        """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
+        ValueError naming the key if a receiver refused the handshake (it never reads:
+        not back-pressure), as the C client's MT_EENV."""
+        refused = self._refused(step)
+        if refused is not None:
+            return refused
         return TimeoutError(
             f"{self._whose}: could not send {_what(step)} within send_timeout="
             f"{self._send_timeout} s: the trainer is not receiving (back-pressure)"
         )
 
     def _check(self, started: float, step: int | None) -> None:
-        """Raise `ReceiverGone` if a receiver is gone (module docstring), else return."""
+        """Raise the ValueError of a refused handshake, or `ReceiverGone` if a receiver
+        is gone (module docstring), else return."""
+        refused = self._refused(step)
+        if refused is not None:
+            raise refused
         if self._disconnected is None:
             return
         if self.watch is None:
-            self.watch = PeerWatch(self._sockets, self._endpoints)
+            self.watch = PeerWatch(self._handshakes, self._endpoints)
         why = self.watch.gone(self._disconnected)
         if why is None:
             return
@@ -142,12 +157,17 @@ class SendWait:
             f"disconnected for ClientTuning(disconnected_timeout=...) seconds (None: never)"
         )
 
+    def _refused(self, step: int | None) -> ValueError | None:
+        """The error of a send of `step` to a receiver that refused the handshake, if
+        one did (events read without blocking), else None."""
+        why = self._handshakes.refused(self._endpoints)
+        if why is None:
+            return None
+        return ValueError(f"{self._whose}: could not send {_what(step)} {why}")
+
     def close(self) -> None:
-        """Stop the monitors, if any (before the sockets are closed)."""
-        if self.watch is not None:
-            with contextlib.suppress(zmq.ZMQError):
-                self.watch.close()
-            self.watch = None
+        """End the watch, if any (the monitors are `Handshakes`'s)."""
+        self.watch = None
 
 
 def _what(step: int | None) -> str:

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import zmq
 
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.handshake import Handshakes
 
 __all__ = ["SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left"]
 
@@ -55,6 +56,7 @@ def connect(
     endpoints: Sequence[str],
     tuning: ClientTuning,
     curve_keys: Sequence[str | None] | None = None,
+    handshakes: Handshakes | None = None,
 ) -> list[zmq.Socket]:
     """One PUSH socket per endpoint, in order, with the tuning's high-water mark and
     socket options, sends blocking `SLICE` at most (their callers wait on in slices)
@@ -64,6 +66,7 @@ def connect(
     `curve_keys`: per endpoint, the receiver's CURVE server public key (Z85), or None
     for a receiver without CURVE. The client's own key pair is made here, once per
     call: a receiver authenticates itself to its clients, not the clients to it.
+    `handshakes`: watches each socket's handshake from before it connects.
 
     Raises:
         ValueError: an endpoint ZeroMQ cannot connect to.
@@ -83,6 +86,8 @@ def connect(
                 sock.curve_publickey, sock.curve_secretkey = own
             for option, value in tuning.socket_options.items():
                 sock.setsockopt(option, value)
+            if handshakes is not None:
+                handshakes.watch(sock, key is not None)
             try:
                 sock.connect(endpoint)
             except zmq.ZMQError as exc:

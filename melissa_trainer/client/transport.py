@@ -35,6 +35,7 @@ from melissa_trainer.client.config import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTu
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
+from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.held import HeldArrays, Released
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.patience import CloseWait
@@ -117,8 +118,11 @@ class Transport:
         self.own_context = context is None
         self.context = zmq.Context() if context is None else context
         self.sockets: list[zmq.Socket] = []
+        self.handshakes = Handshakes()  # (a refused key is silent otherwise)
         try:
-            self.sockets = connect(self.context, self.endpoints, tuning, curve_keys)
+            self.sockets = connect(
+                self.context, self.endpoints, tuning, curve_keys, self.handshakes
+            )
         except BaseException:
             self.release(0)
             raise
@@ -134,6 +138,7 @@ class Transport:
         self.wait = SendWait(
             self.sockets,
             self.endpoints,
+            self.handshakes,
             tuning.disconnected_timeout,
             send_timeout,
             f"simulation {simulation_id} rank {rank}",
@@ -277,8 +282,9 @@ class Transport:
         except zmq.NotDone as exc:
             self.wait.retry(partial(self.held.release_all, deadline), exc, None, None, deadline)
 
-    def timeout(self, step: int | None) -> TimeoutError:
-        """The error of a send (of `step`, or of a message) that `send_timeout` ended."""
+    def timeout(self, step: int | None) -> TimeoutError | ValueError:
+        """The error of a send (of `step`, or of a message) that `send_timeout` ended: a
+        ValueError if a receiver refused the handshake (`SendWait.timeout`)."""
         return self.wait.timeout(step)
 
     def _send_group(self, index: int, deadline: float | None, step: int | None) -> None:
@@ -330,6 +336,7 @@ class Transport:
             disconnected,
             setting=setting,
             after_failure=not bye,
+            handshakes=self.handshakes,
             watch=self.wait.watch,  # (what a blocked send saw of the receivers)
         )
         failure = why = None
@@ -349,6 +356,11 @@ class Transport:
             if failure is None:  # (the BYE's release says that all before it left)
                 why = wait.until_done(self.held.release_all, zmq.NotDone)
                 failure = None if why is None else "queued messages"
+            if failure is None:  # (the linger starts once every receiver accepted)
+                why = wait.refusal = self.handshakes.wait(list(self.endpoints), wait.deadline)
+                if why is None and not self.handshakes.accepted():
+                    why = wait.timed_out()  # (no connection in time: nothing delivered)
+                failure = None if why is None else "queued messages"
             wait.close()
         linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
         started = time.monotonic()
@@ -363,6 +375,8 @@ class Transport:
             message_text = (
                 f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"
             )
+            if bye and wait.refusal is not None:
+                raise ValueError(message_text)  # (as a refused key of the serving socket)
             if bye:
                 raise TimeoutError(message_text)
             client_logger().warning(message_text)
@@ -390,6 +404,7 @@ class Transport:
     def release(self, linger_ms: int) -> None:
         """Close the sockets, ZeroMQ delivering for at most `linger_ms` ms, and terminate
         the context if it is the transport's own (which waits for that delivery)."""
+        self.handshakes.close()
         if hasattr(self, "wait"):  # (not yet made when connecting failed)
             self.wait.close()
         for sock in self.sockets:

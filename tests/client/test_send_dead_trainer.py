@@ -15,7 +15,8 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -154,3 +155,63 @@ def test_a_send_to_a_paused_trainer_waits_and_every_step_arrives_once(
     thread.join(timeout=60)
     assert not thread.is_alive() and not failed, failed
     assert receiver.keys() == [(7, t) for t in range(steps)]
+
+
+def _until(condition: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    """Wait for `condition` (polled: a state of the client, not an event it signals)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)
+
+
+@pytest.mark.timeout(120)
+def test_the_monitor_a_blocked_send_read_still_tells_the_close_that_the_trainer_died(
+    receiver: ReceiverProcess,
+) -> None:
+    """One monitor per socket, read by every wait: a send blocked on a paused trainer
+    reads it (its watch begun), then goes through; the trainer is then killed, and a
+    close without `close_timeout` gives up on it after `disconnected_timeout`
+    (TimeoutError naming the endpoint). Where the send's wait set up a monitor of its
+    own and stopped it when done (ZeroMQ keeps one per socket: it replaced the one the
+    close reads), the close heard nothing more and waited for ever (the test's timeout).
+    """
+    steps = 64
+    tuning = ClientTuning(sndhwm=2, disconnected_timeout=0.5, close_timeout=None)
+    u = np.zeros(LARGE, np.float32)
+    client = Client(
+        {"u": ((LARGE,), "float32")}, simulation_id=7, endpoints=receiver.endpoint, tuning=tuning
+    )
+    wait = client._transport.wait  # (the send's waits: whether one read the monitors)
+    client.send(0, u=u)
+    client.flush()
+    os.kill(receiver.proc.pid, signal.SIGSTOP)
+    failed: list[BaseException] = []
+
+    def sender() -> None:
+        try:
+            for t in range(1, steps):
+                client.send(t, u=u)
+            client.flush()
+        except BaseException as exc:  # (reported by the test's thread)
+            failed.append(exc)
+
+    thread = threading.Thread(target=sender, name="sender")
+    thread.start()
+    try:
+        _until(lambda: wait.watch is not None or not thread.is_alive(), "no send blocked")
+        assert thread.is_alive() and not failed, failed
+        os.kill(receiver.proc.pid, signal.SIGCONT)
+        thread.join(timeout=60)
+        assert not thread.is_alive() and not failed, failed
+        assert wait.watch is None  # (the send's wait is over)
+        receiver.kill()
+        with pytest.raises(TimeoutError) as raised:
+            client.close()
+    finally:
+        if receiver.proc.poll() is None:
+            os.kill(receiver.proc.pid, signal.SIGCONT)  # (the fixture kills it)
+        thread.join(timeout=60)
+    said = str(raised.value)
+    assert f"to {receiver.endpoint}: the receiver is unreachable" in said, said
+    assert "disconnected_timeout=0.5 s" in said, said

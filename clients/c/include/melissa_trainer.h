@@ -68,7 +68,8 @@ typedef enum mt_status {
     MT_EDTYPE = 3,      /* a dtype other than the field's declared one */
     MT_ESHAPE = 4,      /* a count other than the field's (part's) element count */
     MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
-    MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed */
+    MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed, or a CURVE
+                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
@@ -167,7 +168,9 @@ mt_status mt_client_start(mt_client *c);
  * this rank is empty (count 0), the call sends nothing. Payloads up to 64 KiB are
  * copied (into a batch, or one DATA frame); larger ones leave without a copy and
  * mt_send waits as mt_set_reuse says. MT_ETIMEDOUT / MT_EZMQ: only mt_client_abort
- * may follow. */
+ * may follow; so after MT_EENV: the receiver of the step refused the client's handshake
+ * (a CURVE key it does not hold, a key for a receiver without CURVE, none for one with
+ * it: ZeroMQ delivers nothing to it), the message naming its endpoint and the fix. */
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
                   const void *data, uint64_t count);
 /* Send the batches held now (they otherwise leave within the batch delay), and wait
@@ -176,7 +179,9 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
 mt_status mt_flush(mt_client *c);
 
 /* Flush, send BYE to every receiver, wait for delivery (close timeout), free c.
- * Returns MT_ETIMEDOUT if ZeroMQ had to drop messages; c is freed in every case.
+ * Returns MT_ETIMEDOUT if ZeroMQ had to drop messages, MT_EENV if a receiver refused the
+ * handshake (as mt_send; nothing sent to it was delivered; found without waiting out the
+ * close timeout); c is freed in every case.
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
  * delivered). The message of an error is written to stderr (c is gone); use
  * mt_client_close_message to get it instead. Blocks up to the close timeout. */

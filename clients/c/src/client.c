@@ -23,6 +23,7 @@ mt_status mt_client_create(mt_client **out) {
     c->ranks = 1;
     c->max_message_bytes = (uint64_t)1 << 30;
     c->last_send = -INFINITY;
+    c->handshake_checked = -INFINITY; /* (the first step reads the monitors) */
     *out = c;
     return MT_OK;
 }

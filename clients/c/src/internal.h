@@ -81,6 +81,16 @@ typedef struct mt_stepset {
     size_t cap, count; /* the hash set's steps (none of them in the run) */
 } mt_stepset;
 
+/* What a data socket's monitor said of its receiver's handshake (handshake.c). */
+typedef enum { MT_HANDSHAKE_NONE, MT_HANDSHAKE_OK, MT_HANDSHAKE_REFUSED } mt_handshake_state;
+typedef struct mt_handshake {
+    void *monitor; /* PAIR reading the data socket's handshake events; NULL: none */
+    mt_handshake_state state;
+    int undetailed;      /* failures without detail since the last success */
+    uint16_t event;      /* the failure that refused it, and its value */
+    uint32_t value;
+} mt_handshake;
+
 struct mt_client {
     char error[MT_ERROR_BYTES];
     /* configuration */
@@ -111,6 +121,8 @@ struct mt_client {
     char **curve_keys;
     void *zctx;
     void **sockets;
+    mt_handshake *handshakes; /* one per socket (NULL until the first monitor) */
+    double handshake_checked; /* when mt_send last read their monitors (-inf: never) */
     uint64_t *steps_per_receiver;
     mt_stepset steps;
     /* the open time step */
@@ -235,6 +247,18 @@ void mt_outbox_stop_flusher(mt_client *c);
 /* steps (in outbox.c) */
 int mt_stepset_add(mt_stepset *s, uint64_t v); /* 1 new, 0 present, -1 no memory */
 void mt_stepset_free(mt_stepset *s);
+
+/* handshake.c */
+/* Monitor socket i's handshakes (before it connects: none is missed). */
+mt_status mt_handshake_watch(mt_client *c, size_t i);
+/* MT_EENV, naming the endpoint and the fix, if socket i's receiver refused its handshake
+ * (events read without blocking); MT_OK otherwise. */
+mt_status mt_handshake_check(mt_client *c, size_t i);
+/* Wait until every receiver accepted the handshake (MT_OK), one refused it (MT_EENV, the
+ * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set). */
+mt_status mt_handshake_wait(mt_client *c, double deadline);
+/* Stop the monitors and close their sockets (before the data sockets, and the context). */
+void mt_handshake_release(mt_client *c);
 
 /* send.c */
 mt_status mt_arm(mt_client *c, void *sock, double deadline);

@@ -46,6 +46,7 @@ static mt_status check_fields(mt_client *c) {
 /* Everything mt_client_start acquires, released (linger_ms for the sockets). */
 static void release_runtime(mt_client *c, int linger_ms) {
     mt_outbox_stop_flusher(c);
+    mt_handshake_release(c); /* (its sockets would hold zmq_ctx_term forever) */
     for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
         if (c->sockets[i] == NULL) continue;
         zmq_setsockopt(c->sockets[i], ZMQ_LINGER, &linger_ms, sizeof linger_ms);
@@ -136,6 +137,8 @@ static mt_status connect_all(mt_client *c) {
              zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0))
             return mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", c->endpoints[i],
                            zmq_strerror(errno));
+        mt_status st = mt_handshake_watch(c, i); /* (a refused key is silent otherwise) */
+        if (st != MT_OK) return st;
         if (zmq_connect(s, c->endpoints[i]) != 0)
             return mt_fail(c, MT_EZMQ, "cannot connect to endpoint '%s': %s", c->endpoints[i],
                            zmq_strerror(errno));
@@ -253,6 +256,16 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
     /* (after a failure nothing is waited for: linger 0 drops what is queued) */
     if (!c->failed && mt_wait_held(c, deadline) != MT_OK && failure == NULL)
         failure = "queued messages";
+    /* A receiver that refused the handshake (a CURVE key it does not hold) gets nothing:
+     * ZeroMQ says so only to the monitors. The linger starts once every one accepted. */
+    if (!c->failed && failure == NULL) {
+        mt_status hs = mt_handshake_wait(c, deadline);
+        if (hs == MT_ETIMEDOUT) failure = "queued messages";
+        else if (hs != MT_OK) { /* (its message wins: nothing sent there was delivered) */
+            st = hs;
+            failure = "";
+        }
+    }
     int linger = 0; /* a failure drops what is left */
     if (failure == NULL && !c->failed) {
         double left = deadline - mt_now();

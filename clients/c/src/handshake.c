@@ -1,0 +1,136 @@
+/* handshake.c: whether each receiver accepted the data socket's handshake (CURVE keys).
+ *
+ * ZeroMQ reports a refused handshake only to a socket monitor: with a key the receiver
+ * does not hold it reconnects for ever (each attempt closed by the server during the
+ * handshake, HANDSHAKE_FAILED_NO_DETAIL), and with a key for a receiver without CURVE
+ * (or none for one with it) it gives the connection up (HANDSHAKE_FAILED_PROTOCOL) and
+ * drops what was queued, so that the close used to return MT_OK with nothing delivered.
+ * Each data socket gets a monitor at start; the close waits for every receiver's
+ * handshake before it lingers, and a refused one is MT_EENV, naming the endpoint and
+ * the fix. As the Python client's serving socket (client/predict.py): a failure without
+ * detail counts as a refusal when it comes twice in a row (once may be a receiver that
+ * stopped mid-handshake). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+#define WATCHED                                                                           \
+    (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |               \
+     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+
+mt_status mt_handshake_watch(mt_client *c, size_t i) {
+    if (c->handshakes == NULL) {
+        c->handshakes = calloc(c->n_endpoints, sizeof *c->handshakes);
+        if (c->handshakes == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    }
+    mt_handshake *h = &c->handshakes[i];
+    char address[64];
+    snprintf(address, sizeof address, "inproc://mt-handshake-%p-%zu", (void *)c, i);
+    if (zmq_socket_monitor(c->sockets[i], address, WATCHED) != 0)
+        return mt_fail(c, MT_EZMQ, "zmq_socket_monitor: %s", zmq_strerror(errno));
+    int zero = 0;
+    h->monitor = zmq_socket(c->zctx, ZMQ_PAIR);
+    if (h->monitor == NULL || zmq_setsockopt(h->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_connect(h->monitor, address) != 0)
+        return mt_fail(c, MT_EZMQ, "the monitor of '%s': %s", c->endpoints[i],
+                       zmq_strerror(errno));
+    return MT_OK;
+}
+
+/* Read the events that came for socket i (never blocks). */
+static void read_events(mt_client *c, size_t i) {
+    mt_handshake *h = &c->handshakes[i];
+    for (;;) {
+        uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
+        int n = zmq_recv(h->monitor, frame, sizeof frame, ZMQ_DONTWAIT);
+        if (n < 0) return; /* (EAGAIN: none left) */
+        char address[256];
+        zmq_recv(h->monitor, address, sizeof address, 0); /* (always follows) */
+        if (n < 6) continue;
+        uint16_t event;
+        uint32_t value;
+        memcpy(&event, frame, sizeof event);
+        memcpy(&value, frame + 2, sizeof value);
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            h->state = MT_HANDSHAKE_OK;
+            h->undetailed = 0;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            if (++h->undetailed >= 2) h->state = MT_HANDSHAKE_REFUSED;
+            h->event = event;
+        } else {
+            h->state = MT_HANDSHAKE_REFUSED;
+            h->event = event;
+            h->value = value;
+        }
+    }
+}
+
+/* The error of socket i's refused handshake: its endpoint, the cause and the fix. */
+static mt_status refused(mt_client *c, size_t i) {
+    const mt_handshake *h = &c->handshakes[i];
+    const char *cause;
+    if (c->curve_keys[i] == NULL)
+        cause = "it takes CURVE (encrypted) connections only, and no CURVE key is known for it "
+                "here: set MELISSA_TRAINER_KEY to its public key, or use the rendezvous "
+                "(MELISSA_TRAINER_RENDEZVOUS: its files carry the key)";
+    else if (h->event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+             h->value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+        cause = "it does not use CURVE, and this client has a CURVE key for it: the server key "
+                "does not match: check MELISSA_TRAINER_KEY / the rendezvous file";
+    else
+        cause = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous "
+                "file (the receiver's curve_public_key, that of the trainer running now)";
+    return mt_fail(c, MT_EENV, "simulation %llu rank %d: the receiver %s refused this client's "
+                               "handshake, nothing sent to it was delivered: %s",
+                   (unsigned long long)c->simulation_id, c->rank, c->endpoints[i], cause);
+}
+
+mt_status mt_handshake_check(mt_client *c, size_t i) {
+    if (c->handshakes == NULL || c->handshakes[i].monitor == NULL) return MT_OK;
+    read_events(c, i);
+    return c->handshakes[i].state == MT_HANDSHAKE_REFUSED ? refused(c, i) : MT_OK;
+}
+
+mt_status mt_handshake_wait(mt_client *c, double deadline) {
+    if (c->handshakes == NULL) return MT_OK;
+    zmq_pollitem_t *items = calloc(c->n_endpoints, sizeof *items);
+    if (items == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+    mt_status st = MT_OK;
+    for (;;) {
+        size_t waiting = 0;
+        for (size_t i = 0; i < c->n_endpoints && st == MT_OK; ++i) {
+            st = mt_handshake_check(c, i);
+            if (c->handshakes[i].state == MT_HANDSHAKE_OK) continue;
+            items[waiting].socket = c->handshakes[i].monitor;
+            items[waiting++].events = ZMQ_POLLIN;
+        }
+        if (st != MT_OK || waiting == 0) break;
+        double left = deadline < 0 ? 1.0 : deadline - mt_now();
+        if (left <= 0) {
+            st = MT_ETIMEDOUT; /* (the caller's message: not delivered within close_timeout) */
+            break;
+        }
+        if (zmq_poll(items, (int)waiting, (long)(left * 1000) + 1) < 0 && errno != EINTR) {
+            st = mt_fail(c, MT_EZMQ, "zmq_poll: %s", zmq_strerror(errno));
+            break;
+        }
+    }
+    free(items);
+    return st;
+}
+
+void mt_handshake_release(mt_client *c) {
+    for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints; ++i) {
+        if (c->handshakes[i].monitor == NULL) continue;
+        if (c->sockets != NULL && c->sockets[i] != NULL)
+            zmq_socket_monitor(c->sockets[i], NULL, 0); /* (stops its events) */
+        zmq_close(c->handshakes[i].monitor);
+    }
+    free(c->handshakes);
+    c->handshakes = NULL;
+}

@@ -1,0 +1,170 @@
+"""Whether each receiver accepted the handshake of the client's data socket.
+
+ZeroMQ reports a refused handshake only to a socket monitor: with a CURVE key the
+receiver does not hold (another receiver's, a stale rendezvous file's) it reconnects for
+ever, each attempt closed by the server mid-handshake (``HANDSHAKE_FAILED_NO_DETAIL``);
+with a key for a receiver without CURVE, or none for one with it, it gives the
+connection up (``HANDSHAKE_FAILED_PROTOCOL``) and drops what was queued. Either way
+nothing reaches the trainer, and a close learnt it only from its timeout, naming no
+cause. `Handshakes` monitors each data socket from before it connects (a refusal may
+come at once, and only once) so that `Transport.close` says which receiver refused and
+what to fix, as the C client does (clients/c/src/handshake.c). As the serving socket
+(`melissa_trainer.client.predict`): a failure without detail counts as a refusal when it
+comes twice in a row (once may be a receiver that stopped mid-handshake).
+
+ZeroMQ allows one monitor per socket (a second ``zmq_socket_monitor`` replaces the
+first, and the first reader hears nothing more), so this is the one reader of each data
+socket's monitor: it also keeps since when each connection is down (`down_since`), which
+the waits of a blocked send (`send_wait`) and of a close (`patience.PeerWatch`) read;
+an event read by one is thus known to all. It is read only by a wait that ran out of a
+slice, never on the usual send.
+
+Not thread-safe: used by the client's thread only (its sends' waits and its close;
+the outbox's flusher thread never reads it).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Sequence
+
+import zmq
+
+__all__ = ["DOWN", "MISMATCH", "UP", "Handshakes"]
+
+#: the cause and the fix of a refused key, as the C client words them
+MISMATCH = "the server key does not match: check MELISSA_TRAINER_KEY / the rendezvous file"
+#: events that say a connection is up, and that it is down (or not up yet): `down_since`
+UP = (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED)
+DOWN = (
+    zmq.EVENT_DISCONNECTED,
+    zmq.EVENT_CONNECT_RETRIED,
+    zmq.EVENT_CLOSED,
+    zmq.EVENT_CONNECT_DELAYED,
+)
+_WATCHED = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+for _event in UP + DOWN:
+    _WATCHED |= _event
+_EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
+
+
+class Handshakes:
+    """The handshake outcome and the connection state of each data socket, from a
+    monitor set up before it connects (`watch`, in connection order; module docstring).
+    """
+
+    def __init__(self) -> None:
+        self._monitors: list[zmq.Socket] = []
+        self._sockets: list[zmq.Socket] = []
+        self._keyed: list[bool] = []
+        self._accepted: list[bool] = []
+        self._undetailed: list[int] = []
+        self._refusal: list[tuple[int, int] | None] = []  # the failure's event, value
+        #: per socket, when the first event saying that its connection is down was read
+        #: (`time.monotonic()`), since one said it up (None: up, or not known down)
+        self.down_since: list[float | None] = []
+
+    def watch(self, sock: zmq.Socket, keyed: bool) -> None:
+        """Monitor `sock` (not connected yet; `keyed`: it has a CURVE server key)."""
+        # A monitor's queue full blocks libzmq's I/O thread (its reconnections, every
+        # socket of the context: tests/client/test_monitor_unread.py), and only a wait
+        # reads this one; unbounded instead (RCVHWM 0 before connecting: the inproc
+        # pipe then has no bound): the events of a receiver down while nothing reads,
+        # a few per reconnection (every 100 ms by default), hundreds of bytes each.
+        address = f"inproc://melissa-trainer.handshake.{id(self)}.{len(self._monitors)}"
+        sock.monitor(address, _WATCHED)
+        monitor = sock.context.socket(zmq.PAIR)
+        monitor.rcvhwm = 0
+        monitor.connect(address)
+        self._monitors.append(monitor)
+        self._sockets.append(sock)
+        self._keyed.append(keyed)
+        self._accepted.append(False)
+        self._undetailed.append(0)
+        self._refusal.append(None)
+        self.down_since.append(None)
+
+    def _read(self, index: int) -> None:
+        monitor = self._monitors[index]
+        while monitor.poll(0):
+            event, value = _EVENT.unpack_from(monitor.recv_multipart()[0])
+            if event in UP:
+                self.down_since[index] = None
+            elif event in DOWN and self.down_since[index] is None:
+                self.down_since[index] = time.monotonic()
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._accepted[index], self._undetailed[index] = True, 0
+                self._refusal[index] = None
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+                self._undetailed[index] += 1
+                if self._undetailed[index] >= 2:
+                    self._accepted[index], self._refusal[index] = False, (event, value)
+            elif event not in UP + DOWN:  # (a failure with detail: certain at once)
+                self._accepted[index], self._refusal[index] = False, (event, value)
+
+    def read(self) -> None:
+        """Read every socket's events that came (never blocks)."""
+        for index in range(len(self._monitors)):
+            self._read(index)
+
+    def refused(self, endpoints: Sequence[str]) -> str | None:
+        """Why a receiver refused its handshake ("to ENDPOINT: ..."), or None (events
+        read without blocking). `endpoints`: the sockets' endpoints, in order."""
+        for index, endpoint in enumerate(endpoints[: len(self._monitors)]):
+            self._read(index)
+            refusal = self._refusal[index]
+            if refusal is None:
+                continue
+            if not self._keyed[index]:
+                cause = (
+                    "it takes CURVE (encrypted) connections only, and no CURVE key is known "
+                    "for it here: set MELISSA_TRAINER_KEY to its public key, or use the "
+                    "rendezvous (MELISSA_TRAINER_RENDEZVOUS: its files carry the key)"
+                )
+            elif refusal == (
+                zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+            ):
+                cause = f"it does not use CURVE, and this client has a CURVE key for it: {MISMATCH}"
+            else:
+                cause = (
+                    f"{MISMATCH} (the receiver's curve_public_key, that of the trainer running now)"
+                )
+            return (
+                f"to {endpoint}: the receiver refused this client's handshake, nothing sent "
+                f"to it was delivered: {cause}"
+            )
+        return None
+
+    def accepted(self) -> bool:
+        """Whether every receiver accepted its handshake (as the events read say)."""
+        return all(self._accepted)
+
+    def wait(self, endpoints: Sequence[str], deadline: float | None) -> str | None:
+        """Wait until every receiver accepted its handshake (None), one refused it (why,
+        as `refused`), or `deadline` passed (None, and `accepted` is false)."""
+        poller = zmq.Poller()
+        for monitor in self._monitors:
+            poller.register(monitor, zmq.POLLIN)
+        while True:
+            why = self.refused(endpoints)
+            if why is not None or all(self._accepted):
+                return why
+            left = 1.0 if deadline is None else deadline - time.monotonic()
+            if left <= 0:
+                return None
+            poller.poll(int(min(left, 1.0) * 1000) + 1)
+
+    def close(self) -> None:
+        """Stop the monitors and close their sockets (before the data sockets)."""
+        for sock, monitor in zip(self._sockets, self._monitors, strict=True):
+            if not sock.closed:
+                sock.disable_monitor()
+            monitor.close(linger=0)
+        self._monitors, self._sockets = [], []

@@ -276,6 +276,20 @@ def test_set(
     return np.stack(xs), np.stack(ys)
 
 
+def memory_samples(setup: Setup, seed: int, simulations: int = 48) -> list[dict[str, Any]]:
+    """`simulations` x `setup.time_steps` random samples of this model's shapes (inputs
+    ``x``, targets ``y`` as float32, ``simulation_id`` as a 0-d int64 array, as the
+    receiver puts them), from `seed`: a trainer fed from memory, nothing else running
+    (the issue-46 cost benchmarks `tracking_step`, `tracking_parts`,
+    `reference_sensitivity`)."""
+    rng = np.random.default_rng(seed)
+    width, n = len(setup.varying) + 1, simulations * setup.time_steps
+    return [{"x": rng.standard_normal(width).astype(np.float32),
+             "y": rng.standard_normal(setup.grid_size**2).astype(np.float32),
+             "simulation_id": np.array(i // setup.time_steps, np.int64)}
+            for i in range(n)]  # fmt: skip
+
+
 def make_model(setup: Setup, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)  # both samplers start from the same weights
     width, inputs = setup.hidden, len(setup.varying) + 1

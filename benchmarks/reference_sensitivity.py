@@ -45,7 +45,6 @@ EVERY = 10  # steps between two reference steps, as surrogate_cost's design
 def study(on: bool, seed: int, steps: int) -> dict[str, float]:
     """One trainer (module docstring) in this process: its rate and the reference's."""
     import active_sampling as bench
-    import numpy as np
     import torch
     from step_reference import StepReference
 
@@ -73,12 +72,8 @@ def study(on: bool, seed: int, steps: int) -> dict[str, float]:
 
     torch.set_num_threads(1)
     setup = bench.Setup(space="wide")
-    rng = np.random.default_rng(seed)
-    width, n = len(setup.varying) + 1, 48 * setup.time_steps
-    data = [{"x": rng.standard_normal(width).astype(np.float32),
-             "y": rng.standard_normal(setup.grid_size**2).astype(np.float32),
-             "simulation_id": np.array(i // setup.time_steps, np.int64)}
-            for i in range(n)]  # fmt: skip
+    data = bench.memory_samples(setup, seed)
+    n = len(data)
     model = bench.make_model(setup, seed)
     clock = Clock(StepReference(model, setup.batch_size))
     with tempfile.TemporaryDirectory(prefix="reference-sensitivity-") as work:

@@ -54,7 +54,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -204,13 +203,8 @@ def _run(baseline: Path, steps: int, seed: int, work: Path) -> dict[str, dict[st
         return self.loss_fn(outputs, targets)
 
     setup = bench.Setup(space="wide")
-    rng = np.random.default_rng(seed)
-    width = len(setup.varying) + 1
-    n = 48 * setup.time_steps
-    data = [{"x": rng.standard_normal(width).astype(np.float32),
-             "y": rng.standard_normal(setup.grid_size**2).astype(np.float32),
-             "simulation_id": np.array(i // setup.time_steps, np.int64)}
-            for i in range(n)]  # fmt: skip
+    data = bench.memory_samples(setup, seed)
+    n = len(data)
     model = bench.make_model(setup, seed)
     args = TrainingArguments(
         output_dir=str(work), seed=seed, batch_size=setup.batch_size,

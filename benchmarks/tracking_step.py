@@ -76,7 +76,6 @@ class Baton:
 
 def duel(steps: int, seed: int) -> dict[str, Any]:
     """One duel (module docstring): each side's CPU per period (ns), the weights' check."""
-    import numpy as np
     import torch
 
     sys.path.insert(0, str(HERE))
@@ -124,12 +123,8 @@ def duel(steps: int, seed: int) -> dict[str, Any]:
 
     torch.set_num_threads(1)
     setup = bench.Setup(space="wide")
-    rng = np.random.default_rng(seed)
-    width, n = len(setup.varying) + 1, 48 * setup.time_steps
-    data = [{"x": rng.standard_normal(width).astype(np.float32),
-             "y": rng.standard_normal(setup.grid_size**2).astype(np.float32),
-             "simulation_id": np.array(i // setup.time_steps, np.int64)}
-            for i in range(n)]  # fmt: skip
+    data = bench.memory_samples(setup, seed)
+    n = len(data)
     baton = Baton()
     sides: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="tracking-step-") as work:

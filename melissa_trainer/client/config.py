@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import zmq
+
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.checks import check_non_negative_int, check_seconds
 from melissa_trainer.stream.endpoints import fetch_rendezvous
@@ -34,6 +36,7 @@ __all__ = [
     "ENV_SIMULATION_ID",
     "ClientTuning",
     "check_field_sizes",
+    "check_socket_options",
     "Parameters",
     "UnknownParameterError",
     "check_parameters",
@@ -93,7 +96,13 @@ class ClientTuning:
         max_message_bytes: the receiver's bound on a field's size in bytes (checked by
             the client, so that a field the receiver would reject fails at once).
         socket_options: extra ZeroMQ socket options (``{zmq.SNDBUF: 1 << 20}``), set
-            after the client's own.
+            after the client's own, copied when the tuning is made. Those the client
+            owns are refused (`check_socket_options`): SNDTIMEO (its 0.5 s slices
+            find a trainer gone: use `send_timeout`), SNDHWM (use `sndhwm`), LINGER
+            (`close` sets it from `close_timeout`), a RECONNECT_IVL below 1 ms and
+            RECONNECT_STOP (both stop the reconnection a trainer's restart needs). A
+            positive RECONNECT_IVL, RECONNECT_IVL_MAX, buffers, keep-alives and the
+            like are kept as given.
         rendezvous_timeout: seconds to wait for the rendezvous directory to be complete.
         close_timeout: on `close`, the longest wait in seconds, in all, for queued
             messages and the BYE to be delivered (default 1800: a trainer paused or busy
@@ -141,10 +150,44 @@ class ClientTuning:
                 f"ClientTuning.socket_options must be a mapping {{zmq option: value}}, not "
                 f"{self.socket_options!r}"
             )
+        # A copy: the mapping checked is the one `connect` applies, whatever the caller
+        # does with theirs afterwards.
+        object.__setattr__(self, "socket_options", dict(self.socket_options))
+        check_socket_options(self.socket_options)
         check_seconds("ClientTuning.rendezvous_timeout", self.rendezvous_timeout, none=False)
         check_seconds("ClientTuning.close_timeout", self.close_timeout)
         check_seconds("ClientTuning.disconnected_timeout", self.disconnected_timeout)
         check_seconds("ClientTuning.failed_close_timeout", self.failed_close_timeout)
+
+
+#: Socket options the client sets itself, and what to use instead.
+_OWNED_OPTIONS = {
+    "SNDTIMEO": "the client bounds each blocking call by 0.5 s to notice a trainer that is "
+    "gone (ClientTuning.disconnected_timeout); bound a send with Client(send_timeout=...)",
+    "SNDHWM": "use ClientTuning.sndhwm",
+    "LINGER": "close sets it from the time left; use ClientTuning.close_timeout",
+    "RECONNECT_STOP": "it stops the reconnection a client needs after a trainer restarts",
+}
+
+
+def check_socket_options(options: Mapping[int, int]) -> None:
+    """ValueError naming the first option of `options` the client relies on having its
+    own way (`_OWNED_OPTIONS`), or a RECONNECT_IVL below 1 ms: libzmq does not reconnect
+    at -1, nor at 0 (4.3.5), and a restarted trainer would never hear from the client
+    again. Others are ZeroMQ's to judge (an unknown option fails at connect)."""
+    for name, fix in _OWNED_OPTIONS.items():
+        number = getattr(zmq, name, None)
+        if number is not None and number in options:
+            raise ValueError(
+                f"ClientTuning.socket_options sets zmq.{name}, which the client sets itself: {fix}"
+            )
+    ivl = options.get(zmq.RECONNECT_IVL)
+    if ivl is not None and not (isinstance(ivl, int) and ivl >= 1):
+        raise ValueError(
+            f"ClientTuning.socket_options sets zmq.RECONNECT_IVL={ivl!r}: -1 and 0 stop "
+            f"reconnection, which a client needs after its trainer restarts; give at "
+            f"least 1 (ms), or leave it out (ZeroMQ's 100 ms)"
+        )
 
 
 def _is_number(value: Any) -> bool:

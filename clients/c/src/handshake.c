@@ -35,7 +35,15 @@ mt_status mt_handshake_watch(mt_client *c, size_t i) {
         return mt_fail(c, MT_EZMQ, "zmq_socket_monitor: %s", zmq_strerror(errno));
     int zero = 0;
     h->monitor = zmq_socket(c->zctx, ZMQ_PAIR);
+    /* RCVHWM 0, before connecting: the inproc pipe is then unbounded. Only a close and
+     * mt_send (every HANDSHAKE_CHECK_S at most) read the monitor, so a simulation that
+     * computes, or waits in a blocked send, while a receiver refuses connections leaves
+     * it unread; libzmq's I/O thread blocks on a monitor whose queue is full (about 2,000
+     * events), which stops the reconnections of every socket of the context
+     * (tests/c/test_c_monitor_unread.py). What queues instead is one small two-frame
+     * message per refused connection (at most ~10 a second), read at the next send. */
     if (h->monitor == NULL || zmq_setsockopt(h->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(h->monitor, ZMQ_RCVHWM, &zero, sizeof zero) != 0 ||
         zmq_connect(h->monitor, address) != 0)
         return mt_fail(c, MT_EZMQ, "the monitor of '%s': %s", c->endpoints[i],
                        zmq_strerror(errno));

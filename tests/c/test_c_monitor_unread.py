@@ -1,0 +1,121 @@
+"""The C client's handshake monitor (clients/c/src/handshake.c) is read only by a close,
+never by a send: left unread while a receiver refuses connections, its events must not
+stop ZeroMQ (as the Python client's: tests/client/test_monitor_unread.py).
+
+libzmq's I/O thread blocks on a monitor whose queue is full (about 2,000 events with
+the default high-water marks): the socket's reconnections then stop, and every socket
+of the client's context waits. Each attempt here gives the C client's monitor one event
+(a handshake that failed: the peer closed during it). The oracle: a plain TCP listener
+counts the client's connection attempts; before the fix they stopped near 2,000.
+
+The C client keeps ZeroMQ's 100 ms reconnection interval (thousands of attempts would
+take minutes), so a shim preloaded into the driver (LD_PRELOAD) sets ZMQ_RECONNECT_IVL
+to 1 ms on each socket before it connects over TCP; nothing else changes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from c_driver import script_exe  # noqa: F401 (fixture)
+from compiled import c_client  # noqa: F401
+
+pytestmark = pytest.mark.e2e  # starts a compiled driver
+
+#: connection attempts to count: their events are more than a full queue holds
+ATTEMPTS = 3000
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <string.h>
+#include <zmq.h>
+int zmq_connect(void *s, const char *address) {
+    static int (*real)(void *, const char *);
+    if (real == NULL) real = (int (*)(void *, const char *))dlsym(RTLD_NEXT, "zmq_connect");
+    if (strncmp(address, "tcp://", 6) == 0) {
+        int one = 1;
+        zmq_setsockopt(s, ZMQ_RECONNECT_IVL, &one, sizeof one);
+    }
+    return real(s, address);
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def fast_reconnect(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shim, built as a shared library."""
+    compiler = shutil.which("gcc") or "cc"
+    out = tmp_path_factory.mktemp("shim")
+    (out / "shim.c").write_text(SHIM)
+    subprocess.run(
+        [compiler, "-shared", "-fPIC", str(out / "shim.c"), "-o", str(out / "shim.so"), "-ldl"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    return out / "shim.so"
+
+
+@pytest.mark.timeout(120, method="thread")  # (a hang inside libzmq ignores signals)
+def test_reconnections_go_on_while_nothing_reads_the_c_monitor(
+    script_exe: Path,  # noqa: F811
+    fast_reconnect: Path,
+) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.5)
+    port = listener.getsockname()[1]
+    accepted = 0
+    stop = threading.Event()
+
+    def refuse() -> None:  # accept each connection and close it at once (a dying peer)
+        nonlocal accepted
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            conn.close()
+            accepted += 1
+
+    thread = threading.Thread(target=refuse, name="refuse", daemon=True)
+    thread.start()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    proc = subprocess.Popen(
+        [str(script_exe)],  # (the script on stdin, line by line)
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "LD_PRELOAD": str(fast_reconnect)},
+    )
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(
+            f"id 1\nendpoints tcp://127.0.0.1:{port}\nclose_timeout 30\nfield u 1 1 4\nstart\n"
+        )
+        proc.stdin.flush()
+        for expected in range(1, 6):  # (each command's status line: the client started)
+            assert proc.stdout.readline().split(" ")[:2] == [str(expected), "0"]
+        deadline = time.monotonic() + 60  # (thousands of attempts take a few seconds)
+        while accepted < ATTEMPTS and time.monotonic() < deadline:
+            time.sleep(0.05)  # (polling a count: the listener signals nothing else)
+        assert accepted >= ATTEMPTS, f"reconnections stopped after {accepted} attempts"
+        # the close reads what was queued: the refusal, named, within its timeout
+        out, err = proc.communicate("close\n", timeout=60)
+        status, message = out.split(" ", 2)[1:]
+        assert status == "6" and "refused this client's handshake" in message, (out, err)
+        assert proc.returncode == 0, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        stop.set()
+        thread.join(timeout=10)
+        listener.close()

@@ -124,9 +124,10 @@ mt_status mt_set_simulation_id(mt_client *c, uint64_t simulation_id);
 mt_status mt_set_endpoints(mt_client *c, const char *endpoints);
 mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
 mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
-/* Seconds an mt_send may block on back-pressure (< 0: forever, the default). */
+/* Seconds an mt_send may block on back-pressure (< 0 or +inf: forever, the default). A
+ * bound past ZeroMQ's int milliseconds (24.8 days) is capped there, as the close's. */
 mt_status mt_set_send_timeout(mt_client *c, double seconds);
-/* Seconds mt_client_close waits for delivery (default 60; < 0: forever). */
+/* Seconds mt_client_close waits for delivery (default 60; < 0 or +inf: forever). */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
 /* Batching: payloads of at most bytes/2 are coalesced into BATCH messages of about
  * `bytes` per field and receiver, held at most `delay_s` (defaults 65536 and 0.02,

@@ -106,7 +106,9 @@ mt_status mt_set_parameter(mt_client *c, const char *name, double value) {
 
 static mt_status set_timeout(mt_client *c, const char *name, double seconds, double *slot) {
     if (isnan(seconds)) return mt_fail(c, MT_EINVAL, "%s must be a number of seconds", name);
-    *slot = seconds < 0 ? -1.0 : seconds;
+    /* +inf is "forever", as < 0: a deadline of now + inf made the waits' conversions
+     * undefined (a send that failed at once, a close that reported a timeout) */
+    *slot = seconds < 0 || isinf(seconds) ? -1.0 : seconds;
     return MT_OK;
 }
 

@@ -123,7 +123,7 @@ mt_status mt_handshake_wait(mt_client *c, double deadline) {
             st = MT_ETIMEDOUT; /* (the caller's message: not delivered within close_timeout) */
             break;
         }
-        if (zmq_poll(items, (int)waiting, (long)(left * 1000) + 1) < 0 && errno != EINTR) {
+        if (zmq_poll(items, (int)waiting, (long)mt_ms(left) + 1) < 0 && errno != EINTR) {
             st = mt_fail(c, MT_EZMQ, "zmq_poll: %s", zmq_strerror(errno));
             break;
         }

@@ -262,6 +262,11 @@ void mt_handshake_release(mt_client *c);
 
 /* send.c */
 mt_status mt_arm(mt_client *c, void *sock, double deadline);
+/* Whole milliseconds in `seconds` for ZeroMQ's int options and waits (SNDTIMEO, LINGER,
+ * zmq_poll): 0 if <= 0, at most INT_MAX (24.8 days; a cast past it is undefined, in
+ * practice INT_MIN: "forever"). A longer bound is capped there: a send or close blocked
+ * that long fails then (a poll loop, which looks at its deadline again, is exact). */
+int mt_ms(double seconds);
 mt_status mt_wait_held(mt_client *c, double deadline);
 mt_status mt_send_fail(mt_client *c, int err, const char *what);
 

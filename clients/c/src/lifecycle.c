@@ -269,7 +269,7 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
     int linger = 0; /* a failure drops what is left */
     if (failure == NULL && !c->failed) {
         double left = deadline - mt_now();
-        linger = timeout < 0 ? -1 : left > 0 ? (int)(left * 1000) : 0;
+        linger = timeout < 0 ? -1 : mt_ms(left);
     }
     double started = mt_now();
     char endpoints[512];

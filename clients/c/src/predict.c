@@ -209,8 +209,7 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
         free(b.data);
         return ENOMEM;
     }
-    double left = deadline - mt_now();
-    int wait = left > 0 ? (int)(left * 1000) : 0;
+    int wait = mt_ms(deadline - mt_now());
     int err = 0;
     if (zmq_setsockopt(c->predict_socket, ZMQ_SNDTIMEO, &wait, sizeof wait) != 0) err = errno;
     /* the first frame waits for a connection (ZMQ_IMMEDIATE); the rest go with it */
@@ -263,7 +262,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         zmq_pollitem_t item = {c->predict_socket, 0, ZMQ_POLLIN, 0};
         int ready = 0;
         if (left > 0) {
-            long ms = (long)(left * 1000);
+            long ms = mt_ms(left); /* (capped: the loop looks at the deadline again) */
             while ((ready = zmq_poll(&item, 1, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
         }
         if (ready < 0 || (err = ready > 0 ? mt_reply_receive(c->predict_socket, r) : EAGAIN) != 0) {

@@ -2,6 +2,7 @@
  * the payload sent without a copy) and the waits for the arrays ZeroMQ still reads. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,11 +21,15 @@ mt_status mt_arm(mt_client *c, void *sock, double deadline) {
         zmq_setsockopt(sock, ZMQ_SNDTIMEO, &minus1, sizeof minus1);
         return MT_OK;
     }
-    double left = deadline - mt_now();
-    int ms = left > 0 ? (int)(left * 1000) : 0;
+    int ms = mt_ms(deadline - mt_now());
     if (zmq_setsockopt(sock, ZMQ_SNDTIMEO, &ms, sizeof ms) != 0)
         return mt_fail(c, MT_EZMQ, "zmq_setsockopt(ZMQ_SNDTIMEO): %s", zmq_strerror(errno));
     return MT_OK;
+}
+
+int mt_ms(double seconds) {
+    double ms = seconds * 1000;
+    return ms > 0 ? ms < (double)INT_MAX ? (int)ms : INT_MAX : 0; /* (NaN: 0) */
 }
 
 /* A failed send: the client is usable for mt_client_abort only from now on. */

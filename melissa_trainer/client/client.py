@@ -34,6 +34,7 @@ checks.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, SupportsIndex
 
@@ -91,8 +92,8 @@ class Client:
         comm: an mpi4py communicator: each rank then sends its own part of each field
             (see `send`); `None` for a simulation that sends whole fields.
         send_timeout: the longest, in seconds, one `send` may block on back-pressure
-            before raising `TimeoutError`; `None` waits for as long as it takes while
-            the receivers are connected (a receiver disconnected for
+            before raising `TimeoutError`; `None` (or ``math.inf``) waits for as long as
+            it takes while the receivers are connected (a receiver disconnected for
             `ClientTuning.disconnected_timeout` ends the wait, whatever this is).
         array_reuse: when the caller writes again into an array of more than
             `INLINE_MAX_BYTES` that it sent (such arrays leave without a copy):
@@ -147,6 +148,8 @@ class Client:
         self.parameters = check_parameters(parameters)
         self.simulation_id = check_simulation_id(simulation_id)
         self._send_timeout = check_seconds("send_timeout", send_timeout)
+        if self._send_timeout == math.inf:  # (no bound, as None: a lock takes no inf)
+            self._send_timeout = None
         if comm is None:
             self.rank, self.ranks = 0, 1
         else:

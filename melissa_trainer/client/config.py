@@ -81,7 +81,9 @@ DEFAULT_FAILED_CLOSE_TIMEOUT = 10.0
 class ClientTuning:
     """How a `Client` sends: buffering, batching and timeouts. The defaults suit a
     simulation on the trainer's node or cluster; change one when a measurement says so.
-    Checked when created (a `ValueError` names the field and the fix).
+    Checked when created (a `ValueError` names the field and the fix). A timeout of
+    ``math.inf`` is stored as None (no bound); a finite one past 24.8 days bounds each
+    of ZeroMQ's waits at 24.8 days (its C int of milliseconds: `sockets.MAX_MS`).
 
     Attributes:
         sndhwm: send high-water mark of each socket, in messages: how many may queue
@@ -158,6 +160,9 @@ class ClientTuning:
         check_seconds("ClientTuning.close_timeout", self.close_timeout)
         check_seconds("ClientTuning.disconnected_timeout", self.disconnected_timeout)
         check_seconds("ClientTuning.failed_close_timeout", self.failed_close_timeout)
+        for name in ("close_timeout", "disconnected_timeout", "failed_close_timeout"):
+            if getattr(self, name) == math.inf:  # +inf is "no bound": None, as documented
+                object.__setattr__(self, name, None)
 
 
 #: Socket options the client sets itself, and what to use instead.

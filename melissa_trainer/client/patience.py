@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 import zmq
 
 from melissa_trainer.client.handshake import Handshakes
-from melissa_trainer.client.sockets import SLICE, deadline_after
+from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 
 __all__ = ["SLICE", "CloseWait", "PeerWatch"]
 
@@ -178,7 +178,7 @@ class CloseWait:
         """Milliseconds left of `close_timeout` (-1: no bound), for ZeroMQ's linger."""
         if self.deadline is None:
             return -1
-        return max(0, int((self.deadline - time.monotonic()) * 1000))
+        return ms_left(self.deadline)  # (capped: ZeroMQ's linger is a C int)
 
     def close(self) -> None:
         """Forget the watch (the monitors are `Handshakes`'s, closed with the sockets)."""

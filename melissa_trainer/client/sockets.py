@@ -19,12 +19,24 @@ import zmq
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
 
-__all__ = ["SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left"]
+__all__ = ["MAX_MS", "SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left", "to_ms"]
 
 #: seconds of one blocking call of a client's socket (or wait for a tracker) between
 #: two looks at its receivers; ZeroMQ's SNDTIMEO is at most this
 SLICE = 0.5
 _SLICE_MS = int(SLICE * 1000)
+#: ZeroMQ's longest bound in milliseconds (24.8 days): its SNDTIMEO, RCVTIMEO and LINGER
+#: are C ints, and pyzmq raises OverflowError past it
+MAX_MS = 2**31 - 1
+
+
+def to_ms(seconds: float) -> int:
+    """Whole milliseconds in `seconds` for a ZeroMQ option or wait: 0 if <= 0 (or NaN),
+    at most `MAX_MS` (+inf included: a longer bound is capped there)."""
+    ms = seconds * 1000
+    if not ms > 0:
+        return 0
+    return MAX_MS if ms >= MAX_MS else int(ms)
 
 
 def deadline_after(timeout: float | None) -> float | None:
@@ -33,8 +45,8 @@ def deadline_after(timeout: float | None) -> float | None:
 
 
 def ms_left(deadline: float) -> int:
-    """Whole milliseconds left until `deadline`, at least 0."""
-    return max(0, int((deadline - time.monotonic()) * 1000))
+    """Whole milliseconds left until `deadline`, at least 0, at most `MAX_MS`."""
+    return to_ms(deadline - time.monotonic())
 
 
 def arm(sock: zmq.Socket, deadline: float | None) -> None:

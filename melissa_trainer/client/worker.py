@@ -147,7 +147,8 @@ class WorkerClient:
                 self._socket.curve_serverkey = self.curve_server_key.encode("ascii")
                 self._socket.curve_publickey, self._socket.curve_secretkey = public, secret
             self._socket.connect(self.endpoint)
-        wait = -1 if self.timeout is None else max(1, int(self.timeout * 1000))
+        # (capped at ZeroMQ's C int of ms, 24.8 days: pyzmq raises past it; +inf too)
+        wait = -1 if self.timeout is None else max(1, int(min(self.timeout * 1000, 2**31 - 1)))
         self._socket.setsockopt(zmq.RCVTIMEO, wait)
         self._socket.setsockopt(zmq.SNDTIMEO, wait)
         try:

@@ -8,7 +8,7 @@ coalesced into BATCH messages, the large arrays ZeroMQ may still read (`HeldArra
 and what each receiver was sent (its BYE carries the count). It sends one step (the
 general path; the usual send is specialized by `fast_send`, chosen here, once), flushes,
 and closes: the BYE, and what is queued delivered, as long as the trainer is there
-(`patience`).
+(`closing`, `patience`).
 
 Every send is bounded by the client's `send_timeout` (a `TimeoutError` naming the
 simulation, the rank and the step) or, without one, waits as long as back-pressure
@@ -22,29 +22,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING
 
 import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.closing import client_logger, close_transport
 from melissa_trainer.client.config import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.handshake import Handshakes
-from melissa_trainer.client.held import HeldArrays, Released
+from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.outbox import Outbox
-from melissa_trainer.client.patience import CloseWait
 from melissa_trainer.client.send_wait import ReceiverGone, SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.stream.step_set import StepSet
-
-if TYPE_CHECKING:  # pragma: no cover
-    import logging
 
 __all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
 
@@ -54,26 +49,6 @@ __all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
 FAILED_CLOSE_TIMEOUT = DEFAULT_FAILED_CLOSE_TIMEOUT
 
 _pack_step = protocol.U64.pack  # the time step, between a field's prebuilt header parts
-
-
-def client_logger() -> logging.Logger:
-    """The client's logger, ``melissa_trainer.client.client`` (`finite_check` warns
-    there too). `logging` (with `traceback`, `string`...) is imported here, on the rare
-    path that logs, not with the client, whose every simulation's start-up it would
-    otherwise lengthen (`benchmarks/client_startup.py`; docs/measured.md, "Simulation
-    start-up")."""
-    import logging
-
-    return logging.getLogger("melissa_trainer.client.client")
-
-
-@contextmanager
-def _closing(outbox: Outbox) -> Iterator[None]:
-    """The sockets' lock of a batching client, its flusher stopped first (it would
-    otherwise wait for the lock, and the closing thread sends what it held)."""
-    outbox.close()
-    with outbox.lock:
-        yield
 
 
 class Transport:
@@ -314,92 +289,14 @@ class Transport:
     def close(self, bye: bool) -> None:
         """Deliver what is queued, say BYE (if `bye`), and release the sockets (and the
         context, if the transport's own): `Client.close`, whose docstring states the
-        waits; once only.
+        waits (`closing.close_transport`); once only.
 
         Raises:
             TimeoutError: with `bye`, what could not be delivered (dropped; everything
                 is released all the same). Without `bye` it is logged instead.
+            ValueError: with `bye`, a receiver refused the handshake.
         """
-        tuning = self.tuning
-        close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
-        setting = "close_timeout"
-        failed = tuning.failed_close_timeout
-        if not bye:
-            disconnected = 0.0
-            # the lower bound is the one that ends the wait: the one a message names
-            if failed is not None and (close_timeout is None or failed < close_timeout):
-                close_timeout, setting = failed, "failed_close_timeout"
-        wait = CloseWait(
-            self.sockets,
-            self.endpoints,
-            close_timeout,
-            disconnected,
-            setting=setting,
-            after_failure=not bye,
-            handshakes=self.handshakes,
-            watch=self.wait.watch,  # (what a blocked send saw of the receivers)
-        )
-        failure = why = None
-        with self.lock if self.outbox is None else _closing(self.outbox):
-            if self.outbox is not None:
-                why = wait.until_done(self.outbox.flush, TimeoutError)
-                failure = None if why is None else "batched data"
-            if bye and failure is None:
-                for sock, steps in zip(self.sockets, self.steps, strict=True):
-                    bye_frame = protocol.encode_bye(
-                        self.simulation_id, self.rank, self.ranks, steps.count
-                    )
-                    why = wait.until_done(partial(self._send_tracked, sock, bye_frame), zmq.Again)
-                    if why is not None:
-                        failure = "BYE"
-                        break
-            if failure is None:  # (the BYE's release says that all before it left)
-                why = wait.until_done(self.held.release_all, zmq.NotDone)
-                failure = None if why is None else "queued messages"
-            if failure is None:  # (the linger starts once every receiver accepted)
-                why = wait.refusal = self.handshakes.wait(list(self.endpoints), wait.deadline)
-                if why is None and not self.handshakes.accepted():
-                    why = wait.timed_out()  # (no connection in time: nothing delivered)
-                failure = None if why is None else "queued messages"
-            wait.close()
-        linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
-        started = time.monotonic()
-        self.release(linger)
-        # ZeroMQ drops what the linger period did not deliver, and says nothing; a
-        # termination that took the whole period is the sign of it.
-        elapsed = time.monotonic() - started
-        if failure is None and self.own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
-            failure = "queued messages"
-            why = wait.timed_out()
-        if failure is not None:
-            message_text = (
-                f"simulation {self.simulation_id} rank {self.rank}: {failure} not delivered {why}"
-            )
-            if bye and wait.refusal is not None:
-                raise ValueError(message_text)  # (as a refused key of the serving socket)
-            if bye:
-                raise TimeoutError(message_text)
-            client_logger().warning(message_text)
-
-    def _send_tracked(self, sock: zmq.Socket, frame: bytes, deadline: float) -> None:
-        """Send `frame` without a copy, by `deadline` (else `zmq.Again`, nothing sent),
-        and hold it until ZeroMQ has sent it on.
-
-        The BYE's release is the one sign that the connection took everything before
-        it (a socket's messages leave in order): `close` waits for it with the arrays
-        held, in slices, while the receiver is there, and only then closes the sockets
-        (with the caller's context, closing returns at once and ZeroMQ lingers in the
-        background, dropping what it could not deliver without a word).
-        """
-        view = memoryview(frame)  # (a fresh object: its death is the release)
-        threshold = sock.copy_threshold
-        sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
-        arm(sock, deadline)
-        try:
-            sock.send(view, copy=False)
-        finally:
-            sock.copy_threshold = threshold
-        self.held.add(Released(view), len(frame))
+        close_transport(self, bye)
 
     def release(self, linger_ms: int) -> None:
         """Close the sockets, ZeroMQ delivering for at most `linger_ms` ms, and terminate

@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from c_driver import script_exe  # noqa: F401 (fixture)
 from compiled import c_client  # noqa: F401
+from refusing_listener import refusing_listener
 
 pytestmark = pytest.mark.e2e  # starts a compiled driver
 
@@ -68,54 +66,33 @@ def test_reconnections_go_on_while_nothing_reads_the_c_monitor(
     script_exe: Path,  # noqa: F811
     fast_reconnect: Path,
 ) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.5)
-    port = listener.getsockname()[1]
-    accepted = 0
-    stop = threading.Event()
-
-    def refuse() -> None:  # accept each connection and close it at once (a dying peer)
-        nonlocal accepted
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            conn.close()
-            accepted += 1
-
-    thread = threading.Thread(target=refuse, name="refuse", daemon=True)
-    thread.start()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
-    proc = subprocess.Popen(
-        [str(script_exe)],  # (the script on stdin, line by line)
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**env, "LD_PRELOAD": str(fast_reconnect)},
-    )
-    try:
-        assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(
-            f"id 1\nendpoints tcp://127.0.0.1:{port}\nclose_timeout 30\nfield u 1 1 4\nstart\n"
+    with refusing_listener() as listener:
+        proc = subprocess.Popen(
+            [str(script_exe)],  # (the script on stdin, line by line)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "LD_PRELOAD": str(fast_reconnect)},
         )
-        proc.stdin.flush()
-        for expected in range(1, 6):  # (each command's status line: the client started)
-            assert proc.stdout.readline().split(" ")[:2] == [str(expected), "0"]
-        deadline = time.monotonic() + 60  # (thousands of attempts take a few seconds)
-        while accepted < ATTEMPTS and time.monotonic() < deadline:
-            time.sleep(0.05)  # (polling a count: the listener signals nothing else)
-        assert accepted >= ATTEMPTS, f"reconnections stopped after {accepted} attempts"
-        # the close reads what was queued: the refusal, named, within its timeout
-        out, err = proc.communicate("close\n", timeout=60)
-        status, message = out.split(" ", 2)[1:]
-        assert status == "6" and "refused this client's handshake" in message, (out, err)
-        assert proc.returncode == 0, err
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
-        stop.set()
-        thread.join(timeout=10)
-        listener.close()
+        try:
+            assert proc.stdin is not None and proc.stdout is not None
+            endpoint = f"tcp://127.0.0.1:{listener.port}"
+            proc.stdin.write(
+                f"id 1\nendpoints {endpoint}\nclose_timeout 30\nfield u 1 1 4\nstart\n"
+            )
+            proc.stdin.flush()
+            for expected in range(1, 6):  # (each command's status line: the client started)
+                assert proc.stdout.readline().split(" ")[:2] == [str(expected), "0"]
+            accepted = listener.wait_for(ATTEMPTS, timeout=60)  # (a few seconds' worth)
+            assert accepted >= ATTEMPTS, f"reconnections stopped after {accepted} attempts"
+            # the close reads what was queued: the refusal, named, within its timeout
+            out, err = proc.communicate("close\n", timeout=60)
+            status, message = out.split(" ", 2)[1:]
+            assert status == "6" and "refused this client's handshake" in message, (out, err)
+            assert proc.returncode == 0, err
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)

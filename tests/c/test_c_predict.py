@@ -10,31 +10,35 @@
   request before serving (no serve file: `MT_ETIMEDOUT`; bound but not serving:
   refused `not_serving`), another run (`wrong_run`), inputs that are not the published
   ones (refused before anything is sent), outputs that do not fit their buffers.
-* The Fortran module's `mt_predict`: an answer, its input and output checks, a timeout.
-* Under AddressSanitizer: the same scripts leak nothing and read nothing out of bounds.
 
 The C side is `clients/c/tests/mt_script.c` (its ``input``, ``output``, ``predict``
-commands). The simulations of a real trainer (C and Fortran) are in
+commands; `predict_script`). The Fortran module's `mt_predict` and these paths under
+sanitizers are in test_c_predict_builds.py. The simulations of a real trainer (C and Fortran) are in
 tests/c/test_c_predict_study.py.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import (  # noqa: F401 (fixtures)
-    SANITIZER_ENV,
-    CClient,
-    c_client,
-    compile_fortran_program,
-    sanitized_c_client,
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import (  # noqa: F401 (fixtures)
+    MT_EDTYPE,
+    MT_EFIELD,
+    MT_EREFUSED,
+    MT_EREPLY,
+    MT_ESHAPE,
+    MT_ETIMEDOUT,
+    Script,
+    outputs_of,
+    sink,
+    start_lines,
+    status,
+    zctx,
 )
 from predict_server import INPUTS, VERSION, answering_server
 
@@ -42,85 +46,6 @@ from melissa_trainer import wire as P
 from melissa_trainer.stream.serving import PredictServer
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
-
-MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
-
-
-class Script:
-    """An mt_script process fed line by line (so a test can answer in between)."""
-
-    def __init__(self, exe: Path, env: dict[str, str] | None = None) -> None:
-        clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
-        self.proc = subprocess.Popen(
-            [str(exe)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**clean, **(env or {})},
-        )
-        self.line = 0
-
-    def send(self, *lines: str) -> int:
-        """Write `lines`; the number of the last."""
-        assert self.proc.stdin is not None
-        self.proc.stdin.write("".join(f"{line}\n" for line in lines))
-        self.proc.stdin.flush()
-        self.line += len(lines)
-        return self.line
-
-    def finish(self, timeout: float = 60) -> tuple[dict[int, list[str]], str]:
-        """Close stdin and wait: each line's outputs (status line first), stderr."""
-        out, err = self.proc.communicate(timeout=timeout)
-        assert self.proc.returncode == 0, err
-        lines: dict[int, list[str]] = {}
-        for text in out.splitlines():
-            number, rest = text.split(" ", 1)
-            lines.setdefault(int(number), []).append(rest)
-        return lines, err
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def zctx() -> Iterator[zmq.Context]:
-    ctx = zmq.Context()
-    yield ctx
-    ctx.destroy(linger=0)
-
-
-@pytest.fixture
-def sink(zctx: zmq.Context) -> str:
-    """A PULL endpoint for the stream the client must start (nothing is sent there)."""
-    pull = zctx.socket(zmq.PULL)
-    pull.bind("tcp://127.0.0.1:*")
-    return str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
-
-
-def start_lines(sink: str, sim: int = 7) -> list[str]:
-    return [f"id {sim}", f"endpoints {sink}", "field x 1 1 3", "start"]
-
-
-def status(lines: dict[int, list[str]], n: int) -> tuple[int, str]:
-    """The status and message of line `n` (its last output line)."""
-    code, _, message = lines[n][-1].partition(" ")
-    return int(code), message.strip()
-
-
-def outputs_of(lines: dict[int, list[str]], n: int) -> tuple[int, dict[str, np.ndarray]]:
-    version, outs = -1, {}
-    for text in lines[n]:
-        if text.startswith("version "):
-            version = int(text.split()[1])
-        elif text.startswith("out "):
-            head, values = text[4:].split(" :")
-            name, ndim, *dims = head.split()
-            assert len(dims) == int(ndim)
-            outs[name] = np.array([float(v) for v in values.split()]).reshape(tuple(map(int, dims)))
-    return version, outs
 
 
 def recv_request(router: zmq.Socket) -> tuple[bytes, list[bytes]]:
@@ -131,8 +56,8 @@ def recv_request(router: zmq.Socket) -> tuple[bytes, list[bytes]]:
 
 def test_request_and_replies_through_the_python_codec(
     script_exe: Path,  # noqa: F811
-    zctx: zmq.Context,
-    sink: str,
+    zctx: zmq.Context,  # noqa: F811
+    sink: str,  # noqa: F811
 ) -> None:
     router = zctx.socket(zmq.ROUTER)
     router.setsockopt(zmq.LINGER, 0)
@@ -270,7 +195,7 @@ def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path)
 
 def test_before_serving_a_timeout_then_not_serving(
     script_exe: Path,  # noqa: F811
-    sink: str,
+    sink: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     """No serve file yet: MT_ETIMEDOUT (the simulation falls back); a socket bound but
@@ -304,7 +229,7 @@ def test_before_serving_a_timeout_then_not_serving(
 
 def test_another_runs_trainer_refuses_or_is_ignored(
     script_exe: Path,  # noqa: F811
-    sink: str,
+    sink: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     """A simulation of run-b: told the endpoint, the trainer of run-a refuses it
@@ -340,7 +265,7 @@ def test_another_runs_trainer_refuses_or_is_ignored(
 
 def test_curve_key_of_the_serve_file_is_used(
     script_exe: Path,  # noqa: F811
-    sink: str,
+    sink: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
     """A serving socket with CURVE keys: the C client that reads the serve file (its
@@ -368,94 +293,3 @@ def test_curve_key_of_the_serve_file_is_used(
     assert code == 0 and outputs_of(lines, keyed)[0] == VERSION
     assert status(lines2, plain)[0] == MT_ETIMEDOUT
     assert server.telemetry() == {"requests": 1, "answered": 1}
-
-
-FORTRAN = r"""
-program predict
-  use, intrinsic :: iso_c_binding
-  use melissa_trainer
-  implicit none
-  type(mt_client_t) :: client
-  real(c_float) :: u(4) = [1, 2, 3, 4], v(3) = [1, 2, 3], y(4), big(5), two(2, 2)
-  real(c_float) :: wide(8) = [1, 0, 2, 0, 3, 0, 4, 0]
-  real(c_double) :: u64(4) = [1, 2, 3, 4], y64(4), retry
-  integer(c_int64_t) :: version
-  integer :: ierr
-  character(len=256) :: sink
-  call get_environment_variable('SINK', sink)
-  call mt_create(client)
-  call mt_set_endpoints(client, trim(sink))
-  call mt_declare_field(client, 'x', MT_FLOAT32, [3])
-  call mt_start(client)
-  call mt_predict(client, 'u', u, 'y', y, version, 20.0_c_double, ierr)
-  print '(i0, 1x, i0, 4(1x, f0.1))', ierr, version, y
-  call mt_predict(client, 'u', v, 'y', y, version, 20.0_c_double, ierr)
-  print '(i0, 1x, a)', ierr, mt_error_message(client)
-  call mt_predict(client, 'u', u64, 'y', y64, version, 20.0_c_double, ierr)
-  print '(i0, 1x, a)', ierr, mt_error_message(client)
-  call mt_predict(client, 'u', u, 'y', big, version, 20.0_c_double, ierr)
-  print '(i0, 1x, a)', ierr, mt_error_message(client)
-  call mt_predict(client, 'u', wide(1:8:2), 'y', y, version, 20.0_c_double, ierr)
-  print '(i0, 1x, a)', ierr, mt_error_message(client)
-  call mt_predict(client, 'u', u, 'y', two, version, 20.0_c_double, ierr)
-  print '(i0, 1x, 4(1x, f0.1))', ierr, two
-  call mt_set_serve_endpoints(client, 'tcp://127.0.0.1:1')
-  call mt_predict(client, 'u', u, 'y', y, version, 0.2_c_double, ierr)
-  print '(i0, 1x, i0)', ierr, mt_predict_refusal(client, retry)
-  call mt_abort(client)
-end program
-"""
-
-
-def test_fortran_predict_answers_and_errors(
-    c_client: CClient,  # noqa: F811
-    sink: str,
-    tmp_path: Path,
-) -> None:
-    """The Fortran module's mt_predict: an answer (any rank of output with the right
-    size), an input of another shape or type refused before sending, an output array
-    of another size (MT_ESHAPE), a non-contiguous section (MT_EINVAL), a timeout."""
-    binary = compile_fortran_program(c_client, FORTRAN, tmp_path, "predict")
-    env = {**os.environ, "SINK": sink, "MELISSA_TRAINER_SIMULATION_ID": "0"}
-    env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
-    with answering_server(tmp_path / "rv") as (server, _):
-        proc = subprocess.run(
-            [str(binary)], capture_output=True, text=True, timeout=60, env=env, check=False
-        )
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    assert lines[0].split() == ["0", str(VERSION), "19.0", "21.0", "23.0", "25.0"]
-    assert lines[1] == f"{MT_ESHAPE} mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)"
-    assert lines[2] == f"{MT_EDTYPE} mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)"
-    assert lines[3] == f"{MT_ESHAPE} mt_predict: output 'y' has 4 elements, the array 5"
-    assert lines[4].startswith("1 mt_predict needs contiguous arrays")
-    assert lines[5].split() == ["0", "19.0", "21.0", "23.0", "25.0"]
-    assert lines[6] == f"{MT_ETIMEDOUT} 0"
-    assert server.telemetry() == {"requests": 3, "answered": 3}
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(300)
-def test_predict_paths_under_sanitizers(
-    sanitized_c_client: CClient,  # noqa: F811
-    sink: str,
-    tmp_path: Path,
-) -> None:
-    """Every path of mt_predict (answer, refusals, bad inputs and outputs, timeouts)
-    under AddressSanitizer and UBSan: no leak, no error."""
-    exe = sanitized_c_client.build_dir / "tests" / "mt_script"
-    env = {**SANITIZER_ENV, "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
-    with answering_server(tmp_path / "rv"):
-        script = Script(exe, env)
-        try:
-            script.send(*start_lines(sink))
-            script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
-            script.send("unstage", "input u 1 1 3 : 1 2 3", "predict 20")
-            script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 1", "predict 20")
-            script.send("serve tcp://127.0.0.1:1", "predict 0.2")  # nobody there: a timeout
-            lines, err = script.finish(timeout=120)
-        finally:
-            script.kill()
-    assert "ERROR" not in err and "runtime error" not in err, err
-    codes = [status(lines, n)[0] for n in sorted(lines) if lines[n][-1][0].isdigit()]
-    assert MT_ESHAPE in codes and MT_ETIMEDOUT in codes

@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
-from predict_server import VERSION, answering_server
-from test_c_predict import (  # noqa: F401 (fixtures)
+from predict_script import (  # noqa: F401 (fixtures)
     Script,
     outputs_of,
     sink,
@@ -22,6 +21,7 @@ from test_c_predict import (  # noqa: F401 (fixtures)
     status,
     zctx,
 )
+from predict_server import VERSION, answering_server
 
 from melissa_trainer.client.predict import Predictor
 

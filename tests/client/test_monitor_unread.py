@@ -11,12 +11,9 @@ after about a thousand (the test's deadline)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import pytest
 import zmq
+from refusing_listener import refusing_listener
 
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
@@ -28,39 +25,20 @@ ATTEMPTS = 3000
 
 @pytest.mark.timeout(120, method="thread")  # (a hang inside libzmq ignores signals)
 def test_reconnections_go_on_while_nothing_reads_the_monitor() -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.5)
-    port = listener.getsockname()[1]
-    accepted = 0
-    stop = threading.Event()
-
-    def refuse() -> None:  # accept each connection and close it at once (a dying peer)
-        nonlocal accepted
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except TimeoutError:
-                continue
-            conn.close()
-            accepted += 1
-
-    thread = threading.Thread(target=refuse, name="refuse", daemon=True)
-    thread.start()
     context = zmq.Context()
     handshakes = Handshakes()
     tuning = ClientTuning(socket_options={zmq.RECONNECT_IVL: 1})
-    sockets = connect(context, [f"tcp://127.0.0.1:{port}"], tuning, None, handshakes)
+    sockets: list[zmq.Socket] = []
     try:
-        deadline = time.monotonic() + 60  # (thousands of attempts take a few seconds)
-        while accepted < ATTEMPTS and time.monotonic() < deadline:
-            time.sleep(0.05)  # (polling a count: the listener signals nothing else)
-        assert accepted >= ATTEMPTS, f"reconnections stopped after {accepted} attempts"
-        handshakes.read()  # (what was queued is still there to read)
-        assert handshakes.down_since[0] is not None
+        with refusing_listener() as listener:
+            endpoint = f"tcp://127.0.0.1:{listener.port}"
+            sockets = connect(context, [endpoint], tuning, None, handshakes)
+            # (thousands of attempts take a few seconds)
+            accepted = listener.wait_for(ATTEMPTS, timeout=60)
+            assert accepted >= ATTEMPTS, f"reconnections stopped after {accepted} attempts"
+            handshakes.read()  # (what was queued is still there to read)
+            assert handshakes.down_since[0] is not None
     finally:
-        stop.set()
-        thread.join(timeout=10)
-        listener.close()
         handshakes.close()
         for sock in sockets:
             sock.close(linger=0)

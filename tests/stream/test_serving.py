@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import zmq
 from helpers import run_group
+from predict_server import INPUTS, VERSION, drain
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client import Predictor, PredictRefused, PredictTimeout
@@ -35,24 +36,6 @@ from melissa_trainer.stream.serving import PredictServer
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
 pytestmark = pytest.mark.e2e  # its tests start processes (simulations, clients)
-
-INPUTS = {"u": ((4,), "float32")}
-VERSION = 17
-
-
-def drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
-    """Answer every queued request with ``y = 2 u + VERSION`` (the model stand-in)."""
-
-    def run() -> None:
-        while not stop.is_set():
-            if server.wait_pending(0.05):
-                for pending in server.take(8):
-                    u = pending.request.arrays["u"]
-                    server.answer(pending, {"y": (2 * u + VERSION).astype(np.float32)}, VERSION)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""The trainer's side of the C and Fortran `mt_predict` tests (tests/c/test_c_predict.py,
-test_c_serve_key.py): a real `PredictServer`, serving, whose requests a thread answers
-with ``y = 2 u + VERSION`` (the model stand-in), started and stopped in one place.
+"""The trainer's side of the serving tests (tests/stream/test_serving.py, and the C and
+Fortran `mt_predict` tests: tests/c/test_c_predict*.py, test_c_serve_key.py): a real
+`PredictServer` of `INPUTS` whose requests a thread answers with ``y = 2 u + VERSION``
+(the model stand-in: an oracle a test computes itself), started and stopped in one place.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ INPUTS = {"u": ((4,), "float32")}
 VERSION = 17
 
 
-def _drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
-    """Answer every queued request with ``y = 2 u + VERSION`` until `stop` is set."""
+def drain(server: PredictServer, stop: threading.Event) -> threading.Thread:
+    """A started thread that answers every queued request of `server` with
+    ``y = 2 u + VERSION`` until `stop` is set (the caller joins it)."""
 
     def run() -> None:
         while not stop.is_set():
@@ -60,7 +62,7 @@ def answering_server(
     thread: threading.Thread | None = None
     try:
         server.serving = True
-        thread = _drain(server, stop)
+        thread = drain(server, stop)
         yield server, None if keys is None else keys[1].decode("ascii")
     finally:
         stop.set()

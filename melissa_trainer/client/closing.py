@@ -1,0 +1,180 @@
+"""How a client's transport closes: what is batched and held delivered, the BYE (whose
+release says that everything before it left), each receiver's handshake accepted, then
+the sockets released with what is left of the close timeout as their linger.
+
+`close_transport` works on a `Closable`: the parts of a `transport.Transport` it reads
+(a narrow Protocol, so that this module imports nothing of the transport's). The waits
+are `patience.CloseWait`'s: as long as the trainer is there, bounded by
+`ClientTuning.close_timeout` (or `failed_close_timeout` after a failure); a receiver
+gone for `disconnected_timeout` ends them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
+
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.held import HeldArrays, Released
+from melissa_trainer.client.outbox import Outbox
+from melissa_trainer.client.patience import CloseWait
+from melissa_trainer.client.send_wait import SendWait
+from melissa_trainer.client.sockets import arm
+from melissa_trainer.stream.step_set import StepSet
+
+if TYPE_CHECKING:  # pragma: no cover
+    import logging
+
+__all__ = ["Closable", "client_logger", "close_transport", "send_tracked"]
+
+
+def client_logger() -> logging.Logger:
+    """The client's logger, ``melissa_trainer.client.client`` (`finite_check` warns
+    there too). `logging` (with `traceback`, `string`...) is imported here, on the rare
+    path that logs, not with the client, whose every simulation's start-up it would
+    otherwise lengthen (`benchmarks/client_startup.py`; docs/measured.md, "Simulation
+    start-up")."""
+    import logging
+
+    return logging.getLogger("melissa_trainer.client.client")
+
+
+class Closable(Protocol):
+    """What `close_transport` reads of a transport (`transport.Transport` is one)."""
+
+    @property
+    def sockets(self) -> list[zmq.Socket]: ...
+    @property
+    def endpoints(self) -> Sequence[str]: ...
+    @property
+    def steps(self) -> list[StepSet]: ...
+    @property
+    def tuning(self) -> ClientTuning: ...
+    @property
+    def held(self) -> HeldArrays: ...
+    @property
+    def outbox(self) -> Outbox | None: ...
+    @property
+    def lock(self) -> threading.Lock: ...
+    @property
+    def wait(self) -> SendWait: ...
+    @property
+    def handshakes(self) -> Handshakes: ...
+    @property
+    def own_context(self) -> bool: ...
+    @property
+    def simulation_id(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def ranks(self) -> int: ...
+
+    def release(self, linger_ms: int) -> None:
+        """Close the sockets (ZeroMQ delivering for `linger_ms` ms), and the context
+        if the transport's own."""
+
+
+@contextmanager
+def _closing(outbox: Outbox) -> Iterator[None]:
+    """The sockets' lock of a batching client, its flusher stopped first (it would
+    otherwise wait for the lock, and the closing thread sends what it held)."""
+    outbox.close()
+    with outbox.lock:
+        yield
+
+
+def close_transport(t: Closable, bye: bool) -> None:
+    """Deliver what is queued, say BYE (if `bye`), and release the sockets (and the
+    context, if the transport's own): `Client.close`, whose docstring states the waits;
+    once only.
+
+    Raises:
+        TimeoutError: with `bye`, what could not be delivered (dropped; everything is
+            released all the same). Without `bye` it is logged instead.
+        ValueError: with `bye`, a receiver refused the handshake.
+    """
+    tuning = t.tuning
+    close_timeout, disconnected = tuning.close_timeout, tuning.disconnected_timeout
+    setting = "close_timeout"
+    failed = tuning.failed_close_timeout
+    if not bye:
+        disconnected = 0.0
+        # the lower bound is the one that ends the wait: the one a message names
+        if failed is not None and (close_timeout is None or failed < close_timeout):
+            close_timeout, setting = failed, "failed_close_timeout"
+    wait = CloseWait(
+        t.sockets,
+        t.endpoints,
+        close_timeout,
+        disconnected,
+        setting=setting,
+        after_failure=not bye,
+        handshakes=t.handshakes,
+        watch=t.wait.watch,  # (what a blocked send saw of the receivers)
+    )
+    failure = why = None
+    with t.lock if t.outbox is None else _closing(t.outbox):
+        if t.outbox is not None:
+            why = wait.until_done(t.outbox.flush, TimeoutError)
+            failure = None if why is None else "batched data"
+        if bye and failure is None:
+            for sock, steps in zip(t.sockets, t.steps, strict=True):
+                bye_frame = protocol.encode_bye(t.simulation_id, t.rank, t.ranks, steps.count)
+                why = wait.until_done(partial(send_tracked, t.held, sock, bye_frame), zmq.Again)
+                if why is not None:
+                    failure = "BYE"
+                    break
+        if failure is None:  # (the BYE's release says that all before it left)
+            why = wait.until_done(t.held.release_all, zmq.NotDone)
+            failure = None if why is None else "queued messages"
+        if failure is None:  # (the linger starts once every receiver accepted)
+            why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline)
+            if why is None and not t.handshakes.accepted():
+                why = wait.timed_out()  # (no connection in time: nothing delivered)
+            failure = None if why is None else "queued messages"
+        wait.close()
+    linger = 0 if failure is not None else wait.left_ms()  # (a failure drops what is left)
+    started = time.monotonic()
+    t.release(linger)
+    # ZeroMQ drops what the linger period did not deliver, and says nothing; a
+    # termination that took the whole period is the sign of it.
+    elapsed = time.monotonic() - started
+    if failure is None and t.own_context and linger > 0 and elapsed >= 0.95 * linger / 1000:
+        failure = "queued messages"
+        why = wait.timed_out()
+    if failure is not None:
+        message_text = f"simulation {t.simulation_id} rank {t.rank}: {failure} not delivered {why}"
+        if bye and wait.refusal is not None:
+            raise ValueError(message_text)  # (as a refused key of the serving socket)
+        if bye:
+            raise TimeoutError(message_text)
+        client_logger().warning(message_text)
+
+
+def send_tracked(held: HeldArrays, sock: zmq.Socket, frame: bytes, deadline: float) -> None:
+    """Send `frame` without a copy, by `deadline` (else `zmq.Again`, nothing sent),
+    and hold it until ZeroMQ has sent it on.
+
+    The BYE's release is the one sign that the connection took everything before
+    it (a socket's messages leave in order): `close_transport` waits for it with the arrays
+    held, in slices, while the receiver is there, and only then closes the sockets
+    (with the caller's context, closing returns at once and ZeroMQ lingers in the
+    background, dropping what it could not deliver without a word).
+    """
+    view = memoryview(frame)  # (a fresh object: its death is the release)
+    threshold = sock.copy_threshold
+    sock.copy_threshold = 0  # (pyzmq would copy a small frame: nothing to track)
+    arm(sock, deadline)
+    try:
+        sock.send(view, copy=False)
+    finally:
+        sock.copy_threshold = threshold
+    held.add(Released(view), len(frame))

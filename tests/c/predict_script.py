@@ -1,0 +1,96 @@
+"""The parts shared by the C client's `mt_predict` tests (test_c_predict.py,
+test_c_predict_builds.py, test_c_serve_key.py): the status codes, an mt_script process
+fed line by line, a sink for the stream the client must start, and readers of the
+script's output lines.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zmq
+
+#: the C client's status codes (melissa_trainer.h) these tests name
+MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
+
+
+class Script:
+    """An mt_script process fed line by line (so a test can answer in between)."""
+
+    def __init__(self, exe: Path, env: dict[str, str] | None = None) -> None:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+        self.proc = subprocess.Popen(
+            [str(exe)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**clean, **(env or {})},
+        )
+        self.line = 0
+
+    def send(self, *lines: str) -> int:
+        """Write `lines`; the number of the last."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(f"{line}\n" for line in lines))
+        self.proc.stdin.flush()
+        self.line += len(lines)
+        return self.line
+
+    def finish(self, timeout: float = 60) -> tuple[dict[int, list[str]], str]:
+        """Close stdin and wait: each line's outputs (status line first), stderr."""
+        out, err = self.proc.communicate(timeout=timeout)
+        assert self.proc.returncode == 0, err
+        lines: dict[int, list[str]] = {}
+        for text in out.splitlines():
+            number, rest = text.split(" ", 1)
+            lines.setdefault(int(number), []).append(rest)
+        return lines, err
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def zctx() -> Iterator[zmq.Context]:
+    ctx = zmq.Context()
+    yield ctx
+    ctx.destroy(linger=0)
+
+
+@pytest.fixture
+def sink(zctx: zmq.Context) -> str:
+    """A PULL endpoint for the stream the client must start (nothing is sent there)."""
+    pull = zctx.socket(zmq.PULL)
+    pull.bind("tcp://127.0.0.1:*")
+    return str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
+
+
+def start_lines(sink: str, sim: int = 7) -> list[str]:
+    return [f"id {sim}", f"endpoints {sink}", "field x 1 1 3", "start"]
+
+
+def status(lines: dict[int, list[str]], n: int) -> tuple[int, str]:
+    """The status and message of line `n` (its last output line)."""
+    code, _, message = lines[n][-1].partition(" ")
+    return int(code), message.strip()
+
+
+def outputs_of(lines: dict[int, list[str]], n: int) -> tuple[int, dict[str, np.ndarray]]:
+    version, outs = -1, {}
+    for text in lines[n]:
+        if text.startswith("version "):
+            version = int(text.split()[1])
+        elif text.startswith("out "):
+            head, values = text[4:].split(" :")
+            name, ndim, *dims = head.split()
+            assert len(dims) == int(ndim)
+            outs[name] = np.array([float(v) for v in values.split()]).reshape(tuple(map(int, dims)))
+    return version, outs

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import time
 import timeit
@@ -32,26 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import zmq
 
 from melissa_trainer.client import Client, ClientTuning, finite_check
 from melissa_trainer.stream.finite import all_finite
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from discard_sink import discard_sink  # noqa: E402
 from report import add_flags, finish  # noqa: E402
-
-SINK = r"""
-import sys, zmq
-ctx = zmq.Context()
-s = ctx.socket(zmq.PULL)
-s.setsockopt(zmq.RCVHWM, 1000)
-port = s.bind_to_random_port("tcp://127.0.0.1")
-print(port, flush=True)
-while True:
-    frames = s.recv_multipart(copy=False)
-    if frames[0].bytes[:4] == b"STOP":
-        break
-"""
 
 
 def _no_check(arr: np.ndarray) -> bool:
@@ -92,25 +78,11 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.rounds < 1 or opts.messages < 1 or opts.bytes < 4:
         parser.error("--rounds, --messages must be >= 1 and --bytes >= 4")
-    sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
-    try:
-        assert sink.stdout is not None
-        endpoint = f"tcp://127.0.0.1:{int(sink.stdout.readline())}"
-        runs: dict[bool, list[float]] = {True: [], False: []}
+    runs: dict[bool, list[float]] = {True: [], False: []}
+    with discard_sink(rcvhwm=1000) as endpoint:
         for _ in range(opts.rounds):
             for check in (True, False):
                 runs[check].append(send_cpu_us(endpoint, opts.bytes, opts.messages, check))
-        ctx = zmq.Context()
-        stop = ctx.socket(zmq.PUSH)
-        stop.connect(endpoint)
-        stop.send(b"STOP")
-        stop.close(linger=5000)
-        ctx.term()
-        sink.wait(30)
-    finally:
-        if sink.poll() is None:
-            sink.kill()
-            sink.wait()
     field = np.random.default_rng(0).standard_normal(opts.bytes // 4).astype(np.float32)
     alone = min(timeit.repeat(lambda: all_finite(field), number=200, repeat=5)) / 200 * 1e6
     size = f"{opts.bytes / (1 << 20):g} MiB"

@@ -30,26 +30,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import zmq
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from discard_sink import discard_sink  # noqa: E402
 from report import add_flags, finish  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the client before `send_wait` (its sends blocked without a slice)
 DEFAULT_BASE = "b2e12b3"
-
-SINK = r"""
-import zmq
-ctx = zmq.Context()
-s = ctx.socket(zmq.PULL)
-port = s.bind_to_random_port("tcp://127.0.0.1")
-print(port, flush=True)
-while True:
-    frames = s.recv_multipart(copy=False)
-    if frames[0].bytes[:4] == b"STOP":
-        break
-"""
 
 #: run with the arm's root as the working directory: ``-c`` puts it first on sys.path
 MEASURE = r"""
@@ -96,36 +83,24 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.rounds < 1 or opts.messages < 1:
         parser.error("--rounds and --messages must be >= 1")
-    sink = subprocess.Popen([sys.executable, "-c", SINK], stdout=subprocess.PIPE, text=True)
     runs: dict[str, dict[str, list[float]]] = {"ours": {}, "base": {}}
-    try:
-        assert sink.stdout is not None
-        endpoint = f"tcp://127.0.0.1:{int(sink.stdout.readline())}"
-        with tempfile.TemporaryDirectory(prefix="client_send_base_") as base_root:
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", opts.base, "melissa_trainer"],
-                capture_output=True,
-                check=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
-            roots = {"ours": ROOT, "base": Path(base_root)}
-            for r in range(opts.rounds):
-                order = ("base", "ours") if r % 2 == 0 else ("ours", "base")
-                for arm in order:
-                    for case, us in measure(roots[arm], endpoint, opts.messages).items():
-                        if case != "package":
-                            runs[arm].setdefault(case, []).append(us)
-        ctx = zmq.Context()
-        stop = ctx.socket(zmq.PUSH)
-        stop.connect(endpoint)
-        stop.send(b"STOP")
-        stop.close(linger=5000)
-        ctx.term()
-        sink.wait(30)
-    finally:
-        if sink.poll() is None:
-            sink.kill()
-            sink.wait()
+    with (
+        discard_sink() as endpoint,
+        tempfile.TemporaryDirectory(prefix="client_send_base_") as base_root,
+    ):
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", opts.base, "melissa_trainer"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", base_root], input=archive, check=True)
+        roots = {"ours": ROOT, "base": Path(base_root)}
+        for r in range(opts.rounds):
+            order = ("base", "ours") if r % 2 == 0 else ("ours", "base")
+            for arm in order:
+                for case, us in measure(roots[arm], endpoint, opts.messages).items():
+                    if case != "package":
+                        runs[arm].setdefault(case, []).append(us)
     rows = []
     for case in runs["ours"]:
         ours, base = statistics.median(runs["ours"][case]), statistics.median(runs["base"][case])

@@ -4,7 +4,7 @@ The local backend starts each job without forking the trainer (CPython's vfork p
 PR_SET_PDEATHSIG set by ``setpriv`` exec'd in front of the command; see
 `melissa_trainer.launcher.backends.local`). main used a ``preexec_fn``, which makes
 CPython fork the whole trainer; the benchmark keeps that launch (`ForkPathBackend`,
-main's `Popen` call reimplemented here) to compare in the same run.
+main's `Popen` call reimplemented in `launch_fork_path.py`) to compare in the same run.
 
 **Steps.** This process is the trainer: torch imported, a real training loop (the
 workload of ``benchmarks/trainer_overhead.py``: MLP 3 -> 256 -> 256 -> 1024, batch 64,
@@ -26,7 +26,7 @@ sim.py``: a realistic start, the interpreter's with its site packages) and also
 from this big process (idle meanwhile), its log file a FIFO read here. Baseline:
 ``os.posix_spawn`` (new session, stdout a pipe) from a small Python process that imported
 no torch. One launch of each in turn, medians; ratio = baseline / ours (higher is
-better), target >= 0.8 for the Python script.
+better), target >= 0.8 for the Python script (`launch_latency.py`).
 
 No CPU is pinned unless ``--cpus`` says so (written for 2 cores).
 
@@ -38,32 +38,27 @@ No CPU is pinned unless ``--cpus`` says so (written for 2 cores).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import functools
 import os
 import resource
-import select
 import shutil
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from launch_fork_path import ForkPathBackend  # noqa: E402
+from launch_latency import measure_latency  # noqa: E402
 from report import add_flags, print_json, print_rows  # noqa: E402
 from trainer_overhead import BATCH, make_model  # noqa: E402
 
 from melissa_trainer.launcher.backends import Job, LocalBackend  # noqa: E402
-from melissa_trainer.launcher.backends.local import LocalHandle, pdeathsig_wrapper  # noqa: E402
+from melissa_trainer.launcher.backends.local import pdeathsig_wrapper  # noqa: E402
 
 STEPS_TARGET = 0.95
 LATENCY_TARGET = 0.8
@@ -73,50 +68,6 @@ STEPS_CASE = (
     "trainer steps/s while the launcher starts 10 short simulations per second / "
     "steps/s with no launches"
 )
-
-
-# -- main's launch (fork path) ------------------------------------------------------------
-
-
-def _main_pdeathsig_setter() -> Callable[[int], None]:
-    """main's `_pdeathsig_setter`: prctl looked up in the parent, called in the child."""
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
-    prctl.restype = ctypes.c_int
-    sigterm = int(signal.SIGTERM)
-    getppid, kill, getpid = os.getppid, os.kill, os.getpid
-
-    def set_pdeathsig(parent: int) -> None:
-        prctl(1, sigterm, 0, 0, 0)
-        if getppid() != parent:
-            kill(getpid(), sigterm)
-
-    return set_pdeathsig
-
-
-class ForkPathBackend(LocalBackend):
-    """`LocalBackend` with main's `launch`: ``preexec_fn`` sets PR_SET_PDEATHSIG in the
-    child, which makes CPython fork the trainer. Polling and killing are ours (the same)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._setter = _main_pdeathsig_setter()
-
-    def launch(self, job: Job) -> LocalHandle:
-        log = job.open_log()
-        process = subprocess.Popen(
-            list(job.argv),
-            env=job.full_env(),
-            cwd=job.cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT if log is not None else None,
-            start_new_session=True,
-            preexec_fn=functools.partial(self._setter, os.getpid()),
-        )
-        handle = LocalHandle(job, process, log)
-        self._handles.append(handle)
-        return handle
 
 
 # -- the trainer --------------------------------------------------------------------------
@@ -212,114 +163,6 @@ def measure_steps(
     for backend in backends.values():
         backend.close()
     return rates, launched, faults
-
-
-# -- latency ------------------------------------------------------------------------------
-
-HELPER = r"""
-import os, select, sys, time
-argv = sys.argv[1:]
-devnull = os.open(os.devnull, os.O_RDONLY)
-for request in sys.stdin:
-    r, w = os.pipe()
-    actions = [(os.POSIX_SPAWN_DUP2, devnull, 0), (os.POSIX_SPAWN_DUP2, w, 1)]
-    start = time.perf_counter()
-    pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions, setsid=True)
-    os.close(w)
-    data = b""
-    while b"\n" not in data:
-        select.select([r], [], [])
-        chunk = os.read(r, 4096)
-        if not chunk:
-            break
-        data += chunk
-    seconds = time.perf_counter() - start
-    os.close(r)
-    os.waitpid(pid, 0)
-    print(seconds if data.startswith(b"ready") else "nan", flush=True)
-"""
-
-
-class SmallLauncher:
-    """The baseline: a small Python process (no torch) that posix_spawns `argv` when
-    asked and answers the seconds until the child's first line."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", HELPER, *argv],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-        )
-
-    def latency(self) -> float:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("go\n")
-        return float(self.process.stdout.readline())
-
-    def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
-
-
-class FifoLatency:
-    """Launches through `backend` with the log file a FIFO read here: seconds from the
-    call to the first line, and how long the call itself took."""
-
-    def __init__(self, backend: LocalBackend, argv: list[str], directory: Path) -> None:
-        self.backend, self.argv = backend, argv
-        self.fifo = directory / f"{type(backend).__name__}.fifo"
-        os.mkfifo(self.fifo)
-        self.reader = os.open(self.fifo, os.O_RDONLY | os.O_NONBLOCK)  # before any writer
-        self.calls: list[float] = []
-
-    def latency(self) -> float:
-        job = Job("latency", self.argv, log_path=self.fifo)
-        start = time.perf_counter()
-        handle = self.backend.launch(job)
-        self.calls.append(time.perf_counter() - start)
-        data = b""
-        while b"\n" not in data:
-            select.select([self.reader], [], [], 0.05)
-            with contextlib.suppress(BlockingIOError):  # a writer, no data yet
-                data += os.read(self.reader, 4096)
-        seconds = time.perf_counter() - start
-        while self.backend.poll(handle) is None:
-            time.sleep(0.001)
-        return seconds if data.startswith(b"ready") else float("nan")
-
-    def close(self) -> None:
-        os.close(self.reader)
-        self.backend.close()
-
-
-def measure_latency(argv: list[str], n: int, directory: Path, fork: bool) -> dict[str, Any]:
-    """Medians (s) over `n` launches of each, interleaved: "ours", "baseline" and, with
-    `fork`, "fork"; and "call_ours" / "call_fork", the launch call alone."""
-    sides: dict[str, Any] = {
-        "ours": FifoLatency(LocalBackend(), argv, directory),
-        "baseline": SmallLauncher(argv),
-    }
-    if fork:
-        sides["fork"] = FifoLatency(ForkPathBackend(), argv, directory)
-    names = list(sides)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    try:
-        for name in names:  # warm-up: page cache, the helper's first spawn
-            sides[name].latency()
-        for i in range(n):
-            for name in names[i % len(names) :] + names[: i % len(names)]:
-                samples[name].append(sides[name].latency())
-    finally:
-        for side in sides.values():
-            side.close()
-    out = {name: statistics.median(values) for name, values in samples.items()}
-    for name in ("ours", "fork"):
-        if name in sides:
-            out[f"call_{name}"] = statistics.median(sides[name].calls[1:])
-    return out
 
 
 # -- the table ----------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """What the study examples (`heat_pde/`, `lorenz/`) share: the study's options, the
-study (or, with --external, the stream source) built from them, and the timings of the JSON summary.
+study (or, with --external, the stream source) built from them, and (from
+`study_report`, re-exported here) the timings of the JSON summary and what a run prints.
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
-copy of an example needs this file one folder up.
+copy of an example needs this file and study_report.py one folder up.
 """
 
 from __future__ import annotations
@@ -10,11 +11,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import shutil
 import sys
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +21,22 @@ from typing import Any
 
 import torch
 
+# what the examples report after a run: its own module, re-exported here (the examples
+# and their tests import every name from study_common)
+from study_report import (  # noqa: F401
+    StepTimer,
+    compared,
+    final_eval_loss,
+    final_eval_tails,
+    print_overlap,
+    print_refused,
+    received_samples,
+    run_summary,
+    sequential_seconds,
+)
+
 from melissa_trainer import (
     CheckpointError,
-    Hook,
     OnlineTrainer,
     ReceiverConfig,
     Source,
@@ -328,139 +340,3 @@ def leave_cores_to_simulations(opts: StudyArgs) -> None:
     both down (here, 6x fewer training steps per second on 2 cores)."""
     if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
-
-
-class StepTimer(Hook):
-    """Seconds this rank spends in training steps (batch processing, forward, backward,
-    optimizer), not waiting for data, validating or saving; and the checkpoint the run
-    resumed from, if any (`resumed_from`)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._start = 0.0
-        self.resumed_from: str | None = None
-
-    def on_load(self, trainer: Any, state: Any, control: Any, path: str) -> None:
-        self.resumed_from = path
-
-    def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
-        self._start = time.perf_counter()
-
-    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.seconds += time.perf_counter() - self._start
-
-
-def final_eval_loss(trainer: OnlineTrainer) -> float:
-    """The validation loss at the last step (the FlowHook asks for a validation at the end)."""
-    step = trainer.state.global_step
-    for logs in reversed(trainer.state.log_history):
-        if "eval_loss" in logs and logs["step"] == step:
-            return float(logs["eval_loss"])
-    return float(trainer.evaluate()["eval_loss"])
-
-
-def final_eval_tails(trainer: OnlineTrainer, scale: float = 1.0) -> dict[str, float]:
-    """The last validation's per-simulation tails, times `scale`: ``p99`` and ``max`` of
-    the held-out simulations' mean losses (`melissa_trainer.trainer.simulation_errors`:
-    the validation samples carry their simulation id); empty when it has none."""
-    for logs in reversed(trainer.state.log_history):
-        if "eval_loss" in logs:
-            if "eval_loss_max" not in logs:
-                return {}
-            return {"p99": logs["eval_loss_p99"] * scale, "max": logs["eval_loss_max"] * scale}
-    return {}
-
-
-def received_samples(trainer: OnlineTrainer, key: str = "samples_put") -> int:
-    """Samples the receivers put into the buffers (or another of their counters),
-    summed over ranks (the last log's)."""
-    for logs in reversed(trainer.state.log_history):
-        if f"source_{key}" in logs:
-            return int(logs[f"source_{key}"])
-    return 0
-
-
-def sequential_seconds(simulation: float | None, training: float, job_limit: int) -> float | None:
-    """The least time simulating first (`job_limit` at a time), then training, would take."""
-    return None if simulation is None else round(simulation / job_limit + training, 2)
-
-
-def run_summary(
-    trainer: OnlineTrainer,
-    launcher: Launcher | None,
-    training_seconds: float,
-    wall: float,
-    job_limit: int,
-    resumed_from: str | None = None,
-) -> dict[str, Any]:
-    """The JSON summary's keys every example has: timings, counts, and "plot" (None).
-    After a resume (`resumed_from`), the launcher's times and counts span both runs."""
-    study: dict[str, float] = launcher.summary() if launcher is not None else {}
-    simulation = study.get("simulation_seconds")
-    return {
-        "wall_seconds": round(wall, 2),
-        "simulation_seconds": None if simulation is None else round(simulation, 2),
-        "training_seconds": round(training_seconds, 2),  # this rank's
-        "sequential_seconds": sequential_seconds(simulation, training_seconds, job_limit),
-        "samples_seen": trainer.state.total_samples_seen,  # all ranks, with re-draws
-        "samples_received": received_samples(trainer),  # all ranks, each once
-        # samples holding NaN or Inf, dropped by the receivers (nonfinite="refuse")
-        "samples_refused_nonfinite": received_samples(trainer, "nonfinite_refused"),
-        "steps": trainer.state.global_step,
-        "simulations_finished": study.get("finished"),
-        "study": study,  # the launcher's counts (empty in external mode)
-        "resumed_from": resumed_from,  # a checkpoint: the study's figures span both runs
-        "plot": None,
-    }
-
-
-def compared(baseline: float, ours: float) -> str:
-    """How an error `ours` compares with a baseline's: ``"3.7x better"`` when lower,
-    ``"21.4x worse"`` when higher (a ratio below 1 printed as "better" read as a win:
-    "0.0x better" for a model 20 times worse than the mean field)."""
-    if not (math.isfinite(ours) and math.isfinite(baseline)):
-        return "not comparable: an error is not finite"
-    if ours <= baseline:
-        return f"{baseline / ours:.1f}x better" if ours > 0 else "exact"
-    return f"{ours / baseline:.1f}x worse" if baseline > 0 else "worse than an exact baseline"
-
-
-def print_refused(summary: Mapping[str, Any], nonfinite: str) -> None:
-    """Say how many samples the receivers refused for NaN or Inf (nothing if none), under
-    the `nonfinite` policy in effect ("refuse" drops them, "fail" also fails their
-    simulations)."""
-    refused = summary.get("samples_refused_nonfinite") or 0
-    if refused:
-        what = "and failed the simulations that sent them " if nonfinite == "fail" else ""
-        print(
-            f"refused {refused} samples holding NaN or Inf {what}(--nonfinite {nonfinite}); "
-            "the receiver's log names their simulations and time steps"
-        )
-
-
-def print_overlap(
-    study: Mapping[str, float],
-    wall: float,
-    training_seconds: float,
-    job_limit: int,
-    resumed_from: str | None = None,
-) -> None:
-    """Print how much simulation and training overlapped (nothing without a launcher;
-    after a resume, why not: the study's times span the earlier run too)."""
-    simulation = study.get("simulation_seconds")
-    if simulation is None:
-        return
-    if resumed_from is not None:
-        print(
-            f"overlap: not measured for a run resumed from {resumed_from}: the study's "
-            f"{simulation:.1f} s of simulation ({study.get('finished', 0):.0f} runs) span "
-            "the earlier run too"
-        )
-        return
-    print(
-        f"overlap: {wall:.1f} s wall for {simulation:.1f} s of simulation "
-        f"({study.get('finished', 0):.0f} runs, {job_limit} at a time) + "
-        f"{training_seconds:.1f} s of training = "
-        f"{simulation + training_seconds:.1f} s; one after the other they would "
-        f"take at least {sequential_seconds(simulation, training_seconds, job_limit):.1f} s"
-    )

@@ -4,7 +4,8 @@
     training_args, my_args = parser.parse_args_into_dataclasses()
 
 Every dataclass field becomes a ``--field_name`` flag (``--field-name`` works too), typed
-from its annotation, with the help text of ``metadata={"help": ...}``:
+from its annotation, with the help text of ``metadata={"help": ...}`` (how each
+is read from strings: `fields.FieldSpec`):
 
 - ``int``, ``float``, ``str``, ``pathlib.Path``, converted by `reading.convert_value`
   (the conversion of values from files too: ``1e3`` is an int, ``0.5`` a float);
@@ -30,8 +31,9 @@ these problems as a `ConfigError` instead.
 
 Under ``accelerate launch --num_processes N``, an error of the command line's syntax
 (an unknown flag, a wrong type or choice, a missing flag: every rank parses the same
-``sys.argv``) is printed by rank 0 only, every rank exiting 2 (`common.refusal`); what
-is checked against files (``--config``, the dataclasses' checks) is said by every rank.
+``sys.argv``) is printed by rank 0 only, every rank exiting 2 (`common.refusal`), and
+so is ``--help`` (every rank exiting 0); what is checked against files (``--config``,
+the dataclasses' checks) is said by every rank.
 """
 
 from __future__ import annotations
@@ -41,123 +43,42 @@ import dataclasses
 import difflib
 import enum
 import os
-import pathlib
 import re
 import typing
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
-from melissa_trainer.config.reading import (
-    NONE_WORDS,
-    ConfigError,
-    ConversionError,
-    convert_value,
-    load_config_file,
-    unknown_key_problems,
-    unwrap_optional,
-)
+from melissa_trainer.config.fields import FieldSpec, str_to_bool
+from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
 __all__ = ["ArgumentParser", "str_to_bool"]
 
 _CONFIG_DEST = "_config_file_"
 
 
-def _named(func: Callable[[str], Any], name: str) -> Callable[[str], Any]:
-    func.__name__ = name  # argparse says "invalid <name> value: 'x'"
-    return func
+class _HelpOnRankZero(argparse.Action):
+    """``--help`` under a launcher: every rank parses the same ``sys.argv``, so every rank
+    would print the same help text; rank 0 prints it and exits 0 (argparse's own help),
+    every other rank exits 0 without printing (`common.refusal.elsewhere`, as for a bad
+    flag)."""
 
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
 
-def _scalar(base: type) -> Callable[[str], Any]:
-    """Command-line strings -> `base` through `convert_value` (one conversion for files
-    and flags); a bad string is an argparse error (``argument --flag: 'x' is not ...``)."""
-
-    def convert(text: str) -> Any:
-        try:
-            return convert_value(text, base)
-        except ConversionError as exc:
-            raise argparse.ArgumentTypeError(f"{text!r} {exc}") from None
-
-    return _named(convert, base.__name__)
-
-
-_to_bool = _scalar(bool)
-
-
-def str_to_bool(text: str) -> bool:
-    """Parse true/false, yes/no, on/off, 1/0 (case-insensitive; `arguments.TRUE_WORDS`).
-
-    Raises:
-        argparse.ArgumentTypeError: any other word.
-    """
-    result: bool = _to_bool(text)
-    return result
-
-
-def _choice_converter(lookup: Mapping[str, Any], shown: Iterable[Any]) -> Callable[[str], Any]:
-    """Map a string onto `lookup[text.lower()]`; other strings are an argparse error."""
-    listed = ", ".join(str(c) for c in shown)
-
-    def convert(text: str) -> Any:
-        try:
-            return lookup[text.strip().lower()]
-        except KeyError:
-            message = f"invalid choice: {text!r} (choose from {listed})"
-            raise argparse.ArgumentTypeError(message) from None
-
-    return convert
-
-
-def _optional(convert: Callable[[str], Any]) -> Callable[[str], Any]:
-    def convert_or_none(text: str) -> Any:
-        return None if text.strip().lower() in NONE_WORDS else convert(text)
-
-    return _named(convert_or_none, getattr(convert, "__name__", "value"))
-
-
-class _FieldSpec:
-    """How one dataclass field is read from strings."""
-
-    def __init__(self, owner: type, f: dataclasses.Field[Any], annotation: Any) -> None:
-        self.owner, self.name = owner, f.name
-        self.optional, base = unwrap_optional(annotation)
-        self.is_bool = base is bool
-        self.nargs: str | None = None
-        self.metavar: str | None = None
-        self.coerce_files = True  # convert strings read from files with `convert`
-        choices = f.metadata.get("choices")
-        if typing.get_origin(base) in (list, typing.List):  # noqa: UP006
-            (base,) = typing.get_args(base) or (str,)
-            self.nargs = "+"
-        convert: Callable[[str], Any]
-        if typing.get_origin(base) is Literal:
-            choices = typing.get_args(base)
-        if isinstance(base, type) and issubclass(base, enum.Enum):
-            choices = [m.value for m in base]
-            lookup = {str(m.value).lower(): m for m in base}
-            convert = _choice_converter({m.name.lower(): m for m in base} | lookup, choices)
-        elif choices:
-            convert = _choice_converter({str(c).lower(): c for c in choices}, choices)
-            self.coerce_files = self.nargs is None
-        elif base in (bool, int, float, str, pathlib.Path):
-            convert = _scalar(base)
-            self.coerce_files = base is not str and self.nargs is None
-        else:
-            raise TypeError(
-                f"{owner.__name__}.{f.name}: annotation {annotation!r} is not supported by "
-                "ArgumentParser (use int, float, str, bool, Path, Literal, Enum, list[X], "
-                "or one of them | None)"
-            )
-        if choices:
-            self.metavar = "{" + ",".join(str(c) for c in choices) + "}"
-        self.convert = _optional(convert) if self.optional else convert
-        self.default: Any = dataclasses.MISSING
-        if f.default is not dataclasses.MISSING:
-            self.default = f.default
-        elif f.default_factory is not dataclasses.MISSING:
-            self.default = f.default_factory()
-        self.help = str(f.metadata.get("help", "")).replace("%", "%%")
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        rank = launch_rank()
+        if rank != 0:
+            raise elsewhere(SystemExit(0), rank)
+        parser.print_help()
+        parser.exit()
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -189,10 +110,21 @@ class ArgumentParser(argparse.ArgumentParser):
             if not (isinstance(dtype, type) and dataclasses.is_dataclass(dtype)):
                 raise TypeError(f"{dtype!r} is not a dataclass type")
         kwargs.setdefault("allow_abbrev", False)
-        super().__init__(**kwargs)
+        add_help = kwargs.pop("add_help", True)
+        super().__init__(add_help=False, **kwargs)
+        self.add_help = add_help
+        if add_help:  # argparse's own -h/--help, said by rank 0 only
+            prefix = "-" if "-" in self.prefix_chars else self.prefix_chars[0]
+            self.add_argument(
+                prefix + "h",
+                prefix * 2 + "help",
+                action=_HelpOnRankZero,
+                default=argparse.SUPPRESS,
+                help="show this help message and exit",
+            )
         self.dataclass_types: tuple[type, ...] = tuple(dataclass_types)
         self.config_flag = config_flag
-        self._specs: dict[str, _FieldSpec] = {}
+        self._specs: dict[str, FieldSpec] = {}
         self._field_defaults: dict[str, Any] = dict(defaults or {})
         if config_flag is not None:
             self.add_argument(
@@ -225,7 +157,7 @@ class ArgumentParser(argparse.ArgumentParser):
                     f"field {dtype.__name__}.{f.name} clashes with the --{self.config_flag} "
                     "flag: pass config_flag=<another name> (or None) to ArgumentParser"
                 )
-            spec = _FieldSpec(dtype, f, hints[f.name])
+            spec = FieldSpec(dtype, f, hints[f.name])
             self._specs[f.name] = spec
             overridden = f.name in self._field_defaults
             if overridden:
@@ -405,7 +337,7 @@ _PROBLEM_KEY = re.compile(r"(?:([A-Za-z_]\w*)=|unknown key '([^']*)')")
 _DEFAULT_NOTE = re.compile(r"\s*\(default[: ][^()]*(?:\([^()]*\)[^()]*)*\)")
 
 
-def _self_validated(spec: _FieldSpec) -> bool:
+def _self_validated(spec: FieldSpec) -> bool:
     """TrainingArguments converts and checks its own fields, collecting every problem."""
     return issubclass(spec.owner, TrainingArguments) and spec.name in _TRAINING_FIELDS
 

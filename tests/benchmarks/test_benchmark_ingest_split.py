@@ -4,28 +4,15 @@ is)."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_json import json_rows
 
 pytestmark = pytest.mark.e2e  # it starts a process (and a streaming client)
-
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "ingest_split.py"
 
 
 @pytest.mark.timeout(300)
 def test_ingest_split_quick_prints_the_training_threads_cpu_by_part() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=True,
-    )
-    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    rows = json_rows("ingest_split.py", "--quick")
     parts = [r["case"].split(": ", 1)[1] for r in rows]
     assert parts == [
         "in all (baseline: alone)",

@@ -4,17 +4,12 @@ what must hold on one core is)."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
+from benchmark_json import json_rows
 
 pytestmark = pytest.mark.e2e  # it starts a process (and streaming clients)
-
-SCRIPT = Path(__file__).parents[2] / "benchmarks" / "ingest_threads.py"
 
 
 @pytest.mark.timeout(300)
@@ -23,14 +18,7 @@ SCRIPT = Path(__file__).parents[2] / "benchmarks" / "ingest_threads.py"
     reason="the pinned rows need Linux and 2 cores",
 )
 def test_ingest_threads_quick_splits_the_core_by_thread() -> None:
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--quick", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=280,
-        check=True,
-    )
-    rows = json.loads(out.stdout.strip().splitlines()[-1])["rows"]
+    rows = json_rows("ingest_threads.py", "--quick")
     for r in rows:
         assert set(r) == {"case", "ours", "baseline", "unit", "ratio", "target"}
         assert r["unit"] == "us/step"

@@ -1,5 +1,6 @@
 """Run under `accelerate launch --multi_gpu --num_processes 2` by
-tests/trainer/test_bad_flag_said_once.py: a script given a flag it does not know.
+tests/trainer/test_bad_flag_said_once.py: a script given a flag it does not know (or
+``--help``).
 
 Every rank waits for the others before it parses (files in $BAD_FLAG_DIR), so that no
 rank is stopped by torchrun before it has met the error: the test would otherwise count

@@ -3,7 +3,8 @@
 exits with the same status 2 without printing it again (`config.parser.ArgumentParser.
 error`, through `common.refusal`, the mechanism of a refused start). The oracle: the
 error's text counted in the launch's whole output (two before the fix, one per rank),
-and each rank's own record of the `SystemExit` it caught and its code.
+and each rank's own record of the `SystemExit` it caught and its code. ``--help`` is
+said once the same way, every rank exiting 0.
 
 What is checked against files (a ``--config`` file) may differ between nodes: every
 rank still says its own (in-process tests, the launcher's rank in the environment)."""
@@ -15,6 +16,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers import run_group
@@ -25,31 +27,54 @@ from melissa_trainer.common.refusal import SaidOnRankZero
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "bad_flag.py"
 SAID = "unrecognized arguments: --batch_sizee 4"
+HELP_LINE = "show this help message and exit"  # --help's own line in the help text
 
 
-@pytest.mark.e2e
-@pytest.mark.timeout(300)
-def test_a_bad_flag_on_two_ranks_is_said_once_and_both_exit_2(tmp_path: Path) -> None:
+def launch_two_ranks(tmp_path: Path, *flags: str) -> tuple[str, list[dict[str, Any]]]:
+    """tests/scripts/bad_flag.py under `accelerate launch --multi_gpu --num_processes 2`
+    (gloo on CPU) with `flags`: the launch's whole output (stdout and stderr) and what
+    each rank caught (its caught_R.json)."""
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
     cmd = [
         accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
         "--mixed_precision", "no", "--dynamo_backend", "no",
         "--main_process_port", str(free_port()),
-        str(SCRIPT), "--output_dir", str(tmp_path / "out"), "--batch_sizee", "4",
+        str(SCRIPT), "--output_dir", str(tmp_path / "out"), *flags,
     ]  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
     env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
     env["BAD_FLAG_DIR"] = str(tmp_path)
     proc = run_group(cmd, timeout=240, env=env)
     output = proc.stdout + proc.stderr
-    assert proc.returncode != 0, output[-3000:]
+    caught = []
+    for rank in range(2):
+        record = tmp_path / f"caught_{rank}.json"
+        assert record.exists(), f"rank {rank} recorded nothing:\n{output[-3000:]}"
+        caught.append(json.loads(record.read_text()))
+    return output, caught
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_a_bad_flag_on_two_ranks_is_said_once_and_both_exit_2(tmp_path: Path) -> None:
+    output, caught = launch_two_ranks(tmp_path, "--batch_sizee", "4")
     # every rank met the error and ends with argparse's status ...
-    caught = [json.loads((tmp_path / f"caught_{r}.json").read_text()) for r in range(2)]
     assert caught == [{"class": "SystemExit", "code": 2}] * 2, caught
     # ... and it is printed once, by rank 0, with its usage line and its hint
     assert output.count(SAID) == 1, output[-6000:]
     assert output.count("usage: bad_flag.py") == 1, output[-6000:]
     assert "did you mean --batch_size?" in output
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_help_on_two_ranks_is_printed_once_and_both_exit_0(tmp_path: Path) -> None:
+    """Every rank parses ``--help``; the help text is printed by rank 0 only (twice before
+    the fix, once per rank), and both ranks end with argparse's status 0."""
+    output, caught = launch_two_ranks(tmp_path, "--help")
+    assert caught == [{"class": "SystemExit", "code": 0}] * 2, caught
+    assert output.count("usage: bad_flag.py") == 1, output[-6000:]
+    assert output.count(HELP_LINE) == 1, output[-6000:]
 
 
 def test_a_rank_other_than_0_exits_2_silently(
@@ -60,6 +85,16 @@ def test_a_rank_other_than_0_exits_2_silently(
         ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--batch_sizee", "4"])
     assert raised.value.code == 2 and isinstance(raised.value, SaidOnRankZero)
     assert capsys.readouterr().err == ""
+
+
+def test_help_on_a_rank_other_than_0_exits_0_silently(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as raised:
+        ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--help"])
+    assert raised.value.code == 0 and isinstance(raised.value, SaidOnRankZero)
+    assert capsys.readouterr() == ("", "")
 
 
 @pytest.mark.parametrize("rank", ["0", ""])

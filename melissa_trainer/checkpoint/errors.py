@@ -27,7 +27,6 @@ from melissa_trainer.checkpoint import manifest
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.arguments import ARGS_FILE
-from melissa_trainer.hooks.base import HookStateMismatch
 
 #: space errors a save may meet, and how they are named
 _SPACE = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded"}
@@ -99,8 +98,9 @@ def naming_file(path: Path, files: Sequence[str]) -> Iterator[None]:
         else:
             file = None if len(files) != 1 else files[0]
             names = ", ".join(str(path / f) for f in files)
-            if isinstance(exc, HookStateMismatch):  # the hooks differ, not the model:
-                # the hook's message says what to do
+            if getattr(exc, "says_what_to_do", False):  # its own advice, which fits
+                # better than the model's (`hooks.base.HookStateMismatch`: the hooks
+                # differ, not the model; the checkpoint layer imports no hook)
                 message = f"cannot load checkpoint {path} ({names}): {exc}; or {_AFRESH}"
             else:
                 message = (

@@ -34,6 +34,9 @@ class HookStateMismatch(ValueError):
     names the hook and says what to do; a checkpoint loader adds only the way to start
     afresh (the model's advice, "build it as that run did", does not apply)."""
 
+    #: read by `checkpoint.errors.naming_file`, which cannot import this class
+    says_what_to_do = True
+
 
 class Hook:
     """Base class of hooks: one no-op method per `Event`; override what you need.

@@ -206,6 +206,14 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
+    if opts.seeds > 1:  # the shared flag, not run here: refused, never ignored
+        print(
+            f"{Path(sys.argv[0]).name}: error: --seeds {opts.seeds}: this example runs one "
+            "study; run it once per --seed (each with its own --output_dir) to see the "
+            "spread, as examples/heat_pde does with --seeds",
+            file=sys.stderr,
+        )
+        sys.exit(2)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     launcher, source = make_source(opts, args.seed, rendezvous)

@@ -68,6 +68,7 @@ from study_common import (  # noqa: E402
     print_overlap,
     print_refused,
     refusals_end_the_program,
+    run_seeds,
     run_summary,
     study_source,
 )
@@ -307,6 +308,12 @@ def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
+    if opts.seeds > 1:  # the whole study once per seed, each in its own process
+        report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
+                           opts.seeds, args.seed, Path(args.output_dir))  # fmt: skip
+        if opts.json:
+            print(to_json(report))
+        return report
     check_matplotlib(opts.plot)
     try:  # the model first: a missing package is a usage error, before anything starts
         torch.manual_seed(args.seed)

@@ -59,6 +59,13 @@ def others(path: Path) -> str:
     return f"resume from another one with {hint}: " + ", ".join(found)
 
 
+#: the way to start afresh, the last resort of every checkpoint that does not fit
+_AFRESH = (
+    "start afresh: another --output_dir, or --overwrite_output_dir (which moves these "
+    "checkpoints aside)"
+)
+
+
 def not_this_run(path: Path) -> str:
     """The hint for a checkpoint whose files read but do not fit this run: its model,
     optimizer or scheduler is built otherwise. The other checkpoints of the run that
@@ -67,8 +74,7 @@ def not_this_run(path: Path) -> str:
     return (
         "build the model, optimizer and scheduler as the run that wrote it did (its "
         f"settings: {path / ARGS_FILE}; a model's own options, its width or layers, are "
-        "your script's), or start afresh: another --output_dir, or --overwrite_output_dir "
-        "(which moves these checkpoints aside)"
+        f"your script's), or {_AFRESH}"
     )
 
 
@@ -92,11 +98,16 @@ def naming_file(path: Path, files: Sequence[str]) -> Iterator[None]:
         else:
             file = None if len(files) != 1 else files[0]
             names = ", ".join(str(path / f) for f in files)
-            message = (
-                f"cannot load checkpoint {path} ({names}): "
-                f"{type(exc).__name__}: {exc}; the files read, but do not fit this run "
-                f"(another model, optimizer or version?): {not_this_run(path)}"
-            )
+            if getattr(exc, "says_what_to_do", False):  # its own advice, which fits
+                # better than the model's (`hooks.base.HookStateMismatch`: the hooks
+                # differ, not the model; the checkpoint layer imports no hook)
+                message = f"cannot load checkpoint {path} ({names}): {exc}; or {_AFRESH}"
+            else:
+                message = (
+                    f"cannot load checkpoint {path} ({names}): "
+                    f"{type(exc).__name__}: {exc}; the files read, but do not fit this run "
+                    f"(another model, optimizer or version?): {not_this_run(path)}"
+                )
             raise CheckpointError(message, path, file) from exc
         raise CheckpointError(f"{message}; {others(path)}", path, file) from exc
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.events import Event
 
-__all__ = ["STATE_FILE", "Event", "Hook", "HookList"]
+__all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
 
 if TYPE_CHECKING:  # pragma: no cover - import for annotations only
     import numpy as np
@@ -26,6 +26,16 @@ if TYPE_CHECKING:  # pragma: no cover - import for annotations only
 
     from melissa_trainer.core.loss_per_simulation import SimulationLoss
     from melissa_trainer.core.view import TrainerView
+
+
+class HookStateMismatch(ValueError):
+    """A checkpoint's hook state does not fit this trainer's hooks: a hook the run that
+    wrote it had is missing, or a hook of that name keeps no state here. The message
+    names the hook and says what to do; a checkpoint loader adds only the way to start
+    afresh (the model's advice, "build it as that run did", does not apply)."""
+
+    #: read by `checkpoint.errors.naming_file`, which cannot import this class
+    says_what_to_do = True
 
 
 class Hook:
@@ -49,7 +59,11 @@ class Hook:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         if state:
-            raise ValueError(f"hook {self.name} has no state but the checkpoint holds {state!r}")
+            raise HookStateMismatch(
+                f"hook {self.name} has no state but the checkpoint holds {state!r}: give "
+                f"{type(self).__name__} the state_dict and load_state_dict of the run that "
+                "wrote the checkpoint, or, if it is another hook, another `name`"
+            )
 
     def close(self) -> None:
         """Release resources (files, bars); called once when `train()` returns or raises."""
@@ -315,8 +329,10 @@ class HookList:
         by_name = {h.name: h for h in self.hooks}
         for name, hook_state in states.items():
             if name not in by_name:
-                raise ValueError(
+                raise HookStateMismatch(
                     f"the checkpoint holds state for hook {name!r}, which this trainer "
-                    "does not have: add the hook, or resume without its state"
+                    f"does not have (its hooks: {sorted(by_name)}): pass it in "
+                    "OnlineTrainer(..., hooks=[...]) as the run that wrote the "
+                    "checkpoint did (hooks are matched by their `name`)"
                 )
             by_name[name].load_state_dict(hook_state)

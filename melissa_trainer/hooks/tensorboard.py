@@ -25,11 +25,22 @@ class TensorBoardHook(Hook):
     histogram of how many times the samples that left this rank's buffer were drawn;
     `eval/<key>` for validation metrics. Written at log and validation time only, never
     per step; flushed at those points, closed at the end of training.
+
+    After a resume from checkpoint-STEP, the new event file starts with a restart at
+    STEP + 1 (`_restarted_writer`): TensorBoard's readers (their default
+    ``purge_orphaned_data``) hide the points the stopped run wrote after that checkpoint,
+    which this run computes again, so each step has one point, this run's, not two.
     """
 
     def __init__(self, log_dir: str) -> None:
         self.log_dir = log_dir
         self.writer: SummaryWriter | None = None
+        self._resumed_at: int | None = None  # the step of the checkpoint resumed from
+
+    def on_load(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        self._resumed_at = state.global_step
 
     def on_train_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -37,7 +48,10 @@ class TensorBoardHook(Hook):
         if trainer.is_main_process and self.writer is None:
             from torch.utils.tensorboard import SummaryWriter  # heavy import: only when used
 
-            self.writer = SummaryWriter(log_dir=self.log_dir)
+            if self._resumed_at is None:
+                self.writer = SummaryWriter(log_dir=self.log_dir)
+            else:
+                self.writer = _restarted_writer(self.log_dir, self._resumed_at + 1)
 
     def on_log(
         self,
@@ -80,3 +94,25 @@ class TensorBoardHook(Hook):
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+def _restarted_writer(log_dir: str, step: int) -> SummaryWriter:
+    """A writer whose file tells TensorBoard that the run restarted at `step`.
+
+    TensorBoard's readers take the first session start (``SessionLog.START``) they read
+    in a run for its start, and every later one for a restart, hiding the points of the
+    files read before whose step is at least its step. A run's first file (a fresh
+    run's) holds none, so this file holds two at `step`: the first counts as the run's
+    start, the second as the restart. (A start in the fresh run's file instead, at step
+    0, would hide every point if that file sorted after this one: files sort by name,
+    a timestamp in seconds and then a pid.) Nothing is written before them, so the
+    restart hides only the stopped run's points.
+    """
+    from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(log_dir=log_dir, purge_step=step)  # file version, one start
+    file_writer = writer.file_writer
+    assert file_writer is not None  # made by the constructor
+    file_writer.add_event(Event(step=step, session_log=SessionLog(status=SessionLog.START)))
+    return writer

@@ -56,6 +56,13 @@ class TrainerActions:
             self.log()
         if control.should_validate:
             control.should_validate = False
+            if self._as_trainer().eval_dataset is None:  # only a hook asks here: eval_steps
+                # without an eval_dataset is refused before training starts
+                raise ValueError(
+                    "a hook set control.should_validate, but this trainer has no "
+                    "eval_dataset to validate on: pass OnlineTrainer(..., eval_dataset=...), "
+                    "or do not set it"
+                )
             self.evaluate()
         if control.should_save:
             control.should_save = False

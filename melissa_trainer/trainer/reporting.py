@@ -51,7 +51,9 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
     of `eval_dataset` from its index (eval mode, no gradients, the accelerator's
     autocast), and the sums are all-reduced. Collective."""
     if trainer.eval_dataset is None:
-        raise ValueError("evaluate() needs an eval_dataset")
+        raise ValueError(
+            "evaluate() needs an eval_dataset: pass OnlineTrainer(..., eval_dataset=...)"
+        )
     acc, state, control, args = trainer.accelerator, trainer.state, trainer.control, trainer.args
     trainer.hooks.fire(Event.VALIDATION_START, trainer, state, control)
     # per-simulation tails when the samples carry simulation ids (`trainer.simulation_errors`)

@@ -12,15 +12,11 @@ rank still says its own (in-process tests, the launcher's rank in the environmen
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers import run_group
-from test_distributed import free_port
+from two_ranks import launch_two_ranks
 
 from melissa_trainer import ArgumentParser, TrainingArguments
 from melissa_trainer.common.refusal import SaidOnRankZero
@@ -30,21 +26,13 @@ SAID = "unrecognized arguments: --batch_sizee 4"
 HELP_LINE = "show this help message and exit"  # --help's own line in the help text
 
 
-def launch_two_ranks(tmp_path: Path, *flags: str) -> tuple[str, list[dict[str, Any]]]:
-    """tests/scripts/bad_flag.py under `accelerate launch --multi_gpu --num_processes 2`
-    (gloo on CPU) with `flags`: the launch's whole output (stdout and stderr) and what
-    each rank caught (its caught_R.json)."""
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    cmd = [
-        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()),
-        str(SCRIPT), "--output_dir", str(tmp_path / "out"), *flags,
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
-    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
-    env["BAD_FLAG_DIR"] = str(tmp_path)
-    proc = run_group(cmd, timeout=240, env=env)
+def launch_bad_flag(tmp_path: Path, *flags: str) -> tuple[str, list[dict[str, Any]]]:
+    """tests/scripts/bad_flag.py on two ranks (`two_ranks.launch_two_ranks`) with `flags`:
+    the launch's whole output (stdout and stderr) and what each rank caught (its
+    caught_R.json)."""
+    proc = launch_two_ranks(
+        SCRIPT, "--output_dir", str(tmp_path / "out"), *flags, env={"BAD_FLAG_DIR": str(tmp_path)}
+    )
     output = proc.stdout + proc.stderr
     caught = []
     for rank in range(2):
@@ -57,7 +45,7 @@ def launch_two_ranks(tmp_path: Path, *flags: str) -> tuple[str, list[dict[str, A
 @pytest.mark.e2e
 @pytest.mark.timeout(300)
 def test_a_bad_flag_on_two_ranks_is_said_once_and_both_exit_2(tmp_path: Path) -> None:
-    output, caught = launch_two_ranks(tmp_path, "--batch_sizee", "4")
+    output, caught = launch_bad_flag(tmp_path, "--batch_sizee", "4")
     # every rank met the error and ends with argparse's status ...
     assert caught == [{"class": "SystemExit", "code": 2}] * 2, caught
     # ... and it is printed once, by rank 0, with its usage line and its hint
@@ -71,7 +59,7 @@ def test_a_bad_flag_on_two_ranks_is_said_once_and_both_exit_2(tmp_path: Path) ->
 def test_help_on_two_ranks_is_printed_once_and_both_exit_0(tmp_path: Path) -> None:
     """Every rank parses ``--help``; the help text is printed by rank 0 only (twice before
     the fix, once per rank), and both ranks end with argparse's status 0."""
-    output, caught = launch_two_ranks(tmp_path, "--help")
+    output, caught = launch_bad_flag(tmp_path, "--help")
     assert caught == [{"class": "SystemExit", "code": 0}] * 2, caught
     assert output.count("usage: bad_flag.py") == 1, output[-6000:]
     assert output.count(HELP_LINE) == 1, output[-6000:]

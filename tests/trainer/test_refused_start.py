@@ -7,15 +7,11 @@ and each rank's own record that it caught the refusal as a `ConfigError`."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
-from helpers import run_group
-from test_distributed import free_port
 from test_fresh_start import make
+from two_ranks import launch_two_ranks
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -25,17 +21,10 @@ SCRIPT = Path(__file__).parents[1] / "scripts" / "refused_start.py"
 def test_a_start_refused_on_two_ranks_is_said_once_and_fails_both(tmp_path: Path) -> None:
     out = tmp_path / "out"
     make(out, max_steps=4).train()  # an earlier run's checkpoint-4: a fresh start is refused
-    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
-    cmd = [
-        accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-        "--mixed_precision", "no", "--dynamo_backend", "no",
-        "--main_process_port", str(free_port()),
-        str(SCRIPT), "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo",
+    proc = launch_two_ranks(
+        SCRIPT, "--output_dir", str(out), "--batch_size", "4", "--buffer", "fifo",
         "--buffer_size", "64", "--report_to", "none", "--disable_progress_bar",
-    ]  # fmt: skip
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
-    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
-    proc = run_group(cmd, timeout=240, env=env)
+    )  # fmt: skip
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output[-3000:]
     # every rank refused (and could catch it as the ConfigError it is) ...

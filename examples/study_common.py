@@ -1,6 +1,7 @@
-"""What the study examples (`heat_pde/`, `lorenz/`) share: the study's options, the
-study (or, with --external, the stream source) built from them, and (from
-`study_report`, re-exported here) the timings of the JSON summary and what a run prints.
+"""What the study examples (`heat_pde/`, `lorenz/`, `navier_stokes/`; `heat_c/` some of
+it) share: the study's options, the study (or, with --external, the stream source) built
+from them, `run_seeds` (``--seeds``), and (from `study_report`, re-exported here) the
+timings of the JSON summary and what a run prints.
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
 copy of an example needs this file and study_report.py one folder up.
@@ -181,21 +182,27 @@ def _without_per_seed_flags(argv: Sequence[str]) -> list[str]:
 
 def run_seeds(
     script: Path, argv: Sequence[str], seeds: int, first_seed: int, output_dir: Path,
-    metric: str = "val_mse",
+    metric: str = "val_mse", *, plots: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """The study `script` run once per seed (``--seeds``), each in its own process and
     ``output_dir/seed-S``, one after the other; prints each seed's `metric` and its
     spread, and returns ``{"seeds": [...], "median", "min", "max", "spread"}`` (spread:
-    max / min). A failed seed ends the program with its exit status."""
+    max / min). A failed seed ends the program with its exit status.
+
+    Each run gets ``--seed S --output_dir ... --json`` (and `argv` without those, nor
+    ``--seeds`` or a plot flag); `plots`: `script` has a ``--plot`` flag, turned off in
+    each run (``--no_plot``: a seed's figure is not what ``--seeds`` is for). An example
+    without one (heat_c) says ``plots=False``: it would refuse ``--no_plot``."""
     import statistics
     import subprocess
 
     common = _without_per_seed_flags(argv)
+    no_plot = ["--no_plot"] if plots else []
     runs = []
     for seed in range(first_seed, first_seed + seeds):
         out = output_dir / f"seed-{seed}"
         command = [sys.executable, str(script), *common, "--seed", str(seed),
-                   "--output_dir", str(out), "--json", "--no_plot"]  # fmt: skip
+                   "--output_dir", str(out), "--json", *no_plot]  # fmt: skip
         print(f"seed {seed}: {out}", flush=True)
         done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
         if done.returncode != 0:

@@ -28,7 +28,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 from compiled import CClient, c_client, find_mpicc  # noqa: F401 (c_client: a fixture)
-from helpers import NO_MPI, find_mpiexec, read_source, running
+from helpers import NO_MPI, find_mpiexec, read_source, run_group, running
 from tooling import missing_tool
 
 from melissa_trainer import ReceiverConfig, StreamSource, Study
@@ -354,6 +354,36 @@ def test_train_py_trains_on_the_c_solver(built: Built, tmp_path: Path) -> None:
     assert summary["samples_received"] == sims * steps  # each (simulation, step) once
     assert summary["study"]["finished"] == sims and summary["study"]["restarts"] == 0
     assert summary["val_mse"] < 0.5 * summary["mean_field_mse"]
+
+
+@pytest.mark.timeout(420)
+def test_train_py_runs_the_study_once_per_seed(built: Built, tmp_path: Path) -> None:
+    """``--seeds 2``, as in the Python examples (`study_common.run_seeds`): two whole
+    studies, seeds 5 and 6, each in OUTPUT_DIR/seed-S with its own seed, and their
+    spread printed. heat_c has no ``--plot`` to turn off: before `run_seeds` asked which
+    examples have one, every seed's run was refused its ``--no_plot`` (so the example
+    refused ``--seeds``). Tiny: 4 simulations of 6 steps on a 4 x 4 grid."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE / "train.py"), "--build_dir", str(built.bin),
+           "--mpiexec", mpiexec(), "--num_simulations", "4", "--time_steps", "6",
+           "--nx", "4", "--ny", "4", "--hidden", "8", "--buffer", "fifo",
+           "--buffer_size", "100", "--watermark", "8", "--batch_size", "4",
+           "--eval_steps", "none", "--num_validation", "1", "--disable_progress_bar",
+           "--seed", "5", "--seeds", "2", "--json", "--output_dir", str(out)]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = run_group(cmd, timeout=400, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])  # the last line: the report
+    assert [run["seed"] for run in report["seeds"]] == [5, 6]
+    for run in report["seeds"]:  # each seed's own study, in its own directory
+        args = next((out / f"seed-{run['seed']}" / "checkpoints").glob(
+            "checkpoint-*/training_args.json"))  # fmt: skip
+        assert json.loads(args.read_text())["seed"] == run["seed"]
+        assert run["val_mse"] > 0
+    values = [run["val_mse"] for run in report["seeds"]]
+    assert report["min"] == min(values) and report["max"] == max(values)
+    assert "val_mse over 2 seeds (5..6)" in proc.stdout
+    assert not (out / "checkpoints").exists()  # no run of its own beside the seeds'
 
 
 FORTRAN_ONLY_PROJECT = """cmake_minimum_required(VERSION 3.18)

@@ -22,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from tooling import missing_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -110,7 +111,7 @@ def test_mypy_reads_the_types_of_an_installed_wheel(
     built: tuple[Path, Path], tmp_path: Path
 ) -> None:
     if importlib.util.find_spec("mypy") is None:
-        pytest.skip("needs mypy (pip install -e '.[dev]')")
+        missing_tool("needs mypy (in the test extra: pip install -e '.[test]')")
     wheel, _ = built
     # a bare environment holding the wheel only (no torch: mypy reads it as Any, which
     # keeps the check to the package's own types, and fast)

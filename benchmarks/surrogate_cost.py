@@ -234,6 +234,9 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
     trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
                             train_source=Study(launcher, stream),
                             process_sample=process_sample, hooks=[clock])  # fmt: skip
+    # (RUSAGE_CHILDREN counts every child this process has reaped: a pair's second
+    # study in the same process would count the first's solvers too)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0, wall0 = os.getloadavg()[0], time.perf_counter()
     trainer.train()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -259,7 +262,8 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "steps": clock.steps, "trace": clock.trace, "data_calls": data["calls"],
             "data_cpu": data["cpu"],
             "data_threads": len(data["threads"]),
-            "children_cpu": children.ru_utime + children.ru_stime,
+            "children_cpu": children.ru_utime + children.ru_stime - before.ru_utime
+                            - before.ru_stime,
             "load": [load0, os.getloadavg()[0]],
             "study_wall": time.perf_counter() - wall0,
             "span_wall": clock.last - clock.first,

@@ -188,10 +188,12 @@ def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
 
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
           kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
-          pin: bool = False, ratio: float | None = None, reference: int = 0):  # fmt: skip
+          pin: bool = False, ratio: float | None = None, reference: int = 0,
+          parts: bool = False):  # fmt: skip
     """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
     `forced` if given) or the replay of `draws`; returns its steps per second and the
-    parameters it ran, in launch order."""
+    parameters it ran, in launch order (with `parts`, also the training thread's CPU
+    split by `parts_clock.PartsClock`, under ``"parts"``)."""
     torch.set_num_threads(1)  # the other core runs the simulations
     if pin:  # every thread and process started from here on: the last core
         cores = sorted(os.sched_getaffinity(0))
@@ -231,9 +233,19 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         data["threads"].add(threading.get_ident())
         return out
 
+    hooks: list[Hook] = [clock]
+    if parts:
+        from parts_clock import PartsClock  # (here: `study_parts.py`'s alone)
+
+        from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS
+
+        hooks.append(PartsClock(DEFAULT_SIMULATION_LOSS_STEPS))
     trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
                             train_source=Study(launcher, stream),
-                            process_sample=process_sample, hooks=[clock])  # fmt: skip
+                            process_sample=process_sample, hooks=hooks)  # fmt: skip
+    # (RUSAGE_CHILDREN counts every child this process has reaped: a pair's second
+    # study in the same process would count the first's solvers too)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     load0, wall0 = os.getloadavg()[0], time.perf_counter()
     trainer.train()
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -259,13 +271,15 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "steps": clock.steps, "trace": clock.trace, "data_calls": data["calls"],
             "data_cpu": data["cpu"],
             "data_threads": len(data["threads"]),
-            "children_cpu": children.ru_utime + children.ru_stime,
+            "children_cpu": children.ru_utime + children.ru_stime - before.ru_utime
+                            - before.ru_stime,
             "load": [load0, os.getloadavg()[0]],
             "study_wall": time.perf_counter() - wall0,
             "span_wall": clock.last - clock.first,
             "span_thread": clock.last_thread - clock.first_thread,
             "stream_end": clock.stream_end,
             "reference_rate": clock.reference.rate if clock.reference else None,
+            "parts": hooks[-1].figures() if parts else None,  # type: ignore[attr-defined]
             }  # fmt: skip
 
 
@@ -284,11 +298,11 @@ def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float
 def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | str | None, work: Path,
          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
          pin: bool = False, ratio: float | None = None, reference: int = 0,
-         ) -> dict[str, Any]:  # fmt: skip
+         parts: bool = False) -> dict[str, Any]:  # fmt: skip
     """`study`'s arguments as JSON (for `children`); `draws` may be `PREVIOUS`."""
     return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),
             "kind": kind, "forced": forced, "pin": pin, "ratio": ratio,
-            "reference": reference}  # fmt: skip
+            "reference": reference, "parts": parts}  # fmt: skip
 
 
 def children(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -315,7 +329,7 @@ def run_specs(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         draws = runs[-1]["draws"] if s["draws"] == PREVIOUS else s["draws"]
         setup = bench.Setup(**s["setup"])
         runs.append(study(setup, s["seed"], draws, Path(s["work"]), s["kind"], s["forced"],
-                          s["pin"], s["ratio"], s["reference"]))  # fmt: skip
+                          s["pin"], s["ratio"], s["reference"], s.get("parts", False)))  # fmt: skip
     return runs
 
 

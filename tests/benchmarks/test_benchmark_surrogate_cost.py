@@ -109,3 +109,39 @@ def test_the_target_row_is_void_when_the_on_arm_moves_the_reference() -> None:
     assert [r["target"] for r in still[1:]] == [None] * 5
     none = cs.on_off_rows([_study(700.0, 0.0)], [_study(720.0, 0.0)], "w, t", "d")
     assert none[0]["target"] is None and none[1]["target"] == 0.97
+
+
+_TWO_STUDIES = """
+import json, resource, sys, tempfile
+from dataclasses import replace
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import active_sampling as bench
+import surrogate_cost as sc
+setup = replace(bench.Setup(space="wide", steps=200, simulations=10), grid_size=6,
+                time_steps=5, hidden=16, batch_size=8, watermark=8)
+work = Path(tempfile.mkdtemp())
+specs = [sc.spec(setup, 1, None, work / "on", "density"),
+         sc.spec(setup, 1, sc.PREVIOUS, work / "off")]
+def total():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+before = total()
+runs = sc.run_specs(specs)
+print(json.dumps([[run["children_cpu"] for run in runs], total() - before]))
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_each_study_counts_its_own_solvers_cpu_only() -> None:
+    """Two studies in one process (a pair's design): each study's ``children_cpu`` is
+    its own simulations' CPU, so the two add up to what the OS counted for the process's
+    children over both (`RUSAGE_CHILDREN`, the oracle). Before the fix the second study
+    counted the first's solvers too (the quiet runs' "solvers 6.3" then "12.0")."""
+    out = subprocess.run([sys.executable, "-c", _TWO_STUDIES, str(BENCHMARKS)],
+                         capture_output=True, text=True, timeout=560, check=True)  # fmt: skip
+    each, total = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(cpu > 0 for cpu in each)
+    assert sum(each) == pytest.approx(total, abs=1e-6)

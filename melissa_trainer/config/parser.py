@@ -316,7 +316,9 @@ class ArgumentParser(argparse.ArgumentParser):
         for token in remaining:
             if token.startswith("-"):
                 flag = token.split("=", 1)[0]
-                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.6)
+                # (0.75: a typo of a flag scores about 0.9; difflib's default 0.6 named
+                # --job_limit for --no_plot, which only shares letters with it)
+                close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
                 if close:
                     hints.append(f"{flag} (did you mean {close[0]}?)")
         message = f"unrecognized arguments: {' '.join(remaining)}"

@@ -1,6 +1,7 @@
 """Runs a script of benchmarks/ as its tests do: in a fresh interpreter, with ``--json``,
-and returns the rows it printed (its last line, ``{"rows": [...]}``); and the checks
-every A/B row passes whatever the machine's speed."""
+and returns the rows it printed (its last line, ``{"rows": [...]}``); the checks every
+A/B row passes whatever the machine's speed; and a benchmark's module imported in the
+test's own interpreter (`benchmark_module`)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,23 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 ROW_KEYS = {"case", "ours", "baseline", "unit", "ratio", "target"}
+
+
+def benchmark_module(name: str) -> ModuleType:
+    """``benchmarks/NAME.py`` imported (benchmarks/ is not a package: its directory is on
+    ``sys.path`` for the import only; the modules it imports stay imported)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
 
 
 def json_rows(script: str, *flags: str, timeout: float = 280) -> list[dict[str, Any]]:

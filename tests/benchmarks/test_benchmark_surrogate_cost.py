@@ -11,24 +11,16 @@ import math
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from benchmark_json import benchmark_module
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 
 
-def _module(name: str) -> ModuleType:  # benchmarks/ is not a package
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_the_spread_of_identical_arms_is_nil() -> None:
-    spread = _module("cost_spread").spread([3.0, 5.0, 7.0], [3.0, 5.0, 7.0], resamples=50)
+    spread = benchmark_module("cost_spread").spread([3.0, 5.0, 7.0], [3.0, 5.0, 7.0], resamples=50)
     assert spread == {"pairs": 3, "median": 0.0, "mad": 0.0, "p5": 0.0, "p95": 0.0,
                       "row_sd": 0.0, "pair_sd": 0.0}  # fmt: skip
 
@@ -36,7 +28,7 @@ def test_the_spread_of_identical_arms_is_nil() -> None:
 def test_the_spread_s_figures_by_hand() -> None:
     """Log-ratios 0, ln 2, ln 4: median ln 2, deviations ln 2, 0, ln 2 (MAD ln 2); the
     5% quantile 0.1 of the way from 0 to ln 2, the 95% 0.9 of the way from ln 2 to ln 4."""
-    cs = _module("cost_spread")
+    cs = benchmark_module("cost_spread")
     s = cs.spread([1.0, 2.0, 4.0], [1.0, 1.0, 1.0], resamples=200)
     ln2 = math.log(2)
     assert s["median"] == pytest.approx(100 * ln2)
@@ -48,7 +40,7 @@ def test_the_spread_s_figures_by_hand() -> None:
 
 
 def test_the_reference_trains_its_own_copy_and_counts_its_cpu() -> None:
-    reference_module = _module("step_reference")
+    reference_module = benchmark_module("step_reference")
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.SiLU(), torch.nn.Linear(8, 5))
     before = [p.detach().clone() for p in model.parameters()]
@@ -77,7 +69,7 @@ def test_an_a_a_pair_in_one_process_runs_and_reports_its_spread(tmp_path: Path) 
                          cwd=tmp_path).stdout  # fmt: skip
     assert "A/A off pair 0, ref-inproc: a / b span " in out
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    rates = _module("cost_spread").RATES
+    rates = benchmark_module("cost_spread").RATES
     assert len(rows) == len(rates)
     for row, name in zip(rows, rates, strict=True):
         assert row["case"].startswith(f"A/A off, ref-inproc, {name}: ")
@@ -94,7 +86,7 @@ def test_the_target_row_is_void_when_the_on_arm_moves_the_reference() -> None:
     `REFERENCE_TOLERANCE` on / off; beyond it (the quiet machine's 0.920 and 0.878) the
     normalised row carries no ratio and no target, and the target falls back to the
     ratio of the arms' medians of the uncorrected rate (hand-worked: 705 / 725)."""
-    cs = _module("cost_spread")
+    cs = benchmark_module("cost_spread")
     offs = [_study(720.0, 1450.0), _study(730.0, 1460.0)]
     moved = cs.on_off_rows([_study(700.0, 1300.0), _study(710.0, 1320.0)], offs, "w, t", "d")
     assert moved[0]["ratio"] is None and moved[0]["target"] is None

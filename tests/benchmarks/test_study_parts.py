@@ -10,20 +10,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from benchmark_json import benchmark_module
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
-
-
-def _module(name: str) -> ModuleType:  # benchmarks/ is not a package
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
 
 
 class _Clock:
@@ -39,7 +32,7 @@ class _Clock:
 def test_the_blocks_and_the_reduction_steps_by_hand(monkeypatch: pytest.MonkeyPatch) -> None:
     """Three steps (global steps 1, 2, 3; a reduction every 2), the stream ending after
     the second. Readings per step: start, batch ready, after backward, end."""
-    pc = _module("parts_clock")
+    pc = benchmark_module("parts_clock")
     readings = [0.0, 1.0, 3.0, 6.0,  # step 1: data 1, backward 2, update 3
                 10.0, 11.0, 14.0, 24.0,  # between 4; step 2 (reduction): 1, 3, 10
                 30.0, 32.0, 33.0, 36.0]  # between 6 (after); step 3: 2, 1, 3  # fmt: skip
@@ -63,7 +56,7 @@ def test_the_blocks_and_the_reduction_steps_by_hand(monkeypatch: pytest.MonkeyPa
     assert figures["updates"]["stream"] == {"reduction": [10.0, 1], "other": [3.0, 1]}
     assert figures["updates"]["after"] == {"reduction": [0.0, 0], "other": [3.0, 1]}
     run = {"parts": figures, "sampler_cpu_seconds": 1e-6}
-    sp = _module("study_parts")
+    sp = benchmark_module("study_parts")
     assert sp.reduction(run, "stream") == pytest.approx(7e6)
     assert sp.reduction(run, "after") is None
     assert sp.per_step(run, "stream", "update") == pytest.approx(6.5e6)
@@ -78,8 +71,8 @@ def test_quick_pair_s_parts_add_up_to_the_study_s_span(tmp_path: Path) -> None:
     four blocks over both phases come to its training thread's CPU between its first
     step's start and its last step's end as `StepClock` measured it (within 2%: the
     two hooks' own calls), and the command prints its rows."""
-    sp = _module("study_parts")
-    active = _module("active_sampling")
+    sp = benchmark_module("study_parts")
+    active = benchmark_module("active_sampling")
     from dataclasses import replace
 
     setup = replace(active.Setup(space="wide", steps=200, simulations=10), grid_size=6,

@@ -9,24 +9,16 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
+from benchmark_json import benchmark_module
 
 BENCHMARKS = Path(__file__).parents[2] / "benchmarks"
 
 
-def _module(name: str) -> ModuleType:  # benchmarks/ is not a package
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return __import__(name)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_the_variants_train_alike_and_the_tracked_one_tracks() -> None:
-    td = _module("tracking_designs")
+    td = benchmark_module("tracking_designs")
     arms = {v: td.Arm(v, 3) for v in td.VARIANTS}
     for arm in arms.values():
         arm.run(2 * td.PERIOD)

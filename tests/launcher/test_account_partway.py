@@ -132,3 +132,15 @@ def test_a_repeated_exit_code_reads_as_an_exit_code(caplog: pytest.LogCaptureFix
     Advice(worker_mode=False).failed(8, ["refused", "refused"])
     (said,) = [r.getMessage() for r in caplog.records]
     assert said.startswith("simulation 8 failed again (refused) on its restart"), said
+
+
+def test_simulations_that_failed_alike_show_their_exit_codes_as_numbers(tmp_path: Path) -> None:
+    """A study stopped by failures groups those that failed alike: their exit codes read
+    [1] (as every other line of the launcher writes them), not ['1']."""
+    from melissa_trainer.launcher.reports import failure_report
+
+    for sid in (0, 1):
+        (tmp_path / f"sim-{sid}.log").write_text("setting up\nsolver diverged\n")
+    failed = [(0, "simulation 0", (1, 1, 1)), (1, "simulation 1", (1, 1, 1))]
+    lines = failure_report(failed, lambda sid: tmp_path / f"sim-{sid}.log", tmp_path)
+    assert "2 simulations (0, 1) failed alike (exit codes [1], the same" in lines[0], lines

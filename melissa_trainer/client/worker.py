@@ -20,9 +20,10 @@ One context for every `Client` spares each simulation the making and ending of i
 (its cost: docs/measured.md, "Design choices, measured"); `close` still waits
 until ZeroMQ has sent the simulation's BYE, so a simulation reported finished has left.
 
-Each call reports the previous simulation as finished and asks for the next one; None
-means nothing is left (the worker should exit 0). A worker that dies loses only its
-current simulation, which the launcher gives to another request. In an MPI worker, rank
+Each call reports the previous simulation as finished (or failed: ``exit_code=1``, for a
+solver that catches its own failure and goes on) and asks for the next one; None means
+nothing is left (the worker should exit 0). A worker that dies loses only its current
+simulation, which the launcher gives to another request. In an MPI worker, rank
 0 calls `next_simulation` and broadcasts the answer.
 
 The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name

@@ -165,5 +165,5 @@ class SystematicFailure:
             f"hand, fix it and start again {check}. Unless the solver fails for part of "
             f"the space only and these {len(ids)} parameter sets all lie there (a solver "
             f"that crashes at start-up for some parameters): then turn the check off, or "
-            f"raise it, and narrow the sampler's bounds"
+            f"raise it, and narrow the parameters' bounds"
         )

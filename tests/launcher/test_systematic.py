@@ -46,4 +46,4 @@ def test_the_report_says_when_it_could_be_the_parameters_after_all(tmp_path: Pat
     text = report(tmp_path, 1, "RuntimeError: mesh generation failed")
     assert text is not None
     assert "these 2 parameter sets all lie there" in text
-    assert "turn the check off, or raise it, and narrow the sampler's bounds" in text
+    assert "turn the check off, or raise it, and narrow the parameters' bounds" in text

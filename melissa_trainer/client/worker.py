@@ -20,9 +20,10 @@ One context for every `Client` spares each simulation the making and ending of i
 (its cost: docs/measured.md, "Design choices, measured"); `close` still waits
 until ZeroMQ has sent the simulation's BYE, so a simulation reported finished has left.
 
-Each call reports the previous simulation as finished and asks for the next one; None
-means nothing is left (the worker should exit 0). A worker that dies loses only its
-current simulation, which the launcher gives to another request. In an MPI worker, rank
+Each call reports the previous simulation as finished (or failed: ``exit_code=1``, for a
+solver that catches its own failure and goes on) and asks for the next one; None means
+nothing is left (the worker should exit 0). A worker that dies loses only its current
+simulation, which the launcher gives to another request. In an MPI worker, rank
 0 calls `next_simulation` and broadcasts the answer.
 
 The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
@@ -104,21 +105,30 @@ class WorkerClient:
         self._context: zmq.Context | None = None
         self._socket: zmq.Socket | None = None
 
-    def next_simulation(self) -> tuple[int, dict[str, float]] | None:
-        """Report the current simulation as finished; return the next one's
+    def next_simulation(self, exit_code: int = 0) -> tuple[int, dict[str, float]] | None:
+        """Report the current simulation as finished (`exit_code` 0) or failed (any other
+        code: what its process would have exited with); return the next one's
         ``(simulation_id, parameters)``, or None when nothing is left. Blocks until the
         launcher answers.
+
+        A failed simulation is a failed attempt, as if the worker had exited with that
+        code (restarted, then redrawn, as `LauncherTuning` says), but the worker lives
+        on: a solver that catches its own failure does not pay its start-up again.
 
         Raises:
             TimeoutError: no answer within `timeout` (the launcher is gone or stuck).
             RuntimeError: the launcher refused the request.
+            ValueError: `exit_code` is not an int.
         """
+        if isinstance(exit_code, bool) or not isinstance(exit_code, int):
+            raise ValueError(f"exit_code must be an int (0: finished), not {exit_code!r}")
         if self._exhausted:
             return None
         while True:
-            reply = self._request(
-                {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
-            )
+            message = {"version": PROTOCOL_VERSION, "worker": self.name, "finished": self.current}
+            if exit_code and self.current is not None:  # (absent: finished, as before)
+                message["exit_code"] = exit_code
+            reply = self._request(message)
             if "error" in reply:
                 raise RuntimeError(f"the launcher refused worker {self.name}: {reply['error']}")
             self.current = None
@@ -180,11 +190,14 @@ class WorkerClient:
 _default: WorkerClient | None = None
 
 
-def next_simulation(timeout: float | None = 60.0) -> tuple[int, dict[str, float]] | None:
+def next_simulation(
+    timeout: float | None = 60.0, exit_code: int = 0
+) -> tuple[int, dict[str, float]] | None:
     """`WorkerClient.next_simulation` on this process's worker connection (made at the
-    first call from the environment)."""
+    first call from the environment): `exit_code` non-zero reports the simulation just
+    run as failed, and the worker goes on with the next."""
     global _default
     if _default is None:
         _default = WorkerClient(timeout=timeout)
     _default.timeout = timeout
-    return _default.next_simulation()
+    return _default.next_simulation(exit_code)

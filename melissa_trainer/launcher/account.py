@@ -14,7 +14,10 @@ finishes. `study_account` tells it at the end, in a few lines:
 The reasons, in order: every sample non-finite (finished, all refused); every HELLO
 refused (the fields were not the study's: the receiver's reason quoted); failed or
 abandoned with no sample received (exit codes). A simulation that failed after sending
-some samples contributed those (the receivers keep them): it is not listed.
+some samples contributed those (the receivers keep them, and the model trained on
+them); it is listed apart, as given up part-way, with its exit codes and parameters:
+a solver that crashes mid-run for part of the space (exit 1 at its 25th step) is told
+at the end, not only in lines long scrolled past, and the account is a WARNING.
 
 What a receiver saw is rank 0's (in a multi-rank run, a simulation's steps are shared
 among the ranks: one whose rank-0 share was all refused is counted); the non-finite
@@ -117,9 +120,12 @@ def study_account(
     nonfinite: list[SimulationOutcome] = []
     refused: list[SimulationOutcome] = []
     failed: list[SimulationOutcome] = []
+    partway: list[SimulationOutcome] = []  # given up after sending some samples
     for o in ended:
         steps, bad = samples.get(o.simulation_id, (0, 0))
         if steps - bad > 0:
+            if o.status != "finished":
+                partway.append(o)
             continue  # contributed
         if bad > 0:
             nonfinite.append(o)
@@ -133,10 +139,13 @@ def study_account(
     contributed = len(ended) - none
     noun = "simulation" if len(ended) == 1 else "simulations"
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
-    if not none:
+    if not none and not partway:
         return [f"{head}; every one contributed."], False
-    share = none / len(ended)
-    lines = [f"{head}; {none} ({share:.0%} of the study) contributed none:"]
+    if none:
+        lines = [f"{head}; {none} ({none / len(ended):.0%} of the study) contributed none:"]
+    else:
+        share = len(partway) / len(ended)
+        lines = [f"{head}; {len(partway)} ({share:.0%} of the study) failed part-way:"]
     if nonfinite:
         first = nonfinite[0]
         lines.append(
@@ -159,7 +168,26 @@ def study_account(
             f"{first.simulation_id}, exit codes {list(first.exit_codes)}"
             + (f" ({first.reason})" if first.reason else "")
         )
+    if partway:
+        lines.append(_partway_line(partway))
     return lines, True
+
+
+def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
+    """The account's line for simulations given up after sending some samples: their
+    ids, one's exit codes and parameters (the parameter set to look at), what became of
+    their samples, and what to do if the failures are the solver's."""
+    first = partway[0]
+    what = "redrawn" if first.status == "failed" else "abandoned"
+    return (
+        f"  {len(partway)} given up part-way ({what}), after sending some samples: simulations "
+        f"{_ids([o.simulation_id for o in partway])}; e.g. simulation {first.simulation_id}, "
+        f"exit codes {list(first.exit_codes)}, parameters {dict(first.parameters)}"
+        + (f" ({first.reason})" if first.reason else "")
+        + ". The samples they sent before failing were trained on; if the solver fails "
+        "there for these parameters, narrow the sampler's bounds (each simulation's log, "
+        "and Launcher.outcomes(), have the rest)"
+    )
 
 
 def sampler_line(sampler: Sampler) -> str | None:

@@ -126,9 +126,12 @@ class Advice:
         if self._failure_told or len(codes) < 2 or codes[-1] != codes[-2]:
             return
         self._failure_told = True
-        what = "hung" if codes[-1] == "timeout" else f"failed ({codes[-1]})"
+        # (an exit code reads as one: "failed again (exit 1)", not "failed (1) again")
+        code = codes[-1]
+        exit_code = f"exit {code}" if isinstance(code, int) else code
+        what = "hung again" if code == "timeout" else f"failed again ({exit_code})"
         logger.warning(
-            "simulation %d %s again on its restart, as on its previous attempt (exit codes "
+            "simulation %d %s on its restart, as on its previous attempt (exit codes "
             "%s): if the solver is deterministic, the same parameters fail the same way and "
             "every restart costs as long again; LauncherTuning(max_restarts=0) gives such a "
             "simulation up at its first failure and draws new parameters in its place "

@@ -124,10 +124,14 @@ class FailurePolicy:
         if outcome == "restart":
             return
         history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
-        failed = f"simulation {sid} failed {len(codes)} times ({history})"
+        times = "once" if len(codes) == 1 else f"{len(codes)} times"
+        failed = f"simulation {sid} failed {times} ({history})"
         if outcome == "redraw":
             logger.warning(
-                "%s: redraw %d of %d, new parameters", failed, redraws, study.max_redraws
+                "%s: given up, new parameters drawn in its place (redraw %d of at most %d)",
+                failed,
+                redraws,
+                study.max_redraws,
             )
             self.give_up(sid, redraw=True)
         elif outcome == "abandon":

@@ -287,6 +287,11 @@ class Launcher(LauncherRecord):
             settings.log_dir,
         )
 
+    @property
+    def log_dir(self) -> Path | None:
+        """The job logs' directory (`log_dir`, else `{study_dir}/logs`); None before `start`."""
+        return None if self._supervisor is None else self._supervisor.settings.log_dir
+
     def resume(self, saved: SavedStudy) -> None:
         super().resume(saved)
         self._resumed = True

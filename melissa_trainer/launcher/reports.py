@@ -132,7 +132,7 @@ def failure_report(
             shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                f"{sorted(map(str, failing))}, the same last log line), their parameters "
+                f"{sorted(failing, key=str)}, the same last log line), their parameters "
                 f"differing; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))

@@ -274,12 +274,19 @@ class Supervisor(FailurePolicy):
                 record = self.study.records[sid]
                 if record.exited_at is None or now - record.exited_at < DRAIN_GRACE:
                     continue
+            # (a worker does not exit: it asked for more, reporting this one finished)
+            ended = "its worker reported it finished" if self.worker_mode else "it exited 0"
             why = (
-                f"it exited 0 but its data did not all arrive ({data.describe(sid)}); a "
+                f"{ended} but its data did not all arrive ({data.describe(sid)}); a "
                 f"solver must send every step and close its client before it exits (BYE: "
                 f"Client.close() in Python, mt_client_close in C, mt_close in Fortran)"
             )
-            logger.warning("simulation %d %s", sid, why)
+            if self.worker_mode:
+                why += (
+                    "; a worker that catches its simulation's failure reports it: "
+                    "next_simulation(exit_code=1)"
+                )
+            logger.warning("simulation %d: %s", sid, why)
             with self.lock:
                 outcome = self.study.incomplete(sid, why)
             self.apply_policy(sid, outcome, "exit 0, data incomplete", self.log_of(sid))

@@ -162,5 +162,8 @@ class SystematicFailure:
         return (
             f"{head}exit code {attempt.code}, last log line {line!r}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "
-            f"hand, fix it and start again {check}"
+            f"hand, fix it and start again {check}. Unless the solver fails for part of "
+            f"the space only and these {len(ids)} parameter sets all lie there (a solver "
+            f"that crashes at start-up for some parameters): then turn the check off, or "
+            f"raise it, and narrow the parameters' bounds"
         )

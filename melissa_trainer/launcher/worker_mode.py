@@ -10,8 +10,10 @@ is left. The policy of `Supervisor` applies to each simulation:
 
 * success: the worker asked for more (reporting it finished), or exited 0 while
   running it;
-* failure: the worker exited non-zero, or its current simulation was silent for
-  `simulation_timeout` s (the worker is then killed). The simulation goes back to the
+* failure: the worker exited non-zero, reported its simulation failed
+  (``next_simulation(exit_code=1)``: the worker lives on, its start-up not paid again),
+  or its current simulation was silent for `simulation_timeout` s (the worker is then
+  killed). The simulation goes back to the
   queue for the next request; the slot's worker is relaunched while work remains.
 
 A worker is launched only while there is more work than idle workers. One that keeps
@@ -166,6 +168,11 @@ class WorkerSupervisor(Supervisor):
                 isinstance(finished, bool) or not isinstance(finished, int)
             ):
                 raise ValueError(f"finished={finished!r}")
+            # the worker's verdict on `finished`: 0 it finished, else it failed
+            # (`next_simulation(exit_code=...)`: the worker lives on)
+            code = request.get("exit_code", 0)
+            if isinstance(code, bool) or not isinstance(code, int):
+                raise ValueError(f"exit_code={code!r}")
         except (ValueError, KeyError, TypeError) as exc:
             logger.warning("malformed worker request dropped: %r", exc)
             return _reply(error=f"malformed request: {exc!r}")
@@ -183,7 +190,7 @@ class WorkerSupervisor(Supervisor):
             )
         if finished is not None:
             job.simulation_id = None
-            self.end_simulation(finished, 0, now, job.log_path)
+            self.end_simulation(finished, code, now, job.log_path)
         if self._awaiting_data() > self.settings.job_limit:
             self.take_completed()  # (the receivers may have it since the last tick)
         if self._awaiting_data() > self.settings.job_limit:

@@ -95,11 +95,12 @@ class FirstDataNotice:
     def after(self, seconds: float) -> None:
         self.wait.after = float(seconds)
 
-    def started(self, samples: int, study_dir: Path) -> None:
+    def started(self, samples: int, logs: Path) -> None:
         """The launcher has just started the simulations; `samples` is the receiver's
-        count of samples put so far, `study_dir` the launcher's study directory."""
+        count of samples put so far, `logs` the launcher's job-log directory (its
+        `log_dir`: the user's, else `{study_dir}/logs`)."""
         self.wait.started(samples)
-        self._logs = study_dir / "logs"
+        self._logs = logs
 
     def check(self, samples: int, launcher: Launcher) -> bool:
         """Called while training waits for data, with the receiver's count of samples
@@ -121,7 +122,7 @@ class FirstDataNotice:
                 "with no message at all, the stream stops the study after "
                 "ReceiverConfig(stall_timeout=...) or LauncherTuning(startup_timeout=...) "
                 "s from a worker's start, whichever is longer. Their output: the "
-                "launcher's log_dir (%s by default). "
+                "launcher's log_dir (%s). "
                 "Said once per study.",
                 waited,
                 max(0, launcher.jobs_alive() - queued),  # (two moments: never below 0)
@@ -135,7 +136,7 @@ class FirstDataNotice:
             "no data yet, %.0f s after the first simulations were launched: %d running%s, "
             "%d restarted so far; training waits for their first samples. A "
             "solver's start-up (imports, JIT compilation, reading a mesh) counts here; %s. "
-            "Their output: the launcher's log_dir (%s by default). Said once per study.",
+            "Their output: the launcher's log_dir (%s). Said once per study.",
             waited,
             max(0, int(summary["running"]) - queued),  # (a queued job's simulation is "running")
             in_queue(queued, reasons, "simulations"),

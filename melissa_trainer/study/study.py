@@ -153,6 +153,7 @@ class Study(Source):
         #: rank 0, after `stop`: the end-of-run account when it was not a WARNING
         #: (`ProgressHook` prints it at the end of training)
         self.account_report: list[str] = []
+        self._accounted = False  # the end-of-run account was logged (`stop`)
         #: rank 0: says once when training has waited long for the first data
         self.first_data = FirstDataNotice()
 
@@ -220,7 +221,8 @@ class Study(Source):
             study_dir=study_dir,
             run_id=self.stream.config.run_id,
         )
-        self.first_data.started(receiver.ingest.samples_put, study_dir)
+        logs = self.launcher.log_dir  # the user's log_dir: the notice names it, not ours
+        self.first_data.started(receiver.ingest.samples_put, logs or study_dir / "logs")
         # the stall watchdog asks the launcher before it fails a silent stream
         self.stream.excuse_silence(self.launcher.silence_explained)
         self._started = True
@@ -297,12 +299,16 @@ class Study(Source):
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
-                # which simulations contributed nothing, and why (`launcher.account`)
-                samples = receiver.ingest.samples_of() if receiver else {}
-                lines, warned = log_account(
-                    self.launcher.outcomes(), samples, self.launcher.sampler
-                )
-                self.account_report = [] if warned else lines
+                # which simulations contributed nothing, and why (`launcher.account`):
+                # once, though the trainer stops its source twice (before its end hooks,
+                # and again in its `finally`), else a WARNING account is said twice
+                if not self._accounted:
+                    self._accounted = True
+                    samples = receiver.ingest.samples_of() if receiver else {}
+                    lines, warned = log_account(
+                        self.launcher.outcomes(), samples, self.launcher.sampler
+                    )
+                    self.account_report = [] if warned else lines
         finally:
             self.stream.stop()
 

@@ -37,3 +37,13 @@ def test_other_identical_failures_still_blame_the_solver_or_its_environment(
     assert text is not None
     assert "The solver or its environment is at fault" in text
     assert "startup_timeout" not in text
+
+
+def test_the_report_says_when_it_could_be_the_parameters_after_all(tmp_path: Path) -> None:
+    """Two parameter sets are all the check sees: a solver that crashes at start-up for
+    part of the space only, whose first two draws both lie there, was told flatly "not
+    its parameters". The report now says what to do in that case."""
+    text = report(tmp_path, 1, "RuntimeError: mesh generation failed")
+    assert text is not None
+    assert "these 2 parameter sets all lie there" in text
+    assert "turn the check off, or raise it, and narrow the parameters' bounds" in text

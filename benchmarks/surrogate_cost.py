@@ -234,12 +234,14 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
         return out
 
     hooks: list[Hook] = [clock]
+    parts_clock: Any = None
     if parts:
         from parts_clock import PartsClock  # (here: `study_parts.py`'s alone)
 
         from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS
 
-        hooks.append(PartsClock(DEFAULT_SIMULATION_LOSS_STEPS))
+        parts_clock = PartsClock(DEFAULT_SIMULATION_LOSS_STEPS)
+        hooks.append(parts_clock)
     trainer = OnlineTrainer(model, args, torch.optim.Adam(model.parameters(), lr=1e-3),
                             train_source=Study(launcher, stream),
                             process_sample=process_sample, hooks=hooks)  # fmt: skip
@@ -279,7 +281,7 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
             "span_thread": clock.last_thread - clock.first_thread,
             "stream_end": clock.stream_end,
             "reference_rate": clock.reference.rate if clock.reference else None,
-            "parts": hooks[-1].figures() if parts else None,  # type: ignore[attr-defined]
+            "parts": parts_clock.figures() if parts_clock is not None else None,
             }  # fmt: skip
 
 

@@ -32,6 +32,10 @@ from typing import Any
 
 import surrogate_cost as sc
 
+#: the ninth round's reference: a step of the model every 10 steps (`step_reference.plan`)
+_STEP = {"kind": "step", "every": 10, "offset": 0}
+#: the twelfth round's: small products, never right after a reduction
+_COMPUTE = {"kind": "compute", "every": 10, "offset": 5}
 #: a design: the studies' settings (`surrogate_cost.study`'s ``pin`` and ``ratio``)
 DESIGNS: dict[str, dict[str, Any]] = {
     "old": {"pin": False},  # the eighth round's studies, unpinned
@@ -40,10 +44,15 @@ DESIGNS: dict[str, dict[str, Any]] = {
     # processes, e.g. their memory's layout, weighs on both arms alike)
     "inproc": {"pin": False, "inprocess": True},
     "inproc-pinned": {"pin": True, "inprocess": True},
-    # the same, with a reference step every 10 steps (`step_reference`)
-    "ref": {"reference": 10},
-    "ref-pinned": {"pin": True, "reference": 10},
-    "ref-inproc": {"reference": 10, "inprocess": True},
+    # the same, with a reference step every 10 steps (`step_reference`), after the
+    # reductions' steps too (offset 0: the ninth round's)
+    "ref": {"reference": _STEP},
+    "ref-pinned": {"pin": True, "reference": _STEP},
+    "ref-inproc": {"reference": _STEP, "inprocess": True},
+    # the twelfth round's: the reference never right after a reduction (offset 5), the
+    # step's or a chain of small products that stays in the first caches
+    "ref5-inproc": {"reference": dict(_STEP, offset=5), "inprocess": True},
+    "refc-inproc": {"reference": _COMPUTE, "inprocess": True},
 }
 
 

@@ -42,16 +42,16 @@ from melissa_trainer.common.json_output import to_json  # noqa: E402
 EVERY = 10  # steps between two reference steps, as surrogate_cost's design
 
 
-def study(on: bool, seed: int, steps: int) -> dict[str, float]:
+def study(on: bool, seed: int, steps: int, kind: str = "step", offset: int = 0) -> dict[str, float]:
     """One trainer (module docstring) in this process: its rate and the reference's."""
     import active_sampling as bench
     import torch
-    from step_reference import StepReference
+    from step_reference import ComputeReference, StepReference, make_reference
 
     from melissa_trainer import Hook, OnlineTrainer, TrainingArguments
 
     class Clock(Hook):
-        def __init__(self, reference: StepReference) -> None:
+        def __init__(self, reference: StepReference | ComputeReference) -> None:
             self.reference, self.steps, self.reductions = reference, 0, 0
             self.first: float | None = None
             self.last = 0.0
@@ -62,7 +62,7 @@ def study(on: bool, seed: int, steps: int) -> dict[str, float]:
 
         def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
             self.steps += 1
-            if self.steps % EVERY == 0:
+            if self.steps % EVERY == offset:
                 self.reference.run()
             self.last = time.thread_time()
 
@@ -75,7 +75,7 @@ def study(on: bool, seed: int, steps: int) -> dict[str, float]:
     data = bench.memory_samples(setup, seed)
     n = len(data)
     model = bench.make_model(setup, seed)
-    clock = Clock(StepReference(model, setup.batch_size))
+    clock = Clock(make_reference(kind, model, setup.batch_size))
     with tempfile.TemporaryDirectory(prefix="reference-sensitivity-") as work:
         args = TrainingArguments(
             output_dir=work, seed=seed, batch_size=setup.batch_size, buffer="reservoir",
@@ -95,8 +95,8 @@ def study(on: bool, seed: int, steps: int) -> dict[str, float]:
             "reductions": clock.reductions}  # fmt: skip
 
 
-def child(on: bool, seed: int, steps: int) -> dict[str, float]:
-    spec = json.dumps({"on": on, "seed": seed, "steps": steps})
+def child(on: bool, seed: int, steps: int, kind: str, offset: int) -> dict[str, float]:
+    spec = json.dumps({"on": on, "seed": seed, "steps": steps, "kind": kind, "offset": offset})
     out = subprocess.run([sys.executable, __file__, "--child", spec], capture_output=True,
                          text=True, check=False)  # fmt: skip
     if out.returncode != 0:
@@ -109,20 +109,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=8)
     p.add_argument("--steps", type=int, default=1500)
+    p.add_argument("--reference", choices=("step", "compute"), default="step",
+                   help="the reference workload (step_reference.KINDS)")  # fmt: skip
+    p.add_argument("--offset", type=int, choices=range(EVERY), default=0, metavar="0..9",
+                   help="the reference runs after the steps whose number %% 10 is this (the "
+                        "reductions: after multiples of 20)")  # fmt: skip
     p.add_argument("--child", help=argparse.SUPPRESS)
     add_flags(p, quick="tiny: checks the pipeline, no figure")
     opts = p.parse_args()
     if opts.child:
         spec = json.loads(opts.child)
-        print(to_json(study(spec["on"], spec["seed"], spec["steps"])))
+        print(to_json(study(spec["on"], spec["seed"], spec["steps"], spec["kind"], spec["offset"])))
         return
     pairs, steps = (1, 60) if opts.quick else (opts.pairs, opts.steps)
     print(f"{pairs} on / off pair(s) of {steps} steps, fresh interpreters, alternate "
-          "orders (the machine may be busy)")  # fmt: skip
+          f"orders, the {opts.reference!r} reference at offset {opts.offset} (the machine may "
+          "be busy)")  # fmt: skip
     ratios: dict[str, list[float]] = {"rate": [], "reference": []}
     for i in range(pairs):
         order = (True, False) if i % 2 == 0 else (False, True)
-        runs = {on: child(on, 100 + i, steps) for on in order}
+        runs = {on: child(on, 100 + i, steps, opts.reference, opts.offset) for on in order}
         if not runs[True]["reductions"] or runs[False]["reductions"]:  # (else: A/A)
             raise SystemExit(f"pair {i}: the on arm must track, the off arm not: {runs}")
         for key, values in ratios.items():
@@ -136,7 +142,7 @@ def main() -> None:
          "ours": round(statistics.median(ratios[key]), 4), "baseline": 1.0, "unit": "ratio",
          "ratio": round(statistics.median(ratios[key]), 4), "target": None}
         for key, what in (("rate", "the trainer's own steps per CPU-second"),
-                          ("reference", "the reference step's steps per CPU-second"))
+                          ("reference", f"the {opts.reference!r} reference's runs per CPU-second"))
     ]  # fmt: skip
     finish(
         rows,

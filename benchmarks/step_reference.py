@@ -11,12 +11,26 @@ reference's rate is what its code costs relative to the machine it ran on, and t
 of two studies' normalised rates cancels what their machines' states had in common
 (a control variate). The reference's own CPU is not the study's: `surrogate_cost`
 subtracts it from the span.
+
+Two workloads (`make_reference`, ``kind``): **"step"** (`StepReference`), the ninth
+round's, a step of the study's own model; **"compute"** (`ComputeReference`, the twelfth
+round's), a chain of small matrix products whose operands (48 KiB) stay in the core's
+first caches between two runs. The control variate is sound only if the arms' work
+leaves the reference alone: the step reference, whose weights and optimizer state
+(about 1.3 MB) the tracked arm's work evicts between two runs, read 0.89-0.91 on / off
+where the study's own steps moved 1-3% (docs/measured.md, issue 46's tenth round); a
+workload that fits in the first caches is not evicted by a neighbour's traffic, and
+follows what moves every instruction alike (the clock, the CPU time a hypervisor
+takes). `surrogate_cost.py` prints the reference's rate on / off in every run and
+voids a row whose reference moved beyond its tolerance, whichever workload.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -53,3 +67,78 @@ class StepReference:
     def rate(self) -> float:
         """Reference steps per CPU-second so far (0 before any)."""
         return self.count / self.seconds if self.seconds > 0 else 0.0
+
+
+class ComputeReference:
+    """`products` chained products of 64 x 64 float32 matrices (one fixed random pair,
+    the result copied into a preallocated output: no allocation), `steps` times each
+    time `run` is called; `seconds`, `count` and `rate` as `StepReference`'s. Its
+    operands and output, 48 KiB, stay in the first caches; about 100 microseconds a
+    run on this machine's cores (busy or not: what moves is the point)."""
+
+    SIZE = 64
+
+    def __init__(self, steps: int = 1, products: int = 8) -> None:
+        generator = torch.Generator().manual_seed(46)
+        n = self.SIZE
+        self.a = torch.randn(n, n, generator=generator) / n**0.5
+        self.b = torch.randn(n, n, generator=generator) / n**0.5
+        self.out = torch.empty(n, n)
+        self.steps, self.products = steps, products
+        self.seconds = 0.0
+        self.count = 0
+
+    def run(self) -> None:
+        """`steps` reference runs, timed (the thread's CPU)."""
+        a, b, out = self.a, self.b, self.out
+        start = time.thread_time()
+        for _ in range(self.steps):
+            for _ in range(self.products):
+                torch.mm(a, b, out=out)
+        self.seconds += time.thread_time() - start
+        self.count += self.steps
+
+    @property
+    def rate(self) -> float:
+        """Reference runs per CPU-second so far (0 before any)."""
+        return self.count / self.seconds if self.seconds > 0 else 0.0
+
+
+#: a reference workload
+Reference = StepReference | ComputeReference
+#: the reference workloads (`make_reference`'s ``kind``)
+KINDS = ("step", "compute")
+
+
+def make_reference(kind: str, model: torch.nn.Module, batch_size: int) -> Reference:
+    """The reference workload `kind` (`KINDS`) for a study of `model`."""
+    if kind == "step":
+        return StepReference(model, batch_size)
+    if kind == "compute":
+        return ComputeReference()
+    raise ValueError(f"reference kind {kind!r}: one of {KINDS}")
+
+
+def plan(reference: Mapping[str, Any] | None) -> tuple[str, int, int] | None:
+    """A study's reference as `(kind, every, offset)`: the workload `kind` runs after
+    the steps whose number ``% every == offset`` (None: no reference). A design's
+    ``{"kind", "every", "offset"}`` (`cost_spread.DESIGNS`).
+
+    Why an offset: the per-simulation losses are reduced after the steps that are
+    multiples of 20; a reference run right after one starts in the caches the reduction
+    just swept (hundreds of kilobytes: its period's losses), which no off arm does.
+    With every 10 and offset 5 no reference follows a reduction (issue 46, twelfth
+    round: the step reference moved 0.92 on / off at offset 0, 0.95 at offset 5; the
+    compute one 0.97 and 0.985, while the trainer's own steps moved 0.98-0.99; busy
+    machine, 4 pairs each, `reference_sensitivity.py`).
+
+    Raises:
+        ValueError: an unknown kind, ``every < 1`` or an offset outside ``[0, every)``.
+    """
+    if not reference:
+        return None
+    kind, every, offset = reference["kind"], int(reference["every"]), int(reference["offset"])
+    if kind not in KINDS or every < 1 or not 0 <= offset < every:
+        raise ValueError(f"reference {dict(reference)}: a kind of {KINDS}, every >= 1, "
+                         "0 <= offset < every")  # fmt: skip
+    return kind, every, offset

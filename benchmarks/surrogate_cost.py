@@ -72,8 +72,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling as bench  # noqa: E402
 import heat_pipelines as hp  # noqa: E402
+import step_reference  # noqa: E402
 from report import print_rows  # noqa: E402
-from step_reference import StepReference  # noqa: E402
 
 from melissa_trainer import (  # noqa: E402
     Hook,
@@ -109,8 +109,9 @@ class StepClock(Hook):
         self.launcher: Any = None
         self.stream_end: list[float] | None = None  # steps, thread CPU, sampler CPU
         self.pin: int | None = None  # the core the training thread moves to
-        self.reference: StepReference | None = None  # run every `every` steps
-        self.every = 0
+        # run after the steps whose number % `every` is `offset` (`step_reference.plan`)
+        self.reference: step_reference.Reference | None = None
+        self.every = self.offset = 0
 
     def _process(self) -> float:
         """The process's CPU-seconds, less those of the reference's steps."""
@@ -144,7 +145,7 @@ class StepClock(Hook):
                                self.last_sampler - self.first_sampler,
                                self.last_cpu - self.first_cpu, len(trainer.buffer),
                                finished])  # fmt: skip
-        if self.reference is not None and self.every and self.steps % self.every == 0:
+        if self.reference is not None and self.steps % self.every == self.offset:
             self.reference.run()
 
 
@@ -188,8 +189,8 @@ def force_draws(sampler: Any, draws: list[dict[str, float]]) -> None:
 
 def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, work: Path,
           kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
-          pin: bool = False, ratio: float | None = None, reference: int = 0,
-          parts: bool = False):  # fmt: skip
+          pin: bool = False, ratio: float | None = None,
+          reference: dict[str, Any] | None = None, parts: bool = False):  # fmt: skip
     """One study: the adaptive sampler `kind`'s (`draws` None; its draws replaced by
     `forced` if given) or the replay of `draws`; returns its steps per second and the
     parameters it ran, in launch order (with `parts`, also the training thread's CPU
@@ -220,8 +221,10 @@ def study(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | None, w
     clock.trace, clock.launcher = [], launcher
     if pin:
         clock.pin = cores[0]
-    if reference:
-        clock.reference, clock.every = StepReference(model, setup.batch_size), reference
+    planned = step_reference.plan(reference)
+    if planned:
+        kind_of, clock.every, clock.offset = planned
+        clock.reference = step_reference.make_reference(kind_of, model, setup.batch_size)
     data: dict[str, Any] = {"calls": 0, "cpu": 0.0, "threads": set()}
 
     def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -299,7 +302,8 @@ def free_draws(setup: bench.Setup, kind: str, seed: int) -> list[dict[str, float
 
 def spec(setup: bench.Setup, seed: int, draws: list[dict[str, float]] | str | None, work: Path,
          kind: str = "surrogate", forced: list[dict[str, float]] | None = None,
-         pin: bool = False, ratio: float | None = None, reference: int = 0,
+         pin: bool = False, ratio: float | None = None,
+         reference: dict[str, Any] | None = None,
          parts: bool = False) -> dict[str, Any]:  # fmt: skip
     """`study`'s arguments as JSON (for `children`); `draws` may be `PREVIOUS`."""
     return {"setup": asdict(setup), "seed": seed, "draws": draws, "work": str(work),

@@ -4,16 +4,10 @@ budget and the same training steps (issues 20 and 31), and Breed's exploration a
 the control that says what the breeding adds (the same as Breed since Breed's default
 explores only: issue 31's second round).
 
-The problem: the heat example's solver (16 x 16 grid, 20 steps of 0.005) with the
-diffusivity as a parameter, ``log2_alpha`` in [-6, 1]. Its **hard region** is fast
-diffusion, ``log2_alpha >= 0`` (1/7 of the range), where the field sweeps from its
-initial state to the steady one within the first few steps: an LHS-trained surrogate
-errs 4-10x more there than at the lowest diffusivities (measured, and the region fixed,
-before this benchmark was written). ``--space walls`` (default) varies the left and
-right wall temperatures (100-500 K; the others 300 K) and ``log2_alpha``; ``--space
-full`` all five temperatures and ``log2_alpha``; ``--space wide`` 12 parameters (issue
-46): the solver's segments, every wall in two halves and the initial temperature in
-three bands (`WIDE_NAMES`), and ``log2_alpha``.
+The problem (the heat example's solver with the diffusivity ``log2_alpha`` as a
+parameter; its hard region, fast diffusion) and its spaces, ``--space walls`` (default,
+3 parameters), ``full`` (6) and ``wide`` (12): `heat_problem`. One study (the arms'
+samplers, the study itself, its held-out figures): `active_sampling_study`.
 
 Each run is a real study: the `Launcher` runs the solver processes (one at a time), a
 `Study` streams them into `OnlineTrainer`: an MLP (parameters, sqrt(t) -> field; 3
@@ -107,64 +101,51 @@ import hashlib
 import inspect
 import io
 import json
-import math
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-import warnings
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
-from scipy.stats import qmc
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import active_sampling_stats as stats  # noqa: E402
-import heat_pipelines as hp  # noqa: E402  (puts the heat example's solver on the path)
 from active_sampling_stats import ARMS, FIXED, LABELS, Run  # noqa: E402
-from report import add_flags, print_json, print_rows  # noqa: E402
-from solver import OPTIONAL_PARAMETERS, PARAMETER_NAMES, HeatConfig, solve  # noqa: E402
-
-from melissa_trainer import (  # noqa: E402
-    OnlineTrainer,
-    ReceiverConfig,
-    StreamSource,
-    Study,
-    TrainingArguments,
+from active_sampling_study import (  # noqa: E402, F401  (re-exported, as below)
+    fixed_design,
+    make_arm,
+    run_study,
+    tails,
 )
+from heat_problem import (  # noqa: E402, F401  (re-exported: the other benchmarks read them here)
+    BREED,
+    DENSITY,
+    HARD_FROM,
+    LOG2_ALPHA,
+    NAMES,
+    SPACES,
+    SURROGATE,
+    WALLS,
+    WIDE_NAMES,
+    Setup,
+    features,
+    hard_bounds,
+    make_model,
+    memory_samples,
+    target,
+    test_set,
+)
+from report import add_flags, print_json, print_rows  # noqa: E402
+
 from melissa_trainer.common.json_output import to_json  # noqa: E402
-from melissa_trainer.launcher import Launcher, LauncherTuning, ListSampler, make_sampler  # noqa: E402
 from melissa_trainer.launcher.breed import BreedSampler  # noqa: E402
 from melissa_trainer.launcher.density import DensitySampler, contrast_for  # noqa: E402
 from melissa_trainer.launcher.exploration import candidates_for, engine_for  # noqa: E402
-from melissa_trainer.launcher.simulation_record import records_of  # noqa: E402
 
-NAMES = (*PARAMETER_NAMES, "log2_alpha")  # the solver's order, that of the samples' vector
-#: the 12-parameter space's: the solver's segments after log2_alpha (its order)
-WIDE_NAMES = (*PARAMETER_NAMES, *OPTIONAL_PARAMETERS)
-LOG2_ALPHA = (-6.0, 1.0)
-#: the hard region: fast diffusion, log2_alpha >= HARD_FROM
-HARD_FROM = 0.0
-WALLS = (100.0, 500.0)
-SPACES: dict[str, dict[str, tuple[float, float]]] = {
-    "walls": {"t_initial": (300.0, 300.0), "t_left": WALLS, "t_right": WALLS,
-              "t_bottom": (300.0, 300.0), "t_top": (300.0, 300.0), "log2_alpha": LOG2_ALPHA},
-    "full": {**dict.fromkeys(PARAMETER_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
-    # 12: every wall in two halves, the initial temperature in three bands (issue 46)
-    "wide": {**dict.fromkeys(WIDE_NAMES, WALLS), "log2_alpha": LOG2_ALPHA},
-}  # fmt: skip
-#: the surrogate acquisition's options (`SurrogateSampler`'s defaults when empty; chosen
-#: before any run, not tuned: exploration 0.5, kappa 1, pool 1024, noise 0.1)
-SURROGATE: dict[str, Any] = {}
-#: the high-loss density arm's options: none named, `DensitySampler`'s defaults (share
-#: 0.5, quantile 0.25, bandwidth 0.1, evidence 3, edge 0.7, candidates 1: issue 46's
-#: second round; contrast "auto", 0.25 in the wide space: its fourth), chosen on tuning
-#: seeds 0-4 with `active_sampling_fast.py` (docs/measured.md)
-DENSITY: dict[str, Any] = {}
 #: DensitySampler's defaults now (its keyword options)
 DENSITY_DEFAULTS: dict[str, Any] = {
     name: parameter.default
@@ -179,10 +160,6 @@ RECORDED_DENSITY: dict[str, Any] = {
     "share": 0.5, "quantile": 0.25, "bandwidth": 0.1, "window": 100, "min_observations": 8,
     "tilt": None, "candidates": 1, "evidence": 3.0, "edge": 0.7, "contrast": None,
 }  # fmt: skip
-#: the Breed arm's options: the library's defaults (candidates and explorer unnamed: "auto"
-#: explores the gap-filling Sobol' sequence with 16 candidates in the walls space, the
-#: optimised Latin hypercube in its order in the full one)
-BREED = {"exploration": 1.0, "sigma": 0.15, "floor": 0.5, "min_observations": 8}
 #: BreedSampler's own explorer, that of a --breed without one
 DEFAULT_EXPLORER: str = inspect.signature(BreedSampler).parameters["explorer"].default
 #: Breed's options when the first runs were recorded: the fixed designs' runs are keyed
@@ -194,259 +171,6 @@ RECORDED_BREED = {"exploration": 0.7, "sigma": 0.15, "floor": 0.5, "min_observat
 EVALUATION_FIRST_SEED = 1000
 #: the test sets' seeds (uniform, hard), per phase: the evaluation's are their own
 TEST_SEEDS = {"tuning": (10_000, 10_001), "evaluation": (20_000, 20_001)}
-
-
-@dataclass(frozen=True)
-class Setup:
-    """One study's problem, model, budget and pacing (the same for both samplers)."""
-
-    space: str = "walls"
-    grid_size: int = 16
-    time_steps: int = 20
-    dt: float = 0.005
-    hidden: int = 128
-    batch_size: int = 32
-    learning_rate: float = 1e-3
-    simulations: int = 48
-    steps: int = 10_000
-    stream_share: float = 0.7  # of the steps, over which the simulations stream
-    # samples before the first step; >= batch_size: a reservoir's first read needs a batch
-    # held, which the rate limiter (counting from the watermark) would otherwise never let in
-    watermark: int = 100
-    breed: dict[str, Any] = field(default_factory=lambda: dict(BREED))
-    surrogate: dict[str, Any] = field(default_factory=lambda: dict(SURROGATE))
-    density: dict[str, Any] = field(default_factory=lambda: dict(DENSITY))
-
-    @property
-    def bounds(self) -> dict[str, tuple[float, float]]:
-        return SPACES[self.space]
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        """The solver's parameters in its order (that of the samples' vector)."""
-        return WIDE_NAMES if self.space == "wide" else NAMES
-
-    @property
-    def varying(self) -> list[int]:
-        """Indices (in `names`) of the parameters that vary: the model's inputs."""
-        return [i for i, n in enumerate(self.names) if self.bounds[n][1] > self.bounds[n][0]]
-
-    @property
-    def config(self) -> HeatConfig:
-        return HeatConfig(self.grid_size, self.time_steps, self.dt)
-
-    @property
-    def ratio(self) -> float:
-        """Samples drawn per sample inserted: the stream lasts `stream_share` of the steps."""
-        inserted = self.simulations * self.time_steps - self.watermark
-        return self.stream_share * self.steps * self.batch_size / max(inserted, 1)
-
-
-def hard_bounds(setup: Setup) -> dict[str, tuple[float, float]]:
-    return {**setup.bounds, "log2_alpha": (HARD_FROM, LOG2_ALPHA[1])}
-
-
-def features(setup: Setup, parameters: np.ndarray, step: int) -> np.ndarray:
-    """Model inputs: each varying parameter mapped onto [-1, 1], and sqrt(t / t_end)."""
-    low = np.array([setup.bounds[n][0] for n in setup.names])
-    high = np.array([setup.bounds[n][1] for n in setup.names])
-    idx = setup.varying
-    x = np.empty(len(idx) + 1, dtype=np.float32)
-    x[:-1] = 2.0 * (parameters[idx] - low[idx]) / (high[idx] - low[idx]) - 1.0
-    x[-1] = math.sqrt((step + 1) / setup.time_steps)
-    return x
-
-
-def target(field_: np.ndarray) -> np.ndarray:
-    return (field_.reshape(-1) - np.float32(hp.CENTER)) / np.float32(hp.SCALE)
-
-
-def test_set(
-    setup: Setup, bounds: dict[str, tuple[float, float]], n: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Inputs and targets of `n` simulations drawn uniformly in `bounds`, solved here."""
-    sampler = make_sampler("uniform", bounds, seed=seed)
-    xs, ys = [], []
-    for _ in range(n):
-        p = sampler.draw()
-        vector = np.array([p[name] for name in setup.names])
-        for step, field_ in enumerate(solve(p, setup.config)):
-            xs.append(features(setup, vector, step))
-            ys.append(target(field_))
-    return np.stack(xs), np.stack(ys)
-
-
-def memory_samples(setup: Setup, seed: int, simulations: int = 48) -> list[dict[str, Any]]:
-    """`simulations` x `setup.time_steps` random samples of this model's shapes (inputs
-    ``x``, targets ``y`` as float32, ``simulation_id`` as a 0-d int64 array, as the
-    receiver puts them), from `seed`: a trainer fed from memory, nothing else running
-    (the issue-46 cost benchmarks `tracking_step`, `tracking_parts`,
-    `reference_sensitivity`)."""
-    rng = np.random.default_rng(seed)
-    width, n = len(setup.varying) + 1, simulations * setup.time_steps
-    return [{"x": rng.standard_normal(width).astype(np.float32),
-             "y": rng.standard_normal(setup.grid_size**2).astype(np.float32),
-             "simulation_id": np.array(i // setup.time_steps, np.int64)}
-            for i in range(n)]  # fmt: skip
-
-
-def make_model(setup: Setup, seed: int) -> torch.nn.Module:
-    torch.manual_seed(seed)  # both samplers start from the same weights
-    width, inputs = setup.hidden, len(setup.varying) + 1
-    return torch.nn.Sequential(
-        torch.nn.Linear(inputs, width), torch.nn.SiLU(),
-        torch.nn.Linear(width, width), torch.nn.SiLU(),
-        torch.nn.Linear(width, width), torch.nn.SiLU(),
-        torch.nn.Linear(width, setup.grid_size**2),
-    )  # fmt: skip
-
-
-def fixed_design(setup: Setup, kind: str, seed: int) -> list[dict[str, float]]:
-    """The `setup.simulations` parameter sets of a fixed design over the varying
-    parameters only (the fixed ones would weigh in an optimisation without mattering):
-    "lhs_opt" a Latin hypercube optimised for its centered discrepancy (scipy's
-    ``optimization="random-cd"``), "sobol" the first points of a scrambled Sobol'
-    sequence."""
-    idx, d = setup.varying, len(setup.varying)
-    rng = np.random.default_rng([seed, 31])
-    if kind == "lhs_opt":
-        unit = qmc.LatinHypercube(d, optimization="random-cd", rng=rng).random(setup.simulations)
-    elif kind == "sobol":
-        with warnings.catch_warnings():  # 48 is not a power of two: the study's budget
-            warnings.filterwarnings("ignore", message=".*balance properties.*")
-            unit = qmc.Sobol(d, scramble=True, rng=rng).random(setup.simulations)
-    else:
-        raise ValueError(f"no fixed design {kind!r}")
-    designs = []
-    for point in unit:
-        values = {n: lo for n, (lo, _) in setup.bounds.items()}
-        for i, u in zip(idx, point, strict=True):
-            low, high = setup.bounds[setup.names[i]]
-            values[setup.names[i]] = float(low + u * (high - low))
-        designs.append(values)
-    return designs
-
-
-def make_arm(setup: Setup, kind: str, seed: int) -> Any:
-    """The sampler of arm `kind` (one of `ARMS`)."""
-    if kind == "lhs":  # scipy's plain random Latin hypercube, the library's "lhs"
-        return make_sampler("lhs", setup.bounds, seed=seed)
-    if kind in ("lhs_opt", "sobol"):
-        return ListSampler(fixed_design(setup, kind, seed))
-    if kind == "surrogate":
-        return make_sampler("surrogate", setup.bounds, seed=seed, **setup.surrogate)
-    if kind == "density":
-        return make_sampler("density", setup.bounds, seed=seed, **setup.density)
-    options = dict(setup.breed)
-    if kind == "explore":  # every draw explores (a decaying share would breed again)
-        options.update(exploration=1.0, exploration_final=None)
-    return make_sampler("breed", setup.bounds, seed=seed, **options)
-
-
-def run_study(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) -> Run:
-    """One study (in a child process): arm `kind` (one of `ARMS`) draws
-    `setup.simulations` simulations, streamed into `OnlineTrainer` for exactly
-    `setup.steps` steps; then the test errors. Raises if a simulation of the budget
-    did not finish."""
-    torch.set_num_threads(1)  # the other core runs the simulations
-    sampler = make_arm(setup, kind, seed)
-    n = setup.grid_size
-    launcher = Launcher([sys.executable, str(hp.SOLVER), *setup.config.argv()], sampler,
-                        setup.simulations, env={"OMP_NUM_THREADS": "1"},
-                        tuning=LauncherTuning(poll_interval=hp.POLL))  # fmt: skip
-    stream = StreamSource(
-        ReceiverConfig(rendezvous_dir=workdir / "rendezvous",
-                       fields={"temperature": ((n, n), "float32")})
-    )  # fmt: skip
-    args = TrainingArguments(
-        output_dir=str(workdir / "trainer"), seed=seed, batch_size=setup.batch_size,
-        logging_steps=10**9, report_to="none", disable_progress_bar=True, save_at_end=False,
-        buffer="reservoir", watermark=setup.watermark,
-        buffer_size=setup.simulations * setup.time_steps,  # every sample kept
-        sample_to_insert_ratio=setup.ratio,
-        sample_to_insert_tolerance=setup.ratio + setup.batch_size,  # the least allowed
-        max_steps=setup.steps,
-        pseudo_epochs=10**6,  # after the stream, replay the reservoir until max_steps
-    )  # fmt: skip
-    model = make_model(setup, seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)
-    cosine = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step / setup.steps, 1.0)))
-    )
-
-    def process_sample(sample: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
-        x = features(setup, sample["parameters"], int(sample["time_step"]))
-        return torch.from_numpy(x), torch.from_numpy(target(sample["temperature"]))
-
-    trainer = OnlineTrainer(
-        model, args, optimizer, cosine,
-        train_source=Study(launcher, stream), process_sample=process_sample,
-    )  # fmt: skip
-    adaptive = kind in ("explore", "breed", "surrogate", "density")
-    spent = _time_sampler(sampler) if adaptive else [0.0]
-    start = time.perf_counter()
-    state = trainer.train()
-    wall = time.perf_counter() - start
-    summary = launcher.summary()
-    if summary.get("finished") != setup.simulations or state.global_step != setup.steps:
-        raise RuntimeError(
-            f"{kind} seed {seed}: {summary.get('finished')} of {setup.simulations} "
-            f"simulations finished in {state.global_step} of {setup.steps} steps: give "
-            f"the stream more steps (--steps) or a smaller --stream_share"
-        )
-    data = np.load(tests)
-    records = records_of(launcher.state_dict())
-    parameters = [records[sid]["parameters"] for sid in sorted(records)]  # launch order
-    hard = [p["log2_alpha"] >= HARD_FROM for p in parameters]
-    run: Run = {
-        "sampler": kind,
-        "seed": seed,
-        "steps": state.global_step,
-        "wall": round(wall, 2),
-        "simulations": int(summary["finished"]),
-        "hard_share": round(sum(hard) / len(hard), 4),
-        **tails(model, data, setup.time_steps),
-        "parameters": parameters,
-    }
-    if adaptive:  # all are fed the losses (the control ignores them)
-        run["explored"] = sampler.explored  # type: ignore[attr-defined]
-        run["observed"] = len(sampler.observations)  # type: ignore[attr-defined]
-        run["reductions"] = trainer.simulation_losses.reductions
-        run["sampler_seconds"] = round(spent[0], 4)  # draws and observations, in the study
-    return run
-
-
-def tails(model: torch.nn.Module, data: Any, time_steps: int) -> dict[str, float]:
-    """The test sets' errors (K^2): each set's MSE over every point of every step
-    (``uniform_mse``, ``hard_mse``) and, per simulation of the uniform set (its
-    `time_steps` consecutive rows), the 99th percentile and the largest of the
-    simulations' MSEs (``uniform_p99``, ``uniform_max``; numpy's linear percentile)."""
-    out = {}
-    for name in ("uniform", "hard"):
-        x, y = torch.from_numpy(data[f"{name}_x"]), torch.from_numpy(data[f"{name}_y"])
-        per_simulation = hp.per_simulation_mse(model, x, y, time_steps)
-        out[f"{name}_mse"] = float(per_simulation.mean())  # equal sizes: the set's MSE
-        if name == "uniform":
-            out["uniform_p99"] = float(np.percentile(per_simulation, 99))
-            out["uniform_max"] = float(per_simulation.max())
-    return out
-
-
-def _time_sampler(sampler: Any) -> list[float]:
-    """Wrap `sampler`'s draw and observe to add their seconds to the returned cell."""
-    spent = [0.0]
-    for name in ("draw", "observe"):
-        method = getattr(sampler, name)
-
-        def timed(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
-            begin = time.perf_counter()
-            try:
-                return _method(*args, **kwargs)
-            finally:
-                spent[0] += time.perf_counter() - begin
-
-        setattr(sampler, name, timed)
-    return spent
 
 
 def child(setup: Setup, kind: str, seed: int, workdir: Path, tests: Path) -> Run:

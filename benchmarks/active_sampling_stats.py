@@ -4,7 +4,7 @@ initial weights), their median, wins out of N, a percentile bootstrap interval o
 median, the rows of ``--json`` and the per-seed table.
 
 A run (`Run`) is one study's result: ``sampler`` (an arm), ``seed``, ``uniform_mse``,
-``hard_mse`` (K^2), ``hard_share`` and the rest `active_sampling.run_study` records;
+``hard_mse`` (K^2), ``hard_share`` and the rest `active_sampling_study.run_study` records;
 runs recorded since issue 46 also hold the tails of the per-simulation errors on the
 uniform test set, ``uniform_p99`` and ``uniform_max`` (each test simulation's MSE over
 its points and steps, K^2: their 99th percentile and their largest).

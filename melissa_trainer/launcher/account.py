@@ -256,22 +256,21 @@ def _density_drawn(sampler: DensitySampler) -> str:
     if kept < sampler.min_observations:
         return text
     varying = [name for name, (low, high) in sampler.bounds.items() if high > low]
-    warps = sampler.warp() or []
-    # a parameter the loss leaves alone keeps the design's marginal: the same
-    # function for all of them, Beta(edge, edge) (the identity with edge 1)
+    # None: the identity (edge 1 and no parameter bent); else a parameter the loss
+    # leaves alone keeps the design's marginal, Beta(edge, edge) (the identity with 1)
+    warps = sampler.warp()
     base = UNIT_GRID if sampler.edge == 1.0 else beta_cdf(sampler.edge)
-    bent = [
-        name for name, (cdf, _) in zip(varying, warps, strict=True) if not np.array_equal(cdf, base)
-    ]
+    pairs = zip(varying, warps or [], strict=warps is not None)
+    bent = [name for name, (cdf, _) in pairs if not np.array_equal(cdf, base)]
     if bent:
         return text + f"; the loss bends {', '.join(bent)} now"
     needed = sampler.evidence / math.sqrt(kept - 1) if kept > 1 else math.inf
+    design = "as it is (edge=1)" if sampler.edge == 1.0 else "bent towards the bounds alone (edge)"
     return text + (
         f"; the loss bends no parameter now: with evidence={sampler.evidence:g}, one needs a "
         f"rank correlation with the loss of at least {needed:.2f} over the {kept} losses kept "
         f"(evidence / sqrt(n - 1){', above 1: impossible' if needed > 1 else ''}); the draws "
-        f"follow the design, bent towards the bounds alone (edge); lower evidence, or give the "
-        f"study more simulations"
+        f"follow the design {design}; lower evidence, or give the study more simulations"
     )
 
 

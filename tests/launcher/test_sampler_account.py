@@ -104,8 +104,9 @@ def test_the_density_sampler_says_which_parameters_the_loss_bends(tmp_path: Path
 
 
 @pytest.mark.timeout(60)
-def test_the_density_sampler_says_when_the_loss_bends_nothing(tmp_path: Path) -> None:
-    sampler = observed(make_sampler("density", BOUNDS, seed=0), [1.0] * 16)
+@pytest.mark.parametrize("edge", [0.7, 1.0])  # 1.0: no warp at all (`warp()` is None)
+def test_the_density_sampler_says_when_the_loss_bends_nothing(tmp_path: Path, edge: float) -> None:
+    sampler = observed(make_sampler("density", BOUNDS, seed=0, edge=edge), [1.0] * 16)
     with whole_study(tmp_path, sampler) as lines:
         pass
     assert (
@@ -114,6 +115,8 @@ def test_the_density_sampler_says_when_the_loss_bends_nothing(tmp_path: Path) ->
     )
     assert "rank correlation with the loss of at least 0.77 over the 16 losses kept" in lines[-1]
     assert "bred" not in lines[-1]
+    design = "as it is (edge=1)" if edge == 1.0 else "bent towards the bounds alone (edge)"
+    assert f"the draws follow the design {design}; lower evidence" in lines[-1]
 
 
 @pytest.mark.timeout(60)

@@ -22,7 +22,9 @@ at the end, not only in lines long scrolled past, and the account is a WARNING.
 What a receiver saw is rank 0's (in a multi-rank run, a simulation's steps are shared
 among the ranks: one whose rank-0 share was all refused is counted); the non-finite
 counts are this run's (not saved in a checkpoint). Pure formatting: `Study.stop` feeds
-it the launcher's records and rank 0's receiver's counts.
+it the launcher's records and rank 0's receiver's counts (after the launcher's thread
+has stopped: `sampler_line` reads the sampler, the density sampler's current warp
+included, which it computes if its observations changed since its last draw).
 """
 
 from __future__ import annotations

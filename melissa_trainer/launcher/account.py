@@ -50,7 +50,9 @@ __all__ = [
     "log_account",
     "resume_lines",
     "sampler_line",
+    "static_sampler",
     "study_account",
+    "warn_static_sampler",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -241,6 +243,49 @@ def drawn_by(sampler: AdaptiveSampler) -> str:
     if isinstance(sampler, DensitySampler):
         return _density_drawn(sampler)
     return f"{draws} draws"
+
+
+def static_sampler(sampler: Sampler, n_simulations: int) -> str | None:
+    """Why the adaptive `sampler` can steer none of the draws left in a study of
+    `n_simulations` (the losses it could hold before the study's last draw: those kept
+    now and one per draw before it), or None (it can, or it is a fixed design).
+    Breed's default, ``exploration=1.0``, never breeds; none can use fewer losses than
+    its `min_observations`; the density sampler bends a parameter only from
+    ``evidence**2 + 1`` losses on (a rank correlation of at most 1, times sqrt(n - 1))."""
+    if not isinstance(sampler, AdaptiveSampler):
+        return None
+    final = getattr(sampler, "exploration_final", None)
+    if isinstance(sampler, BreedSampler) and sampler.exploration == 1.0 and final in (None, 1.0):
+        return (
+            "exploration=1.0 (Breed's default): every draw explores; exploration below 1 "
+            "breeds that share of the draws"
+        )
+    most = len(sampler.observations) + max(n_simulations - sampler.position - 1, 0)
+    least = getattr(sampler, "min_observations", 0)
+    if isinstance(sampler, DensitySampler):
+        if sampler.share == 0.0:
+            return "share=0: the design alone"
+        least = max(least, math.ceil(sampler.evidence**2 + 1) if sampler.evidence > 0 else 0)
+    if most < least:
+        return (
+            f"it needs {least} losses kept before a draw can use them (min_observations"
+            f"{', and the evidence' if isinstance(sampler, DensitySampler) else ''}), and a "
+            f"study of {n_simulations} simulations has at most {most} before its last draw"
+        )
+    return None
+
+
+def warn_static_sampler(sampler: Sampler, n_simulations: int) -> None:
+    """Log `static_sampler`'s reason, a WARNING, when a study starts: an adaptive study
+    that cannot adapt pays the per-simulation loss tracking for nothing."""
+    why = static_sampler(sampler, n_simulations)
+    if why is not None:
+        logger.warning(
+            "the %r sampler cannot steer any draw of this study: %s. Its draws are its "
+            "design's; the per-simulation losses are tracked all the same",
+            getattr(sampler, "kind", type(sampler).__name__),
+            why,
+        )
 
 
 def _density_drawn(sampler: DensitySampler) -> str:

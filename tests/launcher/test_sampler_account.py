@@ -18,6 +18,7 @@ equal losses must bend none.
 
 from __future__ import annotations
 
+import logging
 import sys
 import textwrap
 from collections.abc import Iterator
@@ -141,3 +142,42 @@ def test_breeds_default_says_that_it_breeds_nothing(tmp_path: Path) -> None:
     with whole_study(tmp_path / "bred", bred) as lines:
         pass
     assert "of 3 draws, 0 explored, 3 bred from the worst-trained simulations;" in lines[-1]
+
+
+def static_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if "cannot steer any draw" in r.getMessage() and r.levelno == logging.WARNING
+    ]
+
+
+@pytest.mark.timeout(60)
+def test_a_study_whose_sampler_cannot_adapt_is_told_when_it_starts(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Breed's default never breeds; a density sampler with 3 simulations can keep at
+    most 2 losses before its last draw, and needs 10 (its evidence, 3: a rank
+    correlation of 1 x sqrt(10 - 1)); with 16 losses fed before the study, it can."""
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    with whole_study(tmp_path / "breed", make_sampler("breed", BOUNDS, seed=0)):
+        pass
+    assert static_warnings(caplog) == [
+        "the 'breed' sampler cannot steer any draw of this study: exploration=1.0 (Breed's "
+        "default): every draw explores; exploration below 1 breeds that share of the draws. "
+        "Its draws are its design's; the per-simulation losses are tracked all the same"
+    ]
+    caplog.clear()
+    with whole_study(tmp_path / "density", make_sampler("density", BOUNDS, seed=0)):
+        pass
+    assert len(static_warnings(caplog)) == 1
+    assert (
+        "it needs 10 losses kept before a draw can use them (min_observations, and the "
+        "evidence), and a study of 3 simulations has at most 2 before its last draw"
+    ) in static_warnings(caplog)[0]
+    caplog.clear()
+    fed = observed(make_sampler("density", BOUNDS, seed=0), [1.0 + 3 * x for x in X])
+    with whole_study(tmp_path / "fed", fed):
+        pass
+    assert static_warnings(caplog) == []
+    assert "launcher started" in caplog.text  # (the check ran: the study started)

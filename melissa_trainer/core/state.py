@@ -99,9 +99,13 @@ class TrainerState:
         if it is the new best.
 
         Called by the trainer once per validation. A NaN or infinite value never becomes
-        the best (it would then never be beaten) and counts as no improvement. Raises
-        KeyError, naming the metrics there are, when `name` is not among them.
+        the best (it would then never be beaten) and counts as no improvement. A `name`
+        without the ``eval_`` prefix that the metrics have with it (``loss_p99``) is
+        read with it, as transformers' Trainer does. Raises KeyError, naming the metrics
+        there are, when `name` is not among them.
         """
+        if name not in metrics and f"eval_{name}" in metrics:
+            name = f"eval_{name}"
         if name not in metrics:
             raise KeyError(
                 f"metric_for_best_model is {name!r} but validation returned "

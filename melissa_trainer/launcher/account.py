@@ -22,25 +22,37 @@ at the end, not only in lines long scrolled past, and the account is a WARNING.
 What a receiver saw is rank 0's (in a multi-rank run, a simulation's steps are shared
 among the ranks: one whose rank-0 share was all refused is counted); the non-finite
 counts are this run's (not saved in a checkpoint). Pure formatting: `Study.stop` feeds
-it the launcher's records and rank 0's receiver's counts.
+it the launcher's records and rank 0's receiver's counts (after the launcher's thread
+has stopped: `sampler_line` reads the sampler, the density sampler's current warp
+included, which it computes if its observations changed since its last draw).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.breed import BreedSampler
+from melissa_trainer.launcher.density import DensitySampler
+from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
 from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 __all__ = [
     "SimulationOutcome",
+    "drawn_by",
     "id_ranges",
     "log_account",
     "resume_lines",
     "sampler_line",
+    "static_sampler",
     "study_account",
+    "warn_static_sampler",
 ]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -191,22 +203,121 @@ def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
 
 
 def sampler_line(sampler: Sampler) -> str | None:
-    """What an adaptive sampler did: its draws, how many explored and how many bred
-    (a `BreedSampler`), how many simulations' losses it holds; None for a fixed
-    design, or before any draw."""
+    """What an adaptive sampler did: its draws and what steered them (`drawn_by`), how
+    many simulations' losses it holds; None for a fixed design, or before any draw."""
     if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
-    draws, observed = sampler.position, len(sampler.observations)
-    explored = getattr(sampler, "explored", None)  # (a BreedSampler's)
-    what = (
-        f"{draws} draws"
-        if explored is None
-        else f"of {draws} draws, {explored} explored, {draws - explored} bred from the "
-        f"worst-trained simulations"
-    )
+    observed = len(sampler.observations)
     window = "" if sampler.window is None else f" (the last {sampler.window} kept)"
     return (
-        f"adaptive sampler: {what}; the training losses of {observed} simulations observed{window}"
+        f"adaptive sampler: {drawn_by(sampler)}; the training losses of {observed} "
+        f"simulations observed{window}"
+    )
+
+
+def drawn_by(sampler: AdaptiveSampler) -> str:
+    """How `sampler`'s draws were made, in its own terms: Breed's explored and bred
+    ones (and, with ``exploration=1.0``, its default, that none could be bred), the
+    surrogate acquisition's explored and acquired ones, the density sampler's draws
+    before and after its warp could apply and the parameters its loss warp bends now
+    (with its `evidence` rule, a study of tens of simulations often bends none: the
+    line says what a parameter needs). Another sampler: its number of draws."""
+    draws = sampler.position
+    if isinstance(sampler, BreedSampler):
+        text = (
+            f"of {draws} draws, {sampler.explored} explored, {draws - sampler.explored} bred "
+            f"from the worst-trained simulations"
+        )
+        final = sampler.exploration_final
+        if sampler.exploration == 1.0 and final in (None, 1.0):
+            text += (
+                " (exploration=1.0, Breed's default: every draw explores, the losses "
+                "steer none; exploration below 1 breeds that share of the draws)"
+            )
+        return text
+    if isinstance(sampler, SurrogateSampler):
+        return (
+            f"of {draws} draws, {sampler.explored} explored, {draws - sampler.explored} "
+            f"chosen by the loss predictor"
+        )
+    if isinstance(sampler, DensitySampler):
+        return _density_drawn(sampler)
+    return f"{draws} draws"
+
+
+def static_sampler(sampler: Sampler, n_simulations: int) -> str | None:
+    """Why the adaptive `sampler` can steer none of the draws left in a study of
+    `n_simulations` (the losses it could hold before the study's last draw: those kept
+    now and one per draw before it), or None (it can, or it is a fixed design).
+    Breed's default, ``exploration=1.0``, never breeds; none can use fewer losses than
+    its `min_observations`; the density sampler bends a parameter only from
+    ``evidence**2 + 1`` losses on (a rank correlation of at most 1, times sqrt(n - 1))."""
+    if not isinstance(sampler, AdaptiveSampler):
+        return None
+    final = getattr(sampler, "exploration_final", None)
+    if isinstance(sampler, BreedSampler) and sampler.exploration == 1.0 and final in (None, 1.0):
+        return (
+            "exploration=1.0 (Breed's default): every draw explores; exploration below 1 "
+            "breeds that share of the draws"
+        )
+    most = len(sampler.observations) + max(n_simulations - sampler.position - 1, 0)
+    least = getattr(sampler, "min_observations", 0)
+    if isinstance(sampler, DensitySampler):
+        if sampler.share == 0.0:
+            return "share=0: the design alone"
+        least = max(least, math.ceil(sampler.evidence**2 + 1) if sampler.evidence > 0 else 0)
+    if most < least:
+        return (
+            f"it needs {least} losses kept before a draw can use them (min_observations"
+            f"{', and the evidence' if isinstance(sampler, DensitySampler) else ''}), and a "
+            f"study of {n_simulations} simulations has at most {most} before its last draw"
+        )
+    return None
+
+
+def warn_static_sampler(sampler: Sampler, n_simulations: int) -> None:
+    """Log `static_sampler`'s reason, a WARNING, when a study starts: an adaptive study
+    that cannot adapt pays the per-simulation loss tracking for nothing."""
+    why = static_sampler(sampler, n_simulations)
+    if why is not None:
+        logger.warning(
+            "the %r sampler cannot steer any draw of this study: %s. Its draws are its "
+            "design's; the per-simulation losses are tracked all the same",
+            getattr(sampler, "kind", type(sampler).__name__),
+            why,
+        )
+
+
+def _density_drawn(sampler: DensitySampler) -> str:
+    """`drawn_by` for a `DensitySampler`: its `warped` count is of the draws made with
+    `min_observations` losses kept (share > 0), whether or not a parameter had the
+    `evidence` to be bent; which ones the loss bends now is read off its `warp`."""
+    draws, warped = sampler.position, sampler.warped
+    text = (
+        f"of {draws} draws, {draws - warped} before min_observations={sampler.min_observations} "
+        f"losses were kept, {warped} with the high-loss warp"
+    )
+    if sampler.share == 0.0:
+        return text + " (share=0: the design alone)"
+    kept = len(sampler.observations)
+    if kept < sampler.min_observations:
+        return text
+    varying = [name for name, (low, high) in sampler.bounds.items() if high > low]
+    # None: the identity (edge 1 and no parameter bent); else a parameter the loss
+    # leaves alone keeps the design's marginal, Beta(edge, edge) (the identity with 1)
+    warps = sampler.warp()
+    base = UNIT_GRID if sampler.edge == 1.0 else beta_cdf(sampler.edge)
+    pairs = zip(varying, warps or [], strict=warps is not None)
+    bent = [name for name, (cdf, _) in pairs if not np.array_equal(cdf, base)]
+    if bent:
+        return text + f"; the loss bends {', '.join(bent)} now"
+    needed = sampler.evidence / math.sqrt(kept - 1) if kept > 1 else math.inf
+    design = "as it is (edge=1)" if sampler.edge == 1.0 else "bent towards the bounds alone (edge)"
+    return text + (
+        f"; the loss bends no parameter now: with evidence={sampler.evidence:g}, one needs a "
+        f"rank correlation with the loss of at least {needed:.2f} over the {kept} losses kept "
+        f"(evidence / sqrt(n - 1){', above 1: impossible' if needed > 1 else ''}); the draws "
+        f"follow the design {design}; lower evidence, or give the study more simulations"
     )
 
 

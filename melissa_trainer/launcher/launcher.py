@@ -60,6 +60,7 @@ from pathlib import Path
 
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.common.checks import check_count
+from melissa_trainer.launcher.account import warn_static_sampler
 from melissa_trainer.launcher.backends.base import Backend, study_id
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
@@ -276,6 +277,7 @@ class Launcher(LauncherRecord):
             )
         else:
             self._supervisor = Supervisor(*common, redrawn=redrawn, data=data)
+        warn_static_sampler(self.sampler, self.n_simulations)  # (before any draw of this run)
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
         atexit.register(self.stop)
         self._thread.start()

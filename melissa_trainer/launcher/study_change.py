@@ -14,12 +14,14 @@ model is loaded):
 * **More simulations** (`n_simulations` grown): the new ones continue the sampler's
   sequence, so the study is the one a run started with the larger number would have
   drawn (uniform, Halton, Sobol', a callable, a list long enough, a Latin hypercube of
-  an explicit `batch`, Breed with a fixed exploration share). Refused where the draws
+  an explicit `batch`, Breed with a fixed exploration share, the surrogate
+  acquisition). Refused where the draws
   depend on the number itself: a Latin hypercube whose design size is
   `n_simulations` (``batch=None``, the examples' ``--sampler lhs``), Breed with a
   decaying exploration share (`exploration_final`, decaying over `n_simulations`) and
   Breed exploring a Latin hypercube of `n_simulations` points (`explorer` "lhs", or
-  the default "auto" with more than 3 varying parameters);
+  the default "auto" with more than 3 varying parameters), the density sampler (its
+  draws are the optimised Latin hypercube of `n_simulations` points, warped);
   and refused once the checkpoint's stream had ended (every simulation finished: the
   buffers were closed, a resumed run cannot reopen them).
 * **Fewer simulations** (`n_simulations` shrunk; the same samplers as for growing):
@@ -156,6 +158,7 @@ def _design_fits(
 ) -> None:
     """A design whose size is the study's number of simulations cannot change size."""
     exploration = saved.get("exploration_state")
+    mine: Any = None
     if sampler.kind == "lhs":
         key, what = "batch", "the LHS design depends on it (one hypercube of that many points)"
     elif sampler.kind == "breed" and getattr(sampler, "exploration_final", None) is not None:
@@ -165,9 +168,16 @@ def _design_fits(
         key, what = "design_size", "Breed explores a Latin hypercube of that many points"
         saved = exploration if isinstance(exploration, Mapping) else {}
         saved = {key: saved.get("size")}
+    elif sampler.kind == "density":
+        # every draw is a point of the optimised Latin hypercube of the planned draws
+        # (warped): a resumed design of the old size would stream its points, then a
+        # second hypercube's, and not be the design of the new number
+        key, what = "design_size", "the density sampler draws a Latin hypercube of that many points"
+        saved, mine = {key: _design_size(saved)}, _design_size(sampler.state_dict())
     else:
         return
-    old, mine = saved.get(key), getattr(sampler, key, None)
+    old = saved.get(key)
+    mine = getattr(sampler, key, None) if mine is None else mine
     if old is None or mine is None or old == mine:
         return
     if before is not None and old == before and mine == n_simulations:  # planned by the launcher
@@ -180,3 +190,11 @@ def _design_fits(
         f"study's num_simulations): the simulations drawn so far came from {key}={old}; "
         f"resume with {key}={old}, {_NEW_STUDY}"
     )
+
+
+def _design_size(state: Mapping[str, Any]) -> int | None:
+    """The size of the Latin hypercube in a `DensitySampler`'s state (its
+    ``design_state``), None when not planned or not recorded."""
+    design = state.get("design_state")
+    size = design.get("size") if isinstance(design, Mapping) else None
+    return size if isinstance(size, int) and not isinstance(size, bool) else None

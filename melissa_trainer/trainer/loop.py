@@ -48,6 +48,7 @@ from melissa_trainer.trainer.ending import end_training
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
+from melissa_trainer.trainer.simulation_errors import check_best_metric
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +151,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         if transform is not None and eval_dataset is not None:
             eval_dataset = transform.dataset(eval_dataset)  # once, as the stream's samples
         self.eval_dataset = eval_dataset
+        check_best_metric(args.metric_for_best_model, eval_dataset)  # not at the first one
 
         self.source = as_source(train_source)  # (configured last, once output_dir is locked)
         if transform is not None:

@@ -126,3 +126,30 @@ class SimulationErrors:
             "eval_loss_max": float(means.max()),
             "eval_simulations": float(len(means)),
         }
+
+
+#: the metrics a validation returns: always, and with the per-simulation tails
+ALWAYS, TAILS = ("eval_loss",), ("eval_loss_p99", "eval_loss_max", "eval_simulations")
+
+
+def check_best_metric(name: str, eval_dataset: Sequence[Any] | None) -> None:
+    """Refuse, when the trainer is built, a `metric_for_best_model` that no validation
+    of `eval_dataset` returns (with or without its ``eval_`` prefix, as
+    `TrainerState.record_metric` reads it): found at the first validation instead, it
+    stopped a study whose simulations had run until then. The tails count when every
+    sample carries a ``simulation_id``. No check without an `eval_dataset`."""
+    if eval_dataset is None:
+        return
+    tails = SimulationErrors.of(eval_dataset, torch.device("cpu")) is not None
+    names = ALWAYS + (TAILS if tails else ())
+    if name in names or f"eval_{name}" in names:
+        return
+    why = (
+        ""
+        if tails or name.removeprefix("eval_") not in [n.removeprefix("eval_") for n in TAILS]
+        else " (the tails need a simulation_id in every validation sample)"
+    )
+    raise ValueError(
+        f"metric_for_best_model={name!r} is not a metric the validation returns: "
+        f"{', '.join(names)}{why}; set it to one of them"
+    )

@@ -397,7 +397,9 @@ def test_the_account_says_what_an_adaptive_sampler_drew_and_observed(
     assert source.account_report == [
         "study account: 4 simulations ended, 4 contributed samples; every one contributed.",
         "adaptive sampler: of 4 draws, 4 explored, 0 bred from the worst-trained "
-        "simulations; the training losses of 2 simulations observed (the last 100 kept)",
+        "simulations (exploration=1.0, Breed's default: every draw explores, the losses "
+        "steer none; exploration below 1 breeds that share of the draws); the training "
+        "losses of 2 simulations observed (the last 100 kept)",
     ]
 
 

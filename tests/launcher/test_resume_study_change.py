@@ -242,6 +242,22 @@ def test_a_latin_hypercube_sized_by_the_study_refuses_another_size(
 
 @pytest.mark.e2e
 @pytest.mark.timeout(180)
+@pytest.mark.parametrize("n", [6, 2])
+def test_the_density_sampler_refuses_another_size(
+    checkpointed: Any, caplog: pytest.LogCaptureFixture, n: int
+) -> None:
+    """Its draws are the optimised Latin hypercube of the study's size: resumed with
+    another size, it went on with the old design (then a second one), silently."""
+    out, _ = checkpointed("density")
+    message = refused(out, "density", n, caplog)
+    assert f"num_simulations changed from 4 to {n}, but the density sampler draws a Latin" in (
+        message
+    )
+    assert "resume with --num_simulations 4" in message and "new output_dir" in message
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(180)
 def test_a_decaying_breed_refuses_another_size_a_fixed_one_grows(
     checkpointed: Any, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -36,11 +36,21 @@ def held_out() -> list[dict[str, Any]]:
     return samples
 
 
-def trained(tmp_path: Path, validation: list[dict[str, Any]], cls=OnlineTrainer, **kw: Any):
+def trained(
+    tmp_path: Path,
+    validation: list[dict[str, Any]],
+    cls=OnlineTrainer,
+    metric_for_best: tuple[str, int] | None = None,
+    **kw: Any,
+):
+    """A trainer of 24 samples validated on `validation`; `metric_for_best`: the
+    metric_for_best_model and early_stopping_patience."""
+    name, patience = metric_for_best or ("eval_loss", None)
     args = TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=4, buffer="fifo",
                              buffer_size=32, logging_steps=100, eval_steps=3,
                              save_at_end=False, report_to="none",
-                             disable_progress_bar=True)  # fmt: skip
+                             disable_progress_bar=True, metric_for_best_model=name,
+                             early_stopping_patience=patience)  # fmt: skip
     model = small_model()
     trainer = cls(model, args, torch.optim.Adam(model.parameters(), lr=1e-2),
                   train_source=list(linear_samples(24)), process_sample=xy,
@@ -114,3 +124,33 @@ class OneLoss(OnlineTrainer):
 def test_per_sample_losses_of_the_wrong_shape_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="one loss per sample is needed"):
         trained(tmp_path, held_out(), cls=OneLoss)
+
+
+def test_the_best_model_is_chosen_on_a_tail_named_as_transformers_names_it(
+    tmp_path: Path,
+) -> None:
+    """``loss_max`` is read as ``eval_loss_max`` (transformers' Trainer prefixes
+    ``eval_``); before, it raised KeyError at the first validation, mid-run."""
+    trainer = trained(tmp_path, held_out(), metric_for_best=("loss_max", 2))
+    evals = [h for h in trainer.state.log_history if "eval_loss" in h]
+    assert trainer.state.best_metric == min(h["eval_loss_max"] for h in evals)
+
+
+@pytest.mark.parametrize(
+    ("name", "validation", "words"),
+    [
+        ("eval_loss_p95", held_out, "is not a metric the validation returns: eval_loss, "
+         "eval_loss_p99, eval_loss_max, eval_simulations; set it"),
+        ("eval_loss_max", lambda: list(linear_samples(4)), "returns: eval_loss (the tails "
+         "need a simulation_id in every validation sample)"),
+    ],
+)  # fmt: skip
+def test_a_metric_no_validation_returns_is_refused_when_the_trainer_is_built(
+    tmp_path: Path, name: str, validation: Any, words: str
+) -> None:
+    """Before, the run trained (and a study ran its simulations) until its first
+    validation, then stopped with a KeyError."""
+    with pytest.raises(ValueError, match="metric_for_best_model") as info:
+        trained(tmp_path, validation(), metric_for_best=(name, 2))
+    assert words in str(info.value)
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -154,6 +154,8 @@ def close_transport(t: Closable, bye: bool) -> None:
         message_text = f"simulation {t.simulation_id} rank {t.rank}: {failure} not delivered {why}"
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
+        # (a receiver gone because its trainer was restarted: say so, and what to do)
+        message_text += t.wait.restarted() if wait.refusal is None else ""
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)

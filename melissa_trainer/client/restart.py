@@ -72,5 +72,5 @@ class RestartCheck:
             f"trainer, and what it sent after the checkpoint resumed from is lost: run this "
             f"simulation again, with the same simulation id "
             f"(MELISSA_TRAINER_SIMULATION_ID={self._simulation_id}): the resumed trainer "
-            f"keeps the steps it holds and takes the others, each once"
+            f"keeps the steps it holds and takes the others, each once."
         )

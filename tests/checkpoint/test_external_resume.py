@@ -9,7 +9,9 @@ What a user sees, asserted here:
   rewrites the rendezvous with a new run id; what they sent after its checkpoint is
   lost): each fails, its error saying that the trainer was restarted and to run the
   simulation again with the same simulation id (`melissa_trainer.client.restart`);
-* run again with the same ids, the simulations complete the study, and every
+* the resumed trainer, waiting for data, names the simulations its checkpoint holds
+  unfinished (`stream_source.no_data_notice`, after `FIRST_DATA_NOTICE` s);
+* run again with the same ids, those simulations complete the study, and every
   (simulation, time step) is trained on exactly once in the lineage of the final state:
   the first run's steps up to the checkpoint resumed from, then the resumed run's (the
   receivers' record, in the checkpoint, drops the steps it holds as duplicates).
@@ -182,10 +184,17 @@ def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study
         said = study.output(f"solver-{i}")
         assert f"now names run {new_run}" in said, said[-3000:]
         assert f"with the same simulation id (MELISSA_TRAINER_SIMULATION_ID={i})" in said, said
-    again = [study.solver(i, "again") for i in range(SIMULATIONS)]
+    # the resumed trainer, waiting for data, names the simulations to run again: those
+    # run again (only those) must complete the study
+    wait_for("the resumed trainer's notice", lambda: "unfinished: " in study.output("resumed"))
+    notice = study.output("resumed").split("unfinished: ")[1].split(".")[0]
+    named = [int(i) for i in notice.split(", ")]
+    assert named and set(named) <= set(range(SIMULATIONS)), notice
+    assert "with the same MELISSA_TRAINER_SIMULATION_ID" in study.output("resumed")
+    again = [study.solver(i, "again") for i in named]
     resumed = study.procs[SIMULATIONS + 1]
     assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
-    assert [s.wait(60) for s in again] == [0] * SIMULATIONS
+    assert [s.wait(60) for s in again] == [0] * len(named)
     summary = json.loads(study.output("resumed").strip().splitlines()[-1])
     base = int(Path(summary["resumed_from"]).name.split("-")[1])
     # the lineage: the first run's steps up to the checkpoint resumed from, then the

@@ -7,10 +7,15 @@ The trainers are PULL sockets of this process that publish themselves as the rec
 do (`write_rendezvous`, with a run id); "killing" one closes its socket: its connections
 end and every reconnection is refused, as after a SIGKILL or a preempted trainer's exit.
 Before, both the blocked send and the close said only "the trainer died, or its node".
+The successor binds before its predecessor dies: a random port freed just before could
+be given again, and the client would then reconnect to it (as with a fixed port). A
+message sent before the client has seen its connection end is written into the dead
+connection and counts as delivered: the close tests send theirs after (`seen_down`).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -67,6 +72,20 @@ def trainers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Traine
         made.close()
 
 
+def seen_down(c: Client, timeout: float = 30.0) -> None:
+    """Wait until the client's monitor has seen its receiver's connection end: a message
+    ZeroMQ writes before that goes into the dead connection, and counts as sent (the
+    close then finds nothing left to deliver)."""
+    handshakes = c._transport.handshakes  # (the one reader of the socket's monitor)
+    deadline = time.monotonic() + timeout
+    while True:
+        handshakes.read()
+        if handshakes.down_since[0] is not None:
+            return
+        assert time.monotonic() < deadline, "the client never saw its receiver go"
+        time.sleep(0.01)
+
+
 def client(sndhwm: int = 10) -> Client:
     return Client(
         FIELDS, simulation_id=7, tuning=ClientTuning(sndhwm=sndhwm, disconnected_timeout=1.0)
@@ -80,8 +99,8 @@ def test_a_send_blocked_on_a_trainer_that_restarted_says_so_and_what_to_do(
     with pytest.raises(TimeoutError) as raised, client() as c:
         c.send(0, u=U)
         c.flush()
+        second = trainers.start("bbbb")  # (bound first: never the port of the first)
         trainers.kill(0)
-        second = trainers.start("bbbb")
         step = 1
         while True:  # until the queue is full and the receiver found gone
             c.send(step, u=U)
@@ -99,9 +118,10 @@ def test_a_close_that_gives_up_on_a_trainer_that_restarted_says_so(trainers: Tra
     c = client(sndhwm=1000)
     c.send(0, u=U)
     c.flush()
+    second = trainers.start("bbbb")  # (bound first: never the port of the first)
     trainers.kill(0)
+    seen_down(c)
     c.send(1, u=U)  # (queued: the close gives up on it)
-    second = trainers.start("bbbb")
     with pytest.raises(TimeoutError) as raised:
         c.close()
     said = str(raised.value)
@@ -117,6 +137,7 @@ def test_a_trainer_gone_without_a_successor_is_not_called_restarted(trainers: Tr
     c.send(0, u=U)
     c.flush()
     trainers.kill(0)
+    seen_down(c)
     c.send(1, u=U)
     with pytest.raises(TimeoutError) as raised:
         c.close()

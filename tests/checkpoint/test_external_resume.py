@@ -158,7 +158,7 @@ def preempt_while_solvers_stream(study: Study) -> tuple[list[subprocess.Popen[st
     wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
     old_run = study.run_id()
     solvers = [
-        study.solver(i, "solver", SOLVER_STEP_SLEEP="0.1", SOLVER_DISCONNECTED_TIMEOUT="2")
+        study.solver(i, "solver", SOLVER_STEP_SLEEP="0.2", SOLVER_DISCONNECTED_TIMEOUT="2")
         for i in range(SIMULATIONS)
     ]
     wait_for("a checkpoint", lambda: bool(study.checkpoints()) and len(study.steps("first")) >= 6)

@@ -242,11 +242,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.save_npy is not None:
         save_npy(opts.save_npy, np.stack(list(solve(parameters, config))), parameters)
         return 0
-    from melissa_trainer.client import Client, fetch_endpoints  # not needed to save
+    from melissa_trainer.client import Client  # not needed to save
 
-    # Explicit endpoints only when given a directory; otherwise the client reads the
-    # environment (MELISSA_TRAINER_ENDPOINTS or MELISSA_TRAINER_RENDEZVOUS).
-    endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None
+    # The client reads the environment (MELISSA_TRAINER_ENDPOINTS, or the rendezvous
+    # directory MELISSA_TRAINER_RENDEZVOUS); --rendezvous sets the latter. Read by the
+    # client itself, not passed as endpoints, the directory tells it when the trainer
+    # was restarted (new endpoints there), which its error then says (`client.restart`).
+    if opts.rendezvous:
+        os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
+        os.environ[ENV_RENDEZVOUS] = opts.rendezvous
+    endpoints = None
     n = config.grid_size
     with Client(
         fields={"temperature": ((n, n), "float32")},

@@ -48,6 +48,7 @@ from melissa_trainer.client.config import (
     check_parameters,
     check_simulation_id,
     check_time_step,
+    rendezvous_dir,
     resolve_receivers,
     resolve_run_id,
 )
@@ -55,6 +56,7 @@ from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
+from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
 from melissa_trainer.client.transport import (
     FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
@@ -161,6 +163,9 @@ class Client:
         self.endpoints, curve_keys, published = resolve_receivers(
             endpoints, tuning.rendezvous_timeout
         )
+        # (where the endpoints were read, if from a rendezvous: a trainer restarted
+        # rewrites it, which a send or close that gives up then says, `restart`)
+        rendezvous = None if endpoints is not None else rendezvous_dir()
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
         self.run_id = resolve_run_id(run_id, published)
         hello = protocol.encode_hello(  # "python": worker mode is this client's (advice)
@@ -190,6 +195,7 @@ class Client:
             self.simulation_id,
             self.rank,
             self.ranks,
+            RestartCheck(rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
         )
         self._fast = self._transport.fast_path(list(self._fields.values()), comm)
         self._closed = False

@@ -154,6 +154,9 @@ def close_transport(t: Closable, bye: bool) -> None:
         message_text = f"simulation {t.simulation_id} rank {t.rank}: {failure} not delivered {why}"
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
+        # (a receiver gone because its trainer was restarted: say so, and what to do)
+        note = t.wait.restarted() if wait.refusal is None else ""
+        message_text += f".{note}" if note else ""
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)

@@ -42,6 +42,7 @@ __all__ = [
     "check_parameters",
     "check_simulation_id",
     "check_time_step",
+    "rendezvous_dir",
     "resolve_receivers",
     "resolve_run_id",
 ]
@@ -252,6 +253,15 @@ def resolve_receivers(
             f"key, not {key!r}"
         )
     return out, [key] * len(out), None
+
+
+def rendezvous_dir() -> str | None:
+    """The rendezvous directory `resolve_receivers` reads endpoints from when given
+    none (`$MELISSA_TRAINER_RENDEZVOUS`, unless `$MELISSA_TRAINER_ENDPOINTS` is set),
+    else None."""
+    if os.environ.get(ENV_ENDPOINTS, "").strip():
+        return None
+    return os.environ.get(ENV_RENDEZVOUS, "").strip() or None
 
 
 def resolve_run_id(run_id: str | None, published: str | None) -> str | None:

@@ -22,7 +22,8 @@ connected: ZeroMQ allows one monitor per socket, which the close reads too):
 * once a receiver has been disconnected, without a new connection, for
   `ClientTuning.disconnected_timeout` seconds (`patience.PeerWatch`), the send raises
   `ReceiverGone` (a `TimeoutError`, the type `send` documents) naming the endpoint, how
-  long it blocked, and the settings that bound the wait.
+  long it blocked, and the settings that bound the wait; and, when the rendezvous now
+  names another run (the trainer was restarted), what to do (`restart.RestartCheck`).
 
 Not thread-safe: used by the client's thread, holding its socket lock.
 """
@@ -60,6 +61,8 @@ class SendWait:
             `send_timeout` only).
         send_timeout: the client's, for messages (None: no bound).
         whose: who sends, for messages ("simulation 3 rank 0").
+        restarted: what to add to the message of a receiver gone (`RestartCheck.note`:
+            the trainer was restarted, run the simulation again); None: nothing.
     """
 
     def __init__(
@@ -70,8 +73,11 @@ class SendWait:
         disconnected_timeout: float | None,
         send_timeout: float | None,
         whose: str,
+        restarted: Callable[[], str] | None = None,
     ) -> None:
         self._sockets, self._endpoints, self._handshakes = sockets, endpoints, handshakes
+        #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
+        self.restarted: Callable[[], str] = restarted or str
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose = whose
         #: the watch of the receivers, begun when a send has blocked a slice, ended
@@ -154,7 +160,8 @@ class SendWait:
             f"for the trainer to take the messages queued {why}. A send waits for a trainer "
             f"that is connected, slow or paused, as long as it lasts or "
             f"Client(send_timeout=...) allows (now {bound}), and gives up on one "
-            f"disconnected for ClientTuning(disconnected_timeout=...) seconds (None: never)"
+            f"disconnected for ClientTuning(disconnected_timeout=...) seconds (None: never)."
+            f"{self.restarted()}"
         )
 
     def _refused(self, step: int | None) -> ValueError | None:

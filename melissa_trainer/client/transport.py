@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import numpy as np
@@ -69,6 +69,8 @@ class Transport:
         finite: the client's check of float fields before they leave.
         send_timeout: the longest one send may block on back-pressure (None: no bound).
         simulation_id, rank, ranks: whose messages these are (BYE, error messages).
+        restarted: what a send or close that gave up on a receiver gone adds to its
+            message (`restart.RestartCheck.note`); None: nothing.
     """
 
     def __init__(
@@ -83,6 +85,7 @@ class Transport:
         simulation_id: int,
         rank: int,
         ranks: int,
+        restarted: Callable[[], str] | None = None,
     ) -> None:
         self.endpoints, self.tuning = endpoints, tuning
         self.simulation_id, self.rank, self.ranks = simulation_id, rank, ranks
@@ -117,6 +120,7 @@ class Transport:
             tuning.disconnected_timeout,
             send_timeout,
             f"simulation {simulation_id} rank {rank}",
+            restarted,
         )
 
     def open(self, hello: bytes) -> None:

@@ -22,7 +22,10 @@ seconds while simulations are expected, and when the stream ended with no finish
 simulation. Before that, in external mode, rank 0 says once when training has waited
 `FIRST_DATA_NOTICE` s with no sample since its receiver started: the address it listens
 on, what has arrived (nothing, or messages but no sample), how the simulations find it
-(`no_data_notice`; when: `melissa_trainer.sources.first_data`).
+(`no_data_notice`; when: `melissa_trainer.sources.first_data`). Resumed from a
+checkpoint, it also names the simulations the checkpoint holds unfinished: solvers that
+streamed to the trainer before its restart do not follow it, and must be run again with
+the same ids (docs/how-to/own-solver.md, "When the trainer restarts").
 """
 
 from __future__ import annotations
@@ -96,6 +99,9 @@ class StreamSource(Source):
         #: docstring); None: never (a `Study` says its own, `study.first_data`)
         self.first_data: FirstDataWait | None = FirstDataWait()
         self._messages_then = 0  # rank 0's messages when its receiver started
+        #: resumed: rank 0's simulations unfinished in the checkpoint, and how many had
+        #: finished (for the notice); None: not resumed
+        self._resumed: tuple[list[int], int] | None = None
         self._transform: IngestTransform | None = None
         self._excuse: SilenceExcuse | None = None
 
@@ -172,6 +178,11 @@ class StreamSource(Source):
             receiver.load_state_dict(self._state)
         receiver.excuse_silence(self._excuse)
         receiver.start()
+        if self._state and rank == 0:
+            # (`start` applied the record: read at once, as the checkpoint left it;
+            # `unfinished` copies the ledgers the receiver's thread may be adding to)
+            ingest = receiver.ingest
+            self._resumed = (ingest.unfinished(), ingest.simulations_finished)
         self._receiver, self._buffer = receiver, buffer
         if self._finish is not None:
             receiver.finish(self._finish)
@@ -223,7 +234,9 @@ class StreamSource(Source):
         waited = None if wait is None else wait.due(receiver.ingest.samples_put)
         if waited is not None:
             messages = receiver.ingest.messages - self._messages_then
-            notice = no_data_notice(waited, receiver.endpoint, self._world, self.config, messages)
+            notice = no_data_notice(
+                waited, receiver.endpoint, self._world, self.config, messages, self._resumed
+            )
             logger.warning("%s", notice)
 
     def check(self) -> None:
@@ -292,12 +305,19 @@ class StreamSource(Source):
 
 
 def no_data_notice(
-    waited: float, endpoint: str | None, world: int, config: ReceiverConfig, messages: int
+    waited: float,
+    endpoint: str | None,
+    world: int,
+    config: ReceiverConfig,
+    messages: int,
+    resumed: tuple[Sequence[int], int] | None = None,
 ) -> str:
     """What rank 0 says when training has waited `waited` s for its first sample in
     external mode: the `endpoint` its receiver listens on (one of `world` ranks'), what
     came (`messages` since it started), how the simulations find it (`config`), and when
-    the wait ends in an error."""
+    the wait ends in an error. `resumed`: the simulations a checkpoint resumed from holds
+    unfinished and how many it holds finished, named with what to do (None: a first
+    start)."""
     ranks = f" (rank 0 of {world}: each rank listens on its own)" if world > 1 else ""
     if messages == 0:
         came = "no simulation has connected and sent anything"
@@ -322,8 +342,26 @@ def no_data_notice(
         f"{endpoint}{ranks}: {came}. Training waits for the simulations you start "
         f"(external mode): start each with {find} and a distinct "
         f"MELISSA_TRAINER_SIMULATION_ID; from another host, bind an address it reaches "
-        f"(ReceiverConfig.bind, advertise_host). Training goes on when data comes; {ends}. "
-        f"Said once."
+        f"(ReceiverConfig.bind, advertise_host). Training goes on when data comes; {ends}."
+        f"{_resumed_note(resumed, config.expected_simulations)} Said once."
+    )
+
+
+def _resumed_note(resumed: tuple[Sequence[int], int] | None, expected: int | None) -> str:
+    """The notice's sentence on a resume: the simulations to run again (or "")."""
+    if resumed is None:
+        return ""
+    unfinished, finished = resumed
+    of = "" if expected is None else f" of the {expected} expected"
+    if not unfinished:
+        return f" Resumed from a checkpoint: {finished} simulations{of} finished there."
+    ids = ", ".join(str(s) for s in unfinished[:20]) + (", ..." if len(unfinished) > 20 else "")
+    return (
+        f" Resumed from a checkpoint, which holds {finished} simulations{of} finished and "
+        f"{len(unfinished)} unfinished: {ids}. A solver that streamed to the trainer before "
+        f"its restart does not follow it: run each of these again, with the same "
+        f"MELISSA_TRAINER_SIMULATION_ID and parameters (the steps the checkpoint holds are "
+        f"dropped as duplicates, the others trained on once)."
     )
 
 

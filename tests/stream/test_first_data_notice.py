@@ -96,6 +96,7 @@ def test_no_data_is_said_once_naming_where_it_listens(
     (notice,) = notices(caplog)
     assert f"15 s after the receiver started listening on {source.endpoint}:" in notice
     assert "no simulation has connected and sent anything" in notice
+    assert "Resumed" not in notice  # (a first start: nothing to run again)
     assert f"MELISSA_TRAINER_RENDEZVOUS={tmp_path}" in notice
     assert "MELISSA_TRAINER_SIMULATION_ID" in notice and "600 s" in notice
 
@@ -154,3 +155,50 @@ def test_a_study_turns_the_stream_notice_off(tmp_path: Path) -> None:
     assert stream.first_data is not None  # on by default: external mode
     study = Study(launcher, stream)
     assert stream.first_data is None and study.first_data.after == FIRST_DATA_NOTICE
+
+
+@pytest.mark.timeout(60)
+def test_a_resumed_source_names_the_simulations_to_run_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart the solvers that streamed before it do not follow the trainer
+    (docs/how-to/own-solver.md): the notice of a resumed source names the simulations
+    its record holds unfinished (5: two of its three steps came), not the finished one
+    (3), and says to run them again with the same ids. Before, it said only that no
+    simulation had connected."""
+    from melissa_trainer.client import Client
+
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
+    monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
+    monkeypatch.delenv("MELISSA_TRAINER_RUN_ID", raising=False)
+    clock = Clock()
+    config = ReceiverConfig(expected_simulations=3, rendezvous_dir=tmp_path)
+    first, buffer = StreamSource(config), FIFOBuffer(8)
+    first.start(buffer, 0, 1)
+    try:
+        with Client({"u": ((2,), "float32")}, simulation_id=3) as finished:
+            finished.send(0, u=np.zeros(2, np.float32))
+        running = Client({"u": ((2,), "float32")}, simulation_id=5)
+        running.send(0, u=np.zeros(2, np.float32))
+        running.send(1, u=np.zeros(2, np.float32))
+        running.flush()
+        while len(buffer) < 3 or first.finished_simulations() != [3]:
+            first.wait_for(3, 0.05)
+        state = first.state_dict()
+        running.close(bye=False)
+    finally:
+        first.stop()
+    resumed = StreamSource(config)  # (the same buffer: its put count is the record's)
+    resumed.first_data = FirstDataWait(clock=clock)
+    resumed.load_state_dict(state)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.stream")
+    resumed.start(buffer, 0, 1)
+    try:
+        clock.now += FIRST_DATA_NOTICE
+        resumed.wait_for(4, 0.01)
+    finally:
+        resumed.stop()
+    (notice,) = notices(caplog)
+    held = "which holds 1 simulations of the 3 expected finished and 1 unfinished: 5."
+    assert f"Resumed from a checkpoint, {held}" in notice, notice
+    assert "run each of these again, with the same MELISSA_TRAINER_SIMULATION_ID" in notice

@@ -8,7 +8,9 @@ started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched so
 * with ``SOLVER_NAN=SID:STEP`` diverges: simulation SID sends NaN in every float field
   from time step STEP on (then goes on and exits 0, as a solver that does not notice);
 * with ``SOLVER_HANG=SID:STEP:PATH``, simulation SID's first attempt hangs mid-stream
-  (alive and silent) where it would send STEP, and says when in PATH.
+  (alive and silent) where it would send STEP, and says when in PATH;
+* with ``SOLVER_DISCONNECTED_TIMEOUT=s`` gives up on a trainer gone after `s` seconds
+  (`ClientTuning.disconnected_timeout`, 60 by default) rather than a minute.
 """
 
 import os
@@ -75,3 +77,17 @@ if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_HA
         return _hung_send(self, step, *args, **kwargs)
 
     Client.send = _hanging_send  # type: ignore[method-assign]
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get(
+    "SOLVER_DISCONNECTED_TIMEOUT"
+):
+    from melissa_trainer.client import Client, ClientTuning
+
+    _tuned_init = Client.__init__
+    _disconnected = float(os.environ["SOLVER_DISCONNECTED_TIMEOUT"])
+
+    def _tuned(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        kwargs.setdefault("tuning", ClientTuning(disconnected_timeout=_disconnected))
+        _tuned_init(self, *args, **kwargs)
+
+    Client.__init__ = _tuned  # type: ignore[method-assign]

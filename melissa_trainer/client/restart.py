@@ -1,0 +1,76 @@
+"""Whether the trainer a client streams to has been replaced by a restarted one.
+
+A trainer that is preempted (SIGTERM: a checkpoint, then exit) or killed, and started
+again with ``resume_from_checkpoint``, binds new sockets and rewrites the rendezvous
+directory with its new endpoints and a new run id. A running simulation does not follow
+it: its PUSH sockets keep dialing the old endpoints, and what ZeroMQ had queued for the
+old trainer, or what the old trainer had taken after its checkpoint, is gone (PUSH/PULL
+acknowledges nothing; a client cannot know which of its steps the checkpoint holds). The
+send or the close then gives up on the receiver gone (`send_wait.ReceiverGone`,
+`closing`), with a message that said only "the trainer died".
+
+`RestartCheck.note` reads the rendezvous directory once, without waiting, at that moment
+(a failure path: never on a send that goes through), and when another run publishes
+there now, says so and what to do: run the simulation again with the same simulation
+id. The resumed trainer's receivers hold, in its checkpoint, the steps each simulation
+had sent before it, drop those again as duplicates and take the others: every
+(simulation, time step) is trained on once (docs/how-to/own-solver.md, "When the trainer
+restarts"; tests/checkpoint/test_external_resume.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+__all__ = ["RestartCheck"]
+
+
+class RestartCheck:
+    """Tells a client that its rendezvous now names another trainer (module docstring).
+
+    Args:
+        rendezvous: the directory the client's endpoints were read from (None: they were
+            given; nothing is ever said).
+        endpoints: the endpoints read there.
+        run_id: the run id the client's HELLO carries (None: none).
+        simulation_id: the client's, for the advice.
+    """
+
+    def __init__(
+        self,
+        rendezvous: str | None,
+        endpoints: Sequence[str],
+        run_id: str | None,
+        simulation_id: int,
+    ) -> None:
+        self._rendezvous = rendezvous
+        self._endpoints = list(endpoints)
+        self._run_id = run_id
+        self._simulation_id = simulation_id
+
+    def note(self) -> str:
+        """A sentence (with a leading space) saying that the trainer was restarted and
+        what to do, if the rendezvous directory now holds another run's complete files
+        (another run id, or other endpoints); else "" (the same trainer, none yet, or
+        no rendezvous). Never blocks, never raises."""
+        if self._rendezvous is None:
+            return ""
+        try:
+            entries = fetch_rendezvous(self._rendezvous, timeout=0.0)
+        except (TimeoutError, OSError):
+            return ""  # (incomplete: the new trainer, if any, has not published yet)
+        endpoints = [str(e["endpoint"]) for e in entries]
+        run_id = entries[0].get("run_id")
+        if endpoints == self._endpoints and (run_id is None or run_id == self._run_id):
+            return ""
+        run = f"run {run_id}" if run_id is not None else "another trainer"
+        return (
+            f" The trainer was restarted: the rendezvous {self._rendezvous} now names {run} at "
+            f"{', '.join(endpoints)}. A running simulation does not follow a restarted "
+            f"trainer, and what it sent after the checkpoint resumed from is lost: run this "
+            f"simulation again, with the same simulation id "
+            f"(MELISSA_TRAINER_SIMULATION_ID={self._simulation_id}): the resumed trainer "
+            f"keeps the steps it holds and takes the others, each once."
+        )

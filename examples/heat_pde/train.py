@@ -3,7 +3,8 @@
 The launcher runs `solver.py` (a 2-D heat-equation solver, see its docstring) for
 `--num_simulations` parameter sets drawn by a seeded Latin hypercube (or, with
 `--sampler breed`, by the adaptive Breed sampler: each new simulation bred from those
-whose data the surrogate trains worst on, or explored, see
+whose data the surrogate trains worst on, or explored; with `--sampler density`, the
+study's optimised Latin hypercube bent towards the parameters trained worst: see
 `benchmarks/active_sampling.py`), at most
 `--job_limit` at once; each streams its temperature field at every time step to the
 trainer, which trains an MLP (5 parameters, t) -> field online, while the simulations
@@ -20,6 +21,7 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     python examples/heat_pde/train.py --grid_size 64 --num_simulations 500 --job_limit 8
     python examples/heat_pde/train.py --backend slurm ...    # each simulation a Slurm job
     python examples/heat_pde/train.py --sampler breed        # adaptive sampling
+    python examples/heat_pde/train.py --sampler density      # the guide's for 6+ parameters
     python examples/heat_pde/train.py --external             # you start the solvers yourself
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
     python examples/heat_pde/train.py --mixed_precision bf16 # bf16 autocast (GPU or CPU)
@@ -65,7 +67,8 @@ from study_common import (  # noqa: E402
 from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
-from melissa_trainer.launcher import BreedSampler, Launcher, make_sampler  # noqa: E402
+from melissa_trainer.launcher import AdaptiveSampler, Launcher, make_sampler  # noqa: E402
+from melissa_trainer.launcher.account import drawn_by  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -79,8 +82,11 @@ class HeatArgs(StudyArgs):
         default="lhs",
         metadata={"help": "parameter sampler; breed: adaptive, 30% of the draws bred from "
                   "the simulations trained worst (exploration 0.7; no gain measured on "
-                  "held-out seeds, see docs/measured.md), the others gap-filling Sobol'",
-                  "choices": ("lhs", "uniform", "halton", "sobol", "breed")},
+                  "held-out seeds, see docs/measured.md), the others gap-filling Sobol'; "
+                  "density: adaptive, the optimised Latin hypercube of the study bent "
+                  "towards the parameters trained worst (the guide's choice for 6 "
+                  "parameters and more: docs/concepts/study.md)",
+                  "choices": ("lhs", "uniform", "halton", "sobol", "breed", "density")},
     )  # fmt: skip
     grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
     time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})
@@ -263,16 +269,19 @@ def plot_comparison(
     plt.close(fig)
 
 
-def adaptive_summary(launcher: Launcher | None) -> dict[str, int] | None:
-    """An adaptive sampler's draws: how many explored, how many simulations it observed
-    (None for a fixed design, or on ranks that do not run the launcher)."""
+def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
+    """An adaptive sampler's draws: how many, how many explored (not steered by the
+    losses), how many simulations it observed, and how its draws were made in its own
+    terms (`drawn_by`); None for a fixed design, or on ranks that do not run the
+    launcher."""
     sampler = None if launcher is None else launcher.sampler
-    if not isinstance(sampler, BreedSampler) or sampler.position == 0:
+    if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
     return {
         "draws": sampler.position,
-        "explored": sampler.explored,
+        "explored": int(getattr(sampler, "explored", sampler.position)),
         "observed": len(sampler.observations),
+        "drawn_by": drawn_by(sampler),
     }
 
 
@@ -370,11 +379,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
     print_refused(summary, opts.nonfinite)
     if summary["sampler"]:
-        draws, explored, observed = summary["sampler"].values()  # adaptive_summary's order
+        drawn = summary["sampler"]
         print(
-            f"breed: of {draws} draws, {explored} explored (gap-filling Sobol'), "
-            f"{draws - explored} bred from the worst-trained simulations; {observed} "
-            "simulations' losses observed"
+            f"{opts.sampler}: {drawn['drawn_by']}; {drawn['observed']} simulations' losses observed"
         )
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")

@@ -94,6 +94,24 @@ def test_heat_example_streams_from_launched_solvers_and_beats_the_mean_field(
 
 
 @pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_heat_example_samples_with_the_density_sampler(tmp_path: Path) -> None:
+    """``--sampler density`` (the guide's adaptive sampler for 6 parameters and more):
+    the whole budget drawn by it, the trainer's per-simulation losses fed to it, and the
+    line that says how its draws were made in its own terms."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--sampler", "density", "--output_dir", str(out)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=tmp_path, env=env)
+    summary = summary_of(proc)
+    check_run(summary, out)
+    drawn = summary["sampler"]
+    assert drawn["draws"] == SIMULATIONS and drawn["observed"] > 0
+    assert "with the high-loss warp" in drawn["drawn_by"]
+    assert f"density: of {SIMULATIONS} draws" in proc.stdout
+
+
+@pytest.mark.e2e
 @pytest.mark.timeout(180)
 def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: Path) -> None:
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Protocol
 
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.trainer.preemption import Preempted
 
-__all__ = ["EndingTrainer", "end_training"]
+__all__ = ["EndingTrainer", "end_training", "stop_words"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +71,15 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         if trainer.is_main_process:
             logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
         raise preempted
+
+
+def stop_words(signum: int, control: TrainerControl) -> str:
+    """Why the ranks agreed to stop (`signum`: the signal they agreed on, 0: none), in
+    words, for `OnlineTrainer.ended_by`: "stopped by SIGTERM", or "stopped by a hook, "
+    and the hook's reason (`TrainerControl.stop_reason`) on the rank whose hook asked;
+    the other ranks do not know it and say the stop came from another rank."""
+    if signum:
+        return f"stopped by {signal.Signals(signum).name}"
+    if control.should_stop:
+        return f"stopped by a hook, {control.stop_reason or 'control.should_stop'}"
+    return "stopped by a hook on another rank (control.should_stop)"

@@ -44,7 +44,7 @@ from melissa_trainer.sources.ingest_transform import (
 from melissa_trainer.sources.source import Source, as_source
 from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.actions import TrainerActions
-from melissa_trainer.trainer.ending import end_training
+from melissa_trainer.trainer.ending import end_training, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
@@ -198,6 +198,9 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
+        #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
+        #: "max_steps N reached", or `ending.stop_words`'. "" before the end.
+        self.ended_by = ""
         # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
         # is written there (a source's `configure` may write), until `train()` ends.
         #: This run's identity (the same on every rank, new at each trainer): the stream's
@@ -275,9 +278,11 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             # raised in window k then takes effect at the end of window k+1.
             ahead = sync.distributed
             signum = 0
+            self.ended_by = ""
             while True:
                 window = window_steps(state.global_step, every, state.max_steps)
                 if window <= 0:
+                    self.ended_by = f"max_steps {state.max_steps} reached"
                     break
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
@@ -286,6 +291,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                 stop, capacity, signum = sync.result()
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
+                    self.ended_by = stop_words(signum, control)
                     break
                 # As many steps as the rank with the most data has: a rank whose data
                 # ran out first trains on its last batches again meanwhile (`pad`), so
@@ -304,6 +310,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
+                        self.ended_by = "end of stream"
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)

@@ -310,7 +310,11 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
-                        self.ended_by = "end of stream"
+                        self.ended_by = "end of stream" + (
+                            ""
+                            if state.max_steps is None
+                            else f", before max_steps {state.max_steps}"
+                        )
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)

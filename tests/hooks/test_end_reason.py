@@ -90,3 +90,9 @@ def test_max_steps_and_the_end_of_stream_are_named(
     assert end_line(capsys.readouterr().out).startswith(
         f"step {N // 8} | end of training (end of stream): each sample"
     )
+    # FIFO: each sample once, so max_steps is more than the data gives: the line says
+    # the run ended short of it, and why
+    assert run(tmp_path / "c", [], max_steps=1000) == "end of stream, before max_steps 1000"
+    assert end_line(capsys.readouterr().out).startswith(
+        f"step {N // 8} | end of training (end of stream, before max_steps 1000): each sample"
+    )

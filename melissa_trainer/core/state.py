@@ -23,9 +23,9 @@ rank: the trainer all-reduces it so that every rank stops at the same step.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -209,9 +209,12 @@ class TrainerControl:
         # `control.should_stop = True` directly (the transformers idiom), and the cost
         # is paid only then, never per step.
         if name == "should_stop" and value and not self.__dict__.get("stop_reason"):
-            caller = sys._getframe(1).f_code
-            who = getattr(caller, "co_qualname", caller.co_name)  # (3.11+: Class.method)
-            object.__setattr__(self, "stop_reason", f"{who} set control.should_stop")
+            frame = inspect.currentframe()  # this method's: the setter's is the one back
+            setter = frame.f_back if frame is not None else None
+            if setter is not None:
+                code = setter.f_code
+                who = getattr(code, "co_qualname", code.co_name)  # (3.11+: Class.method)
+                object.__setattr__(self, "stop_reason", f"{who} set control.should_stop")
         object.__setattr__(self, name, value)
 
     def request_stop(self, reason: str) -> None:

@@ -42,12 +42,12 @@ from melissa_trainer.sources.ingest_transform import (
     SampleTransform,
 )
 from melissa_trainer.sources.source import Source, as_source
-from melissa_trainer.trainer import checkpointing
 from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.ending import end_training, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
+from melissa_trainer.trainer.starting import start_training
 
 logger = logging.getLogger(__name__)
 
@@ -250,17 +250,9 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()
-        try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
-            resume = checkpointing.resolve_resume(self)  # verified, the same on every rank
-            if resume is not None:
-                self.load_checkpoint(resume)
-                hooks.fire(Event.LOAD, self, state, control, str(resume))
-            self.source.start(self.buffer, self.process_index, self.num_processes)
-        except BaseException:
-            self._output_hold.release()  # ...leaves output_dir free for the next try
-            raise
-        # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
-        preemption = PreemptionHandler(on_force=self.source.stop).install()
+        # SIGTERM/SIGINT from here on, the resume and the source's start included: stop
+        # at the next stop synchronisation (preemption; see `starting`)
+        preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         try:
             if self.num_processes > 1:

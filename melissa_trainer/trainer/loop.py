@@ -41,9 +41,9 @@ from melissa_trainer.sources.ingest_transform import (
     IngestTransform,
     SampleTransform,
 )
-from melissa_trainer.sources.source import Source, as_source
+from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.actions import TrainerActions
-from melissa_trainer.trainer.ending import end_training, stop_words
+from melissa_trainer.trainer.ending import end_training, source_failed, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
@@ -322,6 +322,8 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = signal.Signals(signum)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
+        except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
+            raise source_failed(self, exc) from exc.__cause__
         finally:
             self._output_hold.stopping()
             try:

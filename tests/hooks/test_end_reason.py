@@ -96,3 +96,27 @@ def test_max_steps_and_the_end_of_stream_are_named(
     assert end_line(capsys.readouterr().out).startswith(
         f"step {N // 8} | end of training (end of stream, before max_steps 1000): each sample"
     )
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(300)
+def test_a_stop_asked_on_one_rank_is_named_where_it_was_asked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ranks, the hook's stop on rank 1 alone: both stop at one step; rank 1 names
+    the hook, rank 0 (which prints the end-of-run line) says the stop came from another
+    rank, rather than "end of training"."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[1] / "trainer"))
+    from two_ranks import launch_two_ranks
+
+    script = Path(__file__).parents[1] / "scripts" / "hook_stop_one_rank.py"
+    done = launch_two_ranks(script, str(tmp_path / "out"))
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    ended = sorted(re.findall(r"^ENDED (\d) (\d+) (.*)$", done.stdout, re.M))
+    assert [(rank, step) for rank, step, _ in ended] == [("0", ended[0][1]), ("1", ended[0][1])]
+    assert 5 <= int(ended[0][1]) <= 8, ended  # within two windows of 2 steps of the stop
+    assert ended[0][2] == "stopped by a hook on another rank (control.should_stop)"
+    assert ended[1][2] == "stopped by a hook, StopOnRankOne.on_step_end set control.should_stop"
+    step = ended[0][1]
+    assert f"step {step} | stopped by a hook on another rank (control.should_stop): " in text

@@ -27,6 +27,7 @@ from torch.utils.data import IterableDataset, default_collate
 
 from melissa_trainer.buffers import Buffer, Sample, SampleBlock
 from melissa_trainer.buffers.block import BlockViews
+from melissa_trainer.core.data_wait import DataWait
 from melissa_trainer.core.device_buffer import DeviceBlock
 
 # (the pending file's names, imported from here before it was a module of its own)
@@ -187,6 +188,8 @@ class StreamDataset(IterableDataset):
         self.collate_fn = collate_fn or fast_collate
         self.source = source
         self.poll_interval = poll_interval
+        #: says when training has waited long for data (`data_wait`)
+        self.data_wait = DataWait()
         self._pending: deque[Sequence[Sample]] = deque()
         #: samples restored pending that did not fill a batch of `batch_size` (a resume
         #: with another batch size): the next batch taken is topped up from them
@@ -215,6 +218,7 @@ class StreamDataset(IterableDataset):
         source, n = self.source, self.batch_size if n is None else n
         timeout = self.poll_interval if source is None else 0.0
         wait = 0.0  # what the source may wait before the next read: none while data flows
+        said = self.data_wait
         while True:
             if source is not None:
                 source.wait_for(n, wait)
@@ -227,8 +231,10 @@ class StreamDataset(IterableDataset):
             except TimeoutError:
                 if interrupted is not None and interrupted():
                     return None
+                said.empty(self.buffer, n)  # a long wait is said (`data_wait`)
                 wait = min(self.poll_interval, 0.02)
                 continue
+            said.served()
             if len(samples) < n and source is not None:
                 source.wait_for(n, 0.0)  # a short batch means the end: was it a failure?
             return samples

@@ -23,6 +23,7 @@ rank: the trainer all-reduces it so that every rank stops at the same step.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import math
 from collections.abc import Sequence
@@ -201,6 +202,32 @@ class TrainerControl:
     should_validate: bool = False
     should_log: bool = False
     should_rewind: bool = False
+    #: Why `should_stop` was set, in words ("" until it is): what `request_stop` was
+    #: given, or who set the flag (the method's qualified name, ``Hook.on_log``), so
+    #: that the end of the run can say why it stopped before `max_steps` or the stream's
+    #: end. The first request wins; rank-local (the flag's other ranks do not know it).
+    stop_reason: str = field(default="", compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Who sets the flag is recorded here, once, when it is first set: hooks set
+        # `control.should_stop = True` directly (the transformers idiom), and the cost
+        # is paid only then, never per step.
+        if name == "should_stop" and value and not self.__dict__.get("stop_reason"):
+            frame = inspect.currentframe()  # this method's: the setter's is the one back
+            setter = frame.f_back if frame is not None else None
+            if setter is not None:
+                code = setter.f_code
+                who = getattr(code, "co_qualname", code.co_name)  # (3.11+: Class.method)
+                object.__setattr__(self, "stop_reason", f"{who} set control.should_stop")
+        object.__setattr__(self, name, value)
+
+    def request_stop(self, reason: str) -> None:
+        """Set `should_stop`, with `reason` (words a user reads at the end of the run:
+        "eval_loss not better in 3 validations") as `stop_reason` unless one was
+        given before."""
+        if not self.stop_reason:
+            object.__setattr__(self, "stop_reason", reason)
+        self.should_stop = True
 
     def pending(self) -> list[str]:
         """The names of the set flags that ask for an action (all but `should_stop`)."""

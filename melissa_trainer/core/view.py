@@ -118,6 +118,11 @@ class TrainerView(CheckpointParts, Protocol):
     def preempted_by(self) -> signal.Signals | None: ...
 
     @property
+    def ended_by(self) -> str:
+        """Why the last `train()` ended, in words (`OnlineTrainer.ended_by`)."""
+        ...
+
+    @property
     def run_id(self) -> str | None: ...
 
     @property

@@ -39,7 +39,13 @@ class EarlyStoppingHook(Hook):
         metrics: dict[str, float],
     ) -> None:
         if state.validations_since_best >= self.patience:
-            control.should_stop = True
+            best = state.best_metric
+            than = "" if best is None else f" than {best:.4g} (step {state.best_step})"
+            # the words the end of the run prints (`TrainerControl.stop_reason`)
+            control.request_stop(
+                f"early stopping: no better {trainer.args.metric_for_best_model}{than} in "
+                f"{state.validations_since_best} validations (patience {self.patience})"
+            )
 
     def load_state_dict(self, state: Any) -> None:
         # Checkpoints of earlier versions hold this hook's own best and count, which now

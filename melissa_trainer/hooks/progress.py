@@ -178,7 +178,9 @@ class ProgressHook(Hook):
     ) -> None:
         signal, args = trainer.preempted_by, trainer.args
         # (after a preemption the trainer's own next line says how to resume)
-        ended = "end of training" if signal is None else f"stopped by {signal.name}"
+        ended = trainer.ended_by if signal is None else f"stopped by {signal.name}"
+        if not ended.startswith("stopped"):  # (end of stream, max_steps: the run's end)
+            ended = f"end of training ({ended})" if ended else "end of training"
         report = (
             reuse_report(
                 state,

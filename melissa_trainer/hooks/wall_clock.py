@@ -133,8 +133,8 @@ class WallClockBudget(Hook):
     ) -> None:
         if self._steps % self.update_steps == 0:
             self.progress = _agreed(trainer, self.elapsed()) / self.seconds
-            if self.progress >= 1.0:
-                control.should_stop = True
+            if self.progress >= 1.0:  # (the words the end of the run prints)
+                control.request_stop(f"WallClockBudget: its {self.seconds:g} s are spent")
         self._steps += 1
         factor = budget_factor(self.progress, self.decay_from)
         for group in trainer.optimizer.param_groups:

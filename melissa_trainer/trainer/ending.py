@@ -15,11 +15,15 @@ from pathlib import Path
 from typing import Protocol
 
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.common.setting import setting
+from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
+from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.preemption import Preempted
 
-__all__ = ["EndingTrainer", "end_training"]
+__all__ = ["EndingTrainer", "end_training", "source_failed", "stop_words"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +74,47 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         if trainer.is_main_process:
             logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
         raise preempted
+
+
+def stop_words(signum: int, control: TrainerControl) -> str:
+    """Why the ranks agreed to stop (`signum`: the signal they agreed on, 0: none), in
+    words, for `OnlineTrainer.ended_by`: "stopped by SIGTERM", or "stopped by a hook, "
+    and the hook's reason (`TrainerControl.stop_reason`) on the rank whose hook asked;
+    the other ranks do not know it and say the stop came from another rank."""
+    if signum:
+        return f"stopped by {signal.Signals(signum).name}"
+    if control.should_stop:
+        return f"stopped by a hook, {control.stop_reason or 'control.should_stop'}"
+    return "stopped by a hook on another rank (control.should_stop)"
+
+
+class _SaidSourceError(SourceError, SaidOnRankZero):
+    """A `SourceError` whose whole story is its message (a study that failed, a stream
+    that stalled: no `__cause__`), raised by `train()` once its log line said it:
+    uncaught, it ends the program with exit code 1 and no traceback through the
+    trainer's and the dataset's internals; ``except SourceError`` (and ``except
+    Exception``) still catch it."""
+
+
+_SaidSourceError.__name__ = _SaidSourceError.__qualname__ = "SourceError"  # (as printed)
+
+
+def source_failed(trainer: TrainerView, error: SourceError) -> SourceError:
+    """What `train()` raises when its source failed with `error`: with no `__cause__`
+    (the message says it all), an ERROR line at the step training stopped, naming how to
+    resume once the cause is fixed (the latest checkpoint, or none), and a quiet copy of
+    `error` (`_SaidSourceError`); with one (a failure in the user's code, in the
+    receiver's thread...), `error` itself, whose traceback is the user's to read."""
+    if error.__cause__ is not None or isinstance(error, SaidOnRankZero):
+        return error
+    latest = ckpt.latest_checkpoint(trainer.checkpoint_root)
+    resume = (
+        f"once the cause is fixed, resume from {latest} with "
+        f"{setting('resume_from_checkpoint', 'latest')}"
+        if latest is not None
+        else "no checkpoint was written: once the cause is fixed, run it again"
+    )
+    logger.error("training stopped at step %d: %s; %s", trainer.state.global_step, error, resume)
+    quiet = _SaidSourceError(*error.args)
+    quiet.code = 1  # (SystemExit's: the exit status)
+    return quiet

@@ -41,14 +41,14 @@ from melissa_trainer.sources.ingest_transform import (
     IngestTransform,
     SampleTransform,
 )
-from melissa_trainer.sources.source import Source, as_source
-from melissa_trainer.trainer import checkpointing
+from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.actions import TrainerActions
-from melissa_trainer.trainer.ending import end_training
+from melissa_trainer.trainer.ending import end_training, source_failed, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
+from melissa_trainer.trainer.starting import start_training
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +200,9 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None
+        #: Why the last `train()` ended, in words, set before LOOP_END: "end of stream",
+        #: "max_steps N reached", or `ending.stop_words`'. "" before the end.
+        self.ended_by = ""
         # One trainer per output_dir (see `output_lock`): rank 0 locks it before anything
         # is written there (a source's `configure` may write), until `train()` ends.
         #: This run's identity (the same on every rank, new at each trainer): the stream's
@@ -249,17 +252,9 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()
-        try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
-            resume = checkpointing.resolve_resume(self)  # verified, the same on every rank
-            if resume is not None:
-                self.load_checkpoint(resume)
-                hooks.fire(Event.LOAD, self, state, control, str(resume))
-            self.source.start(self.buffer, self.process_index, self.num_processes)
-        except BaseException:
-            self._output_hold.release()  # ...leaves output_dir free for the next try
-            raise
-        # SIGTERM/SIGINT from here on: stop at the next stop synchronisation (preemption)
-        preemption = PreemptionHandler(on_force=self.source.stop).install()
+        # SIGTERM/SIGINT from here on, the resume and the source's start included: stop
+        # at the next stop synchronisation (preemption; see `starting`)
+        preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         try:
             if self.num_processes > 1:
@@ -277,9 +272,11 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             # raised in window k then takes effect at the end of window k+1.
             ahead = sync.distributed
             signum = 0
+            self.ended_by = ""
             while True:
                 window = window_steps(state.global_step, every, state.max_steps)
                 if window <= 0:
+                    self.ended_by = f"max_steps {state.max_steps} reached"
                     break
                 if not sync.started:  # nothing agreed ahead: agree now (the host waits)
                     # Take the window's batches first: the ranks then agree on what all can do.
@@ -288,6 +285,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                 stop, capacity, signum = sync.result()
                 guard.settle(sync.extra)  # a non-finite loss: raises on every rank
                 if stop or signum:
+                    self.ended_by = stop_words(signum, control)
                     break
                 # As many steps as the rank with the most data has: a rank whose data
                 # ran out first trains on its last batches again meanwhile (`pad`), so
@@ -306,6 +304,11 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                     state.stream_ended = True
                     hooks.fire(Event.END_OF_STREAM, self, state, control)
                     if not control.should_rewind:
+                        self.ended_by = "end of stream" + (
+                            ""
+                            if state.max_steps is None
+                            else f", before max_steps {state.max_steps}"
+                        )
                         break
                     control.should_rewind = False
                     hooks.fire(Event.PSEUDO_EPOCH_END, self, state, control)
@@ -321,6 +324,8 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             if signum:  # (hooks may read it from LOOP_END on)
                 self.preempted_by = signal.Signals(signum)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
+        except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
+            raise source_failed(self, exc) from exc.__cause__
         finally:
             self._output_hold.stopping()
             try:

@@ -38,7 +38,7 @@ def end_line(out: str) -> tuple[float, int, int]:
     """(mean reuse, samples trained on, inserts) of the end-of-run line in `out` (one
     rank: the samples trained on are the draws, and the line names no draws apart)."""
     found = re.findall(
-        r"end of training: each sample trained on ([\d.]+) times on average "
+        r"end of training(?: \([^)]*\))?: each sample trained on ([\d.]+) times on average "
         r"\((\d+) samples trained on, of (\d+) inserted, all ranks\)",
         out,
     )

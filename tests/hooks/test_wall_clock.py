@@ -90,6 +90,8 @@ def test_the_rate_follows_the_clock_and_training_stops_at_the_budget(tmp_path: P
     assert clock.rates == pytest.approx(expected_rates(state.global_step, 100, 0.6, 5))
     assert clock.rates[:60] == [LR] * 60 and clock.rates[100:] == [0.0] * (state.global_step - 100)
     assert 0 < clock.rates[80] < LR
+    # the end-of-run line says why it stopped (it said "end of training" as at max_steps)
+    assert trainer.ended_by == "stopped by a hook, WallClockBudget: its 100 s are spent"
 
 
 def test_a_resume_goes_on_from_the_checkpoints_seconds(tmp_path: Path) -> None:

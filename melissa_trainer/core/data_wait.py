@@ -1,0 +1,75 @@
+"""Training that waits long for data says so: no silent wait.
+
+A rank's training blocks in `StreamDataset` while its buffer serves nothing: a
+simulation hangs without sending, the stream is slower than training, a reservoir's
+`sample_to_insert_ratio` holds draws until new samples arrive. The launcher's and the
+stream's timeouts end a wait that never ends (a silent simulation is killed after its
+``simulation_timeout``, 120 s at least by default; a silent stream fails after its
+``stall_timeout``), but until then nothing was said: a user saw the log stop for
+minutes and could not tell a hang from a slow solver. `DataWait` logs a WARNING when a
+wait passes `WAIT_NOTICE` s, and again each time it doubles, naming what the buffer
+holds and what ends the wait. Not before the first sample is put: that wait (a study's
+start-up, simulations started by hand) is said by the source (`sources.first_data`,
+the stream's watchdog).
+
+Not thread-safe: the training thread's (one consumer).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from melissa_trainer.buffers import Buffer
+
+__all__ = ["WAIT_NOTICE", "DataWait"]
+
+logger = logging.getLogger("melissa_trainer.core.dataset")
+
+#: seconds of one wait for data before training says it waits (then at 2x, 4x...)
+WAIT_NOTICE = 60.0
+
+
+class DataWait:
+    """The clock of the current wait for data. `empty` at each read that found none,
+    `served` at each that found some; `notice` (seconds, default `WAIT_NOTICE` when
+    constructed) may be changed at any time."""
+
+    def __init__(self, notice: float | None = None, clock: Callable[[], float] = time.monotonic):
+        self.notice = WAIT_NOTICE if notice is None else float(notice)
+        self._clock = clock
+        self._since: float | None = None
+        self._next = self.notice
+
+    def served(self) -> None:
+        """Data came: the wait, if any, is over."""
+        self._since = None
+
+    def empty(self, buffer: Buffer, wanted: int) -> None:
+        """A read of `wanted` samples found none: start the clock, or say the wait
+        when it has passed the next notice."""
+        now = self._clock()
+        if self._since is None:
+            self._since, self._next = now, self.notice
+            return
+        waited = now - self._since
+        if waited < self._next:
+            return
+        self._next = 2 * max(self._next, waited)
+        stats = buffer.stats()
+        if stats.put == 0:  # the first data: the source's own notices say that wait
+            return
+        held = (
+            "; it holds enough for a batch, so draws are held back: a --watermark not "
+            "reached yet, or a reservoir's --sample_to_insert_ratio waiting for new samples"
+            if stats.size >= wanted
+            else ""
+        )
+        logger.warning(
+            "training has waited %.3g s for data (a batch of %d samples): the buffer holds "
+            "%d samples of %d, %d put so far%s. Training goes on when data comes; a "
+            "simulation silent past its timeout is killed and run again, a stream silent "
+            "past its stall_timeout fails (their own lines say so). Said again at %.3g s",
+            waited, wanted, stats.size, stats.capacity, stats.put, held, self._next,
+        )  # fmt: skip

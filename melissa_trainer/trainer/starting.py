@@ -1,0 +1,52 @@
+"""The start of `OnlineTrainer.train()`, before its first step: the checkpoint resumed
+(if any) and the source started, with the run's preemption handler already installed,
+so that a SIGTERM or SIGINT there (seconds of a large resume, of a study's launch) is
+a preemption as in the loop, not a KeyboardInterrupt's traceback (exit code 1, no word
+of how to resume) through whatever was running. The mirror of `ending`.
+
+Runs on the training thread, once per `train()`; collective (the resume is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from melissa_trainer.hooks import Event
+from melissa_trainer.trainer import checkpointing
+from melissa_trainer.trainer.preemption import PreemptionHandler
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.trainer.loop import OnlineTrainer
+
+__all__ = ["start_training"]
+
+
+def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> PreemptionHandler:
+    """Install the preemption handler (stopping the source on a forced exit), resume
+    the checkpoint `args.resume_from_checkpoint` names, fire LOAD, start the source;
+    returns the handler, installed (the caller restores it when training ends).
+
+    On any exception (a refused resume, a failed start): the source is stopped if its
+    start was reached (what a partial start launched; one never started is left
+    startable, for a retry of `train()`), the handler restored, `release` called (the
+    trainer's output directory freed), and the exception raised.
+    """
+    preemption = PreemptionHandler(on_force=trainer.source.stop).install()
+    starting = False
+    try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
+        resume = checkpointing.resolve_resume(trainer)  # verified, the same on every rank
+        if resume is not None:
+            trainer.load_checkpoint(resume)
+            trainer.hooks.fire(Event.LOAD, trainer, trainer.state, trainer.control, str(resume))
+        starting = True
+        trainer.source.start(trainer.buffer, trainer.process_index, trainer.num_processes)
+    except BaseException:
+        try:
+            if starting:
+                trainer.source.stop()
+        finally:
+            preemption.restore()
+            release()  # ...leaves output_dir free for the next try
+        raise
+    return preemption

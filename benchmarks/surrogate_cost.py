@@ -29,19 +29,23 @@ machine's load); steps per **wall** second (follows the load).
 
 **The target's row** (issue 46, ninth round; the rule fixed on A/A pairs, both arms the
 same code, before any on / off run of this design: docs/measured.md): every 10 steps the
-training thread also runs one **reference step** (`step_reference.StepReference`: a
-plain training step of a copy of the model on a fixed batch; its CPU is taken out of
-the span's), so each study measures the machine's speed at the moments its steps ran.
-A study's rate is its steps per CPU-second of the training thread and the sampler
-divided by its reference's steps per CPU-second; the row is **the median over the pairs
-of on / off of that normalised rate**. Target: >= 0.97. Printed apart, no target: the
-eighth round's rows (the ratio of the arms' medians of the raw rate, the process's and
-the wall's rates; the median of the pairs' ratios of the raw rate) and the reference's
-own rate on / off (the control variate is sound only if the arms' work leaves it alone:
-near 1). Beyond `cost_spread.REFERENCE_TOLERANCE` (3%) the target's row is **void** (no
-ratio, no target; the case says why) and the target falls back to the eighth round's
-row, the ratio of the arms' medians of the uncorrected rate (the quiet machine's first
-runs of this design: the reference moved 0.920 and 0.878). `--aa off|on` runs A/A pairs
+training thread also runs a **reference** workload (its CPU taken out of the span's), so
+each study measures the machine's speed at the moments its steps ran. Since the twelfth
+round (`--design refc-inproc`, the default) the reference is a chain of small matrix
+products that stays in the first caches (`step_reference.ComputeReference`), run after
+steps 5, 15, 25, ..., never right after a reduction of the per-simulation losses (after
+the multiples of 20); the ninth round's, a step of a copy of the model after steps 10,
+20, ... (`ref-inproc`), was slowed 8-12% by the on arm's work. A study's rate is its
+steps per CPU-second of the training thread and the sampler divided by its reference's
+runs per CPU-second; the row is **the median over the pairs of on / off of that
+normalised rate**. Target: >= 0.97. Printed apart, no target: the eighth round's rows
+(the ratio of the arms' medians of the raw rate, the process's and the wall's rates;
+the median of the pairs' ratios of the raw rate) and the reference's own rate on / off
+(the control variate is sound only if the arms' work leaves it alone: near 1). Beyond
+`cost_spread.REFERENCE_TOLERANCE` (3%) the target's row is **void** (no ratio, no
+target; the case says why) and the target falls back to the eighth round's row, the
+ratio of the arms' medians of the uncorrected rate (kept on the twelfth round's A/A
+pairs: the median of the pairs' ratios was no less noisy). `--aa off|on` runs A/A pairs
 instead and prints their spread per design and rate (`cost_spread`).
 
     python benchmarks/surrogate_cost.py             # 5 pairs, 48 simulations, 3000 steps

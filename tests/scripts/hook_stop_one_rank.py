@@ -1,6 +1,8 @@
 """Run on two ranks by tests/hooks/test_end_reason.py: a hook on rank 1 alone sets
-`control.should_stop` at step 5; each rank prints ``ENDED <rank> <step> <ended_by>``
-after `train()`. Rank 0 prints the end-of-run line (the progress hook's)."""
+`control.should_stop` at step 5; each rank writes ``<step> <ended_by>`` to
+``OUTPUT_DIR/ended_<rank>.txt`` after `train()` (a file, not the shared stdout, where two
+ranks' lines can interleave mid-line). Rank 0 prints the end-of-run line (the progress
+hook's)."""
 
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ def main() -> None:
         process_sample=xy, hooks=[StopOnRankOne()],
     )  # fmt: skip
     state = trainer.train()
-    print(f"ENDED {trainer.process_index} {state.global_step} {trainer.ended_by}", flush=True)
+    ended = Path(sys.argv[1]) / f"ended_{trainer.process_index}.txt"
+    ended.write_text(f"{state.global_step} {trainer.ended_by}\n")
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
     "ref-pinned": {"pin": True, "reference": _STEP},
     "ref-inproc": {"reference": _STEP, "inprocess": True},
     # the twelfth round's: the reference never right after a reduction (offset 5), the
-    # step's or a chain of small products that stays in the first caches
+    # step's or a repeated small product that stays in the first caches
     "ref5-inproc": {"reference": dict(_STEP, offset=5), "inprocess": True},
     "refc-inproc": {"reference": _COMPUTE, "inprocess": True},
 }
@@ -114,8 +114,9 @@ RATES: dict[str, Callable[[dict[str, Any]], float]] = {
 #: the target's row: the median of the pairs' on / off ratios of this rate, in the studies
 #: of this design; decided on A/A pairs before any on / off run of it (the ninth round:
 #: the smallest A/A spread of the candidates, "ref-inproc"; the twelfth: "refc-inproc",
-#: whose reference the on arm leaves alone, its normalised rate's estimator 0.86% sd on
-#: quiet A/A pairs against 2.76% for the raw rate's: docs/measured.md)
+#: whose reference the on arm moves far less (about 1.3%), its normalised rate's
+#: estimator 0.86% sd on quiet A/A pairs against 2.76% for the raw rate's:
+#: docs/measured.md)
 TARGET_RATE = "span / reference"
 DEFAULT_DESIGN = "refc-inproc"
 #: The control variate is read only while the arms' work leaves the reference alone:

@@ -14,15 +14,17 @@ subtracts it from the span.
 
 Two workloads (`make_reference`, ``kind``): **"step"** (`StepReference`), the ninth
 round's, a step of the study's own model; **"compute"** (`ComputeReference`, the twelfth
-round's), a chain of small matrix products whose operands (48 KiB) stay in the core's
-first caches between two runs. The control variate is sound only if the arms' work
+round's), the same small matrix product repeated, whose operands (48 KiB) stay in the
+core's first caches between two runs. The control variate is sound only if the arms' work
 leaves the reference alone: the step reference, whose weights and optimizer state
 (about 1.3 MB) the tracked arm's work evicts between two runs, read 0.89-0.91 on / off
 where the study's own steps moved 1-3% (docs/measured.md, issue 46's tenth round); a
-workload that fits in the first caches is not evicted by a neighbour's traffic, and
-follows what moves every instruction alike (the clock, the CPU time a hypervisor
-takes). `surrogate_cost.py` prints the reference's rate on / off in every run and
-voids a row whose reference moved beyond its tolerance, whichever workload.
+workload that fits in the first caches is evicted far less by a neighbour's traffic
+(measured: it still moved 0.97-1.01 on / off, about 1.3% slower on average in the
+twelfth round's quiet runs, within the tolerance below), and follows what moves every
+instruction alike (the clock, the CPU time a hypervisor takes). `surrogate_cost.py`
+prints the reference's rate on / off in every run and voids a row whose reference
+moved beyond its tolerance, whichever workload.
 """
 
 from __future__ import annotations
@@ -70,11 +72,11 @@ class StepReference:
 
 
 class ComputeReference:
-    """`products` chained products of 64 x 64 float32 matrices (one fixed random pair,
-    the result copied into a preallocated output: no allocation), `steps` times each
-    time `run` is called; `seconds`, `count` and `rate` as `StepReference`'s. Its
-    operands and output, 48 KiB, stay in the first caches; about 100 microseconds a
-    run on this machine's cores (busy or not: what moves is the point)."""
+    """`products` products of one fixed random pair of 64 x 64 float32 matrices (each
+    written into one preallocated output: no allocation), `steps` times each time
+    `run` is called; `seconds`, `count` and `rate` as `StepReference`'s. Its
+    operands and output, 48 KiB, stay in the first caches; about 90 microseconds a run
+    on this machine's cores (timed by hand with `timeit`, quiet)."""
 
     SIZE = 64
 

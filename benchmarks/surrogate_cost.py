@@ -31,8 +31,8 @@ machine's load); steps per **wall** second (follows the load).
 same code, before any on / off run of this design: docs/measured.md): every 10 steps the
 training thread also runs a **reference** workload (its CPU taken out of the span's), so
 each study measures the machine's speed at the moments its steps ran. Since the twelfth
-round (`--design refc-inproc`, the default) the reference is a chain of small matrix
-products that stays in the first caches (`step_reference.ComputeReference`), run after
+round (`--design refc-inproc`, the default) the reference is a small matrix product,
+repeated, that stays in the first caches (`step_reference.ComputeReference`), run after
 steps 5, 15, 25, ..., never right after a reduction of the per-simulation losses (after
 the multiples of 20); the ninth round's, a step of a copy of the model after steps 10,
 20, ... (`ref-inproc`), was slowed 8-12% by the on arm's work. A study's rate is its

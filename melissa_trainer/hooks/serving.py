@@ -42,11 +42,12 @@ still end unanswered: refused ``busy`` at arrival, past its client's timeout (dr
 or when training ends (refused ``not_serving``).
 
 Idle serving: while no training step runs for longer than `serving_budget.IDLE_STEPS`
-typical steps (at least `serving_budget.IDLE_MIN` seconds) after the last one ended,
-training is waiting (for data, for the other ranks, on a checkpoint), and a thread of
-the hook serves the queue in that idle time, free of the budget: a simulation that waits
-for its prediction before sending the data training waits for is answered, not timed
-out. The model is held by one side at a time (a lock taken from STEP_START to STEP_END
+typical steps (the median of the recent steps' own durations, STEP_START to STEP_END;
+at least `serving_budget.IDLE_MIN` seconds) after the last one ended, training is
+waiting (for data, for the other ranks, on a checkpoint), and a thread of the hook
+serves the queue in that idle time, free of the budget: a simulation that waits for its
+prediction before sending the data training waits for is answered, not timed out.
+The model is held by one side at a time (a lock taken from STEP_START to STEP_END
 and over validation, and by the thread for one batch): a step that starts while the
 thread runs a batch waits for that batch, and the wait is charged to the budget. Before
 TRAIN_START and after LOOP_END requests are refused ``not_serving``.
@@ -152,6 +153,7 @@ class ServingHook(Hook):
         self._thread: int | None = None  # the training thread
         self._last_end: float | None = None  # (perf_counter seconds)
         self._served = 0.0  # seconds serving since `_last_end`
+        self._step_started: float | None = None  # (perf_counter: this step's STEP_START)
         self._latency_steps: collections.deque[int] = collections.deque(maxlen=_LATENCIES)
         self._latency_ms: collections.deque[float] = collections.deque(maxlen=_LATENCIES)
         # failed inferences: the first of each exception type in full, then a summary at
@@ -202,7 +204,8 @@ class ServingHook(Hook):
     ) -> None:
         started = time.perf_counter()
         self._model.acquire()
-        self.budget.spend(time.perf_counter() - started)  # an idle batch ran over
+        self._step_started = time.perf_counter()
+        self.budget.spend(self._step_started - started)  # an idle batch ran over
 
     def on_validation_start(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
@@ -227,6 +230,9 @@ class ServingHook(Hook):
         budget = self.budget
         if self._last_end is not None:
             budget.earn(now - self._last_end - self._served)
+        if self._step_started is not None:
+            budget.record_step(now - self._step_started)  # (idleness: `idle_after`)
+            self._step_started = None
         self._served = 0.0
         while server.pending() and (budget.allows() or self._due(server, state.global_step)):
             started = time.perf_counter()

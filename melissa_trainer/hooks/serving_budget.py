@@ -6,9 +6,17 @@ steps' worth (an idle spell does not buy a long pause later); each batch served
 spends the seconds it took. A batch starts only while credit is left, so serving
 exceeds its share by at most one batch, which the next steps repay: over a run,
 serving seconds <= share x training seconds + one batch.
+
+Idleness is judged on the steps' own durations (STEP_START to STEP_END, `record_step`),
+not on the time between their ends: that time includes training's waits for data, and
+a solver that waits for its prediction before sending the data training waits for made
+the threshold grow with its own slowness, until every request timed out.
 """
 
 from __future__ import annotations
+
+import collections
+import statistics
 
 __all__ = ["BURST_STEPS", "IDLE_MIN", "IDLE_STEPS", "ServingBudget"]
 
@@ -18,6 +26,9 @@ BURST_STEPS = 10
 IDLE_STEPS = 3.0
 #: ...and at least this many seconds
 IDLE_MIN = 0.02
+#: the recent step durations whose median is the typical step (a first step that
+#: compiles, or one that writes a checkpoint, does not move it)
+RECENT_STEPS = 16
 
 
 class ServingBudget:
@@ -37,6 +48,8 @@ class ServingBudget:
         self.step_time = 0.0
         self.training_seconds = 0.0
         self.serving_seconds = 0.0
+        #: the recent steps' own durations (`record_step`), for `idle_after`
+        self.step_durations: collections.deque[float] = collections.deque(maxlen=RECENT_STEPS)
 
     def earn(self, training_seconds: float) -> None:
         """A step trained for `training_seconds` (its time without serving)."""
@@ -55,9 +68,18 @@ class ServingBudget:
         self.credit -= seconds
         self.serving_seconds += seconds
 
+    def record_step(self, seconds: float) -> None:
+        """A step ran for `seconds`, from its STEP_START to its STEP_END (its compute:
+        no wait for data, no serving)."""
+        self.step_durations.append(max(seconds, 0.0))
+
     def idle_after(self) -> float:
-        """Seconds without a step after which training counts as idle."""
-        return max(IDLE_MIN, IDLE_STEPS * self.step_time)
+        """Seconds without a step after which training counts as idle: `IDLE_STEPS` x
+        the median of the recent steps' own durations (`record_step`), at least
+        `IDLE_MIN`. (Not the time between steps: a trainer that waits for data would
+        count its waits as steps, and wait three of them before serving.)"""
+        typical = statistics.median(self.step_durations) if self.step_durations else 0.0
+        return max(IDLE_MIN, IDLE_STEPS * typical)
 
     @property
     def used_share(self) -> float:

@@ -18,7 +18,7 @@ from helpers import linear_samples, small_model, xy
 
 from melissa_trainer import Hook, OnlineTrainer, ServingHook, TrainingArguments
 from melissa_trainer.client import Predictor
-from melissa_trainer.hooks.serving_budget import BURST_STEPS, ServingBudget
+from melissa_trainer.hooks.serving_budget import BURST_STEPS, IDLE_MIN, IDLE_STEPS, ServingBudget
 from melissa_trainer.stream.serving import ServingRefused
 
 INPUTS = {"x": ((3,), "float32")}
@@ -42,6 +42,20 @@ def test_budget_credit_is_capped_after_idle_steps() -> None:
     for _ in range(1000):
         budget.earn(0.01)  # nothing to serve
     assert budget.credit == pytest.approx(0.05 * BURST_STEPS * 0.01)
+
+
+def test_idleness_is_judged_on_the_steps_own_durations_not_the_waits_between() -> None:
+    """A data-starved trainer: steps of 5 ms, a second's wait for data between them.
+    Training is idle after 3 steps' compute (15 ms), not after 3 seconds (the old
+    rule, which counted the waits as steps: its closed-loop solvers timed out); a
+    first step that compiled for 30 s does not move the median."""
+    budget = ServingBudget(0.05)
+    assert budget.idle_after() == IDLE_MIN  # before any step
+    budget.record_step(30.0)
+    for _ in range(10):
+        budget.earn(1.005)  # the time between two step ends: the wait included
+        budget.record_step(0.005)
+    assert budget.idle_after() == pytest.approx(max(IDLE_MIN, IDLE_STEPS * 0.005))
 
 
 @pytest.mark.parametrize(

@@ -112,8 +112,9 @@ class ServingHook(Hook):
         max_latency_steps: a request is answered by the model at most this many versions
             (training steps) after the one it arrived at, whatever the budget (module
             docstring); None: no bound but the budget's. Default 16.
-        bind: the serving endpoint to bind; default: the receiver's interface, a
-            random port (no stream source: no socket, in-process only).
+        bind: the serving endpoint to bind, an explicit TCP port offset by the rank
+            (rank r binds port + r, as the receivers do); default: the receiver's
+            interface, a random port (no stream source: no socket, in-process only).
         rendezvous_dir: where ``serve_{rank}.json`` goes; default the stream's.
     """
 

@@ -5,8 +5,9 @@ With a stream source (`StreamSource`, or a `Study`'s ``stream``) the rank binds 
 receiver's interface (`serving_rendezvous.serving_bind`: the same interface, a random
 port), with the stream's advertised host, CURVE keys and rendezvous directory, so that a
 simulation that reached the receiver reaches the server too (``serve_{rank}.json``
-beside the receiver's endpoints). An explicit `bind` serves without a stream source.
-Neither: no socket, in-process serving only.
+beside the receiver's endpoints). An explicit `bind` serves without a stream source too;
+it is offset by the rank as the receivers' is (`serving_rendezvous.serving_rank_bind`:
+rank r binds an explicit TCP port + r). Neither: no socket, in-process serving only.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.stream.endpoints import curve_keys
 from melissa_trainer.stream.serving import PredictServer
-from melissa_trainer.stream.serving_rendezvous import serving_bind
+from melissa_trainer.stream.serving_rendezvous import serving_bind, serving_rank_bind
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.wire import FieldSpec
 
@@ -39,7 +40,9 @@ def rank_server(
     Args:
         inputs: the requests' arrays (`PredictServer.inputs`).
         trainer: the running trainer (its source, rank, world size and run id).
-        bind: the endpoint to bind; None: the receiver's interface, a random port.
+        bind: the endpoint to bind, offset by the rank (`serving_rank_bind`: rank r
+            binds an explicit TCP port + r); None: the receiver's interface, a random
+            port.
         rendezvous_dir: where ``serve_{rank}.json`` goes; None: the stream's.
         max_queue: requests waiting at most; more are refused ``busy``.
     """
@@ -48,6 +51,8 @@ def rank_server(
     if bind is None and not isinstance(stream, StreamSource):
         return None
     kwargs: dict[str, Any] = {}
+    if bind is not None:  # (offset by the rank: ranks on one host do not clash)
+        bind = serving_rank_bind(bind, trainer.process_index)
     if isinstance(stream, StreamSource):
         config = stream.config
         kwargs.update(

@@ -36,6 +36,7 @@ Thread-safety: `start` and `stop` from one thread; `take`, `oldest_version`, `an
 
 from __future__ import annotations
 
+import errno
 import itertools
 import logging
 import threading
@@ -70,6 +71,19 @@ _POLL_MS = 100
 _LINGER_MS = 1000  # the longest `stop` waits to deliver the last answers
 _BURST = 256  # requests read in a row before the answers are forwarded again
 _ids = itertools.count()
+
+
+def _bind_error(bind: str, rank: int, exc: zmq.ZMQError) -> str:
+    """What went wrong binding rank `rank`'s serving socket, and what to do about it."""
+    message = f"the serving socket of rank {rank} cannot bind {bind}: {exc}"
+    if exc.errno == errno.EADDRINUSE:
+        message += (
+            ": another program (or another trainer, or another rank given the same "
+            "endpoint) listens there; choose a free port in ServingHook(bind=...) (an "
+            "explicit port is offset by the rank: rank r binds port + r), or leave bind "
+            "out (a random free port, published in the rendezvous's serve_{rank}.json)"
+        )
+    return message
 
 
 class PredictServer:
@@ -123,7 +137,9 @@ class PredictServer:
 
     def start(self) -> None:
         """Bind, start the I/O thread, publish ``serve_{rank}.json``. Returns at once.
-        A server starts once: RuntimeError when it runs, or ran and was stopped."""
+        A server starts once: RuntimeError when it runs, or ran and was stopped;
+        OSError (its errno, a message naming the endpoint and the fix) when the bind
+        fails."""
         if self._context is not None:
             raise RuntimeError("PredictServer.start() was called twice")
         if self._stop.is_set():  # (its I/O thread would leave at once: nobody would read)
@@ -146,7 +162,10 @@ class PredictServer:
         self._replies_out.setsockopt(zmq.SNDHWM, 0)  # answers: at most max_queue per drain
         self._replies_out.connect(inproc)
         try:
-            router.bind(self._bind)
+            try:
+                router.bind(self._bind)
+            except zmq.ZMQError as exc:
+                raise OSError(exc.errno, _bind_error(self._bind, self.rank, exc)) from exc
             self.endpoint = advertised(router.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
             if self._rendezvous is not None:
                 public = None if self._curve is None else self._curve[1].decode("ascii")

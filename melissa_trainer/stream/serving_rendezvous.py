@@ -28,6 +28,7 @@ __all__ = [
     "remove_serving",
     "serve_file",
     "serving_bind",
+    "serving_rank_bind",
     "write_serving",
 ]
 
@@ -168,3 +169,22 @@ def serving_bind(receiver: str, rank: int) -> str:
     if receiver.startswith("ipc://"):
         return f"{receiver}.serve{rank}"
     return "tcp://127.0.0.1:*"
+
+
+def serving_rank_bind(bind: str, rank: int) -> str:
+    """Rank `rank`'s bind of an explicit serving `bind` (``ServingHook(bind=...)``),
+    offset as the receivers' (`StreamSource`): an explicit TCP port + `rank`
+    (``tcp://h:6000`` -> rank r binds ``6000 + r``), an ipc path suffixed ``.{rank}``
+    from rank 1 on, so that the ranks of one host do not clash (the second rank's bind
+    failed with EADDRINUSE; the same ipc path would have been taken over by the last
+    rank to bind). A random port (``*``, ``0``) and rank 0 keep `bind` as it is."""
+    if rank == 0:
+        return bind
+    if bind.startswith("ipc://"):
+        return f"{bind}.{rank}"
+    if not bind.startswith("tcp://"):
+        return bind
+    host, _, port = bind.rpartition(":")
+    if not port.isdigit() or int(port) == 0:
+        return bind
+    return f"{host}:{int(port) + rank}"

@@ -21,6 +21,11 @@ trainer), and the surrogate's final error on held-out simulations.
     python examples/heat_guess/train.py --method cg       # conjugate gradient instead
     python examples/heat_guess/train.py --no_surrogate    # the simulations never ask
     python examples/heat_guess/train.py --json            # last line: a JSON summary
+    accelerate launch --multi_gpu --num_processes 2 examples/heat_guess/train.py
+                                         # 2 ranks: each serves the simulations id % 2
+
+On several ranks every rank must find the same folder: without `--output_dir` they use
+``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
 
 `benchmarks/closed_loop.py` runs this study with and without the surrogate, alternated,
 and reports the work saved over the second half of the study.
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -136,6 +142,9 @@ def run_study(
     out = Path(output_dir)
     records = out / "records"
     records.mkdir(parents=True, exist_ok=True)
+    if _rank() == 0:  # an earlier run's records (rank 0's launcher starts this run's)
+        for stale in records.glob("sim*.json"):
+            stale.unlink()
     command = [sys.executable, str(SOLVER), *config.argv(), "--record", str(records)]
     if not surrogate:
         command.append("--no_surrogate")
@@ -175,6 +184,9 @@ def run_study(
         hooks=[serving],
     )
     state = trainer.train()
+    if not trainer.accelerator.is_main_process:  # (the records and the report: rank 0's)
+        return {"simulations": [], "global_step": state.global_step, "final_error": None,
+                "serving": serving.telemetry(), "main": False}  # fmt: skip
     sims = [json.loads(p.read_text()) for p in sorted(records.glob("sim*.json"))]
     sims.sort(key=lambda r: r["simulation_id"])
     xs, ys = held_out(config, held_out_simulations)
@@ -184,7 +196,17 @@ def run_study(
         "global_step": state.global_step,
         "final_error": relative_error(model, xs, ys),
         "serving": serving.telemetry(),
+        "main": True,
     }
+
+
+def _rank() -> int:
+    """This process's rank under `accelerate launch` / torchrun (0 alone)."""
+    return int(os.environ.get("RANK", "0"))
+
+
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def second_half(simulations: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -211,7 +233,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel", type=int, default=11, help="the convolution's width (odd)")
     parser.add_argument("--no_surrogate", action="store_true", help="the simulations never ask")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output_dir", default=None, help="default: a temporary directory")
+    parser.add_argument("--output_dir", default=None, help=(
+        "default: a temporary directory; on several ranks outputs/heat_guess (the ranks' "
+        "temporary directories would differ)"))  # fmt: skip
     parser.add_argument("--json", action="store_true", help="last line: a JSON summary")
     opts = parser.parse_args(argv)
     try:
@@ -223,12 +247,16 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     torch.set_num_threads(1)  # the cores are the simulations'
+    if opts.output_dir is None and _world_size() > 1:
+        opts.output_dir = "outputs/heat_guess"
     with tempfile.TemporaryDirectory() as tmp:
         result = run_study(
             opts.output_dir or tmp, config, surrogate=not opts.no_surrogate,
             num_simulations=opts.num_simulations, job_limit=opts.job_limit, seed=opts.seed,
             kernel=opts.kernel,
         )  # fmt: skip
+    if not result["main"]:
+        return 0
     sims = result["simulations"]
     rows = []
     for s in sims:
@@ -263,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({base / ours:.2f}x less work); surrogate error on held-out simulations "
           f"{result['final_error']:.2e} after {result['global_step']} steps")  # fmt: skip
     t = result["serving"]
-    print(f"serving: {t.get('answered', 0)} answered of {t.get('requests', 0)} requests, "
+    who = f" (rank 0's, of {_world_size()} ranks)" if _world_size() > 1 else ""
+    print(f"serving{who}: {t.get('answered', 0)} answered of {t.get('requests', 0)} requests, "
           f"latency p50 {t.get('latency_steps_p50', float('nan')):.0f} steps "
           f"({t.get('latency_ms_p50', float('nan')):.0f} ms), {t}")  # fmt: skip
     if opts.json:

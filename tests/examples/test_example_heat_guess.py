@@ -10,6 +10,7 @@ against the same simulations solved here."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -142,3 +143,32 @@ def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, surrogate
     else:
         assert answered == 0 and summary["work_saved"] == pytest.approx(1.0)
         assert summary["serving"].get("requests", 0) == 0
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_example_on_two_ranks_as_the_docs_launch_it(tmp_path: Path) -> None:
+    """``accelerate launch --multi_gpu --num_processes 2 examples/heat_guess/train.py``
+    with no --output_dir (found by a user: each rank made its own temporary directory,
+    so the simulations never found rank 1's endpoint and the study failed after a
+    minute). The ranks share ``outputs/heat_guess``, each serves its simulations, and
+    rank 0 alone reports."""
+    sims = 2
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu",
+           "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+           "--dynamo_backend", "no", "--main_process_port", "0", str(EXAMPLE),
+           "--num_simulations", str(sims), "--time_steps", "8", "--grid_size", "8",
+           "--json"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    env["PYTHONPATH"] = str(Path(__file__).parents[2])
+    proc = run_group(cmd, timeout=280, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summaries = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert len(summaries) == 1  # rank 0's report, once
+    summary = json.loads(summaries[0])
+    records = sorted((tmp_path / "outputs" / "heat_guess" / "records").glob("sim*.json"))
+    assert len(records) == sims and len(summary["simulations"]) == sims
+    # both ranks served, each its simulations (id % 2): every simulation was answered
+    for path in records:
+        assert any(v >= 0 for v in json.loads(path.read_text())["versions"]), path.name

@@ -23,7 +23,11 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   `reason` ``busy`` when requests outpace the model, ``not_serving`` before its first
   step or after its last, ``wrong_run``, ``bad_request``, ``failed``). A request is never
   left queued behind a dead trainer: the socket sends only over a live connection
-  (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped).
+  (``ZMQ_IMMEDIATE``), and is closed after a failure (a late answer is dropped). A
+  trainer whose process is gone is not waited for: a request whose connection drops
+  while it waits, and one whose endpoint refuses the connection (nothing listens there:
+  a dead trainer's serve file), raise `PredictTimeout` at once (the socket's monitor
+  says so); only an unreachable host (a node gone) takes the whole timeout.
 * A server that refuses this client's handshake (it takes CURVE connections only and
   the key is missing, or is not its key) raises ValueError naming the endpoint and the
   fix, as soon as the handshake fails: a mistake to fix, not a fallback.
@@ -74,6 +78,9 @@ _HANDSHAKE_FAILED = (
     | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
     | zmq.EVENT_HANDSHAKE_FAILED_AUTH
 )
+#: the monitor events of a trainer gone: a connection attempt that failed (refused:
+#: nothing listens there), and an established connection dropped
+_GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
 _MAX_REPLY_BYTES = 1 << 30
@@ -192,17 +199,33 @@ class Predictor:
             self.simulation_id, request_id, timeout_ms, self.run_id, arrays
         )
         self._wait_connected(sock, deadline, timeout)
+        self._lost()  # (the events of earlier connections: a drop from now on counts)
         try:
             sock.send_multipart(frames, copy=False, flags=zmq.NOBLOCK)
         except zmq.Again:  # (the connection went since the poll)
             self._reset()
             raise PredictTimeout("the connection to the trainer's serving endpoint went") from None
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        if self._monitor is not None:
+            poller.register(self._monitor, zmq.POLLIN)
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
                 self._reset()
                 raise PredictTimeout(f"no prediction within {timeout} s (the trainer busy or gone)")
-            if not sock.poll(_poll_ms(left)):
+            ready = dict(poller.poll(_poll_ms(left)))
+            if sock not in ready:
+                if self._monitor in ready and self._lost():
+                    # The connection the request went on is gone: its answer cannot
+                    # come (a new connection is another peer to the trainer's socket).
+                    endpoint = self._connected[0]
+                    self._reset()
+                    raise PredictTimeout(
+                        f"the connection to the trainer's serving endpoint {endpoint} was "
+                        "lost while the request waited for its answer (the trainer stopped "
+                        "or died); the next request looks the endpoint up again"
+                    )
                 continue  # (a long wait, polled in parts: `_poll_ms`)
             reply = sock.recv_multipart(copy=False)
             try:
@@ -257,12 +280,17 @@ class Predictor:
         if self._monitor is not None:
             poller.register(self._monitor, zmq.POLLIN)
         undetailed = 0
+        refused = False  # a connection attempt failed (and no handshake was refused)
         while True:
             left = deadline - time.monotonic()
             ready = dict(poller.poll(_poll_ms(left))) if left > 0 else {}
-            if self._monitor is not None and self._monitor in ready:
-                # (parsed here: zmq.utils.monitor imports asyncio into a solver)
-                event = struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0]
+            if sock in ready:
+                return
+            while self._monitor is not None and self._monitor.poll(0):
+                event = self._event()
+                if event & _GONE:
+                    refused = refused or event == zmq.EVENT_CONNECT_RETRIED
+                    continue
                 # A mechanism mismatch (CURVE on one side only) is certain at once. A
                 # failure without detail is also a connection lost mid-handshake (a
                 # trainer stopping): a key given here, refused twice in a row, is not the
@@ -273,14 +301,37 @@ class Predictor:
                     undetailed >= 2 and self._key_given
                 ):
                     raise self._refused_handshake()
-            if sock in ready:
-                return
+            if refused and not undetailed:
+                # Nothing listens there (a dead trainer's port refuses at once): fall
+                # back now, not at the timeout; ZeroMQ would retry the connection every
+                # 0.1 s in vain until then. (After a handshake failure, the retry is the
+                # handshake's: the rule above decides.)
+                endpoint = self._connected[0]
+                self._reset()
+                raise PredictTimeout(
+                    f"the trainer's serving endpoint {endpoint} refused the connection: "
+                    "nothing listens there (the trainer is gone or restarting); the next "
+                    "request looks the endpoint up again"
+                )
             if left <= 0:
                 self._reset()
                 raise PredictTimeout(
                     f"no connection to the trainer's serving endpoint within {timeout} s "
                     "(the trainer is gone or restarting)"
                 )
+
+    def _event(self) -> int:
+        """The next event of the socket's monitor (parsed here: zmq.utils.monitor
+        imports asyncio into a solver)."""
+        assert self._monitor is not None
+        return int(struct.unpack("=H", self._monitor.recv_multipart()[0][:2])[0])
+
+    def _lost(self) -> bool:
+        """Whether the monitor's waiting events say the connection dropped."""
+        lost = False
+        while self._monitor is not None and self._monitor.poll(0):
+            lost = self._event() == zmq.EVENT_DISCONNECTED or lost
+        return lost
 
     def _refused_handshake(self) -> ValueError:
         endpoint, key = self._connected
@@ -318,7 +369,7 @@ class Predictor:
                 )
             sock.curve_serverkey = key.encode("ascii")
             sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED)
+        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE)
         try:
             sock.connect(endpoint)
         except zmq.ZMQError as exc:

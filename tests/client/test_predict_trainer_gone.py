@@ -1,0 +1,117 @@
+"""A trainer killed (SIGKILL) while a simulation waits for its prediction, and the
+requests after that: the simulation falls back as soon as the connection says the
+trainer is gone, not at the end of its timeout.
+
+Found by a user: after ``kill -9`` of the trainer, a solver asking with
+``timeout=2`` waited 2 s on every time step for the rest of its run (its steps took
+0.1 s), and a request already waiting waited its whole timeout, though the
+connection had been dropped at once (a dead process's port refuses connections: the
+ZeroMQ monitor says so within milliseconds). Now a request whose connection drops
+while it waits, and a request to an endpoint that refuses the connection, raise
+`PredictTimeout` at once (caught as `PredictionUnavailable`, as before), saying
+which; a trainer that comes back is found again by the next request.
+
+Real processes and sockets: the server is a `PredictServer` in a process of its own,
+killed with SIGKILL. The requests' timeouts (120 s) are longer than the test's (60 s):
+a request that waited for its timeout fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
+from melissa_trainer.stream.serving_rendezvous import read_serving
+
+pytestmark = pytest.mark.e2e
+
+#: longer than the test's own timeout: a request that waits for it fails the test
+LONG = 120.0
+
+SERVER = """
+import os, sys
+import numpy as np
+from melissa_trainer.stream.serving import PredictServer
+
+srv = PredictServer({"u": ((4,), "float32")}, rendezvous_dir=os.environ["RV"])
+srv.start()
+srv.serving = True
+print(srv.endpoint, flush=True)
+version, hold = int(os.environ["VERSION"]), os.environ.get("HOLD") == "1"
+answered = 0
+while True:
+    if srv.wait_pending(0.1):
+        for p in srv.take(8):
+            if hold and answered:  # the second request is held: a trainer busy with it
+                print("holding", flush=True)
+                continue
+            srv.answer(p, {"y": 2 * p.request.arrays["u"] + version}, version)
+            answered += 1
+"""
+
+
+def start_server(tmp_path: Path, version: int, hold: bool) -> tuple[subprocess.Popen[str], str]:
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    env = {**os.environ, "RV": str(tmp_path / "rv"), "VERSION": str(version)}
+    env["HOLD"] = "1" if hold else "0"
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+@pytest.mark.timeout(60)
+def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
+    tmp_path: Path,
+) -> None:
+    first, endpoint = start_server(tmp_path, 1, hold=True)
+    second = None
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            u = np.ones(4, np.float32)
+            assert client.predict({"u": u}, timeout=LONG).version == 1
+            caught: list[BaseException] = []
+
+            def ask() -> None:
+                try:
+                    client.predict({"u": u}, timeout=LONG)
+                except BaseException as exc:  # (checked below)
+                    caught.append(exc)
+
+            waiting = threading.Thread(target=ask)
+            waiting.start()
+            assert first.stdout is not None and first.stdout.readline().strip() == "holding"
+            first.send_signal(signal.SIGKILL)  # while the request waits for its answer
+            first.wait()
+            waiting.join()  # (before the fix: LONG seconds, past the test's timeout)
+            assert len(caught) == 1 and isinstance(caught[0], PredictTimeout), caught
+            assert "lost" in str(caught[0]) and endpoint in str(caught[0])
+
+            # The dead trainer's serve file stays (SIGKILL): its port refuses the
+            # connection, and the next request says so, at once, every time.
+            entry, _ = read_serving(tmp_path / "rv", 0, None)
+            assert entry is not None and entry["endpoint"] == endpoint
+            for _ in range(3):
+                with pytest.raises(PredictionUnavailable, match="refused the connection"):
+                    client.predict({"u": u}, timeout=LONG)
+
+            second, endpoint2 = start_server(tmp_path, 2, hold=False)  # a trainer again
+            assert endpoint2 != endpoint
+            outputs, version = client.predict({"u": u}, timeout=LONG)
+            assert version == 2
+            np.testing.assert_array_equal(outputs["y"], 2 * u + 2)
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()

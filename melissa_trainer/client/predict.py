@@ -16,7 +16,9 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   CURVE public key in `$MELISSA_TRAINER_SERVE_KEY` when they use CURVE (the stream's
   ``ReceiverConfig.curve_public_key``: every rank serves with it). Looked up at the
   first request, and again after a failure (a restarted trainer publishes another
-  endpoint); until it is published a request waits, up to its timeout.
+  endpoint); until it is published a request waits, up to its timeout (a trainer
+  starting), unless a trainer served there before and has removed its file (it
+  stopped): then the request fails at once, and the next one looks again.
 * Failures a simulation falls back from, all `PredictionUnavailable`:
   `PredictTimeout` (also a `TimeoutError`: no answer in time; the trainer is busy
   beyond the timeout, restarting or gone) and `PredictRefused` (the trainer said no:
@@ -81,6 +83,11 @@ _HANDSHAKE_FAILED = (
 #: the monitor events of a trainer gone: a connection attempt that failed (refused:
 #: nothing listens there), and an established connection dropped
 _GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
+#: After a trainer was found gone (a connection refused or lost, its serve file
+#: removed), requests fail at once without dialling for a backoff that doubles from the
+#: first to the second (seconds): no socket per request while the trainer is away (a
+#: solver asking in a loop made thousands a second: "Too many open files").
+_BACKOFF = (0.05, 1.0)
 #: Default seconds a `predict` waits for its answer.
 DEFAULT_PREDICT_TIMEOUT = 10.0
 _MAX_REPLY_BYTES = 1 << 30
@@ -165,6 +172,9 @@ class Predictor:
         self._monitor: zmq.Socket | None = None  # the socket's handshake failures
         self._connected: tuple[str, str | None] = ("", None)  # its endpoint and key
         self._key_given = False  # that key was given (argument, environment), not read
+        self._served_there = False  # a serve file was found in the rendezvous before
+        # a trainer found gone: why, when to dial again, and the backoff (`_gone`)
+        self._gone_why, self._retry_at, self._backoff = "", 0.0, 0.0
         self._inputs: list[FieldSpec] | None = None
         self._ids = itertools.count(1)
         self._closed = False
@@ -187,7 +197,13 @@ class Predictor:
             raise RuntimeError("the predictor is closed")
         if not isinstance(timeout, int | float) or not 0 < timeout < math.inf:
             raise ValueError(f"timeout must be a finite number of seconds > 0, not {timeout!r}")
-        deadline = time.monotonic() + timeout
+        now = time.monotonic()
+        if self._socket is None and now < self._retry_at:
+            raise PredictTimeout(
+                f"{self._gone_why} (at an earlier request; the next attempt in "
+                f"{self._retry_at - now:.2f} s at most)"
+            )
+        deadline = now + timeout
         sock = self._connect(deadline)
         arrays = self._arrays(inputs)
         request_id = next(self._ids)
@@ -219,12 +235,10 @@ class Predictor:
                 if self._monitor in ready and self._lost():
                     # The connection the request went on is gone: its answer cannot
                     # come (a new connection is another peer to the trainer's socket).
-                    endpoint = self._connected[0]
-                    self._reset()
-                    raise PredictTimeout(
-                        f"the connection to the trainer's serving endpoint {endpoint} was "
-                        "lost while the request waited for its answer (the trainer stopped "
-                        "or died); the next request looks the endpoint up again"
+                    raise self._gone(
+                        f"the connection to the trainer's serving endpoint "
+                        f"{self._connected[0]} was lost while the request waited for its "
+                        "answer (the trainer stopped or died)"
                     )
                 continue  # (a long wait, polled in parts: `_poll_ms`)
             reply = sock.recv_multipart(copy=False)
@@ -235,6 +249,7 @@ class Predictor:
                 raise PredictionUnavailable(f"a malformed reply from the trainer: {exc}") from None
             if message.request_id != request_id:
                 continue  # the late answer of an earlier request
+            self._backoff = 0.0  # (a trainer answers there)
             if isinstance(message, Prediction):
                 return Predicted(message.arrays, message.version)
             if message.reason == "bad_request" and message.detail.startswith(_NOT_THE_INPUTS):
@@ -306,12 +321,9 @@ class Predictor:
                 # back now, not at the timeout; ZeroMQ would retry the connection every
                 # 0.1 s in vain until then. (After a handshake failure, the retry is the
                 # handshake's: the rule above decides.)
-                endpoint = self._connected[0]
-                self._reset()
-                raise PredictTimeout(
-                    f"the trainer's serving endpoint {endpoint} refused the connection: "
-                    "nothing listens there (the trainer is gone or restarting); the next "
-                    "request looks the endpoint up again"
+                raise self._gone(
+                    f"the trainer's serving endpoint {self._connected[0]} refused the "
+                    "connection: nothing listens there (the trainer is gone or restarting)"
                 )
             if left <= 0:
                 self._reset()
@@ -319,6 +331,15 @@ class Predictor:
                     f"no connection to the trainer's serving endpoint within {timeout} s "
                     "(the trainer is gone or restarting)"
                 )
+
+    def _gone(self, why: str) -> PredictTimeout:
+        """The trainer is gone (`why`): close the socket, and fail the requests of the
+        next backoff at once (`_BACKOFF`); the one after it looks the endpoint up again."""
+        self._reset()
+        first, most = _BACKOFF
+        self._backoff = min(most, 2 * self._backoff) if self._backoff else first
+        self._gone_why, self._retry_at = why, time.monotonic() + self._backoff
+        return PredictTimeout(f"{why}; the next request looks the endpoint up again")
 
     def _event(self) -> int:
         """The next event of the socket's monitor (parsed here: zmq.utils.monitor
@@ -402,10 +423,17 @@ class Predictor:
             entry, why = read_serving(directory, self.simulation_id, self.run_id)
             if entry is not None:
                 self._inputs = entry["inputs"]
+                self._served_there = True
                 return entry["endpoint"], entry.get("curve_public_key"), False
             left = deadline - time.monotonic()
-            if left <= 0:
-                raise PredictTimeout(f"no serving endpoint in {str(directory)!r}: {why}")
+            if left <= 0 or self._served_there:
+                # (Waiting for a serve file is for a trainer not started yet. One that
+                # served this simulation and removed its file has stopped: fall back
+                # now, and look again at the next request, for a trainer resumed.)
+                message = f"no serving endpoint in {str(directory)!r}: {why}"
+                if self._served_there:
+                    raise self._gone(f"{message} (the trainer that served this simulation stopped)")
+                raise PredictTimeout(message)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)
 

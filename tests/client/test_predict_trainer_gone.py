@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import melissa_trainer.client.predict as predict
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
@@ -37,11 +38,12 @@ pytestmark = pytest.mark.e2e
 LONG = 120.0
 
 SERVER = """
-import os, sys
+import os, signal, sys
 import numpy as np
 from melissa_trainer.stream.serving import PredictServer
 
 srv = PredictServer({"u": ((4,), "float32")}, rendezvous_dir=os.environ["RV"])
+signal.signal(signal.SIGTERM, lambda *_: (srv.stop(), sys.exit(143)))  # a clean stop
 srv.start()
 srv.serving = True
 print(srv.endpoint, flush=True)
@@ -98,11 +100,12 @@ def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
             assert "lost" in str(caught[0]) and endpoint in str(caught[0])
 
             # The dead trainer's serve file stays (SIGKILL): its port refuses the
-            # connection, and the next request says so, at once, every time.
+            # connection; the next requests fail at once (the backoff's, then the
+            # refusal's: the next test).
             entry, _ = read_serving(tmp_path / "rv", 0, None)
             assert entry is not None and entry["endpoint"] == endpoint
             for _ in range(3):
-                with pytest.raises(PredictionUnavailable, match="refused the connection"):
+                with pytest.raises(PredictionUnavailable):
                     client.predict({"u": u}, timeout=LONG)
 
             second, endpoint2 = start_server(tmp_path, 2, hold=False)  # a trainer again
@@ -115,3 +118,78 @@ def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
             if proc is not None:
                 proc.kill()
                 proc.wait()
+
+
+@pytest.mark.timeout(60)
+def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM: the trainer refuses what waits (`not_serving`) and removes its serve
+    file. The requests after that had each waited their whole timeout for a serve file
+    to appear (as for a trainer not started yet); a simulation that was served there
+    knows better: it falls back at once, and finds a trainer that comes back."""
+    monkeypatch.setattr(predict, "_BACKOFF", (0.0, 0.0))  # each request looks (below)
+    first, _ = start_server(tmp_path, 1, hold=False)
+    second = None
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            u = np.ones(4, np.float32)
+            assert client.predict({"u": u}, timeout=LONG).version == 1
+            first.send_signal(signal.SIGTERM)
+            assert first.wait() == 143
+            assert read_serving(tmp_path / "rv", 0, None)[0] is None  # its file removed
+            for _ in range(3):  # (the first may meet the closed socket first: refused)
+                with pytest.raises(PredictTimeout):
+                    client.predict({"u": u}, timeout=LONG)
+            with pytest.raises(
+                PredictTimeout, match="the trainer that served this simulation stopped"
+            ):
+                client.predict({"u": u}, timeout=LONG)
+            second, _ = start_server(tmp_path, 2, hold=False)
+            assert client.predict({"u": u}, timeout=LONG).version == 2
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(60)
+def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A solver asking in a loop while its trainer is gone (the resize test's client
+    ran out of file descriptors: a socket and its monitor per request, thousands a
+    second). After a failure that found the trainer gone, the requests of the backoff
+    fail at once, without dialling; the one after it dials again."""
+    dials = 0
+    connect = Predictor._connect
+
+    def counted(self: Predictor, deadline: float) -> object:
+        nonlocal dials
+        dials += 1
+        return connect(self, deadline)
+
+    monkeypatch.setattr(Predictor, "_connect", counted)
+    first, _ = start_server(tmp_path, 1, hold=False)
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            u = np.ones(4, np.float32)
+            assert client.predict({"u": u}, timeout=LONG).version == 1
+            first.send_signal(signal.SIGKILL)
+            first.wait()
+            with pytest.raises(PredictTimeout, match="refused the connection"):
+                client.predict({"u": u}, timeout=LONG)
+            dials_then = dials
+            monkeypatch.setattr(client, "_retry_at", client._retry_at + LONG)  # (no race)
+            for _ in range(1000):
+                with pytest.raises(PredictTimeout, match="at an earlier request"):
+                    client.predict({"u": u}, timeout=LONG)
+            assert dials == dials_then  # not one socket more
+            monkeypatch.setattr(client, "_retry_at", 0.0)  # the backoff over: it dials
+            with pytest.raises(PredictTimeout, match="refused the connection"):
+                client.predict({"u": u}, timeout=LONG)
+            assert dials == dials_then + 1
+    finally:
+        first.kill()
+        first.wait()

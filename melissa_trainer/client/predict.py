@@ -50,13 +50,20 @@ import os
 import struct
 import time
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.client.predict_errors import (
+    Predicted,
+    PredictionUnavailable,
+    PredictRefused,
+    PredictTimeout,
+    handshake_refused,
+)
 from melissa_trainer.stream.serving_rendezvous import check_inputs, read_serving
 from melissa_trainer.wire import FieldSpec, Prediction, ProtocolError
 
@@ -101,39 +108,6 @@ def _poll_ms(left: float) -> int:
     most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
     again until their deadline)."""
     return max(1, min(int(left * 1000), 3_600_000))
-
-
-class PredictionUnavailable(Exception):
-    """No prediction this time: the simulation goes on without one (its fallback)."""
-
-
-class PredictTimeout(PredictionUnavailable, TimeoutError):
-    """No answer within the timeout: the trainer is not serving there (not started,
-    restarting, gone) or was too busy. The next request looks its endpoint up again."""
-
-
-class PredictRefused(PredictionUnavailable):
-    """The trainer refused the request.
-
-    Attributes:
-        reason: ``busy`` (back-pressure: try again after `retry_after` seconds),
-            ``not_serving`` (starting or stopping), ``wrong_run``, ``bad_request``,
-            ``failed`` (its inference function raised; `detail` says what).
-        retry_after: seconds the trainer suggests waiting (0: no suggestion).
-        version: the model version (global step) at the refusal.
-    """
-
-    def __init__(self, reason: str, detail: str, retry_after: float, version: int) -> None:
-        super().__init__(f"the trainer refused the prediction ({reason}): {detail}")
-        self.reason, self.detail = reason, detail
-        self.retry_after, self.version = retry_after, version
-
-
-class Predicted(NamedTuple):
-    """A prediction: the output arrays (read-only) and the model version (global step)."""
-
-    outputs: dict[str, np.ndarray]
-    version: int
 
 
 class Predictor:
@@ -357,22 +331,7 @@ class Predictor:
     def _refused_handshake(self) -> ValueError:
         endpoint, key = self._connected
         self._reset()
-        fix = (
-            f"read it from the rendezvous directory ({ENV_RENDEZVOUS}: the serve files "
-            f"carry it), or pass curve_server_key= (or set {ENV_SERVE_KEY}) to the "
-            "stream's ReceiverConfig.curve_public_key"
-        )
-        if key is None:
-            return ValueError(
-                f"the serving endpoint {endpoint} refused this client's handshake: it "
-                f"takes CURVE (encrypted) connections only, and no CURVE key is known for "
-                f"it here: {fix}"
-            )
-        return ValueError(
-            f"the serving endpoint {endpoint} refused this client's CURVE handshake: the "
-            f"key given (curve_server_key or {ENV_SERVE_KEY}) is not its public key, or it "
-            f"takes no CURVE: {fix}"
-        )
+        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY)
 
     def _connect(self, deadline: float) -> zmq.Socket:
         if self._socket is not None:

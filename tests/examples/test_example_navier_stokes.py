@@ -377,6 +377,40 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     assert not (tmp_path / "outputs").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--mixed_precision", "fp16"], "mixed_precision='fp16' on cpu: Accelerate runs no fp16"),
+        (
+            ["--torch_compile_mode", "reduce-overhead"],
+            "torch_compile_mode='reduce-overhead' captures CUDA graphs, but this run trains on cpu",
+        ),
+    ],  # fmt: skip
+    ids=["fp16", "cuda_graphs"],
+)
+def test_an_option_this_device_cannot_run_is_a_usage_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    said: str,
+) -> None:
+    """On a CPU, fp16 (which Accelerate ignores there: the run trained in float32) and
+    CUDA graphs end the example as a bad flag does (exit status 2, one line naming the
+    field and the fix), not with a traceback, before any simulation starts."""
+    import study_common
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--grid_size", "16", "--modes", "4", "--width", "4", "--layers", "1",
+            "--time_steps", "2", "--dt", "0.1", "--num_validation", "1", "--no_plot"]  # fmt: skip
+    with pytest.raises(SystemExit) as info, study_common.refusals_end_the_program():
+        train.main([*tiny, *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert not (tmp_path / "outputs" / "navier_stokes" / "rendezvous").exists()
+
+
 def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

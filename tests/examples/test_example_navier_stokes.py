@@ -366,6 +366,58 @@ def test_the_example_runs_under_accelerate_launch_with_two_processes(tmp_path: P
     check_run(summary_of(proc), out)  # samples_received: summed over the two ranks
 
 
+class MyOperator(torch.nn.Module):
+    """A user's own surrogate: periodic 3x3 convolutions, (batch, 4, n, n) -> (batch,
+    1, n, n); `squeeze` returns (batch, n, n) instead, the wrong shape."""
+
+    def __init__(self, squeeze: bool = False) -> None:
+        super().__init__()
+        conv: dict[str, Any] = {"kernel_size": 3, "padding": 1, "padding_mode": "circular"}
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(4, 16, **conv), torch.nn.GELU(), torch.nn.Conv2d(16, 1, **conv)
+        )
+        self.squeeze = squeeze
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x)
+        return out[:, 0] if self.squeeze else out
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_your_own_model_and_optimizer_train_in_the_example(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`main(model=..., optimizer=...)`, the how-to's way to bring a model: the study
+    streams into it, trained by the optimizer made for it (a fused Adam), and the
+    summary names it; a model of the wrong shape stops at the first step, naming both
+    shapes, and leaves no solver running."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    made: list[torch.optim.Optimizer] = []
+
+    def fused_adam(model: torch.nn.Module) -> torch.optim.Optimizer:
+        made.append(torch.optim.Adam(model.parameters(), lr=3e-3, fused=True))
+        return made[-1]
+
+    out = tmp_path / "own"
+    flags = [*TINY, "--no_plot", "--output_dir", str(out)]
+    summary = train.main(flags, model=MyOperator(), optimizer=fused_adam)
+    assert summary["model"] == "MyOperator" and summary["steps"] > 0
+    assert summary["samples_received"] == SIMULATIONS * STEPS
+    assert np.isfinite(summary["val_mse"])
+    assert len(made) == 1 and made[0].state  # the run's optimizer, and it stepped
+    assert processes_with(str(out / "rendezvous")) == []
+
+    wrong = tmp_path / "wrong"
+    with pytest.raises(
+        ValueError, match=r"outputs have shape \(8, 32, 32\) and the targets \(8, 1, 32, 32\)"
+    ):
+        train.main([*TINY, "--no_plot", "--output_dir", str(wrong)], model=MyOperator(squeeze=True))
+    assert processes_with(str(wrong / "rendezvous")) == []
+
+
 def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

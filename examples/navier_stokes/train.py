@@ -22,11 +22,11 @@ omega(0), the field the model is given), writes a PNG comparing prediction and t
 TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
-    python examples/navier_stokes/train.py                    # 64^2: ~100 CPU-s, 2.5 min on 2 cores
+    python examples/navier_stokes/train.py                    # 64^2: 60-105 CPU-s in all
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py \\
         --output_dir outputs/navier_stokes_2ranks             # each run its own folder
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
-        --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\
+        --num_simulations 512 --job_limit 12 --batch_size 16 --mixed_precision bf16 \\
         --buffer_device accelerator --buffer_size 5120 --watermark 256 \\
         --output_dir outputs/navier_stokes_256                # on a GPU
     python examples/navier_stokes/train.py --model unet --output_dir outputs/ns_unet

@@ -22,8 +22,9 @@ rows it printed so far (each case prints its row on stderr as it comes) are kept
 that fails does not stop its stage (``gpu.py --keep_going``: its traceback in the log).
 
 The output folder gets three files, rewritten after each stage (`Outputs`; the device
-tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU and commit;
-every row; the example's figures; each stage's status and seconds), ``gpu_check.log``
+tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU, commit and
+`sources_digest`, which names the code where the copy has no .git; every row; the
+example's figures; each stage's status and seconds), ``gpu_check.log``
 (each stage's output) and ``navier_stokes_validation.png``; a table is printed last.
 The stages import `melissa_trainer` from this checkout (the repository on PYTHONPATH)
 and the packages it needs are checked first: pyzmq is not in the device machines'

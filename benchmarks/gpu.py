@@ -1,4 +1,5 @@
-"""The GPU path (issue 34), measured in one run of at most about 5 minutes on one GPU.
+"""The GPU path (issues 34 and 42), measured in one run on one GPU (its first five rows took
+2.5 minutes on an H100; with the FNO and compile cases an estimated 6 to 8).
 
 Run it as is on a machine with a CUDA GPU; every baseline is measured in the same run,
 interleaved with ours (A B A B ...), and medians are compared. Rows (``ratio``: higher
@@ -50,7 +51,7 @@ own that imports `gpu_common`, named in ``CASES`` below.
 The trainer's own cases (hand, staging, device_buffer, stop_flag) are `gpu_trainer`'s;
 the heat example's busy row is measured here.
 
-    python benchmarks/gpu.py            # on a GPU machine, about 6 to 8 minutes
+    python benchmarks/gpu.py            # on a GPU machine, about 6 to 8 minutes (estimated)
     python benchmarks/gpu_check.py      # all of it and the example at 256^2, in one call
     python benchmarks/gpu.py --json     # {"rows": [...]}
     python benchmarks/gpu.py --smoke    # every code path, a few steps, on CPU

@@ -22,8 +22,9 @@ rows it printed so far (each case prints its row on stderr as it comes) are kept
 that fails does not stop its stage (``gpu.py --keep_going``: its traceback in the log).
 
 The output folder gets three files, rewritten after each stage (`Outputs`; the device
-tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU and commit;
-every row; the example's figures; each stage's status and seconds), ``gpu_check.log``
+tool brings back 8 at most): ``summary.json`` (the card, driver, torch, CPU, commit and
+`sources_digest`, which names the code where the copy has no .git; every row; the
+example's figures; each stage's status and seconds), ``gpu_check.log``
 (each stage's output) and ``navier_stokes_validation.png``; a table is printed last.
 The stages import `melissa_trainer` from this checkout (the repository on PYTHONPATH)
 and the packages it needs are checked first: pyzmq is not in the device machines'
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import importlib.util
 import json
 import os
@@ -84,6 +86,23 @@ def example_flags(smoke: bool, output_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
+#: the sources whose digest names the code measured (`sources_digest`)
+SOURCE_GLOBS = ("melissa_trainer/**/*.py", "examples/*.py", "examples/navier_stokes/*.py",
+                "examples/heat_pde/*.py", "benchmarks/*.py")  # fmt: skip
+
+
+def sources_digest(root: Path = REPO) -> str:
+    """SHA-256 of the package's, the examples' and the benchmarks' sources under `root`
+    (each file's path relative to `root`, then its bytes, in path order): what names
+    the code a GPU machine measured where its copy of the tree has no ``.git``."""
+    digest = hashlib.sha256()
+    files = sorted({p for pattern in SOURCE_GLOBS for p in root.glob(pattern) if p.is_file()})
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def environment(smoke: bool) -> dict[str, Any]:
     """What the figures were measured on."""
     import torch
@@ -97,6 +116,7 @@ def environment(smoke: bool) -> dict[str, Any]:
         "usable_cores": usable_cores(),
         "smoke": smoke,
         "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "sources_sha256": sources_digest(),
     }
     try:
         import accelerate

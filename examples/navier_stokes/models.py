@@ -34,6 +34,15 @@ class SpectralConv2d(nn.Module):
 
     The FFTs run in float32 even under bf16 autocast (torch's FFTs take no bf16 on most
     devices, and low-precision spectra lose the small scales); the output is float32.
+
+    The weights, and the spectrum between the FFTs and the product, are real tensors of
+    (real part, imaginary part) pairs in a last dimension of 2, viewed as complex only
+    for the product (`torch.view_as_complex`, no copy): a complex parameter is refused by
+    the fused optimizers (``torch.optim.Adam(..., fused=True)``: "requires all the params
+    to be floating point"), and inductor (``torch_compile``) failed on the gradient of a
+    complex tensor used twice (torch 2.13: "must be 1 to view ComplexFloat as Float").
+    The same numbers as complex parameters, bit for bit: drawn alike, multiplied by the
+    same kernel, and Adam updates a complex parameter through its real view.
     """
 
     def __init__(self, in_channels: int, out_channels: int, modes: int) -> None:
@@ -41,7 +50,8 @@ class SpectralConv2d(nn.Module):
         self.modes = modes
         scale = 1.0 / (in_channels * out_channels)
         shape = (2, in_channels, out_channels, modes, modes)  # [0]: ky >= 0, [1]: ky < 0
-        self.weight = nn.Parameter(scale * torch.randn(*shape, dtype=torch.cfloat))
+        weight = scale * torch.randn(*shape, dtype=torch.cfloat)
+        self.weight = nn.Parameter(torch.view_as_real(weight).clone())  # shape + (2,)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         n_y, n_x = x.shape[-2:]
@@ -51,15 +61,25 @@ class SpectralConv2d(nn.Module):
                 f"{m} Fourier modes need a grid of at least {2 * m}^2, got {n_y}x{n_x}"
             )
         with torch.autocast(x.device.type, enabled=False):
-            spectrum = torch.fft.rfft2(x.float())
+            spectrum = torch.view_as_real(torch.fft.rfft2(x.float()))  # (b, i, y, x, 2)
             out = torch.zeros(
-                x.shape[0], self.weight.shape[2], n_y, n_x // 2 + 1,
-                dtype=torch.cfloat, device=x.device,
+                x.shape[0], self.weight.shape[2], n_y, n_x // 2 + 1, 2,
+                dtype=torch.float32, device=x.device,
             )  # fmt: skip
-            mix = "bixy,ioxy->boxy"
-            out[:, :, :m, :m] = torch.einsum(mix, spectrum[:, :, :m, :m], self.weight[0])
-            out[:, :, -m:, :m] = torch.einsum(mix, spectrum[:, :, -m:, :m], self.weight[1])
-            return torch.fft.irfft2(out, s=(n_y, n_x))
+            out[:, :, :m, :m] = _mix(spectrum[:, :, :m, :m], self.weight[0])
+            out[:, :, -m:, :m] = _mix(spectrum[:, :, -m:, :m], self.weight[1])
+            return torch.fft.irfft2(torch.view_as_complex(out), s=(n_y, n_x))
+
+
+def _mix(spectrum: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The complex product sum_i spectrum[b, i, x, y] * weight[i, o, x, y] -> [b, o, x,
+    y] of (real, imaginary) pairs in the last dimension: complex views of both (no
+    copy), so that the product is ATen's complex one while every gradient that autograd
+    adds up is real."""
+    product = torch.einsum(
+        "bixy,ioxy->boxy", torch.view_as_complex(spectrum), torch.view_as_complex(weight)
+    )
+    return torch.view_as_real(product)
 
 
 class FNO(nn.Module):

@@ -22,11 +22,11 @@ omega(0), the field the model is given), writes a PNG comparing prediction and t
 TensorBoard logs go to OUTPUT_DIR/runs. The study's options, launcher and timings come
 from `../study_common.py`, shared with the other study examples.
 
-    python examples/navier_stokes/train.py                    # 64^2: ~100 CPU-s, 2.5 min on 2 cores
+    python examples/navier_stokes/train.py                    # 64^2: 60-105 CPU-s in all
     accelerate launch --multi_gpu --num_processes 2 examples/navier_stokes/train.py \\
         --output_dir outputs/navier_stokes_2ranks             # each run its own folder
     python examples/navier_stokes/train.py --grid_size 256 --dt 0.00625 --width 32 \\
-        --num_simulations 512 --job_limit 16 --batch_size 16 --mixed_precision bf16 \\
+        --num_simulations 512 --job_limit 12 --batch_size 16 --mixed_precision bf16 \\
         --buffer_device accelerator --buffer_size 5120 --watermark 256 \\
         --output_dir outputs/navier_stokes_256                # on a GPU
     python examples/navier_stokes/train.py --model unet --output_dir outputs/ns_unet
@@ -76,6 +76,7 @@ from study_common import (  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
 from navier_stokes.models import MODELS, make_model  # noqa: E402
+from navier_stokes.plot import plot_comparison  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
     PARAMETER_BOUNDS,
     PARAMETER_NAMES,
@@ -230,63 +231,6 @@ def baselines(samples: Sequence[Mapping[str, np.ndarray]]) -> dict[str, float]:
     }
 
 
-def predict(
-    trainer: OnlineTrainer, samples: Sequence[Mapping[str, Any]], time_steps: int
-) -> np.ndarray:
-    """The model's fields for `samples`, (len, n, n) float32 numpy."""
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    mapping = make_process_sample(time_steps)
-    inputs = torch.stack([mapping(s)[0] for s in samples])
-    with torch.no_grad():
-        device = next(model.parameters()).device
-        return model(inputs.to(device)).float().cpu().numpy()[:, 0]
-
-
-def plot_comparison(
-    trainer: OnlineTrainer, samples: Sequence[dict[str, np.ndarray]], opts: FlowArgs, path: Path
-) -> None:
-    """PNG of the initial field, then truth, prediction and error of one validation
-    simulation at 4 times."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    steps = sorted({0, opts.time_steps // 3, 2 * opts.time_steps // 3, opts.time_steps - 1})
-    chosen = [samples[s] for s in steps]  # the first validation simulation
-    truth = np.stack([s["vorticity"] for s in chosen])
-    prediction = predict(trainer, chosen, opts.time_steps)
-    error = prediction - truth
-    fig, axes = plt.subplots(
-        3, len(steps) + 1, figsize=(3 * len(steps) + 4, 8), squeeze=False, layout="constrained"
-    )
-    bound = float(np.abs(truth).max())
-    axes[0][0].imshow(chosen[0]["initial"], origin="lower", cmap="RdBu_r", vmin=-bound, vmax=bound)
-    axes[0][0].set_title("t = 0 (input)")
-    for ax in axes[:, 0]:
-        ax.axis("off")
-    rows = [("truth", truth, bound), ("prediction", prediction, bound),
-            ("error", error, max(float(np.abs(error).max()), 1e-6))]  # fmt: skip
-    for r, (label, images, vmax) in enumerate(rows):
-        for c, step in enumerate(steps):
-            ax = axes[r][c + 1]
-            im = ax.imshow(images[c], origin="lower", cmap="RdBu_r", vmin=-vmax, vmax=vmax)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if r == 0:
-                ax.set_title(f"t = {(step + 1) * opts.interval:.3g}")
-            if c == 0:
-                ax.set_ylabel(f"{label} (vorticity)")
-        fig.colorbar(im, ax=list(axes[r][1:]), shrink=0.9)
-    nu, amplitude, wavenumber = chosen[0]["parameters"]
-    fig.suptitle(
-        f"held-out simulation (nu {nu:.3g}, forcing {amplitude:.2g} cos({int(wavenumber)} y), "
-        f"{opts.grid_size}^2, model {opts.model})"
-    )
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-
-
 #: what this example runs with unless told otherwise (shown by --help)
 DEFAULTS: dict[str, Any] = {
     "output_dir": "outputs/navier_stokes",
@@ -306,7 +250,20 @@ def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     return ArgumentParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
+def main(
+    argv: list[str] | None = None,
+    model: torch.nn.Module | None = None,
+    optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None,
+) -> dict[str, Any]:
+    """Run the example with the command line `argv` (None: `sys.argv`) and return its
+    summary (what ``--json`` prints).
+
+    `model`: your own surrogate instead of the one ``--model`` builds (``--model``,
+    ``--width``, ``--modes`` and ``--layers`` are then ignored): a module mapping inputs
+    of shape (batch, CHANNELS, n, n) to (batch, 1, n, n) (the first step refuses
+    another shape, naming both). `optimizer`: ``optimizer(model) -> Optimizer`` instead
+    of ``torch.optim.Adam(model.parameters(), lr=--learning_rate)``, e.g. a fused Adam.
+    docs/how-to/neural-operator.md, "Your own model"."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
     if opts.seeds > 1:  # the whole study once per seed, each in its own process
         report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
@@ -317,7 +274,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     check_matplotlib(opts.plot)
     try:  # the model first: a missing package is a usage error, before anything starts
         torch.manual_seed(args.seed)
-        model = make_model(opts.model, CHANNELS, opts.width, opts.modes, opts.layers)
+        if model is None:
+            model = make_model(opts.model, CHANNELS, opts.width, opts.modes, opts.layers)
+            model_name = opts.model
+        else:
+            model_name = type(model).__name__
     except ValueError as exc:  # a usage error, as a bad flag is (exit status 2)
         print(f"{Path(sys.argv[0]).name}: error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -336,13 +297,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
 
     leave_cores_to_simulations(opts)
-    optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+    optimizer_of_model = (
+        torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
+        if optimizer is None
+        else optimizer(model)
+    )
     validation = validation_set(opts, seed=args.seed + 1)
     timer = StepTimer()
     trainer = OnlineTrainer(
         model,
         args,
-        optimizer,
+        optimizer_of_model,
         train_source=source,
         # per sample on the host; per batch where batches are gathered on the device
         **(
@@ -365,7 +330,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "val_mse_p99": tails.get("p99"),
         "val_mse_max": tails.get("max"),
         **baselines(validation),
-        "model": opts.model,
+        "model": model_name,
         "grid_size": n,
         **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
     }
@@ -373,11 +338,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return summary
     if opts.plot:
         png = output_dir / "navier_stokes_validation.png"
-        plot_comparison(trainer, validation, opts, png)
+        mapping = make_process_sample(opts.time_steps)
+        plot_comparison(trainer, validation, opts, png, model_name, mapping)
         summary["plot"] = str(png)
     mean_field, persistence = summary["mean_field_mse"], summary["persistence_mse"]
     print(
-        f"validation MSE {val_mse:.4g} ({opts.model}, {n}^2) vs predicting the mean field "
+        f"validation MSE {val_mse:.4g} ({model_name}, {n}^2) vs predicting the mean field "
         f"{mean_field:.4g} ({compared(mean_field, val_mse)}) and persistence "
         f"{persistence:.4g} ({compared(persistence, val_mse)}), after "
         f"{state.global_step} steps on {state.total_samples_seen} samples"

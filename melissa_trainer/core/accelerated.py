@@ -40,6 +40,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, parse_flag_from_env
 
+from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.compiled import (
     CompileOptions,
     compile_model,
@@ -209,6 +210,19 @@ def unit_loss_gradient(accelerator: Accelerator) -> bool:
     )
 
 
+def precision_problem(accelerator: Accelerator) -> str | None:
+    """Why the run's mixed precision cannot be what it asks for, or None: fp16 on a CPU,
+    where Accelerate runs no fp16 autocast (it autocasts fp16 on accelerators only) and
+    the run would train in float32 without a word."""
+    if accelerator.mixed_precision != "fp16" or accelerator.device.type != "cpu":
+        return None
+    return (
+        "mixed_precision='fp16' on cpu: Accelerate runs no fp16 autocast on a CPU, and the "
+        "run would train in float32 without saying so: set mixed_precision='bf16' (its "
+        "autocast runs on a CPU too) or 'no', or train on a GPU"
+    )
+
+
 def make_train_step(
     accelerator: Accelerator,
     model: torch.nn.Module,
@@ -222,15 +236,20 @@ def make_train_step(
     `accelerator.prepare` returned; `compile` (`TrainingArguments.compile_options`):
     the step's loss runs on `model` compiled with them (at its first call).
 
-    Raises ValueError, before anything runs, when `compile` captures CUDA graphs and
-    the accelerator is not a CUDA device, or when `model` is already compiled."""
+    Raises `ConfigError` (a ValueError: a script's usage error, as a bad option is),
+    before anything runs, when `compile` captures CUDA graphs and the accelerator is not
+    a CUDA device, or when the mixed precision asked for does not run on this device
+    (`precision_problem`); ValueError when `model` is already compiled."""
     acc = accelerator
+    problem = precision_problem(acc)
+    if problem is not None:
+        raise ConfigError(problem)
     forward = model
     step_begin = None
     if compile is not None:
         problem = device_problem(compile, acc.device)
         if problem is not None:
-            raise ValueError(problem)
+            raise ConfigError(problem)
         forward = compile_model(model, compile)
         if compile.cuda_graphs:
             # Each micro-batch a new generation of CUDA-graph trees, said rather than

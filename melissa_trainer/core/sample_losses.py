@@ -45,6 +45,7 @@ import torch
 __all__ = [
     "DeferredSampleLosses",
     "check_loss_overrides",
+    "check_output_shape",
     "deferred_sample_losses",
     "fused_mse_loss",
     "losses_of",
@@ -84,6 +85,58 @@ def check_loss_overrides(trainer_type: type, base: type) -> None:
             "on the mean of compute_sample_losses: override compute_sample_losses too (one "
             "loss per sample), or set simulation_loss_steps=0 with a fixed design"
         )
+
+
+#: torch's elementwise losses that broadcast outputs and targets of different shapes
+#: with only a warning ("This will likely lead to incorrect results due to broadcasting")
+_BROADCASTING_LOSSES: tuple[Any, ...] = (
+    torch.nn.functional.mse_loss,
+    torch.nn.functional.l1_loss,
+    torch.nn.functional.smooth_l1_loss,
+    torch.nn.functional.huber_loss,
+)
+_BROADCASTING_LOSS_MODULES = (
+    torch.nn.MSELoss,
+    torch.nn.L1Loss,
+    torch.nn.SmoothL1Loss,
+    torch.nn.HuberLoss,
+)
+
+
+def check_output_shape(loss_fn: Any, outputs: Any, targets: Any) -> None:
+    """Refuse outputs and targets of different shapes under one of torch's elementwise
+    losses (the default, `mse_loss`; `l1_loss`, `smooth_l1_loss`, `huber_loss`, or
+    their modules): torch broadcasts them against each other with only a warning, and a
+    model returning ``(batch, n, n)`` for targets ``(batch, 1, n, n)`` then trains on
+    the distance of every output to every target of the batch, without an error.
+    Anything else (another `loss_fn`, which may broadcast on purpose; outputs that are
+    not plain tensors) passes.
+
+    Raises:
+        ValueError: naming both shapes and the fixes.
+    """
+    if not (
+        isinstance(outputs, torch.Tensor)
+        and isinstance(targets, torch.Tensor)
+        and outputs.shape != targets.shape
+        and (loss_fn in _BROADCASTING_LOSSES or isinstance(loss_fn, _BROADCASTING_LOSS_MODULES))
+    ):
+        return
+    name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+    same_size = outputs.numel() == targets.numel()
+    hint = (
+        " (the same number of values: a dimension of size 1 missing or extra, e.g. "
+        "outputs[:, None] or outputs.squeeze(1), or outputs.view_as(targets))"
+        if same_size
+        else ""
+    )
+    raise ValueError(
+        f"the model's outputs have shape {tuple(outputs.shape)} and the targets "
+        f"{tuple(targets.shape)}: loss_fn {name} would broadcast one against the other "
+        "(torch only warns) and train on a wrong loss. Make the model return the "
+        f"targets' shape{hint}, or make the targets the model's (process_sample or "
+        "process_batch), or pass a loss_fn that takes both shapes"
+    )
 
 
 def per_sample_losses(loss_fn: Any, outputs: Any, targets: Any) -> torch.Tensor:

@@ -23,6 +23,7 @@ from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.sample_losses import (
     DeferredSampleLosses,
     check_loss_overrides,
+    check_output_shape,
     deferred_sample_losses,
     fused_mse_loss,
     per_sample_losses,
@@ -55,6 +56,9 @@ class TrainerLosses:
     #: where SAMPLE_LOSSES goes when only the library's trackers listen: each one's
     #: `SimulationLosses.record`, called by the loop instead of the event (None: the event)
     _sample_loss_sinks: list[Callable[[Any, Any], None]] | None = None
+    #: the default loss's outputs and targets not compared yet in this `train()`
+    #: (`check_output_shape`: once, on the first micro-batch)
+    _check_output_shape: bool = True
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the
@@ -63,7 +67,11 @@ class TrainerLosses:
         if type(self).compute_sample_losses is not TrainerLosses.compute_sample_losses:
             return self.compute_sample_losses(model, batch).mean()
         inputs, targets = _inputs_targets(batch, "compute_loss")
-        return self.loss_fn(model(inputs), targets)
+        outputs = model(inputs)
+        if self._check_output_shape:
+            check_output_shape(self.loss_fn, outputs, targets)
+            self._check_output_shape = False
+        return self.loss_fn(outputs, targets)
 
     def compute_sample_losses(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of each sample of one batch, shape ``[batch]``, in the batch's order.
@@ -109,6 +117,7 @@ class TrainerLosses:
         )
         self._fuse_losses = unit_loss_gradient(self.accelerator)
         self.dataset.track_simulation_ids = wanted
+        self._check_output_shape = True
         self._step.compute_loss = self._sample_loss_mean if wanted else self.compute_loss
 
     def _sample_loss_mean(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
@@ -124,6 +133,9 @@ class TrainerLosses:
         if self._default_losses:
             inputs, targets = _inputs_targets(batch, "compute_sample_losses")
             outputs = model(inputs)
+            if self._check_output_shape:
+                check_output_shape(self.loss_fn, outputs, targets)
+                self._check_output_shape = False
             if self._fuse_losses:
                 fused = fused_mse_loss(self.loss_fn, outputs, targets)
                 if fused is not None:

@@ -321,9 +321,34 @@ def test_the_check_runs_its_stages_on_cpu_under_smoke(tmp_path: Path) -> None:
         assert math.isfinite(example[key])
     assert Path(example["plot"]).is_file() and Path(example["plot"]).parent == out
     assert summary["env"]["smoke"] is True
+    assert len(summary["env"]["sources_sha256"]) == 64
     assert sorted(p.name for p in out.iterdir()) == [
         "gpu_check.log", "navier_stokes_validation.png", "summary.json",
     ]  # fmt: skip
     log = (out / "gpu_check.log").read_text()
     assert "===== gpu_new.log =====" in log and "===== example.txt =====" in log
     assert "validation MSE" in proc.stdout and f"everything is under {out}" in proc.stdout
+
+
+def test_the_sources_digest_names_the_code_without_git(tmp_path: Path) -> None:
+    """A device machine's copy of the tree may have no .git: `summary.json`'s
+    `sources_sha256` then names the code measured. It is the digest of the sources'
+    paths and bytes (recomputed here with hashlib, the oracle), and changes with a byte
+    of a file or its name."""
+    import hashlib
+
+    gpu_check = _check_module()
+    (tmp_path / "melissa_trainer" / "core").mkdir(parents=True)
+    (tmp_path / "benchmarks").mkdir()
+    files = {"benchmarks/gpu.py": b"rows = []\n", "melissa_trainer/core/step.py": b"x = 1\n"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "notes.txt").write_text("not a source")
+    expected = hashlib.sha256()
+    for name in sorted(files):
+        expected.update(name.encode() + b"\0" + files[name] + b"\0")
+    digest = gpu_check.sources_digest(tmp_path)
+    assert digest == expected.hexdigest()
+    (tmp_path / "melissa_trainer" / "core" / "step.py").write_bytes(b"x = 2\n")
+    assert gpu_check.sources_digest(tmp_path) != digest
+    assert len(gpu_check.sources_digest()) == 64  # the repository's own

@@ -190,6 +190,69 @@ def test_the_fno_is_translation_equivariant() -> None:
     torch.testing.assert_close(shifted, torch.roll(model(x), (3, 5), (2, 3)), atol=1e-5, rtol=1e-4)
 
 
+def test_the_spectral_convolution_is_the_truncated_complex_product_numpy_computes() -> None:
+    """The oracle is numpy's FFTs: the layer's output is irfft2 of the input's rfft2
+    times the complex weights (real and imaginary parts in the weight's last dimension)
+    on the kept modes, zero elsewhere."""
+    torch.manual_seed(0)
+    layer = models.SpectralConv2d(3, 2, 4)
+    x = torch.randn(2, 3, 16, 12)
+    weight = layer.weight.detach().numpy()
+    w = weight[..., 0] + 1j * weight[..., 1]  # (2, in, out, m, m)
+    spectrum = np.fft.rfft2(x.numpy().astype(np.float64))
+    out = np.zeros((2, 2, 16, 7), complex)
+    out[:, :, :4, :4] = np.einsum("bixy,ioxy->boxy", spectrum[:, :, :4, :4], w[0])
+    out[:, :, -4:, :4] = np.einsum("bixy,ioxy->boxy", spectrum[:, :, -4:, :4], w[1])
+    expected = np.fft.irfft2(out, s=(16, 12))
+    np.testing.assert_allclose(layer(x).detach().numpy(), expected, rtol=1e-4, atol=1e-6)
+
+
+def test_the_fno_trains_with_a_fused_optimizer() -> None:
+    """`torch.optim.Adam(..., fused=True)`, what the guide advises on a GPU, takes the
+    FNO's parameters (it refused the complex spectral weights: "requires all the params
+    to be floating point") and its steps are those of the default Adam."""
+    losses = {}
+    for fused in (False, True):
+        torch.manual_seed(0)
+        model = models.make_model("fno", 4, 8, 4, 2)
+        assert all(p.is_floating_point() for p in model.parameters())
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, fused=fused or None)
+        x, y = torch.randn(3, 4, 16, 16), torch.randn(3, 1, 16, 16)
+        run = []
+        for _ in range(3):
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            run.append(loss.item())
+        losses[fused] = run
+    assert losses[True] == pytest.approx(losses[False], rel=1e-5)
+    assert losses[True][-1] < losses[True][0]
+
+
+@pytest.mark.e2e  # inductor runs a C++ compiler
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_fno_compiles_with_inductor() -> None:
+    """`--torch_compile` (inductor) on the FNO: its forward and backward compile and
+    give eager's output and gradients within float32 rounding. Inductor failed on the
+    gradient of the complex spectrum, used twice ("must be 1 to view ComplexFloat as
+    Float", torch 2.13)."""
+    torch.manual_seed(0)
+    model = models.make_model("fno", 4, 8, 4, 2)
+    x = torch.randn(3, 4, 16, 16)
+    eager_out = model(x)
+    eager_out.square().mean().backward()
+    eager_grads = [p.grad.clone() for p in model.parameters()]  # type: ignore[union-attr]
+    model.zero_grad()
+    compiled = torch.compile(model, backend="inductor")
+    out = compiled(x)
+    out.square().mean().backward()
+    torch.testing.assert_close(out, eager_out, rtol=1e-4, atol=1e-5)
+    for p, g in zip(model.parameters(), eager_grads, strict=True):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-5)
+
+
 def test_an_unknown_model_or_a_missing_package_is_an_error_naming_the_fix() -> None:
     with pytest.raises(
         ValueError, match=r"model='mlp' is not one of \('fno', 'unet', 'neuralop'\)"
@@ -303,6 +366,58 @@ def test_the_example_runs_under_accelerate_launch_with_two_processes(tmp_path: P
     check_run(summary_of(proc), out)  # samples_received: summed over the two ranks
 
 
+class MyOperator(torch.nn.Module):
+    """A user's own surrogate: periodic 3x3 convolutions, (batch, 4, n, n) -> (batch,
+    1, n, n); `squeeze` returns (batch, n, n) instead, the wrong shape."""
+
+    def __init__(self, squeeze: bool = False) -> None:
+        super().__init__()
+        conv: dict[str, Any] = {"kernel_size": 3, "padding": 1, "padding_mode": "circular"}
+        self.net = torch.nn.Sequential(
+            torch.nn.Conv2d(4, 16, **conv), torch.nn.GELU(), torch.nn.Conv2d(16, 1, **conv)
+        )
+        self.squeeze = squeeze
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x)
+        return out[:, 0] if self.squeeze else out
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_your_own_model_and_optimizer_train_in_the_example(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`main(model=..., optimizer=...)`, the how-to's way to bring a model: the study
+    streams into it, trained by the optimizer made for it (a fused Adam), and the
+    summary names it; a model of the wrong shape stops at the first step, naming both
+    shapes, and leaves no solver running."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    made: list[torch.optim.Optimizer] = []
+
+    def fused_adam(model: torch.nn.Module) -> torch.optim.Optimizer:
+        made.append(torch.optim.Adam(model.parameters(), lr=3e-3, fused=True))
+        return made[-1]
+
+    out = tmp_path / "own"
+    flags = [*TINY, "--no_plot", "--output_dir", str(out)]
+    summary = train.main(flags, model=MyOperator(), optimizer=fused_adam)
+    assert summary["model"] == "MyOperator" and summary["steps"] > 0
+    assert summary["samples_received"] == SIMULATIONS * STEPS
+    assert np.isfinite(summary["val_mse"])
+    assert len(made) == 1 and made[0].state  # the run's optimizer, and it stepped
+    assert processes_with(str(out / "rendezvous")) == []
+
+    wrong = tmp_path / "wrong"
+    with pytest.raises(
+        ValueError, match=r"outputs have shape \(8, 32, 32\) and the targets \(8, 1, 32, 32\)"
+    ):
+        train.main([*TINY, "--no_plot", "--output_dir", str(wrong)], model=MyOperator(squeeze=True))
+    assert processes_with(str(wrong / "rendezvous")) == []
+
+
 def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -312,6 +427,40 @@ def test_a_model_the_grid_cannot_hold_is_refused_before_anything_starts(
     assert info.value.code == 2
     assert "modes=12 needs grid_size >= 24: lower --modes" in capsys.readouterr().err
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--mixed_precision", "fp16"], "mixed_precision='fp16' on cpu: Accelerate runs no fp16"),
+        (
+            ["--torch_compile_mode", "reduce-overhead"],
+            "torch_compile_mode='reduce-overhead' captures CUDA graphs, but this run trains on cpu",
+        ),
+    ],  # fmt: skip
+    ids=["fp16", "cuda_graphs"],
+)
+def test_an_option_this_device_cannot_run_is_a_usage_error(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    flags: list[str],
+    said: str,
+) -> None:
+    """On a CPU, fp16 (which Accelerate ignores there: the run trained in float32) and
+    CUDA graphs end the example as a bad flag does (exit status 2, one line naming the
+    field and the fix), not with a traceback, before any simulation starts."""
+    import study_common
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--grid_size", "16", "--modes", "4", "--width", "4", "--layers", "1",
+            "--time_steps", "2", "--dt", "0.1", "--num_validation", "1", "--no_plot"]  # fmt: skip
+    with pytest.raises(SystemExit) as info, study_common.refusals_end_the_program():
+        train.main([*tiny, *flags])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert not (tmp_path / "outputs" / "navier_stokes" / "rendezvous").exists()
 
 
 def test_a_typo_in_the_resume_flag_is_refused_before_anything_starts(

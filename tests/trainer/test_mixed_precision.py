@@ -93,3 +93,23 @@ def test_the_loss_runs_under_autocast_exactly_with_bf16(tmp_path: Path, precisio
     trainer.seen = []
     trainer.train()
     assert trainer.seen == [precision == "bf16"] * 3
+
+
+def test_fp16_on_a_cpu_is_refused_naming_bf16(tmp_path: Path) -> None:
+    """Accelerate runs no fp16 autocast on a CPU: a run asked for fp16 there trained in
+    float32 (its first Linear's outputs were float32) without a word (the user trial on
+    the Navier–Stokes example). Refused when the trainer is made, before any output is
+    written, naming the field and bf16."""
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), batch_size=16, buffer="fifo", buffer_size=128,
+        mixed_precision="fp16", report_to="none", disable_progress_bar=True,
+    )  # fmt: skip
+    model = small_model(0)
+    with pytest.raises(
+        ValueError, match=r"mixed_precision='fp16' on cpu: .* set mixed_precision='bf16'"
+    ):
+        OnlineTrainer(
+            model, args, torch.optim.Adam(model.parameters(), lr=1e-2),
+            train_source=list(linear_samples(128)), process_sample=xy,
+        )  # fmt: skip
+    assert not (tmp_path / "out").exists()

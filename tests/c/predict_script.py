@@ -1,13 +1,14 @@
 """The parts shared by the C client's `mt_predict` tests (test_c_predict.py,
-test_c_predict_builds.py, test_c_serve_key.py): the status codes, an mt_script process
-fed line by line, a sink for the stream the client must start, and readers of the
-script's output lines.
+test_c_predict_builds.py, test_c_serve_key.py, test_c_predict_trainer_gone.py): the
+status codes, an mt_script process fed line by line, a sink for the stream the client
+must start, an endpoint where nothing listens, and readers of the script's output lines.
 """
 
 from __future__ import annotations
 
 import os
 import resource
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,14 @@ def sink(zctx: zmq.Context) -> str:
     pull = zctx.socket(zmq.PULL)
     pull.bind("tcp://127.0.0.1:*")
     return str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
+
+
+def dead_endpoint() -> str:
+    """A loopback endpoint where nothing listens (a port bound, then closed: refused
+    at once, as a dead trainer's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 def start_lines(sink: str, sim: int = 7) -> list[str]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -33,6 +32,7 @@ from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import (  # noqa: F401 (fixtures)
     MT_ETIMEDOUT,
     Script,
+    dead_endpoint,
     outputs_of,
     sink,
     start_lines,
@@ -117,9 +117,9 @@ def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
         assert first.stdout is not None and first.stdout.readline().strip() == "holding"
         first.send_signal(signal.SIGKILL)  # while the request waits for its answer
         first.wait()
-        code, _, message = script.wait(waiting)[-1].partition(" ")
+        held, _, message = script.wait(waiting)[-1].partition(" ")
         # (before the fix: LONG seconds, past the test's timeout)
-        assert int(code) == MT_ETIMEDOUT, message
+        assert int(held) == MT_ETIMEDOUT, message
         assert "was lost while the request waited" in message and endpoint in message
 
         # The dead trainer's serve file stays (SIGKILL): its port refuses the
@@ -180,13 +180,6 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
             if proc is not None:
                 proc.kill()
                 proc.wait()
-
-
-def dead_endpoint() -> str:
-    """A loopback endpoint where nothing listens (a port bound, then closed: refused)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 @pytest.mark.timeout(120)

@@ -3,8 +3,10 @@
  * behaviour this follows: the same bytes, the same failures). PREDICT out on a DEALER
  * (ZMQ_IMMEDIATE: never queued for a trainer not connected), PREDICTION or REFUSED
  * back, matched by request id (a late answer to an earlier request is dropped); the
- * socket is closed after a failure, and the endpoint looked up again at the next call.
- * Every reply is validated before a byte reaches the caller's buffers. */
+ * socket is closed after a failure, and the endpoint looked up again at the next call
+ * (after a trainer found gone, once a backoff is over: predict_watch.c, which also makes
+ * a request fall back at once when the connection says the trainer is gone). Every
+ * reply is validated before a byte reaches the caller's buffers. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -167,19 +169,12 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
     if (st == MT_OK && zmq_connect(s, e.endpoint) != 0)
         st = mt_fail(c, MT_EINVAL, "cannot connect to serving endpoint '%s': %s", e.endpoint,
                      zmq_strerror(errno));
+    c->predict_socket = s;
     if (st != MT_OK) {
-        if (s != NULL) {
-            if (c->predict_monitor != NULL) {
-                zmq_socket_monitor(s, NULL, 0);
-                zmq_close(c->predict_monitor);
-                c->predict_monitor = NULL;
-            }
-            zmq_close(s);
-        }
+        mt_predict_release(c); /* (its monitor too, if started) */
         mt_serve_entry_free(&e);
         return st;
     }
-    c->predict_socket = s;
     snprintf(c->predict_endpoint, sizeof c->predict_endpoint, "%s", e.endpoint);
     if (e.inputs != NULL) { /* (endpoints given directly publish none: the trainer checks) */
         mt_specs_free(c->serve_inputs, c->n_serve_inputs);

@@ -1,12 +1,14 @@
 """The parts shared by the C client's `mt_predict` tests (test_c_predict.py,
-test_c_predict_builds.py, test_c_serve_key.py): the status codes, an mt_script process
-fed line by line, a sink for the stream the client must start, and readers of the
-script's output lines.
+test_c_predict_builds.py, test_c_serve_key.py, test_c_predict_trainer_gone.py): the
+status codes, an mt_script process fed line by line, a sink for the stream the client
+must start, an endpoint where nothing listens, and readers of the script's output lines.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,10 +22,19 @@ MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3,
 
 
 class Script:
-    """An mt_script process fed line by line (so a test can answer in between)."""
+    """An mt_script process fed line by line (so a test can answer in between, or
+    read a line's outputs as it is done: `wait`). `max_files`: its limit of open file
+    descriptors (RLIMIT_NOFILE), if given."""
 
-    def __init__(self, exe: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, exe: Path, env: dict[str, str] | None = None, max_files: int | None = None
+    ) -> None:
         clean = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+
+        def limit() -> None:
+            if max_files is not None:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files))
+
         self.proc = subprocess.Popen(
             [str(exe)],
             stdin=subprocess.PIPE,
@@ -31,8 +42,21 @@ class Script:
             stderr=subprocess.PIPE,
             text=True,
             env={**clean, **(env or {})},
+            preexec_fn=limit if max_files is not None else None,
         )
         self.line = 0
+        self.seen: dict[int, list[str]] = {}  # the lines `wait` read
+
+    def wait(self, n: int) -> list[str]:
+        """Block until line `n` is done (its status line printed): its outputs, status
+        line last (the pytest timeout bounds the wait)."""
+        assert self.proc.stdout is not None
+        while not (n in self.seen and self.seen[n][-1].split(" ", 1)[0].lstrip("-").isdigit()):
+            text = self.proc.stdout.readline()
+            assert text, f"mt_script ended before line {n} was done"
+            number, rest = text.rstrip("\n").split(" ", 1)
+            self.seen.setdefault(int(number), []).append(rest)
+        return self.seen[n]
 
     def send(self, *lines: str) -> int:
         """Write `lines`; the number of the last."""
@@ -44,9 +68,16 @@ class Script:
 
     def finish(self, timeout: float = 60) -> tuple[dict[int, list[str]], str]:
         """Close stdin and wait: each line's outputs (status line first), stderr."""
-        out, err = self.proc.communicate(timeout=timeout)
+        if self.seen:  # (`wait` read through the pipes' buffers: communicate would skip them)
+            assert self.proc.stdin is not None and self.proc.stdout is not None
+            assert self.proc.stderr is not None
+            self.proc.stdin.close()
+            out, err = self.proc.stdout.read(), self.proc.stderr.read()
+            self.proc.wait(timeout)
+        else:
+            out, err = self.proc.communicate(timeout=timeout)
         assert self.proc.returncode == 0, err
-        lines: dict[int, list[str]] = {}
+        lines: dict[int, list[str]] = {n: list(got) for n, got in self.seen.items()}
         for text in out.splitlines():
             number, rest = text.split(" ", 1)
             lines.setdefault(int(number), []).append(rest)
@@ -71,6 +102,14 @@ def sink(zctx: zmq.Context) -> str:
     pull = zctx.socket(zmq.PULL)
     pull.bind("tcp://127.0.0.1:*")
     return str(pull.getsockopt_string(zmq.LAST_ENDPOINT))
+
+
+def dead_endpoint() -> str:
+    """A loopback endpoint where nothing listens (a port bound, then closed: refused
+    at once, as a dead trainer's)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"tcp://127.0.0.1:{s.getsockname()[1]}"
 
 
 def start_lines(sink: str, sim: int = 7) -> list[str]:

@@ -23,6 +23,7 @@ from predict_script import (  # noqa: F401 (fixtures)
     MT_ESHAPE,
     MT_ETIMEDOUT,
     Script,
+    dead_endpoint,
     sink,
     start_lines,
     status,
@@ -44,8 +45,9 @@ program predict
   real(c_double) :: u64(4) = [1, 2, 3, 4], y64(4), retry
   integer(c_int64_t) :: version
   integer :: ierr
-  character(len=256) :: sink
+  character(len=256) :: sink, dead
   call get_environment_variable('SINK', sink)
+  call get_environment_variable('DEAD', dead)
   call mt_create(client)
   call mt_set_endpoints(client, trim(sink))
   call mt_declare_field(client, 'x', MT_FLOAT32, [3])
@@ -62,9 +64,11 @@ program predict
   print '(i0, 1x, a)', ierr, mt_error_message(client)
   call mt_predict(client, 'u', u, 'y', two, version, 20.0_c_double, ierr)
   print '(i0, 1x, 4(1x, f0.1))', ierr, two
-  call mt_set_serve_endpoints(client, 'tcp://127.0.0.1:1')
-  call mt_predict(client, 'u', u, 'y', y, version, 0.2_c_double, ierr)
+  call mt_set_serve_endpoints(client, trim(dead))
+  call mt_predict(client, 'u', u, 'y', y, version, 120.0_c_double, ierr)
   print '(i0, 1x, i0)', ierr, mt_predict_refusal(client, retry)
+  call mt_predict(client, 'u', u, 'y', y, version, 120.0_c_double, ierr)
+  print '(i0, 1x, a)', ierr, mt_error_message(client)
   call mt_abort(client)
 end program
 """
@@ -77,9 +81,12 @@ def test_fortran_predict_answers_and_errors(
 ) -> None:
     """The Fortran module's mt_predict: an answer (any rank of output with the right
     size), an input of another shape or type refused before sending, an output array
-    of another size (MT_ESHAPE), a non-contiguous section (MT_EINVAL), a timeout."""
+    of another size (MT_ESHAPE), a non-contiguous section (MT_EINVAL), and an endpoint
+    where nothing listens (a trainer gone): MT_ETIMEDOUT at once, not after the 120 s
+    the request was given (more than the program's 60), then the backoff's."""
     binary = compile_fortran_program(c_client, FORTRAN, tmp_path, "predict")
     env = {**os.environ, "SINK": sink, "MELISSA_TRAINER_SIMULATION_ID": "0"}
+    env["DEAD"] = dead_endpoint()
     env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
     with answering_server(tmp_path / "rv") as (server, _):
         proc = subprocess.run(
@@ -94,6 +101,7 @@ def test_fortran_predict_answers_and_errors(
     assert lines[4].startswith("1 mt_predict needs contiguous arrays")
     assert lines[5].split() == ["0", "19.0", "21.0", "23.0", "25.0"]
     assert lines[6] == f"{MT_ETIMEDOUT} 0"
+    assert lines[7].startswith(f"{MT_ETIMEDOUT} ") and "at an earlier request" in lines[7]
     assert server.telemetry() == {"requests": 3, "answered": 3}
 
 
@@ -104,8 +112,8 @@ def test_predict_paths_under_sanitizers(
     sink: str,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """Every path of mt_predict (answer, refusals, bad inputs and outputs, timeouts)
-    under AddressSanitizer and UBSan: no leak, no error."""
+    """Every path of mt_predict (answer, refusals, bad inputs and outputs, a trainer
+    gone and the backoff after it) under AddressSanitizer and UBSan: no leak, no error."""
     exe = sanitized_c_client.build_dir / "tests" / "mt_script"
     env = {**SANITIZER_ENV, "MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")}
     with answering_server(tmp_path / "rv"):
@@ -115,7 +123,8 @@ def test_predict_paths_under_sanitizers(
             script.send("input u 1 1 4 : 1 2 3 4", "output y 1 4", "predict 20")
             script.send("unstage", "input u 1 1 3 : 1 2 3", "predict 20")
             script.send("unstage", "input u 1 1 4 : 1 2 3 4", "output y 1 1", "predict 20")
-            script.send("serve tcp://127.0.0.1:1", "predict 0.2")  # nobody there: a timeout
+            # nobody there: refused at once, then the backoff's (each given 100 s)
+            script.send(f"serve {dead_endpoint()}", "predict 100", "predict 100")
             lines, err = script.finish(timeout=120)
         finally:
             script.kill()

@@ -21,8 +21,9 @@
 !>
 !> Pass `ierr`: a prediction that is not there (the trainer not serving yet, busy,
 !> restarting, gone) is the usual case to fall back from, and without `ierr` every
-!> error stops the program (as in the rest of the module). mt_predict_refusal says why
-!> the trainer refused, and how long it suggests waiting.
+!> error stops the program (as in the rest of the module). A trainer whose process is
+!> gone is not waited for: MT_ETIMEDOUT at once (mt_predict of melissa_trainer.h).
+!> mt_predict_refusal says why the trainer refused, and how long it suggests waiting.
 module melissa_trainer_predict
   use, intrinsic :: iso_c_binding
   use melissa_trainer_c

@@ -244,9 +244,11 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
  * mt_set_serve_endpoints / MELISSA_TRAINER_SERVE_ENDPOINTS (comma-separated, in rank
  * order), with the servers' CURVE public key in MELISSA_TRAINER_SERVE_KEY when they use
  * CURVE (as the Python client: ignored with a serve file, which has its own; a key that
- * is not 40 Z85 characters is MT_EENV, at the request). Looked up at the first request and again after a failure (a restarted
- * trainer publishes a new endpoint); until it is published a request waits, up to its
- * timeout. The request names the client's run id (a trainer of another run refuses it).
+ * is not 40 Z85 characters is MT_EENV, at the request). Looked up at the first request
+ * and again after a failure (a restarted trainer publishes a new endpoint); until it is
+ * published a request waits, up to its timeout, unless a trainer served this simulation
+ * there before and has removed its serve file (it stopped): then the request fails at
+ * once. The request names the client's run id (a trainer of another run refuses it).
  * Not collective: with MPI, each rank that asks sends whole inputs. */
 
 /* An input array: its name, values (C order), shape (C order; NULL for ndim 0), dtype. */
@@ -286,7 +288,15 @@ typedef enum mt_refusal {
  * step. Blocks at most `timeout_s` seconds (> 0) in all, the lookup included; after
  * mt_client_start. Returns, without changing the client's streaming state:
  *   MT_ETIMEDOUT   no answer in time (the trainer not serving yet, busy, restarting or
- *                  gone); the next call looks the endpoint up again.
+ *                  gone); the next call looks the endpoint up again. A trainer whose
+ *                  process is gone is not waited for: a request whose connection drops
+ *                  while it waits, one whose endpoint refuses the connection (nothing
+ *                  listens there: a dead trainer's serve file) and one whose serve file
+ *                  its trainer removed return at once (a socket monitor says so; only
+ *                  an unreachable host, a node gone, takes the whole timeout). After
+ *                  such a failure the calls of a backoff (0.05 s, doubling to 1 s while
+ *                  the trainer stays away) return MT_ETIMEDOUT at once without dialling
+ *                  (no socket per call in a solver's loop); mt_client_error says why.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).
@@ -305,8 +315,9 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
  * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
 /* Serving endpoints (comma-separated, in training-rank order), instead of
- * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. Their CURVE
- * key, if any: MELISSA_TRAINER_SERVE_KEY. */
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time (the next
+ * mt_predict dials them, a backoff after a trainer gone ended). Their CURVE key, if
+ * any: MELISSA_TRAINER_SERVE_KEY. */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

@@ -155,6 +155,16 @@ struct mt_client {
     uint64_t request_id;       /* the last one sent */
     mt_refusal refusal;
     double refusal_retry;
+    /* a trainer gone (predict_watch.c): predict_socket's monitor, how many were made
+     * (each its own inproc address), whether a serve file was found before, and after a
+     * request that found the trainer gone, why, until when requests fail without
+     * dialling, and that backoff (0: none) */
+    void *predict_monitor;
+    unsigned predict_monitors;
+    char predict_endpoint[512]; /* where predict_socket is connected (for messages) */
+    bool served_there;
+    char gone_why[640];
+    double retry_at, backoff;
 };
 
 /* errors.c */

@@ -3,8 +3,10 @@
  * behaviour this follows: the same bytes, the same failures). PREDICT out on a DEALER
  * (ZMQ_IMMEDIATE: never queued for a trainer not connected), PREDICTION or REFUSED
  * back, matched by request id (a late answer to an earlier request is dropped); the
- * socket is closed after a failure, and the endpoint looked up again at the next call.
- * Every reply is validated before a byte reaches the caller's buffers. */
+ * socket is closed after a failure, and the endpoint looked up again at the next call
+ * (after a trainer found gone, once a backoff is over: predict_watch.c, which also makes
+ * a request fall back at once when the connection says the trainer is gone). Every
+ * reply is validated before a byte reaches the caller's buffers. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -20,6 +22,7 @@
 #define PREDICT_FIXED 30u /* prefix + request id, timeout, count, run id length */
 
 void mt_predict_release(mt_client *c) {
+    mt_watch_stop(c);
     if (c->predict_socket != NULL) {
         int zero = 0;
         zmq_setsockopt(c->predict_socket, ZMQ_LINGER, &zero, sizeof zero);
@@ -47,7 +50,9 @@ mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
     if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     free(c->serve_endpoints_arg);
     c->serve_endpoints_arg = copy;
-    mt_predict_release(c); /* the next request goes there, unchecked (no serve file) */
+    mt_predict_release(c); /* the next request goes there, unchecked (no serve file), */
+    c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoint before) */
+    c->served_there = false;
     mt_specs_free(c->serve_inputs, c->n_serve_inputs);
     c->serve_inputs = NULL;
     c->n_serve_inputs = 0;
@@ -160,15 +165,17 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
                  zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) != 0)
             st = mt_fail(c, MT_EZMQ, "CURVE keys for '%s': %s", e.endpoint, zmq_strerror(errno));
     }
+    if (st == MT_OK) st = mt_watch_start(c, s); /* (before connecting: no event missed) */
     if (st == MT_OK && zmq_connect(s, e.endpoint) != 0)
         st = mt_fail(c, MT_EINVAL, "cannot connect to serving endpoint '%s': %s", e.endpoint,
                      zmq_strerror(errno));
+    c->predict_socket = s;
     if (st != MT_OK) {
-        if (s != NULL) zmq_close(s);
+        mt_predict_release(c); /* (its monitor too, if started) */
         mt_serve_entry_free(&e);
         return st;
     }
-    c->predict_socket = s;
+    snprintf(c->predict_endpoint, sizeof c->predict_endpoint, "%s", e.endpoint);
     if (e.inputs != NULL) { /* (endpoints given directly publish none: the trainer checks) */
         mt_specs_free(c->serve_inputs, c->n_serve_inputs);
         c->serve_inputs = e.inputs;
@@ -179,9 +186,9 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
     return MT_OK;
 }
 
-/* Send the PREDICT: its header, then each input's bytes. 0 or the errno. */
-static int send_request(mt_client *c, const mt_input *in, size_t n_in, double timeout,
-                        double deadline) {
+/* Send the PREDICT: its header, then each input's bytes, on the live connection
+ * mt_watch_connected waited for (none since: EAGAIN at once). 0 or the errno. */
+static int send_request(mt_client *c, const mt_input *in, size_t n_in, double timeout) {
     mt_buf b = {0};
     uint8_t fixed[PREDICT_FIXED];
     size_t run_len = c->run_id != NULL ? strlen(c->run_id) : 0;
@@ -209,10 +216,10 @@ static int send_request(mt_client *c, const mt_input *in, size_t n_in, double ti
         free(b.data);
         return ENOMEM;
     }
-    int wait = mt_ms(deadline - mt_now());
+    int wait = 0;
     int err = 0;
     if (zmq_setsockopt(c->predict_socket, ZMQ_SNDTIMEO, &wait, sizeof wait) != 0) err = errno;
-    /* the first frame waits for a connection (ZMQ_IMMEDIATE); the rest go with it */
+    /* the first frame needs a connection (ZMQ_IMMEDIATE); the rest go with it */
     for (size_t i = 0; err == 0 && i <= n_in; ++i) {
         const void *p = i == 0 ? (const void *)b.data : in[i - 1].data;
         size_t n = i == 0 ? b.len
@@ -237,18 +244,22 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     c->refusal_retry = 0;
     mt_status st = check_arguments(c, inputs, n_inputs, outputs, n_outputs, timeout_s);
     if (st != MT_OK) return st;
+    st = mt_backoff_check(c); /* (a trainer found gone lately: not dialled again yet) */
+    if (st != MT_OK) return st;
     double deadline = mt_now() + timeout_s;
     char t[32];
     mt_format_double(timeout_s, t);
     st = connect_serving(c, deadline, timeout_s);
     if (st == MT_OK && c->serve_inputs != NULL) st = check_inputs(c, inputs, n_inputs);
+    if (st == MT_OK) st = mt_watch_connected(c, deadline, t);
     if (st != MT_OK) return st;
-    int err = send_request(c, inputs, n_inputs, timeout_s, deadline);
+    mt_watch_lost(c); /* (the events of earlier connections: a drop from now on counts) */
+    int err = send_request(c, inputs, n_inputs, timeout_s);
     if (err != 0) {
         mt_predict_release(c);
-        if (err == EAGAIN)
-            return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "
-                                            "within %s s (the trainer is gone or restarting)", t);
+        if (err == EAGAIN) /* (the connection went since the poll) */
+            return mt_fail(c, MT_ETIMEDOUT, "the connection to the trainer's serving endpoint "
+                                            "went");
         return mt_fail(c, err == ENOMEM ? MT_ENOMEM : MT_EZMQ, "sending the request: %s",
                        zmq_strerror(err));
     }
@@ -259,11 +270,23 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
     }
     for (;;) {
         double left = deadline - mt_now();
-        zmq_pollitem_t item = {c->predict_socket, 0, ZMQ_POLLIN, 0};
+        zmq_pollitem_t items[2] = {{c->predict_socket, 0, ZMQ_POLLIN, 0},
+                                   {c->predict_monitor, 0, ZMQ_POLLIN, 0}};
         int ready = 0;
         if (left > 0) {
             long ms = mt_ms(left); /* (capped: the loop looks at the deadline again) */
-            while ((ready = zmq_poll(&item, 1, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
+            while ((ready = zmq_poll(items, 2, ms < 1 ? 1 : ms)) < 0 && errno == EINTR) continue;
+        }
+        if (ready > 0 && !(items[0].revents & ZMQ_POLLIN)) {
+            if (mt_watch_lost(c)) {
+                /* The connection the request went on is gone: its answer cannot come (a
+                 * new connection is another peer to the trainer's socket). */
+                st = mt_gone(c, "the connection to the trainer's serving endpoint %s was lost "
+                                "while the request waited for its answer (the trainer "
+                                "stopped or died)", c->predict_endpoint);
+                break;
+            }
+            continue; /* (other events) */
         }
         if (ready < 0 || (err = ready > 0 ? mt_reply_receive(c->predict_socket, r) : EAGAIN) != 0) {
             if (ready < 0) err = errno;
@@ -275,6 +298,7 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
         }
         bool mine;
         st = mt_reply_take(c, r, outputs, n_outputs, version, &mine);
+        if (mine && st != MT_EREPLY) c->backoff = 0; /* (a trainer answers there) */
         mt_reply_close(r);
         if (st == MT_EREPLY) mt_predict_release(c);
         if (st != MT_OK || mine) break;

@@ -299,6 +299,15 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
         int got = read_serving(dir, c->simulation_id, c->run_id, out, why, sizeof why);
         if (got != 0) {
             st = got > 0 ? MT_OK : mt_fail(c, MT_ENOMEM, "out of memory");
+            c->served_there = c->served_there || got > 0;
+            break;
+        }
+        if (c->served_there) {
+            /* Waiting for a serve file is for a trainer not started yet. One that served
+             * this simulation and removed its file has stopped: fall back now, and look
+             * again after the backoff (a trainer resumed). */
+            st = mt_gone(c, "no serving endpoint in '%s': %s (the trainer that served this "
+                            "simulation stopped)", dir, why);
             break;
         }
         double left = deadline - mt_now();

@@ -21,7 +21,8 @@ typedef struct mt_serve_entry {
  * $MELISSA_TRAINER_SERVE_KEY, if set: MT_EENV when it is not a 40-character key), else
  * the rendezvous directory (its serve file's key), polled until
  * `deadline` (monotonic seconds; `timeout` for the message). MT_ETIMEDOUT when none was
- * published in time, MT_EENV when nothing says where to look. */
+ * published in time, or at once (mt_gone) when one was found there before (its trainer
+ * removed it: it stopped), MT_EENV when nothing says where to look. */
 mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_serve_entry *out);
 void mt_serve_entry_free(mt_serve_entry *e);
 void mt_specs_free(mt_spec *specs, size_t n);
@@ -47,5 +48,23 @@ mt_status mt_reply_take(mt_client *c, mt_reply *r, mt_output *out, size_t n_out,
  * shape as Python writes a tuple ("(4,)"). */
 uint64_t mt_elements(int ndim, const uint64_t *shape);
 void mt_shape_text(int ndim, const uint64_t *shape, char *out, size_t size);
+
+/* predict_watch.c: a trainer gone, told by the prediction socket's monitor. */
+/* Watch `s` (made, not connected yet): its monitor in c->predict_monitor. MT_EZMQ. */
+mt_status mt_watch_start(mt_client *c, void *s);
+/* Stop and close the monitor (before the socket closes: mt_predict_release). */
+void mt_watch_stop(mt_client *c);
+/* Read the monitor's waiting events: whether one says the connection dropped. */
+bool mt_watch_lost(mt_client *c);
+/* Wait until c->predict_socket has a live connection to send on (ZMQ_IMMEDIATE), up to
+ * `deadline` (`timeout`: its seconds, for the message): MT_OK; MT_ETIMEDOUT, the socket
+ * released, at once when the endpoint refuses the connection (mt_gone), else at the
+ * deadline; MT_EZMQ. */
+mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout);
+/* The trainer is gone (why: printf's format): release the socket, start or double the
+ * backoff, during which requests fail without dialling; MT_ETIMEDOUT, saying why. */
+mt_status mt_gone(mt_client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* MT_ETIMEDOUT, at once, for a request in the backoff of an earlier mt_gone; else MT_OK. */
+mt_status mt_backoff_check(mt_client *c);
 
 #endif

@@ -1,0 +1,141 @@
+/* predict_watch.c: a trainer gone is not waited for (melissa_trainer/client/predict.py
+ * Predictor: the same rules, the same messages). The prediction socket has a monitor:
+ * a connection attempt refused (nothing listens there: a dead trainer's port) fails a
+ * request waiting to send at once, and a connection dropped fails a request waiting
+ * for its answer at once (its answer cannot come: a new connection is another peer to
+ * the trainer's socket), both MT_ETIMEDOUT, the status to fall back from. After such a
+ * failure, the requests of a backoff (0.05 s, doubling to 1 s while the trainer stays
+ * away) fail at once without dialling: no socket per request while the trainer is away
+ * (a solver asking in a loop would make thousands a second and run out of file
+ * descriptors). Only an unreachable host (a node gone) takes the whole timeout. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+#include "serve.h"
+
+#define HANDSHAKE_FAILED                                                                  \
+    (ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |         \
+     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+/* a connection attempt that failed (refused), an established connection dropped */
+#define GONE (ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED)
+#define BACKOFF_FIRST 0.05
+#define BACKOFF_MOST 1.0
+
+mt_status mt_watch_start(mt_client *c, void *s) {
+    char address[96];
+    int zero = 0;
+    snprintf(address, sizeof address, "inproc://mt-predict-%p-%u", (void *)c,
+             c->predict_monitors++); /* (an address is freed only once its socket is reaped) */
+    if (zmq_socket_monitor(s, address, HANDSHAKE_FAILED | GONE) != 0)
+        return mt_fail(c, MT_EZMQ, "zmq_socket_monitor: %s", zmq_strerror(errno));
+    void *m = zmq_socket(c->zctx, ZMQ_PAIR);
+    /* RCVHWM 0 (unbounded), as handshake.c's: the monitor is read only during a request,
+     * and libzmq's I/O thread blocks on a full one (between requests a socket whose
+     * trainer died queues about 10 small events a second, read at the next request). */
+    if (m == NULL || zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_setsockopt(m, ZMQ_RCVHWM, &zero, sizeof zero) != 0 || zmq_connect(m, address) != 0) {
+        mt_status st = mt_fail(c, MT_EZMQ, "the serving socket's monitor: %s",
+                               zmq_strerror(errno));
+        if (m != NULL) zmq_close(m);
+        zmq_socket_monitor(s, NULL, 0);
+        return st;
+    }
+    c->predict_monitor = m;
+    return MT_OK;
+}
+
+void mt_watch_stop(mt_client *c) {
+    if (c->predict_monitor == NULL) return;
+    if (c->predict_socket != NULL) zmq_socket_monitor(c->predict_socket, NULL, 0);
+    zmq_close(c->predict_monitor);
+    c->predict_monitor = NULL;
+}
+
+/* The next waiting event of the monitor (0: none). */
+static uint16_t next_event(mt_client *c) {
+    uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
+    int n;
+    while ((n = zmq_recv(c->predict_monitor, frame, sizeof frame, ZMQ_DONTWAIT)) < 0 &&
+           errno == EINTR)
+        continue;
+    if (n < 0) return 0;
+    char address[256];
+    while (zmq_recv(c->predict_monitor, address, sizeof address, 0) < 0 && errno == EINTR)
+        continue; /* (always follows) */
+    uint16_t event = 0;
+    if (n >= 2) memcpy(&event, frame, sizeof event);
+    return event;
+}
+
+bool mt_watch_lost(mt_client *c) {
+    bool lost = false;
+    uint16_t event;
+    while (c->predict_monitor != NULL && (event = next_event(c)) != 0)
+        lost = lost || event == ZMQ_EVENT_DISCONNECTED;
+    return lost;
+}
+
+mt_status mt_gone(mt_client *c, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->gone_why, sizeof c->gone_why, fmt, ap);
+    va_end(ap);
+    mt_predict_release(c);
+    double doubled = 2 * c->backoff;
+    c->backoff = c->backoff == 0 ? BACKOFF_FIRST : doubled < BACKOFF_MOST ? doubled : BACKOFF_MOST;
+    c->retry_at = mt_now() + c->backoff;
+    return mt_fail(c, MT_ETIMEDOUT, "%s; the next request looks the endpoint up again",
+                   c->gone_why);
+}
+
+mt_status mt_backoff_check(mt_client *c) {
+    double now = mt_now();
+    if (c->predict_socket != NULL || now >= c->retry_at) return MT_OK;
+    return mt_fail(c, MT_ETIMEDOUT, "%s (at an earlier request; the next attempt in %.2f s at "
+                                    "most)", c->gone_why, c->retry_at - now);
+}
+
+mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout) {
+    bool refused = false, handshake = false;
+    for (;;) {
+        double left = deadline - mt_now();
+        zmq_pollitem_t items[2] = {{c->predict_socket, 0, ZMQ_POLLOUT, 0},
+                                   {c->predict_monitor, 0, ZMQ_POLLIN, 0}};
+        int ready = 0;
+        if (left > 0) {
+            long ms = mt_ms(left); /* (capped: the loop looks at the deadline again) */
+            while ((ready = zmq_poll(items, 2, ms < 1 ? 1 : ms)) < 0 && errno == EINTR)
+                continue;
+        }
+        if (ready < 0) {
+            mt_status st = mt_fail(c, MT_EZMQ, "zmq_poll: %s", zmq_strerror(errno));
+            mt_predict_release(c);
+            return st;
+        }
+        if (items[0].revents & ZMQ_POLLOUT) return MT_OK;
+        uint16_t event;
+        while ((event = next_event(c)) != 0) {
+            if (event & GONE) refused = refused || event == ZMQ_EVENT_CONNECT_RETRIED;
+            else handshake = true;
+        }
+        /* Nothing listens there (a dead trainer's port refuses at once): fall back now,
+         * not at the timeout; ZeroMQ would retry every 0.1 s in vain until then. After a
+         * handshake failure (a CURVE key the server does not take), the retries are the
+         * handshake's: that waits for the timeout, as before. */
+        if (refused && !handshake)
+            return mt_gone(c, "the trainer's serving endpoint %s refused the connection: "
+                              "nothing listens there (the trainer is gone or restarting)",
+                           c->predict_endpoint);
+        if (left <= 0) {
+            mt_predict_release(c);
+            return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "
+                                            "within %s s (the trainer is gone or restarting)",
+                           timeout);
+        }
+    }
+}

@@ -1,0 +1,263 @@
+"""The C client's `mt_predict` when the trainer's process is gone (SIGKILL, SIGTERM):
+the request falls back (`MT_ETIMEDOUT`) as soon as the connection says so, not at the
+end of its timeout, as the Python client's `Predictor` does
+(tests/client/test_predict_trainer_gone.py, whose scenarios these are).
+
+Found in the guide (docs/how-to/serve-while-training.md): after a SIGKILL or a clean stop
+of the trainer each C request waited its whole timeout. Now a request whose connection
+drops while it waits, and one whose endpoint refuses the connection (a dead trainer's
+port), return `MT_ETIMEDOUT` at once, saying which; after a trainer that served this
+simulation removed its serve file (a clean stop), requests fail at once too; for a
+backoff after such a failure (0.05 s doubling to 1 s), requests fail without dialling
+(no socket per request: a solver asking in a loop does not run out of descriptors); a
+trainer that comes back is found again. A server that refuses the client's CURVE
+handshake is not taken for a trainer gone (its port answers): that still waits.
+
+Real processes and sockets: the C client is `mt_script` (clients/c/tests/mt_script.c),
+the server a `PredictServer` in a process of its own, killed with SIGKILL or SIGTERM.
+Every request is given `LONG` seconds, more than the test's own timeout: a request that
+waits for its timeout fails the test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import zmq
+from c_driver import script_exe  # noqa: F401 (a fixture)
+from compiled import c_client  # noqa: F401 (a fixture)
+from predict_script import (  # noqa: F401 (fixtures)
+    MT_ETIMEDOUT,
+    Script,
+    dead_endpoint,
+    outputs_of,
+    sink,
+    start_lines,
+    zctx,
+)
+from predict_server import answering_server
+
+from melissa_trainer.stream.serving_rendezvous import read_serving
+
+pytestmark = pytest.mark.e2e  # every test here starts a process
+
+#: longer than the tests' own timeouts: a request that waits for it fails the test
+LONG = 120
+ASK = ["input u 1 1 4 : 1 1 1 1", "output y 1 4"]
+
+SERVER = """
+import os, signal, sys
+import numpy as np
+from melissa_trainer.stream.serving import PredictServer
+
+srv = PredictServer({"u": ((4,), "float32")}, rendezvous_dir=os.environ["RV"])
+signal.signal(signal.SIGTERM, lambda *_: (srv.stop(), sys.exit(143)))  # a clean stop
+srv.start()
+srv.serving = True
+print(srv.endpoint, flush=True)
+version, hold = int(os.environ["VERSION"]), os.environ.get("HOLD") == "1"
+answered = 0
+while True:
+    if srv.wait_pending(0.1):
+        for p in srv.take(8):
+            if hold and answered:  # the second request is held: a trainer busy with it
+                print("holding", flush=True)
+                continue
+            srv.answer(p, {"y": 2 * p.request.arrays["u"] + version}, version)
+            answered += 1
+"""
+
+
+def start_server(tmp_path: Path, version: int, hold: bool) -> tuple[subprocess.Popen[str], str]:
+    """A serving process publishing in ``tmp_path/rv``, and its endpoint."""
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    env = {**os.environ, "RV": str(tmp_path / "rv"), "VERSION": str(version)}
+    env["HOLD"] = "1" if hold else "0"
+    proc = subprocess.Popen(
+        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert proc.stdout is not None
+    return proc, proc.stdout.readline().strip()
+
+
+def ask(script: Script) -> tuple[int, str, list[str]]:
+    """One request of `LONG` seconds: its status, message and output lines."""
+    lines = script.wait(script.send(f"predict {LONG}"))
+    code, _, message = lines[-1].partition(" ")
+    return int(code), message.strip(), lines
+
+
+def answered_again(script: Script) -> int:
+    """Ask until answered (the requests of a backoff fail at once, saying so): the
+    version of the answer."""
+    while True:
+        code, message, lines = ask(script)
+        if code == 0:
+            return outputs_of({0: lines}, 0)[0]
+        assert code == MT_ETIMEDOUT and "at an earlier request" in message, message
+
+
+@pytest.mark.timeout(60)
+def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    first, endpoint = start_server(tmp_path, 1, hold=True)
+    second = None
+    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
+    try:
+        script.send(*start_lines(sink, sim=0), *ASK)
+        code, message, lines = ask(script)
+        assert (code, outputs_of({0: lines}, 0)[0]) == (0, 1), message
+        waiting = script.send(f"predict {LONG}")
+        assert first.stdout is not None and first.stdout.readline().strip() == "holding"
+        first.send_signal(signal.SIGKILL)  # while the request waits for its answer
+        first.wait()
+        held, _, message = script.wait(waiting)[-1].partition(" ")
+        # (before the fix: LONG seconds, past the test's timeout)
+        assert int(held) == MT_ETIMEDOUT, message
+        assert "was lost while the request waited" in message and endpoint in message
+
+        # The dead trainer's serve file stays (SIGKILL): its port refuses the
+        # connection; the next requests fail at once (the backoff's, or the refusal's).
+        entry, _ = read_serving(tmp_path / "rv", 0, None)
+        assert entry is not None and entry["endpoint"] == endpoint
+        for _ in range(3):
+            code, message, _ = ask(script)
+            assert code == MT_ETIMEDOUT, message
+            assert "at an earlier request" in message or "refused the connection" in message
+
+        second, endpoint2 = start_server(tmp_path, 2, hold=False)  # a trainer again
+        assert endpoint2 != endpoint
+        assert answered_again(script) == 2
+        script.finish()
+    finally:
+        script.kill()
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(60)
+def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """SIGTERM: the trainer removes its serve file and closes its socket. The requests
+    after that had each waited their whole timeout (for a connection, then for a serve
+    file, as for a trainer not started yet); a simulation that was served there knows
+    better: it falls back at once, and finds a trainer that comes back."""
+    first, endpoint = start_server(tmp_path, 1, hold=False)
+    second = None
+    script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path / "rv")})
+    try:
+        script.send(*start_lines(sink, sim=0), *ASK)
+        assert ask(script)[0] == 0
+        first.send_signal(signal.SIGTERM)
+        assert first.wait() == 143
+        assert read_serving(tmp_path / "rv", 0, None)[0] is None  # its file removed
+        code, message, _ = ask(script)  # the socket's connection was dropped: refused
+        assert code == MT_ETIMEDOUT and "refused the connection" in message, message
+        assert endpoint in message
+        while True:  # (the backoff's requests, then one that looks at the rendezvous)
+            code, message, _ = ask(script)
+            assert code == MT_ETIMEDOUT, message
+            if "at an earlier request" not in message:
+                break
+        assert "the trainer that served this simulation stopped" in message, message
+        second, _ = start_server(tmp_path, 2, hold=False)
+        assert answered_again(script) == 2
+        script.finish()
+    finally:
+        script.kill()
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(120)
+def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+) -> None:
+    """A solver asking in a loop while its trainer is gone. After a failure that found
+    the trainer gone, the requests of the backoff fail at once without dialling (their
+    message says so; one that dialled says the connection was refused); and a request
+    that dials leaves no descriptor behind (its socket and its monitor closed): under
+    a limit of 256 open files, 400 requests that each dial (setting the endpoints again
+    ends a backoff) all fall back, none fails for want of a descriptor."""
+    gone = dead_endpoint()
+    script = Script(script_exe, max_files=256)
+    try:
+        script.send(*start_lines(sink, sim=0), f"serve {gone}", *ASK)
+        first = script.line + 1
+        asked = script.send(*[f"predict {LONG}"] * 1000)
+        dialled = script.line + 2
+        redialled = script.send(*[f"serve {gone}", f"predict {LONG}"] * 400)
+        lines, _ = script.finish()
+    finally:
+        script.kill()
+    loop = [lines[n][-1] for n in range(first, asked + 1)]
+    assert all(line.startswith(f"{MT_ETIMEDOUT} ") for line in loop), set(loop)
+    # (a backoff's message repeats why: the dial's, "... refused the connection ...")
+    waits = sum("at an earlier request" in line for line in loop)
+    dials = sum(
+        "refused the connection: nothing listens there" in line
+        and "at an earlier request" not in line
+        for line in loop
+    )
+    assert dials + waits == len(loop) and dials >= 1
+    # (a dial per request would be 1000; the backoff, of 0.05 s and more, lets through
+    # one dial per backoff elapsed, a handful over a loop of microseconds a request)
+    assert dials < len(loop) // 2, dials
+    each = [lines[n][-1] for n in range(dialled, redialled + 1, 2)]
+    assert len(each) == 400
+    assert all(line.startswith(f"{MT_ETIMEDOUT} ") for line in each), set(each)
+    assert not any("at an earlier request" in line for line in each), set(each)
+    assert all("refused the connection" in line for line in each), set(each)
+
+
+@pytest.mark.timeout(60)
+def test_a_server_that_refuses_the_handshake_is_not_taken_for_a_trainer_gone(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A CURVE server given a key that is not its own: its port accepts the connection
+    and closes it during the handshake, and ZeroMQ retries. That is not "nothing
+    listens there": the request waits its timeout (1 s here), as before, saying so,
+    and no backoff follows (the next request dials again)."""
+    wrong = zmq.curve_keypair()[0].decode("ascii")
+    with answering_server(tmp_path, curve=True) as (server, _):
+        env = {
+            "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or "",
+            "MELISSA_TRAINER_SERVE_KEY": wrong,
+        }
+        script = Script(script_exe, env)
+        try:
+            script.send(*start_lines(sink), *ASK)
+            first = script.send("predict 1")
+            second = script.send("predict 1")
+            lines, _ = script.finish()
+        finally:
+            script.kill()
+    for n in (first, second):
+        code, _, message = lines[n][-1].partition(" ")
+        if "built without" in message:
+            pytest.skip(f"the C client's libzmq: {message}")
+        assert int(code) == MT_ETIMEDOUT, message
+        assert message.strip() == (
+            "no connection to the trainer's serving endpoint within 1.0 s "
+            "(the trainer is gone or restarting)"
+        )
+    assert server.telemetry().get("requests", 0) == 0  # (none got through)

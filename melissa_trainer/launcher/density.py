@@ -121,10 +121,11 @@ class DensitySampler(AdaptiveSampler):
             observations the density of a parameter the loss ignores is noise.
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
             number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
-        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters, else
-            None (`contrast_for`). None: every draw's unwarped parameters follow
-            Beta(`edge`, `edge`); a
-            number in (0, 10]: in a draw inside the high-loss region (`hardness` h,
+        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters (and
+            below `edge`), else None (`contrast_for`). None: every draw's unwarped
+            parameters follow Beta(`edge`, `edge`); a number in (0, `edge`] (at most 10;
+            above `edge` it is refused: it would push them towards the middle, the
+            opposite): in a draw inside the high-loss region (`hardness` h,
             from 0 outside to 1 at the density's peak) they follow Beta(e, e), ``e =
             edge^(1 - h) x contrast^h`` (below `edge`: nearer their bounds, the largest
             contrasts between them, where the worst held-out simulations were in
@@ -171,7 +172,7 @@ class DensitySampler(AdaptiveSampler):
         #: the varying parameters' columns (read-only; every draw reads them)
         self._columns = np.flatnonzero(self._varying)
         self._columns.flags.writeable = False
-        self.contrast = contrast_for(contrast, len(self._columns))
+        self.contrast = contrast_for(contrast, len(self._columns), self.edge)
         #: per varying parameter, the pure high-loss density on the grid where the warp
         #: bends it (the parameters with the evidence), else None (`warp` sets it)
         self._hard: list[np.ndarray | None] = []

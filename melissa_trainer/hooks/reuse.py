@@ -153,12 +153,12 @@ def _draws_apart(trained: int, got: int, num_processes: int) -> str:
         if got > trained:
             return (
                 f"; {got} drawn from the buffer: the last {got - trained} were drawn ahead "
-                "of the stop and not trained on (a checkpoint keeps them: a resume trains "
-                "on them first)"
+                "of the stop and not trained on (a checkpoint written at the stop keeps "
+                "them: a resume trains on them first)"
             )
         return f"; {got} drawn from the buffer"  # (not met: one rank never pads)
     return (
         f"; {got} drawn from the buffers: a rank whose data ran out first trains "
         "on its last batches again until every rank's has, and batches drawn ahead "
-        "of a stop are not trained on (a checkpoint keeps them)"
+        "of a stop are not trained on (a checkpoint written at the stop keeps them)"
     )

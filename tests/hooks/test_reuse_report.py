@@ -171,8 +171,11 @@ def test_one_rank_names_the_batches_drawn_ahead_of_a_stop_in_its_own_terms(
     on. The line says so in one rank's terms, never the padding of a rank "whose data
     ran out first" (a one-rank run SIGTERMed printed the two-rank reasons). The oracle:
     the hook's stop step and the window size give the steps trained and the batches
-    drawn ahead; the dataset still holds exactly those."""
+    drawn ahead; the dataset still holds exactly those, and so does the checkpoint
+    written at the stop."""
     from melissa_trainer import Hook, TrainerControl
+    from melissa_trainer.checkpoint.paths import latest_checkpoint, rank_path
+    from melissa_trainer.core.pending_file import read_pending
 
     window, batch = 4, 8
 
@@ -183,7 +186,7 @@ def test_one_rank_names_the_batches_drawn_ahead_of_a_stop_in_its_own_terms(
 
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"), report_to="none", disable_progress_bar=True,
-        save_at_end=False, batch_size=batch, stop_sync_steps=window, buffer="fifo",
+        save_at_end=True, batch_size=batch, stop_sync_steps=window, buffer="fifo",
     )  # fmt: skip
     model = small_model(0)
     trainer = OnlineTrainer(
@@ -200,6 +203,11 @@ def test_one_rank_names_the_batches_drawn_ahead_of_a_stop_in_its_own_terms(
     assert (
         f"({trained} samples trained on, of {N} inserted, all ranks; {trained + ahead} drawn "
         f"from the buffer: the last {ahead} were drawn ahead of the stop and not trained on "
-        "(a checkpoint keeps them: a resume trains on them first))"
+        "(a checkpoint written at the stop keeps them: a resume trains on them first))"
     ) in out
     assert "ran out first" not in out and "every rank" not in out
+    # the checkpoint written at the stop keeps the batches drawn ahead, as the line says
+    checkpoint = latest_checkpoint(trainer.checkpoint_root)
+    assert checkpoint is not None
+    pending = read_pending(rank_path(checkpoint, 0))
+    assert sum(len(b) for b in pending) == ahead

@@ -211,9 +211,9 @@ class DensitySampler(DensityState):
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
         """A simulation given up (`Sampler.failed`): one more replacement is due. Once
-        the whole planned design is drawn, each draw due as a replacement fills the
-        largest gap of the draws so far (`replacement`) instead of starting a design
-        past the budget (module docstring)."""
+        the whole planned design is drawn, each draw due as a replacement is a point of
+        the design's space whose nearest draw was not given up (`density_replace`),
+        not a point of a design past the budget."""
         self._failed.append(self._unit(parameters)[self._varying].tolist())
 
     @property

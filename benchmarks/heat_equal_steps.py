@@ -95,7 +95,7 @@ def train(
     decay_from: float = 0.0,
 ) -> tuple[torch.nn.Module, float]:  # fmt: skip
     """`steps` Adam steps of `setup`'s model on `batches(step) -> (x, y)`, the learning
-    rate held to `decay_from` of the steps, then decayed (`heat_pipelines.learning_rate`);
+    rate held to `decay_from` of the steps, then decayed (`heat_shared.learning_rate`);
     the model and its validation MSE (K^2)."""
     torch.manual_seed(setup.seed)  # (make_model seeds it too: the same initial weights)
     model = hp.make_model(setup)
@@ -158,7 +158,7 @@ def online(
     config = dataclasses.replace(args.buffer_config(), draw_choices=draw_choices,
                                  evict_choices=evict_choices)  # fmt: skip
     buffer = make_buffer(config, columnar=True)
-    process_batch = hp._process_batch(setup.time_steps)
+    process_batch = hp.make_process_batch(setup.time_steps)
     put = 0
     streamed = max(1, round(stream_fraction * steps))  # the steps the stream lasts
 

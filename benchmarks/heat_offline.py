@@ -8,7 +8,7 @@ always) it is read once into two tensors (inputs and targets, the read inside th
 timed training) and each batch is one index of them, with no per-sample Python and no
 DataLoader (`loader="memory"`); otherwise a standard `torch.utils.data.DataLoader`
 over the memory-mapped files (`loader="mmap"`, `Setup.loader_workers` workers). The
-shared parts (model, features, learning-rate rule, validation) are `heat_pipelines`'.
+shared parts (model, features, learning-rate rule, validation) are `heat_shared`'.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from heat_pipelines import (
+from heat_shared import (
     POLL,
     Run,
     Setup,

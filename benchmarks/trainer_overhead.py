@@ -243,7 +243,7 @@ def measure_heat(rounds: int, steps: int) -> tuple[float, float]:
     def ours(out: str) -> float:
         AcceleratorState._reset_state(reset_partial_state=False)
         GradientState._reset_state()
-        trainer = hp._trainer(setup, Path(out), Prefilled(samples), max_steps=steps,
+        trainer = hp.online_trainer(setup, Path(out), Prefilled(samples), max_steps=steps,
                               sample_to_insert_ratio=0)  # fmt: skip
         clock = CpuClock()
         trainer.hooks.add(clock)

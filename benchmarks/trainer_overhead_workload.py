@@ -52,7 +52,7 @@ def make_model(seed: int = 0) -> torch.nn.Module:
 
 class Prefilled(Source):
     """Puts the samples into the buffer at start and never closes it; with the trainer's
-    ingest transform (the heat case's features, `heat_pipelines._trainer`), each sample
+    ingest transform (the heat case's features, `heat_pipelines.online_trainer`), each sample
     transformed as it is put, at start: before the timed loop, as offline computes its
     features before its own."""
 

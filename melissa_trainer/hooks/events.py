@@ -68,7 +68,10 @@ class Event(str, Enum):
         if preempted: PREEMPTED                   # a study then stops without waiting
         stop the source (the simulations)
         TRAIN_END                                 # everything is done: requests left
-                                                  # unperformed are warned about
+                                                  # unperformed are warned about; the
+                                                  # SimulationLossTracker (first) reduces
+                                                  # the steps since its last reduction:
+                                                  # SIMULATION_LOSSES
         if preempted: raise Preempted             # exit code 128 + signal number
         (always, also on an exception: stop the source, close every hook, restore the
          signal handlers; an exception skips the events not reached, TRAIN_END included)

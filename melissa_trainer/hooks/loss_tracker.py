@@ -8,7 +8,14 @@ listen, the trainer calls their `SimulationLosses.record` itself, all this hook'
 `on_sample_losses` does, without the event) and, every `steps`
 steps, in its STEP_END (fired on every rank at the same step), reduces them over ranks
 (a collective) and fires SIMULATION_LOSSES with the simulations that changed, which
-every hook sees (a `Study` with an adaptive sampler feeds them to its launcher).
+every hook sees (a `Study` with an adaptive sampler feeds them to its launcher). At
+TRAIN_END (every rank, after the last checkpoint) it reduces once more, the steps since
+its last reduction, so that what is read after `train()`
+(`OnlineTrainer.simulation_losses`) holds every sample trained on, not the statistics
+of up to `steps` - 1 steps before the end. That last period is shorter than the others
+and closes after every checkpoint of the run: a resume continues the periods of the
+checkpoint, as a run never stopped would (a checkpoint written by hand after `train()`
+holds it: its resume is not that of a run never stopped).
 
 It is installed by `hooks.trainer_hooks` when ``simulation_loss_steps > 0``, or given
 by the source (an adaptive `Study`), first among the hooks: SIMULATION_LOSSES then
@@ -101,6 +108,20 @@ class SimulationLossTracker(Hook):
         """Every `steps` steps: reduce (a collective, on every rank at this step) and
         fire SIMULATION_LOSSES with the simulations that changed, if any."""
         if state.global_step % self.steps:
+            return
+        updated = self.losses.reduce(state.global_step)
+        if updated:
+            trainer.hooks.fire(Event.SIMULATION_LOSSES, trainer, state, control, updated)
+
+    def on_train_end(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        """Reduce the steps since the last reduction (a collective: TRAIN_END is fired
+        on every rank) and fire SIMULATION_LOSSES with the simulations that changed:
+        the statistics read after `train()` are complete (module docstring). After the
+        source stopped: a study's sampler hears of them, its study is over. None when
+        this step's STEP_END reduced (on every rank alike: nothing is left)."""
+        if state.global_step % self.steps == 0:
             return
         updated = self.losses.reduce(state.global_step)
         if updated:

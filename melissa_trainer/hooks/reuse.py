@@ -87,12 +87,9 @@ def reuse_report(
 
     The mean reuse is ``state.total_samples_seen / buffer_put`` of the last log
     (samples trained on / samples inserted, summed over ranks, replays of pseudo-epochs
-    included). The samples trained on are not always the draws (``buffer_got``):
-    under several ranks, a rank whose data ran out first trains on its last batches
-    again until every rank's has (`StreamDataset.pad`: trained on, not drawn), and the
-    batches drawn ahead of a stop are not trained on; the line then gives both, and why
-    (a two-rank run once said "after 130 steps on 4146 samples" in one line and "4130
-    draws" in the next, unexplained). The
+    included). The samples trained on are not always the draws (``buffer_got``): the
+    line then gives both, and why (`_draws_apart`; a two-rank run once said "after 130
+    steps on 4146 samples" in one line and "4130 draws" in the next, unexplained). The
     warning is given when it is below `REUSE_WARNING_BELOW` and the run ended because
     the data ran out (`state.stream_ended`), not at `max_steps`, by a hook's stop or by
     preemption: those runs chose their length. `ended` says how the run ended, at the
@@ -108,11 +105,7 @@ def reuse_report(
         f"times on average ({trained} samples trained on, of {put:.0f} inserted, all ranks"
     )
     if trained != round(got):
-        line += (
-            f"; {got:.0f} drawn from the buffers: a rank whose data ran out first trains "
-            "on its last batches again until every rank's has, and batches drawn ahead "
-            "of a stop are not trained on"
-        )
+        line += _draws_apart(trained, round(got), num_processes)
     line += ")"
     if not state.stream_ended or reuse >= REUSE_WARNING_BELOW:
         return line, None
@@ -144,3 +137,28 @@ def reuse_report(
         "stream with --pseudo_epochs N"
     )
     return line, warning
+
+
+def _draws_apart(trained: int, got: int, num_processes: int) -> str:
+    """The end-of-run line's clause when the samples trained on (`trained`) are not the
+    buffers' draws (`got`), in the terms of the run. The batches the trainer drew ahead
+    of a stop (the next stop synchronisation's window, `StreamDataset.prefetch`) are
+    drawn, not trained on; a checkpoint keeps them (`StreamDataset.save`), so a resume
+    trains on them first. Under several ranks, a rank whose data ran out first also
+    trains on its last batches again until every rank's has (`StreamDataset.pad`:
+    trained on, not drawn). One rank never pads: a one-rank run's only cause is the
+    first (a one-rank run SIGTERMed at 8 s once read "29632 drawn" against "29440
+    trained on", with the two-rank reasons)."""
+    if num_processes <= 1:
+        if got > trained:
+            return (
+                f"; {got} drawn from the buffer: the last {got - trained} were drawn ahead "
+                "of the stop and not trained on (a checkpoint written at the stop keeps "
+                "them: a resume trains on them first)"
+            )
+        return f"; {got} drawn from the buffer"  # (not met: one rank never pads)
+    return (
+        f"; {got} drawn from the buffers: a rank whose data ran out first trains "
+        "on its last batches again until every rank's has, and batches drawn ahead "
+        "of a stop are not trained on (a checkpoint written at the stop keeps them)"
+    )

@@ -297,6 +297,11 @@ def _density_drawn(sampler: DensitySampler) -> str:
         f"of {draws} draws, {draws - warped} before min_observations={sampler.min_observations} "
         f"losses were kept, {warped} with the high-loss warp"
     )
+    if sampler.replaced:  # (`density_replace`)
+        text += (
+            f" ({sampler.replaced} in place of simulations given up, where the nearest "
+            "draw had not failed)"
+        )
     if sampler.share == 0.0:
         return text + " (share=0: the design alone)"
     kept = len(sampler.observations)

@@ -27,6 +27,9 @@ how densely each parameter's range is covered:
   x density``: a monotone warp per parameter, so the draws stay stratified (one per
   stratum of the warped distribution) and no region gets less than ``1 - share`` of
   its design share. Below `min_observations` observations there is no density.
+- a simulation given up (`failed`) is replaced, once the design is all drawn, by a
+  point of the design's space whose nearest draw was not given up, not by a design
+  past the budget (`melissa_trainer.launcher.density_replace` says why and holds it).
 - `contrast` (issue 46, fourth round; default "auto": 0.25 above 6 varying parameters,
   none up to 6, where on tuning seeds it cost the mean 13%): a draw that the warp puts
   inside the high-loss region (its `hardness`) takes the parameters the warp leaves
@@ -54,7 +57,6 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
-from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.density_contrast import (
     CONTRAST,
     CONTRAST_FROM,
@@ -62,6 +64,8 @@ from melissa_trainer.launcher.density_contrast import (
     hardness,
     sharpen,
 )
+from melissa_trainer.launcher.density_replace import replacement, replacing
+from melissa_trainer.launcher.density_state import EDGE_BEFORE_CHECKED, DensityState
 from melissa_trainer.launcher.density_warp import (
     GRID,
     UNIT_GRID,
@@ -90,12 +94,8 @@ __all__ = [
     "trend_evidence",
 ]
 
-#: the `edge` of a state saved before `edge` was checked on load (states without it):
-#: the default it has had since the sampler was written (`DensitySampler._refuse_other`)
-EDGE_BEFORE_CHECKED = 0.7
 
-
-class DensitySampler(AdaptiveSampler):
+class DensitySampler(DensityState):
     """The optimised Latin hypercube of the budget, each parameter's range warped
     towards where the observed high-loss simulations lie (module docstring).
 
@@ -121,10 +121,11 @@ class DensitySampler(AdaptiveSampler):
             observations the density of a parameter the loss ignores is noise.
         tilt: None: the density is that of the top `quantile` (`high_loss_warp`); a
             number: ``exp(tilt x`` the loss profile ``)`` (`loss_tilt_warp`).
-        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters, else
-            None (`contrast_for`). None: every draw's unwarped parameters follow
-            Beta(`edge`, `edge`); a
-            number in (0, 10]: in a draw inside the high-loss region (`hardness` h,
+        contrast: "auto": `CONTRAST` above `CONTRAST_FROM - 1` varying parameters (and
+            below `edge`), else None (`contrast_for`). None: every draw's unwarped
+            parameters follow Beta(`edge`, `edge`); a number in (0, `edge`] (at most 10;
+            above `edge` it is refused: it would push them towards the middle, the
+            opposite): in a draw inside the high-loss region (`hardness` h,
             from 0 outside to 1 at the density's peak) they follow Beta(e, e), ``e =
             edge^(1 - h) x contrast^h`` (below `edge`: nearer their bounds, the largest
             contrasts between them, where the worst held-out simulations were in
@@ -171,7 +172,7 @@ class DensitySampler(AdaptiveSampler):
         #: the varying parameters' columns (read-only; every draw reads them)
         self._columns = np.flatnonzero(self._varying)
         self._columns.flags.writeable = False
-        self.contrast = contrast_for(contrast, len(self._columns))
+        self.contrast = contrast_for(contrast, len(self._columns), self.edge)
         #: per varying parameter, the pure high-loss density on the grid where the warp
         #: bends it (the parameters with the evidence), else None (`warp` sets it)
         self._hard: list[np.ndarray | None] = []
@@ -185,6 +186,12 @@ class DensitySampler(AdaptiveSampler):
         self.warped = 0
         #: `warp`'s last result: (what it depends on, its warps, `_hard`)
         self._warp_memo: tuple[Any, Any, tuple[np.ndarray | None, ...]] | None = None
+        #: the draws `plan` announced (None: unplanned, the design's size)
+        self._budget: int | None = None
+        #: the simulations given up (`failed`), over the varying parameters in the unit
+        #: cube as `_drawn`; and how many replacements were drawn for them
+        self._failed: list[list[float]] = []
+        self.replaced = 0
 
     def _new_design(self) -> Exploration:
         memory = None if self.candidates > 1 else 1000
@@ -198,13 +205,26 @@ class DensitySampler(AdaptiveSampler):
         now: its optimisation (seconds for a few hundred points) is then not paid on the
         launcher's thread while the trainer trains."""
         if self.position == 0:
+            self._budget = int(n_draws) if n_draws >= 1 else None
             self._design.plan(n_draws)
             self._design.prepare()
+
+    def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
+        """A simulation given up (`Sampler.failed`): one more replacement is due. Once
+        the whole planned design is drawn, each draw due as a replacement is a point of
+        the design's space whose nearest draw was not given up (`density_replace`),
+        not a point of a design past the budget."""
+        self._failed.append(self._unit(parameters)[self._varying].tolist())
+
+    @property
+    def failures(self) -> int:
+        """Simulations given up so far (`failed`)."""
+        return len(self._failed)
 
     @property
     def explored(self) -> int:
         """Draws made unwarped (too few observations, or ``share=0``)."""
-        return self._design.explored - self.warped
+        return self.position - self.warped
 
     def warp(self) -> list[tuple[np.ndarray, np.ndarray]] | None:
         """The current warp ``(cdf, grid)`` of each varying parameter: the design's
@@ -308,7 +328,11 @@ class DensitySampler(AdaptiveSampler):
                 [np.interp(drawn[:, j], grid, cdf) for j, (cdf, grid) in enumerate(warps)], 1
             )
             self._design.remember_only(latent)
-        unit = self._design.draw()
+        if replacing(self._design, self._budget, self.failures, self.replaced):
+            unit = replacement(self._design, index, self._drawn, self._failed, warps)
+            self.replaced += 1
+        else:
+            unit = self._design.draw()
         if warps is not None:
             latent = unit[columns].copy()
             # the columns the loss warp leaves alone all map through the design's
@@ -334,61 +358,3 @@ class DensitySampler(AdaptiveSampler):
         names = ("share", "quantile", "bandwidth", "min_observations", "tilt", "candidates",
                  "evidence", "edge", "contrast")  # fmt: skip
         return {name: getattr(self, name) for name in names}
-
-    def _refuse_other(self, state: Mapping[str, Any]) -> None:
-        """As `AdaptiveSampler._refuse_other`, `edge` included. A state saved before
-        `edge` was among the checked options (it was not written in the state then) is
-        read as saved with `EDGE_BEFORE_CHECKED`, the default `edge` has had since the
-        sampler exists: it resumes under that default, and is refused under another
-        (its draws would change after the resume). A run saved then with another
-        `edge` cannot be told apart: it is refused, or must be resumed with the
-        default."""
-        if "edge" not in state:
-            state = {**state, "edge": EDGE_BEFORE_CHECKED}
-        super()._refuse_other(state)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            **super().state_dict(),
-            "warped": self.warped,
-            "drawn": [list(point) for point in self._drawn],
-            "design_state": self._design.state_dict(),
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from a `state_dict()` of a sampler built with the same arguments.
-
-        Raises:
-            ValueError: a state of another kind or options, or a malformed part; nothing
-                changes then.
-        """
-        self._refuse_other(state)
-        warped, design_state = state.get("warped"), state.get("design_state")
-        if isinstance(warped, bool) or not isinstance(warped, int) or warped < 0:
-            raise ValueError(f"sampler state has an invalid warped count {warped!r}")
-        if not isinstance(design_state, Mapping):
-            raise ValueError(f"sampler state has no design_state: {design_state!r}")
-        design = self._new_design()
-        design.load_state_dict(design_state)
-        if design.explored != state.get("position") or warped > design.explored:
-            raise ValueError(
-                f"sampler state has {design.explored} design draws ({warped} warped), not "
-                f"its position {state.get('position')!r}"
-            )
-        drawn = state.get("drawn")
-        width = int(self._varying.sum())
-        if (
-            not isinstance(drawn, list)
-            or len(drawn) != design.explored
-            or not all(
-                isinstance(p, list)
-                and len(p) == width
-                and all(isinstance(v, float | int) for v in p)
-                for p in drawn
-            )
-        ):
-            raise ValueError(f"sampler state has malformed drawn points: {str(drawn)[:80]}")
-        super().load_state_dict(state)
-        self._design, self.warped = design, warped
-        self._unit_rows = {}
-        self._drawn = [[float(v) for v in p] for p in drawn]

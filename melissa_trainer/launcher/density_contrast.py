@@ -22,20 +22,38 @@ __all__ = ["CONTRAST", "CONTRAST_FROM", "contrast_for", "hardness", "sharpen"]
 CONTRAST, CONTRAST_FROM = 0.25, 7
 
 
-def contrast_for(option: float | str | None, varying: int) -> float | None:
-    """The `contrast` a `DensitySampler` with `varying` varying parameters uses for
-    `option` ("auto", None or a number in (0, 10]).
+def contrast_for(option: float | str | None, varying: int, edge: float = 0.7) -> float | None:
+    """The `contrast` a `DensitySampler` with `varying` varying parameters and this
+    `edge` uses for `option` ("auto", None or a number in (0, 10], at most `edge`).
+
+    `contrast` is where Beta(e, e)'s ``e`` goes, from `edge`, as a draw goes deeper into
+    the high-loss region: below `edge` the other parameters go nearer their bounds
+    (what it is for); above `edge` they would go towards the middle of their ranges,
+    the opposite, so a number above `edge` is refused (equal: no effect). "auto" is
+    `CONTRAST` from `CONTRAST_FROM` varying parameters on, but None where `edge` is
+    already at or below it (the design's marginal is then as near the bounds as the
+    contrast would put the draws, or nearer).
 
     Raises:
-        ValueError: another string, or a number out of range (the message names it).
+        ValueError: another string, a number out of range, or above `edge` (the message
+            names both fields and the fix).
     """
     if option == "auto":
-        return CONTRAST if varying >= CONTRAST_FROM else None
+        return CONTRAST if varying >= CONTRAST_FROM and edge > CONTRAST else None
     if option is None:
         return None
     if isinstance(option, str):
         raise ValueError(f"contrast={option!r}: use 'auto', None or a number in (0, 10]")
-    return bounded_number("contrast", option, 0.0, 10.0, low_open=True)
+    contrast = bounded_number("contrast", option, 0.0, 10.0, low_open=True)
+    if contrast > edge:
+        raise ValueError(
+            f"contrast={option!r} is above edge={edge!r}: where the loss is high, the "
+            f"parameters the loss warp leaves alone follow Beta(e, e) with e going from "
+            f"edge down to contrast, nearer their bounds; a contrast above edge would push "
+            f"them towards the middle of their ranges instead. Use contrast <= edge (e.g. "
+            f"contrast={min(CONTRAST, edge)!r}), raise edge, or contrast=None to turn it off"
+        )
+    return contrast
 
 
 def hardness(unit: np.ndarray, columns: np.ndarray, hard: list[np.ndarray | None]) -> float:

@@ -27,6 +27,7 @@ __all__ = [
     "EXPLORERS",
     "LHS_BLOCK",
     "LHS_MAX_BLOCK",
+    "REPLACEMENT_CANDIDATES",
     "Exploration",
     "candidates_for",
     "engine_for",
@@ -52,6 +53,9 @@ AUTO_SEQUENCE_DIMS = 3
 
 #: a sequence's gap-filling candidates when none are named (`candidates_for`)
 GAP_CANDIDATES = 16
+#: `Exploration.away_from`'s candidates (a replacement draw's: the first whose nearest
+#: draw did not fail; 256 leave one only where nearly every region holds a failure)
+REPLACEMENT_CANDIDATES = 256
 
 
 def candidates_for(engine: str, candidates: int | None) -> int:
@@ -227,6 +231,34 @@ class Exploration:
         design: np.ndarray = lhs.random(self.size)
         return design
 
+    def away_from(self, index: int, drawn: np.ndarray, failed: np.ndarray) -> np.ndarray:
+        """A point of the unit cube (all `dims` dimensions, the fixed ones 0), uniform
+        over the varying ones, whose nearest row of `drawn` (rows over the varying
+        dimensions: the points drawn so far) is not one of `failed` (rows as `drawn`'s,
+        among them: the points of simulations given up): the first such of
+        `REPLACEMENT_CANDIDATES` uniform points seeded with ``[seed, 47, index]`` (the
+        first of them if none is such). A solver that fails for some parameters usually
+        fails in a region: where the nearest draw failed, a new one is likelier to fail
+        too. Nothing of the design's state changes; no design is computed (a design
+        past the planned one costs seconds, `prepare`; this, well under a millisecond):
+        a sampler's replacement draws call it on the launcher's thread."""
+        point = np.zeros(self.dims)
+        width = int(self._varying.sum())
+        if width == 0:
+            return point
+        candidates = np.random.default_rng([self.seed, 47, index]).random(
+            (REPLACEMENT_CANDIDATES, width)
+        )
+        pick = 0
+        if len(drawn) and len(failed):
+            # (a failed row is also a row of `drawn`, up to rounding: equal distances,
+            # within it, make the nearest draw a failed one)
+            nearest = _nearest(candidates, drawn)
+            clear = np.flatnonzero(_nearest(candidates, failed) > nearest * (1 + 1e-9) + 1e-15)
+            pick = int(clear[0]) if len(clear) else 0
+        point[self._varying] = candidates[pick]
+        return point
+
     def gaps(self, points: np.ndarray) -> np.ndarray:
         """Each point's distance to its nearest remembered point (inf: none remembered)."""
         return self._gaps_varying(points[:, self._varying])
@@ -351,3 +383,10 @@ class Exploration:
                 raise ValueError(f"exploration state has a malformed point {item!r}")
             points.append(point)
         return points
+
+
+def _nearest(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Each of `points`' squared distance to its nearest row of `rows`."""
+    diff = points[:, None, :] - np.asarray(rows, dtype=np.float64)[None, :, :]
+    out: np.ndarray = np.min(np.sum(diff * diff, axis=2), axis=1)
+    return out

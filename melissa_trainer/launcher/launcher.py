@@ -25,7 +25,8 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   ended (with receivers reporting data, `start(data=...)`; otherwise exit 0). A
   non-zero exit, or no heartbeat progress for `simulation_timeout` s, kills and
   restarts the simulation (same id and parameters) up to `max_restarts` times; then
-  `on_failure` decides: "redraw", "abandon" or "raise"; and a study that gives up more
+  `on_failure` decides: "redraw", "abandon" or "raise" (the sampler is told of a
+  simulation given up: `Sampler.failed`); and a study that gives up more
   than ``(1 - min_finished_fraction)`` of its simulations fails. These bounds, and the
   timing, are `LauncherTuning` fields (`tuning`).
   `study_record.StudyRecord` has the state machine.
@@ -34,12 +35,9 @@ Policy, in short (the details are in `supervisor` and `worker_mode`):
   `atexit`); local jobs also die with the trainer if it is killed (PR_SET_PDEATHSIG);
   Slurm jobs end themselves when the trainer stops renewing their lease, and a
   restarted study cancels the jobs of the run before it (`Backend.begin_study`).
-* Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``),
-  appended to by its restarts; a study that starts afresh (not resumed) first moves the
-  job logs an earlier run left there to ``{log_dir}/previous-TIME/``, so that what a
-  failure report quotes of a log (its last lines, which blame the solver or the
-  sampler) is this run's. The ``melissa_trainer.launcher`` logger has a line per start,
-  end, restart and failure.
+* Logs: each job's output goes to ``{log_dir}/sim-{id}.log`` (or ``worker-{slot}.log``);
+  a fresh study first sets aside an earlier run's (`job_logs`). The
+  ``melissa_trainer.launcher`` logger has a line per start, end, restart and failure.
 
 Threading: `start` runs a supervisor thread, which alone starts, polls and kills jobs.
 `check`, `done`, `summary`, `state_dict` and `stop` may be called from any thread (they
@@ -61,7 +59,9 @@ from pathlib import Path
 from melissa_trainer.client import ENV_RUN_ID
 from melissa_trainer.common.checks import check_count
 from melissa_trainer.launcher.account import warn_static_sampler
+from melissa_trainer.launcher.backends import backend_of
 from melissa_trainer.launcher.backends.base import Backend, study_id
+from melissa_trainer.launcher.job_logs import set_aside_earlier_logs
 from melissa_trainer.launcher.launcher_record import LauncherRecord
 from melissa_trainer.launcher.reports import DataReport, LauncherError
 from melissa_trainer.launcher.samplers import ListSampler, Sampler
@@ -75,7 +75,8 @@ from melissa_trainer.launcher.worker_mode import (
     check_worker_bind,
 )
 
-__all__ = ["Launcher", "LauncherError", "LauncherTuning"]
+# (`set_aside_earlier_logs` is `job_logs`'; named here too, its import path before)
+__all__ = ["Launcher", "LauncherError", "LauncherTuning", "set_aside_earlier_logs"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -164,7 +165,7 @@ class Launcher(LauncherRecord):
             )
         sampler.plan(n_simulations)
         self._program = SimulationProgram(simulation, sampler.names, worker=worker)
-        self.backend = _backend(backend)
+        self.backend = backend_of(backend)
         if ranks_per_simulation > 1 and self.backend.name == "local":
             raise ValueError(
                 f"ranks_per_simulation={ranks_per_simulation} needs an MPI backend: "
@@ -372,34 +373,3 @@ class Launcher(LauncherRecord):
 def _still_closing(summary: Mapping[str, float]) -> bool:
     """Jobs alive, or exited with their data still due."""
     return summary["running"] + summary["exited"] > 0
-
-
-def _backend(backend: Backend | str) -> Backend:
-    if isinstance(backend, Backend):
-        return backend
-    if not isinstance(backend, str):
-        raise ValueError(f"backend must be a name or a Backend, not {backend!r}")
-    from melissa_trainer.launcher.backends import make_backend
-
-    return make_backend(backend)
-
-
-def set_aside_earlier_logs(log_dir: Path) -> Path | None:
-    """Move the job logs (``sim-*.log``, ``worker-*.log``) in `log_dir` to a new
-    ``previous-YYYYmmddTHHMMSSZ`` folder in it (nothing is deleted), and return it;
-    None if there are none. Without it a fresh run's jobs append to an earlier run's
-    logs, and a report quoting a log's last lines quotes that run's when the new
-    attempt printed nothing (a killed or silent solver): another run's error, blamed on
-    this one."""
-    earlier = sorted([*log_dir.glob("sim-*.log"), *log_dir.glob("worker-*.log")])
-    if not earlier:
-        return None
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    target, n = log_dir / f"previous-{stamp}", 1
-    while target.exists():
-        n += 1
-        target = log_dir / f"previous-{stamp}-{n}"
-    target.mkdir()
-    for path in earlier:
-        path.rename(target / path.name)
-    return target

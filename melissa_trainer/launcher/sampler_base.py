@@ -69,6 +69,22 @@ class Sampler(ABC):
         `n_simulations`). Ignored by default; `LatinHypercubeSampler(batch=None)` takes it
         as its design size."""
 
+    def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:  # noqa: B027
+        """Told that simulation `simulation_id`, drawn with `parameters`, was given up
+        for good: its restarts were used up and `LauncherTuning.on_failure` redraws
+        ("redraw": a replacement is drawn next, under a new id) or abandons it. The
+        launcher calls it under its lock, on its thread, before the replacement's
+        draw. This is all a sampler hears of failures: a failed attempt that is
+        restarted (the same id and parameters) is not told, and no loss comes with a
+        given-up simulation (an adaptive sampler observes one only if samples it sent
+        before failing were trained on: `AdaptiveSampler.observe`).
+
+        Ignored by default (the replacement is the sampler's next draw);
+        `DensitySampler`, once its planned design is drawn, replaces each by a point
+        whose nearest draw was not given up instead of starting a design past its
+        budget (`launcher.density_replace`). A sampler that keeps what it is told keeps
+        it in its `state_dict` (a resumed study is not told again)."""
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable: what is needed to continue the sequence."""
         return {

@@ -27,7 +27,8 @@ A simulation's states::
   attempt failed: "exit 0" alone is never success.
 * **finished**: its data is complete *and* its process ended. Only this counts as done.
 * **failed**: given up after `max_restarts` restarts and replaced by a redraw (a new id,
-  new parameters; a failed id is never reused).
+  new parameters; a failed id is never reused). The sampler is told (`Sampler.failed`)
+  before the replacement's draw, as it is of an abandoned one.
 * **abandoned**: given up (``on_failure="abandon"``); the study goes on without it.
 
 Without a data report (a `Launcher` used on its own) "exit 0" is all there is to go by:
@@ -278,9 +279,11 @@ class StudyRecord(StudyRecordState):
             )
         elif self.on_failure == "abandon":
             self._move(sid, "abandoned")
+            self.sampler.failed(sid, dict(record.parameters))
             return "abandon"
         else:
             self.redraws += 1
+            self.sampler.failed(sid, dict(record.parameters))  # before its replacement's draw
             return "redraw"
         return "raise"
 

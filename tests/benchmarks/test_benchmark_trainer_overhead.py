@@ -1,5 +1,5 @@
 """benchmarks/trainer_overhead.py --quick: every case runs, the heat workload's included
-(it failed from the day `heat_pipelines._trainer` gained an ingest transform, which the
+(it failed from the day `heat_pipelines.online_trainer` gained an ingest transform, which the
 benchmark's own prefilled source refused), and prints its rows (the figures are
 timings, not asserted)."""
 

@@ -360,11 +360,11 @@ def test_the_online_arms_features_at_ingest_are_the_per_draw_batches_bit_for_bit
         "time_step": rng.integers(0, 100, n),
         "temperature": rng.uniform(100.0, 500.0, (n, 32, 32)).astype(np.float32),
     }
-    stored = hp._ingest_features(100)(SampleBlock(raw))
+    stored = hp.ingest_features(100)(SampleBlock(raw))
     assert set(stored) == {"x", "y"}
     drawn = rng.permutation(n)[:32]
-    x, y = hp._process_batch(100)(SampleBlock({k: v[drawn] for k, v in raw.items()}))
-    gx, gy = hp._gather_features(SampleBlock({k: v[drawn] for k, v in stored.items()}))
+    x, y = hp.make_process_batch(100)(SampleBlock({k: v[drawn] for k, v in raw.items()}))
+    gx, gy = hp.gather_features(SampleBlock({k: v[drawn] for k, v in stored.items()}))
     assert torch.equal(gx, x) and torch.equal(gy, y)
 
 

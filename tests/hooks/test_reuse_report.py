@@ -161,3 +161,53 @@ def test_the_line_counts_the_samples_trained_on_and_names_other_draws() -> None:
     state.total_samples_seen = 4130  # as many trained on as drawn: nothing to explain
     line, _ = reuse_report(state) or ("", None)
     assert line.endswith("(4130 samples trained on, of 1000 inserted, all ranks)")
+
+
+def test_one_rank_names_the_batches_drawn_ahead_of_a_stop_in_its_own_terms(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rank, stopped by a hook: the loop draws the next window's batches before it
+    sees the stop (`stop_sync_steps` of them), so the buffer gave more than was trained
+    on. The line says so in one rank's terms, never the padding of a rank "whose data
+    ran out first" (a one-rank run SIGTERMed printed the two-rank reasons). The oracle:
+    the hook's stop step and the window size give the steps trained and the batches
+    drawn ahead; the dataset still holds exactly those, and so does the checkpoint
+    written at the stop."""
+    from melissa_trainer import Hook, TrainerControl
+    from melissa_trainer.checkpoint.paths import latest_checkpoint, rank_path
+    from melissa_trainer.core.pending_file import read_pending
+
+    window, batch = 4, 8
+
+    class StopAt2(Hook):
+        def on_step_end(self, trainer: Any, state: TrainerState, control: TrainerControl) -> None:
+            if state.global_step == 2:
+                control.should_stop = True
+
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"), report_to="none", disable_progress_bar=True,
+        save_at_end=True, batch_size=batch, stop_sync_steps=window, buffer="fifo",
+    )  # fmt: skip
+    model = small_model(0)
+    trainer = OnlineTrainer(
+        model, args, torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(N)), process_sample=xy, hooks=[StopAt2()],
+    )  # fmt: skip
+    state = trainer.train()
+    out = capsys.readouterr().out
+    assert state.global_step == window  # the stop takes effect at the window's end
+    assert trainer.dataset.num_pending == window  # the next window, drawn, not trained
+    trained, ahead = window * batch, window * batch
+    assert state.total_samples_seen == trained
+    assert trainer.buffer.stats().got == trained + ahead
+    assert (
+        f"({trained} samples trained on, of {N} inserted, all ranks; {trained + ahead} drawn "
+        f"from the buffer: the last {ahead} were drawn ahead of the stop and not trained on "
+        "(a checkpoint written at the stop keeps them: a resume trains on them first))"
+    ) in out
+    assert "ran out first" not in out and "every rank" not in out
+    # the checkpoint written at the stop keeps the batches drawn ahead, as the line says
+    checkpoint = latest_checkpoint(trainer.checkpoint_root)
+    assert checkpoint is not None
+    pending = read_pending(rank_path(checkpoint, 0))
+    assert sum(len(b) for b in pending) == ahead

@@ -162,15 +162,17 @@ def test_a_tracker_given_as_a_user_hook_tracks_with_the_cadence_off(tmp_path: Pa
 
 
 def _oracle(
-    batches: list[tuple[int, list[int], list[float]]], cadence: int
+    batches: list[tuple[int, list[int], list[float]]], cadence: int, last: int | None = None
 ) -> dict[int, tuple[int, float, float, int]]:
     """Per simulation (draws, mean, relative, step of its last reduction), from the
-    module docstring of `simulation_loss`: reductions every `cadence` steps, each
-    sample's relative loss 1 + (l - r) / |r| with r the mean of every finite sample
-    loss of its period and the REFERENCE_PERIODS - 1 before it."""
+    module docstring of `simulation_loss`: reductions every `cadence` steps (and at the
+    run's `last` step, the end of training), each sample's relative loss
+    1 + (l - r) / |r| with r the mean of every finite sample loss of its period and the
+    REFERENCE_PERIODS - 1 before it."""
     periods: dict[int, list[tuple[int, float]]] = defaultdict(list)
     for step, ids, losses in batches:
         end = math.ceil(step / cadence) * cadence
+        end = end if last is None else min(end, last)
         periods[end] += list(zip(ids, losses, strict=True))
     recent: deque[tuple[float, int]] = deque(maxlen=REFERENCE_PERIODS)
     draws: dict[int, int] = defaultdict(int)
@@ -209,6 +211,29 @@ def test_the_tracker_matches_an_oracle_over_a_whole_run(tmp_path: Path) -> None:
         assert got[sid].relative == pytest.approx(relative, rel=1e-5)
         assert got[sid].step == step
     assert own.reductions[-1][1] == {sid: got[sid] for sid in own.reductions[-1][1]}
+
+
+@pytest.mark.timeout(120)
+def test_what_is_read_after_train_holds_every_sample_trained_on(tmp_path: Path) -> None:
+    """15 steps with a reduction every 4: the steps after the last one (13-15) are
+    reduced at the end of training, not left out of what is read after `train()` (they
+    were, up to `simulation_loss_steps` - 1 steps of them). The oracles: the oracle's
+    statistics with a last period ending at step 15; every sample trained on counted."""
+    own = OwnLosses()
+    trainer = make_trainer(tmp_path, samples(120, simulations=5), [own],
+                           simulation_loss_steps=4, gradient_accumulation_steps=2)  # fmt: skip
+    state = trainer.train()
+    assert state.global_step == 15
+    assert [step for step, _ in own.reductions] == [4, 8, 12, 15]
+    got = dict(trainer.simulation_losses)
+    assert sum(loss.draws for loss in got.values()) == state.total_samples_seen == 120
+    expected = _oracle(own.batches, cadence=4, last=15)
+    assert sorted(got) == sorted(expected) == list(range(5))
+    for sid, (draws, mean, relative, step) in expected.items():
+        assert got[sid].draws == draws == 24
+        assert got[sid].mean == pytest.approx(mean, rel=1e-5)
+        assert got[sid].relative == pytest.approx(relative, rel=1e-5)
+        assert got[sid].step == step == 15
 
 
 class Recorded(Study):

@@ -282,7 +282,16 @@ def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
              "y": rng.standard_normal(37).astype(np.float32),
              "simulation_id": np.array(i % 7, np.int64)} for i in range(90)]  # fmt: skip
 
+    class AtLoopEnd(Hook):
+        """The statistics' state as the run's last checkpoint would hold it: before the
+        end of training reduces the steps since the last reduction (TRAIN_END)."""
+
+        def on_loop_end(self, trainer: Any, state: Any, control: Any) -> None:
+            self.state = trainer.simulation_losses.state_dict()
+
     def run(where: Path, hooks: list[Any]) -> tuple[Any, Any]:
+        last = AtLoopEnd()
+        hooks = [*hooks, last]
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(),
                                     torch.nn.Linear(16, 37))  # fmt: skip
@@ -296,7 +305,8 @@ def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
         trainer.train()
         losses = trainer.simulation_losses
         stats = [(k, v.draws, v.mean.hex(), v.relative.hex(), v.step) for k, v in losses.items()]
-        return stats, losses.state_dict()
+        assert losses.unreduced == 0  # reduced at the end of training
+        return stats, last.state
 
     deferred_stats, deferred_state = run(tmp_path / "a", [])
     assert set(recorded) == {DeferredSampleLosses}
@@ -305,7 +315,7 @@ def test_a_tracker_alone_takes_the_losses_deferred_and_reduces_the_same(
     assert set(recorded) == {torch.Tensor}
     assert deferred_stats == computed_stats and len(deferred_stats) == 7
     assert deferred_state.keys() == computed_state.keys()
-    assert deferred_state["unreduced_ids"].size > 0  # the run ends between reductions
+    assert deferred_state["unreduced_ids"].size > 0  # the loop ends between reductions
     for name, array in deferred_state.items():
         assert np.array_equal(array, computed_state[name]), name
 

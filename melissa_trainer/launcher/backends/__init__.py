@@ -23,6 +23,7 @@ __all__ = [
     "MpiexecBackend",
     "Placement",
     "SlurmBackend",
+    "backend_of",
     "make_backend",
 ]
 
@@ -55,3 +56,17 @@ def make_backend(name: str, **options: Any) -> Backend:
             f"{', '.join(accepted) or 'none'}"
         )
     return cls(**options)
+
+
+def backend_of(backend: Backend | str) -> Backend:
+    """`backend` itself, or the backend it names made with its defaults (`make_backend`):
+    what the `Launcher` takes as its ``backend`` argument.
+
+    Raises:
+        ValueError: neither a `Backend` nor a backend's name.
+    """
+    if isinstance(backend, Backend):
+        return backend
+    if not isinstance(backend, str):
+        raise ValueError(f"backend must be a name or a Backend, not {backend!r}")
+    return make_backend(backend)

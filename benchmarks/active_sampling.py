@@ -222,7 +222,9 @@ def fingerprint(setup: Setup, n_test: int, n_hard: int, kind: str = "breed") -> 
         keyed.pop("density")
     else:  # the options the sampler resolves to that differ from the first runs' ones
         resolved = {**DENSITY_DEFAULTS, **keyed["density"]}
-        resolved["contrast"] = contrast_for(resolved["contrast"], len(setup.varying))
+        resolved["contrast"] = contrast_for(
+            resolved["contrast"], len(setup.varying), resolved["edge"]
+        )
         keyed["density"] = {
             k: v
             for k, v in resolved.items()

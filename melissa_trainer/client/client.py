@@ -49,15 +49,20 @@ from melissa_trainer.client.config import (
     check_simulation_id,
     check_time_step,
     rendezvous_dir,
+    replay_bytes_for,
     resolve_receivers,
     resolve_run_id,
 )
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
+from melissa_trainer.client.follow import Follower
+from melissa_trainer.client.following import Following
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
+from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
+from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.client.transport import (
     FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
 )
@@ -168,9 +173,8 @@ class Client:
         rendezvous = None if endpoints is not None else rendezvous_dir()
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
         self.run_id = resolve_run_id(run_id, published)
-        hello = protocol.encode_hello(  # "python": worker mode is this client's (advice)
-            self.simulation_id, self.rank, self.ranks, specs, self.parameters, self.run_id, "python"
-        )
+        self._specs = specs
+        hello = self._hello()
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
         self.fields = specs
@@ -182,21 +186,25 @@ class Client:
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
         self._predictor: Predictor | None = None  # (the first `predict` makes it)
+        self._rendezvous, self._context, self._array_reuse = rendezvous, context, array_reuse
+        self._finite = FiniteCheck(self.simulation_id, self.rank)
+        #: the replay window and the follower of a restarted trainer (external mode:
+        #: `following`), or None (`ClientTuning.replay_bytes` 0)
+        self._following: Following | None = None
+        replay = replay_bytes_for(tuning, rendezvous)
+        if replay and rendezvous is not None:
+            self._following = Following(
+                Follower(rendezvous, self.simulation_id, self.run_id, self.endpoints),
+                ReplayWindow(replay),
+                tuning.follow_timeout,
+                f"simulation {self.simulation_id} rank {self.rank}",
+                f" Run this simulation again, with the same simulation id "
+                f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the resumed trainer "
+                f"keeps the steps it holds and takes the others, each once.",
+            )
         #: the sockets and what they carry; the check of float fields before they leave
         #: with FLAG_FINITE, and its warning, goes with them
-        self._transport = Transport(
-            self.endpoints,
-            tuning,
-            curve_keys,
-            context,
-            held,
-            FiniteCheck(self.simulation_id, self.rank),
-            self._send_timeout,
-            self.simulation_id,
-            self.rank,
-            self.ranks,
-            RestartCheck(rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
-        )
+        self._transport = self._new_transport(curve_keys, held)
         self._fast = self._transport.fast_path(list(self._fields.values()), comm)
         self._closed = False
         try:
@@ -204,6 +212,33 @@ class Client:
         except BaseException:
             self._closed = True
             raise
+
+    def _hello(self) -> bytes:
+        return protocol.encode_hello(  # "python": worker mode is this client's (advice)
+            self.simulation_id,
+            self.rank,
+            self.ranks,
+            self._specs,
+            self.parameters,
+            self.run_id,
+            "python",
+        )
+
+    def _new_transport(self, curve_keys: list[str | None], held: HeldArrays) -> Transport:
+        """A transport to `self.endpoints` (not opened)."""
+        return Transport(
+            self.endpoints,
+            self.tuning,
+            curve_keys,
+            self._context,
+            held,
+            self._finite,
+            self._send_timeout,
+            self.simulation_id,
+            self.rank,
+            self.ranks,
+            RestartCheck(self._rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
+        )
 
     # -- sending ----------------------------------------------------------------------
 
@@ -254,6 +289,9 @@ class Client:
         """
         if self._closed:
             raise RuntimeError("the client is closed")
+        if self._following is not None:  # (external mode: `following`)
+            self._send_following(time_step, arrays, kwargs)
+            return
         fast = self._fast
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
@@ -276,7 +314,70 @@ class Client:
         back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        self._transport.flush()
+        if self._following is None:
+            self._transport.flush()
+            return
+        try:
+            self._transport.flush()
+        except TimeoutError as exc:
+            if not isinstance(exc, ReceiverGone):
+                raise
+            self._follow(self._following.after_gone(exc))
+            self._transport.flush()
+
+    # -- following a restarted trainer (`following`) -----------------------------------
+
+    def _send_following(
+        self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]
+    ) -> None:
+        """`send` with a replay window: follow a restarted trainer first if the
+        rendezvous names one, or after the send gave up on a receiver gone; then keep
+        a copy of the step (`following`)."""
+        following = self._following
+        assert following is not None
+        entries = following.check()
+        if entries is not None:
+            self._follow(entries)
+        given = {**(arrays or {}), **kwargs}
+        while True:
+            fast = self._fast
+            try:
+                if not (fast is not None and arrays is None and fast(time_step, kwargs)):
+                    if arrays and kwargs and not arrays.keys().isdisjoint(kwargs):
+                        both = sorted(set(arrays) & set(kwargs))
+                        raise ValueError(f"fields {both} given both in the mapping and as keywords")
+                    place = self._place if not self._placed else None
+                    prepared = place(time_step, given) if place else self._prepare(given)
+                    self._transport.send_step(check_time_step(time_step), prepared)
+                break
+            except ReceiverGone as exc:
+                self._follow(following.after_gone(exc))
+        following.record(check_time_step(time_step), given)
+
+    def _follow(self, entries: list[dict[str, Any]]) -> None:
+        """Switch to the restarted trainer of `entries` (`Following.switch`)."""
+        assert self._following is not None
+
+        def make(entries: list[dict[str, Any]]) -> Transport:
+            self.endpoints = [str(e["endpoint"]) for e in entries]
+            self.run_id = entries[0].get("run_id")
+            keys = [e.get("curve_public_key") for e in entries]
+            transport = self._new_transport(keys, HeldArrays(self._array_reuse))
+            transport.open(self._hello())
+            return transport
+
+        def resend(transport: Transport, step: int, arrays: dict[str, np.ndarray]) -> None:
+            transport.send_step(step, self._prepare(arrays))
+
+        self._transport = self._following.switch(self._transport, entries, make, resend)
+        self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
+        client_logger().warning(
+            "simulation %d rank %d: followed the restarted trainer (run %s at %s)",
+            self.simulation_id,
+            self.rank,
+            self.run_id,
+            ", ".join(self.endpoints),
+        )
 
     def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
         return prepare_arrays(self._fields, given, None if self._comm is None else self.rank)
@@ -328,7 +429,20 @@ class Client:
         self._closed = True
         if self._predictor is not None:
             self._predictor.close()  # (its own socket, linger 0: nothing to deliver)
-        self._transport.close(bye)
+        following = self._following
+        if following is None or not bye:
+            self._transport.close(bye)
+            return
+        entries = following.check(force=True)  # (restarted since the last look?)
+        if entries is not None:
+            self._follow(entries)
+        try:
+            self._transport.close(bye)
+        except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
+            if "not delivered" not in str(exc):
+                raise
+            self._follow(following.after_gone(exc))
+            self._transport.close(bye)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

@@ -196,7 +196,7 @@ class Follower:
                 frames = sock.recv_multipart()
                 try:
                     if len(frames) != 1:
-                        raise ProtocolError("bad_frames", f"{len(frames)} frames, expected 1")
+                        raise ProtocolError("unexpected_frame", f"{len(frames)} frames, expected 1")
                     reply = protocol.decode_held(frames[0])
                     if (reply.simulation_id, reply.request_id) != (self.simulation_id, request_id):
                         raise ProtocolError("bad_request_id", "a reply to another query")

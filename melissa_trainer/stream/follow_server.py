@@ -151,7 +151,7 @@ class FollowServer:
             sim = protocol.peek_simulation_id(parts[0]) if parts else None
             try:
                 if len(parts) != 1:
-                    raise ProtocolError("bad_frames", f"{len(parts)} frames, expected 1")
+                    raise ProtocolError("unexpected_frame", f"{len(parts)} frames, expected 1")
                 reply = self.answer(parts[0])
             except ProtocolError as exc:
                 self.rejected[exc.reason] += 1

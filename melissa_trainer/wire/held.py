@@ -110,7 +110,7 @@ def _prefix(frame: bytes, kind: int) -> int:
     if got != kind:
         raise ProtocolError("bad_kind", f"kind {got}, expected {kind}")
     if flags:
-        raise ProtocolError("bad_flags", f"flags {flags:#x}")
+        raise ProtocolError("bad_request", f"flags {flags:#x}")
     return int(simulation_id)
 
 
@@ -123,7 +123,7 @@ def decode_held_query(frame: bytes) -> tuple[int, int]:
     frame = bytes(frame)
     simulation_id = _prefix(frame, HELD_QUERY)
     if len(frame) != HELD_QUERY_BYTES:
-        raise ProtocolError("bad_length", f"HELD_QUERY of {len(frame)} bytes")
+        raise ProtocolError("bad_size", f"HELD_QUERY of {len(frame)} bytes")
     return simulation_id, int(U64.unpack_from(frame, PREFIX.size)[0])
 
 
@@ -141,13 +141,13 @@ def decode_held(frame: bytes) -> HeldReply:
         raise ProtocolError("truncated", f"HELD of {len(frame)} bytes")
     request_id, rank, world, status, r1, r2, nbits = HELD_FIXED.unpack_from(frame, PREFIX.size)
     if status not in HELD_STATUSES:
-        raise ProtocolError("bad_status", f"HELD status {status}")
+        raise ProtocolError("bad_request", f"HELD status {status}")
     if r1 or r2:
-        raise ProtocolError("bad_reserved", "reserved fields not zero")
+        raise ProtocolError("bad_request", "reserved fields not zero")
     if not 0 <= rank < world:
         raise ProtocolError("bad_rank", f"rank {rank} of {world}")
     if nbits > MAX_HELD_BITS or (status != HELD_STEPS and nbits):
-        raise ProtocolError("bad_length", f"{nbits} bits with status {status}")
+        raise ProtocolError("bad_size", f"{nbits} bits with status {status}")
     if len(frame) != end + (nbits + 7) // 8:
-        raise ProtocolError("bad_length", f"HELD of {len(frame)} bytes for {nbits} bits")
+        raise ProtocolError("bad_size", f"HELD of {len(frame)} bytes for {nbits} bits")
     return HeldReply(simulation_id, request_id, rank, world, status, nbits, frame[end:])

@@ -27,12 +27,12 @@ def test_held_round_trips_and_rejects_what_breaks_its_rules() -> None:
     assert [t for t in range(25) if reply.holds(t)] == [1, 5, 19]  # local 0, 2, 9
     assert P.decode_held_query(P.encode_held_query(3, 9)) == (3, 9)
     bad = {
-        "bad_length": frame + b"\0",
+        "bad_size": frame + b"\0",
         "truncated": frame[:20],
         "bad_kind": P.encode_held_query(3, 9),
         "bad_rank": P.encode_held(3, 9, 0, 1, P.HELD_NONE)[:16]
         + P.HELD_FIXED.pack(9, 2, 2, P.HELD_NONE, 0, 0, 0),
-        "bad_status": frame[:16] + P.HELD_FIXED.pack(9, 1, 2, 9, 0, 0, 0),
+        "bad_request": frame[:16] + P.HELD_FIXED.pack(9, 1, 2, 9, 0, 0, 0),
         "bad_magic": b"XXXX" + frame[4:],
     }
     for reason, data in bad.items():
@@ -69,7 +69,7 @@ def test_malformed_queries_are_counted_and_dropped_and_the_server_answers_on(
         reply = P.decode_held(sock.recv())
         assert (reply.request_id, reply.status, reply.nbits) == (2, P.HELD_STEPS, 3)
         assert [t for t in range(3) if reply.holds(t)] == [0, 2]
-        assert server.rejected == {"truncated": 1, "bad_frames": 1, "bad_kind": 1}
+        assert server.rejected == {"truncated": 1, "unexpected_frame": 1, "bad_kind": 1}
         assert not sock.poll(100)  # (no answer to the malformed ones)
     finally:
         sock.close(linger=0)

@@ -295,6 +295,12 @@ class Client:
         fast = self._fast
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
+        self._send_general(time_step, arrays, kwargs)
+
+    def _send_general(
+        self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """`send`'s general path (any send may take it); returns the fields given."""
         given = kwargs
         if arrays:
             if kwargs and not arrays.keys().isdisjoint(kwargs):
@@ -307,6 +313,7 @@ class Client:
         else:
             step = check_time_step(time_step)
         self._transport.send_step(step, prepared)
+        return given
 
     def flush(self) -> None:
         """Send the payloads waiting in batches now (see `batch_bytes`), and wait until
@@ -335,24 +342,22 @@ class Client:
         a copy of the step (`following`)."""
         following = self._following
         assert following is not None
-        entries = following.check()
-        if entries is not None:
+        if following.follower.due() and (entries := following.check()) is not None:
             self._follow(entries)
-        given = {**(arrays or {}), **kwargs}
         while True:
             fast = self._fast
             try:
-                if not (fast is not None and arrays is None and fast(time_step, kwargs)):
-                    if arrays and kwargs and not arrays.keys().isdisjoint(kwargs):
-                        both = sorted(set(arrays) & set(kwargs))
-                        raise ValueError(f"fields {both} given both in the mapping and as keywords")
-                    place = self._place if not self._placed else None
-                    prepared = place(time_step, given) if place else self._prepare(given)
-                    self._transport.send_step(check_time_step(time_step), prepared)
+                if fast is not None and arrays is None and fast(time_step, kwargs):
+                    given: Mapping[str, Any] = kwargs
+                else:
+                    given = self._send_general(time_step, arrays, kwargs)
                 break
             except ReceiverGone as exc:
                 self._follow(following.after_gone(exc))
-        following.record(check_time_step(time_step), given)
+        if type(time_step) is int:  # (checked by the send)
+            following.record(time_step, given)
+        else:
+            following.record(check_time_step(time_step), given)
 
     def _follow(self, entries: list[dict[str, Any]]) -> None:
         """Switch to the restarted trainer of `entries` (`Following.switch`)."""
@@ -367,7 +372,9 @@ class Client:
             return transport
 
         def resend(transport: Transport, step: int, arrays: dict[str, np.ndarray]) -> None:
-            transport.send_step(step, self._prepare(arrays))
+            # (copies: the window's rows are overwritten by the next steps, and ZeroMQ
+            # may still hold an array sent without a copy)
+            transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
 
         self._transport = self._following.switch(self._transport, entries, make, resend)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)

@@ -5,15 +5,17 @@ it can send them again to a trainer restarted from a checkpoint that lacks them
 PUSH/PULL acknowledges nothing, and ZeroMQ drops what it had queued for a trainer that
 died: a step a client sent may never have reached the checkpoint the trainer resumes
 from. The window keeps, per time step, a copy of the arrays `send` was given (its
-fields, each the caller's array or its part), the oldest dropped first once the copies
-hold more than `max_bytes`. Its memory cost is those bytes and a dict entry per step:
-at most `max_bytes` plus about 200 bytes per step kept. A step larger than `max_bytes`
-is not kept at all. Not thread-safe (the client's thread).
+fields, each the caller's array or its part). The copies go into one preallocated ring
+per field, of ``max_bytes // (bytes of one step)`` rows, allocated at the first step:
+one array assignment per field and send, no allocation (a dict of copies per step cost
+half the throughput of a 1 KB field: `benchmarks/follow_window.py`). The oldest step is
+overwritten when the ring is full. Memory: at most `max_bytes` of rings, plus about 100
+bytes per step kept (its index). A step larger than `max_bytes` is not kept at all.
+Not thread-safe (the client's thread).
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,44 +28,84 @@ class ReplayWindow:
     """The last steps sent, as copies, at most `max_bytes` of array data (module doc).
 
     Args:
-        max_bytes: the bound (> 0): the oldest steps are dropped past it.
+        max_bytes: the bound (> 0): the oldest steps are overwritten past it.
     """
 
-    __slots__ = ("max_bytes", "nbytes", "_steps", "dropped")
+    __slots__ = ("max_bytes", "_rings", "_shapes", "_slot_of", "_step_at", "_next", "dropped")
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes <= 0:
             raise ValueError(f"a replay window needs max_bytes > 0, not {max_bytes}")
         self.max_bytes = max_bytes
-        self.nbytes = 0
-        self._steps: OrderedDict[int, dict[str, np.ndarray]] = OrderedDict()
-        #: how many steps were dropped (or never kept) to stay within `max_bytes`
+        self._rings: dict[str, np.ndarray] | None = None  # name -> (rows, elements)
+        self._shapes: dict[str, list[tuple[int, ...]]] = {}  # name -> shape of each row
+        self._slot_of: dict[int, int] = {}  # step -> row
+        self._step_at: list[int | None] = []  # row -> step
+        self._next = 0
+        #: how many steps were overwritten (or never kept) to stay within `max_bytes`
         self.dropped = 0
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the rings (allocated at the first step)."""
+        return 0 if self._rings is None else sum(r.nbytes for r in self._rings.values())
+
     def __len__(self) -> int:
-        return len(self._steps)
+        return len(self._slot_of)
 
     def __contains__(self, step: int) -> bool:
-        return step in self._steps
+        return step in self._slot_of
 
     def __getitem__(self, step: int) -> dict[str, np.ndarray]:
-        return self._steps[step]
+        """The copies of `step`'s fields, in the shapes they were given (views of the
+        rings: valid until the next `record`)."""
+        slot = self._slot_of[step]
+        assert self._rings is not None
+        return {
+            name: ring[slot].reshape(self._shapes[name][slot]) for name, ring in self._rings.items()
+        }
 
     def record(self, step: int, arrays: Mapping[str, Any]) -> None:
         """Keep a copy of `arrays` (the fields `send` was given for `step`, already
-        checked by it), replacing any older copy of that step; drop the oldest steps
-        past `max_bytes`."""
-        copies = {name: np.array(value, copy=True) for name, value in arrays.items()}
-        size = sum(a.nbytes for a in copies.values())
-        old = self._steps.pop(step, None)
-        if old is not None:
-            self.nbytes -= sum(a.nbytes for a in old.values())
-        if size > self.max_bytes:
-            self.dropped += 1
-            return
-        self._steps[step] = copies
-        self.nbytes += size
-        while self.nbytes > self.max_bytes:
-            _, gone = self._steps.popitem(last=False)
-            self.nbytes -= sum(a.nbytes for a in gone.values())
-            self.dropped += 1
+        checked by it: the same fields, each of the same size, every step), replacing
+        any older copy of that step and overwriting the oldest step when full."""
+        rings = self._rings
+        if rings is None:
+            rings = self._allocate(arrays)
+            if rings is None:
+                self.dropped += 1
+                return
+        slot = self._slot_of.pop(step, None)
+        if slot is None:
+            slot = self._next
+            self._next = slot + 1 if slot + 1 < len(self._step_at) else 0
+            old = self._step_at[slot]
+            if old is not None:
+                del self._slot_of[old]
+                self.dropped += 1
+        self._slot_of[step] = slot
+        self._step_at[slot] = step
+        shapes = self._shapes
+        for name, value in arrays.items():
+            row = rings[name][slot]
+            if type(value) is np.ndarray and value.shape == row.shape:
+                row[...] = value
+                shapes[name][slot] = value.shape
+            else:
+                value = np.asarray(value)
+                row[...] = value.reshape(-1)
+                shapes[name][slot] = value.shape
+
+    def _allocate(self, arrays: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
+        """The rings, sized from the first step's arrays (None: one step is too big)."""
+        values = {name: np.asarray(value) for name, value in arrays.items()}
+        step_bytes = sum(v.nbytes for v in values.values())
+        rows = self.max_bytes // max(step_bytes, 1)
+        if rows < 1:
+            return None
+        self._rings = {
+            name: np.empty((rows, v.size), v.dtype.newbyteorder("=")) for name, v in values.items()
+        }
+        self._shapes = {name: [()] * rows for name in values}
+        self._step_at = [None] * rows
+        return self._rings

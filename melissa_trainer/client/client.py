@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from time import monotonic as _monotonic
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -342,7 +343,7 @@ class Client:
         a copy of the step (`following`)."""
         following = self._following
         assert following is not None
-        if following.follower.due() and (entries := following.check()) is not None:
+        if _monotonic() >= following.follower.due_at and (entries := following.check()):
             self._follow(entries)
         while True:
             fast = self._fast

@@ -90,7 +90,8 @@ class Follower:
         self.run_id, self.endpoints = run_id, list(endpoints)
         self._rank0 = Path(rendezvous) / "rank_0.json"
         self._stamp = _stamp(self._rank0)
-        self._next = time.monotonic() + CHECK_INTERVAL
+        #: when a send should next look at the rendezvous (`time.monotonic()`)
+        self.due_at = time.monotonic() + CHECK_INTERVAL
         #: malformed HELD replies ignored, by reason
         self.rejected: Counter[str] = Counter()
         #: how many times this client followed a restarted trainer
@@ -98,13 +99,13 @@ class Follower:
 
     def due(self) -> bool:
         """Whether a send should look at the rendezvous now (cheap: a clock read)."""
-        return time.monotonic() >= self._next
+        return time.monotonic() >= self.due_at
 
     def restarted(self, force: bool = False) -> list[dict[str, Any]] | None:
         """The entries of a new run in the rendezvous if it was rewritten since last
         looked at (or `force`), complete, and names another run or other endpoints;
         else None. Never blocks."""
-        self._next = time.monotonic() + CHECK_INTERVAL
+        self.due_at = time.monotonic() + CHECK_INTERVAL
         stamp = _stamp(self._rank0)
         if stamp == self._stamp and not force:
             return None

@@ -92,6 +92,11 @@ class Following:
     def record(self, step: int, arrays: Mapping[str, Any]) -> None:
         self.window.record(step, arrays)
 
+    @property
+    def due_at(self) -> float:
+        """When a send should next look at the rendezvous (`time.monotonic()`)."""
+        return self.follower.due_at
+
     def check(self, force: bool = False) -> list[dict[str, Any]] | None:
         """A restarted trainer's rendezvous entries if the rendezvous names one now
         (looked at once every `follow.CHECK_INTERVAL` s, or at once with `force`)."""

@@ -31,14 +31,17 @@ class ReplayWindow:
         max_bytes: the bound (> 0): the oldest steps are overwritten past it.
     """
 
-    __slots__ = ("max_bytes", "_rings", "_shapes", "_slot_of", "_step_at", "_next", "dropped")
+    __slots__ = ("max_bytes", "_rings", "_odd", "_slot_of", "_step_at", "_next", "dropped")
 
     def __init__(self, max_bytes: int) -> None:
         if max_bytes <= 0:
             raise ValueError(f"a replay window needs max_bytes > 0, not {max_bytes}")
         self.max_bytes = max_bytes
-        self._rings: dict[str, np.ndarray] | None = None  # name -> (rows, elements)
-        self._shapes: dict[str, list[tuple[int, ...]]] = {}  # name -> shape of each row
+        #: name -> (rows, *shape of the first step's array)
+        self._rings: dict[str, np.ndarray] | None = None
+        #: (name, row) -> the shape of a row given in another shape (a part of an MPI
+        #: rank, whose shape may change while its size does not)
+        self._odd: dict[tuple[str, int], tuple[int, ...]] = {}
         self._slot_of: dict[int, int] = {}  # step -> row
         self._step_at: list[int | None] = []  # row -> step
         self._next = 0
@@ -61,9 +64,11 @@ class ReplayWindow:
         rings: valid until the next `record`)."""
         slot = self._slot_of[step]
         assert self._rings is not None
-        return {
-            name: ring[slot].reshape(self._shapes[name][slot]) for name, ring in self._rings.items()
-        }
+        out = {}
+        for name, ring in self._rings.items():
+            shape = self._odd.get((name, slot))
+            out[name] = ring[slot] if shape is None else ring[slot].reshape(shape)
+        return out
 
     def record(self, step: int, arrays: Mapping[str, Any]) -> None:
         """Keep a copy of `arrays` (the fields `send` was given for `step`, already
@@ -75,26 +80,29 @@ class ReplayWindow:
             if rings is None:
                 self.dropped += 1
                 return
-        slot = self._slot_of.pop(step, None)
+        slot_of = self._slot_of
+        slot = slot_of.pop(step, None)
         if slot is None:
             slot = self._next
             self._next = slot + 1 if slot + 1 < len(self._step_at) else 0
             old = self._step_at[slot]
             if old is not None:
-                del self._slot_of[old]
+                del slot_of[old]
                 self.dropped += 1
-        self._slot_of[step] = slot
+        slot_of[step] = slot
         self._step_at[slot] = step
-        shapes = self._shapes
+        odd = self._odd
         for name, value in arrays.items():
-            row = rings[name][slot]
-            if type(value) is np.ndarray and value.shape == row.shape:
-                row[...] = value
-                shapes[name][slot] = value.shape
-            else:
-                value = np.asarray(value)
-                row[...] = value.reshape(-1)
-                shapes[name][slot] = value.shape
+            ring = rings[name]
+            if odd:
+                odd.pop((name, slot), None)
+            if type(value) is np.ndarray and value.shape == ring.shape[1:]:
+                ring[slot] = value  # (the usual case: one assignment)
+                continue
+            value = np.asarray(value)
+            if value.shape != ring.shape[1:]:
+                odd[(name, slot)] = value.shape
+            ring[slot] = value.reshape(ring.shape[1:])
 
     def _allocate(self, arrays: Mapping[str, Any]) -> dict[str, np.ndarray] | None:
         """The rings, sized from the first step's arrays (None: one step is too big)."""
@@ -104,8 +112,8 @@ class ReplayWindow:
         if rows < 1:
             return None
         self._rings = {
-            name: np.empty((rows, v.size), v.dtype.newbyteorder("=")) for name, v in values.items()
+            name: np.empty((rows, *v.shape), v.dtype.newbyteorder("="))
+            for name, v in values.items()
         }
-        self._shapes = {name: [()] * rows for name in values}
         self._step_at = [None] * rows
         return self._rings

@@ -21,7 +21,7 @@ from melissa_trainer.client import Client, ClientTuning
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.mark.parametrize("attempt", range(5))
+@pytest.mark.parametrize("attempt", range(10))
 def test_a_bye_written_into_a_dead_connection_is_not_delivered(attempt: int) -> None:
     ctx = zmq.Context()
     pull = ctx.socket(zmq.PULL)

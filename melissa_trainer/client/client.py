@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from time import monotonic as _monotonic
 from typing import Any, SupportsIndex
 
 import numpy as np
@@ -56,14 +55,11 @@ from melissa_trainer.client.config import (
 )
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
-from melissa_trainer.client.follow import Follower
 from melissa_trainer.client.following import Following
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
-from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.send_arrays import place_parts, prepare_arrays
-from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.client.transport import (
     FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
 )
@@ -191,18 +187,15 @@ class Client:
         self._finite = FiniteCheck(self.simulation_id, self.rank)
         #: the replay window and the follower of a restarted trainer (external mode:
         #: `following`), or None (`ClientTuning.replay_bytes` 0)
-        self._following: Following | None = None
-        replay = replay_bytes_for(tuning, rendezvous)
-        if replay and rendezvous is not None:
-            self._following = Following(
-                Follower(rendezvous, self.simulation_id, self.run_id, self.endpoints),
-                ReplayWindow(replay),
-                tuning.follow_timeout,
-                f"simulation {self.simulation_id} rank {self.rank}",
-                f" Run this simulation again, with the same simulation id "
-                f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the resumed trainer "
-                f"keeps the steps it holds and takes the others, each once.",
-            )
+        self._following = Following.made_for(
+            rendezvous,
+            replay_bytes_for(tuning, rendezvous),
+            tuning.follow_timeout,
+            self.simulation_id,
+            self.rank,
+            self.run_id,
+            self.endpoints,
+        )
         #: the sockets and what they carry; the check of float fields before they leave
         #: with FLAG_FINITE, and its warning, goes with them
         self._transport = self._new_transport(curve_keys, held)
@@ -291,7 +284,7 @@ class Client:
         if self._closed:
             raise RuntimeError("the client is closed")
         if self._following is not None:  # (external mode: `following`)
-            self._send_following(time_step, arrays, kwargs)
+            self._following.send(self._send_once, self._follow, time_step, arrays, kwargs)
             return
         fast = self._fast
         if fast is not None and arrays is None and fast(time_step, kwargs):
@@ -324,41 +317,19 @@ class Client:
             raise RuntimeError("the client is closed")
         if self._following is None:
             self._transport.flush()
-            return
-        try:
-            self._transport.flush()
-        except TimeoutError as exc:
-            if not isinstance(exc, ReceiverGone):
-                raise
-            self._follow(self._following.after_gone(exc))
-            self._transport.flush()
+        else:
+            self._following.flush(lambda: self._transport.flush(), self._follow)
 
     # -- following a restarted trainer (`following`) -----------------------------------
 
-    def _send_following(
+    def _send_once(
         self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]
-    ) -> None:
-        """`send` with a replay window: follow a restarted trainer first if the
-        rendezvous names one, or after the send gave up on a receiver gone; then keep
-        a copy of the step (`following`)."""
-        following = self._following
-        assert following is not None
-        if _monotonic() >= following.follower.due_at and (entries := following.check()):
-            self._follow(entries)
-        while True:
-            fast = self._fast
-            try:
-                if fast is not None and arrays is None and fast(time_step, kwargs):
-                    given: Mapping[str, Any] = kwargs
-                else:
-                    given = self._send_general(time_step, arrays, kwargs)
-                break
-            except ReceiverGone as exc:
-                self._follow(following.after_gone(exc))
-        if type(time_step) is int:  # (checked by the send)
-            following.record(time_step, given)
-        else:
-            following.record(check_time_step(time_step), given)
+    ) -> Mapping[str, Any]:
+        """One try of `send` (the fast path, else the general); the fields given."""
+        fast = self._fast
+        if fast is not None and arrays is None and fast(time_step, kwargs):
+            return kwargs
+        return self._send_general(time_step, arrays, kwargs)
 
     def _follow(self, entries: list[dict[str, Any]]) -> None:
         """Switch to the restarted trainer of `entries` (`Following.switch`)."""
@@ -441,20 +412,10 @@ class Client:
         self._closed = True
         if self._predictor is not None:
             self._predictor.close()  # (its own socket, linger 0: nothing to deliver)
-        following = self._following
-        if following is None or not bye:
+        if self._following is None or not bye:
             self._transport.close(bye)
-            return
-        entries = following.check(force=True)  # (restarted since the last look?)
-        if entries is not None:
-            self._follow(entries)
-        try:
-            self._transport.close(bye)
-        except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
-            if "not delivered" not in str(exc):
-                raise
-            self._follow(following.after_gone(exc))
-            self._transport.close(bye)
+        else:
+            self._following.close(lambda: self._transport.close(True), self._follow)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

@@ -1,29 +1,40 @@
 """`Following`: a `Client`'s replay window and the switch of its transport to a
 restarted trainer (the protocol and the steps are `follow`'s; the window `replay`'s).
 
-The client calls `check` before a send (cheap unless `follow.CHECK_INTERVAL` has
-passed), `after_gone` when a send, flush or close gave up on a receiver gone, and
-`record` after each send. A follow (`switch`) releases the old transport (what it had
-queued is dropped: the window has it), asks the new receivers what they hold, makes
-the new transport (its HELLO carries the new run id, its BYE counts every step routed
-to each receiver) and sends again, from the window, what they lack.
+The client's `send`, `flush` and `close` go through `send`, `flush` and `close` here:
+a send looks at the rendezvous first (cheap unless `follow.CHECK_INTERVAL` has
+passed) and keeps a copy of its step after; one that gives up on a receiver gone
+(`send_wait.ReceiverGone`; a close's "not delivered") waits for a restarted trainer
+(`after_gone`), follows it, and tries again. A follow (`switch`) asks the new
+receivers what they hold, releases the old transport (what it had queued is dropped:
+the window has what is needed), makes the new one (its HELLO carries the new run id,
+its BYE counts every step routed to each receiver) and sends again, from the window,
+what they lack.
 
 Not thread-safe: the client's thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
+from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.replay import ReplayWindow
+from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_ABANDONED, HeldReply
 
 __all__ = ["Following", "Switchable", "steps_to_send"]
+
+#: ``send_once(time_step, arrays, kwargs) -> fields given``: one try of `Client.send`
+SendOnce = Callable[[SupportsIndex, Mapping[str, Any] | None, dict[str, Any]], Mapping[str, Any]]
+#: ``follow(entries)``: the client switches to the restarted trainer of `entries`
+Follow = Callable[[list[dict[str, Any]]], None]
 
 
 class Switchable(Protocol):
@@ -89,8 +100,80 @@ class Following:
         self.follower, self.window = follower, window
         self._timeout, self._whose, self._advice = follow_timeout, whose, advice
 
+    @classmethod
+    def made_for(
+        cls,
+        rendezvous: str | None,
+        replay_bytes: int,
+        follow_timeout: float | None,
+        simulation_id: int,
+        rank: int,
+        run_id: str | None,
+        endpoints: Sequence[str],
+    ) -> Following | None:
+        """A client's following, or None without a rendezvous or a window."""
+        if not replay_bytes or rendezvous is None:
+            return None
+        return cls(
+            Follower(rendezvous, simulation_id, run_id, endpoints),
+            ReplayWindow(replay_bytes),
+            follow_timeout,
+            f"simulation {simulation_id} rank {rank}",
+            f" Run this simulation again, with the same simulation id "
+            f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}): the resumed trainer "
+            f"keeps the steps it holds and takes the others, each once.",
+        )
+
     def record(self, step: int, arrays: Mapping[str, Any]) -> None:
         self.window.record(step, arrays)
+
+    def send(
+        self,
+        send_once: Callable[
+            [SupportsIndex, Mapping[str, Any] | None, dict[str, Any]], Mapping[str, Any]
+        ],
+        follow: Follow,
+        time_step: SupportsIndex,
+        arrays: Mapping[str, Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """`Client.send` with a replay window: `follow` a restarted trainer first if the
+        rendezvous names one, or after `send_once` gave up on a receiver gone (then try
+        again); then keep a copy of the step."""
+        if time.monotonic() >= self.follower.due_at and (entries := self.check()):
+            follow(entries)
+        while True:
+            try:
+                given = send_once(time_step, arrays, kwargs)
+                break
+            except ReceiverGone as exc:
+                follow(self.after_gone(exc))
+        step = time_step if type(time_step) is int else check_time_step(time_step)
+        self.window.record(step, given)
+
+    def flush(self, flush: Callable[[], None], follow: Follow) -> None:
+        """`Client.flush`: `flush`, following a restarted trainer if it gave up on a
+        receiver gone (then once more)."""
+        try:
+            flush()
+        except ReceiverGone as exc:
+            follow(self.after_gone(exc))
+            flush()
+
+    def close(self, close: Callable[[], None], follow: Follow) -> None:
+        """`Client.close` with a BYE: follow a trainer restarted since the last look,
+        `close`, and if it did not deliver (a receiver gone), follow a restarted
+        trainer and `close` once more."""
+        entries = self.check(force=True)
+        if entries is not None:
+            follow(entries)
+        try:
+            close()
+        except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
+            if "not delivered" not in str(exc):
+                raise
+            follow(self.after_gone(exc))
+            close()
 
     @property
     def due_at(self) -> float:

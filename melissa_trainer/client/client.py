@@ -380,7 +380,7 @@ class Client:
         up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
         `melissa_trainer.client.patience`). A connection that ends as the BYE leaves (the
         trainer died just then: ZeroMQ had written it into the dead connection) fails the
-        close rather than count the BYE delivered (`closing.BYE_SETTLE`, 2 ms watched).
+        close rather than count the BYE delivered (`closing.BYE_SETTLE`, 10 ms watched).
         With a replay window, a trainer found gone (or restarted) is followed first
         (`melissa_trainer.client.follow`). Idempotent.
 

@@ -38,7 +38,7 @@ __all__ = ["BYE_SETTLE", "Closable", "client_logger", "close_transport", "send_t
 #: seconds a close watches its connections once the BYE has left: one the receiver
 #: closed as it was written ends within them (a dead connection takes the BYE as a live
 #: one does), and the close then fails rather than call it delivered
-BYE_SETTLE = 0.002
+BYE_SETTLE = 0.01
 
 
 def client_logger() -> logging.Logger:

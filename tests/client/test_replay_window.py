@@ -50,3 +50,29 @@ def test_a_step_bigger_than_the_window_is_not_kept() -> None:
 def test_the_bound_must_be_positive() -> None:
     with pytest.raises(ValueError, match="max_bytes > 0"):
         ReplayWindow(0)
+
+
+def test_the_window_is_on_by_default_in_external_mode_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from melissa_trainer.client.config import (
+        DEFAULT_REPLAY_BYTES,
+        ClientTuning,
+        replay_bytes_for,
+    )
+
+    for name in ("MELISSA_TRAINER_REPLAY_BYTES", "MELISSA_TRAINER_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    tuning = ClientTuning()
+    assert replay_bytes_for(tuning, "out/rendezvous") == DEFAULT_REPLAY_BYTES  # external
+    assert replay_bytes_for(tuning, None) == 0  # endpoints given
+    monkeypatch.setenv("MELISSA_TRAINER_ATTEMPT", "0")  # launched: the launcher reruns it
+    assert replay_bytes_for(tuning, "out/rendezvous") == 0
+    monkeypatch.setenv("MELISSA_TRAINER_REPLAY_BYTES", "4096")
+    assert replay_bytes_for(tuning, "out/rendezvous") == 4096
+    assert replay_bytes_for(ClientTuning(replay_bytes=0), "out/rendezvous") == 0
+    monkeypatch.setenv("MELISSA_TRAINER_REPLAY_BYTES", "lots")
+    with pytest.raises(ValueError, match="MELISSA_TRAINER_REPLAY_BYTES='lots'"):
+        replay_bytes_for(tuning, "out/rendezvous")
+    with pytest.raises(ValueError, match="replay_bytes"):
+        ClientTuning(replay_bytes=-1)

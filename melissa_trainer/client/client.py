@@ -278,7 +278,12 @@ class Client:
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
                 queued message: do not modify it before `flush` returns (it waits until
                 ZeroMQ has released it, as does the next `send` unless
-                ``array_reuse="never"``).
+                ``array_reuse="never"``). With a replay window
+                (`ClientTuning.replay_bytes`, external mode), a trainer found restarted
+                is followed instead (`melissa_trainer.client.follow`), and this is raised
+                only when it cannot be (`follow.FollowError`: a step its checkpoint lacks
+                has left the window, no follow socket, no restarted trainer within
+                `follow_timeout`).
             RuntimeError: the client is closed.
         """
         if self._closed:

@@ -383,11 +383,8 @@ class Client:
         Waits while the trainer is there, reading or not (a paused or busy trainer is
         back-pressure, not a failure), at most `close_timeout` seconds in all, and gives
         up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
-        `melissa_trainer.client.patience`). A connection that ends as the BYE leaves (the
-        trainer died just then: ZeroMQ had written it into the dead connection) fails the
-        close rather than count the BYE delivered (`closing.BYE_SETTLE`, 10 ms watched).
-        With a replay window, a trainer found gone (or restarted) is followed first
-        (`melissa_trainer.client.follow`). Idempotent.
+        `melissa_trainer.client.patience`). With a replay window, a trainer found gone
+        (or restarted) is followed first (`melissa_trainer.client.follow`). Idempotent.
 
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;

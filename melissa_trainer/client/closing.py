@@ -33,12 +33,7 @@ from melissa_trainer.stream.step_set import StepSet
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
-__all__ = ["BYE_SETTLE", "Closable", "client_logger", "close_transport", "send_tracked"]
-
-#: seconds a close watches its connections once the BYE has left: one the receiver
-#: closed as it was written ends within them (a dead connection takes the BYE as a live
-#: one does), and the close then fails rather than call it delivered
-BYE_SETTLE = 0.01
+__all__ = ["Closable", "client_logger", "close_transport", "send_tracked"]
 
 
 def client_logger() -> logging.Logger:
@@ -140,17 +135,6 @@ def close_transport(t: Closable, bye: bool) -> None:
         if failure is None:  # (the BYE's release says that all before it left)
             why = wait.until_done(t.held.release_all, zmq.NotDone)
             failure = None if why is None else "queued messages"
-        if failure is None and bye:
-            # Left is not delivered: ZeroMQ releases what it wrote into the kernel's
-            # socket, and what a dying connection dropped. A connection that the
-            # receiver had closed as the BYE was written ends just after: watch for it.
-            down = t.handshakes.down_after(BYE_SETTLE)
-            if down is not None:
-                failure = "BYE"
-                why = (
-                    f"to {t.endpoints[down]}: the connection ended as the BYE was written "
-                    f"(the trainer died, or was restarted)"
-                )
         if failure is None:  # (the linger starts once every receiver accepted)
             why = wait.refusal = t.handshakes.wait(list(t.endpoints), wait.deadline)
             if why is None and not t.handshakes.accepted():

@@ -161,24 +161,6 @@ class Handshakes:
                 return None
             poller.poll(int(min(left, 1.0) * 1000) + 1)
 
-    def down_after(self, seconds: float) -> int | None:
-        """Watch the events for `seconds` (waiting on the monitors, not sleeping) and
-        return the index of a socket whose connection is down at the end, or None.
-        What a close reads once its BYE has left (`closing.BYE_SETTLE`)."""
-        poller = zmq.Poller()
-        for monitor in self._monitors:
-            poller.register(monitor, zmq.POLLIN)
-        deadline = time.monotonic() + seconds
-        while True:
-            self.read()
-            down = [i for i, since in enumerate(self.down_since) if since is not None]
-            if down:
-                return down[0]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return None
-            poller.poll(max(1, int(left * 1000)))
-
     def close(self) -> None:
         """Stop the monitors and close their sockets (before the data sockets)."""
         for sock, monitor in zip(self._sockets, self._monitors, strict=True):

@@ -49,11 +49,13 @@ from melissa_trainer.client.config import (
     check_simulation_id,
     check_time_step,
     rendezvous_dir,
+    replay_bytes_for,
     resolve_receivers,
     resolve_run_id,
 )
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
+from melissa_trainer.client.following import Following
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
 from melissa_trainer.client.restart import RestartCheck
@@ -168,9 +170,8 @@ class Client:
         rendezvous = None if endpoints is not None else rendezvous_dir()
         #: the run this simulation belongs to, sent in its HELLO (None: unchecked)
         self.run_id = resolve_run_id(run_id, published)
-        hello = protocol.encode_hello(  # "python": worker mode is this client's (advice)
-            self.simulation_id, self.rank, self.ranks, specs, self.parameters, self.run_id, "python"
-        )
+        self._specs = specs
+        hello = self._hello()
         if len(hello) > protocol.PREFIX.size + protocol.HELLO_FIXED.size + protocol.MAX_HELLO_BYTES:
             raise ValueError(f"the HELLO is {len(hello)} bytes: too many fields or parameters")
         self.fields = specs
@@ -182,21 +183,22 @@ class Client:
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
         self._predictor: Predictor | None = None  # (the first `predict` makes it)
-        #: the sockets and what they carry; the check of float fields before they leave
-        #: with FLAG_FINITE, and its warning, goes with them
-        self._transport = Transport(
-            self.endpoints,
-            tuning,
-            curve_keys,
-            context,
-            held,
-            FiniteCheck(self.simulation_id, self.rank),
-            self._send_timeout,
+        self._rendezvous, self._context, self._array_reuse = rendezvous, context, array_reuse
+        self._finite = FiniteCheck(self.simulation_id, self.rank)
+        #: the replay window and the follower of a restarted trainer (external mode:
+        #: `following`), or None (`ClientTuning.replay_bytes` 0)
+        self._following = Following.made_for(
+            rendezvous,
+            replay_bytes_for(tuning, rendezvous),
+            tuning.follow_timeout,
             self.simulation_id,
             self.rank,
-            self.ranks,
-            RestartCheck(rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
+            self.run_id,
+            self.endpoints,
         )
+        #: the sockets and what they carry; the check of float fields before they leave
+        #: with FLAG_FINITE, and its warning, goes with them
+        self._transport = self._new_transport(curve_keys, held)
         self._fast = self._transport.fast_path(list(self._fields.values()), comm)
         self._closed = False
         try:
@@ -204,6 +206,33 @@ class Client:
         except BaseException:
             self._closed = True
             raise
+
+    def _hello(self) -> bytes:
+        return protocol.encode_hello(  # "python": worker mode is this client's (advice)
+            self.simulation_id,
+            self.rank,
+            self.ranks,
+            self._specs,
+            self.parameters,
+            self.run_id,
+            "python",
+        )
+
+    def _new_transport(self, curve_keys: list[str | None], held: HeldArrays) -> Transport:
+        """A transport to `self.endpoints` (not opened)."""
+        return Transport(
+            self.endpoints,
+            self.tuning,
+            curve_keys,
+            self._context,
+            held,
+            self._finite,
+            self._send_timeout,
+            self.simulation_id,
+            self.rank,
+            self.ranks,
+            RestartCheck(self._rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
+        )
 
     # -- sending ----------------------------------------------------------------------
 
@@ -249,14 +278,28 @@ class Client:
                 an array of more than `INLINE_MAX_BYTES` may still be referenced by the
                 queued message: do not modify it before `flush` returns (it waits until
                 ZeroMQ has released it, as does the next `send` unless
-                ``array_reuse="never"``).
+                ``array_reuse="never"``). With a replay window
+                (`ClientTuning.replay_bytes`, external mode), a trainer found restarted
+                is followed instead (`melissa_trainer.client.follow`), and this is raised
+                only when it cannot be (`follow.FollowError`: a step its checkpoint lacks
+                has left the window, no follow socket, no restarted trainer within
+                `follow_timeout`).
             RuntimeError: the client is closed.
         """
         if self._closed:
             raise RuntimeError("the client is closed")
+        if self._following is not None:  # (external mode: `following`)
+            self._following.send(self._send_once, self._follow, time_step, arrays, kwargs)
+            return
         fast = self._fast
         if fast is not None and arrays is None and fast(time_step, kwargs):
             return  # the usual send, specialized (see `fast_send`)
+        self._send_general(time_step, arrays, kwargs)
+
+    def _send_general(
+        self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """`send`'s general path (any send may take it); returns the fields given."""
         given = kwargs
         if arrays:
             if kwargs and not arrays.keys().isdisjoint(kwargs):
@@ -269,6 +312,7 @@ class Client:
         else:
             step = check_time_step(time_step)
         self._transport.send_step(step, prepared)
+        return given
 
     def flush(self) -> None:
         """Send the payloads waiting in batches now (see `batch_bytes`), and wait until
@@ -276,7 +320,48 @@ class Client:
         back-pressure like `send` (bounded by `send_timeout`)."""
         if self._closed:
             raise RuntimeError("the client is closed")
-        self._transport.flush()
+        if self._following is None:
+            self._transport.flush()
+        else:
+            self._following.flush(lambda: self._transport.flush(), self._follow)
+
+    # -- following a restarted trainer (`following`) -----------------------------------
+
+    def _send_once(
+        self, time_step: SupportsIndex, arrays: Mapping[str, Any] | None, kwargs: dict[str, Any]
+    ) -> Mapping[str, Any]:
+        """One try of `send` (the fast path, else the general); the fields given."""
+        fast = self._fast
+        if fast is not None and arrays is None and fast(time_step, kwargs):
+            return kwargs
+        return self._send_general(time_step, arrays, kwargs)
+
+    def _follow(self, entries: list[dict[str, Any]]) -> None:
+        """Switch to the restarted trainer of `entries` (`Following.switch`)."""
+        assert self._following is not None
+
+        def make(entries: list[dict[str, Any]]) -> Transport:
+            self.endpoints = [str(e["endpoint"]) for e in entries]
+            self.run_id = entries[0].get("run_id")
+            keys = [e.get("curve_public_key") for e in entries]
+            transport = self._new_transport(keys, HeldArrays(self._array_reuse))
+            transport.open(self._hello())
+            return transport
+
+        def resend(transport: Transport, step: int, arrays: dict[str, np.ndarray]) -> None:
+            # (copies: the window's rows are overwritten by the next steps, and ZeroMQ
+            # may still hold an array sent without a copy)
+            transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
+
+        self._transport = self._following.switch(self._transport, entries, make, resend)
+        self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
+        client_logger().warning(
+            "simulation %d rank %d: followed the restarted trainer (run %s at %s)",
+            self.simulation_id,
+            self.rank,
+            self.run_id,
+            ", ".join(self.endpoints),
+        )
 
     def _prepare(self, given: Mapping[str, Any]) -> list[tuple[FieldPart, np.ndarray]]:
         return prepare_arrays(self._fields, given, None if self._comm is None else self.rank)
@@ -298,7 +383,8 @@ class Client:
         Waits while the trainer is there, reading or not (a paused or busy trainer is
         back-pressure, not a failure), at most `close_timeout` seconds in all, and gives
         up sooner on a receiver disconnected for `disconnected_timeout` seconds (see
-        `melissa_trainer.client.patience`). Idempotent.
+        `melissa_trainer.client.patience`). With a replay window, a trainer found gone
+        (or restarted) is followed first (`melissa_trainer.client.follow`). Idempotent.
 
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
@@ -328,7 +414,10 @@ class Client:
         self._closed = True
         if self._predictor is not None:
             self._predictor.close()  # (its own socket, linger 0: nothing to deliver)
-        self._transport.close(bye)
+        if self._following is None or not bye:
+            self._transport.close(bye)
+        else:
+            self._following.close(lambda: self._transport.close(True), self._follow)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

@@ -27,6 +27,10 @@ __all__ = [
     "DEFAULT_CLOSE_TIMEOUT",
     "DEFAULT_DISCONNECTED_TIMEOUT",
     "DEFAULT_FAILED_CLOSE_TIMEOUT",
+    "DEFAULT_FOLLOW_TIMEOUT",
+    "DEFAULT_REPLAY_BYTES",
+    "ENV_REPLAY_BYTES",
+    "replay_bytes_for",
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
     "ENV_KEY",
@@ -73,6 +77,15 @@ DEFAULT_BATCH_DELAY = 0.02
 DEFAULT_CLOSE_TIMEOUT = 1800.0
 #: Default seconds a closing client waits for a receiver whose connection is lost.
 DEFAULT_DISCONNECTED_TIMEOUT = 60.0
+#: Default replay window of a client that follows its trainer (external mode), in bytes:
+#: 64 MiB of copies of the last steps sent (`ClientTuning.replay_bytes`).
+DEFAULT_REPLAY_BYTES = 64 << 20
+#: Default seconds a client whose trainer is gone waits for a resumed one to publish.
+DEFAULT_FOLLOW_TIMEOUT = 120.0
+#: The replay window in bytes (`ClientTuning.replay_bytes`), overriding its default.
+ENV_REPLAY_BYTES = "MELISSA_TRAINER_REPLAY_BYTES"
+#: Set by the launcher for the simulations it starts (they are restarted by it, not followed).
+ENV_ATTEMPT = "MELISSA_TRAINER_ATTEMPT"
 #: Default bound, in seconds, on `Client.close` after a failure (``close(bye=False)``, an
 #: exception in the client's ``with`` block): the simulation is restarted anyway.
 DEFAULT_FAILED_CLOSE_TIMEOUT = 10.0
@@ -123,6 +136,19 @@ class ClientTuning:
             sends its steps again); the lower of it and `close_timeout` bounds that
             wait, and a disconnected receiver is not waited for. `None`: only
             `close_timeout` bounds it.
+        replay_bytes: the replay window, in bytes of copies of the last steps sent, that
+            lets a client follow a trainer restarted from its checkpoint
+            (`melissa_trainer.client.follow`: the client sends again what the checkpoint
+            lacks); each `send` then copies its arrays (a cost: `benchmarks/ingest.py`).
+            None (default): ``$MELISSA_TRAINER_REPLAY_BYTES`` if set, else
+            `DEFAULT_REPLAY_BYTES` (64 MiB) in external mode (endpoints read from the
+            rendezvous by a simulation the launcher did not start), else 0. 0: no
+            window, no following (a restarted trainer fails the client, saying to run
+            the simulation again). Size it to hold what the simulation sends between
+            two of the trainer's checkpoints (``save_steps``), with room to spare.
+        follow_timeout: seconds a client that keeps a replay window, finding its trainer
+            gone, waits for a resumed trainer to publish in the rendezvous (default
+            120); None: no bound.
     """
 
     sndhwm: int = DEFAULT_SNDHWM
@@ -134,6 +160,8 @@ class ClientTuning:
     close_timeout: float | None = DEFAULT_CLOSE_TIMEOUT
     disconnected_timeout: float | None = DEFAULT_DISCONNECTED_TIMEOUT
     failed_close_timeout: float | None = DEFAULT_FAILED_CLOSE_TIMEOUT
+    replay_bytes: int | None = None
+    follow_timeout: float | None = DEFAULT_FOLLOW_TIMEOUT
 
     def __post_init__(self) -> None:
         for name in ("sndhwm", "batch_bytes", "max_message_bytes"):
@@ -161,7 +189,15 @@ class ClientTuning:
         check_seconds("ClientTuning.close_timeout", self.close_timeout)
         check_seconds("ClientTuning.disconnected_timeout", self.disconnected_timeout)
         check_seconds("ClientTuning.failed_close_timeout", self.failed_close_timeout)
-        for name in ("close_timeout", "disconnected_timeout", "failed_close_timeout"):
+        check_seconds("ClientTuning.follow_timeout", self.follow_timeout)
+        if self.replay_bytes is not None:
+            check_non_negative_int("ClientTuning.replay_bytes", self.replay_bytes)
+        for name in (
+            "close_timeout",
+            "disconnected_timeout",
+            "failed_close_timeout",
+            "follow_timeout",
+        ):
             if getattr(self, name) == math.inf:  # +inf is "no bound": None, as documented
                 object.__setattr__(self, name, None)
 
@@ -174,6 +210,30 @@ _OWNED_OPTIONS = {
     "LINGER": "close sets it from the time left; use ClientTuning.close_timeout",
     "RECONNECT_STOP": "it stops the reconnection a client needs after a trainer restarts",
 }
+
+
+def replay_bytes_for(tuning: ClientTuning, rendezvous: str | None) -> int:
+    """The replay window of a client (`ClientTuning.replay_bytes`): as set, else
+    ``$MELISSA_TRAINER_REPLAY_BYTES``, else `DEFAULT_REPLAY_BYTES` when the endpoints
+    came from `rendezvous` and the launcher did not start the simulation, else 0.
+
+    Raises:
+        ValueError: ``$MELISSA_TRAINER_REPLAY_BYTES`` is not a non-negative integer.
+    """
+    if tuning.replay_bytes is not None:
+        return tuning.replay_bytes
+    value = os.environ.get(ENV_REPLAY_BYTES, "").strip()
+    if value:
+        try:
+            number = int(value)
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise ValueError(f"{ENV_REPLAY_BYTES}={value!r} is not a number of bytes >= 0")
+        return number
+    if rendezvous is None or os.environ.get(ENV_ATTEMPT, "").strip():
+        return 0
+    return DEFAULT_REPLAY_BYTES
 
 
 def check_socket_options(options: Mapping[int, int]) -> None:

@@ -2,12 +2,14 @@
 
 A trainer that is preempted (SIGTERM: a checkpoint, then exit) or killed, and started
 again with ``resume_from_checkpoint``, binds new sockets and rewrites the rendezvous
-directory with its new endpoints and a new run id. A running simulation does not follow
-it: its PUSH sockets keep dialing the old endpoints, and what ZeroMQ had queued for the
-old trainer, or what the old trainer had taken after its checkpoint, is gone (PUSH/PULL
-acknowledges nothing; a client cannot know which of its steps the checkpoint holds). The
-send or the close then gives up on the receiver gone (`send_wait.ReceiverGone`,
-`closing`), with a message that said only "the trainer died".
+directory with its new endpoints and a new run id. A client with a replay window follows
+it (`melissa_trainer.client.follow`). One without (``ClientTuning.replay_bytes=0``, given
+its endpoints, launched by the launcher, or a window that no longer holds what the
+checkpoint lacks) does not: its PUSH sockets keep dialing the old endpoints, and what
+ZeroMQ had queued for the old trainer, or what the old trainer had taken after its
+checkpoint, is gone (PUSH/PULL acknowledges nothing). The send or the close then gives
+up on the receiver gone (`send_wait.ReceiverGone`, `closing`), with a message that said
+only "the trainer died".
 
 `RestartCheck.note` reads the rendezvous directory once, without waiting, at that moment
 (a failure path: never on a send that goes through), and when another run publishes
@@ -68,8 +70,9 @@ class RestartCheck:
         run = f"run {run_id}" if run_id is not None else "another trainer"
         return (
             f" The trainer was restarted: the rendezvous {self._rendezvous} now names {run} at "
-            f"{', '.join(endpoints)}. A running simulation does not follow a restarted "
-            f"trainer, and what it sent after the checkpoint resumed from is lost: run this "
+            f"{', '.join(endpoints)}. A simulation without a replay window "
+            f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer, and what it "
+            f"sent after the checkpoint resumed from is lost: run this "
             f"simulation again, with the same simulation id "
             f"(MELISSA_TRAINER_SIMULATION_ID={self._simulation_id}): the resumed trainer "
             f"keeps the steps it holds and takes the others, each once."

@@ -302,6 +302,14 @@ class Transport:
         """
         close_transport(self, bye)
 
+    def abandon(self) -> None:
+        """Release everything at once, dropping what is queued (the client follows a
+        restarted trainer: `following`); idempotent."""
+        if self.outbox is not None:
+            self.outbox.close()
+        if self.sockets or (self.own_context and not self.context.closed):
+            self.release(0)
+
     def release(self, linger_ms: int) -> None:
         """Close the sockets, ZeroMQ delivering for at most `linger_ms` ms, and terminate
         the context if it is the transport's own (which waits for that delivery)."""

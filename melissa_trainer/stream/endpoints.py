@@ -56,6 +56,31 @@ def write_rendezvous(
     return final
 
 
+def mark_stopped(directory: str | os.PathLike[str], rank: int, endpoint: str) -> None:
+    """Mark ``{directory}/rank_{rank}.json`` as its trainer's stopped (``"stopped": true``,
+    rewritten aside and renamed), if it still names `endpoint` (a newer trainer's file
+    is left alone). `fetch_rendezvous` takes a directory holding a stopped file as not
+    ready: a client started while the trainer is down waits for the next one (a trainer
+    resumed from its checkpoint rewrites the files) rather than dial an endpoint nobody
+    listens on. Never raises: a file it cannot read or write is left as it is."""
+    path = Path(directory) / f"rank_{rank}.json"
+    try:
+        info = json.loads(path.read_text())
+        if not isinstance(info, dict) or info.get("endpoint") != endpoint:
+            return
+        info["stopped"] = True
+        fd, tmp = tempfile.mkstemp(prefix=f".rank_{rank}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(info, f)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except (OSError, ValueError):
+        return
+
+
 def curve_keys(
     secret: str | bytes | None, public: str | bytes | None
 ) -> tuple[bytes, bytes] | None:
@@ -120,8 +145,10 @@ def fetch_rendezvous(
     when it uses CURVE, `"curve_public_key"` (the Z85 server key a client must use),
     and under a trainer `"run_id"` (the run's identity), by writing a temporary file
     and renaming it. This waits until all W files are there and agree on W and on the
-    run id (files of two runs: one is still rewriting them). Blocks up to `timeout`
-    seconds.
+    run id (files of two runs: one is still rewriting them), and none is marked
+    ``"stopped"`` (`mark_stopped`: that trainer is down; the next one rewrites them).
+    Each file may also name ``"follow_endpoint"``, the receiver's follow socket
+    (`follow_server`). Blocks up to `timeout` seconds.
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
@@ -170,12 +197,19 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
                 and entry["endpoint"]
                 and _is_key(entry.get("curve_public_key"))
                 and _is_run_id(entry.get("run_id"))
+                and isinstance(entry.get("follow_endpoint", ""), str)
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             problems.append(f"{name} unreadable ({exc})")
             continue
         if not ok:
             problems.append(f"{name} invalid ({entry})")
+            continue
+        if entry.get("stopped") is True:
+            problems.append(
+                f"{name}: its trainer stopped (a trainer resumed from its checkpoint "
+                f"publishes again)"
+            )
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}

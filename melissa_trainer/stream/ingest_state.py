@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer import wire as protocol
 from melissa_trainer.buffers import Sample
 from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.stream.archive import Archive
@@ -358,6 +359,24 @@ class IngestState:
         self.replaced = {int(s) for s in state.get("replaced", [])}
         self.schema.load_json(state.get("schema"))
         self._forget_after(int(state["marked"]), buffer_put)
+
+    def held_record(self) -> dict[int, tuple[int, int, bytes]]:
+        """What this ingest holds of each simulation, as a follow socket answers it
+        (`follow_server`): simulation id -> (HELD status, bit count, bit array of the
+        local steps completed). Taken once, after `load_state_dict` and before the
+        stream starts (the ingester's thread has not started: no lock needed)."""
+        out: dict[int, tuple[int, int, bytes]] = {}
+        for sid in self.archive.steps:
+            out[sid] = (protocol.HELD_FINISHED, 0, b"")
+        for sid, rec in self.sims.items():
+            if rec.finished:
+                out[sid] = (protocol.HELD_FINISHED, 0, b"")
+            else:
+                nbits = rec.frontier
+                out[sid] = (protocol.HELD_STEPS, nbits, bytes(rec.done[: (nbits + 7) // 8]))
+        for sid in self.abandoned:
+            out[sid] = (protocol.HELD_ABANDONED, 0, b"")
+        return out
 
     def _forget_after(self, marked: int, buffer_put: int) -> None:
         """After `load_state_dict`: forget the last ``marked - buffer_put`` samples

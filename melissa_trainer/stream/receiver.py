@@ -79,7 +79,8 @@ from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
-from melissa_trainer.stream.endpoints import curve_keys, is_loopback
+from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
+from melissa_trainer.stream.follow_server import FollowServer, follow_bind
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
@@ -154,6 +155,7 @@ class Receiver(DataPath):
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
         self._watch: ConnectionWatch | None = None
+        self._follow: FollowServer | None = None
 
     # -- control (any thread) ------------------------------------------------------------
 
@@ -188,10 +190,25 @@ class Receiver(DataPath):
         if self.config.run_id is not None:
             extra["run_id"] = self.config.run_id
         try:  # (an OSError naming what to do: `receiver_socket.bind_error`)
+            if self._rendezvous is not None:
+                # what a running simulation of a restarted trainer asks (`follow_server`):
+                # only with a rendezvous, the one way a client finds the restarted trainer
+                self._follow = FollowServer(
+                    self.ingest.held_record() if self._loaded is not None else {},
+                    self._rank,
+                    self._world,
+                    follow_bind(self._bind, self._rank),
+                    self._advertise,
+                    self._curve,
+                )
+                extra["follow_endpoint"] = self._follow.start()
             self._endpoint = bind_and_publish(
                 sock, self._bind, self._advertise, self._rank, self._world, self._rendezvous, extra
             )
         except BaseException:
+            if self._follow is not None:
+                self._follow.stop()
+                self._follow = None
             self._close_socket()
             raise
         self._watch = ConnectionWatch(
@@ -210,9 +227,18 @@ class Receiver(DataPath):
     def stop(self) -> None:
         """Stop the thread (bounded wait), close the socket and context; idempotent.
 
-        The rendezvous file is left in place (the next run overwrites it, and a next
-        run on fewer ranks removes those of the ranks it lacks: `write_rendezvous`).
+        The rendezvous file is marked stopped (`endpoints.mark_stopped`), not removed:
+        a client that reads it then waits for the next trainer (one resumed from a
+        checkpoint publishes again) instead of dialing an endpoint nobody listens on,
+        and a running one that follows its trainer (`melissa_trainer.client.follow`)
+        knows that it is down. The next run overwrites it (and a next run on fewer ranks
+        removes those of the ranks it lacks: `write_rendezvous`).
         """
+        if self._rendezvous is not None and self._endpoint is not None:
+            mark_stopped(self._rendezvous, self._rank, self._endpoint)
+        if self._follow is not None:
+            self._follow.stop()
+            self._follow = None
         self._request_stop()
         if self._thread is not None and self._thread.is_alive():
             self._thread.join(self._stop_timeout)
@@ -220,6 +246,11 @@ class Receiver(DataPath):
                 logger.warning("receiver thread of rank %d did not stop", self._rank)
                 return
         self._close_socket()
+
+    def follow_rejected(self) -> dict[str, int]:
+        """Malformed queries its follow socket dropped, by reason (`follow_server`;
+        empty without a rendezvous). Any thread."""
+        return {} if self._follow is None else dict(self._follow.rejected)
 
     def finished_simulations(self) -> list[int]:
         """Ids of the simulations that finished here, in the order they finished."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 __all__ = ["StepSet"]
 
 
@@ -50,6 +52,14 @@ class StepSet:
         if len(self.runs) > self.MAX_RUNS:
             self.steps = {t for a, b, d in self.runs for t in range(a, b + 1, d or 1)}
             self.runs = []
+
+    def __iter__(self) -> Iterator[int]:
+        """The steps (in runs, then in no order for irregular ones)."""
+        if self.steps is not None:
+            yield from self.steps
+            return
+        for a, b, d in self.runs:
+            yield from range(a, b + 1, d or 1)
 
     def __contains__(self, step: int) -> bool:
         if self.steps is not None:

@@ -358,8 +358,9 @@ def _resumed_note(resumed: tuple[Sequence[int], int] | None, expected: int | Non
     ids = ", ".join(str(s) for s in unfinished[:20]) + (", ..." if len(unfinished) > 20 else "")
     return (
         f" Resumed from a checkpoint, which holds {finished} simulations{of} finished and "
-        f"{len(unfinished)} unfinished: {ids}. A solver that streamed to the trainer before "
-        f"its restart does not follow it: run each of these again, with the same "
+        f"{len(unfinished)} unfinished: {ids}. A Python solver still running follows the "
+        f"restarted trainer by itself (its replay window); one that failed (or a C or "
+        f"Fortran solver) does not: run each of these again, with the same "
         f"MELISSA_TRAINER_SIMULATION_ID and parameters (the steps the checkpoint holds are "
         f"dropped as duplicates, the others trained on once)."
     )

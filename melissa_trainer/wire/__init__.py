@@ -28,6 +28,9 @@ Message kinds:
 * PREDICT, PREDICTION, REFUSED (the serving channel, on the trainer's serving socket,
   not the stream's: section 16): a request for the current model's prediction on named
   arrays, the answer with the model's version, or a refusal (back-pressure, not serving).
+* HELD_QUERY, HELD (the follow channel, on a receiver's follow socket: section 17): a
+  running simulation whose trainer was restarted asks which of its time steps the
+  resumed receiver's checkpoint holds, and gets them as a bit array (`held`).
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -43,6 +46,7 @@ this package (``from melissa_trainer import wire``):
 * `messages`: the decoded messages, `FieldSpec`, `ProtocolError`;
 * `encoding`: the frames and prebuilt headers a sender writes;
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
+* `held`: the follow channel's messages, their encoding and validation;
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 """
@@ -68,6 +72,19 @@ from melissa_trainer.wire.encoding import (
     split_at_time_step,
     with_finite_flag,
 )
+from melissa_trainer.wire.held import (
+    HELD_ABANDONED,
+    HELD_FINISHED,
+    HELD_NONE,
+    HELD_QUERY_BYTES,
+    HELD_STATUSES,
+    HELD_STEPS,
+    HeldReply,
+    decode_held,
+    decode_held_query,
+    encode_held,
+    encode_held_query,
+)
 from melissa_trainer.wire.layout import (
     ABANDON,
     AFTER_TIME_STEP_AT,
@@ -88,6 +105,9 @@ from melissa_trainer.wire.layout import (
     FLAG_INLINE,
     FLAG_REPLACED,
     FLAGS_AT,
+    HELD,
+    HELD_FIXED,
+    HELD_QUERY,
     HELLO,
     HELLO_DTYPES,
     HELLO_FIXED,
@@ -142,6 +162,20 @@ from melissa_trainer.wire.predict import (
 )
 
 __all__ = [
+    "HELD",
+    "HELD_ABANDONED",
+    "HELD_FINISHED",
+    "HELD_FIXED",
+    "HELD_NONE",
+    "HELD_QUERY",
+    "HELD_QUERY_BYTES",
+    "HELD_STATUSES",
+    "HELD_STEPS",
+    "HeldReply",
+    "decode_held",
+    "decode_held_query",
+    "encode_held",
+    "encode_held_query",
     "ARRAY_FIXED",
     "MAX_PREDICT_ARRAYS",
     "PREDICT",

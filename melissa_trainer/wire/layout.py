@@ -22,6 +22,9 @@ KIND_NAMES = {HELLO: "HELLO", DATA: "DATA", BYE: "BYE", ABANDON: "ABANDON", BATC
 #: socket (ZeroMQ DEALER -> ROUTER), never on the stream's PULL socket (whose receiver
 #: rejects them as ``bad_kind``).
 PREDICT, PREDICTION, REFUSED = 6, 7, 8
+#: The follow channel's kinds (docs/protocol.md, section 17): on a receiver's follow
+#: socket (DEALER -> ROUTER), never on the stream's PULL socket (rejected as ``bad_kind``).
+HELD_QUERY, HELD = 9, 10
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -84,6 +87,8 @@ PREDICT_FIXED = struct.Struct("<QIBB")
 PREDICTION_FIXED = struct.Struct("<QQBB")
 # request id, model version, reason code, reserved, retry after (ms), detail length
 REFUSED_FIXED = struct.Struct("<QQBBIH")
+# request id, rank, world size, status, reserved (u8, u16), bit count (HELD)
+HELD_FIXED = struct.Struct("<QIIBBHQ")
 # one array of a PREDICT or PREDICTION: dtype code, ndim, name length, reserved; then
 # ndim x u64 dims (`DIMS`), then the name
 ARRAY_FIXED = struct.Struct("<BBBB")

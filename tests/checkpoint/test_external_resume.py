@@ -5,9 +5,14 @@ latest``).
 
 What a user sees, asserted here:
 
-* the running solvers do not follow the resumed trainer (it binds new ports and
-  rewrites the rendezvous with a new run id; what they sent after its checkpoint is
-  lost): each fails, its error saying that the trainer was restarted and to run the
+* the running solvers follow the resumed trainer (it binds new ports and rewrites the
+  rendezvous with a new run id): each asks it which of its steps the checkpoint holds,
+  sends the others again from its replay window, and exits 0
+  (`melissa_trainer.client.follow`), after a SIGTERM (a checkpoint, exit 143) or a
+  SIGKILL (the last checkpoint is older);
+* without a replay window (``MELISSA_TRAINER_REPLAY_BYTES=0``, as the C and Fortran
+  clients, which keep none) they do not follow: what they sent after its checkpoint is
+  lost, and each fails, its error saying that the trainer was restarted and to run the
   simulation again with the same simulation id (`melissa_trainer.client.restart`);
 * the resumed trainer, waiting for data, names the simulations its checkpoint holds
   unfinished (`stream_source.no_data_notice`, after `FIRST_DATA_NOTICE` s);
@@ -15,10 +20,6 @@ What a user sees, asserted here:
   (simulation, time step) is trained on exactly once in the lineage of the final state:
   the first run's steps up to the checkpoint resumed from, then the resumed run's (the
   receivers' record, in the checkpoint, drops the steps it holds as duplicates).
-
-`test_running_solvers_follow_a_resumed_trainer` is the behaviour still missing (xfail):
-a running solver that reconnects to the restarted trainer and re-sends what it did not
-deliver needs acknowledgements PUSH/PULL does not carry (docs/how-to/own-solver.md).
 
 The solvers are stopped (SIGSTOP) across the restart and continued once the resumed
 trainer has published itself, so that what they meet does not depend on how long the
@@ -150,23 +151,29 @@ def study(tmp_path: Path) -> Iterator[Study]:
         made.cleanup()
 
 
-def preempt_while_solvers_stream(study: Study) -> tuple[list[subprocess.Popen[str]], str]:
-    """Start the trainer and its solvers, SIGTERM the trainer while they stream (they are
-    stopped first), resume it, and continue them once it has published itself. Returns
-    the first solvers (running on) and the resumed trainer's run id."""
+def preempt_while_solvers_stream(
+    study: Study, stop: signal.Signals = signal.SIGTERM, **solver_env: str
+) -> tuple[list[subprocess.Popen[str]], str]:
+    """Start the trainer and its solvers, stop the trainer (`stop`: SIGTERM, a
+    checkpoint and exit 143; SIGKILL) while they stream (they are stopped first), resume
+    it, and continue them once it has published itself. Returns the first solvers
+    (running on) and the resumed trainer's run id."""
     first = study.trainer("first", pace=0.12)
     wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
     old_run = study.run_id()
     solvers = [
-        study.solver(i, "solver", SOLVER_STEP_SLEEP="0.2", SOLVER_DISCONNECTED_TIMEOUT="2")
+        study.solver(
+            i, "solver", SOLVER_STEP_SLEEP="0.2", SOLVER_DISCONNECTED_TIMEOUT="2", **solver_env
+        )
         for i in range(SIMULATIONS)
     ]
     wait_for("a checkpoint", lambda: bool(study.checkpoints()) and len(study.steps("first")) >= 6)
     assert all(s.poll() is None for s in solvers), "the solvers ended before the preemption"
     for s in solvers:
         os.kill(s.pid, signal.SIGSTOP)  # (continued once the resumed trainer is there)
-    first.send_signal(signal.SIGTERM)
-    assert first.wait(120) == 143, study.output("first")[-3000:]
+    first.send_signal(stop)
+    expected = 143 if stop == signal.SIGTERM else -signal.SIGKILL
+    assert first.wait(120) == expected, study.output("first")[-3000:]
     study.trainer("resumed", "--resume_from_checkpoint", "latest", pace=0.0)
     wait_for("the resumed trainer's rendezvous", lambda: study.run_id() not in (None, old_run))
     new_run = study.run_id()
@@ -178,7 +185,9 @@ def preempt_while_solvers_stream(study: Study) -> tuple[list[subprocess.Popen[st
 
 @pytest.mark.timeout(600)
 def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study: Study) -> None:
-    solvers, new_run = preempt_while_solvers_stream(study)
+    # without a replay window (MELISSA_TRAINER_REPLAY_BYTES=0; the C and Fortran
+    # clients have none) a running solver does not follow: it fails, saying to run it again
+    solvers, new_run = preempt_while_solvers_stream(study, MELISSA_TRAINER_REPLAY_BYTES="0")
     for i, s in enumerate(solvers):
         assert s.wait(120) == 1, study.output(f"solver-{i}")[-3000:]
         said = study.output(f"solver-{i}")
@@ -195,10 +204,15 @@ def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study
     resumed = study.procs[SIMULATIONS + 1]
     assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
     assert [s.wait(60) for s in again] == [0] * len(named)
+    assert_each_step_trained_on_once(study)
+
+
+def assert_each_step_trained_on_once(study: Study) -> None:
+    """Every (simulation, time step) trained on exactly once in the lineage of the final
+    state: the first run's steps up to the checkpoint resumed from, then the resumed
+    run's (whose first step is the next one)."""
     summary = json.loads(study.output("resumed").strip().splitlines()[-1])
     base = int(Path(summary["resumed_from"]).name.split("-")[1])
-    # the lineage: the first run's steps up to the checkpoint resumed from, then the
-    # resumed run's (whose first step is the next one)
     resumed_steps = study.steps("resumed")
     assert resumed_steps and resumed_steps[0][0] == base + 1
     trained = [k for step, keys in study.steps("first") if step <= base for k in keys]
@@ -210,16 +224,14 @@ def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study
     assert set(counts) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a running solver does not follow a restarted trainer: its sockets keep the "
-    "old endpoints, and PUSH/PULL carries no acknowledgement telling it which of its "
-    "steps the checkpoint holds (docs/how-to/own-solver.md, 'When the trainer restarts')",
-)
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 @pytest.mark.timeout(600)
-def test_running_solvers_follow_a_resumed_trainer(study: Study) -> None:
-    solvers, _ = preempt_while_solvers_stream(study)
+def test_running_solvers_follow_a_resumed_trainer(study: Study, stop: signal.Signals) -> None:
+    solvers, new_run = preempt_while_solvers_stream(study, stop)
     codes = [s.wait(120) for s in solvers]
     resumed = study.procs[SIMULATIONS + 1]
     assert codes == [0] * SIMULATIONS, [study.output(f"solver-{i}")[-500:] for i in range(3)]
-    assert resumed.wait(300) == 0
+    for i in range(SIMULATIONS):
+        assert f"followed the restarted trainer (run {new_run}" in study.output(f"solver-{i}")
+    assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
+    assert_each_step_trained_on_once(study)

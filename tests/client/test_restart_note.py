@@ -65,6 +65,7 @@ def trainers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Traine
     monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
     monkeypatch.delenv("MELISSA_TRAINER_RUN_ID", raising=False)
     monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path / "rendezvous"))
+    monkeypatch.setenv("MELISSA_TRAINER_REPLAY_BYTES", "0")  # (no window: no following)
     made = Trainers(tmp_path / "rendezvous")
     try:
         yield made

@@ -1,0 +1,220 @@
+"""How a running simulation follows its trainer across a restart (external mode).
+
+A trainer preempted (SIGTERM: a checkpoint, then exit) or killed, and started again
+with ``resume_from_checkpoint``, binds new sockets and rewrites the rendezvous with its
+new endpoints and a new run id. A client whose endpoints came from that rendezvous
+(``MELISSA_TRAINER_RENDEZVOUS``) and that keeps a replay window
+(`ClientTuning.replay_bytes`, `replay.ReplayWindow`) follows it:
+
+1. **Noticing.** At most once every `CHECK_INTERVAL` seconds, a send looks whether the
+   rendezvous file of rank 0 was rewritten (one ``stat``; the usual send pays one clock
+   read); a send or close that finds a receiver gone (`send_wait.ReceiverGone`, the
+   close's timeout) waits up to `ClientTuning.follow_timeout` seconds for a new run to
+   publish there. A rewritten rendezvous naming another run id (or other endpoints),
+   complete and not marked stopped, is a restarted trainer.
+2. **Asking.** It sends each new receiver a HELD_QUERY on the follow socket the
+   rendezvous names (``follow_endpoint``) and reads its HELD (`wire.held`): which of
+   this simulation's time steps the checkpoint the trainer resumed from holds. A
+   malformed reply is counted (`Follower.rejected`) and ignored; no valid one within
+   `QUERY_TIMEOUT` seconds is an error.
+3. **Sending again.** Every step this client sent that no receiver holds must come
+   again: from the window, over new sockets to the new endpoints, after a HELLO with
+   the new run id. The BYE to each receiver then counts every step routed to it, held
+   or sent again. A needed step that has left the window fails the follow, with the
+   advice to run the simulation again with the same simulation id (the resumed trainer
+   keeps the steps it holds and takes the others, each once).
+
+Each (simulation, time step) then reaches the training exactly once: the resumed
+receivers drop what their checkpoint holds as duplicates. Limits: what a client sends
+after its `close` returned is not followed (a trainer restarted from a checkpoint
+older than the simulation's last steps names it unfinished: run it again); a trainer
+resumed with no follow socket (an older one) cannot be followed (today's error).
+
+Not thread-safe: the client's thread.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.wire import HeldReply, ProtocolError
+
+__all__ = ["CHECK_INTERVAL", "QUERY_TIMEOUT", "Follower", "FollowError"]
+
+#: seconds between two looks at the rendezvous by a send (one `os.stat`)
+CHECK_INTERVAL = 1.0
+#: seconds a client waits for each receiver's HELD
+QUERY_TIMEOUT = 30.0
+_request_ids = itertools.count(1)
+
+
+class FollowError(TimeoutError):
+    """The client cannot follow its restarted trainer (the message says why and what to
+    do: run the simulation again with the same simulation id). A `TimeoutError`, as a
+    send or close that gives up on a trainer gone raises."""
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+class Follower:
+    """Notices a restarted trainer in the rendezvous and asks it what it holds (module
+    docstring). `Client` does the rest (the new transport and the steps sent again).
+
+    Args:
+        rendezvous: the directory the client's endpoints were read from.
+        simulation_id: the client's.
+        run_id, endpoints: the run and endpoints the client streams to now.
+    """
+
+    def __init__(
+        self, rendezvous: str, simulation_id: int, run_id: str | None, endpoints: Sequence[str]
+    ) -> None:
+        self.rendezvous = rendezvous
+        self.simulation_id = simulation_id
+        self.run_id, self.endpoints = run_id, list(endpoints)
+        self._rank0 = Path(rendezvous) / "rank_0.json"
+        self._stamp = _stamp(self._rank0)
+        #: when a send should next look at the rendezvous (`time.monotonic()`)
+        self.due_at = time.monotonic() + CHECK_INTERVAL
+        #: malformed HELD replies ignored, by reason
+        self.rejected: Counter[str] = Counter()
+        #: how many times this client followed a restarted trainer
+        self.followed = 0
+
+    def due(self) -> bool:
+        """Whether a send should look at the rendezvous now (cheap: a clock read)."""
+        return time.monotonic() >= self.due_at
+
+    def restarted(self, force: bool = False) -> list[dict[str, Any]] | None:
+        """The entries of a new run in the rendezvous if it was rewritten since last
+        looked at (or `force`), complete, and names another run or other endpoints;
+        else None. Never blocks."""
+        self.due_at = time.monotonic() + CHECK_INTERVAL
+        stamp = _stamp(self._rank0)
+        if stamp == self._stamp and not force:
+            return None
+        try:
+            entries = fetch_rendezvous(self.rendezvous, timeout=0.0)
+        except (TimeoutError, OSError):
+            return None  # (stopped, or the new trainer is still writing: look again later)
+        self._stamp = stamp
+        return entries if self._is_new(entries) else None
+
+    def wait_restarted(self, timeout: float | None) -> list[dict[str, Any]] | None:
+        """`restarted`, waiting up to `timeout` seconds (None: no bound) for a new run
+        to publish; None if none did."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.05
+        while True:
+            entries = self.restarted(force=True)
+            if entries is not None:
+                return entries
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(
+                pause if deadline is None else min(pause, max(deadline - time.monotonic(), 0))
+            )
+            pause = min(pause * 2, 0.5)
+
+    def _is_new(self, entries: list[dict[str, Any]]) -> bool:
+        endpoints = [str(e["endpoint"]) for e in entries]
+        run_id = entries[0].get("run_id")
+        return endpoints != self.endpoints or run_id != self.run_id
+
+    def adopt(self, entries: list[dict[str, Any]]) -> None:
+        """Stream to the run of `entries` from now on."""
+        self.endpoints = [str(e["endpoint"]) for e in entries]
+        self.run_id = entries[0].get("run_id")
+        self._stamp = _stamp(self._rank0)
+        self.followed += 1
+
+    def held(
+        self, entries: list[dict[str, Any]], timeout: float = QUERY_TIMEOUT
+    ) -> list[HeldReply]:
+        """Each receiver's HELD for this simulation, in rank order (module docstring),
+        asked over sockets of a context of its own (ended before it returns).
+
+        Raises:
+            FollowError: a receiver names no follow socket (an older trainer), or sent
+                no valid HELD within `timeout` seconds.
+        """
+        replies = []
+        context = zmq.Context()
+        try:
+            for rank, entry in enumerate(entries):
+                endpoint = entry.get("follow_endpoint")
+                if not endpoint:
+                    raise FollowError(
+                        f"the restarted trainer's receiver {rank} ({entry['endpoint']}) names "
+                        f"no follow socket (a trainer without it cannot be followed)"
+                    )
+                replies.append(
+                    self._ask(context, str(endpoint), entry, rank, len(entries), timeout)
+                )
+        finally:
+            context.term()
+        return replies
+
+    def _ask(
+        self,
+        context: zmq.Context,
+        endpoint: str,
+        entry: dict[str, Any],
+        rank: int,
+        world: int,
+        timeout: float,
+    ) -> HeldReply:
+        sock = context.socket(zmq.DEALER)
+        try:
+            sock.setsockopt(zmq.LINGER, 0)
+            key = entry.get("curve_public_key")
+            if key:
+                sock.curve_serverkey = str(key).encode("ascii")
+                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock.connect(endpoint)
+            request_id = next(_request_ids)
+            sock.send(protocol.encode_held_query(self.simulation_id, request_id))
+            deadline = time.monotonic() + timeout
+            while (left := deadline - time.monotonic()) > 0:
+                if not sock.poll(int(left * 1000) + 1):
+                    break
+                frames = sock.recv_multipart()
+                try:
+                    if len(frames) != 1:
+                        raise ProtocolError("unexpected_frame", f"{len(frames)} frames, expected 1")
+                    reply = protocol.decode_held(frames[0])
+                    if (reply.simulation_id, reply.request_id) != (self.simulation_id, request_id):
+                        raise ProtocolError("bad_request_id", "a reply to another query")
+                    if (reply.rank, reply.world_size) != (rank, world):
+                        raise ProtocolError(
+                            "bad_rank", f"rank {reply.rank} of {reply.world_size}, asked "
+                            f"rank {rank} of {world}"
+                        )  # fmt: skip
+                except ProtocolError as exc:
+                    self.rejected[exc.reason] += 1
+                    continue
+                return reply
+        finally:
+            sock.close(linger=0)
+        raise FollowError(
+            f"the restarted trainer's receiver {rank} did not say which steps it holds "
+            f"within {timeout} s ({endpoint}"
+            + (f"; malformed replies ignored: {dict(self.rejected)}" if self.rejected else "")
+            + ")"
+        )

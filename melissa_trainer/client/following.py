@@ -1,0 +1,222 @@
+"""`Following`: a `Client`'s replay window and the switch of its transport to a
+restarted trainer (the protocol and the steps are `follow`'s; the window `replay`'s).
+
+The client's `send`, `flush` and `close` go through `send`, `flush` and `close` here:
+a send looks at the rendezvous first (cheap unless `follow.CHECK_INTERVAL` has
+passed) and keeps a copy of its step after; one that gives up on a receiver gone
+(`send_wait.ReceiverGone`; a close's "not delivered") waits for a restarted trainer
+(`after_gone`), follows it, and tries again. A follow (`switch`) asks the new
+receivers what they hold, releases the old transport (what it had queued is dropped:
+the window has what is needed), makes the new one (its HELLO carries the new run id,
+its BYE counts every step routed to each receiver) and sends again, from the window,
+what they lack.
+
+Not thread-safe: the client's thread.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, SupportsIndex
+
+import numpy as np
+
+from melissa_trainer.client.config import check_time_step
+from melissa_trainer.client.follow import Follower, FollowError
+from melissa_trainer.client.replay import ReplayWindow
+from melissa_trainer.client.send_wait import ReceiverGone
+from melissa_trainer.stream.step_set import StepSet
+from melissa_trainer.wire import HELD_ABANDONED, HeldReply
+
+__all__ = ["Following", "Switchable", "steps_to_send"]
+
+#: ``send_once(time_step, arrays, kwargs) -> fields given``: one try of `Client.send`
+SendOnce = Callable[[SupportsIndex, Mapping[str, Any] | None, dict[str, Any]], Mapping[str, Any]]
+#: ``follow(entries)``: the client switches to the restarted trainer of `entries`
+Follow = Callable[[list[dict[str, Any]]], None]
+
+
+class Switchable(Protocol):
+    """What `Following.switch` reads of the transport it replaces."""
+
+    @property
+    def steps(self) -> list[StepSet]: ...
+
+    def abandon(self) -> None:
+        """Release the sockets at once, dropping what is queued."""
+
+
+def steps_to_send(
+    sent: list[StepSet], replies: list[HeldReply], window: ReplayWindow, whose: str, advice: str
+) -> tuple[list[int], list[int]]:
+    """(every step sent, sorted; the steps the new receivers lack, sorted): what the
+    client must send again.
+
+    Raises:
+        FollowError: a needed step left the window, or the trainer abandoned the
+            simulation (the message names them, and `advice`).
+    """
+    world = len(replies)
+    every = sorted(set().union(*(set(s) for s in sent)))
+    if any(r.status == HELD_ABANDONED for r in replies):
+        raise FollowError(
+            f"{whose}: the restarted trainer abandoned this simulation (it takes nothing "
+            f"more of it).{advice}"
+        )
+    needed = [t for t in every if not replies[t % world].holds(t)]
+    missing = [t for t in needed if t not in window]
+    if missing:
+        shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        raise FollowError(
+            f"{whose}: the restarted trainer's checkpoint lacks {len(missing)} time "
+            f"step(s) this simulation sent ({shown}) that have left its replay window "
+            f"(ClientTuning.replay_bytes={window.max_bytes} bytes, or "
+            f"$MELISSA_TRAINER_REPLAY_BYTES: make it hold what the simulation sends "
+            f"between two checkpoints).{advice}"
+        )
+    return every, needed
+
+
+class Following:
+    """A client's window and follower (module docstring).
+
+    Args:
+        follower: notices and queries the restarted trainer.
+        window: the copies of the last steps sent.
+        follow_timeout: seconds to wait, once the trainer is found gone, for a new one.
+        whose: "simulation 3 rank 0", for messages.
+        advice: what a failure adds (run the simulation again with the same id).
+    """
+
+    def __init__(
+        self,
+        follower: Follower,
+        window: ReplayWindow,
+        follow_timeout: float | None,
+        whose: str,
+        advice: str,
+    ) -> None:
+        self.follower, self.window = follower, window
+        self._timeout, self._whose, self._advice = follow_timeout, whose, advice
+
+    @classmethod
+    def made_for(
+        cls,
+        rendezvous: str | None,
+        replay_bytes: int,
+        follow_timeout: float | None,
+        simulation_id: int,
+        rank: int,
+        run_id: str | None,
+        endpoints: Sequence[str],
+    ) -> Following | None:
+        """A client's following, or None without a rendezvous or a window."""
+        if not replay_bytes or rendezvous is None:
+            return None
+        return cls(
+            Follower(rendezvous, simulation_id, run_id, endpoints),
+            ReplayWindow(replay_bytes),
+            follow_timeout,
+            f"simulation {simulation_id} rank {rank}",
+            f" Run this simulation again, with the same simulation id "
+            f"(MELISSA_TRAINER_SIMULATION_ID={simulation_id}): the resumed trainer "
+            f"keeps the steps it holds and takes the others, each once.",
+        )
+
+    def record(self, step: int, arrays: Mapping[str, Any]) -> None:
+        self.window.record(step, arrays)
+
+    def send(
+        self,
+        send_once: Callable[
+            [SupportsIndex, Mapping[str, Any] | None, dict[str, Any]], Mapping[str, Any]
+        ],
+        follow: Follow,
+        time_step: SupportsIndex,
+        arrays: Mapping[str, Any] | None,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """`Client.send` with a replay window: `follow` a restarted trainer first if the
+        rendezvous names one, or after `send_once` gave up on a receiver gone (then try
+        again); then keep a copy of the step."""
+        if time.monotonic() >= self.follower.due_at and (entries := self.check()):
+            follow(entries)
+        while True:
+            try:
+                given = send_once(time_step, arrays, kwargs)
+                break
+            except ReceiverGone as exc:
+                follow(self.after_gone(exc))
+        step = time_step if type(time_step) is int else check_time_step(time_step)
+        self.window.record(step, given)
+
+    def flush(self, flush: Callable[[], None], follow: Follow) -> None:
+        """`Client.flush`: `flush`, following a restarted trainer if it gave up on a
+        receiver gone (then once more)."""
+        try:
+            flush()
+        except ReceiverGone as exc:
+            follow(self.after_gone(exc))
+            flush()
+
+    def close(self, close: Callable[[], None], follow: Follow) -> None:
+        """`Client.close` with a BYE: follow a trainer restarted since the last look,
+        `close`, and if it did not deliver (a receiver gone), follow a restarted
+        trainer and `close` once more."""
+        entries = self.check(force=True)
+        if entries is not None:
+            follow(entries)
+        try:
+            close()
+        except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
+            if "not delivered" not in str(exc):
+                raise
+            follow(self.after_gone(exc))
+            close()
+
+    @property
+    def due_at(self) -> float:
+        """When a send should next look at the rendezvous (`time.monotonic()`)."""
+        return self.follower.due_at
+
+    def check(self, force: bool = False) -> list[dict[str, Any]] | None:
+        """A restarted trainer's rendezvous entries if the rendezvous names one now
+        (looked at once every `follow.CHECK_INTERVAL` s, or at once with `force`)."""
+        if not force and not self.follower.due():
+            return None
+        return self.follower.restarted(force=force)
+
+    def after_gone(self, error: BaseException) -> list[dict[str, Any]]:
+        """The entries of the restarted trainer to follow, waiting `follow_timeout`
+        for it; re-raises `error` if none published in time."""
+        entries = self.follower.wait_restarted(self._timeout)
+        if entries is None:
+            raise error
+        return entries
+
+    def switch(
+        self,
+        old: Switchable,
+        entries: list[dict[str, Any]],
+        make: Callable[[list[dict[str, Any]]], Any],
+        resend: Callable[[Any, int, dict[str, np.ndarray]], None],
+    ) -> Any:
+        """Follow the trainer of `entries`: ask, release `old`, `make` the new
+        transport (opened: HELLO sent), record every step sent in its `steps`, and
+        `resend` through it each step lacking. Returns the new transport.
+
+        Raises:
+            FollowError: as `steps_to_send`, or a receiver that cannot be asked.
+        """
+        replies = self.follower.held(entries)
+        every, needed = steps_to_send(old.steps, replies, self.window, self._whose, self._advice)
+        old.abandon()  # (what it had queued is dropped: the window has what is needed)
+        new = make(entries)
+        world = len(entries)
+        for t in every:
+            new.steps[t % world].add(t)
+        self.follower.adopt(entries)
+        for t in needed:
+            resend(new, t, self.window[t])
+        return new

@@ -1,0 +1,171 @@
+"""`FollowServer`: one receiver's follow socket, which tells a running simulation whose
+trainer was restarted which of its time steps the checkpoint resumed from holds
+(docs/protocol.md, section 17; the client's side is `melissa_trainer.client.follow`).
+
+PUSH/PULL acknowledges nothing: a simulation streaming to a trainer that was preempted
+cannot know which of its steps the checkpoint holds. A resumed receiver knows: its
+checkpoint's record, loaded before it binds. So it binds a ZeroMQ ROUTER beside its
+PULL socket (same interface, a random port; published as ``follow_endpoint`` in its
+rendezvous file) and answers each HELD_QUERY (a simulation id) with a HELD: the bit
+array of that simulation's steps the record held *when loaded* (`held_record`). The
+answer is a snapshot taken before the stream starts, never the live ledger, so it is
+read by this thread alone without a lock, and it is what the client needs: every step
+it sent that the snapshot lacks must come again (a step the live receiver took since is
+dropped as a duplicate when re-sent; exactly once holds either way).
+
+A malformed query is counted (`rejected`, by reason), logged (the first of each reason
+in full, then a summary: `LogSummary`), and dropped unanswered: its sender times out.
+Nothing is unpickled; a frame over `HELD_QUERY_BYTES` closes its connection in ZeroMQ's
+I/O thread (MAXMSGSIZE).
+
+Thread-safety: `start` and `stop` from one thread; `rejected` and `answered` are read
+from any thread (counters: a best-effort read). `stop` waits up to `STOP_TIMEOUT` s.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Mapping
+
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.stream.endpoints import advertised
+from melissa_trainer.stream.log_summary import REJECTED, LogSummary
+from melissa_trainer.wire import ProtocolError
+
+__all__ = ["FollowServer", "HeldRecord", "follow_bind"]
+
+logger = logging.getLogger(__name__)
+
+#: seconds `stop` waits for the thread
+STOP_TIMEOUT = 5.0
+_POLL_MS = 100
+
+#: simulation id -> (status, bit count, bit array): what a HELD says of it
+HeldRecord = Mapping[int, tuple[int, int, bytes]]
+
+
+def follow_bind(receiver: str, rank: int) -> str:
+    """The follow socket's bind on the receiver's interface (`receiver`: its bind): the
+    same host and a random port; an ipc path gets a suffix; anything else loopback."""
+    if receiver.startswith("tcp://"):
+        return f"{receiver.rpartition(':')[0]}:*"
+    if receiver.startswith("ipc://"):
+        return f"{receiver}.follow{rank}"
+    return "tcp://127.0.0.1:*"
+
+
+class FollowServer:
+    """Answers HELD_QUERY with HELD from `record` (module docstring).
+
+    Args:
+        record: what the receiver's checkpoint held when loaded (`IngestState.held_record`;
+            empty: a receiver that resumed from none, which holds nothing of anyone).
+        rank, world_size: the receiver's (every HELD carries them: the client maps
+            local steps back to time steps with them).
+        bind: where to bind (`follow_bind`); advertise: as the receiver's.
+        curve: the receiver's CURVE server keys (secret, public), or None.
+    """
+
+    def __init__(
+        self,
+        record: HeldRecord,
+        rank: int,
+        world_size: int,
+        bind: str,
+        advertise: str | None = None,
+        curve: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        self._record = dict(record)
+        self._rank, self._world = rank, world_size
+        self._bind, self._advertise, self._curve = bind, advertise, curve
+        self._stop = threading.Event()
+        self._context: zmq.Context | None = None
+        self._router: zmq.Socket | None = None
+        self._thread: threading.Thread | None = None
+        self._summary = LogSummary(logger, f"follow socket of rank {rank}")
+        #: malformed queries dropped, by reason
+        self.rejected: collections.Counter[str] = collections.Counter()
+        self.answered = 0
+        self.endpoint: str | None = None
+
+    def start(self) -> str:
+        """Bind and start the thread; returns the endpoint clients dial."""
+        ctx = self._context = zmq.Context()
+        router = self._router = ctx.socket(zmq.ROUTER)
+        # (a query is 24 bytes; ZeroMQ counts more than its frame against the bound)
+        router.setsockopt(zmq.MAXMSGSIZE, 1024)
+        router.setsockopt(zmq.LINGER, 1000)  # (the last answers leave on `stop`)
+        router.setsockopt(zmq.RCVTIMEO, _POLL_MS)
+        if self._curve is not None:
+            router.curve_server = True
+            router.curve_secretkey, router.curve_publickey = self._curve
+        try:
+            router.bind(self._bind)
+            self.endpoint = advertised(router.getsockopt_string(zmq.LAST_ENDPOINT), self._advertise)
+        except BaseException:
+            self._close()
+            raise
+        self._thread = threading.Thread(
+            target=self._run, name=f"melissa-follow-{self._rank}", daemon=True
+        )
+        self._thread.start()
+        return self.endpoint
+
+    def stop(self) -> None:
+        """Stop the thread and close the socket; idempotent."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(STOP_TIMEOUT)
+            if self._thread.is_alive():
+                logger.warning("follow thread of rank %d did not stop", self._rank)
+                return
+        self._summary.flush()
+        self._close()
+
+    def answer(self, query: bytes) -> bytes:
+        """The HELD answering `query` (a HELD_QUERY frame).
+
+        Raises:
+            ProtocolError: a malformed query.
+        """
+        simulation_id, request_id = protocol.decode_held_query(query)
+        status, nbits, bits = self._record.get(simulation_id, (protocol.HELD_NONE, 0, b""))
+        return protocol.encode_held(
+            simulation_id, request_id, self._rank, self._world, status, nbits, bits
+        )
+
+    def _run(self) -> None:
+        router = self._router
+        assert router is not None
+        while not self._stop.is_set():
+            try:
+                frames = router.recv_multipart()
+            except zmq.Again:
+                self._summary.tick()
+                continue
+            identity, parts = frames[0], frames[1:]
+            sim = protocol.peek_simulation_id(parts[0]) if parts else None
+            try:
+                if len(parts) != 1:
+                    raise ProtocolError("unexpected_frame", f"{len(parts)} frames, expected 1")
+                reply = self.answer(parts[0])
+            except ProtocolError as exc:
+                self.rejected[exc.reason] += 1
+                self._summary.event(
+                    REJECTED, exc.reason, sim, f"follow socket of rank {self._rank}: {exc}"
+                )
+                continue
+            router.send_multipart([identity, reply])
+            self.answered += 1
+
+    def _close(self) -> None:
+        if self._router is not None:
+            self._router.close()
+            self._router = None
+        if self._context is not None:
+            self._context.term()
+            self._context = None

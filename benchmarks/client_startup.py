@@ -2,7 +2,7 @@
 
 Ours: a fresh `python` process configured as the launcher configures a simulation (the
 environment variables `MELISSA_TRAINER_RENDEZVOUS`, `..._SIMULATION_ID`,
-`..._PARAMETERS`) runs ``import numpy, zmq`` then ``from melissa_trainer.client import
+`..._PARAMETERS`, `..._ATTEMPT`: a launched simulation, so no replay window) runs ``import numpy, zmq`` then ``from melissa_trainer.client import
 Client`` (which imports them: the order only splits the time), makes a `Client`
 of one float32 field (the rendezvous file lookup, the HELLO with the parameters, the
 connection) and sends time step 0. Baseline: a fresh `python` process runs ``import
@@ -228,6 +228,7 @@ def measure(
                 MELISSA_TRAINER_RENDEZVOUS=str(Path(tmp, "rendezvous")),
                 MELISSA_TRAINER_SIMULATION_ID=str(SIMULATION_ID),
                 MELISSA_TRAINER_PARAMETERS=json.dumps({"x": 0.5, "y": 2.0}),
+                MELISSA_TRAINER_ATTEMPT="0",  # the first launch's, as the launcher sets it
             )
             for ours in (True, False):  # warm-up: bytecode and page cache
                 launch(ours, pull, env, tmp, elements, expected)

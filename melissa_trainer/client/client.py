@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, SupportsIndex
+from typing import TYPE_CHECKING, Any, SupportsIndex
 
 import numpy as np
 import zmq
@@ -55,7 +55,6 @@ from melissa_trainer.client.config import (
 )
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
-from melissa_trainer.client.following import Following
 from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.predict import Predicted, Predictor
 from melissa_trainer.client.restart import RestartCheck
@@ -66,6 +65,9 @@ from melissa_trainer.client.transport import (
 from melissa_trainer.client.transport import Transport, client_logger
 from melissa_trainer.common.checks import check_seconds
 from melissa_trainer.wire import FieldSpec, field_specs
+
+if TYPE_CHECKING:
+    from melissa_trainer.client.following import Following
 
 __all__ = ["Client"]
 
@@ -187,15 +189,22 @@ class Client:
         self._finite = FiniteCheck(self.simulation_id, self.rank)
         #: the replay window and the follower of a restarted trainer (external mode:
         #: `following`), or None (`ClientTuning.replay_bytes` 0)
-        self._following = Following.made_for(
-            rendezvous,
-            replay_bytes_for(tuning, rendezvous),
-            tuning.follow_timeout,
-            self.simulation_id,
-            self.rank,
-            self.run_id,
-            self.endpoints,
-        )
+        self._following: Following | None = None
+        window = replay_bytes_for(tuning, rendezvous)
+        if window and rendezvous is not None:
+            # imported here: a launched simulation (no window) does not pay its import
+            # at start-up (`benchmarks/client_startup.py`)
+            from melissa_trainer.client.following import Following
+
+            self._following = Following.made_for(
+                rendezvous,
+                window,
+                tuning.follow_timeout,
+                self.simulation_id,
+                self.rank,
+                self.run_id,
+                self.endpoints,
+            )
         #: the sockets and what they carry; the check of float fields before they leave
         #: with FLAG_FINITE, and its warning, goes with them
         self._transport = self._new_transport(curve_keys, held)

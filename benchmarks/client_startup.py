@@ -2,8 +2,9 @@
 
 Ours: a fresh `python` process configured as the launcher configures a simulation (the
 environment variables `MELISSA_TRAINER_RENDEZVOUS`, `..._SIMULATION_ID`,
-`..._PARAMETERS`, `..._ATTEMPT`: a launched simulation, so no replay window) runs ``import numpy, zmq`` then ``from melissa_trainer.client import
-Client`` (which imports them: the order only splits the time), makes a `Client`
+`..._PARAMETERS`, `..._ATTEMPT`: a launched simulation, so no replay window) runs
+``import numpy, zmq`` then ``from melissa_trainer.client import Client`` (which imports
+them: the order only splits the time), makes a `Client`
 of one float32 field (the rendezvous file lookup, the HELLO with the parameters, the
 connection) and sends time step 0. Baseline: a fresh `python` process runs ``import
 numpy, zmq``, connects a PUSH socket to the endpoint given in an environment variable

@@ -13,7 +13,6 @@ baseline (higher is better). `--json` prints ``{"rows": [...]}``.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -24,6 +23,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.endpoints import write_rendezvous
 
 
@@ -76,7 +76,7 @@ def main() -> None:
     pull.close(linger=0)
     ctx.term()
     if args.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
     else:
         for r in rows:
             print(f"{r['row']}: ours {r['ours_steps_per_s']:,}/s, baseline "

@@ -35,6 +35,7 @@ checks.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, SupportsIndex
 
@@ -210,6 +211,8 @@ class Client:
         self._transport = self._new_transport(curve_keys, held)
         self._fast = self._transport.fast_path(list(self._fields.values()), comm)
         self._closed = False
+        #: malformed ADMISSION replies ignored at `close`, by reason (`admission`)
+        self.admission_rejected: Counter[str] = Counter()
         try:
             self._transport.open(hello)
         except BaseException:
@@ -413,6 +416,11 @@ class Client:
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
                 receiver is unreachable.
+            SimulationRefused: (a `ValueError`) with endpoints from a rendezvous, a
+                receiver refused the simulation's HELLO (another grid than the study's,
+                its parameters missing): the message gives the receiver's reason and
+                the fix (`melissa_trainer.client.admission`). Everything was sent and
+                dropped by the receiver; nothing of it was trained on.
             ValueError: a receiver refused the handshake (a CURVE key it does not hold,
                 a key for a receiver without CURVE, none for one with it: nothing sent
                 to it was delivered); the message names its endpoint and the fix. Said
@@ -427,6 +435,18 @@ class Client:
             self._transport.close(bye)
         else:
             self._following.close(lambda: self._transport.close(True), self._follow)
+        if bye and self._rendezvous is not None:
+            # PUSH acknowledges nothing: ask whether the trainer took this simulation
+            # (imported here: the close of a simulation, not its start-up, pays it)
+            from melissa_trainer.client.admission import check_admission
+
+            check_admission(
+                self._rendezvous,
+                self._transport.endpoints,
+                self.simulation_id,
+                self.rank,
+                self.admission_rejected,
+            )
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

@@ -12,8 +12,9 @@ Torch-free and independent of the receiving side (`melissa_trainer.stream`'s rec
 it shares only the wire format (`melissa_trainer.wire`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client
-is told, `ClientTuning`), `transport` (how its messages reach the receivers: the
-sockets, a step's send, `flush`, the BYE and `close`'s waits), `send_arrays` (a send's
+is told, `ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
+messages reach the receivers: the sockets, a step's send, `flush`, the BYE and
+`close`'s waits), `send_arrays` (a send's
 arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
 (small payloads coalesced into BATCH messages), `held` (large arrays sent without a
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from melissa_trainer.wire.held import _prefix
+from melissa_trainer.wire.held import checked_prefix
 from melissa_trainer.wire.layout import (
     ADMISSION,
     ADMISSION_FIXED,
@@ -95,7 +95,7 @@ def decode_admission_query(frame: bytes) -> tuple[int, int]:
         ProtocolError: not exactly an ADMISSION_QUERY.
     """
     frame = bytes(frame)
-    simulation_id = _prefix(frame, ADMISSION_QUERY)
+    simulation_id = checked_prefix(frame, ADMISSION_QUERY)
     if len(frame) != ADMISSION_QUERY_BYTES:
         raise ProtocolError("bad_size", f"ADMISSION_QUERY of {len(frame)} bytes")
     return simulation_id, int(U64.unpack_from(frame, PREFIX.size)[0])
@@ -110,7 +110,7 @@ def decode_admission(frame: bytes) -> AdmissionReply:
         ProtocolError: anything else.
     """
     frame = bytes(frame)
-    simulation_id = _prefix(frame, ADMISSION)
+    simulation_id = checked_prefix(frame, ADMISSION)
     end = PREFIX.size + ADMISSION_FIXED.size
     if len(frame) < end:
         raise ProtocolError("truncated", f"ADMISSION of {len(frame)} bytes")

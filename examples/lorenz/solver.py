@@ -86,7 +86,7 @@ def trajectory(parameters: Mapping[str, float], time_steps: int, dt: float) -> n
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one simulation and stream it; returns the exit status."""
-    from melissa_trainer.client import Client, fetch_endpoints
+    from melissa_trainer.client import ENV_RENDEZVOUS, Client
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--time_steps", type=int, default=1000, help="transitions sent")
@@ -105,12 +105,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
-    endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None
+    # --rendezvous sets MELISSA_TRAINER_RENDEZVOUS, which the client reads itself (not
+    # endpoints passed to it): the directory is how it follows a restarted trainer and
+    # asks at close whether the trainer took it (a refused one then exits non-zero).
+    if opts.rendezvous:
+        os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
+        os.environ[ENV_RENDEZVOUS] = opts.rendezvous
     with Client(
         fields={"transition": ((2, 3), "float64")},
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
         simulation_id=opts.simulation_id,
-        endpoints=endpoints,
     ) as client:
         transition = np.empty((2, 3))
         for k, next_state in enumerate(states):

@@ -279,16 +279,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = opts.save_npy.format(simulation_id=simulation_id)
         save_npy(path, fields, {"parameters": parameters, "seed": seed})
         return 0
-    from melissa_trainer.client import Client, fetch_endpoints
+    from melissa_trainer.client import Client
 
-    endpoints = fetch_endpoints(opts.rendezvous) if opts.rendezvous else None
+    # --rendezvous sets MELISSA_TRAINER_RENDEZVOUS, which the client reads itself (not
+    # endpoints passed to it): the directory is how it follows a restarted trainer and
+    # asks at close whether the trainer took it (a refused one then exits non-zero).
+    if opts.rendezvous:
+        os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
+        os.environ[ENV_RENDEZVOUS] = opts.rendezvous
     n = config.grid_size
     initial = initial_vorticity(n, seed).astype(np.float32)
     with Client(
         fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
         simulation_id=simulation_id,
-        endpoints=endpoints,
         array_reuse="never",  # solve yields a new array every step; `initial` never changes
     ) as client:
         for step, vorticity in enumerate(solve(parameters, config, seed)):

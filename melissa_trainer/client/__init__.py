@@ -12,13 +12,15 @@ Torch-free and independent of the receiving side (`melissa_trainer.stream`'s rec
 it shares only the wire format (`melissa_trainer.wire`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client
-is told, `ClientTuning`), `transport` (how its messages reach the receivers: the
-sockets, a step's send, `flush`, the BYE and `close`'s waits), `send_arrays` (a send's
+is told, `ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
+messages reach the receivers: the sockets, a step's send, `flush`, the BYE and
+`close`'s waits), `send_arrays` (a send's
 arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
 (small payloads coalesced into BATCH messages), `held` (large arrays sent without a
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
-`worker` (the job side of the launcher's worker mode: `worker.next_simulation`).
+`worker` (the job side of the launcher's worker mode: `worker.next_simulation`),
+`admission` (whether the trainer took the simulation, asked at `close`).
 
 Names are imported on first use (PEP 562): a worker that imports
 `melissa_trainer.client.worker` loads only the standard library and pyzmq, and gets
@@ -31,6 +33,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
+    from melissa_trainer.client.admission import SimulationRefused
     from melissa_trainer.client.client import Client
     from melissa_trainer.client.config import (
         DEFAULT_BATCH_BYTES,
@@ -82,12 +85,14 @@ __all__ = [
     "Predicted",
     "PredictionUnavailable",
     "Predictor",
+    "SimulationRefused",
     "fetch_endpoints",
 ]
 
 #: name -> the module (absolute) that defines it
 _WHERE = {
     "Client": "melissa_trainer.client.client",
+    "SimulationRefused": "melissa_trainer.client.admission",
     **dict.fromkeys(
         [
             "DEFAULT_BATCH_BYTES",

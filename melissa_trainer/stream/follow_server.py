@@ -13,6 +13,12 @@ read by this thread alone without a lock, and it is what the client needs: every
 it sent that the snapshot lacks must come again (a step the live receiver took since is
 dropped as a duplicate when re-sent; exactly once holds either way).
 
+It also answers each ADMISSION_QUERY (section 17a) with an ADMISSION: whether the
+receiver took the simulation, refused its HELLO (and why), or has not processed a HELLO
+of it yet (`admission_of`, read live from the ingest's ledgers and refusals): what a
+closing client asks, so that a simulation refused (another grid, missing parameters)
+fails instead of ending as if it had been trained on (`melissa_trainer.client.admission`).
+
 A malformed query is counted (`rejected`, by reason), logged (the first of each reason
 in full, then a summary: `LogSummary`), and dropped unanswered: its sender times out.
 Nothing is unpickled; a frame over `HELD_QUERY_BYTES` closes its connection in ZeroMQ's
@@ -27,7 +33,8 @@ from __future__ import annotations
 import collections
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import zmq
 
@@ -36,7 +43,7 @@ from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.wire import ProtocolError
 
-__all__ = ["FollowServer", "HeldRecord", "follow_bind"]
+__all__ = ["Admissions", "FollowServer", "HeldRecord", "admission_of", "follow_bind"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +53,31 @@ _POLL_MS = 100
 
 #: simulation id -> (status, bit count, bit array): what a HELD says of it
 HeldRecord = Mapping[int, tuple[int, int, bytes]]
+
+
+class Admissions(Protocol):
+    """What `admission_of` reads of a receiver's ingest (`IngestState` is one)."""
+
+    @property
+    def sims(self) -> Mapping[int, Any]: ...
+    @property
+    def refused(self) -> list[tuple[int, str]]: ...
+    @property
+    def archive(self) -> Any: ...  # (its ``steps``: id -> steps, of the finished)
+
+
+def admission_of(ingest: Admissions, simulation_id: int) -> tuple[int, str]:
+    """(ADMISSION status, reason) of a simulation at `ingest`: accepted if it holds a
+    ledger or all the steps of it; refused (the last refusal's reason) if it refused
+    its HELLO and holds nothing of it; else unknown (no HELLO of it processed yet).
+    From the follow thread, while the ingesting thread runs: single reads and a copy of
+    the refusal list, which that thread only appends to (no lock needed)."""
+    if simulation_id in ingest.sims or ingest.archive.steps.get(simulation_id) is not None:
+        return protocol.ADMISSION_ACCEPTED, ""
+    refused = [why for sid, why in list(ingest.refused) if sid == simulation_id]
+    if refused:
+        return protocol.ADMISSION_REFUSED, refused[-1]
+    return protocol.ADMISSION_UNKNOWN, ""
 
 
 def follow_bind(receiver: str, rank: int) -> str:
@@ -68,6 +100,8 @@ class FollowServer:
             local steps back to time steps with them).
         bind: where to bind (`follow_bind`); advertise: as the receiver's.
         curve: the receiver's CURVE server keys (secret, public), or None.
+        admission: simulation id -> (ADMISSION status, reason), live (`admission_of`
+            on the receiver's ingest); None: every ADMISSION says unknown.
     """
 
     def __init__(
@@ -78,8 +112,10 @@ class FollowServer:
         bind: str,
         advertise: str | None = None,
         curve: tuple[bytes, bytes] | None = None,
+        admission: Callable[[int], tuple[int, str]] | None = None,
     ) -> None:
         self._record = dict(record)
+        self._admission = admission
         self._rank, self._world = rank, world_size
         self._bind, self._advertise, self._curve = bind, advertise, curve
         self._stop = threading.Event()
@@ -138,6 +174,22 @@ class FollowServer:
             simulation_id, request_id, self._rank, self._world, status, nbits, bits
         )
 
+    def answer_admission(self, query: bytes) -> bytes:
+        """The ADMISSION answering `query` (an ADMISSION_QUERY frame).
+
+        Raises:
+            ProtocolError: a malformed query.
+        """
+        simulation_id, request_id = protocol.decode_admission_query(query)
+        status, reason = (
+            (protocol.ADMISSION_UNKNOWN, "")
+            if self._admission is None
+            else self._admission(simulation_id)
+        )
+        return protocol.encode_admission(
+            simulation_id, request_id, self._rank, self._world, status, reason
+        )
+
     def _run(self) -> None:
         router = self._router
         assert router is not None
@@ -152,7 +204,11 @@ class FollowServer:
             try:
                 if len(parts) != 1:
                     raise ProtocolError("unexpected_frame", f"{len(parts)} frames, expected 1")
-                reply = self.answer(parts[0])
+                kind = parts[0][protocol.KIND_AT] if len(parts[0]) > protocol.KIND_AT else 0
+                if kind == protocol.ADMISSION_QUERY:
+                    reply = self.answer_admission(parts[0])
+                else:
+                    reply = self.answer(parts[0])
             except ProtocolError as exc:
                 self.rejected[exc.reason] += 1
                 self._summary.event(

@@ -69,6 +69,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from functools import partial
 from typing import Any
 
 import zmq
@@ -80,7 +81,7 @@ from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
-from melissa_trainer.stream.follow_server import FollowServer, follow_bind
+from melissa_trainer.stream.follow_server import FollowServer, admission_of, follow_bind
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
@@ -200,6 +201,8 @@ class Receiver(DataPath):
                     follow_bind(self._bind, self._rank),
                     self._advertise,
                     self._curve,
+                    # (and what a closing client asks: was it taken or refused)
+                    partial(admission_of, self.ingest),
                 )
                 extra["follow_endpoint"] = self._follow.start()
             self._endpoint = bind_and_publish(

@@ -31,6 +31,8 @@ Message kinds:
 * HELD_QUERY, HELD (the follow channel, on a receiver's follow socket: section 17): a
   running simulation whose trainer was restarted asks which of its time steps the
   resumed receiver's checkpoint holds, and gets them as a bit array (`held`).
+* ADMISSION_QUERY, ADMISSION (on the same follow socket: section 17a): a simulation
+  closing asks whether the receiver took it or refused its HELLO, and why (`admission`).
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -47,12 +49,26 @@ this package (``from melissa_trainer import wire``):
 * `encoding`: the frames and prebuilt headers a sender writes;
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
 * `held`: the follow channel's messages, their encoding and validation;
+* `admission`: the admission query's messages, their encoding and validation;
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 """
 
 from __future__ import annotations
 
+from melissa_trainer.wire.admission import (
+    ADMISSION_ACCEPTED,
+    ADMISSION_QUERY_BYTES,
+    ADMISSION_REFUSED,
+    ADMISSION_STATUSES,
+    ADMISSION_UNKNOWN,
+    MAX_REASON_BYTES,
+    AdmissionReply,
+    decode_admission,
+    decode_admission_query,
+    encode_admission,
+    encode_admission_query,
+)
 from melissa_trainer.wire.checks import (
     check_run_id,
     dtype_code,
@@ -80,6 +96,7 @@ from melissa_trainer.wire.held import (
     HELD_STATUSES,
     HELD_STEPS,
     HeldReply,
+    checked_prefix,
     decode_held,
     decode_held_query,
     encode_held,
@@ -87,6 +104,9 @@ from melissa_trainer.wire.held import (
 )
 from melissa_trainer.wire.layout import (
     ABANDON,
+    ADMISSION,
+    ADMISSION_FIXED,
+    ADMISSION_QUERY,
     AFTER_TIME_STEP_AT,
     ARRAY_FIXED,
     BATCH,
@@ -162,6 +182,21 @@ from melissa_trainer.wire.predict import (
 )
 
 __all__ = [
+    "ADMISSION",
+    "ADMISSION_ACCEPTED",
+    "ADMISSION_FIXED",
+    "ADMISSION_QUERY",
+    "ADMISSION_QUERY_BYTES",
+    "ADMISSION_REFUSED",
+    "ADMISSION_STATUSES",
+    "ADMISSION_UNKNOWN",
+    "MAX_REASON_BYTES",
+    "AdmissionReply",
+    "checked_prefix",
+    "decode_admission",
+    "decode_admission_query",
+    "encode_admission",
+    "encode_admission_query",
     "HELD",
     "HELD_ABANDONED",
     "HELD_FINISHED",

@@ -34,6 +34,7 @@ __all__ = [
     "HELD_STATUSES",
     "HELD_STEPS",
     "HeldReply",
+    "checked_prefix",
     "decode_held",
     "decode_held_query",
     "encode_held",
@@ -98,7 +99,7 @@ def encode_held(
     return head + HELD_FIXED.pack(request_id, rank, world_size, status, 0, 0, nbits) + body
 
 
-def _prefix(frame: bytes, kind: int) -> int:
+def checked_prefix(frame: bytes, kind: int) -> int:
     """The simulation id of a frame of `kind`, its prefix checked."""
     if len(frame) < PREFIX.size:
         raise ProtocolError("truncated", f"{len(frame)} bytes, shorter than the prefix")
@@ -121,7 +122,7 @@ def decode_held_query(frame: bytes) -> tuple[int, int]:
         ProtocolError: not exactly a HELD_QUERY.
     """
     frame = bytes(frame)
-    simulation_id = _prefix(frame, HELD_QUERY)
+    simulation_id = checked_prefix(frame, HELD_QUERY)
     if len(frame) != HELD_QUERY_BYTES:
         raise ProtocolError("bad_size", f"HELD_QUERY of {len(frame)} bytes")
     return simulation_id, int(U64.unpack_from(frame, PREFIX.size)[0])
@@ -135,7 +136,7 @@ def decode_held(frame: bytes) -> HeldReply:
         ProtocolError: anything else.
     """
     frame = bytes(frame)
-    simulation_id = _prefix(frame, HELD)
+    simulation_id = checked_prefix(frame, HELD)
     end = PREFIX.size + HELD_FIXED.size
     if len(frame) < end:
         raise ProtocolError("truncated", f"HELD of {len(frame)} bytes")

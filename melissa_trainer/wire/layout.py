@@ -25,6 +25,8 @@ PREDICT, PREDICTION, REFUSED = 6, 7, 8
 #: The follow channel's kinds (docs/protocol.md, section 17): on a receiver's follow
 #: socket (DEALER -> ROUTER), never on the stream's PULL socket (rejected as ``bad_kind``).
 HELD_QUERY, HELD = 9, 10
+#: The admission query's kinds (docs/protocol.md, section 17a): on the same follow socket.
+ADMISSION_QUERY, ADMISSION = 11, 12
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -89,6 +91,8 @@ PREDICTION_FIXED = struct.Struct("<QQBB")
 REFUSED_FIXED = struct.Struct("<QQBBIH")
 # request id, rank, world size, status, reserved (u8, u16), bit count (HELD)
 HELD_FIXED = struct.Struct("<QIIBBHQ")
+# request id, rank, world size, status, reserved (u8), reason length (ADMISSION)
+ADMISSION_FIXED = struct.Struct("<QIIBBH")
 # one array of a PREDICT or PREDICTION: dtype code, ndim, name length, reserved; then
 # ndim x u64 dims (`DIMS`), then the name
 ARRAY_FIXED = struct.Struct("<BBBB")

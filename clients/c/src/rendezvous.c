@@ -2,7 +2,10 @@
  * (melissa_trainer/stream/endpoints.py fetch_rendezvous: one rank_{r}.json file per
  * receiver, polled until complete and consistent): their endpoints, in rank order, the
  * CURVE public key of each (a trainer with CURVE publishes it there: a solver needs no
- * MELISSA_TRAINER_KEY, as a Python solver does not) and the run id they name. */
+ * MELISSA_TRAINER_KEY, as a Python solver does not) and the run id they name. A file
+ * marked "stopped": true (Receiver.stop, endpoints.py mark_stopped: that trainer is down)
+ * makes the directory not ready, as for Python: the client waits for the next trainer
+ * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -60,7 +63,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
         long long version = -1, r = -1, world = -1;
         const char *endpoint = NULL, *run_id = NULL, *key = NULL;
-        bool bad_run = false, bad_key = false;
+        bool bad_run = false, bad_key = false, stopped = false;
         for (size_t k = 0; k < n; ++k) {
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
@@ -70,6 +73,8 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
                 if (m[k].kind == MT_JSON_STRING && strlen(m[k].string) == 40) key = m[k].string;
                 else bad_key = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
             }
+            if (strcmp(m[k].key, "stopped") == 0) /* (only true stops, as `is True`) */
+                stopped = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "true") == 0;
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
             if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
             if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
@@ -84,6 +89,10 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
                    bad_run || bad_key) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s invalid (%s)", used ? "; " : "", name, text);
+        } else if (stopped) {
+            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
+                                     "%s%s: its trainer stopped (a trainer resumed from its "
+                                     "checkpoint publishes again)", used ? "; " : "", name);
         } else {
             if ((size_t)rank >= cap) {
                 size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;

@@ -165,8 +165,9 @@ class BreedSampler(AdaptiveSampler):
 
     @property
     def explored(self) -> int:
-        """How many of the draws so far were exploration draws."""
-        return self._explorer.explored
+        """How many of the draws so far were exploration draws (the replacements
+        included)."""
+        return self._explorer.explored + self.replaced
 
     @property
     def design_size(self) -> int | None:

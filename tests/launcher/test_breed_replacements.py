@@ -21,6 +21,7 @@ import pytest
 
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher import exploration as exploration_module
+from melissa_trainer.launcher.account import drawn_by
 from melissa_trainer.launcher.breed import BreedSampler
 
 pytestmark = pytest.mark.timeout(180)
@@ -83,7 +84,10 @@ def test_a_redraw_past_the_design_optimises_no_second_design(
     study(sampler, 10, 10 + len(failed), made)
     # before: [6, 6], the next design optimised for the first redraw, under the lock
     assert optimised == [6]
-    assert sampler.replaced == len(failed) and sampler.explored == 10
+    assert sampler.replaced == len(failed) and sampler.explored == 10 + len(failed)
+    assert f"0 bred from the worst-trained simulations ({len(failed)} explored in place" in (
+        drawn_by(sampler)
+    )
     # each replacement's nearest earlier draw was not given up
     points = rows(made)
     told = {i for i, p in enumerate(made) if p["p0"] > 0.7}

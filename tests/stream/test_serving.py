@@ -652,8 +652,7 @@ def test_an_extra_input_is_named_not_refused_as_too_large(server: PredictServer)
         extra = ask(1, {"u": u, "extra": np.ones(2, np.float32)})
         assert extra.reason == "bad_request"
         assert extra.detail == (
-            "bad_inputs: arrays ['extra', 'u'], the trainer serves inputs ['u'] "
-            "(unknown: 'extra')"
+            "bad_inputs: arrays ['extra', 'u'], the trainer serves inputs ['u'] (unknown: 'extra')"
         )
         wide = ask(2, {"u": np.ones(4, np.float64)})
         assert wide.detail.startswith("too_large: ") and "serves 'u' <f4 (4,)" in wide.detail

@@ -1,8 +1,10 @@
-"""Where `DensitySampler` draws the replacements of failed simulations: ours (told of
-each failure, `Sampler.failed`: a point whose nearest draw did not fail,
+"""Where `DensitySampler` (or, with ``--sampler breed``, `BreedSampler` with its "lhs"
+explorer, its default in 6 parameters) draws the replacements of failed simulations:
+ours (told of each failure, `Sampler.failed`: a point whose nearest draw did not fail,
 `launcher.density_replace`) against the baseline (told nothing: the next optimised
 design's points, what it drew before), on replayed studies whose solver fails for good
-in a region, and the sampler's CPU time per study.
+in a region, and the sampler's CPU time per study (the baseline's includes optimising
+the second design, on the launcher's thread under its lock in a study).
 
 Each study draws until `n` simulations succeeded (6 parameters in the unit box, the
 density sampler's defaults, no loss observed), a failure told at once (one job at a
@@ -14,6 +16,7 @@ failures are counts) and the medians of the CPU times.
 
     python benchmarks/replacement_draws.py            # 60 seeds
     python benchmarks/replacement_draws.py --quick --json
+    python benchmarks/replacement_draws.py --sampler breed
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, finish  # noqa: E402
 
-from melissa_trainer.launcher import DensitySampler  # noqa: E402
+from melissa_trainer.launcher import BreedSampler, DensitySampler  # noqa: E402
 
 BOX = {f"p{i}": (0.0, 1.0) for i in range(6)}
 #: where the solver fails for good (points of the unit box, one row each)
@@ -41,9 +44,14 @@ REGIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def study(seed: int, n: int, fails: Callable[[np.ndarray], np.ndarray], tell: bool) -> dict:
+SAMPLERS = {"density": DensitySampler, "breed": BreedSampler}
+
+
+def study(
+    seed: int, n: int, fails: Callable[[np.ndarray], np.ndarray], tell: bool, kind: str = "density"
+) -> dict:
     """One study: failures, the successful draws' coverage, the sampler's CPU seconds."""
-    sampler = DensitySampler(BOX, seed=seed)
+    sampler = SAMPLERS[kind](BOX, seed=seed)
     cpu = time.process_time()
     sampler.plan(n)
     good: list[np.ndarray] = []
@@ -69,6 +77,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=60)
     parser.add_argument("--sizes", type=int, nargs="+", default=[12, 48])
+    parser.add_argument("--sampler", choices=sorted(SAMPLERS), default="density")
     add_flags(parser, quick="5 seeds, size 12")
     opts = parser.parse_args()
     seeds, sizes = (5, [12]) if opts.quick else (opts.seeds, opts.sizes)
@@ -78,8 +87,8 @@ def main() -> None:
             ours: list[dict] = []
             base: list[dict] = []
             for seed in range(seeds):  # alternately: ours, then the baseline, per seed
-                ours.append(study(seed, n, fails, tell=True))
-                base.append(study(seed, n, fails, tell=False))
+                ours.append(study(seed, n, fails, tell=True, kind=opts.sampler))
+                base.append(study(seed, n, fails, tell=False, kind=opts.sampler))
             for key, unit, agg in (("failures", "count", statistics.mean),
                                    ("coverage", "dist", statistics.mean),
                                    ("cpu", "s", statistics.median)):  # fmt: skip
@@ -88,7 +97,8 @@ def main() -> None:
                 ratio = a / b if b else None
                 rows.append({"case": case, "ours": a, "baseline": b, "unit": unit,
                              "ratio": ratio, "target": None})  # fmt: skip
-    finish(rows, f"replacement draws ({seeds} seeds; busy shared machine: CPU times move)",
+    title = f"{opts.sampler} replacement draws ({seeds} seeds; busy shared machine: CPU times move)"
+    finish(rows, title,
            width=40, as_json=opts.json, seeds=seeds)  # fmt: skip
 
 

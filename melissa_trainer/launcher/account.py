@@ -228,6 +228,11 @@ def drawn_by(sampler: AdaptiveSampler) -> str:
             f"of {draws} draws, {sampler.explored} explored, {draws - sampler.explored} bred "
             f"from the worst-trained simulations"
         )
+        if sampler.replaced:  # (of the explored: `BreedSampler.failed`)
+            text += (
+                f" ({sampler.replaced} explored in place of simulations given up, where the "
+                "nearest draw had not failed)"
+            )
         final = sampler.exploration_final
         if sampler.exploration == 1.0 and final in (None, 1.0):
             text += (

@@ -12,6 +12,11 @@ import numpy as np
 from melissa_trainer.common.checks import check_positive_int
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
+from melissa_trainer.launcher.density_replace import (
+    load_replacements,
+    replacement_state,
+    replacing,
+)
 from melissa_trainer.launcher.exploration import (
     AUTO_SEQUENCE_DIMS,
     Exploration,
@@ -50,6 +55,15 @@ class BreedSampler(AdaptiveSampler):
     weighs ``((1 + floor) / floor) ** power`` times the best one, whatever the losses'
     scale or offset (the losses fall as the model trains), and the best one keeps a
     share. `floor` large tends to uniform parents, `power` large to the worst only.
+
+    A simulation given up (`failed`) with the "lhs" explorer: once the planned design's
+    points are all explored, each exploration draw due as a replacement is a point
+    whose nearest draw (of the design's drawn points, the remembered ones and those
+    given up) was not given up (`Exploration.away_from`, as `DensitySampler`'s; see
+    `launcher.density_replace` for why), not a point of a second optimised design,
+    which the first redraw past the design optimised on the launcher's thread under its
+    lock before. A bred draw is no replacement. With a sequence explorer the next point
+    of the sequence costs nothing and is the replacement, as before (nothing kept).
 
     The exploration share is `exploration`, or decays linearly from `exploration` (draw
     0) to `exploration_final` (draw `decay_draws` and after). `decay_draws=None` takes
@@ -142,11 +156,18 @@ class BreedSampler(AdaptiveSampler):
         self._explorer = self._new_exploration()  # checks candidates and memory
         #: the simulation id the last draw was bred from; None for an exploration draw
         self.last_parent: int | None = None
+        #: the draws `plan` announced (None: unplanned, the design's size)
+        self._budget: int | None = None
+        #: "lhs": the simulations given up (`failed`), over the varying parameters in
+        #: the unit cube; and how many replacement draws were made for them
+        self._failed: list[list[float]] = []
+        self.replaced = 0
 
     @property
     def explored(self) -> int:
-        """How many of the draws so far were exploration draws."""
-        return self._explorer.explored
+        """How many of the draws so far were exploration draws (the replacements
+        included)."""
+        return self._explorer.explored + self.replaced
 
     @property
     def design_size(self) -> int | None:
@@ -162,9 +183,26 @@ class BreedSampler(AdaptiveSampler):
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
         design size (before the first draw)."""
         if self.position == 0 and n_draws >= 1:
+            self._budget = int(n_draws)
             self._explorer.plan(n_draws)
             if self.decay_draws is None:
                 self.decay_draws = int(n_draws)
+
+    def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
+        """A simulation given up (`Sampler.failed`). With the "lhs" explorer one more
+        replacement is due (class docstring); with a sequence, ignored."""
+        if self.engine == "lhs":
+            self._failed.append(self._unit(parameters)[self._span > 0].tolist())
+
+    def _explore(self, index: int) -> np.ndarray:
+        """Draw `index`'s exploration point: the explorer's next, or a replacement."""
+        explorer = self._explorer
+        if not replacing(explorer, self._budget, len(self._failed), self.replaced):
+            return explorer.draw()
+        failed = np.asarray(self._failed, dtype=np.float64)
+        drawn = np.concatenate([explorer.design_drawn(), explorer.drawn, failed])
+        self.replaced += 1
+        return explorer.away_from(index, drawn, failed)
 
     def exploration_share(self, index: int) -> float:
         """The probability that draw `index` explores (given `min_observations` kept)."""
@@ -192,7 +230,7 @@ class BreedSampler(AdaptiveSampler):
         explore = rng.random() < self.exploration_share(index)  # drawn first, always
         if explore or len(self._observed) < self.min_observations:
             self.last_parent = None
-            unit = self._explorer.draw()
+            unit = self._explore(index)
         else:
             parents = list(self._observed.values())
             parent = parents[int(rng.choice(len(parents), p=self.parent_weights()))]
@@ -232,6 +270,8 @@ class BreedSampler(AdaptiveSampler):
             **super().state_dict(),
             "decay_draws": self.decay_draws,
             "exploration_state": self._explorer.state_dict(),
+            # (none without failures: such a state is as it was before replacements)
+            **replacement_state(self._failed, self.replaced),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -251,8 +291,10 @@ class BreedSampler(AdaptiveSampler):
             raise ValueError(f"sampler state has no exploration_state: {exploration_state!r}")
         explorer = self._new_exploration()
         explorer.load_state_dict(exploration_state)  # checked before anything changes
+        failed, replaced = load_replacements(state, int((self._span > 0).sum()))
         super().load_state_dict(state)
         self._explorer = explorer
+        self._failed, self.replaced = failed, replaced
         if saved is not None:
             self.decay_draws = int(saved)
         self.last_parent = None

@@ -29,6 +29,7 @@ __all__ = [
     "LHS_MAX_BLOCK",
     "REPLACEMENT_CANDIDATES",
     "Exploration",
+    "away_from",
     "candidates_for",
     "engine_for",
 ]
@@ -231,6 +232,17 @@ class Exploration:
         design: np.ndarray = lhs.random(self.size)
         return design
 
+    def design_drawn(self) -> np.ndarray:
+        """With "lhs", the current design's points drawn so far (rows over the varying
+        dimensions; it is computed again only if not held: after a resume, the one the
+        draws came from, never the next); none with a sequence."""
+        if self.engine != "lhs" or not self.explored or self.size is None:
+            return np.zeros((0, int(self._varying.sum())))
+        block = (self.explored - 1) // self.size
+        if self._design is None or self._design_block != block:
+            self._design, self._design_block = self._block(block), block
+        return self._design[self._used]
+
     def away_from(self, index: int, drawn: np.ndarray, failed: np.ndarray) -> np.ndarray:
         """A point of the unit cube (all `dims` dimensions, the fixed ones 0), uniform
         over the varying ones, whose nearest row of `drawn` (rows over the varying
@@ -243,20 +255,7 @@ class Exploration:
         past the planned one costs seconds, `prepare`; this, well under a millisecond):
         a sampler's replacement draws call it on the launcher's thread."""
         point = np.zeros(self.dims)
-        width = int(self._varying.sum())
-        if width == 0:
-            return point
-        candidates = np.random.default_rng([self.seed, 47, index]).random(
-            (REPLACEMENT_CANDIDATES, width)
-        )
-        pick = 0
-        if len(drawn) and len(failed):
-            # (a failed row is also a row of `drawn`, up to rounding: equal distances,
-            # within it, make the nearest draw a failed one)
-            nearest = _nearest(candidates, drawn)
-            clear = np.flatnonzero(_nearest(candidates, failed) > nearest * (1 + 1e-9) + 1e-15)
-            pick = int(clear[0]) if len(clear) else 0
-        point[self._varying] = candidates[pick]
+        point[self._varying] = away_from(self.seed, index, point[self._varying].size, drawn, failed)
         return point
 
     def gaps(self, points: np.ndarray) -> np.ndarray:
@@ -383,6 +382,25 @@ class Exploration:
                 raise ValueError(f"exploration state has a malformed point {item!r}")
             points.append(point)
         return points
+
+
+def away_from(
+    seed: int, index: int, width: int, drawn: np.ndarray, failed: np.ndarray
+) -> np.ndarray:
+    """`Exploration.away_from`'s point over `width` varying dimensions alone (the rows
+    of `drawn` and `failed` as wide); `LatinHypercubeSampler`'s replacements too."""
+    if width == 0:
+        return np.zeros(0)
+    candidates = np.random.default_rng([seed, 47, index]).random((REPLACEMENT_CANDIDATES, width))
+    pick = 0
+    if len(drawn) and len(failed):
+        # (a failed row is also a row of `drawn`, up to rounding: equal distances,
+        # within it, make the nearest draw a failed one)
+        nearest = _nearest(candidates, drawn)
+        clear = np.flatnonzero(_nearest(candidates, failed) > nearest * (1 + 1e-9) + 1e-15)
+        pick = int(clear[0]) if len(clear) else 0
+    out: np.ndarray = candidates[pick]
+    return out
 
 
 def _nearest(points: np.ndarray, rows: np.ndarray) -> np.ndarray:

@@ -77,6 +77,10 @@ class FailurePolicy:
     log_paths: dict[int, Path]
     systematic: SystematicFailure
     advice: Advice
+    #: the simulations given up with no callback to tell (`give_up`): the first
+    #: `MAX_SHOWN` ids, and how many in all
+    unheard: list[int]
+    unheard_count: int
 
     def log_of(self, sid: int) -> Path:
         return self.log_paths.get(sid, self.settings.log_dir / f"sim-{sid}.log")
@@ -198,11 +202,32 @@ class FailurePolicy:
         callback = self.redrawn if redraw else self.abandon
         if callback is None:
             callback = self.abandon  # (a caller that knows only abandon)
-        if callback is None:
+        if callback is not None:
+            callback(sid)
+            return
+        # said once in full, then counted (`unheard_summary`): a `Launcher` used on its
+        # own has no callback, and a line per failure said the same thing again
+        self.unheard_count += 1
+        if len(self.unheard) < MAX_SHOWN:
+            self.unheard.append(sid)
+        if self.unheard_count == 1:
             logger.warning(
-                "simulation %d given up, but no abandon callback tells the "
-                "receivers to stop waiting for it",
+                "simulation %d given up, but no abandon callback tells the receivers to "
+                "stop waiting for it (the next ones are counted and said once when the "
+                "launcher stops)",
                 sid,
             )
-        else:
-            callback(sid)
+
+    def unheard_summary(self) -> None:
+        """Log how many simulations were given up with no callback to tell, if more
+        than the one `give_up` logged (the launcher's thread, as it stops)."""
+        if self.unheard_count > 1:
+            more = ", ..." if self.unheard_count > len(self.unheard) else ""
+            logger.warning(
+                "%d simulations given up in all with no abandon callback to tell the "
+                "receivers (%s%s)",
+                self.unheard_count,
+                ", ".join(map(str, self.unheard)),
+                more,
+            )
+        self.unheard, self.unheard_count = [], 0

@@ -80,9 +80,10 @@ class Sampler(ABC):
         before failing were trained on: `AdaptiveSampler.observe`).
 
         Ignored by default (the replacement is the sampler's next draw);
-        `DensitySampler`, once its planned design is drawn, replaces each by a point
-        whose nearest draw was not given up instead of starting a design past its
-        budget (`launcher.density_replace`). A sampler that keeps what it is told keeps
+        `DensitySampler`, `LatinHypercubeSampler` and `BreedSampler` with its "lhs"
+        explorer, once their planned design is drawn, replace each by a point whose
+        nearest draw was not given up instead of a design past the budget
+        (`launcher.density_replace`). A sampler that keeps what it is told keeps
         it in its `state_dict` (a resumed study is not told again)."""
 
     def state_dict(self) -> dict[str, Any]:

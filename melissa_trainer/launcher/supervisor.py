@@ -90,6 +90,8 @@ class Supervisor(FailurePolicy):
         self._seen_completed = self._seen_refused = 0
         #: the last log of each simulation not finished (quoted when it fails)
         self.log_paths: dict[int, Path] = {}
+        self.unheard: list[int] = []
+        self.unheard_count = 0
         tuning = settings.tuning
         self.silence = SilenceClock(
             tuning.simulation_timeout,
@@ -142,6 +144,7 @@ class Supervisor(FailurePolicy):
         """Kill every job (no orphans) and close the backend; their simulations are
         pending again (or finished, if their data was complete), so that a resumed study
         runs them again and the summary counts no dead process as running."""
+        self.unheard_summary()
         for name, job in list(self.jobs.items()):
             logger.info("killing %s", self.backend.describe(job.handle))
             self.backend.kill(job.handle, self.settings.tuning.kill_grace)

@@ -360,10 +360,8 @@ class PredictServer:
             if problem is not None:
                 raise ProtocolError("bad_inputs", problem)
         except ProtocolError as exc:
-            if exc.reason == "too_large":  # (most often a float64 array for a float32 input)
-                declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in self.inputs)
-                detail = str(exc).removeprefix("too_large: ")
-                exc = ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
+            if exc.reason == "too_large":
+                exc = self._too_large(parts, exc)
             self._reject(router, identity, parts, exc)
             return
         if (
@@ -376,6 +374,24 @@ class PredictServer:
             self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")
             return
         self._queue_or_refuse(Pending(request, time.monotonic(), self.version, identity))
+
+    def _too_large(self, parts: list[Any], exc: ProtocolError) -> ProtocolError:
+        """What a request over the inputs' bytes is refused for: an unknown or missing
+        input, named (the decoder stops at the bytes, before the names: an extra array
+        read "too_large"), else the bytes with the declared inputs (most often a
+        float64 array for a float32 input). Its frames are received already, so
+        decoding them bounded by their own size makes views and copies nothing."""
+        received = sum(memoryview(p).nbytes for p in parts[1:])
+        try:
+            arrays = protocol.decode_predict(parts, received).arrays
+        except ProtocolError:
+            arrays = {}
+        names = {f.name for f in self.inputs}
+        if arrays and set(arrays) != names:
+            return ProtocolError("bad_inputs", check_inputs(arrays, self.inputs) or "")
+        declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in self.inputs)
+        detail = str(exc).removeprefix("too_large: ")
+        return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
 
     def _reject(
         self, router: zmq.Socket, identity: bytes, parts: list[Any], exc: ProtocolError

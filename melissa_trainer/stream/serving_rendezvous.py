@@ -149,7 +149,13 @@ def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) 
     """Why `arrays` are not the declared `inputs` (names, dtypes, shapes), or None."""
     names = [f.name for f in inputs]
     if set(arrays) != set(names):
-        return f"arrays {sorted(arrays)}, the trainer serves inputs {sorted(names)}"
+        unknown, missing = sorted(set(arrays) - set(names)), sorted(set(names) - set(arrays))
+        pairs = (("unknown", unknown), ("missing", missing))
+        which = [f"{what}: {', '.join(map(repr, found))}" for what, found in pairs if found]
+        return (
+            f"arrays {sorted(arrays)}, the trainer serves inputs {sorted(names)} "
+            f"({'; '.join(which)})"
+        )
     for spec in inputs:
         arr = arrays[spec.name]
         if arr.dtype != spec.dtype or arr.shape != spec.shape:

@@ -628,3 +628,36 @@ def test_inputs_the_trainer_refuses_are_a_value_error_without_a_rendezvous(
         stop.set()
         thread.join(10)
     assert version == VERSION and out["y"].tolist() == [2.0 + VERSION] * 4
+
+
+def test_an_extra_input_is_named_not_refused_as_too_large(server: PredictServer) -> None:
+    """A request with an array the trainer does not serve (as a C client or a raw
+    socket sends it: the Python client checks a serve file's inputs first) is refused
+    naming that array; before, the decoder's byte bound read it "too_large". A float64
+    array for a float32 input stays "too_large", with what the trainer serves."""
+    server.serving = True
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.DEALER)
+    u = np.ones(4, np.float32)
+
+    def ask(request_id: int, arrays: dict[str, np.ndarray]) -> protocol.Refusal:
+        sock.send_multipart(protocol.encode_predict(2, request_id, 0, None, arrays))
+        assert sock.poll(20_000), "no answer"
+        reply = protocol.decode_reply([f.buffer for f in sock.recv_multipart(copy=False)], 1000)
+        assert isinstance(reply, protocol.Refusal) and reply.request_id == request_id
+        return reply
+
+    try:
+        sock.connect(server.endpoint or "")
+        extra = ask(1, {"u": u, "extra": np.ones(2, np.float32)})
+        assert extra.reason == "bad_request"
+        assert extra.detail == (
+            "bad_inputs: arrays ['extra', 'u'], the trainer serves inputs ['u'] (unknown: 'extra')"
+        )
+        wide = ask(2, {"u": np.ones(4, np.float64)})
+        assert wide.detail.startswith("too_large: ") and "serves 'u' <f4 (4,)" in wide.detail
+        counts = server.telemetry()
+        assert (counts["rejected_bad_inputs"], counts["rejected_too_large"]) == (1, 1)
+    finally:
+        sock.close(linger=0)
+        ctx.term()

@@ -35,8 +35,12 @@ How it works: the handler is installed in the main thread (Python runs signal ha
 there only). Its Python-level handler does nothing; the signal's number reaches a
 watcher thread through `signal.set_wakeup_fd`, which Python's C-level handler writes
 at once, even while the main thread is blocked in a collective or a long kernel. So
-the request is visible at once to any thread (the data wait loop looks at it), and the
-second signal works even when the main thread cannot run Python code.
+the request is visible to any thread (the data wait loop looks at it), and the second
+signal works even when the main thread cannot run Python code. The Python-level handler
+also notes the first signal's number (one assignment: nothing that could deadlock in a
+handler): the watcher thread needs the GIL, which a training loop of small steps hands
+over only every switch interval (5 ms, tens of steps), so without it a signal sent while
+the main thread runs Python was seen some steps late, at no fixed step.
 """
 
 from __future__ import annotations
@@ -144,10 +148,6 @@ class Preempted(SystemExit):
         )
 
 
-def _do_nothing(signum: int, frame: FrameType | None) -> None:
-    """The Python-level handler: the watcher thread does the work (see the module)."""
-
-
 class PreemptionHandler:
     """Catches `signals` between `install()` and `restore()` (or as a context manager).
 
@@ -196,6 +196,9 @@ class PreemptionHandler:
         #: launcher's death
         self.reason = ""
         self._signum = 0
+        #: the first signal as the main thread's Python-level handler noted it (0: none),
+        #: before the watcher thread records it in `_signum` (module docstring)
+        self._noted = 0
         self._first_at = 0.0
         self._previous: dict[signal.Signals, Any] = {}
         self._previous_fd = -1
@@ -206,11 +209,18 @@ class PreemptionHandler:
     @property
     def signum(self) -> int:
         """The first signal caught (0: none yet)."""
-        return self._signum
+        return self._signum or self._noted
 
     def requested(self) -> bool:
-        """True once a signal was caught: training should stop at the next chance."""
-        return self._signum != 0
+        """True once a signal was caught: training should stop at the next chance. In
+        the main thread, true from the first bytecode after the signal's delivery."""
+        return self._signum != 0 or self._noted != 0
+
+    def _note(self, signum: int, frame: FrameType | None) -> None:
+        """The Python-level handler (main thread): note the first signal; the watcher
+        thread does the rest (logging, a second signal's forced exit)."""
+        if not self._noted:
+            self._noted = signum
 
     def __enter__(self) -> PreemptionHandler:
         return self.install()
@@ -240,7 +250,7 @@ class PreemptionHandler:
         self._thread.start()
         self._previous_fd = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
         for sig in self.signals:
-            self._previous[sig] = signal.signal(sig, _do_nothing)
+            self._previous[sig] = signal.signal(sig, self._note)
         return self
 
     def restore(self) -> None:

@@ -48,6 +48,7 @@ from melissa_trainer.client.config import (
     check_field_sizes,
     check_parameters,
     check_simulation_id,
+    launched,
     rendezvous_dir,
     replay_bytes_for,
     resolve_receivers,
@@ -322,9 +323,11 @@ class Client(Sending):
             self._transport.close(bye)
         else:
             self._following.close(lambda: self._transport.close(True), self._follow)
-        if bye and self._rendezvous is not None:
+        if bye and self._rendezvous is not None and not launched():
             # PUSH acknowledges nothing: ask whether the trainer took this simulation
-            # (imported here: the close of a simulation, not its start-up, pays it)
+            # (external mode only: a launched one's refusal is the study's record, and
+            # its close need not pay the question; imported here: the close of a
+            # simulation, not its start-up, pays it)
             from melissa_trainer.client.admission import check_admission
 
             check_admission(

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_FOLLOW_TIMEOUT",
     "DEFAULT_REPLAY_BYTES",
     "ENV_REPLAY_BYTES",
+    "launched",
     "replay_bytes_for",
     "DEFAULT_SNDHWM",
     "ENV_ENDPOINTS",
@@ -231,9 +232,16 @@ def replay_bytes_for(tuning: ClientTuning, rendezvous: str | None) -> int:
         if number < 0:
             raise ValueError(f"{ENV_REPLAY_BYTES}={value!r} is not a number of bytes >= 0")
         return number
-    if rendezvous is None or os.environ.get(ENV_ATTEMPT, "").strip():
+    if rendezvous is None or launched():
         return 0
     return DEFAULT_REPLAY_BYTES
+
+
+def launched() -> bool:
+    """Whether the launcher started this simulation (``$MELISSA_TRAINER_ATTEMPT`` set):
+    the launcher restarts it and the study records its refusal, so it neither keeps a
+    replay window nor asks for its admission at close (external mode does both)."""
+    return bool(os.environ.get(ENV_ATTEMPT, "").strip())
 
 
 def check_socket_options(options: Mapping[int, int]) -> None:

@@ -85,6 +85,11 @@ def test_close_raises_for_a_refused_simulation_and_not_for_an_accepted_one(
         right.send(0, u=np.zeros(4))
         right.close()
         assert right.admission_rejected == {}
+        # a launched simulation does not ask (the study records its refusal)
+        monkeypatch.setenv("MELISSA_TRAINER_ATTEMPT", "0")
+        launched = Client(simulation_id=3, fields={"u": ((5,), np.float64)})
+        launched.send(0, u=np.zeros(5))
+        launched.close()
 
 
 def test_admission_round_trips_and_rejects_what_breaks_its_rules() -> None:

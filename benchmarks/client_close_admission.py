@@ -1,20 +1,21 @@
 """The cost, at `Client.close`, of asking the trainer whether it took the simulation
 (`melissa_trainer.client.admission`: one ADMISSION_QUERY per receiver on its follow
-socket, docs/protocol.md section 17a), which every client whose endpoints came from a
-rendezvous now pays once.
+socket, docs/protocol.md section 17a), which a client in external mode pays once (its
+endpoints read from a rendezvous, not started by the launcher: a launched simulation
+does not ask).
 
 Ours: a `Client` reading the rendezvous of a real in-process `Receiver` (one rank, a
 follow socket), sending `--steps` steps of a 4 KB float32 field, then `close` with the
 check. Baseline: the same, with the check replaced by a no-op (what `close` did
 before). The clock times `close` alone. A and B alternate (A B A B ...), each round a
-new simulation id; medians compared, in milliseconds (lower is better); ratio = ours /
-baseline. `--json` prints ``{"rows": [...]}``.
+new simulation id; medians compared, in milliseconds; ratio = baseline / ours (higher
+is better; no target: the figure is what a close costs). `--json` prints
+``{"rows": [...]}``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -26,6 +27,7 @@ import numpy as np
 import melissa_trainer.client.admission as admission
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
 
@@ -56,7 +58,11 @@ def main() -> None:
         receiver = Receiver(buffer, 0, 1, ReceiverConfig(rendezvous_dir=tmp, run_id="bench"))
         receiver.start()
         os.environ["MELISSA_TRAINER_RENDEZVOUS"] = tmp
-        for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID"):
+        for name in (
+            "MELISSA_TRAINER_ENDPOINTS",
+            "MELISSA_TRAINER_RUN_ID",
+            "MELISSA_TRAINER_ATTEMPT",
+        ):
             os.environ.pop(name, None)
         ours, base = [], []
         try:
@@ -69,15 +75,15 @@ def main() -> None:
             admission.check_admission = check
             receiver.stop()
     o, b = statistics.median(ours), statistics.median(base)
-    rows = [{"row": "Client.close, one receiver, with the admission check vs without",
-             "ours_ms": round(o, 3), "baseline_ms": round(b, 3), "ratio": round(o / b, 3),
-             "rounds": args.rounds}]  # fmt: skip
+    rows = [{"case": "Client.close, one receiver, with the admission check vs without",
+             "ours": round(o, 3), "baseline": round(b, 3), "unit": "ms",
+             "ratio": round(b / o, 3), "target": None}]  # fmt: skip
     if args.json:
-        print(json.dumps({"rows": rows}))
+        print(to_json({"rows": rows}))
     else:
         for r in rows:
-            print(f"{r['row']}: ours {r['ours_ms']} ms, baseline {r['baseline_ms']} ms, "
-                  f"ratio {r['ratio']} (median of {r['rounds']})")  # fmt: skip
+            print(f"{r['case']}: ours {r['ours']} ms, baseline {r['baseline']} ms, "
+                  f"ratio {r['ratio']} (median of {args.rounds})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -68,9 +68,9 @@ def main() -> None:
                 ours.append(run(size, steps, None, tmp, endpoint))
                 base.append(run(size, steps, 0, tmp, endpoint))
             o, b = statistics.median(ours), statistics.median(base)
-            rows.append({"row": f"client send, {size} B field, replay window (64 MiB) vs none",
-                         "ours_steps_per_s": round(o), "baseline_steps_per_s": round(b),
-                         "ratio": round(o / b, 3), "rounds": args.rounds})  # fmt: skip
+            rows.append({"case": f"client send, {size} B field, replay window (64 MiB) vs none",
+                         "ours": round(o), "baseline": round(b), "unit": "steps/s",
+                         "ratio": round(o / b, 3), "target": None})  # fmt: skip
     stop.set()
     thread.join()
     pull.close(linger=0)
@@ -79,8 +79,8 @@ def main() -> None:
         print(to_json({"rows": rows}))
     else:
         for r in rows:
-            print(f"{r['row']}: ours {r['ours_steps_per_s']:,}/s, baseline "
-                  f"{r['baseline_steps_per_s']:,}/s, ratio {r['ratio']}")  # fmt: skip
+            print(f"{r['case']}: ours {r['ours']:,}/s, baseline "
+                  f"{r['baseline']:,}/s, ratio {r['ratio']}")  # fmt: skip
 
 
 if __name__ == "__main__":

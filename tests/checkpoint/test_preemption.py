@@ -521,7 +521,11 @@ def resume_completes(out: Path, step: int, launch: list[str] | None = None) -> N
     proc = heat(out, "--resume_from_checkpoint", "latest", launch=launch)
     lines = Lines(proc)
     try:
-        assert proc.wait(240) == 0, lines.text[-3000:]
+        try:
+            code = proc.wait(240)
+        except subprocess.TimeoutExpired:  # say what the resumed run was doing
+            pytest.fail(f"the resumed run did not end in 240 s:\n{lines.text[-6000:]}")
+        assert code == 0, lines.text[-3000:]
     finally:
         kill_all(proc, str(out / "rendezvous"))
     summary = json.loads([line for line in lines.text.splitlines() if line.startswith("{")][-1])

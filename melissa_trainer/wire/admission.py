@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from melissa_trainer.wire.held import checked_prefix
+from melissa_trainer.wire.held import checked_prefix, decode_query
 from melissa_trainer.wire.layout import (
     ADMISSION,
     ADMISSION_FIXED,
@@ -94,11 +94,7 @@ def decode_admission_query(frame: bytes) -> tuple[int, int]:
     Raises:
         ProtocolError: not exactly an ADMISSION_QUERY.
     """
-    frame = bytes(frame)
-    simulation_id = checked_prefix(frame, ADMISSION_QUERY)
-    if len(frame) != ADMISSION_QUERY_BYTES:
-        raise ProtocolError("bad_size", f"ADMISSION_QUERY of {len(frame)} bytes")
-    return simulation_id, int(U64.unpack_from(frame, PREFIX.size)[0])
+    return decode_query(frame, ADMISSION_QUERY, ADMISSION_QUERY_BYTES, "ADMISSION_QUERY")
 
 
 def decode_admission(frame: bytes) -> AdmissionReply:

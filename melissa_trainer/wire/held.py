@@ -121,10 +121,20 @@ def decode_held_query(frame: bytes) -> tuple[int, int]:
     Raises:
         ProtocolError: not exactly a HELD_QUERY.
     """
+    return decode_query(frame, HELD_QUERY, HELD_QUERY_BYTES, "HELD_QUERY")
+
+
+def decode_query(frame: bytes, kind: int, size: int, name: str) -> tuple[int, int]:
+    """(simulation id, request id) of a follow socket's query of `kind` (its prefix,
+    then a u64 request id: `size` bytes exactly; `name` for the error), validated.
+
+    Raises:
+        ProtocolError: not exactly such a query.
+    """
     frame = bytes(frame)
-    simulation_id = checked_prefix(frame, HELD_QUERY)
-    if len(frame) != HELD_QUERY_BYTES:
-        raise ProtocolError("bad_size", f"HELD_QUERY of {len(frame)} bytes")
+    simulation_id = checked_prefix(frame, kind)
+    if len(frame) != size:
+        raise ProtocolError("bad_size", f"{name} of {len(frame)} bytes")
     return simulation_id, int(U64.unpack_from(frame, PREFIX.size)[0])
 
 

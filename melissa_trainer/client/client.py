@@ -57,7 +57,6 @@ from melissa_trainer.client.config import (
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
-from melissa_trainer.client.predict import Predicted, Predictor
 from melissa_trainer.client.restart import RestartCheck
 from melissa_trainer.client.sending import Sending
 from melissa_trainer.client.transport import (
@@ -69,6 +68,7 @@ from melissa_trainer.wire import FieldSpec, field_specs
 
 if TYPE_CHECKING:
     from melissa_trainer.client.following import Following
+    from melissa_trainer.client.predict import Predicted, Predictor
 
 __all__ = ["Client"]
 
@@ -347,6 +347,9 @@ class Client(Sending):
         if self._closed:
             raise RuntimeError("the client is closed")
         if self._predictor is None:
+            # (imported here: most simulations never ask, and their start-up should not pay)
+            from melissa_trainer.client.predict import Predictor
+
             self._predictor = Predictor(
                 self.simulation_id, run_id=self.run_id, context=self._transport.context
             )

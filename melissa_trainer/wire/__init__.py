@@ -41,7 +41,10 @@ kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
 machine-readable `reason`; the receiver checks the rest against the HELLO.
 
 Modules, each importable alone; every public name is re-exported here, and callers use
-this package (``from melissa_trainer import wire``):
+this package (``from melissa_trainer import wire``). The names of `held`, `admission`
+and `predict` are imported on first use (PEP 562, `_LAZY`): a launched simulation's
+client never asks a follow socket or a prediction, and its start-up should not pay for
+their modules.
 
 * `layout`: the bytes: constants, limits, dtypes, header `Struct`s, the `*_AT` offsets
   (the wire layout's one home: no other module of `stream` or `client` packs bytes);
@@ -56,19 +59,9 @@ this package (``from melissa_trainer import wire``):
 
 from __future__ import annotations
 
-from melissa_trainer.wire.admission import (
-    ADMISSION_ACCEPTED,
-    ADMISSION_QUERY_BYTES,
-    ADMISSION_REFUSED,
-    ADMISSION_STATUSES,
-    ADMISSION_UNKNOWN,
-    MAX_REASON_BYTES,
-    AdmissionReply,
-    decode_admission,
-    decode_admission_query,
-    encode_admission,
-    encode_admission_query,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from melissa_trainer.wire.checks import (
     check_run_id,
     dtype_code,
@@ -87,20 +80,6 @@ from melissa_trainer.wire.encoding import (
     encode_hello,
     split_at_time_step,
     with_finite_flag,
-)
-from melissa_trainer.wire.held import (
-    HELD_ABANDONED,
-    HELD_FINISHED,
-    HELD_NONE,
-    HELD_QUERY_BYTES,
-    HELD_STATUSES,
-    HELD_STEPS,
-    HeldReply,
-    checked_prefix,
-    decode_held,
-    decode_held_query,
-    encode_held,
-    encode_held_query,
 )
 from melissa_trainer.wire.layout import (
     ABANDON,
@@ -167,19 +146,105 @@ from melissa_trainer.wire.messages import (
     Message,
     ProtocolError,
 )
-from melissa_trainer.wire.predict import (
-    REFUSAL_CODES,
-    REFUSAL_REASONS,
-    Prediction,
-    PredictRequest,
-    Refusal,
-    decode_predict,
-    decode_reply,
-    encode_predict,
-    encode_prediction,
-    encode_refused,
-    peek_request_id,
-)
+
+if TYPE_CHECKING:  # pragma: no cover - the lazy modules' names, for type checkers
+    from melissa_trainer.wire.admission import (
+        ADMISSION_ACCEPTED,
+        ADMISSION_QUERY_BYTES,
+        ADMISSION_REFUSED,
+        ADMISSION_STATUSES,
+        ADMISSION_UNKNOWN,
+        MAX_REASON_BYTES,
+        AdmissionReply,
+        decode_admission,
+        decode_admission_query,
+        encode_admission,
+        encode_admission_query,
+    )
+    from melissa_trainer.wire.held import (
+        HELD_ABANDONED,
+        HELD_FINISHED,
+        HELD_NONE,
+        HELD_QUERY_BYTES,
+        HELD_STATUSES,
+        HELD_STEPS,
+        HeldReply,
+        checked_prefix,
+        decode_held,
+        decode_held_query,
+        encode_held,
+        encode_held_query,
+    )
+    from melissa_trainer.wire.predict import (
+        REFUSAL_CODES,
+        REFUSAL_REASONS,
+        Prediction,
+        PredictRequest,
+        Refusal,
+        decode_predict,
+        decode_reply,
+        encode_predict,
+        encode_prediction,
+        encode_refused,
+        peek_request_id,
+    )
+
+#: module -> the public names imported from it on first use (each module's `__all__`;
+#: tests/stream/test_wire_lazy.py holds the two equal)
+_LAZY: dict[str, tuple[str, ...]] = {
+    "melissa_trainer.wire.admission": (
+        "ADMISSION_ACCEPTED",
+        "ADMISSION_QUERY_BYTES",
+        "ADMISSION_REFUSED",
+        "ADMISSION_STATUSES",
+        "ADMISSION_UNKNOWN",
+        "MAX_REASON_BYTES",
+        "AdmissionReply",
+        "decode_admission",
+        "decode_admission_query",
+        "encode_admission",
+        "encode_admission_query",
+    ),
+    "melissa_trainer.wire.held": (
+        "HELD_ABANDONED",
+        "HELD_FINISHED",
+        "HELD_NONE",
+        "HELD_QUERY_BYTES",
+        "HELD_STATUSES",
+        "HELD_STEPS",
+        "HeldReply",
+        "checked_prefix",
+        "decode_held",
+        "decode_held_query",
+        "encode_held",
+        "encode_held_query",
+    ),
+    "melissa_trainer.wire.predict": (
+        "REFUSAL_CODES",
+        "REFUSAL_REASONS",
+        "PredictRequest",
+        "Prediction",
+        "Refusal",
+        "decode_predict",
+        "decode_reply",
+        "encode_predict",
+        "encode_prediction",
+        "encode_refused",
+        "peek_request_id",
+    ),
+}
+#: name -> the module (absolute) that defines it
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain lookup
+    return value
+
 
 __all__ = [
     "ADMISSION",

@@ -979,6 +979,13 @@ def test_client_imports_no_torch(receiver: Receiver) -> None:
 # (benchmarks/client_startup.py). Compared with a process that imported numpy and zmq
 # alone, so that what they import themselves (in any version) does not count.
 NOT_AT_START = ("torch", "accelerate", "mpi4py", "logging", "socket", "selectors", "asyncio")
+# ... and the package's own modules of rare paths: predictions, the follow socket's queries
+RARE_PATHS = (
+    "melissa_trainer.client.predict",
+    "melissa_trainer.wire.predict",
+    "melissa_trainer.wire.held",
+    "melissa_trainer.wire.admission",
+)
 
 CLIENT_ADDS = """
 import json, sys
@@ -999,6 +1006,7 @@ def test_client_import_adds_no_heavy_module_to_numpy_and_zmq() -> None:
     added = set(json.loads(result.stdout))
     assert "melissa_trainer.client.client" in added  # (the oracle sees the import)
     assert not {m.split(".")[0] for m in added} & set(NOT_AT_START), sorted(added)
+    assert not added & set(RARE_PATHS), sorted(added)
 
 
 @pytest.mark.timeout(30)

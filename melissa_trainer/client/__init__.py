@@ -12,7 +12,8 @@ Torch-free and independent of the receiving side (`melissa_trainer.stream`'s rec
 it shares only the wire format (`melissa_trainer.wire`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client
-is told, `ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
+is told: its simulation id, receivers, parameters), `tuning` (how it sends:
+`ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
 messages reach the receivers: the sockets, a step's send, `flush`, the BYE and
 `close`'s waits), `send_arrays` (a send's
 arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
@@ -36,16 +37,12 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.admission import SimulationRefused
     from melissa_trainer.client.client import Client
     from melissa_trainer.client.config import (
-        DEFAULT_BATCH_BYTES,
-        DEFAULT_BATCH_DELAY,
-        DEFAULT_SNDHWM,
         ENV_ENDPOINTS,
         ENV_KEY,
         ENV_PARAMETERS,
         ENV_RENDEZVOUS,
         ENV_RUN_ID,
         ENV_SIMULATION_ID,
-        ClientTuning,
     )
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
@@ -57,6 +54,12 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         Predictor,
         PredictRefused,
         PredictTimeout,
+    )
+    from melissa_trainer.client.tuning import (
+        DEFAULT_BATCH_BYTES,
+        DEFAULT_BATCH_DELAY,
+        DEFAULT_SNDHWM,
+        ClientTuning,
     )
     from melissa_trainer.stream.endpoints import fetch_endpoints
     from melissa_trainer.wire import RESERVED_NAMES, FieldSpec
@@ -95,18 +98,18 @@ _WHERE = {
     "SimulationRefused": "melissa_trainer.client.admission",
     **dict.fromkeys(
         [
-            "DEFAULT_BATCH_BYTES",
-            "DEFAULT_BATCH_DELAY",
-            "DEFAULT_SNDHWM",
             "ENV_ENDPOINTS",
             "ENV_KEY",
             "ENV_PARAMETERS",
             "ENV_RENDEZVOUS",
             "ENV_RUN_ID",
             "ENV_SIMULATION_ID",
-            "ClientTuning",
         ],
         "melissa_trainer.client.config",
+    ),
+    **dict.fromkeys(
+        ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_DELAY", "DEFAULT_SNDHWM", "ClientTuning"],
+        "melissa_trainer.client.tuning",
     ),
     "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",

@@ -20,6 +20,7 @@ arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `ou
 (small payloads coalesced into BATCH messages), `held` (large arrays sent without a
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
+`predict_link` (a `Predictor`'s connection to its serving rank, and a trainer gone),
 `worker` (the job side of the launcher's worker mode: `worker.next_simulation`),
 `admission` (whether the trainer took the simulation, asked at `close`).
 
@@ -47,14 +48,13 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.client.predict import (
-        ENV_SERVE_ENDPOINTS,
-        ENV_SERVE_KEY,
         Predicted,
         PredictionUnavailable,
         Predictor,
         PredictRefused,
         PredictTimeout,
     )
+    from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
     from melissa_trainer.client.tuning import (
         DEFAULT_BATCH_BYTES,
         DEFAULT_BATCH_DELAY,
@@ -114,10 +114,10 @@ _WHERE = {
     "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
     "HELD_BYTES_MAX": "melissa_trainer.client.held",
+    "ENV_SERVE_ENDPOINTS": "melissa_trainer.client.predict_link",
+    "ENV_SERVE_KEY": "melissa_trainer.client.predict_link",
     **dict.fromkeys(
         [
-            "ENV_SERVE_ENDPOINTS",
-            "ENV_SERVE_KEY",
             "Predicted",
             "PredictionUnavailable",
             "Predictor",

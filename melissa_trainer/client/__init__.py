@@ -12,13 +12,15 @@ Torch-free and independent of the receiving side (`melissa_trainer.stream`'s rec
 it shares only the wire format (`melissa_trainer.wire`), the rendezvous
 (`stream.endpoints`) and the checks of counts and durations (`melissa_trainer.common.checks`,
 standard library only) with it. Modules: `client` (`Client`), `config` (what a client
-is told, `ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
+is told: its simulation id, receivers, parameters), `tuning` (how it sends:
+`ClientTuning`), `sending` (`Client.send` and `flush`), `transport` (how its
 messages reach the receivers: the sockets, a step's send, `flush`, the BYE and
 `close`'s waits), `send_arrays` (a send's
 arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `outbox`
 (small payloads coalesced into BATCH messages), `held` (large arrays sent without a
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
+`predict_link` (a `Predictor`'s connection to its serving rank, and a trainer gone),
 `worker` (the job side of the launcher's worker mode: `worker.next_simulation`),
 `admission` (whether the trainer took the simulation, asked at `close`).
 
@@ -36,27 +38,28 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
     from melissa_trainer.client.admission import SimulationRefused
     from melissa_trainer.client.client import Client
     from melissa_trainer.client.config import (
-        DEFAULT_BATCH_BYTES,
-        DEFAULT_BATCH_DELAY,
-        DEFAULT_SNDHWM,
         ENV_ENDPOINTS,
         ENV_KEY,
         ENV_PARAMETERS,
         ENV_RENDEZVOUS,
         ENV_RUN_ID,
         ENV_SIMULATION_ID,
-        ClientTuning,
     )
     from melissa_trainer.client.field_part import INLINE_MAX_BYTES
     from melissa_trainer.client.held import ARRAY_REUSE_MODES, HELD_BYTES_MAX
     from melissa_trainer.client.predict import (
-        ENV_SERVE_ENDPOINTS,
-        ENV_SERVE_KEY,
         Predicted,
         PredictionUnavailable,
         Predictor,
         PredictRefused,
         PredictTimeout,
+    )
+    from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+    from melissa_trainer.client.tuning import (
+        DEFAULT_BATCH_BYTES,
+        DEFAULT_BATCH_DELAY,
+        DEFAULT_SNDHWM,
+        ClientTuning,
     )
     from melissa_trainer.stream.endpoints import fetch_endpoints
     from melissa_trainer.wire import RESERVED_NAMES, FieldSpec
@@ -95,26 +98,26 @@ _WHERE = {
     "SimulationRefused": "melissa_trainer.client.admission",
     **dict.fromkeys(
         [
-            "DEFAULT_BATCH_BYTES",
-            "DEFAULT_BATCH_DELAY",
-            "DEFAULT_SNDHWM",
             "ENV_ENDPOINTS",
             "ENV_KEY",
             "ENV_PARAMETERS",
             "ENV_RENDEZVOUS",
             "ENV_RUN_ID",
             "ENV_SIMULATION_ID",
-            "ClientTuning",
         ],
         "melissa_trainer.client.config",
+    ),
+    **dict.fromkeys(
+        ["DEFAULT_BATCH_BYTES", "DEFAULT_BATCH_DELAY", "DEFAULT_SNDHWM", "ClientTuning"],
+        "melissa_trainer.client.tuning",
     ),
     "INLINE_MAX_BYTES": "melissa_trainer.client.field_part",
     "ARRAY_REUSE_MODES": "melissa_trainer.client.held",
     "HELD_BYTES_MAX": "melissa_trainer.client.held",
+    "ENV_SERVE_ENDPOINTS": "melissa_trainer.client.predict_link",
+    "ENV_SERVE_KEY": "melissa_trainer.client.predict_link",
     **dict.fromkeys(
         [
-            "ENV_SERVE_ENDPOINTS",
-            "ENV_SERVE_KEY",
             "Predicted",
             "PredictionUnavailable",
             "Predictor",

@@ -44,8 +44,6 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.config import (
-    ClientTuning,
-    check_field_sizes,
     check_parameters,
     check_simulation_id,
     launched,
@@ -63,6 +61,7 @@ from melissa_trainer.client.transport import (
     FAILED_CLOSE_TIMEOUT as FAILED_CLOSE_TIMEOUT,  # (re-exported: `Client.close` states it)
 )
 from melissa_trainer.client.transport import Transport, client_logger
+from melissa_trainer.client.tuning import ClientTuning, check_field_sizes
 from melissa_trainer.common.checks import check_seconds
 from melissa_trainer.wire import FieldSpec, field_specs
 

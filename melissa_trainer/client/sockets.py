@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import zmq
 
-from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.handshake import Handshakes
+from melissa_trainer.client.tuning import ClientTuning
 
 __all__ = ["MAX_MS", "SLICE", "arm", "arm_slice", "connect", "deadline_after", "ms_left", "to_ms"]
 

@@ -30,7 +30,6 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.closing import client_logger, close_transport
-from melissa_trainer.client.config import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.client.fast_send import FastSend, SendClock, fast_large_sender, fast_sender
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
@@ -39,6 +38,7 @@ from melissa_trainer.client.held import HeldArrays
 from melissa_trainer.client.outbox import Outbox
 from melissa_trainer.client.send_wait import ReceiverGone, SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
+from melissa_trainer.client.tuning import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.stream.step_set import StepSet
 
 __all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]

@@ -15,7 +15,8 @@ the wrong type is a `ConfigError` naming the field. Reading files and converting
 make for the buffer and `torch.compile` is `argument_values`'; every rule of the fields
 is `argument_checks`' (and the choices they allow, re-exported here), the buffer's
 stated once by `BufferConfig` (`buffers/config.py`) and reported under this class's
-field names.
+field names. Writing them and reading them back as a file (`to_dict`, `from_file`,
+`ARGS_FILE`) is `arguments_file`'s (`ArgumentsFile`, the class's base).
 
 Most of this module is the field documentation of `TrainingArguments` (one entry per
 option, the user's reference), which belongs next to the fields.
@@ -25,10 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import os
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,12 +42,12 @@ from melissa_trainer.config import compile_options as compiled
 from melissa_trainer.config.argument_checks import (
     BUFFER_CHOICES,
     BUFFER_DEVICE_CHOICES,
-    CHECK_RESUME_PATH,
     MIXED_PRECISION_CHOICES,
     ON_SAVE_ERROR_CHOICES,
     REPORT_TO_CHOICES,
 )
 from melissa_trainer.config.argument_values import buffer_values, checked_values, compile_options_of
+from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
 from melissa_trainer.config.reading import (
     FALSE_WORDS,
     NONE_WORDS,
@@ -63,6 +62,7 @@ from melissa_trainer.config.reading import (
 )
 
 __all__ = [
+    "ARGS_FILE",
     "BUFFER_CHOICES",
     "MIXED_PRECISION_CHOICES",
     "REPORT_TO_CHOICES",
@@ -71,6 +71,7 @@ __all__ = [
     "TRUE_WORDS",
     "ConfigError",
     "ConversionError",
+    "ArgumentsFile",
     "TrainingArguments",
     "UnknownArgumentError",
     "convert_value",
@@ -88,16 +89,13 @@ def _f(default: Any, help: str, choices: tuple[str, ...] | None = None) -> Any:
     return field(default=default, metadata=metadata)
 
 
-#: the file of a checkpoint that holds the run's `TrainingArguments.to_dict` (for
-#: reference: a resumed run's own arguments win)
-ARGS_FILE = "training_args.json"
-
-
 @dataclass
-class TrainingArguments:
+class TrainingArguments(ArgumentsFile):
     """Options of an online training run (like `transformers.TrainingArguments`).
 
     Steps are optimizer steps: one step spans `gradient_accumulation_steps` batches.
+    Written and read back as a file by its base, `ArgumentsFile` (`to_dict`, `to_json`,
+    `from_dict`, `from_file`).
 
     Attributes:
         output_dir: directory for checkpoints and logs. Default ``"outputs"``.
@@ -358,45 +356,6 @@ class TrainingArguments:
         values = buffer_values(vars(self))
         values["seed"] = self.seed + process_index
         return BufferConfig(**values)
-
-    # ------------------------------------------------------------------ (de)serialisation
-
-    def to_dict(self) -> dict[str, Any]:
-        """Every field as a JSON-serialisable dict (what `from_dict` reads back)."""
-        return dataclasses.asdict(self)
-
-    def to_json(self, indent: int | None = 2) -> str:
-        """`to_dict()` as JSON text."""
-        return json.dumps(self.to_dict(), indent=indent)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> TrainingArguments:
-        """Build from a mapping of field names to values (what `to_dict` wrote); unknown
-        keys are a ConfigError. Every rule is checked but one: that a
-        `resume_from_checkpoint` path exists (saved arguments name the checkpoint their
-        run resumed from, which rotation may have deleted since; `train()` checks it:
-        `argument_checks.CHECK_RESUME_PATH`)."""
-        if not isinstance(d, Mapping):
-            raise ConfigError(
-                f"expected a mapping of option names to values, got {type(d).__name__}",
-                context=cls.__name__,
-            )
-        names = {f.name for f in dataclasses.fields(cls) if f.init}
-        unknown = [k for k in d if k not in names]
-        if unknown:
-            raise ConfigError(unknown_key_problems(unknown, names), context=cls.__name__)
-        token = CHECK_RESUME_PATH.set(False)
-        try:
-            return cls(**d)
-        finally:
-            CHECK_RESUME_PATH.reset(token)
-
-    @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> TrainingArguments:
-        """Build from a .json, .yaml or .yml file holding a flat mapping of options
-        (a checkpoint's ``training_args.json``, a configuration file): `from_dict`'s
-        checks, the `resume_from_checkpoint` path's existence left to `train()`."""
-        return cls.from_dict(load_config_file(path))
 
 
 @functools.cache

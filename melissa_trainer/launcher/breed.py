@@ -181,10 +181,15 @@ class BreedSampler(AdaptiveSampler):
 
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
-        design size (before the first draw)."""
+        design size (before the first draw; the `Launcher` calls it with the study's
+        budget, when it is built). The "lhs" design is computed now, as
+        `DensitySampler.plan` computes its own: its optimisation (seconds for a few
+        hundred points) is then not paid by the first draw, on the launcher's thread
+        under its lock while the trainer trains. The draws are the same."""
         if self.position == 0 and n_draws >= 1:
             self._budget = int(n_draws)
             self._explorer.plan(n_draws)
+            self._explorer.prepare()  # (a no-op for a sequence explorer)
             if self.decay_draws is None:
                 self.decay_draws = int(n_draws)
 

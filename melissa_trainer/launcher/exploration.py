@@ -5,7 +5,10 @@ sequence or of an optimised Latin hypercube of the planned budget, optionally
 Kept apart from `breed.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
 the sampler's `state_dict` (a Breed state saved before gap-filling existed is upgraded
-by `common.migrations`, "breed_sampler").
+by `common.migrations`, "breed_sampler"). Where a replacement draw goes (a point whose
+nearest draw was not given up: `Exploration.away_from`) is
+`launcher.replacement_points`'s; `away_from` and `REPLACEMENT_CANDIDATES` are
+re-exported here.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
+from melissa_trainer.launcher.replacement_points import REPLACEMENT_CANDIDATES, away_from
 from melissa_trainer.launcher.sampler_base import qmc_engine
 
 __all__ = [
@@ -54,9 +58,6 @@ AUTO_SEQUENCE_DIMS = 3
 
 #: a sequence's gap-filling candidates when none are named (`candidates_for`)
 GAP_CANDIDATES = 16
-#: `Exploration.away_from`'s candidates (a replacement draw's: the first whose nearest
-#: draw did not fail; 256 leave one only where nearly every region holds a failure)
-REPLACEMENT_CANDIDATES = 256
 
 
 def candidates_for(engine: str, candidates: int | None) -> int:
@@ -382,29 +383,3 @@ class Exploration:
                 raise ValueError(f"exploration state has a malformed point {item!r}")
             points.append(point)
         return points
-
-
-def away_from(
-    seed: int, index: int, width: int, drawn: np.ndarray, failed: np.ndarray
-) -> np.ndarray:
-    """`Exploration.away_from`'s point over `width` varying dimensions alone (the rows
-    of `drawn` and `failed` as wide); `LatinHypercubeSampler`'s replacements too."""
-    if width == 0:
-        return np.zeros(0)
-    candidates = np.random.default_rng([seed, 47, index]).random((REPLACEMENT_CANDIDATES, width))
-    pick = 0
-    if len(drawn) and len(failed):
-        # (a failed row is also a row of `drawn`, up to rounding: equal distances,
-        # within it, make the nearest draw a failed one)
-        nearest = _nearest(candidates, drawn)
-        clear = np.flatnonzero(_nearest(candidates, failed) > nearest * (1 + 1e-9) + 1e-15)
-        pick = int(clear[0]) if len(clear) else 0
-    out: np.ndarray = candidates[pick]
-    return out
-
-
-def _nearest(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Each of `points`' squared distance to its nearest row of `rows`."""
-    diff = points[:, None, :] - np.asarray(rows, dtype=np.float64)[None, :, :]
-    out: np.ndarray = np.min(np.sum(diff * diff, axis=2), axis=1)
-    return out

@@ -30,7 +30,7 @@ from melissa_trainer.launcher.density_replace import (
     load_replacements,
     replacement_state,
 )
-from melissa_trainer.launcher.exploration import away_from
+from melissa_trainer.launcher.replacement_points import away_from
 from melissa_trainer.launcher.sampler_base import (
     Bounds,
     BoxSampler,
@@ -72,7 +72,7 @@ class LatinHypercubeSampler(BoxSampler):
 
     A simulation given up (`failed`): once the planned draws (`plan`) are all made,
     each draw due as a replacement is a point whose nearest draw (of the last design's
-    drawn points and those given up) was not given up (`exploration.away_from`, as
+    drawn points and those given up) was not given up (`replacement_points.away_from`, as
     Breed's and the density sampler's; `launcher.density_replace` says why), not a
     point of the next design wherever it lies, as before. Told nothing, it is unchanged.
 

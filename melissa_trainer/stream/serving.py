@@ -5,8 +5,8 @@ training steps).
 
 The I/O thread owns the ZeroMQ ROUTER socket. For each message it:
 
-* decodes it (`protocol.decode_predict`: nothing unpickled, every size checked before
-  an array is built) and checks its arrays against the declared inputs; a malformed
+* decodes it (`serving_requests.decode_request`: nothing unpickled, every size checked
+  before an array is built) and checks its arrays against the declared inputs; a malformed
   request is rejected, counted (``rejected_<reason>``) and logged (the first of each
   reason in full, then one summary line at most every 30 s: `LogSummary`), and
   refused (``bad_request``) when its request id is readable, so that its client
@@ -59,6 +59,7 @@ from melissa_trainer.stream.serving_queue import (
     ServingRefused,
 )
 from melissa_trainer.stream.serving_rendezvous import check_inputs, remove_serving, write_serving
+from melissa_trainer.stream.serving_requests import decode_request
 from melissa_trainer.wire import PredictRequest, ProtocolError
 
 __all__ = ["DEFAULT_MAX_QUEUE", "Pending", "PredictServer", "ServingRefused", "check_inputs"]
@@ -355,13 +356,8 @@ class PredictServer:
     def _handle(self, router: zmq.Socket, frames: list[zmq.Frame]) -> None:
         identity, parts = frames[0].bytes, [f.buffer for f in frames[1:]]
         try:
-            request = protocol.decode_predict(parts, self.max_request_bytes)
-            problem = check_inputs(request.arrays, self.inputs)
-            if problem is not None:
-                raise ProtocolError("bad_inputs", problem)
+            request = decode_request(parts, self.inputs, self.max_request_bytes)
         except ProtocolError as exc:
-            if exc.reason == "too_large":
-                exc = self._too_large(parts, exc)
             self._reject(router, identity, parts, exc)
             return
         if (
@@ -374,24 +370,6 @@ class PredictServer:
             self.refuse(pending, "wrong_run", f"this trainer is run {self._run_id}")
             return
         self._queue_or_refuse(Pending(request, time.monotonic(), self.version, identity))
-
-    def _too_large(self, parts: list[Any], exc: ProtocolError) -> ProtocolError:
-        """What a request over the inputs' bytes is refused for: an unknown or missing
-        input, named (the decoder stops at the bytes, before the names: an extra array
-        read "too_large"), else the bytes with the declared inputs (most often a
-        float64 array for a float32 input). Its frames are received already, so
-        decoding them bounded by their own size makes views and copies nothing."""
-        received = sum(memoryview(p).nbytes for p in parts[1:])
-        try:
-            arrays = protocol.decode_predict(parts, received).arrays
-        except ProtocolError:
-            arrays = {}
-        names = {f.name for f in self.inputs}
-        if arrays and set(arrays) != names:
-            return ProtocolError("bad_inputs", check_inputs(arrays, self.inputs) or "")
-        declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in self.inputs)
-        detail = str(exc).removeprefix("too_large: ")
-        return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")
 
     def _reject(
         self, router: zmq.Socket, identity: bytes, parts: list[Any], exc: ProtocolError

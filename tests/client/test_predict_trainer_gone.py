@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import melissa_trainer.client.predict as predict
+import melissa_trainer.client.predict_link as predict_link
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
+from melissa_trainer.client.predict_link import PredictLink
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
 pytestmark = pytest.mark.e2e
@@ -128,7 +129,7 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
     file. The requests after that had each waited their whole timeout for a serve file
     to appear (as for a trainer not started yet); a simulation that was served there
     knows better: it falls back at once, and finds a trainer that comes back."""
-    monkeypatch.setattr(predict, "_BACKOFF", (0.0, 0.0))  # each request looks (below)
+    monkeypatch.setattr(predict_link, "_BACKOFF", (0.0, 0.0))  # each request looks (below)
     first, _ = start_server(tmp_path, 1, hold=False)
     second = None
     try:
@@ -163,14 +164,14 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
     second). After a failure that found the trainer gone, the requests of the backoff
     fail at once, without dialling; the one after it dials again."""
     dials = 0
-    connect = Predictor._connect
+    connect = PredictLink.connect
 
-    def counted(self: Predictor, deadline: float) -> object:
+    def counted(self: PredictLink, deadline: float) -> object:
         nonlocal dials
         dials += 1
         return connect(self, deadline)
 
-    monkeypatch.setattr(Predictor, "_connect", counted)
+    monkeypatch.setattr(PredictLink, "connect", counted)
     first, _ = start_server(tmp_path, 1, hold=False)
     try:
         with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
@@ -181,12 +182,13 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
             with pytest.raises(PredictTimeout, match="refused the connection"):
                 client.predict({"u": u}, timeout=LONG)
             dials_then = dials
-            monkeypatch.setattr(client, "_retry_at", client._retry_at + LONG)  # (no race)
+            link = client._link
+            monkeypatch.setattr(link, "_retry_at", link._retry_at + LONG)  # (no race)
             for _ in range(1000):
                 with pytest.raises(PredictTimeout, match="at an earlier request"):
                     client.predict({"u": u}, timeout=LONG)
             assert dials == dials_then  # not one socket more
-            monkeypatch.setattr(client, "_retry_at", 0.0)  # the backoff over: it dials
+            monkeypatch.setattr(link, "_retry_at", 0.0)  # the backoff over: it dials
             with pytest.raises(PredictTimeout, match="refused the connection"):
                 client.predict({"u": u}, timeout=LONG)
             assert dials == dials_then + 1

@@ -7,7 +7,7 @@
  * drops what was queued, so that the close used to return MT_OK with nothing delivered.
  * Each data socket gets a monitor at start; the close waits for every receiver's
  * handshake before it lingers, and a refused one is MT_EENV, naming the endpoint and
- * the fix. As the Python client's serving socket (client/predict.py): a failure without
+ * the fix. As the Python client's serving socket (client/predict_link.py): a failure without
  * detail counts as a refusal when it comes twice in a row (once may be a receiver that
  * stopped mid-handshake). */
 #define _POSIX_C_SOURCE 200809L

@@ -1,5 +1,5 @@
-/* predict_watch.c: a trainer gone is not waited for (melissa_trainer/client/predict.py
- * Predictor: the same rules, the same messages). The prediction socket has a monitor:
+/* predict_watch.c: a trainer gone is not waited for (melissa_trainer/client/predict_link.py
+ * PredictLink: the same rules, the same messages). The prediction socket has a monitor:
  * a connection attempt refused (nothing listens there: a dead trainer's port) fails a
  * request waiting to send at once, and a connection dropped fails a request waiting
  * for its answer at once (its answer cannot come: a new connection is another peer to

@@ -1,0 +1,264 @@
+"""The connection of a `Predictor` (`melissa_trainer.client.predict`) to the training
+rank that serves its simulation: where that rank serves (an endpoint given, the
+environment, the rendezvous directory's serve files), the DEALER socket to it and the
+socket's monitor (a handshake the server refused, a trainer gone), and the backoff after
+a trainer was found gone. The module docstring of `predict` states the rules; the C
+client's serve.c, handshake.c and predict_watch.c follow the same ones.
+
+A `Predictor` asks (encodes a request, sends it, waits for its answer); this module
+finds the server and says when it is not there. Imports the standard library, numpy,
+pyzmq and the shared `stream` modules only.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import time
+
+import zmq
+
+from melissa_trainer.client.config import ENV_RENDEZVOUS
+from melissa_trainer.client.predict_errors import PredictTimeout, handshake_refused
+from melissa_trainer.stream.serving_rendezvous import read_serving
+from melissa_trainer.wire import FieldSpec
+
+__all__ = ["ENV_SERVE_ENDPOINTS", "ENV_SERVE_KEY", "PredictLink", "poll_ms"]
+
+#: Comma-separated serving endpoints, in training-rank order (else the rendezvous).
+ENV_SERVE_ENDPOINTS = "MELISSA_TRAINER_SERVE_ENDPOINTS"
+#: The serving sockets' CURVE public key (Z85) for endpoints not read from a rendezvous.
+ENV_SERVE_KEY = "MELISSA_TRAINER_SERVE_KEY"
+#: the monitor events of a handshake the server refused (a missing or wrong CURVE key)
+_HANDSHAKE_FAILED = (
+    zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+)
+#: the monitor events of a trainer gone: a connection attempt that failed (refused:
+#: nothing listens there), and an established connection dropped
+_GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
+#: After a trainer was found gone (a connection refused or lost, its serve file
+#: removed), requests fail at once without dialling for a backoff that doubles from the
+#: first to the second (seconds): no socket per request while the trainer is away (a
+#: solver asking in a loop made thousands a second: "Too many open files").
+_BACKOFF = (0.05, 1.0)
+
+
+def poll_ms(left: float) -> int:
+    """Milliseconds for one ZeroMQ poll of a wait of `left` seconds: at least 1, at
+    most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
+    again until their deadline)."""
+    return max(1, min(int(left * 1000), 3_600_000))
+
+
+class PredictLink:
+    """The socket of a `Predictor` to its serving rank, opened at the first request and
+    again after a failure (`reset`), and what is known of the trainer there.
+
+    Args (those of `Predictor`):
+        simulation_id: chooses the rank (``id % W``).
+        run_id: serve files of another run are ignored (None: any run's).
+        endpoint: the serving endpoint; default `$MELISSA_TRAINER_SERVE_ENDPOINTS`, else
+            the rendezvous directory.
+        rendezvous_dir: default `$MELISSA_TRAINER_RENDEZVOUS`.
+        curve_server_key: the CURVE key of `endpoint` and of the environment's endpoints;
+            default `$MELISSA_TRAINER_SERVE_KEY`.
+        context: the ZeroMQ context of the sockets (the caller's to end).
+
+    Attributes:
+        socket: the DEALER to the serving rank, None until `connect` and after `reset`.
+        monitor: its monitor socket (handshake failures, connections refused or lost).
+        connected: the endpoint and CURVE key of `socket`.
+        inputs: the inputs the serving rank takes, when read from its serve file.
+    """
+
+    def __init__(
+        self,
+        simulation_id: int,
+        run_id: str | None,
+        endpoint: str | None,
+        rendezvous_dir: str | os.PathLike[str] | None,
+        curve_server_key: str | None,
+        context: zmq.Context,
+    ) -> None:
+        self.simulation_id, self.run_id = simulation_id, run_id
+        self._endpoint, self._key = endpoint, curve_server_key
+        self._rendezvous = rendezvous_dir
+        self._context = context
+        self.socket: zmq.Socket | None = None
+        self.monitor: zmq.Socket | None = None  # the socket's handshake failures
+        self.connected: tuple[str, str | None] = ("", None)  # its endpoint and key
+        self._key_given = False  # that key was given (argument, environment), not read
+        self._served_there = False  # a serve file was found in the rendezvous before
+        # a trainer found gone: why, when to dial again, and the backoff (`gone`)
+        self._gone_why, self._retry_at, self._backoff = "", 0.0, 0.0
+        self.inputs: list[FieldSpec] | None = None
+
+    def check_backoff(self, now: float) -> None:
+        """Raise `PredictTimeout` at once while the backoff after a trainer found gone
+        lasts (no socket is opened until it ends)."""
+        if self.socket is None and now < self._retry_at:
+            raise PredictTimeout(
+                f"{self._gone_why} (at an earlier request; the next attempt in "
+                f"{self._retry_at - now:.2f} s at most)"
+            )
+
+    def answered(self) -> None:
+        """A trainer answered there: the next one found gone starts the backoff anew."""
+        self._backoff = 0.0
+
+    def connect(self, deadline: float) -> zmq.Socket:
+        """The socket to the serving rank: the open one, else a new one to the endpoint
+        looked up (waiting for a serve file up to `deadline`), with its monitor.
+
+        Raises:
+            PredictTimeout: no endpoint published in time, or the trainer that served
+                there stopped (its serve file removed).
+            ValueError: no endpoint configured, a key that is not a Z85 key, an endpoint
+                ZeroMQ cannot connect to.
+        """
+        if self.socket is not None:
+            return self.socket
+        endpoint, key, given = self._resolve(deadline)
+        sock = self._context.socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)  # never queue a request for a peer not there
+        if key is not None:
+            if len(key) != 40:
+                sock.close(linger=0)
+                raise ValueError(
+                    f"the serving endpoint's CURVE key (curve_server_key or {ENV_SERVE_KEY}) "
+                    f"must be the 40-character Z85 public key, not {key!r}"
+                )
+            sock.curve_serverkey = key.encode("ascii")
+            sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+        monitor = sock.get_monitor_socket(_HANDSHAKE_FAILED | _GONE)
+        try:
+            sock.connect(endpoint)
+        except zmq.ZMQError as exc:
+            sock.disable_monitor()
+            monitor.close(linger=0)
+            sock.close(linger=0)
+            raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
+        self.socket, self.monitor, self.connected = sock, monitor, (endpoint, key)
+        self._key_given = key is not None and given
+        return sock
+
+    def wait_connected(self, sock: zmq.Socket, deadline: float, timeout: float) -> None:
+        """Block until `sock` has a connection to send on (``ZMQ_IMMEDIATE``), up to
+        `deadline`; a handshake the server refused raises ValueError at once."""
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLOUT)
+        if self.monitor is not None:
+            poller.register(self.monitor, zmq.POLLIN)
+        undetailed = 0
+        refused = False  # a connection attempt failed (and no handshake was refused)
+        while True:
+            left = deadline - time.monotonic()
+            ready = dict(poller.poll(poll_ms(left))) if left > 0 else {}
+            if sock in ready:
+                return
+            while self.monitor is not None and self.monitor.poll(0):
+                event = self._event()
+                if event & _GONE:
+                    refused = refused or event == zmq.EVENT_CONNECT_RETRIED
+                    continue
+                # A mechanism mismatch (CURVE on one side only) is certain at once. A
+                # failure without detail is also a connection lost mid-handshake (a
+                # trainer stopping): a key given here, refused twice in a row, is not the
+                # server's; one read from the rendezvous may be stale (a restarted
+                # trainer's new key), which the lookup after a timeout reads again.
+                undetailed += event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                if event != zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL or (
+                    undetailed >= 2 and self._key_given
+                ):
+                    raise self._refused_handshake()
+            if refused and not undetailed:
+                # Nothing listens there (a dead trainer's port refuses at once): fall
+                # back now, not at the timeout; ZeroMQ would retry the connection every
+                # 0.1 s in vain until then. (After a handshake failure, the retry is the
+                # handshake's: the rule above decides.)
+                raise self.gone(
+                    f"the trainer's serving endpoint {self.connected[0]} refused the "
+                    "connection: nothing listens there (the trainer is gone or restarting)"
+                )
+            if left <= 0:
+                self.reset()
+                raise PredictTimeout(
+                    f"no connection to the trainer's serving endpoint within {timeout} s "
+                    "(the trainer is gone or restarting)"
+                )
+
+    def lost(self) -> bool:
+        """Whether the monitor's waiting events say the connection dropped."""
+        lost = False
+        while self.monitor is not None and self.monitor.poll(0):
+            lost = self._event() == zmq.EVENT_DISCONNECTED or lost
+        return lost
+
+    def gone(self, why: str) -> PredictTimeout:
+        """The trainer is gone (`why`): close the socket, and fail the requests of the
+        next backoff at once (`_BACKOFF`); the one after it looks the endpoint up again."""
+        self.reset()
+        first, most = _BACKOFF
+        self._backoff = min(most, 2 * self._backoff) if self._backoff else first
+        self._gone_why, self._retry_at = why, time.monotonic() + self._backoff
+        return PredictTimeout(f"{why}; the next request looks the endpoint up again")
+
+    def reset(self) -> None:
+        """Close the socket and its monitor (after a failure, at `Predictor.close`):
+        the next request connects again, looking the endpoint up again."""
+        if self.socket is not None:
+            if self.monitor is not None:
+                self.socket.disable_monitor()
+                self.monitor.close(linger=0)
+                self.monitor = None
+            self.socket.close(linger=0)
+            self.socket = None
+
+    def _resolve(self, deadline: float) -> tuple[str, str | None, bool]:
+        """The endpoint of the rank that serves this simulation, its CURVE key, and
+        whether that key was given (an argument, the environment; else the rendezvous)."""
+        key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
+        if self._endpoint is not None:
+            return self._endpoint, key, True
+        listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
+        if listed:
+            endpoints = [e.strip() for e in listed.split(",")]
+            return endpoints[self.simulation_id % len(endpoints)], key, True
+        directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
+        if not directory:
+            raise ValueError(
+                f"no serving endpoint: set {ENV_RENDEZVOUS} (the trainer's rendezvous "
+                f"directory) or {ENV_SERVE_ENDPOINTS}, or pass endpoint="
+            )
+        pause = 0.01
+        while True:
+            entry, why = read_serving(directory, self.simulation_id, self.run_id)
+            if entry is not None:
+                self.inputs = entry["inputs"]
+                self._served_there = True
+                return entry["endpoint"], entry.get("curve_public_key"), False
+            left = deadline - time.monotonic()
+            if left <= 0 or self._served_there:
+                # (Waiting for a serve file is for a trainer not started yet. One that
+                # served this simulation and removed its file has stopped: fall back
+                # now, and look again at the next request, for a trainer resumed.)
+                message = f"no serving endpoint in {str(directory)!r}: {why}"
+                if self._served_there:
+                    raise self.gone(f"{message} (the trainer that served this simulation stopped)")
+                raise PredictTimeout(message)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.25)
+
+    def _event(self) -> int:
+        """The next event of the socket's monitor (parsed here: zmq.utils.monitor
+        imports asyncio into a solver)."""
+        assert self.monitor is not None
+        return int(struct.unpack("=H", self.monitor.recv_multipart()[0][:2])[0])
+
+    def _refused_handshake(self) -> ValueError:
+        endpoint, key = self.connected
+        self.reset()
+        return handshake_refused(endpoint, key, ENV_RENDEZVOUS, ENV_SERVE_KEY)

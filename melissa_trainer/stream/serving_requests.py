@@ -1,0 +1,61 @@
+"""What a prediction request must be for a rank's `PredictServer` to queue it: decoded
+within the declared inputs' bytes (`protocol.decode_predict`: nothing unpickled, every
+size checked before an array is built), its arrays the declared inputs (names, dtypes,
+shapes); and, when it is not, why, said so that its client can fix it (a refusal
+``bad_request`` carries the reason: an unknown or missing input named, or the bytes
+with the inputs the trainer serves). Run by the server's I/O thread on each request;
+numpy and the protocol only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.stream.serving_rendezvous import check_inputs
+from melissa_trainer.wire import FieldSpec, PredictRequest, ProtocolError
+
+__all__ = ["decode_request"]
+
+
+def decode_request(
+    parts: list[Any], inputs: Sequence[FieldSpec], max_request_bytes: int
+) -> PredictRequest:
+    """The request of the frames `parts` (a PREDICT's, without the peer's identity),
+    its arrays the declared `inputs`, at most `max_request_bytes` of them.
+
+    Raises:
+        ProtocolError: malformed (the decoder's reasons), ``bad_inputs`` (arrays that
+            are not `inputs`, the difference named), ``too_large`` (more bytes than the
+            inputs', with the inputs declared).
+    """
+    try:
+        request = protocol.decode_predict(parts, max_request_bytes)
+        problem = check_inputs(request.arrays, inputs)
+        if problem is not None:
+            raise ProtocolError("bad_inputs", problem)
+    except ProtocolError as exc:
+        if exc.reason == "too_large":
+            raise _too_large(parts, exc, inputs) from None
+        raise
+    return request
+
+
+def _too_large(parts: list[Any], exc: ProtocolError, inputs: Sequence[FieldSpec]) -> ProtocolError:
+    """What a request over the inputs' bytes is refused for: an unknown or missing
+    input, named (the decoder stops at the bytes, before the names: an extra array
+    read "too_large"), else the bytes with the declared inputs (most often a
+    float64 array for a float32 input). Its frames are received already, so
+    decoding them bounded by their own size makes views and copies nothing."""
+    received = sum(memoryview(p).nbytes for p in parts[1:])
+    try:
+        arrays = protocol.decode_predict(parts, received).arrays
+    except ProtocolError:
+        arrays = {}
+    names = {f.name for f in inputs}
+    if arrays and set(arrays) != names:
+        return ProtocolError("bad_inputs", check_inputs(arrays, inputs) or "")
+    declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in inputs)
+    detail = str(exc).removeprefix("too_large: ")
+    return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")

@@ -72,3 +72,45 @@ def test_every_test_and_script_the_guide_names_exists() -> None:
         if (refs := dangling(page.read_text(), ROOT))
     }
     assert missing == {}, "pages name tests or scripts that do not exist (moved? renamed?)"
+
+
+def slug(heading: str) -> str:
+    """The anchor MkDocs (and GitHub) give a heading: lower case, punctuation dropped,
+    spaces as dashes."""
+    kept = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return re.sub(r"\s+", "-", kept)
+
+
+def broken_links(page: Path) -> list[str]:
+    """The relative links of `page` to a Markdown file that is missing, or to an anchor
+    that no heading of that file gives."""
+    broken = []
+    for link in re.finditer(r"\]\(([^)#\s:]+\.md)(?:#([\w\-]+))?\)", page.read_text()):
+        target = page.parent / link[1]
+        if not target.is_file():
+            broken.append(link[0])
+        elif link[2]:
+            headings = re.findall(r"^#+\s+(.*)$", target.read_text(), re.M)
+            if link[2] not in {slug(h) for h in headings}:
+                broken.append(link[0])
+    return broken
+
+
+def test_the_link_checker_finds_a_missing_page_and_anchor(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("# A page\n\n## The defaults, and why\n")
+    page = tmp_path / "README.md"
+    page.write_text(
+        "[ok](docs/a.md#the-defaults-and-why) [ok](docs/a.md) [gone](docs/b.md)"
+        " [no heading](docs/a.md#the-defaults) [web](https://x.org/a.md)"
+    )
+    assert broken_links(page) == ["](docs/b.md)", "](docs/a.md#the-defaults)"]
+
+
+def test_the_readmes_links_reach_their_pages_and_headings() -> None:
+    """MkDocs checks the guide's links (`mkdocs build --strict`); the READMEs, which it
+    does not build, are checked here."""
+    readmes = [ROOT / "README.md", *(ROOT / "examples").rglob("*.md")]
+    readmes += (ROOT / "clients").rglob("*.md")
+    broken = {p.relative_to(ROOT).as_posix(): b for p in readmes if (b := broken_links(p))}
+    assert broken == {}

@@ -7,7 +7,7 @@ buffer; an MLP learns (omega, zeta, x0, t) -> (x, v) online. Validation uses hel
 simulations generated once. At the end it prints the validation error next to that of
 predicting the mean state (the error to beat).
 
-    python examples/oscillators/train.py                    # small default, ~1 minute
+    python examples/oscillators/train.py      # small default: 7 s on 2 busy cores, 2026-11-30
     accelerate launch examples/oscillators/train.py --num_simulations 2000
     python examples/oscillators/train.py --json             # last line: JSON summary
 """

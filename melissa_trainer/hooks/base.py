@@ -216,6 +216,29 @@ class Hook:
 _EVENT_NAMES = [e.value for e in Event]
 
 
+#: other libraries' callback names -> this library's event (HF `TrainerCallback`,
+#: Lightning's `Callback`): spelling alone points elsewhere (`on_train_begin` is nearer
+#: to `on_train_end` than to `on_train_start`)
+_OTHER_LIBRARIES: dict[str, list[str]] = {
+    "on_train_begin": ["on_train_start"],
+    "on_fit_start": ["on_train_start"],
+    "on_fit_end": ["on_train_end"],
+    "on_epoch_begin": ["on_pseudo_epoch_start"],
+    "on_epoch_start": ["on_pseudo_epoch_start"],
+    "on_epoch_end": ["on_pseudo_epoch_end"],
+    "on_train_epoch_start": ["on_pseudo_epoch_start"],
+    "on_train_epoch_end": ["on_pseudo_epoch_end"],
+    "on_step_begin": ["on_step_start"],
+    "on_train_batch_start": ["on_step_start"],
+    "on_train_batch_end": ["on_step_end"],
+    "on_evaluate": ["on_validation_end"],
+    "on_validation_epoch_start": ["on_validation_start"],
+    "on_validation_epoch_end": ["on_validation_end"],
+    "on_save_checkpoint": ["on_save"],
+    "on_load_checkpoint": ["on_load"],
+}
+
+
 def _check_methods(hook: Hook) -> None:
     """Refuse, when the hook is added (before training starts), what would otherwise
     fail at the event's first firing, maybe hours in, or never run at all: an event
@@ -227,7 +250,7 @@ def _check_methods(hook: Hook) -> None:
         if not name.startswith("on_") or not callable(getattr(cls, name)):
             continue
         if name not in _EVENT_NAMES:
-            close = difflib.get_close_matches(name, _EVENT_NAMES, n=1)
+            close = _OTHER_LIBRARIES.get(name) or difflib.get_close_matches(name, _EVENT_NAMES, n=1)
             hint = f"did you mean {close[0]}? " if close else ""
             raise TypeError(
                 f"{cls.__name__}.{name} is not a hook event, so the trainer would never "

@@ -352,12 +352,13 @@ def _resumed_note(resumed: tuple[Sequence[int], int] | None, expected: int | Non
     if resumed is None:
         return ""
     unfinished, finished = resumed
-    of = "" if expected is None else f" of the {expected} expected"
+    of = "" if expected is None else f" (of the {expected} expected)"
+    done = f"{finished} finished simulation{'' if finished == 1 else 's'}{of}"
     if not unfinished:
-        return f" Resumed from a checkpoint: {finished} simulations{of} finished there."
+        return f" Resumed from a checkpoint, which holds {done}."
     ids = ", ".join(str(s) for s in unfinished[:20]) + (", ..." if len(unfinished) > 20 else "")
     return (
-        f" Resumed from a checkpoint, which holds {finished} simulations{of} finished and "
+        f" Resumed from a checkpoint, which holds {done} and "
         f"{len(unfinished)} unfinished: {ids}. A Python solver still running follows the "
         f"restarted trainer by itself (its replay window); one that failed (or a C or "
         f"Fortran solver) does not: run each of these again, with the same "

@@ -451,7 +451,9 @@ def test_a_hook_method_that_would_fail_or_never_run_is_refused_when_added() -> N
         def on_train_begin(self, trainer: Any, state: TrainerState, control: Any) -> None:
             pass
 
-    with pytest.raises(TypeError, match=r"on_train_begin is not a hook event.*on_train_start"):
+    with pytest.raises(
+        TypeError, match=r"on_train_begin is not a hook event.*did you mean on_train_start\?"
+    ):
         HookList([OtherLibrarysName()])
 
     class Flexible(Hook):  # extra defaults and *args bind: accepted
@@ -462,6 +464,30 @@ def test_a_hook_method_that_would_fail_or_never_run_is_refused_when_added() -> N
             pass
 
     assert HookList([Flexible()]).listens(Event.LOG)
+
+
+@pytest.mark.parametrize(
+    ("theirs", "ours"),
+    [
+        ("on_train_begin", "on_train_start"),  # HF TrainerCallback
+        ("on_epoch_begin", "on_pseudo_epoch_start"),
+        ("on_epoch_end", "on_pseudo_epoch_end"),
+        ("on_step_begin", "on_step_start"),
+        ("on_evaluate", "on_validation_end"),
+        ("on_fit_start", "on_train_start"),  # Lightning's Callback
+        ("on_train_batch_end", "on_step_end"),
+        ("on_save_checkpoint", "on_save"),
+        ("on_logs", "on_log"),  # a typo: the nearest spelling
+    ],
+)
+def test_another_librarys_callback_name_is_pointed_at_our_event(theirs: str, ours: str) -> None:
+    """An HF or Lightning user's method name gets the event that does the same here,
+    not the nearest spelling (difflib says on_train_end for on_train_begin)."""
+    hook = type("Theirs", (Hook,), {theirs: lambda self, trainer, state, control: None})()
+    with pytest.raises(
+        TypeError, match=rf"Theirs.{theirs} is not a hook event.*did you mean {ours}\?"
+    ):
+        HookList([hook])
 
 
 def test_a_wrong_hook_fails_before_training_starts(tmp_path: Path) -> None:

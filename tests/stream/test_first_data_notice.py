@@ -199,6 +199,20 @@ def test_a_resumed_source_names_the_simulations_to_run_again(
     finally:
         resumed.stop()
     (notice,) = notices(caplog)
-    held = "which holds 1 simulations of the 3 expected finished and 1 unfinished: 5."
+    held = "which holds 1 finished simulation (of the 3 expected) and 1 unfinished: 5."
     assert f"Resumed from a checkpoint, {held}" in notice, notice
     assert "run each of these again, with the same MELISSA_TRAINER_SIMULATION_ID" in notice
+
+
+@pytest.mark.parametrize(
+    ("finished", "expected", "said"),
+    [
+        (0, 2, "holds 0 finished simulations (of the 2 expected)."),
+        (1, 2, "holds 1 finished simulation (of the 2 expected)."),
+        (2, None, "holds 2 finished simulations."),
+    ],
+)
+def test_the_resumed_note_counts_in_english(finished: int, expected: int | None, said: str) -> None:
+    from melissa_trainer.stream.stream_source import _resumed_note
+
+    assert _resumed_note(((), finished), expected) == f" Resumed from a checkpoint, which {said}"

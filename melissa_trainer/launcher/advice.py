@@ -33,6 +33,7 @@ a float, best effort).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
@@ -67,6 +68,25 @@ _FIX = {
         f"{_WORKER_MODE}; the C and Fortran clients have no worker mode;"
     ),
 }
+
+
+def _load_note() -> str:
+    """A sentence when this machine is loaded (load average above its usable cores),
+    or "": a loaded machine stretches every start-up (the heat example's solver, whose
+    start-up is its imports, got the advice at load 5-9 on 2 cores), and the advice may
+    then be the load's."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # (no load average on this platform)
+        return ""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if not cores or load <= cores:
+        return ""
+    return (
+        f" This machine is loaded (load average {load:.1f} on {cores} usable cores), which "
+        "slows every start-up: if the solver starts in well under "
+        f"{STARTUP_FLOOR:.0f} s on a quiet machine, the load is the cause, not the solver."
+    )
 
 
 class Advice:
@@ -112,13 +132,14 @@ class Advice:
         logger.warning(
             "simulation %d spent %.1f s of its %.1f s before its first message: start-up "
             "%s dominates its wall time, and every simulation pays it again. %s "
-            "Launcher.summary()['startup_seconds'] has the study's total. Said once per "
+            "Launcher.summary()['startup_seconds'] has the study's total.%s Said once per "
             "study.",
             simulation_id,
             startup,
             wall,
             "(MPI_Init, reading a mesh, set-up)" if client == "c" else _PYTHON_STARTUP,
             _FIX.get(client, _FIX[None]),
+            _load_note(),
         )
 
     def failed(self, simulation_id: int, codes: Sequence[int | str]) -> None:

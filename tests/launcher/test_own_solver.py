@@ -436,3 +436,22 @@ def test_worker_mode_counts_each_workers_start_up(tmp_path: Path) -> None:
     assert workers >= 1
     summary = launch.summary()
     assert summary["startup_seconds"] >= startup * workers, summary
+
+
+@pytest.mark.parametrize(("load", "said"), [(9.0, True), (0.1, False)])
+def test_the_start_up_advice_says_when_the_machine_is_loaded(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, load: float, said: bool
+) -> None:
+    """On a loaded machine every start-up is slower: the advice says so, with the load,
+    so that a user of the examples on a busy node does not rewrite a quick solver."""
+    from melissa_trainer.launcher import advice
+
+    monkeypatch.setattr(advice.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(advice.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    told = advice.Advice(worker_mode=False)
+    told.first_message(7, startup=3.0, client="python")
+    told.ended(7, 0, wall=4.0)
+    (message,) = startup_advice(caplog)
+    assert ("load average 9.0 on 2 usable cores" in message) is said, message
+    assert message.endswith("Said once per study.")

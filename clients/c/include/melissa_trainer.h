@@ -315,9 +315,11 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
  * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
 /* Serving endpoints (comma-separated, in training-rank order), instead of
- * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time (the next
- * mt_predict dials them, a backoff after a trainer gone ended). Their CURVE key, if
- * any: MELISSA_TRAINER_SERVE_KEY. */
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. Other
+ * endpoints than the ones set before: the next mt_predict dials them (a backoff after a
+ * trainer gone ended). The same ones again (blanks around each aside; a solver may set
+ * them at every step) change nothing: the backoff goes on. Their CURVE key, if any:
+ * MELISSA_TRAINER_SERVE_KEY. */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

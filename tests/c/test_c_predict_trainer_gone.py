@@ -11,7 +11,7 @@ simulation removed its serve file (a clean stop), requests fail at once too; for
 backoff after such a failure (0.05 s doubling to 1 s), requests fail without dialling
 (no socket per request: a solver asking in a loop does not run out of descriptors); a
 trainer that comes back is found again. A server that refuses the client's CURVE
-handshake is not taken for a trainer gone (its port answers): that still waits.
+handshake is not a trainer gone (its port answers): test_c_predict_curve_refused.py.
 
 Real processes and sockets: the C client is `mt_script` (clients/c/tests/mt_script.c),
 the server a `PredictServer` in a process of its own, killed with SIGKILL or SIGTERM.
@@ -28,7 +28,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import (  # noqa: F401 (fixtures)
@@ -40,7 +39,6 @@ from predict_script import (  # noqa: F401 (fixtures)
     start_lines,
     zctx,
 )
-from predict_server import answering_server
 
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
@@ -256,39 +254,3 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
     assert all(line.startswith(f"{MT_ETIMEDOUT} ") for line in each), set(each)
     assert not any("at an earlier request" in line for line in each), set(each)
     assert all("refused the connection" in line for line in each), set(each)
-
-
-@pytest.mark.timeout(60)
-def test_a_server_that_refuses_the_handshake_is_not_taken_for_a_trainer_gone(
-    script_exe: Path,  # noqa: F811
-    sink: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    """A CURVE server given a key that is not its own: its port accepts the connection
-    and closes it during the handshake, and ZeroMQ retries. That is not "nothing
-    listens there": the request waits its timeout (1 s here), as before, saying so,
-    and no backoff follows (the next request dials again)."""
-    wrong = zmq.curve_keypair()[0].decode("ascii")
-    with answering_server(tmp_path, curve=True) as (server, _):
-        env = {
-            "MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or "",
-            "MELISSA_TRAINER_SERVE_KEY": wrong,
-        }
-        script = Script(script_exe, env)
-        try:
-            script.send(*start_lines(sink), *ASK)
-            first = script.send("predict 1")
-            second = script.send("predict 1")
-            lines, _ = script.finish()
-        finally:
-            script.kill()
-    for n in (first, second):
-        code, _, message = lines[n][-1].partition(" ")
-        if "built without" in message:
-            pytest.skip(f"the C client's libzmq: {message}")
-        assert int(code) == MT_ETIMEDOUT, message
-        assert message.strip() == (
-            "no connection to the trainer's serving endpoint within 1.0 s "
-            "(the trainer is gone or restarting)"
-        )
-    assert server.telemetry().get("requests", 0) == 0  # (none got through)

@@ -69,7 +69,8 @@ typedef enum mt_status {
     MT_ESHAPE = 4,      /* a count other than the field's (part's) element count */
     MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
     MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed, or a CURVE
-                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused */
+                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused,
+                         * or (mt_predict) one a serving endpoint refused */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
@@ -297,6 +298,14 @@ typedef enum mt_refusal {
  *                  such a failure the calls of a backoff (0.05 s, doubling to 1 s while
  *                  the trainer stays away) return MT_ETIMEDOUT at once without dialling
  *                  (no socket per call in a solver's loop); mt_client_error says why.
+ *   MT_EENV        the serving endpoint refused the client's handshake, as soon as that
+ *                  is certain (not at the timeout): a CURVE key that is not its own
+ *                  (MELISSA_TRAINER_SERVE_KEY), none for a CURVE server, one for a server
+ *                  without CURVE; the message names the endpoint, the key's source and
+ *                  the fix. A mistake to fix, not a fallback (the Python client raises
+ *                  ValueError). A serve file's key refused without detail may be stale (a
+ *                  restarted trainer's): that request waits its timeout (MT_ETIMEDOUT),
+ *                  and the next one reads the serve file again.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).

@@ -162,6 +162,7 @@ struct mt_client {
     void *predict_monitor;
     unsigned predict_monitors;
     char predict_endpoint[512]; /* where predict_socket is connected (for messages) */
+    int predict_key;            /* its CURVE key: MT_KEY_NONE, _GIVEN, _SERVE_FILE (serve.h) */
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;

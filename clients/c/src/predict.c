@@ -200,6 +200,10 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
         return st;
     }
     snprintf(c->predict_endpoint, sizeof c->predict_endpoint, "%s", e.endpoint);
+    /* (a serve file publishes its inputs; endpoints given directly, none) */
+    c->predict_key = e.curve_key == NULL  ? MT_KEY_NONE
+                     : e.inputs != NULL ? MT_KEY_SERVE_FILE
+                                        : MT_KEY_GIVEN;
     if (e.inputs != NULL) { /* (endpoints given directly publish none: the trainer checks) */
         mt_specs_free(c->serve_inputs, c->n_serve_inputs);
         c->serve_inputs = e.inputs;

@@ -77,7 +77,10 @@ typedef enum mt_status {
     MT_ENOMEM = 10,     /* out of memory */
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
-    MT_EREPLY = 13      /* mt_predict: the trainer's reply broke the protocol */
+    MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
+    MT_ESIMREFUSED = 14 /* mt_client_close: a receiver refused this simulation (its HELLO:
+                         * other fields than the study's, ...) and dropped all it sent;
+                         * the message gives the receiver's reason and the fix */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -184,6 +187,15 @@ mt_status mt_flush(mt_client *c);
  * Returns MT_ETIMEDOUT if ZeroMQ had to drop messages, MT_EENV if a receiver refused the
  * handshake (as mt_send; nothing sent to it was delivered; found without waiting out the
  * close timeout); c is freed in every case.
+ * A solver started by hand (MELISSA_TRAINER_ATTEMPT unset) whose endpoints came from a
+ * rendezvous then asks each receiver's follow socket whether it took the simulation
+ * (docs/protocol.md, section 17a; as the Python client's close): MT_ESIMREFUSED if one
+ * refused its HELLO (fields other than the study's, ...; everything it sent was
+ * dropped), the message naming the receiver, its reason and the fix. A receiver that
+ * does not say within 10 s (its HELLO not processed yet) leaves MT_OK, with a warning on
+ * stderr; a rendezvous rewritten or marked stopped since, or without follow sockets (an
+ * older trainer), is not asked. A launched simulation does not ask (its refusal is the
+ * study's record).
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
  * delivered). The message of an error is written to stderr (c is gone); use
  * mt_client_close_message to get it instead. Blocks up to the close timeout. */

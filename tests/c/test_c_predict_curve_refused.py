@@ -27,6 +27,7 @@ import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import (  # noqa: F401 (fixtures)
+    MT_EENV,
     MT_ETIMEDOUT,
     Script,
     sink,
@@ -40,7 +41,6 @@ from melissa_trainer.client.predict import Predictor
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
-MT_EENV = 6
 #: longer than the tests' own timeouts: a request that waits for it fails the test
 LONG = 120
 ASK = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]

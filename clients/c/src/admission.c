@@ -141,7 +141,7 @@ static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double dead
             decided = a.status;
             snprintf(reason, reason_size, "%.*s", (int)a.reason_len, a.reason);
         }
-        if (answered && !decided) { /* (its HELLO not processed yet: ask again, later) */
+        if (!decided) { /* (its HELLO not processed yet, or an error: ask again, later) */
             double left = deadline - mt_now();
             nap(pause < left ? pause : left);
             pause = pause * 2 < 0.5 ? pause * 2 : 0.5;

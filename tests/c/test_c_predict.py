@@ -285,7 +285,7 @@ def test_curve_key_of_the_serve_file_is_used(
         script = Script(script_exe, {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""})
         try:
             script.send(*start_lines(sink), *ask)
-            plain = script.send("predict 0.5")
+            plain = script.send("predict 60")  # (said at once: not waited out)
             lines2, _ = script.finish()
         finally:
             script.kill()

@@ -19,6 +19,7 @@ import zmq
 
 #: the C client's status codes (melissa_trainer.h) these tests name
 MT_ESHAPE, MT_EFIELD, MT_EDTYPE, MT_ETIMEDOUT, MT_EREFUSED, MT_EREPLY = 4, 2, 3, 8, 12, 13
+MT_EENV = 6
 
 
 class Script:

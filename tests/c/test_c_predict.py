@@ -28,6 +28,7 @@ from c_driver import script_exe  # noqa: F401 (a fixture)
 from compiled import c_client  # noqa: F401 (a fixture)
 from predict_script import (  # noqa: F401 (fixtures)
     MT_EDTYPE,
+    MT_EENV,
     MT_EFIELD,
     MT_EREFUSED,
     MT_EREPLY,
@@ -269,8 +270,9 @@ def test_curve_key_of_the_serve_file_is_used(
     tmp_path: Path,
 ) -> None:
     """A serving socket with CURVE keys: the C client that reads the serve file (its
-    public key) is answered; one given the endpoint without the key gets no answer (a
-    timeout: the handshake fails), and never a reply it cannot trust."""
+    public key) is answered; one given the endpoint without the key gets no answer, and
+    never a reply it cannot trust: MT_EENV as soon as the handshake fails, naming the
+    missing key (as the Python client's ValueError; test_c_predict_curve_refused.py)."""
     ask = ["input u 1 1 4 : 1 2 3 4", "output y 1 4"]
     with answering_server(tmp_path, curve=True) as (server, _):
         script = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(tmp_path)})
@@ -283,7 +285,7 @@ def test_curve_key_of_the_serve_file_is_used(
         script = Script(script_exe, {"MELISSA_TRAINER_SERVE_ENDPOINTS": server.endpoint or ""})
         try:
             script.send(*start_lines(sink), *ask)
-            plain = script.send("predict 0.5")
+            plain = script.send("predict 60")  # (said at once: not waited out)
             lines2, _ = script.finish()
         finally:
             script.kill()
@@ -291,5 +293,6 @@ def test_curve_key_of_the_serve_file_is_used(
     if code != 0 and "built without" in message:
         pytest.skip(f"the C client's libzmq: {message}")
     assert code == 0 and outputs_of(lines, keyed)[0] == VERSION
-    assert status(lines2, plain)[0] == MT_ETIMEDOUT
+    code, message = status(lines2, plain)
+    assert code == MT_EENV and "no CURVE key is known for it here" in message, message
     assert server.telemetry() == {"requests": 1, "answered": 1}

@@ -51,7 +51,8 @@ module melissa_trainer
   private
 
   public :: MT_OK, MT_EINVAL, MT_EFIELD, MT_EDTYPE, MT_ESHAPE, MT_ESTATE, MT_EENV, &
-            MT_ERENDEZVOUS, MT_ETIMEDOUT, MT_EZMQ, MT_ENOMEM, MT_EMPI, MT_EREFUSED, MT_EREPLY
+            MT_ERENDEZVOUS, MT_ETIMEDOUT, MT_EZMQ, MT_ENOMEM, MT_EMPI, MT_EREFUSED, MT_EREPLY, &
+            MT_ESIMREFUSED
   public :: MT_REFUSAL_NONE, MT_REFUSAL_BUSY, MT_REFUSAL_NOT_SERVING, MT_REFUSAL_WRONG_RUN, &
             MT_REFUSAL_BAD_REQUEST, MT_REFUSAL_FAILED
   public :: mt_predict, mt_predict_refusal, mt_set_serve_endpoints
@@ -192,21 +193,20 @@ contains
     call mt_finish(client, int(mt_flush_c(client%handle)), 'mt_flush', ierr)
   end subroutine
 
-  !> Flush, send BYE, wait for delivery, free the C client (in every case).
+  !> Flush, send BYE, wait for delivery, free the C client (in every case). The message
+  !> of an error (mt_error_message(client)) is the C client's: for MT_ESIMREFUSED, the
+  !> receiver's reason for refusing the simulation and the fix.
   subroutine mt_close(client, ierr)
     type(mt_client_t), intent(inout) :: client
     integer, intent(out), optional :: ierr
     integer :: status
-    character(len=:), allocatable :: message
-    status = int(mt_client_close_c(client%handle))
-    ! The C client is freed whatever happened: take no message from it any more.
+    character(kind=c_char), target :: message(1024)
+    message = c_null_char
+    ! The C client is freed whatever happened: its message comes back in `message`.
+    status = int(mt_client_close_message_c(client%handle, message, &
+                                           int(size(message), c_size_t)))
     client%handle = c_null_ptr
-    if (status == MT_ETIMEDOUT) then
-      message = 'mt_close: messages not delivered within the close timeout were dropped'
-    else
-      message = mt_strerror(status)
-    end if
-    call mt_finish(client, status, 'mt_close', ierr, message)
+    call mt_finish(client, status, 'mt_close', ierr, f_string(c_loc(message)))
   end subroutine
 
   !> Free the client at once without BYE (the run failed). No-op on a closed client.

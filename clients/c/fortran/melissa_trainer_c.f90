@@ -14,7 +14,7 @@ module melissa_trainer_c
             mt_set_batching_c, mt_set_sndhwm_c, mt_set_reuse_c, &
             mt_set_rank_c, mt_declare_field_c, mt_declare_part_c, &
             mt_declare_part_count_c, mt_client_start_c, mt_send_c, mt_flush_c, &
-            mt_client_close_c, mt_client_abort_c, mt_client_simulation_id_c, &
+            mt_client_close_c, mt_client_close_message_c, mt_client_abort_c, mt_client_simulation_id_c, &
             mt_client_receivers_c, mt_client_parameter_c, mt_field_count_c, &
             mt_field_name_c, mt_field_size_c, mt_field_part_count_c, mt_set_part_offset_c, &
             mt_predict_c, mt_predict_refusal_c, mt_set_serve_endpoints_c
@@ -171,6 +171,14 @@ module melissa_trainer_c
     function mt_client_close_c(c) bind(C, name="mt_client_close") result(status)
       import :: c_ptr, c_int
       type(c_ptr), value :: c
+      integer(c_int) :: status
+    end function
+    function mt_client_close_message_c(c, message, size) bind(C, name="mt_client_close_message") &
+        result(status)
+      import :: c_ptr, c_char, c_size_t, c_int
+      type(c_ptr), value :: c
+      character(kind=c_char), intent(out) :: message(*)
+      integer(c_size_t), value :: size
       integer(c_int) :: status
     end function
     subroutine mt_client_abort_c(c) bind(C, name="mt_client_abort")

@@ -69,14 +69,18 @@ typedef enum mt_status {
     MT_ESHAPE = 4,      /* a count other than the field's (part's) element count */
     MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
     MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed, or a CURVE
-                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused */
+                         * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused,
+                         * or (mt_predict) one a serving endpoint refused */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
     MT_ENOMEM = 10,     /* out of memory */
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
-    MT_EREPLY = 13      /* mt_predict: the trainer's reply broke the protocol */
+    MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
+    MT_ESIMREFUSED = 14 /* mt_client_close: a receiver refused this simulation (its HELLO:
+                         * other fields than the study's, ...) and dropped all it sent;
+                         * the message gives the receiver's reason and the fix */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -183,6 +187,15 @@ mt_status mt_flush(mt_client *c);
  * Returns MT_ETIMEDOUT if ZeroMQ had to drop messages, MT_EENV if a receiver refused the
  * handshake (as mt_send; nothing sent to it was delivered; found without waiting out the
  * close timeout); c is freed in every case.
+ * A solver started by hand (MELISSA_TRAINER_ATTEMPT unset) whose endpoints came from a
+ * rendezvous then asks each receiver's follow socket whether it took the simulation
+ * (docs/protocol.md, section 17a; as the Python client's close): MT_ESIMREFUSED if one
+ * refused its HELLO (fields other than the study's, ...; everything it sent was
+ * dropped), the message naming the receiver, its reason and the fix. A receiver that
+ * does not say within 10 s (its HELLO not processed yet) leaves MT_OK, with a warning on
+ * stderr; a rendezvous rewritten or marked stopped since, or without follow sockets (an
+ * older trainer), is not asked. A launched simulation does not ask (its refusal is the
+ * study's record).
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
  * delivered). The message of an error is written to stderr (c is gone); use
  * mt_client_close_message to get it instead. Blocks up to the close timeout. */
@@ -297,6 +310,14 @@ typedef enum mt_refusal {
  *                  such a failure the calls of a backoff (0.05 s, doubling to 1 s while
  *                  the trainer stays away) return MT_ETIMEDOUT at once without dialling
  *                  (no socket per call in a solver's loop); mt_client_error says why.
+ *   MT_EENV        the serving endpoint refused the client's handshake, as soon as that
+ *                  is certain (not at the timeout): a CURVE key that is not its own
+ *                  (MELISSA_TRAINER_SERVE_KEY), none for a CURVE server, one for a server
+ *                  without CURVE; the message names the endpoint, the key's source and
+ *                  the fix. A mistake to fix, not a fallback (the Python client raises
+ *                  ValueError). A serve file's key refused without detail may be stale (a
+ *                  restarted trainer's): that request waits its timeout (MT_ETIMEDOUT),
+ *                  and the next one reads the serve file again.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).
@@ -315,9 +336,11 @@ mt_status mt_predict(mt_client *c, const mt_input *inputs, size_t n_inputs,
  * the trainer suggests waiting before the next request (0: no suggestion; may be NULL). */
 mt_refusal mt_predict_refusal(const mt_client *c, double *retry_after_s);
 /* Serving endpoints (comma-separated, in training-rank order), instead of
- * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time (the next
- * mt_predict dials them, a backoff after a trainer gone ended). Their CURVE key, if
- * any: MELISSA_TRAINER_SERVE_KEY. */
+ * MELISSA_TRAINER_SERVE_ENDPOINTS and the rendezvous directory; any time. Other
+ * endpoints than the ones set before: the next mt_predict dials them (a backoff after a
+ * trainer gone ended). The same ones again (blanks around each aside; a solver may set
+ * them at every step) change nothing: the backoff goes on. Their CURVE key, if any:
+ * MELISSA_TRAINER_SERVE_KEY. */
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints);
 
 #ifdef __cplusplus

@@ -24,6 +24,7 @@ const char *mt_strerror(int status) {
     case MT_EMPI: return "MT_EMPI: MPI call failed or ranks disagree";
     case MT_EREFUSED: return "MT_EREFUSED: the trainer refused the prediction";
     case MT_EREPLY: return "MT_EREPLY: malformed reply from the trainer";
+    case MT_ESIMREFUSED: return "MT_ESIMREFUSED: the trainer refused this simulation";
     default: return "unknown melissa_trainer status";
     }
 }

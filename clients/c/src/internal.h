@@ -98,6 +98,7 @@ struct mt_client {
     uint64_t simulation_id;
     char *endpoints_arg;      /* mt_set_endpoints, comma-separated */
     char *rendezvous_dir;     /* mt_set_rendezvous */
+    char *rendezvous_used;    /* the directory the endpoints came from (NULL: given) */
     double rendezvous_timeout;
     char *run_id;             /* the run the HELLO names (NULL: none), set at start */
     mt_param *params;
@@ -162,6 +163,7 @@ struct mt_client {
     void *predict_monitor;
     unsigned predict_monitors;
     char predict_endpoint[512]; /* where predict_socket is connected (for messages) */
+    int predict_key;            /* its CURVE key: MT_KEY_NONE, _GIVEN, _SERVE_FILE (serve.h) */
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;
@@ -237,6 +239,39 @@ void mt_predict_free(mt_client *c);
 
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
+/* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
+ * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), the run id
+ * (NULL: none). */
+typedef struct mt_rendezvous {
+    size_t n;
+    char **endpoints, **keys, **follows;
+    char *run_id;
+} mt_rendezvous;
+/* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
+ * not consistent, or a file marked stopped: what is wrong in `problem`), MT_ENOMEM. */
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size);
+void mt_rendezvous_free(mt_rendezvous *rv);
+/* admission.c: was the simulation taken (docs/protocol.md 17a), asked at the close. */
+#define MT_ADMISSION_UNKNOWN 0
+#define MT_ADMISSION_ACCEPTED 1
+#define MT_ADMISSION_REFUSED 2
+typedef struct mt_admission {
+    int status;         /* MT_ADMISSION_* */
+    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
+    size_t reason_len;
+} mt_admission;
+/* NULL with *out set if `frame` (len bytes) is an ADMISSION answering query `request_id`
+ * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
+ * client counts it ("truncated", "bad_size", "bad_rank", ...). */
+const char *mt_admission_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
+                               uint64_t request_id, uint32_t rank, uint32_t world,
+                               mt_admission *out);
+/* Whether the close asks: endpoints from a rendezvous, MELISSA_TRAINER_ATTEMPT unset. */
+bool mt_admission_wanted(const mt_client *c);
+/* Ask each receiver (`endpoints`: the ones the client sent to, the rendezvous read again
+ * must name them) whether it took the simulation: MT_ESIMREFUSED with its reason if one
+ * refused it, else MT_OK (a warning on stderr when one did not say in 10 s). */
+mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);

@@ -150,6 +150,8 @@ mt_status mt_client_start(mt_client *c) {
     if (c == NULL) return MT_EINVAL;
     mt_clear_error(c);
     if (c->started) return mt_fail(c, MT_ESTATE, "mt_client_start: the client is started already");
+    free(c->rendezvous_used); /* (set again if the endpoints come from a rendezvous) */
+    c->rendezvous_used = NULL;
     mt_status st = check_fields(c);
     if (st == MT_OK) st = mt_resolve_config(c);
     mt_buf hello = {0};
@@ -198,6 +200,7 @@ static void free_client(mt_client *c) {
     mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
+    free(c->rendezvous_used);
     free(c->run_id);
     for (size_t i = 0; i < c->n_params; ++i) free(c->params[i].name);
     free(c->params);
@@ -274,6 +277,15 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
     double started = mt_now();
     char endpoints[512];
     endpoint_list(c, endpoints, sizeof endpoints);
+    /* whether the trainer took this simulation is asked once all was delivered (the
+     * sockets closed): their endpoints kept for it */
+    char **asked = NULL;
+    size_t n_asked = 0;
+    if (bye && st == MT_OK && failure == NULL && !c->failed && mt_admission_wanted(c)) {
+        asked = c->endpoints; /* (moved: release_runtime frees what c holds) */
+        n_asked = c->n_endpoints;
+        c->endpoints = NULL;
+    }
     release_runtime(c, linger);
     /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
      * that took the whole period is the sign of it. */
@@ -288,6 +300,9 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                                       "close_timeout=%s s to %s",
                      (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
     }
+    if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
+    for (size_t i = 0; i < n_asked; ++i) free(asked[i]);
+    free(asked);
     if (st != MT_OK) {
         if (message != NULL && size > 0) snprintf(message, size, "%s", c->error);
         else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", c->error);

@@ -8,6 +8,7 @@
  * a request fall back at once when the connection says the trainer is gone). Every
  * reply is validated before a byte reaches the caller's buffers. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -40,18 +41,41 @@ void mt_predict_free(mt_client *c) {
     c->serve_endpoints_arg = NULL;
 }
 
+/* Whether the comma-separated lists a and b name the same endpoints in the same order
+ * (blanks around each aside: the lookup strips them). */
+static bool same_endpoints(const char *a, const char *b) {
+    for (;;) {
+        while (isspace((unsigned char)*a)) ++a;
+        while (isspace((unsigned char)*b)) ++b;
+        size_t n = strcspn(a, ","), m = strcspn(b, ",");
+        size_t u = n, v = m;
+        while (u > 0 && isspace((unsigned char)a[u - 1])) --u;
+        while (v > 0 && isspace((unsigned char)b[v - 1])) --v;
+        if (u != v || strncmp(a, b, u) != 0) return false;
+        if (a[n] == '\0' || b[m] == '\0') return a[n] == b[m];
+        a += n + 1;
+        b += m + 1;
+    }
+}
+
 mt_status mt_set_serve_endpoints(mt_client *c, const char *endpoints) {
     if (c == NULL) return MT_EINVAL;
     mt_clear_error(c);
     if (endpoints == NULL || strstr(endpoints, "://") == NULL)
         return mt_fail(c, MT_EINVAL, "serving endpoints must be like tcp://HOST:PORT, got '%s'",
                        endpoints == NULL ? "(null)" : endpoints);
+    /* The same endpoints again (a solver that sets them at every step, in case they
+     * changed) change nothing: not the socket, and not the backoff after a trainer found
+     * gone there, which keeps a solver asking in a loop from dialling at every request
+     * (a socket each: "Too many open files"). */
+    if (c->serve_endpoints_arg != NULL && same_endpoints(c->serve_endpoints_arg, endpoints))
+        return MT_OK;
     char *copy = strdup(endpoints);
     if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     free(c->serve_endpoints_arg);
     c->serve_endpoints_arg = copy;
     mt_predict_release(c); /* the next request goes there, unchecked (no serve file), */
-    c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoint before) */
+    c->retry_at = c->backoff = 0; /* at once (a backoff was for the endpoints before) */
     c->served_there = false;
     mt_specs_free(c->serve_inputs, c->n_serve_inputs);
     c->serve_inputs = NULL;
@@ -176,6 +200,10 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
         return st;
     }
     snprintf(c->predict_endpoint, sizeof c->predict_endpoint, "%s", e.endpoint);
+    /* (a serve file publishes its inputs; endpoints given directly, none) */
+    c->predict_key = e.curve_key == NULL  ? MT_KEY_NONE
+                     : e.inputs != NULL ? MT_KEY_SERVE_FILE
+                                        : MT_KEY_GIVEN;
     if (e.inputs != NULL) { /* (endpoints given directly publish none: the trainer checks) */
         mt_specs_free(c->serve_inputs, c->n_serve_inputs);
         c->serve_inputs = e.inputs;

@@ -7,7 +7,9 @@
  * failure, the requests of a backoff (0.05 s, doubling to 1 s while the trainer stays
  * away) fail at once without dialling: no socket per request while the trainer is away
  * (a solver asking in a loop would make thousands a second and run out of file
- * descriptors). Only an unreachable host (a node gone) takes the whole timeout. */
+ * descriptors). Only an unreachable host (a node gone) takes the whole timeout. A server
+ * that refuses the handshake (a CURVE key that is not its own) is MT_EENV as soon as
+ * that is certain: a mistake to fix, not a fallback (the Python client's ValueError). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdarg.h>
@@ -100,8 +102,30 @@ mt_status mt_backoff_check(mt_client *c) {
                                     "most)", c->gone_why, c->retry_at - now);
 }
 
+/* The error of a handshake the server refused (client/predict_errors.py
+ * handshake_refused: the same causes and fix, in the C client's names); the socket is
+ * released, and no backoff follows (the server is there: its key is the mistake). */
+static mt_status refused_handshake(mt_client *c) {
+    static const char fix[] = "read it from the rendezvous directory (MELISSA_TRAINER_RENDEZVOUS: "
+                              "the serve files carry it), or set MELISSA_TRAINER_SERVE_KEY to "
+                              "the stream's ReceiverConfig.curve_public_key";
+    const char *cause =
+        c->predict_key == MT_KEY_NONE
+            ? "handshake: it takes CURVE (encrypted) connections only, and no CURVE key is known "
+              "for it here"
+        : c->predict_key == MT_KEY_GIVEN
+            ? "CURVE handshake: the key given (MELISSA_TRAINER_SERVE_KEY) is not its public key, "
+              "or it takes no CURVE"
+            : "CURVE handshake: the key of its serve file (curve_public_key) is not its public "
+              "key, or it takes no CURVE";
+    mt_predict_release(c);
+    return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s refused this client's %s: %s",
+                   c->predict_endpoint, cause, fix);
+}
+
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout) {
-    bool refused = false, handshake = false;
+    bool refused = false; /* a connection attempt failed (and no handshake was refused) */
+    int undetailed = 0;
     for (;;) {
         double left = deadline - mt_now();
         zmq_pollitem_t items[2] = {{c->predict_socket, 0, ZMQ_POLLOUT, 0},
@@ -120,14 +144,24 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         if (items[0].revents & ZMQ_POLLOUT) return MT_OK;
         uint16_t event;
         while ((event = next_event(c)) != 0) {
-            if (event & GONE) refused = refused || event == ZMQ_EVENT_CONNECT_RETRIED;
-            else handshake = true;
+            if (event & GONE) {
+                refused = refused || event == ZMQ_EVENT_CONNECT_RETRIED;
+                continue;
+            }
+            /* A mechanism mismatch (CURVE on one side only) is certain at once. A failure
+             * without detail is also a connection lost mid-handshake (a trainer
+             * stopping): a key given here, refused twice, is not the server's; one read
+             * from a serve file may be stale (a restarted trainer's new key), which the
+             * lookup after the timeout reads again (as the Python client's Predictor). */
+            undetailed += event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+            if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                (undetailed >= 2 && c->predict_key == MT_KEY_GIVEN))
+                return refused_handshake(c);
         }
         /* Nothing listens there (a dead trainer's port refuses at once): fall back now,
-         * not at the timeout; ZeroMQ would retry every 0.1 s in vain until then. After a
-         * handshake failure (a CURVE key the server does not take), the retries are the
-         * handshake's: that waits for the timeout, as before. */
-        if (refused && !handshake)
+         * not at the timeout; ZeroMQ would retry every 0.1 s in vain until then. (After a
+         * handshake failure, the retries are the handshake's: the rule above decides.) */
+        if (refused && !undetailed)
             return mt_gone(c, "the trainer's serving endpoint %s refused the connection: "
                               "nothing listens there (the trainer is gone or restarting)",
                            c->predict_endpoint);

@@ -5,7 +5,9 @@
  * MELISSA_TRAINER_KEY, as a Python solver does not) and the run id they name. A file
  * marked "stopped": true (Receiver.stop, endpoints.py mark_stopped: that trainer is down)
  * makes the directory not ready, as for Python: the client waits for the next trainer
- * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint. */
+ * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint.
+ * Each file may name the receiver's follow socket ("follow_endpoint"), which the close
+ * asks whether the simulation was taken (admission.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -22,11 +24,21 @@ typedef struct {
     long long world;
     char *run_id; /* NULL: the file has none (an older trainer) */
     char *key;    /* the receiver's CURVE public key; NULL: the file has none (no CURVE) */
+    char *follow; /* its follow socket (docs/protocol.md 17, 17a); NULL: none published */
 } rank_entry;
 
-/* One look at the directory: MT_OK with c->endpoints and c->curve_keys set if complete, else
- * MT_ERENDEZVOUS with what is wrong in `problem`. */
-static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, size_t size) {
+void mt_rendezvous_free(mt_rendezvous *rv) {
+    for (size_t r = 0; r < rv->n; ++r) {
+        if (rv->endpoints != NULL) free(rv->endpoints[r]);
+        if (rv->keys != NULL) free(rv->keys[r]);
+        if (rv->follows != NULL) free(rv->follows[r]);
+    }
+    free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id);
+    memset(rv, 0, sizeof *rv);
+}
+
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size) {
+    memset(out, 0, sizeof *out);
     DIR *d = opendir(dir);
     if (d == NULL) {
         snprintf(problem, size, "%s", errno == ENOTDIR ? "it is not a directory"
@@ -62,8 +74,8 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         if (f == NULL) why = "cannot be opened";
         else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
         long long version = -1, r = -1, world = -1;
-        const char *endpoint = NULL, *run_id = NULL, *key = NULL;
-        bool bad_run = false, bad_key = false, stopped = false;
+        const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
+        bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
         for (size_t k = 0; k < n; ++k) {
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
@@ -72,6 +84,10 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
             if (strcmp(m[k].key, "curve_public_key") == 0) { /* (endpoints.py _is_key) */
                 if (m[k].kind == MT_JSON_STRING && strlen(m[k].string) == 40) key = m[k].string;
                 else bad_key = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
+            }
+            if (strcmp(m[k].key, "follow_endpoint") == 0) { /* (endpoints.py: a string) */
+                if (m[k].kind == MT_JSON_STRING) follow = *m[k].string ? m[k].string : NULL;
+                else bad_follow = true;
             }
             if (strcmp(m[k].key, "stopped") == 0) /* (only true stops, as `is True`) */
                 stopped = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "true") == 0;
@@ -86,7 +102,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s unreadable (%s)", used ? "; " : "", name, why);
         } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
-                   bad_run || bad_key) {
+                   bad_run || bad_key || bad_follow) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s invalid (%s)", used ? "; " : "", name, text);
         } else if (stopped) {
@@ -97,7 +113,7 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
             if ((size_t)rank >= cap) {
                 size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;
                 rank_entry *grown = realloc(entries, ncap * sizeof *entries);
-                if (grown == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
+                if (grown == NULL) st = MT_ENOMEM;
                 else {
                     memset(grown + cap, 0, (ncap - cap) * sizeof *grown);
                     entries = grown;
@@ -106,14 +122,15 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
             }
             if (st == MT_OK) {
                 rank_entry *en = &entries[rank];
-                free(en->endpoint), free(en->run_id), free(en->key);
+                free(en->endpoint), free(en->run_id), free(en->key), free(en->follow);
                 en->endpoint = strdup(endpoint);
                 en->world = world;
                 en->run_id = run_id != NULL ? strdup(run_id) : NULL;
                 en->key = key != NULL ? strdup(key) : NULL;
+                en->follow = follow != NULL ? strdup(follow) : NULL;
                 if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
-                    (key != NULL && !en->key))
-                    st = mt_fail(c, MT_ENOMEM, "out of memory");
+                    (key != NULL && !en->key) || (follow != NULL && !en->follow))
+                    st = MT_ENOMEM;
             }
         }
         mt_json_free(m, n);
@@ -152,22 +169,22 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
         if (tl) {
             snprintf(tail, sizeof tail, "world_size %lld, ranks [%s] missing", world, list);
         } else if (used == 0) { /* complete and consistent */
-            c->endpoints = calloc((size_t)world, sizeof *c->endpoints);
-            c->curve_keys = calloc((size_t)world, sizeof *c->curve_keys);
-            if (c->endpoints == NULL || c->curve_keys == NULL) {
-                free(c->endpoints), free(c->curve_keys);
-                c->endpoints = NULL, c->curve_keys = NULL;
-                st = mt_fail(c, MT_ENOMEM, "out of memory");
+            out->endpoints = calloc((size_t)world, sizeof *out->endpoints);
+            out->keys = calloc((size_t)world, sizeof *out->keys);
+            out->follows = calloc((size_t)world, sizeof *out->follows);
+            if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL) {
+                mt_rendezvous_free(out);
+                st = MT_ENOMEM;
                 goto done;
             }
             for (long long r = 0; r < world; ++r) { /* (moved: the entries lose them) */
-                c->endpoints[r] = entries[r].endpoint;
-                c->curve_keys[r] = entries[r].key;
-                entries[r].endpoint = NULL, entries[r].key = NULL;
+                out->endpoints[r] = entries[r].endpoint;
+                out->keys[r] = entries[r].key;
+                out->follows[r] = entries[r].follow;
+                entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
             }
-            c->n_endpoints = (size_t)world;
-            free(c->run_id); /* the published run id, checked by resolve_run_id */
-            c->run_id = entries[0].run_id;
+            out->n = (size_t)world;
+            out->run_id = entries[0].run_id;
             entries[0].run_id = NULL;
             goto done;
         }
@@ -177,7 +194,8 @@ static mt_status read_rendezvous(mt_client *c, const char *dir, char *problem, s
     st = MT_ERENDEZVOUS;
 done:
     for (size_t r = 0; r < cap; ++r)
-        free(entries[r].endpoint), free(entries[r].run_id), free(entries[r].key);
+        free(entries[r].endpoint), free(entries[r].run_id), free(entries[r].key),
+            free(entries[r].follow);
     free(entries);
     return st;
 }
@@ -186,8 +204,25 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
     double deadline = mt_now() + timeout, pause = 0.01;
     char problem[768];
     for (;;) {
-        mt_status st = read_rendezvous(c, dir, problem, sizeof problem);
-        if (st != MT_ERENDEZVOUS) return st;
+        mt_rendezvous rv;
+        mt_status st = mt_rendezvous_read(dir, &rv, problem, sizeof problem);
+        if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
+        if (st == MT_OK) {
+            free(c->rendezvous_used); /* (asked again at close: admission.c) */
+            c->rendezvous_used = strdup(dir);
+            if (c->rendezvous_used == NULL) {
+                mt_rendezvous_free(&rv);
+                return mt_fail(c, MT_ENOMEM, "out of memory");
+            }
+            c->endpoints = rv.endpoints; /* (moved) */
+            c->curve_keys = rv.keys;
+            c->n_endpoints = rv.n;
+            free(c->run_id); /* the published run id, checked by resolve_run_id */
+            c->run_id = rv.run_id;
+            for (size_t r = 0; r < rv.n; ++r) free(rv.follows[r]);
+            free(rv.follows);
+            return MT_OK;
+        }
         double left = deadline - mt_now();
         if (left <= 0) {
             char t[32];

@@ -49,6 +49,12 @@ mt_status mt_reply_take(mt_client *c, mt_reply *r, mt_output *out, size_t n_out,
 uint64_t mt_elements(int ndim, const uint64_t *shape);
 void mt_shape_text(int ndim, const uint64_t *shape, char *out, size_t size);
 
+/* Where the serving socket's CURVE key came from (c->predict_key): none, given
+ * (MELISSA_TRAINER_SERVE_KEY, for endpoints given directly), or the serve file. */
+#define MT_KEY_NONE 0
+#define MT_KEY_GIVEN 1
+#define MT_KEY_SERVE_FILE 2
+
 /* predict_watch.c: a trainer gone, told by the prediction socket's monitor. */
 /* Watch `s` (made, not connected yet): its monitor in c->predict_monitor. MT_EZMQ. */
 mt_status mt_watch_start(mt_client *c, void *s);
@@ -59,7 +65,9 @@ bool mt_watch_lost(mt_client *c);
 /* Wait until c->predict_socket has a live connection to send on (ZMQ_IMMEDIATE), up to
  * `deadline` (`timeout`: its seconds, for the message): MT_OK; MT_ETIMEDOUT, the socket
  * released, at once when the endpoint refuses the connection (mt_gone), else at the
- * deadline; MT_EZMQ. */
+ * deadline; MT_EENV, the socket released (no backoff), as soon as the server refuses the
+ * handshake (a CURVE key that is not its own, none for a CURVE server, one for a plain
+ * server: a mistake to fix, not a fallback); MT_EZMQ. */
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout);
 /* The trainer is gone (why: printf's format): release the socket, start or double the
  * backoff, during which requests fail without dialling; MT_ETIMEDOUT, saying why. */

@@ -1,7 +1,8 @@
 /* unit.c: the C unit tests (CTest): formatting, JSON, UTF-8, the step set, the check
  * behind the FINITE flag, the state rules, a client streaming into a PULL socket of this
  * process (HELLO, DATA in one and two frames, BATCH sent by the flusher thread, BYE),
- * and the order of steps after a pause (with the clock of the MT_TESTING build, moved).
+ * the order of steps after a pause (with the clock of the MT_TESTING build, moved), and
+ * the parsing of an ADMISSION reply (what is rejected, what is tolerated).
  * Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -345,6 +346,67 @@ static void test_send_after_a_pause_keeps_step_order(void) {
     zmq_ctx_term(ctx);
 }
 
+/* An ADMISSION frame laid out as docs/protocol.md section 17a's table says (little
+ * endian), then `extra` bytes: its length. */
+static size_t admission_frame(uint8_t *f, uint64_t sim, uint64_t request, uint32_t rank,
+                              uint32_t world, int status, const char *reason, size_t extra) {
+    size_t n = strlen(reason);
+    memset(f, 0, 36 + n + extra);
+    memcpy(f, "MTRN", 4);
+    f[4] = 2;  /* version */
+    f[5] = 12; /* ADMISSION */
+    for (int i = 0; i < 8; ++i) f[8 + i] = (uint8_t)(sim >> 8 * i);
+    for (int i = 0; i < 8; ++i) f[16 + i] = (uint8_t)(request >> 8 * i);
+    for (int i = 0; i < 4; ++i) f[24 + i] = (uint8_t)(rank >> 8 * i);
+    for (int i = 0; i < 4; ++i) f[28 + i] = (uint8_t)(world >> 8 * i);
+    f[32] = (uint8_t)status;
+    f[34] = (uint8_t)n;
+    f[35] = (uint8_t)(n >> 8);
+    memcpy(f + 36, reason, n);
+    for (size_t i = 0; i < extra; ++i) f[36 + n + i] = 0xAB;
+    return 36 + n + extra;
+}
+
+static void test_admission_parse(void) {
+    uint8_t f[256];
+    mt_admission a;
+    const char *why = "r";
+    size_t n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_REFUSED, why, 0);
+    CHECK(mt_admission_parse(f, n, 7, 3, 1, 2, &a) == NULL);
+    CHECK(a.status == MT_ADMISSION_REFUSED && a.reason_len == 1 && a.reason[0] == 'r');
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_ACCEPTED, "", 0);
+    CHECK(mt_admission_parse(f, n, 7, 3, 1, 2, &a) == NULL && a.status == MT_ADMISSION_ACCEPTED);
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_UNKNOWN, "", 0);
+    CHECK(mt_admission_parse(f, n, 7, 3, 1, 2, &a) == NULL && a.status == MT_ADMISSION_UNKNOWN);
+    /* tolerated: what a later revision may add without moving what is read */
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_REFUSED, "why", 12);
+    CHECK(mt_admission_parse(f, n, 7, 3, 1, 2, &a) == NULL && a.reason_len == 3);
+    f[6] = 1, f[33] = 1; /* flags, the reserved byte */
+    CHECK(mt_admission_parse(f, n, 7, 3, 1, 2, &a) == NULL && a.status == MT_ADMISSION_REFUSED);
+    /* rejected: what breaks a field read */
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_REFUSED, "why", 0);
+    CHECK(strcmp(mt_admission_parse(f, 35, 7, 3, 1, 2, &a), "truncated") == 0);
+    CHECK(strcmp(mt_admission_parse(f, n - 1, 7, 3, 1, 2, &a), "bad_size") == 0);
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 4, 1, 2, &a), "bad_request_id") == 0);
+    CHECK(strcmp(mt_admission_parse(f, n, 8, 3, 1, 2, &a), "bad_request_id") == 0);
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 0, 2, &a), "bad_rank") == 0);
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 3, &a), "bad_rank") == 0);
+    f[5] = 10; /* HELD */
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_kind") == 0);
+    f[5] = 12, f[4] = 1;
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_version") == 0);
+    f[4] = 2, f[0] = 'X';
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_magic") == 0);
+    f[0] = 'M', f[32] = 3;
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_request") == 0);
+    f[32] = MT_ADMISSION_ACCEPTED; /* accepted with a reason */
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_size") == 0);
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_REFUSED, "", 0); /* refused without */
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_size") == 0);
+    n = admission_frame(f, 7, 3, 1, 2, MT_ADMISSION_REFUSED, "\xc3", 0); /* not UTF-8 */
+    CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_request") == 0);
+}
+
 int main(void) {
     test_format_double();
     test_json();
@@ -355,6 +417,7 @@ int main(void) {
     test_state_rules();
     test_stream();
     test_send_after_a_pause_keeps_step_order();
+    test_admission_parse();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("all unit tests passed\n");
     return failures ? 1 : 0;

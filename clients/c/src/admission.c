@@ -1,0 +1,234 @@
+/* admission.c: whether the trainer took this simulation, asked at mt_client_close
+ * (docs/protocol.md, section 17a; melissa_trainer/client/admission.py, whose rules and
+ * messages these are).
+ *
+ * PUSH/PULL acknowledges nothing: a receiver that refuses a simulation's HELLO (fields of
+ * another shape than the study's, parameters missing) drops all it sends and logs why,
+ * and the solver would exit 0 as if trained on. So a client whose endpoints came from a
+ * rendezvous directory, and that the launcher did not start (no MELISSA_TRAINER_ATTEMPT:
+ * a launched simulation's refusal is the study's record), asks each receiver's follow
+ * socket, once its BYE was delivered, an ADMISSION_QUERY; a refusal is MT_ESIMREFUSED
+ * with the receiver's reason. "Unknown" (its HELLO not processed yet) is asked again,
+ * with growing pauses, for up to ADMISSION_TIMEOUT seconds. Nothing is decided without an
+ * answer: the rendezvous rewritten or marked stopped since, another run's endpoints, a
+ * receiver without a follow socket (an older trainer): nothing is asked; a malformed
+ * reply is ignored; no decided answer in time: a warning on stderr, MT_OK as before. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+#define KIND_ADMISSION_QUERY 11
+#define KIND_ADMISSION 12
+#define QUERY_BYTES 24u         /* the prefix, a u64 request id */
+#define ADMISSION_HEAD 36u      /* the prefix, request id, rank, world, status, 0, length */
+#define MAX_REASON_BYTES 4096u
+#define ADMISSION_TIMEOUT 10.0 /* seconds, for every receiver together (as Python's) */
+#define ENV_ATTEMPT "MELISSA_TRAINER_ATTEMPT"
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+const char *mt_admission_parse(const uint8_t *f, size_t len, uint64_t simulation_id,
+                               uint64_t request_id, uint32_t rank, uint32_t world,
+                               mt_admission *out) {
+    /* Strict on every field read (the layout of section 17a); tolerant of what a later
+     * revision of 17a could add without moving them: flags, the reserved byte, bytes after
+     * the reason (the Python decoder rejects these three; another helper may extend the
+     * reply: adapt here). */
+    if (len < ADMISSION_HEAD) return "truncated";
+    if (memcmp(f, "MTRN", 4) != 0) return "bad_magic";
+    if (f[4] != MT_PROTOCOL_VERSION) return "bad_version";
+    if (f[5] != KIND_ADMISSION) return "bad_kind";
+    if (get_u64(f + 8) != simulation_id || get_u64(f + 16) != request_id)
+        return "bad_request_id"; /* (a reply to another query) */
+    if (get_u32(f + 24) != rank || get_u32(f + 28) != world) return "bad_rank";
+    int status = f[32];
+    size_t size = (size_t)f[34] | (size_t)f[35] << 8;
+    if (status > MT_ADMISSION_REFUSED) return "bad_request";
+    if (size > MAX_REASON_BYTES || (status == MT_ADMISSION_REFUSED) != (size > 0))
+        return "bad_size";
+    if (len < ADMISSION_HEAD + size) return "bad_size";
+    if (!mt_utf8_valid((const char *)f + ADMISSION_HEAD, size)) return "bad_request";
+    out->status = status;
+    out->reason = (const char *)f + ADMISSION_HEAD;
+    out->reason_len = size;
+    return NULL;
+}
+
+static void nap(double seconds) {
+    if (seconds <= 0) return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* Malformed replies ignored (for the warning). */
+typedef struct {
+    unsigned count;
+    const char *last;
+} ignored;
+
+/* One whole message on `s`: its first frame into `buf` (*len bytes, cut at `cap`), its
+ * frames counted in *frames; 0, or the errno. */
+static int receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
+    *frames = 0;
+    int more = 1;
+    while (more) {
+        int n;
+        while ((n = zmq_recv(s, *frames == 0 ? buf : NULL, *frames == 0 ? cap : 0, 0)) < 0 &&
+               errno == EINTR)
+            continue;
+        if (n < 0) return errno;
+        if ((*frames)++ == 0) *len = (size_t)n < cap ? (size_t)n : cap; /* (cut) */
+        size_t size = sizeof more;
+        if (zmq_getsockopt(s, ZMQ_RCVMORE, &more, &size) != 0) return errno;
+    }
+    return 0;
+}
+
+/* Receiver `rank`'s decided answer (1 accepted, 2 refused: its reason in `reason`), asking
+ * again while it says unknown; 0 at the deadline. `s`: a DEALER connected to its follow
+ * socket. */
+static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double deadline,
+               uint64_t *request_id, ignored *bad, char *reason, size_t reason_size) {
+    static const size_t cap = ADMISSION_HEAD + MAX_REASON_BYTES + 64;
+    uint8_t *buf = malloc(cap);
+    if (buf == NULL) return 0;
+    double pause = 0.01;
+    int decided = 0;
+    while (!decided && mt_now() < deadline) {
+        uint8_t query[QUERY_BYTES];
+        uint64_t id = ++*request_id;
+        mt_put_prefix(query, KIND_ADMISSION_QUERY, 0, c->simulation_id);
+        mt_put_u64(query + 16, id);
+        if (zmq_send(s, query, sizeof query, ZMQ_DONTWAIT) < 0) { /* (not connected yet) */
+            nap(pause < deadline - mt_now() ? pause : deadline - mt_now());
+            continue;
+        }
+        bool answered = false; /* (an answer to this query, decided or not) */
+        while (!answered && !decided) {
+            double left = deadline - mt_now();
+            zmq_pollitem_t item = {s, 0, ZMQ_POLLIN, 0};
+            int ready = left > 0 ? zmq_poll(&item, 1, mt_ms(left) + 1) : 0;
+            if (ready < 0 && errno == EINTR) continue;
+            if (ready <= 0) break; /* (the deadline) */
+            size_t len = 0;
+            int frames = 0;
+            if (receive(s, buf, cap, &len, &frames) != 0) break;
+            mt_admission a;
+            const char *why = frames != 1 ? "unexpected_frame"
+                                          : mt_admission_parse(buf, len, c->simulation_id, id,
+                                                               rank, world, &a);
+            if (why != NULL) { /* counted and ignored */
+                bad->count++;
+                bad->last = why;
+                continue;
+            }
+            answered = true;
+            if (a.status == MT_ADMISSION_UNKNOWN) continue;
+            decided = a.status;
+            snprintf(reason, reason_size, "%.*s", (int)a.reason_len, a.reason);
+        }
+        if (!decided) { /* (its HELLO not processed yet, or an error: ask again, later) */
+            double left = deadline - mt_now();
+            nap(pause < left ? pause : left);
+            pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
+        }
+    }
+    free(buf);
+    return decided;
+}
+
+/* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL. */
+static void *dial(void *ctx, const char *follow, const char *key) {
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    if (s == NULL) return NULL;
+    bool ok = zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0;
+    if (ok && key != NULL) {
+        char public_key[41], secret_key[41];
+        ok = zmq_has("curve") && zmq_curve_keypair(public_key, secret_key) == 0 &&
+             zmq_setsockopt(s, ZMQ_CURVE_SERVERKEY, key, 40) == 0 &&
+             zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_key, 40) == 0 &&
+             zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) == 0;
+    }
+    if (ok) ok = zmq_connect(s, follow) == 0;
+    if (!ok) {
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+bool mt_admission_wanted(const mt_client *c) {
+    const char *attempt = getenv(ENV_ATTEMPT);
+    bool launched = false;
+    for (const char *p = attempt; p != NULL && *p && !launched; ++p)
+        launched = *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r';
+    return c->rendezvous_used != NULL && !launched;
+}
+
+mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
+    mt_rendezvous rv;
+    char problem[768];
+    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem);
+    if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
+    if (st != MT_OK) return MT_OK; /* (a trainer stopped or restarting since: not asked) */
+    bool askable = rv.n == n;
+    for (size_t r = 0; askable && r < n; ++r)
+        askable = strcmp(rv.endpoints[r], endpoints[r]) == 0 && rv.follows[r] != NULL;
+    if (!askable) { /* (another run's rendezvous, or receivers without a follow socket) */
+        mt_rendezvous_free(&rv);
+        return MT_OK;
+    }
+    void *ctx = zmq_ctx_new();
+    double deadline = mt_now() + ADMISSION_TIMEOUT;
+    uint64_t request_id = 0;
+    ignored bad = {0, NULL};
+    int decided = 1;
+    char reason[MAX_REASON_BYTES + 1] = "";
+    size_t r = 0;
+    for (; ctx != NULL && r < n && decided == 1; ++r) {
+        void *s = dial(ctx, rv.follows[r], rv.keys[r]);
+        decided = s == NULL ? 0 : ask(c, s, (uint32_t)r, (uint32_t)n, deadline, &request_id,
+                                      &bad, reason, sizeof reason);
+        if (s != NULL) zmq_close(s);
+    }
+    if (ctx != NULL) {
+        while (zmq_ctx_term(ctx) != 0 && errno == EINTR) continue;
+    }
+    st = MT_OK;
+    if (decided == MT_ADMISSION_REFUSED) {
+        /* client/admission.py's message, and its fix when the reason does not say it */
+        bool fields = strstr(reason, "declares other fields") != NULL;
+        st = mt_fail(c, MT_ESIMREFUSED, "simulation %llu: the trainer's receiver %zu (%s) "
+                                        "refused it, and dropped everything it sent: %s%s",
+                     (unsigned long long)c->simulation_id, r - 1, rv.endpoints[r - 1], reason,
+                     fields ? ". Run it again declaring the study's fields (the same names, "
+                              "dtypes and shapes, e.g. the trainer's grid size)"
+                            : "");
+    } else if (decided == 0) {
+        char ignored_text[96] = "";
+        if (bad.count > 0)
+            snprintf(ignored_text, sizeof ignored_text, " (malformed replies ignored: %u, "
+                                                        "the last %s)", bad.count, bad.last);
+        fprintf(stderr, "melissa_trainer: mt_client_close: simulation %llu rank %d: the trainer "
+                        "did not confirm within %.0f s that it took this simulation%s; its "
+                        "receivers' logs say whether they refused it\n",
+                (unsigned long long)c->simulation_id, c->rank, ADMISSION_TIMEOUT, ignored_text);
+    }
+    mt_rendezvous_free(&rv);
+    return st;
+}

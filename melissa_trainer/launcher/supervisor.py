@@ -196,8 +196,8 @@ class Supervisor(FailurePolicy):
                 continue  # queued by a scheduler: waiting, not silent
             job.silent += elapsed
             with self.lock:  # (its data complete: it is ending, `silence` says how long)
-                complete = self.study.records[sid].status == "complete"
-            verdict = self.silence.judge(job.silent, job.sending, complete)
+                job.complete = self.study.records[sid].status == "complete"
+            verdict = self.silence.judge(job.silent, job.sending, job.complete)
             if verdict is None:
                 continue
             heard = "since its last message" if job.sending else "no message yet"

@@ -1,7 +1,7 @@
 """What the study examples report after a run: the seconds spent in training steps
-(`StepTimer`), the last validation's loss and tails, the JSON summary's common keys
-(`run_summary`), and the lines they print (how an error compares with a baseline's,
-the samples refused, how simulation and training overlapped).
+(`StepTimer`: the device's on CUDA), the last validation's loss and tails, the JSON
+summary's common keys (`run_summary`), and the lines they print (how an error compares
+with a baseline's, the samples refused, how simulation and training overlapped).
 
 Part of `study_common` (which re-exports every name here): an example imports them from
 there, after adding this folder to `sys.path`.
@@ -13,6 +13,8 @@ import math
 import time
 from collections.abc import Mapping
 from typing import Any
+
+import torch
 
 from melissa_trainer import Hook, OnlineTrainer
 from melissa_trainer.launcher import Launcher
@@ -33,21 +35,80 @@ __all__ = [
 class StepTimer(Hook):
     """Seconds this rank spends in training steps (batch processing, forward, backward,
     optimizer), not waiting for data, validating or saving; and the checkpoint the run
-    resumed from, if any (`resumed_from`)."""
+    resumed from, if any (`resumed_from`).
 
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self._start = 0.0
+    On a CUDA device the seconds are the device's: under CUDA's asynchronous execution
+    the host returns from a step once it has queued the step's kernels, so its clock
+    would count the time spent issuing them, not running them. A pair of CUDA events is
+    recorded on the current stream at each STEP_START and STEP_END, and the pairs are
+    read a window (`window` steps) later: one wait per window, on an event the device
+    has normally run long before (it runs at most a few steps behind the host), never a
+    host sync per step. Reading `seconds` reads what is left (a wait for the last step:
+    read it after training). Elsewhere the host's wall clock, as on a CPU the step has
+    ended when the call returns. `reads` counts the waits."""
+
+    def __init__(self, window: int = 64) -> None:
+        if window < 1:
+            raise ValueError(f"window must be at least 1 step, not {window}")
+        self.window = window
         self.resumed_from: str | None = None
+        self.reads = 0
+        self._wall = 0.0  # seconds, off CUDA
+        self._device_ms = 0.0  # milliseconds of device time read so far, on CUDA
+        self._cuda: bool | None = None  # decided at the first step (the trainer's device)
+        self._start = 0.0
+        self._open: Any = None  # the step in progress's start event
+        self._window: list[tuple[Any, Any]] = []  # this window's (start, end) events
+        self._previous: list[tuple[Any, Any]] = []  # the window before: read at this one's end
+        self._free: list[Any] = []  # events read, recorded again (none made per step)
+
+    @property
+    def seconds(self) -> float:
+        """The seconds in steps so far (on CUDA, after waiting for the last step)."""
+        self._read(self._previous)
+        self._read(self._window)
+        return self._wall + self._device_ms / 1000.0
 
     def on_load(self, trainer: Any, state: Any, control: Any, path: str) -> None:
         self.resumed_from = path
 
     def on_step_start(self, trainer: Any, state: Any, control: Any) -> None:
-        self._start = time.perf_counter()
+        if self._cuda is None:
+            self._cuda = torch.device(trainer.accelerator.device).type == "cuda"
+        if self._cuda:
+            self._open = self._record()
+        else:
+            self._start = time.perf_counter()
 
     def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
-        self.seconds += time.perf_counter() - self._start
+        if not self._cuda:
+            self._wall += time.perf_counter() - self._start
+            return
+        if self._open is None:  # (a STEP_END without its STEP_START: nothing to time)
+            return
+        self._window.append((self._open, self._record()))
+        self._open = None
+        if len(self._window) >= self.window:
+            self._read(self._previous)  # a window old: done, normally, so no wait
+            self._previous, self._window = self._window, self._previous
+
+    def _record(self) -> Any:
+        """An event recorded now on the current CUDA stream (a reused one if any)."""
+        event = self._free.pop() if self._free else torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def _read(self, pairs: list[tuple[Any, Any]]) -> None:
+        """Add the device time of `pairs` (recorded in stream order): one wait, for the
+        last end event, after which every event of `pairs` has run and reads at once."""
+        if not pairs:
+            return
+        pairs[-1][1].synchronize()
+        self.reads += 1
+        for start, end in pairs:
+            self._device_ms += start.elapsed_time(end)
+            self._free += (start, end)
+        pairs.clear()
 
 
 def final_eval_loss(trainer: OnlineTrainer) -> float:
@@ -100,7 +161,7 @@ def run_summary(
     return {
         "wall_seconds": round(wall, 2),
         "simulation_seconds": None if simulation is None else round(simulation, 2),
-        "training_seconds": round(training_seconds, 2),  # this rank's
+        "training_seconds": round(training_seconds, 2),  # this rank's (its GPU's on CUDA)
         "sequential_seconds": sequential_seconds(simulation, training_seconds, job_limit),
         "samples_seen": trainer.state.total_samples_seen,  # all ranks, with re-draws
         "samples_received": received_samples(trainer),  # all ranks, each once

@@ -13,7 +13,9 @@ beside torch 2.13 (CPU) and its FNO trains here, but it requires 24 more package
 `zencfg`, `tensorly`: 138 MB) and imports `wandb` on ``import neuralop``; the test suite
 and a first run should not need them. The FNO below is the same architecture (Li et
 al., ICLR 2021: lifting, Fourier layers of a truncated spectral convolution plus a
-pointwise linear path, projection) in ~60 lines.
+pointwise linear path, projection) in ~60 lines. `neuraloperator`'s FNO keeps its
+spectral weights as complex parameters, which a fused optimizer refuses: the example
+stores them as real pairs (`real_parameters`), as its own FNO does.
 """
 
 from __future__ import annotations
@@ -158,6 +160,47 @@ class TensorsOnly(nn.Module):
         return state
 
 
+class ComplexPairs(nn.Module):
+    """A dense complex weight stored as a real parameter of (real part, imaginary part)
+    pairs in a last dimension of 2 (`pairs`), read as the complex tensor it views
+    (`torch.view_as_complex`, no copy): what `SpectralConv2d` does by hand, in place of
+    the `tensorly-torch` ``DenseTensor`` that holds a `neuraloperator` spectral
+    convolution's weight (indexing it and its ``to_tensor()`` give the complex tensor,
+    as that class's do, and that is all the convolution asks of it)."""
+
+    def __init__(self, value: torch.Tensor) -> None:
+        super().__init__()
+        self.pairs = nn.Parameter(torch.view_as_real(value.detach().clone()))
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.pairs.shape[:-1]
+
+    def to_tensor(self) -> torch.Tensor:
+        return torch.view_as_complex(self.pairs)
+
+    def __getitem__(self, index: Any) -> torch.Tensor:
+        return self.to_tensor()[index]
+
+
+def real_parameters(model: nn.Module) -> nn.Module:
+    """`model` with each dense complex ``weight`` (a module whose complex parameter
+    ``tensor`` it gives by ``to_tensor()``: `neuraloperator`'s spectral convolutions,
+    unfactorized as its FNO is by default) stored as real pairs (`ComplexPairs`); returns
+    it. The same numbers and the same training (torch's Adam and AdamW step a complex
+    parameter as its real view), but every parameter is then floating point, as a fused
+    optimizer requires: ``torch.optim.Adam(..., fused=True)`` refuses a complex one
+    ("`fused=True` requires all the params to be floating point"). A factorized weight
+    (Tucker, CP, TT) is left as it is."""
+    for module in list(model.modules()):
+        weight = getattr(module, "weight", None)
+        tensor = getattr(weight, "tensor", None) if isinstance(weight, nn.Module) else None
+        dense = type(weight).__name__ == "DenseTensor" and hasattr(weight, "to_tensor")
+        if dense and isinstance(tensor, nn.Parameter) and tensor.is_complex():
+            module.weight = ComplexPairs(tensor)
+    return model
+
+
 def make_model(name: str, in_channels: int, width: int, modes: int, layers: int) -> nn.Module:
     """The model ``--model NAME`` selects (see `MODELS`); ValueError naming the fix if
     it is unknown or its package is missing."""
@@ -174,10 +217,14 @@ def make_model(name: str, in_channels: int, width: int, modes: int, layers: int)
                 'pip install "melissa-trainer[neuralop]", or --model fno (the same '
                 "architecture, in this example)"
             ) from exc
+        # its spectral weights are complex parameters: stored as real pairs, so that a
+        # fused optimizer takes them (`real_parameters`)
         return TensorsOnly(
-            NeuralOpFNO(
-                n_modes=(modes, modes), hidden_channels=width, in_channels=in_channels,
-                out_channels=1, n_layers=layers,
+            real_parameters(
+                NeuralOpFNO(
+                    n_modes=(modes, modes), hidden_channels=width, in_channels=in_channels,
+                    out_channels=1, n_layers=layers,
+                )
             )
         )  # fmt: skip
     raise ValueError(f"model={name!r} is not one of {MODELS}")

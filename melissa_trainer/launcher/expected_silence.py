@@ -14,7 +14,11 @@ alive is one of
   as hung, and a restart gets a new allowance within `max_restarts`;
 * in worker mode, a worker that has not asked for a simulation yet, within that same
   allowance from its launch (no kill enforces it: past it the excuse ends and the
-  stall watchdog applies again).
+  stall watchdog applies again);
+* a simulation whose every step reached the buffer (`RunningJob.complete`), ending
+  (its exit, its own output), silent since its last message within that same
+  allowance, which the launcher enforces as it does a start-up's
+  (`melissa_trainer.launcher.silence`).
 
 Anything else is not explained, and the watchdog applies as before: no job alive, a job
 that has sent and is silent again (mid-stream silence: `simulation_timeout` kills
@@ -53,8 +57,8 @@ def explain_silence(
     heard from yet (empty otherwise); `now`: `time.monotonic()`."""
     if not jobs:
         return None
-    bound = silence.bound(sending=False)
-    queued = starting = workers = 0
+    bound = silence.bound(sending=False)  # (an ending attempt's too: `SilenceClock.bound`)
+    queued = starting = workers = ending = 0
     for name, job in jobs.items():
         if job.simulation_id is None:  # worker mode: a worker, no simulation taken
             since = launched_at.get(name)
@@ -62,7 +66,9 @@ def explain_silence(
                 return None
             workers += 1
         elif job.sending:
-            return None
+            if not job.complete or bound is None or job.silent > bound[0]:
+                return None
+            ending += 1
         elif not started(job.handle):
             queued += 1
         elif bound is None or job.silent > bound[0]:
@@ -70,7 +76,7 @@ def explain_silence(
         else:
             starting += 1
     parts = []
-    if starting or workers:
+    if starting or workers or ending:
         assert bound is not None  # (else not explained, above)
         seconds, rule = bound
         if starting:
@@ -80,6 +86,11 @@ def explain_silence(
             )
         if workers:
             parts.append(f"{workers} worker(s) starting up (allowed {seconds:g} s each)")
+        if ending:
+            parts.append(
+                f"{ending} simulation(s) ending, their data complete, within the same "
+                f"allowance ({seconds:g} s; killed past it)"
+            )
     if queued:
         parts.append(f"{queued} job(s) queued by the scheduler (not started yet)")
     return "the launcher waits for " + "; ".join(parts)

@@ -41,7 +41,9 @@ class RunningJob:
     sending: bool = False  # a message of this attempt came
     startup: float | None = None  # wall seconds from `since` to its first message
     quiet_at: float = 0.0  # the last tick that found no message of this attempt yet
+    complete: bool = False  # its every step reached the buffer (as of a tick): ending
 
     def assign(self, simulation_id: int | None, now: float, beat: int) -> None:
         self.simulation_id, self.since, self.beat = simulation_id, now, beat
         self.silent, self.sending, self.startup, self.quiet_at = 0.0, False, None, now
+        self.complete = False

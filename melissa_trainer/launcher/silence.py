@@ -32,7 +32,12 @@ How long is too long (`LauncherTuning.simulation_timeout`):
   and log; one whose steps take a minute gets ten. A solver whose first silence
   between two messages is longer than `silence_floor` (a step of more than 2 minutes)
   is killed at its first such silence: raise `silence_floor` (the kill's warning
-  says so);
+  says so). Once every step of the attempt reached the buffer (the study records it
+  "complete"), what is left is its exit (its client's close, its own output, an MPI
+  finalize, the interpreter's teardown): not a silence between messages, and bounded as
+  a start-up is. The bound between two messages would kill a solver that writes its
+  results for longer than that after its last step, or whose exit a busy node slows
+  (a floor of 1 s killed a finished 6-step simulation whose exit took 1.8 s at load 12);
 * None: never.
 
 Used by the launcher's thread only (no lock).
@@ -119,15 +124,17 @@ class SilenceClock:
             self.longest_gap = max(self.longest_gap, silent)
             self._gap_seen = True
 
-    def bound(self, sending: bool) -> tuple[float, str] | None:
+    def bound(self, sending: bool, complete: bool = False) -> tuple[float, str] | None:
         """The bound on a silence, in seconds, and the rule that gives it (for the
-        message); None: no bound. `sending`: the attempt has sent a message."""
+        message); None: no bound. `sending`: the attempt has sent a message;
+        `complete`: every step of it reached the buffer (it is ending: module
+        docstring)."""
         timeout = self.timeout
         if timeout is None:
             return None
         if timeout != AUTO:
             return float(timeout), f"simulation_timeout={timeout}"
-        if sending:
+        if sending and not complete:
             # between two messages: what the study has seen of them, at least the floor
             # (none seen yet: the floor, never the start-up bound)
             value = max(self.floor, self.factor * self.longest_gap)
@@ -141,15 +148,16 @@ class SilenceClock:
         if self.startup is None:
             return None
         value = max(self.startup, self.factor * self.longest_startup)
+        when = "after its last step, its data complete" if complete else "before its first message"
         return value, (
-            f"simulation_timeout='auto', before its first message: "
+            f"simulation_timeout='auto', {when}: "
             f"max(startup_timeout={self.startup}, silence_factor={self.factor} x the "
             f"longest start-up seen, {self.longest_startup:.1f} s)"
         )
 
-    def judge(self, silent: float, sending: bool) -> Verdict | None:
-        """A `Verdict` if `silent` seconds are past the bound, else None."""
-        bound = self.bound(sending)
+    def judge(self, silent: float, sending: bool, complete: bool = False) -> Verdict | None:
+        """A `Verdict` if `silent` seconds are past the bound (`bound`), else None."""
+        bound = self.bound(sending, complete)
         if bound is None or silent <= bound[0]:
             return None
         return Verdict(silent, bound[0], bound[1])

@@ -195,7 +195,9 @@ class Supervisor(FailurePolicy):
             if not job.sending and not self.backend.started(job.handle):
                 continue  # queued by a scheduler: waiting, not silent
             job.silent += elapsed
-            verdict = self.silence.judge(job.silent, job.sending)
+            with self.lock:  # (its data complete: it is ending, `silence` says how long)
+                job.complete = self.study.records[sid].status == "complete"
+            verdict = self.silence.judge(job.silent, job.sending, job.complete)
             if verdict is None:
                 continue
             heard = "since its last message" if job.sending else "no message yet"

@@ -40,8 +40,9 @@ a plain Latin hypercube on the mean, 2.65x on the p99 and 3.26x on the worst hel
 simulation; with 6 and 12 it erred **more** than the optimised Latin hypercube on the
 mean (0.69x, 0.62x), the p99 (0.86x, 0.66x) and the worst simulation (0.85x, 0.64x),
 less only inside the high-loss region at 6 (1.80x). Not tuned (its defaults were fixed
-before any run). Its cost on a small MLP's step rate: 0.88x per wall second, 0.73x
-per CPU-second (`benchmarks/surrogate_cost.py`, 5 pairs).
+before any run). Its cost on a small MLP's steps per CPU-second of the step and the
+sampler: 1.012 on / off (`benchmarks/surrogate_cost.py --pairs 5 --steps 2000`, a busy
+machine, 2026-11-30; docs/concepts/study.md).
 
 Deterministic (draw `i` depends on the seed, `i`, the observations made before it and
 the draws so far) and resumable: the state holds the observations and the exploration's

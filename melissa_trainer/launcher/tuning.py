@@ -44,8 +44,9 @@ class LauncherTuning:
             derived from what the study has seen: once a simulation has sent a
             message, ``max(silence_floor, silence_factor x the longest silence between
             two messages seen)`` (`silence_floor` while none is seen: a hang mid-stream
-            is found in 2 minutes by default), and before its first message
-            ``max(startup_timeout, silence_factor x the longest start-up seen)``; never
+            is found in 2 minutes by default), and before its first message (or once
+            its data is complete: its exit) ``max(startup_timeout, silence_factor x the
+            longest start-up seen)``; never
             without a heartbeat (a launcher outside a `Study`). None: never.
         silence_floor: the least ``"auto"`` timeout between two messages; default 120 s.
             A solver whose messages come further apart (a step of more than 2 minutes)

@@ -58,6 +58,7 @@ with Client({"x": ((3,), "float32"), "y": ((1,), "float32")}) as client:
         x = np.array([sid, t, 0.5], np.float32)
         client.send(t, x=x, y=np.array([x.sum()], np.float32))
         time.sleep(options.get("delay", 0.0))
+time.sleep(options.get("linger", 0.0))  # after its client's close: writing its own output
 """
 
 
@@ -131,6 +132,36 @@ def test_a_hung_simulation_is_found_by_the_derived_timeout_killed_named_and_redr
     trained = sorted(k for k in keys.seen if k[0] != 1)
     assert trained == [(s, t) for s in finished for t in range(6)]  # each once
     assert sorted(k for k in keys.seen if k[0] == 1) == [(1, t) for t in range(3)]
+
+
+@pytest.mark.timeout(120)
+def test_a_simulation_ending_after_its_last_step_is_not_taken_for_a_hung_one(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each simulation sends its 4 steps 0.05 s apart, closes its client and then spends
+    6 s writing its own output before it exits 0. With the floor at 2 s (and factor 2),
+    the bound between two messages is about 2 s, but its data is complete: what is left
+    is its exit, bounded as a start-up is (600 s). It was killed as silent ("timeout"),
+    as a busy node's slow interpreter exit was (1.8 s at load 12, floor 1 s), which cut
+    its own output short."""
+    launcher, trainer, keys = run(
+        tmp_path,
+        2,
+        {"steps": 4, "delay": 0.05, "linger": 6.0},
+        stall_timeout=30.0,
+        silence_floor=2.0,
+        silence_factor=2.0,
+    )
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer.launcher"):
+        trainer.train()
+    killed = [r.getMessage() for r in caplog.records if "silent for" in r.getMessage()]
+    assert killed == []
+    records = records_of(launcher.state_dict())
+    assert {s: (r["status"], r["exit_codes"]) for s, r in records.items()} == {
+        0: ("finished", [0]),
+        1: ("finished", [0]),
+    }
+    assert sorted(keys.seen) == [(s, t) for s in (0, 1) for t in range(4)]
 
 
 @pytest.mark.timeout(120)

@@ -1,0 +1,405 @@
+"""A close that returns only once the trainer has the simulation's BYE (external mode).
+
+PUSH/PULL acknowledges nothing. The BYE's release by ZeroMQ (`closing`) says that it
+left this process, not that a receiver read it: a trainer killed (SIGKILL, a node
+lost) while a BYE and the last steps wait in its queues never had them, and a solver
+that exited 0 meanwhile cannot send them again. So a client whose endpoints came from
+a rendezvous (``MELISSA_TRAINER_RENDEZVOUS``) and that the launcher did not start
+(`config.launched`: a launched simulation that fails is run again by the launcher, and
+its close does not pay this) asks each receiver, once its transport is closed, a
+RECEIPT_QUERY on its follow socket (docs/protocol.md, section 17b), and returns once
+every one has confirmed that it *ingested* this client rank's BYE with the count it
+carried (or that the simulation finished there): a receiver reads one connection's
+messages in order, so it then has everything this rank sent it.
+
+**What a returned close guarantees.** At a moment after the BYE left, every receiver of
+the run the client streams to last, alive (it answered), had ingested the BYE of this
+client rank and everything this rank sent it before: each step is in its buffer,
+trained on, held in its checkpoint, or refused as non-finite (counted: see below). Or
+the simulation had finished there. Until then the client keeps its replay window
+(`replay`) and follows a trainer that restarts (`following`: it asks the resumed one
+what its checkpoint holds, sends the rest again from the window, says BYE again) and
+asks again. Not guaranteed: that a checkpoint holds it. A trainer killed *after* the
+confirmation, before its next checkpoint, loses what it ingested since that checkpoint
+(the training of that time too); the resumed trainer names the simulation unfinished
+(its log, `stream_source.no_data_notice`): run it again with the same simulation id.
+A client without a replay window (``replay_bytes=0``) cannot follow: a restarted
+trainer whose checkpoint lacks this rank's BYE fails the close, with that advice.
+
+The waits: a receiver that answers "not yet" (training paused, a full buffer: back-
+pressure) is waited for, at most ``ClientTuning.close_timeout`` seconds (None: as long
+as it answers); one silent for ``disconnected_timeout`` seconds is gone, and a
+restarted trainer is then waited for ``follow_timeout`` seconds (with a window). Each
+ends in a `TimeoutError` that says what was not confirmed and what to do.
+
+The receipt also tells, at no extra cost: a HELLO refused (another grid, missing
+parameters, another run's id: `admission.SimulationRefused`, with the fix); how many of
+the simulation's samples the trainer refused as non-finite (`report`: a warning naming
+the count and the fix, or `SimulationRefused` when every sample was refused: nothing of
+the simulation was trained on); steps lost in transit on a single-rank simulation (a
+warning). Counts of non-finite samples are the receivers' since they started: a trainer
+resumed from a checkpoint does not count those refused before it.
+
+A receiver that does not answer RECEIPT_QUERY (an older trainer: no 13 in its
+rendezvous file's ``follow_kinds``) is asked the ADMISSION_QUERY as before
+(`admission.check_admission`); no follow socket: nothing is asked.
+
+Not thread-safe: the closing thread. Sockets of a context of its own, ended before it
+returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import zmq
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.admission import SimulationRefused, check_admission, reason_with_fix
+from melissa_trainer.client.closing import client_logger
+from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.wire import ProtocolError
+from melissa_trainer.wire.receipt import (
+    RECEIPT_BYE,
+    RECEIPT_FINISHED,
+    RECEIPT_QUERY,
+    ReceiptReply,
+    decode_receipt,
+    encode_receipt_query,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.client.following import Following
+
+__all__ = ["ROUND_TIMEOUT", "Closed", "confirm_close", "confirmed", "report"]
+
+#: seconds one round waits for the receivers' RECEIPTs (a live receiver answers in
+#: milliseconds: its follow thread does not wait for its ingest)
+ROUND_TIMEOUT = 1.0
+#: the longest pause between two rounds (the first is 10 ms, each next one doubled)
+MAX_PAUSE = 0.5
+_request_ids = itertools.count(1)
+
+
+class Closed(Protocol):
+    """What `confirm_close` reads of a closed `Client`."""
+
+    simulation_id: int
+    rank: int
+    ranks: int
+    run_id: str | None
+    endpoints: Sequence[str]
+    tuning: ClientTuning
+    admission_rejected: Counter[str]
+
+    @property
+    def bye_counts(self) -> list[int]:
+        """The count each receiver's BYE carried (its transport's, in rank order)."""
+        ...
+
+
+def confirmed(reply: ReceiptReply, count: int) -> bool:
+    """Whether `reply` confirms a BYE that carried `count`: the simulation finished
+    there, or this rank's BYE is in with that count (one of an earlier attempt with
+    another count is not this one's)."""
+    return reply.bye == RECEIPT_FINISHED or (reply.bye == RECEIPT_BYE and reply.bye_steps == count)
+
+
+def confirm_close(
+    client: Closed,
+    rendezvous: str,
+    following: Following | None,
+    follow_and_close: Callable[[list[dict[str, Any]]], None],
+) -> None:
+    """`Client.close`'s confirmation, after its transport closed (module docstring).
+
+    Args:
+        client: the client (its current endpoints, run id and BYE counts).
+        rendezvous: where its endpoints came from.
+        following: its window and follower, or None (no replay window).
+        follow_and_close: follows the restarted trainer of the entries given (asks,
+            sends again, says BYE again, closes); with `following` only.
+
+    Raises:
+        SimulationRefused: a receiver refused the simulation, or every sample of it
+            was refused as non-finite.
+        TimeoutError: not confirmed (a `FollowError` if following failed); the message
+            says why and what to do.
+    """
+    whose = f"simulation {client.simulation_id} rank {client.rank}"
+    tuning = client.tuning
+    deadline = None if tuning.close_timeout is None else time.monotonic() + tuning.close_timeout
+    entries = entries_of(rendezvous, client)
+    while True:
+        if entries is not None and _another_run(entries, client):
+            if following is None:
+                return _no_window(client, entries, rendezvous, whose)
+            follow_and_close(entries)  # (asks, sends again, says BYE again: then asked)
+            entries = entries_of(rendezvous, client)
+            continue
+        if entries is None or not all(answers_receipts(e) for e in entries):
+            # (an older trainer, or none found: the admission question, as before)
+            check_admission(
+                rendezvous, client.endpoints, client.simulation_id, client.rank,
+                client.admission_rejected,
+            )  # fmt: skip
+            return None
+        outcome = _Rounds(client, entries, whose).wait(deadline, rendezvous, following)
+        if isinstance(outcome, list):
+            return report(outcome, client.bye_counts, client.ranks, whose)
+        if outcome:  # (a receiver silent: gone)
+            if following is None:
+                raise TimeoutError(outcome)
+            entries = following.after_gone(TimeoutError(outcome))
+        else:  # (a restarted trainer published)
+            entries = entries_of(rendezvous, client)
+
+
+def answers_receipts(entry: dict[str, Any]) -> bool:
+    """Whether a rendezvous entry's follow socket answers RECEIPT_QUERY."""
+    kinds = entry.get("follow_kinds")
+    return bool(entry.get("follow_endpoint")) and isinstance(kinds, list) and RECEIPT_QUERY in kinds
+
+
+def entries_of(rendezvous: str, client: Closed) -> list[dict[str, Any]] | None:
+    """The rendezvous' entries now, complete; else (stopped, being rewritten) the files
+    of the client's own run as they are, marked stopped or not (a trainer that stops
+    because the study is over may have this simulation's BYE: its follow socket is
+    asked while it is there); None if neither."""
+    try:
+        return fetch_rendezvous(rendezvous, timeout=0.0)
+    except (TimeoutError, OSError):
+        pass
+    entries = []
+    for rank in range(len(client.endpoints)):
+        try:
+            entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(entry, dict):
+            return None
+        entries.append(entry)
+    return None if _another_run(entries, client) else entries
+
+
+def _another_run(entries: list[dict[str, Any]], client: Closed) -> bool:
+    endpoints = [str(e.get("endpoint")) for e in entries]
+    return endpoints != list(client.endpoints) or entries[0].get("run_id") != client.run_id
+
+
+def _no_window(client: Closed, entries: list[dict[str, Any]], rendezvous: str, whose: str) -> None:
+    """A restarted trainer and no window to follow it with: confirmed only if its
+    receivers (their checkpoint) hold this rank's BYE already; else the advice."""
+    counts = client.bye_counts
+    if all(answers_receipts(e) for e in entries) and len(entries) == len(counts):
+        replies = _Rounds(client, entries, whose).once()
+        if replies is not None and all(
+            confirmed(r, n) for r, n in zip(replies, counts, strict=True)
+        ):
+            return report(replies, counts, client.ranks, whose)
+    raise TimeoutError(
+        f"{whose}: its BYE was not confirmed: the trainer was restarted (the rendezvous "
+        f"{rendezvous} now names run {entries[0].get('run_id')}) and the checkpoint it "
+        f"resumed from lacks it. A simulation without a replay window "
+        f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer: run it "
+        f"again, with the same simulation id "
+        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id}): the resumed trainer "
+        f"keeps the steps it holds and takes the others, each once."
+    )
+
+
+def report(replies: list[ReceiptReply], counts: list[int], ranks: int, whose: str) -> None:
+    """Say what the confirmed receipts tell: samples refused as non-finite (a warning;
+    `SimulationRefused` if every one was), steps lost in transit (a warning)."""
+    steps = sum(r.steps for r in replies)
+    nonfinite = sum(r.nonfinite for r in replies)
+    fix = (
+        "NaN or Inf in its fields (the trainer's receivers refuse such samples: "
+        "nonfinite='refuse'): fix the solver (a diverging scheme: a smaller time step?), "
+        "or let the trainer take them with ReceiverConfig(nonfinite='accept') if the "
+        "loss handles them"
+    )
+    if nonfinite and nonfinite >= steps:
+        raise SimulationRefused(
+            f"{whose}: the trainer refused all {nonfinite} samples of this simulation as "
+            f"non-finite, and trained on none: {fix}"
+        )
+    log = client_logger()
+    if nonfinite:
+        log.warning(
+            "%s: the trainer refused %d of the %d samples of this simulation as non-finite: %s",
+            whose, nonfinite, steps, fix,
+        )  # fmt: skip
+    if ranks == 1:
+        for rank, (reply, count) in enumerate(zip(replies, counts, strict=True)):
+            if reply.bye == RECEIPT_BYE and reply.steps < count:
+                log.warning(
+                    "%s: the trainer's receiver %d has %d of the %d steps this simulation "
+                    "sent it (the others were lost on the way): run it again with the "
+                    "same simulation id, the trainer takes the missing ones once",
+                    whose, rank, reply.steps, count,
+                )  # fmt: skip
+
+
+class _Rounds:
+    """The RECEIPT_QUERY rounds to the receivers of `entries` (one DEALER each)."""
+
+    def __init__(self, client: Closed, entries: list[dict[str, Any]], whose: str) -> None:
+        self.client, self.entries, self.whose = client, entries, whose
+        self.world = len(entries)
+
+    def once(self) -> list[ReceiptReply] | None:
+        """One round: every receiver's receipt, or None if one did not answer."""
+        context = zmq.Context()
+        try:
+            socks = self._connect(context)
+            answers = self._round(socks, [None] * self.world, time.monotonic() + ROUND_TIMEOUT)
+        finally:
+            context.destroy(linger=0)
+        return None if any(a is None for a in answers) else answers  # type: ignore[return-value]
+
+    def wait(
+        self, deadline: float | None, rendezvous: str, following: Following | None
+    ) -> list[ReceiptReply] | str:
+        """Ask in rounds until every receiver confirms (their receipts), one is silent
+        for ``disconnected_timeout`` (why, to raise or to follow), or a restarted
+        trainer publishes (with a window: what `confirm_close` follows next: "").
+
+        Raises:
+            SimulationRefused: a receiver refused the simulation.
+            TimeoutError: `deadline` passed, receivers alive and the BYE not in.
+        """
+        client = self.client
+        gone_after = client.tuning.disconnected_timeout
+        context = zmq.Context()
+        try:
+            socks = self._connect(context)
+            heard = [time.monotonic()] * self.world
+            done: list[ReceiptReply | None] = [None] * self.world
+            pause = 0.01
+            while True:
+                answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
+                now = time.monotonic()
+                for rank, reply in enumerate(answers):
+                    if reply is None:
+                        continue
+                    heard[rank] = now
+                    self._refused(reply, rank)
+                    if confirmed(reply, client.bye_counts[rank]):
+                        done[rank] = reply
+                if all(d is not None for d in done):
+                    return done  # type: ignore[return-value]
+                if following is not None and following.check(force=True) is not None:
+                    return ""  # (followed by the caller: the rendezvous read again)
+                silent = [r for r in range(self.world) if now - heard[r] > (gone_after or 1e300)]
+                if silent and done[silent[0]] is None:
+                    return (
+                        f"{self.whose}: its BYE was not confirmed: the trainer's receiver "
+                        f"{silent[0]} ({self.entries[silent[0]]['endpoint']}) has not "
+                        f"answered for {gone_after:.0f} s (ClientTuning.disconnected_timeout:"
+                        f" the trainer died?) and no restarted trainer published in "
+                        f"{rendezvous}. What it sent after the trainer's last checkpoint "
+                        f"may be lost: run it again with the same simulation id "
+                        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id})"
+                    )
+                if deadline is not None and now >= deadline:
+                    waiting = [r for r in range(self.world) if done[r] is None]
+                    raise TimeoutError(
+                        f"{self.whose}: the trainer did not confirm this simulation's BYE "
+                        f"within ClientTuning.close_timeout={client.tuning.close_timeout} s "
+                        f"(its receivers {waiting} answer that they have not ingested it "
+                        f"yet: a trainer paused that long?); raise close_timeout, or run "
+                        f"it again with the same simulation id if the trainer does not "
+                        f"name it finished"
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, MAX_PAUSE)
+        finally:
+            context.destroy(linger=0)
+
+    def _refused(self, reply: ReceiptReply, rank: int) -> None:
+        if reply.admission != protocol.ADMISSION_REFUSED:
+            return
+        reason = reason_with_fix(reply.reason)
+        if "(wrong_run)" in reply.reason:
+            reason += (
+                ". Start it again (it reads the rendezvous afresh), with the same simulation "
+                "id; unset MELISSA_TRAINER_RUN_ID if its environment sets one"
+            )
+        raise SimulationRefused(
+            f"simulation {self.client.simulation_id}: the trainer's receiver {rank} "
+            f"({self.entries[rank]['endpoint']}) refused it, and dropped everything it "
+            f"sent: {reason}"
+        )
+
+    def _connect(self, context: zmq.Context) -> list[tuple[zmq.Socket, list[int]]]:
+        socks = []
+        for entry in self.entries:
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            key = entry.get("curve_public_key")
+            if key:
+                sock.curve_serverkey = str(key).encode("ascii")
+                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock.connect(str(entry["follow_endpoint"]))
+            socks.append((sock, []))  # (the request ids asked, unanswered)
+        return socks
+
+    def _round(
+        self,
+        socks: list[tuple[zmq.Socket, list[int]]],
+        done: list[ReceiptReply | None],
+        until: float,
+    ) -> list[ReceiptReply | None]:
+        """Ask each receiver not done (unless a query to it is unanswered) and collect
+        the valid answers that come by `until` (None: none from that receiver)."""
+        client = self.client
+        answers: list[ReceiptReply | None] = [None] * self.world
+        poller = zmq.Poller()
+        for rank, (sock, asked) in enumerate(socks):
+            if done[rank] is not None:
+                continue
+            if not asked:
+                asked.append(next(_request_ids))
+                sock.send(
+                    encode_receipt_query(
+                        client.simulation_id, asked[-1], client.rank, client.ranks, client.run_id
+                    )
+                )
+            poller.register(sock, zmq.POLLIN)
+        waiting = {r for r in range(self.world) if done[r] is None}
+        while waiting and (left := until - time.monotonic()) > 0:
+            ready = dict(poller.poll(int(left * 1000) + 1))
+            for rank in list(waiting):
+                sock, asked = socks[rank]
+                if sock not in ready:
+                    continue
+                reply = self._valid(sock.recv_multipart(), rank, asked)
+                if reply is not None:
+                    answers[rank] = reply
+                    asked.clear()
+                    waiting.discard(rank)
+        return answers
+
+    def _valid(self, frames: list[bytes], rank: int, asked: list[int]) -> ReceiptReply | None:
+        """The RECEIPT in `frames` if it is a valid answer to a query in `asked`; else
+        None, its fault counted in the client's ``admission_rejected``."""
+        try:
+            if len(frames) != 1:
+                raise ProtocolError("unexpected_frame", f"{len(frames)} frames, expected 1")
+            reply = decode_receipt(frames[0])
+            if reply.simulation_id != self.client.simulation_id or reply.request_id not in asked:
+                raise ProtocolError("bad_request_id", "a reply to another query")
+            if (reply.rank, reply.world_size) != (rank, self.world):
+                raise ProtocolError("bad_rank", f"rank {reply.rank} of {reply.world_size}")
+        except ProtocolError as exc:
+            self.client.admission_rejected[exc.reason] += 1
+            return None
+        return reply

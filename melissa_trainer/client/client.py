@@ -286,6 +286,11 @@ class Client(Sending):
         `melissa_trainer.client.patience`). With a replay window, a trainer found gone
         (or restarted) is followed first (`melissa_trainer.client.follow`). Idempotent.
 
+        In external mode (endpoints from a rendezvous, not started by the launcher) it
+        returns only once every receiver confirms that it ingested this rank's BYE,
+        following a trainer restarted meanwhile: what that guarantees, and what not,
+        is `melissa_trainer.client.confirm`'s.
+
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
         `close_timeout` if lower), and none for a receiver that is not connected (a
@@ -309,10 +314,6 @@ class Client(Sending):
                 its parameters missing, another run's id), or every sample of it as
                 non-finite: the message gives the reason and the fix
                 (`melissa_trainer.client.confirm`). Nothing of it was trained on.
-
-        In external mode (endpoints from a rendezvous, not started by the launcher) the
-        close returns only once every receiver confirms that it ingested this rank's
-        BYE: what that guarantees, and what not, is `melissa_trainer.client.confirm`'s.
             ValueError: a receiver refused the handshake (a CURVE key it does not hold,
                 a key for a receiver without CURVE, none for one with it: nothing sent
                 to it was delivered); the message names its endpoint and the fix. Said

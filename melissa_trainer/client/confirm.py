@@ -50,66 +50,22 @@ returns.
 
 from __future__ import annotations
 
-import itertools
 import json
 import time
-from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
-import zmq
-
-from melissa_trainer import wire as protocol
-from melissa_trainer.client.admission import SimulationRefused, check_admission, reason_with_fix
+from melissa_trainer.client.admission import SimulationRefused, check_admission
 from melissa_trainer.client.closing import client_logger
-from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.receipts import Closed, Rounds, confirmed
 from melissa_trainer.stream.endpoints import fetch_rendezvous
-from melissa_trainer.wire import ProtocolError
-from melissa_trainer.wire.receipt import (
-    RECEIPT_BYE,
-    RECEIPT_FINISHED,
-    RECEIPT_QUERY,
-    ReceiptReply,
-    decode_receipt,
-    encode_receipt_query,
-)
+from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptReply
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.following import Following
 
-__all__ = ["ROUND_TIMEOUT", "Closed", "confirm_close", "confirmed", "report"]
-
-#: seconds one round waits for the receivers' RECEIPTs (a live receiver answers in
-#: milliseconds: its follow thread does not wait for its ingest)
-ROUND_TIMEOUT = 1.0
-#: the longest pause between two rounds (the first is 10 ms, each next one doubled)
-MAX_PAUSE = 0.5
-_request_ids = itertools.count(1)
-
-
-class Closed(Protocol):
-    """What `confirm_close` reads of a closed `Client`."""
-
-    simulation_id: int
-    rank: int
-    ranks: int
-    run_id: str | None
-    endpoints: Sequence[str]
-    tuning: ClientTuning
-    admission_rejected: Counter[str]
-
-    @property
-    def bye_counts(self) -> list[int]:
-        """The count each receiver's BYE carried (its transport's, in rank order)."""
-        ...
-
-
-def confirmed(reply: ReceiptReply, count: int) -> bool:
-    """Whether `reply` confirms a BYE that carried `count`: the simulation finished
-    there, or this rank's BYE is in with that count (one of an earlier attempt with
-    another count is not this one's)."""
-    return reply.bye == RECEIPT_FINISHED or (reply.bye == RECEIPT_BYE and reply.bye_steps == count)
+__all__ = ["answers_receipts", "confirm_close", "entries_of", "report"]
 
 
 def confirm_close(
@@ -151,7 +107,7 @@ def confirm_close(
                 client.admission_rejected,
             )  # fmt: skip
             return None
-        outcome = _Rounds(client, entries, whose).wait(deadline, rendezvous, following)
+        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, following)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)
         if outcome:  # (a receiver silent: gone)
@@ -199,7 +155,7 @@ def _no_window(client: Closed, entries: list[dict[str, Any]], rendezvous: str, w
     receivers (their checkpoint) hold this rank's BYE already; else the advice."""
     counts = client.bye_counts
     if all(answers_receipts(e) for e in entries) and len(entries) == len(counts):
-        replies = _Rounds(client, entries, whose).once()
+        replies = Rounds(client, entries, whose).once()
         if replies is not None and all(
             confirmed(r, n) for r, n in zip(replies, counts, strict=True)
         ):
@@ -246,160 +202,3 @@ def report(replies: list[ReceiptReply], counts: list[int], ranks: int, whose: st
                     "same simulation id, the trainer takes the missing ones once",
                     whose, rank, reply.steps, count,
                 )  # fmt: skip
-
-
-class _Rounds:
-    """The RECEIPT_QUERY rounds to the receivers of `entries` (one DEALER each)."""
-
-    def __init__(self, client: Closed, entries: list[dict[str, Any]], whose: str) -> None:
-        self.client, self.entries, self.whose = client, entries, whose
-        self.world = len(entries)
-
-    def once(self) -> list[ReceiptReply] | None:
-        """One round: every receiver's receipt, or None if one did not answer."""
-        context = zmq.Context()
-        try:
-            socks = self._connect(context)
-            answers = self._round(socks, [None] * self.world, time.monotonic() + ROUND_TIMEOUT)
-        finally:
-            context.destroy(linger=0)
-        return None if any(a is None for a in answers) else answers  # type: ignore[return-value]
-
-    def wait(
-        self, deadline: float | None, rendezvous: str, following: Following | None
-    ) -> list[ReceiptReply] | str:
-        """Ask in rounds until every receiver confirms (their receipts), one is silent
-        for ``disconnected_timeout`` (why, to raise or to follow), or a restarted
-        trainer publishes (with a window: what `confirm_close` follows next: "").
-
-        Raises:
-            SimulationRefused: a receiver refused the simulation.
-            TimeoutError: `deadline` passed, receivers alive and the BYE not in.
-        """
-        client = self.client
-        gone_after = client.tuning.disconnected_timeout
-        context = zmq.Context()
-        try:
-            socks = self._connect(context)
-            heard = [time.monotonic()] * self.world
-            done: list[ReceiptReply | None] = [None] * self.world
-            pause = 0.01
-            while True:
-                answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
-                now = time.monotonic()
-                for rank, reply in enumerate(answers):
-                    if reply is None:
-                        continue
-                    heard[rank] = now
-                    self._refused(reply, rank)
-                    if confirmed(reply, client.bye_counts[rank]):
-                        done[rank] = reply
-                if all(d is not None for d in done):
-                    return done  # type: ignore[return-value]
-                if following is not None and following.check(force=True) is not None:
-                    return ""  # (followed by the caller: the rendezvous read again)
-                silent = [r for r in range(self.world) if now - heard[r] > (gone_after or 1e300)]
-                if silent and done[silent[0]] is None:
-                    return (
-                        f"{self.whose}: its BYE was not confirmed: the trainer's receiver "
-                        f"{silent[0]} ({self.entries[silent[0]]['endpoint']}) has not "
-                        f"answered for {gone_after:.0f} s (ClientTuning.disconnected_timeout:"
-                        f" the trainer died?) and no restarted trainer published in "
-                        f"{rendezvous}. What it sent after the trainer's last checkpoint "
-                        f"may be lost: run it again with the same simulation id "
-                        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id})"
-                    )
-                if deadline is not None and now >= deadline:
-                    waiting = [r for r in range(self.world) if done[r] is None]
-                    raise TimeoutError(
-                        f"{self.whose}: the trainer did not confirm this simulation's BYE "
-                        f"within ClientTuning.close_timeout={client.tuning.close_timeout} s "
-                        f"(its receivers {waiting} answer that they have not ingested it "
-                        f"yet: a trainer paused that long?); raise close_timeout, or run "
-                        f"it again with the same simulation id if the trainer does not "
-                        f"name it finished"
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, MAX_PAUSE)
-        finally:
-            context.destroy(linger=0)
-
-    def _refused(self, reply: ReceiptReply, rank: int) -> None:
-        if reply.admission != protocol.ADMISSION_REFUSED:
-            return
-        reason = reason_with_fix(reply.reason)
-        if "(wrong_run)" in reply.reason:
-            reason += (
-                ". Start it again (it reads the rendezvous afresh), with the same simulation "
-                "id; unset MELISSA_TRAINER_RUN_ID if its environment sets one"
-            )
-        raise SimulationRefused(
-            f"simulation {self.client.simulation_id}: the trainer's receiver {rank} "
-            f"({self.entries[rank]['endpoint']}) refused it, and dropped everything it "
-            f"sent: {reason}"
-        )
-
-    def _connect(self, context: zmq.Context) -> list[tuple[zmq.Socket, list[int]]]:
-        socks = []
-        for entry in self.entries:
-            sock = context.socket(zmq.DEALER)
-            sock.setsockopt(zmq.LINGER, 0)
-            key = entry.get("curve_public_key")
-            if key:
-                sock.curve_serverkey = str(key).encode("ascii")
-                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
-            sock.connect(str(entry["follow_endpoint"]))
-            socks.append((sock, []))  # (the request ids asked, unanswered)
-        return socks
-
-    def _round(
-        self,
-        socks: list[tuple[zmq.Socket, list[int]]],
-        done: list[ReceiptReply | None],
-        until: float,
-    ) -> list[ReceiptReply | None]:
-        """Ask each receiver not done (unless a query to it is unanswered) and collect
-        the valid answers that come by `until` (None: none from that receiver)."""
-        client = self.client
-        answers: list[ReceiptReply | None] = [None] * self.world
-        poller = zmq.Poller()
-        for rank, (sock, asked) in enumerate(socks):
-            if done[rank] is not None:
-                continue
-            if not asked:
-                asked.append(next(_request_ids))
-                sock.send(
-                    encode_receipt_query(
-                        client.simulation_id, asked[-1], client.rank, client.ranks, client.run_id
-                    )
-                )
-            poller.register(sock, zmq.POLLIN)
-        waiting = {r for r in range(self.world) if done[r] is None}
-        while waiting and (left := until - time.monotonic()) > 0:
-            ready = dict(poller.poll(int(left * 1000) + 1))
-            for rank in list(waiting):
-                sock, asked = socks[rank]
-                if sock not in ready:
-                    continue
-                reply = self._valid(sock.recv_multipart(), rank, asked)
-                if reply is not None:
-                    answers[rank] = reply
-                    asked.clear()
-                    waiting.discard(rank)
-        return answers
-
-    def _valid(self, frames: list[bytes], rank: int, asked: list[int]) -> ReceiptReply | None:
-        """The RECEIPT in `frames` if it is a valid answer to a query in `asked`; else
-        None, its fault counted in the client's ``admission_rejected``."""
-        try:
-            if len(frames) != 1:
-                raise ProtocolError("unexpected_frame", f"{len(frames)} frames, expected 1")
-            reply = decode_receipt(frames[0])
-            if reply.simulation_id != self.client.simulation_id or reply.request_id not in asked:
-                raise ProtocolError("bad_request_id", "a reply to another query")
-            if (reply.rank, reply.world_size) != (rank, self.world):
-                raise ProtocolError("bad_rank", f"rank {reply.rank} of {reply.world_size}")
-        except ProtocolError as exc:
-            self.client.admission_rejected[exc.reason] += 1
-            return None
-        return reply

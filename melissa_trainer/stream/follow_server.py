@@ -27,7 +27,10 @@ client in external mode returns only once every receiver confirms its BYE
 (`melissa_trainer.client.confirm`): a BYE that left the client is not yet one the
 trainer has. A query naming another run than the receiver's, of a simulation the
 receiver holds nothing of, is answered refused (``wrong_run``): that simulation's HELLO
-was dropped here, and its client is told so at once, with the fix.
+was dropped here, and its client is told so at once, with the fix. A query it cannot
+confirm yet is held, at most `RECEIPT_HOLD` seconds, and answered as soon as it can be
+(the BYE ingested), or as things stand when the hold ends or `stop` comes: a trainer
+that ends as soon as the last BYE is in has confirmed it before its socket closes.
 
 A malformed query is counted (`rejected`, by reason), logged (the first of each reason
 in full, then a summary: `LogSummary`), and dropped unanswered: its sender times out.
@@ -43,6 +46,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -58,6 +62,7 @@ from melissa_trainer.wire.receipt import (
     RECEIPT_NO_BYE,
     RECEIPT_QUERY,
     ReceiptQuery,
+    confirms,
     decode_receipt_query,
     encode_receipt,
 )
@@ -78,6 +83,12 @@ logger = logging.getLogger(__name__)
 #: seconds `stop` waits for the thread
 STOP_TIMEOUT = 5.0
 _POLL_MS = 100
+#: seconds the follow socket may hold a RECEIPT_QUERY it cannot confirm yet before it
+#: answers as things stand (the client asks again at once): a BYE ingested meanwhile is
+#: confirmed within `_HELD_TICK_MS`, so that a trainer that ends as soon as the last
+#: simulation's BYE is in has said so before it stops (and `stop` answers those held)
+RECEIPT_HOLD = 0.5
+_HELD_TICK_MS = 10
 
 #: simulation id -> (status, bit count, bit array): what a HELD says of it
 HeldRecord = Mapping[int, tuple[int, int, bytes]]
@@ -196,6 +207,8 @@ class FollowServer:
         self._router: zmq.Socket | None = None
         self._thread: threading.Thread | None = None
         self._summary = LogSummary(logger, f"follow socket of rank {rank}")
+        #: RECEIPT_QUERYs held until they can be confirmed: (identity, query, deadline)
+        self._held: list[tuple[bytes, ReceiptQuery, float]] = []
         #: malformed queries dropped, by reason
         self.rejected: collections.Counter[str] = collections.Counter()
         self.answered = 0
@@ -269,20 +282,53 @@ class FollowServer:
         Raises:
             ProtocolError: a malformed query.
         """
-        asked = decode_receipt_query(query)
-        said: Receipt = (
-            (protocol.ADMISSION_UNKNOWN, RECEIPT_NO_BYE, "", 0, 0, 0)
-            if self._receipt is None
-            else self._receipt(asked)
-        )
+        return self._encode_receipt(decode_receipt_query(query))
+
+    def _receipt_now(self, asked: ReceiptQuery) -> Receipt:
+        if self._receipt is None:
+            return protocol.ADMISSION_UNKNOWN, RECEIPT_NO_BYE, "", 0, 0, 0
+        return self._receipt(asked)
+
+    def _encode_receipt(self, asked: ReceiptQuery, said: Receipt | None = None) -> bytes:
+        said = self._receipt_now(asked) if said is None else said
         return encode_receipt(asked.simulation_id, asked.request_id, self._rank, self._world, *said)
+
+    def _hold_or_answer(self, identity: bytes, query: bytes) -> bytes | None:
+        """The RECEIPT answering `query` if it decides it (or the receipt cannot be
+        read here), else None: the query is held (`RECEIPT_HOLD`)."""
+        asked = decode_receipt_query(query)
+        said = self._receipt_now(asked)
+        if (
+            self._receipt is None
+            or confirms(said[0], said[1], said[4], asked.bye_steps) is not None
+        ):
+            return self._encode_receipt(asked, said)
+        self._held.append((identity, asked, time.monotonic() + RECEIPT_HOLD))
+        return None
+
+    def _answer_held(self, router: zmq.Socket, last: bool = False) -> None:
+        """Answer each held query that is decided now, past its hold, or (`last`) all."""
+        now, kept = time.monotonic(), []
+        for identity, asked, deadline in self._held:
+            said = self._receipt_now(asked)
+            decided = confirms(said[0], said[1], said[4], asked.bye_steps) is not None
+            if decided or last or now >= deadline:
+                router.send_multipart([identity, self._encode_receipt(asked, said)])
+                self.answered += 1
+            else:
+                kept.append((identity, asked, deadline))
+        self._held = kept
 
     def _run(self) -> None:
         router = self._router
         assert router is not None
         while not self._stop.is_set():
+            if self._held:
+                self._answer_held(router)
             try:
-                frames = router.recv_multipart()
+                if not router.poll(_HELD_TICK_MS if self._held else _POLL_MS):
+                    raise zmq.Again
+                frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 self._summary.tick()
                 continue
@@ -295,7 +341,10 @@ class FollowServer:
                 if kind == protocol.ADMISSION_QUERY:
                     reply = self.answer_admission(parts[0])
                 elif kind == RECEIPT_QUERY:
-                    reply = self.answer_receipt(parts[0])
+                    held = self._hold_or_answer(identity, parts[0])
+                    if held is None:
+                        continue
+                    reply = held
                 else:
                     reply = self.answer(parts[0])
             except ProtocolError as exc:
@@ -306,6 +355,7 @@ class FollowServer:
                 continue
             router.send_multipart([identity, reply])
             self.answered += 1
+        self._answer_held(router, last=True)  # (the last word, before the socket closes)
 
     def _close(self) -> None:
         if self._router is not None:

@@ -7,9 +7,11 @@ a queue towards a trainer that dies before reading it (`melissa_trainer.client.c
 Standard library only.
 
 RECEIPT_QUERY (kind 13): the prefix (flags 0, the simulation id), then
-`RECEIPT_QUERY_FIXED` (request id, client rank, client count, the run id's length, a
-reserved zero byte), then the run id the simulation's HELLO carried: 0 to
-`MAX_RUN_ID_CHARS` ASCII letters, digits, ``-`` or ``_`` (0: none, unchecked).
+`RECEIPT_QUERY_FIXED` (request id, the count this rank's BYE carried to that receiver,
+client rank, client count, the run id's length, a reserved zero byte), then the run id
+the simulation's HELLO carried: 0 to `MAX_RUN_ID_CHARS` ASCII letters, digits, ``-`` or
+``_`` (0: none, unchecked). The receiver may hold the query until it can confirm that
+BYE, for a bounded time (`stream.follow_server.RECEIPT_HOLD`), then answer as it stands.
 
 RECEIPT (kind 14): the prefix (flags 0, the simulation id asked about), then
 `RECEIPT_FIXED` (request id, the receiver's rank and world size, the admission status
@@ -45,6 +47,7 @@ __all__ = [
     "RECEIPT_QUERY_FIXED",
     "ReceiptQuery",
     "ReceiptReply",
+    "confirms",
     "decode_receipt",
     "decode_receipt_query",
     "encode_receipt",
@@ -54,12 +57,12 @@ __all__ = [
 #: The close receipt's kinds (section 17b), on the follow socket beside HELD_QUERY (9),
 #: HELD (10), ADMISSION_QUERY (11) and ADMISSION (12).
 RECEIPT_QUERY, RECEIPT = 13, 14
-# request id, client rank, client count, run id length, reserved
-RECEIPT_QUERY_FIXED = struct.Struct("<QHHBB")
+# request id, the BYE's steps sent, client rank, client count, run id length, reserved
+RECEIPT_QUERY_FIXED = struct.Struct("<QQHHBB")
 # request id, rank, world size, admission status, BYE status, reason length, steps held,
 # the BYE's steps sent, samples refused as non-finite
 RECEIPT_FIXED = struct.Struct("<QIIBBHQQQ")
-MAX_RECEIPT_QUERY_BYTES = PREFIX.size + RECEIPT_QUERY_FIXED.size + MAX_RUN_ID_CHARS
+MAX_RECEIPT_QUERY_BYTES = PREFIX.size + RECEIPT_QUERY_FIXED.size + MAX_RUN_ID_CHARS  # 102
 
 #: BYE statuses: this client rank's BYE not ingested here (yet); ingested (its count in
 #: ``bye_steps``); the simulation finished here (every rank's BYE and every step in).
@@ -71,10 +74,12 @@ _RUN_ID_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 class ReceiptQuery(NamedTuple):
     """A decoded RECEIPT_QUERY: who asks (`client_rank` of `client_count`, the run id
-    its HELLO carried, None if none)."""
+    its HELLO carried, None if none) and the count its BYE to this receiver carried
+    (`bye_steps`: what a confirmation must say)."""
 
     simulation_id: int
     request_id: int
+    bye_steps: int
     client_rank: int
     client_count: int
     run_id: str | None
@@ -101,13 +106,31 @@ class ReceiptReply(NamedTuple):
     nonfinite: int
 
 
+def confirms(admission: int, bye: int, bye_steps: int, expected: int) -> bool | None:
+    """Whether a RECEIPT saying (`admission`, `bye`, `bye_steps`) decides a query whose
+    BYE carried `expected`: True if it confirms that BYE (the simulation finished, or
+    that rank's BYE is in with that count: one of an earlier attempt with another count
+    is not this one's), False if the simulation was refused, None if not yet."""
+    if admission == ADMISSION_REFUSED:
+        return False
+    if bye == RECEIPT_FINISHED or (bye == RECEIPT_BYE and bye_steps == expected):
+        return True
+    return None
+
+
 def encode_receipt_query(
-    simulation_id: int, request_id: int, client_rank: int, client_count: int, run_id: str | None
+    simulation_id: int,
+    request_id: int,
+    bye_steps: int,
+    client_rank: int,
+    client_count: int,
+    run_id: str | None,
 ) -> bytes:
     """A RECEIPT_QUERY frame (`run_id` as the HELLO's: checked by the caller)."""
     run = b"" if run_id is None else run_id.encode("ascii")
     head = PREFIX.pack(MAGIC, VERSION, RECEIPT_QUERY, 0, simulation_id)
-    return head + RECEIPT_QUERY_FIXED.pack(request_id, client_rank, client_count, len(run), 0) + run
+    fixed = RECEIPT_QUERY_FIXED.pack(request_id, bye_steps, client_rank, client_count, len(run), 0)
+    return head + fixed + run
 
 
 def decode_receipt_query(frame: bytes) -> ReceiptQuery:
@@ -122,7 +145,9 @@ def decode_receipt_query(frame: bytes) -> ReceiptQuery:
     end = PREFIX.size + RECEIPT_QUERY_FIXED.size
     if len(frame) < end:
         raise ProtocolError("truncated", f"RECEIPT_QUERY of {len(frame)} bytes")
-    request_id, rank, count, size, reserved = RECEIPT_QUERY_FIXED.unpack_from(frame, PREFIX.size)
+    request_id, bye_steps, rank, count, size, reserved = RECEIPT_QUERY_FIXED.unpack_from(
+        frame, PREFIX.size
+    )
     if reserved:
         raise ProtocolError("bad_request", "reserved byte not zero")
     if not 0 <= rank < count:
@@ -132,7 +157,8 @@ def decode_receipt_query(frame: bytes) -> ReceiptQuery:
     run = frame[end:]
     if not set(run) <= _RUN_ID_BYTES:
         raise ProtocolError("bad_request", "a run id of other characters than [A-Za-z0-9_-]")
-    return ReceiptQuery(simulation_id, request_id, rank, count, run.decode("ascii") or None)
+    run_id = run.decode("ascii") or None
+    return ReceiptQuery(simulation_id, request_id, bye_steps, rank, count, run_id)
 
 
 def encode_receipt(

@@ -107,7 +107,14 @@ def confirm_close(
                 client.admission_rejected,
             )  # fmt: skip
             return None
-        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, following)
+
+        def restarted() -> bool:
+            if following is not None:
+                return following.check(force=True) is not None
+            now = entries_of(rendezvous, client, stopped=False)
+            return now is not None and _another_run(now, client)
+
+        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)
         if outcome:  # (a receiver silent: gone)
@@ -124,15 +131,18 @@ def answers_receipts(entry: dict[str, Any]) -> bool:
     return bool(entry.get("follow_endpoint")) and isinstance(kinds, list) and RECEIPT_QUERY in kinds
 
 
-def entries_of(rendezvous: str, client: Closed) -> list[dict[str, Any]] | None:
-    """The rendezvous' entries now, complete; else (stopped, being rewritten) the files
-    of the client's own run as they are, marked stopped or not (a trainer that stops
-    because the study is over may have this simulation's BYE: its follow socket is
-    asked while it is there); None if neither."""
+def entries_of(
+    rendezvous: str, client: Closed, stopped: bool = True
+) -> list[dict[str, Any]] | None:
+    """The rendezvous' entries now, complete; else (stopped, being rewritten), with
+    `stopped`, the files of the client's own run as they are, marked stopped or not (a
+    trainer that stops because the study is over may have this simulation's BYE: its
+    follow socket is asked while it is there); None if neither."""
     try:
         return fetch_rendezvous(rendezvous, timeout=0.0)
     except (TimeoutError, OSError):
-        pass
+        if not stopped:
+            return None
     entries = []
     for rank in range(len(client.endpoints)):
         try:

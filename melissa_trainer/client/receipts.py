@@ -11,12 +11,14 @@ Sockets of a context of their own, ended before each call returns.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections import Counter
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
@@ -29,9 +31,6 @@ from melissa_trainer.wire.receipt import (
     encode_receipt_query,
 )
 
-if TYPE_CHECKING:  # pragma: no cover
-    from melissa_trainer.client.following import Following
-
 __all__ = ["PAUSE", "ROUND_TIMEOUT", "Closed", "Rounds", "confirmed"]
 
 #: seconds one round waits for the receivers' RECEIPTs: a live receiver answers at
@@ -41,6 +40,17 @@ ROUND_TIMEOUT = 2.0
 #: seconds between two rounds that confirmed nothing
 PAUSE = 0.01
 _request_ids = itertools.count(1)
+#: what a follow socket's monitor reports: a TCP connection made or lost
+_LINK_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+
+
+def _linked(monitor: zmq.Socket, linked: bool) -> bool:
+    """Whether the monitored DEALER has a TCP connection now (`linked`: before), from
+    the events its monitor queued since."""
+    while monitor.poll(0):
+        event = recv_monitor_message(monitor)["event"]
+        linked = event == zmq.EVENT_CONNECTED
+    return linked
 
 
 class Closed(Protocol):
@@ -92,11 +102,17 @@ class Rounds:
         return None if any(a is None for a in answers) else answers  # type: ignore[return-value]
 
     def wait(
-        self, deadline: float | None, rendezvous: str, following: Following | None
+        self, deadline: float | None, rendezvous: str, restarted: Callable[[], bool]
     ) -> list[ReceiptReply] | str:
-        """Ask in rounds until every receiver confirms (their receipts), one is silent
-        for ``disconnected_timeout`` (why, to raise or to follow), or a restarted
-        trainer publishes (with a window: what `confirm_close` follows next: "").
+        """Ask in rounds until every receiver confirms (their receipts), one is gone
+        (why, to raise or to follow), or `restarted` says that a restarted trainer
+        published ("": `confirm_close` reads the rendezvous again).
+
+        Gone: silent, with no TCP connection to its follow socket, for
+        ``disconnected_timeout`` seconds (the trainer died). A receiver whose process is
+        there but does not answer (SIGSTOP, a suspended job: the kernel keeps its
+        connections) is waited for, as the transport waits for a paused trainer
+        (`patience`), until `deadline`.
 
         Raises:
             SimulationRefused: a receiver refused the simulation.
@@ -107,11 +123,17 @@ class Rounds:
         context = zmq.Context()
         try:
             socks = self._connect(context)
+            monitors = [sock.get_monitor_socket(_LINK_EVENTS) for sock, _ in socks]
+            linked = [False] * self.world
             heard = [time.monotonic()] * self.world
             done: list[ReceiptReply | None] = [None] * self.world
             while True:
                 answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
                 now = time.monotonic()
+                for rank, monitor in enumerate(monitors):
+                    linked[rank] = _linked(monitor, linked[rank])
+                    if linked[rank]:
+                        heard[rank] = now  # (its process is there: paused, not gone)
                 for rank, reply in enumerate(answers):
                     if reply is None:
                         continue
@@ -121,15 +143,17 @@ class Rounds:
                         done[rank] = reply
                 if all(d is not None for d in done):
                     return done  # type: ignore[return-value]
-                if following is not None and following.check(force=True) is not None:
+                if restarted():
                     return ""  # (followed by the caller: the rendezvous read again)
-                silent = [r for r in range(self.world) if now - heard[r] > (gone_after or 1e300)]
-                if silent and done[silent[0]] is None:
+                bound = math.inf if gone_after is None else gone_after
+                silent = [r for r in range(self.world) if not done[r] and now - heard[r] > bound]
+                if silent:
                     return (
                         f"{self.whose}: its BYE was not confirmed: the trainer's receiver "
                         f"{silent[0]} ({self.entries[silent[0]]['endpoint']}) has not "
-                        f"answered for {gone_after:.0f} s (ClientTuning.disconnected_timeout:"
-                        f" the trainer died?) and no restarted trainer published in "
+                        f"answered, nor been connected, for {gone_after} s "
+                        f"(ClientTuning.disconnected_timeout: the trainer died?), and no "
+                        f"restarted trainer published in "
                         f"{rendezvous}. What it sent after the trainer's last checkpoint "
                         f"may be lost: run it again with the same simulation id "
                         f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id})"

@@ -24,9 +24,12 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.admission import SimulationRefused
+from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.client.confirm import answers_receipts, report
 from melissa_trainer.client.receipts import confirmed
 from melissa_trainer.stream.follow_server import FollowServer, receipt_of
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.stream.receiver_config import ReceiverConfig
 from melissa_trainer.wire import receipt as R
 
 pytestmark = pytest.mark.timeout(120)
@@ -228,3 +231,38 @@ def test_a_receiver_is_asked_a_receipt_only_if_its_rendezvous_says_it_answers() 
     assert answers_receipts({"follow_endpoint": "tcp://x:1", "follow_kinds": [9, 11, 13]})
     assert not answers_receipts({"follow_endpoint": "tcp://x:1"})  # (an older trainer)
     assert not answers_receipts({"follow_kinds": [13]})  # (no follow socket)
+
+
+def test_without_a_window_a_restart_that_lacks_the_bye_fails_the_close(external: Path) -> None:
+    # the trainer (run-a) has not read the BYE (its buffer is full) when it stops; the
+    # next one (run-b, resumed from no checkpoint) lacks it: a client without a replay
+    # window cannot send it again, and its close says so (before: it returned)
+    first = Receiver(FIFOBuffer(1), 0, 1, ReceiverConfig(rendezvous_dir=external, run_id="run-a"))
+    first.start()
+    try:
+        client = Client(
+            simulation_id=4, fields={"u": ((4,), np.float64)}, tuning=ClientTuning(replay_bytes=0)
+        )
+        for t in range(4):
+            client.send(t, u=np.full(4, t, np.float64))
+        failed: list[BaseException] = []
+
+        def close() -> None:
+            try:
+                client.close()
+            except BaseException as exc:  # noqa: BLE001 - the test's oracle
+                failed.append(exc)
+
+        closing = threading.Thread(target=close, daemon=True)
+        closing.start()
+        follow = first._follow
+        assert follow is not None
+        wait_until("the client's receipt query held", lambda: bool(follow._held))
+    finally:
+        first.stop()
+    with running(rendezvous_dir=external, run_id="run-b"):
+        closing.join(60)
+    assert not closing.is_alive()
+    (error,) = failed
+    assert isinstance(error, TimeoutError), error
+    assert "now names run run-b" in str(error) and "MELISSA_TRAINER_SIMULATION_ID=4" in str(error)

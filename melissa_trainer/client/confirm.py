@@ -27,10 +27,14 @@ A client without a replay window (``replay_bytes=0``) cannot follow: a restarted
 trainer whose checkpoint lacks this rank's BYE fails the close, with that advice.
 
 The waits: a receiver that answers "not yet" (training paused, a full buffer: back-
-pressure) is waited for, at most ``ClientTuning.close_timeout`` seconds (None: as long
-as it answers); one silent for ``disconnected_timeout`` seconds is gone, and a
-restarted trainer is then waited for ``follow_timeout`` seconds (with a window). Each
-ends in a `TimeoutError` that says what was not confirmed and what to do.
+pressure; it holds the question up to half a second and answers as soon as the BYE is
+in) is waited for, at most ``ClientTuning.close_timeout`` seconds (None: as long as it
+answers), and so is one whose process keeps its connections but does not answer
+(SIGSTOP); one silent with no connection for ``disconnected_timeout`` seconds is gone,
+and a restarted trainer is then waited for ``follow_timeout`` seconds (with a window).
+Each ends in a `TimeoutError` that says what was not confirmed and what to do. A
+receiver does not tell attempts apart: an earlier attempt's BYE of the same rank with
+the same count, ingested while the simulation stayed unfinished, confirms this one.
 
 The receipt also tells, at no extra cost: a HELLO refused (another grid, missing
 parameters, another run's id: `admission.SimulationRefused`, with the fix); how many of

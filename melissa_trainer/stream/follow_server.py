@@ -89,6 +89,9 @@ _POLL_MS = 100
 #: simulation's BYE is in has said so before it stops (and `stop` answers those held)
 RECEIPT_HOLD = 0.5
 _HELD_TICK_MS = 10
+#: the most queries held at once (more are answered at once: a flood of queries costs
+#: the follow thread no more than this many receipts per tick)
+MAX_HELD = 1024
 
 #: simulation id -> (status, bit count, bit array): what a HELD says of it
 HeldRecord = Mapping[int, tuple[int, int, bytes]]
@@ -295,13 +298,11 @@ class FollowServer:
 
     def _hold_or_answer(self, identity: bytes, query: bytes) -> bytes | None:
         """The RECEIPT answering `query` if it decides it (or the receipt cannot be
-        read here), else None: the query is held (`RECEIPT_HOLD`)."""
+        read here, or `MAX_HELD` are held), else None: the query is held."""
         asked = decode_receipt_query(query)
         said = self._receipt_now(asked)
-        if (
-            self._receipt is None
-            or confirms(said[0], said[1], said[4], asked.bye_steps) is not None
-        ):
+        decided = confirms(said[0], said[1], said[4], asked.bye_steps) is not None
+        if self._receipt is None or decided or len(self._held) >= MAX_HELD:
             return self._encode_receipt(asked, said)
         self._held.append((identity, asked, time.monotonic() + RECEIPT_HOLD))
         return None

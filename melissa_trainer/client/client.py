@@ -308,7 +308,9 @@ class Client(Sending):
                 dropped; the sockets and context are released all the same): the message
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
-                receiver is unreachable.
+                receiver is unreachable. In external mode, also a BYE the trainer did
+                not confirm (gone, or restarted without it and not followed): the
+                message says to run the simulation again with the same id.
             SimulationRefused: (a `ValueError`) with endpoints from a rendezvous, a
                 receiver refused the simulation's HELLO (another grid than the study's,
                 its parameters missing, another run's id), or every sample of it as

@@ -266,3 +266,37 @@ def test_without_a_window_a_restart_that_lacks_the_bye_fails_the_close(external:
     (error,) = failed
     assert isinstance(error, TimeoutError), error
     assert "now names run run-b" in str(error) and "MELISSA_TRAINER_SIMULATION_ID=4" in str(error)
+
+
+def test_a_trainer_gone_before_it_read_the_bye_fails_the_close(external: Path) -> None:
+    # the trainer stops (its follow socket closes) with the BYE unread, and none is
+    # restarted within follow_timeout: the close fails, saying what to do (before: it
+    # returned, and the simulation's last steps were lost)
+    first = Receiver(FIFOBuffer(1), 0, 1, ReceiverConfig(rendezvous_dir=external, run_id="run-a"))
+    first.start()
+    tuning = ClientTuning(disconnected_timeout=0.5, follow_timeout=0.5)
+    failed: list[BaseException] = []
+    try:
+        client = Client(simulation_id=6, fields={"u": ((4,), np.float64)}, tuning=tuning)
+        for t in range(4):
+            client.send(t, u=np.full(4, t, np.float64))
+
+        def close() -> None:
+            try:
+                client.close()
+            except BaseException as exc:  # noqa: BLE001 - the test's oracle
+                failed.append(exc)
+
+        closing = threading.Thread(target=close, daemon=True)
+        closing.start()
+        follow = first._follow
+        assert follow is not None
+        wait_until("the client's receipt query held", lambda: bool(follow._held))
+    finally:
+        first.stop()
+    closing.join(60)
+    assert not closing.is_alive()
+    (error,) = failed
+    assert isinstance(error, TimeoutError), error
+    assert "its BYE was not confirmed" in str(error) and "nor been connected" in str(error)
+    assert "MELISSA_TRAINER_SIMULATION_ID=6" in str(error)

@@ -69,7 +69,11 @@ from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_QUERY, ReceiptRepl
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.following import Following
 
-__all__ = ["answers_receipts", "confirm_close", "entries_of", "report"]
+__all__ = ["REWRITE_WAIT", "answers_receipts", "confirm_close", "entries_of", "report"]
+
+#: seconds a closing client waits for a rendezvous that another run is rewriting to be
+#: complete (a trainer publishes all its ranks' files within moments)
+REWRITE_WAIT = 30.0
 
 
 def confirm_close(
@@ -97,6 +101,17 @@ def confirm_close(
     tuning = client.tuning
     deadline = None if tuning.close_timeout is None else time.monotonic() + tuning.close_timeout
     entries = entries_of(rendezvous, client)
+    found: list[list[dict[str, Any]]] = []  # (a restarted trainer's entries)
+
+    def restarted() -> bool:
+        if following is not None:
+            now = following.check(force=True)
+        else:
+            now = entries_of(rendezvous, client, stopped=False)
+            now = now if now is not None and _another_run(now, client) else None
+        found.extend([] if now is None else [now])
+        return now is not None
+
     while True:
         if entries is not None and _another_run(entries, client):
             if following is None:
@@ -112,12 +127,6 @@ def confirm_close(
             )  # fmt: skip
             return None
 
-        def restarted() -> bool:
-            if following is not None:
-                return following.check(force=True) is not None
-            now = entries_of(rendezvous, client, stopped=False)
-            return now is not None and _another_run(now, client)
-
         outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)
@@ -125,8 +134,8 @@ def confirm_close(
             if following is None:
                 raise TimeoutError(outcome)
             entries = following.after_gone(TimeoutError(outcome))
-        else:  # (a restarted trainer published)
-            entries = entries_of(rendezvous, client)
+        else:
+            entries = found[-1]
 
 
 def answers_receipts(entry: dict[str, Any]) -> bool:
@@ -138,10 +147,12 @@ def answers_receipts(entry: dict[str, Any]) -> bool:
 def entries_of(
     rendezvous: str, client: Closed, stopped: bool = True
 ) -> list[dict[str, Any]] | None:
-    """The rendezvous' entries now, complete; else (stopped, being rewritten), with
-    `stopped`, the files of the client's own run as they are, marked stopped or not (a
+    """The rendezvous' entries now, complete; else (stopped, or being rewritten), with
+    `stopped`: the files of the client's own run as they are, marked stopped or not (a
     trainer that stops because the study is over may have this simulation's BYE: its
-    follow socket is asked while it is there); None if neither."""
+    follow socket is asked while it is there), or, when another run is writing them,
+    its entries once complete (waited for up to `REWRITE_WAIT` seconds); None if none
+    of these."""
     try:
         return fetch_rendezvous(rendezvous, timeout=0.0)
     except (TimeoutError, OSError):
@@ -156,7 +167,12 @@ def entries_of(
         if not isinstance(entry, dict):
             return None
         entries.append(entry)
-    return None if _another_run(entries, client) else entries
+    if not _another_run(entries, client):
+        return entries
+    try:  # (a restarted trainer is publishing: its complete entries)
+        return fetch_rendezvous(rendezvous, timeout=REWRITE_WAIT)
+    except (TimeoutError, OSError):
+        return None
 
 
 def _another_run(entries: list[dict[str, Any]], client: Closed) -> bool:

@@ -234,6 +234,7 @@ class Rounds:
                     answers[rank] = reply
                     asked.clear()
                     waiting.discard(rank)
+                    poller.unregister(sock)  # (a stray message after: not polled in vain)
         return answers
 
     def _valid(self, frames: list[bytes], rank: int, asked: list[int]) -> ReceiptReply | None:

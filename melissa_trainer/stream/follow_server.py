@@ -88,7 +88,7 @@ _POLL_MS = 100
 #: confirmed within `_HELD_TICK_MS`, so that a trainer that ends as soon as the last
 #: simulation's BYE is in has said so before it stops (and `stop` answers those held)
 RECEIPT_HOLD = 0.5
-_HELD_TICK_MS = 10
+_HELD_TICK_MS = 2
 #: the most queries held at once (more are answered at once: a flood of queries costs
 #: the follow thread no more than this many receipts per tick)
 MAX_HELD = 1024

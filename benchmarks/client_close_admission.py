@@ -1,16 +1,24 @@
-"""The cost, at `Client.close`, of asking the trainer whether it took the simulation
-(`melissa_trainer.client.admission`: one ADMISSION_QUERY per receiver on its follow
-socket, docs/protocol.md section 17a), which a client in external mode pays once (its
-endpoints read from a rendezvous, not started by the launcher: a launched simulation
-does not ask).
+"""The cost, at `Client.close`, of asking the trainer whether it has the simulation's
+BYE (`melissa_trainer.client.confirm`: one RECEIPT_QUERY per receiver on its follow
+socket, answered once the BYE is ingested, docs/protocol.md section 17b), which a
+client in external mode pays once (its endpoints read from a rendezvous, not started
+by the launcher: a launched simulation does not ask).
 
-Ours: a `Client` reading the rendezvous of a real in-process `Receiver` (one rank, a
-follow socket), sending `--steps` steps of a 4 KB float32 field, then `close` with the
-check. Baseline: the same, with the check replaced by a no-op (what `close` did
-before). The clock times `close` alone. A and B alternate (A B A B ...), each round a
-new simulation id; medians compared, in milliseconds; ratio = baseline / ours (higher
-is better; no target: the figure is what a close costs). `--json` prints
-``{"rows": [...]}``.
+Each close is a `Client` reading the rendezvous of a real in-process `Receiver` (one
+rank, a follow socket), sending `--steps` steps of a 4 KB float32 field, then `close`;
+the clock times `close` alone. The variants, interleaved (A B C D E, A B C D E, ...),
+each round new simulation ids:
+
+* receipt: external mode, as shipped (the close returns once the BYE is confirmed);
+* admission: external mode, the confirmation replaced by the ADMISSION question of
+  section 17a (what `close` did before the receipt: it returned once the BYE left);
+* none: external mode, no question at all (what `close` did before either);
+* launched, launched-none: ``MELISSA_TRAINER_ATTEMPT`` set (a launched simulation, no
+  replay window), as shipped and with the confirmation removed: the same, as a
+  launched close asks nothing.
+
+Medians compared, in milliseconds; ratio = baseline / ours (higher is better; no
+target: the figure is what a close costs). `--json` prints ``{"rows": [...]}``.
 """
 
 from __future__ import annotations
@@ -24,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-import melissa_trainer.client.admission as admission
+import melissa_trainer.client.confirm as confirm
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
+from melissa_trainer.client.admission import check_admission
 from melissa_trainer.common.json_output import to_json
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.receiver_config import ReceiverConfig
@@ -48,36 +57,60 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    check = admission.check_admission
+    shipped = confirm.confirm_close
 
-    def skip(*_: Any, **__: Any) -> None:
+    def none(*_: Any, **__: Any) -> None:
         return None
 
+    def admission(client: Any, rendezvous: str, *_: Any) -> None:
+        check_admission(rendezvous, client.endpoints, client.simulation_id, client.rank,
+                        client.admission_rejected)  # fmt: skip
+
+    variants = {
+        "receipt": (shipped, False),
+        "admission": (admission, False),
+        "none": (none, False),
+        "launched": (shipped, True),
+        "launched-none": (none, True),
+    }
+    times: dict[str, list[float]] = {name: [] for name in variants}
     with tempfile.TemporaryDirectory() as tmp:
-        buffer = FIFOBuffer(2 * args.rounds * args.steps + 10)
+        buffer = FIFOBuffer(len(variants) * args.rounds * args.steps + 10)
         receiver = Receiver(buffer, 0, 1, ReceiverConfig(rendezvous_dir=tmp, run_id="bench"))
         receiver.start()
         os.environ["MELISSA_TRAINER_RENDEZVOUS"] = tmp
-        for name in (
-            "MELISSA_TRAINER_ENDPOINTS",
-            "MELISSA_TRAINER_RUN_ID",
-            "MELISSA_TRAINER_ATTEMPT",
-        ):
+        for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID"):
             os.environ.pop(name, None)
-        ours, base = [], []
+        sid = 0
         try:
-            for i in range(args.rounds):
-                admission.check_admission = check
-                ours.append(close_ms(2 * i, args.steps))
-                admission.check_admission = skip
-                base.append(close_ms(2 * i + 1, args.steps))
+            for _ in range(args.rounds):
+                for name, (check, launched) in variants.items():
+                    confirm.confirm_close = check  # type: ignore[assignment]
+                    if launched:
+                        os.environ["MELISSA_TRAINER_ATTEMPT"] = "0"
+                    else:
+                        os.environ.pop("MELISSA_TRAINER_ATTEMPT", None)
+                    times[name].append(close_ms(sid, args.steps))
+                    sid += 1
         finally:
-            admission.check_admission = check
+            confirm.confirm_close = shipped  # type: ignore[assignment]
+            os.environ.pop("MELISSA_TRAINER_ATTEMPT", None)
             receiver.stop()
-    o, b = statistics.median(ours), statistics.median(base)
-    rows = [{"case": "Client.close, one receiver, with the admission check vs without",
-             "ours": round(o, 3), "baseline": round(b, 3), "unit": "ms",
-             "ratio": round(b / o, 3), "target": None}]  # fmt: skip
+    m = {name: statistics.median(values) for name, values in times.items()}
+
+    def row(case: str, ours: str, baseline: str) -> dict[str, Any]:
+        o, b = m[ours], m[baseline]
+        return {"case": case, "ours": round(o, 3), "baseline": round(b, 3), "unit": "ms",
+                "ratio": round(b / o, 3), "target": None}  # fmt: skip
+
+    rows = [
+        row("Client.close, external mode, one receiver: the BYE receipt vs the ADMISSION "
+            "question (the close before the receipt)", "receipt", "admission"),
+        row("Client.close, external mode, one receiver: the BYE receipt vs no question",
+            "receipt", "none"),
+        row("Client.close, launched (MELISSA_TRAINER_ATTEMPT set): as shipped vs the "
+            "confirmation removed (a launched close asks nothing)", "launched", "launched-none"),
+    ]  # fmt: skip
     if args.json:
         print(to_json({"rows": rows}))
     else:

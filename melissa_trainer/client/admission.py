@@ -16,6 +16,11 @@ or marked stopped, a malformed reply (counted in `rejected`, ignored) or no deci
 answer in time leave the close as it was before this check (a warning says that the
 admission could not be confirmed, when a receiver was asked and did not say).
 
+A receiver that answers the close receipt (RECEIPT_QUERY, section 17b: its rendezvous
+file lists 13 in ``follow_kinds``) is asked that instead, which carries the admission
+and whether the BYE is in (`melissa_trainer.client.confirm`); this question is for older
+receivers.
+
 Not thread-safe: the closing thread. Sockets of a context of its own, ended before it
 returns.
 """

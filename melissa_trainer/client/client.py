@@ -285,6 +285,11 @@ class Client(Sending):
         `melissa_trainer.client.patience`). With a replay window, a trainer found gone
         (or restarted) is followed first (`melissa_trainer.client.follow`). Idempotent.
 
+        In external mode (endpoints from a rendezvous, not started by the launcher) it
+        returns only once every receiver confirms that it ingested this rank's BYE,
+        following a trainer restarted meanwhile: what that guarantees, and what not,
+        is `melissa_trainer.client.confirm`'s.
+
         After a failure (``bye=False``) the wait is short: at most
         `ClientTuning.failed_close_timeout` seconds (default `FAILED_CLOSE_TIMEOUT`, 10;
         `close_timeout` if lower), and none for a receiver that is not connected (a
@@ -302,12 +307,14 @@ class Client(Sending):
                 dropped; the sockets and context are released all the same): the message
                 says why: the setting that bounded the wait (`close_timeout`, or
                 `failed_close_timeout` after a failure) and how to change it, or which
-                receiver is unreachable.
+                receiver is unreachable. In external mode, also a BYE the trainer did
+                not confirm (gone, or restarted without it and not followed): the
+                message says to run the simulation again with the same id.
             SimulationRefused: (a `ValueError`) with endpoints from a rendezvous, a
                 receiver refused the simulation's HELLO (another grid than the study's,
-                its parameters missing): the message gives the receiver's reason and
-                the fix (`melissa_trainer.client.admission`). Everything was sent and
-                dropped by the receiver; nothing of it was trained on.
+                its parameters missing, another run's id), or every sample of it as
+                non-finite: the message gives the reason and the fix
+                (`melissa_trainer.client.confirm`). Nothing of it was trained on.
             ValueError: a receiver refused the handshake (a CURVE key it does not hold,
                 a key for a receiver without CURVE, none for one with it: nothing sent
                 to it was delivered); the message names its endpoint and the fix. Said
@@ -323,19 +330,25 @@ class Client(Sending):
         else:
             self._following.close(lambda: self._transport.close(True), self._follow)
         if bye and self._rendezvous is not None and not launched():
-            # PUSH acknowledges nothing: ask whether the trainer took this simulation
-            # (external mode only: a launched one's refusal is the study's record, and
-            # its close need not pay the question; imported here: the close of a
-            # simulation, not its start-up, pays it)
-            from melissa_trainer.client.admission import check_admission
+            # PUSH acknowledges nothing: return once the trainer confirms that it has the
+            # BYE (and took the simulation), following it if it restarts meanwhile
+            # (external mode only: a launched simulation is run again by the launcher,
+            # and its close need not pay this; imported here: the close, not the
+            # start-up, pays it)
+            from melissa_trainer.client.confirm import confirm_close
 
-            check_admission(
-                self._rendezvous,
-                self._transport.endpoints,
-                self.simulation_id,
-                self.rank,
-                self.admission_rejected,
-            )
+            confirm_close(self, self._rendezvous, self._following, self._follow_and_close)
+
+    @property
+    def bye_counts(self) -> list[int]:
+        """The steps each receiver's BYE counts (sent to it, or held by it after a follow)."""
+        return [steps.count for steps in self._transport.steps]
+
+    def _follow_and_close(self, entries: list[dict[str, Any]]) -> None:
+        """At close: follow the restarted trainer of `entries`, then close again."""
+        assert self._following is not None
+        self._follow(entries)
+        self._following.close(lambda: self._transport.close(True), self._follow)
 
     def predict(self, inputs: Mapping[str, Any], timeout: float = 10.0) -> Predicted:
         """The trainer's current prediction for `inputs` and the model's version

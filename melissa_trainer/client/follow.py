@@ -25,10 +25,12 @@ new endpoints and a new run id. A client whose endpoints came from that rendezvo
    keeps the steps it holds and takes the others, each once).
 
 Each (simulation, time step) then reaches the training exactly once: the resumed
-receivers drop what their checkpoint holds as duplicates. Limits: what a client sends
-after its `close` returned is not followed (a trainer restarted from a checkpoint
-older than the simulation's last steps names it unfinished: run it again); a trainer
-resumed with no follow socket (an older one) cannot be followed (today's error).
+receivers drop what their checkpoint holds as duplicates. A close follows too: it
+returns only once every receiver confirmed that it ingested the BYE (`confirm`), and a
+trainer restarted before that is followed. Limits: a trainer restarted after the close
+returned, from a checkpoint older than the simulation's last steps, names it
+unfinished: run it again; a trainer resumed with no follow socket (an older one)
+cannot be followed (today's error).
 
 Not thread-safe: the client's thread.
 """

@@ -19,10 +19,23 @@ of it yet (`admission_of`, read live from the ingest's ledgers and refusals): wh
 closing client asks, so that a simulation refused (another grid, missing parameters)
 fails instead of ending as if it had been trained on (`melissa_trainer.client.admission`).
 
+And each RECEIPT_QUERY (section 17b) with a RECEIPT (`receipt_of`, live too): the
+admission, whether the asking client rank's BYE has been *ingested* here (so everything
+that rank sent this receiver before it has been: messages of one connection are read in
+order), the simulation's steps held and its samples refused as non-finite. A closing
+client in external mode returns only once every receiver confirms its BYE
+(`melissa_trainer.client.confirm`): a BYE that left the client is not yet one the
+trainer has. A query naming another run than the receiver's, of a simulation the
+receiver holds nothing of, is answered refused (``wrong_run``): that simulation's HELLO
+was dropped here, and its client is told so at once, with the fix. A query it cannot
+confirm yet is held, at most `RECEIPT_HOLD` seconds, and answered as soon as it can be
+(the BYE ingested), or as things stand when the hold ends or `stop` comes: a trainer
+that ends as soon as the last BYE is in has confirmed it before its socket closes.
+
 A malformed query is counted (`rejected`, by reason), logged (the first of each reason
 in full, then a summary: `LogSummary`), and dropped unanswered: its sender times out.
-Nothing is unpickled; a frame over `HELD_QUERY_BYTES` closes its connection in ZeroMQ's
-I/O thread (MAXMSGSIZE).
+Nothing is unpickled; a frame over 1 KiB closes its connection in ZeroMQ's I/O thread
+(MAXMSGSIZE).
 
 Thread-safety: `start` and `stop` from one thread; `rejected` and `answered` are read
 from any thread (counters: a best-effort read). `stop` waits up to `STOP_TIMEOUT` s.
@@ -33,6 +46,7 @@ from __future__ import annotations
 import collections
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -42,17 +56,52 @@ from melissa_trainer import wire as protocol
 from melissa_trainer.stream.endpoints import advertised
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.wire import ProtocolError
+from melissa_trainer.wire.receipt import (
+    RECEIPT_BYE,
+    RECEIPT_FINISHED,
+    RECEIPT_NO_BYE,
+    RECEIPT_QUERY,
+    ReceiptQuery,
+    confirms,
+    decode_receipt_query,
+    encode_receipt,
+)
 
-__all__ = ["Admissions", "FollowServer", "HeldRecord", "admission_of", "follow_bind"]
+__all__ = [
+    "FOLLOW_KINDS",
+    "Admissions",
+    "FollowServer",
+    "HeldRecord",
+    "Receipt",
+    "admission_of",
+    "follow_bind",
+    "receipt_of",
+]
 
 logger = logging.getLogger(__name__)
 
 #: seconds `stop` waits for the thread
 STOP_TIMEOUT = 5.0
 _POLL_MS = 100
+#: seconds the follow socket may hold a RECEIPT_QUERY it cannot confirm yet before it
+#: answers as things stand (the client asks again at once): a BYE ingested meanwhile is
+#: confirmed within `_HELD_TICK_MS`, so that a trainer that ends as soon as the last
+#: simulation's BYE is in has said so before it stops (and `stop` answers those held)
+RECEIPT_HOLD = 0.5
+_HELD_TICK_MS = 2
+#: the most queries held at once (more are answered at once: a flood of queries costs
+#: the follow thread no more than this many receipts per tick)
+MAX_HELD = 1024
 
 #: simulation id -> (status, bit count, bit array): what a HELD says of it
 HeldRecord = Mapping[int, tuple[int, int, bytes]]
+#: (admission status, BYE status, reason, steps held, the BYE's count, samples refused
+#: as non-finite): what a RECEIPT says (`receipt_of`)
+Receipt = tuple[int, int, str, int, int, int]
+#: the queries a follow socket answers, published in its rendezvous file
+#: (``follow_kinds``): a client asks a receiver that lacks RECEIPT_QUERY (an older one)
+#: the ADMISSION_QUERY instead
+FOLLOW_KINDS = (protocol.HELD_QUERY, protocol.ADMISSION_QUERY, RECEIPT_QUERY)
 
 
 class Admissions(Protocol):
@@ -64,6 +113,8 @@ class Admissions(Protocol):
     def refused(self) -> list[tuple[int, str]]: ...
     @property
     def archive(self) -> Any: ...  # (its ``steps``: id -> steps, of the finished)
+    @property
+    def nonfinite(self) -> Any: ...  # (its ``by_simulation``: id -> samples refused)
 
 
 def admission_of(ingest: Admissions, simulation_id: int) -> tuple[int, str]:
@@ -78,6 +129,39 @@ def admission_of(ingest: Admissions, simulation_id: int) -> tuple[int, str]:
     if refused:
         return protocol.ADMISSION_REFUSED, refused[-1]
     return protocol.ADMISSION_UNKNOWN, ""
+
+
+def receipt_of(ingest: Admissions, run_id: str | None, query: ReceiptQuery) -> Receipt:
+    """What a RECEIPT says of `query`'s simulation at `ingest` (a receiver serving
+    `run_id`): the admission (`admission_of`; refused ``wrong_run`` when the query names
+    another run and the receiver holds nothing of the simulation: its HELLO was
+    dropped), the BYE status of the asking client rank, the steps held, the count its
+    BYE carried and the samples refused as non-finite. From the follow thread while the
+    ingester runs: single reads (the ledger first, then the archive, which a finished
+    ledger moves to), as `admission_of`."""
+    sid = query.simulation_id
+    ledger = ingest.sims.get(sid)
+    archived = ingest.archive.steps.get(sid) if ledger is None else None
+    nonfinite = int(ingest.nonfinite.by_simulation.get(sid, 0))
+    other_run = None not in (run_id, query.run_id) and query.run_id != run_id
+    if ledger is None and archived is None and other_run:
+        why = (
+            f"its HELLO named run {query.run_id}, and this receiver serves run {run_id} "
+            f"(wrong_run): the rendezvous it read was another trainer's, or went stale "
+            f"while it started; everything it sent here was dropped"
+        )
+        return protocol.ADMISSION_REFUSED, RECEIPT_NO_BYE, why, 0, 0, 0
+    if archived is not None:
+        return protocol.ADMISSION_ACCEPTED, RECEIPT_FINISHED, "", int(archived), 0, nonfinite
+    status, reason = admission_of(ingest, sid)
+    if ledger is None:
+        return status, RECEIPT_NO_BYE, reason, 0, 0, 0
+    steps = int(ledger.completed)
+    if ledger.finished:
+        return status, RECEIPT_FINISHED, "", steps, 0, min(nonfinite, steps)
+    count = ledger.byes.get(query.client_rank)
+    bye = RECEIPT_NO_BYE if count is None else RECEIPT_BYE
+    return status, bye, reason, steps, int(count or 0), min(nonfinite, steps)
 
 
 def follow_bind(receiver: str, rank: int) -> str:
@@ -102,6 +186,8 @@ class FollowServer:
         curve: the receiver's CURVE server keys (secret, public), or None.
         admission: simulation id -> (ADMISSION status, reason), live (`admission_of`
             on the receiver's ingest); None: every ADMISSION says unknown.
+        receipt: a RECEIPT_QUERY -> what its RECEIPT says, live (`receipt_of` on the
+            receiver's ingest and run id); None: every RECEIPT says unknown, no BYE.
     """
 
     def __init__(
@@ -113,9 +199,10 @@ class FollowServer:
         advertise: str | None = None,
         curve: tuple[bytes, bytes] | None = None,
         admission: Callable[[int], tuple[int, str]] | None = None,
+        receipt: Callable[[ReceiptQuery], Receipt] | None = None,
     ) -> None:
         self._record = dict(record)
-        self._admission = admission
+        self._admission, self._receipt = admission, receipt
         self._rank, self._world = rank, world_size
         self._bind, self._advertise, self._curve = bind, advertise, curve
         self._stop = threading.Event()
@@ -123,6 +210,8 @@ class FollowServer:
         self._router: zmq.Socket | None = None
         self._thread: threading.Thread | None = None
         self._summary = LogSummary(logger, f"follow socket of rank {rank}")
+        #: RECEIPT_QUERYs held until they can be confirmed: (identity, query, deadline)
+        self._held: list[tuple[bytes, ReceiptQuery, float]] = []
         #: malformed queries dropped, by reason
         self.rejected: collections.Counter[str] = collections.Counter()
         self.answered = 0
@@ -133,7 +222,7 @@ class FollowServer:
         ctx = self._context = zmq.Context()
         router = self._router = ctx.socket(zmq.ROUTER)
         # (a query is 24 bytes; ZeroMQ counts more than its frame against the bound)
-        router.setsockopt(zmq.MAXMSGSIZE, 1024)
+        router.setsockopt(zmq.MAXMSGSIZE, 1024)  # (a RECEIPT_QUERY: 94 bytes at most)
         router.setsockopt(zmq.LINGER, 1000)  # (the last answers leave on `stop`)
         router.setsockopt(zmq.RCVTIMEO, _POLL_MS)
         if self._curve is not None:
@@ -190,12 +279,57 @@ class FollowServer:
             simulation_id, request_id, self._rank, self._world, status, reason
         )
 
+    def answer_receipt(self, query: bytes) -> bytes:
+        """The RECEIPT answering `query` (a RECEIPT_QUERY frame).
+
+        Raises:
+            ProtocolError: a malformed query.
+        """
+        return self._encode_receipt(decode_receipt_query(query))
+
+    def _receipt_now(self, asked: ReceiptQuery) -> Receipt:
+        if self._receipt is None:
+            return protocol.ADMISSION_UNKNOWN, RECEIPT_NO_BYE, "", 0, 0, 0
+        return self._receipt(asked)
+
+    def _encode_receipt(self, asked: ReceiptQuery, said: Receipt | None = None) -> bytes:
+        said = self._receipt_now(asked) if said is None else said
+        return encode_receipt(asked.simulation_id, asked.request_id, self._rank, self._world, *said)
+
+    def _hold_or_answer(self, identity: bytes, query: bytes) -> bytes | None:
+        """The RECEIPT answering `query` if it decides it (or the receipt cannot be
+        read here, or `MAX_HELD` are held), else None: the query is held."""
+        asked = decode_receipt_query(query)
+        said = self._receipt_now(asked)
+        decided = confirms(said[0], said[1], said[4], asked.bye_steps) is not None
+        if self._receipt is None or decided or len(self._held) >= MAX_HELD:
+            return self._encode_receipt(asked, said)
+        self._held.append((identity, asked, time.monotonic() + RECEIPT_HOLD))
+        return None
+
+    def _answer_held(self, router: zmq.Socket, last: bool = False) -> None:
+        """Answer each held query that is decided now, past its hold, or (`last`) all."""
+        now, kept = time.monotonic(), []
+        for identity, asked, deadline in self._held:
+            said = self._receipt_now(asked)
+            decided = confirms(said[0], said[1], said[4], asked.bye_steps) is not None
+            if decided or last or now >= deadline:
+                router.send_multipart([identity, self._encode_receipt(asked, said)])
+                self.answered += 1
+            else:
+                kept.append((identity, asked, deadline))
+        self._held = kept
+
     def _run(self) -> None:
         router = self._router
         assert router is not None
         while not self._stop.is_set():
+            if self._held:
+                self._answer_held(router)
             try:
-                frames = router.recv_multipart()
+                if not router.poll(_HELD_TICK_MS if self._held else _POLL_MS):
+                    raise zmq.Again
+                frames = router.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 self._summary.tick()
                 continue
@@ -207,6 +341,11 @@ class FollowServer:
                 kind = parts[0][protocol.KIND_AT] if len(parts[0]) > protocol.KIND_AT else 0
                 if kind == protocol.ADMISSION_QUERY:
                     reply = self.answer_admission(parts[0])
+                elif kind == RECEIPT_QUERY:
+                    held = self._hold_or_answer(identity, parts[0])
+                    if held is None:
+                        continue
+                    reply = held
                 else:
                     reply = self.answer(parts[0])
             except ProtocolError as exc:
@@ -217,6 +356,7 @@ class FollowServer:
                 continue
             router.send_multipart([identity, reply])
             self.answered += 1
+        self._answer_held(router, last=True)  # (the last word, before the socket closes)
 
     def _close(self) -> None:
         if self._router is not None:

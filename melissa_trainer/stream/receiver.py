@@ -81,7 +81,13 @@ from melissa_trainer.stream.connections import ConnectionWatch
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
-from melissa_trainer.stream.follow_server import FollowServer, admission_of, follow_bind
+from melissa_trainer.stream.follow_server import (
+    FOLLOW_KINDS,
+    FollowServer,
+    admission_of,
+    follow_bind,
+    receipt_of,
+)
 from melissa_trainer.stream.ingest_state import telemetry_keys
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
@@ -201,10 +207,13 @@ class Receiver(DataPath):
                     follow_bind(self._bind, self._rank),
                     self._advertise,
                     self._curve,
-                    # (and what a closing client asks: was it taken or refused)
+                    # (and what a closing client asks: was it taken or refused, and
+                    # is its BYE in: `client.confirm`)
                     partial(admission_of, self.ingest),
+                    partial(receipt_of, self.ingest, self.config.run_id),
                 )
                 extra["follow_endpoint"] = self._follow.start()
+                extra["follow_kinds"] = list(FOLLOW_KINDS)
             self._endpoint = bind_and_publish(
                 sock, self._bind, self._advertise, self._rank, self._world, self._rendezvous, extra
             )

@@ -1,0 +1,254 @@
+"""`Rounds`: a closing client's RECEIPT_QUERYs to its receivers' follow sockets, and
+their answers (docs/protocol.md, section 17b; what they are for and when: `confirm`).
+
+One DEALER per receiver, connected once for all the rounds to one run; a query per
+receiver at a time (its answer may come late: held by the receiver until the BYE is in,
+at most its `RECEIPT_HOLD`). A malformed or foreign reply is counted in the client's
+``admission_rejected`` by reason, and ignored. Not thread-safe: the closing thread.
+Sockets of a context of their own, ended before each call returns.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
+from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.wire import ProtocolError
+from melissa_trainer.wire.receipt import (
+    ReceiptReply,
+    confirms,
+    decode_receipt,
+    encode_receipt_query,
+)
+
+__all__ = ["PAUSE", "ROUND_TIMEOUT", "Closed", "Rounds", "confirmed"]
+
+#: seconds one round waits for the receivers' RECEIPTs: a live receiver answers at
+#: once when it can confirm the BYE, else within its hold (`follow_server.RECEIPT_HOLD`,
+#: 0.5 s: it answers as soon as the BYE is in), whatever its ingest does
+ROUND_TIMEOUT = 2.0
+#: seconds between two rounds that confirmed nothing
+PAUSE = 0.01
+_request_ids = itertools.count(1)
+#: what a follow socket's monitor reports: a TCP connection made or lost
+_LINK_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
+
+
+def _linked(monitor: zmq.Socket, linked: bool) -> bool:
+    """Whether the monitored DEALER has a TCP connection now (`linked`: before), from
+    the events its monitor queued since."""
+    while monitor.poll(0):
+        event = recv_monitor_message(monitor)["event"]
+        linked = event == zmq.EVENT_CONNECTED
+    return linked
+
+
+class Closed(Protocol):
+    """What `confirm_close` reads of a closed `Client`."""
+
+    @property
+    def simulation_id(self) -> int: ...
+    @property
+    def rank(self) -> int: ...
+    @property
+    def ranks(self) -> int: ...
+    @property
+    def run_id(self) -> str | None: ...
+    @property
+    def endpoints(self) -> Sequence[str]: ...
+    @property
+    def tuning(self) -> ClientTuning: ...
+    @property
+    def admission_rejected(self) -> Counter[str]: ...
+
+    @property
+    def bye_counts(self) -> list[int]:
+        """The count each receiver's BYE carried (its transport's, in rank order)."""
+        ...
+
+
+def confirmed(reply: ReceiptReply, count: int) -> bool:
+    """Whether `reply` confirms a BYE that carried `count`: the simulation finished
+    there, or this rank's BYE is in with that count (one of an earlier attempt with
+    another count is not this one's)."""
+    return confirms(reply.admission, reply.bye, reply.bye_steps, count) is True
+
+
+class Rounds:
+    """The RECEIPT_QUERY rounds to the receivers of `entries` (one DEALER each)."""
+
+    def __init__(self, client: Closed, entries: list[dict[str, Any]], whose: str) -> None:
+        self.client, self.entries, self.whose = client, entries, whose
+        self.world = len(entries)
+
+    def once(self) -> list[ReceiptReply] | None:
+        """One round: every receiver's receipt, or None if one did not answer."""
+        context = zmq.Context()
+        try:
+            socks = self._connect(context)
+            answers = self._round(socks, [None] * self.world, time.monotonic() + ROUND_TIMEOUT)
+        finally:
+            context.destroy(linger=0)
+        return None if any(a is None for a in answers) else answers  # type: ignore[return-value]
+
+    def wait(
+        self, deadline: float | None, rendezvous: str, restarted: Callable[[], bool]
+    ) -> list[ReceiptReply] | str:
+        """Ask in rounds until every receiver confirms (their receipts), one is gone
+        (why, to raise or to follow), or `restarted` says that a restarted trainer
+        published ("": `confirm_close` reads the rendezvous again).
+
+        Gone: silent, with no TCP connection to its follow socket, for
+        ``disconnected_timeout`` seconds (the trainer died). A receiver whose process is
+        there but does not answer (SIGSTOP, a suspended job: the kernel keeps its
+        connections) is waited for, as the transport waits for a paused trainer
+        (`patience`), until `deadline`.
+
+        Raises:
+            SimulationRefused: a receiver refused the simulation.
+            TimeoutError: `deadline` passed, receivers alive and the BYE not in.
+        """
+        client = self.client
+        gone_after = client.tuning.disconnected_timeout
+        context = zmq.Context()
+        try:
+            socks = self._connect(context)
+            monitors = [sock.get_monitor_socket(_LINK_EVENTS) for sock, _ in socks]
+            linked = [False] * self.world
+            heard = [time.monotonic()] * self.world
+            done: list[ReceiptReply | None] = [None] * self.world
+            while True:
+                answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
+                now = time.monotonic()
+                for rank, monitor in enumerate(monitors):
+                    linked[rank] = _linked(monitor, linked[rank])
+                    if linked[rank]:
+                        heard[rank] = now  # (its process is there: paused, not gone)
+                for rank, reply in enumerate(answers):
+                    if reply is None:
+                        continue
+                    heard[rank] = now
+                    self._refused(reply, rank)
+                    if confirmed(reply, client.bye_counts[rank]):
+                        done[rank] = reply
+                if all(d is not None for d in done):
+                    return done  # type: ignore[return-value]
+                if restarted():
+                    return ""  # (followed by the caller: the rendezvous read again)
+                bound = math.inf if gone_after is None else gone_after
+                silent = [r for r in range(self.world) if not done[r] and now - heard[r] > bound]
+                if silent:
+                    return (
+                        f"{self.whose}: its BYE was not confirmed: the trainer's receiver "
+                        f"{silent[0]} ({self.entries[silent[0]]['endpoint']}) has not "
+                        f"answered, nor been connected, for {gone_after} s "
+                        f"(ClientTuning.disconnected_timeout: the trainer died?), and no "
+                        f"restarted trainer published in "
+                        f"{rendezvous}. What it sent after the trainer's last checkpoint "
+                        f"may be lost: run it again with the same simulation id "
+                        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id})"
+                    )
+                if deadline is not None and now >= deadline:
+                    waiting = [r for r in range(self.world) if done[r] is None]
+                    raise TimeoutError(
+                        f"{self.whose}: the trainer did not confirm this simulation's BYE "
+                        f"within ClientTuning.close_timeout={client.tuning.close_timeout} s "
+                        f"(its receivers {waiting} answer that they have not ingested it "
+                        f"yet: a trainer paused that long?); raise close_timeout, or run "
+                        f"it again with the same simulation id if the trainer does not "
+                        f"name it finished"
+                    )
+                time.sleep(PAUSE)
+        finally:
+            context.destroy(linger=0)
+
+    def _refused(self, reply: ReceiptReply, rank: int) -> None:
+        if reply.admission != protocol.ADMISSION_REFUSED:
+            return
+        reason = reason_with_fix(reply.reason)
+        if "(wrong_run)" in reply.reason:
+            reason += (
+                ". Start it again (it reads the rendezvous afresh), with the same simulation "
+                "id; unset MELISSA_TRAINER_RUN_ID if its environment sets one"
+            )
+        raise SimulationRefused(
+            f"simulation {self.client.simulation_id}: the trainer's receiver {rank} "
+            f"({self.entries[rank]['endpoint']}) refused it, and dropped everything it "
+            f"sent: {reason}"
+        )
+
+    def _connect(self, context: zmq.Context) -> list[tuple[zmq.Socket, list[int]]]:
+        socks: list[tuple[zmq.Socket, list[int]]] = []
+        for entry in self.entries:
+            sock = context.socket(zmq.DEALER)
+            sock.setsockopt(zmq.LINGER, 0)
+            key = entry.get("curve_public_key")
+            if key:
+                sock.curve_serverkey = str(key).encode("ascii")
+                sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            sock.connect(str(entry["follow_endpoint"]))
+            socks.append((sock, []))  # (the request ids asked, unanswered)
+        return socks
+
+    def _round(
+        self,
+        socks: list[tuple[zmq.Socket, list[int]]],
+        done: list[ReceiptReply | None],
+        until: float,
+    ) -> list[ReceiptReply | None]:
+        """Ask each receiver not done (unless a query to it is unanswered) and collect
+        the valid answers that come by `until` (None: none from that receiver)."""
+        client = self.client
+        answers: list[ReceiptReply | None] = [None] * self.world
+        poller = zmq.Poller()
+        for rank, (sock, asked) in enumerate(socks):
+            if done[rank] is not None:
+                continue
+            if not asked:
+                asked.append(next(_request_ids))
+                count = client.bye_counts[rank]
+                sid, run = client.simulation_id, client.run_id
+                sock.send(
+                    encode_receipt_query(sid, asked[-1], count, client.rank, client.ranks, run)
+                )
+            poller.register(sock, zmq.POLLIN)
+        waiting = {r for r in range(self.world) if done[r] is None}
+        while waiting and (left := until - time.monotonic()) > 0:
+            ready = dict(poller.poll(int(left * 1000) + 1))
+            for rank in list(waiting):
+                sock, asked = socks[rank]
+                if sock not in ready:
+                    continue
+                reply = self._valid(sock.recv_multipart(), rank, asked)
+                if reply is not None:
+                    answers[rank] = reply
+                    asked.clear()
+                    waiting.discard(rank)
+                    poller.unregister(sock)  # (a stray message after: not polled in vain)
+        return answers
+
+    def _valid(self, frames: list[bytes], rank: int, asked: list[int]) -> ReceiptReply | None:
+        """The RECEIPT in `frames` if it is a valid answer to a query in `asked`; else
+        None, its fault counted in the client's ``admission_rejected``."""
+        try:
+            if len(frames) != 1:
+                raise ProtocolError("unexpected_frame", f"{len(frames)} frames, expected 1")
+            reply = decode_receipt(frames[0])
+            if reply.simulation_id != self.client.simulation_id or reply.request_id not in asked:
+                raise ProtocolError("bad_request_id", "a reply to another query")
+            if (reply.rank, reply.world_size) != (rank, self.world):
+                raise ProtocolError("bad_rank", f"rank {reply.rank} of {reply.world_size}")
+        except ProtocolError as exc:
+            self.client.admission_rejected[exc.reason] += 1
+            return None
+        return reply

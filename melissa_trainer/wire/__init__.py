@@ -33,6 +33,9 @@ Message kinds:
   resumed receiver's checkpoint holds, and gets them as a bit array (`held`).
 * ADMISSION_QUERY, ADMISSION (on the same follow socket: section 17a): a simulation
   closing asks whether the receiver took it or refused its HELLO, and why (`admission`).
+* RECEIPT_QUERY, RECEIPT (on the same follow socket: section 17b): a simulation closing
+  asks whether the receiver took it, has ingested its BYE, and how many of its samples
+  it refused as non-finite (`receipt`); ADMISSION is what an older receiver answers.
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -41,8 +44,8 @@ kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short
 machine-readable `reason`; the receiver checks the rest against the HELLO.
 
 Modules, each importable alone; every public name is re-exported here, and callers use
-this package (``from melissa_trainer import wire``). The names of `held`, `admission`
-and `predict` are imported on first use (PEP 562, `_LAZY`): a launched simulation's
+this package (``from melissa_trainer import wire``). The names of `held`, `admission`,
+`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`): a launched simulation's
 client never asks a follow socket or a prediction, and its start-up should not pay for
 their modules.
 
@@ -53,6 +56,7 @@ their modules.
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
 * `held`: the follow channel's messages, their encoding and validation;
 * `admission`: the admission query's messages, their encoding and validation;
+* `receipt`: the close receipt's messages (section 17b), their encoding and validation;
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 """
@@ -126,6 +130,10 @@ from melissa_trainer.wire.layout import (
     PREDICTION,
     PREDICTION_FIXED,
     PREFIX,
+    RECEIPT,
+    RECEIPT_FIXED,
+    RECEIPT_QUERY,
+    RECEIPT_QUERY_FIXED,
     RECORDS_AT,
     REFUSED,
     REFUSED_FIXED,
@@ -188,6 +196,20 @@ if TYPE_CHECKING:  # pragma: no cover - the lazy modules' names, for type checke
         encode_refused,
         peek_request_id,
     )
+    from melissa_trainer.wire.receipt import (
+        MAX_RECEIPT_QUERY_BYTES,
+        RECEIPT_BYE,
+        RECEIPT_BYE_STATUSES,
+        RECEIPT_FINISHED,
+        RECEIPT_NO_BYE,
+        ReceiptQuery,
+        ReceiptReply,
+        confirms,
+        decode_receipt,
+        decode_receipt_query,
+        encode_receipt,
+        encode_receipt_query,
+    )
 
 #: module -> the public names imported from it on first use (each module's `__all__`;
 #: tests/stream/test_wire_lazy.py holds the two equal)
@@ -232,6 +254,20 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "encode_refused",
         "peek_request_id",
     ),
+    "melissa_trainer.wire.receipt": (
+        "MAX_RECEIPT_QUERY_BYTES",
+        "RECEIPT_BYE",
+        "RECEIPT_BYE_STATUSES",
+        "RECEIPT_FINISHED",
+        "RECEIPT_NO_BYE",
+        "ReceiptQuery",
+        "ReceiptReply",
+        "confirms",
+        "decode_receipt",
+        "decode_receipt_query",
+        "encode_receipt",
+        "encode_receipt_query",
+    ),
 }
 #: name -> the module (absolute) that defines it
 _WHERE = {name: module for module, names in _LAZY.items() for name in names}
@@ -247,6 +283,22 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "RECEIPT",
+    "RECEIPT_FIXED",
+    "RECEIPT_QUERY",
+    "RECEIPT_QUERY_FIXED",
+    "MAX_RECEIPT_QUERY_BYTES",
+    "RECEIPT_BYE",
+    "RECEIPT_BYE_STATUSES",
+    "RECEIPT_FINISHED",
+    "RECEIPT_NO_BYE",
+    "ReceiptQuery",
+    "ReceiptReply",
+    "confirms",
+    "decode_receipt",
+    "decode_receipt_query",
+    "encode_receipt",
+    "encode_receipt_query",
     "ADMISSION",
     "ADMISSION_ACCEPTED",
     "ADMISSION_FIXED",

@@ -27,6 +27,8 @@ PREDICT, PREDICTION, REFUSED = 6, 7, 8
 HELD_QUERY, HELD = 9, 10
 #: The admission query's kinds (docs/protocol.md, section 17a): on the same follow socket.
 ADMISSION_QUERY, ADMISSION = 11, 12
+#: The close receipt's kinds (docs/protocol.md, section 17b): on the same follow socket.
+RECEIPT_QUERY, RECEIPT = 13, 14
 
 #: DATA flag: the payload follows the header in the same frame.
 FLAG_INLINE = 0x1
@@ -93,6 +95,12 @@ REFUSED_FIXED = struct.Struct("<QQBBIH")
 HELD_FIXED = struct.Struct("<QIIBBHQ")
 # request id, rank, world size, status, reserved (u8), reason length (ADMISSION)
 ADMISSION_FIXED = struct.Struct("<QIIBBH")
+# request id, the BYE's steps sent, client rank, client count, run id length, reserved
+# (RECEIPT_QUERY)
+RECEIPT_QUERY_FIXED = struct.Struct("<QQHHBB")
+# request id, rank, world size, admission status, BYE status, reason length, steps held,
+# the BYE's steps sent, samples refused as non-finite (RECEIPT)
+RECEIPT_FIXED = struct.Struct("<QIIBBHQQQ")
 # one array of a PREDICT or PREDICTION: dtype code, ndim, name length, reserved; then
 # ndim x u64 dims (`DIMS`), then the name
 ARRAY_FIXED = struct.Struct("<BBBB")

@@ -27,24 +27,28 @@ a new version (section 13): a receiver that answers them says so in its rendezvo
 
 from __future__ import annotations
 
-import struct
 from typing import NamedTuple
 
 from melissa_trainer.wire.admission import ADMISSION_REFUSED, ADMISSION_STATUSES, MAX_REASON_BYTES
 from melissa_trainer.wire.held import checked_prefix
-from melissa_trainer.wire.layout import MAGIC, MAX_RUN_ID_CHARS, PREFIX, VERSION
+from melissa_trainer.wire.layout import (
+    MAGIC,
+    MAX_RUN_ID_CHARS,
+    PREFIX,
+    RECEIPT,
+    RECEIPT_FIXED,
+    RECEIPT_QUERY,
+    RECEIPT_QUERY_FIXED,
+    VERSION,
+)
 from melissa_trainer.wire.messages import ProtocolError
 
 __all__ = [
     "MAX_RECEIPT_QUERY_BYTES",
-    "RECEIPT",
     "RECEIPT_BYE",
     "RECEIPT_BYE_STATUSES",
     "RECEIPT_FINISHED",
-    "RECEIPT_FIXED",
     "RECEIPT_NO_BYE",
-    "RECEIPT_QUERY",
-    "RECEIPT_QUERY_FIXED",
     "ReceiptQuery",
     "ReceiptReply",
     "confirms",
@@ -54,14 +58,6 @@ __all__ = [
     "encode_receipt_query",
 ]
 
-#: The close receipt's kinds (section 17b), on the follow socket beside HELD_QUERY (9),
-#: HELD (10), ADMISSION_QUERY (11) and ADMISSION (12).
-RECEIPT_QUERY, RECEIPT = 13, 14
-# request id, the BYE's steps sent, client rank, client count, run id length, reserved
-RECEIPT_QUERY_FIXED = struct.Struct("<QQHHBB")
-# request id, rank, world size, admission status, BYE status, reason length, steps held,
-# the BYE's steps sent, samples refused as non-finite
-RECEIPT_FIXED = struct.Struct("<QIIBBHQQQ")
 MAX_RECEIPT_QUERY_BYTES = PREFIX.size + RECEIPT_QUERY_FIXED.size + MAX_RUN_ID_CHARS  # 102
 
 #: BYE statuses: this client rank's BYE not ingested here (yet); ingested (its count in

@@ -985,6 +985,9 @@ RARE_PATHS = (
     "melissa_trainer.wire.predict",
     "melissa_trainer.wire.held",
     "melissa_trainer.wire.admission",
+    "melissa_trainer.wire.receipt",
+    "melissa_trainer.client.confirm",
+    "melissa_trainer.client.receipts",
 )
 
 CLIENT_ADDS = """

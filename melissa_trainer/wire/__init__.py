@@ -19,8 +19,7 @@ Message kinds:
   The FINITE flag (DATA and BATCH) says that the sender checked every value finite,
   so that the receiver need not read the payload to check it again.
 * BYE (one per client rank and receiver, after its data): how many time steps it sent
-  to that receiver (version 2; version 1 counted them over all receivers, which tied
-  the end of a simulation to steps numbered 0, 1, 2... with several receivers).
+  to that receiver (version 2; version 1 counted them over all receivers).
 * BATCH (one frame): several time steps of one field of one client rank, each an
   8-byte time step followed by the payload; what DATA carries, with the header paid
   once. The client coalesces small messages into batches (a receiver then handles a
@@ -28,14 +27,11 @@ Message kinds:
 * PREDICT, PREDICTION, REFUSED (the serving channel, on the trainer's serving socket,
   not the stream's: section 16): a request for the current model's prediction on named
   arrays, the answer with the model's version, or a refusal (back-pressure, not serving).
-* HELD_QUERY, HELD (the follow channel, on a receiver's follow socket: section 17): a
-  running simulation whose trainer was restarted asks which of its time steps the
-  resumed receiver's checkpoint holds, and gets them as a bit array (`held`).
-* ADMISSION_QUERY, ADMISSION (on the same follow socket: section 17a): a simulation
-  closing asks whether the receiver took it or refused its HELLO, and why (`admission`).
-* RECEIPT_QUERY, RECEIPT (on the same follow socket: section 17b): a simulation closing
-  asks whether the receiver took it, has ingested its BYE, and how many of its samples
-  it refused as non-finite (`receipt`); ADMISSION is what an older receiver answers.
+* On a receiver's follow socket (never the stream's): HELD_QUERY, HELD (section 17:
+  which of a simulation's steps a resumed receiver's checkpoint holds, `held`),
+  ADMISSION_QUERY, ADMISSION (17a: whether it took the simulation, `admission`),
+  RECEIPT_QUERY, RECEIPT (17b: that, whether it ingested the BYE, and the samples
+  refused as non-finite, `receipt`).
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 
@@ -45,18 +41,16 @@ machine-readable `reason`; the receiver checks the rest against the HELLO.
 
 Modules, each importable alone; every public name is re-exported here, and callers use
 this package (``from melissa_trainer import wire``). The names of `held`, `admission`,
-`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`): a launched simulation's
-client never asks a follow socket or a prediction, and its start-up should not pay for
-their modules.
+`receipt` and `predict` are imported on first use (PEP 562, `_LAZY`): a launched
+simulation's client never asks a follow socket or a prediction, and its start-up should
+not pay for their modules.
 
 * `layout`: the bytes: constants, limits, dtypes, header `Struct`s, the `*_AT` offsets
   (the wire layout's one home: no other module of `stream` or `client` packs bytes);
 * `messages`: the decoded messages, `FieldSpec`, `ProtocolError`;
 * `encoding`: the frames and prebuilt headers a sender writes;
 * `decoding`: `decode`, the validation of one message, and `peek_simulation_id`;
-* `held`: the follow channel's messages, their encoding and validation;
-* `admission`: the admission query's messages, their encoding and validation;
-* `receipt`: the close receipt's messages (section 17b), their encoding and validation;
+* `held`, `admission`, `receipt`: the follow socket's messages (as above);
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
 """
@@ -66,15 +60,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from melissa_trainer.wire.checks import (
-    check_run_id,
-    dtype_code,
-    field_specs,
-)
-from melissa_trainer.wire.decoding import (
-    decode,
-    peek_simulation_id,
-)
+from melissa_trainer.wire.checks import check_run_id, dtype_code, field_specs
+from melissa_trainer.wire.decoding import decode, peek_simulation_id
 from melissa_trainer.wire.encoding import (
     batch_header_of,
     encode_abandon,

@@ -27,7 +27,9 @@ client in external mode returns only once every receiver confirms its BYE
 (`melissa_trainer.client.confirm`): a BYE that left the client is not yet one the
 trainer has. A query naming another run than the receiver's, of a simulation the
 receiver holds nothing of, is answered refused (``wrong_run``): that simulation's HELLO
-was dropped here, and its client is told so at once, with the fix. A query it cannot
+was dropped here, and its client is told so at once, with the fix. An ADMISSION_QUERY names
+no run: it is answered refused (``wrong_run``) for an id whose HELLO the ingest refused
+as another run's (`IngestState.wrong_runs`, bounded) and holds nothing of. A query it cannot
 confirm yet is held, at most `RECEIPT_HOLD` seconds, and answered as soon as it can be
 (the BYE ingested), or as things stand when the hold ends or `stop` comes: a trainer
 that ends as soon as the last BYE is in has confirmed it before its socket closes.
@@ -54,6 +56,7 @@ import zmq
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.stream.endpoints import advertised
+from melissa_trainer.stream.ingest_state import wrong_run_reason
 from melissa_trainer.stream.log_summary import REJECTED, LogSummary
 from melissa_trainer.wire import ProtocolError
 from melissa_trainer.wire.receipt import (
@@ -112,15 +115,21 @@ class Admissions(Protocol):
     @property
     def refused(self) -> list[tuple[int, str]]: ...
     @property
+    def wrong_runs(self) -> Mapping[int, str]: ...  # (id -> why: another run's HELLO)
+    @property
     def archive(self) -> Any: ...  # (its ``steps``: id -> steps, of the finished)
     @property
     def nonfinite(self) -> Any: ...  # (its ``by_simulation``: id -> samples refused)
 
 
-def admission_of(ingest: Admissions, simulation_id: int) -> tuple[int, str]:
+def admission_of(
+    ingest: Admissions, simulation_id: int, other_runs: bool = True
+) -> tuple[int, str]:
     """(ADMISSION status, reason) of a simulation at `ingest`: accepted if it holds a
     ledger or all the steps of it; refused (the last refusal's reason) if it refused
-    its HELLO and holds nothing of it; else unknown (no HELLO of it processed yet).
+    its HELLO and holds nothing of it, with `other_runs` also if it refused a HELLO of
+    that id as another run's (``wrong_run``: an ADMISSION_QUERY names no run, so the
+    asker is taken to be that simulation); else unknown (no HELLO of it processed yet).
     From the follow thread, while the ingesting thread runs: single reads and a copy of
     the refusal list, which that thread only appends to (no lock needed)."""
     if simulation_id in ingest.sims or ingest.archive.steps.get(simulation_id) is not None:
@@ -128,6 +137,9 @@ def admission_of(ingest: Admissions, simulation_id: int) -> tuple[int, str]:
     refused = [why for sid, why in list(ingest.refused) if sid == simulation_id]
     if refused:
         return protocol.ADMISSION_REFUSED, refused[-1]
+    other_run = ingest.wrong_runs.get(simulation_id) if other_runs else None
+    if other_run is not None:
+        return protocol.ADMISSION_REFUSED, other_run
     return protocol.ADMISSION_UNKNOWN, ""
 
 
@@ -145,15 +157,12 @@ def receipt_of(ingest: Admissions, run_id: str | None, query: ReceiptQuery) -> R
     nonfinite = int(ingest.nonfinite.by_simulation.get(sid, 0))
     other_run = None not in (run_id, query.run_id) and query.run_id != run_id
     if ledger is None and archived is None and other_run:
-        why = (
-            f"its HELLO named run {query.run_id}, and this receiver serves run {run_id} "
-            f"(wrong_run): the rendezvous it read was another trainer's, or went stale "
-            f"while it started; everything it sent here was dropped"
-        )
+        why = wrong_run_reason(str(query.run_id), run_id)
         return protocol.ADMISSION_REFUSED, RECEIPT_NO_BYE, why, 0, 0, 0
     if archived is not None:
         return protocol.ADMISSION_ACCEPTED, RECEIPT_FINISHED, "", int(archived), 0, nonfinite
-    status, reason = admission_of(ingest, sid)
+    # (the query names its run: another run's HELLO of this id is not the asker's)
+    status, reason = admission_of(ingest, sid, other_runs=False)
     if ledger is None:
         return status, RECEIPT_NO_BYE, reason, 0, 0, 0
     steps = int(ledger.completed)

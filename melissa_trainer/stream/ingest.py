@@ -235,6 +235,9 @@ class Ingest(IngestState):
         if hello.run_id is not None and self.run_id is not None and hello.run_id != self.run_id:
             # Before anything else: another run's simulation must not revive, or start,
             # a ledger under an id that this run's simulations use too.
+            # Remembered (bounded) for an older client's ADMISSION_QUERY, which names
+            # no run: answered refused at once instead of unknown until it gives up.
+            self.refuse_other_run(sid, hello.run_id)
             return self.reject(
                 "wrong_run",
                 sid,

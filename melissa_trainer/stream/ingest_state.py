@@ -10,40 +10,38 @@ record itself (`state_dict`, `load_state_dict`). What it does with each message 
 `ingest.Ingest`'s, its subclass; the receivers use `Ingest`. One thread (the ingester)
 changes it; the readers from other threads are named in their docstrings.
 
-The record is per rank: each receiver records the time steps sent to it (t with
-t % world_size == rank), so resuming on another number of ranks merges the k old
-records and re-splits them by step for the new routing: `melissa_trainer.stream.reshard`.
-Its version is `STATE_VERSION`; the upgrade of earlier versions is
-`common.migrations`' ("receiver").
+The record itself (what it holds, how a resume forgets the samples the buffer's
+snapshot lacks, its version `STATE_VERSION`) is `ingest_record`'s.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
-from melissa_trainer import wire as protocol
 from melissa_trainer.buffers import Sample
-from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import REJECT_REASONS, Assembly, StepLedger
+from melissa_trainer.stream.ingest_record import STATE_VERSION, held_of, load_record, record_of
 from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.recent_keys import RecentKeys
 from melissa_trainer.stream.schema import StudySchema
 from melissa_trainer.wire import FieldSpec
 
-__all__ = ["COUNTERS", "STATE_VERSION", "TAIL_COUNTERS", "IngestState", "telemetry_keys"]
+__all__ = [
+    "COUNTERS",
+    "STATE_VERSION",
+    "TAIL_COUNTERS",
+    "WRONG_RUNS_KEPT",
+    "IngestState",
+    "telemetry_keys",
+    "wrong_run_reason",
+]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-#: 3: finished simulations may be archived (``"archive"``); 2: a simulation's BYE counts
-#: are the steps sent to this receiver (protocol 2); in 1 they were over all receivers
-STATE_VERSION = CURRENT["receiver"]
 #: the ingest's counters, in telemetry order: these, the rejections, then the tail
 COUNTERS = ("messages", "bytes", "samples_put", "duplicates")
 TAIL_COUNTERS = (
@@ -55,11 +53,25 @@ TAIL_COUNTERS = (
     "connections_lost",
 )
 
+#: how many simulations refused as another run's `IngestState.wrong_runs` remembers (any
+#: number of ids may come from other runs: the oldest is forgotten first)
+WRONG_RUNS_KEPT = 1024
+
 
 def telemetry_keys() -> list[str]:
     """The fixed telemetry keys of every receiver (the same on every rank)."""
     reasons = [f"rejected_{r}" for r in REJECT_REASONS]
     return [*COUNTERS, "rejected", *reasons, *TAIL_COUNTERS]
+
+
+def wrong_run_reason(theirs: str, ours: str | None) -> str:
+    """Why a simulation whose HELLO named run `theirs` was refused by a receiver serving
+    run `ours` (``wrong_run``), as a client is told it."""
+    return (
+        f"its HELLO named run {theirs}, and this receiver serves run {ours} (wrong_run): "
+        f"the rendezvous it read was another trainer's, or went stale while it started; "
+        f"everything it sent here was dropped"
+    )
 
 
 class IngestState:
@@ -138,6 +150,12 @@ class IngestState:
         #: for non-finite data (``nonfinite="fail"``), in order (append-only: read by
         #: the launcher's thread)
         self.refused: list[tuple[int, str]] = []
+        #: simulation id -> why, of the last `WRONG_RUNS_KEPT` simulations whose HELLO
+        #: was refused as another run's (``wrong_run``): what an ADMISSION_QUERY, which
+        #: names no run, is answered (`follow_server.admission_of`). Apart from
+        #: `refused`: the launcher must not act on another run's ids. Written by the
+        #: ingester (`refuse_other_run`), read by the follow thread (one `get`).
+        self.wrong_runs: dict[int, str] = {}
         #: logs rejections and drops; the receiver ticks it when idle, flushes it at the end
         self.log = LogSummary(logger, f"receiver of rank {rank}", log_interval)
         self.messages = self.bytes = self.samples_put = self.duplicates = 0
@@ -157,6 +175,20 @@ class IngestState:
                 break
             n += 1
         return n
+
+    def refuse_other_run(self, simulation_id: int, theirs: str) -> None:
+        """Remember that the simulation's HELLO named run `theirs` (refused ``wrong_run``),
+        with the fix (an older client, asking ADMISSION_QUERY, adds none), forgetting the
+        oldest beyond `WRONG_RUNS_KEPT`."""
+        why = wrong_run_reason(theirs, self.run_id)
+        fix = (
+            ". Start it again (it reads the rendezvous afresh), with the same simulation "
+            "id; unset MELISSA_TRAINER_RUN_ID if its environment sets one"
+        )
+        self.wrong_runs.pop(simulation_id, None)  # (a repeated id: the newest again)
+        self.wrong_runs[simulation_id] = why + fix
+        if len(self.wrong_runs) > WRONG_RUNS_KEPT:
+            del self.wrong_runs[next(iter(self.wrong_runs))]
 
     @property
     def simulations_abandoned(self) -> int:
@@ -289,7 +321,8 @@ class IngestState:
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        """The dedup record (JSON-serializable; bit arrays and recent keys as base64).
+        """The dedup record (JSON-serializable; bit arrays and recent keys as base64):
+        `ingest_record.record_of`.
 
         It holds, per simulation with a ledger, its declaration and the bit array of the
         steps received (`StepLedger.to_state`), the finished simulations archived
@@ -297,117 +330,26 @@ class IngestState:
         the counters, and the keys of the last samples put (``recent``): the trainer
         snapshots the buffer before this record, so the samples recorded after the
         buffer's snapshot are forgotten at `load_state_dict` and accepted again when
-        re-sent. Per rank: each receiver's own (see the module docstring). Called by the
+        re-sent. Per rank: each receiver's own (see `ingest_record`). Called by the
         ingester alone (see `IngestLoop.snapshot`).
         """
-        self.archive_due()
-        recent = np.array(list(self.recent), dtype="<u8").reshape(-1)
-        counters = {k: int(v) for k, v in self.telemetry().items()}
-        # A snapshot taken while a put blocks records its samples (marked, in `recent`):
-        # count them as put too, so that `load_state_dict` subtracts, from a counter that
-        # has them, those the buffer's snapshot lacks (without this a resume was one
-        # sample short, a whole batch with BATCH messages). Those the put had already
-        # placed before the snapshot are in the buffer's count and stay counted.
-        counters["samples_put"] += self.in_flight
-        return {
-            "version": STATE_VERSION,
-            "rank": self.rank,
-            "world_size": self.world,
-            "simulations": {str(s): rec.to_state() for s, rec in self.sims.items()},
-            "archive": self.archive.to_state(),
-            "abandoned": sorted(self.abandoned),
-            "replaced": sorted(self.replaced),
-            "schema": self.schema.to_json(),
-            "marked": self.marked,
-            "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
-            "counters": counters,
-        }
+        return record_of(self)
 
     def load_state_dict(self, state: dict[str, Any], buffer_put: int) -> None:
         """Restore a `state_dict()` record of the current version (the receiver upgrades
-        older ones) into this ingest, which has seen nothing yet.
+        older ones) into this ingest, which has seen nothing yet: `ingest_record.load_record`.
 
         `buffer_put` is the restored buffer's put count. The trainer snapshots the
         buffer before this record, so the samples recorded after the buffer's snapshot
         (the last ``marked - buffer_put`` keys) are not in it: they are forgotten here
         and accepted again when re-sent.
         """
-        self.sims = {
-            int(s): StepLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
-        }
-        self.archive.load_state(state.get("archive"))
-        both = self.sims.keys() & self.archive.steps.keys()
-        if both:  # one or the other, never both: which steps it has would be ambiguous
-            raise ValueError(
-                f"invalid receiver state: simulation {min(both)} has both a ledger and an "
-                "archive entry"
-            )
-        raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
-        self.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
-        counters = {k: int(v) for k, v in state["counters"].items()}
-        self.messages, self.bytes = counters.get("messages", 0), counters.get("bytes", 0)
-        self.samples_put, self.duplicates = (
-            counters.get("samples_put", 0),
-            counters.get("duplicates", 0),
-        )
-        self.incomplete_dropped = counters.get("incomplete_dropped", 0)
-        self.ignored_after_end = counters.get("ignored_after_end", 0)
-        self.connections_lost = counters.get("connections_lost", 0)  # (absent before)
-        self.nonfinite.refused = counters.get("nonfinite_refused", 0)  # (absent before)
-        self.rejected.update({r: counters.get(f"rejected_{r}", 0) for r in REJECT_REASONS})
-        self.abandoned = {int(s) for s in state.get("abandoned", [])}
-        self.replaced = {int(s) for s in state.get("replaced", [])}
-        self.schema.load_json(state.get("schema"))
-        self._forget_after(int(state["marked"]), buffer_put)
+        load_record(self, state, buffer_put)
 
     def held_record(self) -> dict[int, tuple[int, int, bytes]]:
         """What this ingest holds of each simulation, as a follow socket answers it
         (`follow_server`): simulation id -> (HELD status, bit count, bit array of the
-        local steps completed). Taken once, after `load_state_dict` and before the
-        stream starts (the ingester's thread has not started: no lock needed)."""
-        out: dict[int, tuple[int, int, bytes]] = {}
-        for sid in self.archive.steps:
-            out[sid] = (protocol.HELD_FINISHED, 0, b"")
-        for sid, rec in self.sims.items():
-            if rec.finished:
-                out[sid] = (protocol.HELD_FINISHED, 0, b"")
-            else:
-                nbits = rec.frontier
-                out[sid] = (protocol.HELD_STEPS, nbits, bytes(rec.done[: (nbits + 7) // 8]))
-        for sid in self.abandoned:
-            out[sid] = (protocol.HELD_ABANDONED, 0, b"")
-        return out
-
-    def _forget_after(self, marked: int, buffer_put: int) -> None:
-        """After `load_state_dict`: forget the last ``marked - buffer_put`` samples
-        recorded (not in the buffer's snapshot), then find the finished simulations."""
-        behind = marked - buffer_put
-        if behind > len(self.recent) or behind < 0:
-            logger.warning(
-                "receiver record (%d samples) and buffer (%d put) disagree beyond the "
-                "recent list: some samples may be lost or seen twice",
-                marked,
-                buffer_put,
-            )
-        forgotten = 0
-        for _ in range(max(0, min(behind, len(self.recent)))):
-            sim, t = self.recent.pop()
-            if sim in self.sims:
-                rec = self.sims[sim]
-                # A step forgotten here was not in the buffer's snapshot: its simulation
-                # is not finished after all (it must re-send that step), and its put is
-                # not counted (it is counted again when the step is put again).
-                if rec.unmark(t // self.world):
-                    forgotten += 1
-                    rec.finished = False
-        self.samples_put = max(0, self.samples_put - forgotten)
-        self.finished_ids = list(self.archive.steps)
-        for sid, rec in self.sims.items():
-            if rec.finished:  # archived after `recent_size` more puts, as if finished now
-                self.finished_ids.append(sid)
-                self.archive.finished(sid, buffer_put)
-        self.simulations_finished = len(self.finished_ids)
-        self.marked = buffer_put
-        for rec in list(self.sims.values()):  # complete already (an upgraded state)
-            if not rec.finished and len(rec.byes) >= rec.client_count:
-                self.check_finished(rec)
+        local steps completed) (`ingest_record.held_of`). Taken once, after
+        `load_state_dict` and before the stream starts (the ingester's thread has not
+        started: no lock needed)."""
+        return held_of(self)

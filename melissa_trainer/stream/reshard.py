@@ -58,7 +58,7 @@ from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.ingest import Ingest
-from melissa_trainer.stream.ingest_state import STATE_VERSION
+from melissa_trainer.stream.ingest_record import STATE_VERSION
 
 __all__ = ["reshard_states"]
 

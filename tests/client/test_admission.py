@@ -6,6 +6,7 @@ counted and ignored."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -90,6 +91,38 @@ def test_close_raises_for_a_refused_simulation_and_not_for_an_accepted_one(
         launched = Client(simulation_id=3, fields={"u": ((5,), np.float64)})
         launched.send(0, u=np.zeros(5))
         launched.close()
+
+
+def test_an_older_client_of_another_run_is_told_wrong_run_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rendezvous the solver read names run-a and a follow socket without RECEIPT_QUERY
+    # (13 missing from follow_kinds: the client asks ADMISSION_QUERY, as an older Python
+    # client and the C client do); the receiver there serves run-b and drops its HELLO
+    # (wrong_run). The query names no run: the receiver's record of that refusal answers
+    # refused with the reason and the fix, instead of unknown until the client gives up
+    # and only warns.
+    read, served = tmp_path / "read", tmp_path / "served"
+    read.mkdir()
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(read))
+    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    with running(rendezvous_dir=served, fields={"u": ((4,), np.float64)}, run_id="run-b") as rec:
+        entry = json.loads((served / "rank_0.json").read_text())
+        older = {**entry, "run_id": "run-a", "follow_kinds": [P.HELD_QUERY, P.ADMISSION_QUERY]}
+        (read / "rank_0.json").write_text(json.dumps(older))
+        client = Client(simulation_id=3, fields={"u": ((4,), np.float64)})
+        assert client.run_id == "run-a"
+        client.send(0, u=np.zeros(4))
+        deadline = time.monotonic() + 60  # (the HELLO processed: the answer is decided)
+        while rec.telemetry()["rejected_wrong_run"] < 1:
+            assert time.monotonic() < deadline, "the HELLO was not refused"
+            time.sleep(0.01)
+        with pytest.raises(SimulationRefused, match=r"serves run run-b \(wrong_run\)") as caught:
+            client.close()
+        assert rec.refused() == []  # (another run's: not this run's launcher's to kill)
+    assert "Start it again (it reads the rendezvous afresh)" in str(caught.value)
+    assert client.admission_rejected == {}
 
 
 def test_admission_round_trips_and_rejects_what_breaks_its_rules() -> None:

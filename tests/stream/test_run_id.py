@@ -23,6 +23,9 @@ from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
+from melissa_trainer.stream.follow_server import admission_of
+from melissa_trainer.stream.ingest import Ingest
+from melissa_trainer.stream.ingest_state import WRONG_RUNS_KEPT
 
 FIELDS = {"u": ((3,), "float32")}
 
@@ -178,3 +181,30 @@ def test_the_c_client_sends_the_run_id_and_refuses_another_runs_rendezvous(
     assert hello.client == "c"  # which client sent it (the launcher's advice)
     python_hello = P.encode_hello(5, 0, 1, hello.fields, run_id="runB", client="c")
     assert bytes(c_messages[0][0]) == python_hello
+
+
+def test_hellos_of_other_runs_answer_admission_refused_and_the_record_is_bounded() -> None:
+    # An ADMISSION_QUERY names no run: the ingest remembers the ids it refused as another
+    # run's (``wrong_run``), at most WRONG_RUNS_KEPT of them (any number may come), and
+    # never in `refused` (the launcher would kill this run's simulation of that id).
+    field = P.FieldSpec("u", np.dtype("<f4"), (3,))
+    ing = Ingest(
+        0, 1, put=lambda s: True, end=lambda why: None, expected=None,
+        max_field_bytes=1 << 20, max_pending=8, max_pending_bytes=1 << 20,
+        max_time_step=1 << 20, recent_size=8, run_id="runB",
+    )  # fmt: skip
+    for sid in range(WRONG_RUNS_KEPT + 1):
+        ing.hello(P.Hello(sid, 0, 1, (field,), run_id="runA"))
+    ing.hello(P.Hello(1, 0, 1, (field,), run_id="runA"))  # (again: the newest now)
+    assert len(ing.wrong_runs) == WRONG_RUNS_KEPT and ing.refused == []
+    assert ing.rejected["wrong_run"] == WRONG_RUNS_KEPT + 2
+    assert admission_of(ing, 0) == (P.ADMISSION_UNKNOWN, "")  # (the oldest, forgotten)
+    status, why = admission_of(ing, 1)
+    assert status == P.ADMISSION_REFUSED
+    assert "named run runA, and this receiver serves run runB (wrong_run)" in why
+    assert "Start it again" in why
+    # a query that names its run (RECEIPT_QUERY) is not answered from this record
+    assert admission_of(ing, 1, other_runs=False) == (P.ADMISSION_UNKNOWN, "")
+    # this run's simulation of that id, once its HELLO is in: accepted
+    ing.hello(P.Hello(1, 0, 1, (field,), run_id="runB"))
+    assert admission_of(ing, 1) == (P.ADMISSION_ACCEPTED, "")

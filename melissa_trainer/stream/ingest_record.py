@@ -1,0 +1,145 @@
+"""The ingest's checkpoint record: what `IngestState.state_dict` writes, what
+`IngestState.load_state_dict` restores, and what a follow socket answers of it
+(`held_of`).
+
+The record is per rank: each receiver records the time steps sent to it (t with
+t % world_size == rank), so resuming on another number of ranks merges the k old
+records and re-splits them by step for the new routing: `melissa_trainer.stream.reshard`.
+Its version is `STATE_VERSION`; the upgrade of earlier versions is
+`common.migrations`' ("receiver"). These functions read and write the `IngestState`
+they are given through its public attributes; it calls them, from the ingester's
+thread (or before that thread starts), as its methods' bodies.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.common.migrations import CURRENT
+from melissa_trainer.stream.assembly import REJECT_REASONS, StepLedger
+
+if TYPE_CHECKING:
+    from melissa_trainer.stream.ingest_state import IngestState
+
+__all__ = ["STATE_VERSION", "held_of", "load_record", "record_of"]
+
+logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
+
+#: 3: finished simulations may be archived (``"archive"``); 2: a simulation's BYE counts
+#: are the steps sent to this receiver (protocol 2); in 1 they were over all receivers
+STATE_VERSION = CURRENT["receiver"]
+
+
+def record_of(ingest: IngestState) -> dict[str, Any]:
+    """`ingest`'s dedup record (`IngestState.state_dict`, which documents it)."""
+    ingest.archive_due()
+    recent = np.array(list(ingest.recent), dtype="<u8").reshape(-1)
+    counters = {k: int(v) for k, v in ingest.telemetry().items()}
+    # A snapshot taken while a put blocks records its samples (marked, in `recent`):
+    # count them as put too, so that `load_record` subtracts, from a counter that
+    # has them, those the buffer's snapshot lacks (without this a resume was one
+    # sample short, a whole batch with BATCH messages). Those the put had already
+    # placed before the snapshot are in the buffer's count and stay counted.
+    counters["samples_put"] += ingest.in_flight
+    return {
+        "version": STATE_VERSION,
+        "rank": ingest.rank,
+        "world_size": ingest.world,
+        "simulations": {str(s): rec.to_state() for s, rec in ingest.sims.items()},
+        "archive": ingest.archive.to_state(),
+        "abandoned": sorted(ingest.abandoned),
+        "replaced": sorted(ingest.replaced),
+        "schema": ingest.schema.to_json(),
+        "marked": ingest.marked,
+        "recent": base64.b64encode(recent.tobytes()).decode("ascii"),
+        "counters": counters,
+    }
+
+
+def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> None:
+    """Restore a `record_of` record of the current version into `ingest`, which has
+    seen nothing yet (`IngestState.load_state_dict`, which documents `buffer_put`)."""
+    ingest.sims = {
+        int(s): StepLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
+    }
+    ingest.archive.load_state(state.get("archive"))
+    both = ingest.sims.keys() & ingest.archive.steps.keys()
+    if both:  # one or the other, never both: which steps it has would be ambiguous
+        raise ValueError(
+            f"invalid receiver state: simulation {min(both)} has both a ledger and an archive entry"
+        )
+    raw = np.frombuffer(base64.b64decode(state["recent"], validate=True), "<u8")
+    ingest.recent.extend((int(s), int(t)) for s, t in raw.reshape(-1, 2))
+    counters = {k: int(v) for k, v in state["counters"].items()}
+    ingest.messages, ingest.bytes = counters.get("messages", 0), counters.get("bytes", 0)
+    ingest.samples_put, ingest.duplicates = (
+        counters.get("samples_put", 0),
+        counters.get("duplicates", 0),
+    )
+    ingest.incomplete_dropped = counters.get("incomplete_dropped", 0)
+    ingest.ignored_after_end = counters.get("ignored_after_end", 0)
+    ingest.connections_lost = counters.get("connections_lost", 0)  # (absent before)
+    ingest.nonfinite.refused = counters.get("nonfinite_refused", 0)  # (absent before)
+    ingest.rejected.update({r: counters.get(f"rejected_{r}", 0) for r in REJECT_REASONS})
+    ingest.abandoned = {int(s) for s in state.get("abandoned", [])}
+    ingest.replaced = {int(s) for s in state.get("replaced", [])}
+    ingest.schema.load_json(state.get("schema"))
+    _forget_after(ingest, int(state["marked"]), buffer_put)
+
+
+def held_of(ingest: IngestState) -> dict[int, tuple[int, int, bytes]]:
+    """What `ingest` holds of each simulation, as a follow socket answers it
+    (`IngestState.held_record`, which says when it is taken)."""
+    out: dict[int, tuple[int, int, bytes]] = {}
+    for sid in ingest.archive.steps:
+        out[sid] = (protocol.HELD_FINISHED, 0, b"")
+    for sid, rec in ingest.sims.items():
+        if rec.finished:
+            out[sid] = (protocol.HELD_FINISHED, 0, b"")
+        else:
+            nbits = rec.frontier
+            out[sid] = (protocol.HELD_STEPS, nbits, bytes(rec.done[: (nbits + 7) // 8]))
+    for sid in ingest.abandoned:
+        out[sid] = (protocol.HELD_ABANDONED, 0, b"")
+    return out
+
+
+def _forget_after(ingest: IngestState, marked: int, buffer_put: int) -> None:
+    """After `load_record`: forget the last ``marked - buffer_put`` samples recorded
+    (not in the buffer's snapshot), then find the finished simulations."""
+    behind = marked - buffer_put
+    if behind > len(ingest.recent) or behind < 0:
+        logger.warning(
+            "receiver record (%d samples) and buffer (%d put) disagree beyond the "
+            "recent list: some samples may be lost or seen twice",
+            marked,
+            buffer_put,
+        )
+    forgotten = 0
+    world = ingest.world
+    for _ in range(max(0, min(behind, len(ingest.recent)))):
+        sim, t = ingest.recent.pop()
+        if sim in ingest.sims:
+            rec = ingest.sims[sim]
+            # A step forgotten here was not in the buffer's snapshot: its simulation
+            # is not finished after all (it must re-send that step), and its put is
+            # not counted (it is counted again when the step is put again).
+            if rec.unmark(t // world):
+                forgotten += 1
+                rec.finished = False
+    ingest.samples_put = max(0, ingest.samples_put - forgotten)
+    ingest.finished_ids = list(ingest.archive.steps)
+    for sid, rec in ingest.sims.items():
+        if rec.finished:  # archived after `recent_size` more puts, as if finished now
+            ingest.finished_ids.append(sid)
+            ingest.archive.finished(sid, buffer_put)
+    ingest.simulations_finished = len(ingest.finished_ids)
+    ingest.marked = buffer_put
+    for rec in list(ingest.sims.values()):  # complete already (an upgraded state)
+        if not rec.finished and len(rec.byes) >= rec.client_count:
+            ingest.check_finished(rec)

@@ -56,10 +56,7 @@ from typing import Any, NoReturn
 import numpy as np
 import torch
 
-from melissa_trainer.core.loss_per_simulation_state import (  # _SHARED: its old path
-    _SHARED,  # noqa: F401
-    SimulationLossesState,
-)
+from melissa_trainer.core.loss_per_simulation_state import SimulationLossesState
 from melissa_trainer.core.loss_steps import DEFAULT_SIMULATION_LOSS_STEPS, resolve_loss_steps
 from melissa_trainer.core.loss_sums import gather_sums, sum_per_id, sum_per_row
 from melissa_trainer.core.period_losses import PeriodLosses

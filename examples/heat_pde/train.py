@@ -271,9 +271,10 @@ def plot_comparison(
 
 def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
     """An adaptive sampler's draws: how many, how many explored (not steered by the
-    losses), how many simulations it observed, and how its draws were made in its own
-    terms (`drawn_by`); None for a fixed design, or on ranks that do not run the
-    launcher."""
+    losses), how many simulations it observed, how many of their losses it held at its
+    last draw (below its `min_observations`, none of its draws could adapt: the study's
+    account warns of it), and how its draws were made in its own terms (`drawn_by`);
+    None for a fixed design, or on ranks that do not run the launcher."""
     sampler = None if launcher is None else launcher.sampler
     if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
@@ -281,6 +282,7 @@ def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
         "draws": sampler.position,
         "explored": int(getattr(sampler, "explored", sampler.position)),
         "observed": len(sampler.observations),
+        "observed_at_last_draw": sampler.observed_at_draw,  # (None: no draw in this run)
         "drawn_by": drawn_by(sampler),
     }
 
@@ -380,8 +382,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print_refused(summary, opts.nonfinite)
     if summary["sampler"]:
         drawn = summary["sampler"]
+        at_last = drawn["observed_at_last_draw"]
         print(
             f"{opts.sampler}: {drawn['drawn_by']}; {drawn['observed']} simulations' losses observed"
+            + ("" if at_last is None else f" ({at_last} of them by its last draw)")
         )
     if summary["plot"]:
         print(f"prediction vs truth: {summary['plot']}")

@@ -335,13 +335,18 @@ def log_account(
     outcomes: Sequence[SimulationOutcome],
     samples: Mapping[int, tuple[int, int]],
     sampler: Sampler | None = None,
+    warnings: Sequence[str] = (),
 ) -> tuple[list[str], bool]:
-    """Log `study_account` (and `sampler_line`): a WARNING (shown by Python's default
-    logging) when some simulation contributed no sample, else INFO. Returns the lines
-    and whether they were a WARNING."""
+    """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
+    adaptive sampler that steered no draw, `melissa_trainer.study.feedback`), as one
+    record: a WARNING (shown by Python's default logging) when some simulation
+    contributed no sample or there are `warnings`, else INFO. Returns the lines and
+    whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:
         lines.append(extra)
-    logger.log(logging.WARNING if some_none else logging.INFO, "%s", "\n".join(lines))
-    return lines, some_none
+    lines.extend(warnings)
+    warned = some_none or bool(warnings)
+    logger.log(logging.WARNING if warned else logging.INFO, "%s", "\n".join(lines))
+    return lines, warned

@@ -102,6 +102,10 @@ class AdaptiveSampler(BoxSampler):
         #: how many times the observations kept changed (a new one, a re-observation, a
         #: loaded state): what a subclass computes from them alone is valid while it stays
         self._changes = 0
+        #: how many observations were kept at the latest draw of this process (None before
+        #: its first draw; not saved): a study that drew everything before it held
+        #: enough of them adapted none of its draws (`melissa_trainer.study.feedback`)
+        self.observed_at_draw: int | None = None
 
     @property
     def _observed(self) -> OrderedDict[int, Observation]:
@@ -193,6 +197,7 @@ class AdaptiveSampler(BoxSampler):
         self._changes += 1
 
     def _draw(self, index: int) -> dict[str, float]:
+        self.observed_at_draw = len(self._losses)
         proposed = self._propose(index)
         return self._inside(proposed, f"{type(self).__name__}._propose({index})")
 

@@ -53,7 +53,8 @@ the simulations: the processes). The study owns what joins them:
   `resume_report` says which (printed by `ProgressHook` after "resumed from").
 * **The end-of-run account.** `stop` logs which simulations contributed no sample and
   why, and what an adaptive sampler drew (`launcher.account`): a WARNING when some
-  contributed none; otherwise `account_report`, which `ProgressHook` prints.
+  contributed none, or when the losses reached the sampler too late to steer any draw
+  (`study.feedback`); otherwise `account_report`, which `ProgressHook` prints.
 
 Without a launcher ("external mode") there is no study: give the trainer a
 `StreamSource(ReceiverConfig(expected_simulations=N))` and start the simulations
@@ -81,6 +82,7 @@ from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
 from melissa_trainer.study.launch import (
@@ -147,13 +149,12 @@ class Study(Source):
         self._failed = False  # wait_for raised: training stops with an error
         self._preempted = False  # on_preempted: stop need not wait either
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
-        #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`
-        #: prints it after its "resumed from" line)
+        #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
-        #: rank 0, after `stop`: the end-of-run account when it was not a WARNING
-        #: (`ProgressHook` prints it at the end of training)
+        #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
         self.account_report: list[str] = []
         self._accounted = False  # the end-of-run account was logged (`stop`)
+        self.feedback = FeedbackCheck()  # rank 0: did the losses steer a draw? (`stop`)
         #: rank 0: says once when training has waited long for the first data
         self.first_data = FirstDataNotice()
 
@@ -212,6 +213,7 @@ class Study(Source):
         abandon, redrawn = receiver_notices(rendezvous)
         receiver.report_refusals_to_launcher()  # (before any simulation runs)
         study_dir = (self._output_dir or rendezvous.parent) / "study"
+        self.feedback.started(launcher.sampler, launcher.n_simulations)  # (before any draw)
         launcher.start(
             rendezvous,
             heartbeat=receiver.activity,
@@ -255,9 +257,7 @@ class Study(Source):
             return
         try:
             self.launcher.check()
-        except Exception as exc:
-            # (`from None`: the launcher's error is this one's message; chained, its
-            # report would print twice. It stays reachable as __context__.)
+        except Exception as exc:  # (`from None`: chained, its report would print twice)
             raise SourceError(f"the simulation study failed: {exc}") from None
 
     def _check_not_waiting_forever(self) -> None:
@@ -299,15 +299,14 @@ class Study(Source):
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
-                # which simulations contributed nothing, and why (`launcher.account`):
-                # once, though the trainer stops its source twice (before its end hooks,
-                # and again in its `finally`), else a WARNING account is said twice
+                # the account (`launcher.account`), once: the trainer stops its source
+                # twice (before its end hooks, and in its `finally`)
                 if not self._accounted:
                     self._accounted = True
                     samples = receiver.ingest.samples_of() if receiver else {}
-                    lines, warned = log_account(
-                        self.launcher.outcomes(), samples, self.launcher.sampler
-                    )
+                    sampler = self.launcher.sampler
+                    late = self.feedback.lines(sampler)  # (no draw steered: a WARNING)
+                    lines, warned = log_account(self.launcher.outcomes(), samples, sampler, late)
                     self.account_report = [] if warned else lines
         finally:
             self.stream.stop()
@@ -340,6 +339,7 @@ class Study(Source):
         if not self.adaptive:
             return [StudyEvents(self)]
         steps = resolve_loss_steps(args.simulation_loss_steps, wanted=True)
+        self.feedback.loss_steps = steps
         return [SimulationLossTracker(steps), AdaptiveFeed(self), StudyEvents(self)]
 
     def observe_simulation_losses(self, updated: Mapping[int, SimulationLoss]) -> None:

@@ -107,6 +107,9 @@ def test_heat_example_samples_with_the_density_sampler(tmp_path: Path) -> None:
     check_run(summary, out)
     drawn = summary["sampler"]
     assert drawn["draws"] == SIMULATIONS and drawn["observed"] > 0
+    # the losses it held when it made its last draw (the end's are observed after it)
+    assert 0 <= drawn["observed_at_last_draw"] <= drawn["observed"]
+    assert "of them by its last draw" in proc.stdout
     assert "with the high-loss warp" in drawn["drawn_by"]
     assert f"density: of {SIMULATIONS} draws" in proc.stdout
 

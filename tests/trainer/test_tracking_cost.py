@@ -21,7 +21,13 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from melissa_trainer.core import loss_per_simulation, loss_sums, period_losses, sample_losses
+from melissa_trainer.core import (
+    loss_per_simulation,
+    loss_per_simulation_state,
+    loss_sums,
+    period_losses,
+    sample_losses,
+)
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.loss_sums import sum_per_id
 from melissa_trainer.core.period_losses import PeriodLosses
@@ -381,7 +387,7 @@ def test_the_statistics_columns_reduce_as_one_row_per_simulation_did() -> None:
     # a state whose ids are not in order (written by hand): read as the same statistics
     state = losses.state_dict()
     order = rng.permutation(len(state["ids"]))
-    shuffled = {k: (v[order] if k in loss_per_simulation._SHARED[:5] else v)
+    shuffled = {k: (v[order] if k in loss_per_simulation_state._SHARED[:5] else v)
                 for k, v in state.items()}  # fmt: skip
     restored = SimulationLosses(torch.device("cpu"), distributed=False)
     restored.load_state_dict(shuffled)

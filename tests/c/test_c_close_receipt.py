@@ -14,6 +14,8 @@ receipts."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,7 +24,7 @@ from pathlib import Path
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
+from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 
 from melissa_trainer import wire as P
@@ -329,3 +331,52 @@ def test_the_fake_answers_are_valid_receipts() -> None:
     reply = decode_receipt(receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_BYE, steps=3,
                                    bye_steps=3))  # fmt: skip
     assert (reply.request_id, reply.bye, reply.bye_steps) == (5, RECEIPT_BYE, 3)
+
+
+FORTRAN_SOLVER = """
+program gone
+  use, intrinsic :: iso_c_binding
+  use melissa_trainer
+  implicit none
+  type(mt_client_t) :: client
+  real(c_float) :: u(4)
+  integer :: t, ierr
+  u = 1
+  call mt_create(client)
+  call mt_set_simulation_id(client, 3_c_int64_t)
+  call mt_set_disconnected_timeout(client, 1.0_c_double)
+  call mt_declare_field(client, 'u', MT_FLOAT32, shape(u))
+  call mt_start(client)
+  do t = 0, 2
+    call mt_send(client, t, 'u', u)
+  end do
+  call mt_close(client, ierr)
+  print '(l1, 1x, i0)', ierr == MT_ETIMEDOUT, ierr
+  print '(a)', mt_error_message(client)
+end program
+"""
+
+
+@pytest.mark.timeout(180)
+def test_a_fortran_solver_gets_the_status_when_the_trainer_goes_away(
+    c_client: CClient,  # noqa: F811
+    sink: str,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """mt_set_disconnected_timeout and MT_ETIMEDOUT through the Fortran module."""
+    binary = compile_fortran_program(c_client, FORTRAN_SOLVER, tmp_path, "gone")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
+    env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
+
+    def answer(query: ReceiptQuery, before: int) -> bytes:
+        return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_NO_BYE)
+
+    with follow_socket(zctx, answer, gone_after=1) as (follow, asked, _):
+        publish(tmp_path / "rv", sink, follow)
+        run = subprocess.run([str(binary)], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    first, message = run.stdout.splitlines()[:2]
+    assert first == f"T {MT_ETIMEDOUT}", run.stdout
+    assert_says_run_again(message)
+    assert asked and asked[0].bye_steps == STEPS

@@ -24,7 +24,13 @@ from pathlib import Path
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
+from compiled import (  # noqa: F401 (fixtures)
+    SANITIZER_ENV,
+    CClient,
+    c_client,
+    compile_fortran_program,
+    sanitized_c_client,
+)
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 
 from melissa_trainer import wire as P
@@ -380,3 +386,49 @@ def test_a_fortran_solver_gets_the_status_when_the_trainer_goes_away(
     assert first == f"T {MT_ETIMEDOUT}", run.stdout
     assert_says_run_again(message)
     assert asked and asked[0].bye_steps == STEPS
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_receipt_paths_under_sanitizers(
+    sanitized_c_client: CClient,  # noqa: F811
+    sink: str,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Not yet then ingested (with a non-finite warning), refused, every sample
+    non-finite, gone, rewritten and the close timeout, under AddressSanitizer and UBSan:
+    no leak (the sockets, monitors and the rendezvous read again), no error."""
+    exe = sanitized_c_client.build_dir / "tests" / "mt_script"
+
+    def later(query: ReceiptQuery, before: int) -> bytes:
+        if before == 0:
+            return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_NO_BYE)
+        return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_BYE, steps=3, bye_steps=3,
+                       nonfinite=1)  # fmt: skip
+
+    def refused(query: ReceiptQuery, before: int) -> bytes:
+        return receipt(query, P.ADMISSION_REFUSED, RECEIPT_NO_BYE, "(wrong_run) another run")
+
+    def all_nonfinite(query: ReceiptQuery, before: int) -> bytes:
+        return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_FINISHED, steps=3, nonfinite=3)
+
+    def not_yet(query: ReceiptQuery, before: int) -> bytes:
+        if before == 0:
+            publish(tmp_path / "rewritten", sink, "tcp://127.0.0.1:1", run="run-b")
+        return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_NO_BYE)
+
+    cases: list[tuple[str, Answer, int | None, tuple[str, ...], int]] = [
+        ("later", later, None, (), 0),
+        ("refused", refused, None, (), MT_ESIMREFUSED),
+        ("nonfinite", all_nonfinite, None, (), MT_ESIMREFUSED),
+        ("gone", not_yet, 1, ("disconnected_timeout 1",), MT_ETIMEDOUT),
+        ("rewritten", not_yet, None, (), MT_ETIMEDOUT),
+        ("timeout", not_yet, None, ("close_timeout 1",), MT_ETIMEDOUT),
+    ]
+    for name, answer, gone_after, setup, expected in cases:
+        with follow_socket(zctx, answer, gone_after) as (follow, _, _):
+            publish(tmp_path / name, sink, follow)
+            code, message, err = close_status(exe, tmp_path / name, *setup, **SANITIZER_ENV)
+        assert code == expected, (name, message)
+        assert "ERROR" not in err and "runtime error" not in err, err

@@ -12,7 +12,10 @@
  * with growing pauses, for up to ADMISSION_TIMEOUT seconds. Nothing is decided without an
  * answer: the rendezvous rewritten or marked stopped since, another run's endpoints, a
  * receiver without a follow socket (an older trainer): nothing is asked; a malformed
- * reply is ignored; no decided answer in time: a warning on stderr, MT_OK as before. */
+ * reply is ignored; no decided answer in time: a warning on stderr, MT_OK as before.
+ * A trainer whose receivers answer RECEIPT_QUERY is asked that instead (receipt.c: it
+ * carries the admission, and whether the BYE was ingested); this question is for older
+ * ones. The follow socket's DEALER and reader are shared with receipt.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -80,9 +83,7 @@ typedef struct {
     const char *last;
 } ignored;
 
-/* One whole message on `s`: its first frame into `buf` (*len bytes, cut at `cap`), its
- * frames counted in *frames; 0, or the errno. */
-static int receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
+int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
     *frames = 0;
     int more = 1;
     while (more) {
@@ -126,7 +127,7 @@ static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double dead
             if (ready <= 0) break; /* (the deadline) */
             size_t len = 0;
             int frames = 0;
-            if (receive(s, buf, cap, &len, &frames) != 0) break;
+            if (mt_follow_receive(s, buf, cap, &len, &frames) != 0) break;
             mt_admission a;
             const char *why = frames != 1 ? "unexpected_frame"
                                           : mt_admission_parse(buf, len, c->simulation_id, id,

@@ -288,6 +288,9 @@ mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
  * a PAIR connected there before the DEALER connects. */
 void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
                      void **pair);
+/* One whole message on `s` (readable: polled first): its first frame into `buf` (*len
+ * bytes, cut at `cap`), its frames counted in *frames; 0, or the errno. */
+int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames);
 /* The refusal's message (MT_ESIMREFUSED), as the Python client's SimulationRefused (with
  * its fix when the reason names other fields or another run). */
 mt_status mt_admission_refused(mt_client *c, size_t rank, const char *endpoint,

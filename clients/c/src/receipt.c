@@ -145,24 +145,6 @@ static bool linked_now(void *monitor, bool linked) {
     }
 }
 
-/* One whole message on `s`: its first frame into `buf` (*len bytes, cut at `cap`), its
- * frames counted; 0, or the errno. */
-static int receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
-    *frames = 0;
-    int more = 1;
-    while (more) {
-        int n;
-        while ((n = zmq_recv(s, *frames == 0 ? buf : NULL, *frames == 0 ? cap : 0,
-                             ZMQ_DONTWAIT)) < 0 && errno == EINTR)
-            continue;
-        if (n < 0) return errno;
-        if ((*frames)++ == 0) *len = (size_t)n < cap ? (size_t)n : cap; /* (cut) */
-        size_t size = sizeof more;
-        if (zmq_getsockopt(s, ZMQ_RCVMORE, &more, &size) != 0) return errno;
-    }
-    return 0;
-}
-
 /* The round's state shared by its steps. */
 typedef struct asking {
     mt_client *c;
@@ -217,7 +199,7 @@ static mt_status collect(asking *a, double until) {
             size_t len = 0;
             int frames = 0;
             if (!(items[r].revents & ZMQ_POLLIN)) continue;
-            if (receive(p->s, a->buf, BUF_CAP, &len, &frames) != 0) continue;
+            if (mt_follow_receive(p->s, a->buf, BUF_CAP, &len, &frames) != 0) continue;
             mt_receipt got;
             const char *why = frames != 1 ? "unexpected_frame"
                               : p->asked == 0 ? "bad_request_id"

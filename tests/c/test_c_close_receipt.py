@@ -90,8 +90,12 @@ def follow_socket(
                 continue
             identity, frame = router.recv_multipart()
             kinds.append(frame[P.KIND_AT])
-            if frame[P.KIND_AT] != P.RECEIPT_QUERY:
-                continue  # (another question: unanswered, in `kinds`)
+            if frame[P.KIND_AT] == P.ADMISSION_QUERY:  # (an older trainer's question)
+                sid, request_id = P.decode_admission_query(frame)
+                router.send_multipart(
+                    [identity, P.encode_admission(sid, request_id, 0, 1, P.ADMISSION_ACCEPTED)]
+                )
+                continue
             query = decode_receipt_query(frame)
             said = answer(query, len(asked))
             asked.append(query)
@@ -109,11 +113,17 @@ def follow_socket(
             router.close()
 
 
-def publish(rendezvous: Path, sink: str, follow: str, run: str = RUN) -> None:  # noqa: F811
-    """The rendezvous file of a receiver that answers RECEIPT_QUERY."""
+def publish(
+    rendezvous: Path,
+    sink: str,  # noqa: F811
+    follow: str,
+    run: str = RUN,
+    kinds: tuple[int, ...] = (9, 11, 13),
+) -> None:
+    """The rendezvous file of a receiver whose follow socket answers `kinds`."""
     rendezvous.mkdir(exist_ok=True)
     entry = {"version": 1, "rank": 0, "world_size": 1, "endpoint": sink, "run_id": run,
-             "follow_endpoint": follow, "follow_kinds": [9, 11, 13]}  # fmt: skip
+             "follow_endpoint": follow, "follow_kinds": list(kinds)}  # fmt: skip
     (rendezvous / "rank_0.json.tmp").write_text(json.dumps(entry))
     (rendezvous / "rank_0.json.tmp").rename(rendezvous / "rank_0.json")
 
@@ -337,6 +347,25 @@ def test_the_fake_answers_are_valid_receipts() -> None:
     reply = decode_receipt(receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_BYE, steps=3,
                                    bye_steps=3))  # fmt: skip
     assert (reply.request_id, reply.bye, reply.bye_steps) == (5, RECEIPT_BYE, 3)
+
+
+@pytest.mark.timeout(60)
+def test_a_receiver_without_13_in_its_follow_kinds_is_asked_the_admission(
+    script_exe: Path,  # noqa: F811
+    sink: str,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """An older trainer (follow_kinds [9, 11]): ADMISSION_QUERY, as before the receipt."""
+
+    def answer(query: ReceiptQuery, before: int) -> bytes:
+        raise AssertionError("a RECEIPT_QUERY to a receiver that does not answer it")
+
+    with follow_socket(zctx, answer) as (follow, asked, kinds):
+        publish(tmp_path / "rv", sink, follow, kinds=(9, 11))
+        code, message, err = close_status(script_exe, tmp_path / "rv")
+    assert (code, message, err) == (0, "", "")
+    assert kinds == [P.ADMISSION_QUERY] and asked == []
 
 
 FORTRAN_SOLVER = """

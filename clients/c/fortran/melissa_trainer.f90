@@ -63,7 +63,7 @@ module melissa_trainer
   public :: mt_create, mt_set_simulation_id, mt_set_endpoints, mt_set_rendezvous, &
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
-            mt_declare_part_count, mt_start
+            mt_declare_part_count, mt_start, mt_set_disconnected_timeout
   public :: mt_send, mt_flush, mt_close, mt_abort, mt_parameter, mt_simulation_id, &
             mt_receivers
 
@@ -195,7 +195,10 @@ contains
 
   !> Flush, send BYE, wait for delivery, free the C client (in every case). The message
   !> of an error (mt_error_message(client)) is the C client's: for MT_ESIMREFUSED, the
-  !> receiver's reason for refusing the simulation and the fix.
+  !> receiver's reason for refusing the simulation (or its samples, all non-finite) and
+  !> the fix; in external mode, MT_ETIMEDOUT when the trainer did not confirm the BYE (it
+  !> died or restarted: the last steps may be lost; run the simulation again with the
+  !> same MELISSA_TRAINER_SIMULATION_ID). See mt_client_close in melissa_trainer.h.
   subroutine mt_close(client, ierr)
     type(mt_client_t), intent(inout) :: client
     integer, intent(out), optional :: ierr

@@ -11,7 +11,7 @@ module melissa_trainer_setup
   public :: mt_create, mt_set_simulation_id, mt_set_endpoints, mt_set_rendezvous, &
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
-            mt_declare_part_count, mt_start
+            mt_declare_part_count, mt_start, mt_set_disconnected_timeout
 
   interface mt_declare_field
     module procedure declare_field_i32, declare_field_i64
@@ -85,6 +85,17 @@ contains
     integer, intent(out), optional :: ierr
     call mt_finish(client, int(mt_set_close_timeout_c(client%handle, seconds)), &
                    'mt_set_close_timeout', ierr)
+  end subroutine
+
+  !> Seconds mt_close (external mode: endpoints from a rendezvous, launched by no one)
+  !> waits for a receiver that neither confirms its BYE nor is connected before it calls
+  !> the trainer gone: MT_ETIMEDOUT (default 60; < 0: never, the close timeout bounds it).
+  subroutine mt_set_disconnected_timeout(client, seconds, ierr)
+    type(mt_client_t), intent(inout) :: client
+    real(c_double), intent(in) :: seconds
+    integer, intent(out), optional :: ierr
+    call mt_finish(client, int(mt_set_disconnected_timeout_c(client%handle, seconds)), &
+                   'mt_set_disconnected_timeout', ierr)
   end subroutine
 
   !> Batching: payloads of at most bytes/2 are coalesced into messages of about `bytes`,

@@ -72,15 +72,18 @@ typedef enum mt_status {
                          * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused,
                          * or (mt_predict) one a serving endpoint refused */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
-    MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time */
+    MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time; or (external
+                         * mode) the close found the trainer gone or restarted before it
+                         * confirmed this rank's BYE: its last steps may be lost */
     MT_EZMQ = 9,        /* a ZeroMQ call failed (the message has zmq_strerror's text) */
     MT_ENOMEM = 10,     /* out of memory */
     MT_EMPI = 11,       /* an MPI call failed, or ranks disagree (melissa_trainer_mpi.h) */
     MT_EREFUSED = 12,   /* mt_predict: the trainer refused (mt_predict_refusal says why) */
     MT_EREPLY = 13,     /* mt_predict: the trainer's reply broke the protocol */
     MT_ESIMREFUSED = 14 /* mt_client_close: a receiver refused this simulation (its HELLO:
-                         * other fields than the study's, ...) and dropped all it sent;
-                         * the message gives the receiver's reason and the fix */
+                         * other fields than the study's, ...) and dropped all it sent,
+                         * or refused every sample of it as non-finite (NaN, Inf); the
+                         * message gives the receiver's reason and the fix */
 } mt_status;
 
 /* Element types: the protocol's dtype codes (docs/protocol.md, section 9). */
@@ -188,14 +191,25 @@ mt_status mt_flush(mt_client *c);
  * handshake (as mt_send; nothing sent to it was delivered; found without waiting out the
  * close timeout); c is freed in every case.
  * A solver started by hand (MELISSA_TRAINER_ATTEMPT unset) whose endpoints came from a
- * rendezvous then asks each receiver's follow socket whether it took the simulation
- * (docs/protocol.md, section 17a; as the Python client's close): MT_ESIMREFUSED if one
- * refused its HELLO (fields other than the study's, ...; everything it sent was
- * dropped), the message naming the receiver, its reason and the fix. A receiver that
- * does not say within 10 s (its HELLO not processed yet) leaves MT_OK, with a warning on
- * stderr; a rendezvous rewritten or marked stopped since, or without follow sockets (an
- * older trainer), is not asked. A launched simulation does not ask (its refusal is the
- * study's record).
+ * rendezvous then asks each receiver's follow socket whether it ingested this rank's BYE
+ * (docs/protocol.md, section 17b; as the Python client's close): a BYE that left is not
+ * a BYE the trainer read (a trainer killed meanwhile never had the last steps). It
+ * returns MT_OK only once every receiver confirmed it (or that the simulation finished
+ * there); MT_ESIMREFUSED if one refused the HELLO (fields other than the study's, ...;
+ * everything it sent was dropped), the message naming the receiver, its reason and the
+ * fix, or if the trainer refused every sample as non-finite (some: a warning on stderr);
+ * MT_ETIMEDOUT if a receiver is gone (no answer and no connection to its follow socket
+ * for the disconnected timeout, mt_set_disconnected_timeout), the rendezvous names a new
+ * run (a restarted trainer: the C client does not follow it), or the receivers kept
+ * saying "not yet" for the close timeout (counted again from the question): the message
+ * says the BYE was not confirmed, that the steps may be lost, and to run the simulation
+ * again with the same MELISSA_TRAINER_SIMULATION_ID once the trainer is back.
+ * A trainer whose receivers do not list 13 in their rendezvous files' "follow_kinds" (an
+ * older one) is asked instead whether it took the simulation (section 17a):
+ * MT_ESIMREFUSED if one refused it; one that does not say within 10 s leaves MT_OK,
+ * with a warning on stderr; a rendezvous rewritten or marked stopped since, or without
+ * follow sockets, is not asked. A launched simulation asks nothing (the launcher runs
+ * a failed one again; its refusal is the study's record).
  * Closing with a step incomplete returns MT_EFIELD and sends no BYE (what was sent is
  * delivered). The message of an error is written to stderr (c is gone); use
  * mt_client_close_message to get it instead. Blocks up to the close timeout. */
@@ -224,6 +238,12 @@ mt_status mt_set_max_message_bytes(mt_client *c, uint64_t bytes);
  * (`size` bytes, truncated); mt_client_close itself writes that message to stderr,
  * since c (and mt_client_error(c)) is gone when it returns. */
 mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
+
+/* Seconds the close's receipt (external mode, see mt_client_close) waits for a receiver
+ * that neither answers nor is connected to before it calls it gone (default 60, as the
+ * Python client's disconnected_timeout; < 0 or +inf: never, the close timeout bounds it).
+ * A receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. */
+mt_status mt_set_disconnected_timeout(mt_client *c, double seconds);
 
 /* For melissa_trainer_mpi.h (and other front ends), before mt_client_start: the
  * declared fields by index (declaration order), each field's global element count,

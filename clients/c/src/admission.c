@@ -12,7 +12,10 @@
  * with growing pauses, for up to ADMISSION_TIMEOUT seconds. Nothing is decided without an
  * answer: the rendezvous rewritten or marked stopped since, another run's endpoints, a
  * receiver without a follow socket (an older trainer): nothing is asked; a malformed
- * reply is ignored; no decided answer in time: a warning on stderr, MT_OK as before. */
+ * reply is ignored; no decided answer in time: a warning on stderr, MT_OK as before.
+ * A trainer whose receivers answer RECEIPT_QUERY is asked that instead (receipt.c: it
+ * carries the admission, and whether the BYE was ingested); this question is for older
+ * ones. The follow socket's DEALER and reader are shared with receipt.c. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <stdio.h>
@@ -80,9 +83,7 @@ typedef struct {
     const char *last;
 } ignored;
 
-/* One whole message on `s`: its first frame into `buf` (*len bytes, cut at `cap`), its
- * frames counted in *frames; 0, or the errno. */
-static int receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
+int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames) {
     *frames = 0;
     int more = 1;
     while (more) {
@@ -126,7 +127,7 @@ static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double dead
             if (ready <= 0) break; /* (the deadline) */
             size_t len = 0;
             int frames = 0;
-            if (receive(s, buf, cap, &len, &frames) != 0) break;
+            if (mt_follow_receive(s, buf, cap, &len, &frames) != 0) break;
             mt_admission a;
             const char *why = frames != 1 ? "unexpected_frame"
                                           : mt_admission_parse(buf, len, c->simulation_id, id,
@@ -151,10 +152,11 @@ static int ask(mt_client *c, void *s, uint32_t rank, uint32_t world, double dead
     return decided;
 }
 
-/* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL. */
-static void *dial(void *ctx, const char *follow, const char *key) {
+void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
+                     void **pair) {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
+    if (pair != NULL) *pair = NULL;
     if (s == NULL) return NULL;
     bool ok = zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero) == 0;
     if (ok && key != NULL) {
@@ -164,12 +166,42 @@ static void *dial(void *ctx, const char *follow, const char *key) {
              zmq_setsockopt(s, ZMQ_CURVE_PUBLICKEY, public_key, 40) == 0 &&
              zmq_setsockopt(s, ZMQ_CURVE_SECRETKEY, secret_key, 40) == 0;
     }
+    /* (the monitor and its reader before the connection: its first event is not missed;
+     * RCVHWM 0, unbounded, as handshake.c's: libzmq's I/O thread blocks on a full one) */
+    void *m = NULL;
+    if (ok && monitor != NULL) {
+        ok = zmq_socket_monitor(s, monitor, ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED) == 0 &&
+             (m = zmq_socket(ctx, ZMQ_PAIR)) != NULL &&
+             zmq_setsockopt(m, ZMQ_LINGER, &zero, sizeof zero) == 0 &&
+             zmq_setsockopt(m, ZMQ_RCVHWM, &zero, sizeof zero) == 0 && zmq_connect(m, monitor) == 0;
+    }
     if (ok) ok = zmq_connect(s, follow) == 0;
     if (!ok) {
+        if (m != NULL) zmq_close(m);
+        if (monitor != NULL) zmq_socket_monitor(s, NULL, 0);
         zmq_close(s);
         return NULL;
     }
+    if (pair != NULL) *pair = m;
     return s;
+}
+
+mt_status mt_admission_refused(mt_client *c, size_t rank, const char *endpoint,
+                               const char *reason) {
+    /* client/admission.py's message, and its fix when the reason does not say it; a
+     * query of another run's id (client/receipts.py _refused) */
+    bool fields = strstr(reason, "declares other fields") != NULL;
+    bool wrong_run = strstr(reason, "(wrong_run)") != NULL;
+    return mt_fail(c, MT_ESIMREFUSED, "simulation %llu: the trainer's receiver %zu (%s) "
+                                      "refused it, and dropped everything it sent: %s%s%s",
+                   (unsigned long long)c->simulation_id, rank, endpoint, reason,
+                   fields ? ". Run it again declaring the study's fields (the same names, "
+                            "dtypes and shapes, e.g. the trainer's grid size)"
+                          : "",
+                   wrong_run ? ". Start it again (it reads the rendezvous afresh), with the same "
+                               "simulation id; unset MELISSA_TRAINER_RUN_ID if its environment "
+                               "sets one"
+                             : "");
 }
 
 bool mt_admission_wanted(const mt_client *c) {
@@ -183,7 +215,7 @@ bool mt_admission_wanted(const mt_client *c) {
 mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     mt_rendezvous rv;
     char problem[768];
-    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem);
+    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem, false);
     if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
     if (st != MT_OK) return MT_OK; /* (a trainer stopped or restarting since: not asked) */
     bool askable = rv.n == n;
@@ -201,7 +233,7 @@ mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     char reason[MAX_REASON_BYTES + 1] = "";
     size_t r = 0;
     for (; ctx != NULL && r < n && decided == 1; ++r) {
-        void *s = dial(ctx, rv.follows[r], rv.keys[r]);
+        void *s = mt_follow_dial(ctx, rv.follows[r], rv.keys[r], NULL, NULL);
         decided = s == NULL ? 0 : ask(c, s, (uint32_t)r, (uint32_t)n, deadline, &request_id,
                                       &bad, reason, sizeof reason);
         if (s != NULL) zmq_close(s);
@@ -211,14 +243,7 @@ mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     }
     st = MT_OK;
     if (decided == MT_ADMISSION_REFUSED) {
-        /* client/admission.py's message, and its fix when the reason does not say it */
-        bool fields = strstr(reason, "declares other fields") != NULL;
-        st = mt_fail(c, MT_ESIMREFUSED, "simulation %llu: the trainer's receiver %zu (%s) "
-                                        "refused it, and dropped everything it sent: %s%s",
-                     (unsigned long long)c->simulation_id, r - 1, rv.endpoints[r - 1], reason,
-                     fields ? ". Run it again declaring the study's fields (the same names, "
-                              "dtypes and shapes, e.g. the trainer's grid size)"
-                            : "");
+        st = mt_admission_refused(c, r - 1, rv.endpoints[r - 1], reason);
     } else if (decided == 0) {
         char ignored_text[96] = "";
         if (bad.count > 0)

@@ -16,6 +16,7 @@ mt_status mt_client_create(mt_client **out) {
     c->rendezvous_timeout = 60.0;
     c->send_timeout = -1.0;
     c->close_timeout = 60.0;
+    c->disconnected_timeout = 60.0;
     c->batch_bytes = 65536;
     c->batch_delay = 0.02;
     c->sndhwm = 1000;
@@ -120,6 +121,11 @@ mt_status mt_set_send_timeout(mt_client *c, double seconds) {
 mt_status mt_set_close_timeout(mt_client *c, double seconds) {
     CHECK_SETUP(c);
     return set_timeout(c, "close_timeout", seconds, &c->close_timeout);
+}
+
+mt_status mt_set_disconnected_timeout(mt_client *c, double seconds) {
+    CHECK_SETUP(c);
+    return set_timeout(c, "disconnected_timeout", seconds, &c->disconnected_timeout);
 }
 
 mt_status mt_set_batching(mt_client *c, size_t bytes, double delay_s) {

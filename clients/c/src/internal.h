@@ -105,6 +105,7 @@ struct mt_client {
     size_t n_params;
     bool params_set;
     double send_timeout, close_timeout;
+    double disconnected_timeout; /* the close's receipt: a receiver gone after (< 0: never) */
     size_t batch_bytes;
     double batch_delay;
     int sndhwm;
@@ -120,6 +121,10 @@ struct mt_client {
     /* per endpoint, its receiver's CURVE public key (NULL: none): MELISSA_TRAINER_KEY for
      * endpoints given, or the one a rendezvous file published; freed with endpoints */
     char **curve_keys;
+    /* per endpoint, its receiver's follow socket (NULL: none; docs/protocol.md 17), from
+     * the rendezvous; freed with endpoints. `receipts`: every one answers RECEIPT_QUERY */
+    char **follows;
+    bool receipts;
     void *zctx;
     void **sockets;
     mt_handshake *handshakes; /* one per socket (NULL until the first monitor) */
@@ -240,16 +245,21 @@ void mt_predict_free(mt_client *c);
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
 /* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
- * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), the run id
- * (NULL: none). */
+ * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
+ * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),
+ * whether a file is marked stopped (read with `stopped_too` only). */
 typedef struct mt_rendezvous {
     size_t n;
     char **endpoints, **keys, **follows;
+    bool *receipts;
     char *run_id;
+    bool stopped;
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
- * not consistent, or a file marked stopped: what is wrong in `problem`), MT_ENOMEM. */
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size);
+ * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong in
+ * `problem`), MT_ENOMEM. */
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+                             bool stopped_too);
 void mt_rendezvous_free(mt_rendezvous *rv);
 /* admission.c: was the simulation taken (docs/protocol.md 17a), asked at the close. */
 #define MT_ADMISSION_UNKNOWN 0
@@ -270,8 +280,51 @@ const char *mt_admission_parse(const uint8_t *frame, size_t len, uint64_t simula
 bool mt_admission_wanted(const mt_client *c);
 /* Ask each receiver (`endpoints`: the ones the client sent to, the rendezvous read again
  * must name them) whether it took the simulation: MT_ESIMREFUSED with its reason if one
- * refused it, else MT_OK (a warning on stderr when one did not say in 10 s). */
+ * refused it, else MT_OK (a warning on stderr when one did not say in 10 s). Asked of a
+ * trainer whose receivers do not all answer RECEIPT_QUERY (receipt.c). */
 mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
+/* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL; with `monitor`
+ * (an inproc address), its connections (connected, disconnected) are reported to *pair,
+ * a PAIR connected there before the DEALER connects. */
+void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
+                     void **pair);
+/* One whole message on `s` (readable: polled first): its first frame into `buf` (*len
+ * bytes, cut at `cap`), its frames counted in *frames; 0, or the errno. */
+int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames);
+/* The refusal's message (MT_ESIMREFUSED), as the Python client's SimulationRefused (with
+ * its fix when the reason names other fields or another run). */
+mt_status mt_admission_refused(mt_client *c, size_t rank, const char *endpoint,
+                               const char *reason);
+
+/* receipt.c: was this rank's BYE ingested (docs/protocol.md 17b), asked at the close. */
+#define MT_RECEIPT_NO_BYE 0
+#define MT_RECEIPT_BYE 1
+#define MT_RECEIPT_FINISHED 2
+typedef struct mt_receipt {
+    int admission;      /* MT_ADMISSION_* */
+    int bye;            /* MT_RECEIPT_* */
+    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
+    size_t reason_len;
+    uint64_t steps, bye_steps, nonfinite;
+} mt_receipt;
+/* NULL with *out set if `frame` (len bytes) is a RECEIPT answering query `request_id`
+ * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
+ * client counts it ("truncated", "bad_size", "bad_rank", ...). */
+const char *mt_receipt_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
+                             uint64_t request_id, uint32_t rank, uint32_t world,
+                             mt_receipt *out);
+/* 1 if `r` confirms a BYE that carried `expected` (the simulation finished there, or
+ * this rank's BYE is in with that count), -1 if the simulation was refused, 0 not yet. */
+int mt_receipt_decides(const mt_receipt *r, uint64_t expected);
+/* A RECEIPT_QUERY into `out` (at least 102 bytes); its length. */
+size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_id,
+                        uint64_t bye_steps, int rank, int ranks, const char *run_id);
+/* Ask the receivers of `rv` (whose endpoints are the client's) until each confirmed
+ * this rank's BYE (MT_OK; a warning on stderr for samples refused as non-finite),
+ * one refused the simulation or all its samples were non-finite (MT_ESIMREFUSED), or
+ * one is gone, the rendezvous names a new run, or the close timeout passed
+ * (MT_ETIMEDOUT, saying what may be lost and what to do). */
+mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t *bye_steps);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);

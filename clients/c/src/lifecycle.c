@@ -62,10 +62,14 @@ static void release_runtime(mt_client *c, int linger_ms) {
     mt_outbox_free(c);
     for (size_t i = 0; c->endpoints != NULL && i < c->n_endpoints; ++i) free(c->endpoints[i]);
     for (size_t i = 0; c->curve_keys != NULL && i < c->n_endpoints; ++i) free(c->curve_keys[i]);
+    for (size_t i = 0; c->follows != NULL && i < c->n_endpoints; ++i) free(c->follows[i]);
     free(c->endpoints);
     free(c->curve_keys);
+    free(c->follows);
     c->endpoints = NULL;
     c->curve_keys = NULL;
+    c->follows = NULL;
+    c->receipts = false;
     c->n_endpoints = 0;
     free(c->steps_per_receiver);
     c->steps_per_receiver = NULL;
@@ -281,10 +285,29 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
      * sockets closed): their endpoints kept for it */
     char **asked = NULL;
     size_t n_asked = 0;
+    mt_rendezvous mine = {0}; /* (the receipt's: the receivers streamed to, their counts) */
+    uint64_t *bye_steps = NULL;
     if (bye && st == MT_OK && failure == NULL && !c->failed && mt_admission_wanted(c)) {
-        asked = c->endpoints; /* (moved: release_runtime frees what c holds) */
-        n_asked = c->n_endpoints;
-        c->endpoints = NULL;
+        if (c->receipts) {
+            bye_steps = malloc(c->n_endpoints * sizeof *bye_steps);
+            mine.receipts = calloc(c->n_endpoints, sizeof *mine.receipts);
+            mine.run_id = c->run_id != NULL ? strdup(c->run_id) : NULL;
+            if (bye_steps == NULL || mine.receipts == NULL || (c->run_id && !mine.run_id)) {
+                free(bye_steps), free(mine.receipts), free(mine.run_id);
+                bye_steps = NULL;
+                st = mt_fail(c, MT_ENOMEM, "out of memory");
+            } else { /* (moved: release_runtime frees what c holds) */
+                memcpy(bye_steps, c->steps_per_receiver, c->n_endpoints * sizeof *bye_steps);
+                mine.n = c->n_endpoints;
+                mine.endpoints = c->endpoints, mine.keys = c->curve_keys;
+                mine.follows = c->follows;
+                c->endpoints = NULL, c->curve_keys = NULL, c->follows = NULL;
+            }
+        } else {
+            asked = c->endpoints; /* (moved: release_runtime frees what c holds) */
+            n_asked = c->n_endpoints;
+            c->endpoints = NULL;
+        }
     }
     release_runtime(c, linger);
     /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
@@ -301,6 +324,9 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                      (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
     }
     if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
+    if (bye_steps != NULL && st == MT_OK) st = mt_receipt_check(c, &mine, bye_steps);
+    free(bye_steps);
+    mt_rendezvous_free(&mine);
     for (size_t i = 0; i < n_asked; ++i) free(asked[i]);
     free(asked);
     if (st != MT_OK) {

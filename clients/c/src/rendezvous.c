@@ -6,8 +6,9 @@
  * marked "stopped": true (Receiver.stop, endpoints.py mark_stopped: that trainer is down)
  * makes the directory not ready, as for Python: the client waits for the next trainer
  * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint.
- * Each file may name the receiver's follow socket ("follow_endpoint"), which the close
- * asks whether the simulation was taken (admission.c). */
+ * Each file may name the receiver's follow socket ("follow_endpoint") and the queries it
+ * answers ("follow_kinds"), which the close asks whether it ingested this rank's BYE
+ * (receipt.c, 13 listed) or else whether it took the simulation (admission.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
 #include <dirent.h>
@@ -25,7 +26,26 @@ typedef struct {
     char *run_id; /* NULL: the file has none (an older trainer) */
     char *key;    /* the receiver's CURVE public key; NULL: the file has none (no CURVE) */
     char *follow; /* its follow socket (docs/protocol.md 17, 17a); NULL: none published */
+    bool receipts; /* 13 (RECEIPT_QUERY) in its "follow_kinds" (docs/protocol.md 17b) */
 } rank_entry;
+
+/* Whether `text`, a JSON array, lists the number 13 (RECEIPT_QUERY); false for anything
+ * else (a malformed list: an older trainer's ADMISSION_QUERY is asked instead). */
+static bool lists_receipts(const char *text) {
+    char **items = NULL;
+    size_t n = 0;
+    char err[64];
+    bool found = false;
+    if (!mt_json_array(text, &items, &n, err, sizeof err)) return false;
+    for (size_t i = 0; i < n && !found; ++i) {
+        char *end = NULL;
+        double v = strtod(items[i], &end);
+        while (end != NULL && isspace((unsigned char)*end)) ++end;
+        found = end != items[i] && end != NULL && *end == '\0' && v == 13.0;
+    }
+    mt_json_array_free(items, n);
+    return found;
+}
 
 void mt_rendezvous_free(mt_rendezvous *rv) {
     for (size_t r = 0; r < rv->n; ++r) {
@@ -33,11 +53,12 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
         if (rv->keys != NULL) free(rv->keys[r]);
         if (rv->follows != NULL) free(rv->follows[r]);
     }
-    free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id);
+    free(rv->endpoints), free(rv->keys), free(rv->follows), free(rv->run_id), free(rv->receipts);
     memset(rv, 0, sizeof *rv);
 }
 
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size) {
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+                             bool stopped_too) {
     memset(out, 0, sizeof *out);
     DIR *d = opendir(dir);
     if (d == NULL) {
@@ -76,6 +97,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
         long long version = -1, r = -1, world = -1;
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
         bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
+        bool receipts = false;
         for (size_t k = 0; k < n; ++k) {
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
@@ -89,6 +111,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                 if (m[k].kind == MT_JSON_STRING) follow = *m[k].string ? m[k].string : NULL;
                 else bad_follow = true;
             }
+            if (strcmp(m[k].key, "follow_kinds") == 0) /* (confirm.py answers_receipts) */
+                receipts = m[k].kind == MT_JSON_OTHER && lists_receipts(m[k].string);
             if (strcmp(m[k].key, "stopped") == 0) /* (only true stops, as `is True`) */
                 stopped = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "true") == 0;
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
@@ -105,7 +129,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                    bad_run || bad_key || bad_follow) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s invalid (%s)", used ? "; " : "", name, text);
-        } else if (stopped) {
+        } else if (stopped && !stopped_too) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s: its trainer stopped (a trainer resumed from its "
                                      "checkpoint publishes again)", used ? "; " : "", name);
@@ -128,6 +152,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                 en->run_id = run_id != NULL ? strdup(run_id) : NULL;
                 en->key = key != NULL ? strdup(key) : NULL;
                 en->follow = follow != NULL ? strdup(follow) : NULL;
+                en->receipts = receipts;
+                out->stopped = out->stopped || stopped;
                 if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
                     (key != NULL && !en->key) || (follow != NULL && !en->follow))
                     st = MT_ENOMEM;
@@ -172,7 +198,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
             out->endpoints = calloc((size_t)world, sizeof *out->endpoints);
             out->keys = calloc((size_t)world, sizeof *out->keys);
             out->follows = calloc((size_t)world, sizeof *out->follows);
-            if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL) {
+            out->receipts = calloc((size_t)world, sizeof *out->receipts);
+            if (out->endpoints == NULL || out->keys == NULL || out->follows == NULL ||
+                out->receipts == NULL) {
                 mt_rendezvous_free(out);
                 st = MT_ENOMEM;
                 goto done;
@@ -181,6 +209,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                 out->endpoints[r] = entries[r].endpoint;
                 out->keys[r] = entries[r].key;
                 out->follows[r] = entries[r].follow;
+                out->receipts[r] = entries[r].receipts;
                 entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
             }
             out->n = (size_t)world;
@@ -205,7 +234,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
     char problem[768];
     for (;;) {
         mt_rendezvous rv;
-        mt_status st = mt_rendezvous_read(dir, &rv, problem, sizeof problem);
+        mt_status st = mt_rendezvous_read(dir, &rv, problem, sizeof problem, false);
         if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
         if (st == MT_OK) {
             free(c->rendezvous_used); /* (asked again at close: admission.c) */
@@ -219,8 +248,11 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             c->n_endpoints = rv.n;
             free(c->run_id); /* the published run id, checked by resolve_run_id */
             c->run_id = rv.run_id;
-            for (size_t r = 0; r < rv.n; ++r) free(rv.follows[r]);
-            free(rv.follows);
+            c->follows = rv.follows; /* (asked at the close: receipt.c) */
+            c->receipts = true;
+            for (size_t r = 0; r < rv.n; ++r)
+                c->receipts = c->receipts && rv.receipts[r] && rv.follows[r] != NULL;
+            free(rv.receipts);
             return MT_OK;
         }
         double left = deadline - mt_now();

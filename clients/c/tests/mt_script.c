@@ -5,6 +5,7 @@
  *
  *   id N | endpoints E | rendezvous DIR TIMEOUT | param NAME VALUE | batching BYTES DELAY
  *   sndhwm N | reuse immediate|next | send_timeout S | close_timeout S | rank R SIZE
+ *   disconnected_timeout S
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
@@ -128,6 +129,8 @@ int main(int argc, char **argv) {
             st = mt_set_reuse(c, next_send ? MT_REUSE_NEXT_SEND : MT_REUSE_IMMEDIATE);
         } else if (strcmp(cmd, "send_timeout") == 0) {
             st = mt_set_send_timeout(c, strtod(rest, NULL));
+        } else if (strcmp(cmd, "disconnected_timeout") == 0) {
+            st = mt_set_disconnected_timeout(c, strtod(rest, NULL));
         } else if (strcmp(cmd, "close_timeout") == 0) {
             st = mt_set_close_timeout(c, strtod(rest, NULL));
         } else if (strcmp(cmd, "max_bytes") == 0) {

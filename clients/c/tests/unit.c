@@ -407,6 +407,95 @@ static void test_admission_parse(void) {
     CHECK(strcmp(mt_admission_parse(f, n, 7, 3, 1, 2, &a), "bad_request") == 0);
 }
 
+/* A RECEIPT frame laid out as docs/protocol.md section 17b's table says (little endian:
+ * the prefix, request id u64, rank u32, world u32, admission u8, bye u8, reason length
+ * u16, steps u64, BYE steps u64, non-finite u64, the reason), then `extra` bytes. */
+static size_t receipt_frame(uint8_t *f, uint64_t request, int admission, int bye,
+                            const char *reason, uint64_t steps, uint64_t bye_steps,
+                            uint64_t nonfinite, size_t extra) {
+    size_t n = strlen(reason);
+    memset(f, 0, 60 + n + extra);
+    memcpy(f, "MTRN", 4);
+    f[4] = 2;  /* version */
+    f[5] = 14; /* RECEIPT */
+    for (int i = 0; i < 8; ++i) f[8 + i] = (uint8_t)((uint64_t)7 >> 8 * i); /* simulation 7 */
+    for (int i = 0; i < 8; ++i) f[16 + i] = (uint8_t)(request >> 8 * i);
+    f[24] = 1, f[28] = 2; /* rank 1 of 2 */
+    f[32] = (uint8_t)admission;
+    f[33] = (uint8_t)bye;
+    f[34] = (uint8_t)n;
+    f[35] = (uint8_t)(n >> 8);
+    for (int i = 0; i < 8; ++i) f[36 + i] = (uint8_t)(steps >> 8 * i);
+    for (int i = 0; i < 8; ++i) f[44 + i] = (uint8_t)(bye_steps >> 8 * i);
+    for (int i = 0; i < 8; ++i) f[52 + i] = (uint8_t)(nonfinite >> 8 * i);
+    memcpy(f + 60, reason, n);
+    for (size_t i = 0; i < extra; ++i) f[60 + n + i] = 0xAB;
+    return 60 + n + extra;
+}
+
+static void test_receipt_parse(void) {
+    uint8_t f[256];
+    mt_receipt r;
+    /* (values past one byte: a field read at the wrong offset or width shows) */
+    size_t n = receipt_frame(f, 0x0102030405060708u, MT_ADMISSION_ACCEPTED, MT_RECEIPT_BYE, "",
+                             0x1000000001u, 0x300, 0x200, 0);
+    CHECK(mt_receipt_parse(f, n, 7, 0x0102030405060708u, 1, 2, &r) == NULL);
+    CHECK(r.admission == MT_ADMISSION_ACCEPTED && r.bye == MT_RECEIPT_BYE && r.reason_len == 0);
+    CHECK(r.steps == 0x1000000001u && r.bye_steps == 0x300 && r.nonfinite == 0x200);
+    CHECK(mt_receipt_decides(&r, 0x300) == 1 && mt_receipt_decides(&r, 0x301) == 0);
+    n = receipt_frame(f, 3, MT_ADMISSION_ACCEPTED, MT_RECEIPT_FINISHED, "", 5, 0, 5, 0);
+    CHECK(mt_receipt_parse(f, n, 7, 3, 1, 2, &r) == NULL && mt_receipt_decides(&r, 9) == 1);
+    n = receipt_frame(f, 3, MT_ADMISSION_UNKNOWN, MT_RECEIPT_NO_BYE, "", 0, 0, 0, 0);
+    CHECK(mt_receipt_parse(f, n, 7, 3, 1, 2, &r) == NULL && mt_receipt_decides(&r, 0) == 0);
+    n = receipt_frame(f, 3, MT_ADMISSION_REFUSED, MT_RECEIPT_BYE, "why", 4, 4, 0, 0);
+    CHECK(mt_receipt_parse(f, n, 7, 3, 1, 2, &r) == NULL && mt_receipt_decides(&r, 4) == -1);
+    CHECK(r.reason_len == 3 && memcmp(r.reason, "why", 3) == 0);
+    /* tolerated, as mt_admission_parse: the flags, bytes after the reason */
+    n = receipt_frame(f, 3, MT_ADMISSION_REFUSED, MT_RECEIPT_NO_BYE, "why", 0, 0, 0, 9);
+    f[6] = 1;
+    CHECK(mt_receipt_parse(f, n, 7, 3, 1, 2, &r) == NULL && r.reason_len == 3);
+    /* rejected: what breaks a field read */
+    n = receipt_frame(f, 3, MT_ADMISSION_REFUSED, MT_RECEIPT_NO_BYE, "why", 0, 0, 0, 0);
+    CHECK(strcmp(mt_receipt_parse(f, 59, 7, 3, 1, 2, &r), "truncated") == 0);
+    CHECK(strcmp(mt_receipt_parse(f, n - 1, 7, 3, 1, 2, &r), "bad_size") == 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 4, 1, 2, &r), "bad_request_id") == 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 8, 3, 1, 2, &r), "bad_request_id") == 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 0, 2, &r), "bad_rank") == 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 3, &r), "bad_rank") == 0);
+    f[5] = 12; /* ADMISSION */
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_kind") == 0);
+    f[5] = 14, f[4] = 1;
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_version") == 0);
+    f[4] = 2, f[0] = 'X';
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_magic") == 0);
+    f[0] = 'M', f[32] = 3; /* an admission status past 2 */
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0);
+    f[32] = MT_ADMISSION_ACCEPTED; /* accepted with a reason */
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_size") == 0);
+    n = receipt_frame(f, 3, MT_ADMISSION_ACCEPTED, 3, "", 0, 0, 0, 0); /* a BYE status past 2 */
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0);
+    n = receipt_frame(f, 3, MT_ADMISSION_ACCEPTED, MT_RECEIPT_NO_BYE, "", 4, 4, 0, 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0); /* BYE steps */
+    n = receipt_frame(f, 3, MT_ADMISSION_ACCEPTED, MT_RECEIPT_FINISHED, "", 4, 4, 0, 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0);
+    n = receipt_frame(f, 3, MT_ADMISSION_ACCEPTED, MT_RECEIPT_BYE, "", 4, 4, 5, 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0); /* 5 of 4 */
+    n = receipt_frame(f, 3, MT_ADMISSION_REFUSED, MT_RECEIPT_NO_BYE, "", 0, 0, 0, 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_size") == 0); /* no reason */
+    n = receipt_frame(f, 3, MT_ADMISSION_REFUSED, MT_RECEIPT_NO_BYE, "\xc3", 0, 0, 0, 0);
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_request") == 0); /* not UTF-8 */
+    f[34] = 0x01, f[35] = 0x10; /* a reason of 4097 bytes */
+    CHECK(strcmp(mt_receipt_parse(f, n, 7, 3, 1, 2, &r), "bad_size") == 0);
+    /* the query, as the table lays it out */
+    uint8_t q[102];
+    n = mt_receipt_query(q, 7, 0x0102, 0x0304, 1, 2, "run-a");
+    CHECK(n == 43 && memcmp(q, "MTRN\x02\x0d\x00\x00\x07", 9) == 0);
+    CHECK(q[16] == 0x02 && q[17] == 0x01 && q[24] == 0x04 && q[25] == 0x03);
+    CHECK(q[32] == 1 && q[33] == 0 && q[34] == 2 && q[35] == 0 && q[36] == 5 && q[37] == 0);
+    CHECK(memcmp(q + 38, "run-a", 5) == 0);
+    CHECK(mt_receipt_query(q, 7, 1, 0, 0, 1, NULL) == 38 && q[36] == 0);
+}
+
 int main(void) {
     test_format_double();
     test_json();
@@ -418,6 +507,7 @@ int main(void) {
     test_stream();
     test_send_after_a_pause_keeps_step_order();
     test_admission_parse();
+    test_receipt_parse();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("all unit tests passed\n");
     return failures ? 1 : 0;

@@ -1,0 +1,392 @@
+/* receipt.c: a close that returns only once the trainer has this rank's BYE, asked at
+ * mt_client_close (docs/protocol.md, section 17b; melissa_trainer/client/confirm.py and
+ * receipts.py, whose rules and messages these are, less the following of a restarted
+ * trainer: the C client keeps no replay window).
+ *
+ * PUSH/PULL acknowledges nothing: a BYE released by ZeroMQ has left the solver, not
+ * reached the trainer. A trainer killed (SIGKILL, a preempted job) while the BYE and the
+ * last steps wait in its queues never had them, and a solver that returned MT_OK
+ * meanwhile cannot send them again: silent loss. So in external mode (endpoints from a
+ * rendezvous, MELISSA_TRAINER_ATTEMPT unset), when every receiver's rendezvous file lists
+ * 13 in "follow_kinds", the close asks each follow socket a RECEIPT_QUERY once its
+ * sockets are closed, and returns MT_OK only once each one confirmed that it ingested this
+ * rank's BYE with the count it carried (or that the simulation finished there): a
+ * receiver reads one connection's messages in order, so it then has all this rank sent.
+ *
+ * Outcomes: refused (its HELLO): MT_ESIMREFUSED with the reason; "not yet" (a full buffer:
+ * back-pressure; the receiver holds the query up to 0.5 s) is asked again, with growing
+ * pauses, up to the close timeout (mt_set_close_timeout, counted from here), then
+ * MT_ETIMEDOUT; a receiver silent with no connection to its follow socket (its monitor
+ * says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
+ * rendezvous rewritten by a new run (a restarted trainer) is not followed: both
+ * MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
+ * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
+ * the trainer refused as non-finite: a warning on stderr, MT_ESIMREFUSED if all were.
+ * A malformed reply is ignored (counted in the timeout's message). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "internal.h"
+
+#define KIND_RECEIPT_QUERY 13
+#define KIND_RECEIPT 14
+#define QUERY_FIXED 38u   /* the prefix, request id, BYE steps, rank, count, run id length, 0 */
+#define RECEIPT_HEAD 60u  /* the prefix, request id, rank, world, admission, bye, reason
+                           * length, steps, BYE steps, non-finite */
+#define MAX_REASON_BYTES 4096u
+#define MAX_RUN_ID 64u
+#define ROUND_TIMEOUT 2.0 /* s: a query unanswered that long is asked again (a receiver
+                           * answers within its 0.5 s hold; a lost query is not waited on) */
+#define PAUSE_FIRST 0.01
+#define PAUSE_MOST 0.5
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
+    return v;
+}
+
+static uint32_t get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+const char *mt_receipt_parse(const uint8_t *f, size_t len, uint64_t simulation_id,
+                             uint64_t request_id, uint32_t rank, uint32_t world,
+                             mt_receipt *out) {
+    /* Strict on every field read (section 17b's table); tolerant, as mt_admission_parse,
+     * of what a later revision could add without moving them: the flags, bytes after the
+     * reason (the Python decoder rejects both). */
+    if (len < RECEIPT_HEAD) return "truncated";
+    if (memcmp(f, "MTRN", 4) != 0) return "bad_magic";
+    if (f[4] != MT_PROTOCOL_VERSION) return "bad_version";
+    if (f[5] != KIND_RECEIPT) return "bad_kind";
+    if (get_u64(f + 8) != simulation_id || get_u64(f + 16) != request_id)
+        return "bad_request_id"; /* (a reply to another query) */
+    if (get_u32(f + 24) != rank || get_u32(f + 28) != world) return "bad_rank";
+    int admission = f[32], bye = f[33];
+    size_t size = (size_t)f[34] | (size_t)f[35] << 8;
+    uint64_t steps = get_u64(f + 36), bye_steps = get_u64(f + 44), nonfinite = get_u64(f + 52);
+    if (admission > MT_ADMISSION_REFUSED || bye > MT_RECEIPT_FINISHED) return "bad_request";
+    if ((bye != MT_RECEIPT_BYE && bye_steps != 0) || nonfinite > steps) return "bad_request";
+    if (size > MAX_REASON_BYTES || (admission == MT_ADMISSION_REFUSED) != (size > 0))
+        return "bad_size";
+    if (len < RECEIPT_HEAD + size) return "bad_size";
+    if (!mt_utf8_valid((const char *)f + RECEIPT_HEAD, size)) return "bad_request";
+    out->admission = admission;
+    out->bye = bye;
+    out->reason = (const char *)f + RECEIPT_HEAD;
+    out->reason_len = size;
+    out->steps = steps;
+    out->bye_steps = bye_steps;
+    out->nonfinite = nonfinite;
+    return NULL;
+}
+
+int mt_receipt_decides(const mt_receipt *r, uint64_t expected) {
+    if (r->admission == MT_ADMISSION_REFUSED) return -1;
+    /* (a BYE of an earlier attempt with another count is not this one's) */
+    if (r->bye == MT_RECEIPT_FINISHED || (r->bye == MT_RECEIPT_BYE && r->bye_steps == expected))
+        return 1;
+    return 0;
+}
+
+size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_id,
+                        uint64_t bye_steps, int rank, int ranks, const char *run_id) {
+    size_t run = run_id != NULL ? strlen(run_id) : 0; /* (checked at start: <= 64) */
+    if (run > MAX_RUN_ID) run = 0;
+    mt_put_prefix(out, KIND_RECEIPT_QUERY, 0, simulation_id);
+    mt_put_u64(out + 16, request_id);
+    mt_put_u64(out + 24, bye_steps);
+    mt_put_u16(out + 32, (uint16_t)rank);
+    mt_put_u16(out + 34, (uint16_t)ranks);
+    out[36] = (uint8_t)run;
+    out[37] = 0;
+    if (run) memcpy(out + QUERY_FIXED, run_id, run);
+    return QUERY_FIXED + run;
+}
+
+static void nap(double seconds) {
+    if (seconds <= 0) return;
+    struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
+/* One receiver asked. */
+typedef struct peer {
+    void *s, *monitor;
+    bool linked;       /* a TCP connection to its follow socket, as its monitor said last */
+    double heard;      /* when it last answered, or was seen connected */
+    uint64_t asked;    /* the request id awaiting its answer (0: none) */
+    double asked_at;
+    bool done;         /* confirmed */
+    uint64_t steps, nonfinite, bye_steps;
+    int bye;
+} peer;
+
+/* Whether the monitored DEALER is connected now (`linked`: before), from its events. */
+static bool linked_now(void *monitor, bool linked) {
+    for (;;) {
+        uint8_t frame[6]; /* u16 event, u32 value; then a frame with the endpoint */
+        int n = zmq_recv(monitor, frame, sizeof frame, ZMQ_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return linked;
+        char address[256];
+        while (zmq_recv(monitor, address, sizeof address, 0) < 0 && errno == EINTR)
+            continue; /* (always follows) */
+        uint16_t event = 0;
+        if (n >= 2) memcpy(&event, frame, sizeof event);
+        linked = event == ZMQ_EVENT_CONNECTED;
+    }
+}
+
+/* The round's state shared by its steps. */
+typedef struct asking {
+    mt_client *c;
+    const mt_rendezvous *rv;
+    const uint64_t *bye_steps;
+    peer *peers;
+    uint64_t request_id;
+    unsigned bad;
+    const char *bad_last;
+    uint8_t *buf;
+} asking;
+
+static const size_t BUF_CAP = RECEIPT_HEAD + MAX_REASON_BYTES + 64;
+
+/* Ask each receiver not done and not awaiting an answer (or awaiting one too long). */
+static void ask_round(asking *a) {
+    mt_client *c = a->c;
+    for (size_t r = 0; r < a->rv->n; ++r) {
+        peer *p = &a->peers[r];
+        if (p->done || (p->asked != 0 && mt_now() - p->asked_at < ROUND_TIMEOUT)) continue;
+        uint8_t query[QUERY_FIXED + MAX_RUN_ID];
+        uint64_t id = ++a->request_id;
+        size_t n = mt_receipt_query(query, c->simulation_id, id, a->bye_steps[r], c->rank,
+                                    c->ranks, c->run_id);
+        if (zmq_send(p->s, query, n, ZMQ_DONTWAIT) == (int)n) { /* (else: asked next round) */
+            p->asked = id;
+            p->asked_at = mt_now();
+        }
+    }
+}
+
+/* Read the answers that came within `until`: MT_OK, or MT_ESIMREFUSED (a receiver refused
+ * the simulation). */
+static mt_status collect(asking *a, double until) {
+    size_t n = a->rv->n;
+    zmq_pollitem_t *items = calloc(n, sizeof *items);
+    if (items == NULL) return mt_fail(a->c, MT_ENOMEM, "out of memory");
+    mt_status st = MT_OK;
+    for (;;) {
+        size_t waiting = 0;
+        for (size_t r = 0; r < n; ++r) {
+            items[r] = (zmq_pollitem_t){a->peers[r].s, 0, ZMQ_POLLIN, 0};
+            waiting += !a->peers[r].done && a->peers[r].asked != 0;
+        }
+        double left = until - mt_now();
+        if (waiting == 0 || left <= 0) break;
+        int ready = zmq_poll(items, (int)n, mt_ms(left) + 1);
+        if (ready < 0 && errno == EINTR) continue;
+        if (ready <= 0) break;
+        for (size_t r = 0; r < n && st == MT_OK; ++r) {
+            peer *p = &a->peers[r];
+            size_t len = 0;
+            int frames = 0;
+            if (!(items[r].revents & ZMQ_POLLIN)) continue;
+            if (mt_follow_receive(p->s, a->buf, BUF_CAP, &len, &frames) != 0) continue;
+            mt_receipt got;
+            const char *why = frames != 1 ? "unexpected_frame"
+                              : p->asked == 0 ? "bad_request_id"
+                                              : mt_receipt_parse(a->buf, len, a->c->simulation_id,
+                                                                 p->asked, (uint32_t)r,
+                                                                 (uint32_t)n, &got);
+            if (why != NULL) { /* counted and ignored */
+                a->bad++;
+                a->bad_last = why;
+                continue;
+            }
+            p->asked = 0;
+            p->heard = mt_now();
+            int decided = mt_receipt_decides(&got, a->bye_steps[r]);
+            if (decided < 0) {
+                char reason[MAX_REASON_BYTES + 1];
+                snprintf(reason, sizeof reason, "%.*s", (int)got.reason_len, got.reason);
+                st = mt_admission_refused(a->c, r, a->rv->endpoints[r], reason);
+            } else if (decided > 0) {
+                p->done = true;
+                p->steps = got.steps, p->nonfinite = got.nonfinite;
+                p->bye = got.bye, p->bye_steps = got.bye_steps;
+            }
+        }
+        if (st != MT_OK) break;
+    }
+    free(items);
+    return st;
+}
+
+/* Whether the rendezvous now names another run than the one streamed to (its run id, or
+ * its endpoints): a trainer restarted. Read as it stands, stopped or not; one not
+ * complete (being rewritten) is not taken for one: the receivers' silence decides. */
+static bool rewritten(mt_client *c, const mt_rendezvous *mine, char *run, size_t size) {
+    mt_rendezvous now;
+    char problem[768];
+    if (mt_rendezvous_read(c->rendezvous_used, &now, problem, sizeof problem, true) != MT_OK)
+        return false;
+    bool other = now.n != mine->n ||
+                 (now.run_id == NULL) != (c->run_id == NULL) ||
+                 (now.run_id != NULL && strcmp(now.run_id, c->run_id) != 0);
+    for (size_t r = 0; !other && r < now.n; ++r)
+        other = strcmp(now.endpoints[r], mine->endpoints[r]) != 0;
+    snprintf(run, size, "%s", now.run_id != NULL ? now.run_id : "None");
+    mt_rendezvous_free(&now);
+    return other;
+}
+
+/* What the confirmed receipts tell (confirm.py report): samples refused as non-finite
+ * (a warning; MT_ESIMREFUSED if every one was), steps lost on the way (a warning). */
+static mt_status report(asking *a, const char *whose) {
+    mt_client *c = a->c;
+    uint64_t steps = 0, nonfinite = 0;
+    for (size_t r = 0; r < a->rv->n; ++r)
+        steps += a->peers[r].steps, nonfinite += a->peers[r].nonfinite;
+    static const char fix[] =
+        "NaN or Inf in its fields (the trainer's receivers refuse such samples: "
+        "nonfinite='refuse'): fix the solver (a diverging scheme: a smaller time step?), "
+        "or let the trainer take them with ReceiverConfig(nonfinite='accept') if the "
+        "loss handles them";
+    if (nonfinite > 0 && nonfinite >= steps)
+        return mt_fail(c, MT_ESIMREFUSED, "%s: the trainer refused all %llu samples of this "
+                                          "simulation as non-finite, and trained on none: %s",
+                       whose, (unsigned long long)nonfinite, fix);
+    if (nonfinite > 0)
+        fprintf(stderr, "melissa_trainer: mt_client_close: %s: the trainer refused %llu of the "
+                        "%llu samples of this simulation as non-finite: %s\n",
+                whose, (unsigned long long)nonfinite, (unsigned long long)steps, fix);
+    for (size_t r = 0; c->ranks == 1 && r < a->rv->n; ++r) {
+        const peer *p = &a->peers[r];
+        if (p->bye == MT_RECEIPT_BYE && p->steps < a->bye_steps[r])
+            fprintf(stderr, "melissa_trainer: mt_client_close: %s: the trainer's receiver %zu "
+                            "has %llu of the %llu steps this simulation sent it (the others "
+                            "were lost on the way): run it again with the same simulation "
+                            "id, the trainer takes the missing ones once\n",
+                    whose, r, (unsigned long long)p->steps,
+                    (unsigned long long)a->bye_steps[r]);
+    }
+    return MT_OK;
+}
+
+/* Until every receiver confirmed, one refused, is gone, the run changed or the deadline. */
+static mt_status wait_receipts(asking *a, const char *whose) {
+    mt_client *c = a->c;
+    size_t n = a->rv->n;
+    double timeout = c->close_timeout, gone_after = c->disconnected_timeout;
+    double deadline = timeout < 0 ? INFINITY : mt_now() + timeout;
+    double pause = PAUSE_FIRST;
+    for (;;) {
+        ask_round(a);
+        double until = mt_now() + ROUND_TIMEOUT;
+        mt_status st = collect(a, until < deadline ? until : deadline);
+        if (st != MT_OK) return st;
+        double now = mt_now();
+        size_t done = 0, silent = n, waiting = 0;
+        for (size_t r = 0; r < n; ++r) {
+            peer *p = &a->peers[r];
+            p->linked = linked_now(p->monitor, p->linked);
+            if (p->linked) p->heard = now; /* (its process is there: paused, not gone) */
+            done += p->done;
+            if (!p->done && gone_after >= 0 && now - p->heard > gone_after && silent == n)
+                silent = r;
+        }
+        if (done == n) return report(a, whose);
+        char run[80];
+        if (rewritten(c, a->rv, run, sizeof run))
+            return mt_fail(c, MT_ETIMEDOUT,
+                           "%s: its BYE was not confirmed: the trainer was restarted (the "
+                           "rendezvous %s now names run %s) before it confirmed it, and the C "
+                           "client does not follow a restarted trainer. What it sent after the "
+                           "trainer's last checkpoint may be lost: run it again, with the same "
+                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the resumed "
+                           "trainer keeps the steps it holds and takes the others, each once",
+                           whose, c->rendezvous_used, run,
+                           (unsigned long long)c->simulation_id);
+        if (silent < n) {
+            char t[32];
+            mt_format_double(gone_after, t);
+            return mt_fail(c, MT_ETIMEDOUT,
+                           "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) has "
+                           "not answered, nor been connected, for %s s "
+                           "(mt_set_disconnected_timeout: the trainer died?). What it sent "
+                           "after the trainer's last checkpoint may be lost: run it again with "
+                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu) once "
+                           "the trainer is back",
+                           whose, silent, a->rv->endpoints[silent], t,
+                           (unsigned long long)c->simulation_id);
+        }
+        if (now >= deadline) {
+            char t[32], list[256] = "", ignored[96] = "";
+            mt_format_double(timeout, t);
+            size_t used = 0;
+            for (size_t r = 0; r < n && used < sizeof list; ++r) {
+                if (a->peers[r].done) continue;
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s%zu",
+                                         waiting++ ? ", " : "", r);
+            }
+            if (a->bad > 0)
+                snprintf(ignored, sizeof ignored, "; malformed replies ignored: %u, the last %s",
+                         a->bad, a->bad_last);
+            return mt_fail(c, MT_ETIMEDOUT,
+                           "%s: the trainer did not confirm this simulation's BYE within "
+                           "close_timeout=%s s (its receivers [%s] did not say that they "
+                           "ingested it: a trainer paused that long?%s); raise the close "
+                           "timeout (mt_set_close_timeout), or run it again with the same "
+                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu) if the trainer "
+                           "does not name it finished",
+                           whose, t, list, ignored, (unsigned long long)c->simulation_id);
+        }
+        double left = deadline - mt_now();
+        nap(pause < left ? pause : left);
+        pause = pause * 2 < PAUSE_MOST ? pause * 2 : PAUSE_MOST;
+    }
+}
+
+mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t *bye_steps) {
+    size_t n = rv->n;
+    char whose[96];
+    snprintf(whose, sizeof whose, "simulation %llu rank %d", (unsigned long long)c->simulation_id,
+             c->rank);
+    asking a = {c, rv, bye_steps, calloc(n, sizeof(peer)), 0, 0, NULL, malloc(BUF_CAP)};
+    void *ctx = zmq_ctx_new();
+    mt_status st = MT_OK;
+    if (a.peers == NULL || a.buf == NULL || ctx == NULL)
+        st = mt_fail(c, MT_ENOMEM, "out of memory (the close's receipt)");
+    double now = mt_now();
+    for (size_t r = 0; st == MT_OK && r < n; ++r) {
+        char address[96];
+        snprintf(address, sizeof address, "inproc://mt-receipt-%p-%zu", (void *)c, r);
+        peer *p = &a.peers[r];
+        p->heard = now;
+        p->s = mt_follow_dial(ctx, rv->follows[r], rv->keys[r], address, &p->monitor);
+        if (p->s == NULL)
+            st = mt_fail(c, MT_EZMQ, "the close's receipt: cannot ask the trainer's receiver %zu "
+                                     "(follow socket %s): %s", r, rv->follows[r],
+                         zmq_strerror(errno));
+    }
+    if (st == MT_OK) st = wait_receipts(&a, whose);
+    for (size_t r = 0; a.peers != NULL && r < n; ++r) {
+        if (a.peers[r].s != NULL) zmq_socket_monitor(a.peers[r].s, NULL, 0);
+        if (a.peers[r].monitor != NULL) zmq_close(a.peers[r].monitor);
+        if (a.peers[r].s != NULL) zmq_close(a.peers[r].s);
+    }
+    if (ctx != NULL) {
+        while (zmq_ctx_term(ctx) != 0 && errno == EINTR) continue;
+    }
+    free(a.peers);
+    free(a.buf);
+    return st;
+}

@@ -122,7 +122,7 @@ class Rounds:
         gone_after = client.tuning.disconnected_timeout
         context = zmq.Context()
         try:
-            socks = self._connect(context)
+            socks = self._connect(context, monitored=True)
             monitors = [sock.get_monitor_socket(_LINK_EVENTS) for sock, _ in socks]
             linked = [False] * self.world
             heard = [time.monotonic()] * self.world
@@ -187,7 +187,13 @@ class Rounds:
             f"sent: {reason}"
         )
 
-    def _connect(self, context: zmq.Context) -> list[tuple[zmq.Socket, list[int]]]:
+    def _connect(
+        self, context: zmq.Context, monitored: bool = False
+    ) -> list[tuple[zmq.Socket, list[int]]]:
+        """A DEALER per receiver, connected; with `monitored`, each monitored from
+        before its connection (`zmq.Socket.get_monitor_socket` gives that monitor
+        again): one made after can miss a loopback connection's EVENT_CONNECTED, and
+        a paused trainer would then look gone (`wait`)."""
         socks: list[tuple[zmq.Socket, list[int]]] = []
         for entry in self.entries:
             sock = context.socket(zmq.DEALER)
@@ -196,6 +202,8 @@ class Rounds:
             if key:
                 sock.curve_serverkey = str(key).encode("ascii")
                 sock.curve_publickey, sock.curve_secretkey = zmq.curve_keypair()
+            if monitored:
+                sock.get_monitor_socket(_LINK_EVENTS)
             sock.connect(str(entry["follow_endpoint"]))
             socks.append((sock, []))  # (the request ids asked, unanswered)
         return socks

@@ -129,12 +129,6 @@ def trainer(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
         proc.communicate(timeout=60)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="receipts.py attaches its follow socket's monitor after connect: a paused trainer "
-    "whose connection was quicker is taken for a dead one (htrial's report; the fix: the "
-    "monitor before connect, then remove this mark)",
-)
 @pytest.mark.timeout(120)
 def test_a_close_waits_for_a_paused_trainer_and_loses_nothing(
     trainer: subprocess.Popen[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -187,11 +187,21 @@ def resolve_run_id(run_id: str | None, published: str | None) -> str | None:
     protocol.check_run_id(run_id, source)
     if published is not None and published != run_id:
         where = os.environ.get(ENV_RENDEZVOUS, "").strip()
+        # (a launched simulation's run id is its launcher's; one started by hand got it
+        # from a leftover variable, or its own code, more often than from a takeover)
+        fix = (
+            "another trainer has taken over that output directory since this simulation "
+            "was launched. Its data would go to the wrong trainer: nothing is sent. Give "
+            "each trainer its own --output_dir"
+            if launched()
+            else f"nothing is sent. A solver started by hand need not name its run: unset "
+            f"{ENV_RUN_ID} (or pass no run_id) and it streams to the run the rendezvous "
+            f"names; if that run is not yours, another trainer has taken over that output "
+            f"directory: give each trainer its own --output_dir"
+        )
         raise RuntimeError(
             f"the rendezvous directory {where!r} was published by run {published}, but this "
-            f"simulation belongs to run {run_id} ({source}): another trainer has taken over "
-            f"that output directory since this simulation was launched. Its data would go to "
-            f"the wrong trainer: nothing is sent. Give each trainer its own --output_dir"
+            f"simulation belongs to run {run_id} ({source}): {fix}"
         )
     return run_id
 

@@ -127,7 +127,8 @@ def confirm_close(
             )  # fmt: skip
             return None
 
-        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted)
+        follow_wait = None if following is None else tuning.follow_timeout
+        outcome = Rounds(client, entries, whose).wait(deadline, rendezvous, restarted, follow_wait)
         if isinstance(outcome, list):
             return report(outcome, client.bye_counts, client.ranks, whose)
         if outcome:  # (a receiver silent: gone)

@@ -11,10 +11,12 @@ Sockets of a context of their own, ended before each call returns.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import zmq
@@ -102,11 +104,18 @@ class Rounds:
         return None if any(a is None for a in answers) else answers  # type: ignore[return-value]
 
     def wait(
-        self, deadline: float | None, rendezvous: str, restarted: Callable[[], bool]
+        self,
+        deadline: float | None,
+        rendezvous: str,
+        restarted: Callable[[], bool],
+        follow_wait: float | None = None,
     ) -> list[ReceiptReply] | str:
         """Ask in rounds until every receiver confirms (their receipts), one is gone
         (why, to raise or to follow), or `restarted` says that a restarted trainer
         published ("": `confirm_close` reads the rendezvous again).
+
+        `follow_wait`: the seconds the caller will wait for a restarted trainer after
+        one is gone (its `follow_timeout`; None: it will not), for the message.
 
         Gone: silent, with no TCP connection to its follow socket, for
         ``disconnected_timeout`` seconds (the trainer died). A receiver whose process is
@@ -148,16 +157,7 @@ class Rounds:
                 bound = math.inf if gone_after is None else gone_after
                 silent = [r for r in range(self.world) if not done[r] and now - heard[r] > bound]
                 if silent:
-                    return (
-                        f"{self.whose}: its BYE was not confirmed: the trainer's receiver "
-                        f"{silent[0]} ({self.entries[silent[0]]['endpoint']}) has not "
-                        f"answered, nor been connected, for {gone_after} s "
-                        f"(ClientTuning.disconnected_timeout: the trainer died?), and no "
-                        f"restarted trainer published in "
-                        f"{rendezvous}. What it sent after the trainer's last checkpoint "
-                        f"may be lost: run it again with the same simulation id "
-                        f"(MELISSA_TRAINER_SIMULATION_ID={client.simulation_id})"
-                    )
+                    return self._gone(silent[0], gone_after, rendezvous, follow_wait)
                 if deadline is not None and now >= deadline:
                     waiting = [r for r in range(self.world) if done[r] is None]
                     raise TimeoutError(
@@ -185,6 +185,38 @@ class Rounds:
             f"simulation {self.client.simulation_id}: the trainer's receiver {rank} "
             f"({self.entries[rank]['endpoint']}) refused it, and dropped everything it "
             f"sent: {reason}"
+        )
+
+    def _gone(
+        self, rank: int, gone_after: float | None, rendezvous: str, follow_wait: float | None
+    ) -> str:
+        """Why the close fails when receiver `rank` is gone, and what to do."""
+        try:  # (a trainer that stopped cleanly marked its files: `Receiver.stop`)
+            entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
+            stopped = isinstance(entry, dict) and entry.get("stopped") is True
+        except (OSError, ValueError):
+            stopped = False
+        why = (
+            "its rendezvous is marked stopped: the trainer stopped (preempted, or its run "
+            "ended) before it read this BYE"
+            if stopped
+            else "the trainer died, or its node"
+        )
+        waited = (
+            ""
+            if follow_wait is None
+            else f", nor within ClientTuning.follow_timeout={follow_wait} s after"
+        )
+        return (
+            f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
+            f"({self.entries[rank]['endpoint']}) has not answered, nor been connected, for "
+            f"{gone_after} s (ClientTuning.disconnected_timeout): {why}. No restarted "
+            f"trainer published in {rendezvous}{waited}. What this simulation sent after the "
+            f"trainer's last checkpoint may be lost: once a trainer runs there again (a "
+            f"preempted one: --resume_from_checkpoint latest), run this simulation again "
+            f"with the same simulation id "
+            f"(MELISSA_TRAINER_SIMULATION_ID={self.client.simulation_id}): the trainer takes "
+            f"the steps it lacks, each once"
         )
 
     def _connect(

@@ -300,3 +300,8 @@ def test_a_trainer_gone_before_it_read_the_bye_fails_the_close(external: Path) -
     assert isinstance(error, TimeoutError), error
     assert "its BYE was not confirmed" in str(error) and "nor been connected" in str(error)
     assert "MELISSA_TRAINER_SIMULATION_ID=6" in str(error)
+    # what happened (the trainer stopped and marked its rendezvous), each setting that
+    # bounded the wait, and the fix (htrial: "the trainer died?", follow_timeout unnamed)
+    assert "its rendezvous is marked stopped" in str(error), error
+    assert "ClientTuning.follow_timeout=0.5 s" in str(error), error
+    assert "--resume_from_checkpoint latest" in str(error), error

@@ -208,3 +208,23 @@ def test_hellos_of_other_runs_answer_admission_refused_and_the_record_is_bounded
     # this run's simulation of that id, once its HELLO is in: accepted
     ing.hello(P.Hello(1, 0, 1, (field,), run_id="runB"))
     assert admission_of(ing, 1) == (P.ADMISSION_ACCEPTED, "")
+
+
+@pytest.mark.parametrize("attempt", ["", "0"], ids=["by_hand", "launched"])
+def test_another_runs_rendezvous_is_refused_with_the_fix_for_how_the_solver_was_started(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, attempt: str
+) -> None:
+    """A solver started by hand with a leftover MELISSA_TRAINER_RUN_ID is told to unset
+    it (htrial: it was told that a trainer took over since it was launched); a launched
+    one, that another trainer took over the output directory."""
+    from melissa_trainer.client.config import resolve_run_id
+
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
+    monkeypatch.setenv("MELISSA_TRAINER_RUN_ID", "runA")
+    monkeypatch.setenv("MELISSA_TRAINER_ATTEMPT", attempt)
+    with pytest.raises(RuntimeError) as raised:
+        resolve_run_id(None, "runB")
+    message = str(raised.value)
+    assert "published by run runB" in message and "belongs to run runA" in message
+    assert ("unset MELISSA_TRAINER_RUN_ID" in message) is (attempt == "")
+    assert ("since this simulation was launched" in message) is (attempt == "0")

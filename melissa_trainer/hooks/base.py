@@ -236,6 +236,25 @@ _OTHER_LIBRARIES: dict[str, list[str]] = {
     "on_validation_epoch_end": ["on_validation_end"],
     "on_save_checkpoint": ["on_save"],
     "on_load_checkpoint": ["on_load"],
+    # no event does the same: no hint rather than the nearest spelling's wrong one
+    **dict.fromkeys(
+        [
+            "on_init_end",
+            "on_before_backward",
+            "on_predict_start",
+            "on_predict_end",
+            "on_sanity_check_start",
+            "on_sanity_check_end",
+            "on_test_start",
+            "on_test_end",
+            "on_optimizer_step",
+            "on_pre_optimizer_step",
+            "on_before_optimizer_step",
+            "on_substep_end",
+            "on_prediction_step",
+        ],
+        [],
+    ),  # fmt: skip
 }
 
 
@@ -250,7 +269,11 @@ def _check_methods(hook: Hook) -> None:
         if not name.startswith("on_") or not callable(getattr(cls, name)):
             continue
         if name not in _EVENT_NAMES:
-            close = _OTHER_LIBRARIES.get(name) or difflib.get_close_matches(name, _EVENT_NAMES, n=1)
+            close = (
+                _OTHER_LIBRARIES[name]
+                if name in _OTHER_LIBRARIES
+                else difflib.get_close_matches(name, _EVENT_NAMES, n=1)
+            )
             hint = f"did you mean {close[0]}? " if close else ""
             raise TypeError(
                 f"{cls.__name__}.{name} is not a hook event, so the trainer would never "

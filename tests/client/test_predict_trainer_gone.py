@@ -179,7 +179,9 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
             assert client.predict({"u": u}, timeout=LONG).version == 1
             first.send_signal(signal.SIGKILL)
             first.wait()
-            with pytest.raises(PredictTimeout, match="refused the connection"):
+            # (the kept connection's loss may reach the monitor before or during this
+            # request: either is the trainer found gone; seen "was lost" under load)
+            with pytest.raises(PredictTimeout, match="refused the connection|was lost while"):
                 client.predict({"u": u}, timeout=LONG)
             dials_then = dials
             link = client._link

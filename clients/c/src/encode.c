@@ -100,6 +100,16 @@ void mt_put_u64(uint8_t *p, uint64_t v) {
     for (int i = 0; i < 8; ++i) p[i] = (uint8_t)(v >> (8 * i));
 }
 
+uint32_t mt_get_u32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint64_t mt_get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int k = 7; k >= 0; --k) v = v << 8 | p[k];
+    return v;
+}
+
 bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count) {
     /* NaN and Inf are the values whose exponent bits are all ones (IEEE 754); memcpy
      * reads each value whatever the alignment (the compiler makes it a load). As the

@@ -202,6 +202,9 @@ mt_status mt_encode_hello(mt_client *c, mt_buf *out);
 void mt_put_u16(uint8_t *p, uint16_t v);
 void mt_put_u32(uint8_t *p, uint32_t v);
 void mt_put_u64(uint8_t *p, uint64_t v);
+/* The little-endian reads of the replies' fields (reply.c, admission.c, receipt.c). */
+uint32_t mt_get_u32(const uint8_t *p);
+uint64_t mt_get_u64(const uint8_t *p);
 void mt_put_prefix(uint8_t *p, int kind, uint16_t flags, uint64_t simulation_id);
 /* Whether `count` values of `dtype` at `data` are all finite (float dtypes only: false
  * for the others, which carry no FLAG_FINITE), by their exponent bits (exact). */

@@ -46,16 +46,6 @@
 #define PAUSE_FIRST 0.01
 #define PAUSE_MOST 0.5
 
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-    return v;
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
 const char *mt_receipt_parse(const uint8_t *f, size_t len, uint64_t simulation_id,
                              uint64_t request_id, uint32_t rank, uint32_t world,
                              mt_receipt *out) {
@@ -66,12 +56,12 @@ const char *mt_receipt_parse(const uint8_t *f, size_t len, uint64_t simulation_i
     if (memcmp(f, "MTRN", 4) != 0) return "bad_magic";
     if (f[4] != MT_PROTOCOL_VERSION) return "bad_version";
     if (f[5] != KIND_RECEIPT) return "bad_kind";
-    if (get_u64(f + 8) != simulation_id || get_u64(f + 16) != request_id)
+    if (mt_get_u64(f + 8) != simulation_id || mt_get_u64(f + 16) != request_id)
         return "bad_request_id"; /* (a reply to another query) */
-    if (get_u32(f + 24) != rank || get_u32(f + 28) != world) return "bad_rank";
+    if (mt_get_u32(f + 24) != rank || mt_get_u32(f + 28) != world) return "bad_rank";
     int admission = f[32], bye = f[33];
     size_t size = (size_t)f[34] | (size_t)f[35] << 8;
-    uint64_t steps = get_u64(f + 36), bye_steps = get_u64(f + 44), nonfinite = get_u64(f + 52);
+    uint64_t steps = mt_get_u64(f + 36), bye_steps = mt_get_u64(f + 44), nonfinite = mt_get_u64(f + 52);
     if (admission > MT_ADMISSION_REFUSED || bye > MT_RECEIPT_FINISHED) return "bad_request";
     if ((bye != MT_RECEIPT_BYE && bye_steps != 0) || nonfinite > steps) return "bad_request";
     if (size > MAX_REASON_BYTES || (admission == MT_ADMISSION_REFUSED) != (size > 0))

@@ -36,12 +36,6 @@ void mt_shape_text(int ndim, const uint64_t *shape, char *out, size_t size) {
     if (used < size) snprintf(out + used, size - used, ndim == 1 ? ",)" : ")");
 }
 
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int k = 7; k >= 0; --k) v = v << 8 | p[k];
-    return v;
-}
-
 void mt_reply_close(mt_reply *r) {
     for (size_t i = 0; i < r->n; ++i) zmq_msg_close(&r->frames[i]);
     r->n = r->all = 0;
@@ -91,7 +85,7 @@ static mt_status take_prediction(mt_client *c, mt_reply *r, mt_output *out, size
             return mt_fail(c, MT_EREPLY, "%d dimensions, at most %d", a[i].ndim, MT_MAX_NDIM);
         size_t end = at + 8 * (size_t)a[i].ndim + a[i].name_len;
         if (size < end) return mt_fail(c, MT_EREPLY, "array description needs %zu bytes", end);
-        for (int d = 0; d < a[i].ndim; ++d) a[i].shape[d] = get_u64(h + at + 8 * d);
+        for (int d = 0; d < a[i].ndim; ++d) a[i].shape[d] = mt_get_u64(h + at + 8 * d);
         uint64_t n = mt_elements(a[i].ndim, a[i].shape);
         a[i].name_at = at + 8 * (size_t)a[i].ndim;
         if (n == 0) return mt_fail(c, MT_EREPLY, "an array's dimensions must be >= 1");
@@ -177,11 +171,11 @@ mt_status mt_reply_take(mt_client *c, mt_reply *r, mt_output *out, size_t n_out,
         return mt_fail(c, MT_EREPLY, "message kind %d on the serving channel", kind);
     size_t fixed = kind == KIND_REFUSED ? REFUSED_FIXED : PREDICTION_FIXED;
     if (size < fixed) return mt_fail(c, MT_EREPLY, "a reply of %zu bytes", size);
-    if (get_u64(h + 16) != c->request_id) {
+    if (mt_get_u64(h + 16) != c->request_id) {
         *mine = false; /* the late answer of an earlier request */
         return MT_OK;
     }
-    if (version != NULL) *version = get_u64(h + 24);
+    if (version != NULL) *version = mt_get_u64(h + 24);
     if (kind == KIND_PREDICTION) return take_prediction(c, r, out, n_out);
     size_t length = (size_t)h[38] | (size_t)h[39] << 8;
     if (size != REFUSED_FIXED + length)

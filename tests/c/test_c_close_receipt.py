@@ -267,7 +267,8 @@ def test_a_follow_socket_that_goes_away_fails_the_close(
     assert_says_run_again(message)
     assert f"the trainer's receiver 0 ({sink}) has not answered, nor been connected, for 1.0 s" \
         in message, message  # fmt: skip
-    assert "once the trainer is back" in message, message
+    assert "once a trainer runs there again (a preempted one: --resume_from_checkpoint " \
+        "latest), run it again" in message, message  # fmt: skip
 
 
 @pytest.mark.timeout(60)

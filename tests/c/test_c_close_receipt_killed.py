@@ -126,8 +126,9 @@ def test_a_trainer_killed_before_it_read_the_bye_fails_the_c_solvers_close(
                               "receiver 0 (tcp://"), message  # fmt: skip
     assert "has not answered, nor been connected, for 2.0 s" in message, message
     advice = (
-        "may be lost: run it again with the same simulation id "
-        "(MELISSA_TRAINER_SIMULATION_ID=5) once the trainer is back"
+        "may be lost: once a trainer runs there again (a preempted one: "
+        "--resume_from_checkpoint latest), run it again with the same simulation id "
+        "(MELISSA_TRAINER_SIMULATION_ID=5)"
     )
     assert advice in message, message
     said = json.loads(mark.read_text())  # (the receipt asked, and the BYE not in then)

@@ -311,10 +311,12 @@ static mt_status wait_receipts(asking *a, const char *whose) {
             return mt_fail(c, MT_ETIMEDOUT,
                            "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) has "
                            "not answered, nor been connected, for %s s "
-                           "(mt_set_disconnected_timeout: the trainer died?). What it sent "
-                           "after the trainer's last checkpoint may be lost: run it again with "
-                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu) once "
-                           "the trainer is back",
+                           "(mt_set_disconnected_timeout): the trainer stopped before it read "
+                           "this BYE, or died. What it sent after the trainer's last "
+                           "checkpoint may be lost: once a trainer runs there again (a "
+                           "preempted one: --resume_from_checkpoint latest), run it again with "
+                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
+                           "trainer takes the steps it lacks, each once",
                            whose, silent, a->rv->endpoints[silent], t,
                            (unsigned long long)c->simulation_id);
         }

@@ -84,6 +84,10 @@ class Script:
             lines.setdefault(int(number), []).append(rest)
         return lines, err
 
+    def open_files(self) -> int:
+        """How many file descriptors the script's process holds now (Linux's /proc)."""
+        return len(os.listdir(f"/proc/{self.proc.pid}/fd"))
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()

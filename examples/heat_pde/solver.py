@@ -243,7 +243,8 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         "start-up paid once), each asked for with next_simulation()",
     )
     opts = parser.parse_args(argv)
-    given = [f"--{n}" for n in ("simulation_id", "parameters", "save_npy") if getattr(opts, n)]
+    names = ("simulation_id", "parameters", "save_npy")
+    given = [f"--{n}" for n in names if getattr(opts, n) is not None]
     if opts.worker and given:  # (a worker's come from the launcher, one simulation at a time)
         parser.error(f"--worker takes its simulations from the launcher: not with {given}")
     return opts

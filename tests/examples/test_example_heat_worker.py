@@ -184,3 +184,21 @@ def test_the_start_up_advice_names_the_examples_worker_flag(tmp_path: Path) -> N
         "Worker mode pays it once per job: add --worker to this example's command line; "
         "in a study of your own, Launcher(..., worker=True)" in advice
     ), advice
+
+
+def test_worker_mode_refuses_what_it_cannot_honour(capsys: pytest.CaptureFixture[str]) -> None:
+    """``train.py --worker --external`` (no launcher for the workers to ask) and
+    ``solver.py --worker`` with one simulation's own flags (a worker's come from the
+    launcher; ``--simulation_id 0`` too) are usage errors, exit 2, naming the flags."""
+    from heat_pde import solver
+    from heat_pde.train import parser  # the example's (examples/ is on sys.path)
+
+    argv = ["--worker", "--external"]
+    with pytest.raises(SystemExit) as info:
+        parser(argv).parse_args_into_dataclasses(argv)
+    assert info.value.code == 2
+    assert "--worker runs the launcher's workers: not with --external" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        solver.main(["--worker", "--simulation_id", "0"])
+    assert info.value.code == 2
+    assert "not with ['--simulation_id']" in capsys.readouterr().err

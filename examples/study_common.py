@@ -47,6 +47,7 @@ from melissa_trainer import (
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.study_change import StudyChanged
+from melissa_trainer.launcher.worker_mode import DEFAULT_WORKER_BIND
 from melissa_trainer.trainer.output_lock import OutputDirLocked
 
 #: the options the examples give a sampler: Breed breeds 30% of its draws (its own
@@ -267,12 +268,18 @@ def study_source(
     seed: int,
     rendezvous: Path,
     fields: Mapping[str, tuple[Any, Any]],
+    *,
+    worker: bool = False,
+    worker_flag: str | None = None,
 ) -> tuple[Launcher | None, Source]:
     """The trainer's source: a `Study` whose Launcher runs `command` (a Python script
     and its flags) for parameter sets drawn from `bounds`, or with --external no
     launcher and a `StreamSource` waiting for NUM_SIMULATIONS solvers started by hand.
     `fields` is what every solver must declare (one schema per study: a solver
-    declaring others is refused)."""
+    declaring others is refused). `worker`: worker mode, `command` then being a worker
+    that loops on `next_simulation()` (job_limit of them); `worker_flag`: the example's
+    flag that turns worker mode on (None: it has none), which the launcher's start-up
+    advice then names."""
     if opts.external:
         source = StreamSource(
             ReceiverConfig(
@@ -299,6 +306,11 @@ def study_source(
         ),
         # numpy's BLAS threads would only fight over the cores the trainer uses
         env={"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")},
+        worker=worker,
+        # workers on other nodes (Slurm) must reach the launcher's socket: every
+        # interface, guarded by CURVE (loopback otherwise, as for one machine)
+        worker_bind="tcp://*:*" if worker and opts.backend == "slurm" else DEFAULT_WORKER_BIND,
+        worker_hint=worker_flag and f"add {worker_flag} to this example's command line",
     )
     config = ReceiverConfig(
         rendezvous_dir=rendezvous,

@@ -36,6 +36,14 @@ simulate-then-train pipeline stores it:
         --rendezvous outputs/heat_pde/rendezvous --parameters \\
         '{"t_initial": 300, "t_left": 100, "t_right": 500, "t_bottom": 200, "t_top": 400}'
 
+With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
+worker=True)`, the trainer's ``--worker``): one process that pays its start-up (the
+interpreter, numpy, the client) once and then runs one simulation after another, asking
+the launcher for each (`melissa_trainer.client.worker.next_simulation`), until none is
+left. Each simulation streams the same fields as a process of its own with the same
+parameters would (`solve` is deterministic); one whose parameters the solver refuses is
+reported failed (exit code 2, as its own process would exit) and the worker goes on.
+
 This module imports numpy and `melissa_trainer.client` only (never torch): the
 trainer imports `solve` from it to compute its validation simulations.
 """
@@ -48,8 +56,12 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # (imported where used: saving needs neither)
+    import zmq
 
 #: The parameters, in the order the trainer's samples carry them.
 PARAMETER_NAMES = ("t_initial", "t_left", "t_right", "t_bottom", "t_top")
@@ -224,26 +236,40 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         default=None,
         help=f"the trainer's rendezvous dir; default: ${ENV_RENDEZVOUS}",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="run simulations one after another as a launcher's worker (worker mode: the "
+        "start-up paid once), each asked for with next_simulation()",
+    )
+    opts = parser.parse_args(argv)
+    names = ("simulation_id", "parameters", "save_npy")
+    given = [f"--{n}" for n in names if getattr(opts, n) is not None]
+    if opts.worker and given:  # (a worker's come from the launcher, one simulation at a time)
+        parser.error(f"--worker takes its simulations from the launcher: not with {given}")
+    return opts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one simulation and stream it (or save it); returns the exit status."""
+    """Run one simulation and stream it (or save it), or with ``--worker`` run the
+    launcher's simulations one after another; returns the exit status."""
     opts = _parse(argv)
     try:
         config = HeatConfig(opts.grid_size, opts.time_steps, opts.dt, opts.alpha, opts.substeps)
-        text = opts.parameters if opts.parameters is not None else os.environ.get(ENV_PARAMETERS)
-        if text is None:
-            raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
-        parameters = check_parameters(json.loads(text))
+        parameters = None
+        if not opts.worker:
+            text = opts.parameters
+            if text is None:
+                text = os.environ.get(ENV_PARAMETERS)
+            if text is None:
+                raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
+            parameters = check_parameters(json.loads(text))
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
-    if opts.save_npy is not None:
+    if opts.save_npy is not None and parameters is not None:
         save_npy(opts.save_npy, np.stack(list(solve(parameters, config))), parameters)
         return 0
-    from melissa_trainer.client import Client  # not needed to save
-
     # The client reads the environment (MELISSA_TRAINER_ENDPOINTS, or the rendezvous
     # directory MELISSA_TRAINER_RENDEZVOUS); --rendezvous sets the latter. Read by the
     # client itself, not passed as endpoints, the directory tells it when the trainer
@@ -251,17 +277,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.rendezvous:
         os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
-    endpoints = None
+    if parameters is not None:
+        stream(parameters, config, opts.simulation_id)
+        return 0
+    return run_worker(config)
+
+
+def stream(
+    parameters: Mapping[str, float],
+    config: HeatConfig,
+    simulation_id: int | None,
+    context: zmq.Context | None = None,
+) -> None:
+    """Stream one simulation (`solve`) to the trainer: `parameters` as `check_parameters`
+    returns them, `simulation_id` None: ``$MELISSA_TRAINER_SIMULATION_ID``; `context`: a
+    ZeroMQ context to share (a worker's, one for all its simulations), None: the
+    client's own."""
+    from melissa_trainer.client import Client  # not needed to save
+
     n = config.grid_size
     with Client(
         fields={"temperature": ((n, n), "float32")},
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
-        simulation_id=opts.simulation_id,
-        endpoints=endpoints,
+        simulation_id=simulation_id,
         array_reuse="never",  # solve yields a new array every step: no wait for it
+        context=context,
     ) as client:
         for step, temperature in enumerate(solve(parameters, config)):
             client.send(step, temperature=temperature)
+
+
+def run_worker(config: HeatConfig) -> int:
+    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each,
+    until none is left; returns 0. Parameters the solver refuses are reported as that
+    simulation's failure (exit code 2, what its own process would return) and the worker
+    asks for the next; anything else ends the worker (the launcher gives its current
+    simulation to another request and relaunches it)."""
+    import zmq
+
+    from melissa_trainer.client.worker import next_simulation
+
+    context = zmq.Context()  # one for the worker's life, not one per simulation
+    try:
+        code = 0
+        while (work := next_simulation(exit_code=code)) is not None:
+            simulation_id, given = work
+            try:
+                parameters = check_parameters(given)
+            except ValueError as exc:
+                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
+                code = 2
+                continue
+            stream(parameters, config, simulation_id, context)
+            code = 0
+    finally:
+        context.term()
     return 0
 
 

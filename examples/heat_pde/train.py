@@ -23,11 +23,16 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     python examples/heat_pde/train.py --sampler breed        # adaptive sampling
     python examples/heat_pde/train.py --sampler density      # the guide's for 6+ parameters
     python examples/heat_pde/train.py --external             # you start the solvers yourself
+    python examples/heat_pde/train.py --worker               # solvers as job_limit workers
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
     python examples/heat_pde/train.py --mixed_precision bf16 # bf16 autocast (GPU or CPU)
 
 Errors are mean squared errors in kelvin squared, over every grid point of every time
 step of the validation simulations.
+
+``--worker``: `--job_limit` ``solver.py --worker`` processes pay the start-up once each and
+run simulations in turn (`next_simulation()`): the same fields as one process per
+simulation; a dead worker's simulation is run again (benchmarks/heat_worker.py).
 """
 
 from __future__ import annotations
@@ -95,6 +100,8 @@ class HeatArgs(StudyArgs):
     hidden: int = field(default=256, metadata={"help": "MLP width"})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
+    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
+                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -104,6 +111,8 @@ class HeatArgs(StudyArgs):
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
+        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
+            problems.append("--worker runs the launcher's workers: not with --external")
         try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
             _ = self.config
         except ValueError as e:
@@ -321,11 +330,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n = opts.grid_size
     launcher, source = study_source(
         opts,
-        solver_command,
+        [*solver_command, "--worker"] if opts.worker else solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         fields={"temperature": ((n, n), "float32")},  # what solver.py declares
+        worker=opts.worker,
+        worker_flag="--worker",  # named by the launcher's start-up advice
     )
 
     leave_cores_to_simulations(opts)

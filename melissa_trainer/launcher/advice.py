@@ -14,6 +14,8 @@
   worker mode, what the guide says helps a compiled solver: longer simulations (more
   time steps per process) and ``startup_timeout`` sized to the start-up; for a client
   that did not say (an older one), worker mode as the fix of a Python solver only.
+  A program that turns worker mode on for its user (an example's ``--worker``) says how
+  (`Launcher`'s `worker_hint`), and the Python fix names that first.
 * **A deterministic failure.** The first restart that fails as the attempt before it
   did (the same exit code, or both killed for silence) gets one WARNING: a
   deterministic solver fails the same way with the same parameters, every restart
@@ -51,9 +53,10 @@ _WORKER_MODE = (
     "melissa_trainer.client.worker.next_simulation() (see the guide's 'Stream from your "
     "own solver' page, docs/how-to/own-solver.md)"
 )
-#: the fix said, by the client library the simulation's HELLO named (None: unknown)
+#: the fix said, by the client library the simulation's HELLO named (None: unknown);
+#: {worker} is `_WORKER_MODE`, after the program's own `worker_hint` if it has one
 _FIX = {
-    "python": f"Worker mode pays it once per job: {_WORKER_MODE};",
+    "python": "Worker mode pays it once per job: {worker};",
     # worker mode needs next_simulation(), which the C and Fortran clients lack
     # (docs/how-to/compiled-solver.md, 'A slow start-up'): say what helps them instead
     "c": (
@@ -65,7 +68,7 @@ _FIX = {
     ),
     None: (
         "If the solver uses the Python client, worker mode pays it once per job: "
-        f"{_WORKER_MODE}; the C and Fortran clients have no worker mode;"
+        "{worker}; the C and Fortran clients have no worker mode;"
     ),
 }
 
@@ -94,10 +97,14 @@ class Advice:
 
     Args:
         worker_mode: the study runs workers (start-up is already paid once per job).
+        worker_hint: how the program's user turns worker mode on (`Launcher`'s
+            `worker_hint`, e.g. an example's flag), named before `Launcher(...,
+            worker=True)` in the Python fix; None: that alone.
     """
 
-    def __init__(self, worker_mode: bool) -> None:
+    def __init__(self, worker_mode: bool, worker_hint: str | None = None) -> None:
         self.worker_mode = worker_mode
+        self.worker_hint = worker_hint
         #: launch-to-first-message seconds of the attempts that sent one, and in worker
         #: mode launch-to-first-request seconds of the workers that asked (this run's)
         self.startup_seconds = 0.0
@@ -138,9 +145,16 @@ class Advice:
             startup,
             wall,
             "(MPI_Init, reading a mesh, set-up)" if client == "c" else _PYTHON_STARTUP,
-            _FIX.get(client, _FIX[None]),
+            self._fix(client),
             _load_note(),
         )
+
+    def _fix(self, client: str | None) -> str:
+        """The start-up fix for `client` (`_FIX`), with this program's `worker_hint`."""
+        worker = _WORKER_MODE
+        if self.worker_hint:
+            worker = f"{self.worker_hint}; in a study of your own, {_WORKER_MODE}"
+        return _FIX.get(client, _FIX[None]).format(worker=worker)
 
     def failed(self, simulation_id: int, codes: Sequence[int | str]) -> None:
         """An attempt failed; `codes`: the exit codes of the simulation's attempts."""

@@ -26,6 +26,7 @@ class Settings:
     env: Mapping[str, str]
     log_dir: Path
     rendezvous_dir: str
+    worker_hint: str | None = None  # `Launcher`'s: named in the start-up advice
 
 
 @dataclass

@@ -113,6 +113,10 @@ class Launcher(LauncherRecord):
             environment, and peers without it get no answer.
         advertise_host: the host name given to workers for a wildcard `worker_bind`
             (default: this machine's host name).
+        worker_hint: how the user of the program that makes this launcher turns worker
+            mode on (an example's flag: ``"add --worker to this example's command
+            line"``), which the start-up advice (`advice`) names before
+            ``Launcher(..., worker=True)``; None: that alone.
         log_dir: per-job logs; default ``{study_dir}/logs``.
         env: extra environment variables for every job.
         first_simulation_id: the first id drawn.
@@ -135,6 +139,7 @@ class Launcher(LauncherRecord):
         worker: bool = False,
         worker_bind: str = DEFAULT_WORKER_BIND,
         advertise_host: str | None = None,
+        worker_hint: str | None = None,
         log_dir: str | os.PathLike[str] | None = None,
         env: Mapping[str, str] | None = None,
         first_simulation_id: int = 0,
@@ -177,6 +182,7 @@ class Launcher(LauncherRecord):
         self.worker = worker
         self.tuning = tuning
         self._worker_bind, self._advertise = worker_bind, advertise_host
+        self._worker_hint = worker_hint
         self._job_limit, self._ranks = job_limit, ranks_per_simulation
         self._log_dir = None if log_dir is None else Path(log_dir)
         self._env = dict(env or {})
@@ -248,6 +254,7 @@ class Launcher(LauncherRecord):
             env=self._env if run_id is None else {**self._env, ENV_RUN_ID: run_id},
             log_dir=self._log_dir.absolute() if self._log_dir else study / "logs",
             rendezvous_dir=str(rendezvous),
+            worker_hint=self._worker_hint,
         )
         settings.log_dir.mkdir(parents=True, exist_ok=True)
         if not self._resumed:

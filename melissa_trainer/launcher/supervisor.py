@@ -102,7 +102,7 @@ class Supervisor(FailurePolicy):
             heartbeat=heartbeat is not None,
         )
         self.systematic = SystematicFailure(tuning.systematic_failures, study.sampler.names)
-        self.advice = Advice(self.worker_mode)
+        self.advice = Advice(self.worker_mode, settings.worker_hint)
         #: what the stream's silence waits for, or None (`expected_silence`): set at
         #: each tick by the launcher's thread, read from any thread
         self.silence_explained: str | None = None

@@ -13,9 +13,11 @@ import pytest
 from melissa_trainer.launcher.advice import Advice
 
 
-def advice_for(client: str | None, caplog: pytest.LogCaptureFixture) -> list[str]:
+def advice_for(
+    client: str | None, caplog: pytest.LogCaptureFixture, worker_hint: str | None = None
+) -> list[str]:
     caplog.clear()
-    advice = Advice(worker_mode=False)
+    advice = Advice(worker_mode=False, worker_hint=worker_hint)
     advice.first_message(3, 6.0, client)
     advice.ended(3, 0, 7.0)  # a start-up of 6 s in 7 s: dominates
     advice.first_message(4, 6.0, client)
@@ -37,6 +39,28 @@ def test_the_start_up_fix_depends_on_the_client_the_hello_named(
     (unknown,) = advice_for(None, caplog)
     assert unknown.count("If the solver uses the Python client, worker mode") == 1
     assert "the C and Fortran clients have no worker mode" in unknown
+
+
+def test_a_programs_worker_hint_comes_first_in_the_python_fix(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A program that turns worker mode on for its user (the heat example's ``--worker``)
+    is named before the library's ``Launcher(..., worker=True)``, which that user does
+    not write; a C solver, which has no worker mode, is told the same as without it."""
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.launcher")
+    hint = "add --worker to this example's command line"
+    (python,) = advice_for("python", caplog, hint)
+    assert (
+        "Worker mode pays it once per job: add --worker to this example's command line; in a "
+        "study of your own, Launcher(..., worker=True), the solver looping on" in python
+    ), python
+    (unknown,) = advice_for(None, caplog, hint)
+    assert (
+        "If the solver uses the Python client, worker mode pays it once per job: add --worker"
+        in unknown
+    )
+    (c,) = advice_for("c", caplog, hint)
+    assert "--worker" not in c and "The C and Fortran clients have no worker mode" in c
 
 
 def test_no_start_up_advice_in_worker_mode_whatever_the_client(

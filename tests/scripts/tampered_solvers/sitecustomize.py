@@ -10,7 +10,16 @@ started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched so
 * with ``SOLVER_HANG=SID:STEP:PATH``, simulation SID's first attempt hangs mid-stream
   (alive and silent) where it would send STEP, and says when in PATH;
 * with ``SOLVER_DISCONNECTED_TIMEOUT=s`` gives up on a trainer gone after `s` seconds
-  (`ClientTuning.disconnected_timeout`, 60 by default) rather than a minute.
+  (`ClientTuning.disconnected_timeout`, 60 by default) rather than a minute;
+* with ``SOLVER_STARTUP_SLEEP=s`` sleeps `s` seconds here, at its start (a slow start-up:
+  imports, a JIT), before the solver's own code runs.
+
+and every worker of worker mode (``MELISSA_TRAINER_WORKER`` in its environment)
+
+* with ``SOLVER_WORKER_KILL=SID:STEP:PATH`` is killed (SIGKILL, by itself) where it
+  would send STEP of simulation SID, once in the study: the first worker there claims
+  PATH (created exclusively) and writes its pid to it; a worker that runs SID again
+  streams it whole.
 """
 
 import os
@@ -91,3 +100,30 @@ if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get(
         _tuned_init(self, *args, **kwargs)
 
     Client.__init__ = _tuned  # type: ignore[method-assign]
+
+if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_STARTUP_SLEEP"):
+    import time
+
+    time.sleep(float(os.environ["SOLVER_STARTUP_SLEEP"]))
+
+if os.environ.get("MELISSA_TRAINER_WORKER") and os.environ.get("SOLVER_WORKER_KILL"):
+    import signal
+
+    from melissa_trainer.client import Client
+
+    _kill_sid, _kill_step, _kill_path = os.environ["SOLVER_WORKER_KILL"].split(":", 2)
+    _worker_send = Client.send
+
+    def _killed_send(self, step, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.simulation_id == int(_kill_sid) and step == int(_kill_step):
+            try:  # (once in the study, whichever worker gets there first)
+                fd = os.open(_kill_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, str(os.getpid()).encode())
+                os.close(fd)
+                os.kill(os.getpid(), signal.SIGKILL)
+        return _worker_send(self, step, *args, **kwargs)
+
+    Client.send = _killed_send  # type: ignore[method-assign]

@@ -245,6 +245,25 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
  * A receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. */
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds);
 
+/* The replay window, in bytes, of a solver started by hand (external mode: endpoints from
+ * a rendezvous, MELISSA_TRAINER_ATTEMPT unset): copies of the last steps this rank sent,
+ * so that it follows a trainer restarted from its checkpoint (SIGTERM or SIGKILL, then
+ * --resume_from_checkpoint): it notices the new run in the rendezvous, asks each resumed
+ * receiver which of its steps the checkpoint holds, says HELLO again and sends the others
+ * again (docs/protocol.md 17). Default: $MELISSA_TRAINER_REPLAY_BYTES, else 64 MiB in
+ * external mode and 0 otherwise (a launched simulation is run again by its launcher); 0:
+ * no window, no following (a restarted trainer fails the close, saying to run the
+ * simulation again). A step needed again that has left the window fails the send or the
+ * close (MT_ETIMEDOUT) naming this setting. The bound counts the copies and the 8-byte
+ * index of each step kept. */
+mt_status mt_set_replay_bytes(mt_client *c, uint64_t bytes);
+
+/* Seconds a solver with a replay window, finding its trainer gone at the close (no answer
+ * and no connection for the disconnected timeout), waits for a restarted one to publish
+ * in the rendezvous before it gives up (default 120, as the Python client's
+ * follow_timeout; < 0 or +inf: no bound). */
+mt_status mt_set_follow_timeout(mt_client *c, double seconds);
+
 /* For melissa_trainer_mpi.h (and other front ends), before mt_client_start: the
  * declared fields by index (declaration order), each field's global element count,
  * this rank's part count (returns 0: no part declared, 1: a count only

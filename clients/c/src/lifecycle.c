@@ -43,8 +43,8 @@ static mt_status check_fields(mt_client *c) {
     return MT_OK;
 }
 
-/* Everything mt_client_start acquires, released (linger_ms for the sockets). */
-static void release_runtime(mt_client *c, int linger_ms) {
+/* The sockets, their context and the batches (follow.c replaces them). */
+void mt_transport_release(mt_client *c, int linger_ms) {
     mt_outbox_stop_flusher(c);
     mt_handshake_release(c); /* (its sockets would hold zmq_ctx_term forever) */
     for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
@@ -60,6 +60,11 @@ static void release_runtime(mt_client *c, int linger_ms) {
         c->zctx = NULL; /* every zero-copy message has been freed by now */
     }
     mt_outbox_free(c);
+}
+
+/* Everything mt_client_start acquires, released (linger_ms for the sockets). */
+static void release_runtime(mt_client *c, int linger_ms) {
+    mt_transport_release(c, linger_ms);
     for (size_t i = 0; c->endpoints != NULL && i < c->n_endpoints; ++i) free(c->endpoints[i]);
     for (size_t i = 0; c->curve_keys != NULL && i < c->n_endpoints; ++i) free(c->curve_keys[i]);
     for (size_t i = 0; c->follows != NULL && i < c->n_endpoints; ++i) free(c->follows[i]);
@@ -111,7 +116,7 @@ static mt_status init_sync(mt_client *c) {
     return ok && held ? MT_OK : mt_fail(c, MT_ENOMEM, "cannot create the client's locks");
 }
 
-static mt_status connect_all(mt_client *c) {
+mt_status mt_connect_all(mt_client *c) {
     c->zctx = zmq_ctx_new();
     if (c->zctx == NULL) return mt_fail(c, MT_EZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
     c->sockets = calloc(c->n_endpoints, sizeof *c->sockets);
@@ -161,13 +166,14 @@ mt_status mt_client_start(mt_client *c) {
     mt_buf hello = {0};
     if (st == MT_OK) st = mt_encode_hello(c, &hello);
     if (st == MT_OK) st = mt_build_headers(c);
+    if (st == MT_OK) st = mt_follow_setup(c);
     if (st == MT_OK) st = init_sync(c);
     if (st == MT_OK) {
         c->steps_per_receiver = calloc(c->n_endpoints, sizeof *c->steps_per_receiver);
         if (c->steps_per_receiver == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
     }
     if (st == MT_OK) st = mt_outbox_init(c);
-    if (st == MT_OK) st = connect_all(c);
+    if (st == MT_OK) st = mt_connect_all(c);
     if (st == MT_OK) {
         c->started = true;
         double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
@@ -201,6 +207,7 @@ static void endpoint_list(const mt_client *c, char *out, size_t size) {
 
 static void free_client(mt_client *c) {
     release_runtime(c, 0);
+    mt_replay_free(&c->replay);
     mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
@@ -238,6 +245,10 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                                    "no BYE sent (the run did not finish)",
                      (unsigned long long)c->step, missing);
         bye = false;
+    }
+    if (bye && !c->failed) { /* a trainer restarted since the last look: followed first */
+        mt_status fs = mt_follow_poll(c, true);
+        if (fs != MT_OK) st = fs, bye = false; /* (c->failed: nothing more is sent) */
     }
     double timeout = c->close_timeout;
     double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;

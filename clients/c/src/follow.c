@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "internal.h"
@@ -317,5 +318,49 @@ mt_status mt_follow_poll(mt_client *c, bool force) {
         mt_rendezvous_free(&rv);
         return MT_OK;
     }
+    return follow(c, &rv);
+}
+
+/* Whether `rv` names another run than `mine` (its run id or its endpoints). */
+static bool another_run(const mt_rendezvous *rv, const mt_rendezvous *mine) {
+    bool other = rv->n != mine->n || (rv->run_id == NULL) != (mine->run_id == NULL) ||
+                 (rv->run_id != NULL && strcmp(rv->run_id, mine->run_id) != 0);
+    for (size_t r = 0; !other && r < rv->n; ++r)
+        other = strcmp(rv->endpoints[r], mine->endpoints[r]) != 0;
+    return other;
+}
+
+mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine) {
+    char kept[MT_ERROR_BYTES]; /* the receipt's error, if no new run publishes */
+    memcpy(kept, c->error, sizeof kept);
+    double timeout = c->follow_timeout;
+    double deadline = timeout < 0 ? -1.0 : mt_now() + timeout, pause = 0.05;
+    mt_rendezvous rv;
+    char problem[768];
+    for (;;) { /* (follow.py wait_restarted: complete, not stopped, another run) */
+        mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem,
+                                          false);
+        if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
+        if (st == MT_OK && another_run(&rv, mine)) break;
+        if (st == MT_OK) mt_rendezvous_free(&rv);
+        double left = deadline < 0 ? pause : deadline - mt_now();
+        if (left <= 0) {
+            memcpy(c->error, kept, sizeof kept);
+            return MT_ETIMEDOUT;
+        }
+        double nap = pause < left ? pause : left;
+        struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
+        nanosleep(&ts, NULL);
+        pause = pause * 2 < 0.5 ? pause * 2 : 0.5;
+    }
+    /* The client as mt_client_start left it, to a transport of none (follow() makes it). */
+    mt_status st = mt_init_sync(c);
+    if (st == MT_OK) st = mt_build_headers(c);
+    if (st != MT_OK) {
+        mt_rendezvous_free(&rv);
+        return st;
+    }
+    c->started = true;
+    c->step_open = false;
     return follow(c, &rv);
 }

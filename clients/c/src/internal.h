@@ -158,6 +158,7 @@ struct mt_client {
     unsigned long long follow_ino;
     long long follow_mtime_ns;    /* rank_0.json's as last looked at (0: none) */
     unsigned followed;            /* how many times it followed */
+    int receipt_restart;          /* receipt.c: its MT_ETIMEDOUT was a new run (1), gone (2) */
     /* the open time step */
     bool step_open;
     uint64_t step;
@@ -441,9 +442,15 @@ mt_status mt_follow_setup(mt_client *c);
  * it names a new run, follow it (ask, reconnect, send again). MT_OK, or an error that
  * leaves the client failed (the message says what to do). */
 mt_status mt_follow_poll(mt_client *c, bool force);
+/* At the close, its receipt not confirmed (c->receipt_restart: the rendezvous names a new
+ * run, or a receiver gone): with a window, wait up to the follow timeout for a new run
+ * other than `mine`'s, make the client started again and follow it (MT_OK: the close says
+ * BYE again); else the receipt's error, kept, or the follow's. */
+mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine);
 
 /* lifecycle.c: the transport alone (follow.c replaces it). */
 void mt_transport_release(mt_client *c, int linger_ms);
+mt_status mt_init_sync(mt_client *c);
 mt_status mt_connect_all(mt_client *c);
 
 /* send.c */

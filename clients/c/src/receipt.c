@@ -295,17 +295,21 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         }
         if (done == n) return report(a, whose);
         char run[80];
-        if (rewritten(c, a->rv, run, sizeof run))
+        if (rewritten(c, a->rv, run, sizeof run)) {
+            c->receipt_restart = 1; /* (followed with a window: follow.c) */
             return mt_fail(c, MT_ETIMEDOUT,
                            "%s: its BYE was not confirmed: the trainer was restarted (the "
-                           "rendezvous %s now names run %s) before it confirmed it, and the C "
-                           "client does not follow a restarted trainer. What it sent after the "
-                           "trainer's last checkpoint may be lost: run it again, with the same "
-                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the resumed "
-                           "trainer keeps the steps it holds and takes the others, each once",
+                           "rendezvous %s now names run %s) before it confirmed it, and a C "
+                           "client without a replay window does not follow it. What it sent "
+                           "after the trainer's last checkpoint may be lost: run it again, with "
+                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
+                           "resumed trainer keeps the steps it holds and takes the others, each "
+                           "once",
                            whose, c->rendezvous_used, run,
                            (unsigned long long)c->simulation_id);
+        }
         if (silent < n) {
+            c->receipt_restart = 2; /* (followed with a window: follow.c) */
             char t[32];
             mt_format_double(gone_after, t);
             return mt_fail(c, MT_ETIMEDOUT,

@@ -198,9 +198,12 @@ mt_status mt_flush(mt_client *c);
  * there); MT_ESIMREFUSED if one refused the HELLO (fields other than the study's, ...;
  * everything it sent was dropped), the message naming the receiver, its reason and the
  * fix, or if the trainer refused every sample as non-finite (some: a warning on stderr);
- * MT_ETIMEDOUT if a receiver is gone (no answer and no connection to its follow socket
- * for the disconnected timeout, mt_set_disconnected_timeout), the rendezvous names a new
- * run (a restarted trainer: the C client does not follow it), or the receivers kept
+ * a restarted trainer (the rendezvous names a new run; or a receiver gone, no answer and
+ * no connection to its follow socket for the disconnected timeout, and a new run within
+ * the follow timeout) is followed with a replay window (mt_set_replay_bytes: the steps
+ * its checkpoint lacks sent again, BYE again) and asked in turn; MT_ETIMEDOUT if a
+ * receiver is gone and no new run came, one came and the solver has no window (or the
+ * window lacks a step, the message naming mt_set_replay_bytes), or the receivers kept
  * saying "not yet" for the close timeout (counted again from the question): the message
  * says the BYE was not confirmed, that the steps may be lost, and to run the simulation
  * again with the same MELISSA_TRAINER_SIMULATION_ID once the trainer is back.

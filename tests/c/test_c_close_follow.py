@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
+from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
 from predict_script import zctx  # noqa: F401 (a fixture)
 from test_c_close_receipt import (
     STEPS,
@@ -166,3 +166,21 @@ def test_a_window_too_small_fails_the_close_naming_its_bound(
         "takes the others, each once"
     ), message
     assert frames == [] and kinds == [P.HELD_QUERY]  # (asked, then nothing sent)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_close_follow_paths_under_sanitizers(
+    sanitized_c_client: CClient,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Followed, and a window too small, under AddressSanitizer and UBSan: no leak (the
+    window, the HELD replies, the transport replaced), no error."""
+    exe = sanitized_c_client.build_dir / "tests" / "mt_script"
+    small = {"MELISSA_TRAINER_REPLAY_BYTES": "20"}
+    for name, env, expected in [("followed", {}, 0), ("small", small, MT_ETIMEDOUT)]:
+        (tmp_path / name).mkdir()
+        code, message, err, _, _, _ = run_close(exe, zctx, tmp_path / name, **SANITIZER_ENV, **env)
+        assert code == expected, (name, message, err)
+        assert "ERROR" not in err and "runtime error" not in err, err

@@ -74,20 +74,22 @@ static void nap(double seconds) {
 static int receive(void *s, zmq_msg_t *msg, int *frames) {
     zmq_msg_init(msg);
     *frames = 0;
-    int more = 1;
-    while (more) {
+    for (;;) {
         zmq_msg_t part;
-        zmq_msg_init(&part);
+        zmq_msg_t *into = msg;
+        if (*frames > 0) {
+            zmq_msg_init(&part);
+            into = &part;
+        }
         int n;
-        while ((n = zmq_msg_recv(*frames == 0 ? msg : &part, s, 0)) < 0 && errno == EINTR)
-            continue;
+        while ((n = zmq_msg_recv(into, s, 0)) < 0 && errno == EINTR) continue;
         int err = n < 0 ? errno : 0;
-        zmq_msg_close(&part);
+        int more = err ? 0 : zmq_msg_more(into); /* (read before the part is closed) */
+        if (into == &part) zmq_msg_close(&part);
         if (err) return err;
         ++*frames;
-        more = zmq_msg_more(*frames == 1 ? msg : &part);
+        if (!more) return 0;
     }
-    return 0;
 }
 
 /* Receiver r's HELD into *out: true, or false at the deadline (bad: malformed ones). */

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from compiled import CClient, c_client, compile_fortran_program  # noqa: F401 (a fixture)
+from test_external_close import assert_trained_once
 from test_external_resume import (
     DRIVER,
     SIMULATIONS,
@@ -46,7 +47,8 @@ pytestmark = [
 # A C solver of the heat example's field (its values do not matter to the oracle): the
 # study's parameters, SOLVER_STEP_SLEEP seconds before each step; with SOLVER_GATES=DIR,
 # at step SOLVER_FIRST it touches DIR/sent and waits for DIR/go, at step SOLVER_MID
-# DIR/mid and DIR/go2. Exit 0 only if the close returned MT_OK.
+# DIR/mid and DIR/go2; with SOLVER_CLOSING set it touches DIR/closing as it closes.
+# SOLVER_CLOSE_TIMEOUT: mt_set_close_timeout. Exit 0 only if the close returned MT_OK.
 C_SOLVER = r"""
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -81,6 +83,8 @@ int main(int argc, char **argv) {
     mt_status st = mt_client_create(&c);
     for (int k = 0; k < 5 && st == MT_OK; ++k) st = mt_set_parameter(c, names[k], values[k]);
     if (st == MT_OK) st = mt_set_disconnected_timeout(c, 2.0);
+    if (st == MT_OK && getenv("SOLVER_CLOSE_TIMEOUT"))
+        st = mt_set_close_timeout(c, atof(getenv("SOLVER_CLOSE_TIMEOUT")));
     if (st == MT_OK) st = mt_declare_field(c, "temperature", MT_FLOAT32, 2, shape);
     if (st == MT_OK) st = mt_client_start(c);
     float u[36];
@@ -96,6 +100,7 @@ int main(int argc, char **argv) {
         mt_client_abort(c);
         return 1;
     }
+    if (gates != NULL && getenv("SOLVER_CLOSING")) gate(gates, "closing", "."); /* (no wait) */
     st = mt_client_close(c); /* (its error, if any, on stderr) */
     printf("closed %d\n", (int)st);
     return st == MT_OK ? 0 : 1;
@@ -189,7 +194,7 @@ def test_running_c_solvers_follow_a_resumed_trainer(
 
 # -- a window too small: the moment made exact ------------------------------------------
 
-HELD_STEPS, FIRST, MID = 48, 8, 40
+HELD_STEPS, FIRST, MID = 48, 8, 40  # (48: test_external_close's, whose oracle is used)
 HELD_FLAGS = [
     "--external", "--num_simulations", "1", "--time_steps", str(HELD_STEPS),
     "--grid_size", "6", "--num_validation", "1", "--hidden", "16", "--no_plot",
@@ -272,5 +277,53 @@ def test_running_fortran_solvers_follow_a_resumed_trainer(
         resumed = study.procs[SIMULATIONS + 1]
         assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
         assert_each_step_trained_on_once(study)
+    finally:
+        study.cleanup()
+
+
+@pytest.mark.timeout(600)
+def test_a_trainer_killed_as_the_c_solver_closes_is_followed_by_the_close(
+    c_client: CClient,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """test_external_close.py with a C solver: the trainer holds after checkpoint-2 (its
+    buffer full, its receiver not reading), the solver sends its other steps and closes,
+    the trainer is killed then (SIGKILL) and resumed. Whether the BYE was still queued
+    (not delivered within the close timeout, 15 s here) or had reached the dead trainer
+    (its follow socket then silent for the disconnected timeout), the close follows the
+    resumed trainer, sends again what checkpoint-2 lacks, says BYE again and returns
+    MT_OK once the new receiver has it: every step trained on once. Before: MT_ETIMEDOUT,
+    the last steps lost."""
+    study = CStudy(tmp_path, c_solver(c_client, tmp_path), HELD_STEPS)
+    gates, hold = tmp_path / "gates", tmp_path / "hold"
+    gates.mkdir()
+    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
+    try:
+        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
+               "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
+        first = study._start("first", args, env)
+        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+        old_run = study.run_id()
+        solver = study.solver(
+            0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_CLOSING="1",
+            SOLVER_CLOSE_TIMEOUT="15",
+        )  # fmt: skip
+        wait_for("the solver's first steps", lambda: (gates / "sent").exists())
+        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
+        hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
+        (gates / "go").touch()
+        wait_for("the solver's close", lambda: (gates / "closing").exists())
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(60) == -signal.SIGKILL
+        hold.unlink()
+        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "resumed.lineage")}
+        resumed = study._start("resumed", [*args, "--resume_from_checkpoint", "latest"], env)
+        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        code = solver.wait(300)
+        said = study.output("solver-0")
+        assert code == 0, said[-3000:]
+        assert "followed the restarted trainer" in said, said[-3000:]
+        assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
+        assert_trained_once(study)
     finally:
         study.cleanup()

@@ -321,8 +321,13 @@ mt_status mt_follow_poll(mt_client *c, bool force) {
     return follow(c, &rv);
 }
 
-/* Whether `rv` names another run than `mine` (its run id or its endpoints). */
-static bool another_run(const mt_rendezvous *rv, const mt_rendezvous *mine) {
+/* Whether `rv` names another run than `mine` (its run id or its endpoints; `mine` empty:
+ * another run id than the client's). */
+static bool another_run(const mt_client *c, const mt_rendezvous *rv,
+                        const mt_rendezvous *mine) {
+    if (mine->n == 0)
+        return (rv->run_id == NULL) != (c->run_id == NULL) ||
+               (rv->run_id != NULL && strcmp(rv->run_id, c->run_id) != 0);
     bool other = rv->n != mine->n || (rv->run_id == NULL) != (mine->run_id == NULL) ||
                  (rv->run_id != NULL && strcmp(rv->run_id, mine->run_id) != 0);
     for (size_t r = 0; !other && r < rv->n; ++r)
@@ -341,7 +346,7 @@ mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine) {
         mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem,
                                           false);
         if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
-        if (st == MT_OK && another_run(&rv, mine)) break;
+        if (st == MT_OK && another_run(c, &rv, mine)) break;
         if (st == MT_OK) mt_rendezvous_free(&rv);
         double left = deadline < 0 ? pause : deadline - mt_now();
         if (left <= 0) {

@@ -336,7 +336,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                          (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
         }
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
-        c->receipt_restart = 0;
+        /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */
+        c->receipt_restart = failure != NULL && *failure != '\0' && bye ? 2 : 0;
         if (bye_steps != NULL && st == MT_OK) st = mt_receipt_check(c, &mine, bye_steps);
         /* a trainer restarted (or gone) before it confirmed: followed with a window, once a
          * new run published (follow.c), then the BYE said again */

@@ -178,7 +178,14 @@ mt_status mt_client_start(mt_client *c);
  * mt_send waits as mt_set_reuse says. MT_ETIMEDOUT / MT_EZMQ: only mt_client_abort
  * may follow; so after MT_EENV: the receiver of the step refused the client's handshake
  * (a CURVE key it does not hold, a key for a receiver without CURVE, none for one with
- * it: ZeroMQ delivers nothing to it), the message naming its endpoint and the fix. */
+ * it: ZeroMQ delivers nothing to it), the message naming its endpoint and the fix.
+ * With a replay window (mt_set_replay_bytes; external mode), the first call of a step
+ * copies this rank's parts into it as they are sent, and looks (at most once a second)
+ * whether the rendezvous names a restarted trainer: it then follows it before sending
+ * (asks which steps its checkpoint holds, reconnects, sends the others again: it may
+ * take that long), or fails with MT_ETIMEDOUT saying why and to run the simulation
+ * again (a step needed that left the window, a trainer that abandoned the simulation,
+ * no answer within 30 s). */
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
                   const void *data, uint64_t count);
 /* Send the batches held now (they otherwise leave within the batch delay), and wait

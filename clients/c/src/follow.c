@@ -34,6 +34,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 #define ENV_REPLAY_BYTES "MELISSA_TRAINER_REPLAY_BYTES"
 #define DEFAULT_REPLAY_BYTES ((uint64_t)64 << 20) /* ClientTuning's DEFAULT_REPLAY_BYTES */

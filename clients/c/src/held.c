@@ -12,6 +12,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 #define KIND_HELD_QUERY 9
 #define KIND_HELD 10

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "melissa_trainer.h"
+#include "replay.h"
 
 #define MT_MAX_NDIM 8
 #define MT_MAX_NAME_BYTES 255
@@ -91,23 +92,6 @@ typedef struct mt_handshake {
     uint16_t event;      /* the failure that refused it, and its value */
     uint32_t value;
 } mt_handshake;
-
-/* The replay window (replay.c): copies of the last steps this rank sent, bounded in bytes,
- * sent again to a trainer restarted from a checkpoint that lacks them (follow.c). One row
- * per step: every field's part, at its replay_at. */
-typedef struct mt_replay {
-    uint64_t max_bytes;  /* the bound (0: no window) */
-    size_t row_bytes;    /* one step's parts */
-    size_t rows;         /* steps it can hold (0: none fits) */
-    uint8_t *data;       /* rows * row_bytes, allocated at the first step kept */
-    uint64_t *step_at;   /* row -> step (rows used: the first `used`) */
-    size_t used, next;   /* rows holding a step; the row the next new step takes */
-    bool open;           /* a row is being filled: the step `open_step` in `open_row` */
-    uint64_t open_step;
-    size_t open_row;
-    uint64_t last;       /* the last step begun (steps usually grow: no search) */
-    uint64_t dropped;    /* steps overwritten, or never kept (none fits) */
-} mt_replay;
 
 struct mt_client {
     char error[MT_ERROR_BYTES];
@@ -388,70 +372,6 @@ mt_status mt_handshake_check(mt_client *c, size_t i);
 mt_status mt_handshake_wait(mt_client *c, double deadline);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
-
-/* replay.c: the window (mt_replay above). */
-/* Bound max_bytes (0: none), rows of row_bytes; nothing allocated yet. */
-void mt_replay_init(mt_replay *w, uint64_t max_bytes, size_t row_bytes);
-void mt_replay_free(mt_replay *w);
-/* Copy n bytes of `step` at `offset` in its row (a new step takes a row: the oldest step's
- * once full, the same row if it was kept already). Returns false if the step is not kept
- * (none fits, or no memory: counted in dropped). */
-bool mt_replay_put(mt_replay *w, uint64_t step, size_t offset, const void *data, size_t n);
-/* One step kept, and its row. */
-typedef struct mt_replay_entry {
-    uint64_t step;
-    size_t row;
-} mt_replay_entry;
-/* The steps kept, sorted, into *out (malloc'd, NULL when none): their count, or
- * (size_t)-1 without memory. */
-size_t mt_replay_sorted(const mt_replay *w, mt_replay_entry **out);
-/* The row of `step` in `sorted` (n entries), or NULL if the window lacks it. */
-const uint8_t *mt_replay_find(const mt_replay *w, const mt_replay_entry *sorted, size_t n,
-                              uint64_t step);
-
-/* held.c: which steps a resumed trainer's checkpoint holds (docs/protocol.md 17). */
-#define MT_HELD_NONE 0
-#define MT_HELD_STEPS 1
-#define MT_HELD_FINISHED 2
-#define MT_HELD_ABANDONED 3
-typedef struct mt_held {
-    int status;          /* MT_HELD_* */
-    uint32_t rank, world;
-    uint64_t bits;       /* the bit count (status MT_HELD_STEPS) */
-    uint8_t *map;        /* ceil(bits / 8) bytes, malloc'd (NULL when bits is 0) */
-} mt_held;
-/* NULL with *out set (out->map malloc'd) if `frame` is a HELD answering `request_id`
- * about `simulation_id` from receiver `rank` of `world`; else why not ("truncated",
- * "bad_size", "bad_rank", ..., "no_memory"). */
-const char *mt_held_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
-                          uint64_t request_id, uint32_t rank, uint32_t world, mt_held *out);
-/* Whether `h` holds time step `step` (docs/protocol.md 17: bit step / world). */
-bool mt_held_holds(const mt_held *h, uint64_t step);
-/* A HELD_QUERY into out (24 bytes). */
-void mt_held_query(uint8_t out[24], uint64_t simulation_id, uint64_t request_id);
-/* Each receiver's HELD of `rv` (held[r], mt_held_free each), asked on its follow socket,
- * at most `timeout` s each: MT_OK, or MT_ETIMEDOUT (no follow socket, no valid answer). */
-mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held);
-void mt_held_free(mt_held *h);
-
-/* follow.c: a trainer restarted (a new run in the rendezvous) followed. */
-/* The window's bound and row, from mt_set_replay_bytes, MELISSA_TRAINER_REPLAY_BYTES or
- * the default (external mode only); after the headers are built. MT_EENV on a bad value. */
-mt_status mt_follow_setup(mt_client *c);
-/* With a window: look at the rendezvous (at most once a second unless `force`), and if
- * it names a new run, follow it (ask, reconnect, send again). MT_OK, or an error that
- * leaves the client failed (the message says what to do). */
-mt_status mt_follow_poll(mt_client *c, bool force);
-/* At the close, its receipt not confirmed or its BYE not delivered (c->receipt_restart:
- * the rendezvous names a new run, or a receiver gone): with a window, wait up to the
- * follow timeout for a new run other than `mine`'s (empty: than c->run_id), make the client started again and follow it (MT_OK: the close says
- * BYE again); else the receipt's error, kept, or the follow's. */
-mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine);
-
-/* lifecycle.c: the transport alone (follow.c replaces it). */
-void mt_transport_release(mt_client *c, int linger_ms);
-mt_status mt_init_sync(mt_client *c);
-mt_status mt_connect_all(mt_client *c);
 
 /* send.c */
 mt_status mt_arm(mt_client *c, void *sock, double deadline);

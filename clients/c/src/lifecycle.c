@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 /* Checks that need no I/O: fields declared, parts, sizes. */
 static mt_status check_fields(mt_client *c) {

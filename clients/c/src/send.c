@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 /* Seconds between two reads of the sockets' handshake monitors by mt_send. */
 #define HANDSHAKE_CHECK_S 0.05

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "follow.h"
 
 static int failures = 0;
 #define CHECK(cond)                                                                  \

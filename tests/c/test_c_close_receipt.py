@@ -254,14 +254,17 @@ def test_a_follow_socket_that_goes_away_fails_the_close(
     tmp_path: Path,
 ) -> None:
     """One "not yet", then the follow socket closes (its port refuses, as a killed
-    trainer's): gone after the disconnected timeout (1 s here), MT_ETIMEDOUT."""
+    trainer's): gone after the disconnected timeout (1 s here), and no restarted trainer
+    within the follow timeout (0.2 s here; the replay window's), MT_ETIMEDOUT."""
 
     def answer(query: ReceiptQuery, before: int) -> bytes:
         return receipt(query, P.ADMISSION_ACCEPTED, RECEIPT_NO_BYE)
 
     with follow_socket(zctx, answer, gone_after=1) as (follow, asked, _):
         publish(tmp_path / "rv", sink, follow)
-        code, message, _ = close_status(script_exe, tmp_path / "rv", "disconnected_timeout 1")
+        code, message, _ = close_status(
+            script_exe, tmp_path / "rv", "disconnected_timeout 1", "follow_timeout 0.2"
+        )
     assert len(asked) == 1
     assert code == MT_ETIMEDOUT, message  # (before: MT_OK)
     assert_says_run_again(message)
@@ -279,7 +282,8 @@ def test_a_rendezvous_rewritten_by_a_new_run_fails_the_close(
     tmp_path: Path,
 ) -> None:
     """The receiver says "not yet"; meanwhile a restarted trainer (run-b) rewrites the
-    rendezvous: the C client does not follow it, and fails the close saying so."""
+    rendezvous: a C client without a replay window does not follow it, and fails the
+    close saying so (with one: test_c_close_follow.py)."""
     rendezvous = tmp_path / "rv"
 
     def answer(query: ReceiptQuery, before: int) -> bytes:
@@ -289,7 +293,7 @@ def test_a_rendezvous_rewritten_by_a_new_run_fails_the_close(
 
     with follow_socket(zctx, answer) as (follow, asked, _):
         publish(rendezvous, sink, follow)
-        code, message, _ = close_status(script_exe, rendezvous)
+        code, message, _ = close_status(script_exe, rendezvous, MELISSA_TRAINER_REPLAY_BYTES="0")
     assert len(asked) >= 1
     assert code == MT_ETIMEDOUT, message  # (before: MT_OK)
     assert_says_run_again(message)

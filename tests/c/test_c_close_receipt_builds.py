@@ -55,6 +55,8 @@ program gone
   call mt_create(client)
   call mt_set_simulation_id(client, 3_c_int64_t)
   call mt_set_disconnected_timeout(client, 1.0_c_double)
+  call mt_set_replay_bytes(client, 1048576_c_int64_t)
+  call mt_set_follow_timeout(client, 0.2_c_double)
   call mt_declare_field(client, 'u', MT_FLOAT32, shape(u))
   call mt_start(client)
   do t = 0, 2
@@ -74,7 +76,8 @@ def test_a_fortran_solver_gets_the_status_when_the_trainer_goes_away(
     zctx: zmq.Context,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """mt_set_disconnected_timeout and MT_ETIMEDOUT through the Fortran module."""
+    """mt_set_disconnected_timeout, the replay window's setters and MT_ETIMEDOUT through
+    the Fortran module (gone, and no restarted trainer within the follow timeout)."""
     binary = compile_fortran_program(c_client, FORTRAN_SOLVER, tmp_path, "gone")
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
     env["MELISSA_TRAINER_RENDEZVOUS"] = str(tmp_path / "rv")
@@ -126,8 +129,8 @@ def test_the_receipt_paths_under_sanitizers(
         ("later", later, None, (), 0),
         ("refused", refused, None, (), MT_ESIMREFUSED),
         ("nonfinite", all_nonfinite, None, (), MT_ESIMREFUSED),
-        ("gone", not_yet, 1, ("disconnected_timeout 1",), MT_ETIMEDOUT),
-        ("rewritten", not_yet, None, (), MT_ETIMEDOUT),
+        ("gone", not_yet, 1, ("disconnected_timeout 1", "follow_timeout 0.2"), MT_ETIMEDOUT),
+        ("rewritten", not_yet, None, ("replay_bytes 0",), MT_ETIMEDOUT),
         ("timeout", not_yet, None, ("close_timeout 1",), MT_ETIMEDOUT),
     ]
     for name, answer, gone_after, setup, expected in cases:

@@ -10,10 +10,11 @@ What a user sees, asserted here:
   sends the others again from its replay window, and exits 0
   (`melissa_trainer.client.follow`), after a SIGTERM (a checkpoint, exit 143) or a
   SIGKILL (the last checkpoint is older);
-* without a replay window (``MELISSA_TRAINER_REPLAY_BYTES=0``, as the C and Fortran
-  clients, which keep none) they do not follow: what they sent after its checkpoint is
-  lost, and each fails, its error saying that the trainer was restarted and to run the
-  simulation again with the same simulation id (`melissa_trainer.client.restart`);
+* without a replay window (``MELISSA_TRAINER_REPLAY_BYTES=0``; the C and Fortran
+  clients' version of these tests: test_external_resume_c.py) they do not follow: what
+  they sent after its checkpoint is lost, and each fails, its error saying that the
+  trainer was restarted and to run the simulation again with the same simulation id
+  (`melissa_trainer.client.restart`);
 * the resumed trainer, waiting for data, names the simulations its checkpoint holds
   unfinished (`stream_source.no_data_notice`, after `FIRST_DATA_NOTICE` s);
 * run again with the same ids, those simulations complete the study, and every
@@ -185,8 +186,8 @@ def preempt_while_solvers_stream(
 
 @pytest.mark.timeout(600)
 def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study: Study) -> None:
-    # without a replay window (MELISSA_TRAINER_REPLAY_BYTES=0; the C and Fortran
-    # clients have none) a running solver does not follow: it fails, saying to run it again
+    # without a replay window (MELISSA_TRAINER_REPLAY_BYTES=0) a running solver does
+    # not follow: it fails, saying to run it again
     solvers, new_run = preempt_while_solvers_stream(study, MELISSA_TRAINER_REPLAY_BYTES="0")
     for i, s in enumerate(solvers):
         assert s.wait(120) == 1, study.output(f"solver-{i}")[-3000:]

@@ -11,7 +11,8 @@ module melissa_trainer_setup
   public :: mt_create, mt_set_simulation_id, mt_set_endpoints, mt_set_rendezvous, &
             mt_set_parameter, mt_set_send_timeout, mt_set_close_timeout, mt_set_batching, &
             mt_set_sndhwm, mt_set_reuse, mt_set_rank, mt_declare_field, mt_declare_part, &
-            mt_declare_part_count, mt_start, mt_set_disconnected_timeout
+            mt_declare_part_count, mt_start, mt_set_disconnected_timeout, &
+            mt_set_replay_bytes, mt_set_follow_timeout
 
   interface mt_declare_field
     module procedure declare_field_i32, declare_field_i64
@@ -96,6 +97,33 @@ contains
     integer, intent(out), optional :: ierr
     call mt_finish(client, int(mt_set_disconnected_timeout_c(client%handle, seconds)), &
                    'mt_set_disconnected_timeout', ierr)
+  end subroutine
+
+  !> The replay window in bytes (mt_set_replay_bytes of melissa_trainer.h): copies of the
+  !> last steps sent, so that a solver started by hand follows a trainer restarted from
+  !> its checkpoint (default: $MELISSA_TRAINER_REPLAY_BYTES, else 64 MiB in external
+  !> mode; 0: none, a restarted trainer fails mt_close with MT_ETIMEDOUT).
+  subroutine mt_set_replay_bytes(client, bytes, ierr)
+    type(mt_client_t), intent(inout) :: client
+    integer(c_int64_t), intent(in) :: bytes
+    integer, intent(out), optional :: ierr
+    if (bytes < 0) then
+      call mt_finish(client, MT_EINVAL, 'mt_set_replay_bytes', ierr, &
+                     'mt_set_replay_bytes: bytes must be >= 0')
+      return
+    end if
+    call mt_finish(client, int(mt_set_replay_bytes_c(client%handle, bytes)), &
+                   'mt_set_replay_bytes', ierr)
+  end subroutine
+
+  !> Seconds mt_close, finding its trainer gone, waits for a restarted one to publish in
+  !> the rendezvous before it gives up (default 120; < 0: no bound).
+  subroutine mt_set_follow_timeout(client, seconds, ierr)
+    type(mt_client_t), intent(inout) :: client
+    real(c_double), intent(in) :: seconds
+    integer, intent(out), optional :: ierr
+    call mt_finish(client, int(mt_set_follow_timeout_c(client%handle, seconds)), &
+                   'mt_set_follow_timeout', ierr)
   end subroutine
 
   !> Batching: payloads of at most bytes/2 are coalesced into messages of about `bytes`,

@@ -178,7 +178,14 @@ mt_status mt_client_start(mt_client *c);
  * mt_send waits as mt_set_reuse says. MT_ETIMEDOUT / MT_EZMQ: only mt_client_abort
  * may follow; so after MT_EENV: the receiver of the step refused the client's handshake
  * (a CURVE key it does not hold, a key for a receiver without CURVE, none for one with
- * it: ZeroMQ delivers nothing to it), the message naming its endpoint and the fix. */
+ * it: ZeroMQ delivers nothing to it), the message naming its endpoint and the fix.
+ * With a replay window (mt_set_replay_bytes; external mode), the first call of a step
+ * copies this rank's parts into it as they are sent, and looks (at most once a second)
+ * whether the rendezvous names a restarted trainer: it then follows it before sending
+ * (asks which steps its checkpoint holds, reconnects, sends the others again: it may
+ * take that long), or fails with MT_ETIMEDOUT saying why and to run the simulation
+ * again (a step needed that left the window, a trainer that abandoned the simulation,
+ * no answer within 30 s). */
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
                   const void *data, uint64_t count);
 /* Send the batches held now (they otherwise leave within the batch delay), and wait
@@ -198,9 +205,12 @@ mt_status mt_flush(mt_client *c);
  * there); MT_ESIMREFUSED if one refused the HELLO (fields other than the study's, ...;
  * everything it sent was dropped), the message naming the receiver, its reason and the
  * fix, or if the trainer refused every sample as non-finite (some: a warning on stderr);
- * MT_ETIMEDOUT if a receiver is gone (no answer and no connection to its follow socket
- * for the disconnected timeout, mt_set_disconnected_timeout), the rendezvous names a new
- * run (a restarted trainer: the C client does not follow it), or the receivers kept
+ * a restarted trainer (the rendezvous names a new run; or a receiver gone, no answer and
+ * no connection to its follow socket for the disconnected timeout, and a new run within
+ * the follow timeout) is followed with a replay window (mt_set_replay_bytes: the steps
+ * its checkpoint lacks sent again, BYE again) and asked in turn; MT_ETIMEDOUT if a
+ * receiver is gone and no new run came, one came and the solver has no window (or the
+ * window lacks a step, the message naming mt_set_replay_bytes), or the receivers kept
  * saying "not yet" for the close timeout (counted again from the question): the message
  * says the BYE was not confirmed, that the steps may be lost, and to run the simulation
  * again with the same MELISSA_TRAINER_SIMULATION_ID once the trainer is back.
@@ -244,6 +254,25 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
  * Python client's disconnected_timeout; < 0 or +inf: never, the close timeout bounds it).
  * A receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. */
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds);
+
+/* The replay window, in bytes, of a solver started by hand (external mode: endpoints from
+ * a rendezvous, MELISSA_TRAINER_ATTEMPT unset): copies of the last steps this rank sent,
+ * so that it follows a trainer restarted from its checkpoint (SIGTERM or SIGKILL, then
+ * --resume_from_checkpoint): it notices the new run in the rendezvous, asks each resumed
+ * receiver which of its steps the checkpoint holds, says HELLO again and sends the others
+ * again (docs/protocol.md 17). Default: $MELISSA_TRAINER_REPLAY_BYTES, else 64 MiB in
+ * external mode and 0 otherwise (a launched simulation is run again by its launcher); 0:
+ * no window, no following (a restarted trainer fails the close, saying to run the
+ * simulation again). A step needed again that has left the window fails the send or the
+ * close (MT_ETIMEDOUT) naming this setting. The bound counts the copies and the 8-byte
+ * index of each step kept. */
+mt_status mt_set_replay_bytes(mt_client *c, uint64_t bytes);
+
+/* Seconds a solver with a replay window, finding its trainer gone at the close (no answer
+ * and no connection for the disconnected timeout), waits for a restarted one to publish
+ * in the rendezvous before it gives up (default 120, as the Python client's
+ * follow_timeout; < 0 or +inf: no bound). */
+mt_status mt_set_follow_timeout(mt_client *c, double seconds);
 
 /* For melissa_trainer_mpi.h (and other front ends), before mt_client_start: the
  * declared fields by index (declaration order), each field's global element count,

@@ -17,6 +17,7 @@ mt_status mt_client_create(mt_client **out) {
     c->send_timeout = -1.0;
     c->close_timeout = 60.0;
     c->disconnected_timeout = 60.0;
+    c->follow_timeout = 120.0; /* ClientTuning.follow_timeout's default */
     c->batch_bytes = 65536;
     c->batch_delay = 0.02;
     c->sndhwm = 1000;
@@ -126,6 +127,18 @@ mt_status mt_set_close_timeout(mt_client *c, double seconds) {
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds) {
     CHECK_SETUP(c);
     return set_timeout(c, "disconnected_timeout", seconds, &c->disconnected_timeout);
+}
+
+mt_status mt_set_replay_bytes(mt_client *c, uint64_t bytes) {
+    CHECK_SETUP(c);
+    c->replay_set = true;
+    c->replay_arg = bytes;
+    return MT_OK;
+}
+
+mt_status mt_set_follow_timeout(mt_client *c, double seconds) {
+    CHECK_SETUP(c);
+    return set_timeout(c, "follow_timeout", seconds, &c->follow_timeout);
 }
 
 mt_status mt_set_batching(mt_client *c, size_t bytes, double delay_s) {

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "melissa_trainer.h"
+#include "replay.h"
 
 #define MT_MAX_NDIM 8
 #define MT_MAX_NAME_BYTES 255
@@ -48,6 +49,7 @@ typedef struct mt_field {
     uint8_t *header;   /* the DATA header; the time step patched at each send */
     size_t header_len;
     bool sent;         /* sent for the open step */
+    size_t replay_at;  /* where its part lies in a replay window's row (replay.c) */
 } mt_field;
 
 typedef struct mt_param {
@@ -106,6 +108,9 @@ struct mt_client {
     bool params_set;
     double send_timeout, close_timeout;
     double disconnected_timeout; /* the close's receipt: a receiver gone after (< 0: never) */
+    bool replay_set;          /* mt_set_replay_bytes was called: replay_arg wins */
+    uint64_t replay_arg;
+    double follow_timeout;    /* follow.c: a trainer found gone, a new one waited for (< 0: ever) */
     size_t batch_bytes;
     double batch_delay;
     int sndhwm;
@@ -131,6 +136,13 @@ struct mt_client {
     double handshake_checked; /* when mt_send last read their monitors (-inf: never) */
     uint64_t *steps_per_receiver;
     mt_stepset steps;
+    /* following a restarted trainer (follow.c; external mode with a window only) */
+    mt_replay replay;
+    double follow_due;            /* when mt_send next looks at the rendezvous */
+    unsigned long long follow_ino;
+    long long follow_mtime_ns;    /* rank_0.json's as last looked at (0: none) */
+    unsigned followed;            /* how many times it followed */
+    int receipt_restart;          /* receipt.c: its MT_ETIMEDOUT was a new run (1), gone (2) */
     /* the open time step */
     bool step_open;
     uint64_t step;

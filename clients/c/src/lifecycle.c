@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 /* Checks that need no I/O: fields declared, parts, sizes. */
 static mt_status check_fields(mt_client *c) {
@@ -43,8 +44,8 @@ static mt_status check_fields(mt_client *c) {
     return MT_OK;
 }
 
-/* Everything mt_client_start acquires, released (linger_ms for the sockets). */
-static void release_runtime(mt_client *c, int linger_ms) {
+/* The sockets, their context and the batches (follow.c replaces them). */
+void mt_transport_release(mt_client *c, int linger_ms) {
     mt_outbox_stop_flusher(c);
     mt_handshake_release(c); /* (its sockets would hold zmq_ctx_term forever) */
     for (size_t i = 0; c->sockets != NULL && i < c->n_endpoints; ++i) {
@@ -60,6 +61,11 @@ static void release_runtime(mt_client *c, int linger_ms) {
         c->zctx = NULL; /* every zero-copy message has been freed by now */
     }
     mt_outbox_free(c);
+}
+
+/* Everything mt_client_start acquires, released (linger_ms for the sockets). */
+static void release_runtime(mt_client *c, int linger_ms) {
+    mt_transport_release(c, linger_ms);
     for (size_t i = 0; c->endpoints != NULL && i < c->n_endpoints; ++i) free(c->endpoints[i]);
     for (size_t i = 0; c->curve_keys != NULL && i < c->n_endpoints; ++i) free(c->curve_keys[i]);
     for (size_t i = 0; c->follows != NULL && i < c->n_endpoints; ++i) free(c->follows[i]);
@@ -73,7 +79,6 @@ static void release_runtime(mt_client *c, int linger_ms) {
     c->n_endpoints = 0;
     free(c->steps_per_receiver);
     c->steps_per_receiver = NULL;
-    mt_stepset_free(&c->steps);
     for (size_t i = 0; i < c->n_fields; ++i) {
         free(c->fields[i].header);
         c->fields[i].header = NULL;
@@ -91,7 +96,7 @@ static void release_runtime(mt_client *c, int linger_ms) {
     c->started = false;
 }
 
-static mt_status init_sync(mt_client *c) {
+mt_status mt_init_sync(mt_client *c) {
     pthread_condattr_t attr;
     if (pthread_condattr_init(&attr) != 0) return mt_fail(c, MT_ENOMEM, "pthread_condattr_init");
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -111,7 +116,7 @@ static mt_status init_sync(mt_client *c) {
     return ok && held ? MT_OK : mt_fail(c, MT_ENOMEM, "cannot create the client's locks");
 }
 
-static mt_status connect_all(mt_client *c) {
+mt_status mt_connect_all(mt_client *c) {
     c->zctx = zmq_ctx_new();
     if (c->zctx == NULL) return mt_fail(c, MT_EZMQ, "zmq_ctx_new: %s", zmq_strerror(errno));
     c->sockets = calloc(c->n_endpoints, sizeof *c->sockets);
@@ -161,13 +166,14 @@ mt_status mt_client_start(mt_client *c) {
     mt_buf hello = {0};
     if (st == MT_OK) st = mt_encode_hello(c, &hello);
     if (st == MT_OK) st = mt_build_headers(c);
-    if (st == MT_OK) st = init_sync(c);
+    if (st == MT_OK) st = mt_follow_setup(c);
+    if (st == MT_OK) st = mt_init_sync(c);
     if (st == MT_OK) {
         c->steps_per_receiver = calloc(c->n_endpoints, sizeof *c->steps_per_receiver);
         if (c->steps_per_receiver == NULL) st = mt_fail(c, MT_ENOMEM, "out of memory");
     }
     if (st == MT_OK) st = mt_outbox_init(c);
-    if (st == MT_OK) st = connect_all(c);
+    if (st == MT_OK) st = mt_connect_all(c);
     if (st == MT_OK) {
         c->started = true;
         double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
@@ -201,6 +207,8 @@ static void endpoint_list(const mt_client *c, char *out, size_t size) {
 
 static void free_client(mt_client *c) {
     release_runtime(c, 0);
+    mt_replay_free(&c->replay); /* (these two outlive the transport: a close follows) */
+    mt_stepset_free(&c->steps);
     mt_predict_free(c);
     free(c->endpoints_arg);
     free(c->rendezvous_dir);
@@ -239,96 +247,109 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                      (unsigned long long)c->step, missing);
         bye = false;
     }
-    double timeout = c->close_timeout;
-    double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
-    const char *failure = NULL;
-    mt_outbox_stop_flusher(c); /* what it held is sent here */
-    pthread_mutex_lock(&c->mu);
-    if (!c->failed) {
-        for (size_t i = 0; i < c->n_endpoints && failure == NULL; ++i) {
-            if (mt_arm(c, c->sockets[i], deadline) != MT_OK || mt_outbox_send(c, i, 0) != 0)
-                failure = "batched data";
-        }
-        for (size_t i = 0; bye && failure == NULL && i < c->n_endpoints; ++i) {
-            uint8_t frame[28];
-            mt_encode_bye(frame, c->simulation_id, c->rank, c->ranks, c->steps_per_receiver[i]);
-            int rc = mt_arm(c, c->sockets[i], deadline) == MT_OK ? 0 : -1;
-            while (rc == 0 && (rc = zmq_send(c->sockets[i], frame, sizeof frame, 0)) < 0 &&
-                   errno == EINTR)
-                rc = 0;
-            if (rc < 0) failure = "BYE";
-        }
+    if (bye && !c->failed) { /* a trainer restarted since the last look: followed first */
+        mt_status fs = mt_follow_poll(c, true);
+        if (fs != MT_OK) st = fs, bye = false; /* (c->failed: nothing more is sent) */
     }
-    pthread_mutex_unlock(&c->mu);
-    /* (after a failure nothing is waited for: linger 0 drops what is queued) */
-    if (!c->failed && mt_wait_held(c, deadline) != MT_OK && failure == NULL)
-        failure = "queued messages";
-    /* A receiver that refused the handshake (a CURVE key it does not hold) gets nothing:
-     * ZeroMQ says so only to the monitors. The linger starts once every one accepted. */
-    if (!c->failed && failure == NULL) {
-        mt_status hs = mt_handshake_wait(c, deadline);
-        if (hs == MT_ETIMEDOUT) failure = "queued messages";
-        else if (hs != MT_OK) { /* (its message wins: nothing sent there was delivered) */
-            st = hs;
-            failure = "";
-        }
-    }
-    int linger = 0; /* a failure drops what is left */
-    if (failure == NULL && !c->failed) {
-        double left = deadline - mt_now();
-        linger = timeout < 0 ? -1 : mt_ms(left);
-    }
-    double started = mt_now();
-    char endpoints[512];
-    endpoint_list(c, endpoints, sizeof endpoints);
-    /* whether the trainer took this simulation is asked once all was delivered (the
-     * sockets closed): their endpoints kept for it */
-    char **asked = NULL;
-    size_t n_asked = 0;
-    mt_rendezvous mine = {0}; /* (the receipt's: the receivers streamed to, their counts) */
-    uint64_t *bye_steps = NULL;
-    if (bye && st == MT_OK && failure == NULL && !c->failed && mt_admission_wanted(c)) {
-        if (c->receipts) {
-            bye_steps = malloc(c->n_endpoints * sizeof *bye_steps);
-            mine.receipts = calloc(c->n_endpoints, sizeof *mine.receipts);
-            mine.run_id = c->run_id != NULL ? strdup(c->run_id) : NULL;
-            if (bye_steps == NULL || mine.receipts == NULL || (c->run_id && !mine.run_id)) {
-                free(bye_steps), free(mine.receipts), free(mine.run_id);
-                bye_steps = NULL;
-                st = mt_fail(c, MT_ENOMEM, "out of memory");
-            } else { /* (moved: release_runtime frees what c holds) */
-                memcpy(bye_steps, c->steps_per_receiver, c->n_endpoints * sizeof *bye_steps);
-                mine.n = c->n_endpoints;
-                mine.endpoints = c->endpoints, mine.keys = c->curve_keys;
-                mine.follows = c->follows;
-                c->endpoints = NULL, c->curve_keys = NULL, c->follows = NULL;
+    for (;;) { /* (once, unless a restarted trainer is followed) */
+        double timeout = c->close_timeout;
+        double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
+        const char *failure = NULL;
+        mt_outbox_stop_flusher(c); /* what it held is sent here */
+        pthread_mutex_lock(&c->mu);
+        if (!c->failed) {
+            for (size_t i = 0; i < c->n_endpoints && failure == NULL; ++i) {
+                if (mt_arm(c, c->sockets[i], deadline) != MT_OK || mt_outbox_send(c, i, 0) != 0)
+                    failure = "batched data";
             }
-        } else {
-            asked = c->endpoints; /* (moved: release_runtime frees what c holds) */
-            n_asked = c->n_endpoints;
-            c->endpoints = NULL;
+            for (size_t i = 0; bye && failure == NULL && i < c->n_endpoints; ++i) {
+                uint8_t frame[28];
+                mt_encode_bye(frame, c->simulation_id, c->rank, c->ranks, c->steps_per_receiver[i]);
+                int rc = mt_arm(c, c->sockets[i], deadline) == MT_OK ? 0 : -1;
+                while (rc == 0 && (rc = zmq_send(c->sockets[i], frame, sizeof frame, 0)) < 0 &&
+                       errno == EINTR)
+                    rc = 0;
+                if (rc < 0) failure = "BYE";
+            }
         }
+        pthread_mutex_unlock(&c->mu);
+        /* (after a failure nothing is waited for: linger 0 drops what is queued) */
+        if (!c->failed && mt_wait_held(c, deadline) != MT_OK && failure == NULL)
+            failure = "queued messages";
+        /* A receiver that refused the handshake (a CURVE key it does not hold) gets nothing:
+         * ZeroMQ says so only to the monitors. The linger starts once every one accepted. */
+        if (!c->failed && failure == NULL) {
+            mt_status hs = mt_handshake_wait(c, deadline);
+            if (hs == MT_ETIMEDOUT) failure = "queued messages";
+            else if (hs != MT_OK) { /* (its message wins: nothing sent there was delivered) */
+                st = hs;
+                failure = "";
+            }
+        }
+        int linger = 0; /* a failure drops what is left */
+        if (failure == NULL && !c->failed) {
+            double left = deadline - mt_now();
+            linger = timeout < 0 ? -1 : mt_ms(left);
+        }
+        double started = mt_now();
+        char endpoints[512];
+        endpoint_list(c, endpoints, sizeof endpoints);
+        /* whether the trainer took this simulation is asked once all was delivered (the
+         * sockets closed): their endpoints kept for it */
+        char **asked = NULL;
+        size_t n_asked = 0;
+        mt_rendezvous mine = {0}; /* (the receipt's: the receivers streamed to, their counts) */
+        uint64_t *bye_steps = NULL;
+        if (bye && st == MT_OK && failure == NULL && !c->failed && mt_admission_wanted(c)) {
+            if (c->receipts) {
+                bye_steps = malloc(c->n_endpoints * sizeof *bye_steps);
+                mine.receipts = calloc(c->n_endpoints, sizeof *mine.receipts);
+                mine.run_id = c->run_id != NULL ? strdup(c->run_id) : NULL;
+                if (bye_steps == NULL || mine.receipts == NULL || (c->run_id && !mine.run_id)) {
+                    free(bye_steps), free(mine.receipts), free(mine.run_id);
+                    bye_steps = NULL;
+                    st = mt_fail(c, MT_ENOMEM, "out of memory");
+                } else { /* (moved: release_runtime frees what c holds) */
+                    memcpy(bye_steps, c->steps_per_receiver, c->n_endpoints * sizeof *bye_steps);
+                    mine.n = c->n_endpoints;
+                    mine.endpoints = c->endpoints, mine.keys = c->curve_keys;
+                    mine.follows = c->follows;
+                    c->endpoints = NULL, c->curve_keys = NULL, c->follows = NULL;
+                }
+            } else {
+                asked = c->endpoints; /* (moved: release_runtime frees what c holds) */
+                n_asked = c->n_endpoints;
+                c->endpoints = NULL;
+            }
+        }
+        release_runtime(c, linger);
+        /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
+         * that took the whole period is the sign of it. */
+        double elapsed = mt_now() - started;
+        if (failure == NULL && linger > 0 && elapsed >= 0.95 * linger / 1000.0)
+            failure = "queued messages";
+        if (failure != NULL && st == MT_OK) {
+            char t[32];
+            if (timeout < 0) snprintf(t, sizeof t, "None");
+            else mt_format_double(timeout, t);
+            st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
+                                          "close_timeout=%s s to %s",
+                         (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
+        }
+        if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
+        /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */
+        c->receipt_restart = failure != NULL && *failure != '\0' && bye ? 2 : 0;
+        if (bye_steps != NULL && st == MT_OK) st = mt_receipt_check(c, &mine, bye_steps);
+        /* a trainer restarted (or gone) before it confirmed: followed with a window, once a
+         * new run published (follow.c), then the BYE said again */
+        bool again = st == MT_ETIMEDOUT && c->receipt_restart != 0 && c->replay.max_bytes > 0;
+        if (again) st = mt_follow_reopen(c, &mine);
+        free(bye_steps);
+        mt_rendezvous_free(&mine);
+        for (size_t i = 0; i < n_asked; ++i) free(asked[i]);
+        free(asked);
+        if (!again || st != MT_OK) break;
     }
-    release_runtime(c, linger);
-    /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
-     * that took the whole period is the sign of it. */
-    double elapsed = mt_now() - started;
-    if (failure == NULL && linger > 0 && elapsed >= 0.95 * linger / 1000.0)
-        failure = "queued messages";
-    if (failure != NULL && st == MT_OK) {
-        char t[32];
-        if (timeout < 0) snprintf(t, sizeof t, "None");
-        else mt_format_double(timeout, t);
-        st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
-                                      "close_timeout=%s s to %s",
-                     (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
-    }
-    if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
-    if (bye_steps != NULL && st == MT_OK) st = mt_receipt_check(c, &mine, bye_steps);
-    free(bye_steps);
-    mt_rendezvous_free(&mine);
-    for (size_t i = 0; i < n_asked; ++i) free(asked[i]);
-    free(asked);
     if (st != MT_OK) {
         if (message != NULL && size > 0) snprintf(message, size, "%s", c->error);
         else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", c->error);

@@ -1,7 +1,7 @@
 /* receipt.c: a close that returns only once the trainer has this rank's BYE, asked at
  * mt_client_close (docs/protocol.md, section 17b; melissa_trainer/client/confirm.py and
- * receipts.py, whose rules and messages these are, less the following of a restarted
- * trainer: the C client keeps no replay window).
+ * receipts.py, whose rules and messages these are; the following of a restarted trainer
+ * is follow.c's, which the close calls on c->receipt_restart).
  *
  * PUSH/PULL acknowledges nothing: a BYE released by ZeroMQ has left the solver, not
  * reached the trainer. A trainer killed (SIGKILL, a preempted job) while the BYE and the
@@ -18,8 +18,8 @@
  * pauses, up to the close timeout (mt_set_close_timeout, counted from here), then
  * MT_ETIMEDOUT; a receiver silent with no connection to its follow socket (its monitor
  * says so) for the disconnected timeout (mt_set_disconnected_timeout) is gone, and a
- * rendezvous rewritten by a new run (a restarted trainer) is not followed: both
- * MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
+ * rendezvous rewritten by a new run (a restarted trainer) is followed only with a replay
+ * window (c->receipt_restart set, follow.c): else both MT_ETIMEDOUT, saying that the steps may be lost and to run the simulation again with
  * the same MELISSA_TRAINER_SIMULATION_ID. A confirmed receipt also says how many samples
  * the trainer refused as non-finite: a warning on stderr, MT_ESIMREFUSED if all were.
  * A malformed reply is ignored (counted in the timeout's message). */
@@ -295,17 +295,21 @@ static mt_status wait_receipts(asking *a, const char *whose) {
         }
         if (done == n) return report(a, whose);
         char run[80];
-        if (rewritten(c, a->rv, run, sizeof run))
+        if (rewritten(c, a->rv, run, sizeof run)) {
+            c->receipt_restart = 1; /* (followed with a window: follow.c) */
             return mt_fail(c, MT_ETIMEDOUT,
                            "%s: its BYE was not confirmed: the trainer was restarted (the "
-                           "rendezvous %s now names run %s) before it confirmed it, and the C "
-                           "client does not follow a restarted trainer. What it sent after the "
-                           "trainer's last checkpoint may be lost: run it again, with the same "
-                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the resumed "
-                           "trainer keeps the steps it holds and takes the others, each once",
+                           "rendezvous %s now names run %s) before it confirmed it, and a C "
+                           "client without a replay window does not follow it. What it sent "
+                           "after the trainer's last checkpoint may be lost: run it again, with "
+                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
+                           "resumed trainer keeps the steps it holds and takes the others, each "
+                           "once",
                            whose, c->rendezvous_used, run,
                            (unsigned long long)c->simulation_id);
+        }
         if (silent < n) {
+            c->receipt_restart = 2; /* (followed with a window: follow.c) */
             char t[32];
             mt_format_double(gone_after, t);
             return mt_fail(c, MT_ETIMEDOUT,

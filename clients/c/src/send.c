@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "internal.h"
+#include "follow.h"
 
 /* Seconds between two reads of the sockets' handshake monitors by mt_send. */
 #define HANDSHAKE_CHECK_S 0.05
@@ -241,6 +242,12 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
     if (mt_wait_held(c, deadline) != MT_OK) return step_fail(c, EAGAIN, time_step);
     if (!c->step_open) {
         double now = mt_now();
+        /* a trainer restarted (a new run in the rendezvous): followed before this step
+         * (follow.c; a clock read unless a second has passed) */
+        if (c->replay.max_bytes > 0 && now >= c->follow_due) {
+            st = mt_follow_poll(c, false);
+            if (st != MT_OK) return st;
+        }
         /* A receiver that refused the handshake gets nothing: say so now, not after a run
          * queued into the void (or blocked for ever once its queue is full). Its monitor
          * is read at most every HANDSHAKE_CHECK_S (a read per step doubled the CPU time
@@ -294,6 +301,8 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
             return st;
         }
         --c->step_missing;
+        if (c->replay.max_bytes > 0) /* (a copy, for a trainer restarted: follow.c) */
+            mt_replay_put(&c->replay, time_step, f->replay_at, data, (size_t)f->nbytes);
         if (c->reuse == MT_REUSE_IMMEDIATE && !f->inline_ &&
             mt_wait_held(c, deadline) != MT_OK)
             return step_fail(c, EAGAIN, time_step);

@@ -5,7 +5,7 @@
  *
  *   id N | endpoints E | rendezvous DIR TIMEOUT | param NAME VALUE | batching BYTES DELAY
  *   sndhwm N | reuse immediate|next | send_timeout S | close_timeout S | rank R SIZE
- *   disconnected_timeout S
+ *   disconnected_timeout S | follow_timeout S | replay_bytes N
  *   max_bytes N | field NAME DTYPE NDIM D0 .. | part NAME OFFSET COUNT
  *   partcount NAME COUNT | start | start_mpi (built with -DMT_SCRIPT_MPI)
  *   send T NAME DTYPE COUNT SEED | flush | close | abort | get NAME | info | sleep SECONDS
@@ -131,6 +131,10 @@ int main(int argc, char **argv) {
             st = mt_set_send_timeout(c, strtod(rest, NULL));
         } else if (strcmp(cmd, "disconnected_timeout") == 0) {
             st = mt_set_disconnected_timeout(c, strtod(rest, NULL));
+        } else if (strcmp(cmd, "follow_timeout") == 0) {
+            st = mt_set_follow_timeout(c, strtod(rest, NULL));
+        } else if (strcmp(cmd, "replay_bytes") == 0) {
+            st = mt_set_replay_bytes(c, strtoull(rest, NULL, 10));
         } else if (strcmp(cmd, "close_timeout") == 0) {
             st = mt_set_close_timeout(c, strtod(rest, NULL));
         } else if (strcmp(cmd, "max_bytes") == 0) {

@@ -1,0 +1,52 @@
+/* follow.h: following a restarted trainer (held.c, follow.c; docs/protocol.md 17), and
+ * what of lifecycle.c follow.c uses. Not installed; after internal.h. */
+#ifndef MT_FOLLOW_H
+#define MT_FOLLOW_H
+
+#include "internal.h"
+
+/* held.c: which steps a resumed trainer's checkpoint holds (docs/protocol.md 17). */
+#define MT_HELD_NONE 0
+#define MT_HELD_STEPS 1
+#define MT_HELD_FINISHED 2
+#define MT_HELD_ABANDONED 3
+typedef struct mt_held {
+    int status;          /* MT_HELD_* */
+    uint32_t rank, world;
+    uint64_t bits;       /* the bit count (status MT_HELD_STEPS) */
+    uint8_t *map;        /* ceil(bits / 8) bytes, malloc'd (NULL when bits is 0) */
+} mt_held;
+/* NULL with *out set (out->map malloc'd) if `frame` is a HELD answering `request_id`
+ * about `simulation_id` from receiver `rank` of `world`; else why not ("truncated",
+ * "bad_size", "bad_rank", ..., "no_memory"). */
+const char *mt_held_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
+                          uint64_t request_id, uint32_t rank, uint32_t world, mt_held *out);
+/* Whether `h` holds time step `step` (docs/protocol.md 17: bit step / world). */
+bool mt_held_holds(const mt_held *h, uint64_t step);
+/* A HELD_QUERY into out (24 bytes). */
+void mt_held_query(uint8_t out[24], uint64_t simulation_id, uint64_t request_id);
+/* Each receiver's HELD of `rv` (held[r], mt_held_free each), asked on its follow socket,
+ * at most `timeout` s each: MT_OK, or MT_ETIMEDOUT (no follow socket, no valid answer). */
+mt_status mt_held_ask(mt_client *c, const mt_rendezvous *rv, double timeout, mt_held *held);
+void mt_held_free(mt_held *h);
+
+/* follow.c: a trainer restarted (a new run in the rendezvous) followed. */
+/* The window's bound and row, from mt_set_replay_bytes, MELISSA_TRAINER_REPLAY_BYTES or
+ * the default (external mode only); after the headers are built. MT_EENV on a bad value. */
+mt_status mt_follow_setup(mt_client *c);
+/* With a window: look at the rendezvous (at most once a second unless `force`), and if
+ * it names a new run, follow it (ask, reconnect, send again). MT_OK, or an error that
+ * leaves the client failed (the message says what to do). */
+mt_status mt_follow_poll(mt_client *c, bool force);
+/* At the close, its receipt not confirmed or its BYE not delivered (c->receipt_restart:
+ * the rendezvous names a new run, or a receiver gone): with a window, wait up to the
+ * follow timeout for a new run other than `mine`'s (empty: than c->run_id), make the client started again and follow it (MT_OK: the close says
+ * BYE again); else the receipt's error, kept, or the follow's. */
+mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine);
+
+/* lifecycle.c: the transport alone (follow.c replaces it). */
+void mt_transport_release(mt_client *c, int linger_ms);
+mt_status mt_init_sync(mt_client *c);
+mt_status mt_connect_all(mt_client *c);
+
+#endif

@@ -176,3 +176,26 @@ def test_a_malformed_count_is_refused() -> None:
         with pytest.raises(ValueError, match=key if key != "adaptive_draws" or value is True
                            else "adaptive draws"):  # fmt: skip
             launched("breed").load_state_dict({**state, key: value})
+
+
+@pytest.mark.parametrize(
+    "design",
+    [
+        {"block": 0, "points": [[0.5] * 6] * (BUDGET - 1)},  # a point short
+        {"block": 0, "points": [[0.5] * 5] * BUDGET},  # a parameter short
+        {"block": -1, "points": [[0.5] * 6] * BUDGET},
+        {"block": 0, "points": [[1.5] + [0.5] * 5] * BUDGET},  # outside the unit cube
+        {"block": 0, "points": [[True] + [0.5] * 5] * BUDGET},
+        [[0.5] * 6] * BUDGET,  # no block
+    ],
+)
+def test_a_malformed_design_is_refused_and_nothing_changes(design: Any) -> None:
+    sampler = started("breed")
+    study(sampler, 0, 3, [])
+    state = sampler.state_dict()
+    state["exploration_state"] = {**state["exploration_state"], "design": design}
+    again = launched("breed")
+    before = again.state_dict()
+    with pytest.raises(ValueError, match="malformed design"):
+        again.load_state_dict(state)
+    assert again.state_dict() == before

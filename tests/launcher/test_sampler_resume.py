@@ -165,17 +165,18 @@ def test_a_study_resumed_after_its_last_draw_is_accounted_as_the_uninterrupted_o
     assert ("steered none" if cut == 3 else f"of 12 draws, {adaptive} adaptive") in lines[0]
 
 
-def test_a_malformed_count_is_refused() -> None:
-    sampler = launched("breed")
-    state = sampler.state_dict()
-    for key, value in (
-        ("observed_at_draw", -1),
-        ("adaptive_draws", True),
-        ("adaptive_draws", 1),
-    ):  # fmt: skip  (1 draw of 0)
-        with pytest.raises(ValueError, match=key if key != "adaptive_draws" or value is True
-                           else "adaptive draws"):  # fmt: skip
-            launched("breed").load_state_dict({**state, key: value})
+@pytest.mark.parametrize(
+    ("key", "value", "match"),
+    [
+        ("observed_at_draw", -1, "invalid observed_at_draw"),
+        ("adaptive_draws", True, "invalid adaptive_draws"),
+        ("adaptive_draws", 1, "1 adaptive draws of 0 draws"),  # (none drawn)
+    ],
+)
+def test_a_malformed_count_is_refused(key: str, value: Any, match: str) -> None:
+    state = launched("breed").state_dict()
+    with pytest.raises(ValueError, match=match):
+        launched("breed").load_state_dict({**state, key: value})
 
 
 @pytest.mark.parametrize(

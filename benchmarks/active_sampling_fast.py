@@ -116,7 +116,8 @@ def study(setup: bench.Setup, kind: str, seed: int, options: dict[str, Any],
           data: dict[str, np.ndarray]) -> dict[str, Any]:  # fmt: skip
     torch.set_num_threads(1)
     sampler = sampler_of(setup, kind, seed, options)
-    sampler.plan(setup.simulations)  # as the Launcher does
+    sampler.plan(setup.simulations)  # as the Launcher does (built, then started)
+    sampler.prepare()
     adaptive = hasattr(sampler, "observe")
     model = bench.make_model(setup, seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=setup.learning_rate)

@@ -20,6 +20,10 @@ The records and their versions:
   its shape, see `version_of`). 1 -> 2: gap-filling (its ``candidates``, ``memory``
   and exploration state); depends on the loading sampler's ``candidates`` and
   ``memory`` (`upgrade`'s ``context``).
+  Fields added since with a default when absent, no new version (a state without
+  them is today's state that lacks them): an adaptive sampler's ``observed_at_draw``
+  and ``adaptive_draws`` (unknown: `AdaptiveSampler.load_state_dict`) and an "lhs"
+  exploration's ``design`` (computed again from the seed: `launcher.exploration_state`).
 * ``"trainer_state"``: `TrainerState` (the version is the checkpoint's, in its
   ``format.json``; a checkpoint without it is format 1). 1 -> 2: ``samples_seen`` is
   the per-rank part's (``trainer_rank``), no longer also kept here.

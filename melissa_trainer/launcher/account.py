@@ -338,10 +338,10 @@ def log_account(
     warnings: Sequence[str] = (),
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
-    adaptive sampler that steered no draw, `melissa_trainer.study.feedback`), as one
-    record: a WARNING (shown by Python's default logging) when some simulation
-    contributed no sample or there are `warnings`, else INFO. Returns the lines and
-    whether they were a WARNING."""
+    adaptive sampler that steered none or few of its draws,
+    `melissa_trainer.study.feedback`), as one record: a WARNING (shown by Python's
+    default logging) when some simulation contributed no sample or there are
+    `warnings`, else INFO. Returns the lines and whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:

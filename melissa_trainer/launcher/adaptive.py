@@ -102,10 +102,15 @@ class AdaptiveSampler(BoxSampler):
         #: how many times the observations kept changed (a new one, a re-observation, a
         #: loaded state): what a subclass computes from them alone is valid while it stays
         self._changes = 0
-        #: how many observations were kept at the latest draw of this process (None before
-        #: its first draw; not saved): a study that drew everything before it held
-        #: enough of them adapted none of its draws (`melissa_trainer.study.feedback`)
+        #: how many observations were kept at the latest draw (None before the first):
+        #: a study that drew everything before it held enough of them adapted none of
+        #: its draws (`melissa_trainer.study.feedback`). In the state: a resumed study's
+        #: account judges the draws made before its resume too
         self.observed_at_draw: int | None = None
+        #: how many draws were made holding at least `min_losses` observations (the
+        #: draws the losses could steer; the others explored, as a fixed design would);
+        #: in the state. None: unknown (resumed from a state saved before it was counted)
+        self.adaptive_draws: int | None = 0
 
     @property
     def _observed(self) -> OrderedDict[int, Observation]:
@@ -196,10 +201,20 @@ class AdaptiveSampler(BoxSampler):
         self._view = None
         self._changes += 1
 
+    @property
+    def min_losses(self) -> int:
+        """The observations a draw needs to adapt: `min_observations` where the sampler
+        has one, else 1."""
+        least = getattr(self, "min_observations", 1)
+        return least if isinstance(least, int) else 1
+
     def _draw(self, index: int) -> dict[str, float]:
-        self.observed_at_draw = len(self._losses)
-        proposed = self._propose(index)
-        return self._inside(proposed, f"{type(self).__name__}._propose({index})")
+        held = len(self._losses)
+        proposed = self._inside(self._propose(index), f"{type(self).__name__}._propose({index})")
+        self.observed_at_draw = held
+        if self.adaptive_draws is not None and held >= self.min_losses:
+            self.adaptive_draws += 1
+        return proposed
 
     def _inside(self, parameters: Any, what: str) -> dict[str, float]:
         """`parameters` as `{name: float}` in `names` order, checked against the bounds."""
@@ -269,16 +284,22 @@ class AdaptiveSampler(BoxSampler):
             "window": self.window,
             **self._options(),
             "observations": observations,
+            "observed_at_draw": self.observed_at_draw,
+            "adaptive_draws": self.adaptive_draws,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from a `state_dict()` (the observations included).
+        """Continue from a `state_dict()` (the observations included). A state saved
+        before `observed_at_draw` and `adaptive_draws` were in it loads with both
+        unknown (None; `adaptive_draws` 0 before any draw): the study's account then
+        judges what it can (`melissa_trainer.study.feedback`).
 
         Raises:
             ValueError: a state of another kind, names, seed or window, or a malformed
-                observation.
+                observation or count.
         """
         self._refuse_other(state)
+        at_draw, adaptive = _draw_counts(state)
         saved = state.get("observations")
         if not isinstance(saved, list):
             raise ValueError(f"sampler state has no list of observations: {saved!r}")
@@ -296,3 +317,25 @@ class AdaptiveSampler(BoxSampler):
         self._parameters = {sid: o.parameters for sid, o in observed.items()}
         self._view = None
         self._changes += 1
+        self.observed_at_draw, self.adaptive_draws = at_draw, adaptive
+
+
+def _draw_counts(state: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """A state's `observed_at_draw` and `adaptive_draws`, checked (at most its position
+    adaptive draws); unknown (None) when absent, but no adaptive draw before any draw.
+
+    Raises:
+        ValueError: a count that is not None or a non-negative int, or more adaptive
+            draws than draws.
+    """
+    position = state.get("position")
+    drawn = position if isinstance(position, int) and not isinstance(position, bool) else 0
+    at_draw = state.get("observed_at_draw")
+    adaptive = state.get("adaptive_draws", None if drawn else 0)
+    for name, value in (("observed_at_draw", at_draw), ("adaptive_draws", adaptive)):
+        invalid = isinstance(value, bool) or not isinstance(value, int) or value < 0
+        if value is not None and invalid:
+            raise ValueError(f"sampler state has an invalid {name} {value!r}")
+    if adaptive is not None and adaptive > drawn:
+        raise ValueError(f"sampler state has {adaptive} adaptive draws of {drawn} draws")
+    return at_draw, adaptive

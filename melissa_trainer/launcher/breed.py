@@ -182,16 +182,23 @@ class BreedSampler(AdaptiveSampler):
     def plan(self, n_draws: int) -> None:
         """`decay_draws=None` becomes `n_draws`, and so does an "lhs" exploration's
         design size (before the first draw; the `Launcher` calls it with the study's
-        budget, when it is built). The "lhs" design is computed now, as
-        `DensitySampler.plan` computes its own: its optimisation (seconds for a few
-        hundred points) is then not paid by the first draw, on the launcher's thread
-        under its lock while the trainer trains. The draws are the same."""
+        budget, when it is built). Nothing is computed: a resume would replace it
+        (`prepare` computes the design, unless a loaded state held it)."""
         if self.position == 0 and n_draws >= 1:
             self._budget = int(n_draws)
             self._explorer.plan(n_draws)
-            self._explorer.prepare()  # (a no-op for a sequence explorer)
             if self.decay_draws is None:
                 self.decay_draws = int(n_draws)
+
+    def prepare(self) -> None:
+        """The "lhs" design the next exploration draw takes its point from, computed now
+        (`Sampler.prepare`: the `Launcher`'s `start` calls it, so that its optimisation,
+        seconds for a few hundred points, is not paid by a draw on the launcher's thread
+        under its lock while the trainer trains), unless it is held (a resumed state
+        holds it) or the planned budget is all drawn (the next draws are replacements,
+        which need none). The draws are the same. A no-op for a sequence explorer."""
+        if self._budget is None or self._explorer.explored < self._budget:
+            self._explorer.prepare()
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
         """A simulation given up (`Sampler.failed`). With the "lhs" explorer one more

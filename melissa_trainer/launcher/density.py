@@ -11,10 +11,11 @@ the worst case; this sampler keeps the coverage of a Latin hypercube and only ch
 how densely each parameter's range is covered:
 
 - the **design**: the optimised Latin hypercube of the planned budget, in its order
-  (`exploration.Exploration`, ``"lhs"``; `plan` sets its size and computes it, as the
-  `Launcher` does when built), each varying coordinate mapped through the quantiles of
-  Beta(`edge`, `edge`) (default 0.7: more points near the bounds, where a surrogate
-  extrapolates and its worst held-out errors are; 1: uniform, the design itself);
+  (`exploration.Exploration`, ``"lhs"``; `plan` sets its size, `prepare` computes it,
+  as the `Launcher` does when started; a resumed state holds it), each varying
+  coordinate mapped through the quantiles of Beta(`edge`, `edge`) (default 0.7: more
+  points near the bounds, where a surrogate extrapolates and its worst held-out errors
+  are; 1: uniform, the design itself);
 - the **high-loss density** (as OGAS trains a density model on high-loss parameters;
   `melissa_trainer.launcher.density_warp`): per varying parameter, a kernel density of
   the positions of the observations in the top `quantile` of the detrended log loss
@@ -43,10 +44,11 @@ how densely each parameter's range is covered:
 Cost per draw: O(observations x grid) for the densities of the warped parameters only
 (a parameter without `evidence` weighs 0 and is not computed; docs/measured.md, issue
 46); the design's optimisation (O(size^2) per pass, seconds for 48 points in 12
-dimensions) runs in `plan`, before the study, and again every `size` draws for a
-longer study. Deterministic (draw `i` depends on the seed, `i` and the observations
-made before it) and resumable: the state holds the observations and the design's
-position. Not thread-safe (the launcher's lock).
+dimensions) runs in `prepare`, before the study (not again on a resume: the state
+holds the design), and again every `size` draws for a longer study. Deterministic
+(draw `i` depends on the seed, `i` and the observations made before it) and
+resumable: the state holds the observations, the design and its position. Not
+thread-safe (the launcher's lock).
 """
 
 from __future__ import annotations
@@ -201,12 +203,20 @@ class DensitySampler(DensityState):
 
     def plan(self, n_draws: int) -> None:
         """The design's size becomes `n_draws` (before the first draw; the `Launcher`
-        calls it with the study's budget, when it is built) and the design is computed
-        now: its optimisation (seconds for a few hundred points) is then not paid on the
-        launcher's thread while the trainer trains."""
+        calls it with the study's budget, when it is built). Nothing is computed: a
+        resume would replace it (`prepare` computes the design, unless a loaded state
+        held it)."""
         if self.position == 0:
             self._budget = int(n_draws) if n_draws >= 1 else None
             self._design.plan(n_draws)
+
+    def prepare(self) -> None:
+        """The design the next draw takes its point from, computed now (`Sampler.prepare`:
+        the `Launcher`'s `start` calls it, so that its optimisation, seconds for a few
+        hundred points, is not paid on the launcher's thread while the trainer trains),
+        unless it is held (a resumed state holds it) or the planned budget is all drawn
+        (the next draws are replacements, which need none). The draws are the same."""
+        if self._budget is None or self._design.explored < self._budget:
             self._design.prepare()
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:

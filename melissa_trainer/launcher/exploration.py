@@ -5,7 +5,8 @@ sequence or of an optimised Latin hypercube of the planned budget, optionally
 Kept apart from `breed.py`: it is the only part of Breed with a memory of its own
 draws, and its state (the sequence's position, the points remembered) is a block of
 the sampler's `state_dict` (a Breed state saved before gap-filling existed is upgraded
-by `common.migrations`, "breed_sampler"). Where a replacement draw goes (a point whose
+by `common.migrations`, "breed_sampler"; the checks a state passes are
+`launcher.exploration_state`'s). Where a replacement draw goes (a point whose
 nearest draw was not given up: `Exploration.away_from`) is
 `launcher.replacement_points`'s; `away_from` and `REPLACEMENT_CANDIDATES` are
 re-exported here.
@@ -21,6 +22,12 @@ from typing import Any
 import numpy as np
 
 from melissa_trainer.common.checks import check_positive_int
+from melissa_trainer.launcher.exploration_state import (
+    LHS_MAX_BLOCK,
+    checked_design,
+    checked_held_design,
+    checked_points,
+)
 from melissa_trainer.launcher.replacement_points import REPLACEMENT_CANDIDATES, away_from
 from melissa_trainer.launcher.sampler_base import qmc_engine
 
@@ -46,9 +53,7 @@ ENGINES: dict[str, str] = {"sobol": "Sobol", "halton": "Halton"}  # scipy.stats.
 EXPLORERS = (*ENGINES, "lhs")
 #: "lhs": a design's size when no budget was planned (`Exploration.plan`)
 LHS_BLOCK = 64
-#: "lhs": the largest design (its optimisation costs O(size^2) per pass); a longer
-#: budget is explored by consecutive designs of this size
-LHS_MAX_BLOCK = 1024
+# (LHS_MAX_BLOCK, the largest design, is `exploration_state`'s, which checks a state's)
 #: explorer "auto": the gap-filling Sobol' sequence up to this many varying parameters,
 #: "lhs" above (chosen on the tuning seeds of `benchmarks/active_sampling.py`: with 3
 #: the Sobol' draws beat every fixed design, with 6 an optimised Latin hypercube beat
@@ -296,8 +301,12 @@ class Exploration:
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-serializable (floats round-trip exactly through `json`). "lhs" adds the
-        designs' ``size`` and the current design's points ``used`` (its points are
-        computed again from the seed)."""
+        designs' ``size``, the current design's points ``used`` and, once computed, the
+        design held (``design``: its block and points): a resume then takes the design
+        from the state instead of optimising it again (seconds for a few hundred points:
+        `benchmarks/breed_first_draw.py`), and a state without it (saved before its
+        design was computed, or by an older version) computes it from the seed when a
+        draw needs it, the same points."""
         state: dict[str, Any] = {
             "engine": self.engine,
             "explored": self.explored,
@@ -306,6 +315,10 @@ class Exploration:
         }
         if self.engine == "lhs":
             state.update(size=self.size, used=list(self._used))
+            if self._design is not None:
+                # the design held, so that a resume need not optimise it again (seconds
+                # for a few hundred points); the same bits (json round-trips floats)
+                state["design"] = {"block": self._design_block, "points": self._design.tolist()}
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -331,55 +344,17 @@ class Exploration:
                 f"exploration state has position {position} for {explored} draws of "
                 f"{self.candidates} candidates: saved with other candidates"
             )
-        drawn = self._checked_points(state.get("drawn"))
-        size, used = self._checked_design(state, explored) if self.engine == "lhs" else (None, [])
+        width = int(self._varying.sum())
+        drawn = checked_points(state.get("drawn"), width, self.candidates, self.memory)
+        size, used = checked_design(state, explored) if self.engine == "lhs" else (None, [])
+        block, design = checked_held_design(state.get("design"), self.engine, size, width)
         self.explored, self.position = explored, position
         self._forget()
         for point in drawn:
             self._append(point)
-        self.size, self._used, self._design = size, used, None
+        self.size, self._used = size, used
+        self._design, self._design_block = design, block
         if self.engine != "lhs":
             self._sequence = self._new_sequence()
             if position:
                 self._sequence.fast_forward(position)
-
-    @staticmethod
-    def _checked_design(state: Mapping[str, Any], explored: int) -> tuple[int | None, list[int]]:
-        """An "lhs" state's ``size`` and ``used``, checked against its draws."""
-        size, used = state.get("size"), state.get("used")
-        if size is None and explored == 0 and used == []:
-            return None, []  # saved before its first draw, unplanned
-        if isinstance(size, bool) or not isinstance(size, int) or not 0 < size <= LHS_MAX_BLOCK:
-            raise ValueError(f"exploration state has an invalid design size {size!r}")
-        valid = isinstance(used, list) and all(
-            isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in used
-        )
-        # a design whose every point was drawn keeps them all until the next draw starts
-        # the next design (saved then, its state must load: a study checkpointed after
-        # its whole planned budget was drawn)
-        taken = explored % size or (size if explored else 0)
-        if not valid or len(set(used)) != len(used) or len(used) != taken:  # type: ignore[arg-type]
-            raise ValueError(
-                f"exploration state has design points used {used!r}: not {taken} "
-                f"distinct points of a design of {size}"
-            )
-        assert isinstance(used, list)  # for mypy
-        return size, list(used)
-
-    def _checked_points(self, saved: Any) -> list[np.ndarray]:
-        if not isinstance(saved, list):
-            raise ValueError(f"exploration state has no list of drawn points: {saved!r}")
-        if self.memory is not None and len(saved) > self.memory:
-            raise ValueError(f"exploration state has {len(saved)} points, over memory")
-        if saved and self.candidates == 1:
-            raise ValueError("exploration state has drawn points, but candidates=1 keeps none")
-        width, points = int(self._varying.sum()), []
-        for item in saved:
-            numbers = isinstance(item, list) and all(
-                isinstance(v, int | float) and not isinstance(v, bool) for v in item
-            )
-            point = np.array(item if numbers else [], dtype=np.float64)
-            if point.shape != (width,) or not np.all((point >= 0.0) & (point <= 1.0)):
-                raise ValueError(f"exploration state has a malformed point {item!r}")
-            points.append(point)
-        return points

@@ -286,6 +286,9 @@ class Launcher(LauncherRecord):
         else:
             self._supervisor = Supervisor(*common, redrawn=redrawn, data=data)
         warn_static_sampler(self.sampler, self.n_simulations)  # (before any draw of this run)
+        # a design the draws need, optimised now rather than by a draw under the lock;
+        # here, not when built: a resumed state holds it (`Sampler.prepare`)
+        self.sampler.prepare()
         self._thread = threading.Thread(target=self._run, name="melissa-launcher", daemon=True)
         atexit.register(self.stop)
         self._thread.start()

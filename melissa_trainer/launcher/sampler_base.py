@@ -69,6 +69,14 @@ class Sampler(ABC):
         `n_simulations`). Ignored by default; `LatinHypercubeSampler(batch=None)` takes it
         as its design size."""
 
+    def prepare(self) -> None:  # noqa: B027 - optional, a no-op by default
+        """Compute now what the next draw would otherwise compute (the `Launcher` calls
+        it in `start`, after `plan` and after a resumed state is loaded, before its
+        thread draws): a draw runs on the launcher's thread under its lock while the
+        trainer trains. The draws are the same with or without it. A no-op by default;
+        `BreedSampler` ("lhs" explorer) and `DensitySampler` optimise their design here
+        (seconds for a few hundred points), unless a loaded state held it."""
+
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:  # noqa: B027
         """Told that simulation `simulation_id`, drawn with `parameters`, was given up
         for good: its restarts were used up and `LauncherTuning.on_failure` redraws

@@ -1,4 +1,4 @@
-"""Whether an adaptive study's feedback reached its sampler before its last draw.
+"""Whether an adaptive study's feedback reached its sampler in time for its draws.
 
 The per-simulation training losses reach the sampler every `simulation_loss_steps`
 steps (a reduction, `melissa_trainer.core.loss_per_simulation`), and a sampler adapts
@@ -9,15 +9,30 @@ of 32 train 15 steps in all) draws every simulation by exploration alone, as a f
 design would, and nothing said so: the user asked for active sampling and got none.
 
 `FeedbackCheck` says it at the end, in the study's end-of-run account
-(`melissa_trainer.launcher.account.log_account`, which makes the account a WARNING):
-how many draws were steered (none) and how many explored, how many losses the sampler
-held at its last draw and how many it needs, and what to change. It is certain then:
-the sampler's `observed_at_draw` is what its last draw saw, and the observations kept
-never shrink below `min_observations` (its window is at least that), so every earlier
-draw saw fewer. A study whose sampler cannot steer any draw by its settings or its size
-(`launcher.account.static_sampler`) was told so when it started, and is not told again;
-a resumed study that drew nothing after its resume is not judged (its last draw's
-count was not saved).
+(`melissa_trainer.launcher.account.log_account`, which makes the account a WARNING),
+in one of two lines, each with the counts and what to change:
+
+- **none adapted** (`unfed_line`): the sampler held fewer than `min_observations`
+  losses at its last draw. It is certain then: the sampler's `observed_at_draw` is what
+  its last draw saw, and the observations kept never shrink below `min_observations`
+  (its window is at least that), so every earlier draw saw fewer.
+- **few adapted** (`few_line`): some draws adapted, but fewer than `FEW_SHARE` (half)
+  of those that could have (`AdaptiveSampler.adaptive_draws`, the draws made holding
+  at least `min_observations` losses). Why that bound: draw `i` (from 0) can hold the
+  losses of the `i` simulations drawn before it at most, so at least `min_observations`
+  draws of any study explore, and ``n - min_observations`` of `n` draws is the most
+  that can adapt. Judged against that most, a study whose size alone forbids more
+  (16 draws with `min_observations` 8 adapt at most 8, half of them) is not warned
+  whatever its settings, which a share of all the draws would do; and a study whose
+  losses came late lost more than half of the adaptation its size allowed: it is
+  closer to a fixed design than to an adaptive one (only its last draws adapted).
+
+A study whose sampler cannot steer any draw by its settings or its size
+(`launcher.account.static_sampler`) was told so when it started, and is not told
+again. Both counts are in the sampler's state: a resumed study is judged on all its
+draws, those before its resume included; one resumed from a checkpoint written before
+they were saved is judged on its last draw alone (`adaptive_draws` unknown), and not
+at all if it drew nothing after its resume.
 """
 
 from __future__ import annotations
@@ -26,7 +41,11 @@ from melissa_trainer.launcher.account import static_sampler
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.samplers import Sampler
 
-__all__ = ["FeedbackCheck", "unfed_line"]
+__all__ = ["FEW_SHARE", "FeedbackCheck", "few_line", "unfed_line"]
+
+#: `few_line`: a study warns when fewer than this share of the draws that could adapt
+#: (all but the first `min_observations`) did (module docstring: why)
+FEW_SHARE = 0.5
 
 
 class FeedbackCheck:
@@ -45,9 +64,11 @@ class FeedbackCheck:
         self._static = static_sampler(sampler, n_simulations) is not None
 
     def lines(self, sampler: Sampler) -> list[str]:
-        """The account's warning lines: `unfed_line`'s, unless the start said why no
-        draw could adapt."""
-        line = None if self._static else unfed_line(sampler, self.loss_steps)
+        """The account's warning lines: `unfed_line`'s or `few_line`'s, unless the
+        start said why no draw could adapt."""
+        if self._static:
+            return []
+        line = unfed_line(sampler, self.loss_steps) or few_line(sampler, self.loss_steps)
         return [] if line is None else [line]
 
 
@@ -59,18 +80,52 @@ def unfed_line(sampler: Sampler, loss_steps: int | None) -> str | None:
     cadence, named in the line when known."""
     if not isinstance(sampler, AdaptiveSampler) or sampler.observed_at_draw is None:
         return None
-    held, least = sampler.observed_at_draw, getattr(sampler, "min_observations", 1)
+    held, least = sampler.observed_at_draw, sampler.min_losses
     if held >= least:
         return None
     draws = sampler.position
-    cadence = f"every {loss_steps} training steps" if loss_steps else "at each reduction"
     return (
         f"  the adaptive sampler steered none of its draws: of {draws} draws, 0 adaptive and "
         f"{draws} exploratory, as a fixed design would draw them. At its last draw it held "
         f"the training losses of {held} simulations, and it adapts from {least} on "
-        f"(min_observations): the losses reach it {cadence} (simulation_loss_steps), and "
-        f"the study drew its last simulation before enough had arrived. Lower "
-        f"simulation_loss_steps (1: every step), let the buffer re-draw samples "
-        f"(buffer='reservoir', sample_to_insert_ratio above 1) or give each simulation "
-        f"more time steps, so that more steps are trained while the study still draws"
+        f"(min_observations): the losses reach it {_cadence(loss_steps)} "
+        f"(simulation_loss_steps), and the study drew its last simulation before enough "
+        f"had arrived. {_FIXES}"
     )
+
+
+def few_line(sampler: Sampler, loss_steps: int | None) -> str | None:
+    """Why few draws of `sampler` were steered by the training losses: some were, but
+    fewer than `FEW_SHARE` of those its size allowed (all but its first
+    `min_observations`: module docstring), with the counts and the fixes; None
+    otherwise, for a fixed design, when none was (`unfed_line`'s), or when the count
+    is unknown (resumed from a checkpoint that did not save it)."""
+    if not isinstance(sampler, AdaptiveSampler) or not sampler.adaptive_draws:
+        return None
+    adaptive, draws, least = sampler.adaptive_draws, sampler.position, sampler.min_losses
+    most = draws - least
+    if adaptive >= FEW_SHARE * most:
+        return None
+    return (
+        f"  the adaptive sampler steered few of its draws: of {draws} draws, {adaptive} "
+        f"adaptive (drawn holding the training losses of at least {least} simulations, "
+        f"min_observations) and {draws - adaptive} exploratory (drawn before, as a fixed "
+        f"design would), where {most} could have adapted (a draw holds the losses of the "
+        f"simulations drawn before it at most): fewer than {FEW_SHARE:.0%} of them, only the "
+        f"study's last draws. The losses reach it {_cadence(loss_steps)} "
+        f"(simulation_loss_steps) and the study drew most of its simulations before enough "
+        f"had arrived. {_FIXES}, or lower job_limit (the first job_limit draws are made "
+        f"at the start, before any loss)"
+    )
+
+
+#: what a study changes for its losses to reach its sampler before its draws
+_FIXES = (
+    "Lower simulation_loss_steps (1: every step), let the buffer re-draw samples "
+    "(buffer='reservoir', sample_to_insert_ratio above 1) or give each simulation more "
+    "time steps, so that more steps are trained while the study still draws"
+)
+
+
+def _cadence(loss_steps: int | None) -> str:
+    return f"every {loss_steps} training steps" if loss_steps else "at each reduction"

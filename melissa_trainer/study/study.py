@@ -305,7 +305,7 @@ class Study(Source):
                     self._accounted = True
                     samples = receiver.ingest.samples_of() if receiver else {}
                     sampler = self.launcher.sampler
-                    late = self.feedback.lines(sampler)  # (no draw steered: a WARNING)
+                    late = self.feedback.lines(sampler)  # (none or few steered: a WARNING)
                     lines, warned = log_account(self.launcher.outcomes(), samples, sampler, late)
                     self.account_report = [] if warned else lines
         finally:

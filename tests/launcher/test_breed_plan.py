@@ -1,17 +1,19 @@
-"""`BreedSampler.plan` computes its "lhs" design ahead of the first draw, as
-`DensitySampler.plan` does: the design's optimisation (seconds for a few hundred points)
-is paid when the `Launcher` is built, not by the first draw on the launcher's thread
-under its lock while the trainer trains; the draws are the same as when the first draw
-computed it.
+"""`BreedSampler.prepare` computes its "lhs" design ahead of the first draw, as
+`DensitySampler.prepare` does, and `plan` computes nothing: the design's optimisation
+(seconds for a few hundred points) is paid when the `Launcher` starts (after a resumed
+state is loaded: `test_sampler_resume` holds that a resume computes none), not by the
+first draw on the launcher's thread under its lock while the trainer trains; the draws
+are the same as when the first draw computed it.
 
 Which call computes a design is counted on `Exploration._block` (each design is
 computed by it, once per block); the draws are compared with those of the same sampler
-whose `plan` leaves the design to the first draw (its `Exploration.prepare` a no-op
-during `plan`: what `plan` did before), bit for bit.
+not prepared (the first draw computes the design: what it did before `plan` computed
+it), bit for bit.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,24 +51,38 @@ def run(sampler: BreedSampler, n: int, start: int = 0) -> list[dict[str, float]]
 
 
 @pytest.mark.timeout(60)
-def test_plan_computes_the_design_and_the_first_draw_does_not(
+def test_prepare_computes_the_design_and_the_first_draw_does_not(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     sampler = BreedSampler(BOX, seed=5)
     assert sampler.engine == "lhs"
     computed = count_designs(monkeypatch)
     sampler.plan(24)
-    assert computed == [0]  # the planned design, by `plan`
+    assert computed == []  # `plan` sizes it: a resume would replace what it computed
+    sampler.prepare()
+    sampler.prepare()
+    assert computed == [0]  # the planned design, by `prepare`, once
     run(sampler, 24)
     assert computed == [0]  # not again: the 24 draws are its points
+    sampler.prepare()
+    assert computed == [0]  # the budget drawn: the next draws are replacements or none
 
 
+@pytest.mark.e2e
 @pytest.mark.timeout(60)
-def test_a_launcher_built_with_breed_has_its_design(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_launcher_computes_the_design_when_started_not_when_built(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     sampler = BreedSampler(BOX, seed=5)
     computed = count_designs(monkeypatch)
-    Launcher(["true"], sampler, 12)
-    assert computed == [0] and sampler.design_size == 12
+    launcher = Launcher(["true"], sampler, 12, job_limit=1)
+    assert computed == [] and sampler.design_size == 12
+    try:
+        launcher.start(tmp_path / "rendezvous")  # (prepares before its thread draws)
+        assert computed[:1] == [0]
+    finally:
+        launcher.stop()
+    assert computed == [0]
 
 
 @pytest.mark.timeout(60)
@@ -92,13 +108,12 @@ def test_the_draws_are_those_of_a_design_computed_by_the_first_draw(
     """30 draws of a budget of 24: the planned design, then the next block's."""
     planned = BreedSampler(BOX, seed=11, **options)
     planned.plan(24)
+    planned.prepare()
     ours = run(planned, 30)
 
     late = BreedSampler(BOX, seed=11, **options)
     computed = count_designs(monkeypatch)
-    with monkeypatch.context() as patch:
-        patch.setattr(Exploration, "prepare", lambda self: None)
-        late.plan(24)
+    late.plan(24)
     assert computed == []  # (so the first draw computes it, as before)
     before = run(late, 1)
     assert computed == [0]

@@ -193,7 +193,7 @@ def test_edge_puts_more_of_the_design_near_the_bounds() -> None:
     np.testing.assert_allclose(beta.cdf(draws, 0.6, 0.6), expected, atol=0.01)
 
 
-def test_the_design_is_computed_at_plan_not_on_a_draw(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_design_is_computed_by_prepare_not_on_a_draw(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     block = Exploration._block
 
@@ -204,7 +204,9 @@ def test_the_design_is_computed_at_plan_not_on_a_draw(monkeypatch: pytest.Monkey
     monkeypatch.setattr(Exploration, "_block", counted)
     sampler = DensitySampler(BOX, seed=1)
     sampler.plan(10)
-    assert calls == [0]  # the launcher's construction pays it
+    assert calls == []  # (a resume would replace it)
+    sampler.prepare()
+    assert calls == [0]  # the launcher's start pays it
     run(sampler, 10)
     assert calls == [0]  # no draw of the first design computes it again
     sampler.draw()

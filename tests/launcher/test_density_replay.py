@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from melissa_trainer.launcher import DensitySampler
+from melissa_trainer.launcher.sampler_base import qmc_engine
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "density_replay_adbd5be.json"
 #: 11 varying parameters and a fixed one (the issue's wide space has 12 varying)
@@ -75,15 +76,35 @@ def replay(options: dict[str, Any], seed: int) -> dict[str, Any]:
     sampler = DensitySampler(SPACE, seed=seed, **options)
     sampler.plan(DRAWS)
     draws: list[dict[str, float]] = []
+    held = []  # the observations kept at each draw: the oracle of the state's counts
     for i in range(DRAWS):
         for sid, parameters in enumerate(draws):
             sampler.observe(sid, parameters, loss_of(parameters, i))
         if sampler.observations:
             oldest = sampler.observations[0]
             sampler.observe(oldest.simulation_id, oldest.parameters, oldest.loss * 1.5)
+        held.append(len(sampler.observations))
         draws.append(sampler.draw())
-    return {"draws": digest(encode(draws)), "state": digest(encode(sampler.state_dict())),
+    state = since_adbd5be(sampler.state_dict(), held, options.get("min_observations", 8), seed)
+    return {"draws": digest(encode(draws)), "state": digest(encode(state)),
             "warped": sampler.warped}  # fmt: skip
+
+
+def since_adbd5be(state: dict[str, Any], held: list[int], least: int, seed: int) -> dict[str, Any]:
+    """`state` without what states gained after adbd5be, each checked against its own
+    oracle when there (`test_the_state_holds_the_design_and_the_draws_counts` holds
+    that it is): the design held (the optimised Latin hypercube of the budget, seeded
+    with ``[seed, 31, 0]``, scipy's, computed here) and the draws' counts of
+    observations (`held`: those kept at each draw; `least`: `min_observations`)."""
+    state = dict(state, design_state=dict(state["design_state"]))
+    design = state["design_state"].pop("design", None)
+    if design is not None:
+        lhs = qmc_engine("LatinHypercube", 11, [seed, 31, 0], optimization="random-cd")
+        assert design["block"] == 0 and design["points"] == lhs.random(DRAWS).tolist()
+    if "observed_at_draw" in state:
+        assert state.pop("observed_at_draw") == held[-1]
+        assert state.pop("adaptive_draws") == sum(1 for n in held if n >= least)
+    return state
 
 
 def digest(value: Any) -> str:
@@ -104,6 +125,18 @@ def test_the_draws_are_those_of_the_code_before_bit_for_bit(name: str) -> None:
         assert got["draws"] == expected["draws"], f"{name}, seed {seed}: the draws differ"
         assert got == expected, f"{name}, seed {seed}: the state differs"
         assert got["warped"] > 0 or CASES[name].get("share") == 0.0
+
+
+def test_the_state_holds_the_design_and_the_draws_counts() -> None:
+    """What `since_adbd5be` checks is in a replayed study's state (a resume takes the
+    design from it, and the study's account the counts)."""
+    sampler = DensitySampler(SPACE, seed=0)
+    sampler.plan(DRAWS)
+    for _ in range(3):
+        sampler.draw()
+    state = sampler.state_dict()
+    assert state["design_state"]["design"]["block"] == 0
+    assert (state["observed_at_draw"], state["adaptive_draws"]) == (0, 0)
 
 
 @pytest.mark.e2e

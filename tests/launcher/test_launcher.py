@@ -35,6 +35,8 @@ from melissa_trainer.launcher import (
     LocalBackend,
     make_sampler,
 )
+from melissa_trainer.launcher.breed import BreedSampler
+from melissa_trainer.launcher.exploration import Exploration
 from melissa_trainer.launcher.study_record import records_of
 from melissa_trainer.launcher.templates import CommandTemplate
 from melissa_trainer.launcher.worker_mode import WorkerSupervisor
@@ -787,6 +789,46 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
     assert all(final[i]["status"] == "finished" for i in range(4))
     with pytest.raises(RuntimeError, match="before start"):
         second.load_state_dict(state)
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(60)
+def test_a_resumed_launcher_optimises_no_design_and_draws_the_uninterrupted_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Breed in 6 parameters explores the optimised Latin hypercube of the study: the
+    resumed launcher takes it from the state (before: built, it optimised the design,
+    which the state replaced, and its first draw optimised it again)."""
+    box = {f"p{i}": (0.0, 1.0) for i in range(6)}
+
+    def make() -> Launcher:
+        sampler = BreedSampler(box, seed=4)
+        return launcher(command(tmp_path, "hang", hang=[2]), 6, sampler, job_limit=1)
+
+    first = make()
+    first.start(tmp_path / "rendezvous")
+    try:
+        wait_for(lambda: len(runs(tmp_path)) == 3, what="simulation 2 to hang")
+        state = json.loads(json.dumps(first.state_dict()))
+    finally:
+        first.stop()
+    computed: list[int] = []
+    block = Exploration._block
+    monkeypatch.setattr(Exploration, "_block", lambda e, n: computed.append(n) or block(e, n))
+    second = make()
+    second.load_state_dict(state)
+    second.start(tmp_path / "rendezvous")
+    try:
+        run_study(second)
+    finally:
+        second.stop()
+    assert computed == []  # built, loaded, started, drawn: the state held the design
+    uninterrupted = BreedSampler(box, seed=4)
+    uninterrupted.plan(6)
+    expected = [uninterrupted.draw() for _ in range(6)]
+    final = records_of(second.state_dict())
+    assert [final[i]["parameters"] for i in range(6)] == expected
+    assert second.sampler.state_dict() == uninterrupted.state_dict()
 
 
 # -- no orphans ---------------------------------------------------------------------------

@@ -1,16 +1,18 @@
 """An adaptive study whose training losses reach its sampler only after its last draw
-says so, once, at its end (`melissa_trainer.study.feedback`); one whose losses arrived
-in time says nothing of it.
+says so, once, at its end (`melissa_trainer.study.feedback`); one where they reached it
+for its last few draws only (fewer than half of those its size let adapt) says that;
+one whose losses arrived in time for most draws says nothing of it.
 
 Before: a study that trains fewer than `simulation_loss_steps` steps while it draws (a
 FIFO buffer, short simulations, large batches) was drawn by exploration alone, silently:
-the user asked for active sampling and got none.
+the user asked for active sampling and got none; and one whose losses arrived for its
+last draws only was not told either.
 
 Real studies under an `OnlineTrainer` (simulations started by the local backend,
 streaming to the receiver). The oracle is the sampler's own count of its draws: Breed
 with ``exploration=0`` explores only while it holds fewer than `min_observations`
 losses, and breeds every other draw, so ``explored == position`` says that no draw saw
-enough losses, and ``explored < position`` that some did.
+enough losses, and ``position - explored`` is how many did (the adaptive draws).
 """
 
 from __future__ import annotations
@@ -108,19 +110,54 @@ def test_a_study_that_drew_everything_before_any_loss_arrived_says_so_once(
     assert "Lower simulation_loss_steps" in line and "sample_to_insert_ratio" in line, line
 
 
+FEW = "the adaptive sampler steered few of its draws"
+
+
+def sequential_study(tmp_path: Path, loss_steps: int) -> BreedSampler:
+    """16 simulations one at a time (job_limit 1), each 2 steps, trained one sample a
+    step from a buffer of 2 that blocks the stream: a simulation ends once nearly all
+    its predecessors' samples were trained on, so draw j comes after about 2j - 4 steps
+    or more, 2j at most. Breed adapts from one loss on (`min_observations` 1): 15 of
+    the 16 draws could adapt, the first 7.5 of them is `FEW_SHARE`."""
+    sampler = BreedSampler({"a": (0.0, 1.0)}, seed=0, exploration=0.0, min_observations=1)
+    keys = run_study(tmp_path, sampler, 16, 1, batch_size=1, buffer_size=2, watermark=1,
+                     simulation_loss_steps=loss_steps)  # fmt: skip
+    assert len(keys.seen) == 32 and sampler.position == 16
+    assert sampler.adaptive_draws == sampler.position - sampler.explored  # (the oracle's)
+    return sampler
+
+
 @pytest.mark.timeout(180)
-def test_a_study_whose_losses_arrived_before_its_last_draw_says_nothing_of_it(
+def test_a_study_whose_losses_arrived_before_most_draws_says_nothing_of_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="melissa_trainer")
-    sampler = BreedSampler({"a": (0.0, 1.0)}, seed=0, exploration=0.0, min_observations=1)
-    # one simulation at a time, a reduction every step, a buffer of 2 that blocks the
-    # stream: the 5th simulation ends once 8 of its predecessors' samples were taken,
-    # so losses were reduced and noted before the 6th (the last) draw
-    keys = run_study(tmp_path, sampler, 6, 1, batch_size=1, buffer_size=2, watermark=1,
-                     simulation_loss_steps=1)  # fmt: skip
-    assert len(keys.seen) == 12
-    assert sampler.position == 6 and sampler.explored < 6  # the oracle: some draw bred
-    assert not [r for r in caplog.records if STEERED_NONE in r.getMessage()]
+    # a reduction every step: draw j held the losses of the simulations trained before
+    sampler = sequential_study(tmp_path, loss_steps=1)
+    assert sampler.position - sampler.explored >= 8  # the oracle: at least half adapted
+    assert not [
+        r for r in caplog.records if STEERED_NONE in r.getMessage() or FEW in r.getMessage()
+    ]
     said = accounts(caplog)
     assert len(said) == 1 and said[0].levelno == logging.INFO, [r.getMessage() for r in said]
+
+
+@pytest.mark.timeout(180)
+def test_a_study_whose_losses_arrived_for_its_last_draws_only_says_so_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="melissa_trainer")
+    # the first reduction at step 20, of 32: after draw 10 at the earliest (2j >= 20),
+    # by draw 15 at the latest (its predecessor's samples 28-29 wait on step 26 or so)
+    sampler = sequential_study(tmp_path, loss_steps=20)
+    bred = sampler.position - sampler.explored
+    assert 0 < bred < 7.5, bred  # the oracle: some adapted, fewer than half of 15
+    said = [r for r in caplog.records if FEW in r.getMessage()]
+    assert len(said) == 1 and said == accounts(caplog), [r.getMessage() for r in said]
+    assert said[0].levelno == logging.WARNING
+    assert STEERED_NONE not in said[0].getMessage()
+    line = next(x for x in said[0].getMessage().splitlines() if FEW in x)
+    assert f"of 16 draws, {bred} adaptive" in line and f"{16 - bred} exploratory" in line, line
+    assert "where 15 could have adapted" in line, line
+    assert "every 20 training steps (simulation_loss_steps)" in line, line
+    assert "Lower simulation_loss_steps" in line and "job_limit" in line, line

@@ -390,6 +390,18 @@ def test_a_missing_parameter_names_the_known_ones_or_how_to_give_them(
 
 
 @pytest.mark.timeout(30)
+def test_parameters_that_are_not_json_say_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    # set by hand in external mode, a trailing comma was "is not valid JSON" and nothing
+    # more; the C client names the spot, and the value is shown so a shell's quoting shows
+    monkeypatch.setenv(ENV_PARAMETERS, '{"k": 0.5,}')
+    with pytest.raises(ValueError) as info:
+        check_parameters(None)
+    message = str(info.value)
+    assert message.startswith("MELISSA_TRAINER_PARAMETERS is not valid JSON (")
+    assert "at character 10" in message and "'{\"k\": 0.5,}'" in message
+
+
+@pytest.mark.timeout(30)
 def test_environment_configuration(
     receiver: Receiver, zctx: zmq.Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:

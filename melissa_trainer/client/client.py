@@ -358,6 +358,11 @@ class Client(Sending):
         from). Not collective: with MPI, each rank asking sends whole inputs."""
         if self._closed:
             raise RuntimeError("the client is closed")
+        if self._predictor is not None and self._predictor.run_id != self.run_id:
+            # this client followed a restarted trainer (`_follow`): ask as the run it sends
+            # to, which the resumed trainer serves (the old run's id is refused there)
+            self._predictor.close()
+            self._predictor = None
         if self._predictor is None:
             # (imported here: most simulations never ask, and their start-up should not pay)
             from melissa_trainer.client.predict import Predictor

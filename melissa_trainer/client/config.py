@@ -277,10 +277,14 @@ def check_parameters(parameters: Mapping[str, float] | None) -> Parameters:
     origin = "given to the Client"
     if parameters is None and os.environ.get(ENV_PARAMETERS, "").strip():
         origin = f"from {ENV_PARAMETERS}, set by the launcher"
+        text = os.environ[ENV_PARAMETERS]
         try:
-            parameters = json.loads(os.environ[ENV_PARAMETERS])
-        except ValueError:
-            raise ValueError(f"{ENV_PARAMETERS} is not valid JSON") from None
+            parameters = json.loads(text)
+        except json.JSONDecodeError as exc:  # where, as the C client says it
+            raise ValueError(
+                f"{ENV_PARAMETERS} is not valid JSON ({exc.msg} at character {exc.pos}): "
+                f"{text!r}; give an object of name -> number, e.g. '{{\"k\": 0.5}}'"
+            ) from None
         if not isinstance(parameters, dict):
             raise ValueError(f"{ENV_PARAMETERS} must be a JSON object of name -> number")
     out: dict[str, float] = {}

@@ -321,6 +321,11 @@ class ArgumentParser(argparse.ArgumentParser):
                 close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)
                 if close:
                     hints.append(f"{flag} (did you mean {close[0]}?)")
+            elif token.lower().endswith((".json", ".yaml", ".yml")):
+                # HF scripts take `train.py args.json` (HfArgumentParser.parse_json_file)
+                hints.append(
+                    f"{token} (a file of arguments is given as --{self.config_flag} {token})"
+                )
         message = f"unrecognized arguments: {' '.join(remaining)}"
         return message + ("; " + "; ".join(hints) if hints else "")
 

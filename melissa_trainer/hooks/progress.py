@@ -29,7 +29,8 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
 
     The source's counters (`source_*`, dozens of them, mostly rejection reasons) are
     shown only when non-zero, without the prefix; every figure still goes to
-    TensorBoard."""
+    TensorBoard. Whole numbers (counts) are shown in full, the others to 4 significant
+    digits."""
     parts = [f"step {step}"]
     for key, value in logs.items():
         if key.startswith("source_"):
@@ -37,8 +38,20 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
                 continue
             key = key[len("source_") :]
         short = key.replace("learning_rate", "lr").replace("samples_per_second", "samples/s")
-        parts.append(f"{short} {value:.4g}")
+        parts.append(f"{short} {_figure(value)}")
     return " | ".join(parts)
+
+
+#: whole numbers up to this are printed in full (counts: samples, messages, bytes)
+_EXACT_UP_TO = 10**15
+
+
+def _figure(value: float) -> str:
+    """A count (a whole number) in full, so that `samples_put` can be checked against
+    simulations x time steps at any size; any other figure to 4 significant digits."""
+    if float(value).is_integer() and abs(value) < _EXACT_UP_TO:
+        return str(int(value))
+    return f"{value:.4g}"
 
 
 class _AboveTheBar(logging.Handler):

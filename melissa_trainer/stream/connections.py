@@ -194,7 +194,8 @@ class ConnectionWatch:
             logging.INFO if self._quiet() else logging.WARNING,
             "simulation %d client rank %d: its connection closed before its BYE: the "
             "process ended without it (killed, crashed, or exited without closing its "
-            "client), or it sent a message over %d bytes (the "
+            "client), its client was left by an exception (which sends no BYE: a worker's "
+            "failed simulation, the worker living on), or it sent a message over %d bytes (the "
             "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
             "the connection and what was queued behind it; that data is lost until a "
             "restart re-sends it",

@@ -163,6 +163,7 @@ class IngestState:
         #: connections closed between a HELLO and its BYE (`connections.ConnectionWatch`:
         #: incremented by its thread, the only writer)
         self.connections_lost = 0
+        self._unfinished_told = False  # `_warn_unfinished`: said once
         self.rejected = dict.fromkeys(REJECT_REASONS, 0)
         #: the check of samples for NaN and Inf (its counter: `nonfinite_refused`)
         self.nonfinite = NonFiniteGuard(nonfinite, self.log, self.refused)
@@ -264,9 +265,37 @@ class IngestState:
     def check_expected(self) -> None:
         ended = self.simulations_finished + len(self.abandoned)
         if self.expected is not None and ended >= self.expected:
+            self._warn_unfinished(self.expected)
             self._end(
                 f"{self.simulations_finished} simulations finished, {len(self.abandoned)} abandoned"
             )
+
+    def _warn_unfinished(self, expected: int) -> None:
+        """One WARNING when the stream ends on `expected` with simulations part-way
+        here: their samples so far were put (and trained on), the rest is ignored and
+        their close not confirmed. In external mode the usual cause is more solvers
+        started than `expected_simulations`, which nothing else says on this side."""
+        unfinished = self.unfinished()
+        if not unfinished or self._unfinished_told:
+            return
+        self._unfinished_told = True
+        shown = ", ".join(map(str, unfinished[:8])) + (", ..." if len(unfinished) > 8 else "")
+        samples = sum(rec.completed for s in unfinished if (rec := self.sims.get(s)))
+        logger.warning(
+            "receiver of rank %d: the stream ends with expected_simulations=%d ended "
+            "(%d finished, %d abandoned) while %d other simulation(s) had begun here and not "
+            "finished (%s): %d of their samples were put into the buffer (and trained on); "
+            "what they send from now on is ignored (ignored_after_end) and their close is "
+            "not confirmed. If you started more simulations than expected_simulations "
+            "(external mode), raise ReceiverConfig.expected_simulations",
+            self.rank,
+            expected,
+            self.simulations_finished,
+            len(self.abandoned),
+            len(unfinished),
+            shown,
+            samples,
+        )
 
     def all_finished(self) -> bool:
         given_up = self.abandoned | self.replaced

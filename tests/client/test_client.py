@@ -390,6 +390,18 @@ def test_a_missing_parameter_names_the_known_ones_or_how_to_give_them(
 
 
 @pytest.mark.timeout(30)
+def test_parameters_that_are_not_json_say_where(monkeypatch: pytest.MonkeyPatch) -> None:
+    # set by hand in external mode, a trailing comma was "is not valid JSON" and nothing
+    # more; the C client names the spot, and the value is shown so a shell's quoting shows
+    monkeypatch.setenv(ENV_PARAMETERS, '{"k": 0.5,}')
+    with pytest.raises(ValueError) as info:
+        check_parameters(None)
+    message = str(info.value)
+    assert message.startswith("MELISSA_TRAINER_PARAMETERS is not valid JSON (")
+    assert "at character 10" in message and "'{\"k\": 0.5,}'" in message
+
+
+@pytest.mark.timeout(30)
 def test_environment_configuration(
     receiver: Receiver, zctx: zmq.Context, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -1385,3 +1397,33 @@ def test_a_worker_sharing_one_context_delivers_every_simulation() -> None:
     finally:
         pull.close(linger=0)
         context.term()
+
+
+@pytest.mark.timeout(30)
+def test_predict_asks_as_the_run_the_client_followed(
+    receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A solver that followed a restarted trainer (external mode) sends as the new run but
+    # asked for predictions as the old one, every request refused until its end ("the
+    # trainer serving there belongs to another run"): the predictor follows the run too
+    from melissa_trainer.client import PredictionUnavailable
+
+    monkeypatch.setenv("MELISSA_TRAINER_SERVE_ENDPOINTS", "tcp://127.0.0.1:1")  # nothing there
+    with Client(
+        {"u": ((2,), "float32")},
+        simulation_id=3,
+        endpoints=receiver.endpoint,
+        run_id="run-a",
+        tuning=ClientTuning(close_timeout=10),
+    ) as c:
+        with pytest.raises(PredictionUnavailable):
+            c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
+        first = c._predictor
+        assert first is not None and first.run_id == "run-a"
+        c.run_id = "run-b"  # what `Client._follow` does when it switches to the new run
+        with pytest.raises(PredictionUnavailable):
+            c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
+        assert c._predictor is not None and c._predictor.run_id == "run-b"
+        assert first._closed  # the old run's socket released
+        c.send(0, u=np.zeros(2, np.float32))
+    receiver.until_bye()

@@ -229,6 +229,29 @@ def test_log_lines_show_only_the_source_counters_that_are_not_zero() -> None:
     assert line == "step 7 | loss 0.5 | messages 12 | x 0"
 
 
+def test_log_lines_show_counts_exactly() -> None:
+    # `samples_put` is how a user checks that a resumed study took every (simulation,
+    # time step) once (docs/how-to/own-solver.md): printed `1.234e+04` it could not be
+    # checked past 10,000 samples; measures that are not whole numbers keep 4 figures
+    from melissa_trainer.hooks.progress import format_logs
+
+    line = format_logs(
+        9,
+        {
+            "loss": 0.012345678,
+            "source_samples_put": 123457.0,
+            "source_bytes": 5.072e9,
+            "buffer_got": 10240.0,
+            "samples_per_second": 12345.678,
+            "huge": 1e20,
+        },
+    )
+    assert line == (
+        "step 9 | loss 0.01235 | samples_put 123457 | bytes 5072000000 | buffer_got 10240"
+        " | samples/s 1.235e+04 | huge 1e+20"
+    )
+
+
 class EndOrder(Hook):
     """Records the events from the last step on, with their step."""
 

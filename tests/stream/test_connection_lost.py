@@ -93,6 +93,9 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
     assert len(lost) == 1, lost
     assert lost[0].startswith("simulation 3 client rank 0: its connection closed before its BYE")
     assert f"a message over {LIMIT + HEADER_ALLOWANCE} bytes" in lost[0]
+    # not only a process that ended: a worker's simulation that raised in its `with
+    # Client` block (the worker lives on) closes its connection without a BYE too
+    assert "its client was left by an exception" in lost[0]
 
 
 class Seen(logging.Handler):

@@ -38,3 +38,18 @@ def test_a_typo_is_named(typo: str, meant: str, capsys: pytest.CaptureFixture[st
     err = _error(typo, "3", capsys=capsys)
     assert f"unrecognized arguments: {typo} 3" in err
     assert f"{typo} (did you mean {meant}?)" in err
+
+
+@pytest.mark.parametrize("path", ["args.json", "run.yaml", "conf/run.yml"])
+def test_a_file_given_as_hf_does_names_config(
+    path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # HF examples read `python train.py args.json` (HfArgumentParser.parse_json_file); here a
+    # file of arguments is `--config FILE`, which the bare "unrecognized arguments" did not say
+    err = _error(path, capsys=capsys)
+    assert f"unrecognized arguments: {path}" in err
+    assert f"{path} (a file of arguments is given as --config {path})" in err
+
+
+def test_a_stray_word_gets_no_config_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--config" not in _error("json", capsys=capsys).split("error:")[1]

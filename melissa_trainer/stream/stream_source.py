@@ -23,9 +23,10 @@ simulation. Before that, in external mode, rank 0 says once when training has wa
 `FIRST_DATA_NOTICE` s with no sample since its receiver started: the address it listens
 on, what has arrived (nothing, or messages but no sample), how the simulations find it
 (`no_data_notice`; when: `melissa_trainer.sources.first_data`). Resumed from a
-checkpoint, it also names the simulations the checkpoint holds unfinished: solvers that
-streamed to the trainer before its restart do not follow it, and must be run again with
-the same ids (docs/how-to/own-solver.md, "When the trainer restarts").
+checkpoint, it also names the simulations the checkpoint holds unfinished: a solver still
+running follows the restarted trainer by itself (the Python, C and Fortran clients keep a
+replay window in external mode); one that ended or failed meanwhile must be run again
+with the same id (docs/how-to/own-solver.md, "When the trainer restarts").
 """
 
 from __future__ import annotations
@@ -359,11 +360,11 @@ def _resumed_note(resumed: tuple[Sequence[int], int] | None, expected: int | Non
     ids = ", ".join(str(s) for s in unfinished[:20]) + (", ..." if len(unfinished) > 20 else "")
     return (
         f" Resumed from a checkpoint, which holds {done} and "
-        f"{len(unfinished)} unfinished: {ids}. A Python solver still running follows the "
-        f"restarted trainer by itself (its replay window); one that failed (or a C or "
-        f"Fortran solver) does not: run each of these again, with the same "
-        f"MELISSA_TRAINER_SIMULATION_ID and parameters (the steps the checkpoint holds are "
-        f"dropped as duplicates, the others trained on once)."
+        f"{len(unfinished)} unfinished: {ids}. A solver still running follows the "
+        f"restarted trainer by itself (its replay window: the Python, C and Fortran "
+        f"clients); one that ended or failed meanwhile does not: run each of those again, "
+        f"with the same MELISSA_TRAINER_SIMULATION_ID and parameters (the steps the "
+        f"checkpoint holds are dropped as duplicates, the others trained on once)."
     )
 
 

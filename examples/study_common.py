@@ -26,6 +26,7 @@ import torch
 # and their tests import every name from study_common)
 from study_report import (  # noqa: F401
     StepTimer,
+    adaptive_summary,
     compared,
     final_eval_loss,
     final_eval_tails,

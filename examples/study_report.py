@@ -17,10 +17,12 @@ from typing import Any
 import torch
 
 from melissa_trainer import Hook, OnlineTrainer
-from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher import AdaptiveSampler, Launcher
+from melissa_trainer.launcher.account import drawn_by
 
 __all__ = [
     "StepTimer",
+    "adaptive_summary",
     "compared",
     "final_eval_loss",
     "final_eval_tails",
@@ -225,3 +227,21 @@ def print_overlap(
         f"{simulation + training_seconds:.1f} s; one after the other they would "
         f"take at least {sequential_seconds(simulation, training_seconds, job_limit):.1f} s"
     )
+
+
+def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
+    """An adaptive sampler's draws: how many, how many explored (not steered by the
+    losses), how many simulations it observed, how many of their losses it held at its
+    last draw (below its `min_observations`, none of its draws could adapt: the study's
+    account warns of it), and how its draws were made in its own terms (`drawn_by`);
+    None for a fixed design, or on ranks that do not run the launcher."""
+    sampler = None if launcher is None else launcher.sampler
+    if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
+        return None
+    return {
+        "draws": sampler.position,
+        "explored": int(getattr(sampler, "explored", sampler.position)),
+        "observed": len(sampler.observations),
+        "observed_at_last_draw": sampler.observed_at_draw,  # (None: no draw in this run)
+        "drawn_by": drawn_by(sampler),
+    }

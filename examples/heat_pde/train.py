@@ -23,16 +23,12 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     python examples/heat_pde/train.py --sampler breed        # adaptive sampling
     python examples/heat_pde/train.py --sampler density      # the guide's for 6+ parameters
     python examples/heat_pde/train.py --external             # you start the solvers yourself
-    python examples/heat_pde/train.py --worker               # solvers as job_limit workers
+    python examples/heat_pde/train.py --worker               # job_limit workers, a start-up each
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
     python examples/heat_pde/train.py --mixed_precision bf16 # bf16 autocast (GPU or CPU)
 
 Errors are mean squared errors in kelvin squared, over every grid point of every time
 step of the validation simulations.
-
-``--worker``: `--job_limit` ``solver.py --worker`` processes pay the start-up once each and
-run simulations in turn (`next_simulation()`): the same fields as one process per
-simulation; a dead worker's simulation is run again (benchmarks/heat_worker.py).
 """
 
 from __future__ import annotations
@@ -54,6 +50,7 @@ if str(Path(__file__).resolve().parents[1]) not in sys.path:
 from study_common import (  # noqa: E402
     StepTimer,
     StudyArgs,
+    adaptive_summary,
     buffer_defaults,
     check_matplotlib,
     compared,
@@ -72,8 +69,7 @@ from study_common import (  # noqa: E402
 from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
 from melissa_trainer.common.json_output import to_json  # noqa: E402
-from melissa_trainer.launcher import AdaptiveSampler, Launcher, make_sampler  # noqa: E402
-from melissa_trainer.launcher.account import drawn_by  # noqa: E402
+from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
 #: Affine map of kelvin onto [-1, 1], from the known range (no data needed online).
@@ -276,24 +272,6 @@ def plot_comparison(
     fig.suptitle(f"held-out simulation ({values} K)")
     fig.savefig(path, dpi=90)
     plt.close(fig)
-
-
-def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
-    """An adaptive sampler's draws: how many, how many explored (not steered by the
-    losses), how many simulations it observed, how many of their losses it held at its
-    last draw (below its `min_observations`, none of its draws could adapt: the study's
-    account warns of it), and how its draws were made in its own terms (`drawn_by`);
-    None for a fixed design, or on ranks that do not run the launcher."""
-    sampler = None if launcher is None else launcher.sampler
-    if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
-        return None
-    return {
-        "draws": sampler.position,
-        "explored": int(getattr(sampler, "explored", sampler.position)),
-        "observed": len(sampler.observations),
-        "observed_at_last_draw": sampler.observed_at_draw,  # (None: no draw in this run)
-        "drawn_by": drawn_by(sampler),
-    }
 
 
 #: what this example runs with unless told otherwise (shown by --help)

@@ -98,6 +98,41 @@ class StopRecords:
             return None
         return record if record.run_id == self.run_id else None
 
+    def refusal(self, rank: int, record: StopRecord) -> str:
+        """What a simulation whose non-finite sample stopped the trainer is told."""
+        reason, sid = record.reason, self.simulation_id
+        return (
+            f"simulation {sid}: the trainer stopped on its time step {reason.time_step}: it "
+            f"holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
+            f"{rank}: {reason.message}). Fix the solver (a diverging scheme: a smaller time "
+            f"step?), or start the trainer with --nonfinite refuse "
+            f"(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; then "
+            f"resume it (--resume_from_checkpoint latest) and run this simulation again with "
+            f"the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
+        )
+
+    def for_good(self) -> tuple[str, bool] | None:
+        """Why the trainer is not coming back, if a receiver's record says that it ended
+        or failed (not preempted): a sentence, and whether this simulation's non-finite
+        sample stopped it; else None. For a close whose messages cannot be delivered."""
+        for rank in range(len(self.endpoints)):
+            record = self.record(rank)
+            if record is None or record.reason.code not in _FINAL:
+                continue
+            reason = record.reason
+            if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
+                return self.refusal(rank, record), True
+            return (
+                f"to {self.endpoints[rank]}: the trainer stopped before it read them "
+                f"({reason.code}: {reason.message}; its stop record in {self.rendezvous}). "
+                f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
+                f"this simulation again with the same simulation id "
+                f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "
+                f"the steps it lacks, each once",
+                False,
+            )
+        return None
+
     def decide(self, rank: int, count: int) -> ReceiptReply | None:
         """What receiver `rank`'s record says of this rank's BYE, which carried `count`
         (module docstring): the receipt it confirms, or None (undecided).
@@ -112,16 +147,7 @@ class StopRecords:
             return None
         reason, sid = record.reason, self.simulation_id
         if reason.code == "nonfinite" and reason.simulation_id == sid:
-            raise SimulationRefused(
-                f"simulation {sid}: the trainer stopped on its time step "
-                f"{reason.time_step}: it holds NaN or Inf, and the trainer's policy is "
-                f"nonfinite='fail' (its receiver {rank}: {reason.message}). Fix the solver "
-                f"(a diverging scheme: a smaller time step?), or start the trainer with "
-                f"--nonfinite refuse (ReceiverConfig(nonfinite='refuse')) to drop such "
-                f"samples and go on; then resume it (--resume_from_checkpoint latest) and "
-                f"run this simulation again with the same simulation id "
-                f"(MELISSA_TRAINER_SIMULATION_ID={sid})"
-            )
+            raise SimulationRefused(self.refusal(rank, record))
         said = record.finished.get(sid)
         if said is not None:
             return self._reply(rank, RECEIPT_FINISHED, said[0], 0, said[1])

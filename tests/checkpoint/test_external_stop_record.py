@@ -7,7 +7,9 @@ stop record answers the close (`melissa_trainer.stream.stop_record`,
   and stops before the solver's first RECEIPT_QUERY. The moment is made exact, not
   timed: the solver's first question (`Rounds.wait`) waits until the rendezvous file
   says stopped. The close is confirmed from the record; the solver exits 0 and every
-  (simulation, time step) is trained on exactly once (the trainer's lineage). Before
+  (simulation, time step) is trained on exactly once (the trainer's lineage). The
+  solver's first question also waits for the trainer's process to end (a file the test
+  writes then): its follow socket is closed, only the record can answer. Before
   the fix it waited ``disconnected_timeout`` + ``follow_timeout`` and failed, "not
   confirmed".
 * ``--nonfinite fail``: the solver sends NaN at one time step, the trainer stops on it;
@@ -51,8 +53,10 @@ from melissa_trainer.client import Client, ClientTuning, receipts
 rank0, steps, nan_at = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 plain = receipts.Rounds.wait
 
-def wait(self, *args, **kwargs):  # (the first question waits until the trainer stopped)
-    while json.loads(rank0.read_text()).get("stopped") is not True:
+def wait(self, *args, **kwargs):  # (the first question waits until the trainer stopped,
+    # and its process ended: its follow socket is closed too)
+    gone = rank0.parent.parent / "trainer-exited"
+    while json.loads(rank0.read_text()).get("stopped") is not True or not gone.exists():
         time.sleep(0.01)
     return plain(self, *args, **kwargs)
 
@@ -89,6 +93,7 @@ def test_a_trainer_that_ends_before_the_first_question_confirms_the_close(
     try:
         trainer, solver = start(study, tmp_path, -1)
         assert trainer.wait(240) == 0, study.output("trainer")[-3000:]  # type: ignore[attr-defined]
+        (study.out / "trainer-exited").touch()
         code = solver.wait(120)  # type: ignore[attr-defined]
         said = study.output("solver")
         assert code == 0 and "closed" in said, said[-3000:]
@@ -106,12 +111,13 @@ def test_a_nan_that_stops_the_trainer_fails_the_solver_naming_it(tmp_path: Path)
     study = Study(tmp_path)
     try:
         trainer, solver = start(study, tmp_path, 3, "--nonfinite", "fail")
+        assert trainer.wait(120) != 0, study.output("trainer")[-3000:]  # type: ignore[attr-defined]
+        (study.out / "trainer-exited").touch()
         code = solver.wait(120)  # type: ignore[attr-defined]
         said = study.output("solver")
         assert code not in (0, None), said[-3000:]
         assert "SimulationRefused" in said and "stopped on its time step 3" in said, said[-3000:]
         assert "nonfinite='fail'" in said and "--nonfinite refuse" in said, said[-3000:]
-        assert trainer.wait(120) != 0, study.output("trainer")[-3000:]  # type: ignore[attr-defined]
         record = json.loads((study.rendezvous / "rank_0.json").read_text())["stop_record"]
         assert (record["reason"]["code"], record["reason"]["time_step"]) == ("nonfinite", 3)
     finally:

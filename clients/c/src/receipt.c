@@ -117,6 +117,7 @@ typedef struct peer {
     bool done;         /* confirmed */
     uint64_t steps, nonfinite, bye_steps;
     int bye;
+    mt_stop_look look; /* its rendezvous file, for a stop record (stop_record.c) */
 } peer;
 
 /* Whether the monitored DEALER is connected now (`linked`: before), from its events. */
@@ -271,6 +272,52 @@ static mt_status report(asking *a, const char *whose) {
     return MT_OK;
 }
 
+/* A receiver that stopped answers from its stop record (stop_record.c; confirm.py's
+ * StopRecords, whose messages these are): confirmed (done), MT_ESIMREFUSED (the trainer
+ * stopped on this simulation's non-finite sample), MT_ETIMEDOUT (it ended or failed
+ * without this BYE); MT_OK otherwise. */
+static mt_status from_records(asking *a, const char *whose) {
+    mt_client *c = a->c;
+    for (size_t r = 0; r < a->rv->n; ++r) {
+        peer *p = &a->peers[r];
+        if (p->done) continue;
+        mt_stop_said s;
+        memset(&s, 0, sizeof s);
+        mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, a->rv->endpoints[r],
+                                                  c->run_id, c->simulation_id, c->rank,
+                                                  a->bye_steps[r], &p->look, &s);
+        if (o == MT_STOP_CONFIRMED) {
+            p->done = true;
+            p->steps = s.steps, p->nonfinite = s.nonfinite, p->bye = s.bye;
+            p->bye_steps = s.bye_steps;
+        } else if (o == MT_STOP_REFUSED) {
+            unsigned long long sid = (unsigned long long)c->simulation_id;
+            return mt_fail(c, MT_ESIMREFUSED,
+                           "simulation %llu: the trainer stopped on its time step %llu: it "
+                           "holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its "
+                           "receiver %zu: %s). Fix the solver (a diverging scheme: a smaller "
+                           "time step?), or start the trainer with --nonfinite refuse "
+                           "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go "
+                           "on; then resume it (--resume_from_checkpoint latest) and run this "
+                           "simulation again with the same simulation id "
+                           "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                           sid, (unsigned long long)s.time_step, r, s.message, sid);
+        } else if (o == MT_STOP_ENDED) {
+            return mt_fail(c, MT_ETIMEDOUT,
+                           "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) "
+                           "stopped before it read it (%s: %s; its stop record in %s lacks "
+                           "this BYE). What this simulation sent after the trainer's last "
+                           "checkpoint is not trained on: once a trainer runs there again "
+                           "(--resume_from_checkpoint latest), run this simulation again with "
+                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
+                           "trainer takes the steps it lacks, each once",
+                           whose, r, a->rv->endpoints[r], s.code, s.message,
+                           c->rendezvous_used, (unsigned long long)c->simulation_id);
+        }
+    }
+    return MT_OK;
+}
+
 /* Until every receiver confirmed, one refused, is gone, the run changed or the deadline. */
 static mt_status wait_receipts(asking *a, const char *whose) {
     mt_client *c = a->c;
@@ -279,6 +326,11 @@ static mt_status wait_receipts(asking *a, const char *whose) {
     double deadline = timeout < 0 ? INFINITY : mt_now() + timeout;
     double pause = PAUSE_FIRST;
     for (;;) {
+        mt_status said = from_records(a, whose);
+        if (said != MT_OK) return said;
+        size_t confirmed = 0;
+        for (size_t r = 0; r < n; ++r) confirmed += a->peers[r].done;
+        if (confirmed == n) return report(a, whose);
         ask_round(a);
         double until = mt_now() + ROUND_TIMEOUT;
         mt_status st = collect(a, until < deadline ? until : deadline);

@@ -161,10 +161,7 @@ def close_transport(t: Closable, bye: bool) -> None:
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
         if bye and wait.stop_said is not None:  # (not followed: no trainer comes back)
-            from melissa_trainer.client.admission import SimulationRefused  # (failure path)
-
-            stopped = SimulationRefused if wait.stop_said[1] else TrainerStopped
-            raise stopped(message_text)
+            raise wait.stop_said[1](message_text)  # (TrainerStopped, or SimulationRefused)
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
         message_text += f".{note}" if note else ""

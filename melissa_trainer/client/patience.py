@@ -118,8 +118,8 @@ class CloseWait:
         watch: the watch of a blocked send that gave up (`send_wait`), if any: a
             receiver it found gone is not waited for again.
         stopped: while a receiver is disconnected, why its trainer is not coming back
-            and whether the simulation is to blame (`RestartCheck.stopped`: its stop
-            record), or None: the wait then ends at once (`stop_said`).
+            and the error the close raises (`RestartCheck.stopped`: its stop record), or
+            None: the wait then ends at once (`stop_said`).
     """
 
     def __init__(
@@ -133,7 +133,7 @@ class CloseWait:
         after_failure: bool = False,
         handshakes: Handshakes | None = None,
         watch: PeerWatch | None = None,
-        stopped: Callable[[], tuple[str, bool] | None] | None = None,
+        stopped: Callable[[], tuple[str, type[Exception]] | None] | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -142,9 +142,9 @@ class CloseWait:
         self._watch, self._handshakes = watch, handshakes
         self.refusal: str | None = None  # why a wait ended on a refused handshake
         self._stopped = stopped
-        #: why a wait ended on a trainer that stopped for good, and whether the
-        #: simulation is to blame (its non-finite sample stopped it)
-        self.stop_said: tuple[str, bool] | None = None
+        #: why a wait ended on a trainer that stopped for good, and the error to raise
+        #: (`SimulationRefused` when the simulation's non-finite sample stopped it)
+        self.stop_said: tuple[str, type[Exception]] | None = None
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":

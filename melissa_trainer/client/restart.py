@@ -54,10 +54,10 @@ class RestartCheck:
         self._simulation_id = simulation_id
         self._records: Any = None  # (`stopped.StopRecords`, made when first needed)
 
-    def stopped(self) -> tuple[str, bool] | None:
+    def stopped(self) -> tuple[str, type[Exception]] | None:
         """Why the trainer is not coming back, if a receiver's rendezvous file is marked
         stopped with a stop record of this client's run that says it ended or failed,
-        and whether the simulation's non-finite sample stopped it (`StopRecords.for_good`);
+        and the error a close raises (`StopRecords.for_good`);
         else None (no rendezvous, none stopped, preempted). A stat per file while none
         changes; never raises."""
         if self._rendezvous is None:

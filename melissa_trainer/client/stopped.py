@@ -34,7 +34,7 @@ from pathlib import Path
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
-from melissa_trainer.client.closing import client_logger
+from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
@@ -111,17 +111,18 @@ class StopRecords:
             f"the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
         )
 
-    def for_good(self) -> tuple[str, bool] | None:
+    def for_good(self) -> tuple[str, type[Exception]] | None:
         """Why the trainer is not coming back, if a receiver's record says that it ended
-        or failed (not preempted): a sentence, and whether this simulation's non-finite
-        sample stopped it; else None. For a close whose messages cannot be delivered."""
+        or failed (not preempted): a sentence, and the error a close whose messages
+        cannot be delivered raises (`SimulationRefused` if this simulation's non-finite
+        sample stopped it, else `TrainerStopped`); else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
             if record is None or record.reason.code not in _FINAL:
                 continue
             reason = record.reason
             if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
-                return self.refusal(rank, record), True
+                return self.refusal(rank, record), SimulationRefused
             return (
                 f"to {self.endpoints[rank]}: the trainer stopped before it read them "
                 f"({reason.code}: {reason.message}; its stop record in {self.rendezvous}). "
@@ -129,7 +130,7 @@ class StopRecords:
                 f"this simulation again with the same simulation id "
                 f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "
                 f"the steps it lacks, each once",
-                False,
+                TrainerStopped,
             )
         return None
 

@@ -26,6 +26,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client import receipts as receipts_module
 from melissa_trainer.client.admission import SimulationRefused
+from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stop_record import (
@@ -233,3 +234,24 @@ def test_a_simulation_whose_nan_stopped_the_trainer_is_refused_naming_the_step(
     said = str(caught.value)
     assert "stopped on its time step 2" in said and "nonfinite='fail'" in said, said
     assert "--nonfinite refuse" in said and "MELISSA_TRAINER_SIMULATION_ID=8" in said, said
+
+
+def test_messages_that_cannot_reach_a_trainer_that_ended_fail_at_once_naming_why(
+    external: Path,
+) -> None:
+    # the trainer ended (max_steps) while this simulation streams: its next steps and BYE
+    # cannot be delivered; the close says why at once, and does not wait for a restarted
+    # trainer (disconnected_timeout 10 minutes here: before the fix, the test's timeout)
+    tuning = ClientTuning(disconnected_timeout=600.0, follow_timeout=600.0)
+    with running(rendezvous_dir=external, run_id="run-a") as receiver:
+        client = Client(simulation_id=6, fields={"u": ((4,), np.float64)}, tuning=tuning)
+        client.send(0, u=np.zeros(4))
+        deadline = time.monotonic() + 60
+        while 6 not in receiver.ingest.sims:  # (connected, its HELLO ingested)
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        receiver.note_stop(StopReason("end", "max_steps 9 reached"))
+        receiver.stop()
+        client.send(1, u=np.ones(4))
+        with pytest.raises(TrainerStopped, match=r"before it read them \(end: max_steps 9"):
+            client.close()

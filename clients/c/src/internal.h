@@ -356,6 +356,10 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
                                       const char *run_id, uint64_t simulation_id,
                                       int client_rank, uint64_t count, mt_stop_look *look,
                                       mt_stop_said *out);
+/* The close's failure for MT_STOP_REFUSED (MT_ESIMREFUSED) or MT_STOP_ENDED (MT_ETIMEDOUT),
+ * in the Python client's words (client/stopped.py). */
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);

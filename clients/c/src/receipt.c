@@ -290,29 +290,8 @@ static mt_status from_records(asking *a, const char *whose) {
             p->done = true;
             p->steps = s.steps, p->nonfinite = s.nonfinite, p->bye = s.bye;
             p->bye_steps = s.bye_steps;
-        } else if (o == MT_STOP_REFUSED) {
-            unsigned long long sid = (unsigned long long)c->simulation_id;
-            return mt_fail(c, MT_ESIMREFUSED,
-                           "simulation %llu: the trainer stopped on its time step %llu: it "
-                           "holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its "
-                           "receiver %zu: %s). Fix the solver (a diverging scheme: a smaller "
-                           "time step?), or start the trainer with --nonfinite refuse "
-                           "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go "
-                           "on; then resume it (--resume_from_checkpoint latest) and run this "
-                           "simulation again with the same simulation id "
-                           "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
-                           sid, (unsigned long long)s.time_step, r, s.message, sid);
-        } else if (o == MT_STOP_ENDED) {
-            return mt_fail(c, MT_ETIMEDOUT,
-                           "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) "
-                           "stopped before it read it (%s: %s; its stop record in %s lacks "
-                           "this BYE). What this simulation sent after the trainer's last "
-                           "checkpoint is not trained on: once a trainer runs there again "
-                           "(--resume_from_checkpoint latest), run this simulation again with "
-                           "the same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the "
-                           "trainer takes the steps it lacks, each once",
-                           whose, r, a->rv->endpoints[r], s.code, s.message,
-                           c->rendezvous_used, (unsigned long long)c->simulation_id);
+        } else if (o != MT_STOP_UNDECIDED) {
+            return mt_stop_record_fail(c, o, &s, r, a->rv->endpoints[r], whose);
         }
     }
     return MT_OK;

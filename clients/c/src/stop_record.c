@@ -232,3 +232,28 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
     free(text);
     return said;
 }
+
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose) {
+    unsigned long long sid = (unsigned long long)c->simulation_id;
+    if (o == MT_STOP_REFUSED)
+        return mt_fail(c, MT_ESIMREFUSED,
+                       "simulation %llu: the trainer stopped on its time step %llu: it holds "
+                       "NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
+                       "%zu: %s). Fix the solver (a diverging scheme: a smaller time step?), or "
+                       "start the trainer with --nonfinite refuse "
+                       "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; "
+                       "then resume it (--resume_from_checkpoint latest) and run this "
+                       "simulation again with the same simulation id "
+                       "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                       sid, (unsigned long long)s->time_step, rank, s->message, sid);
+    return mt_fail(c, MT_ETIMEDOUT,
+                   "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
+                   "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
+                   "this simulation sent after the trainer's last checkpoint is not trained "
+                   "on: once a trainer runs there again (--resume_from_checkpoint latest), run "
+                   "this simulation again with the same simulation id "
+                   "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
+                   "lacks, each once",
+                   whose, rank, endpoint, s->code, s->message, c->rendezvous_used, sid);
+}

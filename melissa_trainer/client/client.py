@@ -231,7 +231,8 @@ class Client(Sending):
 
     def _new_transport(self, curve_keys: list[str | None], held: HeldArrays) -> Transport:
         """A transport to `self.endpoints` (not opened)."""
-        return Transport(
+        check = RestartCheck(self._rendezvous, self.endpoints, self.run_id, self.simulation_id)
+        transport = Transport(
             self.endpoints,
             self.tuning,
             curve_keys,
@@ -242,8 +243,10 @@ class Client(Sending):
             self.simulation_id,
             self.rank,
             self.ranks,
-            RestartCheck(self._rendezvous, self.endpoints, self.run_id, self.simulation_id).note,
+            check.note,
         )
+        transport.wait.stopped = check.stopped  # (a close finding the trainer gone)
+        return transport
 
     # -- following a restarted trainer (`following`) -----------------------------------
 

@@ -33,7 +33,12 @@ from melissa_trainer.stream.step_set import StepSet
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
-__all__ = ["Closable", "client_logger", "close_transport", "send_tracked"]
+__all__ = ["Closable", "TrainerStopped", "client_logger", "close_transport", "send_tracked"]
+
+
+class TrainerStopped(TimeoutError):
+    """A close gave up on a receiver whose trainer stopped for good (its stop record:
+    the run ended, or failed): no restarted trainer is waited for (`following`)."""
 
 
 def client_logger() -> logging.Logger:
@@ -119,6 +124,7 @@ def close_transport(t: Closable, bye: bool) -> None:
         after_failure=not bye,
         handshakes=t.handshakes,
         watch=t.wait.watch,  # (what a blocked send saw of the receivers)
+        stopped=t.wait.stopped,  # (a trainer that stopped for good: its stop record)
     )
     failure = why = None
     with t.lock if t.outbox is None else _closing(t.outbox):
@@ -154,6 +160,8 @@ def close_transport(t: Closable, bye: bool) -> None:
         message_text = f"simulation {t.simulation_id} rank {t.rank}: {failure} not delivered {why}"
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
+        if bye and wait.stop_said is not None:  # (not followed: no trainer comes back)
+            raise wait.stop_said[1](message_text)  # (TrainerStopped, or SimulationRefused)
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
         message_text += f".{note}" if note else ""

@@ -44,6 +44,13 @@ the simulation was trained on); steps lost in transit on a single-rank simulatio
 warning). Counts of non-finite samples are the receivers' since they started: a trainer
 resumed from a checkpoint does not count those refused before it.
 
+A receiver that stopped (its rendezvous file marked stopped, by the trainer the client
+streamed to) answers from the stop record it wrote there as it stopped, after its last
+message ingested (`stopped.StopRecords`): a trainer that ended a few milliseconds before
+the first question confirms the close, and one that stopped on this simulation's NaN
+(``nonfinite="fail"``), or ended without its BYE, says so at once; a preempted one is
+waited for and followed as above.
+
 A receiver that does not answer RECEIPT_QUERY (an older trainer: no 13 in its
 rendezvous file's ``follow_kinds``) is asked the ADMISSION_QUERY as before
 (`admission.check_admission`); no follow socket: nothing is asked.

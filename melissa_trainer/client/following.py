@@ -22,6 +22,7 @@ from typing import Any, Protocol, SupportsIndex
 
 import numpy as np
 
+from melissa_trainer.client.closing import TrainerStopped
 from melissa_trainer.client.config import check_time_step
 from melissa_trainer.client.follow import Follower, FollowError
 from melissa_trainer.client.replay import ReplayWindow
@@ -170,8 +171,8 @@ class Following:
         try:
             close()
         except TimeoutError as exc:  # (a receiver gone: a restarted trainer, followed)
-            if "not delivered" not in str(exc):
-                raise
+            if "not delivered" not in str(exc) or isinstance(exc, TrainerStopped):
+                raise  # (one that stopped for good, its stop record says: none comes)
             follow(self.after_gone(exc))
             close()
 

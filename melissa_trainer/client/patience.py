@@ -76,6 +76,11 @@ class PeerWatch:
         """Read the events that came (never blocks)."""
         self._handshakes.read()
 
+    def down(self) -> bool:
+        """Whether a receiver is disconnected now (never blocks)."""
+        self.poll()
+        return any(since is not None for since in self._handshakes.down_since)
+
     def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
         without a new connection: "to ENDPOINT: ..."), or None while every one may
@@ -112,6 +117,9 @@ class CloseWait:
             None: neither (a socket without a monitor).
         watch: the watch of a blocked send that gave up (`send_wait`), if any: a
             receiver it found gone is not waited for again.
+        stopped: while a receiver is disconnected, why its trainer is not coming back
+            and the error the close raises (`RestartCheck.stopped`: its stop record), or
+            None: the wait then ends at once (`stop_said`).
     """
 
     def __init__(
@@ -125,6 +133,7 @@ class CloseWait:
         after_failure: bool = False,
         handshakes: Handshakes | None = None,
         watch: PeerWatch | None = None,
+        stopped: Callable[[], tuple[str, type[Exception]] | None] | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -132,6 +141,10 @@ class CloseWait:
         self._setting, self._after_failure = setting, after_failure
         self._watch, self._handshakes = watch, handshakes
         self.refusal: str | None = None  # why a wait ended on a refused handshake
+        self._stopped = stopped
+        #: why a wait ended on a trainer that stopped for good, and the error to raise
+        #: (`SimulationRefused` when the simulation's non-finite sample stopped it)
+        self.stop_said: tuple[str, type[Exception]] | None = None
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -166,9 +179,13 @@ class CloseWait:
                 return why
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return self.timed_out()
-            if self._disconnected is not None and handshakes is not None:
-                if self._watch is None:
-                    self._watch = PeerWatch(handshakes, self._endpoints)
+            if handshakes is not None and self._watch is None:
+                self._watch = PeerWatch(handshakes, self._endpoints)
+            if self._watch is not None and self._stopped is not None and self._watch.down():
+                self.stop_said = self._stopped()  # (a stat of its files while one is down)
+                if self.stop_said is not None:
+                    return self.stop_said[0]
+            if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)
                 if why is not None:

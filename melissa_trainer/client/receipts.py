@@ -25,6 +25,7 @@ from zmq.utils.monitor import recv_monitor_message
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused, reason_with_fix
 from melissa_trainer.client.config import ClientTuning
+from melissa_trainer.client.stopped import StopRecords
 from melissa_trainer.wire import ProtocolError
 from melissa_trainer.wire.receipt import (
     ReceiptReply,
@@ -136,7 +137,16 @@ class Rounds:
             linked = [False] * self.world
             heard = [time.monotonic()] * self.world
             done: list[ReceiptReply | None] = [None] * self.world
+            records = StopRecords(
+                rendezvous, [str(e.get("endpoint")) for e in self.entries], client.run_id,
+                client.simulation_id, client.rank, self.whose,
+            )  # fmt: skip
             while True:
+                for rank in range(self.world):  # (one that stopped: its stop record)
+                    if done[rank] is None:
+                        done[rank] = records.decide(rank, client.bye_counts[rank])
+                if all(d is not None for d in done):
+                    return done  # type: ignore[return-value]
                 answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
                 now = time.monotonic()
                 for rank, monitor in enumerate(monitors):

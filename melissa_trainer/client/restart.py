@@ -23,6 +23,7 @@ restarts"; tests/checkpoint/test_external_resume.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 
@@ -51,6 +52,24 @@ class RestartCheck:
         self._endpoints = list(endpoints)
         self._run_id = run_id
         self._simulation_id = simulation_id
+        self._records: Any = None  # (`stopped.StopRecords`, made when first needed)
+
+    def stopped(self) -> tuple[str, type[Exception]] | None:
+        """Why the trainer is not coming back, if a receiver's rendezvous file is marked
+        stopped with a stop record of this client's run that says it ended or failed,
+        and the error a close raises (`StopRecords.for_good`);
+        else None (no rendezvous, none stopped, preempted). A stat per file while none
+        changes; never raises."""
+        if self._rendezvous is None:
+            return None
+        if self._records is None:  # (imported here: a failure path, not the start-up)
+            from melissa_trainer.client.stopped import StopRecords
+
+            whose = f"simulation {self._simulation_id}"
+            self._records = StopRecords(
+                self._rendezvous, self._endpoints, self._run_id, self._simulation_id, 0, whose
+            )
+        return self._records.for_good()
 
     def note(self) -> str:
         """A sentence (with a leading space) saying that the trainer was restarted and

@@ -78,6 +78,9 @@ class SendWait:
         self._sockets, self._endpoints, self._handshakes = sockets, endpoints, handshakes
         #: `RestartCheck.note`, read once a receiver is found gone (close reads it too)
         self.restarted: Callable[[], str] = restarted or str
+        #: why the trainer stopped for good, read by a close while a receiver is down
+        #: (`RestartCheck.stopped`, set by the client); None: not known
+        self.stopped: Callable[[], tuple[str, type[Exception]] | None] | None = None
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose = whose
         #: the watch of the receivers, begun when a send has blocked a slice, ended

@@ -117,6 +117,14 @@ class Source(ABC):
     def stop(self) -> None:
         """Stop the producer and release its resources; idempotent, blocks until done."""
 
+    def note_stop(self, code: str, message: str) -> None:  # noqa: B027 (optional)
+        """Why the trainer is about to stop it (called before `stop`): `code` one of
+        "end" (the run ended: end of stream, max_steps, a hook), "preempted" (a signal:
+        a resumed trainer follows), "error" (training failed); `message` a sentence. A
+        source whose producers outlive it may tell them (a `StreamSource` writes it in
+        its receivers' stop record, which closing simulations read). Ignored by default."""
+        return None
+
     def hooks(self, args: TrainingArguments) -> list[Any]:
         """The hooks this source needs, which the trainer installs first (called once,
         at its construction, with the run's arguments): how a source hears of the

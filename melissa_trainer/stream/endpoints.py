@@ -56,19 +56,29 @@ def write_rendezvous(
     return final
 
 
-def mark_stopped(directory: str | os.PathLike[str], rank: int, endpoint: str) -> None:
+def mark_stopped(
+    directory: str | os.PathLike[str],
+    rank: int,
+    endpoint: str,
+    record: dict[str, Any] | None = None,
+) -> None:
     """Mark ``{directory}/rank_{rank}.json`` as its trainer's stopped (``"stopped": true``,
     rewritten aside and renamed), if it still names `endpoint` (a newer trainer's file
     is left alone). `fetch_rendezvous` takes a directory holding a stopped file as not
     ready: a client started while the trainer is down waits for the next one (a trainer
     resumed from its checkpoint rewrites the files) rather than dial an endpoint nobody
-    listens on. Never raises: a file it cannot read or write is left as it is."""
+    listens on. `record` (`stop_record.build_record`: the receipts the receiver would
+    have given, and why it stopped) is written in the same rename, under
+    ``"stop_record"``: a client never sees the file stopped without it. Never raises: a
+    file it cannot read or write is left as it is."""
     path = Path(directory) / f"rank_{rank}.json"
     try:
         info = json.loads(path.read_text())
         if not isinstance(info, dict) or info.get("endpoint") != endpoint:
             return
         info["stopped"] = True
+        if record is not None:
+            info["stop_record"] = record
         fd, tmp = tempfile.mkstemp(prefix=f".rank_{rank}.", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w") as f:

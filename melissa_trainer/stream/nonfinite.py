@@ -67,7 +67,15 @@ NONFINITE_POLICIES = ("refuse", "accept", "fail")
 
 class NonFiniteDataError(RuntimeError):
     """A simulation sent NaN or Inf under ``nonfinite="fail"`` and no launcher can fail
-    it: the receiver fails (training stops with this message)."""
+    it: the receiver fails (training stops with this message). `simulation_id` and
+    `time_step` name the sample (the receiver's stop record carries them: a closing
+    client of that simulation is told why the trainer stopped, `stop_record`)."""
+
+    def __init__(
+        self, message: str, simulation_id: int | None = None, time_step: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.simulation_id, self.time_step = simulation_id, time_step
 
 
 def check_policy(value: object) -> str:
@@ -145,7 +153,9 @@ class NonFiniteGuard:
             raise NonFiniteDataError(
                 f"{why}; no launcher restarts simulations here (external mode, or a "
                 f"training rank other than 0 of a study): fix the simulation, or set "
-                "nonfinite='refuse' to drop such samples and go on"
+                "nonfinite='refuse' to drop such samples and go on",
+                sid,
+                t,
             )
         self._log.event(NONFINITE, name, sid, f"refused a sample of {why}")
         if sid not in self._failed:

@@ -93,6 +93,7 @@ from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
 from melissa_trainer.stream.receiver_config import DEFAULT_BIND, ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.receiver_socket import bind_and_publish, pull_socket
 from melissa_trainer.stream.receiver_socket import bind_error as bind_error  # (its old home)
+from melissa_trainer.stream.stop_record import StopReason, build_record, reason_of
 from melissa_trainer.stream.watchdog import SilenceExcuse, StallError
 
 __all__ = [
@@ -163,6 +164,8 @@ class Receiver(DataPath):
         self._endpoint: str | None = None
         self._watch: ConnectionWatch | None = None
         self._follow: FollowServer | None = None
+        self._stop_reason: StopReason | None = None
+        self._marked = False  # (the stop record written: `stop` is idempotent)
 
     # -- control (any thread) ------------------------------------------------------------
 
@@ -244,20 +247,33 @@ class Receiver(DataPath):
         checkpoint publishes again) instead of dialing an endpoint nobody listens on,
         and a running one that follows its trainer (`melissa_trainer.client.follow`)
         knows that it is down. The next run overwrites it (and a next run on fewer ranks
-        removes those of the ranks it lacks: `write_rendezvous`).
+        removes those of the ranks it lacks: `write_rendezvous`). The ingest stops first,
+        then the file is marked with the stop record (`stop_record`: the receipts of the
+        BYEs ingested, and why it stopped), then the follow socket answers what it holds
+        and closes: a closing client that finds no follow socket finds the record.
         """
-        if self._rendezvous is not None and self._endpoint is not None:
-            mark_stopped(self._rendezvous, self._rank, self._endpoint)
+        self._request_stop()
+        stuck = False
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(self._stop_timeout)
+            stuck = self._thread.is_alive()
+        if self._rendezvous is not None and self._endpoint is not None and not self._marked:
+            self._marked = True
+            reason = reason_of(self._error, self._stop_reason)
+            record = build_record(self.ingest, self.config.run_id, reason)
+            mark_stopped(self._rendezvous, self._rank, self._endpoint, record)
         if self._follow is not None:
             self._follow.stop()
             self._follow = None
-        self._request_stop()
-        if self._thread is not None and self._thread.is_alive():
-            self._thread.join(self._stop_timeout)
-            if self._thread.is_alive():
-                logger.warning("receiver thread of rank %d did not stop", self._rank)
-                return
+        if stuck:
+            logger.warning("receiver thread of rank %d did not stop", self._rank)
+            return
         self._close_socket()
+
+    def note_stop(self, reason: StopReason) -> None:
+        """Why its owner stops it (`Source.note_stop`), before `stop`: what its stop
+        record says, unless the receiver failed (its own error says why). Any thread."""
+        self._stop_reason = reason
 
     def follow_rejected(self) -> dict[str, int]:
         """Malformed queries its follow socket dropped, by reason (`follow_server`;

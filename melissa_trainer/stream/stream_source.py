@@ -46,6 +46,7 @@ from melissa_trainer.stream import heap
 from melissa_trainer.stream.receiver import Receiver, telemetry_keys
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
 from melissa_trainer.stream.reshard import reshard_states
+from melissa_trainer.stream.stop_record import StopReason
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
 logger = logging.getLogger(__name__)
@@ -257,6 +258,10 @@ class StreamSource(Source):
     def stop(self) -> None:
         if self._receiver is not None:
             self._receiver.stop()
+
+    def note_stop(self, code: str, message: str) -> None:
+        if self._receiver is not None:  # (written in its stop record: `stop_record`)
+            self._receiver.note_stop(StopReason(code, message))
 
     def telemetry(self) -> dict[str, float]:
         if self._receiver is None:

@@ -58,6 +58,8 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         trainer.save_checkpoint()  # collective: every rank agreed on signum
     if signum:
         hooks.fire(Event.PREEMPTED, trainer, state, control)
+    # (why, for the simulations that close as it stops: a stream's stop record)
+    trainer.source.note_stop("preempted" if signum else "end", trainer.ended_by or "ended")
     trainer.source.stop()  # before the end hooks: no simulation runs while they do
     hooks.fire(Event.TRAIN_END, trainer, state, control)
     requested = control.pending()
@@ -105,6 +107,9 @@ def source_failed(trainer: TrainerView, error: SourceError) -> SourceError:
     resume once the cause is fixed (the latest checkpoint, or none), and a quiet copy of
     `error` (`_SaidSourceError`); with one (a failure in the user's code, in the
     receiver's thread...), `error` itself, whose traceback is the user's to read."""
+    trainer.source.note_stop(
+        "error", f"training stopped at step {trainer.state.global_step}: {error}"
+    )
     if error.__cause__ is not None or isinstance(error, SaidOnRankZero):
         return error
     latest = ckpt.latest_checkpoint(trainer.checkpoint_root)

@@ -340,6 +340,38 @@ size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_i
  * one is gone, the rendezvous names a new run, or the close timeout passed
  * (MT_ETIMEDOUT, saying what may be lost and what to do). */
 mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t *bye_steps);
+
+/* stop_record.c: what a stopped receiver's stop record says of this rank's BYE
+ * (docs/protocol.md 2, "The stop record"; 17b, "A trainer that stopped"). */
+typedef enum {
+    MT_STOP_UNDECIDED, /* no record of this run (or preempted, or it lacks the BYE and is
+                        * incomplete or "stopped"): the waits decide */
+    MT_STOP_CONFIRMED, /* the BYE (or the simulation finished) is in it: *out's receipt */
+    MT_STOP_REFUSED,   /* the trainer stopped on this simulation's non-finite sample */
+    MT_STOP_ENDED,     /* the trainer ended or failed without this BYE (complete record) */
+    MT_STOP_INVALID    /* (internal: a record that does not parse, ignored) */
+} mt_stop_outcome;
+typedef struct mt_stop_said {
+    int bye; /* MT_RECEIPT_BYE or MT_RECEIPT_FINISHED, when confirmed */
+    uint64_t steps, bye_steps, nonfinite, time_step;
+    char code[16];
+    char message[1024];
+} mt_stop_said;
+/* What one receiver's file looked like when last read (it is read again only once it
+ * changes), and whether its invalid record was warned of. Zeroed before the first look. */
+typedef struct mt_stop_look {
+    bool seen, warned;
+    unsigned long long ino;
+    long long mtime, size;
+} mt_stop_look;
+mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
+                                      const char *run_id, uint64_t simulation_id,
+                                      int client_rank, uint64_t count, mt_stop_look *look,
+                                      mt_stop_said *out);
+/* The close's failure for MT_STOP_REFUSED (MT_ESIMREFUSED) or MT_STOP_ENDED (MT_ETIMEDOUT),
+ * in the Python client's words (client/stopped.py). */
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);

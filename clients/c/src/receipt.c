@@ -117,6 +117,7 @@ typedef struct peer {
     bool done;         /* confirmed */
     uint64_t steps, nonfinite, bye_steps;
     int bye;
+    mt_stop_look look; /* its rendezvous file, for a stop record (stop_record.c) */
 } peer;
 
 /* Whether the monitored DEALER is connected now (`linked`: before), from its events. */
@@ -271,6 +272,31 @@ static mt_status report(asking *a, const char *whose) {
     return MT_OK;
 }
 
+/* A receiver that stopped answers from its stop record (stop_record.c; confirm.py's
+ * StopRecords, whose messages these are): confirmed (done), MT_ESIMREFUSED (the trainer
+ * stopped on this simulation's non-finite sample), MT_ETIMEDOUT (it ended or failed
+ * without this BYE); MT_OK otherwise. */
+static mt_status from_records(asking *a, const char *whose) {
+    mt_client *c = a->c;
+    for (size_t r = 0; r < a->rv->n; ++r) {
+        peer *p = &a->peers[r];
+        if (p->done) continue;
+        mt_stop_said s;
+        memset(&s, 0, sizeof s);
+        mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, r, a->rv->endpoints[r],
+                                                  c->run_id, c->simulation_id, c->rank,
+                                                  a->bye_steps[r], &p->look, &s);
+        if (o == MT_STOP_CONFIRMED) {
+            p->done = true;
+            p->steps = s.steps, p->nonfinite = s.nonfinite, p->bye = s.bye;
+            p->bye_steps = s.bye_steps;
+        } else if (o != MT_STOP_UNDECIDED) {
+            return mt_stop_record_fail(c, o, &s, r, a->rv->endpoints[r], whose);
+        }
+    }
+    return MT_OK;
+}
+
 /* Until every receiver confirmed, one refused, is gone, the run changed or the deadline. */
 static mt_status wait_receipts(asking *a, const char *whose) {
     mt_client *c = a->c;
@@ -279,6 +305,11 @@ static mt_status wait_receipts(asking *a, const char *whose) {
     double deadline = timeout < 0 ? INFINITY : mt_now() + timeout;
     double pause = PAUSE_FIRST;
     for (;;) {
+        mt_status said = from_records(a, whose);
+        if (said != MT_OK) return said;
+        size_t confirmed = 0;
+        for (size_t r = 0; r < n; ++r) confirmed += a->peers[r].done;
+        if (confirmed == n) return report(a, whose);
         ask_round(a);
         double until = mt_now() + ROUND_TIMEOUT;
         mt_status st = collect(a, until < deadline ? until : deadline);

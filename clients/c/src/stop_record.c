@@ -1,0 +1,259 @@
+/* stop_record.c: a closing client whose trainer stopped: what the stop record says of
+ * this rank's BYE (docs/protocol.md, section 2 "The stop record" and section 17b "A
+ * trainer that stopped"; melissa_trainer/client/stopped.py, whose rules these are).
+ *
+ * A receiver that stops writes, into its rendezvous file and in the rename that marks it
+ * stopped, the receipts it would have given (its ingest had stopped: the record is
+ * final) and why it stopped. receipt.c asks mt_stop_record_decide for each receiver not
+ * confirmed yet, before each round: a record is read only when the file is marked
+ * stopped by the endpoint the client streamed to and names the client's run; one that
+ * does not parse is ignored (a warning on stderr, once per receiver). Plain JSON (json.c),
+ * every field checked, the file read up to MAX_FILE bytes. */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "internal.h"
+
+#define MAX_FILE (4u << 20) /* bytes: a record is at most about 330 KiB */
+#define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
+
+/* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
+static bool parse_u64(const char *s, uint64_t *out) {
+    if (s == NULL || !isdigit((unsigned char)*s)) return false;
+    errno = 0;
+    char *end = NULL;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno != 0 || end == NULL || *end != '\0') return false;
+    *out = (uint64_t)v;
+    return true;
+}
+
+/* A JSON integer in 0 .. 2^64 (json.c reads numbers as doubles: exact below 2^53). */
+static bool number_u64(const mt_json_member *m, uint64_t *out) {
+    if (m == NULL || m->kind != MT_JSON_NUMBER || !m->integer || m->number < 0 ||
+        m->number >= 18446744073709551616.0)
+        return false;
+    *out = (uint64_t)m->number;
+    return true;
+}
+
+/* The whole file at `path` (NUL-terminated, to free), or NULL. */
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) return NULL;
+    mt_buf b = {0};
+    char chunk[65536];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < MAX_FILE) mt_buf_put(&b, chunk, got);
+    fclose(f);
+    mt_buf_put(&b, "", 1);
+    if (b.oom || b.len > MAX_FILE) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}
+
+/* The rows of `text` (an array of arrays of `width` u64), each passed to `row`; false
+ * (with `why`) if one is not such a row or there are more than MAX_ROWS. */
+typedef bool (*row_fn)(const uint64_t *row, void *ctx);
+static bool rows(const char *text, size_t width, row_fn row, void *ctx, const char **why) {
+    char **items = NULL, **cells = NULL;
+    size_t n = 0, m = 0;
+    char err[64];
+    if (!mt_json_array(text, &items, &n, err, sizeof err) || n > MAX_ROWS) {
+        *why = "not a list of at most 4096 rows";
+        mt_json_array_free(items, n);
+        return false;
+    }
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; ++i) {
+        uint64_t v[5] = {0};
+        ok = mt_json_array(items[i], &cells, &m, err, sizeof err) && m == width;
+        for (size_t k = 0; ok && k < m; ++k) ok = parse_u64(cells[k], &v[k]);
+        mt_json_array_free(cells, m);
+        cells = NULL, m = 0;
+        if (!ok) *why = "a bad row";
+        else if (!row(v, ctx)) ok = false, *why = "a row with bad counts";
+    }
+    mt_json_array_free(items, n);
+    return ok;
+}
+
+typedef struct finding {
+    uint64_t simulation_id, count;
+    int client_rank;
+    mt_stop_said *out;
+    bool found;
+} finding;
+
+static bool finished_row(const uint64_t *r, void *ctx) {
+    finding *f = ctx;
+    if (r[2] > r[1]) return false; /* (more refused than held) */
+    if (!f->found && r[0] == f->simulation_id) {
+        f->found = true;
+        f->out->bye = MT_RECEIPT_FINISHED, f->out->steps = r[1], f->out->nonfinite = r[2];
+        f->out->bye_steps = 0;
+    }
+    return true;
+}
+
+static bool bye_row(const uint64_t *r, void *ctx) {
+    finding *f = ctx;
+    if (r[4] > r[3] || r[1] >= 65536) return false;
+    if (!f->found && r[0] == f->simulation_id && r[1] == (uint64_t)f->client_rank &&
+        r[2] == f->count) {
+        f->found = true;
+        f->out->bye = MT_RECEIPT_BYE, f->out->bye_steps = r[2];
+        f->out->steps = r[3], f->out->nonfinite = r[4];
+    }
+    return true;
+}
+
+static const mt_json_member *member(const mt_json_member *m, size_t n, const char *key) {
+    for (size_t k = 0; k < n; ++k)
+        if (strcmp(m[k].key, key) == 0) return &m[k];
+    return NULL;
+}
+
+/* Parse the record `text` and decide (see mt_stop_record_decide); `why` set when invalid. */
+static mt_stop_outcome decide_record(const char *text, const char *run_id, uint64_t sid,
+                                     int client_rank, uint64_t count, mt_stop_said *out,
+                                     const char **why) {
+    mt_json_member *m = NULL, *rm = NULL;
+    size_t n = 0, rn = 0;
+    char err[160];
+    mt_stop_outcome said = MT_STOP_INVALID;
+    *why = "not a stop record of version 1";
+    if (!mt_json_object(text, &m, &n, err, sizeof err)) goto done;
+    const mt_json_member *version = member(m, n, "version"), *run = member(m, n, "run_id");
+    const mt_json_member *reason = member(m, n, "reason"), *complete = member(m, n, "complete");
+    const mt_json_member *finished = member(m, n, "finished"), *byes = member(m, n, "byes");
+    if (version == NULL || version->kind != MT_JSON_NUMBER || !version->integer ||
+        version->number != 1.0)
+        goto done;
+    *why = "a bad run id";
+    bool null_run = run == NULL || (run->kind == MT_JSON_OTHER && strcmp(run->string, "null") == 0);
+    if (!null_run && (run->kind != MT_JSON_STRING || !mt_valid_run_id(run->string))) goto done;
+    *why = "a bad reason";
+    if (reason == NULL || reason->kind != MT_JSON_OTHER ||
+        !mt_json_object(reason->string, &rm, &rn, err, sizeof err))
+        goto done;
+    const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
+    const mt_json_member *rsid = member(rm, rn, "simulation_id"), *rstep = member(rm, rn, "time_step");
+    static const char *const codes[] = {"end", "preempted", "nonfinite", "error", "stopped"};
+    bool known = false;
+    for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 5; ++k)
+        known = known || strcmp(code->string, codes[k]) == 0;
+    if (!known || message == NULL || message->kind != MT_JSON_STRING ||
+        strlen(message->string) > 4 * 4096u)
+        goto done;
+    bool nonfinite = strcmp(code->string, "nonfinite") == 0;
+    uint64_t failed_sid = 0, failed_step = 0;
+    if (nonfinite && !(number_u64(rsid, &failed_sid) && number_u64(rstep, &failed_step)))
+        goto done;
+    *why = "a bad complete flag";
+    if (complete == NULL || complete->kind != MT_JSON_OTHER ||
+        (strcmp(complete->string, "true") != 0 && strcmp(complete->string, "false") != 0))
+        goto done;
+    finding f = {sid, count, client_rank, out, false};
+    if (finished == NULL || byes == NULL || !rows(finished->string, 3, finished_row, &f, why) ||
+        !rows(byes->string, 5, bye_row, &f, why))
+        goto done;
+    snprintf(out->code, sizeof out->code, "%s", code->string);
+    snprintf(out->message, sizeof out->message, "%s", message->string);
+    out->time_step = failed_step;
+    /* valid: now what it says (the run first: another run's record says nothing) */
+    if (null_run != (run_id == NULL) || (!null_run && strcmp(run->string, run_id) != 0))
+        said = MT_STOP_UNDECIDED;
+    else if (strcmp(code->string, "preempted") == 0)
+        said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
+    else if (nonfinite && failed_sid == sid)
+        said = MT_STOP_REFUSED;
+    else if (f.found)
+        said = MT_STOP_CONFIRMED;
+    else if (strcmp(complete->string, "true") == 0 && strcmp(code->string, "stopped") != 0)
+        said = MT_STOP_ENDED;
+    else
+        said = MT_STOP_UNDECIDED;
+done:
+    mt_json_free(rm, rn);
+    mt_json_free(m, n);
+    return said;
+}
+
+mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
+                                      const char *run_id, uint64_t simulation_id,
+                                      int client_rank, uint64_t count, mt_stop_look *look,
+                                      mt_stop_said *out) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank_%zu.json", dir, rank);
+    struct stat st;
+    if (stat(path, &st) != 0) return MT_STOP_UNDECIDED;
+    if (look->seen && look->ino == (unsigned long long)st.st_ino &&
+        look->mtime == (long long)st.st_mtime && look->size == (long long)st.st_size)
+        return MT_STOP_UNDECIDED; /* (unchanged since it decided nothing) */
+    look->seen = true, look->ino = (unsigned long long)st.st_ino;
+    look->mtime = (long long)st.st_mtime, look->size = (long long)st.st_size;
+    char *text = read_all(path);
+    if (text == NULL) return MT_STOP_UNDECIDED;
+    mt_json_member *m = NULL;
+    size_t n = 0;
+    char err[160];
+    mt_stop_outcome said = MT_STOP_UNDECIDED;
+    if (mt_json_object(text, &m, &n, err, sizeof err)) {
+        const mt_json_member *stopped = member(m, n, "stopped"), *at = member(m, n, "endpoint");
+        const mt_json_member *record = member(m, n, "stop_record");
+        if (stopped != NULL && stopped->kind == MT_JSON_OTHER &&
+            strcmp(stopped->string, "true") == 0 && at != NULL && at->kind == MT_JSON_STRING &&
+            strcmp(at->string, endpoint) == 0 && record != NULL) {
+            const char *why = NULL;
+            said = record->kind == MT_JSON_OTHER
+                       ? decide_record(record->string, run_id, simulation_id, client_rank,
+                                       count, out, &why)
+                       : MT_STOP_INVALID;
+            if (said == MT_STOP_INVALID) {
+                if (!look->warned)
+                    fprintf(stderr, "melissa_trainer: mt_client_close: the stop record in %s "
+                                    "is not valid (%s): ignored, the close waits for the "
+                                    "trainer as without one\n",
+                            path, why != NULL ? why : "not an object");
+                look->warned = true;
+                said = MT_STOP_UNDECIDED;
+            }
+        }
+    }
+    mt_json_free(m, n);
+    free(text);
+    return said;
+}
+
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose) {
+    unsigned long long sid = (unsigned long long)c->simulation_id;
+    if (o == MT_STOP_REFUSED)
+        return mt_fail(c, MT_ESIMREFUSED,
+                       "simulation %llu: the trainer stopped on its time step %llu: it holds "
+                       "NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
+                       "%zu: %s). Fix the solver (a diverging scheme: a smaller time step?), or "
+                       "start the trainer with --nonfinite refuse "
+                       "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; "
+                       "then resume it (--resume_from_checkpoint latest) and run this "
+                       "simulation again with the same simulation id "
+                       "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                       sid, (unsigned long long)s->time_step, rank, s->message, sid);
+    return mt_fail(c, MT_ETIMEDOUT,
+                   "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
+                   "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
+                   "this simulation sent after the trainer's last checkpoint is not trained "
+                   "on: once a trainer runs there again (--resume_from_checkpoint latest), run "
+                   "this simulation again with the same simulation id "
+                   "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
+                   "lacks, each once",
+                   whose, rank, endpoint, s->code, s->message, c->rendezvous_used, sid);
+}

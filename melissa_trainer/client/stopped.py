@@ -1,0 +1,175 @@
+"""A closing client whose trainer stopped: its receipts read from the stop record
+(`melissa_trainer.stream.stop_record`; docs/protocol.md, section 17b).
+
+A receiver that stops writes, into its rendezvous file and in the rename that marks it
+stopped, the receipts it would have given and why it stopped; its ingest had stopped
+before, so the record is final. `Rounds.wait` (`receipts`) asks `StopRecords.decide`,
+for each receiver not confirmed yet, before its first question and after each round
+that receiver did not answer. Read only when the file is marked stopped by the
+endpoint the client streamed to and names the client's run; a file of another trainer
+or another run is ignored, and so is a record that does not parse (a warning, once):
+the close then waits as it does without a record.
+
+What the record decides, by its reason (`StopReason.code`):
+
+* ``preempted``: nothing (a resumed trainer will follow: the client waits for it and
+  follows it, as without a record: the checkpoint it resumes from may lack the BYE);
+* ``nonfinite`` naming this simulation: `SimulationRefused`, naming the time step, the
+  policy and the fix (the trainer stopped on its sample: nothing is waited for);
+* otherwise this rank's BYE in the record (the simulation finished there, or the BYE
+  with the count it carried): confirmed, as by a RECEIPT saying so;
+* not in it, the record complete and the trainer ended or failed (``end``, ``error``,
+  ``nonfinite`` of another simulation): `TimeoutError` at once, naming why the trainer
+  stopped (it never read this BYE: nothing would answer later);
+* else (``stopped`` by its owner, or a record cut to its bound): nothing.
+
+Not thread-safe: the closing thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.client.admission import SimulationRefused
+from melissa_trainer.client.closing import TrainerStopped, client_logger
+from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
+from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
+
+__all__ = ["StopRecords"]
+
+_FINAL = ("end", "error", "nonfinite")
+
+
+class StopRecords:
+    """The stop records of one run's receivers, read from their rendezvous files when
+    those change (a stat per call otherwise)."""
+
+    def __init__(
+        self,
+        rendezvous: str,
+        endpoints: list[str],
+        run_id: str | None,
+        simulation_id: int,
+        client_rank: int,
+        whose: str,
+    ) -> None:
+        self.rendezvous, self.endpoints, self.run_id = rendezvous, endpoints, run_id
+        self.simulation_id, self.client_rank, self.whose = simulation_id, client_rank, whose
+        self._seen: dict[int, tuple[int, int, int]] = {}
+        self._records: dict[int, StopRecord | None] = {}
+        self._warned: set[int] = set()
+
+    def record(self, rank: int) -> StopRecord | None:
+        """Receiver `rank`'s record if its file is marked stopped by the client's trainer
+        (its endpoint) with a valid record of the client's run; else None."""
+        path = Path(self.rendezvous) / f"rank_{rank}.json"
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._seen.get(rank) != key:
+            self._seen[rank] = key
+            self._records[rank] = self._read(rank, path)
+        return self._records.get(rank)
+
+    def _read(self, rank: int, path: Path) -> StopRecord | None:
+        try:
+            entry = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None  # (being replaced, or not ours: the receiver's silence decides)
+        if not isinstance(entry, dict) or entry.get("stopped") is not True:
+            return None
+        if entry.get("endpoint") != self.endpoints[rank] or RECORD_KEY not in entry:
+            return None  # (another trainer's file, or an older trainer: no record)
+        try:
+            record = parse_record(entry[RECORD_KEY])
+        except ValueError as exc:
+            if rank not in self._warned:
+                self._warned.add(rank)
+                client_logger().warning(
+                    "%s: the stop record in %s is not valid (%s): ignored, the close waits "
+                    "for the trainer as without one",
+                    self.whose, path, exc,
+                )  # fmt: skip
+            return None
+        return record if record.run_id == self.run_id else None
+
+    def refusal(self, rank: int, record: StopRecord) -> str:
+        """What a simulation whose non-finite sample stopped the trainer is told."""
+        reason, sid = record.reason, self.simulation_id
+        return (
+            f"simulation {sid}: the trainer stopped on its time step {reason.time_step}: it "
+            f"holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
+            f"{rank}: {reason.message}). Fix the solver (a diverging scheme: a smaller time "
+            f"step?), or start the trainer with --nonfinite refuse "
+            f"(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; then "
+            f"resume it (--resume_from_checkpoint latest) and run this simulation again with "
+            f"the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
+        )
+
+    def for_good(self) -> tuple[str, type[Exception]] | None:
+        """Why the trainer is not coming back, if a receiver's record says that it ended
+        or failed (not preempted): a sentence, and the error a close whose messages
+        cannot be delivered raises (`SimulationRefused` if this simulation's non-finite
+        sample stopped it, else `TrainerStopped`); else None."""
+        for rank in range(len(self.endpoints)):
+            record = self.record(rank)
+            if record is None or record.reason.code not in _FINAL:
+                continue
+            reason = record.reason
+            if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
+                return self.refusal(rank, record), SimulationRefused
+            return (
+                f"to {self.endpoints[rank]}: the trainer stopped before it read them "
+                f"({reason.code}: {reason.message}; its stop record in {self.rendezvous}). "
+                f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
+                f"this simulation again with the same simulation id "
+                f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "
+                f"the steps it lacks, each once",
+                TrainerStopped,
+            )
+        return None
+
+    def decide(self, rank: int, count: int) -> ReceiptReply | None:
+        """What receiver `rank`'s record says of this rank's BYE, which carried `count`
+        (module docstring): the receipt it confirms, or None (undecided).
+
+        Raises:
+            SimulationRefused: the trainer stopped on a non-finite sample of this
+                simulation.
+            TimeoutError: the trainer ended or failed without reading this BYE.
+        """
+        record = self.record(rank)
+        if record is None or record.reason.code == "preempted":
+            return None
+        reason, sid = record.reason, self.simulation_id
+        if reason.code == "nonfinite" and reason.simulation_id == sid:
+            raise SimulationRefused(self.refusal(rank, record))
+        said = record.finished.get(sid)
+        if said is not None:
+            return self._reply(rank, RECEIPT_FINISHED, said[0], 0, said[1])
+        bye = record.byes.get((sid, self.client_rank))
+        if bye is not None and bye[0] == count:
+            return self._reply(rank, RECEIPT_BYE, bye[1], bye[0], bye[2])
+        if record.complete and reason.code in _FINAL:
+            raise TimeoutError(
+                f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "
+                f"({self.endpoints[rank]}) stopped before it read it ({reason.code}: "
+                f"{reason.message}; its stop record in {self.rendezvous} lacks this BYE). "
+                f"What this simulation sent after the trainer's last checkpoint is not "
+                f"trained on: once a trainer runs there again (--resume_from_checkpoint "
+                f"latest), run this simulation again with the same simulation id "
+                f"(MELISSA_TRAINER_SIMULATION_ID={sid}): the trainer takes the steps it "
+                f"lacks, each once"
+            )
+        return None
+
+    def _reply(self, rank: int, bye: int, steps: int, bye_steps: int, refused: int) -> ReceiptReply:
+        return ReceiptReply(
+            self.simulation_id, 0, rank, len(self.endpoints), protocol.ADMISSION_ACCEPTED,
+            bye, "", steps, bye_steps, refused,
+        )  # fmt: skip

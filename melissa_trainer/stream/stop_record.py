@@ -1,0 +1,183 @@
+"""The stop record: what a receiver that stopped would have answered closing clients,
+written into its rendezvous file as it stops (docs/protocol.md, section 17b).
+
+A closing client in external mode returns only once every receiver confirms, on its
+follow socket, that it ingested this client rank's BYE (`melissa_trainer.client.confirm`).
+A trainer that ingests the last BYE and stops within the few milliseconds before the
+client's first RECEIPT_QUERY leaves nobody to answer it: without more, the client waits
+``disconnected_timeout`` + ``follow_timeout`` seconds and fails although nothing was
+lost. So `Receiver.stop`, once its ingest has stopped (nothing changes any more), writes
+into its rendezvous file, in the same rename that marks it stopped
+(`endpoints.mark_stopped`), the receipts it would have given and why it stopped:
+
+``"stop_record": {"version": 1, "run_id", "reason": {"code", "message"[,
+"simulation_id", "time_step"]}, "finished": [[sid, steps, nonfinite], ...], "byes":
+[[sid, client_rank, count, steps, nonfinite], ...], "complete": bool}``
+
+* ``finished``: the last `RECORD_LIMIT` simulations that finished here (every rank's BYE
+  and every step in), oldest first, with the steps held and the samples refused as
+  non-finite (the RECEIPT's ``steps`` and ``nonfinite``);
+* ``byes``: the BYEs ingested of simulations not finished here (a client rank's BYE and
+  the count it carried), at most `RECORD_LIMIT`;
+* ``complete``: false when either list was cut to its bound (a client absent from an
+  incomplete record is not told that the trainer lacks its BYE: it waits as before);
+* ``reason.code``: one of `REASON_CODES`: ``end`` (the run ended: end of stream,
+  ``max_steps``, a hook), ``preempted`` (a signal: a resumed trainer will follow),
+  ``nonfinite`` (a sample holding NaN or Inf under ``nonfinite="fail"``: the simulation
+  and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
+  owner, reason not given). ``message`` is a sentence for people.
+
+At most about 2 * `RECORD_LIMIT` * 40 bytes (330 KiB). Plain JSON, read without
+unpickling anything (`parse_record`: every field checked, sizes bounded).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from melissa_trainer import wire as protocol
+from melissa_trainer.stream.nonfinite import NonFiniteDataError
+
+__all__ = [
+    "RECORD_KEY",
+    "RECORD_LIMIT",
+    "REASON_CODES",
+    "StopReason",
+    "StopRecord",
+    "build_record",
+    "parse_record",
+    "reason_of",
+]
+
+#: the rendezvous file's key holding the record
+RECORD_KEY = "stop_record"
+RECORD_VERSION = 1
+#: the most finished simulations, and the most BYEs of unfinished ones, in a record
+RECORD_LIMIT = 4096
+#: why a receiver stopped (the module docstring)
+REASON_CODES = ("end", "preempted", "nonfinite", "error", "stopped")
+_MAX_MESSAGE = 4096
+_U64 = 2**64
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why a receiver stopped: a code of `REASON_CODES` and a sentence; for
+    ``nonfinite``, the simulation and time step whose sample stopped it."""
+
+    code: str = "stopped"
+    message: str = "the receiver was stopped by its owner"
+    simulation_id: int | None = None
+    time_step: int | None = None
+
+
+def reason_of(error: BaseException | None, noted: StopReason | None) -> StopReason:
+    """The reason a receiver records: its own failure first (non-finite data under
+    ``nonfinite="fail"``, any other error), else what its owner noted (`noted`: the
+    trainer's, through `Source.note_stop`), else ``stopped``."""
+    if isinstance(error, NonFiniteDataError):
+        return StopReason("nonfinite", str(error), error.simulation_id, error.time_step)
+    if error is not None:
+        return StopReason("error", f"the receiver failed: {error!r}"[:_MAX_MESSAGE])
+    return StopReason() if noted is None else noted
+
+
+@dataclass(frozen=True)
+class StopRecord:
+    """A parsed stop record (`parse_record`)."""
+
+    run_id: str | None
+    reason: StopReason
+    #: simulation id -> (steps held, samples refused as non-finite)
+    finished: dict[int, tuple[int, int]]
+    #: (simulation id, client rank) -> (the BYE's count, steps held, refused)
+    byes: dict[tuple[int, int], tuple[int, int, int]]
+    complete: bool
+
+
+def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[str, Any]:
+    """The record of `ingest` (an `IngestState`, no longer changing: its thread has
+    stopped), JSON-ready (module docstring)."""
+    refused = ingest.nonfinite.by_simulation
+    finished_ids = ingest.finished_ids[-RECORD_LIMIT:]
+    finished = []
+    for sid in finished_ids:
+        ledger = ingest.sims.get(sid)
+        steps = ingest.archive.steps.get(sid) if ledger is None else ledger.completed
+        if steps is not None:
+            finished.append([int(sid), int(steps), min(int(refused.get(sid, 0)), int(steps))])
+    byes: list[list[int]] = []
+    complete = len(finished_ids) == len(ingest.finished_ids)
+    for sid, ledger in list(ingest.sims.items()):
+        if ledger.finished:
+            continue
+        steps = int(ledger.completed)
+        bad = min(int(refused.get(sid, 0)), steps)
+        for rank, count in sorted(ledger.byes.items()):
+            if len(byes) >= RECORD_LIMIT:
+                complete = False
+                break
+            byes.append([int(sid), int(rank), int(count), steps, bad])
+    said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
+    if reason.simulation_id is not None:
+        said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
+    return {
+        "version": RECORD_VERSION,
+        "run_id": run_id,
+        "reason": said,
+        "finished": finished,
+        "byes": byes,
+        "complete": complete,
+    }
+
+
+def parse_record(value: Any) -> StopRecord:
+    """A record read from a rendezvous file, every field checked (JSON only: nothing is
+    unpickled; lists bounded by `RECORD_LIMIT`).
+
+    Raises:
+        ValueError: not a valid record (the message says what is wrong).
+    """
+    if not isinstance(value, dict) or value.get("version") != RECORD_VERSION:
+        raise ValueError("not a stop record of version 1")
+    run_id = value.get("run_id")
+    if run_id is not None:
+        protocol.check_run_id(run_id, "run_id")
+    said = value.get("reason")
+    if not isinstance(said, dict) or said.get("code") not in REASON_CODES:
+        raise ValueError(f"bad reason {said!r:.200}")
+    message = said.get("message")
+    if not isinstance(message, str) or len(message) > _MAX_MESSAGE:
+        raise ValueError("bad reason message")
+    sid, step = said.get("simulation_id"), said.get("time_step")
+    if said["code"] == "nonfinite" and not (_count(sid) and _count(step)):
+        raise ValueError("a nonfinite reason names no simulation and time step")
+    reason = StopReason(said["code"], message, sid, step)
+    finished = {}
+    for row in _rows(value.get("finished"), 3, "finished"):
+        if row[2] > row[1]:
+            raise ValueError(f"finished {row}: more refused than held")
+        finished[row[0]] = (row[1], row[2])
+    byes = {}
+    for row in _rows(value.get("byes"), 5, "byes"):
+        if row[4] > row[3] or row[1] >= 2**16:
+            raise ValueError(f"byes {row}: bad rank or counts")
+        byes[(row[0], row[1])] = (row[2], row[3], row[4])
+    complete = value.get("complete")
+    if not isinstance(complete, bool):
+        raise ValueError("bad complete flag")
+    return StopRecord(run_id, reason, finished, byes, complete)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _U64
+
+
+def _rows(value: Any, width: int, name: str) -> list[list[int]]:
+    if not isinstance(value, list) or len(value) > RECORD_LIMIT:
+        raise ValueError(f"{name}: not a list of at most {RECORD_LIMIT}")
+    for row in value:
+        if not (isinstance(row, list) and len(row) == width and all(map(_count, row))):
+            raise ValueError(f"{name}: bad row {row!r:.100}")
+    return value

@@ -201,7 +201,8 @@ def test_a_resumed_source_names_the_simulations_to_run_again(
     (notice,) = notices(caplog)
     held = "which holds 1 finished simulation (of the 3 expected) and 1 unfinished: 5."
     assert f"Resumed from a checkpoint, {held}" in notice, notice
-    assert "run each of these again, with the same MELISSA_TRAINER_SIMULATION_ID" in notice
+    assert "run each of those again, with the same MELISSA_TRAINER_SIMULATION_ID" in notice
+    assert "the Python, C and Fortran clients" in notice
 
 
 @pytest.mark.parametrize(

@@ -58,7 +58,9 @@ def stopped_close(
 
     with follow_socket(ctx, answer, gone_after=1) as (follow, asked, _):
         publish(rendezvous, pull, follow, run=run)
-        said = close_status(exe, rendezvous, "disconnected_timeout 5")
+        # (a short follow_timeout: with its replay window the client would wait that long
+        # for a resumed trainer, 120 s by default, where a record decides nothing)
+        said = close_status(exe, rendezvous, "disconnected_timeout 5", "follow_timeout 0.2")
     assert len(asked) >= 1
     return said
 

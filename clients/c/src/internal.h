@@ -388,17 +388,13 @@ int mt_ms(double seconds);
 mt_status mt_wait_held(mt_client *c, double deadline);
 mt_status mt_send_fail(mt_client *c, int err, const char *what);
 
-/* send_wait.c: a blocked send waits in slices, for a trainer that is there only. One try
- * of a send on socket `index` (c->mu held): 0, or the errno (EAGAIN: nothing was sent,
- * the try can be repeated). */
+/* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:
+ * nothing sent, the try can be repeated). mt_send_sliced: try_(c, arg), socket `index`
+ * armed for a slice, until done: MT_OK (sent; or a restarted trainer was followed
+ * meanwhile, c->followed changed, which sent what this send carried), or the error, the
+ * client failed (the send timeout passed, a handshake refused, a receiver disconnected
+ * for the disconnected timeout, ZeroMQ). `step`: for messages (NULL: "a message"). */
 typedef int (*mt_try)(mt_client *c, void *arg);
-/* try_(c, arg), with c->mu held and socket `index` armed for a slice, until it is done:
- * MT_OK (sent; or a restarted trainer was followed meanwhile, which sent again what this
- * send carried: c->followed changed), or the error, the client failed: the send timeout
- * passed (`deadline` < 0: none), a receiver refused the handshake, one was disconnected
- * for the disconnected timeout (and, with a replay window, no restarted trainer published
- * within the follow timeout after), or ZeroMQ failed. `step`: what is sent, for messages
- * (NULL: "a message"). */
 mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
                          const uint64_t *step);
 /* mt_wait_held in slices, as mt_send_sliced waits. */

@@ -105,7 +105,7 @@ def test_a_send_blocked_when_the_receiver_is_killed_times_out(
     try:
         solver = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
         started = solver.send("id 3", f"field u 1 1 {count}", "disconnected_timeout 1", *setup,
-                              "start", "send 0 u 1 %d 0" % count)  # fmt: skip
+                              "start", f"send 0 u 1 {count} 0")  # fmt: skip
         assert solver.wait(started)[-1].strip() == "0", solver.seen
         receiver.send_signal(signal.SIGKILL)
         assert receiver.wait(30) == -signal.SIGKILL
@@ -141,7 +141,7 @@ def test_a_send_blocked_on_a_stopped_receiver_completes_once_it_continues(
         solver = Script(script_exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
         started = solver.send("id 4", f"field u 1 1 {count}", "disconnected_timeout 0.2",
                               "sndhwm 1", "follow_timeout 0.2", "start",
-                              "send 0 u 1 %d 0" % count)  # fmt: skip
+                              f"send 0 u 1 {count} 0")  # fmt: skip
         assert solver.wait(started)[-1].strip() == "0", solver.seen
         wait_until("a sample taken", (tmp_path / "taken").exists)
         receiver.send_signal(signal.SIGSTOP)

@@ -49,7 +49,8 @@ pytestmark = [
 # at step SOLVER_FIRST it touches DIR/sent and waits for DIR/go, at step SOLVER_MID
 # DIR/mid and DIR/go2; with SOLVER_CLOSING set it touches DIR/closing as it closes.
 # SOLVER_CLOSE_TIMEOUT: mt_set_close_timeout; SOLVER_SNDHWM: mt_set_sndhwm; with
-# SOLVER_SAY set it prints "sending T" before each send. Exit 0 only if the close
+# SOLVER_UNBATCHED set, no batching; with SOLVER_SAY set it prints "sending T" before
+# each send. Exit 0 only if the close
 # returned MT_OK.
 C_SOLVER = r"""
 #define _POSIX_C_SOURCE 200809L
@@ -89,6 +90,7 @@ int main(int argc, char **argv) {
         st = mt_set_close_timeout(c, atof(getenv("SOLVER_CLOSE_TIMEOUT")));
     if (st == MT_OK && getenv("SOLVER_SNDHWM"))
         st = mt_set_sndhwm(c, atoi(getenv("SOLVER_SNDHWM")));
+    if (st == MT_OK && getenv("SOLVER_UNBATCHED")) st = mt_set_batching(c, 0, 0.0);
     if (st == MT_OK) st = mt_declare_field(c, "temperature", MT_FLOAT32, 2, shape);
     if (st == MT_OK) st = mt_client_start(c);
     float u[36];

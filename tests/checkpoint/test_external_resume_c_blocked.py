@@ -4,11 +4,12 @@ does: every (simulation, step) is trained on exactly once across both runs.
 
 The moment is made exact, not timed (as test_external_resume_c.py's window test): the
 trainer holds after checkpoint-2, the solver sends up to step MID and waits at a gate,
-the trainer is killed, and only then does the solver go on: with sndhwm 1 and no
-receiver connected its queue is full after a step or two, and its send blocks (the
+the trainer is killed, and only then does the solver go on: unbatched, with sndhwm 1 and
+no receiver connected, its queue is full after a step or two, and its send blocks (the
 solver says "sending T" before each). The resumed trainer is started once the solver
-went on (it publishes seconds later: a Python process starting); before the change the send was never woken (the solver hung: the test's
-`solver.wait` timed out)."""
+went on (it publishes seconds later: a Python process starting). Before the change the
+send was never woken: the solver hung (`solver.wait` timed out). (Batched, its small
+steps would wait in the outbox, not in a send: the close would follow.)"""
 
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def test_a_c_send_blocked_when_the_trainer_is_killed_follows_the_resumed_trainer
         old_run = study.run_id()
         solver = study.solver(
             0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_MID=str(MID),
-            SOLVER_SNDHWM="1", SOLVER_SAY="1",
+            SOLVER_SNDHWM="1", SOLVER_UNBATCHED="1", SOLVER_SAY="1",
         )  # fmt: skip
         wait_for("the solver's first steps", lambda: (gates / "sent").exists())
         wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())

@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
         st = mt_set_close_timeout(c, atof(getenv("SOLVER_CLOSE_TIMEOUT")));
     if (st == MT_OK && getenv("SOLVER_SNDHWM"))
         st = mt_set_sndhwm(c, atoi(getenv("SOLVER_SNDHWM")));
-    if (st == MT_OK && getenv("SOLVER_UNBATCHED")) st = mt_set_batching(c, 0, 0.0);
+    if (st == MT_OK && getenv("SOLVER_UNBATCHED")) st = mt_set_batching(c, 0, 0.02);
     if (st == MT_OK) st = mt_declare_field(c, "temperature", MT_FLOAT32, 2, shape);
     if (st == MT_OK) st = mt_client_start(c);
     float u[36];

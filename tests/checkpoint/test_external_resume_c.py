@@ -48,7 +48,10 @@ pytestmark = [
 # study's parameters, SOLVER_STEP_SLEEP seconds before each step; with SOLVER_GATES=DIR,
 # at step SOLVER_FIRST it touches DIR/sent and waits for DIR/go, at step SOLVER_MID
 # DIR/mid and DIR/go2; with SOLVER_CLOSING set it touches DIR/closing as it closes.
-# SOLVER_CLOSE_TIMEOUT: mt_set_close_timeout. Exit 0 only if the close returned MT_OK.
+# SOLVER_CLOSE_TIMEOUT: mt_set_close_timeout; SOLVER_SNDHWM: mt_set_sndhwm; with
+# SOLVER_UNBATCHED set, no batching; with SOLVER_SAY set it prints "sending T" before
+# each send. Exit 0 only if the close
+# returned MT_OK.
 C_SOLVER = r"""
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -85,6 +88,9 @@ int main(int argc, char **argv) {
     if (st == MT_OK) st = mt_set_disconnected_timeout(c, 2.0);
     if (st == MT_OK && getenv("SOLVER_CLOSE_TIMEOUT"))
         st = mt_set_close_timeout(c, atof(getenv("SOLVER_CLOSE_TIMEOUT")));
+    if (st == MT_OK && getenv("SOLVER_SNDHWM"))
+        st = mt_set_sndhwm(c, atoi(getenv("SOLVER_SNDHWM")));
+    if (st == MT_OK && getenv("SOLVER_UNBATCHED")) st = mt_set_batching(c, 0, 0.02);
     if (st == MT_OK) st = mt_declare_field(c, "temperature", MT_FLOAT32, 2, shape);
     if (st == MT_OK) st = mt_client_start(c);
     float u[36];
@@ -93,6 +99,10 @@ int main(int argc, char **argv) {
         if (gates != NULL && t == mid) gate(gates, "mid", "go2");
         if (sleep_s != NULL) nap(atof(sleep_s));
         for (int i = 0; i < 36; ++i) u[i] = (float)(300.0 + t + 0.01 * i);
+        if (getenv("SOLVER_SAY") != NULL) {
+            printf("sending %ld\n", t);
+            fflush(stdout);
+        }
         st = mt_send(c, (uint64_t)t, "temperature", MT_FLOAT32, u, 36);
     }
     if (st != MT_OK) {

@@ -132,7 +132,9 @@ mt_status mt_set_endpoints(mt_client *c, const char *endpoints);
 mt_status mt_set_rendezvous(mt_client *c, const char *directory, double timeout_s);
 mt_status mt_set_parameter(mt_client *c, const char *name, double value); /* in order */
 /* Seconds an mt_send may block on back-pressure (< 0 or +inf: forever, the default). A
- * bound past ZeroMQ's int milliseconds (24.8 days) is capped there, as the close's. */
+ * bound past ZeroMQ's int milliseconds (24.8 days) is capped there, as the close's.
+ * Whatever it is, a send blocked on a receiver disconnected for the disconnected timeout
+ * fails (mt_set_disconnected_timeout): a trainer gone is not back-pressure. */
 mt_status mt_set_send_timeout(mt_client *c, double seconds);
 /* Seconds mt_client_close waits for delivery (default 60; < 0 or +inf: forever). */
 mt_status mt_set_close_timeout(mt_client *c, double seconds);
@@ -169,7 +171,10 @@ mt_status mt_client_start(mt_client *c);
  * (both must be the declared ones), C-ordered. Routed to receiver time_step % W. A
  * step is complete once every declared field (with a non-empty part) was sent for
  * it; sending another time step before, or closing, is an MT_EFIELD error naming the
- * missing field. Blocks on back-pressure (see mt_set_send_timeout).
+ * missing field. Blocks on back-pressure (see mt_set_send_timeout), as long as the
+ * receiver stays connected (a trainer slow or paused); a receiver disconnected for the
+ * disconnected timeout (a trainer killed, its node lost) makes it fail, MT_ETIMEDOUT,
+ * and with a replay window a restarted trainer is followed from within the send.
  * Fields of a step may come in any order; the same field twice in a step, or another
  * step before this one is complete, is MT_EFIELD (nothing sent, the client usable). A
  * step may be sent again later (BYE counts distinct steps). For a field whose part on
@@ -249,10 +254,12 @@ mt_status mt_set_max_message_bytes(mt_client *c, uint64_t bytes);
  * since c (and mt_client_error(c)) is gone when it returns. */
 mt_status mt_client_close_message(mt_client *c, char *message, size_t size);
 
-/* Seconds the close's receipt (external mode, see mt_client_close) waits for a receiver
- * that neither answers nor is connected to before it calls it gone (default 60, as the
- * Python client's disconnected_timeout; < 0 or +inf: never, the close timeout bounds it).
- * A receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. */
+/* Seconds a blocked mt_send / mt_flush and the close's receipt (external mode, see
+ * mt_client_close) wait for a receiver that is not connected (neither answers, for the
+ * receipt) before they call it gone (default 60, as the Python client's
+ * disconnected_timeout; < 0 or +inf: never, the send and close timeouts bound them). A
+ * receiver whose process keeps its connection (SIGSTOP) is waited for, as paused. A send
+ * with a replay window waits the follow timeout more for a restarted trainer. */
 mt_status mt_set_disconnected_timeout(mt_client *c, double seconds);
 
 /* The replay window, in bytes, of a solver started by hand (external mode: endpoints from

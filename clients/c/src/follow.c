@@ -154,13 +154,14 @@ static mt_status cannot_follow(mt_client *c, const char *why) {
                    (unsigned long long)c->simulation_id);
 }
 
-/* Send step t again from its row (copies: the row is overwritten by later steps). */
-static int resend(mt_client *c, uint64_t t, const uint8_t *row, double deadline) {
+/* Send step t again from its row (copies: the row is overwritten by later steps); `open`:
+ * the open step, its fields sent so far only. */
+static int resend(mt_client *c, uint64_t t, const uint8_t *row, double deadline, bool open) {
     void *sock = c->sockets[t % c->n_endpoints];
     if (mt_arm(c, sock, deadline) != MT_OK) return EINVAL;
     for (size_t i = 0; i < c->n_fields; ++i) {
         mt_field *f = &c->fields[i];
-        if (f->count == 0) continue;
+        if (f->count == 0 || (open && !f->sent)) continue;
         const uint8_t *data = row + f->replay_at;
         mt_put_u64(f->header + MT_TIME_STEP_AT, t);
         bool finite = mt_all_finite(f->dtype, data, f->count);
@@ -224,7 +225,14 @@ static mt_status reconnect(mt_client *c, mt_rendezvous *rv, plan *p) {
     free(hello.data);
     for (size_t k = 0; st == MT_OK && err == 0 && k < p->n_needed; ++k)
         err = resend(c, p->needed[k], mt_replay_find(p->w, p->sorted, p->n_sorted,
-                                                     p->needed[k]), deadline);
+                                                     p->needed[k]), deadline, false);
+    if (c->step_open) { /* (a send that waited followed: send_wait.c) */
+        c->step_receiver = (size_t)(c->step % c->n_endpoints);
+        c->step_batched = false, c->step_appended = false; /* (the batches were dropped) */
+        const mt_replay *w = &c->replay;
+        if (st == MT_OK && err == 0)
+            err = resend(c, c->step, w->data + w->open_row * w->row_bytes, deadline, true);
+    }
     if (st == MT_OK && err != 0) st = mt_send_fail(c, err, "a step sent again to the "
                                                            "restarted trainer");
     if (st != MT_OK) c->failed = true;
@@ -255,6 +263,10 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
         if (!p.oom) each_step(&c->steps, plan_step, &p);
         if (p.oom) st = mt_fail(c, MT_ENOMEM, "out of memory (following the trainer)");
     }
+    if (st == MT_OK && c->step_open && !(c->replay.open && c->replay.open_step == c->step))
+        st = cannot_follow(c, "the time step being sent has not been kept in the replay "
+                              "window (mt_set_replay_bytes, or " ENV_REPLAY_BYTES ": make it "
+                              "hold one step at least)");
     if (st == MT_OK && p.missing > 0) {
         char shown[160] = "", why[640];
         size_t used = 0, k = p.missing < 5 ? (size_t)p.missing : 5;

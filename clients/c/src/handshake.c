@@ -19,9 +19,12 @@
 
 #include "internal.h"
 
+/* (and whether the connection is up: a blocked send gives up on a receiver down for the
+ * disconnected timeout, send_wait.c; CONNECT_RETRIED: an attempt that failed) */
 #define WATCHED                                                                           \
     (ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |               \
-     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+     ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |              \
+     ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED)
 
 mt_status mt_handshake_watch(mt_client *c, size_t i) {
     if (c->handshakes == NULL) {
@@ -64,7 +67,13 @@ static void read_events(mt_client *c, size_t i) {
         uint32_t value;
         memcpy(&event, frame, sizeof event);
         memcpy(&value, frame + 2, sizeof value);
-        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        if (event == ZMQ_EVENT_CONNECTED) {
+            h->down = false;
+        } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
+            if (!h->down) h->down_since = mt_now(); /* (when read: a send reads each slice) */
+            h->down = true;
+        } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            h->down = false;
             h->state = MT_HANDSHAKE_OK;
             h->undetailed = 0;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -102,6 +111,12 @@ mt_status mt_handshake_check(mt_client *c, size_t i) {
     if (c->handshakes == NULL || c->handshakes[i].monitor == NULL) return MT_OK;
     read_events(c, i);
     return c->handshakes[i].state == MT_HANDSHAKE_REFUSED ? refused(c, i) : MT_OK;
+}
+
+double mt_handshake_down_since(mt_client *c, size_t i) {
+    if (c->handshakes == NULL || c->handshakes[i].monitor == NULL) return -1.0;
+    read_events(c, i);
+    return c->handshakes[i].down ? c->handshakes[i].down_since : -1.0;
 }
 
 mt_status mt_handshake_wait(mt_client *c, double deadline) {

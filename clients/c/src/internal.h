@@ -91,6 +91,8 @@ typedef struct mt_handshake {
     int undetailed;      /* failures without detail since the last success */
     uint16_t event;      /* the failure that refused it, and its value */
     uint32_t value;
+    bool down;         /* disconnected (or a connection attempt failed) since down_since */
+    double down_since; /* (mt_now(), when the event was read) */
 } mt_handshake;
 
 struct mt_client {
@@ -402,6 +404,9 @@ mt_status mt_handshake_check(mt_client *c, size_t i);
 /* Wait until every receiver accepted the handshake (MT_OK), one refused it (MT_EENV, the
  * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set). */
 mt_status mt_handshake_wait(mt_client *c, double deadline);
+/* Since when socket i's receiver has been down (events read without blocking), or < 0
+ * while it is connected or not known down. */
+double mt_handshake_down_since(mt_client *c, size_t i);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 
@@ -414,5 +419,17 @@ mt_status mt_arm(mt_client *c, void *sock, double deadline);
 int mt_ms(double seconds);
 mt_status mt_wait_held(mt_client *c, double deadline);
 mt_status mt_send_fail(mt_client *c, int err, const char *what);
+
+/* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:
+ * nothing sent, the try can be repeated). mt_send_sliced: try_(c, arg), socket `index`
+ * armed for a slice, until done: MT_OK (sent; or a restarted trainer was followed
+ * meanwhile, c->followed changed, which sent what this send carried), or the error, the
+ * client failed (the send timeout passed, a handshake refused, a receiver disconnected
+ * for the disconnected timeout, ZeroMQ). `step`: for messages (NULL: "a message"). */
+typedef int (*mt_try)(mt_client *c, void *arg);
+mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
+                         const uint64_t *step);
+/* mt_wait_held in slices, as mt_send_sliced waits. */
+mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step);
 
 #endif

@@ -1,5 +1,6 @@
 /* send.c: mt_send and mt_flush: the checks, the step rule, DATA (one frame, or two with
- * the payload sent without a copy) and the waits for the arrays ZeroMQ still reads. */
+ * the payload sent without a copy) and the waits for the arrays ZeroMQ still reads; a
+ * blocked send waits in slices (send_wait.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <limits.h>
@@ -49,13 +50,6 @@ mt_status mt_send_fail(mt_client *c, int err, const char *what) {
     }
     return mt_fail(c, MT_EZMQ, "simulation %llu rank %d: sending %s failed: %s",
                    (unsigned long long)c->simulation_id, c->rank, what, zmq_strerror(err));
-}
-
-/* mt_send_fail for a time step (formatted here, off the path of a send that succeeds). */
-static mt_status step_fail(mt_client *c, int err, uint64_t time_step) {
-    char what[48];
-    snprintf(what, sizeof what, "time step %llu", (unsigned long long)time_step);
-    return mt_send_fail(c, err, what);
 }
 
 /* ZeroMQ's I/O thread is done with a payload sent without a copy. */
@@ -165,22 +159,43 @@ static int send_data(mt_client *c, mt_field *f, void *sock, const void *data) {
     return 0;
 }
 
-/* The open step has every field: send its receiver's batches if due, count the step. */
-static mt_status complete_step(mt_client *c) {
-    mt_status st = MT_OK;
+/* One try of a batch: socket *arg's group (mt_send_sliced). */
+static int send_group(mt_client *c, void *arg) {
+    return mt_outbox_send(c, *(const size_t *)arg, 0);
+}
+
+/* One try of a field sent alone: the batches bound for its receiver first (a step after
+ * a pause goes at once, unbatched, and records of earlier steps the flusher has not sent
+ * yet, a busy machine, leave first: a socket's messages arrive in order, and so, then, do
+ * this client's steps; the batch used to follow: 0, 2, 1 at the receiver). A try repeated
+ * after the batches left finds none. */
+typedef struct direct {
+    mt_field *f;
+    const void *data;
+} direct;
+
+static int send_direct(mt_client *c, void *arg) {
+    const direct *d = arg;
+    int err = 0;
+    if (!c->step_batched && c->groups != NULL) err = mt_outbox_send(c, c->step_receiver, 0);
+    return err ? err : send_data(c, d->f, c->sockets[c->step_receiver], d->data);
+}
+
+/* The open step has every field: count the step, send its receiver's batches if due.
+ * Counted first: a restarted trainer followed while the batches wait sends the step
+ * again from the window, with the others sent (follow.c). */
+static mt_status complete_step(mt_client *c, double deadline) {
     pthread_mutex_lock(&c->mu);
     c->step_open = false;
-    if (c->step_batched) {
-        if (mt_outbox_due(c, c->step_receiver, c->step_now)) {
-            int err = mt_outbox_send(c, c->step_receiver, 0);
-            if (err) st = step_fail(c, err, c->step);
-        }
-    }
+    bool due = c->step_batched && mt_outbox_due(c, c->step_receiver, c->step_now);
     pthread_mutex_unlock(&c->mu);
     int added = mt_stepset_add(&c->steps, c->step);
     if (added < 0) return mt_fail(c, MT_ENOMEM, "out of memory (the set of time steps sent)");
     c->steps_per_receiver[c->step_receiver] += (uint64_t)added;
-    return st;
+    if (!due) return MT_OK;
+    size_t index = c->step_receiver;
+    uint64_t step = c->step;
+    return mt_send_sliced(c, index, deadline, send_group, &index, &step);
 }
 
 mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype dtype,
@@ -239,7 +254,8 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
     }
     /* MT_REUSE_NEXT_SEND: the previous call's arrays are the caller's again now. */
     double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
-    if (mt_wait_held(c, deadline) != MT_OK) return step_fail(c, EAGAIN, time_step);
+    st = mt_wait_sent(c, deadline, &time_step);
+    if (st != MT_OK) return st;
     if (!c->step_open) {
         double now = mt_now();
         /* a trainer restarted (a new run in the rendezvous): followed before this step
@@ -278,36 +294,31 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
     }
     f->sent = true;
     if (count > 0) {
-        void *sock = c->sockets[c->step_receiver];
-        int err = 0;
-        pthread_mutex_lock(&c->mu);
+        /* (a copy, for a trainer restarted: follow.c; before the send, so that a follow
+         * while it waits sends this part again) */
+        if (c->replay.max_bytes > 0)
+            mt_replay_put(&c->replay, time_step, f->replay_at, data, (size_t)f->nbytes);
         if (c->step_batched && f->batchable) {
+            pthread_mutex_lock(&c->mu);
             st = mt_outbox_append(c, (size_t)(f - c->fields), data);
             c->step_appended = true;
+            pthread_mutex_unlock(&c->mu);
+            if (st != MT_OK) {
+                c->failed = true;
+                return st;
+            }
         } else {
-            st = mt_arm(c, sock, deadline);
-            /* A step after a pause goes at once, unbatched. Records of earlier steps for
-             * this receiver that the flusher has not sent yet (a busy machine) leave
-             * first: a socket's messages arrive in order, and so, then, do this client's
-             * steps (the batch used to follow: 0, 2, 1 at the receiver). */
-            if (st == MT_OK && !c->step_batched && c->groups != NULL)
-                err = mt_outbox_send(c, c->step_receiver, 0);
-            if (st == MT_OK && err == 0) err = send_data(c, f, sock, data);
-        }
-        pthread_mutex_unlock(&c->mu);
-        if (err) return step_fail(c, err, time_step);
-        if (st != MT_OK) {
-            c->failed = true;
-            return st;
+            direct d = {f, data};
+            st = mt_send_sliced(c, c->step_receiver, deadline, send_direct, &d, &time_step);
+            if (st != MT_OK) return st;
         }
         --c->step_missing;
-        if (c->replay.max_bytes > 0) /* (a copy, for a trainer restarted: follow.c) */
-            mt_replay_put(&c->replay, time_step, f->replay_at, data, (size_t)f->nbytes);
-        if (c->reuse == MT_REUSE_IMMEDIATE && !f->inline_ &&
-            mt_wait_held(c, deadline) != MT_OK)
-            return step_fail(c, EAGAIN, time_step);
+        if (c->reuse == MT_REUSE_IMMEDIATE && !f->inline_) {
+            st = mt_wait_sent(c, deadline, &time_step);
+            if (st != MT_OK) return st;
+        }
     }
-    if (c->step_missing == 0) return complete_step(c);
+    if (c->step_missing == 0) return complete_step(c, deadline);
     return MT_OK;
 }
 
@@ -317,18 +328,11 @@ mt_status mt_flush(mt_client *c) {
     mt_status st = check_usable(c, "mt_flush");
     if (st != MT_OK) return st;
     double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
-    int err = 0;
-    pthread_mutex_lock(&c->mu);
-    for (size_t i = 0; i < c->n_endpoints && err == 0 && st == MT_OK; ++i) {
-        st = mt_arm(c, c->sockets[i], deadline);
-        if (st == MT_OK) err = mt_outbox_send(c, i, 0);
+    unsigned followed = c->followed;
+    for (size_t i = 0; i < c->n_endpoints && st == MT_OK; ++i) {
+        st = mt_send_sliced(c, i, deadline, send_group, &i, NULL);
+        if (c->followed != followed) break; /* (the follow sent it all again) */
     }
-    pthread_mutex_unlock(&c->mu);
-    if (st != MT_OK) {
-        c->failed = true;
-        return st;
-    }
-    if (err) return mt_send_fail(c, err, "a message");
-    if (mt_wait_held(c, deadline) != MT_OK) return mt_send_fail(c, EAGAIN, "a message");
-    return MT_OK;
+    if (st == MT_OK) st = mt_wait_sent(c, deadline, NULL);
+    return st;
 }

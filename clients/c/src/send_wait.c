@@ -1,0 +1,149 @@
+/* send_wait.c: how long a blocked send waits: as long as the trainer is there, not for a
+ * dead one (melissa_trainer/client/send_wait.py is the Python client's).
+ *
+ * A send blocks when ZeroMQ's queue to a receiver is full (sndhwm messages) or, for a
+ * large array, until ZeroMQ is done with it. Back-pressure is a feature: a trainer that is
+ * slow, busy or paused (SIGSTOP, a suspended job) keeps its connections, and the solver
+ * waits for it as long as it lasts (or the send timeout). To the queue a trainer gone
+ * looks the same, and with the default send timeout (none) such a send used to block for
+ * ever: what tells them apart is the connection, which a dead trainer's kernel closes
+ * (ZeroMQ's reconnections are then refused; a lost node's, after TCP gives up).
+ *
+ * So every blocking call of a send is bounded by a slice of SLICE_S seconds (SNDTIMEO,
+ * or a timed wait for the arrays ZeroMQ still reads), which a send whose queue is not full
+ * never reaches. Between two slices, the mutex released, the send reads the sockets'
+ * monitors (handshake.c) and the rendezvous:
+ *
+ * - a receiver that refused the handshake never reads: MT_EENV naming it, at once;
+ * - with a replay window (external mode), a new run in the rendezvous is followed (follow.c,
+ *   at most once a second): the follow sends again the steps its checkpoint lacks and the
+ *   open step's fields sent so far, this send's included (its part is in the window
+ *   before it is sent), so the send is then done;
+ * - a receiver disconnected, without a new connection, for the disconnected timeout
+ *   (counted from the start of the wait at the earliest), and with a window no new run
+ *   within the follow timeout after that: MT_ETIMEDOUT, naming the endpoint, the time
+ *   waited, the settings and what to do. Not thread-safe: the client's thread. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <zmq.h>
+
+#include "internal.h"
+#include "follow.h"
+
+#define SLICE_S 0.5 /* (melissa_trainer/client/sockets.py SLICE) */
+
+/* What a failed wait names: "time step N", or "a message". */
+static void what_text(const uint64_t *step, char out[48]) {
+    if (step == NULL) snprintf(out, 48, "a message");
+    else snprintf(out, 48, "time step %llu", (unsigned long long)*step);
+}
+
+/* The bound of a seconds setting, as the messages say it ("None" when there is none). */
+static void bound_text(double seconds, char out[32]) {
+    if (seconds < 0) snprintf(out, 32, "None");
+    else mt_format_double(seconds, out);
+}
+
+/* MT_ETIMEDOUT if a receiver has been down too long (module comment), else MT_OK. */
+static mt_status gone(mt_client *c, double started, const uint64_t *step) {
+    if (c->disconnected_timeout < 0) return MT_OK;
+    bool window = c->replay.max_bytes > 0;
+    if (window && c->follow_timeout < 0) return MT_OK; /* (a restart waited for, ever) */
+    double now = mt_now(), bound = c->disconnected_timeout + (window ? c->follow_timeout : 0);
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        double since = mt_handshake_down_since(c, i);
+        if (since < 0 || now - (since > started ? since : started) <= bound) continue;
+        char what[48], after[32], sent[32], follow[32], restarted[256] = "";
+        what_text(step, what);
+        bound_text(c->disconnected_timeout, after);
+        bound_text(c->send_timeout, sent);
+        bound_text(c->follow_timeout, follow);
+        if (window)
+            snprintf(restarted, sizeof restarted, ", and no restarted trainer published in "
+                                                  "the rendezvous within "
+                                                  "mt_set_follow_timeout=%s s after", follow);
+        c->failed = true;
+        return mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: could not send %s, blocked "
+                                        "%.1f s waiting for the trainer to take the messages "
+                                        "queued to %s: the receiver is unreachable, "
+                                        "disconnected for %.0f s without a new connection "
+                                        "(mt_set_disconnected_timeout=%s s; the trainer died, "
+                                        "or its node)%s. A send waits for a trainer that is "
+                                        "connected, slow or paused, as long as it lasts or "
+                                        "mt_set_send_timeout allows (now %s). Close the client "
+                                        "with mt_client_abort and run this simulation again, "
+                                        "with the same simulation id "
+                                        "(MELISSA_TRAINER_SIMULATION_ID=%llu), once a trainer "
+                                        "runs there again",
+                       (unsigned long long)c->simulation_id, c->rank, what, now - started,
+                       c->endpoints[i], now - since, after, restarted, sent,
+                       (unsigned long long)c->simulation_id);
+    }
+    return MT_OK;
+}
+
+/* Between two slices (c->mu not held): the checks of the module comment. */
+static mt_status between(mt_client *c, double started, const uint64_t *step) {
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        if (mt_handshake_check(c, i) != MT_OK) {
+            c->failed = true;
+            return MT_EENV;
+        }
+    if (c->replay.max_bytes > 0) {
+        unsigned followed = c->followed;
+        mt_status st = mt_follow_poll(c, false); /* (a look at most once a second) */
+        if (st != MT_OK || c->followed != followed) return st;
+    }
+    return gone(c, started, step);
+}
+
+/* The send timeout passed: its error (mt_send_fail's, with EAGAIN). */
+static mt_status timed_out(mt_client *c, const uint64_t *step) {
+    char what[48];
+    what_text(step, what);
+    return mt_send_fail(c, EAGAIN, what);
+}
+
+mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
+                         const uint64_t *step) {
+    unsigned followed = c->followed;
+    double started = -1.0;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        double slice = SLICE_S, now = mt_now();
+        if (deadline >= 0 && deadline - now < slice) slice = deadline - now;
+        int ms = mt_ms(slice), err = 0;
+        if (zmq_setsockopt(c->sockets[index], ZMQ_SNDTIMEO, &ms, sizeof ms) != 0)
+            err = errno == EAGAIN ? EINVAL : errno;
+        else
+            err = try_(c, arg);
+        if (err != EAGAIN) {
+            pthread_mutex_unlock(&c->mu);
+            if (err == 0) return MT_OK;
+            char what[48];
+            what_text(step, what);
+            return mt_send_fail(c, err, what);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (deadline >= 0 && mt_now() >= deadline) return timed_out(c, step);
+        if (started < 0) started = now; /* (the first slice began then) */
+        mt_status st = between(c, started, step);
+        if (st != MT_OK || c->followed != followed) return st;
+        pthread_mutex_lock(&c->mu);
+    }
+}
+
+mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step) {
+    unsigned followed = c->followed;
+    double started = mt_now();
+    for (;;) {
+        double until = mt_now() + SLICE_S;
+        if (deadline >= 0 && deadline < until) until = deadline;
+        if (mt_wait_held(c, until) == MT_OK) return MT_OK;
+        if (deadline >= 0 && mt_now() >= deadline) return timed_out(c, step);
+        mt_status st = between(c, started, step);
+        /* (a follow released the old transport: ZeroMQ let go of every array then) */
+        if (st != MT_OK || c->followed != followed) return st;
+    }
+}

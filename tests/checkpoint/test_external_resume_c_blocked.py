@@ -1,0 +1,77 @@
+"""A C solver whose send is blocked on a full queue when its trainer is killed follows the
+resumed trainer from within that send (clients/c/src/send_wait.c), as the Python client
+does: every (simulation, step) is trained on exactly once across both runs.
+
+The moment is made exact, not timed (as test_external_resume_c.py's window test): the
+trainer holds after checkpoint-2, the solver sends up to step MID and waits at a gate,
+the trainer is killed, and only then does the solver go on: unbatched, with sndhwm 1 and
+no receiver connected, its queue is full after a step or two, and its send blocks (the
+solver says "sending T" before each). The resumed trainer is started once the solver
+went on (it publishes seconds later: a Python process starting). Before the change the
+send was never woken: the solver hung (`solver.wait` timed out). (Batched, its small
+steps would wait in the outbox, not in a send: the close would follow.)"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from compiled import CClient, c_client  # noqa: F401 (a fixture)
+from test_external_close import assert_trained_once
+from test_external_resume import DRIVER, wait_for
+from test_external_resume_c import FIRST, HELD_FLAGS, HELD_STEPS, MID, CStudy, c_solver
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.skipif(sys.platform != "linux", reason="process groups, SIGKILL"),
+]
+
+
+@pytest.mark.timeout(600)
+def test_a_c_send_blocked_when_the_trainer_is_killed_follows_the_resumed_trainer(
+    c_client: CClient,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    study = CStudy(tmp_path, c_solver(c_client, tmp_path), HELD_STEPS)
+    gates, hold = tmp_path / "gates", tmp_path / "hold"
+    gates.mkdir()
+    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
+    try:
+        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
+               "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
+        first = study._start("first", args, env)
+        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+        old_run = study.run_id()
+        solver = study.solver(
+            0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_MID=str(MID),
+            SOLVER_SNDHWM="1", SOLVER_UNBATCHED="1", SOLVER_SAY="1",
+        )  # fmt: skip
+        wait_for("the solver's first steps", lambda: (gates / "sent").exists())
+        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
+        hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
+        (gates / "go").touch()
+        wait_for("the solver at step MID", lambda: (gates / "mid").exists())
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(60) == -signal.SIGKILL
+        hold.unlink()
+        (gates / "go2").touch()
+        # (its queue holds a step or two: a send of the HELD_STEPS - MID left blocks; the
+        # resumed trainer publishes seconds after, a Python process starting)
+        wait_for("the solver past its gate", lambda: f"sending {MID}\n" in
+                 study.output("solver-0"))  # fmt: skip
+        assert solver.poll() is None, study.output("solver-0")
+        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "resumed.lineage")}
+        resumed = study._start("resumed", [*args, "--resume_from_checkpoint", "latest"], env)
+        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        code = solver.wait(300)
+        said = study.output("solver-0")
+        assert code == 0, said[-3000:]
+        assert "followed the restarted trainer" in said, said[-3000:]
+        assert "closed 0" in said, said[-3000:]
+        assert resumed.wait(300) == 0, study.output("resumed")[-3000:]
+        assert_trained_once(study)
+    finally:
+        study.cleanup()

@@ -21,6 +21,7 @@ arrays, checked and placed over MPI ranks), `field_part` (prebuilt headers), `ou
 copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
 `predict_link` (a `Predictor`'s connection to its serving rank, and a trainer gone),
+`asking` (`Client.predict`'s predictor, and its following of a restarted trainer),
 `worker` (the job side of the launcher's worker mode: `worker.next_simulation`),
 `admission` (whether the trainer took the simulation, asked at `close`).
 

@@ -43,6 +43,7 @@ import numpy as np
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.asking import Asking
 from melissa_trainer.client.config import (
     check_parameters,
     check_simulation_id,
@@ -67,7 +68,7 @@ from melissa_trainer.wire import FieldSpec, field_specs
 
 if TYPE_CHECKING:
     from melissa_trainer.client.following import Following
-    from melissa_trainer.client.predict import Predicted, Predictor
+    from melissa_trainer.client.predict import Predicted
 
 __all__ = ["Client"]
 
@@ -184,7 +185,7 @@ class Client(Sending):
             for f in self._fields.values():
                 f.place(self.simulation_id, 0, 1, 0, f.spec.size)
         self._placed = comm is None
-        self._predictor: Predictor | None = None  # (the first `predict` makes it)
+        self._asking = Asking(self.simulation_id)  # `predict`'s (its predictor)
         self._rendezvous, self._context, self._array_reuse = rendezvous, context, array_reuse
         self._finite = FiniteCheck(self.simulation_id, self.rank)
         #: the replay window and the follower of a restarted trainer (external mode:
@@ -267,7 +268,9 @@ class Client(Sending):
             # may still hold an array sent without a copy)
             transport.send_step(step, self._prepare({k: v.copy() for k, v in arrays.items()}))
 
+        self._asking.before_switch()  # (its socket is of the context the switch ends)
         self._transport = self._following.switch(self._transport, entries, make, resend)
+        self._asking.joined(self.run_id, self._transport.context)  # (asks as the new run)
         self._fast = self._transport.fast_path(list(self._fields.values()), self._comm)
         client_logger().warning(
             "simulation %d rank %d: followed the restarted trainer (run %s at %s)",
@@ -326,8 +329,7 @@ class Client(Sending):
         if self._closed:
             return
         self._closed = True
-        if self._predictor is not None:
-            self._predictor.close()  # (its own socket, linger 0: nothing to deliver)
+        self._asking.close()
         if self._following is None or not bye:
             self._transport.close(bye)
         else:
@@ -358,22 +360,17 @@ class Client(Sending):
         (``outputs, version = client.predict({"u": u}, timeout=0.5)``); see
         `melissa_trainer.client.predict` for where it asks and what it raises
         (`PredictionUnavailable`: `PredictTimeout` or `PredictRefused`, to fall back
-        from). Not collective: with MPI, each rank asking sends whole inputs."""
+        from). Not collective: with MPI, each rank asking sends whole inputs. Asked as
+        the run this client sends to; with a replay window, a request after failed ones
+        follows a restarted trainer first, as a `send` would (`asking`: why, and that
+        it may then raise `follow.FollowError`).
+        """
         if self._closed:
             raise RuntimeError("the client is closed")
-        if self._predictor is not None and self._predictor.run_id != self.run_id:
-            # this client followed a restarted trainer (`_follow`): ask as the run it sends
-            # to, which the resumed trainer serves (the old run's id is refused there)
-            self._predictor.close()
-            self._predictor = None
-        if self._predictor is None:
-            # (imported here: most simulations never ask, and their start-up should not pay)
-            from melissa_trainer.client.predict import Predictor
-
-            self._predictor = Predictor(
-                self.simulation_id, run_id=self.run_id, context=self._transport.context
-            )
-        return self._predictor.predict(inputs, timeout)
+        return self._asking.predict(
+            inputs, timeout, self._following, self._follow, lambda: self.run_id,
+            lambda: self._transport.context,
+        )  # fmt: skip
 
     def __enter__(self) -> Client:
         return self

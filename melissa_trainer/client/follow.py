@@ -92,6 +92,8 @@ class Follower:
         self.run_id, self.endpoints = run_id, list(endpoints)
         self._rank0 = Path(rendezvous) / "rank_0.json"
         self._stamp = _stamp(self._rank0)
+        #: the stamp of rank 0's file at the last look (`rewritten`)
+        self._looked = self._stamp
         #: when a send should next look at the rendezvous (`time.monotonic()`)
         self.due_at = time.monotonic() + CHECK_INTERVAL
         #: malformed HELD replies ignored, by reason
@@ -108,7 +110,7 @@ class Follower:
         looked at (or `force`), complete, and names another run or other endpoints;
         else None. Never blocks."""
         self.due_at = time.monotonic() + CHECK_INTERVAL
-        stamp = _stamp(self._rank0)
+        stamp = self._looked = _stamp(self._rank0)
         if stamp == self._stamp and not force:
             return None
         try:
@@ -117,6 +119,19 @@ class Follower:
             return None  # (stopped, or the new trainer is still writing: look again later)
         self._stamp = stamp
         return entries if self._is_new(entries) else None
+
+    def rewritten(self) -> list[dict[str, Any]] | None:
+        """`restarted`, looking at once if rank 0's rendezvous file was rewritten since
+        the last look (one ``stat``: its inode and time), else at the send's pace (once
+        every `CHECK_INTERVAL` s). Each rewrite is read once: a file marked stopped, or a
+        rendezvous not complete yet (the other ranks' files come later), is not read
+        again at every call, only at the next rewrite or at the send's pace.
+
+        For `Client.predict` while its requests fail: it notices a restarted trainer as
+        soon as that trainer publishes itself, not up to `CHECK_INTERVAL` s later."""
+        if _stamp(self._rank0) == self._looked and not self.due():
+            return None
+        return self.restarted()
 
     def wait_restarted(self, timeout: float | None) -> list[dict[str, Any]] | None:
         """`restarted`, waiting up to `timeout` seconds (None: no bound) for a new run

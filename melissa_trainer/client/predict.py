@@ -206,6 +206,24 @@ class Predictor:
                 message.reason, message.detail, message.retry_after_ms / 1000, message.version
             )
 
+    def disconnect(self) -> None:
+        """Close the socket to the trainer now (the next request connects again): before
+        the end of the context it was opened in (`Client`: a transport's, ended when the
+        client follows a restarted trainer; ending a context waits for its sockets)."""
+        self._link.reset()
+
+    def join(self, run_id: str | None, context: zmq.Context) -> None:
+        """Ask as run `run_id` from the next request on, over sockets of `context` (for
+        a predictor given its context: `Client.predict`, after the client followed a
+        restarted trainer). The next request looks the new run's endpoint up at once
+        (no backoff); one made while the new run publishes no serve file yet fails at
+        once, as after a trainer that stopped (not at its timeout)."""
+        if self._own_context:
+            raise RuntimeError("join() is for a predictor given its context")
+        self.run_id = None if run_id is None else protocol.check_run_id(run_id, "run_id")
+        self._context = context
+        self._link.join(self.run_id, context)
+
     def close(self) -> None:
         """Close the socket (and the context, if its own). Idempotent."""
         if self._closed:

@@ -45,6 +45,15 @@ _GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
 _BACKOFF = (0.05, 1.0)
 
 
+def _stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
+    """The inode and modification time of `path` (None if it cannot be read)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def poll_ms(left: float) -> int:
     """Milliseconds for one ZeroMQ poll of a wait of `left` seconds: at least 1, at
     most an hour (a poll's timeout is a C int: 24.8 days overflow it; the callers poll
@@ -93,16 +102,39 @@ class PredictLink:
         self._served_there = False  # a serve file was found in the rendezvous before
         # a trainer found gone: why, when to dial again, and the backoff (`gone`)
         self._gone_why, self._retry_at, self._backoff = "", 0.0, 0.0
+        #: the rendezvous directory and its stamp when the endpoint was last looked up
+        #: there (`check_backoff`), None when the endpoint is given
+        self._looked_at: tuple[str, tuple[int, int] | None] | None = None
         self.inputs: list[FieldSpec] | None = None
 
     def check_backoff(self, now: float) -> None:
         """Raise `PredictTimeout` at once while the backoff after a trainer found gone
-        lasts (no socket is opened until it ends)."""
+        lasts (no socket is opened until it ends). The backoff ends early once the
+        rendezvous directory changed since the endpoint was last looked up there (one
+        ``stat`` per request: a trainer resumed, or another rank, published its serve
+        file): the request then looks again, so a resumed trainer is asked at the first
+        request after it serves, not up to a backoff later. Each change ends at most one
+        backoff (the lookup records the directory as it read it), so a trainer away
+        costs no more lookups than it makes changes there."""
         if self.socket is None and now < self._retry_at:
+            if self._looked_at is not None and _stamp(self._looked_at[0]) != self._looked_at[1]:
+                self._retry_at = 0.0
+                return
             raise PredictTimeout(
                 f"{self._gone_why} (at an earlier request; the next attempt in "
                 f"{self._retry_at - now:.2f} s at most)"
             )
+
+    def join(self, run_id: str | None, context: zmq.Context) -> None:
+        """Ask as `run_id`, over sockets of `context`, from the next request on (the
+        client followed a restarted trainer, `Client.predict`): the socket is closed
+        (`reset`, which must come before the old context's end), the backoff ends (the
+        next request looks the new run's endpoint up at once), and that a trainer served
+        here is kept (a request while the new run publishes no serve file yet fails at
+        once, as after a trainer that stopped, instead of waiting its timeout)."""
+        self.reset()
+        self.run_id, self._context = run_id, context
+        self._retry_at, self._backoff = 0.0, 0.0
 
     def answered(self) -> None:
         """A trainer answered there: the next one found gone starts the backoff anew."""
@@ -235,6 +267,8 @@ class PredictLink:
             )
         pause = 0.01
         while True:
+            # (stamped before the read: a change after it ends the next backoff)
+            self._looked_at = (str(directory), _stamp(directory))
             entry, why = read_serving(directory, self.simulation_id, self.run_id)
             if entry is not None:
                 self.inputs = entry["inputs"]

@@ -1418,12 +1418,11 @@ def test_predict_asks_as_the_run_the_client_followed(
     ) as c:
         with pytest.raises(PredictionUnavailable):
             c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
-        first = c._predictor
-        assert first is not None and first.run_id == "run-a"
+        predictor = c._asking.predictor
+        assert predictor is not None and predictor.run_id == "run-a"
         c.run_id = "run-b"  # what `Client._follow` does when it switches to the new run
         with pytest.raises(PredictionUnavailable):
             c.predict({"u": np.zeros(2, np.float32)}, timeout=0.05)
-        assert c._predictor is not None and c._predictor.run_id == "run-b"
-        assert first._closed  # the old run's socket released
+        assert c._asking.predictor is predictor and predictor.run_id == "run-b"
         c.send(0, u=np.zeros(2, np.float32))
     receiver.until_bye()

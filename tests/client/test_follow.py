@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -164,3 +165,35 @@ def test_without_a_window_a_client_does_not_follow(restart: Restart) -> None:
         assert c.run_id == "run-a"
     finally:
         c.close(bye=False)
+
+
+def test_rewritten_reads_each_rewrite_of_the_rendezvous_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Follower.rewritten` (`Client.predict` while its requests fail, at every request):
+    a restarted trainer is noticed at the first call after it published itself, not at
+    the send's pace (once a second); a rewrite that names no new run (the old trainer
+    marking its file stopped) is read once, not at every call."""
+    from melissa_trainer.stream.endpoints import mark_stopped, write_rendezvous
+
+    rendezvous = tmp_path / "rv"
+    write_rendezvous(rendezvous, 0, 1, "tcp://127.0.0.1:1", {"run_id": "run-a"})
+    follower = follow.Follower(str(rendezvous), 0, "run-a", ["tcp://127.0.0.1:1"])
+    reads = 0
+    fetch = follow.fetch_rendezvous
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal reads
+        reads += 1
+        return fetch(*args, **kwargs)
+
+    monkeypatch.setattr(follow, "fetch_rendezvous", counted)
+    monkeypatch.setattr(follower, "due_at", float("inf"))  # (the send's pace: never here)
+    assert follower.rewritten() is None and reads == 0  # unchanged: one stat, no read
+    mark_stopped(rendezvous, 0, "tcp://127.0.0.1:1")
+    for _ in range(100):
+        assert follower.rewritten() is None
+    assert reads == 1  # the stopped file read once
+    write_rendezvous(rendezvous, 0, 1, "tcp://127.0.0.1:2", {"run_id": "run-b"})
+    entries = follower.rewritten()
+    assert entries is not None and entries[0]["run_id"] == "run-b" and reads == 2

@@ -197,3 +197,38 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
     finally:
         first.kill()
         first.wait()
+
+
+@pytest.mark.timeout(60)
+def test_a_trainer_that_publishes_itself_ends_the_backoff(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trainer resumed while a solver's predictor is in its backoff is asked at the
+    first request after it published its serve file, not a backoff later (a solver
+    asking at every step got `PredictTimeout` for up to a second after the resumed
+    trainer served): the backoff ends once the rendezvous directory changed since the
+    last lookup. A backoff longer than the test makes a request that waits for it fail."""
+    monkeypatch.setattr(predict_link, "_BACKOFF", (LONG, LONG))
+    first, _ = start_server(tmp_path, 1, hold=False)
+    second = None
+    try:
+        with Predictor(0, rendezvous_dir=tmp_path / "rv") as client:
+            u = np.ones(4, np.float32)
+            assert client.predict({"u": u}, timeout=LONG).version == 1
+            first.send_signal(signal.SIGTERM)
+            assert first.wait() == 143
+            # the trainer found gone, then looked up again once per change it made in
+            # the directory (its serve file removed), then a backoff that nothing ends
+            errors = []
+            for _ in range(4):
+                with pytest.raises(PredictTimeout) as caught:
+                    client.predict({"u": u}, timeout=LONG)
+                errors.append(str(caught.value))
+            assert "at an earlier request" in errors[-1], errors
+            second, _ = start_server(tmp_path, 2, hold=False)  # (its serve file written)
+            assert client.predict({"u": u}, timeout=LONG).version == 2
+    finally:
+        for proc in (first, second):
+            if proc is not None:
+                proc.kill()
+                proc.wait()

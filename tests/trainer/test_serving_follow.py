@@ -62,7 +62,7 @@ def say(**what):
     print(json.dumps(what), flush=True)
 
 fields = {"x": ((3,), "float32"), "y": ((1,), "float32")}
-tuning = ClientTuning(replay_bytes=1 << 20)  # (a window: it follows; see `start_solver`)
+tuning = ClientTuning(replay_bytes=1 << 20)  # (a window: it follows)
 with Client(fields, simulation_id=0, tuning=tuning) as client:
     say(ready=client.run_id)
     for line in sys.stdin:
@@ -119,13 +119,9 @@ class Run:
     def start_solver(self) -> dict[str, Any]:
         script = self.tmp / "solver.py"
         script.write_text(SOLVER)
-        # MELISSA_TRAINER_ATTEMPT: its close does not wait for the trainer's confirmation
-        # of its BYE (external mode's `confirm`), which a trainer that ends with the
-        # stream sometimes did not give before it exited, the close then waiting for a
-        # trainer to follow (seen once in 15 runs: not this test's subject); the replay
-        # window, which following needs, is given explicitly (above)
-        env = {**self.env, "MELISSA_TRAINER_RENDEZVOUS": str(self.rendezvous),
-               "MELISSA_TRAINER_ATTEMPT": "1"}  # fmt: skip
+        # (external mode: its close waits for the trainer's confirmation of its BYE,
+        # given by the stop record when the trainer ends with the stream before asked)
+        env = {**self.env, "MELISSA_TRAINER_RENDEZVOUS": str(self.rendezvous)}
         with open(self.tmp / "solver.err", "w") as err:
             self.solver = subprocess.Popen(
                 [sys.executable, str(script)], env=env, stdin=subprocess.PIPE,

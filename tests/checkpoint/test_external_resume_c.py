@@ -23,6 +23,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -215,6 +216,41 @@ HELD_FLAGS = [
 ]  # fmt: skip
 
 
+@dataclass
+class Held:
+    """A study whose first trainer holds after checkpoint-2 (its buffer full, then its
+    queues: it trains nothing more) while its solver, past its first steps, goes on."""
+
+    study: CStudy
+    first: subprocess.Popen[str]
+    solver: subprocess.Popen[str]
+    gates: Path
+    hold: Path
+    args: list[str]
+    old_run: str | None
+
+
+def start_held(study: CStudy, tmp_path: Path, **solver_env: str) -> Held:
+    """Start `study`'s trainer (it holds after checkpoint-2) and its solver 0 (with
+    `solver_env` and the gates); return once the trainer holds and the solver's first
+    gate is open. The caller cleans `study` up."""
+    gates, hold = tmp_path / "gates", tmp_path / "hold"
+    gates.mkdir()
+    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
+    env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
+           "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
+    first = study._start("first", args, env)
+    wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+    old_run = study.run_id()
+    solver = study.solver(0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST),
+                          **solver_env)  # fmt: skip
+    wait_for("the solver's first steps", lambda: (gates / "sent").exists())
+    wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
+    hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
+    (gates / "go").touch()
+    return Held(study, first, solver, gates, hold, args, old_run)
+
+
 @pytest.mark.timeout(600)
 def test_a_window_too_small_for_what_the_checkpoint_lacks_fails_the_c_solver(
     c_client: CClient,  # noqa: F811
@@ -225,23 +261,11 @@ def test_a_window_too_small_for_what_the_checkpoint_lacks_fails_the_c_solver(
     # checkpoint-2), the trainer is killed and resumed from checkpoint-2, and the solver,
     # continued, needs steps 16.. again: its window holds one step (152 bytes a step).
     study = CStudy(tmp_path, c_solver(c_client, tmp_path), HELD_STEPS)
-    gates, hold = tmp_path / "gates", tmp_path / "hold"
-    gates.mkdir()
-    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
     try:
-        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
-               "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
-        first = study._start("first", args, env)
-        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
-        old_run = study.run_id()
-        solver = study.solver(
-            0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_MID=str(MID),
-            MELISSA_TRAINER_REPLAY_BYTES="300",
-        )  # fmt: skip
-        wait_for("the solver's first steps", lambda: (gates / "sent").exists())
-        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
-        hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
-        (gates / "go").touch()
+        held = start_held(study, tmp_path, SOLVER_MID=str(MID),
+                          MELISSA_TRAINER_REPLAY_BYTES="300")  # fmt: skip
+        first, solver, gates, hold, args, old_run = (
+            held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
         wait_for("the solver at step MID", lambda: (gates / "mid").exists())
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL
@@ -305,23 +329,10 @@ def test_a_trainer_killed_as_the_c_solver_closes_is_followed_by_the_close(
     MT_OK once the new receiver has it: every step trained on once. Before: MT_ETIMEDOUT,
     the last steps lost."""
     study = CStudy(tmp_path, c_solver(c_client, tmp_path), HELD_STEPS)
-    gates, hold = tmp_path / "gates", tmp_path / "hold"
-    gates.mkdir()
-    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
     try:
-        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
-               "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
-        first = study._start("first", args, env)
-        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
-        old_run = study.run_id()
-        solver = study.solver(
-            0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_CLOSING="1",
-            SOLVER_CLOSE_TIMEOUT="15",
-        )  # fmt: skip
-        wait_for("the solver's first steps", lambda: (gates / "sent").exists())
-        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
-        hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
-        (gates / "go").touch()
+        held = start_held(study, tmp_path, SOLVER_CLOSING="1", SOLVER_CLOSE_TIMEOUT="15")
+        first, solver, gates, hold, args, old_run = (
+            held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
         wait_for("the solver's close", lambda: (gates / "closing").exists())
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL

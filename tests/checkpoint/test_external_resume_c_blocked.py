@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from test_external_close import assert_trained_once
-from test_external_resume import DRIVER, wait_for
-from test_external_resume_c import FIRST, HELD_FLAGS, HELD_STEPS, MID, CStudy, c_solver
+from test_external_resume import wait_for
+from test_external_resume_c import HELD_STEPS, MID, CStudy, c_solver, start_held
 
 pytestmark = [
     pytest.mark.slow,
@@ -36,23 +36,11 @@ def test_a_c_send_blocked_when_the_trainer_is_killed_follows_the_resumed_trainer
     tmp_path: Path,
 ) -> None:
     study = CStudy(tmp_path, c_solver(c_client, tmp_path), HELD_STEPS)
-    gates, hold = tmp_path / "gates", tmp_path / "hold"
-    gates.mkdir()
-    args = [str(DRIVER), *HELD_FLAGS, "--output_dir", str(study.out)]
     try:
-        env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
-               "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
-        first = study._start("first", args, env)
-        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
-        old_run = study.run_id()
-        solver = study.solver(
-            0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST), SOLVER_MID=str(MID),
-            SOLVER_SNDHWM="1", SOLVER_UNBATCHED="1", SOLVER_SAY="1",
-        )  # fmt: skip
-        wait_for("the solver's first steps", lambda: (gates / "sent").exists())
-        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
-        hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
-        (gates / "go").touch()
+        held = start_held(study, tmp_path, SOLVER_MID=str(MID), SOLVER_SNDHWM="1",
+                          SOLVER_UNBATCHED="1", SOLVER_SAY="1")  # fmt: skip
+        first, solver, gates, hold, args, old_run = (
+            held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
         wait_for("the solver at step MID", lambda: (gates / "mid").exists())
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL

@@ -108,6 +108,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "e2e: starts a process (a torch interpreter, accelerate launch, Slurm, a compiler, "
         "a simulation, a network namespace); pytest -m 'not e2e' is the inner tier",
     )
+    # The local backend's probe for setpriv runs once per interpreter, at the first
+    # launch: left to a test, it was that test's process only when no earlier test in the
+    # same worker had launched (test_a_job_that_cannot_start_fails_the_study failed
+    # alone, passed in the suite). Run before the watch, it is no test's.
+    from melissa_trainer.launcher.backends.local import pdeathsig_wrapper
+
+    pdeathsig_wrapper()
     _watch_process_starts()
 
 

@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -40,6 +39,7 @@ from predict_script import (  # noqa: F401 (fixtures)
     start_lines,
     zctx,
 )
+from waiting import wait_until
 
 from melissa_trainer.stream.serving_rendezvous import read_serving
 
@@ -184,13 +184,14 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
                 proc.wait()
 
 
-def wait_for_files(script: Script, most: int, timeout: float = 30.0) -> None:
-    """Poll until the script holds at most `most` descriptors (ZeroMQ's reaper thread
-    closes a closed socket's); fail, with the count, if it never does."""
-    deadline = time.monotonic() + timeout
-    while (held := script.open_files()) > most:
-        assert time.monotonic() < deadline, f"{held} descriptors held, never back to {most}"
-        time.sleep(0.01)
+def wait_for_files(script: Script, most: int) -> None:
+    """Until the script holds at most `most` descriptors (ZeroMQ's reaper thread closes a
+    closed socket's); fail, with the count, if it never does."""
+    wait_until(
+        lambda: script.open_files() <= most,
+        lambda: f"{script.open_files()} descriptors held, never back to {most}",
+        30,
+    )
 
 
 def assert_backoff_held(loop: list[str]) -> None:

@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_external_resume import DRIVER, PARAMETERS, Study, wait_for
+from test_external_resume import DRIVER, PARAMETERS, Study
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -79,7 +80,7 @@ def test_a_trainer_killed_as_the_solver_closes_loses_nothing(tmp_path: Path) -> 
                "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
         args = [str(DRIVER), *FLAGS, "--output_dir", str(study.out)]
         first = study._start("first", args, env)
-        wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+        wait_until(lambda: study.run_id() is not None, "the trainer's rendezvous", 180.0)
         old_run = study.run_id()
         solver_env = {**study.env, "MELISSA_TRAINER_RENDEZVOUS": str(study.rendezvous)}
         script = tmp_path / "solver.py"
@@ -89,11 +90,11 @@ def test_a_trainer_killed_as_the_solver_closes_loses_nothing(tmp_path: Path) -> 
             [str(script), str(marks), str(STEPS), str(FIRST), json.dumps(PARAMETERS)],
             solver_env,
         )
-        wait_for("the solver's first steps", lambda: (marks / "sent").exists())
-        wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
+        wait_until(lambda: (marks / "sent").exists(), "the solver's first steps", 180.0)
+        wait_until(lambda: "checkpoint-2" in study.checkpoints(), "checkpoint-2", 180.0)
         hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
         (marks / "go").touch()
-        wait_for("the solver's BYE to leave", lambda: (marks / "bye-left").exists())
+        wait_until(lambda: (marks / "bye-left").exists(), "the solver's BYE to leave", 180.0)
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL
         hold.unlink()
@@ -101,13 +102,13 @@ def test_a_trainer_killed_as_the_solver_closes_loses_nothing(tmp_path: Path) -> 
         resumed = study._start(
             "resumed", [*args, "--resume_from_checkpoint", "latest"], env
         )  # fmt: skip
-        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        wait_until(lambda: study.run_id() not in (None, old_run), "the resumed trainer", 180.0)
         # Either the resumed trainer ends (the simulation finished) or it names the
         # simulation unfinished (it waits for steps the solver no longer has)
-        wait_for(
-            "the resumed trainer's end or its notice",
+        wait_until(
             lambda: resumed.poll() is not None or "unfinished: " in study.output("resumed"),
-            timeout=300,
+            "the resumed trainer's end or its notice",
+            300,
         )
         code = solver.wait(60)
         said = study.output("solver")

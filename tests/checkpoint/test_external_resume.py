@@ -36,11 +36,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,14 +62,6 @@ FLAGS = [
     "--logging_steps", "5", "--eval_steps", "none", "--disable_progress_bar",
     "--stop_sync_steps", "2", "--json",
 ]  # fmt: skip
-
-
-def wait_for(what: str, ready: Callable[[], bool], timeout: float = 180.0) -> None:
-    """Poll `ready` (a file, a process: no event to block on) until true or `timeout`."""
-    deadline = time.monotonic() + timeout
-    while not ready():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 class Study:
@@ -160,7 +152,7 @@ def preempt_while_solvers_stream(
     it, and continue them once it has published itself. Returns the first solvers
     (running on) and the resumed trainer's run id."""
     first = study.trainer("first", pace=0.12)
-    wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+    wait_until(lambda: study.run_id() is not None, "the trainer's rendezvous", 180.0)
     old_run = study.run_id()
     solvers = [
         study.solver(
@@ -168,7 +160,9 @@ def preempt_while_solvers_stream(
         )
         for i in range(SIMULATIONS)
     ]
-    wait_for("a checkpoint", lambda: bool(study.checkpoints()) and len(study.steps("first")) >= 6)
+    wait_until(
+        lambda: bool(study.checkpoints()) and len(study.steps("first")) >= 6, "a checkpoint", 180.0
+    )
     assert all(s.poll() is None for s in solvers), "the solvers ended before the preemption"
     for s in solvers:
         os.kill(s.pid, signal.SIGSTOP)  # (continued once the resumed trainer is there)
@@ -176,7 +170,9 @@ def preempt_while_solvers_stream(
     expected = 143 if stop == signal.SIGTERM else -signal.SIGKILL
     assert first.wait(120) == expected, study.output("first")[-3000:]
     study.trainer("resumed", "--resume_from_checkpoint", "latest", pace=0.0)
-    wait_for("the resumed trainer's rendezvous", lambda: study.run_id() not in (None, old_run))
+    wait_until(
+        lambda: study.run_id() not in (None, old_run), "the resumed trainer's rendezvous", 180.0
+    )
     new_run = study.run_id()
     assert new_run is not None
     for s in solvers:
@@ -196,7 +192,9 @@ def test_simulations_run_again_after_a_restart_are_trained_on_exactly_once(study
         assert f"with the same simulation id (MELISSA_TRAINER_SIMULATION_ID={i})" in said, said
     # the resumed trainer, waiting for data, names the simulations to run again: those
     # run again (only those) must complete the study
-    wait_for("the resumed trainer's notice", lambda: "unfinished: " in study.output("resumed"))
+    wait_until(
+        lambda: "unfinished: " in study.output("resumed"), "the resumed trainer's notice", 180.0
+    )
     notice = study.output("resumed").split("unfinished: ")[1].split(".")[0]
     named = [int(i) for i in notice.split(", ")]
     assert named and set(named) <= set(range(SIMULATIONS)), notice

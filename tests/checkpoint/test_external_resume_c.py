@@ -36,8 +36,8 @@ from test_external_resume import (
     Study,
     assert_each_step_trained_on_once,
     preempt_while_solvers_stream,
-    wait_for,
 )
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -240,12 +240,12 @@ def start_held(study: CStudy, tmp_path: Path, **solver_env: str) -> Held:
     env = {**study.env, "LINEAGE_LOG": str(tmp_path / "first.lineage"),
            "LINEAGE_HOLD": str(hold), "LINEAGE_HOLD_SECONDS": "600"}  # fmt: skip
     first = study._start("first", args, env)
-    wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+    wait_until(lambda: study.run_id() is not None, "the trainer's rendezvous", 180.0)
     old_run = study.run_id()
     solver = study.solver(0, "solver", SOLVER_GATES=str(gates), SOLVER_FIRST=str(FIRST),
                           **solver_env)  # fmt: skip
-    wait_for("the solver's first steps", lambda: (gates / "sent").exists())
-    wait_for("checkpoint-2", lambda: "checkpoint-2" in study.checkpoints())
+    wait_until(lambda: (gates / "sent").exists(), "the solver's first steps", 180.0)
+    wait_until(lambda: "checkpoint-2" in study.checkpoints(), "checkpoint-2", 180.0)
     hold.touch()  # (the trainer trains nothing more: its buffer fills, then its queues)
     (gates / "go").touch()
     return Held(study, first, solver, gates, hold, args, old_run)
@@ -266,13 +266,13 @@ def test_a_window_too_small_for_what_the_checkpoint_lacks_fails_the_c_solver(
                           MELISSA_TRAINER_REPLAY_BYTES="300")  # fmt: skip
         first, solver, gates, hold, args, old_run = (
             held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
-        wait_for("the solver at step MID", lambda: (gates / "mid").exists())
+        wait_until(lambda: (gates / "mid").exists(), "the solver at step MID", 180.0)
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL
         hold.unlink()
         env = {**study.env, "LINEAGE_LOG": str(tmp_path / "resumed.lineage")}
         study._start("resumed", [*args, "--resume_from_checkpoint", "latest"], env)
-        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        wait_until(lambda: study.run_id() not in (None, old_run), "the resumed trainer", 180.0)
         (gates / "go2").touch()
         code = solver.wait(120)
         said = study.output("solver-0")
@@ -333,13 +333,13 @@ def test_a_trainer_killed_as_the_c_solver_closes_is_followed_by_the_close(
         held = start_held(study, tmp_path, SOLVER_CLOSING="1", SOLVER_CLOSE_TIMEOUT="15")
         first, solver, gates, hold, args, old_run = (
             held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
-        wait_for("the solver's close", lambda: (gates / "closing").exists())
+        wait_until(lambda: (gates / "closing").exists(), "the solver's close", 180.0)
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL
         hold.unlink()
         env = {**study.env, "LINEAGE_LOG": str(tmp_path / "resumed.lineage")}
         resumed = study._start("resumed", [*args, "--resume_from_checkpoint", "latest"], env)
-        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        wait_until(lambda: study.run_id() not in (None, old_run), "the resumed trainer", 180.0)
         code = solver.wait(300)
         said = study.output("solver-0")
         assert code == 0, said[-3000:]

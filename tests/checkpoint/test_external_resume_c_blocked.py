@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from compiled import CClient, c_client  # noqa: F401 (a fixture)
 from test_external_close import assert_trained_once
-from test_external_resume import wait_for
 from test_external_resume_c import HELD_STEPS, MID, CStudy, c_solver, start_held
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -41,19 +41,20 @@ def test_a_c_send_blocked_when_the_trainer_is_killed_follows_the_resumed_trainer
                           SOLVER_UNBATCHED="1", SOLVER_SAY="1")  # fmt: skip
         first, solver, gates, hold, args, old_run = (
             held.first, held.solver, held.gates, held.hold, held.args, held.old_run)  # fmt: skip
-        wait_for("the solver at step MID", lambda: (gates / "mid").exists())
+        wait_until(lambda: (gates / "mid").exists(), "the solver at step MID", 180.0)
         first.send_signal(signal.SIGKILL)
         assert first.wait(60) == -signal.SIGKILL
         hold.unlink()
         (gates / "go2").touch()
         # (its queue holds a step or two: a send of the HELD_STEPS - MID left blocks; the
         # resumed trainer publishes seconds after, a Python process starting)
-        wait_for("the solver past its gate", lambda: f"sending {MID}\n" in
-                 study.output("solver-0"))  # fmt: skip
+        wait_until(
+            lambda: f"sending {MID}\n" in study.output("solver-0"), "the solver past its gate", 180
+        )
         assert solver.poll() is None, study.output("solver-0")
         env = {**study.env, "LINEAGE_LOG": str(tmp_path / "resumed.lineage")}
         resumed = study._start("resumed", [*args, "--resume_from_checkpoint", "latest"], env)
-        wait_for("the resumed trainer", lambda: study.run_id() not in (None, old_run))
+        wait_until(lambda: study.run_id() not in (None, old_run), "the resumed trainer", 180.0)
         code = solver.wait(300)
         said = study.output("solver-0")
         assert code == 0, said[-3000:]

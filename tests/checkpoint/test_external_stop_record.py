@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_external_resume import DRIVER, PARAMETERS, Study, wait_for
+from test_external_resume import DRIVER, PARAMETERS, Study
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.slow,
@@ -76,7 +77,7 @@ def start(study: Study, tmp: Path, nan_at: int, *extra: str) -> tuple[object, ob
     trainer = study._start(
         "trainer", [str(DRIVER), *FLAGS, "--output_dir", str(study.out), *extra], env
     )
-    wait_for("the trainer's rendezvous", lambda: study.run_id() is not None)
+    wait_until(lambda: study.run_id() is not None, "the trainer's rendezvous", 180.0)
     script = tmp / "solver.py"
     script.write_text(SOLVER)
     solver_env = {**study.env, "MELISSA_TRAINER_RENDEZVOUS": str(study.rendezvous)}

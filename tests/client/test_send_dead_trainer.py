@@ -15,12 +15,12 @@ import signal
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from melissa_trainer.client import Client, ClientTuning
 
@@ -157,14 +157,6 @@ def test_a_send_to_a_paused_trainer_waits_and_every_step_arrives_once(
     assert receiver.keys() == [(7, t) for t in range(steps)]
 
 
-def _until(condition: Callable[[], bool], what: str, within: float = 30.0) -> None:
-    """Wait for `condition` (polled: a state of the client, not an event it signals)."""
-    deadline = time.monotonic() + within
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
-
-
 @pytest.mark.timeout(120)
 def test_the_monitor_a_blocked_send_read_still_tells_the_close_that_the_trainer_died(
     receiver: ReceiverProcess,
@@ -199,7 +191,7 @@ def test_the_monitor_a_blocked_send_read_still_tells_the_close_that_the_trainer_
     thread = threading.Thread(target=sender, name="sender")
     thread.start()
     try:
-        _until(lambda: wait.watch is not None or not thread.is_alive(), "no send blocked")
+        wait_until(lambda: wait.watch is not None or not thread.is_alive(), "no send blocked", 30.0)
         assert thread.is_alive() and not failed, failed
         os.kill(receiver.proc.pid, signal.SIGCONT)
         thread.join(timeout=60)

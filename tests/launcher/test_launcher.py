@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import zmq
 from helpers import drain
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client.worker import WorkerClient
@@ -150,13 +151,6 @@ def launcher(
     return Launcher(sim, sampler, n, backend=backend, tuning=fast, **kwargs)
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
-        time.sleep(0.02)
-
-
 def stream_study(
     launch: Launcher,
     tmp_path: Path,
@@ -186,7 +180,7 @@ def run_study(launch: Launcher, timeout: float = 30.0) -> None:
         launch.check()
         return launch.done
 
-    wait_for(finished, timeout, "the study to complete")
+    wait_until(finished, "the study to complete", timeout)
 
 
 def failure(launch: Launcher, timeout: float = 20.0) -> LauncherError:
@@ -764,7 +758,7 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
     first = make()
     first.start(tmp_path / "rendezvous")
     try:
-        wait_for(lambda: len(runs(tmp_path)) == 3, what="simulation 2 to hang")
+        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 20.0)
         state = json.loads(json.dumps(first.state_dict()))
     finally:
         first.stop()
@@ -808,7 +802,7 @@ def test_a_resumed_launcher_optimises_no_design_and_draws_the_uninterrupted_ones
     first = make()
     first.start(tmp_path / "rendezvous")
     try:
-        wait_for(lambda: len(runs(tmp_path)) == 3, what="simulation 2 to hang")
+        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 20.0)
         state = json.loads(json.dumps(first.state_dict()))
     finally:
         first.stop()
@@ -843,7 +837,7 @@ def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
     launch.start(tmp_path / "rendezvous")
     pids: list[int] = []
     try:
-        wait_for(lambda: len(list(tmp_path.glob("*.family"))) == 2, what="two families")
+        wait_until(lambda: len(list(tmp_path.glob("*.family"))) == 2, "two families", 20.0)
         for path in tmp_path.glob("*.family"):
             pids += map(int, path.read_text().split())
         assert all(alive(pid) for pid in pids)
@@ -886,12 +880,12 @@ def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int)
     )
     pids: list[int] = []
     try:
-        wait_for(lambda: len(runs(tmp_path)) == 2, what="two simulations")
+        wait_until(lambda: len(runs(tmp_path)) == 2, "two simulations", 20.0)
         pids = [pid for _, _, pid in runs(tmp_path)]
         assert all(alive(pid) for pid in pids)
         driver.send_signal(sig)
         assert driver.wait(20) != 0
-        wait_for(lambda: not any(alive(pid) for pid in pids), 10, "PDEATHSIG to end them")
+        wait_until(lambda: not any(alive(pid) for pid in pids), "PDEATHSIG to end them", 10)
     finally:
         driver.kill()
         driver.wait()

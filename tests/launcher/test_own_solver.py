@@ -12,12 +12,13 @@ import sys
 import textwrap
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import drain
+from waiting import wait_until
 
 from melissa_trainer import StreamSource, Study
 from melissa_trainer.buffers import FIFOBuffer
@@ -112,13 +113,6 @@ def failure(launch: Launcher, timeout: float = 60.0) -> LauncherError:
     raise AssertionError("the study did not fail")
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what or predicate}"
-        time.sleep(0.02)
-
-
 # -- failures that are not the solver's ---------------------------------------------------
 
 
@@ -211,7 +205,7 @@ def test_max_restarts_0_redraws_a_deterministic_hang_at_its_first_failure(
     launch, receiver, buffer = study(tmp_path, sim, 4, {"x": (0, 1)}, tuning=tuning, job_limit=4)
     try:
         samples = drain(buffer, timeout=60)
-        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        wait_until(lambda: launch.check() is None and launch.done, "the study")
     finally:
         launch.stop()
         receiver.stop()
@@ -250,7 +244,7 @@ def run_to_end(launch: Launcher, receiver: Receiver, buffer: FIFOBuffer) -> int:
     """Take the study's samples until its end; stop it. The count of samples."""
     try:
         samples = drain(buffer, timeout=60)
-        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        wait_until(lambda: launch.check() is None and launch.done, "the study")
     finally:
         launch.stop()
         receiver.stop()
@@ -328,7 +322,7 @@ def test_the_end_of_a_study_says_which_simulations_contributed_nothing_and_why(
     try:
         source.on_all_ranks_started()
         samples = drain(buffer, timeout=60)
-        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        wait_until(lambda: launch.check() is None and launch.done, "the study")
     finally:
         source.stop()
     # an oracle of its own: the samples the buffer got, by simulation
@@ -365,7 +359,7 @@ def whole_study(tmp_path: Path, sampler: str, n: int) -> Iterator[tuple[Launcher
     try:
         source.on_all_ranks_started()
         assert len(drain(buffer, timeout=60)) == 3 * n
-        wait_for(lambda: launch.check() is None and launch.done, what="the study")
+        wait_until(lambda: launch.check() is None and launch.done, "the study")
         yield launch, source
     finally:
         source.stop()

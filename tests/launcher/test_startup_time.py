@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from helpers import drain
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
@@ -63,13 +64,6 @@ class HeldHeartbeat:
         return self.beat()
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 @pytest.mark.timeout(120)
 def test_startup_seconds_is_launch_to_first_message_when_the_launcher_thread_is_late(
     tmp_path: Path,
@@ -100,7 +94,7 @@ def test_startup_seconds_is_launch_to_first_message_when_the_launcher_thread_is_
         )
         supervisor = launch._supervisor
         assert supervisor is not None
-        wait_for(lambda: bool(supervisor.jobs), "the simulation's launch")
+        wait_until(lambda: bool(supervisor.jobs), "the simulation's launch")
         (job,) = supervisor.jobs.values()
         sid, launched = job.simulation_id, job.since
         assert sid is not None
@@ -109,11 +103,11 @@ def test_startup_seconds_is_launch_to_first_message_when_the_launcher_thread_is_
         opened = time.monotonic()  # the solver's first message comes after this
         with open(gate, "w") as go:  # (blocks until the solver opens it)
             go.write("go")
-        wait_for(lambda: receiver.activity().get(sid, 0) > 0, "the first message")
+        wait_until(lambda: receiver.activity().get(sid, 0) > 0, "the first message")
         seen = time.monotonic()  # ... and before this
         heartbeat.release.set()
         assert len(drain(buffer, timeout=60)) == 1
-        wait_for(lambda: launch.check() is None and launch.done, "the study's end")
+        wait_until(lambda: launch.check() is None and launch.done, "the study's end")
         startup = launch.summary()["startup_seconds"]
         # (the poll-timed figure stops at the last tick before the hold: under the bound)
         assert opened - launched <= startup <= seen - launched, (opened, startup, seen)

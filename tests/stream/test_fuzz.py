@@ -23,7 +23,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +30,7 @@ import pytest
 import reference_protocol as R
 import zmq
 from fuzz_messages import Generator
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.assembly import REJECT_REASONS
@@ -113,14 +113,6 @@ def test_reference_reads_the_worked_examples() -> None:
 # -- the fuzz -------------------------------------------------------------------------------
 
 
-def wait_for(condition: Callable[[], bool], what: Callable[[], object], timeout: float) -> None:
-    """Polls `condition` (a counter the receiver's thread advances) up to `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what()
-        time.sleep(0.02)
-
-
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(TIME_LIMIT)
@@ -190,7 +182,7 @@ def test_fuzz_receiver_agrees_with_the_reference() -> None:
         want_messages = total_valid_msgs + sum(r.messages for r in refs)
         # every message was read once the count is reached; `stop` then waits for the
         # thread to finish the last one, so the counters below are final
-        wait_for(lambda: rec.telemetry()["messages"] >= want_messages, rec.telemetry, 60)
+        wait_until(lambda: rec.telemetry()["messages"] >= want_messages, rec.telemetry)
         rec.stop()
         assert rec._thread is not None and not rec._thread.is_alive()
         elapsed = time.perf_counter() - started

@@ -23,6 +23,7 @@ import zmq
 from helpers import drain, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
@@ -113,14 +114,6 @@ def value(sim: int, t: int, spec: P.FieldSpec, index: int = 0) -> np.ndarray:
 
 def tel(rec: Receiver, key: str) -> float:
     return rec.telemetry()[key]
-
-
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 def settled(read: Callable[[], int], quiet: float, timeout: float = 10.0) -> int:
@@ -303,10 +296,12 @@ def test_partial_fields_from_two_ranks_are_reassembled_bit_for_bit() -> None:
                         send(socks[r], part(t, r, spec, i))
         # an overlapping part (rank 1 claims [10, 20) of "f" while rank 0 holds [0, 15))
         send(socks[0], part(6, 0, field, 0))
-        wait_for(lambda: tel(rec, "messages") == 2 + 6 * 2 * 2 + 2 + 1)  # all of the above arrived
+        wait_until(
+            lambda: tel(rec, "messages") == 2 + 6 * 2 * 2 + 2 + 1, "the condition", 10.0
+        )  # all of the above arrived
         bad = data(9, 6, field, value(9, 6, field, 0), 1, 2, 10, 20)
         send(socks[1], bad)
-        wait_for(lambda: tel(rec, "rejected_overlap") == 1)
+        wait_until(lambda: tel(rec, "rejected_overlap") == 1, "the condition", 10.0)
         send(socks[1], part(6, 1, field, 0))
         for r in (0, 1):
             send(socks[r], part(6, r, big, 1))
@@ -325,7 +320,7 @@ def test_killed_client_restarted_resends_everything_and_each_step_arrives_once()
     with running(buf, expected_simulations=1) as rec:
         first = client(rec.endpoint, 5, 40, fields, "--delay", "0.02", stdout=subprocess.PIPE)
         try:
-            wait_for(lambda: len(buf) >= 10)
+            wait_until(lambda: len(buf) >= 10, "the condition", 10.0)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             assert first.returncode == -signal.SIGKILL
@@ -358,7 +353,7 @@ def test_two_receivers_share_the_steps_round_robin() -> None:
             reap(*procs)
         with pushes(r0.endpoint) as (s,):  # after the end: read and ignored
             send(s, data(1, 1, specs[0], value(1, 1, specs[0])))
-            wait_for(lambda: tel(r0, "ignored_after_end") == 1)
+            wait_until(lambda: tel(r0, "ignored_after_end") == 1, "the condition", 10.0)
     for rank, samples in enumerate(parts):
         assert all(int(s["time_step"]) % 2 == rank for s in samples)
     check_stream(parts[0] + parts[1], {1: (range(11), specs, {}), 2: (range(4), specs, {})})
@@ -448,7 +443,7 @@ def test_slow_consumer_blocks_the_client_without_loss() -> None:
 
         sim = threading.Thread(target=simulate, daemon=True)
         sim.start()
-        wait_for(lambda: len(buf) == 4)
+        wait_until(lambda: len(buf) == 4, "the condition", 10.0)
         # blocked: no send for 0.5 s while nobody reads (after a fixed sleep, a loaded
         # machine could still be filling the queues, and the count moved under the check)
         blocked_at = settled(lambda: progress["sent"], 0.5)
@@ -470,7 +465,7 @@ def test_a_failure_in_the_thread_surfaces_from_check_and_closes_the_buffer() -> 
     with running(buf) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
         send(s, data(1, 0, U, value(1, 0, U)))
-        wait_for(lambda: buf.closed)
+        wait_until(lambda: buf.closed, "the condition", 10.0)
         with pytest.raises(SourceError, match="disk on fire"):
             rec.check()
         assert buf.get_batch(1, timeout=1) == []  # readers wake
@@ -486,7 +481,7 @@ def test_stop_while_blocked_in_put_is_prompt_and_releases_the_socket() -> None:
             send(s, [P.encode_hello(1, 0, 1, [U])])
             for t in range(3):
                 send(s, data(1, t, U, value(1, t, U)))
-            wait_for(lambda: tel(rec, "messages") >= 3 and len(buf) == 1)
+            wait_until(lambda: tel(rec, "messages") >= 3 and len(buf) == 1, "the condition", 10.0)
             t0 = time.monotonic()
             rec.stop()
             assert time.monotonic() - t0 < 2.0
@@ -508,7 +503,7 @@ def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None
         # the thread handles a request before each receive, so it has seen this one
         send(s, [P.encode_hello(1, 0, 1, [U])])
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 4)
+        wait_until(lambda: tel(rec, "messages") == 4, "the condition", 10.0)
         assert not buf.closed  # simulation 1 has not said BYE
         send(s, [P.encode_bye(1, 0, 1, 1)])
         assert len(drain(buf)) == 1
@@ -516,9 +511,9 @@ def test_finish_ends_the_stream_when_known_simulations_are_done_or_now() -> None
     buf = FIFOBuffer(10)
     with running(buf) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
         rec.finish(wait=False)
-        wait_for(lambda: buf.closed)
+        wait_until(lambda: buf.closed, "the condition", 10.0)
 
 
 @pytest.mark.timeout(30)
@@ -530,10 +525,10 @@ def test_pending_assemblies_are_bounded_and_the_simulation_still_finishes() -> N
     ):
         for r in (0, 1):
             send(socks[r], [P.encode_hello(1, r, 2, [U])])
-        wait_for(lambda: tel(rec, "messages") == 2)
+        wait_until(lambda: tel(rec, "messages") == 2, "the condition", 10.0)
         for t in range(3):  # rank 0's halves of three steps: the oldest is dropped
             send(socks[0], data(1, t, U, value(1, t, U), 0, 2, 0, 6))
-        wait_for(lambda: tel(rec, "incomplete_dropped") == 1)
+        wait_until(lambda: tel(rec, "incomplete_dropped") == 1, "the condition", 10.0)
         for t in (1, 2):
             send(socks[1], data(1, t, U, value(1, t, U), 1, 2, 6, 12))
         for r in (0, 1):
@@ -552,10 +547,10 @@ def test_dedup_record_survives_a_json_round_trip(tmp_path: Path) -> None:
         send(s, [P.encode_hello(1, 0, 1, [U], {"a": 3.0})])
         for t in range(5):
             send(s, data(1, t, U, value(1, t, U)))
-        wait_for(lambda: len(buf) == 5)
+        wait_until(lambda: len(buf) == 5, "the condition", 10.0)
         buf.save(tmp_path / "buf")  # the trainer saves the buffer, then the source
         send(s, data(1, 5, U, value(1, 5, U)))  # put after the buffer snapshot
-        wait_for(lambda: len(buf) == 6)
+        wait_until(lambda: len(buf) == 6, "the condition", 10.0)
         state = json.loads(json.dumps(rec.state_dict()))
     assert state["simulations"]["1"]["parameters"] == [["a", 3.0]]
     assert state["marked"] == 6
@@ -610,7 +605,9 @@ def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() ->
     assert loaded["version"] == 3 and loaded["simulations"]["1"]["byes"] == {"0": 2}
     rec.start()
     try:
-        wait_for(lambda: rec.ended)  # no message needed: the stream is over
+        wait_until(
+            lambda: rec.ended, "the condition", 10.0
+        )  # no message needed: the stream is over
     finally:
         rec.stop()
     assert rec.finished_simulations() == [1]
@@ -825,11 +822,11 @@ def test_abandoned_simulations_count_as_ended_once_and_keep_their_samples(
                 send(s, [P.encode_hello(sim, 0, 1, [U])])
                 send(s, data(sim, 0, U, value(sim, 0, U)))
             send(s, [P.encode_bye(1, 0, 1, 1)])  # 1 finished; 2 died after one step
-            wait_for(lambda: rec.finished_simulations() == [1])
+            wait_until(lambda: rec.finished_simulations() == [1], "the condition", 10.0)
             send_abandon([rec.endpoint], 2)
             send_abandon([rec.endpoint], 2)  # twice: counted once
             send_abandon([rec.endpoint], 1)  # already finished: not counted
-            wait_for(lambda: tel(rec, "simulations_abandoned") == 1)
+            wait_until(lambda: tel(rec, "simulations_abandoned") == 1, "the condition", 10.0)
             assert not buf.closed  # 1 finished + 1 abandoned < 3
             send_abandon([rec.endpoint], 7)  # died before its HELLO
             samples = drain(buf)  # ends: 1 finished + 2 abandoned
@@ -881,7 +878,7 @@ def test_activity_counts_data_messages_per_simulation_duplicates_included() -> N
         send(s, [P.encode_hello(5, 0, 1, [U])])
         for t in (0, 1, 1):
             send(s, data(5, t, U, value(5, t, U)))
-        wait_for(lambda: tel(rec, "messages") == 4)
+        wait_until(lambda: tel(rec, "messages") == 4, "the condition", 10.0)
         assert rec.activity() == {5: 3}
 
 
@@ -1110,10 +1107,12 @@ def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it
     # for longer than 0.3 s, and the receiver's thread then ingests some of the 200
     with running(buf, tuning=ReceiverTuning(takeover=1.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)  # the thread took it: nobody pumps yet
+        wait_until(
+            lambda: tel(rec, "messages") == 1, "the condition", 10.0
+        )  # the thread took it: nobody pumps yet
         # pumps until one serves: the thread has seen them and left (a fixed sleep could
         # end before it did, or so late that the thread took the socket back)
-        wait_for(rec.pump)
+        wait_until(rec.pump, "the condition", 10.0)
         for t in range(50):
             send(s, data(1, t, U, value(1, t, U)))
         send(s, batch(1, list(range(50, 200)), U))
@@ -1124,7 +1123,7 @@ def test_pumping_ingests_in_the_calling_thread_and_the_thread_takes_over_when_it
             time.sleep(0.005)
         assert set(buf.threads) == {threading.current_thread().name}
         send(s, batch(1, list(range(200, 300)), U))  # no pump any more: the thread's turn
-        wait_for(lambda: tel(rec, "samples_put") == 300)
+        wait_until(lambda: tel(rec, "samples_put") == 300, "the condition", 10.0)
         assert set(buf.threads[200:]) == {"melissa-receiver-0"}
         samples = buf.get_batch(300, timeout=5)
     assert [int(x["time_step"]) for x in samples] == list(range(300))
@@ -1156,8 +1155,10 @@ def test_a_pump_never_blocks_on_a_full_buffer_and_keeps_order() -> None:
     buf = FIFOBuffer(8)
     with running(buf, tuning=ReceiverTuning(takeover=5.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)
-        wait_for(rec.pump)  # served: the thread has left, and stays idle from now on
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
+        wait_until(
+            rec.pump, "the condition", 10.0
+        )  # served: the thread has left, and stays idle from now on
         send(s, batch(1, list(range(40)), U))
         got: list[int] = []
         deadline = time.monotonic() + 10
@@ -1191,7 +1192,7 @@ def test_a_reader_waiting_for_data_ingests_it_itself() -> None:
             assert receiver is not None
             # pumps until one serves: the thread has seen them and stays idle from now
             # on (after a fixed sleep it could still hold the socket on a loaded machine)
-            wait_for(receiver.pump)
+            wait_until(receiver.pump, "the condition", 10.0)
             sender = threading.Timer(
                 0.3, lambda: send(s, batch(1, [0, 1, 2, 3], U))
             )  # arrives while prefetch waits
@@ -1210,10 +1211,10 @@ def test_a_waiting_pump_ingests_a_message_as_it_arrives() -> None:
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
         # pumps until one serves (False while the thread, serving, holds the socket): the
         # thread has seen them and stays idle from now on (a fixed sleep could end first)
-        wait_for(rec.pump)
+        wait_until(rec.pump, "the condition", 10.0)
         assert rec.pump(0.05) is True and len(buf) == 0  # nothing came: waited, returned
         sender = threading.Timer(0.3, lambda: send(s, batch(1, [0, 1, 2], U)))
         sender.start()
@@ -1238,8 +1239,8 @@ def test_a_waiting_pump_polls_once_to_wait_and_once_to_find_the_socket_empty(
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)
-        wait_for(rec.pump)  # the thread stays idle from now on (see above)
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)
+        wait_until(rec.pump, "the condition", 10.0)  # the thread stays idle from now on (see above)
         timeouts: list[int] = []
         real = zmq.zmq_poll
 
@@ -1268,14 +1269,14 @@ def test_a_waiting_pump_takes_the_socket_over_from_the_serving_thread() -> None:
     buf = ThreadRecordingFIFO(100)
     with running(buf, tuning=ReceiverTuning(takeover=30.0)) as rec, pushes(rec.endpoint) as (s,):
         send(s, [P.encode_hello(1, 0, 1, [U])])
-        wait_for(lambda: tel(rec, "messages") == 1)  # the thread serves
+        wait_until(lambda: tel(rec, "messages") == 1, "the condition", 10.0)  # the thread serves
         start = time.monotonic()
         assert rec.pump(5.0) is True
         assert time.monotonic() - start < 4.0  # handed over, not timed out
         # the pump holds the socket now (it returned True): the thread, which serves only
         # `takeover` (30 s) after the last pump, cannot take the next message
         send(s, batch(1, [0, 1], U))
-        wait_for(lambda: rec.pump() and len(buf) == 2)
+        wait_until(lambda: rec.pump() and len(buf) == 2, "the condition", 10.0)
         assert buf.threads == [threading.current_thread().name] * 2
 
 
@@ -1332,8 +1333,8 @@ def test_abandon_reaches_receivers_with_keys_of_their_own(tmp_path: Path) -> Non
         assert keys == [r0.curve_public_key, r1.curve_public_key] and keys[0] != keys[1]
         endpoints = [e["endpoint"] for e in entries]
         send_abandon(endpoints, 4, curve_public_key=keys, timeout=5.0)
-        wait_for(lambda: tel(r0, "simulations_abandoned") == 1)
-        wait_for(lambda: tel(r1, "simulations_abandoned") == 1)
+        wait_until(lambda: tel(r0, "simulations_abandoned") == 1, "the condition", 10.0)
+        wait_until(lambda: tel(r1, "simulations_abandoned") == 1, "the condition", 10.0)
         with pytest.raises(ValueError, match="1 CURVE keys for 2 endpoints"):
             send_abandon(endpoints, 5, curve_public_key=keys[:1])
 

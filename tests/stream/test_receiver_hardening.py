@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 import zmq
 from helpers import drain, running
+from waiting import wait_until
 from zmtp_peer import closed_by_peer, rss
 
 from melissa_trainer import wire as P
@@ -166,14 +167,6 @@ def test_log_summary_interval_is_validated() -> None:
 # -- a receiver flooded ---------------------------------------------------------------------
 
 
-def wait_for(cond: Any, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s")
-        time.sleep(0.01)
-
-
 @pytest.mark.timeout(120)
 def test_a_flood_of_bad_messages_logs_a_handful_of_lines_and_counts_all(
     caplog: pytest.LogCaptureFixture,
@@ -205,7 +198,7 @@ def test_a_flood_of_bad_messages_logs_a_handful_of_lines_and_counts_all(
                     P.encode_data_header(sim, i, 0, 1, b"u", P.dtype_code(F32), (4,), 0, 4, True)
                     + whole
                 )
-            wait_for(lambda: rec.telemetry()["messages"] == 2 * n + 5, what="all messages read")
+            wait_until(lambda: rec.telemetry()["messages"] == 2 * n + 5, "all messages read")
             tel = rec.telemetry()
         assert tel["incomplete_dropped"] == n
         assert tel["rejected"] == n and tel["rejected_no_hello"] == n
@@ -271,15 +264,15 @@ def test_a_peer_killed_mid_frame_frees_its_memory_and_others_are_served() -> Non
         try:
             assert peer.stdout is not None and peer.stdout.readline() == "stalled\n"
             client.start()
-            wait_for(lambda: rss() - base > FREED, 30, "the partial frame in memory")
+            wait_until(lambda: rss() - base > FREED, "the partial frame in memory", 30)
             peak, served = rss(), rec.telemetry()["messages"]
             # the receiver goes on serving the client (100 messages, half a second of its
             # stream) while the stalled peer's partial frame stays in memory
-            wait_for(lambda: rec.telemetry()["messages"] >= served + 100, 30, "the client")
+            wait_until(lambda: rec.telemetry()["messages"] >= served + 100, "the client", 30)
             assert peer.poll() is None and rss() > peak - FREED // 2  # kept while it lives
             peer.kill()
             peer.wait(10)
-            wait_for(lambda: rss() < peak - FREED, 30, "the partial frame freed")
+            wait_until(lambda: rss() < peak - FREED, "the partial frame freed", 30)
             client.join(60)
             assert not client.is_alive() and not errors, errors
             samples = drain(buffer)

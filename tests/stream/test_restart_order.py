@@ -19,14 +19,12 @@ from the buffer.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 import reference_protocol as R
 import zmq
 from helpers import drain, running
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.stream.receiver import Receiver
@@ -56,14 +54,6 @@ def batches(sim: int, steps: range) -> list[bytes]:
     return out
 
 
-def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll `cond` (the receiver's state, read from this thread) until it holds."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
-
-
 def messages(rec: Receiver) -> int:
     return int(rec.telemetry()["messages"])
 
@@ -74,14 +64,14 @@ def failed_attempt_overtaken(rec: Receiver, attempt0: zmq.Socket, attempt1: zmq.
     then are attempt 0's other steps read (its last messages, queued behind)."""
     for frame in [hello(SID), *batches(SID, range(SENT_BEFORE))]:
         attempt0.send(frame)
-    wait_for(lambda: messages(rec) == 3)
+    wait_until(lambda: messages(rec) == 3, "the condition", 10.0)
     for frame in [hello(SID), *batches(SID, range(STEPS)), R.encode_bye(SID, 0, 1, STEPS)]:
         attempt1.send(frame)
-    wait_for(lambda: SID in rec.finished_simulations())
+    wait_until(lambda: SID in rec.finished_simulations(), "the condition", 10.0)
     assert rec.describe(SID).endswith(f"has all its {STEPS} steps")
     for frame in batches(SID, range(SENT_BEFORE, STEPS)):
         attempt0.send(frame)
-    wait_for(lambda: messages(rec) == 3 + 4 + 2)
+    wait_until(lambda: messages(rec) == 3 + 4 + 2, "the condition", 10.0)
 
 
 def keys_of(samples: list[dict[str, np.ndarray]]) -> list[tuple[int, int]]:

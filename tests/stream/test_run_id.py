@@ -9,7 +9,6 @@ sending anything. Real receivers, real sockets; the C client too.
 from __future__ import annotations
 
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 from c_driver import capture, lines_of, run_script, script_exe  # noqa: F401 (fixtures)
 from compiled import c_client  # noqa: F401
 from helpers import drain, running
+from waiting import wait_until
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
@@ -28,13 +28,6 @@ from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingest_state import WRONG_RUNS_KEPT
 
 FIELDS = {"u": ((3,), "float32")}
-
-
-def _wait(condition: Any, what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 def _stream(simulation_id: int, steps: int = 3, **kwargs: Any) -> Client:
@@ -63,11 +56,12 @@ def test_a_client_holding_another_runs_rendezvous_is_refused(
         foreign = _stream(7)
         assert foreign.run_id == "runA"
         telemetry = rec.telemetry
-        _wait(
+        wait_until(
             lambda: (
                 telemetry()["rejected_wrong_run"] == 1 and telemetry()["rejected_no_hello"] >= 2
             ),
             "the foreign HELLO, data and BYE were not all refused",
+            20.0,
         )
         # this run's own simulation streams as usual
         monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(ours))

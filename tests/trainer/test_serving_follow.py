@@ -28,13 +28,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from melissa_trainer.client import PredictionUnavailable, Predictor
 
@@ -170,17 +170,6 @@ class Run:
                 proc.wait()
 
 
-def wait_for(what: str, ready: Callable[[], bool], procs: list[subprocess.Popen[str]]) -> None:
-    """Poll `ready` (another process's file: no event to block on), failing at once if
-    one of `procs` ended."""
-    deadline = time.monotonic() + 180
-    while not ready():
-        ended = [p.args for p in procs if p.poll() is not None]
-        assert not ended, f"ended before {what}: {ended}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
-
-
 def serves(rendezvous: Path, run_id: str) -> bool:
     """Whether the trainer of run `run_id` answers a prediction (the test's own request)."""
     with Predictor(0, rendezvous_dir=rendezvous, run_id=run_id) as predictor:
@@ -206,11 +195,15 @@ def test_a_solver_is_answered_by_the_resumed_trainer_without_sending_first(
     run: Run, asks_while_down: bool
 ) -> None:
     first = run.trainer("first")
-    wait_for("the first trainer's rendezvous", lambda: run.run_id() is not None, [first])
+    wait_until(
+        lambda: run.run_id() is not None, "the first trainer's rendezvous", 180, procs=[first]
+    )
     old_run = run.run_id()
     assert run.start_solver() == {"ready": old_run}
     assert run.tell(f"send 0 {FIRST}")["sent"] == FIRST
-    wait_for("the first steps trained", lambda: len(run.steps("first")) >= FIRST, [first])
+    wait_until(
+        lambda: len(run.steps("first")) >= FIRST, "the first steps trained", 180, procs=[first]
+    )
     answered = run.tell(f"ask 1 {LONG}")
     assert "version" in answered["outcomes"][-1], answered  # (the first trainer serves)
 
@@ -222,11 +215,17 @@ def test_a_solver_is_answered_by_the_resumed_trainer_without_sending_first(
         assert len(down["outcomes"]) == 3 and all("error" in o for o in down["outcomes"])
 
     resumed = run.trainer("resumed", "--resume_from_checkpoint", "latest")
-    wait_for("the resumed trainer's rendezvous", lambda: run.run_id() not in (None, old_run),
-             [resumed])  # fmt: skip
+    wait_until(
+        lambda: run.run_id() not in (None, old_run),
+        "the resumed trainer's rendezvous",
+        180,
+        procs=[resumed],
+    )
     new_run = run.run_id()
     assert new_run is not None
-    wait_for("the resumed trainer serving", lambda: serves(run.rendezvous, new_run), [resumed])
+    wait_until(
+        lambda: serves(run.rendezvous, new_run), "the resumed trainer serving", 180, procs=[resumed]
+    )
     if not asks_while_down:
         # a send follows the resumed trainer while the predictor's socket is open (its
         # last request was answered): the follow ends the old transport's context

@@ -19,13 +19,13 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from test_serving_study import free_port
+from waiting import wait_until
 
 pytestmark = [
     pytest.mark.e2e,
@@ -67,17 +67,13 @@ def records(log: Path) -> list[dict[str, Any]]:
 
 
 def wait_for(what: str, ready: Callable[[], bool], procs: list[subprocess.Popen], s=120) -> None:
-    """Wait until `ready()` (another process's event: a file, a line), failing at once
-    if one of `procs` ended."""
-    deadline = time.monotonic() + s
-    while not ready():
-        for proc in procs:
-            if proc.poll() is not None:
-                out = proc.stdout.read() if proc.stdout else ""
-                raise AssertionError(f"a process ended ({proc.returncode}) before {what}: {out}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+    """`wait_until`, and the output of a process that ended first (what it said)."""
+    try:
+        wait_until(ready, what, s, procs=procs)
+    except AssertionError as failure:
+        ended = [p for p in procs if p.poll() is not None and p.stdout]
+        said = ended[0].stdout.read() if ended and ended[0].stdout else ""
+        raise AssertionError(f"{failure}: {said}") from None
 
 
 def start(run: Path, rendezvous: Path, ranks: int, *flags: str) -> subprocess.Popen:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from helpers import NO_MPI, find_mpiexec, mpich_wheel_mpiexec
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import (
@@ -39,13 +40,6 @@ PYTHON = sys.executable
 MPIEXEC = find_mpiexec()
 HAVE_MPI = MPIEXEC is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason=NO_MPI)
-
-
-def wait_for(predicate, timeout: float = 30.0, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def finish(backend: Backend, handle, timeout: float = 60.0) -> int:  # type: ignore[no-untyped-def]
@@ -228,13 +222,15 @@ def test_mpiexec_kill_leaves_no_rank(tmp_path: Path) -> None:
     job = Job("mpi-kill", [PYTHON, str(tmp_path / "stubborn.py"), str(tmp_path), marker], ranks=2)
     handle = backend.launch(job)
     try:
-        wait_for(lambda: (tmp_path / "pid0").exists() and (tmp_path / "pid1").exists(), 30, "ranks")
+        wait_until(
+            lambda: (tmp_path / "pid0").exists() and (tmp_path / "pid1").exists(), "ranks", 30
+        )
         pids = [int((tmp_path / f"pid{r}").read_text()) for r in (0, 1)]
         assert len(pgrep(marker)) >= 2
         assert backend.poll(handle) is None
         backend.kill(handle, grace=1.0)
         assert backend.poll(handle) not in (None, 0)
-        wait_for(lambda: not pgrep(marker), 10, f"no process with {marker}")
+        wait_until(lambda: not pgrep(marker), f"no process with {marker}", 10)
         for pid in pids:
             assert (
                 not Path(f"/proc/{pid}/cmdline").exists()
@@ -265,10 +261,10 @@ def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> Non
     sleeper = [PYTHON, "-c", "import signal, time; signal.signal(15, 1); time.sleep(60)", marker]
     handle = backend.launch(Job("fake-mpi", sleeper, ranks=2))
     try:
-        wait_for(lambda: len(pgrep(marker)) == 3, 10, "the launcher and both ranks")
+        wait_until(lambda: len(pgrep(marker)) == 3, "the launcher and both ranks", 10)
         backend.kill(handle, grace=0.5)
         assert backend.poll(handle) not in (None, 0)
-        wait_for(lambda: not pgrep(marker), 10, "no rank left")
+        wait_until(lambda: not pgrep(marker), "no rank left", 10)
     finally:
         backend.close()
 
@@ -277,7 +273,7 @@ def test_mpiexec_kill_reaches_ranks_in_their_own_sessions(tmp_path: Path) -> Non
 def test_process_tree_lists_descendants() -> None:
     child = subprocess.Popen(["sh", "-c", "sleep 30 & wait"])
     try:
-        wait_for(lambda: len(process_tree(os.getpid())) >= 2, 10, "the sleep")
+        wait_until(lambda: len(process_tree(os.getpid())) >= 2, "the sleep", 10)
         pids = {pid for pid, _ in process_tree(os.getpid())}
         assert child.pid in pids and len(pids) >= 2
     finally:
@@ -595,7 +591,7 @@ def test_slurm_backend_polls_with_a_cache_and_reads_the_exit_file(
     # the job ends: its script wrote the exit code; squeue reports it failed
     (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).write_text("7\n")
     (fake_slurm / "state").write_text("4242|FAILED\n")
-    wait_for(lambda: backend.poll(handle) is not None, 10, "the job's end")
+    wait_until(lambda: backend.poll(handle) is not None, "the job's end", 10)
     assert backend.poll(handle) == 7
     assert not (tmp_path / "logs" / ss.exit_file("sim-1", "4242")).exists()  # consumed
     calls = len((fake_slurm / "squeue.calls").read_text().splitlines())
@@ -661,11 +657,11 @@ def test_slurm_srun_mode_runs_steps_as_local_processes(
     )
     handle = backend.launch(Job("sim-6", [PYTHON, "-c", code, marker]))
     try:
-        wait_for(lambda: len(pgrep(marker)) >= 2, 10, "the step and its child")
+        wait_until(lambda: len(pgrep(marker)) >= 2, "the step and its child", 10)
         assert backend.poll(handle) is None and "srun step mt-sim-6" in backend.describe(handle)
         backend.kill(handle, grace=2)
         assert backend.poll(handle) not in (None, 0)
-        wait_for(lambda: not pgrep(marker), 10, "no process left")
+        wait_until(lambda: not pgrep(marker), "no process left", 10)
     finally:
         backend.close()
 
@@ -700,7 +696,7 @@ def test_a_killed_srun_step_never_reports_success_though_srun_exits_0(
         backend.kill(ok, grace=2)  # ended already: its own code stays
         assert backend.poll(ok) == 0
         handle = backend.launch(Job("sim-2", [PYTHON, "-c", SRUN_TIMED_OUT, str(ready)]))
-        wait_for(ready.exists, 10, "the stand-in's SIGTERM handler")
+        wait_until(ready.exists, "the stand-in's SIGTERM handler", 10)
         backend.kill(handle, grace=5)
         assert handle.process.process.returncode == 0  # what srun said
         assert backend.poll(handle) == 128 + signal.SIGKILL
@@ -802,7 +798,7 @@ def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     lease.add(path)
     first = path.read_text()
     assert first
-    wait_for(lambda: path.read_text() not in ("", first), 10, "a renewal")
+    wait_until(lambda: path.read_text() not in ("", first), "a renewal", 10)
     lease.add(path)  # idempotent
     assert lease.paths == [path]
     with pytest.raises(OSError):
@@ -812,7 +808,7 @@ def test_lease_renews_its_files_until_closed(tmp_path: Path) -> None:
     lease.close()  # idempotent
     lease.add(path)  # starts afresh
     first = path.read_text()
-    wait_for(lambda: path.read_text() not in ("", first), 10, "a renewal after a restart")
+    wait_until(lambda: path.read_text() not in ("", first), "a renewal after a restart", 10)
     lease.close()
     assert not path.exists()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from waiting import wait_until
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.backends import Job, LaunchError, SlurmBackend
@@ -35,13 +36,6 @@ def finish(backend: SlurmBackend, handle, timeout: float = 60.0) -> int:  # type
         assert time.monotonic() < deadline, f"{backend.describe(handle)} did not end"
         time.sleep(0.05)
     return code
-
-
-def wait_for(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def pgrep(marker: str) -> list[str]:
@@ -99,7 +93,7 @@ def test_kill_ends_the_job_and_its_processes(backend: SlurmBackend, tmp_path: Pa
         "time.sleep(300)"
     )
     handle = backend.launch(Job("long", [PYTHON, "-c", code, marker], cwd=tmp_path))
-    wait_for(lambda: len(pgrep(marker)) >= 2, 30, "the job and its child to run")
+    wait_until(lambda: len(pgrep(marker)) >= 2, "the job and its child to run", 30, interval=0.1)
     assert backend.poll(handle) is None
     backend.kill(handle, grace=1)
     assert backend.poll(handle) not in (None, 0)
@@ -120,9 +114,11 @@ def test_close_cancels_running_and_pending_jobs(
     sleeper = [PYTHON, "-c", "import time; time.sleep(300)", marker]
     try:
         running = backend.launch(Job("close-0", sleeper, cwd=tmp_path))
-        wait_for(lambda: len(pgrep(marker)) == 1, 30, "the first job to run")
+        wait_until(lambda: len(pgrep(marker)) == 1, "the first job to run", 30, interval=0.1)
         pending = backend.launch(Job("close-1", sleeper, cwd=tmp_path))
-        wait_for(lambda: "close-1 PENDING" in queue(), 30, "the second job to queue")
+        wait_until(
+            lambda: "close-1 PENDING" in queue(), "the second job to queue", 30, interval=0.1
+        )
     finally:
         backend.close()
     assert backend.poll(running) == 143  # SIGTERM, as the job's script recorded it
@@ -441,12 +437,12 @@ def test_jobs_of_a_sigkilled_trainer_cancel_themselves_when_the_lease_expires(
         assert driver.stdout is not None
         job_id = driver.stdout.readline().strip()
         assert job_id, "the driver printed no job id"
-        wait_for(lambda: bool(pgrep(marker)), 30, "the job's command to run")
+        wait_until(lambda: bool(pgrep(marker)), "the job's command to run", 30, interval=0.1)
     finally:
         driver.kill()  # the trainer dies without cancelling anything
         driver.wait(30)
     assert f"{job_id} mt-leasestudy-sleeper" in queue()
-    wait_for(lambda: job_id not in queue().split(), 60, "the orphaned job to end")
+    wait_until(lambda: job_id not in queue().split(), "the orphaned job to end", interval=0.1)
     assert not pgrep(marker)
     assert "has not renewed the lease" in (tmp_path / "sleeper.log").read_text()
 
@@ -536,7 +532,9 @@ def test_a_restarted_study_cancels_the_jobs_of_its_sigkilled_run(
     argv = [PYTHON, str(tmp_path / "driver.py"), str(tmp_path)]
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        wait_for(lambda: len(study_jobs(prefix)) == 2, 120, "two jobs of the first run")
+        wait_until(
+            lambda: len(study_jobs(prefix)) == 2, "two jobs of the first run", 120, interval=0.1
+        )
     finally:
         first.kill()
         first.wait(30)

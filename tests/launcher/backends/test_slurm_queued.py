@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+from waiting import wait_until
 
 from melissa_trainer import Study
 from melissa_trainer.buffers import FIFOBuffer
@@ -27,13 +26,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2
 
 #: never runs: its jobs are held in the queue (--begin) until the study cancels them
 SIMULATION = "raise SystemExit('a held job ran')\n"
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def pending(prefix: str) -> dict[str, str]:
@@ -69,20 +61,22 @@ def test_the_first_data_notice_says_queued_jobs_are_queued_with_slurms_reason(
     prefix = f"mt-{study_id(tmp_path / 'out' / 'study')}-sim-"
     try:
         study.on_all_ranks_started()
-        wait_for(
+        wait_until(
             lambda: sorted(pending(prefix).values()) == ["PENDING BeginTime"] * 2,
-            60,
             "squeue to list both jobs pending for their begin time",
+            interval=0.05,
         )
         # the launcher's last tick has seen squeue's answer too (polls, not a sleep)
-        wait_for(lambda: launcher.queued() == (2, {"BeginTime": 2}), 60, "the launcher")
+        wait_until(
+            lambda: launcher.queued() == (2, {"BeginTime": 2}), "the launcher", interval=0.05
+        )
         study.first_data.after = 0.0
 
         def noticed() -> bool:  # waits for data as the trainer's reader does
             study.wait_for(1, 0.05)
             return "no data yet" in caplog.text
 
-        wait_for(noticed, 60, "the first-data notice")
+        wait_until(noticed, "the first-data notice", interval=0.05)
         still = pending(prefix)
     finally:
         study.stop()
@@ -91,4 +85,4 @@ def test_the_first_data_notice_says_queued_jobs_are_queued_with_slurms_reason(
     assert "0 running, 2 simulations queued by the scheduler, not started yet" in notice, notice
     assert "(the scheduler's reason: BeginTime x2)" in notice, notice
     assert "2 running" not in notice, notice
-    wait_for(lambda: not pending(prefix), 60, "the study's jobs to be cancelled")
+    wait_until(lambda: not pending(prefix), "the study's jobs to be cancelled", interval=0.05)

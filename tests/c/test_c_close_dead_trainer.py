@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import zmq
 from c_driver import script_exe  # noqa: F401 (a fixture)
-from compiled import c_client  # noqa: F401 (a fixture)
+from compiled import SANITIZER_ENV, CClient, c_client, sanitized_c_client  # noqa: F401
 from predict_script import Script, zctx  # noqa: F401 (a fixture)
 from test_c_close_receipt import RUN, STEPS, publish
 from test_c_close_stop_record import ingest
@@ -37,12 +37,17 @@ MT_ETIMEDOUT = 8
 
 
 def close_to_dead(
-    exe: Path, rendezvous: Path, dead: str, setup: tuple[str, ...], record: dict | None = None
+    exe: Path,
+    rendezvous: Path,
+    dead: str,
+    setup: tuple[str, ...],
+    record: dict | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str, str]:
     """A solver streaming STEPS steps to `dead` (published as run-a), the rendezvous file
     then marked stopped with `record` (if any), then closed: its status, message, stderr."""
     publish(rendezvous, dead, "tcp://127.0.0.1:1")
-    script = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous)})
+    script = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(rendezvous), **(env or {})})
     try:
         sends = [f"send {t} u 1 4 {t}" for t in range(STEPS)]
         sent = script.send("id 3", "field u 1 1 4", "close_timeout 600", *setup, "start", *sends)
@@ -92,3 +97,28 @@ def test_a_close_to_a_trainer_that_ended_reads_its_stop_record(
         f"simulation 3 rank 0: its BYE was not confirmed: the trainer's receiver 0 ({dead}) "
         "stopped before it read it (end: max_steps 7 reached"
     ), message
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_the_close_to_a_dead_trainer_under_sanitizers(
+    sanitized_c_client: CClient,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """Both paths under AddressSanitizer and UBSan: the BYE held without a copy and
+    dropped with the sockets (its buffer freed by ZeroMQ's callback), the stop record
+    read: no leak, no error."""
+    exe = sanitized_c_client.build_dir / "tests" / "mt_script"
+    ended = build_record(ingest({}, {}), RUN, StopReason("end", "max_steps 7 reached"))
+    gone = ("replay_bytes 0", "disconnected_timeout 0.5")
+    for name, setup, record in [
+        ("gone", gone, None),
+        ("ended", ("disconnected_timeout 600",), ended),
+    ]:
+        dead = dead_endpoint(zctx)
+        code, message, err = close_to_dead(
+            exe, tmp_path / name, dead, setup, record, dict(SANITIZER_ENV)
+        )
+        assert code == MT_ETIMEDOUT, (name, message, err)
+        assert "ERROR" not in err and "runtime error" not in err, err

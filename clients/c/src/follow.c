@@ -15,8 +15,8 @@
  * 2. asks each new receiver which of its steps the checkpoint holds (held.c);
  * 3. drops its old sockets (what they had queued: the window has what is needed), says
  *    HELLO with the new run id on new ones, and sends again, from the window, every step
- *    it sent that no receiver holds. The BYE to each receiver then counts every step
- *    routed to it, held or sent again.
+ *    it sent that no receiver holds (follow_send.c: each send waits as any send does).
+ *    The BYE to each receiver then counts every step routed to it, held or sent again.
  *
  * A needed step that has left the window fails (MT_ETIMEDOUT) naming the window's bound
  * and the advice to run the simulation again with the same simulation id; so does a
@@ -35,6 +35,7 @@
 
 #include "internal.h"
 #include "follow.h"
+#include "follow_send.h"
 
 #define ENV_REPLAY_BYTES "MELISSA_TRAINER_REPLAY_BYTES"
 #define DEFAULT_REPLAY_BYTES ((uint64_t)64 << 20) /* ClientTuning's DEFAULT_REPLAY_BYTES */
@@ -154,124 +155,6 @@ static mt_status cannot_follow(mt_client *c, const char *why) {
                    (unsigned long long)c->simulation_id);
 }
 
-/* One message sent again (a try of mt_send_sliced, c->mu held): field f of a step, from a
- * copy of its row's bytes (the row is overwritten by later steps). */
-typedef struct again {
-    const mt_field *f;
-    const uint8_t *data;
-    void *sock;
-} again;
-
-static int send_again(mt_client *c, void *arg) {
-    (void)c;
-    const again *a = arg;
-    const mt_field *f = a->f;
-    size_t head = f->inline_ ? f->header_len : 0;
-    int rc;
-    if (!f->inline_) { /* (the high-water mark counts messages: the payload follows at once) */
-        while ((rc = zmq_send(a->sock, f->header, f->header_len, ZMQ_SNDMORE)) < 0 &&
-               errno == EINTR)
-            continue;
-        if (rc < 0) return errno; /* (EAGAIN: nothing sent, tried again) */
-    }
-    zmq_msg_t msg;
-    if (zmq_msg_init_size(&msg, head + (size_t)f->nbytes) != 0) return errno;
-    if (head) memcpy(zmq_msg_data(&msg), f->header, head);
-    memcpy((uint8_t *)zmq_msg_data(&msg) + head, a->data, (size_t)f->nbytes);
-    while ((rc = zmq_msg_send(&msg, a->sock, 0)) < 0 && errno == EINTR) continue;
-    if (rc < 0) {
-        int err = errno;
-        zmq_msg_close(&msg);
-        return err;
-    }
-    return 0;
-}
-
-/* Send step t again from its row; `open`: the open step, its fields sent so far only. Each
- * message waits as a send does (send_wait.c: in slices, not for a receiver gone for the
- * disconnected timeout, a newer run followed): MT_OK (sent, or c->followed changed: a
- * newer run was followed meanwhile, which sent all this follow meant to), else the
- * client failed. */
-static mt_status resend(mt_client *c, uint64_t t, const uint8_t *row, double deadline,
-                        bool open) {
-    size_t index = (size_t)(t % c->n_endpoints);
-    unsigned followed = c->followed;
-    for (size_t i = 0; i < c->n_fields; ++i) {
-        mt_field *f = &c->fields[i];
-        if (f->count == 0 || (open && !f->sent)) continue;
-        const uint8_t *data = row + f->replay_at;
-        mt_put_u64(f->header + MT_TIME_STEP_AT, t);
-        bool finite = mt_all_finite(f->dtype, data, f->count);
-        f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
-                                           (finite ? MT_FLAG_FINITE : 0));
-        again a = {f, data, c->sockets[index]};
-        mt_status st = mt_send_sliced(c, index, deadline, send_again, &a, &t);
-        if (st != MT_OK || c->followed != followed) return st;
-    }
-    return MT_OK;
-}
-
-/* The HELLO to socket *arg (a try of mt_send_sliced). */
-typedef struct hello_try {
-    const mt_buf *hello;
-    size_t index;
-} hello_try;
-
-static int send_hello(mt_client *c, void *arg) {
-    const hello_try *h = arg;
-    int rc;
-    while ((rc = zmq_send(c->sockets[h->index], h->hello->data, h->hello->len, 0)) < 0 &&
-           errno == EINTR)
-        continue;
-    return rc < 0 ? errno : 0;
-}
-
-/* Replace the transport by one to the receivers of *rv (moved into c), say HELLO, and send
- * again p's needed steps. */
-static mt_status reconnect(mt_client *c, mt_rendezvous *rv, plan *p) {
-    mt_transport_release(c, 0); /* (what it had queued is dropped: the window has it) */
-    c->closing = false, c->flusher_err = 0;
-    for (size_t i = 0; i < c->n_endpoints; ++i)
-        free(c->endpoints[i]), free(c->curve_keys[i]), free(c->follows[i]);
-    free(c->endpoints), free(c->curve_keys), free(c->follows), free(c->run_id);
-    free(c->steps_per_receiver);
-    c->endpoints = rv->endpoints, c->curve_keys = rv->keys, c->follows = rv->follows;
-    c->run_id = rv->run_id, c->n_endpoints = rv->n;
-    c->receipts = true;
-    for (size_t r = 0; r < rv->n; ++r)
-        c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;
-    free(rv->receipts);
-    memset(rv, 0, sizeof *rv);
-    c->steps_per_receiver = p->counts; /* (moved) */
-    p->counts = NULL;
-    mt_status st = mt_outbox_init(c);
-    if (st == MT_OK) st = mt_connect_all(c);
-    mt_buf hello = {0};
-    if (st == MT_OK) st = mt_encode_hello(c, &hello);
-    double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
-    /* (each send waits in slices, send_wait.c: a new trainer that dies meanwhile fails it
-     * after the disconnected timeout, or a newer run published is followed from there:
-     * c->followed changes, and that follow did everything left here) */
-    unsigned followed = c->followed;
-    for (size_t i = 0; st == MT_OK && c->followed == followed && i < c->n_endpoints; ++i) {
-        hello_try h = {&hello, i};
-        st = mt_send_sliced(c, i, deadline, send_hello, &h, NULL);
-    }
-    free(hello.data);
-    for (size_t k = 0; st == MT_OK && c->followed == followed && k < p->n_needed; ++k)
-        st = resend(c, p->needed[k], mt_replay_find(p->w, p->sorted, p->n_sorted,
-                                                    p->needed[k]), deadline, false);
-    if (c->step_open && c->followed == followed) { /* (a send that waited followed) */
-        c->step_receiver = (size_t)(c->step % c->n_endpoints);
-        c->step_batched = false, c->step_appended = false; /* (the batches were dropped) */
-        const mt_replay *w = &c->replay;
-        if (st == MT_OK)
-            st = resend(c, c->step, w->data + w->open_row * w->row_bytes, deadline, true);
-    }
-    if (st != MT_OK) c->failed = true;
-    return st;
-}
-
 /* Follow the restarted trainer of *rv (freed here). */
 static mt_status follow(mt_client *c, mt_rendezvous *rv) {
     mt_held *held = calloc(rv->n, sizeof *held);
@@ -323,7 +206,8 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
         char at[512];
         snprintf(at, sizeof at, "%s%s", rv->endpoints[0], rv->n > 1 ? ", ..." : "");
         unsigned before = c->followed;
-        st = reconnect(c, rv, &p);
+        st = mt_follow_reconnect(c, rv, &p.counts, p.needed, p.n_needed, p.sorted,
+                                 p.n_sorted);
         if (st == MT_OK && c->followed == before) { /* (else a newer run's follow said so) */
             c->followed++;
             fprintf(stderr, "melissa_trainer: simulation %llu rank %d: followed the restarted "

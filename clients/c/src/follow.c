@@ -15,8 +15,8 @@
  * 2. asks each new receiver which of its steps the checkpoint holds (held.c);
  * 3. drops its old sockets (what they had queued: the window has what is needed), says
  *    HELLO with the new run id on new ones, and sends again, from the window, every step
- *    it sent that no receiver holds. The BYE to each receiver then counts every step
- *    routed to it, held or sent again.
+ *    it sent that no receiver holds (follow_send.c: each send waits as any send does).
+ *    The BYE to each receiver then counts every step routed to it, held or sent again.
  *
  * A needed step that has left the window fails (MT_ETIMEDOUT) naming the window's bound
  * and the advice to run the simulation again with the same simulation id; so does a
@@ -35,6 +35,7 @@
 
 #include "internal.h"
 #include "follow.h"
+#include "follow_send.h"
 
 #define ENV_REPLAY_BYTES "MELISSA_TRAINER_REPLAY_BYTES"
 #define DEFAULT_REPLAY_BYTES ((uint64_t)64 << 20) /* ClientTuning's DEFAULT_REPLAY_BYTES */
@@ -154,91 +155,6 @@ static mt_status cannot_follow(mt_client *c, const char *why) {
                    (unsigned long long)c->simulation_id);
 }
 
-/* Send step t again from its row (copies: the row is overwritten by later steps); `open`:
- * the open step, its fields sent so far only. */
-static int resend(mt_client *c, uint64_t t, const uint8_t *row, double deadline, bool open) {
-    void *sock = c->sockets[t % c->n_endpoints];
-    if (mt_arm(c, sock, deadline) != MT_OK) return EINVAL;
-    for (size_t i = 0; i < c->n_fields; ++i) {
-        mt_field *f = &c->fields[i];
-        if (f->count == 0 || (open && !f->sent)) continue;
-        const uint8_t *data = row + f->replay_at;
-        mt_put_u64(f->header + MT_TIME_STEP_AT, t);
-        bool finite = mt_all_finite(f->dtype, data, f->count);
-        f->header[MT_FLAGS_AT] = (uint8_t)((f->inline_ ? MT_FLAG_INLINE : 0) |
-                                           (finite ? MT_FLAG_FINITE : 0));
-        zmq_msg_t msg;
-        size_t head = f->inline_ ? f->header_len : 0;
-        if (!f->inline_) {
-            int rc;
-            while ((rc = zmq_send(sock, f->header, f->header_len, ZMQ_SNDMORE)) < 0 &&
-                   errno == EINTR)
-                continue;
-            if (rc < 0) return errno;
-        }
-        if (zmq_msg_init_size(&msg, head + (size_t)f->nbytes) != 0) return errno;
-        if (head) memcpy(zmq_msg_data(&msg), f->header, head);
-        memcpy((uint8_t *)zmq_msg_data(&msg) + head, data, (size_t)f->nbytes);
-        int rc;
-        while ((rc = zmq_msg_send(&msg, sock, 0)) < 0 && errno == EINTR) continue;
-        if (rc < 0) {
-            int err = errno;
-            zmq_msg_close(&msg);
-            return err;
-        }
-    }
-    return 0;
-}
-
-/* Replace the transport by one to the receivers of *rv (moved into c), say HELLO, and send
- * again p's needed steps. */
-static mt_status reconnect(mt_client *c, mt_rendezvous *rv, plan *p) {
-    mt_transport_release(c, 0); /* (what it had queued is dropped: the window has it) */
-    c->closing = false, c->flusher_err = 0;
-    for (size_t i = 0; i < c->n_endpoints; ++i)
-        free(c->endpoints[i]), free(c->curve_keys[i]), free(c->follows[i]);
-    free(c->endpoints), free(c->curve_keys), free(c->follows), free(c->run_id);
-    free(c->steps_per_receiver);
-    c->endpoints = rv->endpoints, c->curve_keys = rv->keys, c->follows = rv->follows;
-    c->run_id = rv->run_id, c->n_endpoints = rv->n;
-    c->receipts = true;
-    for (size_t r = 0; r < rv->n; ++r)
-        c->receipts = c->receipts && rv->receipts[r] && rv->follows[r] != NULL;
-    free(rv->receipts);
-    memset(rv, 0, sizeof *rv);
-    c->steps_per_receiver = p->counts; /* (moved) */
-    p->counts = NULL;
-    mt_status st = mt_outbox_init(c);
-    if (st == MT_OK) st = mt_connect_all(c);
-    mt_buf hello = {0};
-    if (st == MT_OK) st = mt_encode_hello(c, &hello);
-    double deadline = c->send_timeout < 0 ? -1.0 : mt_now() + c->send_timeout;
-    int err = 0;
-    for (size_t i = 0; st == MT_OK && err == 0 && i < c->n_endpoints; ++i) {
-        st = mt_arm(c, c->sockets[i], deadline);
-        while (st == MT_OK && zmq_send(c->sockets[i], hello.data, hello.len, 0) < 0) {
-            if (errno == EINTR) continue;
-            err = errno;
-            break;
-        }
-    }
-    free(hello.data);
-    for (size_t k = 0; st == MT_OK && err == 0 && k < p->n_needed; ++k)
-        err = resend(c, p->needed[k], mt_replay_find(p->w, p->sorted, p->n_sorted,
-                                                     p->needed[k]), deadline, false);
-    if (c->step_open) { /* (a send that waited followed: send_wait.c) */
-        c->step_receiver = (size_t)(c->step % c->n_endpoints);
-        c->step_batched = false, c->step_appended = false; /* (the batches were dropped) */
-        const mt_replay *w = &c->replay;
-        if (st == MT_OK && err == 0)
-            err = resend(c, c->step, w->data + w->open_row * w->row_bytes, deadline, true);
-    }
-    if (st == MT_OK && err != 0) st = mt_send_fail(c, err, "a step sent again to the "
-                                                           "restarted trainer");
-    if (st != MT_OK) c->failed = true;
-    return st;
-}
-
 /* Follow the restarted trainer of *rv (freed here). */
 static mt_status follow(mt_client *c, mt_rendezvous *rv) {
     mt_held *held = calloc(rv->n, sizeof *held);
@@ -289,8 +205,10 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
         snprintf(run, sizeof run, "%s", rv->run_id != NULL ? rv->run_id : "None");
         char at[512];
         snprintf(at, sizeof at, "%s%s", rv->endpoints[0], rv->n > 1 ? ", ..." : "");
-        st = reconnect(c, rv, &p);
-        if (st == MT_OK) {
+        unsigned before = c->followed;
+        st = mt_follow_reconnect(c, rv, &p.counts, p.needed, p.n_needed, p.sorted,
+                                 p.n_sorted);
+        if (st == MT_OK && c->followed == before) { /* (else a newer run's follow said so) */
             c->followed++;
             fprintf(stderr, "melissa_trainer: simulation %llu rank %d: followed the restarted "
                             "trainer (run %s at %s): %zu step(s) sent again\n",

@@ -9,6 +9,7 @@
 
 #include "internal.h"
 #include "follow.h"
+#include "close_wait.h"
 
 /* Checks that need no I/O: fields declared, parts, sizes. */
 static mt_status check_fields(mt_client *c) {
@@ -256,35 +257,12 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         double deadline = timeout < 0 ? -1.0 : mt_now() + timeout;
         const char *failure = NULL;
         mt_outbox_stop_flusher(c); /* what it held is sent here */
-        pthread_mutex_lock(&c->mu);
+        /* (in slices: a trainer dead, restarted or stopped is noticed as it happens, not at
+         * the close timeout, close_wait.c; after a failure nothing is sent nor waited for:
+         * linger 0 drops what is queued) */
         if (!c->failed) {
-            for (size_t i = 0; i < c->n_endpoints && failure == NULL; ++i) {
-                if (mt_arm(c, c->sockets[i], deadline) != MT_OK || mt_outbox_send(c, i, 0) != 0)
-                    failure = "batched data";
-            }
-            for (size_t i = 0; bye && failure == NULL && i < c->n_endpoints; ++i) {
-                uint8_t frame[28];
-                mt_encode_bye(frame, c->simulation_id, c->rank, c->ranks, c->steps_per_receiver[i]);
-                int rc = mt_arm(c, c->sockets[i], deadline) == MT_OK ? 0 : -1;
-                while (rc == 0 && (rc = zmq_send(c->sockets[i], frame, sizeof frame, 0)) < 0 &&
-                       errno == EINTR)
-                    rc = 0;
-                if (rc < 0) failure = "BYE";
-            }
-        }
-        pthread_mutex_unlock(&c->mu);
-        /* (after a failure nothing is waited for: linger 0 drops what is queued) */
-        if (!c->failed && mt_wait_held(c, deadline) != MT_OK && failure == NULL)
-            failure = "queued messages";
-        /* A receiver that refused the handshake (a CURVE key it does not hold) gets nothing:
-         * ZeroMQ says so only to the monitors. The linger starts once every one accepted. */
-        if (!c->failed && failure == NULL) {
-            mt_status hs = mt_handshake_wait(c, deadline);
-            if (hs == MT_ETIMEDOUT) failure = "queued messages";
-            else if (hs != MT_OK) { /* (its message wins: nothing sent there was delivered) */
-                st = hs;
-                failure = "";
-            }
+            mt_status ds = mt_close_deliver(c, bye, deadline, &failure);
+            if (ds != MT_OK && st == MT_OK) st = ds;
         }
         int linger = 0; /* a failure drops what is left */
         if (failure == NULL && !c->failed) {
@@ -338,7 +316,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         }
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
         /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */
-        c->receipt_restart = failure != NULL && *failure != '\0' && bye ? 2 : 0;
+        if (failure != NULL && *failure != '\0' && bye) c->receipt_restart = 2;
+        else if (failure == NULL || !bye) c->receipt_restart = 0; /* (else close_wait.c's) */
         if (bye_steps != NULL && st == MT_OK) st = mt_receipt_check(c, &mine, bye_steps);
         /* a trainer restarted (or gone) before it confirmed: followed with a window, once a
          * new run published (follow.c), then the BYE said again */

@@ -1,0 +1,212 @@
+/* close_wait.c: how mt_client_close delivers what is left (the batches, the BYE, the
+ * arrays ZeroMQ still reads, the handshakes), waiting as the Python client's close does
+ * (melissa_trainer/client/closing.py, patience.CloseWait): in slices of SLICE_S seconds,
+ * as long as the trainer is there, up to the close timeout.
+ *
+ * The BYE goes without a copy and is held until ZeroMQ lets go of it (closing.py
+ * send_tracked): a socket's messages leave in order, so its release says that everything
+ * before it left too, and a BYE stuck in the queue to a dead trainer is seen as such, not
+ * only when the linger (the rest of the close timeout) ran out. Between two slices:
+ *
+ * - a receiver that refused the handshake: MT_EENV naming it (handshake.c), at once;
+ * - a receiver disconnected: its rendezvous file is read for a stop record
+ *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed without this
+ *   BYE is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
+ *   MT_ESIMREFUSED, with the receipt's messages (no restarted trainer is waited for);
+ * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
+ *   at once a second at most): MT_ETIMEDOUT, c->receipt_restart 1 (the close follows it at
+ *   once, follow.c). The Python close notices it only through the receiver's silence;
+ * - a receiver disconnected, without a new connection, for the disconnected timeout
+ *   (counted from the start of the close's wait at the earliest): MT_ETIMEDOUT naming it,
+ *   c->receipt_restart 2 (with a window, the close waits the follow timeout for a
+ *   restarted trainer and follows it).
+ *
+ * Not thread-safe: the closing thread (the flusher stopped). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "internal.h"
+#include "close_wait.h"
+
+#define SLICE_S 0.5     /* (send_wait.c's, melissa_trainer/client/sockets.py SLICE) */
+#define RESTART_LOOK 1.0 /* s between two looks at the rendezvous (follow.c's interval) */
+
+/* The state of one close's waits. */
+typedef struct waiting {
+    double deadline, started, look_due;
+    const char *what; /* what is being delivered, for the messages */
+    bool expired;     /* the close timeout passed (the caller's message) */
+    mt_stop_look *looks; /* each receiver's rendezvous file, for a stop record */
+} waiting;
+
+/* A tracked BYE's buffer let go by ZeroMQ (it left, or was dropped). */
+static void bye_released(void *data, void *hint) {
+    free(data);
+    mt_client *c = hint;
+    pthread_mutex_lock(&c->held_mu);
+    if (--c->pending == 0) pthread_cond_broadcast(&c->held_cv);
+    pthread_mutex_unlock(&c->held_mu);
+}
+
+/* One try (c->mu held): 0, or the errno (EAGAIN: nothing sent, tried again). */
+typedef int (*try_fn)(mt_client *c, size_t i);
+
+static int try_batches(mt_client *c, size_t i) { return mt_outbox_send(c, i, 0); }
+
+static int try_bye(mt_client *c, size_t i) {
+    uint8_t *frame = malloc(28);
+    if (frame == NULL) return ENOMEM;
+    mt_encode_bye(frame, c->simulation_id, c->rank, c->ranks, c->steps_per_receiver[i]);
+    pthread_mutex_lock(&c->held_mu);
+    ++c->pending;
+    pthread_mutex_unlock(&c->held_mu);
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, frame, 28, bye_released, c) != 0) {
+        int err = errno;
+        bye_released(frame, c);
+        return err;
+    }
+    int rc;
+    while ((rc = zmq_msg_send(&msg, c->sockets[i], 0)) < 0 && errno == EINTR) continue;
+    if (rc < 0) {
+        int err = errno;
+        zmq_msg_close(&msg); /* (calls bye_released) */
+        return err;
+    }
+    return 0;
+}
+
+/* Whether the rendezvous names another run than the client's (a restarted trainer). */
+static bool restarted(mt_client *c, char *run, size_t size) {
+    mt_rendezvous rv;
+    char problem[768];
+    if (mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem, false) != MT_OK)
+        return false; /* (stopped, being written: not a new run yet) */
+    bool other = rv.n != c->n_endpoints || (rv.run_id == NULL) != (c->run_id == NULL) ||
+                 (rv.run_id != NULL && strcmp(rv.run_id, c->run_id) != 0);
+    for (size_t r = 0; !other && r < rv.n; ++r)
+        other = strcmp(rv.endpoints[r], c->endpoints[r]) != 0;
+    snprintf(run, size, "%s", rv.run_id != NULL ? rv.run_id : "None");
+    mt_rendezvous_free(&rv);
+    return other;
+}
+
+/* Between two slices (module comment): MT_OK to wait on, else the close's error. */
+static mt_status between(mt_client *c, waiting *w) {
+    char whose[96];
+    snprintf(whose, sizeof whose, "simulation %llu rank %d",
+             (unsigned long long)c->simulation_id, c->rank);
+    for (size_t i = 0; i < c->n_endpoints; ++i)
+        if (mt_handshake_check(c, i) != MT_OK) return MT_EENV;
+    double now = mt_now();
+    bool window = c->replay.max_bytes > 0 && c->rendezvous_used != NULL;
+    char run[80];
+    if (window && now >= w->look_due) {
+        w->look_due = now + RESTART_LOOK;
+        if (restarted(c, run, sizeof run)) {
+            c->receipt_restart = 1;
+            return mt_fail(c, MT_ETIMEDOUT,
+                           "%s: %s not delivered: the trainer was restarted (the rendezvous %s "
+                           "now names run %s) before it took them. What it sent after the "
+                           "trainer's last checkpoint may be lost: run it again, with the same "
+                           "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the resumed "
+                           "trainer keeps the steps it holds and takes the others, each once",
+                           whose, w->what, c->rendezvous_used, run,
+                           (unsigned long long)c->simulation_id);
+        }
+    }
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        double since = mt_handshake_down_since(c, i);
+        if (since < 0) continue;
+        if (c->rendezvous_used != NULL && w->looks != NULL) { /* (a stat while unchanged) */
+            mt_stop_said s;
+            memset(&s, 0, sizeof s);
+            mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, i, c->endpoints[i],
+                                                      c->run_id, c->simulation_id, c->rank,
+                                                      c->steps_per_receiver[i], &w->looks[i],
+                                                      &s);
+            if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED)
+                return mt_stop_record_fail(c, o, &s, i, c->endpoints[i], whose);
+        }
+        double from = since > w->started ? since : w->started;
+        if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
+        char t[32];
+        mt_format_double(c->disconnected_timeout, t);
+        c->receipt_restart = 2;
+        return mt_fail(c, MT_ETIMEDOUT,
+                       "%s: %s not delivered to %s: the receiver is unreachable, disconnected "
+                       "for %.0f s without a new connection (mt_set_disconnected_timeout=%s s; "
+                       "the trainer died, or its node). What it sent after the trainer's last "
+                       "checkpoint may be lost: once a trainer runs there again (a preempted "
+                       "one: --resume_from_checkpoint latest), run it again with the same "
+                       "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes "
+                       "the steps it lacks, each once",
+                       whose, w->what, c->endpoints[i], now - since, t,
+                       (unsigned long long)c->simulation_id);
+    }
+    return MT_OK;
+}
+
+static mt_status expired(waiting *w) {
+    w->expired = true;
+    return MT_ETIMEDOUT;
+}
+
+/* try_(c, i) in slices until done: MT_OK, MT_ETIMEDOUT with no message (the deadline:
+ * the caller's), or the error of `between` or ZeroMQ's. */
+static mt_status sliced(mt_client *c, waiting *w, size_t i, try_fn try_) {
+    for (;;) {
+        double slice = SLICE_S, now = mt_now();
+        if (w->deadline >= 0 && w->deadline - now < slice) slice = w->deadline - now;
+        int ms = mt_ms(slice), err;
+        pthread_mutex_lock(&c->mu);
+        if (zmq_setsockopt(c->sockets[i], ZMQ_SNDTIMEO, &ms, sizeof ms) != 0)
+            err = errno == EAGAIN ? EINVAL : errno;
+        else
+            err = try_(c, i);
+        pthread_mutex_unlock(&c->mu);
+        if (err == 0) return MT_OK;
+        if (err != EAGAIN) return mt_send_fail(c, err, w->what);
+        if (w->deadline >= 0 && mt_now() >= w->deadline) return expired(w);
+        mt_status st = between(c, w);
+        if (st != MT_OK) return st;
+    }
+}
+
+mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure) {
+    *failure = NULL;
+    c->receipt_restart = 0;
+    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", false, NULL};
+    w.looks = calloc(c->n_endpoints, sizeof *w.looks); /* (NULL: no record read) */
+    mt_status st = MT_OK;
+    for (size_t i = 0; st == MT_OK && i < c->n_endpoints; ++i)
+        st = sliced(c, &w, i, try_batches);
+    if (st == MT_OK && bye) w.what = "BYE";
+    for (size_t i = 0; st == MT_OK && bye && i < c->n_endpoints; ++i)
+        st = sliced(c, &w, i, try_bye);
+    if (st == MT_OK) w.what = "queued messages";
+    while (st == MT_OK) { /* (the BYE's release: all before it left) */
+        double until = mt_now() + SLICE_S;
+        if (deadline >= 0 && deadline < until) until = deadline;
+        if (mt_wait_held(c, until) == MT_OK) break;
+        st = deadline >= 0 && mt_now() >= deadline ? expired(&w) : between(c, &w);
+    }
+    while (st == MT_OK) { /* (the linger starts once every receiver accepted) */
+        double until = mt_now() + SLICE_S;
+        if (deadline >= 0 && deadline < until) until = deadline;
+        st = mt_handshake_wait(c, until);
+        if (st != MT_ETIMEDOUT) break;
+        st = deadline >= 0 && mt_now() >= deadline ? expired(&w) : between(c, &w);
+    }
+    free(w.looks);
+    if (st == MT_ETIMEDOUT && w.expired) {
+        *failure = w.what; /* (the deadline: the caller says "not delivered within ...") */
+        return MT_OK;
+    }
+    if (st != MT_OK) *failure = "";
+    return st;
+}

@@ -1,0 +1,18 @@
+/* close_wait.h: the close's delivery of what is left (close_wait.c). Not installed; after
+ * internal.h. */
+#ifndef MT_CLOSE_WAIT_H
+#define MT_CLOSE_WAIT_H
+
+#include "internal.h"
+
+/* Send the batches and (with `bye`) each receiver's BYE, wait until ZeroMQ let go of
+ * every array and BYE and every receiver accepted the handshake, in slices, by `deadline`
+ * (< 0: none). MT_OK with *failure NULL: delivered; MT_OK with *failure "batched data",
+ * "BYE" or "queued messages": the deadline passed there (the caller's message); else the
+ * error, its message set, *failure "" (nothing more is waited for): a refused handshake
+ * (MT_EENV), a stop record that ends the close (MT_ETIMEDOUT, MT_ESIMREFUSED), a restarted
+ * trainer or a receiver gone (MT_ETIMEDOUT, c->receipt_restart 1 or 2: follow.c follows a
+ * new run with a window), ZeroMQ's. */
+mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure);
+
+#endif

@@ -30,7 +30,8 @@ pytestmark = [
 ]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "trainer"))
-from test_serving_follow import Run, serves, wait_for  # noqa: E402
+from test_serving_follow import Run, serves  # noqa: E402
+from waiting import wait_until  # noqa: E402
 
 FIRST, STEPS = 5, 10  # steps sent to the first trainer; in all
 LONG = 600.0  # (a request's timeout, longer than the test's: one that waits it out fails)
@@ -85,23 +86,36 @@ def test_a_c_solver_is_answered_by_the_resumed_trainer_after_its_next_send(
     script = None
     try:
         first = run.trainer("first")
-        wait_for("the first trainer's rendezvous", lambda: run.run_id() is not None, [first])
+        wait_until(
+            lambda: run.run_id() is not None, "the first trainer's rendezvous", 180, procs=[first]
+        )
         old_run = run.run_id()
         script = Script(exe, {"MELISSA_TRAINER_RENDEZVOUS": str(run.rendezvous)})
         ask = ["input x 1 1 3 : 0.5 -0.25 0", "output y 1 1"]
         status(script, script.send("id 0", "field x 1 1 3", "field y 1 1 1", "start", *ask))
         status(script, script.send(*sends(0, FIRST)))
-        wait_for("the first trainer serving", lambda: serves(run.rendezvous, old_run), [first])
+        wait_until(
+            lambda: serves(run.rendezvous, old_run), "the first trainer serving", 180, procs=[first]
+        )
         status(script, script.send(f"predict {LONG}"))  # (the first trainer answers)
 
         first.send_signal(signal.SIGTERM)  # preempted: a checkpoint, exit 143
         assert first.wait(120) == 143, run.output("first")[-3000:]
         resumed = run.trainer("resumed", "--resume_from_checkpoint", "latest")
-        wait_for("the resumed trainer's rendezvous",
-                 lambda: run.run_id() not in (None, old_run), [resumed])  # fmt: skip
+        wait_until(
+            lambda: run.run_id() not in (None, old_run),
+            "the resumed trainer's rendezvous",
+            180,
+            procs=[resumed],
+        )
         new_run = run.run_id()
         assert new_run is not None
-        wait_for("the resumed trainer serving", lambda: serves(run.rendezvous, new_run), [resumed])
+        wait_until(
+            lambda: serves(run.rendezvous, new_run),
+            "the resumed trainer serving",
+            180,
+            procs=[resumed],
+        )
 
         # the next send follows the resumed trainer (a look at the rendezvous as a step
         # begins, a second at most after the last: the restart took longer)

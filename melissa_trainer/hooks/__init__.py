@@ -92,19 +92,21 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
             before anything starts, as Hugging Face's does for its evaluation strategy.
     """
     if not has_eval:
-        asked = [
-            f"{name}={value}"
+        asked = {
+            name: value
             for name, value in (
                 ("eval_steps", args.eval_steps),
                 ("early_stopping_patience", args.early_stopping_patience),
             )
             if value is not None
-        ]
+        }
         if asked:
+            # the hint names each refused field and its flag (a config file's key too)
             raise ValueError(
-                f"{' and '.join(asked)} asks for validation, but the trainer has no "
-                "eval_dataset: pass OnlineTrainer(..., eval_dataset=...), or leave "
-                f"{' and '.join(a.split('=')[0] for a in asked)} unset (--eval_steps none)"
+                f"{' and '.join(f'{k}={v}' for k, v in asked.items())} asks for validation, "
+                "but the trainer has no eval_dataset: pass OnlineTrainer(..., "
+                f"eval_dataset=...), or leave {' and '.join(asked)} unset "
+                f"({', '.join(f'--{k} none' for k in asked)} on the command line)"
             )
     hooks: list[Hook] = [
         FlowHook(

@@ -38,15 +38,16 @@ def trainer_hooks(
     *,
     has_eval: bool,
     source_hooks: Sequence[Hook],
-    user_hooks: Iterable[Hook],
+    user_hooks: Iterable[Hook] | None,
     use_default_hooks: bool,
 ) -> list[Hook]:
     """Every hook of a trainer, in the order they are called: the source's (what it
     needs: a study's lifecycle, an adaptive study's loss tracker and feed), then a
     `SimulationLossTracker` when ``simulation_loss_steps > 0`` and neither the source
     nor the user gives one (whatever `use_default_hooks`: the arguments ask for the
-    statistic), then `default_hooks` with `use_default_hooks`, then the user's."""
-    user = list(user_hooks)
+    statistic), then `default_hooks` with `use_default_hooks`, then the user's
+    (`user_hooks`: an iterable of `Hook` instances, or None for none)."""
+    user = user_hook_list(user_hooks)
     given = [*source_hooks, *user]
     hooks: list[Hook] = list(source_hooks)
     steps = args.simulation_loss_steps
@@ -55,6 +56,23 @@ def trainer_hooks(
     if use_default_hooks:
         hooks += default_hooks(args, has_eval)
     return [*hooks, *user]
+
+
+def user_hook_list(user_hooks: Iterable[Hook] | None) -> list[Hook]:
+    """`OnlineTrainer`'s `hooks` argument as a list: None is none (transformers'
+    ``callbacks=None``). One hook, or a hook class, where the iterable belongs is a
+    `TypeError` naming the fix; iterating them would say only ``'MyHook' object is not
+    iterable`` (the items themselves are checked by `HookList.add`)."""
+    if user_hooks is None:
+        return []
+    if isinstance(user_hooks, type) and issubclass(user_hooks, Hook):
+        return [user_hooks]  # type: ignore[list-item]  # HookList.add: "pass MyHook()"
+    if isinstance(user_hooks, Hook):
+        name = type(user_hooks).__name__
+        raise TypeError(
+            f"hooks takes a list of hooks, got one hook ({name}): pass hooks=[{name}()]"
+        )
+    return list(user_hooks)
 
 
 def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
@@ -74,19 +92,21 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
             before anything starts, as Hugging Face's does for its evaluation strategy.
     """
     if not has_eval:
-        asked = [
-            f"{name}={value}"
+        asked = {
+            name: value
             for name, value in (
                 ("eval_steps", args.eval_steps),
                 ("early_stopping_patience", args.early_stopping_patience),
             )
             if value is not None
-        ]
+        }
         if asked:
+            # the hint names each refused field and its flag (a config file's key too)
             raise ValueError(
-                f"{' and '.join(asked)} asks for validation, but the trainer has no "
-                "eval_dataset: pass OnlineTrainer(..., eval_dataset=...), or leave "
-                f"{' and '.join(a.split('=')[0] for a in asked)} unset (--eval_steps none)"
+                f"{' and '.join(f'{k}={v}' for k, v in asked.items())} asks for validation, "
+                "but the trainer has no eval_dataset: pass OnlineTrainer(..., "
+                f"eval_dataset=...), or leave {' and '.join(asked)} unset "
+                f"({', '.join(f'--{k} none' for k in asked)} on the command line)"
             )
     hooks: list[Hook] = [
         FlowHook(

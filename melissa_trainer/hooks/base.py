@@ -313,8 +313,16 @@ class HookList:
             self.add(hook)
 
     def add(self, hook: Hook) -> None:
+        if isinstance(hook, type) and issubclass(hook, Hook):  # hooks=[MyHook]
+            raise TypeError(
+                f"got the class {hook.__name__} where a hook belongs, not an instance of it: "
+                f"pass {hook.__name__}() (hooks=[{hook.__name__}()])"
+            )
         if not isinstance(hook, Hook):
-            raise TypeError(f"hooks must subclass melissa_trainer.Hook, got {type(hook)!r}")
+            raise TypeError(
+                "hooks must be instances of a subclass of melissa_trainer.Hook, got an "
+                f"object of type {type(hook).__name__}"
+            )
         if any(h.name == hook.name for h in self.hooks):
             raise ValueError(
                 f"two hooks are named {hook.name!r}: override `name` to tell them apart "

@@ -84,8 +84,8 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             evaluates its share and the mean loss is reduced over ranks. With an
             `ingest_sample` or `ingest_block`, given as the stream's samples before it:
             each is transformed once, here (`eval_dataset` then holds the results).
-        hooks: user hooks, called after the source's and the built-in ones (see
-            `hooks.trainer_hooks`).
+        hooks: user hooks (instances; None: none), called after the source's and the
+            built-in ones (see `hooks.trainer_hooks`).
         use_default_hooks: install the built-in hooks that `args` asks for
             (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
             ``simulation_loss_steps`` is installed either way).
@@ -125,7 +125,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         ingest_block: BlockTransform | None = None,
         loss_fn: LossFn | None = None,
         eval_dataset: Sequence[Sample] | None = None,
-        hooks: Iterable[Hook] = (),
+        hooks: Iterable[Hook] | None = (),
         use_default_hooks: bool = True,
     ) -> None:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts

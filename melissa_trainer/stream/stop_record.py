@@ -162,9 +162,11 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
 def _expected_end(ingest: Any, refused: dict[int, int]) -> tuple[dict[str, Any] | None, bool]:
     """The record's ``expected_end`` (None: the stream did not end on
     ``expected_simulations``), and whether its list was cut to `RECORD_LIMIT`."""
-    expected, finished = ingest.expected, int(ingest.simulations_finished)
-    abandoned = len(ingest.abandoned)
-    if expected is None or finished + abandoned < expected:
+    expected = ingest.expected
+    if expected is None:
+        return None, False
+    finished, abandoned = int(ingest.simulations_finished), len(ingest.abandoned)
+    if finished + abandoned < expected:
         return None, False
     rows = []
     unfinished = ingest.unfinished()

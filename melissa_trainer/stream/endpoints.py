@@ -229,10 +229,7 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
             problems.append(f"{name} invalid ({entry})")
             continue
         if entry.get("stopped") is True:
-            problems.append(
-                f"{name}: its trainer stopped (a trainer resumed from its checkpoint "
-                f"publishes again)"
-            )
+            problems.append(f"{name}: its trainer {_why_stopped(entry)}")
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}
@@ -251,6 +248,23 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
         elif not problems:
             return [entries[r] for r in range(world)], ""
     return None, "; ".join(problems)
+
+
+def _why_stopped(entry: dict[str, Any]) -> str:
+    """Why a stopped file's trainer stopped, as its stop record says (read leniently:
+    the words only; `client.stopped` checks a record before it decides anything)."""
+    record = entry.get("stop_record")
+    reason = record.get("reason") if isinstance(record, dict) else None
+    code = reason.get("code") if isinstance(reason, dict) else None
+    ended = record.get("expected_end") if isinstance(record, dict) else None
+    if code == "end" and isinstance(ended, dict):
+        return (
+            f"ended: the study had its expected_simulations="
+            f"{ended.get('expected_simulations')} and needs no more simulations (a "
+            f"trainer given more, resumed from its checkpoint, publishes again)"
+        )
+    said = f" ({code})" if isinstance(code, str) else ""
+    return f"stopped{said} (a trainer resumed from its checkpoint publishes again)"
 
 
 def _is_run_id(value: Any) -> bool:

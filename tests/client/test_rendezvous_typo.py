@@ -23,6 +23,7 @@ from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client
 from melissa_trainer.client.config import ClientTuning
 from melissa_trainer.stream import endpoints
+from melissa_trainer.stream.stop_record import StopReason
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -90,3 +91,26 @@ def test_a_missing_rendezvous_is_said_early_and_still_waited_for(
     (sample,) = buffer.get_batch(1, timeout=5)
     assert int(sample["simulation_id"]) == 1  # the oracle: its data arrived
     assert len(said.messages) == 1  # (said once)
+
+
+def test_a_solver_started_after_the_study_ended_is_told_why_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: Said
+) -> None:
+    """The trainer ended with its expected_simulations (the stop record's
+    ``expected_end``): a solver started afterwards waits for a trainer that may be given
+    more, and says early that the study needed no more simulations."""
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(tmp_path))
+    for name in ("MELISSA_TRAINER_ENDPOINTS", "MELISSA_TRAINER_RUN_ID", "MELISSA_TRAINER_ATTEMPT"):
+        monkeypatch.delenv(name, raising=False)
+    fields = {"u": ((2,), np.float64)}
+    with running(rendezvous_dir=tmp_path, run_id="run-a", expected_simulations=1) as receiver:
+        with Client(simulation_id=0, fields=fields) as first:
+            first.send(0, u=np.ones(2))
+        assert receiver.ended
+        receiver.note_stop(StopReason("end", "end of stream"))  # (as the trainer does)
+    with pytest.raises(TimeoutError) as caught:
+        Client(simulation_id=1, fields=fields, tuning=ClientTuning(rendezvous_timeout=1.0))
+    (warning,) = said.messages
+    ended = "its trainer ended: the study had its expected_simulations=1 and needs no more"
+    assert ended in warning and "waiting up to 1 s in all" in warning, warning
+    assert ended in str(caught.value)  # (before: "its trainer stopped")

@@ -260,8 +260,8 @@ def _why_stopped(entry: dict[str, Any]) -> str:
     if code == "end" and isinstance(ended, dict):
         return (
             f"ended: the study had its expected_simulations="
-            f"{ended.get('expected_simulations')} and needs no more simulations (a "
-            f"trainer given more, resumed from its checkpoint, publishes again)"
+            f"{ended.get('expected_simulations')} and needs no more simulations (unless "
+            f"a trainer started there again publishes)"
         )
     said = f" ({code})" if isinstance(code, str) else ""
     return f"stopped{said} (a trainer resumed from its checkpoint publishes again)"

@@ -19,7 +19,7 @@
 
 #include "internal.h"
 
-#define MAX_FILE (4u << 20) /* bytes: a record is at most about 330 KiB */
+#define MAX_FILE (4u << 20) /* bytes: a record is at most about 500 KiB */
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
 #define NOT_NEEDED (-1)     /* mt_stop_said.bye of an MT_STOP_ENDED: see decide_record */
 

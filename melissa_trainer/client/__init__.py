@@ -56,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover - the eager imports, for type checkers
         PredictTimeout,
     )
     from melissa_trainer.client.predict_link import ENV_SERVE_ENDPOINTS, ENV_SERVE_KEY
+    from melissa_trainer.client.stopped import SimulationNotNeeded
     from melissa_trainer.client.tuning import (
         DEFAULT_BATCH_BYTES,
         DEFAULT_BATCH_DELAY,
@@ -89,6 +90,7 @@ __all__ = [
     "Predicted",
     "PredictionUnavailable",
     "Predictor",
+    "SimulationNotNeeded",
     "SimulationRefused",
     "fetch_endpoints",
 ]
@@ -97,6 +99,7 @@ __all__ = [
 _WHERE = {
     "Client": "melissa_trainer.client.client",
     "SimulationRefused": "melissa_trainer.client.admission",
+    "SimulationNotNeeded": "melissa_trainer.client.stopped",
     **dict.fromkeys(
         [
             "ENV_ENDPOINTS",

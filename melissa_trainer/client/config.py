@@ -12,7 +12,7 @@ import json
 import math
 import operator
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
@@ -137,7 +137,9 @@ def resolve_receivers(
         if value:
             endpoints = value
         elif os.environ.get(ENV_RENDEZVOUS, "").strip():
-            entries = fetch_rendezvous(os.environ[ENV_RENDEZVOUS].strip(), rendezvous_timeout)
+            where = os.environ[ENV_RENDEZVOUS].strip()
+            notice = _waiting_notice(where, rendezvous_timeout)
+            entries = fetch_rendezvous(where, rendezvous_timeout, notice)
             keys = [e.get("curve_public_key") for e in entries]
             return [e["endpoint"] for e in entries], keys, entries[0].get("run_id")
         else:
@@ -157,6 +159,34 @@ def resolve_receivers(
             f"key, not {key!r}"
         )
     return out, [key] * len(out), None
+
+
+def _waiting_notice(where: str, timeout: float) -> Callable[[str], None]:
+    """What a client still waiting for the rendezvous `where` says, once, early
+    (`fetch_rendezvous`'s notice): a WARNING naming the path, the variable and the wait,
+    and, when not even the directory's parent exists, that a typo is likely. A solver
+    may start before its trainer has created the directory, so it keeps waiting."""
+
+    def notice(problem: str) -> None:
+        import logging  # (a rare path: not at every simulation's start-up)
+
+        path = os.path.abspath(where)
+        parent = os.path.dirname(path)
+        missing = not os.path.isdir(path)
+        typo = (
+            f"; its parent {parent} does not exist either: a typo in {ENV_RENDEZVOUS} is "
+            f"likely (the trainer creates {{output_dir}}/rendezvous, its files rank_<r>.json)"
+            if missing and not os.path.isdir(parent)
+            else ""
+        )
+        logging.getLogger("melissa_trainer.client.client").warning(
+            "%s=%s: %s%s; waiting up to %g s in all (ClientTuning.rendezvous_timeout) for "
+            "the trainer to %s",
+            ENV_RENDEZVOUS, path, problem, typo, timeout,
+            "create it" if missing else "publish there",
+        )  # fmt: skip
+
+    return notice
 
 
 def rendezvous_dir() -> str | None:

@@ -18,6 +18,10 @@ What the record decides, by its reason (`StopReason.code`):
   policy and the fix (the trainer stopped on its sample: nothing is waited for);
 * otherwise this rank's BYE in the record (the simulation finished there, or the BYE
   with the count it carried): confirmed, as by a RECEIPT saying so;
+* not in it, the record complete, and the stream ended on ``expected_simulations``
+  (``end`` with ``expected_end``: a solver started beyond the simulations the trainer
+  was given): `SimulationNotNeeded` at once, saying that the study ended without
+  needing it, what the trainer took of it, and what to do;
 * not in it, the record complete and the trainer ended or failed (``end``, ``error``,
   ``nonfinite`` of another simulation): `TimeoutError` at once, naming why the trainer
   stopped (it never read this BYE: nothing would answer later);
@@ -38,9 +42,18 @@ from melissa_trainer.client.closing import TrainerStopped, client_logger
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
-__all__ = ["StopRecords"]
+__all__ = ["SimulationNotNeeded", "StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
+
+
+class SimulationNotNeeded(TrainerStopped):
+    """A close whose trainer ended, its ``expected_simulations`` reached, without this
+    simulation (more solvers started than it was given): nothing failed, but not all
+    of this simulation was trained on (the message says how much was), so the close
+    does not return as confirmed. Uncaught, the solver exits 1; a script that starts
+    spare solvers on purpose catches it (docs/how-to/own-solver.md). A `TrainerStopped`,
+    so a `TimeoutError`, as this close's error was before."""
 
 
 class StopRecords:
@@ -111,6 +124,36 @@ class StopRecords:
             f"the same simulation id (MELISSA_TRAINER_SIMULATION_ID={sid})"
         )
 
+    def _not_needed(self, record: StopRecord) -> bool:
+        """The record (this simulation not finished in it) says that the stream ended on
+        ``expected_simulations``, and it is complete: the study ended without it."""
+        return record.complete and record.reason.code == "end" and record.expected_end is not None
+
+    def not_needed(self, rank: int, record: StopRecord) -> str:
+        """What a simulation the study ended without is told (`SimulationNotNeeded`),
+        after who it is."""
+        ended = record.expected_end
+        assert ended is not None  # (`_not_needed`)
+        steps, refused = ended.unfinished.get(self.simulation_id, (0, 0))
+        taken = (
+            f"its receiver {rank} had taken {steps} of this simulation's time steps (trained "
+            f"on{f'; {refused} refused as non-finite' if refused else ''}) and ignored the "
+            f"rest"
+            if steps
+            else f"its receiver {rank} had taken nothing of this simulation"
+        )
+        return (
+            f"the study ended without needing this simulation: the trainer "
+            f"was given expected_simulations={ended.expected_simulations} and that many had "
+            f"ended ({ended.finished} finished, {ended.abandoned} abandoned), so it stopped "
+            f"({record.reason.code}: {record.reason.message}; its stop record in "
+            f"{self.rendezvous}); {taken}. Nothing failed: if you started more solvers "
+            f"than the trainer needed, there is nothing to do (catch SimulationNotNeeded "
+            f"to exit 0). To train on every solver you start, give the trainer "
+            f"expected_simulations equal to their number "
+            f"(ReceiverConfig(expected_simulations=N)) before you start them"
+        )
+
     def for_good(self) -> tuple[str, type[Exception]] | None:
         """Why the trainer is not coming back, if a receiver's record says that it ended
         or failed (not preempted): a sentence, and the error a close whose messages
@@ -123,6 +166,9 @@ class StopRecords:
             reason = record.reason
             if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
                 return self.refusal(rank, record), SimulationRefused
+            if self._not_needed(record):
+                lead = f"to {self.endpoints[rank]}: "  # (after "queued messages not delivered")
+                return lead + self.not_needed(rank, record), SimulationNotNeeded
             return (
                 f"to {self.endpoints[rank]}: the trainer stopped before it read them "
                 f"({reason.code}: {reason.message}; its stop record in {self.rendezvous}). "
@@ -155,6 +201,8 @@ class StopRecords:
         bye = record.byes.get((sid, self.client_rank))
         if bye is not None and bye[0] == count:
             return self._reply(rank, RECEIPT_BYE, bye[1], bye[0], bye[2])
+        if self._not_needed(record):
+            raise SimulationNotNeeded(f"{self.whose}: {self.not_needed(rank, record)}")
         if record.complete and reason.code in _FINAL:
             raise TimeoutError(
                 f"{self.whose}: its BYE was not confirmed: the trainer's receiver {rank} "

@@ -7,6 +7,7 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,9 @@ import zmq
 from melissa_trainer import wire as protocol
 
 RENDEZVOUS_VERSION = 1
+#: seconds `fetch_rendezvous` waits before it tells its `notice` what it waits for (a
+#: client says so: a typo in the path would otherwise be silent for the whole timeout)
+NOTICE_AFTER = 3.0
 _RANK_FILE = re.compile(r"rank_(\d+)\.json")
 
 
@@ -146,7 +150,9 @@ def fetch_endpoints(rendezvous_dir: str | os.PathLike[str], timeout: float = 60.
 
 
 def fetch_rendezvous(
-    rendezvous_dir: str | os.PathLike[str], timeout: float = 60.0
+    rendezvous_dir: str | os.PathLike[str],
+    timeout: float = 60.0,
+    notice: Callable[[str], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The receivers' entries published in a rendezvous directory, in rank order.
 
@@ -158,20 +164,27 @@ def fetch_rendezvous(
     run id (files of two runs: one is still rewriting them), and none is marked
     ``"stopped"`` (`mark_stopped`: that trainer is down; the next one rewrites them).
     Each file may also name ``"follow_endpoint"``, the receiver's follow socket
-    (`follow_server`). Blocks up to `timeout` seconds.
+    (`follow_server`). Blocks up to `timeout` seconds; still incomplete after
+    `NOTICE_AFTER` of them (with more to wait), calls `notice` once with what is wrong
+    (the client warns, naming the path and the wait: `client.config`).
 
     Raises:
         TimeoutError: the directory is still incomplete (or inconsistent) after
             `timeout` seconds; the message says what was found.
     """
     directory = Path(rendezvous_dir)
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
     pause = 0.01
     while True:
         entries, problem = _read_rendezvous(directory)
         if entries is not None:
             return entries
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if notice is not None and now - start >= NOTICE_AFTER and now < deadline:
+            notice(problem)
+            notice = None  # (once)
+        if now >= deadline:
             raise TimeoutError(
                 f"rendezvous directory {str(directory)!r} incomplete after {timeout} s: "
                 f"{problem} (is the trainer running, with this output directory?)"
@@ -216,10 +229,7 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
             problems.append(f"{name} invalid ({entry})")
             continue
         if entry.get("stopped") is True:
-            problems.append(
-                f"{name}: its trainer stopped (a trainer resumed from its checkpoint "
-                f"publishes again)"
-            )
+            problems.append(f"{name}: its trainer {_why_stopped(entry)}")
             continue
         entries[rank] = entry
     sizes = {e["world_size"] for e in entries.values()}
@@ -238,6 +248,23 @@ def _read_rendezvous(directory: Path) -> tuple[list[dict[str, Any]] | None, str]
         elif not problems:
             return [entries[r] for r in range(world)], ""
     return None, "; ".join(problems)
+
+
+def _why_stopped(entry: dict[str, Any]) -> str:
+    """Why a stopped file's trainer stopped, as its stop record says (read leniently:
+    the words only; `client.stopped` checks a record before it decides anything)."""
+    record = entry.get("stop_record")
+    reason = record.get("reason") if isinstance(record, dict) else None
+    code = reason.get("code") if isinstance(reason, dict) else None
+    ended = record.get("expected_end") if isinstance(record, dict) else None
+    if code == "end" and isinstance(ended, dict):
+        return (
+            f"ended: the study had its expected_simulations="
+            f"{ended.get('expected_simulations')} and needs no more simulations (unless "
+            f"a trainer started there again publishes)"
+        )
+    said = f" ({code})" if isinstance(code, str) else ""
+    return f"stopped{said} (a trainer resumed from its checkpoint publishes again)"
 
 
 def _is_run_id(value: Any) -> bool:

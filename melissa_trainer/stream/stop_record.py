@@ -12,22 +12,30 @@ into its rendezvous file, in the same rename that marks it stopped
 
 ``"stop_record": {"version": 1, "run_id", "reason": {"code", "message"[,
 "simulation_id", "time_step"]}, "finished": [[sid, steps, nonfinite], ...], "byes":
-[[sid, client_rank, count, steps, nonfinite], ...], "complete": bool}``
+[[sid, client_rank, count, steps, nonfinite], ...], "complete": bool[,
+"expected_end": {"expected_simulations", "finished", "abandoned", "unfinished": [[sid,
+steps, nonfinite], ...]}]}``
 
 * ``finished``: the last `RECORD_LIMIT` simulations that finished here (every rank's BYE
   and every step in), oldest first, with the steps held and the samples refused as
   non-finite (the RECEIPT's ``steps`` and ``nonfinite``);
 * ``byes``: the BYEs ingested of simulations not finished here (a client rank's BYE and
   the count it carried), at most `RECORD_LIMIT`;
-* ``complete``: false when either list was cut to its bound (a client absent from an
+* ``complete``: false when a list was cut to its bound (a client absent from an
   incomplete record is not told that the trainer lacks its BYE: it waits as before);
+* ``expected_end``: present when the stream ended here because ``expected_simulations``
+  simulations had ended (finished or abandoned): that bound, the counts, and the
+  simulations begun here and not finished (the steps held of each, at most
+  `RECORD_LIMIT`). A client absent from the record then learns that the study ended
+  without needing it (a solver started beyond ``expected_simulations``), and what was
+  taken of it, rather than that the trainer failed (`client.stopped`);
 * ``reason.code``: one of `REASON_CODES`: ``end`` (the run ended: end of stream,
   ``max_steps``, a hook), ``preempted`` (a signal: a resumed trainer will follow),
   ``nonfinite`` (a sample holding NaN or Inf under ``nonfinite="fail"``: the simulation
   and time step are named), ``error`` (training failed), ``stopped`` (stopped by its
   owner, reason not given). ``message`` is a sentence for people.
 
-At most about 2 * `RECORD_LIMIT` * 40 bytes (330 KiB). Plain JSON, read without
+At most about 3 * `RECORD_LIMIT` * 40 bytes (500 KiB). Plain JSON, read without
 unpickling anything (`parse_record`: every field checked, sizes bounded).
 """
 
@@ -45,6 +53,7 @@ __all__ = [
     "REASON_CODES",
     "StopReason",
     "StopRecord",
+    "ExpectedEnd",
     "build_record",
     "parse_record",
     "reason_of",
@@ -84,6 +93,18 @@ def reason_of(error: BaseException | None, noted: StopReason | None) -> StopReas
 
 
 @dataclass(frozen=True)
+class ExpectedEnd:
+    """The stream ended on ``expected_simulations`` (the record's ``expected_end``)."""
+
+    expected_simulations: int
+    finished: int
+    abandoned: int
+    #: simulation id -> (steps held, samples refused as non-finite), of those begun
+    #: here and not finished
+    unfinished: dict[int, tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class StopRecord:
     """A parsed stop record (`parse_record`)."""
 
@@ -94,6 +115,8 @@ class StopRecord:
     #: (simulation id, client rank) -> (the BYE's count, steps held, refused)
     byes: dict[tuple[int, int], tuple[int, int, int]]
     complete: bool
+    #: None unless the stream ended on ``expected_simulations`` (or an older record)
+    expected_end: ExpectedEnd | None = None
 
 
 def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[str, Any]:
@@ -119,17 +142,41 @@ def build_record(ingest: Any, run_id: str | None, reason: StopReason) -> dict[st
                 complete = False
                 break
             byes.append([int(sid), int(rank), int(count), steps, bad])
+    expected_end, cut = _expected_end(ingest, refused)
     said: dict[str, Any] = {"code": reason.code, "message": reason.message[:_MAX_MESSAGE]}
     if reason.simulation_id is not None:
         said.update(simulation_id=reason.simulation_id, time_step=reason.time_step)
-    return {
+    record = {
         "version": RECORD_VERSION,
         "run_id": run_id,
         "reason": said,
         "finished": finished,
         "byes": byes,
-        "complete": complete,
+        "complete": complete and not cut,
     }
+    if expected_end is not None:
+        record["expected_end"] = expected_end
+    return record
+
+
+def _expected_end(ingest: Any, refused: dict[int, int]) -> tuple[dict[str, Any] | None, bool]:
+    """The record's ``expected_end`` (None: the stream did not end on
+    ``expected_simulations``), and whether its list was cut to `RECORD_LIMIT`."""
+    expected = ingest.expected
+    if expected is None:
+        return None, False
+    finished, abandoned = int(ingest.simulations_finished), len(ingest.abandoned)
+    if finished + abandoned < expected:
+        return None, False
+    rows = []
+    unfinished = ingest.unfinished()
+    for sid in unfinished[:RECORD_LIMIT]:
+        ledger = ingest.sims.get(sid)
+        steps = 0 if ledger is None else int(ledger.completed)
+        rows.append([int(sid), steps, min(int(refused.get(sid, 0)), steps)])
+    said = {"expected_simulations": int(expected), "finished": finished,
+            "abandoned": abandoned, "unfinished": rows}  # fmt: skip
+    return said, len(unfinished) > RECORD_LIMIT
 
 
 def parse_record(value: Any) -> StopRecord:
@@ -167,7 +214,23 @@ def parse_record(value: Any) -> StopRecord:
     complete = value.get("complete")
     if not isinstance(complete, bool):
         raise ValueError("bad complete flag")
-    return StopRecord(run_id, reason, finished, byes, complete)
+    ended = value.get("expected_end")
+    expected_end = None if ended is None else _parse_expected_end(ended)
+    return StopRecord(run_id, reason, finished, byes, complete, expected_end)
+
+
+def _parse_expected_end(value: Any) -> ExpectedEnd:
+    if not isinstance(value, dict):
+        raise ValueError("expected_end: not an object")
+    counts: list[Any] = [value.get(k) for k in ("expected_simulations", "finished", "abandoned")]
+    if not all(map(_count, counts)):
+        raise ValueError(f"expected_end: bad counts {counts!r:.100}")
+    unfinished = {}
+    for row in _rows(value.get("unfinished"), 3, "expected_end.unfinished"):
+        if row[2] > row[1]:
+            raise ValueError(f"expected_end.unfinished {row}: more refused than held")
+        unfinished[row[0]] = (row[1], row[2])
+    return ExpectedEnd(counts[0], counts[1], counts[2], unfinished)
 
 
 def _count(value: Any) -> bool:

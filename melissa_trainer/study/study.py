@@ -56,9 +56,7 @@ the simulations: the processes). The study owns what joins them:
   contributed none, or when the losses reached the sampler too late to steer any draw
   (`study.feedback`); otherwise `account_report`, which `ProgressHook` prints.
 
-Without a launcher ("external mode") there is no study: give the trainer a
-`StreamSource(ReceiverConfig(expected_simulations=N))` and start the simulations
-yourself.
+Without a launcher ("external mode"): `StreamSource(ReceiverConfig(expected_simulations=N))`.
 
 Threading: as `StreamSource`, methods are called from the training thread
 (`telemetry` and `state_dict` may be called from any thread).
@@ -288,19 +286,16 @@ class Study(Source):
         """End the simulations (none outlives the trainer), then the receivers."""
         try:
             if self._started:
-                # At the end of the stream (here, or on another rank) the simulations
-                # running are the study's last and are closing: let them exit and their
-                # data arrive (recorded as finished, not run again after a resume).
-                # Stopped with data still to come (max_steps, a hook), after an error or
-                # a preemption, nothing more will be trained on and the simulations may
-                # be blocked on a full buffer: no wait (those whose data is complete are
-                # recorded as finished all the same).
+                # At the end of the stream (on any rank) the running simulations are the
+                # last, closing: let them exit and their data arrive (finished, not run
+                # again after a resume). Stopped with data to come (max_steps, a hook),
+                # an error or a preemption: they may be blocked on a full buffer and
+                # nothing more is trained on: no wait (complete ones count as finished).
                 receiver = self.stream.receiver
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
                 self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
-                # the account (`launcher.account`), once: the trainer stops its source
-                # twice (before its end hooks, and in its `finally`)
+                # the account (`launcher.account`), once (the trainer stops it twice)
                 if not self._accounted:
                     self._accounted = True
                     samples = receiver.ingest.samples_of() if receiver else {}
@@ -310,6 +305,11 @@ class Study(Source):
                     self.account_report = [] if warned else lines
         finally:
             self.stream.stop()
+
+    def note_stop(self, code: str, message: str) -> None:
+        """`Source.note_stop`: told to the receivers, whose stop record says it to the
+        simulations closing as the study stops (before: "stopped", whatever the cause)."""
+        self.stream.note_stop(code, message)
 
     def on_end_of_stream(self) -> None:
         """The stream has ended on some rank (END_OF_STREAM): `stop` gives the last simulations

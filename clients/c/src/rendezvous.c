@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -229,8 +231,43 @@ done:
     return st;
 }
 
+#define NOTICE_AFTER 3.0 /* seconds: endpoints.py NOTICE_AFTER */
+
+/* Said once on stderr by a client still waiting for `dir` NOTICE_AFTER seconds in, as
+ * the Python client's warning (client/config.py _waiting_notice): the path, where it
+ * came from, what is wrong, and a likely typo when not even the parent directory exists
+ * (a solver may start before its trainer creates the directory: it keeps waiting). */
+static void waiting_notice(const mt_client *c, const char *dir, const char *problem,
+                           double timeout) {
+    char path[4096], cwd[2048], t[32];
+    if (dir[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
+        snprintf(path, sizeof path, "%s", dir);
+    else
+        snprintf(path, sizeof path, "%s/%s", cwd, dir);
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') path[--n] = '\0';
+    struct stat st;
+    bool missing = stat(path, &st) != 0 || !S_ISDIR(st.st_mode);
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *slash = strrchr(parent, '/');
+    if (slash != NULL) *(slash == parent ? slash + 1 : slash) = '\0';
+    bool typo = missing && (stat(parent, &st) != 0 || !S_ISDIR(st.st_mode));
+    mt_format_double(timeout, t);
+    const char *from = dir == c->rendezvous_dir ? "mt_set_rendezvous" : "MELISSA_TRAINER_RENDEZVOUS";
+    fprintf(stderr,
+            "melissa_trainer: %s=%s: %s%s%s%s; waiting up to %s s in all (the rendezvous "
+            "timeout) for the trainer to %s\n",
+            from, path, problem, typo ? "; its parent " : "", typo ? parent : "",
+            typo ? " does not exist either: a typo in the path is likely (the trainer "
+                   "creates {output_dir}/rendezvous, its files rank_<r>.json)"
+                 : "",
+            t, missing ? "create it" : "publish there");
+}
+
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
-    double deadline = mt_now() + timeout, pause = 0.01;
+    double start = mt_now(), deadline = start + timeout, pause = 0.01;
+    bool told = false;
     char problem[768];
     for (;;) {
         mt_rendezvous rv;
@@ -255,7 +292,11 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             free(rv.receipts);
             return MT_OK;
         }
-        double left = deadline - mt_now();
+        double now = mt_now(), left = deadline - now;
+        if (!told && now - start >= NOTICE_AFTER && left > 0) {
+            told = true;
+            waiting_notice(c, dir, problem, timeout);
+        }
         if (left <= 0) {
             char t[32];
             mt_format_double(timeout, t);

@@ -19,8 +19,9 @@
 
 #include "internal.h"
 
-#define MAX_FILE (4u << 20) /* bytes: a record is at most about 330 KiB */
+#define MAX_FILE (4u << 20) /* bytes: a record is at most about 500 KiB */
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
+#define NOT_NEEDED (-1)     /* mt_stop_said.bye of an MT_STOP_ENDED: see decide_record */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -121,6 +122,36 @@ static const mt_json_member *member(const mt_json_member *m, size_t n, const cha
     return NULL;
 }
 
+/* A record's "expected_end" (the stream ended on expected_simulations: stop_record.py
+ * ExpectedEnd): its counts, and the steps held and refused of this simulation if it is
+ * among the unfinished ones (0 else). */
+typedef struct expected_end {
+    uint64_t expected, finished, abandoned, simulation_id, steps, refused;
+} expected_end;
+
+static bool unfinished_row(const uint64_t *r, void *ctx) {
+    expected_end *e = ctx;
+    if (r[2] > r[1]) return false; /* (more refused than held) */
+    if (r[0] == e->simulation_id) e->steps = r[1], e->refused = r[2];
+    return true;
+}
+
+/* Parse `text` (the "expected_end" object) into *e; false (with `why`) if invalid. */
+static bool parse_expected_end(const char *text, expected_end *e, const char **why) {
+    mt_json_member *m = NULL;
+    size_t n = 0;
+    char err[160];
+    *why = "a bad expected_end";
+    bool ok = mt_json_object(text, &m, &n, err, sizeof err) &&
+              number_u64(member(m, n, "expected_simulations"), &e->expected) &&
+              number_u64(member(m, n, "finished"), &e->finished) &&
+              number_u64(member(m, n, "abandoned"), &e->abandoned);
+    const mt_json_member *rows_of = ok ? member(m, n, "unfinished") : NULL;
+    ok = ok && rows_of != NULL && rows(rows_of->string, 3, unfinished_row, e, why);
+    mt_json_free(m, n);
+    return ok;
+}
+
 /* Parse the record `text` and decide (see mt_stop_record_decide); `why` set when invalid. */
 static mt_stop_outcome decide_record(const char *text, const char *run_id, uint64_t sid,
                                      int client_rank, uint64_t count, mt_stop_said *out,
@@ -134,6 +165,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     const mt_json_member *version = member(m, n, "version"), *run = member(m, n, "run_id");
     const mt_json_member *reason = member(m, n, "reason"), *complete = member(m, n, "complete");
     const mt_json_member *finished = member(m, n, "finished"), *byes = member(m, n, "byes");
+    const mt_json_member *ended = member(m, n, "expected_end");
     if (version == NULL || version->kind != MT_JSON_NUMBER || !version->integer ||
         version->number != 1.0)
         goto done;
@@ -165,6 +197,9 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     if (finished == NULL || byes == NULL || !rows(finished->string, 3, finished_row, &f, why) ||
         !rows(byes->string, 5, bye_row, &f, why))
         goto done;
+    expected_end e = {0, 0, 0, sid, 0, 0};
+    if (ended != NULL && (ended->kind != MT_JSON_OTHER || !parse_expected_end(ended->string, &e, why)))
+        goto done;
     snprintf(out->code, sizeof out->code, "%s", code->string);
     snprintf(out->message, sizeof out->message, "%s", message->string);
     out->time_step = failed_step;
@@ -181,6 +216,19 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = MT_STOP_ENDED;
     else
         said = MT_STOP_UNDECIDED;
+    if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0) {
+        /* the study ended without needing this simulation (started beyond
+         * expected_simulations): told so by mt_stop_record_fail. The outcome stays
+         * MT_STOP_ENDED (internal.h); the receipt fields, unused when not confirmed,
+         * carry it: bye NOT_NEEDED, steps and nonfinite what the receiver took of this
+         * simulation, and message the counts before the trainer's reason. */
+        out->bye = NOT_NEEDED, out->steps = e.steps, out->nonfinite = e.refused;
+        snprintf(out->message, sizeof out->message,
+                 "expected_simulations=%llu and that many had ended (%llu finished, %llu "
+                 "abandoned), so it stopped (end: %.900s",
+                 (unsigned long long)e.expected, (unsigned long long)e.finished,
+                 (unsigned long long)e.abandoned, message->string);
+    }
 done:
     mt_json_free(rm, rn);
     mt_json_free(m, n);
@@ -247,6 +295,28 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
                        "simulation again with the same simulation id "
                        "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
                        sid, (unsigned long long)s->time_step, rank, s->message, sid);
+    if (s->bye == NOT_NEEDED) {
+        char taken[200];
+        if (s->steps == 0)
+            snprintf(taken, sizeof taken, "its receiver %zu had taken nothing of this simulation", rank);
+        else if (s->nonfinite == 0)
+            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
+                     "time steps (trained on) and ignored the rest", rank,
+                     (unsigned long long)s->steps);
+        else
+            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
+                     "time steps (trained on; %llu refused as non-finite) and ignored the rest",
+                     rank, (unsigned long long)s->steps, (unsigned long long)s->nonfinite);
+        return mt_fail(c, MT_ETIMEDOUT,
+                       "%s: the study ended without needing this simulation: the trainer was "
+                       "given %s; its stop record in %s); %s. Nothing failed: if you started "
+                       "more solvers than the trainer needed, there is nothing to do (this "
+                       "close returns MT_ETIMEDOUT: exit 0 on it if you start spare solvers "
+                       "on purpose). To train on every solver you start, give the trainer "
+                       "expected_simulations equal to their number "
+                       "(ReceiverConfig(expected_simulations=N)) before you start them",
+                       whose, s->message, c->rendezvous_used, taken);
+    }
     return mt_fail(c, MT_ETIMEDOUT,
                    "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
                    "before it read it (%s: %s; its stop record in %s lacks this BYE). What "

@@ -417,7 +417,13 @@ mt_status mt_arm(mt_client *c, void *sock, double deadline);
  * practice INT_MIN: "forever"). A longer bound is capped there: a send or close blocked
  * that long fails then (a poll loop, which looks at its deadline again, is exact). */
 int mt_ms(double seconds);
+/* Wait until ZeroMQ holds none of this client's arrays (MT_OK) or the deadline (< 0:
+ * none) passed (MT_ETIMEDOUT). mt_held_none: whether it holds none now (no wait). */
 mt_status mt_wait_held(mt_client *c, double deadline);
+bool mt_held_none(mt_client *c);
+#ifdef MT_TESTING
+extern _Atomic unsigned mt_testing_held_waits; /* condition waits of mt_wait_held */
+#endif
 mt_status mt_send_fail(mt_client *c, int err, const char *what);
 
 /* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:

@@ -1,5 +1,7 @@
-/* close_checks.h: what the close asks the trainer: was the simulation taken (admission.c), was this rank's BYE ingested (receipt.c), what a stopped receiver's record says (stop_record.c). Not installed; included at the end of internal.h (which every
- * source includes), after the types it uses. */
+/* close_checks.h: what the close asks the trainer: was the simulation taken (admission.c),
+ * was this rank's BYE ingested (receipt.c), what a stopped receiver's record says
+ * (stop_record.c). Not installed; internal.h, which every source includes, includes it at
+ * its end, after the types it uses. */
 #ifndef MT_CLOSE_CHECKS_H
 #define MT_CLOSE_CHECKS_H
 

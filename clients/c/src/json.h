@@ -1,5 +1,6 @@
-/* json.h: the strict JSON readers of json.c (on json_scan.c's scanner). Not installed; included at the end of internal.h (which every
- * source includes), after the types it uses. */
+/* json.h: the strict JSON readers of json.c (on json_scan.c's scanner). Not installed;
+ * internal.h, which every source includes, includes it at its end, after the types it
+ * uses. */
 #ifndef MT_JSON_H
 #define MT_JSON_H
 

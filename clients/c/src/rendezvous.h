@@ -1,5 +1,6 @@
-/* rendezvous.h: the configuration (env.c) and the rendezvous directory (rendezvous.c). Not installed; included at the end of internal.h (which every
- * source includes), after the types it uses. */
+/* rendezvous.h: the configuration (env.c) and the rendezvous directory (rendezvous.c). Not
+ * installed; internal.h, which every source includes, includes it at its end, after the
+ * types it uses. */
 #ifndef MT_RENDEZVOUS_H
 #define MT_RENDEZVOUS_H
 

@@ -1,5 +1,7 @@
-/* send.h: the send path: the batches (outbox.c), the step set, the handshake monitors (handshake.c), the sends and the waits for the arrays ZeroMQ holds (send.c), a blocked send's slices (send_wait.c). Not installed; included at the end of internal.h (which every
- * source includes), after the types it uses. */
+/* send.h: the send path: the batches (outbox.c), the step set, the handshake monitors
+ * (handshake.c), the sends and the waits for the arrays ZeroMQ holds (send.c), a blocked
+ * send's slices (send_wait.c). Not installed; internal.h, which every source includes,
+ * includes it at its end, after the types it uses. */
 #ifndef MT_SEND_H
 #define MT_SEND_H
 

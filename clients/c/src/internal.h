@@ -226,22 +226,6 @@ bool mt_all_finite(mt_dtype dtype, const void *data, uint64_t count);
 mt_status mt_build_headers(mt_client *c);
 void mt_encode_bye(uint8_t out[28], uint64_t simulation_id, int rank, int ranks, uint64_t steps);
 
-/* json.c: a strict reader of one flat JSON object */
-typedef enum { MT_JSON_NUMBER, MT_JSON_STRING, MT_JSON_OTHER } mt_json_kind;
-typedef struct mt_json_member {
-    char *key;
-    mt_json_kind kind;
-    double number;
-    bool integer; /* a number without fraction or exponent */
-    char *string; /* MT_JSON_STRING: decoded UTF-8; else the raw text of the value */
-} mt_json_member;
-/* Parse `text` as one JSON object; on failure returns false with a reason in err. */
-bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,
-                    size_t err_size);
-void mt_json_free(mt_json_member *members, size_t n);
-/* True if `text` is one valid JSON value (of any kind). */
-bool mt_json_valid(const char *text);
-
 /* An array's name, dtype and shape (C order), as a serve file declares an input. */
 typedef struct mt_spec {
     char *name;
@@ -250,186 +234,15 @@ typedef struct mt_spec {
     uint64_t shape[MT_MAX_NDIM];
 } mt_spec;
 
-/* Split `text`, one JSON array, into the raw texts of its items (each NUL-terminated). */
-bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);
-void mt_json_array_free(char **items, size_t n);
-
 /* predict.c: close the prediction socket (before the context ends), free what
  * mt_set_serve_endpoints and the serve file left. */
 void mt_predict_release(mt_client *c);
 void mt_predict_free(mt_client *c);
 
-/* env.c */
-mt_status mt_resolve_config(mt_client *c);
-/* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
- * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
- * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),
- * whether a file is marked stopped (read with `stopped_too` only). */
-typedef struct mt_rendezvous {
-    size_t n;
-    char **endpoints, **keys, **follows;
-    bool *receipts;
-    char *run_id;
-    bool stopped;
-} mt_rendezvous;
-/* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
- * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong in
- * `problem`), MT_ENOMEM. */
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
-                             bool stopped_too);
-void mt_rendezvous_free(mt_rendezvous *rv);
-/* admission.c: was the simulation taken (docs/protocol.md 17a), asked at the close. */
-#define MT_ADMISSION_UNKNOWN 0
-#define MT_ADMISSION_ACCEPTED 1
-#define MT_ADMISSION_REFUSED 2
-typedef struct mt_admission {
-    int status;         /* MT_ADMISSION_* */
-    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
-    size_t reason_len;
-} mt_admission;
-/* NULL with *out set if `frame` (len bytes) is an ADMISSION answering query `request_id`
- * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
- * client counts it ("truncated", "bad_size", "bad_rank", ...). */
-const char *mt_admission_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
-                               uint64_t request_id, uint32_t rank, uint32_t world,
-                               mt_admission *out);
-/* Whether the close asks: endpoints from a rendezvous, MELISSA_TRAINER_ATTEMPT unset. */
-bool mt_admission_wanted(const mt_client *c);
-/* Ask each receiver (`endpoints`: the ones the client sent to, the rendezvous read again
- * must name them) whether it took the simulation: MT_ESIMREFUSED with its reason if one
- * refused it, else MT_OK (a warning on stderr when one did not say in 10 s). Asked of a
- * trainer whose receivers do not all answer RECEIPT_QUERY (receipt.c). */
-mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
-/* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL; with `monitor`
- * (an inproc address), its connections (connected, disconnected) are reported to *pair,
- * a PAIR connected there before the DEALER connects. */
-void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
-                     void **pair);
-/* One whole message on `s` (readable: polled first): its first frame into `buf` (*len
- * bytes, cut at `cap`), its frames counted in *frames; 0, or the errno. */
-int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames);
-/* The refusal's message (MT_ESIMREFUSED), as the Python client's SimulationRefused (with
- * its fix when the reason names other fields or another run). */
-mt_status mt_admission_refused(mt_client *c, size_t rank, const char *endpoint,
-                               const char *reason);
-
-/* receipt.c: was this rank's BYE ingested (docs/protocol.md 17b), asked at the close. */
-#define MT_RECEIPT_NO_BYE 0
-#define MT_RECEIPT_BYE 1
-#define MT_RECEIPT_FINISHED 2
-typedef struct mt_receipt {
-    int admission;      /* MT_ADMISSION_* */
-    int bye;            /* MT_RECEIPT_* */
-    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
-    size_t reason_len;
-    uint64_t steps, bye_steps, nonfinite;
-} mt_receipt;
-/* NULL with *out set if `frame` (len bytes) is a RECEIPT answering query `request_id`
- * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
- * client counts it ("truncated", "bad_size", "bad_rank", ...). */
-const char *mt_receipt_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
-                             uint64_t request_id, uint32_t rank, uint32_t world,
-                             mt_receipt *out);
-/* 1 if `r` confirms a BYE that carried `expected` (the simulation finished there, or
- * this rank's BYE is in with that count), -1 if the simulation was refused, 0 not yet. */
-int mt_receipt_decides(const mt_receipt *r, uint64_t expected);
-/* A RECEIPT_QUERY into `out` (at least 102 bytes); its length. */
-size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_id,
-                        uint64_t bye_steps, int rank, int ranks, const char *run_id);
-/* Ask the receivers of `rv` (whose endpoints are the client's) until each confirmed
- * this rank's BYE (MT_OK; a warning on stderr for samples refused as non-finite),
- * one refused the simulation or all its samples were non-finite (MT_ESIMREFUSED), or
- * one is gone, the rendezvous names a new run, or the close timeout passed
- * (MT_ETIMEDOUT, saying what may be lost and what to do). */
-mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t *bye_steps);
-
-/* stop_record.c: what a stopped receiver's stop record says of this rank's BYE
- * (docs/protocol.md 2, "The stop record"; 17b, "A trainer that stopped"). */
-typedef enum {
-    MT_STOP_UNDECIDED, /* no record of this run (or preempted, or it lacks the BYE and is
-                        * incomplete or "stopped"): the waits decide */
-    MT_STOP_CONFIRMED, /* the BYE (or the simulation finished) is in it: *out's receipt */
-    MT_STOP_REFUSED,   /* the trainer stopped on this simulation's non-finite sample */
-    MT_STOP_ENDED,     /* the trainer ended or failed without this BYE (complete record) */
-    MT_STOP_INVALID    /* (internal: a record that does not parse, ignored) */
-} mt_stop_outcome;
-typedef struct mt_stop_said {
-    int bye; /* MT_RECEIPT_BYE or MT_RECEIPT_FINISHED, when confirmed */
-    uint64_t steps, bye_steps, nonfinite, time_step;
-    char code[16];
-    char message[1024];
-} mt_stop_said;
-/* What one receiver's file looked like when last read (it is read again only once it
- * changes), and whether its invalid record was warned of. Zeroed before the first look. */
-typedef struct mt_stop_look {
-    bool seen, warned;
-    unsigned long long ino;
-    long long mtime, size;
-} mt_stop_look;
-mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
-                                      const char *run_id, uint64_t simulation_id,
-                                      int client_rank, uint64_t count, mt_stop_look *look,
-                                      mt_stop_said *out);
-/* The close's failure for MT_STOP_REFUSED (MT_ESIMREFUSED) or MT_STOP_ENDED (MT_ETIMEDOUT),
- * in the Python client's words (client/stopped.py). */
-mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
-                              size_t rank, const char *endpoint, const char *whose);
-/* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
- * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
-mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
-/* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
-bool mt_valid_run_id(const char *s);
-
-/* outbox.c */
-mt_status mt_outbox_init(mt_client *c);
-void mt_outbox_free(mt_client *c);
-mt_status mt_outbox_append(mt_client *c, size_t field, const void *data);
-bool mt_outbox_due(const mt_client *c, size_t index, double now);
-/* Send group `index` as one message (mu held); flags 0 or ZMQ_DONTWAIT. Returns 0, or
- * the errno of the failed send (EAGAIN: nothing sent, the group intact). */
-int mt_outbox_send(mt_client *c, size_t index, int flags);
-mt_status mt_outbox_start_flusher(mt_client *c);
-void mt_outbox_stop_flusher(mt_client *c);
-
-/* steps (in outbox.c) */
-int mt_stepset_add(mt_stepset *s, uint64_t v); /* 1 new, 0 present, -1 no memory */
-void mt_stepset_free(mt_stepset *s);
-
-/* handshake.c */
-/* Monitor socket i's handshakes (before it connects: none is missed). */
-mt_status mt_handshake_watch(mt_client *c, size_t i);
-/* MT_EENV, naming the endpoint and the fix, if socket i's receiver refused its handshake
- * (events read without blocking); MT_OK otherwise. */
-mt_status mt_handshake_check(mt_client *c, size_t i);
-/* Wait until every receiver accepted the handshake (MT_OK), one refused it (MT_EENV, the
- * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set). */
-mt_status mt_handshake_wait(mt_client *c, double deadline);
-/* Since when socket i's receiver has been down (events read without blocking), or < 0
- * while it is connected or not known down. */
-double mt_handshake_down_since(mt_client *c, size_t i);
-/* Stop the monitors and close their sockets (before the data sockets, and the context). */
-void mt_handshake_release(mt_client *c);
-
-/* send.c */
-mt_status mt_arm(mt_client *c, void *sock, double deadline);
-/* Whole milliseconds in `seconds` for ZeroMQ's int options and waits (SNDTIMEO, LINGER,
- * zmq_poll): 0 if <= 0, at most INT_MAX (24.8 days; a cast past it is undefined, in
- * practice INT_MIN: "forever"). A longer bound is capped there: a send or close blocked
- * that long fails then (a poll loop, which looks at its deadline again, is exact). */
-int mt_ms(double seconds);
-mt_status mt_wait_held(mt_client *c, double deadline);
-mt_status mt_send_fail(mt_client *c, int err, const char *what);
-
-/* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:
- * nothing sent, the try can be repeated). mt_send_sliced: try_(c, arg), socket `index`
- * armed for a slice, until done: MT_OK (sent; or a restarted trainer was followed
- * meanwhile, c->followed changed, which sent what this send carried), or the error, the
- * client failed (the send timeout passed, a handshake refused, a receiver disconnected
- * for the disconnected timeout, ZeroMQ). `step`: for messages (NULL: "a message"). */
-typedef int (*mt_try)(mt_client *c, void *arg);
-mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
-                         const uint64_t *step);
-/* mt_wait_held in slices, as mt_send_sliced waits. */
-mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step);
+/* The declarations of the modules, one header each (each includes this one). */
+#include "json.h"
+#include "rendezvous.h"
+#include "close_checks.h"
+#include "send.h"
 
 #endif

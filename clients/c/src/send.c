@@ -61,11 +61,26 @@ static void released(void *data, void *hint) {
     pthread_mutex_unlock(&c->held_mu);
 }
 
+#ifdef MT_TESTING
+_Atomic unsigned mt_testing_held_waits = 0;
+#endif
+
+bool mt_held_none(mt_client *c) {
+    if (!c->held_init) return true;
+    pthread_mutex_lock(&c->held_mu);
+    bool none = c->pending == 0;
+    pthread_mutex_unlock(&c->held_mu);
+    return none;
+}
+
 mt_status mt_wait_held(mt_client *c, double deadline) {
     if (!c->held_init) return MT_OK;
     pthread_mutex_lock(&c->held_mu);
     int rc = 0;
     while (c->pending > 0 && rc != ETIMEDOUT) {
+#ifdef MT_TESTING
+        ++mt_testing_held_waits;
+#endif
         if (deadline < 0) {
             pthread_cond_wait(&c->held_cv, &c->held_mu);
         } else {

@@ -135,9 +135,12 @@ mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try
 }
 
 mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step) {
-    /* nothing held (small fields' path, and most calls): one look, no clock read
-     * (a deadline in the past: mt_wait_held does not wait) */
-    if (mt_wait_held(c, 0.0) == MT_OK) return MT_OK;
+    /* Nothing held (small fields' path, and most calls): one look, no clock read. A look,
+     * not mt_wait_held with a deadline passed: that is a condition wait too (a futex call
+     * that times out at once, then a wake-up by released(): send.c), which a 1 MB send,
+     * its array still held at the look, paid on top of the wait proper (+25% of its
+     * thread's CPU time: benchmarks/c_client.py, unit_send.c counts the waits). */
+    if (mt_held_none(c)) return MT_OK;
     unsigned followed = c->followed;
     double started = mt_now();
     for (;;) {

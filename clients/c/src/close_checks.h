@@ -1,0 +1,107 @@
+/* close_checks.h: what the close asks the trainer: was the simulation taken (admission.c),
+ * was this rank's BYE ingested (receipt.c), what a stopped receiver's record says
+ * (stop_record.c). Not installed; internal.h, which every source includes, includes it at
+ * its end, after the types it uses. */
+#ifndef MT_CLOSE_CHECKS_H
+#define MT_CLOSE_CHECKS_H
+
+#include "internal.h"
+
+/* admission.c: was the simulation taken (docs/protocol.md 17a), asked at the close. */
+#define MT_ADMISSION_UNKNOWN 0
+#define MT_ADMISSION_ACCEPTED 1
+#define MT_ADMISSION_REFUSED 2
+typedef struct mt_admission {
+    int status;         /* MT_ADMISSION_* */
+    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
+    size_t reason_len;
+} mt_admission;
+/* NULL with *out set if `frame` (len bytes) is an ADMISSION answering query `request_id`
+ * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
+ * client counts it ("truncated", "bad_size", "bad_rank", ...). */
+const char *mt_admission_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
+                               uint64_t request_id, uint32_t rank, uint32_t world,
+                               mt_admission *out);
+/* Whether the close asks: endpoints from a rendezvous, MELISSA_TRAINER_ATTEMPT unset. */
+bool mt_admission_wanted(const mt_client *c);
+/* Ask each receiver (`endpoints`: the ones the client sent to, the rendezvous read again
+ * must name them) whether it took the simulation: MT_ESIMREFUSED with its reason if one
+ * refused it, else MT_OK (a warning on stderr when one did not say in 10 s). Asked of a
+ * trainer whose receivers do not all answer RECEIPT_QUERY (receipt.c). */
+mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n);
+/* A DEALER to `follow` (with the receiver's CURVE key, if any), or NULL; with `monitor`
+ * (an inproc address), its connections (connected, disconnected) are reported to *pair,
+ * a PAIR connected there before the DEALER connects. */
+void *mt_follow_dial(void *ctx, const char *follow, const char *key, const char *monitor,
+                     void **pair);
+/* One whole message on `s` (readable: polled first): its first frame into `buf` (*len
+ * bytes, cut at `cap`), its frames counted in *frames; 0, or the errno. */
+int mt_follow_receive(void *s, uint8_t *buf, size_t cap, size_t *len, int *frames);
+/* The refusal's message (MT_ESIMREFUSED), as the Python client's SimulationRefused (with
+ * its fix when the reason names other fields or another run). */
+mt_status mt_admission_refused(mt_client *c, size_t rank, const char *endpoint,
+                               const char *reason);
+
+/* receipt.c: was this rank's BYE ingested (docs/protocol.md 17b), asked at the close. */
+#define MT_RECEIPT_NO_BYE 0
+#define MT_RECEIPT_BYE 1
+#define MT_RECEIPT_FINISHED 2
+typedef struct mt_receipt {
+    int admission;      /* MT_ADMISSION_* */
+    int bye;            /* MT_RECEIPT_* */
+    const char *reason; /* into the frame: reason_len bytes of UTF-8, no NUL */
+    size_t reason_len;
+    uint64_t steps, bye_steps, nonfinite;
+} mt_receipt;
+/* NULL with *out set if `frame` (len bytes) is a RECEIPT answering query `request_id`
+ * about `simulation_id`, from receiver `rank` of `world`; else why not, as the Python
+ * client counts it ("truncated", "bad_size", "bad_rank", ...). */
+const char *mt_receipt_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
+                             uint64_t request_id, uint32_t rank, uint32_t world,
+                             mt_receipt *out);
+/* 1 if `r` confirms a BYE that carried `expected` (the simulation finished there, or
+ * this rank's BYE is in with that count), -1 if the simulation was refused, 0 not yet. */
+int mt_receipt_decides(const mt_receipt *r, uint64_t expected);
+/* A RECEIPT_QUERY into `out` (at least 102 bytes); its length. */
+size_t mt_receipt_query(uint8_t *out, uint64_t simulation_id, uint64_t request_id,
+                        uint64_t bye_steps, int rank, int ranks, const char *run_id);
+/* Ask the receivers of `rv` (whose endpoints are the client's) until each confirmed
+ * this rank's BYE (MT_OK; a warning on stderr for samples refused as non-finite),
+ * one refused the simulation or all its samples were non-finite (MT_ESIMREFUSED), or
+ * one is gone, the rendezvous names a new run, or the close timeout passed
+ * (MT_ETIMEDOUT, saying what may be lost and what to do). */
+mt_status mt_receipt_check(mt_client *c, const mt_rendezvous *rv, const uint64_t *bye_steps);
+
+/* stop_record.c: what a stopped receiver's stop record says of this rank's BYE
+ * (docs/protocol.md 2, "The stop record"; 17b, "A trainer that stopped"). */
+typedef enum {
+    MT_STOP_UNDECIDED, /* no record of this run (or preempted, or it lacks the BYE and is
+                        * incomplete or "stopped"): the waits decide */
+    MT_STOP_CONFIRMED, /* the BYE (or the simulation finished) is in it: *out's receipt */
+    MT_STOP_REFUSED,   /* the trainer stopped on this simulation's non-finite sample */
+    MT_STOP_ENDED,     /* the trainer ended or failed without this BYE (complete record) */
+    MT_STOP_INVALID    /* (internal: a record that does not parse, ignored) */
+} mt_stop_outcome;
+typedef struct mt_stop_said {
+    int bye; /* MT_RECEIPT_BYE or MT_RECEIPT_FINISHED, when confirmed */
+    uint64_t steps, bye_steps, nonfinite, time_step;
+    char code[16];
+    char message[1024];
+} mt_stop_said;
+/* What one receiver's file looked like when last read (it is read again only once it
+ * changes), and whether its invalid record was warned of. Zeroed before the first look. */
+typedef struct mt_stop_look {
+    bool seen, warned;
+    unsigned long long ino;
+    long long mtime, size;
+} mt_stop_look;
+mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
+                                      const char *run_id, uint64_t simulation_id,
+                                      int client_rank, uint64_t count, mt_stop_look *look,
+                                      mt_stop_said *out);
+/* The close's failure for MT_STOP_REFUSED (MT_ESIMREFUSED) or MT_STOP_ENDED (MT_ETIMEDOUT),
+ * in the Python client's words (client/stopped.py). */
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose);
+
+#endif

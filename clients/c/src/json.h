@@ -1,0 +1,29 @@
+/* json.h: the strict JSON readers of json.c (on json_scan.c's scanner). Not installed;
+ * internal.h, which every source includes, includes it at its end, after the types it
+ * uses. */
+#ifndef MT_JSON_H
+#define MT_JSON_H
+
+#include "internal.h"
+
+/* json.c: a strict reader of one flat JSON object */
+typedef enum { MT_JSON_NUMBER, MT_JSON_STRING, MT_JSON_OTHER } mt_json_kind;
+typedef struct mt_json_member {
+    char *key;
+    mt_json_kind kind;
+    double number;
+    bool integer; /* a number without fraction or exponent */
+    char *string; /* MT_JSON_STRING: decoded UTF-8; else the raw text of the value */
+} mt_json_member;
+/* Parse `text` as one JSON object; on failure returns false with a reason in err. */
+bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,
+                    size_t err_size);
+void mt_json_free(mt_json_member *members, size_t n);
+/* True if `text` is one valid JSON value (of any kind). */
+bool mt_json_valid(const char *text);
+
+/* Split `text`, one JSON array, into the raw texts of its items (each NUL-terminated). */
+bool mt_json_array(const char *text, char ***items, size_t *n, char *err, size_t err_size);
+void mt_json_array_free(char **items, size_t n);
+
+#endif

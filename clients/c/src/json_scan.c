@@ -1,0 +1,229 @@
+/* json_scan.c: the JSON scanner under json.c's readers (RFC 8259): white space, a
+ * string decoded to UTF-8, a number (and, like Python's json.loads, NaN, Infinity and
+ * -Infinity), any value skipped. Declared in json_scan.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_scan.h"
+
+bool mt_json_fail(mt_json_parser *p, const char *what) {
+    snprintf(p->err, p->err_size, "%s at character %zu", what, p->i);
+    return false;
+}
+
+void mt_json_skip_ws(mt_json_parser *p) {
+    while (p->s[p->i] == ' ' || p->s[p->i] == '\t' || p->s[p->i] == '\n' || p->s[p->i] == '\r')
+        ++p->i;
+}
+
+static int hex4(const char *s) {
+    int v = 0;
+    for (int k = 0; k < 4; ++k) {
+        char ch = s[k];
+        v <<= 4;
+        if (ch >= '0' && ch <= '9') v |= ch - '0';
+        else if (ch >= 'a' && ch <= 'f') v |= ch - 'a' + 10;
+        else if (ch >= 'A' && ch <= 'F') v |= ch - 'A' + 10;
+        else return -1;
+    }
+    return v;
+}
+
+static void put_utf8(mt_buf *b, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) {
+        u[0] = (char)cp;
+        n = 1;
+    } else if (cp < 0x800) {
+        u[0] = (char)(0xC0 | (cp >> 6));
+        u[1] = (char)(0x80 | (cp & 0x3F));
+        n = 2;
+    } else if (cp < 0x10000) {
+        u[0] = (char)(0xE0 | (cp >> 12));
+        u[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[2] = (char)(0x80 | (cp & 0x3F));
+        n = 3;
+    } else {
+        u[0] = (char)(0xF0 | (cp >> 18));
+        u[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        u[3] = (char)(0x80 | (cp & 0x3F));
+        n = 4;
+    }
+    mt_buf_put(b, u, n);
+}
+
+/* A string at p->i (the opening quote), decoded into a new NUL-terminated UTF-8 string. */
+bool mt_json_string(mt_json_parser *p, char **out) {
+    mt_buf b = {0};
+    ++p->i;
+    for (;;) {
+        unsigned char ch = (unsigned char)p->s[p->i];
+        if (ch == '"') break;
+        if (ch == '\0') {
+            free(b.data);
+            return mt_json_fail(p, "unterminated string");
+        }
+        if (ch < 0x20) {
+            free(b.data);
+            return mt_json_fail(p, "control character in a string");
+        }
+        if (ch != '\\') {
+            mt_buf_put(&b, &p->s[p->i++], 1);
+            continue;
+        }
+        char e = p->s[p->i + 1], decoded = 0;
+        switch (e) {
+        case '"': decoded = '"'; break;
+        case '\\': decoded = '\\'; break;
+        case '/': decoded = '/'; break;
+        case 'b': decoded = '\b'; break;
+        case 'f': decoded = '\f'; break;
+        case 'n': decoded = '\n'; break;
+        case 'r': decoded = '\r'; break;
+        case 't': decoded = '\t'; break;
+        default: break;
+        }
+        if (decoded != 0) {
+            mt_buf_put(&b, &decoded, 1);
+            p->i += 2;
+            continue;
+        }
+        if (e != 'u') {
+            free(b.data);
+            return mt_json_fail(p, "invalid escape");
+        }
+        int v = hex4(p->s + p->i + 2);
+        if (v < 0) {
+            free(b.data);
+            return mt_json_fail(p, "invalid \\u escape");
+        }
+        p->i += 6;
+        uint32_t cp = (uint32_t)v;
+        if (cp >= 0xD800 && cp < 0xDC00 && p->s[p->i] == '\\' && p->s[p->i + 1] == 'u') {
+            int lo = hex4(p->s + p->i + 2);
+            if (lo >= 0xDC00 && lo < 0xE000) {
+                cp = 0x10000 + ((cp - 0xD800) << 10) + ((uint32_t)lo - 0xDC00);
+                p->i += 6;
+            }
+        }
+        if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD; /* a lone surrogate: not UTF-8 */
+        put_utf8(&b, cp);
+    }
+    ++p->i;
+    mt_buf_put(&b, "", 1);
+    if (b.oom) {
+        free(b.data);
+        return mt_json_fail(p, "out of memory");
+    }
+    if (!mt_utf8_valid(b.data, b.len - 1)) {
+        free(b.data);
+        return mt_json_fail(p, "a string is not valid UTF-8");
+    }
+    *out = b.data;
+    return true;
+}
+
+bool mt_json_number(mt_json_parser *p, double *out, bool *integer) {
+    const char *s = p->s + p->i;
+    size_t n = 0;
+    static const struct {
+        const char *text;
+        double value;
+    } special[] = {{"NaN", NAN}, {"Infinity", INFINITY}, {"-Infinity", -INFINITY}};
+    for (size_t k = 0; k < 3; ++k) {
+        size_t len = strlen(special[k].text);
+        if (strncmp(s, special[k].text, len) == 0) {
+            p->i += len;
+            *out = special[k].value;
+            *integer = false;
+            return true;
+        }
+    }
+    *integer = true;
+    if (s[n] == '-') ++n;
+    if (s[n] == '0') ++n;
+    else if (s[n] >= '1' && s[n] <= '9') while (s[n] >= '0' && s[n] <= '9') ++n;
+    else return mt_json_fail(p, "invalid value");
+    if (s[n] == '.') {
+        *integer = false;
+        ++n;
+        if (!(s[n] >= '0' && s[n] <= '9')) return mt_json_fail(p, "invalid number");
+        while (s[n] >= '0' && s[n] <= '9') ++n;
+    }
+    if (s[n] == 'e' || s[n] == 'E') {
+        *integer = false;
+        ++n;
+        if (s[n] == '+' || s[n] == '-') ++n;
+        if (!(s[n] >= '0' && s[n] <= '9')) return mt_json_fail(p, "invalid number");
+        while (s[n] >= '0' && s[n] <= '9') ++n;
+    }
+    char tmp[64];
+    if (n >= sizeof tmp) { /* a long literal: strtod reads it in place */
+        *out = strtod(s, NULL);
+    } else {
+        memcpy(tmp, s, n);
+        tmp[n] = '\0';
+        *out = strtod(tmp, NULL);
+    }
+    p->i += n;
+    return true;
+}
+
+/* Skip any value (nested arrays and objects too, at most 64 deep). */
+bool mt_json_skip_value(mt_json_parser *p, int depth) {
+    mt_json_skip_ws(p);
+    char ch = p->s[p->i];
+    if (depth > 64) return mt_json_fail(p, "nested too deep");
+    if (ch == '"') {
+        char *s;
+        if (!mt_json_string(p, &s)) return false;
+        free(s);
+        return true;
+    }
+    if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        ++p->i;
+        mt_json_skip_ws(p);
+        if (p->s[p->i] == close) {
+            ++p->i;
+            return true;
+        }
+        for (;;) {
+            if (ch == '{') {
+                mt_json_skip_ws(p);
+                if (p->s[p->i] != '"') return mt_json_fail(p, "expected a string key");
+                if (!mt_json_skip_value(p, depth + 1)) return false;
+                mt_json_skip_ws(p);
+                if (p->s[p->i] != ':') return mt_json_fail(p, "expected ':'");
+                ++p->i;
+            }
+            if (!mt_json_skip_value(p, depth + 1)) return false;
+            mt_json_skip_ws(p);
+            if (p->s[p->i] == ',') {
+                ++p->i;
+                continue;
+            }
+            if (p->s[p->i] == close) {
+                ++p->i;
+                return true;
+            }
+            return mt_json_fail(p, "expected ',' or a closing bracket");
+        }
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (size_t k = 0; k < 3; ++k) {
+        size_t len = strlen(words[k]);
+        if (strncmp(p->s + p->i, words[k], len) == 0) {
+            p->i += len;
+            return true;
+        }
+    }
+    double d;
+    bool integer;
+    return mt_json_number(p, &d, &integer);
+}
+

@@ -1,0 +1,27 @@
+/* json_scan.h: the JSON scanner (json_scan.c) that json.c's readers are built on. Not
+ * installed; after internal.h. Each call reads at p->i and moves p->i past what it read;
+ * a failure returns false with "<what> at character <i>" in p->err. */
+#ifndef MT_JSON_SCAN_H
+#define MT_JSON_SCAN_H
+
+#include "internal.h"
+
+typedef struct mt_json_parser {
+    const char *s; /* the text, NUL-terminated */
+    size_t i;      /* the position */
+    char *err;     /* the reason of a failure (err_size bytes) */
+    size_t err_size;
+} mt_json_parser;
+
+/* Record why it failed (at p->i); false. */
+bool mt_json_fail(mt_json_parser *p, const char *what);
+/* Skip white space (space, tab, newline, carriage return). */
+void mt_json_skip_ws(mt_json_parser *p);
+/* A string at p->i (the opening quote), decoded into a new NUL-terminated UTF-8 string. */
+bool mt_json_string(mt_json_parser *p, char **out);
+/* A number (NaN, Infinity and -Infinity too); *integer: without fraction or exponent. */
+bool mt_json_number(mt_json_parser *p, double *out, bool *integer);
+/* Skip any value (nested arrays and objects too, at most 64 deep; depth: the current). */
+bool mt_json_skip_value(mt_json_parser *p, int depth);
+
+#endif

@@ -1,0 +1,34 @@
+/* rendezvous.h: the configuration (env.c) and the rendezvous directory (rendezvous.c). Not
+ * installed; internal.h, which every source includes, includes it at its end, after the
+ * types it uses. */
+#ifndef MT_RENDEZVOUS_H
+#define MT_RENDEZVOUS_H
+
+#include "internal.h"
+
+/* env.c */
+mt_status mt_resolve_config(mt_client *c);
+/* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
+ * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
+ * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),
+ * whether a file is marked stopped (read with `stopped_too` only). */
+typedef struct mt_rendezvous {
+    size_t n;
+    char **endpoints, **keys, **follows;
+    bool *receipts;
+    char *run_id;
+    bool stopped;
+} mt_rendezvous;
+/* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
+ * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong in
+ * `problem`), MT_ENOMEM. */
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+                             bool stopped_too);
+void mt_rendezvous_free(mt_rendezvous *rv);
+/* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
+ * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
+mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
+/* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
+bool mt_valid_run_id(const char *s);
+
+#endif

@@ -1,0 +1,68 @@
+/* send.h: the send path: the batches (outbox.c), the step set, the handshake monitors
+ * (handshake.c), the sends and the waits for the arrays ZeroMQ holds (send.c), a blocked
+ * send's slices (send_wait.c). Not installed; internal.h, which every source includes,
+ * includes it at its end, after the types it uses. */
+#ifndef MT_SEND_H
+#define MT_SEND_H
+
+#include "internal.h"
+
+/* outbox.c */
+mt_status mt_outbox_init(mt_client *c);
+void mt_outbox_free(mt_client *c);
+mt_status mt_outbox_append(mt_client *c, size_t field, const void *data);
+bool mt_outbox_due(const mt_client *c, size_t index, double now);
+/* Send group `index` as one message (mu held); flags 0 or ZMQ_DONTWAIT. Returns 0, or
+ * the errno of the failed send (EAGAIN: nothing sent, the group intact). */
+int mt_outbox_send(mt_client *c, size_t index, int flags);
+mt_status mt_outbox_start_flusher(mt_client *c);
+void mt_outbox_stop_flusher(mt_client *c);
+
+/* steps (in outbox.c) */
+int mt_stepset_add(mt_stepset *s, uint64_t v); /* 1 new, 0 present, -1 no memory */
+void mt_stepset_free(mt_stepset *s);
+
+/* handshake.c */
+/* Monitor socket i's handshakes (before it connects: none is missed). */
+mt_status mt_handshake_watch(mt_client *c, size_t i);
+/* MT_EENV, naming the endpoint and the fix, if socket i's receiver refused its handshake
+ * (events read without blocking); MT_OK otherwise. */
+mt_status mt_handshake_check(mt_client *c, size_t i);
+/* Wait until every receiver accepted the handshake (MT_OK), one refused it (MT_EENV, the
+ * message set), or the deadline (< 0: none) passed (MT_ETIMEDOUT, no message set). */
+mt_status mt_handshake_wait(mt_client *c, double deadline);
+/* Since when socket i's receiver has been down (events read without blocking), or < 0
+ * while it is connected or not known down. */
+double mt_handshake_down_since(mt_client *c, size_t i);
+/* Stop the monitors and close their sockets (before the data sockets, and the context). */
+void mt_handshake_release(mt_client *c);
+
+/* send.c */
+mt_status mt_arm(mt_client *c, void *sock, double deadline);
+/* Whole milliseconds in `seconds` for ZeroMQ's int options and waits (SNDTIMEO, LINGER,
+ * zmq_poll): 0 if <= 0, at most INT_MAX (24.8 days; a cast past it is undefined, in
+ * practice INT_MIN: "forever"). A longer bound is capped there: a send or close blocked
+ * that long fails then (a poll loop, which looks at its deadline again, is exact). */
+int mt_ms(double seconds);
+/* Wait until ZeroMQ holds none of this client's arrays (MT_OK) or the deadline (< 0:
+ * none) passed (MT_ETIMEDOUT). mt_held_none: whether it holds none now (no wait). */
+mt_status mt_wait_held(mt_client *c, double deadline);
+bool mt_held_none(mt_client *c);
+#ifdef MT_TESTING
+extern _Atomic unsigned mt_testing_held_waits; /* condition waits of mt_wait_held */
+#endif
+mt_status mt_send_fail(mt_client *c, int err, const char *what);
+
+/* send_wait.c. One try of a send on a socket (c->mu held): 0, or the errno (EAGAIN:
+ * nothing sent, the try can be repeated). mt_send_sliced: try_(c, arg), socket `index`
+ * armed for a slice, until done: MT_OK (sent; or a restarted trainer was followed
+ * meanwhile, c->followed changed, which sent what this send carried), or the error, the
+ * client failed (the send timeout passed, a handshake refused, a receiver disconnected
+ * for the disconnected timeout, ZeroMQ). `step`: for messages (NULL: "a message"). */
+typedef int (*mt_try)(mt_client *c, void *arg);
+mt_status mt_send_sliced(mt_client *c, size_t index, double deadline, mt_try try_, void *arg,
+                         const uint64_t *step);
+/* mt_wait_held in slices, as mt_send_sliced waits. */
+mt_status mt_wait_sent(mt_client *c, double deadline, const uint64_t *step);
+
+#endif

@@ -1,0 +1,84 @@
+"""The heat example in worker mode on the Slurm backend (``--worker --backend slurm``),
+end to end on a real one-node Slurm cluster (tests/slurm_cluster.py): each worker is a
+Slurm job asking the launcher for simulations over CURVE-encrypted TCP. One worker
+SIGKILLs itself mid-simulation (its job's command dies), another cancels its own job
+(``scancel``) mid-simulation: both simulations are run again by another worker, every
+simulation is trained, each (simulation, step) once, and once the study is over no
+worker job is left in the queue and no worker process on the node.
+
+The kills are the test-only sitecustomize's (tests/scripts/tampered_solvers): at a
+chosen (simulation, step), once in the study, a file marking that it happened.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import processes_with
+from slurm_cluster import SlurmCluster, slurm_cluster  # noqa: F401 - the fixture
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.e2e,
+    pytest.mark.xdist_group("slurm"),  # (one cluster at a time: one xdist worker)
+    pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"),
+]
+
+TESTS = Path(__file__).parents[1]
+EXAMPLE = TESTS.parent / "examples" / "heat_pde" / "train.py"
+TAMPERED_SOLVERS = TESTS / "scripts" / "tampered_solvers"  # a sitecustomize.py
+SIMULATIONS, STEPS = 6, 10
+FLAGS = [
+    "--worker", "--backend", "slurm",
+    "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "6",
+    "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
+    "--buffer", "fifo", "--buffer_size", "64", "--watermark", "1",
+    "--sample_to_insert_ratio", "none", "--batch_size", "4", "--eval_steps", "none",
+    "--logging_steps", "50", "--disable_progress_bar", "--json",
+]  # fmt: skip
+
+
+def queue() -> str:
+    """Jobs the cluster still has queued or running: "ID NAME STATE" lines."""
+    result = subprocess.run(["squeue", "-h", "-o", "%i %j %T"], capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+@pytest.mark.timeout(240)
+def test_heat_example_in_worker_mode_on_slurm_reruns_killed_and_cancelled_workers_simulations(
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    out, killed, cancelled = tmp_path / "out", tmp_path / "killed", tmp_path / "cancelled"
+    path = os.pathsep.join(filter(None, [str(TAMPERED_SOLVERS), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": path,
+           "SOLVER_WORKER_KILL": f"1:3:{killed}",
+           "SOLVER_WORKER_SCANCEL": f"3:4:{cancelled}"}  # fmt: skip
+    cmd = [sys.executable, str(EXAMPLE), *FLAGS, "--output_dir", str(out)]
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=200, cwd=tmp_path, env=env
+        )
+        text = proc.stdout[-3000:] + proc.stderr[-5000:]
+        assert proc.returncode == 0, text
+        assert killed.exists() and cancelled.exists(), text  # both happened, mid-simulation
+        summary = __import__("json").loads(
+            [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
+        )
+        study = summary["study"]
+        assert study["finished"] == SIMULATIONS and study["running"] == 0, study
+        assert study["restarts"] == 2, study  # the killed and the cancelled, run again
+        assert study["failed"] == study["redraws"] == study["abandoned"] == 0, study
+        assert summary["samples_received"] == SIMULATIONS * STEPS  # each (sim, step) once
+        logs = sorted(p.name for p in (out / "study" / "logs").glob("*.log"))
+        assert logs and all(name.startswith("worker-") for name in logs), logs
+        # the workers' jobs ended with the study: none queued, none running
+        assert queue() == "", queue()
+        assert processes_with(str(out / "rendezvous")) == []
+    finally:
+        if queue():  # (a failed test's leftovers, never a passing one's)
+            subprocess.run(["scancel", "--full", "--user", str(os.getuid())], check=False)

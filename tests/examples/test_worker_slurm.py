@@ -12,9 +12,12 @@ chosen (simulation, step), once in the study, a file marking that it happened.
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,7 +69,7 @@ def test_heat_example_in_worker_mode_on_slurm_reruns_killed_and_cancelled_worker
         text = proc.stdout[-3000:] + proc.stderr[-5000:]
         assert proc.returncode == 0, text
         assert killed.exists() and cancelled.exists(), text  # both happened, mid-simulation
-        summary = __import__("json").loads(
+        summary = json.loads(
             [line for line in proc.stdout.splitlines() if line.startswith("{")][-1]
         )
         study = summary["study"]
@@ -77,6 +80,56 @@ def test_heat_example_in_worker_mode_on_slurm_reruns_killed_and_cancelled_worker
         logs = sorted(p.name for p in (out / "study" / "logs").glob("*.log"))
         assert logs and all(name.startswith("worker-") for name in logs), logs
         # the workers' jobs ended with the study: none queued, none running
+        assert queue() == "", queue()
+        assert processes_with(str(out / "rendezvous")) == []
+    finally:
+        if queue():  # (a failed test's leftovers, never a passing one's)
+            subprocess.run(["scancel", "--full", "--user", str(os.getuid())], check=False)
+
+
+@pytest.mark.timeout(300)
+def test_a_preempted_worker_study_on_slurm_leaves_no_job_and_resumes_to_its_end(
+    slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    path = os.pathsep.join(filter(None, [str(TAMPERED_SOLVERS), os.environ.get("PYTHONPATH")]))
+    paced = {**env, "PYTHONPATH": path, "SOLVER_STEP_SLEEP": "0.2"}  # workers mid-study
+    cmd = [sys.executable, str(EXAMPLE), *FLAGS, "--save_steps", "2", "--output_dir", str(out)]
+    try:
+        with open(tmp_path / "first.out", "w") as output:
+            first = subprocess.Popen(cmd, cwd=tmp_path, env=paced, stdout=output, stderr=output)
+            try:
+                deadline = time.monotonic() + 120
+                # a checkpoint written, and both workers' jobs running
+                while not (
+                    list((out / "checkpoints").glob("checkpoint-*"))
+                    and len([x for x in queue().splitlines() if x.endswith("RUNNING")]) == 2
+                ):
+                    assert first.poll() is None, (tmp_path / "first.out").read_text()[-3000:]
+                    assert time.monotonic() < deadline, (tmp_path / "first.out").read_text()
+                    time.sleep(0.1)
+                first.send_signal(signal.SIGTERM)  # preempted: a checkpoint, then exit
+                code = first.wait(120)
+            finally:
+                if first.poll() is None:
+                    first.kill()
+                    first.wait()
+        text = (tmp_path / "first.out").read_text()
+        assert code != 0 and "preempted by SIGTERM" in text, text[-3000:]
+        assert queue() == "", queue()  # the trainer cancelled its workers' jobs on its way out
+        assert processes_with(str(out / "rendezvous")) == []
+        second = subprocess.run(
+            [*cmd, "--resume_from_checkpoint", "latest"],
+            capture_output=True, text=True, timeout=200, cwd=tmp_path, env=env,
+        )  # fmt: skip
+        assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+        summary = json.loads([x for x in second.stdout.splitlines() if x.startswith("{")][-1])
+        assert summary["resumed_from"], summary
+        study = summary["study"]
+        assert study["finished"] == SIMULATIONS and study["running"] == 0, study
+        assert summary["samples_received"] == SIMULATIONS * STEPS  # each (sim, step) once
         assert queue() == "", queue()
         assert processes_with(str(out / "rendezvous")) == []
     finally:

@@ -19,9 +19,9 @@ worker=True)`, the trainer's ``--worker``): one process that runs simulation aft
 simulation, each asked of the launcher (`melissa_trainer.client.worker.next_simulation`),
 until none is left. Starting Python, numpy and the client takes a few tenths of a
 second, of the order of a whole trajectory at the default 1,000 steps (more than a short
-one): worker mode pays that start-up once per job rather than once per simulation. Parameters the solver
-refuses are that simulation's failure (exit code 2, as its own process would exit) and
-the worker goes on.
+one): worker mode pays that start-up once per job rather than once per simulation.
+Parameters the solver refuses are that simulation's failure (exit code 2, as its own
+process would exit) and the worker goes on.
 
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `trajectory` from it to compute its held-out trajectories.

@@ -51,6 +51,19 @@ def queue() -> str:
     return result.stdout.strip()
 
 
+def no_job_left() -> str:
+    """The queue once the jobs Slurm is still tidying up after (COMPLETING: their
+    processes ended, the epilog runs) are gone, at most 15 s later: "" when none is
+    left. A job still PENDING or RUNNING is returned at once (a worker left behind; the
+    lease watchdog would cancel it only 300 s after the trainer's exit)."""
+    deadline = time.monotonic() + 15
+    while (left := queue()) and time.monotonic() < deadline:
+        if any(not line.endswith("COMPLETING") for line in left.splitlines()):
+            return left
+        time.sleep(0.1)
+    return left
+
+
 @pytest.mark.timeout(240)
 def test_heat_example_in_worker_mode_on_slurm_reruns_killed_and_cancelled_workers_simulations(
     slurm_cluster: SlurmCluster,  # noqa: F811 - the fixture
@@ -80,7 +93,7 @@ def test_heat_example_in_worker_mode_on_slurm_reruns_killed_and_cancelled_worker
         logs = sorted(p.name for p in (out / "study" / "logs").glob("*.log"))
         assert logs and all(name.startswith("worker-") for name in logs), logs
         # the workers' jobs ended with the study: none queued, none running
-        assert queue() == "", queue()
+        assert (left := no_job_left()) == "", left
         assert processes_with(str(out / "rendezvous")) == []
     finally:
         if queue():  # (a failed test's leftovers, never a passing one's)
@@ -118,7 +131,8 @@ def test_a_preempted_worker_study_on_slurm_leaves_no_job_and_resumes_to_its_end(
                     first.wait()
         text = (tmp_path / "first.out").read_text()
         assert code != 0 and "preempted by SIGTERM" in text, text[-3000:]
-        assert queue() == "", queue()  # the trainer cancelled its workers' jobs on its way out
+        # the trainer cancelled its workers' jobs on its way out
+        assert (left := no_job_left()) == "", left
         assert processes_with(str(out / "rendezvous")) == []
         second = subprocess.run(
             [*cmd, "--resume_from_checkpoint", "latest"],
@@ -130,7 +144,7 @@ def test_a_preempted_worker_study_on_slurm_leaves_no_job_and_resumes_to_its_end(
         study = summary["study"]
         assert study["finished"] == SIMULATIONS and study["running"] == 0, study
         assert summary["samples_received"] == SIMULATIONS * STEPS  # each (sim, step) once
-        assert queue() == "", queue()
+        assert (left := no_job_left()) == "", left
         assert processes_with(str(out / "rendezvous")) == []
     finally:
         if queue():  # (a failed test's leftovers, never a passing one's)

@@ -87,6 +87,7 @@ class Run:
         return processes_with(str(self.out / "rendezvous"))
 
     def wait(self, timeout: float) -> int:
+        """The trainer's exit status; past `timeout`, its process group is killed."""
         try:
             return self.proc.wait(timeout)
         finally:
@@ -94,12 +95,27 @@ class Run:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
-            for pid in self.workers():  # (never left by a passing test)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+
+    def clean(self) -> None:
+        """Kill what a failed test left: the trainer, any worker (never a passing test's:
+        it checks that none is left before this runs)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(0)  # (kills it if it still runs)
+        for pid in self.workers():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def output(self) -> str:
         return self.output_path.read_text()[-4000:]
+
+
+def no_worker_left(run: Run) -> None:
+    """No worker of `run` is alive 10 s after its trainer exited (its launcher stops
+    them; the local backend's parent-death signal is the last guard, a few ms late)."""
+    deadline = time.monotonic() + 10
+    while run.workers():
+        assert time.monotonic() < deadline, f"workers outlived the trainer: {run.workers()}"
+        time.sleep(0.1)
 
 
 def saved_steps(out: Path) -> int:
@@ -112,7 +128,17 @@ def saved_steps(out: Path) -> int:
 def test_a_worker_study_stopped_mid_run_resumes_training_each_step_exactly_once(
     tmp_path: Path, sig: int
 ) -> None:
+    runs: list[Run] = []
+    try:
+        check_a_stop_and_its_resume(tmp_path, sig, runs)
+    finally:
+        for run in runs:
+            run.clean()
+
+
+def check_a_stop_and_its_resume(tmp_path: Path, sig: int, runs: list[Run]) -> None:
     first = Run(tmp_path, "first")
+    runs.append(first)
     deadline = time.monotonic() + 150
     try:
         # a checkpoint, a few steps past it, and workers mid-study
@@ -134,17 +160,15 @@ def test_a_worker_study_stopped_mid_run_resumes_training_each_step_exactly_once(
     assert code != 0, first.output()
     if sig == signal.SIGTERM:
         assert "preempted by SIGTERM" in first.output(), first.output()
-    deadline = time.monotonic() + 20
-    while first.workers():
-        assert time.monotonic() < deadline, f"workers outlived the trainer: {first.workers()}"
-        time.sleep(0.1)
+    no_worker_left(first)
     saved = saved_steps(first.out)
     assert saved
 
     second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", paced=False)
+    runs.append(second)
     code = second.wait(200)
     assert code == 0, second.output()
-    assert not second.workers()
+    no_worker_left(second)
 
     before = [keys for step, keys in first.steps() if step <= saved]
     after = [keys for _, keys in second.steps()]

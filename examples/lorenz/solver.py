@@ -14,6 +14,15 @@ directory from the environment (``MELISSA_TRAINER_SIMULATION_ID``,
 ``MELISSA_TRAINER_PARAMETERS``, ``MELISSA_TRAINER_RENDEZVOUS``); by hand, the same can be
 given as flags (``--simulation_id``, ``--parameters JSON``, ``--rendezvous DIR``).
 
+With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
+worker=True)`, the trainer's ``--worker``): one process that runs simulation after
+simulation, each asked of the launcher (`melissa_trainer.client.worker.next_simulation`),
+until none is left. Starting Python, numpy and the client takes a few tenths of a
+second, of the order of a whole trajectory at the default 1,000 steps (more than a short
+one): worker mode pays that start-up once per job rather than once per simulation.
+Parameters the solver refuses are that simulation's failure (exit code 2, as its own
+process would exit) and the worker goes on.
+
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `trajectory` from it to compute its held-out trajectories.
 """
@@ -25,6 +34,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,8 +95,9 @@ def trajectory(parameters: Mapping[str, float], time_steps: int, dt: float) -> n
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one simulation and stream it; returns the exit status."""
-    from melissa_trainer.client import ENV_RENDEZVOUS, Client
+    """Run one simulation and stream it, or with ``--worker`` run the launcher's
+    simulations one after another; returns the exit status."""
+    from melissa_trainer.client import ENV_RENDEZVOUS
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--time_steps", type=int, default=1000, help="transitions sent")
@@ -94,14 +105,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--simulation_id", type=int, default=None)
     parser.add_argument("--parameters", default=None, help=f"JSON; default: ${ENV_PARAMETERS}")
     parser.add_argument("--rendezvous", default=None, help="the trainer's rendezvous directory")
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="run simulations one after another as a launcher's worker (worker mode: the "
+        "start-up paid once), each asked for with next_simulation()",
+    )
     opts = parser.parse_args(argv)
+    given = [f"--{n}" for n in ("simulation_id", "parameters") if getattr(opts, n) is not None]
+    if opts.worker and given:  # (a worker's come from the launcher, one simulation at a time)
+        parser.error(f"--worker takes its simulations from the launcher: not with {given}")
+    parameters = None
     try:
-        text = opts.parameters if opts.parameters is not None else os.environ.get(ENV_PARAMETERS)
-        if text is None:
-            raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
-        parameters = check_parameters(json.loads(text))
-        states = integrate(parameters, opts.time_steps, opts.dt)
-        state = next(states)  # checks time_steps and dt
+        # time_steps and dt checked before connecting (a worker's first simulation too)
+        next(integrate(dict.fromkeys(PARAMETER_NAMES, 0.0), opts.time_steps, opts.dt))
+        if not opts.worker:
+            text = opts.parameters
+            if text is None:
+                text = os.environ.get(ENV_PARAMETERS)
+            if text is None:
+                raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
+            parameters = check_parameters(json.loads(text))
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
@@ -111,16 +135,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.rendezvous:
         os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
+    if parameters is not None:
+        stream(parameters, opts.time_steps, opts.dt, opts.simulation_id)
+        return 0
+    return run_worker(opts.time_steps, opts.dt)
+
+
+def stream(
+    parameters: Mapping[str, float],
+    time_steps: int,
+    dt: float,
+    simulation_id: int | None,
+    context: Any = None,
+) -> None:
+    """Stream one trajectory (`integrate`) to the trainer, one transition per step:
+    `parameters` as `check_parameters` returns them, `simulation_id` None:
+    ``$MELISSA_TRAINER_SIMULATION_ID``; `context`: a ZeroMQ context to share (a
+    worker's, one for all its simulations), None: the client's own."""
+    from melissa_trainer.client import Client
+
+    states = integrate(parameters, time_steps, dt)
+    state = next(states)
     with Client(
         fields={"transition": ((2, 3), "float64")},
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
-        simulation_id=opts.simulation_id,
+        simulation_id=simulation_id,
+        context=context,
     ) as client:
         transition = np.empty((2, 3))
         for k, next_state in enumerate(states):
             transition[0], transition[1] = state, next_state
             client.send(k, transition=transition)  # copied or sent when it returns
             state = next_state
+
+
+def run_worker(time_steps: int, dt: float) -> int:
+    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each,
+    until none is left; returns 0. Parameters the solver refuses are reported as that
+    simulation's failure (exit code 2) and the worker asks for the next; anything else
+    ends the worker (the launcher gives its current simulation to another request)."""
+    import zmq
+
+    from melissa_trainer.client.worker import next_simulation
+
+    context = zmq.Context()  # one for the worker's life, not one per simulation
+    try:
+        code = 0
+        while (work := next_simulation(exit_code=code)) is not None:
+            simulation_id, given = work
+            try:
+                parameters = check_parameters(given)
+            except ValueError as exc:
+                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
+                code = 2
+                continue
+            stream(parameters, time_steps, dt, simulation_id, context)
+            code = 0
+    finally:
+        context.term()
     return 0
 
 

@@ -16,6 +16,7 @@ heat-equation example.
     accelerate launch --multi_gpu --num_processes 2 examples/lorenz/train.py
     python examples/lorenz/train.py --num_simulations 1000 --job_limit 8 --horizon 100
     python examples/lorenz/train.py --json                   # last line: a JSON summary
+    python examples/lorenz/train.py --worker                 # job_limit workers, a start-up each
 
 Errors are mean squared errors of the state (x, y, z), averaged over the components,
 the horizon's steps and the starting points.
@@ -81,6 +82,8 @@ class LorenzArgs(StudyArgs):
     hidden: int = field(default=128, metadata={"help": "MLP width"})
     learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
+    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
+                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -93,6 +96,8 @@ class LorenzArgs(StudyArgs):
         for name in ("dt", "learning_rate"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name}={getattr(self, name)} must be > 0")
+        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
+            problems.append("--worker runs the launcher's workers: not with --external")
         return problems
 
 
@@ -262,11 +267,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     solver_command = [str(SOLVER), "--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
     launcher, source = study_source(
         opts,
-        solver_command,
+        [*solver_command, "--worker"] if opts.worker else solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         fields={"transition": ((2, 3), "float64")},  # what solver.py declares
+        worker=opts.worker,
+        worker_flag="--worker",  # named by the launcher's start-up advice
     )
 
     leave_cores_to_simulations(opts)

@@ -2,7 +2,8 @@
 started with ``MELISSA_TRAINER_SIMULATION_ID`` in its environment (a launched solver)
 
 * with ``SOLVER_STEP_SLEEP=s`` sleeps `s` seconds before each `Client.send` (so that
-  simulations are still running when a test needs them to be);
+  simulations are still running when a test needs them to be); a worker of worker mode
+  too;
 * with ``SOLVER_BROKEN=1`` fails at start-up like a solver whose environment lacks a
   module (a virtual environment not activated): a message on stderr, exit code 1;
 * with ``SOLVER_NAN=SID:STEP`` diverges: simulation SID sends NaN in every float field
@@ -19,7 +20,10 @@ and every worker of worker mode (``MELISSA_TRAINER_WORKER`` in its environment)
 * with ``SOLVER_WORKER_KILL=SID:STEP:PATH`` is killed (SIGKILL, by itself) where it
   would send STEP of simulation SID, once in the study: the first worker there claims
   PATH (created exclusively) and writes its pid to it; a worker that runs SID again
-  streams it whole.
+  streams it whole;
+* with ``SOLVER_WORKER_SCANCEL=SID:STEP:PATH``, under Slurm, cancels its own job
+  (``scancel $SLURM_JOB_ID``) where it would send STEP of simulation SID, once in the
+  study (PATH claimed as above), and waits for Slurm to end it.
 """
 
 import os
@@ -30,7 +34,9 @@ if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_BR
     print("ModuleNotFoundError: No module named 'mysolver'", file=sys.stderr, flush=True)
     os._exit(1)
 
-if os.environ.get("MELISSA_TRAINER_SIMULATION_ID") and os.environ.get("SOLVER_STEP_SLEEP"):
+if (
+    os.environ.get("MELISSA_TRAINER_SIMULATION_ID") or os.environ.get("MELISSA_TRAINER_WORKER")
+) and os.environ.get("SOLVER_STEP_SLEEP"):
     import time
 
     from melissa_trainer.client import Client
@@ -127,3 +133,27 @@ if os.environ.get("MELISSA_TRAINER_WORKER") and os.environ.get("SOLVER_WORKER_KI
         return _worker_send(self, step, *args, **kwargs)
 
     Client.send = _killed_send  # type: ignore[method-assign]
+
+if os.environ.get("MELISSA_TRAINER_WORKER") and os.environ.get("SOLVER_WORKER_SCANCEL"):
+    import subprocess
+    import time
+
+    from melissa_trainer.client import Client
+
+    _cancel_sid, _cancel_step, _cancel_path = os.environ["SOLVER_WORKER_SCANCEL"].split(":", 2)
+    _uncancelled_send = Client.send
+
+    def _cancelled_send(self, step, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.simulation_id == int(_cancel_sid) and step == int(_cancel_step):
+            try:  # (once in the study, whichever worker gets there first)
+                fd = os.open(_cancel_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.write(fd, os.environ["SLURM_JOB_ID"].encode())
+                os.close(fd)
+                subprocess.run(["scancel", os.environ["SLURM_JOB_ID"]], check=True)
+                time.sleep(3600)  # (Slurm ends the job: SIGTERM, then SIGKILL)
+        return _uncancelled_send(self, step, *args, **kwargs)
+
+    Client.send = _cancelled_send  # type: ignore[method-assign]

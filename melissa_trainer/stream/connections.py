@@ -183,18 +183,7 @@ class ConnectionWatch:
         if empty is not None:
             self.settle(empty)
         if self._stopped:
-            ids = sorted(self._stopped)
-            shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
-            logger.info(
-                "%d simulation%s (%s) killed as the study stopped (the trainer's end, a "
-                "preemption or an error) closed without a BYE: not data lost, the launcher "
-                "records %s unfinished and a run resumed from a checkpoint runs %s again "
-                "(the steps already received are not taken twice)",
-                len(ids),
-                "" if len(ids) == 1 else "s",
-                shown,
-                *(("it", "it") if len(ids) == 1 else ("them", "them")),
-            )
+            self._summary()
 
     def _run(self) -> None:
         monitor = self._monitor
@@ -223,6 +212,25 @@ class ConnectionWatch:
                     "is still queued (judged once the socket is found empty)",
                     *owner,
                 )
+
+    def _summary(self) -> None:
+        ids = sorted(self._stopped)
+        one = len(ids) == 1
+        shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
+        if self._study_stops:  # (the launcher's kills: rank 0's, heard on every rank)
+            why = (
+                "killed as the study stopped (the trainer's end, a preemption or an "
+                "error) closed without a BYE: no data lost, the launcher records "
+                f"{'it' if one else 'them'} unfinished and a run resumed from a checkpoint "
+                f"runs {'it' if one else 'them'} again (steps already received are not "
+                "taken twice)"
+            )
+        else:  # (external mode: no launcher)
+            why = (
+                "closed without a BYE once this receiver had ended or was stopping: "
+                "counted (connections_lost), not warned of"
+            )
+        logger.info("%d simulation%s (%s) %s", len(ids), "" if one else "s", shown, why)
 
     def _judged_lost(self, sid: int, rank: int) -> None:
         if sid in self._logged:

@@ -309,13 +309,15 @@ class Launcher(LauncherRecord):
         super().resume(saved)
         self._resumed = True
 
-    def stop(self, wait: float = 0.0) -> None:
+    def stop(self, wait: float = 0.0, before_kill: Callable[[], None] | None = None) -> None:
         """Kill every job (no orphans) and join the thread. Idempotent; any thread.
 
         With `wait`, first give the running jobs up to that many seconds to end by
         themselves and the exited ones' data to arrive (when the stream is over, they
-        are closing: their exit is then recorded as it is). Blocks until the jobs are
-        gone: up to `kill_grace` s per job that ignores SIGTERM.
+        are closing: their exit is then recorded as it is). `before_kill` is called
+        after that wait, before any job is killed (`Study.stop` tells its receiver, so
+        that what it kills is not taken for simulations that died). Blocks until the
+        jobs are gone: up to `kill_grace` s per job that ignores SIGTERM.
         """
         thread = self._thread
         deadline = time.monotonic() + wait
@@ -327,6 +329,8 @@ class Launcher(LauncherRecord):
             and time.monotonic() < deadline
         ):
             time.sleep(min(self.tuning.poll_interval, 0.05))
+        if before_kill is not None:
+            before_kill()
         self._stopped = True
         self._stop.set()
         thread = self._thread

@@ -42,9 +42,16 @@ rank, `bye`) settles it as the client's own. Under a stream that never leaves th
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps
 reading after the end of the stream, until `stop`), or at `close`.
 
-Each simulation is logged once (the first of its connections lost), at WARNING, or at
-INFO once the receiver has ended or is stopping (it then hears of the simulations the
-study stops).
+Each simulation is logged once (the first of its connections lost), at WARNING, unless
+its close was seen once the receiver had ended or was stopping, or once the study had
+begun to stop its simulations (`study_stops`, called by `Study.stop` before its launcher
+kills them, while the receiver still runs: a user's preempted run had a WARNING per
+simulation it killed itself). Those closes are the study's own doing: their simulations
+are recorded unfinished by the launcher and a resume runs them again, so nothing is lost
+in the sense of the warning; they are counted as before and summarised in one INFO line
+at `close` (the project's rule for many like events). Whether a close is the study's is
+decided when its event is read, not when it is judged: a solver that died on its own
+before the stop, judged after it, is still warned of.
 
 Thread-safety: `hello`, `bye` and `settle` are called by the receiver's ingester
 (whoever holds its lock), the events read by the watch's own thread; the map of
@@ -90,11 +97,15 @@ class ConnectionWatch:
         self._socket, self._frame_bound = socket, frame_bound
         self._count, self._quiet = count, quiet
         self._logged: set[int] = set()  # simulations already named (once each)
+        self._study_stops = False  # `study_stops`: closes from now on are the study's
+        self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
         self._lock = threading.Lock()  # _owners and _closed: HELLO, BYE, close (rare)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         # (simulation, client rank) of the connections seen closed whose BYE was not read
-        # yet, in the order of their events: judged by `settle`
+        # yet, in the order of their events: judged by `settle`; with each, whether it
+        # was seen as the study stopped (`_at_stop`: summarised, not warned of)
         self._closed: list[tuple[int, int]] = []
+        self._at_stop: list[bool] = []
         self._stop = threading.Event()
         self._monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
         # `close` writes a byte here to wake the thread's poll at once: the wait would
@@ -110,6 +121,12 @@ class ConnectionWatch:
         """Closes seen whose BYE was not read yet, awaiting `settle` (any thread)."""
         return len(self._closed)
 
+    def study_stops(self) -> None:
+        """The study is about to stop its simulations (any thread; `Study.stop`, before
+        its launcher kills them): the connections seen closing without a BYE from now on
+        are counted, and summarised in one line at `close` instead of a warning each."""
+        self._study_stops = True
+
     def hello(self, frame: zmq.Frame, msg: Hello) -> None:
         """A HELLO came on `frame`'s connection (the ingester)."""
         with self._lock:
@@ -124,7 +141,8 @@ class ConnectionWatch:
             if self._owners.get(fd) == owner:
                 del self._owners[fd]
             elif owner in self._closed:
-                self._closed.remove(owner)  # (the first: the oldest such close)
+                i = self._closed.index(owner)  # (the first: the oldest such close)
+                del self._closed[i], self._at_stop[i]
 
     def settle(self, empty: Callable[[], bool]) -> None:
         """Judge the closes seen so far, if `empty()` (called after they are taken)
@@ -137,13 +155,19 @@ class ConnectionWatch:
             return
         with self._lock:
             lost, self._closed[:n] = self._closed[:n], []
-        for sid, rank in lost:
-            self._judged_lost(sid, rank)
+            at_stop, self._at_stop[:n] = self._at_stop[:n], []
+        for (sid, rank), stopped in zip(lost, at_stop, strict=True):
+            if stopped:
+                self._stopped.add(sid)
+                self._count()
+            else:
+                self._judged_lost(sid, rank)
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
         """Stop the thread and the monitor (before the socket is closed), then settle
         what is pending if `empty` is given (`settle`; the caller must own the socket
-        then: the receiver's thread has ended). Idempotent."""
+        then: the receiver's thread has ended), and log the summary of the closes that
+        were the study's (`study_stops`), if any. Idempotent."""
         if self._stop.is_set():
             return
         self._stop.set()
@@ -158,6 +182,8 @@ class ConnectionWatch:
         self._monitor.close(linger=0)
         if empty is not None:
             self.settle(empty)
+        if self._stopped:
+            self._summary()
 
     def _run(self) -> None:
         monitor = self._monitor
@@ -172,10 +198,14 @@ class ConnectionWatch:
             fd = int(event["value"])  # a DISCONNECTED event's value is the descriptor
             if event["event"] != zmq.EVENT_DISCONNECTED:
                 continue
+            # the study's own stop, or the receiver's: judged when the event is read (a
+            # close seen before, judged after, is the simulation's own: warned of)
+            at_stop = self._study_stops or self._quiet()
             with self._lock:
                 owner = self._owners.pop(fd, None)
                 if owner is not None:
                     self._closed.append(owner)
+                    self._at_stop.append(at_stop)
             if owner is not None:
                 logger.debug(
                     "simulation %d client rank %d: connection closed; lost unless its BYE "
@@ -183,15 +213,31 @@ class ConnectionWatch:
                     *owner,
                 )
 
+    def _summary(self) -> None:
+        ids = sorted(self._stopped)
+        one = len(ids) == 1
+        shown = ", ".join(map(str, ids[:12])) + (", ..." if len(ids) > 12 else "")
+        if self._study_stops:  # (the launcher's kills: rank 0's, heard on every rank)
+            why = (
+                "killed as the study stopped (the trainer's end, a preemption or an "
+                "error) closed without a BYE: no data lost, the launcher records "
+                f"{'it' if one else 'them'} unfinished and a run resumed from a checkpoint "
+                f"runs {'it' if one else 'them'} again (steps already received are not "
+                "taken twice)"
+            )
+        else:  # (external mode: no launcher)
+            why = (
+                "closed without a BYE once this receiver had ended or was stopping: "
+                "counted (connections_lost), not warned of"
+            )
+        logger.info("%d simulation%s (%s) %s", len(ids), "" if one else "s", shown, why)
+
     def _judged_lost(self, sid: int, rank: int) -> None:
         if sid in self._logged:
             self._count()
             return
         self._logged.add(sid)
-        # a receiver that has ended or is stopping hears its simulations being
-        # stopped (the study's end, a preemption): said, not warned of
-        logger.log(
-            logging.INFO if self._quiet() else logging.WARNING,
+        logger.warning(
             "simulation %d client rank %d: its connection closed before its BYE: the "
             "process ended without it (killed, crashed, or exited without closing its "
             "client), its client was left by an exception (which sends no BYE: a worker's "

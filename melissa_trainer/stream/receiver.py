@@ -275,6 +275,15 @@ class Receiver(DataPath):
         record says, unless the receiver failed (its own error says why). Any thread."""
         self._stop_reason = reason
 
+    def study_stops(self) -> None:
+        """The study is about to kill its simulations (`Study.stop`, before its launcher
+        does; any thread): their connections that close without a BYE from now on are
+        counted and summarised in one line at `stop`, not warned of one by one as lost
+        (`ConnectionWatch.study_stops`)."""
+        watch = self._watch  # (read once: `stop` clears it)
+        if watch is not None:
+            watch.study_stops()
+
     def follow_rejected(self) -> dict[str, int]:
         """Malformed queries its follow socket dropped, by reason (`follow_server`;
         empty without a rendezvous). Any thread."""

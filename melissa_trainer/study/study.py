@@ -284,6 +284,13 @@ class Study(Source):
 
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""
+        receiver = self.stream.receiver
+        # The receiver runs on while the launcher kills: told first (rank 0: after the
+        # wait below), it summarises those closes as the study's, not one WARNING each as
+        # lost data (`stream.connections`); the other ranks hear rank 0's kills as theirs.
+        told = None if receiver is None else receiver.study_stops
+        if not self._started and told is not None:
+            told()
         try:
             if self._started:
                 # At the end of the stream (on any rank) the running simulations are the
@@ -291,10 +298,10 @@ class Study(Source):
                 # again after a resume). Stopped with data to come (max_steps, a hook),
                 # an error or a preemption: they may be blocked on a full buffer and
                 # nothing more is trained on: no wait (complete ones count as finished).
-                receiver = self.stream.receiver
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
-                self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0)
+                wait = STOP_WAIT if ended and not hurry else 0.0
+                self.launcher.stop(wait=wait, before_kill=told)
                 # the account (`launcher.account`), once (the trainer stops it twice)
                 if not self._accounted:
                     self._accounted = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -232,9 +233,9 @@ def test_stop_waits_for_the_last_simulations_only_at_the_end_of_the_stream(
     waits: list[float] = []
     stop = study.launcher.stop
 
-    def spy(wait: float = 0.0) -> None:
+    def spy(wait: float = 0.0, before_kill: Callable[[], None] | None = None) -> None:
         waits.append(wait)
-        stop(0.0)  # (the hanging simulations would use up the wait)
+        stop(0.0, before_kill)  # (the hanging simulations would use up the wait)
 
     study.launcher.stop = spy  # type: ignore[method-assign]
     try:

@@ -252,8 +252,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()
-        # SIGTERM/SIGINT from here on, the resume and the source's start included: stop
-        # at the next stop synchronisation (preemption; see `starting`)
+        # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         try:

@@ -10,6 +10,7 @@ a simulation loads numpy and pyzmq only, never torch or accelerate.
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer import _moved
@@ -232,4 +233,14 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_MODULES])
+    """The public API (what an IDE or ``help()`` offers): `__all__`, the subpackages
+    already imported (as a package's `dir` has them: one not imported is no attribute
+    yet) and the dunders; not the helpers this module imports for itself (`Any`,
+    `importlib`...), nor the deprecated old paths."""
+    dunders = {n for n in globals() if n.startswith("__") and n.endswith("__")}
+    subpackages = {  # (not `importlib`, not the private `_moved`)
+        n
+        for n, v in globals().items()
+        if not n.startswith("_") and isinstance(v, ModuleType) and v.__name__ == f"{__name__}.{n}"
+    }
+    return sorted({*__all__, *dunders, *subpackages})

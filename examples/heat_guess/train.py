@@ -24,6 +24,9 @@ trainer), and the surrogate's final error on held-out simulations.
     accelerate launch --multi_gpu --num_processes 2 examples/heat_guess/train.py
                                          # 2 ranks: each serves the simulations id % 2
 
+It takes only its own flags (``--help``): its `TrainingArguments` are fixed in
+`run_study`, not read from the command line as the heat_pde and lorenz examples' are.
+
 On several ranks every rank must find the same folder: without `--output_dir` they use
 ``outputs/heat_guess`` (one run's temporary directory is per process), and rank 0 prints.
 
@@ -221,7 +224,13 @@ def work_per_step(simulations: list[dict[str, Any]]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(
+        # the docstring's first paragraph, whole (its first line stopped mid-sentence)
+        description=" ".join((__doc__ or "").split("\n\n")[0].split()).replace("`", ""),
+        epilog="The training itself is fixed by the example (run_study's TrainingArguments: "
+        "a reservoir buffer, batches of 16, Adam at 3e-3): it takes only the flags above, "
+        "not the TrainingArguments flags of the heat_pde and lorenz examples.",
+    )
     d = GuessConfig()
     parser.add_argument("--num_simulations", type=int, default=6)
     parser.add_argument("--job_limit", type=int, default=2)

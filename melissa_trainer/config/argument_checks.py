@@ -29,6 +29,7 @@ __all__ = [
     "REPORT_TO_CHOICES",
     "SEED_MAX",
     "argument_problems",
+    "direction_warning",
 ]
 
 BUFFER_CHOICES = BUFFER_KINDS
@@ -59,6 +60,27 @@ BUFFER_FIELDS = {
     "batch_size": "batch_size",
     "batches_per_step": "gradient_accumulation_steps",
 }
+
+
+def direction_warning(values: Mapping[str, Any]) -> str | None:
+    """A warning, naming both fields and the fix, when ``greater_is_better=True`` comes
+    with a `metric_for_best_model` that is a loss (its name ends in ``loss``, case
+    aside: HF's Trainer infers the direction by this rule); else None.
+
+    A warning, not a problem: a user's metric so named may be better larger (a negated
+    loss), but most often it is a slip that makes the "best" checkpoint the worst and
+    early stopping wait for the loss to grow."""
+    metric, greater = values["metric_for_best_model"], values["greater_is_better"]
+    if greater is not True or not isinstance(metric, str):
+        return None
+    if not metric.strip().lower().endswith("loss"):
+        return None
+    return (
+        f"greater_is_better=True with metric_for_best_model={metric!r}: a larger loss "
+        "counts as better, so the best checkpoint is the one with the largest loss and "
+        "early stopping waits for it to grow; set greater_is_better=False (the default), "
+        "or choose a metric that is better larger"
+    )
 
 
 def argument_problems(

@@ -28,6 +28,7 @@ import dataclasses
 import functools
 import os
 import typing
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,7 @@ from melissa_trainer.config.argument_checks import (
     MIXED_PRECISION_CHOICES,
     ON_SAVE_ERROR_CHOICES,
     REPORT_TO_CHOICES,
+    direction_warning,
 )
 from melissa_trainer.config.argument_values import buffer_values, checked_values, compile_options_of
 from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
@@ -216,7 +218,9 @@ class TrainingArguments(ArgumentsFile):
         metric_for_best_model: validation metric that decides the best model and early
             stopping. Default ``"eval_loss"``.
         greater_is_better: whether a larger `metric_for_best_model` is better.
-            Default False.
+            Default False. True with a metric whose name ends in ``loss`` (the
+            default ``eval_loss``) is warned of when the arguments are made: a
+            larger loss would count as better.
     """
 
     output_dir: str = _f("outputs", "Directory for checkpoints and logs.")
@@ -310,7 +314,11 @@ class TrainingArguments(ArgumentsFile):
         None, "Stop after this many validations without improvement (default: never)."
     )
     metric_for_best_model: str = _f("eval_loss", "Validation metric deciding the best model.")
-    greater_is_better: bool = _f(False, "Whether a larger metric_for_best_model is better.")
+    greater_is_better: bool = _f(
+        False,
+        "Whether a larger metric_for_best_model is better (True with a metric named "
+        "*loss, the default eval_loss, is warned of: a larger loss would count as better).",
+    )
 
     # ------------------------------------------------------------------ validation
 
@@ -332,6 +340,9 @@ class TrainingArguments(ArgumentsFile):
             setattr(self, name, values[name])
         if problems:
             raise ConfigError(problems, context=type(self).__name__)
+        said = direction_warning(values)
+        if said is not None:  # (allowed: a negated loss may be so named; `direction_warning`)
+            warnings.warn(said, UserWarning, stacklevel=3)  # (the caller of the constructor)
 
     def compile_options(self) -> compiled.CompileOptions | None:
         """What `torch.compile` is given for the training step; None without

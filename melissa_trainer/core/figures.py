@@ -19,6 +19,41 @@ if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.sources.source import Source
 
 
+#: the figures of every log (`LogFigures.reduce`), which a hook's `log_figures` must not
+#: use, nor a name starting with `SOURCE_PREFIX` (the source's telemetry)
+TRAINER_FIGURES = frozenset(
+    {
+        "loss",
+        "learning_rate",
+        "samples_per_second",
+        "steps_per_second",
+        "buffer_samples",
+        "buffer_fill",
+        "buffer_put",
+        "buffer_got",
+        "buffer_evicted",
+    }
+)
+SOURCE_PREFIX = "source_"
+
+
+def refuse_trainer_figures(
+    hook: str, keys: Collection[str], taken: Collection[str] = TRAINER_FIGURES
+) -> None:
+    """Raise ValueError if one of the figure `keys` of `hook` ("hook MyHook": its class)
+    is one of the trainer's own (`taken`: by default `TRAINER_FIGURES`; or a log's keys,
+    the source's telemetry included), naming the hook, the figure and the names the
+    trainer keeps; else nothing. (Checked at each log, when a hook's keys are known:
+    calling a hook's `log_figures` earlier would run user code before it is ready.)"""
+    clash = sorted(k for k in keys if k in taken)
+    if clash:
+        raise ValueError(
+            f"{hook}'s log figure {clash[0]!r} is one of the trainer's own "
+            f"({', '.join(sorted(TRAINER_FIGURES))}, and {SOURCE_PREFIX}* for the "
+            "source's telemetry): give it another name in its log_figures"
+        )
+
+
 class LogFigures:
     """The figures of this rank since the last log. Not thread-safe: the training thread.
 
@@ -120,12 +155,11 @@ class LogFigures:
             "buffer_put": put,
             "buffer_got": got,
             "buffer_evicted": evicted,
-            **{f"source_{k}": source_figures[k] for k in sorted(source_figures)},
+            **{f"{SOURCE_PREFIX}{k}": source_figures[k] for k in sorted(source_figures)},
         }
-        for key in sorted(hook_figures):
-            if key in logs:
-                raise ValueError(f"a hook's log figure {key!r} is one of the trainer's own")
-            logs[key] = hook_figures[key]
+        # (`HookList.log_figures` refuses them naming the hook: this, any other caller's)
+        refuse_trainer_figures("a hook", hook_figures, logs)
+        logs.update((key, hook_figures[key]) for key in sorted(hook_figures))
         self.restart()
         return logs, int(new_total), int(loss_count)
 

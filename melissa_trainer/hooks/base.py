@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from melissa_trainer.core.figures import refuse_trainer_figures
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.events import Event
 
@@ -347,6 +348,9 @@ class HookList:
         maxima: set[str] = set()
         for hook in self._figures:
             theirs = hook.log_figures(trainer)
+            refuse_trainer_figures(
+                f"hook {type(hook).__name__}", theirs
+            )  # (its source_*: `reduce`)
             twice = sorted(set(theirs) & set(figures))
             if twice:
                 raise ValueError(f"hook {hook.name} logs figures another hook logs: {twice}")

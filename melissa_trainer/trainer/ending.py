@@ -23,7 +23,7 @@ from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.preemption import Preempted
 
-__all__ = ["EndingTrainer", "end_training", "source_failed", "stop_words"]
+__all__ = ["EndingTrainer", "end_training", "failed", "source_failed", "stop_words"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,22 @@ def stop_words(signum: int, control: TrainerControl) -> str:
     if control.should_stop:
         return f"stopped by a hook, {control.stop_reason or 'control.should_stop'}"
     return "stopped by a hook on another rank (control.should_stop)"
+
+
+def failed(trainer: TrainerView, error: Exception) -> None:
+    """Tell the source why training stops when `error` (not a `SourceError`: the user's
+    `process_sample`, a hook, the loss guard's `NonFiniteLossError`...) propagates out of
+    `train()`: ``error`` and one line naming the exception, which the receivers' stop
+    record says (docs/protocol.md, section 17b) so that a simulation closing now knows
+    the trainer failed rather than waiting as for one that might come back. The error
+    itself propagates unchanged: its traceback is the user's to read."""
+    words = str(error).strip().splitlines()
+    said = f"{type(error).__name__}: {words[0]}" if words else type(error).__name__
+    if len(words) > 1:
+        said += " ..."
+    trainer.source.note_stop(
+        "error", f"training stopped at step {trainer.state.global_step}: {said}"[:1000]
+    )
 
 
 class _SaidSourceError(SourceError, SaidOnRankZero):

@@ -43,7 +43,7 @@ from melissa_trainer.sources.ingest_transform import (
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.actions import TrainerActions
-from melissa_trainer.trainer.ending import end_training, source_failed, stop_words
+from melissa_trainer.trainer.ending import end_training, failed, source_failed, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
 from melissa_trainer.trainer.preemption import PreemptionHandler
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
@@ -252,8 +252,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()
-        # SIGTERM/SIGINT from here on, the resume and the source's start included: stop
-        # at the next stop synchronisation (preemption; see `starting`)
+        # SIGTERM/SIGINT from here on, resume and source start included: preemption (`starting`)
         preemption = start_training(self, self._output_hold.release)
         self.preempted_by = None
         try:
@@ -326,6 +325,9 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
             raise source_failed(self, exc) from exc.__cause__
+        except Exception as exc:  # (a hook, process_sample, the loss guard: `failed`)
+            failed(self, exc)
+            raise
         finally:
             self._output_hold.stopping()
             try:

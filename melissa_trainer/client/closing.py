@@ -33,14 +33,7 @@ from melissa_trainer.stream.step_set import StepSet
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
-__all__ = [
-    "Closable",
-    "TrainerStopped",
-    "client_logger",
-    "close_transport",
-    "send_tracked",
-    "stop_first",
-]
+__all__ = ["Closable", "TrainerStopped", "client_logger", "close_transport", "send_tracked"]
 
 
 class TrainerStopped(TimeoutError):
@@ -168,49 +161,13 @@ def close_transport(t: Closable, bye: bool) -> None:
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
         if bye and wait.stop_said is not None:  # (not followed: no trainer comes back)
-            said, error = wait.stop_said  # (TrainerStopped, or SimulationRefused)
-            raise error(stop_first(t, failure, said) or message_text)
+            raise wait.stop_said[1](message_text)  # (TrainerStopped, or SimulationRefused)
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
         message_text += f".{note}" if note else ""
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)
-
-
-#: what a close failed to deliver (its `failure`), after "its" (`stop_first`)
-_WHAT = {"queued messages": "queued messages (the BYE among them)", "BYE": "BYE"}
-#: the openings of the stop record's explanations that `stop_first` puts first
-#: (`stopped.StopRecords.for_good`, after "to ENDPOINT: ")
-_NOT_NEEDED = "the study ended without needing this simulation: "
-_ENDED = "the trainer stopped before it read them "
-
-
-def stop_first(t: Closable, failure: str, said: str) -> str | None:
-    """What a close raises when a receiver's stop record explains why its messages
-    (`failure`: "queued messages", "BYE" or "batched data") were not delivered: one
-    sentence that opens with the reason (`said`, the record's explanation:
-    "to ENDPOINT: the study ended without needing this simulation: ..." or "...: the
-    trainer stopped before it read them (...)...") and says what was not delivered and
-    where. None when `said` is another explanation (a non-finite sample of this
-    simulation's): the close's plain message then."""
-    endpoint, sep, reason = said.partition(": ") if said.startswith("to ") else ("", "", "")
-    if not sep:
-        return None
-    what = f"its {_WHAT.get(failure, failure)}"
-    verb = "were" if failure == "queued messages" else "was"
-    who = f"simulation {t.simulation_id} rank {t.rank}"
-    if reason.startswith(_NOT_NEEDED):
-        return (
-            f"{who}: the study ended without needing this simulation, so {what} {verb} not "
-            f"delivered {endpoint}: {reason[len(_NOT_NEEDED) :]}"
-        )
-    if reason.startswith(_ENDED):
-        return (
-            f"{who}: the trainer stopped before it read {what}, which {verb} not delivered "
-            f"{endpoint} {reason[len(_ENDED) :]}"
-        )
-    return None
 
 
 def send_tracked(held: HeldArrays, sock: zmq.Socket, frame: bytes, deadline: float) -> None:

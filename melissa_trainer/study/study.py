@@ -39,11 +39,9 @@ the simulations: the processes). The study owns what joins them:
   queue: a queue longer than that still needs `stall_timeout` raised). A silence not
   explained (no job alive, a simulation silent mid-stream, a start-up with no bound)
   fails as before.
-* **Stop.** `stop` ends the simulations first (none outlives the trainer; at the end of
-  the stream, on any rank, the last ones get `STOP_WAIT` s to exit and their data to
-  arrive, so that they are recorded as finished, unless `wait_for` raised; a run stopped
-  with data still to come, by `max_steps` or a hook, kills them at once), then the
-  receivers.
+* **Stop.** `stop` ends the simulations first (none outlives the trainer: at the end of
+  the stream the last ones get `STOP_WAIT` s to exit and their data to arrive; a run
+  stopped with data to come, by `max_steps`, a hook or an error, kills them at once).
 * **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
   ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
   collective: the ranks gather the simulations their checkpointed receivers all have
@@ -285,23 +283,19 @@ class Study(Source):
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""
         receiver = self.stream.receiver
-        # The receiver runs on while the launcher kills: told first (rank 0: after the
-        # wait below), it summarises those closes as the study's, not one WARNING each as
-        # lost data (`stream.connections`); the other ranks hear rank 0's kills as theirs.
+        # told before the kills (rank 0: after the wait), the receiver summarises those
+        # closes as the study's, not one WARNING each (`stream.connections`)
         told = None if receiver is None else receiver.study_stops
         if not self._started and told is not None:
             told()
         try:
             if self._started:
-                # At the end of the stream (on any rank) the running simulations are the
-                # last, closing: let them exit and their data arrive (finished, not run
-                # again after a resume). Stopped with data to come (max_steps, a hook),
-                # an error or a preemption: they may be blocked on a full buffer and
-                # nothing more is trained on: no wait (complete ones count as finished).
+                # At the end of the stream (any rank) the last simulations may exit and
+                # their data arrive (finished, not rerun on resume). Stopped with data to
+                # come, an error or a preemption: no wait (they may block on a full buffer).
                 ended = self._stream_over or (receiver is not None and receiver.ended)
                 hurry = self._failed or self._preempted
-                wait = STOP_WAIT if ended and not hurry else 0.0
-                self.launcher.stop(wait=wait, before_kill=told)
+                self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0, before_kill=told)
                 # the account (`launcher.account`), once (the trainer stops it twice)
                 if not self._accounted:
                     self._accounted = True
@@ -314,8 +308,7 @@ class Study(Source):
             self.stream.stop()
 
     def note_stop(self, code: str, message: str) -> None:
-        """`Source.note_stop`: told to the receivers, whose stop record says it to the
-        simulations closing as the study stops (before: "stopped", whatever the cause)."""
+        """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
         self.stream.note_stop(code, message)
 
     def on_end_of_stream(self) -> None:

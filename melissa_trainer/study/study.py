@@ -40,8 +40,8 @@ the simulations: the processes). The study owns what joins them:
   explained (no job alive, a simulation silent mid-stream, a start-up with no bound)
   fails as before.
 * **Stop.** `stop` ends the simulations first (none outlives the trainer: at the end of
-  the stream the last ones get `STOP_WAIT` s to exit and their data to arrive; a run
-  stopped with data to come, by `max_steps`, a hook or an error, kills them at once).
+  the stream the last ones get `STOP_WAIT` s to exit and their data to arrive; stopped
+  with data to come, by `max_steps`, a hook or an error, at once), then the receivers.
 * **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
   ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
   collective: the ranks gather the simulations their checkpointed receivers all have

@@ -84,6 +84,9 @@ typedef enum {
 } mt_stop_outcome;
 typedef struct mt_stop_said {
     int bye; /* MT_RECEIPT_BYE or MT_RECEIPT_FINISHED, when confirmed */
+    /* MT_STOP_ENDED on expected_simulations (the record's expected_end) before this
+     * simulation was needed: steps and nonfinite are then what the receiver took of it */
+    bool not_needed;
     uint64_t steps, bye_steps, nonfinite, time_step;
     char code[16];
     char message[1024];

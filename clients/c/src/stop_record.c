@@ -21,7 +21,6 @@
 
 #define MAX_FILE (4u << 20) /* bytes: a record is at most about 500 KiB */
 #define MAX_ROWS 4096u      /* stop_record.py RECORD_LIMIT */
-#define NOT_NEEDED (-1)     /* mt_stop_said.bye of an MT_STOP_ENDED: see decide_record */
 
 /* A decimal u64 (digits only, no sign, no fraction), as the record's integers are. */
 static bool parse_u64(const char *s, uint64_t *out) {
@@ -218,11 +217,9 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = MT_STOP_UNDECIDED;
     if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0) {
         /* the study ended without needing this simulation (started beyond
-         * expected_simulations): told so by mt_stop_record_fail. The outcome stays
-         * MT_STOP_ENDED (internal.h); the receipt fields, unused when not confirmed,
-         * carry it: bye NOT_NEEDED, steps and nonfinite what the receiver took of this
-         * simulation, and message the counts before the trainer's reason. */
-        out->bye = NOT_NEEDED, out->steps = e.steps, out->nonfinite = e.refused;
+         * expected_simulations): told so by mt_stop_record_fail, the message giving the
+         * counts before the trainer's reason */
+        out->not_needed = true, out->steps = e.steps, out->nonfinite = e.refused;
         snprintf(out->message, sizeof out->message,
                  "expected_simulations=%llu and that many had ended (%llu finished, %llu "
                  "abandoned), so it stopped (end: %.900s",
@@ -295,7 +292,7 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
                        "simulation again with the same simulation id "
                        "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
                        sid, (unsigned long long)s->time_step, rank, s->message, sid);
-    if (s->bye == NOT_NEEDED) {
+    if (s->not_needed) {
         char taken[200];
         if (s->steps == 0)
             snprintf(taken, sizeof taken, "its receiver %zu had taken nothing of this simulation", rank);

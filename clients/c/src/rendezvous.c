@@ -5,7 +5,10 @@
  * MELISSA_TRAINER_KEY, as a Python solver does not) and the run id they name. A file
  * marked "stopped": true (Receiver.stop, endpoints.py mark_stopped: that trainer is down)
  * makes the directory not ready, as for Python: the client waits for the next trainer
- * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint.
+ * (one resumed from its checkpoint rewrites the files) rather than dial a dead endpoint,
+ * and says why it stopped as its stop record does (a study that ended on its
+ * expected_simulations: a solver started late is told so while it waits and in its
+ * failure; stop_record.c mt_stop_record_words).
  * Each file may name the receiver's follow socket ("follow_endpoint") and the queries it
  * answers ("follow_kinds"), which the close asks whether it ingested this rank's BYE
  * (receipt.c, 13 listed) or else whether it took the simulation (admission.c). */
@@ -85,19 +88,16 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
         long long rank = atoll(name + 5);
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, name);
-        FILE *f = fopen(path, "rb");
-        char text[8192];
-        size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
-        if (f) fclose(f);
-        text[got] = '\0';
+        char *text = mt_read_file(path); /* (whole: a stop record can be 500 KiB) */
         mt_json_member *m = NULL;
         size_t n = 0;
         char err[160];
         const char *why = NULL;
-        if (f == NULL) why = "cannot be opened";
+        if (text == NULL) why = "cannot be read";
         else if (!mt_json_object(text, &m, &n, err, sizeof err)) why = err;
         long long version = -1, r = -1, world = -1;
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
+        const char *record = NULL; /* the stop record's raw text: why it stopped */
         bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
         bool receipts = false;
         for (size_t k = 0; k < n; ++k) {
@@ -117,6 +117,8 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                 receipts = m[k].kind == MT_JSON_OTHER && lists_receipts(m[k].string);
             if (strcmp(m[k].key, "stopped") == 0) /* (only true stops, as `is True`) */
                 stopped = m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "true") == 0;
+            if (strcmp(m[k].key, "stop_record") == 0 && m[k].kind == MT_JSON_OTHER)
+                record = m[k].string;
             bool num = m[k].kind == MT_JSON_NUMBER && m[k].integer;
             if (strcmp(m[k].key, "version") == 0 && num) version = (long long)m[k].number;
             if (strcmp(m[k].key, "rank") == 0 && num) r = (long long)m[k].number;
@@ -131,10 +133,11 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                    bad_run || bad_key || bad_follow) {
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
                                      "%s%s invalid (%s)", used ? "; " : "", name, text);
-        } else if (stopped && !stopped_too) {
+        } else if (stopped && !stopped_too) { /* (a study that ended: a late solver) */
+            char words[400];
+            mt_stop_record_words(record, words, sizeof words);
             used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
-                                     "%s%s: its trainer stopped (a trainer resumed from its "
-                                     "checkpoint publishes again)", used ? "; " : "", name);
+                                     "%s%s: its trainer %s", used ? "; " : "", name, words);
         } else {
             if ((size_t)rank >= cap) {
                 size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;
@@ -162,6 +165,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
             }
         }
         mt_json_free(m, n);
+        free(text);
         if (used >= size) used = size - 1;
     }
     closedir(d);

@@ -28,6 +28,19 @@ void mt_rendezvous_free(mt_rendezvous *rv);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory
  * `dir`, polled until complete for up to `timeout` seconds (else MT_ERENDEZVOUS). */
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout);
+/* stop_record.c: the whole file at `path`, NUL-terminated (to free), or NULL (it cannot be
+ * read, memory ran out, or it is over 4 MiB: a rendezvous file with its stop record is
+ * at most about 500 KiB). */
+char *mt_read_file(const char *path);
+/* stop_record.c: why a stopped rendezvous file's trainer stopped, as its "stop_record"
+ * (`record`: the member's raw JSON text, or NULL) says, read leniently (the words only:
+ * mt_stop_record_decide checks a record before it decides anything), in `out`, to follow
+ * "its trainer ": "ended: the study had its expected_simulations=N and needs no more
+ * simulations (...)" (code "end" with an "expected_end"), else "stopped (CODE) (a trainer
+ * resumed from its checkpoint publishes again)", CODE "error: MESSAGE" for a failure
+ * ("error", "nonfinite"), without "(CODE)" when the record has none (endpoints.py
+ * _why_stopped, which says the code alone). */
+void mt_stop_record_words(const char *record, char *out, size_t size);
 /* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
 bool mt_valid_run_id(const char *s);
 

@@ -42,8 +42,7 @@ static bool number_u64(const mt_json_member *m, uint64_t *out) {
     return true;
 }
 
-/* The whole file at `path` (NUL-terminated, to free), or NULL. */
-static char *read_all(const char *path) {
+char *mt_read_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f == NULL) return NULL;
     mt_buf b = {0};
@@ -232,6 +231,46 @@ done:
     return said;
 }
 
+void mt_stop_record_words(const char *record, char *out, size_t size) {
+    mt_json_member *m = NULL, *rm = NULL;
+    size_t n = 0, rn = 0;
+    char err[160];
+    bool ok = record != NULL && *record == '{' && mt_json_object(record, &m, &n, err, sizeof err);
+    const mt_json_member *reason = ok ? member(m, n, "reason") : NULL;
+    const mt_json_member *ended = ok ? member(m, n, "expected_end") : NULL;
+    if (reason != NULL && reason->kind == MT_JSON_OTHER && *reason->string == '{')
+        mt_json_object(reason->string, &rm, &rn, err, sizeof err);
+    const mt_json_member *code = member(rm, rn, "code"), *message = member(rm, rn, "message");
+    bool coded = code != NULL && code->kind == MT_JSON_STRING;
+    mt_json_member *em = NULL;
+    size_t en = 0;
+    if (coded && strcmp(code->string, "end") == 0 && ended != NULL &&
+        ended->kind == MT_JSON_OTHER && *ended->string == '{' &&
+        mt_json_object(ended->string, &em, &en, err, sizeof err)) {
+        const mt_json_member *expected = member(em, en, "expected_simulations");
+        char n[48] = "None"; /* (as Python prints a missing or null one) */
+        if (expected != NULL && expected->kind == MT_JSON_NUMBER)
+            snprintf(n, sizeof n, "%.17g", expected->number);
+        else if (expected != NULL && strcmp(expected->string, "null") != 0)
+            snprintf(n, sizeof n, "%.40s", expected->string);
+        snprintf(out, size, "ended: the study had its expected_simulations=%s and needs no "
+                            "more simulations (unless a trainer started there again publishes)",
+                 n);
+    } else {
+        /* (a failure's message says what to fix before resuming: endpoints.py says the code) */
+        bool failed = coded && (strcmp(code->string, "error") == 0 ||
+                                strcmp(code->string, "nonfinite") == 0);
+        bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
+        snprintf(out, size, "stopped%s%.32s%s%.200s%s (a trainer resumed from its checkpoint "
+                            "publishes again)",
+                 coded ? " (" : "", coded ? code->string : "", said ? ": " : "",
+                 said ? message->string : "", coded ? ")" : "");
+    }
+    mt_json_free(em, en);
+    mt_json_free(rm, rn);
+    mt_json_free(m, n);
+}
+
 mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
                                       const char *run_id, uint64_t simulation_id,
                                       int client_rank, uint64_t count, mt_stop_look *look,
@@ -245,7 +284,7 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
         return MT_STOP_UNDECIDED; /* (unchanged since it decided nothing) */
     look->seen = true, look->ino = (unsigned long long)st.st_ino;
     look->mtime = (long long)st.st_mtime, look->size = (long long)st.st_size;
-    char *text = read_all(path);
+    char *text = mt_read_file(path);
     if (text == NULL) return MT_STOP_UNDECIDED;
     mt_json_member *m = NULL;
     size_t n = 0;

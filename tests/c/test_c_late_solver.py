@@ -112,12 +112,13 @@ def test_a_solver_started_after_the_study_ended_is_told_so(
 
 def other_reasons(exe: Path, tmp_path: Path) -> None:
     """A trainer preempted, failed or stopped without a record: its code (and a failure's
-    message) with the resumed trainer to wait for, as the Python client says."""
+    message, its first line: the notice is one line) with the resumed trainer to wait
+    for, as the Python client says."""
     cases = [
         (StopReason("preempted", "SIGTERM from the scheduler"), f"stopped (preempted) {RESUMED}"),
         (StopReason("end", "max_steps 7 reached"), f"stopped (end) {RESUMED}"),
         (
-            StopReason("error", "CUDA out of memory"),
+            StopReason("error", "CUDA out of memory\nTraceback (most recent call last):"),
             f"stopped (error: CUDA out of memory) {RESUMED}",
         ),
         (StopReason("nonfinite", "NaN in u", 3, 7), f"stopped (nonfinite: NaN in u) {RESUMED}"),

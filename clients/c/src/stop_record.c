@@ -248,23 +248,24 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
         ended->kind == MT_JSON_OTHER && *ended->string == '{' &&
         mt_json_object(ended->string, &em, &en, err, sizeof err)) {
         const mt_json_member *expected = member(em, en, "expected_simulations");
-        char n[48] = "None"; /* (as Python prints a missing or null one) */
+        char many[48] = "None"; /* (as Python prints a missing or null one) */
         if (expected != NULL && expected->kind == MT_JSON_NUMBER)
-            snprintf(n, sizeof n, "%.17g", expected->number);
+            snprintf(many, sizeof many, "%.17g", expected->number);
         else if (expected != NULL && strcmp(expected->string, "null") != 0)
-            snprintf(n, sizeof n, "%.40s", expected->string);
+            snprintf(many, sizeof many, "%.40s", expected->string);
         snprintf(out, size, "ended: the study had its expected_simulations=%s and needs no "
                             "more simulations (unless a trainer started there again publishes)",
-                 n);
+                 many);
     } else {
         /* (a failure's message says what to fix before resuming: endpoints.py says the code) */
         bool failed = coded && (strcmp(code->string, "error") == 0 ||
                                 strcmp(code->string, "nonfinite") == 0);
         bool said = failed && message != NULL && message->kind == MT_JSON_STRING;
-        snprintf(out, size, "stopped%s%.32s%s%.200s%s (a trainer resumed from its checkpoint "
+        size_t line = said ? strcspn(message->string, "\r\n") : 0; /* (the notice: one line) */
+        snprintf(out, size, "stopped%s%.32s%s%.*s%s (a trainer resumed from its checkpoint "
                             "publishes again)",
                  coded ? " (" : "", coded ? code->string : "", said ? ": " : "",
-                 said ? message->string : "", coded ? ")" : "");
+                 (int)(line < 200 ? line : 200), said ? message->string : "", coded ? ")" : "");
     }
     mt_json_free(em, en);
     mt_json_free(rm, rn);

@@ -264,6 +264,11 @@ def _why_stopped(entry: dict[str, Any]) -> str:
             f"a trainer started there again publishes)"
         )
     said = f" ({code})" if isinstance(code, str) else ""
+    message = reason.get("message") if isinstance(reason, dict) else None
+    if code in ("error", "nonfinite") and isinstance(message, str):
+        # (a failure's message says what to fix before resuming; its first line, at most
+        # 200 characters: the waiting notice is one line, as the C client's)
+        said = f" ({code}: {message.splitlines()[0][:200] if message else ''})"
     return f"stopped{said} (a trainer resumed from its checkpoint publishes again)"
 
 

@@ -134,8 +134,7 @@ def other_reasons(exe: Path, tmp_path: Path) -> None:
             assert f"rank_{rank}.json: its trainer {words}" in message, message
         assert "ended: the study" not in message, message
         assert "ERROR" not in err and "runtime error" not in err, err
-        if reason is not None and reason.code in ("preempted", "end"):  # (the same words)
-            assert f"rank_0.json: its trainer {words}" in python, python
+        assert f"rank_0.json: its trainer {words}" in python, python  # (the same words)
 
 
 @pytest.mark.timeout(120)

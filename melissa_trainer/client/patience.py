@@ -167,7 +167,9 @@ class CloseWait:
 
         Returns:
             None once an attempt returned; else why the client gave up, to follow
-            "not delivered" ("within close_timeout=... s to [...]", "to ENDPOINT: ...").
+            "not delivered" ("within close_timeout=... s to [...]", "to ENDPOINT: ...";
+            "to ENDPOINT" when a stop record said why, `stop_said`, which the close's
+            message is composed from instead).
         """
         while True:
             now = time.monotonic()

@@ -15,8 +15,9 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import zmq
 
@@ -33,12 +34,46 @@ from melissa_trainer.stream.step_set import StepSet
 if TYPE_CHECKING:  # pragma: no cover
     import logging
 
-__all__ = ["Closable", "TrainerStopped", "client_logger", "close_transport", "send_tracked"]
+__all__ = [
+    "Closable",
+    "StopSaid",
+    "TrainerStopped",
+    "client_logger",
+    "close_transport",
+    "send_tracked",
+]
 
 
 class TrainerStopped(TimeoutError):
     """A close gave up on a receiver whose trainer stopped for good (its stop record:
     the run ended, or failed): no restarted trainer is waited for (`following`)."""
+
+
+@dataclass(frozen=True)
+class StopSaid:
+    """Why a receiver's trainer is not coming back, read from its stop record
+    (`stopped.StopRecords.for_good`), in the parts a close whose messages could not be
+    delivered composes its one sentence from (`close_transport`: the reason first).
+
+    Attributes:
+        endpoint: the receiver's, that the messages were queued to.
+        kind: ``not_needed`` (the stream ended on ``expected_simulations`` without this
+            simulation), ``refused`` (this simulation's non-finite sample stopped the
+            trainer) or ``ended`` (the trainer ended or failed otherwise).
+        reason: ``not_needed`` and ``refused``: the clause the sentence opens with ("the
+            study ended without needing this simulation", "the trainer stopped on its
+            time step 3"); ``ended``: the record's reason and where it is ("end: max_steps
+            9 reached; its stop record in DIR").
+        detail: what follows: the record's facts (counts, what was taken) and what to do.
+        error: what the close raises (`SimulationNotNeeded`, `SimulationRefused`,
+            `TrainerStopped`).
+    """
+
+    endpoint: str
+    kind: Literal["not_needed", "refused", "ended"]
+    reason: str
+    detail: str
+    error: type[Exception]
 
 
 def client_logger() -> logging.Logger:
@@ -160,14 +195,37 @@ def close_transport(t: Closable, bye: bool) -> None:
         message_text = f"simulation {t.simulation_id} rank {t.rank}: {failure} not delivered {why}"
         if bye and wait.refusal is not None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
-        if bye and wait.stop_said is not None:  # (not followed: no trainer comes back)
-            raise wait.stop_said[1](message_text)  # (TrainerStopped, or SimulationRefused)
+        said = wait.stop_said
+        if said is not None and wait.refusal is None:  # (not followed: no trainer comes back)
+            message_text = stop_first(t, failure, bye, said)
+            if bye:
+                raise said.error(message_text)  # (TrainerStopped, or SimulationRefused...)
+            client_logger().warning(message_text)
+            return
         # (a receiver gone because its trainer was restarted: say so, and what to do)
         note = t.wait.restarted() if wait.refusal is None else ""
         message_text += f".{note}" if note else ""
         if bye:
             raise TimeoutError(message_text)
         client_logger().warning(message_text)
+
+
+def stop_first(t: Closable, failure: str, bye: bool, said: StopSaid) -> str:
+    """What a close says when a receiver's stop record explains why its messages
+    (`failure`: "queued messages", "BYE" or "batched data") were not delivered: one
+    sentence, the record's reason first, then what was not delivered and where, then
+    the record's facts and what to do (`said`'s fields; no text is parsed)."""
+    what = (
+        "queued messages (the BYE among them)" if bye and failure == "queued messages" else failure
+    )
+    what, verb = f"its {what}", "was" if failure == "BYE" else "were"
+    who = f"simulation {t.simulation_id} rank {t.rank}"
+    if said.kind == "ended":
+        return (
+            f"{who}: the trainer stopped before it read {what}, which {verb} not delivered "
+            f"to {said.endpoint} ({said.reason}). {said.detail}"
+        )
+    return f"{who}: {said.reason}, so {what} {verb} not delivered to {said.endpoint}: {said.detail}"
 
 
 def send_tracked(held: HeldArrays, sock: zmq.Socket, frame: bytes, deadline: float) -> None:

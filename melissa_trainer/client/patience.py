@@ -31,11 +31,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import zmq
 
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.client.closing import StopSaid
 
 __all__ = ["SLICE", "CloseWait", "PeerWatch"]
 
@@ -133,7 +137,7 @@ class CloseWait:
         after_failure: bool = False,
         handshakes: Handshakes | None = None,
         watch: PeerWatch | None = None,
-        stopped: Callable[[], tuple[str, type[Exception]] | None] | None = None,
+        stopped: Callable[[], StopSaid | None] | None = None,
     ) -> None:
         self._sockets, self._endpoints = sockets, endpoints
         self.close_timeout, self._disconnected = close_timeout, disconnected_timeout
@@ -144,7 +148,7 @@ class CloseWait:
         self._stopped = stopped
         #: why a wait ended on a trainer that stopped for good, and the error to raise
         #: (`SimulationRefused` when the simulation's non-finite sample stopped it)
-        self.stop_said: tuple[str, type[Exception]] | None = None
+        self.stop_said: StopSaid | None = None
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -163,7 +167,9 @@ class CloseWait:
 
         Returns:
             None once an attempt returned; else why the client gave up, to follow
-            "not delivered" ("within close_timeout=... s to [...]", "to ENDPOINT: ...").
+            "not delivered" ("within close_timeout=... s to [...]", "to ENDPOINT: ...";
+            "to ENDPOINT" when a stop record said why, `stop_said`, which the close's
+            message is composed from instead).
         """
         while True:
             now = time.monotonic()
@@ -183,8 +189,8 @@ class CloseWait:
                 self._watch = PeerWatch(handshakes, self._endpoints)
             if self._watch is not None and self._stopped is not None and self._watch.down():
                 self.stop_said = self._stopped()  # (a stat of its files while one is down)
-                if self.stop_said is not None:
-                    return self.stop_said[0]
+                if self.stop_said is not None:  # (the close composes its message from it)
+                    return f"to {self.stop_said.endpoint}"
             if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)

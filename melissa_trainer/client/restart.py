@@ -23,9 +23,12 @@ restarts"; tests/checkpoint/test_external_resume.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.client.closing import StopSaid
 
 __all__ = ["RestartCheck"]
 
@@ -54,7 +57,7 @@ class RestartCheck:
         self._simulation_id = simulation_id
         self._records: Any = None  # (`stopped.StopRecords`, made when first needed)
 
-    def stopped(self) -> tuple[str, type[Exception]] | None:
+    def stopped(self) -> StopSaid | None:
         """Why the trainer is not coming back, if a receiver's rendezvous file is marked
         stopped with a stop record of this client's run that says it ended or failed,
         and the error a close raises (`StopRecords.for_good`);

@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import zmq
 
 from melissa_trainer.client.handshake import Handshakes
 from melissa_trainer.client.patience import SLICE, PeerWatch
 from melissa_trainer.client.sockets import arm_slice
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.client.closing import StopSaid
 
 __all__ = ["ReceiverGone", "SendWait"]
 
@@ -80,7 +83,7 @@ class SendWait:
         self.restarted: Callable[[], str] = restarted or str
         #: why the trainer stopped for good, read by a close while a receiver is down
         #: (`RestartCheck.stopped`, set by the client); None: not known
-        self.stopped: Callable[[], tuple[str, type[Exception]] | None] | None = None
+        self.stopped: Callable[[], StopSaid | None] | None = None
         self._disconnected, self._send_timeout = disconnected_timeout, send_timeout
         self._whose = whose
         #: the watch of the receivers, begun when a send has blocked a slice, ended

@@ -38,13 +38,15 @@ from pathlib import Path
 
 from melissa_trainer import wire as protocol
 from melissa_trainer.client.admission import SimulationRefused
-from melissa_trainer.client.closing import TrainerStopped, client_logger
+from melissa_trainer.client.closing import StopSaid, TrainerStopped, client_logger
 from melissa_trainer.stream.stop_record import RECORD_KEY, StopRecord, parse_record
 from melissa_trainer.wire.receipt import RECEIPT_BYE, RECEIPT_FINISHED, ReceiptReply
 
 __all__ = ["SimulationNotNeeded", "StopRecords"]
 
 _FINAL = ("end", "error", "nonfinite")
+#: the opening of what a simulation the study ended without is told
+_NOT_NEEDED = "the study ended without needing this simulation"
 
 
 class SimulationNotNeeded(TrainerStopped):
@@ -113,10 +115,19 @@ class StopRecords:
 
     def refusal(self, rank: int, record: StopRecord) -> str:
         """What a simulation whose non-finite sample stopped the trainer is told."""
+        sid = self.simulation_id
+        return f"simulation {sid}: {self._refused_at(record)}: {self._refused(rank, record)}"
+
+    @staticmethod
+    def _refused_at(record: StopRecord) -> str:
+        """The opening of `refusal`: where the trainer stopped."""
+        return f"the trainer stopped on its time step {record.reason.time_step}"
+
+    def _refused(self, rank: int, record: StopRecord) -> str:
+        """The rest of `refusal`: why, and what to do."""
         reason, sid = record.reason, self.simulation_id
         return (
-            f"simulation {sid}: the trainer stopped on its time step {reason.time_step}: it "
-            f"holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
+            f"it holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
             f"{rank}: {reason.message}). Fix the solver (a diverging scheme: a smaller time "
             f"step?), or start the trainer with --nonfinite refuse "
             f"(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; then "
@@ -132,6 +143,10 @@ class StopRecords:
     def not_needed(self, rank: int, record: StopRecord) -> str:
         """What a simulation the study ended without is told (`SimulationNotNeeded`),
         after who it is."""
+        return f"{_NOT_NEEDED}: {self._not_needed_facts(rank, record)}"
+
+    def _not_needed_facts(self, rank: int, record: StopRecord) -> str:
+        """`not_needed` after its opening: the counts, what was taken, what to do."""
         ended = record.expected_end
         assert ended is not None  # (`_not_needed`)
         steps, refused = ended.unfinished.get(self.simulation_id, (0, 0))
@@ -143,10 +158,9 @@ class StopRecords:
             else f"its receiver {rank} had taken nothing of this simulation"
         )
         return (
-            f"the study ended without needing this simulation: the trainer "
-            f"was given expected_simulations={ended.expected_simulations} and that many had "
-            f"ended ({ended.finished} finished, {ended.abandoned} abandoned), so it stopped "
-            f"({record.reason.code}: {record.reason.message}; its stop record in "
+            f"the trainer was given expected_simulations={ended.expected_simulations} and "
+            f"that many had ended ({ended.finished} finished, {ended.abandoned} abandoned), "
+            f"so it stopped ({record.reason.code}: {record.reason.message}; its stop record in "
             f"{self.rendezvous}); {taken}. Nothing failed: if you started more solvers "
             f"than the trainer needed, there is nothing to do (catch SimulationNotNeeded "
             f"to exit 0). To train on every solver you start, give the trainer "
@@ -154,24 +168,32 @@ class StopRecords:
             f"(ReceiverConfig(expected_simulations=N)) before you start them"
         )
 
-    def for_good(self) -> tuple[str, type[Exception]] | None:
+    def for_good(self) -> StopSaid | None:
         """Why the trainer is not coming back, if a receiver's record says that it ended
-        or failed (not preempted): a sentence, and the error a close whose messages
-        cannot be delivered raises (`SimulationRefused` if this simulation's non-finite
-        sample stopped it, else `TrainerStopped`); else None."""
+        or failed (not preempted): its parts (`closing.StopSaid`), from which a close
+        whose messages cannot be delivered composes what it raises (the error:
+        `SimulationRefused` if this simulation's non-finite sample stopped it,
+        `SimulationNotNeeded` if the study ended without it, else `TrainerStopped`);
+        else None."""
         for rank in range(len(self.endpoints)):
             record = self.record(rank)
             if record is None or record.reason.code not in _FINAL:
                 continue
-            reason = record.reason
+            reason, endpoint = record.reason, self.endpoints[rank]
             if reason.code == "nonfinite" and reason.simulation_id == self.simulation_id:
-                return self.refusal(rank, record), SimulationRefused
+                return StopSaid(
+                    endpoint, "refused", self._refused_at(record), self._refused(rank, record),
+                    SimulationRefused,
+                )  # fmt: skip
             if self._not_needed(record):
-                lead = f"to {self.endpoints[rank]}: "  # (after "queued messages not delivered")
-                return lead + self.not_needed(rank, record), SimulationNotNeeded
-            return (
-                f"to {self.endpoints[rank]}: the trainer stopped before it read them "
-                f"({reason.code}: {reason.message}; its stop record in {self.rendezvous}). "
+                return StopSaid(
+                    endpoint, "not_needed", _NOT_NEEDED, self._not_needed_facts(rank, record),
+                    SimulationNotNeeded,
+                )  # fmt: skip
+            return StopSaid(
+                endpoint,
+                "ended",
+                f"{reason.code}: {reason.message}; its stop record in {self.rendezvous}",
                 f"Once a trainer runs there again (--resume_from_checkpoint latest), run "
                 f"this simulation again with the same simulation id "
                 f"(MELISSA_TRAINER_SIMULATION_ID={self.simulation_id}): the trainer takes "

@@ -41,11 +41,12 @@ def refuse_trainer_figures(
     hook: str, keys: Collection[str], taken: Collection[str] = TRAINER_FIGURES
 ) -> None:
     """Raise ValueError if one of the figure `keys` of `hook` ("hook MyHook": its class)
-    is one of the trainer's own (`taken`: by default `TRAINER_FIGURES`; or a log's keys,
-    the source's telemetry included), naming the hook, the figure and the names the
-    trainer keeps; else nothing. (Checked at each log, when a hook's keys are known:
-    calling a hook's `log_figures` earlier would run user code before it is ready.)"""
-    clash = sorted(k for k in keys if k in taken)
+    is one of the trainer's own (`taken`: by default `TRAINER_FIGURES`; or a log's keys)
+    or starts with `SOURCE_PREFIX` (the source's telemetry, whatever it holds now),
+    naming the hook, the figure and the names the trainer keeps; else nothing. (Checked
+    at each log, when a hook's keys are known: calling a hook's `log_figures` earlier
+    would run user code before it is ready.)"""
+    clash = sorted(k for k in keys if k in taken or k.startswith(SOURCE_PREFIX))
     if clash:
         raise ValueError(
             f"{hook}'s log figure {clash[0]!r} is one of the trainer's own "
@@ -157,7 +158,8 @@ class LogFigures:
             "buffer_evicted": evicted,
             **{f"{SOURCE_PREFIX}{k}": source_figures[k] for k in sorted(source_figures)},
         }
-        # (`HookList.log_figures` refuses them naming the hook: this, any other caller's)
+        # (`HookList.log_figures` refuses them, source_* too, naming the hook's class:
+        # this, for any other caller's figures, knows no hook)
         refuse_trainer_figures("a hook", hook_figures, logs)
         logs.update((key, hook_figures[key]) for key in sorted(hook_figures))
         self.restart()

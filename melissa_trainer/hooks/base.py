@@ -348,9 +348,7 @@ class HookList:
         maxima: set[str] = set()
         for hook in self._figures:
             theirs = hook.log_figures(trainer)
-            refuse_trainer_figures(
-                f"hook {type(hook).__name__}", theirs
-            )  # (its source_*: `reduce`)
+            refuse_trainer_figures(f"hook {type(hook).__name__}", theirs)  # (source_* too)
             twice = sorted(set(theirs) & set(figures))
             if twice:
                 raise ValueError(f"hook {hook.name} logs figures another hook logs: {twice}")

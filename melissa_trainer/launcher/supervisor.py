@@ -145,9 +145,13 @@ class Supervisor(FailurePolicy):
         pending again (or finished, if their data was complete), so that a resumed study
         runs them again and the summary counts no dead process as running."""
         self.unheard_summary()
+        grace, names = self.settings.tuning.kill_grace, list(self.jobs)
+        if names:  # (one line for them all, not one a job: hundreds may be in flight)
+            more = ", ..." if len(names) > 8 else ""
+            logger.info("stopping: killing %d job(s) (%s%s), each given kill_grace=%s s to exit",
+                        len(names), ", ".join(names[:8]), more, grace)  # fmt: skip
         for name, job in list(self.jobs.items()):
-            logger.info("killing %s", self.backend.describe(job.handle))
-            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            self.backend.kill(job.handle, grace)
             del self.jobs[name]
             if job.simulation_id is not None:
                 with self.lock:

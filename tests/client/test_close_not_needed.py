@@ -125,9 +125,18 @@ def test_a_solver_whose_messages_cannot_reach_the_ended_trainer_is_told_too(
         with pytest.raises(SimulationNotNeeded) as caught:
             late.close()
     said = str(caught.value)
-    assert "not delivered to tcp://" in said and "the study ended without needing" in said
+    # one sentence, the reason first (before: "queued messages not delivered to ...: the
+    # study ended..."), keeping what was not delivered, where, the facts and the fix
+    assert said.startswith(
+        "simulation 9 rank 0: the study ended without needing this simulation, so its "
+        f"queued messages (the BYE among them) were not delivered to {late.endpoints[0]}: "
+        "the trainer was given expected_simulations=2"
+    ), said
+    assert said.count("not delivered") == 1, said
     assert samples_of(buffer, 9) == 0
     assert "had taken nothing of this simulation" in said
+    assert f"its stop record in {external}" in said, said
+    assert "catch SimulationNotNeeded" in said and "expected_simulations equal to" in said
 
 
 def test_a_trainer_that_ended_otherwise_still_says_so(

@@ -254,5 +254,17 @@ def test_messages_that_cannot_reach_a_trainer_that_ended_fail_at_once_naming_why
         receiver.note_stop(StopReason("end", "max_steps 9 reached"))
         receiver.stop()
         client.send(1, u=np.ones(4))
-        with pytest.raises(TrainerStopped, match=r"before it read them \(end: max_steps 9"):
+        with pytest.raises(TrainerStopped) as caught:
             client.close()
+    # one sentence, the reason first (before: "queued messages not delivered to ...: the
+    # trainer stopped before it read them"), keeping what was not delivered, where, the
+    # record's reason and path, and the fix
+    said = str(caught.value)
+    assert said.startswith(
+        "simulation 6 rank 0: the trainer stopped before it read its queued messages "
+        f"(the BYE among them), which were not delivered to {client.endpoints[0]} "
+        f"(end: max_steps 9 reached; its stop record in {external}). "
+    ), said
+    assert said.count("not delivered") == 1, said
+    assert "--resume_from_checkpoint latest" in said, said
+    assert "MELISSA_TRAINER_SIMULATION_ID=6" in said, said

@@ -1,0 +1,61 @@
+"""`closing.stop_first`: what a close says when a stop record explained why its messages
+were not delivered is one sentence composed from the record's parts (`StopSaid`), the
+reason first, for each kind of stop and each kind of message not delivered. (The
+sentences in a real close: tests/client/test_close_not_needed.py and
+test_close_stop_record.py.)"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from melissa_trainer.client.admission import SimulationRefused
+from melissa_trainer.client.closing import StopSaid, TrainerStopped, stop_first
+from melissa_trainer.client.stopped import SimulationNotNeeded
+
+EP = "tcp://127.0.0.1:5555"
+T: Any = SimpleNamespace(simulation_id=4, rank=1)
+
+
+def said(kind: Any, reason: str, error: type[Exception]) -> StopSaid:
+    return StopSaid(EP, kind, reason, "FACTS. FIX", error)
+
+
+@pytest.mark.parametrize(
+    ("failure", "bye", "what"),
+    [
+        ("queued messages", True, "its queued messages (the BYE among them) were"),
+        ("queued messages", False, "its queued messages were"),
+        ("BYE", True, "its BYE was"),
+        ("batched data", True, "its batched data were"),
+    ],
+)
+def test_the_reason_opens_the_sentence_then_what_was_not_delivered_and_where(
+    failure: str, bye: bool, what: str
+) -> None:
+    not_needed = said(
+        "not_needed", "the study ended without needing this simulation", SimulationNotNeeded
+    )
+    assert stop_first(T, failure, bye, not_needed) == (
+        "simulation 4 rank 1: the study ended without needing this simulation, so "
+        f"{what} not delivered to {EP}: FACTS. FIX"
+    )
+    refused = said("refused", "the trainer stopped on its time step 3", SimulationRefused)
+    assert stop_first(T, failure, bye, refused) == (
+        "simulation 4 rank 1: the trainer stopped on its time step 3, so "
+        f"{what} not delivered to {EP}: FACTS. FIX"
+    )
+    ended = said("ended", "end: max_steps 9 reached; its stop record in /r", TrainerStopped)
+    which = what.replace(" were", ", which were").replace(" was", ", which was")
+    assert stop_first(T, failure, bye, ended) == (
+        f"simulation 4 rank 1: the trainer stopped before it read {which} not delivered "
+        f"to {EP} (end: max_steps 9 reached; its stop record in /r). FACTS. FIX"
+    )
+
+
+def test_a_stop_said_is_frozen() -> None:
+    stop = said("ended", "x", TrainerStopped)
+    with pytest.raises(AttributeError):
+        stop.reason = "y"  # type: ignore[misc]

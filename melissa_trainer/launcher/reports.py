@@ -23,6 +23,7 @@ __all__ = [
     "LauncherError",
     "RunningSimulation",
     "failure_report",
+    "kills_report",
     "log_tail",
     "repeated_failures",
     "running_report",
@@ -184,3 +185,11 @@ def running_report(shown: Sequence[RunningSimulation], running: int, log_dir: Pa
     if running > len(shown):
         lines.append(f"  ... and {running - len(shown)} more running (see {log_dir})")
     return lines
+
+
+def kills_report(names: Sequence[str], grace: float) -> str:
+    """The one line a stopping supervisor logs for the jobs it kills (`MAX_SHOWN` named)."""
+    shown = ", ".join(names[:MAX_SHOWN]) + (", ..." if len(names) > MAX_SHOWN else "")
+    return (
+        f"stopping: killing {len(names)} job(s) ({shown}), each given kill_grace={grace} s to exit"
+    )

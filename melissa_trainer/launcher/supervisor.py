@@ -25,8 +25,8 @@ The heartbeat is ``heartbeat()[simulation_id]`` (messages received); the silence
 counts from launch, and without a heartbeat callable it is the time since launch.
 
 Everything here runs on the launcher's thread; the `StudyRecord` is touched only under the
-shared lock, so that the launcher's other methods can read it from any thread. The
-backend calls (which may block up to `kill_grace`) are made outside the lock.
+shared lock (the launcher's other methods read it from any thread); the backend calls
+(which may block up to `kill_grace`) are made outside it.
 
 The policy itself (an ended attempt's outcome, acted on) and the reports naming the
 failures are `failure_policy.FailurePolicy`'s, a base class of `Supervisor`; `Settings`
@@ -46,7 +46,7 @@ from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchE
 from melissa_trainer.launcher.expected_silence import explain_silence, queued_jobs
 from melissa_trainer.launcher.failure_policy import FailurePolicy
 from melissa_trainer.launcher.jobs import RunningJob, Settings
-from melissa_trainer.launcher.reports import DataReport, LauncherError
+from melissa_trainer.launcher.reports import DataReport, LauncherError, kills_report
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.launcher.study_record import StudyRecord
@@ -145,13 +145,10 @@ class Supervisor(FailurePolicy):
         pending again (or finished, if their data was complete), so that a resumed study
         runs them again and the summary counts no dead process as running."""
         self.unheard_summary()
-        grace, names = self.settings.tuning.kill_grace, list(self.jobs)
-        if names:  # (one line for them all, not one a job: hundreds may be in flight)
-            more = ", ..." if len(names) > 8 else ""
-            logger.info("stopping: killing %d job(s) (%s%s), each given kill_grace=%s s to exit",
-                        len(names), ", ".join(names[:8]), more, grace)  # fmt: skip
+        if self.jobs:  # (one line for them all, not one a job: hundreds may be in flight)
+            logger.info(kills_report(list(self.jobs), self.settings.tuning.kill_grace))
         for name, job in list(self.jobs.items()):
-            self.backend.kill(job.handle, grace)
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
             del self.jobs[name]
             if job.simulation_id is not None:
                 with self.lock:

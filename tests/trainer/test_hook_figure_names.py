@@ -30,9 +30,8 @@ class ShadowsTheLoss(Hook):
         return {"loss": 0.0, "my_other": 2.0}
 
 
-def test_a_hook_figure_named_as_the_trainers_names_the_hook_and_the_reserved_names(
-    tmp_path: Path,
-) -> None:
+def refusal(tmp_path: Path, source: Any, hook: Hook) -> str:
+    """The error of a short real run with `source`, a harmless hook and `hook`."""
     args = TrainingArguments(
         output_dir=str(tmp_path / "out"),
         batch_size=8,
@@ -46,17 +45,19 @@ def test_a_hook_figure_named_as_the_trainers_names_the_hook_and_the_reserved_nam
         disable_progress_bar=True,
     )
     model = small_model(0)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(40, 0)),
-        process_sample=xy,
-        hooks=[Harmless(), ShadowsTheLoss()],
+        model, args, optimizer, train_source=source, process_sample=xy, hooks=[Harmless(), hook]
     )
     with pytest.raises(ValueError) as raised:
         trainer.train()
-    said = str(raised.value)
+    return str(raised.value)
+
+
+def test_a_hook_figure_named_as_the_trainers_names_the_hook_and_the_reserved_names(
+    tmp_path: Path,
+) -> None:
+    said = refusal(tmp_path, list(linear_samples(40, 0)), ShadowsTheLoss())
     assert "ShadowsTheLoss" in said and "Harmless" not in said, said
     assert "'loss' is one of the trainer's own" in said, said
     assert "my_other" not in said, said  # (only the figure at fault)
@@ -94,30 +95,7 @@ class ShadowsTheSource(Hook):
 def test_a_hook_figure_named_as_the_sources_telemetry_names_the_hook(tmp_path: Path) -> None:
     """The ``source_*`` clash names the hook's class too (before: "a hook's log figure
     'source_messages'...", from the log's fallback check, which knows no hook)."""
-    args = TrainingArguments(
-        output_dir=str(tmp_path / "out"),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=64,
-        watermark=1,
-        max_steps=2,
-        logging_steps=1,
-        save_at_end=False,
-        report_to="none",
-        disable_progress_bar=True,
-    )
-    model = small_model(0)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=CountingSource(list(linear_samples(40, 0))),
-        process_sample=xy,
-        hooks=[Harmless(), ShadowsTheSource()],
-    )
-    with pytest.raises(ValueError) as raised:
-        trainer.train()
-    said = str(raised.value)
+    said = refusal(tmp_path, CountingSource(list(linear_samples(40, 0))), ShadowsTheSource())
     assert said.startswith("hook ShadowsTheSource's log figure 'source_messages'"), said
     assert "Harmless" not in said and "my_other" not in said, said
     assert "source_* for the source's telemetry" in said, said

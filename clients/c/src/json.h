@@ -13,7 +13,8 @@ typedef struct mt_json_member {
     mt_json_kind kind;
     double number;
     bool integer; /* a number without fraction or exponent */
-    char *string; /* MT_JSON_STRING: decoded UTF-8; else the raw text of the value */
+    char *string; /* MT_JSON_STRING: decoded UTF-8; MT_JSON_OTHER: the value's raw text;
+                   * MT_JSON_NUMBER: NULL (the value is `number`) */
 } mt_json_member;
 /* Parse `text` as one JSON object; on failure returns false with a reason in err. */
 bool mt_json_object(const char *text, mt_json_member **members, size_t *n, char *err,

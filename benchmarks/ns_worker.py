@@ -134,8 +134,8 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     rows = [
         {
             "case": f"Navier-Stokes solver, {grid}: its simulation / a process's start-up",
-            "ours": round(simulation, 3),
-            "baseline": round(startup, 3),
+            "ours": round(simulation, 4),
+            "baseline": round(startup, 4),
             "unit": "s",
             "ratio": round(startup / simulation, 3),
             "target": None,

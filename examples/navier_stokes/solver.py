@@ -48,8 +48,8 @@ the launcher for each (`melissa_trainer.client.worker.next_simulation`), until n
 left. Each simulation's seed is its simulation id, as for a process of its own, and it
 streams the same fields, bit for bit (`solve` is deterministic); one whose parameters
 the solver refuses is reported failed (exit code 2, as its own process would exit) and
-the worker goes on. At the default 64^2 the start-up is several times a simulation's
-compute; at 256^2 a small part of it (`benchmarks/ns_worker.py`).
+the worker goes on. At the default 64^2 the start-up costs two to three times a
+simulation's compute; at 256^2 a few percent of it (`benchmarks/ns_worker.py`).
 
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `solve` from it to compute its validation simulations.

@@ -93,9 +93,9 @@ def test_a_killed_workers_simulation_is_rerun_and_each_step_trained_exactly_once
     assert study["restarts"] == 1, study  # the killed attempt, run again
     assert study["failed"] == study["redraws"] == study["abandoned"] == 0, study
     batches = [line.split() for line in lineage.read_text().splitlines()]
-    assert all(len(keys) == BATCH for keys in batches), batches
     trained = Counter(tuple(int(v) for v in key.split(":")) for keys in batches for key in keys)
     assert trained == Counter({(s, t): 1 for s in range(SIMULATIONS) for t in range(STEPS)})
+    assert all(len(keys) == BATCH for keys in batches), batches  # (whole lines: none cut)
     assert summary["samples_received"] == SIMULATIONS * STEPS
     logs = sorted(p.name for p in (out / "study" / "logs").glob("*.log"))
     assert logs and all(name.startswith("worker-") for name in logs), logs  # no sim-N.log

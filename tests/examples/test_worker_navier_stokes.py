@@ -1,6 +1,7 @@
 """The Navier-Stokes example in worker mode (``--worker``; ``solver.py --worker`` loops
 on `next_simulation()`): at the default 64^2 a process's start-up costs more than its
-simulation (`benchmarks/ns_worker.py`), so worker mode pays it once per job.
+simulation (`benchmarks/ns_worker.py`), so worker mode pays it once per job, and the
+launcher's start-up advice, said in the default mode, names the example's flag.
 
 The oracles: the trainer's own record of each batch it trains on (a driver that logs
 the batch before each step), against every (simulation, step) of the study, once; the
@@ -162,6 +163,28 @@ def test_one_worker_streams_the_bits_solve_gives_and_fails_what_it_refuses(
     assert sorted(p.name for p in (tmp_path / "logs").iterdir()) == ["worker-0.log"]
     assert "simulation 1: nu=0.0 must be > 0" in (tmp_path / "logs" / "worker-0.log").read_text()
     assert processes_with(str(rendezvous)) == []
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@LINUX
+@pytest.mark.timeout(180)
+def test_the_start_up_advice_names_the_examples_worker_flag(tmp_path: Path) -> None:
+    """One process per simulation whose start-up dominates (a 2.5 s sleep at the
+    solver's start, standing in for a busy machine's imports): the launcher's advice
+    says how this example's user turns worker mode on (``--worker``)."""
+    out = tmp_path / "out"
+    cmd = [sys.executable, str(EXAMPLE), *TINY, "--num_simulations", "3",
+           "--output_dir", str(out)]  # fmt: skip
+    env = tampered_env(SOLVER_STARTUP_SLEEP="2.5", CUDA_VISIBLE_DEVICES="")
+    proc = run_group(cmd, timeout=160, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (advice,) = [line for line in proc.stderr.splitlines() if "dominates" in line]
+    assert (
+        "Worker mode pays it once per job: add --worker to this example's command line; "
+        "in a study of your own, Launcher(..., worker=True)" in advice
+    ), advice
+    assert processes_with(str(out / "rendezvous")) == []
 
 
 def test_worker_mode_refuses_what_it_cannot_honour(capsys: pytest.CaptureFixture[str]) -> None:

@@ -53,9 +53,26 @@ SOLVER = ROOT / "examples" / "heat_pde" / "solver.py"
 
 
 def one_study(mode: str, opts: argparse.Namespace, root: Path) -> dict[str, float]:
-    """Run one study in `mode` ("worker" or "process"); its wall time and split."""
-    work = Path(tempfile.mkdtemp(dir=root))
+    """Run one heat study in `mode` ("worker" or "process"); its wall time and split."""
     config = HeatConfig(opts.grid_size, opts.time_steps)
+    command = [sys.executable, str(SOLVER), *config.argv()]
+    return run_study(mode, command, PARAMETER_BOUNDS, opts, root)
+
+
+def run_study(
+    mode: str,
+    command: list[str],
+    bounds: dict[str, tuple[float, float]],
+    opts: argparse.Namespace,
+    root: Path,
+) -> dict[str, float]:
+    """Run one study of `command` (a solver taking ``--worker``) in `mode` ("worker":
+    `opts.job_limit` workers; "process": one process per simulation) on
+    `opts.simulations` parameter sets of the example's Latin hypercube over `bounds`,
+    each sending `opts.time_steps` steps; asserts that every (simulation, step) was
+    received once; returns its wall time and the launcher's split of it. Shared with
+    `ns_worker.py` (the Navier-Stokes example's solver)."""
+    work = Path(tempfile.mkdtemp(dir=root))
     buffer = FIFOBuffer(10_000)
     receiver = Receiver(
         buffer,
@@ -76,15 +93,14 @@ def one_study(mode: str, opts: argparse.Namespace, root: Path) -> dict[str, floa
 
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
-    command = [sys.executable, str(SOLVER), *config.argv()]
     launcher = Launcher(
         [*command, "--worker"] if mode == "worker" else command,
-        make_sampler("lhs", PARAMETER_BOUNDS, seed=0),  # (the example's sampler)
+        make_sampler("lhs", bounds, seed=0),  # (the examples' sampler)
         opts.simulations,
         job_limit=opts.job_limit,
         backend=LocalBackend(),
         worker=mode == "worker",
-        env={"OMP_NUM_THREADS": "1"},  # as the example gives its solvers
+        env={"OMP_NUM_THREADS": "1"},  # as the examples give their solvers
         tuning=LauncherTuning(poll_interval=0.05),
     )
     start = time.monotonic()

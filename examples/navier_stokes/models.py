@@ -109,7 +109,7 @@ class FNO(nn.Module):
 
 def _block(in_channels: int, out_channels: int) -> nn.Sequential:
     """Two 3x3 convolutions with periodic padding (the domain is periodic), GELU."""
-    conv = {"kernel_size": 3, "padding": 1, "padding_mode": "circular"}
+    conv: dict[str, Any] = {"kernel_size": 3, "padding": 1, "padding_mode": "circular"}
     return nn.Sequential(
         nn.Conv2d(in_channels, out_channels, **conv), nn.GELU(),
         nn.Conv2d(out_channels, out_channels, **conv), nn.GELU(),

@@ -41,6 +41,16 @@ one float32 array of shape (time_steps + 1, n, n), the initial field first, then
 after each interval, and ``{"parameters": {...}, "seed": s}`` to PATH.json (each written
 aside and renamed, the .npy last: a file at PATH is complete).
 
+With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
+worker=True)`, the trainer's ``--worker``): one process that pays its start-up (the
+interpreter, numpy, the client) once and then runs one simulation after another, asking
+the launcher for each (`melissa_trainer.client.worker.next_simulation`), until none is
+left. Each simulation's seed is its simulation id, as for a process of its own, and it
+streams the same fields, bit for bit (`solve` is deterministic); one whose parameters
+the solver refuses is reported failed (exit code 2, as its own process would exit) and
+the worker goes on. At the default 64^2 the start-up costs two to three times a
+simulation's compute; at 256^2 a few percent of it (`benchmarks/ns_worker.py`).
+
 This module imports numpy and `melissa_trainer.client` only (never torch): the trainer
 imports `solve` from it to compute its validation simulations.
 """
@@ -53,8 +63,12 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import zmq
 
 #: The parameters, in the order the trainer's samples carry them.
 PARAMETER_NAMES = ("nu", "amplitude", "wavenumber")
@@ -249,28 +263,46 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PATH",
         help="write the run to PATH (.npy; {simulation_id} is replaced) instead of streaming",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--worker",
+        action="store_true",
+        help="run simulations one after another as a launcher's worker (worker mode: the "
+        "start-up paid once; each simulation's seed its id), each asked for with "
+        "next_simulation()",
+    )
+    opts = parser.parse_args(argv)
+    names = ("simulation_id", "seed", "parameters", "save_npy")
+    given = [f"--{n}" for n in names if getattr(opts, n) is not None]
+    if opts.worker and given:  # (a worker's come from the launcher, one simulation at a time)
+        parser.error(f"--worker takes its simulations from the launcher: not with {given}")
+    return opts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one simulation and stream it; returns the exit status."""
+    """Run one simulation and stream it (or save it), or with ``--worker`` run the
+    launcher's simulations one after another; returns the exit status."""
     opts = _parse(argv)
-    try:
+    try:  # the configuration checked before connecting (a worker's first simulation too)
         config = FlowConfig(opts.grid_size, opts.time_steps, opts.interval, opts.dt)
-        text = opts.parameters if opts.parameters is not None else os.environ.get(ENV_PARAMETERS)
-        if text is None:
-            raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
-        parameters = check_parameters(json.loads(text))
-        simulation_id = opts.simulation_id
-        if simulation_id is None and ENV_SIMULATION_ID in os.environ:
-            simulation_id = int(os.environ[ENV_SIMULATION_ID])
-        seed = opts.seed if opts.seed is not None else simulation_id
-        if seed is None:
-            raise ValueError(f"no seed: pass --seed, --simulation_id or set {ENV_SIMULATION_ID}")
+        parameters, simulation_id, seed = None, opts.simulation_id, opts.seed
+        if not opts.worker:
+            text = opts.parameters
+            if text is None:
+                text = os.environ.get(ENV_PARAMETERS)
+            if text is None:
+                raise ValueError(f"no parameters: pass --parameters or set {ENV_PARAMETERS}")
+            parameters = check_parameters(json.loads(text))
+            if simulation_id is None and ENV_SIMULATION_ID in os.environ:
+                simulation_id = int(os.environ[ENV_SIMULATION_ID])
+            seed = seed if seed is not None else simulation_id
+            if seed is None:
+                raise ValueError(
+                    f"no seed: pass --seed, --simulation_id or set {ENV_SIMULATION_ID}"
+                )
     except (ValueError, TypeError) as exc:  # json.JSONDecodeError is a ValueError
         print(f"solver.py: {exc}", file=sys.stderr)
         return 2
-    if opts.save_npy is not None:
+    if opts.save_npy is not None and parameters is not None and seed is not None:
         n = config.grid_size
         fields = np.empty((config.time_steps + 1, n, n), np.float32)
         fields[0] = initial_vorticity(n, seed)
@@ -279,14 +311,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = opts.save_npy.format(simulation_id=simulation_id)
         save_npy(path, fields, {"parameters": parameters, "seed": seed})
         return 0
-    from melissa_trainer.client import Client
-
     # --rendezvous sets MELISSA_TRAINER_RENDEZVOUS, which the client reads itself (not
     # endpoints passed to it): the directory is how it follows a restarted trainer and
     # asks at close whether the trainer took it (a refused one then exits non-zero).
     if opts.rendezvous:
         os.environ.pop("MELISSA_TRAINER_ENDPOINTS", None)
         os.environ[ENV_RENDEZVOUS] = opts.rendezvous
+    if parameters is not None and seed is not None:
+        stream(parameters, config, simulation_id, seed)
+        return 0
+    return run_worker(config)
+
+
+def stream(
+    parameters: Mapping[str, float],
+    config: FlowConfig,
+    simulation_id: int | None,
+    seed: int,
+    context: zmq.Context | None = None,
+) -> None:
+    """Stream one simulation (`solve` from the initial field of `seed`) to the trainer:
+    `parameters` as `check_parameters` returns them, `simulation_id` None:
+    ``$MELISSA_TRAINER_SIMULATION_ID``; `context`: a ZeroMQ context to share (a
+    worker's, one for all its simulations), None: the client's own."""
+    from melissa_trainer.client import Client
+
     n = config.grid_size
     initial = initial_vorticity(n, seed).astype(np.float32)
     with Client(
@@ -294,9 +343,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         parameters=parameters,  # in PARAMETER_NAMES order: the trainer relies on it
         simulation_id=simulation_id,
         array_reuse="never",  # solve yields a new array every step; `initial` never changes
+        context=context,
     ) as client:
         for step, vorticity in enumerate(solve(parameters, config, seed)):
             client.send(step, vorticity=vorticity, initial=initial)
+
+
+def run_worker(config: FlowConfig) -> int:
+    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each
+    from the initial field of its simulation id (a process of its own's default seed),
+    until none is left; returns 0. Parameters the solver refuses are reported as that
+    simulation's failure (exit code 2, what its own process would return) and the worker
+    asks for the next; anything else ends the worker (the launcher gives its current
+    simulation to another request and relaunches it)."""
+    import zmq
+
+    from melissa_trainer.client.worker import next_simulation
+
+    context = zmq.Context()  # one for the worker's life, not one per simulation
+    try:
+        code = 0
+        while (work := next_simulation(exit_code=code)) is not None:
+            simulation_id, given = work
+            try:
+                parameters = check_parameters(given)
+            except ValueError as exc:
+                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
+                code = 2
+                continue
+            stream(parameters, config, simulation_id, simulation_id, context)
+            code = 0
+    finally:
+        context.term()
     return 0
 
 

@@ -30,6 +30,8 @@ from `../study_common.py`, shared with the other study examples.
         --buffer_device accelerator --buffer_size 5120 --watermark 256 \\
         --output_dir outputs/navier_stokes_256                # on a GPU
     python examples/navier_stokes/train.py --model unet --output_dir outputs/ns_unet
+    python examples/navier_stokes/train.py --worker --output_dir outputs/ns_worker
+                                                              # job_limit workers, a start-up each
     python examples/navier_stokes/train.py --json --output_dir outputs/ns_json
 
 Errors are mean squared errors of the vorticity, over every grid point of every time
@@ -111,6 +113,8 @@ class FlowArgs(StudyArgs):
     layers: int = field(default=4, metadata={"help": "FNO: Fourier layers"})
     learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
+    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
+                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -126,6 +130,8 @@ class FlowArgs(StudyArgs):
             )
         if self.model == "unet" and self.grid_size % 4:
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
+        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
+            problems.append("--worker runs the launcher's workers: not with --external")
         try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
             _ = self.config
         except ValueError as e:
@@ -288,12 +294,14 @@ def main(
     n = opts.grid_size
     launcher, source = study_source(
         opts,
-        solver_command,
+        [*solver_command, "--worker"] if opts.worker else solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         # what solver.py declares
         fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
+        worker=opts.worker,
+        worker_flag="--worker",  # named by the launcher's start-up advice
     )
 
     leave_cores_to_simulations(opts)

@@ -52,6 +52,7 @@ __all__ = [
     "sampler_line",
     "static_sampler",
     "study_account",
+    "unsteered_line",
     "warn_static_sampler",
 ]
 
@@ -297,11 +298,15 @@ def _density_drawn(sampler: DensitySampler) -> str:
     """`drawn_by` for a `DensitySampler`: its `warped` count is of the draws made with
     `min_observations` losses kept (share > 0), whether or not a parameter had the
     `evidence` to be bent; which ones the loss bends now is read off its `warp`."""
-    draws, warped = sampler.position, sampler.warped
+    draws, warped, bent_draws = sampler.position, sampler.warped, sampler.bent
     text = (
         f"of {draws} draws, {draws - warped} before min_observations={sampler.min_observations} "
         f"losses were kept, {warped} with the high-loss warp"
     )
+    if bent_draws is not None and warped:  # (None: resumed from a state that did not count)
+        text += (
+            f" ({bent_draws} of them bent by the loss, {warped - bent_draws} the design's alone)"
+        )
     if sampler.replaced:  # (`density_replace`)
         text += (
             f" ({sampler.replaced} in place of simulations given up, where the nearest "
@@ -327,8 +332,42 @@ def _density_drawn(sampler: DensitySampler) -> str:
         f"; the loss bends no parameter now: with evidence={sampler.evidence:g}, one needs a "
         f"rank correlation with the loss of at least {needed:.2f} over the {kept} losses kept "
         f"(evidence / sqrt(n - 1){', above 1: impossible' if needed > 1 else ''}); the draws "
-        f"follow the design {design}; lower evidence, or give the study more simulations"
+        f"follow the design {design}; lower evidence, or give the study more simulations "
+        f"(a rank correlation sees a loss that grows with a parameter, not one high at both "
+        f"ends of its range or on a difference between two parameters)"
     )
+
+
+def unsteered_line(sampler: Sampler) -> str | None:
+    """Why the losses steered none of the draws of an adaptive `sampler` that held
+    enough of them to (Breed: some draws held `min_observations` losses and none was
+    bred, each breeding with probability ``1 - exploration``; the density sampler: some
+    draws had its warp on and the loss bent none, no parameter having the `evidence`),
+    or None: some draw was steered, none could be (the feedback's lines and
+    `static_sampler` say those), or the count is unknown (a resumed state saved
+    before it was kept)."""
+    if isinstance(sampler, BreedSampler):
+        could, bred = sampler.adaptive_draws, sampler.position - sampler.explored
+        final = sampler.exploration_final
+        if not could or bred or (sampler.exploration == 1.0 and final in (None, 1.0)):
+            return None
+        return (
+            f"  the adaptive sampler steered none of its draws: of the {could} drawn holding "
+            f"at least min_observations={sampler.min_observations} losses, none was bred "
+            f"(each with probability 1 - exploration = {1 - sampler.exploration:.2g}"
+            f"{', rising as the share decays' if final is not None else ''}): a fixed "
+            f"design's draws. A larger study, a lower exploration or a lower "
+            f"min_observations breeds more"
+        )
+    if isinstance(sampler, DensitySampler):
+        if not sampler.warped or sampler.bent is None or sampler.bent:
+            return None
+        return (
+            f"  the adaptive sampler steered none of its draws: the loss bent none of the "
+            f"{sampler.warped} drawn with the high-loss warp on, no parameter having the "
+            f"evidence={sampler.evidence:g} it needs (above): the draws are the design's"
+        )
+    return None
 
 
 def log_account(
@@ -338,15 +377,17 @@ def log_account(
     warnings: Sequence[str] = (),
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
-    adaptive sampler that steered none or few of its draws,
-    `melissa_trainer.study.feedback`), as one record: a WARNING (shown by Python's
-    default logging) when some simulation contributed no sample or there are
-    `warnings`, else INFO. Returns the lines and whether they were a WARNING."""
+    adaptive sampler that steered none or few of its draws because its losses came
+    late, `melissa_trainer.study.feedback`; then `unsteered_line`: one whose losses
+    came in time and steered none all the same), as one record: a WARNING (shown by
+    Python's default logging) when some simulation contributed no sample or there are
+    such lines, else INFO. Returns the lines and whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:
         lines.append(extra)
-    lines.extend(warnings)
-    warned = some_none or bool(warnings)
+    unsteered = None if sampler is None else unsteered_line(sampler)
+    lines.extend([*warnings, *([] if unsteered is None else [unsteered])])
+    warned = some_none or bool(warnings) or unsteered is not None
     logger.log(logging.WARNING if warned else logging.INFO, "%s", "\n".join(lines))
     return lines, warned

@@ -287,6 +287,53 @@ def test_tail_rows_pair_each_statistic_with_the_issue_s_targets() -> None:
                  "medians"]["target"] is None  # fmt: skip
 
 
+def test_breed_is_judged_on_the_worst_cases_where_it_aims_too() -> None:
+    """``--ours breed``: beside its mean rows (`rows`), the worst cases (`WORST`): the
+    uniform set's p99 and max, the hard set's p90 and max per simulation, against
+    exploration alone (what the breeding adds) with a per-seed target of 1.0 on the
+    hard set's; runs recorded before the hard tails give none of those rows (no
+    KeyError), runs recorded before issue 46 none at all. Before: means only."""
+    stats = _stats()
+    runs = []
+    for s in range(3):  # Breed: hard p90 3.0 and max 6.0; exploration alone 6.0, 6.0
+        runs.append({**_tails(s, "breed", 1.0, 2.0, 4.0), "hard_p90": 3.0, "hard_max": 6.0})
+        runs.append({**_tails(s, "explore", 1.0, 2.0, 4.0), "hard_p90": 6.0, "hard_max": 6.0})
+    rows = {r["case"]: r for r in stats.tail_rows(runs, "walls", "breed", stats.WORST)}
+    assert len(rows) == 4 * 2  # p99, max, hard p90, hard max x (medians, per seed)
+    name = "walls, hard p90 per-simulation MSE: exploration alone / Breed"
+    assert rows[f"{name}, medians"]["ratio"] == 2.0  # 6.0 / 3.0
+    assert rows[f"{name}, per seed (median, 95% interval)"]["target"] == 1.0
+    assert rows["walls, hard max per-simulation MSE: exploration alone / Breed, medians"][
+        "ratio"] == 1.0  # fmt: skip
+    older = [{k: v for k, v in r.items() if not k.startswith("hard_p") and k != "hard_max"}
+             for r in runs]  # fmt: skip
+    kept = {r["case"] for r in stats.tail_rows(older, "walls", "breed", stats.WORST)}
+    assert len(kept) == 2 * 2 and not any("hard" in case for case in kept)
+    means_only = [_run(s, arm, 1.0, 1.0) for s in range(3) for arm in ("breed", "explore")]
+    assert stats.tails_of(means_only, stats.WORST) == {}
+
+
+def test_the_hard_set_s_worst_cases_are_its_simulations_own() -> None:
+    """`tails`: the hard set's p90 and max are those of its per-simulation MSEs (numpy's
+    linear percentile), computed here from the model's errors."""
+    bench = _bench()
+    import heat_pipelines as hp
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 3)
+    data = {f"{name}_{part}": torch.randn(30, 2 if part == "x" else 3).numpy()
+            for name in ("uniform", "hard") for part in ("x", "y")}  # fmt: skip
+    got = bench.tails(model, data, 3)  # 10 simulations of 3 steps per set
+    with torch.no_grad():
+        x, y = torch.from_numpy(data["hard_x"]), torch.from_numpy(data["hard_y"])
+        per = ((model(x) - y) ** 2).numpy().reshape(10, 9).mean(axis=1) * hp.SCALE**2
+    assert math.isclose(got["hard_max"], float(per.max()), rel_tol=1e-5)
+    assert math.isclose(got["hard_p90"], float(np.percentile(per, 90)), rel_tol=1e-5)
+    assert got["hard_p90"] <= got["hard_max"]
+
+
 def test_per_simulation_mse_is_each_simulation_s_own() -> None:
     _bench()  # (benchmarks/ on sys.path)
     import heat_pipelines as hp

@@ -51,6 +51,7 @@ __all__ = [
     "resume_lines",
     "sampler_line",
     "static_sampler",
+    "steered_draws",
     "study_account",
     "unsteered_line",
     "warn_static_sampler",
@@ -336,6 +337,18 @@ def _density_drawn(sampler: DensitySampler) -> str:
         f"(a rank correlation sees a loss that grows with a parameter, not one high at both "
         f"ends of its range or on a difference between two parameters)"
     )
+
+
+def steered_draws(sampler: Sampler) -> int | None:
+    """How many of an adaptive `sampler`'s draws the losses steered, in its own terms:
+    Breed's bred draws, the surrogate acquisition's acquired ones, the density
+    sampler's draws the loss bent (`DensitySampler.bent`); None for another sampler, or
+    when unknown (a density state saved before it was counted)."""
+    if isinstance(sampler, DensitySampler):
+        return sampler.bent
+    if isinstance(sampler, BreedSampler | SurrogateSampler):
+        return sampler.position - sampler.explored
+    return None
 
 
 def unsteered_line(sampler: Sampler) -> str | None:

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from melissa_trainer.launcher import BreedSampler, DensitySampler
-from melissa_trainer.launcher.account import drawn_by, log_account, unsteered_line
+from melissa_trainer.launcher.account import drawn_by, log_account, steered_draws, unsteered_line
 
 BOUNDS = {"x": (0.0, 1.0), "y": (0.0, 1.0)}
 #: 16 observed simulations (ids 100...): y rises with the ids, x shuffled against them
@@ -161,3 +161,11 @@ def test_a_breed_study_that_bred_is_no_warning_nor_is_the_default(
     assert unsteered_line(breed(1.0, 6)) is None
     _, level = account(sampler, caplog)
     assert level == logging.INFO
+
+
+def test_steered_draws_counts_in_each_sampler_s_terms() -> None:
+    losses = [1.0 + 3 * x for x in X]
+    assert steered_draws(density(losses)) == 4  # every draw bent (x's evidence)
+    assert steered_draws(density([1.0] * 16)) == 0
+    assert steered_draws(breed(0.3, 6)) == bred_by_contract(0.3, 6)
+    assert steered_draws(breed(1.0, 6)) == 0

@@ -169,3 +169,13 @@ def test_steered_draws_counts_in_each_sampler_s_terms() -> None:
     assert steered_draws(density([1.0] * 16)) == 0
     assert steered_draws(breed(0.3, 6)) == bred_by_contract(0.3, 6)
     assert steered_draws(breed(1.0, 6)) == 0
+
+
+def test_after_the_feedback_s_lines_it_is_not_said_twice(caplog: pytest.LogCaptureFixture) -> None:
+    """A study told that its losses came late (`study.feedback`'s lines, the caller's
+    `warnings`) is not also told that they steered none: one reason, one line."""
+    sampler = density([1.0] * 16)
+    with caplog.at_level(logging.INFO, logger="melissa_trainer.launcher"):
+        lines, warned = log_account([], {}, sampler, ["  the losses came late"])
+    assert warned and lines[-1] == "  the losses came late"
+    assert not any("steered none" in line for line in lines)

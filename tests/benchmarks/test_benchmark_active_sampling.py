@@ -178,8 +178,10 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
             name = f"walls, {test} MSE: {label} / Breed"
             assert f"{name}, medians" in cases
             assert f"{name}, per seed (median, 95% interval)" in cases
-    assert cases[-1] == "walls, share of simulations in the hard region: Breed / LHS"
-    assert len(rows) == 2 * 4 * 2 + 1
+    # the means' rows end with the share, then the worst cases' (`WORST`, 4 statistics)
+    assert cases[2 * 4 * 2] == "walls, share of simulations in the hard region: Breed / LHS"
+    assert len(rows) == 2 * 4 * 2 + 1 + 4 * 4 * 2
+    assert "walls, hard max per-simulation MSE: exploration alone / Breed, medians" in cases
     by_case = {r["case"]: r for r in rows}
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
@@ -236,7 +238,8 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
     added = (tmp_path / "runs.jsonl").read_text().splitlines()[len(lines) :]
     assert code == 0 and [json.loads(line)["sampler"] for line in added] == ["breed"]
     cases = [r["case"] for r in json.loads(out.strip().splitlines()[-1])["rows"]]
-    assert len(cases) == 2 * 2 + 1 and all("LHS / Breed" in case for case in cases[:-1])
+    assert len(cases) == 2 * 2 + 1 + 4 * 2 and cases[4].startswith("walls, share of")
+    assert all("LHS / Breed" in case for case in cases[:4] + cases[5:])
     code, out, _ = _main(["--quick", "--arms", "sobol", "--output_dir", str(tmp_path)],
                          monkeypatch, capsys)  # fmt: skip
     assert code == 0 and "scrambled Sobol'" in out  # its run, reused; nothing to pair with
@@ -361,7 +364,8 @@ def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     command = [sys.executable, str(SCRIPT), *argv]
     out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 4 * 3 * 2 + 1  # mean, p99, max, hard mean x 3 fixed designs
+    # mean, p99, max, hard mean, hard p90, hard max x 3 fixed designs
+    assert len(rows) == 6 * 3 * 2 + 1
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert [r["sampler"] for r in runs] == ["lhs", "lhs_opt", "sobol", "surrogate"]
     names = set(_bench().WIDE_NAMES)
@@ -388,7 +392,7 @@ def test_the_density_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     command = [sys.executable, str(SCRIPT), *argv]
     out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 4 * 2  # mean, p99, max, hard mean x the optimised LHS
+    assert len(rows) == 6 * 2  # mean, p99, max, hard mean, hard p90, hard max x opt. LHS
     assert all(r["case"].split(": ")[1].startswith("LHS, optimised / high-loss density")
                for r in rows)  # fmt: skip
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]

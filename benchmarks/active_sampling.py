@@ -439,9 +439,12 @@ def main() -> None:
             p.error("no seed on which every arm ran is recorded")
         seeds = sorted(complete)
     stats.print_seeds(runs)
-    if opts.ours == "breed":
+    if opts.ours == "breed":  # the means, then the worst cases (those recorded)
         stats.print_paired(runs)
         table = stats.rows(runs, opts.space)
+        if stats.tails_of(runs, stats.WORST):
+            stats.print_tails(runs, "breed", stats.WORST)
+            table += stats.tail_rows(runs, opts.space, "breed", stats.WORST)
     else:
         stats.print_tails(runs, opts.ours)
         table = stats.tail_rows(runs, opts.space, opts.ours)

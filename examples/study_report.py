@@ -18,7 +18,7 @@ import torch
 
 from melissa_trainer import Hook, OnlineTrainer
 from melissa_trainer.launcher import AdaptiveSampler, Launcher
-from melissa_trainer.launcher.account import drawn_by
+from melissa_trainer.launcher.account import drawn_by, steered_draws
 
 __all__ = [
     "StepTimer",
@@ -233,8 +233,11 @@ def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
     """An adaptive sampler's draws: how many, how many explored (not steered by the
     losses), how many simulations it observed, how many of their losses it held at its
     last draw (below its `min_observations`, none of its draws could adapt: the study's
-    account warns of it), and how its draws were made in its own terms (`drawn_by`);
-    None for a fixed design, or on ranks that do not run the launcher."""
+    account warns of it), how many draws held enough losses to adapt
+    (`adaptive_draws`) and how many the losses steered (`steered`: Breed's bred draws,
+    the density sampler's draws the loss bent; none with losses in time: the account
+    warns of it), and how its draws were made in its own terms (`drawn_by`); None for
+    a fixed design, or on ranks that do not run the launcher."""
     sampler = None if launcher is None else launcher.sampler
     if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
@@ -243,5 +246,7 @@ def adaptive_summary(launcher: Launcher | None) -> dict[str, Any] | None:
         "explored": int(getattr(sampler, "explored", sampler.position)),
         "observed": len(sampler.observations),
         "observed_at_last_draw": sampler.observed_at_draw,  # (None: no draw in this run)
+        "adaptive_draws": sampler.adaptive_draws,  # (None: resumed from an older state)
+        "steered": steered_draws(sampler),
         "drawn_by": drawn_by(sampler),
     }

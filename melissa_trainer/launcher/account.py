@@ -41,6 +41,7 @@ from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
 from melissa_trainer.launcher.samplers import Sampler
+from melissa_trainer.launcher.steering import steered_draws, unsteered_line
 from melissa_trainer.launcher.surrogate import SurrogateSampler
 
 __all__ = [
@@ -51,7 +52,9 @@ __all__ = [
     "resume_lines",
     "sampler_line",
     "static_sampler",
+    "steered_draws",
     "study_account",
+    "unsteered_line",
     "warn_static_sampler",
 ]
 
@@ -297,11 +300,15 @@ def _density_drawn(sampler: DensitySampler) -> str:
     """`drawn_by` for a `DensitySampler`: its `warped` count is of the draws made with
     `min_observations` losses kept (share > 0), whether or not a parameter had the
     `evidence` to be bent; which ones the loss bends now is read off its `warp`."""
-    draws, warped = sampler.position, sampler.warped
+    draws, warped, bent_draws = sampler.position, sampler.warped, sampler.bent
     text = (
         f"of {draws} draws, {draws - warped} before min_observations={sampler.min_observations} "
         f"losses were kept, {warped} with the high-loss warp"
     )
+    if bent_draws is not None and warped:  # (None: resumed from a state that did not count)
+        text += (
+            f" ({bent_draws} of them bent by the loss, {warped - bent_draws} the design's alone)"
+        )
     if sampler.replaced:  # (`density_replace`)
         text += (
             f" ({sampler.replaced} in place of simulations given up, where the nearest "
@@ -327,7 +334,9 @@ def _density_drawn(sampler: DensitySampler) -> str:
         f"; the loss bends no parameter now: with evidence={sampler.evidence:g}, one needs a "
         f"rank correlation with the loss of at least {needed:.2f} over the {kept} losses kept "
         f"(evidence / sqrt(n - 1){', above 1: impossible' if needed > 1 else ''}); the draws "
-        f"follow the design {design}; lower evidence, or give the study more simulations"
+        f"follow the design {design}; lower evidence, or give the study more simulations "
+        f"(a rank correlation sees a loss that grows with a parameter, not one high at both "
+        f"ends of its range or on a difference between two parameters)"
     )
 
 
@@ -338,15 +347,18 @@ def log_account(
     warnings: Sequence[str] = (),
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
-    adaptive sampler that steered none or few of its draws,
-    `melissa_trainer.study.feedback`), as one record: a WARNING (shown by Python's
-    default logging) when some simulation contributed no sample or there are
-    `warnings`, else INFO. Returns the lines and whether they were a WARNING."""
+    adaptive sampler that steered none or few of its draws because its losses came
+    late, `melissa_trainer.study.feedback`; then `unsteered_line`: one whose losses
+    came in time and steered none all the same), as one record: a WARNING (shown by
+    Python's default logging) when some simulation contributed no sample or there are
+    such lines, else INFO. Returns the lines and whether they were a WARNING."""
     lines, some_none = study_account(outcomes, samples)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:
         lines.append(extra)
-    lines.extend(warnings)
-    warned = some_none or bool(warnings)
+    # (after the feedback's lines, which say why few or none could be steered: not twice)
+    unsteered = None if sampler is None or warnings else unsteered_line(sampler)
+    lines.extend([*warnings, *([] if unsteered is None else [unsteered])])
+    warned = some_none or bool(warnings) or unsteered is not None
     logger.log(logging.WARNING if warned else logging.INFO, "%s", "\n".join(lines))
     return lines, warned

@@ -186,6 +186,9 @@ class DensitySampler(DensityState):
         self._unit_rows: dict[int, np.ndarray] = {}
         #: draws made with a warp (the others are the design's points as they are)
         self.warped = 0
+        #: of those, the draws in which the loss bent some parameter (`DensityState.bent`:
+        #: the others follow the design, bent towards the bounds by `edge` alone)
+        self.bent: int | None = 0
         #: `warp`'s last result: (what it depends on, its warps, `_hard`)
         self._warp_memo: tuple[Any, Any, tuple[np.ndarray | None, ...]] | None = None
         #: the draws `plan` announced (None: unplanned, the design's size)
@@ -357,6 +360,9 @@ class DensitySampler(DensityState):
                     unit[column] = float(np.interp(unit[column], cdf, grid))
             if self.contrast is not None:
                 sharpen(unit, latent, self._columns, self._hard, self.edge, self.contrast)
+            # (`_hard` holds a density exactly for the parameters the loss bends)
+            if self.bent is not None and any(h is not None for h in self._hard):
+                self.bent += 1
         if self._loss_warped():
             self.warped += 1
         self._drawn.append(unit[columns].tolist())  # (float64 -> float: the same values)

@@ -3,7 +3,7 @@ sampler continues from it (`DensityState`, its base class).
 
 Kept apart from `density`, whose draws it does not touch: what a state holds is the
 observations (`AdaptiveSampler`), the draws made (`drawn`, over the varying parameters
-in the unit cube, and how many with the loss warp), the design's position
+in the unit cube, how many with the loss warp and how many it bent), the design's position
 (`design_state`) and the simulations given up with their replacements
 (`density_replace`). Not thread-safe (the launcher's lock).
 """
@@ -35,6 +35,10 @@ class DensityState(AdaptiveSampler):
 
     #: draws made with the loss warp
     warped: int
+    #: of those, the draws the loss bent (some parameter's marginal moved by the
+    #: high-loss density, not the design's alone); None: unknown (a state saved before
+    #: it was counted)
+    bent: int | None
     #: replacements drawn for simulations given up (`density_replace`)
     replaced: int
     _drawn: list[list[float]]
@@ -62,6 +66,7 @@ class DensityState(AdaptiveSampler):
         return {
             **super().state_dict(),
             "warped": self.warped,
+            "bent": self.bent,
             "drawn": [list(point) for point in self._drawn],
             "design_state": self._design.state_dict(),
             **replacement_state(self._failed, self.replaced),
@@ -90,8 +95,12 @@ class DensityState(AdaptiveSampler):
                 f"sampler state has {design.explored} design draws and {replaced} "
                 f"replacements ({warped} warped), not its position {state.get('position')!r}"
             )
+        bent = state.get("bent", None if position else 0)  # (absent: saved before it was)
+        invalid = isinstance(bent, bool) or not isinstance(bent, int) or not 0 <= bent <= warped
+        if bent is not None and invalid:
+            raise ValueError(f"sampler state has an invalid bent count {bent!r} ({warped} warped)")
         drawn = unit_points("drawn", state.get("drawn"), width, position)
         super().load_state_dict(state)
-        self._design, self.warped = design, warped
+        self._design, self.warped, self.bent = design, warped, bent
         self._failed, self.replaced = failed, replaced
         self._unit_rows, self._drawn = {}, drawn

@@ -178,8 +178,10 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
             name = f"walls, {test} MSE: {label} / Breed"
             assert f"{name}, medians" in cases
             assert f"{name}, per seed (median, 95% interval)" in cases
-    assert cases[-1] == "walls, share of simulations in the hard region: Breed / LHS"
-    assert len(rows) == 2 * 4 * 2 + 1
+    # the means' rows end with the share, then the worst cases' (`WORST`, 4 statistics)
+    assert cases[2 * 4 * 2] == "walls, share of simulations in the hard region: Breed / LHS"
+    assert len(rows) == 2 * 4 * 2 + 1 + 4 * 4 * 2
+    assert "walls, hard max per-simulation MSE: exploration alone / Breed, medians" in cases
     by_case = {r["case"]: r for r in rows}
     for row in rows:
         assert set(row) == {"case", "ours", "baseline", "unit", "ratio", "target"}
@@ -236,7 +238,8 @@ def test_the_five_arms_run_their_budget_and_a_second_run_reuses_them(
     added = (tmp_path / "runs.jsonl").read_text().splitlines()[len(lines) :]
     assert code == 0 and [json.loads(line)["sampler"] for line in added] == ["breed"]
     cases = [r["case"] for r in json.loads(out.strip().splitlines()[-1])["rows"]]
-    assert len(cases) == 2 * 2 + 1 and all("LHS / Breed" in case for case in cases[:-1])
+    assert len(cases) == 2 * 2 + 1 + 4 * 2 and cases[4].startswith("walls, share of")
+    assert all("LHS / Breed" in case for case in cases[:4] + cases[5:])
     code, out, _ = _main(["--quick", "--arms", "sobol", "--output_dir", str(tmp_path)],
                          monkeypatch, capsys)  # fmt: skip
     assert code == 0 and "scrambled Sobol'" in out  # its run, reused; nothing to pair with
@@ -287,6 +290,53 @@ def test_tail_rows_pair_each_statistic_with_the_issue_s_targets() -> None:
                  "medians"]["target"] is None  # fmt: skip
 
 
+def test_breed_is_judged_on_the_worst_cases_where_it_aims_too() -> None:
+    """``--ours breed``: beside its mean rows (`rows`), the worst cases (`WORST`): the
+    uniform set's p99 and max, the hard set's p90 and max per simulation, against
+    exploration alone (what the breeding adds) with a per-seed target of 1.0 on the
+    hard set's; runs recorded before the hard tails give none of those rows (no
+    KeyError), runs recorded before issue 46 none at all. Before: means only."""
+    stats = _stats()
+    runs = []
+    for s in range(3):  # Breed: hard p90 3.0 and max 6.0; exploration alone 6.0, 6.0
+        runs.append({**_tails(s, "breed", 1.0, 2.0, 4.0), "hard_p90": 3.0, "hard_max": 6.0})
+        runs.append({**_tails(s, "explore", 1.0, 2.0, 4.0), "hard_p90": 6.0, "hard_max": 6.0})
+    rows = {r["case"]: r for r in stats.tail_rows(runs, "walls", "breed", stats.WORST)}
+    assert len(rows) == 4 * 2  # p99, max, hard p90, hard max x (medians, per seed)
+    name = "walls, hard p90 per-simulation MSE: exploration alone / Breed"
+    assert rows[f"{name}, medians"]["ratio"] == 2.0  # 6.0 / 3.0
+    assert rows[f"{name}, per seed (median, 95% interval)"]["target"] == 1.0
+    assert rows["walls, hard max per-simulation MSE: exploration alone / Breed, medians"][
+        "ratio"] == 1.0  # fmt: skip
+    older = [{k: v for k, v in r.items() if not k.startswith("hard_p") and k != "hard_max"}
+             for r in runs]  # fmt: skip
+    kept = {r["case"] for r in stats.tail_rows(older, "walls", "breed", stats.WORST)}
+    assert len(kept) == 2 * 2 and not any("hard" in case for case in kept)
+    means_only = [_run(s, arm, 1.0, 1.0) for s in range(3) for arm in ("breed", "explore")]
+    assert stats.tails_of(means_only, stats.WORST) == {}
+
+
+def test_the_hard_set_s_worst_cases_are_its_simulations_own() -> None:
+    """`tails`: the hard set's p90 and max are those of its per-simulation MSEs (numpy's
+    linear percentile), computed here from the model's errors."""
+    bench = _bench()
+    import heat_pipelines as hp
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(2, 3)
+    data = {f"{name}_{part}": torch.randn(30, 2 if part == "x" else 3).numpy()
+            for name in ("uniform", "hard") for part in ("x", "y")}  # fmt: skip
+    got = bench.tails(model, data, 3)  # 10 simulations of 3 steps per set
+    with torch.no_grad():
+        x, y = torch.from_numpy(data["hard_x"]), torch.from_numpy(data["hard_y"])
+        per = ((model(x) - y) ** 2).numpy().reshape(10, 9).mean(axis=1) * hp.SCALE**2
+    assert math.isclose(got["hard_max"], float(per.max()), rel_tol=1e-5)
+    assert math.isclose(got["hard_p90"], float(np.percentile(per, 90)), rel_tol=1e-5)
+    assert got["hard_p90"] <= got["hard_max"]
+
+
 def test_per_simulation_mse_is_each_simulation_s_own() -> None:
     _bench()  # (benchmarks/ on sys.path)
     import heat_pipelines as hp
@@ -314,7 +364,8 @@ def test_the_surrogate_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     command = [sys.executable, str(SCRIPT), *argv]
     out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 4 * 3 * 2 + 1  # mean, p99, max, hard mean x 3 fixed designs
+    # mean, p99, max, hard mean, hard p90, hard max x 3 fixed designs
+    assert len(rows) == 6 * 3 * 2 + 1
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]
     assert [r["sampler"] for r in runs] == ["lhs", "lhs_opt", "sobol", "surrogate"]
     names = set(_bench().WIDE_NAMES)
@@ -341,7 +392,7 @@ def test_the_density_arm_in_the_12_parameter_space(tmp_path: Path) -> None:
     command = [sys.executable, str(SCRIPT), *argv]
     out = subprocess.run(command, capture_output=True, text=True, timeout=500, check=True).stdout
     rows = json.loads(out.strip().splitlines()[-1])["rows"]
-    assert len(rows) == 4 * 2  # mean, p99, max, hard mean x the optimised LHS
+    assert len(rows) == 6 * 2  # mean, p99, max, hard mean, hard p90, hard max x opt. LHS
     assert all(r["case"].split(": ")[1].startswith("LHS, optimised / high-loss density")
                for r in rows)  # fmt: skip
     runs = json.loads((tmp_path / "results.json").read_text())["runs"]

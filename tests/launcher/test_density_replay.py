@@ -28,7 +28,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy.stats import beta
 
 from melissa_trainer.launcher import DensitySampler
 from melissa_trainer.launcher.sampler_base import qmc_engine
@@ -77,6 +79,7 @@ def replay(options: dict[str, Any], seed: int) -> dict[str, Any]:
     sampler.plan(DRAWS)
     draws: list[dict[str, float]] = []
     held = []  # the observations kept at each draw: the oracle of the state's counts
+    bent: list[bool] = []  # whether the loss bent each draw: the oracle of `bent`
     for i in range(DRAWS):
         for sid, parameters in enumerate(draws):
             sampler.observe(sid, parameters, loss_of(parameters, i))
@@ -84,10 +87,24 @@ def replay(options: dict[str, Any], seed: int) -> dict[str, Any]:
             oldest = sampler.observations[0]
             sampler.observe(oldest.simulation_id, oldest.parameters, oldest.loss * 1.5)
         held.append(len(sampler.observations))
+        bent.append(loss_bends(sampler))
         draws.append(sampler.draw())
     state = since_adbd5be(sampler.state_dict(), held, options.get("min_observations", 8), seed)
+    assert state.pop("bent") == sum(bent)  # (gained after adbd5be: its own oracle)
     return {"draws": digest(encode(draws)), "state": digest(encode(state)),
             "warped": sampler.warped}  # fmt: skip
+
+
+def loss_bends(sampler: DensitySampler) -> bool:
+    """Whether the sampler's next draw is bent by the loss: some varying parameter's
+    distribution function differs, value by value, from the design's marginal
+    (Beta(edge, edge), computed here with scipy; the grid itself with edge 1)."""
+    warps = sampler.warp()  # (memoised: the draw that follows computes nothing again)
+    if warps is None:
+        return False
+    grid = np.linspace(0.0, 1.0, len(warps[0][0]))
+    base = grid if sampler.edge == 1.0 else beta.cdf(grid, sampler.edge, sampler.edge)
+    return any(not np.array_equal(cdf, base) for cdf, _ in warps)
 
 
 def since_adbd5be(state: dict[str, Any], held: list[int], least: int, seed: int) -> dict[str, Any]:

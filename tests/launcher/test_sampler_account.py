@@ -99,25 +99,37 @@ def test_the_density_sampler_says_which_parameters_the_loss_bends(tmp_path: Path
         pass
     assert lines[-1] == (
         "adaptive sampler: of 3 draws, 0 before min_observations=8 losses were kept, 3 "
-        "with the high-loss warp; the loss bends x now; the training losses of 16 "
-        "simulations observed (the last 100 kept)"
+        "with the high-loss warp (3 of them bent by the loss, 0 the design's alone); the "
+        "loss bends x now; the training losses of 16 simulations observed (the last 100 kept)"
     )
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("edge", [0.7, 1.0])  # 1.0: no warp at all (`warp()` is None)
-def test_the_density_sampler_says_when_the_loss_bends_nothing(tmp_path: Path, edge: float) -> None:
+def test_the_density_sampler_says_when_the_loss_bends_nothing(
+    tmp_path: Path, edge: float, caplog: pytest.LogCaptureFixture
+) -> None:
     sampler = observed(make_sampler("density", BOUNDS, seed=0, edge=edge), [1.0] * 16)
-    with whole_study(tmp_path, sampler) as lines:
+    with (
+        caplog.at_level(logging.INFO, logger="melissa_trainer.launcher"),
+        whole_study(tmp_path, sampler) as shown,
+    ):
         pass
+    assert shown == []  # a WARNING: logged, not printed again by the progress hook
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("study account: ")]
+    assert record.levelno == logging.WARNING
+    lines = record.getMessage().split("\n")
+    (line,) = [x for x in lines if x.startswith("adaptive sampler: ")]
     assert (
-        "3 with the high-loss warp; the loss bends no parameter now: with evidence=3, one "
-        in (lines[-1])
+        "3 with the high-loss warp (0 of them bent by the loss, 3 the design's alone); the "
+        "loss bends no parameter now: with evidence=3, one " in line
     )
-    assert "rank correlation with the loss of at least 0.77 over the 16 losses kept" in lines[-1]
-    assert "bred" not in lines[-1]
+    assert "rank correlation with the loss of at least 0.77 over the 16 losses kept" in line
+    assert "bred" not in line
     design = "as it is (edge=1)" if edge == 1.0 else "bent towards the bounds alone (edge)"
-    assert f"the draws follow the design {design}; lower evidence" in lines[-1]
+    assert f"the draws follow the design {design}; lower evidence" in line
+    # and the account ends by saying that the losses steered none (`unsteered_line`)
+    assert lines[-1].startswith("  the adaptive sampler steered none of its draws: the loss ")
 
 
 @pytest.mark.timeout(60)

@@ -4,7 +4,8 @@ user's `process_sample`, the loss guard's `NonFiniteLossError`) tells its source
 section 17b) then says ``error`` and names the exception, so that a simulation closing
 as it fails does not wait as for a trainer that might come back. Before, the record
 said ``stopped``. A raw `KeyboardInterrupt` (Ctrl-C not taken by the trainer's handler)
-records ``preempted``: its solvers follow the resumed run (`trainer.ending.failed`).
+records ``preempted``: its solvers follow the resumed run (`trainer.ending.failed`), and so
+does a forced exit (a second signal: `trainer.starting.forced_stop`).
 The oracle is the rendezvous file the receiver wrote, read as JSON."""
 
 from __future__ import annotations
@@ -95,3 +96,25 @@ def test_a_raw_keyboard_interrupt_records_preempted(tmp_path: Path) -> None:
     reason = recorded_reason(tmp_path)
     assert reason["code"] == "preempted", reason  # (before: "stopped")
     assert "KeyboardInterrupt" in reason["message"], reason
+
+
+@pytest.mark.timeout(120)
+def test_a_forced_exit_records_preempted(tmp_path: Path) -> None:
+    """A second signal's forced exit stops the source from the handler's helper thread
+    (`PreemptionHandler.on_force`, called here as that thread calls it: the exit itself
+    is `os._exit`), with no checkpoint at the stop: recorded ``preempted``, as above, so
+    that the solvers follow a resumed run (before: ``stopped``)."""
+    from melissa_trainer.trainer.starting import start_training
+
+    trainer = failing_trainer(tmp_path, Hook())
+    preemption = start_training(trainer, lambda: None)
+    try:
+        assert preemption.on_force is not None
+        preemption.on_force()
+    finally:
+        preemption.restore()
+        trainer.source.stop()
+        trainer._output_hold.release()
+    reason = recorded_reason(tmp_path)
+    assert reason["code"] == "preempted", reason
+    assert reason["message"].startswith("forced to exit at step 0, with no checkpoint"), reason

@@ -81,6 +81,7 @@ count of data.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import tempfile
@@ -116,13 +117,16 @@ def announce_study_stops(directory: str | os.PathLike[str] | None, run_id: str |
     Nothing without a `directory`."""
     if directory is None:
         return
-    path = Path(directory)
+    path, tmp = Path(directory), None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{STUDY_STOPS_FILE}.", dir=path)
         with os.fdopen(fd, "w") as f:
             f.write(run_id or "-")
         os.replace(tmp, path / STUDY_STOPS_FILE)
     except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink(missing_ok=True)
         logger.info(
             "could not tell the other ranks that the study stops (%s): they may "
             "warn of the simulations it kills as of data lost",

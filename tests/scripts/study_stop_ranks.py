@@ -18,7 +18,7 @@ The run, driven by hooks (every wait bounded, on files and the receivers' own fi
    hook that takes its time there (an upload of the checkpoint) does the same.
 
 Each rank writes OUT/log_R.json: the receiver's lines at INFO and above, and whether
-rank 1's wait ended in time.
+rank 1's wait ended in time; it exits once the other rank's is there.
 """
 
 from __future__ import annotations
@@ -120,7 +120,11 @@ def main() -> None:
         job_limit=N,
         backend=LocalBackend(),
         env={"PID_DIR": str(pids)},
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=3),
+        # (no silence timeout: a solver blocked on purpose is not killed as hung, on a
+        # machine busy enough to slow the choreography)
+        tuning=LauncherTuning(
+            poll_interval=0.05, kill_grace=2.0, max_restarts=3, simulation_timeout=None
+        ),
     )
     study = Study(launcher, StreamSource())
     choreography = Choreography(out, pids, study, rank)
@@ -149,9 +153,10 @@ def main() -> None:
     finally:
         record = {"lines": lines.lines, "waited": choreography.waited}
         (out / f"log_{rank}.json").write_text(json.dumps(record))
-        # rank 0 exits last: its exit (Preempted, 143) makes the launch SIGTERM rank 1
-        deadline = time.monotonic() + 90
-        while rank == 0 and not (out / "log_1.json").exists() and time.monotonic() < deadline:
+        # neither exits before the other has written its log: a rank's exit (Preempted,
+        # 143) makes the launch SIGTERM the other, which may still be in train()
+        other, deadline = out / f"log_{1 - rank}.json", time.monotonic() + 90
+        while not other.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
 
 

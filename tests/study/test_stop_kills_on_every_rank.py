@@ -76,7 +76,9 @@ def test_no_rank_warns_of_the_study_kills_every_rank_of_a_solver_dead_mid_study(
     for rank in (0, 1):  # (the preemption, agreed by both ranks)
         assert f"rank {rank} stopped at step" in text, text[-6000:]
     for rank in (0, 1):
-        record = json.loads((out / f"log_{rank}.json").read_text())
+        log = out / f"log_{rank}.json"
+        assert log.exists(), (rank, text[-6000:])  # (a rank that did not end its train())
+        record = json.loads(log.read_text())
         lines = [message for _, message in record["lines"]]
         warned = [m for lv, m in record["lines"] if lv >= 30 and "before its BYE" in m]
         # the solver SIGKILLed mid-study, on both ranks; none of the study's kills

@@ -77,7 +77,7 @@ import zmq
 from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.sources.ingest_transform import IngestTransform
-from melissa_trainer.stream.connections import ConnectionWatch
+from melissa_trainer.stream import connections as conn
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
@@ -162,7 +162,7 @@ class Receiver(DataPath):
         self._loaded: dict[str, Any] | None = None
         self._context: zmq.Context | None = None
         self._endpoint: str | None = None
-        self._watch: ConnectionWatch | None = None
+        self._watch: conn.ConnectionWatch | None = None
         self._follow: FollowServer | None = None
         self._stop_reason: StopReason | None = None
         self._marked = False  # (the stop record written: `stop` is idempotent)
@@ -226,11 +226,12 @@ class Receiver(DataPath):
                 self._follow = None
             self._close_socket()
             raise
-        self._watch = ConnectionWatch(
+        self._watch = conn.ConnectionWatch(
             sock,
             self._max_bytes + HEADER_ALLOWANCE,
             self._lost,
             lambda: self._ended or self._stopping,
+            partial(conn.study_stops_announced, self._rendezvous, self.config.run_id),
         )
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
@@ -275,14 +276,17 @@ class Receiver(DataPath):
         record says, unless the receiver failed (its own error says why). Any thread."""
         self._stop_reason = reason
 
-    def study_stops(self) -> None:
+    def study_stops(self, announce: bool = False) -> None:
         """The study is about to kill its simulations (`Study.stop`, before its launcher
         does; any thread): their connections that close without a BYE from now on are
         counted and summarised in one line at `stop`, not warned of one by one as lost
-        (`ConnectionWatch.study_stops`)."""
+        (`ConnectionWatch.study_stops`). With `announce` (rank 0, whose launcher kills),
+        every rank's receiver is told through the rendezvous directory (`stream.connections`)."""
         watch = self._watch  # (read once: `stop` clears it)
         if watch is not None:
             watch.study_stops()
+        if announce:
+            conn.announce_study_stops(self._rendezvous, self.config.run_id)
 
     def follow_rejected(self) -> dict[str, int]:
         """Malformed queries its follow socket dropped, by reason (`follow_server`;

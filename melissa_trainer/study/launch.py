@@ -2,9 +2,10 @@
 on resume, on every rank): the simulations complete on every training rank
 (`complete_on_every_rank`, a collective), and the notices that tell every rank's
 receiver of a simulation given up or redrawn (`receiver_notices`), so that no rank
-waits for it. `Study.on_all_ranks_started` calls both; each is called once per start.
-And what the other ranks' stall watchdogs excuse, having no launcher to ask
-(`other_rank_excuse`, set by `Study.start`).
+waits for it (and of the study's stop: `stream.connections`).
+`Study.on_all_ranks_started` calls both; each is called once per start. And what the
+other ranks' stall watchdogs excuse, having no launcher to ask (`other_rank_excuse`,
+set by `Study.start`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.launcher.tuning import LauncherTuning
+from melissa_trainer.stream.connections import clear_study_stops
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
 from melissa_trainer.stream.watchdog import SilenceExcuse
@@ -44,7 +46,13 @@ def receiver_notices(
     simulation to every rank's receiver (``replaced`` for one redrawn: its replacement
     is waited for instead), at the endpoints and with the CURVE keys the rendezvous
     publishes (the nodes may use different ones). Called from the launcher's thread;
-    blocks up to 60 s for the rendezvous."""
+    blocks up to 60 s for the rendezvous.
+
+    The third notice, that the study stops (`Receiver.study_stops` with ``announce``,
+    a file in `rendezvous`), is cleared here of an earlier run's (`clear_study_stops`:
+    its run id tells it apart, but a study outside a trainer has none), before this
+    run launches anything."""
+    clear_study_stops(rendezvous)
 
     def tell(simulation_id: int, replaced: bool) -> None:
         entries = fetch_rendezvous(rendezvous, timeout=60.0)

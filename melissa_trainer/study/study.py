@@ -283,9 +283,9 @@ class Study(Source):
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""
         receiver = self.stream.receiver
-        # told before the kills (rank 0: after the wait), the receiver summarises those
-        # closes as the study's, not one WARNING each (`stream.connections`)
-        told = None if receiver is None else receiver.study_stops
+        # told before the kills (rank 0, after the wait, tells every rank's: it kills), the
+        # receivers summarise those closes as the study's, not one WARNING each (`connections`)
+        told = None if receiver is None else lambda: receiver.study_stops(self._started)
         if not self._started and told is not None:
             told()
         try:

@@ -90,13 +90,30 @@ def stop_words(signum: int, control: TrainerControl) -> str:
     return "stopped by a hook on another rank (control.should_stop)"
 
 
-def failed(trainer: TrainerView, error: Exception) -> None:
+def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
     """Tell the source why training stops when `error` (not a `SourceError`: the user's
     `process_sample`, a hook, the loss guard's `NonFiniteLossError`...) propagates out of
     `train()`: ``error`` and one line naming the exception, which the receivers' stop
     record says (docs/protocol.md, section 17b) so that a simulation closing now knows
     the trainer failed rather than waiting as for one that might come back. The error
-    itself propagates unchanged: its traceback is the user's to read."""
+    itself propagates unchanged: its traceback is the user's to read.
+
+    A `KeyboardInterrupt` (Ctrl-C that the preemption handler did not take: Python's own
+    SIGINT handler restored by code the user called, a library's re-raise) is noted
+    ``preempted``, as the handler's Ctrl-C is: a user who presses Ctrl-C resumes, and
+    their solvers must follow. Not ``error`` (a solver's close would fail at once), nor
+    the ``stopped`` a receiver says when told nothing: with it a solver takes the
+    record's receipts as final (`client.stopped`) and exits, while no checkpoint was
+    written at this stop, so the run resumed from the latest one lacks its last steps and
+    nothing sends them again; with ``preempted`` it waits for the resumed run and follows
+    it (`client.follow`)."""
+    if isinstance(error, KeyboardInterrupt):
+        trainer.source.note_stop(
+            "preempted",
+            f"interrupted (KeyboardInterrupt) at step {trainer.state.global_step}, with no "
+            f"checkpoint at this stop: a run resumed from the latest one takes what it lacks",
+        )
+        return
     words = str(error).strip().splitlines()
     said = f"{type(error).__name__}: {words[0]}" if words else type(error).__name__
     if len(words) > 1:

@@ -325,7 +325,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
             raise source_failed(self, exc) from exc.__cause__
-        except Exception as exc:  # (a hook, process_sample, the loss guard: `failed`)
+        except (Exception, KeyboardInterrupt) as exc:  # (a hook, process_sample...: `failed`)
             failed(self, exc)
             raise
         finally:

@@ -10,6 +10,7 @@ Runs on the training thread, once per `train()`; collective (the resume is).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from melissa_trainer.hooks import Event
@@ -19,7 +20,24 @@ from melissa_trainer.trainer.preemption import PreemptionHandler
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
 
-__all__ = ["start_training"]
+__all__ = ["forced_stop", "start_training"]
+
+
+def forced_stop(trainer: OnlineTrainer) -> None:
+    """What a forced exit does before it exits (a second signal, a launcher gone for
+    good: `PreemptionHandler.on_force`, from a helper thread): the source told
+    ``preempted``, then stopped (its simulations killed). ``preempted``, not the
+    ``stopped`` a receiver says when told nothing: no checkpoint is written at this
+    stop, so a solver must not take the stop record's receipts as final and exit
+    (`client.stopped`): the run resumed from the latest checkpoint lacks its last steps,
+    and a solver that waits for it follows it and sends them again (as after a raw
+    `KeyboardInterrupt`: `ending.failed`)."""
+    trainer.source.note_stop(
+        "preempted",
+        f"forced to exit at step {trainer.state.global_step}, with no checkpoint at this "
+        f"stop: a run resumed from the latest one takes what it lacks",
+    )
+    trainer.source.stop()
 
 
 def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> PreemptionHandler:
@@ -32,7 +50,7 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     startable, for a retry of `train()`), the handler restored, `release` called (the
     trainer's output directory freed), and the exception raised.
     """
-    preemption = PreemptionHandler(on_force=trainer.source.stop).install()
+    preemption = PreemptionHandler(on_force=partial(forced_stop, trainer)).install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
         resume = checkpointing.resolve_resume(trainer)  # verified, the same on every rank

@@ -3,7 +3,10 @@ user's `process_sample`, the loss guard's `NonFiniteLossError`) tells its source
 (`Source.note_stop("error", ...)`): its receivers' stop record (docs/protocol.md,
 section 17b) then says ``error`` and names the exception, so that a simulation closing
 as it fails does not wait as for a trainer that might come back. Before, the record
-said ``stopped``. The oracle is the rendezvous file the receiver wrote, read as JSON."""
+said ``stopped``. A raw `KeyboardInterrupt` (Ctrl-C not taken by the trainer's handler)
+records ``preempted``: its solvers follow the resumed run (`trainer.ending.failed`), and so
+does a forced exit (a second signal: `trainer.starting.forced_stop`).
+The oracle is the rendezvous file the receiver wrote, read as JSON."""
 
 from __future__ import annotations
 
@@ -28,15 +31,22 @@ class FailingHook(Hook):
         raise Boom("the hook's own failure")
 
 
-@pytest.mark.timeout(120)
-def test_a_hook_that_raises_records_error_naming_the_exception(tmp_path: Path) -> None:
+class InterruptingHook(Hook):
+    """Ctrl-C's `KeyboardInterrupt` where the trainer's handler does not take it (raised
+    by Python's own SIGINT handler in code that restored it, a library's re-raise...)."""
+
+    def on_train_start(self, *args: Any, **kwargs: Any) -> None:
+        raise KeyboardInterrupt
+
+
+def failing_trainer(tmp_path: Path, hook: Hook) -> OnlineTrainer:
     from accelerate.state import AcceleratorState, GradientState
 
     AcceleratorState._reset_state(True)
     GradientState._reset_state()
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
-    trainer = OnlineTrainer(
+    return OnlineTrainer(
         model,
         TrainingArguments(
             output_dir=str(tmp_path / "out"),
@@ -49,13 +59,62 @@ def test_a_hook_that_raises_records_error_naming_the_exception(tmp_path: Path) -
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=StreamSource(ReceiverConfig(rendezvous_dir=str(tmp_path / "rendezvous"))),
         process_sample=Keys(),
-        hooks=[FailingHook()],
+        hooks=[hook],
     )
-    with pytest.raises(Boom):
-        trainer.train()
+
+
+def recorded_reason(tmp_path: Path) -> dict[str, Any]:
     entry = json.loads((tmp_path / "rendezvous" / "rank_0.json").read_text())
     assert entry["stopped"] is True
-    reason = entry["stop_record"]["reason"]
+    reason: dict[str, Any] = entry["stop_record"]["reason"]
+    return reason
+
+
+@pytest.mark.timeout(120)
+def test_a_hook_that_raises_records_error_naming_the_exception(tmp_path: Path) -> None:
+    trainer = failing_trainer(tmp_path, FailingHook())
+    with pytest.raises(Boom):
+        trainer.train()
+    reason = recorded_reason(tmp_path)
     assert reason["code"] == "error", reason  # (before: "stopped")
     assert "Boom" in reason["message"] and "the hook's own failure" in reason["message"]
     assert "\n" not in reason["message"]
+
+
+@pytest.mark.timeout(120)
+def test_a_raw_keyboard_interrupt_records_preempted(tmp_path: Path) -> None:
+    """Ctrl-C's `KeyboardInterrupt` that the trainer's handler did not turn into a
+    preemption records ``preempted``, not ``stopped``: no checkpoint was written at this
+    stop, so a solver must not take the record's receipts as final (``stopped`` confirms
+    a BYE the record holds: the solver's close returned and it exited, while a run
+    resumed from the latest checkpoint lacked its last steps); with ``preempted`` it
+    waits for the resumed run and follows it (`client.stopped`), as after Ctrl-C taken
+    by the handler. The interrupt itself propagates unchanged."""
+    trainer = failing_trainer(tmp_path, InterruptingHook())
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train()
+    reason = recorded_reason(tmp_path)
+    assert reason["code"] == "preempted", reason  # (before: "stopped")
+    assert "KeyboardInterrupt" in reason["message"], reason
+
+
+@pytest.mark.timeout(120)
+def test_a_forced_exit_records_preempted(tmp_path: Path) -> None:
+    """A second signal's forced exit stops the source from the handler's helper thread
+    (`PreemptionHandler.on_force`, called here as that thread calls it: the exit itself
+    is `os._exit`), with no checkpoint at the stop: recorded ``preempted``, as above, so
+    that the solvers follow a resumed run (before: ``stopped``)."""
+    from melissa_trainer.trainer.starting import start_training
+
+    trainer = failing_trainer(tmp_path, Hook())
+    preemption = start_training(trainer, lambda: None)
+    try:
+        assert preemption.on_force is not None
+        preemption.on_force()
+    finally:
+        preemption.restore()
+        trainer.source.stop()
+        trainer._output_hold.release()
+    reason = recorded_reason(tmp_path)
+    assert reason["code"] == "preempted", reason
+    assert reason["message"].startswith("forced to exit at step 0, with no checkpoint"), reason

@@ -41,8 +41,9 @@ def commands(text: str) -> list[tuple[str, str]]:
     found = []
     for run in _RUN.finditer(text.replace("\\\n", " ")):
         rest = run[2].split(" #", 1)[0]  # a comment after the command
-        # the next command, or a quoted command given to the script (ab.py's)
-        rest = re.split(r"[;&\"']|\)\s|\bpython\b", rest, maxsplit=1)[0]
+        # the next command, a quoted command given to the script (ab.py's), or a bare
+        # `--` after which the flags are another program's (example_adaptation.py's)
+        rest = re.split(r"[;&\"']|\)\s|\bpython\b|\s--(?=\s|$)", rest, maxsplit=1)[0]
         found += [(run[1], flag) for flag in _FLAG.findall(rest)]
     return found
 
@@ -74,13 +75,15 @@ def test_the_reader_finds_flags_and_leaves_values_alone() -> None:
     text = (
         "```bash\npython benchmarks/x.py --designs ref-inproc,refc-inproc --pairs 8 \\\n"
         "    --json   # a comment --not_a_flag\n```\n"
-        "`python examples/heat_pde/train.py --grid_size 64`, then `--other` prose"
+        "`python examples/heat_pde/train.py --grid_size 64`, then `--other` prose\n"
+        "python benchmarks/y.py --json -- --num_simulations 16"
     )
     assert commands(text) == [
         ("benchmarks/x.py", "designs"),
         ("benchmarks/x.py", "pairs"),
         ("benchmarks/x.py", "json"),
         ("examples/heat_pde/train.py", "grid_size"),
+        ("benchmarks/y.py", "json"),
     ]
 
 

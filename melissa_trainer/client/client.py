@@ -53,6 +53,7 @@ from melissa_trainer.client.config import (
     resolve_receivers,
     resolve_run_id,
 )
+from melissa_trainer.client.env_names import warn_unknown_once
 from melissa_trainer.client.field_part import FieldPart
 from melissa_trainer.client.finite_check import FiniteCheck
 from melissa_trainer.client.held import HeldArrays
@@ -147,6 +148,7 @@ class Client(Sending):
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         tuning = ClientTuning() if tuning is None else tuning
+        warn_unknown_once()  # a misspelt MELISSA_TRAINER_* variable, named (`env_names`)
         if not isinstance(tuning, ClientTuning):
             raise ValueError(f"tuning must be a ClientTuning, not {tuning!r}")
         held = HeldArrays(array_reuse)  # (checks the mode)

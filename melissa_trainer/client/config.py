@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.client.env_names import unknown_note
 from melissa_trainer.client.tuning import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_DELAY,
@@ -85,6 +86,11 @@ ENV_REPLAY_BYTES = "MELISSA_TRAINER_REPLAY_BYTES"
 ENV_ATTEMPT = "MELISSA_TRAINER_ATTEMPT"
 
 
+def _but(note: str) -> str:
+    """`env_names.unknown_note` appended to an error whose likely cause it is."""
+    return f"; but {note}" if note else ""
+
+
 def replay_bytes_for(tuning: ClientTuning, rendezvous: str | None) -> int:
     """The replay window of a client (`ClientTuning.replay_bytes`): as set, else
     ``$MELISSA_TRAINER_REPLAY_BYTES``, else `DEFAULT_REPLAY_BYTES` when the endpoints
@@ -146,7 +152,7 @@ def resolve_receivers(
             raise ValueError(
                 f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
                 f"separated, e.g. tcp://127.0.0.1:5555) or {ENV_RENDEZVOUS} (the trainer's "
-                f"rendezvous directory, {{output_dir}}/rendezvous)"
+                f"rendezvous directory, {{output_dir}}/rendezvous){_but(unknown_note())}"
             )
     items = endpoints.split(",") if isinstance(endpoints, str) else list(endpoints)
     out = [str(e).strip() for e in items]
@@ -243,7 +249,10 @@ def check_simulation_id(value: Any) -> int:
         value = os.environ.get(ENV_SIMULATION_ID)
         source = ENV_SIMULATION_ID
         if value is None:
-            raise ValueError(f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}")
+            raise ValueError(
+                f"no simulation id: pass simulation_id=, or set {ENV_SIMULATION_ID}"
+                f"{_but(unknown_note())}"
+            )
         try:
             value = int(value.strip())
         except ValueError:

@@ -154,8 +154,8 @@ def study_account(
     contributed = len(ended) - none
     noun = "simulation" if len(ended) == 1 else "simulations"
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
-    if not none and not partway:
-        return [f"{head}; every one contributed."], False
+    if not none and not partway:  # ("every one" of none ended says nothing: say that)
+        return [f"{head}; every one contributed." if ended else "study account: none ended."], False
     if none:
         lines = [f"{head}; {none} ({none / len(ended):.0%} of the study) contributed none:"]
     else:

@@ -103,9 +103,12 @@ class FailurePolicy:
         with self.lock:
             record = self.study.records[sid]
             codes, restarts = list(record.exit_codes), record.restarts
+            # the attempt's number as its start said (`take`): an attempt killed by a stop
+            # (resumed from a checkpoint) has no exit code, so len(codes) would lag
+            number = record.attempts - 1
             parameters, redraws = dict(record.parameters), self.study.redraws
         study = self.study  # its limits and policy are fixed: read without the lock
-        attempt = f"simulation {sid} attempt {len(codes) - 1}"
+        attempt = f"simulation {sid} attempt {number}"
         if outcome == "finished":
             logger.info("%s finished (%s)", attempt, how)
             return

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from melissa_trainer.launcher.log_lines import log_lines
 from melissa_trainer.launcher.systematic import last_log_line
 
 __all__ = [
@@ -74,16 +75,18 @@ class DataReport(Protocol):
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    """The last `lines` lines of a job's log, indented, or a note if there is none."""
+    """The last `lines` lines of a job's log, indented, or a note if there is none;
+    without hydra's banner of a SIGTERM (`log_lines`: the launcher's own kill)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - _TAIL_BYTES))
-            text = f.read().decode("utf-8", "replace")
+        kept, banners = log_lines(path, _TAIL_BYTES)
     except OSError as exc:
         return f"    (no log: {exc.strerror})"
-    tail = [line for line in text.splitlines() if line.strip()][-lines:]
-    return "\n".join(f"    | {line}" for line in tail) if tail else "    (empty log)"
+    tail = kept[-lines:]
+    if tail:
+        return "\n".join(f"    | {line}" for line in tail)
+    if banners:
+        return "    (nothing but mpiexec's banner of its SIGTERM: the solver printed nothing)"
+    return "    (empty log)"
 
 
 class LauncherError(RuntimeError):

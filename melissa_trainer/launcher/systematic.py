@@ -37,6 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.launcher.log_lines import log_lines
+
 __all__ = ["SystematicFailure", "last_log_line", "missing_parameter"]
 
 #: bytes read from the end of a log to find its last line
@@ -44,16 +46,14 @@ _TAIL_BYTES = 4096
 
 
 def last_log_line(path: Path) -> str:
-    """The last non-blank line of a job's log ("" if it has none or cannot be read)."""
+    """The last non-blank line of a job's log ("" if it has none or cannot be read),
+    hydra's banner of a SIGTERM left out (`log_lines`: every killed mpiexec job's log
+    would end with the same line)."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(0, f.tell() - _TAIL_BYTES))
-            text = f.read().decode("utf-8", "replace")
+        lines, _ = log_lines(path, _TAIL_BYTES)
     except OSError:
         return ""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[-1] if lines else ""
+    return lines[-1].strip() if lines else ""
 
 
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read

@@ -207,6 +207,11 @@ class ConnectionWatch:
         with self._lock:
             self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
 
+    def owner_of(self, fd: int) -> tuple[int, int] | None:
+        """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE."""
+        with self._lock:
+            return self._owners.get(fd)
+
     def bye(self, frame: zmq.Frame, msg: Bye) -> None:
         """A BYE came on `frame`'s connection: its close is the client's own (the
         ingester). Matched by simulation and rank, not by descriptor alone: the BYE of

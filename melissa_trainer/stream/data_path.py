@@ -155,6 +155,7 @@ class DataPath(IngestLoop):
             elif type(msg) is Hello:
                 ing.hello(msg)
                 watch.hello(head, msg)  # (which connection is whose: see `connections`)
+                ing.twins.hello(head.get(zmq.SRCFD), msg, watch.owner_of)  # (`twin_hellos`)
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)
             elif type(msg) is Bye:

@@ -262,6 +262,8 @@ class Ingest(IngestState):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
         else:
             sim.order_parameters_as(hello.parameters)
+            if hello.client is not None:  # (a ledger loaded from a checkpoint knew none)
+                sim.client = hello.client
         return None
 
     def bye(self, bye: Bye) -> None:

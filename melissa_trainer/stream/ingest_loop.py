@@ -293,6 +293,9 @@ class IngestLoop(ABC):
             ing.duplicates,
             sum(ing.rejected.values()),
         )
+        twins = ing.twins.summary()
+        if twins is not None:
+            logger.info("%s", twins)
 
     def _flush_log(self) -> None:
         """The last summary of rejections and drops, as the thread stops (a pump that

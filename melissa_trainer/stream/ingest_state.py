@@ -28,6 +28,7 @@ from melissa_trainer.stream.log_summary import LogSummary
 from melissa_trainer.stream.nonfinite import NonFiniteGuard
 from melissa_trainer.stream.recent_keys import RecentKeys
 from melissa_trainer.stream.schema import StudySchema
+from melissa_trainer.stream.twin_hellos import TwinHellos
 from melissa_trainer.wire import FieldSpec
 
 __all__ = [
@@ -168,6 +169,8 @@ class IngestState:
         #: the check of samples for NaN and Inf (its counter: `nonfinite_refused`)
         self.nonfinite = NonFiniteGuard(nonfinite, self.log, self.refused)
         self._check_finite = self.nonfinite.checks
+        #: HELLOs of a simulation rank already open on another connection (`twin_hellos`)
+        self.twins = TwinHellos(rank)
 
     def _put_each(self, samples: Sequence[Sample]) -> int:
         n = 0

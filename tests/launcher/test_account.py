@@ -29,3 +29,9 @@ def test_simulations_still_running_are_left_out_of_the_count() -> None:
     outcomes = [_finished(0), SimulationOutcome(1, "running", (), "", {"x": 0.1})]
     lines, _ = study_account(outcomes, {0: (5, 0)})
     assert lines[0].startswith("study account: 1 simulation ended, 1 contributed samples")
+
+
+def test_a_study_where_none_ended_says_so() -> None:
+    """Trial F3: "0 simulations ended, 0 contributed samples; every one contributed."."""
+    outcomes = [SimulationOutcome(0, "running", (), "", {"x": 0.1})]
+    assert study_account(outcomes, {}) == (["study account: none ended."], False)

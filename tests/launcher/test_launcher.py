@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -750,7 +751,9 @@ def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:
 
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
-def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> None:
+def test_a_resumed_study_does_not_rerun_finished_simulations(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     def make() -> Launcher:
         sampler = make_sampler("sobol", {"x": (0, 1)}, seed=4)
         return launcher(command(tmp_path, "hang", hang=[2]), 4, sampler, job_limit=1)
@@ -768,11 +771,18 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(tmp_path: Path) -> 
     second = make()
     second.load_state_dict(state)
     assert second.summary()["pending"] == 2  # 2 to relaunch, 3 not drawn yet
+    caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
+    caplog.clear()
     second.start(tmp_path / "rendezvous")
     try:
         run_study(second)
     finally:
         second.stop()
+    # its start and its end name the same attempt (trial F2: "started (attempt 1)", then
+    # "attempt 0 finished": the attempt killed by the stop has no exit code)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("simulation 2 ")]
+    assert any(m.startswith("simulation 2 started (attempt 1)") for m in said), said
+    assert any(m.startswith("simulation 2 attempt 1 finished") for m in said), said
     assert sorted((sid, attempt) for sid, attempt, _ in runs(tmp_path)) == [
         (0, 0), (1, 0), (2, 0), (2, 1), (3, 0)
     ]  # fmt: skip

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import signal
@@ -25,10 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
 
 
 def mpiexec_command(
@@ -60,7 +64,9 @@ class MpiexecBackend(Backend):
             made (the ``mpich`` wheel installs hydra's ``mpiexec`` next to Python), or
             a path.
         extra_args: options inserted after ``-n RANKS``, e.g. ``["-bind-to", "none"]``
-            or ``["-hosts", "node1,node2"]``.
+            or ``["-hosts", "node1,node2"]``. A trainer inside a Slurm job step on one
+            node gives its jobs ``HYDRA_LAUNCHER=fork`` unless these or the environment
+            choose a launcher or hosts (`hydra_step`: a nested srun would wait forever).
         placement: the local backend's (`Placement`), for the mpiexec process and so
             for the ranks it starts on this machine: their priority, BLAS/OpenMP
             threads (mpiexec passes the environment on to every rank) and cores. Hydra
@@ -95,6 +101,10 @@ class MpiexecBackend(Backend):
                 "as MpiexecBackend(mpiexec=...)"
             )
         self.mpiexec = found
+        # a trainer inside a Slurm job step: hydra's nested srun would wait forever
+        self._env, line, warn = hydra_step_env(os.environ, self.extra_args)
+        if line is not None:
+            logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
 
@@ -106,7 +116,8 @@ class MpiexecBackend(Backend):
         except ValueError as exc:
             raise LaunchError(f"job {job.name}: {exc}") from exc
         # The local backend sees one process (mpiexec), which starts the ranks itself.
-        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1))
+        env = {**self._env, **job.env} if self._env else job.env
+        process = self._local.launch(dataclasses.replace(job, argv=argv, ranks=1, env=env))
         handle = MpiexecHandle(job=job, process=process)
         self._running.append(handle)
         return handle

@@ -328,8 +328,9 @@ class ConnectionWatch:
             "client), its client was left by an exception (which sends no BYE: a worker's "
             "failed simulation, the worker living on), or it sent a message over %d bytes (the "
             "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
-            "the connection and what was queued behind it; that data is lost until a "
-            "restart re-sends it",
+            "the connection and what was queued behind it; that data is lost until the "
+            "simulation runs again (a launcher restarts it; a solver you started yourself: "
+            "run it again with the same simulation id)",
             sid,
             rank,
             self._frame_bound,

@@ -96,6 +96,10 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
     # not only a process that ended: a worker's simulation that raised in its `with
     # Client` block (the worker lives on) closes its connection without a BYE too
     assert "its client was left by an exception" in lost[0]
+    # how the data comes back, for a launcher's simulation and for one started by hand
+    # (a user trial read "until a restart re-sends it" of a solver nobody restarts)
+    assert "a launcher restarts it" in lost[0]
+    assert "run it again with the same simulation id" in lost[0]
 
 
 class Seen(logging.Handler):

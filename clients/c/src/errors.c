@@ -29,7 +29,9 @@ const char *mt_strerror(int status) {
     }
 }
 
-const char *mt_client_error(const mt_client *c) { return c == NULL ? "" : c->error; }
+const char *mt_client_error(const mt_client *c) {
+    return c == NULL || c->error == NULL ? "" : c->error;
+}
 
 const char *mt_version(void) {
 #define MT_STR2(x) #x
@@ -37,20 +39,37 @@ const char *mt_version(void) {
     return MT_STR(MT_VERSION_MAJOR) "." MT_STR(MT_VERSION_MINOR) "." MT_STR(MT_VERSION_PATCH);
 }
 
+/* The message is as long as it needs (a rendezvous of many stopped ranks names each:
+ * Python's message does), on the heap; out of memory, cut into the client's spare. A new
+ * buffer each time: an argument may point into the old message. */
+static void set_error(mt_client *c, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text != NULL) vsnprintf(text, (size_t)n + 1, fmt, again);
+    else vsnprintf(c->error_spare, sizeof c->error_spare, fmt, again);
+    va_end(again);
+    mt_clear_error(c);
+    c->error = text != NULL ? text : c->error_spare;
+}
+
 mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    set_error(c, fmt, ap);
     va_end(ap);
     return status;
 }
 
-void mt_clear_error(mt_client *c) { c->error[0] = '\0'; }
+void mt_clear_error(mt_client *c) {
+    if (c->error != c->error_spare) free(c->error);
+    c->error = NULL;
+}
 
 mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message) {
     if (c == NULL) return MT_EINVAL;
-    snprintf(c->error, sizeof c->error, "%s", message == NULL ? "" : message);
-    return status;
+    return mt_fail(c, status, "%s", message == NULL ? "" : message);
 }
 
 static const struct {

@@ -20,9 +20,9 @@ typedef struct mt_rendezvous {
     bool stopped;
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
- * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong in
- * `problem`), MT_ENOMEM. */
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+ * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended
+ * to `problem`, whole, each file's words after "; ", unless it is NULL), MT_ENOMEM. */
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too);
 void mt_rendezvous_free(mt_rendezvous *rv);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory

@@ -216,14 +216,9 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = MT_STOP_UNDECIDED;
     if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0) {
         /* the study ended without needing this simulation (started beyond
-         * expected_simulations): told so by mt_stop_record_fail, the message giving the
-         * counts before the trainer's reason */
+         * expected_simulations): told so with the counts (stop_said.c) */
         out->not_needed = true, out->steps = e.steps, out->nonfinite = e.refused;
-        snprintf(out->message, sizeof out->message,
-                 "expected_simulations=%llu and that many had ended (%llu finished, %llu "
-                 "abandoned), so it stopped (end: %.900s",
-                 (unsigned long long)e.expected, (unsigned long long)e.finished,
-                 (unsigned long long)e.abandoned, message->string);
+        out->expected = e.expected, out->finished = e.finished, out->abandoned = e.abandoned;
     }
 done:
     mt_json_free(rm, rn);
@@ -316,51 +311,4 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
     mt_json_free(m, n);
     free(text);
     return said;
-}
-
-mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
-                              size_t rank, const char *endpoint, const char *whose) {
-    unsigned long long sid = (unsigned long long)c->simulation_id;
-    if (o == MT_STOP_REFUSED)
-        return mt_fail(c, MT_ESIMREFUSED,
-                       "simulation %llu: the trainer stopped on its time step %llu: it holds "
-                       "NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
-                       "%zu: %s). Fix the solver (a diverging scheme: a smaller time step?), or "
-                       "start the trainer with --nonfinite refuse "
-                       "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; "
-                       "then resume it (--resume_from_checkpoint latest) and run this "
-                       "simulation again with the same simulation id "
-                       "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
-                       sid, (unsigned long long)s->time_step, rank, s->message, sid);
-    if (s->not_needed) {
-        char taken[200];
-        if (s->steps == 0)
-            snprintf(taken, sizeof taken, "its receiver %zu had taken nothing of this simulation", rank);
-        else if (s->nonfinite == 0)
-            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
-                     "time steps (trained on) and ignored the rest", rank,
-                     (unsigned long long)s->steps);
-        else
-            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
-                     "time steps (trained on; %llu refused as non-finite) and ignored the rest",
-                     rank, (unsigned long long)s->steps, (unsigned long long)s->nonfinite);
-        return mt_fail(c, MT_ETIMEDOUT,
-                       "%s: the study ended without needing this simulation: the trainer was "
-                       "given %s; its stop record in %s); %s. Nothing failed: if you started "
-                       "more solvers than the trainer needed, there is nothing to do (this "
-                       "close returns MT_ETIMEDOUT: exit 0 on it if you start spare solvers "
-                       "on purpose). To train on every solver you start, give the trainer "
-                       "expected_simulations equal to their number "
-                       "(ReceiverConfig(expected_simulations=N)) before you start them",
-                       whose, s->message, c->rendezvous_used, taken);
-    }
-    return mt_fail(c, MT_ETIMEDOUT,
-                   "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
-                   "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
-                   "this simulation sent after the trainer's last checkpoint is not trained "
-                   "on: once a trainer runs there again (--resume_from_checkpoint latest), run "
-                   "this simulation again with the same simulation id "
-                   "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
-                   "lacks, each once",
-                   whose, rank, endpoint, s->code, s->message, c->rendezvous_used, sid);
 }

@@ -1,5 +1,6 @@
 /* errors.c: status texts, per-client error messages, dtype tables, float formatting. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,35 @@ double mt_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (double)clock_offset_ns * 1e-9;
 #else
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#endif
+}
+
+/* A CLOCK_MONOTONIC time in seconds as a timespec. */
+static struct timespec at(double t) {
+    struct timespec ts;
+    double whole = floor(t);
+    ts.tv_sec = (time_t)whole;
+    ts.tv_nsec = (long)((t - whole) * 1e9);
+    return ts;
+}
+
+int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline) {
+#ifdef MT_TESTING
+    /* mt_now() is the real clock plus an offset a test may move, before or during the
+     * wait: waited for in real slices of TEST_SLICE s, each ended against the moved clock
+     * (an end before the deadline returns 0, as a spurious wake-up: the caller looks
+     * again). The real clock alone would wait out the time the test skipped. */
+    const double TEST_SLICE = 0.01;
+    double now = mt_now();
+    if (now >= deadline) return ETIMEDOUT;
+    double offset = (double)clock_offset_ns * 1e-9, real_now = now - offset;
+    double left = deadline - now;
+    struct timespec ts = at(real_now + (left < TEST_SLICE ? left : TEST_SLICE));
+    int rc = pthread_cond_timedwait(cv, mu, &ts);
+    return rc == ETIMEDOUT && mt_now() < deadline ? 0 : rc;
+#else
+    struct timespec ts = at(deadline); /* (mt_now() is CLOCK_MONOTONIC, as cv's clock) */
+    return pthread_cond_timedwait(cv, mu, &ts);
 #endif
 }
 

@@ -200,6 +200,11 @@ double mt_now(void); /* monotonic seconds */
 #ifdef MT_TESTING
 void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
 #endif
+/* pthread_cond_timedwait on `cv` (made on CLOCK_MONOTONIC: mt_init_sync) until `deadline`,
+ * a time of mt_now(): its result (ETIMEDOUT once the deadline passed). Under MT_TESTING, a
+ * clock moved before or during the wait is honoured (errors.c: it may return 0 early,
+ * as a spurious wake-up: the caller's loop looks again); else one call, as before. */
+int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
 /* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);

@@ -143,3 +143,39 @@ def test_the_reason_first_under_sanitizers(
     exe = sanitized_c_client.build_dir / "tests" / "mt_script"
     for kind in sorted(KINDS):
         both_say_the_same(exe, zctx, tmp_path, monkeypatch, kind, dict(SANITIZER_ENV))
+
+
+BIG = 2**53 + 1  # (the first integer a double does not hold: it reads as 2^53)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("solver", "named", "status"),
+    [(BIG, BIG, MT_ESIMREFUSED), (BIG - 1, BIG, MT_ETIMEDOUT), (BIG, BIG - 1, MT_ETIMEDOUT)],
+)
+def test_an_id_above_2_to_the_53_in_a_stop_record_is_read_exactly(
+    script_exe: Path,  # noqa: F811
+    zctx: zmq.Context,  # noqa: F811
+    tmp_path: Path,
+    solver: int,
+    named: int,
+    status: int,
+) -> None:
+    """A trainer stopped on simulation `named`'s NaN at time step 2^53 + 3: the solver of
+    that simulation is refused, its neighbour told that the trainer stopped (on another
+    simulation). Before, the C reader took both ids through a double: 2^53 + 1 was 2^53,
+    so simulation 2^53 + 1 was not told that its NaN stopped the trainer, and simulation
+    2^53 was told that it had been."""
+    step = 2**53 + 3
+    nan = StopReason("nonfinite", f"simulation {named}: NaN", simulation_id=named, time_step=step)
+    record = build_record(ingest({}, {}), RUN, nan)
+    dead = dead_endpoint(zctx)
+    setup = ("disconnected_timeout 600", f"id {solver}")
+    code, message, err = close_to_dead(script_exe, tmp_path / "rv", dead, setup, record)
+    assert code == status, (message, err)
+    if status == MT_ESIMREFUSED:
+        opening = f"the trainer stopped on its time step {step}, so its queued messages"
+    else:
+        opening = "the trainer stopped before it read its queued messages"
+    assert message.startswith(f"simulation {solver} rank 0: {opening}"), message
+    assert f"MELISSA_TRAINER_SIMULATION_ID={solver})" in message, message

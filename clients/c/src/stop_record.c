@@ -33,12 +33,11 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* A JSON integer in 0 .. 2^64 (json.c reads numbers as doubles: exact below 2^53). */
+/* A JSON integer in 0 .. 2^64 - 1, read exactly (json.c's u64: an id above 2^53 is not
+ * its double's neighbour). */
 static bool number_u64(const mt_json_member *m, uint64_t *out) {
-    if (m == NULL || m->kind != MT_JSON_NUMBER || !m->integer || m->number < 0 ||
-        m->number >= 18446744073709551616.0)
-        return false;
-    *out = (uint64_t)m->number;
+    if (m == NULL || m->kind != MT_JSON_NUMBER || !m->exact) return false;
+    *out = m->u64;
     return true;
 }
 
@@ -244,7 +243,9 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
         mt_json_object(ended->string, &em, &en, err, sizeof err)) {
         const mt_json_member *expected = member(em, en, "expected_simulations");
         char many[48] = "None"; /* (as Python prints a missing or null one) */
-        if (expected != NULL && expected->kind == MT_JSON_NUMBER)
+        if (expected != NULL && expected->kind == MT_JSON_NUMBER && expected->exact)
+            snprintf(many, sizeof many, "%llu", (unsigned long long)expected->u64);
+        else if (expected != NULL && expected->kind == MT_JSON_NUMBER)
             snprintf(many, sizeof many, "%.17g", expected->number);
         else if (expected != NULL && strcmp(expected->string, "null") != 0)
             snprintf(many, sizeof many, "%.40s", expected->string);

@@ -226,8 +226,11 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         free(s);
         return st;
     }
+    char hint[256]; /* (a misspelt name of the two: env_names.c) */
+    mt_env_hint(hint, sizeof hint);
     return mt_fail(c, MT_EENV,
                    "no receiver endpoint: call mt_set_endpoints, or set " ENV_ENDPOINTS
                    " (comma-separated, e.g. tcp://127.0.0.1:5555) or " ENV_RENDEZVOUS
-                   " (the trainer's rendezvous directory, {output_dir}/rendezvous)");
+                   " (the trainer's rendezvous directory, {output_dir}/rendezvous)%s%s",
+                   hint[0] != '\0' ? "; " : "", hint);
 }

@@ -162,6 +162,7 @@ mt_status mt_client_start(mt_client *c) {
     if (c->started) return mt_fail(c, MT_ESTATE, "mt_client_start: the client is started already");
     free(c->rendezvous_used); /* (set again if the endpoints come from a rendezvous) */
     c->rendezvous_used = NULL;
+    mt_env_warn_unknown(c); /* (a misspelt MELISSA_TRAINER_* name: once, on stderr) */
     mt_status st = check_fields(c);
     if (st == MT_OK) st = mt_resolve_config(c);
     mt_buf hello = {0};

@@ -8,6 +8,12 @@
 
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
+/* env_names.c: a MELISSA_TRAINER_* name of the environment that no part of melissa-trainer
+ * reads, said on stderr with the closest known name (rank 0, once per process); and
+ * "NAME is set: did you mean MELISSA_TRAINER_X?" in `out` when one is closest to
+ * ENDPOINTS or RENDEZVOUS (else ""), for the "no receiver endpoint" error. */
+void mt_env_warn_unknown(const mt_client *c);
+void mt_env_hint(char *out, size_t size);
 /* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
  * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
  * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),

@@ -9,9 +9,9 @@
  * only when the linger (the rest of the close timeout) ran out. Between two slices:
  *
  * - a receiver that refused the handshake: MT_EENV naming it (handshake.c), at once;
- * - a receiver disconnected: its rendezvous file is read for a stop record
- *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed without this
- *   BYE is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
+ * - a receiver disconnected: every receiver's rendezvous file is read for a stop record
+ *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed (its record
+ *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
  *   MT_ESIMREFUSED, saying so as closing.py's stop_first does, the reason first
  *   (stop_said.c; no restarted trainer is waited for);
  * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
@@ -120,20 +120,27 @@ static mt_status between(mt_client *c, waiting *w) {
                            (unsigned long long)c->simulation_id);
         }
     }
+    bool down = false;
+    for (size_t i = 0; i < c->n_endpoints; ++i) down = down || mt_handshake_down_since(c, i) >= 0;
+    /* While one is down, every receiver's record (closing.py: StopRecords.for_good): the
+     * receivers are one trainer's, whose every record says why it stopped (one killed
+     * writes none), and what was not delivered is in none (complete or not). */
+    for (size_t r = 0; down && c->rendezvous_used != NULL && w->looks != NULL &&
+                       r < c->n_endpoints; ++r) { /* (a stat of each while unchanged) */
+        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+        if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
+                                                    c->run_id, c->simulation_id, &w->looks[r],
+                                                    s);
+        mt_status st = MT_OK;
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) /* (the reason first) */
+            st = mt_stop_record_undelivered(c, o, s, r, c->endpoints[r], w->what, w->bye);
+        free(s);
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) return st;
+    }
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
-        if (c->rendezvous_used != NULL && w->looks != NULL) { /* (a stat while unchanged) */
-            mt_stop_said s;
-            memset(&s, 0, sizeof s);
-            mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, i, c->endpoints[i],
-                                                      c->run_id, c->simulation_id, c->rank,
-                                                      c->steps_per_receiver[i], &w->looks[i],
-                                                      &s);
-            if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) /* (the reason first) */
-                return mt_stop_record_undelivered(c, o, &s, i, c->endpoints[i], w->what,
-                                                  w->bye);
-        }
         double from = since > w->started ? since : w->started;
         if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
         char t[32];

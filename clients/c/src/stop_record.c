@@ -149,10 +149,11 @@ static bool parse_expected_end(const char *text, expected_end *e, const char **w
     return ok;
 }
 
-/* Parse the record `text` and decide (see mt_stop_record_decide); `why` set when invalid. */
+/* Parse the record `text` and decide (see mt_stop_record_decide, and
+ * mt_stop_record_for_good with `for_good`); `why` set when invalid. */
 static mt_stop_outcome decide_record(const char *text, const char *run_id, uint64_t sid,
-                                     int client_rank, uint64_t count, mt_stop_said *out,
-                                     const char **why) {
+                                     int client_rank, uint64_t count, bool for_good,
+                                     mt_stop_said *out, const char **why) {
     mt_json_member *m = NULL, *rm = NULL;
     size_t n = 0, rn = 0;
     char err[160];
@@ -180,7 +181,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 5; ++k)
         known = known || strcmp(code->string, codes[k]) == 0;
     if (!known || message == NULL || message->kind != MT_JSON_STRING ||
-        strlen(message->string) > 4 * 4096u)
+        strlen(message->string) > MT_STOP_MESSAGE_MAX)
         goto done;
     bool nonfinite = strcmp(code->string, "nonfinite") == 0;
     uint64_t failed_sid = 0, failed_step = 0;
@@ -207,13 +208,16 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;
+    else if (for_good) /* (its messages undelivered: neither its rows nor their bound matter) */
+        said = strcmp(code->string, "stopped") != 0 ? MT_STOP_ENDED : MT_STOP_UNDECIDED;
     else if (f.found)
         said = MT_STOP_CONFIRMED;
     else if (strcmp(complete->string, "true") == 0 && strcmp(code->string, "stopped") != 0)
         said = MT_STOP_ENDED;
     else
         said = MT_STOP_UNDECIDED;
-    if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0) {
+    if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0 &&
+        strcmp(complete->string, "true") == 0) { /* (an incomplete one: "ended", as Python) */
         /* the study ended without needing this simulation (started beyond
          * expected_simulations): told so with the counts (stop_said.c) */
         out->not_needed = true, out->steps = e.steps, out->nonfinite = e.refused;
@@ -268,10 +272,10 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
     mt_json_free(m, n);
 }
 
-mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
-                                      const char *run_id, uint64_t simulation_id,
-                                      int client_rank, uint64_t count, mt_stop_look *look,
-                                      mt_stop_said *out) {
+static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoint,
+                               const char *run_id, uint64_t simulation_id, int client_rank,
+                               uint64_t count, bool for_good, mt_stop_look *look,
+                               mt_stop_said *out) {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank_%zu.json", dir, rank);
     struct stat st;
@@ -296,7 +300,7 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
             const char *why = NULL;
             said = record->kind == MT_JSON_OTHER
                        ? decide_record(record->string, run_id, simulation_id, client_rank,
-                                       count, out, &why)
+                                       count, for_good, out, &why)
                        : MT_STOP_INVALID;
             if (said == MT_STOP_INVALID) {
                 if (!look->warned)
@@ -312,4 +316,18 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
     mt_json_free(m, n);
     free(text);
     return said;
+}
+
+mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
+                                      const char *run_id, uint64_t simulation_id,
+                                      int client_rank, uint64_t count, mt_stop_look *look,
+                                      mt_stop_said *out) {
+    return look_at(dir, rank, endpoint, run_id, simulation_id, client_rank, count, false, look,
+                   out);
+}
+
+mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
+                                        const char *run_id, uint64_t simulation_id,
+                                        mt_stop_look *look, mt_stop_said *out) {
+    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, 0, true, look, out);
 }

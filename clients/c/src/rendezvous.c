@@ -184,7 +184,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
     if (world < 0) {
-        SAY("no rank_<r>.json file yet (rank_0.json ...)");
+        SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
     } else if (other >= 0) {
         SAY("files disagree on world_size: [%lld, %lld]", world < other ? world : other,
             world < other ? other : world);

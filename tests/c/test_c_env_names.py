@@ -4,9 +4,15 @@ Found in a user trial: ``MELISSA_TRAINER_RENDEVOUS=... mpiexec -n 2 ./solver`` s
 "no receiver endpoint: ... set MELISSA_TRAINER_ENDPOINTS (...) or
 MELISSA_TRAINER_RENDEZVOUS (...)", and a misspelt optional variable
 (``MELISSA_TRAINER_REPLAY_BYTE``) was silently ignored. Now `mt_client_start` says, on
-stderr, rank 0 only and once per process, each MELISSA_TRAINER_* name that no part of
-melissa-trainer reads, with the closest known name; the "no receiver endpoint" error of
-every rank ends with "NAME is set: did you mean MELISSA_TRAINER_RENDEZVOUS?".
+stderr, rank 0 only and once per process, the Python client's sentence naming each
+MELISSA_TRAINER_* variable that no part of melissa-trainer reads, with the known one it
+is like ("MELISSA_TRAINER_RENDEVOUS (did you mean MELISSA_TRAINER_RENDEZVOUS?) is set,
+which melissa-trainer does not read"), and the "no receiver endpoint" and "no
+simulation id" errors of every rank end with "; but " and that sentence.
+
+The oracle of the sentence: `melissa_trainer.client.env_names.unknown_note` where the
+package has it, else its rule written here with difflib (sorted names; each compared
+without the prefix, `get_close_matches(cutoff=0.7)`).
 
 The tables: the names the C client reads equal the getenv names of its sources (a
 new variable cannot be forgotten), and with the names other parts read they cover every
@@ -15,6 +21,7 @@ environment is not a mistake)."""
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -101,6 +108,30 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**base, **extra}
 
 
+PREFIX = "MELISSA_TRAINER_"
+
+
+def python_note(env: dict[str, str]) -> str:
+    """What the Python client says of `env`'s unknown variables (the module docstring)."""
+    try:
+        from melissa_trainer.client.env_names import unknown_note
+    except ImportError:
+        pass
+    else:
+        return str(unknown_note(env))
+    known = table("MT_ENV_READ") | table("MT_ENV_ELSEWHERE")
+    unknown = sorted(k for k in env if k.startswith(PREFIX) and k not in known)
+    if not unknown:
+        return ""
+    suffixes = sorted(k[len(PREFIX) :] for k in known)
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name[len(PREFIX) :], suffixes, n=1, cutoff=0.7)
+        parts.append(f"{name} (did you mean {PREFIX}{close[0]}?)" if close else name)
+    verb = "is" if len(parts) == 1 else "are"
+    return f"{', '.join(parts)} {verb} set, which melissa-trainer does not read"
+
+
 @pytest.mark.e2e
 @pytest.mark.timeout(120)
 def test_a_misspelt_rendezvous_is_named_by_an_mpi_solver(
@@ -108,8 +139,8 @@ def test_a_misspelt_rendezvous_is_named_by_an_mpi_solver(
     tmp_path: Path,
 ) -> None:
     """The user's trial: two ranks, MELISSA_TRAINER_RENDEVOUS and a misspelt optional
-    one. Rank 0 says each once on stderr (not rank 1: one environment for both), and
-    each rank's error ends with the hint."""
+    one. Rank 0 says them once on stderr (not rank 1: one environment for both), and
+    each rank's error ends with the same sentence."""
     mpiexec = find_mpiexec()
     if mpiexec is None:
         pytest.skip(NO_MPI)
@@ -128,60 +159,68 @@ def test_a_misspelt_rendezvous_is_named_by_an_mpi_solver(
     )  # fmt: skip
     err = proc.stderr
     assert proc.returncode == 1, (proc.returncode, proc.stdout, err)
-    hint = "; MELISSA_TRAINER_RENDEVOUS is set: did you mean MELISSA_TRAINER_RENDEZVOUS?"
-    for rank in (0, 1):
-        assert f"rank {rank}: start: {NO_ENDPOINT}{hint}\n" in err, err
-    said = (
-        "melissa_trainer: MELISSA_TRAINER_{} is set, but no part of melissa-trainer reads "
-        "it: did you mean MELISSA_TRAINER_{}?\n"
+    note = (
+        "MELISSA_TRAINER_RENDEVOUS (did you mean MELISSA_TRAINER_RENDEZVOUS?), "
+        "MELISSA_TRAINER_REPLAY_BYTE (did you mean MELISSA_TRAINER_REPLAY_BYTES?) are set, "
+        "which melissa-trainer does not read"
     )
-    assert err.count(said.format("RENDEVOUS", "RENDEZVOUS")) == 1, err
-    assert err.count(said.format("REPLAY_BYTE", "REPLAY_BYTES")) == 1, err
-    assert "WORKER" not in err, err
+    assert python_note(env) == note  # (the oracle)
+    for rank in (0, 1):
+        assert f"rank {rank}: start: {NO_ENDPOINT}; but {note}\n" in err, err
+    assert err.count(f"melissa_trainer: {note}\n") == 1, err
+    assert err.count("WORKER") == 0, err
 
 
-def said_by_one_process(exe: Path, tmp_path: Path, env: dict[str, str]) -> tuple[list, str]:
-    """mt_script starting a client twice (then aborting it) with `env`: the two starts'
-    (status, message) and stderr."""
-    script = tmp_path / "twice.txt"
-    script.write_text("id 3\nfield u 1 1 2\nstart\nendpoints tcp://127.0.0.1:9\nstart\nabort\n")
+#: names a user may misspell, or set on purpose; one that no known name is like
+NAMES = [
+    "MELISSA_TRAINER_SERVE_ENDPOINT", "MELISSA_TRAINER_SIMULATIONID", "MELISSA_TRAINER_SIM_ID",
+    "MELISSA_TRAINER_KEYS", "MELISSA_TRAINER_RUNID", "MELISSA_TRAINER_LAUNCH",
+    "MELISSA_TRAINER_ENDPOINT", "MELISSA_TRAINER_", "MELISSA_TRAINER_endpoints",
+    "MELISSA_TRAINER_PARAMETER", "MELISSA_TRAINER_" + "X" * 300, "MELISSA_TRAINER_ATEMPT",
+]  # fmt: skip
+
+
+def starts_twice(exe: Path, tmp_path: Path, env: dict[str, str]) -> tuple[list[str], str]:
+    """mt_script starting a client without an id, then twice without endpoints, then with
+    them (then aborting it), with `env`: the starts' "status message" and stderr."""
+    script = tmp_path / "starts.txt"
+    script.write_text(
+        "field u 1 1 2\nstart\nid 3\nstart\nendpoints tcp://127.0.0.1:9\nstart\nabort\n"
+    )
     proc = subprocess.run(
         [str(exe), str(script)], capture_output=True, text=True, timeout=60,
         env=clean_env(**env), check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
-    return [lines["3"], lines["5"]], proc.stderr
+    return [lines["2"], lines["4"], lines["6"]], proc.stderr
 
 
-def check_one_process(exe: Path, tmp_path: Path, env: dict[str, str]) -> str:
-    env = {
-        "MELISSA_TRAINER_SERVE_ENDPOINT": "tcp://127.0.0.1:7",
-        "MELISSA_TRAINER_SIM_ID": "4",  # (no known name is close)
-        "MELISSA_TRAINER_OUTPUT_LOCK": "off",  # (the trainer's: not a mistake)
-        **env,
-    }
-    starts, err = said_by_one_process(exe, tmp_path, env)
-    assert starts[0] == f"{MT_EENV} {NO_ENDPOINT}", starts  # (no hint: SERVE_ENDPOINTS)
-    assert starts[1].startswith("0"), starts
-    unread = "melissa_trainer: MELISSA_TRAINER_{} is set, but no part of melissa-trainer reads it"
-    near = unread.format("SERVE_ENDPOINT") + ": did you mean MELISSA_TRAINER_SERVE_ENDPOINTS?\n"
-    assert err.count(near) == 1, err
-    far = unread.format("SIM_ID") + " (the C client reads MELISSA_TRAINER_ENDPOINTS, _RENDEZVOUS"
-    assert err.count(far) == 1, err
-    assert "OUTPUT_LOCK" not in err, err
+def check_one_process(exe: Path, tmp_path: Path, extra: dict[str, str]) -> str:
+    env = {name: "1" for name in NAMES} | {"MELISSA_TRAINER_OUTPUT_LOCK": "off", **extra}
+    note = python_note(env)
+    assert "MELISSA_TRAINER_SERVE_ENDPOINT (did you mean MELISSA_TRAINER_SERVE_ENDPOINTS?)" in note
+    assert "MELISSA_TRAINER_SIM_ID, " in note and "OUTPUT_LOCK" not in note  # (the oracle)
+    starts, err = starts_twice(exe, tmp_path, env)
+    assert starts[0] == (
+        f"{MT_EENV} no simulation id: call mt_set_simulation_id, or set "
+        f"MELISSA_TRAINER_SIMULATION_ID; but {note}"
+    )
+    assert starts[1] == f"{MT_EENV} {NO_ENDPOINT}; but {note}"
+    assert starts[2].startswith("0"), starts
+    assert err.count(f"melissa_trainer: {note}\n") == 1, err  # (three starts: once)
     return err
 
 
 @pytest.mark.e2e
 @pytest.mark.timeout(60)
-def test_an_unknown_name_is_said_once_per_process(
+def test_unknown_names_are_said_once_per_process_in_the_python_clients_words(
     script_exe: Path,  # noqa: F811
     tmp_path: Path,
 ) -> None:
-    """Two starts in one process (the first fails: no endpoint, no hint for a name close
-    to another variable), each unknown name said once; a launcher's or trainer's name not
-    at all; a rank other than 0 says nothing."""
+    """Three starts in one process (two fail: the sentence in each error), the sentence
+    said once, word for word the Python client's; a trainer's name not at all; a rank
+    other than 0 says nothing on stderr, its error says it."""
     check_one_process(script_exe, tmp_path, {})
     script = tmp_path / "rank1.txt"
     script.write_text("id 3\nrank 1 2\nfield u 1 1 2\npart u 0 2\nstart\nabort\n")
@@ -189,7 +228,7 @@ def test_an_unknown_name_is_said_once_per_process(
         [str(script_exe), str(script)], capture_output=True, text=True, timeout=60,
         env=clean_env(MELISSA_TRAINER_RENDEVOUS="x"), check=False,
     )  # fmt: skip
-    assert "did you mean MELISSA_TRAINER_RENDEZVOUS?" in proc.stdout, proc.stdout  # (the error)
+    assert "did you mean MELISSA_TRAINER_RENDEZVOUS?) is set" in proc.stdout, proc.stdout
     assert "MELISSA_TRAINER_RENDEVOUS" not in proc.stderr, proc.stderr
 
 

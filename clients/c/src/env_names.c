@@ -7,9 +7,12 @@
  * MT_ENV_ELSEWHERE holds the names other parts of melissa-trainer read (the launcher's
  * workers, the trainer), which a solver's environment may carry without a mistake; the
  * same test checks that the two tables hold every MELISSA_TRAINER_* name the Python
- * package defines. */
+ * package defines. The words and the likeness are the Python client's
+ * (melissa_trainer/client/env_names.py: difflib.get_close_matches, cutoff 0.7, on the
+ * names without their prefix), so that both clients name the same variable. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +23,7 @@ extern char **environ; /* (POSIX: declared by the program that uses it) */
 
 #define PREFIX "MELISSA_TRAINER_"
 #define PREFIX_LEN (sizeof PREFIX - 1)
-#define NAME_MAX_CHARS 64 /* longer names are compared on their first 64 characters */
+#define LIKE_MAX 199 /* characters: a longer name is like none (difflib's autojunk from 200) */
 
 /* The names the C client reads (getenv in src/). */
 static const char *const MT_ENV_READ[] = {
@@ -38,24 +41,25 @@ static const char *const MT_ENV_ELSEWHERE[] = {
 #define N_READ (sizeof MT_ENV_READ / sizeof *MT_ENV_READ)
 #define N_ELSEWHERE (sizeof MT_ENV_ELSEWHERE / sizeof *MT_ENV_ELSEWHERE)
 
-/* The edit distance (insertions, deletions, substitutions) between a[0..n) and b[0..m),
- * both at most NAME_MAX_CHARS long. */
-static size_t distance(const char *a, size_t n, const char *b, size_t m) {
-    size_t row[NAME_MAX_CHARS + 1];
-    for (size_t j = 0; j <= m; ++j) row[j] = j;
-    for (size_t i = 1; i <= n; ++i) {
-        size_t diagonal = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= m; ++j) {
-            size_t above = row[j];
-            size_t best = diagonal + (a[i - 1] != b[j - 1]);
-            if (above + 1 < best) best = above + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diagonal = above;
+/* The characters of a[alo..ahi) and b[blo..bhi) in matching blocks, as difflib's
+ * SequenceMatcher (no junk): the longest common block (the earliest in a, then in b),
+ * then the same on each side of it. */
+static size_t matched(const char *a, size_t alo, size_t ahi, const char *b, size_t blo,
+                      size_t bhi) {
+    size_t bi = alo, bj = blo, bk = 0;
+    for (size_t i = alo; i < ahi; ++i)
+        for (size_t j = blo; j < bhi; ++j) {
+            size_t k = 0;
+            while (i + k < ahi && j + k < bhi && a[i + k] == b[j + k]) ++k;
+            if (k > bk) bi = i, bj = j, bk = k;
         }
-    }
-    return row[m];
+    if (bk == 0) return 0;
+    return bk + matched(a, alo, bi, b, blo, bj) + matched(a, bi + bk, ahi, b, bj + bk, bhi);
+}
+
+/* difflib.SequenceMatcher(None, a, b).ratio(). */
+static double ratio(const char *a, size_t n, const char *b, size_t m) {
+    return n + m == 0 ? 1.0 : 2.0 * (double)matched(a, 0, n, b, 0, m) / (double)(n + m);
 }
 
 /* Whether `name` (n characters) is one of `table`'s. */
@@ -65,75 +69,87 @@ static bool listed(const char *name, size_t n, const char *const *table, size_t 
     return false;
 }
 
-/* The known name closest to `name` (n characters, PREFIX included), compared after the
- * prefix: NULL if none is within a third of its length (at least 2 edits: RENDEVOUS,
- * REPLAY_BYTE, SERVE_ENDPOINT, SIMULATIONID are; SIM_ID is not). */
+/* The known name most like `name` (n characters, PREFIX included), compared without the
+ * prefix (with it, any name is like some known one), if like enough: NULL else
+ * (difflib.get_close_matches(word, known, n=1, cutoff=0.7): the best ratio, a tie to the
+ * greater name). */
 static const char *closest(const char *name, size_t n) {
-    const char *s = name + PREFIX_LEN;
-    size_t len = n - PREFIX_LEN < NAME_MAX_CHARS ? n - PREFIX_LEN : NAME_MAX_CHARS;
-    size_t limit = len / 3 > 2 ? len / 3 : 2, best = limit + 1;
-    const char *found = NULL;
+    const char *word = name + PREFIX_LEN, *found = NULL;
+    size_t len = n - PREFIX_LEN;
+    double best = 0.7;
+    if (len > LIKE_MAX) return NULL;
     for (size_t k = 0; k < N_READ + N_ELSEWHERE; ++k) {
         const char *known = k < N_READ ? MT_ENV_READ[k] : MT_ENV_ELSEWHERE[k - N_READ];
-        size_t d = distance(s, len, known + PREFIX_LEN, strlen(known) - PREFIX_LEN);
-        if (d < best) best = d, found = known;
+        double r = ratio(known + PREFIX_LEN, strlen(known) - PREFIX_LEN, word, len);
+        if (r > best || (r == best && (found == NULL || strcmp(known, found) > 0)))
+            best = r, found = known;
     }
     return found;
 }
 
-/* Each MELISSA_TRAINER_* name of the environment that no part of melissa-trainer reads,
- * in the environment's order: `seen(name, n, closest or NULL, ctx)`. */
-typedef void (*unknown_fn)(const char *name, size_t n, const char *closest, void *ctx);
-static void each_unknown(unknown_fn seen, void *ctx) {
-    for (char **e = environ; e != NULL && *e != NULL; ++e) {
-        if (strncmp(*e, PREFIX, PREFIX_LEN) != 0) continue;
-        const char *eq = strchr(*e, '=');
-        size_t n = eq != NULL ? (size_t)(eq - *e) : strlen(*e);
-        if (listed(*e, n, MT_ENV_READ, N_READ) || listed(*e, n, MT_ENV_ELSEWHERE, N_ELSEWHERE))
-            continue;
-        seen(*e, n, closest(*e, n), ctx);
-    }
+static size_t name_len(const char *entry) {
+    const char *eq = strchr(entry, '=');
+    return eq != NULL ? (size_t)(eq - entry) : strlen(entry);
 }
 
-static void say_unknown(const char *name, size_t n, const char *near, void *ctx) {
-    (void)ctx;
-    if (near != NULL)
-        fprintf(stderr, "melissa_trainer: %.*s is set, but no part of melissa-trainer reads "
-                        "it: did you mean %s?\n", (int)n, name, near);
-    else
-        fprintf(stderr, "melissa_trainer: %.*s is set, but no part of melissa-trainer reads "
-                        "it (the C client reads MELISSA_TRAINER_ENDPOINTS, _RENDEZVOUS, "
-                        "_SIMULATION_ID, _PARAMETERS, _KEY, _RUN_ID, _ATTEMPT, _REPLAY_BYTES, "
-                        "_SERVE_ENDPOINTS and _SERVE_KEY)\n", (int)n, name);
+static int by_name(const void *x, const void *y) {
+    const char *a = *(const char *const *)x, *b = *(const char *const *)y;
+    size_t n = name_len(a), m = name_len(b);
+    int c = memcmp(a, b, n < m ? n : m);
+    return c != 0 ? c : (n > m) - (n < m);
+}
+
+/* The Python client's sentence (env_names.unknown_note) naming each MELISSA_TRAINER_*
+ * variable of the environment that no part of melissa-trainer reads, in name order,
+ * with the known one it is like: "MELISSA_TRAINER_RENDEVOUS (did you mean
+ * MELISSA_TRAINER_RENDEZVOUS?) is set, which melissa-trainer does not read"; NULL if
+ * none (or no memory). Free it. */
+static char *unknown_note(void) {
+    size_t count = 0, k = 0;
+    for (char **e = environ; e != NULL && *e != NULL; ++e) count += strncmp(*e, PREFIX, PREFIX_LEN) == 0;
+    const char **unknown = count ? malloc(count * sizeof *unknown) : NULL;
+    if (unknown == NULL) return NULL;
+    for (char **e = environ; e != NULL && *e != NULL && k < count; ++e) {
+        size_t n = name_len(*e);
+        if (strncmp(*e, PREFIX, PREFIX_LEN) == 0 && !listed(*e, n, MT_ENV_READ, N_READ) &&
+            !listed(*e, n, MT_ENV_ELSEWHERE, N_ELSEWHERE))
+            unknown[k++] = *e;
+    }
+    qsort(unknown, k, sizeof *unknown, by_name);
+    mt_buf b = {0};
+    for (size_t i = 0; i < k; ++i) {
+        size_t n = name_len(unknown[i]);
+        const char *like = closest(unknown[i], n);
+        mt_buf_printf(&b, "%s%.*s", i ? ", " : "", (int)n, unknown[i]);
+        if (like != NULL) mt_buf_printf(&b, " (did you mean %s?)", like);
+    }
+    if (k) mt_buf_printf(&b, " %s set, which melissa-trainer does not read", k == 1 ? "is" : "are");
+    free(unknown);
+    if (b.oom || k == 0) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
 }
 
 void mt_env_warn_unknown(const mt_client *c) {
     /* Rank 0 only, once per process: every rank of an MPI job has the same environment
      * (a thousand ranks would print a thousand copies), and a process that starts
      * several clients (simulations one after another) has it each time. A rank whose
-     * start fails on it (no receiver endpoint) says it in its own error (mt_env_hint). */
+     * start fails for want of a variable says it in its own error (mt_env_but). */
     static atomic_flag said = ATOMIC_FLAG_INIT;
-    if (c->rank != 0 || atomic_flag_test_and_set(&said)) return;
-    each_unknown(say_unknown, NULL);
+    if (c->rank != 0) return;
+    char *note = unknown_note();
+    if (note != NULL && !atomic_flag_test_and_set(&said))
+        fprintf(stderr, "melissa_trainer: %s\n", note);
+    free(note);
 }
 
-typedef struct hint {
-    char *out;
-    size_t size;
-} hint;
-
-static void hint_receivers(const char *name, size_t n, const char *near, void *ctx) {
-    hint *h = ctx;
-    if (near == NULL || h->out[0] != '\0') return;
-    if (strcmp(near, "MELISSA_TRAINER_ENDPOINTS") != 0 &&
-        strcmp(near, "MELISSA_TRAINER_RENDEZVOUS") != 0)
-        return;
-    snprintf(h->out, h->size, "%.*s is set: did you mean %s?", (int)n, name, near);
-}
-
-void mt_env_hint(char *out, size_t size) {
-    hint h = {out, size};
-    if (size == 0) return;
-    out[0] = '\0';
-    each_unknown(hint_receivers, &h);
+char *mt_env_but(void) {
+    char *note = unknown_note();
+    char *out = malloc(note != NULL ? strlen(note) + sizeof "; but " : 1);
+    if (out != NULL) snprintf(out, note != NULL ? strlen(note) + sizeof "; but " : 1, "%s%s",
+                              note != NULL ? "; but " : "", note != NULL ? note : "");
+    free(note);
+    return out;
 }

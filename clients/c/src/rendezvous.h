@@ -8,12 +8,13 @@
 
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
-/* env_names.c: a MELISSA_TRAINER_* name of the environment that no part of melissa-trainer
- * reads, said on stderr with the closest known name (rank 0, once per process); and
- * "NAME is set: did you mean MELISSA_TRAINER_X?" in `out` when one is closest to
- * ENDPOINTS or RENDEZVOUS (else ""), for the "no receiver endpoint" error. */
+/* env_names.c: each MELISSA_TRAINER_* variable of the environment that no part of
+ * melissa-trainer reads, named with the known one it is like, in the Python client's
+ * sentence: on stderr (rank 0, once per process); and, for the "no simulation id" and
+ * "no receiver endpoint" errors, "; but SENTENCE" (or "" if none: NULL without memory;
+ * free it). */
 void mt_env_warn_unknown(const mt_client *c);
-void mt_env_hint(char *out, size_t size);
+char *mt_env_but(void);
 /* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
  * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
  * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),

@@ -45,7 +45,7 @@ from hypothesis import strategies as st
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.launcher.systematic import SystematicFailure
-from melissa_trainer.stream.endpoints import write_rendezvous
+from melissa_trainer.stream.endpoints import fetch_rendezvous, write_rendezvous
 
 pytestmark = pytest.mark.e2e  # every test here starts a process
 
@@ -364,6 +364,23 @@ def test_rendezvous_timeout_says_what_is_missing(script_exe: Path, tmp_path: Pat
         f"rendezvous directory '{missing}' incomplete after 0.05 s: the directory does not "
         "exist (is the trainer running, with this output directory?)",
     )
+
+
+@pytest.mark.timeout(30)
+def test_an_empty_rendezvous_is_said_in_the_python_clients_words(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A directory without a file yet: the same words as `fetch_rendezvous`'s (the C
+    client said "no rank_<r>.json file yet (rank_0.json ...)")."""
+    rv = tmp_path / "rv"
+    rv.mkdir()
+    with pytest.raises(TimeoutError) as python:
+        fetch_rendezvous(rv, timeout=0.05)
+    assert "no rank_{r}.json file yet" in str(python.value)  # (the oracle)
+    script = f"rendezvous {rv} 0.05\nfield u 1 0\nstart\nabort\n"
+    got = lines_of(run_script(script_exe, script, tmp_path, {"MELISSA_TRAINER_SIMULATION_ID": "1"}))
+    assert got[2] == (7, str(python.value))
 
 
 def test_a_c_solver_asking_for_a_parameter_the_sampler_lacks_blames_the_sampler(

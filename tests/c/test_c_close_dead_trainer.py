@@ -8,7 +8,7 @@ CloseWait), not when its close timeout ran out (clients/c/src/close_wait.c):
 * a receiver whose rendezvous file is marked stopped with a stop record of its run that
   lacks this BYE (the trainer ended): MT_ETIMEDOUT at once, naming why the trainer
   stopped, with no restarted trainer waited for (docs/protocol.md 17b, "A trainer that
-  stopped").
+  stopped"; its words, those of the Python client: test_c_close_stop_first.py).
 
 Deterministic: the trainer is dead before the solver starts (its port bound, then
 closed: every connection refused), so that nothing the solver sends ever leaves. The
@@ -93,9 +93,9 @@ def test_a_close_to_a_trainer_that_ended_reads_its_stop_record(
     setup = ("disconnected_timeout 600",)
     code, message, err = close_to_dead(script_exe, tmp_path / "rv", dead, setup, ended)
     assert code == MT_ETIMEDOUT, (message, err)
-    assert message.startswith(
-        f"simulation 3 rank 0: its BYE was not confirmed: the trainer's receiver 0 ({dead}) "
-        "stopped before it read it (end: max_steps 7 reached"
+    assert message.startswith(  # (the reason first, as Python: test_c_close_stop_first.py)
+        "simulation 3 rank 0: the trainer stopped before it read its queued messages (the "
+        f"BYE among them), which were not delivered to {dead} (end: max_steps 7 reached"
     ), message
 
 

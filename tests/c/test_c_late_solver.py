@@ -145,6 +145,47 @@ def test_a_trainer_preempted_or_failed_is_named_with_its_reason(
     other_reasons(script_exe, tmp_path)
 
 
+def many_ranks(exe: Path, tmp_path: Path, world: int = 16) -> None:
+    """A study of `world` receivers, each file stopped with its own words (an ended study's
+    and a failure's, long: about 300 characters each, 16 of them over 4 KiB): every rank
+    is named, whole, in the directory's order as the Python client's failure names them
+    (the oracle); before, the C client's 768 bytes cut the message after four ranks."""
+    rv = tmp_path / f"many_{world}"
+    failure = "CUDA out of memory: " + "x" * 300  # (the words keep its first 200 characters)
+    for rank in range(world):
+        endpoint = f"tcp://127.0.0.1:{20000 + rank}"
+        reason = StopReason("error", failure) if rank % 2 else StopReason("end", "end of stream")
+        record = build_record(ingest(2, None if rank % 2 else 2), "run-a", reason)
+        write_rendezvous(rv, rank, world, endpoint, {"run_id": "run-a"})
+        mark_stopped(rv, rank, endpoint, record)
+    with pytest.raises(TimeoutError) as caught:
+        fetch_rendezvous(rv, timeout=0.05)
+    python = str(caught.value)
+    code, message, err = start(exe, rv, tmp_path, 0.2)
+    assert code != 0, message
+    failed = f"its trainer stopped (error: {failure[:200]}) {RESUMED}"
+    for rank in range(world):
+        words = failed if rank % 2 else ENDED.format(n=2)
+        assert f"rank_{rank}.json: {words}" in python, python  # (the oracle)
+        assert f"rank_{rank}.json: {words}" in message, message
+    assert message.endswith("(is the trainer running, with this output directory?)"), message
+
+    def named(text: str) -> list[str]:  # (each rank's words, in the order said)
+        said = text.split(" s: ", 1)[1]  # (after "... incomplete after T s: ")
+        return [part for part in said.split("; ") if part.startswith("rank_")]
+
+    assert named(message) == named(python) and len(named(message)) == world, (message, python)
+    assert "ERROR" not in err and "runtime error" not in err, err
+
+
+@pytest.mark.timeout(120)
+def test_every_stopped_rank_is_named_whole_however_many(
+    script_exe: Path,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    many_ranks(script_exe, tmp_path)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_late_solver_under_sanitizers(
@@ -156,3 +197,4 @@ def test_the_late_solver_under_sanitizers(
     exe = sanitized_c_client.build_dir / "tests" / "mt_script"
     ended_is_said(exe, tmp_path, 1000)
     other_reasons(exe, tmp_path)
+    many_ranks(exe, tmp_path)

@@ -204,7 +204,7 @@ contains
     type(mt_client_t), intent(inout) :: client
     integer, intent(out), optional :: ierr
     integer :: status
-    character(kind=c_char), target :: message(1024)
+    character(kind=c_char), target :: message(16384) ! (a close message may pass 1 KiB)
     message = c_null_char
     ! The C client is freed whatever happened: its message comes back in `message`.
     status = int(mt_client_close_message_c(client%handle, message, &

@@ -204,8 +204,7 @@ bool mt_admission_wanted(const mt_client *c) {
 
 mt_status mt_admission_check(mt_client *c, char *const *endpoints, size_t n) {
     mt_rendezvous rv;
-    char problem[768];
-    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem, false);
+    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, NULL, false);
     if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
     if (st != MT_OK) return MT_OK; /* (a trainer stopped or restarting since: not asked) */
     bool askable = rv.n == n;

@@ -338,11 +338,16 @@ mt_status mt_client_parameter(const mt_client *c, const char *name, double *valu
                        "MELISSA_TRAINER_PARAMETERS='{\"%s\": 0.5}' or "
                        "mt_set_parameter(c, \"%s\", 0.5) before mt_client_start",
                        name, name, name);
-    size_t used = (size_t)snprintf(w->error, sizeof w->error,
-                                   "no parameter '%s'; the known parameters are [", name);
-    for (size_t i = 0; i < c->n_params && used < sizeof w->error; ++i)
-        used += (size_t)snprintf(w->error + used, sizeof w->error - used, "%s'%s'", i ? ", " : "",
-                                 c->params[i].name);
-    if (used < sizeof w->error) snprintf(w->error + used, sizeof w->error - used, "]");
+    mt_buf known = {0};
+    for (size_t i = 0; i < c->n_params; ++i) {
+        if (i) mt_buf_puts(&known, ", ");
+        mt_buf_puts(&known, "'");
+        mt_buf_puts(&known, c->params[i].name);
+        mt_buf_puts(&known, "'");
+    }
+    mt_buf_put(&known, "", 1);
+    mt_fail(w, MT_EINVAL, "no parameter '%s'; the known parameters are [%s]", name,
+            known.oom ? "..." : known.data);
+    free(known.data);
     return MT_EINVAL;
 }

@@ -82,14 +82,16 @@ typedef enum {
     MT_STOP_ENDED,     /* the trainer ended or failed without this BYE (complete record) */
     MT_STOP_INVALID    /* (internal: a record that does not parse, ignored) */
 } mt_stop_outcome;
+#define MT_STOP_MESSAGE_MAX (4 * 4096u) /* bytes: stop_record.py's 4096 characters, UTF-8 */
 typedef struct mt_stop_said {
     int bye; /* MT_RECEIPT_BYE or MT_RECEIPT_FINISHED, when confirmed */
     /* MT_STOP_ENDED on expected_simulations (the record's expected_end) before this
      * simulation was needed: steps and nonfinite are then what the receiver took of it */
     bool not_needed;
     uint64_t steps, bye_steps, nonfinite, time_step;
+    uint64_t expected, finished, abandoned; /* not_needed: the record's expected_end */
     char code[16];
-    char message[1024];
+    char message[MT_STOP_MESSAGE_MAX + 1]; /* the record's reason's, whole */
 } mt_stop_said;
 /* What one receiver's file looked like when last read (it is read again only once it
  * changes), and whether its invalid record was warned of. Zeroed before the first look. */
@@ -102,9 +104,27 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
                                       const char *run_id, uint64_t simulation_id,
                                       int client_rank, uint64_t count, mt_stop_look *look,
                                       mt_stop_said *out);
-/* The close's failure for MT_STOP_REFUSED (MT_ESIMREFUSED) or MT_STOP_ENDED (MT_ETIMEDOUT),
- * in the Python client's words (client/stopped.py). */
+/* The close's question while a receiver is disconnected and its messages are not
+ * delivered (client/stopped.py StopRecords.for_good): whether receiver `rank`'s record
+ * says that the trainer is not coming back, whatever it lists and whether it is complete
+ * (nothing undelivered is in it): MT_STOP_REFUSED (this simulation's non-finite sample),
+ * MT_STOP_ENDED (ended or failed otherwise; not_needed when complete, on
+ * expected_simulations), else MT_STOP_UNDECIDED (preempted, stopped by its owner, none,
+ * another run's, invalid). */
+mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
+                                        const char *run_id, uint64_t simulation_id,
+                                        mt_stop_look *look, mt_stop_said *out);
+/* stop_said.c: what the close says of a stop record's MT_STOP_REFUSED (MT_ESIMREFUSED) or
+ * MT_STOP_ENDED (MT_ETIMEDOUT), in the Python client's words, composed from `s`'s fields.
+ * mt_stop_record_fail: the receipt's (client/stopped.py StopRecords.decide), `whose` the
+ * sentence's subject; mt_stop_record_undelivered: the delivery's (close_wait.c; closing.py
+ * stop_first), one sentence, the reason first, then `what` ("batched data", "BYE",
+ * "queued messages") was not delivered to `endpoint`, then the facts and what to do;
+ * without `bye` (a close after a failure) it is a warning on stderr, c's error kept. */
 mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                               size_t rank, const char *endpoint, const char *whose);
+mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                                     size_t rank, const char *endpoint, const char *what,
+                                     bool bye);
 
 #endif

@@ -9,10 +9,11 @@
  * only when the linger (the rest of the close timeout) ran out. Between two slices:
  *
  * - a receiver that refused the handshake: MT_EENV naming it (handshake.c), at once;
- * - a receiver disconnected: its rendezvous file is read for a stop record
- *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed without this
- *   BYE is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
- *   MT_ESIMREFUSED, with the receipt's messages (no restarted trainer is waited for);
+ * - a receiver disconnected: every receiver's rendezvous file is read for a stop record
+ *   (stop_record.c; closing.py's `stopped`): a trainer that ended or failed (its record
+ *   complete or not: what was not delivered is in none) is MT_ETIMEDOUT at once, one that stopped on this simulation's non-finite sample
+ *   MT_ESIMREFUSED, saying so as closing.py's stop_first does, the reason first
+ *   (stop_said.c; no restarted trainer is waited for);
  * - with a replay window, a rendezvous that names a new run (a restarted trainer; looked
  *   at once a second at most): MT_ETIMEDOUT, c->receipt_restart 1 (the close follows it at
  *   once, follow.c). The Python close notices it only through the receiver's silence;
@@ -39,6 +40,7 @@
 typedef struct waiting {
     double deadline, started, look_due;
     const char *what; /* what is being delivered, for the messages */
+    bool bye;         /* a BYE is said (else: a close after a failure) */
     bool expired;     /* the close timeout passed (the caller's message) */
     mt_stop_look *looks; /* each receiver's rendezvous file, for a stop record */
 } waiting;
@@ -83,8 +85,7 @@ static int try_bye(mt_client *c, size_t i) {
 /* Whether the rendezvous names another run than the client's (a restarted trainer). */
 static bool restarted(mt_client *c, char *run, size_t size) {
     mt_rendezvous rv;
-    char problem[768];
-    if (mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem, false) != MT_OK)
+    if (mt_rendezvous_read(c->rendezvous_used, &rv, NULL, false) != MT_OK)
         return false; /* (stopped, being written: not a new run yet) */
     bool other = rv.n != c->n_endpoints || (rv.run_id == NULL) != (c->run_id == NULL) ||
                  (rv.run_id != NULL && strcmp(rv.run_id, c->run_id) != 0);
@@ -119,19 +120,27 @@ static mt_status between(mt_client *c, waiting *w) {
                            (unsigned long long)c->simulation_id);
         }
     }
+    bool down = false;
+    for (size_t i = 0; i < c->n_endpoints; ++i) down = down || mt_handshake_down_since(c, i) >= 0;
+    /* While one is down, every receiver's record (closing.py: StopRecords.for_good): the
+     * receivers are one trainer's, whose every record says why it stopped (one killed
+     * writes none), and what was not delivered is in none (complete or not). */
+    for (size_t r = 0; down && c->rendezvous_used != NULL && w->looks != NULL &&
+                       r < c->n_endpoints; ++r) { /* (a stat of each while unchanged) */
+        mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
+        if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
+                                                    c->run_id, c->simulation_id, &w->looks[r],
+                                                    s);
+        mt_status st = MT_OK;
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) /* (the reason first) */
+            st = mt_stop_record_undelivered(c, o, s, r, c->endpoints[r], w->what, w->bye);
+        free(s);
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) return st;
+    }
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;
-        if (c->rendezvous_used != NULL && w->looks != NULL) { /* (a stat while unchanged) */
-            mt_stop_said s;
-            memset(&s, 0, sizeof s);
-            mt_stop_outcome o = mt_stop_record_decide(c->rendezvous_used, i, c->endpoints[i],
-                                                      c->run_id, c->simulation_id, c->rank,
-                                                      c->steps_per_receiver[i], &w->looks[i],
-                                                      &s);
-            if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED)
-                return mt_stop_record_fail(c, o, &s, i, c->endpoints[i], whose);
-        }
         double from = since > w->started ? since : w->started;
         if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
         char t[32];
@@ -180,7 +189,7 @@ static mt_status sliced(mt_client *c, waiting *w, size_t i, try_fn try_) {
 mt_status mt_close_deliver(mt_client *c, bool bye, double deadline, const char **failure) {
     *failure = NULL;
     c->receipt_restart = 0;
-    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", false, NULL};
+    waiting w = {deadline, mt_now(), mt_now() + RESTART_LOOK, "batched data", bye, false, NULL};
     w.looks = calloc(c->n_endpoints, sizeof *w.looks); /* (NULL: no record read) */
     mt_status st = MT_OK;
     for (size_t i = 0; st == MT_OK && i < c->n_endpoints; ++i)

@@ -1,30 +1,50 @@
 /* encode.c: the bytes of HELLO, DATA/BATCH headers and BYE (docs/protocol.md 5-8),
  * the HELLO body exactly as Python's json.dumps writes it (ensure_ascii, ", " and
  * ": " separators, floats as repr). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
-void mt_buf_put(mt_buf *b, const void *p, size_t n) {
-    if (b->oom) return;
+/* Room for n more bytes (false, b->oom set, if there is none). */
+static bool reserve(mt_buf *b, size_t n) {
+    if (b->oom) return false;
     if (b->len + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->len + n) cap *= 2;
         char *d = realloc(b->data, cap);
         if (d == NULL) {
             b->oom = true;
-            return;
+            return false;
         }
         b->data = d;
         b->cap = cap;
     }
+    return true;
+}
+
+void mt_buf_put(mt_buf *b, const void *p, size_t n) {
+    if (!reserve(b, n)) return;
     memcpy(b->data + b->len, p, n);
     b->len += n;
 }
 
 void mt_buf_puts(mt_buf *b, const char *s) { mt_buf_put(b, s, strlen(s)); }
+
+void mt_buf_printf(mt_buf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) b->oom = true;
+    if (n < 0 || !reserve(b, (size_t)n + 1)) return; /* (room, and the NUL) */
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n; /* (the NUL after it: data is a string) */
+}
 
 static void put_u_escape(mt_buf *b, unsigned v) {
     char e[8];

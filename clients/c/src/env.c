@@ -55,9 +55,13 @@ static bool blank(const char *s) {
 static mt_status resolve_id(mt_client *c) {
     if (c->id_set) return MT_OK;
     const char *value = getenv(ENV_ID);
-    if (value == NULL)
-        return mt_fail(c, MT_EENV,
-                       "no simulation id: call mt_set_simulation_id, or set " ENV_ID);
+    if (value == NULL) {
+        char *but = mt_env_but(); /* (a misspelt variable, the likely cause: env_names.c) */
+        mt_status st = mt_fail(c, MT_EENV, "no simulation id: call mt_set_simulation_id, or "
+                                           "set " ENV_ID "%s", but != NULL ? but : "");
+        free(but);
+        return st;
+    }
     char *s = strip(value, strlen(value));
     if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     const char *d = s[0] == '+' ? s + 1 : s;
@@ -226,8 +230,12 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
         free(s);
         return st;
     }
-    return mt_fail(c, MT_EENV,
-                   "no receiver endpoint: call mt_set_endpoints, or set " ENV_ENDPOINTS
-                   " (comma-separated, e.g. tcp://127.0.0.1:5555) or " ENV_RENDEZVOUS
-                   " (the trainer's rendezvous directory, {output_dir}/rendezvous)");
+    char *but = mt_env_but(); /* (a misspelt variable, the likely cause: env_names.c) */
+    st = mt_fail(c, MT_EENV,
+                 "no receiver endpoint: call mt_set_endpoints, or set " ENV_ENDPOINTS
+                 " (comma-separated, e.g. tcp://127.0.0.1:5555) or " ENV_RENDEZVOUS
+                 " (the trainer's rendezvous directory, {output_dir}/rendezvous)%s",
+                 but != NULL ? but : "");
+    free(but);
+    return st;
 }

@@ -1,5 +1,6 @@
 /* errors.c: status texts, per-client error messages, dtype tables, float formatting. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,9 @@ const char *mt_strerror(int status) {
     }
 }
 
-const char *mt_client_error(const mt_client *c) { return c == NULL ? "" : c->error; }
+const char *mt_client_error(const mt_client *c) {
+    return c == NULL || c->error == NULL ? "" : c->error;
+}
 
 const char *mt_version(void) {
 #define MT_STR2(x) #x
@@ -37,20 +40,37 @@ const char *mt_version(void) {
     return MT_STR(MT_VERSION_MAJOR) "." MT_STR(MT_VERSION_MINOR) "." MT_STR(MT_VERSION_PATCH);
 }
 
+/* The message is as long as it needs (a rendezvous of many stopped ranks names each:
+ * Python's message does), on the heap; out of memory, cut into the client's spare. A new
+ * buffer each time: an argument may point into the old message. */
+static void set_error(mt_client *c, const char *fmt, va_list ap) {
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (text != NULL) vsnprintf(text, (size_t)n + 1, fmt, again);
+    else vsnprintf(c->error_spare, sizeof c->error_spare, fmt, again);
+    va_end(again);
+    mt_clear_error(c);
+    c->error = text != NULL ? text : c->error_spare;
+}
+
 mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->error, sizeof c->error, fmt, ap);
+    set_error(c, fmt, ap);
     va_end(ap);
     return status;
 }
 
-void mt_clear_error(mt_client *c) { c->error[0] = '\0'; }
+void mt_clear_error(mt_client *c) {
+    if (c->error != c->error_spare) free(c->error);
+    c->error = NULL;
+}
 
 mt_status mt_client_set_error(mt_client *c, mt_status status, const char *message) {
     if (c == NULL) return MT_EINVAL;
-    snprintf(c->error, sizeof c->error, "%s", message == NULL ? "" : message);
-    return status;
+    return mt_fail(c, status, "%s", message == NULL ? "" : message);
 }
 
 static const struct {
@@ -86,6 +106,35 @@ double mt_now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9 + (double)clock_offset_ns * 1e-9;
 #else
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+#endif
+}
+
+/* A CLOCK_MONOTONIC time in seconds as a timespec. */
+static struct timespec at(double t) {
+    struct timespec ts;
+    double whole = floor(t);
+    ts.tv_sec = (time_t)whole;
+    ts.tv_nsec = (long)((t - whole) * 1e9);
+    return ts;
+}
+
+int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline) {
+#ifdef MT_TESTING
+    /* mt_now() is the real clock plus an offset a test may move, before or during the
+     * wait: waited for in real slices of TEST_SLICE s, each ended against the moved clock
+     * (an end before the deadline returns 0, as a spurious wake-up: the caller looks
+     * again). The real clock alone would wait out the time the test skipped. */
+    const double TEST_SLICE = 0.01;
+    double now = mt_now();
+    if (now >= deadline) return ETIMEDOUT;
+    double offset = (double)clock_offset_ns * 1e-9, real_now = now - offset;
+    double left = deadline - now;
+    struct timespec ts = at(real_now + (left < TEST_SLICE ? left : TEST_SLICE));
+    int rc = pthread_cond_timedwait(cv, mu, &ts);
+    return rc == ETIMEDOUT && mt_now() < deadline ? 0 : rc;
+#else
+    struct timespec ts = at(deadline); /* (mt_now() is CLOCK_MONOTONIC, as cv's clock) */
+    return pthread_cond_timedwait(cv, mu, &ts);
 #endif
 }
 

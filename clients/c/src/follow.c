@@ -164,9 +164,10 @@ static mt_status follow(mt_client *c, mt_rendezvous *rv) {
     mt_status st = held == NULL || p.counts == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")
                                                     : mt_held_ask(c, rv, QUERY_TIMEOUT, held);
     if (st == MT_ETIMEDOUT) {
-        char why[MT_ERROR_BYTES];
-        snprintf(why, sizeof why, "%s", c->error);
-        st = cannot_follow(c, why);
+        char *why = c->error; /* (taken: cannot_follow's message replaces it) */
+        c->error = NULL;
+        st = cannot_follow(c, why != NULL ? why : "");
+        if (why != c->error_spare) free(why);
     }
     for (size_t r = 0; st == MT_OK && r < rv->n; ++r)
         if (held[r].status == MT_HELD_ABANDONED)
@@ -236,8 +237,7 @@ mt_status mt_follow_poll(mt_client *c, bool force) {
     stamp(c, &ino, &mtime);
     if (!force && ino == c->follow_ino && mtime == c->follow_mtime_ns) return MT_OK;
     mt_rendezvous rv;
-    char problem[768];
-    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem, false);
+    mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, NULL, false);
     if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
     if (st != MT_OK) return MT_OK; /* (stopped, or being written: looked at again later) */
     c->follow_ino = ino, c->follow_mtime_ns = mtime;
@@ -267,23 +267,16 @@ static bool another_run(const mt_client *c, const mt_rendezvous *rv,
 }
 
 mt_status mt_follow_reopen(mt_client *c, const mt_rendezvous *mine) {
-    char kept[MT_ERROR_BYTES]; /* the receipt's error, if no new run publishes */
-    memcpy(kept, c->error, sizeof kept);
     double timeout = c->follow_timeout;
     double deadline = timeout < 0 ? -1.0 : mt_now() + timeout, pause = 0.05;
     mt_rendezvous rv;
-    char problem[768];
     for (;;) { /* (follow.py wait_restarted: complete, not stopped, another run) */
-        mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, problem, sizeof problem,
-                                          false);
+        mt_status st = mt_rendezvous_read(c->rendezvous_used, &rv, NULL, false);
         if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
         if (st == MT_OK && another_run(c, &rv, mine)) break;
         if (st == MT_OK) mt_rendezvous_free(&rv);
         double left = deadline < 0 ? pause : deadline - mt_now();
-        if (left <= 0) {
-            memcpy(c->error, kept, sizeof kept);
-            return MT_ETIMEDOUT;
-        }
+        if (left <= 0) return MT_ETIMEDOUT; /* (the receipt's error, kept in c->error) */
         double nap = pause < left ? pause : left;
         struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};
         nanosleep(&ts, NULL);

@@ -96,7 +96,8 @@ typedef struct mt_handshake {
 } mt_handshake;
 
 struct mt_client {
-    char error[MT_ERROR_BYTES];
+    char *error; /* the last error's message (NULL: none): errors.c, on the heap */
+    char error_spare[MT_ERROR_BYTES]; /* (out of memory: the message cut into it) */
     /* configuration */
     bool id_set;
     uint64_t simulation_id;
@@ -191,7 +192,7 @@ struct mt_client {
 /* errors.c */
 mt_status mt_fail(mt_client *c, mt_status status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-void mt_clear_error(mt_client *c);
+void mt_clear_error(mt_client *c); /* (and frees the message) */
 size_t mt_itemsize(mt_dtype dtype);
 const char *mt_dtype_name(mt_dtype dtype);
 const char *mt_dtype_str(mt_dtype dtype);
@@ -199,6 +200,11 @@ double mt_now(void); /* monotonic seconds */
 #ifdef MT_TESTING
 void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */
 #endif
+/* pthread_cond_timedwait on `cv` (made on CLOCK_MONOTONIC: mt_init_sync) until `deadline`,
+ * a time of mt_now(): its result (ETIMEDOUT once the deadline passed). Under MT_TESTING, a
+ * clock moved before or during the wait is honoured (errors.c: it may return 0 early,
+ * as a spurious wake-up: the caller's loop looks again); else one call, as before. */
+int mt_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, double deadline);
 /* The Python repr of a double (shortest round trip: 300.0, 1e-05, 1e+16) into out. */
 void mt_format_double(double v, char out[32]);
 bool mt_utf8_valid(const char *s, size_t n);
@@ -211,6 +217,8 @@ typedef struct mt_buf {
 } mt_buf;
 void mt_buf_put(mt_buf *b, const void *p, size_t n);
 void mt_buf_puts(mt_buf *b, const char *s);
+/* Appends the formatted text; b->data stays a NUL-terminated string (unless b->oom). */
+void mt_buf_printf(mt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void mt_buf_json_string(mt_buf *b, const char *s, size_t n);
 mt_status mt_encode_hello(mt_client *c, mt_buf *out);
 void mt_put_u16(uint8_t *p, uint16_t v);

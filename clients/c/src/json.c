@@ -4,6 +4,7 @@
  * the split of a JSON array into its items' texts, and a validity check. Like Python's
  * json.loads, it also reads NaN, Infinity and -Infinity as numbers (the callers reject
  * non-finite values with a message of their own). The scanner is json_scan.c's. */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,6 +70,13 @@ bool mt_json_object(const char *text, mt_json_member **members, size_t *count, c
             } else if (ch == '-' || (ch >= '0' && ch <= '9') || ch == 'N' || ch == 'I') {
                 e->kind = MT_JSON_NUMBER;
                 if (!(ok = mt_json_number(&p, &e->number, &e->integer))) break;
+                if (e->integer && ch != '-') { /* (the digits again, exactly) */
+                    errno = 0;
+                    char *end = NULL;
+                    unsigned long long v = strtoull(text + start, &end, 10);
+                    e->exact = errno == 0 && end == text + p.i;
+                    e->u64 = (uint64_t)v;
+                }
             } else {
                 e->kind = MT_JSON_OTHER;
                 if (!(ok = mt_json_skip_value(&p, 1))) break;

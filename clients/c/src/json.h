@@ -13,6 +13,9 @@ typedef struct mt_json_member {
     mt_json_kind kind;
     double number;
     bool integer; /* a number without fraction or exponent */
+    bool exact;   /* an integer in 0 .. 2^64 - 1, its value in u64 (exact: `number` is
+                   * not above 2^53, and ids may be) */
+    uint64_t u64;
     char *string; /* MT_JSON_STRING: decoded UTF-8; MT_JSON_OTHER: the value's raw text;
                    * MT_JSON_NUMBER: NULL (the value is `number`) */
 } mt_json_member;

@@ -162,6 +162,7 @@ mt_status mt_client_start(mt_client *c) {
     if (c->started) return mt_fail(c, MT_ESTATE, "mt_client_start: the client is started already");
     free(c->rendezvous_used); /* (set again if the endpoints come from a rendezvous) */
     c->rendezvous_used = NULL;
+    mt_env_warn_unknown(c); /* (a misspelt MELISSA_TRAINER_* name: once, on stderr) */
     mt_status st = check_fields(c);
     if (st == MT_OK) st = mt_resolve_config(c);
     mt_buf hello = {0};
@@ -188,10 +189,11 @@ mt_status mt_client_start(mt_client *c) {
     }
     free(hello.data);
     if (st != MT_OK) {
-        char keep[MT_ERROR_BYTES];
-        memcpy(keep, c->error, sizeof keep);
+        char *keep = c->error; /* (taken: release_runtime may fail again) */
+        c->error = NULL;
         release_runtime(c, 0);
-        memcpy(c->error, keep, sizeof keep);
+        mt_clear_error(c);
+        c->error = keep;
         c->failed = false;
     }
     return st;
@@ -219,6 +221,7 @@ static void free_client(mt_client *c) {
     free(c->params);
     for (size_t i = 0; i < c->n_fields; ++i) free(c->fields[i].name);
     free(c->fields);
+    mt_clear_error(c);
     free(c);
 }
 
@@ -330,8 +333,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
         if (!again || st != MT_OK) break;
     }
     if (st != MT_OK) {
-        if (message != NULL && size > 0) snprintf(message, size, "%s", c->error);
-        else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", c->error);
+        if (message != NULL && size > 0) snprintf(message, size, "%s", mt_client_error(c));
+        else fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", mt_client_error(c));
     }
     free_client(c);
     return st;

@@ -116,12 +116,7 @@ static void *flusher(void *arg) {
             int err = mt_outbox_send(c, i, ZMQ_DONTWAIT);
             if (err != 0 && err != EAGAIN && c->flusher_err == 0) c->flusher_err = err;
         }
-        double wake = mt_now() + c->batch_delay / 2;
-        struct timespec ts;
-        double whole = floor(wake);
-        ts.tv_sec = (time_t)whole;
-        ts.tv_nsec = (long)((wake - whole) * 1e9);
-        pthread_cond_timedwait(&c->wake, &c->mu, &ts);
+        mt_cond_wait_until(&c->wake, &c->mu, mt_now() + c->batch_delay / 2);
     }
     pthread_mutex_unlock(&c->mu);
     return NULL;

@@ -165,8 +165,7 @@ static mt_status collect(asking *a, double until) {
  * complete (being rewritten) is not taken for one: the receivers' silence decides. */
 static bool rewritten(mt_client *c, const mt_rendezvous *mine, char *run, size_t size) {
     mt_rendezvous now;
-    char problem[768];
-    if (mt_rendezvous_read(c->rendezvous_used, &now, problem, sizeof problem, true) != MT_OK)
+    if (mt_rendezvous_read(c->rendezvous_used, &now, NULL, true) != MT_OK)
         return false;
     bool other = now.n != mine->n ||
                  (now.run_id == NULL) != (c->run_id == NULL) ||

@@ -62,20 +62,28 @@ void mt_rendezvous_free(mt_rendezvous *rv) {
     memset(rv, 0, sizeof *rv);
 }
 
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+/* One more thing wrong in the directory (problem NULL: not wanted), after "; ". */
+#define SAY(...)                                                                           \
+    do {                                                                                   \
+        wrong = true;                                                                      \
+        if (problem != NULL) {                                                             \
+            if (problem->len) mt_buf_puts(problem, "; ");                                  \
+            mt_buf_printf(problem, __VA_ARGS__);                                           \
+        }                                                                                  \
+    } while (0)
+
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too) {
     memset(out, 0, sizeof *out);
+    bool wrong = false;
     DIR *d = opendir(dir);
     if (d == NULL) {
-        snprintf(problem, size, "%s", errno == ENOTDIR ? "it is not a directory"
-                                                      : "the directory does not exist");
+        SAY("%s", errno == ENOTDIR ? "it is not a directory" : "the directory does not exist");
         return MT_ERENDEZVOUS;
     }
     rank_entry *entries = NULL;
     size_t cap = 0;
     mt_status st = MT_OK;
-    size_t used = 0;
-    problem[0] = '\0';
     struct dirent *e;
     while ((e = readdir(d)) != NULL && st == MT_OK) {
         const char *name = e->d_name;
@@ -127,17 +135,14 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
                 endpoint = m[k].string;
         }
         if (why != NULL) {
-            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
-                                     "%s%s unreadable (%s)", used ? "; " : "", name, why);
+            SAY("%s unreadable (%s)", name, why);
         } else if (version != 1 || r != rank || world <= r || endpoint == NULL || !*endpoint ||
                    bad_run || bad_key || bad_follow) {
-            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
-                                     "%s%s invalid (%s)", used ? "; " : "", name, text);
+            SAY("%s invalid (%s)", name, text);
         } else if (stopped && !stopped_too) { /* (a study that ended: a late solver) */
             char words[400];
             mt_stop_record_words(record, words, sizeof words);
-            used += (size_t)snprintf(problem + used, used < size ? size - used : 0,
-                                     "%s%s: its trainer %s", used ? "; " : "", name, words);
+            SAY("%s: its trainer %s", name, words);
         } else {
             if ((size_t)rank >= cap) {
                 size_t ncap = (size_t)rank + 1 > 2 * cap ? (size_t)rank + 1 : 2 * cap;
@@ -166,7 +171,6 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
         }
         mt_json_free(m, n);
         free(text);
-        if (used >= size) used = size - 1;
     }
     closedir(d);
     if (st != MT_OK) goto done;
@@ -179,28 +183,24 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
         else if (entries[r].world != world) other = entries[r].world;
         else if (strcmp(this_run, run) != 0) other_run = this_run;
     }
-    char tail[320] = "";
     if (world < 0) {
-        snprintf(tail, sizeof tail, "no rank_<r>.json file yet (rank_0.json ...)");
+        SAY("no rank_{r}.json file yet"); /* (endpoints.py, word for word) */
     } else if (other >= 0) {
-        snprintf(tail, sizeof tail, "files disagree on world_size: [%lld, %lld]",
-                 world < other ? world : other, world < other ? other : world);
+        SAY("files disagree on world_size: [%lld, %lld]", world < other ? world : other,
+            world < other ? other : world);
     } else if (other_run != NULL) {
-        snprintf(tail, sizeof tail, "files of different runs: run_id ['%s', '%s']",
-                 strcmp(run, other_run) < 0 ? run : other_run,
-                 strcmp(run, other_run) < 0 ? other_run : run);
+        SAY("files of different runs: run_id ['%s', '%s']",
+            strcmp(run, other_run) < 0 ? run : other_run,
+            strcmp(run, other_run) < 0 ? other_run : run);
     } else {
-        char list[200] = "";
-        size_t tl = 0;
-        for (long long r = 0; r < world; ++r) {
-            if ((size_t)r < cap && entries[r].endpoint != NULL) continue;
-            tl += (size_t)snprintf(list + tl, tl < sizeof list ? sizeof list - tl : 0, "%s%lld",
-                                   tl ? ", " : "", r);
-            if (tl >= sizeof list) tl = sizeof list - 1;
-        }
-        if (tl) {
-            snprintf(tail, sizeof tail, "world_size %lld, ranks [%s] missing", world, list);
-        } else if (used == 0) { /* complete and consistent */
+        mt_buf list = {0}; /* (every rank missing, as Python lists them) */
+        for (long long r = 0; r < world; ++r)
+            if ((size_t)r >= cap || entries[r].endpoint == NULL)
+                mt_buf_printf(&list, "%s%lld", list.len ? ", " : "", r);
+        if (list.len || list.oom) {
+            SAY("world_size %lld, ranks [%s] missing", world, list.oom ? "..." : list.data);
+            free(list.data);
+        } else if (!wrong) { /* complete and consistent */
             out->endpoints = calloc((size_t)world, sizeof *out->endpoints);
             out->keys = calloc((size_t)world, sizeof *out->keys);
             out->follows = calloc((size_t)world, sizeof *out->follows);
@@ -224,8 +224,6 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem,
             goto done;
         }
     }
-    if (tail[0])
-        snprintf(problem + used, used < size ? size - used : 0, "%s%s", used ? "; " : "", tail);
     st = MT_ERENDEZVOUS;
 done:
     for (size_t r = 0; r < cap; ++r)
@@ -272,12 +270,18 @@ static void waiting_notice(const mt_client *c, const char *dir, const char *prob
 mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
     double start = mt_now(), deadline = start + timeout, pause = 0.01;
     bool told = false;
-    char problem[768];
+    mt_buf problem = {0}; /* (what is wrong: as long as the ranks make it) */
     for (;;) {
         mt_rendezvous rv;
-        mt_status st = mt_rendezvous_read(dir, &rv, problem, sizeof problem, false);
-        if (st == MT_ENOMEM) return mt_fail(c, MT_ENOMEM, "out of memory");
+        problem.len = 0, problem.oom = false;
+        mt_status st = mt_rendezvous_read(dir, &rv, &problem, false);
+        const char *said = problem.len == 0 ? "" : problem.data;
+        if (st == MT_ENOMEM || problem.oom) {
+            free(problem.data);
+            return mt_fail(c, MT_ENOMEM, "out of memory");
+        }
         if (st == MT_OK) {
+            free(problem.data);
             free(c->rendezvous_used); /* (asked again at close: admission.c) */
             c->rendezvous_used = strdup(dir);
             if (c->rendezvous_used == NULL) {
@@ -299,15 +303,17 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
         double now = mt_now(), left = deadline - now;
         if (!told && now - start >= NOTICE_AFTER && left > 0) {
             told = true;
-            waiting_notice(c, dir, problem, timeout);
+            waiting_notice(c, dir, said, timeout);
         }
         if (left <= 0) {
             char t[32];
             mt_format_double(timeout, t);
-            return mt_fail(c, MT_ERENDEZVOUS,
-                           "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
-                           "running, with this output directory?)",
-                           dir, t, problem);
+            mt_fail(c, MT_ERENDEZVOUS,
+                    "rendezvous directory '%s' incomplete after %s s: %s (is the trainer "
+                    "running, with this output directory?)",
+                    dir, t, said);
+            free(problem.data);
+            return MT_ERENDEZVOUS;
         }
         double nap = pause < left ? pause : left;
         struct timespec ts = {(time_t)nap, (long)((nap - (double)(time_t)nap) * 1e9)};

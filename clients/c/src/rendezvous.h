@@ -8,6 +8,13 @@
 
 /* env.c */
 mt_status mt_resolve_config(mt_client *c);
+/* env_names.c: each MELISSA_TRAINER_* variable of the environment that no part of
+ * melissa-trainer reads, named with the known one it is like, in the Python client's
+ * sentence: on stderr (rank 0, once per process); and, for the "no simulation id" and
+ * "no receiver endpoint" errors, "; but SENTENCE" (or "" if none: NULL without memory;
+ * free it). */
+void mt_env_warn_unknown(const mt_client *c);
+char *mt_env_but(void);
 /* rendezvous.c: one complete and consistent reading of a rendezvous directory, in rank
  * order: each receiver's endpoint, CURVE key and follow endpoint (NULL: none), whether its
  * follow socket answers RECEIPT_QUERY (13 in "follow_kinds"), the run id (NULL: none),
@@ -20,9 +27,9 @@ typedef struct mt_rendezvous {
     bool stopped;
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
- * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong in
- * `problem`), MT_ENOMEM. */
-mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, char *problem, size_t size,
+ * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended
+ * to `problem`, whole, each file's words after "; ", unless it is NULL), MT_ENOMEM. */
+mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *problem,
                              bool stopped_too);
 void mt_rendezvous_free(mt_rendezvous *rv);
 /* rendezvous.c: c->endpoints, c->curve_keys and c->run_id from the rendezvous directory

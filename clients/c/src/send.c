@@ -84,11 +84,7 @@ mt_status mt_wait_held(mt_client *c, double deadline) {
         if (deadline < 0) {
             pthread_cond_wait(&c->held_cv, &c->held_mu);
         } else {
-            struct timespec ts;
-            double whole = floor(deadline);
-            ts.tv_sec = (time_t)whole;
-            ts.tv_nsec = (long)((deadline - whole) * 1e9);
-            rc = pthread_cond_timedwait(&c->held_cv, &c->held_mu, &ts);
+            rc = mt_cond_wait_until(&c->held_cv, &c->held_mu, deadline);
         }
     }
     bool done = c->pending == 0;

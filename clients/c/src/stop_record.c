@@ -33,12 +33,11 @@ static bool parse_u64(const char *s, uint64_t *out) {
     return true;
 }
 
-/* A JSON integer in 0 .. 2^64 (json.c reads numbers as doubles: exact below 2^53). */
+/* A JSON integer in 0 .. 2^64 - 1, read exactly (json.c's u64: an id above 2^53 is not
+ * its double's neighbour). */
 static bool number_u64(const mt_json_member *m, uint64_t *out) {
-    if (m == NULL || m->kind != MT_JSON_NUMBER || !m->integer || m->number < 0 ||
-        m->number >= 18446744073709551616.0)
-        return false;
-    *out = (uint64_t)m->number;
+    if (m == NULL || m->kind != MT_JSON_NUMBER || !m->exact) return false;
+    *out = m->u64;
     return true;
 }
 
@@ -150,10 +149,11 @@ static bool parse_expected_end(const char *text, expected_end *e, const char **w
     return ok;
 }
 
-/* Parse the record `text` and decide (see mt_stop_record_decide); `why` set when invalid. */
+/* Parse the record `text` and decide (see mt_stop_record_decide, and
+ * mt_stop_record_for_good with `for_good`); `why` set when invalid. */
 static mt_stop_outcome decide_record(const char *text, const char *run_id, uint64_t sid,
-                                     int client_rank, uint64_t count, mt_stop_said *out,
-                                     const char **why) {
+                                     int client_rank, uint64_t count, bool for_good,
+                                     mt_stop_said *out, const char **why) {
     mt_json_member *m = NULL, *rm = NULL;
     size_t n = 0, rn = 0;
     char err[160];
@@ -181,7 +181,7 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
     for (size_t k = 0; code != NULL && code->kind == MT_JSON_STRING && k < 5; ++k)
         known = known || strcmp(code->string, codes[k]) == 0;
     if (!known || message == NULL || message->kind != MT_JSON_STRING ||
-        strlen(message->string) > 4 * 4096u)
+        strlen(message->string) > MT_STOP_MESSAGE_MAX)
         goto done;
     bool nonfinite = strcmp(code->string, "nonfinite") == 0;
     uint64_t failed_sid = 0, failed_step = 0;
@@ -208,22 +208,20 @@ static mt_stop_outcome decide_record(const char *text, const char *run_id, uint6
         said = MT_STOP_UNDECIDED; /* (a resumed trainer follows: the waits decide) */
     else if (nonfinite && failed_sid == sid)
         said = MT_STOP_REFUSED;
+    else if (for_good) /* (its messages undelivered: neither its rows nor their bound matter) */
+        said = strcmp(code->string, "stopped") != 0 ? MT_STOP_ENDED : MT_STOP_UNDECIDED;
     else if (f.found)
         said = MT_STOP_CONFIRMED;
     else if (strcmp(complete->string, "true") == 0 && strcmp(code->string, "stopped") != 0)
         said = MT_STOP_ENDED;
     else
         said = MT_STOP_UNDECIDED;
-    if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0) {
+    if (said == MT_STOP_ENDED && ended != NULL && strcmp(code->string, "end") == 0 &&
+        strcmp(complete->string, "true") == 0) { /* (an incomplete one: "ended", as Python) */
         /* the study ended without needing this simulation (started beyond
-         * expected_simulations): told so by mt_stop_record_fail, the message giving the
-         * counts before the trainer's reason */
+         * expected_simulations): told so with the counts (stop_said.c) */
         out->not_needed = true, out->steps = e.steps, out->nonfinite = e.refused;
-        snprintf(out->message, sizeof out->message,
-                 "expected_simulations=%llu and that many had ended (%llu finished, %llu "
-                 "abandoned), so it stopped (end: %.900s",
-                 (unsigned long long)e.expected, (unsigned long long)e.finished,
-                 (unsigned long long)e.abandoned, message->string);
+        out->expected = e.expected, out->finished = e.finished, out->abandoned = e.abandoned;
     }
 done:
     mt_json_free(rm, rn);
@@ -249,7 +247,9 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
         mt_json_object(ended->string, &em, &en, err, sizeof err)) {
         const mt_json_member *expected = member(em, en, "expected_simulations");
         char many[48] = "None"; /* (as Python prints a missing or null one) */
-        if (expected != NULL && expected->kind == MT_JSON_NUMBER)
+        if (expected != NULL && expected->kind == MT_JSON_NUMBER && expected->exact)
+            snprintf(many, sizeof many, "%llu", (unsigned long long)expected->u64);
+        else if (expected != NULL && expected->kind == MT_JSON_NUMBER)
             snprintf(many, sizeof many, "%.17g", expected->number);
         else if (expected != NULL && strcmp(expected->string, "null") != 0)
             snprintf(many, sizeof many, "%.40s", expected->string);
@@ -272,10 +272,10 @@ void mt_stop_record_words(const char *record, char *out, size_t size) {
     mt_json_free(m, n);
 }
 
-mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
-                                      const char *run_id, uint64_t simulation_id,
-                                      int client_rank, uint64_t count, mt_stop_look *look,
-                                      mt_stop_said *out) {
+static mt_stop_outcome look_at(const char *dir, size_t rank, const char *endpoint,
+                               const char *run_id, uint64_t simulation_id, int client_rank,
+                               uint64_t count, bool for_good, mt_stop_look *look,
+                               mt_stop_said *out) {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank_%zu.json", dir, rank);
     struct stat st;
@@ -300,7 +300,7 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
             const char *why = NULL;
             said = record->kind == MT_JSON_OTHER
                        ? decide_record(record->string, run_id, simulation_id, client_rank,
-                                       count, out, &why)
+                                       count, for_good, out, &why)
                        : MT_STOP_INVALID;
             if (said == MT_STOP_INVALID) {
                 if (!look->warned)
@@ -318,49 +318,16 @@ mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *
     return said;
 }
 
-mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
-                              size_t rank, const char *endpoint, const char *whose) {
-    unsigned long long sid = (unsigned long long)c->simulation_id;
-    if (o == MT_STOP_REFUSED)
-        return mt_fail(c, MT_ESIMREFUSED,
-                       "simulation %llu: the trainer stopped on its time step %llu: it holds "
-                       "NaN or Inf, and the trainer's policy is nonfinite='fail' (its receiver "
-                       "%zu: %s). Fix the solver (a diverging scheme: a smaller time step?), or "
-                       "start the trainer with --nonfinite refuse "
-                       "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; "
-                       "then resume it (--resume_from_checkpoint latest) and run this "
-                       "simulation again with the same simulation id "
-                       "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
-                       sid, (unsigned long long)s->time_step, rank, s->message, sid);
-    if (s->not_needed) {
-        char taken[200];
-        if (s->steps == 0)
-            snprintf(taken, sizeof taken, "its receiver %zu had taken nothing of this simulation", rank);
-        else if (s->nonfinite == 0)
-            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
-                     "time steps (trained on) and ignored the rest", rank,
-                     (unsigned long long)s->steps);
-        else
-            snprintf(taken, sizeof taken, "its receiver %zu had taken %llu of this simulation's "
-                     "time steps (trained on; %llu refused as non-finite) and ignored the rest",
-                     rank, (unsigned long long)s->steps, (unsigned long long)s->nonfinite);
-        return mt_fail(c, MT_ETIMEDOUT,
-                       "%s: the study ended without needing this simulation: the trainer was "
-                       "given %s; its stop record in %s); %s. Nothing failed: if you started "
-                       "more solvers than the trainer needed, there is nothing to do (this "
-                       "close returns MT_ETIMEDOUT: exit 0 on it if you start spare solvers "
-                       "on purpose). To train on every solver you start, give the trainer "
-                       "expected_simulations equal to their number "
-                       "(ReceiverConfig(expected_simulations=N)) before you start them",
-                       whose, s->message, c->rendezvous_used, taken);
-    }
-    return mt_fail(c, MT_ETIMEDOUT,
-                   "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
-                   "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
-                   "this simulation sent after the trainer's last checkpoint is not trained "
-                   "on: once a trainer runs there again (--resume_from_checkpoint latest), run "
-                   "this simulation again with the same simulation id "
-                   "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
-                   "lacks, each once",
-                   whose, rank, endpoint, s->code, s->message, c->rendezvous_used, sid);
+mt_stop_outcome mt_stop_record_decide(const char *dir, size_t rank, const char *endpoint,
+                                      const char *run_id, uint64_t simulation_id,
+                                      int client_rank, uint64_t count, mt_stop_look *look,
+                                      mt_stop_said *out) {
+    return look_at(dir, rank, endpoint, run_id, simulation_id, client_rank, count, false, look,
+                   out);
+}
+
+mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char *endpoint,
+                                        const char *run_id, uint64_t simulation_id,
+                                        mt_stop_look *look, mt_stop_said *out) {
+    return look_at(dir, rank, endpoint, run_id, simulation_id, 0, 0, true, look, out);
 }

@@ -105,7 +105,8 @@ int main(int argc, char **argv) {
         const char *rest = line + strspn(line, " ") + strlen(cmd);
         rest += strspn(rest, " ");
         int st = MT_OK;
-        char closing_msg[1024] = "";
+        static char closing_msg[16384]; /* (a close message may be longer than 1 KiB) */
+        closing_msg[0] = '\0';
         if (strcmp(cmd, "id") == 0) {
             st = mt_set_simulation_id(c, strtoull(rest, NULL, 10));
         } else if (strcmp(cmd, "endpoints") == 0) {

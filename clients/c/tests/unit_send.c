@@ -1,12 +1,14 @@
 /* unit_send.c: the C unit tests (CTest) of the send path: a client streaming into a PULL
  * socket of this process (HELLO, DATA in one and two frames, BATCH sent by the flusher
  * thread, BYE), the order of steps after a pause (with the clock of the MT_TESTING build,
- * moved), and the wait for the arrays ZeroMQ still holds (send_wait.c). Exits non-zero on
- * failure. */
+ * moved), the wait for the arrays ZeroMQ still holds (send_wait.c), and the timed waits
+ * under that moved clock. Exits non-zero on failure. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
 #include "internal.h"
@@ -186,10 +188,52 @@ static void test_held_wait_looks_first(void) {
     mt_client_abort(c);
 }
 
+/* The timed waits honour the clock the tests move (mt_cond_wait_until): moved before a
+ * wait on a deadline of mt_now()'s, and during one. Before, pthread_cond_timedwait was
+ * given that deadline on the real clock, and waited out the time skipped: 1000 s here
+ * (CTest's timeout ended it). */
+typedef struct waiter {
+    mt_client *c;
+    double deadline;
+    mt_status st;
+} waiter;
+
+static void *wait_held(void *arg) {
+    waiter *w = arg;
+    w->st = mt_wait_held(w->c, w->deadline);
+    return NULL;
+}
+
+static void test_timed_waits_honour_the_moved_clock(void) {
+    mt_client *c;
+    CHECK(mt_client_create(&c) == MT_OK);
+    CHECK(mt_init_sync(c) == MT_OK);
+    pthread_mutex_lock(&c->held_mu);
+    c->pending = 1; /* (an array ZeroMQ holds, never released here) */
+    pthread_mutex_unlock(&c->held_mu);
+    mt_testing_advance_clock(1000.0); /* moved before the wait */
+    CHECK(mt_wait_held(c, mt_now() + 0.05) == MT_ETIMEDOUT);
+    /* moved during the wait: a deadline 1000 s away, the clock moved once it waits */
+    unsigned before = mt_testing_held_waits;
+    waiter w = {c, mt_now() + 1000.0, MT_OK};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, wait_held, &w) == 0);
+    while (mt_testing_held_waits == before) { /* (until it waits) */
+        struct timespec nap = {0, 1000000};
+        nanosleep(&nap, NULL);
+    }
+    mt_testing_advance_clock(2000.0);
+    pthread_join(t, NULL);
+    CHECK(w.st == MT_ETIMEDOUT);
+    c->pending = 0;
+    mt_client_abort(c);
+}
+
 int main(void) {
     test_stream();
     test_send_after_a_pause_keeps_step_order();
     test_held_wait_looks_first();
+    test_timed_waits_honour_the_moved_clock();
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     else printf("all send unit tests passed\n");
     return failures ? 1 : 0;

@@ -1,0 +1,146 @@
+/* stop_said.c: what a closing client whose trainer stopped says, from the stop record's
+ * fields (stop_record.c fills an mt_stop_said; nothing here parses text), in the Python
+ * client's words: the parts of melissa_trainer/client/closing.py's StopSaid (the reason
+ * clause a sentence opens with, then the record's facts and what to do,
+ * client/stopped.py StopRecords.for_good), composed as the receipt says them
+ * (StopRecords.decide) or as a delivery that failed on them does (closing.py
+ * stop_first: one sentence, the reason first). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* What stopped the trainer, for this simulation: stopped.py's StopSaid.kind. */
+typedef enum { SAID_REFUSED, SAID_NOT_NEEDED, SAID_ENDED } said_kind;
+
+static said_kind kind_of(mt_stop_outcome o, const mt_stop_said *s) {
+    return o == MT_STOP_REFUSED ? SAID_REFUSED : s->not_needed ? SAID_NOT_NEEDED : SAID_ENDED;
+}
+
+/* StopSaid.reason: the clause a sentence opens with (refused, not needed), or the
+ * record's reason and where the record is (ended). */
+static void reason_of(const mt_client *c, said_kind k, const mt_stop_said *s, mt_buf *b) {
+    if (k == SAID_REFUSED)
+        mt_buf_printf(b, "the trainer stopped on its time step %llu",
+                      (unsigned long long)s->time_step);
+    else if (k == SAID_NOT_NEEDED)
+        mt_buf_printf(b, "the study ended without needing this simulation");
+    else
+        mt_buf_printf(b, "%s: %s; its stop record in %s", s->code, s->message,
+                      c->rendezvous_used);
+}
+
+/* StopSaid.detail: the record's facts and what to do. Where the Python client names the
+ * exception to catch (SimulationNotNeeded), the C client names its status. */
+static void detail_of(const mt_client *c, said_kind k, const mt_stop_said *s, size_t rank,
+                      mt_buf *b) {
+    unsigned long long sid = (unsigned long long)c->simulation_id;
+    if (k == SAID_REFUSED) {
+        mt_buf_printf(b,
+                      "it holds NaN or Inf, and the trainer's policy is nonfinite='fail' (its "
+                      "receiver %zu: %s). Fix the solver (a diverging scheme: a smaller time "
+                      "step?), or start the trainer with --nonfinite refuse "
+                      "(ReceiverConfig(nonfinite='refuse')) to drop such samples and go on; "
+                      "then resume it (--resume_from_checkpoint latest) and run this "
+                      "simulation again with the same simulation id "
+                      "(MELISSA_TRAINER_SIMULATION_ID=%llu)",
+                      rank, s->message, sid);
+        return;
+    }
+    if (k == SAID_ENDED) {
+        mt_buf_printf(b, "Once a trainer runs there again (--resume_from_checkpoint latest), "
+                         "run this simulation again with the same simulation id "
+                         "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps "
+                         "it lacks, each once",
+                      sid);
+        return;
+    }
+    mt_buf_printf(b, "the trainer was given expected_simulations=%llu and that many had ended "
+                     "(%llu finished, %llu abandoned), so it stopped (%s: %s; its stop record "
+                     "in %s); its receiver %zu had taken ",
+                  (unsigned long long)s->expected, (unsigned long long)s->finished,
+                  (unsigned long long)s->abandoned, s->code, s->message, c->rendezvous_used,
+                  rank);
+    if (s->steps == 0)
+        mt_buf_printf(b, "nothing of this simulation");
+    else if (s->nonfinite == 0)
+        mt_buf_printf(b, "%llu of this simulation's time steps (trained on) and ignored the "
+                         "rest",
+                      (unsigned long long)s->steps);
+    else
+        mt_buf_printf(b, "%llu of this simulation's time steps (trained on; %llu refused as "
+                         "non-finite) and ignored the rest",
+                      (unsigned long long)s->steps, (unsigned long long)s->nonfinite);
+    mt_buf_printf(b, ". Nothing failed: if you started more solvers than the trainer needed, "
+                     "there is nothing to do (this close returns MT_ETIMEDOUT: exit 0 on it if "
+                     "you start spare solvers on purpose). To train on every solver you "
+                     "start, give the trainer expected_simulations equal to their number "
+                     "(ReceiverConfig(expected_simulations=N)) before you start them");
+}
+
+/* c's error becomes `text` (status), or "out of memory" if composing it ran out. */
+static mt_status said(mt_client *c, mt_status status, mt_buf *text) {
+    if (text->oom || text->data == NULL) status = mt_fail(c, MT_ENOMEM, "out of memory");
+    else mt_fail(c, status, "%s", text->data);
+    free(text->data);
+    return status;
+}
+
+mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                              size_t rank, const char *endpoint, const char *whose) {
+    said_kind k = kind_of(o, s);
+    mt_buf text = {0};
+    if (k == SAID_ENDED) { /* (StopRecords.decide: the BYE the receipt lacks, named) */
+        mt_buf_printf(&text,
+                      "%s: its BYE was not confirmed: the trainer's receiver %zu (%s) stopped "
+                      "before it read it (%s: %s; its stop record in %s lacks this BYE). What "
+                      "this simulation sent after the trainer's last checkpoint is not trained "
+                      "on: once a trainer runs there again (--resume_from_checkpoint latest), "
+                      "run this simulation again with the same simulation id "
+                      "(MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes the steps it "
+                      "lacks, each once",
+                      whose, rank, endpoint, s->code, s->message, c->rendezvous_used,
+                      (unsigned long long)c->simulation_id);
+        return said(c, MT_ETIMEDOUT, &text);
+    }
+    if (k == SAID_REFUSED) /* (StopRecords.refusal names the simulation alone) */
+        mt_buf_printf(&text, "simulation %llu: ", (unsigned long long)c->simulation_id);
+    else
+        mt_buf_printf(&text, "%s: ", whose);
+    reason_of(c, k, s, &text);
+    mt_buf_puts(&text, ": ");
+    detail_of(c, k, s, rank, &text);
+    return said(c, k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT, &text);
+}
+
+mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
+                                     size_t rank, const char *endpoint, const char *what,
+                                     bool bye) {
+    said_kind k = kind_of(o, s);
+    bool queued = strcmp(what, "queued messages") == 0;
+    const char *verb = strcmp(what, "BYE") == 0 ? "was" : "were";
+    const char *among = bye && queued ? " (the BYE among them)" : "";
+    mt_buf text = {0}, reason = {0};
+    reason_of(c, k, s, &reason);
+    mt_buf_printf(&text, "simulation %llu rank %d: ", (unsigned long long)c->simulation_id,
+                  c->rank);
+    if (k == SAID_ENDED)
+        mt_buf_printf(&text, "the trainer stopped before it read its %s%s, which %s not "
+                             "delivered to %s (%s). ",
+                      what, among, verb, endpoint, reason.oom ? "" : reason.data);
+    else
+        mt_buf_printf(&text, "%s, so its %s%s %s not delivered to %s: ",
+                      reason.oom ? "" : reason.data, what, among, verb, endpoint);
+    free(reason.data);
+    detail_of(c, k, s, rank, &text);
+    if (reason.oom) text.oom = true;
+    mt_status status = k == SAID_REFUSED ? MT_ESIMREFUSED : MT_ETIMEDOUT;
+    if (bye) return said(c, status, &text);
+    /* (no BYE: the close reports the failure it had; this is said, as Python logs it) */
+    if (!text.oom && text.data != NULL)
+        fprintf(stderr, "melissa_trainer: mt_client_close: %s\n", text.data);
+    free(text.data);
+    return status;
+}

@@ -181,7 +181,8 @@ def _waiting_notice(where: str, timeout: float) -> Callable[[str], None]:
         missing = not os.path.isdir(path)
         typo = (
             f"; its parent {parent} does not exist either: a typo in {ENV_RENDEZVOUS} is "
-            f"likely (the trainer creates {{output_dir}}/rendezvous, its files rank_<r>.json)"
+            f"likely, unless its trainer has not started yet (the trainer creates "
+            f"{{output_dir}}/rendezvous, its files rank_<r>.json)"
             if missing and not os.path.isdir(parent)
             else ""
         )

@@ -40,6 +40,8 @@ def test_a_missing_rendezvous_is_said_early_and_still_waited_for(
         assert f"MELISSA_TRAINER_RENDEZVOUS={rendezvous}: the directory does not exist" in notice
         assert "waiting up to 60.0 s in all" in notice and "to create it" in notice, notice
         assert ("a typo in the path is likely" in notice) == (not parent_exists), notice
+        # (a solver may start before its trainer: the Python client says the same)
+        assert ("unless its trainer has not started yet" in notice) == (not parent_exists)
         buffer = FIFOBuffer(10)
         with running(buffer=buffer, rendezvous_dir=rendezvous, expected_simulations=1):
             assert script.wait(started)[-1].startswith("0"), script.seen[started]

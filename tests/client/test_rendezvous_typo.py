@@ -83,6 +83,9 @@ def test_a_missing_rendezvous_is_said_early_and_still_waited_for(
     assert "waiting up to 90 s in all (ClientTuning.rendezvous_timeout)" in warning
     assert "for the trainer to create it" in warning
     assert ("a typo in MELISSA_TRAINER_RENDEZVOUS is likely" in warning) == (not parent_exists)
+    # a solver may start before its trainer, which creates the directory (and perhaps
+    # its output directory): a user trial took "a typo is likely" for the whole story
+    assert ("unless its trainer has not started yet" in warning) == (not parent_exists)
     assert outcome == []  # still waiting
     buffer = FIFOBuffer(10)
     with running(buffer=buffer, rendezvous_dir=rendezvous, expected_simulations=1):

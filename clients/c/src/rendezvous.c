@@ -261,7 +261,8 @@ static void waiting_notice(const mt_client *c, const char *dir, const char *prob
             "melissa_trainer: %s=%s: %s%s%s%s; waiting up to %s s in all (the rendezvous "
             "timeout) for the trainer to %s\n",
             from, path, problem, typo ? "; its parent " : "", typo ? parent : "",
-            typo ? " does not exist either: a typo in the path is likely (the trainer "
+            typo ? " does not exist either: a typo in the path is likely, unless its "
+                   "trainer has not started yet (the trainer "
                    "creates {output_dir}/rendezvous, its files rank_<r>.json)"
                  : "",
             t, missing ? "create it" : "publish there");

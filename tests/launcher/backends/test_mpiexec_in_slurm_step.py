@@ -29,7 +29,9 @@ import logging, sys, time
 from melissa_trainer.launcher.backends import Job, MpiexecBackend
 logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stdout)
 backend = MpiexecBackend(sys.argv[1])
-code = "import os; print('rank ran, HYDRA_LAUNCHER', os.environ.get('HYDRA_LAUNCHER'))"
+# one write per rank (a print's pieces from two ranks interleaved in the shared log)
+code = ("import os; v = os.environ.get('HYDRA_LAUNCHER'); "
+        "os.write(1, f'rank ran, HYDRA_LAUNCHER {v}{chr(10)}'.encode())")
 handle = backend.launch(Job("sim-0", [sys.executable, "-c", code], log_path=sys.argv[2], ranks=2))
 deadline = time.monotonic() + float(sys.argv[3])
 while (status := backend.poll(handle)) is None and time.monotonic() < deadline:

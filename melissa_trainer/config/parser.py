@@ -25,15 +25,19 @@ traceback) naming where it came from: an unknown flag, a value of the wrong type
 not among the choices (``argument --batch_size: 'abc' is not an integer ...``), a value
 the dataclass rejects (``argument --watermark: watermark=10 is larger than
 buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of any
-dataclass's ``__post_init__``), and a bad key or value in the ``--config`` file (``in
---config run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
+dataclass's ``__post_init__``), what this machine's training device cannot run
+(``argument --mixed_precision: mixed_precision='fp16' on cpu: ...``, CUDA graphs off
+CUDA: `device_checks`, which `TrainingArguments` built in Python meets only when the
+trainer is made), and a bad key or value in the ``--config`` file (``in --config
+run.yaml, key 'batch_size': ...``). `parse_dict` and the file methods raise
 these problems as a `ConfigError` instead.
 
 Under ``accelerate launch --num_processes N``, an error of the command line's syntax
 (an unknown flag, a wrong type or choice, a missing flag: every rank parses the same
 ``sys.argv``) is printed by rank 0 only, every rank exiting 2 (`common.refusal`), and
 so is ``--help`` (every rank exiting 0); what is checked against files (``--config``,
-the dataclasses' checks) is said by every rank.
+the dataclasses' checks) or against the machine (its device, which nodes may differ
+in) is said by every rank, each alone (no collective: no rank waits on another).
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from typing import Any
 
 from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec, str_to_bool
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
@@ -222,6 +227,18 @@ class ArgumentParser(argparse.ArgumentParser):
             say(f"the following arguments are required: {flags}")
         try:
             outputs = self.parse_dict(merged)
+            # what this machine's device cannot run (HF-style arguments built in Python
+            # meet it when the trainer is made): said here, before anything starts
+            problems = [
+                problem
+                for args in outputs
+                if isinstance(args, TrainingArguments)
+                for problem in device_problems(
+                    args.mixed_precision, args.compile_options(), planned_device_type
+                )
+            ]
+            if problems:
+                raise ConfigError(problems)
         except ValueError as exc:  # ConfigError, or a dataclass's own __post_init__ check
             self._error_on_every_rank(self._invalid_message(exc, values, from_file, config_path))
         return (*outputs, remaining) if return_remaining_strings else outputs

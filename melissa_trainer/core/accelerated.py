@@ -40,13 +40,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType, parse_flag_from_env
 
+from melissa_trainer.config.device_checks import device_problems
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.core.compiled import (
-    CompileOptions,
-    compile_model,
-    device_problem,
-    warn_if_compiled,
-)
+from melissa_trainer.core.compiled import CompileOptions, compile_model, warn_if_compiled
 
 # Where Accelerate's optimizer wrapper adds nothing to `step()` when there is no scaler.
 _PLAIN_OPTIMIZER_STEP = {DistributedType.NO, DistributedType.MULTI_CPU, DistributedType.MULTI_GPU}
@@ -210,19 +206,6 @@ def unit_loss_gradient(accelerator: Accelerator) -> bool:
     )
 
 
-def precision_problem(accelerator: Accelerator) -> str | None:
-    """Why the run's mixed precision cannot be what it asks for, or None: fp16 on a CPU,
-    where Accelerate runs no fp16 autocast (it autocasts fp16 on accelerators only) and
-    the run would train in float32 without a word."""
-    if accelerator.mixed_precision != "fp16" or accelerator.device.type != "cpu":
-        return None
-    return (
-        "mixed_precision='fp16' on cpu: Accelerate runs no fp16 autocast on a CPU, and the "
-        "run would train in float32 without saying so: set mixed_precision='bf16' (its "
-        "autocast runs on a CPU too) or 'no', or train on a GPU"
-    )
-
-
 def make_train_step(
     accelerator: Accelerator,
     model: torch.nn.Module,
@@ -237,19 +220,17 @@ def make_train_step(
     the step's loss runs on `model` compiled with them (at its first call).
 
     Raises `ConfigError` (a ValueError: a script's usage error, as a bad option is),
-    before anything runs, when `compile` captures CUDA graphs and the accelerator is not
-    a CUDA device, or when the mixed precision asked for does not run on this device
-    (`precision_problem`); ValueError when `model` is already compiled."""
+    before anything runs, when the accelerator's device cannot run what is asked (fp16
+    on a CPU, CUDA graphs off CUDA: `config.device_checks.device_problems`, which the
+    command line's parser runs before the trainer is made); ValueError when `model` is
+    already compiled."""
     acc = accelerator
-    problem = precision_problem(acc)
-    if problem is not None:
-        raise ConfigError(problem)
+    problems = device_problems(acc.mixed_precision, compile, acc.device.type)
+    if problems:
+        raise ConfigError(problems)
     forward = model
     step_begin = None
     if compile is not None:
-        problem = device_problem(compile, acc.device)
-        if problem is not None:
-            raise ConfigError(problem)
         forward = compile_model(model, compile)
         if compile.cuda_graphs:
             # Each micro-batch a new generation of CUDA-graph trees, said rather than

@@ -26,7 +26,7 @@ checks them and this module compiles the model the step runs. The choices it mak
   already re-record a graph per input shape, keep one memory pool, and skip graphs
   where an operation cannot be captured, which a hand-captured whole step would have to
   redo, and they leave the loop as it is (hooks see each step's loss; mixed precision
-  and DDP unchanged). They are refused off CUDA (`device_problem`), where they would do
+  and DDP unchanged). They are refused off CUDA (`config.device_checks`), where they would do
   nothing, and with gradient accumulation (`accumulation_problem`).
 * **Shapes**: ``dynamic`` is left to torch (None): the first batch size compiles a
   static graph; a second one (the last batch of a stream may be smaller) recompiles
@@ -49,30 +49,9 @@ from typing import Any
 
 import torch
 
-from melissa_trainer.config.compile_options import CUDA_GRAPH_BACKEND, CompileOptions
+from melissa_trainer.config.compile_options import CompileOptions
 
 logger = logging.getLogger(__name__)
-
-
-def device_problem(options: CompileOptions, device: torch.device) -> str | None:
-    """Why `options` cannot run on `device` (CUDA graphs off CUDA), or None."""
-    if not options.cuda_graphs or device.type == "cuda":
-        return None
-    field = (
-        f"torch_compile_backend={options.backend!r}"
-        if options.backend == CUDA_GRAPH_BACKEND
-        else f"torch_compile_mode={options.mode!r}"
-    )
-    if options.mode == "max-autotune":
-        instead = "set torch_compile_mode='max-autotune-no-cudagraphs' (the same search)"
-    else:
-        instead = (
-            "leave torch_compile_mode unset (or 'default') with torch_compile_backend='inductor'"
-        )
-    return (
-        f"{field} captures CUDA graphs, but this run trains on {device.type}: {instead} "
-        "to compile without CUDA graphs, or train on a CUDA device"
-    )
 
 
 def compile_model(model: torch.nn.Module, options: CompileOptions) -> torch.nn.Module:

@@ -95,5 +95,13 @@ def planned_device_type() -> str:
         return "cpu"
     # `default_device` reads the machine only (no state of the instance); an instance
     # would set Accelerate's shared state up, and under a launch form the process group.
-    device: torch.device = PartialState.default_device.fget(None)
+    # Should a later Accelerate read its instance there, the parse must not fail for it:
+    # the common devices, then (the trainer's own check, on its real device, still runs).
+    try:
+        device: torch.device = PartialState.default_device.fget(None)
+    except Exception:  # noqa: BLE001 - a prediction only (comment above)
+        if torch.cuda.is_available():
+            return "cuda"
+        mps = getattr(torch.backends, "mps", None)
+        return "mps" if mps is not None and mps.is_available() else "cpu"
     return device.type

@@ -116,6 +116,27 @@ def test_a_cuda_device_can_run_them() -> None:
     assert len(device_problems("fp16", graphs, "cpu")) == 2
 
 
+def test_the_prediction_survives_an_accelerate_that_reads_its_instance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`planned_device_type` reads `PartialState.default_device` without an instance (an
+    instance would form the process group). Should a later Accelerate read its instance
+    there, the prediction falls back to the common devices rather than failing the parse."""
+    from accelerate import PartialState
+
+    from melissa_trainer.config.device_checks import planned_device_type
+
+    def reads_its_instance(self: PartialState) -> torch.device:
+        return self.device  # (None.device: AttributeError)
+
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(PartialState, "default_device", property(reads_its_instance))
+    expected = "cuda" if torch.cuda.is_available() else None
+    got = planned_device_type()
+    assert got == expected if expected else got in ("mps", "cpu")
+
+
 @pytest.mark.e2e
 @pytest.mark.parametrize(("flags", "said", "fix"), CASES[:2], ids=IDS[:2])
 def test_a_script_given_such_a_flag_exits_2_before_building_anything(

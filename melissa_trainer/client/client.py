@@ -148,7 +148,12 @@ class Client(Sending):
     ) -> None:
         self._closed = True  # until fully constructed: close() is then a no-op
         tuning = ClientTuning() if tuning is None else tuning
-        warn_unknown_once()  # a misspelt MELISSA_TRAINER_* variable, named (`env_names`)
+        if comm is None:
+            self.rank, self.ranks = 0, 1
+        else:
+            self.rank, self.ranks = int(comm.Get_rank()), int(comm.Get_size())
+        # a misspelt MELISSA_TRAINER_* variable, named on rank 0 (`env_names`)
+        warn_unknown_once(self.rank)
         if not isinstance(tuning, ClientTuning):
             raise ValueError(f"tuning must be a ClientTuning, not {tuning!r}")
         held = HeldArrays(array_reuse)  # (checks the mode)
@@ -159,14 +164,10 @@ class Client(Sending):
         self._send_timeout = check_seconds("send_timeout", send_timeout)
         if self._send_timeout == math.inf:  # (no bound, as None: a lock takes no inf)
             self._send_timeout = None
-        if comm is None:
-            self.rank, self.ranks = 0, 1
-        else:
-            self.rank, self.ranks = int(comm.Get_rank()), int(comm.Get_size())
-            if self.ranks > protocol.MAX_CLIENT_RANKS:
-                raise ValueError(
-                    f"{self.ranks} ranks: the protocol allows at most {protocol.MAX_CLIENT_RANKS}"
-                )
+        if self.ranks > protocol.MAX_CLIENT_RANKS:
+            raise ValueError(
+                f"{self.ranks} ranks: the protocol allows at most {protocol.MAX_CLIENT_RANKS}"
+            )
         self.endpoints, curve_keys, published = resolve_receivers(
             endpoints, tuning.rendezvous_timeout
         )

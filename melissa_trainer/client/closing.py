@@ -197,7 +197,7 @@ def close_transport(t: Closable, bye: bool) -> None:
             raise ValueError(message_text)  # (as a refused key of the serving socket)
         said = wait.stop_said
         if said is not None and wait.refusal is None:  # (not followed: no trainer comes back)
-            message_text = stop_first(t, failure, bye, said)
+            message_text = stop_first(t, failure, bye, said, wait.stop_down)
             if bye:
                 raise said.error(message_text)  # (TrainerStopped, or SimulationRefused...)
             client_logger().warning(message_text)
@@ -210,22 +210,33 @@ def close_transport(t: Closable, bye: bool) -> None:
         client_logger().warning(message_text)
 
 
-def stop_first(t: Closable, failure: str, bye: bool, said: StopSaid) -> str:
+def stop_first(
+    t: Closable, failure: str, bye: bool, said: StopSaid, down: Sequence[str] = ()
+) -> str:
     """What a close says when a receiver's stop record explains why its messages
     (`failure`: "queued messages", "BYE" or "batched data") were not delivered: one
-    sentence, the record's reason first, then what was not delivered and where, then
-    the record's facts and what to do (`said`'s fields; no text is parsed)."""
+    sentence, the record's reason first, then what was not delivered and where (`down`:
+    the receivers disconnected, whose messages those are; the record's receiver if
+    none is given), with the receiver whose record said why if it is another, then
+    the record's facts and what to do (`said`'s fields; no text is parsed). The C
+    client says the same words (clients/c/src/stop_said.c)."""
     what = (
         "queued messages (the BYE among them)" if bye and failure == "queued messages" else failure
     )
     what, verb = f"its {what}", "was" if failure == "BYE" else "were"
     who = f"simulation {t.simulation_id} rank {t.rank}"
+    where, whose = said.endpoint, ""
+    if down and list(down) != [said.endpoint]:  # (a receiver connected may hold the record)
+        where = ", ".join(down)
+        whose = f"disconnected; its receiver at {said.endpoint} recorded why"
     if said.kind == "ended":
+        why = f"{whose}: {said.reason}" if whose else said.reason
         return (
             f"{who}: the trainer stopped before it read {what}, which {verb} not delivered "
-            f"to {said.endpoint} ({said.reason}). {said.detail}"
+            f"to {where} ({why}). {said.detail}"
         )
-    return f"{who}: {said.reason}, so {what} {verb} not delivered to {said.endpoint}: {said.detail}"
+    where += f" ({whose})" if whose else ""
+    return f"{who}: {said.reason}, so {what} {verb} not delivered to {where}: {said.detail}"
 
 
 def send_tracked(held: HeldArrays, sock: zmq.Socket, frame: bytes, deadline: float) -> None:

@@ -5,9 +5,11 @@ A variable of the prefix that nothing reads is a misspelling, as a rule: a
 ``MELISSA_TRAINER_RENDEVOUS`` left the client with "no receiver endpoint", naming the
 two variables it reads but not the one set (trial F4), and a misspelt optional one
 (``MELISSA_TRAINER_REPLAY_BYTE``) was ignored without a word. `unknown_note` names each
-such variable with the known one it is closest to (difflib); the client logs it once per
-process (`warn_unknown_once`) and puts it in its "no receiver endpoint" and "no simulation
-id" errors, where it is the likely cause.
+such variable with the known one it is closest to (difflib); the client logs it on its
+rank 0 only, once per process (`warn_unknown_once`: every rank of an MPI job has the same
+environment, and a thousand ranks would log a thousand copies; the C client's
+`mt_env_warn_unknown` likewise), and every rank puts it in its "no receiver endpoint" and
+"no simulation id" errors, where it is the likely cause.
 
 `KNOWN` is the one list: tests/client/test_env_names.py checks it against every
 ``MELISSA_TRAINER_*`` name in the package's code and in the C client's sources.
@@ -71,10 +73,11 @@ def unknown_note(environ: Mapping[str, str] | None = None) -> str:
     return f"{', '.join(parts)} {verb} set, which melissa-trainer does not read"
 
 
-def warn_unknown_once() -> None:
-    """Log `unknown_note` at WARNING once per process, if there is one (the client)."""
+def warn_unknown_once(rank: int = 0) -> None:
+    """Log `unknown_note` at WARNING once per process, if there is one, on client rank
+    0 only (`rank`: the client's rank in its simulation; another says nothing)."""
     global _told
-    if _told:
+    if _told or rank != 0:
         return
     note = unknown_note()
     if note:

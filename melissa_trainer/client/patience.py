@@ -85,6 +85,13 @@ class PeerWatch:
         self.poll()
         return any(since is not None for since in self._handshakes.down_since)
 
+    def down_endpoints(self) -> tuple[str, ...]:
+        """The endpoints of the receivers disconnected now, in receiver order (never
+        blocks): those whose messages a close could not deliver."""
+        self.poll()
+        down = self._handshakes.down_since
+        return tuple(e for e, since in zip(self._endpoints, down, strict=True) if since is not None)
+
     def gone(self, after: float, bound: str | None = None) -> str | None:
         """Why a receiver counts as gone (disconnected for more than `after` seconds,
         without a new connection: "to ENDPOINT: ..."), or None while every one may
@@ -149,6 +156,9 @@ class CloseWait:
         #: why a wait ended on a trainer that stopped for good, and the error to raise
         #: (`SimulationRefused` when the simulation's non-finite sample stopped it)
         self.stop_said: StopSaid | None = None
+        #: the receivers disconnected when `stop_said` was read: those whose messages
+        #: were not delivered (the record may be another receiver's)
+        self.stop_down: tuple[str, ...] = ()
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
@@ -190,7 +200,8 @@ class CloseWait:
             if self._watch is not None and self._stopped is not None and self._watch.down():
                 self.stop_said = self._stopped()  # (a stat of its files while one is down)
                 if self.stop_said is not None:  # (the close composes its message from it)
-                    return f"to {self.stop_said.endpoint}"
+                    self.stop_down = self._watch.down_endpoints()
+                    return f"to {', '.join(self.stop_down) or self.stop_said.endpoint}"
             if self._disconnected is not None and self._watch is not None:
                 bound = _NO_WAIT if self._after_failure else None
                 why = self._watch.gone(self._disconnected, bound)

@@ -115,7 +115,9 @@ def test_the_record_of_another_receiver_than_the_one_down_ends_the_close(
 ) -> None:
     """Receiver 0 dead without a record (killed), receiver 1 still connected, its file
     marked stopped with its record (the trainer failed): the close ends on that record,
-    naming its receiver as the Python close does, not on the disconnected timeout."""
+    not on the disconnected timeout, and says, as the Python close does, that the
+    messages were not delivered to receiver 0 (the one down), receiver 1's record saying
+    why. (Before, both clients said "not delivered to" receiver 1, which took its own.)"""
     live = zctx.socket(zmq.PULL)
     live.setsockopt(zmq.LINGER, 0)
     live.bind("tcp://127.0.0.1:*")
@@ -137,7 +139,11 @@ def test_the_record_of_another_receiver_than_the_one_down_ends_the_close(
             script.kill()
         code, _, message = lines[closed][-1].partition(" ")
         assert int(code) == MT_ETIMEDOUT, (message, err)
-        assert message.startswith(f"{ENDED}{endpoints[1]} (error: CUDA out of memory"), message
+        said = (
+            f"{ENDED}{endpoints[0]} (disconnected; its receiver at {endpoints[1]} recorded "
+            "why: error: CUDA out of memory"
+        )
+        assert message.startswith(said), message
 
         publish_two(rendezvous, endpoints)  # (unstopped again for the Python client)
         monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(rendezvous))
@@ -150,6 +156,7 @@ def test_the_record_of_another_receiver_than_the_one_down_ends_the_close(
         mark_stopped(rendezvous, 1, endpoints[1], record)
         with pytest.raises(TrainerStopped) as e:
             client.close()
+        assert str(e.value).startswith(said), e.value  # (the oracle)
         assert message.strip() == str(e.value)
     finally:
         live.close(0)

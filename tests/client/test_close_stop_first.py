@@ -59,3 +59,22 @@ def test_a_stop_said_is_frozen() -> None:
     stop = said("ended", "x", TrainerStopped)
     with pytest.raises(AttributeError):
         stop.reason = "y"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("failure", "bye"), [("queued messages", True), ("BYE", True)])
+def test_the_receivers_down_are_named_and_the_one_whose_record_said_why(
+    failure: str, bye: bool
+) -> None:
+    """Another receiver than the record's is down: the messages not delivered are its
+    (the record's receiver may be connected and have taken its own), and the record's
+    receiver is named as the one that said why; its own being down alone, as before."""
+    a, b = "tcp://a:1", "tcp://b:2"
+    note = f"disconnected; its receiver at {EP} recorded why"
+    ended = said("ended", "error: OOM; its stop record in /r", TrainerStopped)
+    text = stop_first(T, failure, bye, ended, (a, b))
+    assert f"not delivered to {a}, {b} ({note}: error: OOM; its stop record in /r). " in text
+    refused = said("refused", "the trainer stopped on its time step 3", SimulationRefused)
+    text = stop_first(T, failure, bye, refused, (a,))
+    assert text.startswith("simulation 4 rank 1: the trainer stopped on its time step 3, so ")
+    assert text.endswith(f"not delivered to {a} ({note}): FACTS. FIX"), text
+    assert stop_first(T, failure, bye, refused, (EP,)) == stop_first(T, failure, bye, refused)

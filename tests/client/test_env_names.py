@@ -99,3 +99,40 @@ def test_a_misspelt_simulation_id_is_named_in_its_error(clean_env: pytest.Monkey
     clean_env.setenv("MELISSA_TRAINER_SIMULATON_ID", "3")
     with pytest.raises(ValueError, match="no simulation id.*did you mean MELISSA_TRAINER_SIM"):
         Client({"u": ((4,), "float32")}, endpoints="tcp://127.0.0.1:9")
+
+
+class RankOf2:
+    """An mpi4py communicator's rank `rank` of 2 (the client reads no more of it before
+    its "no receiver endpoint" error)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's names
+        return self.rank
+
+    def Get_size(self) -> int:  # noqa: N802
+        return 2
+
+
+def test_the_warning_is_said_on_client_rank_0_only_and_the_errors_on_every_rank(
+    clean_env: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Every rank of an MPI simulation has the same environment: the warning comes from
+    rank 0 alone, as the C client's (a thousand ranks would log a thousand copies; before,
+    each process logged it, whatever its rank), while each rank's error still ends with
+    the sentence. Rank 1 starts first: it says nothing, and leaves rank 0 its say."""
+    clean_env.setenv("MELISSA_TRAINER_SIMULATION_ID", "3")
+    clean_env.setenv("MELISSA_TRAINER_RENDEVOUS", "/tmp/out/rendezvous")
+    caplog.set_level(logging.WARNING, logger="melissa_trainer.client")
+    note = unknown_note()
+    assert note.startswith("MELISSA_TRAINER_RENDEVOUS (did you mean")  # (the oracle)
+
+    def warned() -> list[str]:
+        return [r.getMessage() for r in caplog.records if "RENDEVOUS" in r.getMessage()]
+
+    for rank, said in ((1, []), (0, [note]), (1, [note]), (0, [note])):
+        with pytest.raises(ValueError, match="no receiver endpoint") as error:
+            Client({"u": ((4,), "float32")}, comm=RankOf2(rank))
+        assert str(error.value).endswith(f"; but {note}"), (rank, error.value)
+        assert warned() == said, rank  # (rank 0's, once per process)

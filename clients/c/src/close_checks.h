@@ -119,12 +119,14 @@ mt_stop_outcome mt_stop_record_for_good(const char *dir, size_t rank, const char
  * mt_stop_record_fail: the receipt's (client/stopped.py StopRecords.decide), `whose` the
  * sentence's subject; mt_stop_record_undelivered: the delivery's (close_wait.c; closing.py
  * stop_first), one sentence, the reason first, then `what` ("batched data", "BYE",
- * "queued messages") was not delivered to `endpoint`, then the facts and what to do;
- * without `bye` (a close after a failure) it is a warning on stderr, c's error kept. */
+ * "queued messages") was not delivered to `down` (the disconnected receivers, ", "
+ * between; NULL: `endpoint`), naming `endpoint` (the record's receiver) too if it is
+ * another, then the facts and what to do; without `bye` (a close after a failure) it is
+ * a warning on stderr, c's error kept. */
 mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
                               size_t rank, const char *endpoint, const char *whose);
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
-                                     size_t rank, const char *endpoint, const char *what,
-                                     bool bye);
+                                     size_t rank, const char *endpoint, const char *down,
+                                     const char *what, bool bye);
 
 #endif

@@ -121,23 +121,37 @@ static mt_status between(mt_client *c, waiting *w) {
         }
     }
     bool down = false;
-    for (size_t i = 0; i < c->n_endpoints; ++i) down = down || mt_handshake_down_since(c, i) >= 0;
+    mt_buf gone = {0}; /* (the disconnected ones: whose messages were not delivered) */
+    for (size_t i = 0; i < c->n_endpoints; ++i) {
+        if (mt_handshake_down_since(c, i) < 0) continue;
+        mt_buf_printf(&gone, "%s%s", down ? ", " : "", c->endpoints[i]);
+        down = true;
+    }
     /* While one is down, every receiver's record (closing.py: StopRecords.for_good): the
      * receivers are one trainer's, whose every record says why it stopped (one killed
      * writes none), and what was not delivered is in none (complete or not). */
     for (size_t r = 0; down && c->rendezvous_used != NULL && w->looks != NULL &&
                        r < c->n_endpoints; ++r) { /* (a stat of each while unchanged) */
         mt_stop_said *s = calloc(1, sizeof *s); /* (16 KiB: its reason's message whole) */
-        if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        if (s == NULL || gone.oom) {
+            free(s);
+            free(gone.data);
+            return mt_fail(c, MT_ENOMEM, "out of memory");
+        }
         mt_stop_outcome o = mt_stop_record_for_good(c->rendezvous_used, r, c->endpoints[r],
                                                     c->run_id, c->simulation_id, &w->looks[r],
                                                     s);
         mt_status st = MT_OK;
         if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) /* (the reason first) */
-            st = mt_stop_record_undelivered(c, o, s, r, c->endpoints[r], w->what, w->bye);
+            st = mt_stop_record_undelivered(c, o, s, r, c->endpoints[r], gone.data, w->what,
+                                            w->bye);
         free(s);
-        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) return st;
+        if (o == MT_STOP_REFUSED || o == MT_STOP_ENDED) {
+            free(gone.data);
+            return st;
+        }
     }
+    free(gone.data);
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0) continue;

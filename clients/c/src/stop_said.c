@@ -116,8 +116,8 @@ mt_status mt_stop_record_fail(mt_client *c, mt_stop_outcome o, const mt_stop_sai
 }
 
 mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_stop_said *s,
-                                     size_t rank, const char *endpoint, const char *what,
-                                     bool bye) {
+                                     size_t rank, const char *endpoint, const char *down,
+                                     const char *what, bool bye) {
     said_kind k = kind_of(o, s);
     bool queued = strcmp(what, "queued messages") == 0;
     const char *verb = strcmp(what, "BYE") == 0 ? "was" : "were";
@@ -126,13 +126,23 @@ mt_status mt_stop_record_undelivered(mt_client *c, mt_stop_outcome o, const mt_s
     reason_of(c, k, s, &reason);
     mt_buf_printf(&text, "simulation %llu rank %d: ", (unsigned long long)c->simulation_id,
                   c->rank);
+    /* (closing.py stop_first: the disconnected receivers, whose messages those are, and
+     * the record's receiver if it is another, connected perhaps) */
+    bool other = down != NULL && down[0] != '\0' && strcmp(down, endpoint) != 0;
+    mt_buf whose = {0};
+    if (other) mt_buf_printf(&whose, "disconnected; its receiver at %s recorded why", endpoint);
+    const char *where = other ? down : endpoint, *note = whose.oom ? "" : whose.data;
     if (k == SAID_ENDED)
         mt_buf_printf(&text, "the trainer stopped before it read its %s%s, which %s not "
-                             "delivered to %s (%s). ",
-                      what, among, verb, endpoint, reason.oom ? "" : reason.data);
+                             "delivered to %s (%s%s%s). ",
+                      what, among, verb, where, other ? note : "", other ? ": " : "",
+                      reason.oom ? "" : reason.data);
     else
-        mt_buf_printf(&text, "%s, so its %s%s %s not delivered to %s: ",
-                      reason.oom ? "" : reason.data, what, among, verb, endpoint);
+        mt_buf_printf(&text, "%s, so its %s%s %s not delivered to %s%s%s%s: ",
+                      reason.oom ? "" : reason.data, what, among, verb, where,
+                      other ? " (" : "", other ? note : "", other ? ")" : "");
+    if (whose.oom) text.oom = true;
+    free(whose.data);
     free(reason.data);
     detail_of(c, k, s, rank, &text);
     if (reason.oom) text.oom = true;

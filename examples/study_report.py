@@ -157,14 +157,17 @@ def run_summary(
     resumed_from: str | None = None,
 ) -> dict[str, Any]:
     """The JSON summary's keys every example has: timings, counts, and "plot" (None).
-    After a resume (`resumed_from`), the launcher's times and counts span both runs."""
+    After a resume (`resumed_from`), the launcher's times and counts span both runs, and
+    `sequential_seconds` is None (not measured, as `print_overlap` says: the earlier
+    run's simulation time against this run's training would be neither run's figure)."""
     study: dict[str, float] = launcher.summary() if launcher is not None else {}
     simulation = study.get("simulation_seconds")
+    sequential = None if resumed_from is not None else simulation
     return {
         "wall_seconds": round(wall, 2),
         "simulation_seconds": None if simulation is None else round(simulation, 2),
         "training_seconds": round(training_seconds, 2),  # this rank's (its GPU's on CUDA)
-        "sequential_seconds": sequential_seconds(simulation, training_seconds, job_limit),
+        "sequential_seconds": sequential_seconds(sequential, training_seconds, job_limit),
         "samples_seen": trainer.state.total_samples_seen,  # all ranks, with re-draws
         "samples_received": received_samples(trainer),  # all ranks, each once
         # samples holding NaN or Inf, dropped by the receivers (nonfinite="refuse")

@@ -235,7 +235,10 @@ class Client(Sending):
 
     def _new_transport(self, curve_keys: list[str | None], held: HeldArrays) -> Transport:
         """A transport to `self.endpoints` (not opened)."""
-        check = RestartCheck(self._rendezvous, self.endpoints, self.run_id, self.simulation_id)
+        window = self._following.window.max_bytes if self._following is not None else 0
+        check = RestartCheck(
+            self._rendezvous, self.endpoints, self.run_id, self.simulation_id, window
+        )
         transport = Transport(
             self.endpoints,
             self.tuning,

@@ -42,6 +42,8 @@ class RestartCheck:
         endpoints: the endpoints read there.
         run_id: the run id the client's HELLO carries (None: none).
         simulation_id: the client's, for the advice.
+        window: the client's replay window in bytes (0: none): a client with one follows
+            a restarted trainer, and the note says so rather than that it cannot.
     """
 
     def __init__(
@@ -50,8 +52,10 @@ class RestartCheck:
         endpoints: Sequence[str],
         run_id: str | None,
         simulation_id: int,
+        window: int = 0,
     ) -> None:
         self._rendezvous = rendezvous
+        self._window = window
         self._endpoints = list(endpoints)
         self._run_id = run_id
         self._simulation_id = simulation_id
@@ -90,9 +94,19 @@ class RestartCheck:
         if endpoints == self._endpoints and (run_id is None or run_id == self._run_id):
             return ""
         run = f"run {run_id}" if run_id is not None else "another trainer"
-        return (
+        restarted = (
             f" The trainer was restarted: the rendezvous {self._rendezvous} now names {run} at "
-            f"{', '.join(endpoints)}. A simulation without a replay window "
+            f"{', '.join(endpoints)}."
+        )
+        if self._window:  # (a user trial read "without a replay window" of a client with one)
+            return (
+                f"{restarted} This client follows it with its replay window "
+                f"(ClientTuning.replay_bytes={self._window}) if the window still holds every "
+                f"step the checkpoint lacks; if not, run this simulation again, with the same "
+                f"simulation id (MELISSA_TRAINER_SIMULATION_ID={self._simulation_id})."
+            )
+        return (
+            f"{restarted} A simulation without a replay window "
             f"(ClientTuning.replay_bytes=0) does not follow a restarted trainer, and what it "
             f"sent after the checkpoint resumed from is lost: run this "
             f"simulation again, with the same simulation id "

@@ -145,3 +145,52 @@ def test_a_trainer_gone_without_a_successor_is_not_called_restarted(trainers: Tr
     said = str(raised.value)
     assert "the receiver is unreachable" in said, said
     assert "restarted" not in said, said
+
+
+def test_a_client_with_a_replay_window_is_not_told_it_has_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user trial's external solver (a 64 MiB window) failed its follow, and the
+    message chained to it said "A simulation without a replay window
+    (ClientTuning.replay_bytes=0) does not follow a restarted trainer". The note knows
+    the client's window: with one it says the client follows, and when it cannot."""
+    from melissa_trainer.client import client as client_module
+    from melissa_trainer.client.restart import RestartCheck
+
+    directory = tmp_path / "rendezvous"
+    write_rendezvous(directory, 0, 1, "tcp://127.0.0.1:2", {"run_id": "bbbb"})
+    with_window = RestartCheck(str(directory), ["tcp://127.0.0.1:1"], "aaaa", 7, 1 << 20)
+    said = with_window.note()
+    assert "now names run bbbb at tcp://127.0.0.1:2" in said, said
+    assert "follows it with its replay window (ClientTuning.replay_bytes=1048576)" in said
+    assert "without a replay window" not in said, said
+    assert "(MELISSA_TRAINER_SIMULATION_ID=7)" in said, said
+    without = RestartCheck(str(directory), ["tcp://127.0.0.1:1"], "aaaa", 7).note()
+    assert "A simulation without a replay window (ClientTuning.replay_bytes=0)" in without
+
+    # and a client gives its window to its check
+    given: list[int] = []
+
+    class Spy(RestartCheck):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            given.append(self._window)
+
+    monkeypatch.setattr(client_module, "RestartCheck", Spy)
+    monkeypatch.delenv("MELISSA_TRAINER_ENDPOINTS", raising=False)
+    monkeypatch.delenv("MELISSA_TRAINER_RUN_ID", raising=False)
+    monkeypatch.setenv("MELISSA_TRAINER_RENDEZVOUS", str(directory))
+    monkeypatch.setenv("MELISSA_TRAINER_REPLAY_BYTES", "2000000")
+    context = zmq.Context()
+    sock = context.socket(zmq.PULL)
+    sock.linger = 0
+    try:
+        sock.bind("tcp://127.0.0.1:*")
+        endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        write_rendezvous(directory, 0, 1, endpoint, {"run_id": "cccc"})
+        with Client(FIELDS, simulation_id=7) as c:
+            c.send(0, u=U)
+    finally:
+        sock.close(linger=0)
+        context.term()
+    assert given == [2_000_000], given

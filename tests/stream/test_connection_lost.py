@@ -71,8 +71,8 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
                 time.sleep(0.01)
             assert rec.telemetry()["samples_put"] == 1, "simulation 3's sample was not put"
             big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
-            # the watch's thread reads the event: wait for its count (up to 30 s), before
-            # the stream can end (a line logged after the end is INFO, not a warning)
+            # the ingester reads the event at its next empty poll: wait for its count (up
+            # to 30 s), before the stream can end (a line logged after the end is INFO)
             deadline = time.monotonic() + 30
             while rec.telemetry()["connections_lost"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)

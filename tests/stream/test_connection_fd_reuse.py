@@ -156,3 +156,29 @@ def test_a_close_read_after_a_reused_descriptors_hello_is_not_the_new_ones(
         sock.close(linger=0)
         ctx.term()
         receiver_log.removeHandler(warnings)
+
+
+@pytest.mark.timeout(120)
+def test_closes_left_unread_never_stall_the_socket() -> None:
+    """The ingester reads the monitor only at a HELLO, a BYE or an empty poll: the closes
+    of a busy stream wait there. With libzmq's default HWMs, about 2000 of them stalled
+    the receiver's socket (no message delivered, nothing read: 1500 passed, 2100 hung,
+    libzmq 4.3.5); the monitor's queue is unbounded (RCVHWM 0). 3000 connections, each
+    sending one message then closing, none of their closes read until the end."""
+    n = 3000
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PULL)
+    sock.rcvtimeo = 30_000
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    watch = connections.ConnectionWatch(sock, LIMIT, lambda: None)
+    try:
+        for i in range(n):
+            push = ctx.socket(zmq.PUSH)
+            push.connect(f"tcp://127.0.0.1:{port}")
+            push.send(b"%d" % i)
+            push.close(linger=-1)
+            assert sock.recv() == b"%d" % i  # (zmq.Again after 30 s: the socket stalled)
+    finally:
+        watch.close()
+        sock.close(linger=0)
+        ctx.term()

@@ -11,16 +11,16 @@ message of 2 GiB to a receiver of the default 1 GiB bound vanished without a tra
 where one of 1 GiB (under the frame bound, over the field bound) is decoded, rejected
 (``too_large``) and logged.
 
-`ConnectionWatch` reads the monitor's ``DISCONNECTED`` events in a thread of its own.
-The receiver tells it, from each HELLO and BYE (rare messages: nothing is added to the
-data path), which simulation's client rank sends on which connection (ZeroMQ's
-``SRCFD``, the descriptor of the connection a message came on). A connection that
-closes after a HELLO and before that rank's BYE is counted (telemetry
-``connections_lost``) and logged with the simulation, the rank and both causes: the
-process ended without its BYE (killed, crashed, or exited without closing its client:
-the launcher sees those too), or it sent a frame over the bound. Either way what it
-had queued on that connection is lost; a restart of the simulation re-sends it
-(exactly once holds). A sender that connects without a HELLO cannot be named: its
+`ConnectionWatch` reads the monitor's ``DISCONNECTED`` events in the receiver's ingester
+(below: why not in a thread of its own). The receiver tells it, from each HELLO and
+BYE (rare messages: nothing is added to the data path), which simulation's client rank
+sends on which connection (ZeroMQ's ``SRCFD``, the descriptor of the connection a
+message came on). A connection that closes after a HELLO and before that rank's BYE
+is counted (telemetry ``connections_lost``) and logged with the simulation, the rank
+and both causes: the process ended without its BYE (killed, crashed, or exited without
+closing its client: the launcher sees those too), or it sent a frame over the bound.
+Either way what it had queued on that connection is lost; a restart of the simulation
+re-sends it (exactly once holds). A sender that connects without a HELLO cannot be named: its
 closes are not counted; nor are those of a connection that closes before the receiver
 has read its HELLO (an oversized frame right behind the HELLO, read by ZeroMQ's I/O
 thread while the receiver is busy): the simulation's data is then still in the
@@ -50,8 +50,9 @@ simulation it killed itself). Those closes are the study's own doing: their simu
 are recorded unfinished by the launcher and a resume runs them again, so nothing is lost
 in the sense of the warning; they are counted as before and summarised in one INFO line
 at `close` (the project's rule for many like events). Whether a close is the study's is
-decided when its event is read, not when it is judged: a solver that died on its own
-before the stop, judged after it, is still warned of.
+decided when its event is read (below), not when it is judged: a solver that died on
+its own before the stop, its close read before it and judged after it, is still warned
+of.
 
 Every rank hears the kills (each client rank of a simulation connects to every training
 rank's receiver), but only rank 0 runs the launcher, and a rank k's own `Study.stop` may
@@ -70,13 +71,30 @@ missing name (NFS), a rank on another node may not see it at once: that close is
 warned of, as before. The run id in the file keeps an earlier run's file (a resume into
 the same output directory) from silencing this run's warnings.
 
-Thread-safety: `hello`, `bye` and `settle` are called by the receiver's ingester
-(whoever holds its lock), the events read by the watch's own thread; the map of
-connections and the closes awaiting judgment are shared under a lock of their own
-(taken per HELLO, BYE and close: rare). A descriptor reused by a new connection before
-the old one's event is read is named after the new one's HELLO (the event of the old
-one is matched by number): rare, and only the log line's name is then wrong, never a
-count of data.
+Events and HELLOs are ordered in one thread. An event names a connection by its
+descriptor, which the kernel gives to the next connection once ZeroMQ has closed it.
+When the events were read by a thread of the watch's own, a simulation that said BYE
+and exited, and the next one, accepted on the same descriptor, whose HELLO was read
+before that thread read the first one's close, had that close taken for its own: it
+was judged lost at the next empty socket (a user trial: a false WARNING and
+``connections_lost`` 1 in 2 of 20 studies on a busy machine, every sample received).
+Nor can a HELLO tell a new connection on a reused descriptor from the same connection
+said HELLO on again (a worker's next simulation). libzmq emits a connection's
+``DISCONNECTED`` before it closes its descriptor, so before any reuse, and a new
+connection's messages are readable only after that. So the ingester reads every event
+waiting in the monitor (`_drain`: without waiting) before it registers a HELLO, at a
+BYE, and before it judges (`settle`, at each empty poll: one ``ZMQ_EVENTS`` read when
+no event waits): a close read after a HELLO on its descriptor is then that HELLO's
+connection's, or a later one's. Whether a close is the study's is decided when the
+ingester reads its event: at the first HELLO, BYE or empty poll after it (the
+receiver's poll interval at most while the socket is empty, later while it is kept
+busy). The monitor's queue has no bound (``RCVHWM`` 0: events left unread while the
+ingester is busy never stall the socket; one small message per close).
+
+Thread-safety: `hello`, `bye`, `settle` and `owner_of` are called by the receiver's
+ingester (whoever holds its lock, which orders its use of the monitor socket across
+threads), `close` once it has ended; `pending` and `study_stops` by any thread (a read,
+a flag).
 """
 
 from __future__ import annotations
@@ -85,9 +103,9 @@ import contextlib
 import logging
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import zmq
 from zmq.utils.monitor import parse_monitor_message
@@ -104,7 +122,7 @@ __all__ = [
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
-_POLL_MS = 1000  # a bound on the watch's wait (`close` wakes it at once: `_wake_r`)
+_POLLIN = int(zmq.POLLIN)
 #: rank 0's word to every rank that its study kills the simulations (module docstring)
 STUDY_STOPS_FILE = "study_stops"
 
@@ -174,26 +192,26 @@ class ConnectionWatch:
         self._logged: set[int] = set()  # simulations already named (once each)
         self._study_stops = False  # `study_stops`: closes from now on are the study's
         self._stopped: set[int] = set()  # simulations whose close was the study's (summary)
-        self._lock = threading.Lock()  # _owners and _closed: HELLO, BYE, close (rare)
         self._owners: dict[int, tuple[int, int]] = {}  # fd -> (simulation, client rank)
         # (simulation, client rank) of the connections seen closed whose BYE was not read
         # yet, in the order of their events: judged by `settle`; with each, whether it
         # was seen as the study stopped (`_at_stop`: summarised, not warned of)
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[bool] = []
-        self._stop = threading.Event()
-        self._monitor = socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
-        # `close` writes a byte here to wake the thread's poll at once: the wait would
-        # otherwise hold `close` (and the receiver's `stop`) up to `_POLL_MS`
-        self._wake_r, self._wake_w = os.pipe()
-        self._thread = threading.Thread(
-            target=self._run, name="melissa-receiver-connections", daemon=True
-        )
-        self._thread.start()
+        # (`Socket.get_monitor_socket`'s, with RCVHWM 0 on the reading end: libzmq then
+        # leaves the inproc pipe unbounded. With the default HWMs, about 2000 closes left
+        # unread stalled the receiver's socket (libzmq 4.3.5, measured: 1500 read, 2100
+        # hung); the ingester reads them only at its next HELLO, BYE or empty poll)
+        address = f"inproc://melissa-receiver-monitor-{id(self):x}"
+        socket.monitor(address, zmq.EVENT_DISCONNECTED)
+        monitor = socket.context.socket(zmq.PAIR)
+        monitor.rcvhwm = 0
+        monitor.connect(address)
+        self._monitor: zmq.Socket | None = monitor  # None once `close`d
 
     @property
     def pending(self) -> int:
-        """Closes seen whose BYE was not read yet, awaiting `settle` (any thread)."""
+        """Closes read whose BYE was not read yet, awaiting `settle` (any thread)."""
         return len(self._closed)
 
     def study_stops(self) -> None:
@@ -203,39 +221,42 @@ class ConnectionWatch:
         self._study_stops = True
 
     def hello(self, frame: zmq.Frame, msg: Hello) -> None:
-        """A HELLO came on `frame`'s connection (the ingester)."""
-        with self._lock:
-            self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
+        """A HELLO came on `frame`'s connection (the ingester). The closes emitted before
+        it was read are read first: a close of an earlier connection on the same
+        descriptor is then never taken for this one's (module docstring)."""
+        self._drain()
+        self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
-        """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE."""
-        with self._lock:
-            return self._owners.get(fd)
+        """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
+        (the ingester: its close not read yet counts as open)."""
+        return self._owners.get(fd)
 
     def bye(self, frame: zmq.Frame, msg: Bye) -> None:
         """A BYE came on `frame`'s connection: its close is the client's own (the
         ingester). Matched by simulation and rank, not by descriptor alone: the BYE of
         a connection already seen closed may come after its descriptor was reused."""
+        self._drain()  # (not needed for the match: keeps the events read promptly)
         owner, fd = (msg.simulation_id, msg.client_rank), frame.get(zmq.SRCFD)
-        with self._lock:
-            if self._owners.get(fd) == owner:
-                del self._owners[fd]
-            elif owner in self._closed:
-                i = self._closed.index(owner)  # (the first: the oldest such close)
-                del self._closed[i], self._at_stop[i]
+        if self._owners.get(fd) == owner:
+            del self._owners[fd]
+        elif owner in self._closed:
+            i = self._closed.index(owner)  # (the first: the oldest such close)
+            del self._closed[i], self._at_stop[i]
 
     def settle(self, empty: Callable[[], bool]) -> None:
-        """Judge the closes seen so far, if `empty()` (called after they are taken)
-        says the socket holds no message: every message their connections sent was
-        then read, BYE included; those without one are counted and logged. Called by
-        the ingester after an empty poll; nothing to do (a length read) without a
-        close pending. Blocks for a `zmq_poll` of 0 ms at most."""
+        """Read the closes waiting in the monitor, then judge those read so far if
+        `empty()` (called after they are read) says the socket holds no message: every
+        message their connections sent was then read, BYE included; those without one
+        are counted and logged. Called by the ingester after each empty poll; without
+        an event waiting nor a close pending, one ``ZMQ_EVENTS`` read. Blocks for a
+        `zmq_poll` of 0 ms at most."""
+        self._drain()
         n = len(self._closed)
-        if not n or not empty():  # (the closes taken before the socket is found empty)
+        if not n or not empty():  # (the closes read before the socket is found empty)
             return
-        with self._lock:
-            lost, self._closed[:n] = self._closed[:n], []
-            at_stop, self._at_stop[:n] = self._at_stop[:n], []
+        lost, self._closed[:n] = self._closed[:n], []
+        at_stop, self._at_stop[:n] = self._at_stop[:n], []
         for (sid, rank), stopped in zip(lost, at_stop, strict=True):
             if stopped:
                 self._stopped.add(sid)
@@ -244,59 +265,56 @@ class ConnectionWatch:
                 self._judged_lost(sid, rank)
 
     def close(self, empty: Callable[[], bool] | None = None) -> None:
-        """Stop the thread and the monitor (before the socket is closed), then settle
-        what is pending if `empty` is given (`settle`; the caller must own the socket
-        then: the receiver's thread has ended), and log the summary of the closes that
-        were the study's (`study_stops`), if any. Idempotent."""
-        if self._stop.is_set():
+        """Read the closes waiting, stop and close the monitor (before the socket is
+        closed), then settle what is pending if `empty` is given (`settle`), and log
+        the summary of the closes that were the study's (`study_stops`), if any. The
+        caller owns the watch and the socket: the ingester has ended (or never ran).
+        Idempotent."""
+        monitor = self._monitor
+        if monitor is None:
             return
-        self._stop.set()
-        os.write(self._wake_w, b"x")
-        self._thread.join()
-        os.close(self._wake_r)
-        os.close(self._wake_w)
+        self._drain()
+        self._monitor = None
         try:
             self._socket.disable_monitor()
         except zmq.ZMQError as exc:  # the socket is being closed anyway
             logger.debug("disabling the receiver's monitor: %s", exc)
-        self._monitor.close(linger=0)
+        monitor.close(linger=0)
         if empty is not None:
             self.settle(empty)
         if self._stopped:
             self._summary()
 
-    def _run(self) -> None:
+    def _drain(self) -> None:
+        """Read every event waiting in the monitor, without waiting (the ingester)."""
         monitor = self._monitor
-        poller = zmq.Poller()  # (made once: this thread's only)
-        poller.register(monitor, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
-        while not self._stop.is_set():
-            ready = dict(poller.poll(_POLL_MS))
-            if not ready.get(monitor):
-                continue  # the wait's bound, or `close` woke it (the loop then ends)
-            event = parse_monitor_message(monitor.recv_multipart())  # (ZeroMQ's, not ours)
-            fd = int(event["value"])  # a DISCONNECTED event's value is the descriptor
-            if event["event"] != zmq.EVENT_DISCONNECTED:
-                continue
-            # the study's own stop (this rank's `study_stops`, or rank 0's word read for a
-            # close of a named connection), or the receiver's: judged when the event is
-            # read (a close seen before, judged after, is the simulation's own: warned of)
-            with self._lock:
-                named = fd in self._owners
-            if named and not self._study_stops and self._announced():
-                self._study_stops = True  # (latched: the file is not read again)
-            at_stop = self._study_stops or self._quiet()
-            with self._lock:  # (a BYE read meanwhile took the connection: no close then)
-                owner = self._owners.pop(fd, None)
-                if owner is not None:
-                    self._closed.append(owner)
-                    self._at_stop.append(at_stop)
-            if owner is not None:
-                logger.debug(
-                    "simulation %d client rank %d: connection closed; lost unless its BYE "
-                    "is still queued (judged once the socket is found empty)",
-                    *owner,
-                )
+        if monitor is None:
+            return
+        while cast(int, monitor.get(zmq.EVENTS)) & _POLLIN:
+            try:
+                frames = monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:  # pragma: no cover - ZMQ_EVENTS said one waits
+                return
+            event = parse_monitor_message(frames)  # (ZeroMQ's, not ours)
+            if event["event"] == zmq.EVENT_DISCONNECTED:
+                self._disconnected(int(event["value"]))  # (its value: the descriptor)
+
+    def _disconnected(self, fd: int) -> None:
+        # the study's own stop (this rank's `study_stops`, or rank 0's word read for a
+        # close of a named connection), or the receiver's: judged when the event is read
+        # (a close read before, judged after, is the simulation's own: warned of)
+        owner = self._owners.pop(fd, None)  # (none: its BYE was read, or no HELLO)
+        if owner is None:
+            return
+        if not self._study_stops and self._announced():
+            self._study_stops = True  # (latched: the file is not read again)
+        self._closed.append(owner)
+        self._at_stop.append(self._study_stops or self._quiet())
+        logger.debug(
+            "simulation %d client rank %d: connection closed; lost unless its BYE "
+            "is still queued (judged once the socket is found empty)",
+            *owner,
+        )
 
     def _summary(self) -> None:
         ids = sorted(self._stopped)

@@ -182,11 +182,12 @@ class DataPath(IngestLoop):
             self._recycle = False  # not glibc, or frames too large for its heap: once
 
     def _on_idle(self) -> None:
-        # the socket was found empty: the closes seen so far can be judged (what their
+        # the socket was found empty: the closes read so far can be judged (what their
         # connections sent, BYE included, has been read: `connections`), before the
-        # base may end the stream (a loss seen while it ran is warned of)
+        # base may end the stream (a loss seen while it ran is warned of). Each time:
+        # the watch reads its monitor's events here too (one ZMQ_EVENTS read if none)
         watch = self._watch
-        if watch is not None and watch.pending:
+        if watch is not None:
             watch.settle(self._socket_empty)
         super()._on_idle()
 

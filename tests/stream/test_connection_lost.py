@@ -9,7 +9,7 @@ memory (docs/protocol.md, section 10), too much for the inner tier."""
 from __future__ import annotations
 
 import logging
-import threading
+import os
 import time
 
 import numpy as np
@@ -19,7 +19,9 @@ import zmq
 from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
+from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.liveness import HEADER_ALLOWANCE
+from melissa_trainer.wire import Hello
 
 U = R.Field("u", "<f4", (4,))
 LIMIT = 1 << 16
@@ -69,8 +71,8 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
                 time.sleep(0.01)
             assert rec.telemetry()["samples_put"] == 1, "simulation 3's sample was not put"
             big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
-            # the watch's thread reads the event: wait for its count (up to 30 s), before
-            # the stream can end (a line logged after the end is INFO, not a warning)
+            # the ingester reads the event at its next empty poll: wait for its count (up
+            # to 30 s), before the stream can end (a line logged after the end is INFO)
             deadline = time.monotonic() + 30
             while rec.telemetry()["connections_lost"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -103,20 +105,36 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
 
 
 class Seen(logging.Handler):
-    """Sets `closed` at the receiver's first line about a closed connection, whatever its
-    level: the watch's WARNING before the fix, its DEBUG "awaits its BYE" after."""
+    """The receiver's warnings."""
 
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.closed = threading.Event()
         self.warnings: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        if "connection closed" in message:
-            self.closed.set()
         if record.levelno >= logging.WARNING:
-            self.warnings.append(message)
+            self.warnings.append(record.getMessage())
+
+
+def sockets() -> set[str]:
+    """The sockets this process holds open (``/proc/self/fd``), by inode."""
+    links = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            links.add(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:  # (closed meanwhile, or the listing's own)
+            continue
+    return {link for link in links if link.startswith("socket:")}
+
+
+def wait_closed(opened: set[str]) -> None:
+    """Until every socket in `opened` is closed (up to 30 s): both ends of a connection
+    in this process, the receiver's closed by ZeroMQ after it emitted its DISCONNECTED
+    event (the close is then in the monitor, read by the ingester once it moves on)."""
+    deadline = time.monotonic() + 30
+    while opened & sockets():
+        assert time.monotonic() < deadline, "the receiver never closed the connection"
+        time.sleep(0.01)
 
 
 @pytest.mark.timeout(60)
@@ -136,6 +154,7 @@ def test_a_bye_still_queued_when_the_close_is_seen_counts() -> None:
     try:
         with running(buffer, expected_simulations=1) as rec:
             push = ctx.socket(zmq.PUSH)
+            before = sockets()
             push.connect(rec.endpoint)
             for frame in [hello(5), data(5, 0), data(5, 1), R.encode_bye(5, 0, 1, 2)]:
                 push.send(frame)
@@ -145,11 +164,12 @@ def test_a_bye_still_queued_when_the_close_is_seen_counts() -> None:
             while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert rec.telemetry()["samples_put"] == 1, "simulation 5's step 0 was not put"
+            opened = sockets() - before  # (the connection's two ends)
             push.close(linger=-1)
             ctx.term()  # every frame sent, the connection closed
             # step 0 fills the buffer, step 1 waits for room: the BYE stays queued while
-            # the watch reads the close (its line, at whatever level, up to 30 s)
-            assert seen.closed.wait(30), "the receiver never heard of the close"
+            # ZeroMQ emits the close (read by the ingester at the BYE, before its match)
+            wait_closed(opened)
             samples = drain(buffer)  # room again: step 1, then the BYE ends the stream
             telemetry = rec.telemetry()
             finished = rec.finished_simulations()
@@ -177,15 +197,17 @@ def test_a_close_without_bye_behind_a_full_buffer_still_counts_once_read() -> No
     try:
         with running(buffer, expected_simulations=1) as rec:
             push = ctx.socket(zmq.PUSH)
+            before = sockets()
             push.connect(rec.endpoint)
             for frame in [hello(6), data(6, 0), data(6, 1)]:
                 push.send(frame)
             deadline = time.monotonic() + 30
             while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
                 time.sleep(0.01)
+            opened = sockets() - before
             push.close(linger=-1)
             ctx.term()
-            assert seen.closed.wait(30), "the receiver never heard of the close"
+            wait_closed(opened)
             assert rec.telemetry()["connections_lost"] == 0  # step 1 not read yet
             got = [buffer.get_batch(1, timeout=30)[0] for _ in range(2)]  # room: step 1
             deadline = time.monotonic() + 30  # then an empty poll judges the close
@@ -204,20 +226,36 @@ def test_a_close_without_bye_behind_a_full_buffer_still_counts_once_read() -> No
 
 
 @pytest.mark.timeout(60)
-def test_close_wakes_the_watch_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`close` wakes the watch's thread, which waits on the monitor with a bound
-    (`_POLL_MS`): it waited that bound out before (0.1 s at each receiver's `stop`).
-    With a bound of 10 minutes, a close that does not wake it does not return."""
+def test_close_is_idempotent_and_settles_what_it_reads() -> None:
+    """`close` reads the closes left in the monitor and judges them (the receiver's
+    `stop`, its ingester ended); a second `close` does nothing. (It woke a thread of the
+    watch's own before the events were read by the ingester: `stream.connections`.)"""
     from melissa_trainer.stream import connections
 
-    monkeypatch.setattr(connections, "_POLL_MS", 600_000)
     ctx = zmq.Context()
     sock = ctx.socket(zmq.PULL)
-    sock.bind_to_random_port("tcp://127.0.0.1")
-    watch = connections.ConnectionWatch(sock, LIMIT, lambda: None)
-    closer = threading.Thread(target=watch.close, daemon=True)
-    closer.start()
-    closer.join(30)
-    assert not closer.is_alive()
-    sock.close(linger=0)
-    ctx.term()
+    sock.rcvtimeo = 30_000
+    port = sock.bind_to_random_port("tcp://127.0.0.1")
+    lost: list[int] = []
+    watch = connections.ConnectionWatch(sock, LIMIT, lambda: lost.append(1))
+    push = ctx.socket(zmq.PUSH)
+    try:
+        before = sockets()
+        push.connect(f"tcp://127.0.0.1:{port}")
+        push.send(hello(8))
+        frame = sock.recv(copy=False)
+        msg = DataDecoder(LIMIT)(frame.bytes)
+        assert isinstance(msg, Hello)
+        watch.hello(frame, msg)
+        opened = sockets() - before
+        push.close(linger=-1)  # without its BYE
+        wait_closed(opened)  # (its close emitted: not read until `close`)
+        assert lost == [] and watch.pending == 0
+        watch.close(lambda: not sock.poll(0))
+        assert lost == [1] and watch.pending == 0
+        watch.close(lambda: not sock.poll(0))
+        assert lost == [1]
+    finally:
+        push.close(linger=0)
+        sock.close(linger=0)
+        ctx.term()

@@ -5,20 +5,34 @@ they run; rank 1 reaches its own `Study.stop` only after rank 0 has killed them.
 
     python study_stop_ranks.py OUT SOLVER PIDS
 
-The run, driven by hooks (every wait bounded, on files and the receivers' own figures):
+The run, driven by hooks that block on each rank's own receiver (every wait bounded by
+`WAIT`, its failure naming what was not seen, on which rank) and agree between the ranks
+by collectives (gloo), not by files polled at each step; training takes no step while a
+hook waits, so nothing it waits for competes with a spinning loop:
 
-1. Each rank writes OUT/ready_R once its receiver has read every solver's HELLO; rank 0,
-   once both files exist, SIGKILLs simulation 0's solver: a solver dead on its own, mid-study.
-2. Each rank's log handler writes OUT/warned_R at its warning of that close; each rank
-   writes OUT/restarted_R once simulation 0's restart has sent its step there; rank 0,
-   once all four exist, sends itself SIGTERM: a preemption, agreed by both ranks at one step.
-3. Rank 1, in `on_preempted` (after the preemption's checkpoint, the last collective; before
-   its `Study.stop`), waits until its receiver has counted the close of every solver (1 + N:
-   rank 0's `Study.stop` kills them meanwhile, the restarted one slow to die). A user's
-   hook that takes its time there (an upload of the checkpoint) does the same.
+1. At the first step, each rank waits until its receiver has counted DATA of every
+   solver (its one step there: not only its HELLO), the ranks agree, and rank 0 SIGKILLs
+   simulation 0's solver: a solver dead on its own, mid-study.
+2. Each rank waits for its warning of that close and for the step of simulation 0's
+   restart (its second DATA there); the ranks agree, and rank 0 sends itself SIGTERM: a
+   preemption, agreed by both ranks at the next stop synchronisation.
+3. Rank 1, in `on_preempted` (after the preemption's checkpoint; before its `Study.stop`,
+   with no collective between: rank 0 goes on to its own), waits until its receiver has
+   counted the close of every solver (1 + N: rank 0's `Study.stop` kills them meanwhile,
+   the restarted one slow to die). A user's hook that takes its time there (an upload of
+   the checkpoint) does the same.
 
-Each rank writes OUT/log_R.json: the receiver's lines at INFO and above, and whether
-rank 1's wait ended in time; it exits once the other rank's is there.
+Why DATA, not HELLO, in 1: a solver's step 1 leaves in its client's batch, up to
+``batch_delay`` after its HELLO (the flusher thread: later on a loaded machine). Killed
+in between, rank 1 never had the first attempt's step, counted one message of simulation
+0 after the restart, never two, and the run spun until its bound (a loaded CI run; it
+recurs under load). The test's solver holds simulation 0's step 1 for 1 s: that window
+is open in every run.
+
+Each rank writes OUT/log_R.json in `on_train_end`, after its `Study.stop` (its receiver's
+last line is in): the receiver's lines at INFO and above, whether rank 1's wait ended in
+time, and the seconds each wait took. Then the ranks meet at a barrier: neither exits
+(Preempted, 143: the launch then SIGTERMs the other) before the other's log is written.
 """
 
 from __future__ import annotations
@@ -28,80 +42,139 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from melissa_trainer import Hook, OnlineTrainer, StreamSource, Study, TrainingArguments
 from melissa_trainer.launcher import Launcher, LauncherTuning, LocalBackend
+from melissa_trainer.stream.receiver import Receiver
 
 N = 3
+#: seconds each wait may take: a solver's start-up (or restart) on a loaded machine
+WAIT = 90.0
+#: the warning of simulation 0's SIGKILL (the test asserts it is the only one)
+KILL_WARNING = "simulation 0 client rank 0: its connection closed before its BYE"
 
 
 class Lines(logging.Handler):
-    """The receiver's lines; writes OUT/warned_R at its warning of simulation 0's close."""
+    """The receiver's lines (INFO and above); `warned` is set at its warning of
+    simulation 0's close (emitted by whichever thread ingests)."""
 
-    def __init__(self, warned: Path) -> None:
+    def __init__(self) -> None:
         super().__init__(logging.INFO)
         self.lines: list[tuple[int, str]] = []
-        self.warned = warned
+        self.warned = threading.Event()
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         self.lines.append((record.levelno, message))
-        if record.levelno >= logging.WARNING and message.startswith("simulation 0 client"):
-            self.warned.write_text("")
+        if record.levelno >= logging.WARNING and message.startswith(KILL_WARNING):
+            self.warned.set()
+
+
+def wait_until(done: Callable[[], bool], what: Callable[[], str]) -> tuple[str | None, float]:
+    """Block until `done()` (at most `WAIT` s); (None, or what was missing (`what()`),
+    the seconds waited).
+
+    A local wait on this rank's receiver, whose own thread ingests meanwhile (no pump
+    comes while this blocks training: it takes over). No event tells a counter's change,
+    so it is read every 10 ms, by a sleeping thread."""
+    start = time.monotonic()
+    while not done():
+        if time.monotonic() - start > WAIT:
+            return what(), time.monotonic() - start
+        time.sleep(0.01)
+    return None, time.monotonic() - start
+
+
+def agree(missing: str | None, phase: str) -> None:
+    """Every rank's outcome of `phase` (a collective); AssertionError on every rank if
+    any rank missed something, naming the rank and what it missed."""
+    said: list[str | None] = [None, None]
+    dist.all_gather_object(said, missing)
+    failed = [f"rank {r}: {m}" for r, m in enumerate(said) if m is not None]
+    if failed:
+        raise AssertionError(f"{phase}: not within {WAIT:.0f} s on {'; '.join(failed)}")
 
 
 class Choreography(Hook):
     """Steps 1-3 of the module docstring, for this rank."""
 
-    def __init__(self, out: Path, pids: Path, study: Study, rank: int) -> None:
-        self.out, self.pids, self.study, self.rank = out, pids, study, rank
-        self.killed = self.preempted = False
-        self.both: set[str] = set()
+    def __init__(self, out: Path, pids: Path, study: Study, rank: int, lines: Lines) -> None:
+        self.out, self.pids, self.study, self.rank, self.lines = out, pids, study, rank, lines
+        self.done = False
         self.waited: str = "no preemption"
+        self.waits: dict[str, float] = {}  # seconds each wait took (OUT/log_R.json)
 
-    def _mark(self, name: str) -> bool:
-        """Write OUT/name_R; whether both ranks have (once true, no file is touched)."""
-        if name in self.both:
-            return True
-        (self.out / f"{name}_{self.rank}").touch()
-        if all((self.out / f"{name}_{r}").exists() for r in (0, 1)):
-            self.both.add(name)
-        return name in self.both
-
-    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+    def _receiver(self) -> Receiver:
         receiver = self.study.stream.receiver
         assert receiver is not None
-        activity = receiver.activity()
-        if len(activity) == N and self._mark("ready") and self.rank == 0 and not self.killed:
+        return receiver
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if self.done:  # (the steps that reach the preemption's stop synchronisation)
+            return
+        self.done = True
+        receiver = self._receiver()
+
+        def counted(sid: int) -> int:
+            return receiver.activity().get(sid, 0)
+
+        # 1. every solver's step here (its HELLO alone is not enough: module docstring)
+        missing, self.waits["first steps"] = wait_until(
+            lambda: all(counted(s) >= 1 for s in range(N)),
+            lambda: f"DATA of every solver (DATA messages by simulation: {receiver.activity()})",
+        )
+        agree(missing, "every solver's first step")
+        if self.rank == 0:
+            # (written by the solver before its client opens: there once its DATA is)
             (first,) = [p for p in self.pids.iterdir() if p.name.startswith("0.")]
             os.kill(int(first.suffix[1:]), signal.SIGKILL)
-            self.killed = True
-        if (
-            activity.get(0, 0) >= 2
-            and self._mark("restarted")
-            and all((self.out / f"warned_{r}").exists() for r in (0, 1))
-            and self.rank == 0
-            and not self.preempted
-        ):
-            self.preempted = True
+        # 2. the warning of that close, and the restart's step (its second DATA here)
+        missing, self.waits["warning and restart"] = wait_until(
+            lambda: self.lines.warned.is_set() and counted(0) >= 2,
+            lambda: (
+                f"the warning of simulation 0's close (warned: {self.lines.warned.is_set()}) "
+                f"and its restart's step (DATA messages of simulation 0: {counted(0)}, "
+                f"2 awaited)"
+            ),
+        )
+        agree(missing, "the kill's warning and the restart's step")
+        if self.rank == 0:
             os.kill(os.getpid(), signal.SIGTERM)
 
     def on_preempted(self, trainer: Any, state: Any, control: Any) -> None:
-        receiver = self.study.stream.receiver
-        if self.rank != 1 or receiver is None:
+        # 3. rank 1 reads rank 0's kills before its own `Study.stop`
+        if self.rank != 1:
             return
-        deadline = time.monotonic() + 90
-        while receiver.telemetry()["connections_lost"] < 1 + N:
-            if time.monotonic() > deadline:
-                self.waited = f"timed out: {receiver.telemetry()['connections_lost']:.0f} closes"
-                return
-            time.sleep(0.05)
-        self.waited = "every close counted"
+        receiver = self._receiver()
+        missing, self.waits["closes"] = wait_until(
+            lambda: receiver.telemetry()["connections_lost"] >= 1 + N,
+            lambda: f"timed out: {receiver.telemetry()['connections_lost']:.0f} closes",
+        )
+        self.waited = missing or "every close counted"
+
+    def on_train_end(self, trainer: Any, state: Any, control: Any) -> None:
+        write_log(self.out, self.rank, self.lines, self)
+        # neither rank leaves train() (Preempted: its exit makes the launch SIGTERM the
+        # other) before the other's log is written; gloo's barrier is the bounded one (it
+        # outlasts rank 1's wait in `on_preempted`, and rank 0's kills in its stop)
+        dist.monitored_barrier(timeout=timedelta(seconds=2 * WAIT))
+
+
+def write_log(out: Path, rank: int, lines: Lines, choreography: Choreography) -> None:
+    """OUT/log_R.json, whole or not at all (a rank SIGTERMed while it writes)."""
+    record = {"lines": lines.lines, "waited": choreography.waited, "waits": choreography.waits}
+    part = out / f"log_{rank}.json.part"
+    part.write_text(json.dumps(record))
+    part.replace(out / f"log_{rank}.json")
 
 
 def main() -> None:
@@ -109,7 +182,7 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)
-    lines = Lines(out / f"warned_{rank}")
+    lines = Lines()
     receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
     receiver_log.addHandler(lines)
     receiver_log.setLevel(logging.INFO)
@@ -127,7 +200,7 @@ def main() -> None:
         ),
     )
     study = Study(launcher, StreamSource())
-    choreography = Choreography(out, pids, study, rank)
+    choreography = Choreography(out, pids, study, rank, lines)
     torch.manual_seed(0)
     model = torch.nn.Linear(3, 1)
     trainer = OnlineTrainer(
@@ -141,7 +214,9 @@ def main() -> None:
             disable_progress_bar=True,
             report_to="none",
             stop_sync_steps=1,
-            sample_to_insert_ratio=0,  # (draws as fast as training runs: steps go on)
+            # (draws without waiting for new samples: the steps after the choreography's
+            # reach the preemption's stop synchronisation; the hook blocks until then)
+            sample_to_insert_ratio=0,
         ),
         torch.optim.SGD(model.parameters(), lr=1e-3),
         train_source=study,
@@ -151,13 +226,8 @@ def main() -> None:
     try:
         trainer.train()
     finally:
-        record = {"lines": lines.lines, "waited": choreography.waited}
-        (out / f"log_{rank}.json").write_text(json.dumps(record))
-        # neither exits before the other has written its log: a rank's exit (Preempted,
-        # 143) makes the launch SIGTERM the other, which may still be in train()
-        other, deadline = out / f"log_{1 - rank}.json", time.monotonic() + 90
-        while not other.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        if not (out / f"log_{rank}.json").exists():  # (train() failed before its end)
+            write_log(out, rank, lines, choreography)
 
 
 if __name__ == "__main__":

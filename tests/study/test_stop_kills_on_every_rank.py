@@ -34,20 +34,26 @@ N = 3  # (the script's)
 
 # Steps 0 and 1 (one to each rank), then blocked until killed: the launcher's SIGTERM
 # ends it without its BYE. A restarted one ignores SIGTERM: slow to die (`kill_grace`).
+# Its pid file is written before its client opens: there once the receivers have its
+# HELLO (rank 0 kills simulation 0's first attempt by it). Simulation 0's step 1 leaves
+# its client's batch 1 s after its step 0 (`batch_delay`: 20 ms by default, more on a
+# loaded machine): a kill after its HELLO and before that step reached rank 1 hung the
+# run (the script's docstring); each run has that window open, and must not kill in it.
 SOLVER = r"""
 import json, os, signal, threading
 from pathlib import Path
 import numpy as np
-from melissa_trainer.client import Client
+from melissa_trainer.client import Client, ClientTuning
 
 a = int(json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"])
 pids = Path(os.environ["PID_DIR"])
 if any(p.name.startswith(f"{a}.") for p in pids.iterdir()):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-with Client({"x": ((3,), "float32")}) as client:
+(pids / f"{a}.{os.getpid()}").write_text("")
+tuning = ClientTuning(batch_delay=1.0 if a == 0 else 0.02)
+with Client({"x": ((3,), "float32")}, tuning=tuning) as client:
     for t in (0, 1):
         client.send(t, x=np.array([a, t, 0.0], np.float32))
-    (pids / f"{a}.{os.getpid()}").write_text("")
     threading.Event().wait()  # in flight until killed
 """
 
@@ -56,13 +62,6 @@ with Client({"x": ((3,), "float32")}) as client:
 @pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the local backend uses /proc")
 @pytest.mark.timeout(360)
-@pytest.mark.skip(
-    reason="hung once in a clean-clone CI run on a loaded machine (2026-11-30: its "
-    "preemption came only near the 300 s bound, at step 76,661); passed 6 of 6 and in two "
-    "merged e2e runs before. Its choreography's waits are to be made event-driven before it "
-    "runs by default; the marker's logic is tested in-process by "
-    "tests/stream/test_connection_lost_at_study_stop.py"
-)
 def test_no_rank_warns_of_the_study_kills_every_rank_of_a_solver_dead_mid_study(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

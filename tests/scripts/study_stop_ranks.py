@@ -79,14 +79,18 @@ class Lines(logging.Handler):
             self.warned.set()
 
 
-def wait_until(done: Callable[[], bool], what: Callable[[], str]) -> tuple[str | None, float]:
-    """Block until `done()` (at most `WAIT` s); (None, or what was missing (`what()`),
-    the seconds waited).
+def wait_until(
+    done: Callable[[], bool], what: Callable[[], str], event: threading.Event | None = None
+) -> tuple[str | None, float]:
+    """Block until `event` is set (if any), then until `done()`, at most `WAIT` s in all;
+    (None, or what was missing (`what()`), the seconds waited).
 
     A local wait on this rank's receiver, whose own thread ingests meanwhile (no pump
     comes while this blocks training: it takes over). No event tells a counter's change,
-    so it is read every 10 ms, by a sleeping thread."""
+    so `done` is read every 10 ms, by a sleeping thread."""
     start = time.monotonic()
+    if event is not None and not event.wait(WAIT):
+        return what(), time.monotonic() - start
     while not done():
         if time.monotonic() - start > WAIT:
             return what(), time.monotonic() - start
@@ -139,12 +143,13 @@ class Choreography(Hook):
             os.kill(int(first.suffix[1:]), signal.SIGKILL)
         # 2. the warning of that close, and the restart's step (its second DATA here)
         missing, self.waits["warning and restart"] = wait_until(
-            lambda: self.lines.warned.is_set() and counted(0) >= 2,
+            lambda: counted(0) >= 2,
             lambda: (
                 f"the warning of simulation 0's close (warned: {self.lines.warned.is_set()}) "
                 f"and its restart's step (DATA messages of simulation 0: {counted(0)}, "
                 f"2 awaited)"
             ),
+            self.lines.warned,
         )
         agree(missing, "the kill's warning and the restart's step")
         if self.rank == 0:

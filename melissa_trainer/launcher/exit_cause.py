@@ -77,7 +77,9 @@ _EXITED = re.compile(r"Exited with exit code (?P<code>[0-9]+)")
 _CORE = " (core dumped)"
 #: srun's line as it signals the step's tasks after one ended badly (--kill-on-bad-exit;
 #: "Terminating job step N.M" before Slurm 20.11)
-_TERMINATING = re.compile(r"^srun: (?:launch/slurm: _step_signal: )?Terminating (?:StepId=|job step )")
+_TERMINATING = re.compile(
+    r"^srun: (?:launch/slurm: _step_signal: )?Terminating (?:StepId=|job step )"
+)
 _SLURM_LINE = ("srun:", "slurmstepd", "salloc:")
 #: bytes read from the end of a log for srun's lines
 _TAIL_BYTES = 16384

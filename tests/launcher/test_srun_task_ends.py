@@ -44,8 +44,7 @@ def lines(text: str) -> list[str]:
 
 def test_a_killed_rank_is_named_not_srun_s_sigterm_of_the_others() -> None:
     assert srun_account(143, lines(KILLED)) == (
-        f"srun: task 1: Killed first ({KILL}), then srun terminated the step: "
-        "task 0: Terminated"
+        f"srun: task 1: Killed first ({KILL}), then srun terminated the step: task 0: Terminated"
     )
 
 
@@ -91,8 +90,7 @@ def test_many_later_lines_are_cut() -> None:
     log = ["srun: error: n1: task 5: Killed"]
     log += [f"srun: error: n1: task {t}: Terminated" for t in (0, 1, 2, 3)]
     assert srun_account(143, log) == (
-        f"srun: task 5: Killed first ({KILL}), then task 0: Terminated, "
-        "task 1: Terminated, ..."
+        f"srun: task 5: Killed first ({KILL}), then task 0: Terminated, task 1: Terminated, ..."
     )
 
 
@@ -112,7 +110,9 @@ def test_no_claim_beyond_srun_s_lines(code: int, log: str) -> None:
 def test_an_earlier_attempt_s_lines_are_left_out() -> None:
     # the log is appended to by restarts: attempt 0's rank 1 was killed, attempt 1's
     # rank 0 exited with 2 (the highest: srun's status), then its rank 1 was terminated
-    second = "srun: error: vm: task 0: Exited with exit code 2\nsrun: error: vm: task 1: Terminated\n"
+    second = (
+        "srun: error: vm: task 0: Exited with exit code 2\nsrun: error: vm: task 1: Terminated\n"
+    )
     assert srun_account(143, lines(KILLED + second)) == (
         "srun: task 0: Exited with exit code 2 first, then task 1: Terminated"
     )

@@ -1,6 +1,8 @@
 """How the launcher's log names an attempt's end (`exit_text`): its exit code, the
 signal the code carries, and, for an ``srun`` of several tasks, which task ended first
-and how, as srun's own lines in the job's log say (`srun_task_ends`).
+and how, as srun's own lines in the job's log say (`srun_task_ends`); for MPICH's
+``mpiexec`` (hydra), the signal its banner names (`hydra_account`: hydra exits with the
+signal's number, ``exit 9`` for a rank's SIGKILL, which alone reads as an exit code).
 
 Why srun's lines: a job of several ranks runs them under ``srun --kill-on-bad-exit=1``
 (the batch script, or a step in ``srun`` mode), and srun's exit status is the highest of
@@ -16,7 +18,7 @@ job's log, one line per group of tasks as their end is reported, the first first
     srun: error: node1: task 0: Terminated
     srun: Force Terminated StepId=1.0
 
-(Slurm 23.11 on the one-node test cluster; the task part is srun's ``"%s: %s %s: %s"``
+(Slurm 22.05 on the one-node test cluster; the task part is srun's ``"%s: %s %s: %s"``
 of node list, ``task``/``tasks``, task ids, then ``Exited with exit code N`` or the
 signal's ``strsignal`` text, with `` (core dumped)`` when one was.) Tasks that exit 0 get
 no such line.
@@ -40,9 +42,16 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-from melissa_trainer.launcher.log_lines import log_lines
+from melissa_trainer.launcher.log_lines import tail_lines
 
-__all__ = ["TaskEnd", "exit_text", "signal_text", "srun_account", "srun_task_ends"]
+__all__ = [
+    "TaskEnd",
+    "exit_text",
+    "hydra_account",
+    "signal_text",
+    "srun_account",
+    "srun_task_ends",
+]
 
 #: what usually sends the signals that end a simulation from outside, for the log line
 _SENDERS = {
@@ -81,6 +90,14 @@ _TERMINATING = re.compile(
     r"^srun: (?:launch/slurm: _step_signal: )?Terminating (?:StepId=|job step )"
 )
 _SLURM_LINE = ("srun:", "slurmstepd", "salloc:")
+#: the last lines of hydra's banner (MPICH's mpiexec) for a rank ended by a signal
+_HYDRA_EXIT = re.compile(
+    r"^YOUR APPLICATION TERMINATED WITH THE EXIT STRING: (?P<what>.+) \(signal (?P<n>[0-9]+)\)$"
+)
+_HYDRA_AFTER = (
+    "This typically refers to a problem with your application.",
+    "Please see the FAQ page for debugging suggestions",
+)
 #: bytes read from the end of a log for srun's lines
 _TAIL_BYTES = 16384
 #: task lines after the first said in full (a job of many ranks may have many)
@@ -197,6 +214,27 @@ def srun_account(code: int, lines: list[str]) -> str | None:
     return f"srun: {first} first{how}, {then}{shown}"
 
 
+def hydra_account(code: int, lines: list[str]) -> str | None:
+    """What hydra's banner at the end of `lines` says of an attempt that ended with
+    `code`, e.g. ``mpiexec: a rank's end: Killed (signal 9), SIGKILL: ...``; None when
+    the log does not end with it or its signal is not `code` (hydra exits with the
+    signal's number, 9, which alone reads as the solver's own ``exit(9)``)."""
+    for index in range(len(lines) - 1, -1, -1):
+        line = lines[index].strip()
+        match = _HYDRA_EXIT.match(line)
+        if match is not None:
+            break
+        if line not in _HYDRA_AFTER:
+            return None  # printed after the banner (or no banner): not claimed
+    else:
+        return None
+    number = int(match["n"])
+    if number != code:
+        return None
+    how = signal_text(number)
+    return f"mpiexec: a rank's end: {match['what']} (signal {number})" + (f", {how}" if how else "")
+
+
 def exit_text(code: int | str, log: Path | None = None) -> str:
     """An attempt's end as the log says it: ``exit N``, with the signal when the code
     carries one, the way either backend reports it (a process's ``-N``; a Slurm job's
@@ -204,15 +242,16 @@ def exit_text(code: int | str, log: Path | None = None) -> str:
     scancelled job is not a solver's own failure. With the attempt's `log`, srun's
     account instead when it has one (`srun_account`), e.g. ``exit 143 (srun: task 1:
     Killed first (SIGKILL: ...), then ...)``: a rank's own end, not srun's SIGTERM of
-    the others. A string code (``timeout``) as is."""
+    the others; or hydra's (`hydra_account`), e.g. ``exit 9 (mpiexec: a rank's end:
+    Killed (signal 9), SIGKILL: ...)``. A string code (``timeout``) as is."""
     if not isinstance(code, int):
         return code
     if log is not None and code > 0:
         try:
-            lines, _ = log_lines(log, _TAIL_BYTES)
+            lines = tail_lines(log, _TAIL_BYTES)
         except OSError:
             lines = []  # no log: the code alone (the report says the log is missing)
-        account = srun_account(code, lines)
+        account = srun_account(code, lines) or hydra_account(code, lines)
         if account is not None:
             return f"exit {code} ({account})"
     number = -code if code < 0 else code - 128 if code > 128 else 0

@@ -39,6 +39,7 @@ __all__ = ["FailurePolicy", "exit_text"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
+
 class FailurePolicy:
     """The failure policy and its reports, a base class of the supervisors (which set
     the attributes declared here)."""

@@ -108,7 +108,12 @@ class FailurePolicy:
         self.advice.failed(sid, codes)
         if outcome == "restart":
             return
-        history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
+        # its last end said too (`exit_text`: srun's account of its tasks, if any): the
+        # line of a simulation given up at its first failure is the only one about it
+        history = (
+            f"exit codes {codes}, parameters {parameters}; see its log {log_path}; "
+            f"its last attempt: {how}"
+        )
         times = "once" if len(codes) == 1 else f"{len(codes)} times"
         failed = f"simulation {sid} failed {times} ({history})"
         if outcome == "redraw":

@@ -16,6 +16,7 @@ from waiting import wait_until
 
 from melissa_trainer.launcher.backends import SlurmBackend
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
+from melissa_trainer.launcher.reports import LauncherError
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2e]
 
@@ -63,22 +64,22 @@ def test_a_sigkilled_rank_is_named_in_the_failure_line(
     caplog.set_level(logging.INFO, logger="melissa_trainer.launcher")
     launcher.start(tmp_path / "rdv", study_dir=tmp_path)
 
-    def failed() -> list[str]:
-        said = (r.getMessage() for r in caplog.records)
-        return [m for m in said if m.startswith("simulation 0 attempt 0 failed")]
-
-    def first_failure() -> bool:
+    def ended() -> bool:
         launcher.check()
-        return bool(failed())
+        return launcher.done
 
-    try:
-        wait_until(first_failure, lambda: ("attempt 0's failure", launcher.summary()), 100)
+    try:  # both attempts fail: the study of 1 fails (min_finished_fraction)
+        with pytest.raises(LauncherError) as error:
+            wait_until(ended, lambda: ("the study's failure", launcher.summary()), 100)
     finally:
         launcher.stop()
     log = (tmp_path / "logs" / "sim-0.log").read_text()
-    line = failed()[0]
-    assert "exit 143 (srun: task 1: Killed first (SIGKILL: the kernel's out-of-memory" in line, (
-        line,
-        log,
-    )
-    assert "SIGTERM: scancel" not in line
+    said = [r.getMessage() for r in caplog.records]
+    failed = [m for m in said if m.startswith("simulation 0 attempt 0 failed")]
+    assert failed, (said, log)
+    killed = "exit 143 (srun: task 1: Killed first (SIGKILL: the kernel's out-of-memory"
+    assert killed in failed[0], (failed[0], log)
+    assert "SIGTERM: scancel" not in failed[0]
+    # the simulation given up: its last attempt's end, as srun's lines say
+    message = str(error.value).splitlines()[0]
+    assert f"; its last attempt: {killed}" in message, (message, log)

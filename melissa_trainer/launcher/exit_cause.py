@@ -130,6 +130,7 @@ class TaskEnd:
 
     Attributes:
         tasks: the task ids as srun wrote them ("1", "0-1", "0,2-3").
+        plural: srun wrote "tasks" (several ids), not "task".
         what: srun's words ("Killed", "Exited with exit code 3", "Segmentation fault
             (core dumped)").
         code: what srun counts for them: the exit code, or 128 + the signal.

@@ -15,13 +15,13 @@ lock only. `failures`, `attempt_of` and `running` may be called from any thread.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
+from melissa_trainer.launcher.exit_cause import exit_text
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -38,28 +38,6 @@ from melissa_trainer.launcher.systematic import SystematicFailure
 __all__ = ["FailurePolicy", "exit_text"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
-
-#: what usually sends the signals that end a simulation from outside, for the log line
-_SENDERS = {
-    signal.SIGTERM: "scancel, a job's time limit or preemption, or a kill",
-    signal.SIGKILL: "the kernel's out-of-memory killer, scancel --signal=KILL, or kill -9",
-}
-
-
-def exit_text(code: int | str) -> str:
-    """An attempt's end as the log says it: ``exit N``, with the signal when the code
-    carries one, the way either backend reports it (a process's ``-N``; a Slurm job's
-    or a shell's ``128 + N``), e.g. ``exit 143 (SIGTERM: scancel, ...)``: a
-    scancelled job is not a solver's own failure. A string code (``timeout``) as is."""
-    if not isinstance(code, int):
-        return code
-    number = -code if code < 0 else code - 128 if code > 128 else 0
-    try:
-        name = signal.Signals(number)
-    except ValueError:
-        return f"exit {code}"
-    sender = _SENDERS.get(name)
-    return f"exit {code} ({name.name}" + (f": {sender})" if sender else ")")
 
 
 class FailurePolicy:
@@ -91,7 +69,7 @@ class FailurePolicy:
         with self.lock:
             started = self.study.records[sid].started
             outcome = self.study.process_ended(sid, now, code)
-        ended = exit_text(code)
+        ended = exit_text(code, log_path)  # srun's account of its tasks, if any
         wall = now - started if started is not None else 0.0
         self.advice.ended(sid, code, wall)
         self.apply_policy(sid, outcome, f"{ended}, {wall:.1f} s", log_path)
@@ -130,7 +108,12 @@ class FailurePolicy:
         self.advice.failed(sid, codes)
         if outcome == "restart":
             return
-        history = f"exit codes {codes}, parameters {parameters}; see its log {log_path}"
+        # its last end said too (`exit_text`: srun's account of its tasks, if any): the
+        # line of a simulation given up at its first failure is the only one about it
+        history = (
+            f"exit codes {codes}, parameters {parameters}; see its log {log_path}; "
+            f"its last attempt: {how}"
+        )
         times = "once" if len(codes) == 1 else f"{len(codes)} times"
         failed = f"simulation {sid} failed {times} ({history})"
         if outcome == "redraw":

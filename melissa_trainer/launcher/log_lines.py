@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["log_lines", "without_kill_banners"]
+__all__ = ["log_lines", "tail_lines", "without_kill_banners"]
 
 _START = "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES"
 _EXIT = "YOUR APPLICATION TERMINATED WITH THE EXIT STRING:"
@@ -66,9 +66,9 @@ def without_kill_banners(lines: list[str]) -> tuple[list[str], int]:
     return out, dropped
 
 
-def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], int]:
-    """The non-blank lines of the last `tail_bytes` of `path` without hydra's banners of
-    a SIGTERM, and how many banners were left out (`without_kill_banners`).
+def tail_lines(path: Path, tail_bytes: int) -> list[str]:
+    """The non-blank lines of the last `tail_bytes` of `path`, as they are (the first
+    may be cut).
 
     Raises:
         OSError: the log cannot be read.
@@ -77,4 +77,14 @@ def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], int]:
         f.seek(0, 2)
         f.seek(max(0, f.tell() - tail_bytes))
         text = f.read().decode("utf-8", "replace")
-    return without_kill_banners([line for line in text.splitlines() if line.strip()])
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def log_lines(path: Path, tail_bytes: int) -> tuple[list[str], int]:
+    """The non-blank lines of the last `tail_bytes` of `path` without hydra's banners of
+    a SIGTERM, and how many banners were left out (`without_kill_banners`).
+
+    Raises:
+        OSError: the log cannot be read.
+    """
+    return without_kill_banners(tail_lines(path, tail_bytes))

@@ -16,7 +16,7 @@ given as flags (``--simulation_id``, ``--parameters JSON``, ``--rendezvous DIR``
 
 With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
 worker=True)`, the trainer's ``--worker``): one process that runs simulation after
-simulation, each asked of the launcher (`melissa_trainer.client.worker.next_simulation`),
+simulation, each asked of the launcher (`melissa_trainer.client.worker.serve_simulations`),
 until none is left. Starting Python, numpy and the client takes a few tenths of a
 second, of the order of a whole trajectory at the default 1,000 steps (more than a short
 one): worker mode pays that start-up once per job rather than once per simulation.
@@ -170,29 +170,17 @@ def stream(
 
 
 def run_worker(time_steps: int, dt: float) -> int:
-    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each,
-    until none is left; returns 0. Parameters the solver refuses are reported as that
-    simulation's failure (exit code 2) and the worker asks for the next; anything else
-    ends the worker (the launcher gives its current simulation to another request)."""
-    import zmq
+    """Worker mode: stream the launcher's trajectories one after another until none is
+    left (`serve_simulations`: parameters `check_parameters` refuses fail only their
+    simulation, exit code 2; anything else ends the worker); returns 0."""
+    from melissa_trainer.client.worker import serve_simulations
 
-    from melissa_trainer.client.worker import next_simulation
-
-    context = zmq.Context()  # one for the worker's life, not one per simulation
-    try:
-        code = 0
-        while (work := next_simulation(exit_code=code)) is not None:
-            simulation_id, given = work
-            try:
-                parameters = check_parameters(given)
-            except ValueError as exc:
-                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
-                code = 2
-                continue
-            stream(parameters, time_steps, dt, simulation_id, context)
-            code = 0
-    finally:
-        context.term()
+    serve_simulations(
+        lambda simulation_id, parameters, context: stream(
+            parameters, time_steps, dt, simulation_id, context
+        ),
+        check=check_parameters,
+    )
     return 0
 
 

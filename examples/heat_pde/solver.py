@@ -280,7 +280,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, config, opts.simulation_id)
         return 0
-    return run_worker(config)
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+
+    serve_simulations(
+        lambda sid, p, context: stream(p, config, sid, context), check=check_parameters
+    )
+    return 0
 
 
 def stream(
@@ -305,21 +310,6 @@ def stream(
     ) as client:
         for step, temperature in enumerate(solve(parameters, config)):
             client.send(step, temperature=temperature)
-
-
-def run_worker(config: HeatConfig) -> int:
-    """Worker mode: stream the launcher's simulations one after another until none is
-    left (`serve_simulations`: parameters `check_parameters` refuses fail only their
-    simulation, exit code 2; anything else ends the worker); returns 0."""
-    from melissa_trainer.client.worker import serve_simulations
-
-    serve_simulations(
-        lambda simulation_id, parameters, context: stream(
-            parameters, config, simulation_id, context
-        ),
-        check=check_parameters,
-    )
-    return 0
 
 
 if __name__ == "__main__":

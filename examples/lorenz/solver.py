@@ -138,7 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, opts.time_steps, opts.dt, opts.simulation_id)
         return 0
-    return run_worker(opts.time_steps, opts.dt)
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+
+    serve_simulations(
+        lambda sid, p, context: stream(p, opts.time_steps, opts.dt, sid, context),
+        check=check_parameters,
+    )
+    return 0
 
 
 def stream(
@@ -167,21 +173,6 @@ def stream(
             transition[0], transition[1] = state, next_state
             client.send(k, transition=transition)  # copied or sent when it returns
             state = next_state
-
-
-def run_worker(time_steps: int, dt: float) -> int:
-    """Worker mode: stream the launcher's trajectories one after another until none is
-    left (`serve_simulations`: parameters `check_parameters` refuses fail only their
-    simulation, exit code 2; anything else ends the worker); returns 0."""
-    from melissa_trainer.client.worker import serve_simulations
-
-    serve_simulations(
-        lambda simulation_id, parameters, context: stream(
-            parameters, time_steps, dt, simulation_id, context
-        ),
-        check=check_parameters,
-    )
-    return 0
 
 
 if __name__ == "__main__":

@@ -320,7 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None and seed is not None:
         stream(parameters, config, simulation_id, seed)
         return 0
-    return run_worker(config)
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+
+    serve_simulations(
+        lambda sid, p, context: stream(p, config, sid, sid, context), check=check_parameters
+    )
+    return 0
 
 
 def stream(
@@ -347,22 +352,6 @@ def stream(
     ) as client:
         for step, vorticity in enumerate(solve(parameters, config, seed)):
             client.send(step, vorticity=vorticity, initial=initial)
-
-
-def run_worker(config: FlowConfig) -> int:
-    """Worker mode: stream the launcher's simulations one after another until none is
-    left, each from the initial field of its simulation id (a process of its own's
-    default seed): `serve_simulations`, parameters `check_parameters` refuses failing
-    only their simulation (exit code 2), anything else ending the worker; returns 0."""
-    from melissa_trainer.client.worker import serve_simulations
-
-    serve_simulations(
-        lambda simulation_id, parameters, context: stream(
-            parameters, config, simulation_id, simulation_id, context
-        ),
-        check=check_parameters,
-    )
-    return 0
 
 
 if __name__ == "__main__":

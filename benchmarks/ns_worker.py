@@ -7,7 +7,7 @@ whose simulation grows with the grid: at the default 64x64 (10 fields, 200 solve
 a few tens of milliseconds of numpy on a quiet core, at 256x256 (``--dt 0.00625``, the
 CFL-scaled step the example's GPU command uses: 800 steps) seconds. Worker mode
 (``train.py --worker``, ``solver.py --worker``: `job_limit` processes that pay the
-start-up once each and loop on `next_simulation()`) saves one start-up per simulation
+start-up once each and loop on `serve_simulations()`) saves one start-up per simulation
 but one.
 
 **What runs.** Two parts, each interleaved (A B A B ... or A B B A ...), medians:
@@ -19,7 +19,7 @@ but one.
   one simulation of the solver (`solve` with the study's mid-range parameters, the
   seed of the pair) computed in this process. Row: ours = the simulation, baseline =
   the start-up, ratio = start-up / simulation (no target: it says which dominates);
-* the study: `benchmarks/heat_worker.py`'s `run_study` with this solver, a `Launcher`
+* the study: `worker_study.run_study` (shared with `heat_worker.py`) with this solver, a `Launcher`
   on the local backend (``--job-limit``, the example's default 2) on the example's
   Latin hypercube, rank 0's `Receiver` and a thread draining its buffer (every
   (simulation, step) checked received once), timed from `Launcher.start` to the study
@@ -48,7 +48,6 @@ import logging  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
@@ -57,9 +56,9 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(EXAMPLES))
-from heat_worker import run_study  # noqa: E402
 from navier_stokes.solver import PARAMETER_BOUNDS, FlowConfig, solve  # noqa: E402
 from report import add_flags, print_json, print_rows  # noqa: E402
+from worker_study import add_study_flags, both_modes, print_studies, study_row  # noqa: E402
 
 SOLVER = EXAMPLES / "navier_stokes" / "solver.py"
 #: what solver.py imports before it computes, as a fresh process runs it
@@ -96,9 +95,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument(
         "--dt", type=float, default=None, help="solver step; default 0.025 * 64 / grid size"
     )
-    parser.add_argument("--simulations", type=int, default=32)
-    parser.add_argument("--job-limit", type=int, default=2, help="the example's default")
-    parser.add_argument("--rounds", type=int, default=5, help="studies of each mode")
+    add_study_flags(parser, rounds="studies of each mode")
     parser.add_argument("--pairs", type=int, default=7, help="start-up/simulation pairs")
     add_flags(parser, quick="16x16: 4 simulations, 1 round of each, 2 pairs")
     opts = parser.parse_args(argv)
@@ -117,20 +114,12 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         pairs["startup"].append(startup_seconds())
         pairs["simulation"].append(simulation_seconds(config, i))
 
-    modes = ["worker", "process"]
-    runs: dict[str, list[dict[str, float]]] = {m: [] for m in modes}
     command = [sys.executable, str(SOLVER), *config.argv()]
-    with tempfile.TemporaryDirectory(prefix="ns_worker-") as tmp:
-        for i in range(opts.rounds):
-            for mode in modes if i % 2 == 0 else modes[::-1]:  # A B B A ...
-                runs[mode].append(run_study(mode, command, PARAMETER_BOUNDS, opts, Path(tmp)))
-    load = {"before": load_before, "after": os.getloadavg()[0], "cores": os.cpu_count()}
+    runs, med, load = both_modes(command, PARAMETER_BOUNDS, opts, "ns_worker-", load_before)
 
     startup, simulation = (statistics.median(pairs[k]) for k in ("startup", "simulation"))
-    med = {m: {k: statistics.median(r[k] for r in rs) for k in rs[0]} for m, rs in runs.items()}
     n = opts.grid_size
     grid = f"{n}x{n}, {opts.time_steps} fields, {config.substeps * opts.time_steps} steps"
-    ours, base = med["worker"]["wall"], med["process"]["wall"]
     rows = [
         {
             "case": f"Navier-Stokes solver, {grid}: its simulation / a process's start-up",
@@ -140,15 +129,11 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
             "ratio": round(startup / simulation, 3),
             "target": None,
         },
-        {
-            "case": f"Navier-Stokes study wall, {opts.simulations} simulations of {grid}, "
+        study_row(
+            f"Navier-Stokes study wall, {opts.simulations} simulations of {grid}, "
             f"job_limit={opts.job_limit}: one process per simulation / worker mode",
-            "ours": round(ours, 3),
-            "baseline": round(base, 3),
-            "unit": "s",
-            "ratio": round(base / ours, 3),
-            "target": 1.0,
-        },
+            med,
+        ),
     ]
     if opts.json:
         print_json(rows, medians=med, runs=runs, pairs=pairs, load=load, setup=vars(opts))
@@ -159,16 +144,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
         f"{min(pairs['simulation']):.3f} to {max(pairs['simulation']):.3f}), medians of "
         f"{opts.pairs}"
     )
-    for mode, m in med.items():
-        print(
-            f"{mode:>8}: study {m['wall']:.2f} s ({m['simulations_per_second']:.2f} "
-            f"simulations/s); the launcher's startup_seconds {m['startup_seconds']:.1f}, "
-            f"simulation_seconds {m['simulation_seconds']:.1f} (medians of {len(runs[mode])})"
-        )
-    print(
-        f"load average {load['before']:.1f} before, {load['after']:.1f} after, on "
-        f"{load['cores']} cores (a shared machine: the figures are its load's too)"
-    )
+    print_studies(med, runs, load)
     print_rows(rows, "Navier-Stokes: worker mode against one process per simulation", width=60)
     return rows
 

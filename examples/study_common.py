@@ -1,10 +1,13 @@
 """What the study examples (`heat_pde/`, `lorenz/`, `navier_stokes/`; `heat_c/` some of
-it) share: the study's options, the study (or, with --external, the stream source) built
-from them, `run_seeds` (``--seeds``), and (from `study_report`, re-exported here) the
-timings of the JSON summary and what a run prints.
+it) share: the study's options (`StudyArgs`; `WorkerStudyArgs` with ``--worker``), the
+study (or, with --external, the stream source) built from them, the steps of an
+example's `main` that do not depend on its problem (`sample_or_batch`, `train_timed`,
+`print_run_end`), and, re-exported here, ``--seeds`` (`run_seeds_if_asked`, from
+`study_seeds`) and the timings of the JSON summary and what a run prints (from
+`study_report`).
 
 An example imports it after adding this folder (its parent folder) to `sys.path`; a
-copy of an example needs this file and study_report.py one folder up.
+copy of an example needs this file, study_report.py and study_seeds.py one folder up.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +40,7 @@ from study_report import (  # noqa: F401
     run_summary,
     sequential_seconds,
 )
+from study_seeds import run_seeds, run_seeds_if_asked  # noqa: F401
 
 from melissa_trainer import (
     CheckpointError,
@@ -44,7 +49,9 @@ from melissa_trainer import (
     Source,
     StreamSource,
     Study,
+    TrainingArguments,
 )
+from melissa_trainer.common.json_output import to_json
 from melissa_trainer.config.arguments import ConfigError, load_config_file
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher.study_change import StudyChanged
@@ -140,6 +147,21 @@ class StudyArgs:
             raise ValueError(f"invalid {type(self).__name__}: " + "; ".join(problems))
 
 
+@dataclass
+class WorkerStudyArgs(StudyArgs):
+    """The study's options and ``--worker``, for an example whose solver has a worker
+    mode of its own (its ``--worker``, `melissa_trainer.client.worker.serve_simulations`)."""
+
+    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
+                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
+
+    def problems(self) -> list[str]:
+        problems = super().problems()
+        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
+            problems.append("--worker runs the launcher's workers: not with --external")
+        return problems
+
+
 #: TrainingArguments fields that only a reservoir buffer takes (FIFO and FIRO refuse them)
 RESERVOIR_ONLY = ("max_sample_reuse", "sample_to_insert_ratio", "sample_to_insert_tolerance")
 
@@ -163,74 +185,6 @@ def buffer_defaults(defaults: Mapping[str, Any], argv: Sequence[str] | None) -> 
     if buffer.strip().lower() == "reservoir":
         return dict(defaults)
     return {k: v for k, v in defaults.items() if k not in RESERVOIR_ONLY}
-
-
-#: flags a run of `run_seeds` sets for each seed itself (with their value, if any)
-_PER_SEED_FLAGS = {"--seeds": True, "--seed": True, "--output_dir": True, "--json": False,
-                   "--plot": False, "--no_plot": False}  # fmt: skip
-
-
-def _without_per_seed_flags(argv: Sequence[str]) -> list[str]:
-    kept: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        name = arg.split("=", 1)[0]
-        if name in _PER_SEED_FLAGS:
-            skip = _PER_SEED_FLAGS[name] and "=" not in arg
-            continue
-        kept.append(arg)
-    return kept
-
-
-def run_seeds(
-    script: Path, argv: Sequence[str], seeds: int, first_seed: int, output_dir: Path,
-    metric: str = "val_mse", *, plots: bool = True,
-) -> dict[str, Any]:  # fmt: skip
-    """The study `script` run once per seed (``--seeds``), each in its own process and
-    ``output_dir/seed-S``, one after the other; prints each seed's `metric` and its
-    spread, and returns ``{"seeds": [...], "median", "min", "max", "spread"}`` (spread:
-    max / min). A failed seed ends the program with its exit status.
-
-    Each run gets ``--seed S --output_dir ... --json`` (and `argv` without those, nor
-    ``--seeds`` or a plot flag); `plots`: `script` has a ``--plot`` flag, turned off in
-    each run (``--no_plot``: a seed's figure is not what ``--seeds`` is for). An example
-    without one (heat_c) says ``plots=False``: it would refuse ``--no_plot``."""
-    import statistics
-    import subprocess
-
-    common = _without_per_seed_flags(argv)
-    no_plot = ["--no_plot"] if plots else []
-    runs = []
-    for seed in range(first_seed, first_seed + seeds):
-        out = output_dir / f"seed-{seed}"
-        command = [sys.executable, str(script), *common, "--seed", str(seed),
-                   "--output_dir", str(out), "--json", *no_plot]  # fmt: skip
-        print(f"seed {seed}: {out}", flush=True)
-        done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
-        if done.returncode != 0:
-            sys.stdout.write(done.stdout)
-            raise SystemExit(f"seed {seed} failed (exit status {done.returncode}): {out}")
-        summary = json.loads([ln for ln in done.stdout.splitlines() if ln.startswith("{")][-1])
-        runs.append({"seed": seed, metric: summary[metric], "output_dir": str(out)})
-        print(f"seed {seed}: {metric} {summary[metric]:.4g}", flush=True)
-    values = [run[metric] for run in runs]
-    report = {
-        "seeds": runs,
-        "median": statistics.median(values),
-        "min": min(values),
-        "max": max(values),
-        "spread": max(values) / min(values) if min(values) > 0 else float("inf"),
-    }
-    print(
-        f"{metric} over {seeds} seeds ({first_seed}..{first_seed + seeds - 1}): median "
-        f"{report['median']:.4g}, min {report['min']:.4g}, max {report['max']:.4g} "
-        f"(max/min {report['spread']:.2f}): compare two settings by their seeds' spread, "
-        "not by one run each"
-    )
-    return report
 
 
 def check_matplotlib(plot: bool) -> None:
@@ -273,17 +227,22 @@ def study_source(
     rendezvous: Path,
     fields: Mapping[str, tuple[Any, Any]],
     *,
-    worker: bool = False,
     worker_flag: str | None = None,
 ) -> tuple[Launcher | None, Source]:
     """The trainer's source: a `Study` whose Launcher runs `command` (a Python script
     and its flags) for parameter sets drawn from `bounds`, or with --external no
     launcher and a `StreamSource` waiting for NUM_SIMULATIONS solvers started by hand.
     `fields` is what every solver must declare (one schema per study: a solver
-    declaring others is refused). `worker`: worker mode, `command` then being a worker
-    that loops on `next_simulation()` (job_limit of them); `worker_flag`: the example's
-    flag that turns worker mode on (None: it has none), which the launcher's start-up
-    advice then names."""
+    declaring others is refused). `worker_flag`: the flag, the example's and its
+    solver's alike, that turns worker mode on (None: the example has none), which the
+    launcher's start-up advice names; with ``opts.worker`` (`WorkerStudyArgs`), the
+    launcher runs job_limit workers, `command` and that flag (a solver that then loops
+    on `serve_simulations`)."""
+    worker = bool(getattr(opts, "worker", False))
+    if worker:
+        if worker_flag is None:
+            raise ValueError("study_source: opts.worker needs the solver's worker_flag")
+        command = [*command, worker_flag]
     if opts.external:
         source = StreamSource(
             ReceiverConfig(
@@ -363,3 +322,36 @@ def leave_cores_to_simulations(opts: StudyArgs) -> None:
     both down (here, 6x fewer training steps per second on 2 cores)."""
     if opts.backend == "local" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - opts.job_limit))
+
+
+def sample_or_batch(
+    args: TrainingArguments, process_sample: Callable[..., Any], process_batch: Callable[..., Any]
+) -> dict[str, Any]:
+    """`OnlineTrainer`'s keyword for the mapping to (inputs, targets): `process_sample`
+    per sample on the host; `process_batch` where batches are gathered on the device
+    (``--buffer_device accelerator``: they never go through a per-sample function)."""
+    if args.buffer_device == "accelerator":
+        return {"process_batch": process_batch}
+    return {"process_sample": process_sample}
+
+
+def train_timed(trainer: OnlineTrainer) -> tuple[Any, float]:
+    """`trainer.train()`: its final state, and the wall-clock seconds it took."""
+    start = time.perf_counter()
+    state = trainer.train()
+    return state, time.perf_counter() - start
+
+
+def print_run_end(
+    summary: Mapping[str, Any], opts: StudyArgs, wall: float, timer: StepTimer, shown: str
+) -> None:
+    """The lines a study example ends with, after its own figures: how simulation and
+    training overlapped (`print_overlap`), the samples refused (`print_refused`), where
+    the plot is (``summary["plot"]``, `shown` saying what it shows), and with
+    ``--json`` the JSON summary, last."""
+    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
+    print_refused(summary, opts.nonfinite)
+    if summary["plot"]:
+        print(f"{shown}: {summary['plot']}")
+    if opts.json:
+        print(to_json(summary))

@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,8 +45,10 @@ from study_common import (  # noqa: E402
     prepare_rendezvous,
     print_overlap,
     refusals_end_the_program,
-    run_seeds,
+    run_seeds_if_asked,
     run_summary,
+    sample_or_batch,
+    train_timed,
 )
 
 from melissa_trainer import (  # noqa: E402
@@ -208,11 +209,8 @@ def make_source(opts: HeatCArgs, seed: int, rendezvous: Path) -> tuple[Launcher 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
-    if opts.seeds > 1:  # the whole study once per seed, each in its own process
-        report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
-                           opts.seeds, args.seed, Path(args.output_dir), plots=False)  # fmt: skip
-        if opts.json:
-            print(to_json(report))
+    report = run_seeds_if_asked(Path(__file__), argv, args, opts, plots=False)  # (no --plot)
+    if report is not None:  # --seeds: the whole study once per seed, each in its own process
         return report
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
@@ -236,12 +234,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args,
         optimizer,
         train_source=source,
-        # per sample on the host; per batch where batches are gathered on the device
-        **(
-            {"process_batch": process_batch(opts.time_steps)}
-            if args.buffer_device == "accelerator"
-            else {"process_sample": process_sample(opts.time_steps)}
-        ),
+        **sample_or_batch(args, process_sample(opts.time_steps), process_batch(opts.time_steps)),
         eval_dataset=validation,
         hooks=[timer],
     )
@@ -259,9 +252,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         ),
     )
 
-    start = time.perf_counter()
-    state = trainer.train()
-    wall = time.perf_counter() - start
+    state, wall = train_timed(trainer)
     val_mse = final_eval_loss(trainer) * SCALE**2
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
     mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())

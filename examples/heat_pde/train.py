@@ -34,7 +34,6 @@ step of the validation simulations.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,28 +46,13 @@ import torch
 # solver is `heat_pde.solver`: never a bare `solver`, which other examples have too
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from study_common import (  # noqa: E402
-    StepTimer,
-    StudyArgs,
-    adaptive_summary,
-    buffer_defaults,
-    check_matplotlib,
-    compared,
-    final_eval_loss,
-    final_eval_tails,
-    leave_cores_to_simulations,
-    prepare_rendezvous,
-    print_overlap,
-    print_refused,
-    refusals_end_the_program,
-    run_seeds,
-    run_summary,
-    study_source,
-)
+import study_common as common  # noqa: E402
+
+# a name of this module, which benchmarks/gpu.py replaces with a timer of its own
+from study_common import StepTimer  # noqa: E402
 
 from heat_pde.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, TEMPERATURE_RANGE, HeatConfig, solve  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -78,7 +62,7 @@ SCALE = 0.5 * (TEMPERATURE_RANGE[1] - TEMPERATURE_RANGE[0])
 
 
 @dataclass
-class HeatArgs(StudyArgs):
+class HeatArgs(common.WorkerStudyArgs):
     sampler: str = field(
         default="lhs",
         metadata={"help": "parameter sampler; breed: adaptive, 30% of the draws bred from "
@@ -98,8 +82,6 @@ class HeatArgs(StudyArgs):
     hidden: int = field(default=256, metadata={"help": "MLP width"})
     learning_rate: float = field(default=1e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
-    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
-                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -109,8 +91,6 @@ class HeatArgs(StudyArgs):
         ]
         if not self.learning_rate > 0:
             problems.append(f"learning_rate={self.learning_rate} must be > 0")
-        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
-            problems.append("--worker runs the launcher's workers: not with --external")
         try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
             _ = self.config
         except ValueError as e:
@@ -292,34 +272,32 @@ DEFAULTS: dict[str, Any] = {
 def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     """The command line `argv`: TrainingArguments and HeatArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(TrainingArguments, HeatArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    return ArgumentParser(
+        TrainingArguments, HeatArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
-    if opts.seeds > 1:  # the whole study once per seed, each in its own process
-        report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
-                           opts.seeds, args.seed, Path(args.output_dir))  # fmt: skip
-        if opts.json:
-            print(to_json(report))
+    report = common.run_seeds_if_asked(Path(__file__), argv, args, opts)
+    if report is not None:  # --seeds: the whole study once per seed, each in its own process
         return report
-    check_matplotlib(opts.plot)
+    common.check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), *opts.config.argv()]
     n = opts.grid_size
-    launcher, source = study_source(
+    launcher, source = common.study_source(
         opts,
-        [*solver_command, "--worker"] if opts.worker else solver_command,
+        solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         fields={"temperature": ((n, n), "float32")},  # what solver.py declares
-        worker=opts.worker,
-        worker_flag="--worker",  # named by the launcher's start-up advice
+        worker_flag="--worker",  # solver.py's, and this example's
     )
 
-    leave_cores_to_simulations(opts)
+    common.leave_cores_to_simulations(opts)
     torch.manual_seed(args.seed)
     model = make_model(opts.grid_size, opts.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
@@ -336,13 +314,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         eval_dataset=validation,
         hooks=[timer],
     )
-    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
+    common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
-    start = time.perf_counter()
-    state = trainer.train()
-    wall = time.perf_counter() - start
-    val_mse = final_eval_loss(trainer) * SCALE**2
-    tails = final_eval_tails(trainer, SCALE**2)  # the held-out simulations' worst
+    state, wall = common.train_timed(trainer)
+    val_mse = common.final_eval_loss(trainer) * SCALE**2
+    tails = common.final_eval_tails(trainer, SCALE**2)  # the held-out simulations' worst
     truth = np.stack([s["temperature"] for s in validation]).astype(np.float64)
     mean_field_mse = float(((truth - truth.mean(axis=0)) ** 2).mean())
     summary: dict[str, Any] = {
@@ -350,8 +326,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "val_mse_p99": tails.get("p99"),
         "val_mse_max": tails.get("max"),
         "mean_field_mse": mean_field_mse,
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
-        "sampler": adaptive_summary(launcher),
+        **common.run_summary(
+            trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from
+        ),
+        "sampler": common.adaptive_summary(launcher),
     }
     if not trainer.is_main_process:
         return summary
@@ -361,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["plot"] = str(png)
     print(
         f"validation MSE {val_mse:.4g} K^2 (RMSE {val_mse**0.5:.3g} K) vs predicting the "
-        f"mean field {mean_field_mse:.4g} K^2: {compared(mean_field_mse, val_mse)}, "
+        f"mean field {mean_field_mse:.4g} K^2: {common.compared(mean_field_mse, val_mse)}, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
     if tails:
@@ -369,8 +347,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"per held-out simulation ({opts.num_validation}): 99th percentile "
             f"{tails['p99']:.4g} K^2, worst {tails['max']:.4g} K^2"
         )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
-    print_refused(summary, opts.nonfinite)
     if summary["sampler"]:
         drawn = summary["sampler"]
         at_last = drawn["observed_at_last_draw"]
@@ -378,13 +354,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"{opts.sampler}: {drawn['drawn_by']}; {drawn['observed']} simulations' losses observed"
             + ("" if at_last is None else f" ({at_last} of them by its last draw)")
         )
-    if summary["plot"]:
-        print(f"prediction vs truth: {summary['plot']}")
-    if opts.json:
-        print(to_json(summary))
+    common.print_run_end(summary, opts, wall, timer, "prediction vs truth")
     return summary
 
 
 if __name__ == "__main__":
-    with refusals_end_the_program():
+    with common.refusals_end_the_program():
         main()

@@ -16,7 +16,7 @@ given as flags (``--simulation_id``, ``--parameters JSON``, ``--rendezvous DIR``
 
 With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
 worker=True)`, the trainer's ``--worker``): one process that runs simulation after
-simulation, each asked of the launcher (`melissa_trainer.client.worker.next_simulation`),
+simulation, each asked of the launcher (`melissa_trainer.client.worker.serve_simulations`),
 until none is left. Starting Python, numpy and the client takes a few tenths of a
 second, of the order of a whole trajectory at the default 1,000 steps (more than a short
 one): worker mode pays that start-up once per job rather than once per simulation.
@@ -138,7 +138,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None:
         stream(parameters, opts.time_steps, opts.dt, opts.simulation_id)
         return 0
-    return run_worker(opts.time_steps, opts.dt)
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+
+    serve_simulations(
+        lambda sid, p, context: stream(p, opts.time_steps, opts.dt, sid, context),
+        check=check_parameters,
+    )
+    return 0
 
 
 def stream(
@@ -167,33 +173,6 @@ def stream(
             transition[0], transition[1] = state, next_state
             client.send(k, transition=transition)  # copied or sent when it returns
             state = next_state
-
-
-def run_worker(time_steps: int, dt: float) -> int:
-    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each,
-    until none is left; returns 0. Parameters the solver refuses are reported as that
-    simulation's failure (exit code 2) and the worker asks for the next; anything else
-    ends the worker (the launcher gives its current simulation to another request)."""
-    import zmq
-
-    from melissa_trainer.client.worker import next_simulation
-
-    context = zmq.Context()  # one for the worker's life, not one per simulation
-    try:
-        code = 0
-        while (work := next_simulation(exit_code=code)) is not None:
-            simulation_id, given = work
-            try:
-                parameters = check_parameters(given)
-            except ValueError as exc:
-                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
-                code = 2
-                continue
-            stream(parameters, time_steps, dt, simulation_id, context)
-            code = 0
-    finally:
-        context.term()
-    return 0
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ the horizon's steps and the starting points.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,27 +37,10 @@ import torch
 # solver is `lorenz.solver`: never a bare `solver`, which other examples have too
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from study_common import (  # noqa: E402
-    StepTimer,
-    StudyArgs,
-    buffer_defaults,
-    check_matplotlib,
-    compared,
-    final_eval_loss,
-    final_eval_tails,
-    leave_cores_to_simulations,
-    prepare_rendezvous,
-    print_overlap,
-    print_refused,
-    refusals_end_the_program,
-    run_seeds,
-    run_summary,
-    study_source,
-)
+import study_common as common  # noqa: E402
 
 from lorenz.solver import PARAMETER_BOUNDS, PARAMETER_NAMES, trajectory  # noqa: E402
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from melissa_trainer.launcher import make_sampler  # noqa: E402
 
 SOLVER = Path(__file__).resolve().parent / "solver.py"
@@ -74,7 +56,7 @@ RATE_SCALE = 60.0
 
 
 @dataclass
-class LorenzArgs(StudyArgs):
+class LorenzArgs(common.WorkerStudyArgs):
     time_steps: int = field(default=1000, metadata={"help": "transitions per simulation"})
     dt: float = field(default=0.01, metadata={"help": "RK4 time step"})
     num_validation: int = field(default=8, metadata={"help": "held-out trajectories"})
@@ -82,8 +64,6 @@ class LorenzArgs(StudyArgs):
     hidden: int = field(default=128, metadata={"help": "MLP width"})
     learning_rate: float = field(default=2e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of rollouts vs truth"})
-    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
-                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -96,8 +76,6 @@ class LorenzArgs(StudyArgs):
         for name in ("dt", "learning_rate"):
             if not getattr(self, name) > 0:
                 problems.append(f"{name}={getattr(self, name)} must be > 0")
-        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
-            problems.append("--worker runs the launcher's workers: not with --external")
         return problems
 
 
@@ -250,63 +228,56 @@ DEFAULTS: dict[str, Any] = {
 def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     """The command line `argv`: TrainingArguments and LorenzArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(TrainingArguments, LorenzArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    return ArgumentParser(
+        TrainingArguments, LorenzArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
-    if opts.seeds > 1:  # the whole study once per seed, each in its own process
-        report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
-                           opts.seeds, args.seed, Path(args.output_dir), "rollout_mse")  # fmt: skip
-        if opts.json:
-            print(to_json(report))
+    report = common.run_seeds_if_asked(Path(__file__), argv, args, opts, "rollout_mse")
+    if report is not None:  # --seeds: the whole study once per seed, each in its own process
         return report
-    check_matplotlib(opts.plot)
+    common.check_matplotlib(opts.plot)
     output_dir = Path(args.output_dir)
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), "--time_steps", str(opts.time_steps), "--dt", repr(opts.dt)]
-    launcher, source = study_source(
+    launcher, source = common.study_source(
         opts,
-        [*solver_command, "--worker"] if opts.worker else solver_command,
+        solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         fields={"transition": ((2, 3), "float64")},  # what solver.py declares
-        worker=opts.worker,
-        worker_flag="--worker",  # named by the launcher's start-up advice
+        worker_flag="--worker",  # solver.py's, and this example's
     )
 
-    leave_cores_to_simulations(opts)
+    common.leave_cores_to_simulations(opts)
     torch.manual_seed(args.seed)
     model = make_model(opts.hidden)
     optimizer = torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
     validation = held_out(opts, seed=args.seed + 1)
-    timer = StepTimer()
+    timer = common.StepTimer()
     trainer = OnlineTrainer(
         model,
         args,
         optimizer,
         train_source=source,
-        # per sample on the host; per batch where batches are gathered on the device
-        **(
-            {"process_batch": Transitions(opts.dt).batch}
-            if args.buffer_device == "accelerator"
-            else {"process_sample": Transitions(opts.dt)}
-        ),
+        **common.sample_or_batch(args, Transitions(opts.dt), Transitions(opts.dt).batch),
         eval_dataset=one_step_samples(validation),
         hooks=[timer],
     )
-    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
+    common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
-    start = time.perf_counter()
-    state = trainer.train()
-    wall = time.perf_counter() - start
+    state, wall = common.train_timed(trainer)
     summary: dict[str, Any] = {
         "horizon": opts.horizon,
-        "one_step_val_loss": final_eval_loss(trainer),  # normalised rates, all ranks
+        "one_step_val_loss": common.final_eval_loss(trainer),  # normalised rates, all ranks
         # its tails over the held-out trajectories (each one's mean loss)
-        **{f"one_step_val_loss_{k}": v for k, v in final_eval_tails(trainer).items()},
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
+        **{f"one_step_val_loss_{k}": v for k, v in common.final_eval_tails(trainer).items()},
+        **common.run_summary(
+            trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from
+        ),
     }
     if not trainer.is_main_process:
         return summary
@@ -323,18 +294,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["plot"] = str(png)
     print(
         f"{opts.horizon}-step rollout MSE {rollout_mse:.4g} vs persistence "
-        f"{persistence_mse:.4g}: {compared(persistence_mse, rollout_mse)}, "
+        f"{persistence_mse:.4g}: {common.compared(persistence_mse, rollout_mse)}, "
         f"after {state.global_step} steps on {state.total_samples_seen} samples"
     )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
-    print_refused(summary, opts.nonfinite)
-    if summary["plot"]:
-        print(f"rollouts vs truth: {summary['plot']}")
-    if opts.json:
-        print(to_json(summary))
+    common.print_run_end(summary, opts, wall, timer, "rollouts vs truth")
     return summary
 
 
 if __name__ == "__main__":
-    with refusals_end_the_program():
+    with common.refusals_end_the_program():
         main()

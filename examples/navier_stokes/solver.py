@@ -44,7 +44,7 @@ aside and renamed, the .npy last: a file at PATH is complete).
 With ``--worker`` it is a worker of a launcher in worker mode (`Launcher(...,
 worker=True)`, the trainer's ``--worker``): one process that pays its start-up (the
 interpreter, numpy, the client) once and then runs one simulation after another, asking
-the launcher for each (`melissa_trainer.client.worker.next_simulation`), until none is
+the launcher for each (`melissa_trainer.client.worker.serve_simulations`), until none is
 left. Each simulation's seed is its simulation id, as for a process of its own, and it
 streams the same fields, bit for bit (`solve` is deterministic); one whose parameters
 the solver refuses is reported failed (exit code 2, as its own process would exit) and
@@ -320,7 +320,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if parameters is not None and seed is not None:
         stream(parameters, config, simulation_id, seed)
         return 0
-    return run_worker(config)
+    from melissa_trainer.client.worker import serve_simulations  # worker mode
+
+    serve_simulations(
+        lambda sid, p, context: stream(p, config, sid, sid, context), check=check_parameters
+    )
+    return 0
 
 
 def stream(
@@ -347,35 +352,6 @@ def stream(
     ) as client:
         for step, vorticity in enumerate(solve(parameters, config, seed)):
             client.send(step, vorticity=vorticity, initial=initial)
-
-
-def run_worker(config: FlowConfig) -> int:
-    """Worker mode: ask the launcher for simulations (`next_simulation`) and stream each
-    from the initial field of its simulation id (a process of its own's default seed),
-    until none is left; returns 0. Parameters the solver refuses are reported as that
-    simulation's failure (exit code 2, what its own process would return) and the worker
-    asks for the next; anything else ends the worker (the launcher gives its current
-    simulation to another request and relaunches it)."""
-    import zmq
-
-    from melissa_trainer.client.worker import next_simulation
-
-    context = zmq.Context()  # one for the worker's life, not one per simulation
-    try:
-        code = 0
-        while (work := next_simulation(exit_code=code)) is not None:
-            simulation_id, given = work
-            try:
-                parameters = check_parameters(given)
-            except ValueError as exc:
-                print(f"solver.py: simulation {simulation_id}: {exc}", file=sys.stderr)
-                code = 2
-                continue
-            stream(parameters, config, simulation_id, simulation_id, context)
-            code = 0
-    finally:
-        context.term()
-    return 0
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,26 +56,12 @@ import torch
 # in a process that imports both (a test, a benchmark)
 if str(Path(__file__).resolve().parents[1]) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from study_common import (  # noqa: E402
-    StepTimer,
-    StudyArgs,
-    buffer_defaults,
-    check_matplotlib,
-    compared,
-    final_eval_loss,
-    final_eval_tails,
-    leave_cores_to_simulations,
-    prepare_rendezvous,
-    print_overlap,
-    print_refused,
-    refusals_end_the_program,
-    run_seeds,
-    run_summary,
-    study_source,
-)
+import study_common as common  # noqa: E402
+
+# a name of this module, which benchmarks/gpu_fno_busy.py replaces with a timer of its own
+from study_common import StepTimer  # noqa: E402
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.common.json_output import to_json  # noqa: E402
 from navier_stokes.models import MODELS, make_model  # noqa: E402
 from navier_stokes.plot import plot_comparison  # noqa: E402
 from navier_stokes.solver import (  # noqa: E402
@@ -98,7 +83,7 @@ _AMPLITUDE_MAX = PARAMETER_BOUNDS["amplitude"][1]
 
 
 @dataclass
-class FlowArgs(StudyArgs):
+class FlowArgs(common.WorkerStudyArgs):
     num_simulations: int = field(default=48, metadata={"help": "simulations in the study"})
     grid_size: int = field(default=64, metadata={"help": "grid points per side (256 on a GPU)"})
     time_steps: int = field(default=10, metadata={"help": "fields sent per simulation"})
@@ -113,8 +98,6 @@ class FlowArgs(StudyArgs):
     layers: int = field(default=4, metadata={"help": "FNO: Fourier layers"})
     learning_rate: float = field(default=3e-3, metadata={"help": "Adam learning rate"})
     plot: bool = field(default=True, metadata={"help": "write a PNG of prediction vs truth"})
-    worker: bool = field(default=False, metadata={"help": "worker mode: job_limit solvers "
-                         "pay the start-up once each, run simulations in turn"})  # fmt: skip
 
     def problems(self) -> list[str]:
         problems = super().problems() + [
@@ -130,8 +113,6 @@ class FlowArgs(StudyArgs):
             )
         if self.model == "unet" and self.grid_size % 4:
             problems.append(f"grid_size={self.grid_size} must be a multiple of 4 for the U-Net")
-        if self.worker and self.external:  # (workers ask the launcher, which --external lacks)
-            problems.append("--worker runs the launcher's workers: not with --external")
         try:  # the solver's own rules, so that a bad value is a usage error, not a traceback
             _ = self.config
         except ValueError as e:
@@ -253,7 +234,9 @@ DEFAULTS: dict[str, Any] = {
 def parser(argv: Sequence[str] | None = None) -> ArgumentParser:
     """The command line `argv`: TrainingArguments and FlowArgs, with this example's
     defaults (the reservoir's rate limit only with ``--buffer reservoir``)."""
-    return ArgumentParser(TrainingArguments, FlowArgs, defaults=buffer_defaults(DEFAULTS, argv))
+    return ArgumentParser(
+        TrainingArguments, FlowArgs, defaults=common.buffer_defaults(DEFAULTS, argv)
+    )
 
 
 def main(
@@ -271,13 +254,10 @@ def main(
     of ``torch.optim.Adam(model.parameters(), lr=--learning_rate)``, e.g. a fused Adam.
     docs/how-to/neural-operator.md, "Your own model"."""
     args, opts = parser(argv).parse_args_into_dataclasses(argv)
-    if opts.seeds > 1:  # the whole study once per seed, each in its own process
-        report = run_seeds(Path(__file__), sys.argv[1:] if argv is None else argv,
-                           opts.seeds, args.seed, Path(args.output_dir))  # fmt: skip
-        if opts.json:
-            print(to_json(report))
+    report = common.run_seeds_if_asked(Path(__file__), argv, args, opts)
+    if report is not None:  # --seeds: the whole study once per seed, each in its own process
         return report
-    check_matplotlib(opts.plot)
+    common.check_matplotlib(opts.plot)
     try:  # the model first: a missing package is a usage error, before anything starts
         torch.manual_seed(args.seed)
         if model is None:
@@ -292,19 +272,18 @@ def main(
     rendezvous = output_dir / "rendezvous"
     solver_command = [str(SOLVER), *opts.config.argv()]
     n = opts.grid_size
-    launcher, source = study_source(
+    launcher, source = common.study_source(
         opts,
-        [*solver_command, "--worker"] if opts.worker else solver_command,
+        solver_command,
         PARAMETER_BOUNDS,
         seed=args.seed,
         rendezvous=rendezvous,
         # what solver.py declares
         fields={"vorticity": ((n, n), "float32"), "initial": ((n, n), "float32")},
-        worker=opts.worker,
-        worker_flag="--worker",  # named by the launcher's start-up advice
+        worker_flag="--worker",  # solver.py's, and this example's
     )
 
-    leave_cores_to_simulations(opts)
+    common.leave_cores_to_simulations(opts)
     optimizer_of_model = (
         torch.optim.Adam(model.parameters(), lr=opts.learning_rate)
         if optimizer is None
@@ -317,22 +296,17 @@ def main(
         args,
         optimizer_of_model,
         train_source=source,
-        # per sample on the host; per batch where batches are gathered on the device
-        **(
-            {"process_batch": make_process_batch(opts.time_steps)}
-            if args.buffer_device == "accelerator"
-            else {"process_sample": make_process_sample(opts.time_steps)}
+        **common.sample_or_batch(
+            args, make_process_sample(opts.time_steps), make_process_batch(opts.time_steps)
         ),
         eval_dataset=validation,
         hooks=[timer],
     )
-    prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
+    common.prepare_rendezvous(trainer, opts, rendezvous, solver_command, PARAMETER_BOUNDS)
 
-    start = time.perf_counter()
-    state = trainer.train()
-    wall = time.perf_counter() - start
-    val_mse = final_eval_loss(trainer)
-    tails = final_eval_tails(trainer)  # the held-out simulations' worst
+    state, wall = common.train_timed(trainer)
+    val_mse = common.final_eval_loss(trainer)
+    tails = common.final_eval_tails(trainer)  # the held-out simulations' worst
     summary: dict[str, Any] = {
         "val_mse": val_mse,
         "val_mse_p99": tails.get("p99"),
@@ -340,7 +314,9 @@ def main(
         **baselines(validation),
         "model": model_name,
         "grid_size": n,
-        **run_summary(trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from),
+        **common.run_summary(
+            trainer, launcher, timer.seconds, wall, opts.job_limit, timer.resumed_from
+        ),
     }
     if not trainer.is_main_process:
         return summary
@@ -352,8 +328,8 @@ def main(
     mean_field, persistence = summary["mean_field_mse"], summary["persistence_mse"]
     print(
         f"validation MSE {val_mse:.4g} ({model_name}, {n}^2) vs predicting the mean field "
-        f"{mean_field:.4g} ({compared(mean_field, val_mse)}) and persistence "
-        f"{persistence:.4g} ({compared(persistence, val_mse)}), after "
+        f"{mean_field:.4g} ({common.compared(mean_field, val_mse)}) and persistence "
+        f"{persistence:.4g} ({common.compared(persistence, val_mse)}), after "
         f"{state.global_step} steps on {state.total_samples_seen} samples"
     )
     if tails:
@@ -361,15 +337,10 @@ def main(
             f"per held-out simulation ({opts.num_validation}): 99th percentile "
             f"{tails['p99']:.4g}, worst {tails['max']:.4g}"
         )
-    print_overlap(summary["study"], wall, timer.seconds, opts.job_limit, timer.resumed_from)
-    print_refused(summary, opts.nonfinite)
-    if summary["plot"]:
-        print(f"prediction vs truth: {summary['plot']}")
-    if opts.json:
-        print(to_json(summary))
+    common.print_run_end(summary, opts, wall, timer, "prediction vs truth")
     return summary
 
 
 if __name__ == "__main__":
-    with refusals_end_the_program():
+    with common.refusals_end_the_program():
         main()

@@ -22,7 +22,8 @@ copy, `array_reuse`), `fast_send` (the usual send, specialized), `predict`
 (`Client.predict`, `Predictor`: the trainer's current model asked for a prediction),
 `predict_link` (a `Predictor`'s connection to its serving rank, and a trainer gone),
 `asking` (`Client.predict`'s predictor, and its following of a restarted trainer),
-`worker` (the job side of the launcher's worker mode: `worker.next_simulation`),
+`worker` (the job side of the launcher's worker mode: `worker.serve_simulations`, its
+loop, on `worker.next_simulation`),
 `admission` (whether the trainer took the simulation, asked at `close`).
 
 Names are imported on first use (PEP 562): a worker that imports

@@ -1,30 +1,31 @@
 """The worker side of worker mode (Melissa's ``fetch_next_parameters``).
 
 For solvers whose start-up is expensive, a `Launcher(..., worker=True)` starts long-lived
-*workers* that run one simulation after another::
+*workers* that run one simulation after another. `serve_simulations` is a worker's
+whole loop::
 
-    import zmq
     from melissa_trainer.client import Client
-    from melissa_trainer.client.worker import next_simulation
+    from melissa_trainer.client.worker import serve_simulations
 
     solver = ExpensiveSolver()                        # set up once
-    context = zmq.Context()                           # one for the worker's life
-    while (work := next_simulation()) is not None:
-        simulation_id, parameters = work
+
+    def run(simulation_id, parameters, context):
         with Client(fields, simulation_id=simulation_id, parameters=parameters,
                     context=context) as client:
             for t, u in solver.run(**parameters):
                 client.send(t, u=u)
 
-One context for every `Client` spares each simulation the making and ending of its own
-(its cost: docs/measured.md, "Design choices, measured"); `close` still waits
-until ZeroMQ has sent the simulation's BYE, so a simulation reported finished has left.
+    serve_simulations(run, check=solver.check)       # returns when nothing is left
 
-Each call reports the previous simulation as finished (or failed: ``exit_code=1``, for a
-solver that catches its own failure and goes on) and asks for the next one; None means
-nothing is left (the worker should exit 0). A worker that dies loses only its current
-simulation, which the launcher gives to another request. In an MPI worker, rank
-0 calls `next_simulation` and broadcasts the answer.
+It gives every `Client` one context for the worker's life, which spares each simulation
+the making and ending of its own (its cost: docs/measured.md, "Design choices,
+measured"); `close` still waits until ZeroMQ has sent the simulation's BYE, so a
+simulation reported finished has left. A loop written by hand (an MPI worker's, where
+rank 0 calls `next_simulation` and broadcasts the answer) uses `next_simulation`:
+each call reports the previous simulation as finished (or failed: ``exit_code=1``, for
+a solver that catches its own failure and goes on) and asks for the next one; None
+means nothing is left (the worker should exit 0). A worker that dies loses only its
+current simulation, which the launcher gives to another request.
 
 The launcher passes its endpoint in ``MELISSA_TRAINER_LAUNCHER``, the worker's name
 in ``MELISSA_TRAINER_WORKER`` and, when it listens beyond loopback, its CURVE public key
@@ -38,7 +39,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import zmq
@@ -48,8 +51,10 @@ __all__ = [
     "ENV_LAUNCHER_KEY",
     "ENV_WORKER",
     "PROTOCOL_VERSION",
+    "REFUSED_EXIT_CODE",
     "WorkerClient",
     "next_simulation",
+    "serve_simulations",
 ]
 
 #: The launcher's ZeroMQ endpoint (set for workers only).
@@ -201,3 +206,66 @@ def next_simulation(
         _default = WorkerClient(timeout=timeout)
     _default.timeout = timeout
     return _default.next_simulation(exit_code)
+
+
+#: The exit code `serve_simulations` reports for parameters its `check` refuses: what a
+#: solver's own process exits with on a usage error (argparse's code).
+REFUSED_EXIT_CODE = 2
+
+
+def serve_simulations(
+    run: Callable[[int, Mapping[str, float], zmq.Context], int | None],
+    check: Callable[[dict[str, float]], Mapping[str, float]] | None = None,
+    *,
+    timeout: float | None = 60.0,
+) -> None:
+    """A worker's loop: run the simulations the launcher gives, one after another, until
+    it says none is left (`next_simulation` returns None). Blocks; returns None then,
+    and the worker should exit 0.
+
+    For each ``(simulation_id, parameters)`` it is given:
+
+    1. ``check(parameters)``, when given, returns the parameters `run` gets. A
+       ValueError it raises refuses them: its message goes to stderr (``PROG:
+       simulation ID: message``), the simulation is reported failed with exit code
+       `REFUSED_EXIT_CODE` (2, as its own process would have exited) and the worker asks
+       for the next (the launcher restarts, then redraws it, as `LauncherTuning` says).
+    2. ``run(simulation_id, parameters, context)`` runs and streams it, passing
+       `context` to its `Client` (``Client(..., context=context)``): one ZeroMQ context
+       for the worker's life. `run` must close every client it opens (a ``with`` block
+       does, on an exception too). It returns None or 0: the simulation finished; or a
+       non-zero int: the simulation failed with that exit code (a solver that catches
+       its own failure), and the worker goes on with the next either way.
+
+    Any other exception (from `check`, from `run`, or from `next_simulation`: no answer
+    within `timeout` seconds, a refusal) ends the loop: the context is terminated and
+    the exception propagates; uncaught, the worker exits 1, and the launcher counts a
+    failed attempt of the simulation it was running, gives it to another request and
+    relaunches the worker (which pays its start-up again). No signal handler is
+    installed: a SIGTERM (the launcher's, or a batch system's) ends the process as
+    Python's default does, its current simulation, if any, a failed attempt as above.
+
+    Raises:
+        ValueError: `run` returned something that is not None or an int.
+    """
+    program = os.path.basename(sys.argv[0]) or "worker"
+    context = zmq.Context()  # one for the worker's life, not one per simulation
+    try:
+        code = 0
+        while (work := next_simulation(timeout=timeout, exit_code=code)) is not None:
+            simulation_id, parameters = work
+            try:
+                checked = parameters if check is None else check(parameters)
+            except ValueError as exc:
+                print(f"{program}: simulation {simulation_id}: {exc}", file=sys.stderr)
+                code = REFUSED_EXIT_CODE
+                continue
+            result = run(simulation_id, checked, context)
+            if result is not None and (isinstance(result, bool) or not isinstance(result, int)):
+                raise ValueError(
+                    f"serve_simulations: run returned {result!r} for simulation "
+                    f"{simulation_id}: return None or 0 (finished) or an int exit code (failed)"
+                )
+            code = result or 0
+    finally:
+        context.term()

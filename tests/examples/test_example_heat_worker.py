@@ -13,21 +13,17 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
 from heat_pde.solver import PARAMETER_NAMES, HeatConfig, solve
-from helpers import drain, processes_with, run_group
+from helpers import processes_with, run_group
 from test_example_heat import SIMULATIONS, STEPS, TINY, check_run, free_port, summary_of
+from worker_launch import run_study_to_end
 
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher import LauncherTuning
 
 pytestmark = [
     pytest.mark.slow,
@@ -71,34 +67,9 @@ def test_each_simulation_streams_the_fields_solve_computes_in_either_mode(
         # simulation 1's worker dies where it would send step 2, once
         tampered = tampered_env(SOLVER_WORKER_KILL=f"1:2:{killed_at}")
         env.update({k: tampered[k] for k in ("PYTHONPATH", "SOLVER_WORKER_KILL")})
-    buffer = FIFOBuffer(1000)
-    receiver = Receiver(
-        buffer,
-        config=ReceiverConfig(expected_simulations=n, rendezvous_dir=tmp_path / "rendezvous"),
-    )
-    receiver.start()
-    launch = Launcher(
-        command,
-        parameters,
-        n,
-        job_limit=2,
-        backend=LocalBackend(),
-        worker=mode == "worker",
-        env=env,
-        tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0),
-    )
-    try:
-        launch.start(tmp_path / "rendezvous", heartbeat=receiver.activity, data=receiver)
-        samples = drain(buffer, timeout=90)
-        deadline = time.monotonic() + 30
-        while not launch.done:  # (its end: every simulation finished, its data received)
-            launch.check()
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-        record = records_of(launch.state_dict())
-    finally:
-        launch.stop()
-        receiver.stop()
+    tuning = LauncherTuning(poll_interval=0.05, kill_grace=2.0)
+    record, samples = run_study_to_end(command, parameters, tmp_path / "rendezvous", tuning,
+                                       env, job_limit=2, worker=mode == "worker")  # fmt: skip
     keys = Counter((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert keys == Counter({(s, t): 1 for s in range(n) for t in range(config.time_steps)})
     for sample in samples:

@@ -14,20 +14,16 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import drain, processes_with, run_group
+from helpers import processes_with, run_group
 from navier_stokes import solver
+from worker_launch import run_study_to_end
 
-from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.launcher import Launcher, LauncherTuning
-from melissa_trainer.launcher.backends.local import LocalBackend
-from melissa_trainer.launcher.study_record import records_of
-from melissa_trainer.stream.receiver import Receiver, ReceiverConfig
+from melissa_trainer.launcher import LauncherTuning
 
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "navier_stokes" / "train.py"
@@ -125,27 +121,12 @@ def test_one_worker_streams_the_bits_solve_gives_and_fails_what_it_refuses(
     ]
     parameters[refused]["nu"] = 0.0
     rendezvous = tmp_path / "rendezvous"
-    buffer = FIFOBuffer(1000)
-    receiver = Receiver(buffer, config=ReceiverConfig(rendezvous_dir=rendezvous))
-    receiver.start()
     command = [sys.executable, str(SOLVER), *config.argv(), "--worker"]
-    launch = Launcher(command, parameters, n, job_limit=1, backend=LocalBackend(), worker=True,
-                      env={"OMP_NUM_THREADS": "1"},
-                      tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0,
-                                            max_restarts=0, on_failure="abandon"))  # fmt: skip
-    try:
-        launch.start(rendezvous, heartbeat=receiver.activity, data=receiver)
-        deadline = time.monotonic() + 90
-        while not launch.done:  # every simulation finished or given up, its data received
-            launch.check()
-            assert time.monotonic() < deadline, "the study did not end"
-            time.sleep(0.02)
-        record = records_of(launch.state_dict())
-    finally:
-        launch.stop()
-        receiver.stop()
-    buffer.close()  # (no expected count: the stream ends here, every attempt over)
-    samples = drain(buffer, timeout=5)
+    tuning = LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0,
+                            on_failure="abandon")  # fmt: skip
+    record, samples = run_study_to_end(
+        command, parameters, rendezvous, tuning, env={"OMP_NUM_THREADS": "1"}
+    )
     ran = [s for s in range(n) if s != refused]
     keys = Counter((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert keys == Counter({(s, t): 1 for s in ran for t in range(config.time_steps)})

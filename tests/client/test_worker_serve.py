@@ -1,0 +1,92 @@
+"""`serve_simulations`, worker mode's loop in the library (what the examples' solvers
+use with ``--worker``): its contract, on a stand-in for the launcher's answers (what
+each request reports, the one context, what ends the loop). Under a real launcher:
+tests/examples/test_worker_serve_simulations.py."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+import zmq
+
+from melissa_trainer.client import worker
+
+
+class StandInLauncher:
+    """A stand-in for the launcher's answers: `next_simulation` gives `work` in turn,
+    then None, and records each exit code it is given."""
+
+    def __init__(self, work: list[tuple[int, dict[str, float]]]) -> None:
+        self.work = list(work)
+        self.codes: list[int] = []
+
+    def next_simulation(
+        self, timeout: float | None = 60.0, exit_code: int = 0
+    ) -> tuple[int, dict[str, float]] | None:
+        self.codes.append(exit_code)
+        return self.work.pop(0) if self.work else None
+
+
+def serve(
+    monkeypatch: pytest.MonkeyPatch, work: list[tuple[int, dict[str, float]]], run: Any
+) -> StandInLauncher:
+    """`serve_simulations(run, check)` against a stand-in launcher giving `work`; `check`
+    refuses x < 0."""
+
+    def check(parameters: dict[str, float]) -> Mapping[str, float]:
+        if parameters["x"] < 0:
+            raise ValueError(f"x={parameters['x']} must be >= 0")
+        return {"x": 2 * parameters["x"]}
+
+    launcher = StandInLauncher(work)
+    monkeypatch.setattr(worker, "next_simulation", launcher.next_simulation)
+    worker.serve_simulations(run, check=check)
+    return launcher
+
+
+def test_the_loop_reports_each_outcome_with_the_next_request_on_one_context(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    given: list[tuple[int, Mapping[str, float], zmq.Context]] = []
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> Any:
+        given.append((simulation_id, parameters, context))
+        return {5: 1, 6: 0}.get(simulation_id)  # 5 failed, 6 finished (0), 7 (None)
+
+    work = [(4, {"x": -1.0}), (5, {"x": 1.0}), (6, {"x": 2.0}), (7, {"x": 3.0})]
+    launcher = serve(monkeypatch, work, run)
+    # the first request reports nothing; then 4 refused (2), 5 failed (1), 6 and 7 finished
+    assert launcher.codes == [0, worker.REFUSED_EXIT_CODE, 1, 0, 0]
+    assert [(s, dict(p)) for s, p, _ in given] == [
+        (5, {"x": 2.0}),
+        (6, {"x": 4.0}),
+        (7, {"x": 6.0}),
+    ]
+    contexts = {id(c) for _, _, c in given}
+    assert len(contexts) == 1 and given[0][2].closed  # one, for the worker's life, ended
+    assert "simulation 4: x=-1.0 must be >= 0" in capsys.readouterr().err
+
+
+def test_an_exception_from_run_ends_the_loop_and_its_context(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    contexts: list[zmq.Context] = []
+
+    def run(simulation_id: int, parameters: Mapping[str, float], context: zmq.Context) -> None:
+        contexts.append(context)
+        raise FloatingPointError("diverged")
+
+    with pytest.raises(FloatingPointError, match="diverged"):
+        serve(monkeypatch, [(0, {"x": 1.0}), (1, {"x": 1.0})], run)
+    assert len(contexts) == 1 and contexts[0].closed  # not asked for the next
+
+
+def test_a_run_that_returns_no_exit_code_is_told_what_to_return(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match=r"run returned 'done' for simulation 0: return None"):
+        serve(monkeypatch, [(0, {"x": 1.0})], lambda *_: "done")
+    with pytest.raises(ValueError, match="run returned True"):  # (a bool is not one)
+        serve(monkeypatch, [(0, {"x": 1.0})], lambda *_: True)

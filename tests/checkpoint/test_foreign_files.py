@@ -207,3 +207,15 @@ def test_the_refusal_of_damaged_checkpoints_says_so_and_how_to_give_up(
     assert "a file missing or changed is damaged" in message, message
     assert "start afresh" in message, message
     assert "to resume:" not in message, message
+
+
+def test_a_checkpoint_named_by_its_path_with_artefacts_is_resumed(
+    written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    out = copy_of(written, tmp_path)
+    checkpoint = out / "checkpoints" / "checkpoint-10"
+    with caplog.at_level(logging.WARNING):
+        resumed = run(out, 20, resume=str(checkpoint))
+    assert resumed.state.global_step == 20 and sorted(losses(resumed)) == list(range(11, 21))
+    said = [w for w in warnings_of(caplog) if "not in its manifest" in w]
+    assert len(said) == 1 and "checkpoint-10" in said[0], warnings_of(caplog)

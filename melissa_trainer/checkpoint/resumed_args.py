@@ -82,7 +82,7 @@ def warn_changed_settings(path: Path, saved: Mapping[str, Any], current: Mapping
 
 
 #: a value compared between the built optimizer and the loaded one
-_Scalar = (int, float, bool, str, type(None))
+_SCALARS = (int, float, bool, str, type(None))
 
 
 def hyperparameters(param_groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -95,8 +95,8 @@ def hyperparameters(param_groups: Sequence[Mapping[str, Any]]) -> list[dict[str,
         for key, value in group.items():
             if key == "params":
                 continue
-            if isinstance(value, _Scalar) or (
-                isinstance(value, tuple | list) and all(isinstance(v, _Scalar) for v in value)
+            if isinstance(value, _SCALARS) or (
+                isinstance(value, tuple | list) and all(isinstance(v, _SCALARS) for v in value)
             ):
                 kept[key] = tuple(value) if isinstance(value, list) else value
         copies.append(kept)

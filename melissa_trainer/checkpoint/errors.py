@@ -144,6 +144,57 @@ def describe_verification(path: Path, problems: Sequence[manifest.Problem]) -> s
     )
 
 
+def describe_foreign(path: Path, files: Sequence[str]) -> str:
+    """The warning for checkpoint `path`, resumed from, holding `files` (relative) that
+    its manifest lacks where the loading never looks: not the trainer's state."""
+    return (
+        f"{path} holds files not in its manifest: {', '.join(files)}. They are not the "
+        "trainer's (a hook's on_save writing into the checkpoint?): the checkpoint is "
+        "resumed from, its own files verified, but these are not verified, and they go "
+        "with the checkpoint when max_to_keep rotates it out. Write such artefacts "
+        "beside the checkpoints (e.g. under output_dir/artefacts/checkpoint-STEP) to "
+        "keep them, or accept that they are not verified"
+    )
+
+
+def none_verifies(root: Path, problems: Sequence[manifest.Problem]) -> str:
+    """The error of ``resume_from_checkpoint='latest'`` when no checkpoint under `root`
+    verifies, `problems` theirs: the fix for each kind of problem that has one
+    (permissions, files mixed in, a newer version's manifest), and starting afresh only
+    when a checkpoint is damaged (a file missing or changed), which no fix repairs."""
+    whats = [p.what for p in problems]
+    fixes = []
+    if any("unreadable (" in w and "manifest" not in w for w in whats):
+        fixes.append("make the unreadable files and folders readable (their permissions)")
+    if any(w.startswith("unexpected") for w in whats):
+        fixes.append(
+            "move the files not in the manifest out of the checkpoints (not written by "
+            "the save, they stand where the trainer reads its own files)"
+        )
+    if any("newer than this version" in w for w in whats):
+        fixes.append("upgrade melissa-trainer")
+    message = (
+        f"resume_from_checkpoint='latest': no checkpoint under {root} verifies (see the "
+        "warnings above; nothing was deleted)"
+    )
+    if fixes:
+        message += "; to resume: " + "; ".join(fixes) + "; then resume again"
+    if any(not _fixable(w) for w in whats):  # a file missing or changed: no fix repairs it
+        message += (
+            "; a checkpoint with a file missing or changed is damaged: resume from an "
+            f"intact copy of one, or, to give up this run, {_AFRESH}"
+        )
+    return message
+
+
+def _fixable(what: str) -> bool:
+    return (
+        ("unreadable (" in what and "manifest" not in what)
+        or what.startswith("unexpected")
+        or "newer than this version" in what
+    )
+
+
 def is_full_disk(exc: BaseException, free: int, needed: int) -> str | None:
     """The name of the space error behind `exc` ("No space left on device"), or None.
 

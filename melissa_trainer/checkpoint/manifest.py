@@ -17,7 +17,11 @@ Contract (see `trainer.checkpointing.save_checkpoint`, which does the collective
   rank wrote (`owned_by`; on fewer ranks than wrote it, the missing ranks' dealt out
   in turn), sizes first (`check_sizes`: a stat per file), then hashes
   (`check_hashes`: reads each file, which loading does next anyway, from the page
-  cache then); the main rank also looks for files no rank wrote (`unexpected`).
+  cache then); the main rank also looks for files no rank wrote (`unexpected`): one
+  where the loading looks for the trainer's own files fails the verification (it
+  would be read unverified); any other is *foreign* (a hook's artefact written into
+  the checkpoint in `on_save`), not the trainer's state: it is warned about, not
+  refused.
 
 All functions here are pure or touch only the files they are given; none is a
 collective. The hash is SHA-256 (OpenSSL's, through hashlib, which releases the GIL
@@ -32,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -47,16 +52,33 @@ HASH = "sha256"
 #: threads hashing one rank's files while it fsyncs them
 _WORKERS = 4
 
+#: what the loading may read under a checkpoint, by its first path component: a file of
+#: these names that the manifest does not list would be read unverified (or, a
+#: ``rank_*`` folder, change the count of ranks that wrote it: `paths.count_ranks`), so
+#: it fails the verification. The trainer's files (`registry`), Accelerate's
+#: (`load_state` reads some only when present: ``model.safetensors`` before
+#: ``pytorch_model.bin``, ``dl_state_dict.bin``), every ``rank_*``; kept in step with
+#: what a checkpoint holds by tests/checkpoint/test_foreign_files.py.
+OWN_NAMES = re.compile(
+    r"rank_.*|(model|pytorch_model)(_\d+)?\.(safetensors|bin)"
+    r"|(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|scaler\.pt"
+    r"|random_states_\d+\.pkl|custom_checkpoint_\d+\.pkl"
+    r"|(format|trainer_state|hooks|training_args|manifest)\.json"
+)
+
 #: one file's entry: {"size": bytes, "sha256": hex digest, "rank": the rank that wrote it}
 Entry = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Problem:
-    """What is wrong with one file of a checkpoint: `file` relative to it."""
+    """What is wrong with one file of a checkpoint: `file` relative to it. A `foreign`
+    one (a file not in the manifest, where the loading never looks) does not fail the
+    verification: it is not the trainer's state."""
 
     file: str
     what: str
+    foreign: bool = False
 
     def __str__(self) -> str:
         return f"{self.file}: {self.what}"
@@ -205,7 +227,15 @@ def check_hashes(checkpoint: str | os.PathLike[str], entries: Mapping[str, Entry
 
 def unexpected(checkpoint: str | os.PathLike[str], entries: Iterable[str]) -> list[Problem]:
     """Files under `checkpoint` that no rank wrote (not in the manifest, nor it), and
-    folders that cannot be listed (what they hold cannot be checked)."""
+    folders that cannot be listed (what they hold cannot be checked).
+
+    Why it exists: the manifest is written last, so every file of a checkpoint as saved
+    is in it; a file of the trainer's (`OWN_NAMES`) that is not means the directory is
+    not the checkpoint that was written (files of another save mixed in, a ``rank_*``
+    folder that would change the count of ranks), which loading would read unverified:
+    a problem. Any other such file is `foreign` (a hook's artefact, written into the
+    checkpoint in `on_save` as Hugging Face callbacks do): never read by the loading,
+    it says nothing of the trainer's state, and does not fail the verification."""
     root = Path(checkpoint)
     known = set(entries) | {MANIFEST}
     found = []
@@ -217,8 +247,16 @@ def unexpected(checkpoint: str | os.PathLike[str], entries: Iterable[str]) -> li
     for top, _, names in os.walk(root, onerror=unlisted):
         for name in names:
             rel = (Path(top) / name).relative_to(root).as_posix()
-            if rel not in known:
-                found.append(Problem(rel, "unexpected: not in the manifest"))
+            if rel in known:
+                continue
+            if OWN_NAMES.fullmatch(rel.split("/", 1)[0]):
+                found.append(
+                    Problem(
+                        rel, "unexpected: not in the manifest, where the trainer's own files are"
+                    )
+                )
+            else:
+                found.append(Problem(rel, "not in the manifest (not verified)", foreign=True))
     return sorted(found, key=lambda p: p.file)
 
 

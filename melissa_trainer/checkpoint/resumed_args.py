@@ -7,17 +7,30 @@ changed on the way (another ``batch_size``, ``gradient_accumulation_steps``, ``b
 would have been, so the resume names each change once, as Hugging Face's Trainer does
 for its batch size and steps: a warning on the main rank, before training goes on.
 
-Pure but for the warning; reads nothing but the dictionaries it is given.
+The optimizer's hyperparameters (``lr``, ``weight_decay``, ``betas``... of each
+``param_groups`` entry) are no `TrainingArguments`: the script builds the optimizer,
+and the resume replaces what it built with the checkpoint's (`load_state_dict`), as
+Hugging Face's Trainer does, silently there. The resume names each value that differs
+(`changed_hyperparameters`), in the same way: the checkpoint's apply.
+
+Pure but for the warnings; reads nothing but what it is given.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IGNORED", "changed_settings", "warn_changed_settings"]
+__all__ = [
+    "IGNORED",
+    "changed_hyperparameters",
+    "changed_settings",
+    "hyperparameters",
+    "warn_changed_hyperparameters",
+    "warn_changed_settings",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +76,62 @@ def warn_changed_settings(path: Path, saved: Mapping[str, Any], current: Mapping
             "resuming from %s with settings changed since it was written: %s. This run's "
             "settings apply: the run goes on, but it is not the run that checkpoint's "
             "would have been (resume with the same settings to continue it exactly)",
+            path,
+            ", ".join(changes),
+        )
+
+
+#: a value compared between the built optimizer and the loaded one
+_SCALARS = (int, float, bool, str, type(None))
+
+
+def hyperparameters(param_groups: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A copy of each group's comparable values: scalars, and tuples or lists of
+    scalars (``betas``); not ``params``, nor tensors or callables (which cannot be
+    compared as numbers). Take it before the load: the load changes the groups in place."""
+    copies = []
+    for group in param_groups:
+        kept: dict[str, Any] = {}
+        for key, value in group.items():
+            if key == "params":
+                continue
+            if isinstance(value, _SCALARS) or (
+                isinstance(value, tuple | list) and all(isinstance(v, _SCALARS) for v in value)
+            ):
+                kept[key] = tuple(value) if isinstance(value, list) else value
+        copies.append(kept)
+    return copies
+
+
+def changed_hyperparameters(
+    built: Sequence[Mapping[str, Any]], loaded: Sequence[Mapping[str, Any]]
+) -> list[str]:
+    """``"param_groups[i].key built -> loaded"`` for each value of `hyperparameters`
+    that the load changed. A group's ``lr`` that a scheduler drives (the group has the
+    scheduler's ``initial_lr``) moved with training: its ``initial_lr`` (what was built)
+    is compared instead; the values a cyclic scheduler drives (``momentum``, ``betas``
+    when the group has ``max_momentum``) are left out likewise."""
+    changes = []
+    for index, (mine, theirs) in enumerate(zip(built, hyperparameters(loaded), strict=False)):
+        driven = {"lr"} if "initial_lr" in mine else set()
+        if "max_momentum" in mine:
+            driven |= {"momentum", "betas"}
+        for key, value in mine.items():
+            if key in driven or key not in theirs or theirs[key] == value:
+                continue
+            changes.append(f"param_groups[{index}].{key} {value!r} -> {theirs[key]!r}")
+    return changes
+
+
+def warn_changed_hyperparameters(path: Path, changes: Sequence[str]) -> None:
+    """Log one warning naming the `changed_hyperparameters` of the resume from `path`,
+    what applies (the checkpoint's) and how to change them, or nothing."""
+    if changes:
+        logger.warning(
+            "resuming from %s: the optimizer's hyperparameters your script built differ "
+            "from the checkpoint's, which apply (the optimizer and its scheduler are "
+            "restored): %s. To train on with other values, see docs/resume.md, "
+            '"Optimizer hyperparameters on resume"',
             path,
             ", ".join(changes),
         )

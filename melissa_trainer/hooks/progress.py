@@ -210,6 +210,13 @@ class ProgressHook(Hook):
         if report is None:
             return
         line, warning = report
+        if "end of stream, before max_steps" in ended:  # (a larger max_steps cannot help)
+            line += (
+                f"; to train on past the stream's end: --pseudo_epochs "
+                f"{args.pseudo_epochs + 1} or more replays the buffer (also on resume); "
+                "more data takes more simulations (a study whose stream ended cannot "
+                "grow on resume: a new study)"
+            )
         self.close()  # the bar is done: the summary goes below it
         for account in getattr(trainer.source, "account_report", ()):
             self._print(account)

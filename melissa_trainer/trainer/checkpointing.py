@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from melissa_trainer.checkpoint import manifest, registry
+from melissa_trainer.checkpoint import manifest, registry, resumed_args
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import (
     CheckpointError,
     CheckpointSaveError,
+    describe_foreign,
     describe_save_failure,
     describe_verification,
+    none_verifies,
     others,
 )
 from melissa_trainer.common.refusal import elsewhere
@@ -194,7 +196,9 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     problems are gathered). Collective.
 
     "latest": the newest checkpoint that verifies; each one that does not is skipped
-    with one warning naming its files and what is wrong with them; a checkpoint without
+    with one warning naming its files and what is wrong with them (files not in its
+    manifest that are not the trainer's, a hook's artefacts, do not count: the one
+    taken is warned about once, `verify`); a checkpoint without
     a manifest (an earlier version's) is taken with a warning that it is unverified;
     None (start afresh, with a warning) when there is no checkpoint; `CheckpointError`
     when there are some but none verifies (starting afresh would silently discard them).
@@ -218,18 +222,16 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
     found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
     if not found:
         return ckpt.resolve_resume(arg, root)  # None, with its warning
+    seen: list[manifest.Problem] = []
     for candidate in reversed(found):
         path = Path(candidate)
         problems = verify(trainer, path)
         if not problems:
             return path
+        seen += problems
         if trainer.is_main_process:
             logger.warning("%s: skipped", describe_verification(path, problems))
-    raise CheckpointError(
-        f"resume_from_checkpoint='latest': no checkpoint under {root} verifies (see the "
-        "warnings above); move them aside to start afresh",
-        Path(root),
-    )
+    raise CheckpointError(none_verifies(Path(root), seen), Path(root))
 
 
 def _start_afresh(trainer: OnlineTrainer) -> None:
@@ -319,7 +321,9 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
     """The problems of checkpoint `path` against its manifest, the same on every rank:
     sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
     or has no manifest (an earlier version's: the main rank warns that it is
-    unverified). Collective."""
+    unverified). Files the manifest lacks where the loading never looks (`manifest.
+    unexpected`'s foreign ones: a hook's artefacts) are no problem: when the checkpoint
+    verifies, the main rank warns once, naming them. Collective."""
     read: tuple[dict[str, manifest.Entry] | None, str | None] = (None, None)
     if trainer.is_main_process:  # the main rank's reading decides, for every rank
         try:
@@ -341,12 +345,19 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
         return []
     mine = manifest.owned_by(entries, trainer.process_index, trainer.num_processes)
     local = manifest.check_sizes(path, mine)
+    foreign: list[str] = []
     if trainer.is_main_process:
-        local += manifest.unexpected(path, entries)
+        for problem in manifest.unexpected(path, entries):
+            if problem.foreign:  # not the trainer's state: said once, if it is taken
+                foreign.append(problem.file)
+            else:
+                local.append(problem)
     problems = [p for found in _agree(trainer, local) for p in found]
     if not problems:  # the sizes are right: read every file
         hashes = manifest.check_hashes(path, mine)
         problems = [p for found in _agree(trainer, hashes) for p in found]
+    if not problems and foreign:
+        logger.warning("%s", describe_foreign(path, foreign))
     return sorted(problems, key=lambda p: p.file)
 
 
@@ -356,8 +367,11 @@ def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
 def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank (`CheckpointError`, naming the file), never a hang. A
-    checkpoint of another number of ranks is resharded (`checkpoint.registry.load`)."""
+    checkpoint of another number of ranks is resharded (`checkpoint.registry.load`).
+    The optimizer's hyperparameters that the load changed from those the script built
+    are named in a warning (`resumed_args.changed_hyperparameters`)."""
     failure: Exception | None = None
+    built = resumed_args.hyperparameters(trainer.optimizer.param_groups)  # (loaded in place)
     try:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
@@ -367,4 +381,7 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
         raise failure
     if errors:
         raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
+    if trainer.is_main_process:
+        changes = resumed_args.changed_hyperparameters(built, trainer.optimizer.param_groups)
+        resumed_args.warn_changed_hyperparameters(path, changes)
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)

@@ -148,7 +148,7 @@ def test_an_unexpected_file_fails_verification(tmp_path: Path) -> None:
     entries = manifest.read(root / "checkpoint-20")
     assert entries is not None
     assert [str(p) for p in manifest.unexpected(root / "checkpoint-20", entries)] == [
-        "rank_0/stray.bin: unexpected: not in the manifest"
+        "rank_0/stray.bin: unexpected: not in the manifest, where the trainer's own files are"
     ]
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.core.figures import refuse_trainer_figures
 from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.hooks.eval_figures import AddedKeys, add_eval_figures, eval_key
 from melissa_trainer.hooks.events import Event
 from melissa_trainer.hooks.method_check import check_methods
 
@@ -77,6 +78,23 @@ class Hook:
         the keys in `log_maxima` (their maximum). Every rank gives the same keys, which
         must not be the trainer's own. Called on the training thread before each LOG (a
         collective follows). Default: none."""
+        return {}
+
+    #: the keys `eval_figures` returns, declared so that `metric_for_best_model` may name
+    #: one: the trainer checks that name when it is built (with or without ``eval_``)
+    eval_keys: frozenset[str] = frozenset()
+
+    def eval_figures(self, trainer: TrainerView) -> dict[str, float]:
+        """Validation metrics of this hook (Hugging Face's ``compute_metrics``), added to
+        each validation's metrics: `on_validation_end`'s `metrics`, the console,
+        TensorBoard (``eval/<key>``), ``state.log_history``, and `metric_for_best_model`
+        if declared in `eval_keys`. A key is prefixed with ``eval_`` unless it has it
+        (``rel_l2`` -> ``eval_rel_l2``, as HF does); none may be the trainer's own
+        (``eval_loss``...) or another hook's. Called on every rank at each validation,
+        after the trainer's pass over `trainer.eval_dataset`, with the model in eval mode
+        and gradients off. Not reduced: return the same values on every rank (computed
+        from the whole `eval_dataset`, or this rank's share reduced over ranks, a
+        collective every rank calls here). Default: none (`hooks.eval_figures`)."""
         return {}
 
     def on_load(
@@ -228,6 +246,8 @@ class HookList:
         self.hooks: list[Hook] = []
         self._listeners: dict[Event, list[Any]] = {e: [] for e in Event}
         self._figures: list[Hook] = []  # the hooks that give log figures
+        self._eval_figures: list[Hook] = []  # ... and validation metrics
+        self._added = AddedKeys()  # keys hooks add to `logs` / `metrics`: warned about
         for hook in hooks:
             self.add(hook)
 
@@ -251,6 +271,8 @@ class HookList:
         self.hooks.append(hook)
         if type(hook).log_figures is not Hook.log_figures:
             self._figures.append(hook)
+        if type(hook).eval_figures is not Hook.eval_figures:
+            self._eval_figures.append(hook)
         for event in Event:
             if getattr(type(hook), event.value) is not getattr(Hook, event.value):
                 self._listeners[event].append(getattr(hook, event.value))
@@ -274,13 +296,27 @@ class HookList:
             maxima |= set(hook.log_maxima) & set(theirs)
         return figures, frozenset(maxima)
 
+    def eval_figures(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
+        """Add every hook's `Hook.eval_figures` to `metrics` (`hooks.eval_figures`)."""
+        add_eval_figures(self._eval_figures, trainer, metrics)
+
+    @property
+    def eval_keys(self) -> frozenset[str]:
+        """The metrics the hooks' `eval_keys` declare (with ``eval_``)."""
+        return frozenset(eval_key(k) for h in self._eval_figures for k in h.eval_keys)
+
     def listens(self, event: Event) -> bool:
         return bool(self._listeners[event])
 
     def fire(self, event: Event, *args: Any) -> None:
-        """Call `event`'s method of every listening hook with `args`."""
+        """Call `event`'s method of every listening hook with `args`; a key a hook
+        adds to LOG's `logs` or VALIDATION_END's `metrics` is warned about (`AddedKeys`)."""
+        watch = event in (Event.LOG, Event.VALIDATION_END)
         for method in self._listeners[event]:
+            before = set(args[-1]) if watch else None
             method(*args)
+            if before is not None and not before.issuperset(args[-1]):
+                self._added.warn(method, event, set(args[-1]) - before)
 
     def close(self) -> None:
         """Close every hook; the first exception is raised after all were closed."""

@@ -30,6 +30,7 @@ __all__ = [
     "SEED_MAX",
     "argument_problems",
     "direction_warning",
+    "early_stopping_warning",
 ]
 
 BUFFER_CHOICES = BUFFER_KINDS
@@ -80,6 +81,26 @@ def direction_warning(values: Mapping[str, Any]) -> str | None:
         "counts as better, so the best checkpoint is the one with the largest loss and "
         "early stopping waits for it to grow; set greater_is_better=False (the default), "
         "or choose a metric that is better larger"
+    )
+
+
+def early_stopping_warning(values: Mapping[str, Any]) -> str | None:
+    """A warning, naming `eval_steps` and the fix, when `early_stopping_patience` is set
+    without `eval_steps`; else None.
+
+    The built-in hooks then validate once, at the end of training, where a stop changes
+    nothing: early stopping cannot stop the run. A warning, not a problem: a hook of the
+    user's that sets ``control.should_validate`` (at each pseudo-epoch's end, say) gives
+    it the validations it needs, which no argument tells. (Hugging Face's Trainer
+    refuses `EarlyStoppingCallback` without an evaluation strategy.)"""
+    patience = values["early_stopping_patience"]
+    if patience is None or values["eval_steps"] is not None:
+        return None
+    return (
+        f"early_stopping_patience={patience!r} without eval_steps: the trainer validates "
+        "only at the end of training, so early stopping cannot stop the run (unless a "
+        "hook of yours sets control.should_validate); set eval_steps (--eval_steps N: a "
+        "validation every N steps), or leave early_stopping_patience unset"
     )
 
 

@@ -23,6 +23,7 @@ rank: the trainer all-reduces it so that every rank stops at the same step.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import json
 import math
@@ -152,6 +153,29 @@ class TrainerState:
         return state
 
 
+#: other libraries' control flags (HF `TrainerControl`) -> what to do here: set, they
+#: would be plain attributes that nothing reads, so a ported callback never stopped
+_OTHER_LIBRARIES_FLAGS: dict[str, str] = {
+    "should_training_stop": "set should_stop (or call control.request_stop(reason))",
+    "should_evaluate": "set should_validate",
+    "should_epoch_stop": (
+        "there is no epoch to end early in a stream: set should_stop to end training, "
+        "or should_rewind in on_end_of_stream to replay the buffer"
+    ),
+}
+
+
+def _unknown_flag(name: str) -> str:
+    """Why `TrainerControl` has no attribute `name`, and what to set instead."""
+    flags = ", ".join(n for n in _CONTROL_FIELDS if n.startswith("should_"))
+    if name in _OTHER_LIBRARIES_FLAGS:
+        hint = f"{name} is Hugging Face's flag, not one here: {_OTHER_LIBRARIES_FLAGS[name]}"
+    else:
+        close = difflib.get_close_matches(name, _CONTROL_FIELDS, n=1)
+        hint = f"did you mean {close[0]}?" if close else "nothing would read it"
+    return f"TrainerControl has no flag {name!r}: {hint} (its flags: {flags})"
+
+
 def share_samples_seen(counts: Sequence[int], rank: int, world_size: int) -> int:
     """Rank `rank`'s `samples_seen` after a resume on `world_size` ranks from a
     checkpoint whose ranks had seen `counts` (one per old rank): their sum dealt out
@@ -195,6 +219,11 @@ class TrainerControl:
         should_log: compute and emit the training logs (all ranks alike: a collective).
         should_rewind: at end of stream, replay the samples retained in the buffer
             (all ranks alike).
+
+    Setting any other attribute is an AttributeError naming the flag to set instead
+    (Hugging Face's ``should_training_stop`` -> `should_stop`, ``should_evaluate`` ->
+    `should_validate`; ``should_epoch_stop`` has no counterpart): a ported callback's
+    request would otherwise be an attribute that nothing reads.
     """
 
     should_stop: bool = False
@@ -209,6 +238,8 @@ class TrainerControl:
     stop_reason: str = field(default="", compare=False)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _CONTROL_FIELDS:  # a ported callback's flag would do nothing
+            raise AttributeError(_unknown_flag(name))
         # Who sets the flag is recorded here, once, when it is first set: hooks set
         # `control.should_stop = True` directly (the transformers idiom), and the cost
         # is paid only then, never per step.
@@ -233,3 +264,7 @@ class TrainerControl:
         """The names of the set flags that ask for an action (all but `should_stop`)."""
         names = ("should_log", "should_validate", "should_save", "should_rewind")
         return [name for name in names if getattr(self, name)]
+
+
+#: the only attributes a `TrainerControl` takes (`__setattr__`)
+_CONTROL_FIELDS = tuple(f.name for f in dataclasses.fields(TrainerControl))

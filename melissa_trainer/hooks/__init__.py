@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 
+from melissa_trainer.config.argument_checks import early_stopping_warning
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.hooks.base import Event, Hook, HookList
 from melissa_trainer.hooks.early_stopping import EarlyStoppingHook
@@ -82,7 +84,8 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
     and at the end when there is an eval dataset, checkpoints every `save_steps` and
     with `save_at_end`) always; console logs and the progress bar (the bar only on the
     main process, unless `disable_progress_bar`); TensorBoard when
-    `report_to="tensorboard"`; early stopping when `early_stopping_patience` is set;
+    `report_to="tensorboard"`; early stopping when `early_stopping_patience` is set
+    (with a UserWarning without `eval_steps`: `argument_checks.early_stopping_warning`);
     pseudo-epochs when `pseudo_epochs > 1`.
 
     Raises:
@@ -121,6 +124,9 @@ def default_hooks(args: TrainingArguments, has_eval: bool) -> list[Hook]:
     if args.report_to == "tensorboard":
         hooks.append(TensorBoardHook(args.resolved_logging_dir))
     if args.early_stopping_patience is not None:
+        said = early_stopping_warning(vars(args))  # (where the hook is made: its premise)
+        if said is not None:
+            warnings.warn(said, UserWarning, stacklevel=2)
         hooks.append(EarlyStoppingHook(args.early_stopping_patience))
     if args.pseudo_epochs > 1:
         hooks.append(PseudoEpochHook(args.pseudo_epochs))

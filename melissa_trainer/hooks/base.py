@@ -10,14 +10,14 @@ The events (`Event`, with the training loop in pseudocode) are in
 
 from __future__ import annotations
 
-import difflib
-import inspect
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.core.figures import refuse_trainer_figures
 from melissa_trainer.core.state import TrainerControl, TrainerState
+from melissa_trainer.hooks.eval_figures import AddedKeys, add_eval_figures, eval_key
 from melissa_trainer.hooks.events import Event
+from melissa_trainer.hooks.method_check import check_methods
 
 __all__ = ["STATE_FILE", "Event", "Hook", "HookList", "HookStateMismatch"]
 
@@ -78,6 +78,23 @@ class Hook:
         the keys in `log_maxima` (their maximum). Every rank gives the same keys, which
         must not be the trainer's own. Called on the training thread before each LOG (a
         collective follows). Default: none."""
+        return {}
+
+    #: the keys `eval_figures` returns, declared so that `metric_for_best_model` may name
+    #: one: the trainer checks that name when it is built (with or without ``eval_``)
+    eval_keys: frozenset[str] = frozenset()
+
+    def eval_figures(self, trainer: TrainerView) -> dict[str, float]:
+        """Validation metrics of this hook (Hugging Face's ``compute_metrics``), added to
+        each validation's metrics: `on_validation_end`'s `metrics`, the console,
+        TensorBoard (``eval/<key>``), ``state.log_history``, and `metric_for_best_model`
+        if declared in `eval_keys`. A key is prefixed with ``eval_`` unless it has it
+        (``rel_l2`` -> ``eval_rel_l2``, as HF does); none may be the trainer's own
+        (``eval_loss``...) or another hook's. Called on every rank at each validation,
+        after the trainer's pass over `trainer.eval_dataset`, with the model in eval mode
+        and gradients off. Not reduced: return the same values on every rank (computed
+        from the whole `eval_dataset`, or this rank's share reduced over ranks, a
+        collective every rank calls here). Default: none (`hooks.eval_figures`)."""
         return {}
 
     def on_load(
@@ -214,87 +231,6 @@ class Hook:
         ignored, with a warning (make them in `on_loop_end`)."""
 
 
-_EVENT_NAMES = [e.value for e in Event]
-
-
-#: other libraries' callback names -> this library's event (HF `TrainerCallback`,
-#: Lightning's `Callback`): spelling alone points elsewhere (`on_train_begin` is nearer
-#: to `on_train_end` than to `on_train_start`)
-_OTHER_LIBRARIES: dict[str, list[str]] = {
-    "on_train_begin": ["on_train_start"],
-    "on_fit_start": ["on_train_start"],
-    "on_fit_end": ["on_train_end"],
-    "on_epoch_begin": ["on_pseudo_epoch_start"],
-    "on_epoch_start": ["on_pseudo_epoch_start"],
-    "on_epoch_end": ["on_pseudo_epoch_end"],
-    "on_train_epoch_start": ["on_pseudo_epoch_start"],
-    "on_train_epoch_end": ["on_pseudo_epoch_end"],
-    "on_step_begin": ["on_step_start"],
-    "on_train_batch_start": ["on_step_start"],
-    "on_train_batch_end": ["on_step_end"],
-    "on_evaluate": ["on_validation_end"],
-    "on_validation_epoch_start": ["on_validation_start"],
-    "on_validation_epoch_end": ["on_validation_end"],
-    "on_save_checkpoint": ["on_save"],
-    "on_load_checkpoint": ["on_load"],
-    # no event does the same: no hint rather than the nearest spelling's wrong one
-    **dict.fromkeys(
-        [
-            "on_init_end",
-            "on_before_backward",
-            "on_predict_start",
-            "on_predict_end",
-            "on_sanity_check_start",
-            "on_sanity_check_end",
-            "on_test_start",
-            "on_test_end",
-            "on_optimizer_step",
-            "on_pre_optimizer_step",
-            "on_before_optimizer_step",
-            "on_substep_end",
-            "on_prediction_step",
-        ],
-        [],
-    ),  # fmt: skip
-}
-
-
-def _check_methods(hook: Hook) -> None:
-    """Refuse, when the hook is added (before training starts), what would otherwise
-    fail at the event's first firing, maybe hours in, or never run at all: an event
-    method that cannot take the trainer's arguments, and an ``on_*`` method that is no
-    event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
-    which the trainer would never call. Raises TypeError naming the method and the fix."""
-    cls = type(hook)
-    for name in dir(cls):
-        if not name.startswith("on_") or not callable(getattr(cls, name)):
-            continue
-        if name not in _EVENT_NAMES:
-            close = (
-                _OTHER_LIBRARIES[name]
-                if name in _OTHER_LIBRARIES
-                else difflib.get_close_matches(name, _EVENT_NAMES, n=1)
-            )
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise TypeError(
-                f"{cls.__name__}.{name} is not a hook event, so the trainer would never "
-                f"call it: {hint}The events are {', '.join(_EVENT_NAMES)}; rename a helper "
-                "method so that it does not start with 'on_'"
-            )
-        if getattr(cls, name) is getattr(Hook, name):
-            continue
-        expected = list(inspect.signature(getattr(Hook, name)).parameters)[1:]  # no self
-        try:
-            inspect.signature(getattr(hook, name)).bind(*expected)
-        except ValueError:  # no signature to read (a builtin): left to the call
-            continue
-        except TypeError as exc:
-            raise TypeError(
-                f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
-                f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
-            ) from None
-
-
 #: the file of a checkpoint that holds `HookList.state_dict` (every stateful hook's)
 STATE_FILE = "hooks.json"
 
@@ -310,6 +246,8 @@ class HookList:
         self.hooks: list[Hook] = []
         self._listeners: dict[Event, list[Any]] = {e: [] for e in Event}
         self._figures: list[Hook] = []  # the hooks that give log figures
+        self._eval_figures: list[Hook] = []  # ... and validation metrics
+        self._added = AddedKeys()  # keys hooks add to `logs` / `metrics`: warned about
         for hook in hooks:
             self.add(hook)
 
@@ -329,10 +267,12 @@ class HookList:
                 f"two hooks are named {hook.name!r}: override `name` to tell them apart "
                 "(checkpoints store hook state by name)"
             )
-        _check_methods(hook)
+        check_methods(hook, Hook)
         self.hooks.append(hook)
         if type(hook).log_figures is not Hook.log_figures:
             self._figures.append(hook)
+        if type(hook).eval_figures is not Hook.eval_figures:
+            self._eval_figures.append(hook)
         for event in Event:
             if getattr(type(hook), event.value) is not getattr(Hook, event.value):
                 self._listeners[event].append(getattr(hook, event.value))
@@ -356,13 +296,27 @@ class HookList:
             maxima |= set(hook.log_maxima) & set(theirs)
         return figures, frozenset(maxima)
 
+    def eval_figures(self, trainer: TrainerView, metrics: dict[str, float]) -> None:
+        """Add every hook's `Hook.eval_figures` to `metrics` (`hooks.eval_figures`)."""
+        add_eval_figures(self._eval_figures, trainer, metrics)
+
+    @property
+    def eval_keys(self) -> frozenset[str]:
+        """The metrics the hooks' `eval_keys` declare (with ``eval_``)."""
+        return frozenset(eval_key(k) for h in self._eval_figures for k in h.eval_keys)
+
     def listens(self, event: Event) -> bool:
         return bool(self._listeners[event])
 
     def fire(self, event: Event, *args: Any) -> None:
-        """Call `event`'s method of every listening hook with `args`."""
+        """Call `event`'s method of every listening hook with `args`; a key a hook
+        adds to LOG's `logs` or VALIDATION_END's `metrics` is warned about (`AddedKeys`)."""
+        watch = event in (Event.LOG, Event.VALIDATION_END)
         for method in self._listeners[event]:
+            before = set(args[-1]) if watch else None
             method(*args)
+            if before is not None and not before.issuperset(args[-1]):
+                self._added.warn(method, event, set(args[-1]) - before)
 
     def close(self) -> None:
         """Close every hook; the first exception is raised after all were closed."""

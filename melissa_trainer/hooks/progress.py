@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from tqdm.auto import tqdm
 
 from melissa_trainer.buffers.config import resolve_sample_to_insert_ratio
+from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.reuse import data_limited, reuse_report
@@ -28,18 +29,24 @@ def format_logs(step: int, logs: dict[str, float]) -> str:
     """One human-readable line: `step 100 | loss 0.0123 | lr 1e-03 | …`.
 
     The source's counters (`source_*`, dozens of them, mostly rejection reasons) are
-    shown only when non-zero, without the prefix; every figure still goes to
-    TensorBoard. Whole numbers (counts) are shown in full, the others to 4 significant
-    digits."""
+    shown only when non-zero (`zero_source_figure`), without the prefix; TensorBoard
+    writes each from its first non-zero value on. Whole numbers (counts) are shown in
+    full, the others to 4 significant digits."""
     parts = [f"step {step}"]
     for key, value in logs.items():
-        if key.startswith("source_"):
-            if not value:
-                continue
-            key = key[len("source_") :]
+        if zero_source_figure(key, value):
+            continue
+        key = key.removeprefix(SOURCE_PREFIX)
         short = key.replace("learning_rate", "lr").replace("samples_per_second", "samples/s")
         parts.append(f"{short} {_figure(value)}")
     return " | ".join(parts)
+
+
+def zero_source_figure(key: str, value: float) -> bool:
+    """Whether `key` is one of the source's counters (``source_*``) and `value` is 0: the
+    console leaves these out, TensorBoard writes a counter from its first non-zero value
+    on (`TensorBoardHook`); most are rejection reasons, 0 in a healthy run."""
+    return key.startswith(SOURCE_PREFIX) and not value
 
 
 #: whole numbers up to this are printed in full (counts: samples, messages, bytes)

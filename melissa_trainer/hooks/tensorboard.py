@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
+from melissa_trainer.hooks.progress import zero_source_figure
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch.utils.tensorboard import SummaryWriter
@@ -20,11 +22,13 @@ class TensorBoardHook(Hook):
 
     Tags: `train/<key>` for every logged figure (loss, learning_rate, samples_per_second,
     steps_per_second), `source/<key>` for the source's telemetry (messages, bytes,
-    rejected, duplicates… for a network stream), `buffer/<key>` for the buffer figures
-    and `buffer/reuse`, a
-    histogram of how many times the samples that left this rank's buffer were drawn;
-    `eval/<key>` for validation metrics. Written at log and validation time only, never
-    per step; flushed at those points, closed at the end of training.
+    rejected, duplicates… for a network stream; each from its first non-zero value on,
+    also after a resume: dozens are rejection reasons that stay 0 in a healthy run,
+    which the console leaves out by the same rule, `progress.zero_source_figure`),
+    `buffer/<key>` for the buffer figures and `buffer/reuse`, a histogram of how many
+    times the samples that left this rank's buffer were drawn; `eval/<key>` for
+    validation metrics. Written at log and validation time only, never per step;
+    flushed at those points, closed at the end of training.
 
     After a resume from checkpoint-STEP, the new event file starts with a restart at
     STEP + 1 (`_restarted_writer`): TensorBoard's readers (their default
@@ -36,6 +40,7 @@ class TensorBoardHook(Hook):
         self.log_dir = log_dir
         self.writer: SummaryWriter | None = None
         self._resumed_at: int | None = None  # the step of the checkpoint resumed from
+        self._source_written: set[str] = set()  # the source's counters written so far
 
     def on_load(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
@@ -64,6 +69,10 @@ class TensorBoardHook(Hook):
             return
         step = state.global_step
         for key, value in logs.items():
+            if key not in self._source_written and zero_source_figure(key, value):
+                continue  # not yet non-zero: a tag that stays 0 would clutter the board
+            if key.startswith(SOURCE_PREFIX):
+                self._source_written.add(key)
             group, _, name = key.partition("_")
             if group not in ("buffer", "source", "serving"):
                 group, name = "train", key

@@ -151,7 +151,6 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         if transform is not None and eval_dataset is not None:
             eval_dataset = transform.dataset(eval_dataset)  # once, as the stream's samples
         self.eval_dataset = eval_dataset
-        check_best_metric(args.metric_for_best_model, eval_dataset)  # not at the first one
 
         self.source = as_source(train_source)  # (configured last, once output_dir is locked)
         if transform is not None:
@@ -178,6 +177,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
                 use_default_hooks=use_default_hooks,
             )
         )
+        check_best_metric(args.metric_for_best_model, eval_dataset, self.hooks.eval_keys)
         self.stop_sync = StopSync(acc.device, acc.num_processes)
         #: stops training at a non-finite loss, before any checkpoint holds it
         self._loss_guard = LossGuard(acc.device, self.stop_sync.distributed)

@@ -80,13 +80,15 @@ def evaluate(trainer: OnlineTrainer) -> dict[str, float]:
                     loss = losses.mean()
             sums[0] += loss.double() * len(samples)
             sums[1] += len(samples)
-    trainer.model.train()
     if trainer.stop_sync.distributed:
         dist.all_reduce(sums)
     total, count = sums.tolist()
     metrics = {"eval_loss": total / count}
     if tails is not None:
         metrics.update(tails.metrics(trainer.stop_sync.distributed))
+    with torch.no_grad():  # the hooks' metrics, before anything reads them (eval mode)
+        trainer.hooks.eval_figures(trainer, metrics)
+    trainer.model.train()
     state.record_metric(metrics, args.metric_for_best_model, args.greater_is_better)
     state.last_eval_step = state.global_step
     state.append_log(metrics)

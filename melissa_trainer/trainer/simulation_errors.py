@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -132,16 +132,19 @@ class SimulationErrors:
 ALWAYS, TAILS = ("eval_loss",), ("eval_loss_p99", "eval_loss_max", "eval_simulations")
 
 
-def check_best_metric(name: str, eval_dataset: Sequence[Any] | None) -> None:
+def check_best_metric(
+    name: str, eval_dataset: Sequence[Any] | None, hook_keys: Collection[str] = ()
+) -> None:
     """Refuse, when the trainer is built, a `metric_for_best_model` that no validation
     of `eval_dataset` returns (with or without its ``eval_`` prefix, as
     `TrainerState.record_metric` reads it): found at the first validation instead, it
     stopped a study whose simulations had run until then. The tails count when every
-    sample carries a ``simulation_id``. No check without an `eval_dataset`."""
+    sample carries a ``simulation_id``; `hook_keys` are the metrics the hooks declare
+    (`HookList.eval_keys`). No check without an `eval_dataset`."""
     if eval_dataset is None:
         return
     tails = SimulationErrors.of(eval_dataset, torch.device("cpu")) is not None
-    names = ALWAYS + (TAILS if tails else ())
+    names = ALWAYS + (TAILS if tails else ()) + tuple(sorted(hook_keys))
     if name in names or f"eval_{name}" in names:
         return
     why = (
@@ -151,5 +154,6 @@ def check_best_metric(name: str, eval_dataset: Sequence[Any] | None) -> None:
     )
     raise ValueError(
         f"metric_for_best_model={name!r} is not a metric the validation returns: "
-        f"{', '.join(names)}{why}; set it to one of them"
+        f"{', '.join(names)}{why}; set it to one of them, or declare it in the "
+        "eval_keys of the hook whose eval_figures returns it"
     )

@@ -1,0 +1,100 @@
+"""A hook's own validation metrics (`Hook.eval_figures`, `Hook.eval_keys`) added to a
+validation's metrics, and the warning for a key a hook adds to `logs` or `metrics`
+itself, which nothing reads: the console, TensorBoard and ``state.log_history`` have
+taken them before the user's hooks run (`HookList.fire`).
+
+`add_eval_figures` runs in `OnlineTrainer.evaluate` after the trainer's own metrics are
+reduced over ranks and before anything reads them (`metric_for_best_model`,
+``log_history``, VALIDATION_END), so a hook's metric goes wherever ``eval_loss`` goes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from melissa_trainer.hooks.events import Event
+
+if TYPE_CHECKING:  # pragma: no cover
+    from melissa_trainer.core.view import TrainerView
+
+__all__ = ["AddedKeys", "add_eval_figures", "eval_key"]
+
+logger = logging.getLogger("melissa_trainer")
+
+#: a validation metric's prefix (``eval_loss``), added to a hook's keys without it
+PREFIX = "eval_"
+
+
+def eval_key(key: str) -> str:
+    """`key` as a validation metric: with the ``eval_`` prefix (as HF's Trainer adds it
+    to what ``compute_metrics`` returns)."""
+    return key if key.startswith(PREFIX) else PREFIX + key
+
+
+def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[str, float]) -> None:
+    """Add each of `hooks`' `eval_figures(trainer)` to `metrics`, its keys prefixed
+    (`eval_key`) and its values as floats.
+
+    Raises ValueError, naming the hook and the key, for a key that `metrics` has already
+    (the trainer's own, or another hook's: a metric is never overwritten), a value that
+    is not a number, and a key of the hook's `eval_keys` that it did not return (the
+    one `metric_for_best_model` may name)."""
+    for hook in hooks:
+        theirs = hook.eval_figures(trainer)
+        named = type(hook).__name__
+        mine: dict[str, float] = {}
+        for key, value in theirs.items():
+            full = eval_key(str(key))
+            if full in metrics or full in mine:
+                raise ValueError(
+                    f"hook {named}'s eval_figures gives {key!r}, but the validation has "
+                    f"{full!r} already (the trainer's own, or another hook's: "
+                    f"{', '.join(sorted(metrics))}): give it another name"
+                )
+            try:
+                mine[full] = float(value)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"hook {named}'s eval_figures gives {key!r} = {value!r}, which is not "
+                    "a number: return a float (a tensor's .item())"
+                ) from None
+        missing = sorted({eval_key(k) for k in hook.eval_keys} - set(mine))
+        if missing:
+            raise ValueError(
+                f"hook {named} declares {missing} in its eval_keys but its eval_figures "
+                f"returned {sorted(mine)}: return every key it declares"
+            )
+        metrics.update(mine)
+
+
+class AddedKeys:
+    """Warns, once per hook method and key, about a key added to LOG's `logs` or
+    VALIDATION_END's `metrics` by a hook: the console, TensorBoard and
+    ``state.log_history`` have taken them before (the built-in hooks come first), so
+    the key reaches nothing but the hooks after it. The warning names the way that does
+    reach them (`log_figures`, `eval_figures`)."""
+
+    def __init__(self) -> None:
+        self._said: set[tuple[str, str]] = set()
+
+    def warn(self, method: Any, event: Event, added: Iterable[str]) -> None:
+        who = getattr(method, "__qualname__", repr(method))
+        new = sorted(k for k in added if (who, k) not in self._said)
+        if not new:
+            return
+        self._said.update((who, k) for k in new)
+        payload, way = (
+            ("logs", "return it from the hook's log_figures")
+            if event is Event.LOG
+            else ("metrics", "return it from the hook's eval_figures")
+        )
+        logger.warning(
+            "%s added %s to %s: the console, TensorBoard and state.log_history took them "
+            "before it ran, so it reaches only the hooks after it; %s instead",
+            who,
+            ", ".join(map(repr, new)),
+            payload,
+            way,
+        )

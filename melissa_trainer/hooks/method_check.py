@@ -1,0 +1,96 @@
+"""The check of a hook's event methods when it is added (`HookList.add`): an ``on_*``
+method that is no event (another library's callback name: `_OTHER_LIBRARIES` maps
+them), or one that cannot take the trainer's arguments, is refused before training."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from typing import Any
+
+from melissa_trainer.hooks.events import Event
+
+__all__ = ["check_methods"]
+
+
+_EVENT_NAMES = [e.value for e in Event]
+
+
+#: other libraries' callback names -> this library's event (HF `TrainerCallback`,
+#: Lightning's `Callback`): spelling alone points elsewhere (`on_train_begin` is nearer
+#: to `on_train_end` than to `on_train_start`)
+_OTHER_LIBRARIES: dict[str, list[str]] = {
+    "on_train_begin": ["on_train_start"],
+    "on_fit_start": ["on_train_start"],
+    "on_fit_end": ["on_train_end"],
+    "on_epoch_begin": ["on_pseudo_epoch_start"],
+    "on_epoch_start": ["on_pseudo_epoch_start"],
+    "on_epoch_end": ["on_pseudo_epoch_end"],
+    "on_train_epoch_start": ["on_pseudo_epoch_start"],
+    "on_train_epoch_end": ["on_pseudo_epoch_end"],
+    "on_step_begin": ["on_step_start"],
+    "on_train_batch_start": ["on_step_start"],
+    "on_train_batch_end": ["on_step_end"],
+    "on_evaluate": ["on_validation_end"],
+    "on_validation_epoch_start": ["on_validation_start"],
+    "on_validation_epoch_end": ["on_validation_end"],
+    "on_save_checkpoint": ["on_save"],
+    "on_load_checkpoint": ["on_load"],
+    # no event does the same: no hint rather than the nearest spelling's wrong one
+    **dict.fromkeys(
+        [
+            "on_init_end",
+            "on_before_backward",
+            "on_predict_start",
+            "on_predict_end",
+            "on_sanity_check_start",
+            "on_sanity_check_end",
+            "on_test_start",
+            "on_test_end",
+            "on_optimizer_step",
+            "on_pre_optimizer_step",
+            "on_before_optimizer_step",
+            "on_substep_end",
+            "on_prediction_step",
+        ],
+        [],
+    ),  # fmt: skip
+}
+
+
+def check_methods(hook: Any, base: type) -> None:
+    """Refuse, when the hook is added (before training starts), what would otherwise
+    fail at the event's first firing, maybe hours in, or never run at all: an event
+    method that cannot take the trainer's arguments, and an ``on_*`` method that is no
+    event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
+    which the trainer would never call. Raises TypeError naming the method and the fix.
+    `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
+    the arguments each event passes."""
+    cls = type(hook)
+    for name in dir(cls):
+        if not name.startswith("on_") or not callable(getattr(cls, name)):
+            continue
+        if name not in _EVENT_NAMES:
+            close = (
+                _OTHER_LIBRARIES[name]
+                if name in _OTHER_LIBRARIES
+                else difflib.get_close_matches(name, _EVENT_NAMES, n=1)
+            )
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise TypeError(
+                f"{cls.__name__}.{name} is not a hook event, so the trainer would never "
+                f"call it: {hint}The events are {', '.join(_EVENT_NAMES)}; rename a helper "
+                "method so that it does not start with 'on_'"
+            )
+        if getattr(cls, name) is getattr(base, name):
+            continue
+        expected = list(inspect.signature(getattr(base, name)).parameters)[1:]  # no self
+        try:
+            inspect.signature(getattr(hook, name)).bind(*expected)
+        except ValueError:  # no signature to read (a builtin): left to the call
+            continue
+        except TypeError as exc:
+            raise TypeError(
+                f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
+                f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
+            ) from None

@@ -1,0 +1,86 @@
+"""`TrainerControl` refuses an attribute that is not one of its flags (trial 5's F2): a
+callback ported from Hugging Face setting ``control.should_training_stop = True`` was
+accepted, and the run trained to its end. The error names the flag to set instead. The
+refusal must not break what a dataclass does: `dataclasses.replace` / `asdict`, copies,
+pickling, and the record of who set `should_stop`."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import pickle
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from helpers import linear_samples, small_model, xy
+
+from melissa_trainer import Hook, OnlineTrainer, TrainerControl, TrainingArguments
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("should_training_stop", r"Hugging Face's flag.*set should_stop"),
+        ("should_evaluate", r"Hugging Face's flag.*set should_validate"),
+        ("should_epoch_stop", r"no epoch to end early.*should_stop.*should_rewind"),
+        ("should_sav", r"did you mean should_save\?"),
+        ("anything", r"nothing would read it"),
+    ],
+)
+def test_an_unknown_flag_is_refused_naming_the_one_to_set(name: str, says: str) -> None:
+    control = TrainerControl()
+    with pytest.raises(AttributeError, match=rf"no flag '{name}': (.*)?{says}"):
+        setattr(control, name, True)
+    assert not hasattr(control, name)
+    assert control.pending() == [] and not control.should_stop
+
+
+def test_the_flags_still_set_and_a_dataclass_still_copies() -> None:
+    control = TrainerControl()
+    control.should_log = True
+    control.should_stop = True  # who set it is recorded (this test function)
+    assert "test_the_flags_still_set" in control.stop_reason
+    assert dataclasses.asdict(control)["should_log"] is True
+    replaced = dataclasses.replace(control, should_save=True)
+    assert replaced.should_save and replaced.should_log and replaced == replaced
+    for copied in (copy.copy(control), copy.deepcopy(control), pickle.loads(pickle.dumps(control))):
+        assert copied == control and copied.stop_reason == control.stop_reason
+        with pytest.raises(AttributeError, match="should_training_stop"):
+            copied.should_training_stop = True  # type: ignore[attr-defined]
+
+
+class HFStop(Hook):
+    """A Hugging Face callback's way of stopping, ported as it was."""
+
+    def on_step_end(self, trainer: Any, state: Any, control: Any) -> None:
+        if state.global_step >= 2:
+            control.should_training_stop = True
+
+
+@pytest.mark.timeout(120)
+def test_a_ported_callbacks_stop_fails_the_run_at_once(tmp_path: Path) -> None:
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "out"),
+        batch_size=8,
+        buffer="fifo",
+        buffer_size=64,
+        watermark=1,
+        max_steps=50,
+        save_at_end=False,
+        report_to="none",
+        disable_progress_bar=True,
+    )
+    model = small_model(0)
+    run = OnlineTrainer(
+        model,
+        args,
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(800, 0)),
+        process_sample=xy,
+        hooks=[HFStop()],
+    )
+    with pytest.raises(AttributeError, match="set should_stop"):
+        run.train()
+    assert run.state.global_step == 2  # not trained on to max_steps

@@ -30,6 +30,7 @@ import contextlib
 import ctypes
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -40,6 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from mpich_shm import mpich_segments
 from tooling import missing_tool
 
 SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
@@ -48,6 +50,12 @@ CLIENTS = ("sbatch", "squeue", "sinfo", "scancel", "srun", "salloc", "scontrol")
 PACKAGES = "slurmctld slurmd slurm-client munge"
 START_TIMEOUT = 60.0
 PARTITION = "debug"
+#: a cluster's first job id is drawn from this range (MaxJobId is 67043328): see
+#: `SlurmCluster.first_job_id`
+FIRST_JOB_IDS = (1_000, 60_000_000)
+#: `SlurmCluster.stop` removes MPICH's segments of the cluster's first MAX_JOBS jobs (a
+#: test module submits ~100)
+MAX_JOBS = 2_000
 
 
 def _which(name: str) -> str | None:
@@ -97,6 +105,12 @@ class SlurmCluster:
         conf: its slurm.conf.
         node: the node name (the short host name); cpus: the node's CPUs.
         partition: the default partition's name.
+        first_job_id: drawn at random. Starting at job 1 (Slurm's default), every
+            session's N-th job step had the PMI key-value-space name "N.0"; MPICH names
+            its node's segment ``/dev/shm/mpich_shm_<hash of it>_0``, attaches to an
+            existing one and unlinks it at MPI_Finalize only: one killed MPI job left a
+            segment that made the same job of every later session fail in MPI_Init
+            (docs/how-to/slurm.md, "A stale MPICH segment").
         setup_seconds: wall time from the first daemon's start to the node idle.
     """
 
@@ -107,6 +121,7 @@ class SlurmCluster:
         self.node = socket.gethostname().split(".")[0]
         self.partition = PARTITION
         self.cpus = 1
+        self.first_job_id = random.randrange(*FIRST_JOB_IDS)
         self.setup_seconds = float("nan")
         self._daemons: dict[str, subprocess.Popen[bytes]] = {}
 
@@ -216,6 +231,7 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 ReturnToService=2
 SchedulerParameters=sched_interval=1
+FirstJobId={self.first_job_id}
 KillWait=2
 InactiveLimit=0
 {node_line}
@@ -284,7 +300,9 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
     # -- stop ---------------------------------------------------------------------------
 
     def stop(self) -> None:
-        """Cancel all jobs, stop the daemons, kill leftovers, remove the directory."""
+        """Cancel all jobs, stop the daemons, kill leftovers, remove MPICH's
+        shared-memory segments of the cluster's steps (`mpich_segments`: those of a
+        killed MPI job stay, 2 MB each), remove the directory."""
         try:
             if (
                 self._daemons.get("slurmctld") is not None
@@ -317,10 +335,16 @@ PartitionName={self.partition} Nodes={self.node} Default=YES MaxTime=INFINITE St
             for pid in self.leftover_pids():
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            self.remove_mpich_segments()
         finally:
             if os.environ.get("SLURM_CONF") == str(self.conf):
                 del os.environ["SLURM_CONF"]
             shutil.rmtree(self.root, ignore_errors=True)
+
+    def remove_mpich_segments(self) -> None:
+        """Remove MPICH's shared-memory segments named after this cluster's job steps."""
+        for path in mpich_segments(range(self.first_job_id, self.first_job_id + MAX_JOBS)):
+            path.unlink(missing_ok=True)
 
     def leftover_pids(self) -> list[int]:
         """Processes (other than this one) whose environment holds this cluster's

@@ -5,6 +5,7 @@ or `scripts/stream_client.py` processes; nothing here depends on `melissa_traine
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import signal
@@ -24,6 +25,7 @@ from helpers import drain, running
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from waiting import wait_until
+from zmq.utils.monitor import recv_monitor_message
 
 from melissa_trainer import wire as P
 from melissa_trainer.buffers import FIFOBuffer, Sample, SampleBlock
@@ -102,6 +104,16 @@ def data(
         inline,
     )
     return [head + payload] if inline else [head, payload]
+
+
+#: the monitor events that end a client's handshake, one way or the other
+_HANDSHAKE_ENDS = (
+    zmq.EVENT_HANDSHAKE_SUCCEEDED
+    | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+    | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+    | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    | zmq.EVENT_DISCONNECTED
+)
 
 
 def send(sock: zmq.Socket, frames: list[bytes]) -> None:
@@ -658,14 +670,27 @@ def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -
         client_public, client_secret = zmq.curve_keypair()
         with (
             pushes(rec.endpoint) as (plain,),
-            pushes(  # no key: its handshake fails
+            pushes(  # the server's public key: accepted
                 rec.endpoint,
                 curve_serverkey=public,
                 curve_publickey=client_public,
                 curve_secretkey=client_secret,
             ) as (s,),
         ):
-            send(plain, [P.encode_hello(1, 0, 1, [U])])
+            # The plain one (no key) fails its handshake; once it has, its PUSH has no pipe
+            # and a blocking send would wait forever (seen on a loaded machine, where the
+            # I/O thread failed the handshake before this thread sent): wait for that
+            # failure, so that the order is always that one, and send without blocking.
+            monitor = plain.get_monitor_socket(_HANDSHAKE_ENDS)
+            try:
+                assert monitor.poll(20_000), "the plain client's handshake never ended"
+                event = recv_monitor_message(monitor)["event"]
+                assert event != zmq.EVENT_HANDSHAKE_SUCCEEDED, "a plain client was let in"
+            finally:
+                plain.disable_monitor()
+                monitor.close(linger=0)
+            with contextlib.suppress(zmq.Again):  # (no pipe: nothing to queue it on)
+                plain.send_multipart([P.encode_hello(1, 0, 1, [U])], flags=zmq.DONTWAIT)
             send(s, [P.encode_hello(1, 0, 1, [U])])
             send(s, data(1, 0, U, value(1, 0, U)))
             send(s, [P.encode_bye(1, 0, 1, 1)])

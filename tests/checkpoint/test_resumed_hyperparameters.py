@@ -117,10 +117,37 @@ def test_the_documented_way_to_change_the_lr_on_resume(written: Path, tmp_path: 
     trainer.load_checkpoint(out / "checkpoints" / "checkpoint-20")
     for group in optimizer.param_groups:  # (docs/resume.md's recipe)
         group["lr"] = 1e-3
+        group["initial_lr"] = 1e-3
     trainer.train()
     assert trainer.state.global_step == 30
     # from 1e-3 at step 20, halved at steps 21 and 28 (StepLR computes from the group's lr)
     assert optimizer.param_groups[0]["lr"] == pytest.approx(1e-3 * 0.5**2)
+
+
+@pytest.mark.parametrize("built, warned", [(1e-3, False), (1e-2, True)])
+def test_after_the_recipe_later_resumes_compare_the_new_lr(
+    written: Path,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    built: float,
+    warned: bool,
+) -> None:
+    """The recipe sets `initial_lr` too: a later resume of a script that builds the new
+    lr is no change, one that builds the old lr is named (without it: the reverse)."""
+
+    out = tmp_path / "out"
+    shutil.copytree(written, out)
+    trainer, optimizer = trainer_for(out, 30, None, 1e-2, weight_decay=0.01)
+    trainer.load_checkpoint(out / "checkpoints" / "checkpoint-20")
+    for group in optimizer.param_groups:
+        group["lr"] = 1e-3
+        group["initial_lr"] = 1e-3
+    trainer.train()  # (checkpoint-30 written with the new lr)
+    later, _ = trainer_for(out, 40, "latest", built, weight_decay=0.01)
+    with caplog.at_level(logging.WARNING):
+        later.train()
+    assert later.state.global_step == 40
+    assert bool(said(caplog)) == warned, said(caplog)
 
 
 def test_values_that_cannot_be_compared_are_left_out() -> None:

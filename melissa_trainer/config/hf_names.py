@@ -138,7 +138,8 @@ def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:
     wrong = [key for key in kwargs if key in HF_TRAINER_KEYWORDS]
     if not wrong:
         return
-    params = inspect.signature(cls.__init__).parameters
+    owner: Any = cls  # (`cls.__init__` is the class's own, not an instance's)
+    params = inspect.signature(owner.__init__).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     lines = []

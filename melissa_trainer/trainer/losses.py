@@ -48,7 +48,7 @@ class TrainerLosses:
     _step: TrainStep
     #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`);
     #: deferred when only the library's trackers listen (`_defer_sample_losses`)
-    _sample_losses: torch.Tensor | DeferredSampleLosses | None
+    _sample_losses: torch.Tensor | DeferredSampleLosses | None = None
     _defer_sample_losses: bool = False
     #: neither loss overridden: the default loss's paths (`_sample_loss_mean`)
     _default_losses: bool = True

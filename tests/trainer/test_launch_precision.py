@@ -24,6 +24,7 @@ import torch
 from helpers import linear_samples, run_group, small_model, xy
 
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
+from melissa_trainer.checkpoint.resumed_args import changed_settings
 from melissa_trainer.config.reading import ConfigError
 
 pytestmark = pytest.mark.timeout(120)
@@ -52,6 +53,18 @@ def test_unset_takes_the_launch_s_precision_and_the_trainer_trains_in_it(
     assert args.to_dict()["mixed_precision"] == "bf16"
     trainer = _trainer(args)
     assert trainer.accelerator.mixed_precision == "bf16"
+
+
+def test_a_resume_without_the_launch_s_precision_names_the_change(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkpoint records the launch's bf16; a resume launched without it trains
+    in float32, which the resume's changed-settings warning names."""
+    monkeypatch.setenv(ENV, "bf16")
+    saved = TrainingArguments().to_dict()
+    monkeypatch.delenv(ENV)
+    changes = changed_settings(saved, TrainingArguments().to_dict())
+    assert changes == ["mixed_precision 'bf16' -> 'no'"]
 
 
 def test_no_launch_and_the_launch_s_no_leave_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,6 +126,7 @@ def test_the_launch_s_fp16_on_a_cpu_is_the_flag_s_usage_error_naming_the_launch(
 
 PROBE = """
 from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
+from melissa_trainer.checkpoint.resumed_args import changed_settings
 import torch
 (args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses()
 model = torch.nn.Linear(2, 1)

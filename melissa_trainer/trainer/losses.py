@@ -12,7 +12,7 @@ Thread-safety: the training thread only, as the trainer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import torch
 from accelerate import Accelerator
@@ -61,7 +61,7 @@ class TrainerLosses:
     #: (`check_output_shape`: once, on the first micro-batch)
     _check_output_shape: bool = True
 
-    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
         # `OnlineTrainer(..., callbacks=[...])`, Hugging Face Trainer's keywords: a
         # TypeError naming the keyword to use (`hf_names`), before `__init__` would say
         # only "unexpected keyword argument" (here, as `OnlineTrainer`'s module is full)

@@ -19,7 +19,7 @@ from accelerate.utils import DistributedType
 from helpers import Recorder, linear_samples, small_model, xy
 from sync_counter import StepSyncs, SyncCounter
 
-from melissa_trainer import Hook, OnlineTrainer, TrainerState, TrainingArguments
+from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainerState, TrainingArguments
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.core.accelerated import AcceleratedStep, PlainStep, make_train_step
 
@@ -213,3 +213,29 @@ def test_deepspeed_is_refused_naming_its_own_setting() -> None:
     )
     with pytest.raises(ConfigError, match="set gradient_clipping in the DeepSpeed config"):
         make_train_step(acc, torch.nn.Linear(2, 1), None, None, lambda m, b: b, max_grad_norm=1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        ("0", "max_grad_norm=0.0 must be > 0"),
+        ("-1", "max_grad_norm=-1.0 must be > 0"),
+        ("inf", "'inf' is not finite"),
+    ],
+)
+def test_a_bad_max_grad_norm_is_a_usage_error_naming_it(
+    value: str, said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as raised:
+        ArgumentParser(TrainingArguments).parse_args_into_dataclasses(["--max_grad_norm", value])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument --max_grad_norm: {said}" in err, err
+
+
+def test_the_flag_and_its_default() -> None:
+    parser = ArgumentParser(TrainingArguments)
+    (args,) = parser.parse_args_into_dataclasses(["--max_grad_norm", "1"])
+    assert args.max_grad_norm == 1.0
+    (args,) = parser.parse_args_into_dataclasses(["--max_grad_norm", "none"])
+    assert args.max_grad_norm is None and TrainingArguments().max_grad_norm is None

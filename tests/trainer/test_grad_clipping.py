@@ -7,7 +7,12 @@ unset, nothing changes."""
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import shutil
+import socket
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +21,7 @@ import pytest
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
-from helpers import Recorder, linear_samples, small_model, xy
+from helpers import Recorder, linear_samples, run_group, small_model, xy
 from sync_counter import StepSyncs, SyncCounter
 
 from melissa_trainer import ArgumentParser, Hook, OnlineTrainer, TrainerState, TrainingArguments
@@ -239,3 +244,55 @@ def test_the_flag_and_its_default() -> None:
     assert args.max_grad_norm == 1.0
     (args,) = parser.parse_args_into_dataclasses(["--max_grad_norm", "none"])
     assert args.max_grad_norm is None and TrainingArguments().max_grad_norm is None
+
+
+def _port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+TWO_RANKS = """
+import json, sys
+import torch
+sys.path.insert(0, {tests!r})
+from helpers import linear_samples, small_model, xy
+from melissa_trainer import ArgumentParser, OnlineTrainer, TrainingArguments
+(args,) = ArgumentParser(TrainingArguments).parse_args_into_dataclasses()
+torch.set_num_threads(1)
+model = small_model(0)
+trainer = OnlineTrainer(model, args, torch.optim.SGD(model.parameters(), lr=0.1),
+                        train_source=lambda rank, world: list(linear_samples(64, seed=rank)),
+                        process_sample=xy)
+trainer.train()
+weights = [p.detach().flatten().tolist() for p in trainer.model.parameters()]
+norms = [log["grad_norm"] for log in trainer.state.log_history if "grad_norm" in log]
+out = {{"norms": norms, "weights": weights, "step": trainer.state.global_step}}
+with open(f"{{args.output_dir}}/rank_{{trainer.process_index}}.json", "w") as f:
+    json.dump(out, f)
+"""
+
+
+@pytest.mark.e2e
+@pytest.mark.timeout(240)
+def test_two_ranks_clip_the_same_synced_gradients(tmp_path: Path) -> None:
+    """Two ranks (gloo), each on its own data: the norm each logs is the synced
+    gradients' (the same on both), and the weights stay the same on both."""
+    script = tmp_path / "two.py"
+    script.write_text(TWO_RANKS.format(tests=str(Path(__file__).parents[1])))
+    out = tmp_path / "out"
+    accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    cmd = [accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1"]
+    cmd += ["--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", _port()]
+    cmd += [str(script), "--output_dir", str(out), "--batch_size", "8", "--buffer", "fifo"]
+    cmd += ["--report_to", "none", "--disable_progress_bar", "--max_steps", "6"]
+    cmd += ["--logging_steps", "2", "--save_at_end", "false", "--max_grad_norm", str(CLIP)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[2])}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # gloo on CPU on any machine
+    proc = run_group(cmd, timeout=200, env=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((out / f"rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["step"] for r in ranks] == [6, 6]
+    assert len(ranks[0]["norms"]) == 3 and all(n > CLIP for n in ranks[0]["norms"])
+    assert ranks[0]["norms"] == ranks[1]["norms"]  # (the logs are reduced: the same dict)
+    assert ranks[0]["weights"] == ranks[1]["weights"]

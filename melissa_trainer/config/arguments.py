@@ -16,16 +16,15 @@ make for the buffer and `torch.compile` is `argument_values`'; every rule of the
 is `argument_checks`' (and the choices they allow, re-exported here), the buffer's
 stated once by `BufferConfig` (`buffers/config.py`) and reported under this class's
 field names. Writing them and reading them back as a file (`to_dict`, `from_file`,
-`ARGS_FILE`) is `arguments_file`'s (`ArgumentsFile`, the class's base).
-
-Most of this module is the field documentation of `TrainingArguments` (one entry per
-option, the user's reference), which belongs next to the fields.
+`ARGS_FILE`) is `arguments_file`'s (`ArgumentsFile`, the class's base). Most of this
+module is the fields' documentation (the user's reference), which belongs next to them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import os
 import typing
 import warnings
@@ -50,6 +49,8 @@ from melissa_trainer.config.argument_checks import (
 )
 from melissa_trainer.config.argument_values import buffer_values, checked_values, compile_options_of
 from melissa_trainer.config.arguments_file import ARGS_FILE, ArgumentsFile
+from melissa_trainer.config.device_checks import resolve_mixed_precision
+from melissa_trainer.config.hf_names import unknown_name_problems
 from melissa_trainer.config.reading import (
     FALSE_WORDS,
     NONE_WORDS,
@@ -114,7 +115,15 @@ class TrainingArguments(ArgumentsFile):
             Default 32.
         gradient_accumulation_steps: batches accumulated per optimizer step. Default 1.
         mixed_precision: ``"no"``, ``"fp16"`` or ``"bf16"`` (passed to Accelerate).
-            Default ``"no"``.
+            Unset (None): the launch's (``accelerate launch --mixed_precision``, or its
+            ``accelerate config`` file), else ``"no"``; set, it wins over the launch's,
+            with a warning naming both when the launch asks for fp16 or bf16
+            (`device_checks.resolve_mixed_precision`). Made, it holds the one used.
+            Default None (unset).
+        max_grad_norm: clip the gradients' total norm to this (> 0, finite) before each
+            optimizer step (``clip_grad_norm_``; under fp16 unscaled first) and log the
+            steps' mean norm before clipping as ``grad_norm``. Default None: no clipping
+            (HF clips at 1.0; here a run trains as before this option, to the bit).
         max_steps: stop after this many optimizer steps; None lets the stream (and
             `pseudo_epochs`) decide when training ends. Default None.
         logging_steps: log the training loss every this many steps. Default 50.
@@ -138,8 +147,7 @@ class TrainingArguments(ArgumentsFile):
             starts, and the default TensorBoard folder ``runs`` to ``runs-previous-TIME``
             (not a `logging_dir` given). Without it such a start is refused (a later
             ``"latest"`` would pick the newest step of either run). Not with
-            `resume_from_checkpoint`.
-            Default False.
+            `resume_from_checkpoint`. Default False.
         buffer: buffer policy, case-insensitive: ``"fifo"`` (first in, first out; each
             sample used once), ``"firo"`` (first in, random out; each sample used once)
             or ``"reservoir"`` (random subset; samples may be drawn several times).
@@ -201,10 +209,9 @@ class TrainingArguments(ArgumentsFile):
             (kernel search, and CUDA graphs), ``"max-autotune-no-cudagraphs"``; setting
             it sets `torch_compile`. CUDA graphs are refused off CUDA. Default None.
         stop_sync_steps: steps between all-reduces of the stop flag across ranks (>= 1);
-            larger values cost less but stop later: a stop takes effect at the end of
-            its window with one process, of the next window under several ranks (the
-            agreement is read a window after it starts, so the host never waits for
-            the device). Default 8.
+            larger values cost less but stop later: a stop takes effect at the end of its
+            window with one process, of the next under several ranks (their agreement is
+            read a window after it starts: the host never waits for the device). Default 8.
         simulation_loss_steps: reduce the per-simulation training losses over ranks
             every this many steps (`OnlineTrainer.simulation_losses`; an adaptive
             sampler steers the study with them). None: every
@@ -228,7 +235,13 @@ class TrainingArguments(ArgumentsFile):
     seed: int = _f(42, "Random seed, in [0, 2**32 - 1].")
     batch_size: int = _f(32, "Samples per batch on each device.")
     gradient_accumulation_steps: int = _f(1, "Batches accumulated per optimizer step.")
-    mixed_precision: str = _f("no", "Mixed precision mode.", MIXED_PRECISION_CHOICES)
+    mixed_precision: str = _f(
+        None, "Mixed precision (default: the launch's --mixed_precision, else no).",
+        MIXED_PRECISION_CHOICES,
+    )  # fmt: skip
+    max_grad_norm: float | None = _f(
+        None, "Clip gradients to this total norm; log grad_norm (default: no clipping)."
+    )
     max_steps: int | None = _f(None, "Stop after this many steps (default: when the stream ends).")
     logging_steps: int = _f(50, "Log every this many optimizer steps.")
     eval_steps: int | None = _f(None, "Validate every this many steps (default: only at the end).")
@@ -329,17 +342,28 @@ class TrainingArguments(ArgumentsFile):
         names = {f.name for f in dataclasses.fields(cls) if f.init}
         unknown = [key for key in kwargs if key not in names]
         if unknown:
-            problems = unknown_key_problems(unknown, names, what="argument")
+            problems = unknown_name_problems(unknown, names, what="argument")  # (HF's too)
             raise UnknownArgumentError(problems, context=cls.__name__)
         return super().__new__(cls)
 
     def __post_init__(self) -> None:
+        # unset: the launch's (`resolve_mixed_precision`); a str from here on
+        self.mixed_precision, launch_problem, said = resolve_mixed_precision(self.mixed_precision)
         # (`argument_values.checked_values` says what is converted, resolved, checked)
         values, problems = checked_values(vars(self), _field_types())
         for name in _field_types():
             setattr(self, name, values[name])
+        problems += [launch_problem] if launch_problem else []
+        clip = values["max_grad_norm"]
+        if isinstance(clip, float) and math.isfinite(clip) and clip <= 0:  # (inf: converting)
+            problems.append(
+                f"max_grad_norm={clip!r} must be > 0: give the total norm "
+                "to clip the gradients to (1.0 is Hugging Face's), or unset it (None)"
+            )
         if problems:
             raise ConfigError(problems, context=type(self).__name__)
+        if said is not None:  # the script's mixed precision wins over the launch's
+            warnings.warn(said, UserWarning, stacklevel=3)
         said = direction_warning(values)
         if said is not None:  # (allowed: a negated loss may be so named; `direction_warning`)
             warnings.warn(said, UserWarning, stacklevel=3)  # (the caller of the constructor)

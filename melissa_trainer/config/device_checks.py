@@ -1,5 +1,6 @@
 """The checks of `TrainingArguments` that depend on the machine: whether the device the
-run trains on can run what the arguments ask (fp16 autocast, CUDA graphs).
+run trains on can run what the arguments ask (fp16 autocast, CUDA graphs), and the
+mixed precision the launch asks for (`resolve_mixed_precision`).
 
 `device_problems` is the one implementation, called twice:
 
@@ -21,10 +22,70 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 from melissa_trainer.config.compile_options import CUDA_GRAPH_BACKEND, CompileOptions
 
-__all__ = ["device_problems", "needs_device", "planned_device_type"]
+__all__ = [
+    "LAUNCH_PRECISION_ENV",
+    "device_problems",
+    "launch_precision",
+    "needs_device",
+    "planned_device_type",
+    "resolve_mixed_precision",
+]
+
+#: what ``accelerate launch --mixed_precision`` (or its ``accelerate config`` file's
+#: ``mixed_precision``) exports to the ranks, and Accelerate reads
+LAUNCH_PRECISION_ENV = "ACCELERATE_MIXED_PRECISION"
+#: the values `TrainingArguments.mixed_precision` takes (`argument_checks` checks them)
+_PRECISIONS = ("no", "fp16", "bf16")
+
+
+def launch_precision() -> str | None:
+    """The mixed precision the launch asks for: `LAUNCH_PRECISION_ENV` stripped and in
+    lower case; None when it is unset or empty (a plain ``python train.py``)."""
+    value = os.environ.get(LAUNCH_PRECISION_ENV, "").strip().lower()
+    return value or None
+
+
+def resolve_mixed_precision(given: Any) -> tuple[Any, str | None, str | None]:
+    """What `TrainingArguments.mixed_precision` becomes, from the script's `given`
+    value (None: unset) and the launch's (`launch_precision`): ``(value, problem,
+    warning)``.
+
+    * unset: the launch's value (``accelerate launch --mixed_precision bf16`` trains in
+      bf16, as with Hugging Face's `Trainer`), else ``"no"``; a launch's value this
+      trainer does not run (``fp8``) is a problem naming it, the value then ``"no"``;
+    * given: the script's value wins; a launch asking for fp16 or bf16 and another
+      value given is said in `warning`, naming both. A launch's ``"no"`` conflicts
+      with nothing: ``accelerate launch`` exports ``no`` when it is not told a
+      precision, so it cannot be told from a ``no`` asked for.
+
+    `given` is returned as given (`argument_values` normalises it, a YAML ``no`` read
+    as False included). Reads the environment only."""
+    launch = launch_precision()
+    if given is None:
+        if launch is None:
+            return "no", None, None
+        if launch not in _PRECISIONS:
+            return "no", (
+                f"mixed_precision is unset and the launch asks for {launch!r} "
+                f"({LAUNCH_PRECISION_ENV}, from accelerate launch --mixed_precision or its "
+                "accelerate config file), which this trainer does not run: launch with "
+                "--mixed_precision no, fp16 or bf16, or set the script's mixed_precision"
+            ), None  # fmt: skip
+        return launch, None, None
+    mine = "no" if given is False else given.strip().lower() if isinstance(given, str) else None
+    if launch in ("fp16", "bf16") and mine in _PRECISIONS and mine != launch:
+        return given, None, (
+            f"the launch asks for mixed precision {launch!r} ({LAUNCH_PRECISION_ENV}, from "
+            f"accelerate launch --mixed_precision or its accelerate config file) but the "
+            f"script's mixed_precision is {mine!r}: the script's {mine!r} is used. Leave "
+            f"the script's mixed_precision unset to use the launch's, or launch with "
+            f"--mixed_precision {mine}"
+        )  # fmt: skip
+    return given, None, None
 
 
 def needs_device(mixed_precision: str, compile: CompileOptions | None) -> bool:
@@ -53,10 +114,19 @@ def device_problems(
     device = device_type() if callable(device_type) else device_type
     problems = []
     if mixed_precision == "fp16" and device == "cpu":
+        launched = launch_precision() == "fp16"
+        asked = (
+            f" (the launch's: {LAUNCH_PRECISION_ENV}='fp16', from accelerate launch "
+            "--mixed_precision or its accelerate config file)"
+            if launched
+            else ""
+        )
+        where = "the script's or the launch's --mixed_precision" if launched else "it"
         problems.append(
-            "mixed_precision='fp16' on cpu: Accelerate runs no fp16 autocast on a CPU, and "
-            "the run would train in float32 without saying so: set mixed_precision='bf16' "
-            "(its autocast runs on a CPU too) or 'no', or train on a GPU"
+            f"mixed_precision='fp16'{asked} on cpu: Accelerate runs no fp16 autocast on a "
+            "CPU, and the run would train in float32 without saying so: set "
+            f"mixed_precision='bf16' (its autocast runs on a CPU too) or 'no' ({where}), "
+            "or train on a GPU"
         )
     if compile is not None and compile.cuda_graphs and device != "cuda":
         field = (

@@ -21,7 +21,8 @@ is read from strings: `fields.FieldSpec`):
 loads values from a file; the file overrides the defaults, flags override the file.
 
 Every bad value on the command line is an argparse error (exit status 2, no
-traceback) naming where it came from: an unknown flag, a value of the wrong type or
+traceback) naming where it came from: an unknown flag (a Hugging Face name told what
+replaces it: `hf_names`), a value of the wrong type or
 not among the choices (``argument --batch_size: 'abc' is not an integer ...``), a value
 the dataclass rejects (``argument --watermark: watermark=10 is larger than
 buffer_size=5 ...``, from `TrainingArguments.__post_init__` or a `ValueError` of any
@@ -56,6 +57,7 @@ from melissa_trainer.common.refusal import elsewhere, launch_rank
 from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.config.device_checks import device_problems, planned_device_type
 from melissa_trainer.config.fields import FieldSpec, str_to_bool
+from melissa_trainer.config.hf_names import flag_hint, unknown_name_problems
 from melissa_trainer.config.reading import ConfigError, load_config_file, unknown_key_problems
 
 __all__ = ["ArgumentParser", "str_to_bool"]
@@ -255,7 +257,7 @@ class ArgumentParser(argparse.ArgumentParser):
             raise ConfigError(f"expected a mapping of option names to values, got {d!r}")
         unknown = [key for key in d if key not in self._specs]
         if unknown and not allow_extra_keys:
-            raise ConfigError(unknown_key_problems(unknown, self._specs), context="configuration")
+            raise ConfigError(unknown_name_problems(unknown, self._specs), context="configuration")
         d = {**self._field_defaults, **d}
         problems: list[str] = []
         kwargs_per_type: dict[type, dict[str, Any]] = {t: {} for t in self.dataclass_types}
@@ -333,6 +335,10 @@ class ArgumentParser(argparse.ArgumentParser):
         for token in remaining:
             if token.startswith("-"):
                 flag = token.split("=", 1)[0]
+                hf = flag_hint(flag)  # a Hugging Face name: what replaces it (`hf_names`)
+                if hf is not None:
+                    hints.append(f"{flag} ({hf})")
+                    continue
                 # (0.75: a typo of a flag scores about 0.9; difflib's default 0.6 named
                 # --job_limit for --no_plot, which only shares letters with it)
                 close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75)

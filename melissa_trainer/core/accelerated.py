@@ -80,12 +80,42 @@ def cpu_only_launch() -> bool:
     return False
 
 
+class GradNorms:
+    """The total gradient norms (before clipping) of the optimizer steps since the last
+    log, with ``max_grad_norm``: summed on the device, so that a step makes the host
+    wait for nothing; `LogFigures` reads the sum with its own figures, once per log,
+    and restarts it. Not thread-safe: the training thread.
+
+    Attributes:
+        sum: the norms' sum (a 0-d float32 tensor on the training device).
+        count: the norms in `sum`.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.sum = torch.zeros((), dtype=torch.float32, device=device)
+        self.count = 0
+
+    def add(self, norm: torch.Tensor | float | None) -> None:
+        """Add one step's norm (a tensor on the device: no host read); None (what
+        Accelerate gives where no norm is known) is left out."""
+        if norm is not None:
+            self.sum += norm.detach().float() if isinstance(norm, torch.Tensor) else norm
+            self.count += 1
+
+    def restart(self) -> None:
+        """Nothing counted from now on."""
+        self.sum.zero_()
+        self.count = 0
+
+
 class TrainStep(Protocol):
     """The arithmetic of one optimizer step; the trainer calls `backward` once per
     micro-batch, then `update` once. Not thread-safe: the training thread only."""
 
     #: the loss of one micro-batch; the trainer may swap it between runs (`train()`)
     compute_loss: ComputeLoss
+    #: the norms `update` clipped, with ``max_grad_norm`` (None: no clipping)
+    grad_norms: GradNorms | None
 
     def backward(self, batch: Any) -> torch.Tensor:
         """Forward, loss and backward of one micro-batch; returns the loss, detached
@@ -93,8 +123,9 @@ class TrainStep(Protocol):
         ...
 
     def update(self) -> None:
-        """Optimizer step, scheduler step (not when a grad scaler skipped the optimizer
-        step), gradients zeroed (set to None)."""
+        """Gradients clipped to ``max_grad_norm`` (their norm added to `grad_norms`)
+        when it is set, optimizer step, scheduler step (not when a grad scaler skipped
+        the optimizer step), gradients zeroed (set to None)."""
         ...
 
 
@@ -111,8 +142,13 @@ class PlainStep:
         gradient_accumulation_steps: int = 1,
         autocast: Callable[[], AbstractContextManager[Any]] | None = None,
         step_begin: Callable[[], None] | None = None,
+        max_grad_norm: float | None = None,
     ) -> None:
         self.model = model
+        self.max_grad_norm = max_grad_norm
+        #: the parameters clipped (those of `model`, compiled or not: the same tensors)
+        self._params = list(model.parameters()) if max_grad_norm is not None else []
+        self.grad_norms = _norms(model, max_grad_norm)
         #: called before each forward: a new CUDA-graph generation (`compiled`), or None
         self.step_begin = step_begin
         self.optimizer = optimizer  # the unwrapped one
@@ -134,6 +170,9 @@ class PlainStep:
         return loss.detach()
 
     def update(self) -> None:
+        clip, norms = self.max_grad_norm, self.grad_norms
+        if clip is not None and norms is not None:  # (no host read: the norm stays on device)
+            norms.add(torch.nn.utils.clip_grad_norm_(self._params, clip))
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         if self.lr_scheduler is not None:
@@ -152,8 +191,11 @@ class AcceleratedStep:
         compute_loss: ComputeLoss,
         forward: torch.nn.Module | None = None,
         step_begin: Callable[[], None] | None = None,
+        max_grad_norm: float | None = None,
     ) -> None:
         self.accelerator = accelerator
+        self.max_grad_norm = max_grad_norm
+        self.grad_norms = _norms(model, max_grad_norm)
         self.step_begin = step_begin  # as PlainStep's
         self.model = model  # Accelerate's `accumulate` syncs (or not) this one's gradients
         #: what the loss runs: `model`, or `model` compiled
@@ -180,6 +222,10 @@ class AcceleratedStep:
         # one, which the trainer's steps are made of: the last backward synced.
         if not self.accelerator.sync_gradients:
             raise RuntimeError("optimizer step before Accelerate synced the gradients")
+        clip, norms = self.max_grad_norm, self.grad_norms
+        if clip is not None and norms is not None:
+            # the synced gradients, unscaled first under a grad scaler (Accelerate's)
+            norms.add(self.accelerator.clip_grad_norm_(self.model.parameters(), clip))
         if self._raw is not None:
             self._raw.step()
             self._raw.zero_grad(set_to_none=True)
@@ -190,6 +236,14 @@ class AcceleratedStep:
             stepped = not self.accelerator.optimizer_step_was_skipped
         if self.lr_scheduler is not None and stepped:
             self.lr_scheduler.step()
+
+
+def _norms(model: torch.nn.Module, max_grad_norm: float | None) -> GradNorms | None:
+    """A `GradNorms` on `model`'s device with ``max_grad_norm``, else None."""
+    if max_grad_norm is None:
+        return None
+    first = next(model.parameters(), None)
+    return GradNorms(first.device if first is not None else torch.device("cpu"))
 
 
 def unit_loss_gradient(accelerator: Accelerator) -> bool:
@@ -213,11 +267,15 @@ def make_train_step(
     lr_scheduler: Any | None,
     compute_loss: ComputeLoss,
     compile: CompileOptions | None = None,
+    max_grad_norm: float | None = None,
 ) -> TrainStep:
     """The `TrainStep` for this run: `PlainStep` where Accelerate adds nothing (see the
     module docstring), else `AcceleratedStep`. `model` and `optimizer` are the ones
     `accelerator.prepare` returned; `compile` (`TrainingArguments.compile_options`):
-    the step's loss runs on `model` compiled with them (at its first call).
+    the step's loss runs on `model` compiled with them (at its first call);
+    `max_grad_norm` (`TrainingArguments.max_grad_norm`): each update clips the gradients
+    to it first (outside the compiled model: eager, CUDA graphs or not), the norms kept
+    in the step's `grad_norms` (None: no clipping).
 
     Raises `ConfigError` (a ValueError: a script's usage error, as a bad option is),
     before anything runs, when the accelerator's device cannot run what is asked (fp16
@@ -226,6 +284,11 @@ def make_train_step(
     already compiled."""
     acc = accelerator
     problems = device_problems(acc.mixed_precision, compile, acc.device.type)
+    if max_grad_norm is not None and acc.distributed_type == DistributedType.DEEPSPEED:
+        problems.append(  # (its engine clips, at its config's value; Accelerate does not)
+            f"max_grad_norm={max_grad_norm!r} under DeepSpeed: set gradient_clipping in "
+            "the DeepSpeed config instead, and leave max_grad_norm unset"
+        )
     if problems:
         raise ConfigError(problems)
     forward = model
@@ -250,6 +313,8 @@ def make_train_step(
         autocast = acc.autocast if acc.mixed_precision == "bf16" else None
         return PlainStep(
             forward, optimizer.optimizer, lr_scheduler, compute_loss, accumulation, autocast,
-            step_begin,
+            step_begin, max_grad_norm,
         )  # fmt: skip
-    return AcceleratedStep(acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin)
+    return AcceleratedStep(
+        acc, model, optimizer, lr_scheduler, compute_loss, forward, step_begin, max_grad_norm
+    )

@@ -16,6 +16,7 @@ import torch.distributed as dist
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.buffers import Buffer
+    from melissa_trainer.core.accelerated import GradNorms
     from melissa_trainer.sources.source import Source
 
 
@@ -66,10 +67,13 @@ class LogFigures:
             `TrainerState.total_samples_seen` (by a checkpoint, see `take_untotaled`).
         steps: optimizer steps.
         started: `time.perf_counter()` when counting started (s).
+        grad_norms: the steps' gradient norms with ``max_grad_norm`` (the train step's,
+            which adds to them), logged as their mean, ``grad_norm``; None: no clipping.
     """
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, grad_norms: GradNorms | None = None) -> None:
         self.device = device
+        self.grad_norms = grad_norms
         self.loss_sum = torch.zeros((), device=device)
         self.loss_count = 0
         self.samples = 0
@@ -81,6 +85,8 @@ class LogFigures:
         """Nothing counted from now on (the loss neither)."""
         self.loss_sum.zero_()
         self.loss_count = self.samples = self.samples_totaled = self.steps = 0
+        if self.grad_norms is not None:
+            self.grad_norms.restart()
         self.started = time.perf_counter()
 
     def take_untotaled(self) -> int:
@@ -124,8 +130,12 @@ class LogFigures:
         local = [0.0, self.loss_count, self.samples, self.take_untotaled(), len(buffer)]
         local += [stats.put, stats.got, stats.evicted, elapsed, *(telemetry[k] for k in names)]
         local += [float(extra[k]) for k in summed]
+        norms = self.grad_norms
+        local += [0.0, norms.count] if norms is not None else []  # (the last two)
         figures = torch.tensor(local, dtype=torch.float64, device=self.device)
         figures[0] = self.loss_sum
+        if norms is not None:  # read with the other figures: no read of its own
+            figures[-2] = norms.sum
         maxima = torch.tensor(
             [*(telemetry[k] for k in study_names), *(float(extra[k]) for k in highest)],
             dtype=torch.float64,
@@ -139,13 +149,17 @@ class LogFigures:
         loss_sum, loss_count, samples, new_total, size, put, got, evicted, elapsed_sum = values[:9]
         elapsed_mean = max(elapsed_sum / num_processes, 1e-9)
         source_figures = dict(zip(names, values[9 : 9 + len(names)], strict=True))
-        hook_figures = dict(zip(summed, values[9 + len(names) :], strict=True))
+        start = 9 + len(names)
+        hook_figures = dict(zip(summed, values[start : start + len(summed)], strict=True))
+        # (the mean over the steps and ranks: every rank clips the same, synced, norm)
+        norm_sum, norm_count = values[-2:] if norms is not None else (0.0, 0.0)
         if study_names or highest:  # (a read of the device: only when there is one to read)
             top = maxima.tolist()
             source_figures.update(zip(study_names, top[: len(study_names)], strict=True))
             hook_figures.update(zip(highest, top[len(study_names) :], strict=True))
         logs = {
             "loss": loss_sum / loss_count if loss_count else float("nan"),
+            **({"grad_norm": norm_sum / norm_count} if norm_count else {}),
             "learning_rate": lr,
             "samples_per_second": samples / elapsed_mean,
             "steps_per_second": self.steps / elapsed_mean,

@@ -192,11 +192,11 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             lr_scheduler,
             self.compute_loss,
             compile=args.compile_options(),  # the step's model compiled (`compiled`)
+            max_grad_norm=args.max_grad_norm,  # (its norms: `log_figures`')
         )
-        self._sample_losses = None  # (`TrainerLosses`)
         self._choose_loss()  # (again at each train(): a hook may have been added since)
         #: the figures counted since the last log (the loss sum is part of a checkpoint)
-        self.log_figures = LogFigures(acc.device)
+        self.log_figures = LogFigures(acc.device, self._step.grad_norms)
         #: The signal that preempted the last `train()` (None: not preempted); the same
         #: on every rank, set before LOOP_END, so hooks may read it from there on.
         self.preempted_by: signal.Signals | None = None

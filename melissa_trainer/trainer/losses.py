@@ -12,11 +12,12 @@ Thread-safety: the training thread only, as the trainer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import torch
 from accelerate import Accelerator
 
+from melissa_trainer.config.hf_names import refuse_hf_keywords
 from melissa_trainer.core.accelerated import TrainStep, unit_loss_gradient
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
@@ -47,7 +48,7 @@ class TrainerLosses:
     _step: TrainStep
     #: the last micro-batch's per-sample losses, for SAMPLE_LOSSES (`_choose_loss`);
     #: deferred when only the library's trackers listen (`_defer_sample_losses`)
-    _sample_losses: torch.Tensor | DeferredSampleLosses | None
+    _sample_losses: torch.Tensor | DeferredSampleLosses | None = None
     _defer_sample_losses: bool = False
     #: neither loss overridden: the default loss's paths (`_sample_loss_mean`)
     _default_losses: bool = True
@@ -59,6 +60,13 @@ class TrainerLosses:
     #: the default loss's outputs and targets not compared yet in this `train()`
     #: (`check_output_shape`: once, on the first micro-batch)
     _check_output_shape: bool = True
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        # `OnlineTrainer(..., callbacks=[...])`, Hugging Face Trainer's keywords: a
+        # TypeError naming the keyword to use (`hf_names`), before `__init__` would say
+        # only "unexpected keyword argument" (here, as `OnlineTrainer`'s module is full)
+        refuse_hf_keywords(cls, kwargs)
+        return super().__new__(cls)
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the

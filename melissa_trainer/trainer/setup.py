@@ -32,7 +32,10 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
     """The run's `Accelerator` (CPU only when the launch asks for it: `cpu_only_launch`).
 
     The scheduler is stepped by the trainer, once per optimizer step, never by
-    Accelerate (``step_scheduler_with_optimizer=False``).
+    Accelerate (``step_scheduler_with_optimizer=False``). The mixed precision is
+    ``args.mixed_precision``, resolved when the arguments were made (unset: the
+    launch's, `device_checks.resolve_mixed_precision`): given explicitly, Accelerate
+    trains in the precision the arguments record.
 
     Under several processes, the process group it forms is torn down at the
     interpreter's exit, its gloo threads joined (`process_group`: a complete run's

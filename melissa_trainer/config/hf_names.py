@@ -1,0 +1,157 @@
+"""Hugging Face names that are not this library's, and what to use instead: one table,
+said wherever such a name is refused.
+
+* `HF_ARGUMENTS`: `transformers.TrainingArguments` fields that `TrainingArguments` lacks.
+  `config.parser.ArgumentParser` names the replacement of an unrecognized flag
+  (``--save_total_limit 2``: ``use --max_to_keep``), `TrainingArguments(...)` and
+  `ArgumentParser.parse_dict` of an unknown key (`unknown_name_problems`).
+* `HF_TRAINER_KEYWORDS`: `transformers.Trainer` keywords that `OnlineTrainer` lacks:
+  `refuse_hf_keywords` raises a TypeError naming the keyword to use (``callbacks=`` ->
+  ``hooks=``); no alias is accepted silently.
+
+docs/how-to/configuration.md ("From Hugging Face") holds the same table for readers;
+tests/trainer/test_hf_names.py checks that the two name the same names.
+
+Pure (no torch): the configuration layer imports it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from melissa_trainer.config.reading import unknown_key_problems
+
+__all__ = [
+    "HF_ARGUMENTS",
+    "HF_TRAINER_KEYWORDS",
+    "HFName",
+    "flag_hint",
+    "refuse_hf_keywords",
+    "unknown_name_problems",
+]
+
+
+@dataclass(frozen=True)
+class HFName:
+    """What replaces one Hugging Face name here.
+
+    Attributes:
+        field: the field (or keyword) to use instead; None when there is none.
+        value: the value that field takes for this name (``--bf16``:
+            ``mixed_precision bf16``); "" when the name's own value carries over.
+        note: what else to know, or, without a `field`, what takes the name's place.
+    """
+
+    field: str | None
+    value: str = ""
+    note: str = ""
+
+
+_OPTIMIZER = HFName(
+    None,
+    note="set it in the optimizer or scheduler you pass to "
+    "OnlineTrainer(model, args, optimizer, lr_scheduler)",
+)
+_EPOCHS = "the stream decides when training ends (max_steps stops earlier; pseudo_epochs replays)"
+
+#: `transformers.TrainingArguments` names -> what to use here
+HF_ARGUMENTS: Mapping[str, HFName] = {
+    "per_device_train_batch_size": HFName("batch_size", note="per device"),
+    "per_device_eval_batch_size": HFName("batch_size", note="validation uses it too"),
+    "save_total_limit": HFName("max_to_keep"),
+    "bf16": HFName("mixed_precision", "bf16"),
+    "fp16": HFName("mixed_precision", "fp16"),
+    "eval_strategy": HFName("eval_steps", note="no strategy: unset, validation at the end"),
+    "evaluation_strategy": HFName("eval_steps", note="no strategy: unset, validation at the end"),
+    "save_strategy": HFName("save_steps", note="no strategy: unset, a checkpoint at the end"),
+    "logging_strategy": HFName("logging_steps", note="no strategy: every that many steps"),
+    "learning_rate": _OPTIMIZER,
+    "weight_decay": _OPTIMIZER,
+    "adam_beta1": _OPTIMIZER,
+    "adam_beta2": _OPTIMIZER,
+    "adam_epsilon": _OPTIMIZER,
+    "optim": _OPTIMIZER,
+    "lr_scheduler_type": _OPTIMIZER,
+    "warmup_steps": _OPTIMIZER,
+    "warmup_ratio": _OPTIMIZER,
+    "num_train_epochs": HFName(None, note=_EPOCHS),
+    "load_best_model_at_end": HFName(
+        None, note="the best validation is recorded (state.best_metric), not restored"
+    ),
+}
+
+#: `transformers.Trainer` keywords -> what `OnlineTrainer` takes instead
+HF_TRAINER_KEYWORDS: Mapping[str, HFName] = {
+    "callbacks": HFName("hooks", note="Hook instances, docs/how-to/hooks.md"),
+    "train_dataset": HFName("train_source", note="a Source, an iterable or a factory"),
+    "data_collator": HFName("collate_fn"),
+    "compute_metrics": HFName(
+        None,
+        note="a validation logs eval_loss and the held-out simulations' tails; a hook's"
+        " eval_figures adds metrics to it",
+    ),
+}
+
+
+def _use(name: str, flag: bool) -> str:
+    """How `HF_ARGUMENTS[name]` is said: ``Hugging Face's name: use ...``."""
+    entry = HF_ARGUMENTS[name]
+    if entry.field is None:
+        return f"Hugging Face's name, none here: {entry.note}"
+    if flag:
+        use = f"--{entry.field}" + (f" {entry.value}" if entry.value else "")
+    else:
+        use = repr(entry.field) + (f" ({entry.field}={entry.value!r})" if entry.value else "")
+    return f"Hugging Face's name: use {use}" + (f" ({entry.note})" if entry.note else "")
+
+
+def flag_hint(flag: str) -> str | None:
+    """What to use instead of the command-line `flag` (``--save_total_limit``,
+    ``--per-device-train-batch-size``) when it is a Hugging Face name of
+    `HF_ARGUMENTS`; None otherwise."""
+    name = flag.lstrip("-").replace("-", "_")
+    return _use(name, flag=True) if name in HF_ARGUMENTS else None
+
+
+def unknown_name_problems(
+    unknown: Iterable[str], valid: Iterable[str], what: str = "key"
+) -> list[str]:
+    """`reading.unknown_key_problems`, but a Hugging Face name of `HF_ARGUMENTS` is told
+    what to use instead (``unknown argument 'save_total_limit': Hugging Face's name:
+    use 'max_to_keep'``) rather than the closest spelling; one line per name, sorted."""
+    valid = list(valid)
+    lines = []
+    for key in sorted(unknown, key=str):
+        if str(key) in HF_ARGUMENTS:
+            lines.append(f"unknown {what} {key!r}: {_use(str(key), flag=False)}")
+        else:
+            lines.extend(unknown_key_problems([key], valid, what))
+    return lines
+
+
+def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:
+    """Raise TypeError when `kwargs` (of a call of `cls`, `OnlineTrainer` or a subclass)
+    holds a keyword of `HF_TRAINER_KEYWORDS` that ``cls.__init__`` does not take,
+    naming the keyword to use (``callbacks=`` -> ``hooks=``); else nothing. A subclass
+    that takes the keyword itself (or ``**kwargs``) is left alone."""
+    wrong = [key for key in kwargs if key in HF_TRAINER_KEYWORDS]
+    if not wrong:
+        return
+    owner: Any = cls  # (`cls.__init__` is the class's own, not an instance's)
+    params = inspect.signature(owner.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    lines = []
+    for key in wrong:
+        if key in params:
+            continue
+        entry = HF_TRAINER_KEYWORDS[key]
+        use = f"pass {entry.field}=" if entry.field else "none here"
+        note = f" ({entry.note})" if entry.note else ""
+        lines.append(f"{key}= is Hugging Face Trainer's: {use}{note}")
+    if lines:
+        said = "; ".join(lines)
+        raise TypeError(f"{cls.__name__}() got an unexpected keyword argument: {said}")

@@ -20,6 +20,7 @@ import torch
 from melissa_trainer.core.loss_guard import LossGuard
 from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.trainer import checkpointing, reporting
+from melissa_trainer.trainer.hf_keywords import RefusesHFKeywords
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TrainerActions"]
 
 
-class TrainerActions:
+class TrainerActions(RefusesHFKeywords):
     """The actions of `OnlineTrainer` (which sets the attributes declared here)."""
 
     control: TrainerControl

@@ -12,12 +12,11 @@ Thread-safety: the training thread only, as the trainer.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Self
+from typing import Any
 
 import torch
 from accelerate import Accelerator
 
-from melissa_trainer.config.hf_names import refuse_hf_keywords
 from melissa_trainer.core.accelerated import TrainStep, unit_loss_gradient
 from melissa_trainer.core.dataset import StreamDataset
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
@@ -60,13 +59,6 @@ class TrainerLosses:
     #: the default loss's outputs and targets not compared yet in this `train()`
     #: (`check_output_shape`: once, on the first micro-batch)
     _check_output_shape: bool = True
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
-        # `OnlineTrainer(..., callbacks=[...])`, Hugging Face Trainer's keywords: a
-        # TypeError naming the keyword to use (`hf_names`), before `__init__` would say
-        # only "unexpected keyword argument" (here, as `OnlineTrainer`'s module is full)
-        refuse_hf_keywords(cls, kwargs)
-        return super().__new__(cls)
 
     def compute_loss(self, model: torch.nn.Module, batch: Any) -> torch.Tensor:
         """The loss of one batch; by default `loss_fn(model(inputs), targets)`, or the

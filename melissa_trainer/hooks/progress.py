@@ -188,6 +188,19 @@ class ProgressHook(Hook):
                 f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})"
             )
 
+    def on_pseudo_epoch_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        # A replay with nothing in the buffer trains on nothing: said, not silent (a
+        # fifo/firo run resumed with --pseudo_epochs after one that kept nothing).
+        if trainer.is_main_process and len(trainer.buffer) == 0:
+            logger.warning(
+                "pseudo-epoch %d: the main rank's buffer holds no sample to replay, so "
+                "the replay trains on nothing (a fifo/firo buffer keeps what it serves "
+                "only in a run with --pseudo_epochs 2 or more from the start)",
+                state.pseudo_epoch,
+            )
+
     def on_save(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:

@@ -44,7 +44,7 @@ def end_line(out: str) -> str:
 
 
 def test_a_fifo_run_that_kept_nothing_is_not_promised_a_replay_on_resume(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "out"
     ended = run(out).state.global_step  # fifo, pseudo_epochs 1: nothing retained
@@ -55,21 +55,26 @@ def test_a_fifo_run_that_kept_nothing_is_not_promised_a_replay_on_resume(
     assert "(end of stream, before max_steps 1000)" in line, line
     assert "also on resume" not in line, line
     assert "keeps no sample to replay" in line and "--buffer reservoir" in line, line
-    # what the line says: a replay on resume trains on nothing here
-    replayed = run(out, resume_from_checkpoint="latest", max_steps=1000, pseudo_epochs=2)
+    # what the line says: a replay on resume trains on nothing here, and says so
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        replayed = run(out, resume_from_checkpoint="latest", max_steps=1000, pseudo_epochs=2)
     assert replayed.state.global_step == ended
+    (said,) = [r.getMessage() for r in caplog.records if "no sample to replay" in r.message]
+    assert said.startswith("pseudo-epoch 1: "), said
     assert "keeps no sample to replay" in end_line(capsys.readouterr().out)
 
 
 def test_a_fifo_run_with_pseudo_epochs_keeps_its_replay_for_a_resume(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     out = tmp_path / "out"
-    ended = run(out, pseudo_epochs=2, max_steps=1000).state.global_step
-    line = end_line(capsys.readouterr().out)
-    assert "--pseudo_epochs 3 or more replays the buffer (also on resume)" in line, line
-    replayed = run(out, resume_from_checkpoint="latest", max_steps=1000, pseudo_epochs=3)
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        ended = run(out, pseudo_epochs=2, max_steps=1000).state.global_step
+        line = end_line(capsys.readouterr().out)
+        assert "--pseudo_epochs 3 or more replays the buffer (also on resume)" in line, line
+        replayed = run(out, resume_from_checkpoint="latest", max_steps=1000, pseudo_epochs=3)
     assert replayed.state.global_step > ended and replayed.state.pseudo_epoch == 2
+    assert not [r for r in caplog.records if "no sample to replay" in r.message]
 
 
 def test_the_past_max_steps_warning_of_an_ended_stream_names_the_replay(

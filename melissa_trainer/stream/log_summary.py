@@ -148,8 +148,8 @@ class LogSummary:
                 text += f" ({', '.join(map(str, named[:NAMED]))}{more})"
             parts.append(text)
         # (a period under a second, a study stopped at once: not "in the last 0 s")
-        period = "second" if elapsed < 1 else f"{elapsed:,.0f} s"
-        return f"{self._who}: in the last {period}, " + ", ".join(parts)
+        span = "second" if elapsed < 1 else f"{elapsed:,.0f} s"
+        return f"{self._who}: in the last {span}, " + ", ".join(parts)
 
 
 def _simulations(sims: set[int | None]) -> str:

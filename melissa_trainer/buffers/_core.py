@@ -104,6 +104,10 @@ class BufferCore(abc.ABC):
     def _rewind(self) -> int:
         """Make retained samples servable again; return how many."""
 
+    def _replayable(self) -> int | None:
+        """What ``_rewind`` now would return, without rewinding; None: not known."""
+        return None
+
     @abc.abstractmethod
     def _contents_state(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
         """Fill ``arrays`` with the held samples, return the policy's meta."""

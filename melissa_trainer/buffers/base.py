@@ -90,6 +90,14 @@ class Buffer(WaitingMixin, SnapshotMixin):
         with self._lock:
             return self._size()
 
+    @property
+    def replayable(self) -> int | None:
+        """How many samples a :meth:`rewind` now would serve again (a FIFO/FIRO buffer's
+        retained samples, none without ``retain``; a reservoir's contents); 0: a
+        pseudo-epoch now would train on nothing; None: a buffer that does not say."""
+        with self._lock:
+            return self._replayable()
+
     def waiting(self) -> tuple[int, int]:
         """(puts, reads) blocked in this buffer now: calls inside `put` / `get_batch`
         that found no room (or too few samples, or the rate limiter against them) and

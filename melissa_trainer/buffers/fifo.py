@@ -104,6 +104,9 @@ class _ServeOnceBuffer(Buffer):
                 self._kept_ids.extend(ids)
                 self._kept_count += count
 
+    def _replayable(self) -> int:
+        return self._kept_count if self._retain else 0
+
     def _rewind(self) -> int:
         if not self._retain:
             raise RuntimeError(

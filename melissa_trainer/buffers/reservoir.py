@@ -316,6 +316,9 @@ class ReservoirBuffer(Buffer):
         k = min(n, len(self._undrawn))
         return self._draw(self._rng.random(k).tolist(), undrawn_only=True) if k else []
 
+    def _replayable(self) -> int:
+        return len(self._undrawn) + len(self._drawn)
+
     def _rewind(self) -> int:
         for slot in self._drawn:
             self._draws[slot] = 0

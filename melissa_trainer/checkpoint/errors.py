@@ -51,12 +51,37 @@ class CheckpointSaveError(RuntimeError):
 
 
 def others(path: Path) -> str:
-    """The other checkpoints beside `path`, newest first, as a hint to resume from."""
-    found = [str(p) for p in reversed(ckpt.list_checkpoints(path.parent)) if p != path]
-    if not found:
+    """The other checkpoints beside `path` that verify (`_verifies`), newest first, as a
+    hint to resume from; when there are some but none verifies, that, and how to start
+    afresh. Reads every file of the others (only on this error's path): a checkpoint
+    damaged like `path` (a hook's file where the trainer's are, a byte changed) is not
+    proposed."""
+    candidates = [p for p in reversed(ckpt.list_checkpoints(path.parent)) if p != path]
+    if not candidates:
         return "there is no other checkpoint under " + str(path.parent)
+    found = [str(p) for p in candidates if _verifies(p)]
+    if not found:
+        return f"none of the other checkpoints under {path.parent} verifies either: {_AFRESH}"
     hint = setting("resume_from_checkpoint", "PATH", placeholder=True)
     return f"resume from another one with {hint}: " + ", ".join(found)
+
+
+def _verifies(path: Path) -> bool:
+    """Whether checkpoint `path` verifies against its manifest as a resume checks it
+    (`trainer.checkpointing.verify`), on this process alone and for every rank's files:
+    sizes, files of the trainer's that its manifest lacks, then hashes. One without a
+    manifest (an earlier version's) counts as verifying: `latest` takes it, unverified."""
+    try:
+        entries = manifest.read(path)
+    except ValueError:  # an unreadable manifest: a corrupt checkpoint
+        return False
+    if entries is None:
+        return True
+    if manifest.check_sizes(path, entries):
+        return False
+    if any(not p.foreign for p in manifest.unexpected(path, entries)):
+        return False
+    return not manifest.check_hashes(path, entries)
 
 
 #: the way to start afresh, the last resort of every checkpoint that does not fit

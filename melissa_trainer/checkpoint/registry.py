@@ -48,6 +48,7 @@ from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.state import RANK_STATE_FILE
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
 from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
+from melissa_trainer.hooks.train_on import train_on_advice
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,15 +101,6 @@ def parts(trainer: CheckpointParts) -> list[Part]:
         # (its version is the format's)
         state.load_state_dict(upgrade("trainer_state", saved, version))
         state.max_steps = trainer.args.max_steps  # the new run's limit wins
-        limit = state.max_steps
-        if trainer.is_main_process and limit is not None and state.global_step >= limit:
-            logger.warning(  # (a run that trains nothing: say why)
-                "%s is at step %d, at or past max_steps=%d: nothing is left to train; "
-                "resume with a larger --max_steps (or none: until the stream ends)",
-                path,
-                state.global_step,
-                limit,
-            )
 
     def save_rank(path: Path) -> None:
         figures = {"samples_seen": state.samples_seen, **trainer.log_figures.state_dict()}
@@ -320,6 +312,32 @@ def load(trainer: CheckpointParts, path: Path) -> None:
             continue
         with naming_file(path, files):
             action()
+    if trainer.is_main_process:  # (after the buffer: the advice depends on what it holds)
+        _warn_past_max_steps(trainer, path)
+
+
+def _warn_past_max_steps(trainer: CheckpointParts, path: Path) -> None:
+    """Warn when the loaded checkpoint is at or past the new run's `max_steps` (a run
+    that trains nothing: say why). A larger `max_steps` trains on only while the stream
+    has not ended; after its end the advice is the end-of-run line's (`train_on_advice`)."""
+    state, limit = trainer.state, trainer.state.max_steps
+    if limit is None or state.global_step < limit:
+        return
+    if state.stream_ended:
+        advice = (
+            "its stream had ended (a larger --max_steps trains on only through the "
+            "pseudo-epochs left); to train on past the stream's end: "
+            + train_on_advice(trainer.buffer, state.pseudo_epoch + 1)
+        )
+    else:
+        advice = "resume with a larger --max_steps (or none: until the stream ends)"
+    logger.warning(
+        "%s is at step %d, at or past max_steps=%d: nothing is left to train; %s",
+        path,
+        state.global_step,
+        limit,
+        advice,
+    )
 
 
 def _check_reshardable(path: Path, registered: list[Part], old: int, world_size: int) -> None:

@@ -18,6 +18,7 @@ from melissa_trainer.core.figures import SOURCE_PREFIX
 from melissa_trainer.core.state import TrainerControl, TrainerState
 from melissa_trainer.hooks.base import Hook
 from melissa_trainer.hooks.reuse import data_limited, reuse_report
+from melissa_trainer.hooks.train_on import train_on_advice
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
@@ -187,6 +188,19 @@ class ProgressHook(Hook):
                 f"step {state.global_step} | end of stream (pseudo-epoch {state.pseudo_epoch})"
             )
 
+    def on_pseudo_epoch_start(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        # A replay with nothing in the buffer trains on nothing: said, not silent (a
+        # fifo/firo run resumed with --pseudo_epochs after one that kept nothing).
+        if trainer.is_main_process and len(trainer.buffer) == 0:
+            logger.warning(
+                "pseudo-epoch %d: the main rank's buffer holds no sample to replay, so "
+                "the replay trains on nothing (a fifo/firo buffer keeps what it serves "
+                "only in a run with --pseudo_epochs 2 or more from the start)",
+                state.pseudo_epoch,
+            )
+
     def on_save(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl, path: str
     ) -> None:
@@ -218,12 +232,8 @@ class ProgressHook(Hook):
             return
         line, warning = report
         if "end of stream, before max_steps" in ended:  # (a larger max_steps cannot help)
-            line += (
-                f"; to train on past the stream's end: --pseudo_epochs "
-                f"{args.pseudo_epochs + 1} or more replays the buffer (also on resume); "
-                "more data takes more simulations (a study whose stream ended cannot "
-                "grow on resume: a new study)"
-            )
+            advice = train_on_advice(trainer.buffer, state.pseudo_epoch + 1)
+            line += f"; to train on past the stream's end: {advice}"
         self.close()  # the bar is done: the summary goes below it
         for account in getattr(trainer.source, "account_report", ()):
             self._print(account)

@@ -123,7 +123,8 @@ def study_account(
     outcomes: Sequence[SimulationOutcome], samples: Mapping[int, tuple[int, int]]
 ) -> tuple[list[str], bool]:
     """The account's lines, and whether some simulation contributed no sample (then
-    the caller logs it as a WARNING).
+    the caller logs it as a WARNING). The head's percentage is "of the study" when
+    every simulation drawn has ended, else "of those ended" (a study stopped part-way).
 
     Args:
         outcomes: every simulation drawn in the study, ended or not (those pending or
@@ -156,11 +157,13 @@ def study_account(
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
     if not none and not partway:  # ("every one" of none ended says nothing: say that)
         return [f"{head}; every one contributed." if ended else "study account: none ended."], False
+    # (a study stopped part-way: a share of those ended, not of the study's whole)
+    of = "of the study" if len(ended) == len(outcomes) else "of those ended"
     if none:
-        lines = [f"{head}; {none} ({none / len(ended):.0%} of the study) contributed none:"]
+        lines = [f"{head}; {none} ({none / len(ended):.0%} {of}) contributed none:"]
     else:
         share = len(partway) / len(ended)
-        lines = [f"{head}; {len(partway)} ({share:.0%} of the study) failed part-way:"]
+        lines = [f"{head}; {len(partway)} ({share:.0%} {of}) failed part-way:"]
     if nonfinite:
         first = nonfinite[0]
         lines.append(

@@ -147,7 +147,9 @@ class LogSummary:
                 more = ", ..." if len(named) > NAMED else ""
                 text += f" ({', '.join(map(str, named[:NAMED]))}{more})"
             parts.append(text)
-        return f"{self._who}: in the last {elapsed:,.0f} s, " + ", ".join(parts)
+        # (a period under a second, a study stopped at once: not "in the last 0 s")
+        span = "second" if elapsed < 1 else f"{elapsed:,.0f} s"
+        return f"{self._who}: in the last {span}, " + ", ".join(parts)
 
 
 def _simulations(sims: set[int | None]) -> str:

@@ -47,8 +47,8 @@ from melissa_trainer.core.dataset import PENDING_FILES
 from melissa_trainer.core.loss_per_simulation import SimulationLosses
 from melissa_trainer.core.state import RANK_STATE_FILE
 from melissa_trainer.core.state import STATE_FILE as TRAINER_STATE_FILE
+from melissa_trainer.core.train_on import train_on_advice
 from melissa_trainer.hooks.base import STATE_FILE as HOOKS_FILE
-from melissa_trainer.hooks.train_on import train_on_advice
 from melissa_trainer.sources.source import STATE_FILE as SOURCE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover

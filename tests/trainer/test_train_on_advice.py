@@ -1,4 +1,4 @@
-"""The advice on training past the stream's end (`hooks.train_on`), in the end-of-run
+"""The advice on training past the stream's end (`core.train_on`), in the end-of-run
 line and in the resume warning of a checkpoint at or past `max_steps`: a replay on
 resume (`--pseudo_epochs`) is offered only when the buffer keeps samples to replay,
 and a larger `max_steps` only while the stream has not ended. The oracle: the resumed

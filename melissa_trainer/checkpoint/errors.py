@@ -249,14 +249,21 @@ def describe_save_failure(
     full disk, "No space left on device", the bytes the checkpoint needs (the size of
     `previous`, the checkpoint before it, or what was written so far when larger) and
     the bytes free when it failed (its partial files included); for any other error,
-    the error. Call before removing `staging`."""
-    written = manifest.total_size(staging)
-    needed = max(manifest.total_size(previous) if previous is not None else 0, written)
-    where = staging if staging.exists() else staging.parent
-    free = shutil.disk_usage(where).free if where.exists() else 0
+    the error. Call before removing `staging`. Never raises: it runs on the failing rank
+    before every rank agrees on the failure (`trainer.checkpointing.save_checkpoint`),
+    and a rank that raised here would leave the others in that agreement; what cannot be
+    measured (a file system that fails its listing too) leaves the error alone."""
+    plain = f"rank {rank}: {type(exc).__name__}: {exc}"
+    try:
+        written = manifest.total_size(staging)
+        needed = max(manifest.total_size(previous) if previous is not None else 0, written)
+        where = staging if staging.exists() else staging.parent
+        free = shutil.disk_usage(where).free if where.exists() else 0
+    except OSError:
+        return plain
     space = is_full_disk(exc, free, needed - written)
     if space is None:
-        return f"rank {rank}: {type(exc).__name__}: {exc}"
+        return plain
     estimate = f"the size of {previous.name}" if previous is not None else "written so far"
     return (
         f"rank {rank}: {space} writing {final.name} to {os.path.dirname(final)}: the "

@@ -265,9 +265,15 @@ def _unreadable(exc: OSError) -> str:
 
 
 def total_size(checkpoint: str | os.PathLike[str]) -> int:
-    """Bytes of the files under `checkpoint` (0 if it does not exist)."""
-    return sum(
-        os.path.getsize(os.path.join(top, name))
-        for top, _, names in os.walk(checkpoint)
-        for name in names
-    )
+    """Bytes of the files under `checkpoint` (0 if it does not exist). A file gone
+    between the listing and its size counts 0: another rank may be writing into the
+    same staging directory (a file written aside, then renamed) while this one, whose
+    save failed, measures it (`errors.describe_save_failure`)."""
+    total = 0
+    for top, _, names in os.walk(checkpoint):
+        for name in names:
+            try:
+                total += os.path.getsize(os.path.join(top, name))
+            except FileNotFoundError:
+                continue
+    return total

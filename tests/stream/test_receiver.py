@@ -73,6 +73,23 @@ def pushes(*endpoints: str, n: int = 1, **opts: Any) -> Iterator[list[zmq.Socket
         ctx.term()
 
 
+@contextmanager
+def monitored_push(endpoint: str, events: int) -> Iterator[tuple[zmq.Socket, zmq.Socket]]:
+    """A PUSH socket without a key and its monitor (`events`), attached before it
+    connects to `endpoint`, so that none of its connection's events is missed."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    monitor = sock.get_monitor_socket(events)
+    sock.connect(endpoint)
+    try:
+        yield sock, monitor
+    finally:
+        sock.disable_monitor()
+        monitor.close(linger=0)
+        sock.close(linger=0)
+        ctx.term()
+
+
 def data(
     sim: int,
     t: int,
@@ -669,7 +686,7 @@ def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -
         )
         client_public, client_secret = zmq.curve_keypair()
         with (
-            pushes(rec.endpoint) as (plain,),
+            monitored_push(rec.endpoint, _HANDSHAKE_ENDS) as (plain, monitor),
             pushes(  # the server's public key: accepted
                 rec.endpoint,
                 curve_serverkey=public,
@@ -680,15 +697,11 @@ def test_curve_server_accepts_only_clients_with_its_public_key(tmp_path: Path) -
             # The plain one (no key) fails its handshake; once it has, its PUSH has no pipe
             # and a blocking send would wait forever (seen on a loaded machine, where the
             # I/O thread failed the handshake before this thread sent): wait for that
-            # failure, so that the order is always that one, and send without blocking.
-            monitor = plain.get_monitor_socket(_HANDSHAKE_ENDS)
-            try:
-                assert monitor.poll(20_000), "the plain client's handshake never ended"
-                event = recv_monitor_message(monitor)["event"]
-                assert event != zmq.EVENT_HANDSHAKE_SUCCEEDED, "a plain client was let in"
-            finally:
-                plain.disable_monitor()
-                monitor.close(linger=0)
+            # failure (its monitor attached before it connected: no event missed), so
+            # that the order is always that one, and send without blocking.
+            assert monitor.poll(20_000), "the plain client's handshake never ended"
+            event = recv_monitor_message(monitor)["event"]
+            assert event != zmq.EVENT_HANDSHAKE_SUCCEEDED, "a plain client was let in"
             with contextlib.suppress(zmq.Again):  # (no pipe: nothing to queue it on)
                 plain.send_multipart([P.encode_hello(1, 0, 1, [U])], flags=zmq.DONTWAIT)
             send(s, [P.encode_hello(1, 0, 1, [U])])

@@ -37,12 +37,12 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, print_json, print_rows  # noqa: E402
+from worker_study import launch_to_end  # noqa: E402
 
 from melissa_trainer.buffers import FIFOBuffer  # noqa: E402
 from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler  # noqa: E402
@@ -110,17 +110,7 @@ def one_study(mode: str, opts: argparse.Namespace, root: Path) -> dict[str, floa
         worker=mode == "worker",
         tuning=LauncherTuning(poll_interval=0.05),
     )
-    start = time.monotonic()
-    try:
-        launcher.start(work / "rdv", heartbeat=receiver.activity, data=receiver)
-        while not launcher.done:
-            launcher.check()
-            time.sleep(0.02)
-        wall = time.monotonic() - start
-        reader.join(timeout=60)
-    finally:
-        launcher.stop()
-        receiver.stop()
+    wall = launch_to_end(launcher, receiver, reader, work / "rdv")
     assert taken == opts.simulations * opts.steps, (taken, mode)
     summary = launcher.summary()
     return {

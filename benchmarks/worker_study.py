@@ -40,6 +40,25 @@ def add_study_flags(parser: argparse.ArgumentParser, rounds: str) -> None:
     parser.add_argument("--rounds", type=int, default=5, help=rounds)
 
 
+def launch_to_end(
+    launcher: Launcher, receiver: Receiver, reader: threading.Thread, rendezvous: Path
+) -> float:
+    """Run `launcher`'s study to its end against `receiver` (whose samples `reader`
+    takes), then stop both; the study's wall time in seconds, launch to last exit."""
+    start = time.monotonic()
+    try:
+        launcher.start(rendezvous, heartbeat=receiver.activity, data=receiver)
+        while not launcher.done:
+            launcher.check()
+            time.sleep(0.02)  # (the launcher's own poll: a benchmark's loop, not a test)
+        wall = time.monotonic() - start
+        reader.join(timeout=60)
+    finally:
+        launcher.stop()
+        receiver.stop()
+    return wall
+
+
 def run_study(
     mode: str,
     command: list[str],
@@ -83,17 +102,7 @@ def run_study(
         env={"OMP_NUM_THREADS": "1"},  # as the examples give their solvers
         tuning=LauncherTuning(poll_interval=0.05),
     )
-    start = time.monotonic()
-    try:
-        launcher.start(work / "rdv", heartbeat=receiver.activity, data=receiver)
-        while not launcher.done:
-            launcher.check()
-            time.sleep(0.02)
-        wall = time.monotonic() - start
-        reader.join(timeout=60)
-    finally:
-        launcher.stop()
-        receiver.stop()
+    wall = launch_to_end(launcher, receiver, reader, work / "rdv")
     expected = {(s, t): 1 for s in range(opts.simulations) for t in range(opts.time_steps)}
     assert taken == Counter(expected), (mode, sum(taken.values()))
     summary = launcher.summary()

@@ -55,12 +55,22 @@ def test_the_banner_of_a_sigterm_is_left_out_of_the_quoted_lines(tmp_path: Path)
 def test_a_killed_mpiexec_jobs_log_quotes_the_solver(tmp_path: Path) -> None:
     assert MPIEXEC is not None
     log = tmp_path / "sim-0.log"
-    code = "import time; print('solver step 7', flush=True); time.sleep(60)"
+    # Only rank 0 prints: hydra forwards each rank's output in its own chunks, and two
+    # ranks' lines can interleave mid-line ("solver step 7solver step 7"; CI, stop 64).
+    # Each rank says it started with a file of its own, so the kill finds both running.
+    code = (
+        "import os, pathlib, time; rank = os.environ['PMI_RANK']\n"
+        "if rank == '0': print('solver step 7', flush=True)\n"
+        f"pathlib.Path({str(tmp_path)!r}, 'started-' + rank).touch()\n"
+        "time.sleep(60)"
+    )
     backend = MpiexecBackend(MPIEXEC)
     handle = backend.launch(Job("sim-0", [sys.executable, "-c", code], log_path=log, ranks=2))
     try:
         deadline = time.monotonic() + 30
-        while (log.read_text() if log.exists() else "").count("solver step 7") < 2:
+        while len(list(tmp_path.glob("started-*"))) < 2 or "solver step 7" not in (
+            log.read_text() if log.exists() else ""
+        ):
             assert time.monotonic() < deadline, "the ranks did not start"
             time.sleep(0.02)
         backend.kill(handle, grace=10.0)  # SIGTERM: hydra writes its banner
@@ -68,5 +78,5 @@ def test_a_killed_mpiexec_jobs_log_quotes_the_solver(tmp_path: Path) -> None:
         backend.close()
     text = log.read_text()
     assert "Terminated (signal 15)" in text, text  # the real banner (the oracle's input)
-    assert log_tail(log) == "    | solver step 7\n    | solver step 7", text
+    assert log_tail(log) == "    | solver step 7", text
     assert last_log_line(log) == "solver step 7"

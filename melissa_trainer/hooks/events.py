@@ -62,8 +62,10 @@ class Event(str, Enum):
                 if control.should_rewind:
                     PSEUDO_EPOCH_END; ACT; replay buffer; PSEUDO_EPOCH_START
                 else: stop
-        LOOP_END                                  # FlowHook's final requests
-        ACT
+        LOOP_END                                  # a study first waits for its last
+                                                  # simulations' exits (stream ended);
+                                                  # FlowHook's final requests
+        ACT                                       # (its log's rates: not LOOP_END's time)
         if preempted and no checkpoint of this step yet: write checkpoint; SAVE
         if preempted: PREEMPTED                   # a study then stops without waiting
         stop the source (the simulations)

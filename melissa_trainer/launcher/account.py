@@ -5,7 +5,7 @@ simulations having contributed nothing: a solver that blows up to NaN sends samp
 receiver refuses (``nonfinite="refuse"``, the default), and the simulation still
 finishes. `study_account` tells it at the end, in a few lines:
 
-    study account: 16 simulations drawn, 11 contributed samples; 5 (31% of the study)
+    study account: 16 simulations ended, 11 contributed samples; 5 (31% of the study)
     contributed none:
       5 sent only NaN or Inf (all their samples refused, nonfinite='refuse'):
         simulations 3, 5, 9, 12, 14; e.g. simulation 3, parameters {...}
@@ -120,17 +120,24 @@ def _ids(ids: Sequence[int]) -> str:
 
 
 def study_account(
-    outcomes: Sequence[SimulationOutcome], samples: Mapping[int, tuple[int, int]]
+    outcomes: Sequence[SimulationOutcome],
+    samples: Mapping[int, tuple[int, int]],
+    n_simulations: int | None = None,
 ) -> tuple[list[str], bool]:
     """The account's lines, and whether some simulation contributed no sample (then
-    the caller logs it as a WARNING). The head's percentage is "of the study" when
-    every simulation drawn has ended, else "of those ended" (a study stopped part-way).
+    the caller logs it as a WARNING). The head's percentage names its denominator
+    (`_share_of`): "of the study" once the whole study was drawn and every simulation
+    drawn has ended; "of the N drawn" when all drawn have ended but the run stopped
+    before drawing the rest; "of the M ended" when some drawn had not ended (a study
+    stopped part-way).
 
     Args:
         outcomes: every simulation drawn in the study, ended or not (those pending or
             running are left out of the account).
         samples: id -> (steps received, of which refused for NaN or Inf), as rank 0's
             receiver has them (`IngestState.samples_of`).
+        n_simulations: the study's size (`Launcher.n_simulations`): the simulations it
+            runs, redraws not counted; None: `outcomes` are the whole study.
     """
     ended = [o for o in outcomes if o.status in ("finished", "failed", "abandoned")]
     nonfinite: list[SimulationOutcome] = []
@@ -157,8 +164,7 @@ def study_account(
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
     if not none and not partway:  # ("every one" of none ended says nothing: say that)
         return [f"{head}; every one contributed." if ended else "study account: none ended."], False
-    # (a study stopped part-way: a share of those ended, not of the study's whole)
-    of = "of the study" if len(ended) == len(outcomes) else "of those ended"
+    of = _share_of(outcomes, len(ended), n_simulations)
     if none:
         lines = [f"{head}; {none} ({none / len(ended):.0%} {of}) contributed none:"]
     else:
@@ -189,6 +195,19 @@ def study_account(
     if partway:
         lines.append(_partway_line(partway))
     return lines, True
+
+
+def _share_of(outcomes: Sequence[SimulationOutcome], ended: int, n_simulations: int | None) -> str:
+    """What the account's percentage is of (`study_account`): a run stopped before the
+    end of its study (max_steps, a hook) has not drawn it all, or not seen it all end.
+    Undrawn, as `resume_lines` counts them: the study's size less the simulations drawn
+    that count towards it (all but those given up and redrawn, "failed")."""
+    if ended < len(outcomes):
+        return f"of the {ended} ended"
+    counted = sum(o.status != "failed" for o in outcomes)
+    if n_simulations is not None and counted < n_simulations:
+        return f"of the {ended} drawn"
+    return "of the study"
 
 
 def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
@@ -348,14 +367,16 @@ def log_account(
     samples: Mapping[int, tuple[int, int]],
     sampler: Sampler | None = None,
     warnings: Sequence[str] = (),
+    n_simulations: int | None = None,
 ) -> tuple[list[str], bool]:
     """Log `study_account` (and `sampler_line`, then the caller's `warnings` lines: an
     adaptive sampler that steered none or few of its draws because its losses came
     late, `melissa_trainer.study.feedback`; then `unsteered_line`: one whose losses
     came in time and steered none all the same), as one record: a WARNING (shown by
     Python's default logging) when some simulation contributed no sample or there are
-    such lines, else INFO. Returns the lines and whether they were a WARNING."""
-    lines, some_none = study_account(outcomes, samples)
+    such lines, else INFO (`n_simulations`: the study's size, see `study_account`).
+    Returns the lines and whether they were a WARNING."""
+    lines, some_none = study_account(outcomes, samples, n_simulations)
     extra = None if sampler is None else sampler_line(sampler)
     if extra is not None:
         lines.append(extra)

@@ -1,13 +1,15 @@
 """The hooks a `Study` gives its trainer (`Study.hooks`): how it hears of the run.
 
-A study acts at three points of the trainer's lifecycle, and an adaptive one on what
+A study acts at four points of the trainer's lifecycle, and an adaptive one on what
 training computes; each is an event every hook sees (`Event`), which these hooks turn
 into calls of the study's public methods:
 
 * `StudyEvents`: SOURCE_STARTED -> `Study.on_all_ranks_started` (rank 0 starts the
-  simulations; on resume a collective), END_OF_STREAM -> `Study.on_end_of_stream` and
+  simulations; on resume a collective), END_OF_STREAM -> `Study.on_end_of_stream`,
   PREEMPTED -> `Study.on_preempted` (how long `Study.stop` waits for the last
-  simulations);
+  simulations), LOOP_END -> `Study.on_loop_end` (at the end of the stream, rank 0 waits
+  for the last simulations' exits before the final log; the source's hooks are installed
+  before the built-in and user ones, whose `on_loop_end` sees a running source, as before);
 * `AdaptiveFeed`: SIMULATION_LOSSES (fired by the study's `SimulationLossTracker`) ->
   `Study.observe_simulation_losses` (rank 0 feeds each changed simulation's relative
   loss to the launcher's `observe`).
@@ -47,6 +49,11 @@ class StudyEvents(Hook):
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
         self.study.on_end_of_stream()
+
+    def on_loop_end(
+        self, trainer: TrainerView, state: TrainerState, control: TrainerControl
+    ) -> None:
+        self.study.on_loop_end(preempted=trainer.preempted_by is not None)
 
     def on_preempted(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl

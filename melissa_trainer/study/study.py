@@ -40,8 +40,9 @@ the simulations: the processes). The study owns what joins them:
   explained (no job alive, a simulation silent mid-stream, a start-up with no bound)
   fails as before.
 * **Stop.** `stop` ends the simulations first (none outlives the trainer: at the end of
-  the stream the last ones get `STOP_WAIT` s to exit and their data to arrive; stopped
-  with data to come, by `max_steps`, a hook or an error, at once), then the receivers.
+  the stream the last ones get `STOP_WAIT` s to exit, waited for at LOOP_END already,
+  before the final log: `on_loop_end`, `closing`; stopped with data to come, by
+  `max_steps`, a hook or an error, at once), then the receivers.
 * **Checkpoint and resume.** The launcher's record rides in rank 0's source state (key
   ``"launcher"`` beside the stream's record). On resume, `on_all_ranks_started` is a
   collective: the ranks gather the simulations their checkpointed receivers all have
@@ -71,13 +72,14 @@ from melissa_trainer.config.arguments import TrainingArguments
 from melissa_trainer.core.loss_per_simulation import SimulationLoss, resolve_loss_steps
 from melissa_trainer.hooks import Hook, SimulationLossTracker
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.launcher.account import log_account, resume_lines
+from melissa_trainer.launcher.account import resume_lines
 from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.study_record import SavedStudy
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
+from melissa_trainer.study.closing import LastExits, log_study_account, waiting_forever
 from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
@@ -145,6 +147,7 @@ class Study(Source):
         self._failed = False  # wait_for raised: training stops with an error
         self._preempted = False  # on_preempted: stop need not wait either
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
+        self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
         #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
@@ -267,18 +270,8 @@ class Study(Source):
             or not self.launcher.done
         ):
             return
-        waiting = receiver.waiting_for()
-        described = "; ".join(
-            f"{self.launcher.describe(s)}, {receiver.describe(s)}" for s in waiting[:8]
-        )
-        figures = receiver.telemetry()
-        raise SourceError(
-            f"every simulation of the study has ended, but the stream of rank "
-            f"{self._rank} still waits ({figures['simulations_finished']:.0f} of "
-            f"{self.stream.config.expected_simulations} expected simulations finished, "
-            f"{figures['simulations_abandoned']:.0f} abandoned): "
-            f"{described or 'no simulation it knows is unfinished'}"
-        )
+        expected = self.stream.config.expected_simulations
+        raise waiting_forever(self.launcher, receiver, self._rank, expected)
 
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""
@@ -293,23 +286,30 @@ class Study(Source):
                 # At the end of the stream (any rank) the last simulations may exit and
                 # their data arrive (finished, not rerun on resume). Stopped with data to
                 # come, an error or a preemption: no wait (they may block on a full buffer).
-                ended = self._stream_over or (receiver is not None and receiver.ended)
-                hurry = self._failed or self._preempted
-                self.launcher.stop(wait=STOP_WAIT if ended and not hurry else 0.0, before_kill=told)
-                # the account (`launcher.account`), once (the trainer stops it twice)
-                if not self._accounted:
+                wait = self._last_exits.left(STOP_WAIT) if self._closing() else 0.0
+                self.launcher.stop(wait=wait, before_kill=told)
+                if not self._accounted:  # the account (`closing`), once (stopped twice)
                     self._accounted = True
-                    samples = receiver.ingest.samples_of() if receiver else {}
-                    sampler = self.launcher.sampler
-                    late = self.feedback.lines(sampler)  # (none or few steered: a WARNING)
-                    lines, warned = log_account(self.launcher.outcomes(), samples, sampler, late)
-                    self.account_report = [] if warned else lines
+                    self.account_report = log_study_account(self.launcher, receiver, self.feedback)
         finally:
             self.stream.stop()
 
     def note_stop(self, code: str, message: str) -> None:
         """`Source.note_stop`: to the receivers, whose stop record says it to the closing."""
         self.stream.note_stop(code, message)
+
+    def _closing(self) -> bool:
+        """The stream has ended (any rank), and no error or preemption hurries the stop."""
+        receiver = self.stream.receiver
+        ended = self._stream_over or (receiver is not None and receiver.ended)
+        return ended and not (self._failed or self._preempted)
+
+    def on_loop_end(self, preempted: bool) -> None:
+        """Rank 0, at LOOP_END (the source runs; the final log and checkpoint follow): at the
+        end of the stream, unless `preempted`, wait for the launcher to see the last exits
+        (`closing`: at most `STOP_WAIT` s, which `stop` does not add to)."""
+        if self._started and not preempted and self._closing():
+            self._last_exits.wait(self.launcher, STOP_WAIT)
 
     def on_end_of_stream(self) -> None:
         """The stream has ended on some rank (END_OF_STREAM): `stop` gives the last simulations

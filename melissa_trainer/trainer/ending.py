@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -39,24 +40,34 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     the final log, validation and save that hooks request there (`perform_actions`, the
     trainer's action point), the source stopped, TRAIN_END.
 
+    The final log's rates are of the training since the last log: the time LOOP_END's
+    hooks take (a study's wait for its last simulations' exits, `Study.on_loop_end`) is
+    left out of them.
+
     `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint of
     this step is then written whatever the hooks asked, and `Preempted` raised after
-    TRAIN_END. A request made after the last action point is logged, never dropped
-    silently.
+    TRAIN_END; its WARNING comes once the hooks' `on_loop_end` and the action point are
+    done, as the checkpoint is written ("writing a checkpoint"), or says it was written
+    there. A request made after the last action point is logged, never dropped silently.
     """
     state, control, hooks = trainer.state, trainer.control, trainer.hooks
+    figures, started = trainer.log_figures, time.perf_counter()
+    counted_from = figures.started
+    hooks.fire(Event.LOOP_END, trainer, state, control)
+    if figures.started == counted_from:  # (unless a hook called `trainer.log()` there)
+        figures.started += time.perf_counter() - started  # (not training time)
+    perform_actions()
     if signum:
+        written = state.last_save_step == state.global_step  # (by the action point)
         logger.warning(
-            "%s: rank %d stopped at step %d, as every rank; writing a checkpoint",
+            "%s: rank %d stopped at step %d, as every rank; %s",
             signal.Signals(signum).name,
             trainer.process_index,
             state.global_step,
+            "its checkpoint is written" if written else "writing a checkpoint",
         )
-    hooks.fire(Event.LOOP_END, trainer, state, control)
-    perform_actions()
-    if signum and state.last_save_step != state.global_step:
-        trainer.save_checkpoint()  # collective: every rank agreed on signum
-    if signum:
+        if not written:
+            trainer.save_checkpoint()  # collective: every rank agreed on signum
         hooks.fire(Event.PREEMPTED, trainer, state, control)
     # (why, for the simulations that close as it stops: a stream's stop record)
     trainer.source.note_stop("preempted" if signum else "end", trainer.ended_by or "ended")

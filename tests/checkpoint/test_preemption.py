@@ -503,7 +503,7 @@ def check_preempted_run(out: Path, lines: Lines, sig: int, ranks: int = 1) -> in
     assert len(checkpoints) == 1, (checkpoints, lines.text[-3000:])
     step = int(checkpoints[0].name.split("-")[1])
     assert step > 0
-    assert f"stopped at step {step}, as every rank; writing a checkpoint" in lines.text
+    assert f"stopped at step {step}, as every rank; its checkpoint is written" in lines.text
     assert f"preempted by {signal.Signals(sig).name} at step {step}" in lines.text
     for rank in range(ranks):
         assert (checkpoints[0] / f"rank_{rank}" / "source.json").is_file(), list(

@@ -1,5 +1,5 @@
 """The study account's percentage names its denominator: "of the study" once every
-simulation drawn has ended, "of those ended" for a study stopped part-way (trial 6 F6:
+simulation drawn has ended, "of the M ended" for a study stopped part-way (trial 6 F6:
 a study of 12 SIGTERMed with 7 ended said "2 (29% of the study) contributed none")."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def test_a_study_stopped_part_way_gives_the_share_of_those_ended() -> None:
     assert warn
     assert lines[0] == (
         "study account: 7 simulations ended, 5 contributed samples; "
-        "2 (29% of those ended) contributed none:"
+        "2 (29% of the 7 ended) contributed none:"
     ), lines
 
 
@@ -39,4 +39,4 @@ def test_the_part_way_share_names_its_denominator_too() -> None:
     outcomes = [*_study(ended=4, abandoned=0, total=4), _outcome(4, "running")]
     outcomes[0] = SimulationOutcome(0, "abandoned", (1,), "", {"x": 0.5})
     lines, _ = study_account(outcomes, {i: (20, 0) for i in range(4)})
-    assert lines[0].endswith("; 1 (25% of those ended) failed part-way:"), lines
+    assert lines[0].endswith("; 1 (25% of the 4 ended) failed part-way:"), lines

@@ -1,0 +1,94 @@
+"""The end of a study, rank 0's: the wait for its last simulations to exit once its
+stream has ended (`LastExits`), the stream found waiting for a study that has ended
+(`waiting_forever`), and the end-of-run account (`log_study_account`).
+
+At the end of the stream every simulation's data is in, but the last processes may still
+be exiting (a solver writing its own output after its last send). The launcher records a
+simulation finished once it sees its process end, so the figures read before that say
+``launcher_finished 9 | launcher_running 1`` beside ``simulations_finished 10``. The study
+waits for those exits at LOOP_END, before the final log and checkpoint (`Study.on_loop_end`),
+and its `stop` waits only for what time is left of the same bound: one wait in all, never
+two.
+"""
+
+from __future__ import annotations
+
+import time
+
+from melissa_trainer.launcher import Launcher
+from melissa_trainer.launcher.account import log_account
+from melissa_trainer.launcher.reports import LauncherError
+from melissa_trainer.sources.source import SourceError
+from melissa_trainer.stream.receiver import Receiver
+from melissa_trainer.study.feedback import FeedbackCheck
+
+__all__ = ["LastExits", "log_study_account", "waiting_forever"]
+
+
+class LastExits:
+    """A bound on the wait for the last simulations' exits, shared by its waits: it
+    starts at the first (`left`, `wait`) and holds for the run. Training thread only."""
+
+    def __init__(self) -> None:
+        self._deadline: float | None = None
+
+    def left(self, seconds: float) -> float:
+        """Seconds left of a bound of `seconds` (starting it now if not started)."""
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + seconds
+        return max(0.0, self._deadline - now)
+
+    def wait(self, launcher: Launcher, seconds: float) -> bool:
+        """Wait, within the bound of `seconds`, until `launcher` has no job alive and no
+        exited one whose data is due (it has seen every exit); True once it has. False at
+        the bound, or at once when the launcher's thread stopped on an error (it logged
+        it; `Study.stop` and `Launcher.check` tell the rest)."""
+        poll = min(launcher.tuning.poll_interval, 0.05)
+        while True:
+            summary = launcher.summary()
+            if summary["running"] + summary["exited"] == 0:
+                return True
+            try:
+                launcher.check()
+            except LauncherError:
+                return False
+            left = self.left(seconds)
+            if left <= 0.0:
+                return False
+            time.sleep(min(poll, left))  # (the launcher's thread polls the processes)
+
+
+def waiting_forever(
+    launcher: Launcher, receiver: Receiver, rank: int, expected: int | None
+) -> SourceError:
+    """The error of a stream (rank `rank`'s, of `expected` simulations) that still waits
+    when every simulation of the study has ended: the simulations it waits for, each as
+    the launcher and the receiver have it (8 at most)."""
+    waiting = receiver.waiting_for()
+    described = "; ".join(f"{launcher.describe(s)}, {receiver.describe(s)}" for s in waiting[:8])
+    figures = receiver.telemetry()
+    return SourceError(
+        f"every simulation of the study has ended, but the stream of rank "
+        f"{rank} still waits ({figures['simulations_finished']:.0f} of "
+        f"{expected} expected simulations finished, "
+        f"{figures['simulations_abandoned']:.0f} abandoned): "
+        f"{described or 'no simulation it knows is unfinished'}"
+    )
+
+
+def log_study_account(
+    launcher: Launcher, receiver: Receiver | None, feedback: FeedbackCheck
+) -> list[str]:
+    """Log the study's end-of-run account (`launcher.account.log_account`: what each
+    simulation contributed, as rank 0's `receiver` counted it, of the study's
+    `n_simulations`; what the sampler drew; `feedback`'s lines on losses that came too
+    late to steer). Returns its lines when they were an INFO (`Study.account_report`,
+    which `ProgressHook` prints), else none (a WARNING: logged already)."""
+    samples = receiver.ingest.samples_of() if receiver else {}
+    sampler = launcher.sampler
+    late = feedback.lines(sampler)  # (none or few steered: a WARNING)
+    lines, warned = log_account(
+        launcher.outcomes(), samples, sampler, late, n_simulations=launcher.n_simulations
+    )
+    return [] if warned else lines

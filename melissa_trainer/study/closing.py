@@ -37,6 +37,7 @@ class LastExits:
         now = time.monotonic()
         if self._deadline is None:
             self._deadline = now + seconds
+            return seconds  # (exactly: the deadline's float sum need not give it back)
         return max(0.0, self._deadline - now)
 
     def wait(self, launcher: Launcher, seconds: float) -> bool:

@@ -15,8 +15,8 @@ launcher's death, which is the one that needs a new launch to resume.
 from __future__ import annotations
 
 import os
-import signal
 from dataclasses import dataclass
+from signal import Signals
 
 __all__ = ["LAUNCHER_KINDS", "StopCause", "kind_of", "launcher_kind"]
 
@@ -82,14 +82,14 @@ class StopCause:
         return cls(code & 0xFF, code >> _PID_SHIFT, name)
 
     @property
-    def signal(self) -> signal.Signals:
+    def signal(self) -> Signals:
         """`signum` as a `signal.Signals` (`OnlineTrainer.preempted_by`)."""
-        return signal.Signals(self.signum)
+        return Signals(self.signum)
 
     @staticmethod
-    def signal_of(code: int) -> signal.Signals:
+    def signal_of(code: int) -> Signals:
         """The signal of a cause's `code` (> 0): `OnlineTrainer.preempted_by`."""
-        return signal.Signals(code & 0xFF)
+        return Signals(code & 0xFF)
 
     @property
     def stopped(self) -> str:

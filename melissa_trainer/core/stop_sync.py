@@ -14,7 +14,8 @@ of `stop_sync_steps` steps, on three numbers:
   (``capacity``): the window is bounded by the smallest capacity (a rank that took no
   batch yet cannot pad),
 * whether any rank caught a preemption signal (`melissa_trainer.trainer.preemption`), as the
-  signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2).
+  signal's number (0: none): the largest wins, so SIGTERM (15) over SIGINT (2); or saw its
+  launcher die, as a larger code that carries the launcher's pid (`trainer.stop_cause`).
 
 All travel in one small integer tensor on the accelerator device, all-reduced
 with MAX (the capacity negated), so the cost is one collective per window rather than per

@@ -210,9 +210,10 @@ class ProgressHook(Hook):
     def on_train_end(
         self, trainer: TrainerView, state: TrainerState, control: TrainerControl
     ) -> None:
-        signal, args = trainer.preempted_by, trainer.args
-        # (after a preemption the trainer's own next line says how to resume)
-        ended = trainer.ended_by if signal is None else f"stopped by {signal.name}"
+        args = trainer.args
+        # (after a preemption, "stopped by SIGTERM" or "stopped because the launcher
+        # (...) is gone": the trainer's own next line says how to resume)
+        ended = trainer.ended_by
         if not ended.startswith("stopped"):  # (end of stream, max_steps: the run's end)
             ended = f"end of training ({ended})" if ended else "end of training"
         report = (

@@ -40,6 +40,7 @@ from melissa_trainer.launcher.adaptive import AdaptiveSampler
 from melissa_trainer.launcher.breed import BreedSampler
 from melissa_trainer.launcher.density import DensitySampler
 from melissa_trainer.launcher.density_warp import UNIT_GRID, beta_cdf
+from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.samplers import Sampler
 from melissa_trainer.launcher.steering import steered_draws, unsteered_line
 from melissa_trainer.launcher.surrogate import SurrogateSampler
@@ -189,7 +190,7 @@ def study_account(
         lines.append(
             f"  {len(failed)} failed with no sample received: simulations "
             f"{_ids([o.simulation_id for o in failed])}; e.g. simulation "
-            f"{first.simulation_id}, exit codes {list(first.exit_codes)}"
+            f"{first.simulation_id}, exit codes {codes_text(first.exit_codes)}"
             + (f" ({first.reason})" if first.reason else "")
         )
     if partway:
@@ -219,7 +220,7 @@ def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
     return (
         f"  {len(partway)} given up part-way ({what}), after sending some samples: simulations "
         f"{_ids([o.simulation_id for o in partway])}; e.g. simulation {first.simulation_id}, "
-        f"exit codes {list(first.exit_codes)}, parameters {dict(first.parameters)}"
+        f"exit codes {codes_text(first.exit_codes)}, parameters {dict(first.parameters)}"
         + (f" ({first.reason})" if first.reason else "")
         + ". The samples they sent before failing were trained on; if the solver fails "
         "there for these parameters, narrow the sampler's bounds (each simulation's log, "

@@ -38,6 +38,8 @@ import logging
 import os
 from collections.abc import Sequence
 
+from melissa_trainer.launcher.exit_cause import code_text, codes_text
+
 __all__ = ["STARTUP_FLOOR", "STARTUP_SHARE", "Advice"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
@@ -161,9 +163,10 @@ class Advice:
         if self._failure_told or len(codes) < 2 or codes[-1] != codes[-2]:
             return
         self._failure_told = True
-        # (an exit code reads as one: "failed again (exit 1)", not "failed (1) again")
+        # (an exit code reads as one: "failed again (exit 1)", not "failed (1) again";
+        # one that carries a signal names it, "exit 143 (SIGTERM)": `exit_cause`)
         code = codes[-1]
-        exit_code = f"exit {code}" if isinstance(code, int) else code
+        exit_code = f"exit {code_text(code)}" if isinstance(code, int) else code
         what = "hung again" if code == "timeout" else f"failed again ({exit_code})"
         logger.warning(
             "simulation %d %s on its restart, as on its previous attempt (exit codes "
@@ -173,5 +176,5 @@ class Advice:
             "(on_failure='redraw', the default). Said once per study.",
             simulation_id,
             what,
-            list(codes),
+            codes_text(codes),
         )

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import re
 import signal
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,9 @@ from melissa_trainer.launcher.log_lines import tail_lines
 
 __all__ = [
     "TaskEnd",
+    "code_signal",
+    "code_text",
+    "codes_text",
     "exit_text",
     "hydra_account",
     "signal_text",
@@ -113,6 +117,33 @@ def signal_text(number: int) -> str:
         return ""
     sender = _SENDERS.get(name)
     return name.name + (f": {sender}" if sender else "")
+
+
+def code_signal(code: int | str) -> signal.Signals | None:
+    """The signal an exit code carries, the way either backend reports it (a process's
+    ``-N``; a Slurm job's or a shell's ``128 + N``), None for a plain code (0-128, a code
+    above 128 that is no signal's, a string such as ``timeout``)."""
+    if not isinstance(code, int):
+        return None
+    number = -code if code < 0 else code - 128 if code > 128 else 0
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def code_text(code: int | str) -> str:
+    """An exit code, short: ``143 (SIGTERM)``, ``-9 (SIGKILL)`` when it carries a
+    signal (`code_signal`), else as is (``1``, ``timeout``): a raw ``143`` reads as the
+    solver's own code. `exit_text` says more (what sends the signal, srun's account)."""
+    sig = code_signal(code)
+    return f"{code} ({sig.name})" if sig is not None else str(code)
+
+
+def codes_text(codes: Iterable[int | str]) -> str:
+    """A list of exit codes as the log shows it: ``[1, 143 (SIGTERM), 'timeout']``
+    (`code_text` of each code, a string quoted as in a Python list)."""
+    return "[" + ", ".join(repr(c) if isinstance(c, str) else code_text(c) for c in codes) + "]"
 
 
 def _signal_of(description: str) -> signal.Signals | None:
@@ -255,6 +286,5 @@ def exit_text(code: int | str, log: Path | None = None) -> str:
         account = srun_account(code, lines) or hydra_account(code, lines)
         if account is not None:
             return f"exit {code} ({account})"
-    number = -code if code < 0 else code - 128 if code > 128 else 0
-    name = signal_text(number) if number else ""
-    return f"exit {code} ({name})" if name else f"exit {code}"
+    sig = code_signal(code)
+    return f"exit {code} ({signal_text(sig)})" if sig is not None else f"exit {code}"

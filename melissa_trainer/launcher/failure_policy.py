@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
-from melissa_trainer.launcher.exit_cause import exit_text
+from melissa_trainer.launcher.exit_cause import codes_text, exit_text
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import (
     MAX_SHOWN,
@@ -111,7 +111,7 @@ class FailurePolicy:
         # its last end said too (`exit_text`: srun's account of its tasks, if any): the
         # line of a simulation given up at its first failure is the only one about it
         history = (
-            f"exit codes {codes}, parameters {parameters}; see its log {log_path}; "
+            f"exit codes {codes_text(codes)}, parameters {parameters}; see its log {log_path}; "
             f"its last attempt: {how}"
         )
         times = "once" if len(codes) == 1 else f"{len(codes)} times"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from melissa_trainer.launcher.exit_cause import codes_text
 from melissa_trainer.launcher.log_lines import log_lines
 from melissa_trainer.launcher.systematic import last_log_line
 
@@ -136,8 +137,8 @@ def failure_report(
             shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")
             lines.append(
                 f"  {len(ids)} simulations ({shown}) failed alike (exit codes "
-                f"{sorted(failing, key=str)}, the same last log line), their parameters "
-                f"differing; last lines of {log_of(sid)}:"
+                f"{codes_text(sorted(failing, key=str))}, the same last log line), their "
+                f"parameters differing; last lines of {log_of(sid)}:"
             )
         lines.append(log_tail(log_of(sid)))
     if len(kinds) > MAX_SHOWN:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from melissa_trainer.common.migrations import upgrade
+from melissa_trainer.launcher.exit_cause import codes_text
 
 __all__ = [
     "STATUSES",
@@ -69,7 +70,7 @@ class SimulationRecord:
         """One line on this record, simulation `sid`, for error messages: its state, exit
         codes, parameters and the reason it failed or was refused."""
         text = (
-            f"simulation {sid}: {self.status}, exit codes {self.exit_codes}, "
+            f"simulation {sid}: {self.status}, exit codes {codes_text(self.exit_codes)}, "
             f"parameters {self.parameters}"
         )
         return f"{text} ({self.reason})" if self.reason else text

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from melissa_trainer.launcher.exit_cause import code_text
 from melissa_trainer.launcher.log_lines import log_lines
 
 __all__ = ["SystematicFailure", "last_log_line", "missing_parameter"]
@@ -142,11 +143,11 @@ class SystematicFailure:
         key = missing_parameter(attempt.last_line, self.parameters)
         if key is not None:
             return (
-                f"{head}exit code {attempt.code}, last log line {attempt.last_line!r}. The "
-                f"sampler is at fault, not the solver: the solver asked for parameter "
-                f"{key!r}, which the sampler does not draw (its parameters: "
-                f"{list(self.parameters)}); add {key!r} to the sampler's bounds, or give "
-                f"the solver a value for it, and start again {check}"
+                f"{head}exit code {code_text(attempt.code)}, last log line "
+                f"{attempt.last_line!r}. The sampler is at fault, not the solver: the "
+                f"solver asked for parameter {key!r}, which the sampler does not draw (its "
+                f"parameters: {list(self.parameters)}); add {key!r} to the sampler's "
+                f"bounds, or give the solver a value for it, and start again {check}"
             )
         line = attempt.last_line or "(an empty log)"
         if attempt.code == "timeout":
@@ -160,7 +161,7 @@ class SystematicFailure:
                 f"(Launcher(..., worker=True)), and start again {check}"
             )
         return (
-            f"{head}exit code {attempt.code}, last log line {line!r}. The solver or its "
+            f"{head}exit code {code_text(attempt.code)}, last log line {line!r}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "
             f"hand, fix it and start again {check}. Unless the solver fails for part of "
             f"the space only and these {len(ids)} parameter sets all lie there (a solver "

@@ -35,6 +35,7 @@ import zmq
 
 from melissa_trainer.client.worker import ENV_LAUNCHER_KEY, PROTOCOL_VERSION
 from melissa_trainer.launcher.backends.base import Job
+from melissa_trainer.launcher.exit_cause import code_text, codes_text
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.launcher.supervisor import RunningJob, Supervisor
 from melissa_trainer.launcher.templates import ENV_LAUNCHER, ENV_RENDEZVOUS, ENV_WORKER
@@ -250,17 +251,22 @@ class WorkerSupervisor(Supervisor):
             logger.info("%s exited (nothing left)", name)
             return
         if told_none:
-            logger.warning("%s exited with code %d after its last simulation", name, code)
+            logger.warning(
+                "%s exited with code %s after its last simulation", name, code_text(code)
+            )
             return
         exits = self.idle_exits[self.slot_of(name)]
         exits.append(code)
         logger.warning(
-            "%s exited with code %d before taking a simulation; log: %s", name, code, job.log_path
+            "%s exited with code %s before taking a simulation; log: %s",
+            name,
+            code_text(code),
+            job.log_path,
         )
         if len(exits) > self.settings.tuning.max_restarts:
             raise LauncherError(
                 f"{name} exited {len(exits)} times in a row without taking a simulation "
-                f"(exit codes {exits}); see its log {job.log_path}"
+                f"(exit codes {codes_text(exits)}); see its log {job.log_path}"
             )
 
     def retire(self, now: float) -> None:

@@ -9,7 +9,6 @@ preemption checkpoint are).
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +21,7 @@ from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
-from melissa_trainer.trainer.preemption import Preempted
+from melissa_trainer.trainer.preemption import Preempted, StopCause
 
 __all__ = ["EndingTrainer", "end_training", "failed", "source_failed", "stop_words"]
 
@@ -44,13 +43,15 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     hooks take (a study's wait for its last simulations' exits, `Study.on_loop_end`) is
     left out of them.
 
-    `signum` (0: none) is the preemption signal the ranks agreed on: a checkpoint of
-    this step is then written whatever the hooks asked, and `Preempted` raised after
-    TRAIN_END; its WARNING comes once the hooks' `on_loop_end` and the action point are
-    done, as the checkpoint is written ("writing a checkpoint"), or says it was written
-    there. A request made after the last action point is logged, never dropped silently.
+    `signum` (0: none) is the preemption the ranks agreed on, its cause's code
+    (`StopCause.code`: a signal, or the launcher's death): a checkpoint of this step is
+    then written whatever the hooks asked, and `Preempted` raised after TRAIN_END; its
+    WARNING comes once the hooks' `on_loop_end` and the action point are done, as the
+    checkpoint is written ("writing a checkpoint"), or says it was written there. A
+    request made after the last action point is logged, never dropped silently.
     """
     state, control, hooks = trainer.state, trainer.control, trainer.hooks
+    cause = StopCause.of(signum)  # ("SIGTERM", or "the launcher (..., pid N) is gone")
     figures, started = trainer.log_figures, time.perf_counter()
     counted_from = figures.started
     hooks.fire(Event.LOOP_END, trainer, state, control)
@@ -61,7 +62,7 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         written = state.last_save_step == state.global_step  # (by the action point)
         logger.warning(
             "%s: rank %d stopped at step %d, as every rank; %s",
-            signal.Signals(signum).name,
+            cause,
             trainer.process_index,
             state.global_step,
             "its checkpoint is written" if written else "writing a checkpoint",
@@ -83,19 +84,22 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
         )
     if signum:
         path = ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step)
-        preempted = Preempted(signum, state.global_step, str(path))
+        assert cause is not None
+        preempted = Preempted(cause.signum, state.global_step, str(path), cause)
         if trainer.is_main_process:
             logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
         raise preempted
 
 
 def stop_words(signum: int, control: TrainerControl) -> str:
-    """Why the ranks agreed to stop (`signum`: the signal they agreed on, 0: none), in
-    words, for `OnlineTrainer.ended_by`: "stopped by SIGTERM", or "stopped by a hook, "
-    and the hook's reason (`TrainerControl.stop_reason`) on the rank whose hook asked;
-    the other ranks do not know it and say the stop came from another rank."""
-    if signum:
-        return f"stopped by {signal.Signals(signum).name}"
+    """Why the ranks agreed to stop (`signum`: the preemption's `StopCause.code` they
+    agreed on, 0: none), in words, for `OnlineTrainer.ended_by`: "stopped by SIGTERM",
+    "stopped because the launcher (accelerate launch, pid N) is gone", or "stopped by a
+    hook, " and the hook's reason (`TrainerControl.stop_reason`) on the rank whose hook
+    asked; the other ranks do not know it and say the stop came from another rank."""
+    cause = StopCause.of(signum)
+    if cause is not None:
+        return cause.stopped
     if control.should_stop:
         return f"stopped by a hook, {control.stop_reason or 'control.should_stop'}"
     return "stopped by a hook on another rank (control.should_stop)"

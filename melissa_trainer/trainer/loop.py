@@ -45,7 +45,7 @@ from melissa_trainer.sources.source import Source, SourceError, as_source
 from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.ending import end_training, failed, source_failed, stop_words
 from melissa_trainer.trainer.losses import LossFn, TrainerLosses
-from melissa_trainer.trainer.preemption import PreemptionHandler
+from melissa_trainer.trainer.preemption import PreemptionHandler, StopCause
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.starting import start_training
@@ -321,7 +321,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             self._output_hold.stopping()
             self._loss_guard.check()  # the last window's losses (collective)
             if signum:  # (hooks may read it from LOOP_END on)
-                self.preempted_by = signal.Signals(signum)
+                self.preempted_by = StopCause.signal_of(signum)  # (the code's signal)
             end_training(self, signum, self._perform_requested_actions)  # (`ending`)
         except SourceError as exc:  # said once, in one line, with how to resume (`ending`)
             raise source_failed(self, exc) from exc.__cause__
@@ -345,7 +345,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         self.stop_sync.start(
             self.control.should_stop,
             capacity,
-            preemption.signum,
+            preemption.code,  # (its cause with it: `StopCause`)
             self._loss_guard.window_code(),
             batches_in_hand=in_hand,
         )

@@ -15,21 +15,21 @@ the first signal is taken for the same request, not a second one: Slurm signals 
 process of a job step, and ``accelerate launch`` (torchrun) forwards the signal it gets
 to its ranks as well, so one stop often reaches a rank twice at once.
 
-**A rank whose launcher died stops as if preempted.** `accelerate launch` with several
+**A rank whose launcher died stops with a checkpoint.** `accelerate launch` with several
 processes (torch elastic, as torchrun) starts each rank in a session of its own, so a
-``kill -9`` of the launcher (or of its process group) does not reach the ranks: they
-would train on, holding the output directory (its lock), keeping their simulations
-running, until the study ends. While `train()` runs under such a launcher (the rank's
-parent is torch elastic's agent: ``TORCHELASTIC_RUN_ID`` in its environment; or the
-parent's command line is ``accelerate launch``), a thread checks every `PARENT_POLL` s
-(1 s) that the parent is still the one it started with (``os.getppid()``: an orphan is
-adopted by init or a subreaper); when it is not, the rank asks to stop as a SIGTERM
-does: every rank stops at the next stop synchronisation, writes a checkpoint, stops
-its simulations, releases the output directory and exits (`Preempted`, 143). A rank
-still alive `ORPHAN_GRACE` s (10 minutes) after its launcher died (a collective that
-hangs, another rank gone) exits as a second signal makes it: simulations killed, no
-checkpoint. A plain ``python train.py`` is never watched: its parent is a shell, which
-may go (``nohup``, a closed terminal) without the training going with it.
+``kill -9`` of the launcher (or of its process group) does not reach the ranks, which
+would train on, holding the output directory and their simulations. While `train()` runs
+under such a launcher (``TORCHELASTIC_RUN_ID`` in the rank's environment, or a parent
+whose command line is ``accelerate launch``), a thread checks every `PARENT_POLL` s that
+the parent is still the one it started with (``os.getppid()``: an orphan is adopted by
+init or a subreaper); when it is not, the rank asks to stop: every rank stops at the next
+stop synchronisation, writes a checkpoint, stops its simulations, releases the output
+directory and exits (`Preempted`, 143). The cause travels with the request (`StopCause`,
+whose `code` the ranks agree on): every rank says "the launcher (accelerate launch, pid
+N) is gone", not a SIGTERM nobody sent. A rank still alive `ORPHAN_GRACE` s (10 minutes)
+after its launcher died (a collective that hangs) exits as a second signal makes it:
+simulations killed, no checkpoint. A plain ``python train.py`` is never watched: its
+parent is a shell, which may go (``nohup``) without the training going with it.
 
 How it works: the handler is installed in the main thread (Python runs signal handlers
 there only). Its Python-level handler does nothing; the signal's number reaches a
@@ -58,6 +58,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from melissa_trainer.common.setting import setting
+from melissa_trainer.trainer.stop_cause import StopCause, launcher_kind
 
 __all__ = [
     "FORCE_STOP_TIMEOUT",
@@ -66,6 +67,7 @@ __all__ = [
     "REPEAT_WINDOW",
     "Preempted",
     "PreemptionHandler",
+    "StopCause",
     "exit_code",
     "launcher_parent",
 ]
@@ -90,19 +92,14 @@ def launcher_parent() -> int | None:
     under one: torch elastic's agent (``accelerate launch`` with several processes,
     torchrun: ``TORCHELASTIC_RUN_ID`` is in the environment it gives its workers), or
     ``accelerate launch``'s single-process launcher (the parent's command line, read
-    from ``/proc``); None otherwise, and when the parent is gone already (init's pid 1)."""
+    from ``/proc``: `stop_cause.launcher_kind`); None otherwise, and when the parent is
+    gone already (init's pid 1)."""
     parent = os.getppid()
     if parent <= 1:
         return None
     if os.environ.get("TORCHELASTIC_RUN_ID") is not None:
         return parent
-    try:
-        with open(f"/proc/{parent}/cmdline", "rb") as f:
-            argv = [os.fsdecode(a) for a in f.read().split(b"\0")]
-    except OSError:  # not Linux, or gone
-        return None
-    names = [os.path.basename(a) for a in argv[:3]]
-    return parent if "accelerate" in names and "launch" in argv[1:4] else None
+    return parent if launcher_kind(parent) == "accelerate launch" else None
 
 
 def exit_code(signum: int) -> int:
@@ -111,7 +108,8 @@ def exit_code(signum: int) -> int:
 
 
 class Preempted(SystemExit):
-    """`OnlineTrainer.train()` stopped for a SIGTERM or SIGINT, after a checkpoint.
+    """`OnlineTrainer.train()` stopped for a SIGTERM, a SIGINT or its launcher's death
+    (`cause`), after a checkpoint.
 
     Raised on every rank, after the ranks stopped at the same step, wrote a checkpoint
     of that step (whatever `save_steps` says), stopped the simulations and fired the
@@ -130,22 +128,33 @@ class Preempted(SystemExit):
     (or `SystemExit`) to run code after a preemption.
 
     Attributes:
-        signum: the signal; the same on every rank (SIGTERM if ranks got different ones).
+        signum: the signal; the same on every rank (SIGTERM if ranks got different ones,
+            and when the launcher died).
         step: the `global_step` at which every rank stopped.
         checkpoint: the checkpoint written for it.
+        cause: why, the same on every rank (`StopCause`: the signal, or the launcher's
+            death); `StopCause(signum)` when not given.
     """
 
-    def __init__(self, signum: int, step: int, checkpoint: str) -> None:
+    def __init__(
+        self, signum: int, step: int, checkpoint: str, cause: StopCause | None = None
+    ) -> None:
         super().__init__(exit_code(signum))
         self.signum = int(signum)
         self.step = step
         self.checkpoint = checkpoint
+        self.cause = StopCause(self.signum) if cause is None else cause
 
     def __str__(self) -> str:
-        return (
-            f"preempted by {signal.Signals(self.signum).name} at step {self.step}; checkpoint "
-            f"{self.checkpoint}; resume with {setting('resume_from_checkpoint', 'latest')}"
+        cause, step = self.cause, self.step
+        said = (
+            f"stopped at step {step} because {cause}"
+            if cause.launcher
+            else f"preempted by {cause} at step {step}"
         )
+        again = "the same command and " if cause.launcher else ""  # (a launch is needed)
+        resume = setting("resume_from_checkpoint", "latest")
+        return f"{said}; checkpoint {self.checkpoint}; resume with {again}{resume}"
 
 
 class PreemptionHandler:
@@ -164,12 +173,12 @@ class PreemptionHandler:
         parent_poll: see `PARENT_POLL` (its value at construction by default).
         orphan_grace: see `ORPHAN_GRACE` (its value at construction by default).
 
-    `signum` and `requested` may be read from any thread at any time. `install` and
-    `restore` are called from the thread that trains; outside the main thread (where
-    Python cannot install handlers) the signals keep their previous disposition, with a
-    warning (the launcher is watched all the same). `restore` puts back the previous
-    handlers and wakeup fd and stops watching the launcher; it is idempotent. Not
-    reentrant: install once.
+    `signum`, `cause`, `code` and `requested` may be read from any thread at any time.
+    `install` and `restore` are called from the thread that trains; outside the main
+    thread (where Python cannot install handlers) the signals keep their previous
+    disposition, with a warning (the launcher is watched all the same). `restore` puts
+    back the previous handlers and wakeup fd and stops watching the launcher; it is
+    idempotent. Not reentrant: install once.
     """
 
     def __init__(
@@ -192,10 +201,10 @@ class PreemptionHandler:
         self._watching: threading.Thread | None = None
         self._unwatch = threading.Event()
         self._request_lock = threading.Lock()  # (the signal watcher and the parent's)
-        #: why training was asked to stop ("" until it is): a signal's name, or the
-        #: launcher's death
+        #: why training was asked to stop ("" until it is): `str(cause)`
         self.reason = ""
         self._signum = 0
+        self._cause: StopCause | None = None
         #: the first signal as the main thread's Python-level handler noted it (0: none),
         #: before the watcher thread records it in `_signum` (module docstring)
         self._noted = 0
@@ -210,6 +219,17 @@ class PreemptionHandler:
     def signum(self) -> int:
         """The first signal caught (0: none yet)."""
         return self._signum or self._noted
+
+    @property
+    def cause(self) -> StopCause | None:
+        """Why the first stop request came (a signal, the launcher's death); None: none."""
+        return self._cause or (StopCause(self._noted) if self._noted else None)
+
+    @property
+    def code(self) -> int:
+        """`cause` as the ranks agree on it (`StopCause.code`; 0: none yet): what the
+        trainer's stop synchronisation carries to every rank."""
+        return cause.code if (cause := self.cause) is not None else 0
 
     def requested(self) -> bool:
         """True once a signal was caught: training should stop at the next chance. In
@@ -291,17 +311,18 @@ class PreemptionHandler:
                 if signum in self.signals:
                     self._on_signal(signum)
 
-    def _first_request(self, signum: int, reason: str) -> bool:
+    def _first_request(self, cause: StopCause) -> bool:
         """Record the first stop request (True), or say that one came before (False)."""
         with self._request_lock:
             if self._signum:
                 return False
-            self._signum, self._first_at, self.reason = signum, time.monotonic(), reason
+            self._cause, self.reason = cause, str(cause)
+            self._signum, self._first_at = cause.signum, time.monotonic()
             return True
 
     def _on_signal(self, signum: int) -> None:
         name = signal.Signals(signum).name
-        if self._first_request(signum, name):
+        if self._first_request(StopCause(signum)):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
                 "checkpoint (send it again to exit at once, without one)",
@@ -345,36 +366,33 @@ class PreemptionHandler:
                 f"process's parent ({os.getppid()}), or 'auto' or None"
             )
         self._unwatch.clear()
-        self._watching = threading.Thread(
-            target=self._parent_watch, args=(parent,), name="melissa-launcher-watch", daemon=True
-        )
+        gone = StopCause(signal.SIGTERM, parent, launcher_kind(parent))  # (named while alive)
+        watch, name = self._parent_watch, "melissa-launcher-watch"
+        self._watching = threading.Thread(target=watch, args=(parent, gone), name=name, daemon=True)
         self._watching.start()
 
-    def _parent_watch(self, parent: int) -> None:
+    def _parent_watch(self, parent: int, gone: StopCause) -> None:
         """Every `parent_poll` s: is `parent` still this process's parent? When it is
         not (it died: init or a subreaper adopted this process), request a stop as a
-        SIGTERM does; then, after `orphan_grace` s still alive, exit as a second signal
-        does."""
+        SIGTERM does, its cause `gone` (the launcher's death, not a SIGTERM); then,
+        after `orphan_grace` s still alive, exit as a second signal does."""
         while not self._unwatch.wait(self.parent_poll):
             if os.getppid() != parent:
                 break
         else:
             return
-        reason = f"its launcher (pid {parent}) is gone"
-        if self._first_request(signal.SIGTERM, reason):
+        if self._first_request(gone):
             logger.warning(
-                "the launcher that started this rank (pid %d) is gone: stopping as if "
-                "preempted, at the next stop synchronisation, with a checkpoint (exiting "
+                "%s: stopping at the next stop synchronisation, with a checkpoint (exiting "
                 "without one if not done in %.0f s)",
-                parent,
+                gone,
                 self.orphan_grace,
             )
         if self._unwatch.wait(self.orphan_grace):
             return  # training ended (restore) in time
         logger.critical(
-            "still running %.0f s after the launcher (pid %d) died: exiting now, without a "
-            "checkpoint",
+            "still running %.0f s after %s: exiting now, without a checkpoint",
             self.orphan_grace,
-            parent,
+            str(gone).replace(" is gone", " died"),
         )
         self._force_exit(signal.SIGTERM)

@@ -63,7 +63,7 @@ def test_a_rank_whose_launcher_dies_is_asked_to_stop_as_by_sigterm() -> None:
     then ends as training does (`restore`) and exits 0."""
     shell, child = start("stop", {"TORCHELASTIC_RUN_ID": "test"})
     lines = finish(shell, child)
-    assert f"requested 15 its launcher (pid {shell.pid}) is gone" in lines, lines
+    assert f"requested 15 the launcher (pid {shell.pid}) is gone" in lines, lines
     assert "exit 0" in lines, lines
 
 

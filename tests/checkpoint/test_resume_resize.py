@@ -523,9 +523,9 @@ def test_ranks_whose_launcher_is_killed_stop_with_a_checkpoint_and_the_study_res
                 os.kill(pid, signal.SIGKILL)
         first.wait(10)
     text = Path(first.log.name).read_text()
-    gone = re.findall(r"the launcher that started this rank \(pid (\d+)\) is gone", text)
+    gone = re.findall(r"the launcher \(accelerate launch, pid (\d+)\) is gone: stopping", text)
     assert gone == [str(first.proc.pid)] * 2, text[-3000:]  # each rank saw it
-    stopped = re.findall(r"preempted by SIGTERM at step (\d+)", text)
+    stopped = re.findall(r"stopped at step (\d+) because the launcher \(accelerate", text)
     checkpoint = latest_checkpoint(first.out / "checkpoints")
     assert checkpoint is not None and stopped, text[-3000:]
     saved = int(checkpoint.name.split("-")[1])

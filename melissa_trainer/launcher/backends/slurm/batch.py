@@ -52,6 +52,7 @@ from melissa_trainer.launcher.backends.lease import Lease
 from melissa_trainer.launcher.backends.slurm import queries as sq
 from melissa_trainer.launcher.backends.slurm import script as ss
 from melissa_trainer.launcher.backends.slurm.commands import SlurmCommands, failure
+from melissa_trainer.launcher.exit_cause import exit_text
 
 __all__ = ["CLOSE_GRACE", "FORCE_WAIT", "BatchJobs", "SlurmHandle"]
 
@@ -272,7 +273,7 @@ class BatchJobs:
         handle.code = self._final_code(handle)
         self._live.pop(handle.job_id, None)
         logger.debug(
-            "%s ended (%s): exit code %d", self.describe(handle), handle.state, handle.code
+            "%s ended (%s): %s", self.describe(handle), handle.state, exit_text(handle.code)
         )
 
     def _final_code(self, handle: SlurmHandle) -> int:

@@ -368,10 +368,11 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank (`CheckpointError`, naming the file), never a hang. A
     checkpoint of another number of ranks is resharded (`checkpoint.registry.load`).
-    The optimizer's hyperparameters that the load changed from those the script built
-    are named in a warning (`resumed_args.changed_hyperparameters`)."""
+    The optimizer's hyperparameters and the scheduler's settings that the load changed
+    from those the script built are named in a warning (`resumed_args.changes`)."""
     failure: Exception | None = None
-    built = resumed_args.hyperparameters(trainer.optimizer.param_groups)  # (loaded in place)
+    scheduler = trainer.lr_scheduler
+    built = resumed_args.built(trainer.optimizer.param_groups, scheduler)  # (before: loaded)
     try:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
@@ -382,6 +383,6 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     if errors:
         raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
     if trainer.is_main_process:
-        changes = resumed_args.changed_hyperparameters(built, trainer.optimizer.param_groups)
+        changes = resumed_args.changes(built, trainer.optimizer.param_groups, scheduler)
         resumed_args.warn_changed_hyperparameters(path, changes)
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)

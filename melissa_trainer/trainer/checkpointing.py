@@ -58,7 +58,10 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     (a full disk: `describe_save_failure`) stops every rank there: the main rank
     removes the staging directory (no rank writes into it any more), `last_save_step`
     is restored, and `CheckpointSaveError` is raised on every rank, or, with
-    ``on_save_error="continue"``, logged by the main rank and None returned.
+    ``on_save_error="continue"``, logged by the main rank and None returned. After the
+    hooks' on_save: `CheckpointError` on every rank if they changed the trainer's files
+    in the checkpoint (whatever `on_save_error`: a hook's bug, not a full disk), a
+    warning once if they added their own (`_after_hooks`).
     """
     acc, state = trainer.accelerator, trainer.state
     # every sample trained on up to this step, counted over ranks (otherwise at the next log)

@@ -11,7 +11,10 @@ The optimizer's hyperparameters (``lr``, ``weight_decay``, ``betas``... of each
 ``param_groups`` entry) are no `TrainingArguments`: the script builds the optimizer,
 and the resume replaces what it built with the checkpoint's (`load_state_dict`), as
 Hugging Face's Trainer does, silently there. The resume names each value that differs
-(`changed_hyperparameters`), in the same way: the checkpoint's apply.
+(`changed_hyperparameters`), in the same way: the checkpoint's apply. So with the
+learning-rate scheduler's settings (``step_size``, ``gamma``, ``T_max``... of its
+``state_dict``, `scheduler_settings`), which its `load_state_dict` replaces likewise:
+both are named in one warning (`built`, `changes`, `warn_changed_hyperparameters`).
 
 Pure but for the warnings; reads nothing but what it is given.
 """
@@ -25,9 +28,13 @@ from typing import Any
 
 __all__ = [
     "IGNORED",
+    "Built",
+    "built",
     "changed_hyperparameters",
     "changed_settings",
+    "changes",
     "hyperparameters",
+    "scheduler_settings",
     "warn_changed_hyperparameters",
     "warn_changed_settings",
 ]
@@ -93,14 +100,17 @@ def hyperparameters(param_groups: Sequence[Mapping[str, Any]]) -> list[dict[str,
     for group in param_groups:
         kept: dict[str, Any] = {}
         for key, value in group.items():
-            if key == "params":
-                continue
-            if isinstance(value, _SCALARS) or (
-                isinstance(value, tuple | list) and all(isinstance(v, _SCALARS) for v in value)
-            ):
+            if key != "params" and _comparable(value):
                 kept[key] = tuple(value) if isinstance(value, list) else value
         copies.append(kept)
     return copies
+
+
+def _comparable(value: Any) -> bool:
+    """A scalar, or a tuple or list of scalars: compared as numbers (or strings)."""
+    return isinstance(value, _SCALARS) or (
+        isinstance(value, tuple | list) and all(isinstance(v, _SCALARS) for v in value)
+    )
 
 
 def changed_hyperparameters(
@@ -123,15 +133,74 @@ def changed_hyperparameters(
     return changes
 
 
+#: a scheduler's `state_dict` values that move with training (``T_cur``, the restarts'
+#: ``T_i``, the plateau's ``best``...), or copy the optimizer's ``initial_lr`` (``base_lrs``,
+#: compared as the param groups'): no setting of the script's
+_MOVING = frozenset(
+    {"last_epoch", "base_lrs", "T_cur", "T_i", "best", "num_bad_epochs", "cooldown_counter"}
+)
+
+
+def scheduler_settings(state: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """The settings in a learning-rate scheduler's `state_dict`: its public values that
+    `_comparable` keeps (lists as tuples), but those that move with training
+    (`_MOVING`); a `SequentialLR`'s or `ChainedScheduler`'s inner schedulers' as
+    ``_schedulers[i].key``, and its ``_milestones``. Private values (``_last_lr``,
+    ``_step_count``...) are the scheduler's progress, not settings."""
+    kept: dict[str, Any] = {}
+    for key, value in state.items():
+        if key == "_schedulers" and isinstance(value, list):
+            for index, inner in enumerate(value):
+                if isinstance(inner, Mapping):
+                    kept.update(scheduler_settings(inner, f"{prefix}_schedulers[{index}]."))
+            continue
+        setting = key == "_milestones" or not key.startswith("_")
+        if setting and key not in _MOVING and _comparable(value):
+            kept[prefix + key] = tuple(value) if isinstance(value, list) else value
+    return kept
+
+
+#: what the script built, taken before the load: the param groups' `hyperparameters`,
+#: and the scheduler's class name and `scheduler_settings` (None without a scheduler)
+Built = tuple[list[dict[str, Any]], tuple[str, dict[str, Any]] | None]
+
+
+def built(param_groups: Sequence[Mapping[str, Any]], scheduler: Any | None) -> Built:
+    """The optimizer's and the scheduler's values as the script built them. Take it
+    before the load: the load changes both in place."""
+    settings = None
+    if scheduler is not None:
+        settings = (type(scheduler).__name__, scheduler_settings(scheduler.state_dict()))
+    return hyperparameters(param_groups), settings
+
+
+def changes(
+    before: Built, param_groups: Sequence[Mapping[str, Any]], scheduler: Any | None
+) -> list[str]:
+    """`changed_hyperparameters`, then ``"Scheduler.key built -> loaded"`` for each of
+    the scheduler's settings of `before` that the load changed."""
+    found = changed_hyperparameters(before[0], param_groups)
+    if before[1] is not None and scheduler is not None:
+        name, mine = before[1]
+        theirs = scheduler_settings(scheduler.state_dict())
+        found += [
+            f"{name}.{key} {value!r} -> {theirs[key]!r}"
+            for key, value in mine.items()
+            if key in theirs and theirs[key] != value
+        ]
+    return found
+
+
 def warn_changed_hyperparameters(path: Path, changes: Sequence[str]) -> None:
-    """Log one warning naming the `changed_hyperparameters` of the resume from `path`,
-    what applies (the checkpoint's) and how to change them, or nothing."""
+    """Log one warning naming the `changes` of the resume from `path` (the optimizer's
+    hyperparameters and the scheduler's settings), what applies (the checkpoint's) and
+    how to change them, or nothing."""
     if changes:
         logger.warning(
-            "resuming from %s: the optimizer's hyperparameters your script built differ "
-            "from the checkpoint's, which apply (the optimizer and its scheduler are "
-            "restored): %s. To train on with other values, see docs/resume.md, "
-            '"Optimizer hyperparameters on resume"',
+            "resuming from %s: the optimizer's hyperparameters or the scheduler's settings "
+            "your script built differ from the checkpoint's, which apply (the optimizer "
+            "and its scheduler are restored): %s. To train on with other values, see "
+            'docs/resume.md, "Optimizer hyperparameters on resume"',
             path,
             ", ".join(changes),
         )

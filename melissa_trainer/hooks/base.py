@@ -94,7 +94,10 @@ class Hook:
         after the trainer's pass over `trainer.eval_dataset`, with the model in eval mode
         and gradients off. Not reduced: return the same values on every rank (computed
         from the whole `eval_dataset`, or this rank's share reduced over ranks, a
-        collective every rank calls here). Default: none (`hooks.eval_figures`)."""
+        collective every rank calls here); values that differ between ranks beyond
+        rounding are a ValueError on every rank naming the key, and values equal up to
+        rounding are rank 0's everywhere (one gather per validation: `hooks.eval_figures`).
+        Default: none."""
         return {}
 
     def on_load(

@@ -6,20 +6,32 @@ taken them before the user's hooks run (`HookList.fire`).
 `add_eval_figures` runs in `OnlineTrainer.evaluate` after the trainer's own metrics are
 reduced over ranks and before anything reads them (`metric_for_best_model`,
 ``log_history``, VALIDATION_END), so a hook's metric goes wherever ``eval_loss`` goes.
+
+A hook's values are not reduced (a mean would hide a metric computed on one rank's
+share only, a sum would double one computed on the whole set): they must be the same
+on every rank. Under several ranks they are gathered (one `all_gather_object` per
+validation, a few floats) and compared (`disagreement`): values that differ beyond
+rounding are a ValueError on every rank, naming the hook, the key and each rank's
+value; values equal up to rounding (`REL_TOL`: a metric computed on each rank with
+nondeterministic kernels) are replaced by rank 0's on every rank, so that every rank
+logs and decides (`metric_for_best_model`, early stopping) on the same number.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 from melissa_trainer.hooks.events import Event
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.core.view import TrainerView
 
-__all__ = ["AddedKeys", "add_eval_figures", "eval_key"]
+__all__ = ["AddedKeys", "add_eval_figures", "disagreement", "eval_key"]
 
 logger = logging.getLogger("melissa_trainer")
 
@@ -40,7 +52,9 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
     Raises ValueError, naming the hook and the key, for a key that `metrics` has already
     (the trainer's own, or another hook's: a metric is never overwritten), a value that
     is not a number, and a key of the hook's `eval_keys` that it did not return (the
-    one `metric_for_best_model` may name)."""
+    one `metric_for_best_model` may name); and, under several ranks, a value that is
+    not the same on every rank (`disagreement`: a collective, called on every rank)."""
+    owners: dict[str, str] = {}  # each key added, and the hook that gives it
     for hook in hooks:
         theirs = hook.eval_figures(trainer)
         named = type(hook).__name__
@@ -67,6 +81,55 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
                 f"returned {sorted(mine)}: return every key it declares"
             )
         metrics.update(mine)
+        owners.update(dict.fromkeys(mine, named))
+    if owners and trainer.num_processes > 1 and torch.distributed.is_initialized():
+        gathered: list[Any] = [None] * trainer.num_processes
+        torch.distributed.all_gather_object(gathered, ({k: metrics[k] for k in owners}, owners))
+        every: dict[str, str] = {}  # every rank's keys, rank 0's first: the same on all
+        for _, theirs in gathered:
+            every.update({k: v for k, v in theirs.items() if k not in every})
+        problem = disagreement([figures for figures, _ in gathered], every)
+        if problem is not None:
+            raise ValueError(problem)
+        metrics.update(gathered[0][0])  # (equal up to rounding: rank 0's on every rank)
+
+
+#: the relative difference of a hook's value between ranks taken for rounding: float32
+#: sums in another order differ by a few of its 1.2e-7 steps per thousand terms; a
+#: figure of one rank's share, not reduced, differs by far more
+REL_TOL = 1e-5
+
+
+def disagreement(ranks: Sequence[Mapping[str, float]], owners: Mapping[str, str]) -> str | None:
+    """The error for the first key of `owners` (a metric, the name of the hook that
+    gives it) whose value is not the same in every rank's entry of `ranks` (missing on
+    a rank, or beyond `REL_TOL` of rank 0's; NaN equals NaN), naming each rank's value;
+    None when every key agrees."""
+    for key, named in owners.items():
+        values = [figures.get(key) for figures in ranks]
+        first = values[0]
+        same = first is not None and all(
+            v is not None
+            and (math.isclose(first, v, rel_tol=REL_TOL) or (math.isnan(first) and math.isnan(v)))
+            for v in values
+        )
+        if not same:
+            each = ", ".join(
+                f"{'missing' if v is None else repr(v)} on rank {i}" for i, v in enumerate(values)
+            )
+            return _differ(key, named, each)
+    return None
+
+
+def _differ(key: str, named: str, each: str) -> str:
+    return (
+        f"hook {named}'s eval_figures gives {key!r} different values on the ranks ({each}): "
+        "a hook's values are not reduced over ranks, so the logs would show rank 0's "
+        "alone and metric_for_best_model could decide otherwise on each rank. Return the "
+        "same value on every rank: compute it over the whole trainer.eval_dataset, or "
+        "reduce your rank's share, e.g. trainer.accelerator.reduce(torch.tensor([total, "
+        "count]), 'sum') (a collective, which every rank calls there)"
+    )
 
 
 class AddedKeys:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 
-from melissa_trainer.checkpoint import manifest, registry, resumed_args
+from melissa_trainer.checkpoint import after_save, manifest, registry, resumed_args
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.errors import (
     CheckpointError,
@@ -37,7 +38,7 @@ from melissa_trainer.checkpoint.errors import (
 from melissa_trainer.common.refusal import elsewhere
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
-from melissa_trainer.hooks import Event
+from melissa_trainer.hooks import Event, Hook
 
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.trainer.loop import OnlineTrainer
@@ -57,7 +58,10 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
     (a full disk: `describe_save_failure`) stops every rank there: the main rank
     removes the staging directory (no rank writes into it any more), `last_save_step`
     is restored, and `CheckpointSaveError` is raised on every rank, or, with
-    ``on_save_error="continue"``, logged by the main rank and None returned.
+    ``on_save_error="continue"``, logged by the main rank and None returned. After the
+    hooks' on_save: `CheckpointError` on every rank if they changed the trainer's files
+    in the checkpoint (whatever `on_save_error`: a hook's bug, not a full disk), a
+    warning once if they added their own (`_after_hooks`).
     """
     acc, state = trainer.accelerator, trainer.state
     # every sample trained on up to this step, counted over ranks (otherwise at the next log)
@@ -98,6 +102,8 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         state.last_save_step = last_save
         _save_failed(trainer, staging, final, previous, errors, failure)
         return None
+    hooks = [h.name for h in trainer.hooks.hooks if type(h).on_save is not Hook.on_save]
+    watch = after_save.Watch(final, hasher.entries, rank, acc.is_main_process) if hooks else None
     if acc.is_main_process:
         try:
             removed = ckpt.rotate(root, trainer.args.max_to_keep, keep=final)
@@ -106,7 +112,27 @@ def save_checkpoint(trainer: OnlineTrainer) -> Path | None:
         else:
             logger.info("saved %s (removed %s)", final, [p.name for p in removed])
     trainer.hooks.fire(Event.SAVE, trainer, state, trainer.control, str(final))
+    if watch is not None:
+        _after_hooks(trainer, watch, hooks)
     return final
+
+
+#: the trainers whose main rank has warned of files the hooks' on_save added
+_SAID_HOOK_FILES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _after_hooks(trainer: OnlineTrainer, watch: after_save.Watch, hooks: list[str]) -> None:
+    """After the `hooks`' on_save: `CheckpointError` on every rank when they changed the
+    checkpoint so that it no longer verifies; else the main rank warns, once per run,
+    of the files they added to it (`checkpoint.after_save`). Collective."""
+    spoiled = [found for rank in _agree(trainer, watch.spoiled()) for found in rank]
+    if spoiled:
+        message = after_save.describe_spoiled(watch.checkpoint, spoiled, hooks)
+        raise CheckpointError(message, watch.checkpoint, spoiled[0].split(": ")[0])
+    added = watch.foreign()
+    if added and trainer not in _SAID_HOOK_FILES:
+        _SAID_HOOK_FILES.add(trainer)
+        logger.warning("%s", after_save.describe_hook_files(watch.checkpoint, added, hooks))
 
 
 def _sync_and_hash(staging: Path, rank: int, world_size: int, hasher: manifest.Hasher) -> None:
@@ -217,7 +243,7 @@ def resolve_resume(trainer: OnlineTrainer) -> Path | None:
                 f"{describe_verification(path, problems)}; {others(path)}", path, problems[0].file
             )
         if trainer.is_main_process:
-            _warn_of_newer(path, root)
+            ckpt.warn_of_newer(path, root)
         return path
     found = _from_main(trainer, [str(p) for p in ckpt.list_checkpoints(root)])
     if not found:
@@ -294,29 +320,6 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
         )
 
 
-def _warn_of_newer(path: Path, root: Path) -> None:
-    """Warn when `root` holds checkpoints of later steps than `path`, the one named to
-    resume from: they are of the run this one does not continue, the checkpoints of this
-    run are written beside them (one of the same step replaces theirs), and a later
-    ``latest`` takes the newest by step, whichever run wrote it."""
-    found = ckpt.list_checkpoints(root)  # by step
-    resolved = [p.resolve() for p in found]
-    if path.resolve() not in resolved:  # a checkpoint of another directory
-        return
-    newer = [p.name for p in found[resolved.index(path.resolve()) + 1 :]]
-    if newer:
-        logger.warning(
-            "resuming from %s, but %s holds later checkpoints of the run this one does "
-            "not continue (%s): this run's checkpoints go beside them, one of the same "
-            "step replacing theirs, and %s would take the newest by step; move them "
-            "aside to keep them apart",
-            path.name,
-            root,
-            ", ".join(newer),
-            setting("resume_from_checkpoint", "latest"),
-        )
-
-
 def verify(trainer: OnlineTrainer, path: Path) -> list[manifest.Problem]:
     """The problems of checkpoint `path` against its manifest, the same on every rank:
     sizes first (cheap), then hashes (each rank its own files). [] when it verifies,
@@ -368,10 +371,11 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     """See `OnlineTrainer.load_checkpoint`. Collective: a load error on any rank is
     raised on every rank (`CheckpointError`, naming the file), never a hang. A
     checkpoint of another number of ranks is resharded (`checkpoint.registry.load`).
-    The optimizer's hyperparameters that the load changed from those the script built
-    are named in a warning (`resumed_args.changed_hyperparameters`)."""
+    The optimizer's hyperparameters and the scheduler's settings that the load changed
+    from those the script built are named in a warning (`resumed_args.changes`)."""
     failure: Exception | None = None
-    built = resumed_args.hyperparameters(trainer.optimizer.param_groups)  # (loaded in place)
+    scheduler = trainer.lr_scheduler
+    built = resumed_args.built(trainer.optimizer.param_groups, scheduler)  # (before: loaded)
     try:
         registry.load(trainer, path)
     except Exception as exc:  # (also a study's refusal: every rank must hear of it)
@@ -382,6 +386,6 @@ def load_checkpoint(trainer: OnlineTrainer, path: Path) -> None:
     if errors:
         raise CheckpointError(f"another rank could not load {path}: {errors[0]}", path)
     if trainer.is_main_process:
-        changes = resumed_args.changed_hyperparameters(built, trainer.optimizer.param_groups)
+        changes = resumed_args.changes(built, trainer.optimizer.param_groups, scheduler)
         resumed_args.warn_changed_hyperparameters(path, changes)
     logger.info("resumed from %s at step %d", path, trainer.state.global_step)

@@ -1,0 +1,156 @@
+"""What a hook's `on_save` does to the checkpoint just written is said at the save, not
+first at a resume: files it adds (Hugging Face callbacks' habit) are warned of once per
+run, naming the hooks and where to write them instead; a file of the trainer's it
+overwrites, removes or adds (the checkpoint would no longer verify) is a
+`CheckpointError` at that save, naming the file, the hooks and the fix; a file
+rewritten with the same bytes is no change."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import linear_samples, small_model, xy  # noqa: E402
+
+from melissa_trainer import (  # noqa: E402
+    CheckpointError,
+    Hook,
+    OnlineTrainer,
+    TrainerControl,
+    TrainerState,
+    TrainingArguments,
+)
+from melissa_trainer.checkpoint import paths as ckpt  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+
+class OnSave(Hook):
+    """Calls `write(checkpoint)` in each `on_save`."""
+
+    def __init__(self, write: Callable[[Path], None]) -> None:
+        self.write = write
+
+    def on_save(
+        self, trainer: Any, state: TrainerState, control: TrainerControl, path: str
+    ) -> None:
+        self.write(Path(path))
+
+
+def artefacts(path: Path) -> None:
+    (path / "model_card.json").write_text("{}")
+    (path / "exports").mkdir()
+    (path / "exports" / "weights.pt").write_bytes(b"weights")
+
+
+def run(out: Path, hook: Hook, max_steps: int = 30, resume: str | None = None) -> OnlineTrainer:
+    """A run of 400 samples, a checkpoint every 10 steps, `hook` after the built-in ones."""
+    args = TrainingArguments(
+        output_dir=str(out),
+        batch_size=8,
+        buffer="fifo",
+        buffer_size=32,
+        watermark=16,
+        max_steps=max_steps,
+        save_steps=10,
+        stop_sync_steps=4,
+        resume_from_checkpoint=resume,
+        report_to="none",
+        seed=11,
+    )
+    model = small_model(0)
+    trainer = OnlineTrainer(
+        model,
+        args,
+        torch.optim.SGD(model.parameters(), lr=1e-2),
+        train_source=lambda rank, world: linear_samples(400, seed=3),
+        process_sample=xy,
+        hooks=[hook],
+    )
+    trainer.train()
+    return trainer
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and text in r.getMessage()
+    ]
+
+
+def test_files_a_hook_adds_are_warned_of_once_at_the_save(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        run(tmp_path / "out", OnSave(artefacts))  # saves at steps 10, 20, 30
+    said = warnings_of(caplog, "manifest does not list")
+    assert len(said) == 1, said
+    message = said[0]
+    assert "checkpoint-10" in message and "exports/weights.pt, model_card.json" in message
+    assert "OnSave" in message and "not part of the verified state" in message, message
+    assert "beside the checkpoint" in message and "artefacts/checkpoint-STEP" in message
+    # and the resume of such a checkpoint goes on (its own warning: test_foreign_files)
+    caplog.clear()
+    resumed = run(tmp_path / "out", OnSave(lambda path: None), 40, resume="latest")
+    assert resumed.state.global_step == 40
+
+
+def overwrite_model(path: Path) -> None:
+    """A hook that exports the weights under the trainer's own name (other bytes)."""
+    model = path / "model.safetensors"
+    model.write_bytes(model.read_bytes() + b" ")
+
+
+def remove_trainer_state(path: Path) -> None:
+    (path / "trainer_state.json").unlink()
+
+
+def add_an_own_name(path: Path) -> None:
+    (path / "pytorch_model.bin").write_bytes(b"x")
+
+
+@pytest.mark.parametrize(
+    "write, said",
+    [
+        (overwrite_model, "model.safetensors: overwritten"),
+        (remove_trainer_state, "trainer_state.json: removed"),
+        (add_an_own_name, "pytorch_model.bin: unexpected"),
+    ],
+)
+def test_a_hook_that_changes_the_trainers_files_fails_the_save_naming_it(
+    tmp_path: Path, write: Callable[[Path], None], said: str
+) -> None:
+    with pytest.raises(CheckpointError) as failed:
+        run(tmp_path / "out", OnSave(write))
+    message = str(failed.value)
+    assert "checkpoint-10" in message and said in message, message
+    assert "in order: ProgressHook, OnSave" in message, message  # the hooks that ran
+    assert "beside the checkpoint" in message and "no longer verifies" in message, message
+    assert failed.value.path == tmp_path / "out" / "checkpoints" / "checkpoint-10"
+    # the first save raised: the run stopped there, its checkpoint kept as it is
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path / "out" / "checkpoints")] == [
+        "checkpoint-10"
+    ]
+
+
+def test_a_file_rewritten_with_the_same_bytes_is_no_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def rewrite(path: Path) -> None:
+        model = path / "model.safetensors"
+        data = model.read_bytes()
+        model.unlink()  # (a new inode: its stamp changed for sure)
+        model.write_bytes(data)
+
+    with caplog.at_level(logging.WARNING, logger="melissa_trainer"):
+        trainer = run(tmp_path / "out", OnSave(rewrite))
+    assert trainer.state.global_step == 30
+    assert warnings_of(caplog, "manifest") == []

@@ -1073,8 +1073,10 @@ def _run_mpi(receiver: Receiver, *args: str) -> tuple[list[p.Message], str]:
         text=True,
     )
     try:
-        messages = receiver.until_bye(byes=2, timeout=30)
-        output, _ = proc.communicate(timeout=30)
+        # each wait bounds one message (the first: mpiexec's start and two ranks'
+        # imports): generous, for a loaded 2-core machine
+        messages = receiver.until_bye(byes=2, timeout=90)
+        output, _ = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -1084,7 +1086,7 @@ def _run_mpi(receiver: Receiver, *args: str) -> tuple[list[p.Message], str]:
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(240)
 def test_mpi_ranks_send_parts_reassembled_bit_for_bit(receiver: Receiver) -> None:
     script = _mpi_script()
     messages, output = _run_mpi(receiver, receiver.endpoint)
@@ -1116,7 +1118,7 @@ def test_mpi_ranks_send_parts_reassembled_bit_for_bit(receiver: Receiver) -> Non
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(90)
+@pytest.mark.timeout(240)
 def test_mpi_bad_first_send_raises_on_every_rank(receiver: Receiver) -> None:
     messages, output = _run_mpi(receiver, receiver.endpoint, "mistakes")
     assert "rank 1 raised TypeError: field 'u': dtype float32" in output

@@ -203,6 +203,17 @@ def _task_end(line: str) -> TaskEnd | None:
     return TaskEnd(match["tasks"], match["word"] == "tasks", what, code, sig)
 
 
+def _slurm_part(line: str) -> str:
+    """`line`, stripped, from Slurm's own words on: a rank killed mid-line leaves its
+    output without a newline, and srun's next line runs on from it in the log
+    (``...step 7srun: error: vm: task 1: Killed``; tests/launcher/test_srun_task_ends.py)."""
+    line = line.strip()
+    if line.startswith(_SLURM_LINE):
+        return line
+    cut = line.find("srun: ")
+    return line[cut:] if cut > 0 else line
+
+
 def srun_task_ends(lines: list[str]) -> tuple[list[TaskEnd], bool]:
     """srun's task-end lines of the last srun in `lines` (a log's, oldest first), in
     srun's order, and whether srun said it was terminating the step right after the
@@ -211,7 +222,7 @@ def srun_task_ends(lines: list[str]) -> tuple[list[TaskEnd], bool]:
     ends: list[tuple[int, TaskEnd]] = []
     seen: set[int] = set()
     for index in range(len(lines) - 1, -1, -1):
-        line = lines[index].strip()
+        line = _slurm_part(lines[index])
         end = _task_end(line)
         if end is None:
             if not ends and not line.startswith(_SLURM_LINE):

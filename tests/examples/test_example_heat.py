@@ -135,7 +135,7 @@ def test_heat_example_runs_under_accelerate_launch_with_two_processes(tmp_path: 
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(300)
 @pytest.mark.parametrize("sig", [signal.SIGINT])
 def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
     """Ctrl-C of the trainer as soon as its first solvers run: a preemption (exit code
@@ -166,7 +166,7 @@ def test_stopping_the_trainer_leaves_no_simulation_running(tmp_path: Path, sig: 
         solvers = processes_with(marker)
         proc.send_signal(sig)
         assert proc.wait(30) == 128 + sig
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60
         while [pid for pid in solvers if pid in processes_with(marker)]:
             assert time.monotonic() < deadline, "a solver outlived the trainer"
             time.sleep(0.1)

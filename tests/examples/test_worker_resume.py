@@ -110,9 +110,9 @@ class Run:
 
 
 def no_worker_left(run: Run) -> None:
-    """No worker of `run` is alive 10 s after its trainer exited (its launcher stops
+    """No worker of `run` is alive 60 s after its trainer exited (its launcher stops
     them; the local backend's parent-death signal is the last guard, a few ms late)."""
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while run.workers():
         assert time.monotonic() < deadline, f"workers outlived the trainer: {run.workers()}"
         time.sleep(0.1)

@@ -53,10 +53,10 @@ def queue() -> str:
 
 def no_job_left() -> str:
     """The queue once the jobs Slurm is still tidying up after (COMPLETING: their
-    processes ended, the epilog runs) are gone, at most 15 s later: "" when none is
+    processes ended, the epilog runs) are gone, at most 60 s later: "" when none is
     left. A job still PENDING or RUNNING is returned at once (a worker left behind; the
     lease watchdog would cancel it only 300 s after the trainer's exit)."""
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while (left := queue()) and time.monotonic() < deadline:
         if any(not line.endswith("COMPLETING") for line in left.splitlines()):
             return left

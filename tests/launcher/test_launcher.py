@@ -750,7 +750,7 @@ def test_worker_mode_on_slurm_needs_an_endpoint_the_nodes_reach() -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_resumed_study_does_not_rerun_finished_simulations(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -761,7 +761,7 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(
     first = make()
     first.start(tmp_path / "rendezvous")
     try:
-        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 20.0)
+        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 60.0)
         state = json.loads(json.dumps(first.state_dict()))
     finally:
         first.stop()
@@ -796,7 +796,7 @@ def test_a_resumed_study_does_not_rerun_finished_simulations(
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_resumed_launcher_optimises_no_design_and_draws_the_uninterrupted_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -812,7 +812,7 @@ def test_a_resumed_launcher_optimises_no_design_and_draws_the_uninterrupted_ones
     first = make()
     first.start(tmp_path / "rendezvous")
     try:
-        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 20.0)
+        wait_until(lambda: len(runs(tmp_path)) == 3, "simulation 2 to hang", 60.0)
         state = json.loads(json.dumps(first.state_dict()))
     finally:
         first.stop()
@@ -839,7 +839,7 @@ def test_a_resumed_launcher_optimises_no_design_and_draws_the_uninterrupted_ones
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
     tmp_path: Path,
 ) -> None:
@@ -847,7 +847,7 @@ def test_stop_kills_every_job_and_its_children_even_if_they_ignore_sigterm(
     launch.start(tmp_path / "rendezvous")
     pids: list[int] = []
     try:
-        wait_until(lambda: len(list(tmp_path.glob("*.family"))) == 2, "two families", 20.0)
+        wait_until(lambda: len(list(tmp_path.glob("*.family"))) == 2, "two families", 60.0)
         for path in tmp_path.glob("*.family"):
             pids += map(int, path.read_text().split())
         assert all(alive(pid) for pid in pids)
@@ -880,7 +880,7 @@ time.sleep(600)
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int) -> None:
     """SIGKILL and SIGTERM: no cleanup code runs in the trainer (PDEATHSIG ends the
@@ -890,12 +890,12 @@ def test_a_killed_trainer_leaves_no_simulation_running(tmp_path: Path, sig: int)
     )
     pids: list[int] = []
     try:
-        wait_until(lambda: len(runs(tmp_path)) == 2, "two simulations", 20.0)
+        wait_until(lambda: len(runs(tmp_path)) == 2, "two simulations", 60.0)
         pids = [pid for _, _, pid in runs(tmp_path)]
         assert all(alive(pid) for pid in pids)
         driver.send_signal(sig)
-        assert driver.wait(20) != 0
-        wait_until(lambda: not any(alive(pid) for pid in pids), "PDEATHSIG to end them", 10)
+        assert driver.wait(60) != 0
+        wait_until(lambda: not any(alive(pid) for pid in pids), "PDEATHSIG to end them", 60)
     finally:
         driver.kill()
         driver.wait()

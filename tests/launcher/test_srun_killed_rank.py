@@ -24,6 +24,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slurm"), pytest.mark.e2
 #: No MPI: srun's report of its tasks does not depend on it, and MPICH's start under
 #: srun failed here at times (its UCX address exchange), which this test is not about.
 #: Rank 1 waits until rank 0 runs, then kills itself; rank 0 runs until srun ends it.
+#: With "unfinished", rank 1 is killed mid-line (its last words without a newline): srun's
+#: line then runs on from them in the log, and must still be read.
 SOLVER = """
 import os, signal, sys, time
 from pathlib import Path
@@ -38,21 +40,25 @@ else:
     deadline = time.monotonic() + 60
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    if sys.argv[2] == "unfinished":
+        os.write(1, b"rank 1 at step 7, mid-line")
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
 @pytest.mark.timeout(150)
+@pytest.mark.parametrize("last_line", ["ended", "unfinished"])
 def test_a_sigkilled_rank_is_named_in_the_failure_line(
     slurm_cluster: SlurmCluster,  # noqa: F811
     tmp_path: Path,
     caplog: pytest.LogCaptureFixture,
+    last_line: str,
 ) -> None:
     if slurm_cluster.cpus < 2:
         pytest.skip(f"the node has {slurm_cluster.cpus} CPU; a 2-task job needs 2")
     (tmp_path / "solver.py").write_text(SOLVER)
     launcher = Launcher(
-        [sys.executable, str(tmp_path / "solver.py"), str(tmp_path / "rank0-ready")],
+        [sys.executable, str(tmp_path / "solver.py"), str(tmp_path / "rank0-ready"), last_line],
         [{"a": 0.0}],
         1,
         backend=SlurmBackend(poll_every=0.2, time_limit=5, srun_args=["--mpi=pmi2"]),

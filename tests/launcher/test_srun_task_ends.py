@@ -36,6 +36,16 @@ srun: forcing job termination
 srun: error: vm: tasks 0-1: Terminated
 srun: launch/slurm: _step_signal: Terminating StepId=1.0
 """
+#: the same cluster: rank 1 wrote a line without its newline, then was SIGKILLed (a
+#: solver killed mid-print): srun's first line runs on from it, in the log as recorded
+GLUED = """\
+rank 0 running
+rank 1 at step 7, no newline yetsrun: error: vm: task 1: Killed
+srun: launch/slurm: _step_signal: Terminating StepId=11071694.0
+slurmstepd-vm: error: *** STEP 11071694.0 ON vm CANCELLED AT 2026-12-01T01:02:19 ***
+srun: error: vm: task 0: Terminated
+srun: Force Terminated StepId=11071694.0
+"""
 
 
 def lines(text: str) -> list[str]:
@@ -80,6 +90,15 @@ def test_task_ends_parsed() -> None:
     assert [(e.ids, e.code, e.signal, str(e)) for e in many] == [
         (frozenset({0, 2, 3, 4}), 7, None, "tasks 0,2-4: Exited with exit code 7")
     ]
+
+
+def test_srun_s_line_run_on_from_a_rank_s_unfinished_one_is_read() -> None:
+    """Read as if the rank had ended its line: before, the glued line was passed over,
+    and the attempt read as task 0's SIGTERM (a scancel) once more."""
+    assert srun_account(143, lines(GLUED)) == srun_account(143, lines(KILLED))
+    assert srun_account(143, lines(GLUED)) == (
+        f"srun: task 1: Killed first ({KILL}), then srun terminated the step: task 0: Terminated"
+    )
 
 
 def test_a_scancelled_job_stays_a_sigterm() -> None:

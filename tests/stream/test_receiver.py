@@ -341,7 +341,7 @@ def test_partial_fields_from_two_ranks_are_reassembled_bit_for_bit() -> None:
 
 
 @pytest.mark.e2e
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(150)
 def test_killed_client_restarted_resends_everything_and_each_step_arrives_once() -> None:
     fields = ["u:<f4:64", "v:<i4:3,3"]
     specs = [sc.parse_field(f) for f in fields]
@@ -349,7 +349,7 @@ def test_killed_client_restarted_resends_everything_and_each_step_arrives_once()
     with running(buf, expected_simulations=1) as rec:
         first = client(rec.endpoint, 5, 40, fields, "--delay", "0.02", stdout=subprocess.PIPE)
         try:
-            wait_until(lambda: len(buf) >= 10, "the condition", 10.0)
+            wait_until(lambda: len(buf) >= 10, "the first client's 10 steps", 60.0)
             first.send_signal(signal.SIGKILL)
             first.wait(10)
             assert first.returncode == -signal.SIGKILL

@@ -165,7 +165,7 @@ def test_a_nan_loss_on_one_rank_stops_both_at_the_same_step_naming_it(tmp_path: 
             assert np.isfinite(value).all(), path
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(90)
 def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> None:
     """`run_group` (the 2-rank launches above): on timeout the launcher's children die
     too, as `accelerate launch`'s ranks must (killing the launcher alone left them)."""
@@ -174,7 +174,7 @@ def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> 
     with pytest.raises(subprocess.TimeoutExpired):
         run_group(["sh", "-c", script], timeout=2)
     child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while Path(f"/proc/{child}").exists() and b"Z" not in _state(child):
         assert time.monotonic() < deadline, f"the launcher's child {child} survived"
         time.sleep(0.05)

@@ -52,7 +52,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.mark.timeout(180)
+@pytest.mark.timeout(240)
 @pytest.mark.parametrize("ranks", [1, 2])
 def test_a_failing_ingest_transform_fails_the_run_naming_it_and_stops_the_study(
     tmp_path: Path, ranks: int
@@ -83,7 +83,7 @@ def test_a_failing_ingest_transform_fails_the_run_naming_it_and_stops_the_study(
     assert "simulation 0, time step 3" in err, err[-3000:]
     launched = [int(p.name) for p in pids.iterdir()]
     assert launched  # the study ran
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while [pid for pid in launched if alive(pid)]:
         assert time.monotonic() < deadline, "a simulation outlived the failed run"
         time.sleep(0.1)

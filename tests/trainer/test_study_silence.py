@@ -37,10 +37,15 @@ from melissa_trainer.launcher.silence import SilenceClock
 from melissa_trainer.study.launch import other_rank_excuse
 
 #: a solver whose start-up ends when the file GO exists (the test's event), bounded so
-#: that no solver outlives a failed test; sends 3 steps, or nothing with SILENT set
+#: that no solver outlives a failed test; sends 3 steps, or nothing with SILENT set.
+#: Its imports come before GO: after it, a solver that still imported for a second (a
+#: loaded machine) would open a second silence once the other had sent everything, and
+#: the watchdog rightly says each silence once (the test expects one).
 SLOW_START = r"""
 import json, os, sys, time
 import numpy as np
+
+from melissa_trainer.client import Client  # (imported in the start-up: see below)
 
 go = os.environ["GO"]
 deadline = time.monotonic() + 90
@@ -51,8 +56,6 @@ while not os.path.exists(go):  # the start-up: no HELLO before it ends
 if os.environ.get("SILENT"):
     time.sleep(90)
     sys.exit(8)
-from melissa_trainer.client import Client
-
 a = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])["a"]
 with Client({"x": ((2,), "float32")}) as client:
     for t in range(3):
@@ -64,14 +67,15 @@ SLOW_WORKER = r"""
 import os, sys, time
 import numpy as np
 
+from melissa_trainer.client import Client  # (imported in the start-up: see below)
+from melissa_trainer.client.worker import next_simulation
+
 go = os.environ["GO"]
 deadline = time.monotonic() + 90
 while not os.path.exists(go):  # a start-up paid once per worker, before any request
     if time.monotonic() > deadline:
         sys.exit(7)
     time.sleep(0.05)
-from melissa_trainer.client import Client
-from melissa_trainer.client.worker import next_simulation
 
 while (work := next_simulation()) is not None:
     simulation_id, parameters = work

@@ -25,6 +25,7 @@ the outbox's flusher thread never reads it).
 
 from __future__ import annotations
 
+import itertools
 import struct
 import time
 from collections.abc import Sequence
@@ -52,6 +53,10 @@ _WATCHED = (
 for _event in UP + DOWN:
     _WATCHED |= _event
 _EVENT = struct.Struct("=HI")  # a monitor event's first frame: the event, its value
+#: the monitors' inproc addresses, one per socket for the life of the process (an `id()`
+#: is reused once its object is freed, while a closed socket's monitor endpoint may
+#: still be bound in a shared context: tests/client/test_handshake_monitor_names.py)
+_MONITOR_IDS = itertools.count()
 
 
 class Handshakes:
@@ -77,7 +82,7 @@ class Handshakes:
         # reads this one; unbounded instead (RCVHWM 0 before connecting: the inproc
         # pipe then has no bound): the events of a receiver down while nothing reads,
         # a few per reconnection (every 100 ms by default), hundreds of bytes each.
-        address = f"inproc://melissa-trainer.handshake.{id(self)}.{len(self._monitors)}"
+        address = f"inproc://melissa-trainer.handshake.{next(_MONITOR_IDS)}"
         sock.monitor(address, _WATCHED)
         monitor = sock.context.socket(zmq.PAIR)
         monitor.rcvhwm = 0

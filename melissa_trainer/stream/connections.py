@@ -100,6 +100,7 @@ a flag).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 import tempfile
@@ -172,6 +173,11 @@ def study_stops_announced(directory: str | os.PathLike[str] | None, run_id: str 
         return False
 
 
+#: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
+#: reused once freed, while the old endpoint may still be bound in the context)
+_MONITOR_IDS = itertools.count()
+
+
 class ConnectionWatch:
     """Counts and logs the connections of `socket` that close between a client rank's
     HELLO and its BYE (module docstring). `count` is called with each one (from the
@@ -202,7 +208,7 @@ class ConnectionWatch:
         # leaves the inproc pipe unbounded. With the default HWMs, about 2000 closes left
         # unread stalled the receiver's socket (libzmq 4.3.5, measured: 1500 read, 2100
         # hung); the ingester reads them only at its next HELLO, BYE or empty poll)
-        address = f"inproc://melissa-receiver-monitor-{id(self):x}"
+        address = f"inproc://melissa-receiver-monitor-{next(_MONITOR_IDS)}"
         socket.monitor(address, zmq.EVENT_DISCONNECTED)
         monitor = socket.context.socket(zmq.PAIR)
         monitor.rcvhwm = 0

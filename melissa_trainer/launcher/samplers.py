@@ -104,9 +104,7 @@ class LatinHypercubeSampler(BoxSampler):
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
         """A simulation given up: one more replacement is due (class docstring)."""
-        values = np.array([parameters[name] for name in self.names], dtype=np.float64)
-        unit = np.clip((values - self._low) / np.where(self._span > 0, self._span, 1.0), 0, 1)
-        self._failed.append(unit[self._span > 0].tolist())
+        self._failed.append(self._unit(parameters)[self._span > 0].tolist())
 
     def _points(self, number: int) -> np.ndarray:
         """Design `number`'s points (the unit cube), held until another is needed."""

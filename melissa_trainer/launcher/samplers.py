@@ -283,6 +283,12 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
     "breed", "surrogate" or "density" (adaptive: `launcher.breed.BreedSampler`,
     `launcher.surrogate.SurrogateSampler`, `launcher.density.DensitySampler`).
 
+    `bounds` maps each parameter to ``(low, high)``, drawn on a linear scale, or to
+    ``(low, high, "log")``, drawn on a log scale (log-uniformly, ``0 < low``): every
+    sampler, adaptive ones included, then spreads its draws evenly over the decades,
+    and the simulation receives the value itself, not its log. For example
+    ``make_sampler("lhs", {"nu": (0.003, 0.05, "log"), "A": (0.5, 1.5)})``.
+
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """
     adaptive: dict[str, type[BoxSampler]] = {

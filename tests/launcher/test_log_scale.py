@@ -49,6 +49,17 @@ def test_a_latin_hypercube_puts_one_draw_in_each_log_stratum() -> None:
     assert sorted(strata.clip(0, 29).tolist()) == list(range(30))
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_docs_bottom_quarter_figures(seed: int) -> None:
+    """docs/concepts/study.md: an LHS of 40 over (0.003, 0.05) puts 2 or 3 draws in the
+    bottom quarter of the log range linearly, 10 on the log scale."""
+    quarter = 0.003 * (0.05 / 0.003) ** 0.25
+    assert round(quarter, 4) == 0.0061
+    for scale, expected in (((), {2, 3}), (("log",), {10})):
+        nu = [d["nu"] for d in draws("lhs", {"nu": (0.003, 0.05, *scale)}, n=40, seed=seed)]
+        assert sum(v < quarter for v in nu) in expected
+
+
 def test_the_linear_draws_are_unchanged() -> None:
     linear = {"nu": (0.001, 1.0), "a": (0.0, 1.0)}
     for kind in KINDS:

@@ -4,8 +4,9 @@ The launcher runs `solver.py` (a 2-D heat-equation solver, see its docstring) fo
 `--num_simulations` parameter sets drawn by a seeded Latin hypercube (or, with
 `--sampler breed`, by the adaptive Breed sampler: each new simulation bred from those
 whose data the surrogate trains worst on, or explored; with `--sampler density`, the
-study's optimised Latin hypercube bent towards the parameters trained worst: see
-`benchmarks/active_sampling.py`), at most
+study's optimised Latin hypercube bent towards the parameters trained worst; with
+`--sampler surrogate`, the surrogate acquisition, the guide's for the worst cases at
+2-3 parameters: see `benchmarks/active_sampling.py`), at most
 `--job_limit` at once; each streams its temperature field at every time step to the
 trainer, which trains an MLP (5 parameters, t) -> field online, while the simulations
 run, from a reservoir buffer. Validation uses a few held-out simulations computed once
@@ -22,6 +23,7 @@ go to OUTPUT_DIR/runs. The study's options, launcher and timings come from
     python examples/heat_pde/train.py --backend slurm ...    # each simulation a Slurm job
     python examples/heat_pde/train.py --sampler breed        # adaptive sampling
     python examples/heat_pde/train.py --sampler density      # the guide's for 6+ parameters
+    python examples/heat_pde/train.py --sampler surrogate    # the guide's for 2-3 (worst cases)
     python examples/heat_pde/train.py --external             # you start the solvers yourself
     python examples/heat_pde/train.py --worker               # job_limit workers, a start-up each
     python examples/heat_pde/train.py --json                 # last line: a JSON summary
@@ -72,8 +74,11 @@ class HeatArgs(common.WorkerStudyArgs):
                   "towards the parameters trained worst (the guide's choice for 6 "
                   "parameters and more: docs/concepts/study.md; this example's loss "
                   "bends none of its draws at the defaults, its account says so: "
-                  "docs/measured.md)",
-                  "choices": ("lhs", "uniform", "halton", "sobol", "breed", "density")},
+                  "docs/measured.md); surrogate: adaptive, the surrogate acquisition "
+                  "(the guide's choice for the worst cases at 2-3 parameters; this "
+                  "example has 5)",
+                  "choices": ("lhs", "uniform", "halton", "sobol", "breed", "density",
+                              "surrogate")},
     )  # fmt: skip
     grid_size: int = field(default=32, metadata={"help": "interior grid points per side"})
     time_steps: int = field(default=100, metadata={"help": "time steps per simulation"})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,7 +88,6 @@ class AdaptiveSampler(BoxSampler):
         if window is not None:
             check_positive_int("window", window)
         self.window = window
-        self._high = np.array([high for _, high in self.bounds.values()], dtype=np.float64)
         # The observations kept, as two dicts rather than `Observation`s: a study
         # re-observes every simulation kept before each draw (tens a draw), and making
         # an `Observation` was most of a re-observation's CPU (issue 46's ninth round);
@@ -232,25 +231,6 @@ class AdaptiveSampler(BoxSampler):
     def _rng(self, index: int) -> np.random.Generator:
         """Draw `index`'s generator, seeded with ``[seed, index]``."""
         return np.random.default_rng([self.seed, index])
-
-    def _unit(self, parameters: Mapping[str, float]) -> np.ndarray:
-        """`parameters` as a point of the unit cube (0 for a fixed parameter)."""
-        return self._units([parameters])[0]
-
-    def _units(self, parameter_sets: Sequence[Mapping[str, float]]) -> np.ndarray:
-        """`_unit` of each of `parameter_sets`, one row each (elementwise: the same
-        values as one at a time, at a fraction of the cost for many)."""
-        values = np.array(
-            [[parameters[name] for name in self.names] for parameters in parameter_sets],
-            dtype=np.float64,
-        ).reshape(len(parameter_sets), len(self.names))
-        span = np.where(self._span > 0, self._span, 1.0)
-        return np.clip((values - self._low) / span, 0.0, 1.0)
-
-    def _scale(self, unit: np.ndarray) -> dict[str, float]:
-        # clipped: low + 1.0 * (high - low) may round past high
-        values = np.clip(self._low + unit * self._span, self._low, self._high)
-        return {name: float(v) for name, v in zip(self.names, values, strict=True)}
 
     def _options(self) -> dict[str, Any]:
         """The arguments a state must have been saved with (in the state, checked on load)."""

@@ -96,7 +96,7 @@ class Launcher(LauncherRecord):
         simulation: a command template (str, split with shlex, or a list of tokens), or a
             callable ``fn(simulation_id, parameters)`` run in a subprocess.
         sampler: where parameters come from, or a list of parameter sets.
-        n_simulations: successful simulations to run (the receivers' expected count).
+        n_simulations: successful simulations to run (the receivers' expected count), >= 1.
         job_limit: at most this many jobs alive at once; and no new simulation starts
             while more than this many ended ones still await their data in the trainer
             (short simulations would otherwise queue the whole study's data in its
@@ -145,7 +145,10 @@ class Launcher(LauncherRecord):
         first_simulation_id: int = 0,
         tuning: LauncherTuning | None = None,
     ) -> None:
-        check_count("n_simulations", n_simulations, 0)
+        # (0 ran, trained nothing and exited 0 with a checkpoint-0, silently)
+        check_count(
+            "n_simulations", n_simulations, 1, "the simulations the study runs: give 1 or more"
+        )
         check_count("job_limit", job_limit, 1)
         check_count("ranks_per_simulation", ranks_per_simulation, 1)
         check_count("first_simulation_id", first_simulation_id, 0)

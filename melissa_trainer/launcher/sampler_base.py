@@ -28,8 +28,12 @@ __all__ = [
     "qmc_engine",
 ]
 
-#: a box of parameters: name -> (low, high)
-Bounds = Mapping[str, tuple[float, float]]
+#: a box of parameters: name -> (low, high), drawn linearly; or (low, high, "log"),
+#: drawn log-uniformly (0 < low; the simulation receives the value, not its log)
+Bounds = Mapping[str, tuple[float, float] | tuple[float, float, str]]
+
+#: the scale marks a bound may end with (`Bounds`)
+SCALES = ("linear", "log")
 
 
 class SamplerExhausted(LookupError):
@@ -130,17 +134,76 @@ class Sampler(ABC):
 
 
 class BoxSampler(Sampler):
-    """A sampler of the box `bounds`, from points of the unit hypercube."""
+    """A sampler of the box `bounds`, from points of the unit hypercube.
+
+    The unit cube maps to the box here, and only here (`_scale`, and back `_unit`):
+    linearly for a parameter given as ``(low, high)``, log-uniformly for one given as
+    ``(low, high, "log")`` (``log(value)`` is linear in the unit coordinate), so every
+    sampler built on it, space-filling or adaptive, draws a log-scale parameter
+    log-uniformly and hands the simulation the value itself. `bounds` keeps the
+    ``(low, high)`` pairs; `log_scale` names the log-scale parameters.
+    """
 
     def __init__(self, bounds: Bounds, seed: int = 0) -> None:
-        self.bounds = _bounds(bounds)
+        self.bounds, log_scale = _bounds(bounds)
         super().__init__(list(self.bounds), seed)
-        self._low = np.array([low for low, _ in self.bounds.values()], dtype=np.float64)
-        self._span = np.array([high - low for low, high in self.bounds.values()], np.float64)
+        #: the parameters drawn log-uniformly, in `names` order
+        self.log_scale: tuple[str, ...] = tuple(n for n in self.names if n in log_scale)
+        self._log = np.array([name in log_scale for name in self.names], dtype=bool)
+        lows = np.array([low for low, _ in self.bounds.values()], dtype=np.float64)
+        highs = np.array([high for _, high in self.bounds.values()], dtype=np.float64)
+        self._box = (lows, highs)  # the bounds, for clipping the values drawn
+        # `_low` and `_span` are in the sampling coordinate (the log of a log-scale
+        # parameter); `_span > 0` marks the varying parameters either way
+        self._low, high = self._coordinate(lows), self._coordinate(highs)
+        self._span = high - self._low
+
+    def _coordinate(self, values: np.ndarray) -> np.ndarray:
+        """`values` (the last axis in `names` order) in the sampling coordinate: the
+        natural log of each log-scale parameter, the others as they are."""
+        if not self.log_scale:
+            return values
+        return np.where(self._log, np.log(np.where(self._log, values, 1.0)), values)
 
     def _scale(self, unit: np.ndarray) -> dict[str, float]:
+        """The point `unit` of the unit cube as a parameter set (inside the bounds)."""
         values = self._low + unit * self._span
+        if self.log_scale:
+            values = np.where(self._log, np.exp(values), values)
+        # clipped: low + 1.0 * (high - low), or exp(log(low)), may round past a bound
+        values = np.clip(values, *self._box)
         return {name: float(v) for name, v in zip(self.names, values, strict=True)}
+
+    def _unit(self, parameters: Mapping[str, float]) -> np.ndarray:
+        """`parameters` as a point of the unit cube (0 for a fixed parameter)."""
+        return self._units([parameters])[0]
+
+    def _units(self, parameter_sets: Sequence[Mapping[str, float]]) -> np.ndarray:
+        """`_unit` of each of `parameter_sets`, one row each (elementwise: the same
+        values as one at a time, at a fraction of the cost for many). Values are
+        clipped to the bounds first (a log-scale parameter's log needs it > 0)."""
+        values = np.array(
+            [[parameters[name] for name in self.names] for parameters in parameter_sets],
+            dtype=np.float64,
+        ).reshape(len(parameter_sets), len(self.names))
+        values = self._coordinate(np.clip(values, *self._box))
+        span = np.where(self._span > 0, self._span, 1.0)
+        return np.clip((values - self._low) / span, 0.0, 1.0)
+
+    def state_dict(self) -> dict[str, Any]:
+        # (no entry for a linear box: such a state is as it was before log scales)
+        state = super().state_dict()
+        return {**state, "log_scale": list(self.log_scale)} if self.log_scale else state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved = state.get("log_scale", [])
+        if saved != list(self.log_scale):
+            raise ValueError(
+                f"sampler state has log_scale={saved!r} but this sampler has "
+                f"log_scale={list(self.log_scale)!r}: build the sampler with the bounds of the "
+                f'saved run (a log-scale parameter as (low, high, "log"))'
+            )
+        super().load_state_dict(state)
 
 
 # -- checks -----------------------------------------------------------------------------
@@ -160,22 +223,42 @@ def _names(names: Sequence[str]) -> tuple[str, ...]:
     return out
 
 
-def _bounds(bounds: Bounds) -> dict[str, tuple[float, float]]:
+def _bounds(bounds: Bounds) -> tuple[dict[str, tuple[float, float]], set[str]]:
+    """`bounds` checked: the ``(low, high)`` pairs, and the names marked "log"."""
     if not isinstance(bounds, Mapping) or not bounds:
         raise ValueError("bounds must be a non-empty mapping {name: (low, high)}")
-    out = {}
-    for name, pair in bounds.items():
+    out, log_scale = {}, set()
+    for name, bound in bounds.items():
+        scale = "linear"
+        if isinstance(bound, Sequence) and len(bound) == 3 and isinstance(bound[2], str):
+            *pair, scale = bound
+        else:
+            pair = bound  # type: ignore[assignment]
+        if scale not in SCALES:
+            raise ValueError(
+                f"bounds of {name!r} end with the scale {scale!r}: give (low, high) for a "
+                f'linear scale, or (low, high, "log") for a log scale'
+            )
         try:
             low, high = (float(v) for v in pair)
         except (TypeError, ValueError):
             raise ValueError(
-                f"bounds of {name!r} must be (low, high) numbers, not {pair!r}"
+                f'bounds of {name!r} must be (low, high) numbers (or (low, high, "log")), '
+                f"not {bound!r}"
             ) from None
         if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-            raise ValueError(f"bounds of {name!r} must be finite with low <= high, not {pair!r}")
+            raise ValueError(f"bounds of {name!r} must be finite with low <= high, not {bound!r}")
+        if scale == "log" and low <= 0:
+            raise ValueError(
+                f"bounds of {name!r} are on a log scale but low={low:g}: a log-scale "
+                f"parameter needs 0 < low <= high; raise low above 0, or give {name!r} as "
+                f"(low, high) to draw it linearly"
+            )
         out[name] = (low, high)
+        if scale == "log":
+            log_scale.add(name)
     _names(list(out))
-    return out
+    return out, log_scale
 
 
 def parameter_values(names: tuple[str, ...], drawn: Any, what: str) -> dict[str, float]:

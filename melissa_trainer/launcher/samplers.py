@@ -104,9 +104,7 @@ class LatinHypercubeSampler(BoxSampler):
 
     def failed(self, simulation_id: int, parameters: Mapping[str, float]) -> None:
         """A simulation given up: one more replacement is due (class docstring)."""
-        values = np.array([parameters[name] for name in self.names], dtype=np.float64)
-        unit = np.clip((values - self._low) / np.where(self._span > 0, self._span, 1.0), 0, 1)
-        self._failed.append(unit[self._span > 0].tolist())
+        self._failed.append(self._unit(parameters)[self._span > 0].tolist())
 
     def _points(self, number: int) -> np.ndarray:
         """Design `number`'s points (the unit cube), held until another is needed."""
@@ -284,6 +282,12 @@ def make_sampler(kind: str, bounds: Bounds, seed: int = 0, **options: Any) -> Sa
     """A sampler of the box `bounds` by name: "uniform", "lhs", "halton", "sobol",
     "breed", "surrogate" or "density" (adaptive: `launcher.breed.BreedSampler`,
     `launcher.surrogate.SurrogateSampler`, `launcher.density.DensitySampler`).
+
+    `bounds` maps each parameter to ``(low, high)``, drawn on a linear scale, or to
+    ``(low, high, "log")``, drawn on a log scale (log-uniformly, ``0 < low``): every
+    sampler, adaptive ones included, then spreads its draws evenly over the decades,
+    and the simulation receives the value itself, not its log. For example
+    ``make_sampler("lhs", {"nu": (0.003, 0.05, "log"), "A": (0.5, 1.5)})``.
 
     `options` go to the class (`batch` for "lhs", `scramble` for "halton"/"sobol").
     """

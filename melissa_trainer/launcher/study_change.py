@@ -8,7 +8,8 @@ resumes it with other settings either continues it exactly or is refused by
 is launched (a `Study` checks when the trainer hands it the checkpoint, before the
 model is loaded):
 
-* **The sampler, its parameters, their ranges, its seed and options** (scramble, a
+* **The sampler, its parameters, their ranges and scales (linear, or "log"), its seed
+  and options** (scramble, a
   Latin hypercube's batch, Breed's options) must not change: the parameters drawn so
   far came from them. Refused.
 * **More simulations** (`n_simulations` grown): the new ones continue the sampler's
@@ -62,7 +63,9 @@ def settings_of(sampler: Sampler, n_simulations: int) -> dict[str, Any]:
     """The settings a study's record was drawn with (saved in its state)."""
     bounds = getattr(sampler, "bounds", None)
     box = None if bounds is None else {k: [float(lo), float(hi)] for k, (lo, hi) in bounds.items()}
-    return {"n_simulations": int(n_simulations), "bounds": box}
+    settings: dict[str, Any] = {"n_simulations": int(n_simulations), "bounds": box}
+    log_scale = list(getattr(sampler, "log_scale", ()))
+    return {**settings, "log_scale": log_scale} if log_scale else settings
 
 
 def check_resume(state: Mapping[str, Any], study: StudyRecord) -> SavedStudy:
@@ -103,6 +106,8 @@ def _check_settings(state: Mapping[str, Any], sampler: Sampler, n_simulations: i
     settings = state.get("settings")
     settings = settings if isinstance(settings, Mapping) else {}
     _same_bounds(settings.get("bounds"), sampler)
+    if isinstance(settings.get("bounds"), Mapping):  # (no "log_scale" saved: all linear)
+        _same_scale(settings.get("log_scale", []), sampler)
     before = settings.get("n_simulations")
     before = before if isinstance(before, int) and not isinstance(before, bool) else None
     _design_fits(saved, sampler, before, n_simulations)
@@ -150,6 +155,16 @@ def _same_bounds(saved: Any, sampler: Sampler) -> None:
         raise StudyChanged(
             f"the study's parameter ranges changed ({'; '.join(changed)}): the simulations "
             f"drawn so far came from the old ranges; resume with them, {_NEW_STUDY}"
+        )
+
+
+def _same_scale(saved: Any, sampler: Sampler) -> None:
+    mine = list(getattr(sampler, "log_scale", ()))
+    if saved != mine:
+        raise StudyChanged(
+            f"the study's log-scale parameters changed from {saved!r} to {mine!r}: the "
+            f"simulations drawn so far were drawn on the old scales; resume with the bounds "
+            f'of the saved run (a log-scale parameter as (low, high, "log")), {_NEW_STUDY}'
         )
 
 

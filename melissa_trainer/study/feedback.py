@@ -29,7 +29,10 @@ in one of two lines, each with the counts and what to change:
 
 A study whose sampler cannot steer any draw by its settings or its size
 (`launcher.account.static_sampler`) was told so when it started, and is not told
-again. Both counts are in the sampler's state: a resumed study is judged on all its
+again. Nor is a study stopped before its sampler drew its last simulation (a SIGTERM,
+a preemption, `max_steps`): its draws to come would have held more losses, so its
+settings are not judged on the early draws alone (the account's counts show how far
+it drew). Both counts are in the sampler's state: a resumed study is judged on all its
 draws, those before its resume included; one resumed from a checkpoint written before
 they were saved is judged on its last draw alone (`adaptive_draws` unknown), and not
 at all if it drew nothing after its resume.
@@ -57,28 +60,42 @@ class FeedbackCheck:
         #: the reduction cadence (`simulation_loss_steps`, resolved), set by `Study.hooks`
         self.loss_steps: int | None = None
         self._static = False  # the launcher said at its start that no draw can adapt
+        self._n_simulations: int | None = None  # the study's draws (`started`)
 
     def started(self, sampler: Sampler, n_simulations: int) -> None:
         """Note, before the launcher starts (and warns the same: `warn_static_sampler`),
         whether `sampler` can steer any draw of a study of `n_simulations`."""
         self._static = static_sampler(sampler, n_simulations) is not None
+        self._n_simulations = n_simulations
 
     def lines(self, sampler: Sampler) -> list[str]:
         """The account's warning lines: `unfed_line`'s or `few_line`'s, unless the
-        start said why no draw could adapt."""
+        start said why no draw could adapt or the study stopped before its last draw."""
         if self._static:
             return []
-        line = unfed_line(sampler, self.loss_steps) or few_line(sampler, self.loss_steps)
+        n, steps = self._n_simulations, self.loss_steps
+        line = unfed_line(sampler, steps, n) or few_line(sampler, steps, n)
         return [] if line is None else [line]
 
 
-def unfed_line(sampler: Sampler, loss_steps: int | None) -> str | None:
+def _stopped_early(sampler: AdaptiveSampler, n_simulations: int | None) -> bool:
+    """The study stopped before its sampler drew the last of its `n_simulations` (None:
+    unknown, judged as drawn): its settings are not judged (module docstring)."""
+    return n_simulations is not None and sampler.position < n_simulations
+
+
+def unfed_line(
+    sampler: Sampler, loss_steps: int | None, n_simulations: int | None = None
+) -> str | None:
     """Why no draw of `sampler` was steered by the training losses: it held fewer than
     it needs at its last draw (`AdaptiveSampler.observed_at_draw`; `min_observations`,
     1 for a sampler without one), with the fixes; None when some draw could adapt, for
-    a fixed design, or when this process made no draw. `loss_steps`: the reduction
-    cadence, named in the line when known."""
+    a fixed design, when this process made no draw, or when the study stopped before
+    drawing its `n_simulations` (None: not known). `loss_steps`: the reduction cadence,
+    named in the line when known."""
     if not isinstance(sampler, AdaptiveSampler) or sampler.observed_at_draw is None:
+        return None
+    if _stopped_early(sampler, n_simulations):
         return None
     held, least = sampler.observed_at_draw, sampler.min_losses
     if held >= least:
@@ -94,13 +111,18 @@ def unfed_line(sampler: Sampler, loss_steps: int | None) -> str | None:
     )
 
 
-def few_line(sampler: Sampler, loss_steps: int | None) -> str | None:
+def few_line(
+    sampler: Sampler, loss_steps: int | None, n_simulations: int | None = None
+) -> str | None:
     """Why few draws of `sampler` were steered by the training losses: some were, but
     fewer than `FEW_SHARE` of those its size allowed (all but its first
     `min_observations`: module docstring), with the counts and the fixes; None
-    otherwise, for a fixed design, when none was (`unfed_line`'s), or when the count
-    is unknown (resumed from a checkpoint that did not save it)."""
+    otherwise, for a fixed design, when none was (`unfed_line`'s), when the count
+    is unknown (resumed from a checkpoint that did not save it), or when the study
+    stopped before drawing its `n_simulations` (None: not known)."""
     if not isinstance(sampler, AdaptiveSampler) or not sampler.adaptive_draws:
+        return None
+    if _stopped_early(sampler, n_simulations):
         return None
     adaptive, draws, least = sampler.adaptive_draws, sampler.position, sampler.min_losses
     most = draws - least

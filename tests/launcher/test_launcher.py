@@ -341,10 +341,10 @@ def test_a_worker_imports_only_the_standard_library_and_pyzmq() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
-def test_an_empty_study_is_done_at_once(tmp_path: Path) -> None:
-    launch = launcher("sim {x}", 0)
-    assert launch.done and launch.summary()["pending"] == 0
-    launch.stop()  # before start: nothing to do
+def test_an_empty_study_is_refused(tmp_path: Path) -> None:
+    # it ran, trained nothing and exited 0 silently (tests/launcher/test_n_simulations.py)
+    with pytest.raises(ValueError, match="n_simulations must be an int >= 1"):
+        launcher("sim {x}", 0)
 
 
 # -- scheduling ---------------------------------------------------------------------------

@@ -32,7 +32,11 @@ except PredictionUnavailable:          # busy, not serving yet, restarting, gone
   says so); only an unreachable host (a node gone) takes the whole timeout.
 * A server that refuses this client's handshake (it takes CURVE connections only and
   the key is missing, or is not its key) raises ValueError naming the endpoint and the
-  fix, as soon as the handshake fails: a mistake to fix, not a fallback.
+  fix, as soon as the handshake fails: a mistake to fix, not a fallback. So do an
+  endpoint given that answers but is not a serving socket (it closes the connection at
+  the handshake: a socket of another kind, most often the stream receiver's, the
+  ``endpoint`` of ``rank_{r}.json``), and a host name that does not resolve (a typo);
+  read from a serve file, the first is a trainer gone (`PredictTimeout`: a stale file).
 * Inputs that are not the published ones (names, dtypes, shapes) raise ValueError
   before anything is sent; without a rendezvous (`endpoint=`,
   `$MELISSA_TRAINER_SERVE_ENDPOINTS`: the inputs are not known here), once the trainer

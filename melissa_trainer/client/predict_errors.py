@@ -1,6 +1,7 @@
 """What `Predictor.predict` (`melissa_trainer.client.predict`) returns and raises: the
 prediction (`Predicted`), and the failures a simulation falls back from, all
-`PredictionUnavailable`; the error of a refused handshake. Imports numpy only.
+`PredictionUnavailable`; the errors of a mistake to fix (a refused handshake, an endpoint
+that is not a serving socket, a host name that does not resolve). Imports numpy only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,15 @@ __all__ = [
     "Predicted",
     "PredictionUnavailable",
     "handshake_refused",
+    "not_serving",
+    "unresolved",
 ]
+
+#: where a rank's serving endpoint is, and the endpoint it is confused with
+_SERVE_FILE = (
+    "the serving endpoint is the `endpoint` of serve_{rank}.json in the rendezvous "
+    "directory, not that of rank_{rank}.json (the stream receiver's)"
+)
 
 
 class PredictionUnavailable(Exception):
@@ -74,5 +83,39 @@ def handshake_refused(
     return ValueError(
         f"the serving endpoint {endpoint} refused this client's CURVE handshake: the "
         f"key given (curve_server_key or {env_key}) is not its public key, or it "
-        f"takes no CURVE: {fix}"
+        f"takes no CURVE: {fix}; or it is not a serving socket: {_SERVE_FILE}"
+    )
+
+
+def not_serving(
+    endpoint: str, rank: int | None, env_rendezvous: str, env_endpoints: str
+) -> ValueError:
+    """The error of a serving endpoint given (an argument, `env_endpoints`) that answers
+    but closed the connection at the handshake: a socket of another kind (ZeroMQ's
+    socket types do not match), most often the stream receiver's; names the endpoint,
+    the serve file of `rank` (None: not known here) and the fix."""
+    where = _SERVE_FILE.format(rank="{rank}" if rank is None else rank)
+    if rank is None:
+        where += " (rank: simulation_id % the number of training ranks)"
+    return ValueError(
+        f"the endpoint {endpoint} answers but is not a serving socket: it closed the "
+        f"connection at the handshake (a socket of another kind: the stream receiver's?). "
+        f"{where[0].upper()}{where[1:]}: give that one (endpoint= or {env_endpoints}), or "
+        f"give the directory ({env_rendezvous} or rendezvous_dir=) and no endpoint"
+    )
+
+
+def unresolved(endpoint: str, host: str, why: str, given: bool) -> ValueError:
+    """The error of a serving endpoint whose host name does not resolve (`why`: the
+    resolver's words), `given` (an argument, the environment) or read from a serve file
+    (the trainer's advertised host)."""
+    fix = (
+        "check the endpoint given (endpoint= or MELISSA_TRAINER_SERVE_ENDPOINTS)"
+        if given
+        else "the trainer advertises it (the stream's ReceiverConfig.advertise_host): "
+        "give one this node resolves"
+    )
+    return ValueError(
+        f"the serving endpoint {endpoint}: the host name {host!r} does not resolve "
+        f"({why}; a typo?): {fix}"
     )

@@ -13,13 +13,19 @@ pyzmq and the shared `stream` modules only.
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import time
 
 import zmq
 
 from melissa_trainer.client.config import ENV_RENDEZVOUS
-from melissa_trainer.client.predict_errors import PredictTimeout, handshake_refused
+from melissa_trainer.client.predict_errors import (
+    PredictTimeout,
+    handshake_refused,
+    not_serving,
+    unresolved,
+)
 from melissa_trainer.stream.serving_rendezvous import read_serving
 from melissa_trainer.wire import FieldSpec
 
@@ -43,6 +49,11 @@ _GONE = zmq.EVENT_CONNECT_RETRIED | zmq.EVENT_DISCONNECTED
 #: first to the second (seconds): no socket per request while the trainer is away (a
 #: solver asking in a loop made thousands a second: "Too many open files").
 _BACKOFF = (0.05, 1.0)
+#: Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
+#: (CONNECT_RETRIED, posted by its I/O thread right after the DISCONNECTED): none comes
+#: after a protocol error, a socket of another kind (a receiver's PULL), whose session
+#: ZeroMQ ends for good; one comes after a trainer that died mid-handshake.
+_NO_REDIAL = 0.25
 
 
 def _stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:
@@ -106,6 +117,11 @@ class PredictLink:
         #: there (`check_backoff`), None when the endpoint is given
         self._looked_at: tuple[str, tuple[int, int] | None] | None = None
         self.inputs: list[FieldSpec] | None = None
+        #: the rank of the endpoint connected to when known, and whether it was given
+        #: (an argument, the environment) rather than read from a serve file
+        self._rank: int | None = None
+        self._endpoint_given = False
+        self._resolved: set[str] = set()  # host names found to resolve (`_unresolved`)
 
     def check_backoff(self, now: float) -> None:
         """Raise `PredictTimeout` at once while the backoff after a trainer found gone
@@ -175,38 +191,57 @@ class PredictLink:
             raise ValueError(f"cannot connect to serving endpoint {endpoint!r}: {exc}") from None
         self.socket, self.monitor, self.connected = sock, monitor, (endpoint, key)
         self._key_given = key is not None and given
+        self._endpoint_given = given
         return sock
 
     def wait_connected(self, sock: zmq.Socket, deadline: float, timeout: float) -> None:
         """Block until `sock` has a connection to send on (``ZMQ_IMMEDIATE``), up to
-        `deadline`; a handshake the server refused raises ValueError at once."""
+        `deadline`; a handshake the server refused, a socket that is not a serving one
+        and a host name that does not resolve raise ValueError at once (the last two
+        `PredictTimeout` when the endpoint was read from a serve file: a stale one)."""
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLOUT)
         if self.monitor is not None:
             poller.register(self.monitor, zmq.POLLIN)
         undetailed = 0
         refused = False  # a connection attempt failed (and no handshake was refused)
+        dropped = 0.0  # when a connection closed before it served, not dialled again yet
         while True:
-            left = deadline - time.monotonic()
-            ready = dict(poller.poll(poll_ms(left))) if left > 0 else {}
+            now = time.monotonic()
+            left = deadline - now
+            wait = min(left, dropped + _NO_REDIAL - now) if dropped else left
+            ready = dict(poller.poll(poll_ms(wait))) if wait > 0 else {}
             if sock in ready:
                 return
             while self.monitor is not None and self.monitor.poll(0):
                 event = self._event()
-                if event & _GONE:
-                    refused = refused or event == zmq.EVENT_CONNECT_RETRIED
+                if event == zmq.EVENT_DISCONNECTED:
+                    dropped = time.monotonic()
+                    continue
+                if event & _GONE:  # (ZeroMQ dials again: not a protocol error)
+                    refused, dropped = True, 0.0
                     continue
                 # A mechanism mismatch (CURVE on one side only) is certain at once. A
                 # failure without detail is also a connection lost mid-handshake (a
                 # trainer stopping): a key given here, refused twice in a row, is not the
                 # server's; one read from the rendezvous may be stale (a restarted
                 # trainer's new key), which the lookup after a timeout reads again.
+                # Without CURVE, twice is a socket of another kind that closed the
+                # connection before this one saw why (the race of the next rule).
                 undetailed += event == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
                 if event != zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL or (
                     undetailed >= 2 and self._key_given
                 ):
                     raise self._refused_handshake()
+                if undetailed >= 2 and self.connected[1] is None:
+                    raise self._not_serving()
+            if dropped and time.monotonic() - dropped >= _NO_REDIAL:
+                # Closed at the handshake and never dialled again: ZeroMQ's protocol
+                # error, a socket of another kind there (a receiver's PULL: its
+                # endpoint is the `endpoint` of rank_{r}.json, beside serve_{r}.json).
+                raise self._not_serving()
             if refused and not undetailed:
+                self._check_host()  # (a name that does not resolve is refused too)
                 # Nothing listens there (a dead trainer's port refuses at once): fall
                 # back now, not at the timeout; ZeroMQ would retry the connection every
                 # 0.1 s in vain until then. (After a handshake failure, the retry is the
@@ -254,11 +289,13 @@ class PredictLink:
         whether that key was given (an argument, the environment; else the rendezvous)."""
         key = self._key or os.environ.get(ENV_SERVE_KEY, "").strip() or None
         if self._endpoint is not None:
+            self._rank = None  # (the trainer's number of ranks is not known here)
             return self._endpoint, key, True
         listed = os.environ.get(ENV_SERVE_ENDPOINTS, "").strip()
         if listed:
             endpoints = [e.strip() for e in listed.split(",")]
-            return endpoints[self.simulation_id % len(endpoints)], key, True
+            self._rank = self.simulation_id % len(endpoints)
+            return endpoints[self._rank], key, True
         directory = self._rendezvous or os.environ.get(ENV_RENDEZVOUS, "").strip()
         if not directory:
             raise ValueError(
@@ -271,7 +308,7 @@ class PredictLink:
             self._looked_at = (str(directory), _stamp(directory))
             entry, why = read_serving(directory, self.simulation_id, self.run_id)
             if entry is not None:
-                self.inputs = entry["inputs"]
+                self.inputs, self._rank = entry["inputs"], entry.get("rank")
                 self._served_there = True
                 return entry["endpoint"], entry.get("curve_public_key"), False
             left = deadline - time.monotonic()
@@ -285,6 +322,40 @@ class PredictLink:
                 raise PredictTimeout(message)
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)
+
+    def _not_serving(self) -> Exception:
+        """The error of an endpoint that answers but is not a serving socket: a
+        ValueError when given; a trainer gone (`gone`) when read from a serve file (a
+        stale one: its port taken by another socket since)."""
+        endpoint, rank = self.connected[0], self._rank
+        self.reset()
+        if not self._endpoint_given:
+            return self.gone(
+                f"the serving endpoint {endpoint} of serve_{rank}.json answers but is not a "
+                "serving socket: it closed the connection at the handshake (a stale serve "
+                "file, its port another socket's now?)"
+            )
+        return not_serving(endpoint, rank, ENV_RENDEZVOUS, ENV_SERVE_ENDPOINTS)
+
+    def _check_host(self) -> None:
+        """Raise ValueError when the host name of the endpoint connected to does not
+        resolve (ZeroMQ reports it as a connection refused). A name resolves once per
+        link at most (a trainer gone costs no lookup after the first)."""
+        endpoint = self.connected[0]
+        if not endpoint.startswith("tcp://"):
+            return
+        # tcp://[source;]host:port, the host maybe a bracketed IPv6 address
+        host = endpoint[len("tcp://") :].rpartition(";")[2].rpartition(":")[0].strip("[]")
+        if not host or host in self._resolved:
+            return
+        try:
+            socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (socket.gaierror, UnicodeError) as exc:
+            self.reset()
+            raise unresolved(
+                endpoint, host, str(getattr(exc, "strerror", None) or exc), self._endpoint_given
+            ) from None
+        self._resolved.add(host)
 
     def _event(self) -> int:
         """The next event of the socket's monitor (parsed here: zmq.utils.monitor

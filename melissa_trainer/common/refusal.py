@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from typing import TypeVar
 
-__all__ = ["SaidOnRankZero", "elsewhere", "launch_rank"]
+__all__ = ["SaidOnRankZero", "elsewhere", "launch_rank", "said_once"]
 
 #: where launchers put a process's global rank: torchrun (``accelerate launch``) sets
 #: RANK; the MPI launchers' own names follow, in the order accelerate reads them
@@ -80,3 +80,14 @@ def elsewhere(error: E, rank: int) -> E:
     code = error.code if isinstance(error, SystemExit) else 1
     quiet.code = code  # type: ignore[attr-defined]  # (SystemExit's: the exit status)
     return quiet  # type: ignore[return-value]  # (a subclass of type(error))
+
+
+def said_once(error: E, rank: int) -> E:
+    """`elsewhere`'s copy of `error` on every rank, rank 0's with its text as exit code
+    (``ConfigError: ...``): uncaught, Python prints that one line and exits with code 1,
+    not a traceback through `train()` and the trainer's internals that buries the
+    message of a refused start; caught, it is the same class, message and attributes."""
+    said = elsewhere(error, max(rank, 1))  # (a quiet copy, on rank 0 too)
+    if rank == 0:
+        said.code = f"{type(error).__name__}: {error}"  # type: ignore[attr-defined]
+    return said

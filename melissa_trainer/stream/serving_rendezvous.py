@@ -159,9 +159,10 @@ def check_inputs(arrays: Mapping[str, np.ndarray], inputs: Sequence[FieldSpec]) 
     for spec in inputs:
         arr = arrays[spec.name]
         if arr.dtype != spec.dtype or arr.shape != spec.shape:
+            cast = f" (cast it to {spec.dtype.str})" if arr.dtype != spec.dtype else ""
             return (
                 f"input {spec.name!r} is {arr.dtype.str} {arr.shape}, declared "
-                f"{spec.dtype.str} {spec.shape}"
+                f"{spec.dtype.str} {spec.shape}{cast}"
             )
     return None
 

@@ -45,9 +45,10 @@ def decode_request(
 def _too_large(parts: list[Any], exc: ProtocolError, inputs: Sequence[FieldSpec]) -> ProtocolError:
     """What a request over the inputs' bytes is refused for: an unknown or missing
     input, named (the decoder stops at the bytes, before the names: an extra array
-    read "too_large"), else the bytes with the declared inputs (most often a
-    float64 array for a float32 input). Its frames are received already, so
-    decoding them bounded by their own size makes views and copies nothing."""
+    read "too_large"), an input of another dtype or shape, named (most often a
+    float64 array for a float32 input), else the bytes with the declared inputs. Its
+    frames are received already, so decoding them bounded by their own size makes
+    views and copies nothing."""
     received = sum(memoryview(p).nbytes for p in parts[1:])
     try:
         arrays = protocol.decode_predict(parts, received).arrays
@@ -56,6 +57,9 @@ def _too_large(parts: list[Any], exc: ProtocolError, inputs: Sequence[FieldSpec]
     names = {f.name for f in inputs}
     if arrays and set(arrays) != names:
         return ProtocolError("bad_inputs", check_inputs(arrays, inputs) or "")
+    problem = check_inputs(arrays, inputs) if arrays else None
+    if problem is not None:  # (the dtype or shape that differs, first: the fix is a cast)
+        return ProtocolError("too_large", f"{problem}: more bytes than the inputs'")
     declared = ", ".join(f"{f.name!r} {f.dtype.str} {f.shape}" for f in inputs)
     detail = str(exc).removeprefix("too_large: ")
     return ProtocolError("too_large", f"{detail}; the trainer serves {declared}")

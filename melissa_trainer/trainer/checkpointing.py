@@ -35,7 +35,7 @@ from melissa_trainer.checkpoint.errors import (
     none_verifies,
     others,
 )
-from melissa_trainer.common.refusal import elsewhere
+from melissa_trainer.common.refusal import elsewhere, said_once
 from melissa_trainer.common.setting import setting
 from melissa_trainer.config.reading import ConfigError
 from melissa_trainer.hooks import Event, Hook
@@ -294,9 +294,9 @@ def _start_afresh(trainer: OnlineTrainer) -> None:
             except OSError as exc:
                 verdict = ("failed", f"{type(exc).__name__}: {exc}")
     kind, detail = _from_main(trainer, verdict)
-    if kind == "refused":  # (said by rank 0 only: `refusal`)
+    if kind == "refused":  # (said by rank 0 only, its message alone: `refusal`)
         out = args.output_dir
-        raise elsewhere(
+        raise said_once(
             ConfigError(
                 f"output_dir={out!r} holds checkpoints of an earlier run ({detail}) and "
                 "resume_from_checkpoint is not set: continue that run with "

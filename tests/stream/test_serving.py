@@ -597,15 +597,17 @@ def test_a_request_larger_than_the_inputs_is_refused_naming_the_array(
     that does not know the inputs: one given `endpoint=` or
     `$MELISSA_TRAINER_SERVE_ENDPOINTS`) is larger than the declared inputs: the
     refusal names the array, its dtype and shape, and what the trainer serves (it said
-    only "arrays of more than 16 bytes")."""
+    only "arrays of more than 16 bytes"), the dtype first."""
     server.serving = True
     with (
         Predictor(0, endpoint=server.endpoint) as p,
         pytest.raises(ValueError, match="the trainer refused the inputs") as refused,
     ):
         p.predict({"u": np.ones(4)}, timeout=20)
-    assert "array 'u' is <f8 (4,)" in str(refused.value)
-    assert "the trainer serves 'u' <f4 (4,)" in str(refused.value)
+    # (the dtype first, and the fix: a cast; htrial7 F9)
+    assert "too_large: input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4)" in str(
+        refused.value
+    )
 
 
 @pytest.mark.parametrize("inputs", [{"u": np.ones(3, np.float32)}, {"v": np.ones(4, np.float32)}])
@@ -634,7 +636,7 @@ def test_an_extra_input_is_named_not_refused_as_too_large(server: PredictServer)
     """A request with an array the trainer does not serve (as a C client or a raw
     socket sends it: the Python client checks a serve file's inputs first) is refused
     naming that array; before, the decoder's byte bound read it "too_large". A float64
-    array for a float32 input stays "too_large", with what the trainer serves."""
+    array for a float32 input stays "too_large", the dtype named first."""
     server.serving = True
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
@@ -655,7 +657,7 @@ def test_an_extra_input_is_named_not_refused_as_too_large(server: PredictServer)
             "bad_inputs: arrays ['extra', 'u'], the trainer serves inputs ['u'] (unknown: 'extra')"
         )
         wide = ask(2, {"u": np.ones(4, np.float64)})
-        assert wide.detail.startswith("too_large: ") and "serves 'u' <f4 (4,)" in wide.detail
+        assert wide.detail.startswith("too_large: input 'u' is <f8 (4,), declared <f4 (4,)")
         counts = server.telemetry()
         assert (counts["rejected_bad_inputs"], counts["rejected_too_large"]) == (1, 1)
     finally:

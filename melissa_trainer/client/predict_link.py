@@ -52,8 +52,10 @@ _BACKOFF = (0.05, 1.0)
 #: Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
 #: (CONNECT_RETRIED, posted by its I/O thread right after the DISCONNECTED): none comes
 #: after a protocol error, a socket of another kind (a receiver's PULL), whose session
-#: ZeroMQ ends for good; one comes after a trainer that died mid-handshake.
-_NO_REDIAL = 0.25
+#: ZeroMQ ends for good; one comes after a trainer that died mid-handshake. (Both events
+#: are posted in one turn of the I/O thread: the bound is for that thread descheduled
+#: on a loaded node, where a wrong guess would fail a solver whose trainer is alive.)
+_NO_REDIAL = 0.5
 
 
 def _stamp(path: str | os.PathLike[str]) -> tuple[int, int] | None:

@@ -85,7 +85,14 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     if signum:
         path = ckpt.checkpoint_path(trainer.checkpoint_root, state.global_step)
         assert cause is not None
-        preempted = Preempted(cause.signum, state.global_step, str(path), cause)
+        saved = state.last_save_step == state.global_step  # (else on_save_error="continue")
+        preempted = Preempted(
+            cause.signum,
+            state.global_step,
+            str(path) if saved else None,
+            cause,
+            resume_from=None if saved else state.last_save_step or None,
+        )
         if trainer.is_main_process:
             logger.warning("%s", preempted)  # uncaught, a SystemExit prints nothing
         raise preempted

@@ -101,7 +101,8 @@ class Watch:
 
 def describe_spoiled(path: Path, spoiled: Sequence[str], hooks: Sequence[str]) -> str:
     """The error of a save whose checkpoint `path` the hooks' `on_save` (`hooks`, the
-    names of those that ran, in order) changed: `spoiled` (`Watch.spoiled`, every
+    names of the suspects, in the order they ran: the user's hooks, the built-in ones
+    only when no other has an `on_save`) changed: `spoiled` (`Watch.spoiled`, every
     rank's)."""
     return (
         f"checkpoint {path} was changed after its manifest was written, while the hooks' "

@@ -244,7 +244,20 @@ def unexpected(checkpoint: str | os.PathLike[str], entries: Iterable[str]) -> li
         where = Path(exc.filename).relative_to(root).as_posix() if exc.filename else "."
         found.append(Problem(where, f"folder {_unreadable(exc)}"))
 
-    for top, _, names in os.walk(root, onerror=unlisted):
+    holders = {rel.split("/", 1)[0] for rel in known if "/" in rel}  # (folders written)
+    for top, folders, names in os.walk(root, onerror=unlisted):
+        if top == str(root):  # an empty ``rank_*`` folder counts a rank too (the loading's;
+            # one with files is named by its files, below)
+            found += [
+                Problem(
+                    f"{name}/",
+                    "unexpected folder: not in the manifest, where the trainer's own are",
+                )
+                for name in folders
+                if name not in holders
+                and OWN_NAMES.fullmatch(name)
+                and not any(p.is_file() for p in (root / name).rglob("*"))
+            ]
         for name in names:
             rel = (Path(top) / name).relative_to(root).as_posix()
             if rel in known:

@@ -181,6 +181,26 @@ def test_a_file_where_the_trainer_reads_its_own_still_fails(written: Path, tmp_p
         ], found
 
 
+def test_an_empty_rank_folder_fails_too_and_latest_takes_the_one_before(
+    written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An empty ``rank_7/`` counts a rank for the loading (it took checkpoint-20 for a
+    checkpoint of more ranks and failed on a missing rank_1/source.json: htrial8 F2);
+    the verification now names it and ``latest`` resumes from checkpoint-10."""
+    out = copy_of(written, tmp_path)
+    checkpoint = out / "checkpoints" / "checkpoint-20"
+    (checkpoint / "rank_7").mkdir()
+    entries = manifest.read(checkpoint)
+    assert entries is not None
+    own = [str(p) for p in manifest.unexpected(checkpoint, entries) if not p.foreign]
+    assert own == ["rank_7/: unexpected folder: not in the manifest, where the trainer's own are"]
+    with caplog.at_level(logging.INFO, logger="melissa_trainer"):
+        resumed = run(out, 30, resume="latest")
+    assert resumed.state.global_step == 30
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("resumed from")]
+    assert said == [f"resumed from {out / 'checkpoints' / 'checkpoint-10'} at step 10"], said
+
+
 def test_the_refusal_says_the_fix_and_no_fresh_start_for_a_fixable_cause(
     written: Path, tmp_path: Path
 ) -> None:

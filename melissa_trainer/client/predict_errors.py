@@ -88,20 +88,37 @@ def handshake_refused(
 
 
 def not_serving(
-    endpoint: str, rank: int | None, env_rendezvous: str, env_endpoints: str
+    endpoint: str,
+    rank: int | None,
+    env_rendezvous: str,
+    env_endpoints: str,
+    env_key: str | None = None,
 ) -> ValueError:
     """The error of a serving endpoint given (an argument, `env_endpoints`) that answers
     but closed the connection at the handshake: a socket of another kind (ZeroMQ's
     socket types do not match), most often the stream receiver's; names the endpoint,
-    the serve file of `rank` (None: not known here) and the fix."""
+    the serve file of `rank` (None: not known here) and the fix. With `env_key` (no key
+    known here, handshakes failed without detail), a CURVE-only serving socket closes
+    alike (which one comes first is a race): the error names both, and both fixes."""
     where = _SERVE_FILE.format(rank="{rank}" if rank is None else rank)
     if rank is None:
         where += " (rank: simulation_id % the number of training ranks)"
+    fix = (
+        f"{where[0].upper()}{where[1:]}: give that one (endpoint= or {env_endpoints}), or "
+        f"give the directory ({env_rendezvous} or rendezvous_dir=) and no endpoint"
+    )
+    if env_key is not None:
+        return ValueError(
+            f"the endpoint {endpoint} refused this client's handshake: it is not a serving "
+            "socket (a socket of another kind: the stream receiver's?), or one that takes "
+            f"CURVE (encrypted) connections only, no CURVE key being known here. {fix}; "
+            f"for CURVE, pass curve_server_key= (or set {env_key}) to the stream's "
+            "ReceiverConfig.curve_public_key, or give the rendezvous directory"
+        )
     return ValueError(
         f"the endpoint {endpoint} answers but is not a serving socket: it closed the "
         f"connection at the handshake (a socket of another kind: the stream receiver's?). "
-        f"{where[0].upper()}{where[1:]}: give that one (endpoint= or {env_endpoints}), or "
-        f"give the directory ({env_rendezvous} or rendezvous_dir=) and no endpoint"
+        f"{fix}"
     )
 
 

@@ -235,8 +235,8 @@ class PredictLink:
                     undetailed >= 2 and self._key_given
                 ):
                     raise self._refused_handshake()
-                if undetailed >= 2 and self.connected[1] is None:
-                    raise self._not_serving()
+                if undetailed >= 2 and self.connected[1] is None:  # (either: a race)
+                    raise self._not_serving(curve_too=True)
             if dropped and time.monotonic() - dropped >= _NO_REDIAL:
                 # Closed at the handshake and never dialled again: ZeroMQ's protocol
                 # error, a socket of another kind there (a receiver's PULL: its
@@ -325,10 +325,11 @@ class PredictLink:
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.25)
 
-    def _not_serving(self) -> Exception:
+    def _not_serving(self, curve_too: bool = False) -> Exception:
         """The error of an endpoint that answers but is not a serving socket: a
         ValueError when given; a trainer gone (`gone`) when read from a serve file (a
-        stale one: its port taken by another socket since)."""
+        stale one: its port taken by another socket since). `curve_too`: handshakes
+        failed without detail, no key known: or a CURVE-only serving socket (said too)."""
         endpoint, rank = self.connected[0], self._rank
         self.reset()
         if not self._endpoint_given:
@@ -337,7 +338,8 @@ class PredictLink:
                 "serving socket: it closed the connection at the handshake (a stale serve "
                 "file, its port another socket's now?)"
             )
-        return not_serving(endpoint, rank, ENV_RENDEZVOUS, ENV_SERVE_ENDPOINTS)
+        key_env = ENV_SERVE_KEY if curve_too else None
+        return not_serving(endpoint, rank, ENV_RENDEZVOUS, ENV_SERVE_ENDPOINTS, key_env)
 
     def _check_host(self) -> None:
         """Raise ValueError when the host name of the endpoint connected to does not

@@ -8,9 +8,11 @@
 #include "internal.h"
 
 /* A rank's serving entry: its endpoint, CURVE server key (NULL: none) and the inputs it
- * takes (NULL, 0: unknown, for endpoints given without a serve file). */
+ * takes (NULL, 0: unknown, for endpoints given without a serve file); the training rank
+ * (for messages: serve_{rank}.json). */
 typedef struct mt_serve_entry {
     char *endpoint;
+    long long rank;
     char *curve_key;
     mt_spec *inputs;
     size_t n_inputs;

@@ -69,9 +69,12 @@ def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
     for code, message in results:
         # (before the fix: LONG seconds, past the test's timeout, then MT_ETIMEDOUT)
         assert code == MT_EENV, message
-        assert message.startswith(
-            f"mt_predict: the endpoint {receiver.endpoint} answers but is not a serving socket"
-        ), message
+        # ZeroMQ's two ways of saying it race: the connection closed at the handshake
+        # and never dialled again ("answers but is not a serving socket"), or the
+        # receiver closed it first twice, as a CURVE server does to a client without a
+        # key (the message of a refused handshake, which names both causes)
+        assert message.startswith("mt_predict: the "), message
+        assert receiver.endpoint in message and "is not a serving socket" in message, message
         assert "`endpoint` of serve_0.json in the rendezvous directory" in message, message
         assert "MELISSA_TRAINER_RENDEZVOUS" in message, message
         assert "at an earlier request" not in message  # (no backoff: a mistake to fix)

@@ -70,7 +70,8 @@ typedef enum mt_status {
     MT_ESTATE = 5,      /* called in the wrong state (declare after start, send before) */
     MT_EENV = 6,        /* a MELISSA_TRAINER_* variable missing or malformed, or a CURVE
                          * key (MELISSA_TRAINER_KEY, a rendezvous file) a receiver refused,
-                         * or (mt_predict) one a serving endpoint refused */
+                         * or (mt_predict) one a serving endpoint refused, an endpoint
+                         * not a serving one, a host name that does not resolve */
     MT_ERENDEZVOUS = 7, /* the rendezvous directory was not complete in time */
     MT_ETIMEDOUT = 8,   /* a send or the close did not complete in time; or (external
                          * mode) the close found the trainer gone or restarted before it
@@ -373,7 +374,12 @@ typedef enum mt_refusal {
  *                  the fix. A mistake to fix, not a fallback (the Python client raises
  *                  ValueError). A serve file's key refused without detail may be stale (a
  *                  restarted trainer's): that request waits its timeout (MT_ETIMEDOUT),
- *                  and the next one reads the serve file again.
+ *                  and the next one reads the serve file again. Also at once: an
+ *                  endpoint given that answers but is not a serving socket (the stream
+ *                  receiver's, the `endpoint` of rank_{r}.json, not serve_{r}.json's; a
+ *                  serve file's such endpoint, a stale one, is MT_ETIMEDOUT at once), and
+ *                  a host name that does not resolve; the message names the endpoint and
+ *                  the fix.
  *   MT_EREFUSED    the trainer refused: mt_predict_refusal gives the reason and the
  *                  wait it suggests, mt_client_error the trainer's detail.
  *   MT_EREPLY      a reply that breaks the protocol (nothing written).

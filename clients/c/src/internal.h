@@ -184,6 +184,9 @@ struct mt_client {
     unsigned predict_monitors;
     char predict_endpoint[512]; /* where predict_socket is connected (for messages) */
     int predict_key;            /* its CURVE key: MT_KEY_NONE, _GIVEN, _SERVE_FILE (serve.h) */
+    bool predict_given;         /* its endpoint given (not read from a serve file) */
+    long long predict_rank;     /* the training rank it is (for messages) */
+    char predict_resolved[256]; /* a host name found to resolve ("": none yet) */
     bool served_there;
     char gone_why[640];
     double retry_at, backoff;

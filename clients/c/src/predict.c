@@ -200,6 +200,8 @@ static mt_status connect_serving(mt_client *c, double deadline, double timeout) 
         return st;
     }
     snprintf(c->predict_endpoint, sizeof c->predict_endpoint, "%s", e.endpoint);
+    c->predict_given = e.inputs == NULL;
+    c->predict_rank = e.rank;
     /* (a serve file publishes its inputs; endpoints given directly, none) */
     c->predict_key = e.curve_key == NULL  ? MT_KEY_NONE
                      : e.inputs != NULL ? MT_KEY_SERVE_FILE

@@ -9,12 +9,16 @@
  * (a solver asking in a loop would make thousands a second and run out of file
  * descriptors). Only an unreachable host (a node gone) takes the whole timeout. A server
  * that refuses the handshake (a CURVE key that is not its own) is MT_EENV as soon as
- * that is certain: a mistake to fix, not a fallback (the Python client's ValueError). */
+ * that is certain: a mistake to fix, not a fallback (the Python client's ValueError); so
+ * are an endpoint given that answers but is not a serving socket (the receiver's, of
+ * rank_{r}.json) and a host name that does not resolve. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <zmq.h>
 
 #include "internal.h"
@@ -27,6 +31,17 @@
 #define GONE (ZMQ_EVENT_CONNECT_RETRIED | ZMQ_EVENT_DISCONNECTED)
 #define BACKOFF_FIRST 0.05
 #define BACKOFF_MOST 1.0
+/* Seconds a connection closed at the handshake may wait for ZeroMQ to dial again
+ * (CONNECT_RETRIED, posted by its I/O thread right after the DISCONNECTED): none comes
+ * after a protocol error, a socket of another kind (a receiver's PULL), whose session
+ * ZeroMQ ends for good; one comes after a trainer that died mid-handshake. (Both events
+ * are posted in one turn of the I/O thread: the bound is for that thread descheduled on
+ * a loaded node, where a wrong guess would fail a solver whose trainer is alive.) */
+#define NO_REDIAL 0.5
+/* where a rank's serving endpoint is, and the endpoint it is confused with */
+#define SERVE_FILE                                                                        \
+    "the serving endpoint is the `endpoint` of serve_%lld.json in the rendezvous "        \
+    "directory, not that of rank_%lld.json (the stream receiver's)"
 
 mt_status mt_watch_start(mt_client *c, void *s) {
     char address[96];
@@ -119,20 +134,83 @@ static mt_status refused_handshake(mt_client *c) {
             : "CURVE handshake: the key of its serve file (curve_public_key) is not its public "
               "key, or it takes no CURVE";
     mt_predict_release(c);
-    return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s refused this client's %s: %s",
-                   c->predict_endpoint, cause, fix);
+    long long r = c->predict_rank;
+    return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s refused this client's %s: %s; "
+                               "or it is not a serving socket: " SERVE_FILE,
+                   c->predict_endpoint, cause, fix, r, r);
+}
+
+/* The error of an endpoint that answers but is not a serving socket (predict_errors.py
+ * not_serving): MT_EENV when given (no backoff: a mistake to fix); a trainer gone
+ * (mt_gone: MT_ETIMEDOUT) when read from a serve file (a stale one: its port taken by
+ * another socket since). */
+static mt_status not_serving(mt_client *c) {
+    long long r = c->predict_rank;
+    if (!c->predict_given)
+        return mt_gone(c, "the serving endpoint %s of serve_%lld.json answers but is not a "
+                          "serving socket: it closed the connection at the handshake (a stale "
+                          "serve file, its port another socket's now?)", c->predict_endpoint, r);
+    mt_predict_release(c);
+    return mt_fail(c, MT_EENV, "mt_predict: the endpoint %s answers but is not a serving "
+                               "socket: it closed the connection at the handshake (a socket of "
+                               "another kind: the stream receiver's?). The serving endpoint is "
+                               "the `endpoint` of serve_%lld.json in the rendezvous directory, "
+                               "not that of rank_%lld.json (the stream receiver's): give that "
+                               "one (mt_set_serve_endpoints or MELISSA_TRAINER_SERVE_ENDPOINTS), "
+                               "or give the directory (MELISSA_TRAINER_RENDEZVOUS or "
+                               "mt_set_rendezvous) and no endpoint", c->predict_endpoint, r, r);
+}
+
+/* MT_EENV, the socket released, when the host name of the endpoint connected to does not
+ * resolve (ZeroMQ reports it as a connection refused; predict_errors.py unresolved); else
+ * MT_OK. A name is looked up once at most while it resolves (a trainer gone costs no
+ * lookup after the first). */
+static mt_status check_host(mt_client *c) {
+    const char *e = c->predict_endpoint;
+    if (strncmp(e, "tcp://", 6) != 0) return MT_OK;
+    /* tcp://[source;]host:port, the host maybe a bracketed IPv6 address */
+    const char *host = strrchr(e + 6, ';') != NULL ? strrchr(e + 6, ';') + 1 : e + 6;
+    const char *end = strrchr(host, ':');
+    if (end == NULL) end = host;
+    while (host < end && (*host == '[' || *host == ']')) ++host;
+    while (end > host && (end[-1] == '[' || end[-1] == ']')) --end;
+    char name[256];
+    if (end == host || (size_t)(end - host) >= sizeof name) return MT_OK;
+    snprintf(name, sizeof name, "%.*s", (int)(end - host), host);
+    if (strcmp(name, c->predict_resolved) == 0) return MT_OK;
+    struct addrinfo hints, *found = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    int rc = getaddrinfo(name, NULL, &hints, &found);
+    if (rc == 0) {
+        freeaddrinfo(found);
+        snprintf(c->predict_resolved, sizeof c->predict_resolved, "%s", name);
+        return MT_OK;
+    }
+    mt_predict_release(c);
+    const char *fix = c->predict_given
+                          ? "check the endpoint given (mt_set_serve_endpoints or "
+                            "MELISSA_TRAINER_SERVE_ENDPOINTS)"
+                          : "the trainer advertises it (the stream's "
+                            "ReceiverConfig.advertise_host): give one this node resolves";
+    return mt_fail(c, MT_EENV, "mt_predict: the serving endpoint %s: the host name '%s' does not "
+                               "resolve (%s; a typo?): %s", e, name,
+                   rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc), fix);
 }
 
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout) {
     bool refused = false; /* a connection attempt failed (and no handshake was refused) */
     int undetailed = 0;
+    double dropped = 0; /* when a connection closed before it served, not dialled again yet */
     for (;;) {
-        double left = deadline - mt_now();
+        double now = mt_now(), left = deadline - now;
+        double wait = dropped && dropped + NO_REDIAL - now < left ? dropped + NO_REDIAL - now
+                                                                  : left;
         zmq_pollitem_t items[2] = {{c->predict_socket, 0, ZMQ_POLLOUT, 0},
                                    {c->predict_monitor, 0, ZMQ_POLLIN, 0}};
         int ready = 0;
-        if (left > 0) {
-            long ms = mt_ms(left); /* (capped: the loop looks at the deadline again) */
+        if (wait > 0) {
+            long ms = mt_ms(wait); /* (capped: the loop looks at the deadline again) */
             while ((ready = zmq_poll(items, 2, ms < 1 ? 1 : ms)) < 0 && errno == EINTR)
                 continue;
         }
@@ -144,27 +222,45 @@ mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout)
         if (items[0].revents & ZMQ_POLLOUT) return MT_OK;
         uint16_t event;
         while ((event = next_event(c)) != 0) {
-            if (event & GONE) {
-                refused = refused || event == ZMQ_EVENT_CONNECT_RETRIED;
+            if (event == ZMQ_EVENT_DISCONNECTED) {
+                dropped = mt_now();
+                continue;
+            }
+            if (event & GONE) { /* (ZeroMQ dials again: not a protocol error) */
+                refused = true;
+                dropped = 0;
                 continue;
             }
             /* A mechanism mismatch (CURVE on one side only) is certain at once. A failure
              * without detail is also a connection lost mid-handshake (a trainer
              * stopping): a key given here, refused twice, is not the server's; one read
              * from a serve file may be stale (a restarted trainer's new key), which the
-             * lookup after the timeout reads again (as the Python client's Predictor). */
+             * lookup after the timeout reads again (as the Python client's Predictor).
+             * Without CURVE, twice is a socket of another kind that closed the connection
+             * before this one saw why (the race of the next rule), or a CURVE server that
+             * did (the race of its mismatch: 2 runs in 4 of a test here): an
+             * endpoint given gets the message naming both, a serve file's is stale. */
             undetailed += event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
             if (event != ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-                (undetailed >= 2 && c->predict_key == MT_KEY_GIVEN))
+                (undetailed >= 2 && c->predict_given))
                 return refused_handshake(c);
+            if (undetailed >= 2 && c->predict_key == MT_KEY_NONE) return not_serving(c);
         }
+        /* Closed at the handshake and never dialled again: ZeroMQ's protocol error, a
+         * socket of another kind there (a receiver's PULL: its endpoint is the `endpoint`
+         * of rank_{r}.json, beside serve_{r}.json). */
+        if (dropped && mt_now() - dropped >= NO_REDIAL) return not_serving(c);
         /* Nothing listens there (a dead trainer's port refuses at once): fall back now,
          * not at the timeout; ZeroMQ would retry every 0.1 s in vain until then. (After a
-         * handshake failure, the retries are the handshake's: the rule above decides.) */
-        if (refused && !undetailed)
+         * handshake failure, the retries are the handshake's: the rule above decides.) A
+         * host name that does not resolve is refused too: a mistake to fix. */
+        if (refused && !undetailed) {
+            mt_status st = check_host(c);
+            if (st != MT_OK) return st;
             return mt_gone(c, "the trainer's serving endpoint %s refused the connection: "
                               "nothing listens there (the trainer is gone or restarting)",
                            c->predict_endpoint);
+        }
         if (left <= 0) {
             mt_predict_release(c);
             return mt_fail(c, MT_ETIMEDOUT, "no connection to the trainer's serving endpoint "

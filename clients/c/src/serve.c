@@ -206,6 +206,7 @@ static int read_serving(const char *dir, uint64_t sim, const char *run_id, mt_se
     if (world >= 0) {
         if (found && (uint64_t)best_rank == sim % (uint64_t)world) {
             *out = best;
+            out->rank = best_rank;
             return 1;
         }
         mt_serve_entry_free(&best);
@@ -267,6 +268,9 @@ mt_status mt_serve_resolve(mt_client *c, double deadline, double timeout, mt_ser
     if (listed != NULL) {
         out->endpoint = pick(listed, c->simulation_id);
         if (out->endpoint == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
+        uint64_t n = 1;
+        for (const char *q = listed; *q; ++q) n += *q == ',';
+        out->rank = (long long)(c->simulation_id % n);
         if (strstr(out->endpoint, "://") == NULL) {
             mt_status st = mt_fail(c, MT_EENV, "serving endpoints must be like tcp://HOST:PORT, "
                                                "got '%s'", listed);

@@ -8,9 +8,11 @@
 #include "internal.h"
 
 /* A rank's serving entry: its endpoint, CURVE server key (NULL: none) and the inputs it
- * takes (NULL, 0: unknown, for endpoints given without a serve file). */
+ * takes (NULL, 0: unknown, for endpoints given without a serve file); the training rank
+ * (for messages: serve_{rank}.json). */
 typedef struct mt_serve_entry {
     char *endpoint;
+    long long rank;
     char *curve_key;
     mt_spec *inputs;
     size_t n_inputs;
@@ -67,7 +69,9 @@ bool mt_watch_lost(mt_client *c);
  * released, at once when the endpoint refuses the connection (mt_gone), else at the
  * deadline; MT_EENV, the socket released (no backoff), as soon as the server refuses the
  * handshake (a CURVE key that is not its own, none for a CURVE server, one for a plain
- * server: a mistake to fix, not a fallback); MT_EZMQ. */
+ * server: a mistake to fix, not a fallback), an endpoint given that closes the
+ * connection at the handshake for good (not a serving socket: a serve file's is mt_gone)
+ * or whose host name does not resolve; MT_EZMQ. */
 mt_status mt_watch_connected(mt_client *c, double deadline, const char *timeout);
 /* The trainer is gone (why: printf's format): release the socket, start or double the
  * backoff, during which requests fail without dialling; MT_ETIMEDOUT, saying why. */

@@ -352,13 +352,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             f"per held-out simulation ({opts.num_validation}): 99th percentile "
             f"{tails['p99']:.4g} K^2, worst {tails['max']:.4g} K^2"
         )
-    if summary["sampler"]:
-        drawn = summary["sampler"]
-        at_last = drawn["observed_at_last_draw"]
-        print(
-            f"{opts.sampler}: {drawn['drawn_by']}; {drawn['observed']} simulations' losses observed"
-            + ("" if at_last is None else f" ({at_last} of them by its last draw)")
-        )
+    # (an adaptive sampler's draws: the study's account says them, `sampler_line`)
     common.print_run_end(summary, opts, wall, timer, "prediction vs truth")
     return summary
 

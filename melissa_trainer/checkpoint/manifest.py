@@ -63,7 +63,7 @@ OWN_NAMES = re.compile(
     r"rank_.*|(model|pytorch_model)(_\d+)?\.(safetensors|bin)"
     r"|(optimizer|scheduler|sampler|dl_state_dict)(_\d+)?\.bin|scaler\.pt"
     r"|random_states_\d+\.pkl|custom_checkpoint_\d+\.pkl"
-    r"|(format|trainer_state|hooks|training_args|manifest)\.json"
+    r"|(format|trainer_state|hooks|training_args|manifest|lr_scheduler)\.json"
 )
 
 #: one file's entry: {"size": bytes, "sha256": hex digest, "rank": the rank that wrote it}

@@ -29,6 +29,7 @@ from safetensors.numpy import load_file, save_file
 
 from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint import scheduler_class
 from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.checkpoint.format import (
     FORMAT_FILE,
@@ -238,6 +239,13 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             lambda path: ckpt.write_json(path / ARGS_FILE, trainer.args.to_dict()),
             load_args,
         ),
+        Part(  # (read by `load` before any part: `scheduler_class.check`)
+            "lr_scheduler",
+            Scope.GLOBAL,
+            root(scheduler_class.SCHEDULER_FILE),
+            lambda path: scheduler_class.record(path, trainer.lr_scheduler),
+            lambda path, version: None,
+        ),
     ]
 
 
@@ -276,6 +284,7 @@ def load(trainer: CheckpointParts, path: Path) -> None:
             without a ``reshard`` (before anything is loaded).
     """
     version = format_of(path)
+    scheduler_class.check(path, trainer.lr_scheduler)  # (Accelerate's load would mix two)
     old, rank = ckpt.count_ranks(path), trainer.process_index
     registered = parts(trainer)
     resharding = old != trainer.num_processes

@@ -90,6 +90,10 @@ class CheckpointParts(Protocol):
     @property
     def num_processes(self) -> int: ...
 
+    @property
+    def lr_scheduler(self) -> Any | None:
+        """(Its class only: Accelerate saves its state; `checkpoint.scheduler_class`.)"""
+
 
 class TrainerView(CheckpointParts, Protocol):
     """A running trainer's parts and figures (the attributes of `OnlineTrainer`), read-only
@@ -101,9 +105,6 @@ class TrainerView(CheckpointParts, Protocol):
 
     @property
     def optimizer(self) -> torch.optim.Optimizer: ...
-
-    @property
-    def lr_scheduler(self) -> Any | None: ...
 
     @property
     def eval_dataset(self) -> Any | None: ...

@@ -230,14 +230,18 @@ def _partway_line(partway: Sequence[SimulationOutcome]) -> str:
 
 def sampler_line(sampler: Sampler) -> str | None:
     """What an adaptive sampler did: its draws and what steered them (`drawn_by`), how
-    many simulations' losses it holds; None for a fixed design, or before any draw."""
+    many simulations' losses it holds, and how many it held at its last draw (the
+    later ones could steer none); None for a fixed design, or before any draw. The one
+    account of the sampler at a study's end (the examples print no other)."""
     if not isinstance(sampler, AdaptiveSampler) or sampler.position == 0:
         return None
     observed = len(sampler.observations)
     window = "" if sampler.window is None else f" (the last {sampler.window} kept)"
+    at_draw = sampler.observed_at_draw  # (None: no draw in this run, resumed after the last)
+    held = "" if at_draw is None else f", {at_draw} of them by its last draw"
     return (
         f"adaptive sampler: {drawn_by(sampler)}; the training losses of {observed} "
-        f"simulations observed{window}"
+        f"simulations observed{window}{held}"
     )
 
 

@@ -79,6 +79,7 @@ def test_the_format_file_names_the_version_and_every_part(written: Path) -> None
         "trainer_rank": "per_rank",
         "simulation_losses": "per_rank",
         "training_args": "global",
+        "lr_scheduler": "global",
     }
 
 

@@ -1,0 +1,162 @@
+"""A learning-rate scheduler of another class on resume is refused before training,
+naming both classes and the fix (torch's `load_state_dict` is ``__dict__.update``: an
+``ExponentialLR`` given a ``StepLR``'s state would halve every step, neither schedule);
+a checkpoint written before the class was recorded is compared by its settings' names,
+and its class is not named; the documented way to train on under another class
+(docs/resume.md, "Another scheduler on resume") works.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file, load_model
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from helpers import linear_samples, small_model, xy  # noqa: E402
+
+from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
+from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE  # noqa: E402
+
+pytestmark = pytest.mark.timeout(180)
+
+L = torch.optim.lr_scheduler
+Build = Callable[[torch.optim.Optimizer], Any]
+
+
+def step_lr(optimizer: torch.optim.Optimizer) -> Any:
+    return L.StepLR(optimizer, step_size=7, gamma=0.5)
+
+
+def exponential(optimizer: torch.optim.Optimizer) -> Any:
+    return L.ExponentialLR(optimizer, gamma=0.9)
+
+
+def trainer_for(
+    out: Path, max_steps: int, resume: str | None, build: Build | None
+) -> tuple[OnlineTrainer, Any]:
+    """A run of 400 samples, a checkpoint every 10 steps, SGD and `build`'s scheduler."""
+    args = TrainingArguments(
+        output_dir=str(out),
+        batch_size=8,
+        buffer="fifo",
+        buffer_size=32,
+        watermark=16,
+        max_steps=max_steps,
+        save_steps=10,
+        stop_sync_steps=4,
+        resume_from_checkpoint=resume,
+        report_to="none",
+        disable_progress_bar=True,
+        seed=11,
+    )
+    model = small_model(0)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    scheduler = build(optimizer) if build is not None else None
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        scheduler,
+        train_source=lambda rank, world: linear_samples(400, seed=3),
+        process_sample=xy,
+    )
+    return trainer, scheduler
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of 20 steps under StepLR(step_size=7, gamma=0.5): checkpoint-10 and -20."""
+    out = tmp_path_factory.mktemp("written") / "out"
+    trainer_for(out, 20, None, step_lr)[0].train()
+    return out
+
+
+def test_the_class_is_recorded(written: Path) -> None:
+    record = (written / "checkpoints" / "checkpoint-20" / SCHEDULER_FILE).read_text()
+    assert '"torch.optim.lr_scheduler.StepLR"' in record
+
+
+def test_another_class_is_refused_before_training(written: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    shutil.copytree(written, out)
+    trainer, scheduler = trainer_for(out, 30, "latest", exponential)
+    with pytest.raises(ValueError) as caught:
+        trainer.train()
+    message = str(caught.value)
+    assert "checkpoint-20 was written with the scheduler StepLR" in message, message
+    assert "this run built ExponentialLR" in message, message
+    assert "Build a StepLR to resume" in message, message
+    assert '"Another scheduler on resume"' in message, message
+    assert scheduler.gamma == 0.9 and trainer.state.global_step == 0  # nothing loaded
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "checkpoint-10",
+        "checkpoint-20",
+    ]
+
+
+def unrecorded(written: Path, tmp_path: Path) -> Path:
+    """checkpoint-20 as a version before the record wrote it (loaded by hand: unverified)."""
+    out = tmp_path / "out"
+    shutil.copytree(written, out)
+    path = out / "checkpoints" / "checkpoint-20"
+    (path / SCHEDULER_FILE).unlink()
+    return path
+
+
+def test_unrecorded_another_class_is_refused_by_its_settings_names(
+    written: Path, tmp_path: Path
+) -> None:
+    path = unrecorded(written, tmp_path)
+    trainer, scheduler = trainer_for(tmp_path / "new", 30, None, exponential)
+    with pytest.raises(ValueError) as caught:
+        trainer.load_checkpoint(path)
+    message = str(caught.value)
+    assert "settings your ExponentialLR has not (step_size)" in message, message
+    assert "does not name it" in message, message
+    assert "StepLR" not in message, message  # not known: not said
+    assert scheduler.gamma == 0.9
+
+
+def test_unrecorded_same_settings_names_load(written: Path, tmp_path: Path) -> None:
+    path = unrecorded(written, tmp_path)
+    trainer, scheduler = trainer_for(
+        tmp_path / "new", 30, None, lambda o: L.StepLR(o, step_size=3, gamma=0.9)
+    )
+    trainer.load_checkpoint(path)  # (a setting changed: the warning of test_resumed_scheduler)
+    assert (scheduler.step_size, scheduler.gamma, trainer.state.global_step) == (7, 0.5, 20)
+
+
+def test_the_documented_way_to_train_on_under_another_class(written: Path, tmp_path: Path) -> None:
+    """docs/resume.md's recipe: a new run from the checkpoint's model and optimizer."""
+    path = written / "checkpoints" / "checkpoint-20"
+    model = small_model(1)  # (not the checkpoint's weights: the load shows)
+    load_model(model, str(path / "model.safetensors"))
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
+    optimizer.load_state_dict(torch.load(path / "optimizer.bin", weights_only=True))
+    lr = optimizer.param_groups[0]["lr"]
+    assert lr == pytest.approx(1e-2 * 0.5**2)  # StepLR's, halved at steps 7 and 14
+    scheduler = L.ExponentialLR(optimizer, gamma=0.9)  # (from the loaded lr)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "new"), batch_size=8, buffer="fifo", buffer_size=32,
+        watermark=16, max_steps=10, report_to="none", disable_progress_bar=True, seed=11,
+    )  # fmt: skip
+    saved = load_file(str(path / "model.safetensors"))
+    assert all(torch.equal(value, saved[key]) for key, value in model.state_dict().items())
+    trainer = OnlineTrainer(
+        model,
+        args,
+        optimizer,
+        scheduler,
+        train_source=lambda rank, world: linear_samples(400, seed=3),
+        process_sample=xy,
+    )
+    trainer.train()
+    assert trainer.state.global_step == 10
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(lr * 0.9**10)

@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from melissa_trainer.common.json_output import to_json
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from report import add_flags, finish  # noqa: E402
 
@@ -220,7 +222,7 @@ def main() -> None:
         return run_solver()
     if opts.child:
         run = run_arm(opts.child, opts.seeds[0], opts.n_sims, opts.relative_loss, opts.out)
-        print(json.dumps(run))
+        print(to_json(run))
         return None
     if opts.quick:
         opts.seeds, opts.n_sims = opts.seeds[:1], 8
@@ -232,10 +234,10 @@ def main() -> None:
         for spec in order:
             run = child(spec, seed, opts.n_sims, opts.relative_loss)
             runs[spec, seed] = run
-            print(json.dumps(run), file=sys.stderr, flush=True)
+            print(to_json(run), file=sys.stderr, flush=True)
             if opts.results:
                 with open(opts.results, "a") as f:
-                    f.write(json.dumps(run) + "\n")
+                    f.write(to_json(run) + "\n")
     base = opts.arms[0]
     rows, per_seed = [], {}
     for spec in opts.arms[1:]:

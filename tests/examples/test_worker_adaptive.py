@@ -56,8 +56,9 @@ def test_a_worker_study_with_the_density_sampler_adapts_its_draws(tmp_path: Path
     assert drawn["observed_at_last_draw"] >= MIN_OBSERVATIONS, drawn
     adapted = drawn["draws"] - drawn["explored"]
     assert adapted > 0, drawn
-    # the account's line says as much, in the sampler's own terms
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("density: of ")]
+    # the study's account says as much, in the sampler's own terms (said once)
+    said = proc.stdout + proc.stderr
+    (line,) = [x for x in said.splitlines() if "adaptive sampler: of " in x]
     found = re.search(r"(\d+) before min_observations=8 losses were kept, (\d+) with the", line)
     assert found is not None, line
     assert (int(found[1]), int(found[2])) == (drawn["explored"], adapted), line

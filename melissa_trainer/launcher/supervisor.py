@@ -43,6 +43,7 @@ from pathlib import Path
 
 from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.completed_reports import CompletedReports
 from melissa_trainer.launcher.expected_silence import explain_silence, queued_jobs
 from melissa_trainer.launcher.failure_policy import FailurePolicy
 from melissa_trainer.launcher.jobs import RunningJob, Settings
@@ -87,7 +88,7 @@ class Supervisor(FailurePolicy):
         self.redrawn, self.data = redrawn, data
         self.jobs: dict[str, RunningJob] = {}
         self._beats: Mapping[int, int] = {}
-        self._seen_completed = self._seen_refused = 0
+        self._seen_refused, self._completed = 0, CompletedReports(data, study)
         #: the last log of each simulation not finished (quoted when it fails)
         self.log_paths: dict[int, Path] = {}
         self.unheard: list[int] = []
@@ -321,9 +322,8 @@ class Supervisor(FailurePolicy):
         if self.data is None:
             return
         with self.lock:  # (the count read and advanced by one thread at a time)
-            new = self.data.completed(self._seen_completed)
-            self._seen_completed += len(new)
-            for sid in new:
+            exited = self.study.ids("exited") if self._completed.before else ()
+            for sid in [*self._completed.new(self.data), *self._completed.rerun_done(exited)]:
                 changed = self.study.data_complete(sid)
                 if changed and self.study.records[sid].status == "finished":
                     self.log_paths.pop(sid, None)  # (kept for failures only)

@@ -105,6 +105,10 @@ def test_a_large_study_every_step_once_records_bounded_and_resumed(tmp_path: Pat
         assert receiver is not None
         ingest = receiver.ingest
         ledgers, archived = len(ingest.sims), len(ingest.archive)
+        # as the trainer does at LOOP_END, before its final checkpoint: the launcher sees
+        # the last simulations end (a worker's report may follow its data: a state taken
+        # before it recorded the last one "complete", not finished, in a CI run once)
+        source.on_loop_end(preempted=False)
         save_began = time.perf_counter()
         arrays, meta = buffer.state_dict()
         assert not arrays  # drained: the checkpoint's buffer is its counters

@@ -10,6 +10,12 @@ when they exit. They also put their proxies and ranks in sessions of their own
 SIGKILLs whatever was still below mpiexec in the process tree when the kill began
 (read from /proc on Linux): a rank that ignores SIGTERM, under an mpiexec that had to
 be SIGKILLed, does not survive.
+
+A job that ends before its ranks' ``MPI_Finalize`` (killed, or a rank crashed) leaves
+MPICH's shared-memory file in /dev/shm, node memory that nobody frees
+(`mpich_segments`). So the backend reads which files the ranks mapped, when it kills
+them and, for a job that ends by itself, a few times in the job's first minute
+(`LOOKS_AT`: a scan of /proc each), and removes those files once the job has ended.
 """
 
 from __future__ import annotations
@@ -21,18 +27,32 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
+from melissa_trainer.launcher.backends.mpich_segments import (
+    Segment,
+    mapped_segments,
+    remove_segments,
+)
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
+
+#: seconds after its launch at which a running job's ranks are read for their MPICH
+#: segments, until some are found: MPI_Init is usually done within the first two, and
+#: a job with none by the last (another MPI) costs no more scans
+LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
+#: seconds a /proc scan serves further looks (the polls of one supervisor tick): a scan
+#: costs about 40 us per process on the machine (5 ms for 120, measured)
+TABLE_REUSE = 0.1
 
 
 def mpiexec_command(
@@ -54,6 +74,10 @@ class MpiexecHandle(Handle):
 
     job: Job
     process: LocalHandle
+    #: MPICH's segments its ranks mapped (`mpich_segments`), removed when it ends
+    segments: list[Segment] = field(default_factory=list)
+    launched: float = field(default_factory=time.monotonic)
+    looks: int = 0  # how many of `LOOKS_AT` were done
 
 
 class MpiexecBackend(Backend):
@@ -107,6 +131,9 @@ class MpiexecBackend(Backend):
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
+        #: the last /proc scan of `_look_for_segments` and when: the jobs that look in
+        #: one supervisor tick share it
+        self._table: tuple[float, ProcessTable] | None = None
 
     def launch(self, job: Job) -> Handle:
         """Start ``mpiexec -n job.ranks ...``; returns at once (LaunchError if it cannot
@@ -123,18 +150,25 @@ class MpiexecBackend(Backend):
         return handle
 
     def poll(self, handle: Handle) -> int | None:
-        """None while mpiexec runs, else its exit code (hydra: the largest of the ranks')."""
+        """None while mpiexec runs, else its exit code (hydra: the largest of the ranks').
+        A job that has ended leaves no MPICH segment its ranks were seen to map."""
         handle = self._own(handle)
         code = self._local.poll(handle.process)
-        if code is not None and handle in self._running:
+        if code is None:
+            self._look_for_segments(handle)
+        elif handle in self._running:
             self._running.remove(handle)
+            self._remove_segments(handle)
         return code
 
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
         """SIGTERM to mpiexec's process group, SIGKILL after `grace`; then SIGKILL to
-        what was below mpiexec when the kill began (ranks in sessions of their own)."""
-        process = self._own(handle).process
+        what was below mpiexec when the kill began (ranks in sessions of their own); then
+        unlink the MPICH segments those ranks had mapped (`mpich_segments`)."""
+        handle = self._own(handle)
+        process = handle.process
         below = process_tree(process.pid) if process.process.poll() is None else []
+        handle.segments.extend(mapped_segments(pid for pid, _ in below))
         self._local.kill(process, grace)
         if handle in self._running:
             self._running.remove(handle)
@@ -142,6 +176,33 @@ class MpiexecBackend(Backend):
             if _start_time(pid) == started:  # still the same process, not a reused pid
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
+        self._remove_segments(handle)
+
+    def _look_for_segments(self, handle: MpiexecHandle) -> None:
+        """Read the running job's MPICH segments at the next of `LOOKS_AT`, until found:
+        a job whose rank crashes ends with no rank left to read them from."""
+        if handle.segments or handle.looks >= len(LOOKS_AT):
+            return
+        now = time.monotonic()
+        if now - handle.launched < LOOKS_AT[handle.looks]:
+            return
+        handle.looks += 1
+        if self._table is None or now - self._table[0] > TABLE_REUSE:
+            self._table = (now, process_table())
+        below = process_tree(handle.process.pid, self._table[1])
+        handle.segments = mapped_segments(pid for pid, _ in below)
+
+    @staticmethod
+    def _remove_segments(handle: MpiexecHandle) -> None:
+        """Unlink the ended job's segments that its ranks did not (no MPI_Finalize)."""
+        segments, handle.segments = handle.segments, []
+        removed = remove_segments(segments)
+        if removed:
+            logger.debug(
+                "%s ended before MPI_Finalize: removed its MPI segments %s",
+                handle.job.name,
+                ", ".join(removed),
+            )
 
     def close(self) -> None:
         """Kill every job still running (as `kill` does); idempotent."""
@@ -168,19 +229,30 @@ def _next_to_python(name: str) -> str | None:
     return shutil.which(name, path=str(Path(sys.executable).parent))
 
 
-def process_tree(root: int) -> list[tuple[int, str]]:
-    """(pid, start time) of every descendant of `root`, from /proc ([] without /proc)."""
+#: (children of each pid, start time of each pid) read from /proc at one moment
+ProcessTable = tuple[dict[int, list[int]], dict[int, str]]
+
+
+def process_table() -> ProcessTable:
+    """Every process's children and start time, from /proc (empty without /proc)."""
     children: dict[int, list[int]] = {}
     starts: dict[int, str] = {}
     try:
         entries = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
-        return []
+        return children, starts
     for name in entries:
         fields = _stat_fields(int(name))
         if fields is not None:
             children.setdefault(int(fields[1]), []).append(int(name))
             starts[int(name)] = fields[19]
+    return children, starts
+
+
+def process_tree(root: int, table: ProcessTable | None = None) -> list[tuple[int, str]]:
+    """(pid, start time) of every descendant of `root`, from `table` (default: read now
+    from /proc; [] without /proc)."""
+    children, starts = process_table() if table is None else table
     out: list[tuple[int, str]] = []
     todo = list(children.get(root, []))
     while todo:

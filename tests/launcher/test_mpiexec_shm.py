@@ -1,0 +1,246 @@
+"""An ``mpiexec`` job the launcher stops leaves no MPICH segment in /dev/shm.
+
+MPICH (ch4, the ``mpich`` wheel 5.0.2) creates ``/dev/shm/mpich_shm_<hash>_<node>`` in
+``MPI_Init`` and unlinks it in ``MPI_Finalize`` only: every job killed before it left its
+file (1-3 MB of the node's memory, a tmpfs) until `MpiexecBackend` removed the files its
+ranks had mapped (`mpich_segments`). Before that, each test below but the first failed
+with the job's file still there, on every stop path: `kill` (a timeout, a refused
+simulation, the failure policy), ranks ignoring SIGTERM (SIGKILLed after the grace), a
+1-rank job, the launcher's stop (the trainer's end or SIGTERM), a job whose rank crashed.
+A launcher killed with SIGKILL cannot remove anything: its jobs' files stay (the docs give
+the command to remove them, docs/concepts/study.md "MPI jobs' shared memory").
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import NO_MPI, find_mpiexec
+from waiting import wait_until
+
+from melissa_trainer.launcher.backends import Job, MpiexecBackend
+from melissa_trainer.launcher.backends.mpich_segments import mapped_segments, remove_segments
+from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
+
+MPIEXEC = find_mpiexec()
+SHM = Path("/dev/shm")
+needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
+
+#: a rank: says its pid in rank<N> once past MPI_Init, then waits (SIGTERM ignored with
+#: "ignore"; rank 1 SIGSEGVs itself once the file "crash" exists with "crash")
+RANK = """
+import os, signal, sys, time
+from pathlib import Path
+from mpi4py import MPI
+
+here, mode = Path(sys.argv[1]), sys.argv[2]
+rank = MPI.COMM_WORLD.Get_rank()
+if mode == "ignore":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+(here / f"rank{rank}.tmp").write_text(str(os.getpid()))
+(here / f"rank{rank}.tmp").rename(here / f"rank{rank}")
+deadline = time.monotonic() + 120
+while time.monotonic() < deadline:
+    if mode == "crash" and rank == 1 and (here / "crash").exists():
+        os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(0.05)
+"""
+
+
+def the_jobs_files(pids: list[int]) -> set[Path]:
+    """The MPICH files in /dev/shm that processes `pids` map, read here independently of
+    `mpich_segments` (a test of it must not trust it)."""
+    found = set()
+    for pid in pids:
+        try:
+            lines = Path(f"/proc/{pid}/maps").read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            path = line.split(maxsplit=5)[-1]
+            if path.startswith("/dev/shm/mpich_") and not path.endswith("(deleted)"):
+                found.add(Path(path))
+    return found
+
+
+def started(here: Path, ranks: int) -> list[int]:
+    """Wait until `ranks` ranks in `here` are past MPI_Init; their pids."""
+    wait_until(
+        lambda: all((here / f"rank{r}").exists() for r in range(ranks)),
+        f"{ranks} ranks past MPI_Init in {here}",
+        60,
+    )
+    return [int((here / f"rank{r}").read_text()) for r in range(ranks)]
+
+
+@pytest.fixture
+def leftovers() -> Iterator[set[Path]]:
+    """Files a test saw its jobs map: removed after it, whatever it found."""
+    seen: set[Path] = set()
+    yield seen
+    for path in seen:
+        path.unlink(missing_ok=True)
+
+
+def rank_command(here: Path, mode: str = "wait") -> list[str]:
+    (here / "rank.py").write_text(RANK)
+    return [sys.executable, str(here / "rank.py"), str(here), mode]
+
+
+@needs_shm
+def test_only_the_file_the_job_mapped_is_removed() -> None:
+    """A segment is the file (device, inode) a rank mapped: a file made since under the
+    same name, and an unlinked one, are left alone; other files are not segments."""
+    path = SHM / f"mpich_shm_test{uuid.uuid4().hex}_0"
+    other = SHM / f"mine_{uuid.uuid4().hex}"
+    try:
+        for file in (path, other):
+            file.write_bytes(b"\0" * 4096)
+        with path.open("r+b") as mapped, other.open("r+b") as also:
+            view, view2 = mmap.mmap(mapped.fileno(), 4096), mmap.mmap(also.fileno(), 4096)
+            segments = mapped_segments([os.getpid(), 2**22 + 1])  # (no such process)
+            assert [s.path for s in segments] == [str(path)]
+            path.unlink()  # mapped, unlinked: "(deleted)" in maps
+            assert mapped_segments([os.getpid()]) == []
+            path.write_bytes(b"\0")  # another file under the job's name
+            assert remove_segments(segments) == []
+            assert path.exists()
+            view.close()
+            view2.close()
+        path.unlink()
+        assert remove_segments(segments) == []  # gone: nothing to do, nothing said
+    finally:
+        path.unlink(missing_ok=True)
+        other.unlink(missing_ok=True)
+
+
+def mpi_test(test: Callable[..., None]) -> Callable[..., None]:
+    """An end-to-end test with the tests' mpiexec (skipped without it, or off Linux)."""
+    marks = [needs_shm, pytest.mark.skipif(MPIEXEC is None, reason=NO_MPI)]
+    for mark in [*marks, pytest.mark.e2e, pytest.mark.timeout(120)]:
+        test = mark(test)
+    return test
+
+
+@pytest.mark.parametrize(
+    ("ranks", "mode"),
+    [(2, "wait"), (1, "wait"), (2, "ignore")],
+    ids=["2 ranks", "1 rank", "SIGTERM ignored"],
+)
+@mpi_test
+def test_a_killed_job_leaves_no_segment(
+    tmp_path: Path, leftovers: set[Path], ranks: int, mode: str
+) -> None:
+    """`kill` (a timeout, a refusal, the failure policy): the job's file is gone."""
+    backend = MpiexecBackend(MPIEXEC or "mpiexec")
+    job = Job("sim-0", rank_command(tmp_path, mode), log_path=tmp_path / "log", ranks=ranks)
+    handle = backend.launch(job)
+    try:
+        pids = started(tmp_path, ranks)
+        wait_until(lambda: the_jobs_files(pids), "the ranks' MPICH segment", 30)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+        backend.kill(handle, grace=1.0)
+    finally:
+        backend.close()
+    assert [f for f in files if f.exists()] == [], f"left by the killed job: {files}"
+
+
+@mpi_test
+def test_the_launchers_stop_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
+    """`Launcher.stop` (the study's end, the trainer's SIGTERM) with 2 jobs running."""
+    dirs = [tmp_path / f"sim{i}" for i in range(2)]
+    for here in dirs:
+        here.mkdir()
+    (tmp_path / "rank.py").write_text(RANK)
+    launcher = Launcher(
+        [sys.executable, str(tmp_path / "rank.py"), str(tmp_path / "sim{simulation_id}"), "wait"],
+        [{"a": 0.0}, {"a": 1.0}],
+        2,
+        backend=MpiexecBackend(MPIEXEC or "mpiexec"),
+        ranks_per_simulation=2,
+        job_limit=2,
+        log_dir=tmp_path / "logs",
+        tuning=LauncherTuning(max_restarts=0, on_failure="abandon", systematic_failures=None),
+    )
+    launcher.start(tmp_path / "rdv", study_dir=tmp_path)
+    try:
+        pids = [pid for here in dirs for pid in started(here, 2)]
+        wait_until(lambda: len(the_jobs_files(pids)) == 2, "the 2 jobs' segments", 30)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+    finally:
+        launcher.stop()
+    assert [f for f in files if f.exists()] == [], f"left by the stopped jobs: {files}"
+
+
+@mpi_test
+def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: set[Path]) -> None:
+    """Rank 1 SIGSEGVs: hydra ends the job by itself; the backend read the segment while
+    the job ran (`LOOKS_AT`) and removes it when `poll` sees the end."""
+    backend = MpiexecBackend(MPIEXEC or "mpiexec")
+    job = Job("sim-0", rank_command(tmp_path, "crash"), log_path=tmp_path / "log", ranks=2)
+    handle = backend.launch(job)
+    try:
+        pids = started(tmp_path, 2)
+        wait_until(lambda: the_jobs_files(pids), "the ranks' MPICH segment", 30)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+        wait_until(
+            lambda: backend.poll(handle) is None and handle.segments,  # type: ignore[attr-defined]
+            "the backend's look at the ranks' segments",
+            60,
+        )
+        (tmp_path / "crash").touch()
+        wait_until(lambda: backend.poll(handle) is not None, "the job's end", 60)
+        assert backend.poll(handle) != 0
+    finally:
+        backend.close()
+    assert [f for f in files if f.exists()] == [], f"left by the crashed job: {files}"
+
+
+@mpi_test
+def test_a_sigkilled_launcher_leaves_its_jobs_segments(
+    tmp_path: Path, leftovers: set[Path]
+) -> None:
+    """What no code of ours can remove (the docs say how to): the launcher's process is
+    SIGKILLed; its mpiexec gets SIGTERM (parent-death signal) and ends its ranks."""
+    code = textwrap.dedent(
+        f"""
+        import sys, threading
+        from melissa_trainer.launcher.backends import Job, MpiexecBackend
+        backend = MpiexecBackend({MPIEXEC!r})
+        backend.launch(Job("sim-0", {rank_command(tmp_path)!r}, ranks=2,
+                           log_path={str(tmp_path / "log")!r}))
+        threading.Event().wait()
+        """
+    )
+    owner = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        pids = started(tmp_path, 2)
+        wait_until(lambda: the_jobs_files(pids), "the ranks' MPICH segment", 30)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait()
+    wait_until(lambda: not any(_alive(pid) for pid in pids), "the ranks' end", 30)
+    assert files and all(f.exists() for f in files), files
+
+
+def _alive(pid: int) -> bool:
+    """`pid` runs (not a zombie)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")

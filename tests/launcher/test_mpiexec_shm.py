@@ -2,13 +2,14 @@
 
 MPICH (ch4, the ``mpich`` wheel 5.0.2) creates ``/dev/shm/mpich_shm_<hash>_<node>`` in
 ``MPI_Init`` and unlinks it in ``MPI_Finalize`` only: every job killed before it left its
-file (1-3 MB of the node's memory, a tmpfs) until `MpiexecBackend` removed the files its
-ranks had mapped (`mpich_segments`). Before that, each test below but the first failed
-with the job's file still there, on every stop path: `kill` (a timeout, a refused
-simulation, the failure policy), ranks ignoring SIGTERM (SIGKILLed after the grace), a
-1-rank job, the launcher's stop (the trainer's end or SIGTERM), a job whose rank crashed.
-A launcher killed with SIGKILL cannot remove anything: its jobs' files stay (the docs give
-the command to remove them, docs/concepts/study.md "MPI jobs' shared memory").
+file (about 1 MB of the node's memory per rank: a tmpfs) until `MpiexecBackend` removed
+the files its ranks had mapped (`mpich_segments`). Before that, each test below but the
+first and the last failed with the job's file still there, on every stop path: `kill`
+(a timeout, a refused simulation, the failure policy), ranks ignoring SIGTERM
+(SIGKILLed after the grace), a 1-rank job, the launcher's stop (the study's end, the
+trainer's SIGTERM), a job whose rank crashed. A launcher killed with SIGKILL cannot
+remove anything: its jobs' files stay (the docs give the command to remove them:
+docs/concepts/study.md, "MPI jobs' shared memory").
 """
 
 from __future__ import annotations
@@ -149,6 +150,8 @@ def test_a_killed_job_leaves_no_segment(
         wait_until(lambda: the_jobs_files(pids), "the ranks' MPICH segment", 30)
         files = the_jobs_files(pids)
         leftovers.update(files)
+        # what the docs say a file costs: about 1 MB of the node's memory per rank
+        assert all(f.stat().st_size > ranks * 10**6 for f in files), files
         backend.kill(handle, grace=1.0)
     finally:
         backend.close()

@@ -6,9 +6,9 @@ MPICH (ch4, 5.0.x: the ``mpich`` wheel) gives the ranks of a job on one node a f
 VCIs), created in ``MPI_Init`` (by a 1-rank job too) and unlinked in ``MPI_Finalize``
 only. A rank that ends without ``MPI_Finalize`` leaves it: SIGTERM's default action
 (what hydra forwards when mpiexec is terminated), SIGKILL, a crash, ``MPI_Abort``.
-Hydra does not remove it, and /dev/shm is a tmpfs: each killed job keeps 1-3 MB of the
-node's memory until someone deletes the file or the node reboots (measured with 2-rank
-jobs, tests/launcher/test_mpiexec_shm.py: every stop path left its job's file before
+Hydra does not remove it, and /dev/shm is a tmpfs: each such job keeps about 1 MB per
+rank of the node's memory until someone deletes the file or the node reboots
+(tests/launcher/test_mpiexec_shm.py: every stop path left its job's file before
 `MpiexecBackend` removed them).
 
 The ``<hash>`` is MPICH's hash of hydra's name for the job's key-value space, which

@@ -1,10 +1,10 @@
 """Jobs as local processes: the default backend, needs nothing.
 
 Each job is a `subprocess.Popen` of its argv (no shell) in a process group of its own,
-so that it and every process it starts share one process group, and `kill` signals the
-whole group: SIGTERM, then SIGKILL after the grace period. When a job's main process
-ends, what it left running in its group is killed too (an ended job leaves nothing
-behind).
+so that `kill` signals it and every process it starts: SIGTERM, then SIGKILL after the
+grace period. When a job's main process ends, what it left running in its group is
+killed too: an ended job leaves nothing behind, not even the shared memory of an MPI
+singleton killed before ``MPI_Finalize`` (`mpich_segments`).
 
 **Beside the trainer.** A `Placement` (the default one unless told otherwise) starts
 jobs at a lower priority than the trainer (``nice -n 10`` in front of the command), in
@@ -76,7 +76,10 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch
 from melissa_trainer.launcher.backends.placement import Placement
+from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
+from melissa_trainer.launcher.backends.placement import renice_group as _renice_group
 
 __all__ = ["DEFAULT_PLACEMENT", "LocalBackend", "LocalHandle"]
 
@@ -184,6 +187,7 @@ class LocalHandle(Handle):
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
+        self.shm = SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
 
     @property
     def pid(self) -> int:
@@ -283,6 +287,8 @@ class LocalBackend(Backend):
         code = handle.process.poll()
         if code is not None:
             self._finish(handle)
+        elif handle.shm.due():  # one file read: the main process's maps
+            handle.shm.look([handle.pid])
         return code
 
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
@@ -290,6 +296,7 @@ class LocalBackend(Backend):
         if handle.ended:  # its group id may belong to someone else by now
             return
         if handle.process.poll() is None:
+            handle.shm.add(_group_members(handle.pid))  # (alive: what they map)
             _signal_group(handle.pid, signal.SIGTERM)
             try:
                 handle.process.wait(timeout=max(grace, 0.0))
@@ -315,6 +322,7 @@ class LocalBackend(Backend):
         # the leader is reaped: its id cannot have been reused for another group yet.)
         if _signal_group(handle.pid, signal.SIGKILL):
             _wait_group_gone(handle.pid, timeout=1.0)
+        handle.shm.remove(handle.job.name)  # what ranks killed before MPI_Finalize left
         if handle.log is not None:
             handle.log.close()
             handle.log = None
@@ -329,32 +337,6 @@ class LocalBackend(Backend):
 
     def __repr__(self) -> str:
         return f"LocalBackend({len(self._handles)} running, placement={self.placement})"
-
-
-def _nice_program() -> str | None:
-    """The ``nice`` program (coreutils, BSD), or None."""
-    path = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/bin", "/bin"])
-    return shutil.which("nice", path=path)
-
-
-def _renice_group(pgid: int, nice: int) -> None:
-    """Without a ``nice`` program: lower the priority of process group `pgid` (every
-    thread of every process in it) by `nice`, just after its start. What the job did
-    before this call (a thread, a child in a session of its own) may keep the trainer's
-    priority; logged once."""
-    if not _renice_warned:
-        _renice_warned.append(True)
-        logger.warning(
-            "no `nice` program on PATH: jobs are reniced just after their start (what "
-            "a job starts in its first milliseconds may keep the trainer's priority)"
-        )
-    try:
-        os.setpriority(os.PRIO_PGRP, pgid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
-    except OSError as exc:  # the job already ended: nothing to renice
-        logger.debug("renice of job %d: %s", pgid, exc)
-
-
-_renice_warned: list[bool] = []
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

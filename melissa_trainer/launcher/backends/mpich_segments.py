@@ -8,7 +8,7 @@ only. A rank that ends without ``MPI_Finalize`` leaves it: SIGTERM's default act
 (what hydra forwards when mpiexec is terminated), SIGKILL, a crash, ``MPI_Abort``.
 Hydra does not remove it, and /dev/shm is a tmpfs: each such job keeps about 1 MB per
 rank of the node's memory until someone deletes the file or the node reboots
-(tests/launcher/test_mpiexec_shm.py: every stop path left its job's file before
+(tests/launcher/test_mpich_shm.py: every stop path left its job's file before
 `MpiexecBackend` removed them).
 
 The ``<hash>`` is MPICH's hash of hydra's name for the job's key-value space, which
@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Iterable
 from typing import NamedTuple
 
-__all__ = ["Segment", "mapped_segments", "remove_segments"]
+__all__ = ["LOOKS_AT", "Segment", "SegmentWatch", "mapped_segments", "remove_segments"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -40,6 +41,10 @@ logger = logging.getLogger("melissa_trainer.launcher")
 SHM_DIR = "/dev/shm/"
 #: the prefixes of MPICH's per-job segments (`MPIDI_POSIX_comm_bootstrap`)
 PREFIXES = ("mpich_shm_", "mpich_vci_")
+#: seconds after its launch at which a running job's processes are read for their
+#: segments, until some are found: MPI_Init is usually done within the first two, and a
+#: job with none by the last (no MPI, another MPI) costs no more reads
+LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 
 
 class Segment(NamedTuple):
@@ -121,3 +126,38 @@ def remove_segments(segments: Iterable[Segment]) -> list[str]:
             continue
         removed.append(segment.path)
     return removed
+
+
+class SegmentWatch:
+    """The segments of one job: read from its processes while it runs (`due`, then
+    `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
+    and when it is killed (`add`); unlinked by `remove` once it has ended."""
+
+    def __init__(self) -> None:
+        self.segments: list[Segment] = []
+        self.launched = time.monotonic()
+        self.looks = 0  # how many of `LOOKS_AT` were done
+
+    def due(self) -> bool:
+        """None found yet, and the next of `LOOKS_AT` has come."""
+        if self.segments or self.looks >= len(LOOKS_AT):
+            return False
+        return time.monotonic() - self.launched >= LOOKS_AT[self.looks]
+
+    def look(self, pids: Iterable[int]) -> None:
+        """The look that was `due`: read what `pids` map."""
+        self.looks += 1
+        self.add(pids)
+
+    def add(self, pids: Iterable[int]) -> None:
+        """Add what `pids` map (before a kill: the job's processes, still alive)."""
+        known = {segment.path for segment in self.segments}
+        self.segments += [s for s in mapped_segments(pids) if s.path not in known]
+
+    def remove(self, job: str) -> list[str]:
+        """Unlink the ended job `job`'s segments that it left (`remove_segments`)."""
+        segments, self.segments = self.segments, []
+        removed = remove_segments(segments)
+        if removed:
+            logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))
+        return removed

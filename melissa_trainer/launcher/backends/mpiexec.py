@@ -15,7 +15,8 @@ A job that ends before its ranks' ``MPI_Finalize`` (killed, or a rank crashed) l
 MPICH's shared-memory file in /dev/shm, node memory that nobody frees
 (`mpich_segments`). So the backend reads which files the ranks mapped, when it kills
 them and, for a job that ends by itself, a few times in the job's first minute
-(`LOOKS_AT`: a scan of /proc each), and removes those files once the job has ended.
+(`mpich_segments.LOOKS_AT`: a scan of /proc each), and removes those files once the job
+has ended.
 """
 
 from __future__ import annotations
@@ -35,21 +36,13 @@ from pathlib import Path
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.backends.hydra_step import hydra_step_env
 from melissa_trainer.launcher.backends.local import DEFAULT_PLACEMENT, LocalBackend, LocalHandle
-from melissa_trainer.launcher.backends.mpich_segments import (
-    Segment,
-    mapped_segments,
-    remove_segments,
-)
+from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch
 from melissa_trainer.launcher.backends.placement import Placement
 
 __all__ = ["MpiexecBackend", "MpiexecHandle", "mpiexec_command", "process_tree"]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
-#: seconds after its launch at which a running job's ranks are read for their MPICH
-#: segments, until some are found: MPI_Init is usually done within the first two, and
-#: a job with none by the last (another MPI) costs no more scans
-LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
 #: seconds a /proc scan serves further looks (the polls of one supervisor tick): a scan
 #: costs about 40 us per process on the machine (5 ms for 120, measured)
 TABLE_REUSE = 0.1
@@ -75,9 +68,7 @@ class MpiexecHandle(Handle):
     job: Job
     process: LocalHandle
     #: MPICH's segments its ranks mapped (`mpich_segments`), removed when it ends
-    segments: list[Segment] = field(default_factory=list)
-    launched: float = field(default_factory=time.monotonic)
-    looks: int = 0  # how many of `LOOKS_AT` were done
+    shm: SegmentWatch = field(default_factory=SegmentWatch)
 
 
 class MpiexecBackend(Backend):
@@ -131,8 +122,8 @@ class MpiexecBackend(Backend):
             logger.log(logging.WARNING if warn else logging.INFO, "%s", line)
         self._local = LocalBackend(placement)
         self._running: list[MpiexecHandle] = []
-        #: the last /proc scan of `_look_for_segments` and when: the jobs that look in
-        #: one supervisor tick share it
+        #: the last /proc scan of a look for segments (`poll`) and when: the jobs that
+        #: look in one supervisor tick share it
         self._table: tuple[float, ProcessTable] | None = None
 
     def launch(self, job: Job) -> Handle:
@@ -155,10 +146,15 @@ class MpiexecBackend(Backend):
         handle = self._own(handle)
         code = self._local.poll(handle.process)
         if code is None:
-            self._look_for_segments(handle)
+            if handle.shm.due():  # the jobs looking in one tick share one /proc scan
+                now = time.monotonic()
+                if self._table is None or now - self._table[0] > TABLE_REUSE:
+                    self._table = (now, process_table())
+                below = process_tree(handle.process.pid, self._table[1])
+                handle.shm.look(pid for pid, _ in below)
         elif handle in self._running:
             self._running.remove(handle)
-            self._remove_segments(handle)
+            handle.shm.remove(handle.job.name)
         return code
 
     def kill(self, handle: Handle, grace: float = 5.0) -> None:
@@ -168,7 +164,7 @@ class MpiexecBackend(Backend):
         handle = self._own(handle)
         process = handle.process
         below = process_tree(process.pid) if process.process.poll() is None else []
-        handle.segments.extend(mapped_segments(pid for pid, _ in below))
+        handle.shm.add(pid for pid, _ in below)
         self._local.kill(process, grace)
         if handle in self._running:
             self._running.remove(handle)
@@ -176,33 +172,7 @@ class MpiexecBackend(Backend):
             if _start_time(pid) == started:  # still the same process, not a reused pid
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGKILL)
-        self._remove_segments(handle)
-
-    def _look_for_segments(self, handle: MpiexecHandle) -> None:
-        """Read the running job's MPICH segments at the next of `LOOKS_AT`, until found:
-        a job whose rank crashes ends with no rank left to read them from."""
-        if handle.segments or handle.looks >= len(LOOKS_AT):
-            return
-        now = time.monotonic()
-        if now - handle.launched < LOOKS_AT[handle.looks]:
-            return
-        handle.looks += 1
-        if self._table is None or now - self._table[0] > TABLE_REUSE:
-            self._table = (now, process_table())
-        below = process_tree(handle.process.pid, self._table[1])
-        handle.segments = mapped_segments(pid for pid, _ in below)
-
-    @staticmethod
-    def _remove_segments(handle: MpiexecHandle) -> None:
-        """Unlink the ended job's segments that its ranks did not (no MPI_Finalize)."""
-        segments, handle.segments = handle.segments, []
-        removed = remove_segments(segments)
-        if removed:
-            logger.debug(
-                "%s ended before MPI_Finalize: removed its MPI segments %s",
-                handle.job.name,
-                ", ".join(removed),
-            )
+        handle.shm.remove(handle.job.name)
 
     def close(self) -> None:
         """Kill every job still running (as `kill` does); idempotent."""

@@ -42,13 +42,17 @@ Frozen; checked when made (a bad value raises ValueError naming the field and th
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["THREAD_VARIABLES", "Placement"]
+__all__ = ["THREAD_VARIABLES", "Placement", "nice_program", "renice_group"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
 
 #: the variables `Placement.threads` sets: the thread counts of OpenMP and of the BLAS
 #: libraries numpy, scipy and torch are built on (threadpoolctl's list)
@@ -150,3 +154,29 @@ def _check_cpus(cpus: Any) -> frozenset[int]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def nice_program() -> str | None:
+    """The ``nice`` program (coreutils, BSD), or None."""
+    path = os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/bin", "/bin"])
+    return shutil.which("nice", path=path)
+
+
+def renice_group(pgid: int, nice: int) -> None:
+    """Without a ``nice`` program: lower the priority of process group `pgid` (every
+    thread of every process in it) by `nice`, just after its start. What the job did
+    before this call (a thread, a child in a session of its own) may keep the trainer's
+    priority; logged once."""
+    if not _renice_warned:
+        _renice_warned.append(True)
+        logger.warning(
+            "no `nice` program on PATH: jobs are reniced just after their start (what "
+            "a job starts in its first milliseconds may keep the trainer's priority)"
+        )
+    try:
+        os.setpriority(os.PRIO_PGRP, pgid, os.getpriority(os.PRIO_PROCESS, 0) + nice)
+    except OSError as exc:  # the job already ended: nothing to renice
+        logger.debug("renice of job %d: %s", pgid, exc)
+
+
+_renice_warned: list[bool] = []

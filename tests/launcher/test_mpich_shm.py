@@ -28,7 +28,7 @@ import pytest
 from helpers import NO_MPI, find_mpiexec
 from waiting import wait_until
 
-from melissa_trainer.launcher.backends import Job, MpiexecBackend
+from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
 from melissa_trainer.launcher.backends.mpich_segments import mapped_segments, remove_segments
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 
@@ -37,7 +37,8 @@ SHM = Path("/dev/shm")
 needs_shm = pytest.mark.skipif(not SHM.is_dir(), reason="no /dev/shm (Linux only)")
 
 #: a rank: says its pid in rank<N> once past MPI_Init, then waits (SIGTERM ignored with
-#: "ignore"; rank 1 SIGSEGVs itself once the file "crash" exists with "crash")
+#: "ignore"; the last rank SIGSEGVs itself once the file "crash" exists with "crash").
+#: Run without mpiexec, a singleton (rank 0 of 1).
 RANK = """
 import os, signal, sys, time
 from pathlib import Path
@@ -51,7 +52,7 @@ if mode == "ignore":
 (here / f"rank{rank}.tmp").rename(here / f"rank{rank}")
 deadline = time.monotonic() + 120
 while time.monotonic() < deadline:
-    if mode == "crash" and rank == 1 and (here / "crash").exists():
+    if mode == "crash" and rank == MPI.COMM_WORLD.Get_size() - 1 and (here / "crash").exists():
         os.kill(os.getpid(), signal.SIGSEGV)
     time.sleep(0.05)
 """
@@ -199,7 +200,7 @@ def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: s
         files = the_jobs_files(pids)
         leftovers.update(files)
         wait_until(
-            lambda: backend.poll(handle) is None and handle.segments,  # type: ignore[attr-defined]
+            lambda: backend.poll(handle) is None and handle.shm.segments,  # type: ignore[attr-defined]
             "the backend's look at the ranks' segments",
             60,
         )
@@ -211,6 +212,40 @@ def test_a_job_whose_rank_crashed_leaves_no_segment(tmp_path: Path, leftovers: s
     assert [f for f in files if f.exists()] == [], f"left by the crashed job: {files}"
 
 
+@needs_shm
+@pytest.mark.e2e
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["wait", "crash"], ids=["killed", "crashed"])
+def test_an_mpi_singletons_segment_is_removed_by_the_local_backend(
+    tmp_path: Path, leftovers: set[Path], mode: str
+) -> None:
+    """A Python solver with mpi4py run by the local backend (no mpiexec: an MPI
+    singleton, whose segment is named after its pid) and killed, or crashed after the
+    backend's first look: its file is gone."""
+    pytest.importorskip("mpi4py")
+    backend = LocalBackend()
+    handle = backend.launch(Job("sim-0", rank_command(tmp_path, mode), log_path=tmp_path / "log"))
+    try:
+        pids = started(tmp_path, 1)
+        wait_until(lambda: the_jobs_files(pids), "the singleton's MPICH segment", 30)
+        files = the_jobs_files(pids)
+        leftovers.update(files)
+        if mode == "wait":
+            backend.kill(handle, grace=1.0)
+        else:
+            wait_until(
+                lambda: backend.poll(handle) is None and handle.shm.segments,  # type: ignore[attr-defined]
+                "the backend's look at the singleton's segment",
+                60,
+            )
+            (tmp_path / "crash").touch()
+            wait_until(lambda: backend.poll(handle) is not None, "the job's end", 60)
+            assert backend.poll(handle) == -signal.SIGSEGV
+    finally:
+        backend.close()
+    assert [f for f in files if f.exists()] == [], f"left by the singleton ({mode}): {files}"
+
+
 @mpi_test
 def test_a_sigkilled_launcher_leaves_its_jobs_segments(
     tmp_path: Path, leftovers: set[Path]
@@ -220,7 +255,7 @@ def test_a_sigkilled_launcher_leaves_its_jobs_segments(
     code = textwrap.dedent(
         f"""
         import sys, threading
-        from melissa_trainer.launcher.backends import Job, MpiexecBackend
+        from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
         backend = MpiexecBackend({MPIEXEC!r})
         backend.launch(Job("sim-0", {rank_command(tmp_path)!r}, ranks=2,
                            log_path={str(tmp_path / "log")!r}))

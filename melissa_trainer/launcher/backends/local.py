@@ -365,7 +365,9 @@ def _wait_group_gone(pgid: int, timeout: float) -> None:
 
 
 def _group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of process group `pgid`, from /proc."""
+    """Live (not zombie) processes of process group `pgid`, from /proc ([] off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return []
     members = []
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():

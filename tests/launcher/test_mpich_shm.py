@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,7 +30,13 @@ from helpers import NO_MPI, find_mpiexec
 from waiting import wait_until
 
 from melissa_trainer.launcher.backends import Job, LocalBackend, MpiexecBackend
-from melissa_trainer.launcher.backends.mpich_segments import mapped_segments, remove_segments
+from melissa_trainer.launcher.backends.mpich_segments import (
+    LOOKS_AT,
+    Segment,
+    SegmentWatch,
+    mapped_segments,
+    remove_segments,
+)
 from melissa_trainer.launcher.launcher import Launcher, LauncherTuning
 
 MPIEXEC = find_mpiexec()
@@ -123,6 +130,25 @@ def test_only_the_file_the_job_mapped_is_removed() -> None:
     finally:
         path.unlink(missing_ok=True)
         other.unlink(missing_ok=True)
+
+
+def test_a_watch_looks_at_its_times_until_it_finds_a_segment() -> None:
+    """A running job is read at each of `LOOKS_AT` after its launch, not between, and no
+    more once something is found or the last has passed (a job with no MPI)."""
+    watch = SegmentWatch()
+    watch.launched = time.monotonic() + 3600  # not yet at the first time
+    assert not watch.due()
+    for at in LOOKS_AT:
+        watch.launched = time.monotonic() - at - 0.01
+        assert watch.due()
+        watch.look([2**22 + 1])  # (no such process: nothing found)
+        assert not watch.due()  # (the next time has not come)
+    watch.launched = time.monotonic() - 10 * LOOKS_AT[-1]
+    assert watch.looks == len(LOOKS_AT) and not watch.due()
+    found = SegmentWatch()
+    found.segments = [Segment("/dev/shm/mpich_shm_0_0", (0, 0), 1)]
+    found.launched = time.monotonic() - LOOKS_AT[0]
+    assert not found.due()
 
 
 def mpi_test(test: Callable[..., None]) -> Callable[..., None]:

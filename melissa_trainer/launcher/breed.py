@@ -45,10 +45,17 @@ class BreedSampler(AdaptiveSampler):
       gap-filling among its first K unused points). "auto" (the default): "sobol" with
       up to 3 varying parameters, "lhs" above;
     - else a **bred** draw: a parent chosen among the last `window` observations with
-      probability `parent_weights()`, moved by Gaussian noise of std
-      ``sigma * (high - low)`` per parameter, and *reflected* at the bounds (a point
-      `d` past a bound lands `d` inside it): clipping would pile draws onto the bounds,
-      reflecting keeps them spread like the noise.
+      probability `parent_weights()`, moved by Gaussian noise in the unit cube (std
+      `sigma` in each coordinate), and *reflected* at the bounds there (a point `d`
+      past a bound lands `d` inside it): clipping would pile draws onto the bounds,
+      reflecting keeps them spread like the noise. In a parameter's own units: a
+      linear one ``(low, high)`` moves by ``N(0, sigma * (high - low))``; a log-scale
+      one ``(low, high, "log")`` moves in its log, by ``N(0, sigma * ln(high / low))``,
+      so a child is its parent *times* a log-normal factor (the default 0.15 over
+      three decades: one std is a factor ``exp(0.15 ln 1000)``, about 2.8, whatever
+      the parent's value), and a distance `d` past a bound is a ratio, reflected as
+      one (a child ``low / r`` lands at ``low * r``). A fixed parameter (low == high)
+      does not move.
 
     Parent weights: with `L` the kept losses, ``z = (L - min L) / (max L - min L)``
     (0 when they are all equal) and ``w = (z + floor) ** power``: the worst parent
@@ -93,7 +100,9 @@ class BreedSampler(AdaptiveSampler):
         window: how many observations are kept as candidate parents (the newest);
             None: all (the state then grows with the study).
         min_observations: every draw explores until this many are kept (<= `window`).
-        sigma: the noise's std, as a fraction of each parameter's range (> 0).
+        sigma: the noise's std, as a fraction of each parameter's range in the
+            coordinate it is drawn in (> 0): of ``high - low`` for a linear parameter,
+            of ``ln(high / low)`` for a log-scale one (a multiplicative step: above).
         power: the exponent of the parent weights (> 0).
         floor: the weight offset of the best parent (> 0), see above.
         explorer: "auto" (above), "sobol" or "halton" (the sequence), or "lhs" (the

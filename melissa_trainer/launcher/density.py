@@ -105,7 +105,13 @@ class DensitySampler(DensityState):
         bounds: `{name: (low, high)}`.
         seed: the seed of the design (the same points as an unwarped design of it).
         share: the weight of the high-loss density in each parameter's distribution,
-            in [0, 1] (0: the design unwarped).
+            in [0, 1] (0: the design unwarped). For the observations kept, a region's
+            probability is ``(1 - share) x design + share x density``: a higher share
+            draws more where the density exceeds the design, fewer elsewhere. The
+            density only knows the regions the draws so far visited: in a study a
+            higher share can give fewer draws in the hard region, and at 1 (no floor)
+            a region the first draws missed may never be drawn
+            (`tests/launcher/test_density_share.py`); keep it below 1.
         quantile: the top fraction of the observations whose positions make the
             density, in (0, 1].
         bandwidth: the kernels' standard deviation, in units of a parameter's range (> 0).

@@ -17,10 +17,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from melissa_trainer.common.checks import check_non_negative_int
+from melissa_trainer.launcher.sampler_bounds import SCALES, check_bounds
 
 __all__ = [
     "BoxSampler",
     "Bounds",
+    "SCALES",
     "Sampler",
     "SamplerExhausted",
     "bounded_number",
@@ -28,12 +30,11 @@ __all__ = [
     "qmc_engine",
 ]
 
-#: a box of parameters: name -> (low, high), drawn linearly; or (low, high, "log"),
-#: drawn log-uniformly (0 < low; the simulation receives the value, not its log)
+#: a box of parameters: name -> (low, high), drawn linearly (as (low, high, "linear"));
+#: or (low, high, "log"), drawn log-uniformly (0 < low; the simulation receives the
+#: value, not its log). low == high fixes the parameter. Lists are accepted as tuples;
+#: what else is refused, and why: `launcher.sampler_bounds`
 Bounds = Mapping[str, tuple[float, float] | tuple[float, float, str]]
-
-#: the scale marks a bound may end with (`Bounds`)
-SCALES = ("linear", "log")
 
 
 class SamplerExhausted(LookupError):
@@ -142,10 +143,15 @@ class BoxSampler(Sampler):
     sampler built on it, space-filling or adaptive, draws a log-scale parameter
     log-uniformly and hands the simulation the value itself. `bounds` keeps the
     ``(low, high)`` pairs; `log_scale` names the log-scale parameters.
+
+    Raises:
+        ValueError: a bound is malformed (`launcher.sampler_bounds.check_bounds`: a
+            scale other than "linear" or "log", a string, bool, NaN or infinite
+            number, low > high...), naming the parameter, the value and the fix.
     """
 
     def __init__(self, bounds: Bounds, seed: int = 0) -> None:
-        self.bounds, log_scale = _bounds(bounds)
+        self.bounds, log_scale = check_bounds(bounds)
         super().__init__(list(self.bounds), seed)
         #: the parameters drawn log-uniformly, in `names` order
         self.log_scale: tuple[str, ...] = tuple(n for n in self.names if n in log_scale)
@@ -221,44 +227,6 @@ def _names(names: Sequence[str]) -> tuple[str, ...]:
     if len(set(out)) != len(out):
         raise ValueError(f"parameter names must be unique: {list(out)}")
     return out
-
-
-def _bounds(bounds: Bounds) -> tuple[dict[str, tuple[float, float]], set[str]]:
-    """`bounds` checked: the ``(low, high)`` pairs, and the names marked "log"."""
-    if not isinstance(bounds, Mapping) or not bounds:
-        raise ValueError("bounds must be a non-empty mapping {name: (low, high)}")
-    out, log_scale = {}, set()
-    for name, bound in bounds.items():
-        scale = "linear"
-        if isinstance(bound, Sequence) and len(bound) == 3 and isinstance(bound[2], str):
-            *pair, scale = bound
-        else:
-            pair = bound  # type: ignore[assignment]
-        if scale not in SCALES:
-            raise ValueError(
-                f"bounds of {name!r} end with the scale {scale!r}: give (low, high) for a "
-                f'linear scale, or (low, high, "log") for a log scale'
-            )
-        try:
-            low, high = (float(v) for v in pair)
-        except (TypeError, ValueError):
-            raise ValueError(
-                f'bounds of {name!r} must be (low, high) numbers (or (low, high, "log")), '
-                f"not {bound!r}"
-            ) from None
-        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-            raise ValueError(f"bounds of {name!r} must be finite with low <= high, not {bound!r}")
-        if scale == "log" and low <= 0:
-            raise ValueError(
-                f"bounds of {name!r} are on a log scale but low={low:g}: a log-scale "
-                f"parameter needs 0 < low <= high; raise low above 0, or give {name!r} as "
-                f"(low, high) to draw it linearly"
-            )
-        out[name] = (low, high)
-        if scale == "log":
-            log_scale.add(name)
-    _names(list(out))
-    return out, log_scale
 
 
 def parameter_values(names: tuple[str, ...], drawn: Any, what: str) -> dict[str, float]:

@@ -29,20 +29,32 @@ training loss, `melissa_trainer.core.loss_per_simulation`, fed by the `Study` th
   draw so far, acquired or explored): the share that keeps the whole space covered,
   which the mean error needs (the OGAS trade-off: tails for a slightly worse mean).
 
-The fit costs O(w^3) for `window` w observations (100: a fraction of a millisecond to a
-few) and the scores O(`pool` x (w + `memory`)) per acquisition draw, on the launcher's
-thread under its lock; `benchmarks/surrogate_cost.py` measures the trainer's step rate
+The fit costs O(w^3) for `window` w observations and the scores O(`pool` x (w +
+`memory`)) per acquisition draw, on the launcher's thread under its lock: 0.17-2.3 s
+of CPU per 48-simulation study in all, draws and observations, in the runs below (their
+``sampler_seconds``); `benchmarks/surrogate_cost.py` measures the trainer's step rate
 with it on and off.
 
-Measured (`benchmarks/active_sampling.py --ours surrogate`, 10 evaluation seeds,
-4,000 steps; docs/measured.md, "Issue 46"): with 3 parameters it erred 1.61x less than
-a plain Latin hypercube on the mean, 2.65x on the p99 and 3.26x on the worst held-out
-simulation; with 6 and 12 it erred **more** than the optimised Latin hypercube on the
-mean (0.69x, 0.62x), the p99 (0.86x, 0.66x) and the worst simulation (0.85x, 0.64x),
-less only inside the high-loss region at 6 (1.80x). Not tuned (its defaults were fixed
-before any run). Its cost on a small MLP's steps per CPU-second of the step and the
-sampler: 1.012 on / off (`benchmarks/surrogate_cost.py --pairs 5 --steps 2000`, a busy
-machine, 2026-11-30; docs/concepts/study.md).
+Measured on the heat benchmark (`benchmarks/active_sampling.py --ours surrogate
+--steps 4000`, evaluation seeds 1000-1009, 48 simulations; the raw runs
+``benchmarks/results/active_sampling_surrogate_{walls,full,wide}.jsonl``,
+docs/measured.md, "Issue 46"), medians of the per-seed ratios baseline / surrogate
+(above 1: the surrogate errs less): with 3 parameters (walls) against a plain Latin
+hypercube 1.61 on the mean, 2.65 on the p99 and 3.26 on the worst held-out simulation
+(8, 10 and 10 seeds of 10); against the optimised Latin hypercube, with 6 parameters
+0.69 on the mean (2 of 10), 0.86 on the p99 and 0.85 on the worst (4 of 10 each, the
+bootstrap intervals across 1), 1.80 inside the high-loss region; with 12 0.62, 0.66,
+0.64 (0, 2 and 1 of 10). Not tuned (its defaults were fixed before any run). On
+another problem it loses at 3 parameters too: a 1-D Burgers study whose loss is highest
+where the judged relative error is not (`benchmarks/sampler_worst_case_burgers.py`,
+seeds 100-105, 40 simulations, plain "lhs" the baseline of the same run;
+``benchmarks/results/sampler_worst_case_burgers_2026-12-01.jsonl``): lhs / surrogate
+0.87 on the worst held-out case (0 seeds of 6 better), 0.89 on the mean; 1.01 on the
+worst with ``exploration=0.8`` (docs/concepts/study.md, "When the surrogate acquisition
+loses"). Its cost on a small MLP's steps per CPU-second of the step and the sampler:
+1.012 on / off, the medians of 5 pairs (the median of the per-pair ratios 0.972;
+`benchmarks/surrogate_cost.py --pairs 5 --steps 2000`, a busy machine, 2026-11-30:
+``benchmarks/results/surrogate_cost_gp_2026-11-30.txt``).
 
 Deterministic (draw `i` depends on the seed, `i`, the observations made before it and
 the draws so far) and resumable: the state holds the observations and the exploration's

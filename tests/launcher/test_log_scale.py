@@ -78,6 +78,29 @@ def test_an_adaptive_sampler_steers_on_the_log_scale() -> None:
     assert sampler._unit({"nu": 0.01, "a": 0.25}) == pytest.approx([1 / 3, 0.25])
 
 
+@pytest.mark.parametrize("parent", [0.001**0.5, 0.001])
+def test_breed_steps_a_log_parameter_by_a_factor_and_reflects_it_as_a_ratio(parent: float) -> None:
+    """`sigma` is a share of ``ln(high / low)`` for a log-scale parameter (its docstring):
+    ``ln(child / parent)`` has std ``sigma * ln(1000)`` in the middle of the range, and a
+    parent at `low` has children ``low * exp(|N|)`` (reflected in the log, none below)."""
+    sigma, n = 0.05, 400
+    sampler = make_sampler("breed", BOUNDS, seed=2, exploration=0.0, min_observations=1,
+                           sigma=sigma)  # fmt: skip
+    sampler.plan(n)
+    sampler.observe(0, {"nu": parent, "a": 0.5}, 1.0)
+    drawn = [sampler.draw() for _ in range(n)]
+    steps = np.log(np.array([d["nu"] for d in drawn]) / parent)
+    a = np.array([d["a"] for d in drawn])
+    expected = sigma * np.log(1000.0)  # 0.345: a factor of 1.41 a std
+    if parent > 0.001:
+        assert np.std(steps) == pytest.approx(expected, rel=0.1)
+        assert abs(np.mean(steps)) < 0.2 * expected  # symmetric in the log, not in nu
+    else:
+        assert steps.min() >= 0.0  # reflected at low: no child below it
+        assert np.mean(steps) == pytest.approx(expected * np.sqrt(2 / np.pi), rel=0.1)
+    assert np.std(a - 0.5) == pytest.approx(sigma * 1.0, rel=0.1)  # linear: sigma * (high - low)
+
+
 def test_a_fixed_log_parameter_is_its_value() -> None:
     for kind in KINDS:
         assert {d["nu"] for d in draws(kind, {"nu": (0.3, 0.3, "log"), "a": (0, 1)}, n=5)} == {0.3}
@@ -89,8 +112,9 @@ def test_a_fixed_log_parameter_is_its_value() -> None:
         ((0.0, 1.0, "log"), r"bounds of 'nu' are on a log scale but low=0: .*raise low above 0, "
          r"or give 'nu' as \(low, high\) to draw it linearly"),
         ((-1.0, 1.0, "log"), "'nu' are on a log scale but low=-1"),
-        ((0.1, 1.0, "log10"), r"of 'nu' end with the scale 'log10': .*\(low, high, \"log\"\)"),
-        ((1.0, 0.1, "log"), "must be finite with low <= high"),
+        ((0.1, 1.0, "log10"), r"of 'nu' end with the scale 'log10' \(did you mean \"log\"\?"
+         r".*\(low, high, \"log\"\)"),
+        ((1.0, 0.1, "log"), "need low <= high, not low=1 > high=0.1"),
     ],
 )  # fmt: skip
 def test_a_bad_log_bound_is_refused_naming_the_parameter_and_the_fix(

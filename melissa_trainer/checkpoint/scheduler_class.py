@@ -25,6 +25,7 @@ from typing import Any
 
 from melissa_trainer.checkpoint import paths as ckpt
 from melissa_trainer.checkpoint.resumed_args import scheduler_settings
+from melissa_trainer.config.reading import ConfigError
 
 __all__ = ["SCHEDULER_FILE", "STATE_FILE", "check", "class_name", "record"]
 
@@ -60,7 +61,8 @@ def check(path: Path, scheduler: Any | None) -> None:
     when the checkpoint's scheduler is of another class or present on one side only.
 
     Raises:
-        ValueError: naming both sides and the fix.
+        ConfigError: naming both sides and the fix (a ValueError, as the checkpoints'
+            other refusals of a run built otherwise: `reshard`).
     """
     file = path / SCHEDULER_FILE
     mine = class_name(scheduler)
@@ -75,13 +77,13 @@ def check(path: Path, scheduler: Any | None) -> None:
             if theirs
             else (f"a learning-rate scheduler's state ({STATE_FILE})")
         )
-        raise ValueError(
+        raise ConfigError(
             f"{path} was written with {what} and this run has none: pass the run's "
             f"scheduler again (OnlineTrainer(model, args, optimizer, lr_scheduler)) to "
             f"resume; to train on without it, see {_DOCS}"
         )
     if not has_state and scheduler is not None:
-        raise ValueError(
+        raise ConfigError(
             f"{path} was written without a learning-rate scheduler and this run has one "
             f"({_short(mine or '')}): build none to resume; to train on with one, see {_DOCS}"
         )
@@ -89,7 +91,7 @@ def check(path: Path, scheduler: Any | None) -> None:
         return
     if theirs is not None:
         if theirs != mine:
-            raise ValueError(
+            raise ConfigError(
                 f"{path} was written with the scheduler {_short(theirs)} ({theirs}) and "
                 f"this run built {_short(mine or '')} ({mine}): torch's load_state_dict "
                 f"would give the {_short(mine or '')} the {_short(theirs)}'s attributes "
@@ -116,7 +118,7 @@ def _compare_names(path: Path, scheduler: Any) -> None:
     extra, missing = sorted(saved - built), sorted(built - saved)
     parts = [f"settings your {name} has not ({', '.join(extra)})"] if extra else []
     parts += [f"none of your {name}'s ({', '.join(missing)})"] if missing else []
-    raise ValueError(
+    raise ConfigError(
         f"{path} holds a learning-rate scheduler's state with {' and '.join(parts)}: its "
         f"scheduler was not the {name} built (the checkpoint, written before its class "
         f"was recorded, does not name it), and torch's load_state_dict would mix the two. "

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint import registered_objects
 from melissa_trainer.checkpoint.resumed_args import scheduler_settings
 from melissa_trainer.config.reading import ConfigError
 
@@ -47,9 +48,14 @@ def class_name(scheduler: Any | None) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def record(path: Path, scheduler: Any | None) -> None:
-    """Write `SCHEDULER_FILE` into checkpoint (staging) directory `path`."""
-    ckpt.write_json(path / SCHEDULER_FILE, {"class": class_name(scheduler)})
+def record(path: Path, scheduler: Any | None, registered: list[str] | None = None) -> None:
+    """Write `SCHEDULER_FILE` into checkpoint (staging) directory `path`: the scheduler's
+    class, and the classes of the objects `registered` with Accelerate, in order
+    (`registered_objects`; None: not recorded)."""
+    record: dict[str, Any] = {"class": class_name(scheduler)}
+    if registered is not None:
+        record[registered_objects.KEY] = registered
+    ckpt.write_json(path / SCHEDULER_FILE, record)
 
 
 def _short(name: str) -> str:

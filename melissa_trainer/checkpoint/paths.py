@@ -31,7 +31,8 @@ Layout of one checkpoint::
       trainer_state.json        TrainerState
       hooks.json                state of the stateful hooks, by hook name
       training_args.json        the arguments of the run that wrote it (for reference)
-      lr_scheduler.json         the learning-rate scheduler's class (null: none)
+      lr_scheduler.json         the learning-rate scheduler's class (null: none), and
+                                the classes registered for checkpointing, in order
       format.json               the format version, and each part's name and scope
       manifest.json             every other file's size, SHA-256 and writing rank
       rank_R/                   one per training rank

@@ -29,7 +29,7 @@ from safetensors.numpy import load_file, save_file
 
 from melissa_trainer.buffers import STATE_FILES as BUFFER_FILES
 from melissa_trainer.checkpoint import paths as ckpt
-from melissa_trainer.checkpoint import scheduler_class
+from melissa_trainer.checkpoint import registered_objects, scheduler_class
 from melissa_trainer.checkpoint.errors import naming_file
 from melissa_trainer.checkpoint.format import (
     FORMAT_FILE,
@@ -243,7 +243,9 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             "lr_scheduler",
             Scope.GLOBAL,
             root(scheduler_class.SCHEDULER_FILE),
-            lambda path: scheduler_class.record(path, trainer.lr_scheduler),
+            lambda path: scheduler_class.record(
+                path, trainer.lr_scheduler, registered_objects.names(trainer.accelerator)
+            ),
             lambda path, version: None,
         ),
     ]
@@ -285,6 +287,7 @@ def load(trainer: CheckpointParts, path: Path) -> None:
     """
     version = format_of(path)
     scheduler_class.check(path, trainer.lr_scheduler)  # (Accelerate's load would mix two)
+    registered_objects.check(path, path / scheduler_class.SCHEDULER_FILE, trainer.accelerator)
     old, rank = ckpt.count_ranks(path), trainer.process_index
     registered = parts(trainer)
     resharding = old != trainer.num_processes

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from melissa_trainer.checkpoint import paths as ckpt
+from melissa_trainer.checkpoint import registered_objects
 from melissa_trainer.checkpoint.resumed_args import scheduler_settings
+from melissa_trainer.config.reading import ConfigError
 
 __all__ = ["SCHEDULER_FILE", "STATE_FILE", "check", "class_name", "record"]
 
@@ -46,9 +48,14 @@ def class_name(scheduler: Any | None) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def record(path: Path, scheduler: Any | None) -> None:
-    """Write `SCHEDULER_FILE` into checkpoint (staging) directory `path`."""
-    ckpt.write_json(path / SCHEDULER_FILE, {"class": class_name(scheduler)})
+def record(path: Path, scheduler: Any | None, registered: list[str] | None = None) -> None:
+    """Write `SCHEDULER_FILE` into checkpoint (staging) directory `path`: the scheduler's
+    class, and the classes of the objects `registered` with Accelerate, in order
+    (`registered_objects`; None: not recorded)."""
+    record: dict[str, Any] = {"class": class_name(scheduler)}
+    if registered is not None:
+        record[registered_objects.KEY] = registered
+    ckpt.write_json(path / SCHEDULER_FILE, record)
 
 
 def _short(name: str) -> str:
@@ -60,7 +67,8 @@ def check(path: Path, scheduler: Any | None) -> None:
     when the checkpoint's scheduler is of another class or present on one side only.
 
     Raises:
-        ValueError: naming both sides and the fix.
+        ConfigError: naming both sides and the fix (a ValueError, as the checkpoints'
+            other refusals of a run built otherwise: `reshard`).
     """
     file = path / SCHEDULER_FILE
     mine = class_name(scheduler)
@@ -75,13 +83,13 @@ def check(path: Path, scheduler: Any | None) -> None:
             if theirs
             else (f"a learning-rate scheduler's state ({STATE_FILE})")
         )
-        raise ValueError(
+        raise ConfigError(
             f"{path} was written with {what} and this run has none: pass the run's "
             f"scheduler again (OnlineTrainer(model, args, optimizer, lr_scheduler)) to "
             f"resume; to train on without it, see {_DOCS}"
         )
     if not has_state and scheduler is not None:
-        raise ValueError(
+        raise ConfigError(
             f"{path} was written without a learning-rate scheduler and this run has one "
             f"({_short(mine or '')}): build none to resume; to train on with one, see {_DOCS}"
         )
@@ -89,7 +97,7 @@ def check(path: Path, scheduler: Any | None) -> None:
         return
     if theirs is not None:
         if theirs != mine:
-            raise ValueError(
+            raise ConfigError(
                 f"{path} was written with the scheduler {_short(theirs)} ({theirs}) and "
                 f"this run built {_short(mine or '')} ({mine}): torch's load_state_dict "
                 f"would give the {_short(mine or '')} the {_short(theirs)}'s attributes "
@@ -116,7 +124,7 @@ def _compare_names(path: Path, scheduler: Any) -> None:
     extra, missing = sorted(saved - built), sorted(built - saved)
     parts = [f"settings your {name} has not ({', '.join(extra)})"] if extra else []
     parts += [f"none of your {name}'s ({', '.join(missing)})"] if missing else []
-    raise ValueError(
+    raise ConfigError(
         f"{path} holds a learning-rate scheduler's state with {' and '.join(parts)}: its "
         f"scheduler was not the {name} built (the checkpoint, written before its class "
         f"was recorded, does not name it), and torch's load_state_dict would mix the two. "

@@ -14,7 +14,9 @@ validation, a few floats) and compared (`disagreement`): values that differ beyo
 rounding are a ValueError on every rank, naming the hook, the key and each rank's
 value; values equal up to rounding (`REL_TOL`: a metric computed on each rank with
 nondeterministic kernels) are replaced by rank 0's on every rank, so that every rank
-logs and decides (`metric_for_best_model`, early stopping) on the same number.
+logs and decides (`metric_for_best_model`, early stopping) on the same number. A rank
+whose hook raises still joins that gather, so that every rank fails together, the others
+naming it, rather than waiting for it in the collective.
 """
 
 from __future__ import annotations
@@ -53,8 +55,51 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
     (the trainer's own, or another hook's: a metric is never overwritten), a value that
     is not a number, and a key of the hook's `eval_keys` that it did not return (the
     one `metric_for_best_model` may name); and, under several ranks, a value that is
-    not the same on every rank (`disagreement`: a collective, called on every rank)."""
+    not the same on every rank (`disagreement`).
+
+    Under several ranks this is a collective, called on every rank, and it fails on
+    every rank together: a rank whose hooks raised (any exception, the hook's own or
+    one of the above) still joins the gather, with its error in words, and raises its
+    error as it is; every other rank raises a RuntimeError naming that rank and its
+    error. (Before, the failing rank left and the others waited in the gather.)"""
     owners: dict[str, str] = {}  # each key added, and the hook that gives it
+    failure: Exception | None = None
+    try:
+        _collect(hooks, trainer, metrics, owners)
+    except Exception as exc:  # told to every rank below, then raised here
+        failure = exc
+    if not (hooks and trainer.num_processes > 1 and torch.distributed.is_initialized()):
+        if failure is not None:
+            raise failure
+        return
+    said = None if failure is None else f"{type(failure).__name__}: {failure}"
+    mine = ({k: metrics[k] for k in owners}, owners, said)
+    gathered: list[Any] = [None] * trainer.num_processes
+    torch.distributed.all_gather_object(gathered, mine)
+    if failure is not None:
+        raise failure
+    failed = [(rank, words) for rank, (_, _, words) in enumerate(gathered) if words]
+    if failed:
+        rank, words = failed[0]
+        raise RuntimeError(
+            f"a hook's eval_figures failed on rank {rank} ({words}): every rank stops "
+            "with it (a validation's metrics must be the same on every rank); see that "
+            "rank's traceback"
+        )
+    every: dict[str, str] = {}  # every rank's keys, rank 0's first: the same on all
+    for _, theirs, _ in gathered:
+        every.update({k: v for k, v in theirs.items() if k not in every})
+    problem = disagreement([figures for figures, _, _ in gathered], every)
+    if problem is not None:
+        raise ValueError(problem)
+    metrics.update(gathered[0][0])  # (equal up to rounding: rank 0's on every rank)
+
+
+def _collect(
+    hooks: Sequence[Any], trainer: TrainerView, metrics: dict[str, float], owners: dict[str, str]
+) -> None:
+    """This rank's part of `add_eval_figures`: each hook's figures checked and added to
+    `metrics`, and to `owners` the hook's name for each key; raises its ValueErrors."""
     for hook in hooks:
         theirs = hook.eval_figures(trainer)
         named = type(hook).__name__
@@ -82,16 +127,6 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
             )
         metrics.update(mine)
         owners.update(dict.fromkeys(mine, named))
-    if owners and trainer.num_processes > 1 and torch.distributed.is_initialized():
-        gathered: list[Any] = [None] * trainer.num_processes
-        torch.distributed.all_gather_object(gathered, ({k: metrics[k] for k in owners}, owners))
-        every: dict[str, str] = {}  # every rank's keys, rank 0's first: the same on all
-        for _, theirs in gathered:
-            every.update({k: v for k, v in theirs.items() if k not in every})
-        problem = disagreement([figures for figures, _ in gathered], every)
-        if problem is not None:
-            raise ValueError(problem)
-        metrics.update(gathered[0][0])  # (equal up to rounding: rank 0's on every rank)
 
 
 #: the relative difference of a hook's value between ranks taken for rounding: float32

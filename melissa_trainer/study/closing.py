@@ -8,21 +8,27 @@ simulation finished once it sees its process end, so the figures read before tha
 ``launcher_finished 9 | launcher_running 1`` beside ``simulations_finished 10``. The study
 waits for those exits at LOOP_END, before the final log and checkpoint (`Study.on_loop_end`),
 and its `stop` waits only for what time is left of the same bound: one wait in all, never
-two.
+two. A stop before the stream's end (max_steps, a hook) kills the simulations still
+running, after the final log counted them running: the account then says so
+(`LastExits.stopped_lines`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 
 from melissa_trainer.launcher import Launcher
-from melissa_trainer.launcher.account import log_account
+from melissa_trainer.launcher.account import id_ranges, log_account
 from melissa_trainer.launcher.reports import LauncherError
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.study.feedback import FeedbackCheck
 
 __all__ = ["LastExits", "log_study_account", "waiting_forever"]
+
+logger = logging.getLogger(__name__)
 
 
 class LastExits:
@@ -31,6 +37,7 @@ class LastExits:
 
     def __init__(self) -> None:
         self._deadline: float | None = None
+        self._stopped: list[int] = []  # (`stop`: those it killed while they ran)
 
     def left(self, seconds: float) -> float:
         """Seconds left of a bound of `seconds` (starting it now if not started)."""
@@ -58,6 +65,37 @@ class LastExits:
             if left <= 0.0:
                 return False
             time.sleep(min(poll, left))  # (the launcher's thread polls the processes)
+
+    def stop(
+        self, launcher: Launcher, seconds: float, closing: bool, told: Callable[[], None] | None
+    ) -> None:
+        """`launcher.stop`, after what is left of the bound of `seconds` when `closing`
+        (the stream has ended), else at once; `told` is its `before_kill`. Notes the
+        simulations it killed while they ran (pending again: `stopped_lines`)."""
+
+        def before_kill() -> None:
+            self._stopped = [o.simulation_id for o in launcher.outcomes() if o.status == "running"]
+            if told is not None:
+                told()
+
+        launcher.stop(wait=self.left(seconds) if closing else 0.0, before_kill=before_kill)
+        again = {o.simulation_id for o in launcher.outcomes() if o.status == "pending"}
+        self._stopped = [sid for sid in self._stopped if sid in again]  # (not those ended)
+
+    def stopped_lines(self) -> list[str]:
+        """The account's line, logged, on the simulations `stop` killed as they ran (a
+        stop before the stream's end: max_steps, a hook, an error, a preemption): the
+        final log, before that stop, counted them running; none: no line."""
+        if not self._stopped:
+            return []
+        n = len(self._stopped)
+        line = (
+            f"study: {n} simulation{'s' if n > 1 else ''} still running when training "
+            f"stopped {'were' if n > 1 else 'was'} stopped (simulation{'s' if n > 1 else ''} "
+            f"{id_ranges(self._stopped)}): a resumed run runs {'them' if n > 1 else 'it'} again"
+        )
+        logger.info("%s", line)
+        return [line]
 
 
 def waiting_forever(

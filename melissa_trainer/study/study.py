@@ -286,11 +286,11 @@ class Study(Source):
                 # At the end of the stream (any rank) the last simulations may exit and
                 # their data arrive (finished, not rerun on resume). Stopped with data to
                 # come, an error or a preemption: no wait (they may block on a full buffer).
-                wait = self._last_exits.left(STOP_WAIT) if self._closing() else 0.0
-                self.launcher.stop(wait=wait, before_kill=told)
+                self._last_exits.stop(self.launcher, STOP_WAIT, self._closing(), told)
                 if not self._accounted:  # the account (`closing`), once (stopped twice)
                     self._accounted = True
                     self.account_report = log_study_account(self.launcher, receiver, self.feedback)
+                    self.account_report += self._last_exits.stopped_lines()  # (killed running)
         finally:
             self.stream.stop()
 

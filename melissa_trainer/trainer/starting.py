@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["forced_stop", "start_training"]
 
 
-def forced_stop(trainer: OnlineTrainer) -> None:
+def forced_stop(trainer: OnlineTrainer, preemption: PreemptionHandler | None = None) -> None:
     """What a forced exit does before it exits (a second signal, a launcher gone for
     good: `PreemptionHandler.on_force`, from a helper thread): the source told
     ``preempted``, then stopped (its simulations killed). ``preempted``, not the
@@ -31,11 +31,19 @@ def forced_stop(trainer: OnlineTrainer) -> None:
     stop, so a solver must not take the stop record's receipts as final and exit
     (`client.stopped`): the run resumed from the latest checkpoint lacks its last steps,
     and a solver that waits for it follows it and sends them again (as after a raw
-    `KeyboardInterrupt`: `ending.failed`)."""
-    trainer.source.note_stop(
-        "preempted",
+    `KeyboardInterrupt`: `ending.failed`).
+
+    The record's message starts with the stop's cause as a normal stop's does
+    (`StopCause.stopped`, `preemption`'s first request: "stopped by SIGTERM", "stopped
+    because the launcher (accelerate launch, pid N) is gone"), then says the forced
+    exit; without a cause (none recorded, no handler) it says the forced exit alone."""
+    cause = preemption.cause if preemption is not None else None
+    forced = (
         f"forced to exit at step {trainer.state.global_step}, with no checkpoint at this "
-        f"stop: a run resumed from the latest one takes what it lacks",
+        f"stop: a run resumed from the latest one takes what it lacks"
+    )
+    trainer.source.note_stop(
+        "preempted", forced if cause is None else f"{cause.stopped}, then {forced}"
     )
     trainer.source.stop()
 
@@ -50,7 +58,9 @@ def start_training(trainer: OnlineTrainer, release: Callable[[], None]) -> Preem
     startable, for a retry of `train()`), the handler restored, `release` called (the
     trainer's output directory freed), and the exception raised.
     """
-    preemption = PreemptionHandler(on_force=partial(forced_stop, trainer)).install()
+    preemption = PreemptionHandler()
+    preemption.on_force = partial(forced_stop, trainer, preemption)  # (its cause, when forced)
+    preemption.install()
     starting = False
     try:  # a refusal (an earlier run's checkpoints, one that does not verify...)
         resume = checkpointing.resolve_resume(trainer)  # verified, the same on every rank

@@ -37,9 +37,11 @@ PACKAGE_DIR = Path(melissa_trainer.__file__).parent
 PACKAGE = "melissa_trainer"
 
 # Known violations of the private-attribute rule, (file relative to the package,
-# attribute): none left. Each entry must still occur (a stale entry fails the test too,
-# so the list only shrinks).
-ALLOWED_PRIVATE: set[tuple[str, str]] = set()
+# attribute). Each entry must still occur (a stale entry fails the test too, so the list
+# only shrinks). Accelerate's registered objects have no public view: their classes are
+# recorded and checked before a resume (Accelerate's own check is a bare count, after the
+# model is loaded).
+ALLOWED_PRIVATE: set[tuple[str, str]] = {("checkpoint/registered_objects.py", "_custom_objects")}
 
 #: the package's layers, lowest first: a module of one imports only modules of its own
 #: layer or of a lower one (type-only imports included); every layer below `core` is

@@ -37,6 +37,7 @@ from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
 __all__ = ["IngestLoop"]
@@ -98,6 +99,8 @@ class IngestLoop(ABC):
             nonfinite=config.nonfinite,
         )
 
+        #: rank 0's word that the study has ended (a STUDY_END), judged when idle
+        self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._socket: zmq.Socket | None = None
@@ -275,6 +278,8 @@ class IngestLoop(ABC):
             self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
+        if not self._ended:  # (the study has ended: end, or fail on what this rank lacks)
+            self.study_end.check(idle, self.ingest, self._end)
         if not self._ended:
             self._idle.check(idle, self.ingest)
 
@@ -310,5 +315,5 @@ class IngestLoop(ABC):
 def _why(error: BaseException) -> str:
     """An error for a message: a stall's, non-finite data's or the ingest transform's
     own words (each names what failed), anything else as its repr."""
-    own = StallError | NonFiniteDataError | IngestTransformError
+    own = StallError | NonFiniteDataError | IngestTransformError | StudyLacksError
     return str(error) if isinstance(error, own) else repr(error)

@@ -131,7 +131,7 @@ class IngestLoop(ABC):
         if error is not None:
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(error)}"
-            ) from error
+            ) from _cause(error)
 
     def report_refusals_to_launcher(self) -> None:
         """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
@@ -185,7 +185,7 @@ class IngestLoop(ABC):
         except _Stopped:
             pass
         except BaseException as exc:  # surfaced by check() in the training loop
-            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            _log_failure(self._rank, exc)
             self._error = exc
             self._buffer.close()
         finally:
@@ -234,13 +234,13 @@ class IngestLoop(ABC):
         except (KeyboardInterrupt, SystemExit):
             raise  # Ctrl-C or an exit in this thread: the caller's to handle, not a failure
         except BaseException as exc:
-            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            _log_failure(self._rank, exc)
             self._error = exc
             self._request_stop()
             self._buffer.close()
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(exc)}"
-            ) from exc
+            ) from _cause(exc)
         finally:
             self._feeder.pumping = False
             self._lock.release()
@@ -317,3 +317,17 @@ def _why(error: BaseException) -> str:
     own words (each names what failed), anything else as its repr."""
     own = StallError | NonFiniteDataError | IngestTransformError | StudyLacksError
     return str(error) if isinstance(error, own) else repr(error)
+
+
+def _cause(error: BaseException) -> BaseException | None:
+    """The cause to chain to the `SourceError` of `error`: none for a study that ended
+    lacking data (its message says it all: the trainer says it in one line, with no
+    traceback, `trainer.ending.source_failed`), else `error` itself."""
+    return None if isinstance(error, StudyLacksError) else error
+
+
+def _log_failure(rank: int, error: BaseException) -> None:
+    """Log the receiver's failure, but not a study that ended lacking data: its
+    `SourceError` says it once (`_cause`)."""
+    if not isinstance(error, StudyLacksError):
+        logger.error("receiver of rank %d failed: %r", rank, error)

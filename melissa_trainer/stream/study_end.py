@@ -81,9 +81,7 @@ class StudyEndCheck:
         return [
             s
             for s in finished
-            if s not in archive
-            and not (s in sims and sims[s].finished)
-            and s not in given_up
+            if s not in archive and not (s in sims and sims[s].finished) and s not in given_up
         ]
 
     def check(self, idle: float, ingest: Ingest, end: Callable[[str], None]) -> None:
@@ -109,7 +107,6 @@ class StudyEndCheck:
             f"{len(lacked)} of the {n} simulations its launcher counts finished "
             f"(simulation {ids}; rank 0 has them complete): {shown}{more}. No simulation "
             f"runs any more, so none will send it: rank {self.rank} stops now rather than "
-            f"wait for stall_timeout. To train on it, resume from a checkpoint "
-            f"(--resume_from_checkpoint latest): the resumed study runs again every "
-            f"simulation that some rank's checkpoint lacks"
+            f"wait for stall_timeout. A run resumed from a checkpoint runs it again (a "
+            f"resumed study runs every simulation that some rank's checkpoint lacks)"
         )

@@ -82,6 +82,13 @@ class StudyEndNotice:
                 curve_public_key=[e.get("curve_public_key") for e in entries],
             )
             self.ranks = [int(e["rank"]) for e in entries]
+            if self.ranks:  # (said on rank 0, whose collective waits for a rank that stops)
+                logger.info(
+                    "the study has ended: ranks %s told which %d simulations are finished "
+                    "(a rank that lacks one of them stops, naming it)",
+                    self.ranks,
+                    len(finished),
+                )
             self.told.set()
         except Exception as exc:  # (a daemon thread: said, never lost)
             logger.warning(

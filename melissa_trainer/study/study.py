@@ -25,8 +25,9 @@ the simulations: the processes). The study owns what joins them:
   (a redrawn one's replacement is waited for instead).
 * **Failure surfaces as `SourceError`** from `wait_for`: the study failed (see
   `Launcher`), every launched simulation has ended and the stream still waits (rank 0,
-  after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
-  failures (exit codes, log tails) appended.
+  after `ENDED_GRACE` s of silence; another rank lacking a simulation rank 0 counts
+  finished, once rank 0 has told it the study's end: `end_notice`), or any error of
+  the stream, with the study's failures (exit codes, log tails) appended.
 * **A silence the launcher explains is not a stall.** The stream's stall watchdog
   (`ReceiverConfig.stall_timeout`) asks the launcher before it fails a silent stream
   (`StreamSource.excuse_silence`): on rank 0, while every job is queued by its

@@ -1,5 +1,5 @@
 """STUDY_END: rank 0's word to every receiver that the study has ended, and which
-simulations its launcher counts finished (docs/protocol.md, section 6a).
+simulations its launcher counts finished (docs/protocol.md, section 8b).
 
 Sent once, on a receiver's stream socket (PUSH -> PULL, as ABANDON), when every simulation
 has finished or been given up and every job has exited (`melissa_trainer.study.end_notice`).

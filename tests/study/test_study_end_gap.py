@@ -119,6 +119,6 @@ def test_a_rank_that_lacks_a_finished_simulation_is_told_and_fails_naming_it(
     message = str(info.value)
     assert "rank 1 lacks the data of 1 of the 3 simulations its launcher counts" in message
     assert "simulation 1: rank 1's receiver has no HELLO from it" in message
-    assert "--resume_from_checkpoint latest" in message
+    assert "A run resumed from a checkpoint runs it again" in message
     notice = ranks[0]._end_notice
     assert notice is not None and notice.told.is_set() and notice.ranks == [1]

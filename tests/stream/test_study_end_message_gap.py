@@ -77,12 +77,18 @@ def test_the_message_round_trips_and_its_ids_are_sorted_once() -> None:
     [
         (encode_study_end([1, 2, 3])[:-8], "bad_size"),  # says 3 ids, holds 2
         (encode_study_end([1, 2]) + bytes(3), "bad_size"),
-        (P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 2) + np.array([3, 1], "<u8").tobytes(),
-         "bad_range"),  # fmt: skip
-        (P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 2) + np.array([1, 1], "<u8").tobytes(),
-         "bad_range"),  # fmt: skip
-        (P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 1) + np.array([2**63], "<u8").tobytes(),
-         "bad_range"),  # fmt: skip
+        (
+            P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 2) + np.array([3, 1], "<u8").tobytes(),
+            "bad_range",
+        ),  # fmt: skip
+        (
+            P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 2) + np.array([1, 1], "<u8").tobytes(),
+            "bad_range",
+        ),  # fmt: skip
+        (
+            P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 1) + np.array([2**63], "<u8").tobytes(),
+            "bad_range",
+        ),  # fmt: skip
         (P.PREFIX.pack(P.MAGIC, P.VERSION, STUDY_END, 0, 1 << 40), "too_large"),
     ],
 )
@@ -113,7 +119,7 @@ def test_a_rank_that_lacks_a_finished_simulation_fails_naming_it_and_the_fix() -
     assert "rank 1 lacks the data of 1 of the 3 simulations its launcher counts" in message
     assert "(simulation 1; rank 0 has them complete)" in message
     assert "simulation 1: rank 1's receiver has no HELLO from it" in message
-    assert "--resume_from_checkpoint latest" in message and "runs again" in message
+    assert "A run resumed from a checkpoint runs it again" in message
 
 
 @pytest.mark.timeout(30)

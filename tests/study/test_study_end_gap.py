@@ -29,37 +29,10 @@ from melissa_trainer import (
 )
 from melissa_trainer.launcher import LocalBackend
 
-#: a solver that streams 4 steps round robin to the ranks of the rendezvous, except
-#: that its messages to rank 1 are lost when its id is DROP
-SOLVER = r"""
-import json, os
-import numpy as np, zmq
-from melissa_trainer import wire as P
-from melissa_trainer.stream.endpoints import fetch_rendezvous
-
-sid = int(os.environ["MELISSA_TRAINER_SIMULATION_ID"])
-params = json.loads(os.environ["MELISSA_TRAINER_PARAMETERS"])
-entries = fetch_rendezvous(os.environ["MELISSA_TRAINER_RENDEZVOUS"], timeout=30)
-lost = {1} if sid == int(os.environ["DROP"]) else set()
-x = P.FieldSpec("x", np.dtype("<f4"), (2,))
-ctx = zmq.Context()
-socks = {}
-for e in entries:
-    if int(e["rank"]) not in lost:
-        socks[int(e["rank"])] = s = ctx.socket(zmq.PUSH)
-        s.connect(e["endpoint"])
-world, steps = len(entries), 4
-for s in socks.values():
-    s.send(P.encode_hello(sid, 0, 1, [x], params))
-for t in range(steps):
-    if t % world in socks:
-        head = P.encode_data_header(sid, t, 0, 1, b"x", P.dtype_code(x.dtype), x.shape, 0, 2, True)
-        socks[t % world].send(head + np.array([sid, t], "<f4").tobytes())
-for r, s in socks.items():
-    s.send(P.encode_bye(sid, 0, 1, len(range(r, steps, world))))
-    s.close(linger=-1)
-ctx.term()
-"""
+SCRIPTS = Path(__file__).parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+#: the solver: 4 steps round robin to the ranks, its messages to rank 1 lost for DROP
+from study_end_gap import SOLVER  # noqa: E402
 
 N = 3
 
@@ -71,7 +44,7 @@ def study(script: Path) -> Study:
         N,
         job_limit=N,
         backend=LocalBackend(),
-        env={"DROP": "1"},
+        env={"DROP": "1", "STEPS": "4"},
         tuning=LauncherTuning(poll_interval=0.05, kill_grace=2.0, max_restarts=0),
     )
     return Study(launcher, StreamSource(ReceiverConfig()))  # (stall_timeout: 600 s)

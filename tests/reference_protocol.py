@@ -21,6 +21,7 @@ import math
 import re
 import struct
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ import numpy as np
 MAGIC = b"MTRN"
 VERSION = 2
 HELLO, DATA, BYE, ABANDON, BATCH = 1, 2, 3, 4, 5
+STUDY_END = 15  # section 8b
 INLINE = 0x0001  # DATA flags bit 0
 FINITE = 0x0002  # DATA and BATCH flags bit 1: the sender checked every value finite
 FLOAT_DTYPES = frozenset({"<f2", "<f4", "<f8"})  # section 9: the IEEE 754 types
@@ -130,7 +132,13 @@ class Abandon:
     replaced: bool
 
 
-Message = Hello | Part | Bye | Abandon
+@dataclass(frozen=True)
+class StudyEnd:
+    sim: int  # (the prefix's field: here the number of ids)
+    finished: tuple[int, ...]
+
+
+Message = Hello | Part | Bye | Abandon | StudyEnd
 
 
 # -- encoding (what a client sends, section 5 to 8a) ----------------------------------------
@@ -254,6 +262,15 @@ def decode(frame: bytes, part: bytes | None, max_bytes: int) -> Message:
         if len(frame) != ABANDON_BYTES:
             raise Reject("bad_size")
         return Abandon(sim, bool(flags & REPLACED))
+    if kind == STUDY_END:  # section 8b: `sim` is the number of ids that follow
+        if sim > (max_bytes - PREFIX_BYTES) // 8:
+            raise Reject("too_large")
+        if len(frame) != PREFIX_BYTES + 8 * sim:
+            raise Reject("bad_size")
+        ids = [_u64(frame, PREFIX_BYTES + 8 * i) for i in range(sim)]
+        if any(i >= 1 << 63 for i in ids) or any(b <= a for a, b in pairwise(ids)):
+            raise Reject("bad_range")
+        return StudyEnd(sim, tuple(ids))
     raise Reject("bad_kind")
 
 

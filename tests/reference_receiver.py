@@ -25,6 +25,7 @@ from reference_protocol import (
     Message,
     Part,
     Reject,
+    StudyEnd,
     Unspecified,
     decode,
     holds_nonfinite,
@@ -88,6 +89,8 @@ class ReferenceReceiver:
             except Reject as exc:
                 msgs.append(exc)
         decoded = [m for m in msgs if not isinstance(m, Reject)]
+        if any(isinstance(m, StudyEnd) for m in decoded):  # (its outcome: the silence after)
+            raise Unspecified("a STUDY_END")
         if not all(self.mine(m.sim) for m in decoded):
             raise Unspecified("another sender's simulation")
         keys = [(m.sim, m.name if isinstance(m, Part) else None) for m in decoded]

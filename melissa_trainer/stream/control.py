@@ -1,19 +1,23 @@
-"""Control messages from the launcher to the receivers (not from simulations)."""
+"""Control messages from the launcher to the receivers (not from simulations): ABANDON
+(`send_abandon`) and STUDY_END (`send_study_end`, `melissa_trainer.stream.study_end`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import zmq
 
 from melissa_trainer import wire as protocol
+from melissa_trainer.wire.study_end import encode_study_end
+
+CurveKeys = str | Sequence[str | None] | None
 
 
 def send_abandon(
     endpoints: Sequence[str],
     simulation_id: int,
     timeout: float = 10.0,
-    curve_public_key: str | Sequence[str | None] | None = None,
+    curve_public_key: CurveKeys = None,
     replaced: bool = False,
 ) -> None:
     """Tell every receiver to stop waiting for `simulation_id` (an ABANDON message);
@@ -27,6 +31,28 @@ def send_abandon(
         TimeoutError: a receiver could not be reached in time.
     """
     message = protocol.encode_abandon(simulation_id, replaced)
+    _send(endpoints, message, f"ABANDON of simulation {simulation_id}", timeout, curve_public_key)
+
+
+def send_study_end(
+    endpoints: Sequence[str],
+    finished: Iterable[int],
+    timeout: float = 10.0,
+    curve_public_key: CurveKeys = None,
+) -> None:
+    """Tell every receiver that the study has ended, its launcher counting the
+    `finished` ids finished (a STUDY_END message); as `send_abandon` otherwise.
+
+    Raises:
+        TimeoutError: a receiver could not be reached in time.
+    """
+    _send(endpoints, encode_study_end(finished), "STUDY_END", timeout, curve_public_key)
+
+
+def _send(
+    endpoints: Sequence[str], message: bytes, what: str, timeout: float, curve_public_key: CurveKeys
+) -> None:
+    """Send `message` (`what`, for the error) to every endpoint (`send_abandon`)."""
     context = zmq.Context()
     sockets: list[zmq.Socket] = []
     if curve_public_key is None or isinstance(curve_public_key, str):
@@ -48,8 +74,7 @@ def send_abandon(
                 sock.send(message)
             except zmq.Again:
                 raise TimeoutError(
-                    f"ABANDON of simulation {simulation_id} not delivered to {endpoint} "
-                    f"within {timeout} s"
+                    f"{what} not delivered to {endpoint} within {timeout} s"
                 ) from None
     finally:
         for sock in sockets:

@@ -45,6 +45,8 @@ from melissa_trainer.wire import (
     Hello,
     ProtocolError,
 )
+from melissa_trainer.wire.messages import StudyEnd
+from melissa_trainer.wire.study_end import STUDY_END
 
 __all__ = ["DataPath"]
 
@@ -142,6 +144,9 @@ class DataPath(IngestLoop):
                 part = recv(copy=False)
                 size += len(part)
             if not received(size, self._ended):
+                # (rank 0's STUDY_END is expected after the end: `study_end`)
+                if size > KIND_AT and frame[KIND_AT] == STUDY_END:
+                    ing.ignored_after_end -= 1
                 continue
             try:
                 msg = decode(frame) if part is None else decode(frame, part.buffer)
@@ -161,6 +166,8 @@ class DataPath(IngestLoop):
             elif type(msg) is Bye:
                 ing.bye(msg)
                 watch.bye(head, msg)
+            elif type(msg) is StudyEnd:
+                self.study_end.told(msg, self._ended)
             else:
                 assert type(msg) is Abandon
                 ing.abandon(msg)

@@ -37,6 +37,7 @@ from melissa_trainer.stream.feeder import Feeder
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.nonfinite import NonFiniteDataError
 from melissa_trainer.stream.receiver_config import ReceiverConfig, ReceiverTuning
+from melissa_trainer.stream.study_end import StudyEndCheck, StudyLacksError
 from melissa_trainer.stream.watchdog import IdleClock, StallError
 
 __all__ = ["IngestLoop"]
@@ -98,6 +99,8 @@ class IngestLoop(ABC):
             nonfinite=config.nonfinite,
         )
 
+        #: rank 0's word that the study has ended (a STUDY_END), judged when idle
+        self.study_end = StudyEndCheck(rank, tuning.study_end_grace)
         self._lock = threading.Lock()  # who ingests: the thread, or a pump
         self._last_pump = -math.inf
         self._socket: zmq.Socket | None = None
@@ -128,7 +131,7 @@ class IngestLoop(ABC):
         if error is not None:
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(error)}"
-            ) from error
+            ) from _cause(error)
 
     def report_refusals_to_launcher(self) -> None:
         """A launcher reads `refused` (a `Study` calls this on rank 0 before it starts
@@ -182,7 +185,7 @@ class IngestLoop(ABC):
         except _Stopped:
             pass
         except BaseException as exc:  # surfaced by check() in the training loop
-            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            _log_failure(self._rank, exc)
             self._error = exc
             self._buffer.close()
         finally:
@@ -231,13 +234,13 @@ class IngestLoop(ABC):
         except (KeyboardInterrupt, SystemExit):
             raise  # Ctrl-C or an exit in this thread: the caller's to handle, not a failure
         except BaseException as exc:
-            logger.error("receiver of rank %d failed: %r", self._rank, exc)
+            _log_failure(self._rank, exc)
             self._error = exc
             self._request_stop()
             self._buffer.close()
             raise SourceError(
                 f"the stream receiver of rank {self._rank} failed: {_why(exc)}"
-            ) from exc
+            ) from _cause(exc)
         finally:
             self._feeder.pumping = False
             self._lock.release()
@@ -275,6 +278,8 @@ class IngestLoop(ABC):
             self.ingest.log.tick()
         if self._finish == "wait" and not self._ended and self.ingest.all_finished():
             self._end("finish() was called and every simulation has finished")
+        if not self._ended:  # (the study has ended: end, or fail on what this rank lacks)
+            self.study_end.check(idle, self.ingest, self._end)
         if not self._ended:
             self._idle.check(idle, self.ingest)
 
@@ -310,5 +315,19 @@ class IngestLoop(ABC):
 def _why(error: BaseException) -> str:
     """An error for a message: a stall's, non-finite data's or the ingest transform's
     own words (each names what failed), anything else as its repr."""
-    own = StallError | NonFiniteDataError | IngestTransformError
+    own = StallError | NonFiniteDataError | IngestTransformError | StudyLacksError
     return str(error) if isinstance(error, own) else repr(error)
+
+
+def _cause(error: BaseException) -> BaseException | None:
+    """The cause to chain to the `SourceError` of `error`: none for a study that ended
+    lacking data (its message says it all: the trainer says it in one line, with no
+    traceback, `trainer.ending.source_failed`), else `error` itself."""
+    return None if isinstance(error, StudyLacksError) else error
+
+
+def _log_failure(rank: int, error: BaseException) -> None:
+    """Log the receiver's failure, but not a study that ended lacking data: its
+    `SourceError` says it once (`_cause`)."""
+    if not isinstance(error, StudyLacksError):
+        logger.error("receiver of rank %d failed: %r", rank, error)

@@ -173,6 +173,8 @@ class ReceiverTuning:
         takeover: seconds without a pump from the reader after which the receiver's
             thread ingests again (validation, a checkpoint, a long step).
         pump_budget: the longest one pump ingests before the reader gets its batch.
+        study_end_grace: seconds of silence, after rank 0's word that the study has
+            ended, before the stream ends or fails on what it lacks (`study_end`).
 
     Raises:
         ValueError: a value that is not a positive finite number (named).
@@ -183,9 +185,11 @@ class ReceiverTuning:
     stop_timeout: float = 10.0
     takeover: float = 0.5
     pump_budget: float = 0.02
+    study_end_grace: float = 2.0
 
     def __post_init__(self) -> None:
-        for name in ("put_timeout", "poll_interval", "stop_timeout", "takeover", "pump_budget"):
+        names = ("put_timeout", "poll_interval", "stop_timeout", "takeover", "pump_budget")
+        for name in (*names, "study_end_grace"):
             value = getattr(self, name)
             if not (isinstance(value, int | float) and 0 < value < math.inf):
                 raise ValueError(f"ReceiverTuning.{name} must be > 0 seconds, got {value!r}")

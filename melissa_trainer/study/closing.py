@@ -26,7 +26,7 @@ from melissa_trainer.sources.source import SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.study.feedback import FeedbackCheck
 
-__all__ = ["LastExits", "log_study_account", "waiting_forever"]
+__all__ = ["LastExits", "check_waiting", "log_study_account", "waiting_forever"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +96,25 @@ class LastExits:
         )
         logger.info("%s", line)
         return [line]
+
+
+def check_waiting(
+    launcher: Launcher, receiver: Receiver, rank: int, expected: int | None, grace: float
+) -> None:
+    """Rank 0 (its launcher started): raise `waiting_forever`'s error when every
+    simulation of the study has ended, yet the stream still waits, silent `grace` s.
+    (The other ranks learn the study's end from rank 0: `end_notice`.)
+
+    Raises:
+        SourceError: as said.
+    """
+    if (
+        receiver.ended
+        or receiver.idle_seconds() <= grace  # (cheap first: done reads the study)
+        or not launcher.done
+    ):
+        return
+    raise waiting_forever(launcher, receiver, rank, expected)
 
 
 def waiting_forever(

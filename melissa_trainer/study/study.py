@@ -25,8 +25,9 @@ the simulations: the processes). The study owns what joins them:
   (a redrawn one's replacement is waited for instead).
 * **Failure surfaces as `SourceError`** from `wait_for`: the study failed (see
   `Launcher`), every launched simulation has ended and the stream still waits (rank 0,
-  after `ENDED_GRACE` s of silence), or any error of the stream, with the study's
-  failures (exit codes, log tails) appended.
+  after `ENDED_GRACE` s of silence; another rank lacking a simulation rank 0 counts
+  finished, once rank 0 has told it the study's end: `end_notice`), or any error of
+  the stream, with the study's failures (exit codes, log tails) appended.
 * **A silence the launcher explains is not a stall.** The stream's stall watchdog
   (`ReceiverConfig.stall_timeout`) asks the launcher before it fails a silent stream
   (`StreamSource.excuse_silence`): on rank 0, while every job is queued by its
@@ -79,7 +80,8 @@ from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.sources.source import Source, SourceError
 from melissa_trainer.stream.receiver import Receiver
 from melissa_trainer.stream.stream_source import StreamSource
-from melissa_trainer.study.closing import LastExits, log_study_account, waiting_forever
+from melissa_trainer.study.closing import LastExits, check_waiting, log_study_account
+from melissa_trainer.study.end_notice import StudyEndNotice
 from melissa_trainer.study.feedback import FeedbackCheck
 from melissa_trainer.study.first_data import FirstDataNotice
 from melissa_trainer.study.hooks import AdaptiveFeed, StudyEvents
@@ -148,6 +150,7 @@ class Study(Source):
         self._preempted = False  # on_preempted: stop need not wait either
         self._stream_over = False  # on_end_of_stream: the last simulations are closing
         self._last_exits = LastExits()  # (at most STOP_WAIT s for them, in all)
+        self._end_notice: StudyEndNotice | None = None  # rank 0: tells the ranks the end
         #: rank 0, resumed: which simulations are done, which run again (`ProgressHook`)
         self.resume_report: list[str] = []
         #: rank 0, after `stop`: the account when not a WARNING (`ProgressHook` prints it)
@@ -222,6 +225,7 @@ class Study(Source):
             study_dir=study_dir,
             run_id=self.stream.config.run_id,
         )
+        self._end_notice = StudyEndNotice.start(launcher, rendezvous)  # (`end_notice`)
         logs = self.launcher.log_dir  # the user's log_dir: the notice names it, not ours
         self.first_data.started(receiver.ingest.samples_put, logs or study_dir / "logs")
         # the stall watchdog asks the launcher before it fails a silent stream
@@ -243,9 +247,10 @@ class Study(Source):
                 raise SourceError(f"{exc}\n{failures}") from exc.__cause__ or exc
             self._check_launcher()
             if timeout > 0:
-                self._check_not_waiting_forever()
                 receiver = self.stream.receiver
-                if self._started and receiver is not None:
+                if self._started and receiver is not None:  # (every simulation ended?)
+                    expected = self.stream.config.expected_simulations
+                    check_waiting(self.launcher, receiver, self._rank, expected, ENDED_GRACE)
                     self.first_data.check(receiver.ingest.samples_put, self.launcher)
         except SourceError:
             self._failed = True  # (stop need not wait for the last simulations' data)
@@ -259,20 +264,6 @@ class Study(Source):
         except Exception as exc:  # (`from None`: chained, its report would print twice)
             raise SourceError(f"the simulation study failed: {exc}") from None
 
-    def _check_not_waiting_forever(self) -> None:
-        """Rank 0: every simulation of the study has ended, yet the stream waits."""
-        receiver = self.stream.receiver
-        if (
-            not self._started
-            or receiver is None
-            or receiver.ended
-            or receiver.idle_seconds() <= ENDED_GRACE  # (cheap first: done reads the study)
-            or not self.launcher.done
-        ):
-            return
-        expected = self.stream.config.expected_simulations
-        raise waiting_forever(self.launcher, receiver, self._rank, expected)
-
     def stop(self) -> None:
         """End the simulations (none outlives the trainer), then the receivers."""
         receiver = self.stream.receiver
@@ -282,6 +273,8 @@ class Study(Source):
         if not self._started and told is not None:
             told()
         try:
+            if self._end_notice is not None:
+                self._end_notice.stop()
             if self._started:
                 # At the end of the stream (any rank) the last simulations may exit and
                 # their data arrive (finished, not rerun on resume). Stopped with data to

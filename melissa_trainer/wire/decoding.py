@@ -53,6 +53,7 @@ from melissa_trainer.wire.messages import (
     Message,
     ProtocolError,
 )
+from melissa_trainer.wire.study_end import STUDY_END, decode_study_end
 
 _DATA_HEAD = struct.Struct("<4sBBHQQHHBBBBQQ")  # PREFIX + DATA_FIXED, unpacked at once
 
@@ -113,6 +114,8 @@ def decode(
         if size != PREFIX.size:
             raise ProtocolError("bad_size", f"ABANDON of {size} bytes")
         return Abandon(sim, bool(flags & FLAG_REPLACED))
+    if kind == STUDY_END:  # (its ids' count in the simulation-id field)
+        return decode_study_end(frame, size, sim, max_message_bytes)
     raise ProtocolError("bad_kind", f"unknown message kind {kind}")
 
 

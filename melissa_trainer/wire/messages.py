@@ -112,4 +112,11 @@ class Abandon:
     replaced: bool = False
 
 
-Message = Hello | Data | Batch | Bye | Abandon
+@dataclass(frozen=True, eq=False)
+class StudyEnd:
+    """STUDY_END (`wire.study_end`): the ids the launcher counts finished, increasing."""
+
+    finished: np.ndarray
+
+
+Message = Hello | Data | Batch | Bye | Abandon | StudyEnd

@@ -109,3 +109,24 @@ def test_unrecorded_another_number_is_refused_by_its_files(written: Path, tmp_pa
     said = str(caught.value)
     assert "has 3 objects registered for checkpointing (custom_checkpoint_0.pkl" in said, said
     assert "this run registers 2 (StepLR, Counter)" in said, said
+
+
+def test_the_installed_accelerate_keeps_the_list_the_check_reads() -> None:
+    """The check reads Accelerate's private list of registered objects and stands aside
+    when it is absent (Accelerate's own count check then speaks): an Accelerate without
+    it must fail here, not silently turn the check off."""
+    from accelerate import Accelerator
+
+    from melissa_trainer.checkpoint.registered_objects import names
+
+    acc = Accelerator(cpu=True)
+    acc.register_for_checkpointing(Counter())
+    assert names(acc) == ["Counter"]
+
+
+def test_an_accelerator_without_the_list_is_not_refused(tmp_path: Path) -> None:
+    """No ``_custom_objects``: nothing is claimed about the run's objects."""
+    from melissa_trainer.checkpoint.registered_objects import check
+
+    (tmp_path / "custom_checkpoint_0.pkl").write_bytes(b"")
+    check(tmp_path, tmp_path / SCHEDULER_FILE, object())  # no raise

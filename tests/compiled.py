@@ -7,6 +7,9 @@ skips, saying why, when a tool is missing (cmake, a C compiler, pkg-config, libz
 It returns a `CClient`: the install prefix and `compile`, which builds a C file into an
 executable linked with the library (with the MPI compiler wrapper for ``mpi=True``).
 `sanitized_c_client` is the same library built with ``-fsanitize=address,undefined``.
+``MT_TEST_SANITIZE=1`` (or a list such as ``address``) in the environment builds `c_client`
+itself with those sanitizers, and every program the tests compile against it (C, MPI C and
+Fortran): the whole of tests/c then runs under them (docs: clients/c/README.md).
 """
 
 from __future__ import annotations
@@ -34,6 +37,13 @@ SANITIZER_ENV = {
     "ASAN_OPTIONS": "detect_leaks=1:abort_on_error=0",
     "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1",
 }
+
+
+def sanitize_requested() -> str:
+    """The sanitizers ``MT_TEST_SANITIZE`` asks every C client build for ("" if none):
+    ``1`` means address,undefined."""
+    value = os.environ.get("MT_TEST_SANITIZE", "").strip()
+    return SANITIZE if value in ("1", "yes", "on") else "" if value in ("", "0") else value
 
 
 def c_toolchain_missing() -> str | None:
@@ -126,8 +136,10 @@ def compile_fortran_program(client: CClient, source: str, out_dir: Path, name: s
     path = out_dir / f"{name}.f90"
     path.write_text(source)
     binary = out_dir / name
-    _run(["gfortran", "-std=f2018", "-Wall", "-Werror", f"-I{modules}", path, "-o", binary,
-          f"-L{lib}", "-lmelissa_trainer_fortran", "-lmelissa_trainer_client",
+    # a sanitized library needs the runtime linked into the program (it must come first)
+    sanitize = [f"-fsanitize={client.sanitize}", "-g"] if client.sanitize else []
+    _run(["gfortran", "-std=f2018", "-Wall", "-Werror", *sanitize, f"-I{modules}", path,
+          "-o", binary, f"-L{lib}", "-lmelissa_trainer_fortran", "-lmelissa_trainer_client",
           f"-Wl,-rpath,{lib}"], f"compiling {path}")  # fmt: skip
     return binary
 
@@ -232,11 +244,16 @@ def shared_build(tmp_path_factory: pytest.TempPathFactory, name: str, **options:
 
 @pytest.fixture(scope="session")
 def c_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CClient]:
-    """The C client, built and installed once per run (skips without the tools)."""
-    reason = c_toolchain_missing()
+    """The C client, built and installed once per run (skips without the tools); with
+    `sanitize_requested`'s sanitizers when ``MT_TEST_SANITIZE`` asks for them."""
+    sanitize = sanitize_requested()
+    reason = c_toolchain_missing() or (sanitizer_missing() if sanitize else None)
     if reason is not None:
         missing_tool(reason)
-    yield shared_build(tmp_path_factory, "c_client")
+    if sanitize:
+        yield shared_build(tmp_path_factory, "c_client_sanitized", sanitize=sanitize)
+    else:
+        yield shared_build(tmp_path_factory, "c_client")
 
 
 @pytest.fixture(scope="session")

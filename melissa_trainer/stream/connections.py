@@ -91,6 +91,13 @@ receiver's poll interval at most while the socket is empty, later while it is ke
 busy). The monitor's queue has no bound (``RCVHWM`` 0: events left unread while the
 ingester is busy never stall the socket; one small message per close).
 
+A peer whose socket cannot send to a PULL (a REQ or DEALER: a prediction request sent to
+the stream endpoint) is closed in its handshake: ``ACCEPTED`` then ``DISCONNECTED``, with
+no event between or ``HANDSHAKE_FAILED_NO_DETAIL`` (libzmq 4.3.5: which side saw it first),
+as a peer not ZeroMQ (a port probe). ``HANDSHAKE_SUCCEEDED`` names no descriptor: taken as
+the oldest handshake's (a HELLO proves its own: concurrent handshakes may leave one
+uncounted, never count a PUSH that said HELLO). One WARNING, then one line at `close`.
+
 Thread-safety: `hello`, `bye`, `settle` and `owner_of` are called by the receiver's
 ingester (whoever holds its lock, which orders its use of the monitor socket across
 threads), `close` once it has ended; `pending` and `study_stops` by any thread (a read,
@@ -124,6 +131,8 @@ __all__ = [
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 _POLLIN = int(zmq.POLLIN)
+_FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH  # (CURVE...)
+_EVENTS = _FAILED | zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
 #: rank 0's word to every rank that its study kills the simulations (module docstring)
 STUDY_STOPS_FILE = "study_stops"
 
@@ -204,12 +213,15 @@ class ConnectionWatch:
         # was seen as the study stopped (`_at_stop`: summarised, not warned of)
         self._closed: list[tuple[int, int]] = []
         self._at_stop: list[bool] = []
+        self._shaking: dict[int, None] = {}  # fds accepted, in their handshake (in order)
+        self._failed = 0  # HANDSHAKE_FAILED_PROTOCOL/AUTH read, their DISCONNECTED not yet
+        self.closed_in_handshake = 0  # connections refused for their type (module docstring)
         # (`Socket.get_monitor_socket`'s, with RCVHWM 0 on the reading end: libzmq then
         # leaves the inproc pipe unbounded. With the default HWMs, about 2000 closes left
         # unread stalled the receiver's socket (libzmq 4.3.5, measured: 1500 read, 2100
         # hung); the ingester reads them only at its next HELLO, BYE or empty poll)
         address = f"inproc://melissa-receiver-monitor-{next(_MONITOR_IDS)}"
-        socket.monitor(address, zmq.EVENT_DISCONNECTED)
+        socket.monitor(address, _EVENTS)
         monitor = socket.context.socket(zmq.PAIR)
         monitor.rcvhwm = 0
         monitor.connect(address)
@@ -231,7 +243,9 @@ class ConnectionWatch:
         it was read are read first: a close of an earlier connection on the same
         descriptor is then never taken for this one's (module docstring)."""
         self._drain()
-        self._owners[frame.get(zmq.SRCFD)] = (msg.simulation_id, msg.client_rank)
+        fd = frame.get(zmq.SRCFD)
+        self._shaking.pop(fd, None)  # (its handshake succeeded: it sent a message)
+        self._owners[fd] = (msg.simulation_id, msg.client_rank)
 
     def owner_of(self, fd: int) -> tuple[int, int] | None:
         """(simulation, client rank) of open connection `fd`, its HELLO read and no BYE
@@ -290,6 +304,9 @@ class ConnectionWatch:
             self.settle(empty)
         if self._stopped:
             self._summary()
+        if self.closed_in_handshake > 1:
+            logger.info("%d connections closed in their handshake in all (a wrong socket type, "
+                        "as warned of above)", self.closed_in_handshake)  # fmt: skip
 
     def _drain(self) -> None:
         """Read every event waiting in the monitor, without waiting (the ingester)."""
@@ -302,8 +319,29 @@ class ConnectionWatch:
             except zmq.Again:  # pragma: no cover - ZMQ_EVENTS said one waits
                 return
             event = parse_monitor_message(frames)  # (ZeroMQ's, not ours)
-            if event["event"] == zmq.EVENT_DISCONNECTED:
-                self._disconnected(int(event["value"]))  # (its value: the descriptor)
+            kind, value = event["event"], int(event["value"])  # (a descriptor, or an errno)
+            if kind == zmq.EVENT_DISCONNECTED:
+                self._handshake_ended(value, event["endpoint"])
+                self._disconnected(value)
+            elif kind == zmq.EVENT_ACCEPTED:
+                self._shaking[value] = None
+            elif kind == zmq.EVENT_HANDSHAKE_SUCCEEDED and self._shaking:
+                del self._shaking[next(iter(self._shaking))]  # (the oldest: no descriptor)
+            elif kind & _FAILED:  # (its DISCONNECTED comes next: another cause)
+                self._failed += 1
+
+    def _handshake_ended(self, fd: int, endpoint: bytes) -> None:
+        shaking = self._shaking.pop(fd, 0) is None  # (accepted, its handshake not seen)
+        if self._failed:
+            self._failed -= 1
+        elif shaking:
+            self.closed_in_handshake += 1
+            (logger.warning if self.closed_in_handshake == 1 else logger.debug)(
+                "a peer connected to %s was closed in its ZeroMQ handshake: likely a socket "
+                "that cannot send to a PULL (a REQ or DEALER: mt_predict or Predictor given "
+                "the stream endpoint of rank_N.json: give it serve_N.json's), else not ZeroMQ "
+                "(a port probe); nothing it sent arrives (%d such; the next summed up at the end)",
+                endpoint.decode(errors="replace"), self.closed_in_handshake)  # fmt: skip
 
     def _disconnected(self, fd: int) -> None:
         # the study's own stop (this rank's `study_stops`, or rank 0's word read for a

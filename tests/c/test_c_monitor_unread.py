@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from c_driver import script_exe  # noqa: F401 (fixture)
-from compiled import c_client  # noqa: F401
+from compiled import CClient, c_client  # noqa: F401
 from refusing_listener import refusing_listener
 
 pytestmark = pytest.mark.e2e  # starts a compiled driver
@@ -47,8 +47,9 @@ int zmq_connect(void *s, const char *address) {
 
 
 @pytest.fixture(scope="module")
-def fast_reconnect(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shim, built as a shared library."""
+def fast_reconnect(tmp_path_factory: pytest.TempPathFactory, c_client: CClient) -> str:  # noqa: F811
+    """LD_PRELOAD for the shim, built as a shared library (after ASan's runtime, which
+    must come first, when the driver is built with it: MT_TEST_SANITIZE)."""
     compiler = shutil.which("gcc") or "cc"
     out = tmp_path_factory.mktemp("shim")
     (out / "shim.c").write_text(SHIM)
@@ -58,13 +59,18 @@ def fast_reconnect(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=120,
     )
-    return out / "shim.so"
+    if not c_client.sanitize:
+        return str(out / "shim.so")
+    asan = subprocess.run(
+        [compiler, "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return f"{asan} {out / 'shim.so'}"
 
 
 @pytest.mark.timeout(120, method="thread")  # (a hang inside libzmq ignores signals)
 def test_reconnections_go_on_while_nothing_reads_the_c_monitor(
     script_exe: Path,  # noqa: F811
-    fast_reconnect: Path,
+    fast_reconnect: str,
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MELISSA_")}
     with refusing_listener() as listener:
@@ -74,7 +80,7 @@ def test_reconnections_go_on_while_nothing_reads_the_c_monitor(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**env, "LD_PRELOAD": str(fast_reconnect)},
+            env={**env, "LD_PRELOAD": fast_reconnect},
         )
         try:
             assert proc.stdin is not None and proc.stdout is not None

@@ -175,7 +175,8 @@ def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path)
     )
     assert status(lines, dtype) == (
         MT_EDTYPE,
-        "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)",
+        "mt_predict: input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4: convert the "
+        "data to float32, dtype MT_FLOAT32)",
     )
     assert status(lines, name) == (
         MT_EFIELD,
@@ -189,7 +190,10 @@ def test_against_the_serving_socket(script_exe: Path, sink: str, tmp_path: Path)
     assert status(lines, other) == (
         MT_EFIELD, "mt_predict: output 'z' is not in the prediction, whose outputs are ['y']"
     )  # fmt: skip
-    assert status(lines, kind)[0] == MT_EDTYPE
+    assert status(lines, kind) == (
+        MT_EDTYPE, "mt_predict: output 'y' is float32 (4,), the buffer is for float64 (give a "
+        "float32 buffer, dtype MT_FLOAT32)"
+    )  # fmt: skip
     np.testing.assert_array_equal(outputs_of(lines, last)[1]["y"], [17, 17, 17, 19])
     assert server.telemetry() == {"requests": 5, "answered": 5}
 

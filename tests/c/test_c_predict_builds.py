@@ -96,7 +96,10 @@ def test_fortran_predict_answers_and_errors(
     lines = proc.stdout.splitlines()
     assert lines[0].split() == ["0", str(VERSION), "19.0", "21.0", "23.0", "25.0"]
     assert lines[1] == f"{MT_ESHAPE} mt_predict: input 'u' is <f4 (3,), declared <f4 (4,)"
-    assert lines[2] == f"{MT_EDTYPE} mt_predict: input 'u' is <f8 (4,), declared <f4 (4,)"
+    assert lines[2] == (
+        f"{MT_EDTYPE} mt_predict: input 'u' is <f8 (4,), declared <f4 (4,) (cast it to <f4: "
+        "convert the data to float32, dtype MT_FLOAT32)"
+    )
     assert lines[3] == f"{MT_ESHAPE} mt_predict: output 'y' has 4 elements, the array 5"
     assert lines[4].startswith("1 mt_predict needs contiguous arrays")
     assert lines[5].split() == ["0", "19.0", "21.0", "23.0", "25.0"]

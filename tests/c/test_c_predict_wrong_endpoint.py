@@ -18,6 +18,7 @@ for it fails the test.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -57,15 +58,35 @@ def requests(exe: Path, sink: str, env: dict[str, str], n: int) -> list[tuple[in
     return [status(lines, line) for line in asked]
 
 
+class Warnings(logging.Handler):
+    """The receiver logger's WARNING messages (whatever its propagation)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
 @pytest.mark.timeout(60)
 def test_the_receivers_endpoint_is_an_error_at_once_naming_the_fix(
     script_exe: Path,  # noqa: F811
     sink: str,  # noqa: F811
 ) -> None:
-    with running(expected_simulations=1) as receiver:
-        assert receiver.endpoint is not None
-        env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": receiver.endpoint}
-        results = requests(script_exe, sink, env, 3)
+    """...and the receiver warns of it once (`stream.connections`: closed in its
+    handshake), naming the serve file: it said nothing before."""
+    log, warnings = logging.getLogger("melissa_trainer.stream.receiver"), Warnings()
+    log.addHandler(warnings)
+    try:
+        with running(expected_simulations=1) as receiver:
+            assert receiver.endpoint is not None
+            env = {"MELISSA_TRAINER_SERVE_ENDPOINTS": receiver.endpoint}
+            results = requests(script_exe, sink, env, 3)
+    finally:
+        log.removeHandler(warnings)
+    (warning,) = [w for w in warnings.lines if "closed in its ZeroMQ handshake" in w]
+    assert receiver.endpoint in warning and "serve_N.json" in warning, warning
     for code, message in results:
         # (before the fix: LONG seconds, past the test's timeout, then MT_ETIMEDOUT)
         assert code == MT_EENV, message

@@ -268,7 +268,10 @@ def test_fortran_arrays_arrive_in_c_order_and_errors_name_the_field(
     proc, samples = run_against_receiver(fortran_shapes, [], {"a": ((4, 3), "int32")})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "3 field 'a' is declared int32, mt_send was given float64", lines
+    assert lines[0] == (
+        "3 field 'a' is declared int32, mt_send was given float64 (convert the data to int32, "
+        "dtype MT_INT32)"
+    ), lines
     # the size given and the declared shape, in C order (the Fortran shape reversed)
     assert lines[1].startswith("4 field 'a': ") and "5 elements" in lines[1], lines
     assert "(4, 3)" in lines[1], lines

@@ -32,9 +32,9 @@
  *
  * Errors: every function returns an mt_status (MT_OK = 0). mt_strerror(status) names
  * the kind of error; mt_client_error(c) gives the message of c's last error, which
- * names what was wrong and how to fix it (e.g. "field 'temperature' is declared
- * float32, mt_send was given float64"). A client whose send failed on the transport
- * (MT_ETIMEDOUT, MT_EZMQ) should be closed with mt_client_abort.
+ * names what was wrong and how to fix it (e.g. "field 'temperature' is declared float32,
+ * mt_send was given float64 (convert the data to float32, dtype MT_FLOAT32)"). A client
+ * whose send failed on the transport (MT_ETIMEDOUT, MT_EZMQ): close it with mt_client_abort.
  *
  * Thread-safety: an mt_client belongs to one thread of the simulation (the one that
  * calls its functions; the library runs one thread of its own per client, which sends

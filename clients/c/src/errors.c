@@ -46,6 +46,9 @@ const char *mt_version(void) {
 static void set_error(mt_client *c, const char *fmt, va_list ap) {
     va_list again;
     va_copy(again, ap);
+    /* (Never null: said so for GCC, whose -fsanitize=undefined check of vsnprintf's
+     * nonnull format left a null-format path that -Wformat-truncation failed at -O2.) */
+    if (fmt == NULL) fmt = "";
     int n = vsnprintf(NULL, 0, fmt, ap);
     char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
     if (text != NULL) vsnprintf(text, (size_t)n + 1, fmt, again);
@@ -75,13 +78,15 @@ mt_status mt_client_set_error(mt_client *c, mt_status status, const char *messag
 
 static const struct {
     size_t itemsize;
-    const char *name, *str;
+    const char *name, *str, *constant;
 } dtypes[] = {
-    {0, "", ""},
-    {4, "float32", "<f4"}, {8, "float64", "<f8"}, {2, "float16", "<f2"},
-    {1, "int8", "|i1"},    {2, "int16", "<i2"},   {4, "int32", "<i4"},
-    {8, "int64", "<i8"},   {1, "uint8", "|u1"},   {2, "uint16", "<u2"},
-    {4, "uint32", "<u4"},  {8, "uint64", "<u8"},  {1, "bool", "|b1"},
+    {0, "", "", ""},
+    {4, "float32", "<f4", "MT_FLOAT32"}, {8, "float64", "<f8", "MT_FLOAT64"},
+    {2, "float16", "<f2", "MT_FLOAT16"}, {1, "int8", "|i1", "MT_INT8"},
+    {2, "int16", "<i2", "MT_INT16"},     {4, "int32", "<i4", "MT_INT32"},
+    {8, "int64", "<i8", "MT_INT64"},     {1, "uint8", "|u1", "MT_UINT8"},
+    {2, "uint16", "<u2", "MT_UINT16"},   {4, "uint32", "<u4", "MT_UINT32"},
+    {8, "uint64", "<u8", "MT_UINT64"},   {1, "bool", "|b1", "MT_BOOL"},
 };
 
 size_t mt_itemsize(mt_dtype dtype) {
@@ -91,6 +96,9 @@ const char *mt_dtype_name(mt_dtype dtype) {
     return mt_itemsize(dtype) ? dtypes[dtype].name : "unknown dtype";
 }
 const char *mt_dtype_str(mt_dtype dtype) { return mt_itemsize(dtype) ? dtypes[dtype].str : "?"; }
+const char *mt_dtype_constant(mt_dtype dtype) {
+    return mt_itemsize(dtype) ? dtypes[dtype].constant : "?";
+}
 
 #ifdef MT_TESTING
 /* Tests only (the library the unit tests link, never installed): seconds added to the

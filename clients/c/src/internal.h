@@ -199,6 +199,8 @@ void mt_clear_error(mt_client *c); /* (and frees the message) */
 size_t mt_itemsize(mt_dtype dtype);
 const char *mt_dtype_name(mt_dtype dtype);
 const char *mt_dtype_str(mt_dtype dtype);
+/* The enumerator's name ("MT_FLOAT32"): the fix a wrong dtype's message names. */
+const char *mt_dtype_constant(mt_dtype dtype);
 double mt_now(void); /* monotonic seconds */
 #ifdef MT_TESTING
 void mt_testing_advance_clock(double seconds); /* (tests only: see errors.c) */

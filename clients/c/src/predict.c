@@ -154,12 +154,16 @@ static mt_status check_inputs(mt_client *c, const mt_input *in, size_t n_in) {
         bool shape = s->ndim == in[i].ndim;
         for (int d = 0; shape && d < s->ndim; ++d) shape = s->shape[d] == in[i].shape[d];
         if (s->dtype != in[i].dtype || !shape) {
-            char got[200], want[200];
+            char got[200], want[200], cast[120] = "";
             mt_shape_text(in[i].ndim, in[i].shape, got, sizeof got);
             mt_shape_text(s->ndim, s->shape, want, sizeof want);
+            if (s->dtype != in[i].dtype) /* (Python's hint, then the C/Fortran fix) */
+                snprintf(cast, sizeof cast, " (cast it to %s: convert the data to %s, dtype %s)",
+                         mt_dtype_str(s->dtype), mt_dtype_name(s->dtype),
+                         mt_dtype_constant(s->dtype));
             return mt_fail(c, s->dtype != in[i].dtype ? MT_EDTYPE : MT_ESHAPE,
-                           "mt_predict: input '%s' is %s %s, declared %s %s", in[i].name,
-                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want);
+                           "mt_predict: input '%s' is %s %s, declared %s %s%s", in[i].name,
+                           mt_dtype_str(in[i].dtype), got, mt_dtype_str(s->dtype), want, cast);
         }
     }
     return MT_OK;

@@ -134,9 +134,11 @@ static mt_status take_prediction(mt_client *c, mt_reply *r, mt_output *out, size
         char shape[200];
         mt_shape_text(a[i].ndim, a[i].shape, shape, sizeof shape);
         if ((int)out[o].dtype != a[i].dtype)
-            return mt_fail(c, MT_EDTYPE, "mt_predict: output '%s' is %s %s, the buffer is for %s",
-                           out[o].name, mt_dtype_name((mt_dtype)a[i].dtype), shape,
-                           mt_dtype_name(out[o].dtype));
+            return mt_fail(c, MT_EDTYPE, "mt_predict: output '%s' is %s %s, the buffer is for %s "
+                                         "(give a %s buffer, dtype %s)", out[o].name,
+                           mt_dtype_name((mt_dtype)a[i].dtype), shape,
+                           mt_dtype_name(out[o].dtype), mt_dtype_name((mt_dtype)a[i].dtype),
+                           mt_dtype_constant((mt_dtype)a[i].dtype));
         if (n > out[o].capacity)
             return mt_fail(c, MT_ESHAPE, "mt_predict: output '%s' is %s %s: %llu elements, the "
                                          "buffer holds %llu", out[o].name,

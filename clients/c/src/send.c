@@ -229,8 +229,10 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
                        field == NULL ? "(null)" : field, names);
     }
     if (dtype != f->dtype)
-        return mt_fail(c, MT_EDTYPE, "field '%s' is declared %s, mt_send was given %s", f->name,
-                       mt_dtype_name(f->dtype), mt_dtype_name(dtype));
+        return mt_fail(c, MT_EDTYPE, "field '%s' is declared %s, mt_send was given %s (convert "
+                                     "the data to %s, dtype %s)", f->name,
+                       mt_dtype_name(f->dtype), mt_dtype_name(dtype), mt_dtype_name(f->dtype),
+                       mt_dtype_constant(f->dtype));
     if (count != f->count) {
         char shape[200];
         shape_text(f, shape, sizeof shape);

@@ -42,7 +42,8 @@ rank, `bye`) settles it as the client's own. Under a stream that never leaves th
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps
 reading after the end of the stream, until `stop`), or at `close`.
 
-Each simulation is logged once (the first of its connections lost), at WARNING, unless
+Each simulation is logged once (the first of its connections lost), at WARNING (the causes
+in full for the first only, the others in a short line, their number at `close`), unless
 its close was seen once the receiver had ended or was stopping, or once the study had
 begun to stop its simulations (`study_stops`, called by `Study.stop` before its launcher
 kills them, while the receiver still runs: a user's preempted run had a WARNING per
@@ -173,6 +174,8 @@ def study_stops_announced(directory: str | os.PathLike[str] | None, run_id: str 
         return False
 
 
+#: a lost connection, after the first (said in full)
+_SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
 #: reused once freed, while the old endpoint may still be bound in the context)
 _MONITOR_IDS = itertools.count()
@@ -290,6 +293,8 @@ class ConnectionWatch:
             self.settle(empty)
         if self._stopped:
             self._summary()
+        if len(self._logged) > 1:
+            logger.info("%d simulations warned of: %s", len(self._logged), _SHORT)
 
     def _drain(self) -> None:
         """Read every event waiting in the monitor, without waiting (the ingester)."""
@@ -346,6 +351,10 @@ class ConnectionWatch:
             self._count()
             return
         self._logged.add(sid)
+        if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
+            logger.warning("simulation %d client rank %d: %s (as above)", sid, rank, _SHORT)
+            self._count()
+            return
         logger.warning(
             "simulation %d client rank %d: its connection closed before its BYE: the "
             "process ended without it (killed, crashed, or exited without closing its "
@@ -354,7 +363,8 @@ class ConnectionWatch:
             "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
             "the connection and what was queued behind it; that data is lost until the "
             "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id)",
+            "run it again with the same simulation id). Said in full once; the others "
+            "in one line each, counted at the end",
             sid,
             rank,
             self._frame_bound,

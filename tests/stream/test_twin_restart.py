@@ -150,12 +150,13 @@ def test_a_restart_read_before_its_predecessors_close_with_real_sockets(
             _wait(lambda: rec.telemetry()["messages"] >= 3, "attempt 0 was not read")
             new.connect(rec.endpoint)  # attempt 1 says HELLO, attempt 0's still open
             new.send(hello(7))
-            _wait(lambda: rec.telemetry()["messages"] >= 4, "attempt 1's HELLO was not read")
+            new.send(data(7, 1))  # (once it is received, the HELLO before it was handled)
+            _wait(lambda: rec.telemetry()["messages"] >= 5, "attempt 1's HELLO was not read")
             old.close(linger=0)  # now attempt 0's close: without its BYE
             assert handler.restart.wait(30), "the suspect was not judged a restart"
-            for t in range(3):  # the simulation goes on, both ranks
+            new.send(data(7, 2))
+            for t in range(3):  # (rank 0 of the simulation, alive throughout)
                 rank0.send(R.part_header(R.DATA, 7, t, 0, 2, U, 0, U.size, True) + bytes(16))
-                new.send(data(7, t))
             rank0.send(R.encode_bye(7, 0, 2, 3))
             new.send(R.encode_bye(7, 1, 2, 3))
             samples = drain(buffer)

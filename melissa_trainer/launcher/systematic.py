@@ -7,8 +7,9 @@ failure budget is spent: for a study of 64, about a hundred launches and the sam
 report many times over. `SystematicFailure` notices it after a handful:
 
     the first `attempts` failed attempts, of at least two simulations (two parameter
-    sets), all ended with the same exit code and the same last line in their logs,
-    before any simulation of the study sent any data
+    sets), all ended with the same exit code and the same failure line in their logs
+    (`failure_line`, compared as `same_failure` does), before any simulation of the
+    study sent any data
 
 and the study then fails at once with one report (`LauncherTuning.systematic_failures`
 sets `attempts`; None turns the check off). The report blames what is at fault:
@@ -27,6 +28,15 @@ sets `attempts`; None turns the check off). The report blames what is at fault:
 attempt failed differently, the solver demonstrably can run: the check is off for the
 rest of the study, and the ordinary failure policy decides.
 
+The failure line is the log's last line that is not an MPI launcher's banner of an abort
+or a kill (`failure_line`): MPICH's ``Abort(4) on node 1 (rank 1 in comm 0): application
+called MPI_Abort(MPI_COMM_WORLD, 4) - process 1`` follows the line where the solver said
+why (the C client's error, as the solver printed it, or the client's own
+``melissa_trainer: ...``), which is the one to quote; a trial's report quoted the banner.
+Lines are compared with their rank, node, process, pid and task numbers masked
+(`failure_key`): an MPI solver fails on whichever rank hits the error first, and the same
+failure said by rank 0 or rank 1 stopped the study after 6 attempts instead of 4.
+
 Used by the launcher's thread only (no lock).
 """
 
@@ -40,7 +50,13 @@ from pathlib import Path
 from melissa_trainer.launcher.exit_cause import code_text
 from melissa_trainer.launcher.log_lines import log_lines
 
-__all__ = ["SystematicFailure", "last_log_line", "missing_parameter"]
+__all__ = [
+    "SystematicFailure",
+    "failure_key",
+    "failure_line",
+    "last_log_line",
+    "missing_parameter",
+]
 
 #: bytes read from the end of a log to find its last line
 _TAIL_BYTES = 4096
@@ -55,6 +71,42 @@ def last_log_line(path: Path) -> str:
     except OSError:
         return ""
     return lines[-1].strip() if lines else ""
+
+
+#: an MPI launcher's lines about an abort or a kill, not the solver's reason (MPICH's
+#: MPI_Abort banner, Open MPI's, srun's and slurmstepd's lines of a step's end)
+_BANNER = re.compile(
+    r"application called MPI_Abort\(|MPI_ABORT was invoked on rank"
+    r"|^srun: (?:Force Terminated|Job step aborted|launch/slurm: _step_signal)"
+    r"|^srun: error: .*: tasks? [\d,-]+: Terminated$|^slurmstepd\S*: error: \*\*\* STEP "
+)
+#: the numbers that differ between the ranks or the attempts of one failure
+_NUMBERED = re.compile(
+    r"\b(rank|node|process|pid|task|tasks|proc|StepId|STEP|job)(\s*[=:#]?\s*)\d+(?:\.\d+)?",
+    re.IGNORECASE,
+)
+
+
+def failure_line(path: Path) -> tuple[str, bool]:
+    """The line of a job's log that says why it failed: the last non-blank one that is
+    not an MPI launcher's banner of an abort or a kill (module docstring), or the last
+    one if every line is; "" if the log has none or cannot be read. With it, whether
+    banners after it were passed over (it is then not the log's last line)."""
+    try:
+        lines, _ = log_lines(path, _TAIL_BYTES)
+    except OSError:
+        return "", False
+    said = [line.strip() for line in lines]
+    for i in range(len(said) - 1, -1, -1):
+        if not _BANNER.search(said[i]):
+            return said[i], i < len(said) - 1
+    return (said[-1] if said else ""), False
+
+
+def failure_key(line: str) -> str:
+    """`line` with its rank, node, process, pid, task and step numbers masked (``rank N``):
+    two attempts whose failure lines have the same key failed the same way."""
+    return _NUMBERED.sub(lambda m: f"{m[1]}{m[2]}N", line)
 
 
 #: the last line of a Python traceback for a missing key: ``KeyError: 'k'`` (a dict read
@@ -82,7 +134,21 @@ def missing_parameter(last_line: str, names: Sequence[str]) -> str | None:
 class _Attempt:
     simulation_id: int
     code: int | str
-    last_line: str
+    last_line: str  # (`failure_line`: the one quoted)
+    banner_after: bool = False  # an MPI banner followed it in the log
+
+    @property
+    def quoted(self) -> str:
+        """The failure line as the report says it."""
+        line = self.last_line or "(an empty log)"
+        if self.banner_after:
+            return f"log line {line!r} (the last before the MPI launcher's abort banner)"
+        return f"last log line {line!r}"
+
+    @property
+    def key(self) -> tuple[int | str, str]:
+        """What two attempts that failed the same way share."""
+        return self.code, failure_key(self.last_line)
 
 
 class SystematicFailure:
@@ -114,12 +180,9 @@ class SystematicFailure:
         refused (code "refused"), which stands for the log's last line."""
         if self.off:
             return None
-        line = reason if code == "refused" and reason else last_log_line(log)
-        attempt = _Attempt(simulation_id, code, line)
-        if self._seen and (attempt.code, attempt.last_line) != (
-            self._seen[0].code,
-            self._seen[0].last_line,
-        ):
+        line, banner_after = (reason, False) if code == "refused" and reason else failure_line(log)
+        attempt = _Attempt(simulation_id, code, line, banner_after)
+        if self._seen and attempt.key != self._seen[0].key:
             self.off = True  # failures that differ: parameters, not the solver
             self._seen.clear()
             return None
@@ -143,25 +206,27 @@ class SystematicFailure:
         key = missing_parameter(attempt.last_line, self.parameters)
         if key is not None:
             return (
-                f"{head}exit code {code_text(attempt.code)}, last log line "
-                f"{attempt.last_line!r}. The sampler is at fault, not the solver: the "
+                f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}. The sampler "
+                f"is at fault, not the solver: the "
                 f"solver asked for parameter {key!r}, which the sampler does not draw (its "
                 f"parameters: {list(self.parameters)}); add {key!r} to the sampler's "
                 f"bounds, or give the solver a value for it, and start again {check}"
             )
-        line = attempt.last_line or "(an empty log)"
         if attempt.code == "timeout":
             return (
                 f"{head}each was killed as hung, silent past its timeout (exit code "
-                f"timeout), last log line {line!r}. The solver hangs, or its start-up is "
+                f"timeout), {attempt.quoted}. The solver hangs, or its start-up is "
                 f"slower than the launcher allows before a first message: run one "
                 f"simulation's command by hand and time it to its first send; a slow "
                 f"start-up needs a larger LauncherTuning(startup_timeout=...) (600 s by "
-                f"default; simulation_timeout when it is a number), or worker mode "
-                f"(Launcher(..., worker=True)), and start again {check}"
+                f"default; simulation_timeout when it is a number), and start again "
+                f"{check}. Only a Python solver (the Python client) can instead pay its "
+                f"start-up once per job, in worker mode (Launcher(..., worker=True), the "
+                f"solver looping on next_simulation()); the C and Fortran clients have no "
+                f"worker mode"
             )
         return (
-            f"{head}exit code {code_text(attempt.code)}, last log line {line!r}. The solver or its "
+            f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}. The solver or its "
             f"environment is at fault, not its parameters: run one simulation's command by "
             f"hand, fix it and start again {check}. Unless the solver fails for part of "
             f"the space only and these {len(ids)} parameter sets all lie there (a solver "

@@ -42,7 +42,8 @@ rank, `bye`) settles it as the client's own. Under a stream that never leaves th
 socket empty, a loss is counted late, at the first empty poll (the receiver keeps
 reading after the end of the stream, until `stop`), or at `close`.
 
-Each simulation is logged once (the first of its connections lost), at WARNING, unless
+Each simulation is logged once (the first of its connections lost), at WARNING (the causes
+in full for the first only, the others in a short line, their number at `close`), unless
 its close was seen once the receiver had ended or was stopping, or once the study had
 begun to stop its simulations (`study_stops`, called by `Study.stop` before its launcher
 kills them, while the receiver still runs: a user's preempted run had a WARNING per
@@ -54,22 +55,8 @@ decided when its event is read (below), not when it is judged: a solver that die
 its own before the stop, its close read before it and judged after it, is still warned
 of.
 
-Every rank hears the kills (each client rank of a simulation connects to every training
-rank's receiver), but only rank 0 runs the launcher, and a rank k's own `Study.stop` may
-come after rank 0's kills: a rank's hooks run later (at a preemption, after the last
-collective), or rank 0 stopped alone (its study failed) while rank k still trains. So
-rank 0 also says it in the rendezvous directory (`announce_study_stops`: a file
-``study_stops`` holding the run id, written before the kills), and every rank's watch
-reads that file when it reads a close whose BYE it has not read (`study_stops_announced`:
-a ``stat`` and a read per such close, rare; none once it is seen, nothing on the data
-path). A file, not a collective before the kills (a failed or a late rank would hold
-the stop, or hang it) nor a judgment deferred on the other ranks (no delay is long
-enough for a late rank, and a solver that died on its own in that delay would pass as
-the study's): a kill's close comes after the file was written, so the rank that reads
-it finds it, with no wait on any rank. On a shared file system whose clients cache a
-missing name (NFS), a rank on another node may not see it at once: that close is then
-warned of, as before. The run id in the file keeps an earlier run's file (a resume into
-the same output directory) from silencing this run's warnings.
+Every rank hears the kills; rank 0 alone runs the launcher: how a rank's watch knows that a
+close it reads is one of the study's kills: `stream.study_stops`.
 
 Events and HELLOs are ordered in one thread. An event names a connection by its
 descriptor, which the kernel gives to the next connection once ZeroMQ has closed it.
@@ -106,13 +93,9 @@ a flag).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import logging
-import os
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
 from typing import cast
 
 import zmq
@@ -120,68 +103,15 @@ from zmq.utils.monitor import parse_monitor_message
 
 from melissa_trainer.wire import Bye, Hello
 
-__all__ = [
-    "STUDY_STOPS_FILE",
-    "ConnectionWatch",
-    "announce_study_stops",
-    "clear_study_stops",
-    "study_stops_announced",
-]
+__all__ = ["ConnectionWatch"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 _POLLIN = int(zmq.POLLIN)
 _FAILED = zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_AUTH  # (CURVE...)
 _EVENTS = _FAILED | zmq.EVENT_DISCONNECTED | zmq.EVENT_ACCEPTED | zmq.EVENT_HANDSHAKE_SUCCEEDED
-#: rank 0's word to every rank that its study kills the simulations (module docstring)
-STUDY_STOPS_FILE = "study_stops"
-
-
-def announce_study_stops(directory: str | os.PathLike[str] | None, run_id: str | None) -> None:
-    """Write ``{directory}/study_stops`` holding `run_id` (``"-"`` when None): every
-    receiver of that run (`study_stops_announced`) takes the closes it reads from now on
-    as the study's. Written aside then renamed (never read half-written). Never raises:
-    an OSError is logged (the other ranks then warn of the kills, as before the file).
-    Nothing without a `directory`."""
-    if directory is None:
-        return
-    path, tmp = Path(directory), None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{STUDY_STOPS_FILE}.", dir=path)
-        with os.fdopen(fd, "w") as f:
-            f.write(run_id or "-")
-        os.replace(tmp, path / STUDY_STOPS_FILE)
-    except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink(missing_ok=True)
-        logger.info(
-            "could not tell the other ranks that the study stops (%s): they may "
-            "warn of the simulations it kills as of data lost",
-            exc,
-        )
-
-
-def clear_study_stops(directory: str | os.PathLike[str]) -> None:
-    """Remove an earlier run's ``study_stops`` (rank 0, before it launches anything)."""
-    try:
-        (Path(directory) / STUDY_STOPS_FILE).unlink(missing_ok=True)
-    except OSError as exc:  # (its run id still tells it apart)
-        logger.debug("removing %s: %s", STUDY_STOPS_FILE, exc)
-
-
-def study_stops_announced(directory: str | os.PathLike[str] | None, run_id: str | None) -> bool:
-    """Whether rank 0 said that the study of run `run_id` kills its simulations
-    (`announce_study_stops`); False without a `directory`, and when the file is missing,
-    unreadable or another run's."""
-    if directory is None:
-        return False
-    try:
-        return (Path(directory) / STUDY_STOPS_FILE).read_text() == (run_id or "-")
-    except (OSError, UnicodeDecodeError):
-        return False
-
-
+#: a lost connection, after the first (said in full)
+_SHORT = "a connection closed before its BYE, its data lost until it runs again"
 #: the monitors' inproc addresses, one per socket for the process's life (not `id()`:
 #: reused once freed, while the old endpoint may still be bound in the context)
 _MONITOR_IDS = itertools.count()
@@ -304,6 +234,8 @@ class ConnectionWatch:
             self.settle(empty)
         if self._stopped:
             self._summary()
+        if len(self._logged) > 1:
+            logger.info("%d simulations warned of: %s", len(self._logged), _SHORT)
         if self.closed_in_handshake > 1:
             logger.info("%d connections closed in their handshake in all (a wrong socket type, "
                         "as warned of above)", self.closed_in_handshake)  # fmt: skip
@@ -384,6 +316,10 @@ class ConnectionWatch:
             self._count()
             return
         self._logged.add(sid)
+        if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
+            logger.warning("simulation %d client rank %d: %s (as above)", sid, rank, _SHORT)
+            self._count()
+            return
         logger.warning(
             "simulation %d client rank %d: its connection closed before its BYE: the "
             "process ended without it (killed, crashed, or exited without closing its "
@@ -392,7 +328,8 @@ class ConnectionWatch:
             "receiver's max_message_bytes + header allowance), which ZeroMQ drops with "
             "the connection and what was queued behind it; that data is lost until the "
             "simulation runs again (a launcher restarts it; a solver you started yourself: "
-            "run it again with the same simulation id)",
+            "run it again with the same simulation id). Said in full once; the others "
+            "in one line each, counted at the end",
             sid,
             rank,
             self._frame_bound,

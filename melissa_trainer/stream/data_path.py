@@ -164,6 +164,7 @@ class DataPath(IngestLoop):
                 if self._recycle:
                     self._recycle_frames_of(msg.simulation_id)
             elif type(msg) is Bye:
+                ing.twins.bye(head.get(zmq.SRCFD), msg)  # (before the stream may end)
                 ing.bye(msg)
                 watch.bye(head, msg)
             elif type(msg) is StudyEnd:
@@ -196,6 +197,8 @@ class DataPath(IngestLoop):
         watch = self._watch
         if watch is not None:
             watch.settle(self._socket_empty)
+            if self.ingest.twins.pending:  # (a HELLO of a connection's owner, open: judged)
+                self.ingest.twins.settle(watch.owner_of, self._socket_empty)
         super()._on_idle()
 
     def _socket_empty(self) -> bool:

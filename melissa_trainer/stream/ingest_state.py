@@ -327,8 +327,8 @@ class IngestState:
             return f"{where} has no HELLO from it"
         if rec.finished:
             return f"{where} has all its {rec.completed} steps"
-        announced = rec.steps_announced()
-        of = "?" if announced is None else str(announced)
+        announced = rec.steps_announced()  # (a BYE says how many steps its rank sent)
+        of = "an unannounced number of" if announced is None else f"{announced}"
         byes = f"BYE from {len(rec.byes)} of {rec.client_count} client ranks"
         return f"{where} has {rec.completed} of {of} steps, {byes}"
 

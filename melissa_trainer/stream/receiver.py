@@ -78,6 +78,7 @@ from melissa_trainer.buffers import Buffer
 from melissa_trainer.common.migrations import upgrade
 from melissa_trainer.sources.ingest_transform import IngestTransform
 from melissa_trainer.stream import connections as conn
+from melissa_trainer.stream import study_stops
 from melissa_trainer.stream.data_decoder import DataDecoder
 from melissa_trainer.stream.data_path import DataPath
 from melissa_trainer.stream.endpoints import curve_keys, is_loopback, mark_stopped
@@ -231,7 +232,7 @@ class Receiver(DataPath):
             self._max_bytes + HEADER_ALLOWANCE,
             self._lost,
             lambda: self._ended or self._stopping,
-            partial(conn.study_stops_announced, self._rendezvous, self.config.run_id),
+            partial(study_stops.study_stops_announced, self._rendezvous, self.config.run_id),
         )
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)
@@ -286,7 +287,7 @@ class Receiver(DataPath):
         if watch is not None:
             watch.study_stops()
         if announce:
-            conn.announce_study_stops(self._rendezvous, self.config.run_id)
+            study_stops.announce_study_stops(self._rendezvous, self.config.run_id)
 
     def follow_rejected(self) -> dict[str, int]:
         """Malformed queries its follow socket dropped, by reason (`follow_server`;

@@ -1,13 +1,10 @@
 """Two live connections that say HELLO as the same simulation and client rank.
 
 Each client rank of a simulation opens one connection to each receiver and says HELLO on
-it once. A second HELLO for the same (simulation, client rank) is normal in three cases,
-none of which has two such connections open at once:
+it once. A second HELLO for the same (simulation, client rank) is normal in three cases:
 
 * a restarted attempt (the launcher's restart, a resumed run's): the earlier process
-  ended, so did its connection (the receiver's `ConnectionWatch` has read its close: a
-  kernel closes a dead process's sockets at once, long before the launcher has seen the
-  exit and started the next attempt);
+  ended, so will its connection, without a BYE (it crashed or was killed);
 * a worker (Python client, worker mode) that runs the simulation again after a failure:
   the same process, possibly the same connection (same descriptor: not a twin);
 * a client that followed a restarted trainer: it says HELLO to the new trainer's
@@ -25,30 +22,50 @@ same ``MELISSA_TRAINER_SIMULATION_ID``.
 
 `TwinHellos` is told each HELLO and the descriptor of its connection (ZeroMQ's ``SRCFD``);
 whether the first connection is still open is the watch's word (`ConnectionWatch.owner_of`:
-open, its HELLO read, no BYE read yet). The first twin is a WARNING on the receiver of rank
-0 (every client rank connects to every receiver: rank 0 hears them all; the other ranks
-log it at DEBUG), naming the cause and the fix; the others are only counted, and listed in
-one line at the end of the stream (`summary`). Nothing on the data path: HELLOs only.
+open, its HELLO read, no BYE read yet). The watch reads a close late: a restarted attempt's
+HELLO was read while its dead predecessor's connection still counted as open (a user trial:
+``mpiexec -n 2`` restarted after rank 1's ``exit(1)``, 1 restart in ~5 at load 6: a false
+warning naming singletons). So a second HELLO while the first connection is open is only a
+suspect, judged later by what the first connection does:
 
-A connection whose close the watch has not read yet counts as open: a restarted attempt
-saying HELLO before its predecessor's close is read would be taken for a twin (a WARNING,
-never a change to the data); it needs the launcher to see the exit, start a process that
-connects and says HELLO, all within the watch's reading of one event.
+* it closes without a BYE: a dead attempt, the second its restart; nothing said;
+* it says BYE (`bye`): that process was alive and streaming while the second was: a twin;
+* it is still open `GRACE_SECONDS` after the second HELLO: a twin.
+
+The closes and the grace are judged at an idle poll (`settle`), once the receiver found its
+socket empty: every message the first connection sent was read by then, its BYE included
+if it sent one (ZeroMQ reads a connection ahead of the receiver: its close can be seen
+before its BYE is read). Not before: while the receiver is slow to read, a dead process's
+connection stays open in ZeroMQ's eyes behind its queued messages (its I/O thread stops
+reading a connection whose queue is full: the close waits behind the data), which is
+likely how the trial's close came after the restart's HELLO.
+
+Twins that both die before the first says BYE and within the grace go unwarned (their
+duplicates are still counted). The first twin is a WARNING on the receiver of rank 0
+(every client rank connects to every receiver: rank 0 hears them all; the other ranks log
+it at DEBUG), naming the cause and the fix; the others are only counted, and listed in one
+line at the end of the stream (`summary`). Nothing on the data path: HELLOs, BYEs, and
+idle polls while a suspect is pending.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from melissa_trainer.wire import Hello
+from melissa_trainer.wire import Bye, Hello
 
-__all__ = ["TwinHellos"]
+__all__ = ["GRACE_SECONDS", "TwinHellos"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
 Owner = tuple[int, int]  # (simulation id, client rank)
 _SWEEP_MIN = 4096  # entries before the first sweep of closed connections (memory bound)
+#: how long a first connection may stay open after a second HELLO as its owner before the
+#: two are judged twins (a dead process's close is read well within it; a twin streams on)
+GRACE_SECONDS = 10.0
 
 #: the likely cause and the fix, said once per study
 CAUSE = (
@@ -63,32 +80,88 @@ CAUSE = (
 )
 
 
+@dataclass
+class _Suspect:
+    """A second HELLO (on `fd`, at `at` on the clock) while the `first` connection of its
+    owner was open."""
+
+    first: int
+    fd: int
+    at: float
+    client_count: int
+
+
 class TwinHellos:
     """Finds HELLOs of a (simulation, client rank) already open on another connection
-    (module docstring). Called by the receiver's ingester only."""
+    (module docstring). Called by the receiver's ingester only. `clock` is
+    `time.monotonic` (a test's own, to pass the grace without waiting)."""
 
-    def __init__(self, rank: int) -> None:
-        self._rank = rank
+    def __init__(self, rank: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._rank, self._clock = rank, clock
         #: (simulation, client rank) -> the descriptor of the first connection that said
         #: HELLO as it (closed ones swept when the map doubles: `_sweep`)
         self._first: dict[Owner, int] = {}
         self._sweep_at = _SWEEP_MIN
+        #: a second HELLO while the first connection was open, not judged yet
+        self._suspects: dict[Owner, _Suspect] = {}
         #: simulation id -> (client rank, client count) of its first twin, in order
         self.simulations: dict[int, tuple[int, int]] = {}
 
+    @property
+    def pending(self) -> bool:
+        """Whether a suspect awaits judgment (`settle` is then worth calling)."""
+        return bool(self._suspects)
+
     def hello(self, fd: int, msg: Hello, owner_of: Callable[[int], Owner | None]) -> bool:
         """A HELLO came on connection `fd`; `owner_of(fd)` is whose open connection `fd`
-        is (`ConnectionWatch.owner_of`). True if it is a twin (then counted, and the
-        first of the study warned of)."""
+        is (`ConnectionWatch.owner_of`, its monitor read just before). True if the first
+        connection of its owner is still open on another descriptor: a suspect, judged
+        later (module docstring); nothing is said now."""
         owner = (msg.simulation_id, msg.client_rank)
         first = self._first.get(owner)
         if first is not None and first != fd and owner_of(first) == owner:
-            self._twin(msg)
-            return True  # (the first stays the one compared with: it is still open)
+            suspect = self._suspects.get(owner)
+            if suspect is None:
+                self._suspects[owner] = _Suspect(first, fd, self._clock(), msg.client_count)
+            else:  # (a third HELLO: the first is still the one compared with)
+                suspect.fd = fd
+            return True
         self._first[owner] = fd
         if len(self._first) >= self._sweep_at:
             self._sweep(owner_of)
         return False
+
+    def bye(self, fd: int, msg: Bye) -> None:
+        """A BYE came on connection `fd` (called before the ingest and the watch read it:
+        the end of the stream it may cause comes after the judgment): the first
+        connection of a suspect saying BYE was a live process streaming alongside the
+        second: a twin."""
+        owner = (msg.simulation_id, msg.client_rank)
+        suspect = self._suspects.get(owner)
+        if suspect is not None and suspect.first == fd:
+            self._twin(owner, suspect)
+
+    def settle(self, owner_of: Callable[[int], Owner | None], empty: Callable[[], bool]) -> None:
+        """Judge the suspects at an idle poll, the watch's monitor read just before, if
+        `empty()` says the socket holds no message (what their first connections sent was
+        all read: a close is no longer behind queued data, a BYE no longer unread): a first
+        connection closed makes the second a restart (said at DEBUG only), one still open
+        past the grace a twin."""
+        if not empty():
+            return
+        now = self._clock()
+        for owner, suspect in list(self._suspects.items()):
+            if owner_of(suspect.first) == owner:
+                if now - suspect.at >= GRACE_SECONDS:
+                    self._twin(owner, suspect)
+                continue
+            del self._suspects[owner]
+            self._first[owner] = suspect.fd  # (the restart's connection, compared with next)
+            logger.debug(
+                "simulation %d client rank %d: its earlier connection closed without a BYE "
+                "after the next one's HELLO: a restarted attempt, not a twin",
+                *owner,
+            )
 
     def summary(self) -> str | None:
         """One line naming every simulation that had a twin, or None if none did."""
@@ -103,21 +176,22 @@ class TwinHellos:
             f"warning above: an MPI solver started as singletons?)"
         )
 
-    def _twin(self, msg: Hello) -> None:
-        sid = msg.simulation_id
+    def _twin(self, owner: Owner, suspect: _Suspect) -> None:
+        del self._suspects[owner]  # (the first stays the one compared with: it is open)
+        sid, client_rank = owner
         if sid in self.simulations:
             return
         first = not self.simulations
-        self.simulations[sid] = (msg.client_rank, msg.client_count)
+        self.simulations[sid] = (client_rank, suspect.client_count)
         level = logging.WARNING if first and self._rank == 0 else logging.DEBUG
         logger.log(
             level,
             "simulation %d: a second connection said HELLO as client rank %d of %d while "
-            "the first is still open: %s. Said once; the other simulations alike are "
-            "listed at the end of the stream",
+            "the first was open and streaming: %s. Said once; the other simulations alike "
+            "are listed at the end of the stream",
             sid,
-            msg.client_rank,
-            msg.client_count,
+            client_rank,
+            suspect.client_count,
             CAUSE,
         )
 

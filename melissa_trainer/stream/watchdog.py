@@ -106,7 +106,7 @@ class IdleClock:
         waiting = ingest.unfinished()
         shown = "; ".join(f"simulation {s}: {ingest.describe(s)}" for s in waiting[:8])
         more = f" and {len(waiting) - 8} more" if len(waiting) > 8 else ""
-        expected = "?" if ingest.expected is None else str(ingest.expected)
+        expected = "an unset number of" if ingest.expected is None else str(ingest.expected)
         raise StallError(
             f"no message for {idle:.0f} s (stall_timeout={self.stall_timeout}) and the "
             f"stream has not ended: {ingest.simulations_finished} of {expected} expected "

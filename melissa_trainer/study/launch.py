@@ -16,9 +16,9 @@ from typing import Any
 
 from melissa_trainer.launcher.silence import AUTO
 from melissa_trainer.launcher.tuning import LauncherTuning
-from melissa_trainer.stream.connections import clear_study_stops
 from melissa_trainer.stream.control import send_abandon
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.stream.study_stops import clear_study_stops
 from melissa_trainer.stream.watchdog import SilenceExcuse
 
 __all__ = ["complete_on_every_rank", "other_rank_excuse", "receiver_notices"]

@@ -19,7 +19,7 @@ import zmq
 from helpers import running
 
 from melissa_trainer.buffers import FIFOBuffer
-from melissa_trainer.stream.connections import announce_study_stops
+from melissa_trainer.stream.study_stops import announce_study_stops
 
 U = R.Field("u", "<f4", (4,))
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from melissa_trainer.stream.connections import (
+from melissa_trainer.stream.study_stops import (
     announce_study_stops,
     study_stops_announced,
 )

@@ -225,6 +225,8 @@ class ProgressHook(Hook):
                 resolve_sample_to_insert_ratio(
                     args.buffer, args.sample_to_insert_ratio, args.max_sample_reuse
                 ),
+                args.batch_size,
+                args.buffer_config().resolved_tolerance,
             )
             if trainer.is_main_process
             else None

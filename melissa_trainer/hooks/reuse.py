@@ -71,6 +71,8 @@ def reuse_report(
     num_processes: int = 1,
     ended: str = "end of training",
     ratio: float | None = None,
+    batch_size: int | None = None,
+    tolerance: float | None = None,
 ) -> tuple[str, str | None] | None:
     """(the end-of-run line, the warning or None), from the last training log in
     `state.log_history`; None when there is none or nothing was inserted.
@@ -84,6 +86,16 @@ def reuse_report(
     a ratio >= `REUSE_WARNING_BELOW` was in effect is not told to set one either: its
     training waited for the watermark through most of a stream that ended soon after
     (the watermark is then a large share of each rank's stream), and that is named.
+
+    `batch_size` (per rank) and `tolerance` (the rate limiter's, in samples): a read
+    waits for ``max(batch_size, watermark)`` held samples, so a stream of fewer samples
+    per rank than a batch trains only on its end-of-stream drain: that is named as the
+    batch's doing, not the watermark's. And a ratio's draws trail ``ratio x inserts``
+    by up to the tolerance (at least ``ratio x (batch_size - watermark)``: a first read
+    needs that many inserts before any draw), so a run whose stream ends there draws
+    each sample about ``ratio x (1 - batch_size / samples per rank)`` times; a run that
+    ended with its stream below half its ratio (`_short_of_ratio`), with the batch as
+    the larger term of the tolerance, is warned about too, naming the batch.
 
     The mean reuse is ``state.total_samples_seen / buffer_put`` of the last log
     (samples trained on / samples inserted, summed over ranks, replays of pseudo-epochs
@@ -107,12 +119,34 @@ def reuse_report(
     if trained != round(got):
         line += _draws_apart(trained, round(got), num_processes)
     line += ")"
-    if not state.stream_ended or reuse >= REUSE_WARNING_BELOW:
+    short = _short_of_ratio(reuse, ratio, batch_size, watermark)
+    if not state.stream_ended or (reuse >= REUSE_WARNING_BELOW and not short):
         return line, None
     warning = (
         f"training ended with the stream after {state.global_step} steps, having used "
         f"each sample {reuse:.1f} times on average: the model may be far from trained. "
     )
+    per_rank = put / num_processes
+    if batch_size is not None and batch_size > (watermark or 1) and per_rank < batch_size:
+        # a read waits for a whole batch: none was served before the stream ended
+        return line, warning + (
+            f"A read of --batch_size {batch_size} waits until a rank's buffer holds "
+            f"{batch_size} samples, more than the {per_rank:.0f} the stream brought each "
+            f"rank ({put:.0f} in all): no batch was served until the stream ended, and "
+            "training was its end-of-stream drain, each sample once. "
+            + _batch_advice(per_rank, ratio)
+        )
+    if short and ratio is not None and batch_size is not None:
+        slack = f"{tolerance:g} samples, " if tolerance is not None else ""
+        return line, warning + (
+            f"A reservoir drawing each sample {ratio:g} times was in effect, but a first "
+            f"read of --batch_size {batch_size} needs {batch_size} inserts before any "
+            f"draw, so its rate limiter lets the draws trail {ratio:g} x the inserts by "
+            f"up to its tolerance ({slack}at least {ratio:g} x (batch_size - watermark)), "
+            f"against {ratio * per_rank:.0f} draws for the {per_rank:.0f} samples each "
+            "rank received, and the stream ended before the draws caught up. "
+            + _batch_advice(per_rank, ratio)
+        )
     if watermark is not None and put < watermark * num_processes:
         # no read is served below the watermark until the stream ends: the whole run
         # was the end-of-stream drain, one draw per sample, whatever the ratio
@@ -137,6 +171,35 @@ def reuse_report(
         "stream with --pseudo_epochs N"
     )
     return line, warning
+
+
+def _short_of_ratio(
+    reuse: float, ratio: float | None, batch_size: int | None, watermark: int | None
+) -> bool:
+    """Whether a run's mean `reuse` fell below half its `ratio` with the batch as the
+    larger term of the limiter's default tolerance (``ratio x (batch_size - watermark)``
+    against ``ratio x watermark + batch_size``): the batch's doing. (A watermark's is
+    warned about below `REUSE_WARNING_BELOW` only, as before.)"""
+    if ratio is None or batch_size is None or reuse >= ratio / 2:
+        return False
+    mark = watermark or 1
+    return ratio * (batch_size - mark) > ratio * mark + batch_size
+
+
+def _batch_advice(per_rank: float, ratio: float | None) -> str:
+    """The fix for a batch large against the stream, in the run's figures."""
+    tenth = max(1, int(per_rank // 10))
+    drawn = (
+        f"with a ratio R each sample is drawn about R x (1 - batch_size / {per_rank:.0f}) "
+        f"times in process, within 10% of R for --batch_size <= {tenth}"
+        if ratio is not None
+        else "a batch needs that many samples held"
+    )
+    return (
+        f"Lower --batch_size well below the samples each rank receives ({drawn}), or "
+        "stream more samples per rank (the study's n_simulations; a buffer holds at "
+        "most --buffer_size, so a batch may not exceed it either)"
+    )
 
 
 def _draws_apart(trained: int, got: int, num_processes: int) -> str:

@@ -87,11 +87,10 @@ def check_resume(state: Mapping[str, Any], study: StudyRecord) -> SavedStudy:
         ended = sum(1 for r in saved.records.values() if r.status in _ENDED)
         if ended >= before:
             raise StudyChanged(
-                f"num_simulations changed from {before} to {n_simulations}, but the study "
-                f"of the checkpoint had ended (its {ended} simulations finished or "
-                f"abandoned, its stream closed): a study cannot grow after its end; resume "
-                f"with --num_simulations {before} (Launcher n_simulations={before}), "
-                f"{_NEW_STUDY}"
+                f"the study's n_simulations changed from {before} to {n_simulations}, but "
+                f"the study of the checkpoint had ended (its {ended} simulations finished "
+                f"or abandoned, its stream closed): a study cannot grow after its end; "
+                f"{_resume_with(before)}, {_NEW_STUDY}"
             )
     return saved
 
@@ -197,13 +196,23 @@ def _design_fits(
         return
     if before is not None and old == before and mine == n_simulations:  # planned by the launcher
         raise StudyChanged(
-            f"num_simulations changed from {before} to {n_simulations}, but {what}: resume "
-            f"with --num_simulations {before} (Launcher n_simulations={before}), {_NEW_STUDY}"
+            f"the study's n_simulations changed from {before} to {n_simulations}, but "
+            f"{what}: {_resume_with(before)}, {_NEW_STUDY}"
         )
     raise StudyChanged(
         f"the {sampler.kind} sampler's {key} changed from {old} to {mine} (None takes the "
-        f"study's num_simulations): the simulations drawn so far came from {key}={old}; "
+        f"study's n_simulations): the simulations drawn so far came from {key}={old}; "
         f"resume with {key}={old}, {_NEW_STUDY}"
+    )
+
+
+def _resume_with(n_simulations: int) -> str:
+    """The fix "resume with the old number", in the library's terms: the launcher's
+    argument, not a command-line flag (a user's script has its own CLI; the examples'
+    flag is named as theirs)."""
+    return (
+        f"resume with the study's n_simulations={n_simulations} "
+        f"(Launcher(n_simulations={n_simulations}); the examples' --num_simulations)"
     )
 
 

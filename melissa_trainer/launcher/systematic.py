@@ -14,9 +14,10 @@ report many times over. `SystematicFailure` notices it after a handful:
 and the study then fails at once with one report (`LauncherTuning.systematic_failures`
 sets `attempts`; None turns the check off). The report blames what is at fault:
 
-* the sampler, when the last line is a ``KeyError`` for a name the sampler does not
-  draw (the solver reads a parameter the study's bounds lack): the report names the
-  key and the sampler's parameters (`missing_parameter`);
+* a parameter name the solver and the sampler disagree on, when the last line is a
+  ``KeyError`` for a name the sampler does not draw (a typo in the solver, or a
+  parameter the study's bounds lack): the report names the key, the sampler's
+  parameters and the fix on either side (`missing_parameter`);
 * the solver's fields, when every attempt was refused by the receiver (its HELLO
   declared fields other than the study's): the report quotes the receiver's reason
   (``field 'u' is float32 (47, 48) where the study's is float32 (48, 48)``), not the
@@ -206,11 +207,12 @@ class SystematicFailure:
         key = missing_parameter(attempt.last_line, self.parameters)
         if key is not None:
             return (
-                f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}. The sampler "
-                f"is at fault, not the solver: the "
-                f"solver asked for parameter {key!r}, which the sampler does not draw (its "
-                f"parameters: {list(self.parameters)}); add {key!r} to the sampler's "
-                f"bounds, or give the solver a value for it, and start again {check}"
+                f"{head}exit code {code_text(attempt.code)}, {attempt.quoted}: the solver "
+                f"asked for parameter {key!r}, and the sampler draws {list(self.parameters)}. "
+                f"One side has the wrong name: if "
+                f"the solver's name is wrong (a typo), fix it in the solver; if the study "
+                f"lacks the parameter, add {key!r} to the sampler's bounds, or give the "
+                f"solver a value for it; then start again {check}"
             )
         if attempt.code == "timeout":
             return (

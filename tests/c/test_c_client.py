@@ -417,5 +417,5 @@ def test_a_c_solver_asking_for_a_parameter_the_sampler_lacks_blames_the_sampler(
         log.write_text(f"starting\nmy_solver: {message}\n")
         verdicts.append(check.failed(sid, 1, log))
     assert verdicts[:3] == [None, None, None] and verdicts[3] is not None
-    assert "The sampler is at fault" in verdicts[3], verdicts[3]
+    assert "One side has the wrong name" in verdicts[3], verdicts[3]
     assert "parameter 't_initial'" in verdicts[3] and "['t_init']" in verdicts[3]

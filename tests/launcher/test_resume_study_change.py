@@ -236,8 +236,11 @@ def test_a_latin_hypercube_sized_by_the_study_refuses_another_size(
 ) -> None:
     out, _ = checkpointed("lhs")
     message = refused(out, "lhs", n, caplog)
-    assert f"num_simulations changed from 4 to {n}, but the LHS design depends on it" in message
-    assert "resume with --num_simulations 4" in message and "new output_dir" in message
+    assert f"n_simulations changed from 4 to {n}, but the LHS design depends on it" in message
+    assert (
+        "resume with the study's n_simulations=4 (Launcher(n_simulations=4)" in message
+        and "new output_dir" in message
+    )
 
 
 @pytest.mark.e2e
@@ -250,10 +253,13 @@ def test_the_density_sampler_refuses_another_size(
     another size, it went on with the old design (then a second one), silently."""
     out, _ = checkpointed("density")
     message = refused(out, "density", n, caplog)
-    assert f"num_simulations changed from 4 to {n}, but the density sampler draws a Latin" in (
+    assert f"n_simulations changed from 4 to {n}, but the density sampler draws a Latin" in (
         message
     )
-    assert "resume with --num_simulations 4" in message and "new output_dir" in message
+    assert (
+        "resume with the study's n_simulations=4 (Launcher(n_simulations=4)" in message
+        and "new output_dir" in message
+    )
 
 
 @pytest.mark.e2e
@@ -263,7 +269,7 @@ def test_a_decaying_breed_refuses_another_size_a_fixed_one_grows(
 ) -> None:
     out, _ = checkpointed("breed-decaying")
     message = refused(out, "breed-decaying", 6, caplog)
-    assert "num_simulations changed from 4 to 6, but Breed's exploration share decays" in message
+    assert "n_simulations changed from 4 to 6, but Breed's exploration share decays" in message
     out, before = checkpointed("breed")
     keys = Keys()
     resumed = trainer(out, "breed", 6, keys, resume_from_checkpoint="latest")
@@ -309,6 +315,6 @@ def test_a_study_that_had_ended_cannot_grow(
     trainer(out, "uniform", 3, keys, stall="").train()
     assert sorted(keys.seen) == [(s, t) for s in range(3) for t in range(STEPS)]
     message = refused(out, "uniform", 5, caplog)
-    assert "num_simulations changed from 3 to 5, but the study of the checkpoint had ended" in (
+    assert "n_simulations changed from 3 to 5, but the study of the checkpoint had ended" in (
         message
     )

@@ -260,6 +260,23 @@ def unit_loss_gradient(accelerator: Accelerator) -> bool:
     )
 
 
+def plateau_problem(lr_scheduler: Any | None) -> list[str]:
+    """The refusal of a `ReduceLROnPlateau` as the trainer's scheduler (empty: none):
+    the trainer steps its scheduler after each optimizer step, with no argument, where
+    this one needs the validation metric (torch's bare TypeError at step 0 otherwise).
+    Not stepped from the validation either: a plateau scheduler's patience counts
+    validations, whose metric a hook sees and may choose (docs/how-to/hooks.md)."""
+    if not isinstance(lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        return []
+    return [
+        "lr_scheduler=ReduceLROnPlateau: the trainer steps its scheduler at each optimizer "
+        "step without a metric, which this one needs; pass lr_scheduler=None and step it "
+        "yourself in a hook's on_validation_end with the metric, "
+        "scheduler.step(metrics['eval_loss']) (docs/how-to/hooks.md, 'A scheduler on "
+        "the validation metric')"
+    ]
+
+
 def make_train_step(
     accelerator: Accelerator,
     model: torch.nn.Module,
@@ -280,10 +297,12 @@ def make_train_step(
     Raises `ConfigError` (a ValueError: a script's usage error, as a bad option is),
     before anything runs, when the accelerator's device cannot run what is asked (fp16
     on a CPU, CUDA graphs off CUDA: `config.device_checks.device_problems`, which the
-    command line's parser runs before the trainer is made); ValueError when `model` is
-    already compiled."""
+    command line's parser runs before the trainer is made), or when `lr_scheduler` is a
+    `ReduceLROnPlateau` (its ``step()`` needs a metric, which a step does not have:
+    `plateau_problem`); ValueError when `model` is already compiled."""
     acc = accelerator
     problems = device_problems(acc.mixed_precision, compile, acc.device.type)
+    problems += plateau_problem(lr_scheduler)
     if max_grad_norm is not None and acc.distributed_type == DistributedType.DEEPSPEED:
         problems.append(  # (its engine clips, at its config's value; Accelerate does not)
             f"max_grad_norm={max_grad_norm!r} under DeepSpeed: set gradient_clipping in "

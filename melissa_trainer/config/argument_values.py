@@ -51,6 +51,8 @@ def checked_values(
     bad: set[str] = set()
     if out["mixed_precision"] is False:  # YAML 1.1 reads a bare `no` as false
         out["mixed_precision"] = "no"
+    if isinstance(out["resume_from_checkpoint"], bool):  # Hugging Face's True: the last one
+        out["resume_from_checkpoint"] = "latest" if out["resume_from_checkpoint"] else None
     for name, annotation in types.items():
         value = out[name]
         try:

@@ -30,6 +30,7 @@ __all__ = [
     "HFName",
     "flag_hint",
     "refuse_hf_keywords",
+    "refuse_train_resume",
     "unknown_name_problems",
 ]
 
@@ -155,3 +156,18 @@ def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:
     if lines:
         said = "; ".join(lines)
         raise TypeError(f"{cls.__name__}() got an unexpected keyword argument: {said}")
+
+
+def refuse_train_resume(resume_from_checkpoint: object) -> None:
+    """Raise TypeError, naming where it goes, for a `resume_from_checkpoint` given to
+    `OnlineTrainer.train` (Hugging Face `Trainer.train`'s keyword): a resume is the
+    arguments' here, checked when they are made (a path, or "latest"); None is nothing."""
+    if resume_from_checkpoint is None:
+        return
+    latest = " (True: 'latest', the newest checkpoint in output_dir)"
+    raise TypeError(
+        f"train(resume_from_checkpoint={resume_from_checkpoint!r}) is Hugging Face "
+        "Trainer's: here it is TrainingArguments(resume_from_checkpoint=...), a checkpoint "
+        f"directory or 'latest'{latest if resume_from_checkpoint is True else ''}; on the "
+        "command line --resume_from_checkpoint latest"
+    )

@@ -129,6 +129,22 @@ class TrainStep(Protocol):
         ...
 
 
+#: DDP's error at the forward after a backward that left parameters without gradients
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
+
+
+def raise_unused_parameters(exc: RuntimeError) -> None:
+    """Raise a RuntimeError naming the fix when `exc` is DDP's error on parameters
+    that took no part in the loss (its own text names only DDP's keyword); else
+    nothing (the caller re-raises `exc`)."""
+    if _UNUSED_PARAMETERS in str(exc):
+        raise RuntimeError(
+            f"{exc}\nA parameter of the model took no part in a step's loss: pass "
+            "--ddp_find_unused_parameters true (TrainingArguments("
+            "ddp_find_unused_parameters=True)), or freeze it (requires_grad_(False))"
+        ) from exc
+
+
 class PlainStep:
     """Plain PyTorch calls on the model Accelerate prepared (or that model compiled) and
     the optimizer it wraps."""
@@ -161,11 +177,15 @@ class PlainStep:
     def backward(self, batch: Any) -> torch.Tensor:
         if self.step_begin is not None:
             self.step_begin()
-        if self.autocast is None:
-            loss = self.compute_loss(self.model, batch)
-        else:
-            with self.autocast():
+        try:
+            if self.autocast is None:
                 loss = self.compute_loss(self.model, batch)
+            else:
+                with self.autocast():
+                    loss = self.compute_loss(self.model, batch)
+        except RuntimeError as exc:
+            raise_unused_parameters(exc)
+            raise
         (loss / self.accumulation if self.accumulation > 1 else loss).backward()
         return loss.detach()
 
@@ -212,8 +232,12 @@ class AcceleratedStep:
         if self.step_begin is not None:
             self.step_begin()
         with acc.accumulate(self.model):
-            with acc.autocast():
-                loss = self.compute_loss(self.forward, batch)
+            try:
+                with acc.autocast():
+                    loss = self.compute_loss(self.forward, batch)
+            except RuntimeError as exc:
+                raise_unused_parameters(exc)
+                raise
             acc.backward(loss)
         return loss.detach()
 

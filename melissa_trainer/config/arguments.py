@@ -207,7 +207,8 @@ class TrainingArguments(ArgumentsFile):
             sampler steers the study with them). None: every
             ``DEFAULT_SIMULATION_LOSS_STEPS`` steps when the source asks for them (a
             `Study` whose sampler is adaptive), else off; 0: off. Default None.
-        report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
+        report_to: ``"tensorboard"`` or ``"none"`` (one; Hugging Face's list of names is
+            taken when it names one, ``[]`` is ``"none"``). Default ``"tensorboard"``.
         disable_progress_bar: hide the progress bar. Default False.
         ddp_find_unused_parameters: under several ranks, DDP's ``find_unused_parameters``
             (Hugging Face's name; given to Accelerate as `DistributedDataParallelKwargs`):

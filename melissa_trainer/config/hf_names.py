@@ -82,6 +82,27 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
     "load_best_model_at_end": HFName(
         None, note="the best validation is recorded (state.best_metric), not restored"
     ),
+    "logging_first_step": HFName(
+        None, note="logs come every logging_steps steps (--logging_steps 1 logs every step)"
+    ),
+    "use_cpu": HFName(
+        None, note="launch on the CPU: accelerate launch --cpu, or CUDA_VISIBLE_DEVICES=''"
+    ),
+    "full_determinism": HFName(
+        None,
+        note="--seed seeds every rank; for deterministic kernels call "
+        "torch.use_deterministic_algorithms(True) in your script",
+    ),
+    "dataloader_num_workers": HFName(
+        None,
+        note="no DataLoader: batches are drawn from the buffer, the next one made a step "
+        "ahead (--stage_batches); per-sample work can move to the source (ingest_sample)",
+    ),
+    "gradient_checkpointing": HFName(
+        None,
+        note="enable it on your model before the trainer (a transformers model's "
+        "gradient_checkpointing_enable(), or torch.utils.checkpoint in its forward)",
+    ),
 }
 
 #: `transformers.Trainer` keywords -> what `OnlineTrainer` takes instead

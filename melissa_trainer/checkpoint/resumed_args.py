@@ -41,10 +41,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: settings that say where a run writes and how it shows itself, or how it starts:
-#: not what it trains, so a change of theirs is no change of the run; and `max_steps`,
-#: which a resume is made to change (train longer: the documented way to go on; a
-#: checkpoint at or past the new limit has its own warning, `registry`)
+#: settings that say where a run writes and how it shows itself, how often it logs and
+#: saves, or how it starts: not what it trains (the same steps, batches and weights: a
+#: log reads the figures, a save copies the state, and `stage_batches` and DDP's
+#: `ddp_find_unused_parameters` do the same arithmetic), so a change of theirs is no
+#: change of the run; and `max_steps`, which a resume is made to change (train longer:
+#: the documented way to go on; a checkpoint at or past the new limit has its own
+#: warning, `registry`). `eval_steps` is not one: validations drive early stopping.
 IGNORED = frozenset(
     {
         "max_steps",
@@ -54,6 +57,13 @@ IGNORED = frozenset(
         "overwrite_output_dir",
         "disable_progress_bar",
         "report_to",
+        "logging_steps",
+        "save_steps",
+        "save_at_end",
+        "max_to_keep",
+        "on_save_error",
+        "stage_batches",
+        "ddp_find_unused_parameters",
     }
 )
 

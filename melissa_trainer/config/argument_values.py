@@ -51,8 +51,18 @@ def checked_values(
     bad: set[str] = set()
     if out["mixed_precision"] is False:  # YAML 1.1 reads a bare `no` as false
         out["mixed_precision"] = "no"
+    if isinstance(out["resume_from_checkpoint"], bool):  # Hugging Face's True: the last one
+        out["resume_from_checkpoint"] = "latest" if out["resume_from_checkpoint"] else None
+    reporters = out["report_to"]  # Hugging Face's list of integrations' names:
+    if isinstance(reporters, list | tuple) and all(isinstance(n, str) for n in reporters):
+        out["report_to"], problem = _one_reporter(out["report_to"])
+        if problem is not None:
+            problems.append(problem)
+            bad.add("report_to")
     for name, annotation in types.items():
         value = out[name]
+        if name in bad:
+            continue
         try:
             out[name] = convert_value(value, annotation)
         except ConversionError as exc:
@@ -65,6 +75,20 @@ def checked_values(
     if not bad.intersection(COMPILE_FIELDS):
         problems.extend(_compile_problems(out))
     return out, problems
+
+
+def _one_reporter(names: list[Any] | tuple[Any, ...]) -> tuple[Any, str | None]:
+    """`report_to` given as Hugging Face's list: its one reporter (``"none"`` for an
+    empty list or one of ``"none"`` alone), or the list and the problem when it names
+    several (one reporter here)."""
+    normalised = dict.fromkeys(str(n).strip().lower() for n in names)
+    kept = [n for n in normalised if n != "none"]
+    if len(kept) <= 1:
+        return (kept[0] if kept else "none"), None
+    return list(names), (
+        f"report_to={list(names)!r} names {len(kept)} reporters: one here; give one of "
+        "tensorboard, none"
+    )
 
 
 def _compile_problems(values: dict[str, Any]) -> list[str]:

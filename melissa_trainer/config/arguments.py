@@ -1,23 +1,12 @@
 """`TrainingArguments`: every option of an online training run, validated in one go.
 
-The names follow Hugging Face `transformers` / `accelerate` (`output_dir`, `batch_size`,
-`gradient_accumulation_steps`, `mixed_precision`, `save_steps`, ...) and Melissa
-(`buffer`, `buffer_size`, `watermark`, `pseudo_epochs`). Every problem in a configuration
-is collected and reported together in one `ConfigError`, one problem per line, each naming
-the field, its value and the fix.
-
-Values read from JSON / YAML files are checked for type: numeric strings such as
-``"64"`` or ``"1e-3"`` (YAML reads ``1e-3`` as a string) are converted, anything else of
-the wrong type is a `ConfigError` naming the field. Reading files and converting values
-(`load_config_file`, `convert_value`, `ConfigError`) is `reading`'s, shared with
-`ArgumentParser`; its public names are re-exported here. What the values become when
-`TrainingArguments` is made (converted, normalised, resolved, checked) and what they
-make for the buffer and `torch.compile` is `argument_values`'; every rule of the fields
-is `argument_checks`' (and the choices they allow, re-exported here), the buffer's
-stated once by `BufferConfig` (`buffers/config.py`) and reported under this class's
-field names. Writing them and reading them back as a file (`to_dict`, `from_file`,
-`ARGS_FILE`) is `arguments_file`'s (`ArgumentsFile`, the class's base). Most of this
-module is the fields' documentation (the user's reference), which belongs next to them.
+Names follow Hugging Face `transformers` / `accelerate` and Melissa (`buffer`,
+`watermark`...). Every problem is reported together in one `ConfigError`, one per line,
+naming the field, its value and the fix. Reading files and converting values is
+`reading`'s (re-exported here); what the values become when the class is made,
+`argument_values`'; its rules, `argument_checks`' (the buffer's stated by `BufferConfig`);
+writing and reading back a file, `arguments_file`'s (`ArgumentsFile`, the base). Most of
+this module is the fields' documentation (the user's reference), kept next to them.
 """
 
 from __future__ import annotations
@@ -138,7 +127,8 @@ class TrainingArguments(ArgumentsFile):
             ``"continue"`` logs the error and trains on without that checkpoint.
             Either way the partial checkpoint is removed. Default ``"stop"``.
         resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
-            the newest checkpoint in `output_dir`. Default None (start afresh: refused
+            the newest checkpoint in `output_dir` (True, as Hugging Face's, is made
+            ``"latest"``; False None). Default None (start afresh: refused
             when `output_dir` holds checkpoints of an earlier run, see
             `overwrite_output_dir`).
         overwrite_output_dir: start afresh in an `output_dir` whose ``checkpoints``
@@ -217,8 +207,12 @@ class TrainingArguments(ArgumentsFile):
             sampler steers the study with them). None: every
             ``DEFAULT_SIMULATION_LOSS_STEPS`` steps when the source asks for them (a
             `Study` whose sampler is adaptive), else off; 0: off. Default None.
-        report_to: ``"tensorboard"`` or ``"none"``. Default ``"tensorboard"``.
+        report_to: ``"tensorboard"`` or ``"none"`` (one; Hugging Face's list of names is
+            taken when it names one, ``[]`` is ``"none"``). Default ``"tensorboard"``.
         disable_progress_bar: hide the progress bar. Default False.
+        ddp_find_unused_parameters: under several ranks, DDP's ``find_unused_parameters``
+            (Hugging Face's name; given to Accelerate as `DistributedDataParallelKwargs`):
+            for a model with parameters that a step's forward does not use. Default False.
         early_stopping_patience: stop after this many validations in a row without
             improvement of `metric_for_best_model` (>= 1); None disables early
             stopping. Has no effect without an eval dataset. Default None.
@@ -323,6 +317,9 @@ class TrainingArguments(ArgumentsFile):
     )
     report_to: str = _f("tensorboard", "Where to report metrics.", REPORT_TO_CHOICES)
     disable_progress_bar: bool = _f(False, "Hide the progress bar.")
+    ddp_find_unused_parameters: bool = _f(
+        False, "DDP's find_unused_parameters: parameters a forward does not use (several ranks)."
+    )
     early_stopping_patience: int | None = _f(
         None, "Stop after this many validations without improvement (default: never)."
     )

@@ -121,11 +121,11 @@ def device_problems(
             if launched
             else ""
         )
-        where = "the script's or the launch's --mixed_precision" if launched else "it"
+        where = " (in the script, or the launch's --mixed_precision)" if launched else ""
         problems.append(
             f"mixed_precision='fp16'{asked} on cpu: Accelerate runs no fp16 autocast on a "
             "CPU, and the run would train in float32 without saying so: set "
-            f"mixed_precision='bf16' (its autocast runs on a CPU too) or 'no' ({where}), "
+            f"mixed_precision='bf16' or 'no'{where} (bf16's autocast runs on a CPU too), "
             "or train on a GPU"
         )
     if compile is not None and compile.cuda_graphs and device != "cuda":

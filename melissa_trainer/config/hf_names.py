@@ -30,6 +30,7 @@ __all__ = [
     "HFName",
     "flag_hint",
     "refuse_hf_keywords",
+    "refuse_train_resume",
     "unknown_name_problems",
 ]
 
@@ -80,6 +81,27 @@ HF_ARGUMENTS: Mapping[str, HFName] = {
     "num_train_epochs": HFName(None, note=_EPOCHS),
     "load_best_model_at_end": HFName(
         None, note="the best validation is recorded (state.best_metric), not restored"
+    ),
+    "logging_first_step": HFName(
+        None, note="logs come every logging_steps steps (--logging_steps 1 logs every step)"
+    ),
+    "use_cpu": HFName(
+        None, note="launch on the CPU: accelerate launch --cpu, or CUDA_VISIBLE_DEVICES=''"
+    ),
+    "full_determinism": HFName(
+        None,
+        note="--seed seeds every rank; for deterministic kernels call "
+        "torch.use_deterministic_algorithms(True) in your script",
+    ),
+    "dataloader_num_workers": HFName(
+        None,
+        note="no DataLoader: batches are drawn from the buffer, the next one made a step "
+        "ahead (--stage_batches); per-sample work can move to the source (ingest_sample)",
+    ),
+    "gradient_checkpointing": HFName(
+        None,
+        note="enable it on your model before the trainer (a transformers model's "
+        "gradient_checkpointing_enable(), or torch.utils.checkpoint in its forward)",
     ),
 }
 
@@ -155,3 +177,18 @@ def refuse_hf_keywords(cls: type, kwargs: Mapping[str, Any]) -> None:
     if lines:
         said = "; ".join(lines)
         raise TypeError(f"{cls.__name__}() got an unexpected keyword argument: {said}")
+
+
+def refuse_train_resume(resume_from_checkpoint: object) -> None:
+    """Raise TypeError, naming where it goes, for a `resume_from_checkpoint` given to
+    `OnlineTrainer.train` (Hugging Face `Trainer.train`'s keyword): a resume is the
+    arguments' here, checked when they are made (a path, or "latest"); None is nothing."""
+    if resume_from_checkpoint is None:
+        return
+    latest = " (True: 'latest', the newest checkpoint in output_dir)"
+    raise TypeError(
+        f"train(resume_from_checkpoint={resume_from_checkpoint!r}) is Hugging Face "
+        "Trainer's: here it is TrainingArguments(resume_from_checkpoint=...), a checkpoint "
+        f"directory or 'latest'{latest if resume_from_checkpoint is True else ''}; on the "
+        "command line --resume_from_checkpoint latest"
+    )

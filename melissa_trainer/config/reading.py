@@ -213,7 +213,8 @@ def convert_value(value: Any, annotation: Any) -> Any:
     if base is str:
         if isinstance(value, bool):
             raise ConversionError(
-                "is a boolean, not a string: quote it (YAML reads bare yes/no/on/off as booleans)"
+                "is a boolean, not a string: quote it in a YAML file (YAML reads bare "
+                "yes/no/on/off as booleans); in code, give a string"
             )
         if isinstance(value, (str, int, float)):
             return str(value)

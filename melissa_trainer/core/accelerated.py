@@ -129,6 +129,22 @@ class TrainStep(Protocol):
         ...
 
 
+#: DDP's error at the forward after a backward that left parameters without gradients
+_UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
+
+
+def raise_unused_parameters(exc: RuntimeError) -> None:
+    """Raise a RuntimeError naming the fix when `exc` is DDP's error on parameters
+    that took no part in the loss (its own text names only DDP's keyword); else
+    nothing (the caller re-raises `exc`)."""
+    if _UNUSED_PARAMETERS in str(exc):
+        raise RuntimeError(
+            f"{exc}\nA parameter of the model took no part in a step's loss: pass "
+            "--ddp_find_unused_parameters true (TrainingArguments("
+            "ddp_find_unused_parameters=True)), or freeze it (requires_grad_(False))"
+        ) from exc
+
+
 class PlainStep:
     """Plain PyTorch calls on the model Accelerate prepared (or that model compiled) and
     the optimizer it wraps."""
@@ -161,11 +177,15 @@ class PlainStep:
     def backward(self, batch: Any) -> torch.Tensor:
         if self.step_begin is not None:
             self.step_begin()
-        if self.autocast is None:
-            loss = self.compute_loss(self.model, batch)
-        else:
-            with self.autocast():
+        try:
+            if self.autocast is None:
                 loss = self.compute_loss(self.model, batch)
+            else:
+                with self.autocast():
+                    loss = self.compute_loss(self.model, batch)
+        except RuntimeError as exc:
+            raise_unused_parameters(exc)
+            raise
         (loss / self.accumulation if self.accumulation > 1 else loss).backward()
         return loss.detach()
 
@@ -212,8 +232,12 @@ class AcceleratedStep:
         if self.step_begin is not None:
             self.step_begin()
         with acc.accumulate(self.model):
-            with acc.autocast():
-                loss = self.compute_loss(self.forward, batch)
+            try:
+                with acc.autocast():
+                    loss = self.compute_loss(self.forward, batch)
+            except RuntimeError as exc:
+                raise_unused_parameters(exc)
+                raise
             acc.backward(loss)
         return loss.detach()
 
@@ -260,6 +284,23 @@ def unit_loss_gradient(accelerator: Accelerator) -> bool:
     )
 
 
+def plateau_problem(lr_scheduler: Any | None) -> list[str]:
+    """The refusal of a `ReduceLROnPlateau` as the trainer's scheduler (empty: none):
+    the trainer steps its scheduler after each optimizer step, with no argument, where
+    this one needs the validation metric (torch's bare TypeError at step 0 otherwise).
+    Not stepped from the validation either: a plateau scheduler's patience counts
+    validations, whose metric a hook sees and may choose (docs/how-to/hooks.md)."""
+    if not isinstance(lr_scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        return []
+    return [
+        "lr_scheduler=ReduceLROnPlateau: the trainer steps its scheduler at each optimizer "
+        "step without a metric, which this one needs; pass lr_scheduler=None and step it "
+        "yourself in a hook's on_validation_end with the metric, "
+        "scheduler.step(metrics['eval_loss']) (docs/how-to/hooks.md, 'A scheduler on "
+        "the validation metric')"
+    ]
+
+
 def make_train_step(
     accelerator: Accelerator,
     model: torch.nn.Module,
@@ -280,10 +321,12 @@ def make_train_step(
     Raises `ConfigError` (a ValueError: a script's usage error, as a bad option is),
     before anything runs, when the accelerator's device cannot run what is asked (fp16
     on a CPU, CUDA graphs off CUDA: `config.device_checks.device_problems`, which the
-    command line's parser runs before the trainer is made); ValueError when `model` is
-    already compiled."""
+    command line's parser runs before the trainer is made), or when `lr_scheduler` is a
+    `ReduceLROnPlateau` (its ``step()`` needs a metric, which a step does not have:
+    `plateau_problem`); ValueError when `model` is already compiled."""
     acc = accelerator
     problems = device_problems(acc.mixed_precision, compile, acc.device.type)
+    problems += plateau_problem(lr_scheduler)
     if max_grad_norm is not None and acc.distributed_type == DistributedType.DEEPSPEED:
         problems.append(  # (its engine clips, at its config's value; Accelerate does not)
             f"max_grad_norm={max_grad_norm!r} under DeepSpeed: set gradient_clipping in "

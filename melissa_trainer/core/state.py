@@ -29,7 +29,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from melissa_trainer.common.json_output import to_json
 
@@ -91,6 +91,17 @@ class TrainerState:
     #: How many entries of `log_history` are kept (the state stays small).
     LOG_HISTORY_LEN = 100
 
+    if not TYPE_CHECKING:  # (seen by a type checker, any attribute would type-check)
+
+        def __getattr__(self, name: str) -> Any:
+            # (a missing attribute only) a Hugging Face `TrainerState` field that a ported
+            # callback reads is named with what to read here, not a bare AttributeError
+            if name in _HF_STATE_FIELDS:
+                raise AttributeError(
+                    f"TrainerState has no {name!r} (Hugging Face's): {_HF_STATE_FIELDS[name]}"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def append_log(self, logs: dict[str, float]) -> None:
         """Record `logs` (with the current step) in the bounded history."""
         self.log_history.append({"step": float(self.global_step), **logs})
@@ -151,6 +162,23 @@ class TrainerState:
         state = cls()
         state.load_state_dict(json.loads(text))
         return state
+
+
+#: Hugging Face `TrainerState` fields -> what to read here (a hook's arguments are
+#: `(trainer, state, control)`: HF's `args` is ``trainer.args``)
+_HF_STATE_FIELDS: dict[str, str] = {
+    "epoch": "no epochs in a stream: read state.global_step, or state.pseudo_epoch "
+    "(replays of the buffer after the stream)",
+    "num_train_epochs": "no epochs in a stream: state.max_steps, or None",
+    "is_world_process_zero": "read trainer.is_main_process (a hook's first argument)",
+    "is_local_process_zero": "read trainer.accelerator.is_local_main_process",
+    "logging_steps": "read trainer.args.logging_steps",
+    "eval_steps": "read trainer.args.eval_steps",
+    "save_steps": "read trainer.args.save_steps",
+    "train_batch_size": "read trainer.args.batch_size (per device)",
+    "best_model_checkpoint": "none: state.best_step is the step of state.best_metric",
+    "total_flos": "none here",
+}
 
 
 #: other libraries' control flags (HF `TrainerControl`) -> what to do here: set, they

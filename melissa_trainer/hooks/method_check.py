@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from typing import Any
 
 from melissa_trainer.hooks.events import Event
@@ -64,6 +65,8 @@ def check_methods(hook: Any, base: type) -> None:
     method that cannot take the trainer's arguments, and an ``on_*`` method that is no
     event (``on_train_begin``, ``on_epoch_end``: names of other libraries' callbacks),
     which the trainer would never call. Raises TypeError naming the method and the fix.
+    Warns (UserWarning) of an event method whose first parameter is named ``args``
+    (Hugging Face's, for its arguments; here the trainer).
     `base` is `Hook` (passed in: `hooks.base` imports this module), whose methods give
     the arguments each event passes."""
     cls = type(hook)
@@ -86,7 +89,8 @@ def check_methods(hook: Any, base: type) -> None:
             continue
         expected = list(inspect.signature(getattr(base, name)).parameters)[1:]  # no self
         try:
-            inspect.signature(getattr(hook, name)).bind(*expected)
+            signature = inspect.signature(getattr(hook, name))
+            signature.bind(*expected)
         except ValueError:  # no signature to read (a builtin): left to the call
             continue
         except TypeError as exc:
@@ -94,3 +98,12 @@ def check_methods(hook: Any, base: type) -> None:
                 f"{cls.__name__}.{name} cannot take the arguments the trainer passes "
                 f"({exc}): define it as `def {name}(self, {', '.join(expected)})`"
             ) from None
+        first = next(iter(signature.parameters), None)
+        if first == "args":  # a ported Hugging Face callback's: a bare AttributeError later
+            warnings.warn(
+                f"{cls.__name__}.{name}'s first parameter is named 'args', as Hugging Face "
+                "TrainerCallback's (its TrainingArguments): here it receives the trainer; "
+                "rename it trainer and read trainer.args (trainer.args.logging_steps...)",
+                UserWarning,
+                stacklevel=2,
+            )

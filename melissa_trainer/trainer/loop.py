@@ -21,6 +21,7 @@ from accelerate.utils import send_to_device, set_seed
 
 from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.config.hf_names import refuse_train_resume
 from melissa_trainer.core import process_group
 from melissa_trainer.core.accelerated import make_train_step
 from melissa_trainer.core.dataset import (
@@ -89,9 +90,6 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         use_default_hooks: install the built-in hooks that `args` asks for
             (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
             ``simulation_loss_steps`` is installed either way).
-
-    The actions hooks request (`log`, `evaluate`, `save_checkpoint`, `load_checkpoint`)
-    are `TrainerActions`'; the losses, `TrainerLosses`'.
 
     Override `compute_loss(model, batch)` for any other loss or batch layout, and then
     `compute_sample_losses` too if a hook asks for the per-sample losses (overrides
@@ -231,24 +229,26 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
 
     # -- the loop -----------------------------------------------------------------------
 
-    def train(self) -> TrainerState:
+    def train(self, resume_from_checkpoint: None = None) -> TrainerState:
         """Train until the stream ends, `max_steps`, or a hook's stop; returns the state.
 
         Every rank returns at the same `global_step`. The source is stopped on return,
         also when an exception propagates.
 
         Raises:
+            TypeError: `resume_from_checkpoint` given (HF's place; here the arguments').
             Preempted: SIGTERM or SIGINT reached a rank (main thread only; the previous
                 handlers are back when this returns or raises). Every rank stops at the
                 next stop synchronisation (within `stop_sync_steps` steps with one
-                process, within twice that under several ranks, whose agreement is
-                read a window after it starts: see the loop below; a rank
-                waiting for data looks at the signal every `poll_interval` s at most),
-                writes a checkpoint of that step, stops the source and fires the end
-                hooks; a second signal exits at once (see `melissa_trainer.trainer.preemption`).
+                process, within twice that under several ranks, whose agreement is read a
+                window after it starts: see the loop below; a rank waiting for data
+                looks at the signal every `poll_interval` s at most), writes a checkpoint
+                of that step, stops the source and fires the end hooks; a second signal
+                exits at once (see `melissa_trainer.trainer.preemption`).
                 A signal after the last stop synchronisation lets training end as it
                 was about to (no Preempted). The order of events is `Event`'s docstring.
         """
+        refuse_train_resume(resume_from_checkpoint)
         args, state, control, hooks = self.args, self.state, self.control, self.hooks
         self._choose_loss()
         self._output_hold.hold()

@@ -74,8 +74,10 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Seconds after the first signal during which a repeat is the same request (see above).
-REPEAT_WINDOW = 2.0
+#: Seconds after the first signal during which a repeat is the same request (see above):
+#: a forwarded duplicate comes within milliseconds; a person's second Ctrl-C, from about
+#: half a second on, is told (at WARNING) when it came too soon to be taken.
+REPEAT_WINDOW = 1.0
 #: Seconds a second signal gives `on_force` (killing the simulations) before exiting.
 FORCE_STOP_TIMEOUT = 5.0
 #: The signals that preempt training.
@@ -270,12 +272,23 @@ class PreemptionHandler:
         if self._first_request(StopCause(signum)):
             logger.warning(
                 "%s received: stopping at the next stop synchronisation to write a "
-                "checkpoint (send it again to exit at once, without one)",
+                "checkpoint (send it again, %g s or more from now, to exit at once without one)",
                 name,
+                self.repeat_window,
             )
             return
-        if time.monotonic() - self._first_at < self.repeat_window:
-            logger.info("%s again right after the first signal: the same stop request", name)
+        elapsed = time.monotonic() - self._first_at
+        if elapsed < self.repeat_window:
+            # (a warning: a user's quick second Ctrl-C lands here, and must learn why)
+            logger.warning(
+                "%s again %.1f s after the first: taken for the same stop request (a signal "
+                "a launcher forwards reaches a rank twice within %g s); send it again %g s "
+                "or more after the first to exit at once, without a checkpoint",
+                name,
+                elapsed,
+                self.repeat_window,
+                self.repeat_window,
+            )
             return
         logger.critical("%s again: exiting now, without a checkpoint", name)
         self._force_exit(signum)

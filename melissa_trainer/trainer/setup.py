@@ -12,6 +12,7 @@ import logging
 import os
 
 from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs
 
 from melissa_trainer.buffers import Buffer, make_buffer
 from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
@@ -35,7 +36,8 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
     Accelerate (``step_scheduler_with_optimizer=False``). The mixed precision is
     ``args.mixed_precision``, resolved when the arguments were made (unset: the
     launch's, `device_checks.resolve_mixed_precision`): given explicitly, Accelerate
-    trains in the precision the arguments record.
+    trains in the precision the arguments record. ``args.ddp_find_unused_parameters``
+    is given to DDP (`DistributedDataParallelKwargs`; it is ignored without DDP).
 
     Under several processes, the process group it forms is torn down at the
     interpreter's exit, its gloo threads joined (`process_group`: a complete run's
@@ -52,6 +54,9 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
         mixed_precision=args.mixed_precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         step_scheduler_with_optimizer=False,
+        kwargs_handlers=[
+            DistributedDataParallelKwargs(find_unused_parameters=args.ddp_find_unused_parameters)
+        ],
     )
 
 

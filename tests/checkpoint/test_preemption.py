@@ -359,7 +359,7 @@ class Marks(Hook):
         (self.out / "train_end").touch()
 
 
-#: the slow-save child's repeat window (REPEAT_WINDOW, 2 s by default, is read when the
+#: the slow-save child's repeat window (REPEAT_WINDOW, 1 s by default, is read when the
 #: trainer makes its handler): the test waits past it before its second SIGTERM
 SLOW_SAVE_REPEAT_WINDOW = 0.5
 

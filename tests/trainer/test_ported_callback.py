@@ -1,0 +1,59 @@
+"""A Hugging Face `TrainerCallback` ported as a `Hook` (htrial9): a first parameter named
+``args`` (HF's TrainingArguments; here the trainer) is warned of when the hook is added,
+naming ``trainer.args`` (before: "'OnlineTrainer' object has no attribute
+'logging_steps'" at the first log); HF `TrainerState` fields (``state.epoch``,
+``state.is_world_process_zero``) name what to read here (before: bare AttributeErrors)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import pytest
+
+from melissa_trainer import Hook, TrainerState
+from melissa_trainer.hooks.base import HookList
+
+
+class Ported(Hook):
+    def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+        pass
+
+
+class Native(Hook):
+    def on_log(self, trainer: Any, state: Any, control: Any, logs: Any) -> None:
+        pass
+
+
+def test_a_first_parameter_named_args_is_warned_of() -> None:
+    with pytest.warns(
+        UserWarning, match=r"Ported\.on_log's first parameter is named 'args'"
+    ) as got:
+        HookList([Ported()])
+    assert "rename it trainer and read trainer.args" in str(got[0].message)
+
+
+def test_a_hook_s_own_names_say_nothing() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        HookList([Native()])
+
+
+@pytest.mark.parametrize(
+    ("field", "said"),
+    [
+        ("epoch", "state.pseudo_epoch"),
+        ("is_world_process_zero", "trainer.is_main_process"),
+        ("logging_steps", "trainer.args.logging_steps"),
+    ],
+)
+def test_hugging_face_state_fields_name_what_to_read(field: str, said: str) -> None:
+    with pytest.raises(AttributeError, match="Hugging Face's") as caught:
+        getattr(TrainerState(), field)
+    assert said in str(caught.value)
+
+
+def test_other_missing_attributes_stay_plain() -> None:
+    with pytest.raises(AttributeError, match="'TrainerState' object has no attribute 'nope'"):
+        TrainerState().nope  # type: ignore[attr-defined]  # noqa: B018
+    assert not hasattr(TrainerState(), "epoch")

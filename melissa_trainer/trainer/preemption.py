@@ -75,9 +75,10 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Seconds after the first signal during which a repeat is the same request (see above):
-#: a forwarded duplicate comes within milliseconds; a person's second Ctrl-C, from about
-#: half a second on, is told (at WARNING) when it came too soon to be taken.
-REPEAT_WINDOW = 1.0
+#: a forwarded duplicate comes within milliseconds, but a rank's launcher on a loaded node
+#: may be scheduled late, and a copy taken for a second signal exits without the
+#: checkpoint; a person's second Ctrl-C too soon is told so (at WARNING), and when.
+REPEAT_WINDOW = 2.0
 #: Seconds a second signal gives `on_force` (killing the simulations) before exiting.
 FORCE_STOP_TIMEOUT = 5.0
 #: The signals that preempt training.

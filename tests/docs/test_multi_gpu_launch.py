@@ -18,9 +18,15 @@ PAGE = Path(__file__).parents[2] / "docs" / "how-to" / "multi-gpu.md"
 
 
 def launched(tmp_path: Path, *flags: str) -> list[str]:
+    """What each process the launch started said: "rank RANK WORLD_SIZE", one file each
+    (their prints into one pipe interleaved mid-line, unbuffered: "rankrank 1 2")."""
+    said = tmp_path / f"said{len(list(tmp_path.glob('said*')))}"
+    said.mkdir()
     script = tmp_path / "ranks.py"
     script.write_text(
-        "import os\nprint('rank', os.environ.get('RANK'), os.environ.get('WORLD_SIZE'))\n"
+        "import os, sys\n"
+        "with open(os.path.join(sys.argv[1], str(os.getpid())), 'w') as f:\n"
+        "    f.write(f\"rank {os.environ.get('RANK')} {os.environ.get('WORLD_SIZE')}\")\n"
     )
     accelerate = shutil.which("accelerate", path=str(Path(sys.executable).parent))
     command = [accelerate] if accelerate else [sys.executable, "-m", "accelerate.commands.launch"]
@@ -28,13 +34,13 @@ def launched(tmp_path: Path, *flags: str) -> list[str]:
         command.append("launch")
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HF_HOME": str(tmp_path / "hf")}
     env.pop("ACCELERATE_CONFIG_FILE", None)
-    out = subprocess.run(
+    subprocess.run(
         [*command, *flags, "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "0",
-         str(script)],
+         str(script), str(said)],
         env=env, capture_output=True, text=True, timeout=120, check=True,
-    ).stdout  # fmt: skip
-    return sorted(line for line in out.splitlines() if line.startswith("rank"))
+    )  # fmt: skip
+    return sorted(p.read_text() for p in said.iterdir())
 
 
 @pytest.mark.e2e

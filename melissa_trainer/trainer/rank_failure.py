@@ -111,8 +111,8 @@ def _read(trainer: TrainerView) -> tuple[int, str] | None:
     """The earliest note of another rank of this run: (its rank, its error line)."""
     found: list[tuple[float, int, str]] = []
     for path in _notes(trainer).glob("rank-*"):
-        rank = path.name.removeprefix("rank-")
-        if not rank.isdigit() or int(rank) == trainer.process_index:
+        named = path.name.removeprefix("rank-")
+        if not named.isdigit() or int(named) == trainer.process_index:
             continue
         try:
             run_id, _, words = path.read_text().partition("\n")
@@ -120,7 +120,7 @@ def _read(trainer: TrainerView) -> tuple[int, str] | None:
         except OSError:  # (replaced as it was read: the next look finds it)
             continue
         if run_id == str(trainer.run_id) and words.strip():
-            found.append((written, int(rank), words.strip()))
+            found.append((written, int(named), words.strip()))
     if not found:
         return None
     _, rank, words = min(found)

@@ -168,7 +168,9 @@ def source_failed(trainer: TrainerView, error: SourceError) -> SourceError:
     (the message says it all), an ERROR line at the step training stopped, naming how to
     resume once the cause is fixed (the latest checkpoint, or none), and a quiet copy of
     `error` (`_SaidSourceError`); with one (a failure in the user's code, in the
-    receiver's thread...), `error` itself, whose traceback is the user's to read."""
+    receiver's thread...), `error` itself, whose traceback is the user's to read. Either
+    way, under several ranks, `error` is noted for the others (`rank_failure.write_note`),
+    whose collective breaks as this rank leaves."""
     write_note(trainer, error)  # (for the other ranks, whose collective breaks)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {error}"

@@ -22,6 +22,7 @@ from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
 from melissa_trainer.trainer.preemption import Preempted, StopCause
+from melissa_trainer.trainer.rank_failure import error_line, peer_failure, write_note
 
 __all__ = ["EndingTrainer", "end_training", "failed", "source_failed", "stop_words"]
 
@@ -118,7 +119,11 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
     `train()`: ``error`` and one line naming the exception, which the receivers' stop
     record says (docs/protocol.md, section 17b) so that a simulation closing now knows
     the trainer failed rather than waiting as for one that might come back. The error
-    itself propagates unchanged: its traceback is the user's to read.
+    itself propagates unchanged (its traceback is the user's to read), and under
+    several ranks it is noted for the others (`rank_failure.write_note`); except a
+    collective's failure because another rank is gone, when that rank left a note:
+    then this raises `rank_failure.RankFailed` naming that rank and its error, in place
+    of the backend's words (`rank_failure.peer_failure`).
 
     A `KeyboardInterrupt` (Ctrl-C that the preemption handler did not take: Python's own
     SIGINT handler restored by code the user called, a library's re-raise) is noted
@@ -136,13 +141,15 @@ def failed(trainer: TrainerView, error: Exception | KeyboardInterrupt) -> None:
             f"checkpoint at this stop: a run resumed from the latest one takes what it lacks",
         )
         return
-    words = str(error).strip().splitlines()
-    said = f"{type(error).__name__}: {words[0]}" if words else type(error).__name__
-    if len(words) > 1:
-        said += " ..."
+    other = peer_failure(trainer, error)  # (None: this rank's own error)
+    if other is None:
+        write_note(trainer, error)
+    said = error_line(error if other is None else other)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {said}"[:1000]
     )
+    if other is not None:
+        raise other from None  # (the backend's traceback says nothing of the cause)
 
 
 class _SaidSourceError(SourceError, SaidOnRankZero):
@@ -161,7 +168,10 @@ def source_failed(trainer: TrainerView, error: SourceError) -> SourceError:
     (the message says it all), an ERROR line at the step training stopped, naming how to
     resume once the cause is fixed (the latest checkpoint, or none), and a quiet copy of
     `error` (`_SaidSourceError`); with one (a failure in the user's code, in the
-    receiver's thread...), `error` itself, whose traceback is the user's to read."""
+    receiver's thread...), `error` itself, whose traceback is the user's to read. Either
+    way, under several ranks, `error` is noted for the others (`rank_failure.write_note`),
+    whose collective breaks as this rank leaves."""
+    write_note(trainer, error)  # (for the other ranks, whose collective breaks)
     trainer.source.note_stop(
         "error", f"training stopped at step {trainer.state.global_step}: {error}"
     )

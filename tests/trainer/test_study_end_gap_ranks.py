@@ -33,8 +33,10 @@ def test_a_rank_lacking_a_finished_simulation_fails_the_run_naming_it(tmp_path: 
     said = proc.stdout[-3000:] + proc.stderr[-6000:]
     assert proc.returncode != 0, said
     assert "training ended" not in proc.stdout, said
-    # rank 1 says it once, in one line (no traceback), with how to go on
-    (line,) = [x for x in proc.stderr.splitlines() if "rank 1 lacks the data" in x]
+    # rank 1 says it once, in one line (no traceback), with how to go on; rank 0 names
+    # rank 1 and its error (`trainer.rank_failure`: tests/trainer/test_rank_failure.py)
+    lines = [x for x in proc.stderr.splitlines() if "rank 1 lacks the data" in x]
+    (line,) = [x for x in lines if not x.startswith("rank 1 failed: ")]
     assert line.startswith("training stopped at step "), said
     assert "the study has ended, and rank 1 lacks the data of 1 of the 3 simulations" in line
     assert "simulation 1: rank 1's receiver has no HELLO from it" in line, said

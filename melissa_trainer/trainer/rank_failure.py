@@ -1,0 +1,153 @@
+"""Which rank failed, said by every rank: when one rank's `train()` raises (its step, a
+hook, its source), the others fail at their next collective with the backend's words
+only (gloo: ``RuntimeError: ... Connection closed by peer ... typically caused by a
+remote worker crashing``), which name neither the rank nor its error; a user reading
+rank 0's log (often the only one read) learned nothing.
+
+The failing rank writes its error's first line in a note, ``OUTPUT_DIR/.rank-failures/
+rank-N`` (`write_note`), before it leaves: its process, and with it its side of the
+process group's connections, ends after that, so a rank whose collective failed because
+of it finds the note there (`peer_failure`) and says, in one line at ERROR, "rank N
+failed: <its error> (see rank N's log)", then raises a `RankFailed` in place of the
+backend's error: uncaught, it ends the process with exit code 1 and no traceback (the
+backend's is of no use; the failing rank's own traceback is in its log).
+
+Every rank reads and writes the run's output directory, as the rendezvous of a study's
+simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes share it.
+A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
+directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
+none: the others then say that no rank left a note, and raise the backend's error.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from melissa_trainer.common.refusal import SaidOnRankZero
+from melissa_trainer.core.view import TrainerView
+
+__all__ = ["NOTES_DIR", "RankFailed", "lost_a_peer", "peer_failure", "write_note"]
+
+logger = logging.getLogger(__name__)
+
+#: the notes' folder in the output directory
+NOTES_DIR = ".rank-failures"
+#: how long a rank whose collective broke waits for the failing rank's note to show
+#: (a shared file system's attribute cache may show a new file late; a local one at once)
+NOTE_WAIT = 2.0
+#: the longest error line a note keeps
+MAX_WORDS = 1000
+#: words of a collective's error when a peer's process is gone (gloo: "Connection closed
+#: by peer ... typically caused by a remote worker crashing"; NCCL: a communicator aborted)
+_PEER_GONE = (
+    "closed by peer",
+    "reset by peer",
+    "remote worker",
+    "broken pipe",
+    "communicator was aborted",
+    "connection refused",
+)
+
+
+class RankFailed(RuntimeError, SaidOnRankZero):
+    """Raised by `train()` on a rank whose collective broke because another rank
+    failed: the message names that rank and its error's first line. Its ERROR line is
+    already logged; uncaught, it ends the process with exit code 1 and no traceback;
+    ``except RuntimeError`` (and ``except Exception``) catch it."""
+
+    def __init__(self, rank: int, words: str) -> None:
+        super().__init__(f"rank {rank} failed: {words} (see rank {rank}'s log)")
+        self.rank = rank
+        self.words = words
+        self.code = 1  # (SystemExit's: the exit status)
+
+
+def _notes(trainer: TrainerView) -> Path:
+    return Path(trainer.args.output_dir) / NOTES_DIR
+
+
+def error_line(error: BaseException) -> str:
+    """`error` in one line: its class and its message's first line (" ..." when more)."""
+    words = str(error).strip().splitlines()
+    said = f"{type(error).__name__}: {words[0]}" if words else type(error).__name__
+    return (said + (" ..." if len(words) > 1 else ""))[:MAX_WORDS]
+
+
+def write_note(trainer: TrainerView, error: BaseException) -> None:
+    """Under several ranks, write this rank's note: the run's id and `error_line`, for
+    the ranks whose collective breaks as this rank leaves (`peer_failure`). Replaces an
+    earlier note of this rank. A note that cannot be written is said at WARNING (the
+    others then raise their backend's error), never raised: `error` is what propagates."""
+    if trainer.num_processes <= 1:
+        return
+    path = _notes(trainer) / f"rank-{trainer.process_index}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        part = path.with_name(path.name + ".part")
+        part.write_text(f"{trainer.run_id}\n{error_line(error)}\n")
+        part.replace(path)  # (whole or absent: a reader never sees half a note)
+    except OSError as exc:
+        me = trainer.process_index
+        logger.warning("rank %d could not note its failure in %s: %s", me, path, exc)
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """`error` is a collective's failure because a peer's process is gone (the backend's
+    words, `_PEER_GONE`), not this rank's own."""
+    if not torch.distributed.is_available():
+        return False
+    backend_error = getattr(torch.distributed, "DistBackendError", RuntimeError)
+    if not isinstance(error, (RuntimeError, backend_error)):
+        return False
+    words = str(error).lower()
+    return any(w in words for w in _PEER_GONE)
+
+
+def _read(trainer: TrainerView) -> tuple[int, str] | None:
+    """The earliest note of another rank of this run: (its rank, its error line)."""
+    found: list[tuple[float, int, str]] = []
+    for path in _notes(trainer).glob("rank-*"):
+        named = path.name.removeprefix("rank-")
+        if not named.isdigit() or int(named) == trainer.process_index:
+            continue
+        try:
+            run_id, _, words = path.read_text().partition("\n")
+            written = path.stat().st_mtime
+        except OSError:  # (replaced as it was read: the next look finds it)
+            continue
+        if run_id == str(trainer.run_id) and words.strip():
+            found.append((written, int(named), words.strip()))
+    if not found:
+        return None
+    _, rank, words = min(found)
+    return rank, words
+
+
+def peer_failure(trainer: TrainerView, error: BaseException) -> RankFailed | None:
+    """When `error` is a collective's failure because a peer is gone (`lost_a_peer`):
+    the `RankFailed` naming the rank whose note says why (waiting up to `NOTE_WAIT` s
+    for it), its ERROR line logged; None for any other error (this rank's own), or when
+    no rank left a note (said at ERROR: a rank killed by a signal writes none)."""
+    if trainer.num_processes <= 1 or not lost_a_peer(error):
+        return None
+    deadline = time.monotonic() + NOTE_WAIT
+    note = _read(trainer)
+    while note is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # (a shared file system may show the note late)
+        note = _read(trainer)
+    step, me = trainer.state.global_step, trainer.process_index
+    if note is None:
+        logger.error(
+            "rank %d stopped at step %d: another rank is gone and left no note of why "
+            "(killed by a signal? the launcher's output names the rank that exited first)",
+            me,
+            step,
+        )
+        return None
+    failure = RankFailed(*note)
+    logger.error("%s; rank %d stops at step %d with it", failure, me, step)
+    return failure

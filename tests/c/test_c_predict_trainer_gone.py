@@ -21,10 +21,7 @@ waits for its timeout fails the test.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -39,6 +36,7 @@ from predict_script import (  # noqa: F401 (fixtures)
     start_lines,
     zctx,
 )
+from server_process import kill_all, start_server
 from waiting import wait_until
 
 from melissa_trainer.stream.serving_rendezvous import read_serving
@@ -48,41 +46,6 @@ pytestmark = pytest.mark.e2e  # every test here starts a process
 #: longer than the tests' own timeouts: a request that waits for it fails the test
 LONG = 120
 ASK = ["input u 1 1 4 : 1 1 1 1", "output y 1 4"]
-
-SERVER = """
-import os, signal, sys
-import numpy as np
-from melissa_trainer.stream.serving import PredictServer
-
-srv = PredictServer({"u": ((4,), "float32")}, rendezvous_dir=os.environ["RV"])
-signal.signal(signal.SIGTERM, lambda *_: (srv.stop(), sys.exit(143)))  # a clean stop
-srv.start()
-srv.serving = True
-print(srv.endpoint, flush=True)
-version, hold = int(os.environ["VERSION"]), os.environ.get("HOLD") == "1"
-answered = 0
-while True:
-    if srv.wait_pending(0.1):
-        for p in srv.take(8):
-            if hold and answered:  # the second request is held: a trainer busy with it
-                print("holding", flush=True)
-                continue
-            srv.answer(p, {"y": 2 * p.request.arrays["u"] + version}, version)
-            answered += 1
-"""
-
-
-def start_server(tmp_path: Path, version: int, hold: bool) -> tuple[subprocess.Popen[str], str]:
-    """A serving process publishing in ``tmp_path/rv``, and its endpoint."""
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
-    env = {**os.environ, "RV": str(tmp_path / "rv"), "VERSION": str(version)}
-    env["HOLD"] = "1" if hold else "0"
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
 
 
 def ask(script: Script) -> tuple[int, str, list[str]]:
@@ -139,10 +102,7 @@ def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
         script.finish()
     finally:
         script.kill()
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        kill_all(first, second)
 
 
 @pytest.mark.timeout(60)
@@ -178,10 +138,7 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
         script.finish()
     finally:
         script.kill()
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        kill_all(first, second)
 
 
 def wait_for_files(script: Script, most: int) -> None:

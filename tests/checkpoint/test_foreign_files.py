@@ -13,27 +13,22 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from small_run import copy_of, small_trainer, step_lr, warnings_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
-
-from melissa_trainer import (  # noqa: E402
+from melissa_trainer import (
     CheckpointError,
     Hook,
     OnlineTrainer,
     TrainerControl,
     TrainerState,
-    TrainingArguments,
 )
-from melissa_trainer.checkpoint import manifest  # noqa: E402
-from melissa_trainer.checkpoint import paths as ckpt  # noqa: E402
+from melissa_trainer.checkpoint import manifest
+from melissa_trainer.checkpoint import paths as ckpt
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -67,35 +62,18 @@ class Losses(Hook):
 
 
 def run(out: Path, max_steps: int, resume: str | None = None, lr: float = 1e-2) -> OnlineTrainer:
-    """A run of 400 samples, checkpoints every 10 steps (the last 2 kept), the hooks."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        max_steps=max_steps,
-        logging_steps=1,
-        save_steps=10,
-        max_to_keep=2,
-        stop_sync_steps=4,
-        resume_from_checkpoint=resume,
-        report_to="none",
-        disable_progress_bar=True,
-        seed=11,
-    )
-    model = small_model(0)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=0.0)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.7)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        optimizer,
-        scheduler,
-        train_source=lambda rank, world: linear_samples(400, seed=3),
+    """The small run (small_run.py) trained: Adam at `lr`, a StepLR(7, 0.7), every
+    step logged, the last 2 checkpoints kept, the hooks."""
+    trainer = small_trainer(
+        out,
+        max_steps,
+        resume,
+        optimizer=lambda params: torch.optim.Adam(params, lr=lr, weight_decay=0.0),
+        scheduler=step_lr(gamma=0.7),
         hooks=[ExportArtefact(), Losses()],
-        process_sample=xy,
-    )
+        logging_steps=1,
+        max_to_keep=2,
+    ).trainer
     trainer.train()
     return trainer
 
@@ -104,10 +82,6 @@ def losses(trainer: OnlineTrainer) -> dict[int, float]:
     hook = trainer.hooks.get(Losses)
     assert hook is not None
     return hook.losses
-
-
-def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 @pytest.fixture(scope="module")
@@ -156,12 +130,6 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """checkpoint-10 and checkpoint-20 of a run (copied by the tests that change them)."""
     out = tmp_path_factory.mktemp("written") / "out"
     run(out, 20)
-    return out
-
-
-def copy_of(written: Path, tmp_path: Path) -> Path:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
     return out
 
 

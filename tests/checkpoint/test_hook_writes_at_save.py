@@ -8,26 +8,21 @@ rewritten with the same bytes is no change."""
 from __future__ import annotations
 
 import logging
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
+from small_run import small_trainer, warnings_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
-
-from melissa_trainer import (  # noqa: E402
+from melissa_trainer import (
     CheckpointError,
     Hook,
     OnlineTrainer,
     TrainerControl,
     TrainerState,
-    TrainingArguments,
 )
-from melissa_trainer.checkpoint import paths as ckpt  # noqa: E402
+from melissa_trainer.checkpoint import paths as ckpt
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -51,39 +46,13 @@ def artefacts(path: Path) -> None:
 
 
 def run(out: Path, hook: Hook, max_steps: int = 30, resume: str | None = None) -> OnlineTrainer:
-    """A run of 400 samples, a checkpoint every 10 steps, `hook` after the built-in ones."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        max_steps=max_steps,
-        save_steps=10,
-        stop_sync_steps=4,
-        resume_from_checkpoint=resume,
-        report_to="none",
-        seed=11,
-    )
-    model = small_model(0)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        torch.optim.SGD(model.parameters(), lr=1e-2),
-        train_source=lambda rank, world: linear_samples(400, seed=3),
-        process_sample=xy,
-        hooks=[hook],
-    )
+    """The small run (small_run.py) trained: SGD at 1e-2, no scheduler, the progress
+    bar shown, `hook` after the built-in ones."""
+    trainer = small_trainer(
+        out, max_steps, resume, hooks=[hook], disable_progress_bar=False
+    ).trainer
     trainer.train()
     return trainer
-
-
-def warnings_of(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno >= logging.WARNING and text in r.getMessage()
-    ]
 
 
 def test_files_a_hook_adds_are_warned_of_once_at_the_save(

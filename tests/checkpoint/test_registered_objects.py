@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from small_run import copy_of, small_trainer, step_lr
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_resumed_scheduler_class import step_lr, trainer_for  # noqa: E402
-
-from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE  # noqa: E402
-from melissa_trainer.config.reading import ConfigError  # noqa: E402
+from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE
+from melissa_trainer.config.reading import ConfigError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -45,7 +42,14 @@ class Curriculum(Counter):
 
 
 def run(out: Path, steps: int, resume: str | None, objects: list[Any]) -> Any:
-    trainer, _ = trainer_for(out, steps, resume, step_lr)
+    """The small run (small_run.py) under a StepLR(step_size=7, gamma=0.5), `objects`
+    registered for checkpointing."""
+    trainer = small_trainer(
+        out,
+        steps,
+        resume,
+        scheduler=step_lr(),
+    ).trainer
     trainer.accelerator.register_for_checkpointing(*objects)
     return trainer
 
@@ -61,8 +65,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def refused(written: Path, tmp_path: Path, objects: list[Any]) -> str:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer = run(out, 20, "latest", objects)
     with pytest.raises(ConfigError) as caught:
         trainer.train()
@@ -88,8 +91,7 @@ def test_another_order_is_refused(written: Path, tmp_path: Path) -> None:
 
 
 def test_the_same_objects_resume_their_state(written: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     counter, curriculum = Counter(), Curriculum()
     run(out, 10, "latest", [counter, curriculum]).train()
     assert (counter.count, curriculum.count) == (3, 5)

@@ -6,16 +6,12 @@ its scheduler state file (``custom_checkpoint_0.pkl``).
 
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
+from small_run import BuildScheduler, copy_of, exponential_lr, small_trainer, step_lr
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from test_resumed_scheduler_class import exponential, step_lr, trainer_for  # noqa: E402
-
-from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE  # noqa: E402
+from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -24,16 +20,15 @@ pytestmark = pytest.mark.timeout(180)
 def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Two runs of 10 steps: one under StepLR, one without a scheduler."""
     made = {}
-    for name, build in (("with", step_lr), ("without", None)):
+    for name, build in (("with", step_lr()), ("without", None)):
         made[name] = out = tmp_path_factory.mktemp(name) / "out"
-        trainer_for(out, 10, None, build)[0].train()
+        small_trainer(out, 10, None, scheduler=build).trainer.train()
     return made
 
 
-def refusal(runs: dict[str, Path], tmp_path: Path, which: str, build: object) -> str:
-    out = tmp_path / "out"
-    shutil.copytree(runs[which], out)
-    trainer, _ = trainer_for(out, 20, "latest", build)  # type: ignore[arg-type]
+def refusal(runs: dict[str, Path], tmp_path: Path, which: str, build: BuildScheduler | None) -> str:
+    out = copy_of(runs[which], tmp_path)
+    trainer = small_trainer(out, 20, "latest", scheduler=build).trainer
     with pytest.raises(ValueError) as caught:
         trainer.train()
     assert trainer.state.global_step == 0
@@ -48,7 +43,7 @@ def test_a_scheduler_removed_is_refused(runs: dict[str, Path], tmp_path: Path) -
 
 
 def test_a_scheduler_added_is_refused(runs: dict[str, Path], tmp_path: Path) -> None:
-    message = refusal(runs, tmp_path, "without", exponential)
+    message = refusal(runs, tmp_path, "without", exponential_lr())
     assert "written without a learning-rate scheduler and this run has one (ExponentialLR)" in (
         message
     )
@@ -56,15 +51,14 @@ def test_a_scheduler_added_is_refused(runs: dict[str, Path], tmp_path: Path) -> 
     assert "registered objects" not in message, message
 
 
-@pytest.mark.parametrize("which, build", [("with", None), ("without", exponential)])
+@pytest.mark.parametrize("which, build", [("with", None), ("without", exponential_lr())])
 def test_unrecorded_presence_is_judged_by_the_state_file(
-    runs: dict[str, Path], tmp_path: Path, which: str, build: object
+    runs: dict[str, Path], tmp_path: Path, which: str, build: BuildScheduler | None
 ) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(runs[which], out)
+    out = copy_of(runs[which], tmp_path)
     path = out / "checkpoints" / "checkpoint-10"
     (path / SCHEDULER_FILE).unlink()  # (a version before the record; by hand: unverified)
-    trainer, _ = trainer_for(tmp_path / "new", 20, None, build)  # type: ignore[arg-type]
+    trainer = small_trainer(tmp_path / "new", 20, None, scheduler=build).trainer
     with pytest.raises(ValueError) as caught:
         trainer.load_checkpoint(path)
     message = str(caught.value)

@@ -8,21 +8,14 @@ hyperparameters on resume": `load_checkpoint` by hand, then set it) takes effect
 from __future__ import annotations
 
 import logging
-import shutil
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from small_run import copy_of, small_trainer, step_lr, warnings_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
-
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.checkpoint.resumed_args import (  # noqa: E402
-    changed_hyperparameters,
-    hyperparameters,
-)
+from melissa_trainer import OnlineTrainer
+from melissa_trainer.checkpoint.resumed_args import changed_hyperparameters, hyperparameters
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -30,41 +23,19 @@ pytestmark = pytest.mark.timeout(180)
 def trainer_for(
     out: Path, max_steps: int, resume: str | None, lr: float, weight_decay: float = 0.0
 ) -> tuple[OnlineTrainer, torch.optim.Optimizer]:
-    """A run of 400 samples, a checkpoint every 10 steps, Adam and a StepLR."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        max_steps=max_steps,
-        save_steps=10,
-        stop_sync_steps=4,
-        resume_from_checkpoint=resume,
-        report_to="none",
-        disable_progress_bar=True,
-        seed=11,
+    """The small run (small_run.py), AdamW and a StepLR(step_size=7, gamma=0.5)."""
+    run = small_trainer(
+        out,
+        max_steps,
+        resume,
+        optimizer=lambda params: torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay),
+        scheduler=step_lr(),
     )
-    model = small_model(0)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=7, gamma=0.5)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        optimizer,
-        scheduler,
-        train_source=lambda rank, world: linear_samples(400, seed=3),
-        process_sample=xy,
-    )
-    return trainer, optimizer
+    return run.trainer, run.optimizer
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno >= logging.WARNING and "hyperparameters" in r.getMessage()
-    ]
+    return warnings_of(caplog, "hyperparameters")
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +50,7 @@ def test_a_hyperparameter_changed_in_the_script_is_named(
     written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
 
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, optimizer = trainer_for(out, 30, "latest", 1e-3, weight_decay=0.0)
     with caplog.at_level(logging.WARNING):
         trainer.train()
@@ -101,8 +71,7 @@ def test_the_same_script_resumed_is_no_change(
     """The lr at the checkpoint (halved twice by the scheduler) is not the lr built,
     and is no change of the script's."""
 
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, _ = trainer_for(out, 30, "latest", 1e-2, weight_decay=0.01)
     with caplog.at_level(logging.WARNING):
         trainer.train()
@@ -111,8 +80,7 @@ def test_the_same_script_resumed_is_no_change(
 
 def test_the_documented_way_to_change_the_lr_on_resume(written: Path, tmp_path: Path) -> None:
 
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, optimizer = trainer_for(out, 30, None, 1e-2, weight_decay=0.01)
     trainer.load_checkpoint(out / "checkpoints" / "checkpoint-20")
     for group in optimizer.param_groups:  # (docs/resume.md's recipe)
@@ -135,8 +103,7 @@ def test_after_the_recipe_later_resumes_compare_the_new_lr(
     """The recipe sets `initial_lr` too: a later resume of a script that builds the new
     lr is no change, one that builds the old lr is named (without it: the reverse)."""
 
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, optimizer = trainer_for(out, 30, None, 1e-2, weight_decay=0.01)
     trainer.load_checkpoint(out / "checkpoints" / "checkpoint-20")
     for group in optimizer.param_groups:

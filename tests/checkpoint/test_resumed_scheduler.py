@@ -9,19 +9,15 @@ hyperparameters on resume": `load_checkpoint` by hand, then set it) takes effect
 from __future__ import annotations
 
 import logging
-import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from small_run import copy_of, small_trainer, step_lr, warnings_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
-
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.checkpoint.resumed_args import scheduler_settings  # noqa: E402
+from melissa_trainer import OnlineTrainer
+from melissa_trainer.checkpoint.resumed_args import scheduler_settings
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -31,41 +27,18 @@ L = torch.optim.lr_scheduler
 def trainer_for(
     out: Path, max_steps: int, resume: str | None, step_size: int = 7, gamma: float = 0.5
 ) -> tuple[OnlineTrainer, Any]:
-    """A run of 400 samples, a checkpoint every 10 steps, SGD and a StepLR."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        max_steps=max_steps,
-        save_steps=10,
-        stop_sync_steps=4,
-        resume_from_checkpoint=resume,
-        report_to="none",
-        disable_progress_bar=True,
-        seed=11,
+    """The small run (small_run.py), SGD at 1e-2 and a StepLR."""
+    run = small_trainer(
+        out,
+        max_steps,
+        resume,
+        scheduler=step_lr(step_size, gamma),
     )
-    model = small_model(0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-    scheduler = L.StepLR(optimizer, step_size=step_size, gamma=gamma)
-    trainer = OnlineTrainer(
-        model,
-        args,
-        optimizer,
-        scheduler,
-        train_source=lambda rank, world: linear_samples(400, seed=3),
-        process_sample=xy,
-    )
-    return trainer, scheduler
+    return run.trainer, run.scheduler
 
 
 def said(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno >= logging.WARNING and "hyperparameters" in r.getMessage()
-    ]
+    return warnings_of(caplog, "hyperparameters")
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +52,7 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_scheduler_setting_changed_in_the_script_is_named(
     written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, scheduler = trainer_for(out, 30, "latest", step_size=3, gamma=0.9)
     with caplog.at_level(logging.WARNING):
         trainer.train()
@@ -97,8 +69,7 @@ def test_a_scheduler_setting_changed_in_the_script_is_named(
 def test_the_same_scheduler_resumed_is_no_change(
     written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, _ = trainer_for(out, 30, "latest")
     with caplog.at_level(logging.WARNING):
         trainer.train()
@@ -108,8 +79,7 @@ def test_the_same_scheduler_resumed_is_no_change(
 def test_the_documented_way_to_change_a_scheduler_setting(
     written: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, scheduler = trainer_for(out, 30, None)
     trainer.load_checkpoint(out / "checkpoints" / "checkpoint-20")
     scheduler.step_size = 4  # (docs/resume.md's recipe)

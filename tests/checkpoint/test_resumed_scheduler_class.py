@@ -8,21 +8,18 @@ and its class is not named; the documented way to train on under another class
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from helpers import small_model
 from safetensors.torch import load_file, load_model
+from small_run import copy_of, exponential_lr, on_linear_samples, small_trainer, step_lr
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from helpers import linear_samples, small_model, xy  # noqa: E402
-
-from melissa_trainer import OnlineTrainer, TrainingArguments  # noqa: E402
-from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE  # noqa: E402
+from melissa_trainer import OnlineTrainer, TrainingArguments
+from melissa_trainer.checkpoint.scheduler_class import SCHEDULER_FILE
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -30,51 +27,23 @@ L = torch.optim.lr_scheduler
 Build = Callable[[torch.optim.Optimizer], Any]
 
 
-def step_lr(optimizer: torch.optim.Optimizer) -> Any:
-    return L.StepLR(optimizer, step_size=7, gamma=0.5)
-
-
-def exponential(optimizer: torch.optim.Optimizer) -> Any:
-    return L.ExponentialLR(optimizer, gamma=0.9)
+#: the other class of these tests: ExponentialLR(gamma=0.9)
+exponential = exponential_lr()
 
 
 def trainer_for(
     out: Path, max_steps: int, resume: str | None, build: Build | None
 ) -> tuple[OnlineTrainer, Any]:
-    """A run of 400 samples, a checkpoint every 10 steps, SGD and `build`'s scheduler."""
-    args = TrainingArguments(
-        output_dir=str(out),
-        batch_size=8,
-        buffer="fifo",
-        buffer_size=32,
-        watermark=16,
-        max_steps=max_steps,
-        save_steps=10,
-        stop_sync_steps=4,
-        resume_from_checkpoint=resume,
-        report_to="none",
-        disable_progress_bar=True,
-        seed=11,
-    )
-    model = small_model(0)
-    optimizer = torch.optim.SGD(model.parameters(), lr=1e-2)
-    scheduler = build(optimizer) if build is not None else None
-    trainer = OnlineTrainer(
-        model,
-        args,
-        optimizer,
-        scheduler,
-        train_source=lambda rank, world: linear_samples(400, seed=3),
-        process_sample=xy,
-    )
-    return trainer, scheduler
+    """The small run (small_run.py), SGD at 1e-2 and `build`'s scheduler."""
+    run = small_trainer(out, max_steps, resume, scheduler=build)
+    return run.trainer, run.scheduler
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run of 20 steps under StepLR(step_size=7, gamma=0.5): checkpoint-10 and -20."""
     out = tmp_path_factory.mktemp("written") / "out"
-    trainer_for(out, 20, None, step_lr)[0].train()
+    trainer_for(out, 20, None, step_lr())[0].train()
     return out
 
 
@@ -84,8 +53,7 @@ def test_the_class_is_recorded(written: Path) -> None:
 
 
 def test_another_class_is_refused_before_training(written: Path, tmp_path: Path) -> None:
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     trainer, scheduler = trainer_for(out, 30, "latest", exponential)
     with pytest.raises(ValueError) as caught:
         trainer.train()
@@ -103,8 +71,7 @@ def test_another_class_is_refused_before_training(written: Path, tmp_path: Path)
 
 def unrecorded(written: Path, tmp_path: Path) -> Path:
     """checkpoint-20 as a version before the record wrote it (loaded by hand: unverified)."""
-    out = tmp_path / "out"
-    shutil.copytree(written, out)
+    out = copy_of(written, tmp_path)
     path = out / "checkpoints" / "checkpoint-20"
     (path / SCHEDULER_FILE).unlink()
     return path
@@ -149,14 +116,7 @@ def test_the_documented_way_to_train_on_under_another_class(written: Path, tmp_p
     )  # fmt: skip
     saved = load_file(str(path / "model.safetensors"))
     assert all(torch.equal(value, saved[key]) for key, value in model.state_dict().items())
-    trainer = OnlineTrainer(
-        model,
-        args,
-        optimizer,
-        scheduler,
-        train_source=lambda rank, world: linear_samples(400, seed=3),
-        process_sample=xy,
-    )
+    trainer = on_linear_samples(model, args, optimizer, scheduler)
     trainer.train()
     assert trainer.state.global_step == 10
     assert optimizer.param_groups[0]["lr"] == pytest.approx(lr * 0.9**10)

@@ -18,15 +18,13 @@ a request that waited for its timeout fails the test.
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from server_process import kill_all, start_server
 
 import melissa_trainer.client.predict_link as predict_link
 from melissa_trainer.client import PredictionUnavailable, Predictor, PredictTimeout
@@ -37,40 +35,6 @@ pytestmark = pytest.mark.e2e
 
 #: longer than the test's own timeout: a request that waits for it fails the test
 LONG = 120.0
-
-SERVER = """
-import os, signal, sys
-import numpy as np
-from melissa_trainer.stream.serving import PredictServer
-
-srv = PredictServer({"u": ((4,), "float32")}, rendezvous_dir=os.environ["RV"])
-signal.signal(signal.SIGTERM, lambda *_: (srv.stop(), sys.exit(143)))  # a clean stop
-srv.start()
-srv.serving = True
-print(srv.endpoint, flush=True)
-version, hold = int(os.environ["VERSION"]), os.environ.get("HOLD") == "1"
-answered = 0
-while True:
-    if srv.wait_pending(0.1):
-        for p in srv.take(8):
-            if hold and answered:  # the second request is held: a trainer busy with it
-                print("holding", flush=True)
-                continue
-            srv.answer(p, {"y": 2 * p.request.arrays["u"] + version}, version)
-            answered += 1
-"""
-
-
-def start_server(tmp_path: Path, version: int, hold: bool) -> tuple[subprocess.Popen[str], str]:
-    script = tmp_path / "server.py"
-    script.write_text(SERVER)
-    env = {**os.environ, "RV": str(tmp_path / "rv"), "VERSION": str(version)}
-    env["HOLD"] = "1" if hold else "0"
-    proc = subprocess.Popen(
-        [sys.executable, str(script)], stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert proc.stdout is not None
-    return proc, proc.stdout.readline().strip()
 
 
 @pytest.mark.timeout(60)
@@ -115,10 +79,7 @@ def test_a_request_waiting_when_the_trainer_is_killed_falls_back_at_once(
             assert version == 2
             np.testing.assert_array_equal(outputs["y"], 2 * u + 2)
     finally:
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        kill_all(first, second)
 
 
 @pytest.mark.timeout(60)
@@ -149,10 +110,7 @@ def test_after_a_trainer_that_served_stops_cleanly_requests_fall_back_at_once(
             second, _ = start_server(tmp_path, 2, hold=False)
             assert client.predict({"u": u}, timeout=LONG).version == 2
     finally:
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        kill_all(first, second)
 
 
 @pytest.mark.timeout(60)
@@ -195,8 +153,7 @@ def test_while_the_trainer_is_gone_requests_fail_without_a_socket_each(
                 client.predict({"u": u}, timeout=LONG)
             assert dials == dials_then + 1
     finally:
-        first.kill()
-        first.wait()
+        kill_all(first)
 
 
 @pytest.mark.timeout(60)
@@ -228,7 +185,4 @@ def test_a_trainer_that_publishes_itself_ends_the_backoff(
             second, _ = start_server(tmp_path, 2, hold=False)  # (its serve file written)
             assert client.predict({"u": u}, timeout=LONG).version == 2
     finally:
-        for proc in (first, second):
-            if proc is not None:
-                proc.kill()
-                proc.wait()
+        kill_all(first, second)

@@ -75,6 +75,21 @@ def test_bad_configuration_is_refused_at_construction(kwargs: dict, match: str) 
         ServingHook(**kwargs)
 
 
+def trainer_with(tmp_path: Path, *hooks: Hook) -> OnlineTrainer:
+    """A trainer of ``small_model()`` (Adam at 1e-2, batches of 8 from a FIFO buffer,
+    writing under ``tmp_path/out``) on 160 samples of ``linear_samples`` (20 steps),
+    `hooks` after the built-in ones."""
+    model = small_model()
+    return OnlineTrainer(
+        model,
+        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
+        torch.optim.Adam(model.parameters(), lr=1e-2),
+        train_source=list(linear_samples(160)),
+        process_sample=xy,
+        hooks=list(hooks),
+    )
+
+
 class Asker(Hook):
     """Asks from the training thread (step 3) and from another thread (step 4); records
     the weights at each step; tries before training starts."""
@@ -116,15 +131,7 @@ class Asker(Hook):
 def test_in_process_predictions_from_a_hook_and_a_thread(tmp_path: Path) -> None:
     serving = ServingHook(INPUTS, process_inputs=lambda s: torch.from_numpy(s["x"].copy()))
     asker = Asker(serving)
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(160)),
-        process_sample=xy,
-        hooks=[serving, asker],
-    )
+    trainer = trainer_with(tmp_path, serving, asker)
     trainer.train()
     assert asker.thread is not None
     asker.thread.join(60)
@@ -173,15 +180,7 @@ def test_a_failing_inference_refuses_failed(tmp_path: Path) -> None:
                 self.thread.start()
 
     ask = Ask()
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(160)),
-        process_sample=xy,
-        hooks=[serving, ask],
-    )
+    trainer = trainer_with(tmp_path, serving, ask)
     state = trainer.train()
     assert ask.thread is not None
     ask.thread.join(60)
@@ -245,15 +244,7 @@ def test_a_request_is_answered_within_max_latency_steps(
     monkeypatch.setattr(serving.budget, "idle_after", lambda: 3600.0)  # never idle
     at = (2, 5, 12)
     asker = LateAsker(serving, at, endpoint)
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(160)),
-        process_sample=xy,
-        hooks=[serving, asker],
-    )
+    trainer = trainer_with(tmp_path, serving, asker)
     state = trainer.train()
     for thread in asker.threads:
         thread.join(60)
@@ -338,15 +329,7 @@ def test_failed_inferences_are_summarised_as_rejected_requests_are(
                 now[0] = 100.0
 
     asker = LateAsker(serving, (2, 3, 4, 5), endpoint=False)
-    model = small_model()
-    trainer = OnlineTrainer(
-        model,
-        TrainingArguments(output_dir=str(tmp_path / "out"), batch_size=8, buffer="fifo"),
-        torch.optim.Adam(model.parameters(), lr=1e-2),
-        train_source=list(linear_samples(160)),
-        process_sample=xy,
-        hooks=[serving, Clock(), asker],
-    )
+    trainer = trainer_with(tmp_path, serving, Clock(), asker)
     with caplog.at_level("WARNING", logger="melissa_trainer.hooks.serving"):
         state = trainer.train()
     for thread in asker.threads:

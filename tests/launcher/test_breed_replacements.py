@@ -11,63 +11,33 @@ study's records for which draws failed; distances computed here."""
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from failing_study import (
+    BOX,
+    N,
+    designs_optimised,
+    failing_launcher,
+    rows,
+    study,
+    wait_done,
+)
 
-from melissa_trainer.launcher import Launcher, LauncherTuning, make_sampler
 from melissa_trainer.launcher import exploration as exploration_module
+from melissa_trainer.launcher import make_sampler
 from melissa_trainer.launcher.account import drawn_by
 from melissa_trainer.launcher.breed import BreedSampler
 
 pytestmark = pytest.mark.timeout(180)
-
-BOX = {f"p{i}": (0.0, 1.0) for i in range(6)}
-N = 12
-#: the solver: fails (exit 1) wherever p0 > 0.8, a fifth of the box
-FAILING = [
-    sys.executable,
-    "-c",
-    "import json, os, sys; p = json.loads(os.environ['MELISSA_TRAINER_PARAMETERS']); "
-    "sys.exit(1 if p['p0'] > 0.8 else 0)",
-]
-
-
-def designs_optimised(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one per optimised design the samplers compute."""
-    made: list[int] = []
-    engine = exploration_module.qmc_engine
-
-    def counting(name: str, d: int, seed: Any, **options: Any) -> Any:
-        if options.get("optimization"):
-            made.append(d)
-        return engine(name, d, seed, **options)
-
-    monkeypatch.setattr(exploration_module, "qmc_engine", counting)
-    return made
 
 
 def fresh(seed: int = 5, n: int = 10, **options: Any) -> BreedSampler:
     sampler = BreedSampler(BOX, seed=seed, **options)
     sampler.plan(n)
     return sampler
-
-
-def rows(draws: list[dict[str, float]]) -> np.ndarray:
-    return np.array([[p[k] for k in BOX] for p in draws])
-
-
-def study(sampler: BreedSampler, start: int, stop: int, made: list[Any]) -> None:
-    """Draws `start` to `stop`, telling `sampler` of those with p0 > 0.7."""
-    for _ in range(start, stop):
-        p = sampler.draw()
-        made.append(p)
-        if p["p0"] > 0.7:
-            sampler.failed(len(made) - 1, p)
 
 
 def test_a_redraw_past_the_design_optimises_no_second_design(
@@ -161,15 +131,10 @@ def test_a_breed_study_with_failures_optimises_one_design(
 ) -> None:
     optimised = designs_optimised(monkeypatch)
     sampler = make_sampler("breed", BOX, seed=3)
-    launcher = Launcher(FAILING, sampler, N, job_limit=1, log_dir=tmp_path / "logs",
-                        tuning=LauncherTuning(max_restarts=0, poll_interval=0.01))  # fmt: skip
+    launcher = failing_launcher(sampler, tmp_path)
     launcher.start(tmp_path / "rendezvous", study_dir=tmp_path)
     try:
-        deadline = time.monotonic() + 150
-        while not launcher.done:  # (the condition polled, as the launcher tests do)
-            launcher.check()
-            assert time.monotonic() < deadline, "the study did not complete"
-            time.sleep(0.02)
+        wait_done(launcher)
     finally:
         launcher.stop()
     outcomes = sorted(launcher.outcomes(), key=lambda o: o.simulation_id)
@@ -195,11 +160,7 @@ def test_the_fixed_lhs_sampler_replaces_away_from_failures_and_resumes() -> None
 
     whole: list[Any] = []
     sampler = lhs()
-    for _ in range(13):
-        p = sampler.draw()
-        whole.append(p)
-        if p["p0"] > 0.7:
-            sampler.failed(len(whole) - 1, p)
+    study(sampler, 0, 13, whole)
     told = {i for i, p in enumerate(whole) if p["p0"] > 0.7}
     assert sampler.replaced == len(told) == 3  # (the launcher's redraws: 13 draws)
     plain = lhs()
@@ -213,16 +174,8 @@ def test_the_fixed_lhs_sampler_replaces_away_from_failures_and_resumes() -> None
         assert whole[j] != nexts[j - 10]
     for cut in (10, 12):
         first, made = lhs(), []
-        for _ in range(cut):
-            p = first.draw()
-            made.append(p)
-            if p["p0"] > 0.7:
-                first.failed(len(made) - 1, p)
+        study(first, 0, cut, made)
         resumed = lhs()
         resumed.load_state_dict(json.loads(json.dumps(first.state_dict())))
-        for _ in range(cut, 13):
-            p = resumed.draw()
-            made.append(p)
-            if p["p0"] > 0.7:
-                resumed.failed(len(made) - 1, p)
+        study(resumed, cut, 13, made)
         assert made == whole

@@ -14,52 +14,18 @@ sampler uses its own tabulation); the study's records for which draws failed."""
 from __future__ import annotations
 
 import json
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from failing_study import BOX, N, designs_optimised, failing_launcher, rows, study, wait_done
 
-from melissa_trainer.launcher import DensitySampler, Launcher, LauncherTuning, make_sampler
-from melissa_trainer.launcher import exploration as exploration_module
+from melissa_trainer.launcher import DensitySampler, make_sampler
 from melissa_trainer.launcher.account import drawn_by
 from melissa_trainer.launcher.study_record import StudyRecord
 
 pytestmark = pytest.mark.timeout(180)
-
-BOX = {f"p{i}": (0.0, 1.0) for i in range(6)}
-N = 12
-#: the solver: fails (exit 1) wherever p0 > 0.8, a fifth of the box
-FAILING = [
-    sys.executable,
-    "-c",
-    "import json, os, sys; p = json.loads(os.environ['MELISSA_TRAINER_PARAMETERS']); "
-    "sys.exit(1 if p['p0'] > 0.8 else 0)",
-]
-
-
-def designs_optimised(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """A list that grows by one per optimised design the samplers compute."""
-    made: list[int] = []
-    engine = exploration_module.qmc_engine
-
-    def counting(name: str, d: int, seed: Any, **options: Any) -> Any:
-        if options.get("optimization"):
-            made.append(d)
-        return engine(name, d, seed, **options)
-
-    monkeypatch.setattr(exploration_module, "qmc_engine", counting)
-    return made
-
-
-def wait_done(launcher: Launcher, timeout: float = 150.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not launcher.done:  # (the condition polled, as the launcher tests do)
-        launcher.check()
-        assert time.monotonic() < deadline, "the study did not complete"
-        time.sleep(0.02)
 
 
 def latent(points: np.ndarray, edge: float = 0.7) -> np.ndarray:
@@ -76,8 +42,7 @@ def test_a_study_with_failures_draws_its_design_then_replacements_away_from_them
 ) -> None:
     optimised = designs_optimised(monkeypatch)
     sampler = make_sampler("density", BOX, seed=3)
-    launcher = Launcher(FAILING, sampler, N, job_limit=1, log_dir=tmp_path / "logs",
-                        tuning=LauncherTuning(max_restarts=0, poll_interval=0.01))  # fmt: skip
+    launcher = failing_launcher(sampler, tmp_path)
     assert optimised == []  # (built: planned, nothing computed, a resume would replace it)
     launcher.start(tmp_path / "rendezvous", study_dir=tmp_path)
     assert optimised == [6]  # the planned design, computed when the launcher starts
@@ -95,11 +60,11 @@ def test_a_study_with_failures_draws_its_design_then_replacements_away_from_them
     assert isinstance(sampler, DensitySampler)
     assert sampler.failures == len(failed) and sampler.replaced == len(failed)
     assert sampler.position == len(outcomes) == N + len(failed)
-    points = np.array([[o.parameters[k] for k in BOX] for o in outcomes])
+    points = rows([dict(o.parameters) for o in outcomes])
     # the first N draws are the planned design, whole: those of a sampler told nothing
     alone = DensitySampler(BOX, seed=3)
     alone.plan(N)
-    design = np.array([[p[k] for k in BOX] for p in (alone.draw() for _ in range(N))])
+    design = rows([alone.draw() for _ in range(N)])
     np.testing.assert_array_equal(points[:N], design)
     u = latent(points)
     assert all(sorted((u[:N, j] * N).astype(int)) == list(range(N)) for j in range(6))
@@ -122,13 +87,6 @@ def test_replacements_resume_bit_for_bit_and_a_sampler_told_nothing_is_unchanged
         sampler = DensitySampler(BOX, seed=5, share=0.0)
         sampler.plan(10)
         return sampler
-
-    def study(sampler: DensitySampler, start: int, stop: int, made: list[Any]) -> None:
-        for _ in range(start, stop):
-            p = sampler.draw()
-            made.append(p)
-            if p["p0"] > 0.7:
-                sampler.failed(len(made) - 1, p)
 
     whole: list[Any] = []
     study(fresh(), 0, 16, whole)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,62 +39,76 @@ def data(sid: int, t: int) -> bytes:
     return R.part_header(R.DATA, sid, t, 0, 1, U, 0, U.size, True) + values
 
 
-class Lines(logging.Handler):
-    """The messages logged to one logger, whatever its propagation (a trainer test
-    before this one, in the same worker, may have given the package's logger its own
-    handlers)."""
+class Warnings(logging.Handler):
+    """The WARNING (or worse) messages logged to one logger, whatever its propagation (a
+    trainer test before this one, in the same worker, may have given the package's
+    logger its own handlers)."""
 
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self.lines: list[str] = []
+        super().__init__(logging.DEBUG)
+        self.warnings: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.levelno >= logging.WARNING:
-            self.lines.append(record.getMessage())
+            self.warnings.append(record.getMessage())
+
+
+@contextmanager
+def receiver_warnings(level: int) -> Iterator[list[str]]:
+    """The receiver's warnings logged in the block (the list grows as they come), its
+    logger set to `level` meanwhile; the handler removed and the level restored after."""
+    receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
+    seen, before = Warnings(), receiver_log.level
+    receiver_log.addHandler(seen)
+    receiver_log.setLevel(level)
+    try:
+        yield seen.warnings
+    finally:
+        receiver_log.removeHandler(seen)
+        receiver_log.setLevel(before)
+
+
+def wait_counted(rec: Any, key: str) -> None:
+    """Until the receiver's telemetry counts at least one `key` (up to 30 s; the caller
+    asserts the count it expects)."""
+    deadline = time.monotonic() + 30
+    while rec.telemetry()[key] < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 @pytest.mark.timeout(60)
 def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() -> None:
-    receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
-    lines, level = Lines(), receiver_log.level
-    receiver_log.addHandler(lines)
-    receiver_log.setLevel(logging.INFO)
-    buffer = FIFOBuffer(100)
-    ctx = zmq.Context()
-    big, good = ctx.socket(zmq.PUSH), ctx.socket(zmq.PUSH)
-    try:
-        with running(buffer, expected_simulations=1, max_message_bytes=LIMIT) as rec:
-            big.connect(rec.endpoint)
-            big.send(hello(3))
-            big.send(data(3, 0))
-            # the HELLO read first (its sample put): a connection that closes before its
-            # HELLO is read is nobody's to name (see `stream.connections`)
-            deadline = time.monotonic() + 30
-            while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert rec.telemetry()["samples_put"] == 1, "simulation 3's sample was not put"
-            big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
-            # the ingester reads the event at its next empty poll: wait for its count (up
-            # to 30 s), before the stream can end (a line logged after the end is INFO)
-            deadline = time.monotonic() + 30
-            while rec.telemetry()["connections_lost"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert rec.telemetry()["connections_lost"] == 1, "the lost connection was not seen"
-            good.connect(rec.endpoint)
-            for frame in [hello(4), *(data(4, t) for t in range(5)), R.encode_bye(4, 0, 1, 5)]:
-                good.send(frame)
-            samples = drain(buffer)  # simulation 4 ends the stream
-            telemetry = rec.telemetry()
-    finally:
-        big.close(linger=0)
-        good.close(linger=0)
-        ctx.term()
-        receiver_log.removeHandler(lines)
-        receiver_log.setLevel(level)
+    with receiver_warnings(logging.INFO) as warned:
+        buffer = FIFOBuffer(100)
+        ctx = zmq.Context()
+        big, good = ctx.socket(zmq.PUSH), ctx.socket(zmq.PUSH)
+        try:
+            with running(buffer, expected_simulations=1, max_message_bytes=LIMIT) as rec:
+                big.connect(rec.endpoint)
+                big.send(hello(3))
+                big.send(data(3, 0))
+                # the HELLO read first (its sample put): a connection that closes before its
+                # HELLO is read is nobody's to name (see `stream.connections`)
+                wait_counted(rec, "samples_put")
+                assert rec.telemetry()["samples_put"] == 1, "simulation 3's sample was not put"
+                big.send(b"\0" * (LIMIT + HEADER_ALLOWANCE + 1))  # over the frame bound: dropped
+                # the ingester reads the event at its next empty poll: wait for its count (up
+                # to 30 s), before the stream can end (a line logged after the end is INFO)
+                wait_counted(rec, "connections_lost")
+                assert rec.telemetry()["connections_lost"] == 1, "the lost connection was not seen"
+                good.connect(rec.endpoint)
+                for frame in [hello(4), *(data(4, t) for t in range(5)), R.encode_bye(4, 0, 1, 5)]:
+                    good.send(frame)
+                samples = drain(buffer)  # simulation 4 ends the stream
+                telemetry = rec.telemetry()
+        finally:
+            big.close(linger=0)
+            good.close(linger=0)
+            ctx.term()
     keys = sorted((int(s["simulation_id"]), int(s["time_step"])) for s in samples)
     assert keys == [(3, 0), *((4, t) for t in range(5))]  # the others served
     assert telemetry["connections_lost"] == 1 and telemetry["rejected"] == 0
-    lost = [line for line in lines.lines if "closed before its BYE" in line]
+    lost = [line for line in warned if "closed before its BYE" in line]
     assert len(lost) == 1, lost
     assert lost[0].startswith("simulation 3 client rank 0: its connection closed before its BYE")
     assert f"a message over {LIMIT + HEADER_ALLOWANCE} bytes" in lost[0]
@@ -102,18 +119,6 @@ def test_a_frame_over_the_bound_is_counted_and_logged_and_others_are_served() ->
     # (a user trial read "until a restart re-sends it" of a solver nobody restarts)
     assert "a launcher restarts it" in lost[0]
     assert "run it again with the same simulation id" in lost[0]
-
-
-class Seen(logging.Handler):
-    """The receiver's warnings."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.DEBUG)
-        self.warnings: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.WARNING:
-            self.warnings.append(record.getMessage())
 
 
 def sockets() -> set[str]:
@@ -145,42 +150,35 @@ def test_a_bye_still_queued_when_the_close_is_seen_counts() -> None:
     buffer of one sample, full, holds the receiver on the step before the BYE while the
     close is seen (the watch's log line about it is awaited); then the buffer is drained
     and the BYE read. Nothing is lost: no count, no warning, the simulation finished."""
-    receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
-    seen, level = Seen(), receiver_log.level
-    receiver_log.addHandler(seen)
-    receiver_log.setLevel(logging.DEBUG)
-    buffer = FIFOBuffer(1)
-    ctx = zmq.Context()
-    try:
-        with running(buffer, expected_simulations=1) as rec:
-            push = ctx.socket(zmq.PUSH)
-            before = sockets()
-            push.connect(rec.endpoint)
-            for frame in [hello(5), data(5, 0), data(5, 1), R.encode_bye(5, 0, 1, 2)]:
-                push.send(frame)
-            # the HELLO read (step 0 put) before the close: a connection that closes
-            # before its HELLO is read is nobody's to name (see `stream.connections`)
-            deadline = time.monotonic() + 30
-            while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert rec.telemetry()["samples_put"] == 1, "simulation 5's step 0 was not put"
-            opened = sockets() - before  # (the connection's two ends)
-            push.close(linger=-1)
-            ctx.term()  # every frame sent, the connection closed
-            # step 0 fills the buffer, step 1 waits for room: the BYE stays queued while
-            # ZeroMQ emits the close (read by the ingester at the BYE, before its match)
-            wait_closed(opened)
-            samples = drain(buffer)  # room again: step 1, then the BYE ends the stream
-            telemetry = rec.telemetry()
-            finished = rec.finished_simulations()
-    finally:
-        ctx.term()
-        receiver_log.removeHandler(seen)
-        receiver_log.setLevel(level)
+    with receiver_warnings(logging.DEBUG) as warned:
+        buffer = FIFOBuffer(1)
+        ctx = zmq.Context()
+        try:
+            with running(buffer, expected_simulations=1) as rec:
+                push = ctx.socket(zmq.PUSH)
+                before = sockets()
+                push.connect(rec.endpoint)
+                for frame in [hello(5), data(5, 0), data(5, 1), R.encode_bye(5, 0, 1, 2)]:
+                    push.send(frame)
+                # the HELLO read (step 0 put) before the close: a connection that closes
+                # before its HELLO is read is nobody's to name (see `stream.connections`)
+                wait_counted(rec, "samples_put")
+                assert rec.telemetry()["samples_put"] == 1, "simulation 5's step 0 was not put"
+                opened = sockets() - before  # (the connection's two ends)
+                push.close(linger=-1)
+                ctx.term()  # every frame sent, the connection closed
+                # step 0 fills the buffer, step 1 waits for room: the BYE stays queued while
+                # ZeroMQ emits the close (read by the ingester at the BYE, before its match)
+                wait_closed(opened)
+                samples = drain(buffer)  # room again: step 1, then the BYE ends the stream
+                telemetry = rec.telemetry()
+                finished = rec.finished_simulations()
+        finally:
+            ctx.term()
     assert sorted(int(s["time_step"]) for s in samples) == [0, 1]
     assert finished == [5]
     assert telemetry["connections_lost"] == 0, "a simulation that said BYE counted as lost"
-    assert not [w for w in seen.warnings if "closed before its BYE" in w], seen.warnings
+    assert not [w for w in warned if "closed before its BYE" in w], warned
 
 
 @pytest.mark.timeout(60)
@@ -188,41 +186,32 @@ def test_a_close_without_bye_behind_a_full_buffer_still_counts_once_read() -> No
     """The other side of the race: the same order, without the BYE (a killed solver
     whose data is queued). The close awaits until the receiver has read what came
     before it; then it counts, once, with its warning, while the stream runs."""
-    receiver_log = logging.getLogger("melissa_trainer.stream.receiver")
-    seen, level = Seen(), receiver_log.level
-    receiver_log.addHandler(seen)
-    receiver_log.setLevel(logging.DEBUG)
-    buffer = FIFOBuffer(1)
-    ctx = zmq.Context()
-    try:
-        with running(buffer, expected_simulations=1) as rec:
-            push = ctx.socket(zmq.PUSH)
-            before = sockets()
-            push.connect(rec.endpoint)
-            for frame in [hello(6), data(6, 0), data(6, 1)]:
-                push.send(frame)
-            deadline = time.monotonic() + 30
-            while rec.telemetry()["samples_put"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            opened = sockets() - before
-            push.close(linger=-1)
+    with receiver_warnings(logging.DEBUG) as warned:
+        buffer = FIFOBuffer(1)
+        ctx = zmq.Context()
+        try:
+            with running(buffer, expected_simulations=1) as rec:
+                push = ctx.socket(zmq.PUSH)
+                before = sockets()
+                push.connect(rec.endpoint)
+                for frame in [hello(6), data(6, 0), data(6, 1)]:
+                    push.send(frame)
+                wait_counted(rec, "samples_put")
+                opened = sockets() - before
+                push.close(linger=-1)
+                ctx.term()
+                wait_closed(opened)
+                assert rec.telemetry()["connections_lost"] == 0  # step 1 not read yet
+                got = [buffer.get_batch(1, timeout=30)[0] for _ in range(2)]  # room: step 1
+                wait_counted(rec, "connections_lost")  # then an empty poll judges the close
+                telemetry = rec.telemetry()
+                ended = rec.ended
+        finally:
             ctx.term()
-            wait_closed(opened)
-            assert rec.telemetry()["connections_lost"] == 0  # step 1 not read yet
-            got = [buffer.get_batch(1, timeout=30)[0] for _ in range(2)]  # room: step 1
-            deadline = time.monotonic() + 30  # then an empty poll judges the close
-            while rec.telemetry()["connections_lost"] < 1 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            telemetry = rec.telemetry()
-            ended = rec.ended
-    finally:
-        ctx.term()
-        receiver_log.removeHandler(seen)
-        receiver_log.setLevel(level)
     assert sorted(int(s["time_step"]) for s in got) == [0, 1]
     assert telemetry["connections_lost"] == 1 and not ended
-    lost = [w for w in seen.warnings if "closed before its BYE" in w]
-    assert len(lost) == 1 and lost[0].startswith("simulation 6 client rank 0"), seen.warnings
+    lost = [w for w in warned if "closed before its BYE" in w]
+    assert len(lost) == 1 and lost[0].startswith("simulation 6 client rank 0"), warned
 
 
 @pytest.mark.timeout(60)

@@ -31,7 +31,9 @@ poll for `HELD` seconds. Why that is safe:
   not, and here it waits for the rank being told. Without that wait (rank 0 idle, its
   data lost, or a solver that exits 0 without its BYE), no notice goes: the launcher's
   own judgment, and its message, come first. A rank that has every listed simulation
-  had already ended its stream on its own count: the notice changes nothing there.
+  has what its own count ends on (one that missed an ABANDON ends, as at `done`), so a
+  simulation judged incomplete on rank 0 later, and run again, changes nothing there
+  that the count did not (what a rerun sends it, it has).
 
 It is sent once (the first of the two conditions met); a receiver uses only the first
 it reads (`stream.study_end`), so a second one would change nothing.

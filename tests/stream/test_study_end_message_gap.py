@@ -182,8 +182,9 @@ def test_a_rank_held_back_by_its_buffer_is_not_judged_until_it_has_read_all(
         # (one connection, read in order: the STUDY_END before simulation 1's data)
         frames = [*simulation(0, 1, 2, steps=2), encode_study_end([0, 1])]
         push(rec.endpoint, frames + simulation(1, 1, 2, steps=40))
-        wait_until(lambda: "rank 0 says the study has ended" in caplog.text, "told")
-        wait_until(rec.backpressured, "held back by its full buffer")
+        wait_until(lambda: "rank 0 says the study has ended" in caplog.text, "told", 10.0)
+        assert failure(rec) is None  # (read while simulation 1's data still waited)
+        wait_until(rec.backpressured, "held back by its full buffer", 10.0)
         with pytest.raises(AssertionError):  # (a bounded wait for what must not happen)
             wait_until(lambda: failure(rec) is not None or rec.ended, "a judgment", 40 * 0.05)
         samples = drain(buf, timeout=20.0)

@@ -77,6 +77,14 @@ class LauncherRecord:
         )
         return summary
 
+    def data_backpressured(self) -> bool:
+        """Whether the receiver that reports data (rank 0's) waits for room in its buffer
+        (`DataReport.backpressured`): it cannot take in what it holds, so the launcher does
+        not judge an exited simulation's data incomplete. False without one. Any thread."""
+        supervisor = self._supervisor
+        data = None if supervisor is None else supervisor.data
+        return data is not None and data.backpressured()
+
     def jobs_alive(self) -> int:
         """The jobs started and not yet seen to end: simulations, or in worker mode the
         workers, whether or not they have taken a simulation (0 before `start`). Any

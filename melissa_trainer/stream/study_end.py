@@ -1,13 +1,14 @@
 """The end of the study, as every receiver learns it: rank 0 sends a STUDY_END
-(`melissa_trainer.wire.study_end`) naming the simulations its launcher counts finished,
-once every simulation has finished or been given up and every job has exited
-(`melissa_trainer.study.end_notice`), to every rank's receiver (the endpoints and CURVE
+(`melissa_trainer.wire.study_end`) naming the simulations whose process ended with exit
+0, once no job is alive and nothing is left to start, and either every simulation has
+finished or been given up, or rank 0's receiver is held back waiting for room in its
+buffer (`melissa_trainer.study.end_notice`), to every rank's receiver (the endpoints and CURVE
 keys of the rendezvous, as ABANDON: no file system shared between the ranks' nodes is
 assumed beyond the rendezvous every client already reads).
 
 Why. A rank's stream ends when it has the data of `expected_simulations` simulations
-(ABANDONed ones count). A rank other than 0 that lacks the data of a simulation the
-launcher counts finished (rank 0 has it complete) was told nothing: it waited, saying
+(ABANDONed ones count). A rank other than 0 that lacks the data of a simulation whose
+process ended with exit 0 (its client's messages left it) was told nothing: it waited, saying
 "training has waited 60 s for data", until its stall timeout (600 s), while rank 0 waited
 at the end of its loop. Now, once the receiver has read the STUDY_END and its socket has
 then stayed empty for `ReceiverTuning.study_end_grace` seconds (no job is alive: what is
@@ -22,7 +23,9 @@ still to come of their data is in flight, milliseconds; the grace is far more):
 
 A STUDY_END read after the stream ended (the common case: every rank had everything) is
 not counted as ``ignored_after_end`` (`DataPath`): it is expected there. Only the first
-one read is used (rank 0 sends one). Thread-safety: `told` and `check` from the
+one read is used (rank 0 sends one; a second would change nothing). A rank whose socket
+still holds messages (held back by its own buffer) does not judge: the grace counts
+only empty polls. Thread-safety: `told` and `check` from the
 ingesting thread only.
 """
 
@@ -46,8 +49,8 @@ _SHOWN = 8
 
 
 class StudyLacksError(RuntimeError):
-    """The study has ended and this rank lacks the data of simulations its launcher
-    counts finished (module docstring); the message names them, the rank and the fix."""
+    """The study has ended and this rank lacks the data of simulations whose process
+    ended with exit 0 (module docstring); the message names them, the rank and the fix."""
 
 
 class StudyEndCheck:
@@ -56,7 +59,7 @@ class StudyEndCheck:
 
     def __init__(self, rank: int, grace: float) -> None:
         self.rank, self.grace = rank, grace
-        #: the ids the launcher counts finished, once told (None: not told)
+        #: the ids whose process ended with exit 0, once told (None: not told)
         self.finished: list[int] | None = None
 
     def told(self, msg: StudyEnd, ended: bool) -> None:
@@ -65,15 +68,15 @@ class StudyEndCheck:
             return
         self.finished = [int(s) for s in msg.finished]
         logger.info(
-            "receiver of rank %d: rank 0 says the study has ended (%d simulations finished); "
-            "this rank's stream ends or fails after %g s of silence",
+            "receiver of rank %d: rank 0 says the study has ended (%d simulations ended with "
+            "exit 0); this rank's stream ends or fails after %g s of silence",
             self.rank,
             len(self.finished),
             self.grace,
         )
 
     def lacked(self, ingest: Ingest) -> list[int]:
-        """The ids told finished whose data `ingest` does not have complete (those it
+        """The ids told (ended with exit 0) whose data `ingest` does not have complete (those it
         was told were given up left out: the launcher said so)."""
         finished = self.finished or []
         given_up = ingest.abandoned | ingest.replaced
@@ -89,24 +92,24 @@ class StudyEndCheck:
         once told and past the grace, call `end` (nothing lacked) or raise.
 
         Raises:
-            StudyLacksError: this rank lacks simulations the launcher counts finished.
+            StudyLacksError: this rank lacks simulations that ended with exit 0.
         """
         if self.finished is None or idle < self.grace:
             return
         lacked = self.lacked(ingest)
         n = len(self.finished)
         if not lacked:
-            end(f"rank 0 says the study has ended, and this rank has the data of its {n} "
-                f"finished simulations")  # fmt: skip
+            end(f"rank 0 says the study has ended, and this rank has the data of the {n} "
+                f"simulations that ended with exit 0")  # fmt: skip
             return
         shown = "; ".join(f"simulation {s}: {ingest.describe(s)}" for s in lacked[:_SHOWN])
         more = f"; and {len(lacked) - _SHOWN} more" if len(lacked) > _SHOWN else ""
         ids = ", ".join(str(s) for s in lacked[:_SHOWN]) + (", ..." if more else "")
         raise StudyLacksError(
             f"the study has ended, and rank {self.rank} lacks the data of "
-            f"{len(lacked)} of the {n} simulations its launcher counts finished "
-            f"(simulation {ids}; rank 0 has them complete): {shown}{more}. No simulation "
-            f"runs any more, so none will send it: rank {self.rank} stops now rather than "
+            f"{len(lacked)} of the {n} simulations whose process ended with exit 0 "
+            f"(simulation {ids}; none is run again): {shown}{more}. No simulation runs "
+            f"any more, so none will send it: rank {self.rank} stops now rather than "
             f"wait for stall_timeout. A run resumed from a checkpoint runs it again (a "
             f"resumed study runs every simulation that some rank's checkpoint lacks)"
         )

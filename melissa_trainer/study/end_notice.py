@@ -1,6 +1,7 @@
 """Rank 0 tells every other rank's receiver when the study has ended (`StudyEndNotice`):
-a STUDY_END naming the simulations its launcher counts finished, sent once every
-simulation has finished or been given up and every job has exited.
+a STUDY_END naming the simulations whose process ended with exit 0, sent once no job is
+alive and nothing is left to start, and either every simulation has finished or been
+given up (the launcher is `done`), or the ones left "exited" are held back on rank 0.
 
 Why a message, and why from here. A rank's stream ends on its own count of finished
 simulations; a rank other than 0 that lacks one that rank 0 has complete (a lost message,
@@ -11,6 +12,31 @@ thread is blocked in the collective, so the word must come from another thread: 
 one, which watches the launcher. The message goes over the stream's own sockets, at the
 endpoints and with the CURVE keys each rank published in the rendezvous (as ABANDON), so
 it reaches ranks on other nodes. What a receiver does with it: `stream.study_end`.
+
+When, without `done`. With a rate-limited buffer (the default reservoir) rank 0, which
+draws nothing while it waits for the lacking rank, cannot insert: its receiver waits for
+room, its last simulations' data waits in its socket, and its launcher never counts them
+finished ("exited": exit 0, data not all in), so `done` never comes. So the notice also
+goes when no job is alive, nothing is pending (no first run, no restart, nothing left to
+draw), and rank 0's receiver has waited for room (`Launcher.data_backpressured`) at every
+poll for `HELD` seconds. Why that is safe:
+
+* Exit 0 of a launched simulation guarantees only that its client's messages left its
+  process (its close waits for no receipt: `client.confirm`), not that a receiver read
+  them; a rank judges only after its socket has stayed empty for the grace, so what
+  is still in flight is read first, and a rank merely held back (its socket not
+  empty) is never judged.
+* An exited simulation is judged incomplete, and rerun, only once rank 0's receiver is
+  idle with its socket empty (`supervisor.check_data`); while it waits for room it is
+  not, and here it waits for the rank being told. Without that wait (rank 0 idle, its
+  data lost, or a solver that exits 0 without its BYE), no notice goes: the launcher's
+  own judgment, and its message, come first. A rank that has every listed simulation
+  has what its own count ends on (one that missed an ABANDON ends, as at `done`), so a
+  simulation judged incomplete on rank 0 later, and run again, changes nothing there
+  that the count did not (what a rerun sends it, it has).
+
+It is sent once (the first of the two conditions met); a receiver uses only the first
+it reads (`stream.study_end`), so a second one would change nothing.
 
 The endpoints are read when the thread starts (the receivers have all published: the
 study starts after the ranks' barrier), not at the end, when a rank whose stream has
@@ -23,6 +49,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from pathlib import Path
 
 from melissa_trainer.launcher import Launcher
@@ -36,11 +63,17 @@ logger = logging.getLogger(__name__)
 
 #: seconds a STUDY_END may take to reach a receiver (a live one: milliseconds)
 SEND_TIMEOUT = 2.0
+#: seconds rank 0's receiver must have waited for room, at every poll, before a notice
+#: that does not wait for `done` (`supervisor.DRAIN_GRACE` + `IDLE_GRACE`: as long as the
+#: launcher's own judgment of an exited simulation takes)
+HELD = 3.0
+#: the statuses of a simulation whose process ended with exit 0 (`study_record`)
+EXITED_0 = ("finished", "exited")
 
 
 class StudyEndNotice:
-    """The thread that sends the STUDY_END (module docstring). `told` is set once it has
-    been handed to every other rank's connection (or there was no other rank)."""
+    """The thread that sends the STUDY_END (module docstring), once. `told` is set once
+    it has been handed to every other rank's connection (or there was no other rank)."""
 
     def __init__(self, launcher: Launcher, rendezvous: Path) -> None:
         self._launcher, self._rendezvous = launcher, rendezvous
@@ -48,6 +81,10 @@ class StudyEndNotice:
         #: set once sent (tests wait on it); `ranks` are the ranks it was sent to
         self.told = threading.Event()
         self.ranks: list[int] = []
+        #: True: sent without `done`, rank 0 held back (module docstring)
+        self.held = False
+        #: since when the held condition has been met at every poll (None: it is not)
+        self._held_since: float | None = None
         self._thread = threading.Thread(target=self._run, name="melissa-study-end", daemon=True)
 
     @classmethod
@@ -61,11 +98,37 @@ class StudyEndNotice:
         """Stop waiting (any thread; does not wait for a send in progress)."""
         self._stop.set()
 
+    def ended(self, now: float) -> list[int] | None:
+        """The ids to send if the study has ended by now (module docstring), else None.
+        Called at each poll (the held condition must be met at every one)."""
+        launcher = self._launcher
+        if launcher.jobs_alive() != 0:
+            self._held_since = None
+            return None
+        if launcher.done:
+            return self._exited_0()
+        counts = launcher.summary()
+        if counts["running"] or counts["pending"] or not counts["exited"]:
+            self._held_since = None
+            return None
+        if not launcher.data_backpressured():
+            self._held_since = None
+            return None
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since < HELD:
+            return None
+        self.held = True
+        return self._exited_0()
+
+    def _exited_0(self) -> list[int]:
+        return [o.simulation_id for o in self._launcher.outcomes() if o.status in EXITED_0]
+
     def _run(self) -> None:
         try:
             entries = [e for e in fetch_rendezvous(self._rendezvous) if int(e["rank"]) != 0]
             launcher, poll = self._launcher, self._launcher.tuning.poll_interval
-            while not (launcher.done and launcher.jobs_alive() == 0):
+            while (finished := self.ended(time.monotonic())) is None:
                 try:
                     launcher.check()
                 except LauncherError:
@@ -74,7 +137,6 @@ class StudyEndNotice:
                     return
             if self._stop.is_set():
                 return
-            finished = [o.simulation_id for o in launcher.outcomes() if o.status == "finished"]
             send_study_end(
                 [str(e["endpoint"]) for e in entries],
                 finished,
@@ -83,11 +145,18 @@ class StudyEndNotice:
             )
             self.ranks = [int(e["rank"]) for e in entries]
             if self.ranks:  # (said on rank 0, whose collective waits for a rank that stops)
+                held = (
+                    " (rank 0's receiver waits for room in its buffer: some of their data "
+                    "is not in yet)"
+                    if self.held
+                    else ""
+                )
                 logger.info(
-                    "the study has ended: ranks %s told which %d simulations are finished "
-                    "(a rank that lacks one of them stops, naming it)",
+                    "the study has ended: ranks %s told which %d simulations ended with "
+                    "exit 0%s (a rank that lacks one of them stops, naming it)",
                     self.ranks,
                     len(finished),
+                    held,
                 )
             self.told.set()
         except Exception as exc:  # (a daemon thread: said, never lost)

@@ -35,7 +35,7 @@ Message kinds:
 * ABANDON (from the launcher, to every receiver): a simulation will send nothing more
   and must not be waited for (it failed for good); what it sent stays.
 * STUDY_END (from rank 0, to every receiver, once): the study has ended and these are
-  the simulations its launcher counts finished (`study_end`).
+  the simulations that ended with exit 0 (`study_end`).
 
 `decode` validates everything that can be checked from one message (magic, version,
 kind, sizes, dtype, shape, range, rank) and raises `ProtocolError` with a short

@@ -114,7 +114,7 @@ class Abandon:
 
 @dataclass(frozen=True, eq=False)
 class StudyEnd:
-    """STUDY_END (`wire.study_end`): the ids the launcher counts finished, increasing."""
+    """STUDY_END (`wire.study_end`): the ids that ended with exit 0, increasing."""
 
     finished: np.ndarray
 

@@ -1,8 +1,9 @@
 """STUDY_END: rank 0's word to every receiver that the study has ended, and which
-simulations its launcher counts finished (docs/protocol.md, section 8b).
+simulations ended with exit 0 (docs/protocol.md, section 8b).
 
-Sent once, on a receiver's stream socket (PUSH -> PULL, as ABANDON), when every simulation
-has finished or been given up and every job has exited (`melissa_trainer.study.end_notice`).
+Sent once, on a receiver's stream socket (PUSH -> PULL, as ABANDON), when no job is alive,
+nothing is left to start, and every simulation has finished or been given up or rank 0's
+receiver is held back by its buffer (`melissa_trainer.study.end_notice`).
 One frame: the 16-byte prefix, whose simulation-id field holds the number ``n`` of ids
 that follow, and ``n`` little-endian u64 simulation ids, strictly increasing. A receiver
 then knows which data it will never get: what it lacks of those is an error it names

@@ -116,8 +116,8 @@ def test_a_rank_that_lacks_a_finished_simulation_fails_naming_it_and_the_fix() -
         assert buf.closed  # the reader is woken: `check` tells it why
     assert message is not None
     assert "the stream receiver of rank 1 failed: the study has ended" in message
-    assert "rank 1 lacks the data of 1 of the 3 simulations its launcher counts" in message
-    assert "(simulation 1; rank 0 has them complete)" in message
+    assert "rank 1 lacks the data of 1 of the 3 simulations whose process ended" in message
+    assert "with exit 0 (simulation 1; none is run again)" in message
     assert "simulation 1: rank 1's receiver has no HELLO from it" in message
     assert "A run resumed from a checkpoint runs it again" in message
 
@@ -164,4 +164,42 @@ def test_malformed_ones_are_counted_and_one_after_the_end_is_not_ignored_data() 
         send_study_end([rec.endpoint], [0])
         wait_until(lambda: rec.telemetry()["messages"] == late + 1, "the late STUDY_END")
         assert rec.telemetry()["ignored_after_end"] == 0
+        rec.check()
+
+
+@pytest.mark.timeout(30)
+def test_a_rank_held_back_by_its_buffer_is_not_judged_until_it_has_read_all(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Rank 0 may send the STUDY_END while this rank's own buffer holds it back (a full
+    buffer, simulation 1's data still in its socket): it is told, it lacks simulation 1
+    for now, but it must not judge while messages wait (the grace counts empty polls
+    only): held back for 40 graces, it neither fails nor ends; read, it has all of it
+    and its stream ends (it expects a third simulation: only the STUDY_END ends it)."""
+    caplog.set_level("INFO", logger="melissa_trainer.stream.receiver")
+    buf = FIFOBuffer(4)
+    with running(buf, rank=1, world_size=2, expected_simulations=3, tuning=FAST) as rec:
+        # (one connection, read in order: the STUDY_END before simulation 1's data)
+        frames = [*simulation(0, 1, 2, steps=2), encode_study_end([0, 1])]
+        push(rec.endpoint, frames + simulation(1, 1, 2, steps=40))
+        wait_until(lambda: "rank 0 says the study has ended" in caplog.text, "told", 10.0)
+        assert failure(rec) is None  # (read while simulation 1's data still waited)
+        wait_until(rec.backpressured, "held back by its full buffer", 10.0)
+        with pytest.raises(AssertionError):  # (a bounded wait for what must not happen)
+            wait_until(lambda: failure(rec) is not None or rec.ended, "a judgment", 40 * 0.05)
+        samples = drain(buf, timeout=20.0)
+        assert rec.ended
+        rec.check()
+    assert len(samples) == 1 + 20
+
+
+@pytest.mark.timeout(30)
+def test_a_second_study_end_changes_nothing() -> None:
+    """Rank 0 sends one; were a second one read (listing more), the first still holds:
+    told [0], having 0, the stream ends, whatever a later one says."""
+    buf = FIFOBuffer(100)
+    with running(buf, rank=1, world_size=2, expected_simulations=3, tuning=FAST) as rec:
+        push(rec.endpoint, [*simulation(0, 1, 2), encode_study_end([0]), encode_study_end([0, 1])])
+        drain(buf, timeout=20.0)
+        assert rec.ended
         rec.check()

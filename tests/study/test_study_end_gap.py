@@ -90,7 +90,7 @@ def test_a_rank_that_lacks_a_finished_simulation_is_told_and_fails_naming_it(
         for source in reversed(ranks):
             source.stop()
     message = str(info.value)
-    assert "rank 1 lacks the data of 1 of the 3 simulations its launcher counts" in message
+    assert "rank 1 lacks the data of 1 of the 3 simulations whose process ended" in message
     assert "simulation 1: rank 1's receiver has no HELLO from it" in message
     assert "A run resumed from a checkpoint runs it again" in message
     notice = ranks[0]._end_notice

@@ -55,7 +55,9 @@ def add_eval_figures(hooks: Sequence[Any], trainer: TrainerView, metrics: dict[s
     (the trainer's own, or another hook's: a metric is never overwritten), a value that
     is not a number, and a key of the hook's `eval_keys` that it did not return (the
     one `metric_for_best_model` may name); and, under several ranks, a value that is
-    not the same on every rank (`disagreement`).
+    not the same on every rank (`disagreement`). Raises TypeError, naming the hook and
+    what it returned, for an `eval_figures` that returns no mapping (None: a method
+    that forgot its ``return``).
 
     Under several ranks this is a collective, called on every rank, and it fails on
     every rank together: a rank whose hooks raised (any exception, the hook's own or
@@ -103,6 +105,11 @@ def _collect(
     for hook in hooks:
         theirs = hook.eval_figures(trainer)
         named = type(hook).__name__
+        if not isinstance(theirs, Mapping):  # (None: a method that forgot its return)
+            raise TypeError(
+                f"hook {named}'s eval_figures returned {_shown(theirs)}, not a dict: return "
+                "a dict of metric name -> number, {} for none"
+            )
         mine: dict[str, float] = {}
         for key, value in theirs.items():
             full = eval_key(str(key))
@@ -127,6 +134,13 @@ def _collect(
             )
         metrics.update(mine)
         owners.update(dict.fromkeys(mine, named))
+
+
+def _shown(value: Any) -> str:
+    """`value` for an error: None as itself, anything else its type and a short repr."""
+    if value is None:
+        return "None"
+    return f"a {type(value).__name__} ({repr(value)[:80]})"
 
 
 #: the relative difference of a hook's value between ranks taken for rounding: float32

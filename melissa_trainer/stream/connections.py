@@ -43,7 +43,9 @@ socket empty, a loss is counted late, at the first empty poll (the receiver keep
 reading after the end of the stream, until `stop`), or at `close`.
 
 Each simulation is logged once (the first of its connections lost), at WARNING (the causes
-in full for the first only, the others in a short line, their number at `close`), unless
+in full for the first only, the others in a short line, their number at `close`, at
+WARNING too: that line is promised by the first, and default logging shows WARNING up;
+under several ranks each line ends naming its receiver's rank, `label`), unless
 its close was seen once the receiver had ended or was stopping, or once the study had
 begun to stop its simulations (`study_stops`, called by `Study.stop` before its launcher
 kills them, while the receiver still runs: a user's preempted run had a WARNING per
@@ -131,8 +133,12 @@ class ConnectionWatch:
         count: Callable[[], None],
         quiet: Callable[[], bool] = lambda: False,
         announced: Callable[[], bool] = lambda: False,
+        label: str = "",
     ) -> None:
         self._socket, self._frame_bound = socket, frame_bound
+        # (at the end of each line: " (receiver of rank N)" under several ranks, whose
+        # receivers may say the same words; at the end, as lines are read by their start)
+        self._label = label
         self._count, self._quiet, self._announced = count, quiet, announced
         self._logged: set[int] = set()  # simulations already named (once each)
         self._study_stops = False  # `study_stops`: closes from now on are the study's
@@ -234,11 +240,15 @@ class ConnectionWatch:
             self.settle(empty)
         if self._stopped:
             self._summary()
+        # (at WARNING, as the first one was: its warning promised this line, which
+        # default logging, from WARNING up, would otherwise hide)
         if len(self._logged) > 1:
-            logger.info("%d simulations warned of: %s", len(self._logged), _SHORT)
+            said = "%d simulations warned of: %s%s"
+            logger.warning(said, len(self._logged), _SHORT, self._label)
         if self.closed_in_handshake > 1:
-            logger.info("%d connections closed in their handshake in all (a wrong socket type, "
-                        "as warned of above)", self.closed_in_handshake)  # fmt: skip
+            logger.warning("%d connections closed in their handshake in all (a wrong socket "
+                           "type, as warned of above)%s", self.closed_in_handshake,
+                           self._label)  # fmt: skip
 
     def _drain(self) -> None:
         """Read every event waiting in the monitor, without waiting (the ingester)."""
@@ -272,8 +282,9 @@ class ConnectionWatch:
                 "a peer connected to %s was closed in its ZeroMQ handshake: likely a socket "
                 "that cannot send to a PULL (a REQ or DEALER: mt_predict or Predictor given "
                 "the stream endpoint of rank_N.json: give it serve_N.json's), else not ZeroMQ "
-                "(a port probe); nothing it sent arrives (%d such; the next summed up at the end)",
-                endpoint.decode(errors="replace"), self.closed_in_handshake)  # fmt: skip
+                "(a port probe); nothing it sent arrives (%d such; the next summed up at the "
+                "end)%s", endpoint.decode(errors="replace"), self.closed_in_handshake,
+                self._label)  # fmt: skip
 
     def _disconnected(self, fd: int) -> None:
         # the study's own stop (this rank's `study_stops`, or rank 0's word read for a
@@ -309,7 +320,8 @@ class ConnectionWatch:
                 "closed without a BYE once this receiver had ended or was stopping: "
                 "counted (connections_lost), not warned of"
             )
-        logger.info("%d simulation%s (%s) %s", len(ids), "" if one else "s", shown, why)
+        s = "" if one else "s"
+        logger.info("%d simulation%s (%s) %s%s", len(ids), s, shown, why, self._label)
 
     def _judged_lost(self, sid: int, rank: int) -> None:
         if sid in self._logged:
@@ -317,7 +329,8 @@ class ConnectionWatch:
             return
         self._logged.add(sid)
         if len(self._logged) > 1:  # (the cause in full once per run: trial htrial10 F7)
-            logger.warning("simulation %d client rank %d: %s (as above)", sid, rank, _SHORT)
+            said = "simulation %d client rank %d: %s (as above)%s"
+            logger.warning(said, sid, rank, _SHORT, self._label)
             self._count()
             return
         logger.warning(
@@ -329,9 +342,10 @@ class ConnectionWatch:
             "the connection and what was queued behind it; that data is lost until the "
             "simulation runs again (a launcher restarts it; a solver you started yourself: "
             "run it again with the same simulation id). Said in full once; the others "
-            "in one line each, counted at the end",
+            "in one line each, counted at the end%s",
             sid,
             rank,
             self._frame_bound,
+            self._label,
         )
         self._count()  # after the log: a reader of the count finds the line written

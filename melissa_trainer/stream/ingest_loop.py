@@ -300,7 +300,7 @@ class IngestLoop(ABC):
         )
         twins = ing.twins.summary()
         if twins is not None:
-            logger.info("%s", twins)
+            logger.log(ing.twins.summary_level, "%s", twins)  # (as its first warning)
 
     def _flush_log(self) -> None:
         """The last summary of rejections and drops, as the thread stops (a pump that

@@ -211,8 +211,7 @@ class Receiver(DataPath):
                     follow_bind(self._bind, self._rank),
                     self._advertise,
                     self._curve,
-                    # (and what a closing client asks: was it taken or refused, and
-                    # is its BYE in: `client.confirm`)
+                    # (what a closing client asks: taken or refused, its BYE in? `client.confirm`)
                     partial(admission_of, self.ingest),
                     partial(receipt_of, self.ingest, self.config.run_id),
                 )
@@ -233,6 +232,7 @@ class Receiver(DataPath):
             self._lost,
             lambda: self._ended or self._stopping,
             partial(study_stops.study_stops_announced, self._rendezvous, self.config.run_id),
+            f" (receiver of rank {self._rank})" if self._world > 1 else "",  # (whose words)
         )
         if self._curve is None and not is_loopback(self._endpoint):
             logger.info("receiver bound to %s without CURVE: any peer may send", self._endpoint)

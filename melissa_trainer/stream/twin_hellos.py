@@ -44,7 +44,8 @@ Twins that both die before the first says BYE and within the grace go unwarned (
 duplicates are still counted). The first twin is a WARNING on the receiver of rank 0
 (every client rank connects to every receiver: rank 0 hears them all; the other ranks log
 it at DEBUG), naming the cause and the fix; the others are only counted, and listed in one
-line at the end of the stream (`summary`). Nothing on the data path: HELLOs, BYEs, and
+line at the end of the stream (`summary`; at WARNING on rank 0, whose warning promised
+it: `summary_level`). Nothing on the data path: HELLOs, BYEs, and
 idle polls while a suspect is pending.
 """
 
@@ -175,6 +176,12 @@ class TwinHellos:
             f"had two open connections saying HELLO as the same client rank (see the "
             f"warning above: an MPI solver started as singletons?)"
         )
+
+    @property
+    def summary_level(self) -> int:
+        """The level of `summary`'s line: WARNING where the first twin was warned of (rank
+        0: that warning promised the list, which default logging must show), else INFO."""
+        return logging.WARNING if self._rank == 0 else logging.INFO
 
     def _twin(self, owner: Owner, suspect: _Suspect) -> None:
         del self._suspects[owner]  # (the first stays the one compared with: it is open)

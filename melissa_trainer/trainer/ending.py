@@ -21,6 +21,7 @@ from melissa_trainer.core.state import TrainerControl
 from melissa_trainer.core.view import TrainerView
 from melissa_trainer.hooks import Event
 from melissa_trainer.sources.source import SourceError
+from melissa_trainer.trainer.no_training import refuse_untrained
 from melissa_trainer.trainer.preemption import Preempted, StopCause
 from melissa_trainer.trainer.rank_failure import error_line, peer_failure, write_note
 
@@ -50,7 +51,11 @@ def end_training(trainer: EndingTrainer, signum: int, perform_actions: Callable[
     WARNING comes once the hooks' `on_loop_end` and the action point are done, as the
     checkpoint is written ("writing a checkpoint"), or says it was written there. A
     request made after the last action point is logged, never dropped silently.
+
+    A stream that ended at step 0 raises `no_training.NoTrainingError` first, on every
+    rank: nothing of the end runs (no checkpoint of an untrained model).
     """
+    refuse_untrained(trainer, signum)  # (collective: every rank agreed on the end)
     state, control, hooks = trainer.state, trainer.control, trainer.hooks
     cause = StopCause.of(signum)  # ("SIGTERM", or "the launcher (..., pid N) is gone")
     figures, started = trainer.log_figures, time.perf_counter()

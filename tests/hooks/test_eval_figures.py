@@ -137,6 +137,18 @@ def test_a_declared_key_not_returned_is_refused(tmp_path: Path) -> None:
         trainer(tmp_path / "out", [Forgets()]).train()
 
 
+def test_an_eval_figures_returning_none_is_refused_naming_the_hook(tmp_path: Path) -> None:
+    """A trial's hook whose eval_figures forgot its ``return``: a raw "AttributeError:
+    'NoneType' object has no attribute 'items'" named neither the hook nor the fix."""
+
+    class Forgot(Hook):
+        def eval_figures(self, trainer: Any) -> dict[str, float]:
+            return None  # type: ignore[return-value]
+
+    with pytest.raises(TypeError, match=r"hook Forgot's eval_figures returned None, not a dict"):
+        trainer(tmp_path / "out", [Forgot()]).train()
+
+
 class AddsItself(Hook):
     """The Hugging Face habit: a key written into `logs` and `metrics`."""
 

@@ -1,6 +1,7 @@
 """A hook's `eval_figures` that fails on one rank only, under two ranks (gloo on CPU):
 the user's metric raises on rank 1, returns a value that is not a number (a tensor of
-two elements) there, omits a key it declares there, or returns nothing there. Before the
+two elements) there, omits a key it declares there, returns no figure there, or returns
+None there (which rank 1 once said as a raw AttributeError naming no hook). Before the
 ranks gathered their figures (`add_eval_figures`), rank 1 raised (or skipped the
 gather) and rank 0 waited in ``all_gather_object`` for ever; now both ranks raise,
 promptly, rank 0 with an error naming rank 1 and its message. Run as a script, this file
@@ -28,6 +29,7 @@ CASES = {
     "tensor": "which is not a number",
     "missing": "declares ['eval_metric'] in its eval_keys",
     "empty": None,  # (no error on rank 1: it returns no figure; rank 0 names the key)
+    "none": "hook OneRankFails's eval_figures returned None, not a dict",  # (a trial's)
 }
 
 
@@ -47,6 +49,8 @@ class OneRankFails(Hook):
             return {"metric": torch.ones(2)}
         if self.case == "missing":
             return {"other": 1.0}
+        if self.case == "none":  # (a method that forgot its return)
+            return None  # type: ignore[return-value]
         return {}
 
 

@@ -95,6 +95,26 @@ def test_req_and_dealer_peers_are_warned_of_once_then_summed_up(lines: Lines) ->
     first = wrong[0].getMessage()
     assert rec.endpoint in first and "REQ or DEALER" in first, first
     assert "serve_N.json" in first and "rank_N.json" in first, first  # the fix, the cause
-    summary = [r.getMessage() for r in lines.records if r.levelno == logging.INFO]
+    # (at WARNING, as the warning that promised it: default logging hid an INFO)
+    summary = [r.getMessage() for r in lines.records if r.levelno == logging.WARNING]
     want = f"{len(wrong)} connections closed in their handshake in all"
     assert any(m.startswith(want) for m in summary), summary
+
+
+@pytest.mark.timeout(60)
+def test_under_several_ranks_the_warning_names_the_receivers_rank(lines: Lines) -> None:
+    """Each rank's receiver may say the same paragraph (a trial read one twice, with no
+    rank): under several ranks it ends naming the rank whose receiver says it."""
+    ctx = zmq.Context()
+    peer = ctx.socket(zmq.REQ)
+    peer.linger = 0
+    try:
+        with running(rank=1, world_size=2) as rec:
+            assert rec.endpoint is not None
+            peer.connect(rec.endpoint)
+            lines.wait(1)
+    finally:
+        peer.close(linger=0)
+        ctx.term()
+    first = lines.wrong()[0].getMessage()
+    assert first.endswith("(1 such; the next summed up at the end) (receiver of rank 1)"), first

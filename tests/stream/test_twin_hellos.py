@@ -118,7 +118,8 @@ def test_singletons_of_two_simulations_are_warned_of_once_and_listed(lines: Line
     assert twins[0].startswith("simulation 3: a second connection said HELLO as client rank 0")
     assert "singletons" in twins[0] and "--mpi=pmi2" in twins[0]
     assert 'srun_args=["--mpi=pmi2"]' in twins[0] and "mpiexec from another MPI" in twins[0]
-    listed = [i for i in lines.infos() if "had two open connections" in i]
+    # (at WARNING on rank 0, as the warning that promised it: default logging hid an INFO)
+    listed = [w for w in lines.warnings() if "had two open connections" in w]
     assert listed == [
         "receiver of rank 0: 2 simulations (3, 4) had two open connections saying HELLO as "
         "the same client rank (see the warning above: an MPI solver started as singletons?)"

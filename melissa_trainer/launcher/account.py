@@ -1,30 +1,24 @@
 """A study's end-of-run account: which simulations contributed no sample, and why.
 
-A study can end "successfully" (exit 0, every simulation finished) with a third of its
-simulations having contributed nothing: a solver that blows up to NaN sends samples the
-receiver refuses (``nonfinite="refuse"``, the default), and the simulation still
-finishes. `study_account` tells it at the end, in a few lines:
+A study can end "successfully" with a third of its simulations having contributed
+nothing: a solver blown up to NaN sends samples the receiver refuses (``nonfinite=
+"refuse"``, the default), and still finishes. `study_account` tells it, in a few lines:
 
     study account: 16 simulations ended, 11 contributed samples; 5 (31% of the study)
     contributed none:
-      5 sent only NaN or Inf (all their samples refused, nonfinite='refuse'):
-        simulations 3, 5, 9, 12, 14; e.g. simulation 3, parameters {...}
-      ...
+      5 sent only NaN or Inf (all their samples refused, nonfinite='refuse'): ...
 
 The reasons, in order: every sample non-finite (finished, all refused); every HELLO
-refused (the fields were not the study's: the receiver's reason quoted); failed or
-abandoned with no sample received (exit codes). A simulation that failed after sending
-some samples contributed those (the receivers keep them, and the model trained on
-them); it is listed apart, as given up part-way, with its exit codes and parameters:
-a solver that crashes mid-run for part of the space (exit 1 at its 25th step) is told
-at the end, not only in lines long scrolled past, and the account is a WARNING.
+refused (the receiver's reason quoted); failed or abandoned with no sample received
+(exit codes). One that failed after sending some samples (kept and trained on) is
+listed apart, given up part-way, with its exit codes and parameters (a WARNING). Last,
+those that exited 0 with their data not all in when the run stopped: a resume reruns them.
 
-What a receiver saw is rank 0's (in a multi-rank run, a simulation's steps are shared
-among the ranks: one whose rank-0 share was all refused is counted); the non-finite
-counts are this run's (not saved in a checkpoint). Pure formatting: `Study.stop` feeds
-it the launcher's records and rank 0's receiver's counts (after the launcher's thread
-has stopped: `sampler_line` reads the sampler, the density sampler's current warp
-included, which it computes if its observations changed since its last draw).
+What a receiver saw is rank 0's (a simulation's steps are shared among the ranks: one
+whose rank-0 share was all refused is counted); non-finite counts are this run's. Pure
+formatting: `Study.stop` feeds it the launcher's records and rank 0's receiver's counts
+(after the launcher's thread has stopped: `sampler_line` reads the sampler, the density
+sampler's current warp included, computed if its observations changed since its draw).
 """
 
 from __future__ import annotations
@@ -61,8 +55,7 @@ __all__ = [
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
-#: ids listed per reason
-_SHOWN = 10
+_SHOWN = 10  # ids listed per reason
 
 
 class SimulationOutcome(NamedTuple):
@@ -134,7 +127,7 @@ def study_account(
 
     Args:
         outcomes: every simulation drawn in the study, ended or not (those pending or
-            running are left out of the account).
+            running are left out; those "exited", data not all in, get a line last).
         samples: id -> (steps received, of which refused for NaN or Inf), as rank 0's
             receiver has them (`IngestState.samples_of`).
         n_simulations: the study's size (`Launcher.n_simulations`): the simulations it
@@ -163,8 +156,10 @@ def study_account(
     contributed = len(ended) - none
     noun = "simulation" if len(ended) == 1 else "simulations"
     head = f"study account: {len(ended)} {noun} ended, {contributed} contributed samples"
+    exited = _exited_line([o.simulation_id for o in outcomes if o.status == "exited"])
     if not none and not partway:  # ("every one" of none ended says nothing: say that)
-        return [f"{head}; every one contributed." if ended else "study account: none ended."], False
+        done = f"{head}; every one contributed." if ended else "study account: none ended."
+        return [done, *exited], False
     of = _share_of(outcomes, len(ended), n_simulations)
     if none:
         lines = [f"{head}; {none} ({none / len(ended):.0%} {of}) contributed none:"]
@@ -195,7 +190,19 @@ def study_account(
         )
     if partway:
         lines.append(_partway_line(partway))
-    return lines, True
+    return [*lines, *exited], True
+
+
+def _exited_line(ids: Sequence[int]) -> list[str]:
+    """The account's line (none, or one) on `ids` "exited" (exit 0, data not all in at
+    the stop): `reconcile` reruns each unless every receiver's checkpoint holds its data."""
+    if not ids:
+        return []
+    noun, its, them = ("simulations", "their", "them") if ids[1:] else ("simulation", "its", "it")
+    return [
+        f"  {len(ids)} {noun} exited with {its} data not all in ({id_ranges(ids)}): a run "
+        f"resumed from this checkpoint runs {them} again (unless it holds all {its} data)"
+    ]
 
 
 def _share_of(outcomes: Sequence[SimulationOutcome], ended: int, n_simulations: int | None) -> str:

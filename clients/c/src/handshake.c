@@ -128,11 +128,15 @@ void mt_handshake_never(mt_client *c, char *out, size_t size) {
         if (c->handshakes[i].monitor == NULL) continue;
         read_events(c, i);
         if (c->handshakes[i].ever) continue;
-        int w = snprintf(out + at, size - at, "%s%s", n++ ? ", " : "no receiver ever accepted a "
-                                                                   "connection at ",
+        int w = snprintf(out + at, size - at, "%s%s", n ? ", " : "no receiver ever accepted a "
+                                                                 "connection at ",
                          c->endpoints[i]);
-        if (w < 0 || (size_t)w >= size - at) break; /* (cut: the first ones named) */
+        if (w < 0 || (size_t)w >= size - at) { /* (cut: the first ones named, or none) */
+            out[at] = '\0';
+            break;
+        }
         at += (size_t)w;
+        ++n;
     }
     if (n > 0 && at < size)
         snprintf(out + at, size - at, ": check the endpoint (the trainer's rank_N.json) or "

@@ -2,8 +2,9 @@
 user trial found (htrial10): ``tcp://localhost`` (no port) failed at start with ZeroMQ's
 bare "Invalid argument". Now: the endpoint, what it lacks and the form to give, with the
 client's status for bad configuration (MT_EENV from MELISSA_TRAINER_ENDPOINTS, MT_EINVAL
-from mt_set_endpoints, at the call). Before the change every case here but the good ones
-reached ZeroMQ's connect ("Invalid argument", MT_EZMQ)."""
+from mt_set_endpoints, at the call). Before the change each bad case failed: five started
+with ZeroMQ's "Invalid argument" (MT_EZMQ), four started with MT_OK (to connect nowhere),
+and mt_set_endpoints took 'tcp://localhost'."""
 
 from __future__ import annotations
 

@@ -256,7 +256,8 @@ def test_close_says_when_queued_messages_were_not_delivered(
     assert got[-1] == (
         8,
         "simulation 4 rank 0: queued messages not delivered within close_timeout=0.2 s to "
-        "['tcp://127.0.0.1:9']",
+        "['tcp://127.0.0.1:9']: no receiver ever accepted a connection at tcp://127.0.0.1:9: "
+        "check the endpoint (the trainer's rank_N.json) or start the trainer first",
     )
 
 

@@ -61,6 +61,8 @@ mt_status mt_set_endpoints(mt_client *c, const char *endpoints) {
         if (end == NULL) break;
         start = end + 1;
     }
+    /* (its form, now: ZeroMQ's connect at start would say only "Invalid argument") */
+    if (mt_check_endpoints(c, endpoints, MT_EINVAL, "") != MT_OK) return MT_EINVAL;
     char *copy = strdup(endpoints);
     if (copy == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
     free(c->endpoints_arg);

@@ -157,18 +157,20 @@ static mt_status between(mt_client *c, waiting *w) {
         if (since < 0) continue;
         double from = since > w->started ? since : w->started;
         if (c->disconnected_timeout < 0 || now - from <= c->disconnected_timeout) continue;
-        char t[32];
+        char t[32], never[600];
         mt_format_double(c->disconnected_timeout, t);
+        mt_handshake_never(c, never, sizeof never);
         c->receipt_restart = 2;
         return mt_fail(c, MT_ETIMEDOUT,
                        "%s: %s not delivered to %s: the receiver is unreachable, disconnected "
                        "for %.0f s without a new connection (mt_set_disconnected_timeout=%s s; "
-                       "the trainer died, or its node). What it sent after the trainer's last "
-                       "checkpoint may be lost: once a trainer runs there again (a preempted "
-                       "one: --resume_from_checkpoint latest), run it again with the same "
-                       "simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer takes "
-                       "the steps it lacks, each once",
-                       whose, w->what, c->endpoints[i], now - since, t,
+                       "the trainer died, or its node)%s%s. What it sent after the trainer's "
+                       "last checkpoint may be lost: once a trainer runs there again (a "
+                       "preempted one: --resume_from_checkpoint latest), run it again with the "
+                       "same simulation id (MELISSA_TRAINER_SIMULATION_ID=%llu): the trainer "
+                       "takes the steps it lacks, each once",
+                       whose, w->what, c->endpoints[i], now - since, t, never[0] ? "; " : "",
+                       never,
                        (unsigned long long)c->simulation_id);
     }
     return MT_OK;

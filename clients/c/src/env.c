@@ -112,8 +112,61 @@ static mt_status resolve_parameters(mt_client *c) {
     return st;
 }
 
-/* Split comma-separated endpoints into c->endpoints; MT_OK or `bad` with a message. */
-static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad) {
+/* Why an endpoint `e` (stripped) cannot be connected to, in a new string (NULL: it can, as
+ * far as its form goes, or no memory): ZeroMQ's connect says only "Invalid argument".
+ * tcp:// takes [SOURCE;]HOST:PORT (PORT digits, or *; HOST a name, an address or [IPv6]),
+ * ipc:// a path, inproc:// a name; other transports are ZeroMQ's to judge. */
+static char *endpoint_problem(const char *e) {
+    const char *rest = strstr(e, "://"), *form = NULL, *what = NULL;
+    if (rest == NULL) return NULL; /* (the caller's check) */
+    rest += 3;
+    size_t scheme = (size_t)(rest - 3 - e);
+    if (scheme == 3 && strncmp(e, "tcp", 3) == 0) {
+        form = "tcp://HOST:PORT (the trainer's rank_N.json)";
+        const char *at = strrchr(rest, ';'); /* (a source address before it) */
+        if (at != NULL) rest = at + 1;
+        const char *colon = strrchr(rest, ':'), *bracket = strrchr(rest, ']');
+        if (colon == NULL || (bracket != NULL && bracket > colon) || colon[1] == '\0')
+            what = *rest == '\0' ? "has no host and no port" : "has no port";
+        else if (colon == rest)
+            what = "has no host";
+        else if (strcmp(colon + 1, "*") != 0) {
+            size_t n = strlen(colon + 1);
+            bool digits = n <= 5 && strspn(colon + 1, "0123456789") == n;
+            if (!digits || atol(colon + 1) > 65535) what = "has a port that is not a number";
+        }
+    } else if ((scheme == 3 && strncmp(e, "ipc", 3) == 0) ||
+               (scheme == 6 && strncmp(e, "inproc", 6) == 0)) {
+        form = scheme == 3 ? "ipc://PATH" : "inproc://NAME";
+        if (*rest == '\0') what = scheme == 3 ? "has no path" : "has no name";
+    }
+    if (what == NULL) return NULL;
+    size_t size = strlen(e) + strlen(what) + strlen(form) + 32;
+    char *out = malloc(size);
+    if (out != NULL) snprintf(out, size, "endpoint '%s' %s: give %s", e, what, form);
+    return out;
+}
+
+mt_status mt_check_endpoints(mt_client *c, const char *text, mt_status bad, const char *prefix) {
+    for (const char *start = text;;) {
+        const char *end = strchr(start, ',');
+        size_t len = end != NULL ? (size_t)(end - start) : strlen(start);
+        char *e = strip(start, len), *why = e != NULL ? endpoint_problem(e) : NULL;
+        free(e);
+        if (why != NULL) {
+            mt_status st = mt_fail(c, bad, "%s%s", prefix, why);
+            free(why);
+            return st;
+        }
+        if (end == NULL) return MT_OK;
+        start = end + 1;
+    }
+}
+
+/* Split comma-separated endpoints into c->endpoints; MT_OK or `bad` with a message
+ * (`prefix` first: where they came from). */
+static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad,
+                                 const char *prefix) {
     size_t n = 1;
     for (const char *q = text; *q; ++q) n += *q == ',';
     c->endpoints = calloc(n, sizeof *c->endpoints);
@@ -128,10 +181,11 @@ static mt_status split_endpoints(mt_client *c, const char *text, mt_status bad) 
         if (c->endpoints[i] == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
         c->n_endpoints = i + 1;
         if (strstr(c->endpoints[i], "://") == NULL)
-            return mt_fail(c, bad, "endpoints must be like tcp://HOST:PORT, got '%s'", text);
+            return mt_fail(c, bad, "%sendpoints must be like tcp://HOST:PORT, got '%s'", prefix,
+                           text);
         start = end + 1;
     }
-    return MT_OK;
+    return mt_check_endpoints(c, text, bad, prefix);
 }
 
 /* The run id the HELLO names: $MELISSA_TRAINER_RUN_ID (the launcher's), else the one the
@@ -203,7 +257,7 @@ static mt_status receivers_key(mt_client *c) {
 static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     mt_status st;
     if (c->endpoints_arg != NULL) {
-        st = split_endpoints(c, c->endpoints_arg, MT_EINVAL);
+        st = split_endpoints(c, c->endpoints_arg, MT_EINVAL, "");
         return st == MT_OK ? receivers_key(c) : st;
     }
     if (c->rendezvous_dir != NULL) {
@@ -214,10 +268,7 @@ static mt_status resolve_receivers(mt_client *c, const char **rendezvous) {
     if (!blank(value)) {
         char *s = strip(value, strlen(value));
         if (s == NULL) return mt_fail(c, MT_ENOMEM, "out of memory");
-        st = split_endpoints(c, s, MT_EENV);
-        if (st == MT_EENV)
-            mt_fail(c, MT_EENV, ENV_ENDPOINTS ": endpoints must be like tcp://HOST:PORT, got '%s'",
-                    s);
+        st = split_endpoints(c, s, MT_EENV, ENV_ENDPOINTS ": ");
         free(s);
         return st == MT_OK ? receivers_key(c) : st;
     }

@@ -69,11 +69,13 @@ static void read_events(mt_client *c, size_t i) {
         memcpy(&value, frame + 2, sizeof value);
         if (event == ZMQ_EVENT_CONNECTED) {
             h->down = false;
+            h->ever = true;
         } else if (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED) {
             if (!h->down) h->down_since = mt_now(); /* (when read: a send reads each slice) */
             h->down = true;
         } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
             h->down = false;
+            h->ever = true;
             h->state = MT_HANDSHAKE_OK;
             h->undetailed = 0;
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -117,6 +119,28 @@ double mt_handshake_down_since(mt_client *c, size_t i) {
     if (c->handshakes == NULL || c->handshakes[i].monitor == NULL) return -1.0;
     read_events(c, i);
     return c->handshakes[i].down ? c->handshakes[i].down_since : -1.0;
+}
+
+void mt_handshake_never(mt_client *c, char *out, size_t size) {
+    size_t n = 0, at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; c->handshakes != NULL && i < c->n_endpoints; ++i) {
+        if (c->handshakes[i].monitor == NULL) continue;
+        read_events(c, i);
+        if (c->handshakes[i].ever) continue;
+        int w = snprintf(out + at, size - at, "%s%s", n ? ", " : "no receiver ever accepted a "
+                                                                 "connection at ",
+                         c->endpoints[i]);
+        if (w < 0 || (size_t)w >= size - at) { /* (cut: the first ones named, or none) */
+            out[at] = '\0';
+            break;
+        }
+        at += (size_t)w;
+        ++n;
+    }
+    if (n > 0 && at < size)
+        snprintf(out + at, size - at, ": check the endpoint (the trainer's rank_N.json) or "
+                                      "start the trainer first");
 }
 
 mt_status mt_handshake_wait(mt_client *c, double deadline) {

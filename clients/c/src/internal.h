@@ -92,6 +92,7 @@ typedef struct mt_handshake {
     uint16_t event;      /* the failure that refused it, and its value */
     uint32_t value;
     bool down;         /* disconnected (or a connection attempt failed) since down_since */
+    bool ever;         /* a connection was accepted once (CONNECTED): else a wrong endpoint? */
     double down_since; /* (mt_now(), when the event was read) */
 } mt_handshake;
 

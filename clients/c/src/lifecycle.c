@@ -303,6 +303,8 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
                 c->endpoints = NULL;
             }
         }
+        char never[600]; /* (read before the monitors go: a wrong endpoint, said) */
+        mt_handshake_never(c, never, sizeof never);
         release_runtime(c, linger);
         /* ZeroMQ drops what the linger period did not deliver, and says nothing; a termination
          * that took the whole period is the sign of it. */
@@ -314,8 +316,9 @@ mt_status mt_client_close_message(mt_client *c, char *message, size_t size) {
             if (timeout < 0) snprintf(t, sizeof t, "None");
             else mt_format_double(timeout, t);
             st = mt_fail(c, MT_ETIMEDOUT, "simulation %llu rank %d: %s not delivered within "
-                                          "close_timeout=%s s to %s",
-                         (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints);
+                                          "close_timeout=%s s to %s%s%s",
+                         (unsigned long long)c->simulation_id, c->rank, failure, t, endpoints,
+                         never[0] ? ": " : "", never);
         }
         if (asked != NULL && st == MT_OK) st = mt_admission_check(c, asked, n_asked);
         /* (not delivered: a trainer gone, perhaps restarted, as a receipt's gone) */

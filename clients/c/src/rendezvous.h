@@ -50,5 +50,8 @@ char *mt_read_file(const char *path);
 void mt_stop_record_words(const char *record, char *out, size_t size);
 /* 1 to 64 ASCII letters, digits, '-' or '_', one alphanumeric at least (a run id). */
 bool mt_valid_run_id(const char *s);
+/* MT_OK, or `bad` with "PREFIXendpoint 'E' has no port: give tcp://HOST:PORT (...)" for
+ * the first of the comma-separated `text` whose form ZeroMQ would refuse (env.c). */
+mt_status mt_check_endpoints(mt_client *c, const char *text, mt_status bad, const char *prefix);
 
 #endif

@@ -34,6 +34,11 @@ mt_status mt_handshake_wait(mt_client *c, double deadline);
 /* Since when socket i's receiver has been down (events read without blocking), or < 0
  * while it is connected or not known down. */
 double mt_handshake_down_since(mt_client *c, size_t i);
+/* Into `out` (`size` > 0 bytes), for the messages of a close or send that gave up: "no
+ * receiver ever accepted a connection at E1, E2: check the endpoint (...) or start the
+ * trainer first" for the sockets no connection of which was ever accepted (events read
+ * without blocking: a wrong endpoint, or a trainer not started), else "". */
+void mt_handshake_never(mt_client *c, char *out, size_t size);
 /* Stop the monitors and close their sockets (before the data sockets, and the context). */
 void mt_handshake_release(mt_client *c);
 

@@ -54,7 +54,8 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
     for (size_t i = 0; i < c->n_endpoints; ++i) {
         double since = mt_handshake_down_since(c, i);
         if (since < 0 || now - (since > started ? since : started) <= bound) continue;
-        char what[48], after[32], sent[32], follow[32], restarted[256] = "";
+        char what[48], after[32], sent[32], follow[32], restarted[256] = "", never[600];
+        mt_handshake_never(c, never, sizeof never); /* (a wrong endpoint: said) */
         what_text(step, what);
         bound_text(c->disconnected_timeout, after);
         bound_text(c->send_timeout, sent);
@@ -69,7 +70,7 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
                                         "queued to %s: the receiver is unreachable, "
                                         "disconnected for %.0f s without a new connection "
                                         "(mt_set_disconnected_timeout=%s s; the trainer died, "
-                                        "or its node)%s. A send waits for a trainer that is "
+                                        "or its node)%s%s%s. A send waits for a trainer that is "
                                         "connected, slow or paused, as long as it lasts or "
                                         "mt_set_send_timeout allows (now %s). Close the client "
                                         "with mt_client_abort and run this simulation again, "
@@ -77,7 +78,8 @@ static mt_status gone(mt_client *c, double started, const uint64_t *step) {
                                         "(MELISSA_TRAINER_SIMULATION_ID=%llu), once a trainer "
                                         "runs there again",
                        (unsigned long long)c->simulation_id, c->rank, what, now - started,
-                       c->endpoints[i], now - since, after, restarted, sent,
+                       c->endpoints[i], now - since, after, restarted, never[0] ? "; " : "",
+                       never, sent,
                        (unsigned long long)c->simulation_id);
     }
     return MT_OK;

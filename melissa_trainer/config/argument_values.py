@@ -51,8 +51,11 @@ def checked_values(
     bad: set[str] = set()
     if out["mixed_precision"] is False:  # YAML 1.1 reads a bare `no` as false
         out["mixed_precision"] = "no"
-    if isinstance(out["resume_from_checkpoint"], bool):  # Hugging Face's True: the last one
-        out["resume_from_checkpoint"] = "latest" if out["resume_from_checkpoint"] else None
+    resume = out["resume_from_checkpoint"]
+    if isinstance(resume, str) and resume.strip().lower() in ("true", "false"):
+        resume = resume.strip().lower() == "true"  # the same boolean on a command line
+    if isinstance(resume, bool):  # Hugging Face's True: the last one
+        out["resume_from_checkpoint"] = "latest" if resume else None
     reporters = out["report_to"]  # Hugging Face's list of integrations' names:
     if isinstance(reporters, list | tuple) and all(isinstance(n, str) for n in reporters):
         out["report_to"], problem = _one_reporter(out["report_to"])

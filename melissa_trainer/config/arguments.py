@@ -127,10 +127,11 @@ class TrainingArguments(ArgumentsFile):
             ``"continue"`` logs the error and trains on without that checkpoint.
             Either way the partial checkpoint is removed. Default ``"stop"``.
         resume_from_checkpoint: checkpoint directory to resume from, or ``"latest"`` for
-            the newest checkpoint in `output_dir` (True, as Hugging Face's, is made
-            ``"latest"``; False None). Default None (start afresh: refused
-            when `output_dir` holds checkpoints of an earlier run, see
-            `overwrite_output_dir`).
+            the newest checkpoint in `output_dir` (True, as Hugging Face's, or the word
+            ``"true"``, any case, is ``"latest"``; False or ``"false"`` None, even where
+            such a directory exists, ``./true``: a flag means one thing wherever it
+            runs). Default None (start afresh: refused when `output_dir` holds
+            checkpoints of an earlier run, see `overwrite_output_dir`).
         overwrite_output_dir: start afresh in an `output_dir` whose ``checkpoints``
             folder holds an earlier run's checkpoints: `train` moves that folder to
             ``checkpoints-previous-TIME`` beside it (nothing is deleted) before anything
@@ -249,8 +250,9 @@ class TrainingArguments(ArgumentsFile):
         ON_SAVE_ERROR_CHOICES,
     )  # fmt: skip
     resume_from_checkpoint: str | None = _f(
-        None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR)."
-    )
+        None, "Checkpoint directory to resume from, or 'latest' (newest in OUTPUT_DIR); "
+        "true (as Hugging Face's True) is latest, false none (a directory named true: ./true)."
+    )  # fmt: skip
     overwrite_output_dir: bool = _f(
         False,
         "Start afresh although OUTPUT_DIR holds an earlier run's checkpoints: they are "

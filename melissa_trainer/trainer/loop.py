@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import send_to_device, set_seed
+from accelerate.utils import KwargsHandler, send_to_device, set_seed
 
 from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.config.arguments import TrainingArguments
@@ -90,6 +90,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         use_default_hooks: install the built-in hooks that `args` asks for
             (`hooks.default_hooks`; a `SimulationLossTracker` asked for by
             ``simulation_loss_steps`` is installed either way).
+        kwargs_handlers: Accelerate's handlers, merged with its own (`setup.merged_handlers`).
 
     Override `compute_loss(model, batch)` for any other loss or batch layout, and then
     `compute_sample_losses` too if a hook asks for the per-sample losses (overrides
@@ -125,6 +126,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         eval_dataset: Sequence[Sample] | None = None,
         hooks: Iterable[Hook] | None = (),
         use_default_hooks: bool = True,
+        kwargs_handlers: Iterable[KwargsHandler] | None = None,
     ) -> None:
         check_batch_options(process_sample, collate_fn, process_batch)  # before anything starts
         #: what the source applies to each sample before it puts it (None: nothing)
@@ -134,7 +136,7 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             else IngestTransform(ingest_sample, ingest_block)
         )
         self.args = args
-        self.accelerator = acc = make_accelerator(args)
+        self.accelerator = acc = make_accelerator(args, kwargs_handlers)
         set_seed(args.seed)
         self.model, self.optimizer = acc.prepare(model, optimizer)
         process_group.release_at_exit(self.model)  # its DDP's hold on the group, at exit
@@ -208,8 +210,6 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
         self.run_id: str
         self._output_hold, self.run_id = claim_output_dir(args.output_dir, acc, self.source)
         weakref.finalize(self, self._output_hold.release)  # a trainer dropped untrained
-
-    # -- public properties ------------------------------------------------------------
 
     @property
     def is_main_process(self) -> bool:

@@ -8,11 +8,14 @@ thread-safe (the training thread builds the trainer).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
+from collections.abc import Iterable
 
+import torch.distributed as dist
 from accelerate import Accelerator
-from accelerate.utils import DistributedDataParallelKwargs
+from accelerate.utils import DistributedDataParallelKwargs, InitProcessGroupKwargs, KwargsHandler
 
 from melissa_trainer.buffers import Buffer, make_buffer
 from melissa_trainer.buffers.columnar import SAMPLE_READS_MAX_ROW_BYTES
@@ -24,13 +27,16 @@ from melissa_trainer.core.device_buffer import make_device_buffer
 from melissa_trainer.sources.source import Source
 from melissa_trainer.trainer.output_lock import OutputDirHold, lock_output_dir
 
-__all__ = ["claim_output_dir", "make_accelerator", "make_rank_buffer"]
+__all__ = ["claim_output_dir", "make_accelerator", "make_rank_buffer", "merged_handlers"]
 
 logger = logging.getLogger(__name__)
 
 
-def make_accelerator(args: TrainingArguments) -> Accelerator:
-    """The run's `Accelerator` (CPU only when the launch asks for it: `cpu_only_launch`).
+def make_accelerator(
+    args: TrainingArguments, kwargs_handlers: Iterable[KwargsHandler] | None = None
+) -> Accelerator:
+    """The run's `Accelerator` (CPU only when the launch asks for it: `cpu_only_launch`),
+    with the user's `kwargs_handlers` merged with the trainer's (`merged_handlers`).
 
     The scheduler is stepped by the trainer, once per optimizer step, never by
     Accelerate (``step_scheduler_with_optimizer=False``). The mixed precision is
@@ -54,10 +60,59 @@ def make_accelerator(args: TrainingArguments) -> Accelerator:
         mixed_precision=args.mixed_precision,
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         step_scheduler_with_optimizer=False,
-        kwargs_handlers=[
-            DistributedDataParallelKwargs(find_unused_parameters=args.ddp_find_unused_parameters)
-        ],
+        kwargs_handlers=merged_handlers(args, kwargs_handlers),
     )
+
+
+def merged_handlers(
+    args: TrainingArguments, given: Iterable[KwargsHandler] | None
+) -> list[KwargsHandler]:
+    """The `Accelerator`'s ``kwargs_handlers``: the user's `given` ones (Accelerate's
+    `KwargsHandler` objects: `InitProcessGroupKwargs`, `GradScalerKwargs`,
+    `AutocastKwargs`, ...), as given, and the trainer's own, a
+    `DistributedDataParallelKwargs` from ``args.ddp_find_unused_parameters``.
+
+    The one class both may set, `DistributedDataParallelKwargs`: the user's is used,
+    every field as given, but `find_unused_parameters`, which is on when either side
+    turns it on (both default to off, so neither's default overrides the other's
+    choice); a copy is changed, never the user's object. A user's
+    `InitProcessGroupKwargs` takes effect only where the process group is formed by
+    this Accelerator: one formed already (an earlier trainer or Accelerator in this
+    process, the user's own ``init_process_group``) keeps its settings, warned of.
+
+    Raises:
+        TypeError: an element that is not a `KwargsHandler` (naming it).
+        ValueError: two handlers of one class (naming it; Accelerate takes one of each).
+    """
+    handlers = list(given or ())
+    seen: set[type] = set()
+    for handler in handlers:
+        if not isinstance(handler, KwargsHandler):
+            raise TypeError(
+                f"kwargs_handlers: {handler!r} is not an Accelerate handler: give instances "
+                "of accelerate.utils' *Kwargs classes (InitProcessGroupKwargs(timeout=...), "
+                "DistributedDataParallelKwargs(...), GradScalerKwargs(...))"
+            )
+        if type(handler) in seen:
+            raise ValueError(
+                f"kwargs_handlers: two {type(handler).__name__}: give one of each class "
+                "(Accelerate takes one), with every setting in it"
+            )
+        seen.add(type(handler))
+        if isinstance(handler, InitProcessGroupKwargs) and dist.is_initialized():
+            logger.warning(
+                "kwargs_handlers: %r is not applied: this process's process group was "
+                "formed before the trainer (an earlier trainer or Accelerator, or "
+                "init_process_group) and keeps its settings",
+                handler,
+            )
+    find_unused = args.ddp_find_unused_parameters
+    for i, handler in enumerate(handlers):
+        if isinstance(handler, DistributedDataParallelKwargs):
+            if find_unused and not handler.find_unused_parameters:
+                handlers[i] = dataclasses.replace(handler, find_unused_parameters=True)
+            return handlers
+    return [*handlers, DistributedDataParallelKwargs(find_unused_parameters=find_unused)]
 
 
 def make_rank_buffer(

@@ -244,7 +244,7 @@ def parts(trainer: CheckpointParts) -> list[Part]:
             Scope.GLOBAL,
             root(scheduler_class.SCHEDULER_FILE),
             lambda path: scheduler_class.record(
-                path, trainer.lr_scheduler, registered_objects.names(trainer.accelerator)
+                path, trainer.lr_scheduler, registered_objects.recorded(trainer.accelerator)
             ),
             lambda path, version: None,
         ),

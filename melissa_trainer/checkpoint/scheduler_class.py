@@ -20,11 +20,11 @@ Pure but for the files `record` writes and `check` reads.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from melissa_trainer.checkpoint import paths as ckpt
-from melissa_trainer.checkpoint import registered_objects
 from melissa_trainer.checkpoint.resumed_args import scheduler_settings
 from melissa_trainer.config.reading import ConfigError
 
@@ -48,13 +48,12 @@ def class_name(scheduler: Any | None) -> str | None:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def record(path: Path, scheduler: Any | None, registered: list[str] | None = None) -> None:
+def record(path: Path, scheduler: Any | None, registered: Mapping[str, Any] | None = None) -> None:
     """Write `SCHEDULER_FILE` into checkpoint (staging) directory `path`: the scheduler's
-    class, and the classes of the objects `registered` with Accelerate, in order
-    (`registered_objects`; None: not recorded)."""
+    class, and the record of the objects `registered` with Accelerate
+    (`registered_objects.recorded`; None: not recorded)."""
     record: dict[str, Any] = {"class": class_name(scheduler)}
-    if registered is not None:
-        record[registered_objects.KEY] = registered
+    record.update(registered or {})
     ckpt.write_json(path / SCHEDULER_FILE, record)
 
 

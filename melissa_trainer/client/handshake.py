@@ -69,6 +69,7 @@ class Handshakes:
         self._sockets: list[zmq.Socket] = []
         self._keyed: list[bool] = []
         self._accepted: list[bool] = []
+        self._ever: list[bool] = []  # a connection was accepted once (`never_connected`)
         self._undetailed: list[int] = []
         self._refusal: list[tuple[int, int] | None] = []  # the failure's event, value
         #: per socket, when the first event saying that its connection is down was read
@@ -91,6 +92,7 @@ class Handshakes:
         self._sockets.append(sock)
         self._keyed.append(keyed)
         self._accepted.append(False)
+        self._ever.append(False)
         self._undetailed.append(0)
         self._refusal.append(None)
         self.down_since.append(None)
@@ -101,6 +103,7 @@ class Handshakes:
             event, value = _EVENT.unpack_from(monitor.recv_multipart()[0])
             if event in UP:
                 self.down_since[index] = None
+                self._ever[index] = True
             elif event in DOWN and self.down_since[index] is None:
                 self.down_since[index] = time.monotonic()
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
@@ -146,6 +149,14 @@ class Handshakes:
                 f"to it was delivered: {cause}"
             )
         return None
+
+    def never_connected(self, endpoints: Sequence[str]) -> list[str]:
+        """The `endpoints` (the sockets', in order) no connection of which was ever
+        accepted, as the events read (without blocking; kept after `close`) say: a wrong
+        endpoint, or no trainer started. Not inproc ones: a monitor reports none."""
+        self.read()
+        watched = zip(endpoints, self._ever, strict=False)  # (a connect failed part-way: fewer)
+        return [e for e, ever in watched if not ever and not e.startswith("inproc:")]
 
     def accepted(self) -> bool:
         """Whether every receiver accepted its handshake (as the events read say)."""

@@ -41,7 +41,7 @@ from melissa_trainer.client.sockets import SLICE, deadline_after, ms_left
 if TYPE_CHECKING:  # pragma: no cover
     from melissa_trainer.client.closing import StopSaid
 
-__all__ = ["SLICE", "CloseWait", "PeerWatch"]
+__all__ = ["SLICE", "CloseWait", "PeerWatch", "never_note"]
 
 #: how to change each bound a closing client names when it gives up (`CloseWait.timed_out`)
 _HOW = {
@@ -56,6 +56,21 @@ _HOW = {
 }
 #: what bounds the wait for a disconnected receiver in a close after a failure
 _NO_WAIT = "a close after a failure does not wait for a disconnected receiver"
+
+
+def never_note(handshakes: Handshakes | None, endpoints: Sequence[str]) -> str:
+    """What a wait that gave up adds when no connection to a receiver was ever accepted
+    (`Handshakes.never_connected`: a wrong endpoint, a trainer not started), as the C
+    client words it (clients/c/src/handshake.c): "no receiver ever accepted a connection
+    at E1, E2: check the endpoint (the trainer's rank_N.json) or start the trainer
+    first"; "" when every one was connected once (or no monitor: `handshakes` None)."""
+    never = [] if handshakes is None else handshakes.never_connected(endpoints)
+    if not never:
+        return ""
+    return (
+        f"no receiver ever accepted a connection at {', '.join(never)}: check the endpoint "
+        "(the trainer's rank_N.json) or start the trainer first"
+    )
 
 
 class PeerWatch:
@@ -103,10 +118,11 @@ class PeerWatch:
         down = self._handshakes.down_since
         for endpoint, since in zip(self._endpoints, down, strict=True):
             if since is not None and now - max(since, self._started) > after:
+                never = never_note(self._handshakes, self._endpoints)
                 return (
                     f"to {endpoint}: the receiver is unreachable, disconnected for "
                     f"{now - since:.0f} s without a new connection ({said}; the trainer "
-                    f"died, or its node)"
+                    f"died, or its node){'; ' if never else ''}{never}"
                 )
         return None
 
@@ -162,10 +178,11 @@ class CloseWait:
 
     def timed_out(self) -> str:
         """Why the client gave up when `close_timeout` ran out, to follow "not delivered":
-        "within SETTING=... s to [...] (how to change it)"."""
+        "within SETTING=... s to [...] (how to change it)", and what `never_note` says."""
+        never = never_note(self._handshakes, self._endpoints)
         return (
             f"within {self._setting}={self.close_timeout} s to {list(self._endpoints)} "
-            f"({_HOW[self._setting]})"
+            f"({_HOW[self._setting]}){': ' if never else ''}{never}"
         )
 
     def until_done(

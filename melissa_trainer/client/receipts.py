@@ -47,13 +47,15 @@ _request_ids = itertools.count(1)
 _LINK_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_DISCONNECTED
 
 
-def _linked(monitor: zmq.Socket, linked: bool) -> bool:
+def _linked(monitor: zmq.Socket, linked: bool) -> tuple[bool, bool]:
     """Whether the monitored DEALER has a TCP connection now (`linked`: before), from
-    the events its monitor queued since."""
+    the events its monitor queued since, and whether one was made among them."""
+    made = False
     while monitor.poll(0):
         event = recv_monitor_message(monitor)["event"]
         linked = event == zmq.EVENT_CONNECTED
-    return linked
+        made = made or linked
+    return linked, made
 
 
 class Closed(Protocol):
@@ -135,6 +137,7 @@ class Rounds:
             socks = self._connect(context, monitored=True)
             monitors = [sock.get_monitor_socket(_LINK_EVENTS) for sock, _ in socks]
             linked = [False] * self.world
+            ever = [False] * self.world  # (none: a wrong follow endpoint, said by `_gone`)
             heard = [time.monotonic()] * self.world
             done: list[ReceiptReply | None] = [None] * self.world
             records = StopRecords(
@@ -150,7 +153,8 @@ class Rounds:
                 answers = self._round(socks, done, time.monotonic() + ROUND_TIMEOUT)
                 now = time.monotonic()
                 for rank, monitor in enumerate(monitors):
-                    linked[rank] = _linked(monitor, linked[rank])
+                    linked[rank], made = _linked(monitor, linked[rank])
+                    ever[rank] = ever[rank] or made
                     if linked[rank]:
                         heard[rank] = now  # (its process is there: paused, not gone)
                 for rank, reply in enumerate(answers):
@@ -167,7 +171,8 @@ class Rounds:
                 bound = math.inf if gone_after is None else gone_after
                 silent = [r for r in range(self.world) if not done[r] and now - heard[r] > bound]
                 if silent:
-                    return self._gone(silent[0], gone_after, rendezvous, follow_wait)
+                    gone = silent[0]
+                    return self._gone(gone, gone_after, rendezvous, follow_wait, not ever[gone])
                 if deadline is not None and now >= deadline:
                     waiting = [r for r in range(self.world) if done[r] is None]
                     raise TimeoutError(
@@ -198,9 +203,17 @@ class Rounds:
         )
 
     def _gone(
-        self, rank: int, gone_after: float | None, rendezvous: str, follow_wait: float | None
+        self,
+        rank: int,
+        gone_after: float | None,
+        rendezvous: str,
+        follow_wait: float | None,
+        never: bool = False,
     ) -> str:
-        """Why the close fails when receiver `rank` is gone, and what to do."""
+        """Why the close fails when receiver `rank` is gone, and what to do; `never`: no
+        connection to its follow socket was ever accepted (said as the transport's close
+        says it of a data socket, `patience.never_note`: a follow endpoint that is wrong
+        or unreachable from here, or a trainer gone before the first one)."""
         try:  # (a trainer that stopped cleanly marked its files: `Receiver.stop`)
             entry = json.loads((Path(rendezvous) / f"rank_{rank}.json").read_text())
             stopped = isinstance(entry, dict) and entry.get("stopped") is True
@@ -212,6 +225,12 @@ class Rounds:
             if stopped
             else "the trainer died, or its node"
         )
+        if never:
+            why += (
+                f"; no receiver ever accepted a connection at "
+                f"{self.entries[rank].get('follow_endpoint')}: check the endpoint (the "
+                f"trainer's rank_{rank}.json) or start the trainer first"
+            )
         waited = (
             ""
             if follow_wait is None

@@ -631,7 +631,7 @@ def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() ->
     rec = Receiver(buf, 0, 2, ReceiverConfig(expected_simulations=1))
     rec.load_state_dict(_version_1_state(2))
     loaded = rec.state_dict()
-    assert loaded["version"] == 3 and loaded["simulations"]["1"]["byes"] == {"0": 2}
+    assert loaded["version"] == 4 and loaded["simulations"]["1"]["byes"] == {"0": 2}
     rec.start()
     try:
         wait_until(

@@ -667,6 +667,7 @@ def test_rendezvous_file_is_published(tmp_path: Path) -> None:
         info = json.loads((tmp_path / "rdv" / "rank_1.json").read_text())
         assert info.pop("follow_endpoint").startswith("tcp://")  # (`follow_server`)
         assert info.pop("follow_kinds") == [9, 11, 13]  # (the queries it answers)
+        assert info.pop("routing") == "simulation_step"  # ((s + t) % W: protocol section 2)
         assert info == {"version": 1, "rank": 1, "world_size": 2, "endpoint": rec.endpoint}
         assert list((tmp_path / "rdv").iterdir()) == [tmp_path / "rdv" / "rank_1.json"]
     assert (tmp_path / "rdv" / "rank_1.json").exists()  # left for the next run to overwrite

@@ -18,8 +18,12 @@ from helpers import drain, running
 
 from melissa_trainer.buffers import FIFOBuffer
 from melissa_trainer.client import Client, ClientTuning
+from melissa_trainer.client.following import steps_to_send
+from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.stream.endpoints import fetch_rendezvous
-from melissa_trainer.wire.routing import SIMULATION_STEP
+from melissa_trainer.stream.step_set import StepSet
+from melissa_trainer.wire import HELD_STEPS, HeldReply
+from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 
 SIMULATIONS = 4
 
@@ -79,3 +83,24 @@ def test_a_client_given_its_endpoints_keeps_the_old_routing(launched: Path) -> N
             _one_step(sid, endpoints)
         got = [sorted(int(s["simulation_id"]) for s in drain(b)) for b in buffers]
     assert got == [[0, 1, 2, 3], []]  # t % W: every step 0 on rank 0
+
+
+@pytest.mark.parametrize("routing", [None, SIMULATION_STEP])
+def test_a_follow_asks_each_step_of_the_receiver_its_routing_gave_it(routing: str | None) -> None:
+    """`following.steps_to_send`: a HELD reply's bit i is the receiver's local step i, a
+    time step only by the simulation's routing (docs/protocol.md section 17)."""
+    window = ReplayWindow(1 << 10)
+    sent = [StepSet(), StepSet()]
+    for t in range(6):
+        window.record(t, {"u": np.full(3, t, np.float32)})
+        sent[receiver_of(3, t, 2, routing)].add(t)
+    # receiver 0 holds its local step 0, receiver 1 its local steps 0 and 1
+    replies = [
+        HeldReply(3, 1, 0, 2, HELD_STEPS, 1, bytes([0b01])),
+        HeldReply(3, 1, 1, 2, HELD_STEPS, 2, bytes([0b11])),
+    ]
+    every, needed = steps_to_send(sent, replies, window, "simulation 3", "", 3, routing)
+    assert every == list(range(6))
+    # t % 2: receiver 0 holds step 0, receiver 1 steps 1 and 3; (3 + t) % 2: receiver 0
+    # holds step 1 (its first), receiver 1 steps 0 and 2
+    assert needed == ([2, 4, 5] if routing is None else [3, 4, 5])

@@ -176,3 +176,37 @@ def test_the_record_keeps_each_simulations_routing() -> None:
     again.data(data(3, 1), True)  # (3 + 1) % 2 == 0: this rank's
     again.data(data(4, 1), True)  # 1 % 2 == 1: not this rank's
     assert again.rejected["wrong_receiver"] == 1 and again.samples_put == 1
+
+
+def test_a_record_from_before_the_routing_resumes_its_simulations_routed_t_mod_w() -> None:
+    """A version-3 record (no ``"routing"``: every simulation routed ``t % W``) upgraded
+    as a receiver loads it: its running simulation's steps are taken each once, routed
+    ``t % W``; a HELLO of it naming the new routing is refused (its steps recorded here
+    were routed the old way), while a new simulation may take the new routing."""
+    from melissa_trainer.common.migrations import upgrade
+
+    puts: list[list[tuple[int, int]]] = [[], []]
+    old = [ingest(r, 2, puts[r]) for r in range(2)]
+    for r in old:
+        r.hello(hello(5, None))
+    for t in range(3):
+        old[t % 2].data(data(5, t), True)
+    states = []
+    for r in old:
+        state = json.loads(json.dumps(r.state_dict()))
+        del state["routing"]
+        states.append(dict(state, version=3))
+    again: list[list[tuple[int, int]]] = [[], []]
+    new = [ingest(r, 2, again[r]) for r in range(2)]
+    for r, state in zip(new, states, strict=True):
+        r.load_state_dict(upgrade("receiver", state), len(puts[r.rank]))
+        assert r.shifted == set()
+        r.hello(hello(5, None))
+    for t in range(6):
+        new[t % 2].data(data(5, t), True)
+    assert sorted(puts[0] + puts[1] + again[0] + again[1]) == [(5, t) for t in range(6)]
+    assert sum(r.rejected["wrong_receiver"] for r in new) == 0
+    new[0].hello(hello(5, SIMULATION_STEP))
+    assert new[0].rejected["hello_mismatch"] == 1
+    new[0].hello(hello(6, SIMULATION_STEP))
+    assert new[0].shifted == {6} and new[0].rejected["hello_mismatch"] == 1

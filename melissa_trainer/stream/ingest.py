@@ -63,7 +63,8 @@ class Ingest(IngestState):
             if sid in self.shifted:  # routed (s + t) % W (`wire.routing`)
                 r = (r + sid) % self.world
             if r != self.rank:
-                return self.reject("wrong_receiver", sid, f"time step {t}")
+                how = "(s + t)" if sid in self.shifted else "t"
+                return self.reject("wrong_receiver", sid, f"time step {t}: {how} % W is {r}")
         if client_count != sim.client_count:
             return self.reject("bad_client_count", sid, f"{client_count} client ranks")
         layout = sim.layout.get(name)

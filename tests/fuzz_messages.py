@@ -198,8 +198,11 @@ class Generator:
             return self.bye(plan, int(rng.integers(plan.count)))
         if x < 0.97:
             return [R.encode_abandon(plan.sid, bool(rng.integers(2)))]
-        # a HELLO again: identical (a restart), with unknown keys or a run id (ignored)
-        extra = [{}, {"future_key": [1, 2]}, {"run_id": "run-7_b"}][int(rng.integers(3))]
+        # a HELLO again: identical (a restart), with unknown keys or a run id (ignored),
+        # or naming another routing than the first (hello_mismatch) or an unknown one
+        extras: list[dict] = [{}, {"future_key": [1, 2]}, {"run_id": "run-7_b"}]
+        extras += [{"routing": "simulation_step"}, {"routing": "sideways"}]
+        extra = extras[int(rng.integers(len(extras)))]
         return self.hello(plan, int(rng.integers(plan.count)), extra)
 
     # -- what the receiver must reject (or, for some mutations, still accept) --------------

@@ -99,6 +99,8 @@ class Hello:
     count: int
     fields: tuple[Field, ...]
     parameters: tuple[tuple[str, float], ...]
+    #: section 6's "routing": "simulation_step", or None (absent: steps routed t % W)
+    routing: str | None = None
 
 
 @dataclass(frozen=True)
@@ -372,7 +374,9 @@ def _is_int(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _hello_body(body: Any) -> tuple[tuple[Field, ...], tuple[tuple[str, float], ...]]:
+def _hello_body(
+    body: Any,
+) -> tuple[tuple[Field, ...], tuple[tuple[str, float], ...], str | None]:
     """Section 6's rules; any break raises ValueError/TypeError/KeyError (bad_hello)."""
     if not isinstance(body, dict):
         raise TypeError("not an object")
@@ -406,4 +410,7 @@ def _hello_body(body: Any) -> tuple[tuple[Field, ...], tuple[tuple[str, float], 
     run_id = body.get("run_id")
     if run_id is not None and not (isinstance(run_id, str) and RUN_ID.fullmatch(run_id)):
         raise ValueError("run_id")
-    return tuple(fields), tuple(values)
+    routing = body.get("routing")
+    if routing not in (None, "simulation_step"):  # (section 6: any other is refused)
+        raise ValueError("routing")
+    return tuple(fields), tuple(values), routing

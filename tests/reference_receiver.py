@@ -161,6 +161,8 @@ class ReferenceReceiver:
         if sim.finished:
             raise Unspecified("a HELLO of a finished simulation (a restart)")
         old = sim.hello
+        if old.routing != m.routing:  # (section 6: every HELLO of it routes alike)
+            return "hello_mismatch"
         if (old.fields, old.parameters, old.count) == (m.fields, m.parameters, m.count):
             return None
         same = (old.fields, sorted(old.parameters), old.count)
@@ -202,7 +204,9 @@ class ReferenceReceiver:
         sim = self.sims[m.sim]
         if t >= self.max_time_step:
             return "bad_step"
-        if t % self.world_size != self.rank:
+        # section 3: t % W, or (simulation id + t) % W when its HELLO said so
+        shift = m.sim if sim.hello.routing == "simulation_step" else 0
+        if (shift + t) % self.world_size != self.rank:
             return "wrong_receiver"
         if m.count != sim.hello.count:
             return "bad_client_count"

@@ -168,7 +168,8 @@ class Client(Sending):
             raise ValueError(
                 f"{self.ranks} ranks: the protocol allows at most {protocol.MAX_CLIENT_RANKS}"
             )
-        self.endpoints, curve_keys, published = resolve_receivers(
+        #: `routing`: where each step goes (`wire.routing`), kept when following a restart
+        self.endpoints, curve_keys, published, self.routing = resolve_receivers(
             endpoints, tuning.rendezvous_timeout
         )
         # (where the endpoints were read, if from a rendezvous: a trainer restarted
@@ -224,14 +225,9 @@ class Client(Sending):
 
     def _hello(self) -> bytes:
         return protocol.encode_hello(  # "python": worker mode is this client's (advice)
-            self.simulation_id,
-            self.rank,
-            self.ranks,
-            self._specs,
-            self.parameters,
-            self.run_id,
-            "python",
-        )
+            self.simulation_id, self.rank, self.ranks, self._specs, self.parameters,
+            self.run_id, "python", self.routing,
+        )  # fmt: skip
 
     def _new_transport(self, curve_keys: list[str | None], held: HeldArrays) -> Transport:
         """A transport to `self.endpoints` (not opened)."""
@@ -251,6 +247,7 @@ class Client(Sending):
             self.rank,
             self.ranks,
             check.note,
+            self.routing,
         )
         transport.wait.stopped = check.stopped  # (a close finding the trainer gone)
         return transport

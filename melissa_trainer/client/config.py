@@ -31,6 +31,7 @@ from melissa_trainer.client.tuning import (
     check_socket_options,
 )
 from melissa_trainer.stream.endpoints import fetch_rendezvous
+from melissa_trainer.wire.routing import routing_of_entries
 
 __all__ = [
     # what a client is told (defined here)
@@ -124,9 +125,12 @@ def launched() -> bool:
 
 def resolve_receivers(
     endpoints: str | Sequence[str] | None, rendezvous_timeout: float
-) -> tuple[list[str], list[str | None], str | None]:
-    """The receiver endpoints, the CURVE server key of each (None: no CURVE) and the
-    run id they published (None: not read from a rendezvous, or an older trainer):
+) -> tuple[list[str], list[str | None], str | None, str | None]:
+    """The receiver endpoints, the CURVE server key of each (None: no CURVE), the run
+    id they published (None: not read from a rendezvous, or an older trainer) and the
+    routing to send with (`wire.routing.routing_of_entries`: ``"simulation_step"`` when
+    every rendezvous file advertises it; None, ``t % W``, otherwise and for endpoints
+    given directly, which may be an older trainer's):
     `endpoints` (a list, or one comma-separated string), else
     `$MELISSA_TRAINER_ENDPOINTS`, both with the key in `$MELISSA_TRAINER_KEY` (unset or
     blank: no CURVE), else those published in `$MELISSA_TRAINER_RENDEZVOUS` with their
@@ -147,7 +151,8 @@ def resolve_receivers(
             notice = _waiting_notice(where, rendezvous_timeout)
             entries = fetch_rendezvous(where, rendezvous_timeout, notice)
             keys = [e.get("curve_public_key") for e in entries]
-            return [e["endpoint"] for e in entries], keys, entries[0].get("run_id")
+            routing = routing_of_entries(entries)
+            return [e["endpoint"] for e in entries], keys, entries[0].get("run_id"), routing
         else:
             raise ValueError(
                 f"no receiver endpoint: pass endpoints=, or set {ENV_ENDPOINTS} (comma-"
@@ -164,7 +169,7 @@ def resolve_receivers(
             f"the receivers' CURVE key ({ENV_KEY}) must be the 40-character Z85 public "
             f"key, not {key!r}"
         )
-    return out, [key] * len(out), None
+    return out, [key] * len(out), None, None
 
 
 def _waiting_notice(where: str, timeout: float) -> Callable[[str], None]:

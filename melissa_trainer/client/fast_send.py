@@ -97,10 +97,12 @@ def fast_sender(
     clock: SendClock,
     batch_delay: float,
     retry: Retry,
+    shift: int = 0,
 ) -> FastSend:
     """The usual send of a client whose `fields` are all batched (see module doc).
 
-    `steps[i]` records the steps sent to receiver i (step t goes to t % len(steps)).
+    `steps[i]` records the steps sent to receiver i (step t goes to
+    ``(t + shift) % len(steps)``: `Transport.shift`, the simulation's routing).
     A send of a batch blocked past a slice goes on through `retry` (no cost otherwise:
     the ``try`` of Python 3.11 costs nothing until it catches).
     """
@@ -120,7 +122,7 @@ def fast_sender(
         if now - clock.last >= batch_delay:
             return False  # a rare send: the general path sends it at once
         clock.last = now
-        index = time_step % n_receivers
+        index = (time_step + shift) % n_receivers
         with lock:
             if append(index, _pack_step(time_step), payloads, now):
                 try:
@@ -142,12 +144,14 @@ def fast_large_sender(
     clock: SendClock,
     finite: FiniteCheck,
     retry: Retry,
+    shift: int = 0,
 ) -> FastSend:
     """The usual send of a client whose `fields` all leave without a copy (module doc):
     per field a DATA header and the array's own memory (`HeldArrays.send`), waited for
     as `held.mode` says; `lock` is the sockets' (the client's). A float field that
     passes `finite`'s check goes with FLAG_FINITE, as on the general path. A send or
-    wait blocked past a slice goes on through `retry`."""
+    wait blocked past a slice goes on through `retry`. Step t goes to socket
+    ``(t + shift) % len(sockets)`` (`Transport.shift`)."""
     checks = _checks(fields)
     frames = tuple((f.head, f.head_finite, f.tail, f.checked, f.spec.name) for f in fields)
     passes = finite.passes
@@ -161,7 +165,7 @@ def fast_large_sender(
         if arrays is None:
             return False
         clock.last = monotonic()
-        index = time_step % n_sockets
+        index = (time_step + shift) % n_sockets
         sock, step = sockets[index], _pack_step(time_step)
         with lock:
             for (head, head_finite, tail, checked, name), array in zip(frames, arrays, strict=True):

@@ -29,6 +29,7 @@ from melissa_trainer.client.replay import ReplayWindow
 from melissa_trainer.client.send_wait import ReceiverGone
 from melissa_trainer.stream.step_set import StepSet
 from melissa_trainer.wire import HELD_ABANDONED, HeldReply
+from melissa_trainer.wire.routing import receiver_of
 
 __all__ = ["Following", "Switchable", "steps_to_send"]
 
@@ -44,15 +45,27 @@ class Switchable(Protocol):
     @property
     def steps(self) -> list[StepSet]: ...
 
+    #: whose steps it sent and how they were routed (`wire.routing`): the new
+    #: transport routes them alike (the receivers honour each simulation's HELLO)
+    simulation_id: int
+    routing: str | None
+
     def abandon(self) -> None:
         """Release the sockets at once, dropping what is queued."""
 
 
 def steps_to_send(
-    sent: list[StepSet], replies: list[HeldReply], window: ReplayWindow, whose: str, advice: str
+    sent: list[StepSet],
+    replies: list[HeldReply],
+    window: ReplayWindow,
+    whose: str,
+    advice: str,
+    simulation_id: int = 0,
+    routing: str | None = None,
 ) -> tuple[list[int], list[int]]:
     """(every step sent, sorted; the steps the new receivers lack, sorted): what the
-    client must send again.
+    client must send again. Step t is asked of the receiver `routing` (the
+    simulation's, `wire.routing`) sends it to.
 
     Raises:
         FollowError: a needed step left the window, or the trainer abandoned the
@@ -65,7 +78,11 @@ def steps_to_send(
             f"{whose}: the restarted trainer abandoned this simulation (it takes nothing "
             f"more of it).{advice}"
         )
-    needed = [t for t in every if not replies[t % world].holds(t)]
+    needed = [
+        t
+        for t in every
+        if not replies[receiver_of(simulation_id, t, world, routing)].holds(t, routing)
+    ]
     missing = [t for t in needed if t not in window]
     if missing:
         shown = ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
@@ -211,12 +228,15 @@ class Following:
             FollowError: as `steps_to_send`, or a receiver that cannot be asked.
         """
         replies = self.follower.held(entries)
-        every, needed = steps_to_send(old.steps, replies, self.window, self._whose, self._advice)
+        sid, routing = old.simulation_id, old.routing
+        every, needed = steps_to_send(
+            old.steps, replies, self.window, self._whose, self._advice, sid, routing
+        )
         old.abandon()  # (what it had queued is dropped: the window has what is needed)
         new = make(entries)
         world = len(entries)
         for t in every:
-            new.steps[t % world].add(t)
+            new.steps[receiver_of(sid, t, world, routing)].add(t)
         self.follower.adopt(entries)
         for t in needed:
             resend(new, t, self.window[t])

@@ -70,7 +70,9 @@ class Sending:
         default this call returns once ZeroMQ has released them (see `array_reuse` for
         the other ways); smaller ones are copied (into a batch, see `batch_bytes`): the
         caller may modify them as soon as `send` returns.
-        DATA of time step t goes to receiver `t % len(endpoints)`.
+        DATA of time step t goes to receiver ``(simulation_id + t) % len(endpoints)``
+        when the rendezvous advertises that routing, else ``t % len(endpoints)``
+        (`wire.routing`).
 
         Raises:
             ValueError: a missing or unknown field, a wrong shape or size, a bad time step;

@@ -40,6 +40,7 @@ from melissa_trainer.client.send_wait import ReceiverGone, SendWait
 from melissa_trainer.client.sockets import arm, connect, deadline_after
 from melissa_trainer.client.tuning import DEFAULT_FAILED_CLOSE_TIMEOUT, ClientTuning
 from melissa_trainer.stream.step_set import StepSet
+from melissa_trainer.wire.routing import shift_of
 
 __all__ = ["FAILED_CLOSE_TIMEOUT", "Transport", "client_logger"]
 
@@ -71,6 +72,8 @@ class Transport:
         simulation_id, rank, ranks: whose messages these are (BYE, error messages).
         restarted: what a send or close that gave up on a receiver gone adds to its
             message (`restart.RestartCheck.note`); None: nothing.
+        routing: which receiver gets a step (`wire.routing`: None, ``t % W``; or
+            ``"simulation_step"``, ``(simulation_id + t) % W``), as the HELLO says.
     """
 
     def __init__(
@@ -86,8 +89,12 @@ class Transport:
         rank: int,
         ranks: int,
         restarted: Callable[[], str] | None = None,
+        routing: str | None = None,
     ) -> None:
         self.endpoints, self.tuning = endpoints, tuning
+        self.routing = routing
+        #: a step t goes to receiver ``(t + shift) % len(endpoints)`` (`wire.routing`)
+        self.shift = shift_of(simulation_id, len(endpoints), routing)
         self.simulation_id, self.rank, self.ranks = simulation_id, rank, ranks
         self.send_timeout = send_timeout
         self.steps = [StepSet() for _ in self.endpoints]  # per receiver (for its BYE)
@@ -153,18 +160,20 @@ class Transport:
                 self.clock,
                 self.finite,
                 self.wait.retry,
+                self.shift,
             )
         if outbox is None or not all(
             f.inline and 0 < f.nbytes <= self.batch_record_max for f in fields
         ):
             return None
         return fast_sender(
-            fields, outbox, self.steps, self.clock, self.batch_delay, self.wait.retry
+            fields, outbox, self.steps, self.clock, self.batch_delay, self.wait.retry, self.shift
         )
 
     def send_step(self, step: int, prepared: Sequence[tuple[FieldPart, np.ndarray]]) -> None:
         """Send one time step's fields (checked and placed: `prepared`) to receiver
-        ``step % len(sockets)``: the general path, which every send may take.
+        ``(step + shift) % len(sockets)`` (`routing`): the general path, which every send
+        may take.
 
         Small payloads of sends less than `batch_delay` apart go into batches; a send
         after a pause goes at once, after the records still batched for its receiver.
@@ -174,7 +183,7 @@ class Transport:
             TimeoutError: back-pressure outlasted `send_timeout`; this step's batched
                 records are taken back, its large arrays queued stay held.
         """
-        index = step % len(self.sockets)
+        index = (step + self.shift) % len(self.sockets)
         sock = self.sockets[index]
         step_bytes = _pack_step(step)
         deadline = deadline_after(self.send_timeout)

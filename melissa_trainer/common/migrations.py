@@ -12,7 +12,8 @@ The records and their versions:
 * ``"receiver"``: a `StreamSource` receiver's dedup record (``"version"`` inside;
   `Ingest.state_dict`). 1 -> 2: a BYE count was over all receivers, it is the steps
   sent to this one (protocol 2); 2 -> 3: finished simulations may be archived (nothing
-  to change).
+  to change); 3 -> 4: each simulation's routing is recorded (``"routing"``: the ids of
+  those routed ``(simulation_id + t) % W``); an older record's were all ``t % W``.
 * ``"launcher"``: a study's `StudyRecord` (``"version"`` inside). 1 -> 2: the states
   "complete" and "exited" exist (version 1 recorded "finished" on exit 0: nothing to
   change); 2 -> 3: one JSON object per simulation becomes one list per attribute.
@@ -61,6 +62,13 @@ def _receiver_1(state: State) -> State:
 def _receiver_2(state: State) -> State:
     """The same, with nothing archived."""
     return dict(state, version=3)
+
+
+def _receiver_3(state: State) -> State:
+    """Every simulation of a record before routing was recorded was routed ``t % W``
+    (the HELLO had no ``"routing"`` key then): none is listed as routed
+    ``(simulation_id + t) % W`` (``"simulation_step"``)."""
+    return dict(state, version=4, routing={"simulation_step": []})
 
 
 def _launcher_1(state: State) -> State:
@@ -159,11 +167,12 @@ def trainer_rank_of(trainer_state: Mapping[str, Any]) -> State:
 
 
 #: the current version of each record
-CURRENT: dict[str, int] = {"receiver": 3, "launcher": 3, "breed_sampler": 2, "trainer_state": 2}
+CURRENT: dict[str, int] = {"receiver": 4, "launcher": 3, "breed_sampler": 2, "trainer_state": 2}
 #: (record, version) -> the migration of that version to the next
 MIGRATIONS: dict[tuple[str, int], Migration] = {
     ("receiver", 1): _receiver_1,
     ("receiver", 2): _receiver_2,
+    ("receiver", 3): _receiver_3,
     ("launcher", 1): _launcher_1,
     ("launcher", 2): _launcher_2,
     ("breed_sampler", 1): _breed_1,

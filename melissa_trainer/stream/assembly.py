@@ -55,7 +55,7 @@ REJECT_REASONS: tuple[str, ...] = (
     "hello_mismatch",  # a second HELLO declaring other fields/parameters/rank count
     "bad_field",  # field not declared, or dtype / global shape differ from the HELLO
     "bad_client_count",  # client rank count differs from the HELLO's
-    "wrong_receiver",  # time step t with t % world_size != this receiver's rank
+    "wrong_receiver",  # a time step its simulation's routing gives another rank
     "bad_step",  # time step >= max_time_step
     "overlap",  # element range overlapping another client rank's part
     "schema_mismatch",  # a HELLO whose fields differ from the study's (see Ingest.schema)

@@ -29,6 +29,7 @@ from melissa_trainer.stream.ingest_state import IngestState
 from melissa_trainer.stream.log_summary import INCOMPLETE, REJECTED
 from melissa_trainer.stream.nonfinite import FLOAT_KINDS, all_finite
 from melissa_trainer.wire import Abandon, Batch, Bye, Data, Hello
+from melissa_trainer.wire.routing import SIMULATION_STEP
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
@@ -59,8 +60,11 @@ class Ingest(IngestState):
         i = t
         if self.world != 1:
             i, r = divmod(t, self.world)
+            if sid in self.shifted:  # routed (s + t) % W (`wire.routing`)
+                r = (r + sid) % self.world
             if r != self.rank:
-                return self.reject("wrong_receiver", sid, f"time step {t}")
+                how = "(s + t)" if sid in self.shifted else "t"
+                return self.reject("wrong_receiver", sid, f"time step {t}: {how} % W is {r}")
         if client_count != sim.client_count:
             return self.reject("bad_client_count", sid, f"{client_count} client ranks")
         layout = sim.layout.get(name)
@@ -168,8 +172,9 @@ class Ingest(IngestState):
         name, w = msg.name, self.world
         st = msg.steps.tolist()
         first, k = st[0], len(st)
+        shift = sid % w if sid in self.shifted else 0  # its routing's (`wire.routing`)
         if (  # the usual batch: the next steps of this receiver, in order, all new
-            first % w == self.rank
+            (first + shift) % w == self.rank
             and first // w >= sim.frontier
             and st[-1] < self._max_time_step
             and st == list(range(first, first + k * w, w))
@@ -197,10 +202,11 @@ class Ingest(IngestState):
         steps = msg.steps.astype(np.int64)  # >= 2**63 wraps negative: caught below
         w = self.world
         local = steps if w == 1 else steps // w
+        shift = sid % w if sid in self.shifted else 0  # its routing's (`wire.routing`)
         fast = (
             int(steps.min()) >= 0
             and int(steps.max()) < self._max_time_step
-            and (w == 1 or not np.any(steps % w != self.rank))
+            and (w == 1 or not np.any((steps % w + shift) % w != self.rank))
             and not (self.pending and any((sid, t) in self.pending for t in steps.tolist()))
             and np.unique(steps).size == steps.size  # none twice
         )
@@ -245,6 +251,9 @@ class Ingest(IngestState):
                 f"simulation of another trainer (a stale rendezvous or endpoint?); its "
                 f"messages are dropped",
             )
+        why = self._routing_differs(hello)
+        if why is not None:
+            return self.reject("hello_mismatch", sid, why)
         if sid in self.archive:  # runs again (resumed): a ledger, finished, as before
             self.sims[sid] = self.archive.revive(hello)
             self.archive.finished(sid, self.marked)
@@ -257,6 +266,8 @@ class Ingest(IngestState):
         self.nonfinite.hello(sid)  # a new attempt: checked afresh
         if sim is None:
             self.sims[hello.simulation_id] = StepLedger.from_hello(hello)
+            if hello.routing == SIMULATION_STEP:
+                self.shifted.add(sid)
             logger.debug("simulation %d: HELLO of rank %d", hello.simulation_id, hello.client_rank)
         elif not sim.same_declaration(hello):
             self.reject("hello_mismatch", hello.simulation_id, "HELLO differs from the first")
@@ -265,6 +276,26 @@ class Ingest(IngestState):
             if hello.client is not None:  # (a ledger loaded from a checkpoint knew none)
                 sim.client = hello.client
         return None
+
+    def _routing_differs(self, hello: Hello) -> str | None:
+        """Why `hello` is refused for naming another routing than its simulation's
+        first HELLO here (recorded with its ledger, or in a checkpoint), else None.
+        Refused rather than followed: the steps this receiver recorded were routed
+        the first way, and the other receivers hold the rest by that routing."""
+        sid = hello.simulation_id
+        if sid not in self.sims and sid not in self.archive:
+            return None  # (a first HELLO: it sets the routing)
+        first = SIMULATION_STEP if sid in self.shifted else None
+        if hello.routing == first:
+            return None
+        said = {None: "t % W (no routing key)", SIMULATION_STEP: f"{SIMULATION_STEP!r}"}
+        return (
+            f"HELLO says routing {said[hello.routing]}, its first HELLO here said "
+            f"{said[first]}: every HELLO of a simulation must route its steps alike (a "
+            f"client of another version, or given endpoints instead of the rendezvous, "
+            f"rejoined it); its steps are judged by the first routing (those it sends "
+            f"elsewhere are rejected here as wrong_receiver)"
+        )
 
     def bye(self, bye: Bye) -> None:
         sim = self.sims.get(bye.simulation_id)

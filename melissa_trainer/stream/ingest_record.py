@@ -2,9 +2,11 @@
 `IngestState.load_state_dict` restores, and what a follow socket answers of it
 (`held_of`).
 
-The record is per rank: each receiver records the time steps sent to it (t with
-t % world_size == rank), so resuming on another number of ranks merges the k old
-records and re-splits them by step for the new routing: `melissa_trainer.stream.reshard`.
+The record is per rank: each receiver records the time steps sent to it (those the
+simulation's routing gives its rank: `wire.routing`; the record keeps which
+simulations said ``"simulation_step"``, under ``"routing"``), so resuming on another
+number of ranks merges the k old records and re-splits them by step for the new number
+of ranks: `melissa_trainer.stream.reshard`.
 Its version is `STATE_VERSION`; the upgrade of earlier versions is
 `common.migrations`' ("receiver"). These functions read and write the `IngestState`
 they are given through its public attributes; it calls them, from the ingester's
@@ -22,6 +24,7 @@ import numpy as np
 from melissa_trainer import wire as protocol
 from melissa_trainer.common.migrations import CURRENT
 from melissa_trainer.stream.assembly import REJECT_REASONS, StepLedger
+from melissa_trainer.wire.routing import SIMULATION_STEP
 
 if TYPE_CHECKING:
     from melissa_trainer.stream.ingest_state import IngestState
@@ -30,6 +33,8 @@ __all__ = ["STATE_VERSION", "held_of", "load_record", "record_of"]
 
 logger = logging.getLogger("melissa_trainer.stream.receiver")  # the receiver's messages
 
+#: 4: each simulation's routing (``"routing"``: the ids routed ``(s + t) % W``; the
+#: others, and every one of an older record, ``t % W``);
 #: 3: finished simulations may be archived (``"archive"``); 2: a simulation's BYE counts
 #: are the steps sent to this receiver (protocol 2); in 1 they were over all receivers
 STATE_VERSION = CURRENT["receiver"]
@@ -52,6 +57,7 @@ def record_of(ingest: IngestState) -> dict[str, Any]:
         "world_size": ingest.world,
         "simulations": {str(s): rec.to_state() for s, rec in ingest.sims.items()},
         "archive": ingest.archive.to_state(),
+        "routing": {SIMULATION_STEP: sorted(ingest.shifted)},
         "abandoned": sorted(ingest.abandoned),
         "replaced": sorted(ingest.replaced),
         "schema": ingest.schema.to_json(),
@@ -68,6 +74,8 @@ def load_record(ingest: IngestState, state: dict[str, Any], buffer_put: int) -> 
         int(s): StepLedger.from_state(int(s), rec) for s, rec in state["simulations"].items()
     }
     ingest.archive.load_state(state.get("archive"))
+    routing = state.get("routing") or {}  # (absent: none, as a record of version < 4)
+    ingest.shifted = {int(s) for s in routing.get(SIMULATION_STEP, [])}
     both = ingest.sims.keys() & ingest.archive.steps.keys()
     if both:  # one or the other, never both: which steps it has would be ambiguous
         raise ValueError(

@@ -80,7 +80,9 @@ class IngestState:
     handles the messages.
 
     Args:
-        rank, world_size: this receiver gets the time steps t with t % world_size == rank.
+        rank, world_size: this receiver gets the time steps t of simulation s with
+            ``wire.routing.receiver_of(s, t, world_size, routing) == rank``, the
+            routing its HELLO said (`shifted`).
         put: puts one sample, blocking; returns False if the stream is over (buffer closed).
         put_many: puts samples in order, blocking; returns how many were put (fewer if
             the stream ended). Default: `put` one by one.
@@ -135,6 +137,9 @@ class IngestState:
         #: the ledgers of running simulations, and of finished ones until `archive` takes them
         self.sims: dict[int, StepLedger] = {}
         self.archive = Archive(recent_size)  # finished simulations, a few bytes each
+        #: the simulations (ledger or archived) whose HELLO said routing
+        #: "simulation_step" (``(s + t) % W``); the others are routed ``t % W``
+        self.shifted: set[int] = set()
         self.pending: dict[tuple[int, int], Assembly] = {}
         self._pending_bytes = 0
         self.recent = RecentKeys(recent_size)  # the keys of the last samples recorded

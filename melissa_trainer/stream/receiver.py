@@ -116,7 +116,7 @@ class Receiver(DataPath):
     Args:
         buffer: where complete samples go; closed at end of stream or on failure.
         rank, world_size: this training rank and the number of receivers; this one gets
-            the time steps t with ``t % world_size == rank``.
+            the time steps its simulations' routing sends it (`wire.routing`).
         config: what the user sets (`ReceiverConfig`: expected simulations, endpoint,
             schema, bounds, CURVE keys); default ``ReceiverConfig()``.
         tuning: timing (`ReceiverTuning`); default ``ReceiverTuning()``.

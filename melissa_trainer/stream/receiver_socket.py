@@ -18,6 +18,7 @@ import zmq
 
 from melissa_trainer.stream.endpoints import advertised, write_rendezvous
 from melissa_trainer.stream.liveness import socket_options
+from melissa_trainer.wire.routing import SIMULATION_STEP
 
 __all__ = ["bind_and_publish", "bind_error", "pull_socket"]
 
@@ -56,7 +57,9 @@ def bind_and_publish(
 ) -> str:
     """Bind `sock` to `bind` and return the endpoint simulations dial (`advertised`: a
     wildcard address, or any given `advertise`, replaced by a host name), written with `extra`
-    into `rendezvous` (when given) as rank `rank` of `world_size`'s.
+    into `rendezvous` (when given) as rank `rank` of `world_size`'s, with ``"routing":
+    "simulation_step"``: this receiver takes that routing (`wire.routing`), so a client
+    reading the rendezvous uses it.
 
     Raises:
         OSError: the bind failed (its errno; the message is `bind_error`'s), or the
@@ -66,7 +69,8 @@ def bind_and_publish(
         sock.bind(bind)
         endpoint = advertised(sock.getsockopt_string(zmq.LAST_ENDPOINT), advertise)
         if rendezvous is not None:
-            write_rendezvous(rendezvous, rank, world_size, endpoint, extra)
+            advertised_routing = {"routing": SIMULATION_STEP, **extra}
+            write_rendezvous(rendezvous, rank, world_size, endpoint, advertised_routing)
     except zmq.ZMQError as exc:
         raise OSError(exc.errno, bind_error(bind, rank, exc)) from exc
     return endpoint

@@ -1,11 +1,14 @@
 """Resharding the receivers' records: k old ranks' dedup records re-split over m ranks.
 
-A receiver of rank r of W gets the time steps t with ``t % W == r`` and records them by
-local step ``t // W`` (`Ingest`). `reshard_states(states, buffer_puts, rank, world_size,
-buffer_put)` is a pure function: each new rank calls it on every old rank's record (its
-``source.json``) and gets the record it loads with `Ingest.load_state_dict` (through
-`StreamSource.load_state_dict`), so that a simulation that runs again after the resume
-has each step put into a buffer exactly once across the resize.
+A receiver of rank r of W gets the time steps t of simulation s with
+``receiver_of(s, t, W, routing) == r`` (``t % W``, or ``(s + t) % W`` for a simulation
+whose HELLO said so: `wire.routing`) and records them by local step ``t // W``
+(`Ingest`); its local step i is the time step ``i * W + first_step(s, r, W, routing)``.
+`reshard_states(states, buffer_puts, rank, world_size, buffer_put)` is a pure function:
+each new rank calls it on every old rank's record (its ``source.json``) and gets the
+record it loads with `Ingest.load_state_dict` (through `StreamSource.load_state_dict`),
+so that a simulation that runs again after the resume has each step put into a buffer
+exactly once across the resize.
 
 How:
 
@@ -16,8 +19,10 @@ How:
    `melissa_trainer.buffers.reshard.share` deals over the new ranks).
 2. Per simulation, the steps done (bits of its ledgers, steps ``0 .. n-1`` of its
    archive entries) and the steps lost (a partial sample dropped: they count as done
-   for finishing) are united as global time steps, then split by the new routing:
-   new rank j holds ``t // m`` for ``t % m == j``.
+   for finishing) are united as global time steps, then split over the m new ranks by
+   the simulation's routing (kept: it is the client's, not the trainer's): new rank j
+   holds ``t // m`` for ``receiver_of(s, t, m, routing) == j``. Each simulation's
+   routing is the union of the old records' (one simulation has one routing).
 3. A simulation finished on *every* old rank (a finished ledger or an archive entry) is
    finished on every new rank: an archive entry where its steps there are ``0 .. n-1``
    (the usual case, computed without a ledger), else a finished ledger whose BYE counts
@@ -59,6 +64,7 @@ from melissa_trainer.stream.archive import Archive
 from melissa_trainer.stream.assembly import StepLedger
 from melissa_trainer.stream.ingest import Ingest
 from melissa_trainer.stream.ingest_record import STATE_VERSION
+from melissa_trainer.wire.routing import SIMULATION_STEP, first_step, shift_of
 
 __all__ = ["reshard_states"]
 
@@ -92,7 +98,8 @@ def reshard_states(
         return {}
     pairs = enumerate(zip(states, buffer_puts, strict=True))
     olds = [_corrected(s, r, k, int(p)) for r, (s, p) in pairs]
-    sims, archive = _split(olds, k, rank, world_size)
+    shifted = set().union(*(o.shifted for o in olds))
+    sims, archive = _split(olds, k, rank, world_size, shifted)
     finished = set(archive.steps) | {s for s, rec in sims.items() if rec.finished}
     abandoned = set().union(*(o.abandoned for o in olds)) - finished
     replaced = set().union(*(o.replaced for o in olds)) - finished
@@ -107,6 +114,7 @@ def reshard_states(
         "world_size": world_size,
         "simulations": {str(s): sims[s].to_state() for s in sorted(sims)},
         "archive": archive.to_state(),
+        "routing": {SIMULATION_STEP: sorted(shifted)},
         "abandoned": sorted(abandoned),
         "replaced": sorted(replaced),
         "schema": schema,
@@ -155,8 +163,15 @@ def _count(n: np.ndarray, r: int | np.ndarray, k: int) -> np.ndarray:
     return np.maximum(0, (n - r + k - 1) // k)
 
 
-def _split(olds: list[Ingest], k: int, rank: int, m: int) -> tuple[dict[int, StepLedger], Archive]:
-    """New rank `rank`'s ledgers and archive."""
+def _split(
+    olds: list[Ingest], k: int, rank: int, m: int, shifted: set[int]
+) -> tuple[dict[int, StepLedger], Archive]:
+    """New rank `rank`'s ledgers and archive; `shifted`: the simulations routed
+    ``(s + t) % W`` (`wire.routing`)."""
+
+    def route(s: int) -> str | None:
+        return SIMULATION_STEP if s in shifted else None
+
     archive = Archive(1)
     sims: dict[int, StepLedger] = {}
     ids = sorted(set().union(*(o.sims.keys() | o.archive.steps.keys() for o in olds)))
@@ -166,8 +181,11 @@ def _split(olds: list[Ingest], k: int, rank: int, m: int) -> tuple[dict[int, Ste
     if everywhere:
         n = np.array([[o.archive.steps[s] for o in olds] for s in everywhere], np.int64)
         total = n.sum(axis=1)
-        regular = (n == _count(total[:, None], np.arange(k), k)).all(axis=1)
-        mine = _count(total, rank, m)
+        # each old rank's first step, and the new rank's, by each simulation's routing
+        firsts = np.array([[first_step(s, r, k, route(s)) for r in range(k)] for s in everywhere])
+        mine_first = np.array([first_step(s, rank, m, route(s)) for s in everywhere], np.int64)
+        regular = (n == _count(total[:, None], firsts, k)).all(axis=1)
+        mine = _count(total, mine_first, m)
         for s, ok, count in zip(everywhere, regular.tolist(), mine.tolist(), strict=True):
             if ok:
                 archive.steps[s] = count
@@ -180,18 +198,20 @@ def _split(olds: list[Ingest], k: int, rank: int, m: int) -> tuple[dict[int, Ste
         declared: StepLedger | None = None
         for r, o in enumerate(olds):
             rec = o.sims.get(s)
+            first = first_step(s, r, k, route(s))  # old rank r's local step i: i * k + first
             if rec is not None:
                 declared = declared or rec
-                done.append(_steps(rec) * k + r)
-                lost += [i * k + r for i in rec.lost]
+                done.append(_steps(rec) * k + first)
+                lost += [i * k + first for i in rec.lost]
                 finished &= rec.finished
             elif s in o.archive.steps:
-                done.append(np.arange(o.archive.steps[s], dtype=np.int64) * k + r)
+                done.append(np.arange(o.archive.steps[s], dtype=np.int64) * k + first)
             else:
                 finished = False
         steps = np.unique(np.concatenate(done)) if done else np.zeros(0, np.int64)
-        here = steps[steps % m == rank] // m
-        gone = sorted(t // m for t in set(lost) if t % m == rank)
+        shift = shift_of(s, m, route(s))
+        here = steps[(steps % m + shift) % m == rank] // m
+        gone = sorted(t // m for t in set(lost) if (t + shift) % m == rank)
         if finished and not gone and np.array_equal(here, np.arange(here.size)):
             archive.steps[s] = int(here.size)
         elif declared is not None:

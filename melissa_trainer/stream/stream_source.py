@@ -294,8 +294,8 @@ class StreamSource(Source):
         world_size: int,
         buffer_put: int,
     ) -> dict[str, Any]:
-        """The receivers' records of k old ranks merged and re-split by the new routing
-        of steps to ranks (see `melissa_trainer.stream.reshard`; `Source.reshard_state`
+        """The receivers' records of k old ranks merged and re-split over the new ranks
+        by each simulation's routing (see `melissa_trainer.stream.reshard`; `Source.reshard_state`
         for the arguments). Pure: no receiver is touched.
 
         Raises:

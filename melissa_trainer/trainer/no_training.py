@@ -4,8 +4,11 @@ Every rank of a run trains the same steps (`OnlineTrainer.train`): a rank whose 
 out first trains on its last batches again (`StreamDataset.pad`), but a rank that
 received no sample at all has nothing to train on again, so no rank can train a step,
 however many samples the others hold. A trial run (2 ranks, 2 simulations of one time
-step each: rank 0 received both samples, rank 1 none) ended at step 0 with exit code 0,
-a checkpoint of the untrained model, and no word of why.
+step each: rank 0 received both samples, rank 1 none, under the routing ``t % W`` of
+the time) ended at step 0 with exit code 0, a checkpoint of the untrained model, and no
+word of why. The client now routes ``(simulation_id + t) % W`` (docs/protocol.md
+section 3), which spreads such simulations over the ranks; fewer simulations than ranks
+(or clients routing ``t % W``) can still leave a rank empty.
 
 A run that trained no step is not a success a pipeline should go on from: once the
 ranks agree that the stream ended at step 0 (`refuse_untrained`, called by
@@ -70,10 +73,11 @@ def untrained_words(samples: list[int]) -> str:
         f"received by then: {each}). Every rank trains the same steps, and a "
         f"rank with no sample has no batch to train on, not even one to repeat while "
         f"the others train, so no rank trained. The library's client sends time step t "
-        f"of each simulation to rank t mod {world}: simulations of fewer than {world} "
-        f"time steps leave the last ranks without data, however many simulations run. "
-        f"Give each simulation at least {world} time steps, or train on fewer ranks "
-        f"(--num_processes {max(1, world - len(empty))})"
+        f"of simulation s to rank (s + t) mod {world} (t mod {world} when given its "
+        f"endpoints instead of the rendezvous, or an older client): fewer simulations "
+        f"than ranks, each of fewer than {world} time steps, leave some ranks without "
+        f"data. Run at least {world} simulations (or give each at least {world} time "
+        f"steps), or train on fewer ranks (--num_processes {max(1, world - len(empty))})"
     )
 
 

@@ -55,6 +55,7 @@ not pay for their modules.
 * `held`, `admission`, `receipt`: the follow socket's messages (as above);
 * `predict`: the serving channel's messages, their encoding and validation;
 * `checks`: `field_specs`, `dtype_code`, `check_run_id`, shared by both sides.
+* `routing`: which receiver gets a time step (`receiver_of`; import it from its module).
 """
 
 from __future__ import annotations

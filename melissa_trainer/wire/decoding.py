@@ -53,6 +53,7 @@ from melissa_trainer.wire.messages import (
     Message,
     ProtocolError,
 )
+from melissa_trainer.wire.routing import ROUTINGS
 from melissa_trainer.wire.study_end import STUDY_END, decode_study_end
 
 _DATA_HEAD = struct.Struct("<4sBBHQQHHBBBBQQ")  # PREFIX + DATA_FIXED, unpacked at once
@@ -229,13 +230,17 @@ def _decode_hello(frame: Any, size: int, sim: int) -> Hello:
         # unreadable value is "did not say", never a reason to refuse the HELLO
         client = body.get("client")
         client = client if client in CLIENT_KINDS else None
+        routing = body.get("routing")
+        if routing is not None and routing not in ROUTINGS:
+            # (which of this simulation's steps are whose would be guessed wrong)
+            raise ValueError(f"routing {routing!r} unknown here (known: {ROUTINGS})")
     except Exception as exc:  # untrusted input: json and numpy raise ValueError, TypeError,
         # KeyError, AttributeError, OverflowError ([Infinity], 1e400 as an integer),
         # RecursionError (deep nesting), even SyntaxError (np.dtype("|,)61"))
         raise ProtocolError("bad_hello", f"unreadable HELLO body: {exc!r}"[:300]) from None
     if not specs or len({s.name for s in specs}) != len(specs):
         raise ProtocolError("bad_hello", "HELLO must declare at least one field, names unique")
-    return Hello(sim, rank, ranks, specs, parameters, run_id, client)
+    return Hello(sim, rank, ranks, specs, parameters, run_id, client, routing)
 
 
 def _field_spec(entry: dict[str, Any]) -> FieldSpec:

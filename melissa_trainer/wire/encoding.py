@@ -33,6 +33,7 @@ from melissa_trainer.wire.layout import (
     VERSION,
 )
 from melissa_trainer.wire.messages import FieldSpec
+from melissa_trainer.wire.routing import ROUTINGS
 
 
 def encode_hello(
@@ -43,10 +44,12 @@ def encode_hello(
     parameters: dict[str, float] | None = None,
     run_id: str | None = None,
     client: str | None = None,
+    routing: str | None = None,
 ) -> bytes:
-    """The HELLO frame; `run_id` (checked by `check_run_id`) then `client` (one of
-    `CLIENT_KINDS`: which client library sends it) go last in the body, each only when
-    given (a body without them is byte for byte what older clients send)."""
+    """The HELLO frame; `run_id` (checked by `check_run_id`), `client` (one of
+    `CLIENT_KINDS`: which client library sends it) then `routing` (one of
+    `routing.ROUTINGS`; None: ``t % W``) go last in the body, each only when given (a
+    body without them is byte for byte what older clients send)."""
     content: dict[str, Any] = {
         "fields": [{"name": f.name, "dtype": f.dtype.str, "shape": list(f.shape)} for f in fields],
         "parameters": {str(k): float(v) for k, v in (parameters or {}).items()},
@@ -57,6 +60,10 @@ def encode_hello(
         if client not in CLIENT_KINDS:
             raise ValueError(f"client must be one of {CLIENT_KINDS}, not {client!r}")
         content["client"] = client
+    if routing is not None:
+        if routing not in ROUTINGS:
+            raise ValueError(f"routing must be one of {ROUTINGS}, not {routing!r}")
+        content["routing"] = routing
     body = json.dumps(content).encode()
     return (
         PREFIX.pack(MAGIC, VERSION, HELLO, 0, simulation_id)

@@ -12,8 +12,10 @@ HELD: the prefix (kind HELD, flags 0, the simulation id asked about), then
 `HELD_FIXED` (request id, the receiver's rank and world size, a status, two reserved
 zero fields, the bit count), then ``ceil(bits / 8)`` bytes: bit i (byte ``i >> 3``, bit
 ``i & 7``, least significant first) set when the receiver holds the simulation's time
-step ``i * world_size + rank`` (its *local* step i: a receiver gets the steps t with
-``t % world_size == rank``). Nothing else: a reply of any other length is malformed.
+step ``i * world_size + first_step`` (its *local* step i ``= t // world_size``: a
+receiver gets the steps t with ``receiver_of(simulation_id, t, world_size, routing) ==
+rank``, `routing`; the routing is the simulation's, which its client knows and the
+reply does not repeat). Nothing else: a reply of any other length is malformed.
 
 Both are validated before anything is built from them (`decode_held_query`,
 `decode_held`), and raise `ProtocolError` with a short `reason`; nothing is unpickled.
@@ -25,6 +27,7 @@ from typing import NamedTuple
 
 from melissa_trainer.wire.layout import HELD, HELD_FIXED, HELD_QUERY, MAGIC, PREFIX, U64, VERSION
 from melissa_trainer.wire.messages import ProtocolError
+from melissa_trainer.wire.routing import receiver_of
 
 __all__ = [
     "HELD_ABANDONED",
@@ -64,11 +67,14 @@ class HeldReply(NamedTuple):
     nbits: int
     bits: bytes
 
-    def holds(self, step: int) -> bool:
-        """Whether time step `step` (one this receiver gets) is held."""
+    def holds(self, step: int, routing: str | None = None) -> bool:
+        """Whether time step `step` (one this receiver gets under `routing`, the
+        simulation's: `routing.receiver_of`) is held."""
         if self.status == HELD_FINISHED:
             return True
-        if self.status != HELD_STEPS or step % self.world_size != self.rank:
+        if self.status != HELD_STEPS:
+            return False
+        if receiver_of(self.simulation_id, step, self.world_size, routing) != self.rank:
             return False
         i = step // self.world_size
         return i < self.nbits and bool(self.bits[i >> 3] >> (i & 7) & 1)

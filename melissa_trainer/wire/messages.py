@@ -46,6 +46,9 @@ class Hello:
     #: the Fortran bindings built on it); None: it did not say (older clients) or said
     #: something unreadable (informational: never a reason to refuse the HELLO)
     client: str | None = None
+    #: the routing of its steps (`routing.SIMULATION_STEP`); None: ``t % W`` (it did not
+    #: say, as older clients and clients given their endpoints)
+    routing: str | None = None
 
 
 class Data(NamedTuple):

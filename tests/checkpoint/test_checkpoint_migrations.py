@@ -39,7 +39,7 @@ def _receiver_v1(rank: int, world: int, byes: dict[str, int]) -> dict[str, Any]:
     }
 
 
-@covers(("receiver", 1), ("receiver", 2))
+@covers(("receiver", 1), ("receiver", 2), ("receiver", 3))
 def test_receiver_1_counts_become_this_receivers_steps() -> None:
     old = _receiver_v1(rank=1, world=3, byes={"0": 7, "1": 2})
     before = copy.deepcopy(old)
@@ -47,12 +47,13 @@ def test_receiver_1_counts_become_this_receivers_steps() -> None:
     assert old == before  # not modified
     # steps t < 7 with t % 3 == 1: 1, 4 -> 2; t < 2: 1 -> 1
     assert new["simulations"]["4"]["byes"] == {"0": 2, "1": 1}
-    assert new["version"] == 3 and new["counters"] == {"messages": 3}
+    assert new["version"] == 4 and new["counters"] == {"messages": 3}
     # one receiver: the counts as they were
     assert upgrade("receiver", _receiver_v1(0, 1, {"0": 5}))["simulations"]["4"]["byes"] == {"0": 5}
-    # 2 -> 3: nothing archived, the rest unchanged
+    # 2 -> 3: nothing archived; 3 -> 4: every simulation routed t % W (none listed
+    # as "simulation_step"); the rest unchanged
     v2 = dict(_receiver_v1(0, 1, {"0": 5}), version=2)
-    assert upgrade("receiver", v2) == dict(v2, version=3)
+    assert upgrade("receiver", v2) == dict(v2, version=4, routing={"simulation_step": []})
 
 
 def _row(status: str, a: float, **extra: Any) -> dict[str, Any]:

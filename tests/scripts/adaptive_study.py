@@ -3,7 +3,8 @@
 
 The launcher (rank 0) runs `--workers` workers in worker mode (`adaptive_worker.py`),
 its sampler a `BreedSampler`; every simulation's time steps are spread over both ranks
-(step t on rank t % 2), so that each simulation's loss is made of both ranks' samples.
+(step t of simulation s on rank (s + t) % 2), so that each simulation's loss is made of
+both ranks' samples.
 Each rank writes ``{output_dir}/rank_R.json``: the ``(simulation, time step)`` pairs it
 trained on, its `trainer.simulation_losses`, and on rank 0 the sampler's observations,
 position and exploration draws, and every simulation's parameters.

@@ -1,5 +1,5 @@
 """Run on two ranks by tests/trainer/test_no_training.py: rank 0's source yields 2
-samples, rank 1's none (a study of 2 simulations of one time step each: the client sends
+samples, rank 1's none (as a study of fewer simulations than ranks leaves one: a simulation
 time step 0 to rank 0). Each rank writes how `train()` ended, the exception's class or
 "returned", to ``OUT/exit-<rank>.txt`` (a file, not the shared output).
 

@@ -631,7 +631,7 @@ def test_a_version_1_state_of_several_receivers_counts_this_receivers_steps() ->
     rec = Receiver(buf, 0, 2, ReceiverConfig(expected_simulations=1))
     rec.load_state_dict(_version_1_state(2))
     loaded = rec.state_dict()
-    assert loaded["version"] == 3 and loaded["simulations"]["1"]["byes"] == {"0": 2}
+    assert loaded["version"] == 4 and loaded["simulations"]["1"]["byes"] == {"0": 2}
     rec.start()
     try:
         wait_until(
@@ -667,6 +667,7 @@ def test_rendezvous_file_is_published(tmp_path: Path) -> None:
         info = json.loads((tmp_path / "rdv" / "rank_1.json").read_text())
         assert info.pop("follow_endpoint").startswith("tcp://")  # (`follow_server`)
         assert info.pop("follow_kinds") == [9, 11, 13]  # (the queries it answers)
+        assert info.pop("routing") == "simulation_step"  # ((s + t) % W: protocol section 2)
         assert info == {"version": 1, "rank": 1, "world_size": 2, "endpoint": rec.endpoint}
         assert list((tmp_path / "rdv").iterdir()) == [tmp_path / "rdv" / "rank_1.json"]
     assert (tmp_path / "rdv" / "rank_1.json").exists()  # left for the next run to overwrite

@@ -1,9 +1,11 @@
 """Resharding the receivers' records from k ranks to m (`melissa_trainer.stream.reshard`).
 
-Real `Ingest`s of k ranks receive real messages (routed ``t % k``); their records are
-resharded, loaded into `Ingest`s of m ranks, and every step of every simulation is sent
-again with the new routing. The oracle, a multiset of (simulation, step) kept here: the
-samples the old buffers held plus those the new ingests put hold each step once.
+Real `Ingest`s of k ranks receive real messages (routed ``t % k``, or ``(s + t) % k`` for
+a simulation whose HELLO says ``"routing": "simulation_step"``: `wire.routing`); their
+records are resharded, loaded into `Ingest`s of m ranks, and every step of every
+simulation is sent again, routed over the m ranks as its HELLO says. The oracle, a
+multiset of (simulation, step) kept here: the samples the old buffers held plus those
+the new ingests put hold each step once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from melissa_trainer.stream.reshard import reshard_states
 from melissa_trainer.stream.stream_source import StreamSource
 from melissa_trainer.study.study import Study
 from melissa_trainer.wire import Abandon, Bye, Data, FieldSpec, Hello
+from melissa_trainer.wire.routing import SIMULATION_STEP, receiver_of
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -70,8 +73,19 @@ class Rank:
         )
 
 
-def hello(sid: int) -> Hello:
-    return Hello(sid, 0, 1, (FIELD,), {"a": float(sid)})
+#: how the simulations route their steps: all ``t % W``, all ``(s + t) % W``, or mixed
+#: (odd ids ``(s + t) % W``: clients of two versions in one study)
+MODES = ["step", "simulation_step", "mixed"]
+
+
+def routing_of(sid: int, mode: str) -> str | None:
+    if mode == "simulation_step" or (mode == "mixed" and sid % 2):
+        return SIMULATION_STEP
+    return None
+
+
+def hello(sid: int, mode: str = "step") -> Hello:
+    return Hello(sid, 0, 1, (FIELD,), {"a": float(sid)}, routing=routing_of(sid, mode))
 
 
 def data(sid: int, t: int) -> Data:
@@ -79,25 +93,26 @@ def data(sid: int, t: int) -> Data:
     return Data(sid, t, 0, 1, "u", FIELD.dtype, FIELD.shape, 0, 2, payload)
 
 
-def run(ranks: list[Rank], sid: int, steps: list[int], bye: bool) -> None:
-    """One simulation's messages, each step to its receiver (``t % world``)."""
-    world = len(ranks)
+def run(ranks: list[Rank], sid: int, steps: list[int], bye: bool, mode: str = "step") -> None:
+    """One simulation's messages, each step to its receiver (as its routing says)."""
+    world, routing = len(ranks), routing_of(sid, mode)
     for r in ranks:
-        r.ingest.hello(hello(sid))
+        r.ingest.hello(hello(sid, mode))
     for t in steps:
-        ranks[t % world].ingest.data(data(sid, t), True)
+        ranks[receiver_of(sid, t, world, routing)].ingest.data(data(sid, t), True)
     if bye:
         for j, r in enumerate(ranks):
-            r.ingest.bye(Bye(sid, 0, 1, sum(1 for t in STEPS[sid] if t % world == j)))
+            sent = sum(1 for t in STEPS[sid] if receiver_of(sid, t, world, routing) == j)
+            r.ingest.bye(Bye(sid, 0, 1, sent))
 
 
-def old_world(k: int) -> tuple[list[Rank], list[int]]:
+def old_world(k: int, mode: str = "step") -> tuple[list[Rank], list[int]]:
     """k receivers after the first run; the buffer put counts of their snapshots (the
     buffer snapshot is taken first: the last 2 samples of rank 0 are not in it)."""
     ranks = [Rank(r, k) for r in range(k)]
     for sid, steps in STEPS.items():
         sent = steps[: SENT_BEFORE[sid]] if sid in SENT_BEFORE else steps
-        run(ranks, sid, sent, bye=sid not in SENT_BEFORE)
+        run(ranks, sid, sent, bye=sid not in SENT_BEFORE, mode=mode)
         if sid in ABANDONED:
             for r in ranks:
                 r.ingest.abandon(Abandon(sid))
@@ -110,9 +125,10 @@ def records(ranks: list[Rank]) -> list[dict[str, Any]]:
     return [json.loads(json.dumps(r.ingest.state_dict(), sort_keys=True)) for r in ranks]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("k", "m"), RESIZES)
-def test_every_step_is_put_once_across_the_resize(k: int, m: int) -> None:
-    old, buffer_puts = old_world(k)
+def test_every_step_is_put_once_across_the_resize(k: int, m: int, mode: str) -> None:
+    old, buffer_puts = old_world(k, mode)
     states = records(old)
     assert any(s["archive"]["ids"] for s in states)  # some simulation was archived
     held = [key for r, n in zip(old, buffer_puts, strict=True) for key in r.puts[:n]]
@@ -133,15 +149,34 @@ def test_every_step_is_put_once_across_the_resize(k: int, m: int) -> None:
     samples_put = sum(r.ingest.samples_put for r in new)
     assert samples_put == len(held) == new[0].ingest.samples_put
 
-    # every simulation sends every step again, with the new routing
+    # every simulation sends every step again, routed over the new ranks
     for sid in STEPS:
-        run(new, sid, STEPS[sid], bye=True)
+        run(new, sid, STEPS[sid], bye=True, mode=mode)
     again = [key for r in new for key in r.puts]
     everything = Counter((sid, t) for sid, steps in STEPS.items() for t in steps)
     assert Counter(held) + Counter(again) == everything  # each step exactly once
     for r in new:
         assert not r.ingest.unfinished()
         assert set(STEPS) - ABANDONED <= set(r.ingest.finished_ids)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_resume_on_as_many_ranks_puts_every_step_once(mode: str) -> None:
+    """No reshard: each rank loads its own record, which keeps each simulation's routing."""
+    old, buffer_puts = old_world(2, mode)
+    states = records(old)
+    held = [key for r, n in zip(old, buffer_puts, strict=True) for key in r.puts[:n]]
+    new = [Rank(j, 2) for j in range(2)]
+    for j, r in enumerate(new):
+        r.ingest.load_state_dict(states[j], buffer_puts[j])
+    for sid in STEPS:
+        run(new, sid, STEPS[sid], bye=True, mode=mode)
+    again = [key for r in new for key in r.puts]
+    everything = Counter((sid, t) for sid, steps in STEPS.items() for t in steps)
+    assert Counter(held) + Counter(again) == everything  # each step exactly once
+    assert sum(r.ingest.rejected["wrong_receiver"] for r in new) == 0
+    for r in new:
+        assert not r.ingest.unfinished()
 
 
 def test_a_finished_study_resized_puts_nothing_again() -> None:

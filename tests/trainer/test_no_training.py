@@ -24,8 +24,10 @@ def test_the_words_name_the_empty_rank_each_ranks_samples_and_the_fix() -> None:
     words = untrained_words([2, 0])
     said = "stream of rank 1 ended with no sample (samples received by then: rank 0: 2, rank 1: 0)"
     assert said in words
-    assert "time step t of each simulation to rank t mod 2" in words
-    assert "at least 2 time steps, or train on fewer ranks (--num_processes 1)" in words
+    assert "time step t of simulation s to rank (s + t) mod 2" in words
+    assert "fewer simulations than ranks" in words
+    assert "Run at least 2 simulations (or give each at least 2 time steps)" in words
+    assert "or train on fewer ranks (--num_processes 1)" in words
     assert "no sample on any rank" in untrained_words([0, 0])
     assert "ranks 1, 2" in untrained_words([5, 0, 0])
 

@@ -387,8 +387,9 @@ def test_a_breed_study_in_worker_mode_on_two_ranks_observes_both_ranks_losses(
     assert [r["world_size"] for r in ranks] == [2, 2]
     seen = sorted(tuple(k) for r in ranks for k in r["seen"])
     assert seen == [(s, t) for s in range(simulations) for t in range(steps)]
-    # step t of every simulation went to rank t % 2: a simulation's draws count both ranks'
-    assert {t % 2 for _, t in ranks[1]["seen"]} == {1}
+    # step t of simulation s went to rank (s + t) % 2 (the routing the rendezvous
+    # advertises): a simulation's draws count both ranks'
+    assert {(s + t) % 2 for s, t in ranks[1]["seen"]} == {1}
     assert ranks[0]["losses"] == ranks[1]["losses"]  # reduced: the same on every rank
     assert ranks[0]["reductions"] == ranks[1]["reductions"] >= 3
     losses = {sid: (draws, mean, relative) for sid, draws, mean, relative, _ in ranks[0]["losses"]}

@@ -206,7 +206,10 @@ mt_status mt_encode_hello(mt_client *c, mt_buf *out) {
     }
     /* which client sends: the launcher's advice for a slow start-up depends on it (worker
        mode is the Python client's); docs/protocol.md 6 */
-    mt_buf_puts(out, ", \"client\": \"c\"}");
+    mt_buf_puts(out, ", \"client\": \"c\"");
+    /* the routing its steps follow, when the rendezvous advertised it (docs/protocol.md 6) */
+    if (c->routing) mt_buf_puts(out, ", \"routing\": \"simulation_step\"");
+    mt_buf_puts(out, "}");
     if (out->oom) return mt_fail(c, MT_ENOMEM, "out of memory encoding the HELLO");
     size_t body = out->len - sizeof fixed;
     if (body > MT_MAX_HELLO_BODY)

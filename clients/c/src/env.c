@@ -226,6 +226,7 @@ mt_status mt_resolve_config(mt_client *c) {
     if (st != MT_OK) return st;
     free(c->run_id);
     c->run_id = NULL;
+    c->routing = false; /* (t % W unless the rendezvous read says otherwise) */
     const char *rendezvous = NULL;
     st = resolve_receivers(c, &rendezvous);
     return st == MT_OK ? resolve_run_id(c, rendezvous) : st;

@@ -110,6 +110,8 @@ static bool each_step(const mt_stepset *s, bool (*fn)(void *, uint64_t), void *a
 typedef struct plan {
     const mt_held *held;
     size_t world;
+    uint64_t simulation_id;
+    bool routing; /* the client's (kept across a follow: docs/protocol.md 3) */
     const mt_replay *w;
     const mt_replay_entry *sorted;
     size_t n_sorted;
@@ -122,8 +124,9 @@ typedef struct plan {
 
 static bool plan_step(void *arg, uint64_t t) {
     plan *p = arg;
-    p->counts[t % p->world]++;
-    if (mt_held_holds(&p->held[t % p->world], t)) return true;
+    size_t r = mt_receiver_of(p->simulation_id, t, p->world, p->routing);
+    p->counts[r]++;
+    if (mt_held_holds(&p->held[r], t, p->simulation_id, p->routing)) return true;
     if (mt_replay_find(p->w, p->sorted, p->n_sorted, t) == NULL) {
         if (p->missing < 5) p->shown[p->missing] = t;
         p->missing++;
@@ -158,7 +161,8 @@ static mt_status cannot_follow(mt_client *c, const char *why) {
 /* Follow the restarted trainer of *rv (freed here). */
 static mt_status follow(mt_client *c, mt_rendezvous *rv) {
     mt_held *held = calloc(rv->n, sizeof *held);
-    plan p = {held, rv->n, &c->replay, NULL, 0, NULL, 0, 0, 0, {0}, NULL, false};
+    plan p = {held, rv->n, c->simulation_id, c->routing, &c->replay, NULL, 0, NULL, 0, 0, 0,
+              {0}, NULL, false};
     mt_replay_entry *sorted = NULL;
     p.counts = calloc(rv->n, sizeof *p.counts);
     mt_status st = held == NULL || p.counts == NULL ? mt_fail(c, MT_ENOMEM, "out of memory")

@@ -21,8 +21,9 @@ typedef struct mt_held {
  * "bad_size", "bad_rank", ..., "no_memory"). */
 const char *mt_held_parse(const uint8_t *frame, size_t len, uint64_t simulation_id,
                           uint64_t request_id, uint32_t rank, uint32_t world, mt_held *out);
-/* Whether `h` holds time step `step` (docs/protocol.md 17: bit step / world). */
-bool mt_held_holds(const mt_held *h, uint64_t step);
+/* Whether `h` holds time step `step` of `simulation_id`, routed as `routing` says
+ * (mt_client.routing; docs/protocol.md 17: bit step / world). */
+bool mt_held_holds(const mt_held *h, uint64_t step, uint64_t simulation_id, bool routing);
 /* A HELD_QUERY into out (24 bytes). */
 void mt_held_query(uint8_t out[24], uint64_t simulation_id, uint64_t request_id);
 /* Each receiver's HELD of `rv` (held[r], mt_held_free each), asked on its follow socket,

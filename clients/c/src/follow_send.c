@@ -58,7 +58,7 @@ static int send_again(mt_client *c, void *arg) {
  * client failed. */
 static mt_status resend(mt_client *c, uint64_t t, const uint8_t *row, double deadline,
                         bool open) {
-    size_t index = (size_t)(t % c->n_endpoints);
+    size_t index = mt_receiver_of(c->simulation_id, t, c->n_endpoints, c->routing);
     unsigned followed = c->followed;
     for (size_t i = 0; i < c->n_fields; ++i) {
         mt_field *f = &c->fields[i];
@@ -126,7 +126,7 @@ mt_status mt_follow_reconnect(mt_client *c, mt_rendezvous *rv, uint64_t **counts
         st = resend(c, needed[k], mt_replay_find(&c->replay, sorted, n_sorted, needed[k]),
                     deadline, false);
     if (c->step_open && c->followed == followed) { /* (a send that waited followed) */
-        c->step_receiver = (size_t)(c->step % c->n_endpoints);
+        c->step_receiver = mt_receiver_of(c->simulation_id, c->step, c->n_endpoints, c->routing);
         c->step_batched = false, c->step_appended = false; /* (the batches were dropped) */
         const mt_replay *w = &c->replay;
         if (st == MT_OK)

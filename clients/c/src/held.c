@@ -52,9 +52,10 @@ const char *mt_held_parse(const uint8_t *f, size_t len, uint64_t simulation_id,
     return NULL;
 }
 
-bool mt_held_holds(const mt_held *h, uint64_t step) {
+bool mt_held_holds(const mt_held *h, uint64_t step, uint64_t simulation_id, bool routing) {
     if (h->status == MT_HELD_FINISHED) return true;
-    if (h->status != MT_HELD_STEPS || h->world == 0 || step % h->world != h->rank) return false;
+    if (h->status != MT_HELD_STEPS || h->world == 0) return false;
+    if (mt_receiver_of(simulation_id, step, h->world, routing) != h->rank) return false;
     uint64_t i = step / h->world;
     return i < h->bits && ((h->map[i >> 3] >> (i & 7)) & 1u) != 0;
 }

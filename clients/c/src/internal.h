@@ -107,6 +107,11 @@ struct mt_client {
     char *rendezvous_used;    /* the directory the endpoints came from (NULL: given) */
     double rendezvous_timeout;
     char *run_id;             /* the run the HELLO names (NULL: none), set at start */
+    /* the routing (docs/protocol.md 3), set at start and kept when following: true when
+     * every rendezvous file said "routing": "simulation_step" (step t to receiver
+     * (simulation_id + t) % W, and the HELLO says so); false: t % W (endpoints given, or
+     * an older trainer's rendezvous) */
+    bool routing;
     mt_param *params;
     size_t n_params;
     bool params_set;
@@ -258,5 +263,14 @@ void mt_predict_free(mt_client *c);
 #include "rendezvous.h"
 #include "close_checks.h"
 #include "send.h"
+
+/* The receiver of the `world` that gets time step t of `simulation_id` (docs/protocol.md
+ * 3; melissa_trainer/wire/routing.py receiver_of): (simulation_id + t) % world when
+ * `routing` (each term reduced first: no 64-bit overflow), else t % world. */
+static inline size_t mt_receiver_of(uint64_t simulation_id, uint64_t t, size_t world,
+                                    bool routing) {
+    uint64_t w = (uint64_t)world;
+    return (size_t)((t % w + (routing ? simulation_id % w : 0)) % w);
+}
 
 #endif

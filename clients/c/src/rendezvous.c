@@ -32,6 +32,7 @@ typedef struct {
     char *key;    /* the receiver's CURVE public key; NULL: the file has none (no CURVE) */
     char *follow; /* its follow socket (docs/protocol.md 17, 17a); NULL: none published */
     bool receipts; /* 13 (RECEIPT_QUERY) in its "follow_kinds" (docs/protocol.md 17b) */
+    bool routing;  /* "routing": "simulation_step" (docs/protocol.md 2) */
 } rank_entry;
 
 /* Whether `text`, a JSON array, lists the number 13 (RECEIPT_QUERY); false for anything
@@ -107,8 +108,11 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
         const char *endpoint = NULL, *run_id = NULL, *key = NULL, *follow = NULL;
         const char *record = NULL; /* the stop record's raw text: why it stopped */
         bool bad_run = false, bad_key = false, bad_follow = false, stopped = false;
-        bool receipts = false;
+        bool receipts = false, routing = false;
         for (size_t k = 0; k < n; ++k) {
+            if (strcmp(m[k].key, "routing") == 0) /* (routing.py routing_of_entries) */
+                routing = m[k].kind == MT_JSON_STRING &&
+                          strcmp(m[k].string, "simulation_step") == 0;
             if (strcmp(m[k].key, "run_id") == 0) {
                 if (m[k].kind == MT_JSON_STRING && mt_valid_run_id(m[k].string)) run_id = m[k].string;
                 else bad_run = !(m[k].kind == MT_JSON_OTHER && strcmp(m[k].string, "null") == 0);
@@ -163,6 +167,7 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                 en->key = key != NULL ? strdup(key) : NULL;
                 en->follow = follow != NULL ? strdup(follow) : NULL;
                 en->receipts = receipts;
+                en->routing = routing;
                 out->stopped = out->stopped || stopped;
                 if (en->endpoint == NULL || (run_id != NULL && !en->run_id) ||
                     (key != NULL && !en->key) || (follow != NULL && !en->follow))
@@ -219,6 +224,9 @@ mt_status mt_rendezvous_read(const char *dir, mt_rendezvous *out, mt_buf *proble
                 entries[r].endpoint = NULL, entries[r].key = NULL, entries[r].follow = NULL;
             }
             out->n = (size_t)world;
+            out->routing = true; /* (the new routing only when every file says so) */
+            for (long long r = 0; r < world; ++r)
+                out->routing = out->routing && entries[r].routing;
             out->run_id = entries[0].run_id;
             entries[0].run_id = NULL;
             goto done;
@@ -294,6 +302,7 @@ mt_status mt_fetch_endpoints(mt_client *c, const char *dir, double timeout) {
             c->n_endpoints = rv.n;
             free(c->run_id); /* the published run id, checked by resolve_run_id */
             c->run_id = rv.run_id;
+            c->routing = rv.routing; /* (kept when following: the receivers honour the HELLO) */
             c->follows = rv.follows; /* (asked at the close: receipt.c) */
             c->receipts = true;
             for (size_t r = 0; r < rv.n; ++r)

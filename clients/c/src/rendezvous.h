@@ -25,6 +25,7 @@ typedef struct mt_rendezvous {
     bool *receipts;
     char *run_id;
     bool stopped;
+    bool routing; /* every file says "routing": "simulation_step" (docs/protocol.md 2) */
 } mt_rendezvous;
 /* One look at `dir`: MT_OK (*out filled: mt_rendezvous_free), MT_ERENDEZVOUS (not complete,
  * not consistent, or, unless `stopped_too`, a file marked stopped: what is wrong appended

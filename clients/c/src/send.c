@@ -301,7 +301,7 @@ mt_status mt_send(mt_client *c, uint64_t time_step, const char *field, mt_dtype 
         c->last_send = now;
         pthread_mutex_lock(&c->mu); /* (the flusher reads these three) */
         c->step_open = true;
-        c->step_receiver = (size_t)(time_step % c->n_endpoints);
+        c->step_receiver = mt_receiver_of(c->simulation_id, time_step, c->n_endpoints, c->routing);
         c->step_appended = false;
         pthread_mutex_unlock(&c->mu);
     }

@@ -106,16 +106,23 @@ static void test_held_parse(void) {
     CHECK(n == 46);
     CHECK(mt_held_parse(f, n, 7, 9, 1, 2, &h) == NULL);
     /* bit i is step i * world + rank: 1, 5, 17 held; others (and receiver 0's) not */
-    CHECK(mt_held_holds(&h, 1) && mt_held_holds(&h, 5) && mt_held_holds(&h, 17));
-    CHECK(!mt_held_holds(&h, 3) && !mt_held_holds(&h, 0) && !mt_held_holds(&h, 4));
-    CHECK(!mt_held_holds(&h, 19)); /* (past the bits) */
+    CHECK(mt_held_holds(&h, 1, 7, false) && mt_held_holds(&h, 5, 7, false) &&
+          mt_held_holds(&h, 17, 7, false));
+    CHECK(!mt_held_holds(&h, 3, 7, false) && !mt_held_holds(&h, 0, 7, false) &&
+          !mt_held_holds(&h, 4, 7, false));
+    CHECK(!mt_held_holds(&h, 19, 7, false)); /* (past the bits) */
+    /* routed (7 + t) % 2: receiver 1 gets the even steps, bit i is step 2i: 0, 4, 16 */
+    CHECK(mt_held_holds(&h, 0, 7, true) && mt_held_holds(&h, 4, 7, true) &&
+          mt_held_holds(&h, 16, 7, true));
+    CHECK(!mt_held_holds(&h, 1, 7, true) && !mt_held_holds(&h, 2, 7, true) &&
+          !mt_held_holds(&h, 18, 7, true));
     mt_held_free(&h);
     /* finished: every step; none: none */
     n = held_frame(f, MT_HELD_FINISHED, 0, 1, 0, NULL);
-    CHECK(mt_held_parse(f, n, 7, 9, 0, 1, &h) == NULL && mt_held_holds(&h, 123));
+    CHECK(mt_held_parse(f, n, 7, 9, 0, 1, &h) == NULL && mt_held_holds(&h, 123, 7, false));
     mt_held_free(&h);
     n = held_frame(f, MT_HELD_NONE, 0, 1, 0, NULL);
-    CHECK(mt_held_parse(f, n, 7, 9, 0, 1, &h) == NULL && !mt_held_holds(&h, 0));
+    CHECK(mt_held_parse(f, n, 7, 9, 0, 1, &h) == NULL && !mt_held_holds(&h, 0, 7, false));
     mt_held_free(&h);
     /* rejected: each field read, and the exact length */
     n = held_frame(f, MT_HELD_STEPS, 1, 2, 9, map);

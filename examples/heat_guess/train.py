@@ -223,6 +223,38 @@ def work_per_step(simulations: list[dict[str, Any]]) -> float:
     return float(np.mean(products)) if products else float("nan")
 
 
+def serving_sentence(telemetry: dict[str, float]) -> str:
+    """`ServingHook.telemetry()` as a sentence: the requests answered, in how many
+    batches and what share of training time, the latency's median and 99th percentile
+    (in training steps and ms), and the requests not answered by reason (refused,
+    rejected, expired), the zero counters left out. (``--json`` keeps the counters.)"""
+    t = telemetry
+    requests, answered = int(t.get("requests", 0)), int(t.get("answered", 0))
+    if requests == 0:
+        return "no requests (the simulations never asked)"
+    said = (
+        f"{answered} of {requests} requests answered, in {int(t.get('batches', 0))} "
+        f"batches taking {t.get('serving_share', 0.0):.1%} of training time"
+    )
+    if "latency_steps_p50" in t:
+        said += (
+            f"; latency median {t['latency_steps_p50']:.0f} steps "
+            f"({t['latency_ms_p50']:.0f} ms), 99th percentile "
+            f"{t['latency_steps_p99']:.0f} steps ({t['latency_ms_p99']:.0f} ms)"
+        )
+    missed = []
+    for kind in ("refused", "rejected"):
+        reasons = {k[len(kind) + 1 :]: int(v) for k, v in t.items() if k.startswith(f"{kind}_")}
+        if any(reasons.values()):
+            detail = ", ".join(f"{r} {n}" for r, n in sorted(reasons.items()) if n)
+            missed.append(f"{sum(reasons.values())} {kind} ({detail})")
+    if t.get("expired"):
+        missed.append(f"{int(t['expired'])} expired before an answer")
+    if missed:
+        said += "; not answered: " + ", ".join(missed)
+    return said
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         # the docstring's first paragraph, whole (its first line stopped mid-sentence)
@@ -299,11 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"second half of the study: {ours:.1f} vs {base:.1f} products per step "
           f"({base / ours:.2f}x less work); surrogate error on held-out simulations "
           f"{result['final_error']:.2e} after {result['global_step']} steps")  # fmt: skip
-    t = result["serving"]
     who = f" (rank 0's, of {_world_size()} ranks)" if _world_size() > 1 else ""
-    print(f"serving{who}: {t.get('answered', 0)} answered of {t.get('requests', 0)} requests, "
-          f"latency p50 {t.get('latency_steps_p50', float('nan')):.0f} steps "
-          f"({t.get('latency_ms_p50', float('nan')):.0f} ms), {t}")  # fmt: skip
+    print(f"serving{who}: {serving_sentence(result['serving'])}")
     if opts.json:
         print(to_json(summary))
     return 0

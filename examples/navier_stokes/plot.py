@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from navier_stokes.errors import shown_lead_times
+
 if TYPE_CHECKING:
     from melissa_trainer import OnlineTrainer
     from navier_stokes.train import FlowArgs
@@ -20,15 +22,28 @@ ProcessSample = Callable[[Mapping[str, Any]], tuple[torch.Tensor, torch.Tensor]]
 
 
 def predict(
-    trainer: OnlineTrainer, samples: Sequence[Mapping[str, Any]], process_sample: ProcessSample
+    trainer: OnlineTrainer,
+    samples: Sequence[Mapping[str, Any]],
+    process_sample: ProcessSample,
+    batch_size: int = 16,
 ) -> np.ndarray:
     """The model's fields for `samples` mapped by `process_sample` (the training's),
-    (len, n, n) float32 numpy."""
+    (len, n, n) float32 numpy, `batch_size` samples at a time (a 256^2 validation set
+    at once would hold every sample's activations together), in eval mode (a user's
+    model may hold dropout or batch norms), its mode restored after."""
     model = trainer.accelerator.unwrap_model(trainer.model)
-    inputs = torch.stack([process_sample(s)[0] for s in samples])
-    with torch.no_grad():
-        device = next(model.parameters()).device
-        return model(inputs.to(device)).float().cpu().numpy()[:, 0]
+    device = next(model.parameters()).device
+    training, out = model.training, []
+    model.eval()
+    try:
+        with torch.no_grad():
+            for start in range(0, len(samples), batch_size):
+                chunk = samples[start : start + batch_size]
+                inputs = torch.stack([process_sample(s)[0] for s in chunk])
+                out.append(model(inputs.to(device)).float().cpu().numpy()[:, 0])
+    finally:
+        model.train(training)
+    return np.concatenate(out)
 
 
 def plot_comparison(
@@ -46,7 +61,7 @@ def plot_comparison(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    steps = sorted({0, opts.time_steps // 3, 2 * opts.time_steps // 3, opts.time_steps - 1})
+    steps = shown_lead_times(opts.time_steps)  # the printed table's
     chosen = [samples[s] for s in steps]  # the first validation simulation
     truth = np.stack([s["vorticity"] for s in chosen])
     prediction = predict(trainer, chosen, process_sample)

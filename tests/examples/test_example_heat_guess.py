@@ -21,7 +21,7 @@ from helpers import run_group
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "examples"))
 from heat_guess.solver import GuessConfig, Operator, Work, boundary, steps  # noqa: E402
-from heat_guess.train import OddConv, baseline_work  # noqa: E402
+from heat_guess.train import OddConv, baseline_work, serving_sentence  # noqa: E402
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "heat_guess" / "train.py"
 PARAMS = {"t_initial": 300.0, "t_left": 100.0, "t_right": 500.0, "t_bottom": 200.0,
@@ -106,6 +106,25 @@ def test_a_bad_configuration_is_refused_naming_the_field() -> None:
     assert Operator(1.0).products == 0
 
 
+def test_the_serving_line_is_a_sentence_of_the_counters() -> None:
+    """The report's "serving:" line (a user trial: it printed the telemetry as a Python
+    dict): the counters in words, the zero ones left out, the reasons a request went
+    unanswered named; --json keeps the dict."""
+    telemetry = {"requests": 300, "answered": 290, "batches": 260, "serving_share": 0.05004,
+                 "latency_steps_p50": 0.0, "latency_steps_p99": 8.0, "latency_ms_p50": 42.04,
+                 "latency_ms_p99": 165.1, "refused_not_serving": 7, "refused_busy": 0,
+                 "rejected_shape": 2, "expired": 1}  # fmt: skip
+    assert serving_sentence(telemetry) == (
+        "290 of 300 requests answered, in 260 batches taking 5.0% of training time; "
+        "latency median 0 steps (42 ms), 99th percentile 8 steps (165 ms); not answered: "
+        "7 refused (not_serving 7), 2 rejected (shape 2), 1 expired before an answer"
+    )
+    assert serving_sentence({}) == "no requests (the simulations never asked)"
+    del telemetry["latency_steps_p50"], telemetry["expired"], telemetry["rejected_shape"]
+    assert "latency" not in serving_sentence(telemetry)
+    assert serving_sentence(telemetry).endswith("not answered: 7 refused (not_serving 7)")
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.timeout(240)
@@ -138,6 +157,8 @@ def test_the_study_serves_guesses_and_records_the_work(tmp_path: Path, surrogate
         versions = [v for v in record["versions"] if v >= 0]
         assert versions == sorted(versions)  # a simulation never sees an older model
         assert all(v <= summary["global_step"] for v in versions)
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("serving"))
+    assert line == f"serving: {serving_sentence(summary['serving'])}"  # a sentence, not a dict
     if surrogate:
         assert answered > 0 and summary["serving"]["answered"] == answered
     else:

@@ -344,11 +344,41 @@ def test_the_example_streams_from_launched_solvers_and_beats_both_baselines(
     summary = summary_of(proc)
     check_run(summary, out)
     assert "persistence" in proc.stdout and "overlap:" in proc.stdout
+    assert "relative L2 error" in proc.stdout and "by lead time" in proc.stdout
     # the baselines, recomputed from the solver: the validation set of seed 42 + 1
     opts = train.FlowArgs(grid_size=32, time_steps=STEPS, dt=0.05, num_validation=2)
     expected = train.baselines(train.validation_set(opts, seed=43))
     assert summary["mean_field_mse"] == pytest.approx(expected["mean_field_mse"])
     assert summary["persistence_mse"] == pytest.approx(expected["persistence_mse"])
+    check_relative_errors(summary, train.validation_set(opts, seed=43))
+
+
+def check_relative_errors(summary: dict, validation: list[dict[str, np.ndarray]]) -> None:
+    """The relative L2 errors and the errors by lead time: the baselines' recomputed
+    here from the validation fields (numpy, apart from the example's `errors.py`), the
+    model's consistent with its MSE (the trainer's validation, over every lead time) and
+    better than the mean field's."""
+    truth = np.stack([s["vorticity"] for s in validation]).astype(np.float64)
+    initial = np.stack([s["initial"] for s in validation]).astype(np.float64)
+    steps = np.array([int(s["time_step"]) for s in validation])
+
+    def rel(guess: np.ndarray) -> np.ndarray:
+        pairs = zip(guess, truth, strict=True)
+        return np.array([np.linalg.norm(g - t) / np.linalg.norm(t) for g, t in pairs])
+
+    mean_field = rel(np.broadcast_to(truth.mean(axis=0), truth.shape))
+    persistence = rel(initial)
+    assert summary["mean_field_rel_l2"] == pytest.approx(mean_field.mean())
+    assert summary["persistence_rel_l2"] == pytest.approx(persistence.mean())
+    rows = summary["by_lead_time"]
+    assert [r["time_step"] for r in rows] == list(range(STEPS))
+    for k, row in enumerate(rows):
+        assert row["t"] == pytest.approx((k + 1) * 0.5) and row["samples"] == 2
+        assert row["mean_field_rel_l2"] == pytest.approx(mean_field[steps == k].mean())
+        assert row["persistence_rel_l2"] == pytest.approx(persistence[steps == k].mean())
+    assert np.mean([r["val_mse"] for r in rows]) == pytest.approx(summary["val_mse"], rel=1e-4)
+    assert np.mean([r["val_rel_l2"] for r in rows]) == pytest.approx(summary["val_rel_l2"])
+    assert 0 < summary["val_rel_l2"] < summary["mean_field_rel_l2"]
 
 
 @pytest.mark.e2e

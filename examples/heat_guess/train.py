@@ -238,9 +238,9 @@ def serving_sentence(telemetry: dict[str, float]) -> str:
     )
     if "latency_steps_p50" in t:
         said += (
-            f"; latency median {t['latency_steps_p50']:.0f} steps "
+            f"; latency median {_steps(t['latency_steps_p50'])} "
             f"({t['latency_ms_p50']:.0f} ms), 99th percentile "
-            f"{t['latency_steps_p99']:.0f} steps ({t['latency_ms_p99']:.0f} ms)"
+            f"{_steps(t['latency_steps_p99'])} ({t['latency_ms_p99']:.0f} ms)"
         )
     missed = []
     for kind in ("refused", "rejected"):
@@ -253,6 +253,11 @@ def serving_sentence(telemetry: dict[str, float]) -> str:
     if missed:
         said += "; not answered: " + ", ".join(missed)
     return said
+
+
+def _steps(count: float) -> str:
+    """``"1 step"``, ``"8 steps"``: a latency in training steps (a percentile, rounded)."""
+    return f"{count:.0f} step" + ("" if round(count) == 1 else "s")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -122,6 +122,10 @@ def test_the_serving_line_is_a_sentence_of_the_counters() -> None:
     assert serving_sentence({}) == "no requests (the simulations never asked)"
     del telemetry["latency_steps_p50"], telemetry["expired"], telemetry["rejected_shape"]
     assert "latency" not in serving_sentence(telemetry)
+    one = {"requests": 1, "answered": 1, "batches": 1, "serving_share": 0.01,
+           "latency_steps_p50": 1.0, "latency_steps_p99": 1.0, "latency_ms_p50": 1.0,
+           "latency_ms_p99": 1.0}  # fmt: skip
+    assert "median 1 step (1 ms), 99th percentile 1 step (1 ms)" in serving_sentence(one)
     assert serving_sentence(telemetry).endswith("not answered: 7 refused (not_serving 7)")
 
 

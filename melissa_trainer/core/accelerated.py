@@ -133,16 +133,21 @@ class TrainStep(Protocol):
 _UNUSED_PARAMETERS = "Expected to have finished reduction in the prior iteration"
 
 
-def raise_unused_parameters(exc: RuntimeError) -> None:
-    """Raise a RuntimeError naming the fix when `exc` is DDP's error on parameters
-    that took no part in the loss (its own text names only DDP's keyword); else
-    nothing (the caller re-raises `exc`)."""
-    if _UNUSED_PARAMETERS in str(exc):
-        raise RuntimeError(
-            f"{exc}\nA parameter of the model took no part in a step's loss: pass "
-            "--ddp_find_unused_parameters true (TrainingArguments("
-            "ddp_find_unused_parameters=True)), or freeze it (requires_grad_(False))"
-        ) from exc
+class unused_parameters_named(AbstractContextManager[None]):  # (as contextlib.suppress)
+    """Around a step's loss computation: DDP's error on parameters that took no part in
+    the previous step's loss (its own text names only DDP's keyword) is raised as a
+    RuntimeError that names the fix, from DDP's; any other exception propagates
+    unchanged, its traceback as it was (no frame of this one's)."""
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        if isinstance(exc, RuntimeError) and _UNUSED_PARAMETERS in str(exc):
+            raise RuntimeError(
+                f"{exc}\nA parameter of the model took no part in a step's loss: pass "
+                "--ddp_find_unused_parameters true (TrainingArguments("
+                "ddp_find_unused_parameters=True)), or freeze it (requires_grad_(False))"
+            ) from exc
 
 
 class PlainStep:
@@ -177,15 +182,12 @@ class PlainStep:
     def backward(self, batch: Any) -> torch.Tensor:
         if self.step_begin is not None:
             self.step_begin()
-        try:
+        with unused_parameters_named():
             if self.autocast is None:
                 loss = self.compute_loss(self.model, batch)
             else:
                 with self.autocast():
                     loss = self.compute_loss(self.model, batch)
-        except RuntimeError as exc:
-            raise_unused_parameters(exc)
-            raise
         (loss / self.accumulation if self.accumulation > 1 else loss).backward()
         return loss.detach()
 
@@ -232,12 +234,8 @@ class AcceleratedStep:
         if self.step_begin is not None:
             self.step_begin()
         with acc.accumulate(self.model):
-            try:
-                with acc.autocast():
-                    loss = self.compute_loss(self.forward, batch)
-            except RuntimeError as exc:
-                raise_unused_parameters(exc)
-                raise
+            with unused_parameters_named(), acc.autocast():
+                loss = self.compute_loss(self.forward, batch)
             acc.backward(loss)
         return loss.detach()
 

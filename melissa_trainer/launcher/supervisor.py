@@ -29,8 +29,9 @@ shared lock (the launcher's other methods read it from any thread); the backend 
 (which may block up to `kill_grace`) are made outside it.
 
 The policy itself (an ended attempt's outcome, acted on) and the reports naming the
-failures are `failure_policy.FailurePolicy`'s, a base class of `Supervisor`; `Settings`
-and `RunningJob` are `jobs`' (re-exported here).
+failures are `failure_policy.FailurePolicy`'s; the heartbeat, the kills of silent
+simulations and the start-up timing are `silence_watch.SilenceWatch`'s (both base
+classes of `Supervisor`); `Settings` and `RunningJob` are `jobs`' (re-exported here).
 """
 
 from __future__ import annotations
@@ -45,11 +46,11 @@ from melissa_trainer.launcher.advice import Advice
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
 from melissa_trainer.launcher.completed_reports import CompletedReports
 from melissa_trainer.launcher.expected_silence import explain_silence, queued_jobs
-from melissa_trainer.launcher.failure_policy import FailurePolicy
 from melissa_trainer.launcher.jobs import RunningJob, Settings
 from melissa_trainer.launcher.reports import DataReport, LauncherError, kills_report
 from melissa_trainer.launcher.samplers import SamplerExhausted
 from melissa_trainer.launcher.silence import SilenceClock
+from melissa_trainer.launcher.silence_watch import SilenceWatch
 from melissa_trainer.launcher.study_record import StudyRecord
 from melissa_trainer.launcher.systematic import SystematicFailure
 from melissa_trainer.launcher.templates import Command, simulation_env
@@ -64,7 +65,7 @@ DRAIN_GRACE = 2.0
 IDLE_GRACE = 1.0
 
 
-class Supervisor(FailurePolicy):
+class Supervisor(SilenceWatch):
     """Runs one simulation per job (see the module docstring). It times each attempt's
     launch-to-first-message (with a heartbeat) for `advice`, which says once per study
     when start-up dominates, or when a restart failed as the attempt before it."""
@@ -174,83 +175,6 @@ class Supervisor(FailurePolicy):
         if untimed and self.refresh_beats().get(sid, 0) != job.beat:
             self.started_sending(job, sid)
         self.end_simulation(sid, code, now, job.log_path)
-
-    def check_timeouts(self, now: float) -> None:
-        """Kill the simulations silent past their bound (`silence`: only their own
-        silence counts, not the trainer's pauses nor its back-pressure)."""
-        reading = self.data is None or not self.data.backpressured()
-        elapsed = self.silence.tick(now, reading)
-        if not self.silence.enabled and self.heartbeat is None:
-            return
-        beats = self.refresh_beats()
-        self.note_startups(now, beats)
-        if not self.silence.enabled:
-            return
-        for name, job in list(self.jobs.items()):
-            sid = job.simulation_id
-            if sid is None:
-                continue
-            if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
-                self.silence.heard(job.silent + elapsed, first=not job.sending)
-                job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
-                continue
-            if not job.sending and not self.backend.started(job.handle):
-                continue  # queued by a scheduler: waiting, not silent
-            job.silent += elapsed
-            with self.lock:  # (its data complete: it is ending, `silence` says how long)
-                job.complete = self.study.records[sid].status == "complete"
-            verdict = self.silence.judge(job.silent, job.sending, job.complete)
-            if verdict is None:
-                continue
-            heard = "since its last message" if job.sending else "no message yet"
-            what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
-            logger.warning(
-                "%s (%s; %s): killing %s; log: %s",
-                what,
-                heard,
-                verdict.rule,
-                self.backend.describe(job.handle),
-                job.log_path,
-            )
-            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
-            del self.jobs[name]
-            self.job_killed(job, time.monotonic())
-
-    def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
-        """Time the start-up of the attempts whose first message came since the last
-        tick (`started_sending`)."""
-        for job in self.jobs.values():
-            sid = job.simulation_id
-            if sid is None or job.startup is not None:
-                continue
-            if not job.sending and not self.backend.started(job.handle):
-                # queued by a scheduler: its start-up begins when it runs (a batch job
-                # held in the queue is not a slow solver, nor a case for worker mode)
-                job.since = job.quiet_at = now
-                continue
-            if beats.get(sid, 0) == job.beat:
-                job.quiet_at = now
-            else:
-                self.started_sending(job, sid)
-
-    def started_sending(self, job: RunningJob, sid: int) -> None:
-        """Time the attempt's start-up: from its launch (in worker mode, its assignment)
-        to its first message, as the receiver timed that message's arrival when the
-        message is this attempt's (a simulation's first attempt: exact however late
-        this thread's tick comes, on a loaded machine); else (a restart, whose
-        simulation's first message was its previous attempt's, or no receiver's report)
-        to the last tick that found no message of it (a lower bound, to within a poll
-        interval, longer when the launcher's thread is held up)."""
-        first = None if self.data is None else self.data.first_message_at(sid)
-        if first is None or first < job.since:  # (not this attempt's message)
-            first = job.quiet_at
-        job.startup = first - job.since
-        client = None if self.data is None else self.data.client_of(sid)
-        self.advice.first_message(sid, job.startup, client)
-
-    def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
-        assert job.simulation_id is not None
-        self.end_simulation(job.simulation_id, code, now, job.log_path)
 
     def check_data(self, now: float) -> None:
         """Apply what the receivers report: complete data, refused HELLOs, and exited
@@ -387,14 +311,3 @@ class Supervisor(FailurePolicy):
                 f"the {self.backend.name or 'launcher'} backend could not start job {job.name} "
                 f"({list(job.argv)}): {exc}"
             ) from exc
-
-    def refresh_beats(self) -> Mapping[int, int]:
-        if self.heartbeat is not None:
-            self._beats = self.heartbeat()  # a fresh mapping (`Receiver.activity`)
-        return self._beats
-
-    def beat_of(self, sid: int) -> int:
-        """The heartbeat value now (the baseline of a simulation that starts)."""
-        if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
-            return 0
-        return self.refresh_beats().get(sid, 0)

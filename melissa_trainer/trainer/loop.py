@@ -3,7 +3,7 @@
 Read `train()` from top to bottom: it is the loop of `hooks.base.Event`'s docstring.
 The data path is one-directional: source -> buffer -> dataset -> this loop. What the
 loop does at its action points (`_perform_requested_actions`: log, validate, save) is
-`actions`'; the loss a step minimises, `losses`'.
+`actions`'; the loss a step minimises, `losses`'; one optimizer step, `stepping`'s.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from accelerate.utils import KwargsHandler, send_to_device, set_seed
+from accelerate.utils import KwargsHandler, set_seed
 
 from melissa_trainer.buffers import Buffer, Sample
 from melissa_trainer.config.arguments import TrainingArguments
@@ -43,18 +43,18 @@ from melissa_trainer.sources.ingest_transform import (
     SampleTransform,
 )
 from melissa_trainer.sources.source import Source, SourceError, as_source
-from melissa_trainer.trainer.actions import TrainerActions
 from melissa_trainer.trainer.ending import end_training, failed, source_failed, stop_words
-from melissa_trainer.trainer.losses import LossFn, TrainerLosses
+from melissa_trainer.trainer.losses import LossFn
 from melissa_trainer.trainer.preemption import PreemptionHandler, StopCause
 from melissa_trainer.trainer.setup import claim_output_dir, make_accelerator, make_rank_buffer
 from melissa_trainer.trainer.simulation_errors import check_best_metric
 from melissa_trainer.trainer.starting import start_training
+from melissa_trainer.trainer.stepping import TrainerSteps
 
 logger = logging.getLogger(__name__)
 
 
-class OnlineTrainer(TrainerActions, TrainerLosses):
+class OnlineTrainer(TrainerSteps):
     """Trains `model` on samples streamed into a buffer, on every rank of `accelerate launch`.
 
     Args:
@@ -349,52 +349,3 @@ class OnlineTrainer(TrainerActions, TrainerLosses):
             self._loss_guard.window_code(),
             batches_in_hand=in_hand,
         )
-
-    def _training_step(self, stage_next: bool = False) -> None:
-        """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
-        with `stage_next` (the window holds another step), the next step's first batch
-        is staged at the end (after the actions: a checkpoint there saves it raw)."""
-        state, control, hooks = self.state, self.control, self.hooks
-        step, figures, stager = self._step, self.log_figures, self._stager
-        hooks.fire(Event.STEP_START, self, state, control)
-        micro = self.args.gradient_accumulation_steps
-        for k in range(micro):
-            batch, n = self._next_batch()
-            state.samples_seen += n
-            figures.samples += n
-            hooks.fire(Event.BATCH_READY, self, state, control, batch)
-            loss = step.backward(batch)
-            dataset = self.dataset  # (the batch's ids, once: the tracked losses' too)
-            ids = dataset.last_simulation_ids if dataset.track_simulation_ids else None
-            self._loss_guard.record(loss, state.global_step + 1, dataset.last_samples, ids)
-            figures.loss_sum += loss  # stays on the device: no sync per step
-            figures.loss_count += 1
-            sample_losses = self._sample_losses
-            if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
-                self._sample_losses = None
-                sinks = self._sample_loss_sinks
-                if sinks is None:
-                    hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
-                else:  # only the library's trackers listen: what they would do (`_choose_loss`)
-                    for record in sinks:
-                        record(ids, sample_losses)
-            hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
-            if stager is not None and k + 1 < micro:
-                stager.stage()  # this step's next micro-batch, while the GPU runs this one
-        step.update()
-        state.global_step += 1
-        figures.steps += 1
-        hooks.fire(Event.STEP_END, self, state, control)
-        self._perform_requested_actions()
-        if stager is not None and stage_next:
-            stager.stage()
-
-    def _next_batch(self) -> tuple[Any, int]:
-        """The next pending batch on the device and its number of samples: the staged
-        one with `stage_batches`, else collated and sent now (`send_to_device`)."""
-        if self._stager is not None:
-            return self._stager.next_batch()
-        batch, n = self.dataset.next_batch()
-        if self._move_batches:
-            batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
-        return batch, n

@@ -17,10 +17,16 @@ simulations (``OUTPUT_DIR/rendezvous``) and the checkpoints do: several nodes sh
 A note holds the run's id (`OnlineTrainer.run_id`): one from an earlier run in the same
 directory is never read. A rank killed by a signal (SIGKILL, the OOM killer) writes
 none: the others then say that no rank left a note, and raise the backend's error.
+
+A peer is taken for gone only when a collective said so (`lost_a_peer`): the error was
+raised by the backend, not by Python code (a hook's, the loss function's, this
+library's), and its words are the backend's for a lost peer. A user's own
+``RuntimeError("connection closed by peer")`` is this rank's error, noted as such.
 """
 
 from __future__ import annotations
 
+import dis
 import logging
 import time
 from pathlib import Path
@@ -30,7 +36,14 @@ import torch
 from melissa_trainer.common.refusal import SaidOnRankZero
 from melissa_trainer.core.view import TrainerView
 
-__all__ = ["NOTES_DIR", "RankFailed", "lost_a_peer", "peer_failure", "write_note"]
+__all__ = [
+    "NOTES_DIR",
+    "RankFailed",
+    "from_the_backend",
+    "lost_a_peer",
+    "peer_failure",
+    "write_note",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +54,10 @@ NOTES_DIR = ".rank-failures"
 NOTE_WAIT = 2.0
 #: the longest error line a note keeps
 MAX_WORDS = 1000
-#: words of a collective's error when a peer's process is gone (gloo: "Connection closed
-#: by peer ... typically caused by a remote worker crashing"; NCCL: a communicator aborted)
+#: words of a collective's error when a peer's process is gone (gloo, torch 2.13, a plain
+#: RuntimeError on every collective, DDP's backward included: "[.../gloo/transport/tcp/
+#: pair.cc:553] Connection closed by peer [ADDR]:PORT. This is typically caused by a
+#: remote worker crashing"; NCCL, a DistBackendError: its communicator aborted)
 _PEER_GONE = (
     "closed by peer",
     "reset by peer",
@@ -51,6 +66,8 @@ _PEER_GONE = (
     "communicator was aborted",
     "connection refused",
 )
+#: the instructions of a Python ``raise`` (a bare one, and a ``with``/``finally``'s re-raise)
+_RAISES = frozenset(dis.opmap[name] for name in ("RAISE_VARARGS", "RERAISE"))
 
 
 class RankFailed(RuntimeError, SaidOnRankZero):
@@ -95,13 +112,32 @@ def write_note(trainer: TrainerView, error: BaseException) -> None:
         logger.warning("rank %d could not note its failure in %s: %s", me, path, exc)
 
 
-def lost_a_peer(error: BaseException) -> bool:
-    """`error` is a collective's failure because a peer's process is gone (the backend's
-    words, `_PEER_GONE`), not this rank's own."""
-    if not torch.distributed.is_available():
+def from_the_backend(error: BaseException) -> bool:
+    """`error` was raised by a process group's backend: a `torch.distributed.DistError`
+    (NCCL's DistBackendError, a DistNetworkError: types only torch raises), or a
+    RuntimeError raised inside compiled code (gloo's, from the collective's call, or
+    from ``work.wait()``, or from DDP's backward), not by a Python ``raise`` (a hook's,
+    a loss function's, this library's): the innermost entry of its traceback is the
+    call into the backend, not a ``raise`` instruction. An error never raised (no
+    traceback) is not the backend's."""
+    dist_error = getattr(torch.distributed, "DistError", None)
+    if dist_error is not None and isinstance(error, dist_error):
+        return True
+    tb = error.__traceback__
+    if not isinstance(error, RuntimeError) or tb is None:
         return False
-    backend_error = getattr(torch.distributed, "DistBackendError", RuntimeError)
-    if not isinstance(error, (RuntimeError, backend_error)):
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code.co_code
+    return 0 <= tb.tb_lasti < len(code) and code[tb.tb_lasti] not in _RAISES
+
+
+def lost_a_peer(error: BaseException) -> bool:
+    """`error` is a collective's failure because a peer's process is gone, not this
+    rank's own: raised by the backend (`from_the_backend`), in the backend's words for a
+    lost peer (`_PEER_GONE`). The same words in an error that Python code raised (a
+    user's hook) are not the backend's: that error is this rank's own."""
+    if not torch.distributed.is_available() or not from_the_backend(error):
         return False
     words = str(error).lower()
     return any(w in words for w in _PEER_GONE)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import shutil
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 from helpers import Keys, drain, linear_samples, send_all, small_model, xy
+from waiting import wait_until
 
 from melissa_trainer import CheckpointError, OnlineTrainer, TrainingArguments, wire
 from melissa_trainer.buffers import FIFOBuffer
@@ -179,13 +178,6 @@ def send(endpoint: str, frames: list[list[bytes]]) -> None:
     send_all(endpoint, frames).term()
 
 
-def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.01)
-
-
 def test_a_sample_put_while_a_checkpoint_is_written_is_put_once_across_the_resume(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -212,13 +204,13 @@ def test_a_sample_put_while_a_checkpoint_is_written_is_put_once_across_the_resum
         receiver, endpoint = stream.receiver, stream.endpoint
         assert receiver is not None and endpoint is not None
         send(endpoint, [[wire.encode_hello(1, 0, 1, [U])], *map(step_message, range(BEFORE))])
-        wait_until(lambda: len(trainer.buffer) == BEFORE, "the first steps in the buffer")
+        wait_until(lambda: len(trainer.buffer) == BEFORE, "the first steps in the buffer", 20)
         record = receiver.state_dict
 
         def record_then_put() -> dict[str, Any]:
             state = record()
             send(endpoint, [step_message(BEFORE)])  # the thread puts on, after its record
-            wait_until(lambda: len(trainer.buffer) == BEFORE + 1, "the put after the record")
+            wait_until(lambda: len(trainer.buffer) == BEFORE + 1, "the put after the record", 20)
             return state
 
         monkeypatch.setattr(receiver, "state_dict", record_then_put)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 from helpers import processes_with, sigkill_between_launches, simulation_of
+from waiting import wait_until
 
 from melissa_trainer.checkpoint.paths import latest_checkpoint
 from melissa_trainer.launcher import LauncherTuning
@@ -45,6 +46,8 @@ TOTAL_STEPS = SIMULATIONS * STEPS // BATCH
 #: one more failure and it gives the id up and draws a replacement (id 6), outside the
 #: oracle's ids 0-5 (seed 1's run had one simulation killed three times).
 KILLS_PER_SIMULATION = LauncherTuning().max_restarts
+#: what a killed or preempted trainer's test waits for (local solvers die with it)
+SOLVERS_GONE = "every solver's end (one outlived its trainer)"
 FLAGS = [
     "--num_simulations", str(SIMULATIONS), "--time_steps", str(STEPS), "--grid_size", "6",
     "--job_limit", "2", "--num_validation", "1", "--hidden", "16", "--no_plot",
@@ -206,19 +209,19 @@ POINTS: dict[str, Callable[[Run], bool]] = {
 @pytest.mark.parametrize("point", list(POINTS))
 def test_sigkill_then_resume_trains_on_every_step_exactly_once(tmp_path: Path, point: str) -> None:
     first = Run(tmp_path, "first")
-    deadline = time.monotonic() + 240
     try:
-        while not POINTS[point](first):
-            assert first.proc.poll() is None, f"ended before {point}: {first.output()}"
-            assert time.monotonic() < deadline, f"never reached {point}: {first.output()}"
-            time.sleep(0.05)
+        wait_until(
+            lambda: POINTS[point](first),
+            lambda: f"{point}: {first.output()}",
+            240,
+            procs=[first.proc],
+            interval=0.05,
+        )
         first.kill()
     finally:
         first.wait(30)
-    deadline = time.monotonic() + 15  # local solvers die with the trainer (PDEATHSIG)
-    while solvers_alive(first.out):
-        assert time.monotonic() < deadline, "a solver outlived the SIGKILLed trainer"
-        time.sleep(0.1)
+    # local solvers die with the trainer (PDEATHSIG)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
 
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     saved = 0 if resumed_from is None else int(resumed_from.name.split("-")[1])
@@ -317,19 +320,18 @@ def test_two_ranks_sigkilled_after_a_checkpoint_resume_exactly_once(tmp_path: Pa
     fed both ranks' losses every 4 steps)."""
     adaptive = ("--sampler", "breed", "--simulation_loss_steps", "4")
     first = Run(tmp_path, "first", *adaptive, ranks=2)
-    deadline = time.monotonic() + 120
     try:
-        while not (checkpoints(first.out) and len(first.steps()) >= 2 * (SAVE_STEPS + 2)):
-            assert first.proc.poll() is None, first.output()
-            assert time.monotonic() < deadline, first.output()
-            time.sleep(0.05)
+        wait_until(
+            lambda: checkpoints(first.out) and len(first.steps()) >= 2 * (SAVE_STEPS + 2),
+            lambda: f"a checkpoint and {2 * (SAVE_STEPS + 2)} steps: {first.output()}",
+            120,
+            procs=[first.proc],
+            interval=0.05,
+        )
         first.kill()
     finally:
         first.wait(30)
-    deadline = time.monotonic() + 15
-    while solvers_alive(first.out):
-        assert time.monotonic() < deadline, "a solver outlived the SIGKILLed trainer"
-        time.sleep(0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
     resumed_from = latest_checkpoint(first.out / "checkpoints")
     assert resumed_from is not None
     saved = int(resumed_from.name.split("-")[1])
@@ -356,12 +358,14 @@ def test_sigterm_to_accelerate_launch_while_a_checkpoint_is_written_resumes_exac
     first = Run(tmp_path, "first", ranks=2)
     monkeypatch.delenv("LINEAGE_SLOW_SAVE")  # the resume saves at full speed
     root = first.out / "checkpoints"
-    deadline = time.monotonic() + 180
     try:
-        while not (checkpoints(first.out) and list(root.glob(".tmp-*"))):
-            assert first.proc.poll() is None, first.output()
-            assert time.monotonic() < deadline, first.output()
-            time.sleep(0.02)
+        wait_until(
+            lambda: checkpoints(first.out) and list(root.glob(".tmp-*")),
+            lambda: f"a checkpoint, and the next one being written: {first.output()}",
+            180,
+            procs=[first.proc],
+            interval=0.02,
+        )
         writing = sorted(p.name for p in root.glob(".tmp-*"))
         first.proc.send_signal(signal.SIGTERM)  # the launcher: it signals both ranks
         code = first.proc.wait(120)
@@ -374,10 +378,7 @@ def test_sigterm_to_accelerate_launch_while_a_checkpoint_is_written_resumes_exac
     saved = written[-1]
     assert saved >= being_written and not list(root.glob(".tmp-*")), written
     assert f"preempted by SIGTERM at step {saved}" in first.output()
-    deadline = time.monotonic() + 15
-    while solvers_alive(first.out):
-        assert time.monotonic() < deadline, "a solver outlived the preempted trainer"
-        time.sleep(0.1)
+    wait_until(lambda: not solvers_alive(first.out), SOLVERS_GONE, 15, interval=0.1)
     second = Run(tmp_path, "second", "--resume_from_checkpoint", "latest", ranks=2, paced=False)
     assert second.wait(180) == 0, second.output()
     lineage = lineage_of(first, second, saved)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_crash_resume import SIMULATIONS, STEPS, Run, checkpoints, solvers_alive
+from waiting import wait_until
 
 from melissa_trainer.trainer.output_lock import LOCK_FILE, OutputDirLock, OutputDirLocked
 
@@ -56,11 +57,12 @@ def test_a_second_trainer_on_the_same_output_dir_is_refused(tmp_path: Path) -> N
     out = first.out
     second: Run | None = None
     try:
-        deadline = time.monotonic() + 90
-        while _holder(out).get("state") != "running" or not first.steps():
-            assert first.proc.poll() is None, first.output()
-            assert time.monotonic() < deadline, f"the first never trained: {first.output()}"
-            time.sleep(0.05)
+        wait_until(
+            lambda: _holder(out).get("state") == "running" and first.steps(),
+            lambda: f"the first's training: {first.output()}",
+            90,
+            procs=[first.proc],
+        )
         published = json.loads((out / "rendezvous" / "rank_0.json").read_text())
         assert published["run_id"] == _holder(out)["run_id"]
 
@@ -97,11 +99,12 @@ def test_a_second_trainer_on_the_same_output_dir_is_refused(tmp_path: Path) -> N
 def test_a_requeue_after_the_holder_was_sigkilled_starts_at_once(tmp_path: Path) -> None:
     first = Run(tmp_path, "first")
     try:
-        deadline = time.monotonic() + 90
-        while not checkpoints(first.out):
-            assert first.proc.poll() is None, first.output()
-            assert time.monotonic() < deadline, f"no checkpoint: {first.output()}"
-            time.sleep(0.05)
+        wait_until(
+            lambda: checkpoints(first.out),
+            lambda: f"a checkpoint: {first.output()}",
+            90,
+            procs=[first.proc],
+        )
         first.kill()
     finally:
         first.wait(30)

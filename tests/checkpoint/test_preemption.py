@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import torch
 from helpers import linear_samples, processes_with, small_model, xy
+from waiting import wait_until
 
 from melissa_trainer import (
     Hook,
@@ -59,13 +60,6 @@ HEAT_FLAGS = [
 ]  # fmt: skip
 
 
-def wait_until(condition: Callable[[], Any], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what or condition}"
-        time.sleep(0.01)
-
-
 # -- the handler, in this process ------------------------------------------------------
 
 
@@ -75,7 +69,7 @@ def test_a_signal_sets_the_request_and_the_previous_handlers_come_back() -> None
     with PreemptionHandler() as handler:
         assert not handler.requested() and handler.signum == 0
         os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt: a request
-        wait_until(handler.requested, what="the request")
+        wait_until(handler.requested, "the request", timeout=10)
         assert handler.signum == signal.SIGINT
     assert {s: signal.getsignal(s) for s in before} == before
     assert signal.set_wakeup_fd(-1) == -1  # the wakeup fd was given back too
@@ -92,7 +86,7 @@ def test_the_main_thread_sees_the_request_at_the_next_bytecode_without_waiting()
         seen = handler.requested()  # (no wait: the next bytecode after the delivery)
         busy = sum(i * i for i in range(200_000))  # the main thread keeps the GIL
         assert seen and handler.signum == signal.SIGTERM, busy
-        wait_until(lambda: handler.reason == "SIGTERM", what="the watcher's record")
+        wait_until(lambda: handler.reason == "SIGTERM", "the watcher's record", timeout=10)
 
 
 @pytest.mark.timeout(30)
@@ -105,7 +99,7 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_t
     # within the window (Slurm and the launcher both signal a rank): no exit
     with PreemptionHandler(on_force=lambda: forced.append(True), exit=exits.append) as handler:
         os.kill(os.getpid(), signal.SIGTERM)
-        wait_until(handler.requested)
+        wait_until(handler.requested, "the request", timeout=10)
         os.kill(os.getpid(), signal.SIGTERM)  # in the wakeup fd once kill returns
     # leaving the block joined the watcher after it read every signal written (`restore`):
     # the repeat was seen (its line), and not acted on
@@ -116,9 +110,9 @@ def test_a_repeat_within_the_window_is_the_same_request_and_a_later_one_forces_t
         on_force=lambda: forced.append(True), repeat_window=0.0, exit=exits.append
     ) as handler:
         os.kill(os.getpid(), signal.SIGTERM)
-        wait_until(handler.requested)
+        wait_until(handler.requested, "the request", timeout=10)
         os.kill(os.getpid(), signal.SIGINT)
-        wait_until(lambda: exits, what="the forced exit")
+        wait_until(lambda: exits, "the forced exit", timeout=10)
     assert forced == [True] and exits == [128 + signal.SIGINT]
 
 
@@ -133,9 +127,9 @@ def test_other_signals_with_python_handlers_are_not_preemptions() -> None:
         with PreemptionHandler(repeat_window=0.0, exit=exits.append) as handler:
             os.kill(os.getpid(), signal.SIGUSR1)
             os.kill(os.getpid(), signal.SIGTERM)
-            wait_until(handler.requested)
+            wait_until(handler.requested, "the request", timeout=10)
             os.kill(os.getpid(), signal.SIGUSR1)
-            wait_until(lambda: len(seen) == 2, what="the SIGUSR1 handler")
+            wait_until(lambda: len(seen) == 2, "the SIGUSR1 handler", timeout=10)
         # leaving the block joined the watcher after it read every signal (`restore`)
     finally:
         signal.signal(signal.SIGUSR1, previous)
@@ -285,7 +279,7 @@ def test_a_rank_waiting_for_data_notices_the_signal(tmp_path: Path) -> None:
     trainer = make_trainer(tmp_path / "out", source, [], stop_sync_steps=4)
 
     def signal_once_starved() -> None:
-        wait_until(lambda: trainer.dataset.num_pending >= 2, what="the two batches")
+        wait_until(lambda: trainer.dataset.num_pending >= 2, "the two batches", timeout=10)
         assert source.waiting.wait(20), "the trainer never waited for data"
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -326,7 +320,7 @@ def test_ctrl_c_inside_a_pump_propagates_and_is_not_a_receiver_failure(
 
         monkeypatch.setattr(rec, "_serve", interrupted)
         with pytest.raises(KeyboardInterrupt):  # False while the receiver's thread serves
-            wait_until(lambda: rec.pump(0.01), what="a pump that serves the socket")
+            wait_until(lambda: rec.pump(0.01), "a pump that serves the socket", timeout=10)
         monkeypatch.undo()
         rec.check()  # no SourceError: not recorded as a failure
         assert rec.pump() in (True, False)  # and the receiver still serves
@@ -404,9 +398,9 @@ def test_a_second_sigterm_during_a_slow_save_exits_at_once(tmp_path: Path) -> No
     out = tmp_path / "out"
     proc = start_child("slow_save", out)
     try:
-        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, 60, "step 3")
+        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, "step 3", 60)
         proc.send_signal(signal.SIGTERM)
-        wait_until(lambda: (out / "saving").exists() or proc.poll() is not None, 60, "the save")
+        wait_until(lambda: (out / "saving").exists() or proc.poll() is not None, "the save", 60)
         # past the repeat window: a second signal, not the same one
         time.sleep(2 * SLOW_SAVE_REPEAT_WINDOW)
         proc.send_signal(signal.SIGTERM)
@@ -428,7 +422,7 @@ def test_two_sigterms_at_once_are_one_clean_preemption(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = start_child("plain", out)
     try:
-        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, 60, "step 3")
+        wait_until(lambda: (out / "ready").exists() or proc.poll() is not None, "step 3", 60)
         proc.send_signal(signal.SIGTERM)
         proc.send_signal(signal.SIGTERM)
         err = finish(proc, 60)
@@ -463,7 +457,7 @@ class Lines:
         def found() -> str | None:
             return next((line for line in self.lines if regex.search(line)), None)
 
-        wait_until(lambda: found() or proc.poll() is not None, timeout, pattern)
+        wait_until(lambda: found() or proc.poll() is not None, pattern, timeout)
         line = found()
         assert line is not None, f"{pattern!r} not in the output:\n{self.text[-3000:]}"
         return line
@@ -513,7 +507,7 @@ def check_preempted_run(out: Path, lines: Lines, sig: int, ranks: int = 1) -> in
     assert "SourceError" not in lines.text
     # no traceback, except accelerate's own for a rank that exited non-zero
     assert lines.text.count("Traceback") == lines.text.count("ChildFailedError: "), lines.text
-    wait_until(lambda: processes_with(str(out / "rendezvous")) == [], 15, "the solvers' end")
+    wait_until(lambda: processes_with(str(out / "rendezvous")) == [], "the solvers' end", 15)
     return step
 
 
@@ -656,12 +650,12 @@ def requeued_on_a_test_cluster(
 
     with one_node_cluster() as cluster:
         job = cluster.run("sbatch", "--parsable", str(tmp_path / "job.sh"), env=env).strip()
-        wait_until(lambda: re.search(r"^step \d+ \| loss", text(), re.M), 240, "training")
+        wait_until(lambda: re.search(r"^step \d+ \| loss", text(), re.M), "training", 240)
         before_requeue()
         cluster.run("scancel", "--batch", "--signal=USR1", job, env=env)
-        wait_until(lambda: re.search(r"^\{.*\}$", text(), re.M), timeout, "the requeued run's end")
+        wait_until(lambda: re.search(r"^\{.*\}$", text(), re.M), "the requeued run's end", timeout)
         wait_until(
-            lambda: not cluster.run("squeue", "-h", "-j", job, env=env).strip(), 60, "the job's end"
+            lambda: not cluster.run("squeue", "-h", "-j", job, env=env).strip(), "the job's end", 60
         )
         details = cluster.run("scontrol", "show", "job", job, env=env)
     preempted = re.search(r"preempted by SIGTERM at step (\d+)", text())

@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from resume_scenario import run
+from waiting import wait_until
 
 from melissa_trainer.checkpoint.paths import latest_checkpoint
 
@@ -80,11 +80,13 @@ def killed_run(config: dict[str, Any], tmp_path: Path) -> int:
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 180
-        while not marker.exists():
-            assert proc.poll() is None, proc.stderr.read().decode()[-3000:] if proc.stderr else ""
-            assert time.monotonic() < deadline, "the run never reached its kill point"
-            time.sleep(0.1)
+
+        def said() -> str:  # (its stderr once it has ended: a running one's pipe stays open)
+            ended = proc.poll() is not None and proc.stderr is not None
+            err = proc.stderr.read().decode()[-3000:] if ended and proc.stderr else ""
+            return f"the run's kill point{': ' + err if err else ''}"
+
+        wait_until(marker.exists, said, 180, procs=[proc], interval=0.1)
         os.kill(proc.pid, signal.SIGKILL)
         assert proc.wait(30) == -signal.SIGKILL
     finally:

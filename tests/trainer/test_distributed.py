@@ -11,12 +11,12 @@ import shutil
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 from helpers import run_group
+from waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.e2e]
 
@@ -174,10 +174,12 @@ def test_a_launch_that_times_out_is_killed_with_its_children(tmp_path: Path) -> 
     with pytest.raises(subprocess.TimeoutExpired):
         run_group(["sh", "-c", script], timeout=2)
     child = int(pid_file.read_text())
-    deadline = time.monotonic() + 60
-    while Path(f"/proc/{child}").exists() and b"Z" not in _state(child):
-        assert time.monotonic() < deadline, f"the launcher's child {child} survived"
-        time.sleep(0.05)
+    wait_until(
+        lambda: not Path(f"/proc/{child}").exists() or b"Z" in _state(child),
+        f"the end of the launcher's child {child}",
+        60,
+        interval=0.05,
+    )
 
 
 def _state(pid: int) -> bytes:

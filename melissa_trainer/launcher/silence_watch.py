@@ -1,0 +1,132 @@
+"""`SilenceWatch`: how the supervisors hear from their simulations, a base class of them
+(`supervisor.Supervisor`, and worker mode's through it).
+
+The heartbeat is ``heartbeat()[simulation_id]`` (the messages the receivers have from
+it, `refresh_beats`), read at each tick: a simulation whose count moved was heard
+from. `check_timeouts` kills each simulation silent past its bound (`silence.SilenceClock`
+judges: only its own silence counts, not the trainer's pauses nor its back-pressure, and
+not the time a scheduler still queues its job), naming it with its attempt and log, and
+ends the attempt as "timeout" (`job_killed`: the failure policy then restarts, redraws,
+abandons or raises). Without a heartbeat callable the silence is the time since launch.
+`note_startups` and `started_sending` time each attempt's start-up (launch, or in worker
+mode its assignment, to its first message) for `advice`, which says once per study when
+start-up dominates.
+
+Runs on the launcher's thread; the `StudyRecord` is read under the shared lock only,
+the backend's calls (a kill may block up to `kill_grace`) are made outside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+
+from melissa_trainer.launcher.backends.base import Backend
+from melissa_trainer.launcher.failure_policy import FailurePolicy
+from melissa_trainer.launcher.jobs import RunningJob
+from melissa_trainer.launcher.reports import DataReport
+from melissa_trainer.launcher.silence import SilenceClock
+
+__all__ = ["SilenceWatch"]
+
+logger = logging.getLogger("melissa_trainer.launcher")
+
+
+class SilenceWatch(FailurePolicy):
+    """The heartbeat, the silence watch and the start-up timing of the supervisors
+    (which set the attributes declared here)."""
+
+    backend: Backend
+    data: DataReport | None
+    silence: SilenceClock
+    #: the last heartbeat read (`refresh_beats`)
+    _beats: Mapping[int, int]
+
+    def check_timeouts(self, now: float) -> None:
+        """Kill the simulations silent past their bound (`silence`: only their own
+        silence counts, not the trainer's pauses nor its back-pressure)."""
+        reading = self.data is None or not self.data.backpressured()
+        elapsed = self.silence.tick(now, reading)
+        if not self.silence.enabled and self.heartbeat is None:
+            return
+        beats = self.refresh_beats()
+        self.note_startups(now, beats)
+        if not self.silence.enabled:
+            return
+        for name, job in list(self.jobs.items()):
+            sid = job.simulation_id
+            if sid is None:
+                continue
+            if self.heartbeat is not None and beats.get(sid, 0) != job.beat:
+                self.silence.heard(job.silent + elapsed, first=not job.sending)
+                job.beat, job.silent, job.sending = beats.get(sid, 0), 0.0, True
+                continue
+            if not job.sending and not self.backend.started(job.handle):
+                continue  # queued by a scheduler: waiting, not silent
+            job.silent += elapsed
+            with self.lock:  # (its data complete: it is ending, `silence` says how long)
+                job.complete = self.study.records[sid].status == "complete"
+            verdict = self.silence.judge(job.silent, job.sending, job.complete)
+            if verdict is None:
+                continue
+            heard = "since its last message" if job.sending else "no message yet"
+            what = f"simulation {sid} ({self.attempt_of(sid)}) silent for {verdict.silent:.1f} s"
+            logger.warning(
+                "%s (%s; %s): killing %s; log: %s",
+                what,
+                heard,
+                verdict.rule,
+                self.backend.describe(job.handle),
+                job.log_path,
+            )
+            self.backend.kill(job.handle, self.settings.tuning.kill_grace)
+            del self.jobs[name]
+            self.job_killed(job, time.monotonic())
+
+    def note_startups(self, now: float, beats: Mapping[int, int]) -> None:
+        """Time the start-up of the attempts whose first message came since the last
+        tick (`started_sending`)."""
+        for job in self.jobs.values():
+            sid = job.simulation_id
+            if sid is None or job.startup is not None:
+                continue
+            if not job.sending and not self.backend.started(job.handle):
+                # queued by a scheduler: its start-up begins when it runs (a batch job
+                # held in the queue is not a slow solver, nor a case for worker mode)
+                job.since = job.quiet_at = now
+                continue
+            if beats.get(sid, 0) == job.beat:
+                job.quiet_at = now
+            else:
+                self.started_sending(job, sid)
+
+    def started_sending(self, job: RunningJob, sid: int) -> None:
+        """Time the attempt's start-up: from its launch (in worker mode, its assignment)
+        to its first message, as the receiver timed that message's arrival when the
+        message is this attempt's (a simulation's first attempt: exact however late
+        this thread's tick comes, on a loaded machine); else (a restart, whose
+        simulation's first message was its previous attempt's, or no receiver's report)
+        to the last tick that found no message of it (a lower bound, to within a poll
+        interval, longer when the launcher's thread is held up)."""
+        first = None if self.data is None else self.data.first_message_at(sid)
+        if first is None or first < job.since:  # (not this attempt's message)
+            first = job.quiet_at
+        job.startup = first - job.since
+        client = None if self.data is None else self.data.client_of(sid)
+        self.advice.first_message(sid, job.startup, client)
+
+    def job_killed(self, job: RunningJob, now: float, code: str = "timeout") -> None:
+        assert job.simulation_id is not None
+        self.end_simulation(job.simulation_id, code, now, job.log_path)
+
+    def refresh_beats(self) -> Mapping[int, int]:
+        if self.heartbeat is not None:
+            self._beats = self.heartbeat()  # a fresh mapping (`Receiver.activity`)
+        return self._beats
+
+    def beat_of(self, sid: int) -> int:
+        """The heartbeat value now (the baseline of a simulation that starts)."""
+        if self.heartbeat is None or self.settings.tuning.simulation_timeout is None:
+            return 0
+        return self.refresh_beats().get(sid, 0)

@@ -1,0 +1,95 @@
+"""`TrainerSteps`: one optimizer step of `OnlineTrainer`, a base class of it.
+
+`_training_step` runs one optimizer step over `gradient_accumulation_steps` pending
+micro-batches, in the order of `hooks.base.Event`'s docstring: STEP_START; per
+micro-batch, BATCH_READY, the step's forward, loss and backward (`TrainStep.backward`),
+the loss recorded for the loss guard and the log's figures (kept on the device: no
+host read), the per-sample losses when a hook listens (SAMPLE_LOSSES; handed straight
+to the library's trackers when only they listen: `TrainerLosses._choose_loss`),
+AFTER_BACKWARD; then the update (`TrainStep.update`), ``global_step`` + 1, STEP_END,
+and the actions the hooks asked for (`TrainerActions._perform_requested_actions`).
+`_next_batch` is where a batch comes from: staged a step ahead (`stage_batches`), or
+collated and sent to the device now.
+The loop (`OnlineTrainer.train`) decides how many steps a window runs: every rank runs
+the same ones, so each step's collectives (DDP's backward) meet.
+
+Thread-safety: the training thread only, as the trainer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accelerate.utils import send_to_device
+
+from melissa_trainer.config.arguments import TrainingArguments
+from melissa_trainer.core.figures import LogFigures
+from melissa_trainer.core.staging import BatchStager
+from melissa_trainer.core.state import TrainerState
+from melissa_trainer.hooks import Event
+from melissa_trainer.trainer.actions import TrainerActions
+from melissa_trainer.trainer.losses import TrainerLosses
+
+__all__ = ["TrainerSteps"]
+
+
+class TrainerSteps(TrainerActions, TrainerLosses):
+    """The steps of `OnlineTrainer` (which sets the attributes declared here)."""
+
+    args: TrainingArguments
+    state: TrainerState
+    #: the figures counted since the last log (the loss sum is part of a checkpoint)
+    log_figures: LogFigures
+    #: the next batch collated and copied to the device a step ahead (`staging`)
+    _stager: BatchStager | None
+    #: batches are sent to the device (not a CPU run)
+    _move_batches: bool
+
+    def _training_step(self, stage_next: bool = False) -> None:
+        """One optimizer step over `gradient_accumulation_steps` pending micro-batches;
+        with `stage_next` (the window holds another step), the next step's first batch
+        is staged at the end (after the actions: a checkpoint there saves it raw)."""
+        state, control, hooks = self.state, self.control, self.hooks
+        step, figures, stager = self._step, self.log_figures, self._stager
+        hooks.fire(Event.STEP_START, self, state, control)
+        micro = self.args.gradient_accumulation_steps
+        for k in range(micro):
+            batch, n = self._next_batch()
+            state.samples_seen += n
+            figures.samples += n
+            hooks.fire(Event.BATCH_READY, self, state, control, batch)
+            loss = step.backward(batch)
+            dataset = self.dataset  # (the batch's ids, once: the tracked losses' too)
+            ids = dataset.last_simulation_ids if dataset.track_simulation_ids else None
+            self._loss_guard.record(loss, state.global_step + 1, dataset.last_samples, ids)
+            figures.loss_sum += loss  # stays on the device: no sync per step
+            figures.loss_count += 1
+            sample_losses = self._sample_losses
+            if sample_losses is not None:  # a hook listens to SAMPLE_LOSSES
+                self._sample_losses = None
+                sinks = self._sample_loss_sinks
+                if sinks is None:
+                    hooks.fire(Event.SAMPLE_LOSSES, self, state, control, sample_losses, ids)
+                else:  # only the library's trackers listen: what they would do (`_choose_loss`)
+                    for record in sinks:
+                        record(ids, sample_losses)
+            hooks.fire(Event.AFTER_BACKWARD, self, state, control, loss)
+            if stager is not None and k + 1 < micro:
+                stager.stage()  # this step's next micro-batch, while the GPU runs this one
+        step.update()
+        state.global_step += 1
+        figures.steps += 1
+        hooks.fire(Event.STEP_END, self, state, control)
+        self._perform_requested_actions()
+        if stager is not None and stage_next:
+            stager.stage()
+
+    def _next_batch(self) -> tuple[Any, int]:
+        """The next pending batch on the device and its number of samples: the staged
+        one with `stage_batches`, else collated and sent now (`send_to_device`)."""
+        if self._stager is not None:
+            return self._stager.next_batch()
+        batch, n = self.dataset.next_batch()
+        if self._move_batches:
+            batch = send_to_device(batch, self.accelerator.device, non_blocking=True)
+        return batch, n

@@ -41,13 +41,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from helpers import live, processes_with, sigkill_between_launches
 from safetensors.numpy import load_file
+from waiting import wait_until
 
 from melissa_trainer.checkpoint.paths import latest_checkpoint
 
@@ -86,6 +86,8 @@ class Case:
 
 
 BREED = ("--sampler", "breed", "--simulation_loss_steps", "4")
+#: what a test waits for once its trainer is gone (local solvers die with their rank)
+SOLVERS_GONE = "every solver's end (one outlived its trainer)"
 CASES = {
     "1to2-fifo-sigkill": Case(1, 2, ("--buffer", "fifo"), signal.SIGKILL),
     "2to1-reservoir-sigkill": Case(
@@ -270,16 +272,21 @@ def checkpoints(out: Path) -> list[int]:
 def interrupt(run: Run, case: Case) -> None:
     """After a checkpoint, while simulations still run (so that the resumed run receives
     again, routed to its own ranks): SIGKILL two steps after it, or SIGTERM."""
-    deadline = time.monotonic() + 150
+
+    def ready() -> bool:
+        saved = checkpoints(run.out)
+        trained = max((s for s, _ in run.steps()), default=0)
+        return bool(saved) and trained >= saved[-1] + 2 and bool(processes_with(rendezvous))
+
+    rendezvous = str(run.out / "rendezvous")
     try:
-        while True:
-            assert run.proc.poll() is None, f"ended before the interruption: {run.output()}"
-            assert time.monotonic() < deadline, f"never interrupted: {run.output()}"
-            saved = checkpoints(run.out)
-            trained = max((s for s, _ in run.steps()), default=0)
-            if saved and trained >= saved[-1] + 2 and processes_with(str(run.out / "rendezvous")):
-                break
-            time.sleep(0.05)
+        wait_until(
+            ready,
+            lambda: f"the interruption: {run.output()}",
+            150,
+            procs=[run.proc],
+            interval=0.05,
+        )
         if case.signal == signal.SIGKILL:
             run.kill()
         else:
@@ -292,10 +299,7 @@ def interrupt(run: Run, case: Case) -> None:
         assert re.search(r"preempted by SIGTERM at step \d+", run.output()), run.output()
     # local solvers die with their rank (PR_SET_PDEATHSIG); the bound is a hang's, not a
     # speed's
-    deadline = time.monotonic() + 60
-    while processes_with(str(run.out / "rendezvous")):
-        assert time.monotonic() < deadline, "a solver outlived its trainer"
-        time.sleep(0.1)
+    wait_until(lambda: not processes_with(rendezvous), SOLVERS_GONE, 60, interval=0.1)
 
 
 @pytest.mark.timeout(420)
@@ -436,18 +440,18 @@ def test_a_resume_on_fewer_ranks_refused_for_buffer_size_succeeds_as_its_error_a
     case = Case(2, 1, buffer, signal.SIGKILL)
     first = Run(tmp_path, "first", 2, *buffer, paced=True)
     try:
-        deadline = time.monotonic() + 150
-        while not checkpoints(first.out):
-            assert first.proc.poll() is None, f"ended before a checkpoint: {first.output()}"
-            assert time.monotonic() < deadline, f"no checkpoint: {first.output()}"
-            time.sleep(0.05)
+        wait_until(
+            lambda: checkpoints(first.out),
+            lambda: f"a checkpoint: {first.output()}",
+            150,
+            procs=[first.proc],
+            interval=0.05,
+        )
         first.kill()
     finally:
         first.wait(90)
-    deadline = time.monotonic() + 60
-    while processes_with(str(first.out / "rendezvous")):
-        assert time.monotonic() < deadline, "a solver outlived its trainer"
-        time.sleep(0.1)
+    rendezvous = str(first.out / "rendezvous")
+    wait_until(lambda: not processes_with(rendezvous), SOLVERS_GONE, 60, interval=0.1)
     checkpoint = latest_checkpoint(first.out / "checkpoints")
     assert checkpoint is not None, first.output()
     saved = int(checkpoint.name.split("-")[1])
@@ -498,25 +502,26 @@ def test_ranks_whose_launcher_is_killed_stop_with_a_checkpoint_and_the_study_res
     first = Run(tmp_path, "first", 2, *buffer, paced=True, solver_step_sleep=3.0)
     ranks: list[int] = []
     try:
-        deadline = time.monotonic() + 150
-        while not (checkpoints(first.out) and processes_with(str(first.out / "rendezvous"))):
-            assert first.proc.poll() is None, f"ended before a checkpoint: {first.output()}"
-            assert time.monotonic() < deadline, f"no checkpoint: {first.output()}"
-            time.sleep(0.05)
+        rendezvous = str(first.out / "rendezvous")
+        wait_until(
+            lambda: checkpoints(first.out) and processes_with(rendezvous),
+            lambda: f"a checkpoint, with simulations running: {first.output()}",
+            150,
+            procs=[first.proc],
+            interval=0.05,
+        )
         ranks = [pid for pid in first.trainers() if pid != first.proc.pid]
         assert len(ranks) == 2, (ranks, first.output())
         os.kill(first.proc.pid, signal.SIGKILL)  # the launcher alone
         first.proc.wait(30)
-        killed = time.monotonic()
         # a bound on a hang (the rest of the study takes about 2 minutes), not a speed
-        while [pid for pid in ranks if live(pid)] and time.monotonic() < killed + 60:
-            time.sleep(0.1)
-        running = [pid for pid in ranks if live(pid)]
-        assert not running, f"ranks {running} still train 60 s after their launcher died"
-        deadline = time.monotonic() + 60
-        while processes_with(str(first.out / "rendezvous")):
-            assert time.monotonic() < deadline, "a solver outlived its rank"
-            time.sleep(0.1)
+        wait_until(
+            lambda: not [pid for pid in ranks if live(pid)],
+            lambda: f"the ranks' end, their launcher dead (alive: {[p for p in ranks if live(p)]})",
+            60,
+            interval=0.1,
+        )
+        wait_until(lambda: not processes_with(rendezvous), SOLVERS_GONE, 60, interval=0.1)
     finally:
         for pid in ranks + processes_with(str(first.out / "rendezvous")):
             with contextlib.suppress(ProcessLookupError):

@@ -76,7 +76,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from melissa_trainer.launcher.backends.base import Backend, Handle, Job, LaunchError
-from melissa_trainer.launcher.backends.mpich_segments import SegmentWatch
+from melissa_trainer.launcher.backends.mpich_segments import Listing, SegmentWatch, listing
 from melissa_trainer.launcher.backends.placement import Placement
 from melissa_trainer.launcher.backends.placement import nice_program as _nice_program
 from melissa_trainer.launcher.backends.placement import renice_group as _renice_group
@@ -182,12 +182,21 @@ def check_executable(program: Any, env: Mapping[str, str], cwd: Any) -> None:
 class LocalHandle(Handle):
     """A job started by `LocalBackend`: its process and its log file."""
 
-    def __init__(self, job: Job, process: subprocess.Popen[bytes], log: IO[bytes] | None) -> None:
+    def __init__(
+        self,
+        job: Job,
+        process: subprocess.Popen[bytes],
+        log: IO[bytes] | None,
+        before: Listing | None = None,
+    ) -> None:
         self.job = job
         self.process = process
         self.log = log
         self.ended = False  # the main process was reaped and its group cleaned up
-        self.shm = SegmentWatch()  # an MPI singleton's segment (`mpich_segments`)
+        # an MPI singleton's segment (`mpich_segments`), named after its pid; `before`:
+        # MPICH's files before the launch (swept if the singleton fails at once)
+        only = [f"{prefix}{process.pid:x}_0" for prefix in ("mpich_shm_", "mpich_vci_")]
+        self.shm = SegmentWatch(before, only)
 
     @property
     def pid(self) -> int:
@@ -256,6 +265,7 @@ class LocalBackend(Backend):
         # `process_group`) a session of its own
         session: dict[str, Any] = {"process_group": 0} if group else {"start_new_session": True}
         wrapper = self._resolve_wrapper()
+        before = listing()  # (MPICH's files: what a singleton crashing at once left is new)
         log = job.open_log()
         try:
             if wrapper is not None or self._nice is not None:  # else Popen's exec
@@ -276,7 +286,7 @@ class LocalBackend(Backend):
             raise LaunchError(f"cannot start job {job.name} ({list(job.argv)}): {exc}") from exc
         if placement is not None and placement.nice and self._nice is None:
             _renice_group(process.pid, placement.nice)
-        handle = LocalHandle(job, process, log)
+        handle = LocalHandle(job, process, log, before)
         self._handles.append(handle)
         return handle
 

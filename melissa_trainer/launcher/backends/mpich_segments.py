@@ -19,21 +19,43 @@ files the ranks have mapped (/proc/PID/maps, with the file's device and inode), 
 name is still the one the ranks mapped (same device and inode): never another job's,
 even one whose name happens to be the same.
 
+A job that ends before anything was found (a rank that crashes, calls ``MPI_Abort`` or
+``exit`` right after ``MPI_Init``: the usual deterministic failure, repeated by each
+restart; one killed inside ``MPI_Init``) is swept instead (`orphans`): the MPICH files
+made since its launch (absent from the `listing` taken before it) that are ours (owner)
+and that no live process maps or holds open are removed. MPICH's creator of the file
+(``MPL_initshm_open``, 5.0.x) keeps its descriptor open until it exits, so a file that
+no process holds has lost every rank of its job: nobody can use it again, whichever job
+made it (another of ours that also failed early is cleaned too; a live one never is).
+
 Limits: Linux only (nothing found elsewhere); the ranks on this machine only (those an
-``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's); a rank
-killed between its ``shm_open`` and its ``mmap`` (inside ``MPI_Init``) has mapped
-nothing yet, and its file stays.
+``mpiexec -hosts`` started on other nodes are out of reach, as are Slurm's). The sweep
+sees the processes this /proc shows: a process of another PID namespace sharing this
+/dev/shm (a container with the host's IPC but not its PIDs) is not seen, and a file it
+holds could be taken for an orphan; so could one of a process we may not read (not
+dumpable, or more privileged than us): MPI ranks are neither.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import NamedTuple
 
-__all__ = ["LOOKS_AT", "Segment", "SegmentWatch", "mapped_segments", "remove_segments"]
+__all__ = [
+    "LOOKS_AT",
+    "Listing",
+    "Segment",
+    "SegmentWatch",
+    "held",
+    "listing",
+    "mapped_segments",
+    "orphans",
+    "remove_segments",
+]
 
 logger = logging.getLogger("melissa_trainer.launcher")
 
@@ -45,6 +67,9 @@ PREFIXES = ("mpich_shm_", "mpich_vci_")
 #: segments, until some are found: MPI_Init is usually done within the first two, and a
 #: job with none by the last (no MPI, another MPI) costs no more reads
 LOOKS_AT = (0.5, 1.5, 4.0, 10.0, 30.0)
+
+#: MPICH's files in /dev/shm at one moment: name -> inode
+Listing = dict[str, int]
 
 
 class Segment(NamedTuple):
@@ -128,15 +153,93 @@ def remove_segments(segments: Iterable[Segment]) -> list[str]:
     return removed
 
 
+def listing() -> Listing:
+    """MPICH's files (`PREFIXES`) in /dev/shm now; {} without /dev/shm."""
+    try:
+        with os.scandir(SHM_DIR) as entries:
+            return {e.name: e.inode() for e in entries if e.name.startswith(PREFIXES)}
+    except OSError:
+        return {}
+
+
+def held(paths: Collection[str]) -> set[str] | None:
+    """Those of `paths` (files in /dev/shm) that a live process holds open or maps, read
+    from /proc; None without /proc. Not root: only our processes are read (a file of
+    ours is mode 0600: nobody else opens it); root or not, those we may not read are
+    skipped (a rank of our jobs runs with our credentials: we may read it)."""
+    uid = os.geteuid()
+    found: set[str] = set()
+    try:
+        pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            if uid != 0 and os.stat(f"/proc/{pid}").st_uid != uid:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(FileNotFoundError):  # closed meanwhile
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target in paths:
+                        found.add(target)
+            if len(found) == len(paths):
+                return found
+            # (MPICH 5 keeps its descriptor; another MPI may map the file and close it)
+            with open(f"/proc/{pid}/maps") as maps:
+                found.update(s.path for s in map(_parse, maps) if s is not None and s.path in paths)
+        except (FileNotFoundError, PermissionError):
+            # ended meanwhile, or not ours to read (more privileges than ours, not
+            # dumpable): no rank of a job of ours, which runs with our credentials
+            continue
+    return found
+
+
+def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segment]:
+    """MPICH's files in /dev/shm that are not in `before` (the same name and inode), are
+    ours (owner) and that no live process holds (`held`); among the names `only` if
+    given. [] when a process could not be read."""
+    new = [
+        name
+        for name, ino in listing().items()
+        if before.get(name) != ino and (only is None or name in only)
+    ]
+    candidates: dict[str, Segment] = {}
+    for name in new:
+        try:
+            stat = os.stat(SHM_DIR + name)
+        except OSError:  # gone meanwhile
+            continue
+        if stat.st_uid == os.geteuid():
+            dev = (os.major(stat.st_dev), os.minor(stat.st_dev))
+            candidates[SHM_DIR + name] = Segment(SHM_DIR + name, dev, stat.st_ino)
+    if not candidates:
+        return []
+    busy = held(candidates)
+    if busy is None:
+        return []
+    return [segment for path, segment in candidates.items() if path not in busy]
+
+
 class SegmentWatch:
     """The segments of one job: read from its processes while it runs (`due`, then
     `look`, at `LOOKS_AT`: a job whose rank crashes leaves no process to read them from)
-    and when it is killed (`add`); unlinked by `remove` once it has ended."""
+    and when it is killed (`add`); unlinked by `remove` once it has ended, or, none
+    found, swept (`orphans` since `before`, the `listing` taken before its launch,
+    among the names `only` if given; no sweep without `before`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, before: Listing | None = None, only: Collection[str] | None = None):
         self.segments: list[Segment] = []
         self.launched = time.monotonic()
         self.looks = 0  # how many of `LOOKS_AT` were done
+        self.before = before
+        self.only = only
+
+    @classmethod
+    def off(cls) -> SegmentWatch:
+        """A watch that never looks nor sweeps (a process that is not a rank: mpiexec)."""
+        watch = cls()
+        watch.looks = len(LOOKS_AT)
+        return watch
 
     def due(self) -> bool:
         """None found yet, and the next of `LOOKS_AT` has come."""
@@ -155,8 +258,13 @@ class SegmentWatch:
         self.segments += [s for s in mapped_segments(pids) if s.path not in known]
 
     def remove(self, job: str) -> list[str]:
-        """Unlink the ended job `job`'s segments that it left (`remove_segments`)."""
+        """Unlink the ended job `job`'s segments that it left (`remove_segments`), or,
+        none found, the orphans made since its launch (once: the job's processes must
+        all have ended, else what they hold stays)."""
         segments, self.segments = self.segments, []
+        before, self.before = self.before, None
+        if not segments and before is not None:
+            segments = orphans(before, self.only)
         removed = remove_segments(segments)
         if removed:
             logger.debug("%s ended before MPI_Finalize: removed %s", job, ", ".join(removed))

@@ -166,32 +166,45 @@ def held(paths: Collection[str]) -> set[str] | None:
     """Those of `paths` (files in /dev/shm) that a live process holds open or maps, read
     from /proc; None without /proc. Not root: only our processes are read (a file of
     ours is mode 0600: nobody else opens it); root or not, those we may not read are
-    skipped (a rank of our jobs runs with our credentials: we may read it)."""
+    skipped (a rank of our jobs runs with our credentials: we may read it). The open
+    files of every process first (MPICH 5 keeps its descriptor), then, if some of
+    `paths` are still not found, their maps (another MPI may map the file and close it;
+    a costlier read)."""
     uid = os.geteuid()
     found: set[str] = set()
     try:
         pids = [e.name for e in os.scandir("/proc") if e.name.isdigit()]
     except OSError:
         return None
+    if uid != 0:
+        pids = [pid for pid in pids if _owner(pid) == uid]
+    # (a process that cannot be read has ended meanwhile, or is not ours to read: more
+    # privileged than us, or not dumpable; no rank of a job of ours)
     for pid in pids:
-        try:
-            if uid != 0 and os.stat(f"/proc/{pid}").st_uid != uid:
-                continue
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 with contextlib.suppress(FileNotFoundError):  # closed meanwhile
                     target = os.readlink(f"/proc/{pid}/fd/{fd}")
                     if target in paths:
                         found.add(target)
-            if len(found) == len(paths):
-                return found
-            # (MPICH 5 keeps its descriptor; another MPI may map the file and close it)
-            with open(f"/proc/{pid}/maps") as maps:
-                found.update(s.path for s in map(_parse, maps) if s is not None and s.path in paths)
-        except (FileNotFoundError, PermissionError):
-            # ended meanwhile, or not ours to read (more privileges than ours, not
-            # dumpable): no rank of a job of ours, which runs with our credentials
-            continue
+    for pid in pids:
+        if len(found) == len(paths):
+            break
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            with open(f"/proc/{pid}/maps", "rb") as maps:
+                text = maps.read()
+            if SHM_DIR.encode() + b"mpich_" in text:
+                lines = text.decode(errors="replace").splitlines()
+                found.update(s.path for s in map(_parse, lines) if s and s.path in paths)
     return found
+
+
+def _owner(pid: str) -> int | None:
+    """The uid of process `pid` (None if it has ended)."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None
 
 
 def orphans(before: Listing, only: Collection[str] | None = None) -> list[Segment]:

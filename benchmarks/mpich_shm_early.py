@@ -12,13 +12,15 @@ solver (C, built here with the ``mpich`` wheel's ``mpicc``) fails in one of four
 Baseline: the job run by ``mpiexec -n RANKS`` alone; the files it leaves are the job's
 files. Ours: the same job run by `MpiexecBackend`, polled every 0.2 s (the launcher's
 default ``poll_interval``) until it ends; the files left then. Each case ``--reps``
-times (default 5); the rows give the totals, target 0 left.
+times (default 5); the rows give the totals, target 0 left (ratio: ours / baseline, the
+share of the jobs' files left).
 
 /dev/shm is shared by everything on the machine: another MPI job starting or failing
-meanwhile would be counted. So, run as root, the script re-executes itself with a
-private, empty /dev/shm (``unshare -m`` and a tmpfs mounted on /dev/shm, seen by this
-process and its jobs only); otherwise (``--shared``, or not root) it counts the new
-``mpich_*`` files, and says the counts may include others' jobs.
+meanwhile would be counted. So, run as root where a new mount namespace is allowed, the
+script re-executes itself with a private, empty /dev/shm (``unshare -m`` and a tmpfs
+mounted on /dev/shm, seen by this process and its jobs only); otherwise (``--shared``,
+not root, or no namespace) it counts the new ``mpich_*`` files, and its last note says
+the counts may include others' jobs.
 
     python benchmarks/mpich_shm_early.py            # about 30 s
     python benchmarks/mpich_shm_early.py --quick    # 1 repetition each
@@ -114,6 +116,23 @@ def run_ours(mpiexec: str, rank: Path, mode: str, ranks: int, here: Path) -> int
     return len(left)
 
 
+def can_go_private() -> bool:
+    """Whether this process may run its jobs with a /dev/shm of their own (root, with
+    ``unshare``, in a machine or container that allows a new mount namespace)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    probe = [
+        "unshare",
+        "-m",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        "mount -t tmpfs tmpfs /dev/shm",
+    ]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
 def measure(reps: int, ranks_list: list[int]) -> list[dict[str, Any]]:
     mpiexec = shutil.which("mpiexec") or str(Path(sys.executable).parent / "mpiexec")
     mpicc = shutil.which("mpicc") or str(Path(sys.executable).parent / "mpicc")
@@ -152,13 +171,12 @@ def main() -> None:
     parser.add_argument("--private-shm", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     private = args.private_shm
-    if not private and not args.shared and os.geteuid() == 0 and shutil.which("unshare"):
+    if not private and not args.shared and can_go_private():
         # re-run with a private, empty /dev/shm: only this run's files are counted
         mount = 'mount -t tmpfs -o size=256m tmpfs /dev/shm && exec "$@"'
         argv = [sys.executable, *sys.argv, "--private-shm"]
-        os.execvp(
-            "unshare", ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", *argv]
-        )
+        private_run = ["unshare", "-m", "--propagation", "private", "sh", "-c", mount]
+        os.execvp("unshare", [*private_run, "sh", *argv])
     rows = measure(1 if args.quick else args.reps, args.ranks)
     notes = [
         "baseline: mpiexec alone; ours: MpiexecBackend, polled every 0.2 s",
@@ -166,7 +184,8 @@ def main() -> None:
         if private
         else "the machine's /dev/shm: others' MPI jobs may be counted",
     ]
-    finish(rows, "MPICH segments left by failing MPI jobs", as_json=args.json, notes=notes)
+    title = "MPICH segments left by failing MPI jobs"
+    finish(rows, title, as_json=args.json, notes=notes, private_shm=private)
 
 
 if __name__ == "__main__":
